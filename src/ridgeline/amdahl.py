@@ -1,0 +1,173 @@
+"""Amdahl's law: what speeding up one part of a step is worth end to end.
+
+A part that takes fraction P of the time, made S times faster, turns a step of
+time 1 into (1 - P) + P / S.  Everything here is that one division, read three ways:
+forward (the gain), at S = infinity (the ceiling), and backwards (the S a target needs).
+Source: G. Amdahl, "Validity of the single processor approach...", AFIPS 1967.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ridgeline.errors import InputError
+
+
+@dataclass(frozen=True)
+class EndToEndSpeedup:
+    """A part at `fraction` of the time, sped up `part_speedup` times."""
+
+    fraction: float
+    part_speedup: float
+    new_time_fraction: float  # (1 - P) + P / S, of the old step time
+    end_to_end_speedup: float
+
+    def explain_lines(self) -> list[str]:
+        p, s = self.fraction, self.part_speedup
+        return [
+            "end-to-end speedup = 1 / ((1 - P) + P / S)",
+            f"  P = {p:g} (fraction of the time in the part), S = {s:g} (its speedup)",
+            f"  = 1 / ({1 - p:g} + {p:g} / {s:g})",
+            f"  = 1 / {self.new_time_fraction:.4g} = {self.end_to_end_speedup:.2f}x",
+        ]
+
+
+@dataclass(frozen=True)
+class SpeedupCeiling:
+    """The most a part at `fraction` of the time can give, if it became free."""
+
+    fraction: float
+    ceiling_speedup: float  # inf when fraction == 1
+
+    def explain_lines(self) -> list[str]:
+        p = self.fraction
+        if math.isinf(self.ceiling_speedup):
+            return [
+                "ceiling = 1 / (1 - P)",
+                f"  P = {p:g}: the part is the whole step, so making it free has no limit",
+            ]
+        return [
+            "ceiling = 1 / (1 - P)   (the part takes no time at all)",
+            f"  = 1 / (1 - {p:g}) = 1 / {1 - p:g} = {self.ceiling_speedup:.2f}x",
+        ]
+
+
+@dataclass(frozen=True)
+class RequiredPartSpeedup:
+    """The part speedup S that gives `target_speedup` end to end, if any does."""
+
+    fraction: float
+    target_speedup: float
+    ceiling_speedup: float
+    possible: bool
+    required_part_speedup: float | None  # None when no finite S reaches the target
+    verdict: str
+
+    def explain_lines(self) -> list[str]:
+        p, g = self.fraction, self.target_speedup
+        if not self.possible or self.required_part_speedup is None:
+            return [
+                "ceiling = 1 / (1 - P)",
+                f"  = 1 / (1 - {p:g}) = {self.ceiling_speedup:.4g}x",
+                f"  target {g:g}x >= ceiling: {self.verdict}",
+            ]
+        return [
+            "S = P / (1/G - (1 - P))   (Amdahl solved for S)",
+            f"  P = {p:g}, G = {g:g} (target end-to-end speedup)",
+            f"  = {p:g} / ({1 / g:.4g} - {1 - p:g})",
+            f"  = {p:g} / {1 / g - (1 - p):.4g} = {self.required_part_speedup:.3g}x",
+        ]
+
+
+def end_to_end_speedup(fraction: float, part_speedup: float) -> EndToEndSpeedup:
+    """Speedup of the whole step when a part at `fraction` of the time gets `part_speedup`.
+
+    speedup = 1 / ((1 - P) + P / S)
+    Example: a 2x attention kernel at 18% of the time: 1 / (0.82 + 0.09) = 1.10x;
+    at 85% of the time: 1 / (0.15 + 0.425) = 1.74x.
+    """
+    _check_fraction(fraction)
+    _check_positive("part_speedup", part_speedup)
+    new_time_fraction = (1.0 - fraction) + fraction / part_speedup
+    return EndToEndSpeedup(
+        fraction=fraction,
+        part_speedup=part_speedup,
+        new_time_fraction=new_time_fraction,
+        end_to_end_speedup=1.0 / new_time_fraction,
+    )
+
+
+def speedup_ceiling(fraction: float) -> SpeedupCeiling:
+    """The end-to-end speedup if the part took no time at all (S -> infinity).
+
+    ceiling = 1 / (1 - P), infinite when P = 1.
+    Example: P = 0.18 gives 1 / 0.82 = 1.22x; P = 0.85 gives 1 / 0.15 = 6.67x.
+    """
+    _check_fraction(fraction)
+    ceiling = math.inf if fraction == 1.0 else 1.0 / (1.0 - fraction)
+    return SpeedupCeiling(fraction=fraction, ceiling_speedup=ceiling)
+
+
+def required_part_speedup(fraction: float, target_speedup: float) -> RequiredPartSpeedup:
+    """The speedup S the part needs for an end-to-end speedup G, or why none will do.
+
+    S = P / (1/G - (1 - P)); impossible when G >= 1 / (1 - P), the ceiling.
+    Example: P = 0.85, G = 1.5: S = 0.85 / (0.6667 - 0.15) = 1.65x.
+    A target below 1 is a slowdown budget: S < 1 says how much slower the part may get.
+    """
+    _check_fraction(fraction)
+    _check_positive("target_speedup", target_speedup)
+    ceiling = speedup_ceiling(fraction).ceiling_speedup
+    if fraction == 0.0:
+        # The part takes no time: no S changes anything, so only G = 1 is "reached".
+        reachable = target_speedup == 1.0
+        return RequiredPartSpeedup(
+            fraction=fraction,
+            target_speedup=target_speedup,
+            ceiling_speedup=ceiling,
+            possible=reachable,
+            required_part_speedup=1.0 if reachable else None,
+            verdict=(
+                "no speedup needed: the part takes no time"
+                if reachable
+                else "impossible: the part takes no time, so the step time cannot change"
+            ),
+        )
+    if target_speedup >= ceiling:
+        return RequiredPartSpeedup(
+            fraction=fraction,
+            target_speedup=target_speedup,
+            ceiling_speedup=ceiling,
+            possible=False,
+            required_part_speedup=None,
+            verdict=f"impossible: the ceiling is {ceiling:.2f}x even if the part became free",
+        )
+    needed = fraction / (1.0 / target_speedup - (1.0 - fraction))
+    return RequiredPartSpeedup(
+        fraction=fraction,
+        target_speedup=target_speedup,
+        ceiling_speedup=ceiling,
+        possible=True,
+        required_part_speedup=needed,
+        verdict=f"the part must get {needed:.3g}x faster",
+    )
+
+
+def explain_lines(
+    result: EndToEndSpeedup | SpeedupCeiling | RequiredPartSpeedup,
+) -> list[str]:
+    """The formula behind `result` with its numbers substituted, one line per step."""
+    return result.explain_lines()
+
+
+def _check_fraction(fraction: float) -> None:
+    if not (0.0 <= fraction <= 1.0):  # also rejects NaN
+        raise InputError(
+            f"fraction must be between 0 and 1 (the share of time in the part), got {fraction!r}"
+        )
+
+
+def _check_positive(name: str, value: float) -> None:
+    if not (value > 0.0) or math.isinf(value):  # also rejects NaN
+        raise InputError(f"{name} must be a positive finite number, got {value!r}")

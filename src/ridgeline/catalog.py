@@ -1,0 +1,122 @@
+"""The bundled data: model configs by alias, type defaults, and forgiving name lookup.
+
+Files are read here and nowhere else in the core (hardware and formats call ``load_data``).
+A model name resolves as: a catalog alias (``llama-3.1-70b``), a Hugging Face id
+(``meta-llama/Llama-3.1-70B``), or a path to a local ``config.json``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from ridgeline.datafiles import load_data
+from ridgeline.errors import InputError
+from ridgeline.model import ModelSpec
+
+
+def normalise(name: str) -> str:
+    """Lower case, runs of space/underscore/slash become one hyphen: 'NVIDIA H100' -> 'nvidia-h100'."""
+    return re.sub(r"[\s_/]+", "-", name.strip().lower())
+
+
+def resolve_name(name: str, table: Mapping[str, str], what: str) -> str:
+    """Look ``name`` up in {normalised alias: id}; unknown names list the closest ids."""
+    key = normalise(name)
+    if key in table:
+        return table[key]
+    ids = sorted(set(table.values()))
+    # A unique id that starts with or contains the name is taken ("h200" -> "h200-sxm").
+    matches = sorted({i for a, i in table.items() if a.startswith(key + "-") or a == key})
+    if len(matches) == 1:
+        return matches[0]
+    if len(matches) > 1:
+        raise InputError(f"{what} {name!r} is ambiguous: it could be {', '.join(matches[:8])}")
+    close = difflib.get_close_matches(key, list(table), n=5, cutoff=0.5)
+    suggestions = sorted({table[c] for c in close}) or ids[:5]
+    raise InputError(f"unknown {what} {name!r}; closest: {', '.join(suggestions)}")
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    id: str
+    hf_id: str
+    file: str
+    card_total_params: str
+    card_active_params: str | None
+    card_source: str
+    card_kind: str  # exact | size-class
+    reference_total_params: int | None = None
+    reference_active_params: int | None = None
+    reference_source: str | None = None
+    card_active_convention: str = "with-embedding"
+
+
+@lru_cache(maxsize=1)
+def model_entries() -> tuple[ModelEntry, ...]:
+    return tuple(ModelEntry(**row) for row in load_data("models/index.json")["models"])
+
+
+@lru_cache(maxsize=1)
+def _model_names() -> dict[str, str]:
+    table: dict[str, str] = {}
+    for entry in model_entries():
+        for alias in (entry.id, entry.hf_id, entry.hf_id.split("/")[1], entry.file[:-5]):
+            table[normalise(alias)] = entry.id
+    return table
+
+
+def model_entry(model_id: str) -> ModelEntry:
+    for entry in model_entries():
+        if entry.id == model_id:
+            return entry
+    raise InputError(f"unknown model {model_id!r}")
+
+
+@lru_cache(maxsize=None)
+def catalog_model(model_id: str) -> ModelSpec:
+    entry = model_entry(model_id)
+    return ModelSpec.from_hf_config(load_data(f"models/{entry.file}"), name=entry.id)
+
+
+def resolve_model(name: str) -> ModelSpec:
+    """A catalog alias, a Hugging Face id in the catalog, or a path to a config.json."""
+    if not name or not name.strip():
+        raise InputError("model name is empty")
+    path = Path(name).expanduser()
+    if name.endswith(".json") or path.is_file() or path.is_dir():
+        return ModelSpec.from_hf_config(read_config_file(path), name=path.stem)
+    return catalog_model(resolve_name(name, _model_names(), "model"))
+
+
+def read_config_file(path: Path) -> Mapping[str, Any]:
+    """Read a config.json (or a folder holding one); refuse anything that is not one."""
+    if path.is_dir():
+        path = path / "config.json"
+    if not path.is_file():
+        raise InputError(f"no such config file: {path}")
+    try:
+        text = path.read_text("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read {path}: {exc}") from None
+    return parse_config_text(text, str(path))
+
+
+def parse_config_text(text: str, origin: str) -> Mapping[str, Any]:
+    try:
+        config = json.loads(text)  # accepts the bare Infinity HF writes (Nemotron-H)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{origin} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    if not isinstance(config, dict):
+        raise InputError(f"{origin} is not a config.json: expected a JSON object")
+    return config
+
+
+def all_model_ids() -> Iterable[str]:
+    return [entry.id for entry in model_entries()]

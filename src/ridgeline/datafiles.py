@@ -1,0 +1,27 @@
+"""Reading the JSON files shipped in ``ridgeline/data`` (the one place the core reads files)."""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+
+@lru_cache(maxsize=None)
+def load_data(relative_path: str) -> Any:
+    """Parse one JSON file shipped in ``ridgeline/data``."""
+    text = resources.files("ridgeline").joinpath("data", relative_path).read_text("utf-8")
+    return json.loads(text)
+
+
+def data_files(folder: str) -> list[str]:
+    """Names of the JSON files in a data folder, sorted."""
+    root = resources.files("ridgeline").joinpath("data", folder)
+    return sorted(p.name for p in root.iterdir() if p.name.endswith(".json"))
+
+
+def model_type_defaults(model_type: str) -> dict[str, Any]:
+    """Fields transformers fills in for a model_type when config.json omits them."""
+    entry = load_data("model_type_defaults.json").get(model_type, {})
+    return {k: v for k, v in entry.items() if not k.startswith("_")}

@@ -1,0 +1,461 @@
+"""Can a benchmark resolve the difference it reports?
+
+A score is a count of items out of N.  These functions recover that count from a printed
+percentage, put an interval around it, test a gap between two models (unpaired, or paired
+on the same items with McNemar's exact test), and size a benchmark that could detect a gap.
+Standard library only: the normal quantile is found by bisection on math.erfc.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+
+from ridgeline.errors import InputError
+
+OVERLAPPING_INTERVALS_NOTE = (
+    "Overlapping confidence intervals do not mean 'no difference'. Two 95% intervals can "
+    "overlap while the difference between the scores is significant at 0.05: the interval "
+    "of a difference is narrower than the two intervals laid end to end (its standard error "
+    "is sqrt(se_a^2 + se_b^2), not se_a + se_b). And when both models ran on the same items, "
+    "neither the intervals nor the unpaired test use that pairing; McNemar's test on the "
+    "items where the models disagree does, and is usually far more sensitive."
+)
+
+
+def normal_quantile(probability: float) -> float:
+    """The z with Phi(z) = probability, for the standard normal CDF Phi.
+
+    Phi(z) = erfc(-z / sqrt(2)) / 2, inverted by bisection to double precision.
+    Example: normal_quantile(0.975) = 1.959964 (the z of a two-sided 95% interval).
+    """
+    _check_open_unit("probability", probability)
+    low, high = -40.0, 40.0  # Phi(-40) underflows to 0, so this brackets every answer
+    while True:
+        mid = (low + high) / 2.0
+        if mid in (low, high):
+            return mid
+        if 0.5 * math.erfc(-mid / math.sqrt(2.0)) < probability:
+            low = mid
+        else:
+            high = mid
+
+
+@dataclass(frozen=True)
+class PercentageCount:
+    """The whole number of items behind a printed percentage of `num_items`."""
+
+    percent: float
+    decimals: int  # digits printed after the decimal point
+    num_items: int
+    nearest_count: int
+    nearest_count_percent: float
+    difference_points: float  # |nearest_count_percent - percent|
+    rounding_tolerance_points: float  # 0.5 * 10^-decimals
+    is_whole_count: bool
+    consistent_count_low: int | None  # every count in [low, high] prints as `percent`
+    consistent_count_high: int | None
+
+    def explain_lines(self) -> list[str]:
+        p, n, k = self.percent, self.num_items, self.nearest_count
+        verdict = (
+            f"within the printed rounding of +/-{self.rounding_tolerance_points:g} points"
+            if self.is_whole_count
+            else f"off by more than the printed rounding of +/-{self.rounding_tolerance_points:g}"
+            " points: no whole number of items gives this percentage"
+        )
+        return [
+            "count = percent x N / 100",
+            f"  = {p:g} x {n} / 100 = {p * n / 100:.4g} -> nearest whole count {k}",
+            f"check: {k} / {n} = {self.nearest_count_percent:.{self.decimals + 2}f}%,"
+            f" {self.difference_points:.2g} points from {p:g}%",
+            f"  {verdict}",
+        ]
+
+
+def count_from_percentage(
+    percent: float | str, num_items: int, decimals: int | None = None
+) -> PercentageCount:
+    """Recover the item count behind `percent` of `num_items`, and flag impossible ones.
+
+    count = round(percent x N / 100); the percentage is consistent when
+    |100 x count / N - percent| <= 0.5 x 10^-decimals (the rounding of the printed digits).
+    Example: 39.02% of 164 is 64 items (64 / 164 = 39.024%).
+    `decimals` defaults to the digits in `percent` as written ("39.0" has one).
+    """
+    printed_decimals, value = _parse_percent(percent)
+    _check_count("num_items", num_items, minimum=1)
+    if decimals is None:
+        decimals = printed_decimals
+    elif not isinstance(decimals, int) or isinstance(decimals, bool) or decimals < 0:
+        raise InputError(f"decimals must be a whole number >= 0, got {decimals!r}")
+    tolerance = 0.5 * 10.0**-decimals
+    slack = 1e-9 * max(1.0, value)  # float noise in the boundary case of an exact half
+    nearest = min(num_items, max(0, round(value * num_items / 100.0)))
+    nearest_percent = 100.0 * nearest / num_items
+    low = max(0, math.ceil((value - tolerance - slack) * num_items / 100.0))
+    high = min(num_items, math.floor((value + tolerance + slack) * num_items / 100.0))
+    whole = low <= high
+    return PercentageCount(
+        percent=value,
+        decimals=decimals,
+        num_items=num_items,
+        nearest_count=nearest,
+        nearest_count_percent=nearest_percent,
+        difference_points=abs(nearest_percent - value),
+        rounding_tolerance_points=tolerance,
+        is_whole_count=whole,
+        consistent_count_low=low if whole else None,
+        consistent_count_high=high if whole else None,
+    )
+
+
+@dataclass(frozen=True)
+class WilsonInterval:
+    """Wilson score interval for `successes` out of `num_items`."""
+
+    successes: int
+    num_items: int
+    confidence: float
+    z: float
+    proportion: float
+    center: float
+    half_width: float
+    low: float
+    high: float
+
+    def explain_lines(self) -> list[str]:
+        n, z, p = self.num_items, self.z, self.proportion
+        return [
+            f"p = {self.successes} / {n} = {p:.4f}, z = {z:.4f} for {self.confidence:g} confidence",
+            "center = (p + z^2 / 2n) / (1 + z^2 / n)",
+            f"  = ({p:.4f} + {z * z / (2 * n):.5f}) / {1 + z * z / n:.5f} = {self.center:.4f}",
+            "half width = z / (1 + z^2 / n) x sqrt(p(1 - p) / n + z^2 / 4n^2)",
+            f"  = {z / (1 + z * z / n):.4f}"
+            f" x sqrt({p * (1 - p) / n:.6f} + {z * z / (4 * n * n):.6f}) = {self.half_width:.4f}",
+            f"interval = {self.center:.4f} +/- {self.half_width:.4f}"
+            f" = [{self.low:.4f}, {self.high:.4f}]",
+        ]
+
+
+def wilson_interval(successes: int, num_items: int, confidence: float = 0.95) -> WilsonInterval:
+    """Wilson score interval for a proportion; unlike p +/- z*se it stays inside [0, 1].
+
+    center = (p + z^2/2n) / (1 + z^2/n); half = z / (1 + z^2/n) * sqrt(p(1-p)/n + z^2/4n^2)
+    Example: 64 of 164 at 95% is 39.0% in [31.9%, 46.7%].
+    Source: E. B. Wilson, JASA 22 (1927) 209-212.
+    """
+    _check_successes(successes, num_items)
+    _check_open_unit("confidence", confidence)
+    z = normal_quantile(1.0 - (1.0 - confidence) / 2.0)
+    n = num_items
+    p = successes / n
+    shrink = 1.0 + z * z / n
+    center = (p + z * z / (2 * n)) / shrink
+    half = z / shrink * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return WilsonInterval(
+        successes=successes,
+        num_items=n,
+        confidence=confidence,
+        z=z,
+        proportion=p,
+        center=center,
+        half_width=half,
+        # At 0 or n successes the bound is exactly 0 or 1; the subtraction leaves float noise.
+        low=0.0 if successes == 0 else max(0.0, center - half),
+        high=1.0 if successes == n else min(1.0, center + half),
+    )
+
+
+@dataclass(frozen=True)
+class TwoProportionZTest:
+    """Pooled z-test of two scores measured on independent item sets."""
+
+    successes_a: int
+    num_items_a: int
+    successes_b: int
+    num_items_b: int
+    proportion_a: float
+    proportion_b: float
+    pooled_proportion: float
+    standard_error: float
+    z: float
+    p_value: float
+    alpha: float
+    significant: bool
+
+    def explain_lines(self) -> list[str]:
+        pa, pb, pp = self.proportion_a, self.proportion_b, self.pooled_proportion
+        na, nb = self.num_items_a, self.num_items_b
+        return [
+            f"p_a = {self.successes_a} / {na} = {pa:.4f},"
+            f" p_b = {self.successes_b} / {nb} = {pb:.4f}",
+            f"pooled p = ({self.successes_a} + {self.successes_b}) / ({na} + {nb}) = {pp:.4f}",
+            "se = sqrt(p(1 - p)(1/n_a + 1/n_b))",
+            f"  = sqrt({pp:.4f} x {1 - pp:.4f} x {1 / na + 1 / nb:.5f})"
+            f" = {self.standard_error:.4f}",
+            f"z = (p_a - p_b) / se = {pa - pb:.4f} / {self.standard_error:.4f} = {self.z:.3f}",
+            f"two-sided p = erfc(|z| / sqrt 2) = {self.p_value:.3g}"
+            f" ({'<' if self.significant else '>='} alpha {self.alpha:g})",
+        ]
+
+
+def two_proportion_z_test(
+    successes_a: int,
+    num_items_a: int,
+    successes_b: int,
+    num_items_b: int,
+    alpha: float = 0.05,
+) -> TwoProportionZTest:
+    """Unpaired pooled two-proportion z-test with a two-sided p-value.
+
+    z = (p_a - p_b) / sqrt(p(1-p)(1/n_a + 1/n_b)), p pooled; p-value = erfc(|z| / sqrt 2).
+    Example: 77/164 vs 64/164 (47.0% vs 39.0%): z = 1.45, p = 0.147, not significant.
+    """
+    _check_successes(successes_a, num_items_a, "successes_a", "num_items_a")
+    _check_successes(successes_b, num_items_b, "successes_b", "num_items_b")
+    _check_open_unit("alpha", alpha)
+    pa, pb = successes_a / num_items_a, successes_b / num_items_b
+    pooled = (successes_a + successes_b) / (num_items_a + num_items_b)
+    se = math.sqrt(pooled * (1 - pooled) * (1 / num_items_a + 1 / num_items_b))
+    z = 0.0 if se == 0.0 else (pa - pb) / se  # se = 0 only when both scores are 0 or 100%
+    p_value = math.erfc(abs(z) / math.sqrt(2.0))
+    return TwoProportionZTest(
+        successes_a=successes_a,
+        num_items_a=num_items_a,
+        successes_b=successes_b,
+        num_items_b=num_items_b,
+        proportion_a=pa,
+        proportion_b=pb,
+        pooled_proportion=pooled,
+        standard_error=se,
+        z=z,
+        p_value=p_value,
+        alpha=alpha,
+        significant=p_value < alpha,
+    )
+
+
+@dataclass(frozen=True)
+class McNemarExact:
+    """Exact McNemar test on the items where two models disagree."""
+
+    b: int  # items model A got right and model B got wrong
+    c: int  # items model B got right and model A got wrong
+    discordant_items: int  # b + c
+    net_gap_items: int  # b - c
+    p_value: float
+    alpha: float
+    significant: bool
+
+    def explain_lines(self) -> list[str]:
+        n, k = self.discordant_items, min(self.b, self.c)
+        lines = [
+            f"discordant items n = b + c = {self.b} + {self.c} = {n};"
+            f" net gap b - c = {self.net_gap_items}",
+            "p = min(1, 2 x P[X <= min(b, c)]), X ~ Binomial(n, 1/2)",
+        ]
+        tail = _half_binomial_tail_count(n, k)
+        if n <= 40:  # small enough to show as one division of whole numbers
+            terms = (
+                " + ".join(f"C({n},{i})" for i in range(k + 1))
+                if k <= 3
+                else f"C({n},0) + ... + C({n},{k})"
+            )
+            lines.append(f"  = 2 x ({terms}) / 2^{n} = 2 x {tail} / {2**n} = {self.p_value:.3g}")
+        else:
+            lines.append(f"  = 2 x {tail / 2**n:.4g} = {self.p_value:.3g}")
+        lines.append(f"  {'<' if self.significant else '>='} alpha {self.alpha:g}")
+        return lines
+
+
+def mcnemar_exact(b: int, c: int, alpha: float = 0.05) -> McNemarExact:
+    """Exact McNemar test: two-sided binomial test with p = 1/2 on the b + c discordant items.
+
+    p = min(1, 2 x P[X <= min(b, c)]), X ~ Binomial(b + c, 1/2).
+    Example: the same net gap of 13 items: b=15, c=2 gives p = 0.0023 (significant at 0.05);
+    b=30, c=17 gives p = 0.079 (not).
+    """
+    _check_count("b", b)
+    _check_count("c", c)
+    _check_open_unit("alpha", alpha)
+    n = b + c
+    tail = _half_binomial_tail_count(n, min(b, c))
+    p_value = min(1.0, 2 * tail / 2**n)  # exact integers; one rounding at the division
+    return McNemarExact(
+        b=b,
+        c=c,
+        discordant_items=n,
+        net_gap_items=b - c,
+        p_value=p_value,
+        alpha=alpha,
+        significant=p_value < alpha,
+    )
+
+
+@dataclass(frozen=True)
+class UnpairedItemsNeeded:
+    """Items per model to detect p_a vs p_b with independent item sets."""
+
+    proportion_a: float
+    proportion_b: float
+    alpha: float
+    power: float
+    z_alpha: float  # z_{1 - alpha/2}
+    z_beta: float  # z_{power}
+    exact_items: float
+    num_items: int  # exact_items rounded up
+
+    def explain_lines(self) -> list[str]:
+        pa, pb = self.proportion_a, self.proportion_b
+        pbar = (pa + pb) / 2
+        return [
+            "n = (z_a sqrt(2 pbar (1 - pbar)) + z_b sqrt(p_a(1 - p_a) + p_b(1 - p_b)))^2"
+            " / (p_a - p_b)^2",
+            f"  z_a = {self.z_alpha:.4f} (alpha {self.alpha:g}, two-sided),"
+            f" z_b = {self.z_beta:.4f} (power {self.power:g}), pbar = {pbar:.4f}",
+            f"  = ({self.z_alpha:.4f} x {math.sqrt(2 * pbar * (1 - pbar)):.4f}"
+            f" + {self.z_beta:.4f} x {math.sqrt(pa * (1 - pa) + pb * (1 - pb)):.4f})^2"
+            f" / {(pa - pb) ** 2:.6f}",
+            f"  = {self.exact_items:.1f} -> {self.num_items} items",
+        ]
+
+
+def items_needed_unpaired(
+    proportion_a: float, proportion_b: float, alpha: float = 0.05, power: float = 0.8
+) -> UnpairedItemsNeeded:
+    """Items per model for a two-sided unpaired test to detect p_a vs p_b.
+
+    n = (z_{1-a/2} sqrt(2 pbar qbar) + z_{1-b} sqrt(p_a q_a + p_b q_b))^2 / (p_a - p_b)^2,
+    pbar = (p_a + p_b)/2, no continuity correction (Fleiss, Statistical Methods for Rates
+    and Proportions, 1981, sec. 3.2).  Example: 39% vs 47% at alpha 0.05, power 0.8: 600.
+    """
+    for name, value in (("proportion_a", proportion_a), ("proportion_b", proportion_b)):
+        if not (0.0 <= value <= 1.0):
+            raise InputError(f"{name} must be between 0 and 1, got {value!r}")
+    if proportion_a == proportion_b:
+        raise InputError("proportion_a and proportion_b are equal: no gap to detect")
+    _check_open_unit("alpha", alpha)
+    _check_open_unit("power", power)
+    z_alpha, z_beta = normal_quantile(1 - alpha / 2), normal_quantile(power)
+    pa, pb = proportion_a, proportion_b
+    pbar = (pa + pb) / 2
+    root = z_alpha * math.sqrt(2 * pbar * (1 - pbar)) + z_beta * math.sqrt(
+        pa * (1 - pa) + pb * (1 - pb)
+    )
+    exact = root * root / (pa - pb) ** 2
+    return UnpairedItemsNeeded(pa, pb, alpha, power, z_alpha, z_beta, exact, math.ceil(exact))
+
+
+@dataclass(frozen=True)
+class PairedItemsNeeded:
+    """Items to detect an accuracy gap when both models answer the same items."""
+
+    gap: float  # p_10 - p_01, the accuracy difference
+    discordance: float  # p_10 + p_01, the share of items the models disagree on
+    alpha: float
+    power: float
+    z_alpha: float
+    z_beta: float
+    exact_items: float
+    num_items: int
+
+    def explain_lines(self) -> list[str]:
+        d, psi = self.gap, self.discordance
+        return [
+            "n = (z_a sqrt(psi) + z_b sqrt(psi - d^2))^2 / d^2   (Connor 1987)",
+            f"  d = {d:g} (gap), psi = {psi:g} (discordance), z_a = {self.z_alpha:.4f},"
+            f" z_b = {self.z_beta:.4f}",
+            f"  = ({self.z_alpha:.4f} x {math.sqrt(psi):.4f} + {self.z_beta:.4f}"
+            f" x {math.sqrt(psi - d * d):.4f})^2 / {d * d:.6f}",
+            f"  = {self.exact_items:.1f} -> {self.num_items} items",
+        ]
+
+
+def items_needed_paired(
+    gap: float, discordance: float, alpha: float = 0.05, power: float = 0.8
+) -> PairedItemsNeeded:
+    """Items for McNemar's test to detect an accuracy gap d given discordance psi.
+
+    n = (z_{1-a/2} sqrt(psi) + z_{1-b} sqrt(psi - d^2))^2 / d^2, with d = p_10 - p_01 and
+    psi = p_10 + p_01 (R. J. Connor, Biometrics 43 (1987) 207-211).
+    Example: gap 0.08, models disagree on 20% of items, alpha 0.05, power 0.8: 243 items.
+    """
+    if not (0.0 < abs(gap) <= 1.0):
+        raise InputError(f"gap must be non-zero and between -1 and 1, got {gap!r}")
+    if not (abs(gap) <= discordance <= 1.0):
+        raise InputError(
+            f"discordance must be between |gap| = {abs(gap):g} and 1 (the models disagree on"
+            f" at least the items that make the gap), got {discordance!r}"
+        )
+    _check_open_unit("alpha", alpha)
+    _check_open_unit("power", power)
+    z_alpha, z_beta = normal_quantile(1 - alpha / 2), normal_quantile(power)
+    root = z_alpha * math.sqrt(discordance) + z_beta * math.sqrt(discordance - gap * gap)
+    exact = root * root / (gap * gap)
+    return PairedItemsNeeded(
+        gap, discordance, alpha, power, z_alpha, z_beta, exact, math.ceil(exact)
+    )
+
+
+EvalResult = (
+    PercentageCount
+    | WilsonInterval
+    | TwoProportionZTest
+    | McNemarExact
+    | UnpairedItemsNeeded
+    | PairedItemsNeeded
+)
+
+
+def explain_lines(result: EvalResult) -> list[str]:
+    """The formula behind `result` with its numbers substituted, one line per step."""
+    return result.explain_lines()
+
+
+def _parse_percent(percent: float | str) -> tuple[int, float]:
+    """(decimals printed, value) for a percentage given as a number or as printed text."""
+    if isinstance(percent, str):
+        text = percent.strip().removesuffix("%").strip()
+    elif isinstance(percent, int) and not isinstance(percent, bool):
+        text = str(percent)  # an int was printed with no decimals
+    else:
+        text = repr(float(percent))  # shortest repr: the digits as typed, e.g. 39.02
+    try:
+        exact = Decimal(text)
+    except InvalidOperation:
+        raise InputError(f"percent must be a number such as 39.02, got {percent!r}") from None
+    if not exact.is_finite() or not (0 <= exact <= 100):
+        raise InputError(f"percent must be between 0 and 100, got {percent!r}")
+    exponent = exact.as_tuple().exponent
+    assert isinstance(exponent, int)  # finite Decimals have an int exponent
+    return max(0, -exponent), float(exact)
+
+
+def _half_binomial_tail_count(n: int, k: int) -> int:
+    """C(n,0) + C(n,1) + ... + C(n,k): outcomes with X <= k out of the 2^n equally likely."""
+    term, total = 1, 1
+    for i in range(k):
+        term = term * (n - i) // (i + 1)  # C(n, i+1) from C(n, i), exact
+        total += term
+    return total
+
+
+def _check_count(name: str, value: int, minimum: int = 0) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InputError(f"{name} must be a whole number >= {minimum}, got {value!r}")
+
+
+def _check_successes(
+    successes: int, num_items: int, name: str = "successes", total: str = "num_items"
+) -> None:
+    _check_count(total, num_items, minimum=1)
+    _check_count(name, successes)
+    if successes > num_items:
+        raise InputError(f"{name} ({successes}) cannot exceed {total} ({num_items})")
+
+
+def _check_open_unit(name: str, value: float) -> None:
+    if not (0.0 < value < 1.0):  # also rejects NaN
+        raise InputError(f"{name} must be strictly between 0 and 1, got {value!r}")

@@ -1,0 +1,123 @@
+"""Which kind each layer is, read from the many ways configs say it.
+
+Mixers: ``full`` attention, ``sliding`` window, ``chunked`` local attention (Llama 4),
+``linear`` attention (Gated DeltaNet), ``mamba``, or ``none`` (an MLP-only block).
+FFNs: ``dense``, ``moe`` or ``none``. The rules follow each architecture's transformers
+implementation, cited beside each branch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ridgeline.errors import InputError
+
+FULL = "full"
+SLIDING = "sliding"
+CHUNKED = "chunked"
+LINEAR = "linear"
+MAMBA = "mamba"
+NONE = "none"
+DENSE = "dense"
+MOE = "moe"
+
+MIXERS = (FULL, SLIDING, CHUNKED, LINEAR, MAMBA, NONE)
+ATTENTION_MIXERS = (FULL, SLIDING, CHUNKED)
+
+_LAYER_TYPE_NAMES = {
+    "full_attention": FULL,
+    "attention": FULL,
+    "global": FULL,
+    "sliding_attention": SLIDING,
+    "sliding_window": SLIDING,
+    "local": SLIDING,
+    "chunked_attention": CHUNKED,
+    "linear_attention": LINEAR,
+    "mamba": MAMBA,
+}
+# Nemotron-H hybrid_override_pattern: M = Mamba-2, * = attention, - = MLP, E = MoE.
+_PATTERN = {"M": (MAMBA, NONE), "*": (FULL, NONE), "-": (NONE, DENSE), "E": (NONE, MOE)}
+
+
+def mixer_kinds(c: Mapping[str, Any], model_type: str, n: int, name: str) -> list[str]:
+    """The token mixer of each of the n layers."""
+    if c.get("hybrid_override_pattern") is not None:
+        pattern = str(c["hybrid_override_pattern"])
+        _check_pattern(pattern, name)
+        return [_PATTERN[ch][0] for ch in pattern]
+    layer_types = c.get("layer_types")
+    if layer_types is not None:
+        if not isinstance(layer_types, list):
+            raise InputError(f"{name}: layer_types must be a list")
+        kinds = []
+        for entry in layer_types:
+            if entry not in _LAYER_TYPE_NAMES:
+                raise InputError(f"{name}: unknown layer type {entry!r} in layer_types")
+            kinds.append(_LAYER_TYPE_NAMES[entry])
+        return kinds
+    if c.get("attn_layer_period") is not None:  # Jamba: attention where i % period == offset
+        period = _positive(c, "attn_layer_period", name)
+        offset = int(c.get("attn_layer_offset", 0))
+        return [FULL if i % period == offset else MAMBA for i in range(n)]
+    if c.get("full_attention_interval") is not None:  # Qwen3-Next: every k-th layer full
+        k = _positive(c, "full_attention_interval", name)
+        return [FULL if (i + 1) % k == 0 else LINEAR for i in range(n)]
+    if model_type in ("gemma2",):  # Gemma 2: sliding on even layers, global on odd
+        return [SLIDING if (i + 1) % 2 else FULL for i in range(n)]
+    if model_type in ("gemma3", "gemma3_text"):  # Gemma 3: 5 local then 1 global
+        k = _positive(c, "sliding_window_pattern", name)
+        return [FULL if (i + 1) % k == 0 else SLIDING for i in range(n)]
+    if c.get("attention_chunk_size") is not None:  # Llama 4: every 4th layer global NoPE
+        interval = int(c.get("no_rope_layer_interval", 4))
+        return [FULL if (i + 1) % interval == 0 else CHUNKED for i in range(n)]
+    if "use_sliding_window" in c:  # Qwen2/3: layers from max_window_layers on, when enabled
+        if not c.get("use_sliding_window") or c.get("sliding_window") is None:
+            return [FULL] * n
+        first = int(c.get("max_window_layers", 0))
+        return [SLIDING if i >= first else FULL for i in range(n)]
+    if c.get("sliding_window") is not None:  # Mistral v0.1: every layer
+        return [SLIDING] * n
+    return [FULL] * n
+
+
+def ffn_kinds(
+    c: Mapping[str, Any], model_type: str, n: int, mixers: list[str], name: str
+) -> list[str]:
+    """The feed-forward block of each layer: dense, moe or none."""
+    if c.get("hybrid_override_pattern") is not None:
+        return [_PATTERN[ch][1] for ch in str(c["hybrid_override_pattern"])]
+    experts = c.get("n_routed_experts") or c.get("num_local_experts") or c.get("num_experts")
+    if not experts:
+        return [DENSE] * n
+    if c.get("expert_layer_period") is not None:  # Jamba
+        period = _positive(c, "expert_layer_period", name)
+        offset = int(c.get("expert_layer_offset", 0))
+        return [MOE if i % period == offset else DENSE for i in range(n)]
+    if c.get("first_k_dense_replace") is not None:  # DeepSeek-V3, Kimi-K2, GLM-4.5
+        first = int(c["first_k_dense_replace"])
+        freq = int(c.get("moe_layer_freq", 1) or 1)
+        return [MOE if i >= first and i % freq == 0 else DENSE for i in range(n)]
+    if c.get("interleave_moe_layer_step") is not None:  # Llama 4
+        step = _positive(c, "interleave_moe_layer_step", name)
+        return [MOE if (i + 1) % step == 0 else DENSE for i in range(n)]
+    if c.get("decoder_sparse_step") is not None or c.get("mlp_only_layers") is not None:
+        step = int(c.get("decoder_sparse_step", 1) or 1)  # Qwen MoE
+        dense_only = set(c.get("mlp_only_layers") or [])
+        return [
+            MOE if i not in dense_only and (i + 1) % step == 0 else DENSE for i in range(n)
+        ]
+    return [MOE] * n  # Mixtral, gpt-oss: every layer
+
+
+def _positive(c: Mapping[str, Any], key: str, name: str) -> int:
+    value = c.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(f"{name}: {key} must be a positive whole number, got {value!r}")
+    return value
+
+
+def _check_pattern(pattern: str, name: str) -> None:
+    unknown = sorted(set(pattern) - set(_PATTERN))
+    if unknown:
+        raise InputError(f"{name}: hybrid_override_pattern has unknown layer codes {unknown}")

@@ -1,0 +1,456 @@
+"""ModelSpec: what the arithmetic needs from a Hugging Face ``config.json``.
+
+``ModelSpec.from_hf_config(dict)`` reads the geometry of attention (MHA, GQA, MQA, MLA),
+the kind of every layer (full, sliding-window, chunked, linear-attention, Mamba), the MoE
+layout and the stored weight format. It does no I/O; ``catalog.py`` reads files.
+Parameter counts live in ``params.py``, KV bytes in ``kvcache.py``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ridgeline.datafiles import model_type_defaults
+from ridgeline.errors import InputError
+from ridgeline.quantization import stored_formats
+from ridgeline.layouts import (
+    CHUNKED,
+    LINEAR,
+    MAMBA,
+    MOE,
+    NONE,
+    SLIDING,
+    ffn_kinds,
+    mixer_kinds,
+)
+
+# Architectures whose MLP is two matrices (up, down) rather than gated SwiGLU/GeGLU (three).
+_UNGATED_MLP = {"gptj", "falcon", "nemotron_h", "gpt2", "gpt_neox", "opt", "bloom", "starcoder2"}
+# Architectures normalised with LayerNorm (weight + bias) rather than RMSNorm (weight only).
+_LAYER_NORM = {"gptj", "falcon", "gpt2", "gpt_neox", "opt", "bloom", "starcoder2"}
+# Gemma 2/3 put a norm before and after both attention and MLP: four per layer.
+_FOUR_NORMS = {"gemma2", "gemma3", "gemma3_text"}
+_QK_NORM = {"qwen3", "qwen3_moe", "qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text", "gemma3",
+            "gemma3_text", "qwen3_5", "qwen3_5_text"}
+_OUTPUT_GATED_ATTENTION = {"qwen3_next"}
+_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "bf16": "bf16",
+           "fp16": "fp16", "fp32": "fp32", "half": "fp16", "float": "fp32"}
+
+
+@dataclass(frozen=True)
+class MLA:
+    """DeepSeek-style multi-head latent attention: one compressed latent per token is cached."""
+
+    q_lora_rank: int | None
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+
+
+@dataclass(frozen=True)
+class Attention:
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int  # per head, for Q and K
+    v_head_dim: int
+    qkv_bias: bool
+    o_bias: bool
+    qk_norm: bool
+    output_gate: bool  # Qwen3-Next/3.5: q_proj also emits a sigmoid gate (2x width)
+    sinks: bool  # gpt-oss: one learned sink logit per head
+    mla: MLA | None
+
+    @property
+    def group_size(self) -> int:
+        """Query heads per KV head (GQA group); MLA: every head reads the one latent."""
+        return self.num_heads if self.mla else self.num_heads // self.num_kv_heads
+
+    @property
+    def kind(self) -> str:
+        if self.mla:
+            return "MLA"
+        if self.num_kv_heads == 1:
+            return "MQA"
+        return "MHA" if self.num_kv_heads == self.num_heads else "GQA"
+
+
+@dataclass(frozen=True)
+class LinearAttention:
+    """Gated DeltaNet (Qwen3-Next, Qwen3.5/3.6): a constant-size state per sequence."""
+
+    num_key_heads: int
+    num_value_heads: int
+    key_head_dim: int
+    value_head_dim: int
+    conv_kernel: int
+
+    @property
+    def key_dim(self) -> int:
+        return self.num_key_heads * self.key_head_dim
+
+    @property
+    def value_dim(self) -> int:
+        return self.num_value_heads * self.value_head_dim
+
+
+@dataclass(frozen=True)
+class Mamba:
+    """Mamba (v1, Jamba) or Mamba-2 (Nemotron-H) mixer: conv state + SSM state per sequence."""
+
+    version: int
+    d_inner: int
+    d_state: int
+    conv_kernel: int
+    num_heads: int  # Mamba-2 heads; 0 for v1
+    head_dim: int
+    n_groups: int
+    dt_rank: int  # v1 only
+    conv_bias: bool
+    proj_bias: bool
+
+
+@dataclass(frozen=True)
+class DenseMLP:
+    intermediate_size: int
+    gated: bool
+    bias: bool
+
+
+@dataclass(frozen=True)
+class MoE:
+    num_experts: int  # routed
+    experts_per_token: int
+    expert_intermediate_size: int
+    num_shared_experts: int
+    shared_intermediate_size: int  # per shared expert
+    shared_gate: bool  # Qwen: sigmoid gate on the shared expert (hidden -> 1)
+    expert_bias: bool  # gpt-oss experts carry biases
+    router_bias: bool
+
+    @property
+    def routed_fraction(self) -> float:
+        """Experts per token / routed experts: 8/256 = 0.031 for Qwen3.6-35B-A3B."""
+        return self.experts_per_token / self.num_experts
+
+
+@dataclass(frozen=True)
+class Layer:
+    mixer: str  # full | sliding | chunked | linear | mamba | none
+    ffn: str  # dense | moe | none
+    window_tokens: int | None = None  # sliding window or attention chunk, in tokens
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    architecture: str
+    model_type: str
+    hidden_size: int
+    vocab_size: int
+    tie_word_embeddings: bool
+    layers: tuple[Layer, ...]
+    attention: Attention | None
+    linear_attention: LinearAttention | None
+    mamba: Mamba | None
+    dense_mlp: DenseMLP | None
+    moe: MoE | None
+    layer_norm: bool  # LayerNorm (weight+bias) rather than RMSNorm
+    norms_per_layer: int
+    parallel_block: bool  # GPT-J/Falcon: attention and MLP share one input norm
+    lm_head_bias: bool
+    max_position_embeddings: int | None
+    dtype: str  # checkpoint storage dtype: bf16, fp16, fp32
+    state_dtype: str  # dtype of SSM / linear-attention recurrent state
+    stored_formats: tuple[tuple[str, str], ...]  # (weight category, format id), as stored
+    mtp_layers: int  # multi-token-prediction layers shipped beside the model, not counted
+
+    @property
+    def stored_format_map(self) -> dict[str, str]:
+        """{weight category: format id} for the categories the checkpoint quantizes."""
+        return dict(self.stored_formats)
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+    def count(self, mixer: str | None = None, ffn: str | None = None) -> int:
+        """Layers of a kind: count(mixer="sliding"), count(ffn="moe")."""
+        return sum(
+            1 for layer in self.layers
+            if (mixer is None or layer.mixer == mixer) and (ffn is None or layer.ffn == ffn)
+        )
+
+    @property
+    def is_moe(self) -> bool:
+        return self.moe is not None and self.count(ffn="moe") > 0
+
+    @classmethod
+    def from_hf_config(cls, config: Mapping[str, Any], name: str = "model") -> ModelSpec:
+        """Build a spec from a parsed config.json; raise InputError naming what is wrong."""
+        if not isinstance(config, Mapping):
+            raise InputError(f"{name}: config must be a JSON object, got {type(config).__name__}")
+        return _Reader(config, name).spec()
+
+
+class _Reader:
+    """Reads one config; nested ``text_config`` overrides the top level."""
+
+    def __init__(self, config: Mapping[str, Any], name: str) -> None:
+        self.name = name
+        merged: dict[str, Any] = {k: v for k, v in config.items() if k != "vision_config"}
+        text = config.get("text_config")
+        if text is not None:
+            if not isinstance(text, Mapping):
+                raise InputError(f"{name}: text_config must be a JSON object")
+            merged.pop("text_config")
+            outer_type = merged.get("model_type")
+            merged.update(text)
+            merged["outer_model_type"] = outer_type
+        self.c = merged
+        self.model_type = str(self.c.get("model_type") or "")
+        for key, value in model_type_defaults(self.model_type).items():
+            self.c.setdefault(key, value)
+
+    # -- typed field access -------------------------------------------------------------
+    def int_(self, *keys: str, default: int | None = None, minimum: int = 1) -> int:
+        for key in keys:
+            value = self.c.get(key)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+                isinstance(value, float) and (not math.isfinite(value) or value != int(value))
+            ):
+                raise InputError(f"{self.name}: {key} must be a whole number, got {value!r}")
+            if value < minimum:
+                raise InputError(f"{self.name}: {key} must be at least {minimum}, got {value!r}")
+            return int(value)
+        if default is None:
+            raise InputError(f"{self.name}: config has no {' or '.join(keys)}")
+        return default
+
+    def opt_int(self, *keys: str, minimum: int = 1) -> int | None:
+        if all(self.c.get(key) is None for key in keys):
+            return None
+        return self.int_(*keys, minimum=minimum)
+
+    def bool_(self, key: str, default: bool = False) -> bool:
+        value = self.c.get(key, default)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise InputError(f"{self.name}: {key} must be true or false, got {value!r}")
+        return value
+
+    # -- the spec -----------------------------------------------------------------------
+    def spec(self) -> ModelSpec:
+        hidden = self.int_("hidden_size", "n_embd", "d_model")
+        num_layers = self.int_("num_hidden_layers", "n_layer", "num_layers")
+        vocab = self.int_("vocab_size", "padded_vocab_size")
+        mixers = self._mixers(num_layers)
+        ffns = self._ffns(num_layers, mixers)
+        windows = self._windows(mixers)
+        layers = tuple(Layer(m, f, w) for m, f, w in zip(mixers, ffns, windows))
+        needs_attention = any(m not in (LINEAR, MAMBA, NONE) for m in mixers)
+        attention = self._attention(hidden) if needs_attention else None
+        moe = self._moe() if MOE in ffns else None
+        dense = self._dense_mlp(hidden) if "dense" in ffns else None
+        dtype_raw = self.c.get("torch_dtype") or self.c.get("dtype") or "bfloat16"
+        dtype = _DTYPES.get(str(dtype_raw), "bf16")
+        state_dtype = _DTYPES.get(str(self.c.get("mamba_ssm_dtype") or dtype_raw), dtype)
+        return ModelSpec(
+            name=self.name,
+            architecture=_first(self.c.get("architectures")) or self.model_type,
+            model_type=self.model_type,
+            hidden_size=hidden,
+            vocab_size=vocab,
+            tie_word_embeddings=self._tied(),
+            layers=layers,
+            attention=attention,
+            linear_attention=self._linear_attention() if LINEAR in mixers else None,
+            mamba=self._mamba(hidden) if MAMBA in mixers else None,
+            dense_mlp=dense,
+            moe=moe,
+            layer_norm=self.model_type in _LAYER_NORM,
+            norms_per_layer=self._norms_per_layer(),
+            parallel_block=self.model_type in ("gptj", "falcon") or self.bool_("parallel_attn"),
+            lm_head_bias=self.model_type == "gptj",
+            max_position_embeddings=self.opt_int(
+                "max_position_embeddings", "n_positions", "max_sequence_length"
+            ),
+            dtype=dtype,
+            state_dtype=state_dtype,
+            stored_formats=tuple(
+                sorted(stored_formats(self.c.get("quantization_config"), self.name).items())
+            ),
+            mtp_layers=self.int_(
+                "num_nextn_predict_layers", "mtp_num_hidden_layers", default=0, minimum=0
+            ),
+        )
+
+    def _tied(self) -> bool:
+        default = self.model_type in ("gemma2", "gemma3", "gemma3_text", "falcon")
+        return self.bool_("tie_word_embeddings", default)
+
+    def _norms_per_layer(self) -> int:
+        if self.model_type in _FOUR_NORMS:
+            return 4
+        if self.model_type == "nemotron_h" or self.model_type in ("gptj", "falcon"):
+            return 1
+        return 2
+
+    def _mixers(self, num_layers: int) -> list[str]:
+        mixers = mixer_kinds(self.c, self.model_type, num_layers, self.name)
+        if len(mixers) != num_layers:
+            raise InputError(
+                f"{self.name}: the layer pattern describes {len(mixers)} layers "
+                f"but num_hidden_layers is {num_layers}"
+            )
+        return mixers
+
+    def _ffns(self, num_layers: int, mixers: list[str]) -> list[str]:
+        return ffn_kinds(self.c, self.model_type, num_layers, mixers, self.name)
+
+    def _windows(self, mixers: list[str]) -> list[int | None]:
+        windows: list[int | None] = []
+        for mixer in mixers:
+            if mixer == SLIDING:
+                windows.append(self.int_("sliding_window", "sliding_window_size"))
+            elif mixer == CHUNKED:
+                windows.append(self.int_("attention_chunk_size"))
+            else:
+                windows.append(None)
+        return windows
+
+    def _attention(self, hidden: int) -> Attention:
+        heads = self.int_("num_attention_heads", "n_head", "num_heads")
+        if self.model_type == "falcon" and self.c.get("num_kv_heads") is None:
+            multi_query = self.bool_("multi_query", True)
+            new_arch = self.bool_("new_decoder_architecture")
+            kv_heads = 1 if multi_query and not new_arch else heads
+        else:
+            kv_heads = self.int_("num_key_value_heads", "num_kv_heads", "n_head_kv", default=heads)
+        if heads % kv_heads:
+            raise InputError(
+                f"{self.name}: num_attention_heads ({heads}) is not a multiple of "
+                f"num_key_value_heads ({kv_heads})"
+            )
+        mla = None
+        if self.c.get("kv_lora_rank") is not None:
+            mla = MLA(
+                q_lora_rank=self.opt_int("q_lora_rank"),
+                kv_lora_rank=self.int_("kv_lora_rank"),
+                qk_nope_head_dim=self.int_("qk_nope_head_dim"),
+                qk_rope_head_dim=self.int_("qk_rope_head_dim"),
+                v_head_dim=self.int_("v_head_dim"),
+            )
+        default_head = hidden // heads
+        if mla is None and hidden % heads and self.c.get("head_dim") is None:
+            raise InputError(
+                f"{self.name}: hidden_size ({hidden}) is not a multiple of "
+                f"num_attention_heads ({heads}) and head_dim is not given"
+            )
+        head_dim = (
+            mla.qk_nope_head_dim + mla.qk_rope_head_dim
+            if mla
+            else self.int_("head_dim", "attention_head_dim", default=default_head)
+        )
+        bias = self.bool_("attention_bias") or self.bool_("bias")
+        qkv_bias = bias or self.model_type == "qwen2"
+        o_bias = bias and self.model_type not in ("glm4_moe", "qwen2")
+        return Attention(
+            num_heads=heads,
+            num_kv_heads=heads if mla else kv_heads,
+            head_dim=head_dim,
+            v_head_dim=mla.v_head_dim if mla else head_dim,
+            qkv_bias=qkv_bias,
+            o_bias=o_bias,
+            qk_norm=self.model_type in _QK_NORM or self.bool_("use_qk_norm")
+            and self.model_type not in ("llama4", "llama4_text"),  # Llama 4: weightless L2 norm
+            output_gate=self.bool_("attn_output_gate", self.model_type in _OUTPUT_GATED_ATTENTION),
+            sinks=self.model_type == "gpt_oss",
+            mla=mla,
+        )
+
+    def _linear_attention(self) -> LinearAttention:
+        return LinearAttention(
+            num_key_heads=self.int_("linear_num_key_heads"),
+            num_value_heads=self.int_("linear_num_value_heads"),
+            key_head_dim=self.int_("linear_key_head_dim"),
+            value_head_dim=self.int_("linear_value_head_dim"),
+            conv_kernel=self.int_("linear_conv_kernel_dim", default=4),
+        )
+
+    def _mamba(self, hidden: int) -> Mamba:
+        if self.c.get("mamba_num_heads") is not None:  # Mamba-2 (Nemotron-H)
+            heads = self.int_("mamba_num_heads")
+            head_dim = self.int_("mamba_head_dim")
+            return Mamba(
+                version=2, d_inner=heads * head_dim, d_state=self.int_("ssm_state_size"),
+                conv_kernel=self.int_("conv_kernel", default=4), num_heads=heads,
+                head_dim=head_dim, n_groups=self.int_("n_groups", default=1), dt_rank=0,
+                conv_bias=self.bool_("use_conv_bias", True),
+                proj_bias=self.bool_("mamba_proj_bias"),
+            )
+        expand = self.int_("mamba_expand", "expand", default=2)
+        d_inner = expand * hidden
+        dt_rank = self.c.get("mamba_dt_rank", "auto")
+        return Mamba(
+            version=1, d_inner=d_inner, d_state=self.int_("mamba_d_state", "state_size"),
+            conv_kernel=self.int_("mamba_d_conv", "conv_kernel", default=4), num_heads=0,
+            head_dim=0, n_groups=1,
+            dt_rank=math.ceil(hidden / 16) if dt_rank == "auto" else self.int_("mamba_dt_rank"),
+            conv_bias=self.bool_("mamba_conv_bias", True),
+            proj_bias=self.bool_("mamba_proj_bias"),
+        )
+
+    def _dense_mlp(self, hidden: int) -> DenseMLP:
+        if self.model_type in ("llama4", "llama4_text"):
+            size = self.int_("intermediate_size_mlp")
+        elif self.model_type in ("gptj", "falcon"):
+            size = self.int_("n_inner", "ffn_hidden_size", default=4 * hidden)
+        else:
+            size = self.int_("intermediate_size", "n_inner", "ffn_hidden_size")
+        return DenseMLP(
+            intermediate_size=size,
+            gated=self.model_type not in _UNGATED_MLP,
+            bias=self.model_type == "gptj" or self.bool_("mlp_bias"),
+        )
+
+    def _moe(self) -> MoE:
+        experts = self.int_("n_routed_experts", "num_local_experts", "num_experts")
+        per_token = self.int_("num_experts_per_tok", "experts_per_token", "moe_topk")
+        if per_token > experts:
+            raise InputError(
+                f"{self.name}: num_experts_per_tok ({per_token}) exceeds the {experts} experts"
+            )
+        expert_size = self.int_("moe_intermediate_size", "intermediate_size")
+        shared_size = self.int_("shared_expert_intermediate_size", default=0, minimum=0)
+        if shared_size:  # Qwen: one shared expert of its own width
+            shared, per_shared = 1, shared_size
+        elif self.model_type in ("llama4", "llama4_text"):
+            shared, per_shared = 1, expert_size
+        else:
+            shared = self.int_("n_shared_experts", "num_shared_experts", default=0, minimum=0)
+            per_shared = expert_size
+        return MoE(
+            num_experts=experts,
+            experts_per_token=per_token,
+            expert_intermediate_size=expert_size,
+            num_shared_experts=shared,
+            shared_intermediate_size=per_shared if shared else 0,
+            shared_gate=bool(shared_size),
+            expert_bias=self.model_type == "gpt_oss",
+            # gpt-oss: router bias; DeepSeek-V3/Kimi-K2/GLM-4.5: e_score_correction_bias
+            router_bias=self.model_type in ("gpt_oss", "glm4_moe")
+            or self.c.get("topk_method") == "noaux_tc",
+        )
+
+
+def _first(value: Any) -> str | None:
+    if isinstance(value, list) and value:
+        return str(value[0])
+    return None

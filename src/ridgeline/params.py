@@ -1,0 +1,167 @@
+"""Parameter counts derived from a ModelSpec, by weight category, total and active.
+
+Categories let a weight format quantize what it quantizes (linear layers) and leave the
+rest (embeddings, norms, routers) at the checkpoint dtype. "Active" is what one token
+touches: every category except the routed experts it was not sent to, i.e. routed experts
+count k/E of their parameters. Llama-3.1-70B: 70,553,706,496 total (the figure HF reports).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from ridgeline.layouts import ATTENTION_MIXERS, DENSE, LINEAR, MAMBA, MOE
+from ridgeline.model import Attention, LinearAttention, Mamba, ModelSpec
+from ridgeline.quantization import (
+    ATTENTION,
+    CATEGORIES,
+    EMBEDDING,
+    EXPERTS,
+    LINEAR_ATTENTION,
+    LM_HEAD,
+    MLP,
+    OTHER,
+    ROUTER,
+    SHARED_EXPERTS,
+    SSM,
+)
+
+@dataclass(frozen=True)
+class ParamCount:
+    by_category: Mapping[str, int] = field(default_factory=dict)
+    routed_fraction: float = 1.0  # k/E; 1 for dense models
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_category.values())
+
+    @property
+    def active(self) -> int:
+        """Parameters one token uses: routed experts scaled by k/E."""
+        routed = self.by_category.get(EXPERTS, 0)
+        return round(self.total - routed + routed * self.routed_fraction)
+
+    @property
+    def embedding(self) -> int:
+        return self.by_category.get(EMBEDDING, 0)
+
+
+@lru_cache(maxsize=256)
+def count_params(spec: ModelSpec) -> ParamCount:
+    """Count every weight of the text model (MTP layers and vision towers excluded)."""
+    counts = dict.fromkeys(CATEGORIES, 0)
+    h = spec.hidden_size
+    norm = 2 * h if spec.layer_norm else h
+    counts[EMBEDDING] = spec.vocab_size * h
+    if not spec.tie_word_embeddings:
+        counts[LM_HEAD] = spec.vocab_size * h
+    if spec.lm_head_bias:
+        counts[OTHER] += spec.vocab_size
+    counts[OTHER] += norm  # final norm
+    for layer in spec.layers:
+        counts[OTHER] += spec.norms_per_layer * norm
+        if layer.mixer in ATTENTION_MIXERS and spec.attention:
+            linear, other = attention_params(spec.attention, h)
+            counts[ATTENTION] += linear
+            counts[OTHER] += other
+        elif layer.mixer == LINEAR and spec.linear_attention:
+            linear, other = linear_attention_params(spec.linear_attention, h)
+            counts[LINEAR_ATTENTION] += linear
+            counts[OTHER] += other
+        elif layer.mixer == MAMBA and spec.mamba:
+            linear, other = mamba_params(spec.mamba, h)
+            counts[SSM] += linear
+            counts[OTHER] += other
+        if layer.ffn == DENSE and spec.dense_mlp:
+            mlp = spec.dense_mlp
+            counts[MLP] += mlp_params(h, mlp.intermediate_size, mlp.gated)
+            if mlp.bias:
+                counts[OTHER] += mlp.intermediate_size + h
+        elif layer.ffn == MOE and spec.moe:
+            moe = spec.moe
+            gated = spec.dense_mlp.gated if spec.dense_mlp else True
+            per_expert = mlp_params(h, moe.expert_intermediate_size, gated)
+            counts[EXPERTS] += moe.num_experts * per_expert
+            counts[SHARED_EXPERTS] += moe.num_shared_experts * mlp_params(
+                h, moe.shared_intermediate_size, gated
+            )
+            counts[ROUTER] += moe.num_experts * h + (h if moe.shared_gate else 0)
+            if moe.router_bias:
+                counts[OTHER] += moe.num_experts
+            if moe.expert_bias:  # gate_up bias (2F) and down bias (h) per expert
+                counts[OTHER] += moe.num_experts * (2 * moe.expert_intermediate_size + h)
+    fraction = spec.moe.routed_fraction if spec.moe else 1.0
+    return ParamCount(by_category=counts, routed_fraction=fraction)
+
+
+def mlp_params(hidden: int, intermediate: int, gated: bool) -> int:
+    """Gated (SwiGLU): gate, up, down = 3 h F; plain: up, down = 2 h F."""
+    matrices = 3 if gated else 2
+    return matrices * hidden * intermediate
+
+
+def attention_params(att: Attention, hidden: int) -> tuple[int, int]:
+    """(linear weights, small extras) of one attention layer.
+
+    GQA: q = h·n·d (doubled with an output gate), k = v = h·n_kv·d, o = n·d_v·h.
+    MLA (DeepSeek-V3): q_a h·r_q, q_b r_q·n·(d_nope+d_rope), kv_a h·(r_kv+d_rope),
+    kv_b r_kv·n·(d_nope+d_v), o n·d_v·h.
+    """
+    n, d = att.num_heads, att.head_dim
+    extra = 0
+    if att.mla:
+        m = att.mla
+        q_dim = n * (m.qk_nope_head_dim + m.qk_rope_head_dim)
+        if m.q_lora_rank:
+            q = hidden * m.q_lora_rank + m.q_lora_rank * q_dim
+            extra += m.q_lora_rank  # q_a_layernorm
+        else:
+            q = hidden * q_dim
+        kv = hidden * (m.kv_lora_rank + m.qk_rope_head_dim)
+        kv += m.kv_lora_rank * n * (m.qk_nope_head_dim + m.v_head_dim)
+        extra += m.kv_lora_rank  # kv_a_layernorm
+        o = n * m.v_head_dim * hidden
+        return q + kv + o, extra
+    q_out = n * d * (2 if att.output_gate else 1)
+    kv_out = 2 * att.num_kv_heads * d
+    linear = hidden * (q_out + kv_out) + n * att.v_head_dim * hidden
+    if att.qkv_bias:
+        extra += q_out + kv_out
+    if att.o_bias:
+        extra += hidden
+    if att.qk_norm:
+        extra += 2 * d
+    if att.sinks:
+        extra += n
+    return linear, extra
+
+
+def linear_attention_params(la: LinearAttention, hidden: int) -> tuple[int, int]:
+    """Gated DeltaNet: in_proj (q, k, v, z, b, a), out_proj; conv1d, dt_bias, A_log, norm."""
+    in_proj = hidden * (2 * la.key_dim + 2 * la.value_dim + 2 * la.num_value_heads)
+    out_proj = la.value_dim * hidden
+    conv_dim = 2 * la.key_dim + la.value_dim
+    extra = conv_dim * la.conv_kernel + 2 * la.num_value_heads + la.value_head_dim
+    return in_proj + out_proj, extra
+
+
+def mamba_params(m: Mamba, hidden: int) -> tuple[int, int]:
+    """Mamba-1 (Jamba) or Mamba-2 (Nemotron-H) mixer: projections, then small vectors."""
+    if m.version == 2:
+        conv_dim = m.d_inner + 2 * m.n_groups * m.d_state
+        in_proj = hidden * (2 * m.d_inner + 2 * m.n_groups * m.d_state + m.num_heads)
+        out_proj = m.d_inner * hidden
+        extra = conv_dim * m.conv_kernel + (conv_dim if m.conv_bias else 0)
+        extra += 3 * m.num_heads + m.d_inner  # dt_bias, A_log, D, gated norm
+        return in_proj + out_proj, extra
+    in_proj = hidden * 2 * m.d_inner
+    x_proj = m.d_inner * (m.dt_rank + 2 * m.d_state)
+    dt_proj = m.dt_rank * m.d_inner
+    out_proj = m.d_inner * hidden
+    extra = m.d_inner * m.conv_kernel + (m.d_inner if m.conv_bias else 0)
+    extra += m.d_inner  # dt_proj bias
+    extra += m.d_inner * m.d_state + m.d_inner  # A_log, D
+    extra += m.dt_rank + 2 * m.d_state  # Jamba's dt/B/C layernorms
+    return in_proj + x_proj + dt_proj + out_proj, extra

@@ -1,0 +1,132 @@
+"""Weight categories, and the formats a checkpoint's ``quantization_config`` stores them in.
+
+A format quantizes categories of weights, never all of them: vLLM's fp8 leaves embeddings,
+lm_head, norms and routers in bf16; gpt-oss stores only its experts in MXFP4 (its
+``modules_to_not_convert`` lists attention, router, embeddings, lm_head).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from ridgeline.errors import InputError
+
+EMBEDDING = "embedding"
+LM_HEAD = "lm_head"
+ATTENTION = "attention"
+MLP = "mlp"
+EXPERTS = "experts"
+SHARED_EXPERTS = "shared_experts"
+ROUTER = "router"
+LINEAR_ATTENTION = "linear_attention"
+SSM = "mamba"
+OTHER = "other"  # norms, biases, conv filters, SSM A/D vectors, attention sinks
+
+# What a "linear" weight format covers; GGUF "all" formats also cover embeddings and lm_head.
+LINEAR_CATEGORIES = (ATTENTION, MLP, EXPERTS, SHARED_EXPERTS, LINEAR_ATTENTION, SSM)
+CATEGORIES = (EMBEDDING, LM_HEAD, *LINEAR_CATEGORIES, ROUTER, OTHER)
+
+# Module-name fragments (HF parameter names) -> category.
+_NAME_HINTS = (
+    ("shared_expert", SHARED_EXPERTS),
+    ("mlp.experts", EXPERTS),
+    ("block_sparse_moe.experts", EXPERTS),
+    ("linear_attn", LINEAR_ATTENTION),
+    ("self_attn", ATTENTION),
+    ("mixer", SSM),
+    ("lm_head", LM_HEAD),
+    ("embed_tokens", EMBEDDING),
+    ("mlp.router", ROUTER),
+    ("mlp.gate.", ROUTER),
+    ("mlp", MLP),
+)
+_MODELOPT_ALGOS = {
+    "FP8": "fp8",
+    "FP8_BLOCK": "fp8-block",
+    "NVFP4": "nvfp4",
+    "W4A16_NVFP4": "nvfp4-w4a16",
+    "W4A16_AWQ": "awq-int4",
+    "W4A8_AWQ": "awq-int4",
+    "INT8": "int8",
+    "W8A16": "int8-w8a16",
+}
+
+
+def category_of(module_name: str) -> str | None:
+    """'model.layers.0.mlp.experts' -> 'experts'; None when the name says nothing known."""
+    name = module_name.lower()
+    if name.endswith("mlp.gate"):
+        return ROUTER
+    for fragment, category in _NAME_HINTS:
+        if fragment in name:
+            return category
+    return None
+
+
+def stored_formats(qc: Any, origin: str) -> Mapping[str, str]:
+    """{category: format id} of a checkpoint; categories absent stay at its dtype."""
+    if qc is None:
+        return {}
+    if not isinstance(qc, Mapping):
+        raise InputError(f"{origin}: quantization_config must be a JSON object")
+    method = str(qc.get("quant_method", "")).lower()
+    if method == "modelopt" and isinstance(qc.get("quantized_layers"), Mapping):
+        return _per_layer_modelopt(qc["quantized_layers"], origin)
+    fmt = _uniform_format(method, qc, origin)
+    excluded = {category_of(str(m)) for m in qc.get("modules_to_not_convert") or []}
+    excluded |= {category_of(str(m)) for m in qc.get("ignore") or [] if "mtp" not in str(m)}
+    return {c: fmt for c in LINEAR_CATEGORIES if c not in excluded}
+
+
+def _uniform_format(method: str, qc: Mapping[str, Any], origin: str) -> str:
+    bits = qc.get("bits") or qc.get("w_bit")
+    if method == "fp8":
+        return "fp8-block" if qc.get("weight_block_size") else "fp8"
+    if method == "mxfp4":
+        return "mxfp4"
+    if method in ("awq", "gptq"):
+        if bits == 8:
+            return "gptq-int8"
+        if bits not in (4, None):
+            raise InputError(f"{origin}: {method} with {bits}-bit weights is not supported")
+        group = qc.get("group_size") or qc.get("q_group_size") or 128
+        return f"{method}-int4" if group == 128 else "gptq-int4-g32"
+    if method == "modelopt":
+        algo = str(qc.get("quant_algo", "")).upper()
+        if algo in _MODELOPT_ALGOS:
+            return _MODELOPT_ALGOS[algo]
+    if method == "compressed-tensors":
+        return _compressed_tensors(qc, origin)
+    raise InputError(f"{origin}: quantization method {method or '(none)'!r} is not supported")
+
+
+def _per_layer_modelopt(layers: Mapping[str, Any], origin: str) -> dict[str, str]:
+    """ModelOpt MIXED_PRECISION: each category takes the algorithm most of its layers use."""
+    votes: dict[str, Counter[str]] = {}
+    for module, spec in layers.items():
+        category = category_of(str(module))
+        algo = str((spec or {}).get("quant_algo", "")).upper()
+        if category is None or algo not in _MODELOPT_ALGOS:
+            if algo and algo not in _MODELOPT_ALGOS:
+                raise InputError(f"{origin}: ModelOpt algorithm {algo!r} is not supported")
+            continue
+        votes.setdefault(category, Counter())[_MODELOPT_ALGOS[algo]] += 1
+    return {category: counter.most_common(1)[0][0] for category, counter in votes.items()}
+
+
+def _compressed_tensors(qc: Mapping[str, Any], origin: str) -> str:
+    groups = qc.get("config_groups") or {}
+    for group in groups.values():
+        weights = (group or {}).get("weights") or {}
+        bits, kind = weights.get("num_bits"), weights.get("type")
+        if bits == 8 and kind == "float":
+            return "fp8"
+        if bits == 8 and kind == "int":
+            return "int8"
+        if bits == 4 and kind == "float":
+            return "nvfp4"
+        if bits == 4 and kind == "int":
+            return "gptq-int4"
+    raise InputError(f"{origin}: compressed-tensors scheme not recognised")

@@ -1,0 +1,118 @@
+"""Units: SI inside the code, display units only at the edge.
+
+GB is 1e9 bytes, GiB is 2**30 bytes; the name of every quantity says which one it holds.
+Token counts written "128k" follow vLLM's ``--max-model-len`` convention (vLLM
+``vllm/engine/arg_utils.py``, ``human_readable_int``): a lower-case suffix is decimal
+(1k = 1,000), an upper-case one binary (1K = 1,024).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from ridgeline.errors import InputError
+
+KB = 1e3
+MB = 1e6
+GB = 1e9
+TB = 1e12
+KIB = 2**10
+MIB = 2**20
+GIB = 2**30
+TERA = 1e12
+
+_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+_COUNT_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtKMGT]?)\s*$")
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)?\s*$", re.IGNORECASE)
+_SIZE_FACTORS = {
+    "b": 1, "kb": KB, "mb": MB, "gb": GB, "tb": TB,
+    "kib": KIB, "mib": MIB, "gib": GIB, "tib": 2**40,
+}
+
+
+def parse_count(text: str, what: str = "count") -> int:
+    """Parse a token or request count: "2048", "128k" (128,000), "128K" (131,072)."""
+    match = _COUNT_RE.match(str(text))
+    if not match:
+        raise InputError(f"{what} must be a whole number such as 4096, 128k or 128K, got {text!r}")
+    number, suffix = match.groups()
+    factor = _DECIMAL.get(suffix) or _BINARY.get(suffix) or 1
+    value = float(number) * factor
+    if value != int(value):
+        raise InputError(f"{what} must be a whole number, got {text!r}")
+    return int(value)
+
+
+def parse_count_list(text: str, what: str = "count") -> list[int]:
+    """Parse "1,8,32" into [1, 8, 32]; every entry must be a positive whole number."""
+    values = [parse_count(part, what) for part in str(text).split(",") if part.strip()]
+    if not values:
+        raise InputError(f"{what} needs at least one value, got {text!r}")
+    for value in values:
+        require_positive(value, what)
+    return values
+
+
+def parse_bytes(text: str, default_unit: str = "GiB") -> float:
+    """Parse a memory size: "80GB" (8e10 bytes), "80 GiB" (8.59e10), "24" (in default_unit)."""
+    match = _SIZE_RE.match(str(text))
+    if not match:
+        raise InputError(f"memory size must look like 80GB or 80GiB, got {text!r}")
+    number, unit = match.groups()
+    factor = _SIZE_FACTORS[(unit or default_unit).lower()]
+    return float(number) * factor
+
+
+def require_positive(value: float, what: str) -> float:
+    """Refuse zero, negative and non-finite sizes with a message naming the quantity."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"{what} must be a number, got {value!r}")
+    if not math.isfinite(value) or value <= 0:
+        raise InputError(f"{what} must be positive, got {value!r}")
+    return value
+
+
+def require_non_negative(value: float, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"{what} must be a number, got {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise InputError(f"{what} must be zero or more, got {value!r}")
+    return value
+
+
+def fmt_bytes(n_bytes: float) -> str:
+    """Decimal bytes for display: 7.05e10 -> '70.5 GB' (GiB is shown where asked for)."""
+    for unit, factor in (("TB", TB), ("GB", GB), ("MB", MB), ("KB", KB)):
+        if abs(n_bytes) >= factor:
+            return f"{n_bytes / factor:.3g} {unit}"
+    return f"{n_bytes:.0f} B"
+
+
+def fmt_binary_bytes(n_bytes: float) -> str:
+    """Binary bytes for display: 36864 -> '36 KiB'."""
+    for unit, factor in (("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
+        if abs(n_bytes) >= factor:
+            return f"{n_bytes / factor:.4g} {unit}"
+    return f"{n_bytes:.0f} B"
+
+
+def fmt_count(n: float) -> str:
+    """Parameter-style counts: 70553706496 -> '70.55B'."""
+    for unit, factor in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(n) >= factor:
+            return f"{n / factor:.4g}{unit}"
+    return f"{n:.0f}"
+
+
+def fmt_flops(flops_per_s: float) -> str:
+    return f"{flops_per_s / TERA:.4g} TFLOP/s"
+
+
+def fmt_time_s(seconds: float) -> str:
+    if seconds >= 1:
+        return f"{seconds:.3g} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3g} ms"
+    return f"{seconds * 1e6:.3g} µs"

@@ -1,0 +1,136 @@
+import dataclasses
+import json
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ridgeline.amdahl import (
+    end_to_end_speedup,
+    explain_lines,
+    required_part_speedup,
+    speedup_ceiling,
+)
+
+fractions = st.floats(min_value=0.0, max_value=1.0)
+speedups = st.floats(min_value=1e-3, max_value=1e3)
+
+
+def test_2x_attention_kernel_at_18_percent_of_time_is_worth_1_10x() -> None:
+    result = end_to_end_speedup(0.18, 2.0)
+    assert result.new_time_fraction == pytest.approx(0.91)
+    assert round(result.end_to_end_speedup, 2) == 1.10
+
+
+def test_2x_attention_kernel_at_85_percent_of_time_is_worth_1_74x() -> None:
+    assert round(end_to_end_speedup(0.85, 2.0).end_to_end_speedup, 2) == 1.74
+
+
+def test_ceiling_at_18_percent_is_1_22x_and_at_85_percent_is_6_67x() -> None:
+    assert round(speedup_ceiling(0.18).ceiling_speedup, 2) == 1.22
+    assert round(speedup_ceiling(0.85).ceiling_speedup, 2) == 6.67
+
+
+def test_ceiling_is_infinite_when_the_part_is_the_whole_step() -> None:
+    assert math.isinf(speedup_ceiling(1.0).ceiling_speedup)
+
+
+def test_85_percent_part_needs_1_65x_for_a_1_5x_step() -> None:
+    result = required_part_speedup(0.85, 1.5)
+    assert result.possible
+    assert result.required_part_speedup == pytest.approx(1.645, abs=1e-3)
+
+
+def test_required_speedup_round_trips_through_the_end_to_end_formula() -> None:
+    needed = required_part_speedup(0.85, 1.74).required_part_speedup
+    assert needed is not None
+    assert end_to_end_speedup(0.85, needed).end_to_end_speedup == pytest.approx(1.74)
+
+
+def test_1_5x_step_from_an_18_percent_part_is_impossible_past_the_1_22x_ceiling() -> None:
+    result = required_part_speedup(0.18, 1.5)
+    assert not result.possible
+    assert result.required_part_speedup is None
+    assert "impossible" in result.verdict and "1.22x" in result.verdict
+
+
+def test_target_equal_to_the_ceiling_is_impossible() -> None:
+    ceiling = speedup_ceiling(0.5).ceiling_speedup
+    assert not required_part_speedup(0.5, ceiling).possible
+
+
+def test_any_target_is_reachable_when_the_part_is_the_whole_step() -> None:
+    result = required_part_speedup(1.0, 40.0)
+    assert result.required_part_speedup == pytest.approx(40.0)
+
+
+def test_a_part_that_takes_no_time_cannot_change_the_step() -> None:
+    assert not required_part_speedup(0.0, 1.1).possible
+    assert required_part_speedup(0.0, 1.0).required_part_speedup == 1.0
+
+
+def test_a_target_below_1_is_a_slowdown_budget_for_the_part() -> None:
+    needed = required_part_speedup(0.5, 0.8).required_part_speedup
+    assert needed is not None and needed < 1.0
+    assert end_to_end_speedup(0.5, needed).end_to_end_speedup == pytest.approx(0.8)
+
+
+@pytest.mark.parametrize("fraction", [-0.1, 1.1, math.nan])
+def test_fraction_outside_0_to_1_is_refused(fraction: float) -> None:
+    with pytest.raises(ValueError, match="fraction"):
+        end_to_end_speedup(fraction, 2.0)
+
+
+@pytest.mark.parametrize("bad", [0.0, -2.0, math.nan, math.inf])
+def test_non_positive_part_speedup_is_refused(bad: float) -> None:
+    with pytest.raises(ValueError, match="part_speedup"):
+        end_to_end_speedup(0.5, bad)
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, math.nan])
+def test_non_positive_target_is_refused(bad: float) -> None:
+    with pytest.raises(ValueError, match="target_speedup"):
+        required_part_speedup(0.5, bad)
+
+
+def test_explain_lines_substitute_the_numbers_into_the_formula() -> None:
+    text = "\n".join(explain_lines(end_to_end_speedup(0.18, 2.0)))
+    assert "1 / ((1 - P) + P / S)" in text
+    assert "1 / (0.82 + 0.18 / 2)" in text
+    assert "1.10x" in text
+    assert "1 / 0.15 = 6.67x" in "\n".join(explain_lines(speedup_ceiling(0.85)))
+    assert "0.85 / " in "\n".join(explain_lines(required_part_speedup(0.85, 1.5)))
+    assert "impossible" in "\n".join(explain_lines(required_part_speedup(0.18, 1.5)))
+
+
+def test_results_serialise_to_json() -> None:
+    for result in (
+        end_to_end_speedup(0.18, 2.0),
+        speedup_ceiling(0.85),
+        required_part_speedup(0.18, 1.5),
+    ):
+        json.dumps(dataclasses.asdict(result))
+
+
+@given(fractions, speedups, speedups)
+def test_speedup_is_monotone_in_the_part_speedup(p: float, s1: float, s2: float) -> None:
+    low, high = sorted((s1, s2))
+    slower = end_to_end_speedup(p, low).end_to_end_speedup
+    faster = end_to_end_speedup(p, high).end_to_end_speedup
+    assert slower <= faster * (1 + 1e-12)
+
+
+@given(fractions, speedups)
+def test_speedup_never_exceeds_the_ceiling(p: float, s: float) -> None:
+    gain = end_to_end_speedup(p, s).end_to_end_speedup
+    assert gain <= speedup_ceiling(p).ceiling_speedup * (1 + 1e-12)
+
+
+@given(st.floats(min_value=0.01, max_value=1.0), st.floats(min_value=0.01, max_value=0.999))
+def test_required_speedup_round_trips_for_any_reachable_target(p: float, share: float) -> None:
+    ceiling = speedup_ceiling(p).ceiling_speedup
+    target = 1.0 + share * (min(ceiling, 1e6) - 1.0) if ceiling > 1.0 else 1.0
+    needed = required_part_speedup(p, target).required_part_speedup
+    assert needed is not None
+    assert end_to_end_speedup(p, needed).end_to_end_speedup == pytest.approx(target, rel=1e-6)

@@ -1,0 +1,256 @@
+import dataclasses
+import json
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ridgeline.evalstats import (
+    OVERLAPPING_INTERVALS_NOTE,
+    count_from_percentage,
+    explain_lines,
+    items_needed_paired,
+    items_needed_unpaired,
+    mcnemar_exact,
+    normal_quantile,
+    two_proportion_z_test,
+    wilson_interval,
+)
+
+
+@st.composite
+def scores(draw: st.DrawFn) -> tuple[int, int]:
+    n = draw(st.integers(min_value=1, max_value=5000))
+    return draw(st.integers(min_value=0, max_value=n)), n
+
+
+# --- percentages back to items ---
+
+
+def test_39_02_percent_of_164_items_is_64_items() -> None:
+    result = count_from_percentage(39.02, 164)
+    assert result.nearest_count == 64
+    assert result.is_whole_count
+    assert (result.consistent_count_low, result.consistent_count_high) == (64, 64)
+
+
+def test_39_5_percent_of_164_items_is_no_whole_number_of_items() -> None:
+    result = count_from_percentage("39.5", 164)
+    assert result.nearest_count == 65
+    assert round(result.nearest_count_percent, 2) == 39.63
+    assert not result.is_whole_count
+    assert result.consistent_count_low is None
+
+
+def test_40_percent_of_1000_printed_without_decimals_could_be_395_to_405_items() -> None:
+    result = count_from_percentage("40%", 1000)
+    assert result.decimals == 0
+    assert (result.consistent_count_low, result.consistent_count_high) == (395, 405)
+
+
+def test_printed_text_keeps_its_trailing_zero_as_a_decimal() -> None:
+    assert count_from_percentage("39.0", 164).decimals == 1
+    assert count_from_percentage(39.0, 164, decimals=3).rounding_tolerance_points == 0.0005
+
+
+@given(scores())
+def test_every_count_printed_to_two_decimals_is_recovered(score: tuple[int, int]) -> None:
+    k, n = score
+    result = count_from_percentage(f"{100 * k / n:.2f}", n)
+    assert result.is_whole_count
+    assert result.consistent_count_low is not None and result.consistent_count_high is not None
+    assert result.consistent_count_low <= k <= result.consistent_count_high
+
+
+@pytest.mark.parametrize("bad", [-0.1, 100.5, "abc", "nan", math.inf])
+def test_percent_outside_0_to_100_is_refused(bad: float | str) -> None:
+    with pytest.raises(ValueError, match="percent"):
+        count_from_percentage(bad, 164)
+
+
+# --- the normal quantile ---
+
+
+def test_two_sided_95_percent_z_is_1_96_and_80_percent_power_z_is_0_84() -> None:
+    assert normal_quantile(0.975) == pytest.approx(1.959963984540054, abs=1e-12)
+    assert normal_quantile(0.8) == pytest.approx(0.8416212335729143, abs=1e-12)
+
+
+@given(st.floats(min_value=1e-12, max_value=1 - 1e-12))
+def test_normal_quantile_inverts_the_normal_cdf(p: float) -> None:
+    z = normal_quantile(p)
+    assert 0.5 * math.erfc(-z / math.sqrt(2)) == pytest.approx(p, rel=1e-9, abs=1e-15)
+
+
+# --- Wilson interval ---
+
+
+def test_64_of_164_is_39_percent_within_32_to_47_percent_at_95_percent() -> None:
+    result = wilson_interval(64, 164)
+    assert round(result.low, 3) == 0.319
+    assert round(result.high, 3) == 0.467
+
+
+def test_zero_successes_still_has_a_positive_upper_bound() -> None:
+    result = wilson_interval(0, 50)
+    assert result.low == 0.0
+    assert 0.0 < result.high < 0.1
+
+
+@given(scores(), st.floats(min_value=0.5, max_value=0.999))
+def test_wilson_interval_contains_the_score_and_stays_within_0_and_1(
+    score: tuple[int, int], confidence: float
+) -> None:
+    k, n = score
+    result = wilson_interval(k, n, confidence)
+    assert 0.0 <= result.low <= result.proportion <= result.high <= 1.0
+
+
+@given(scores())
+def test_a_99_percent_interval_is_wider_than_a_95_percent_interval(score: tuple[int, int]) -> None:
+    k, n = score
+    assert wilson_interval(k, n, 0.99).half_width > wilson_interval(k, n, 0.95).half_width
+
+
+# --- unpaired test, and why overlap is not the test ---
+
+
+def test_77_vs_64_of_164_unpaired_is_not_significant_at_p_0_147() -> None:
+    result = two_proportion_z_test(77, 164, 64, 164)
+    assert round(result.z, 2) == 1.45
+    assert round(result.p_value, 3) == 0.147
+    assert not result.significant
+
+
+def test_overlapping_95_percent_intervals_can_hide_a_significant_difference() -> None:
+    a, b = wilson_interval(85, 164), wilson_interval(64, 164)
+    assert a.low < b.high  # the intervals overlap
+    test = two_proportion_z_test(85, 164, 64, 164)
+    assert round(test.p_value, 3) == 0.020 and test.significant
+    assert "do not mean 'no difference'" in OVERLAPPING_INTERVALS_NOTE
+
+
+def test_identical_perfect_scores_have_p_value_1() -> None:
+    assert two_proportion_z_test(10, 10, 20, 20).p_value == 1.0
+
+
+# --- McNemar exact ---
+
+
+def test_15_vs_2_discordant_items_is_significant_at_p_0_0023() -> None:
+    result = mcnemar_exact(15, 2)
+    assert result.p_value == pytest.approx(2 * 154 / 2**17)
+    assert round(result.p_value, 4) == 0.0023
+    assert result.significant
+
+
+def test_30_vs_17_discordant_items_is_not_significant_at_p_0_079() -> None:
+    result = mcnemar_exact(30, 17)
+    assert round(result.p_value, 3) == 0.079
+    assert not result.significant
+
+
+def test_the_same_net_gap_of_13_items_gets_opposite_verdicts() -> None:
+    strong, weak = mcnemar_exact(15, 2), mcnemar_exact(30, 17)
+    assert strong.net_gap_items == weak.net_gap_items == 13
+    assert strong.significant != weak.significant
+
+
+def test_no_disagreement_gives_p_value_1() -> None:
+    assert mcnemar_exact(0, 0).p_value == 1.0
+    assert mcnemar_exact(7, 7).p_value == 1.0
+
+
+@given(st.integers(min_value=0, max_value=300), st.integers(min_value=0, max_value=300))
+def test_mcnemar_is_symmetric_and_matches_the_binomial_sum(b: int, c: int) -> None:
+    n, k = b + c, min(b, c)
+    expected = min(1.0, 2 * sum(math.comb(n, i) * 0.5**n for i in range(k + 1)))
+    assert mcnemar_exact(b, c).p_value == pytest.approx(expected, rel=1e-9)
+    assert mcnemar_exact(b, c).p_value == mcnemar_exact(c, b).p_value
+
+
+# --- sample sizes ---
+
+
+def test_39_vs_47_percent_needs_600_items_per_model_unpaired() -> None:
+    result = items_needed_unpaired(0.39, 0.47)
+    assert result.exact_items == pytest.approx(599.99, abs=0.01)
+    assert result.num_items == 600
+
+
+def test_an_8_point_gap_with_20_percent_disagreement_needs_243_paired_items() -> None:
+    result = items_needed_paired(0.08, 0.20)
+    assert result.num_items == 243
+
+
+def test_pairing_needs_fewer_items_when_models_agree_on_most_items() -> None:
+    assert items_needed_paired(0.08, 0.20).num_items < items_needed_unpaired(0.39, 0.47).num_items
+
+
+@given(
+    st.floats(min_value=0.05, max_value=0.9),
+    st.floats(min_value=0.01, max_value=0.04),
+    st.floats(min_value=0.5, max_value=0.95),
+)
+def test_a_smaller_gap_or_more_power_needs_more_items(
+    base: float, gap: float, power: float
+) -> None:
+    wide = items_needed_unpaired(base, base + 2 * gap, power=power).exact_items
+    narrow = items_needed_unpaired(base, base + gap, power=power).exact_items
+    assert narrow > wide
+    more_power = items_needed_unpaired(base, base + gap, power=min(0.99, power + 0.04))
+    assert more_power.exact_items > narrow
+
+
+# --- input checks ---
+
+
+@pytest.mark.parametrize(
+    ("call", "word"),
+    [
+        (lambda: count_from_percentage(39.02, 0), "num_items"),
+        (lambda: wilson_interval(165, 164), "cannot exceed"),
+        (lambda: wilson_interval(-1, 164), "successes"),
+        (lambda: wilson_interval(64, 164, confidence=1.0), "confidence"),
+        (lambda: two_proportion_z_test(64, 164, 70, 164, alpha=0.0), "alpha"),
+        (lambda: mcnemar_exact(-1, 3), "b"),
+        (lambda: mcnemar_exact(True, 3), "b"),
+        (lambda: items_needed_unpaired(0.4, 0.4), "no gap"),
+        (lambda: items_needed_unpaired(0.4, 1.2), "proportion_b"),
+        (lambda: items_needed_unpaired(0.4, 0.5, power=1.0), "power"),
+        (lambda: items_needed_paired(0.0, 0.2), "gap"),
+        (lambda: items_needed_paired(0.3, 0.2), "discordance"),
+        (lambda: normal_quantile(0.0), "probability"),
+    ],
+)
+def test_bad_input_is_refused_with_a_message_naming_it(call: object, word: str) -> None:
+    with pytest.raises(ValueError, match=word):
+        call()  # type: ignore[operator]
+
+
+# --- explanations and JSON ---
+
+
+def test_explain_lines_show_one_division_you_can_repeat() -> None:
+    assert "2 x 154 / 131072 = 0.00235" in "\n".join(explain_lines(mcnemar_exact(15, 2)))
+    assert "63.99 -> nearest whole count 64" in "\n".join(
+        explain_lines(count_from_percentage(39.02, 164))
+    )
+    assert "[0.3189, 0.4666]" in "\n".join(explain_lines(wilson_interval(64, 164)))
+    assert "= 1.450" in "\n".join(explain_lines(two_proportion_z_test(77, 164, 64, 164)))
+    assert "-> 600 items" in "\n".join(explain_lines(items_needed_unpaired(0.39, 0.47)))
+    assert "-> 243 items" in "\n".join(explain_lines(items_needed_paired(0.08, 0.2)))
+    assert "2 x 0.03947" in "\n".join(explain_lines(mcnemar_exact(30, 17)))
+
+
+def test_results_serialise_to_json() -> None:
+    for result in (
+        count_from_percentage("39.5", 164),
+        wilson_interval(64, 164),
+        two_proportion_z_test(77, 164, 64, 164),
+        mcnemar_exact(30, 17),
+        items_needed_unpaired(0.39, 0.47),
+        items_needed_paired(0.08, 0.2),
+    ):
+        json.loads(json.dumps(dataclasses.asdict(result), allow_nan=False))
