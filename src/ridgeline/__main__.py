@@ -1,0 +1,7 @@
+"""`python -m ridgeline`."""
+
+import sys
+
+from ridgeline.cli import main
+
+sys.exit(main())

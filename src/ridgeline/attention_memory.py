@@ -1,0 +1,112 @@
+"""Why the attention kernel matters at long context: the S×S scores a naive kernel writes.
+
+A naive attention materialises the score matrix: S² elements per head per layer
+(64K tokens in bf16: 65,536² × 2 B = 8.6 GB). FlashAttention-style tiling keeps each
+tile of scores on chip and streams K and V past each block of queries, so HBM sees
+Q, K, V and O plus one re-read of K and V per query tile (Dao et al. 2022, §3.2).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ridgeline.errors import InputError
+from ridgeline.explain import Step, q, step
+from ridgeline.kvcache import cached_tokens
+from ridgeline.layouts import ATTENTION_MIXERS
+from ridgeline.model import ModelSpec
+from ridgeline.units import GB, require_positive
+
+QUERY_TILE_ROWS = 128  # a typical FlashAttention-2 query block (Br) on Hopper/Ampere
+
+
+def score_matrix_bytes(queries: int, keys: int, bytes_per_element: float) -> float:
+    """queries × keys scores of one head: 65,536² × 2 B = 8.6 GB."""
+    return queries * keys * bytes_per_element
+
+
+def naive_attention_bytes(seq_len: int, keys: int, head_dim: int, bytes_per_element: float) -> float:
+    """HBM bytes of one head, unfused: scores written, read for softmax, probabilities
+    written, read for PV (4 passes over S × keys), plus Q, K, V read and O written."""
+    scores = 4 * score_matrix_bytes(seq_len, keys, bytes_per_element)
+    return scores + 2 * (seq_len + keys) * head_dim * bytes_per_element
+
+
+def tiled_attention_bytes(
+    seq_len: int, keys: int, head_dim: int, bytes_per_element: float,
+    query_tile_rows: int | None = None,
+) -> float:
+    """HBM bytes of one head with tiling: Q, K, V read and O written once.
+
+    With ``query_tile_rows`` the worst case: K and V re-read from HBM for every query
+    tile (in practice the tiles of one head run together and those re-reads hit L2).
+    """
+    passes = 1 if query_tile_rows is None else math.ceil(seq_len / query_tile_rows)
+    return (2 * seq_len + 2 * keys * passes) * head_dim * bytes_per_element
+
+
+@dataclass(frozen=True)
+class AttentionMemoryReport:
+    model: str
+    context: int
+    bytes_per_element: float
+    per_head_per_layer_bytes: float  # scores of one head, one full-attention layer
+    total_score_bytes: float  # every head's scores, every attention layer
+    total_naive_bytes: float  # HBM traffic unfused, all heads and layers
+    total_tiled_bytes: float  # HBM traffic tiled, K/V once
+    total_tiled_worst_bytes: float  # tiled, K/V re-read per query tile
+    attention_layers: int
+    num_heads: int
+    steps: tuple[Step, ...]
+
+    def to_dict(self) -> dict[str, object]:
+        return {k: v for k, v in vars(self).items() if k != "steps"}
+
+    def text_lines(self) -> list[str]:
+        return [
+            f"{self.model}, a {self.context:,}-token prompt in one pass "
+            f"({self.bytes_per_element:g}-byte scores):",
+            f"  naive score matrix   {self.per_head_per_layer_bytes / GB:,.2f} GB per head per "
+            "full-attention layer",
+            f"  over {self.num_heads} heads x {self.attention_layers} attention layers "
+            f"{self.total_score_bytes / GB:,.0f} GB of scores",
+            f"  HBM traffic, naive   {self.total_naive_bytes / GB:,.0f} GB (scores written, "
+            "read for softmax, written, read for PV)",
+            f"  HBM traffic, tiled   {self.total_tiled_bytes / GB:,.1f} GB (flash-style: Q, K, V, "
+            "O once; scores stay on chip)",
+            f"                       {self.total_tiled_worst_bytes / GB:,.1f} GB if K and V were "
+            f"re-read from HBM for every {QUERY_TILE_ROWS}-row query tile",
+            f"  naive ÷ tiled        {self.total_naive_bytes / self.total_tiled_bytes:,.0f}x",
+        ]
+
+
+def attention_memory(spec: ModelSpec, context: int, bytes_per_element: float = 2.0) -> AttentionMemoryReport:
+    require_positive(context, "context length")
+    att = spec.attention
+    if att is None:
+        raise InputError(f"{spec.name} has no attention layers (it is a pure SSM model)")
+    layers = [layer for layer in spec.layers if layer.mixer in ATTENTION_MIXERS]
+    per_head = score_matrix_bytes(context, context, bytes_per_element)
+    scores = naive = tiled = worst = 0.0
+    d, h = att.head_dim, att.num_heads
+    for layer in layers:
+        keys = cached_tokens(layer, context)
+        scores += h * score_matrix_bytes(context, keys, bytes_per_element)
+        naive += h * naive_attention_bytes(context, keys, d, bytes_per_element)
+        tiled += h * tiled_attention_bytes(context, keys, d, bytes_per_element)
+        worst += h * tiled_attention_bytes(context, keys, d, bytes_per_element, QUERY_TILE_ROWS)
+    steps = (
+        step("score matrix per head per layer", "context² × bytes per element",
+             q("scores", per_head / GB, "GB"), q("context", context, "tokens"),
+             q("bytes per element", bytes_per_element, "B")),
+        step("all heads and layers", "Σ over attention layers: heads × context × keys kept",
+             q("total", scores / GB, "GB"), q("heads", att.num_heads, "", "num_attention_heads"),
+             q("attention layers", len(layers))),
+        step("naive traffic", "heads × (4 × S × keys + 2·(S + keys)·d) × bytes, per layer",
+             q("total", naive / GB, "GB")),
+        step("tiled traffic", "heads × (2·S + 2·keys)·d × bytes, per layer",
+             q("total", tiled / GB, "GB"), q("head_dim", d, "", "config.json")),
+    )
+    return AttentionMemoryReport(spec.name, context, bytes_per_element, per_head, scores, naive,
+                                 tiled, worst, len(layers), h, steps)

@@ -1,0 +1,325 @@
+"""The command line: parse, call the library, render. Bad input exits 2 with one line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+from ridgeline import __version__
+from ridgeline.errors import InputError
+from ridgeline.render import render
+from ridgeline.units import parse_count, parse_count_list, require_positive
+
+Handler = Callable[[argparse.Namespace], Any]
+
+
+def _typed(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """Wrap a parser so argparse shows our one-line message."""
+
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return convert
+
+
+def _positive_count(what: str) -> Callable[[str], int]:
+    return _typed(lambda t: int(require_positive(parse_count(t, what), what)))
+
+
+def _positive_float(what: str) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise InputError(f"{what} must be a number, got {text!r}") from None
+        return float(require_positive(value, what))
+
+    return _typed(parse)
+
+
+def _count_list(what: str) -> Callable[[str], list[int]]:
+    return _typed(lambda t: parse_count_list(t, what))
+
+
+# -- shared option groups ---------------------------------------------------------------
+def _output(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--explain", action="store_true",
+                   help="show each formula with its inputs and their sources")
+
+
+def _model(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", metavar="MODEL",
+                   help="catalog alias (llama-3.1-70b), HF id, or path to a config.json")
+    p.add_argument("--fetch", action="store_true",
+                   help="download MODEL's config.json from the Hugging Face Hub")
+
+
+def _gpu(p: argparse.ArgumentParser, required: bool = True) -> None:
+    g = p.add_argument_group("accelerator")
+    g.add_argument("--gpu", required=False, metavar="NAME",
+                   help="catalog id or name (h100, 'NVIDIA H100 80GB HBM3')" +
+                   ("" if required else "; optional"))
+    g.add_argument("--gpu-file", metavar="FILE", help="an accelerator record in JSON")
+    g.add_argument("--peak-tflops", type=_positive_float("peak TFLOP/s"),
+                   help="custom accelerator: dense peak TFLOP/s (with --bandwidth-gbs)")
+    g.add_argument("--bandwidth-gbs", type=_positive_float("bandwidth GB/s"),
+                   help="custom accelerator: memory bandwidth in GB/s")
+    g.add_argument("--gpu-memory-gib", type=_positive_float("GPU memory GiB"),
+                   help="custom accelerator: memory in GiB (default 80)")
+    g.add_argument("--num-gpus", "--tensor-parallel-size", dest="num_gpus", default=1,
+                   type=_positive_count("number of GPUs"),
+                   help="accelerators in one tensor-parallel group (default 1)")
+    p.set_defaults(gpu_required=required)
+
+
+def _formats(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--weights", metavar="FMT",
+                   help="weight format (bf16, fp8, awq-int4, nvfp4, mxfp4, q4_k_m, …); "
+                   "default: as the checkpoint stores them")
+    p.add_argument("--kv-dtype", "--kv-cache-dtype", dest="kv_dtype", metavar="D",
+                   help="KV-cache dtype (bf16, fp8, …); default: the model's dtype")
+
+
+# -- resolution helpers --------------------------------------------------------------
+def load_model(args: argparse.Namespace) -> Any:
+    from ridgeline.catalog import resolve_model
+
+    if getattr(args, "fetch", False):
+        from ridgeline.hub import fetch_config
+        from ridgeline.model import ModelSpec
+
+        return ModelSpec.from_hf_config(fetch_config(args.model), name=args.model)
+    return resolve_model(args.model)
+
+
+def load_accelerator(args: argparse.Namespace) -> Any:
+    from ridgeline.hardware import custom_accelerator, load_accelerator_file, resolve_accelerator
+
+    if args.gpu_file:
+        return load_accelerator_file(args.gpu_file)
+    if args.peak_tflops or args.bandwidth_gbs:
+        if not (args.peak_tflops and args.bandwidth_gbs):
+            raise InputError("a custom accelerator needs both --peak-tflops and --bandwidth-gbs")
+        return custom_accelerator(args.gpu or "custom", args.peak_tflops, args.bandwidth_gbs,
+                                  args.gpu_memory_gib or 80.0)
+    if not args.gpu:
+        if args.gpu_required:
+            raise InputError("name an accelerator with --gpu (see `ridgeline hardware`)")
+        return None
+    return resolve_accelerator(args.gpu)
+
+
+def load_deployment(args: argparse.Namespace, model: Any = None) -> Any:
+    from ridgeline.deployment import Deployment
+
+    acc = load_accelerator(args)
+    if acc is None:
+        return None
+    return Deployment.build(model or load_model(args), acc, getattr(args, "weights", None),
+                            getattr(args, "kv_dtype", None), args.num_gpus)
+
+
+# -- handlers ----------------------------------------------------------------------------
+def cmd_hardware(args: argparse.Namespace) -> Any:
+    from ridgeline.hardware import load_accelerator_file, resolve_accelerator
+    from ridgeline.reports.hardware import hardware_list, hardware_record
+
+    if args.gpu_file:
+        return hardware_record(load_accelerator_file(args.gpu_file))
+    if args.name:
+        return hardware_record(resolve_accelerator(args.name))
+    return hardware_list()
+
+
+def cmd_model(args: argparse.Namespace) -> Any:
+    from ridgeline.reports.model import model_report
+
+    return model_report(load_model(args))
+
+
+def cmd_roofline(args: argparse.Namespace) -> Any:
+    from ridgeline.precision import kv_dtype, weight_format
+    from ridgeline.reports.roofline import roofline_report
+
+    acc = load_accelerator(args)
+    dep = load_deployment(args) if args.model else None
+    dtype = args.compute_dtype or (dep.compute_dtype if dep else "bf16")
+    bpw = weight_format(args.weights).bytes_per_weight if args.weights and not dep else 2.0
+    kvb = kv_dtype(args.kv_dtype).bytes_per_element if args.kv_dtype and not dep else 2.0
+    return roofline_report(acc, dtype, args.batch, args.prompt_len, dep, bpw, kvb)
+
+
+def cmd_moe(args: argparse.Namespace) -> Any:
+    from ridgeline.reports.moe import moe_report
+
+    if not args.gpu and not args.gpu_file and not args.peak_tflops:
+        args.gpu = "h100-sxm"  # the article's card
+    return moe_report(load_deployment(args), args.batch)
+
+
+def cmd_kv(args: argparse.Namespace) -> Any:
+    from ridgeline.kvcache import kv_replication
+    from ridgeline.precision import kv_dtype
+    from ridgeline.reports.kv import kv_report
+    from ridgeline.units import GIB
+
+    model = load_model(args)
+    kv = kv_dtype(args.kv_dtype or model.dtype)
+    budget, label, replication = None, "", 1.0
+    if args.memory_gib is not None:
+        budget, label = args.memory_gib * GIB, f"{args.memory_gib:g} GiB given"
+    else:
+        dep = load_deployment(args, model)
+        if dep is not None:
+            budget = dep.memory_bytes - dep.weight_bytes
+            label = (f"{dep.num_gpus} x {dep.accelerator.id} ({dep.memory_bytes / 1e9:,.1f} GB) "
+                     f"− {dep.weight_bytes / 1e9:,.1f} GB of weights ({dep.weights.label})")
+            replication = kv_replication(model, dep.num_gpus)
+    return kv_report(model, args.context, kv, budget, label, replication)
+
+
+def cmd_decode(args: argparse.Namespace) -> Any:
+    from ridgeline.reports.decode import decode_report
+
+    return decode_report(load_deployment(args), args.batch, args.context)
+
+
+def cmd_prefill(args: argparse.Namespace) -> Any:
+    from ridgeline.floors import prefill_floor
+    from ridgeline.reports.decode import PrefillReport
+
+    dep = load_deployment(args)
+    return PrefillReport(dep, prefill_floor(dep, args.prompt_len, args.batch))
+
+
+def cmd_utilization(args: argparse.Namespace) -> Any:
+    from ridgeline.reports.decode import utilization_report
+
+    acc = load_accelerator(args)
+    dep = load_deployment(args) if args.model else None
+    if dep is not None and args.context is None:
+        raise InputError("--model needs --context to say how many conversations the KV holds")
+    return utilization_report(acc, args.running, args.compute_dtype or "bf16", 2.0, dep,
+                              args.context)
+
+
+# -- the parser --------------------------------------------------------------------------
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"ridgeline: error: {message} (see `{self.prog} --help`)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="ridgeline",
+        description="LLM serving arithmetic from a config.json and a spec sheet.",
+    )
+    parser.add_argument("--version", action="version", version=f"ridgeline {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("hardware", help="the accelerator catalog, or one record with sources")
+    p.add_argument("name", nargs="?", metavar="NAME")
+    p.add_argument("--gpu-file", metavar="FILE", help="show a record from a JSON file")
+    _output(p)
+    p.set_defaults(handler=cmd_hardware)
+
+    p = sub.add_parser("model", help="layers, attention geometry, experts, params, bytes")
+    _model(p)
+    _output(p)
+    p.set_defaults(handler=cmd_model)
+
+    p = sub.add_parser("roofline", help="ridge point and where each part of a step sits")
+    _gpu(p)
+    p.add_argument("--compute-dtype", choices=["fp32", "tf32", "bf16", "fp16", "fp8", "int8",
+                                               "fp4"])
+    p.add_argument("--batch", type=_positive_count("batch"), default=1)
+    p.add_argument("--prompt-len", type=_positive_count("prompt length"), default=4000)
+    p.add_argument("--model", help="place this model's attention and experts on the roofline")
+    p.add_argument("--fetch", action="store_true", help=argparse.SUPPRESS)
+    _formats(p)
+    _output(p)
+    p.set_defaults(handler=cmd_roofline)
+
+    p = sub.add_parser("moe", help="routed fraction, experts touched, bytes a step reads")
+    _model(p)
+    _gpu(p, required=False)
+    _formats(p)
+    p.add_argument("--batch", type=_positive_count("batch"), default=32)
+    _output(p)
+    p.set_defaults(handler=cmd_moe)
+
+    p = sub.add_parser("kv", help="KV-cache bytes by layer kind and conversations that fit")
+    _model(p)
+    p.add_argument("--context", type=_positive_count("context length"), required=True)
+    p.add_argument("--memory-gib", type=_positive_float("memory GiB"),
+                   help="a KV budget in GiB (instead of --gpu)")
+    _gpu(p, required=False)
+    _formats(p)
+    _output(p)
+    p.set_defaults(handler=cmd_kv)
+
+    p = sub.add_parser("decode", help="decode step floor: time, tok/s per user and in total")
+    _model(p)
+    _gpu(p)
+    _formats(p)
+    p.add_argument("--batch", type=_count_list("batch"), default=[1],
+                   help="one batch or a list: 1,8,32,128,296")
+    p.add_argument("--context", type=_count_list("context length"), default=[2000],
+                   help="tokens already cached per sequence; one or a list (default 2000)")
+    _output(p)
+    p.set_defaults(handler=cmd_decode)
+
+    p = sub.add_parser("prefill", help="prefill floor (TTFT) of a prompt and its intensity")
+    _model(p)
+    _gpu(p)
+    _formats(p)
+    p.add_argument("--prompt-len", type=_positive_count("prompt length"), required=True)
+    p.add_argument("--batch", type=_positive_count("batch"), default=1)
+    _output(p)
+    p.set_defaults(handler=cmd_prefill)
+
+    p = sub.add_parser("utilization", help="the running batch an engine reports vs the ridge")
+    _gpu(p)
+    p.add_argument("--running", type=_positive_count("running requests"), required=True,
+                   help="vllm:num_requests_running, or N in 'Running: N reqs'")
+    p.add_argument("--compute-dtype", choices=["bf16", "fp16", "fp8", "int8", "fp4"])
+    p.add_argument("--model", help="compare with the batch this model's KV budget allows")
+    p.add_argument("--fetch", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--context", type=_positive_count("context length"))
+    _formats(p)
+    _output(p)
+    p.set_defaults(handler=cmd_utilization)
+
+    from ridgeline.companion_cli import add_companion_commands
+
+    add_companion_commands(sub, _output, _typed)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "handler", None):
+        parser.print_help()
+        return 2
+    try:
+        report = args.handler(args)
+        print(render(report, as_json=args.json, explain=args.explain))
+    except (InputError, ValueError) as exc:
+        print(f"ridgeline: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

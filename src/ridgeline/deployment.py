@@ -1,0 +1,107 @@
+"""A Deployment: model, accelerator and count, weight and KV formats. Built once, read everywhere."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from ridgeline.errors import InputError
+from ridgeline.hardware import Accelerator
+from ridgeline.kvcache import kv_replication
+from ridgeline.model import ModelSpec
+from ridgeline.params import count_params
+from ridgeline.precision import (
+    KVDtype,
+    WeightPlan,
+    compute_dtype_for,
+    kv_dtype,
+    weight_bytes,
+    weight_bytes_by_category,
+    weight_plan,
+)
+from ridgeline.quantization import EMBEDDING, EXPERTS
+
+
+@dataclass(frozen=True)
+class Deployment:
+    model: ModelSpec
+    accelerator: Accelerator
+    weights: WeightPlan
+    kv: KVDtype
+    num_gpus: int = 1  # all in one tensor-parallel group (communication is not modelled here)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.num_gpus, bool) or not isinstance(self.num_gpus, int):
+            raise InputError(f"number of GPUs must be a whole number, got {self.num_gpus!r}")
+        if self.num_gpus < 1:
+            raise InputError(f"number of GPUs must be at least 1, got {self.num_gpus}")
+
+    @classmethod
+    def build(
+        cls, model: ModelSpec, accelerator: Accelerator, weights: str | None = None,
+        kv: str | None = None, num_gpus: int = 1,
+    ) -> Deployment:
+        """Weights default to the checkpoint's stored formats; KV to the model's dtype."""
+        kv_name = kv if kv not in (None, "auto") else model.dtype
+        assert kv_name is not None
+        return cls(model, accelerator, weight_plan(model, weights), kv_dtype(kv_name), num_gpus)
+
+    @cached_property
+    def compute_dtype(self) -> str:
+        """The matmul dtype: the weight format's best one this accelerator runs natively."""
+        return self.accelerator.first_supported(compute_dtype_for(self.weights))
+
+    @property
+    def peak_flops_per_s(self) -> float:
+        return self.accelerator.peak(self.compute_dtype) * self.num_gpus
+
+    @property
+    def bandwidth_bytes_per_s(self) -> float:
+        return self.accelerator.memory_bandwidth_bytes_per_s * self.num_gpus
+
+    @property
+    def memory_bytes(self) -> float:
+        return self.accelerator.memory_bytes * self.num_gpus
+
+    @cached_property
+    def weight_bytes(self) -> float:
+        """Bytes the weights occupy over all GPUs."""
+        return weight_bytes(self.model, self.weights)
+
+    @cached_property
+    def bytes_by_category(self) -> dict[str, float]:
+        return weight_bytes_by_category(self.model, self.weights)
+
+    @property
+    def expert_bytes(self) -> float:
+        return self.bytes_by_category[EXPERTS]
+
+    @property
+    def non_expert_bytes_read(self) -> float:
+        """Weights every step reads in full: all but routed experts and the embedding table.
+
+        The input embedding is a lookup of a few rows; a tied one is read whole as lm_head.
+        """
+        skip = {EXPERTS} if self.model.tie_word_embeddings else {EXPERTS, EMBEDDING}
+        return sum(v for c, v in self.bytes_by_category.items() if c not in skip)
+
+    @cached_property
+    def matmul_params_per_token(self) -> float:
+        """Weights one token multiplies against (2 FLOP each): active, minus the embedding lookup."""
+        params = count_params(self.model)
+        if self.model.tie_word_embeddings:
+            return float(params.active)
+        return float(params.active - params.embedding)
+
+    @property
+    def kv_replication(self) -> float:
+        return kv_replication(self.model, self.num_gpus)
+
+    @property
+    def bytes_per_weight(self) -> float:
+        """Average bytes per weight of what a step reads (fp8 linear + bf16 lm_head: ~1.01)."""
+        skip = set() if self.model.tie_word_embeddings else {EMBEDDING}
+        params = count_params(self.model).by_category
+        n = sum(v for c, v in params.items() if c not in skip)
+        b = sum(v for c, v in self.bytes_by_category.items() if c not in skip)
+        return b / n

@@ -1,0 +1,186 @@
+"""Accelerators: peak FLOP/s per compute dtype, memory bandwidth, capacity, links; the catalog.
+
+Each record in ``data/accelerators/*.json`` carries its sources. Names resolve forgivingly
+(``H100``, ``h100-sxm5``, ``NVIDIA H100 80GB HBM3``); an ambiguous or unknown name gets
+an error listing the closest ids. A user adds an accelerator from a JSON file or flags.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from ridgeline.catalog import normalise, resolve_name
+from ridgeline.datafiles import data_files, load_data
+from ridgeline.errors import InputError
+from ridgeline.units import GB, GIB, require_positive
+
+COMPUTE_DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp6", "fp4", "int4")
+# When a dtype is missing, the next one a kernel would fall back to.
+_FALLBACK = {"bf16": "fp16", "fp16": "bf16", "tf32": "fp32"}
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    id: str
+    name: str
+    memory_bytes: float
+    memory_bandwidth_bytes_per_s: float
+    peak_flops: Mapping[str, float] = field(hash=False)
+    vendor: str = ""
+    family: str = ""
+    form: str = ""
+    memory_size: float = 0.0
+    memory_unit: str = "GB"
+    link_kind: str | None = None
+    link_bytes_per_s: float | None = None  # per direction
+    price_per_hour_usd: float | None = None
+    tdp_w: float | None = None
+    sources: tuple[str, ...] = ()
+    notes: str = ""
+    aliases: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        require_positive(self.memory_bytes, f"{self.id}: memory")
+        require_positive(self.memory_bandwidth_bytes_per_s, f"{self.id}: memory bandwidth")
+        if not self.peak_flops:
+            raise InputError(f"{self.id}: needs at least one peak FLOP/s figure")
+        for dtype, value in self.peak_flops.items():
+            if dtype not in COMPUTE_DTYPES:
+                raise InputError(f"{self.id}: unknown compute dtype {dtype!r} in peak_flops")
+            require_positive(value, f"{self.id}: peak {dtype} FLOP/s")
+
+    @property
+    def memory_gib(self) -> float:
+        return self.memory_bytes / GIB
+
+    @property
+    def bandwidth_tb_s(self) -> float:
+        return self.memory_bandwidth_bytes_per_s / 1e12
+
+    def has(self, dtype: str) -> bool:
+        return dtype in self.peak_flops
+
+    def resolve_dtype(self, dtype: str) -> str:
+        """The dtype a matmul of ``dtype`` actually runs at here: bf16 on an M1 runs as fp16."""
+        if dtype in self.peak_flops:
+            return dtype
+        fallback = _FALLBACK.get(dtype)
+        if fallback and fallback in self.peak_flops:
+            return fallback
+        have = ", ".join(sorted(self.peak_flops))
+        raise InputError(f"{self.id} has no {dtype} peak (it has {have})")
+
+    def peak(self, dtype: str) -> float:
+        """Dense peak FLOP/s at a compute dtype: H100 SXM bf16 = 9.89e14."""
+        return self.peak_flops[self.resolve_dtype(dtype)]
+
+    def first_supported(self, dtypes: tuple[str, ...] | list[str]) -> str:
+        """The first of a format's compute dtypes this chip runs natively."""
+        for dtype in dtypes:
+            if dtype in self.peak_flops:
+                return dtype
+        for dtype in dtypes:
+            fallback = _FALLBACK.get(dtype)
+            if fallback and fallback in self.peak_flops:
+                return fallback
+        return max(self.peak_flops, key=lambda d: self.peak_flops[d])
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any], origin: str = "record") -> Accelerator:
+        try:
+            link = record.get("link") or {}
+            return cls(
+                id=str(record["id"]),
+                name=str(record.get("name", record["id"])),
+                memory_bytes=float(record["memory_bytes"]),
+                memory_bandwidth_bytes_per_s=float(record["memory_bandwidth_bytes_per_s"]),
+                peak_flops={str(k): float(v) for k, v in dict(record["peak_flops"]).items()},
+                vendor=str(record.get("vendor", "")),
+                family=str(record.get("family", "")),
+                form=str(record.get("form", "")),
+                memory_size=float(record.get("memory_size") or 0),
+                memory_unit=str(record.get("memory_unit", "GB")),
+                link_kind=link.get("kind"),
+                link_bytes_per_s=_opt_float(link.get("bytes_per_s_per_direction")),
+                price_per_hour_usd=_opt_float(record.get("price_per_hour_usd")),
+                tdp_w=_opt_float(record.get("tdp_w")),
+                sources=tuple(record.get("sources") or ()),
+                notes=str(record.get("notes", "")),
+                aliases=tuple(str(a) for a in record.get("aliases") or ()),
+            )
+        except KeyError as exc:
+            raise InputError(f"{origin}: accelerator record lacks {exc.args[0]!r}") from None
+        except (TypeError, ValueError, AttributeError) as exc:
+            if isinstance(exc, InputError):
+                raise
+            raise InputError(f"{origin}: malformed accelerator record ({exc})") from None
+
+
+def _opt_float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+@lru_cache(maxsize=1)
+def catalog() -> dict[str, Accelerator]:
+    """Every bundled accelerator by id."""
+    accelerators: dict[str, Accelerator] = {}
+    for name in data_files("accelerators"):
+        for record in load_data(f"accelerators/{name}"):
+            acc = Accelerator.from_record(record, name)
+            if acc.id in accelerators:
+                raise InputError(f"accelerator id {acc.id!r} appears twice in the catalog")
+            accelerators[acc.id] = acc
+    return accelerators
+
+
+@lru_cache(maxsize=1)
+def _names() -> dict[str, str]:
+    table: dict[str, str] = {}
+    for acc in catalog().values():
+        for alias in (acc.id, acc.name, *acc.aliases):
+            table[normalise(alias)] = acc.id
+    return table
+
+
+def resolve_accelerator(name: str) -> Accelerator:
+    """'H100' -> h100-sxm; unknown or ambiguous names raise with the closest ids."""
+    if not name or not name.strip():
+        raise InputError("accelerator name is empty")
+    return catalog()[resolve_name(name, _names(), "accelerator")]
+
+
+def load_accelerator_file(path: str) -> Accelerator:
+    """A user's accelerator: one record (or a one-record list) in the catalog's format."""
+    file = Path(path).expanduser()
+    try:
+        data = json.loads(file.read_text("utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"no such accelerator file: {path}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path} is not an accelerator JSON file ({exc})") from None
+    if isinstance(data, list) and len(data) == 1:
+        data = data[0]
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected one accelerator record (a JSON object)")
+    return Accelerator.from_record(data, path)
+
+
+def custom_accelerator(
+    name: str, peak_tflops: float, bandwidth_gb_s: float, memory_gib: float,
+    dtype: str = "bf16",
+) -> Accelerator:
+    """An accelerator from three spec-sheet figures given on the command line."""
+    require_positive(peak_tflops, "peak TFLOP/s")
+    require_positive(bandwidth_gb_s, "bandwidth GB/s")
+    require_positive(memory_gib, "memory GiB")
+    return Accelerator(
+        id=name, name=name, memory_bytes=memory_gib * GIB,
+        memory_bandwidth_bytes_per_s=bandwidth_gb_s * GB,
+        peak_flops={dtype: peak_tflops * 1e12}, memory_size=memory_gib, memory_unit="GiB",
+        sources=("user flags",),
+    )

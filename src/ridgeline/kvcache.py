@@ -1,0 +1,130 @@
+"""KV-cache bytes: per token by layer kind, per sequence at a context, conversations that fit.
+
+Full-attention layers grow with context; sliding-window and chunked layers stop at their
+window; MLA caches one latent (kv_lora_rank + qk_rope_head_dim) per token per layer;
+linear-attention and Mamba layers hold a constant state per sequence.
+Llama-3.1-70B in bf16: 2 (K,V) x 8 heads x 128 dims x 80 layers x 2 B = 320 KiB per token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ridgeline.hardware import Accelerator
+from ridgeline.layouts import ATTENTION_MIXERS, CHUNKED, FULL, LINEAR, MAMBA, SLIDING
+from ridgeline.model import Layer, ModelSpec
+from ridgeline.units import require_positive
+
+_STATE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+
+
+def attention_kv_bytes_per_token(spec: ModelSpec, kv_bytes_per_element: float) -> float:
+    """One attention layer's cache per token: MLA latent, or K and V of every KV head."""
+    att = spec.attention
+    if att is None:
+        return 0.0
+    if att.mla:
+        return (att.mla.kv_lora_rank + att.mla.qk_rope_head_dim) * kv_bytes_per_element
+    k = att.num_kv_heads * att.head_dim
+    v = att.num_kv_heads * att.v_head_dim
+    return (k + v) * kv_bytes_per_element
+
+
+def state_bytes_per_sequence(spec: ModelSpec, layer: Layer) -> float:
+    """Constant recurrent state of one linear-attention or Mamba layer, per sequence.
+
+    Gated DeltaNet: conv state (2·key_dim + value_dim)·(kernel−1) + S state nv·dk·dv.
+    Mamba-2: conv (d_inner + 2·groups·d_state)·(kernel−1) + SSM heads·head_dim·d_state.
+    """
+    state = _STATE_BYTES.get(spec.state_dtype, 2)
+    conv = _STATE_BYTES.get(spec.dtype, 2)
+    if layer.mixer == LINEAR and spec.linear_attention:
+        la = spec.linear_attention
+        conv_elems = (2 * la.key_dim + la.value_dim) * (la.conv_kernel - 1)
+        ssm_elems = la.num_value_heads * la.key_head_dim * la.value_head_dim
+        return conv_elems * conv + ssm_elems * state
+    if layer.mixer == MAMBA and spec.mamba:
+        m = spec.mamba
+        if m.version == 2:
+            conv_elems = (m.d_inner + 2 * m.n_groups * m.d_state) * (m.conv_kernel - 1)
+            ssm_elems = m.num_heads * m.head_dim * m.d_state
+        else:
+            conv_elems = m.d_inner * (m.conv_kernel - 1)
+            ssm_elems = m.d_inner * m.d_state
+        return conv_elems * conv + ssm_elems * state
+    return 0.0
+
+
+def cached_tokens(layer: Layer, context: int) -> int:
+    """Tokens a layer keeps: all of them, or at most its window."""
+    if layer.mixer in (SLIDING, CHUNKED) and layer.window_tokens:
+        return min(context, layer.window_tokens)
+    return context if layer.mixer == FULL else 0
+
+
+@dataclass(frozen=True)
+class KVFootprint:
+    """What one sequence's cache costs, split by layer kind."""
+
+    bytes_per_token_growing: float  # full-attention layers: grows with every token
+    bytes_per_token_naive: float  # every attention layer counted as full
+    windowed_bytes: float  # sliding/chunked layers at this context (capped at the window)
+    state_bytes: float  # linear-attention / SSM layers, constant
+    context: int
+    bytes_per_element: float
+
+    @property
+    def bytes_per_sequence(self) -> float:
+        return self.bytes_per_token_growing * self.context + self.windowed_bytes + self.state_bytes
+
+
+def kv_footprint(spec: ModelSpec, context: int, kv_bytes_per_element: float) -> KVFootprint:
+    """One sequence at ``context`` tokens: gpt-oss-120b bf16 grows 36 KiB per token, not 72."""
+    require_positive(context, "context length")
+    per_layer = attention_kv_bytes_per_token(spec, kv_bytes_per_element)
+    growing = windowed = state = 0.0
+    attention_layers = 0
+    for layer in spec.layers:
+        if layer.mixer in ATTENTION_MIXERS:
+            attention_layers += 1
+        if layer.mixer == FULL:
+            growing += per_layer
+        elif layer.mixer in (SLIDING, CHUNKED):
+            windowed += per_layer * cached_tokens(layer, context)
+        else:
+            state += state_bytes_per_sequence(spec, layer)
+    return KVFootprint(
+        bytes_per_token_growing=growing,
+        bytes_per_token_naive=per_layer * attention_layers,
+        windowed_bytes=windowed,
+        state_bytes=state,
+        context=context,
+        bytes_per_element=kv_bytes_per_element,
+    )
+
+
+def kv_replication(spec: ModelSpec, tensor_parallel_size: int) -> float:
+    """Total cache stored over TP ranks ÷ one copy.
+
+    KV heads split across ranks; with more ranks than KV heads each rank keeps one head,
+    so heads are replicated (vLLM: max(1, n_kv // tp) heads per rank). MLA's latent is
+    not split by head: every rank keeps all of it.
+    """
+    att = spec.attention
+    if att is None or tensor_parallel_size == 1:
+        return 1.0
+    if att.mla:
+        return float(tensor_parallel_size)
+    per_rank = max(1, att.num_kv_heads // tensor_parallel_size)
+    return per_rank * tensor_parallel_size / att.num_kv_heads
+
+
+def conversations_that_fit(budget_bytes: float, bytes_per_sequence: float) -> int:
+    """Whole sequences a KV budget holds: 0 when the budget is negative."""
+    if budget_bytes <= 0 or bytes_per_sequence <= 0:
+        return 0
+    return int(budget_bytes // bytes_per_sequence)
+
+
+def memory_budget_bytes(acc: Accelerator, num_gpus: int) -> float:
+    return acc.memory_bytes * num_gpus

@@ -1,0 +1,126 @@
+"""Weight formats and KV-cache dtypes: real bits per weight, and the dtype matmuls run at.
+
+A 70B model is 141 / 70.6 / 35.3 GB at 2 / 1 / 0.5 bytes per parameter, but a real
+format also stores scales (NVFP4: 4.5 bits) and leaves embeddings, norms and routers at
+the checkpoint dtype. ``weight_bytes`` counts both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ridgeline.catalog import normalise, resolve_name
+from ridgeline.datafiles import load_data
+from ridgeline.model import ModelSpec
+from ridgeline.params import count_params
+from ridgeline.quantization import CATEGORIES, LINEAR_CATEGORIES, LM_HEAD
+
+
+@dataclass(frozen=True)
+class WeightFormat:
+    id: str
+    bits_per_weight: float
+    applies_to: str  # "linear" or "all"
+    compute_dtypes: tuple[str, ...]
+    source: str
+
+    @property
+    def bytes_per_weight(self) -> float:
+        return self.bits_per_weight / 8
+
+
+@dataclass(frozen=True)
+class KVDtype:
+    id: str
+    bytes_per_element: float
+    source: str
+
+
+@lru_cache(maxsize=1)
+def weight_formats() -> dict[str, WeightFormat]:
+    return {
+        row["id"]: WeightFormat(
+            id=row["id"], bits_per_weight=float(row["bits_per_weight"]),
+            applies_to=row["applies_to"], compute_dtypes=tuple(row["compute_dtypes"]),
+            source=row["source"],
+        )
+        for row in load_data("formats.json")["weights"]
+    }
+
+
+@lru_cache(maxsize=1)
+def kv_dtypes() -> dict[str, KVDtype]:
+    return {
+        row["id"]: KVDtype(row["id"], float(row["bytes_per_element"]), row["source"])
+        for row in load_data("formats.json")["kv"]
+    }
+
+
+def _table(section: str) -> dict[str, str]:
+    table: dict[str, str] = {}
+    for row in load_data("formats.json")[section]:
+        for alias in (row["id"], *row.get("aliases", ())):
+            table[normalise(alias)] = row["id"]
+    return table
+
+
+def weight_format(name: str) -> WeightFormat:
+    """'FP8', 'q4_k_m', 'awq' -> the format record."""
+    return weight_formats()[resolve_name(name, _table("weights"), "weight format")]
+
+
+def kv_dtype(name: str) -> KVDtype:
+    return kv_dtypes()[resolve_name(name, _table("kv"), "KV-cache dtype")]
+
+
+@dataclass(frozen=True)
+class WeightPlan:
+    """Which format each weight category is stored in, for one model."""
+
+    formats: tuple[tuple[str, str], ...]  # (category, format id)
+    label: str  # what the user asked for, e.g. "fp8" or "as stored"
+
+    def format_of(self, category: str) -> WeightFormat:
+        return weight_formats()[dict(self.formats)[category]]
+
+
+def weight_plan(spec: ModelSpec, weights: str | None = None) -> WeightPlan:
+    """Formats per category: as the checkpoint stores them, or one format the user names.
+
+    A "linear" format covers the linear layers; embeddings, lm_head, norms and routers
+    stay at the checkpoint dtype. A GGUF mix ("all") covers every tensor, because its
+    bits per weight is a file average that already includes them.
+    """
+    base = spec.dtype if spec.dtype in weight_formats() else "bf16"
+    chosen: Mapping[str, str]
+    if weights is None or normalise(weights) in ("auto", "stored", "native"):
+        chosen = spec.stored_format_map
+        label = "as stored" if chosen else base
+    else:
+        fmt = weight_format(weights)
+        covered = CATEGORIES if fmt.applies_to == "all" else LINEAR_CATEGORIES
+        chosen = dict.fromkeys(covered, fmt.id)
+        label = fmt.id
+    return WeightPlan(tuple((c, chosen.get(c, base)) for c in CATEGORIES), label)
+
+
+def weight_bytes_by_category(spec: ModelSpec, plan: WeightPlan) -> dict[str, float]:
+    params = count_params(spec).by_category
+    return {c: params.get(c, 0) * plan.format_of(c).bytes_per_weight for c in CATEGORIES}
+
+
+def weight_bytes(spec: ModelSpec, plan: WeightPlan) -> float:
+    """Bytes the weights occupy: Llama-3.1-70B in bf16 = 141.1 GB."""
+    return sum(weight_bytes_by_category(spec, plan).values())
+
+
+def compute_dtype_for(plan: WeightPlan) -> tuple[str, ...]:
+    """Matmul dtypes of the format holding most of the linear weights, best first."""
+    linear = [c for c in LINEAR_CATEGORIES if c != LM_HEAD]
+    fmt = plan.format_of(linear[0])
+    for category in linear:
+        if plan.format_of(category).bits_per_weight < fmt.bits_per_weight:
+            fmt = plan.format_of(category)
+    return fmt.compute_dtypes

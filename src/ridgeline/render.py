@@ -1,0 +1,50 @@
+"""One renderer for every answer: text, ``--json``, or ``--explain``."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict
+from typing import Any
+
+from ridgeline.reports import Report
+
+
+def _clean(value: Any) -> Any:
+    """JSON has no infinity: write null for it, keep everything else."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def render(report: Report, as_json: bool = False, explain: bool = False) -> str:
+    if as_json:
+        data = report.to_dict()
+        if explain:
+            own = getattr(report, "explain_lines", None)
+            data["explain"] = own() if own else [asdict(s) for s in report.steps]
+        return json.dumps(_clean(data), indent=2)
+    lines = report.text_lines()
+    if explain:
+        lines.append("")
+        lines.append("How each number was computed:")
+        own = getattr(report, "explain_lines", None)
+        detail = own() if own else [line for s in report.steps for line in s.lines()]
+        lines.extend("  " + line for line in detail)
+    return "\n".join(lines)
+
+
+def table(rows: list[list[str]], header: list[str]) -> list[str]:
+    """Left-aligned first column, right-aligned others."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+
+    def fmt(row: list[str]) -> str:
+        cells = [str(c).ljust(widths[0]) if i == 0 else str(c).rjust(widths[i])
+                 for i, c in enumerate(row)]
+        return "  ".join(cells).rstrip()
+
+    return [fmt(header), *(fmt(r) for r in rows)]

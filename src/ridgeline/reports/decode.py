@@ -1,0 +1,194 @@
+"""`ridgeline decode`, `prefill` and `utilization`: the article's floors, one division each."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ridgeline.deployment import Deployment
+from ridgeline.explain import Step, q, step
+from ridgeline.floors import DecodeFloor, PrefillFloor, decode_floor
+from ridgeline.hardware import Accelerator
+from ridgeline.kvcache import conversations_that_fit, kv_footprint
+from ridgeline.render import table
+from ridgeline.roofline import ridge_point, weight_intensity
+from ridgeline.units import GB
+
+
+def _deployment_line(dep: Deployment) -> str:
+    return (f"{dep.model.name} on {dep.num_gpus} x {dep.accelerator.id}, weights "
+            f"{dep.weights.label}, KV {dep.kv.id}, matmuls at {dep.compute_dtype}")
+
+
+def _fit_dict(f: DecodeFloor | PrefillFloor) -> dict[str, Any]:
+    return {"fits": f.fit.fits, "weight_bytes": f.fit.weight_bytes, "kv_bytes": f.fit.kv_bytes,
+            "capacity_bytes": f.fit.capacity_bytes, "shortfall_bytes": f.fit.shortfall_bytes}
+
+
+def _floor_dict(f: DecodeFloor, base: DecodeFloor) -> dict[str, Any]:
+    return {
+        "batch": f.batch, "context": f.context, "step_time_s": f.step_time_s,
+        "per_user_tok_s": f.per_user_tok_s, "aggregate_tok_s": f.aggregate_tok_s,
+        "gain_over_batch_1": f.aggregate_tok_s / base.aggregate_tok_s,
+        "per_user_vs_batch_1": f.per_user_tok_s / base.per_user_tok_s,
+        "bound": f.bound, "flops": f.flops, "weight_bytes_read": f.weight_bytes_read,
+        "kv_bytes_read": f.kv_bytes_read, "compute_time_s": f.compute_time_s,
+        "memory_time_s": f.memory_time_s, "intensity_flop_per_byte": f.intensity_flop_per_byte,
+        **_fit_dict(f),
+    }
+
+
+@dataclass(frozen=True)
+class DecodeReport:
+    deployment: Deployment
+    floors: tuple[tuple[DecodeFloor, DecodeFloor], ...]  # (this point, batch 1 at its context)
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        return self.floors[0][0].steps
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"deployment": _deployment_line(self.deployment),
+                "kind": "floor (the article's lower bound; engines reach a fraction of it)",
+                "points": [_floor_dict(f, b) for f, b in self.floors]}
+
+    def text_lines(self) -> list[str]:
+        unfit = [f for f, _ in self.floors if not f.fit.fits]
+        lines: list[str] = []
+        if unfit:
+            worst = max(unfit, key=lambda f: f.fit.shortfall_bytes)
+            lines.append(worst.fit.headline() + (f" (batch {worst.batch}, context "
+                                                 f"{worst.context:,})" if len(self.floors) > 1
+                                                 else ""))
+        lines.append(_deployment_line(self.deployment))
+        if len(self.floors) == 1:
+            f, base = self.floors[0]
+            lines += [
+                f"decode floor, batch {f.batch} at {f.context:,} tokens of context:",
+                f"  step       {f.step_time_s * 1e3:,.2f} ms  ({f.bound}-bound: compute "
+                f"{f.compute_time_s * 1e3:,.2f} ms, memory {f.memory_time_s * 1e3:,.2f} ms)",
+                f"  reads      {f.weight_bytes_read / GB:,.1f} GB of weights + "
+                f"{f.kv_bytes_read / GB:,.2f} GB of KV cache",
+                f"  per user   {f.per_user_tok_s:,.1f} tok/s "
+                f"({f.per_user_tok_s / base.per_user_tok_s:.0%} of batch 1)",
+                f"  aggregate  {f.aggregate_tok_s:,.0f} tok/s "
+                f"({f.aggregate_tok_s / base.aggregate_tok_s:,.1f}x batch 1)",
+            ]
+            if f.fit.fits:
+                lines.append("  " + f.fit.headline())
+            return lines
+        rows = [[str(f.batch), f"{f.context:,}", f"{f.step_time_s * 1e3:,.2f}",
+                 f"{f.per_user_tok_s:,.1f}", f"{f.aggregate_tok_s:,.0f}",
+                 f"{f.aggregate_tok_s / b.aggregate_tok_s:,.1f}x", f.bound.split()[0],
+                 "yes" if f.fit.fits else "NO"] for f, b in self.floors]
+        lines += table(rows, ["batch", "context", "step ms", "tok/s/user", "tok/s total",
+                              "gain", "bound", "fits"])
+        lines.append("Card output rises with batch; each user's speed falls, by how much "
+                     "decided by context (the only term that grows).")
+        return lines
+
+
+def decode_report(dep: Deployment, batches: list[int], contexts: list[int]) -> DecodeReport:
+    floors = []
+    for context in contexts:
+        base = decode_floor(dep, 1, context)
+        floors += [(decode_floor(dep, b, context), base) for b in batches]
+    return DecodeReport(dep, tuple(floors))
+
+
+@dataclass(frozen=True)
+class PrefillReport:
+    deployment: Deployment
+    floor: PrefillFloor
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        return self.floor.steps
+
+    def to_dict(self) -> dict[str, Any]:
+        f = self.floor
+        return {"deployment": _deployment_line(self.deployment), "prompt_len": f.prompt_len,
+                "batch": f.batch, "time_s": f.time_s, "tokens_per_s": f.tokens_per_s,
+                "bound": f.bound, "flops": f.flops, "bytes_moved": f.bytes_moved,
+                "intensity_flop_per_byte": f.intensity_flop_per_byte, **_fit_dict(f)}
+
+    def text_lines(self) -> list[str]:
+        f = self.floor
+        lines = [] if f.fit.fits else [f.fit.headline()]
+        lines += [
+            _deployment_line(self.deployment),
+            f"prefill floor, {f.batch} x {f.prompt_len:,}-token prompt:",
+            f"  time       {f.time_s * 1e3:,.1f} ms ({f.bound}-bound) = TTFT floor",
+            f"  throughput {f.tokens_per_s:,.0f} prompt tok/s",
+            f"  intensity  {f.intensity_flop_per_byte:,.0f} FLOP/byte "
+            f"(ridge {ridge_point(self.deployment.peak_flops_per_s, self.deployment.bandwidth_bytes_per_s):,.0f})",
+        ]
+        return lines
+
+
+@dataclass(frozen=True)
+class UtilizationReport:
+    accelerator: Accelerator
+    compute_dtype: str
+    running: int
+    bytes_per_weight: float
+    kv_batch_limit: int | None
+    context: int | None
+    model: str | None
+    steps: tuple[Step, ...]
+
+    @property
+    def ridge(self) -> float:
+        a = self.accelerator
+        return ridge_point(a.peak(self.compute_dtype), a.memory_bandwidth_bytes_per_s)
+
+    @property
+    def fraction_of_arithmetic(self) -> float:
+        return min(1.0, weight_intensity(self.running, self.bytes_per_weight) / self.ridge)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"accelerator": self.accelerator.id, "running": self.running,
+                "ridge_flop_per_byte": self.ridge,
+                "fraction_of_arithmetic": self.fraction_of_arithmetic,
+                "kv_batch_limit": self.kv_batch_limit, "context": self.context,
+                "model": self.model}
+
+    def text_lines(self) -> list[str]:
+        lines = [
+            f"{self.running} running against a ridge of {self.ridge:,.0f} on "
+            f"{self.accelerator.id}: {self.fraction_of_arithmetic:.1%} of the arithmetic "
+            "you are billed for",
+        ]
+        if self.kv_batch_limit is not None:
+            lines.append(f"the KV budget of {self.model} at {self.context:,} tokens allows "
+                         f"{self.kv_batch_limit:,} running")
+            if self.kv_batch_limit < self.running:
+                lines.append("  the running batch exceeds what the raw KV budget holds: "
+                             "expect preemption or a shorter real context")
+            elif self.running < self.kv_batch_limit:
+                lines.append("  there is room for more: the batch is capped by traffic or by "
+                             "settings (--max-num-seqs), not by memory")
+        lines.append("Read it from vllm:num_requests_running on /metrics, or 'Running: N reqs' "
+                     "in vLLM's log; --max-num-seqs is only a ceiling.")
+        return lines
+
+
+def utilization_report(
+    acc: Accelerator, running: int, compute_dtype: str = "bf16", bytes_per_weight: float = 2.0,
+    dep: Deployment | None = None, context: int | None = None,
+) -> UtilizationReport:
+    limit = None
+    if dep is not None and context is not None:
+        per_seq = kv_footprint(dep.model, context, dep.kv.bytes_per_element).bytes_per_sequence
+        limit = conversations_that_fit(dep.memory_bytes - dep.weight_bytes,
+                                       per_seq * dep.kv_replication)
+        bytes_per_weight = dep.bytes_per_weight
+        compute_dtype = dep.compute_dtype
+    ridge = ridge_point(acc.peak(compute_dtype), acc.memory_bandwidth_bytes_per_s)
+    intensity = weight_intensity(running, bytes_per_weight)
+    steps = (step("share of the arithmetic in use", "(2 × running ÷ bytes per weight) ÷ ridge",
+                  q("fraction", min(1.0, intensity / ridge)), q("running", running, "",
+                                                                "vllm:num_requests_running"),
+                  q("ridge", ridge, "FLOP/byte"), q("bytes per weight", bytes_per_weight, "B")),)
+    return UtilizationReport(acc, compute_dtype, running, bytes_per_weight, limit, context,
+                             dep.model.name if dep else None, steps)

@@ -1,0 +1,98 @@
+"""`ridgeline hardware [NAME]`: the accelerator catalog, or one record with its sources."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ridgeline.explain import Step
+from ridgeline.hardware import Accelerator, catalog
+from ridgeline.render import table
+from ridgeline.roofline import ridge_point, ridge_step
+
+
+def _main_dtype(acc: Accelerator) -> str:
+    return acc.resolve_dtype("bf16") if ("bf16" in acc.peak_flops or "fp16" in acc.peak_flops) \
+        else max(acc.peak_flops, key=lambda d: acc.peak_flops[d])
+
+
+def _record(acc: Accelerator) -> dict[str, Any]:
+    dtype = _main_dtype(acc)
+    return {
+        "id": acc.id, "name": acc.name, "vendor": acc.vendor, "family": acc.family,
+        "form": acc.form, "memory_bytes": acc.memory_bytes, "memory_size": acc.memory_size,
+        "memory_unit": acc.memory_unit,
+        "memory_bandwidth_bytes_per_s": acc.memory_bandwidth_bytes_per_s,
+        "peak_flops": dict(acc.peak_flops),
+        "ridge_flop_per_byte": {d: ridge_point(v, acc.memory_bandwidth_bytes_per_s)
+                                for d, v in acc.peak_flops.items()},
+        "ridge_dtype": dtype,
+        "link": {"kind": acc.link_kind, "bytes_per_s_per_direction": acc.link_bytes_per_s},
+        "price_per_hour_usd": acc.price_per_hour_usd, "tdp_w": acc.tdp_w,
+        "aliases": list(acc.aliases), "sources": list(acc.sources), "notes": acc.notes,
+    }
+
+
+@dataclass(frozen=True)
+class HardwareList:
+    accelerators: tuple[Accelerator, ...]
+    steps: tuple[Step, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"accelerators": [_record(a) for a in self.accelerators]}
+
+    def text_lines(self) -> list[str]:
+        rows = []
+        for a in self.accelerators:
+            dtype = _main_dtype(a)
+            fp8 = a.peak_flops.get("fp8")
+            rows.append([
+                a.id, f"{a.peak(dtype) / 1e12:,.1f} {dtype}",
+                f"{fp8 / 1e12:,.0f}" if fp8 else "-",
+                f"{a.bandwidth_tb_s:.3g}", f"{a.memory_size:g} {a.memory_unit}",
+                f"{ridge_point(a.peak(dtype), a.memory_bandwidth_bytes_per_s):.0f}",
+                f"${a.price_per_hour_usd:.2f}" if a.price_per_hour_usd else "-",
+            ])
+        header = ["id", "dense TFLOP/s", "fp8", "TB/s", "memory", "ridge", "$/h"]
+        return [*table(rows, header), "",
+                f"{len(rows)} accelerators; `ridgeline hardware ID` shows one with its sources."]
+
+
+@dataclass(frozen=True)
+class HardwareRecord:
+    accelerator: Accelerator
+    steps: tuple[Step, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return _record(self.accelerator)
+
+    def text_lines(self) -> list[str]:
+        a = self.accelerator
+        lines = [f"{a.id}: {a.name}",
+                 f"  memory       {a.memory_size:g} {a.memory_unit} = {a.memory_bytes:,.0f} bytes",
+                 f"  bandwidth    {a.bandwidth_tb_s:.4g} TB/s"]
+        for dtype, flops in sorted(a.peak_flops.items(), key=lambda kv: kv[1]):
+            ridge = ridge_point(flops, a.memory_bandwidth_bytes_per_s)
+            lines.append(f"  peak {dtype:<7} {flops / 1e12:,.1f} TFLOP/s dense  "
+                         f"(ridge {ridge:,.0f} FLOP/byte)")
+        if a.link_kind:
+            per_dir = f"{a.link_bytes_per_s / 1e9:,.0f} GB/s per direction" \
+                if a.link_bytes_per_s else "bandwidth not recorded"
+            lines.append(f"  link         {a.link_kind}, {per_dir}")
+        if a.price_per_hour_usd:
+            lines.append(f"  price        ${a.price_per_hour_usd:.2f} per device-hour (a typical "
+                         "on-demand figure; see notes)")
+        if a.aliases:
+            lines.append(f"  aliases      {', '.join(a.aliases)}")
+        if a.notes:
+            lines.append(f"  notes        {a.notes}")
+        lines += ["  sources", *(f"    {s}" for s in a.sources)]
+        return lines
+
+
+def hardware_list() -> HardwareList:
+    return HardwareList(tuple(sorted(catalog().values(), key=lambda a: a.id)))
+
+
+def hardware_record(acc: Accelerator) -> HardwareRecord:
+    return HardwareRecord(acc, (ridge_step(acc, _main_dtype(acc)),))

@@ -1,0 +1,186 @@
+"""`ridgeline model MODEL`: layers by kind, attention geometry, experts, parameters, bytes."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from ridgeline.catalog import ModelEntry, model_entries
+from ridgeline.explain import Step, q, step
+from ridgeline.kvcache import KVFootprint, kv_footprint
+from ridgeline.model import ModelSpec
+from ridgeline.params import ParamCount, count_params
+from ridgeline.precision import kv_dtype, weight_bytes, weight_plan
+from ridgeline.render import table
+from ridgeline.units import GB, fmt_binary_bytes, fmt_count
+
+COMMON_FORMATS = ("bf16", "fp8", "int8", "awq-int4", "nvfp4", "mxfp4", "q8_0", "q4_k_m")
+BYTES_PER_PARAM = (2.0, 1.0, 0.5)
+
+
+@dataclass(frozen=True)
+class ModelReport:
+    spec: ModelSpec
+    params: ParamCount
+    entry: ModelEntry | None
+    weight_gb: dict[str, float]  # format label -> GB
+    kv_bf16: KVFootprint
+    kv_fp8: KVFootprint
+    steps: tuple[Step, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        s, att, moe = self.spec, self.spec.attention, self.spec.moe
+        return {
+            "model": s.name,
+            "hf_id": self.entry.hf_id if self.entry else None,
+            "architecture": s.architecture,
+            "num_layers": s.num_layers,
+            "layers_by_mixer": dict(Counter(layer.mixer for layer in s.layers)),
+            "layers_by_ffn": dict(Counter(layer.ffn for layer in s.layers)),
+            "hidden_size": s.hidden_size,
+            "vocab_size": s.vocab_size,
+            "attention": None if att is None else {
+                "kind": att.kind, "num_heads": att.num_heads, "num_kv_heads": att.num_kv_heads,
+                "group_size": att.group_size, "head_dim": att.head_dim,
+                "v_head_dim": att.v_head_dim,
+                "mla": None if att.mla is None else vars(att.mla),
+            },
+            "sliding_window_tokens": sorted({
+                layer.window_tokens for layer in s.layers if layer.window_tokens
+            }),
+            "linear_attention": vars(s.linear_attention) if s.linear_attention else None,
+            "mamba": vars(s.mamba) if s.mamba else None,
+            "moe": None if moe is None else {
+                "routed_experts": moe.num_experts, "experts_per_token": moe.experts_per_token,
+                "shared_experts": moe.num_shared_experts,
+                "expert_intermediate_size": moe.expert_intermediate_size,
+                "routed_fraction": moe.routed_fraction,
+            },
+            "params_total": self.params.total,
+            "params_active": self.params.active,
+            "params_active_without_embedding": self.params.active - self.params.embedding,
+            "params_by_category": {k: v for k, v in self.params.by_category.items() if v},
+            "card_total_params": self.entry.card_total_params if self.entry else None,
+            "card_active_params": self.entry.card_active_params if self.entry else None,
+            "stored_formats": s.stored_format_map,
+            "checkpoint_dtype": s.dtype,
+            "weight_gb": self.weight_gb,
+            "kv_bytes_per_token_bf16": self.kv_bf16.bytes_per_token_growing,
+            "kv_bytes_per_token_bf16_naive": self.kv_bf16.bytes_per_token_naive,
+            "kv_bytes_per_token_fp8": self.kv_fp8.bytes_per_token_growing,
+            "kv_constant_bytes_per_sequence_bf16": self.kv_bf16.state_bytes,
+            "mtp_layers_not_counted": s.mtp_layers,
+            "max_position_embeddings": s.max_position_embeddings,
+        }
+
+    def text_lines(self) -> list[str]:
+        s, p = self.spec, self.params
+        title = s.name + (f" ({self.entry.hf_id})" if self.entry else "")
+        lines = [title, f"  architecture   {s.architecture}, {s.num_layers} layers, "
+                 f"hidden {s.hidden_size}, vocab {s.vocab_size:,}"]
+        mixers = Counter(layer.mixer for layer in s.layers)
+        ffns = Counter(layer.ffn for layer in s.layers)
+        lines.append("  layers         " + ", ".join(_kind_label(k, n, s) for k, n in mixers.items())
+                     + " | ffn: " + ", ".join(f"{n} {k}" for k, n in ffns.items()))
+        att = s.attention
+        if att:
+            geometry = (f"{att.kind}: {att.num_heads} query heads, {att.num_kv_heads} KV heads "
+                        f"(group {att.group_size}), head_dim {att.head_dim}")
+            if att.mla:
+                m = att.mla
+                geometry = (f"MLA: {att.num_heads} heads, kv_lora_rank {m.kv_lora_rank}, "
+                            f"qk_rope_head_dim {m.qk_rope_head_dim}, qk_nope_head_dim "
+                            f"{m.qk_nope_head_dim}, v_head_dim {m.v_head_dim}, q_lora_rank "
+                            f"{m.q_lora_rank}")
+            lines.append(f"  attention      {geometry}")
+        if s.linear_attention:
+            la = s.linear_attention
+            lines.append(f"  linear attn    Gated DeltaNet: {la.num_key_heads} key / "
+                         f"{la.num_value_heads} value heads, dims {la.key_head_dim}/"
+                         f"{la.value_head_dim}")
+        if s.mamba:
+            m2 = s.mamba
+            lines.append(f"  mamba          Mamba-{m2.version}: d_inner {m2.d_inner}, d_state "
+                         f"{m2.d_state}, conv {m2.conv_kernel}")
+        if s.moe:
+            moe = s.moe
+            lines.append(f"  experts        {moe.num_experts} routed, {moe.experts_per_token} per "
+                         f"token (k/E = {moe.routed_fraction:.4f}), {moe.num_shared_experts} "
+                         f"shared, expert width {moe.expert_intermediate_size}")
+        card = ""
+        if self.entry:
+            card = f"   (card: {self.entry.card_total_params}"
+            card += f", {self.entry.card_active_params} active)" if self.entry.card_active_params \
+                else ")"
+        lines.append(f"  parameters     {fmt_count(p.total)} total ({p.total:,}), "
+                     f"{fmt_count(p.active)} active{card}")
+        if s.moe:
+            lines.append(f"                 {fmt_count(p.active - p.embedding)} active without the "
+                         "input embedding (a lookup, not a matmul)")
+        if s.mtp_layers:
+            lines.append(f"                 {s.mtp_layers} multi-token-prediction layer(s) shipped "
+                         "beside the model are not counted")
+        stored = ", ".join(f"{c} {f}" for c, f in s.stored_format_map.items()
+                           if p.by_category.get(c)) or s.dtype
+        lines.append(f"  stored as      {stored}")
+        rows = [[label, f"{gb:,.1f} GB"] for label, gb in self.weight_gb.items()]
+        lines += ["", *("  " + r for r in table(rows, ["weights in", "size"]))]
+        kv, kv8 = self.kv_bf16, self.kv_fp8
+        lines.append("")
+        lines.append(f"  KV per token   {fmt_binary_bytes(kv.bytes_per_token_growing)} bf16, "
+                     f"{fmt_binary_bytes(kv8.bytes_per_token_growing)} fp8 (full-attention layers)")
+        if kv.bytes_per_token_naive != kv.bytes_per_token_growing:
+            lines.append(f"                 naive all-layers figure: "
+                         f"{fmt_binary_bytes(kv.bytes_per_token_naive)} bf16; windowed layers "
+                         f"stop growing at their window")
+        if kv.state_bytes:
+            lines.append(f"  state per seq  {fmt_binary_bytes(kv.state_bytes)} constant "
+                         "(linear-attention / SSM layers)")
+        return lines
+
+
+def _kind_label(kind: str, n: int, spec: ModelSpec) -> str:
+    windows = sorted({layer.window_tokens for layer in spec.layers
+                      if layer.mixer == kind and layer.window_tokens})
+    suffix = f" (window {', '.join(str(w) for w in windows)})" if windows else ""
+    names = {"full": "full attention", "sliding": "sliding-window", "chunked": "chunked attention",
+             "linear": "linear attention", "mamba": "Mamba", "none": "MLP-only"}
+    return f"{n} {names.get(kind, kind)}{suffix}"
+
+
+def model_report(spec: ModelSpec) -> ModelReport:
+    params = count_params(spec)
+    entry = next((e for e in model_entries() if e.id == spec.name), None)
+    weight_gb: dict[str, float] = {}
+    if spec.stored_formats:
+        weight_gb["as stored"] = weight_bytes(spec, weight_plan(spec)) / GB
+    for fmt in COMMON_FORMATS:
+        weight_gb[fmt] = weight_bytes(spec, weight_plan(spec, fmt)) / GB
+    for bpp in BYTES_PER_PARAM:
+        weight_gb[f"{bpp:g} B/param (all)"] = params.total * bpp / GB
+    kv_bf16 = kv_footprint(spec, 1, kv_dtype("bf16").bytes_per_element)
+    kv_fp8 = kv_footprint(spec, 1, kv_dtype("fp8").bytes_per_element)
+    categories = [q(c, n / 1e9, "B params", "config.json") for c, n in
+                  params.by_category.items() if n]
+    steps = [step("total parameters", "Σ over categories (embedding, attention, MLP, experts, …)",
+                  q("total", params.total / 1e9, "B"), *categories)]
+    if spec.moe:
+        steps.append(step("active parameters", "total − routed experts × (1 − k/E)",
+                          q("active", params.active / 1e9, "B"),
+                          q("k/E", spec.moe.routed_fraction, "", "num_experts_per_tok / experts")))
+    att = spec.attention
+    if att and not att.mla:
+        steps.append(step("KV bytes per token", "2 (K,V) × KV heads × head_dim × full layers × bytes",
+                          q("KV per token", kv_bf16.bytes_per_token_growing, "B"),
+                          q("KV heads", att.num_kv_heads, "", "num_key_value_heads"),
+                          q("head_dim", att.head_dim, "", "head_dim or hidden/heads"),
+                          q("full-attention layers", spec.count(mixer="full")),
+                          q("bytes per element", 2, "B", "bf16")))
+    elif att and att.mla:
+        steps.append(step("KV bytes per token", "(kv_lora_rank + qk_rope_head_dim) × layers × bytes",
+                          q("KV per token", kv_bf16.bytes_per_token_growing, "B"),
+                          q("kv_lora_rank", att.mla.kv_lora_rank, "", "config.json"),
+                          q("qk_rope_head_dim", att.mla.qk_rope_head_dim, "", "config.json"),
+                          q("layers", spec.count(mixer="full"))))
+    return ModelReport(spec, params, entry, weight_gb, kv_bf16, kv_fp8, tuple(steps))

@@ -1,0 +1,121 @@
+"""`ridgeline moe MODEL [--gpu G] [--batch N]`: what routing saves, and what it does not."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ridgeline.deployment import Deployment
+from ridgeline.errors import InputError
+from ridgeline.explain import Step, q, step
+from ridgeline.floors import weight_bytes_read
+from ridgeline.moe import article_expert_intensity, expected_experts_touched, routed_fraction
+from ridgeline.render import table
+from ridgeline.roofline import batch_for_intensity, expert_intensity, ridge_point
+from ridgeline.units import GB
+
+TABLE_BATCHES = (1, 8, 32, 128, 512, 2048)
+
+
+@dataclass(frozen=True)
+class MoERow:
+    batch: int
+    experts_touched: float
+    article_intensity: float  # tokens per expert, B·k/E
+    intensity_flop_per_byte: float
+    weight_bytes_read: float
+
+
+@dataclass(frozen=True)
+class MoEReport:
+    model: str
+    accelerator: str
+    num_experts: int
+    experts_per_token: int
+    shared_experts: int
+    routed_fraction: float
+    ridge: float
+    article_batch_to_ridge: float
+    better_batch_to_ridge: float
+    weight_bytes_total: float
+    expert_bytes: float
+    rows: tuple[MoERow, ...]
+    batch: int
+    steps: tuple[Step, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {k: v for k, v in vars(self).items() if k not in ("rows", "steps")}
+        data["rows"] = [vars(r) for r in self.rows]
+        return data
+
+    def text_lines(self) -> list[str]:
+        lines = [
+            f"{self.model}: {self.experts_per_token} of {self.num_experts} routed experts per "
+            f"token (k/E = {self.routed_fraction:.4f}), {self.shared_experts} shared",
+            f"  article: expert intensity ≈ B × {self.routed_fraction:.3f}; reaching the "
+            f"{self.accelerator} ridge ({self.ridge:,.0f}) needs a batch near "
+            f"{self.article_batch_to_ridge:,.0f}",
+            f"  with the experts a batch really touches, E·(1 − (1 − k/E)^B): batch "
+            f"{self.better_batch_to_ridge:,.0f}",
+            "",
+        ]
+        rows = [[str(r.batch), f"{r.experts_touched:,.1f}", f"{r.article_intensity:,.2f}",
+                 f"{r.intensity_flop_per_byte:,.1f}", f"{r.weight_bytes_read / GB:,.1f} GB"]
+                for r in self.rows]
+        lines += table(rows, ["batch", "experts touched", "B·k/E", "FLOP/byte", "read per step"])
+        lines += [
+            "",
+            f"MoE cuts traffic, not capacity: all {self.weight_bytes_total / GB:,.1f} GB of "
+            f"weights stay in memory ({self.expert_bytes / GB:,.1f} GB of it experts), because "
+            "the router can send the next token to any expert.",
+        ]
+        return lines
+
+
+def moe_report(dep: Deployment, batch: int) -> MoEReport:
+    spec = dep.model
+    if spec.moe is None:
+        raise InputError(f"{spec.name} is a dense model: it has no experts to route")
+    moe = spec.moe
+    bpw = dep.bytes_per_weight
+    ridge = ridge_point(dep.accelerator.peak(dep.compute_dtype),
+                        dep.accelerator.memory_bandwidth_bytes_per_s)
+    ridge_batch = batch_for_intensity(ridge, bpw)
+    article_batch = ridge_batch / moe.routed_fraction
+    better = _batch_reaching(ridge, dep)
+    batches = sorted({*TABLE_BATCHES, batch})
+    rows = tuple(
+        MoERow(b, expected_experts_touched(moe.num_experts, moe.experts_per_token, b),
+               article_expert_intensity(b, moe.experts_per_token, moe.num_experts),
+               expert_intensity(b, spec, bpw), weight_bytes_read(dep, b))
+        for b in batches
+    )
+    touched = expected_experts_touched(moe.num_experts, moe.experts_per_token, batch)
+    steps = (
+        step("routed fraction", "experts per token ÷ routed experts",
+             q("k/E", routed_fraction(moe.experts_per_token, moe.num_experts)),
+             q("experts per token", moe.experts_per_token, "", "num_experts_per_tok"),
+             q("routed experts", moe.num_experts, "", "config.json")),
+        step("article's batch to the ridge", "(ridge × bytes per weight ÷ 2) ÷ (k/E)",
+             q("batch", article_batch), q("ridge", ridge, "FLOP/byte"),
+             q("bytes per weight", bpw, "B")),
+        step("experts touched by the batch", "E × (1 − (1 − k/E)^B)",
+             q("experts", touched), q("B", batch)),
+    )
+    return MoEReport(spec.name, dep.accelerator.id, moe.num_experts, moe.experts_per_token,
+                     moe.num_shared_experts, moe.routed_fraction, ridge, article_batch, better,
+                     dep.weight_bytes, dep.expert_bytes, rows, batch, steps)
+
+
+def _batch_reaching(ridge: float, dep: Deployment) -> float:
+    """Smallest batch whose expert intensity reaches the ridge (bisection; it rises with B)."""
+    lo, hi = 1.0, 1e9
+    if expert_intensity(int(hi), dep.model, dep.bytes_per_weight) < ridge:
+        return float("inf")
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        if expert_intensity(mid, dep.model, dep.bytes_per_weight) >= ridge:  # type: ignore[arg-type]
+            hi = mid
+        else:
+            lo = mid
+    return hi

@@ -1,0 +1,116 @@
+"""`ridgeline roofline --gpu G [--batch N]`: the ridge, and where each part of a step sits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ridgeline.deployment import Deployment
+from ridgeline.explain import Step, q, step
+from ridgeline.hardware import Accelerator
+from ridgeline.moe import article_expert_intensity
+from ridgeline.render import table
+from ridgeline.roofline import (
+    OperatingPoint,
+    batch_for_intensity,
+    decode_attention_intensity,
+    expert_intensity,
+    operating_point,
+    ridge_point,
+    ridge_step,
+    weight_intensity,
+)
+
+ARTICLE_GQA_GROUP = 8  # "eight of them, on the models in this series"
+
+
+@dataclass(frozen=True)
+class RooflineReport:
+    accelerator: Accelerator
+    compute_dtype: str
+    batch: int
+    prompt_len: int
+    model: str | None
+    points: tuple[OperatingPoint, ...]
+    steps: tuple[Step, ...]
+
+    @property
+    def ridge(self) -> float:
+        a = self.accelerator
+        return ridge_point(a.peak(self.compute_dtype), a.memory_bandwidth_bytes_per_s)
+
+    def to_dict(self) -> dict[str, Any]:
+        a = self.accelerator
+        return {
+            "accelerator": a.id, "compute_dtype": a.resolve_dtype(self.compute_dtype),
+            "peak_flops_per_s": a.peak(self.compute_dtype),
+            "memory_bandwidth_bytes_per_s": a.memory_bandwidth_bytes_per_s,
+            "ridge_flop_per_byte": self.ridge, "batch": self.batch,
+            "prompt_len": self.prompt_len, "model": self.model,
+            "points": [vars(p) for p in self.points],
+        }
+
+    def text_lines(self) -> list[str]:
+        a = self.accelerator
+        dtype = a.resolve_dtype(self.compute_dtype)
+        lines = [
+            f"{a.id}: {a.peak(dtype) / 1e12:,.1f} TFLOP/s ({dtype}, dense) ÷ "
+            f"{a.bandwidth_tb_s:.3g} TB/s = ridge at {self.ridge:,.0f} FLOP/byte",
+            f"batch {self.batch}" + (f", model {self.model}" if self.model else "")
+            + f", prompt {self.prompt_len} tokens", "",
+        ]
+        rows = [[p.name, f"{p.intensity:,.1f}", f"{p.fraction_of_peak:.1%}",
+                 "never" if p.batch_to_ridge is None else f"{p.batch_to_ridge:,.0f}"]
+                for p in self.points]
+        lines += table(rows, ["part of the step", "FLOP/byte", "of peak", "batch to ridge"])
+        notes = [f"  {p.name}: {p.note}" for p in self.points if p.note]
+        return lines + ([""] + notes if notes else [])
+
+
+def roofline_report(
+    acc: Accelerator, compute_dtype: str, batch: int, prompt_len: int,
+    dep: Deployment | None = None, bytes_per_weight: float = 2.0, kv_bytes: float = 2.0,
+) -> RooflineReport:
+    """Operating points of a decode step at ``batch`` and of a prefill of ``prompt_len``."""
+    ridge = ridge_point(acc.peak(compute_dtype), acc.memory_bandwidth_bytes_per_s)
+    if dep is not None:
+        bytes_per_weight, kv_bytes = dep.bytes_per_weight, dep.kv.bytes_per_element
+    to_ridge = batch_for_intensity(ridge, bytes_per_weight)
+    w = weight_intensity(batch, bytes_per_weight)
+    points = [operating_point(
+        "weight matrices (decode)", w, acc, compute_dtype, to_ridge,
+        "intensity = 2 FLOP × batch ÷ bytes per weight: the batch itself at 2-byte weights")]
+    if dep is None or dep.model.attention is None:
+        att_i = 2.0 * ARTICLE_GQA_GROUP / kv_bytes
+        att_note = f"GQA group {ARTICLE_GQA_GROUP} (the article's models); does not move with batch"
+    else:
+        att_i = decode_attention_intensity(dep.model, kv_bytes)
+        att = dep.model.attention
+        att_note = ("MLA: every head reads the one latent" if att.mla
+                    else f"GQA group {att.group_size}") + "; each user's cache is private, " \
+            "so batching never moves it"
+    points.append(operating_point("decode attention", att_i, acc, compute_dtype, None, att_note))
+    points.append(operating_point(
+        "prefill", weight_intensity(prompt_len, bytes_per_weight), acc, compute_dtype,
+        to_ridge, "≈ prompt length at 2-byte weights; 'batch to ridge' is in prompt tokens"))
+    steps = [ridge_step(acc, compute_dtype),
+             step("weight-matrix intensity", "2 × batch ÷ bytes per weight",
+                  q("intensity", w, "FLOP/byte"), q("batch", batch),
+                  q("bytes per weight", bytes_per_weight, "B")),
+             step("batch to reach the ridge", "ridge × bytes per weight ÷ 2",
+                  q("batch", to_ridge), q("ridge", ridge, "FLOP/byte")),
+             step("share of the arithmetic in use", "min(1, intensity ÷ ridge)",
+                  q("fraction", min(1.0, w / ridge)))]
+    if dep is not None and dep.model.moe is not None:
+        moe = dep.model.moe
+        e_i = expert_intensity(batch, dep.model, bytes_per_weight)
+        article = article_expert_intensity(batch, moe.experts_per_token, moe.num_experts)
+        points.append(operating_point(
+            "MoE expert layers", e_i, acc, compute_dtype, to_ridge / moe.routed_fraction,
+            f"article: B × k/E = {article:,.2f} tokens per expert; batch to ridge = ridge "
+            "batch ÷ (k/E)"))
+        steps.append(step("expert intensity", "2 × B × k ÷ (experts touched × bytes per weight)",
+                          q("intensity", e_i, "FLOP/byte"),
+                          q("k/E", moe.routed_fraction, "", "num_experts_per_tok / experts")))
+    return RooflineReport(acc, compute_dtype, batch, prompt_len,
+                          dep.model.name if dep else None, tuple(points), tuple(steps))

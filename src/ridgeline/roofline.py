@@ -1,0 +1,105 @@
+"""The roofline: ridge point, attainable FLOP/s, and where each part of a step sits.
+
+Ridge point = peak FLOP/s ÷ memory bandwidth: H100 SXM 989.4e12 / 3.35e12 = 295 FLOP/byte.
+Decode's weight matrices do 2 FLOP per weight per token and read each weight once per
+step, so their intensity is 2·B / bytes_per_weight: B at bf16, the batch itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ridgeline.explain import Step, q, step
+from ridgeline.hardware import Accelerator
+from ridgeline.model import ModelSpec
+from ridgeline.moe import expected_experts_touched
+
+
+def ridge_point(peak_flops_per_s: float, bandwidth_bytes_per_s: float) -> float:
+    """FLOP per byte where compute and memory take equal time: 990/3.35 = 296."""
+    return peak_flops_per_s / bandwidth_bytes_per_s
+
+
+def attainable_flops(peak_flops_per_s: float, bandwidth_bytes_per_s: float, intensity: float) -> float:
+    """min(peak, intensity × bandwidth): the roof and the ramp."""
+    return min(peak_flops_per_s, intensity * bandwidth_bytes_per_s)
+
+
+def weight_intensity(tokens: float, bytes_per_weight: float) -> float:
+    """2 FLOP per weight per token ÷ bytes per weight: batch 32 at bf16 -> 32 FLOP/byte."""
+    return 2.0 * tokens / bytes_per_weight
+
+
+def batch_for_intensity(intensity: float, bytes_per_weight: float) -> float:
+    """Tokens per weight read needed for an intensity (inverse of weight_intensity)."""
+    return intensity * bytes_per_weight / 2.0
+
+
+def decode_attention_intensity(spec: ModelSpec, kv_bytes_per_element: float) -> float:
+    """FLOP per KV byte in decode attention; constant in batch (each user has their own cache).
+
+    GQA: each K/V element serves `group` query heads with 2 FLOP (QKᵀ and PV):
+    2·group / bytes = 8 for group 8 at bf16. MLA (absorbed): every head reads the shared
+    latent, n_heads · 2·(2·r_kv + d_rope) FLOP per (r_kv + d_rope) elements.
+    """
+    att = spec.attention
+    if att is None:
+        return 0.0
+    if att.mla:
+        m = att.mla
+        flops = att.num_heads * 2 * (2 * m.kv_lora_rank + m.qk_rope_head_dim)
+        return flops / ((m.kv_lora_rank + m.qk_rope_head_dim) * kv_bytes_per_element)
+    return 2.0 * att.group_size / kv_bytes_per_element
+
+
+def expert_intensity(batch: int, spec: ModelSpec, bytes_per_weight: float) -> float:
+    """Tokens each touched expert sees, as FLOP per byte: 2·B·k / (E_touched(B) · bytes)."""
+    moe = spec.moe
+    if moe is None:
+        return weight_intensity(batch, bytes_per_weight)
+    touched = expected_experts_touched(moe.num_experts, moe.experts_per_token, batch)
+    return 2.0 * batch * moe.experts_per_token / (touched * bytes_per_weight)
+
+
+@dataclass(frozen=True)
+class OperatingPoint:
+    name: str
+    intensity: float  # FLOP per byte
+    attainable_flops_per_s: float
+    fraction_of_peak: float  # share of the card's arithmetic this part can use
+    batch_to_ridge: float | None  # batch at which this part reaches the ridge; None = never
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class RooflineReport:
+    accelerator: str
+    compute_dtype: str
+    peak_flops_per_s: float
+    bandwidth_bytes_per_s: float
+    ridge_flop_per_byte: float
+    batch: int
+    points: tuple[OperatingPoint, ...]
+    steps: tuple[Step, ...]
+
+
+def operating_point(
+    name: str, intensity: float, acc: Accelerator, dtype: str,
+    batch_to_ridge: float | None, note: str = "",
+) -> OperatingPoint:
+    peak = acc.peak(dtype)
+    bandwidth = acc.memory_bandwidth_bytes_per_s
+    attainable = attainable_flops(peak, bandwidth, intensity)
+    return OperatingPoint(name, intensity, attainable, attainable / peak, batch_to_ridge, note)
+
+
+def ridge_step(acc: Accelerator, dtype: str) -> Step:
+    peak = acc.peak(dtype)
+    bandwidth = acc.memory_bandwidth_bytes_per_s
+    source = acc.sources[0] if acc.sources else acc.id
+    return step(
+        "ridge point", "peak FLOP/s ÷ memory bandwidth",
+        q("ridge", ridge_point(peak, bandwidth), "FLOP/byte"),
+        q(f"peak {acc.resolve_dtype(dtype)} (dense)", peak / 1e12, "TFLOP/s", source),
+        q("memory bandwidth", bandwidth / 1e12, "TB/s", source),
+    )
