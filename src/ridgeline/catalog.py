@@ -12,7 +12,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +79,7 @@ def model_entry(model_id: str) -> ModelEntry:
     raise InputError(f"unknown model {model_id!r}")
 
 
-@lru_cache(maxsize=None)
+@cache
 def catalog_model(model_id: str) -> ModelSpec:
     entry = model_entry(model_id)
     return ModelSpec.from_hf_config(load_data(f"models/{entry.file}"), name=entry.id)

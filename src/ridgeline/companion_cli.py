@@ -23,7 +23,8 @@ class LinesReport:
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for result in self.results:
-            out[_snake(type(result).__name__)] = asdict(result) if is_dataclass(result) else result
+            is_instance = is_dataclass(result) and not isinstance(result, type)
+            out[_snake(type(result).__name__)] = asdict(result) if is_instance else result
         if self.notes:
             out["notes"] = list(self.notes)
         return out

@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from typing import Any
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_data(relative_path: str) -> Any:
     """Parse one JSON file shipped in ``ridgeline/data``."""
-    text = resources.files("ridgeline").joinpath("data", relative_path).read_text("utf-8")
+    text = resources.files("ridgeline").joinpath(f"data/{relative_path}").read_text("utf-8")
     return json.loads(text)
 
 
 def data_files(folder: str) -> list[str]:
     """Names of the JSON files in a data folder, sorted."""
-    root = resources.files("ridgeline").joinpath("data", folder)
+    root = resources.files("ridgeline").joinpath(f"data/{folder}")
     return sorted(p.name for p in root.iterdir() if p.name.endswith(".json"))
 
 

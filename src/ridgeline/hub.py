@@ -31,7 +31,7 @@ def fetch_config(repo_id: str, revision: str = "main", timeout_s: float = 20.0) 
     if token:
         request.add_header("Authorization", f"Bearer {token}")
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
             text = response.read().decode("utf-8")
     except urllib.error.HTTPError as exc:
         if exc.code in (401, 403):

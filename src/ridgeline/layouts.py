@@ -52,13 +52,13 @@ def mixer_kinds(c: Mapping[str, Any], model_type: str, n: int, name: str) -> lis
             raise InputError(f"{name}: layer_types must be a list")
         kinds = []
         for entry in layer_types:
-            if entry not in _LAYER_TYPE_NAMES:
+            if not isinstance(entry, str) or entry not in _LAYER_TYPE_NAMES:
                 raise InputError(f"{name}: unknown layer type {entry!r} in layer_types")
             kinds.append(_LAYER_TYPE_NAMES[entry])
         return kinds
     if c.get("attn_layer_period") is not None:  # Jamba: attention where i % period == offset
         period = _positive(c, "attn_layer_period", name)
-        offset = int(c.get("attn_layer_offset", 0))
+        offset = _int(c, "attn_layer_offset", name, 0)
         return [FULL if i % period == offset else MAMBA for i in range(n)]
     if c.get("full_attention_interval") is not None:  # Qwen3-Next: every k-th layer full
         k = _positive(c, "full_attention_interval", name)
@@ -69,12 +69,12 @@ def mixer_kinds(c: Mapping[str, Any], model_type: str, n: int, name: str) -> lis
         k = _positive(c, "sliding_window_pattern", name)
         return [FULL if (i + 1) % k == 0 else SLIDING for i in range(n)]
     if c.get("attention_chunk_size") is not None:  # Llama 4: every 4th layer global NoPE
-        interval = int(c.get("no_rope_layer_interval", 4))
+        interval = _int(c, "no_rope_layer_interval", name, 4, minimum=1)
         return [FULL if (i + 1) % interval == 0 else CHUNKED for i in range(n)]
     if "use_sliding_window" in c:  # Qwen2/3: layers from max_window_layers on, when enabled
         if not c.get("use_sliding_window") or c.get("sliding_window") is None:
             return [FULL] * n
-        first = int(c.get("max_window_layers", 0))
+        first = _int(c, "max_window_layers", name, 0)
         return [SLIDING if i >= first else FULL for i in range(n)]
     if c.get("sliding_window") is not None:  # Mistral v0.1: every layer
         return [SLIDING] * n
@@ -88,22 +88,25 @@ def ffn_kinds(
     if c.get("hybrid_override_pattern") is not None:
         return [_PATTERN[ch][1] for ch in str(c["hybrid_override_pattern"])]
     experts = c.get("n_routed_experts") or c.get("num_local_experts") or c.get("num_experts")
-    if not experts:
+    if not experts or experts is True:
         return [DENSE] * n
     if c.get("expert_layer_period") is not None:  # Jamba
         period = _positive(c, "expert_layer_period", name)
-        offset = int(c.get("expert_layer_offset", 0))
+        offset = _int(c, "expert_layer_offset", name, 0)
         return [MOE if i % period == offset else DENSE for i in range(n)]
     if c.get("first_k_dense_replace") is not None:  # DeepSeek-V3, Kimi-K2, GLM-4.5
-        first = int(c["first_k_dense_replace"])
-        freq = int(c.get("moe_layer_freq", 1) or 1)
+        first = _int(c, "first_k_dense_replace", name)
+        freq = _int(c, "moe_layer_freq", name, 1, minimum=1)
         return [MOE if i >= first and i % freq == 0 else DENSE for i in range(n)]
     if c.get("interleave_moe_layer_step") is not None:  # Llama 4
         step = _positive(c, "interleave_moe_layer_step", name)
         return [MOE if (i + 1) % step == 0 else DENSE for i in range(n)]
     if c.get("decoder_sparse_step") is not None or c.get("mlp_only_layers") is not None:
-        step = int(c.get("decoder_sparse_step", 1) or 1)  # Qwen MoE
-        dense_only = set(c.get("mlp_only_layers") or [])
+        step = _int(c, "decoder_sparse_step", name, 1, minimum=1)  # Qwen MoE
+        only = c.get("mlp_only_layers") or []
+        if not isinstance(only, list) or not all(isinstance(i, int) for i in only):
+            raise InputError(f"{name}: mlp_only_layers must be a list of layer numbers")
+        dense_only = set(only)
         return [
             MOE if i not in dense_only and (i + 1) % step == 0 else DENSE for i in range(n)
         ]
@@ -111,9 +114,16 @@ def ffn_kinds(
 
 
 def _positive(c: Mapping[str, Any], key: str, name: str) -> int:
+    return _int(c, key, name, minimum=1)
+
+
+def _int(c: Mapping[str, Any], key: str, name: str, default: int | None = None,
+         minimum: int = 0) -> int:
     value = c.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InputError(f"{name}: {key} must be a positive whole number, got {value!r}")
+    if value is None and default is not None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InputError(f"{name}: {key} must be a whole number ≥ {minimum}, got {value!r}")
     return value
 
 

@@ -15,7 +15,6 @@ from typing import Any
 
 from ridgeline.datafiles import model_type_defaults
 from ridgeline.errors import InputError
-from ridgeline.quantization import stored_formats
 from ridgeline.layouts import (
     CHUNKED,
     LINEAR,
@@ -26,6 +25,7 @@ from ridgeline.layouts import (
     ffn_kinds,
     mixer_kinds,
 )
+from ridgeline.quantization import stored_formats
 
 # Architectures whose MLP is two matrices (up, down) rather than gated SwiGLU/GeGLU (three).
 _UNGATED_MLP = {"gptj", "falcon", "nemotron_h", "gpt2", "gpt_neox", "opt", "bloom", "starcoder2"}
@@ -253,7 +253,7 @@ class _Reader:
         mixers = self._mixers(num_layers)
         ffns = self._ffns(num_layers, mixers)
         windows = self._windows(mixers)
-        layers = tuple(Layer(m, f, w) for m, f, w in zip(mixers, ffns, windows))
+        layers = tuple(Layer(m, f, w) for m, f, w in zip(mixers, ffns, windows, strict=False))
         needs_attention = any(m not in (LINEAR, MAMBA, NONE) for m in mixers)
         attention = self._attention(hidden) if needs_attention else None
         moe = self._moe() if MOE in ffns else None
@@ -368,8 +368,8 @@ class _Reader:
             v_head_dim=mla.v_head_dim if mla else head_dim,
             qkv_bias=qkv_bias,
             o_bias=o_bias,
-            qk_norm=self.model_type in _QK_NORM or self.bool_("use_qk_norm")
-            and self.model_type not in ("llama4", "llama4_text"),  # Llama 4: weightless L2 norm
+            qk_norm=self.model_type in _QK_NORM or (self.bool_("use_qk_norm")
+            and self.model_type not in ("llama4", "llama4_text")),  # Llama 4: weightless L2 norm
             output_gate=self.bool_("attn_output_gate", self.model_type in _OUTPUT_GATED_ATTENTION),
             sinks=self.model_type == "gpt_oss",
             mla=mla,

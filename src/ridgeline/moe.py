@@ -27,4 +27,4 @@ def expected_experts_touched(num_experts: int, experts_per_token: int, tokens: f
     if tokens <= 0:
         return 0.0
     miss = 1.0 - experts_per_token / num_experts
-    return num_experts * (1.0 - miss**tokens)
+    return float(num_experts * (1.0 - miss**tokens))

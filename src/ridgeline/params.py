@@ -28,6 +28,7 @@ from ridgeline.quantization import (
     SSM,
 )
 
+
 @dataclass(frozen=True)
 class ParamCount:
     by_category: Mapping[str, int] = field(default_factory=dict)

@@ -71,6 +71,13 @@ def stored_formats(qc: Any, origin: str) -> Mapping[str, str]:
         return {}
     if not isinstance(qc, Mapping):
         raise InputError(f"{origin}: quantization_config must be a JSON object")
+    try:
+        return _stored_formats(qc, origin)
+    except (TypeError, AttributeError):
+        raise InputError(f"{origin}: quantization_config is malformed") from None
+
+
+def _stored_formats(qc: Mapping[str, Any], origin: str) -> Mapping[str, str]:
     method = str(qc.get("quant_method", "")).lower()
     if method == "modelopt" and isinstance(qc.get("quantized_layers"), Mapping):
         return _per_layer_modelopt(qc["quantized_layers"], origin)

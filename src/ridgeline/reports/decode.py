@@ -65,7 +65,7 @@ class DecodeReport:
             f, base = self.floors[0]
             lines += [
                 f"decode floor, batch {f.batch} at {f.context:,} tokens of context:",
-                f"  step       {f.step_time_s * 1e3:,.2f} ms  ({f.bound}-bound: compute "
+                f"  step       {f.step_time_s * 1e3:,.2f} ms  (bound by {f.bound}: compute "
                 f"{f.compute_time_s * 1e3:,.2f} ms, memory {f.memory_time_s * 1e3:,.2f} ms)",
                 f"  reads      {f.weight_bytes_read / GB:,.1f} GB of weights + "
                 f"{f.kv_bytes_read / GB:,.2f} GB of KV cache",
@@ -113,15 +113,16 @@ class PrefillReport:
                 "intensity_flop_per_byte": f.intensity_flop_per_byte, **_fit_dict(f)}
 
     def text_lines(self) -> list[str]:
-        f = self.floor
+        f, dep = self.floor, self.deployment
+        ridge = ridge_point(dep.peak_flops_per_s, dep.bandwidth_bytes_per_s)
         lines = [] if f.fit.fits else [f.fit.headline()]
         lines += [
             _deployment_line(self.deployment),
             f"prefill floor, {f.batch} x {f.prompt_len:,}-token prompt:",
-            f"  time       {f.time_s * 1e3:,.1f} ms ({f.bound}-bound) = TTFT floor",
+            f"  time       {f.time_s * 1e3:,.1f} ms (bound by {f.bound}) = TTFT floor",
             f"  throughput {f.tokens_per_s:,.0f} prompt tok/s",
             f"  intensity  {f.intensity_flop_per_byte:,.0f} FLOP/byte "
-            f"(ridge {ridge_point(self.deployment.peak_flops_per_s, self.deployment.bandwidth_bytes_per_s):,.0f})",
+            f"(ridge {ridge:,.0f})",
         ]
         return lines
 

@@ -64,7 +64,7 @@ class RooflineReport:
                 for p in self.points]
         lines += table(rows, ["part of the step", "FLOP/byte", "of peak", "batch to ridge"])
         notes = [f"  {p.name}: {p.note}" for p in self.points if p.note]
-        return lines + ([""] + notes if notes else [])
+        return lines + (["", *notes] if notes else [])
 
 
 def roofline_report(

@@ -1,0 +1,113 @@
+"""Every figure of the article (shared/reference/start-here-llm-inference-words.txt), computed."""
+
+from __future__ import annotations
+
+import pytest
+
+from ridgeline import Deployment, decode_floor, prefill_floor, resolve_accelerator, resolve_model
+from ridgeline.moe import routed_fraction
+from ridgeline.params import count_params
+from ridgeline.roofline import (
+    batch_for_intensity,
+    decode_attention_intensity,
+    ridge_point,
+    weight_intensity,
+)
+from ridgeline.units import GB
+
+
+def ridge(gpu: str) -> float:
+    acc = resolve_accelerator(gpu)
+    return ridge_point(acc.peak("bf16"), acc.memory_bandwidth_bytes_per_s)
+
+
+def test_h100_sxm_ridge_is_about_296() -> None:
+    assert ridge("h100-sxm") == pytest.approx(296, rel=0.01)
+
+
+def test_a100_80gb_ridge_is_about_153() -> None:
+    assert ridge("a100-80gb") == pytest.approx(153, rel=0.01)
+
+
+def test_l40s_ridge_is_about_419() -> None:
+    assert ridge("l40s") == pytest.approx(419, rel=0.01)
+
+
+def test_l40s_needs_a_bigger_batch_than_h100_despite_less_arithmetic() -> None:
+    l40s, h100 = resolve_accelerator("l40s"), resolve_accelerator("h100")
+    assert l40s.peak("bf16") < h100.peak("bf16")
+    assert ridge("l40s") > ridge("h100")
+
+
+@pytest.mark.parametrize(("bytes_per_param", "gb"), [(2, 141.1), (1, 70.6), (0.5, 35.3)])
+def test_llama_3_1_70b_weights_at_2_1_half_bytes_per_param(bytes_per_param: float, gb: float) -> None:
+    params = count_params(resolve_model("llama-3.1-70b")).total
+    assert params * bytes_per_param / GB == pytest.approx(gb, abs=0.05)
+
+
+def _article_deployment() -> Deployment:
+    return Deployment.build(resolve_model("llama-3.1-70b"), resolve_accelerator("h100"), "fp8", "bf16")
+
+
+def test_70b_at_one_byte_on_h100_is_about_21_ms_and_48_tokens_per_s() -> None:
+    floor = decode_floor(_article_deployment(), batch=1, context=1)
+    assert floor.step_time_s * 1e3 == pytest.approx(21, abs=0.3)
+    assert floor.per_user_tok_s == pytest.approx(48, abs=1)
+    assert floor.bound == "memory bandwidth"
+
+
+def test_32_users_at_2000_tokens_read_21_gb_of_cache_and_step_27_ms() -> None:
+    dep = _article_deployment()
+    alone = decode_floor(dep, batch=1, context=1)
+    floor = decode_floor(dep, batch=32, context=2000)
+    assert floor.kv_bytes_read / GB == pytest.approx(21, abs=0.1)
+    assert floor.step_time_s * 1e3 == pytest.approx(27, abs=0.5)
+    gain = floor.aggregate_tok_s / alone.aggregate_tok_s
+    assert gain == pytest.approx(24, abs=1.0)  # "the card's output went up twenty-four times"
+    assert floor.per_user_tok_s < alone.per_user_tok_s  # "each individual person's went down"
+
+
+def test_article_32_user_example_does_not_fit_one_h100() -> None:
+    fit = decode_floor(_article_deployment(), batch=32, context=2000).fit
+    assert not fit.fits
+    assert fit.shortfall_bytes > 0
+    assert fit.headline().startswith("DOES NOT FIT")
+
+
+def test_longer_contexts_pull_per_user_speed_down_further() -> None:
+    dep = _article_deployment()
+    short, long = decode_floor(dep, 32, 2000), decode_floor(dep, 32, 8000)
+    assert long.per_user_tok_s < short.per_user_tok_s
+
+
+def test_batch_32_uses_a_tenth_of_an_h100_and_296_reaches_the_ridge() -> None:
+    r = ridge("h100-sxm")
+    assert weight_intensity(32, 2.0) / r == pytest.approx(0.108, abs=0.005)
+    assert batch_for_intensity(r, 2.0) == pytest.approx(296, rel=0.01)
+
+
+def test_batch_8_on_h100_is_under_3_percent_of_the_arithmetic() -> None:
+    assert weight_intensity(8, 2.0) / ridge("h100-sxm") < 0.03
+
+
+def test_qwen3_6_routes_8_of_256_so_ridge_needs_batch_near_9500() -> None:
+    moe = resolve_model("qwen3.6-35b-a3b").moe
+    assert moe is not None
+    fraction = routed_fraction(moe.experts_per_token, moe.num_experts)
+    assert fraction == pytest.approx(0.031, abs=0.0005)
+    batch = batch_for_intensity(ridge("h100-sxm"), 2.0) / fraction
+    assert batch == pytest.approx(9500, rel=0.01)
+
+
+def test_gqa_group_8_gives_decode_attention_intensity_8_at_any_batch() -> None:
+    spec = resolve_model("llama-3.1-70b")
+    assert spec.attention is not None and spec.attention.group_size == 8
+    assert decode_attention_intensity(spec, 2.0) == pytest.approx(8)
+
+
+def test_4000_token_prompt_is_about_4000_flop_per_byte_at_2_byte_weights() -> None:
+    dep = Deployment.build(resolve_model("llama-3.1-70b"), resolve_accelerator("h100"), "bf16")
+    floor = prefill_floor(dep, 4000)
+    assert weight_intensity(4000, 2.0) == 4000
+    assert floor.intensity_flop_per_byte == pytest.approx(4000, rel=0.1)
+    assert floor.bound == "compute"

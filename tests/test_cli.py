@@ -1,0 +1,153 @@
+"""The CLI in-process: every command in text, --json and --explain; bad input exits 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from ridgeline.catalog import all_model_ids, resolve_model
+from ridgeline.cli import main
+from ridgeline.hardware import catalog
+
+ARTICLE = ["decode", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8", "--kv-dtype", "bf16",
+           "--batch", "32", "--context", "2000"]
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+COMMANDS = [
+    ARTICLE,
+    ["roofline", "--gpu", "h100", "--batch", "32"],
+    ["roofline", "--gpu", "h100", "--batch", "32", "--model", "deepseek-v3"],
+    ["moe", "qwen3.6-35b-a3b", "--weights", "bf16"],
+    ["kv", "gpt-oss-120b", "--context", "128k", "--gpu", "h100", "--num-gpus", "2"],
+    ["kv", "llama-3.1-70b", "--context", "131072", "--memory-gib", "80"],
+    ["prefill", "llama-3.1-70b", "--gpu", "h100", "--prompt-len", "4000", "--weights", "bf16"],
+    ["utilization", "--gpu", "h100", "--running", "8"],
+    ["utilization", "--gpu", "h100", "--running", "8", "--model", "llama-3.1-8b", "--context", "4k"],
+    ["model", "deepseek-v3"],
+    ["hardware"],
+    ["hardware", "H100"],
+    ["amdahl", "--fraction", "0.85", "--speedup", "2", "--target", "1.5"],
+    ["amdahl", "--model", "llama-3.1-70b", "--gpu", "h100", "--op", "attention", "--batch", "32",
+     "--context", "32k", "--speedup", "2"],
+    ["evalstats", "--pct-a", "39.02", "--pct-b", "47.56", "--n", "164"],
+    ["evalstats", "--discordant", "15,2"],
+    ["prefix", "--tokens-a", "1,2,3,4,5,6", "--tokens-b", "1,2,3,4,5,6,7"],
+    ["attention", "--model", "llama-3.1-70b", "--context", "64K"],
+]
+
+
+@pytest.mark.parametrize("argv", COMMANDS, ids=lambda a: " ".join(a[:2]))
+def test_each_command_answers_in_text_json_and_explain(
+    capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    code, text, _ = run(capsys, *argv)
+    assert code == 0 and text.strip()
+    code, out, _ = run(capsys, *argv, "--json")
+    assert code == 0
+    assert isinstance(json.loads(out), dict)
+    code, explained, _ = run(capsys, *argv, "--explain")
+    assert code == 0
+    assert "How each number was computed" in explained
+    assert explained.startswith(text.rstrip("\n"))
+
+
+def test_article_example_says_it_does_not_fit_in_the_first_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = run(capsys, *ARTICLE)
+    assert code == 0
+    first = out.splitlines()[0]
+    assert first.startswith("DOES NOT FIT") and "short by" in first
+    assert "27.3" in out
+
+
+def test_decode_table_mode_shows_every_batch_and_context(capsys: pytest.CaptureFixture[str]) -> None:
+    _code, out, _ = run(capsys, "decode", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8",
+                       "--batch", "1,8,32,128,296", "--context", "2000,8000", "--json")
+    points = json.loads(out)["points"]
+    assert len(points) == 10
+    by_context = [p for p in points if p["context"] == 2000]
+    totals = [p["aggregate_tok_s"] for p in by_context]
+    users = [p["per_user_tok_s"] for p in by_context]
+    assert totals == sorted(totals) and users == sorted(users, reverse=True)
+
+
+@pytest.mark.parametrize("model_id", list(all_model_ids()))
+def test_every_catalog_model_runs_through_every_model_command(
+    capsys: pytest.CaptureFixture[str], model_id: str
+) -> None:
+    for argv in (["model", model_id], ["kv", model_id, "--context", "8k", "--gpu", "b200"],
+                 ["decode", model_id, "--gpu", "b200", "--num-gpus", "8", "--batch", "1,64"],
+                 ["prefill", model_id, "--gpu", "b200", "--num-gpus", "8", "--prompt-len", "2k"],
+                 ["roofline", "--gpu", "b200", "--model", model_id]):
+        code, out, err = run(capsys, *argv, "--json")
+        assert code == 0, (argv, err)
+        json.loads(out)
+    if resolve_model(model_id).moe:
+        code, _, err = run(capsys, "moe", model_id)
+        assert code == 0, err
+
+
+def test_every_accelerator_runs_decode_and_roofline(capsys: pytest.CaptureFixture[str]) -> None:
+    for gpu in catalog():
+        for argv in (["decode", "qwen3-8b", "--gpu", gpu, "--batch", "1,32"],
+                     ["roofline", "--gpu", gpu, "--batch", "8"],
+                     ["hardware", gpu]):
+            code, _, err = run(capsys, *argv)
+            assert code == 0, (gpu, err)
+
+
+BAD = [
+    (["decode", "no-such-model", "--gpu", "h100"], "unknown model"),
+    (["decode", "llama-3.1-70b", "--gpu", "h1000"], "unknown accelerator"),
+    (["decode", "llama-3.1-70b", "--gpu", "h100", "--batch", "-3"], "batch"),
+    (["decode", "llama-3.1-70b", "--gpu", "h100", "--batch", "0"], "positive"),
+    (["decode", "llama-3.1-70b", "--gpu", "h100", "--weights", "int3"], "weight format"),
+    (["decode", "llama-3.1-70b"], "--gpu"),
+    (["kv", "llama-3.1-70b", "--context", "lots"], "context"),
+    (["moe", "llama-3.1-70b"], "dense model"),
+    (["amdahl", "--fraction", "1.5", "--speedup", "2"], "between 0 and 1"),
+    (["evalstats", "--pct-a", "30", "--pct-b", "40", "--n", "0"], "positive"),
+    (["evalstats", "--discordant=-1,3"], "negative"),
+    (["prefix", "--tokens-a", "1,x", "--tokens-b", "1"], "token ids"),
+    (["hardware", "--gpu-file", "/nonexistent.json"], "no such"),
+    (["model", "/tmp"], "no such config"),
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), BAD, ids=lambda a: str(a)[:40])
+def test_bad_input_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        sys.exit(main(argv))
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err
+
+
+def test_a_file_that_is_not_a_config_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: object
+) -> None:
+    from pathlib import Path
+
+    path = Path(str(tmp_path)) / "config.json"
+    path.write_bytes(b"\x89PNG\r\n\x1a\n")
+    code, _, err = run(capsys, "model", str(path))
+    assert code == 2 and "config" in err
+
+
+def test_python_dash_m_runs_the_cli() -> None:
+    result = subprocess.run([sys.executable, "-m", "ridgeline", "roofline", "--gpu", "a100"],
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 0
+    assert "153" in result.stdout

@@ -1,0 +1,105 @@
+"""The accelerator catalog: coverage, consistency, forgiving names, user records."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ridgeline.errors import InputError
+from ridgeline.hardware import (
+    Accelerator,
+    catalog,
+    custom_accelerator,
+    load_accelerator_file,
+    resolve_accelerator,
+)
+from ridgeline.units import GB, GIB
+
+PLANNED = [
+    "h100-sxm", "h100-pcie", "h100-nvl", "h200-sxm", "h20", "gh200", "b200", "b300", "gb200",
+    "a100-sxm-40gb", "a100-sxm-80gb", "a100-pcie-40gb", "a100-pcie-80gb", "a10g", "l4", "l40s",
+    "mi250x", "mi300x", "mi325x", "mi355x", "gaudi3", "tpu-v5e", "tpu-v5p", "tpu-v6e",
+]
+
+
+def test_every_gpu_in_the_measurements_resolves(measurement_rows: list[dict[str, str]]) -> None:
+    for gpu in {row["gpu"] for row in measurement_rows}:
+        assert resolve_accelerator(gpu).id  # h100 / a100-80gb resolve to their SXM parts
+
+
+@pytest.mark.parametrize("gpu", PLANNED)
+def test_planning_parts_are_in_the_catalog(gpu: str) -> None:
+    assert gpu in catalog()
+
+
+@pytest.mark.parametrize("name", ["H100", "h100-sxm5", "NVIDIA H100 80GB HBM3", "h100 sxm"])
+def test_h100_answers_to_its_common_names(name: str) -> None:
+    assert resolve_accelerator(name).id == "h100-sxm"
+
+
+def test_an_unknown_name_lists_the_closest_ids() -> None:
+    with pytest.raises(InputError, match=r"closest: .*h100"):
+        resolve_accelerator("h1000")
+
+
+def test_an_ambiguous_name_lists_the_candidates() -> None:
+    with pytest.raises(InputError, match="ambiguous"):
+        resolve_accelerator("rtx")
+
+
+def test_every_record_is_consistent_and_sourced() -> None:
+    for acc in catalog().values():
+        unit = GIB if acc.memory_unit == "GiB" else GB
+        assert acc.memory_bytes == pytest.approx(acc.memory_size * unit), acc.id
+        assert acc.sources, acc.id
+        bf16 = acc.peak_flops.get("bf16") or acc.peak_flops.get("fp16")
+        if bf16 and "fp32" in acc.peak_flops:
+            assert acc.peak_flops["fp32"] <= bf16 * 1.01, acc.id
+        # dense, never the sparsity-doubled figure: fp8 is at most 2x bf16 on every chip
+        if bf16 and "fp8" in acc.peak_flops:
+            assert acc.peak_flops["fp8"] <= 2.05 * bf16, acc.id  # L40S: 733 vs 362
+
+
+def test_h100_memory_is_80_gib_not_80_gb() -> None:
+    acc = resolve_accelerator("h100")
+    assert acc.memory_unit == "GiB"
+    assert acc.memory_bytes == 80 * GIB
+
+
+def test_bf16_on_a_chip_without_it_runs_as_fp16() -> None:
+    v100 = resolve_accelerator("v100-sxm-32gb")
+    assert "bf16" not in v100.peak_flops
+    assert v100.resolve_dtype("bf16") == "fp16"
+
+
+def test_fp8_on_an_a100_is_refused() -> None:
+    with pytest.raises(InputError, match="no fp8"):
+        resolve_accelerator("a100").peak("fp8")
+
+
+def test_a_user_adds_an_accelerator_from_a_file(tmp_path: Path) -> None:
+    record = {"id": "my-card", "memory_bytes": 48 * GIB, "memory_bandwidth_bytes_per_s": 1e12,
+              "peak_flops": {"bf16": 200e12}, "sources": ["our lab"]}
+    path = tmp_path / "card.json"
+    path.write_text(json.dumps(record))
+    acc = load_accelerator_file(str(path))
+    assert acc.peak("bf16") / acc.memory_bandwidth_bytes_per_s == pytest.approx(200)
+
+
+def test_a_file_that_is_not_an_accelerator_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "card.json"
+    path.write_text('{"id": "x"}')
+    with pytest.raises(InputError, match="lacks"):
+        load_accelerator_file(str(path))
+    path.write_text("not json")
+    with pytest.raises(InputError, match="not an accelerator"):
+        load_accelerator_file(str(path))
+
+
+def test_a_negative_bandwidth_is_refused() -> None:
+    with pytest.raises(InputError, match="positive"):
+        Accelerator("x", "x", 1e9, -1.0, {"bf16": 1e12})
+    with pytest.raises(InputError, match="positive"):
+        custom_accelerator("x", 100, 0, 80)

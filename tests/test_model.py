@@ -1,0 +1,270 @@
+"""Model specs from every bundled config: geometry, layer kinds, parameter counts."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections import Counter
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ridgeline.catalog import load_data, model_entries, model_entry, resolve_model
+from ridgeline.errors import InputError
+from ridgeline.model import ModelSpec
+from ridgeline.params import count_params
+
+ENTRIES = model_entries()
+IDS = [e.id for e in ENTRIES]
+
+
+def card_figure(text: str) -> tuple[float, float]:
+    """'70.6B' -> (70.6e9, 0.05e9): the figure and half a unit of its last printed digit."""
+    match = re.fullmatch(r"(\d+(?:\.(\d+))?)([BT])", text)
+    assert match, text
+    scale = 1e9 if match.group(3) == "B" else 1e12
+    decimals = len(match.group(2) or "")
+    return float(match.group(1)) * scale, 0.5 * 10**-decimals * scale
+
+
+@pytest.mark.parametrize("model_id", IDS)
+def test_total_params_match_the_model_card(model_id: str) -> None:
+    entry = model_entry(model_id)
+    total = count_params(resolve_model(model_id)).total
+    card, half_digit = card_figure(entry.card_total_params)
+    if entry.card_kind == "exact":
+        assert total == pytest.approx(card, rel=0.01)
+    else:
+        # The card names a size class ("7B", "70B") or counts parts this text-only config
+        # lacks (vision tower, MTP layer): the exact recount below is the real pin.
+        assert abs(total - card) <= max(0.05 * card, half_digit)
+
+
+@pytest.mark.parametrize("model_id", [e.id for e in ENTRIES if e.reference_total_params])
+def test_total_params_equal_the_independent_recount(model_id: str) -> None:
+    entry = model_entry(model_id)
+    assert count_params(resolve_model(model_id)).total == entry.reference_total_params
+
+
+@pytest.mark.parametrize("model_id", [e.id for e in ENTRIES if e.card_active_params])
+def test_active_params_match_the_card(model_id: str) -> None:
+    entry = model_entry(model_id)
+    params = count_params(resolve_model(model_id))
+    active = params.active
+    if entry.card_active_convention == "without-input-embedding":
+        active -= params.embedding
+    if entry.card_active_convention == "without-embedding-and-head":
+        active -= params.embedding + params.by_category["lm_head"]
+    assert entry.card_active_params is not None
+    card, half_digit = card_figure(entry.card_active_params)
+    # Cards round active counts to two digits ("37B", "3.3B"): 3% or half the last digit.
+    assert abs(active - card) <= max(0.03 * card, half_digit)
+    if entry.reference_active_params:
+        assert params.active == entry.reference_active_params
+
+
+def test_every_model_parses_with_consistent_layers() -> None:
+    for entry in ENTRIES:
+        spec = resolve_model(entry.id)
+        assert spec.num_layers > 0
+        if spec.attention:
+            assert spec.attention.num_heads % spec.attention.num_kv_heads == 0
+
+
+def mixers(model_id: str) -> Counter[str]:
+    return Counter(layer.mixer for layer in resolve_model(model_id).layers)
+
+
+def test_gpt_oss_alternates_sliding_128_and_full_attention() -> None:
+    spec = resolve_model("gpt-oss-120b")
+    assert [layer.mixer for layer in spec.layers[:4]] == ["sliding", "full", "sliding", "full"]
+    assert {layer.window_tokens for layer in spec.layers if layer.mixer == "sliding"} == {128}
+    assert spec.attention is not None and spec.attention.head_dim == 64  # not 2880 / 64
+    assert spec.hidden_size == 2880
+
+
+def test_gemma_3_is_five_local_layers_to_one_global() -> None:
+    spec = resolve_model("gemma-3-27b")
+    assert mixers("gemma-3-27b") == Counter(sliding=52, full=10)
+    assert spec.layers[5].mixer == "full" and spec.layers[4].mixer == "sliding"
+    assert spec.vocab_size == 262208  # a transformers default, absent from the file
+
+
+def test_gemma_2_alternates_local_and_global() -> None:
+    assert mixers("gemma-2-9b") == Counter(sliding=21, full=21)
+
+
+def test_mistral_v0_1_slides_every_layer_over_4096_tokens() -> None:
+    spec = resolve_model("mistral-7b")
+    assert {(layer.mixer, layer.window_tokens) for layer in spec.layers} == {("sliding", 4096)}
+
+
+def test_qwen2_5_sliding_window_is_off_as_its_config_says() -> None:
+    assert mixers("qwen2.5-7b") == Counter(full=28)
+
+
+def test_llama_4_uses_chunked_attention_on_three_of_four_layers() -> None:
+    spec = resolve_model("llama-4-scout")
+    assert mixers("llama-4-scout") == Counter(chunked=36, full=12)
+    assert {layer.window_tokens for layer in spec.layers if layer.mixer == "chunked"} == {8192}
+
+
+def test_llama_4_maverick_interleaves_moe_and_dense_layers() -> None:
+    ffn = Counter(layer.ffn for layer in resolve_model("llama-4-maverick").layers)
+    assert ffn == Counter(moe=24, dense=24)
+
+
+def test_qwen3_next_is_three_linear_attention_layers_per_full_one() -> None:
+    spec = resolve_model("qwen3-next-80b-a3b")
+    assert mixers("qwen3-next-80b-a3b") == Counter(linear=36, full=12)
+    assert spec.linear_attention is not None
+    assert spec.attention is not None and spec.attention.output_gate
+
+
+def test_qwen3_6_reads_nested_text_config_and_layer_types() -> None:
+    spec = resolve_model("qwen3.6-35b-a3b")
+    assert mixers("qwen3.6-35b-a3b") == Counter(linear=30, full=10)
+    assert spec.moe is not None and spec.moe.num_experts == 256
+    assert spec.moe.experts_per_token == 8 and spec.moe.num_shared_experts == 1
+
+
+def test_jamba_has_one_attention_layer_in_eight_and_moe_on_odd_layers() -> None:
+    spec = resolve_model("jamba-1.5-mini")
+    assert mixers("jamba-1.5-mini") == Counter(mamba=28, full=4)
+    assert spec.layers[4].mixer == "full"
+    assert [layer.ffn for layer in spec.layers[:4]] == ["dense", "moe", "dense", "moe"]
+    assert spec.mamba is not None and spec.mamba.version == 1
+
+
+def test_nemotron_h_pattern_has_54_mamba_10_attention_54_mlp_blocks() -> None:
+    spec = resolve_model("nemotron-h-56b")
+    assert mixers("nemotron-h-56b") == Counter(mamba=54, full=10, none=54)
+    assert spec.mamba is not None and spec.mamba.version == 2
+
+
+def test_deepseek_v3_is_mla_with_three_dense_layers_first() -> None:
+    spec = resolve_model("deepseek-v3")
+    att = spec.attention
+    assert att is not None and att.mla is not None and att.kind == "MLA"
+    assert (att.mla.kv_lora_rank, att.mla.qk_rope_head_dim) == (512, 64)
+    assert [layer.ffn for layer in spec.layers[:4]] == ["dense", "dense", "dense", "moe"]
+    assert spec.mtp_layers == 1
+    assert spec.stored_format_map["experts"] == "fp8-block"
+
+
+def test_kimi_k2_has_one_dense_layer_first() -> None:
+    spec = resolve_model("kimi-k2")
+    assert [layer.ffn for layer in spec.layers[:2]] == ["dense", "moe"]
+
+
+def test_falcon_multi_query_has_one_kv_head_and_a_4x_mlp() -> None:
+    spec = resolve_model("falcon-7b")
+    assert spec.attention is not None and spec.attention.kind == "MQA"
+    assert spec.dense_mlp is not None and spec.dense_mlp.intermediate_size == 4 * 4544
+
+
+def test_gpt_oss_stores_only_its_experts_in_mxfp4() -> None:
+    formats = resolve_model("gpt-oss-120b").stored_format_map
+    assert formats["experts"] == "mxfp4"
+    assert "attention" not in formats and "router" not in formats
+
+
+def test_qwen3_6_nvfp4_checkpoint_keeps_attention_fp8_and_experts_nvfp4() -> None:
+    formats = resolve_model("qwen3.6-35b-a3b").stored_format_map
+    assert formats["experts"] == "nvfp4-w4a16"
+    assert formats["attention"] == "fp8" and formats["linear_attention"] == "fp8"
+
+
+def test_tied_embeddings_are_counted_once() -> None:
+    tied = resolve_model("llama-3.2-1b")
+    assert tied.tie_word_embeddings
+    params = count_params(tied)
+    assert params.by_category["lm_head"] == 0
+    assert params.by_category["embedding"] == tied.vocab_size * tied.hidden_size
+
+
+def test_names_resolve_by_alias_hf_id_and_path(tmp_path: Any) -> None:
+    assert resolve_model("meta-llama/Llama-3.1-70B").name == "llama-3.1-70b"
+    assert resolve_model("Llama-3.1-70B").name == "llama-3.1-70b"
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(load_data("models/meta-llama--Llama-3.2-1B.json")))
+    assert count_params(resolve_model(str(path))).total == 1_235_814_400
+    assert count_params(resolve_model(str(tmp_path))).total == 1_235_814_400
+
+
+def test_ambiguous_and_unknown_models_name_the_closest() -> None:
+    with pytest.raises(InputError, match="ambiguous"):
+        resolve_model("llama-3.1")
+    with pytest.raises(InputError, match="unknown model"):
+        resolve_model("no-such-model-anywhere")
+
+
+BASE = load_data("models/meta-llama--Llama-3.1-8B.json")
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"num_attention_heads": 0}, "num_attention_heads"),
+        ({"num_key_value_heads": 3}, "multiple"),
+        ({"hidden_size": -4096}, "hidden_size"),
+        ({"num_hidden_layers": "32"}, "whole number"),
+        ({"vocab_size": None}, "vocab_size"),
+        ({"hidden_size": 4097, "head_dim": None}, "multiple"),
+        ({"quantization_config": {"quant_method": "bitsandbytes"}}, "not supported"),
+        ({"layer_types": ["full_attention", "weird"]}, "unknown layer type"),
+    ],
+)
+def test_bad_configs_get_a_message_naming_the_problem(change: dict[str, Any], message: str) -> None:
+    config = {**copy.deepcopy(BASE), **change}
+    config = {k: v for k, v in config.items() if v is not None}
+    with pytest.raises(InputError, match=message):
+        ModelSpec.from_hf_config(config, "bad")
+
+
+def test_truncated_config_file_is_refused(tmp_path: Any) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(BASE)[:200])
+    with pytest.raises(InputError, match="not valid JSON"):
+        resolve_model(str(path))
+    path.write_text("[1, 2, 3]")
+    with pytest.raises(InputError, match="JSON object"):
+        resolve_model(str(path))
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-10, 10**6) | st.floats(allow_nan=True)
+    | st.text(max_size=8),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6),
+                                                                      children, max_size=4),
+    max_leaves=8,
+)
+CONFIGS = [load_data(f"models/{e.file}") for e in ENTRIES]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    index=st.integers(0, len(CONFIGS) - 1),
+    drop=st.lists(st.text(min_size=1, max_size=40), max_size=3),
+    keys=st.lists(st.sampled_from(sorted({k for c in CONFIGS for k in c})), max_size=4),
+    values=st.lists(json_values, min_size=4, max_size=4),
+)
+def test_fuzzed_configs_parse_or_raise_input_error(
+    index: int, drop: list[str], keys: list[str], values: list[Any]
+) -> None:
+    config = copy.deepcopy(CONFIGS[index])
+    for key in drop:
+        config.pop(key, None)
+    for key in list(config)[: len(drop)]:
+        config.pop(key)
+    for key, value in zip(keys, values, strict=False):
+        config[key] = value
+    try:
+        spec = ModelSpec.from_hf_config(config, "fuzz")
+    except InputError:
+        return
+    params = count_params(spec)  # a parsed spec must also count without crashing
+    assert params.total > 0

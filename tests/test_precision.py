@@ -1,0 +1,60 @@
+"""Weight formats with their scales, and what stays unquantized."""
+
+from __future__ import annotations
+
+import pytest
+
+from ridgeline.catalog import resolve_model
+from ridgeline.errors import InputError
+from ridgeline.params import count_params
+from ridgeline.precision import kv_dtype, weight_bytes, weight_format, weight_plan
+from ridgeline.units import GB, GIB
+
+
+@pytest.mark.parametrize(
+    ("name", "bits"),
+    [("bf16", 16), ("FP8", 8), ("nvfp4", 4.5), ("mxfp4", 4.25), ("q8_0", 8.5), ("q4_0", 4.5),
+     ("Q4_K_M", 4.84), ("awq", 4.15625)],
+)
+def test_bits_per_weight_include_scales(name: str, bits: float) -> None:
+    assert weight_format(name).bits_per_weight == pytest.approx(bits)
+
+
+def test_fp8_keeps_embeddings_and_lm_head_in_bf16() -> None:
+    spec = resolve_model("llama-3.1-70b")
+    params = count_params(spec)
+    fp8 = weight_bytes(spec, weight_plan(spec, "fp8"))
+    bf16 = sum(params.by_category[c] for c in ("embedding", "lm_head", "other"))  # norms too
+    assert fp8 == pytest.approx(params.total + bf16)  # 1 byte each, one more where bf16
+
+
+def test_gguf_mix_covers_every_tensor() -> None:
+    spec = resolve_model("llama-2-7b")
+    q4 = weight_bytes(spec, weight_plan(spec, "q4_k_m"))
+    assert q4 == pytest.approx(count_params(spec).total * 4.84 / 8)
+
+
+def test_gpt_oss_120b_as_stored_is_about_61_gib() -> None:
+    # llama.cpp reports 59.02 GiB for the MXFP4 GGUF (validation notes); the HF checkpoint
+    # keeps attention, router, embeddings and lm_head in bf16.
+    spec = resolve_model("gpt-oss-120b")
+    stored = weight_bytes(spec, weight_plan(spec))
+    assert stored / GIB == pytest.approx(60.7, abs=1.0)
+
+
+def test_w4a16_formats_run_their_matmuls_at_16_bits() -> None:
+    assert weight_format("awq").compute_dtypes[0] in ("fp16", "bf16")
+    assert weight_format("fp8").compute_dtypes[0] == "fp8"
+
+
+def test_unknown_formats_are_refused_with_the_closest() -> None:
+    with pytest.raises(InputError, match="unknown weight format"):
+        weight_format("int3-magic")
+    with pytest.raises(InputError, match="unknown KV-cache dtype"):
+        kv_dtype("fp7")
+
+
+def test_kv_dtype_aliases() -> None:
+    assert kv_dtype("fp8_e4m3").bytes_per_element == 1
+    assert kv_dtype("auto").bytes_per_element == 2
+    assert 70e9 / GB == 70

@@ -1,0 +1,30 @@
+"""Parsing sizes and counts at the edge."""
+
+from __future__ import annotations
+
+import pytest
+
+from ridgeline.errors import InputError
+from ridgeline.units import GIB, parse_bytes, parse_count, parse_count_list
+
+
+def test_lower_case_k_is_decimal_and_upper_case_is_binary_like_vllm() -> None:
+    assert parse_count("128k") == 128_000
+    assert parse_count("128K") == 131_072
+    assert parse_count("2048") == 2048
+
+
+def test_gb_and_gib_are_different_numbers() -> None:
+    assert parse_bytes("80GB") == 80e9
+    assert parse_bytes("80 GiB") == 80 * GIB
+    assert parse_bytes("24") == 24 * GIB
+
+
+def test_lists_of_counts() -> None:
+    assert parse_count_list("1,8,32") == [1, 8, 32]
+
+
+@pytest.mark.parametrize("text", ["", "abc", "1.5", "-4", "12q"])
+def test_bad_counts_are_refused(text: str) -> None:
+    with pytest.raises(InputError):
+        parse_count(text)
