@@ -152,7 +152,7 @@ def cmd_roofline(args: argparse.Namespace) -> Any:
     dtype = args.compute_dtype or (dep.compute_dtype if dep else "bf16")
     bpw = weight_format(args.weights).bytes_per_weight if args.weights and not dep else 2.0
     kvb = kv_dtype(args.kv_dtype).bytes_per_element if args.kv_dtype and not dep else 2.0
-    return roofline_report(acc, dtype, args.batch, args.prompt_len, dep, bpw, kvb)
+    return roofline_report(acc, dtype, args.batch, args.prompt_len, dep, bpw, kvb, args.intensity)
 
 
 def cmd_moe(args: argparse.Namespace) -> Any:
@@ -242,6 +242,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                "fp4"])
     p.add_argument("--batch", type=_positive_count("batch"), default=1)
     p.add_argument("--prompt-len", type=_positive_count("prompt length"), default=4000)
+    p.add_argument("--intensity", type=_positive_float("intensity"),
+                   help="also show the attainable FLOP/s at this many FLOP per byte")
     p.add_argument("--model", help="place this model's attention and experts on the roofline")
     p.add_argument("--fetch", action="store_true", help=argparse.SUPPRESS)
     _formats(p)

@@ -99,7 +99,12 @@ def _uniform_format(method: str, qc: Mapping[str, Any], origin: str) -> str:
         if bits not in (4, None):
             raise InputError(f"{origin}: {method} with {bits}-bit weights is not supported")
         group = qc.get("group_size") or qc.get("q_group_size") or 128
-        return f"{method}-int4" if group == 128 else "gptq-int4-g32"
+        if group == 128 or group == -1:  # -1: one group per row, the scales are negligible
+            return f"{method}-int4"
+        known = {("gptq", 32), ("gptq", 64), ("awq", 64)}  # formats.json ids
+        if (method, group) in known:
+            return f"{method}-int4-g{group}"
+        raise InputError(f"{origin}: {method} group size {group} is not supported")
     if method == "modelopt":
         algo = str(qc.get("quant_algo", "")).upper()
         if algo in _MODELOPT_ALGOS:
@@ -113,13 +118,17 @@ def _per_layer_modelopt(layers: Mapping[str, Any], origin: str) -> dict[str, str
     """ModelOpt MIXED_PRECISION: each category takes the algorithm most of its layers use."""
     votes: dict[str, Counter[str]] = {}
     for module, spec in layers.items():
+        if not isinstance(spec, Mapping):
+            raise InputError(f"{origin}: quantized_layers entry {module!r} is not an object")
         category = category_of(str(module))
-        algo = str((spec or {}).get("quant_algo", "")).upper()
+        algo = str(spec.get("quant_algo", "")).upper()
         if category is None or algo not in _MODELOPT_ALGOS:
             if algo and algo not in _MODELOPT_ALGOS:
                 raise InputError(f"{origin}: ModelOpt algorithm {algo!r} is not supported")
             continue
         votes.setdefault(category, Counter())[_MODELOPT_ALGOS[algo]] += 1
+    if not votes:
+        raise InputError(f"{origin}: no quantized layer of a known kind in quantized_layers")
     return {category: counter.most_common(1)[0][0] for category, counter in votes.items()}
 
 

@@ -59,10 +59,12 @@ class RooflineReport:
             f"batch {self.batch}" + (f", model {self.model}" if self.model else "")
             + f", prompt {self.prompt_len} tokens", "",
         ]
-        rows = [[p.name, f"{p.intensity:,.1f}", f"{p.fraction_of_peak:.1%}",
-                 "never" if p.batch_to_ridge is None else f"{p.batch_to_ridge:,.0f}"]
+        rows = [[p.name, f"{p.intensity:,.1f}", f"{p.attainable_flops_per_s / 1e12:,.1f}",
+                 f"{p.fraction_of_peak:.1%}",
+                 "-" if p.batch_to_ridge is None else f"{p.batch_to_ridge:,.0f}"]
                 for p in self.points]
-        lines += table(rows, ["part of the step", "FLOP/byte", "of peak", "batch to ridge"])
+        lines += table(rows, ["part of the step", "FLOP/byte", "TFLOP/s", "of peak",
+                              "batch to ridge"])
         notes = [f"  {p.name}: {p.note}" for p in self.points if p.note]
         return lines + (["", *notes] if notes else [])
 
@@ -70,6 +72,7 @@ class RooflineReport:
 def roofline_report(
     acc: Accelerator, compute_dtype: str, batch: int, prompt_len: int,
     dep: Deployment | None = None, bytes_per_weight: float = 2.0, kv_bytes: float = 2.0,
+    intensity: float | None = None,
 ) -> RooflineReport:
     """Operating points of a decode step at ``batch`` and of a prefill of ``prompt_len``."""
     ridge = ridge_point(acc.peak(compute_dtype), acc.memory_bandwidth_bytes_per_s)
@@ -89,7 +92,8 @@ def roofline_report(
         att_note = ("MLA: every head reads the one latent" if att.mla
                     else f"GQA group {att.group_size}") + "; each user's cache is private, " \
             "so batching never moves it"
-    points.append(operating_point("decode attention", att_i, acc, compute_dtype, None, att_note))
+    points.append(operating_point("decode attention", att_i, acc, compute_dtype, None,
+                                  att_note + " ('-': no batch reaches the ridge)"))
     points.append(operating_point(
         "prefill", weight_intensity(prompt_len, bytes_per_weight), acc, compute_dtype,
         to_ridge, "≈ prompt length at 2-byte weights; 'batch to ridge' is in prompt tokens"))
@@ -112,5 +116,11 @@ def roofline_report(
         steps.append(step("expert intensity", "2 × B × k ÷ (experts touched × bytes per weight)",
                           q("intensity", e_i, "FLOP/byte"),
                           q("k/E", moe.routed_fraction, "", "num_experts_per_tok / experts")))
+    if intensity is not None:
+        point = operating_point("the intensity you gave", intensity, acc, compute_dtype, None)
+        points.append(point)
+        steps.append(step("attainable FLOP/s", "min(peak, intensity × bandwidth)",
+                          q("attainable", point.attainable_flops_per_s / 1e12, "TFLOP/s"),
+                          q("intensity", intensity, "FLOP/byte")))
     return RooflineReport(acc, compute_dtype, batch, prompt_len,
                           dep.model.name if dep else None, tuple(points), tuple(steps))

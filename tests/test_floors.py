@@ -1,0 +1,54 @@
+"""Decode and prefill floors beyond the article's example."""
+
+from __future__ import annotations
+
+import pytest
+
+from ridgeline import Deployment, decode_floor, prefill_floor, resolve_accelerator, resolve_model
+from ridgeline.floors import causal_pairs, weight_bytes_read
+
+
+def dep(model: str, gpu: str = "h100", weights: str | None = "bf16", n: int = 1) -> Deployment:
+    return Deployment.build(resolve_model(model), resolve_accelerator(gpu), weights, None, n)
+
+
+def test_tensor_parallel_splits_the_step_evenly() -> None:
+    one, four = decode_floor(dep("llama-3.1-70b"), 8, 4000), decode_floor(
+        dep("llama-3.1-70b", n=4), 8, 4000)
+    assert four.step_time_s == pytest.approx(one.step_time_s / 4)
+
+
+def test_moe_decode_reads_only_the_experts_the_batch_touches() -> None:
+    d = dep("qwen3-30b-a3b")
+    one, many = weight_bytes_read(d, 1), weight_bytes_read(d, 4096)
+    assert one < 0.2 * many
+    assert many == pytest.approx(d.weight_bytes - d.bytes_by_category["embedding"], rel=0.01)
+
+
+def test_huge_batches_become_compute_bound() -> None:
+    floor = decode_floor(dep("llama-3.1-8b"), 2048, 128)
+    assert floor.bound == "compute"
+
+
+def test_causal_pairs_with_and_without_a_window() -> None:
+    assert causal_pairs(4, None) == 10
+    assert causal_pairs(4, 2) == 3 + 2 + 2  # 1, 2, 2, 2
+    assert causal_pairs(10, 10) == causal_pairs(10, None)
+
+
+def test_prefill_of_a_sliding_window_model_grows_linearly_past_the_window() -> None:
+    d = dep("mistral-7b")
+    a, b = prefill_floor(d, 16_384), prefill_floor(d, 32_768)
+    assert b.flops / a.flops == pytest.approx(2.0, rel=0.03)
+
+
+def test_a_70b_bf16_model_does_not_fit_one_h100_even_alone() -> None:
+    fit = prefill_floor(dep("llama-3.1-70b"), 1000).fit
+    assert not fit.fits and fit.shortfall_bytes / 1e9 == pytest.approx(141.1 + 0.3 - 85.9, abs=0.5)
+
+
+def test_bad_sizes_are_refused() -> None:
+    with pytest.raises(ValueError, match="batch"):
+        decode_floor(dep("llama-3.1-8b"), 0, 10)
+    with pytest.raises(ValueError, match="context"):
+        decode_floor(dep("llama-3.1-8b"), 1, -5)

@@ -1,0 +1,54 @@
+"""Reading a checkpoint's quantization_config into formats per weight category."""
+
+from __future__ import annotations
+
+import pytest
+
+from ridgeline.errors import InputError
+from ridgeline.precision import weight_formats
+from ridgeline.quantization import category_of, stored_formats
+
+
+def test_module_names_map_to_categories() -> None:
+    assert category_of("model.layers.3.mlp.experts") == "experts"
+    assert category_of("model.layers.3.mlp.gate") == "router"
+    assert category_of("model.layers.3.self_attn.q_proj") == "attention"
+    assert category_of("model.language_model.layers.0.linear_attn.in_proj_qkv") == "linear_attention"
+    assert category_of("lm_head") == "lm_head"
+
+
+def test_block_fp8_covers_linear_layers_only() -> None:
+    formats = stored_formats({"quant_method": "fp8", "weight_block_size": [128, 128]}, "x")
+    assert formats["experts"] == "fp8-block"
+    assert "embedding" not in formats and "lm_head" not in formats and "router" not in formats
+
+
+def test_modules_to_not_convert_keep_their_dtype() -> None:
+    qc = {"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn"]}
+    formats = stored_formats(qc, "x")
+    assert "attention" not in formats and formats["experts"] == "mxfp4"
+
+
+@pytest.mark.parametrize(("group", "fmt"), [(128, "gptq-int4"), (64, "gptq-int4-g64"),
+                                              (32, "gptq-int4-g32")])
+def test_gptq_group_size_decides_the_bits(group: int, fmt: str) -> None:
+    formats = stored_formats({"quant_method": "gptq", "bits": 4, "group_size": group}, "x")
+    assert formats["mlp"] == fmt
+    assert fmt in weight_formats()
+
+
+def test_every_format_a_config_can_name_exists_in_the_table() -> None:
+    for qc in ({"quant_method": "awq", "bits": 4, "group_size": 64},
+               {"quant_method": "modelopt", "quant_algo": "NVFP4"},
+               {"quant_method": "compressed-tensors",
+                "config_groups": {"g": {"weights": {"num_bits": 8, "type": "float"}}}}):
+        for fmt in stored_formats(qc, "x").values():
+            assert fmt in weight_formats()
+
+
+@pytest.mark.parametrize("qc", [{"quant_method": "bitsandbytes"}, {"quant_method": "gptq", "bits": 3},
+                                {"quant_method": "modelopt", "quantized_layers": {"a.mlp": []}},
+                                "fp8"])
+def test_unsupported_or_malformed_configs_are_refused(qc: object) -> None:
+    with pytest.raises(InputError):
+        stored_formats(qc, "x")
