@@ -109,5 +109,5 @@ def test_4000_token_prompt_is_about_4000_flop_per_byte_at_2_byte_weights() -> No
     dep = Deployment.build(resolve_model("llama-3.1-70b"), resolve_accelerator("h100"), "bf16")
     floor = prefill_floor(dep, 4000)
     assert weight_intensity(4000, 2.0) == 4000
-    assert floor.intensity_flop_per_byte == pytest.approx(4000, rel=0.1)
+    assert floor.weight_intensity_flop_per_byte == pytest.approx(4000, rel=0.1)
     assert floor.bound == "compute"

@@ -67,7 +67,7 @@ def test_article_example_says_it_does_not_fit_in_the_first_line(
     assert code == 0
     first = out.splitlines()[0]
     assert first.startswith("DOES NOT FIT") and "short by" in first
-    assert "27.3" in out
+    assert "  step       27." in out
 
 
 def test_decode_table_mode_shows_every_batch_and_context(capsys: pytest.CaptureFixture[str]) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ridgeline import Deployment, decode_floor, prefill_floor, resolve_accelerator, resolve_model
-from ridgeline.floors import causal_pairs, weight_bytes_read
+from ridgeline.cost import _pairs
+from ridgeline.floors import weight_bytes_read
 
 
 def dep(model: str, gpu: str = "h100", weights: str | None = "bf16", n: int = 1) -> Deployment:
@@ -31,9 +32,11 @@ def test_huge_batches_become_compute_bound() -> None:
 
 
 def test_causal_pairs_with_and_without_a_window() -> None:
-    assert causal_pairs(4, None) == 10
-    assert causal_pairs(4, 2) == 3 + 2 + 2  # 1, 2, 2, 2
-    assert causal_pairs(10, 10) == causal_pairs(10, None)
+    assert _pairs(0, 4, None) == 10
+    assert _pairs(0, 4, 2) == 1 + 2 + 2 + 2
+    assert _pairs(0, 10, 10) == _pairs(0, 10, None)
+    assert _pairs(100, 1, None) == 101  # a decode step sees the cache and itself
+    assert _pairs(100, 1, 64) == 64
 
 
 def test_prefill_of_a_sliding_window_model_grows_linearly_past_the_window() -> None:

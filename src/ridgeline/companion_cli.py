@@ -64,26 +64,29 @@ def cmd_amdahl(args: argparse.Namespace) -> LinesReport:
     return LinesReport(tuple(results), tuple(lines))
 
 
+OP_GROUPS = {
+    "attention": ("attention",),
+    "weights": ("attention projections", "mlp", "experts", "shared experts", "router",
+                "linear attention", "mamba", "lm head"),
+    "communication": ("tp all-reduce", "ep all-to-all", "pipeline send"),
+}
+
+
 def _fraction_from_model(args: argparse.Namespace) -> tuple[float, str]:
     from ridgeline.cli import load_deployment
-    from ridgeline.floors import attention_decode_flops, decode_floor
+    from ridgeline.cost import decode_batch, step_cost
+    from ridgeline.engines import profile_for
 
     if not (args.model and args.gpu):
         raise InputError("give --fraction, or --model, --gpu and --op to take it from the step")
     args.fetch, args.gpu_file, args.peak_tflops, args.bandwidth_gbs = False, None, None, None
     args.gpu_memory_gib, args.gpu_required = None, True
     dep = load_deployment(args)
-    floor = decode_floor(dep, args.batch, args.context)
-    if floor.bound == "compute":
-        attention = args.batch * attention_decode_flops(dep, args.context)
-        fraction = attention / floor.flops
-    else:
-        fraction = floor.kv_bytes_read / (floor.kv_bytes_read + floor.weight_bytes_read)
-    if args.op == "weights":
-        fraction = 1 - fraction
+    cost = step_cost(dep, decode_batch(args.batch, args.context), profile_for(args.engine))
+    fraction = cost.share(*OP_GROUPS[args.op])
     return fraction, (f"{args.op} share of a decode step of {dep.model.name} on "
                       f"{dep.accelerator.id}, batch {args.batch}, context {args.context:,}, "
-                      "from the floor model")
+                      f"step_cost with the {args.engine} profile")
 
 
 def cmd_evalstats(args: argparse.Namespace) -> LinesReport:
@@ -193,7 +196,8 @@ def add_companion_commands(
     p.add_argument("--target", type=float, help="end-to-end speedup wanted")
     p.add_argument("--model", help="take the fraction from this model's decode step")
     p.add_argument("--gpu")
-    p.add_argument("--op", choices=["attention", "weights"], default="attention")
+    p.add_argument("--op", choices=sorted(OP_GROUPS), default="attention")
+    p.add_argument("--engine", default="vllm")
     p.add_argument("--batch", type=_positive_count("batch"), default=1)
     p.add_argument("--context", type=_positive_count("context length"), default=2000)
     p.add_argument("--num-gpus", type=_positive_count("number of GPUs"), default=1)

@@ -28,23 +28,41 @@ class Deployment:
     accelerator: Accelerator
     weights: WeightPlan
     kv: KVDtype
-    num_gpus: int = 1  # all in one tensor-parallel group (communication is not modelled here)
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1  # layers split over stages (llama.cpp's multi-GPU split)
+    expert_parallel: bool = False  # experts spread over the TP ranks instead of sliced
+    engine: str = "vllm"
 
     def __post_init__(self) -> None:
-        if isinstance(self.num_gpus, bool) or not isinstance(self.num_gpus, int):
-            raise InputError(f"number of GPUs must be a whole number, got {self.num_gpus!r}")
-        if self.num_gpus < 1:
-            raise InputError(f"number of GPUs must be at least 1, got {self.num_gpus}")
+        for name in ("tensor_parallel_size", "pipeline_parallel_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InputError(f"{name} must be a whole number ≥ 1, got {value!r}")
 
     @classmethod
     def build(
         cls, model: ModelSpec, accelerator: Accelerator, weights: str | None = None,
-        kv: str | None = None, num_gpus: int = 1,
+        kv: str | None = None, num_gpus: int = 1, pipeline_parallel_size: int = 1,
+        engine: str = "vllm", expert_parallel: bool = False,
     ) -> Deployment:
-        """Weights default to the checkpoint's stored formats; KV to the model's dtype."""
+        """Weights default to the checkpoint's stored formats; KV to the model's dtype.
+
+        ``num_gpus`` accelerators: ``pipeline_parallel_size`` stages of tensor-parallel groups.
+        """
         kv_name = kv if kv not in (None, "auto") else model.dtype
         assert kv_name is not None
-        return cls(model, accelerator, weight_plan(model, weights), kv_dtype(kv_name), num_gpus)
+        if isinstance(num_gpus, bool) or not isinstance(num_gpus, int) or num_gpus < 1:
+            raise InputError(f"number of GPUs must be a whole number ≥ 1, got {num_gpus!r}")
+        if num_gpus % pipeline_parallel_size:
+            raise InputError(f"{num_gpus} GPUs do not split into {pipeline_parallel_size} "
+                             "pipeline stages")
+        return cls(model, accelerator, weight_plan(model, weights), kv_dtype(kv_name),
+                   num_gpus // pipeline_parallel_size, pipeline_parallel_size, expert_parallel,
+                   engine)
+
+    @property
+    def num_gpus(self) -> int:
+        return self.tensor_parallel_size * self.pipeline_parallel_size
 
     @cached_property
     def compute_dtype(self) -> str:
@@ -95,7 +113,7 @@ class Deployment:
 
     @property
     def kv_replication(self) -> float:
-        return kv_replication(self.model, self.num_gpus)
+        return kv_replication(self.model, self.tensor_parallel_size)
 
     @property
     def bytes_per_weight(self) -> float:

@@ -2,20 +2,25 @@
 
 step time = max(FLOPs ÷ peak, (weight bytes read + KV bytes read) ÷ bandwidth).
 Llama-3.1-70B at one byte per weight on one H100: 70.5 GB ÷ 3.35 TB/s = 21 ms, 48 tok/s.
-These are lower bounds: real engines reach a fraction of peak (the calibrated model
-comes later). N GPUs in tensor parallel split FLOPs, bytes and memory evenly.
+The FLOPs and bytes are step_cost's (one owner per formula), summed over the step; the
+floor divides the totals once, with no engine inefficiency and no overhead. N GPUs in
+tensor parallel split FLOPs, bytes and memory.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ridgeline.cost import Seq, decode_batch, step_cost
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Step, q, step
-from ridgeline.kvcache import cached_tokens, kv_footprint
-from ridgeline.layouts import ATTENTION_MIXERS
+from ridgeline.kvcache import kv_footprint
 from ridgeline.moe import expected_experts_touched
 from ridgeline.units import GB, require_positive
+
+_KV_OPS = ("attention", "recurrent state")
+_WEIGHT_OPS = ("attention projections", "linear attention", "mamba", "router", "experts",
+               "shared experts", "mlp")
 
 
 def experts_fraction_read(dep: Deployment, tokens: float) -> float:
@@ -23,7 +28,8 @@ def experts_fraction_read(dep: Deployment, tokens: float) -> float:
     moe = dep.model.moe
     if moe is None:
         return 1.0
-    return expected_experts_touched(moe.num_experts, moe.experts_per_token, tokens) / moe.num_experts
+    touched = expected_experts_touched(moe.num_experts, moe.experts_per_token, tokens)
+    return touched / moe.num_experts
 
 
 def weight_bytes_read(dep: Deployment, tokens: float) -> float:
@@ -31,42 +37,30 @@ def weight_bytes_read(dep: Deployment, tokens: float) -> float:
     return dep.non_expert_bytes_read + dep.expert_bytes * experts_fraction_read(dep, tokens)
 
 
-def attention_decode_flops(dep: Deployment, context: int) -> float:
-    """One sequence's new token attending to ``context`` cached tokens, all layers.
+@dataclass(frozen=True)
+class Work:
+    """A step's FLOPs and bytes over all GPUs, from step_cost's operators."""
 
-    GQA: per head 2·C·d (QKᵀ) + 2·C·d_v (PV). MLA (absorbed): per head
-    2·C·(r_kv + d_rope) + 2·C·r_kv, every head over the shared latent.
-    """
-    att = dep.model.attention
-    if att is None:
-        return 0.0
-    if att.mla:
-        per_token = att.num_heads * 2 * (2 * att.mla.kv_lora_rank + att.mla.qk_rope_head_dim)
-    else:
-        per_token = att.num_heads * 2 * (att.head_dim + att.v_head_dim)
-    return sum(
-        per_token * cached_tokens(layer, context)
-        for layer in dep.model.layers if layer.mixer in ATTENTION_MIXERS
-    )
+    flops: float
+    weight_bytes: float
+    kv_bytes: float
+    other_bytes: float  # activations, logits, norms
+
+    @property
+    def bytes(self) -> float:
+        return self.weight_bytes + self.kv_bytes + self.other_bytes
 
 
-def causal_pairs(prompt_len: int, window: int | None) -> int:
-    """Query-key pairs of causal attention: Σ min(i, w) over i = 1..S (S(S+1)/2 unwindowed)."""
-    if window is None or prompt_len <= window:
-        return prompt_len * (prompt_len + 1) // 2
-    return window * (window + 1) // 2 + (prompt_len - window) * window
-
-
-def attention_prefill_flops(dep: Deployment, prompt_len: int) -> float:
-    """One prompt's causal attention: per head 2·pairs·(d + d_v), every attention layer."""
-    att = dep.model.attention
-    if att is None:
-        return 0.0
-    per_pair = att.num_heads * 2 * (att.head_dim + att.v_head_dim)
-    return sum(
-        per_pair * causal_pairs(prompt_len, layer.window_tokens)
-        for layer in dep.model.layers if layer.mixer in ATTENTION_MIXERS
-    )
+def step_work(dep: Deployment, batch: list[Seq]) -> Work:
+    """Sum step_cost's per-rank operators over the tensor-parallel ranks."""
+    cost = step_cost(dep, batch)
+    tp = dep.tensor_parallel_size
+    total = cost.bytes * tp
+    weights = sum(op.bytes for op in cost.ops if op.name in _WEIGHT_OPS) * tp
+    kv = sum(op.bytes for op in cost.ops if op.name in _KV_OPS) * tp
+    head = "embedding" if dep.model.tie_word_embeddings else "lm_head"
+    weights += dep.bytes_by_category[head]  # lm head's weights (its logits are activations)
+    return Work(cost.flops * tp, weights, kv, total - weights - kv)
 
 
 @dataclass(frozen=True)
@@ -104,6 +98,7 @@ class DecodeFloor:
     flops: float
     weight_bytes_read: float
     kv_bytes_read: float
+    activation_bytes: float
     compute_time_s: float
     memory_time_s: float
     fit: FitCheck
@@ -127,7 +122,7 @@ class DecodeFloor:
 
     @property
     def intensity_flop_per_byte(self) -> float:
-        return self.flops / (self.weight_bytes_read + self.kv_bytes_read)
+        return self.flops / (self.weight_bytes_read + self.kv_bytes_read + self.activation_bytes)
 
 
 def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
@@ -135,39 +130,36 @@ def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
     require_positive(batch, "batch")
     require_positive(context, "context length")
     footprint = kv_footprint(dep.model, context, dep.kv.bytes_per_element)
-    kv_per_seq = footprint.bytes_per_sequence * dep.kv_replication
-    weights_read = weight_bytes_read(dep, batch)
-    kv_read = batch * kv_per_seq
-    flops = batch * (2 * dep.matmul_params_per_token + attention_decode_flops(dep, context))
-    compute_s = flops / dep.peak_flops_per_s
-    memory_s = (weights_read + kv_read) / dep.bandwidth_bytes_per_s
-    fit = FitCheck(dep.weight_bytes, kv_read, dep.memory_bytes)
+    kv_stored = batch * footprint.bytes_per_sequence * dep.kv_replication
+    work = step_work(dep, decode_batch(batch, context))
+    compute_s = work.flops / dep.peak_flops_per_s
+    memory_s = work.bytes / dep.bandwidth_bytes_per_s
+    fit = FitCheck(dep.weight_bytes, kv_stored, dep.memory_bytes)
     acc = dep.accelerator
     src = acc.sources[0] if acc.sources else acc.id
-    bw = q("bandwidth", dep.bandwidth_bytes_per_s / 1e12, "TB/s",
-           f"{dep.num_gpus} x {acc.id}: {src}")
+    step_s = max(compute_s, memory_s)
     steps = (
         step("weight bytes read", "Σ params × bytes per weight (experts: the share B tokens touch)",
-             q("weights read", weights_read / GB, "GB"),
+             q("weights read", work.weight_bytes / GB, "GB"),
              q("weight format", dep.weights.label),
              q("bytes per weight (average read)", dep.bytes_per_weight, "B")),
         step("KV bytes read", "batch × KV bytes per sequence at this context",
-             q("KV read", kv_read / GB, "GB"), q("batch", batch),
-             q("KV per sequence", kv_per_seq / 1e6, "MB",
-               f"{dep.kv.id} cache, {context} tokens"),),
-        step("memory time", "(weights read + KV read) ÷ bandwidth",
-             q("memory time", memory_s * 1e3, "ms"),
-             q("bytes", (weights_read + kv_read) / GB, "GB"), bw),
+             q("KV read", work.kv_bytes / GB, "GB"), q("batch", batch),
+             q("KV per sequence", footprint.bytes_per_sequence * dep.kv_replication / 1e6, "MB",
+               f"{dep.kv.id} cache, {context} tokens")),
+        step("memory time", "(weights + KV + activations) ÷ bandwidth",
+             q("memory time", memory_s * 1e3, "ms"), q("bytes", work.bytes / GB, "GB"),
+             q("bandwidth", dep.bandwidth_bytes_per_s / 1e12, "TB/s",
+               f"{dep.num_gpus} x {acc.id}: {src}")),
         step("compute time", "batch × (2 × params per token + attention FLOPs) ÷ peak",
-             q("compute time", compute_s * 1e3, "ms"), q("FLOPs", flops / 1e12, "TFLOP"),
+             q("compute time", compute_s * 1e3, "ms"), q("FLOPs", work.flops / 1e12, "TFLOP"),
              q(f"peak {dep.compute_dtype}", dep.peak_flops_per_s / 1e12, "TFLOP/s", src)),
-        step("step time", "max(compute time, memory time)",
-             q("step", max(compute_s, memory_s) * 1e3, "ms")),
-        step("tokens per second", "per user = 1 ÷ step; aggregate = batch ÷ step",
-             q("per user", 1 / max(compute_s, memory_s), "tok/s"),
-             q("aggregate", batch / max(compute_s, memory_s), "tok/s")),
+        step("step time", "max(compute time, memory time)", q("step", step_s * 1e3, "ms")),
+        step("per-user speed", "1 ÷ step time", q("per user", 1 / step_s, "tok/s")),
+        step("aggregate speed", "batch ÷ step time", q("aggregate", batch / step_s, "tok/s")),
     )
-    return DecodeFloor(batch, context, flops, weights_read, kv_read, compute_s, memory_s, fit, steps)
+    return DecodeFloor(batch, context, work.flops, work.weight_bytes, work.kv_bytes,
+                       work.other_bytes, compute_s, memory_s, fit, steps)
 
 
 @dataclass(frozen=True)
@@ -176,6 +168,7 @@ class PrefillFloor:
     batch: int
     flops: float
     bytes_moved: float
+    weight_bytes_read: float
     compute_time_s: float
     memory_time_s: float
     fit: FitCheck
@@ -195,34 +188,38 @@ class PrefillFloor:
 
     @property
     def intensity_flop_per_byte(self) -> float:
+        """Over every byte moved, activations included."""
         return self.flops / self.bytes_moved
+
+    @property
+    def weight_intensity_flop_per_byte(self) -> float:
+        """FLOPs per byte of weights read: the article's '≈ prompt length'."""
+        return self.flops / self.weight_bytes_read
 
 
 def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1) -> PrefillFloor:
     """Prefill ``batch`` prompts of ``prompt_len`` tokens in one pass: the TTFT floor."""
     require_positive(prompt_len, "prompt length")
     require_positive(batch, "batch")
-    tokens = batch * prompt_len
     footprint = kv_footprint(dep.model, prompt_len, dep.kv.bytes_per_element)
-    kv_written = batch * footprint.bytes_per_sequence * dep.kv_replication
-    weights_read = weight_bytes_read(dep, tokens)
-    linear_flops = 2 * dep.matmul_params_per_token * tokens
-    flops = linear_flops + batch * attention_prefill_flops(dep, prompt_len)
-    bytes_moved = weights_read + kv_written
-    compute_s = flops / dep.peak_flops_per_s
-    memory_s = bytes_moved / dep.bandwidth_bytes_per_s
-    fit = FitCheck(dep.weight_bytes, kv_written, dep.memory_bytes)
+    kv_stored = batch * footprint.bytes_per_sequence * dep.kv_replication
+    work = step_work(dep, [Seq(prompt_len, 0)] * batch)
+    compute_s = work.flops / dep.peak_flops_per_s
+    memory_s = work.bytes / dep.bandwidth_bytes_per_s
+    fit = FitCheck(dep.weight_bytes, kv_stored, dep.memory_bytes)
     steps = (
         step("FLOPs", "2 × params per token × tokens + causal attention",
-             q("FLOPs", flops / 1e12, "TFLOP"), q("tokens", tokens),
+             q("FLOPs", work.flops / 1e12, "TFLOP"), q("tokens", batch * prompt_len),
              q("params per token", dep.matmul_params_per_token / 1e9, "B")),
-        step("bytes", "weights read once + KV written",
-             q("bytes", bytes_moved / GB, "GB"), q("weights read", weights_read / GB, "GB"),
-             q("KV written", kv_written / GB, "GB")),
-        step("intensity", "FLOPs ÷ bytes", q("intensity", flops / bytes_moved, "FLOP/byte")),
+        step("bytes", "weights read once + KV written + activations",
+             q("bytes", work.bytes / GB, "GB"), q("weights read", work.weight_bytes / GB, "GB"),
+             q("KV written", work.kv_bytes / GB, "GB")),
+        step("weight intensity", "FLOPs ÷ weight bytes read",
+             q("intensity", work.flops / work.weight_bytes, "FLOP/byte")),
         step("prefill time", "max(FLOPs ÷ peak, bytes ÷ bandwidth)",
              q("time", max(compute_s, memory_s) * 1e3, "ms"),
              q(f"peak {dep.compute_dtype}", dep.peak_flops_per_s / 1e12, "TFLOP/s"),
              q("bandwidth", dep.bandwidth_bytes_per_s / 1e12, "TB/s")),
     )
-    return PrefillFloor(prompt_len, batch, flops, bytes_moved, compute_s, memory_s, fit, steps)
+    return PrefillFloor(prompt_len, batch, work.flops, work.bytes, work.weight_bytes, compute_s,
+                        memory_s, fit, steps)

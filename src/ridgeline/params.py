@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from ridgeline.layouts import ATTENTION_MIXERS, DENSE, LINEAR, MAMBA, MOE
-from ridgeline.model import Attention, LinearAttention, Mamba, ModelSpec
+from ridgeline.model import Attention, Layer, LinearAttention, Mamba, ModelSpec
 from ridgeline.quantization import (
     ATTENTION,
     CATEGORIES,
@@ -54,47 +54,55 @@ def count_params(spec: ModelSpec) -> ParamCount:
     """Count every weight of the text model (MTP layers and vision towers excluded)."""
     counts = dict.fromkeys(CATEGORIES, 0)
     h = spec.hidden_size
-    norm = 2 * h if spec.layer_norm else h
     counts[EMBEDDING] = spec.vocab_size * h
     if not spec.tie_word_embeddings:
         counts[LM_HEAD] = spec.vocab_size * h
     if spec.lm_head_bias:
         counts[OTHER] += spec.vocab_size
-    counts[OTHER] += norm  # final norm
+    counts[OTHER] += 2 * h if spec.layer_norm else h  # final norm
     for layer in spec.layers:
-        counts[OTHER] += spec.norms_per_layer * norm
-        if layer.mixer in ATTENTION_MIXERS and spec.attention:
-            linear, other = attention_params(spec.attention, h)
-            counts[ATTENTION] += linear
-            counts[OTHER] += other
-        elif layer.mixer == LINEAR and spec.linear_attention:
-            linear, other = linear_attention_params(spec.linear_attention, h)
-            counts[LINEAR_ATTENTION] += linear
-            counts[OTHER] += other
-        elif layer.mixer == MAMBA and spec.mamba:
-            linear, other = mamba_params(spec.mamba, h)
-            counts[SSM] += linear
-            counts[OTHER] += other
-        if layer.ffn == DENSE and spec.dense_mlp:
-            mlp = spec.dense_mlp
-            counts[MLP] += mlp_params(h, mlp.intermediate_size, mlp.gated)
-            if mlp.bias:
-                counts[OTHER] += mlp.intermediate_size + h
-        elif layer.ffn == MOE and spec.moe:
-            moe = spec.moe
-            gated = spec.dense_mlp.gated if spec.dense_mlp else True
-            per_expert = mlp_params(h, moe.expert_intermediate_size, gated)
-            counts[EXPERTS] += moe.num_experts * per_expert
-            counts[SHARED_EXPERTS] += moe.num_shared_experts * mlp_params(
-                h, moe.shared_intermediate_size, gated
-            )
-            counts[ROUTER] += moe.num_experts * h + (h if moe.shared_gate else 0)
-            if moe.router_bias:
-                counts[OTHER] += moe.num_experts
-            if moe.expert_bias:  # gate_up bias (2F) and down bias (h) per expert
-                counts[OTHER] += moe.num_experts * (2 * moe.expert_intermediate_size + h)
+        for category, n in layer_params(spec, layer).items():
+            counts[category] += n
     fraction = spec.moe.routed_fraction if spec.moe else 1.0
     return ParamCount(by_category=counts, routed_fraction=fraction)
+
+
+@lru_cache(maxsize=1024)
+def layer_params(spec: ModelSpec, layer: Layer) -> dict[str, int]:
+    """One layer's weights by category: its mixer, its FFN, its norms."""
+    counts = dict.fromkeys(CATEGORIES, 0)
+    h = spec.hidden_size
+    counts[OTHER] += spec.norms_per_layer * (2 * h if spec.layer_norm else h)
+    if layer.mixer in ATTENTION_MIXERS and spec.attention:
+        linear, other = attention_params(spec.attention, h)
+        counts[ATTENTION] += linear
+        counts[OTHER] += other
+    elif layer.mixer == LINEAR and spec.linear_attention:
+        linear, other = linear_attention_params(spec.linear_attention, h)
+        counts[LINEAR_ATTENTION] += linear
+        counts[OTHER] += other
+    elif layer.mixer == MAMBA and spec.mamba:
+        linear, other = mamba_params(spec.mamba, h)
+        counts[SSM] += linear
+        counts[OTHER] += other
+    if layer.ffn == DENSE and spec.dense_mlp:
+        mlp = spec.dense_mlp
+        counts[MLP] += mlp_params(h, mlp.intermediate_size, mlp.gated)
+        if mlp.bias:
+            counts[OTHER] += mlp.intermediate_size + h
+    elif layer.ffn == MOE and spec.moe:
+        moe = spec.moe
+        gated = spec.dense_mlp.gated if spec.dense_mlp else True
+        counts[EXPERTS] += moe.num_experts * mlp_params(h, moe.expert_intermediate_size, gated)
+        counts[SHARED_EXPERTS] += moe.num_shared_experts * mlp_params(
+            h, moe.shared_intermediate_size, gated
+        )
+        counts[ROUTER] += moe.num_experts * h + (h if moe.shared_gate else 0)
+        if moe.router_bias:
+            counts[OTHER] += moe.num_experts
+        if moe.expert_bias:  # gate_up bias (2F) and down bias (h) per expert
+            counts[OTHER] += moe.num_experts * (2 * moe.expert_intermediate_size + h)
+    return counts
 
 
 def mlp_params(hidden: int, intermediate: int, gated: bool) -> int:

@@ -110,7 +110,9 @@ class PrefillReport:
         return {"deployment": _deployment_line(self.deployment), "prompt_len": f.prompt_len,
                 "batch": f.batch, "time_s": f.time_s, "tokens_per_s": f.tokens_per_s,
                 "bound": f.bound, "flops": f.flops, "bytes_moved": f.bytes_moved,
-                "intensity_flop_per_byte": f.intensity_flop_per_byte, **_fit_dict(f)}
+                "intensity_flop_per_byte": f.intensity_flop_per_byte,
+                "weight_intensity_flop_per_byte": f.weight_intensity_flop_per_byte,
+                **_fit_dict(f)}
 
     def text_lines(self) -> list[str]:
         f, dep = self.floor, self.deployment
@@ -121,8 +123,8 @@ class PrefillReport:
             f"prefill floor, {f.batch} x {f.prompt_len:,}-token prompt:",
             f"  time       {f.time_s * 1e3:,.1f} ms (bound by {f.bound}) = TTFT floor",
             f"  throughput {f.tokens_per_s:,.0f} prompt tok/s",
-            f"  intensity  {f.intensity_flop_per_byte:,.0f} FLOP/byte "
-            f"(ridge {ridge:,.0f})",
+            f"  intensity  {f.weight_intensity_flop_per_byte:,.0f} FLOP per byte of weights, "
+            f"{f.intensity_flop_per_byte:,.0f} over all bytes (ridge {ridge:,.0f})",
         ]
         return lines
 

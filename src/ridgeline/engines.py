@@ -1,0 +1,129 @@
+"""Engine profiles: how close each engine gets to the roofline, and what it pays per step.
+
+A profile is four physically meaningful numbers — the fraction of rated memory bandwidth
+its weight and KV streams reach, the fraction of dense peak its matmuls reach, a fixed
+cost per forward pass and a fixed cost per layer — plus, where the data support it, a
+bandwidth multiplier per accelerator group (llama.cpp streams weights at ~half the rated
+bandwidth on an H100 and at over 80% on a GeForce card). ``scripts/fit_profiles.py`` fits
+them to ``validation/measurements.csv``; ``data/profiles.json`` records the rows each came
+from. Engines without measurements carry a stated prior.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from ridgeline.catalog import normalise
+from ridgeline.datafiles import load_data
+from ridgeline.errors import InputError
+from ridgeline.hardware import Accelerator
+
+ENGINES = ("vllm", "sglang", "trtllm", "llama.cpp-cuda", "llama.cpp-metal", "llama.cpp-vulkan",
+           "llama.cpp-rocm")
+_ALIASES = {"tensorrt-llm": "trtllm", "trt-llm": "trtllm", "llama.cpp": "llama.cpp-cuda",
+            "llamacpp": "llama.cpp-cuda", "mlx": "llama.cpp-metal"}
+
+
+def accelerator_group(acc: Accelerator) -> str:
+    """apple | nvidia-datacenter | nvidia-client | amd | intel | google | other."""
+    if acc.vendor == "apple" or acc.id.startswith("apple-"):
+        return "apple"
+    if acc.vendor == "nvidia":
+        return "nvidia-datacenter" if acc.form == "datacenter" else "nvidia-client"
+    return acc.vendor or "other"
+
+
+@dataclass(frozen=True)
+class EngineProfile:
+    engine: str
+    bandwidth_efficiency: float  # share of rated bandwidth the streams reach
+    compute_efficiency: float  # share of dense peak the matmuls reach
+    step_overhead_s: float  # per forward pass: scheduling, launches, sampling
+    layer_overhead_s: float  # per layer per forward pass: kernel launches, syncs
+    group_bandwidth: Mapping[str, float] = field(default_factory=dict, hash=False)
+    band_low: float = 0.8  # expectation × band_low .. × band_high: p10/p90 of fit residuals
+    band_high: float = 1.25
+    fitted_rows: int = 0
+    source: str = "prior"
+
+    def bandwidth_for(self, acc: Accelerator) -> float:
+        """Bandwidth efficiency on this accelerator (group multiplier where fitted)."""
+        return min(1.0, self.bandwidth_efficiency * self.group_bandwidth.get(
+            accelerator_group(acc), 1.0))
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["group_bandwidth"] = dict(self.group_bandwidth)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], origin: str = "profile") -> EngineProfile:
+        try:
+            profile = cls(
+                engine=str(data["engine"]),
+                bandwidth_efficiency=float(data["bandwidth_efficiency"]),
+                compute_efficiency=float(data["compute_efficiency"]),
+                step_overhead_s=float(data["step_overhead_s"]),
+                layer_overhead_s=float(data["layer_overhead_s"]),
+                group_bandwidth={str(k): float(v) for k, v in
+                                 dict(data.get("group_bandwidth") or {}).items()},
+                band_low=float(data.get("band_low", 0.8)),
+                band_high=float(data.get("band_high", 1.25)),
+                fitted_rows=int(data.get("fitted_rows", 0)),
+                source=str(data.get("source", origin)),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"{origin}: not an engine profile ({exc})") from None
+        for name in ("bandwidth_efficiency", "compute_efficiency"):
+            if not 0 < getattr(profile, name) <= 1.0:
+                raise InputError(f"{origin}: {name} must be in (0, 1]")
+        return profile
+
+
+def engine_id(name: str) -> str:
+    key = normalise(name)
+    key = _ALIASES.get(key, key)
+    if key not in ENGINES:
+        raise InputError(f"unknown engine {name!r}; known: {', '.join(ENGINES)}")
+    return key
+
+
+@lru_cache(maxsize=1)
+def bundled_profiles() -> dict[str, EngineProfile]:
+    """Fitted profiles where measurements exist, priors elsewhere (data/profiles.json)."""
+    data = load_data("profiles.json")
+    return {e: EngineProfile.from_dict(p, f"profiles.json:{e}") for e, p in data["engines"].items()}
+
+
+def profile_for(engine: str, profiles: Mapping[str, EngineProfile] | None = None) -> EngineProfile:
+    table = profiles or bundled_profiles()
+    key = engine_id(engine)
+    if key in table:
+        return table[key]
+    base = bundled_profiles()
+    if key in base:
+        return base[key]
+    raise InputError(f"no profile for engine {engine!r}")
+
+
+def load_profile_file(path: str) -> dict[str, EngineProfile]:
+    """A user's calibrated profiles (``ridgeline calibrate -o``), keyed by engine."""
+    try:
+        data = json.loads(Path(path).expanduser().read_text("utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"no such profile file: {path}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path} is not a profile JSON file ({exc})") from None
+    engines = data.get("engines") if isinstance(data, dict) else None
+    if not isinstance(engines, dict) or not engines:
+        raise InputError(f"{path}: expected {{\"engines\": {{name: profile}}}}")
+    return {engine_id(e): EngineProfile.from_dict(p, path) for e, p in engines.items()}
+
+
+def with_values(profile: EngineProfile, **values: float) -> EngineProfile:
+    return replace(profile, **values)  # type: ignore[arg-type]
