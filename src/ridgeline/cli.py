@@ -78,6 +78,13 @@ def _gpu(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.set_defaults(gpu_required=required)
 
 
+def _engine(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--engine", default="vllm",
+                   help="engine whose calibrated profile gives the expectation (default vllm): "
+                   "vllm, sglang, trtllm, llama.cpp-cuda, llama.cpp-metal, …")
+    p.add_argument("--profile", metavar="FILE", help="profiles from `ridgeline calibrate`")
+
+
 def _formats(p: argparse.ArgumentParser) -> None:
     p.add_argument("--weights", metavar="FMT",
                    help="weight format (bf16, fp8, awq-int4, nvfp4, mxfp4, q4_k_m, …); "
@@ -184,18 +191,27 @@ def cmd_kv(args: argparse.Namespace) -> Any:
     return kv_report(model, args.context, kv, budget, label, replication)
 
 
+def load_profile(args: argparse.Namespace) -> Any:
+    from ridgeline.engines import load_profile_file, profile_for
+
+    profiles = load_profile_file(args.profile) if getattr(args, "profile", None) else None
+    return profile_for(args.engine, profiles)
+
+
 def cmd_decode(args: argparse.Namespace) -> Any:
     from ridgeline.reports.decode import decode_report
 
-    return decode_report(load_deployment(args), args.batch, args.context)
+    return decode_report(load_deployment(args), args.batch, args.context, load_profile(args))
 
 
 def cmd_prefill(args: argparse.Namespace) -> Any:
+    from ridgeline.cost import Seq
     from ridgeline.floors import prefill_floor
-    from ridgeline.reports.decode import PrefillReport
+    from ridgeline.reports.decode import Expectation, PrefillReport
 
     dep = load_deployment(args)
-    return PrefillReport(dep, prefill_floor(dep, args.prompt_len, args.batch))
+    expected = Expectation.of(dep, [Seq(args.prompt_len, 0)] * args.batch, load_profile(args))
+    return PrefillReport(dep, prefill_floor(dep, args.prompt_len, args.batch), expected)
 
 
 def cmd_utilization(args: argparse.Namespace) -> Any:
@@ -207,6 +223,50 @@ def cmd_utilization(args: argparse.Namespace) -> Any:
         raise InputError("--model needs --context to say how many conversations the KV holds")
     return utilization_report(acc, args.running, args.compute_dtype or "bf16", 2.0, dep,
                               args.context)
+
+
+def cmd_validate(args: argparse.Namespace) -> Any:
+    from ridgeline.calibrate import validate
+    from ridgeline.engines import load_profile_file
+    from ridgeline.measurements import read_measurements
+    from ridgeline.reports.validation import ValidationReport
+
+    result = read_measurements(args.file)
+    if not result.rows:
+        raise InputError(f"{args.file}: no readable rows ({len(result.errors)} unreadable: "
+                         + "; ".join(result.errors[:3]) + ")")
+    profiles = load_profile_file(args.profile) if args.profile else None
+    predictions = validate(result.rows, profiles)
+    return ValidationReport(result.rows, tuple(predictions), result.errors, not args.summary)
+
+
+def cmd_calibrate(args: argparse.Namespace) -> Any:
+    import json
+    from pathlib import Path
+
+    from ridgeline.calibrate import error_stats, fit_profiles, validate
+    from ridgeline.measurements import read_measurements
+    from ridgeline.reports.validation import CalibrationReport
+
+    result = read_measurements(args.file)
+    if not result.rows:
+        raise InputError(f"{args.file}: no readable rows")
+    profiles = fit_profiles(result.rows, args.engine)
+    if not profiles:
+        raise InputError(f"{args.file}: no throughput or latency rows to fit")
+    data = {"_about": f"ridgeline profile fitted on {args.file}",
+            "engines": {e: p.to_dict() for e, p in profiles.items()}}
+    try:
+        Path(args.output).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot write {args.output}: {exc}") from None
+
+    def by_metric(preds: list[Any]) -> tuple[Any, ...]:
+        return tuple(error_stats(preds, lambda p: p.metric))
+
+    before = by_metric(validate(result.rows))
+    after = by_metric(validate(result.rows, profiles))
+    return CalibrationReport(profiles, before, after, args.output)
 
 
 # -- the parser --------------------------------------------------------------------------
@@ -276,6 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="one batch or a list: 1,8,32,128,296")
     p.add_argument("--context", type=_count_list("context length"), default=[2000],
                    help="tokens already cached per sequence; one or a list (default 2000)")
+    _engine(p)
     _output(p)
     p.set_defaults(handler=cmd_decode)
 
@@ -285,6 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
     _formats(p)
     p.add_argument("--prompt-len", type=_positive_count("prompt length"), required=True)
     p.add_argument("--batch", type=_positive_count("batch"), default=1)
+    _engine(p)
     _output(p)
     p.set_defaults(handler=cmd_prefill)
 
@@ -299,6 +361,20 @@ def build_parser() -> argparse.ArgumentParser:
     _formats(p)
     _output(p)
     p.set_defaults(handler=cmd_utilization)
+
+    p = sub.add_parser("validate", help="predict every row of a measurements CSV, with errors")
+    p.add_argument("file", metavar="FILE", help="CSV in the format of validation/README.md")
+    p.add_argument("--profile", metavar="FILE", help="engine profiles from `ridgeline calibrate`")
+    p.add_argument("--summary", action="store_true", help="only the error tables")
+    _output(p)
+    p.set_defaults(handler=cmd_validate)
+
+    p = sub.add_parser("calibrate", help="fit engine profiles to your own measurements")
+    p.add_argument("file", metavar="FILE", help="CSV in the format of validation/README.md")
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="profile JSON to write")
+    p.add_argument("--engine", action="append", help="fit only this engine (repeatable)")
+    _output(p)
+    p.set_defaults(handler=cmd_calibrate)
 
     from ridgeline.companion_cli import add_companion_commands
 

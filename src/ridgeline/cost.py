@@ -94,57 +94,92 @@ class StepCost:
 IDEAL = EngineProfile("floor", 1.0, 1.0, 0.0, 0.0, source="the article's floor")
 
 
-def step_cost(dep: Deployment, batch: Sequence[Seq], profile: EngineProfile = IDEAL) -> StepCost:
-    """Cost of one forward pass over ``batch`` on ``dep`` as ``profile``'s engine runs it."""
+@dataclass(frozen=True)
+class StepTerms:
+    """A step's work, independent of any engine: (operator, FLOPs, bytes, how many times)
+    per rank, the link time of its collectives, and its layer count."""
+
+    work: tuple[tuple[str, float, float, int], ...]
+    link: tuple[tuple[str, float], ...]
+    layers: int
+    tokens: int
+    sequences: int
+
+
+@lru_cache(maxsize=65536)
+def step_terms(dep: Deployment, batch: tuple[Seq, ...]) -> StepTerms:
+    """Every operator's FLOPs and bytes for one forward pass over ``batch``."""
     if not batch:
         raise InputError("a step needs at least one sequence")
     for s in batch:
         if s.new_tokens < 1 or s.context_tokens < 0:
             raise InputError(f"a sequence needs ≥1 new token and ≥0 cached ones, got {s}")
-    rate = _Rates(dep, profile)
     tokens = sum(s.new_tokens for s in batch)
-    ops: dict[str, list[float]] = {}  # name -> [flops, bytes, time]
+    work: dict[tuple[str, float, float], int] = {}
+    link: dict[str, float] = {}
 
-    def add(name: str, flops: float, nbytes: float, time_s: float | None = None) -> None:
-        t = rate.time(flops, nbytes) if time_s is None else time_s
-        acc = ops.setdefault(name, [0.0, 0.0, 0.0])
-        acc[0] += flops
-        acc[1] += nbytes
-        acc[2] += t
+    def add(name: str, flops: float, nbytes: float) -> None:
+        key = (name, flops, nbytes)
+        work[key] = work.get(key, 0) + 1
+
+    def add_link(name: str, time_s: float) -> None:
+        if time_s > 0:
+            link[name] = link.get(name, 0.0) + time_s
 
     model = dep.model
     h = model.hidden_size
     tp = dep.tensor_parallel_size
+    act = tokens * h * ACTIVATION_BYTES
     for layer in model.layers:
         for name, flops, nbytes in _layer_ops(dep, layer, batch, tokens):
             add(name, flops, nbytes)
-        act = tokens * h * ACTIVATION_BYTES
         add("elementwise", 0.0, ELEMENTWISE_PASSES * act / tp)
-        reductions = (layer.mixer != NONE) + (layer.ffn != NONE)
-        add("tp all-reduce", 0.0, 0.0,
-            reductions * all_reduce_time_s(act, tp, dep.accelerator) if tp > 1 else 0.0)
+        if tp > 1:
+            reductions = (layer.mixer != NONE) + (layer.ffn != NONE)
+            add_link("tp all-reduce", reductions * all_reduce_time_s(act, tp, dep.accelerator))
         if layer.ffn == MOE and dep.expert_parallel and tp > 1 and model.moe:
             dispatch = tokens * model.moe.experts_per_token * h * ACTIVATION_BYTES
-            add("ep all-to-all", 0.0, 0.0, 2 * all_to_all_time_s(dispatch, tp, dep.accelerator))
-    logits_rows = len(batch)
+            add_link("ep all-to-all", 2 * all_to_all_time_s(dispatch, tp, dep.accelerator))
+    rows = len(batch)  # one logits row per sequence
     head_bytes = _category_bytes(dep, LM_HEAD if not model.tie_word_embeddings else EMBEDDING)
-    add("lm head", 2 * logits_rows * h * model.vocab_size / tp, head_bytes / tp
-        + logits_rows * model.vocab_size * 4 / tp)
+    add("lm head", 2 * rows * h * model.vocab_size / tp,
+        head_bytes / tp + rows * model.vocab_size * 4 / tp)
     if dep.pipeline_parallel_size > 1:
         hops = dep.pipeline_parallel_size - 1
-        add("pipeline send", 0.0, 0.0,
-            hops * send_time_s(tokens * h * ACTIVATION_BYTES, dep.accelerator))
-    add("overhead", 0.0, 0.0,
-        profile.step_overhead_s + profile.layer_overhead_s * model.num_layers)
-    out = []
-    for name, (flops, nbytes, t) in ops.items():
-        if t <= 0 and flops <= 0 and nbytes <= 0:
-            continue
-        bound = rate.bound(flops, nbytes) if name not in (
-            "tp all-reduce", "ep all-to-all", "pipeline send", "overhead") else (
-            "overhead" if name == "overhead" else "link")
-        out.append(OpCost(name, flops, nbytes, t, bound))
-    return StepCost(tuple(out), tokens, len(batch))
+        add_link("pipeline send", hops * send_time_s(act, dep.accelerator))
+    return StepTerms(tuple((n, f, b, c) for (n, f, b), c in work.items()),
+                     tuple(link.items()), model.num_layers, tokens, rows)
+
+
+def step_cost(dep: Deployment, batch: Sequence[Seq], profile: EngineProfile = IDEAL) -> StepCost:
+    """Cost of one forward pass over ``batch`` on ``dep`` as ``profile``'s engine runs it."""
+    terms = step_terms(dep, tuple(batch))
+    rate = _Rates(dep, profile)
+    ops: dict[str, list[float]] = {}
+    for name, flops, nbytes, count in terms.work:
+        acc = ops.setdefault(name, [0.0, 0.0, 0.0, 0.0])
+        acc[0] += flops * count
+        acc[1] += nbytes * count
+        compute, memory = flops / rate.flops_per_s, nbytes / rate.bytes_per_s
+        acc[2] += max(compute, memory) * count
+        acc[3] += compute * count
+    out = [OpCost(name, f, b, t, "compute" if c * 2 > t else "memory")
+           for name, (f, b, t, c) in ops.items() if t > 0]
+    out += [OpCost(name, 0.0, 0.0, t, "link") for name, t in terms.link]
+    overhead = profile.step_overhead_s + profile.layer_overhead_s * terms.layers
+    if overhead > 0:
+        out.append(OpCost("overhead", 0.0, 0.0, overhead, "overhead"))
+    return StepCost(tuple(out), terms.tokens, terms.sequences)
+
+
+def step_time_s(dep: Deployment, batch: Sequence[Seq], profile: EngineProfile = IDEAL) -> float:
+    """step_cost(...).time_s without building the per-operator breakdown (the fit's inner loop)."""
+    terms = step_terms(dep, tuple(batch))
+    rate = _Rates(dep, profile)
+    p, w = rate.flops_per_s, rate.bytes_per_s
+    total = sum(count * max(flops / p, nbytes / w) for _, flops, nbytes, count in terms.work)
+    total += sum(t for _, t in terms.link)
+    return total + profile.step_overhead_s + profile.layer_overhead_s * terms.layers
 
 
 class _Rates:
@@ -152,15 +187,13 @@ class _Rates:
 
     def __init__(self, dep: Deployment, profile: EngineProfile) -> None:
         acc = dep.accelerator
-        self.flops_per_s = acc.peak(dep.compute_dtype) * profile.compute_efficiency
+        self.flops_per_s = acc.peak(dep.compute_dtype) * profile.compute_for(acc)
         self.bytes_per_s = acc.memory_bandwidth_bytes_per_s * profile.bandwidth_for(acc)
 
     def time(self, flops: float, nbytes: float) -> float:
         """Per-rank work: the caller has already divided by the TP degree."""
         return max(flops / self.flops_per_s, nbytes / self.bytes_per_s)
 
-    def bound(self, flops: float, nbytes: float) -> str:
-        return "compute" if flops / self.flops_per_s > nbytes / self.bytes_per_s else "memory"
 
 
 @lru_cache(maxsize=4096)

@@ -30,11 +30,17 @@ _ALIASES = {"tensorrt-llm": "trtllm", "trt-llm": "trtllm", "llama.cpp": "llama.c
 
 
 def accelerator_group(acc: Accelerator) -> str:
-    """apple | nvidia-datacenter | nvidia-client | amd | intel | google | other."""
+    """apple | nvidia-datacenter | nvidia-workstation | nvidia-geforce | nvidia-soc | amd | …
+
+    GeForce cards get their own group: their tensor cores run FP16 matmuls with FP32
+    accumulation at half rate (the catalog records that rate), while llama.cpp's cuBLAS
+    path accumulates in FP16 at full rate.
+    """
     if acc.vendor == "apple" or acc.id.startswith("apple-"):
         return "apple"
     if acc.vendor == "nvidia":
-        return "nvidia-datacenter" if acc.form == "datacenter" else "nvidia-client"
+        return {"datacenter": "nvidia-datacenter", "consumer": "nvidia-geforce",
+                "soc": "nvidia-soc"}.get(acc.form, "nvidia-workstation")
     return acc.vendor or "other"
 
 
@@ -46,6 +52,7 @@ class EngineProfile:
     step_overhead_s: float  # per forward pass: scheduling, launches, sampling
     layer_overhead_s: float  # per layer per forward pass: kernel launches, syncs
     group_bandwidth: Mapping[str, float] = field(default_factory=dict, hash=False)
+    group_compute: Mapping[str, float] = field(default_factory=dict, hash=False)
     band_low: float = 0.8  # expectation × band_low .. × band_high: p10/p90 of fit residuals
     band_high: float = 1.25
     fitted_rows: int = 0
@@ -56,9 +63,15 @@ class EngineProfile:
         return min(1.0, self.bandwidth_efficiency * self.group_bandwidth.get(
             accelerator_group(acc), 1.0))
 
+    def compute_for(self, acc: Accelerator) -> float:
+        """Compute efficiency on this accelerator (group multiplier where fitted)."""
+        return min(1.0, self.compute_efficiency * self.group_compute.get(
+            accelerator_group(acc), 1.0))
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["group_bandwidth"] = dict(self.group_bandwidth)
+        data["group_compute"] = dict(self.group_compute)
         return data
 
     @classmethod
@@ -72,6 +85,8 @@ class EngineProfile:
                 layer_overhead_s=float(data["layer_overhead_s"]),
                 group_bandwidth={str(k): float(v) for k, v in
                                  dict(data.get("group_bandwidth") or {}).items()},
+                group_compute={str(k): float(v) for k, v in
+                               dict(data.get("group_compute") or {}).items()},
                 band_low=float(data.get("band_low", 0.8)),
                 band_high=float(data.get("band_high", 1.25)),
                 fitted_rows=int(data.get("fitted_rows", 0)),

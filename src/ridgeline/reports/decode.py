@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ridgeline.cost import Seq, decode_batch, step_cost
 from ridgeline.deployment import Deployment
+from ridgeline.engines import EngineProfile
 from ridgeline.explain import Step, q, step
 from ridgeline.floors import DecodeFloor, PrefillFloor, decode_floor
 from ridgeline.hardware import Accelerator
@@ -18,6 +20,26 @@ from ridgeline.units import GB
 def _deployment_line(dep: Deployment) -> str:
     return (f"{dep.model.name} on {dep.num_gpus} x {dep.accelerator.id}, weights "
             f"{dep.weights.label}, KV {dep.kv.id}, matmuls at {dep.compute_dtype}")
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What an engine is expected to take: step_cost with its calibrated profile."""
+
+    engine: str
+    time_s: float
+    low_s: float  # the band, from the profile's fit residuals
+    high_s: float
+    source: str
+
+    @classmethod
+    def of(cls, dep: Deployment, batch: list[Seq], profile: EngineProfile) -> Expectation:
+        t = step_cost(dep, batch, profile).time_s
+        return cls(profile.engine, t, t / profile.band_high, t / profile.band_low, profile.source)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"engine": self.engine, "time_s": self.time_s, "low_s": self.low_s,
+                "high_s": self.high_s, "profile": self.source}
 
 
 def _fit_dict(f: DecodeFloor | PrefillFloor) -> dict[str, Any]:
@@ -42,15 +64,22 @@ def _floor_dict(f: DecodeFloor, base: DecodeFloor) -> dict[str, Any]:
 class DecodeReport:
     deployment: Deployment
     floors: tuple[tuple[DecodeFloor, DecodeFloor], ...]  # (this point, batch 1 at its context)
+    expected: tuple[Expectation, ...]  # one per point
 
     @property
     def steps(self) -> tuple[Step, ...]:
         return self.floors[0][0].steps
 
     def to_dict(self) -> dict[str, Any]:
+        points = []
+        for (f, b), e in zip(self.floors, self.expected):
+            point = _floor_dict(f, b)
+            point["expected"] = {**e.to_dict(), "per_user_tok_s": 1 / e.time_s,
+                                 "aggregate_tok_s": f.batch / e.time_s}
+            points.append(point)
         return {"deployment": _deployment_line(self.deployment),
-                "kind": "floor (the article's lower bound; engines reach a fraction of it)",
-                "points": [_floor_dict(f, b) for f, b in self.floors]}
+                "kind": "floor (the article's lower bound) and the engine's calibrated expectation",
+                "points": points}
 
     def text_lines(self) -> list[str]:
         unfit = [f for f, _ in self.floors if not f.fit.fits]
@@ -63,6 +92,7 @@ class DecodeReport:
         lines.append(_deployment_line(self.deployment))
         if len(self.floors) == 1:
             f, base = self.floors[0]
+            e = self.expected[0]
             lines += [
                 f"decode floor, batch {f.batch} at {f.context:,} tokens of context:",
                 f"  step       {f.step_time_s * 1e3:,.2f} ms  (bound by {f.bound}: compute "
@@ -73,33 +103,45 @@ class DecodeReport:
                 f"({f.per_user_tok_s / base.per_user_tok_s:.0%} of batch 1)",
                 f"  aggregate  {f.aggregate_tok_s:,.0f} tok/s "
                 f"({f.aggregate_tok_s / base.aggregate_tok_s:,.1f}x batch 1)",
+                f"expected on {e.engine}: {e.time_s * 1e3:,.2f} ms per step "
+                f"({e.low_s * 1e3:,.2f}–{e.high_s * 1e3:,.2f}), {1 / e.time_s:,.1f} tok/s per "
+                f"user, {f.batch / e.time_s:,.0f} in total  [{e.source}]",
             ]
             if f.fit.fits:
                 lines.append("  " + f.fit.headline())
             return lines
         rows = [[str(f.batch), f"{f.context:,}", f"{f.step_time_s * 1e3:,.2f}",
-                 f"{f.per_user_tok_s:,.1f}", f"{f.aggregate_tok_s:,.0f}",
+                 f"{e.time_s * 1e3:,.2f}", f"{e.low_s * 1e3:,.1f}–{e.high_s * 1e3:,.1f}",
+                 f"{1 / e.time_s:,.1f}", f"{f.batch / e.time_s:,.0f}",
                  f"{f.aggregate_tok_s / b.aggregate_tok_s:,.1f}x", f.bound.split()[0],
-                 "yes" if f.fit.fits else "NO"] for f, b in self.floors]
-        lines += table(rows, ["batch", "context", "step ms", "tok/s/user", "tok/s total",
-                              "gain", "bound", "fits"])
+                 "yes" if f.fit.fits else "NO"]
+                for (f, b), e in zip(self.floors, self.expected)]
+        lines += table(rows, ["batch", "context", "floor ms", "expected ms", "band",
+                              "tok/s/user", "tok/s total", "gain", "bound", "fits"])
+        lines.append(f"expected: step_cost with the {self.expected[0].engine} profile "
+                     f"[{self.expected[0].source}]; tok/s columns use the expectation, gain the "
+                     "floor.")
         lines.append("Card output rises with batch; each user's speed falls, by how much "
                      "decided by context (the only term that grows).")
         return lines
 
 
-def decode_report(dep: Deployment, batches: list[int], contexts: list[int]) -> DecodeReport:
-    floors = []
+def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
+                  profile: EngineProfile) -> DecodeReport:
+    floors, expected = [], []
     for context in contexts:
         base = decode_floor(dep, 1, context)
-        floors += [(decode_floor(dep, b, context), base) for b in batches]
-    return DecodeReport(dep, tuple(floors))
+        for b in batches:
+            floors.append((decode_floor(dep, b, context), base))
+            expected.append(Expectation.of(dep, decode_batch(b, context), profile))
+    return DecodeReport(dep, tuple(floors), tuple(expected))
 
 
 @dataclass(frozen=True)
 class PrefillReport:
     deployment: Deployment
     floor: PrefillFloor
+    expected: Expectation
 
     @property
     def steps(self) -> tuple[Step, ...]:
@@ -112,10 +154,10 @@ class PrefillReport:
                 "bound": f.bound, "flops": f.flops, "bytes_moved": f.bytes_moved,
                 "intensity_flop_per_byte": f.intensity_flop_per_byte,
                 "weight_intensity_flop_per_byte": f.weight_intensity_flop_per_byte,
-                **_fit_dict(f)}
+                "expected": self.expected.to_dict(), **_fit_dict(f)}
 
     def text_lines(self) -> list[str]:
-        f, dep = self.floor, self.deployment
+        f, dep, e = self.floor, self.deployment, self.expected
         ridge = ridge_point(dep.peak_flops_per_s, dep.bandwidth_bytes_per_s)
         lines = [] if f.fit.fits else [f.fit.headline()]
         lines += [
@@ -125,6 +167,9 @@ class PrefillReport:
             f"  throughput {f.tokens_per_s:,.0f} prompt tok/s",
             f"  intensity  {f.weight_intensity_flop_per_byte:,.0f} FLOP per byte of weights, "
             f"{f.intensity_flop_per_byte:,.0f} over all bytes (ridge {ridge:,.0f})",
+            f"expected on {e.engine}: {e.time_s * 1e3:,.1f} ms ({e.low_s * 1e3:,.1f}–"
+            f"{e.high_s * 1e3:,.1f}) = TTFT, {f.batch * f.prompt_len / e.time_s:,.0f} prompt "
+            f"tok/s  [{e.source}]",
         ]
         return lines
 

@@ -1,0 +1,194 @@
+"""Fit engine profiles to measurements, and score predictions against them.
+
+The fit minimises a robust loss (Huber on the log ratio predicted/measured) over an
+engine's throughput and latency rows, in log-parameter space, by Nelder–Mead. Few
+parameters, each physical: bandwidth and compute efficiency, a per-step and a per-layer
+overhead, and a multiplier per accelerator group that has enough rows. The band is the
+10th–90th percentile of the fit's own ratios measured/predicted.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from ridgeline.engines import EngineProfile, accelerator_group, bundled_profiles, engine_id
+from ridgeline.errors import InputError
+from ridgeline.hardware import resolve_accelerator
+from ridgeline.measurements import KV_METRICS, Measurement
+from ridgeline.predict import Prediction, predict
+
+HUBER_DELTA = 0.25  # log-ratio beyond which a row counts linearly (≈ 28% error)
+MIN_GROUP_ROWS = 8  # a group gets its own multiplier only with this many rows
+GROUP_PRIOR = 0.002  # a gentle pull of group multipliers towards 1 (squared log)
+
+
+def performance_rows(rows: Iterable[Measurement]) -> list[Measurement]:
+    return [r for r in rows if r.metric not in KV_METRICS]
+
+
+def _group(row: Measurement) -> str:
+    try:
+        return accelerator_group(resolve_accelerator(row.gpu))
+    except InputError:
+        return "other"
+
+
+@dataclass(frozen=True)
+class _Space:
+    """Maps a parameter vector (logs) to a profile."""
+
+    base: EngineProfile
+    bw_groups: tuple[str, ...]
+    compute_groups: tuple[str, ...]
+
+    def start(self) -> list[float]:
+        b = self.base
+        return [math.log(b.bandwidth_efficiency), math.log(b.compute_efficiency),
+                math.log(max(b.step_overhead_s, 1e-6)), math.log(max(b.layer_overhead_s, 1e-8)),
+                *([0.0] * (len(self.bw_groups) + len(self.compute_groups)))]
+
+    def profile(self, x: Sequence[float]) -> EngineProfile:
+        n = len(self.bw_groups)
+        return replace(
+            self.base,
+            bandwidth_efficiency=min(1.0, math.exp(x[0])),
+            compute_efficiency=min(1.0, math.exp(x[1])),
+            step_overhead_s=math.exp(x[2]),
+            layer_overhead_s=math.exp(x[3]),
+            group_bandwidth={g: math.exp(v) for g, v in zip(self.bw_groups, x[4:4 + n])},
+            group_compute={g: math.exp(v) for g, v in zip(self.compute_groups, x[4 + n:])},
+        )
+
+    def penalty(self, x: Sequence[float]) -> float:
+        return GROUP_PRIOR * sum(v * v for v in x[4:])
+
+
+def _huber(r: float) -> float:
+    a = abs(r)
+    return 0.5 * a * a if a <= HUBER_DELTA else HUBER_DELTA * (a - 0.5 * HUBER_DELTA)
+
+
+def fit_engine(rows: Sequence[Measurement], engine: str,
+               base: EngineProfile | None = None) -> EngineProfile:
+    """Fit one engine's profile to its performance rows (KV rows are memory, not speed)."""
+    key = engine_id(engine)
+    mine = [r for r in performance_rows(rows) if engine_id(r.engine) == key]
+    if not mine:
+        raise InputError(f"no throughput or latency rows for engine {engine!r} to fit")
+    start = base or bundled_profiles().get(key) or EngineProfile(key, 0.7, 0.5, 3e-4, 5e-6)
+    start = replace(start, engine=key, group_bandwidth={}, group_compute={})
+    groups = Counter(_group(r) for r in mine)
+    decode_groups = Counter(_group(r) for r in mine if r.metric == "decode_tok_s_per_user")
+    compute_groups = Counter(_group(r) for r in mine if r.metric in ("prefill_tok_s", "ttft_ms"))
+    bw = tuple(sorted(g for g, n in decode_groups.items() if n >= MIN_GROUP_ROWS))
+    cg = tuple(sorted(g for g, n in compute_groups.items() if n >= MIN_GROUP_ROWS))
+    if len(bw) == len({g for g in groups}) and bw:
+        bw = bw[1:]  # one group is the reference: the global efficiency is its value
+    if len(cg) == len({g for g in groups}) and cg:
+        cg = cg[1:]
+    space = _Space(start, bw, cg)
+
+    def loss(x: Sequence[float]) -> float:
+        profile = space.profile(x)
+        total = 0.0
+        for row in mine:
+            p = predict(row, {key: profile})
+            if p.predicted is None:
+                continue
+            total += _huber(math.log(p.predicted / p.measured))
+        return total / len(mine) + space.penalty(x)
+
+    best = nelder_mead(loss, space.start(), step=0.5, iterations=400)
+    best = nelder_mead(loss, best, step=0.15, iterations=300)
+    fitted = space.profile(best)
+    ratios = sorted(p.measured / p.predicted for p in (predict(r, {key: fitted}) for r in mine)
+                    if p.predicted)
+    return replace(fitted, band_low=_quantile(ratios, 0.1), band_high=_quantile(ratios, 0.9),
+                   fitted_rows=len(mine),
+                   source=f"fitted on {len(mine)} rows ({', '.join(sorted({r.source_key for r in mine}))})")
+
+
+def fit_profiles(rows: Sequence[Measurement],
+                 engines: Iterable[str] | None = None) -> dict[str, EngineProfile]:
+    """A profile per engine that has performance rows."""
+    names = sorted({engine_id(r.engine) for r in performance_rows(rows)})
+    if engines is not None:
+        names = [engine_id(e) for e in engines if engine_id(e) in names]
+    return {name: fit_engine(rows, name) for name in names}
+
+
+def nelder_mead(f: Callable[[Sequence[float]], float], x0: Sequence[float],
+                step: float = 0.5, iterations: int = 300) -> list[float]:
+    """Minimise f from x0 (Nelder & Mead 1965; standard coefficients 1, 2, 0.5, 0.5)."""
+    n = len(x0)
+    simplex = [list(x0)] + [[x + (step if i == j else 0.0) for j, x in enumerate(x0)]
+                            for i in range(n)]
+    values = [f(p) for p in simplex]
+    for _ in range(iterations):
+        order = sorted(range(n + 1), key=lambda i: values[i])
+        simplex = [simplex[i] for i in order]
+        values = [values[i] for i in order]
+        if abs(values[-1] - values[0]) < 1e-10:
+            break
+        centroid = [sum(p[j] for p in simplex[:-1]) / n for j in range(n)]
+        worst = simplex[-1]
+        reflect = [c + (c - w) for c, w in zip(centroid, worst)]
+        fr = f(reflect)
+        if fr < values[0]:
+            expand = [c + 2 * (c - w) for c, w in zip(centroid, worst)]
+            fe = f(expand)
+            simplex[-1], values[-1] = (expand, fe) if fe < fr else (reflect, fr)
+        elif fr < values[-2]:
+            simplex[-1], values[-1] = reflect, fr
+        else:
+            contract = [c + 0.5 * (w - c) for c, w in zip(centroid, worst)]
+            fc = f(contract)
+            if fc < values[-1]:
+                simplex[-1], values[-1] = contract, fc
+            else:
+                best = simplex[0]
+                simplex = [best] + [[b + 0.5 * (x - b) for b, x in zip(best, p)]
+                                    for p in simplex[1:]]
+                values = [values[0]] + [f(p) for p in simplex[1:]]
+    return simplex[min(range(n + 1), key=lambda i: values[i])]
+
+
+def _quantile(values: Sequence[float], q: float) -> float:
+    if not values:
+        return 1.0
+    position = q * (len(values) - 1)
+    low, high = math.floor(position), math.ceil(position)
+    return values[low] + (values[high] - values[low]) * (position - low)
+
+
+@dataclass(frozen=True)
+class ErrorStats:
+    group: str
+    rows: int
+    median_abs_error: float
+    p90_abs_error: float
+    median_signed_error: float
+
+
+def error_stats(predictions: Sequence[Prediction], key: Callable[[Prediction], str]
+                ) -> list[ErrorStats]:
+    """Median and p90 |error| per group of predictions that have a prediction."""
+    groups: dict[str, list[float]] = {}
+    for p in predictions:
+        if p.error is not None:
+            groups.setdefault(key(p), []).append(p.error)
+    out = []
+    for group, errors in sorted(groups.items()):
+        absolute = sorted(abs(e) for e in errors)
+        out.append(ErrorStats(group, len(errors), statistics.median(absolute),
+                              _quantile(absolute, 0.9), statistics.median(errors)))
+    return out
+
+
+def validate(rows: Sequence[Measurement],
+             profiles: Mapping[str, EngineProfile] | None = None) -> list[Prediction]:
+    return [predict(row, profiles) for row in rows]

@@ -1,0 +1,131 @@
+"""Reading measurement rows (the CSV format of validation/README.md), row by row.
+
+A bad row gets a message naming its id and the problem; good rows are still read.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ridgeline.errors import InputError
+
+COLUMNS = ("id", "model", "weights_dtype", "kv_dtype", "gpu", "num_gpus", "tp", "batch",
+           "input_len", "output_len", "context_len", "metric", "value", "unit", "engine",
+           "source", "notes")
+UNITS = {
+    "decode_tok_s_per_user": "tok/s", "prefill_tok_s": "tok/s",
+    "output_throughput_tok_s": "tok/s", "output_throughput_tok_s_per_gpu": "tok/s/gpu",
+    "ttft_ms": "ms", "kv_cache_tokens": "tokens", "kv_cache_gib": "GiB",
+    "gpu_blocks": "blocks", "max_concurrency": "x",
+}
+KV_METRICS = ("kv_cache_tokens", "kv_cache_gib", "gpu_blocks", "max_concurrency")
+
+
+@dataclass(frozen=True)
+class Measurement:
+    id: str
+    model: str
+    weights_dtype: str
+    kv_dtype: str
+    gpu: str
+    num_gpus: int
+    tp: int
+    batch: int | None
+    input_len: int | None
+    output_len: int | None
+    context_len: int | None
+    metric: str
+    value: float
+    unit: str
+    engine: str
+    source: str
+    notes: str
+
+    @property
+    def source_key(self) -> str:
+        return self.source.split()[0] if self.source else ""
+
+    def setting(self, name: str) -> str | None:
+        """A value from the notes' engine settings, e.g. setting('gpu_memory_utilization')."""
+        match = re.search(rf"{re.escape(name)}\s*[=:]?\s*([0-9.]+\s*(?:GiB|GB)?)", self.notes)
+        return match.group(1) if match else None
+
+
+@dataclass(frozen=True)
+class ReadResult:
+    rows: tuple[Measurement, ...]
+    errors: tuple[str, ...]  # "id: problem"
+
+
+def _int(text: str, column: str, minimum: int = 0) -> int | None:
+    if text is None or text.strip() == "":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{column} must be a whole number, got {text!r}") from None
+    if value < minimum:
+        raise ValueError(f"{column} must be ≥ {minimum}, got {value}")
+    return value
+
+
+def parse_row(raw: dict[str, str]) -> Measurement:
+    """One CSV row; ValueError naming the column when it is not what it claims."""
+    metric = raw["metric"].strip()
+    if metric not in UNITS:
+        raise ValueError(f"unknown metric {metric!r}")
+    unit = raw["unit"].strip()
+    if unit != UNITS[metric]:
+        raise ValueError(f"metric {metric} is measured in {UNITS[metric]}, not {unit!r}")
+    try:
+        value = float(raw["value"])
+    except ValueError:
+        raise ValueError(f"value must be a number, got {raw['value']!r}") from None
+    if not value > 0 or value != value or value == float("inf"):
+        raise ValueError(f"value must be a positive number, got {raw['value']!r}")
+    num_gpus = _int(raw["num_gpus"], "num_gpus", 1) or 1
+    tp = _int(raw["tp"], "tp", 1) or 1
+    if num_gpus % tp:
+        raise ValueError(f"num_gpus {num_gpus} is not a multiple of tp {tp}")
+    return Measurement(
+        id=raw["id"].strip(), model=raw["model"].strip(),
+        weights_dtype=raw["weights_dtype"].strip().lower(), kv_dtype=raw["kv_dtype"].strip(),
+        gpu=raw["gpu"].strip(), num_gpus=num_gpus, tp=tp, batch=_int(raw["batch"], "batch", 1),
+        input_len=_int(raw["input_len"], "input_len"),
+        output_len=_int(raw["output_len"], "output_len"),
+        context_len=_int(raw["context_len"], "context_len"), metric=metric, value=value,
+        unit=unit, engine=raw["engine"].strip(), source=raw.get("source", ""),
+        notes=raw.get("notes", "") or "",
+    )
+
+
+def read_measurements(path: str | Path) -> ReadResult:
+    """All rows of a measurements CSV; a file that is not one raises InputError."""
+    file = Path(path).expanduser()
+    try:
+        text = file.read_text("utf-8")
+    except FileNotFoundError:
+        raise InputError(f"no such measurements file: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path} is not a readable CSV file ({exc})") from None
+    reader = csv.DictReader(text.splitlines())
+    missing = [c for c in COLUMNS if c not in (reader.fieldnames or []) and c != "notes"]
+    if missing:
+        raise InputError(f"{path} is not a measurements CSV: missing columns {', '.join(missing)}")
+    rows, errors, seen = [], [], set()
+    for number, raw in enumerate(reader, start=2):
+        row_id = (raw.get("id") or f"line {number}").strip()
+        try:
+            if None in raw.values() or None in raw:
+                raise ValueError("wrong number of columns")
+            row = parse_row(raw)
+            if row.id in seen:
+                raise ValueError("duplicate id")
+            seen.add(row.id)
+            rows.append(row)
+        except (ValueError, KeyError) as exc:
+            errors.append(f"{row_id}: {exc}")
+    return ReadResult(tuple(rows), tuple(errors))

@@ -1,0 +1,196 @@
+"""Predict a measurement row's metric under its conditions, through step_cost.
+
+Metric definitions (validation/README.md), converted once here:
+- decode_tok_s_per_user: output tokens ÷ the time to generate them at batch 1; llama-bench
+  ``tgN @ dD`` grows the cache from D to D+N, so the mean step is at D + N/2 (step time is
+  linear in context).
+- prefill_tok_s: prompt tokens ÷ prefill time; llama.cpp splits a prompt into ubatches of
+  512 tokens, each attending to what came before.
+- output_throughput_tok_s: generated tokens per second over all sequences and GPUs. With a
+  batch: a static batch (prefill, then output_len decode steps). llama-batched-bench S_TG:
+  the decode steps only. Without a batch: the engine runs as many sequences as its KV pool
+  and batch limit allow.
+- ttft_ms: one prompt's prefill plus the step that emits the first token.
+- KV metrics: the engine's KV pool (memory.py).
+TPOT (time per output token after the first) = 1 ÷ decode_tok_s_per_user; ITL is the same
+quantity measured between consecutive tokens; end-to-end latency = TTFT + (output−1)·TPOT.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ridgeline.catalog import resolve_model
+from ridgeline.cost import Seq, decode_batch, step_time_s
+from ridgeline.deployment import Deployment
+from ridgeline.engines import EngineProfile, engine_id, profile_for
+from ridgeline.errors import InputError
+from ridgeline.hardware import resolve_accelerator
+from ridgeline.measurements import KV_METRICS, Measurement
+from ridgeline.memory import engine_defaults, kv_pool, max_batch
+from ridgeline.units import GIB
+
+_WEIGHTS = {"f16": "fp16", "f32": "fp32", "fp8": "fp8", "bf16": "bf16", "int8": "int8",
+            "nvfp4": "nvfp4", "mxfp4": "mxfp4"}
+LLAMA_CPP_UBATCH = 512
+
+
+@dataclass(frozen=True)
+class Prediction:
+    id: str
+    metric: str
+    measured: float
+    predicted: float | None
+    reason: str = ""
+    low: float | None = None
+    high: float | None = None
+
+    @property
+    def error(self) -> float | None:
+        """Signed relative error (predicted − measured) / measured."""
+        if self.predicted is None:
+            return None
+        return (self.predicted - self.measured) / self.measured
+
+
+@lru_cache(maxsize=4096)
+def deployment_for(row: Measurement) -> Deployment:
+    model = resolve_model(row.model)
+    acc = resolve_accelerator(row.gpu)
+    engine = engine_id(row.engine)
+    stored = set(model.stored_format_map.values())
+    weights = _WEIGHTS.get(row.weights_dtype, row.weights_dtype)
+    if weights in stored or (weights == "bf16" and not stored):
+        weights_arg: str | None = None  # the checkpoint as stored (gpt-oss MXFP4 experts)
+    else:
+        weights_arg = weights
+    kv = {"f16": "fp16", "unknown": None}.get(row.kv_dtype, row.kv_dtype)
+    if kv is None:
+        kv = "fp16" if engine.startswith("llama.cpp") else None
+    pp = row.num_gpus // row.tp
+    return Deployment.build(model, acc, weights_arg, kv, row.num_gpus, pp, engine)
+
+
+def predict(row: Measurement, profiles: Mapping[str, EngineProfile] | None = None) -> Prediction:
+    """The row's metric as ridgeline expects it, or None with the reason it cannot."""
+    try:
+        dep = deployment_for(row)
+        profile = profile_for(dep.engine, profiles)
+        value = _predict_value(row, dep, profile)
+    except InputError as exc:
+        return Prediction(row.id, row.metric, row.value, None, str(exc))
+    if value is None:
+        return Prediction(row.id, row.metric, row.value, None, "not enough conditions stated")
+    if row.metric in KV_METRICS:
+        return Prediction(row.id, row.metric, row.value, value)
+    low, high = value * profile.band_low, value * profile.band_high
+    if row.metric == "ttft_ms":  # a time: the band inverts
+        low, high = value / profile.band_high, value / profile.band_low
+    return Prediction(row.id, row.metric, row.value, value, "", low, high)
+
+
+def _predict_value(row: Measurement, dep: Deployment, profile: EngineProfile) -> float | None:
+    m = row.metric
+    if m == "decode_tok_s_per_user":
+        return 1.0 / decode_step_time(dep, profile, row.batch or 1, *_decode_span(row))
+    if m == "prefill_tok_s":
+        prompt = row.input_len or 0
+        if prompt <= 0:
+            return None
+        depth = max(0, (row.context_len or prompt) - prompt)
+        return (row.batch or 1) * prompt / prefill_time(dep, profile, prompt, depth,
+                                                        row.batch or 1)
+    if m in ("output_throughput_tok_s", "output_throughput_tok_s_per_gpu"):
+        value = output_throughput(row, dep, profile)
+        if value is None:
+            return None
+        return value / row.num_gpus if m.endswith("per_gpu") else value
+    if m == "ttft_ms":
+        ttft_prompt = row.input_len or row.context_len
+        if not ttft_prompt:
+            return None
+        return 1e3 * prefill_time(dep, profile, ttft_prompt, 0, 1, chunk=None)
+    return _kv_metric(row, dep)
+
+
+def _decode_span(row: Measurement) -> tuple[int, int]:
+    """(start context, tokens generated) of a decode measurement."""
+    out = row.output_len or 1
+    end = row.context_len or ((row.input_len or 0) + out)
+    return max(0, end - out), out
+
+
+def decode_step_time(dep: Deployment, profile: EngineProfile, batch: int, start: int,
+                     generated: int) -> float:
+    """Mean decode step time while contexts grow from ``start`` to ``start + generated``."""
+    mid = max(1, start + generated // 2)
+    return step_time_s(dep, decode_batch(batch, mid), profile)
+
+
+def prefill_time(dep: Deployment, profile: EngineProfile, prompt: int, depth: int = 0,
+                 batch: int = 1, chunk: int | None = LLAMA_CPP_UBATCH) -> float:
+    """Prefill of ``batch`` prompts of ``prompt`` tokens after ``depth`` cached ones.
+
+    llama.cpp cuts the work into ubatches of 512 tokens, whichever prompts they come from
+    (each ubatch re-reads the weights); engines with chunk=None run each prompt's tokens
+    in one pass.
+    """
+    if not dep.engine.startswith("llama.cpp") or chunk is None:
+        return step_time_s(dep, [Seq(prompt, depth)] * batch, profile)
+    total = 0.0
+    for _ in range(batch):
+        done = 0
+        while done < prompt:
+            n = min(chunk, prompt - done)
+            total += step_time_s(dep, [Seq(n, depth + done)], profile)
+            done += n
+    return total
+
+
+def output_throughput(row: Measurement, dep: Deployment, profile: EngineProfile) -> float | None:
+    isl, osl = row.input_len or 0, row.output_len or 0
+    if osl <= 0:
+        return None
+    if "S_TG" in row.notes:  # llama-batched-bench: decode steps only
+        sequences = row.batch or 1
+        return sequences / decode_step_time(dep, profile, sequences, isl, osl)
+    batch = row.batch or 0
+    if not batch:
+        batch = max_batch(dep, isl + osl)
+        if batch < 1:
+            raise InputError("does not fit: the KV pool holds no full sequence")
+    decode = osl * decode_step_time(dep, profile, batch, isl, osl)
+    prefill = 0.0
+    if isl > 0:
+        prefill = batch_prefill_time(dep, profile, batch, isl)
+    return batch * osl / (prefill + decode)
+
+
+def batch_prefill_time(dep: Deployment, profile: EngineProfile, batch: int, isl: int) -> float:
+    """Prompts of a batch, packed into steps of the engine's token budget."""
+    budget = int(engine_defaults(dep.engine).get("max_num_tokens",
+                                                 engine_defaults(dep.engine).get(
+                                                     "max_num_batched_tokens", 8192)))
+    per_step = max(1, budget // isl)
+    steps, rest = divmod(batch, per_step)
+    time = steps * step_time_s(dep, [Seq(isl, 0)] * per_step, profile) if steps else 0.0
+    if rest:
+        time += step_time_s(dep, [Seq(isl, 0)] * rest, profile)
+    return time
+
+
+def _kv_metric(row: Measurement, dep: Deployment) -> float | None:
+    total = row.setting("total_gpu_memory")
+    total_bytes = float(total.replace("GiB", "").strip()) * GIB if total else None
+    util = row.setting("gpu_memory_utilization")
+    max_len = row.context_len or 4096
+    pool = kv_pool(dep, max_len, total_bytes, float(util) if util else None)
+    if row.metric == "kv_cache_tokens":
+        return float(pool.tokens * dep.num_gpus // dep.num_gpus)
+    if row.metric == "kv_cache_gib":
+        return pool.pool_bytes / GIB
+    if row.metric == "gpu_blocks":
+        return float(pool.blocks)
+    return pool.concurrency(max_len)

@@ -1,0 +1,116 @@
+"""Fitting profiles to measurements, and scoring predictions against them."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from ridgeline.calibrate import error_stats, fit_engine, nelder_mead, validate
+from ridgeline.cli import main
+from ridgeline.engines import EngineProfile, profile_for
+from ridgeline.measurements import read_measurements
+from ridgeline.predict import predict
+from tests.conftest import MEASUREMENTS
+
+
+def test_nelder_mead_finds_a_quadratic_minimum() -> None:
+    best = nelder_mead(lambda x: (x[0] - 3) ** 2 + (x[1] + 1) ** 2, [0.0, 0.0], iterations=500)
+    assert best == pytest.approx([3, -1], abs=1e-3)
+
+
+def test_every_row_of_the_published_measurements_gets_a_prediction() -> None:
+    rows = read_measurements(MEASUREMENTS).rows
+    predictions = validate(rows)
+    assert len(predictions) == len(rows) == 403
+    assert all(p.predicted is not None for p in predictions), [
+        p.reason for p in predictions if p.predicted is None][:3]
+
+
+def test_bundled_profiles_beat_the_floor_by_a_wide_margin() -> None:
+    rows = [r for r in read_measurements(MEASUREMENTS).rows if r.metric == "decode_tok_s_per_user"]
+    floor = {e: EngineProfile(e, 1.0, 1.0, 0.0, 0.0) for e in
+             ("llama.cpp-cuda", "llama.cpp-metal", "llama.cpp-vulkan")}
+    fitted = error_stats(validate(rows), lambda p: "all")[0]
+    naive = error_stats(validate(rows, floor), lambda p: "all")[0]
+    assert fitted.median_abs_error < 0.5 * naive.median_abs_error
+
+
+def _subset(tmp_path: Path, engine: str, limit: int) -> Path:
+    with MEASUREMENTS.open(newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        rows = [r for r in reader if r["engine"] == engine][:limit]
+        fields = reader.fieldnames
+    assert fields is not None
+    path = tmp_path / "mine.csv"
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def test_a_profile_fitted_on_a_file_reduces_that_files_error(tmp_path: Path) -> None:
+    path = _subset(tmp_path, "llama.cpp-metal", 40)
+    rows = read_measurements(path).rows
+    # start far from the truth, as a team with a different engine build would be
+    start = EngineProfile("llama.cpp-metal", 0.4, 0.2, 1e-3, 1e-6)
+    before = error_stats(validate(rows, {"llama.cpp-metal": start}), lambda p: "x")[0]
+    fitted = fit_engine(rows, "llama.cpp-metal", start)
+    after = error_stats(validate(rows, {"llama.cpp-metal": fitted}), lambda p: "x")[0]
+    assert after.median_abs_error < before.median_abs_error / 2
+    assert fitted.band_low <= 1 <= fitted.band_high
+
+
+def test_calibrate_writes_a_profile_that_validate_takes(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    path = _subset(tmp_path, "llama.cpp-metal", 30)
+    out = tmp_path / "profile.json"
+    assert main(["calibrate", str(path), "-o", str(out)]) == 0
+    profiles = json.loads(out.read_text())["engines"]
+    assert "llama.cpp-metal" in profiles
+    capsys.readouterr()
+    assert main(["validate", str(path), "--profile", str(out), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert len(data["rows"]) == 30 and all(r["predicted"] for r in data["rows"])
+    assert main(["decode", "llama-2-7b", "--gpu", "apple-m2-max-30c", "--engine",
+                 "llama.cpp-metal", "--profile", str(out)]) == 0
+
+
+def test_bad_rows_are_named_and_good_rows_still_scored(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    path = _subset(tmp_path, "trtllm", 5)
+    lines = path.read_text().splitlines()
+    header = lines[0].split(",")
+    broken = lines[1].split(",")
+    broken[header.index("unit")] = "ms"  # units that disagree with the metric
+    lines.append(",".join(broken).replace(broken[0], "BROKEN", 1))
+    lines.append("NEGATIVE" + lines[2][lines[2].index(","):].replace(",1,1,", ",1,1,", 1))
+    path.write_text("\n".join(lines) + "\n")
+    result = read_measurements(path)
+    assert any(e.startswith("BROKEN:") and "tok/s" in e for e in result.errors)
+    assert len(result.rows) >= 5
+    assert main(["validate", str(path), "--summary"]) == 0
+    assert "unreadable: BROKEN" in capsys.readouterr().out
+
+
+def test_a_file_that_is_not_a_measurements_csv_exits_2(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "x.csv"
+    path.write_text("a,b\n1,2\n")
+    assert main(["validate", str(path)]) == 2
+    assert "missing columns" in capsys.readouterr().err
+
+
+def test_unknown_models_get_a_reason_not_a_number() -> None:
+    row = next(r for r in read_measurements(MEASUREMENTS).rows)
+    from dataclasses import replace
+    p = predict(replace(row, model="nobody/nothing-7b"))
+    assert p.predicted is None and "unknown model" in p.reason
+
+
+def test_profiles_name_their_fit() -> None:
+    assert "fitted on" in profile_for("llama.cpp-metal").source
+    assert "borrowed" in profile_for("vllm").source

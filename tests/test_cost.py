@@ -1,0 +1,86 @@
+"""step_cost: the one function every time comes from."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.cost import IDEAL, Seq, decode_batch, step_cost, step_time_s
+from ridgeline.engines import profile_for
+from ridgeline.errors import InputError
+
+
+def dep(model: str = "llama-3.1-8b", gpu: str = "h100", n: int = 1, pp: int = 1,
+        ep: bool = False) -> Deployment:
+    return Deployment.build(resolve_model(model), resolve_accelerator(gpu), "bf16", None, n, pp,
+                            expert_parallel=ep)
+
+
+def test_every_operator_is_reported_with_flops_bytes_time_and_bound() -> None:
+    cost = step_cost(dep(), decode_batch(8, 1000), profile_for("vllm"))
+    names = {op.name for op in cost.ops}
+    assert {"attention projections", "attention", "mlp", "lm head", "elementwise",
+            "overhead"} <= names
+    for op in cost.ops:
+        assert op.time_s > 0 and op.bound in ("compute", "memory", "link", "overhead")
+    assert cost.time_s == pytest.approx(sum(op.time_s for op in cost.ops))
+
+
+def test_the_fast_path_equals_the_full_breakdown() -> None:
+    for model in ("llama-3.1-8b", "qwen3-30b-a3b", "deepseek-v3", "jamba-1.5-mini"):
+        d = dep(model, n=8)
+        batch = [Seq(1, 500), Seq(1, 4000), Seq(256, 100)]
+        profile = profile_for("trtllm")
+        assert step_time_s(d, batch, profile) == pytest.approx(step_cost(d, batch, profile).time_s)
+
+
+def test_an_engine_is_never_faster_than_the_floor() -> None:
+    for engine in ("vllm", "trtllm", "llama.cpp-cuda", "llama.cpp-metal"):
+        profile = profile_for(engine)
+        for batch in (decode_batch(1, 100), decode_batch(64, 4000), [Seq(2048, 0)]):
+            assert step_time_s(dep(), batch, profile) >= step_time_s(dep(), batch, IDEAL)
+
+
+def test_tensor_parallel_adds_all_reduce_and_moe_with_ep_adds_all_to_all() -> None:
+    tp = step_cost(dep("llama-3.1-70b", n=4), decode_batch(16, 1000))
+    assert any(op.name == "tp all-reduce" and op.bound == "link" for op in tp.ops)
+    ep = step_cost(dep("qwen3-30b-a3b", n=4, ep=True), decode_batch(16, 1000))
+    assert any(op.name == "ep all-to-all" for op in ep.ops)
+
+
+def test_pipeline_stages_pay_a_hand_off() -> None:
+    cost = step_cost(dep("llama-3.1-70b", "a100", n=4, pp=4), decode_batch(1, 100))
+    assert any(op.name == "pipeline send" for op in cost.ops)
+
+
+def test_prefill_attention_grows_quadratically_and_decode_linearly() -> None:
+    d = dep()
+    def att(batch: list[Seq]) -> float:
+        return next(op.flops for op in step_cost(d, batch).ops if op.name == "attention")
+    assert att([Seq(8000, 0)]) / att([Seq(4000, 0)]) == pytest.approx(4, rel=0.01)
+    assert att([Seq(1, 8000)]) / att([Seq(1, 4000)]) == pytest.approx(2, rel=0.01)
+
+
+def test_moe_decode_reads_few_experts_and_prefill_reads_all() -> None:
+    d = dep("qwen3-30b-a3b")
+    def experts(batch: list[Seq]) -> float:
+        return next(op.bytes for op in step_cost(d, batch).ops if op.name == "experts")
+    assert experts(decode_batch(1, 10)) < 0.1 * experts([Seq(4096, 0)])
+
+
+def test_empty_or_malformed_batches_are_refused() -> None:
+    with pytest.raises(InputError):
+        step_cost(dep(), [])
+    with pytest.raises(InputError):
+        step_cost(dep(), [Seq(0, 10)])
+
+
+@settings(max_examples=40, deadline=None)
+@given(batch=st.integers(1, 512), context=st.integers(1, 100_000))
+def test_step_time_grows_with_batch_and_context(batch: int, context: int) -> None:
+    d, profile = dep(), profile_for("vllm")
+    t = step_time_s(d, decode_batch(batch, context), profile)
+    assert step_time_s(d, decode_batch(batch + 1, context), profile) >= t
+    assert step_time_s(d, decode_batch(batch, context + 1000), profile) >= t
