@@ -1,11 +1,13 @@
 """Engine-aware memory: what an engine leaves for the KV cache, per GPU.
 
 vLLM reserves gpu_memory_utilization × total memory, profiles one forward pass of
-``profile_tokens`` tokens to find the activation peak, keeps non-torch memory (CUDA
-context, NCCL) and CUDA graphs, and pages the KV cache into what is left, in blocks of
-``block_size`` tokens (vllm/worker/worker.py, determine_num_available_blocks).
-TensorRT-LLM gives the KV cache kv_cache_free_gpu_mem_fraction of the memory left after
-the engine loads; SGLang mem_fraction_static of the total minus weights.
+max_num_batched_tokens tokens (V0 without chunked prefill: max(max_model_len, 2048)) to
+find the activation peak, keeps non-torch memory (CUDA context, NCCL) and CUDA graphs,
+and pages the KV cache into what is left, in blocks of block_size tokens
+(vllm/v1/worker/gpu_worker.py determine_available_memory; V0 worker.py).
+SGLang gives the KV pool mem_fraction_static × total minus the weights; TensorRT-LLM gives
+kv_cache_free_gpu_mem_fraction of the memory free after the engine loads; llama.cpp
+allocates the KV cache for the whole n_ctx up front.
 """
 
 from __future__ import annotations
@@ -15,13 +17,14 @@ from typing import Any
 
 from ridgeline.datafiles import load_data
 from ridgeline.deployment import Deployment
-from ridgeline.kvcache import kv_footprint
+from ridgeline.errors import InputError
+from ridgeline.kvcache import KVFootprint, kv_footprint
 from ridgeline.layouts import DENSE, MOE
 from ridgeline.units import GIB
 
 ACTIVATION_BYTES = 2
-# What the GPU driver keeps from the nominal capacity: torch reports 23.58 GiB total on a
-# 24 GiB RTX 3090 (vLLM issue #10517 log) and 79.15 GiB on an 80 GiB A100/H100.
+# What the driver keeps from the nominal capacity: torch reports 23.58 GiB total on a
+# 24 GiB RTX 3090 (vLLM issue #10517 log) and 79.2 GiB on an 80 GiB H100.
 VISIBLE_MEMORY_FRACTION = 0.985
 
 
@@ -29,6 +32,38 @@ def engine_defaults(engine: str) -> dict[str, Any]:
     key = "llama.cpp" if engine.startswith("llama.cpp") else engine
     data: dict[str, Any] = load_data("engines.json").get(key, {})
     return data
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """The memory and batch knobs, in the engine's own words (None: the engine's default)."""
+
+    gpu_memory_utilization: float | None = None  # vLLM; SGLang mem_fraction_static; TRT-LLM
+    max_model_len: int | None = None  # kv_cache_free_gpu_mem_fraction; llama.cpp n_ctx
+    max_num_seqs: int | None = None  # SGLang max_running_requests; TRT max_batch_size
+    max_num_batched_tokens: int | None = None  # SGLang chunked_prefill_size; TRT max_num_tokens
+    block_size: int | None = None  # SGLang page_size; TRT tokens_per_block
+    enforce_eager: bool = False  # vLLM: no CUDA graphs, no graph memory
+    usage: str = "serve"  # vLLM usage context: "serve" (vllm serve) or "offline" (LLM class)
+
+    def __post_init__(self) -> None:
+        u = self.gpu_memory_utilization
+        if u is not None and not 0 < u <= 1:
+            raise InputError(f"memory fraction must be in (0, 1], got {u}")
+        for name in ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise InputError(f"{name} must be at least 1, got {value}")
+        if self.usage not in ("serve", "offline"):
+            raise InputError(f"usage must be serve or offline, got {self.usage!r}")
+
+
+def vllm_batch_defaults(dep: Deployment, usage: str) -> dict[str, int]:
+    """vLLM's default max_num_seqs and max_num_batched_tokens for this accelerator."""
+    table = engine_defaults("vllm")["batch_defaults"]
+    acc = dep.accelerator
+    large = acc.memory_bytes >= table["large_memory_gib"] * GIB and not acc.id.startswith("a100")
+    return dict(table["large" if large else "other"][usage])
 
 
 def activation_bytes_per_token(dep: Deployment) -> float:
@@ -52,7 +87,7 @@ def activation_bytes_per_token(dep: Deployment) -> float:
 
 @dataclass(frozen=True)
 class KVPool:
-    """The KV pool one GPU gets, and what it holds."""
+    """The KV pool of one GPU and everything that was taken before it."""
 
     engine: str
     total_bytes: float  # per GPU, as the driver reports it
@@ -61,14 +96,18 @@ class KVPool:
     activation_bytes: float
     non_torch_bytes: float
     cuda_graph_bytes: float
-    kv_bytes_per_token: float  # per GPU, growing layers
+    free_fraction_of_rest: float  # TRT-LLM: its fraction applies to what is left
+    kv_bytes_per_token: float  # per GPU, full-attention (growing) layers
     block_size: int
+    max_num_seqs: int
+    profile_tokens: int
 
     @property
     def pool_bytes(self) -> float:
         budget = self.total_bytes * self.reserved_fraction
-        return max(0.0, budget - self.weight_bytes - self.activation_bytes
-                   - self.non_torch_bytes - self.cuda_graph_bytes)
+        rest = budget - self.weight_bytes - self.activation_bytes - self.non_torch_bytes \
+            - self.cuda_graph_bytes
+        return max(0.0, rest * self.free_fraction_of_rest)
 
     @property
     def blocks(self) -> int:
@@ -77,47 +116,70 @@ class KVPool:
 
     @property
     def tokens(self) -> int:
+        """Tokens of full-attention cache the pool holds (what vLLM logs as the KV size)."""
         return self.blocks * self.block_size
 
     def concurrency(self, max_model_len: int) -> float:
-        """Full-length sequences that fit: tokens ÷ max_model_len."""
+        """Full-length sequences that fit: tokens ÷ max_model_len (vLLM's 'Maximum concurrency')."""
         return self.tokens / max_model_len
 
 
-def kv_pool(
-    dep: Deployment, max_model_len: int, total_bytes: float | None = None,
-    utilization: float | None = None, profile_tokens: int | None = None,
-    block_size: int | None = None, max_num_seqs: int | None = None,
-) -> KVPool:
-    """The per-GPU KV pool of ``dep.engine`` (first model: vLLM-style profiling)."""
-    d = engine_defaults(dep.engine)
+def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
+            total_bytes: float | None = None) -> KVPool:
+    """The per-GPU KV pool of ``dep.engine`` under ``settings``."""
+    s = settings or EngineSettings()
+    engine = dep.engine
+    d = engine_defaults(engine)
     total = total_bytes or dep.accelerator.memory_bytes * VISIBLE_MEMORY_FRACTION
-    per_gpu_weights = dep.weight_bytes / dep.num_gpus
-    seqs = max_num_seqs or int(d.get("max_num_seqs", 256))
-    tokens = profile_tokens or max(max_model_len, int(d.get("max_num_batched_tokens", 2048)))
-    logits = seqs * dep.model.vocab_size * 4 * float(d.get("sampler_logit_copies", 0))
-    activations = tokens * activation_bytes_per_token(dep) + logits / dep.tensor_parallel_size
+    weights = dep.weight_bytes / dep.num_gpus
     footprint = kv_footprint(dep.model, 1, dep.kv.bytes_per_element)
-    per_token = (footprint.bytes_per_token_growing * dep.kv_replication
-                 / dep.num_gpus)
-    if dep.engine == "trtllm":
-        fraction = utilization or float(d["kv_cache_free_gpu_mem_fraction"])
-        free = total - per_gpu_weights - activations - float(d["non_torch_gib"]) * GIB
-        return KVPool(dep.engine, free, fraction, 0.0, 0.0, 0.0, 0.0, per_token,
-                      int(block_size or d["tokens_per_block"]))
-    fraction = utilization or float(d.get("gpu_memory_utilization",
-                                          d.get("mem_fraction_static", 0.9)))
-    return KVPool(dep.engine, total, fraction, per_gpu_weights, activations,
-                  float(d.get("non_torch_gib", 0.4)) * GIB,
-                  float(d.get("cuda_graph_gib", 0.0)) * GIB if dep.engine != "vllm" else 0.0,
-                  per_token, int(block_size or d.get("block_size", d.get("page_size", 16))))
+    per_token = footprint.bytes_per_token_growing * dep.kv_replication / dep.num_gpus
+    max_len = s.max_model_len or dep.model.max_position_embeddings or 4096
+    non_torch = float(d.get("non_torch_gib", 0.4)) * GIB
+    if engine.startswith("llama.cpp"):
+        return KVPool(engine, total, 1.0, weights, 0.0, non_torch, 0.0, 1.0, per_token,
+                      1, s.max_num_seqs or 1, 0)
+    if engine == "vllm":
+        defaults = vllm_batch_defaults(dep, s.usage)
+        seqs = s.max_num_seqs or defaults["max_num_seqs"]
+        tokens = s.max_num_batched_tokens or defaults["max_num_batched_tokens"]
+        fraction = s.gpu_memory_utilization or float(d["gpu_memory_utilization"])
+        graphs = 0.0 if s.enforce_eager else float(d.get("cuda_graph_gib", 0.0)) * GIB
+        block = s.block_size or int(d["block_size"])
+        free_rest = 1.0
+    elif engine == "sglang":
+        seqs = s.max_num_seqs or int(d["max_running_requests"])
+        tokens = s.max_num_batched_tokens or int(d["chunked_prefill_size"])
+        fraction = s.gpu_memory_utilization or float(d["mem_fraction_static"])
+        graphs, block, free_rest = 0.0, s.block_size or int(d["page_size"]), 1.0
+        non_torch = 0.0  # outside mem_fraction_static: SGLang leaves 1 − fraction for these
+    else:  # trtllm
+        seqs = s.max_num_seqs or int(d["max_batch_size"])
+        tokens = s.max_num_batched_tokens or int(d["max_num_tokens"])
+        fraction = 1.0
+        free_rest = s.gpu_memory_utilization or float(d["kv_cache_free_gpu_mem_fraction"])
+        graphs, block = 0.0, s.block_size or int(d["tokens_per_block"])
+    # The profiling pass peaks inside the MLP; the sampler's logits come later, not on top.
+    activations = tokens * activation_bytes_per_token(dep)
+    return KVPool(engine, total, fraction, weights, activations,
+                  non_torch if engine != "sglang" else 0.0, graphs, free_rest, per_token,
+                  block, seqs, tokens)
 
 
-def max_batch(dep: Deployment, context: int, max_model_len: int | None = None) -> int:
-    """Sequences of ``context`` tokens the engine can run at once: pool ÷ per-sequence cache."""
-    pool = kv_pool(dep, max_model_len or context)
-    per_seq = kv_footprint(dep.model, context, dep.kv.bytes_per_element).bytes_per_sequence
-    per_seq_per_gpu = per_seq * dep.kv_replication / dep.num_gpus
-    d = engine_defaults(dep.engine)
-    cap = int(d.get("max_batch_size", d.get("max_num_seqs", d.get("max_running_requests", 256))))
-    return max(0, min(cap, int(pool.pool_bytes // per_seq_per_gpu) if per_seq_per_gpu else cap))
+def sequence_bytes_per_gpu(dep: Deployment, context: int) -> float:
+    """One conversation's cache on one GPU: full layers × context, windows, states."""
+    footprint: KVFootprint = kv_footprint(dep.model, context, dep.kv.bytes_per_element)
+    return footprint.bytes_per_sequence * dep.kv_replication / dep.num_gpus
+
+
+def conversations(pool: KVPool, dep: Deployment, context: int) -> int:
+    """Conversations of ``context`` tokens the pool holds at once."""
+    per_seq = sequence_bytes_per_gpu(dep, context)
+    return int(pool.pool_bytes // per_seq) if per_seq else 0
+
+
+def max_batch(dep: Deployment, context: int, settings: EngineSettings | None = None) -> int:
+    """Sequences of ``context`` tokens the engine runs at once: the pool, then its seat limit."""
+    s = settings or EngineSettings(max_model_len=context, usage="offline")
+    pool = kv_pool(dep, s)
+    return max(0, min(pool.max_num_seqs, conversations(pool, dep, context)))

@@ -29,7 +29,7 @@ from ridgeline.engines import EngineProfile, engine_id, profile_for
 from ridgeline.errors import InputError
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.measurements import KV_METRICS, Measurement
-from ridgeline.memory import engine_defaults, kv_pool, max_batch
+from ridgeline.memory import EngineSettings, engine_defaults, kv_pool, max_batch
 from ridgeline.units import GIB
 
 _WEIGHTS = {"f16": "fp16", "f32": "fp32", "fp8": "fp8", "bf16": "bf16", "int8": "int8",
@@ -185,10 +185,17 @@ def _kv_metric(row: Measurement, dep: Deployment) -> float | None:
     total = row.setting("total_gpu_memory")
     total_bytes = float(total.replace("GiB", "").strip()) * GIB if total else None
     util = row.setting("gpu_memory_utilization")
-    max_len = row.context_len or 4096
-    pool = kv_pool(dep, max_len, total_bytes, float(util) if util else None)
+    max_len = row.context_len or dep.model.max_position_embeddings or 4096
+    v0 = "V0" in row.notes or "v0.2" in row.notes  # profiles max(max_model_len, 2048) tokens
+    settings = EngineSettings(
+        gpu_memory_utilization=float(util) if util else None, max_model_len=max_len,
+        max_num_seqs=256 if v0 else None,
+        max_num_batched_tokens=max(max_len, 2048) if v0 else None,
+        enforce_eager=v0,  # V0 captured CUDA graphs after sizing the pool
+    )
+    pool = kv_pool(dep, settings, total_bytes)
     if row.metric == "kv_cache_tokens":
-        return float(pool.tokens * dep.num_gpus // dep.num_gpus)
+        return float(pool.tokens)
     if row.metric == "kv_cache_gib":
         return pool.pool_bytes / GIB
     if row.metric == "gpu_blocks":
