@@ -11,6 +11,7 @@ import pytest
 from ridgeline.catalog import all_model_ids, resolve_model
 from ridgeline.cli import main
 from ridgeline.hardware import catalog
+from tests.conftest import MEASUREMENTS
 
 ARTICLE = ["decode", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8", "--kv-dtype", "bf16",
            "--batch", "32", "--context", "2000"]
@@ -42,6 +43,12 @@ COMMANDS = [
     ["evalstats", "--discordant", "15,2"],
     ["prefix", "--tokens-a", "1,2,3,4,5,6", "--tokens-b", "1,2,3,4,5,6,7"],
     ["attention", "--model", "llama-3.1-70b", "--context", "64K"],
+    ["fit", "gpt-oss-120b", "--gpu", "h100", "--num-gpus", "2", "--max-model-len", "128K",
+     "--target-concurrency", "32"],
+    ["fit", "llama-3.1-8b", "--gpu", "a100", "--max-model-len", "8k", "--engine", "sglang"],
+    ["fit", "llama-3.1-8b", "--gpu", "l40s", "--max-model-len", "8k", "--engine", "trtllm",
+     "--kv-cache-free-gpu-mem-fraction", "0.95"],
+    ["validate", str(MEASUREMENTS), "--summary"],
 ]
 
 
@@ -88,7 +95,8 @@ def test_every_catalog_model_runs_through_every_model_command(
     for argv in (["model", model_id], ["kv", model_id, "--context", "8k", "--gpu", "b200"],
                  ["decode", model_id, "--gpu", "b200", "--num-gpus", "8", "--batch", "1,64"],
                  ["prefill", model_id, "--gpu", "b200", "--num-gpus", "8", "--prompt-len", "2k"],
-                 ["roofline", "--gpu", "b200", "--model", model_id]):
+                 ["roofline", "--gpu", "b200", "--model", model_id],
+                 ["fit", model_id, "--gpu", "b200", "--num-gpus", "8", "--max-model-len", "32k"]):
         code, out, err = run(capsys, *argv, "--json")
         assert code == 0, (argv, err)
         json.loads(out)
@@ -121,6 +129,11 @@ BAD = [
     (["prefix", "--tokens-a", "1,x", "--tokens-b", "1"], "token ids"),
     (["hardware", "--gpu-file", "/nonexistent.json"], "no such"),
     (["model", "/tmp"], "no such config"),
+    (["fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "8k",
+      "--gpu-memory-utilization", "1.5"], "memory fraction"),
+    (["fit", "llama-3.1-8b", "--gpu", "h100"], "--max-model-len"),
+    (["validate", "/nonexistent.csv"], "no such measurements file"),
+    (["decode", "llama-3.1-8b", "--gpu", "h100", "--engine", "magic"], "unknown engine"),
 ]
 
 

@@ -225,6 +225,26 @@ def cmd_utilization(args: argparse.Namespace) -> Any:
                               args.context)
 
 
+def engine_settings(args: argparse.Namespace) -> Any:
+    from ridgeline.memory import EngineSettings
+
+    return EngineSettings(
+        gpu_memory_utilization=args.gpu_memory_utilization, max_model_len=args.max_model_len,
+        max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
+        block_size=args.block_size, enforce_eager=args.enforce_eager, usage=args.usage)
+
+
+def cmd_fit(args: argparse.Namespace) -> Any:
+    from ridgeline.deployment import Deployment
+    from ridgeline.engines import engine_id
+    from ridgeline.reports.fit import fit_report
+
+    acc = load_accelerator(args)
+    dep = Deployment.build(load_model(args), acc, args.weights, args.kv_dtype, args.num_gpus,
+                           engine=engine_id(args.engine))
+    return fit_report(dep, args.max_model_len, engine_settings(args), args.target_concurrency)
+
+
 def cmd_validate(args: argparse.Namespace) -> Any:
     from ridgeline.calibrate import validate
     from ridgeline.engines import load_profile_file
@@ -361,6 +381,31 @@ def build_parser() -> argparse.ArgumentParser:
     _formats(p)
     _output(p)
     p.set_defaults(handler=cmd_utilization)
+
+    p = sub.add_parser("fit", help="the KV pool an engine leaves, and the capacity verdict")
+    _model(p)
+    _gpu(p)
+    _formats(p)
+    p.add_argument("--max-model-len", type=_positive_count("max model length"), required=True,
+                   help="conversation length to size for (vLLM --max-model-len)")
+    p.add_argument("--target-concurrency", type=_positive_count("target concurrency"),
+                   help="conversations that must fit at once")
+    p.add_argument("--engine", default="vllm", help="vllm (default), sglang, trtllm, llama.cpp-…")
+    g = p.add_argument_group("engine settings (the engine's own names; default: its default)")
+    g.add_argument("--gpu-memory-utilization", "--mem-fraction-static",
+                   "--kv-cache-free-gpu-mem-fraction", dest="gpu_memory_utilization",
+                   type=_positive_float("memory fraction"))
+    g.add_argument("--max-num-seqs", "--max-running-requests", "--max-batch-size",
+                   dest="max_num_seqs", type=_positive_count("max_num_seqs"))
+    g.add_argument("--max-num-batched-tokens", "--chunked-prefill-size", "--max-num-tokens",
+                   dest="max_num_batched_tokens", type=_positive_count("max_num_batched_tokens"))
+    g.add_argument("--block-size", "--page-size", "--tokens-per-block", dest="block_size",
+                   type=_positive_count("block size"))
+    g.add_argument("--enforce-eager", action="store_true", help="vLLM: no CUDA graphs")
+    g.add_argument("--usage", choices=["serve", "offline"], default="serve",
+                   help="vLLM usage context: vllm serve (default) or the offline LLM class")
+    _output(p)
+    p.set_defaults(handler=cmd_fit)
 
     p = sub.add_parser("validate", help="predict every row of a measurements CSV, with errors")
     p.add_argument("file", metavar="FILE", help="CSV in the format of validation/README.md")

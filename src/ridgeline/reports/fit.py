@@ -1,0 +1,170 @@
+"""`ridgeline fit`: the KV pool an engine leaves, what it holds, and the capacity verdict.
+
+Two failures people confuse are kept apart: a deployment that does not fit (too few
+conversations of this length; no engine tuning rescues it) and one that fits but stays
+under the ridge (the batch the pool allows is bandwidth-bound at any load).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ridgeline.deployment import Deployment
+from ridgeline.explain import Step, q, step
+from ridgeline.memory import EngineSettings, KVPool, conversations, kv_pool, sequence_bytes_per_gpu
+from ridgeline.precision import kv_dtype, weight_plan
+from ridgeline.render import table
+from ridgeline.roofline import ridge_point
+from ridgeline.units import GIB
+
+DOES_NOT_FIT = "does not fit"
+UNDER_RIDGE = "fits, under the ridge"
+CLEARS_RIDGE = "clears the ridge"
+
+
+@dataclass(frozen=True)
+class Lever:
+    name: str
+    conversations: int
+    batch: int
+
+
+@dataclass(frozen=True)
+class FitReport:
+    deployment: Deployment
+    settings: EngineSettings
+    pool: KVPool
+    context: int
+    target: int | None
+    conversations: int
+    per_conversation_bytes: float  # per GPU
+    ridge_batch: float  # the article's batch to the ridge: the ridge point itself
+    levers: tuple[Lever, ...]
+    steps: tuple[Step, ...]
+
+    @property
+    def batch(self) -> int:
+        """Sequences that can run at once: the pool, then the engine's seat limit."""
+        return min(self.conversations, self.pool.max_num_seqs)
+
+    @property
+    def verdict(self) -> str:
+        if self.conversations < max(1, self.target or 1):
+            return DOES_NOT_FIT
+        return CLEARS_RIDGE if self.batch >= self.ridge_batch else UNDER_RIDGE
+
+    @property
+    def shortfall_bytes(self) -> float:
+        """Extra pool per GPU the target needs (0 when it fits)."""
+        need = max(1, self.target or 1) * self.per_conversation_bytes
+        return max(0.0, need - self.pool.pool_bytes)
+
+    def to_dict(self) -> dict[str, Any]:
+        p = self.pool
+        return {
+            "model": self.deployment.model.name, "accelerator": self.deployment.accelerator.id,
+            "num_gpus": self.deployment.num_gpus, "engine": p.engine, "context": self.context,
+            "pool_bytes_per_gpu": p.pool_bytes, "pool_gib_total": p.pool_bytes
+            * self.deployment.num_gpus / GIB, "tokens": p.tokens, "blocks_per_gpu": p.blocks,
+            "block_size": p.block_size, "conversations": self.conversations,
+            "max_num_seqs": p.max_num_seqs, "batch": self.batch, "target": self.target,
+            "ridge_batch": self.ridge_batch, "verdict": self.verdict,
+            "shortfall_bytes_per_gpu": self.shortfall_bytes,
+            "per_conversation_bytes_per_gpu": self.per_conversation_bytes,
+            "taken_per_gpu": {"weights": p.weight_bytes, "activations": p.activation_bytes,
+                              "non_torch": p.non_torch_bytes, "cuda_graphs": p.cuda_graph_bytes},
+            "levers": [vars(lv) for lv in self.levers],
+        }
+
+    def text_lines(self) -> list[str]:
+        d, p = self.deployment, self.pool
+        verdict = self.verdict.upper() if self.verdict == DOES_NOT_FIT else self.verdict
+        headline = f"{verdict}: {self.conversations:,} conversations of {self.context:,} tokens"
+        if self.verdict == DOES_NOT_FIT:
+            headline += (f" against a target of {max(1, self.target or 1):,}; the pool is short "
+                         f"by {self.shortfall_bytes / GIB:,.1f} GiB per GPU")
+        elif self.verdict == UNDER_RIDGE:
+            headline += (f"; the batch they allow ({self.batch:,}) is under the ridge "
+                         f"({self.ridge_batch:,.0f}): bandwidth-bound at any load")
+        else:
+            headline += f"; a batch of {self.batch:,} reaches the ridge ({self.ridge_batch:,.0f})"
+        lines = [headline,
+                 f"{d.model.name} on {d.num_gpus} x {d.accelerator.id}, {p.engine}, weights "
+                 f"{d.weights.label}, KV {d.kv.id}", ""]
+        budget = p.total_bytes * p.reserved_fraction
+        rows = [["memory per GPU", f"{p.total_bytes / GIB:,.2f} GiB"],
+                [f"reserved (x {p.reserved_fraction:g})", f"{budget / GIB:,.2f} GiB"],
+                ["− weights", f"{p.weight_bytes / GIB:,.2f} GiB"],
+                [f"− activations ({p.profile_tokens:,}-token profile)",
+                 f"{p.activation_bytes / GIB:,.2f} GiB"],
+                ["− non-torch (CUDA context, NCCL)", f"{p.non_torch_bytes / GIB:,.2f} GiB"],
+                ["− CUDA graphs", f"{p.cuda_graph_bytes / GIB:,.2f} GiB"]]
+        if p.free_fraction_of_rest != 1.0:
+            rows.append([f"x kv_cache_free_gpu_mem_fraction {p.free_fraction_of_rest:g}", ""])
+        rows.append(["= KV pool", f"{p.pool_bytes / GIB:,.2f} GiB per GPU"])
+        lines += table(rows, ["", ""])[1:]
+        lines += ["", f"holds {p.tokens:,} tokens in {p.blocks:,} blocks of {p.block_size}; one "
+                  f"conversation of {self.context:,} tokens takes "
+                  f"{self.per_conversation_bytes / GIB:,.3f} GiB per GPU",
+                  f"batch the engine can run: min({self.conversations:,} conversations, "
+                  f"max_num_seqs {p.max_num_seqs:,}) = {self.batch:,}"]
+        moe = d.model.moe
+        if moe:
+            lines.append(f"  (MoE: its experts see B × {moe.routed_fraction:.3f} tokens each, "
+                         f"reaching the ridge only near batch {self.ridge_batch / moe.routed_fraction:,.0f})")
+        if self.levers:
+            lines += ["", "levers:"]
+            lines += [f"  {lv.name:<34} {lv.conversations:>8,} conversations, batch {lv.batch:,}"
+                      for lv in self.levers]
+        return lines
+
+
+def fit_report(dep: Deployment, context: int, settings: EngineSettings,
+               target: int | None = None) -> FitReport:
+    s = replace(settings, max_model_len=settings.max_model_len or context)
+    pool = kv_pool(dep, s)
+    per_seq = sequence_bytes_per_gpu(dep, context)
+    n = conversations(pool, dep, context)
+    if pool.tokens < context and dep.model.count(mixer="full"):
+        n = 0  # vLLM refuses to start when max_model_len exceeds the KV capacity
+    acc = dep.accelerator
+    ridge = ridge_point(acc.peak(dep.compute_dtype), acc.memory_bandwidth_bytes_per_s)
+    steps = (
+        step("KV pool per GPU", "total × reserved fraction − weights − activations − non-torch − "
+             "graphs", q("pool", pool.pool_bytes / GIB, "GiB"),
+             q("total", pool.total_bytes / GIB, "GiB", "catalog memory × 0.985 visible"),
+             q("reserved fraction", pool.reserved_fraction, "", f"{pool.engine} default or flag"),
+             q("weights per GPU", pool.weight_bytes / GIB, "GiB"),
+             q("activation peak", pool.activation_bytes / GIB, "GiB",
+               f"{pool.profile_tokens} tokens × 2 B × (3 × intermediate + 3 × hidden)")),
+        step("conversations", "floor(pool ÷ bytes per conversation)", q("conversations", n),
+             q("per conversation", per_seq / GIB, "GiB", f"{context} tokens, {dep.kv.id}")),
+        step("ridge batch", "peak FLOP/s ÷ bandwidth (batch = intensity at 2-byte weights)",
+             q("ridge", ridge, "FLOP/byte")),
+    )
+    report = FitReport(dep, s, pool, context, target, n, per_seq, ridge, (), steps)
+    return replace(report, levers=tuple(_levers(report)))
+
+
+def _levers(r: FitReport) -> list[Lever]:
+    d, s = r.deployment, r.settings
+    options: list[tuple[str, Deployment, int]] = []
+    if d.kv.bytes_per_element > 1:
+        options.append(("fp8 KV cache (--kv-cache-dtype fp8)", replace(d, kv=kv_dtype("fp8")),
+                        r.context))
+    options.append((f"{2 * d.num_gpus} GPUs (tensor parallel)",
+                    replace(d, tensor_parallel_size=d.tensor_parallel_size * 2), r.context))
+    options.append((f"half the context ({r.context // 2:,} tokens)", d, max(1, r.context // 2)))
+    smaller = {"bf16": "fp8", "fp16": "fp8", "fp8": "awq-int4", "int8": "awq-int4"}
+    current = d.weights.label
+    if current in smaller or (current == "as stored" and d.bytes_per_weight >= 1.9):
+        fmt = smaller.get(current, "fp8")
+        options.append((f"{fmt} weights", replace(d, weights=weight_plan(d.model, fmt)),
+                        r.context))
+    levers = []
+    for name, dep, context in options:
+        pool = kv_pool(dep, replace(s, max_model_len=context))
+        n = conversations(pool, dep, context)
+        levers.append(Lever(name, n, min(n, pool.max_num_seqs)))
+    return levers

@@ -1,0 +1,81 @@
+"""Engine-aware memory and the capacity verdict (`ridgeline fit`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.errors import InputError
+from ridgeline.memory import EngineSettings, kv_pool, max_batch, vllm_batch_defaults
+from ridgeline.reports.fit import CLEARS_RIDGE, DOES_NOT_FIT, UNDER_RIDGE, fit_report
+from ridgeline.units import GIB
+
+
+def dep(model: str, gpu: str = "h100", n: int = 1, weights: str | None = None,
+        engine: str = "vllm", kv: str | None = None) -> Deployment:
+    return Deployment.build(resolve_model(model), resolve_accelerator(gpu), weights, kv, n,
+                            engine=engine)
+
+
+def test_gpt_oss_120b_on_two_h100s_at_128k_is_short_of_32_conversations() -> None:
+    report = fit_report(dep("gpt-oss-120b", n=2), 131_072, EngineSettings(), target=32)
+    assert report.verdict == DOES_NOT_FIT
+    assert 10 < report.conversations < 32
+    assert report.shortfall_bytes > 0
+
+
+def test_gpt_oss_120b_on_two_h100s_clears_the_ridge_at_4k_but_not_at_8k() -> None:
+    at_4k = fit_report(dep("gpt-oss-120b", n=2), 4096, EngineSettings())
+    at_8k = fit_report(dep("gpt-oss-120b", n=2), 8192, EngineSettings())
+    assert at_4k.verdict == CLEARS_RIDGE and at_4k.batch >= 296
+    assert at_8k.verdict == UNDER_RIDGE and at_8k.batch < 296
+
+
+def test_levers_each_carry_their_number() -> None:
+    report = fit_report(dep("gpt-oss-120b", n=2), 131_072, EngineSettings(), target=32)
+    by_name = {lv.name.split(" (")[0]: lv.conversations for lv in report.levers}
+    assert by_name["fp8 KV cache"] == pytest.approx(2 * report.conversations, abs=1)
+    assert by_name["half the context"] >= 2 * report.conversations
+    assert by_name["4 GPUs"] > report.conversations
+
+
+def test_vllm_defaults_depend_on_the_accelerator_and_usage() -> None:
+    assert vllm_batch_defaults(dep("llama-3.1-8b", "h100"), "serve") == {
+        "max_num_batched_tokens": 8192, "max_num_seqs": 1024}
+    assert vllm_batch_defaults(dep("llama-3.1-8b", "a100"), "serve") == {
+        "max_num_batched_tokens": 2048, "max_num_seqs": 256}
+    assert vllm_batch_defaults(dep("llama-3.1-8b", "l40s"), "offline")["max_num_seqs"] == 256
+
+
+def test_vllm_pool_reproduces_the_logged_rtx_3090_pool() -> None:
+    # vLLM issue #10517: total 23.58 GiB, utilization 0.9, max_model_len 20000 (V0 profiles
+    # 20000 tokens) -> "KV cache 3.81 GiB".
+    settings = EngineSettings(0.9, 20000, 256, 20000, enforce_eager=True)
+    pool = kv_pool(dep("llama-3.1-8b-instruct", "rtx-3090", weights="bf16"), settings,
+                   23.58 * GIB)
+    assert pool.pool_bytes / GIB == pytest.approx(3.81, rel=0.03)
+
+
+def test_tensor_parallel_splits_weights_and_kv_heads() -> None:
+    one = kv_pool(dep("llama-3.1-70b", "h200"))
+    four = kv_pool(dep("llama-3.1-70b", "h200", n=4))
+    assert four.weight_bytes == pytest.approx(one.weight_bytes / 4)
+    assert four.kv_bytes_per_token == pytest.approx(one.kv_bytes_per_token / 4)
+
+
+def test_trtllm_gives_the_kv_cache_a_fraction_of_what_is_left() -> None:
+    pool = kv_pool(dep("llama-3.1-8b", engine="trtllm"))
+    assert pool.free_fraction_of_rest == 0.9 and pool.reserved_fraction == 1.0
+
+
+def test_max_batch_is_capped_by_the_pool_and_the_seats() -> None:
+    assert max_batch(dep("llama-3.1-8b", "h100"), 100) == 1024  # seats bind
+    assert 400 < max_batch(dep("llama-3.1-8b", "h100"), 1000) < 1024  # memory binds
+    assert max_batch(dep("llama-3.1-70b", "h100", weights="fp8"), 8000) < 5  # memory binds
+
+
+def test_bad_settings_are_refused() -> None:
+    with pytest.raises(InputError):
+        EngineSettings(gpu_memory_utilization=1.5)
+    with pytest.raises(InputError):
+        EngineSettings(usage="batch")
