@@ -134,7 +134,6 @@ def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
     weights = dep.weight_bytes / dep.num_gpus
     footprint = kv_footprint(dep.model, 1, dep.kv.bytes_per_element)
     per_token = footprint.bytes_per_token_growing * dep.kv_replication / dep.num_gpus
-    max_len = s.max_model_len or dep.model.max_position_embeddings or 4096
     non_torch = float(d.get("non_torch_gib", 0.4)) * GIB
     if engine.startswith("llama.cpp"):
         return KVPool(engine, total, 1.0, weights, 0.0, non_torch, 0.0, 1.0, per_token,
