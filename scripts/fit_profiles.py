@@ -38,7 +38,7 @@ def main() -> int:
     profiles = dict(fitted)
     for engine, (donor, why) in BORROW.items():
         if engine not in profiles and donor in fitted:
-            profiles[engine] = replace(fitted[donor], engine=engine, fitted_rows=0,
+            profiles[engine] = replace(fitted[donor], engine=engine, fitted_rows=0, fitted_ids=(),
                                        source=f"borrowed from {donor}: {why}")
     data = {
         "_about": "Engine profiles used by step_cost. Written by scripts/fit_profiles.py from "

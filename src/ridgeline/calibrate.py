@@ -15,12 +15,13 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from ridgeline.engines import EngineProfile, accelerator_group, bundled_profiles, engine_id
+from ridgeline.engines import EngineProfile, accelerator_group, engine_id
 from ridgeline.errors import InputError
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.measurements import KV_METRICS, Measurement
 from ridgeline.predict import Prediction, predict
 
+START = EngineProfile("start", 0.7, 0.5, 3e-4, 5e-6, source="fit start")
 HUBER_DELTA = 0.25  # log-ratio beyond which a row counts linearly (≈ 28% error)
 MIN_GROUP_ROWS = 8  # a group gets its own multiplier only with this many rows
 GROUP_PRIOR = 0.002  # a gentle pull of group multipliers towards 1 (squared log)
@@ -79,7 +80,7 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
     mine = [r for r in performance_rows(rows) if engine_id(r.engine) == key]
     if not mine:
         raise InputError(f"no throughput or latency rows for engine {engine!r} to fit")
-    start = base or bundled_profiles().get(key) or EngineProfile(key, 0.7, 0.5, 3e-4, 5e-6)
+    start = base or START  # a fixed start: the fit is reproducible, whatever is bundled
     start = replace(start, engine=key, group_bandwidth={}, group_compute={})
     groups = Counter(_group(r) for r in mine)
     decode_groups = Counter(_group(r) for r in mine if r.metric == "decode_tok_s_per_user")
@@ -108,7 +109,7 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
     ratios = sorted(p.measured / p.predicted for p in (predict(r, {key: fitted}) for r in mine)
                     if p.predicted)
     return replace(fitted, band_low=_quantile(ratios, 0.1), band_high=_quantile(ratios, 0.9),
-                   fitted_rows=len(mine),
+                   fitted_rows=len(mine), fitted_ids=tuple(r.id for r in mine),
                    source=f"fitted on {len(mine)} rows ({', '.join(sorted({r.source_key for r in mine}))})")
 
 

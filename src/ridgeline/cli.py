@@ -201,7 +201,12 @@ def load_profile(args: argparse.Namespace) -> Any:
 def cmd_decode(args: argparse.Namespace) -> Any:
     from ridgeline.reports.decode import decode_report
 
-    return decode_report(load_deployment(args), args.batch, args.context, load_profile(args))
+    from dataclasses import replace
+
+    from ridgeline.engines import engine_id
+
+    dep = replace(load_deployment(args), engine=engine_id(args.engine))
+    return decode_report(dep, args.batch, args.context, load_profile(args))
 
 
 def cmd_prefill(args: argparse.Namespace) -> Any:

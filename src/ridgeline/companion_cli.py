@@ -82,7 +82,11 @@ def _fraction_from_model(args: argparse.Namespace) -> tuple[float, str]:
     args.fetch, args.gpu_file, args.peak_tflops, args.bandwidth_gbs = False, None, None, None
     args.gpu_memory_gib, args.gpu_required = None, True
     dep = load_deployment(args)
-    cost = step_cost(dep, decode_batch(args.batch, args.context), profile_for(args.engine))
+    from ridgeline.engines import load_profile_file
+
+    profiles = load_profile_file(args.profile) if args.profile else None
+    cost = step_cost(dep, decode_batch(args.batch, args.context),
+                     profile_for(args.engine, profiles))
     fraction = cost.share(*OP_GROUPS[args.op])
     return fraction, (f"{args.op} share of a decode step of {dep.model.name} on "
                       f"{dep.accelerator.id}, batch {args.batch}, context {args.context:,}, "
@@ -198,6 +202,7 @@ def add_companion_commands(
     p.add_argument("--gpu")
     p.add_argument("--op", choices=sorted(OP_GROUPS), default="attention")
     p.add_argument("--engine", default="vllm")
+    p.add_argument("--profile", metavar="FILE", help="profiles from `ridgeline calibrate`")
     p.add_argument("--batch", type=_positive_count("batch"), default=1)
     p.add_argument("--context", type=_positive_count("context length"), default=2000)
     p.add_argument("--num-gpus", type=_positive_count("number of GPUs"), default=1)

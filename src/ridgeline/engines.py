@@ -57,6 +57,7 @@ class EngineProfile:
     band_high: float = 1.25
     fitted_rows: int = 0
     source: str = "prior"
+    fitted_ids: tuple[str, ...] = ()  # the measurement rows the coefficients came from
 
     def bandwidth_for(self, acc: Accelerator) -> float:
         """Bandwidth efficiency on this accelerator (group multiplier where fitted)."""
@@ -72,6 +73,7 @@ class EngineProfile:
         data = asdict(self)
         data["group_bandwidth"] = dict(self.group_bandwidth)
         data["group_compute"] = dict(self.group_compute)
+        data["fitted_ids"] = list(self.fitted_ids)
         return data
 
     @classmethod
@@ -91,6 +93,7 @@ class EngineProfile:
                 band_high=float(data.get("band_high", 1.25)),
                 fitted_rows=int(data.get("fitted_rows", 0)),
                 source=str(data.get("source", origin)),
+                fitted_ids=tuple(str(i) for i in data.get("fitted_ids") or ()),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"{origin}: not an engine profile ({exc})") from None

@@ -65,6 +65,7 @@ class DecodeReport:
     deployment: Deployment
     floors: tuple[tuple[DecodeFloor, DecodeFloor], ...]  # (this point, batch 1 at its context)
     expected: tuple[Expectation, ...]  # one per point
+    pool_batch: tuple[tuple[int, int], ...] = ()  # (context, sequences the KV pool runs)
 
     @property
     def steps(self) -> tuple[Step, ...]:
@@ -79,7 +80,8 @@ class DecodeReport:
             points.append(point)
         return {"deployment": _deployment_line(self.deployment),
                 "kind": "floor (the article's lower bound) and the engine's calibrated expectation",
-                "points": points}
+                "points": points,
+                "engine_max_batch": [{"context": c, "batch": b} for c, b in self.pool_batch]}
 
     def text_lines(self) -> list[str]:
         unfit = [f for f, _ in self.floors if not f.fit.fits]
@@ -109,7 +111,7 @@ class DecodeReport:
             ]
             if f.fit.fits:
                 lines.append("  " + f.fit.headline())
-            return lines
+            return lines + self._pool_lines()
         rows = [[str(f.batch), f"{f.context:,}", f"{f.step_time_s * 1e3:,.2f}",
                  f"{e.time_s * 1e3:,.2f}", f"{e.low_s * 1e3:,.1f}–{e.high_s * 1e3:,.1f}",
                  f"{1 / e.time_s:,.1f}", f"{f.batch / e.time_s:,.0f}",
@@ -123,18 +125,28 @@ class DecodeReport:
                      "floor.")
         lines.append("Card output rises with batch; each user's speed falls, by how much "
                      "decided by context (the only term that grows).")
+        lines += self._pool_lines()
         return lines
+
+    def _pool_lines(self) -> list[str]:
+        engine = self.expected[0].engine
+        return [f"{engine}'s KV pool runs at most {b:,} sequences at {c:,} tokens of context "
+                "(`ridgeline fit` for the breakdown)" for c, b in self.pool_batch]
 
 
 def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
                   profile: EngineProfile) -> DecodeReport:
+    from ridgeline.memory import max_batch
+
     floors, expected = [], []
+    pool_batch = tuple((c, max_batch(dep, c)) for c in contexts) \
+        if profile.engine in ("vllm", "sglang", "trtllm") else ()
     for context in contexts:
         base = decode_floor(dep, 1, context)
         for b in batches:
             floors.append((decode_floor(dep, b, context), base))
             expected.append(Expectation.of(dep, decode_batch(b, context), profile))
-    return DecodeReport(dep, tuple(floors), tuple(expected))
+    return DecodeReport(dep, tuple(floors), tuple(expected), pool_batch)
 
 
 @dataclass(frozen=True)
