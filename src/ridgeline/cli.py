@@ -199,11 +199,10 @@ def load_profile(args: argparse.Namespace) -> Any:
 
 
 def cmd_decode(args: argparse.Namespace) -> Any:
-    from ridgeline.reports.decode import decode_report
-
     from dataclasses import replace
 
     from ridgeline.engines import engine_id
+    from ridgeline.reports.decode import decode_report
 
     dep = replace(load_deployment(args), engine=engine_id(args.engine))
     return decode_report(dep, args.batch, args.context, load_profile(args))
