@@ -95,6 +95,58 @@ IDEAL = EngineProfile("floor", 1.0, 1.0, 0.0, 0.0, source="the article's floor")
 
 
 @dataclass(frozen=True)
+class AttentionLoad:
+    """What a batch asks of the attention layers with one window (None: full attention)."""
+
+    window: int | None
+    decode_pairs: float  # query-key pairs of one-token (decode) sequences
+    prefill_pairs: float  # query-key pairs of multi-token (prefill) sequences
+    kv_tokens: float  # cached tokens read plus new tokens written
+
+
+@dataclass(frozen=True)
+class BatchShape:
+    """A batch reduced to what its cost depends on."""
+
+    tokens: int
+    sequences: int
+    attention: tuple[AttentionLoad, ...]
+
+
+def batch_shape(dep: Deployment, batch: Sequence[Seq]) -> BatchShape:
+    if not batch:
+        raise InputError("a step needs at least one sequence")
+    windows = _windows(dep)
+    loads = {w: [0.0, 0.0, 0.0] for w in windows}
+    tokens = 0
+    for s in batch:
+        n, c = s.new_tokens, s.context_tokens
+        if n < 1 or c < 0:
+            raise InputError(f"a sequence needs ≥1 new token and ≥0 cached ones, got {s}")
+        tokens += n
+        for w, acc in loads.items():
+            acc[0 if n == 1 else 1] += _pairs(c, n, w)
+            acc[2] += (min(c + n, w) if w else c + n) + n
+    return BatchShape(tokens, len(batch),
+                      tuple(AttentionLoad(w, *acc) for w, acc in loads.items()))
+
+
+@lru_cache(maxsize=256)
+def _windows(dep: Deployment) -> tuple[int | None, ...]:
+    return tuple(sorted({layer.window_tokens for layer in dep.model.layers
+                         if layer.mixer in ATTENTION_MIXERS}, key=lambda w: w or 0))
+
+
+@lru_cache(maxsize=256)
+def _layer_kinds(dep: Deployment) -> tuple[tuple[Layer, int], ...]:
+    """Distinct layers and how many of each: an 80-layer Llama is one kind, 80 times."""
+    counts: dict[Layer, int] = {}
+    for layer in dep.model.layers:
+        counts[layer] = counts.get(layer, 0) + 1
+    return tuple(counts.items())
+
+
+@dataclass(frozen=True)
 class StepTerms:
     """A step's work, independent of any engine: (operator, FLOPs, bytes, how many times)
     per rank, the link time of its collectives, and its layer count."""
@@ -106,54 +158,45 @@ class StepTerms:
     sequences: int
 
 
-@lru_cache(maxsize=65536)
-def step_terms(dep: Deployment, batch: tuple[Seq, ...]) -> StepTerms:
-    """Every operator's FLOPs and bytes for one forward pass over ``batch``."""
-    if not batch:
-        raise InputError("a step needs at least one sequence")
-    for s in batch:
-        if s.new_tokens < 1 or s.context_tokens < 0:
-            raise InputError(f"a sequence needs ≥1 new token and ≥0 cached ones, got {s}")
-    tokens = sum(s.new_tokens for s in batch)
-    work: dict[tuple[str, float, float], int] = {}
-    link: dict[str, float] = {}
-
-    def add(name: str, flops: float, nbytes: float) -> None:
-        key = (name, flops, nbytes)
-        work[key] = work.get(key, 0) + 1
-
-    def add_link(name: str, time_s: float) -> None:
-        if time_s > 0:
-            link[name] = link.get(name, 0.0) + time_s
-
+def step_terms(dep: Deployment, shape: BatchShape) -> StepTerms:
+    """Every operator's FLOPs and bytes for one forward pass of this shape."""
     model = dep.model
     h = model.hidden_size
     tp = dep.tensor_parallel_size
+    tokens = shape.tokens
     act = tokens * h * ACTIVATION_BYTES
-    for layer in model.layers:
-        for name, flops, nbytes in _layer_ops(dep, layer, batch, tokens):
-            add(name, flops, nbytes)
-        add("elementwise", 0.0, ELEMENTWISE_PASSES * act / tp)
+    loads = {a.window: a for a in shape.attention}
+    work: list[tuple[str, float, float, int]] = []
+    link: dict[str, float] = {}
+    for layer, count in _layer_kinds(dep):
+        work += [(name, f, b, count) for name, f, b in _token_ops(dep, layer, tokens)]
+        if layer.mixer in ATTENTION_MIXERS:
+            work.append(("attention", *_attention_work(dep, loads[layer.window_tokens], tokens),
+                         count))
+        elif layer.mixer in (LINEAR, MAMBA):
+            work.append(("recurrent state", *_state_work(dep, layer, shape), count))
         if tp > 1:
             reductions = (layer.mixer != NONE) + (layer.ffn != NONE)
-            add_link("tp all-reduce", reductions * all_reduce_time_s(act, tp, dep.accelerator))
+            t = count * reductions * all_reduce_time_s(act, tp, dep.accelerator)
+            link["tp all-reduce"] = link.get("tp all-reduce", 0.0) + t
         if layer.ffn == MOE and dep.expert_parallel and tp > 1 and model.moe:
             dispatch = tokens * model.moe.experts_per_token * h * ACTIVATION_BYTES
-            add_link("ep all-to-all", 2 * all_to_all_time_s(dispatch, tp, dep.accelerator))
-    rows = len(batch)  # one logits row per sequence
+            t = count * 2 * all_to_all_time_s(dispatch, tp, dep.accelerator)
+            link["ep all-to-all"] = link.get("ep all-to-all", 0.0) + t
+    rows = shape.sequences  # one logits row per sequence
     head_bytes = _category_bytes(dep, LM_HEAD if not model.tie_word_embeddings else EMBEDDING)
-    add("lm head", 2 * rows * h * model.vocab_size / tp,
-        head_bytes / tp + rows * model.vocab_size * 4 / tp)
+    work.append(("lm head", 2 * rows * h * model.vocab_size / tp,
+                 head_bytes / tp + rows * model.vocab_size * 4 / tp, 1))
     if dep.pipeline_parallel_size > 1:
         hops = dep.pipeline_parallel_size - 1
-        add_link("pipeline send", hops * send_time_s(act, dep.accelerator))
-    return StepTerms(tuple((n, f, b, c) for (n, f, b), c in work.items()),
-                     tuple(link.items()), model.num_layers, tokens, rows)
+        link["pipeline send"] = hops * send_time_s(act, dep.accelerator)
+    return StepTerms(tuple(work), tuple((k, v) for k, v in link.items() if v > 0),
+                     model.num_layers, tokens, rows)
 
 
 def step_cost(dep: Deployment, batch: Sequence[Seq], profile: EngineProfile = IDEAL) -> StepCost:
     """Cost of one forward pass over ``batch`` on ``dep`` as ``profile``'s engine runs it."""
-    terms = step_terms(dep, tuple(batch))
+    terms = step_terms(dep, batch_shape(dep, batch))
     rate = _Rates(dep, profile)
     ops: dict[str, list[float]] = {}
     for name, flops, nbytes, count in terms.work:
@@ -172,14 +215,24 @@ def step_cost(dep: Deployment, batch: Sequence[Seq], profile: EngineProfile = ID
     return StepCost(tuple(out), terms.tokens, terms.sequences)
 
 
-def step_time_s(dep: Deployment, batch: Sequence[Seq], profile: EngineProfile = IDEAL) -> float:
-    """step_cost(...).time_s without building the per-operator breakdown (the fit's inner loop)."""
-    terms = step_terms(dep, tuple(batch))
+def shape_time_s(dep: Deployment, shape: BatchShape, profile: EngineProfile = IDEAL) -> float:
+    """The time of a step of this shape: step_cost's total, without the breakdown."""
+    terms = step_terms(dep, shape)
     rate = _Rates(dep, profile)
     p, w = rate.flops_per_s, rate.bytes_per_s
     total = sum(count * max(flops / p, nbytes / w) for _, flops, nbytes, count in terms.work)
     total += sum(t for _, t in terms.link)
     return total + profile.step_overhead_s + profile.layer_overhead_s * terms.layers
+
+
+@lru_cache(maxsize=65536)
+def _cached_time(dep: Deployment, batch: tuple[Seq, ...], profile: EngineProfile) -> float:
+    return shape_time_s(dep, batch_shape(dep, batch), profile)
+
+
+def step_time_s(dep: Deployment, batch: Sequence[Seq], profile: EngineProfile = IDEAL) -> float:
+    """step_cost(...).time_s without building the per-operator breakdown (the fit's inner loop)."""
+    return _cached_time(dep, tuple(batch), profile)
 
 
 class _Rates:
@@ -206,10 +259,9 @@ def _category_bytes(dep: Deployment, category: str) -> float:
     return dep.bytes_by_category[category]
 
 
-def _layer_ops(
-    dep: Deployment, layer: Layer, batch: Sequence[Seq], tokens: int
-) -> list[tuple[str, float, float]]:
-    """(name, FLOPs, bytes) per TP rank for one layer."""
+@lru_cache(maxsize=16384)
+def _token_ops(dep: Deployment, layer: Layer, tokens: int) -> tuple[tuple[str, float, float], ...]:
+    """(name, FLOPs, bytes) per TP rank of one layer's weight matmuls and elementwise work."""
     model, tp = dep.model, dep.tensor_parallel_size
     params = layer_params(model, layer)
     ops: list[tuple[str, float, float]] = []
@@ -223,13 +275,10 @@ def _layer_ops(
 
     if layer.mixer in ATTENTION_MIXERS:
         linear("attention projections", ATTENTION)
-        ops.append(("attention", *_attention_work(dep, layer, batch)))
     elif layer.mixer == LINEAR:
         linear("linear attention", LINEAR_ATTENTION)
-        ops.append(("recurrent state", *_state_work(dep, layer, batch)))
     elif layer.mixer == MAMBA:
         linear("mamba", SSM)
-        ops.append(("recurrent state", *_state_work(dep, layer, batch)))
     if layer.ffn == MOE and model.moe:
         moe = model.moe
         touched = expected_experts_touched(moe.num_experts, moe.experts_per_token, tokens)
@@ -238,37 +287,32 @@ def _layer_ops(
         linear("shared experts", SHARED_EXPERTS)
     else:
         linear("mlp", MLP)
-    small = params[OTHER] * 2  # norms and biases, bf16
-    if small:
-        ops.append(("elementwise", 0.0, small / tp))
-    return ops
+    activations = ELEMENTWISE_PASSES * tokens * model.hidden_size * ACTIVATION_BYTES
+    ops.append(("elementwise", 0.0, (params[OTHER] * 2 + activations) / tp))  # norms: bf16
+    return tuple(ops)
 
 
-def _attention_work(dep: Deployment, layer: Layer, batch: Sequence[Seq]) -> tuple[float, float]:
+def _attention_work(dep: Deployment, load: AttentionLoad, tokens: int) -> tuple[float, float]:
     """FLOPs and KV bytes of one attention layer over the batch, per TP rank.
 
-    Each sequence's n new queries attend to its cached and new keys (causal, capped at
-    the window); its cache is read once and the new tokens' K and V written.
+    Each sequence's new queries attend to its cached and new keys (causal, capped at the
+    window; chunked attention is treated as a window of the chunk); its cache is read
+    once and the new tokens' K and V written. MLA decode uses the absorbed weights: every
+    head works in the latent space.
     """
     att = dep.model.attention
     if att is None:
         return 0.0, 0.0
+    tp = dep.tensor_parallel_size
     kv_token = attention_kv_bytes_per_token(dep.model, dep.kv.bytes_per_element)
-    kv_token *= dep.kv_replication / dep.tensor_parallel_size
-    window = layer.window_tokens
-    flops = kv_bytes = 0.0
-    for s in batch:
-        n, c = s.new_tokens, s.context_tokens
-        pairs = _pairs(c, n, window)
-        if att.mla and n == 1:  # decode reads the latent: absorbed weights
-            per_pair = att.num_heads * 2 * (2 * att.mla.kv_lora_rank + att.mla.qk_rope_head_dim)
-        else:
-            per_pair = att.num_heads * 2 * (att.head_dim + att.v_head_dim)
-        flops += per_pair * pairs
-        read = min(c + n, window) if window else c + n
-        kv_bytes += kv_token * (read + n)
-        kv_bytes += 2 * n * att.num_heads * att.head_dim * ACTIVATION_BYTES / dep.num_gpus
-    return flops / dep.tensor_parallel_size, kv_bytes
+    kv_token *= dep.kv_replication / tp
+    per_pair = att.num_heads * 2 * (att.head_dim + att.v_head_dim)
+    decode_per_pair = per_pair
+    if att.mla:
+        decode_per_pair = att.num_heads * 2 * (2 * att.mla.kv_lora_rank + att.mla.qk_rope_head_dim)
+    flops = decode_per_pair * load.decode_pairs + per_pair * load.prefill_pairs
+    queries = 2 * tokens * att.num_heads * att.head_dim * ACTIVATION_BYTES  # Q in, O out
+    return flops / tp, kv_token * load.kv_tokens + queries / tp
 
 
 def _pairs(cached: int, new: int, window: int | None) -> float:
@@ -283,9 +327,8 @@ def _pairs(cached: int, new: int, window: int | None) -> float:
     return total
 
 
-def _state_work(dep: Deployment, layer: Layer, batch: Sequence[Seq]) -> tuple[float, float]:
+def _state_work(dep: Deployment, layer: Layer, shape: BatchShape) -> tuple[float, float]:
     """Linear-attention / SSM recurrence: read and write each sequence's state once."""
     state = state_bytes_per_sequence(dep.model, layer) / dep.tensor_parallel_size
-    tokens = sum(s.new_tokens for s in batch)
-    flops = 4.0 * tokens * state / 2  # a multiply-add per state element per token (bf16 view)
-    return flops, 2 * state * len(batch)
+    flops = 2.0 * shape.tokens * state  # ~ a multiply-add per state element per token
+    return flops, 2 * state * shape.sequences
