@@ -249,6 +249,63 @@ def cmd_fit(args: argparse.Namespace) -> Any:
     return fit_report(dep, args.max_model_len, engine_settings(args), args.target_concurrency)
 
 
+def cmd_simulate(args: argparse.Namespace) -> Any:
+    import csv
+    import json
+    import math
+    from dataclasses import replace
+
+    from ridgeline.deployment import Deployment
+    from ridgeline.engines import engine_id
+    from ridgeline.reports.simulate import SimulateReport
+    from ridgeline.sim.simulator import Simulator, sim_config
+    from ridgeline.sim.workload import Workload, read_trace
+
+    acc = load_accelerator(args)
+    dep = Deployment.build(load_model(args), acc, args.weights, args.kv_dtype, args.num_gpus,
+                           engine=engine_id(args.engine))
+    config = sim_config(dep, engine_settings(args), not args.no_prefix_caching,
+                        args.spec_tokens, args.spec_acceptance, args.spec_draft_cost)
+    if config.num_blocks < 1:
+        raise InputError(f"does not fit: {dep.model.name} leaves no KV pool on "
+                         f"{dep.num_gpus} x {acc.id} (see `ridgeline fit`)")
+    if args.trace:
+        requests: Any = read_trace(args.trace)
+        count, load = len(requests), f"trace {args.trace} ({len(requests):,} requests)"
+    else:
+        if args.rate is None and args.concurrency is None:
+            raise InputError("give --rate R (requests/s), --concurrency C, or --trace FILE")
+        rate = math.inf if args.rate is None else args.rate
+        requests = Workload(args.num_requests, args.input_len, args.output_len, rate,
+                            args.arrival, args.burstiness, args.prefix_groups, args.prefix_len,
+                            args.seed)
+        count = args.num_requests
+        load = (f"{args.num_requests:,} requests, input {args.input_len}, output "
+                f"{args.output_len}, " + (f"concurrency {args.concurrency}"
+                                          if args.concurrency else
+                                          f"{args.arrival} arrivals at {args.rate:g}/s"))
+    sim = Simulator(dep, load_profile(args), config)
+    result = sim.run(iter(requests), closed_loop=args.concurrency or 0,
+                     keep_rows=bool(args.export))
+    if args.export:
+        rows = result.rec.rows
+        header = ["id", "arrival_s", "prompt_tokens", "output_tokens", "ttft_s", "tpot_s",
+                  "e2e_s", "preemptions"]
+        try:
+            with open(args.export, "w", newline="", encoding="utf-8") as handle:
+                if args.export.endswith(".json"):
+                    json.dump([dict(zip(header, r)) for r in rows], handle)
+                else:
+                    writer = csv.writer(handle)
+                    writer.writerow(header)
+                    writer.writerows(rows)
+        except OSError as exc:
+            raise InputError(f"cannot write {args.export}: {exc}") from None
+    slo_ttft = None if args.slo_ttft_ms is None else args.slo_ttft_ms / 1e3
+    slo_tpot = None if args.slo_tpot_ms is None else args.slo_tpot_ms / 1e3
+    return SimulateReport(replace(dep), config, result, count, load, slo_ttft, slo_tpot)
+
+
 def cmd_validate(args: argparse.Namespace) -> Any:
     from ridgeline.calibrate import validate
     from ridgeline.engines import load_profile_file
@@ -410,6 +467,50 @@ def build_parser() -> argparse.ArgumentParser:
                    help="vLLM usage context: vllm serve (default) or the offline LLM class")
     _output(p)
     p.set_defaults(handler=cmd_fit)
+
+    p = sub.add_parser("simulate", help="continuous batching under a load: TTFT/TPOT, goodput")
+    _model(p)
+    _gpu(p)
+    _formats(p)
+    _engine(p)
+    w = p.add_argument_group("workload")
+    w.add_argument("--rate", type=_positive_float("request rate"), help="requests per second")
+    w.add_argument("--concurrency", type=_positive_count("concurrency"),
+                   help="closed loop: keep this many requests in flight")
+    w.add_argument("--num-requests", type=_positive_count("number of requests"), default=1000)
+    w.add_argument("--input-len", default="512",
+                   help="512, uniform:a,b, normal:mean,sd, lognormal:median,sigma, zipf:s,max, "
+                   "file:PATH")
+    w.add_argument("--output-len", default="128", help="as --input-len")
+    w.add_argument("--arrival", choices=["poisson", "gamma", "constant"], default="poisson")
+    w.add_argument("--burstiness", type=_positive_float("burstiness"), default=1.0,
+                   help="gamma arrivals: coefficient of variation of the gaps")
+    w.add_argument("--prefix-groups", type=int, default=0,
+                   help="requests share one of this many prompt prefixes")
+    w.add_argument("--prefix-len", type=int, default=0, help="tokens of the shared prefix")
+    w.add_argument("--seed", type=int, default=0)
+    w.add_argument("--trace", metavar="FILE",
+                   help="replay CSV/JSONL (arrival_s, prompt_tokens, output_tokens; or Azure's "
+                   "TIMESTAMP, ContextTokens, GeneratedTokens)")
+    g = p.add_argument_group("engine settings (vLLM names)")
+    g.add_argument("--gpu-memory-utilization", type=_positive_float("memory fraction"))
+    g.add_argument("--max-model-len", type=_positive_count("max model length"))
+    g.add_argument("--max-num-seqs", type=_positive_count("max_num_seqs"))
+    g.add_argument("--max-num-batched-tokens", type=_positive_count("max_num_batched_tokens"))
+    g.add_argument("--block-size", type=_positive_count("block size"))
+    g.add_argument("--enforce-eager", action="store_true")
+    g.add_argument("--usage", choices=["serve", "offline"], default="serve")
+    g.add_argument("--no-prefix-caching", action="store_true")
+    g.add_argument("--spec-tokens", type=int, default=0, help="speculative decoding: draft length")
+    g.add_argument("--spec-acceptance", type=float, default=0.7,
+                   help="chance each draft token is accepted (default 0.7)")
+    g.add_argument("--spec-draft-cost", type=float, default=0.05,
+                   help="one draft token's cost as a share of a decode step (default 0.05)")
+    p.add_argument("--slo-ttft-ms", type=_positive_float("TTFT SLO"))
+    p.add_argument("--slo-tpot-ms", type=_positive_float("TPOT SLO"))
+    p.add_argument("--export", metavar="FILE", help="per-request CSV (or .json)")
+    _output(p)
+    p.set_defaults(handler=cmd_simulate)
 
     p = sub.add_parser("validate", help="predict every row of a measurements CSV, with errors")
     p.add_argument("file", metavar="FILE", help="CSV in the format of validation/README.md")

@@ -1,0 +1,104 @@
+"""Paged KV blocks with prefix caching: allocate, share, free, evict.
+
+Blocks of ``block_size`` tokens come from one pool. A full block of a shared prefix is
+registered under its key (group, index) — vLLM hashes the tokens of each full block,
+chained on the previous block's hash, so equal prefixes map to equal keys. A cached block
+nobody holds stays reusable until an allocation needs the space (LRU eviction).
+Invariant: held + free + evictable == total.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from ridgeline.sim.request import Request
+
+
+class BlockPool:
+    def __init__(self, num_blocks: int, block_size: int, prefix_caching: bool = True) -> None:
+        self.total = num_blocks
+        self.block_size = block_size
+        self.prefix_caching = prefix_caching
+        self.free = num_blocks  # blocks holding nothing
+        self.held = 0  # blocks some request holds (a shared block counts once)
+        self.refs: dict[tuple[int, int], int] = {}  # prefix key -> requests holding it
+        self.evictable: OrderedDict[tuple[int, int], None] = OrderedDict()
+        self.hits = 0  # prefix blocks reused
+
+    @property
+    def available(self) -> int:
+        return self.free + len(self.evictable)
+
+    @property
+    def usage(self) -> float:
+        """Share of the pool held by requests (vllm:kv_cache_usage_perc)."""
+        return self.held / self.total if self.total else 0.0
+
+    def blocks_for(self, tokens: int) -> int:
+        return -(-tokens // self.block_size)
+
+    def can_allocate(self, n: int) -> bool:
+        return n <= self.available
+
+    def _take(self, n: int) -> None:
+        from_free = min(n, self.free)
+        self.free -= from_free
+        for _ in range(n - from_free):  # evict least recently freed cached blocks
+            key, _ = self.evictable.popitem(last=False)
+            del self.refs[key]
+        self.held += n
+
+    def admit(self, r: Request) -> int:
+        """Hold the cached prefix blocks r can reuse; return the tokens they cover."""
+        if not self.prefix_caching or r.prefix_group < 0 or r.shared:
+            return 0
+        limit = min(r.prefix_tokens, r.known_tokens - 1)  # the last token is always computed
+        hits = 0
+        for index in range(limit // self.block_size):
+            key = (r.prefix_group, index)
+            if key not in self.refs:
+                break
+            if self.refs[key] == 0:
+                del self.evictable[key]
+                self.held += 1
+            self.refs[key] += 1
+            r.shared.append(key)
+            hits += 1
+        self.hits += hits
+        return hits * self.block_size
+
+    def grow(self, r: Request, tokens: int) -> bool:
+        """Give r the blocks to cache ``tokens`` tokens; False (and no change) if it cannot."""
+        need = self.blocks_for(tokens) - r.blocks_held
+        if need <= 0:
+            return True
+        if need > self.available:
+            return False
+        self._take(need)
+        r.private_blocks += need
+        return True
+
+    def register(self, r: Request) -> None:
+        """Publish r's full blocks inside its shared prefix for later requests to reuse."""
+        if not self.prefix_caching or r.prefix_group < 0:
+            return
+        full = min(r.num_computed, r.prefix_tokens) // self.block_size
+        for index in range(len(r.shared), full):
+            key = (r.prefix_group, index)
+            if key in self.refs or r.private_blocks == 0:
+                break  # another request published it first: r keeps its private copy
+            self.refs[key] = 1
+            r.private_blocks -= 1
+            r.shared.append(key)
+
+    def release(self, r: Request) -> None:
+        """Return everything r holds; its shared prefix blocks stay cached if unused."""
+        self.free += r.private_blocks
+        self.held -= r.private_blocks
+        r.private_blocks = 0
+        for key in r.shared:
+            self.refs[key] -= 1
+            if self.refs[key] == 0:
+                self.evictable[key] = None
+                self.held -= 1
+        r.shared = []

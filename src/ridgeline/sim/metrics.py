@@ -1,0 +1,191 @@
+"""What a user sees: TTFT, TPOT, ITL, end-to-end, queueing; throughput and goodput.
+
+Definitions (one place, used by every report):
+- TTFT: first token time − arrival. Queueing delay: first scheduled − arrival.
+- TPOT: (finish − first token) ÷ (output tokens − 1), per request (undefined for 1 token).
+- ITL: the time between consecutive tokens of a request, over all tokens (a histogram
+  with 0.2%-wide bins, so memory stays flat).
+- End-to-end: finish − arrival.
+- Throughput: requests and output tokens per second of simulated time; per GPU ÷ GPUs.
+- Goodput: completed requests per second that met every SLO given.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from array import array
+from dataclasses import dataclass, field
+
+from ridgeline.sim.request import Request
+
+_BINS_PER_DECADE = 1000
+_LOW = 1e-7  # seconds
+
+
+def percentile(sorted_values: list[float] | array[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default), q in [0, 100]."""
+    n = len(sorted_values)
+    if n == 0:
+        return math.nan
+    position = q / 100 * (n - 1)
+    low = int(position)
+    high = min(low + 1, n - 1)
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (position - low)
+
+
+class Histogram:
+    """Log-binned weighted samples: percentiles within a bin width (0.23%)."""
+
+    def __init__(self) -> None:
+        self.counts: dict[int, float] = {}
+        self.total = 0.0
+        self.sum = 0.0
+
+    def add(self, value: float, weight: float = 1.0) -> None:
+        index = int(math.log10(max(value, _LOW) / _LOW) * _BINS_PER_DECADE)
+        self.counts[index] = self.counts.get(index, 0.0) + weight
+        self.total += weight
+        self.sum += value * weight
+
+    def percentile(self, q: float) -> float:
+        if not self.total:
+            return math.nan
+        target = q / 100 * self.total
+        seen = 0.0
+        for index in sorted(self.counts):
+            seen += self.counts[index]
+            if seen >= target:
+                return _LOW * 10 ** ((index + 0.5) / _BINS_PER_DECADE)
+        return math.nan
+
+    @property
+    def mean(self) -> float:
+        return self.sum / self.total if self.total else math.nan
+
+
+@dataclass
+class TimeSeries:
+    """Running batch, waiting queue, KV usage and preemptions, thinned to ≤ ``limit`` points."""
+
+    limit: int = 2000
+    every_s: float = 0.0
+    points: list[tuple[float, int, int, float, int]] = field(default_factory=list)
+
+    def add(self, t: float, running: int, waiting: int, usage: float, preemptions: int) -> None:
+        if self.points and t - self.points[-1][0] < self.every_s:
+            return
+        self.points.append((t, running, waiting, usage, preemptions))
+        if len(self.points) >= self.limit:  # halve the resolution, keep memory flat
+            self.points = self.points[::2]
+            self.every_s = max(self.every_s * 2, (self.points[-1][0] - self.points[0][0])
+                               / self.limit)
+
+
+class Recorder:
+    def __init__(self, num_gpus: int) -> None:
+        self.num_gpus = num_gpus
+        self.ttft = array("d")
+        self.tpot = array("d")  # requests with more than one token
+        self.tpot_all = array("d")  # aligned with ttft: nan for one-token requests
+        self.e2e = array("d")
+        self.queue = array("d")
+        self.output_tokens = 0
+        self.completed = 0
+        self.rejected: dict[str, int] = {}
+        self.itl_hist = Histogram()
+        self.series = TimeSeries()
+        self.rows: list[tuple[int, float, int, int, float, float, float, int]] = []
+        self.keep_rows = False  # per-request rows for export (memory grows with requests)
+
+    def finish(self, r: Request) -> None:
+        self.completed += 1
+        self.output_tokens += r.num_generated
+        ttft = r.first_token_s - r.arrival_s
+        self.ttft.append(ttft)
+        self.e2e.append(r.finish_s - r.arrival_s)
+        self.queue.append(r.first_scheduled_s - r.arrival_s)
+        tpot = (r.finish_s - r.first_token_s) / (r.num_generated - 1) \
+            if r.num_generated > 1 else math.nan
+        if r.num_generated > 1:
+            self.tpot.append(tpot)
+        self.tpot_all.append(tpot)
+        if self.keep_rows:
+            self.rows.append((r.id, r.arrival_s, r.prompt_tokens, r.num_generated, ttft, tpot,
+                              r.finish_s - r.arrival_s, r.preemptions))
+
+    def reject(self, r: Request) -> None:
+        self.rejected[r.reason] = self.rejected.get(r.reason, 0) + 1
+
+    def itl(self, seconds: float, tokens: float) -> None:
+        self.itl_hist.add(seconds, tokens)
+
+    def sample(self, t: float, running: int, waiting: int, usage: float, preemptions: int) -> None:
+        self.series.add(t, running, waiting, usage, preemptions)
+
+    def result(self, end_s: float, preemptions: int, prefix_hits: int, steps: int) -> SimResult:
+        return SimResult(self, end_s, preemptions, prefix_hits, steps)
+
+
+class SimResult:
+    """Percentiles, rates and goodput of one simulation."""
+
+    def __init__(self, rec: Recorder, end_s: float, preemptions: int, prefix_hits: int,
+                 steps: int) -> None:
+        self.rec = rec
+        self.duration_s = end_s
+        self.preemptions = preemptions
+        self.prefix_hit_blocks = prefix_hits
+        self.steps = steps
+        self._sorted = {name: sorted(getattr(rec, name)) for name in ("ttft", "tpot", "e2e",
+                                                                      "queue")}
+
+    @property
+    def completed(self) -> int:
+        return self.rec.completed
+
+    @property
+    def rejected(self) -> int:
+        return sum(self.rec.rejected.values())
+
+    def percentiles(self, name: str) -> dict[str, float]:
+        if name == "itl":
+            h = self.rec.itl_hist
+            return {f"p{q}": h.percentile(q) for q in (50, 90, 95, 99)} | {"mean": h.mean}
+        values = self._sorted[name]
+        out = {f"p{q}": percentile(values, q) for q in (50, 90, 95, 99)}
+        out["mean"] = sum(values) / len(values) if values else math.nan
+        return out
+
+    @property
+    def request_rate(self) -> float:
+        return self.completed / self.duration_s if self.duration_s else 0.0
+
+    @property
+    def output_tok_s(self) -> float:
+        return self.rec.output_tokens / self.duration_s if self.duration_s else 0.0
+
+    def goodput(self, slo_ttft_s: float | None, slo_tpot_s: float | None) -> float:
+        """Completed requests per second that met every SLO given."""
+        if not self.duration_s:
+            return 0.0
+        good = 0
+        for ttft, tpot in zip(self.rec.ttft, self.rec.tpot_all):
+            ok = slo_ttft_s is None or ttft <= slo_ttft_s
+            ok = ok and (slo_tpot_s is None or math.isnan(tpot) or tpot <= slo_tpot_s)
+            good += ok
+        return good / self.duration_s
+
+    @property
+    def running_batch(self) -> dict[str, float]:
+        """What vllm:num_requests_running would have shown, time-weighted."""
+        pts = self.rec.series.points
+        if len(pts) < 2:
+            return {"mean": float(pts[0][1]) if pts else 0.0, "max": float(pts[0][1]) if pts
+                    else 0.0}
+        total = weighted = 0.0
+        for (t0, running, *_), (t1, *_) in itertools.pairwise(pts):
+            weighted += running * (t1 - t0)
+            total += t1 - t0
+        return {"mean": weighted / total if total else 0.0,
+                "max": float(max(p[1] for p in pts))}

@@ -1,0 +1,55 @@
+"""A request's life in the engine: waiting, running (prefill chunks, then decode), finished."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+WAITING = "waiting"
+RUNNING = "running"
+FINISHED = "finished"
+REJECTED = "rejected"
+
+
+@dataclass(eq=False)
+class Request:
+    """Mutable simulation state of one request (nano-vllm's Sequence, reduced to counts).
+
+    Known tokens are the prompt plus what was generated. Each step computes some of the
+    known tokens not yet in the cache (a prefill chunk, or the one last token in decode);
+    when the cache holds them all, the model samples one more token.
+    """
+
+    id: int
+    arrival_s: float
+    prompt_tokens: int
+    output_tokens: int
+    prefix_group: int = -1  # requests of one group share their first prefix_tokens tokens
+    prefix_tokens: int = 0
+    status: str = WAITING
+    num_computed: int = 0  # tokens whose KV is in the cache
+    num_generated: int = 0
+    private_blocks: int = 0  # blocks this request alone holds
+    shared: list[tuple[int, int]] = field(default_factory=list)  # prefix-cache keys it holds
+    first_scheduled_s: float = -1.0
+    first_token_s: float = -1.0
+    finish_s: float = -1.0
+    preemptions: int = 0
+    reason: str = ""
+
+    @property
+    def known_tokens(self) -> int:
+        return self.prompt_tokens + self.num_generated
+
+    @property
+    def to_compute(self) -> int:
+        """Tokens to run through the model before the next token can be sampled."""
+        return self.known_tokens - self.num_computed
+
+    @property
+    def blocks_held(self) -> int:
+        return self.private_blocks + len(self.shared)
+
+    @property
+    def max_cached_tokens(self) -> int:
+        """Cache the request needs at its end: prompt + output − 1 (the last is never fed)."""
+        return self.prompt_tokens + self.output_tokens - 1

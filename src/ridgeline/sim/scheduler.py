@@ -1,0 +1,95 @@
+"""vLLM V1's scheduling, in its own words.
+
+Each step has one token budget, ``max_num_batched_tokens``, shared by decodes and
+chunked prefills. Running requests go first, in order: each asks for what it has left to
+compute (one token in decode, 1 + draft tokens with speculative decoding; the rest of
+its prompt, cut to the budget, in prefill). If the pool has no block for a running
+request, the most recently admitted running request is preempted — its blocks freed, its
+tokens to be recomputed — until it fits. Then waiting requests are admitted first come,
+first served while budget, ``max_num_seqs`` seats and blocks last; the first one that
+cannot get its blocks stops admission (vllm/v1/core/sched/scheduler.py).
+
+Simplified: one token budget and no separate limit on partial prefills; no priority
+scheduling; preempted requests recompute (V1's only mode), never swap.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from ridgeline.sim.blocks import BlockPool
+from ridgeline.sim.request import RUNNING, WAITING, Request
+
+
+@dataclass
+class SchedulerConfig:
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    spec_tokens: int = 0  # draft tokens verified per decode step
+
+
+@dataclass
+class Scheduled:
+    request: Request
+    tokens: int  # new tokens this step
+    context: int  # tokens already cached before it
+
+
+class Scheduler:
+    def __init__(self, config: SchedulerConfig, pool: BlockPool) -> None:
+        self.config = config
+        self.pool = pool
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []
+        self.preemptions = 0
+
+    def add(self, r: Request) -> None:
+        self.waiting.append(r)
+
+    def _preempt_last(self) -> Request:
+        victim = self.running.pop()
+        self.pool.release(victim)
+        victim.num_computed = 0
+        victim.status = WAITING
+        victim.preemptions += 1
+        self.preemptions += 1
+        self.waiting.appendleft(victim)
+        return victim
+
+    def schedule(self, now_s: float) -> list[Scheduled]:
+        budget = self.config.max_num_batched_tokens
+        out: list[Scheduled] = []
+        i = 0
+        while i < len(self.running) and budget > 0:
+            r = self.running[i]
+            n = r.to_compute
+            if n == 1:
+                n += self.config.spec_tokens
+            n = min(n, budget)
+            while not self.pool.grow(r, r.num_computed + n):
+                victim = self._preempt_last()
+                if victim is r:
+                    break
+            if r.status != RUNNING:
+                break  # r itself was preempted: nothing behind it can run either
+            out.append(Scheduled(r, n, r.num_computed))
+            budget -= n
+            i += 1
+        while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
+            r = self.waiting[0]
+            if not r.shared and r.num_computed == 0:
+                r.num_computed = self.pool.admit(r)
+            n = min(r.to_compute, budget)
+            if not self.pool.grow(r, r.num_computed + n):
+                self.pool.release(r)  # a request that cannot start holds nothing
+                r.num_computed = 0
+                break
+            self.waiting.popleft()
+            r.status = RUNNING
+            if r.first_scheduled_s < 0:
+                r.first_scheduled_s = now_s
+            self.running.append(r)
+            out.append(Scheduled(r, n, r.num_computed))
+            budget -= n
+        return out

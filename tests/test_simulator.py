@@ -1,0 +1,201 @@
+"""The simulated engine: invariants (property-based), the fast path, workloads, the CLI."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.cli import main
+from ridgeline.engines import profile_for
+from ridgeline.errors import InputError
+from ridgeline.sim.blocks import BlockPool
+from ridgeline.sim.request import FINISHED, Request
+from ridgeline.sim.simulator import SimConfig, Simulator, sim_config
+from ridgeline.sim.workload import Workload, length_sampler, read_trace
+
+DEP = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"), "bf16")
+PROFILE = profile_for("vllm")
+
+
+def small_config(blocks: int, seqs: int = 64, budget: int = 2048, fast: bool = True) -> SimConfig:
+    return SimConfig(num_blocks=blocks, block_size=16, max_num_seqs=seqs,
+                     max_num_batched_tokens=budget, max_model_len=32768, fast_path=fast)
+
+
+def check_invariants(sim: Simulator) -> None:
+    pool, s = sim.pool, sim.scheduler
+    assert pool.held + pool.free + len(pool.evictable) == pool.total  # blocks conserved
+    held = sum(r.private_blocks for r in s.running) + sum(
+        1 for n in pool.refs.values() if n > 0)
+    assert held == pool.held
+    ids = [r.id for r in s.running] + [r.id for r in s.waiting]
+    assert len(ids) == len(set(ids))  # no request in two queues
+    for r in s.running:
+        assert r.num_computed <= r.known_tokens  # tokens conserved
+        assert r.blocks_held * pool.block_size >= r.num_computed
+    assert len(s.running) <= sim.config.max_num_seqs
+
+
+workloads = st.builds(
+    Workload,
+    num_requests=st.integers(1, 60),
+    input_len=st.sampled_from(["64", "uniform:1,700", "lognormal:200,1.0"]),
+    output_len=st.sampled_from(["1", "uniform:1,300", "zipf:1.1,400"]),
+    rate=st.sampled_from([2.0, 50.0, float("inf")]),
+    arrival=st.sampled_from(["poisson", "gamma", "constant"]),
+    burstiness=st.sampled_from([0.5, 1.0, 3.0]),
+    prefix_groups=st.sampled_from([0, 3]),
+    prefix_len=st.sampled_from([0, 100]),
+    seed=st.integers(0, 10_000),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(workload=workloads, blocks=st.sampled_from([40, 200, 5000]))
+def test_invariants_hold_after_every_step(workload: Workload, blocks: int) -> None:
+    sim = Simulator(DEP, PROFILE, small_config(blocks))
+    result = sim.run(iter(workload), after_step=check_invariants)
+    # every arrived request finishes or is reported with its reason
+    assert result.completed + result.rejected == workload.num_requests
+    assert sim.pool.held == 0
+
+
+@settings(max_examples=25, deadline=None)
+@given(workload=workloads)
+def test_the_same_seed_gives_identical_results(workload: Workload) -> None:
+    a = Simulator(DEP, PROFILE, small_config(300)).run(iter(workload))
+    b = Simulator(DEP, PROFILE, small_config(300)).run(iter(workload))
+    assert a.percentiles("ttft") == b.percentiles("ttft") or workload.num_requests == 0
+    assert a.duration_s == b.duration_s and a.preemptions == b.preemptions
+
+
+@settings(max_examples=25, deadline=None)
+@given(workload=workloads)
+def test_fast_path_agrees_with_the_step_loop_within_half_a_percent(workload: Workload) -> None:
+    fast = Simulator(DEP, PROFILE, small_config(20000)).run(iter(workload))
+    slow = Simulator(DEP, PROFILE, small_config(20000, fast=False)).run(iter(workload))
+    assert fast.completed == slow.completed
+    assert fast.duration_s == pytest.approx(slow.duration_s, rel=0.005)
+    assert fast.output_tok_s == pytest.approx(slow.output_tok_s, rel=0.005)
+    for name in ("ttft", "tpot", "e2e", "itl"):
+        for key, value in slow.percentiles(name).items():
+            assert fast.percentiles(name)[key] == pytest.approx(value, rel=0.005, nan_ok=True)
+
+
+def test_a_request_longer_than_the_pool_is_rejected_with_a_reason() -> None:
+    sim = Simulator(DEP, PROFILE, small_config(10))  # 160 tokens of cache
+    result = sim.run(iter([Request(0, 0.0, 500, 10), Request(1, 0.0, 50, 10)]))
+    assert result.completed == 1 and result.rejected == 1
+    assert "KV blocks" in next(iter(result.rec.rejected))
+
+
+def test_a_full_pool_preempts_and_recomputes() -> None:
+    sim = Simulator(DEP, PROFILE, small_config(60))
+    result = sim.run(iter(Workload(20, "200", "300", seed=3)))
+    assert result.preemptions > 0 and result.completed == 20
+
+
+def test_shared_prefixes_hit_the_prefix_cache() -> None:
+    w = Workload(50, "1200", "20", rate=20, prefix_groups=2, prefix_len=1024, seed=1)
+    hit = Simulator(DEP, PROFILE, small_config(5000)).run(iter(w))
+    off = Simulator(DEP, PROFILE, replace(small_config(5000), prefix_caching=False)).run(iter(w))
+    assert hit.prefix_hit_blocks > 0
+    assert hit.percentiles("ttft")["p50"] < off.percentiles("ttft")["p50"]
+
+
+def test_prefix_cache_reuses_only_full_blocks_and_never_the_last_token() -> None:
+    pool = BlockPool(100, 16)
+    first = Request(0, 0.0, 40, 5, prefix_group=1, prefix_tokens=32)
+    assert pool.admit(first) == 0
+    assert pool.grow(first, 40)
+    first.num_computed = 40
+    pool.register(first)
+    second = Request(1, 0.0, 33, 5, prefix_group=1, prefix_tokens=32)
+    assert pool.admit(second) == 32  # two full blocks
+    third = Request(2, 0.0, 32, 5, prefix_group=1, prefix_tokens=32)
+    assert pool.admit(third) == 16  # all prefix: the last token must be computed
+
+
+def test_closed_loop_keeps_the_concurrency() -> None:
+    sim = Simulator(DEP, PROFILE, small_config(20000))
+    result = sim.run(iter(Workload(200, "100", "50", seed=2)), closed_loop=16)
+    assert result.completed == 200
+    assert result.running_batch["max"] == 16
+
+
+def test_speculative_decoding_generates_more_tokens_per_step() -> None:
+    w = Workload(8, "100", "200", seed=1)
+    plain = Simulator(DEP, PROFILE, small_config(5000)).run(iter(w))
+    spec = Simulator(DEP, PROFILE, replace(small_config(5000), spec_tokens=3,
+                                           spec_acceptance=0.8)).run(iter(w))
+    assert spec.steps < plain.steps and spec.percentiles("tpot")["p50"] < plain.percentiles(
+        "tpot")["p50"]
+
+
+def test_length_specs_and_bad_ones() -> None:
+    import random
+    rng = random.Random(0)
+    assert length_sampler("42", "x")(rng) == 42
+    assert 1 <= length_sampler("uniform:1,5", "x")(rng) <= 5
+    assert length_sampler("zipf:1.5,100", "x")(rng) <= 100
+    for bad in ("0", "abc", "uniform:5,1", "normal:1"):
+        with pytest.raises(InputError):
+            length_sampler(bad, "x")
+
+
+def test_traces_in_plain_and_azure_layouts(tmp_path: Path) -> None:
+    plain = tmp_path / "t.csv"
+    plain.write_text("arrival_s,prompt_tokens,output_tokens\n0.5,100,20\n0.0,50,10\n")
+    assert [(r.arrival_s, r.prompt_tokens) for r in read_trace(str(plain))] == [(0.0, 50),
+                                                                                (0.5, 100)]
+    azure = tmp_path / "azure.csv"
+    azure.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                     "2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:50.9951690,396,109\n")
+    reqs = read_trace(str(azure))
+    assert reqs[1].arrival_s == pytest.approx(4.315, abs=0.01) and reqs[1].output_tokens == 109
+    jsonl = tmp_path / "t.jsonl"
+    jsonl.write_text('{"timestamp": 1, "input_len": 10, "output_len": 2}\n')
+    assert read_trace(str(jsonl))[0].prompt_tokens == 10
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b\n1,2\n")
+    with pytest.raises(InputError, match="no column"):
+        read_trace(str(bad))
+
+
+def test_sim_config_comes_from_the_engine_pool() -> None:
+    config = sim_config(DEP)
+    assert config.max_num_seqs == 1024 and config.max_num_batched_tokens == 8192
+    assert config.num_blocks > 10_000
+
+
+def test_simulate_cli_reports_percentiles_goodput_and_settings(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out = tmp_path / "requests.csv"
+    code = main(["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "5", "--num-requests",
+                 "50", "--slo-ttft-ms", "500", "--slo-tpot-ms", "50", "--export", str(out),
+                 "--json"])
+    assert code == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["completed"] == 50 and data["goodput_req_s"] > 0
+    assert set(data["ttft_s"]) == {"p50", "p90", "p95", "p99", "mean"}
+    assert data["settings"]["max_num_seqs"] == 1024
+    assert len(out.read_text().splitlines()) == 51
+
+
+def test_simulate_refuses_a_deployment_that_does_not_fit(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["simulate", "llama-3.1-70b", "--gpu", "l4", "--rate", "1"])
+    assert code == 2 and "does not fit" in capsys.readouterr().err
+
+
+def test_finished_requests_are_marked() -> None:
+    sim = Simulator(DEP, PROFILE, small_config(500))
+    seen: list[Request] = []
+    sim.run(iter([Request(0, 0.0, 10, 3)]), after_step=lambda s: seen.extend(s.scheduler.running))
+    assert seen[0].status == FINISHED
