@@ -119,14 +119,23 @@ def batch_shape(dep: Deployment, batch: Sequence[Seq]) -> BatchShape:
     windows = _windows(dep)
     loads = {w: [0.0, 0.0, 0.0] for w in windows}
     tokens = 0
+    full = loads.get(None)
+    windowed = [(w, acc) for w, acc in loads.items() if w is not None]
     for s in batch:
         n, c = s.new_tokens, s.context_tokens
         if n < 1 or c < 0:
             raise InputError(f"a sequence needs ≥1 new token and ≥0 cached ones, got {s}")
         tokens += n
-        for w, acc in loads.items():
+        if full is not None:
+            if n == 1:  # the common case, inlined: c + 1 keys, c read + 1 written
+                full[0] += c + 1
+                full[2] += c + 2
+            else:
+                full[1] += _pairs(c, n, None)
+                full[2] += c + 2 * n
+        for w, acc in windowed:
             acc[0 if n == 1 else 1] += _pairs(c, n, w)
-            acc[2] += (min(c + n, w) if w else c + n) + n
+            acc[2] += min(c + n, w) + n
     return BatchShape(tokens, len(batch),
                       tuple(AttentionLoad(w, *acc) for w, acc in loads.items()))
 

@@ -60,13 +60,20 @@ class Scheduler:
     def schedule(self, now_s: float) -> list[Scheduled]:
         budget = self.config.max_num_batched_tokens
         out: list[Scheduled] = []
+        block_size = self.pool.block_size
+        spec = self.config.spec_tokens
         i = 0
         while i < len(self.running) and budget > 0:
             r = self.running[i]
-            n = r.to_compute
+            n = r.prompt_tokens + r.num_generated - r.num_computed
             if n == 1:
-                n += self.config.spec_tokens
+                n += spec
             n = min(n, budget)
+            if r.num_computed + n <= (r.private_blocks + len(r.shared)) * block_size:
+                out.append(Scheduled(r, n, r.num_computed))  # its blocks have room
+                budget -= n
+                i += 1
+                continue
             while not self.pool.grow(r, r.num_computed + n):
                 victim = self._preempt_last()
                 if victim is r:

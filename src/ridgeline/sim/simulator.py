@@ -145,15 +145,16 @@ class Simulator:
 
     def _step(self, batch: list[Scheduled], rec: Recorder) -> list[Request]:
         shape = batch_shape(self.dep, [Seq(b.tokens, b.context) for b in batch])
-        decodes = sum(1 for b in batch if b.request.to_compute == 1)
-        dt = self._time(shape, decodes)
+        dt = self._time(shape, sum(1 for b in batch if b.tokens > 1 or b.request.num_generated))
         self.now_s += dt
         self.steps += 1
         finished = []
+        spec = self.config.spec_tokens
+        itl_tokens = 0
         for b in batch:
             r = b.request
-            if r.to_compute == 1:  # decode: the fed token, plus accepted draft tokens
-                gained = self._accepted(r) if self.config.spec_tokens else 1
+            if r.known_tokens - r.num_computed == 1:  # decode: the fed token + accepted drafts
+                gained = self._accepted(r) if spec else 1
                 gained = min(gained, r.output_tokens - r.num_generated)
                 r.num_computed += gained
             else:
@@ -165,11 +166,14 @@ class Simulator:
             if r.num_generated == 0:
                 r.first_token_s = self.now_s
             else:
-                rec.itl(dt, gained)
+                itl_tokens += gained
             r.num_generated += gained
-            self.pool.register(r)
+            if r.prefix_group >= 0:
+                self.pool.register(r)
             if r.num_generated >= r.output_tokens:
                 finished.append(self._finish(r))
+        if itl_tokens:
+            rec.itl(dt, itl_tokens)
         return finished
 
     def _accepted(self, r: Request) -> int:

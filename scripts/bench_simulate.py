@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Simulator benchmarks (not tests): speed, memory, and saturated throughput vs measured.
+
+    python scripts/bench_simulate.py [--sizes 10000,100000,1000000] [--skip-speed]
+
+Speed: simulated requests per wall second for a chat-like workload (Llama-3.1-8B on one
+H100, vLLM defaults, Poisson arrivals at 8 req/s below saturation, log-normal prompts
+around 1,000 tokens and answers around 250), on one core; peak RSS alongside.
+Sanity: each offline max-throughput row of validation/measurements.csv (batch left to the
+engine) replayed as 1,000 requests queued at t = 0; simulated output tok/s beside measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import time
+
+from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.engines import profile_for
+from ridgeline.measurements import read_measurements
+from ridgeline.predict import deployment_for
+from ridgeline.sim.request import Request
+from ridgeline.sim.simulator import Simulator, sim_config
+from ridgeline.sim.workload import Workload
+
+
+def speed(sizes: list[int]) -> None:
+    dep = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"), "bf16")
+    print("| requests | wall s | simulated req/s per wall s | simulated s | peak RSS MiB |")
+    print("|---:|---:|---:|---:|---:|")
+    for n in sizes:
+        sim = Simulator(dep, profile_for("vllm"), sim_config(dep))
+        work = Workload(n, "lognormal:1000,0.8", "lognormal:250,0.8", rate=8.0, seed=1)
+        start = time.perf_counter()
+        result = sim.run(iter(work))
+        wall = time.perf_counter() - start
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"| {n:,} | {wall:,.1f} | {n / wall:,.0f} | {result.duration_s:,.0f} | {rss:,.0f} |",
+              flush=True)
+
+
+def sanity() -> None:
+    rows = [r for r in read_measurements("validation/measurements.csv").rows
+            if r.metric == "output_throughput_tok_s" and r.batch is None]
+    print("| row | measured tok/s | simulated tok/s | error |")
+    print("|---|---:|---:|---:|")
+    for row in rows:
+        dep = deployment_for(row)
+        config = sim_config(dep)
+        isl, osl = row.input_len or 1, row.output_len or 1
+        sim = Simulator(dep, profile_for(dep.engine), config)
+        reqs = (Request(i, 0.0, isl, osl) for i in range(1000))
+        result = sim.run(reqs)
+        got = result.output_tok_s
+        print(f"| {row.id} | {row.value:,.0f} | {got:,.0f} | {got / row.value - 1:+.0%} |",
+              flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", default="10000,100000,1000000")
+    parser.add_argument("--skip-speed", action="store_true")
+    parser.add_argument("--skip-sanity", action="store_true")
+    args = parser.parse_args()
+    if not args.skip_speed:
+        speed([int(x) for x in args.sizes.split(",")])
+    if not args.skip_sanity:
+        print()
+        sanity()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
