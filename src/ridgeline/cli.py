@@ -306,6 +306,39 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     return SimulateReport(replace(dep), config, result, count, load, slo_ttft, slo_tpot)
 
 
+def _seconds(text: str) -> float:
+    text = str(text).strip().lower()
+    factor = 60.0 if text.endswith("m") else 1.0
+    try:
+        value = float(text.rstrip("sm")) * factor
+    except ValueError:
+        raise InputError(f"a duration looks like 60s, 2m or 0.5, got {text!r}") from None
+    if value < 0:
+        raise InputError(f"a duration cannot be negative, got {text!r}")
+    return value
+
+
+def cmd_observe(args: argparse.Namespace) -> Any:
+    from dataclasses import replace
+
+    from ridgeline.engines import engine_id
+    from ridgeline.observe import read_source
+    from ridgeline.reports.observe import observe_report
+
+    args.fetch = False
+    model = load_model(args)
+    dep = replace(load_deployment(args, model), engine=engine_id(args.engine))
+    obs = read_source(args.source, _seconds(args.duration), _seconds(args.interval) or 1.0)
+    report = observe_report(obs, dep, load_profile(args), args.context)
+    if args.emit_measurements:
+        try:
+            with open(args.emit_measurements, "w", encoding="utf-8", newline="") as handle:
+                handle.write(report.measurement_rows(args.model))
+        except OSError as exc:
+            raise InputError(f"cannot write {args.emit_measurements}: {exc}") from None
+    return report
+
+
 def cmd_validate(args: argparse.Namespace) -> Any:
     from ridgeline.calibrate import validate
     from ridgeline.engines import load_profile_file
@@ -511,6 +544,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--export", metavar="FILE", help="per-request CSV (or .json)")
     _output(p)
     p.set_defaults(handler=cmd_simulate)
+
+    p = sub.add_parser("observe", help="a live engine's batch on the roofline, and its wall")
+    p.add_argument("source", metavar="SOURCE",
+                   help="/metrics URL, saved metrics text, vLLM log, or bench result JSON")
+    p.add_argument("--model", required=True)
+    _gpu(p)
+    _formats(p)
+    _engine(p)
+    p.add_argument("--duration", default="60s", help="polling window for a URL (60s)")
+    p.add_argument("--interval", default="1s", help="time between scrapes (1s)")
+    p.add_argument("--context", type=_positive_count("context"),
+                   help="typical tokens per sequence (default: from the source, else 2000)")
+    p.add_argument("--emit-measurements", metavar="FILE",
+                   help="write what was observed as measurement rows for `calibrate`")
+    _output(p)
+    p.set_defaults(handler=cmd_observe)
 
     p = sub.add_parser("validate", help="predict every row of a measurements CSV, with errors")
     p.add_argument("file", metavar="FILE", help="CSV in the format of validation/README.md")

@@ -1,0 +1,309 @@
+"""Observe a running engine: /metrics polled over a window, a saved scrape, a vLLM log, or a
+benchmark result JSON — reduced to one Observation.
+
+Metric names, old and new (looked up in each engine's metrics code):
+vLLM ``vllm:num_requests_running``, ``vllm:num_requests_waiting``, ``vllm:kv_cache_usage_perc``
+(V1; V0: ``vllm:gpu_cache_usage_perc``), ``vllm:num_preemptions_total``,
+``vllm:prompt_tokens_total``, ``vllm:generation_tokens_total``, histograms
+``vllm:time_to_first_token_seconds``, ``vllm:inter_token_latency_seconds`` (older:
+``vllm:time_per_output_token_seconds``), ``vllm:e2e_request_latency_seconds``;
+SGLang ``sglang:num_running_reqs``, ``sglang:num_queue_reqs``, ``sglang:token_usage``,
+``sglang:num_retracted_reqs``, ``sglang:prompt_tokens_total``,
+``sglang:generation_tokens_total``, ``sglang:time_to_first_token_seconds``,
+``sglang:inter_token_latency_seconds``, ``sglang:e2e_request_latency_seconds``.
+Network reads are bounded in size and time; only this module and hub.py touch the network.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import re
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ridgeline.errors import InputError
+from ridgeline.prometheus import Histogram, Scrape, parse_scrape, split_scrapes
+
+MAX_BYTES = 16 * 2**20
+RUNNING = ("vllm:num_requests_running", "sglang:num_running_reqs")
+WAITING = ("vllm:num_requests_waiting", "sglang:num_queue_reqs")
+KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage")
+PREEMPTIONS = ("vllm:num_preemptions_total", "sglang:num_retracted_reqs_total",
+               "sglang:num_retracted_reqs")
+PROMPT_TOKENS = ("vllm:prompt_tokens_total", "sglang:prompt_tokens_total")
+GENERATION_TOKENS = ("vllm:generation_tokens_total", "sglang:generation_tokens_total")
+REQUESTS = ("vllm:request_success_total", "sglang:num_requests_total")
+TTFT = ("vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds")
+ITL = ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds",
+       "sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds")
+E2E = ("vllm:e2e_request_latency_seconds", "sglang:e2e_request_latency_seconds")
+_LOG = re.compile(
+    r"Avg prompt throughput: (?P<prompt>[\d.]+) tokens/s, Avg generation throughput: "
+    r"(?P<gen>[\d.]+) tokens/s, Running: (?P<running>\d+) reqs,(?: Swapped: \d+ reqs,)? "
+    r"(?:Pending|Waiting): (?P<waiting>\d+) reqs, GPU KV cache usage: (?P<kv>[\d.]+)%")
+
+
+@dataclass
+class Observation:
+    source: str
+    kind: str  # metrics | log | bench
+    running: list[float] = field(default_factory=list)
+    waiting: list[float] = field(default_factory=list)
+    kv_usage: list[float] = field(default_factory=list)  # 0–1
+    preemptions: float | None = None
+    prompt_tok_s: float | None = None
+    generation_tok_s: float | None = None
+    latency_ms: dict[str, dict[str, float]] = field(default_factory=dict)  # ttft/itl/e2e
+    mean_prompt_tokens: float | None = None
+    mean_output_tokens: float | None = None
+    duration_s: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def batch(self) -> float | None:
+        """The running batch: the mean the engine reported, or Little's law from a bench."""
+        if self.running:
+            return statistics.fmean(self.running)
+        itl = self.latency_ms.get("itl", {}).get("mean")
+        if self.generation_tok_s and itl and not math.isnan(itl):
+            return self.generation_tok_s * itl / 1e3
+        return None
+
+
+def stats(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {}
+    ordered = sorted(values)
+
+    def pick(q: float) -> float:
+        return ordered[min(len(ordered) - 1, int(q * (len(ordered) - 1) + 0.5))]
+
+    return {"mean": statistics.fmean(values), "p50": pick(0.5), "p90": pick(0.9),
+            "max": ordered[-1]}
+
+
+# -- reading ----------------------------------------------------------------------------
+def fetch(url: str, timeout_s: float = 5.0) -> str:
+    """GET a URL with a bounded size and a deadline; clear errors for every way it fails."""
+    import urllib.error
+    import urllib.request
+
+    if not url.startswith(("http://", "https://")):
+        raise InputError(f"{url} is not an http(s) URL")
+    deadline = time.monotonic() + timeout_s
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            chunks, size = [], 0
+            while True:
+                if time.monotonic() > deadline:
+                    raise InputError(f"{url}: the response took longer than {timeout_s:g} s")
+                chunk = response.read(65536)
+                if not chunk:
+                    break
+                size += len(chunk)
+                if size > MAX_BYTES:
+                    raise InputError(f"{url}: the response is larger than {MAX_BYTES >> 20} MiB")
+                chunks.append(chunk)
+    except urllib.error.HTTPError as exc:
+        raise InputError(f"{url} answered HTTP {exc.code}") from None
+    except urllib.error.URLError as exc:
+        raise InputError(f"cannot reach {url} ({exc.reason})") from None
+    except TimeoutError:
+        raise InputError(f"{url}: no answer within {timeout_s:g} s") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {url} ({exc})") from None
+    return b"".join(chunks).decode("utf-8", errors="replace")
+
+
+def poll(url: str, duration_s: float, interval_s: float,
+         clock: Callable[[], float] = time.monotonic,
+         sleep: Callable[[float], None] = time.sleep) -> Observation:
+    """Scrape ``url`` every ``interval_s`` for ``duration_s`` seconds."""
+    if interval_s <= 0 or duration_s < 0:
+        raise InputError("interval must be positive and duration not negative")
+    scrapes: list[Scrape] = []
+    start = clock()
+    while True:
+        now = clock()
+        scrapes.append(parse_scrape(fetch(url, timeout_s=max(1.0, interval_s * 5)), now - start))
+        if now - start >= duration_s:
+            break
+        sleep(interval_s)
+    return from_scrapes(scrapes, url)
+
+
+def read_source(source: str, duration_s: float = 60.0, interval_s: float = 1.0) -> Observation:
+    if source.startswith(("http://", "https://")):
+        return poll(source, duration_s, interval_s)
+    path = Path(source).expanduser()
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(f"no such file: {source}") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {source} ({exc})") from None
+    if len(data) > 64 * MAX_BYTES:
+        raise InputError(f"{source} is larger than {64 * MAX_BYTES >> 20} MiB")
+    text = data.decode("utf-8", errors="replace")
+    head = text.lstrip()[:1]
+    if head in ("{", "["):
+        return from_bench(text, source)
+    if _LOG.search(text):
+        return from_log(text, source)
+    return from_scrapes(split_scrapes(text), source)
+
+
+def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
+    obs = Observation(source, "metrics")
+    for s in scrapes:
+        for series, names in ((obs.running, RUNNING), (obs.waiting, WAITING),
+                              (obs.kv_usage, KV_USAGE)):
+            value = s.value(*names)
+            if value is not None:
+                series.append(value)
+    if not obs.running:
+        known = ", ".join(sorted(scrapes[-1].samples)[:6])
+        raise InputError(f"{source}: no running-requests metric ({' or '.join(RUNNING)}); "
+                         f"found {known}, …")
+    if any(s.value(*KV_USAGE) is None for s in scrapes[-1:]):
+        obs.notes.append(f"no KV-usage metric ({', '.join(KV_USAGE)})")
+    first, last = scrapes[0], scrapes[-1]
+    timed = first.time_s is not None and last.time_s is not None and last.time_s > first.time_s
+    if timed:
+        assert first.time_s is not None and last.time_s is not None
+        obs.duration_s = last.time_s - first.time_s
+        obs.prompt_tok_s = _rate(scrapes, PROMPT_TOKENS, obs)
+        obs.generation_tok_s = _rate(scrapes, GENERATION_TOKENS, obs)
+        obs.preemptions = _increase(scrapes, PREEMPTIONS, obs)
+    else:
+        obs.notes.append("a single scrape: no rates; histograms cover the server's lifetime")
+        obs.preemptions = last.value(*PREEMPTIONS)
+    families: tuple[tuple[str, tuple[str, ...]], ...] = (("ttft", TTFT), ("itl", ITL),
+                                                         ("e2e", E2E))
+    for key, names in families:
+        hist = last.histogram(*names)
+        if hist is None:
+            obs.notes.append(f"no {key} histogram ({' or '.join(names)})")
+            continue
+        window = hist.minus(first.histogram(*names)) if timed else hist
+        obs.latency_ms[key] = _hist_ms(window)
+    prompt = last.value(*PROMPT_TOKENS)
+    gen = last.value(*GENERATION_TOKENS)
+    total = last.value(*REQUESTS)
+    if total and prompt is not None and gen is not None:
+        obs.mean_prompt_tokens, obs.mean_output_tokens = prompt / total, gen / total
+    return obs
+
+
+def _increase(scrapes: list[Scrape], names: tuple[str, ...], obs: Observation) -> float | None:
+    """A counter's increase over the window; a drop is a restart, counted from zero."""
+    values = [s.value(*names) for s in scrapes]
+    if any(v is None for v in values):
+        return None
+    total = 0.0
+    for before, after in itertools.pairwise(values):
+        assert before is not None and after is not None
+        if after < before:
+            obs.notes.append(f"{names[0]} went down mid-window (a restart): counted from zero")
+            total += after
+        else:
+            total += after - before
+    return total
+
+
+def _rate(scrapes: list[Scrape], names: tuple[str, ...], obs: Observation) -> float | None:
+    increase = _increase(scrapes, names, obs)
+    if increase is None or not obs.duration_s:
+        return None
+    return increase / obs.duration_s
+
+
+def _hist_ms(h: Histogram) -> dict[str, float]:
+    if not h.count:
+        return {}
+    return {"mean": h.mean * 1e3, "p50": h.quantile(0.5) * 1e3, "p90": h.quantile(0.9) * 1e3,
+            "p99": h.quantile(0.99) * 1e3, "count": h.count}
+
+
+def from_log(text: str, source: str) -> Observation:
+    obs = Observation(source, "log")
+    prompt, gen = [], []
+    for match in _LOG.finditer(text):
+        obs.running.append(float(match["running"]))
+        obs.waiting.append(float(match["waiting"]))
+        obs.kv_usage.append(float(match["kv"]) / 100)
+        prompt.append(float(match["prompt"]))
+        gen.append(float(match["gen"]))
+    obs.prompt_tok_s = statistics.fmean(prompt)
+    obs.generation_tok_s = statistics.fmean(gen)
+    obs.preemptions = float(len(re.findall(r"preempted", text, re.IGNORECASE)))
+    obs.notes.append(f"{len(obs.running)} periodic stats lines")
+    return obs
+
+
+_BENCH_KEYS = {"ttft": "ttft_ms", "itl": "itl_ms", "tpot": "tpot_ms", "e2e": "e2el_ms"}
+_GENAI = {"ttft": "time_to_first_token", "itl": "inter_token_latency",
+          "e2e": "request_latency"}
+
+
+def from_bench(text: str, source: str) -> Observation:
+    """`vllm bench serve --save-result`, SGLang bench_serving, or genai-perf/aiperf JSON."""
+    try:
+        data: Any = json.loads(text)
+    except json.JSONDecodeError:
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        try:
+            data = json.loads(lines[-1])  # SGLang appends one JSON object per run
+        except (json.JSONDecodeError, IndexError):
+            raise InputError(f"{source} is not a benchmark result JSON") from None
+    if isinstance(data, list) and data:
+        data = data[-1]
+    if not isinstance(data, dict):
+        raise InputError(f"{source} is not a benchmark result JSON object")
+    obs = Observation(source, "bench")
+    if "output_throughput" in data:  # vLLM / SGLang
+        obs.generation_tok_s = _num(data.get("output_throughput"))
+        obs.duration_s = _num(data.get("duration"))
+        done = _num(data.get("completed"))
+        if done:
+            obs.mean_prompt_tokens = (_num(data.get("total_input_tokens")) or 0) / done
+            obs.mean_output_tokens = (_num(data.get("total_output_tokens")) or 0) / done
+        for key, stem in _BENCH_KEYS.items():
+            values = {stat: _num(data.get(f"{stat}_{stem}")) for stat in ("mean", "median", "p90",
+                                                                          "p99")}
+            found = {("p50" if k == "median" else k): v for k, v in values.items() if v is not None}
+            if found:
+                obs.latency_ms[key] = found
+        if "itl" not in obs.latency_ms and "tpot" in obs.latency_ms:
+            obs.latency_ms["itl"] = obs.latency_ms["tpot"]
+    elif "time_to_first_token" in data:  # genai-perf / aiperf
+        throughput = data.get("output_token_throughput") or {}
+        obs.generation_tok_s = _num(throughput.get("avg"))
+        for key, stem in _GENAI.items():
+            entry = data.get(stem) or {}
+            scale = 1e-6 if entry.get("unit") == "ns" else 1.0
+            found = {k: v * scale for k, v in
+                     (("mean", _num(entry.get("avg"))), ("p50", _num(entry.get("p50"))),
+                      ("p90", _num(entry.get("p90"))), ("p99", _num(entry.get("p99"))))
+                     if v is not None}
+            if found:
+                obs.latency_ms[key] = found
+    else:
+        raise InputError(f"{source}: not a vLLM, SGLang or genai-perf benchmark result "
+                         "(no output_throughput or time_to_first_token)")
+    if obs.generation_tok_s is None:
+        raise InputError(f"{source}: the benchmark result has no output throughput")
+    obs.notes.append("running batch estimated by Little's law: output tok/s × mean ITL")
+    return obs
+
+
+def _num(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None

@@ -1,0 +1,124 @@
+"""Reading Prometheus text exposition, as vLLM's and SGLang's /metrics serve it.
+
+``parse_scrape`` turns one scrape into {name: [(labels, value)]}; ``split_scrapes`` cuts a
+saved file holding several scrapes (each started by a ``# scrape_time <unix seconds>``
+comment, or told apart by sample timestamps). Histograms are read from their
+``_bucket{le=…}``, ``_sum`` and ``_count`` series.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from ridgeline.errors import InputError
+
+_SAMPLE = re.compile(
+    r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+"
+    r"(?P<value>[-+]?(?:[0-9.]+(?:[eE][-+]?[0-9]+)?|NaN|[+-]?Inf))(?:\s+(?P<ts>-?\d+))?\s*$"
+)
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+_SCRAPE_MARK = re.compile(r"^#\s*scrape_time\s+([0-9.]+)")
+
+Samples = dict[str, list[tuple[dict[str, str], float]]]
+
+
+@dataclass(frozen=True)
+class Scrape:
+    time_s: float | None
+    samples: Samples
+
+    def value(self, *names: str) -> float | None:
+        """Sum of a gauge or counter over its label sets; the first name present wins."""
+        for name in names:
+            if name in self.samples:
+                return sum(v for _, v in self.samples[name])
+        return None
+
+    def histogram(self, *names: str) -> Histogram | None:
+        for name in names:
+            buckets: dict[float, float] = {}
+            for labels, v in self.samples.get(f"{name}_bucket", []):
+                le = labels.get("le", "")
+                edge = math.inf if le in ("+Inf", "Inf") else float(le)
+                buckets[edge] = buckets.get(edge, 0.0) + v
+            if buckets:
+                total = self.value(f"{name}_sum") or 0.0
+                count = self.value(f"{name}_count") or buckets.get(math.inf, 0.0)
+                return Histogram(name, tuple(sorted(buckets.items())), total, count)
+        return None
+
+
+@dataclass(frozen=True)
+class Histogram:
+    name: str
+    buckets: tuple[tuple[float, float], ...]  # (upper edge, cumulative count)
+    sum: float
+    count: float
+
+    def minus(self, earlier: Histogram | None) -> Histogram:
+        """The observations between two scrapes (a counter reset keeps the later one whole)."""
+        if earlier is None or self.count < earlier.count:
+            return self
+        before = dict(earlier.buckets)
+        return Histogram(self.name, tuple((e, c - before.get(e, 0.0)) for e, c in self.buckets),
+                         self.sum - earlier.sum, self.count - earlier.count)
+
+    @property
+    def mean(self) -> float:
+        return self.sum / self.count if self.count else math.nan
+
+    def quantile(self, q: float) -> float:
+        """Linear interpolation inside the bucket, as Prometheus' histogram_quantile does."""
+        if not self.count:
+            return math.nan
+        rank = q * self.count
+        low_edge, low_count = 0.0, 0.0
+        for edge, cumulative in self.buckets:
+            if cumulative >= rank:
+                if math.isinf(edge):
+                    return low_edge
+                span = cumulative - low_count
+                return low_edge + (edge - low_edge) * ((rank - low_count) / span if span else 0)
+            low_edge, low_count = edge, cumulative
+        return low_edge
+
+
+def parse_scrape(text: str, time_s: float | None = None) -> Scrape:
+    if "<html" in text[:2000].lower() or "<!doctype" in text[:2000].lower():
+        raise InputError("got an HTML page, not Prometheus metrics (is this the /metrics URL?)")
+    samples: Samples = {}
+    bad = 0
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        match = _SAMPLE.match(line)
+        if not match:
+            bad += 1
+            continue
+        labels = dict(_LABEL.findall(match.group("labels") or ""))
+        value = float(match.group("value").replace("Inf", "inf"))
+        samples.setdefault(match.group("name"), []).append((labels, value))
+    if not samples:
+        raise InputError("no Prometheus samples found: this is not a metrics page")
+    if bad > len(samples) * 4:
+        raise InputError(f"{bad} lines are not Prometheus samples: this is not a metrics page")
+    return Scrape(time_s, samples)
+
+
+def split_scrapes(text: str) -> list[Scrape]:
+    """One or several scrapes from a saved file, in time order."""
+    chunks: list[tuple[float | None, list[str]]] = [(None, [])]
+    for line in text.splitlines():
+        mark = _SCRAPE_MARK.match(line.strip())
+        if mark:
+            chunks.append((float(mark.group(1)), []))
+        else:
+            chunks[-1][1].append(line)
+    scrapes = [parse_scrape("\n".join(lines), t) for t, lines in chunks
+               if any(x.strip() and not x.startswith("#") for x in lines)]
+    if not scrapes:
+        raise InputError("no Prometheus samples found")
+    return scrapes

@@ -1,0 +1,200 @@
+"""`ridgeline observe`: the batch you are really getting, on the roofline, and which wall."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ridgeline.cost import decode_batch, step_cost
+from ridgeline.deployment import Deployment
+from ridgeline.engines import EngineProfile
+from ridgeline.explain import Step, q, step
+from ridgeline.memory import max_batch
+from ridgeline.observe import Observation, stats
+from ridgeline.render import table
+from ridgeline.roofline import ridge_point, weight_intensity
+
+CAPACITY = "capacity"
+LATENCY = "latency"
+NEITHER = "neither"
+LEVERS = {
+    CAPACITY: "the KV pool is full: fp8 KV cache, more GPUs, shorter contexts or a smaller "
+              "weight format (see `ridgeline fit`)",
+    LATENCY: "requests wait while the pool has room: raise --max-num-seqs or "
+             "--max-num-batched-tokens, or relax the SLO that caps them",
+    NEITHER: "the engine is not busy: not enough traffic per GPU — serve it on fewer GPUs "
+             "or replicas, or send more load",
+}
+
+
+@dataclass(frozen=True)
+class ObserveReport:
+    obs: Observation
+    deployment: Deployment
+    profile: EngineProfile
+    context: int
+    context_source: str
+    steps: tuple[Step, ...] = field(default=())
+
+    @property
+    def batch(self) -> float | None:
+        return self.obs.batch
+
+    @property
+    def ridge(self) -> float:
+        d = self.deployment
+        return ridge_point(d.peak_flops_per_s, d.bandwidth_bytes_per_s)
+
+    @property
+    def fraction(self) -> float | None:
+        b = self.batch
+        if b is None:
+            return None
+        return min(1.0, weight_intensity(b, self.deployment.bytes_per_weight) / self.ridge)
+
+    @property
+    def pool_batch(self) -> int:
+        return max_batch(self.deployment, self.context)
+
+    @property
+    def wall(self) -> str:
+        o = self.obs
+        kv = max(o.kv_usage) if o.kv_usage else None
+        waiting = max(o.waiting) if o.waiting else 0.0
+        if (kv is not None and kv >= 0.9) or (o.preemptions or 0) > 0:
+            return CAPACITY
+        if waiting > 0:
+            return CAPACITY if kv is not None and kv >= 0.8 else LATENCY
+        b = self.batch or 0.0
+        if o.kind == "bench" and b >= 0.9 * self.pool_batch:
+            return CAPACITY
+        return NEITHER
+
+    @property
+    def predicted_itl_ms(self) -> float | None:
+        b = self.batch
+        if b is None or b < 0.5:
+            return None
+        cost = step_cost(self.deployment, decode_batch(max(1, round(b)), self.context),
+                         self.profile)
+        return cost.time_s * 1e3
+
+    def gaps(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        predicted = self.predicted_itl_ms
+        measured = self.obs.latency_ms.get("itl", {}).get("mean")
+        if predicted and measured and not math.isnan(measured):
+            out["itl"] = predicted / measured - 1
+        b = self.batch
+        if predicted and b and self.obs.generation_tok_s:
+            out["generation_tok_s"] = (b / (predicted / 1e3)) / self.obs.generation_tok_s - 1
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        o = self.obs
+        return {
+            "source": o.source, "kind": o.kind, "duration_s": o.duration_s,
+            "running": stats(o.running), "waiting": stats(o.waiting),
+            "kv_usage": stats(o.kv_usage), "preemptions": o.preemptions,
+            "prompt_tok_s": o.prompt_tok_s, "generation_tok_s": o.generation_tok_s,
+            "latency_ms": o.latency_ms, "batch": self.batch, "ridge_flop_per_byte": self.ridge,
+            "fraction_of_arithmetic": self.fraction, "pool_batch": self.pool_batch,
+            "context": self.context, "context_source": self.context_source,
+            "wall": self.wall, "lever": LEVERS[self.wall],
+            "predicted_itl_ms": self.predicted_itl_ms, "gap": self.gaps(), "notes": o.notes,
+        }
+
+    def text_lines(self) -> list[str]:
+        o, d = self.obs, self.deployment
+        lines = [f"{o.kind} from {o.source}" + (f", {o.duration_s:,.0f} s window"
+                                                 if o.duration_s else "")]
+        rows = []
+        for label, values, fmt in (("running", o.running, "{:,.1f}"),
+                                   ("waiting", o.waiting, "{:,.1f}"),
+                                   ("KV usage", o.kv_usage, "{:.0%}")):
+            s = stats(values)
+            if s:
+                rows.append([label, *(fmt.format(s[k]) for k in ("mean", "p50", "p90", "max"))])
+        if rows:
+            lines += table(rows, ["", "mean", "p50", "p90", "max"])
+        rates = []
+        if o.prompt_tok_s is not None:
+            rates.append(f"prompt {o.prompt_tok_s:,.0f} tok/s")
+        if o.generation_tok_s is not None:
+            rates.append(f"generation {o.generation_tok_s:,.0f} tok/s")
+        if o.preemptions is not None:
+            rates.append(f"preemptions {o.preemptions:,.0f}")
+        if rates:
+            lines.append(", ".join(rates))
+        for key, label in (("ttft", "TTFT"), ("itl", "ITL/TPOT"), ("e2e", "end-to-end")):
+            v = o.latency_ms.get(key)
+            if v:
+                lines.append(f"{label:<11} " + ", ".join(f"{k} {x:,.1f} ms" for k, x in v.items()
+                                                          if k != "count"))
+        b, frac = self.batch, self.fraction
+        lines.append("")
+        if b is None:
+            lines.append("no running batch in this source")
+        else:
+            lines.append(f"batch {b:,.1f} against a ridge of {self.ridge:,.0f} on "
+                         f"{d.num_gpus} x {d.accelerator.id}: {frac:.1%} of the arithmetic you "
+                         "are billed for")
+        lines.append(f"the KV pool allows {self.pool_batch:,} sequences of {self.context:,} "
+                     f"tokens ({self.context_source})")
+        lines.append(f"wall: {self.wall} — {LEVERS[self.wall]}")
+        predicted = self.predicted_itl_ms
+        gaps = self.gaps()
+        if predicted:
+            measured = o.latency_ms.get("itl", {}).get("mean")
+            line = f"ridgeline predicts {predicted:,.1f} ms per token at this batch ({d.engine})"
+            if "itl" in gaps and measured:
+                line += f"; measured {measured:,.1f} ms: {gaps['itl']:+.0%}"
+            lines.append(line)
+        lines += [f"note: {n}" for n in o.notes]
+        return lines
+
+    def measurement_rows(self, model_id: str) -> str:
+        """What was observed, as rows `ridgeline calibrate` reads."""
+        o, d = self.obs, self.deployment
+        out = io.StringIO()
+        columns = ["id", "model", "weights_dtype", "kv_dtype", "gpu", "num_gpus", "tp", "batch",
+                   "input_len", "output_len", "context_len", "metric", "value", "unit", "engine",
+                   "source", "notes"]
+        writer = csv.writer(out)
+        writer.writerow(columns)
+        itl = o.latency_ms.get("itl", {}).get("mean")
+        b = self.batch
+        if itl and b and not math.isnan(itl):
+            weights = {"as stored": "bf16"}.get(d.weights.label, d.weights.label)
+            writer.writerow([f"observed-{d.accelerator.id}-b{round(b)}", model_id, weights,
+                             d.kv.id, d.accelerator.id, d.num_gpus, d.tensor_parallel_size,
+                             max(1, round(b)), "", "", self.context, "decode_tok_s_per_user",
+                             f"{1e3 / itl:.4g}", "tok/s", d.engine, f"observe {o.source}",
+                             f"per-user decode speed at the observed running batch "
+                             f"(context {self.context_source})"])
+        return out.getvalue()
+
+
+def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
+                   context: int | None) -> ObserveReport:
+    if context is None:
+        if obs.mean_prompt_tokens is not None and obs.mean_output_tokens is not None:
+            context = max(1, round(obs.mean_prompt_tokens + obs.mean_output_tokens / 2))
+            source = "mean prompt + half the mean output, from the source"
+        else:
+            context, source = 2000, "assumed: pass --context"
+    else:
+        source = "given"
+    report = ObserveReport(obs, dep, profile, context, source)
+    b = report.batch
+    steps: tuple[Step, ...] = ()
+    if b is not None:
+        steps = (step("share of the arithmetic in use", "(2 × batch ÷ bytes per weight) ÷ ridge",
+                      q("fraction", report.fraction or 0.0),
+                      q("batch", b, "", "running requests, mean over the window"),
+                      q("bytes per weight", dep.bytes_per_weight, "B"),
+                      q("ridge", report.ridge, "FLOP/byte")),)
+    return ObserveReport(obs, dep, profile, context, source, steps)

@@ -1,0 +1,186 @@
+"""`ridgeline observe`: metrics over real HTTP on loopback, logs, bench results, bad sources."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from ridgeline.cli import main
+from ridgeline.errors import InputError
+from ridgeline.observe import fetch, poll, read_source
+from ridgeline.prometheus import parse_scrape, split_scrapes
+
+FIXTURES = Path(__file__).parent / "fixtures"
+METRICS = (FIXTURES / "vllm_metrics.txt").read_text()
+
+
+def scrape_with(running: int, waiting: int, kv: float, generated: float,
+                preempted: float = 0.0, kv_name: str = "vllm:kv_cache_usage_perc") -> str:
+    text = METRICS.replace('"} 8.0\n# HELP vllm:num_requests_waiting', f'"}} {running}\n'
+                           "# HELP vllm:num_requests_waiting")
+    text = text.replace('model_name="meta-llama/Llama-3.1-8B-Instruct"} 0.0\n# HELP vllm:kv',
+                        f'model_name="meta-llama/Llama-3.1-8B-Instruct"}} {waiting}\n# HELP vllm:kv')
+    text = text.replace("} 0.12", f"}} {kv}").replace("vllm:kv_cache_usage_perc", kv_name)
+    text = text.replace("} 25600.0", f"}} {generated}")
+    return text.replace("vllm:num_preemptions_total{engine=\"0\",model_name=\"meta-llama/Llama-3.1-"
+                        "8B-Instruct\"} 0.0", "vllm:num_preemptions_total{engine=\"0\",model_name"
+                        f"=\"meta-llama/Llama-3.1-8B-Instruct\"}} {preempted}")
+
+
+@contextmanager
+def serve(respond: Callable[[int], tuple[int, str, bytes]]) -> Iterator[str]:
+    """A metrics server on 127.0.0.1; respond(call number) -> (status, content type, body)."""
+    calls = {"n": 0}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            status, kind, body = respond(calls["n"])
+            calls["n"] += 1
+            self.send_response(status)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            return
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/metrics"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_prometheus_parsing_reads_gauges_counters_and_histograms() -> None:
+    scrape = parse_scrape(METRICS)
+    assert scrape.value("vllm:num_requests_running") == 8
+    assert scrape.value("vllm:request_success_total") == 100  # summed over label sets
+    hist = scrape.histogram("vllm:time_to_first_token_seconds")
+    assert hist is not None and hist.count == 100 and hist.mean == pytest.approx(0.04)
+    assert hist.quantile(0.5) == pytest.approx(0.036)
+
+
+def test_polling_a_live_endpoint_measures_rates_and_the_batch() -> None:
+    bodies = [scrape_with(8 + 4 * i, 0, 0.2, 25600.0 + 1000 * i) for i in range(6)]
+    with serve(lambda n: (200, "text/plain", bodies[min(n, 5)].encode())) as url:
+        obs = poll(url, duration_s=0.25, interval_s=0.05)
+    assert len(obs.running) >= 3
+    assert obs.generation_tok_s is not None and obs.generation_tok_s > 0
+    assert obs.running[-1] > obs.running[0]
+
+
+def test_observe_cli_on_a_live_endpoint(capsys: pytest.CaptureFixture[str]) -> None:
+    body = scrape_with(40, 12, 0.97, 30000.0, preempted=3).encode()
+    with serve(lambda n: (200, "text/plain", body)) as url:
+        code = main(["observe", url, "--model", "llama-3.1-8b", "--gpu", "h100", "--duration",
+                     "0.2", "--interval", "0.1", "--json"])
+    assert code == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["wall"] == "capacity"
+    assert data["batch"] == 40 and 0 < data["fraction_of_arithmetic"] < 0.2
+
+
+def test_an_idle_engine_hits_neither_wall(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["observe", str(FIXTURES / "vllm_metrics.txt"), "--model", "llama-3.1-8b",
+                 "--gpu", "h100"]) == 0
+    out = capsys.readouterr().out
+    assert "2.7% of the arithmetic" in out and "wall: neither" in out
+    assert "ridgeline predicts" in out and "measured 18.0 ms" in out
+
+
+def test_waiting_with_room_in_the_pool_is_the_latency_wall() -> None:
+    from ridgeline.cli import build_parser
+
+    path_text = scrape_with(256, 30, 0.4, 30000.0)
+    obs = read_source_text(path_text)
+    from ridgeline import Deployment, resolve_accelerator, resolve_model
+    from ridgeline.engines import profile_for
+    from ridgeline.reports.observe import observe_report
+    dep = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"))
+    assert observe_report(obs, dep, profile_for("vllm"), 2000).wall == "latency"
+    assert build_parser() is not None
+
+
+def read_source_text(text: str) -> object:
+    from ridgeline.observe import from_scrapes
+    return from_scrapes(split_scrapes(text), "test")
+
+
+def test_a_vllm_log_gives_the_batch_over_time(capsys: pytest.CaptureFixture[str]) -> None:
+    obs = read_source(str(FIXTURES / "vllm_server.log"))
+    assert obs.running == [24, 40, 38] and obs.waiting == [0, 12, 9]
+    assert obs.preemptions == 1 and max(obs.kv_usage) == pytest.approx(0.99)
+    assert main(["observe", str(FIXTURES / "vllm_server.log"), "--model", "llama-3.1-8b",
+                 "--gpu", "h100"]) == 0
+    assert "wall: capacity" in capsys.readouterr().out
+
+
+def test_a_bench_result_and_emitted_measurements_feed_calibrate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = tmp_path / "observed.csv"
+    assert main(["observe", str(FIXTURES / "vllm_bench.json"), "--model", "llama-3.1-8b",
+                 "--gpu", "h100", "--emit-measurements", str(rows), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["batch"] == pytest.approx(2091.5 * 0.028, rel=0.01)  # Little's law
+    assert data["context"] == 1024 + 128  # mean prompt + half the mean output
+    assert main(["validate", str(rows), "--json"]) == 0
+    validated = json.loads(capsys.readouterr().out)
+    assert validated["rows"][0]["measured"] == pytest.approx(1e3 / 28.0, rel=0.01)
+
+
+def test_counter_resets_mid_window_are_reported_not_garbled() -> None:
+    text = "\n".join(f"# scrape_time {t}\n{scrape_with(8, 0, 0.1, g)}" for t, g in
+                     ((0, 30000.0), (10, 31000.0), (20, 500.0)))
+    obs = read_source_text(text)
+    assert obs.generation_tok_s == pytest.approx((1000 + 500) / 20)
+    assert any("restart" in n for n in obs.notes)
+
+
+def test_older_metric_names_are_understood() -> None:
+    obs = read_source_text(scrape_with(8, 0, 0.5, 1.0, kv_name="vllm:gpu_cache_usage_perc"))
+    assert obs.kv_usage == [0.5]
+
+
+@pytest.mark.parametrize(
+    ("respond", "message"),
+    [
+        (lambda n: (200, "text/html", b"<!DOCTYPE html><html><body>login</body></html>"), "HTML"),
+        (lambda n: (200, "text/plain", b"hello world\nthis is not it\n"), "not a metrics"),
+        (lambda n: (500, "text/plain", b"oops"), "HTTP 500"),
+        (lambda n: (200, "text/plain", b"other_metric 1\n"), "no running-requests metric"),
+    ],
+)
+def test_bad_endpoints_get_a_clear_message(
+    respond: Callable[[int], tuple[int, str, bytes]], message: str
+) -> None:
+    with serve(respond) as url, pytest.raises(InputError, match=message):
+        poll(url, duration_s=0, interval_s=0.1)
+
+
+def test_connection_refused_and_huge_responses(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["observe", "http://127.0.0.1:9/metrics", "--model", "llama-3.1-8b", "--gpu",
+                 "h100", "--duration", "0"]) == 2
+    assert "cannot reach" in capsys.readouterr().err
+    huge = b"# " + b"x" * (17 * 2**20)
+    with serve(lambda n: (200, "text/plain", huge)) as url, pytest.raises(InputError,
+                                                                          match="larger"):
+        fetch(url)
+
+
+def test_files_that_are_not_a_source_are_refused(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "x.json"
+    bad.write_text('{"hello": 1}')
+    assert main(["observe", str(bad), "--model", "llama-3.1-8b", "--gpu", "h100"]) == 2
+    assert "not a vLLM, SGLang or genai-perf" in capsys.readouterr().err
