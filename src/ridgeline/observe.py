@@ -186,12 +186,12 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
         obs.preemptions = last.value(*PREEMPTIONS)
     families: tuple[tuple[str, tuple[str, ...]], ...] = (("ttft", TTFT), ("itl", ITL),
                                                          ("e2e", E2E))
-    for key, names in families:
-        hist = last.histogram(*names)
+    for key, family in families:
+        hist = last.histogram(*family)
         if hist is None:
-            obs.notes.append(f"no {key} histogram ({' or '.join(names)})")
+            obs.notes.append(f"no {key} histogram ({' or '.join(family)})")
             continue
-        window = hist.minus(first.histogram(*names)) if timed else hist
+        window = hist.minus(first.histogram(*family)) if timed else hist
         obs.latency_ms[key] = _hist_ms(window)
     prompt = last.value(*PROMPT_TOKENS)
     gen = last.value(*GENERATION_TOKENS)
