@@ -184,3 +184,16 @@ def test_files_that_are_not_a_source_are_refused(tmp_path: Path,
     bad.write_text('{"hello": 1}')
     assert main(["observe", str(bad), "--model", "llama-3.1-8b", "--gpu", "h100"]) == 2
     assert "not a vLLM, SGLang or genai-perf" in capsys.readouterr().err
+
+
+def test_a_server_that_never_answers_times_out() -> None:
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)  # accepts the connection, never answers
+    try:
+        with pytest.raises(InputError, match="no answer|cannot reach"):
+            fetch(f"http://127.0.0.1:{listener.getsockname()[1]}/metrics", timeout_s=0.3)
+    finally:
+        listener.close()
