@@ -193,7 +193,7 @@ def test_a_server_that_never_answers_times_out() -> None:
     listener.bind(("127.0.0.1", 0))
     listener.listen(1)  # accepts the connection, never answers
     try:
-        with pytest.raises(InputError, match="no answer|cannot reach"):
+        with pytest.raises(InputError, match=r"no answer|cannot reach"):
             fetch(f"http://127.0.0.1:{listener.getsockname()[1]}/metrics", timeout_s=0.3)
     finally:
         listener.close()

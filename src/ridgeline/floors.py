@@ -91,8 +91,23 @@ class FitCheck:
                 f"{self.shortfall_bytes / GB:.1f} GB")
 
 
+class _Bounded:
+    """A time set by whichever of compute and memory takes longer."""
+
+    compute_time_s: float
+    memory_time_s: float
+
+    @property
+    def time_s(self) -> float:
+        return max(self.compute_time_s, self.memory_time_s)
+
+    @property
+    def bound(self) -> str:
+        return "compute" if self.compute_time_s > self.memory_time_s else "memory bandwidth"
+
+
 @dataclass(frozen=True)
-class DecodeFloor:
+class DecodeFloor(_Bounded):
     batch: int
     context: int
     flops: float
@@ -106,11 +121,7 @@ class DecodeFloor:
 
     @property
     def step_time_s(self) -> float:
-        return max(self.compute_time_s, self.memory_time_s)
-
-    @property
-    def bound(self) -> str:
-        return "compute" if self.compute_time_s > self.memory_time_s else "memory bandwidth"
+        return self.time_s
 
     @property
     def per_user_tok_s(self) -> float:
@@ -163,7 +174,7 @@ def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
 
 
 @dataclass(frozen=True)
-class PrefillFloor:
+class PrefillFloor(_Bounded):
     prompt_len: int
     batch: int
     flops: float
@@ -173,14 +184,6 @@ class PrefillFloor:
     memory_time_s: float
     fit: FitCheck
     steps: tuple[Step, ...]
-
-    @property
-    def time_s(self) -> float:
-        return max(self.compute_time_s, self.memory_time_s)
-
-    @property
-    def bound(self) -> str:
-        return "compute" if self.compute_time_s > self.memory_time_s else "memory bandwidth"
 
     @property
     def tokens_per_s(self) -> float:
