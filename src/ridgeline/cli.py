@@ -339,6 +339,56 @@ def cmd_observe(args: argparse.Namespace) -> Any:
     return report
 
 
+def cmd_plan(args: argparse.Namespace) -> Any:
+    from ridgeline.plan import DEFAULT_GPUS, Load, Slo, plan
+    from ridgeline.reports.plan import PlanReport
+
+    model = load_model(args)
+    prices: dict[str, float] = {}
+    for item in args.price or []:
+        name, _, value = item.partition("=")
+        try:
+            prices[name.strip()] = float(value)
+        except ValueError:
+            raise InputError(f"--price takes GPU=USD_PER_HOUR, got {item!r}") from None
+        if prices[name.strip()] <= 0:
+            raise InputError(f"a price must be positive, got {item!r}")
+    if not 0 < args.percentile < 100:
+        raise InputError(f"percentile must be between 0 and 100, got {args.percentile}")
+    gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus \
+        else list(DEFAULT_GPUS)
+    load = Load(args.rate, args.input_len, args.output_len, args.seed)
+    slo = Slo(args.slo_ttft_ms / 1e3, args.slo_tpot_ms / 1e3, args.percentile)
+    result = plan(model, load, slo, gpus, args.max_gpus, prices, workers=args.workers)
+    mean_in, mean_out = load.means()
+    from ridgeline.catalog import model_entries
+
+    hf = next((e.hf_id for e in model_entries() if e.id == model.name), args.model)
+    return PlanReport(model, hf, result, int(4 * (mean_in + mean_out)) + 16,
+                      plan_steps(result, mean_out))
+
+
+def plan_steps(result: Any, mean_out: float) -> tuple[Any, ...]:
+    from ridgeline.explain import q, step
+
+    win = result.winner
+    if win is None:
+        return ()
+    tok_s = result.load.rate * mean_out
+    return (
+        step("one replica's rate", "batch ÷ (output tokens × TPOT at that batch)",
+             q("rate", win.replica_rate, "req/s"), q("batch", win.batch),
+             q("output tokens (mean)", mean_out), q("TPOT", win.tpot_s * 1e3, "ms",
+                                                     "step_cost, mixed decode + prefill step")),
+        step("replicas", "ceil(rate ÷ one replica's rate), then simulated until the SLO holds",
+             q("replicas", win.replicas), q("rate", result.load.rate, "req/s")),
+        step("cost per million output tokens", "$/h ÷ (output tok/s × 3600) × 1e6",
+             q("cost", win.cost_per_million_tokens(tok_s) or 0.0, "$/M tok"),
+             q("$/h", win.cost_per_hour or 0.0, "", "GPUs × price per GPU-hour"),
+             q("output tok/s", tok_s)),
+    )
+
+
 def cmd_validate(args: argparse.Namespace) -> Any:
     from ridgeline.calibrate import validate
     from ridgeline.engines import load_profile_file
@@ -560,6 +610,24 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write what was observed as measurement rows for `calibrate`")
     _output(p)
     p.set_defaults(handler=cmd_observe)
+
+    p = sub.add_parser("plan", help="the cheapest deployment that meets an SLO for a load")
+    _model(p)
+    p.add_argument("--rate", type=_positive_float("request rate"), required=True)
+    p.add_argument("--input-len", default="1000", help="as in simulate (512, lognormal:…)")
+    p.add_argument("--output-len", default="250")
+    p.add_argument("--slo-ttft-ms", type=_positive_float("TTFT SLO"), required=True)
+    p.add_argument("--slo-tpot-ms", type=_positive_float("TPOT SLO"), required=True)
+    p.add_argument("--percentile", type=float, default=90.0)
+    p.add_argument("--gpus", help="candidate accelerators, comma-separated "
+                   "(default h100-sxm,h200-sxm,b200,mi300x,l40s)")
+    p.add_argument("--max-gpus", type=_positive_count("max GPUs"), default=64)
+    p.add_argument("--price", action="append", metavar="GPU=USD",
+                   help="price per GPU-hour, repeatable (default: the catalog's)")
+    p.add_argument("--workers", type=_positive_count("workers"), default=2)
+    p.add_argument("--seed", type=int, default=0)
+    _output(p)
+    p.set_defaults(handler=cmd_plan)
 
     p = sub.add_parser("validate", help="predict every row of a measurements CSV, with errors")
     p.add_argument("file", metavar="FILE", help="CSV in the format of validation/README.md")

@@ -1,0 +1,369 @@
+"""Capacity planning: the cheapest deployment that meets an SLO for a workload.
+
+Search: accelerator × tensor/pipeline parallel size × weight format × KV dtype ×
+max_num_seqs. Each candidate replica is first sized analytically — the largest batch
+whose mixed step (B decodes plus the prefill tokens B new requests bring, B·in/out per
+step) keeps TPOT within the SLO and fits the KV pool — which prunes what cannot fit or
+cannot meet the SLO on its own; replicas cover the rate. The cheapest candidates are then
+simulated (``sim/``) at their per-replica rate and given more replicas until the SLO holds
+at the requested percentile. Disaggregated prefill/decode pools (xPyD) are sized
+analytically, the KV hand-off priced over the inter-node link.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, replace
+
+from ridgeline.cost import Seq, decode_batch, step_time_s
+from ridgeline.deployment import Deployment
+from ridgeline.engines import EngineProfile, accelerator_group, profile_for
+from ridgeline.errors import InputError
+from ridgeline.hardware import Accelerator, resolve_accelerator
+from ridgeline.kvcache import kv_footprint
+from ridgeline.memory import EngineSettings, max_batch
+from ridgeline.model import ModelSpec
+from ridgeline.sim.simulator import Simulator, sim_config
+from ridgeline.sim.workload import Workload, length_sampler
+
+DEFAULT_GPUS = ("h100-sxm", "h200-sxm", "b200", "mi300x", "l40s")
+INTER_NODE_BYTES_PER_S = 50e9  # 400 Gb/s InfiniBand/RoCE per GPU, per direction
+NODE_SIZE = {"gb200": 72}  # NVL72: one NVLink domain; others: 8 GPUs per node
+SIM_REQUESTS = 400
+
+
+@dataclass(frozen=True)
+class Slo:
+    ttft_s: float
+    tpot_s: float
+    percentile: float = 90.0
+
+
+@dataclass(frozen=True)
+class Load:
+    rate: float  # requests per second
+    input_len: str
+    output_len: str
+    seed: int = 0
+
+    def means(self) -> tuple[float, float]:
+        rng = random.Random(self.seed)
+        draw_in, draw_out = length_sampler(self.input_len, "input"), length_sampler(
+            self.output_len, "output")
+        n = 2000
+        return (sum(draw_in(rng) for _ in range(n)) / n, sum(draw_out(rng) for _ in range(n)) / n)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    accelerator: str
+    tp: int
+    pp: int
+    weights: str
+    kv: str
+    max_num_seqs: int | None
+    batch: int  # per replica, analytic
+    tpot_s: float  # analytic, at that batch
+    ttft_floor_s: float
+    replica_rate: float  # requests/s one replica sustains within the TPOT SLO
+    replicas: int
+    price_per_gpu_hour: float | None
+    calibrated: bool
+    profile_source: str
+    band: tuple[float, float]
+    verified: bool = False
+    sim_ttft_s: float | None = None
+    sim_tpot_s: float | None = None
+    disaggregated: str = ""  # "xPyD" when prefill and decode pools are split
+
+    @property
+    def gpus(self) -> int:
+        return self.replicas * self.tp * self.pp
+
+    @property
+    def cost_per_hour(self) -> float | None:
+        return None if self.price_per_gpu_hour is None else self.gpus * self.price_per_gpu_hour
+
+    def cost_per_million_tokens(self, output_tok_s: float) -> float | None:
+        c = self.cost_per_hour
+        return None if c is None or not output_tok_s else c / (output_tok_s * 3600) * 1e6
+
+    @property
+    def label(self) -> str:
+        pp = f" PP{self.pp}" if self.pp > 1 else ""
+        seqs = f", max_num_seqs {self.max_num_seqs}" if self.max_num_seqs else ""
+        if self.disaggregated:
+            return (f"{self.disaggregated} pools of {self.tp} x {self.accelerator} (TP{self.tp}, "
+                    f"{self.weights})")
+        return (f"{self.replicas} replica{'s' if self.replicas > 1 else ''} of "
+                f"{self.tp * self.pp} x {self.accelerator} (TP{self.tp}{pp}, {self.weights}, "
+                f"KV {self.kv}{seqs})")
+
+
+def _deployment(model: ModelSpec, acc: Accelerator, c_tp: int, pp: int, weights: str,
+                kv: str) -> Deployment:
+    w = None if weights == "as stored" else weights
+    return Deployment.build(model, acc, w, kv, c_tp * pp, pp, "vllm")
+
+
+def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
+                 max_num_seqs: int | None) -> tuple[int, float, float, float] | None:
+    """(batch, TPOT, TTFT floor, sustainable rate) of one replica, or None if it cannot."""
+    mean_in, mean_out = load.means()
+    isl, osl = max(1, round(mean_in)), max(1, round(mean_out))
+    settings = EngineSettings(max_model_len=isl + osl, max_num_seqs=max_num_seqs)
+    cap = max_batch(dep, isl + osl, settings)
+    if cap < 1:
+        return None
+    ttft_floor = step_time_s(dep, [Seq(isl, 0)], profile)
+    if ttft_floor > slo.ttft_s:
+        return None
+    ctx = isl + osl // 2
+
+    def mixed_step(b: int) -> float:
+        prefill = max(1, round(b * isl / osl))
+        return step_time_s(dep, [*decode_batch(b, ctx), Seq(prefill, 0)], profile)
+
+    if mixed_step(1) > slo.tpot_s:
+        return None
+    lo, hi = 1, cap
+    while lo < hi:  # largest batch whose mixed step meets the TPOT SLO
+        mid = (lo + hi + 1) // 2
+        if mixed_step(mid) <= slo.tpot_s:
+            lo = mid
+        else:
+            hi = mid - 1
+    tpot = mixed_step(lo)
+    return lo, tpot, ttft_floor, lo / (osl * tpot)
+
+
+def _evaluate(args: tuple[ModelSpec, str, int, int, str, str, int | None, Load, Slo, int,
+                          float | None]) -> Candidate | None:
+    model, gpu, tp, pp, weights, kv, seqs, load, slo, max_gpus, price = args
+    acc = resolve_accelerator(gpu)
+    try:
+        dep = _deployment(model, acc, tp, pp, weights, kv)
+    except InputError:
+        return None
+    profile = profile_for("vllm")
+    sized = size_replica(dep, profile, load, slo, seqs)
+    if sized is None:
+        return None
+    batch, tpot, ttft, rate = sized
+    replicas = max(1, math.ceil(load.rate / rate * 1.0001))
+    if replicas * tp * pp > max_gpus:
+        return None
+    calibrated = profile.fitted_rows > 0 and accelerator_group(acc) in (
+        "nvidia-datacenter", "nvidia-workstation", "nvidia-geforce", "apple")
+    return Candidate(acc.id, tp, pp, weights, kv, seqs, batch, tpot, ttft, rate, replicas, price,
+                     calibrated, profile.source, (profile.band_low, profile.band_high))
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    load: Load
+    slo: Slo
+    candidates: tuple[Candidate, ...]  # feasible, cheapest first (priced), verified first
+    unpriced: tuple[Candidate, ...]
+    disaggregated: tuple[Candidate, ...]
+    pareto: tuple[tuple[float, float, str], ...]  # (tok/s per GPU, tok/s per user, label)
+    searched: int
+    mean_output_tokens: float
+    closest_miss: str
+
+    @property
+    def winner(self) -> Candidate | None:
+        return self.candidates[0] if self.candidates else None
+
+
+def search_space(model: ModelSpec, gpus: Sequence[str], max_gpus: int
+                 ) -> Iterable[tuple[str, int, int, str, str, int | None]]:
+    formats = ["as stored"] if model.stored_formats else ["bf16"]
+    formats += ["fp8"]
+    for gpu in gpus:
+        acc = resolve_accelerator(gpu)
+        node = NODE_SIZE.get(acc.id, 8)
+        for weights in formats:
+            if weights == "fp8" and not acc.has("fp8"):
+                continue
+            for kv in ("bf16", "fp8"):
+                if kv == "fp8" and not acc.has("fp8"):
+                    continue
+                for tp in (1, 2, 4, 8):
+                    for pp in (1, 2):
+                        if tp * pp > min(max_gpus, 2 * node) or (pp > 1 and tp < min(8, node)):
+                            continue
+                        for seqs in (None, 64):
+                            yield acc.id, tp, pp, weights, kv, seqs
+
+
+def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_GPUS,
+         max_gpus: int = 64, prices: dict[str, float] | None = None, workers: int = 2,
+         verify: int = 4) -> PlanResult:
+    if load.rate <= 0:
+        raise InputError("the request rate must be positive")
+    prices = dict(prices or {})
+    table = {}
+    for gpu in gpus:
+        acc = resolve_accelerator(gpu)
+        table[acc.id] = prices.get(acc.id, prices.get(gpu, acc.price_per_hour_usd))
+    space = list(search_space(model, [resolve_accelerator(g).id for g in gpus], max_gpus))
+    jobs = [(model, g, tp, pp, w, kv, s, load, slo, max_gpus, table[g])
+            for g, tp, pp, w, kv, s in space]
+    if workers > 1 and len(jobs) > 16:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            found = list(pool.map(_evaluate, jobs, chunksize=8))
+    else:
+        found = [_evaluate(j) for j in jobs]
+    feasible = [c for c in found if c is not None]
+    priced = sorted((c for c in feasible if c.cost_per_hour is not None),
+                    key=lambda c: (c.cost_per_hour or 0.0, c.gpus))
+    unpriced = sorted((c for c in feasible if c.cost_per_hour is None), key=lambda c: c.gpus)
+    checked = [_verify(model, c, load, slo, max_gpus) for c in priced[:verify]]
+    verified = sorted((c for c in checked if c is not None),
+                      key=lambda c: (c.cost_per_hour or 0.0, c.gpus))
+    rest = priced[verify:]
+    _, mean_out = load.means()
+    miss = "" if feasible else _closest_miss(model, load, slo, gpus, max_gpus)
+    return PlanResult(load, slo, tuple(verified + rest), tuple(_best_per_gpu(unpriced)),
+                      tuple(_disaggregated(model, load, slo, gpus, max_gpus, table)),
+                      tuple(_pareto(model, feasible, load)), len(jobs), mean_out, miss)
+
+
+def _best_per_gpu(cands: list[Candidate]) -> list[Candidate]:
+    best: dict[str, Candidate] = {}
+    for c in cands:
+        if c.accelerator not in best or c.gpus < best[c.accelerator].gpus:
+            best[c.accelerator] = c
+    return sorted(best.values(), key=lambda c: c.gpus)
+
+
+def _verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
+            max_gpus: int) -> Candidate | None:
+    """Simulate one replica at its share of the rate; add replicas until the SLO holds."""
+    acc = resolve_accelerator(c.accelerator)
+    dep = _deployment(model, acc, c.tp, c.pp, c.weights, c.kv)
+    mean_in, mean_out = load.means()
+    settings = EngineSettings(max_num_seqs=c.max_num_seqs,
+                              max_model_len=int(4 * (mean_in + mean_out)) + 16)
+    config = sim_config(dep, settings)
+    profile = profile_for("vllm")
+    replicas = c.replicas
+    while replicas * c.tp * c.pp <= max_gpus:
+        work = Workload(SIM_REQUESTS, load.input_len, load.output_len, load.rate / replicas,
+                        seed=load.seed)
+        result = Simulator(dep, profile, config).run(iter(work))
+        q = f"p{int(slo.percentile)}" if slo.percentile in (50, 90, 95, 99) else "p90"
+        ttft, tpot = result.percentiles("ttft")[q], result.percentiles("tpot")[q]
+        if ttft <= slo.ttft_s and (math.isnan(tpot) or tpot <= slo.tpot_s):
+            return replace(c, replicas=replicas, verified=True, sim_ttft_s=ttft, sim_tpot_s=tpot)
+        replicas += max(1, replicas // 4)
+    return None
+
+
+def _disaggregated(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus: int,
+                   prices: dict[str, float | None]) -> list[Candidate]:
+    """xPyD: x prefill replicas sized for the prompt rate, y decode replicas for TPOT alone."""
+    mean_in, mean_out = load.means()
+    isl, osl = max(1, round(mean_in)), max(1, round(mean_out))
+    out: list[Candidate] = []
+    profile = profile_for("vllm")
+    for gpu in gpus:
+        acc = resolve_accelerator(gpu)
+        weights = "fp8" if acc.has("fp8") else ("as stored" if model.stored_formats else "bf16")
+        best: Candidate | None = None
+        for tp in (1, 2, 4, 8):
+            try:
+                dep = _deployment(model, acc, tp, 1, weights, "bf16")
+            except InputError:
+                continue
+            cap = max_batch(dep, isl + osl, EngineSettings(max_model_len=isl + osl))
+            if cap < 1:
+                continue
+            prefill_s = step_time_s(dep, [Seq(isl, 0)], profile)
+            kv_bytes = kv_footprint(model, isl, dep.kv.bytes_per_element).bytes_per_sequence
+            transfer_s = kv_bytes / (INTER_NODE_BYTES_PER_S * tp)
+            if prefill_s + transfer_s > slo.ttft_s:
+                continue
+            # prefill pool: keep utilisation ≤ 0.7 so queueing leaves TTFT within the SLO
+            x = max(1, math.ceil(load.rate * prefill_s / 0.7))
+            lo, hi = 1, cap
+            ctx = isl + osl // 2
+            if step_time_s(dep, decode_batch(1, ctx), profile) > slo.tpot_s:
+                continue
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                if step_time_s(dep, decode_batch(mid, ctx), profile) <= slo.tpot_s:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            tpot = step_time_s(dep, decode_batch(lo, ctx), profile)
+            y = max(1, math.ceil(load.rate / (lo / (osl * tpot))))
+            if (x + y) * tp > max_gpus:
+                continue
+            c = Candidate(acc.id, tp, 1, weights, "bf16", None, lo, tpot,
+                          prefill_s + transfer_s, lo / (osl * tpot), x + y,
+                          prices.get(acc.id), False, profile.source,
+                          (profile.band_low, profile.band_high), disaggregated=f"{x}P{y}D")
+            if best is None or c.gpus < best.gpus:
+                best = c
+        if best is not None:
+            out.append(best)
+    return sorted(out, key=lambda c: (c.cost_per_hour is None, c.cost_per_hour or 0.0, c.gpus))
+
+
+def _pareto(model: ModelSpec, feasible: list[Candidate],
+            load: Load) -> list[tuple[float, float, str]]:
+    """Non-dominated (tok/s per GPU, tok/s per user) points over batch, per configuration."""
+    mean_in, mean_out = load.means()
+    ctx = round(mean_in + mean_out / 2)
+    points = []
+    seen = set()
+    profile = profile_for("vllm")
+    for c in feasible:
+        key = (c.accelerator, c.tp, c.pp, c.weights, c.kv)
+        if key in seen:
+            continue
+        seen.add(key)
+        dep = _deployment(model, resolve_accelerator(c.accelerator), c.tp, c.pp, c.weights, c.kv)
+        b = 1
+        while b <= max(1, c.batch):
+            t = step_time_s(dep, decode_batch(b, ctx), profile)
+            points.append((b / t / dep.num_gpus, 1 / t, f"{c.accelerator} TP{c.tp} {c.weights} "
+                                                       f"b{b}"))
+            b *= 2
+    points.sort(key=lambda p: (-p[1], -p[0]))
+    frontier, best = [], -1.0
+    for p in points:
+        if p[0] > best:
+            frontier.append(p)
+            best = p[0]
+    return frontier
+
+
+def _closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],
+                  max_gpus: int) -> str:
+    mean_in, mean_out = load.means()
+    best: tuple[float, str] | None = None
+    profile = profile_for("vllm")
+    for gpu in gpus:
+        acc = resolve_accelerator(gpu)
+        for tp in (8, 4, 2, 1):
+            try:
+                dep = _deployment(model, acc, tp, 1, "fp8" if acc.has("fp8") else "bf16", "bf16")
+            except InputError:
+                continue
+            ttft = step_time_s(dep, [Seq(max(1, round(mean_in)), 0)], profile)
+            tpot = step_time_s(dep, decode_batch(1, round(mean_in + mean_out / 2)), profile)
+            miss = max(ttft / slo.ttft_s, tpot / slo.tpot_s)
+            text = (f"{tp} x {acc.id}: TTFT ≥ {ttft * 1e3:,.0f} ms, TPOT ≥ {tpot * 1e3:,.1f} ms "
+                    "even unloaded")
+            if best is None or miss < best[0]:
+                best = (miss, text)
+            break
+    if best is None:
+        return f"the model does not fit within {max_gpus} GPUs of the candidates"
+    return best[1]

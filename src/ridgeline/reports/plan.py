@@ -1,0 +1,116 @@
+"""`ridgeline plan`: the cheapest deployment meeting the SLO, runners-up, Pareto, commands."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ridgeline.explain import Step
+from ridgeline.memory import engine_defaults
+from ridgeline.model import ModelSpec
+from ridgeline.plan import Candidate, PlanResult
+from ridgeline.render import table
+
+
+def command_line(engine: str, model_id: str, c: Candidate, max_len: int) -> str:
+    """The launch command for a candidate, in the engine's own flags (engines.json)."""
+    f = engine_defaults(engine)["cli"]
+    parts = [f["launch"], model_id, f["tp"], str(c.tp)]
+    if c.pp > 1:
+        parts += [f["pp"], str(c.pp)]
+    if c.max_num_seqs:
+        parts += [f["max_num_seqs"], str(c.max_num_seqs)]
+    fraction = engine_defaults(engine).get("gpu_memory_utilization",
+                                           engine_defaults(engine).get("mem_fraction_static"))
+    parts += [f["memory"], str(fraction), f["max_len"], str(max_len)]
+    if c.kv == "fp8":
+        parts += [f["kv_dtype"], f["kv_fp8"]]
+    if c.weights == "fp8":
+        parts += [f["quantization"], "fp8"]
+    return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class PlanReport:
+    model: ModelSpec
+    model_id: str
+    result: PlanResult
+    max_len: int
+    steps: tuple[Step, ...] = field(default=())
+
+    def _tok_s(self) -> float:
+        return self.result.load.rate * self.result.mean_output_tokens
+
+    def _row(self, c: Candidate) -> dict[str, Any]:
+        data = asdict(c)
+        data.update(label=c.label, gpus=c.gpus, cost_per_hour=c.cost_per_hour,
+                    cost_per_million_output_tokens=c.cost_per_million_tokens(self._tok_s()))
+        return data
+
+    def to_dict(self) -> dict[str, Any]:
+        r = self.result
+        win = r.winner
+        return {
+            "model": self.model.name, "rate": r.load.rate, "input_len": r.load.input_len,
+            "output_len": r.load.output_len, "slo": asdict(r.slo), "searched": r.searched,
+            "winner": self._row(win) if win else None,
+            "commands": self.commands() if win else None,
+            "runners_up": [self._row(c) for c in r.candidates[1:6]],
+            "unpriced": [self._row(c) for c in r.unpriced],
+            "disaggregated": [self._row(c) for c in r.disaggregated],
+            "pareto": [{"tok_s_per_gpu": a, "tok_s_per_user": b, "point": p}
+                       for a, b, p in r.pareto],
+            "closest_miss": r.closest_miss or None,
+        }
+
+    def commands(self) -> dict[str, str]:
+        win = self.result.winner
+        assert win is not None
+        return {e: command_line(e, self.model_id, win, self.max_len) for e in ("vllm", "sglang")}
+
+    def text_lines(self) -> list[str]:
+        r = self.result
+        slo = r.slo
+        head = (f"{self.model.name} at {r.load.rate:g} req/s (input {r.load.input_len}, output "
+                f"{r.load.output_len}); SLO p{slo.percentile:g} TTFT ≤ {slo.ttft_s * 1e3:g} ms, "
+                f"TPOT ≤ {slo.tpot_s * 1e3:g} ms; {r.searched} configurations searched")
+        win = r.winner
+        if win is None:
+            lines = [head, "", "NO DEPLOYMENT within the limits meets this SLO."]
+            if r.closest_miss:
+                lines.append(f"closest: {r.closest_miss}")
+            if r.unpriced:
+                lines.append("feasible but unpriced (pass --price GPU=USD): "
+                             + ", ".join(c.label for c in r.unpriced))
+            return lines
+        per_m = win.cost_per_million_tokens(self._tok_s())
+        lines = [head, "",
+                 f"winner: {win.label} = {win.gpus} GPU{'s' if win.gpus > 1 else ''}, "
+                 f"${win.cost_per_hour:,.2f}/h, "
+                 f"${per_m:,.3f} per million output tokens",
+                 f"  per replica: batch {win.batch}, TPOT {win.tpot_s * 1e3:,.1f} ms (expected; "
+                 f"band ×{win.band[0]:.2f}–×{win.band[1]:.2f}), {win.replica_rate:,.2f} req/s"]
+        if win.verified:
+            lines.append(f"  simulated at {r.load.rate / win.replicas:,.2f} req/s per replica: "
+                         f"p{slo.percentile:g} TTFT {win.sim_ttft_s * 1e3:,.0f} ms, TPOT "  # type: ignore[operator]
+                         f"{win.sim_tpot_s * 1e3:,.1f} ms")  # type: ignore[operator]
+        if not win.calibrated:
+            lines.append(f"  outside the calibrated range: {win.profile_source}")
+        lines += ["", "run it with:", *(f"  {c}" for c in self.commands().values()), ""]
+        rows = [[c.label, str(c.gpus), f"${c.cost_per_hour:,.2f}",
+                 f"${c.cost_per_million_tokens(self._tok_s()):,.3f}",
+                 "simulated" if c.verified else "analytic"] for c in r.candidates[1:6]]
+        if rows:
+            lines += [*table(rows, ["runners-up", "GPUs", "$/h", "$/M tok", "checked"]), ""]
+        for c in r.unpriced:
+            lines.append(f"{c.label} = {c.gpus} GPUs, no price: it wins below "
+                         f"${(win.cost_per_hour or 0) / c.gpus:,.2f} per GPU-hour "
+                         f"(--price {c.accelerator}=USD)")
+        for c in r.disaggregated[:3]:
+            cost = f"${c.cost_per_hour:,.2f}/h" if c.cost_per_hour is not None else "no price"
+            lines.append(f"disaggregated, {c.label}: {c.gpus} GPUs, {cost} (analytic, "
+                         "KV hand-off over a 400 Gb/s link)")
+        if r.pareto:
+            lines += ["", "Pareto frontier (tok/s per GPU vs tok/s per user):"]
+            lines += [f"  {a:>9,.0f}  {b:>7,.1f}  {p}" for a, b, p in r.pareto[:12]]
+        return lines

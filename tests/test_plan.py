@@ -1,0 +1,72 @@
+"""`ridgeline plan`: cheapest deployment meeting an SLO, runners-up, Pareto, commands."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ridgeline.catalog import resolve_model
+from ridgeline.cli import main
+from ridgeline.errors import InputError
+from ridgeline.plan import Load, Slo, plan
+
+MODEL = resolve_model("llama-3.1-8b")
+LOAD = Load(4.0, "lognormal:800,0.6", "lognormal:200,0.6")
+SLO = Slo(0.5, 0.05, 90)
+
+
+def test_the_winner_is_the_cheapest_and_its_simulation_meets_the_slo() -> None:
+    result = plan(MODEL, LOAD, SLO, ["h100-sxm", "l40s", "a100-sxm-80gb"], workers=1)
+    win = result.winner
+    assert win is not None and win.verified
+    assert win.sim_ttft_s is not None and win.sim_ttft_s <= SLO.ttft_s
+    assert win.sim_tpot_s is not None and win.sim_tpot_s <= SLO.tpot_s
+    costs = [c.cost_per_hour for c in result.candidates if c.verified]
+    assert costs == sorted(costs)  # type: ignore[type-var]
+
+
+def test_a_price_override_changes_the_ranking() -> None:
+    base = plan(MODEL, LOAD, SLO, ["h100-sxm", "l40s"], workers=1)
+    assert base.winner is not None
+    loser = "l40s" if base.winner.accelerator == "h100-sxm" else "h100-sxm"
+    cheap = plan(MODEL, LOAD, SLO, ["h100-sxm", "l40s"], prices={loser: 0.01}, workers=1)
+    assert cheap.winner is not None and cheap.winner.accelerator == loser
+
+
+def test_unpriced_accelerators_get_a_break_even_instead_of_a_rank() -> None:
+    result = plan(MODEL, LOAD, SLO, ["h100-sxm", "h200-sxm"], workers=1)
+    assert [c.accelerator for c in result.unpriced] == ["h200-sxm"]
+    assert all(c.accelerator != "h200-sxm" for c in result.candidates)
+
+
+def test_an_impossible_slo_is_answered_with_the_closest_miss() -> None:
+    result = plan(resolve_model("llama-3.1-70b"), Load(50, "4000", "500"), Slo(0.01, 0.002),
+                  ["h100-sxm"], workers=1)
+    assert result.winner is None and "even unloaded" in result.closest_miss
+
+
+def test_the_pareto_frontier_is_non_dominated() -> None:
+    frontier = plan(MODEL, LOAD, SLO, ["h100-sxm"], workers=1).pareto
+    assert len(frontier) >= 3
+    for a in frontier:
+        assert not any(b[0] > a[0] and b[1] > a[1] for b in frontier)
+
+
+def test_plan_cli_prints_engine_commands_with_real_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "llama-3.1-8b", "--rate", "4", "--slo-ttft-ms", "500", "--slo-tpot-ms",
+                 "50", "--gpus", "h100,l40s", "--workers", "1", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    vllm = data["commands"]["vllm"]
+    assert vllm.startswith("vllm serve meta-llama/Llama-3.1-8B --tensor-parallel-size")
+    assert "--gpu-memory-utilization 0.9" in vllm and "--max-model-len" in vllm
+    assert "--tp-size" in data["commands"]["sglang"]
+    assert data["winner"]["cost_per_million_output_tokens"] > 0
+
+
+def test_bad_plan_inputs_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "llama-3.1-8b", "--rate", "4", "--slo-ttft-ms", "500", "--slo-tpot-ms",
+                 "50", "--price", "h100=cheap"]) == 2
+    assert "--price" in capsys.readouterr().err
+    with pytest.raises(InputError):
+        plan(MODEL, Load(0.0, "10", "10"), SLO)
