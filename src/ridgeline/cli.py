@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from ridgeline import __version__
@@ -47,10 +48,13 @@ def _count_list(what: str) -> Callable[[str], list[int]]:
 
 
 # -- shared option groups ---------------------------------------------------------------
-def _output(p: argparse.ArgumentParser) -> None:
+def _output(p: argparse.ArgumentParser, plot: bool = False) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--explain", action="store_true",
                    help="show each formula with its inputs and their sources")
+    if plot:
+        p.add_argument("--plot", metavar="FILE",
+                       help="also draw it: .png/.svg (needs ridgeline[plot]) or .html")
 
 
 def _model(p: argparse.ArgumentParser) -> None:
@@ -389,6 +393,38 @@ def plan_steps(result: Any, mean_out: float) -> tuple[Any, ...]:
     )
 
 
+@dataclass(frozen=True)
+class WroteFile:
+    path: str
+    what: str
+    steps: tuple[Any, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"wrote": self.path, "what": self.what}
+
+    def text_lines(self) -> list[str]:
+        return [f"wrote {self.path}: {self.what}"]
+
+
+def cmd_page(args: argparse.Namespace) -> Any:
+    from pathlib import Path
+
+    from ridgeline.page import DEFAULT_GPUS, page_data, page_html
+
+    models = [args.model] if args.model else ["llama-3.1-70b", "llama-3.1-8b", "gpt-oss-120b"]
+    gpus = [g.strip() for g in args.gpu.split(",")] if args.gpu else list(DEFAULT_GPUS)
+    counts = [int(c) for c in args.counts.split(",")]
+    weights = [w.strip() for w in args.weights.split(",")]
+    kvs = [k.strip() for k in args.kv_dtypes.split(",")]
+    data = page_data(models, gpus, counts, weights, kvs, args.engine)
+    try:
+        Path(args.output).write_text(page_html(data, "ridgeline: the roofline"), "utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot write {args.output}: {exc}") from None
+    return WroteFile(args.output, f"{len(data['combos'])} deployments, batch and context "
+                     "sliders; open it in any browser (offline)")
+
+
 def cmd_validate(args: argparse.Namespace) -> Any:
     from ridgeline.calibrate import validate
     from ridgeline.engines import load_profile_file
@@ -479,7 +515,7 @@ def build_parser() -> argparse.ArgumentParser:
     _gpu(p, required=False)
     _formats(p)
     p.add_argument("--batch", type=_positive_count("batch"), default=32)
-    _output(p)
+    _output(p, plot=True)
     p.set_defaults(handler=cmd_moe)
 
     p = sub.add_parser("kv", help="KV-cache bytes by layer kind and conversations that fit")
@@ -489,7 +525,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a KV budget in GiB (instead of --gpu)")
     _gpu(p, required=False)
     _formats(p)
-    _output(p)
+    _output(p, plot=True)
     p.set_defaults(handler=cmd_kv)
 
     p = sub.add_parser("decode", help="decode step floor: time, tok/s per user and in total")
@@ -501,7 +537,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--context", type=_count_list("context length"), default=[2000],
                    help="tokens already cached per sequence; one or a list (default 2000)")
     _engine(p)
-    _output(p)
+    _output(p, plot=True)
     p.set_defaults(handler=cmd_decode)
 
     p = sub.add_parser("prefill", help="prefill floor (TTFT) of a prompt and its intensity")
@@ -548,7 +584,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--enforce-eager", action="store_true", help="vLLM: no CUDA graphs")
     g.add_argument("--usage", choices=["serve", "offline"], default="serve",
                    help="vLLM usage context: vllm serve (default) or the offline LLM class")
-    _output(p)
+    _output(p, plot=True)
     p.set_defaults(handler=cmd_fit)
 
     p = sub.add_parser("simulate", help="continuous batching under a load: TTFT/TPOT, goodput")
@@ -592,7 +628,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--slo-ttft-ms", type=_positive_float("TTFT SLO"))
     p.add_argument("--slo-tpot-ms", type=_positive_float("TPOT SLO"))
     p.add_argument("--export", metavar="FILE", help="per-request CSV (or .json)")
-    _output(p)
+    _output(p, plot=True)
     p.set_defaults(handler=cmd_simulate)
 
     p = sub.add_parser("observe", help="a live engine's batch on the roofline, and its wall")
@@ -626,14 +662,26 @@ def build_parser() -> argparse.ArgumentParser:
                    help="price per GPU-hour, repeatable (default: the catalog's)")
     p.add_argument("--workers", type=_positive_count("workers"), default=2)
     p.add_argument("--seed", type=int, default=0)
-    _output(p)
+    _output(p, plot=True)
     p.set_defaults(handler=cmd_plan)
+
+    p = sub.add_parser("page", help="an interactive roofline page with batch/context sliders")
+    p.add_argument("model", nargs="?", metavar="MODEL",
+                   help="catalog model (default: llama-3.1-70b, llama-3.1-8b, gpt-oss-120b)")
+    p.add_argument("--gpu", help="accelerators to offer, comma-separated")
+    p.add_argument("--counts", default="1,2,4,8", help="accelerator counts to offer")
+    p.add_argument("--weights", default="as stored,fp8,awq-int4", help="weight formats to offer")
+    p.add_argument("--kv-dtypes", default="bf16,fp8", help="KV dtypes to offer")
+    p.add_argument("--engine", default="vllm")
+    p.add_argument("-o", "--output", default="roofline.html")
+    _output(p)
+    p.set_defaults(handler=cmd_page)
 
     p = sub.add_parser("validate", help="predict every row of a measurements CSV, with errors")
     p.add_argument("file", metavar="FILE", help="CSV in the format of validation/README.md")
     p.add_argument("--profile", metavar="FILE", help="engine profiles from `ridgeline calibrate`")
     p.add_argument("--summary", action="store_true", help="only the error tables")
-    _output(p)
+    _output(p, plot=True)
     p.set_defaults(handler=cmd_validate)
 
     p = sub.add_parser("calibrate", help="fit engine profiles to your own measurements")
@@ -657,6 +705,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         report = args.handler(args)
+        if getattr(args, "plot", None):
+            from ridgeline.plots import save
+            from ridgeline.reports.charts import chart_for
+
+            save(chart_for(report), args.plot)
         print(render(report, as_json=args.json, explain=args.explain))
     except (InputError, ValueError) as exc:
         print(f"ridgeline: error: {exc}", file=sys.stderr)

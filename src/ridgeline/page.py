@@ -1,0 +1,160 @@
+"""`ridgeline page`: one self-contained HTML roofline with batch and context sliders.
+
+Every number on the page is computed here, by the Python model, for each position of every
+slider and picker, and embedded as data; the page's script only looks numbers up and draws
+them (uPlot, inlined). Nothing is fetched: the file opens offline.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ridgeline.catalog import resolve_model
+from ridgeline.cost import decode_batch, step_time_s
+from ridgeline.deployment import Deployment
+from ridgeline.engines import profile_for
+from ridgeline.errors import InputError
+from ridgeline.floors import decode_floor
+from ridgeline.hardware import resolve_accelerator
+from ridgeline.kvcache import kv_footprint
+from ridgeline.memory import EngineSettings, conversations, kv_pool
+from ridgeline.plots import html_page
+from ridgeline.roofline import decode_attention_intensity, ridge_point, weight_intensity
+
+BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+CONTEXTS = (512, 2048, 8192, 32768, 131072)
+DEFAULT_GPUS = ("h100-sxm", "h200-sxm", "b200", "a100-sxm-80gb", "l40s", "mi300x")
+
+
+def _combo(model_id: str, gpu: str, count: int, weights: str, kv: str,
+           engine: str) -> dict[str, Any] | None:
+    model = resolve_model(model_id)
+    acc = resolve_accelerator(gpu)
+    try:
+        dep = Deployment.build(model, acc, None if weights == "as stored" else weights, kv,
+                               count, engine=engine)
+    except InputError:
+        return None
+    profile = profile_for(engine)
+    peak, bw = dep.peak_flops_per_s, dep.bandwidth_bytes_per_s
+    bpw = dep.bytes_per_weight
+    out: dict[str, Any] = {
+        "peak": peak, "bw": bw, "ridge": ridge_point(peak, bw), "bpw": bpw,
+        "w_int": [weight_intensity(b, bpw) for b in BATCHES],
+        "att_int": decode_attention_intensity(model, dep.kv.bytes_per_element),
+        "prefill_int": [weight_intensity(c, bpw) for c in CONTEXTS],
+        "band": [profile.band_low, profile.band_high], "engine": engine,
+        "user_floor": [], "user_exp": [], "agg_floor": [], "agg_exp": [], "fits": [],
+        "kv_gib": [], "conversations": [],
+    }
+    for c in CONTEXTS:
+        floors = [decode_floor(dep, b, c) for b in BATCHES]
+        expected = [step_time_s(dep, decode_batch(b, c), profile) for b in BATCHES]
+        out["user_floor"].append([f.per_user_tok_s for f in floors])
+        out["agg_floor"].append([f.aggregate_tok_s for f in floors])
+        out["user_exp"].append([1 / t for t in expected])
+        out["agg_exp"].append([b / t for b, t in zip(BATCHES, expected)])
+        out["fits"].append([f.fit.fits for f in floors])
+        out["kv_gib"].append(kv_footprint(model, c, dep.kv.bytes_per_element)
+                             .bytes_per_sequence / 2**30)
+        pool = kv_pool(dep, EngineSettings(max_model_len=c))
+        out["conversations"].append(conversations(pool, dep, c))
+    return out
+
+
+def page_data(models: Sequence[str], gpus: Sequence[str], counts: Sequence[int],
+              weights: Sequence[str], kvs: Sequence[str], engine: str = "vllm") -> dict[str, Any]:
+    combos: dict[str, Any] = {}
+    for m in models:
+        for g in gpus:
+            for n in counts:
+                for w in weights:
+                    for k in kvs:
+                        combo = _combo(m, g, n, w, k, engine)
+                        if combo is not None:
+                            combos[f"{m}|{g}|{n}|{w}|{k}"] = combo
+    if not combos:
+        raise InputError("no combination of the pickers can be computed")
+    return {"models": list(models), "gpus": list(gpus), "counts": list(counts),
+            "weights": list(weights), "kvs": list(kvs), "batches": list(BATCHES),
+            "contexts": list(CONTEXTS), "combos": combos}
+
+
+_CONTROLS = """
+<div id="controls">
+<label>model <select id="model"></select></label>
+<label>accelerator <select id="gpu"></select></label>
+<label>count <select id="count"></select></label>
+<label>weights <select id="weights"></select></label>
+<label>KV <select id="kv"></select></label><br><br>
+<label>batch <input id="batch" type="range" min="0" step="1"> <b id="batchv"></b></label>
+<label>context <input id="context" type="range" min="0" step="1"> <b id="contextv"></b></label>
+</div><p id="summary" class="note"></p>
+"""
+
+_SCRIPT = """
+const D = PAGE;
+const ids = ["model", "gpu", "count", "weights", "kv"];
+const lists = {model: D.models, gpu: D.gpus, count: D.counts, weights: D.weights, kv: D.kvs};
+for (const id of ids) { const sel = document.getElementById(id);
+  for (const v of lists[id]) { const o = document.createElement("option"); o.value = v;
+    o.textContent = v; sel.appendChild(o); } sel.onchange = update; }
+const bs = document.getElementById("batch"), cs = document.getElementById("context");
+bs.max = D.batches.length - 1; bs.value = 5; cs.max = D.contexts.length - 1; cs.value = 1;
+bs.oninput = update; cs.oninput = update;
+function fmt(x) { return x >= 100 ? Math.round(x).toLocaleString() : x.toPrecision(3); }
+function update() {
+  const key = ids.map(id => document.getElementById(id).value).join("|");
+  const c = D.combos[key]; const bi = +bs.value, ci = +cs.value;
+  const b = D.batches[bi], ctx = D.contexts[ci];
+  document.getElementById("batchv").textContent = b;
+  document.getElementById("contextv").textContent = ctx.toLocaleString();
+  if (!c) { document.getElementById("summary").textContent = "not computable"; return; }
+  const xs = []; for (let e = -1; e <= 5; e += 0.05) xs.push(Math.pow(10, e));
+  const pts = {"weight matrices (decode)": c.w_int[bi], "decode attention": c.att_int,
+               "prefill (prompt = context)": c.prefill_int[ci]};
+  const allx = xs.concat(Object.values(pts)).sort((a, b) => a - b);
+  const roof = allx.map(x => Math.min(c.peak, x * c.bw) / 1e12);
+  const series = [{name: "roofline (TFLOP/s)", style: "line"}];
+  const data = [allx, roof];
+  for (const [name, x] of Object.entries(pts)) { series.push({name, style: "points"});
+    data.push(allx.map(v => v === x ? Math.min(c.peak, x * c.bw) / 1e12 : null)); }
+  const bx = D.batches;
+  const fits = c.fits[ci];
+  const charts = [
+    {title: "roofline: ridge " + fmt(c.ridge) + " FLOP/byte", x: "FLOP per byte",
+     y: "TFLOP/s", logx: true, logy: true, data, series, notes: []},
+    {title: "tokens/s against batch at " + ctx.toLocaleString() + " tokens of context",
+     x: "batch", y: "tokens/s", logx: true, logy: true,
+     data: [bx, c.agg_floor[ci], c.agg_exp[ci], c.agg_exp[ci].map(v => v / c.band[1]),
+            c.agg_exp[ci].map(v => v / c.band[0]), c.user_floor[ci], c.user_exp[ci]],
+     series: [{name: "aggregate floor", style: "dashed"},
+              {name: "aggregate expected (" + c.engine + ")", style: "line"},
+              {name: "band low", style: "dashed"}, {name: "band high", style: "dashed"},
+              {name: "per user floor", style: "dashed"}, {name: "per user expected", style: "line"}],
+     notes: ["batches marked as not fitting: " + bx.filter((v, i) => !fits[i]).join(", ")]},
+    {title: "KV cache: conversations that fit, and GiB each", x: "context tokens",
+     y: "count / GiB", logx: true, logy: true,
+     data: [D.contexts, c.conversations.map(v => Math.max(v, 0.1)), c.kv_gib,
+            D.contexts.map(() => c.ridge)],
+     series: [{name: "conversations that fit (engine pool)", style: "line"},
+              {name: "GiB per conversation", style: "line"}, {name: "ridge batch", style: "dashed"}],
+     notes: []}];
+  drawAll(charts);
+  const i = bi;
+  document.getElementById("summary").textContent =
+    "batch " + b + " at " + ctx.toLocaleString() + " tokens: " + fmt(c.user_exp[ci][i]) +
+    " tok/s per user, " + fmt(c.agg_exp[ci][i]) + " in total (floor " + fmt(c.agg_floor[ci][i]) +
+    "); weight intensity " + fmt(c.w_int[i]) + " of a ridge of " + fmt(c.ridge) + " = " +
+    (100 * Math.min(1, c.w_int[i] / c.ridge)).toFixed(1) + "% of the arithmetic" +
+    (fits[i] ? "" : "; DOES NOT FIT in memory");
+}
+update();
+"""
+
+
+def page_html(data: dict[str, Any], title: str) -> str:
+    script = "const PAGE = " + json.dumps(data, separators=(",", ":")) + ";\n" + _SCRIPT
+    return html_page(title, [], extra_script=script, extra_html=_CONTROLS)

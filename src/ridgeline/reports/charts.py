@@ -1,0 +1,137 @@
+"""A chart for every answer: what `--plot FILE` draws for each report."""
+
+from __future__ import annotations
+
+from functools import singledispatch
+from typing import Any
+
+from ridgeline.cost import decode_batch, step_cost
+from ridgeline.errors import InputError
+from ridgeline.floors import decode_floor
+from ridgeline.kvcache import kv_footprint
+from ridgeline.memory import EngineSettings, conversations, kv_pool
+from ridgeline.moe import expected_experts_touched
+from ridgeline.plots import Chart, Series
+from ridgeline.reports.decode import DecodeReport
+from ridgeline.reports.fit import FitReport
+from ridgeline.reports.kv import KVReport
+from ridgeline.reports.moe import MoEReport
+from ridgeline.reports.plan import PlanReport
+from ridgeline.reports.simulate import SimulateReport
+from ridgeline.reports.validation import ValidationReport
+
+BATCHES = tuple(2**i for i in range(11))  # 1 … 1024
+CONTEXTS = (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
+
+
+@singledispatch
+def chart_for(report: Any) -> Chart:
+    raise InputError(f"--plot is not available for {type(report).__name__}")
+
+
+@chart_for.register
+def _(report: DecodeReport) -> Chart:
+    dep = report.deployment
+    context = report.floors[0][0].context
+    engine = report.expected[0].engine
+    from ridgeline.engines import profile_for
+
+    profile = profile_for(engine)
+    floor = [decode_floor(dep, b, context) for b in BATCHES]
+    expected = [step_cost(dep, decode_batch(b, context), profile).time_s for b in BATCHES]
+    xs = tuple(float(b) for b in BATCHES)
+    return Chart(
+        f"{dep.model.name} on {dep.num_gpus} x {dep.accelerator.id}: decode at {context:,} tokens",
+        "batch", "tokens/s",
+        (Series("aggregate, floor", xs, tuple(f.aggregate_tok_s for f in floor), "dashed"),
+         Series(f"aggregate, expected ({engine})", xs,
+                tuple(b / t for b, t in zip(BATCHES, expected))),
+         Series("per user, floor", xs, tuple(f.per_user_tok_s for f in floor), "dashed"),
+         Series(f"per user, expected ({engine})", xs, tuple(1 / t for t in expected))),
+        log_x=True, log_y=True,
+        notes=("The card's output rises with batch; each user's speed falls.",))
+
+
+@chart_for.register
+def _(report: KVReport) -> Chart:
+    from ridgeline.catalog import resolve_model
+
+    spec = resolve_model(report.model)
+    per = report.footprint.bytes_per_element
+    xs = tuple(float(c) for c in CONTEXTS)
+    right = tuple(kv_footprint(spec, c, per).bytes_per_sequence / 2**30 for c in CONTEXTS)
+    naive = tuple(kv_footprint(spec, 1, per).bytes_per_token_naive * c / 2**30 for c in CONTEXTS)
+    series = [Series("KV per conversation (GiB)", xs, right)]
+    if naive != right:
+        series.append(Series("naive all-layers figure (GiB)", xs, naive, "dashed"))
+    return Chart(f"{report.model}: KV cache per conversation ({report.kv_dtype})", "context tokens",
+                 "GiB", tuple(series), log_x=True, log_y=True)
+
+
+@chart_for.register
+def _(report: FitReport) -> Chart:
+    dep, s = report.deployment, report.settings
+    xs, ys = [], []
+    for c in CONTEXTS:
+        pool = kv_pool(dep, EngineSettings(s.gpu_memory_utilization, c, s.max_num_seqs,
+                                           s.max_num_batched_tokens, s.block_size,
+                                           s.enforce_eager, s.usage))
+        xs.append(float(c))
+        ys.append(float(min(conversations(pool, dep, c), pool.max_num_seqs)))
+    series = [Series("batch the engine can run", tuple(xs), tuple(ys)),
+              Series("ridge", tuple(xs), (report.ridge_batch,) * len(xs), "dashed")]
+    if report.target:
+        series.append(Series("target", tuple(xs), (float(report.target),) * len(xs), "dashed"))
+    return Chart(f"{dep.model.name} on {dep.num_gpus} x {dep.accelerator.id} ({dep.engine})",
+                 "context tokens", "conversations at once", tuple(series), log_x=True,
+                 log_y=True)
+
+
+@chart_for.register
+def _(report: MoEReport) -> Chart:
+    xs = tuple(float(b) for b in BATCHES)
+    touched = tuple(expected_experts_touched(report.num_experts, report.experts_per_token, b)
+                    for b in BATCHES)
+    return Chart(f"{report.model}: experts a batch touches", "batch", "experts",
+                 (Series("expected experts touched", xs, touched),
+                  Series("all experts (what memory holds)", xs,
+                         (float(report.num_experts),) * len(xs), "dashed")), log_x=True)
+
+
+@chart_for.register
+def _(report: ValidationReport) -> Chart:
+    engines: dict[str, tuple[list[float], list[float]]] = {}
+    lookup = {r.id: r for r in report.rows}
+    for p in report.predictions:
+        if p.predicted is None or p.metric in ("gpu_blocks", "kv_cache_tokens"):
+            continue
+        xs, ys = engines.setdefault(lookup[p.id].engine, ([], []))
+        xs.append(p.measured)
+        ys.append(p.predicted)
+    lo = min(min(v[0]) for v in engines.values())
+    hi = max(max(v[0]) for v in engines.values())
+    diag = (lo, hi)
+    series = [Series(engine, tuple(x), tuple(y), "points") for engine, (x, y) in engines.items()]
+    series += [Series("predicted = measured", diag, diag),
+               Series("+10%", diag, (lo * 1.1, hi * 1.1), "dashed"),
+               Series("−10%", diag, (lo * 0.9, hi * 0.9), "dashed")]
+    return Chart("ridgeline vs published measurements", "measured", "predicted", tuple(series),
+                 log_x=True, log_y=True)
+
+
+@chart_for.register
+def _(report: SimulateReport) -> Chart:
+    pts = report.result.rec.series.points
+    t = tuple(p[0] for p in pts)
+    return Chart(f"{report.deployment.model.name}: the engine over time", "seconds", "requests",
+                 (Series("running (vllm:num_requests_running)", t, tuple(float(p[1]) for p in pts)),
+                  Series("waiting", t, tuple(float(p[2]) for p in pts), "dashed")))
+
+
+@chart_for.register
+def _(report: PlanReport) -> Chart:
+    frontier = report.result.pareto
+    return Chart(f"{report.model.name}: Pareto frontier", "tokens/s per user",
+                 "tokens/s per GPU",
+                 (Series("frontier", tuple(p[1] for p in frontier), tuple(p[0] for p in frontier),
+                         "points"),), log_y=True)

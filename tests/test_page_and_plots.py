@@ -1,0 +1,79 @@
+"""Pictures: --plot on each answer, and the self-contained roofline page."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from ridgeline.cli import main
+from ridgeline.page import BATCHES, CONTEXTS, page_data, page_html
+from ridgeline.plots import Chart, Series, html_page, save
+from tests.conftest import MEASUREMENTS
+
+
+def test_page_data_come_from_the_python_model() -> None:
+    from ridgeline import Deployment, decode_floor, resolve_accelerator, resolve_model
+
+    data = page_data(["llama-3.1-70b"], ["h100-sxm"], [1], ["fp8"], ["bf16"])
+    combo = data["combos"]["llama-3.1-70b|h100-sxm|1|fp8|bf16"]
+    dep = Deployment.build(resolve_model("llama-3.1-70b"), resolve_accelerator("h100"), "fp8",
+                           "bf16")
+    ci, bi = CONTEXTS.index(2048), BATCHES.index(32)
+    assert combo["agg_floor"][ci][bi] == pytest.approx(decode_floor(dep, 32, 2048).aggregate_tok_s)
+    assert combo["ridge"] == pytest.approx(1978.9e12 / 3.35e12, rel=0.01)  # fp8 matmuls
+    assert combo["fits"][ci][bi] is False  # the article's 32 users do not fit one H100
+    assert combo["att_int"] == pytest.approx(8)
+
+
+def test_the_page_is_one_offline_file_with_sliders(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "roofline.html"
+    assert main(["page", "llama-3.1-8b", "--gpu", "h100,l40s", "--counts", "1,2", "-o",
+                 str(out)]) == 0
+    html = out.read_text()
+    assert 'type="range"' in html and "uPlot" in html
+    assert not re.search(r"<script[^>]+src=|<link[^>]+href=\"?http", html)  # nothing fetched
+    payload = json.loads(html.split("const PAGE = ", 1)[1].split(";\n", 1)[0])
+    assert len(payload["combos"]) == 2 * 2 * 3 * 2
+    assert "wrote" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("suffix", [".html", ".svg", ".png"])
+def test_every_answer_can_be_drawn(tmp_path: Path, suffix: str) -> None:
+    if suffix != ".html":
+        pytest.importorskip("matplotlib")
+    commands = [
+        ["decode", "llama-3.1-8b", "--gpu", "h100"],
+        ["kv", "gpt-oss-120b", "--context", "8k"],
+        ["fit", "gpt-oss-120b", "--gpu", "h100", "--num-gpus", "2", "--max-model-len", "8k"],
+        ["moe", "qwen3-30b-a3b"],
+        ["validate", str(MEASUREMENTS), "--summary"],
+        ["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "5", "--num-requests", "40"],
+    ]
+    for i, argv in enumerate(commands):
+        path = tmp_path / f"plot{i}{suffix}"
+        assert main([*argv, "--plot", str(path)]) == 0, argv
+        assert path.stat().st_size > 1000
+
+
+def test_a_plot_to_an_unknown_format_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["decode", "llama-3.1-8b", "--gpu", "h100", "--plot", "x.gif"]) == 2
+    assert ".png, .svg or .html" in capsys.readouterr().err
+
+
+def test_html_charts_align_series_on_one_x_axis(tmp_path: Path) -> None:
+    chart = Chart("t", "x", "y", (Series("a", (1.0, 2.0), (3.0, 4.0)),
+                                  Series("b", (2.0, 5.0), (1.0, 1.0), "points")))
+    html = html_page("t", [chart])
+    payload = json.loads(html.split("const CHARTS = ", 1)[1].split(";\n", 1)[0])
+    assert payload[0]["data"] == [[1.0, 2.0, 5.0], [3.0, 4.0, None], [None, 1.0, 1.0]]
+    path = tmp_path / "c.html"
+    assert save(chart, str(path)) == str(path)
+
+
+def test_page_html_embeds_the_data() -> None:
+    data = page_data(["llama-3.2-1b"], ["l4"], [1], ["as stored"], ["bf16"])
+    assert "llama-3.2-1b|l4|1|as stored|bf16" in page_html(data, "t")
