@@ -289,8 +289,10 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                                           if args.concurrency else
                                           f"{args.arrival} arrivals at {args.rate:g}/s"))
     sim = Simulator(dep, load_profile(args), config)
+    slo_ttft = None if args.slo_ttft_ms is None else args.slo_ttft_ms / 1e3
+    slo_tpot = None if args.slo_tpot_ms is None else args.slo_tpot_ms / 1e3
     result = sim.run(iter(requests), closed_loop=args.concurrency or 0,
-                     keep_rows=bool(args.export))
+                     keep_rows=bool(args.export), slo=(slo_ttft, slo_tpot))
     if args.export:
         rows = result.rec.rows
         header = ["id", "arrival_s", "prompt_tokens", "output_tokens", "ttft_s", "tpot_s",
@@ -305,8 +307,6 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                     writer.writerows(rows)
         except OSError as exc:
             raise InputError(f"cannot write {args.export}: {exc}") from None
-    slo_ttft = None if args.slo_ttft_ms is None else args.slo_ttft_ms / 1e3
-    slo_tpot = None if args.slo_tpot_ms is None else args.slo_tpot_ms / 1e3
     return SimulateReport(replace(dep), config, result, count, load, slo_ttft, slo_tpot)
 
 

@@ -49,7 +49,7 @@ class SimulateReport:
             "queue_s": r.percentiles("queue"),
             "request_rate": r.request_rate, "output_tok_s": r.output_tok_s,
             "output_tok_s_per_gpu": r.output_tok_s / d.num_gpus,
-            "goodput_req_s": r.goodput(self.slo_ttft_s, self.slo_tpot_s),
+            "goodput_req_s": r.goodput,
             "running_batch": r.running_batch, "preemptions": r.preemptions,
             "prefix_cache_hit_blocks": r.prefix_hit_blocks,
             "time_series": [{"t_s": t, "running": n, "waiting": w, "kv_usage": u,
@@ -80,7 +80,7 @@ class SimulateReport:
             f"{r.prefix_hit_blocks:,} blocks",
         ]
         if self.slo_ttft_s is not None or self.slo_tpot_s is not None:
-            good = r.goodput(self.slo_ttft_s, self.slo_tpot_s)
+            good = r.goodput
             share = good / r.request_rate if r.request_rate else 0.0
             lines.append(f"goodput: {good:,.2f} req/s meet the SLO ({share:.0%} of completed)")
         for reason, n in r.rec.rejected.items():

@@ -3,8 +3,9 @@
 Definitions (one place, used by every report):
 - TTFT: first token time − arrival. Queueing delay: first scheduled − arrival.
 - TPOT: (finish − first token) ÷ (output tokens − 1), per request (undefined for 1 token).
-- ITL: the time between consecutive tokens of a request, over all tokens (a histogram
-  with 0.2%-wide bins, so memory stays flat).
+- ITL: the time between consecutive tokens of a request, over all tokens.
+Every distribution is kept in a log histogram with 0.23%-wide bins, so memory stays flat
+however many requests run; percentiles are good to that width.
 - End-to-end: finish − arrival.
 - Throughput: requests and output tokens per second of simulated time; per GPU ÷ GPUs.
 - Goodput: completed requests per second that met every SLO given.
@@ -14,24 +15,12 @@ from __future__ import annotations
 
 import itertools
 import math
-from array import array
 from dataclasses import dataclass, field
 
 from ridgeline.sim.request import Request
 
 _BINS_PER_DECADE = 1000
 _LOW = 1e-7  # seconds
-
-
-def percentile(sorted_values: list[float] | array[float], q: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default), q in [0, 100]."""
-    n = len(sorted_values)
-    if n == 0:
-        return math.nan
-    position = q / 100 * (n - 1)
-    low = int(position)
-    high = min(low + 1, n - 1)
-    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (position - low)
 
 
 class Histogram:
@@ -83,17 +72,17 @@ class TimeSeries:
 
 
 class Recorder:
-    def __init__(self, num_gpus: int) -> None:
+    """Per-request outcomes, kept in histograms so memory stays flat at a million requests."""
+
+    def __init__(self, num_gpus: int, slo_ttft_s: float | None = None,
+                 slo_tpot_s: float | None = None) -> None:
         self.num_gpus = num_gpus
-        self.ttft = array("d")
-        self.tpot = array("d")  # requests with more than one token
-        self.tpot_all = array("d")  # aligned with ttft: nan for one-token requests
-        self.e2e = array("d")
-        self.queue = array("d")
+        self.slo = (slo_ttft_s, slo_tpot_s)
+        self.hist = {name: Histogram() for name in ("ttft", "tpot", "e2e", "queue", "itl")}
         self.output_tokens = 0
         self.completed = 0
+        self.good = 0  # requests that met every SLO given
         self.rejected: dict[str, int] = {}
-        self.itl_hist = Histogram()
         self.series = TimeSeries()
         self.rows: list[tuple[int, float, int, int, float, float, float, int]] = []
         self.keep_rows = False  # per-request rows for export (memory grows with requests)
@@ -102,23 +91,27 @@ class Recorder:
         self.completed += 1
         self.output_tokens += r.num_generated
         ttft = r.first_token_s - r.arrival_s
-        self.ttft.append(ttft)
-        self.e2e.append(r.finish_s - r.arrival_s)
-        self.queue.append(r.first_scheduled_s - r.arrival_s)
+        e2e = r.finish_s - r.arrival_s
+        self.hist["ttft"].add(ttft)
+        self.hist["e2e"].add(e2e)
+        self.hist["queue"].add(r.first_scheduled_s - r.arrival_s)
         tpot = (r.finish_s - r.first_token_s) / (r.num_generated - 1) \
             if r.num_generated > 1 else math.nan
         if r.num_generated > 1:
-            self.tpot.append(tpot)
-        self.tpot_all.append(tpot)
+            self.hist["tpot"].add(tpot)
+        slo_ttft, slo_tpot = self.slo
+        if (slo_ttft is None or ttft <= slo_ttft) and (
+                slo_tpot is None or math.isnan(tpot) or tpot <= slo_tpot):
+            self.good += 1
         if self.keep_rows:
             self.rows.append((r.id, r.arrival_s, r.prompt_tokens, r.num_generated, ttft, tpot,
-                              r.finish_s - r.arrival_s, r.preemptions))
+                              e2e, r.preemptions))
 
     def reject(self, r: Request) -> None:
         self.rejected[r.reason] = self.rejected.get(r.reason, 0) + 1
 
     def itl(self, seconds: float, tokens: float) -> None:
-        self.itl_hist.add(seconds, tokens)
+        self.hist["itl"].add(seconds, tokens)
 
     def sample(self, t: float, running: int, waiting: int, usage: float, preemptions: int) -> None:
         self.series.add(t, running, waiting, usage, preemptions)
@@ -137,8 +130,6 @@ class SimResult:
         self.preemptions = preemptions
         self.prefix_hit_blocks = prefix_hits
         self.steps = steps
-        self._sorted = {name: sorted(getattr(rec, name)) for name in ("ttft", "tpot", "e2e",
-                                                                      "queue")}
 
     @property
     def completed(self) -> int:
@@ -149,13 +140,9 @@ class SimResult:
         return sum(self.rec.rejected.values())
 
     def percentiles(self, name: str) -> dict[str, float]:
-        if name == "itl":
-            h = self.rec.itl_hist
-            return {f"p{q}": h.percentile(q) for q in (50, 90, 95, 99)} | {"mean": h.mean}
-        values = self._sorted[name]
-        out = {f"p{q}": percentile(values, q) for q in (50, 90, 95, 99)}
-        out["mean"] = sum(values) / len(values) if values else math.nan
-        return out
+        """p50/p90/p95/p99 and mean, to the histograms' 0.23% resolution."""
+        h = self.rec.hist[name]
+        return {f"p{q}": h.percentile(q) for q in (50, 90, 95, 99)} | {"mean": h.mean}
 
     @property
     def request_rate(self) -> float:
@@ -165,24 +152,18 @@ class SimResult:
     def output_tok_s(self) -> float:
         return self.rec.output_tokens / self.duration_s if self.duration_s else 0.0
 
-    def goodput(self, slo_ttft_s: float | None, slo_tpot_s: float | None) -> float:
-        """Completed requests per second that met every SLO given."""
-        if not self.duration_s:
-            return 0.0
-        good = 0
-        for ttft, tpot in zip(self.rec.ttft, self.rec.tpot_all):
-            ok = slo_ttft_s is None or ttft <= slo_ttft_s
-            ok = ok and (slo_tpot_s is None or math.isnan(tpot) or tpot <= slo_tpot_s)
-            good += ok
-        return good / self.duration_s
+    @property
+    def goodput(self) -> float:
+        """Completed requests per second that met every SLO the run was given."""
+        return self.rec.good / self.duration_s if self.duration_s else 0.0
 
     @property
     def running_batch(self) -> dict[str, float]:
         """What vllm:num_requests_running would have shown, time-weighted."""
         pts = self.rec.series.points
         if len(pts) < 2:
-            return {"mean": float(pts[0][1]) if pts else 0.0, "max": float(pts[0][1]) if pts
-                    else 0.0}
+            value = float(pts[0][1]) if pts else 0.0
+            return {"mean": value, "max": value}
         total = weighted = 0.0
         for (t0, running, *_), (t1, *_) in itertools.pairwise(pts):
             weighted += running * (t1 - t0)

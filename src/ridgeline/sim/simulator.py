@@ -67,7 +67,8 @@ class Simulator:
         return ""
 
     def run(self, workload: Iterator[Request], closed_loop: int = 0, keep_rows: bool = False,
-            after_step: Callable[[Simulator], None] | None = None) -> SimResult:
+            after_step: Callable[[Simulator], None] | None = None,
+            slo: tuple[float | None, float | None] = (None, None)) -> SimResult:
         """Simulate until every request finished or was rejected.
 
         closed_loop > 0: keep that many requests in flight, each finish releasing the next
@@ -75,7 +76,7 @@ class Simulator:
         keep_rows: keep per-request rows for export. after_step: called after every step
         (the invariant tests use it).
         """
-        rec = Recorder(self.dep.num_gpus)
+        rec = Recorder(self.dep.num_gpus, *slo)
         rec.keep_rows = keep_rows
         pending: Request | None = None
         source = iter(workload)
