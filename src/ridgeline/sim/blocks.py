@@ -48,14 +48,21 @@ class BlockPool:
             del self.refs[key]
         self.held += n
 
+    def key(self, r: Request, index: int) -> tuple[int, int]:
+        """The cache key of r's block ``index``: its prefix group's inside the shared prefix,
+        its own beyond (what a preempted request finds again when it comes back)."""
+        if r.prefix_group >= 0 and index < r.prefix_tokens // self.block_size:
+            return (r.prefix_group, index)
+        return (-1 - r.id, index)
+
     def admit(self, r: Request) -> int:
-        """Hold the cached prefix blocks r can reuse; return the tokens they cover."""
-        if not self.prefix_caching or r.prefix_group < 0 or r.shared:
+        """Hold the cached blocks r can reuse; return the tokens they cover."""
+        if not self.prefix_caching or r.shared:
             return 0
-        limit = min(r.prefix_tokens, r.known_tokens - 1)  # the last token is always computed
+        limit = r.known_tokens - 1  # the last token is always computed
         hits = 0
         for index in range(limit // self.block_size):
-            key = (r.prefix_group, index)
+            key = self.key(r, index)
             if key not in self.refs:
                 break
             if self.refs[key] == 0:
@@ -78,18 +85,28 @@ class BlockPool:
         r.private_blocks += need
         return True
 
-    def register(self, r: Request) -> None:
-        """Publish r's full blocks inside its shared prefix for later requests to reuse."""
-        if not self.prefix_caching or r.prefix_group < 0:
+    def register(self, r: Request, upto_tokens: int | None = None) -> None:
+        """Publish r's full blocks (by default those of its shared prefix) for reuse."""
+        if not self.prefix_caching:
             return
-        full = min(r.num_computed, r.prefix_tokens) // self.block_size
-        for index in range(len(r.shared), full):
-            key = (r.prefix_group, index)
+        if upto_tokens is None:
+            if r.prefix_group < 0:
+                return
+            upto_tokens = min(r.num_computed, r.prefix_tokens)
+        for index in range(len(r.shared), upto_tokens // self.block_size):
+            key = self.key(r, index)
             if key in self.refs or r.private_blocks == 0:
                 break  # another request published it first: r keeps its private copy
             self.refs[key] = 1
             r.private_blocks -= 1
             r.shared.append(key)
+
+    def retire(self, r: Request) -> None:
+        """Preemption: release r, but leave its full blocks cached so that, if nothing
+        evicts them first, it recomputes only what was lost (vLLM V1 frees blocks into the
+        prefix cache, it does not wipe them)."""
+        self.register(r, r.num_computed)
+        self.release(r)
 
     def release(self, r: Request) -> None:
         """Return everything r holds; its shared prefix blocks stay cached if unused."""

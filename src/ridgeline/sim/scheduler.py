@@ -49,7 +49,7 @@ class Scheduler:
 
     def _preempt_last(self) -> Request:
         victim = self.running.pop()
-        self.pool.release(victim)
+        self.pool.retire(victim)
         victim.num_computed = 0
         victim.status = WAITING
         victim.preemptions += 1
