@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -77,3 +78,42 @@ def test_html_charts_align_series_on_one_x_axis(tmp_path: Path) -> None:
 def test_page_html_embeds_the_data() -> None:
     data = page_data(["llama-3.2-1b"], ["l4"], [1], ["as stored"], ["bf16"])
     assert "llama-3.2-1b|l4|1|as stored|bf16" in page_html(data, "t")
+
+
+@pytest.mark.skipif(not __import__("tests.browser", fromlist=["x"]).chromium_path(),
+                    reason="Chromium is not installed (.ci/run installs it)")
+def test_the_page_in_headless_chromium_moves_with_the_batch_slider(tmp_path: Path) -> None:
+    from ridgeline import Deployment, resolve_accelerator, resolve_model
+    from ridgeline.cost import decode_batch, step_time_s
+    from ridgeline.engines import profile_for
+    from tests.browser import Browser
+
+    out = tmp_path / "roofline.html"
+    assert main(["page", "llama-3.1-8b", "--gpu", "h100", "--counts", "1", "--weights", "bf16",
+                 "--kv-dtypes", "bf16", "-o", str(out)]) == 0
+    browser = Browser(out.as_uri())
+    try:
+        for _ in range(100):
+            if browser.evaluate("document.getElementById('summary').textContent.length > 0"):
+                break
+            time.sleep(0.1)
+        dep = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"),
+                               "bf16", "bf16")
+        seen = []
+        for index in (0, 7):
+            text = browser.evaluate(
+                "(() => { const s = document.getElementById('batch'); s.value = %d;"
+                " s.dispatchEvent(new Event('input')); "
+                "return document.getElementById('summary').textContent; })()" % index)
+            batch = BATCHES[index]
+            per_user = 1 / step_time_s(dep, decode_batch(batch, 2048), profile_for("vllm"))
+            assert text.startswith(f"batch {batch} at 2,048 tokens")
+            shown = float(text.split(": ", 1)[1].split(" tok/s")[0].replace(",", ""))
+            assert shown == pytest.approx(per_user, rel=0.01)
+            seen.append(shown)
+        assert seen[0] != seen[1]
+        assert browser.evaluate("document.querySelectorAll('canvas').length") >= 3
+        browser.screenshot(str(tmp_path / "page.png"))
+        assert (tmp_path / "page.png").stat().st_size > 10_000
+    finally:
+        browser.close()
