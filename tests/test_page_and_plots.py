@@ -101,10 +101,10 @@ def test_the_page_in_headless_chromium_moves_with_the_batch_slider(tmp_path: Pat
                                "bf16", "bf16")
         seen = []
         for index in (0, 7):
-            text = browser.evaluate(
-                "(() => { const s = document.getElementById('batch'); s.value = %d;"
-                " s.dispatchEvent(new Event('input')); "
-                "return document.getElementById('summary').textContent; })()" % index)
+            move = ("(() => { const s = document.getElementById('batch'); s.value = INDEX;"
+                    " s.dispatchEvent(new Event('input')); "
+                    "return document.getElementById('summary').textContent; })()")
+            text = browser.evaluate(move.replace("INDEX", str(index)))
             batch = BATCHES[index]
             per_user = 1 / step_time_s(dep, decode_batch(batch, 2048), profile_for("vllm"))
             assert text.startswith(f"batch {batch} at 2,048 tokens")
