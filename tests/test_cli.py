@@ -109,7 +109,8 @@ def test_every_accelerator_runs_decode_and_roofline(capsys: pytest.CaptureFixtur
     for gpu in catalog():
         for argv in (["decode", "qwen3-8b", "--gpu", gpu, "--batch", "1,32"],
                      ["roofline", "--gpu", gpu, "--batch", "8"],
-                     ["hardware", gpu]):
+                     ["hardware", gpu],
+                     ["fit", "qwen3-8b", "--gpu", gpu, "--max-model-len", "4k"]):
             code, _, err = run(capsys, *argv)
             assert code == 0, (gpu, err)
 

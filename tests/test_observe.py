@@ -197,3 +197,13 @@ def test_a_server_that_never_answers_times_out() -> None:
             fetch(f"http://127.0.0.1:{listener.getsockname()[1]}/metrics", timeout_s=0.3)
     finally:
         listener.close()
+
+
+def test_sglang_metrics_saved_over_a_window(capsys: pytest.CaptureFixture[str]) -> None:
+    obs = read_source(str(FIXTURES / "sglang_metrics.txt"))
+    assert obs.running == [120, 128] and obs.kv_usage == [0.42, 0.45]
+    assert obs.generation_tok_s == pytest.approx(3000) and obs.duration_s == 10
+    assert main(["observe", str(FIXTURES / "sglang_metrics.txt"), "--model", "qwen3-8b", "--gpu",
+                 "h100", "--engine", "sglang", "--explain"]) == 0
+    out = capsys.readouterr().out
+    assert "batch 124.0" in out and "How each number was computed" in out
