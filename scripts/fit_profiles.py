@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ridgeline.calibrate import fit_profiles
+from ridgeline.engines import EngineProfile
 from ridgeline.measurements import read_measurements
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,6 +31,15 @@ BORROW = {
 }
 
 
+# engines with neither rows nor a close donor: a stated prior
+PRIORS = {
+    "torch-eager": EngineProfile(
+        "torch-eager", 0.6, 0.5, 1e-3, 1e-4, band_low=0.6, band_high=1.6,
+        source="prior: eager PyTorch (one kernel launch per op, no CUDA graphs); not fitted — "
+               "run `ridgeline measure` and `ridgeline calibrate` on your device"),
+}
+
+
 def main() -> int:
     result = read_measurements(CSV)
     for error in result.errors:
@@ -40,6 +50,8 @@ def main() -> int:
         if engine not in profiles and donor in fitted:
             profiles[engine] = replace(fitted[donor], engine=engine, fitted_rows=0, fitted_ids=(),
                                        source=f"borrowed from {donor}: {why}")
+    for engine, prior in PRIORS.items():
+        profiles.setdefault(engine, prior)
     data = {
         "_about": "Engine profiles used by step_cost. Written by scripts/fit_profiles.py from "
                   "validation/measurements.csv; do not edit by hand.",

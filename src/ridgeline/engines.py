@@ -24,7 +24,7 @@ from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator
 
 ENGINES = ("vllm", "sglang", "trtllm", "llama.cpp-cuda", "llama.cpp-metal", "llama.cpp-vulkan",
-           "llama.cpp-rocm")
+           "llama.cpp-rocm", "torch-eager")
 _ALIASES = {"tensorrt-llm": "trtllm", "trt-llm": "trtllm", "llama.cpp": "llama.cpp-cuda",
             "llamacpp": "llama.cpp-cuda", "mlx": "llama.cpp-metal"}
 
@@ -36,6 +36,8 @@ def accelerator_group(acc: Accelerator) -> str:
     accumulation at half rate (the catalog records that rate), while llama.cpp's cuBLAS
     path accumulates in FP16 at full rate.
     """
+    if acc.vendor == "measured":
+        return "measured"
     if acc.vendor == "apple" or acc.id.startswith("apple-"):
         return "apple"
     if acc.vendor == "nvidia":

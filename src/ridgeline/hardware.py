@@ -147,10 +147,20 @@ def _names() -> dict[str, str]:
     return table
 
 
+_USER: dict[str, Accelerator] = {}
+
+
+def register(acc: Accelerator) -> None:
+    """Make a user's accelerator (``--gpu-file``, ``ridgeline measure``) resolvable by id."""
+    _USER[normalise(acc.id)] = acc
+
+
 def resolve_accelerator(name: str) -> Accelerator:
     """'H100' -> h100-sxm; unknown or ambiguous names raise with the closest ids."""
     if not name or not name.strip():
         raise InputError("accelerator name is empty")
+    if normalise(name) in _USER:
+        return _USER[normalise(name)]
     return catalog()[resolve_name(name, _names(), "accelerator")]
 
 

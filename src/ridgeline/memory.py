@@ -135,7 +135,7 @@ def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
     footprint = kv_footprint(dep.model, 1, dep.kv.bytes_per_element)
     per_token = footprint.bytes_per_token_growing * dep.kv_replication / dep.num_gpus
     non_torch = float(d.get("non_torch_gib", 0.4)) * GIB
-    if engine.startswith("llama.cpp"):
+    if engine.startswith("llama.cpp") or engine not in ("vllm", "sglang", "trtllm"):
         return KVPool(engine, total, 1.0, weights, 0.0, non_torch, 0.0, 1.0, per_token,
                       1, s.max_num_seqs or 1, 0)
     if engine == "vllm":

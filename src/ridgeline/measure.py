@@ -1,0 +1,199 @@
+"""`ridgeline measure`: measure an accelerator and write rows `validate` and `calibrate` read.
+
+Probes: achievable memory bandwidth (a large device-to-device copy, and a read-only
+reduction) and dense matmul throughput per dtype over square and skinny decode-shaped
+(M = batch) problems. Then decode and prefill steps of a catalog model built with random
+weights (``torch_model.py``) over a grid of batch × context. Timing: warm-up, device
+synchronisation, CUDA events on CUDA, the median of repeats. The measured accelerator is
+written as a catalog record beside the rows, so the rows validate against it.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ridgeline.catalog import model_entries, resolve_model
+from ridgeline.errors import InputError
+from ridgeline.torch_model import RandomModel, import_torch
+
+COLUMNS = ("id", "model", "weights_dtype", "kv_dtype", "gpu", "num_gpus", "tp", "batch",
+           "input_len", "output_len", "context_len", "metric", "value", "unit", "engine",
+           "source", "notes")
+_WEIGHTS = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}
+
+
+@dataclass
+class Probe:
+    name: str
+    value: float  # bytes/s or FLOP/s
+    detail: str
+
+
+@dataclass
+class MeasureResult:
+    device: str
+    device_name: str
+    probes: list[Probe] = field(default_factory=list)
+    rows: list[dict[str, str]] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+def _sync(torch: Any, device: Any) -> Callable[[], None]:
+    if device.type == "cuda":
+        return lambda: torch.cuda.synchronize()
+    if device.type == "mps":
+        return lambda: torch.mps.synchronize()
+    return lambda: None
+
+
+def timed(torch: Any, device: Any, fn: Callable[[], Any], repeats: int = 5,
+          warmup: int = 2) -> float:
+    """Median seconds of ``fn`` after warm-up; CUDA events where there is CUDA."""
+    sync = _sync(torch, device)
+    for _ in range(warmup):
+        fn()
+    sync()
+    samples = []
+    for _ in range(repeats):
+        if device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize()
+            samples.append(start.elapsed_time(end) / 1e3)
+        else:
+            t0 = time.perf_counter()
+            fn()
+            sync()
+            samples.append(time.perf_counter() - t0)
+    return float(statistics.median(samples))
+
+
+def bandwidth_probes(torch: Any, device: Any, n_bytes: int) -> list[Probe]:
+    src = torch.empty(n_bytes // 4, dtype=torch.float32, device=device).uniform_()
+    dst = torch.empty_like(src)
+    copy_s = timed(torch, device, lambda: dst.copy_(src))
+    read_s = timed(torch, device, lambda: src.sum())
+    return [Probe("copy bandwidth", 2 * n_bytes / copy_s, f"{n_bytes / 2**20:.0f} MiB copied"),
+            Probe("read bandwidth", n_bytes / read_s, f"{n_bytes / 2**20:.0f} MiB summed")]
+
+
+def matmul_probes(torch: Any, device: Any, dtypes: list[str], big: int,
+                  batches: tuple[int, ...]) -> list[Probe]:
+    out = []
+    for name in dtypes:
+        dt = getattr(torch, name)
+        try:
+            a = torch.randn(big, big, device=device, dtype=dt)
+            b = torch.randn(big, big, device=device, dtype=dt)
+            seconds = timed(torch, device, lambda a=a, b=b: a @ b)
+        except (RuntimeError, TypeError) as exc:
+            out.append(Probe(f"{name} matmul", 0.0, f"unsupported: {exc}"))
+            continue
+        out.append(Probe(f"{name} matmul {big}³", 2 * big**3 / seconds, "square"))
+        for m in batches:  # skinny: M = batch, left of the ridge
+            x = torch.randn(m, big, device=device, dtype=dt)
+            seconds = timed(torch, device, lambda x=x, b=b: x @ b)
+            out.append(Probe(f"{name} matmul M={m}", 2 * m * big * big / seconds,
+                             f"{m}x{big} @ {big}x{big}"))
+    return out
+
+
+def _row(model_hf: str, weights: str, gpu_id: str, batch: int, input_len: int, output_len: int,
+         context: int, metric: str, value: float, unit: str, notes: str) -> dict[str, str]:
+    return {"id": f"measure-{gpu_id}-{model_hf.split('/')[-1]}-{metric}-b{batch}-c{context}"
+                  f"-i{input_len}",
+            "model": model_hf, "weights_dtype": weights, "kv_dtype": weights, "gpu": gpu_id,
+            "num_gpus": "1", "tp": "1", "batch": str(batch), "input_len": str(input_len),
+            "output_len": str(output_len), "context_len": str(context), "metric": metric,
+            "value": f"{value:.6g}", "unit": unit, "engine": "torch-eager",
+            "source": "ridgeline measure", "notes": notes}
+
+
+def measure(device: str = "cpu", quick: bool = True, model: str = "llama-3.2-1b",
+            dtype: str | None = None, gpu_id: str | None = None) -> MeasureResult:
+    torch = import_torch()
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise InputError("--device cuda: no CUDA device is visible")
+    if dev.type == "mps" and not torch.backends.mps.is_available():
+        raise InputError("--device mps: no Metal device is visible")
+    name = (torch.cuda.get_device_name(dev) if dev.type == "cuda" else
+            platform.processor() or platform.machine())
+    result = MeasureResult(device, name)
+    dt = dtype or ("float32" if dev.type == "cpu" else "bfloat16")
+    # big enough to leave every cache: 256 MiB on a CPU, 1 GiB on a GPU (4x with the full run)
+    n_bytes = (256 if dev.type == "cpu" else 1024) * 2**20 * (1 if quick else 4)
+    result.probes += bandwidth_probes(torch, dev, n_bytes)
+    dtypes = ["float32"] if dev.type == "cpu" else ["bfloat16", "float16"]
+    if dev.type == "cuda" and hasattr(torch, "float8_e4m3fn"):
+        result.skipped.append("fp8 matmul: needs torch._scaled_mm, not probed")
+    big = 1024 if dev.type == "cpu" else (4096 if quick else 8192)
+    result.probes += matmul_probes(torch, dev, dtypes, big, (1, 8, 64))
+    spec = resolve_model(model)
+    # a catalog model is recorded by its Hugging Face id, a config file by its path
+    hf = next((e.hf_id for e in model_entries() if e.id == spec.name), model)
+    gid = gpu_id or f"measured-{dev.type}"
+    rm = RandomModel.build(spec, device, dt)
+    weights = _WEIGHTS.get(dt, dt)
+    notes = f"random weights, eager PyTorch {torch.__version__}, {name}, {dt}, median of 5"
+    batches = (1, 4) if quick else (1, 8, 32, 128, 256)
+    contexts = (128, 512) if quick else (512, 2048, 8192, 32768)
+    for context in contexts:
+        for batch in batches:
+            cache = rm.kv_cache(batch, context)
+            tok = torch.zeros(batch, 1, dtype=torch.long, device=dev)
+            seconds = timed(torch, dev, lambda tok=tok, cache=cache: rm.step(tok, cache),
+                            repeats=3, warmup=1)
+            if batch == 1:
+                result.rows.append(_row(hf, weights, gid, 1, 0, 1, context + 1,
+                                        "decode_tok_s_per_user", 1 / seconds, "tok/s", notes))
+            else:
+                result.rows.append(_row(hf, weights, gid, batch, context, 1, context + 1,
+                                        "output_throughput_tok_s", batch / seconds, "tok/s",
+                                        "S_TG (decode steps only, aggregate); " + notes))
+        prompt = torch.zeros(1, context, dtype=torch.long, device=dev)
+        seconds = timed(torch, dev, lambda prompt=prompt: rm.step(prompt, None), repeats=3,
+                        warmup=1)
+        result.rows.append(_row(hf, weights, gid, 1, context, 0, context, "prefill_tok_s",
+                                context / seconds, "tok/s", notes))
+    return result
+
+
+def accelerator_record(result: MeasureResult, gpu_id: str, memory_bytes: float) -> dict[str, Any]:
+    """The measured device as a catalog record: its measured bandwidth and best matmul."""
+    bandwidth = max(p.value for p in result.probes if "bandwidth" in p.name)
+    best: dict[str, float] = {}
+    for p in result.probes:
+        if "matmul" in p.name and p.value:
+            dtype = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}[p.name.split()[0]]
+            best[dtype] = max(best.get(dtype, 0.0), p.value)
+    return {"id": gpu_id, "name": result.device_name, "vendor": "measured", "form": "measured",
+            "memory_bytes": memory_bytes, "memory_size": memory_bytes / 2**30,
+            "memory_unit": "GiB", "memory_bandwidth_bytes_per_s": bandwidth, "peak_flops": best,
+            "sources": ["ridgeline measure"],
+            "notes": "measured figures, not a spec sheet: efficiencies fitted against it are "
+                     "relative to what the probes reached"}
+
+
+def write_rows(rows: list[dict[str, str]], path: str) -> None:
+    try:
+        with Path(path).open("w", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, fieldnames=COLUMNS)
+            writer.writeheader()
+            writer.writerows(rows)
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc}") from None
+
+
+def write_record(record: dict[str, Any], path: str) -> None:
+    Path(path).write_text(json.dumps(record, indent=1), encoding="utf-8")

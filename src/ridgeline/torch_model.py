@@ -1,0 +1,145 @@
+"""A random-weight PyTorch model built from a ModelSpec, for timing decode and prefill steps.
+
+Plain eager PyTorch: GQA attention over a preallocated KV cache (sliding and chunked layers
+read at most their window), gated or plain MLPs, MoE with top-k routing that runs only the
+experts a batch picks, an LM head. No weights are downloaded: the values are random, the
+shapes are the model's. MLA, linear-attention and Mamba layers are not built (the caller
+gets a clear error). torch is imported here only, and only when this module is used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ridgeline.errors import InputError
+from ridgeline.layouts import ATTENTION_MIXERS, MOE
+from ridgeline.model import ModelSpec
+
+TORCH_EXTRA = "pip install 'ridgeline[measure]'"
+
+
+def import_torch() -> Any:
+    try:
+        import torch
+    except ImportError:
+        raise InputError(f"measuring needs PyTorch: {TORCH_EXTRA}") from None
+    return torch
+
+
+def check_buildable(spec: ModelSpec) -> None:
+    att = spec.attention
+    if att is None or att.mla is not None:
+        raise InputError(f"{spec.name}: MLA and attention-free models are not built by measure")
+    if any(layer.mixer not in ATTENTION_MIXERS for layer in spec.layers):
+        raise InputError(f"{spec.name}: linear-attention and Mamba layers are not built by measure")
+
+
+@dataclass
+class RandomModel:
+    """Weights per layer as plain tensors; ``step`` runs one forward pass."""
+
+    spec: ModelSpec
+    torch: Any
+    device: Any
+    dtype: Any
+    layers: list[dict[str, Any]]
+    lm_head: Any
+    embed: Any
+
+    @classmethod
+    def build(cls, spec: ModelSpec, device: str = "cpu", dtype: str = "float32",
+              seed: int = 0) -> RandomModel:
+        check_buildable(spec)
+        torch = import_torch()
+        torch.manual_seed(seed)
+        dev, dt = torch.device(device), getattr(torch, dtype)
+        att = spec.attention
+        assert att is not None
+        h, n, nkv, d = spec.hidden_size, att.num_heads, att.num_kv_heads, att.head_dim
+
+        def w(rows: int, cols: int) -> Any:
+            return (torch.randn(rows, cols, device=dev, dtype=dt) * 0.02)
+
+        layers = []
+        for layer in spec.layers:
+            p: dict[str, Any] = {"window": layer.window_tokens,
+                                 "qkv": w((n + 2 * nkv) * d, h), "o": w(h, n * d)}
+            if layer.ffn == MOE and spec.moe:
+                moe = spec.moe
+                f = moe.expert_intermediate_size
+                p["router"] = w(moe.num_experts, h)
+                p["experts"] = [(w(2 * f, h), w(h, f)) for _ in range(moe.num_experts)]
+                p["k"] = moe.experts_per_token
+                if moe.num_shared_experts:
+                    fs = moe.shared_intermediate_size * moe.num_shared_experts
+                    p["shared"] = (w(2 * fs, h), w(h, fs))
+            elif spec.dense_mlp:
+                f = spec.dense_mlp.intermediate_size
+                p["mlp"] = (w(2 * f, h), w(h, f)) if spec.dense_mlp.gated else (w(f, h), w(h, f))
+                p["gated"] = spec.dense_mlp.gated
+            layers.append(p)
+        return cls(spec, torch, dev, dt, layers, w(spec.vocab_size, h), w(spec.vocab_size, h))
+
+    def kv_cache(self, batch: int, context: int) -> list[tuple[Any, Any]]:
+        """Random cached K and V per layer: [batch, kv_heads, tokens kept, head_dim]."""
+        att = self.spec.attention
+        assert att is not None
+        out = []
+        for p in self.layers:
+            kept = min(context, p["window"]) if p["window"] else context
+            shape = (batch, att.num_kv_heads, kept, att.head_dim)
+            out.append((self.torch.randn(shape, device=self.device, dtype=self.dtype),
+                        self.torch.randn(shape, device=self.device, dtype=self.dtype)))
+        return out
+
+    def step(self, tokens: Any, cache: list[tuple[Any, Any]] | None) -> Any:
+        """One forward pass: tokens [batch, new] attend to the cache (if any) and themselves."""
+        torch, att = self.torch, self.spec.attention
+        assert att is not None
+        functional = torch.nn.functional
+        n, nkv, d = att.num_heads, att.num_kv_heads, att.head_dim
+        x = self.embed[tokens]  # [B, T, h]
+        b, t, _ = x.shape
+        for i, p in enumerate(self.layers):
+            qkv = x @ p["qkv"].T
+            q, k, v = qkv.split([n * d, nkv * d, nkv * d], dim=-1)
+            q = q.view(b, t, n, d).transpose(1, 2)
+            k = k.view(b, t, nkv, d).transpose(1, 2)
+            v = v.view(b, t, nkv, d).transpose(1, 2)
+            if cache is not None:
+                k = torch.cat([cache[i][0], k], dim=2)
+                v = torch.cat([cache[i][1], v], dim=2)
+            if p["window"] and k.shape[2] > p["window"] and t == 1:
+                k, v = k[:, :, -p["window"]:], v[:, :, -p["window"]:]
+            k = k.repeat_interleave(n // nkv, dim=1)
+            v = v.repeat_interleave(n // nkv, dim=1)
+            y = functional.scaled_dot_product_attention(q, k, v, is_causal=t > 1 and cache is None)
+            x = x + y.transpose(1, 2).reshape(b, t, n * d) @ p["o"].T
+            x = x + self._ffn(p, x)
+        return x[:, -1] @ self.lm_head.T  # logits of each sequence's last position
+
+    def _ffn(self, p: dict[str, Any], x: Any) -> Any:
+        functional = self.torch.nn.functional
+        if "experts" in p:
+            flat = x.reshape(-1, x.shape[-1])
+            scores = flat @ p["router"].T
+            weights, chosen = scores.topk(p["k"], dim=-1)
+            weights = weights.softmax(dim=-1)
+            out = self.torch.zeros_like(flat)
+            for e in chosen.unique().tolist():  # only the experts this batch touches
+                rows, slot = (chosen == e).nonzero(as_tuple=True)
+                up, down = p["experts"][e]
+                gate, value = (flat[rows] @ up.T).chunk(2, dim=-1)
+                out.index_add_(0, rows, (functional.silu(gate) * value @ down.T)
+                               * weights[rows, slot].unsqueeze(-1))
+            if "shared" in p:
+                up, down = p["shared"]
+                gate, value = (flat @ up.T).chunk(2, dim=-1)
+                out = out + functional.silu(gate) * value @ down.T
+            return out.view_as(x)
+        up, down = p["mlp"]
+        if p["gated"]:
+            gate, value = (x @ up.T).chunk(2, dim=-1)
+            return functional.silu(gate) * value @ down.T
+        return functional.gelu(x @ up.T) @ down.T
