@@ -17,6 +17,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -95,14 +96,14 @@ def matmul_probes(torch: Any, device: Any, dtypes: list[str], big: int,
         try:
             a = torch.randn(big, big, device=device, dtype=dt)
             b = torch.randn(big, big, device=device, dtype=dt)
-            seconds = timed(torch, device, lambda a=a, b=b: a @ b)
+            seconds = timed(torch, device, partial(torch.matmul, a, b))
         except (RuntimeError, TypeError) as exc:
             out.append(Probe(f"{name} matmul", 0.0, f"unsupported: {exc}"))
             continue
         out.append(Probe(f"{name} matmul {big}³", 2 * big**3 / seconds, "square"))
         for m in batches:  # skinny: M = batch, left of the ridge
             x = torch.randn(m, big, device=device, dtype=dt)
-            seconds = timed(torch, device, lambda x=x, b=b: x @ b)
+            seconds = timed(torch, device, partial(torch.matmul, x, b))
             out.append(Probe(f"{name} matmul M={m}", 2 * m * big * big / seconds,
                              f"{m}x{big} @ {big}x{big}"))
     return out
@@ -152,8 +153,7 @@ def measure(device: str = "cpu", quick: bool = True, model: str = "llama-3.2-1b"
         for batch in batches:
             cache = rm.kv_cache(batch, context)
             tok = torch.zeros(batch, 1, dtype=torch.long, device=dev)
-            seconds = timed(torch, dev, lambda tok=tok, cache=cache: rm.step(tok, cache),
-                            repeats=3, warmup=1)
+            seconds = timed(torch, dev, partial(rm.step, tok, cache), repeats=3, warmup=1)
             if batch == 1:
                 result.rows.append(_row(hf, weights, gid, 1, 0, 1, context + 1,
                                         "decode_tok_s_per_user", 1 / seconds, "tok/s", notes))
@@ -162,8 +162,7 @@ def measure(device: str = "cpu", quick: bool = True, model: str = "llama-3.2-1b"
                                         "output_throughput_tok_s", batch / seconds, "tok/s",
                                         "S_TG (decode steps only, aggregate); " + notes))
         prompt = torch.zeros(1, context, dtype=torch.long, device=dev)
-        seconds = timed(torch, dev, lambda prompt=prompt: rm.step(prompt, None), repeats=3,
-                        warmup=1)
+        seconds = timed(torch, dev, partial(rm.step, prompt, None), repeats=3, warmup=1)
         result.rows.append(_row(hf, weights, gid, 1, context, 0, context, "prefill_tok_s",
                                 context / seconds, "tok/s", notes))
     return result
