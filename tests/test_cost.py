@@ -84,3 +84,29 @@ def test_step_time_grows_with_batch_and_context(batch: int, context: int) -> Non
     t = step_time_s(d, decode_batch(batch, context), profile)
     assert step_time_s(d, decode_batch(batch + 1, context), profile) >= t
     assert step_time_s(d, decode_batch(batch, context + 1000), profile) >= t
+
+
+def test_all_reduce_across_nodes_pays_the_inter_node_network() -> None:
+    from ridgeline.parallel import all_reduce_time_s
+
+    acc = resolve_accelerator("h100")
+    inside, across = all_reduce_time_s(16e6, 8, acc), all_reduce_time_s(16e6, 16, acc)
+    assert across > 2 * inside  # 400 Gb/s between nodes against 450 GB/s NVLink inside
+    nvl72 = resolve_accelerator("gb200")
+    assert all_reduce_time_s(16e6, 16, nvl72) < across  # one NVLink domain of 72
+
+
+def test_pipeline_hops_cross_nodes_only_between_full_nodes() -> None:
+    from ridgeline.parallel import pipeline_hops
+
+    acc = resolve_accelerator("h100")
+    assert pipeline_hops(8, 2, acc) == (0, 1)
+    assert pipeline_hops(4, 2, acc) == (1, 0)
+    assert pipeline_hops(1, 1, acc) == (0, 0)
+
+
+def test_expert_parallel_pays_for_the_busiest_rank() -> None:
+    plain = step_cost(dep("qwen3-30b-a3b", n=4), decode_batch(64, 1000))
+    ep = step_cost(dep("qwen3-30b-a3b", n=4, ep=True), decode_batch(64, 1000))
+    flops = {c: next(op.flops for op in c.ops if op.name == "experts") for c in (plain, ep)}
+    assert flops[ep] == pytest.approx(1.2 * flops[plain])

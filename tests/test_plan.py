@@ -70,3 +70,14 @@ def test_bad_plan_inputs_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--price" in capsys.readouterr().err
     with pytest.raises(InputError):
         plan(MODEL, Load(0.0, "10", "10"), SLO)
+
+
+def test_ray_executor_without_ray_says_which_extra(capsys: pytest.CaptureFixture[str]) -> None:
+    try:
+        import ray  # noqa: F401
+        pytest.skip("ray is installed")
+    except ImportError:
+        pass
+    assert main(["plan", "llama-3.1-8b", "--rate", "4", "--slo-ttft-ms", "500", "--slo-tpot-ms",
+                 "50", "--gpus", "h100", "--executor", "ray"]) == 2
+    assert "ridgeline[ray]" in capsys.readouterr().err

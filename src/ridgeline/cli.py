@@ -363,7 +363,8 @@ def cmd_plan(args: argparse.Namespace) -> Any:
         else list(DEFAULT_GPUS)
     load = Load(args.rate, args.input_len, args.output_len, args.seed)
     slo = Slo(args.slo_ttft_ms / 1e3, args.slo_tpot_ms / 1e3, args.percentile)
-    result = plan(model, load, slo, gpus, args.max_gpus, prices, workers=args.workers)
+    result = plan(model, load, slo, gpus, args.max_gpus, prices, workers=args.workers,
+                  executor=args.executor)
     mean_in, mean_out = load.means()
     from ridgeline.catalog import model_entries
 
@@ -700,6 +701,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--price", action="append", metavar="GPU=USD",
                    help="price per GPU-hour, repeatable (default: the catalog's)")
     p.add_argument("--workers", type=_positive_count("workers"), default=2)
+    p.add_argument("--executor", choices=["process", "ray"], default="process",
+                   help="local processes (default) or a Ray cluster (RAY_ADDRESS; extra ray)")
     p.add_argument("--seed", type=int, default=0)
     _output(p, plot=True)
     p.set_defaults(handler=cmd_plan)

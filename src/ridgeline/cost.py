@@ -21,7 +21,13 @@ from ridgeline.kvcache import attention_kv_bytes_per_token, state_bytes_per_sequ
 from ridgeline.layouts import ATTENTION_MIXERS, LINEAR, MAMBA, MOE, NONE
 from ridgeline.model import Layer
 from ridgeline.moe import expected_experts_touched
-from ridgeline.parallel import all_reduce_time_s, all_to_all_time_s, send_time_s
+from ridgeline.parallel import (
+    EP_IMBALANCE,
+    all_reduce_time_s,
+    all_to_all_time_s,
+    pipeline_hops,
+    send_time_s,
+)
 from ridgeline.params import layer_params
 from ridgeline.quantization import (
     ATTENTION,
@@ -197,8 +203,9 @@ def step_terms(dep: Deployment, shape: BatchShape) -> StepTerms:
     work.append(("lm head", 2 * rows * h * model.vocab_size / tp,
                  head_bytes / tp + rows * model.vocab_size * 4 / tp, 1))
     if dep.pipeline_parallel_size > 1:
-        hops = dep.pipeline_parallel_size - 1
-        link["pipeline send"] = hops * send_time_s(act, dep.accelerator)
+        local, remote = pipeline_hops(tp, dep.pipeline_parallel_size, dep.accelerator)
+        link["pipeline send"] = (local * send_time_s(act, dep.accelerator)
+                                 + remote * send_time_s(act, dep.accelerator, inter_node=True))
     return StepTerms(tuple(work), tuple((k, v) for k, v in link.items() if v > 0),
                      model.num_layers, tokens, rows)
 
@@ -292,7 +299,9 @@ def _token_ops(dep: Deployment, layer: Layer, tokens: int) -> tuple[tuple[str, f
         moe = model.moe
         touched = expected_experts_touched(moe.num_experts, moe.experts_per_token, tokens)
         linear("router", ROUTER)
-        linear("experts", EXPERTS, moe.routed_fraction, touched / moe.num_experts)
+        # expert parallelism: the busiest rank holds more than its share of the tokens
+        skew = EP_IMBALANCE if dep.expert_parallel and tp > 1 else 1.0
+        linear("experts", EXPERTS, moe.routed_fraction * skew, touched / moe.num_experts)
         linear("shared experts", SHARED_EXPERTS)
     else:
         linear("mlp", MLP)

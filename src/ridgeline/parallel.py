@@ -15,6 +15,17 @@ from ridgeline.hardware import Accelerator
 LINK_LATENCY_S = {"nvlink": 3e-6, "infinity-fabric": 5e-6, "pcie": 10e-6, "ici": 5e-6}
 DEFAULT_LATENCY_S = 10e-6
 PCIE4_X16_BYTES_PER_S = 32e9  # when a card's record has no link figure
+# Between nodes: one 400 Gb/s InfiniBand/RoCE NIC per GPU, per direction, ~5 µs per hop.
+INTER_NODE_BYTES_PER_S = 50e9
+INTER_NODE_LATENCY_S = 5e-6
+# GPUs that share one NVLink/Infinity Fabric domain; NVL72 racks make 72 GB200s one domain.
+NODE_SIZE = {"gb200": 72, "gh200": 1}
+DEFAULT_NODE_SIZE = 8
+EP_IMBALANCE = 1.2  # busiest expert-parallel rank's share over the mean: a stated factor
+
+
+def node_size(acc: Accelerator) -> int:
+    return NODE_SIZE.get(acc.id, DEFAULT_NODE_SIZE)
 
 
 def link_latency_s(acc: Accelerator) -> float:
@@ -29,23 +40,54 @@ def link_bandwidth(acc: Accelerator) -> float:
     return acc.link_bytes_per_s or PCIE4_X16_BYTES_PER_S
 
 
+def _ring(message_bytes: float, ranks: int, latency_s: float, bytes_per_s: float) -> float:
+    return 2 * (ranks - 1) * (latency_s + message_bytes / (ranks * bytes_per_s))
+
+
 def all_reduce_time_s(message_bytes: float, ranks: int, acc: Accelerator) -> float:
-    """Ring all-reduce: 8 ranks, 16 MB over 450 GB/s NVLink -> 14·(3 µs + 16e6/(8·450e9)) ≈ 104 µs."""
+    """Ring all-reduce: 8 ranks, 16 MB over 450 GB/s NVLink -> 14·(3 µs + 16e6/(8·450e9)) ≈ 104 µs.
+
+    Beyond one node it is hierarchical: a ring inside each node, then one across the nodes
+    over the inter-node network (the slower leg sets the price of cross-node TP).
+    """
     if ranks <= 1 or message_bytes <= 0:
         return 0.0
-    steps = 2 * (ranks - 1)
-    return steps * (link_latency_s(acc) + message_bytes / (ranks * link_bandwidth(acc)))
+    local = min(ranks, node_size(acc))
+    t = _ring(message_bytes, local, link_latency_s(acc), link_bandwidth(acc))
+    nodes = -(-ranks // local)
+    if nodes > 1:
+        t += _ring(message_bytes, nodes, INTER_NODE_LATENCY_S, INTER_NODE_BYTES_PER_S)
+    return t
+
+
+def all_gather_time_s(message_bytes: float, ranks: int, acc: Accelerator) -> float:
+    """Ring all-gather of a message of ``message_bytes`` in total: half an all-reduce."""
+    return all_reduce_time_s(message_bytes, ranks, acc) / 2
 
 
 def all_to_all_time_s(message_bytes: float, ranks: int, acc: Accelerator) -> float:
     """Expert-parallel dispatch or combine: each rank sends (n−1)/n of its tokens away."""
     if ranks <= 1 or message_bytes <= 0:
         return 0.0
+    if ranks > node_size(acc):  # most partners sit on other nodes
+        return (ranks - 1) * (INTER_NODE_LATENCY_S + message_bytes / (ranks
+                                                                      * INTER_NODE_BYTES_PER_S))
     return (ranks - 1) * (link_latency_s(acc) + message_bytes / (ranks * link_bandwidth(acc)))
 
 
-def send_time_s(message_bytes: float, acc: Accelerator) -> float:
+def send_time_s(message_bytes: float, acc: Accelerator, inter_node: bool = False) -> float:
     """Point-to-point activation hand-off between pipeline stages."""
     if message_bytes <= 0:
         return 0.0
+    if inter_node:
+        return INTER_NODE_LATENCY_S + message_bytes / INTER_NODE_BYTES_PER_S
     return link_latency_s(acc) + message_bytes / link_bandwidth(acc)
+
+
+def pipeline_hops(tp: int, pp: int, acc: Accelerator) -> tuple[int, int]:
+    """(hops inside a node, hops between nodes) for pp stages of tp GPUs each."""
+    if pp <= 1:
+        return 0, 0
+    per_node = max(1, node_size(acc) // tp)  # stages that fit in one node
+    inter = (pp - 1) // per_node if per_node < pp else 0
+    return pp - 1 - inter, inter

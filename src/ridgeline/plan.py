@@ -13,10 +13,12 @@ analytically, the KV hand-off priced over the inter-node link.
 from __future__ import annotations
 
 import math
+import os
 import random
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
+from typing import Any
 
 from ridgeline.cost import Seq, decode_batch, step_time_s
 from ridgeline.deployment import Deployment
@@ -26,12 +28,11 @@ from ridgeline.hardware import Accelerator, resolve_accelerator
 from ridgeline.kvcache import kv_footprint
 from ridgeline.memory import EngineSettings, max_batch
 from ridgeline.model import ModelSpec
+from ridgeline.parallel import INTER_NODE_BYTES_PER_S, node_size
 from ridgeline.sim.simulator import Simulator, sim_config
 from ridgeline.sim.workload import Workload, length_sampler
 
 DEFAULT_GPUS = ("h100-sxm", "h200-sxm", "b200", "mi300x", "l40s")
-INTER_NODE_BYTES_PER_S = 50e9  # 400 Gb/s InfiniBand/RoCE per GPU, per direction
-NODE_SIZE = {"gb200": 72}  # NVL72: one NVLink domain; others: 8 GPUs per node
 SIM_REQUESTS = 400
 
 
@@ -185,24 +186,26 @@ def search_space(model: ModelSpec, gpus: Sequence[str], max_gpus: int
     formats += ["fp8"]
     for gpu in gpus:
         acc = resolve_accelerator(gpu)
-        node = NODE_SIZE.get(acc.id, 8)
+        node = node_size(acc)
         for weights in formats:
             if weights == "fp8" and not acc.has("fp8"):
                 continue
             for kv in ("bf16", "fp8"):
                 if kv == "fp8" and not acc.has("fp8"):
                     continue
-                for tp in (1, 2, 4, 8):
+                for tp in (1, 2, 4, 8, 16):
                     for pp in (1, 2):
                         if tp * pp > min(max_gpus, 2 * node) or (pp > 1 and tp < min(8, node)):
                             continue
+                        if tp > node and pp > 1:
+                            continue  # cross-node TP is allowed (and priced), not with PP too
                         for seqs in (None, 64):
                             yield acc.id, tp, pp, weights, kv, seqs
 
 
 def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_GPUS,
          max_gpus: int = 64, prices: dict[str, float] | None = None, workers: int = 2,
-         verify: int = 4) -> PlanResult:
+         verify: int = 4, executor: str = "process") -> PlanResult:
     if load.rate <= 0:
         raise InputError("the request rate must be positive")
     prices = dict(prices or {})
@@ -213,7 +216,9 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
     space = list(search_space(model, [resolve_accelerator(g).id for g in gpus], max_gpus))
     jobs = [(model, g, tp, pp, w, kv, s, load, slo, max_gpus, table[g])
             for g, tp, pp, w, kv, s in space]
-    if workers > 1 and len(jobs) > 16:
+    if executor == "ray":
+        found = _ray_map(jobs)
+    elif workers > 1 and len(jobs) > 16:
         with ProcessPoolExecutor(max_workers=workers) as pool:
             found = list(pool.map(_evaluate, jobs, chunksize=8))
     else:
@@ -231,6 +236,17 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
     return PlanResult(load, slo, tuple(verified + rest), tuple(_best_per_gpu(unpriced)),
                       tuple(_disaggregated(model, load, slo, gpus, max_gpus, table)),
                       tuple(_pareto(model, feasible, load)), len(jobs), mean_out, miss)
+
+
+def _ray_map(jobs: list[tuple[Any, ...]]) -> list[Candidate | None]:
+    """Evaluate candidates on a Ray cluster (``pip install 'ridgeline[ray]'``)."""
+    try:
+        import ray
+    except ImportError:
+        raise InputError("--executor ray needs Ray: pip install 'ridgeline[ray]'") from None
+    ray.init(ignore_reinit_error=True, address=os.environ.get("RAY_ADDRESS"))
+    remote = ray.remote(_evaluate)
+    return list(ray.get([remote.remote(job) for job in jobs]))
 
 
 def _best_per_gpu(cands: list[Candidate]) -> list[Candidate]:
