@@ -60,6 +60,11 @@ class Deployment:
                    num_gpus // pipeline_parallel_size, pipeline_parallel_size, expert_parallel,
                    engine)
 
+    def __hash__(self) -> int:
+        return hash((self.model, self.accelerator.id, self.weights.label, self.kv.id,
+                     self.tensor_parallel_size, self.pipeline_parallel_size,
+                     self.expert_parallel, self.engine))
+
     @property
     def num_gpus(self) -> int:
         return self.tensor_parallel_size * self.pipeline_parallel_size

@@ -54,6 +54,9 @@ class Accelerator:
                 raise InputError(f"{self.id}: unknown compute dtype {dtype!r} in peak_flops")
             require_positive(value, f"{self.id}: peak {dtype} FLOP/s")
 
+    def __hash__(self) -> int:
+        return hash(self.id)
+
     @property
     def memory_gib(self) -> float:
         return self.memory_bytes / GIB

@@ -168,6 +168,11 @@ class ModelSpec:
     stored_formats: tuple[tuple[str, str], ...]  # (weight category, format id), as stored
     mtp_layers: int  # multi-token-prediction layers shipped beside the model, not counted
 
+    def __hash__(self) -> int:
+        # Cheap and consistent with equality (equal specs share these); the full field
+        # hash walks every layer, and specs are dict keys in every cache of the cost model.
+        return hash((self.name, self.num_layers, self.hidden_size, self.vocab_size))
+
     @property
     def stored_format_map(self) -> dict[str, str]:
         """{weight category: format id} for the categories the checkpoint quantizes."""
