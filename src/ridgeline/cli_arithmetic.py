@@ -1,0 +1,185 @@
+"""CLI: the article's arithmetic — hardware, model, roofline, moe, kv, decode, prefill, utilization."""
+
+
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ridgeline.cli import (
+    _count_list,
+    _engine,
+    _formats,
+    _gpu,
+    _model,
+    _output,
+    _positive_count,
+    _positive_float,
+    load_accelerator,
+    load_deployment,
+    load_model,
+    load_profile,
+)
+from ridgeline.errors import InputError
+
+
+def cmd_hardware(args: argparse.Namespace) -> Any:
+    from ridgeline.hardware import load_accelerator_file, resolve_accelerator
+    from ridgeline.reports.hardware import hardware_list, hardware_record
+
+    if args.gpu_file:
+        return hardware_record(load_accelerator_file(args.gpu_file))
+    if args.name:
+        return hardware_record(resolve_accelerator(args.name))
+    return hardware_list()
+
+def cmd_model(args: argparse.Namespace) -> Any:
+    from ridgeline.reports.model import model_report
+
+    return model_report(load_model(args))
+
+def cmd_roofline(args: argparse.Namespace) -> Any:
+    from ridgeline.precision import kv_dtype, weight_format
+    from ridgeline.reports.roofline import roofline_report
+
+    acc = load_accelerator(args)
+    dep = load_deployment(args) if args.model else None
+    dtype = args.compute_dtype or (dep.compute_dtype if dep else "bf16")
+    bpw = weight_format(args.weights).bytes_per_weight if args.weights and not dep else 2.0
+    kvb = kv_dtype(args.kv_dtype).bytes_per_element if args.kv_dtype and not dep else 2.0
+    return roofline_report(acc, dtype, args.batch, args.prompt_len, dep, bpw, kvb, args.intensity)
+
+def cmd_moe(args: argparse.Namespace) -> Any:
+    from ridgeline.reports.moe import moe_report
+
+    if not args.gpu and not args.gpu_file and not args.peak_tflops:
+        args.gpu = "h100-sxm"  # the article's card
+    return moe_report(load_deployment(args), args.batch)
+
+def cmd_kv(args: argparse.Namespace) -> Any:
+    from ridgeline.kvcache import kv_replication
+    from ridgeline.precision import kv_dtype
+    from ridgeline.reports.kv import kv_report
+    from ridgeline.units import GIB
+
+    model = load_model(args)
+    kv = kv_dtype(args.kv_dtype or model.dtype)
+    budget, label, replication = None, "", 1.0
+    if args.memory_gib is not None:
+        budget, label = args.memory_gib * GIB, f"{args.memory_gib:g} GiB given"
+    else:
+        dep = load_deployment(args, model)
+        if dep is not None:
+            budget = dep.memory_bytes - dep.weight_bytes
+            label = (f"{dep.num_gpus} x {dep.accelerator.id} ({dep.memory_bytes / 1e9:,.1f} GB) "
+                     f"− {dep.weight_bytes / 1e9:,.1f} GB of weights ({dep.weights.label})")
+            replication = kv_replication(model, dep.num_gpus)
+    return kv_report(model, args.context, kv, budget, label, replication)
+
+def cmd_decode(args: argparse.Namespace) -> Any:
+    from dataclasses import replace
+
+    from ridgeline.engines import engine_id
+    from ridgeline.reports.decode import decode_report
+
+    dep = replace(load_deployment(args), engine=engine_id(args.engine))
+    return decode_report(dep, args.batch, args.context, load_profile(args))
+
+def cmd_prefill(args: argparse.Namespace) -> Any:
+    from ridgeline.cost import Seq
+    from ridgeline.floors import prefill_floor
+    from ridgeline.reports.decode import Expectation, PrefillReport
+
+    dep = load_deployment(args)
+    expected = Expectation.of(dep, [Seq(args.prompt_len, 0)] * args.batch, load_profile(args))
+    return PrefillReport(dep, prefill_floor(dep, args.prompt_len, args.batch), expected)
+
+def cmd_utilization(args: argparse.Namespace) -> Any:
+    from ridgeline.reports.decode import utilization_report
+
+    acc = load_accelerator(args)
+    dep = load_deployment(args) if args.model else None
+    if dep is not None and args.context is None:
+        raise InputError("--model needs --context to say how many conversations the KV holds")
+    return utilization_report(acc, args.running, args.compute_dtype or "bf16", 2.0, dep,
+                              args.context)
+
+def register(sub: Any) -> None:
+
+    p = sub.add_parser("hardware", help="the accelerator catalog, or one record with sources")
+    p.add_argument("name", nargs="?", metavar="NAME")
+    p.add_argument("--gpu-file", metavar="FILE", help="show a record from a JSON file")
+    _output(p)
+    p.set_defaults(handler=cmd_hardware)
+
+    p = sub.add_parser("model", help="layers, attention geometry, experts, params, bytes")
+    _model(p)
+    _output(p)
+    p.set_defaults(handler=cmd_model)
+
+    p = sub.add_parser("roofline", help="ridge point and where each part of a step sits")
+    _gpu(p)
+    p.add_argument("--compute-dtype", choices=["fp32", "tf32", "bf16", "fp16", "fp8", "int8",
+                                               "fp4"])
+    p.add_argument("--batch", type=_positive_count("batch"), default=1)
+    p.add_argument("--prompt-len", type=_positive_count("prompt length"), default=4000)
+    p.add_argument("--intensity", type=_positive_float("intensity"),
+                   help="also show the attainable FLOP/s at this many FLOP per byte")
+    p.add_argument("--model", help="place this model's attention and experts on the roofline")
+    p.add_argument("--fetch", action="store_true", help=argparse.SUPPRESS)
+    _formats(p)
+    _output(p)
+    p.set_defaults(handler=cmd_roofline)
+
+    p = sub.add_parser("moe", help="routed fraction, experts touched, bytes a step reads")
+    _model(p)
+    _gpu(p, required=False)
+    _formats(p)
+    p.add_argument("--batch", type=_positive_count("batch"), default=32)
+    _output(p, plot=True)
+    p.set_defaults(handler=cmd_moe)
+
+    p = sub.add_parser("kv", help="KV-cache bytes by layer kind and conversations that fit")
+    _model(p)
+    p.add_argument("--context", type=_positive_count("context length"), required=True)
+    p.add_argument("--memory-gib", type=_positive_float("memory GiB"),
+                   help="a KV budget in GiB (instead of --gpu)")
+    _gpu(p, required=False)
+    _formats(p)
+    _output(p, plot=True)
+    p.set_defaults(handler=cmd_kv)
+
+    p = sub.add_parser("decode", help="decode step: floor and expected time, tok/s per user and total")
+    _model(p)
+    _gpu(p)
+    _formats(p)
+    p.add_argument("--batch", type=_count_list("batch"), default=[1],
+                   help="one batch or a list: 1,8,32,128,296")
+    p.add_argument("--context", type=_count_list("context length"), default=[2000],
+                   help="tokens already cached per sequence; one or a list (default 2000)")
+    _engine(p)
+    _output(p, plot=True)
+    p.set_defaults(handler=cmd_decode)
+
+    p = sub.add_parser("prefill", help="prefill floor (TTFT) of a prompt and its intensity")
+    _model(p)
+    _gpu(p)
+    _formats(p)
+    p.add_argument("--prompt-len", type=_positive_count("prompt length"), required=True)
+    p.add_argument("--batch", type=_positive_count("batch"), default=1)
+    _engine(p)
+    _output(p)
+    p.set_defaults(handler=cmd_prefill)
+
+    p = sub.add_parser("utilization", help="the running batch an engine reports vs the ridge")
+    _gpu(p)
+    p.add_argument("--running", type=_positive_count("running requests"), required=True,
+                   help="vllm:num_requests_running, or N in 'Running: N reqs'")
+    p.add_argument("--compute-dtype", choices=["bf16", "fp16", "fp8", "int8", "fp4"])
+    p.add_argument("--model", help="compare with the batch this model's KV budget allows")
+    p.add_argument("--fetch", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--context", type=_positive_count("context length"))
+    _formats(p)
+    _output(p)
+    p.set_defaults(handler=cmd_utilization)

@@ -1,0 +1,157 @@
+"""CLI: measurements and pictures — validate, calibrate, measure, page."""
+
+
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ridgeline.cli import (
+    WroteFile,
+    _output,
+    _positive_float,
+)
+from ridgeline.errors import InputError
+
+
+def cmd_page(args: argparse.Namespace) -> Any:
+    from pathlib import Path
+
+    from ridgeline.page import DEFAULT_GPUS, page_data, page_html
+
+    models = [args.model] if args.model else ["llama-3.1-70b", "llama-3.1-8b", "gpt-oss-120b"]
+    gpus = [g.strip() for g in args.gpu.split(",")] if args.gpu else list(DEFAULT_GPUS)
+    counts = [int(c) for c in args.counts.split(",")]
+    weights = [w.strip() for w in args.weights.split(",")]
+    kvs = [k.strip() for k in args.kv_dtypes.split(",")]
+    data = page_data(models, gpus, counts, weights, kvs, args.engine)
+    try:
+        Path(args.output).write_text(page_html(data, "ridgeline: the roofline"), "utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot write {args.output}: {exc}") from None
+    return WroteFile(args.output, f"{len(data['combos'])} deployments, batch and context "
+                     "sliders; open it in any browser (offline)")
+
+def _register_gpu_files(args: argparse.Namespace) -> None:
+    from ridgeline.hardware import load_accelerator_file, register
+
+    for path in args.gpu_file or []:
+        register(load_accelerator_file(path))
+
+def cmd_measure(args: argparse.Namespace) -> Any:
+    from ridgeline.measure import accelerator_record, measure, write_record, write_rows
+
+    result = measure(args.device, args.quick, args.model, args.dtype, args.gpu_id)
+    gid = args.gpu_id or f"measured-{args.device}"
+    write_rows(result.rows, args.output)
+    record_path = str(args.output).rsplit(".", 1)[0] + ".accelerator.json"
+    write_record(accelerator_record(result, gid, args.memory_gib * 2**30), record_path)
+    rated = None
+    if args.rated_gpu:
+        from ridgeline.hardware import resolve_accelerator
+
+        rated = resolve_accelerator(args.rated_gpu)
+    lines = [f"{result.device_name} ({args.device})"]
+    for p in result.probes:
+        unit = "GB/s" if "bandwidth" in p.name else "TFLOP/s"
+        value = p.value / 1e9 if unit == "GB/s" else p.value / 1e12
+        line = f"  {p.name:<28} {value:>10,.2f} {unit}  ({p.detail})"
+        if rated and unit == "GB/s":
+            line += f"  rated {rated.memory_bandwidth_bytes_per_s / 1e9:,.0f} GB/s"
+        lines.append(line)
+    lines += [f"  skipped: {s}" for s in result.skipped]
+    lines.append(f"wrote {len(result.rows)} rows to {args.output} and the measured device to "
+                 f"{record_path}; next: ridgeline validate {args.output} --gpu-file "
+                 f"{record_path}")
+    return WroteFile(args.output, "\n".join(lines))
+
+def cmd_validate(args: argparse.Namespace) -> Any:
+    from ridgeline.calibrate import validate
+    from ridgeline.engines import load_profile_file
+    from ridgeline.measurements import read_measurements
+    from ridgeline.reports.validation import ValidationReport
+
+    _register_gpu_files(args)
+    result = read_measurements(args.file)
+    if not result.rows:
+        raise InputError(f"{args.file}: no readable rows ({len(result.errors)} unreadable: "
+                         + "; ".join(result.errors[:3]) + ")")
+    profiles = load_profile_file(args.profile) if args.profile else None
+    predictions = validate(result.rows, profiles)
+    return ValidationReport(result.rows, tuple(predictions), result.errors, not args.summary)
+
+def cmd_calibrate(args: argparse.Namespace) -> Any:
+    import json
+    from pathlib import Path
+
+    from ridgeline.calibrate import error_stats, fit_profiles, validate
+    from ridgeline.measurements import read_measurements
+    from ridgeline.reports.validation import CalibrationReport
+
+    _register_gpu_files(args)
+    result = read_measurements(args.file)
+    if not result.rows:
+        raise InputError(f"{args.file}: no readable rows")
+    profiles = fit_profiles(result.rows, args.engine)
+    if not profiles:
+        raise InputError(f"{args.file}: no throughput or latency rows to fit")
+    data = {"_about": f"ridgeline profile fitted on {args.file}",
+            "engines": {e: p.to_dict() for e, p in profiles.items()}}
+    try:
+        Path(args.output).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot write {args.output}: {exc}") from None
+
+    def by_metric(preds: list[Any]) -> tuple[Any, ...]:
+        return tuple(error_stats(preds, lambda p: p.metric))
+
+    before = by_metric(validate(result.rows))
+    after = by_metric(validate(result.rows, profiles))
+    return CalibrationReport(profiles, before, after, args.output)
+
+def register(sub: Any) -> None:
+
+    p = sub.add_parser("page", help="an interactive roofline page with batch/context sliders")
+    p.add_argument("model", nargs="?", metavar="MODEL",
+                   help="catalog model (default: llama-3.1-70b, llama-3.1-8b, gpt-oss-120b)")
+    p.add_argument("--gpu", help="accelerators to offer, comma-separated")
+    p.add_argument("--counts", default="1,2,4,8", help="accelerator counts to offer")
+    p.add_argument("--weights", default="as stored,fp8,awq-int4", help="weight formats to offer")
+    p.add_argument("--kv-dtypes", default="bf16,fp8", help="KV dtypes to offer")
+    p.add_argument("--engine", default="vllm")
+    p.add_argument("-o", "--output", default="roofline.html")
+    _output(p)
+    p.set_defaults(handler=cmd_page)
+
+    p = sub.add_parser("measure", help="measure this device: bandwidth, matmuls, model steps")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps")
+    p.add_argument("--quick", action="store_true", help="a small grid (minutes, not tens)")
+    p.add_argument("--model", default="llama-3.2-1b",
+                   help="catalog model or config.json, built with random weights")
+    p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"])
+    p.add_argument("--gpu-id", help="id for the measured device in the rows")
+    p.add_argument("--memory-gib", type=_positive_float("memory GiB"), default=80.0,
+                   help="device memory to record (default 80)")
+    p.add_argument("--rated-gpu", help="catalog accelerator to compare the probes with")
+    p.add_argument("-o", "--output", required=True, metavar="rows.csv")
+    _output(p)
+    p.set_defaults(handler=cmd_measure)
+
+    p = sub.add_parser("validate", help="predict every row of a measurements CSV, with errors")
+    p.add_argument("file", metavar="FILE", help="CSV in the format of validation/README.md")
+    p.add_argument("--gpu-file", action="append", metavar="FILE",
+                   help="accelerator records the rows refer to (e.g. from `measure`)")
+    p.add_argument("--profile", metavar="FILE", help="engine profiles from `ridgeline calibrate`")
+    p.add_argument("--summary", action="store_true", help="only the error tables")
+    _output(p, plot=True)
+    p.set_defaults(handler=cmd_validate)
+
+    p = sub.add_parser("calibrate", help="fit engine profiles to your own measurements")
+    p.add_argument("file", metavar="FILE", help="CSV in the format of validation/README.md")
+    p.add_argument("--gpu-file", action="append", metavar="FILE",
+                   help="accelerator records the rows refer to (e.g. from `measure`)")
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="profile JSON to write")
+    p.add_argument("--engine", action="append", help="fit only this engine (repeatable)")
+    _output(p)
+    p.set_defaults(handler=cmd_calibrate)

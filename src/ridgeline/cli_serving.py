@@ -1,0 +1,278 @@
+"""CLI: serving questions — fit, simulate, plan, observe."""
+
+
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ridgeline.cli import (
+    _engine,
+    _formats,
+    _gpu,
+    _model,
+    _output,
+    _positive_count,
+    _positive_float,
+    engine_settings,
+    load_accelerator,
+    load_deployment,
+    load_model,
+    load_profile,
+)
+from ridgeline.errors import InputError
+
+
+def cmd_fit(args: argparse.Namespace) -> Any:
+    from ridgeline.deployment import Deployment
+    from ridgeline.engines import engine_id
+    from ridgeline.reports.fit import fit_report
+
+    acc = load_accelerator(args)
+    dep = Deployment.build(load_model(args), acc, args.weights, args.kv_dtype, args.num_gpus,
+                           engine=engine_id(args.engine))
+    return fit_report(dep, args.max_model_len, engine_settings(args), args.target_concurrency)
+
+def cmd_simulate(args: argparse.Namespace) -> Any:
+    import csv
+    import json
+    import math
+    from dataclasses import replace
+
+    from ridgeline.deployment import Deployment
+    from ridgeline.engines import engine_id
+    from ridgeline.reports.simulate import SimulateReport
+    from ridgeline.sim.simulator import Simulator, sim_config
+    from ridgeline.sim.workload import Workload, read_trace
+
+    acc = load_accelerator(args)
+    dep = Deployment.build(load_model(args), acc, args.weights, args.kv_dtype, args.num_gpus,
+                           engine=engine_id(args.engine))
+    config = sim_config(dep, engine_settings(args), not args.no_prefix_caching,
+                        args.spec_tokens, args.spec_acceptance, args.spec_draft_cost)
+    if config.num_blocks < 1:
+        raise InputError(f"does not fit: {dep.model.name} leaves no KV pool on "
+                         f"{dep.num_gpus} x {acc.id} (see `ridgeline fit`)")
+    if args.trace:
+        requests: Any = read_trace(args.trace)
+        count, load = len(requests), f"trace {args.trace} ({len(requests):,} requests)"
+    else:
+        if args.rate is None and args.concurrency is None:
+            raise InputError("give --rate R (requests/s), --concurrency C, or --trace FILE")
+        rate = math.inf if args.rate is None else args.rate
+        requests = Workload(args.num_requests, args.input_len, args.output_len, rate,
+                            args.arrival, args.burstiness, args.prefix_groups, args.prefix_len,
+                            args.seed)
+        count = args.num_requests
+        load = (f"{args.num_requests:,} requests, input {args.input_len}, output "
+                f"{args.output_len}, " + (f"concurrency {args.concurrency}"
+                                          if args.concurrency else
+                                          f"{args.arrival} arrivals at {args.rate:g}/s"))
+    sim = Simulator(dep, load_profile(args), config)
+    slo_ttft = None if args.slo_ttft_ms is None else args.slo_ttft_ms / 1e3
+    slo_tpot = None if args.slo_tpot_ms is None else args.slo_tpot_ms / 1e3
+    result = sim.run(iter(requests), closed_loop=args.concurrency or 0,
+                     keep_rows=bool(args.export), slo=(slo_ttft, slo_tpot))
+    if args.export:
+        rows = result.rec.rows
+        header = ["id", "arrival_s", "prompt_tokens", "output_tokens", "ttft_s", "tpot_s",
+                  "e2e_s", "preemptions"]
+        try:
+            with open(args.export, "w", newline="", encoding="utf-8") as handle:
+                if args.export.endswith(".json"):
+                    json.dump([dict(zip(header, r)) for r in rows], handle)
+                else:
+                    writer = csv.writer(handle)
+                    writer.writerow(header)
+                    writer.writerows(rows)
+        except OSError as exc:
+            raise InputError(f"cannot write {args.export}: {exc}") from None
+    return SimulateReport(replace(dep), config, result, count, load, slo_ttft, slo_tpot)
+
+def cmd_plan(args: argparse.Namespace) -> Any:
+    from ridgeline.plan import DEFAULT_GPUS, Load, Slo, plan
+    from ridgeline.reports.plan import PlanReport
+
+    model = load_model(args)
+    prices: dict[str, float] = {}
+    for item in args.price or []:
+        name, _, value = item.partition("=")
+        try:
+            prices[name.strip()] = float(value)
+        except ValueError:
+            raise InputError(f"--price takes GPU=USD_PER_HOUR, got {item!r}") from None
+        if prices[name.strip()] <= 0:
+            raise InputError(f"a price must be positive, got {item!r}")
+    if not 0 < args.percentile < 100:
+        raise InputError(f"percentile must be between 0 and 100, got {args.percentile}")
+    gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus \
+        else list(DEFAULT_GPUS)
+    load = Load(args.rate, args.input_len, args.output_len, args.seed)
+    slo = Slo(args.slo_ttft_ms / 1e3, args.slo_tpot_ms / 1e3, args.percentile)
+    result = plan(model, load, slo, gpus, args.max_gpus, prices, workers=args.workers,
+                  executor=args.executor)
+    mean_in, mean_out = load.means()
+    from ridgeline.catalog import model_entries
+
+    hf = next((e.hf_id for e in model_entries() if e.id == model.name), args.model)
+    return PlanReport(model, hf, result, int(4 * (mean_in + mean_out)) + 16,
+                      plan_steps(result, mean_out))
+
+def plan_steps(result: Any, mean_out: float) -> tuple[Any, ...]:
+    from ridgeline.explain import q, step
+
+    win = result.winner
+    if win is None:
+        return ()
+    tok_s = result.load.rate * mean_out
+    return (
+        step("one replica's rate", "batch ÷ (output tokens × TPOT at that batch)",
+             q("rate", win.replica_rate, "req/s"), q("batch", win.batch),
+             q("output tokens (mean)", mean_out), q("TPOT", win.tpot_s * 1e3, "ms",
+                                                     "step_cost, mixed decode + prefill step")),
+        step("replicas", "ceil(rate ÷ one replica's rate), then simulated until the SLO holds",
+             q("replicas", win.replicas), q("rate", result.load.rate, "req/s")),
+        step("cost per million output tokens", "$/h ÷ (output tok/s × 3600) × 1e6",
+             q("cost", win.cost_per_million_tokens(tok_s) or 0.0, "$/M tok"),
+             q("$/h", win.cost_per_hour or 0.0, "", "GPUs × price per GPU-hour"),
+             q("output tok/s", tok_s)),
+    )
+
+def _seconds(text: str) -> float:
+    text = str(text).strip().lower()
+    factor = 60.0 if text.endswith("m") else 1.0
+    try:
+        value = float(text.rstrip("sm")) * factor
+    except ValueError:
+        raise InputError(f"a duration looks like 60s, 2m or 0.5, got {text!r}") from None
+    if value < 0:
+        raise InputError(f"a duration cannot be negative, got {text!r}")
+    return value
+
+def cmd_observe(args: argparse.Namespace) -> Any:
+    from dataclasses import replace
+
+    from ridgeline.engines import engine_id
+    from ridgeline.observe import read_source
+    from ridgeline.reports.observe import observe_report
+
+    args.fetch = False
+    model = load_model(args)
+    dep = replace(load_deployment(args, model), engine=engine_id(args.engine))
+    obs = read_source(args.source, _seconds(args.duration), _seconds(args.interval) or 1.0)
+    report = observe_report(obs, dep, load_profile(args), args.context)
+    if args.emit_measurements:
+        try:
+            with open(args.emit_measurements, "w", encoding="utf-8", newline="") as handle:
+                handle.write(report.measurement_rows(args.model))
+        except OSError as exc:
+            raise InputError(f"cannot write {args.emit_measurements}: {exc}") from None
+    return report
+
+def register(sub: Any) -> None:
+
+    p = sub.add_parser("fit", help="the KV pool an engine leaves, and the capacity verdict")
+    _model(p)
+    _gpu(p)
+    _formats(p)
+    p.add_argument("--max-model-len", type=_positive_count("max model length"), required=True,
+                   help="conversation length to size for (vLLM --max-model-len)")
+    p.add_argument("--target-concurrency", type=_positive_count("target concurrency"),
+                   help="conversations that must fit at once")
+    p.add_argument("--engine", default="vllm", help="vllm (default), sglang, trtllm, llama.cpp-…")
+    g = p.add_argument_group("engine settings (the engine's own names; default: its default)")
+    g.add_argument("--gpu-memory-utilization", "--mem-fraction-static",
+                   "--kv-cache-free-gpu-mem-fraction", dest="gpu_memory_utilization",
+                   type=_positive_float("memory fraction"))
+    g.add_argument("--max-num-seqs", "--max-running-requests", "--max-batch-size",
+                   dest="max_num_seqs", type=_positive_count("max_num_seqs"))
+    g.add_argument("--max-num-batched-tokens", "--chunked-prefill-size", "--max-num-tokens",
+                   dest="max_num_batched_tokens", type=_positive_count("max_num_batched_tokens"))
+    g.add_argument("--block-size", "--page-size", "--tokens-per-block", dest="block_size",
+                   type=_positive_count("block size"))
+    g.add_argument("--enforce-eager", action="store_true", help="vLLM: no CUDA graphs")
+    g.add_argument("--usage", choices=["serve", "offline"], default="serve",
+                   help="vLLM usage context: vllm serve (default) or the offline LLM class")
+    _output(p, plot=True)
+    p.set_defaults(handler=cmd_fit)
+
+    p = sub.add_parser("simulate", help="continuous batching under a load: TTFT/TPOT, goodput")
+    _model(p)
+    _gpu(p)
+    _formats(p)
+    _engine(p)
+    w = p.add_argument_group("workload")
+    w.add_argument("--rate", type=_positive_float("request rate"), help="requests per second")
+    w.add_argument("--concurrency", type=_positive_count("concurrency"),
+                   help="closed loop: keep this many requests in flight")
+    w.add_argument("--num-requests", type=_positive_count("number of requests"), default=1000)
+    w.add_argument("--input-len", default="512",
+                   help="512, uniform:a,b, normal:mean,sd, lognormal:median,sigma, zipf:s,max, "
+                   "file:PATH")
+    w.add_argument("--output-len", default="128", help="as --input-len")
+    w.add_argument("--arrival", choices=["poisson", "gamma", "constant"], default="poisson")
+    w.add_argument("--burstiness", type=_positive_float("burstiness"), default=1.0,
+                   help="gamma arrivals: coefficient of variation of the gaps")
+    w.add_argument("--prefix-groups", type=int, default=0,
+                   help="requests share one of this many prompt prefixes")
+    w.add_argument("--prefix-len", type=int, default=0, help="tokens of the shared prefix")
+    w.add_argument("--seed", type=int, default=0)
+    w.add_argument("--trace", metavar="FILE",
+                   help="replay CSV/JSONL (arrival_s, prompt_tokens, output_tokens; or Azure's "
+                   "TIMESTAMP, ContextTokens, GeneratedTokens)")
+    g = p.add_argument_group("engine settings (vLLM names)")
+    g.add_argument("--gpu-memory-utilization", type=_positive_float("memory fraction"))
+    g.add_argument("--max-model-len", type=_positive_count("max model length"))
+    g.add_argument("--max-num-seqs", type=_positive_count("max_num_seqs"))
+    g.add_argument("--max-num-batched-tokens", type=_positive_count("max_num_batched_tokens"))
+    g.add_argument("--block-size", type=_positive_count("block size"))
+    g.add_argument("--enforce-eager", action="store_true")
+    g.add_argument("--usage", choices=["serve", "offline"], default="serve")
+    g.add_argument("--no-prefix-caching", action="store_true")
+    g.add_argument("--spec-tokens", type=int, default=0, help="speculative decoding: draft length")
+    g.add_argument("--spec-acceptance", type=float, default=0.7,
+                   help="chance each draft token is accepted (default 0.7)")
+    g.add_argument("--spec-draft-cost", type=float, default=0.05,
+                   help="one draft token's cost as a share of a decode step (default 0.05)")
+    p.add_argument("--slo-ttft-ms", type=_positive_float("TTFT SLO"))
+    p.add_argument("--slo-tpot-ms", type=_positive_float("TPOT SLO"))
+    p.add_argument("--export", metavar="FILE", help="per-request CSV (or .json)")
+    _output(p, plot=True)
+    p.set_defaults(handler=cmd_simulate)
+
+    p = sub.add_parser("plan", help="the cheapest deployment that meets an SLO for a load")
+    _model(p)
+    p.add_argument("--rate", type=_positive_float("request rate"), required=True)
+    p.add_argument("--input-len", default="1000", help="as in simulate (512, lognormal:…)")
+    p.add_argument("--output-len", default="250")
+    p.add_argument("--slo-ttft-ms", type=_positive_float("TTFT SLO"), required=True)
+    p.add_argument("--slo-tpot-ms", type=_positive_float("TPOT SLO"), required=True)
+    p.add_argument("--percentile", type=float, default=90.0)
+    p.add_argument("--gpus", help="candidate accelerators, comma-separated "
+                   "(default h100-sxm,h200-sxm,b200,mi300x,l40s)")
+    p.add_argument("--max-gpus", type=_positive_count("max GPUs"), default=64)
+    p.add_argument("--price", action="append", metavar="GPU=USD",
+                   help="price per GPU-hour, repeatable (default: the catalog's)")
+    p.add_argument("--workers", type=_positive_count("workers"), default=2)
+    p.add_argument("--executor", choices=["process", "ray"], default="process",
+                   help="local processes (default) or a Ray cluster (RAY_ADDRESS; extra ray)")
+    p.add_argument("--seed", type=int, default=0)
+    _output(p, plot=True)
+    p.set_defaults(handler=cmd_plan)
+
+    p = sub.add_parser("observe", help="a live engine's batch on the roofline, and its wall")
+    p.add_argument("source", metavar="SOURCE",
+                   help="/metrics URL, saved metrics text, vLLM log, or bench result JSON")
+    p.add_argument("--model", required=True)
+    _gpu(p)
+    _formats(p)
+    _engine(p)
+    p.add_argument("--duration", default="60s", help="polling window for a URL (60s)")
+    p.add_argument("--interval", default="1s", help="time between scrapes (1s)")
+    p.add_argument("--context", type=_positive_count("context"),
+                   help="typical tokens per sequence (default: from the source, else 2000)")
+    p.add_argument("--emit-measurements", metavar="FILE",
+                   help="write what was observed as measurement rows for `calibrate`")
+    _output(p)
+    p.set_defaults(handler=cmd_observe)
