@@ -165,3 +165,17 @@ def test_python_dash_m_runs_the_cli() -> None:
                             capture_output=True, text=True, check=False)
     assert result.returncode == 0
     assert "153" in result.stdout
+
+
+def test_an_internal_error_is_one_line_and_exit_1(capsys: pytest.CaptureFixture[str],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import ridgeline.cli_arithmetic as arithmetic
+
+    def broken(args: object) -> None:
+        raise ZeroDivisionError("boom")
+
+    monkeypatch.setattr(arithmetic, "cmd_model", broken)
+    monkeypatch.delenv("RIDGELINE_DEBUG", raising=False)
+    assert main(["model", "llama-3.1-8b"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "internal error" in err and "Traceback" not in err

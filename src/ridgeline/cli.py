@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -216,6 +217,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except BrokenPipeError:
         return 0
+    except KeyboardInterrupt:
+        print("ridgeline: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a bug, not bad input: one line, exit 1 (RIDGELINE_DEBUG=1 re-raises)
+        if os.environ.get("RIDGELINE_DEBUG"):
+            raise
+        print(f"ridgeline: internal error ({type(exc).__name__}: {exc}); please report it, "
+              "with RIDGELINE_DEBUG=1 for the traceback", file=sys.stderr)
+        return 1
     return 0
 
 
