@@ -19,7 +19,7 @@ from ridgeline.engines import EngineProfile, accelerator_group, engine_id
 from ridgeline.errors import InputError
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.measurements import KV_METRICS, Measurement
-from ridgeline.predict import Prediction, predict
+from ridgeline.predict import Prediction, deployment_for, predict
 
 START = EngineProfile("start", 0.7, 0.5, 3e-4, 5e-6, source="fit start")
 HUBER_DELTA = 0.25  # log-ratio beyond which a row counts linearly (≈ 28% error)
@@ -29,6 +29,13 @@ GROUP_PRIOR = 0.002  # a gentle pull of group multipliers towards 1 (squared log
 
 def performance_rows(rows: Iterable[Measurement]) -> list[Measurement]:
     return [r for r in rows if r.metric not in KV_METRICS]
+
+
+def _dequantizes(row: Measurement) -> bool:
+    try:
+        return deployment_for(row).dequantizes
+    except InputError:
+        return False
 
 
 def _group(row: Measurement) -> str:
@@ -45,15 +52,16 @@ class _Space:
     base: EngineProfile
     bw_groups: tuple[str, ...]
     compute_groups: tuple[str, ...]
+    dequant: bool  # fit a dequantization factor (the data have both kinds of weights)
 
     def start(self) -> list[float]:
         b = self.base
         return [math.log(b.bandwidth_efficiency), math.log(b.compute_efficiency),
                 math.log(max(b.step_overhead_s, 1e-6)), math.log(max(b.layer_overhead_s, 1e-8)),
-                *([0.0] * (len(self.bw_groups) + len(self.compute_groups)))]
+                *([0.0] * (len(self.bw_groups) + len(self.compute_groups) + self.dequant))]
 
     def profile(self, x: Sequence[float]) -> EngineProfile:
-        n = len(self.bw_groups)
+        n, m = len(self.bw_groups), len(self.compute_groups)
         return replace(
             self.base,
             bandwidth_efficiency=min(1.0, math.exp(x[0])),
@@ -61,7 +69,9 @@ class _Space:
             step_overhead_s=math.exp(x[2]),
             layer_overhead_s=math.exp(x[3]),
             group_bandwidth={g: math.exp(v) for g, v in zip(self.bw_groups, x[4:4 + n])},
-            group_compute={g: math.exp(v) for g, v in zip(self.compute_groups, x[4 + n:])},
+            group_compute={g: math.exp(v) for g, v in zip(self.compute_groups,
+                                                           x[4 + n:4 + n + m])},
+            dequant_compute=min(1.0, math.exp(x[4 + n + m])) if self.dequant else 1.0,
         )
 
     def penalty(self, x: Sequence[float]) -> float:
@@ -91,7 +101,10 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
         bw = bw[1:]  # one group is the reference: the global efficiency is its value
     if len(cg) == len({g for g in groups}) and cg:
         cg = cg[1:]
-    space = _Space(start, bw, cg)
+    compute_rows = [r for r in mine if r.metric in ("prefill_tok_s", "ttft_ms")]
+    quantized = sum(1 for r in compute_rows if _dequantizes(r))
+    dequant = MIN_GROUP_ROWS <= quantized <= len(compute_rows) - MIN_GROUP_ROWS
+    space = _Space(start, bw, cg, dequant)
 
     def loss(x: Sequence[float]) -> float:
         profile = space.profile(x)

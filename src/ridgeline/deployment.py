@@ -70,6 +70,15 @@ class Deployment:
         return self.tensor_parallel_size * self.pipeline_parallel_size
 
     @cached_property
+    def dequantizes(self) -> bool:
+        """Weights narrower than the matmuls they feed (W4A16, GGUF, fp8 without fp8 units):
+        every matmul first expands them, which costs compute."""
+        linear = [c for c in ("mlp", "experts", "attention") if self.bytes_by_category.get(c)]
+        fmt = self.weights.format_of(linear[0]) if linear else None
+        return bool(fmt and fmt.bits_per_weight < 16
+                    and self.compute_dtype in ("bf16", "fp16", "fp32"))
+
+    @cached_property
     def compute_dtype(self) -> str:
         """The matmul dtype: the weight format's best one this accelerator runs natively."""
         return self.accelerator.first_supported(compute_dtype_for(self.weights))

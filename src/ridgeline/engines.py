@@ -60,6 +60,7 @@ class EngineProfile:
     fitted_rows: int = 0
     source: str = "prior"
     fitted_ids: tuple[str, ...] = ()  # the measurement rows the coefficients came from
+    dequant_compute: float = 1.0  # compute efficiency multiplier when weights are dequantized
 
     def bandwidth_for(self, acc: Accelerator) -> float:
         """Bandwidth efficiency on this accelerator (group multiplier where fitted)."""
@@ -96,6 +97,7 @@ class EngineProfile:
                 fitted_rows=int(data.get("fitted_rows", 0)),
                 source=str(data.get("source", origin)),
                 fitted_ids=tuple(str(i) for i in data.get("fitted_ids") or ()),
+                dequant_compute=float(data.get("dequant_compute", 1.0)),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"{origin}: not an engine profile ({exc})") from None
