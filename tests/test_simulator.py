@@ -199,3 +199,10 @@ def test_finished_requests_are_marked() -> None:
     seen: list[Request] = []
     sim.run(iter([Request(0, 0.0, 10, 3)]), after_step=lambda s: seen.extend(s.scheduler.running))
     assert seen[0].status == FINISHED
+
+
+def test_a_one_token_prompt_gets_a_first_token_time_on_the_fast_path() -> None:
+    w = [Request(0, 0.0, 300, 50), Request(1, 0.5, 1, 40)]
+    for fast in (True, False):
+        result = Simulator(DEP, PROFILE, small_config(2000, fast=fast)).run(iter(w))
+        assert result.percentiles("ttft")["mean"] > 0

@@ -196,8 +196,9 @@ class Simulator:
         s = self.scheduler
         if self.config.spec_tokens or len(batch) != len(s.running):
             return 1
-        if any(b.tokens != 1 or b.request.to_compute != 1 for b in batch):
-            return 1
+        if any(b.tokens != 1 or b.request.to_compute != 1 or not b.request.num_generated
+               for b in batch):
+            return 1  # a prefill chunk, or a one-token prompt about to emit its first token
         if s.waiting and len(s.running) < self.config.max_num_seqs:
             head = s.waiting[0]  # could it start next step? then no fast path
             if self.pool.can_allocate(self.pool.blocks_for(head.num_computed + min(
