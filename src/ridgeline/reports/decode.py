@@ -131,7 +131,10 @@ class DecodeReport:
     def _pool_lines(self) -> list[str]:
         engine = self.expected[0].engine
         return [f"{engine}'s KV pool runs at most {b:,} sequences at {c:,} tokens of context "
-                "(`ridgeline fit` for the breakdown)" for c, b in self.pool_batch]
+                "(`ridgeline fit` for the breakdown)" if b else
+                f"{engine} cannot hold one sequence of {c:,} tokens beside these weights: it "
+                "would refuse to start (`ridgeline fit` for the breakdown)"
+                for c, b in self.pool_batch]
 
 
 def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
