@@ -55,6 +55,7 @@ class Simulator:
         # expected tokens per verify step: 1 + a + a² + … + a^k (Leviathan et al. 2023)
         self.tokens_per_step = sum(a**i for i in range(k + 1)) if k else 1.0
         self._carry: dict[int, float] = {}  # fractional accepted tokens per request
+        self._line = (0.0, 0.0)  # the fast path's step-time line: (first step, slope)
 
     # -- arrivals -------------------------------------------------------------------------
     def _reject_reason(self, r: Request) -> str:
@@ -212,10 +213,11 @@ class Simulator:
         if k <= 1:
             return 1
         t0, t_last = self._decode_times(k)
+        slope = (t_last - t0) / (k - 1)
+        self._line = (t0, slope)  # step j takes t0 + slope·j: _advance_decodes reuses it
         if next_arrival != float("inf"):
             room = next_arrival - self.now_s
             # steps whose start lies before the arrival: boundaries b_j < arrival
-            slope = (t_last - t0) / (k - 1)
             j = 0
             total = 0.0
             while j < k and total < room:
@@ -236,8 +238,8 @@ class Simulator:
         return self._time(first, len(rs)), self._time(last, len(rs))
 
     def _advance_decodes(self, batch: list[Scheduled], k: int, rec: Recorder) -> list[Request]:
-        t0, t_last = self._decode_times(k)
-        slope = (t_last - t0) / (k - 1) if k > 1 else 0.0
+        t0, slope = self._line
+        t_last = t0 + slope * (k - 1)
         start = self.now_s
         for j in range(k):
             rec.itl(t0 + slope * j, len(batch))
