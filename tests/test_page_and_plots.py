@@ -117,3 +117,28 @@ def test_the_page_in_headless_chromium_moves_with_the_batch_slider(tmp_path: Pat
         assert (tmp_path / "page.png").stat().st_size > 10_000
     finally:
         browser.close()
+
+
+def test_plots_carry_the_models_numbers(tmp_path: Path) -> None:
+    from ridgeline import Deployment, decode_floor, resolve_accelerator, resolve_model
+
+    html = tmp_path / "decode.html"
+    assert main(["decode", "llama-3.1-8b", "--gpu", "h100", "--context", "4096", "--plot",
+                 str(html)]) == 0
+    payload = json.loads(html.read_text().split("const CHARTS = ", 1)[1].split(";\n", 1)[0])
+    data, names = payload[0]["data"], [s["name"] for s in payload[0]["series"]]
+    dep = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"))
+    floor = decode_floor(dep, 16, 4096).aggregate_tok_s
+    column = data[1 + names.index("aggregate, floor")]
+    assert column[data[0].index(16)] == pytest.approx(floor)
+
+
+def test_png_plots_have_the_figure_size(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    import struct
+
+    png = tmp_path / "kv.png"
+    assert main(["kv", "gpt-oss-120b", "--context", "8k", "--plot", str(png)]) == 0
+    header = png.read_bytes()[:24]
+    assert header[:8] == b"\x89PNG\r\n\x1a\n"
+    assert struct.unpack(">II", header[16:24]) == (800, 500)  # 8 x 5 inches at 100 dpi
