@@ -120,30 +120,31 @@ class BatchShape:
 
 
 def batch_shape(dep: Deployment, batch: Sequence[Seq]) -> BatchShape:
+    """Reduce a batch to what its cost depends on (decodes summed in bulk: the hot path)."""
     if not batch:
         raise InputError("a step needs at least one sequence")
-    windows = _windows(dep)
-    loads = {w: [0.0, 0.0, 0.0] for w in windows}
-    tokens = 0
-    full = loads.get(None)
-    windowed = [(w, acc) for w, acc in loads.items() if w is not None]
-    for s in batch:
-        n, c = s.new_tokens, s.context_tokens
-        if n < 1 or c < 0:
-            raise InputError(f"a sequence needs ≥1 new token and ≥0 cached ones, got {s}")
-        tokens += n
-        if full is not None:
-            if n == 1:  # the common case, inlined: c + 1 keys, c read + 1 written
-                full[0] += c + 1
-                full[2] += c + 2
-            else:
-                full[1] += _pairs(c, n, None)
-                full[2] += c + 2 * n
-        for w, acc in windowed:
-            acc[0 if n == 1 else 1] += _pairs(c, n, w)
-            acc[2] += min(c + n, w) + n
-    return BatchShape(tokens, len(batch),
-                      tuple(AttentionLoad(w, *acc) for w, acc in loads.items()))
+    if any(s.new_tokens < 1 or s.context_tokens < 0 for s in batch):
+        bad = next(s for s in batch if s.new_tokens < 1 or s.context_tokens < 0)
+        raise InputError(f"a sequence needs ≥1 new token and ≥0 cached ones, got {bad}")
+    decodes = [s.context_tokens for s in batch if s.new_tokens == 1]
+    chunks = [s for s in batch if s.new_tokens > 1]
+    tokens = len(decodes) + sum(s.new_tokens for s in chunks)
+    loads = []
+    for w in _windows(dep):
+        if w is None:  # a decode sees c + 1 keys, reads c and writes 1
+            decode_pairs = float(sum(decodes) + len(decodes))
+            kv = decode_pairs + len(decodes)
+        else:
+            kept = [min(c + 1, w) for c in decodes]
+            decode_pairs = float(sum(kept))
+            kv = decode_pairs + len(decodes)
+        prefill_pairs = 0.0
+        for s in chunks:
+            prefill_pairs += _pairs(s.context_tokens, s.new_tokens, w)
+            read = s.context_tokens + s.new_tokens
+            kv += (min(read, w) if w else read) + s.new_tokens
+        loads.append(AttentionLoad(w, decode_pairs, prefill_pairs, kv))
+    return BatchShape(tokens, len(batch), tuple(loads))
 
 
 @lru_cache(maxsize=256)
