@@ -79,3 +79,16 @@ def test_bad_settings_are_refused() -> None:
         EngineSettings(gpu_memory_utilization=1.5)
     with pytest.raises(InputError):
         EngineSettings(usage="batch")
+
+
+def test_sglang_default_fraction_steps_down_with_tensor_parallelism() -> None:
+    one = kv_pool(dep("llama-3.1-8b", n=1, engine="sglang"))
+    eight = kv_pool(dep("llama-3.1-8b", n=8, engine="sglang"))
+    assert (one.reserved_fraction, eight.reserved_fraction) == (0.88, 0.81)
+    # Each of the eight GPUs gives up 7% of its memory to the larger communication buffers.
+    assert eight.pool_bytes == pytest.approx(
+        eight.total_bytes * 0.81 - eight.weight_bytes - eight.activation_bytes)
+    # An explicit --mem-fraction-static wins over the rule.
+    pinned = kv_pool(dep("llama-3.1-8b", n=8, engine="sglang"),
+                     EngineSettings(gpu_memory_utilization=0.7))
+    assert pinned.reserved_fraction == 0.7

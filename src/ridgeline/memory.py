@@ -124,6 +124,14 @@ class KVPool:
         return self.tokens / max_model_len
 
 
+def sglang_mem_fraction_static(tp: int) -> float:
+    """SGLang's default ``mem_fraction_static``: it steps down as tensor parallelism grows."""
+    for min_tp, fraction in engine_defaults("sglang")["mem_fraction_static_by_tp"]:
+        if tp >= int(min_tp):
+            return float(fraction)
+    return float(engine_defaults("sglang")["mem_fraction_static"])
+
+
 def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
             total_bytes: float | None = None) -> KVPool:
     """The per-GPU KV pool of ``dep.engine`` under ``settings``."""
@@ -149,7 +157,7 @@ def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
     elif engine == "sglang":
         seqs = s.max_num_seqs or int(d["max_running_requests"])
         tokens = s.max_num_batched_tokens or int(d["chunked_prefill_size"])
-        fraction = s.gpu_memory_utilization or float(d["mem_fraction_static"])
+        fraction = s.gpu_memory_utilization or sglang_mem_fraction_static(dep.tensor_parallel_size)
         graphs, block, free_rest = 0.0, s.block_size or int(d["page_size"]), 1.0
         non_torch = 0.0  # outside mem_fraction_static: SGLang leaves 1 − fraction for these
     else:  # trtllm
