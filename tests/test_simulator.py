@@ -129,6 +129,14 @@ def test_closed_loop_keeps_the_concurrency() -> None:
     assert result.running_batch["max"] == 16
 
 
+def test_a_rejected_request_frees_its_closed_loop_seat_at_once() -> None:
+    sim = Simulator(DEP, PROFILE, small_config(10))  # 160 tokens of cache
+    too_long = [Request(i, 0.0, 500, 10) for i in range(4)]
+    fits = [Request(4 + i, 0.0, 50, 10) for i in range(6)]
+    result = sim.run(iter(too_long + fits), closed_loop=2)
+    assert (result.rejected, result.completed) == (4, 6)  # none left stranded
+
+
 def test_speculative_decoding_generates_more_tokens_per_step() -> None:
     w = Workload(8, "100", "200", seed=1)
     plain = Simulator(DEP, PROFILE, small_config(5000)).run(iter(w))

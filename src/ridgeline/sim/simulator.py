@@ -81,19 +81,20 @@ class Simulator:
         rec.keep_rows = keep_rows
         pending: Request | None = None
         source = iter(workload)
-        in_flight = 0
 
         def next_request() -> Request | None:
             return next(source, None)
 
+        def admit_next() -> None:
+            """Closed loop: send the next request now; a rejected one frees its seat at once."""
+            while (r := next_request()) is not None:
+                r.arrival_s = self.now_s
+                if self._arrive(r, rec):
+                    return
+
         if closed_loop:
             for _ in range(closed_loop):
-                r = next_request()
-                if r is None:
-                    break
-                r.arrival_s = 0.0
-                self._arrive(r, rec)
-                in_flight += 1
+                admit_next()
         else:
             pending = next_request()
         s = self.scheduler
@@ -120,23 +121,19 @@ class Simulator:
             for r in finished:
                 rec.finish(r)
                 if closed_loop:
-                    in_flight -= 1
-                    nxt = next_request()
-                    if nxt is not None:
-                        nxt.arrival_s = self.now_s
-                        self._arrive(nxt, rec)
-                        in_flight += 1
+                    admit_next()
             if self.steps > self.config.max_steps:
                 raise InputError(f"stopped after {self.config.max_steps:,} steps")
         return rec.result(self.now_s, s.preemptions, self.pool.hits, self.steps)
 
-    def _arrive(self, r: Request, rec: Recorder) -> None:
+    def _arrive(self, r: Request, rec: Recorder) -> bool:
         reason = self._reject_reason(r)
         if reason:
             r.status, r.reason = REJECTED, reason
             rec.reject(r)
-        else:
-            self.scheduler.add(r)
+            return False
+        self.scheduler.add(r)
+        return True
 
     # -- one step -------------------------------------------------------------------------
     def _time(self, shape: BatchShape, decodes: int) -> float:
