@@ -75,6 +75,20 @@ def test_article_example_says_it_does_not_fit_in_the_first_line(
     first = out.splitlines()[0]
     assert first.startswith("DOES NOT FIT") and "short by" in first
     assert "  step       27." in out
+    assert "expected on vllm: nothing" in out and "tok/s per user" not in out
+
+
+def test_no_engine_speed_is_printed_for_a_batch_the_engine_cannot_run(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    base = ["decode", "llama-3.1-8b", "--gpu", "h100", "--context", "4096", "--json"]
+    _code, out, _ = run(capsys, *base, "--batch", "64,120,2000")
+    points = {p["batch"]: p for p in json.loads(out)["points"]}
+    assert points[64]["expected"]["aggregate_tok_s"] > 0  # fits, and the pool seats it
+    assert points[120]["fits"] and points[120]["expected"] is None  # the KV pool seats 106
+    assert not points[2000]["fits"] and points[2000]["expected"] is None
+    _code, text, _ = run(capsys, *base[:-1], "--batch", "120")
+    assert "cannot run a batch of 120" in text
 
 
 def test_decode_table_mode_shows_every_batch_and_context(capsys: pytest.CaptureFixture[str]) -> None:

@@ -16,6 +16,11 @@ from ridgeline.render import table
 from ridgeline.roofline import ridge_point, weight_intensity
 from ridgeline.units import GB
 
+_NO_EXPECTATION = ("expected on {engine}: nothing: this deployment does not fit, so it runs at "
+                   "no speed (`ridgeline fit` for the levers)")
+_NOT_REACHED = ("expected on {engine}: nothing: {engine} cannot run a batch of {batch:,} at this "
+                "context (below), so no step of that size happens")
+
 
 def _deployment_line(dep: Deployment) -> str:
     return (f"{dep.model.name} on {dep.num_gpus} x {dep.accelerator.id}, weights "
@@ -71,12 +76,23 @@ class DecodeReport:
     def steps(self) -> tuple[Step, ...]:
         return self.floors[0][0].steps
 
+    def engine_runs(self, f: DecodeFloor) -> bool:
+        """Whether the engine can run this point: it fits, and the KV pool seats the batch."""
+        seats = dict(self.pool_batch)
+        return f.fit.fits and (f.context not in seats or f.batch <= seats[f.context])
+
+    def _why_not(self, f: DecodeFloor) -> str:
+        if not f.fit.fits:
+            return "does not fit"
+        return f"pool holds {dict(self.pool_batch)[f.context]:,}"
+
     def to_dict(self) -> dict[str, Any]:
         points = []
         for (f, b), e in zip(self.floors, self.expected):
             point = _floor_dict(f, b)
             point["expected"] = {**e.to_dict(), "per_user_tok_s": 1 / e.time_s,
-                                 "aggregate_tok_s": f.batch / e.time_s}
+                                 "aggregate_tok_s": f.batch / e.time_s} \
+                if self.engine_runs(f) else None
             points.append(point)
         return {"deployment": _deployment_line(self.deployment),
                 "kind": "floor (the article's lower bound) and the engine's calibrated expectation",
@@ -96,7 +112,8 @@ class DecodeReport:
             f, base = self.floors[0]
             e = self.expected[0]
             lines += [
-                f"decode floor, batch {f.batch} at {f.context:,} tokens of context:",
+                f"decode floor, batch {f.batch} at {f.context:,} tokens of context"
+                + (":" if f.fit.fits else " (arithmetic only: no engine can run this):"),
                 f"  step       {f.step_time_s * 1e3:,.2f} ms  (bound by {f.bound}: compute "
                 f"{f.compute_time_s * 1e3:,.2f} ms, memory {f.memory_time_s * 1e3:,.2f} ms)",
                 f"  reads      {f.weight_bytes_read / GB:,.1f} GB of weights + "
@@ -105,16 +122,23 @@ class DecodeReport:
                 f"({f.per_user_tok_s / base.per_user_tok_s:.0%} of batch 1)",
                 f"  aggregate  {f.aggregate_tok_s:,.0f} tok/s "
                 f"({f.aggregate_tok_s / base.aggregate_tok_s:,.1f}x batch 1)",
+            ]
+            if not f.fit.fits:
+                return [*lines, _NO_EXPECTATION.format(engine=e.engine), *self._pool_lines()]
+            if not self.engine_runs(f):
+                return [*lines, _NOT_REACHED.format(engine=e.engine, batch=f.batch),
+                        "  " + f.fit.headline(), *self._pool_lines()]
+            lines += [
                 f"expected on {e.engine}: {e.time_s * 1e3:,.2f} ms per step "
                 f"({e.low_s * 1e3:,.2f}–{e.high_s * 1e3:,.2f}), {1 / e.time_s:,.1f} tok/s per "
                 f"user, {f.batch / e.time_s:,.0f} in total  [{e.source}]",
+                "  " + f.fit.headline(),
             ]
-            if f.fit.fits:
-                lines.append("  " + f.fit.headline())
             return lines + self._pool_lines()
         rows = [[str(f.batch), f"{f.context:,}", f"{f.step_time_s * 1e3:,.2f}",
-                 f"{e.time_s * 1e3:,.2f}", f"{e.low_s * 1e3:,.1f}–{e.high_s * 1e3:,.1f}",
-                 f"{1 / e.time_s:,.1f}", f"{f.batch / e.time_s:,.0f}",
+                 *([f"{e.time_s * 1e3:,.2f}", f"{e.low_s * 1e3:,.1f}–{e.high_s * 1e3:,.1f}",
+                    f"{1 / e.time_s:,.1f}", f"{f.batch / e.time_s:,.0f}"] if self.engine_runs(f)
+                   else [self._why_not(f), "", "", ""]),
                  f"{f.aggregate_tok_s / b.aggregate_tok_s:,.1f}x", f.bound.split()[0],
                  "yes" if f.fit.fits else "NO"]
                 for (f, b), e in zip(self.floors, self.expected)]
@@ -169,7 +193,7 @@ class PrefillReport:
                 "bound": f.bound, "flops": f.flops, "bytes_moved": f.bytes_moved,
                 "intensity_flop_per_byte": f.intensity_flop_per_byte,
                 "weight_intensity_flop_per_byte": f.weight_intensity_flop_per_byte,
-                "expected": self.expected.to_dict(), **_fit_dict(f)}
+                "expected": self.expected.to_dict() if f.fit.fits else None, **_fit_dict(f)}
 
     def text_lines(self) -> list[str]:
         f, dep, e = self.floor, self.deployment, self.expected
@@ -182,11 +206,13 @@ class PrefillReport:
             f"  throughput {f.tokens_per_s:,.0f} prompt tok/s",
             f"  intensity  {f.weight_intensity_flop_per_byte:,.0f} FLOP per byte of weights, "
             f"{f.intensity_flop_per_byte:,.0f} over all bytes (ridge {ridge:,.0f})",
-            f"expected on {e.engine}: {e.time_s * 1e3:,.1f} ms ({e.low_s * 1e3:,.1f}–"
-            f"{e.high_s * 1e3:,.1f}) = TTFT, {f.batch * f.prompt_len / e.time_s:,.0f} prompt "
-            f"tok/s  [{e.source}]",
         ]
-        return lines
+        if not f.fit.fits:
+            return [*lines, _NO_EXPECTATION.format(engine=e.engine)]
+        return [*lines,
+                f"expected on {e.engine}: {e.time_s * 1e3:,.1f} ms ({e.low_s * 1e3:,.1f}–"
+                f"{e.high_s * 1e3:,.1f}) = TTFT, {f.batch * f.prompt_len / e.time_s:,.0f} prompt "
+                f"tok/s  [{e.source}]"]
 
 
 @dataclass(frozen=True)
