@@ -81,3 +81,15 @@ def test_ray_executor_without_ray_says_which_extra(capsys: pytest.CaptureFixture
     assert main(["plan", "llama-3.1-8b", "--rate", "4", "--slo-ttft-ms", "500", "--slo-tpot-ms",
                  "50", "--gpus", "h100", "--executor", "ray"]) == 2
     assert "ridgeline[ray]" in capsys.readouterr().err
+
+
+def test_ray_executor_finds_what_the_process_pool_finds() -> None:
+    ray = pytest.importorskip("ray")  # the optional extra: skipped where it is not installed
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        on_ray = plan(MODEL, LOAD, SLO, ["h100-sxm", "l40s"], verify=1, executor="ray")
+    finally:
+        ray.shutdown()
+    local = plan(MODEL, LOAD, SLO, ["h100-sxm", "l40s"], verify=1, workers=1)
+    assert on_ray.searched == local.searched
+    assert on_ray.candidates == local.candidates and on_ray.winner is not None

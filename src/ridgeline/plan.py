@@ -32,6 +32,7 @@ from ridgeline.parallel import INTER_NODE_BYTES_PER_S, node_size
 from ridgeline.sim.simulator import Simulator, sim_config
 from ridgeline.sim.workload import Workload, length_sampler
 
+RAY_CHUNK = 8  # candidates per Ray task: each takes milliseconds, a task's overhead about as much
 DEFAULT_GPUS = ("h100-sxm", "h200-sxm", "b200", "mi300x", "l40s")
 SIM_REQUESTS = 400
 
@@ -239,14 +240,21 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
 
 
 def _ray_map(jobs: list[tuple[Any, ...]]) -> list[Candidate | None]:
-    """Evaluate candidates on a Ray cluster (``pip install 'ridgeline[ray]'``)."""
+    """Evaluate candidates on a Ray cluster (``pip install 'ridgeline[ray]'``): the one at
+    ``RAY_ADDRESS``, or one started on this machine; one task per chunk of candidates."""
     try:
         import ray
     except ImportError:
         raise InputError("--executor ray needs Ray: pip install 'ridgeline[ray]'") from None
-    ray.init(ignore_reinit_error=True, address=os.environ.get("RAY_ADDRESS"))
-    remote = ray.remote(_evaluate)
-    return list(ray.get([remote.remote(job) for job in jobs]))
+    if not ray.is_initialized():
+        ray.init(address=os.environ.get("RAY_ADDRESS"))
+    remote = ray.remote(_evaluate_chunk)
+    chunks = [jobs[i:i + RAY_CHUNK] for i in range(0, len(jobs), RAY_CHUNK)]
+    return [c for part in ray.get([remote.remote(chunk) for chunk in chunks]) for c in part]
+
+
+def _evaluate_chunk(jobs: list[tuple[Any, ...]]) -> list[Candidate | None]:
+    return [_evaluate(job) for job in jobs]
 
 
 def _best_per_gpu(cands: list[Candidate]) -> list[Candidate]:
