@@ -93,3 +93,24 @@ def test_ray_executor_finds_what_the_process_pool_finds() -> None:
     local = plan(MODEL, LOAD, SLO, ["h100-sxm", "l40s"], verify=1, workers=1)
     assert on_ray.searched == local.searched
     assert on_ray.candidates == local.candidates and on_ray.winner is not None
+
+
+def test_a_pipeline_stage_keeps_its_own_micro_batch_in_flight() -> None:
+    from ridgeline import Deployment, resolve_accelerator
+    from ridgeline.engines import profile_for
+    from ridgeline.plan import pipeline_lane, size_replica
+    from ridgeline.sim.simulator import sim_config
+
+    model = resolve_model("llama-3.1-70b")
+    slo, load = Slo(2.0, 0.1), Load(4.0, "1000", "200")
+    h100 = resolve_accelerator("h100")
+    tp8 = Deployment.build(model, h100, "fp8", "bf16", 8, 1, "vllm")
+    pp2 = Deployment.build(model, h100, "fp8", "bf16", 16, 2, "vllm")
+    one = size_replica(tp8, profile_for("vllm"), load, slo, None)
+    two = size_replica(pp2, profile_for("vllm"), load, slo, None)
+    assert one is not None and two is not None
+    # Two stages of the same TP8 group: twice the KV, two batches in flight, each a longer trip.
+    assert two[0] % 2 == 0 and two[0] > one[0]
+    assert two[3] > 1.8 * one[3]  # the second stage adds throughput, not only memory
+    lane = pipeline_lane(sim_config(pp2), 2)
+    assert lane.num_blocks == sim_config(pp2).num_blocks // 2

@@ -6,7 +6,8 @@ whose mixed step (B decodes plus the prefill tokens B new requests bring, B·in/
 step) keeps TPOT within the SLO and fits the KV pool — which prunes what cannot fit or
 cannot meet the SLO on its own; replicas cover the rate. The cheapest candidates are then
 simulated (``sim/``) at their per-replica rate and given more replicas until the SLO holds
-at the requested percentile. Disaggregated prefill/decode pools (xPyD) are sized
+at the requested percentile. A pipeline-parallel replica keeps one micro-batch per stage
+in flight (``pipeline_lane``). Disaggregated prefill/decode pools (xPyD) are sized
 analytically, the KV hand-off priced over the inter-node link.
 """
 
@@ -29,7 +30,7 @@ from ridgeline.kvcache import kv_footprint
 from ridgeline.memory import EngineSettings, max_batch
 from ridgeline.model import ModelSpec
 from ridgeline.parallel import INTER_NODE_BYTES_PER_S, node_size
-from ridgeline.sim.simulator import Simulator, sim_config
+from ridgeline.sim.simulator import SimConfig, Simulator, sim_config
 from ridgeline.sim.workload import Workload, length_sampler
 
 RAY_CHUNK = 8  # candidates per Ray task: each takes milliseconds, a task's overhead about as much
@@ -117,7 +118,8 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
     mean_in, mean_out = load.means()
     isl, osl = max(1, round(mean_in)), max(1, round(mean_out))
     settings = EngineSettings(max_model_len=isl + osl, max_num_seqs=max_num_seqs)
-    cap = max_batch(dep, isl + osl, settings)
+    lanes = dep.pipeline_parallel_size  # micro-batches in flight, one per stage
+    cap = max_batch(dep, isl + osl, settings) // lanes
     if cap < 1:
         return None
     ttft_floor = step_time_s(dep, [Seq(isl, 0)], profile)
@@ -139,7 +141,7 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
         else:
             hi = mid - 1
     tpot = mixed_step(lo)
-    return lo, tpot, ttft_floor, lo / (osl * tpot)
+    return lanes * lo, tpot, ttft_floor, lanes * lo / (osl * tpot)
 
 
 def _evaluate(args: tuple[ModelSpec, str, int, int, str, str, int | None, Load, Slo, int,
@@ -273,12 +275,12 @@ def _verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
     mean_in, mean_out = load.means()
     settings = EngineSettings(max_num_seqs=c.max_num_seqs,
                               max_model_len=int(4 * (mean_in + mean_out)) + 16)
-    config = sim_config(dep, settings)
+    config = pipeline_lane(sim_config(dep, settings), c.pp)
     profile = profile_for("vllm")
     replicas = c.replicas
     while replicas * c.tp * c.pp <= max_gpus:
-        work = Workload(SIM_REQUESTS, load.input_len, load.output_len, load.rate / replicas,
-                        seed=load.seed)
+        work = Workload(SIM_REQUESTS, load.input_len, load.output_len,
+                        load.rate / (replicas * c.pp), seed=load.seed)
         result = Simulator(dep, profile, config).run(iter(work))
         q = f"p{int(slo.percentile)}" if slo.percentile in (50, 90, 95, 99) else "p90"
         ttft, tpot = result.percentiles("ttft")[q], result.percentiles("tpot")[q]
@@ -286,6 +288,21 @@ def _verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
             return replace(c, replicas=replicas, verified=True, sim_ttft_s=ttft, sim_tpot_s=tpot)
         replicas += max(1, replicas // 4)
     return None
+
+
+def pipeline_lane(config: SimConfig, pp: int) -> SimConfig:
+    """One of a pipeline-parallel replica's ``pp`` micro-batch lanes.
+
+    With pp stages the engine keeps pp batches in flight, one per stage, so each stage works
+    while the others do; vLLM's V0 scheduler gave each of these virtual engines
+    num_gpu_blocks // pp of the cache (vllm/core/scheduler.py). A lane is simulated as an
+    engine of its own: 1/pp of the blocks and seats, 1/pp of the traffic, every step the full
+    trip through all stages. Bubbles from unequal micro-batches are not modelled.
+    """
+    if pp <= 1:
+        return config
+    return replace(config, num_blocks=config.num_blocks // pp,
+                   max_num_seqs=max(1, config.max_num_seqs // pp))
 
 
 def _disaggregated(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus: int,
