@@ -114,3 +114,28 @@ def test_a_pipeline_stage_keeps_its_own_micro_batch_in_flight() -> None:
     assert two[3] > 1.8 * one[3]  # the second stage adds throughput, not only memory
     lane = pipeline_lane(sim_config(pp2), 2)
     assert lane.num_blocks == sim_config(pp2).num_blocks // 2
+
+
+def test_disaggregated_pools_are_simulated_and_meet_the_slo() -> None:
+    result = plan(MODEL, LOAD, SLO, ["h100-sxm"], workers=1, verify=1)
+    split = result.disaggregated[0]
+    assert split.verified and split.disaggregated.endswith("D")
+    assert split.sim_ttft_s is not None and split.sim_ttft_s <= SLO.ttft_s
+    assert split.sim_tpot_s is not None and split.sim_tpot_s <= SLO.tpot_s
+    assert 0 < split.prefill_replicas < split.replicas
+
+
+def test_a_decode_pool_receives_the_prompt_cached() -> None:
+    from ridgeline import Deployment, resolve_accelerator
+    from ridgeline.engines import profile_for
+    from ridgeline.plan import _handed_off
+    from ridgeline.sim.simulator import Simulator, sim_config
+    from ridgeline.sim.workload import Workload
+
+    dep = Deployment.build(MODEL, resolve_accelerator("h100"), "bf16")
+    work = Workload(50, "4000", "50", rate=1.0, seed=3)
+    full = Simulator(dep, profile_for("vllm"), sim_config(dep)).run(iter(work))
+    joined = Simulator(dep, profile_for("vllm"), sim_config(dep)).run(_handed_off(work))
+    assert joined.completed == full.completed == 50
+    # Its first token costs a decode step, not a 4,000-token prefill.
+    assert joined.percentiles("ttft")["p50"] < full.percentiles("ttft")["p50"] / 5

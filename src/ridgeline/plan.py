@@ -8,7 +8,8 @@ cannot meet the SLO on its own; replicas cover the rate. The cheapest candidates
 simulated (``sim/``) at their per-replica rate and given more replicas until the SLO holds
 at the requested percentile. A pipeline-parallel replica keeps one micro-batch per stage
 in flight (``pipeline_lane``). Disaggregated prefill/decode pools (xPyD) are sized
-analytically, the KV hand-off priced over the inter-node link.
+analytically, the KV hand-off priced over the inter-node link, and the cheapest simulated
+pool by pool.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import math
 import os
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
@@ -30,12 +31,14 @@ from ridgeline.kvcache import kv_footprint
 from ridgeline.memory import EngineSettings, max_batch
 from ridgeline.model import ModelSpec
 from ridgeline.parallel import INTER_NODE_BYTES_PER_S, node_size
+from ridgeline.sim.request import Request
 from ridgeline.sim.simulator import SimConfig, Simulator, sim_config
 from ridgeline.sim.workload import Workload, length_sampler
 
 RAY_CHUNK = 8  # candidates per Ray task: each takes milliseconds, a task's overhead about as much
 DEFAULT_GPUS = ("h100-sxm", "h200-sxm", "b200", "mi300x", "l40s")
 SIM_REQUESTS = 400
+DISAGGREGATED_CHECKS = 2  # cheapest xPyD candidates checked by simulating both pools
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,7 @@ class Candidate:
     sim_ttft_s: float | None = None
     sim_tpot_s: float | None = None
     disaggregated: str = ""  # "xPyD" when prefill and decode pools are split
+    prefill_replicas: int = 0  # x of xPyD (replicas counts both pools)
 
     @property
     def gpus(self) -> int:
@@ -236,8 +240,12 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
     rest = priced[verify:]
     _, mean_out = load.means()
     miss = "" if feasible else _closest_miss(model, load, slo, gpus, max_gpus)
+    split = _disaggregated(model, load, slo, gpus, max_gpus, table)
+    split = [_verify_disaggregated(model, c, load, slo, max_gpus) or c
+             for c in split[:DISAGGREGATED_CHECKS]] + split[DISAGGREGATED_CHECKS:]
     return PlanResult(load, slo, tuple(verified + rest), tuple(_best_per_gpu(unpriced)),
-                      tuple(_disaggregated(model, load, slo, gpus, max_gpus, table)),
+                      tuple(sorted(split, key=lambda c: (not c.verified, c.cost_per_hour is None,
+                                                         c.cost_per_hour or 0.0, c.gpus))),
                       tuple(_pareto(model, feasible, load)), len(jobs), mean_out, miss)
 
 
@@ -282,11 +290,55 @@ def _verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
         work = Workload(SIM_REQUESTS, load.input_len, load.output_len,
                         load.rate / (replicas * c.pp), seed=load.seed)
         result = Simulator(dep, profile, config).run(iter(work))
-        q = f"p{int(slo.percentile)}" if slo.percentile in (50, 90, 95, 99) else "p90"
+        q = _percentile_key(slo)
         ttft, tpot = result.percentiles("ttft")[q], result.percentiles("tpot")[q]
         if ttft <= slo.ttft_s and (math.isnan(tpot) or tpot <= slo.tpot_s):
             return replace(c, replicas=replicas, verified=True, sim_ttft_s=ttft, sim_tpot_s=tpot)
         replicas += max(1, replicas // 4)
+    return None
+
+
+def _percentile_key(slo: Slo) -> str:
+    return f"p{int(slo.percentile)}" if slo.percentile in (50, 90, 95, 99) else "p90"
+
+
+def _handed_off(work: Workload) -> Iterator[Request]:
+    """Requests as a decode pool receives them: the prompt's KV already there but for the last
+    token, which the first step runs to sample the first output token."""
+    for r in work:
+        r.num_computed = max(0, r.prompt_tokens - 1)
+        yield r
+
+
+def _verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
+                          max_gpus: int) -> Candidate | None:
+    """Simulate both pools of an xPyD candidate, growing the one that misses, until the SLO
+    holds: TTFT = prefill pool's TTFT + KV hand-off + the decode pool's first step (their
+    percentiles added, an upper bound); TPOT from the decode pool."""
+    acc = resolve_accelerator(c.accelerator)
+    dep = _deployment(model, acc, c.tp, 1, c.weights, c.kv)
+    mean_in, mean_out = load.means()
+    config = sim_config(dep, EngineSettings(max_model_len=int(4 * (mean_in + mean_out)) + 16))
+    profile = profile_for("vllm")
+    q = _percentile_key(slo)
+    kv_bytes = kv_footprint(model, max(1, round(mean_in)), dep.kv.bytes_per_element)
+    transfer_s = kv_bytes.bytes_per_sequence / (INTER_NODE_BYTES_PER_S * c.tp)
+    x, y = c.prefill_replicas, c.replicas - c.prefill_replicas
+    while (x + y) * c.tp <= max_gpus:
+        prefill = Simulator(dep, profile, config).run(iter(Workload(
+            SIM_REQUESTS, load.input_len, "1", load.rate / x, seed=load.seed)))
+        decode = Simulator(dep, profile, config).run(_handed_off(Workload(
+            SIM_REQUESTS, load.input_len, load.output_len, load.rate / y, seed=load.seed)))
+        first, joined = prefill.percentiles("ttft")[q], decode.percentiles("ttft")[q]
+        ttft, tpot = first + transfer_s + joined, decode.percentiles("tpot")[q]
+        tpot_ok = math.isnan(tpot) or tpot <= slo.tpot_s
+        if ttft <= slo.ttft_s and tpot_ok:
+            return replace(c, replicas=x + y, prefill_replicas=x, disaggregated=f"{x}P{y}D",
+                           verified=True, sim_ttft_s=ttft, sim_tpot_s=tpot)
+        if ttft > slo.ttft_s and first >= joined:
+            x += max(1, x // 4)
+        if not tpot_ok or (ttft > slo.ttft_s and joined > first):
+            y += max(1, y // 4)
     return None
 
 
@@ -348,7 +400,8 @@ def _disaggregated(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], 
             c = Candidate(acc.id, tp, 1, weights, "bf16", None, lo, tpot,
                           prefill_s + transfer_s, lo / (osl * tpot), x + y,
                           prices.get(acc.id), False, profile.source,
-                          (profile.band_low, profile.band_high), disaggregated=f"{x}P{y}D")
+                          (profile.band_low, profile.band_high), disaggregated=f"{x}P{y}D",
+                          prefill_replicas=x)
             if best is None or c.gpus < best.gpus:
                 best = c
         if best is not None:

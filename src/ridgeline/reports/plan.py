@@ -108,8 +108,10 @@ class PlanReport:
                          f"(--price {c.accelerator}=USD)")
         for c in r.disaggregated[:3]:
             cost = f"${c.cost_per_hour:,.2f}/h" if c.cost_per_hour is not None else "no price"
-            lines.append(f"disaggregated, {c.label}: {c.gpus} GPUs, {cost} (analytic, "
-                         "KV hand-off over a 400 Gb/s link)")
+            how = (f"simulated: p{int(r.slo.percentile)} TTFT {(c.sim_ttft_s or 0) * 1e3:,.0f} ms, "
+                   f"TPOT {(c.sim_tpot_s or 0) * 1e3:,.1f} ms" if c.verified else "analytic")
+            lines.append(f"disaggregated, {c.label}: {c.gpus} GPUs, {cost} ({how}; KV hand-off "
+                         "over a 400 Gb/s link)")
         if r.pareto:
             lines += ["", "Pareto frontier (tok/s per GPU vs tok/s per user):"]
             lines += [f"  {a:>9,.0f}  {b:>7,.1f}  {p}" for a, b, p in r.pareto[:12]]
