@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -139,3 +140,22 @@ def test_a_decode_pool_receives_the_prompt_cached() -> None:
     assert joined.completed == full.completed == 50
     # Its first token costs a decode step, not a 4,000-token prefill.
     assert joined.percentiles("ttft")["p50"] < full.percentiles("ttft")["p50"] / 5
+
+
+def test_plan_replays_a_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "trace.csv"
+    rows = [f"{i * 0.25:.2f},{800 + 40 * (i % 5)},{150 + 10 * (i % 3)}" for i in range(200)]
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n" + "\n".join(rows) + "\n")
+    load = Load.from_trace(str(trace))
+    assert load.rate == pytest.approx(4.0)  # 199 gaps over 49.75 s
+    assert load.means() == pytest.approx((880.0, 159.95))
+    assert load.max_model_len() >= 960 + 170  # the longest request fits
+    assert [r.arrival_s for r in load.share(4)][:3] == [0.0, 1.0, 2.0]  # round-robin
+    assert main(["plan", "llama-3.1-8b", "--trace", str(trace), "--slo-ttft-ms", "500",
+                 "--slo-tpot-ms", "50", "--gpus", "h100", "--workers", "1", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["winner"]["verified"] and data["rate"] == pytest.approx(4.0)
+    with pytest.raises(SystemExit) as exit_:  # one load or the other
+        main(["plan", "llama-3.1-8b", "--trace", str(trace), "--rate", "3", "--slo-ttft-ms",
+              "500", "--slo-tpot-ms", "50"])
+    assert exit_.value.code == 2

@@ -108,15 +108,16 @@ def cmd_plan(args: argparse.Namespace) -> Any:
         raise InputError(f"percentile must be between 0 and 100, got {args.percentile}")
     gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus \
         else list(DEFAULT_GPUS)
-    load = Load(args.rate, args.input_len, args.output_len, args.seed)
+    load = Load.from_trace(args.trace, args.seed) if args.trace \
+        else Load(args.rate, args.input_len, args.output_len, args.seed)
     slo = Slo(args.slo_ttft_ms / 1e3, args.slo_tpot_ms / 1e3, args.percentile)
     result = plan(model, load, slo, gpus, args.max_gpus, prices, workers=args.workers,
                   executor=args.executor)
-    mean_in, mean_out = load.means()
+    _, mean_out = load.means()
     from ridgeline.catalog import model_entries
 
     hf = next((e.hf_id for e in model_entries() if e.id == model.name), args.model)
-    return PlanReport(model, hf, result, int(4 * (mean_in + mean_out)) + 16,
+    return PlanReport(model, hf, result, load.max_model_len(),
                       plan_steps(result, mean_out))
 
 def plan_steps(result: Any, mean_out: float) -> tuple[Any, ...]:
@@ -243,7 +244,12 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser("plan", help="the cheapest deployment that meets an SLO for a load")
     _model(p)
-    p.add_argument("--rate", type=_positive_float("request rate"), required=True)
+    load = p.add_mutually_exclusive_group(required=True)
+    load.add_argument("--rate", type=_positive_float("request rate"),
+                      help="requests/s, with --input-len and --output-len")
+    load.add_argument("--trace", metavar="FILE",
+                      help="a recorded load (CSV/JSONL as in simulate, Azure layout too): its "
+                      "rate and lengths, replayed round-robin across replicas")
     p.add_argument("--input-len", default="1000", help="as in simulate (512, lognormal:…)")
     p.add_argument("--output-len", default="250")
     p.add_argument("--slo-ttft-ms", type=_positive_float("TTFT SLO"), required=True)

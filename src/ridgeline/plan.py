@@ -33,7 +33,7 @@ from ridgeline.model import ModelSpec
 from ridgeline.parallel import INTER_NODE_BYTES_PER_S, node_size
 from ridgeline.sim.request import Request
 from ridgeline.sim.simulator import SimConfig, Simulator, sim_config
-from ridgeline.sim.workload import Workload, length_sampler
+from ridgeline.sim.workload import Workload, length_sampler, read_trace
 
 RAY_CHUNK = 8  # candidates per Ray task: each takes milliseconds, a task's overhead about as much
 DEFAULT_GPUS = ("h100-sxm", "h200-sxm", "b200", "mi300x", "l40s")
@@ -54,13 +54,54 @@ class Load:
     input_len: str
     output_len: str
     seed: int = 0
+    trace: tuple[tuple[float, int, int], ...] = ()  # (arrival s, prompt, output), if replayed
+
+    @classmethod
+    def from_trace(cls, path: str, seed: int = 0) -> Load:
+        """A recorded load: its mean rate and lengths for sizing, its requests for checking."""
+        rows = tuple((r.arrival_s, r.prompt_tokens, r.output_tokens) for r in read_trace(path))
+        span = rows[-1][0] - rows[0][0]
+        if len(rows) < 2 or span <= 0:
+            raise InputError(f"{path}: a trace needs at least two requests at different times")
+        mean_in = sum(p for _, p, _ in rows) / len(rows)
+        mean_out = sum(o for _, _, o in rows) / len(rows)
+        return cls((len(rows) - 1) / span, f"{path} (mean {mean_in:,.0f})",
+                   f"mean {mean_out:,.0f}", seed, rows)
 
     def means(self) -> tuple[float, float]:
+        if self.trace:
+            n = len(self.trace)
+            return sum(p for _, p, _ in self.trace) / n, sum(o for _, _, o in self.trace) / n
         rng = random.Random(self.seed)
         draw_in, draw_out = length_sampler(self.input_len, "input"), length_sampler(
             self.output_len, "output")
         n = 2000
         return (sum(draw_in(rng) for _ in range(n)) / n, sum(draw_out(rng) for _ in range(n)) / n)
+
+    def max_model_len(self) -> int:
+        """The --max-model-len to run it with: four times the mean request, and at least the
+        longest request of a trace."""
+        mean_in, mean_out = self.means()
+        longest = max((p + o for _, p, o in self.trace), default=0)
+        return max(int(4 * (mean_in + mean_out)), longest) + 16
+
+    def for_sizing(self) -> Load:
+        """The same means without the trace rows (what the candidate workers need)."""
+        if not self.trace:
+            return self
+        mean_in, mean_out = self.means()
+        return Load(self.rate, str(max(1, round(mean_in))), str(max(1, round(mean_out))),
+                    self.seed)
+
+    def share(self, replicas: int, first_token_only: bool = False) -> Iterator[Request]:
+        """What one of ``replicas`` replicas receives: its share of the synthetic load, or
+        every replicas-th request of the trace (round-robin), SIM_REQUESTS of them."""
+        if not self.trace:
+            return iter(Workload(SIM_REQUESTS, self.input_len,
+                                 "1" if first_token_only else self.output_len,
+                                 self.rate / replicas, seed=self.seed))
+        rows = self.trace[:SIM_REQUESTS * replicas:replicas]
+        return (Request(i, t, p, 1 if first_token_only else o) for i, (t, p, o) in enumerate(rows))
 
 
 @dataclass(frozen=True)
@@ -221,7 +262,8 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
         acc = resolve_accelerator(gpu)
         table[acc.id] = prices.get(acc.id, prices.get(gpu, acc.price_per_hour_usd))
     space = list(search_space(model, [resolve_accelerator(g).id for g in gpus], max_gpus))
-    jobs = [(model, g, tp, pp, w, kv, s, load, slo, max_gpus, table[g])
+    sizing = load.for_sizing()
+    jobs = [(model, g, tp, pp, w, kv, s, sizing, slo, max_gpus, table[g])
             for g, tp, pp, w, kv, s in space]
     if executor == "ray":
         found = _ray_map(jobs)
@@ -280,16 +322,13 @@ def _verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
     """Simulate one replica at its share of the rate; add replicas until the SLO holds."""
     acc = resolve_accelerator(c.accelerator)
     dep = _deployment(model, acc, c.tp, c.pp, c.weights, c.kv)
-    mean_in, mean_out = load.means()
     settings = EngineSettings(max_num_seqs=c.max_num_seqs,
-                              max_model_len=int(4 * (mean_in + mean_out)) + 16)
+                              max_model_len=load.max_model_len())
     config = pipeline_lane(sim_config(dep, settings), c.pp)
     profile = profile_for("vllm")
     replicas = c.replicas
     while replicas * c.tp * c.pp <= max_gpus:
-        work = Workload(SIM_REQUESTS, load.input_len, load.output_len,
-                        load.rate / (replicas * c.pp), seed=load.seed)
-        result = Simulator(dep, profile, config).run(iter(work))
+        result = Simulator(dep, profile, config).run(load.share(replicas * c.pp))
         q = _percentile_key(slo)
         ttft, tpot = result.percentiles("ttft")[q], result.percentiles("tpot")[q]
         if ttft <= slo.ttft_s and (math.isnan(tpot) or tpot <= slo.tpot_s):
@@ -302,7 +341,7 @@ def _percentile_key(slo: Slo) -> str:
     return f"p{int(slo.percentile)}" if slo.percentile in (50, 90, 95, 99) else "p90"
 
 
-def _handed_off(work: Workload) -> Iterator[Request]:
+def _handed_off(work: Iterable[Request]) -> Iterator[Request]:
     """Requests as a decode pool receives them: the prompt's KV already there but for the last
     token, which the first step runs to sample the first output token."""
     for r in work:
@@ -317,18 +356,16 @@ def _verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
     percentiles added, an upper bound); TPOT from the decode pool."""
     acc = resolve_accelerator(c.accelerator)
     dep = _deployment(model, acc, c.tp, 1, c.weights, c.kv)
-    mean_in, mean_out = load.means()
-    config = sim_config(dep, EngineSettings(max_model_len=int(4 * (mean_in + mean_out)) + 16))
+    mean_in, _ = load.means()
+    config = sim_config(dep, EngineSettings(max_model_len=load.max_model_len()))
     profile = profile_for("vllm")
     q = _percentile_key(slo)
     kv_bytes = kv_footprint(model, max(1, round(mean_in)), dep.kv.bytes_per_element)
     transfer_s = kv_bytes.bytes_per_sequence / (INTER_NODE_BYTES_PER_S * c.tp)
     x, y = c.prefill_replicas, c.replicas - c.prefill_replicas
     while (x + y) * c.tp <= max_gpus:
-        prefill = Simulator(dep, profile, config).run(iter(Workload(
-            SIM_REQUESTS, load.input_len, "1", load.rate / x, seed=load.seed)))
-        decode = Simulator(dep, profile, config).run(_handed_off(Workload(
-            SIM_REQUESTS, load.input_len, load.output_len, load.rate / y, seed=load.seed)))
+        prefill = Simulator(dep, profile, config).run(load.share(x, first_token_only=True))
+        decode = Simulator(dep, profile, config).run(_handed_off(load.share(y)))
         first, joined = prefill.percentiles("ttft")[q], decode.percentiles("ttft")[q]
         ttft, tpot = first + transfer_s + joined, decode.percentiles("tpot")[q]
         tpot_ok = math.isnan(tpot) or tpot <= slo.tpot_s
