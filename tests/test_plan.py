@@ -159,3 +159,35 @@ def test_plan_replays_a_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         main(["plan", "llama-3.1-8b", "--trace", str(trace), "--rate", "3", "--slo-ttft-ms",
               "500", "--slo-tpot-ms", "50"])
     assert exit_.value.code == 2
+
+
+def test_moe_models_are_searched_with_and_without_expert_parallelism() -> None:
+    from ridgeline.plan import Candidate, search_space
+    from ridgeline.reports.plan import command_line
+
+    moe = resolve_model("qwen3-30b-a3b")
+    space = list(search_space(moe, ["h100-sxm"], 8))
+    assert {s[-1] for s in space if s[1] > 1} == {False, True}
+    assert not any(s[-1] for s in space if s[1] == 1)  # one GPU has nothing to spread
+    assert not any(s[-1] for s in search_space(MODEL, ["h100-sxm"], 8))  # dense: never
+    c = Candidate("h100-sxm", 4, 1, "bf16", "bf16", None, 64, 0.02, 0.1, 5.0, 1, 2.99, False,
+                  "", (1.0, 1.0), expert_parallel=True)
+    assert "(TP4 EP," in c.label
+    assert "--enable-expert-parallel" in command_line("vllm", "Qwen/Qwen3-30B-A3B", c, 4096)
+    sglang = command_line("sglang", "Qwen/Qwen3-30B-A3B", c, 4096)
+    assert "--ep-size 4" in sglang and "--mem-fraction-static 0.85" in sglang  # TP4 rule
+
+
+def test_the_token_budget_caps_a_prefill_heavy_replica() -> None:
+    from ridgeline import Deployment, resolve_accelerator
+    from ridgeline.engines import profile_for
+    from ridgeline.memory import EngineSettings, kv_pool, max_batch
+    from ridgeline.plan import size_replica
+
+    dep = Deployment.build(MODEL, resolve_accelerator("h200"), "bf16")
+    settings = EngineSettings(max_model_len=4050)
+    budget = kv_pool(dep, settings).profile_tokens
+    sized = size_replica(dep, profile_for("vllm"), Load(1.0, "4000", "50"), Slo(5.0, 1.0), None)
+    assert sized is not None
+    # Memory would seat more, but each step must also carry 80 prompt tokens per decode.
+    assert max_batch(dep, 4050, settings) > budget * 50 // 4050 == sized[0]

@@ -28,7 +28,7 @@ from ridgeline.engines import EngineProfile, accelerator_group, profile_for
 from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator, resolve_accelerator
 from ridgeline.kvcache import kv_footprint
-from ridgeline.memory import EngineSettings, max_batch
+from ridgeline.memory import EngineSettings, kv_pool, max_batch
 from ridgeline.model import ModelSpec
 from ridgeline.parallel import INTER_NODE_BYTES_PER_S, node_size
 from ridgeline.sim.request import Request
@@ -126,6 +126,7 @@ class Candidate:
     sim_tpot_s: float | None = None
     disaggregated: str = ""  # "xPyD" when prefill and decode pools are split
     prefill_replicas: int = 0  # x of xPyD (replicas counts both pools)
+    expert_parallel: bool = False  # MoE experts spread over the TP ranks
 
     @property
     def gpus(self) -> int:
@@ -142,6 +143,7 @@ class Candidate:
     @property
     def label(self) -> str:
         pp = f" PP{self.pp}" if self.pp > 1 else ""
+        pp += " EP" if self.expert_parallel else ""
         seqs = f", max_num_seqs {self.max_num_seqs}" if self.max_num_seqs else ""
         if self.disaggregated:
             return (f"{self.disaggregated} pools of {self.tp} x {self.accelerator} (TP{self.tp}, "
@@ -152,9 +154,9 @@ class Candidate:
 
 
 def _deployment(model: ModelSpec, acc: Accelerator, c_tp: int, pp: int, weights: str,
-                kv: str) -> Deployment:
+                kv: str, expert_parallel: bool = False) -> Deployment:
     w = None if weights == "as stored" else weights
-    return Deployment.build(model, acc, w, kv, c_tp * pp, pp, "vllm")
+    return Deployment.build(model, acc, w, kv, c_tp * pp, pp, "vllm", expert_parallel)
 
 
 def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
@@ -165,6 +167,9 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
     settings = EngineSettings(max_model_len=isl + osl, max_num_seqs=max_num_seqs)
     lanes = dep.pipeline_parallel_size  # micro-batches in flight, one per stage
     cap = max_batch(dep, isl + osl, settings) // lanes
+    # Each step's token budget (max_num_batched_tokens) carries B decodes plus the B·in/out
+    # prefill tokens that keep B requests flowing: B·(1 + in/out) ≤ budget.
+    cap = min(cap, kv_pool(dep, settings).profile_tokens * osl // (isl + osl))
     if cap < 1:
         return None
     ttft_floor = step_time_s(dep, [Seq(isl, 0)], profile)
@@ -189,12 +194,12 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
     return lanes * lo, tpot, ttft_floor, lanes * lo / (osl * tpot)
 
 
-def _evaluate(args: tuple[ModelSpec, str, int, int, str, str, int | None, Load, Slo, int,
+def _evaluate(args: tuple[ModelSpec, str, int, int, str, str, int | None, bool, Load, Slo, int,
                           float | None]) -> Candidate | None:
-    model, gpu, tp, pp, weights, kv, seqs, load, slo, max_gpus, price = args
+    model, gpu, tp, pp, weights, kv, seqs, ep, load, slo, max_gpus, price = args
     acc = resolve_accelerator(gpu)
     try:
-        dep = _deployment(model, acc, tp, pp, weights, kv)
+        dep = _deployment(model, acc, tp, pp, weights, kv, ep)
     except InputError:
         return None
     profile = profile_for("vllm")
@@ -208,7 +213,8 @@ def _evaluate(args: tuple[ModelSpec, str, int, int, str, str, int | None, Load, 
     calibrated = profile.fitted_rows > 0 and accelerator_group(acc) in (
         "nvidia-datacenter", "nvidia-workstation", "nvidia-geforce", "apple")
     return Candidate(acc.id, tp, pp, weights, kv, seqs, batch, tpot, ttft, rate, replicas, price,
-                     calibrated, profile.source, (profile.band_low, profile.band_high))
+                     calibrated, profile.source, (profile.band_low, profile.band_high),
+                     expert_parallel=ep)
 
 
 @dataclass(frozen=True)
@@ -229,7 +235,7 @@ class PlanResult:
 
 
 def search_space(model: ModelSpec, gpus: Sequence[str], max_gpus: int
-                 ) -> Iterable[tuple[str, int, int, str, str, int | None]]:
+                 ) -> Iterable[tuple[str, int, int, str, str, int | None, bool]]:
     formats = ["as stored"] if model.stored_formats else ["bf16"]
     formats += ["fp8"]
     for gpu in gpus:
@@ -248,7 +254,8 @@ def search_space(model: ModelSpec, gpus: Sequence[str], max_gpus: int
                         if tp > node and pp > 1:
                             continue  # cross-node TP is allowed (and priced), not with PP too
                         for seqs in (None, 64):
-                            yield acc.id, tp, pp, weights, kv, seqs
+                            for ep in (False, True) if model.moe and tp > 1 else (False,):
+                                yield acc.id, tp, pp, weights, kv, seqs, ep
 
 
 def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_GPUS,
@@ -263,8 +270,8 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
         table[acc.id] = prices.get(acc.id, prices.get(gpu, acc.price_per_hour_usd))
     space = list(search_space(model, [resolve_accelerator(g).id for g in gpus], max_gpus))
     sizing = load.for_sizing()
-    jobs = [(model, g, tp, pp, w, kv, s, sizing, slo, max_gpus, table[g])
-            for g, tp, pp, w, kv, s in space]
+    jobs = [(model, g, tp, pp, w, kv, s, ep, sizing, slo, max_gpus, table[g])
+            for g, tp, pp, w, kv, s, ep in space]
     if executor == "ray":
         found = _ray_map(jobs)
     elif workers > 1 and len(jobs) > 16:
@@ -321,7 +328,7 @@ def _verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
             max_gpus: int) -> Candidate | None:
     """Simulate one replica at its share of the rate; add replicas until the SLO holds."""
     acc = resolve_accelerator(c.accelerator)
-    dep = _deployment(model, acc, c.tp, c.pp, c.weights, c.kv)
+    dep = _deployment(model, acc, c.tp, c.pp, c.weights, c.kv, c.expert_parallel)
     settings = EngineSettings(max_num_seqs=c.max_num_seqs,
                               max_model_len=load.max_model_len())
     config = pipeline_lane(sim_config(dep, settings), c.pp)
@@ -455,16 +462,18 @@ def _pareto(model: ModelSpec, feasible: list[Candidate],
     seen = set()
     profile = profile_for("vllm")
     for c in feasible:
-        key = (c.accelerator, c.tp, c.pp, c.weights, c.kv)
+        key = (c.accelerator, c.tp, c.pp, c.weights, c.kv, c.expert_parallel)
         if key in seen:
             continue
         seen.add(key)
-        dep = _deployment(model, resolve_accelerator(c.accelerator), c.tp, c.pp, c.weights, c.kv)
+        dep = _deployment(model, resolve_accelerator(c.accelerator), c.tp, c.pp, c.weights, c.kv,
+                          c.expert_parallel)
         b = 1
         while b <= max(1, c.batch):
             t = step_time_s(dep, decode_batch(b, ctx), profile)
-            points.append((b / t / dep.num_gpus, 1 / t, f"{c.accelerator} TP{c.tp} {c.weights} "
-                                                       f"b{b}"))
+            ep = " EP" if c.expert_parallel else ""
+            points.append((b / t / dep.num_gpus, 1 / t, f"{c.accelerator} TP{c.tp}{ep} "
+                                                       f"{c.weights} b{b}"))
             b *= 2
     points.sort(key=lambda p: (-p[1], -p[0]))
     frontier, best = [], -1.0

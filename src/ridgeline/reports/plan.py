@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ridgeline.explain import Step
-from ridgeline.memory import engine_defaults
+from ridgeline.memory import engine_defaults, sglang_mem_fraction_static
 from ridgeline.model import ModelSpec
 from ridgeline.plan import Candidate, PlanResult
 from ridgeline.render import table
@@ -18,10 +18,12 @@ def command_line(engine: str, model_id: str, c: Candidate, max_len: int) -> str:
     parts = [f["launch"], model_id, f["tp"], str(c.tp)]
     if c.pp > 1:
         parts += [f["pp"], str(c.pp)]
+    if c.expert_parallel:  # vLLM's is a switch (EP = TP here); SGLang's takes the size
+        parts += [f["ep"]] if engine == "vllm" else [f["ep"], str(c.tp)]
     if c.max_num_seqs:
         parts += [f["max_num_seqs"], str(c.max_num_seqs)]
-    fraction = engine_defaults(engine).get("gpu_memory_utilization",
-                                           engine_defaults(engine).get("mem_fraction_static"))
+    fraction = engine_defaults(engine)["gpu_memory_utilization"] if engine == "vllm" \
+        else sglang_mem_fraction_static(c.tp)
     parts += [f["memory"], str(fraction), f["max_len"], str(max_len)]
     if c.kv == "fp8":
         parts += [f["kv_dtype"], f["kv_fp8"]]
