@@ -191,3 +191,16 @@ def test_the_token_budget_caps_a_prefill_heavy_replica() -> None:
     assert sized is not None
     # Memory would seat more, but each step must also carry 80 prompt tokens per decode.
     assert max_batch(dep, 4050, settings) > budget * 50 // 4050 == sized[0]
+
+
+def test_the_token_budget_is_a_searched_knob_and_reaches_the_launch_flags() -> None:
+    from ridgeline.plan import ENGINE_KNOBS, Candidate, search_space
+    from ridgeline.reports.plan import command_line
+
+    budgets = {knobs[1] for *_, knobs, _ep in search_space(MODEL, ["h100-sxm"], 8)}
+    assert budgets == {b for _, b in ENGINE_KNOBS} and None in budgets and len(budgets) > 1
+    c = Candidate("h100-sxm", 1, 1, "bf16", "bf16", None, 64, 0.02, 0.1, 5.0, 1, 2.99, False,
+                  "", (1.0, 1.0), max_num_batched_tokens=2048)
+    assert "--max-num-batched-tokens 2048" in command_line("vllm", "m", c, 4096)
+    assert "--chunked-prefill-size 2048" in command_line("sglang", "m", c, 4096)
+    assert "max_num_batched_tokens 2048" in c.label

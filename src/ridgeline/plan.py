@@ -1,13 +1,14 @@
 """Capacity planning: the cheapest deployment that meets an SLO for a workload.
 
-Search: accelerator × tensor/pipeline parallel size × weight format × KV dtype ×
-max_num_seqs. Each candidate replica is first sized analytically — the largest batch
-whose mixed step (B decodes plus the prefill tokens B new requests bring, B·in/out per
-step) keeps TPOT within the SLO and fits the KV pool — which prunes what cannot fit or
-cannot meet the SLO on its own; replicas cover the rate. The cheapest candidates are then
-simulated (``sim/``) at their per-replica rate and given more replicas until the SLO holds
-at the requested percentile. A pipeline-parallel replica keeps one micro-batch per stage
-in flight (``pipeline_lane``). Disaggregated prefill/decode pools (xPyD) are sized
+Search: accelerator × tensor/pipeline parallel size × expert parallelism (MoE) × weight
+format × KV dtype × engine knobs (max_num_seqs, max_num_batched_tokens). Each candidate
+replica is first sized analytically — the largest batch whose mixed step (B decodes plus
+the prefill tokens B new requests bring, B·in/out per step) keeps TPOT within the SLO and
+fits the KV pool and the token budget — which prunes what cannot fit or cannot meet the
+SLO on its own; replicas cover the rate. The cheapest candidates are then simulated
+(``sim/``) at their per-replica rate and given more replicas until the SLO holds at the
+requested percentile. A pipeline-parallel replica keeps one micro-batch per stage in
+flight (``pipeline_lane``). Disaggregated prefill/decode pools (xPyD) are sized
 analytically, the KV hand-off priced over the inter-node link, and the cheapest simulated
 pool by pool.
 """
@@ -38,6 +39,10 @@ from ridgeline.sim.workload import Workload, length_sampler, read_trace
 RAY_CHUNK = 8  # candidates per Ray task: each takes milliseconds, a task's overhead about as much
 DEFAULT_GPUS = ("h100-sxm", "h200-sxm", "b200", "mi300x", "l40s")
 SIM_REQUESTS = 400
+# (max_num_seqs, max_num_batched_tokens) tried per configuration, None the engine's default:
+# fewer seats bound the batch (and TPOT); a smaller token budget cuts prefill chunks, so
+# decodes stall less behind long prompts, at the price of a lower steady-state batch.
+ENGINE_KNOBS: tuple[tuple[int | None, int | None], ...] = ((None, None), (64, None), (None, 2048))
 DISAGGREGATED_CHECKS = 2  # cheapest xPyD candidates checked by simulating both pools
 
 
@@ -127,6 +132,7 @@ class Candidate:
     disaggregated: str = ""  # "xPyD" when prefill and decode pools are split
     prefill_replicas: int = 0  # x of xPyD (replicas counts both pools)
     expert_parallel: bool = False  # MoE experts spread over the TP ranks
+    max_num_batched_tokens: int | None = None  # None: the engine's default
 
     @property
     def gpus(self) -> int:
@@ -145,6 +151,8 @@ class Candidate:
         pp = f" PP{self.pp}" if self.pp > 1 else ""
         pp += " EP" if self.expert_parallel else ""
         seqs = f", max_num_seqs {self.max_num_seqs}" if self.max_num_seqs else ""
+        if self.max_num_batched_tokens:
+            seqs += f", max_num_batched_tokens {self.max_num_batched_tokens}"
         if self.disaggregated:
             return (f"{self.disaggregated} pools of {self.tp} x {self.accelerator} (TP{self.tp}, "
                     f"{self.weights})")
@@ -160,11 +168,13 @@ def _deployment(model: ModelSpec, acc: Accelerator, c_tp: int, pp: int, weights:
 
 
 def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
-                 max_num_seqs: int | None) -> tuple[int, float, float, float] | None:
+                 max_num_seqs: int | None, max_num_batched_tokens: int | None = None
+                 ) -> tuple[int, float, float, float] | None:
     """(batch, TPOT, TTFT floor, sustainable rate) of one replica, or None if it cannot."""
     mean_in, mean_out = load.means()
     isl, osl = max(1, round(mean_in)), max(1, round(mean_out))
-    settings = EngineSettings(max_model_len=isl + osl, max_num_seqs=max_num_seqs)
+    settings = EngineSettings(max_model_len=isl + osl, max_num_seqs=max_num_seqs,
+                              max_num_batched_tokens=max_num_batched_tokens)
     lanes = dep.pipeline_parallel_size  # micro-batches in flight, one per stage
     cap = max_batch(dep, isl + osl, settings) // lanes
     # Each step's token budget (max_num_batched_tokens) carries B decodes plus the B·in/out
@@ -194,16 +204,16 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
     return lanes * lo, tpot, ttft_floor, lanes * lo / (osl * tpot)
 
 
-def _evaluate(args: tuple[ModelSpec, str, int, int, str, str, int | None, bool, Load, Slo, int,
-                          float | None]) -> Candidate | None:
-    model, gpu, tp, pp, weights, kv, seqs, ep, load, slo, max_gpus, price = args
+def _evaluate(args: tuple[ModelSpec, str, int, int, str, str, tuple[int | None, int | None],
+                          bool, Load, Slo, int, float | None]) -> Candidate | None:
+    model, gpu, tp, pp, weights, kv, (seqs, budget), ep, load, slo, max_gpus, price = args
     acc = resolve_accelerator(gpu)
     try:
         dep = _deployment(model, acc, tp, pp, weights, kv, ep)
     except InputError:
         return None
     profile = profile_for("vllm")
-    sized = size_replica(dep, profile, load, slo, seqs)
+    sized = size_replica(dep, profile, load, slo, seqs, budget)
     if sized is None:
         return None
     batch, tpot, ttft, rate = sized
@@ -214,7 +224,7 @@ def _evaluate(args: tuple[ModelSpec, str, int, int, str, str, int | None, bool, 
         "nvidia-datacenter", "nvidia-workstation", "nvidia-geforce", "apple")
     return Candidate(acc.id, tp, pp, weights, kv, seqs, batch, tpot, ttft, rate, replicas, price,
                      calibrated, profile.source, (profile.band_low, profile.band_high),
-                     expert_parallel=ep)
+                     expert_parallel=ep, max_num_batched_tokens=budget)
 
 
 @dataclass(frozen=True)
@@ -235,7 +245,8 @@ class PlanResult:
 
 
 def search_space(model: ModelSpec, gpus: Sequence[str], max_gpus: int
-                 ) -> Iterable[tuple[str, int, int, str, str, int | None, bool]]:
+                 ) -> Iterable[tuple[str, int, int, str, str, tuple[int | None, int | None],
+                                     bool]]:
     formats = ["as stored"] if model.stored_formats else ["bf16"]
     formats += ["fp8"]
     for gpu in gpus:
@@ -253,9 +264,9 @@ def search_space(model: ModelSpec, gpus: Sequence[str], max_gpus: int
                             continue
                         if tp > node and pp > 1:
                             continue  # cross-node TP is allowed (and priced), not with PP too
-                        for seqs in (None, 64):
+                        for knobs in ENGINE_KNOBS:
                             for ep in (False, True) if model.moe and tp > 1 else (False,):
-                                yield acc.id, tp, pp, weights, kv, seqs, ep
+                                yield acc.id, tp, pp, weights, kv, knobs, ep
 
 
 def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_GPUS,
@@ -270,8 +281,8 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
         table[acc.id] = prices.get(acc.id, prices.get(gpu, acc.price_per_hour_usd))
     space = list(search_space(model, [resolve_accelerator(g).id for g in gpus], max_gpus))
     sizing = load.for_sizing()
-    jobs = [(model, g, tp, pp, w, kv, s, ep, sizing, slo, max_gpus, table[g])
-            for g, tp, pp, w, kv, s, ep in space]
+    jobs = [(model, g, tp, pp, w, kv, knobs, ep, sizing, slo, max_gpus, table[g])
+            for g, tp, pp, w, kv, knobs, ep in space]
     if executor == "ray":
         found = _ray_map(jobs)
     elif workers > 1 and len(jobs) > 16:
@@ -330,6 +341,7 @@ def _verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
     acc = resolve_accelerator(c.accelerator)
     dep = _deployment(model, acc, c.tp, c.pp, c.weights, c.kv, c.expert_parallel)
     settings = EngineSettings(max_num_seqs=c.max_num_seqs,
+                              max_num_batched_tokens=c.max_num_batched_tokens,
                               max_model_len=load.max_model_len())
     config = pipeline_lane(sim_config(dep, settings), c.pp)
     profile = profile_for("vllm")

@@ -22,6 +22,8 @@ def command_line(engine: str, model_id: str, c: Candidate, max_len: int) -> str:
         parts += [f["ep"]] if engine == "vllm" else [f["ep"], str(c.tp)]
     if c.max_num_seqs:
         parts += [f["max_num_seqs"], str(c.max_num_seqs)]
+    if c.max_num_batched_tokens:
+        parts += [f["max_num_batched_tokens"], str(c.max_num_batched_tokens)]
     fraction = engine_defaults(engine)["gpu_memory_utilization"] if engine == "vllm" \
         else sglang_mem_fraction_static(c.tp)
     parts += [f["memory"], str(fraction), f["max_len"], str(max_len)]
