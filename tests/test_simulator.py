@@ -214,3 +214,10 @@ def test_a_one_token_prompt_gets_a_first_token_time_on_the_fast_path() -> None:
     for fast in (True, False):
         result = Simulator(DEP, PROFILE, small_config(2000, fast=fast)).run(iter(w))
         assert result.percentiles("ttft")["mean"] > 0
+
+
+@pytest.mark.parametrize("knob", [{"spec_tokens": -2}, {"spec_acceptance": 1.5},
+                                  {"spec_acceptance": -0.1}, {"spec_draft_cost": -1.0}])
+def test_impossible_speculative_settings_are_refused(knob: dict[str, float]) -> None:
+    with pytest.raises(InputError, match="draft"):
+        Simulator(DEP, PROFILE, replace(small_config(100), **knob))
