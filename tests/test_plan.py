@@ -204,3 +204,15 @@ def test_the_token_budget_is_a_searched_knob_and_reaches_the_launch_flags() -> N
     assert "--max-num-batched-tokens 2048" in command_line("vllm", "m", c, 4096)
     assert "--chunked-prefill-size 2048" in command_line("sglang", "m", c, 4096)
     assert "max_num_batched_tokens 2048" in c.label
+
+
+def test_the_kv_hand_off_is_the_prompt_cache_over_the_inter_node_links() -> None:
+    from ridgeline import Deployment, resolve_accelerator
+    from ridgeline.plan import handoff_s
+
+    one = Deployment.build(MODEL, resolve_accelerator("h100"), "bf16")
+    two = Deployment.build(MODEL, resolve_accelerator("h100"), "bf16", num_gpus=2)
+    # Llama-3.1-8B keeps 128 KiB per token (32 layers × 8 KV heads × 128 × 2 × 2 bytes);
+    # 1,000 tokens over a 400 Gb/s (50 GB/s) link take 2.6 ms, half that over two links.
+    assert handoff_s(one, 1000) == pytest.approx(1000 * 131_072 / 50e9)
+    assert handoff_s(two, 1000) == pytest.approx(handoff_s(one, 1000) / 2)

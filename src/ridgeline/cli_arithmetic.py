@@ -1,7 +1,5 @@
 """CLI: the article's arithmetic — hardware, model, roofline, moe, kv, decode, prefill, utilization."""
 
-
-
 from __future__ import annotations
 
 import argparse

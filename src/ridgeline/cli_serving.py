@@ -1,7 +1,5 @@
 """CLI: serving questions — fit, simulate, plan, observe."""
 
-
-
 from __future__ import annotations
 
 import argparse

@@ -125,7 +125,8 @@ class KVPool:
 
 
 def sglang_mem_fraction_static(tp: int) -> float:
-    """SGLang's default ``mem_fraction_static``: it steps down as tensor parallelism grows."""
+    """SGLang's default ``mem_fraction_static``: ``mem_fraction_static`` on one GPU, stepping
+    down as tensor parallelism grows."""
     for min_tp, fraction in engine_defaults("sglang")["mem_fraction_static_by_tp"]:
         if tp >= int(min_tp):
             return float(fraction)

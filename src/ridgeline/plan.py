@@ -68,10 +68,10 @@ class Load:
         span = rows[-1][0] - rows[0][0]
         if len(rows) < 2 or span <= 0:
             raise InputError(f"{path}: a trace needs at least two requests at different times")
-        mean_in = sum(p for _, p, _ in rows) / len(rows)
-        mean_out = sum(o for _, _, o in rows) / len(rows)
-        return cls((len(rows) - 1) / span, f"{path} (mean {mean_in:,.0f})",
-                   f"mean {mean_out:,.0f}", seed, rows)
+        load = cls((len(rows) - 1) / span, path, path, seed, rows)
+        mean_in, mean_out = load.means()
+        return replace(load, input_len=f"{path} (mean {mean_in:,.0f})",
+                       output_len=f"mean {mean_out:,.0f}")
 
     def means(self) -> tuple[float, float]:
         if self.trace:
@@ -148,8 +148,8 @@ class Candidate:
 
     @property
     def label(self) -> str:
-        pp = f" PP{self.pp}" if self.pp > 1 else ""
-        pp += " EP" if self.expert_parallel else ""
+        split = f" PP{self.pp}" if self.pp > 1 else ""
+        split += " EP" if self.expert_parallel else ""
         seqs = f", max_num_seqs {self.max_num_seqs}" if self.max_num_seqs else ""
         if self.max_num_batched_tokens:
             seqs += f", max_num_batched_tokens {self.max_num_batched_tokens}"
@@ -157,7 +157,7 @@ class Candidate:
             return (f"{self.disaggregated} pools of {self.tp} x {self.accelerator} (TP{self.tp}, "
                     f"{self.weights})")
         return (f"{self.replicas} replica{'s' if self.replicas > 1 else ''} of "
-                f"{self.tp * self.pp} x {self.accelerator} (TP{self.tp}{pp}, {self.weights}, "
+                f"{self.tp * self.pp} x {self.accelerator} (TP{self.tp}{split}, {self.weights}, "
                 f"KV {self.kv}{seqs})")
 
 
@@ -301,8 +301,9 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
     _, mean_out = load.means()
     miss = "" if feasible else _closest_miss(model, load, slo, gpus, max_gpus)
     split = _disaggregated(model, load, slo, gpus, max_gpus, table)
-    split = [_verify_disaggregated(model, c, load, slo, max_gpus) or c
-             for c in split[:DISAGGREGATED_CHECKS]] + split[DISAGGREGATED_CHECKS:]
+    checked = [_verify_disaggregated(model, c, load, slo, max_gpus)
+               for c in split[:DISAGGREGATED_CHECKS]]  # None: no size within max_gpus holds
+    split = [c for c in checked if c is not None] + split[DISAGGREGATED_CHECKS:]
     return PlanResult(load, slo, tuple(verified + rest), tuple(_best_per_gpu(unpriced)),
                       tuple(sorted(split, key=lambda c: (not c.verified, c.cost_per_hour is None,
                                                          c.cost_per_hour or 0.0, c.gpus))),
@@ -368,6 +369,13 @@ def _handed_off(work: Iterable[Request]) -> Iterator[Request]:
         yield r
 
 
+def handoff_s(dep: Deployment, prompt_tokens: int) -> float:
+    """Moving one prompt's KV cache from a prefill replica to a decode replica: its bytes over
+    the inter-node link, one link per tensor-parallel rank."""
+    kv = kv_footprint(dep.model, prompt_tokens, dep.kv.bytes_per_element).bytes_per_sequence
+    return kv / (INTER_NODE_BYTES_PER_S * dep.tensor_parallel_size)
+
+
 def _verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
                           max_gpus: int) -> Candidate | None:
     """Simulate both pools of an xPyD candidate, growing the one that misses, until the SLO
@@ -379,8 +387,7 @@ def _verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
     config = sim_config(dep, EngineSettings(max_model_len=load.max_model_len()))
     profile = profile_for("vllm")
     q = _percentile_key(slo)
-    kv_bytes = kv_footprint(model, max(1, round(mean_in)), dep.kv.bytes_per_element)
-    transfer_s = kv_bytes.bytes_per_sequence / (INTER_NODE_BYTES_PER_S * c.tp)
+    transfer_s = handoff_s(dep, max(1, round(mean_in)))
     x, y = c.prefill_replicas, c.replicas - c.prefill_replicas
     while (x + y) * c.tp <= max_gpus:
         prefill = Simulator(dep, profile, config).run(load.share(x, first_token_only=True))
@@ -433,8 +440,7 @@ def _disaggregated(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], 
             if cap < 1:
                 continue
             prefill_s = step_time_s(dep, [Seq(isl, 0)], profile)
-            kv_bytes = kv_footprint(model, isl, dep.kv.bytes_per_element).bytes_per_sequence
-            transfer_s = kv_bytes / (INTER_NODE_BYTES_PER_S * tp)
+            transfer_s = handoff_s(dep, isl)
             if prefill_s + transfer_s > slo.ttft_s:
                 continue
             # prefill pool: keep utilisation ≤ 0.7 so queueing leaves TTFT within the SLO
