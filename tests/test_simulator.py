@@ -15,6 +15,8 @@ from ridgeline.cli import main
 from ridgeline.engines import profile_for
 from ridgeline.errors import InputError
 from ridgeline.sim.blocks import BlockPool
+from ridgeline.sim.decodes import DecodeSet
+from ridgeline.sim.metrics import Histogram
 from ridgeline.sim.request import FINISHED, Request
 from ridgeline.sim.simulator import SimConfig, Simulator, sim_config
 from ridgeline.sim.workload import Workload, length_sampler, read_trace
@@ -75,17 +77,95 @@ def test_the_same_seed_gives_identical_results(workload: Workload) -> None:
     assert a.duration_s == b.duration_s and a.preemptions == b.preemptions
 
 
-@settings(max_examples=25, deadline=None)
-@given(workload=workloads)
-def test_fast_path_agrees_with_the_step_loop_within_half_a_percent(workload: Workload) -> None:
-    fast = Simulator(DEP, PROFILE, small_config(20000)).run(iter(workload))
-    slow = Simulator(DEP, PROFILE, small_config(20000, fast=False)).run(iter(workload))
-    assert fast.completed == slow.completed
+FAST_MODELS = {m: Deployment.build(resolve_model(m), resolve_accelerator("h100"), "bf16")
+               for m in ("llama-3.1-8b", "qwen3-30b-a3b", "jamba-1.5-mini", "gemma-3-27b")}
+
+
+@settings(max_examples=40, deadline=None)
+@given(workload=workloads, model=st.sampled_from(sorted(FAST_MODELS)),
+       blocks=st.sampled_from([60, 400, 20000]))
+def test_fast_path_agrees_with_the_step_loop_within_half_a_percent(
+        workload: Workload, model: str, blocks: int) -> None:
+    """Dense, MoE, a Mamba hybrid (all on the summed-decode path) and a sliding-window
+    model (per-request multi-steps), with pools tight enough to preempt."""
+    dep = FAST_MODELS[model]
+    fast_sim = Simulator(dep, PROFILE, small_config(blocks))
+    fast = fast_sim.run(iter(workload))
+    slow = Simulator(dep, PROFILE, small_config(blocks, fast=False)).run(iter(workload))
+    assert fast.completed == slow.completed and fast.rejected == slow.rejected
     assert fast.duration_s == pytest.approx(slow.duration_s, rel=0.005)
     assert fast.output_tok_s == pytest.approx(slow.output_tok_s, rel=0.005)
-    for name in ("ttft", "tpot", "e2e", "itl"):
+    for name in ("ttft", "tpot", "e2e", "itl", "queue"):
         for key, value in slow.percentiles(name).items():
             assert fast.percentiles(name)[key] == pytest.approx(value, rel=0.005, nan_ok=True)
+    assert (fast_sim.bulk_steps > 0) == (model != "gemma-3-27b")  # windows: per request
+
+
+def test_the_fast_path_takes_many_steps_per_loop() -> None:
+    w = Workload(300, "lognormal:1000,0.8", "lognormal:250,0.8", rate=8.0, seed=1)
+    sim = Simulator(DEP, PROFILE, small_config(20000))
+    loops = []
+    result = sim.run(iter(w), after_step=lambda s: loops.append(s.steps))
+    assert len(loops) * 3 < result.steps  # most steps went several at a time
+    assert sim.bulk_steps == result.steps
+
+
+@settings(max_examples=200, deadline=None)
+@given(contexts=st.lists(st.integers(1, 3000), max_size=40), g=st.integers(-500, 5000),
+       later=st.integers(0, 300), k=st.integers(1, 400), block_size=st.sampled_from([1, 16, 64]))
+def test_summed_decodes_take_the_blocks_each_request_would(
+        contexts: list[int], g: int, later: int, k: int, block_size: int) -> None:
+    decodes = DecodeSet(block_size)
+    requests = []
+    for i, ctx in enumerate(contexts):
+        r = Request(i, 0.0, ctx, 10_000, num_computed=ctx, num_generated=1)
+        decodes.add(r, g)
+        requests.append(r)
+    now = g + later
+    per_request = sum(-(-(r.num_computed + later + k) // block_size)
+                      - -(-(r.num_computed + later) // block_size) for r in requests)
+    assert decodes.blocks_over(now, k) == per_request
+    assert decodes.blocks_over(now, k) == decodes.blocks_held(now + k) - decodes.blocks_held(now)
+    assert decodes.context(now) == sum(r.num_computed + later for r in requests)
+    for r in requests:
+        decodes.sync(r, now)
+    assert [r.num_computed for r in requests] == [c + later for c in contexts]
+
+
+@settings(max_examples=200, deadline=None)
+@given(first=st.floats(1e-4, 1.0), growth=st.floats(1.0, 1.2), n=st.integers(1, 500),
+       weight=st.integers(1, 64))
+def test_a_line_of_samples_lands_in_the_bins_one_at_a_time_would(
+        first: float, growth: float, n: int, weight: int) -> None:
+    last = first * growth if n > 1 else first
+    line, one_by_one = Histogram(), Histogram()
+    line.add_line(first, last, n, weight)
+    step = (last - first) / (n - 1) if n > 1 else 0.0
+    for j in range(n):
+        one_by_one.add(first + step * j, weight)
+    assert line.total == one_by_one.total
+    assert line.sum == pytest.approx(one_by_one.sum)
+    moved = sum(abs(line.counts.get(i, 0) - one_by_one.counts.get(i, 0))
+                for i in set(line.counts) | set(one_by_one.counts))
+    assert moved <= 2 * weight  # at most a sample on a bin edge rounds the other way
+
+
+def test_admission_is_predicted_without_side_effects() -> None:
+    pool = BlockPool(20, 16)
+    first = Request(0, 0.0, 200, 5, prefix_group=1, prefix_tokens=192)
+    pool.admit(first)
+    assert pool.grow(first, 200)
+    first.num_computed = 200
+    pool.register(first)
+    pool.release(first)  # its 12 prefix blocks stay cached, evictable
+    second = Request(1, 0.0, 260, 5, prefix_group=1, prefix_tokens=192)
+    before = (pool.free, dict(pool.refs), list(pool.evictable))
+    # 12 cached + 5 new blocks: fits in 20 only because the cached ones are reused
+    assert pool.could_admit(second, budget=4096)
+    assert not pool.could_admit(second, budget=4096, reserved=4)
+    assert (pool.free, dict(pool.refs), list(pool.evictable)) == before
+    second.num_computed = pool.admit(second)
+    assert pool.grow(second, 260)
 
 
 def test_a_request_longer_than_the_pool_is_rejected_with_a_reason() -> None:

@@ -10,9 +10,10 @@ article's floor (``floors.py``); the engine profile turns it into an expectation
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
@@ -100,8 +101,7 @@ class StepCost:
 IDEAL = EngineProfile("floor", 1.0, 1.0, 0.0, 0.0, source="the article's floor")
 
 
-@dataclass(frozen=True)
-class AttentionLoad:
+class AttentionLoad(NamedTuple):
     """What a batch asks of the attention layers with one window (None: full attention)."""
 
     window: int | None
@@ -110,8 +110,7 @@ class AttentionLoad:
     kv_tokens: float  # cached tokens read plus new tokens written
 
 
-@dataclass(frozen=True)
-class BatchShape:
+class BatchShape(NamedTuple):
     """A batch reduced to what its cost depends on."""
 
     tokens: int
@@ -128,23 +127,49 @@ def batch_shape(dep: Deployment, batch: Sequence[Seq]) -> BatchShape:
         raise InputError(f"a sequence needs ≥1 new token and ≥0 cached ones, got {bad}")
     decodes = [s.context_tokens for s in batch if s.new_tokens == 1]
     chunks = [s for s in batch if s.new_tokens > 1]
-    tokens = len(decodes) + sum(s.new_tokens for s in chunks)
+
+    def decode_keys(window: int | None) -> float:  # a decode sees c + 1 keys (window-capped)
+        if window is None:
+            return float(sum(decodes) + len(decodes))
+        return float(sum(min(c + 1, window) for c in decodes))
+
+    return _shape(_windows(dep), len(decodes), decode_keys, chunks)
+
+
+def bulk_shape(dep: Deployment, decodes: int, decode_context: int,
+               chunks: Sequence[Seq] = ()) -> BatchShape:
+    """batch_shape of ``decodes`` one-token sequences whose cached contexts sum to
+    ``decode_context``, plus multi-token ``chunks``: what a simulator that keeps its decodes
+    as a count and a sum can ask. Full attention only (a window needs every context)."""
+    if any(w is not None for w in _windows(dep)):
+        raise InputError(f"{dep.model.name} has windowed attention: its cost needs each context")
+    if decodes < 0 or decode_context < 0 or any(s.new_tokens < 2 for s in chunks):
+        raise InputError("bulk_shape takes a decode count, a context sum ≥ 0 and multi-token "
+                         "chunks")
+    if decodes + len(chunks) == 0:
+        raise InputError("a step needs at least one sequence")
+    return _shape(_windows(dep), decodes, lambda _: float(decode_context + decodes), chunks)
+
+
+def _decode_kv(keys: float, decodes: int) -> float:
+    """KV tokens decodes touch: each reads its keys and writes its one new token."""
+    return keys + decodes
+
+
+def _shape(windows: tuple[int | None, ...], decodes: int,
+           decode_keys: Callable[[int | None], float], chunks: Sequence[Seq]) -> BatchShape:
+    tokens = decodes + sum(s.new_tokens for s in chunks)
     loads = []
-    for w in _windows(dep):
-        if w is None:  # a decode sees c + 1 keys, reads c and writes 1
-            decode_pairs = float(sum(decodes) + len(decodes))
-            kv = decode_pairs + len(decodes)
-        else:
-            kept = [min(c + 1, w) for c in decodes]
-            decode_pairs = float(sum(kept))
-            kv = decode_pairs + len(decodes)
+    for w in windows:
+        decode_pairs = decode_keys(w)
+        kv = _decode_kv(decode_pairs, decodes)
         prefill_pairs = 0.0
         for s in chunks:
             prefill_pairs += _pairs(s.context_tokens, s.new_tokens, w)
             read = s.context_tokens + s.new_tokens
             kv += (min(read, w) if w else read) + s.new_tokens
         loads.append(AttentionLoad(w, decode_pairs, prefill_pairs, kv))
-    return BatchShape(tokens, len(batch), tuple(loads))
+    return BatchShape(tokens, decodes + len(chunks), tuple(loads))
 
 
 @lru_cache(maxsize=256)
@@ -242,6 +267,86 @@ def shape_time_s(dep: Deployment, shape: BatchShape, profile: EngineProfile = ID
     return total + profile.step_overhead_s + profile.layer_overhead_s * terms.layers
 
 
+class StepTimer:
+    """shape_time_s of one deployment and engine, for a simulator's millions of steps.
+
+    A step's weight matmuls, elementwise work and collectives depend on its token count
+    alone, and the LM head on its sequence count alone: both are computed once per count
+    from step_terms and remembered. Only attention and recurrent state read the batch's
+    contexts; they are evaluated on every call. Equal to shape_time_s (tested).
+    """
+
+    def __init__(self, dep: Deployment, profile: EngineProfile = IDEAL) -> None:
+        self.dep, self.profile = dep, profile
+        rate = _Rates(dep, profile)
+        self._p, self._w = rate.flops_per_s, rate.bytes_per_s
+        self._overhead = profile.step_overhead_s + profile.layer_overhead_s * dep.model.num_layers
+        kinds = _layer_kinds(dep)
+        self._attention = [(layer.window_tokens, n) for layer, n in kinds
+                           if layer.mixer in ATTENTION_MIXERS]
+        self._states = [(layer, n) for layer, n in kinds if layer.mixer in (LINEAR, MAMBA)]
+        self._by_tokens: dict[int, float] = {}
+        self._by_rows: dict[int, float] = {}
+        self._rates = _attention_rates(dep)
+        self.windows = _windows(dep)
+        self.full_attention = all(w is None for w in self.windows)
+        self._attention_layers = sum(n for _, n in self._attention)
+        self._decode_base: dict[int, float] = {}
+
+    def _terms_time(self, tokens: int, rows: int, per_row: bool) -> float:
+        zero = tuple(AttentionLoad(w, 0.0, 0.0, 0.0) for w in _windows(self.dep))
+        terms = step_terms(self.dep, BatchShape(tokens, rows, zero))
+        context_free = [(flops, nbytes, count) for name, flops, nbytes, count in terms.work
+                        if (name == "lm head") == per_row
+                        and name not in ("attention", "recurrent state")]
+        total = sum(count * max(f / self._p, b / self._w) for f, b, count in context_free)
+        return total if per_row else total + sum(t for _, t in terms.link)
+
+    def _context_free(self, tokens: int, rows: int) -> float:
+        """Everything but attention: per-token and per-row work, overheads, state."""
+        fixed = self._by_tokens.get(tokens)
+        if fixed is None:
+            fixed = self._by_tokens[tokens] = self._terms_time(tokens, 1, per_row=False)
+        head = self._by_rows.get(rows)
+        if head is None:
+            head = self._by_rows[rows] = self._terms_time(1, rows, per_row=True)
+        total = fixed + head + self._overhead
+        if self._states:
+            p, w = self._p, self._w
+            shape = BatchShape(tokens, rows, ())
+            for layer, count in self._states:
+                flops, nbytes = _state_work(self.dep, layer, shape)
+                total += count * max(flops / p, nbytes / w)
+        return total
+
+    def time_s(self, shape: BatchShape) -> float:
+        tokens = shape.tokens
+        total = self._context_free(tokens, shape.sequences)
+        p, w = self._p, self._w
+        if self._attention:
+            loads = {a.window: a for a in shape.attention}
+            for window, count in self._attention:
+                flops, nbytes = _attention_flops_bytes(self._rates, loads[window], tokens)
+                total += count * max(flops / p, nbytes / w)
+        return total
+
+    def decode_time_s(self, decodes: int, decode_context: int) -> float:
+        """bulk_time_s with no chunks (full attention): a simulator's decode-only steps, the
+        context-free part remembered per batch size."""
+        base = self._decode_base.get(decodes)
+        if base is None:
+            base = self._decode_base[decodes] = self._context_free(decodes, decodes)
+        keys = float(decode_context + decodes)
+        load = AttentionLoad(None, keys, 0.0, _decode_kv(keys, decodes))
+        flops, nbytes = _attention_flops_bytes(self._rates, load, decodes)
+        return base + self._attention_layers * max(flops / self._p, nbytes / self._w)
+
+    def bulk_time_s(self, decodes: int, decode_context: int, chunks: Sequence[Seq] = ()) -> float:
+        """time_s(bulk_shape(...)) without the checks: the simulator's inner loop."""
+        keys = float(decode_context + decodes)
+        return self.time_s(_shape(self.windows, decodes, lambda _: keys, chunks))
+
+
 @lru_cache(maxsize=65536)
 def _cached_time(dep: Deployment, batch: tuple[Seq, ...], profile: EngineProfile) -> float:
     return shape_time_s(dep, batch_shape(dep, batch), profile)
@@ -321,9 +426,23 @@ def _attention_work(dep: Deployment, load: AttentionLoad, tokens: int) -> tuple[
     once and the new tokens' K and V written. MLA decode uses the absorbed weights: every
     head works in the latent space.
     """
+    return _attention_flops_bytes(_attention_rates(dep), load, tokens)
+
+
+def _attention_flops_bytes(rates: tuple[float, float, float, float], load: AttentionLoad,
+                           tokens: int) -> tuple[float, float]:
+    decode_flops, prefill_flops, kv_bytes, query_bytes = rates
+    flops = decode_flops * load.decode_pairs + prefill_flops * load.prefill_pairs
+    return flops, kv_bytes * load.kv_tokens + query_bytes * tokens
+
+
+@lru_cache(maxsize=256)
+def _attention_rates(dep: Deployment) -> tuple[float, float, float, float]:
+    """Per TP rank and attention layer: FLOPs per decode and per prefill query-key pair,
+    bytes per KV token read or written, activation bytes per new token (Q in, O out)."""
     att = dep.model.attention
     if att is None:
-        return 0.0, 0.0
+        return 0.0, 0.0, 0.0, 0.0
     tp = dep.tensor_parallel_size
     kv_token = attention_kv_bytes_per_token(dep.model, dep.kv.bytes_per_element)
     kv_token *= dep.kv_replication / tp
@@ -331,9 +450,8 @@ def _attention_work(dep: Deployment, load: AttentionLoad, tokens: int) -> tuple[
     decode_per_pair = per_pair
     if att.mla:
         decode_per_pair = att.num_heads * 2 * (2 * att.mla.kv_lora_rank + att.mla.qk_rope_head_dim)
-    flops = decode_per_pair * load.decode_pairs + per_pair * load.prefill_pairs
-    queries = 2 * tokens * att.num_heads * att.head_dim * ACTIVATION_BYTES  # Q in, O out
-    return flops / tp, kv_token * load.kv_tokens + queries / tp
+    queries = 2 * att.num_heads * att.head_dim * ACTIVATION_BYTES
+    return decode_per_pair / tp, per_pair / tp, kv_token, queries / tp
 
 
 def _pairs(cached: int, new: int, window: int | None) -> float:

@@ -40,7 +40,8 @@ class BlockPool:
     def can_allocate(self, n: int) -> bool:
         return n <= self.available
 
-    def _take(self, n: int) -> None:
+    def take(self, n: int) -> None:
+        """Hand out ``n`` blocks (the caller checked they are available)."""
         from_free = min(n, self.free)
         self.free -= from_free
         for _ in range(n - from_free):  # evict least recently freed cached blocks
@@ -55,24 +56,41 @@ class BlockPool:
             return (r.prefix_group, index)
         return (-1 - r.id, index)
 
-    def admit(self, r: Request) -> int:
-        """Hold the cached blocks r can reuse; return the tokens they cover."""
+    def cached_prefix(self, r: Request) -> list[tuple[int, int]]:
+        """The keys of r's leading blocks already in the cache (what admit would reuse)."""
         if not self.prefix_caching or r.shared:
-            return 0
+            return []
         limit = r.known_tokens - 1  # the last token is always computed
-        hits = 0
+        keys = []
         for index in range(limit // self.block_size):
             key = self.key(r, index)
             if key not in self.refs:
                 break
+            keys.append(key)
+        return keys
+
+    def admit(self, r: Request) -> int:
+        """Hold the cached blocks r can reuse; return the tokens they cover."""
+        keys = self.cached_prefix(r)
+        for key in keys:
             if self.refs[key] == 0:
                 del self.evictable[key]
                 self.held += 1
             self.refs[key] += 1
             r.shared.append(key)
-            hits += 1
-        self.hits += hits
-        return hits * self.block_size
+        self.hits += len(keys)
+        return len(keys) * self.block_size
+
+    def could_admit(self, r: Request, budget: int, reserved: int = 0) -> bool:
+        """Would r (waiting, holding nothing) get its first chunk's blocks, ``reserved``
+        blocks being taken first? admit + grow, without changing anything."""
+        keys = self.cached_prefix(r)
+        computed = len(keys) * self.block_size if not r.shared and not r.num_computed \
+            else r.num_computed
+        new = min(r.known_tokens - computed, budget)
+        need = self.blocks_for(computed + new) - len(keys) - len(r.shared)
+        reused = sum(1 for key in keys if self.refs[key] == 0)  # leave the evictable list
+        return need + reserved <= self.available - reused
 
     def grow(self, r: Request, tokens: int) -> bool:
         """Give r the blocks to cache ``tokens`` tokens; False (and no change) if it cannot."""
@@ -81,7 +99,7 @@ class BlockPool:
             return True
         if need > self.available:
             return False
-        self._take(need)
+        self.take(need)
         r.private_blocks += need
         return True
 

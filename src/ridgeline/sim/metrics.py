@@ -23,6 +23,13 @@ _BINS_PER_DECADE = 1000
 _LOW = 1e-7  # seconds
 
 
+_LOG_LOW = math.log10(_LOW)
+
+
+def _bin(value: float) -> int:
+    return int((math.log10(value) - _LOG_LOW) * _BINS_PER_DECADE) if value > _LOW else 0
+
+
 class Histogram:
     """Log-binned weighted samples: percentiles within a bin width (0.23%)."""
 
@@ -32,10 +39,33 @@ class Histogram:
         self.sum = 0.0
 
     def add(self, value: float, weight: float = 1.0) -> None:
-        index = int(math.log10(max(value, _LOW) / _LOW) * _BINS_PER_DECADE)
+        index = _bin(value)
         self.counts[index] = self.counts.get(index, 0.0) + weight
         self.total += weight
         self.sum += value * weight
+
+    def add_line(self, first: float, last: float, n: int, weight: float = 1.0) -> None:
+        """n samples evenly spaced from first to last (first ≤ last), each of ``weight``:
+        one update per bin they cross, not per sample (the simulator's fast path)."""
+        if n < 1:
+            return
+        lo = _bin(first)
+        hi = _bin(last)
+        self.total += n * weight
+        self.sum += (first + last) / 2 * n * weight
+        counts = self.counts
+        if lo == hi:
+            counts[lo] = counts.get(lo, 0.0) + n * weight
+            return
+        step = (last - first) / (n - 1)
+        placed = 0
+        for index in range(lo, hi):  # samples below the next bin's lower edge
+            edge = _LOW * 10 ** ((index + 1) / _BINS_PER_DECADE)
+            below = min(n, max(placed, math.ceil((edge - first) / step)))
+            if below > placed:
+                counts[index] = counts.get(index, 0.0) + (below - placed) * weight
+                placed = below
+        counts[hi] = counts.get(hi, 0.0) + (n - placed) * weight
 
     def percentile(self, q: float) -> float:
         if not self.total:
@@ -112,6 +142,11 @@ class Recorder:
 
     def itl(self, seconds: float, tokens: float) -> None:
         self.hist["itl"].add(seconds, tokens)
+
+    def itl_line(self, first_s: float, last_s: float, steps: int, tokens: float) -> None:
+        """``steps`` steps whose times run linearly from first_s to last_s, each giving
+        ``tokens`` tokens."""
+        self.hist["itl"].add_line(first_s, last_s, steps, tokens)
 
     def sample(self, t: float, running: int, waiting: int, usage: float, preemptions: int) -> None:
         self.series.add(t, running, waiting, usage, preemptions)

@@ -35,6 +35,8 @@ class Request:
     finish_s: float = -1.0
     preemptions: int = 0
     reason: str = ""
+    decode_base: int = 0  # while in a DecodeSet: cached tokens − the global step
+    decode_gen: int = 0  # … and generated tokens − the global step
 
     @property
     def known_tokens(self) -> int:

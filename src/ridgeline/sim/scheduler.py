@@ -83,6 +83,12 @@ class Scheduler:
             out.append(Scheduled(r, n, r.num_computed))
             budget -= n
             i += 1
+        self.admit_waiting(budget, now_s, out)
+        return out
+
+    def admit_waiting(self, budget: int, now_s: float, out: list[Scheduled]) -> int:
+        """Admit waiting requests first come, first served while budget, seats and blocks
+        last; append them to ``out`` and return the budget left."""
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
             r = self.waiting[0]
             if not r.shared and r.num_computed == 0:
@@ -99,4 +105,4 @@ class Scheduler:
             self.running.append(r)
             out.append(Scheduled(r, n, r.num_computed))
             budget -= n
-        return out
+        return budget

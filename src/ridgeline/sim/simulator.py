@@ -1,26 +1,36 @@
 """The step loop: admit arrivals, schedule, time the step through step_cost, advance.
 
-A fast path advances many decode steps at once while nothing can change the batch: no
-arrival due, no request finishing, no prefill running, no block shortage. Contexts then
-grow by one token per step and step time is (close to) linear in them, so the k steps
-cost k·(t₀ + t_{k−1})/2 — checked against the plain loop in the tests.
+Two ways to advance, checked against each other in the tests:
+- the plain step (``fast_path=False``): schedule every running request, time the exact
+  batch, update each request — O(batch) per step, the reference;
+- the fast path: the running decodes are kept as sums (``DecodeSet``), so a step costs
+  O(1) plus the requests that change (a prefill chunk, an admission, a finish); and while
+  nothing can change the batch — no arrival due, no request finishing, no prefill running,
+  no block shortage — k decode steps go at once: contexts grow by one token a step and
+  step time is (close to) linear in them, so they cost k·(t₀ + t_{k−1})/2. It needs full
+  attention and no speculative decoding; windowed models and drafts take the plain step
+  with a per-request multi-step shortcut. A block shortage (preemption) hands the decodes
+  back to the plain step for as long as it lasts.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from ridgeline.cost import BatchShape, Seq, batch_shape, shape_time_s
+from ridgeline.cost import BatchShape, Seq, StepTimer, batch_shape
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.errors import InputError
 from ridgeline.sim.blocks import BlockPool
+from ridgeline.sim.decodes import DecodeSet
 from ridgeline.sim.metrics import Recorder, SimResult
-from ridgeline.sim.request import FINISHED, REJECTED, Request
+from ridgeline.sim.request import FINISHED, REJECTED, RUNNING, Request
 from ridgeline.sim.scheduler import Scheduled, Scheduler, SchedulerConfig
 
 MAX_FAST_STEPS = 4096
+PLAIN_AFTER_SHORTAGE = 32  # steps a shortage keeps the plain step (preemption is likely)
 
 
 @dataclass(frozen=True)
@@ -63,6 +73,19 @@ class Simulator:
         self.tokens_per_step = sum(a**i for i in range(k + 1)) if k else 1.0
         self._carry: dict[int, float] = {}  # fractional accepted tokens per request
         self._line = (0.0, 0.0)  # the fast path's step-time line: (first step, slope)
+        self.timer = StepTimer(dep, profile)
+        self.decodes = DecodeSet(config.block_size)
+        self._bulk = config.fast_path and not config.spec_tokens and self.timer.full_attention
+        self._in_bulk = False  # the running decodes live in self.decodes
+        self._partial: Request | None = None  # in bulk: the one request mid-prefill
+        self._g = 0  # decode steps taken in bulk
+        self._plain_for = 0  # steps left on the plain step after a block shortage
+        self._unpublished: list[Request] = []  # members holding private prefix copies
+
+    @property
+    def bulk_steps(self) -> int:
+        """Steps taken with the running decodes kept as sums (the rest: the plain step)."""
+        return self._g
 
     # -- arrivals -------------------------------------------------------------------------
     def _reject_reason(self, r: Request) -> str:
@@ -114,16 +137,12 @@ class Simulator:
                     break
                 self.now_s = pending.arrival_s  # idle until the next arrival
                 continue
-            batch = s.schedule(self.now_s)
-            if not batch:
-                raise InputError("the engine cannot schedule: a request needs more blocks "
-                                 "than the pool frees")  # guarded by _reject_reason
             next_arrival = pending.arrival_s if pending is not None else float("inf")
-            k = self._fast_steps(batch, next_arrival) if self.config.fast_path else 1
-            finished = self._advance_decodes(batch, k, rec) if k > 1 else self._step(batch, rec)
+            finished = self._advance(next_arrival, rec)
             rec.sample(self.now_s, len(s.running), len(s.waiting), self.pool.usage,
                        s.preemptions)
             if after_step is not None:
+                self.decodes.sync_all(self._g)
                 after_step(self)
             for r in finished:
                 rec.finish(r)
@@ -142,9 +161,170 @@ class Simulator:
         self.scheduler.add(r)
         return True
 
+    def _advance(self, next_arrival: float, rec: Recorder) -> list[Request]:
+        """Run one step, or several identical decode steps; return who finished."""
+        if self._bulk and self._plain_for <= 0 and (self._in_bulk or self._enter_bulk()):
+            finished = self._bulk_advance(next_arrival, rec)
+            if finished is not None:
+                return finished
+            self._leave_bulk()
+            self._plain_for = PLAIN_AFTER_SHORTAGE
+        self._plain_for -= 1
+        s = self.scheduler
+        batch = s.schedule(self.now_s)
+        if not batch:
+            raise InputError("the engine cannot schedule: a request needs more blocks "
+                             "than the pool frees")  # guarded by _reject_reason
+        k = self._fast_steps(batch, next_arrival) if self.config.fast_path else 1
+        return self._advance_decodes(batch, k, rec) if k > 1 else self._step(batch, rec)
+
+    # -- the running decodes as sums ------------------------------------------------------
+    def _enter_bulk(self) -> bool:
+        """Move the running decodes into self.decodes; False if the batch has a shape the
+        bulk step does not handle (a prefill that is not the newest request)."""
+        running = self.scheduler.running
+        bs = self.config.block_size
+        partial = None
+        for i, r in enumerate(running):
+            decoding = r.num_generated and r.to_compute == 1 \
+                and r.blocks_held == -(-r.num_computed // bs)
+            if not decoding:
+                if i != len(running) - 1:
+                    return False
+                partial = r
+        for r in running:
+            if r is not partial:
+                self._join(r)
+        self._partial = partial
+        self._in_bulk = True
+        return True
+
+    def _leave_bulk(self) -> None:
+        self.decodes.clear(self._g)
+        self._unpublished = []
+        self._partial = None
+        self._in_bulk = False
+
+    def _bulk_advance(self, next_arrival: float, rec: Recorder) -> list[Request] | None:
+        """One step (or k decode steps) with the decodes as sums; None: take the plain
+        step instead (a block shortage, or more decodes than the token budget)."""
+        dset, pool, cfg, s = self.decodes, self.pool, self.config, self.scheduler
+        g, count = self._g, dset.count
+        budget = cfg.max_num_batched_tokens
+        if count > budget:
+            return None
+        partial = self._partial
+        if partial is None and count and not self._could_admit(count):
+            k = self._bulk_steps(next_arrival)
+            if k > 1:
+                return self._bulk_decode(k, rec)
+        need = dset.blocks_next_step(g)
+        n = min(partial.to_compute, budget - count) if partial is not None else 0
+        grow = pool.blocks_for(partial.num_computed + n) - partial.blocks_held \
+            if partial is not None and n > 0 else 0
+        if need + max(grow, 0) > pool.available:
+            return None  # someone must be preempted: the plain step decides whom
+        pool.take(need)
+        chunks: list[Scheduled] = []
+        if partial is not None and n > 0:
+            pool.grow(partial, partial.num_computed + n)
+            chunks.append(Scheduled(partial, n, partial.num_computed))
+        s.admit_waiting(budget - count - n, self.now_s, chunks)
+        context = dset.context(g)
+        ones = [c.context for c in chunks if c.tokens == 1]  # one-token prompts
+        dt = self.timer.bulk_time_s(count + len(ones), context + sum(ones),
+                                    [Seq(c.tokens, c.context) for c in chunks if c.tokens > 1])
+        self.now_s += dt
+        self.steps += 1
+        self._g = g = g + 1
+        itl_tokens = count
+        finished = []
+        self._partial = None
+        for c in chunks:
+            r = c.request
+            r.num_computed += c.tokens
+            if r.num_computed < r.known_tokens:  # more prompt to come next step
+                self.pool.register(r)
+                self._partial = r
+                continue
+            if r.num_generated == 0:
+                r.first_token_s = self.now_s
+            else:
+                itl_tokens += 1  # a preempted request's recompute ends in its next token
+            r.num_generated += 1
+            if r.prefix_group >= 0:
+                self.pool.register(r)
+            if r.num_generated >= r.output_tokens:
+                finished.append(self._finish(r))
+            else:
+                self._join(r)
+        if itl_tokens:
+            rec.itl(dt, itl_tokens)
+        return finished + self._close_step()
+
+    def _join(self, r: Request) -> None:
+        self.decodes.add(r, self._g)
+        if r.prefix_group >= 0 and len(r.shared) < r.prefix_tokens // self.config.block_size:
+            self._unpublished.append(r)
+
+    def _close_step(self) -> list[Request]:
+        """Finish the members that are done. First, like the plain step, let members that
+        keep private copies of their group's prefix (another request published it first)
+        publish them if the published copy has since been evicted."""
+        done = self.decodes.pop_finished(self._g)
+        if self._unpublished:
+            keep = []
+            bs = self.config.block_size
+            for r in self._unpublished:
+                if r.status != RUNNING:
+                    continue
+                self.decodes.sync(r, self._g)
+                self.pool.register(r)
+                if len(r.shared) < r.prefix_tokens // bs:
+                    keep.append(r)
+            self._unpublished = keep
+        return [self._finish(r) for r in done]
+
+    def _could_admit(self, decodes: int) -> bool:
+        """Could the head of the queue start next step? (then steps go one at a time)"""
+        s = self.scheduler
+        if not s.waiting or len(s.running) >= self.config.max_num_seqs:
+            return False
+        return self.pool.could_admit(s.waiting[0], self.config.max_num_batched_tokens - decodes,
+                                     self.decodes.blocks_next_step(self._g))
+
+    def _bulk_steps(self, next_arrival: float) -> int:
+        """How many decode steps can run before a finish, an arrival or a block shortage."""
+        dset, g = self.decodes, self._g
+        k = min(dset.next_finish() - g, MAX_FAST_STEPS)
+        available = self.pool.available
+        while k > 1 and dset.blocks_over(g, k) > available:
+            k //= 2
+        if k <= 1:
+            return 1
+        count, context = dset.count, dset.context(g)
+        t0 = self.timer.decode_time_s(count, context)
+        slope = (self.timer.decode_time_s(count, context + (k - 1) * count) - t0) / (k - 1)
+        self._line = (t0, slope)
+        room = next_arrival - self.now_s
+        if room < k * t0 + slope * k * (k - 1) / 2:  # the arrival comes first
+            k = min(k, _steps_to_cover(room, t0, slope))
+        return max(1, k)
+
+    def _bulk_decode(self, k: int, rec: Recorder) -> list[Request]:
+        dset, g = self.decodes, self._g
+        t0, slope = self._line
+        t_last = t0 + slope * (k - 1)
+        self.pool.take(dset.blocks_over(g, k))
+        rec.itl_line(t0, t_last, k, dset.count)
+        self.now_s += k * (t0 + t_last) / 2
+        self.steps += k
+        self._g = g + k
+        return self._close_step()
+
     # -- one step -------------------------------------------------------------------------
     def _time(self, shape: BatchShape, decodes: int) -> float:
-        t = shape_time_s(self.dep, shape, self.profile)
+        t = self.timer.time_s(shape)
         if self.config.spec_tokens and decodes:
             t += self.config.spec_tokens * self.config.spec_draft_cost * t
         return t
@@ -204,11 +384,9 @@ class Simulator:
         if any(b.tokens != 1 or b.request.to_compute != 1 or not b.request.num_generated
                for b in batch):
             return 1  # a prefill chunk, or a one-token prompt about to emit its first token
-        if s.waiting and len(s.running) < self.config.max_num_seqs:
-            head = s.waiting[0]  # could it start next step? then no fast path
-            if self.pool.can_allocate(self.pool.blocks_for(head.num_computed + min(
-                    head.to_compute, self.config.max_num_batched_tokens - len(batch)))):
-                return 1
+        if s.waiting and len(s.running) < self.config.max_num_seqs and self.pool.could_admit(
+                s.waiting[0], self.config.max_num_batched_tokens - len(batch)):
+            return 1  # the head of the queue could start next step
         k = min(r.output_tokens - r.num_generated for r in s.running)
         k = min(k, MAX_FAST_STEPS)
         # blocks: each request needs a new block when its cache crosses a block boundary
@@ -249,16 +427,33 @@ class Simulator:
             rec.itl(t0 + slope * j, len(batch))
         self.now_s = start + k * (t0 + t_last) / 2
         self.steps += k
-        finished = []
-        for b in batch:
+        done = []
+        for b in batch:  # every request grows before any finishes, as in the plain step
             r = b.request
             self.pool.grow(r, r.num_computed + k)
             r.num_computed += k
             r.num_generated += k
             self.pool.register(r)
             if r.num_generated >= r.output_tokens:
-                finished.append(self._finish(r))
-        return finished
+                done.append(r)
+        return [self._finish(r) for r in done]
+
+
+def _steps_to_cover(room_s: float, t0: float, slope: float) -> int:
+    """The fewest steps, the j-th taking t0 + slope·j, whose total reaches room_s."""
+    if room_s <= 0:
+        return 0
+    if slope == 0:
+        m = math.ceil(room_s / t0)
+    else:  # slope/2·m² + (t0 − slope/2)·m − room = 0
+        b = t0 - slope / 2
+        m = math.ceil((-b + math.sqrt(b * b + 2 * slope * room_s)) / slope)
+    m = max(m, 1)
+    while m > 1 and (m - 1) * t0 + slope * (m - 1) * (m - 2) / 2 >= room_s:
+        m -= 1
+    while m * t0 + slope * m * (m - 1) / 2 < room_s:
+        m += 1
+    return m
 
 
 def sim_config(dep: Deployment, settings: object | None = None, prefix_caching: bool = True,

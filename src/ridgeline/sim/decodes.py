@@ -1,0 +1,105 @@
+"""The running decodes as a handful of sums, so a step costs the same at any batch size.
+
+A decoding request gains one cached token per step. Counting steps globally (g), a
+member's cache holds ``base + g`` tokens and its output ``gen + g`` tokens, with base and
+gen fixed when it joined; so the batch's total context is ``Σbase + count·g``, its finish
+step is known on arrival (a heap keeps the next one), and the blocks it holds,
+``Σ ceil((base + g) / block_size)``, follow from how many members share each residue of
+base modulo the block size. Members' own counters are written back (``sync``) only when
+somebody needs to read them: when they finish, or when the simulator leaves this
+representation for the plain step (preemption) or an observer asks.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from ridgeline.sim.request import Request
+
+
+class DecodeSet:
+    def __init__(self, block_size: int) -> None:
+        self.block_size = block_size
+        self._reset()
+
+    def _reset(self) -> None:
+        self.count = 0
+        self.base_sum = 0  # Σ (cached tokens − g) over members
+        self.residues = [0] * self.block_size  # members by base mod block_size
+        self.finishes: list[tuple[int, int, Request]] = []  # (last step, id, request) heap
+        self.members: dict[int, Request] = {}
+
+    def add(self, r: Request, g: int) -> None:
+        """r decodes from step g on: it holds the blocks for its cache, one token to feed."""
+        base = r.num_computed - g
+        r.decode_base, r.decode_gen = base, r.num_generated - g
+        heapq.heappush(self.finishes, (g + r.output_tokens - r.num_generated, r.id, r))
+        self.members[r.id] = r
+        self.count += 1
+        self.base_sum += base
+        self.residues[base % self.block_size] += 1
+
+    def context(self, g: int) -> int:
+        """Cached tokens of all members at step g."""
+        return self.base_sum + self.count * g
+
+    def blocks_held(self, g: int) -> int:
+        """Σ ceil((base + g) / block_size) over members."""
+        bs = self.block_size
+        pad = sum(n * ((-key - g) % bs) for key, n in enumerate(self.residues))
+        return (self.context(g) + pad) // bs
+
+    def blocks_over(self, g: int, k: int) -> int:
+        """New blocks the members take in steps g … g+k−1 (= blocks_held(g+k) −
+        blocks_held(g)). A member takes one at each step that starts with its last block
+        exactly full — every block_size steps from j₀ = −(base + g) mod block_size — so
+        k = q·block_size + m steps give each q, plus one to those with j₀ < m: the members
+        whose residue lies in one run of m classes."""
+        bs = self.block_size
+        q, m = divmod(k, bs)
+        if not m:
+            return self.count * q
+        first = (-g - m + 1) % bs  # residues (−g − j) mod bs for j < m: first … first+m−1
+        end = first + m
+        r = self.residues
+        partial = sum(r[first:end]) if end <= bs else sum(r[first:]) + sum(r[:end - bs])
+        return self.count * q + partial
+
+    def blocks_next_step(self, g: int) -> int:
+        """Members whose cache fills its last block exactly: they need one more to go on."""
+        return self.residues[-g % self.block_size]
+
+    def next_finish(self) -> int:
+        return self.finishes[0][0] if self.finishes else 1 << 62
+
+    def sync(self, r: Request, g: int) -> None:
+        """Write r's counters as they stand at step g."""
+        r.num_computed = r.decode_base + g
+        r.num_generated = r.decode_gen + g
+        r.private_blocks = -(-r.num_computed // self.block_size) - len(r.shared)
+
+    def sync_all(self, g: int) -> None:
+        for r in self.members.values():
+            self.sync(r, g)
+
+    def pop_finished(self, g: int) -> list[Request]:
+        """Members whose last token came out by step g, in finishing order, synced."""
+        out = []
+        while self.finishes and self.finishes[0][0] <= g:
+            _, _, r = heapq.heappop(self.finishes)
+            self._remove(r)
+            self.sync(r, g)
+            out.append(r)
+        return out
+
+    def _remove(self, r: Request) -> None:
+        del self.members[r.id]
+        self.count -= 1
+        base = r.decode_base
+        self.base_sum -= base
+        self.residues[base % self.block_size] -= 1
+
+    def clear(self, g: int) -> None:
+        """Hand every member back to the plain step, its counters synced."""
+        self.sync_all(g)
+        self._reset()
