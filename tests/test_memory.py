@@ -6,7 +6,14 @@ import pytest
 
 from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.errors import InputError
-from ridgeline.memory import EngineSettings, kv_pool, max_batch, vllm_batch_defaults
+from ridgeline.memory import (
+    VISIBLE_MEMORY_FRACTION,
+    EngineSettings,
+    kv_pool,
+    max_batch,
+    sglang_memory_defaults,
+    vllm_batch_defaults,
+)
 from ridgeline.reports.fit import CLEARS_RIDGE, DOES_NOT_FIT, UNDER_RIDGE, fit_report
 from ridgeline.units import GIB
 
@@ -81,14 +88,39 @@ def test_bad_settings_are_refused() -> None:
         EngineSettings(usage="batch")
 
 
-def test_sglang_default_fraction_steps_down_with_tensor_parallelism() -> None:
-    one = kv_pool(dep("llama-3.1-8b", n=1, engine="sglang"))
-    eight = kv_pool(dep("llama-3.1-8b", n=8, engine="sglang"))
-    assert (one.reserved_fraction, eight.reserved_fraction) == (0.88, 0.81)
-    # Each of the eight GPUs gives up 7% of its memory to the larger communication buffers.
-    assert eight.pool_bytes == pytest.approx(
-        eight.total_bytes * 0.81 - eight.weight_bytes - eight.activation_bytes)
+def test_sglang_holds_back_memory_by_card_size_and_parallelism() -> None:
+    """SGLang v0.5's rule: an 80 GiB card gets 8K prefill chunks and 256 graph batches
+    (512 from TP4), and holds back 512 + 1.5·8192 + 2·256 + 1024·TP/8 MiB."""
+    card = resolve_accelerator("h100").memory_bytes * VISIBLE_MEMORY_FRACTION
+    one = sglang_memory_defaults(card, tp=1)
+    assert (one.chunked_prefill_size, one.cuda_graph_max_bs, one.reserved_mib) == (8192, 256, 13_440)
+    mib = card / 2**20
+    assert one.mem_fraction_static == round((mib - 13_440) / mib, 3)
+    eight = sglang_memory_defaults(card, tp=8)
+    assert eight.reserved_mib == 512 + 12_288 + 2 * 512 + 1024
+    assert eight.mem_fraction_static < one.mem_fraction_static
+    # small prefill chunks on a big card: the 10 GiB floor holds
+    assert sglang_memory_defaults(card, chunked_prefill_size=2048).reserved_mib == 10_240
+    # a bigger card keeps the same absolute reserve, so a larger fraction for the pool
+    h200 = resolve_accelerator("h200").memory_bytes * VISIBLE_MEMORY_FRACTION
+    assert sglang_memory_defaults(h200).mem_fraction_static > one.mem_fraction_static
+    t4 = sglang_memory_defaults(resolve_accelerator("t4").memory_bytes, tp=1)
+    assert (t4.chunked_prefill_size, t4.cuda_graph_max_bs) == (2048, 8)
+
+
+def test_sglang_pool_is_the_static_fraction_less_weights_and_context() -> None:
+    """No activation term: SGLang sizes the pool from memory free after loading, less what
+    it holds back (model_runner profile_max_num_token)."""
+    pool = kv_pool(dep("llama-3.1-8b", n=8, engine="sglang"))
+    rule = sglang_memory_defaults(pool.total_bytes, tp=8)
+    assert pool.reserved_fraction == rule.mem_fraction_static
+    assert pool.activation_bytes == 0
+    assert pool.pool_bytes == pytest.approx(
+        pool.total_bytes * rule.mem_fraction_static - pool.weight_bytes - pool.non_torch_bytes)
+    assert pool.profile_tokens == 8192  # chunked_prefill_size of an 80 GiB card
     # An explicit --mem-fraction-static wins over the rule.
     pinned = kv_pool(dep("llama-3.1-8b", n=8, engine="sglang"),
                      EngineSettings(gpu_memory_utilization=0.7))
     assert pinned.reserved_fraction == 0.7
+
+

@@ -5,7 +5,11 @@ max_num_batched_tokens tokens (V0 without chunked prefill: max(max_model_len, 20
 find the activation peak, keeps non-torch memory (CUDA context, NCCL) and CUDA graphs,
 and pages the KV cache into what is left, in blocks of block_size tokens
 (vllm/v1/worker/gpu_worker.py determine_available_memory; V0 worker.py).
-SGLang gives the KV pool mem_fraction_static × total minus the weights; TensorRT-LLM gives
+SGLang gives the KV pool what is free after loading minus (1 − mem_fraction_static) ×
+total, i.e. mem_fraction_static × total − weights − CUDA context: activations and CUDA
+graphs live in the part it keeps back, sized from the card's memory
+(model_runner profile_max_num_token; server_args _handle_gpu_memory_settings, v0.5);
+TensorRT-LLM gives
 kv_cache_free_gpu_mem_fraction of the memory free after the engine loads; llama.cpp
 allocates the KV cache for the whole n_ctx up front.
 """
@@ -124,13 +128,34 @@ class KVPool:
         return self.tokens / max_model_len
 
 
-def sglang_mem_fraction_static(tp: int) -> float:
-    """SGLang's default ``mem_fraction_static``: ``mem_fraction_static`` on one GPU, stepping
-    down as tensor parallelism grows."""
-    for min_tp, fraction in engine_defaults("sglang")["mem_fraction_static_by_tp"]:
-        if tp >= int(min_tp):
-            return float(fraction)
-    return float(engine_defaults("sglang")["mem_fraction_static"])
+@dataclass(frozen=True)
+class SGLangMemoryDefaults:
+    """What SGLang (v0.5) derives from the card's memory when the flags are unset."""
+
+    chunked_prefill_size: int
+    cuda_graph_max_bs: int
+    reserved_mib: float  # activations, CUDA graphs and buffers kept out of the static pool
+    mem_fraction_static: float
+
+
+def sglang_memory_defaults(total_bytes: float, tp: int = 1, pp: int = 1,
+                           chunked_prefill_size: int | None = None) -> SGLangMemoryDefaults:
+    """SGLang's defaults for a card of ``total_bytes`` (what torch reports as its total):
+    the prefill chunk and CUDA-graph batch by memory tier, then the memory it reserves
+    for them and ``mem_fraction_static`` = (memory − reserved) ÷ memory."""
+    d = engine_defaults("sglang")
+    gpu_mib = total_bytes / 2**20
+    tier = next(row for row in d["memory_tiers"]["rows"]
+                if row[0] is None or gpu_mib < row[0] * 1024)
+    _, tier_chunk, graphs_small_tp, graphs_large_tp = tier
+    chunk = chunked_prefill_size or int(tier_chunk)
+    graphs = int(graphs_small_tp if tp < 4 else graphs_large_tp)
+    r = d["reserved_mib"]
+    reserved = (r["base"] + r["per_prefill_token"] * max(chunk, r["min_prefill_tokens"])
+                + r["per_graph_batch"] * graphs + r["per_8_ranks"] * tp * pp / 8)
+    if gpu_mib > 60 * 1024:
+        reserved = max(reserved, r["floor_above_60_gib"])
+    return SGLangMemoryDefaults(chunk, graphs, reserved, round((gpu_mib - reserved) / gpu_mib, 3))
 
 
 def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
@@ -157,10 +182,11 @@ def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
         free_rest = 1.0
     elif engine == "sglang":
         seqs = s.max_num_seqs or int(d["max_running_requests"])
-        tokens = s.max_num_batched_tokens or int(d["chunked_prefill_size"])
-        fraction = s.gpu_memory_utilization or sglang_mem_fraction_static(dep.tensor_parallel_size)
+        rule = sglang_memory_defaults(total, dep.tensor_parallel_size, dep.pipeline_parallel_size,
+                                      s.max_num_batched_tokens)
+        tokens = rule.chunked_prefill_size
+        fraction = s.gpu_memory_utilization or rule.mem_fraction_static
         graphs, block, free_rest = 0.0, s.block_size or int(d["page_size"]), 1.0
-        non_torch = 0.0  # outside mem_fraction_static: SGLang leaves 1 − fraction for these
     else:  # trtllm
         seqs = s.max_num_seqs or int(d["max_batch_size"])
         tokens = s.max_num_batched_tokens or int(d["max_num_tokens"])
@@ -168,10 +194,10 @@ def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
         free_rest = s.gpu_memory_utilization or float(d["kv_cache_free_gpu_mem_fraction"])
         graphs, block = 0.0, s.block_size or int(d["tokens_per_block"])
     # The profiling pass peaks inside the MLP; the sampler's logits come later, not on top.
-    activations = tokens * activation_bytes_per_token(dep)
-    return KVPool(engine, total, fraction, weights, activations,
-                  non_torch if engine != "sglang" else 0.0, graphs, free_rest, per_token,
-                  block, seqs, tokens)
+    # SGLang keeps activations in the memory it holds back, not in the static fraction.
+    activations = 0.0 if engine == "sglang" else tokens * activation_bytes_per_token(dep)
+    return KVPool(engine, total, fraction, weights, activations, non_torch, graphs, free_rest,
+                  per_token, block, seqs, tokens)
 
 
 def sequence_bytes_per_gpu(dep: Deployment, context: int) -> float:

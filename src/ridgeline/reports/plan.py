@@ -6,7 +6,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ridgeline.explain import Step
-from ridgeline.memory import engine_defaults, sglang_mem_fraction_static
+from ridgeline.hardware import resolve_accelerator
+from ridgeline.memory import VISIBLE_MEMORY_FRACTION, engine_defaults, sglang_memory_defaults
 from ridgeline.model import ModelSpec
 from ridgeline.plan import Candidate, PlanResult
 from ridgeline.render import table
@@ -24,8 +25,12 @@ def command_line(engine: str, model_id: str, c: Candidate, max_len: int) -> str:
         parts += [f["max_num_seqs"], str(c.max_num_seqs)]
     if c.max_num_batched_tokens:
         parts += [f["max_num_batched_tokens"], str(c.max_num_batched_tokens)]
-    fraction = engine_defaults(engine)["gpu_memory_utilization"] if engine == "vllm" \
-        else sglang_mem_fraction_static(c.tp)
+    if engine == "vllm":
+        fraction = engine_defaults(engine)["gpu_memory_utilization"]
+    else:  # SGLang's own rule for this card, written out so the plan's pool is the one used
+        memory = resolve_accelerator(c.accelerator).memory_bytes * VISIBLE_MEMORY_FRACTION
+        fraction = sglang_memory_defaults(memory, c.tp, c.pp,
+                                          c.max_num_batched_tokens).mem_fraction_static
     parts += [f["memory"], str(fraction), f["max_len"], str(max_len)]
     if c.kv == "fp8":
         parts += [f["kv_dtype"], f["kv_fp8"]]
