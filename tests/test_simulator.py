@@ -25,9 +25,11 @@ DEP = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"
 PROFILE = profile_for("vllm")
 
 
-def small_config(blocks: int, seqs: int = 64, budget: int = 2048, fast: bool = True) -> SimConfig:
+def small_config(blocks: int, seqs: int = 64, budget: int = 2048, fast: bool = True,
+                 overhead: int = 0) -> SimConfig:
     return SimConfig(num_blocks=blocks, block_size=16, max_num_seqs=seqs,
-                     max_num_batched_tokens=budget, max_model_len=32768, fast_path=fast)
+                     max_num_batched_tokens=budget, max_model_len=32768, fast_path=fast,
+                     overhead_blocks=overhead)
 
 
 def check_invariants(sim: Simulator) -> None:
@@ -40,7 +42,8 @@ def check_invariants(sim: Simulator) -> None:
     assert len(ids) == len(set(ids))  # no request in two queues
     for r in s.running:
         assert r.num_computed <= r.known_tokens  # tokens conserved
-        assert r.blocks_held * pool.block_size >= r.num_computed
+        # its token blocks cover its cache, the fixed charge (window/state groups) besides
+        assert (r.blocks_held - pool.overhead) * pool.block_size >= r.num_computed
     assert len(s.running) <= sim.config.max_num_seqs
 
 
@@ -59,9 +62,10 @@ workloads = st.builds(
 
 
 @settings(max_examples=60, deadline=None)
-@given(workload=workloads, blocks=st.sampled_from([40, 200, 5000]))
-def test_invariants_hold_after_every_step(workload: Workload, blocks: int) -> None:
-    sim = Simulator(DEP, PROFILE, small_config(blocks))
+@given(workload=workloads, blocks=st.sampled_from([40, 200, 5000]),
+       overhead=st.sampled_from([0, 0, 3]))
+def test_invariants_hold_after_every_step(workload: Workload, blocks: int, overhead: int) -> None:
+    sim = Simulator(DEP, PROFILE, small_config(blocks, overhead=overhead))
     result = sim.run(iter(workload), after_step=check_invariants)
     # every arrived request finishes or is reported with its reason
     assert result.completed + result.rejected == workload.num_requests
@@ -83,15 +87,17 @@ FAST_MODELS = {m: Deployment.build(resolve_model(m), resolve_accelerator("h100")
 
 @settings(max_examples=40, deadline=None)
 @given(workload=workloads, model=st.sampled_from(sorted(FAST_MODELS)),
-       blocks=st.sampled_from([60, 400, 20000]))
+       blocks=st.sampled_from([60, 400, 20000]), overhead=st.sampled_from([0, 0, 2]))
 def test_fast_path_agrees_with_the_step_loop_within_half_a_percent(
-        workload: Workload, model: str, blocks: int) -> None:
+        workload: Workload, model: str, blocks: int, overhead: int) -> None:
     """Dense, MoE, a Mamba hybrid (all on the summed-decode path) and a sliding-window
-    model (per-request multi-steps), with pools tight enough to preempt."""
+    model (per-request multi-steps), with pools tight enough to preempt and a fixed
+    per-request charge (vLLM's window and state groups)."""
     dep = FAST_MODELS[model]
-    fast_sim = Simulator(dep, PROFILE, small_config(blocks))
+    fast_sim = Simulator(dep, PROFILE, small_config(blocks, overhead=overhead))
     fast = fast_sim.run(iter(workload))
-    slow = Simulator(dep, PROFILE, small_config(blocks, fast=False)).run(iter(workload))
+    slow = Simulator(dep, PROFILE, small_config(blocks, fast=False, overhead=overhead)).run(
+        iter(workload))
     assert fast.completed == slow.completed and fast.rejected == slow.rejected
     assert fast.duration_s == pytest.approx(slow.duration_s, rel=0.005)
     assert fast.output_tok_s == pytest.approx(slow.output_tok_s, rel=0.005)

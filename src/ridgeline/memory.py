@@ -23,6 +23,7 @@ from ridgeline.datafiles import load_data
 from ridgeline.deployment import Deployment
 from ridgeline.errors import InputError
 from ridgeline.kvcache import KVFootprint, kv_footprint
+from ridgeline.kvgroups import KVGroups, vllm_kv_groups
 from ridgeline.layouts import DENSE, MOE
 from ridgeline.units import GIB
 
@@ -105,6 +106,7 @@ class KVPool:
     block_size: int
     max_num_seqs: int
     profile_tokens: int
+    groups: KVGroups | None = None  # vLLM V1: the hybrid allocator's groups and page
 
     @property
     def pool_bytes(self) -> float:
@@ -114,17 +116,36 @@ class KVPool:
         return max(0.0, rest * self.free_fraction_of_rest)
 
     @property
+    def page_bytes(self) -> float:
+        """One block's memory per GPU."""
+        if self.groups is not None:
+            return self.groups.page_bytes
+        return self.kv_bytes_per_token * self.block_size
+
+    @property
     def blocks(self) -> int:
-        per_block = self.kv_bytes_per_token * self.block_size
-        return int(self.pool_bytes // per_block) if per_block else 0
+        page = self.page_bytes
+        return int(self.pool_bytes // page) if page else 0
 
     @property
     def tokens(self) -> int:
-        """Tokens of full-attention cache the pool holds (what vLLM logs as the KV size)."""
+        """Tokens of cache the pool holds as the engine logs it (vLLM: blocks ÷ groups ×
+        block_size, so every group counted as growing)."""
+        if self.groups is not None:
+            return self.groups.reported_tokens(self.blocks)
         return self.blocks * self.block_size
 
+    def request_blocks(self, context: int) -> int:
+        """Blocks one sequence of ``context`` tokens holds at most."""
+        if self.groups is not None:
+            return self.groups.blocks_per_request(context, self.profile_tokens)
+        return -(-context // self.block_size)
+
     def concurrency(self, max_model_len: int) -> float:
-        """Full-length sequences that fit: tokens ÷ max_model_len (vLLM's 'Maximum concurrency')."""
+        """Full-length sequences that fit (vLLM's 'Maximum concurrency'): tokens ÷
+        max_model_len, or with groups blocks ÷ the blocks one such request holds."""
+        if self.groups is not None:
+            return self.blocks / self.request_blocks(max_model_len)
         return self.tokens / max_model_len
 
 
@@ -169,6 +190,7 @@ def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
     footprint = kv_footprint(dep.model, 1, dep.kv.bytes_per_element)
     per_token = footprint.bytes_per_token_growing * dep.kv_replication / dep.num_gpus
     non_torch = float(d.get("non_torch_gib", 0.4)) * GIB
+    groups: KVGroups | None = None
     if engine.startswith("llama.cpp") or engine not in ("vllm", "sglang", "trtllm"):
         return KVPool(engine, total, 1.0, weights, 0.0, non_torch, 0.0, 1.0, per_token,
                       1, s.max_num_seqs or 1, 0)
@@ -178,7 +200,8 @@ def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
         tokens = s.max_num_batched_tokens or defaults["max_num_batched_tokens"]
         fraction = s.gpu_memory_utilization or float(d["gpu_memory_utilization"])
         graphs = 0.0 if s.enforce_eager else float(d.get("cuda_graph_gib", 0.0)) * GIB
-        block = s.block_size or int(d["block_size"])
+        groups = vllm_kv_groups(dep, s.block_size or int(d["block_size"]))
+        block = groups.block_size if groups else s.block_size or int(d["block_size"])
         free_rest = 1.0
     elif engine == "sglang":
         seqs = s.max_num_seqs or int(d["max_running_requests"])
@@ -197,7 +220,7 @@ def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
     # SGLang keeps activations in the memory it holds back, not in the static fraction.
     activations = 0.0 if engine == "sglang" else tokens * activation_bytes_per_token(dep)
     return KVPool(engine, total, fraction, weights, activations, non_torch, graphs, free_rest,
-                  per_token, block, seqs, tokens)
+                  per_token, block, seqs, tokens, groups)
 
 
 def sequence_bytes_per_gpu(dep: Deployment, context: int) -> float:
@@ -206,8 +229,18 @@ def sequence_bytes_per_gpu(dep: Deployment, context: int) -> float:
     return footprint.bytes_per_sequence * dep.kv_replication / dep.num_gpus
 
 
+def conversation_bytes(pool: KVPool, dep: Deployment, context: int) -> float:
+    """One conversation's cache on one GPU as the engine holds it: vLLM's blocks of every
+    group (windows, padded states and layers), else the bytes themselves."""
+    if pool.groups is not None:
+        return pool.groups.decode_blocks(context) * pool.page_bytes
+    return sequence_bytes_per_gpu(dep, context)
+
+
 def conversations(pool: KVPool, dep: Deployment, context: int) -> int:
-    """Conversations of ``context`` tokens the pool holds at once."""
+    """Conversations of ``context`` tokens the pool holds at once, decoding."""
+    if pool.groups is not None:
+        return pool.blocks // pool.groups.decode_blocks(context)
     per_seq = sequence_bytes_per_gpu(dep, context)
     return int(pool.pool_bytes // per_seq) if per_seq else 0
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Step, q, step
-from ridgeline.memory import EngineSettings, KVPool, conversations, kv_pool, sequence_bytes_per_gpu
+from ridgeline.memory import EngineSettings, KVPool, conversation_bytes, conversations, kv_pool
 from ridgeline.precision import kv_dtype, weight_plan
 from ridgeline.render import table
 from ridgeline.roofline import ridge_point
@@ -104,8 +104,13 @@ class FitReport:
             rows.append([f"x kv_cache_free_gpu_mem_fraction {p.free_fraction_of_rest:g}", ""])
         rows.append(["= KV pool", f"{p.pool_bytes / GIB:,.2f} GiB per GPU"])
         lines += table(rows, ["", ""])[1:]
-        lines += ["", f"holds {p.tokens:,} tokens in {p.blocks:,} blocks of {p.block_size}; one "
-                  f"conversation of {self.context:,} tokens takes "
+        held = f"holds {p.tokens:,} tokens in {p.blocks:,} blocks of {p.block_size}"
+        if p.groups is not None and p.groups.count > 1:
+            held = (f"holds {p.tokens:,} tokens as vLLM counts them: {p.blocks:,} blocks of "
+                    f"{p.block_size} tokens shared by {p.groups.count} KV-cache groups "
+                    f"({p.groups.full} full, {p.groups.count - p.groups.full - p.groups.states}"
+                    f" windowed, {p.groups.states} state)")
+        lines += ["", f"{held}; one conversation of {self.context:,} tokens takes "
                   f"{self.per_conversation_bytes / GIB:,.3f} GiB per GPU",
                   f"batch the engine can run: min({self.conversations:,} conversations, "
                   f"max_num_seqs {p.max_num_seqs:,}) = {self.batch:,}"]
@@ -124,10 +129,15 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
                target: int | None = None) -> FitReport:
     s = replace(settings, max_model_len=settings.max_model_len or context)
     pool = kv_pool(dep, s)
-    per_seq = sequence_bytes_per_gpu(dep, context)
+    per_seq = conversation_bytes(pool, dep, context)
     n = conversations(pool, dep, context)
-    if pool.tokens < context and dep.model.count(mixer="full"):
-        n = 0  # vLLM refuses to start when max_model_len exceeds the KV capacity
+    # vLLM refuses to start when one max_model_len request does not fit the pool
+    if pool.groups is not None:
+        refused = pool.concurrency(context) < 1
+    else:
+        refused = pool.tokens < context and bool(dep.model.count(mixer="full"))
+    if refused:
+        n = 0
     acc = dep.accelerator
     ridge = ridge_point(acc.peak(dep.compute_dtype), acc.memory_bandwidth_bytes_per_s)
     steps = (
@@ -139,7 +149,10 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
              q("activation peak", pool.activation_bytes / GIB, "GiB",
                f"{pool.profile_tokens} tokens × 2 B × (3 × intermediate + 3 × hidden)")),
         step("conversations", "floor(pool ÷ bytes per conversation)", q("conversations", n),
-             q("per conversation", per_seq / GIB, "GiB", f"{context} tokens, {dep.kv.id}")),
+             q("per conversation", per_seq / GIB, "GiB", f"{context} tokens, {dep.kv.id}"
+               + (f"; {pool.groups.decode_blocks(context)} blocks of {pool.page_bytes / 2**20:,.2f}"
+                  f" MiB across vLLM's {pool.groups.count} KV-cache groups"
+                  if pool.groups and pool.groups.count > 1 else ""))),
         step("ridge batch", "peak FLOP/s ÷ bandwidth (batch = intensity at 2-byte weights)",
              q("ridge", ridge, "FLOP/byte")),
     )

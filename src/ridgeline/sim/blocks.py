@@ -15,9 +15,11 @@ from ridgeline.sim.request import Request
 
 
 class BlockPool:
-    def __init__(self, num_blocks: int, block_size: int, prefix_caching: bool = True) -> None:
+    def __init__(self, num_blocks: int, block_size: int, prefix_caching: bool = True,
+                 overhead_blocks: int = 0) -> None:
         self.total = num_blocks
         self.block_size = block_size
+        self.overhead = overhead_blocks  # blocks every request holds besides its tokens
         self.prefix_caching = prefix_caching
         self.free = num_blocks  # blocks holding nothing
         self.held = 0  # blocks some request holds (a shared block counts once)
@@ -35,7 +37,9 @@ class BlockPool:
         return self.held / self.total if self.total else 0.0
 
     def blocks_for(self, tokens: int) -> int:
-        return -(-tokens // self.block_size)
+        """Blocks a request caching ``tokens`` tokens holds: its tokens' blocks, plus the
+        fixed overhead (window groups, recurrent states) once it holds anything."""
+        return -(-tokens // self.block_size) + (self.overhead if tokens > 0 else 0)
 
     def can_allocate(self, n: int) -> bool:
         return n <= self.available

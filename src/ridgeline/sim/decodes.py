@@ -18,8 +18,9 @@ from ridgeline.sim.request import Request
 
 
 class DecodeSet:
-    def __init__(self, block_size: int) -> None:
+    def __init__(self, block_size: int, overhead_blocks: int = 0) -> None:
         self.block_size = block_size
+        self.overhead = overhead_blocks  # fixed blocks per request (see BlockPool)
         self._reset()
 
     def _reset(self) -> None:
@@ -76,7 +77,7 @@ class DecodeSet:
         """Write r's counters as they stand at step g."""
         r.num_computed = r.decode_base + g
         r.num_generated = r.decode_gen + g
-        r.private_blocks = -(-r.num_computed // self.block_size) - len(r.shared)
+        r.private_blocks = -(-r.num_computed // self.block_size) + self.overhead - len(r.shared)
 
     def sync_all(self, g: int) -> None:
         for r in self.members.values():

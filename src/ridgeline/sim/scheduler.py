@@ -60,7 +60,6 @@ class Scheduler:
     def schedule(self, now_s: float) -> list[Scheduled]:
         budget = self.config.max_num_batched_tokens
         out: list[Scheduled] = []
-        block_size = self.pool.block_size
         spec = self.config.spec_tokens
         i = 0
         while i < len(self.running) and budget > 0:
@@ -69,7 +68,7 @@ class Scheduler:
             if n == 1:
                 n += spec
             n = min(n, budget)
-            if r.num_computed + n <= (r.private_blocks + len(r.shared)) * block_size:
+            if self.pool.blocks_for(r.num_computed + n) <= r.private_blocks + len(r.shared):
                 out.append(Scheduled(r, n, r.num_computed))  # its blocks have room
                 budget -= n
                 i += 1

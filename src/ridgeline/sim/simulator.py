@@ -41,6 +41,7 @@ class SimConfig:
     max_num_batched_tokens: int
     max_model_len: int
     prefix_caching: bool = True
+    overhead_blocks: int = 0  # blocks each request holds besides its tokens' (hybrid models)
     spec_tokens: int = 0  # speculative decoding: draft length
     spec_acceptance: float = 0.0  # chance each draft token is accepted
     spec_draft_cost: float = 0.0  # one draft token's cost, as a share of a decode step
@@ -62,7 +63,8 @@ class Simulator:
         self.dep = dep
         self.profile = profile
         self.config = config
-        self.pool = BlockPool(config.num_blocks, config.block_size, config.prefix_caching)
+        self.pool = BlockPool(config.num_blocks, config.block_size, config.prefix_caching,
+                              config.overhead_blocks)
         self.scheduler = Scheduler(SchedulerConfig(config.max_num_seqs,
                                                    config.max_num_batched_tokens,
                                                    config.spec_tokens), self.pool)
@@ -74,7 +76,7 @@ class Simulator:
         self._carry: dict[int, float] = {}  # fractional accepted tokens per request
         self._line = (0.0, 0.0)  # the fast path's step-time line: (first step, slope)
         self.timer = StepTimer(dep, profile)
-        self.decodes = DecodeSet(config.block_size)
+        self.decodes = DecodeSet(config.block_size, config.overhead_blocks)
         self._bulk = config.fast_path and not config.spec_tokens and self.timer.full_attention
         self._in_bulk = False  # the running decodes live in self.decodes
         self._partial: Request | None = None  # in bulk: the one request mid-prefill
@@ -183,11 +185,10 @@ class Simulator:
         """Move the running decodes into self.decodes; False if the batch has a shape the
         bulk step does not handle (a prefill that is not the newest request)."""
         running = self.scheduler.running
-        bs = self.config.block_size
         partial = None
         for i, r in enumerate(running):
             decoding = r.num_generated and r.to_compute == 1 \
-                and r.blocks_held == -(-r.num_computed // bs)
+                and r.blocks_held == self.pool.blocks_for(r.num_computed)
             if not decoding:
                 if i != len(running) - 1:
                     return False
@@ -409,8 +410,8 @@ class Simulator:
         return max(1, k)
 
     def _blocks_needed(self, k: int) -> int:
-        bs = self.pool.block_size
-        return sum(max(0, -(-(r.num_computed + k) // bs) - r.blocks_held)
+        blocks_for = self.pool.blocks_for
+        return sum(max(0, blocks_for(r.num_computed + k) - r.blocks_held)
                    for r in self.scheduler.running)
 
     def _decode_times(self, k: int) -> tuple[float, float]:
@@ -465,8 +466,25 @@ def sim_config(dep: Deployment, settings: object | None = None, prefix_caching: 
     s = settings if isinstance(settings, EngineSettings) else EngineSettings()
     max_len = s.max_model_len or dep.model.max_position_embeddings or 131072
     pool = kv_pool(dep, s)
-    return SimConfig(num_blocks=pool.blocks, block_size=pool.block_size,
-                     max_num_seqs=pool.max_num_seqs,
+    blocks, block_size, overhead = pool.blocks, pool.block_size, 0
+    g = pool.groups
+    if g is not None and (g.windows or g.states):
+        # The simulator grows one block table; vLLM's other groups become a fixed charge
+        # per request in units of that table's blocks: a window group's blocks once its
+        # window is full (charged from the start: conservative for short requests), a
+        # state group's one page. A model with no full attention grows its window groups
+        # without their cap (conservative past the window); a state-only model holds one
+        # block per request.
+        fixed = g.decode_blocks(max_len) - g.full * -(-max_len // g.block_size)
+        if g.full:
+            blocks, overhead = blocks // g.full, -(-fixed // g.full)
+        elif g.windows:
+            growing = sum(n for _, n in g.windows)
+            blocks, overhead = blocks // growing, -(-g.states // growing)
+        else:
+            blocks, block_size = blocks // g.states, max_len
+    return SimConfig(num_blocks=blocks, block_size=block_size,
+                     max_num_seqs=pool.max_num_seqs, overhead_blocks=overhead,
                      max_num_batched_tokens=pool.profile_tokens, max_model_len=max_len,
                      prefix_caching=prefix_caching, spec_tokens=spec_tokens,
                      spec_acceptance=spec_acceptance, spec_draft_cost=spec_draft_cost,

@@ -1,0 +1,111 @@
+"""How vLLM V1 pages the KV cache: layers in groups of one cache type and equal page size.
+
+vLLM's hybrid KV-cache manager (vllm/v1/core/kv_cache_utils.py, v0.10–v0.11; design doc
+docs/design/hybrid_kv_cache_manager.md) keeps one pool of equal-sized blocks for every
+layer type:
+- layers are sorted by cache type — full attention, each sliding window or chunk size,
+  recurrent state (Mamba, linear attention) — and cut into groups of equal layer count:
+  the smallest type's count, or the largest's when it is under 1.5× the smallest; the last
+  group of a type is padded with empty layers;
+- a block holds ``block_size`` tokens of every layer of one group, so all groups share
+  one page size. With recurrent layers the attention block grows (in steps of 16 tokens)
+  until one layer's page holds a whole state, and the state is padded to that page
+  (vllm/model_executor/models/config.py, HybridAttentionMambaModelConfig);
+- a request holds, per full-attention group, a block per ``block_size`` tokens; per
+  window group, the blocks covering its window (and, while a prefill chunk runs, the
+  chunk): at most ceil(min(window − 1 + max_num_batched_tokens, max_model_len) ÷
+  block_size) + 1; per state group, one block;
+- the pool has ``memory ÷ page`` blocks and vLLM reports ``blocks ÷ groups × block_size``
+  tokens as its "GPU KV cache size".
+A model with one cache type is one group (plain paged attention).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ridgeline.deployment import Deployment
+from ridgeline.kvcache import attention_kv_bytes_per_token, state_bytes_per_sequence
+from ridgeline.layouts import CHUNKED, FULL, LINEAR, MAMBA, SLIDING
+
+KERNEL_BLOCK_ALIGNMENT = 16  # attention blocks grow for Mamba pages in steps of 16 tokens
+PAD_TO_LARGEST = 1.5  # group by the largest type when it has under 1.5× the smallest's layers
+
+
+@dataclass(frozen=True)
+class KVGroups:
+    """vLLM's KV-cache groups for one deployment, per GPU."""
+
+    block_size: int  # tokens per block (enlarged for Mamba hybrids)
+    layers_per_group: int
+    page_bytes: float  # one block of one group, per GPU
+    full: int  # groups of full-attention layers
+    windows: tuple[tuple[int, int], ...]  # (window or chunk tokens, groups)
+    states: int  # groups of recurrent-state layers
+
+    @property
+    def count(self) -> int:
+        return self.full + sum(g for _, g in self.windows) + self.states
+
+    def blocks_per_request(self, tokens: int, budget_tokens: int) -> int:
+        """The most blocks one request of ``tokens`` tokens holds (vLLM's
+        max_memory_usage_bytes of each group, in blocks)."""
+        bs = self.block_size
+        n = self.full * -(-tokens // bs)
+        for window, groups in self.windows:
+            n += groups * (-(-min(window - 1 + budget_tokens, tokens) // bs) + 1)
+        return n + self.states
+
+    def decode_blocks(self, tokens: int) -> int:
+        """Blocks a request of ``tokens`` tokens holds while it decodes: its window groups
+        have freed what fell out of their windows and hold no prefill chunk."""
+        bs = self.block_size
+        n = self.full * -(-tokens // bs)
+        for window, groups in self.windows:
+            n += groups * (-(-min(window - 1, tokens) // bs) + 1)
+        return n + self.states
+
+    def reported_tokens(self, blocks: int) -> int:
+        """vLLM's logged "GPU KV cache size": blocks ÷ groups × block_size."""
+        return blocks // self.count * self.block_size if self.count else 0
+
+
+def vllm_kv_groups(dep: Deployment, block_size: int) -> KVGroups | None:
+    """The groups vLLM V1 forms for ``dep``; None for a model with no cache at all."""
+    model = dep.model
+    types: dict[tuple[str, int], int] = {}
+    state_bytes = 0.0
+    for layer in model.layers:
+        if layer.mixer == FULL:
+            key = (FULL, 0)
+        elif layer.mixer in (SLIDING, CHUNKED) and layer.window_tokens:
+            key = ("window", layer.window_tokens)
+        elif layer.mixer in (LINEAR, MAMBA):
+            key = ("state", 0)
+            state_bytes = max(state_bytes, state_bytes_per_sequence(model, layer))
+        else:
+            continue
+        types[key] = types.get(key, 0) + 1
+    if not types:
+        return None
+    tp = dep.tensor_parallel_size
+    per_token_rank = attention_kv_bytes_per_token(model, dep.kv.bytes_per_element) \
+        * dep.kv_replication / tp  # one attention layer, one token, one TP rank
+    state_rank = state_bytes / tp
+    attention = any(kind != "state" for kind, _ in types)
+    if state_rank and attention and per_token_rank:
+        step = KERNEL_BLOCK_ALIGNMENT * per_token_rank
+        block_size = max(block_size, KERNEL_BLOCK_ALIGNMENT * int(-(-state_rank // step)))
+    fewest, most = min(types.values()), max(types.values())
+    per_group = most if most < PAD_TO_LARGEST * fewest else fewest
+    groups = {key: -(-n // per_group) for key, n in types.items()}
+    layer_page_rank = block_size * per_token_rank if attention else state_rank
+    pp = dep.pipeline_parallel_size  # a GPU holds 1/pp of the layers: page per GPU
+    return KVGroups(
+        block_size=block_size,
+        layers_per_group=per_group,
+        page_bytes=per_group * layer_page_rank / pp,
+        full=groups.get((FULL, 0), 0),
+        windows=tuple(sorted((w, g) for (kind, w), g in groups.items() if kind == "window")),
+        states=groups.get(("state", 0), 0),
+    )

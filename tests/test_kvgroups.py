@@ -1,0 +1,100 @@
+"""vLLM V1's KV-cache groups: hybrid models paged the way the engine pages them."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.cli import main
+from ridgeline.kvcache import attention_kv_bytes_per_token, state_bytes_per_sequence
+from ridgeline.kvgroups import vllm_kv_groups
+from ridgeline.layouts import FULL, MAMBA
+from ridgeline.memory import EngineSettings, conversations, kv_pool, sequence_bytes_per_gpu
+from ridgeline.sim.simulator import sim_config
+
+
+def dep(model: str, n: int = 1, gpu: str = "h200") -> Deployment:
+    return Deployment.build(resolve_model(model), resolve_accelerator(gpu), None, None, n)
+
+
+def test_a_full_attention_model_is_one_group_of_every_layer() -> None:
+    d = dep("llama-3.1-8b")
+    g = vllm_kv_groups(d, 16)
+    assert g is not None
+    assert (g.full, g.windows, g.states, g.layers_per_group) == (1, (), 0, 32)
+    # a block holds 16 tokens of all 32 layers: the plain paged-attention page
+    assert g.page_bytes == 16 * 32 * attention_kv_bytes_per_token(d.model, 2)
+    pool = kv_pool(d)
+    assert pool.tokens == pool.blocks * 16
+    assert pool.concurrency(8192) == pool.tokens / 8192
+
+
+def test_gemma_3_groups_by_its_ten_full_layers_and_pads_the_last_window_group() -> None:
+    """52 sliding + 10 full layers: groups of 10, so six window groups (the last holding
+    2 layers and 8 padding) beside one full group (vLLM hybrid_kv_cache_manager.md)."""
+    g = vllm_kv_groups(dep("gemma-3-27b"), 16)
+    assert g is not None
+    assert (g.layers_per_group, g.full, g.windows, g.states) == (10, 1, ((1024, 6),), 0)
+    # decoding at 32K: 2,048 full blocks + 6 × (64 + 1) window blocks
+    assert g.decode_blocks(32_768) == 2048 + 6 * 65
+    # vLLM's max usage also covers a prefill chunk in the window: 8,192-token budget
+    assert g.blocks_per_request(32_768, 8192) == 2048 + 6 * (-(-(1023 + 8192) // 16) + 1)
+    assert g.reported_tokens(7_000) == 7_000 // 7 * 16
+
+
+def test_equal_counts_group_by_the_larger_type_and_near_equal_ones_too() -> None:
+    gpt = vllm_kv_groups(dep("gpt-oss-120b", 2), 16)
+    assert gpt is not None and (gpt.layers_per_group, gpt.full, gpt.windows) == (18, 1, ((128, 1),))
+    # 12 sliding + 13 full (gpt-oss-20b with one extra full layer, as an EAGLE head adds):
+    # under 1.5× apart, so groups of 13, the sliding group padded with one layer
+    model = resolve_model("gpt-oss-20b")
+    extra = next(layer for layer in model.layers if layer.mixer == FULL)
+    plus_one = Deployment.build(replace(model, layers=(*model.layers, extra)),
+                                resolve_accelerator("h200"), None, None, 1)
+    g = vllm_kv_groups(plus_one, 16)
+    assert g is not None and (g.layers_per_group, g.full, g.windows) == (13, 1, ((128, 1),))
+
+
+def test_mamba_hybrids_enlarge_the_attention_block_to_hold_a_state_page() -> None:
+    """Jamba-1.5-Mini: a Mamba layer's state is 311,296 B (bf16), an attention layer's
+    token 4,096 B; blocks grow in steps of 16 until 16·k·4,096 ≥ 311,296: k = 5, 80 tokens.
+    4 attention + 28 Mamba layers: groups of 4, seven state groups of one page each."""
+    d = dep("jamba-1.5-mini", 2)
+    mamba = next(layer for layer in d.model.layers if layer.mixer == MAMBA)
+    assert state_bytes_per_sequence(d.model, mamba) == 311_296
+    g = vllm_kv_groups(d, 16)
+    assert g is not None
+    assert (g.block_size, g.layers_per_group, g.full, g.states) == (80, 4, 1, 7)
+    assert g.decode_blocks(1000) == 13 + 7  # ceil(1000 / 80) full blocks + one per state group
+    pool = kv_pool(d)
+    assert pool.block_size == 80
+    # padding the state to the page costs little against counting raw bytes
+    per_request = g.decode_blocks(8192) * g.page_bytes
+    assert per_request == pytest.approx(sequence_bytes_per_gpu(d, 8192), rel=0.06)
+
+
+def test_a_sliding_window_model_holds_its_window_not_its_context() -> None:
+    d = dep("mistral-7b")
+    pool = kv_pool(d, EngineSettings(max_model_len=32_768))
+    g = pool.groups
+    assert g is not None and (g.full, g.windows) == (0, ((4096, 1),))
+    assert conversations(pool, d, 32_768) == pool.blocks // (256 + 1)
+    # vLLM's logged concurrency charges a prefill chunk inside the window
+    assert pool.concurrency(32_768) == pool.blocks / (-(-(4095 + pool.profile_tokens) // 16) + 1)
+
+
+def test_the_simulator_charges_window_and_state_groups_per_request() -> None:
+    gemma = sim_config(dep("gemma-3-27b"), EngineSettings(max_model_len=32_768))
+    assert gemma.overhead_blocks == 6 * 65  # the window groups, once their windows fill
+    jamba = sim_config(dep("jamba-1.5-mini", 2))
+    assert (jamba.block_size, jamba.overhead_blocks) == (80, 7)
+    llama = sim_config(dep("llama-3.1-8b"))
+    assert llama.overhead_blocks == 0
+
+
+def test_a_sliding_window_only_model_can_be_simulated(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "mistral-7b", "--gpu", "h100", "--rate", "4", "--num-requests", "40",
+                 "--input-len", "500", "--output-len", "50"]) == 0
+    assert "completed 40 of 40" in capsys.readouterr().out
