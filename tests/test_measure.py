@@ -31,7 +31,7 @@ def build(config: dict[str, Any]) -> Any:
 def test_a_gqa_model_decodes_against_its_cache() -> None:
     model = build(TINY)
     cache = model.kv_cache(batch=3, context=10)
-    assert cache[0][0].shape == (3, 2, 10, 16)  # [batch, kv heads, tokens, head_dim]
+    assert cache[0][0].shape == (3, 2, 11, 16)  # [batch, kv heads, tokens + 1 free, head_dim]
     logits = model.step(torch.zeros(3, 1, dtype=torch.long), cache)
     assert logits.shape == (3, 256)
     prefill = model.step(torch.zeros(1, 12, dtype=torch.long), None)
@@ -48,7 +48,7 @@ def test_moe_runs_only_the_experts_a_batch_picks() -> None:
 def test_sliding_window_layers_keep_only_their_window() -> None:
     config = {**TINY, "model_type": "mistral", "sliding_window": 8}
     model = build(config)
-    assert model.kv_cache(1, 100)[0][0].shape[2] == 8
+    assert model.kv_cache(1, 100)[0][0].shape[2] == 8  # window − 1 cached + the new token
 
 
 def test_mla_and_ssm_models_are_refused_clearly() -> None:
@@ -68,6 +68,37 @@ def test_probes_measure_something_real() -> None:
     assert all(p.value > 1e8 for p in bw)  # more than 0.1 GB/s
     mm = matmul_probes(torch, dev, ["float32"], 128, (1, 4))
     assert len(mm) == 3 and all(p.value > 1e6 for p in mm)
+
+
+def test_the_fp8_probe_runs_scaled_matmuls_or_says_why_not() -> None:
+    from ridgeline.measure import fp8_matmul_probes
+
+    probes = fp8_matmul_probes(torch, torch.device("cpu"), 64, (16,))
+    if probes[0].value == 0:  # a torch without fp8 kernels on this device
+        assert "unsupported" in probes[0].detail
+    else:
+        assert [p.name for p in probes] == ["float8_e4m3fn matmul 64³", "float8_e4m3fn matmul M=16"]
+        assert all(p.value > 0 for p in probes)
+
+
+def test_the_grid_skips_what_the_device_cannot_hold(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """A cache larger than the device's free memory is skipped with its size, not allocated."""
+    from ridgeline import measure as m
+    from ridgeline.model import ModelSpec
+    from ridgeline.torch_model import RandomModel
+
+    spec = ModelSpec.from_hf_config(TINY, "tiny")
+    one = RandomModel.cache_bytes(spec, 1, 128, 4)
+    assert one == 2 * 2 * 16 * (128 + 1) * 2 * 4  # K and V, 2 heads × 16 dims, 2 layers, fp32
+    # room for batch 1 at 128 tokens only
+    monkeypatch.setattr(m, "device_memory_bytes", lambda torch, device: 2.0 * one)
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(TINY))
+    result = m.measure("cpu", True, str(config))
+    decode = [r for r in result.rows if r["metric"] != "prefill_tok_s"]
+    assert [(r["batch"], r["context_len"]) for r in decode] == [("1", "129")]
+    assert sum("the cache needs" in s for s in result.skipped) == 3
 
 
 def test_measure_writes_rows_that_validate(tmp_path: Path,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import platform
 import statistics
 import time
@@ -109,6 +110,44 @@ def matmul_probes(torch: Any, device: Any, dtypes: list[str], big: int,
     return out
 
 
+def fp8_matmul_probes(torch: Any, device: Any, big: int, batches: tuple[int, ...]) -> list[Probe]:
+    """e4m3 × e4m3 → bf16 with per-tensor scales (torch._scaled_mm, what fp8 serving
+    kernels run), square and skinny. cuBLASLt wants every dimension a multiple of 16, so
+    the skinny shapes start at M = 16."""
+    if not hasattr(torch, "float8_e4m3fn") or not hasattr(torch, "_scaled_mm"):
+        return [Probe("float8_e4m3fn matmul", 0.0, "unsupported: this torch has no fp8")]
+    one = torch.tensor(1.0, device=device)
+
+    def operand(rows: int) -> Any:
+        return torch.randn(rows, big, device=device).to(torch.float8_e4m3fn)
+
+    def run(a: Any, b: Any) -> Any:
+        return torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+
+    try:
+        b = operand(big).t()  # the second operand column-major, as _scaled_mm requires
+        seconds = timed(torch, device, partial(run, operand(big), b))
+    except (RuntimeError, TypeError) as exc:
+        return [Probe("float8_e4m3fn matmul", 0.0, f"unsupported: {exc}")]
+    out = [Probe(f"float8_e4m3fn matmul {big}³", 2 * big**3 / seconds, "square, bf16 out")]
+    for m in batches:
+        seconds = timed(torch, device, partial(run, operand(m), b))
+        out.append(Probe(f"float8_e4m3fn matmul M={m}", 2 * m * big * big / seconds,
+                         f"{m}x{big} @ {big}x{big}, bf16 out"))
+    return out
+
+
+def device_memory_bytes(torch: Any, device: Any) -> float:
+    """Memory the grid may use: what CUDA reports free, else the machine's RAM."""
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return float(free)
+    try:
+        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return float("inf")
+
+
 def _row(model_hf: str, weights: str, gpu_id: str, batch: int, input_len: int, output_len: int,
          context: int, metric: str, value: float, unit: str, notes: str) -> dict[str, str]:
     return {"id": f"measure-{gpu_id}-{model_hf.split('/')[-1]}-{metric}-b{batch}-c{context}"
@@ -136,24 +175,35 @@ def measure(device: str = "cpu", quick: bool = True, model: str = "llama-3.2-1b"
     n_bytes = (256 if dev.type == "cpu" else 1024) * 2**20 * (1 if quick else 4)
     result.probes += bandwidth_probes(torch, dev, n_bytes)
     dtypes = ["float32"] if dev.type == "cpu" else ["bfloat16", "float16"]
-    if dev.type == "cuda" and hasattr(torch, "float8_e4m3fn"):
-        result.skipped.append("fp8 matmul: needs torch._scaled_mm, not probed")
     big = 1024 if dev.type == "cpu" else (4096 if quick else 8192)
     result.probes += matmul_probes(torch, dev, dtypes, big, (1, 8, 64))
+    if dev.type == "cuda" and torch.cuda.get_device_capability(dev) >= (8, 9):
+        result.probes += fp8_matmul_probes(torch, dev, big, (16, 64, 256))
+    else:
+        result.skipped.append("fp8 matmul: needs an sm_89+ GPU (Ada, Hopper, Blackwell)")
     spec = resolve_model(model)
     # a catalog model is recorded by its Hugging Face id, a config file by its path
     hf = next((e.hf_id for e in model_entries() if e.id == spec.name), model)
     gid = gpu_id or f"measured-{dev.type}"
     rm = RandomModel.build(spec, device, dt)
     weights = _WEIGHTS.get(dt, dt)
-    notes = f"random weights, eager PyTorch {torch.__version__}, {name}, {dt}, median of 5"
+    notes = f"random weights, eager PyTorch {torch.__version__}, {name}, {dt}, median of 3"
     batches = (1, 4) if quick else (1, 8, 32, 128, 256)
     contexts = (128, 512) if quick else (512, 2048, 8192, 32768)
+    element = 4 if dt == "float32" else 2
+    # weights are allocated; the cache, its scores and the MLP's activations must fit beside
+    room = 0.85 * device_memory_bytes(torch, dev)
     for context in contexts:
         for batch in batches:
+            need = RandomModel.cache_bytes(spec, batch, context, element) * 1.1
+            if need > room:
+                result.skipped.append(f"batch {batch} x context {context}: the cache needs "
+                                      f"{need / 2**30:,.1f} GiB, {room / 2**30:,.1f} GiB free")
+                continue
             cache = rm.kv_cache(batch, context)
             tok = torch.zeros(batch, 1, dtype=torch.long, device=dev)
             seconds = timed(torch, dev, partial(rm.step, tok, cache), repeats=3, warmup=1)
+            del cache  # free it before the next one is drawn
             if batch == 1:
                 result.rows.append(_row(hf, weights, gid, 1, 0, 1, context + 1,
                                         "decode_tok_s_per_user", 1 / seconds, "tok/s", notes))
@@ -174,7 +224,8 @@ def accelerator_record(result: MeasureResult, gpu_id: str, memory_bytes: float) 
     best: dict[str, float] = {}
     for p in result.probes:
         if "matmul" in p.name and p.value:
-            dtype = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}[p.name.split()[0]]
+            dtype = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16",
+                     "float8_e4m3fn": "fp8"}[p.name.split()[0]]
             best[dtype] = max(best.get(dtype, 0.0), p.value)
     return {"id": gpu_id, "name": result.device_name, "vendor": "measured", "form": "measured",
             "memory_bytes": memory_bytes, "memory_size": memory_bytes / 2**30,

@@ -82,22 +82,34 @@ class RandomModel:
         return cls(spec, torch, dev, dt, layers, w(spec.vocab_size, h), w(spec.vocab_size, h))
 
     def kv_cache(self, batch: int, context: int) -> list[tuple[Any, Any]]:
-        """Random cached K and V per layer: [batch, kv_heads, tokens kept, head_dim]."""
+        """Random cached K and V per layer, [batch, kv heads, slots, head_dim], with one
+        slot free at the end for the decoded token: ``context`` cached tokens (a windowed
+        layer keeps window − 1, so the new token makes its window) plus that slot."""
         att = self.spec.attention
         assert att is not None
         out = []
         for p in self.layers:
-            kept = min(context, p["window"]) if p["window"] else context
-            shape = (batch, att.num_kv_heads, kept, att.head_dim)
+            kept = min(context, p["window"] - 1) if p["window"] else context
+            shape = (batch, att.num_kv_heads, kept + 1, att.head_dim)
             out.append((self.torch.randn(shape, device=self.device, dtype=self.dtype),
                         self.torch.randn(shape, device=self.device, dtype=self.dtype)))
         return out
 
+    @staticmethod
+    def cache_bytes(spec: ModelSpec, batch: int, context: int, element_bytes: int) -> int:
+        """What kv_cache(batch, context) allocates."""
+        att = spec.attention
+        assert att is not None
+        slots = sum((min(context, layer.window_tokens - 1) if layer.window_tokens else context)
+                    + 1 for layer in spec.layers)
+        return 2 * batch * att.num_kv_heads * att.head_dim * slots * element_bytes
+
     def step(self, tokens: Any, cache: list[tuple[Any, Any]] | None) -> Any:
-        """One forward pass: tokens [batch, new] attend to the cache (if any) and themselves."""
+        """One forward pass: tokens [batch, new] attend to the cache (if any) and themselves.
+        A decoded token is written into the cache's free slot, not concatenated, so a step
+        reads the cache once, as an engine's paged attention does."""
         torch, att = self.torch, self.spec.attention
         assert att is not None
-        functional = torch.nn.functional
         n, nkv, d = att.num_heads, att.num_kv_heads, att.head_dim
         x = self.embed[tokens]  # [B, T, h]
         b, t, _ = x.shape
@@ -107,17 +119,30 @@ class RandomModel:
             q = q.view(b, t, n, d).transpose(1, 2)
             k = k.view(b, t, nkv, d).transpose(1, 2)
             v = v.view(b, t, nkv, d).transpose(1, 2)
-            if cache is not None:
-                k = torch.cat([cache[i][0], k], dim=2)
-                v = torch.cat([cache[i][1], v], dim=2)
-            if p["window"] and k.shape[2] > p["window"] and t == 1:
-                k, v = k[:, :, -p["window"]:], v[:, :, -p["window"]:]
-            k = k.repeat_interleave(n // nkv, dim=1)
-            v = v.repeat_interleave(n // nkv, dim=1)
-            y = functional.scaled_dot_product_attention(q, k, v, is_causal=t > 1 and cache is None)
+            if cache is not None and t == 1:
+                kc, vc = cache[i]
+                kc[:, :, -1:] = k
+                vc[:, :, -1:] = v
+                k, v = kc, vc
+            elif cache is not None:
+                k = torch.cat([cache[i][0][:, :, :-1], k], dim=2)
+                v = torch.cat([cache[i][1][:, :, :-1], v], dim=2)
+            y = self._attend(q, k, v, causal=t > 1 and cache is None)
             x = x + y.transpose(1, 2).reshape(b, t, n * d) @ p["o"].T
             x = x + self._ffn(p, x)
         return x[:, -1] @ self.lm_head.T  # logits of each sequence's last position
+
+    def _attend(self, q: Any, k: Any, v: Any, causal: bool) -> Any:
+        """Scaled dot-product attention; grouped K/V heads shared in the kernel where this
+        torch can (enable_gqa, 2.5+), else repeated to every query head."""
+        sdpa = self.torch.nn.functional.scaled_dot_product_attention
+        if q.shape[1] != k.shape[1]:
+            try:
+                return sdpa(q, k, v, is_causal=causal, enable_gqa=True)
+            except TypeError:
+                group = q.shape[1] // k.shape[1]
+                k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+        return sdpa(q, k, v, is_causal=causal)
 
     def _ffn(self, p: dict[str, Any], x: Any) -> Any:
         functional = self.torch.nn.functional
