@@ -98,3 +98,12 @@ def test_a_sliding_window_only_model_can_be_simulated(capsys: pytest.CaptureFixt
     assert main(["simulate", "mistral-7b", "--gpu", "h100", "--rate", "4", "--num-requests", "40",
                  "--input-len", "500", "--output-len", "50"]) == 0
     assert "completed 40 of 40" in capsys.readouterr().out
+
+
+def test_fit_json_carries_the_groups(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    assert main(["fit", "gemma-3-27b", "--gpu", "h200", "--max-model-len", "32k", "--json"]) == 0
+    groups = json.loads(capsys.readouterr().out)["kv_cache_groups"]
+    assert groups["windows"] == [{"tokens": 1024, "groups": 6}]
+    assert groups["blocks_per_conversation"] == 2000 + 6 * 65  # 32,000 tokens: 2,000 full blocks

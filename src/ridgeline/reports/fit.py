@@ -75,6 +75,11 @@ class FitReport:
             "taken_per_gpu": {"weights": p.weight_bytes, "activations": p.activation_bytes,
                               "non_torch": p.non_torch_bytes, "cuda_graphs": p.cuda_graph_bytes},
             "levers": [vars(lv) for lv in self.levers],
+            "kv_cache_groups": None if p.groups is None else {
+                "layers_per_group": p.groups.layers_per_group, "full": p.groups.full,
+                "windows": [{"tokens": w, "groups": g} for w, g in p.groups.windows],
+                "states": p.groups.states, "page_bytes_per_gpu": p.groups.page_bytes,
+                "blocks_per_conversation": p.groups.decode_blocks(self.context)},
         }
 
     def text_lines(self) -> list[str]:
