@@ -299,8 +299,9 @@ class Simulator:
         dset, g = self.decodes, self._g
         k = min(dset.next_finish() - g, MAX_FAST_STEPS)
         available = self.pool.available
-        while k > 1 and dset.blocks_over(g, k) > available:
-            k //= 2
+        if dset.count * ((k - 1) // dset.block_size + 1) > available:  # else surely enough
+            while k > 1 and dset.blocks_over(g, k) > available:
+                k //= 2
         if k <= 1:
             return 1
         count, context = dset.count, dset.context(g)
