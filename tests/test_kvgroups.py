@@ -100,6 +100,15 @@ def test_a_sliding_window_only_model_can_be_simulated(capsys: pytest.CaptureFixt
     assert "completed 40 of 40" in capsys.readouterr().out
 
 
+def test_simulate_json_states_the_per_request_charge(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    assert main(["simulate", "jamba-1.5-mini", "--gpu", "h200", "--num-gpus", "2", "--rate", "4",
+                 "--num-requests", "20", "--json"]) == 0
+    settings = json.loads(capsys.readouterr().out)["settings"]
+    assert (settings["block_size"], settings["overhead_blocks_per_request"]) == (80, 7)
+
+
 def test_fit_json_carries_the_groups(capsys: pytest.CaptureFixture[str]) -> None:
     import json
 

@@ -35,6 +35,7 @@ class SimulateReport:
                          "num_gpus": d.num_gpus, "engine": d.engine, "weights": d.weights.label,
                          "kv_dtype": d.kv.id, "load": self.load,
                          "num_blocks": c.num_blocks, "block_size": c.block_size,
+                         "overhead_blocks_per_request": c.overhead_blocks,
                          "max_num_seqs": c.max_num_seqs,
                          "max_num_batched_tokens": c.max_num_batched_tokens,
                          "max_model_len": c.max_model_len, "prefix_caching": c.prefix_caching,
