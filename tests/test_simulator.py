@@ -181,6 +181,16 @@ def test_a_request_longer_than_the_pool_is_rejected_with_a_reason() -> None:
     assert "KV blocks" in next(iter(result.rec.rejected))
 
 
+def test_preemption_stays_on_the_summed_path_and_matches_the_step_loop() -> None:
+    w = Workload(40, "300", "200", seed=3)
+    fast_sim = Simulator(DEP, PROFILE, small_config(120))
+    fast = fast_sim.run(iter(w))
+    slow = Simulator(DEP, PROFILE, small_config(120, fast=False)).run(iter(w))
+    assert fast.preemptions == slow.preemptions > 0
+    assert fast_sim.bulk_steps == fast.steps  # no step fell back to the per-request loop
+    assert fast.duration_s == pytest.approx(slow.duration_s, rel=1e-9)
+
+
 def test_a_full_pool_preempts_and_recomputes() -> None:
     sim = Simulator(DEP, PROFILE, small_config(60))
     result = sim.run(iter(Workload(20, "200", "300", seed=3)))

@@ -84,14 +84,21 @@ class DecodeSet:
             self.sync(r, g)
 
     def pop_finished(self, g: int) -> list[Request]:
-        """Members whose last token came out by step g, in finishing order, synced."""
+        """Members whose last token came out by step g, in finishing order, synced. Entries
+        of requests that left early (preempted) or came back later are stale: skipped."""
         out = []
         while self.finishes and self.finishes[0][0] <= g:
-            _, _, r = heapq.heappop(self.finishes)
+            last, _, r = heapq.heappop(self.finishes)
+            if r.id not in self.members or last != r.output_tokens - r.decode_gen:
+                continue
             self._remove(r)
             self.sync(r, g)
             out.append(r)
         return out
+
+    def discard(self, r: Request) -> None:
+        """Take r out before it finishes (preemption); its heap entry goes stale."""
+        self._remove(r)
 
     def _remove(self, r: Request) -> None:
         del self.members[r.id]

@@ -47,7 +47,9 @@ class Scheduler:
     def add(self, r: Request) -> None:
         self.waiting.append(r)
 
-    def _preempt_last(self) -> Request:
+    def preempt_last(self) -> Request:
+        """Preempt the newest running request: its blocks freed (full ones stay cached), its
+        tokens to be recomputed, first in the queue."""
         victim = self.running.pop()
         self.pool.retire(victim)
         victim.num_computed = 0
@@ -74,7 +76,7 @@ class Scheduler:
                 i += 1
                 continue
             while not self.pool.grow(r, r.num_computed + n):
-                victim = self._preempt_last()
+                victim = self.preempt_last()
                 if victim is r:
                     break
             if r.status != RUNNING:

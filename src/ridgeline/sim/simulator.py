@@ -9,8 +9,8 @@ Two ways to advance, checked against each other in the tests:
   no block shortage — k decode steps go at once: contexts grow by one token a step and
   step time is (close to) linear in them, so they cost k·(t₀ + t_{k−1})/2. It needs full
   attention and no speculative decoding; windowed models and drafts take the plain step
-  with a per-request multi-step shortcut. A block shortage (preemption) hands the decodes
-  back to the plain step for as long as it lasts.
+  with a per-request multi-step shortcut. A block shortage walks the running requests in
+  order once (O(batch)) to preempt as the plain step would.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from ridgeline.sim.request import FINISHED, REJECTED, RUNNING, Request
 from ridgeline.sim.scheduler import Scheduled, Scheduler, SchedulerConfig
 
 MAX_FAST_STEPS = 4096
-PLAIN_AFTER_SHORTAGE = 32  # steps a shortage keeps the plain step (preemption is likely)
+PLAIN_AFTER_FALLBACK = 32  # steps the plain step keeps after the bulk step gave up
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ class Simulator:
         self._in_bulk = False  # the running decodes live in self.decodes
         self._partial: Request | None = None  # in bulk: the one request mid-prefill
         self._g = 0  # decode steps taken in bulk
-        self._plain_for = 0  # steps left on the plain step after a block shortage
+        self._plain_for = 0  # steps left on the plain step after the bulk step gave up
         self._unpublished: list[Request] = []  # members holding private prefix copies
 
     @property
@@ -170,7 +170,7 @@ class Simulator:
             if finished is not None:
                 return finished
             self._leave_bulk()
-            self._plain_for = PLAIN_AFTER_SHORTAGE
+            self._plain_for = PLAIN_AFTER_FALLBACK
         self._plain_for -= 1
         s = self.scheduler
         batch = s.schedule(self.now_s)
@@ -208,7 +208,7 @@ class Simulator:
 
     def _bulk_advance(self, next_arrival: float, rec: Recorder) -> list[Request] | None:
         """One step (or k decode steps) with the decodes as sums; None: take the plain
-        step instead (a block shortage, or more decodes than the token budget)."""
+        step instead (more decodes than the token budget holds)."""
         dset, pool, cfg, s = self.decodes, self.pool, self.config, self.scheduler
         g, count = self._g, dset.count
         budget = cfg.max_num_batched_tokens
@@ -224,8 +224,11 @@ class Simulator:
         grow = pool.blocks_for(partial.num_computed + n) - partial.blocks_held \
             if partial is not None and n > 0 else 0
         if need + max(grow, 0) > pool.available:
-            return None  # someone must be preempted: the plain step decides whom
-        pool.take(need)
+            self._preempt_for_step()  # someone must give up its blocks
+            count, partial = dset.count, self._partial
+            n = min(partial.to_compute, budget - count) if partial is not None else 0
+        else:
+            pool.take(need)
         chunks: list[Scheduled] = []
         if partial is not None and n > 0:
             pool.grow(partial, partial.num_computed + n)
@@ -285,6 +288,39 @@ class Simulator:
                     keep.append(r)
             self._unpublished = keep
         return [self._finish(r) for r in done]
+
+    def _preempt_for_step(self) -> None:
+        """A block shortage, handled as the plain step handles it: the running requests in
+        order each take the blocks this step needs, and while the pool cannot give them the
+        newest running request is preempted (recompute; its full blocks stay cached). O(batch),
+        but only on the steps that run short."""
+        s, pool, dset, g = self.scheduler, self.pool, self.decodes, self._g
+        bs, budget = self.config.block_size, self.config.max_num_batched_tokens
+        running, partial = s.running, self._partial
+        i = 0
+        while i < len(running):
+            r = running[i]
+            if r is partial:
+                n = min(r.to_compute, budget - i)  # the decodes before it took a token each
+                need = pool.blocks_for(r.num_computed + n) - r.blocks_held if n > 0 else 0
+            else:
+                need = 1 if (r.decode_base + g) % bs == 0 else 0
+            while need > pool.available:
+                victim = running[-1]
+                if victim is partial:
+                    self._partial = partial = None
+                else:
+                    dset.sync(victim, g)
+                    dset.discard(victim)
+                s.preempt_last()
+                if victim is r:
+                    return  # nothing behind it is left to run
+            if need > 0:
+                if r is partial:
+                    pool.grow(r, r.num_computed + min(r.to_compute, budget - i))
+                else:
+                    pool.take(need)
+            i += 1
 
     def _could_admit(self, decodes: int) -> bool:
         """Could the head of the queue start next step? (then steps go one at a time)"""
