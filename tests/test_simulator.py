@@ -90,9 +90,8 @@ FAST_MODELS = {m: Deployment.build(resolve_model(m), resolve_accelerator("h100")
        blocks=st.sampled_from([60, 400, 20000]), overhead=st.sampled_from([0, 0, 2]))
 def test_fast_path_agrees_with_the_step_loop_within_half_a_percent(
         workload: Workload, model: str, blocks: int, overhead: int) -> None:
-    """Dense, MoE, a Mamba hybrid (all on the summed-decode path) and a sliding-window
-    model (per-request multi-steps), with pools tight enough to preempt and a fixed
-    per-request charge (vLLM's window and state groups)."""
+    """Dense, MoE, a Mamba hybrid and a sliding-window model, with pools tight enough to
+    preempt and a fixed per-request charge (vLLM's window and state groups)."""
     dep = FAST_MODELS[model]
     fast_sim = Simulator(dep, PROFILE, small_config(blocks, overhead=overhead))
     fast = fast_sim.run(iter(workload))
@@ -104,7 +103,7 @@ def test_fast_path_agrees_with_the_step_loop_within_half_a_percent(
     for name in ("ttft", "tpot", "e2e", "itl", "queue"):
         for key, value in slow.percentiles(name).items():
             assert fast.percentiles(name)[key] == pytest.approx(value, rel=0.005, nan_ok=True)
-    assert (fast_sim.bulk_steps > 0) == (model != "gemma-3-27b")  # windows: per request
+    assert fast_sim.bulk_steps == fast.steps  # every step on the summed path
 
 
 def test_the_fast_path_takes_many_steps_per_loop() -> None:
@@ -136,6 +135,33 @@ def test_summed_decodes_take_the_blocks_each_request_would(
     for r in requests:
         decodes.sync(r, now)
     assert [r.num_computed for r in requests] == [c + later for c in contexts]
+
+
+@settings(max_examples=150, deadline=None)
+@given(contexts=st.lists(st.integers(0, 600), min_size=1, max_size=30),
+       window=st.sampled_from([1, 16, 128, 512]), moves=st.lists(
+           st.tuples(st.integers(0, 40), st.integers(0, 29)), max_size=12))
+def test_summed_decodes_read_what_each_window_keeps(
+        contexts: list[int], window: int, moves: list[tuple[int, int]]) -> None:
+    """Keys per window equal Σ min(context + 1, window) member by member, through steps,
+    windows filling and members leaving (finish or preemption)."""
+    decodes = DecodeSet(16, windows=(window,))
+    members = {}
+    g = 0
+    for i, ctx in enumerate(contexts):
+        r = Request(i, 0.0, max(ctx, 1), 10_000, num_computed=ctx, num_generated=1)
+        decodes.add(r, g)
+        members[i] = r
+    for steps, leaver in moves:
+        assert decodes.next_change() > g
+        g += min(steps, decodes.next_change() - g)  # a run never crosses a window's filling
+        decodes.fill_windows(g)
+        if leaver in members:
+            decodes.discard(members.pop(leaver), g)
+        contexts_now = [r.decode_base + g for r in members.values()]
+        keys = decodes.keys(g)
+        assert keys[None] == sum(c + 1 for c in contexts_now)
+        assert keys[window] == sum(min(c + 1, window) for c in contexts_now)
 
 
 @settings(max_examples=200, deadline=None)

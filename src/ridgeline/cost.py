@@ -10,7 +10,7 @@ article's floor (``floors.py``); the engine profile turns it into an expectation
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
@@ -340,6 +340,12 @@ class StepTimer:
         load = AttentionLoad(None, keys, 0.0, _decode_kv(keys, decodes))
         flops, nbytes = _attention_flops_bytes(self._rates, load, decodes)
         return base + self._attention_layers * max(flops / self._p, nbytes / self._w)
+
+    def keys_time_s(self, decodes: int, keys: Mapping[int | None, float],
+                    chunks: Sequence[Seq] = ()) -> float:
+        """time_s of ``decodes`` one-token sequences reading ``keys[window]`` keys in all
+        per attention window (sliding windows capped per sequence), plus ``chunks``."""
+        return self.time_s(_shape(self.windows, decodes, keys.__getitem__, chunks))
 
     def bulk_time_s(self, decodes: int, decode_context: int, chunks: Sequence[Seq] = ()) -> float:
         """time_s(bulk_shape(...)) without the checks: the simulator's inner loop."""

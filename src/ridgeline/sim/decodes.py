@@ -6,8 +6,12 @@ gen fixed when it joined; so the batch's total context is ``Σbase + count·g``,
 step is known on arrival (a heap keeps the next one), and the blocks it holds,
 ``Σ ceil((base + g) / block_size)``, follow from how many members share each residue of
 base modulo the block size. Members' own counters are written back (``sync``) only when
-somebody needs to read them: when they finish, or when the simulator leaves this
-representation for the plain step (preemption) or an observer asks.
+somebody needs to read them: when they finish, are preempted, or an observer asks.
+
+Sliding windows: a decode reads min(context + 1, window) keys. Per window the set keeps
+the members still under it (their count and Σ base) and a heap of the steps at which each
+fills it (window − 1 − base); the others read the whole window. Between two such steps
+the keys grow linearly, so a run of decode steps may not cross one (``next_change``).
 """
 
 from __future__ import annotations
@@ -18,9 +22,11 @@ from ridgeline.sim.request import Request
 
 
 class DecodeSet:
-    def __init__(self, block_size: int, overhead_blocks: int = 0) -> None:
+    def __init__(self, block_size: int, overhead_blocks: int = 0,
+                 windows: tuple[int, ...] = ()) -> None:
         self.block_size = block_size
         self.overhead = overhead_blocks  # fixed blocks per request (see BlockPool)
+        self.windows = windows  # sliding-window sizes of the model's attention layers
         self._reset()
 
     def _reset(self) -> None:
@@ -29,6 +35,8 @@ class DecodeSet:
         self.residues = [0] * self.block_size  # members by base mod block_size
         self.finishes: list[tuple[int, int, Request]] = []  # (last step, id, request) heap
         self.members: dict[int, Request] = {}
+        self.under = {w: [0, 0] for w in self.windows}  # members under window w: count, Σ base
+        self.fills: dict[int, list[tuple[int, int, Request]]] = {w: [] for w in self.windows}
 
     def add(self, r: Request, g: int) -> None:
         """r decodes from step g on: it holds the blocks for its cache, one token to feed."""
@@ -39,10 +47,41 @@ class DecodeSet:
         self.count += 1
         self.base_sum += base
         self.residues[base % self.block_size] += 1
+        for w in self.windows:
+            fills = w - 1 - base  # from this step on it reads the whole window
+            if g < fills:
+                under = self.under[w]
+                under[0] += 1
+                under[1] += base
+                heapq.heappush(self.fills[w], (fills, r.id, r))
 
     def context(self, g: int) -> int:
         """Cached tokens of all members at step g."""
         return self.base_sum + self.count * g
+
+    def keys(self, g: int) -> dict[int | None, float]:
+        """Keys the members' decodes read at step g, per attention window (None: full)."""
+        out: dict[int | None, float] = {None: float(self.context(g) + self.count)}
+        for w, (n, base) in self.under.items():
+            out[w] = float(base + n * (g + 1) + w * (self.count - n))
+        return out
+
+    def next_change(self) -> int:
+        """The next step a member finishes or fills a window (entries may be stale: early)."""
+        tops = [heap[0][0] for heap in self.fills.values() if heap]
+        if self.finishes:
+            tops.append(self.finishes[0][0])
+        return min(tops, default=1 << 62)
+
+    def fill_windows(self, g: int) -> None:
+        """Members whose window is full by step g read the whole window from now on."""
+        for w, heap in self.fills.items():
+            under = self.under[w]
+            while heap and heap[0][0] <= g:
+                fills, _, r = heapq.heappop(heap)
+                if r.id in self.members and fills == w - 1 - r.decode_base:
+                    under[0] -= 1
+                    under[1] -= r.decode_base
 
     def blocks_held(self, g: int) -> int:
         """Σ ceil((base + g) / block_size) over members."""
@@ -70,9 +109,6 @@ class DecodeSet:
         """Members whose cache fills its last block exactly: they need one more to go on."""
         return self.residues[-g % self.block_size]
 
-    def next_finish(self) -> int:
-        return self.finishes[0][0] if self.finishes else 1 << 62
-
     def sync(self, r: Request, g: int) -> None:
         """Write r's counters as they stand at step g."""
         r.num_computed = r.decode_base + g
@@ -91,21 +127,26 @@ class DecodeSet:
             last, _, r = heapq.heappop(self.finishes)
             if r.id not in self.members or last != r.output_tokens - r.decode_gen:
                 continue
-            self._remove(r)
+            self._remove(r, g)
             self.sync(r, g)
             out.append(r)
         return out
 
-    def discard(self, r: Request) -> None:
-        """Take r out before it finishes (preemption); its heap entry goes stale."""
-        self._remove(r)
+    def discard(self, r: Request, g: int) -> None:
+        """Take r out at step g before it finishes (preemption); its heap entries go stale."""
+        self._remove(r, g)
 
-    def _remove(self, r: Request) -> None:
+    def _remove(self, r: Request, g: int) -> None:
         del self.members[r.id]
         self.count -= 1
         base = r.decode_base
         self.base_sum -= base
         self.residues[base % self.block_size] -= 1
+        for w in self.windows:
+            if g < w - 1 - base:  # still under its window
+                under = self.under[w]
+                under[0] -= 1
+                under[1] -= base
 
     def clear(self, g: int) -> None:
         """Hand every member back to the plain step, its counters synced."""

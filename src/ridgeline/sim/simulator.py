@@ -7,9 +7,9 @@ Two ways to advance, checked against each other in the tests:
   O(1) plus the requests that change (a prefill chunk, an admission, a finish); and while
   nothing can change the batch — no arrival due, no request finishing, no prefill running,
   no block shortage — k decode steps go at once: contexts grow by one token a step and
-  step time is (close to) linear in them, so they cost k·(t₀ + t_{k−1})/2. It needs full
-  attention and no speculative decoding; windowed models and drafts take the plain step
-  with a per-request multi-step shortcut. A block shortage walks the running requests in
+  step time is (close to) linear in them, so they cost k·(t₀ + t_{k−1})/2 (a run stops
+  where a request fills a sliding window). Speculative decoding takes the plain step with
+  a per-request multi-step shortcut. A block shortage walks the running requests in
   order once (O(batch)) to preempt as the plain step would.
 """
 
@@ -76,8 +76,9 @@ class Simulator:
         self._carry: dict[int, float] = {}  # fractional accepted tokens per request
         self._line = (0.0, 0.0)  # the fast path's step-time line: (first step, slope)
         self.timer = StepTimer(dep, profile)
-        self.decodes = DecodeSet(config.block_size, config.overhead_blocks)
-        self._bulk = config.fast_path and not config.spec_tokens and self.timer.full_attention
+        self.decodes = DecodeSet(config.block_size, config.overhead_blocks,
+                                 tuple(w for w in self.timer.windows if w is not None))
+        self._bulk = config.fast_path and not config.spec_tokens
         self._in_bulk = False  # the running decodes live in self.decodes
         self._partial: Request | None = None  # in bulk: the one request mid-prefill
         self._g = 0  # decode steps taken in bulk
@@ -234,10 +235,15 @@ class Simulator:
             pool.grow(partial, partial.num_computed + n)
             chunks.append(Scheduled(partial, n, partial.num_computed))
         s.admit_waiting(budget - count - n, self.now_s, chunks)
-        context = dset.context(g)
         ones = [c.context for c in chunks if c.tokens == 1]  # one-token prompts
-        dt = self.timer.bulk_time_s(count + len(ones), context + sum(ones),
-                                    [Seq(c.tokens, c.context) for c in chunks if c.tokens > 1])
+        prefills = [Seq(c.tokens, c.context) for c in chunks if c.tokens > 1]
+        if self.timer.full_attention:
+            dt = self.timer.bulk_time_s(count + len(ones), dset.context(g) + sum(ones), prefills)
+        else:
+            keys = dset.keys(g)
+            for w in keys:  # a one-token prompt reads its context + 1 keys, window-capped
+                keys[w] += sum(c + 1 if w is None else min(c + 1, w) for c in ones)
+            dt = self.timer.keys_time_s(count + len(ones), keys, prefills)
         self.now_s += dt
         self.steps += 1
         self._g = g = g + 1
@@ -275,6 +281,7 @@ class Simulator:
         """Finish the members that are done. First, like the plain step, let members that
         keep private copies of their group's prefix (another request published it first)
         publish them if the published copy has since been evicted."""
+        self.decodes.fill_windows(self._g)
         done = self.decodes.pop_finished(self._g)
         if self._unpublished:
             keep = []
@@ -311,7 +318,7 @@ class Simulator:
                     self._partial = partial = None
                 else:
                     dset.sync(victim, g)
-                    dset.discard(victim)
+                    dset.discard(victim, g)
                 s.preempt_last()
                 if victim is r:
                     return  # nothing behind it is left to run
@@ -333,16 +340,22 @@ class Simulator:
     def _bulk_steps(self, next_arrival: float) -> int:
         """How many decode steps can run before a finish, an arrival or a block shortage."""
         dset, g = self.decodes, self._g
-        k = min(dset.next_finish() - g, MAX_FAST_STEPS)
+        k = min(dset.next_change() - g, MAX_FAST_STEPS)
         available = self.pool.available
         if dset.count * ((k - 1) // dset.block_size + 1) > available:  # else surely enough
             while k > 1 and dset.blocks_over(g, k) > available:
                 k //= 2
         if k <= 1:
             return 1
-        count, context = dset.count, dset.context(g)
-        t0 = self.timer.decode_time_s(count, context)
-        slope = (self.timer.decode_time_s(count, context + (k - 1) * count) - t0) / (k - 1)
+        count, timer = dset.count, self.timer
+        if timer.full_attention:
+            context = dset.context(g)
+            t0 = timer.decode_time_s(count, context)
+            t_last = timer.decode_time_s(count, context + (k - 1) * count)
+        else:  # no member fills a window inside the run: keys grow linearly
+            t0 = timer.keys_time_s(count, dset.keys(g))
+            t_last = timer.keys_time_s(count, dset.keys(g + k - 1))
+        slope = (t_last - t0) / (k - 1)
         self._line = (t0, slope)
         room = next_arrival - self.now_s
         if room < k * t0 + slope * k * (k - 1) / 2:  # the arrival comes first
