@@ -5,7 +5,8 @@
 
 Speed: simulated requests per wall second for a chat-like workload (Llama-3.1-8B on one
 H100, vLLM defaults, Poisson arrivals at 8 req/s below saturation, log-normal prompts
-around 1,000 tokens and answers around 250), on one core; peak RSS alongside.
+around 1,000 tokens and answers around 250), on one core; peak RSS alongside. Then the
+same load (20,000 requests) on sliding-window, Mamba-hybrid and KV-bound deployments.
 Sanity: each offline max-throughput row of validation/measurements.csv (batch left to the
 engine) replayed as 1,000 requests queued at t = 0; simulated output tok/s beside measured.
 """
@@ -41,6 +42,22 @@ def speed(sizes: list[int]) -> None:
               flush=True)
 
 
+def other_models(n: int = 20_000) -> None:
+    """The same load on models that exercise the other paths: sliding windows, a Mamba
+    hybrid, and a KV-bound deployment that preempts."""
+    print("| model | GPUs | requests | simulated req/s per wall s | preemptions |")
+    print("|---|---:|---:|---:|---:|")
+    for name, gpus in (("gpt-oss-120b", 2), ("gemma-3-27b", 1), ("jamba-1.5-mini", 2),
+                       ("qwen3-30b-a3b", 1)):
+        dep = Deployment.build(resolve_model(name), resolve_accelerator("h100"), None, None, gpus)
+        sim = Simulator(dep, profile_for("vllm"), sim_config(dep))
+        work = Workload(n, "lognormal:1000,0.8", "lognormal:250,0.8", rate=8.0, seed=1)
+        start = time.perf_counter()
+        result = sim.run(iter(work))
+        wall = time.perf_counter() - start
+        print(f"| {name} | {gpus} | {n:,} | {n / wall:,.0f} | {result.preemptions:,} |", flush=True)
+
+
 def sanity() -> None:
     rows = [r for r in read_measurements("validation/measurements.csv").rows
             if r.metric == "output_throughput_tok_s" and r.batch is None]
@@ -66,6 +83,8 @@ def main() -> int:
     args = parser.parse_args()
     if not args.skip_speed:
         speed([int(x) for x in args.sizes.split(",")])
+        print()
+        other_models()
     if not args.skip_sanity:
         print()
         sanity()

@@ -68,6 +68,8 @@ class DecodeSet:
 
     def next_change(self) -> int:
         """The next step a member finishes or fills a window (entries may be stale: early)."""
+        if not self.windows:
+            return self.finishes[0][0] if self.finishes else 1 << 62
         tops = [heap[0][0] for heap in self.fills.values() if heap]
         if self.finishes:
             tops.append(self.finishes[0][0])

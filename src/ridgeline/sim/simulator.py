@@ -281,7 +281,8 @@ class Simulator:
         """Finish the members that are done. First, like the plain step, let members that
         keep private copies of their group's prefix (another request published it first)
         publish them if the published copy has since been evicted."""
-        self.decodes.fill_windows(self._g)
+        if self.decodes.windows:
+            self.decodes.fill_windows(self._g)
         done = self.decodes.pop_finished(self._g)
         if self._unpublished:
             keep = []
