@@ -339,7 +339,8 @@ class Simulator:
                                      self.decodes.blocks_next_step(self._g))
 
     def _bulk_steps(self, next_arrival: float) -> int:
-        """How many decode steps can run before a finish, an arrival or a block shortage."""
+        """How many decode steps can run before a finish, a window filling, an arrival or a
+        block shortage."""
         dset, g = self.decodes, self._g
         k = min(dset.next_change() - g, MAX_FAST_STEPS)
         available = self.pool.available
