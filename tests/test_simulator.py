@@ -56,7 +56,7 @@ workloads = st.builds(
     arrival=st.sampled_from(["poisson", "gamma", "constant"]),
     burstiness=st.sampled_from([0.5, 1.0, 3.0]),
     prefix_groups=st.sampled_from([0, 3]),
-    prefix_len=st.sampled_from([0, 100]),
+    prefix_len=st.sampled_from([0, 100, 300]),
     seed=st.integers(0, 10_000),
 )
 
@@ -85,18 +85,25 @@ FAST_MODELS = {m: Deployment.build(resolve_model(m), resolve_accelerator("h100")
                for m in ("llama-3.1-8b", "qwen3-30b-a3b", "jamba-1.5-mini", "gemma-3-27b")}
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(workload=workloads, model=st.sampled_from(sorted(FAST_MODELS)),
-       blocks=st.sampled_from([60, 400, 20000]), overhead=st.sampled_from([0, 0, 2]))
+       blocks=st.sampled_from([30, 60, 400, 20000]), overhead=st.sampled_from([0, 0, 2]),
+       seqs=st.sampled_from([4, 64]), budget=st.sampled_from([256, 2048]),
+       block_size=st.sampled_from([16, 32]))
 def test_fast_path_agrees_with_the_step_loop_within_half_a_percent(
-        workload: Workload, model: str, blocks: int, overhead: int) -> None:
+        workload: Workload, model: str, blocks: int, overhead: int, seqs: int, budget: int,
+        block_size: int) -> None:
     """Dense, MoE, a Mamba hybrid and a sliding-window model, with pools tight enough to
-    preempt and a fixed per-request charge (vLLM's window and state groups)."""
+    preempt, chunked prefills, few seats, a fixed per-request charge (vLLM's window and
+    state groups)."""
     dep = FAST_MODELS[model]
-    fast_sim = Simulator(dep, PROFILE, small_config(blocks, overhead=overhead))
+
+    def config(fast: bool) -> SimConfig:
+        return replace(small_config(blocks, seqs, budget, fast, overhead), block_size=block_size)
+
+    fast_sim = Simulator(dep, PROFILE, config(True))
     fast = fast_sim.run(iter(workload))
-    slow = Simulator(dep, PROFILE, small_config(blocks, fast=False, overhead=overhead)).run(
-        iter(workload))
+    slow = Simulator(dep, PROFILE, config(False)).run(iter(workload))
     assert fast.completed == slow.completed and fast.rejected == slow.rejected
     assert fast.duration_s == pytest.approx(slow.duration_s, rel=0.005)
     assert fast.output_tok_s == pytest.approx(slow.output_tok_s, rel=0.005)

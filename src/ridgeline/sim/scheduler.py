@@ -89,16 +89,17 @@ class Scheduler:
 
     def admit_waiting(self, budget: int, now_s: float, out: list[Scheduled]) -> int:
         """Admit waiting requests first come, first served while budget, seats and blocks
-        last; append them to ``out`` and return the budget left."""
+        last; append them to ``out`` and return the budget left. A request that cannot get
+        its blocks is not touched: its cached prefix keeps its place in the eviction order
+        (vLLM's allocate_slots checks before it claims cached blocks)."""
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
             r = self.waiting[0]
+            if not self.pool.could_admit(r, budget):
+                break
             if not r.shared and r.num_computed == 0:
                 r.num_computed = self.pool.admit(r)
             n = min(r.to_compute, budget)
-            if not self.pool.grow(r, r.num_computed + n):
-                self.pool.release(r)  # a request that cannot start holds nothing
-                r.num_computed = 0
-                break
+            self.pool.grow(r, r.num_computed + n)
             self.waiting.popleft()
             r.status = RUNNING
             if r.first_scheduled_s < 0:

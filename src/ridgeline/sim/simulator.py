@@ -26,7 +26,7 @@ from ridgeline.errors import InputError
 from ridgeline.sim.blocks import BlockPool
 from ridgeline.sim.decodes import DecodeSet
 from ridgeline.sim.metrics import Recorder, SimResult
-from ridgeline.sim.request import FINISHED, REJECTED, RUNNING, Request
+from ridgeline.sim.request import FINISHED, REJECTED, Request
 from ridgeline.sim.scheduler import Scheduled, Scheduler, SchedulerConfig
 
 MAX_FAST_STEPS = 4096
@@ -247,6 +247,7 @@ class Simulator:
         self.now_s += dt
         self.steps += 1
         self._g = g = g + 1
+        self._publish()
         itl_tokens = count
         finished = []
         self._partial = None
@@ -278,24 +279,30 @@ class Simulator:
             self._unpublished.append(r)
 
     def _close_step(self) -> list[Request]:
-        """Finish the members that are done. First, like the plain step, let members that
-        keep private copies of their group's prefix (another request published it first)
-        publish them if the published copy has since been evicted."""
+        """Finish the members that are done (their windows filled first, as of this step)."""
         if self.decodes.windows:
             self.decodes.fill_windows(self._g)
         done = self.decodes.pop_finished(self._g)
-        if self._unpublished:
-            keep = []
-            bs = self.config.block_size
-            for r in self._unpublished:
-                if r.status != RUNNING:
-                    continue
-                self.decodes.sync(r, self._g)
-                self.pool.register(r)
-                if len(r.shared) < r.prefix_tokens // bs:
-                    keep.append(r)
-            self._unpublished = keep
         return [self._finish(r) for r in done]
+
+    def _publish(self) -> None:
+        """Like the plain step, and before the step's prefill chunks publish theirs (the
+        running decodes come first in its batch): members that keep private copies of their
+        group's prefix, because another request published it first, publish them once the
+        published copy has been evicted."""
+        if not self._unpublished:
+            return
+        keep = []
+        bs = self.config.block_size
+        members = self.decodes.members
+        for r in self._unpublished:
+            if members.get(r.id) is not r:
+                continue  # finished or preempted: it joins again (and is listed) if it returns
+            self.decodes.sync(r, self._g)
+            self.pool.register(r)
+            if len(r.shared) < r.prefix_tokens // bs:
+                keep.append(r)
+        self._unpublished = keep
 
     def _preempt_for_step(self) -> None:
         """A block shortage, handled as the plain step handles it: the running requests in
@@ -343,7 +350,7 @@ class Simulator:
         block shortage."""
         dset, g = self.decodes, self._g
         k = min(dset.next_change() - g, MAX_FAST_STEPS)
-        available = self.pool.available
+        available = self._run_blocks()
         if dset.count * ((k - 1) // dset.block_size + 1) > available:  # else surely enough
             while k > 1 and dset.blocks_over(g, k) > available:
                 k //= 2
@@ -364,6 +371,15 @@ class Simulator:
             k = min(k, _steps_to_cover(room, t0, slope))
         return max(1, k)
 
+    def _run_blocks(self) -> int:
+        """Blocks a run of decode steps may take. While a request waits for a free seat, only
+        free ones: evicting a cached block could change what the queue head finds cached,
+        and so whether it could start — the plain step would check that every step."""
+        s = self.scheduler
+        if s.waiting and len(s.running) < self.config.max_num_seqs:
+            return self.pool.free
+        return self.pool.available
+
     def _bulk_decode(self, k: int, rec: Recorder) -> list[Request]:
         dset, g = self.decodes, self._g
         t0, slope = self._line
@@ -373,6 +389,7 @@ class Simulator:
         self.now_s += k * (t0 + t_last) / 2
         self.steps += k
         self._g = g + k
+        self._publish()
         return self._close_step()
 
     # -- one step -------------------------------------------------------------------------
@@ -443,7 +460,8 @@ class Simulator:
         k = min(r.output_tokens - r.num_generated for r in s.running)
         k = min(k, MAX_FAST_STEPS)
         # blocks: each request needs a new block when its cache crosses a block boundary
-        while k > 1 and self._blocks_needed(k) > self.pool.available:
+        available = self._run_blocks()
+        while k > 1 and self._blocks_needed(k) > available:
             k //= 2
         if k <= 1:
             return 1
