@@ -247,7 +247,8 @@ class Simulator:
         self.now_s += dt
         self.steps += 1
         self._g = g = g + 1
-        self._publish()
+        if self._unpublished:
+            self._publish()
         itl_tokens = count
         finished = []
         self._partial = None
@@ -290,8 +291,6 @@ class Simulator:
         running decodes come first in its batch): members that keep private copies of their
         group's prefix, because another request published it first, publish them once the
         published copy has been evicted."""
-        if not self._unpublished:
-            return
         keep = []
         bs = self.config.block_size
         members = self.decodes.members
@@ -389,7 +388,8 @@ class Simulator:
         self.now_s += k * (t0 + t_last) / 2
         self.steps += k
         self._g = g + k
-        self._publish()
+        if self._unpublished:
+            self._publish()
         return self._close_step()
 
     # -- one step -------------------------------------------------------------------------
