@@ -24,6 +24,7 @@ from ridgeline.sim.request import Request
 class DecodeSet:
     def __init__(self, block_size: int, overhead_blocks: int = 0,
                  windows: tuple[int, ...] = ()) -> None:
+        self.joins = 0  # numbers each joining: a heap entry is live while its number is
         self.block_size = block_size
         self.overhead = overhead_blocks  # fixed blocks per request (see BlockPool)
         self.windows = windows  # sliding-window sizes of the model's attention layers
@@ -33,7 +34,7 @@ class DecodeSet:
         self.count = 0
         self.base_sum = 0  # Σ (cached tokens − g) over members
         self.residues = [0] * self.block_size  # members by base mod block_size
-        self.finishes: list[tuple[int, int, Request]] = []  # (last step, id, request) heap
+        self.finishes: list[tuple[int, int, Request]] = []  # (last step, join, request) heap
         self.members: dict[int, Request] = {}
         self.under = {w: [0, 0] for w in self.windows}  # members under window w: count, Σ base
         self.fills: dict[int, list[tuple[int, int, Request]]] = {w: [] for w in self.windows}
@@ -42,7 +43,9 @@ class DecodeSet:
         """r decodes from step g on: it holds the blocks for its cache, one token to feed."""
         base = r.num_computed - g
         r.decode_base, r.decode_gen = base, r.num_generated - g
-        heapq.heappush(self.finishes, (g + r.output_tokens - r.num_generated, r.id, r))
+        self.joins += 1
+        r.decode_join = join = self.joins
+        heapq.heappush(self.finishes, (g + r.output_tokens - r.num_generated, join, r))
         self.members[r.id] = r
         self.count += 1
         self.base_sum += base
@@ -53,7 +56,7 @@ class DecodeSet:
                 under = self.under[w]
                 under[0] += 1
                 under[1] += base
-                heapq.heappush(self.fills[w], (fills, r.id, r))
+                heapq.heappush(self.fills[w], (fills, join, r))
 
     def context(self, g: int) -> int:
         """Cached tokens of all members at step g."""
@@ -80,8 +83,8 @@ class DecodeSet:
         for w, heap in self.fills.items():
             under = self.under[w]
             while heap and heap[0][0] <= g:
-                fills, _, r = heapq.heappop(heap)
-                if r.id in self.members and fills == w - 1 - r.decode_base:
+                _, join, r = heapq.heappop(heap)
+                if self._live(r, join):
                     under[0] -= 1
                     under[1] -= r.decode_base
 
@@ -126,13 +129,17 @@ class DecodeSet:
         of requests that left early (preempted) or came back later are stale: skipped."""
         out = []
         while self.finishes and self.finishes[0][0] <= g:
-            last, _, r = heapq.heappop(self.finishes)
-            if r.id not in self.members or last != r.output_tokens - r.decode_gen:
+            _, join, r = heapq.heappop(self.finishes)
+            if not self._live(r, join):
                 continue
             self._remove(r, g)
             self.sync(r, g)
             out.append(r)
         return out
+
+    def _live(self, r: Request, join: int) -> bool:
+        """Is this heap entry r's current one? (not left, nor left and come back since)"""
+        return r.decode_join == join and self.members.get(r.id) is r
 
     def discard(self, r: Request, g: int) -> None:
         """Take r out at step g before it finishes (preemption); its heap entries go stale."""

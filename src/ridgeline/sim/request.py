@@ -37,6 +37,7 @@ class Request:
     reason: str = ""
     decode_base: int = 0  # while in a DecodeSet: cached tokens − the global step
     decode_gen: int = 0  # … and generated tokens − the global step
+    decode_join: int = 0  # … and the number it joined under
 
     @property
     def known_tokens(self) -> int:
