@@ -12,7 +12,6 @@ from ridgeline.cost import (
     Seq,
     StepTimer,
     batch_shape,
-    bulk_shape,
     decode_batch,
     shape_time_s,
     step_cost,
@@ -144,23 +143,27 @@ def test_the_step_timer_equals_shape_time(batch: list[tuple[int, int]],
 
 
 @settings(max_examples=40, deadline=None)
-@given(batch=batches, model=st.sampled_from(["llama-3.1-8b", "deepseek-v3", "jamba-1.5-mini"]))
-def test_a_batch_summed_to_a_count_and_a_context_costs_what_the_batch_costs(
+@given(batch=batches, model=st.sampled_from(["llama-3.1-8b", "deepseek-v3", "jamba-1.5-mini",
+                                             "gemma-3-27b"]))
+def test_a_batch_summed_to_counts_and_sums_costs_what_the_batch_costs(
         batch: list[tuple[int, int]], model: str) -> None:
+    """The simulator's summed forms: a decode count and context sum (full attention), or the
+    keys each window reads (sliding windows), beside the prefill chunks."""
     d = dep(model, n=8 if model == "deepseek-v3" else 1)
     seqs = [Seq(new, ctx) for new, ctx in batch]
     decodes = [s.context_tokens for s in seqs if s.new_tokens == 1]
     chunks = [s for s in seqs if s.new_tokens > 1]
-    assert bulk_shape(d, len(decodes), sum(decodes), chunks) == batch_shape(d, seqs)
     timer = StepTimer(d, profile_for("vllm"))
     expected = shape_time_s(d, batch_shape(d, seqs), profile_for("vllm"))
-    assert timer.bulk_time_s(len(decodes), sum(decodes), chunks) == pytest.approx(expected)
-    if decodes and not chunks:
-        assert timer.decode_time_s(len(decodes), sum(decodes)) == pytest.approx(expected)
+    keys = {w: float(sum(c + 1 if w is None else min(c + 1, w) for c in decodes))
+            for w in timer.windows}
+    assert timer.keys_time_s(len(decodes), keys, chunks) == pytest.approx(expected)
+    if timer.full_attention:
+        assert timer.bulk_time_s(len(decodes), sum(decodes), chunks) == pytest.approx(expected)
+        if decodes and not chunks:
+            assert timer.decode_time_s(len(decodes), sum(decodes)) == pytest.approx(expected)
 
 
-def test_a_windowed_model_cannot_be_summed() -> None:
-    with pytest.raises(InputError, match="windowed"):
-        bulk_shape(dep("gemma-3-27b"), 4, 4000)
+def test_only_full_attention_models_are_timed_from_a_context_sum() -> None:
     assert not StepTimer(dep("gemma-3-27b")).full_attention
-    assert StepTimer(dep("jamba-1.5-mini")).full_attention
+    assert StepTimer(dep("jamba-1.5-mini")).full_attention  # Mamba layers read no context

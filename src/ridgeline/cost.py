@@ -136,21 +136,6 @@ def batch_shape(dep: Deployment, batch: Sequence[Seq]) -> BatchShape:
     return _shape(_windows(dep), len(decodes), decode_keys, chunks)
 
 
-def bulk_shape(dep: Deployment, decodes: int, decode_context: int,
-               chunks: Sequence[Seq] = ()) -> BatchShape:
-    """batch_shape of ``decodes`` one-token sequences whose cached contexts sum to
-    ``decode_context``, plus multi-token ``chunks``: what a simulator that keeps its decodes
-    as a count and a sum can ask. Full attention only (a window needs every context)."""
-    if any(w is not None for w in _windows(dep)):
-        raise InputError(f"{dep.model.name} has windowed attention: its cost needs each context")
-    if decodes < 0 or decode_context < 0 or any(s.new_tokens < 2 for s in chunks):
-        raise InputError("bulk_shape takes a decode count, a context sum ≥ 0 and multi-token "
-                         "chunks")
-    if decodes + len(chunks) == 0:
-        raise InputError("a step needs at least one sequence")
-    return _shape(_windows(dep), decodes, lambda _: float(decode_context + decodes), chunks)
-
-
 def _decode_kv(keys: float, decodes: int) -> float:
     """KV tokens decodes touch: each reads its keys and writes its one new token."""
     return keys + decodes
@@ -294,7 +279,7 @@ class StepTimer:
         self._decode_base: dict[int, float] = {}
 
     def _terms_time(self, tokens: int, rows: int, per_row: bool) -> float:
-        zero = tuple(AttentionLoad(w, 0.0, 0.0, 0.0) for w in _windows(self.dep))
+        zero = tuple(AttentionLoad(w, 0.0, 0.0, 0.0) for w in self.windows)
         terms = step_terms(self.dep, BatchShape(tokens, rows, zero))
         context_free = [(flops, nbytes, count) for name, flops, nbytes, count in terms.work
                         if (name == "lm head") == per_row
@@ -348,7 +333,9 @@ class StepTimer:
         return self.time_s(_shape(self.windows, decodes, keys.__getitem__, chunks))
 
     def bulk_time_s(self, decodes: int, decode_context: int, chunks: Sequence[Seq] = ()) -> float:
-        """time_s(bulk_shape(...)) without the checks: the simulator's inner loop."""
+        """time_s of ``decodes`` one-token sequences whose cached contexts sum to
+        ``decode_context``, plus multi-token ``chunks``: what a simulator that keeps its
+        decodes as a count and a sum can ask. Full attention (a window needs keys_time_s)."""
         keys = float(decode_context + decodes)
         return self.time_s(_shape(self.windows, decodes, lambda _: keys, chunks))
 
