@@ -135,17 +135,11 @@ class KVPool:
             return self.groups.reported_tokens(self.blocks)
         return self.blocks * self.block_size
 
-    def request_blocks(self, context: int) -> int:
-        """Blocks one sequence of ``context`` tokens holds at most."""
-        if self.groups is not None:
-            return self.groups.blocks_per_request(context, self.profile_tokens)
-        return -(-context // self.block_size)
-
     def concurrency(self, max_model_len: int) -> float:
         """Full-length sequences that fit (vLLM's 'Maximum concurrency'): tokens ÷
         max_model_len, or with groups blocks ÷ the blocks one such request holds."""
         if self.groups is not None:
-            return self.blocks / self.request_blocks(max_model_len)
+            return self.blocks / self.groups.blocks_per_request(max_model_len, self.profile_tokens)
         return self.tokens / max_model_len
 
 
@@ -174,8 +168,8 @@ def sglang_memory_defaults(total_bytes: float, tp: int = 1, pp: int = 1,
     r = d["reserved_mib"]
     reserved = (r["base"] + r["per_prefill_token"] * max(chunk, r["min_prefill_tokens"])
                 + r["per_graph_batch"] * graphs + r["per_8_ranks"] * tp * pp / 8)
-    if gpu_mib > 60 * 1024:
-        reserved = max(reserved, r["floor_above_60_gib"])
+    if gpu_mib > r["floor_above_gib"] * 1024:
+        reserved = max(reserved, r["floor_mib"])
     return SGLangMemoryDefaults(chunk, graphs, reserved, round((gpu_mib - reserved) / gpu_mib, 3))
 
 
