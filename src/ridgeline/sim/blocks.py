@@ -41,9 +41,6 @@ class BlockPool:
         fixed overhead (window groups, recurrent states) once it holds anything."""
         return -(-tokens // self.block_size) + (self.overhead if tokens > 0 else 0)
 
-    def can_allocate(self, n: int) -> bool:
-        return n <= self.available
-
     def take(self, n: int) -> None:
         """Hand out ``n`` blocks (the caller checked they are available)."""
         from_free = min(n, self.free)

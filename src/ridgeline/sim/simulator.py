@@ -8,9 +8,10 @@ Two ways to advance, checked against each other in the tests:
   nothing can change the batch — no arrival due, no request finishing, no prefill running,
   no block shortage — k decode steps go at once: contexts grow by one token a step and
   step time is (close to) linear in them, so they cost k·(t₀ + t_{k−1})/2 (a run stops
-  where a request fills a sliding window). Speculative decoding takes the plain step with
-  a per-request multi-step shortcut. A block shortage walks the running requests in
-  order once (O(batch)) to preempt as the plain step would.
+  where a request fills a sliding window). A block shortage walks the running requests
+  in order once (O(batch)) to preempt as the plain step would. Speculative decoding (each
+  request accepts its own number of drafts a step) and a batch larger than the token
+  budget take the plain step.
 """
 
 from __future__ import annotations
@@ -173,13 +174,11 @@ class Simulator:
             self._leave_bulk()
             self._plain_for = PLAIN_AFTER_FALLBACK
         self._plain_for -= 1
-        s = self.scheduler
-        batch = s.schedule(self.now_s)
+        batch = self.scheduler.schedule(self.now_s)
         if not batch:
             raise InputError("the engine cannot schedule: a request needs more blocks "
                              "than the pool frees")  # guarded by _reject_reason
-        k = self._fast_steps(batch, next_arrival) if self.config.fast_path else 1
-        return self._advance_decodes(batch, k, rec) if k > 1 else self._step(batch, rec)
+        return self._step(batch, rec)
 
     # -- the running decodes as sums ------------------------------------------------------
     def _enter_bulk(self) -> bool:
@@ -444,70 +443,6 @@ class Simulator:
         self.pool.release(r)
         self._carry.pop(r.id, None)
         return r
-
-    # -- the fast path ----------------------------------------------------------------------
-    def _fast_steps(self, batch: list[Scheduled], next_arrival: float) -> int:
-        """How many identical decode steps can run before anything changes the batch."""
-        s = self.scheduler
-        if self.config.spec_tokens or len(batch) != len(s.running):
-            return 1
-        if any(b.tokens != 1 or b.request.to_compute != 1 or not b.request.num_generated
-               for b in batch):
-            return 1  # a prefill chunk, or a one-token prompt about to emit its first token
-        if s.waiting and len(s.running) < self.config.max_num_seqs and self.pool.could_admit(
-                s.waiting[0], self.config.max_num_batched_tokens - len(batch)):
-            return 1  # the head of the queue could start next step
-        k = min(r.output_tokens - r.num_generated for r in s.running)
-        k = min(k, MAX_FAST_STEPS)
-        # blocks: each request needs a new block when its cache crosses a block boundary
-        available = self._run_blocks()
-        while k > 1 and self._blocks_needed(k) > available:
-            k //= 2
-        if k <= 1:
-            return 1
-        t0, t_last = self._decode_times(k)
-        slope = (t_last - t0) / (k - 1)
-        self._line = (t0, slope)  # step j takes t0 + slope·j: _advance_decodes reuses it
-        if next_arrival != float("inf"):
-            room = next_arrival - self.now_s
-            # steps whose start lies before the arrival: boundaries b_j < arrival
-            j = 0
-            total = 0.0
-            while j < k and total < room:
-                total += t0 + slope * j
-                j += 1
-            k = j
-        return max(1, k)
-
-    def _blocks_needed(self, k: int) -> int:
-        blocks_for = self.pool.blocks_for
-        return sum(max(0, blocks_for(r.num_computed + k) - r.blocks_held)
-                   for r in self.scheduler.running)
-
-    def _decode_times(self, k: int) -> tuple[float, float]:
-        rs = self.scheduler.running
-        first = batch_shape(self.dep, [Seq(1, r.num_computed) for r in rs])
-        last = batch_shape(self.dep, [Seq(1, r.num_computed + k - 1) for r in rs])
-        return self._time(first, len(rs)), self._time(last, len(rs))
-
-    def _advance_decodes(self, batch: list[Scheduled], k: int, rec: Recorder) -> list[Request]:
-        t0, slope = self._line
-        t_last = t0 + slope * (k - 1)
-        start = self.now_s
-        for j in range(k):
-            rec.itl(t0 + slope * j, len(batch))
-        self.now_s = start + k * (t0 + t_last) / 2
-        self.steps += k
-        done = []
-        for b in batch:  # every request grows before any finishes, as in the plain step
-            r = b.request
-            self.pool.grow(r, r.num_computed + k)
-            r.num_computed += k
-            r.num_generated += k
-            self.pool.register(r)
-            if r.num_generated >= r.output_tokens:
-                done.append(r)
-        return [self._finish(r) for r in done]
 
 
 def _steps_to_cover(room_s: float, t0: float, slope: float) -> int:
