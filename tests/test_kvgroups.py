@@ -44,6 +44,20 @@ def test_gemma_3_groups_by_its_ten_full_layers_and_pads_the_last_window_group() 
     assert g.reported_tokens(7_000) == 7_000 // 7 * 16
 
 
+def test_a_real_vllm_log_of_a_hybrid_model_is_reproduced() -> None:
+    """vLLM (~v0.11) serving google/gemma-3-4b-it on an A100 logged "Add 1 padding layers,
+    may waste at most 3.45% KV cache memory", "GPU KV cache size: 317,136 tokens" and
+    "Maximum concurrency for 3,072 tokens per request: 102.78x" (kvcached issue #215). The
+    pool size was not logged, but both figures follow from one block count: the groups
+    reproduce them together, and the padding."""
+    g = vllm_kv_groups(dep("gemma-3-4b", gpu="a100"), 16)
+    assert g is not None
+    padding = g.layers_per_group * sum(n for _, n in g.windows) - 29  # 29 sliding layers
+    assert padding == 1 and round(padding / 29 * 100, 2) == 3.45
+    blocks = next(b for b in range(100_000, 200_000) if g.reported_tokens(b) == 317_136)
+    assert round(blocks / g.blocks_per_request(3072, 8192), 2) == 102.78
+
+
 def test_equal_counts_group_by_the_larger_type_and_near_equal_ones_too() -> None:
     gpt = vllm_kv_groups(dep("gpt-oss-120b", 2), 16)
     assert gpt is not None and (gpt.layers_per_group, gpt.full, gpt.windows) == (18, 1, ((128, 1),))

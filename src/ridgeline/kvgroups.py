@@ -16,7 +16,8 @@ layer type:
   chunk): at most ceil(min(window − 1 + max_num_batched_tokens, max_model_len) ÷
   block_size) + 1; per state group, one block;
 - the pool has ``memory ÷ page`` blocks and vLLM reports ``blocks ÷ groups × block_size``
-  tokens as its "GPU KV cache size".
+  tokens as its "GPU KV cache size" (later versions log max concurrency × max_model_len
+  instead; a v0.11 log of Gemma-3-4B is reproduced in the tests).
 A model with one cache type is one group (plain paged attention).
 """
 
