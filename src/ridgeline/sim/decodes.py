@@ -88,16 +88,10 @@ class DecodeSet:
                     under[0] -= 1
                     under[1] -= r.decode_base
 
-    def blocks_held(self, g: int) -> int:
-        """Σ ceil((base + g) / block_size) over members."""
-        bs = self.block_size
-        pad = sum(n * ((-key - g) % bs) for key, n in enumerate(self.residues))
-        return (self.context(g) + pad) // bs
-
     def blocks_over(self, g: int, k: int) -> int:
-        """New blocks the members take in steps g … g+k−1 (= blocks_held(g+k) −
-        blocks_held(g)). A member takes one at each step that starts with its last block
-        exactly full — every block_size steps from j₀ = −(base + g) mod block_size — so
+        """New blocks the members take in steps g … g+k−1. A member holds
+        ceil((base + g) / block_size) blocks and takes one at each step that starts with its
+        last block exactly full — every block_size steps from j₀ = −(base + g) mod block_size — so
         k = q·block_size + m steps give each q, plus one to those with j₀ < m: the members
         whose residue lies in one run of m classes."""
         bs = self.block_size

@@ -31,7 +31,6 @@ from ridgeline.sim.request import FINISHED, REJECTED, Request
 from ridgeline.sim.scheduler import Scheduled, Scheduler, SchedulerConfig
 
 MAX_FAST_STEPS = 4096
-PLAIN_AFTER_FALLBACK = 32  # steps the plain step keeps after the bulk step gave up
 
 
 @dataclass(frozen=True)
@@ -83,7 +82,6 @@ class Simulator:
         self._in_bulk = False  # the running decodes live in self.decodes
         self._partial: Request | None = None  # in bulk: the one request mid-prefill
         self._g = 0  # decode steps taken in bulk
-        self._plain_for = 0  # steps left on the plain step after the bulk step gave up
         self._unpublished: list[Request] = []  # members holding private prefix copies
 
     @property
@@ -167,13 +165,11 @@ class Simulator:
 
     def _advance(self, next_arrival: float, rec: Recorder) -> list[Request]:
         """Run one step, or several identical decode steps; return who finished."""
-        if self._bulk and self._plain_for <= 0 and (self._in_bulk or self._enter_bulk()):
+        if self._bulk and (self._in_bulk or self._enter_bulk()):
             finished = self._bulk_advance(next_arrival, rec)
             if finished is not None:
                 return finished
             self._leave_bulk()
-            self._plain_for = PLAIN_AFTER_FALLBACK
-        self._plain_for -= 1
         batch = self.scheduler.schedule(self.now_s)
         if not batch:
             raise InputError("the engine cannot schedule: a request needs more blocks "
