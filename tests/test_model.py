@@ -268,3 +268,13 @@ def test_fuzzed_configs_parse_or_raise_input_error(
         return
     params = count_params(spec)  # a parsed spec must also count without crashing
     assert params.total > 0
+
+
+def test_an_absurd_layer_count_is_refused_not_allocated() -> None:
+    """Found by the config fuzz: 4,994,427,557 layers used to build a list until memory ran out."""
+    config = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+              "num_hidden_layers": 4_994_427_557, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "vocab_size": 256}
+    with pytest.raises(InputError, match="num_hidden_layers must be at most 10,000"):
+        ModelSpec.from_hf_config(config, "huge")
+    assert ModelSpec.from_hf_config({**config, "num_hidden_layers": 10_000}, "big").num_layers == 10_000

@@ -28,6 +28,9 @@ from ridgeline.layouts import (
 from ridgeline.quantization import stored_formats
 
 # Architectures whose MLP is two matrices (up, down) rather than gated SwiGLU/GeGLU (three).
+# Far above any real model (Llama-3.1-405B has 126 layers); a config that claims more is
+# malformed, and building its layer list would exhaust memory.
+MAX_LAYERS = 10_000
 _UNGATED_MLP = {"gptj", "falcon", "nemotron_h", "gpt2", "gpt_neox", "opt", "bloom", "starcoder2"}
 # Architectures normalised with LayerNorm (weight + bias) rather than RMSNorm (weight only).
 _LAYER_NORM = {"gptj", "falcon", "gpt2", "gpt_neox", "opt", "bloom", "starcoder2"}
@@ -221,7 +224,8 @@ class _Reader:
             self.c.setdefault(key, value)
 
     # -- typed field access -------------------------------------------------------------
-    def int_(self, *keys: str, default: int | None = None, minimum: int = 1) -> int:
+    def int_(self, *keys: str, default: int | None = None, minimum: int = 1,
+             maximum: int | None = None) -> int:
         for key in keys:
             value = self.c.get(key)
             if value is None:
@@ -232,6 +236,8 @@ class _Reader:
                 raise InputError(f"{self.name}: {key} must be a whole number, got {value!r}")
             if value < minimum:
                 raise InputError(f"{self.name}: {key} must be at least {minimum}, got {value!r}")
+            if maximum is not None and value > maximum:
+                raise InputError(f"{self.name}: {key} must be at most {maximum:,}, got {value!r}")
             return int(value)
         if default is None:
             raise InputError(f"{self.name}: config has no {' or '.join(keys)}")
@@ -253,7 +259,7 @@ class _Reader:
     # -- the spec -----------------------------------------------------------------------
     def spec(self) -> ModelSpec:
         hidden = self.int_("hidden_size", "n_embd", "d_model")
-        num_layers = self.int_("num_hidden_layers", "n_layer", "num_layers")
+        num_layers = self.int_("num_hidden_layers", "n_layer", "num_layers", maximum=MAX_LAYERS)
         vocab = self.int_("vocab_size", "padded_vocab_size")
         mixers = self._mixers(num_layers)
         ffns = self._ffns(num_layers, mixers)
