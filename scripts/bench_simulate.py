@@ -7,6 +7,7 @@ Speed: simulated requests per wall second for a chat-like workload (Llama-3.1-8B
 H100, vLLM defaults, Poisson arrivals at 8 req/s below saturation, log-normal prompts
 around 1,000 tokens and answers around 250), on one core; peak RSS alongside. Then the
 same load (20,000 requests) on sliding-window, Mamba-hybrid and KV-bound deployments.
+The build (Python, or compiled by scripts/compile_simulator.py) is printed first.
 Sanity: each offline max-throughput row of validation/measurements.csv (batch left to the
 engine) replayed as 1,000 requests queued at t = 0; simulated output tok/s beside measured.
 """
@@ -22,6 +23,7 @@ from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.engines import profile_for
 from ridgeline.measurements import read_measurements
 from ridgeline.predict import deployment_for
+from ridgeline.sim import build
 from ridgeline.sim.request import Request
 from ridgeline.sim.simulator import Simulator, sim_config
 from ridgeline.sim.workload import Workload
@@ -81,6 +83,7 @@ def main() -> int:
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--skip-sanity", action="store_true")
     args = parser.parse_args()
+    print(f"simulator build: {build()} (Python {sys.version.split()[0]})\n")
     if not args.skip_speed:
         speed([int(x) for x in args.sizes.split(",")])
         print()

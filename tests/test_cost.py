@@ -10,10 +10,7 @@ from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.cost import (
     IDEAL,
     Seq,
-    StepTimer,
-    batch_shape,
     decode_batch,
-    shape_time_s,
     step_cost,
     step_time_s,
 )
@@ -119,51 +116,3 @@ def test_expert_parallel_pays_for_the_busiest_rank() -> None:
     ep = step_cost(dep("qwen3-30b-a3b", n=4, ep=True), decode_batch(64, 1000))
     flops = {c: next(op.flops for op in c.ops if op.name == "experts") for c in (plain, ep)}
     assert flops[ep] == pytest.approx(1.2 * flops[plain])
-
-
-batches = st.lists(st.tuples(st.sampled_from([1, 1, 1, 2, 37, 700]), st.integers(0, 9000)),
-                   min_size=1, max_size=24)
-TIMED = [("llama-3.1-8b", 1, 1, False), ("llama-3.1-70b", 4, 2, False),
-         ("qwen3-30b-a3b", 4, 1, True), ("deepseek-v3", 8, 1, False),
-         ("jamba-1.5-mini", 1, 1, False), ("gemma-3-27b", 2, 1, False)]
-
-
-@settings(max_examples=40, deadline=None)
-@given(batch=batches, which=st.sampled_from(TIMED), engine=st.sampled_from(["vllm", "trtllm"]))
-def test_the_step_timer_equals_shape_time(batch: list[tuple[int, int]],
-                                          which: tuple[str, int, int, bool], engine: str) -> None:
-    """The simulator's memoised timer is the same formula: dense, TP+PP, MoE with EP,
-    MLA, a Mamba hybrid and sliding windows."""
-    model, n, pp, ep = which
-    d = dep(model, n=n * pp, pp=pp, ep=ep)
-    profile = profile_for(engine)
-    timer = StepTimer(d, profile)
-    shape = batch_shape(d, [Seq(new, ctx) for new, ctx in batch])
-    assert timer.time_s(shape) == pytest.approx(shape_time_s(d, shape, profile), rel=1e-12)
-
-
-@settings(max_examples=40, deadline=None)
-@given(batch=batches, model=st.sampled_from(["llama-3.1-8b", "deepseek-v3", "jamba-1.5-mini",
-                                             "gemma-3-27b"]))
-def test_a_batch_summed_to_counts_and_sums_costs_what_the_batch_costs(
-        batch: list[tuple[int, int]], model: str) -> None:
-    """The simulator's summed forms: a decode count and context sum (full attention), or the
-    keys each window reads (sliding windows), beside the prefill chunks."""
-    d = dep(model, n=8 if model == "deepseek-v3" else 1)
-    seqs = [Seq(new, ctx) for new, ctx in batch]
-    decodes = [s.context_tokens for s in seqs if s.new_tokens == 1]
-    chunks = [s for s in seqs if s.new_tokens > 1]
-    timer = StepTimer(d, profile_for("vllm"))
-    expected = shape_time_s(d, batch_shape(d, seqs), profile_for("vllm"))
-    keys = {w: float(sum(c + 1 if w is None else min(c + 1, w) for c in decodes))
-            for w in timer.windows}
-    assert timer.keys_time_s(len(decodes), keys, chunks) == pytest.approx(expected)
-    if timer.full_attention:
-        assert timer.bulk_time_s(len(decodes), sum(decodes), chunks) == pytest.approx(expected)
-        if decodes and not chunks:
-            assert timer.decode_time_s(len(decodes), sum(decodes)) == pytest.approx(expected)
-
-
-def test_only_full_attention_models_are_timed_from_a_context_sum() -> None:
-    assert not StepTimer(dep("gemma-3-27b")).full_attention
-    assert StepTimer(dep("jamba-1.5-mini")).full_attention  # Mamba layers read no context

@@ -10,7 +10,7 @@ article's floor (``floors.py``); the engine profile turns it into an expectation
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
@@ -250,94 +250,6 @@ def shape_time_s(dep: Deployment, shape: BatchShape, profile: EngineProfile = ID
     total = sum(count * max(flops / p, nbytes / w) for _, flops, nbytes, count in terms.work)
     total += sum(t for _, t in terms.link)
     return total + profile.step_overhead_s + profile.layer_overhead_s * terms.layers
-
-
-class StepTimer:
-    """shape_time_s of one deployment and engine, for a simulator's millions of steps.
-
-    A step's weight matmuls, elementwise work and collectives depend on its token count
-    alone, and the LM head on its sequence count alone: both are computed once per count
-    from step_terms and remembered. Only attention and recurrent state read the batch's
-    contexts; they are evaluated on every call. Equal to shape_time_s (tested).
-    """
-
-    def __init__(self, dep: Deployment, profile: EngineProfile = IDEAL) -> None:
-        self.dep, self.profile = dep, profile
-        rate = _Rates(dep, profile)
-        self._p, self._w = rate.flops_per_s, rate.bytes_per_s
-        self._overhead = profile.step_overhead_s + profile.layer_overhead_s * dep.model.num_layers
-        kinds = _layer_kinds(dep)
-        self._attention = [(layer.window_tokens, n) for layer, n in kinds
-                           if layer.mixer in ATTENTION_MIXERS]
-        self._states = [(layer, n) for layer, n in kinds if layer.mixer in (LINEAR, MAMBA)]
-        self._by_tokens: dict[int, float] = {}
-        self._by_rows: dict[int, float] = {}
-        self._rates = _attention_rates(dep)
-        self.windows = _windows(dep)
-        self.full_attention = all(w is None for w in self.windows)
-        self._attention_layers = sum(n for _, n in self._attention)
-        self._decode_base: dict[int, float] = {}
-
-    def _terms_time(self, tokens: int, rows: int, per_row: bool) -> float:
-        zero = tuple(AttentionLoad(w, 0.0, 0.0, 0.0) for w in self.windows)
-        terms = step_terms(self.dep, BatchShape(tokens, rows, zero))
-        context_free = [(flops, nbytes, count) for name, flops, nbytes, count in terms.work
-                        if (name == "lm head") == per_row
-                        and name not in ("attention", "recurrent state")]
-        total = sum(count * max(f / self._p, b / self._w) for f, b, count in context_free)
-        return total if per_row else total + sum(t for _, t in terms.link)
-
-    def _context_free(self, tokens: int, rows: int) -> float:
-        """Everything but attention: per-token and per-row work, overheads, state."""
-        fixed = self._by_tokens.get(tokens)
-        if fixed is None:
-            fixed = self._by_tokens[tokens] = self._terms_time(tokens, 1, per_row=False)
-        head = self._by_rows.get(rows)
-        if head is None:
-            head = self._by_rows[rows] = self._terms_time(1, rows, per_row=True)
-        total = fixed + head + self._overhead
-        if self._states:
-            p, w = self._p, self._w
-            shape = BatchShape(tokens, rows, ())
-            for layer, count in self._states:
-                flops, nbytes = _state_work(self.dep, layer, shape)
-                total += count * max(flops / p, nbytes / w)
-        return total
-
-    def time_s(self, shape: BatchShape) -> float:
-        tokens = shape.tokens
-        total = self._context_free(tokens, shape.sequences)
-        p, w = self._p, self._w
-        if self._attention:
-            loads = {a.window: a for a in shape.attention}
-            for window, count in self._attention:
-                flops, nbytes = _attention_flops_bytes(self._rates, loads[window], tokens)
-                total += count * max(flops / p, nbytes / w)
-        return total
-
-    def decode_time_s(self, decodes: int, decode_context: int) -> float:
-        """bulk_time_s with no chunks (full attention): a simulator's decode-only steps, the
-        context-free part remembered per batch size."""
-        base = self._decode_base.get(decodes)
-        if base is None:
-            base = self._decode_base[decodes] = self._context_free(decodes, decodes)
-        keys = float(decode_context + decodes)
-        load = AttentionLoad(None, keys, 0.0, _decode_kv(keys, decodes))
-        flops, nbytes = _attention_flops_bytes(self._rates, load, decodes)
-        return base + self._attention_layers * max(flops / self._p, nbytes / self._w)
-
-    def keys_time_s(self, decodes: int, keys: Mapping[int | None, float],
-                    chunks: Sequence[Seq] = ()) -> float:
-        """time_s of ``decodes`` one-token sequences reading ``keys[window]`` keys in all
-        per attention window (sliding windows capped per sequence), plus ``chunks``."""
-        return self.time_s(_shape(self.windows, decodes, keys.__getitem__, chunks))
-
-    def bulk_time_s(self, decodes: int, decode_context: int, chunks: Sequence[Seq] = ()) -> float:
-        """time_s of ``decodes`` one-token sequences whose cached contexts sum to
-        ``decode_context``, plus multi-token ``chunks``: what a simulator that keeps its
-        decodes as a count and a sum can ask. Full attention (a window needs keys_time_s)."""
-        keys = float(decode_context + decodes)
-        return self.time_s(_shape(self.windows, decodes, lambda _: keys, chunks))
 
 
 @lru_cache(maxsize=65536)

@@ -20,7 +20,7 @@ import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from ridgeline.cost import BatchShape, Seq, StepTimer, batch_shape
+from ridgeline.cost import BatchShape, Seq, batch_shape
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.errors import InputError
@@ -29,6 +29,7 @@ from ridgeline.sim.decodes import DecodeSet
 from ridgeline.sim.metrics import Recorder, SimResult
 from ridgeline.sim.request import FINISHED, REJECTED, Request
 from ridgeline.sim.scheduler import Scheduled, Scheduler, SchedulerConfig
+from ridgeline.sim.timer import StepTimer
 
 MAX_FAST_STEPS = 4096
 

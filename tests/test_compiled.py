@@ -1,0 +1,111 @@
+"""The optional compiled simulator (scripts/compile_simulator.py, mypyc) is the same program:
+built from a copy of the source, it reports what the Python one reports, to the last digit.
+
+Skipped, saying why, where mypyc, setuptools or a C compiler is missing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CASES = [  # dense; sliding windows + preemption; Mamba hybrid TP2; speculative decoding;
+    # shared prefixes with a small pool; closed loop
+    ["llama-3.1-8b", "--gpu", "h100", "--rate", "8", "--num-requests", "1500",
+     "--input-len", "lognormal:1000,0.8", "--output-len", "lognormal:250,0.8"],
+    ["gemma-3-27b", "--gpu", "h100", "--rate", "12", "--num-requests", "600",
+     "--input-len", "lognormal:3000,0.8", "--output-len", "lognormal:400,0.8"],
+    ["jamba-1.5-mini", "--gpu", "h100", "--num-gpus", "2", "--rate", "6", "--num-requests", "400"],
+    ["llama-3.1-8b", "--gpu", "h100", "--rate", "4", "--num-requests", "300",
+     "--spec-tokens", "3", "--spec-acceptance", "0.7", "--spec-draft-cost", "0.05"],
+    ["qwen3-8b", "--gpu", "l4", "--rate", "3", "--num-requests", "400", "--prefix-groups", "4",
+     "--prefix-len", "700", "--max-num-seqs", "16", "--gpu-memory-utilization", "0.75"],
+    ["llama-3.1-8b", "--gpu", "a100-80gb", "--concurrency", "40", "--num-requests", "500",
+     "--input-len", "uniform:100,4000"],
+]
+
+
+def _compiler_missing() -> str:
+    for name in ("mypyc", "setuptools"):
+        if importlib.util.find_spec(name) is None:
+            return f"{name} is not installed"
+    cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(cc) is None:
+        return f"no C compiler ({cc})"
+    return ""
+
+
+def _script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("compile_simulator",
+                                                  ROOT / "scripts" / "compile_simulator.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _simulate(src: Path, args: list[str]) -> dict[str, object]:
+    env = dict(os.environ, PYTHONPATH=str(src))
+    out = subprocess.run([sys.executable, "-m", "ridgeline.cli", "simulate", *args, "--json"],
+                         capture_output=True, text=True, env=env, check=True, cwd=src).stdout
+    return json.loads(out)  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(pure, compiled) copies of the package."""
+    if reason := _compiler_missing():
+        pytest.skip(f"cannot compile the simulator here: {reason}")
+    pure, native = tmp_path_factory.mktemp("pure"), tmp_path_factory.mktemp("native")
+    ignore = shutil.ignore_patterns("*.so", "*.pyd", "native.json", "__pycache__")
+    for where in (pure, native):
+        shutil.copytree(ROOT / "src" / "ridgeline", where / "ridgeline", ignore=ignore)
+    written = _script().compile_simulator(native)
+    assert any(p.name.startswith("simulator.") and p.suffix in (".so", ".pyd") for p in written)
+    return pure, native
+
+
+def _which_build(src: Path) -> str:
+    env = dict(os.environ, PYTHONPATH=str(src))
+    return subprocess.run([sys.executable, "-c", "import ridgeline.sim as s; print(s.build())"],
+                          capture_output=True, text=True, env=env, check=True,
+                          cwd=src).stdout.strip()
+
+
+def test_the_compiled_build_is_the_one_imported(builds: tuple[Path, Path]) -> None:
+    pure, native = builds
+    assert (_which_build(pure), _which_build(native)) == ("python", "compiled")
+
+
+@pytest.mark.parametrize("args", CASES, ids=lambda a: f"{a[0]}-{a[4]}")
+def test_compiled_and_python_simulators_report_the_same(builds: tuple[Path, Path],
+                                                        args: list[str]) -> None:
+    pure, native = builds
+    expected, got = _simulate(pure, args), _simulate(native, args)
+    assert expected["completed"] > 0  # type: ignore[operator]
+    assert got == expected
+
+
+def test_a_source_edited_after_compiling_is_reported(builds: tuple[Path, Path]) -> None:
+    _, native = builds
+    source = native / "ridgeline" / "sim" / "blocks.py"
+    original = source.read_text()
+    try:
+        source.write_text(original + "\n# edited\n")
+        env = dict(os.environ, PYTHONPATH=str(native))
+        run = subprocess.run([sys.executable, "-c", "import ridgeline.sim"], capture_output=True,
+                             text=True, env=env, cwd=native)
+        assert "older than its source (blocks.py)" in run.stderr
+    finally:
+        source.write_text(original)
