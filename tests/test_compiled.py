@@ -1,7 +1,7 @@
 """The optional compiled simulator (scripts/compile_simulator.py, mypyc) is the same program:
 built from a copy of the source, it reports what the Python one reports, to the last digit.
 
-Skipped, saying why, where mypyc, setuptools or a C compiler is missing.
+Skipped, saying why, where mypyc, setuptools, a C compiler or Python's headers are missing.
 """
 
 from __future__ import annotations
@@ -43,6 +43,9 @@ def _compiler_missing() -> str:
     cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
     if shutil.which(cc) is None:
         return f"no C compiler ({cc})"
+    headers = Path(sysconfig.get_paths()["include"]) / "Python.h"
+    if not headers.exists():
+        return f"no Python headers ({headers})"
     return ""
 
 
