@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""Fit the bundled engine profiles to validation/measurements.csv (reproducible).
+"""Fit the bundled engine profiles to the measurements (reproducible).
 
     python scripts/fit_profiles.py            # writes src/ridgeline/data/profiles.json
 
-Engines with throughput or latency rows are fitted; the rest borrow a fitted profile
-of the closest engine, and say so in their `source`.
+Rows: validation/measurements.csv (the shared published measurements) and
+validation/lowbatch.csv (low-batch serving figures collected for ridgeline). The llama.cpp
+backends are fitted one by one; TensorRT-LLM, vLLM and SGLang together (SERVING_ENGINES:
+one profile fitted on all their rows); an engine with no rows borrows the closest fitted
+profile, and says so in its `source`.
 """
 
 from __future__ import annotations
@@ -14,18 +17,15 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from ridgeline.calibrate import fit_profiles
-from ridgeline.engines import EngineProfile
+from ridgeline.calibrate import SERVING_ENGINES, fit_engine, fit_profiles
+from ridgeline.engines import EngineProfile, engine_id
 from ridgeline.measurements import read_measurements
 
 ROOT = Path(__file__).resolve().parent.parent
-CSV = ROOT / "validation" / "measurements.csv"
+CSVS = (ROOT / "validation" / "measurements.csv", ROOT / "validation" / "lowbatch.csv")
 OUT = ROOT / "src" / "ridgeline" / "data" / "profiles.json"
 # engine without rows -> the fitted engine it borrows from, and why
 BORROW = {
-    "vllm": ("trtllm", "CUDA-graph serving engine like TensorRT-LLM; the measurements hold no "
-             "vLLM throughput rows"),
-    "sglang": ("trtllm", "CUDA-graph serving engine like TensorRT-LLM; no SGLang rows"),
     "llama.cpp-rocm": ("llama.cpp-vulkan", "llama.cpp on an AMD GPU; no ROCm rows, the Vulkan "
                        "rows include Radeon"),
 }
@@ -41,10 +41,17 @@ PRIORS = {
 
 
 def main() -> int:
-    result = read_measurements(CSV)
-    for error in result.errors:
-        print(f"skipped {error}", file=sys.stderr)
-    fitted = fit_profiles(result.rows)
+    rows = []
+    for csv in CSVS:
+        result = read_measurements(csv)
+        for error in result.errors:
+            print(f"skipped {error}", file=sys.stderr)
+        rows += result.rows
+    alone = [r for r in rows if engine_id(r.engine) not in SERVING_ENGINES]
+    fitted = fit_profiles(alone)
+    serving = fit_engine(rows, SERVING_ENGINES[0], family=SERVING_ENGINES)
+    for engine in SERVING_ENGINES:
+        fitted[engine] = replace(serving, engine=engine)
     profiles = dict(fitted)
     for engine, (donor, why) in BORROW.items():
         if engine not in profiles and donor in fitted:
@@ -61,6 +68,7 @@ def main() -> int:
     for engine, p in sorted(profiles.items()):
         print(f"{engine:18s} bw {p.bandwidth_efficiency:.3f} compute {p.compute_efficiency:.3f} "
               f"step {p.step_overhead_s * 1e6:7.1f} µs layer {p.layer_overhead_s * 1e6:6.2f} µs "
+              f"(prefill {(p.prefill_layer_overhead_s or p.layer_overhead_s) * 1e6:6.2f}) "
               f"band {p.band_low:.2f}-{p.band_high:.2f}  {p.source}")
     return 0
 

@@ -9,6 +9,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 MEASUREMENTS = ROOT / "validation" / "measurements.csv"
+LOWBATCH = ROOT / "validation" / "lowbatch.csv"
 
 
 @pytest.fixture(scope="session")

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from ridgeline.calibrate import error_stats, fit_engine, nelder_mead, validate
+from ridgeline.calibrate import error_stats, fit_engine, nelder_mead, performance_rows, validate
 from ridgeline.cli import main
 from ridgeline.engines import EngineProfile, profile_for
 from ridgeline.measurements import read_measurements
 from ridgeline.predict import predict
-from tests.conftest import MEASUREMENTS
+from tests.conftest import LOWBATCH, MEASUREMENTS
 
 
 def test_nelder_mead_finds_a_quadratic_minimum() -> None:
@@ -113,4 +113,30 @@ def test_unknown_models_get_a_reason_not_a_number() -> None:
 
 def test_profiles_name_their_fit() -> None:
     assert "fitted on" in profile_for("llama.cpp-metal").source
-    assert "borrowed" in profile_for("vllm").source
+    # the serving engines are fitted together, on TensorRT-LLM's and the low-batch rows
+    assert "trtllm, vllm together" in profile_for("vllm").source
+    assert profile_for("vllm").fitted_ids == profile_for("trtllm").fitted_ids
+
+
+def test_serving_engines_fitted_together_share_one_profile_over_their_rows() -> None:
+    rows = read_measurements(MEASUREMENTS).rows + read_measurements(LOWBATCH).rows
+    joint = profile_for("vllm")
+    assert joint.fitted_rows == sum(1 for r in performance_rows(rows)
+                                    if r.engine in ("trtllm", "vllm", "sglang"))
+    # TTFT rows are among them, so a prefill step has its own per-layer cost, above decode's
+    assert joint.prefill_layer_overhead_s is not None
+    assert joint.prefill_layer_overhead_s > joint.layer_overhead_s
+    # llama.cpp has no TTFT rows: one per-layer cost
+    assert profile_for("llama.cpp-metal").prefill_layer_overhead_s is None
+
+
+def test_a_modelopt_checkpoint_with_an_unstated_kv_dtype_is_read_as_fp8() -> None:
+    from dataclasses import replace
+
+    from ridgeline.predict import deployment_for
+
+    row = next(r for r in read_measurements(MEASUREMENTS).rows if "ModelOpt" in r.notes)
+    assert row.kv_dtype == "unknown"
+    assert deployment_for(row).kv.id == "fp8"
+    plain = replace(row, notes="a checkpoint of unstated origin")
+    assert deployment_for(plain).kv.id != "fp8"

@@ -116,3 +116,21 @@ def test_expert_parallel_pays_for_the_busiest_rank() -> None:
     ep = step_cost(dep("qwen3-30b-a3b", n=4, ep=True), decode_batch(64, 1000))
     flops = {c: next(op.flops for op in c.ops if op.name == "experts") for c in (plain, ep)}
     assert flops[ep] == pytest.approx(1.2 * flops[plain])
+
+
+def test_a_prefill_step_pays_its_own_per_layer_overhead() -> None:
+    """Decode-only steps replay CUDA graphs; a step with prompt tokens pays the prefill rate
+    on every layer (and a profile without one pays the decode rate everywhere)."""
+    from dataclasses import replace
+
+    d = dep()
+    base = profile_for("vllm")
+    plain = replace(base, prefill_layer_overhead_s=None)
+    eager = replace(base, prefill_layer_overhead_s=base.layer_overhead_s + 1e-4)
+    layers = d.model.num_layers
+    decode, prefill = decode_batch(8, 1000), [Seq(512, 0)]
+    assert step_cost(d, decode, eager).time_s == pytest.approx(step_cost(d, decode, plain).time_s)
+    extra = step_cost(d, prefill, eager).time_s - step_cost(d, prefill, plain).time_s
+    assert extra == pytest.approx(1e-4 * layers)
+    mixed = [*decode, Seq(64, 0)]  # a chunk among decodes: not a graph replay either
+    assert step_time_s(d, mixed, eager) > step_time_s(d, mixed, plain)

@@ -216,3 +216,16 @@ def test_the_kv_hand_off_is_the_prompt_cache_over_the_inter_node_links() -> None
     # 1,000 tokens over a 400 Gb/s (50 GB/s) link take 2.6 ms, half that over two links.
     assert handoff_s(one, 1000) == pytest.approx(1000 * 131_072 / 50e9)
     assert handoff_s(two, 1000) == pytest.approx(handoff_s(one, 1000) / 2)
+
+
+def test_a_winner_off_the_fitted_accelerators_says_how_few_rows_it_rests_on() -> None:
+    from ridgeline.engines import accelerator_group, profile_for
+    from ridgeline.hardware import resolve_accelerator
+
+    result = plan(MODEL, LOAD, SLO, ["mi300x"], workers=1, verify=0)
+    win = result.winner
+    assert win is not None and not win.calibrated
+    rows = profile_for("vllm").fitted_groups.get(accelerator_group(resolve_accelerator("mi300x")), 0)
+    assert f"has {rows} fitted row" in win.calibration_note
+    h100 = plan(MODEL, LOAD, SLO, ["h100-sxm"], workers=1, verify=0).winner
+    assert h100 is not None and h100.calibrated

@@ -3,8 +3,9 @@
 The fit minimises a robust loss (Huber on the log ratio predicted/measured) over an
 engine's throughput and latency rows, in log-parameter space, by Nelder–Mead. Few
 parameters, each physical: bandwidth and compute efficiency, a per-step and a per-layer
-overhead, and a multiplier per accelerator group that has enough rows. The band is the
-10th–90th percentile of the fit's own ratios measured/predicted.
+overhead (a step carrying prompt tokens gets its own per-layer cost: engines replay CUDA
+graphs only for decode-only steps), and a multiplier per accelerator group that has enough
+rows. The band is the 10th–90th percentile of the fit's own ratios measured/predicted.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from ridgeline.measurements import KV_METRICS, Measurement
 from ridgeline.predict import Prediction, deployment_for, predict
 
 START = EngineProfile("start", 0.7, 0.5, 3e-4, 5e-6, source="fit start")
+# The bundled fit pools these: CUDA-graph serving engines with a few rows each (vLLM and
+# SGLang have no offline-throughput rows, TensorRT-LLM no low-batch decode rows).
+SERVING_ENGINES = ("trtllm", "vllm", "sglang")
 HUBER_DELTA = 0.25  # log-ratio beyond which a row counts linearly (≈ 28% error)
 MIN_GROUP_ROWS = 8  # a group gets its own multiplier only with this many rows
 GROUP_PRIOR = 0.002  # a gentle pull of group multipliers towards 1 (squared log)
@@ -53,29 +57,37 @@ class _Space:
     bw_groups: tuple[str, ...]
     compute_groups: tuple[str, ...]
     dequant: bool  # fit a dequantization factor (the data have both kinds of weights)
+    prefill_overhead: bool  # fit prefill steps' own per-layer cost (the data have prompts)
+
+    @property
+    def _core(self) -> int:
+        return 4 + self.prefill_overhead
 
     def start(self) -> list[float]:
         b = self.base
+        layer = math.log(max(b.layer_overhead_s, 1e-8))
         return [math.log(b.bandwidth_efficiency), math.log(b.compute_efficiency),
-                math.log(max(b.step_overhead_s, 1e-6)), math.log(max(b.layer_overhead_s, 1e-8)),
+                math.log(max(b.step_overhead_s, 1e-6)), layer,
+                *([layer] * self.prefill_overhead),
                 *([0.0] * (len(self.bw_groups) + len(self.compute_groups) + self.dequant))]
 
     def profile(self, x: Sequence[float]) -> EngineProfile:
-        n, m = len(self.bw_groups), len(self.compute_groups)
+        n, m, k = len(self.bw_groups), len(self.compute_groups), self._core
         return replace(
             self.base,
             bandwidth_efficiency=min(1.0, math.exp(x[0])),
             compute_efficiency=min(1.0, math.exp(x[1])),
             step_overhead_s=math.exp(x[2]),
             layer_overhead_s=math.exp(x[3]),
-            group_bandwidth={g: math.exp(v) for g, v in zip(self.bw_groups, x[4:4 + n])},
+            prefill_layer_overhead_s=math.exp(x[4]) if self.prefill_overhead else None,
+            group_bandwidth={g: math.exp(v) for g, v in zip(self.bw_groups, x[k:k + n])},
             group_compute={g: math.exp(v) for g, v in zip(self.compute_groups,
-                                                           x[4 + n:4 + n + m])},
-            dequant_compute=min(1.0, math.exp(x[4 + n + m])) if self.dequant else 1.0,
+                                                           x[k + n:k + n + m])},
+            dequant_compute=min(1.0, math.exp(x[k + n + m])) if self.dequant else 1.0,
         )
 
     def penalty(self, x: Sequence[float]) -> float:
-        return GROUP_PRIOR * sum(v * v for v in x[4:])
+        return GROUP_PRIOR * sum(v * v for v in x[self._core:])
 
 
 def _huber(r: float) -> float:
@@ -84,10 +96,16 @@ def _huber(r: float) -> float:
 
 
 def fit_engine(rows: Sequence[Measurement], engine: str,
-               base: EngineProfile | None = None) -> EngineProfile:
-    """Fit one engine's profile to its performance rows (KV rows are memory, not speed)."""
+               base: EngineProfile | None = None,
+               family: Iterable[str] | None = None) -> EngineProfile:
+    """Fit one engine's profile to its performance rows (KV rows are memory, not speed).
+
+    family: engines whose rows are fitted together into this one profile (the bundled fit
+    pools the CUDA-graph serving engines, which have too few rows each).
+    """
     key = engine_id(engine)
-    mine = [r for r in performance_rows(rows) if engine_id(r.engine) == key]
+    members = {engine_id(e) for e in family} | {key} if family is not None else {key}
+    mine = [r for r in performance_rows(rows) if engine_id(r.engine) in members]
     if not mine:
         raise InputError(f"no throughput or latency rows for engine {engine!r} to fit")
     start = base or START  # a fixed start: the fit is reproducible, whatever is bundled
@@ -104,13 +122,16 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
     compute_rows = [r for r in mine if r.metric in ("prefill_tok_s", "ttft_ms")]
     quantized = sum(1 for r in compute_rows if _dequantizes(r))
     dequant = MIN_GROUP_ROWS <= quantized <= len(compute_rows) - MIN_GROUP_ROWS
-    space = _Space(start, bw, cg, dequant)
+    # a prefill step's own per-layer cost shows in time-to-first-token at batch 1
+    prefill = any(r.metric == "ttft_ms" for r in mine)
+    space = _Space(start, bw, cg, dequant, prefill)
 
     def loss(x: Sequence[float]) -> float:
         profile = space.profile(x)
+        table = {m: profile for m in members}
         total = 0.0
         for row in mine:
-            p = predict(row, {key: profile})
+            p = predict(row, table)
             if p.predicted is None:
                 continue
             total += _huber(math.log(p.predicted / p.measured))
@@ -119,11 +140,21 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
     best = nelder_mead(loss, space.start(), step=0.5, iterations=400)
     best = nelder_mead(loss, best, step=0.15, iterations=300)
     fitted = space.profile(best)
-    ratios = sorted(p.measured / p.predicted for p in (predict(r, {key: fitted}) for r in mine)
+    table = {m: fitted for m in members}
+    ratios = sorted(p.measured / p.predicted for p in (predict(r, table) for r in mine)
                     if p.predicted)
     return replace(fitted, band_low=_quantile(ratios, 0.1), band_high=_quantile(ratios, 0.9),
                    fitted_rows=len(mine), fitted_ids=tuple(r.id for r in mine),
-                   source=f"fitted on {len(mine)} rows ({', '.join(sorted({r.source_key for r in mine}))})")
+                   fitted_groups=dict(sorted(groups.items())),
+                   source=_fit_source(mine))
+
+
+def _fit_source(rows: Sequence[Measurement]) -> str:
+    sources = ", ".join(sorted({r.source_key for r in rows}))
+    engines = sorted({engine_id(r.engine) for r in rows})
+    if len(engines) > 1:
+        return f"fitted on {len(rows)} rows of {', '.join(engines)} together ({sources})"
+    return f"fitted on {len(rows)} rows ({sources})"
 
 
 def fit_profiles(rows: Sequence[Measurement],

@@ -4,8 +4,9 @@ A batch is a list of sequences, each with new tokens this step and tokens alread
 (decode: 1 new; a prefill chunk: many). Each operator of each layer costs
 max(FLOPs ÷ (peak × compute efficiency), bytes ÷ (bandwidth × bandwidth efficiency)),
 per tensor-parallel rank; collectives cost α–β over the link; the engine adds a fixed
-cost per step and per layer. With efficiencies of 1 and no overheads this is the
-article's floor (``floors.py``); the engine profile turns it into an expectation.
+cost per step and per layer (a step carrying prompt tokens has its own per-layer cost).
+With efficiencies of 1 and no overheads this is the article's floor (``floors.py``); the
+engine profile turns it into an expectation.
 """
 
 from __future__ import annotations
@@ -236,7 +237,7 @@ def step_cost(dep: Deployment, batch: Sequence[Seq], profile: EngineProfile = ID
     out = [OpCost(name, f, b, t, "compute" if c * 2 > t else "memory")
            for name, (f, b, t, c) in ops.items() if t > 0]
     out += [OpCost(name, 0.0, 0.0, t, "link") for name, t in terms.link]
-    overhead = profile.step_overhead_s + profile.layer_overhead_s * terms.layers
+    overhead = profile.overhead_s(terms.layers, terms.tokens > terms.sequences)
     if overhead > 0:
         out.append(OpCost("overhead", 0.0, 0.0, overhead, "overhead"))
     return StepCost(tuple(out), terms.tokens, terms.sequences)
@@ -249,7 +250,7 @@ def shape_time_s(dep: Deployment, shape: BatchShape, profile: EngineProfile = ID
     p, w = rate.flops_per_s, rate.bytes_per_s
     total = sum(count * max(flops / p, nbytes / w) for _, flops, nbytes, count in terms.work)
     total += sum(t for _, t in terms.link)
-    return total + profile.step_overhead_s + profile.layer_overhead_s * terms.layers
+    return total + profile.overhead_s(terms.layers, terms.tokens > terms.sequences)
 
 
 @lru_cache(maxsize=65536)

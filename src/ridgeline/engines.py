@@ -61,6 +61,18 @@ class EngineProfile:
     source: str = "prior"
     fitted_ids: tuple[str, ...] = ()  # the measurement rows the coefficients came from
     dequant_compute: float = 1.0  # compute efficiency multiplier when weights are dequantized
+    # per layer of a step that carries prompt tokens (None: layer_overhead_s). Engines capture
+    # CUDA graphs for decode-only steps; a prefill runs its kernels launched one by one.
+    prefill_layer_overhead_s: float | None = None
+    # fitted rows per accelerator group (engines.accelerator_group): where the fit has data
+    fitted_groups: Mapping[str, int] = field(default_factory=dict, hash=False)
+
+    def overhead_s(self, layers: int, prefill: bool) -> float:
+        """Fixed cost of one forward pass: per step, plus per layer (prefill steps' own rate)."""
+        per_layer = self.layer_overhead_s
+        if prefill and self.prefill_layer_overhead_s is not None:
+            per_layer = self.prefill_layer_overhead_s
+        return self.step_overhead_s + per_layer * layers
 
     def bandwidth_for(self, acc: Accelerator) -> float:
         """Bandwidth efficiency on this accelerator (group multiplier where fitted)."""
@@ -77,6 +89,7 @@ class EngineProfile:
         data["group_bandwidth"] = dict(self.group_bandwidth)
         data["group_compute"] = dict(self.group_compute)
         data["fitted_ids"] = list(self.fitted_ids)
+        data["fitted_groups"] = dict(self.fitted_groups)
         return data
 
     @classmethod
@@ -98,6 +111,10 @@ class EngineProfile:
                 source=str(data.get("source", origin)),
                 fitted_ids=tuple(str(i) for i in data.get("fitted_ids") or ()),
                 dequant_compute=float(data.get("dequant_compute", 1.0)),
+                fitted_groups={str(k): int(v) for k, v in
+                               dict(data.get("fitted_groups") or {}).items()},
+                prefill_layer_overhead_s=(None if data.get("prefill_layer_overhead_s") is None
+                                          else float(data["prefill_layer_overhead_s"])),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"{origin}: not an engine profile ({exc})") from None

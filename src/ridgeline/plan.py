@@ -23,6 +23,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ridgeline.calibrate import MIN_GROUP_ROWS
 from ridgeline.cost import Seq, decode_batch, step_time_s
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile, accelerator_group, profile_for
@@ -124,7 +125,7 @@ class Candidate:
     replicas: int
     price_per_gpu_hour: float | None
     calibrated: bool
-    profile_source: str
+    calibration_note: str
     band: tuple[float, float]
     verified: bool = False
     sim_ttft_s: float | None = None
@@ -220,10 +221,13 @@ def _evaluate(args: tuple[ModelSpec, str, int, int, str, str, tuple[int | None, 
     replicas = max(1, math.ceil(load.rate / rate * 1.0001))
     if replicas * tp * pp > max_gpus:
         return None
-    calibrated = profile.fitted_rows > 0 and accelerator_group(acc) in (
-        "nvidia-datacenter", "nvidia-workstation", "nvidia-geforce", "apple")
+    group = accelerator_group(acc)
+    fitted_here = profile.fitted_groups.get(group, 0)
+    calibrated = fitted_here >= MIN_GROUP_ROWS
+    why = (f"the vllm profile has {fitted_here} fitted row{'s' if fitted_here != 1 else ''} on "
+           f"{group} accelerators ({profile.source})")
     return Candidate(acc.id, tp, pp, weights, kv, seqs, batch, tpot, ttft, rate, replicas, price,
-                     calibrated, profile.source, (profile.band_low, profile.band_high),
+                     calibrated, why, (profile.band_low, profile.band_high),
                      expert_parallel=ep, max_num_batched_tokens=budget)
 
 

@@ -35,6 +35,11 @@ from ridgeline.units import GIB
 _WEIGHTS = {"f16": "fp16", "f32": "fp32", "fp8": "fp8", "bf16": "bf16", "int8": "int8",
             "nvfp4": "nvfp4", "mxfp4": "mxfp4"}
 LLAMA_CPP_UBATCH = 512
+# NVIDIA's Model Optimizer exports (nvidia/*-FP8, nvidia/*-FP4 checkpoints) write
+# "kv_cache_quant_algo": "FP8" into hf_quant_config.json, and TensorRT-LLM and vLLM follow it
+# when the KV dtype is left on auto: a row that names such a checkpoint and leaves the KV dtype
+# unknown ran an FP8 cache.
+MODELOPT = "ModelOpt"
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,8 @@ def deployment_for(row: Measurement) -> Deployment:
     else:
         weights_arg = weights
     kv = {"f16": "fp16", "unknown": None}.get(row.kv_dtype, row.kv_dtype)
+    if kv is None and MODELOPT in row.notes:
+        kv = "fp8"
     if kv is None:
         kv = "fp16" if engine.startswith("llama.cpp") else None
     pp = row.num_gpus // row.tp

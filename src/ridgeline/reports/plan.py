@@ -104,7 +104,7 @@ class PlanReport:
                          f"p{slo.percentile:g} TTFT {win.sim_ttft_s * 1e3:,.0f} ms, TPOT "  # type: ignore[operator]
                          f"{win.sim_tpot_s * 1e3:,.1f} ms")  # type: ignore[operator]
         if not win.calibrated:
-            lines.append(f"  outside the calibrated range: {win.profile_source}")
+            lines.append(f"  outside the calibrated range: {win.calibration_note}")
         lines += ["", "run it with:", *(f"  {c}" for c in self.commands().values()), ""]
         rows = [[c.label, str(c.gpus), f"${c.cost_per_hour:,.2f}",
                  f"${c.cost_per_million_tokens(self._tok_s()):,.3f}",

@@ -81,6 +81,8 @@ class CalibrationReport:
             lines.append(f"  {engine}: bandwidth {p.bandwidth_efficiency:.0%}, compute "
                          f"{p.compute_efficiency:.0%}, {p.step_overhead_s * 1e6:,.0f} µs/step, "
                          f"{p.layer_overhead_s * 1e6:,.1f} µs/layer"
+                         + (f" ({p.prefill_layer_overhead_s * 1e6:,.1f} in a prefill step)"
+                            if p.prefill_layer_overhead_s is not None else "")
                          + (f"; bandwidth by group: {groups}" if groups else "")
                          + f"; band {p.band_low:.2f}–{p.band_high:.2f}")
         lines.append("")

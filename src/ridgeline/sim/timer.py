@@ -41,7 +41,8 @@ class StepTimer:
         self.dep, self.profile = dep, profile
         rate = _Rates(dep, profile)
         self._p, self._w = rate.flops_per_s, rate.bytes_per_s
-        self._overhead = profile.step_overhead_s + profile.layer_overhead_s * dep.model.num_layers
+        layers = dep.model.num_layers
+        self._overhead = (profile.overhead_s(layers, False), profile.overhead_s(layers, True))
         kinds = _layer_kinds(dep)
         self._attention = [(layer.window_tokens, n) for layer, n in kinds
                            if layer.mixer in ATTENTION_MIXERS]
@@ -71,7 +72,7 @@ class StepTimer:
         head = self._by_rows.get(rows)
         if head is None:
             head = self._by_rows[rows] = self._terms_time(1, rows, per_row=True)
-        total = fixed + head + self._overhead
+        total = fixed + head + self._overhead[tokens > rows]
         if self._states:
             p, w = self._p, self._w
             shape = BatchShape(tokens, rows, ())
