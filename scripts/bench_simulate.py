@@ -24,8 +24,9 @@ from ridgeline.engines import profile_for
 from ridgeline.measurements import read_measurements
 from ridgeline.predict import deployment_for
 from ridgeline.sim import build
+from ridgeline.sim.config import sim_config
 from ridgeline.sim.request import Request
-from ridgeline.sim.simulator import Simulator, sim_config
+from ridgeline.sim.simulator import Simulator
 from ridgeline.sim.workload import Workload
 
 

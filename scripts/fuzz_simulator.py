@@ -20,8 +20,9 @@ from dataclasses import replace
 from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.engines import profile_for
 from ridgeline.errors import InputError
+from ridgeline.sim.config import SimConfig
 from ridgeline.sim.metrics import SimResult
-from ridgeline.sim.simulator import SimConfig, Simulator
+from ridgeline.sim.simulator import Simulator
 from ridgeline.sim.workload import Workload
 
 MODELS = ("llama-3.1-8b", "gemma-3-27b", "gpt-oss-20b", "jamba-1.5-mini", "qwen3-30b-a3b")

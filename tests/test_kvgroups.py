@@ -12,7 +12,7 @@ from ridgeline.kvcache import attention_kv_bytes_per_token, state_bytes_per_sequ
 from ridgeline.kvgroups import vllm_kv_groups
 from ridgeline.layouts import FULL, MAMBA
 from ridgeline.memory import EngineSettings, conversations, kv_pool, sequence_bytes_per_gpu
-from ridgeline.sim.simulator import sim_config
+from ridgeline.sim.config import sim_config
 
 
 def dep(model: str, n: int = 1, gpu: str = "h200") -> Deployment:

@@ -100,7 +100,7 @@ def test_a_pipeline_stage_keeps_its_own_micro_batch_in_flight() -> None:
     from ridgeline import Deployment, resolve_accelerator
     from ridgeline.engines import profile_for
     from ridgeline.plan import pipeline_lane, size_replica
-    from ridgeline.sim.simulator import sim_config
+    from ridgeline.sim.config import sim_config
 
     model = resolve_model("llama-3.1-70b")
     slo, load = Slo(2.0, 0.1), Load(4.0, "1000", "200")
@@ -130,7 +130,8 @@ def test_a_decode_pool_receives_the_prompt_cached() -> None:
     from ridgeline import Deployment, resolve_accelerator
     from ridgeline.engines import profile_for
     from ridgeline.plan import _handed_off
-    from ridgeline.sim.simulator import Simulator, sim_config
+    from ridgeline.sim.config import sim_config
+    from ridgeline.sim.simulator import Simulator
     from ridgeline.sim.workload import Workload
 
     dep = Deployment.build(MODEL, resolve_accelerator("h100"), "bf16")

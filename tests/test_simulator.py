@@ -15,10 +15,11 @@ from ridgeline.cli import main
 from ridgeline.engines import profile_for
 from ridgeline.errors import InputError
 from ridgeline.sim.blocks import BlockPool
+from ridgeline.sim.config import SimConfig, sim_config
 from ridgeline.sim.decodes import DecodeSet
 from ridgeline.sim.metrics import Histogram
 from ridgeline.sim.request import FINISHED, Request
-from ridgeline.sim.simulator import SimConfig, Simulator, sim_config
+from ridgeline.sim.simulator import Simulator
 from ridgeline.sim.workload import Workload, length_sampler, read_trace
 
 DEP = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"), "bf16")

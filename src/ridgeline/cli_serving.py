@@ -41,7 +41,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     from ridgeline.deployment import Deployment
     from ridgeline.engines import engine_id
     from ridgeline.reports.simulate import SimulateReport
-    from ridgeline.sim.simulator import Simulator, sim_config
+    from ridgeline.sim.config import sim_config
+    from ridgeline.sim.simulator import Simulator
     from ridgeline.sim.workload import Workload, read_trace
 
     acc = load_accelerator(args)

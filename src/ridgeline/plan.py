@@ -33,8 +33,9 @@ from ridgeline.kvcache import kv_footprint
 from ridgeline.memory import EngineSettings, kv_pool, max_batch
 from ridgeline.model import ModelSpec
 from ridgeline.parallel import INTER_NODE_BYTES_PER_S, node_size
+from ridgeline.sim.config import SimConfig, sim_config
 from ridgeline.sim.request import Request
-from ridgeline.sim.simulator import SimConfig, Simulator, sim_config
+from ridgeline.sim.simulator import Simulator
 from ridgeline.sim.workload import Workload, length_sampler, read_trace
 
 RAY_CHUNK = 8  # candidates per Ray task: each takes milliseconds, a task's overhead about as much

@@ -9,8 +9,8 @@ from typing import Any
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Step
 from ridgeline.render import table
+from ridgeline.sim.config import SimConfig
 from ridgeline.sim.metrics import SimResult
-from ridgeline.sim.simulator import SimConfig
 
 
 def _ms(x: float) -> str:

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 from ridgeline.cost import BatchShape, Seq, batch_shape
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.errors import InputError
 from ridgeline.sim.blocks import BlockPool
+from ridgeline.sim.config import SimConfig
 from ridgeline.sim.decodes import DecodeSet
 from ridgeline.sim.metrics import Recorder, SimResult
 from ridgeline.sim.request import FINISHED, REJECTED, Request
@@ -32,22 +32,6 @@ from ridgeline.sim.scheduler import Scheduled, Scheduler, SchedulerConfig
 from ridgeline.sim.timer import StepTimer
 
 MAX_FAST_STEPS = 4096
-
-
-@dataclass(frozen=True)
-class SimConfig:
-    num_blocks: int
-    block_size: int
-    max_num_seqs: int
-    max_num_batched_tokens: int
-    max_model_len: int
-    prefix_caching: bool = True
-    overhead_blocks: int = 0  # blocks each request holds besides its tokens' (hybrid models)
-    spec_tokens: int = 0  # speculative decoding: draft length
-    spec_acceptance: float = 0.0  # chance each draft token is accepted
-    spec_draft_cost: float = 0.0  # one draft token's cost, as a share of a decode step
-    fast_path: bool = True
-    max_steps: int = 50_000_000
 
 
 class Simulator:
@@ -457,37 +441,3 @@ def _steps_to_cover(room_s: float, t0: float, slope: float) -> int:
     while m * t0 + slope * m * (m - 1) / 2 < room_s:
         m += 1
     return m
-
-
-def sim_config(dep: Deployment, settings: object | None = None, prefix_caching: bool = True,
-               spec_tokens: int = 0, spec_acceptance: float = 0.0,
-               spec_draft_cost: float = 0.0, fast_path: bool = True) -> SimConfig:
-    """The simulated engine's limits, from the engine-aware memory model."""
-    from ridgeline.memory import EngineSettings, kv_pool
-
-    s = settings if isinstance(settings, EngineSettings) else EngineSettings()
-    max_len = s.max_model_len or dep.model.max_position_embeddings or 131072
-    pool = kv_pool(dep, s)
-    blocks, block_size, overhead = pool.blocks, pool.block_size, 0
-    g = pool.groups
-    if g is not None and (g.windows or g.states):
-        # The simulator grows one block table; vLLM's other groups become a fixed charge
-        # per request in units of that table's blocks: a window group's blocks once its
-        # window is full (charged from the start: conservative for short requests), a
-        # state group's one page. A model with no full attention grows its window groups
-        # without their cap (conservative past the window); a state-only model holds one
-        # block per request.
-        fixed = g.decode_blocks(max_len) - g.full * -(-max_len // g.block_size)
-        if g.full:
-            blocks, overhead = blocks // g.full, -(-fixed // g.full)
-        elif g.windows:
-            growing = sum(n for _, n in g.windows)
-            blocks, overhead = blocks // growing, -(-g.states // growing)
-        else:
-            blocks, block_size = blocks // g.states, max_len
-    return SimConfig(num_blocks=blocks, block_size=block_size,
-                     max_num_seqs=pool.max_num_seqs, overhead_blocks=overhead,
-                     max_num_batched_tokens=pool.profile_tokens, max_model_len=max_len,
-                     prefix_caching=prefix_caching, spec_tokens=spec_tokens,
-                     spec_acceptance=spec_acceptance, spec_draft_cost=spec_draft_cost,
-                     fast_path=fast_path)

@@ -1,0 +1,58 @@
+"""The simulated engine's limits: the pool, block size, batch caps, and speculative decoding,
+from the engine-aware memory model (``sim_config``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ridgeline.deployment import Deployment
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    num_blocks: int
+    block_size: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    max_model_len: int
+    prefix_caching: bool = True
+    overhead_blocks: int = 0  # blocks each request holds besides its tokens' (hybrid models)
+    spec_tokens: int = 0  # speculative decoding: draft length
+    spec_acceptance: float = 0.0  # chance each draft token is accepted
+    spec_draft_cost: float = 0.0  # one draft token's cost, as a share of a decode step
+    fast_path: bool = True
+    max_steps: int = 50_000_000
+
+
+def sim_config(dep: Deployment, settings: object | None = None, prefix_caching: bool = True,
+               spec_tokens: int = 0, spec_acceptance: float = 0.0,
+               spec_draft_cost: float = 0.0, fast_path: bool = True) -> SimConfig:
+    """The simulated engine's limits, from the engine-aware memory model."""
+    from ridgeline.memory import EngineSettings, kv_pool
+
+    s = settings if isinstance(settings, EngineSettings) else EngineSettings()
+    max_len = s.max_model_len or dep.model.max_position_embeddings or 131072
+    pool = kv_pool(dep, s)
+    blocks, block_size, overhead = pool.blocks, pool.block_size, 0
+    g = pool.groups
+    if g is not None and (g.windows or g.states):
+        # The simulator grows one block table; vLLM's other groups become a fixed charge
+        # per request in units of that table's blocks: a window group's blocks once its
+        # window is full (charged from the start: conservative for short requests), a
+        # state group's one page. A model with no full attention grows its window groups
+        # without their cap (conservative past the window); a state-only model holds one
+        # block per request.
+        fixed = g.decode_blocks(max_len) - g.full * -(-max_len // g.block_size)
+        if g.full:
+            blocks, overhead = blocks // g.full, -(-fixed // g.full)
+        elif g.windows:
+            growing = sum(n for _, n in g.windows)
+            blocks, overhead = blocks // growing, -(-g.states // growing)
+        else:
+            blocks, block_size = blocks // g.states, max_len
+    return SimConfig(num_blocks=blocks, block_size=block_size,
+                     max_num_seqs=pool.max_num_seqs, overhead_blocks=overhead,
+                     max_num_batched_tokens=pool.profile_tokens, max_model_len=max_len,
+                     prefix_caching=prefix_caching, spec_tokens=spec_tokens,
+                     spec_acceptance=spec_acceptance, spec_draft_cost=spec_draft_cost,
+                     fast_path=fast_path)
