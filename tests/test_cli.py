@@ -193,3 +193,33 @@ def test_an_internal_error_is_one_line_and_exit_1(capsys: pytest.CaptureFixture[
     assert main(["model", "llama-3.1-8b"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "internal error" in err and "Traceback" not in err
+
+
+def test_explain_shows_the_expectation_as_shares_of_the_floor_plus_overhead(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The expected step is the floor's operators at the engine's shares, plus collectives and
+    overhead; the explained parts add up to the figure printed above them."""
+    import re
+
+    from ridgeline.engines import profile_for
+
+    def parts(text: str) -> dict[str, float]:
+        block = text[text.index("expected step:"):]
+        return {k: float(v.replace(",", "")) for k, v in
+                re.findall(r"(\w[\w -]*?) = ([\d.,]+) ms", block)}
+
+    code, out, _ = run(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "8",
+                       "--context", "2000", "--explain")
+    assert code == 0
+    p = parts(out)
+    total = (p["compute-bound operators"] + p["memory-bound operators"] + p["collectives"]
+             + p["overhead"])
+    assert total == pytest.approx(p["expected"], rel=1e-3)
+    assert f"{p['expected']:,.2f} ms per step" in out
+    decode_layer = profile_for("vllm").layer_overhead_s * 1e6
+    assert f"per layer = {decode_layer:,.4g} µs" in out
+    code, out, _ = run(capsys, "prefill", "llama-3.1-8b", "--gpu", "h100", "--prompt-len", "2000",
+                       "--weights", "bf16", "--explain")
+    prefill_layer = profile_for("vllm").prefill_layer_overhead_s
+    assert prefill_layer is not None and f"per layer = {prefill_layer * 1e6:,.4g} µs" in out
+    assert "no CUDA graph" in out

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ridgeline.cost import Seq, decode_batch, step_cost
+from ridgeline.cost import Seq, StepCost, decode_batch, step_cost
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.explain import Step, q, step
@@ -36,15 +36,47 @@ class Expectation:
     low_s: float  # the band, from the profile's fit residuals
     high_s: float
     source: str
+    steps: tuple[Step, ...] = ()  # how time_s follows from the profile (for --explain)
 
     @classmethod
     def of(cls, dep: Deployment, batch: list[Seq], profile: EngineProfile) -> Expectation:
-        t = step_cost(dep, batch, profile).time_s
-        return cls(profile.engine, t, t / profile.band_high, t / profile.band_low, profile.source)
+        cost = step_cost(dep, batch, profile)
+        t = cost.time_s
+        return cls(profile.engine, t, t / profile.band_high, t / profile.band_low, profile.source,
+                   _expectation_steps(dep, batch, profile, cost))
 
     def to_dict(self) -> dict[str, Any]:
         return {"engine": self.engine, "time_s": self.time_s, "low_s": self.low_s,
                 "high_s": self.high_s, "profile": self.source}
+
+
+def _expectation_steps(dep: Deployment, batch: list[Seq], profile: EngineProfile,
+                       cost: StepCost) -> tuple[Step, ...]:
+    """The calibrated step: every operator at the engine's share of peak and bandwidth, plus
+    the links, plus the engine's fixed costs."""
+    acc = dep.accelerator
+    by = {kind: sum(op.time_s for op in cost.ops if op.bound == kind)
+          for kind in ("compute", "memory", "link", "overhead")}
+    prefill = cost.tokens > cost.sequences
+    per_layer = profile.prefill_layer_overhead_s if prefill and \
+        profile.prefill_layer_overhead_s is not None else profile.layer_overhead_s
+    src = f"{profile.engine} profile"
+    overhead = step("engine overhead", "per step + layers × per layer"
+                    + (" (a step with prompt tokens: no CUDA graph)" if prefill else ""),
+                    q("overhead", by["overhead"] * 1e3, "ms"),
+                    q("per step", profile.step_overhead_s * 1e6, "µs", src),
+                    q("layers", dep.model.num_layers, "", "config.json num_hidden_layers"),
+                    q("per layer", per_layer * 1e6, "µs", src))
+    total = step("expected step", "Σ operators max(FLOPs ÷ (peak × compute share), bytes ÷ "
+                 "(bandwidth × bandwidth share)) + collectives + overhead",
+                 q("expected", cost.time_s * 1e3, "ms"),
+                 q("compute share", profile.compute_for(acc), "", f"{src}: {profile.source}"),
+                 q("bandwidth share", profile.bandwidth_for(acc), "", src),
+                 q("compute-bound operators", by["compute"] * 1e3, "ms"),
+                 q("memory-bound operators", by["memory"] * 1e3, "ms"),
+                 q("collectives", by["link"] * 1e3, "ms"),
+                 q("overhead", by["overhead"] * 1e3, "ms"))
+    return overhead, total
 
 
 def _fit_dict(f: DecodeFloor | PrefillFloor) -> dict[str, Any]:
@@ -74,7 +106,8 @@ class DecodeReport:
 
     @property
     def steps(self) -> tuple[Step, ...]:
-        return self.floors[0][0].steps
+        f = self.floors[0][0]
+        return f.steps + (self.expected[0].steps if self.engine_runs(f) else ())
 
     def engine_runs(self, f: DecodeFloor) -> bool:
         """Whether the engine can run this point: it fits, and the KV pool seats the batch."""
@@ -184,7 +217,7 @@ class PrefillReport:
 
     @property
     def steps(self) -> tuple[Step, ...]:
-        return self.floor.steps
+        return self.floor.steps + (self.expected.steps if self.floor.fit.fits else ())
 
     def to_dict(self) -> dict[str, Any]:
         f = self.floor
