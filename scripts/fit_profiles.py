@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ridgeline.calibrate import SERVING_ENGINES, fit_engine, fit_profiles
 from ridgeline.engines import EngineProfile, engine_id
-from ridgeline.measurements import read_measurements
+from ridgeline.measurements import read_measurement_files
 
 ROOT = Path(__file__).resolve().parent.parent
 CSVS = (ROOT / "validation" / "measurements.csv", ROOT / "validation" / "lowbatch.csv")
@@ -41,12 +41,10 @@ PRIORS = {
 
 
 def main() -> int:
-    rows = []
-    for csv in CSVS:
-        result = read_measurements(csv)
-        for error in result.errors:
-            print(f"skipped {error}", file=sys.stderr)
-        rows += result.rows
+    result = read_measurement_files(CSVS)
+    for error in result.errors:
+        print(f"skipped {error}", file=sys.stderr)
+    rows = result.rows
     alone = [r for r in rows if engine_id(r.engine) not in SERVING_ENGINES]
     fitted = fit_profiles(alone)
     serving = fit_engine(rows, SERVING_ENGINES[0], family=SERVING_ENGINES)

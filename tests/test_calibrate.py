@@ -140,3 +140,16 @@ def test_a_modelopt_checkpoint_with_an_unstated_kv_dtype_is_read_as_fp8() -> Non
     assert deployment_for(row).kv.id == "fp8"
     plain = replace(row, notes="a checkpoint of unstated origin")
     assert deployment_for(plain).kv.id != "fp8"
+
+
+def test_validate_scores_several_files_together_and_names_ids_they_share(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", str(MEASUREMENTS), str(LOWBATCH), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert len(rows) == len(read_measurements(MEASUREMENTS).rows) + len(
+        read_measurements(LOWBATCH).rows)
+    copy = tmp_path / "again.csv"
+    copy.write_text(LOWBATCH.read_text())
+    assert main(["validate", str(LOWBATCH), str(copy), "--summary"]) == 0
+    out = capsys.readouterr()
+    assert "duplicate id (also in" in out.out + out.err

@@ -69,14 +69,14 @@ def cmd_measure(args: argparse.Namespace) -> Any:
 def cmd_validate(args: argparse.Namespace) -> Any:
     from ridgeline.calibrate import validate
     from ridgeline.engines import load_profile_file
-    from ridgeline.measurements import read_measurements
+    from ridgeline.measurements import read_measurement_files
     from ridgeline.reports.validation import ValidationReport
 
     _register_gpu_files(args)
-    result = read_measurements(args.file)
+    result = read_measurement_files(args.file)
     if not result.rows:
-        raise InputError(f"{args.file}: no readable rows ({len(result.errors)} unreadable: "
-                         + "; ".join(result.errors[:3]) + ")")
+        raise InputError(f"{', '.join(args.file)}: no readable rows ({len(result.errors)} "
+                         "unreadable: " + "; ".join(result.errors[:3]) + ")")
     profiles = load_profile_file(args.profile) if args.profile else None
     predictions = validate(result.rows, profiles)
     return ValidationReport(result.rows, tuple(predictions), result.errors, not args.summary)
@@ -86,17 +86,18 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
     from pathlib import Path
 
     from ridgeline.calibrate import error_stats, fit_profiles, validate
-    from ridgeline.measurements import read_measurements
+    from ridgeline.measurements import read_measurement_files
     from ridgeline.reports.validation import CalibrationReport
 
     _register_gpu_files(args)
-    result = read_measurements(args.file)
+    result = read_measurement_files(args.file)
+    files = ", ".join(args.file)
     if not result.rows:
-        raise InputError(f"{args.file}: no readable rows")
+        raise InputError(f"{files}: no readable rows")
     profiles = fit_profiles(result.rows, args.engine)
     if not profiles:
-        raise InputError(f"{args.file}: no throughput or latency rows to fit")
-    data = {"_about": f"ridgeline profile fitted on {args.file}",
+        raise InputError(f"{files}: no throughput or latency rows to fit")
+    data = {"_about": f"ridgeline profile fitted on {files}",
             "engines": {e: p.to_dict() for e, p in profiles.items()}}
     try:
         Path(args.output).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
@@ -138,8 +139,9 @@ def register(sub: Any) -> None:
     _output(p)
     p.set_defaults(handler=cmd_measure)
 
-    p = sub.add_parser("validate", help="predict every row of a measurements CSV, with errors")
-    p.add_argument("file", metavar="FILE", help="CSV in the format of validation/README.md")
+    p = sub.add_parser("validate", help="predict every row of measurements CSVs, with errors")
+    p.add_argument("file", metavar="FILE", nargs="+",
+                   help="CSVs in the format of validation/README.md (scored together)")
     p.add_argument("--gpu-file", action="append", metavar="FILE",
                    help="accelerator records the rows refer to (e.g. from `measure`)")
     p.add_argument("--profile", metavar="FILE", help="engine profiles from `ridgeline calibrate`")
@@ -148,7 +150,8 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=cmd_validate)
 
     p = sub.add_parser("calibrate", help="fit engine profiles to your own measurements")
-    p.add_argument("file", metavar="FILE", help="CSV in the format of validation/README.md")
+    p.add_argument("file", metavar="FILE", nargs="+",
+                   help="CSVs in the format of validation/README.md (fitted together)")
     p.add_argument("--gpu-file", action="append", metavar="FILE",
                    help="accelerator records the rows refer to (e.g. from `measure`)")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="profile JSON to write")

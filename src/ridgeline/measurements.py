@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -128,4 +129,21 @@ def read_measurements(path: str | Path) -> ReadResult:
             rows.append(row)
         except (ValueError, KeyError) as exc:
             errors.append(f"{row_id}: {exc}")
+    return ReadResult(tuple(rows), tuple(errors))
+
+
+def read_measurement_files(paths: Sequence[str | Path]) -> ReadResult:
+    """The rows of several measurements CSVs together (ids unique across them)."""
+    rows: list[Measurement] = []
+    errors: list[str] = []
+    where: dict[str, str] = {}
+    for path in paths:
+        result = read_measurements(path)
+        errors += result.errors
+        for row in result.rows:
+            if row.id in where:
+                errors.append(f"{row.id}: duplicate id (also in {where[row.id]})")
+                continue
+            where[row.id] = str(path)
+            rows.append(row)
     return ReadResult(tuple(rows), tuple(errors))
