@@ -153,3 +153,15 @@ def test_validate_scores_several_files_together_and_names_ids_they_share(
     assert main(["validate", str(LOWBATCH), str(copy), "--summary"]) == 0
     out = capsys.readouterr()
     assert "duplicate id (also in" in out.out + out.err
+
+
+def test_a_fit_without_compute_rows_keeps_compute_efficiency_near_its_start() -> None:
+    """Decode-only rows cannot see the compute efficiency; left free, the fit would bend it
+    (to ~7 % on the low-batch rows) to absorb other costs and wreck every prefill."""
+    from ridgeline.calibrate import SERVING_ENGINES
+
+    rows = read_measurements(LOWBATCH).rows
+    start = EngineProfile("start", 0.8, 0.5, 3e-4, 5e-6)
+    fitted = fit_engine(rows, "vllm", start, family=SERVING_ENGINES)
+    assert 0.35 < fitted.compute_efficiency < 0.7
+    assert fitted.prefill_layer_overhead_s is None  # no TTFT rows either

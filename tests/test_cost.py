@@ -134,3 +134,20 @@ def test_a_prefill_step_pays_its_own_per_layer_overhead() -> None:
     assert extra == pytest.approx(1e-4 * layers)
     mixed = [*decode, Seq(64, 0)]  # a chunk among decodes: not a graph replay either
     assert step_time_s(d, mixed, eager) > step_time_s(d, mixed, plain)
+
+
+def test_small_all_reduces_inside_nvlink_pay_a_fixed_latency_not_a_ring() -> None:
+    """A decode step's activations (16 KB) all-reduce in ~8 µs at any TP degree inside one
+    NVLink domain (one-/two-shot kernels); a prefill's 16 MB still takes the ring; a PCIe card
+    has only the ring."""
+    from ridgeline.parallel import LOW_LATENCY_ALL_REDUCE_S, all_reduce_time_s, link_latency_s
+
+    h100, l40s = resolve_accelerator("h100"), resolve_accelerator("l40s")
+    small = [all_reduce_time_s(16e3, n, h100) for n in (4, 8)]
+    assert all(LOW_LATENCY_ALL_REDUCE_S <= t < LOW_LATENCY_ALL_REDUCE_S * 1.01 for t in small)
+    assert small[-1] < 2 * 7 * link_latency_s(h100)  # the ring's 14 hops would cost more
+    assert all_reduce_time_s(16e3, 2, h100) <= LOW_LATENCY_ALL_REDUCE_S  # a 2-hop ring is cheaper
+    big = all_reduce_time_s(16e6, 8, h100)  # a prefill's activations: the bytes dominate
+    assert big == pytest.approx(LOW_LATENCY_ALL_REDUCE_S + 2 * 7 / 8 * 16e6 / 450e9)
+    assert big > 8 * small[-1]
+    assert all_reduce_time_s(16e3, 8, l40s) > 2 * 7 * link_latency_s(l40s)

@@ -29,6 +29,10 @@ SERVING_ENGINES = ("trtllm", "vllm", "sglang")
 HUBER_DELTA = 0.25  # log-ratio beyond which a row counts linearly (≈ 28% error)
 MIN_GROUP_ROWS = 8  # a group gets its own multiplier only with this many rows
 GROUP_PRIOR = 0.002  # a gentle pull of group multipliers towards 1 (squared log)
+# Without prefill or TTFT rows nothing pins the compute efficiency, and a fit on decode rows
+# alone would bend it to absorb other costs: then it is pulled towards the start (squared
+# log, worth about one row).
+COMPUTE_PRIOR_ROWS = 0.2
 
 
 def performance_rows(rows: Iterable[Measurement]) -> list[Measurement]:
@@ -58,6 +62,7 @@ class _Space:
     compute_groups: tuple[str, ...]
     dequant: bool  # fit a dequantization factor (the data have both kinds of weights)
     prefill_overhead: bool  # fit prefill steps' own per-layer cost (the data have prompts)
+    compute_prior: bool = False  # hold compute efficiency near the start (no compute rows)
 
     @property
     def _core(self) -> int:
@@ -86,8 +91,11 @@ class _Space:
             dequant_compute=min(1.0, math.exp(x[k + n + m])) if self.dequant else 1.0,
         )
 
-    def penalty(self, x: Sequence[float]) -> float:
-        return GROUP_PRIOR * sum(v * v for v in x[self._core:])
+    def penalty(self, x: Sequence[float], rows: int) -> float:
+        groups = GROUP_PRIOR * sum(v * v for v in x[self._core:])
+        if not self.compute_prior:
+            return groups
+        return groups + COMPUTE_PRIOR_ROWS * (x[1] - self.start()[1]) ** 2 / rows
 
 
 def _huber(r: float) -> float:
@@ -124,7 +132,7 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
     dequant = MIN_GROUP_ROWS <= quantized <= len(compute_rows) - MIN_GROUP_ROWS
     # a prefill step's own per-layer cost shows in time-to-first-token at batch 1
     prefill = any(r.metric == "ttft_ms" for r in mine)
-    space = _Space(start, bw, cg, dequant, prefill)
+    space = _Space(start, bw, cg, dequant, prefill, compute_prior=not compute_rows)
 
     def loss(x: Sequence[float]) -> float:
         profile = space.profile(x)
@@ -135,7 +143,7 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
             if p.predicted is None:
                 continue
             total += _huber(math.log(p.predicted / p.measured))
-        return total / len(mine) + space.penalty(x)
+        return total / len(mine) + space.penalty(x, len(mine))
 
     best = nelder_mead(loss, space.start(), step=0.5, iterations=400)
     best = nelder_mead(loss, best, step=0.15, iterations=300)
