@@ -95,7 +95,8 @@ class _Space:
         groups = GROUP_PRIOR * sum(v * v for v in x[self._core:])
         if not self.compute_prior:
             return groups
-        return groups + COMPUTE_PRIOR_ROWS * (x[1] - self.start()[1]) ** 2 / rows
+        pull = x[1] - math.log(self.base.compute_efficiency)
+        return groups + COMPUTE_PRIOR_ROWS * pull * pull / rows
 
 
 def _huber(r: float) -> float:
