@@ -8,8 +8,8 @@ scripts/fit_profiles.py fits them (the serving engines together). Leave one acce
 out: fit every engine on the rows of all other accelerators, predict the held-out
 accelerator's rows. Leave one source out: the same by source (S1…S6).
 An engine with no training rows in a fold falls back to a generic prior, never to the
-bundled profile (which saw the held-out rows). KV-capacity rows come from the memory
-model and need no fit.
+bundled profile (which saw the held-out rows). KV-capacity rows (those files' and
+validation/kvlogs.csv's engine start-up logs) come from the memory model and need no fit.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from ridgeline.measurements import KV_METRICS, Measurement, read_measurements
 from ridgeline.predict import Prediction, predict
 
 ROOT = Path(__file__).resolve().parent.parent
-CSVS = (ROOT / "validation" / "measurements.csv", ROOT / "validation" / "lowbatch.csv")
+CSVS = (ROOT / "validation" / "measurements.csv", ROOT / "validation" / "lowbatch.csv",
+        ROOT / "validation" / "kvlogs.csv")
 OUT = ROOT / "docs" / "accuracy.md"
 PRIOR = EngineProfile("prior", 0.8, 0.5, 3e-4, 5e-6, source="generic prior")
 TARGETS = {"decode_tok_s_per_user": 0.10, "prefill_tok_s": 0.10, "output_throughput_tok_s": 0.15,

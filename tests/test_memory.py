@@ -55,9 +55,9 @@ def test_vllm_defaults_depend_on_the_accelerator_and_usage() -> None:
 
 
 def test_vllm_pool_reproduces_the_logged_rtx_3090_pool() -> None:
-    # vLLM issue #10517: total 23.58 GiB, utilization 0.9, max_model_len 20000 (V0 profiles
-    # 20000 tokens) -> "KV cache 3.81 GiB".
-    settings = EngineSettings(0.9, 20000, 256, 20000, enforce_eager=True)
+    # vLLM issue #10517 (V0, v0.6.4): total 23.58 GiB, utilization 0.9, max_model_len 20000
+    # (V0 profiles 20000 tokens), non-torch 0.35 GiB -> "KV cache 3.81 GiB".
+    settings = EngineSettings(0.9, 20000, engine_version="0.6.4")
     pool = kv_pool(dep("llama-3.1-8b-instruct", "rtx-3090", weights="bf16"), settings,
                    23.58 * GIB)
     assert pool.pool_bytes / GIB == pytest.approx(3.81, rel=0.03)

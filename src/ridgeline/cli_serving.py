@@ -194,6 +194,9 @@ def register(sub: Any) -> None:
     g.add_argument("--enforce-eager", action="store_true", help="vLLM: no CUDA graphs")
     g.add_argument("--usage", choices=["serve", "offline"], default="serve",
                    help="vLLM usage context: vllm serve (default) or the offline LLM class")
+    g.add_argument("--engine-version", metavar="V",
+                   help="vLLM version whose memory accounting to follow (0.6.4, 0.10, 0.21; "
+                   "default: the newest modelled); add V0 for VLLM_USE_V1=0")
     _output(p, plot=True)
     p.set_defaults(handler=cmd_fit)
 
@@ -229,6 +232,7 @@ def register(sub: Any) -> None:
     g.add_argument("--block-size", type=_positive_count("block size"))
     g.add_argument("--enforce-eager", action="store_true")
     g.add_argument("--usage", choices=["serve", "offline"], default="serve")
+    g.add_argument("--engine-version", metavar="V", help="vLLM version whose memory accounting to follow")
     g.add_argument("--no-prefix-caching", action="store_true")
     g.add_argument("--spec-tokens", type=int, default=0, help="speculative decoding: draft length")
     g.add_argument("--spec-acceptance", type=float, default=0.7,

@@ -43,9 +43,14 @@ class Accelerator:
     sources: tuple[str, ...] = ()
     notes: str = ""
     aliases: tuple[str, ...] = ()
+    ecc_visible_bytes: float | None = None  # what the driver exposes with ECC on by default
 
     def __post_init__(self) -> None:
         require_positive(self.memory_bytes, f"{self.id}: memory")
+        if self.ecc_visible_bytes is not None:
+            require_positive(self.ecc_visible_bytes, f"{self.id}: visible memory")
+            if self.ecc_visible_bytes > self.memory_bytes:
+                raise InputError(f"{self.id}: visible memory exceeds the memory on the card")
         require_positive(self.memory_bandwidth_bytes_per_s, f"{self.id}: memory bandwidth")
         if not self.peak_flops:
             raise InputError(f"{self.id}: needs at least one peak FLOP/s figure")
@@ -60,6 +65,12 @@ class Accelerator:
     @property
     def memory_gib(self) -> float:
         return self.memory_bytes / GIB
+
+    @property
+    def visible_memory_bytes(self) -> float:
+        """The memory the driver exposes: less than the card carries where ECC on GDDR6
+        reserves a sixteenth by default (L40S: 46,068 of 49,152 MiB)."""
+        return self.ecc_visible_bytes or self.memory_bytes
 
     @property
     def bandwidth_tb_s(self) -> float:
@@ -115,6 +126,7 @@ class Accelerator:
                 sources=tuple(record.get("sources") or ()),
                 notes=str(record.get("notes", "")),
                 aliases=tuple(str(a) for a in record.get("aliases") or ()),
+                ecc_visible_bytes=_opt_float(record.get("ecc_visible_bytes")),
             )
         except KeyError as exc:
             raise InputError(f"{origin}: accelerator record lacks {exc.args[0]!r}") from None

@@ -54,6 +54,29 @@ class Measurement:
         match = re.search(rf"{re.escape(name)}\s*[=:]?\s*([0-9.]+\s*(?:GiB|GB)?)", self.notes)
         return match.group(1) if match else None
 
+    def setting_number(self, *names: str) -> float | None:
+        """The first of ``names`` the notes give a number for ('max_num_seqs default' gives
+        none); a figure with a unit must be in GiB (SGLang's logs print GiB as 'GB')."""
+        for name in names:
+            text = self.setting(name)
+            if text is None:
+                continue
+            number = text.replace("GiB", "").replace("GB", "").strip()
+            try:
+                return float(number)
+            except ValueError:
+                raise ValueError(f"{self.id}: {name} is not a number: {text!r}") from None
+        return None
+
+    def engine_version(self) -> str | None:
+        """The engine version the notes name after 'engine:' ('vLLM v0.10.2 (V1)' → '0.10.2'),
+        with ' V0' when the row ran vLLM's V0 engine."""
+        match = re.search(r"engine:[^|;]*?v?(\d+\.\d+(?:\.\d+)?)", self.notes)
+        if not match:
+            return None
+        v0 = re.search(r"\bV0\b", self.notes) is not None
+        return match.group(1) + (" V0" if v0 else "")
+
 
 @dataclass(frozen=True)
 class ReadResult:

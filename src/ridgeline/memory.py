@@ -26,11 +26,24 @@ from ridgeline.kvcache import KVFootprint, kv_footprint
 from ridgeline.kvgroups import KVGroups, vllm_kv_groups
 from ridgeline.layouts import DENSE, MOE
 from ridgeline.units import GIB
+from ridgeline.vllm_memory import (
+    VLLMAccounting,
+    cuda_graph_bytes,
+    non_torch_bytes,
+    parse_version,
+    sampler_peak_bytes,
+    vllm_accounting,
+)
 
 ACTIVATION_BYTES = 2
 # What the driver keeps from the nominal capacity: torch reports 23.58 GiB total on a
 # 24 GiB RTX 3090 (vLLM issue #10517 log) and 79.2 GiB on an 80 GiB H100.
 VISIBLE_MEMORY_FRACTION = 0.985
+# vLLM V0 (vllm/config.py SchedulerConfig, v0.6): without chunked prefill it profiles
+# max(max_model_len, 2048) tokens; chunked prefill is on by default past 32K tokens of
+# context, with a 2,048-token budget ("a balance between ITL and TTFT").
+V0_CHUNK_TOKENS = 2048
+V0_CHUNKED_ABOVE = 32 * 1024
 
 
 def engine_defaults(engine: str) -> dict[str, Any]:
@@ -50,6 +63,7 @@ class EngineSettings:
     block_size: int | None = None  # SGLang page_size; TRT tokens_per_block
     enforce_eager: bool = False  # vLLM: no CUDA graphs, no graph memory
     usage: str = "serve"  # vLLM usage context: "serve" (vllm serve) or "offline" (LLM class)
+    engine_version: str | None = None  # vLLM: whose memory accounting (default: the newest)
 
     def __post_init__(self) -> None:
         u = self.gpu_memory_utilization
@@ -61,6 +75,8 @@ class EngineSettings:
                 raise InputError(f"{name} must be at least 1, got {value}")
         if self.usage not in ("serve", "offline"):
             raise InputError(f"usage must be serve or offline, got {self.usage!r}")
+        if self.engine_version is not None:
+            parse_version(self.engine_version)
 
 
 def vllm_batch_defaults(dep: Deployment, usage: str) -> dict[str, int]:
@@ -107,6 +123,9 @@ class KVPool:
     max_num_seqs: int
     profile_tokens: int
     groups: KVGroups | None = None  # vLLM V1: the hybrid allocator's groups and page
+    forward_bytes: float = 0.0  # the profiled forward pass's activations (vLLM)
+    sampler_bytes: float = 0.0  # the profiled sampler's buffers (vLLM); activations = the larger
+    accounting: VLLMAccounting | None = None  # vLLM: the version whose accounting applies
 
     @property
     def pool_bytes(self) -> float:
@@ -178,43 +197,61 @@ def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
     """The per-GPU KV pool of ``dep.engine`` under ``settings``."""
     s = settings or EngineSettings()
     engine = dep.engine
+    if s.engine_version is not None and engine != "vllm":
+        raise InputError(f"--engine-version models vLLM's memory accounting; {engine} has one rule")
     d = engine_defaults(engine)
-    total = total_bytes or dep.accelerator.memory_bytes * VISIBLE_MEMORY_FRACTION
+    total = total_bytes or dep.accelerator.visible_memory_bytes * VISIBLE_MEMORY_FRACTION
     weights = dep.weight_bytes / dep.num_gpus
     footprint = kv_footprint(dep.model, 1, dep.kv.bytes_per_element)
     per_token = footprint.bytes_per_token_growing * dep.kv_replication / dep.num_gpus
     non_torch = float(d.get("non_torch_gib", 0.4)) * GIB
-    groups: KVGroups | None = None
     if engine.startswith("llama.cpp") or engine not in ("vllm", "sglang", "trtllm"):
         return KVPool(engine, total, 1.0, weights, 0.0, non_torch, 0.0, 1.0, per_token,
                       1, s.max_num_seqs or 1, 0)
     if engine == "vllm":
-        defaults = vllm_batch_defaults(dep, s.usage)
-        seqs = s.max_num_seqs or defaults["max_num_seqs"]
-        tokens = s.max_num_batched_tokens or defaults["max_num_batched_tokens"]
-        fraction = s.gpu_memory_utilization or float(d["gpu_memory_utilization"])
-        graphs = 0.0 if s.enforce_eager else float(d.get("cuda_graph_gib", 0.0)) * GIB
-        groups = vllm_kv_groups(dep, s.block_size or int(d["block_size"]))
-        block = groups.block_size if groups else s.block_size or int(d["block_size"])
-        free_rest = 1.0
-    elif engine == "sglang":
+        return _vllm_pool(dep, s, total, weights, per_token)
+    if engine == "sglang":
         seqs = s.max_num_seqs or int(d["max_running_requests"])
         rule = sglang_memory_defaults(total, dep.tensor_parallel_size, dep.pipeline_parallel_size,
                                       s.max_num_batched_tokens)
         tokens = rule.chunked_prefill_size
         fraction = s.gpu_memory_utilization or rule.mem_fraction_static
-        graphs, block, free_rest = 0.0, s.block_size or int(d["page_size"]), 1.0
-    else:  # trtllm
-        seqs = s.max_num_seqs or int(d["max_batch_size"])
-        tokens = s.max_num_batched_tokens or int(d["max_num_tokens"])
-        fraction = 1.0
-        free_rest = s.gpu_memory_utilization or float(d["kv_cache_free_gpu_mem_fraction"])
-        graphs, block = 0.0, s.block_size or int(d["tokens_per_block"])
-    # The profiling pass peaks inside the MLP; the sampler's logits come later, not on top.
-    # SGLang keeps activations in the memory it holds back, not in the static fraction.
-    activations = 0.0 if engine == "sglang" else tokens * activation_bytes_per_token(dep)
-    return KVPool(engine, total, fraction, weights, activations, non_torch, graphs, free_rest,
-                  per_token, block, seqs, tokens, groups)
+        # SGLang keeps activations and CUDA graphs in the memory it holds back.
+        return KVPool(engine, total, fraction, weights, 0.0, non_torch, 0.0, 1.0, per_token,
+                      s.block_size or int(d["page_size"]), seqs, tokens)
+    # trtllm: its fraction applies to what is free after the engine and its activations load
+    seqs = s.max_num_seqs or int(d["max_batch_size"])
+    tokens = s.max_num_batched_tokens or int(d["max_num_tokens"])
+    forward = tokens * activation_bytes_per_token(dep)
+    free_rest = s.gpu_memory_utilization or float(d["kv_cache_free_gpu_mem_fraction"])
+    return KVPool(engine, total, 1.0, weights, forward, non_torch, 0.0, free_rest, per_token,
+                  s.block_size or int(d["tokens_per_block"]), seqs, tokens, forward_bytes=forward)
+
+
+def _vllm_pool(dep: Deployment, s: EngineSettings, total: float, weights: float,
+               per_token: float) -> KVPool:
+    """vLLM: total × gpu_memory_utilization − weights − the profiling pass's peak (the larger
+    of the forward pass over the token budget and the sampler over max_num_seqs requests) −
+    non-torch memory − (v0.21+) the CUDA-graph estimate, as ``s.engine_version`` counts them."""
+    d = engine_defaults("vllm")
+    acc = vllm_accounting(s.engine_version)
+    defaults = vllm_batch_defaults(dep, s.usage)
+    if acc.engine == "V0":  # a whole max_model_len prompt over 256 seqs; chunks past 32K
+        seqs = s.max_num_seqs or 256
+        length = s.max_model_len or 0
+        tokens = s.max_num_batched_tokens or (V0_CHUNK_TOKENS if length > V0_CHUNKED_ABOVE
+                                               else max(length, V0_CHUNK_TOKENS))
+    else:
+        seqs = s.max_num_seqs or defaults["max_num_seqs"]
+        tokens = s.max_num_batched_tokens or defaults["max_num_batched_tokens"]
+    fraction = s.gpu_memory_utilization or float(d["gpu_memory_utilization"])
+    forward = tokens * activation_bytes_per_token(dep)
+    sampler = sampler_peak_bytes(dep, seqs, acc)
+    graphs = cuda_graph_bytes(dep, seqs, acc, s.enforce_eager)
+    groups = vllm_kv_groups(dep, s.block_size or int(d["block_size"]))
+    block = groups.block_size if groups else s.block_size or int(d["block_size"])
+    return KVPool("vllm", total, fraction, weights, max(forward, sampler), non_torch_bytes(dep, acc),
+                  graphs, 1.0, per_token, block, seqs, tokens, groups, forward, sampler, acc)
 
 
 def sequence_bytes_per_gpu(dep: Deployment, context: int) -> float:

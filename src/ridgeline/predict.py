@@ -18,8 +18,9 @@ quantity measured between consecutive tokens; end-to-end latency = TTFT + (outpu
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from ridgeline.catalog import resolve_model
@@ -31,6 +32,7 @@ from ridgeline.hardware import resolve_accelerator
 from ridgeline.measurements import KV_METRICS, Measurement
 from ridgeline.memory import EngineSettings, engine_defaults, kv_pool, max_batch
 from ridgeline.units import GIB
+from ridgeline.vllm_memory import parse_version
 
 _WEIGHTS = {"f16": "fp16", "f32": "fp32", "fp8": "fp8", "bf16": "bf16", "int8": "int8",
             "nvfp4": "nvfp4", "mxfp4": "mxfp4"}
@@ -188,18 +190,33 @@ def batch_prefill_time(dep: Deployment, profile: EngineProfile, batch: int, isl:
     return time
 
 
+def kv_row_settings(row: Measurement) -> EngineSettings:
+    """The engine settings a KV-capacity row states, each in its engine's own name; a vLLM
+    row's version picks the memory accounting (main after PR #2031 counts as v0.2.5, the
+    release it landed in)."""
+    version = row.engine_version() if row.engine == "vllm" else None
+    if version and "#2031" in row.notes and parse_version(version) < (0, 2, 5):
+        version = "0.2.5"
+    fraction = row.setting_number("gpu_memory_utilization", "mem_fraction_static",
+                                  "kv_cache_free_gpu_mem_fraction")
+    tokens = row.setting_number("max_num_batched_tokens", "chunked_prefill_size", "max_num_tokens")
+    seqs = row.setting_number("max_num_seqs", "max_running_requests", "max_batch_size")
+    block = row.setting_number("block_size", "page_size", "tokens_per_block")
+    return EngineSettings(
+        gpu_memory_utilization=fraction, max_model_len=row.context_len,
+        max_num_seqs=int(seqs) if seqs else None,
+        max_num_batched_tokens=int(tokens) if tokens else None,
+        block_size=int(block) if block else None,
+        enforce_eager=re.search(r"enforce_eager\s*[=:]?\s*(yes|true)", row.notes, re.I) is not None,
+        engine_version=version)
+
+
 def _kv_metric(row: Measurement, dep: Deployment) -> float | None:
-    total = row.setting("total_gpu_memory")
-    total_bytes = float(total.replace("GiB", "").strip()) * GIB if total else None
-    util = row.setting("gpu_memory_utilization")
+    total = row.setting_number("total_gpu_memory")
+    total_bytes = total * GIB if total else None
+    stated = kv_row_settings(row)
     max_len = row.context_len or dep.model.max_position_embeddings or 4096
-    v0 = "V0" in row.notes or "v0.2" in row.notes  # profiles max(max_model_len, 2048) tokens
-    settings = EngineSettings(
-        gpu_memory_utilization=float(util) if util else None, max_model_len=max_len,
-        max_num_seqs=256 if v0 else None,
-        max_num_batched_tokens=max(max_len, 2048) if v0 else None,
-        enforce_eager=v0,  # V0 captured CUDA graphs after sizing the pool
-    )
+    settings = replace(stated, max_model_len=max_len)
     pool = kv_pool(dep, settings, total_bytes)
     if row.metric == "kv_cache_tokens":
         return float(pool.tokens)

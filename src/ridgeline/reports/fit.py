@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ridgeline.deployment import Deployment
-from ridgeline.explain import Step, q, step
+from ridgeline.explain import Quantity, Step, q, step
 from ridgeline.memory import EngineSettings, KVPool, conversation_bytes, conversations, kv_pool
 from ridgeline.precision import kv_dtype, weight_plan
 from ridgeline.render import table
@@ -74,6 +74,9 @@ class FitReport:
             "per_conversation_bytes_per_gpu": self.per_conversation_bytes,
             "taken_per_gpu": {"weights": p.weight_bytes, "activations": p.activation_bytes,
                               "non_torch": p.non_torch_bytes, "cuda_graphs": p.cuda_graph_bytes},
+            "profile": {"tokens": p.profile_tokens, "forward_bytes": p.forward_bytes,
+                        "sampler_bytes": p.sampler_bytes},
+            "engine_version": None if p.accounting is None else p.accounting.version,
             "levers": [vars(lv) for lv in self.levers],
             "kv_cache_groups": None if p.groups is None else {
                 "layers_per_group": p.groups.layers_per_group, "full": p.groups.full,
@@ -94,17 +97,20 @@ class FitReport:
                          f"({self.ridge_batch:,.0f}): bandwidth-bound at any load")
         else:
             headline += f"; a batch of {self.batch:,} reaches the ridge ({self.ridge_batch:,.0f})"
+        engine = p.engine if p.accounting is None else (
+            f"vLLM {p.accounting.version} ({p.accounting.engine} memory accounting)")
         lines = [headline,
-                 f"{d.model.name} on {d.num_gpus} x {d.accelerator.id}, {p.engine}, weights "
+                 f"{d.model.name} on {d.num_gpus} x {d.accelerator.id}, {engine}, weights "
                  f"{d.weights.label}, KV {d.kv.id}", ""]
         budget = p.total_bytes * p.reserved_fraction
         rows = [["memory per GPU", f"{p.total_bytes / GIB:,.2f} GiB"],
                 [f"reserved (x {p.reserved_fraction:g})", f"{budget / GIB:,.2f} GiB"],
                 ["− weights", f"{p.weight_bytes / GIB:,.2f} GiB"],
-                [f"− activations ({p.profile_tokens:,}-token profile)",
-                 f"{p.activation_bytes / GIB:,.2f} GiB"],
+                [f"− {_peak_label(p)}", f"{p.activation_bytes / GIB:,.2f} GiB"],
                 ["− non-torch (CUDA context, NCCL)", f"{p.non_torch_bytes / GIB:,.2f} GiB"],
-                ["− CUDA graphs", f"{p.cuda_graph_bytes / GIB:,.2f} GiB"]]
+                ["− CUDA graphs" + ("" if p.cuda_graph_bytes or p.accounting is None
+                                    else " (captured after sizing)"),
+                 f"{p.cuda_graph_bytes / GIB:,.2f} GiB"]]
         if p.free_fraction_of_rest != 1.0:
             rows.append([f"x kv_cache_free_gpu_mem_fraction {p.free_fraction_of_rest:g}", ""])
         rows.append(["= KV pool", f"{p.pool_bytes / GIB:,.2f} GiB per GPU"])
@@ -148,11 +154,21 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
     steps = (
         step("KV pool per GPU", "total × reserved fraction − weights − activations − non-torch − "
              "graphs", q("pool", pool.pool_bytes / GIB, "GiB"),
-             q("total", pool.total_bytes / GIB, "GiB", "catalog memory × 0.985 visible"),
+             q("total", pool.total_bytes / GIB, "GiB",
+               "catalog memory (ECC-visible where it applies) × 0.985 visible"),
              q("reserved fraction", pool.reserved_fraction, "", f"{pool.engine} default or flag"),
              q("weights per GPU", pool.weight_bytes / GIB, "GiB"),
-             q("activation peak", pool.activation_bytes / GIB, "GiB",
-               f"{pool.profile_tokens} tokens × 2 B × (3 × intermediate + 3 × hidden)")),
+             *_peak_quantities(dep, pool),
+             q("non-torch", pool.non_torch_bytes / GIB, "GiB",
+               "CUDA context" + (", custom all-reduce buffers over NVLink" if
+                                 pool.accounting and dep.tensor_parallel_size > 1 else "")),
+             q("CUDA graphs", pool.cuda_graph_bytes / GIB, "GiB",
+               "layers × captured sizes × 0.45 MiB (vLLM v0.21+ estimate)"
+               if pool.cuda_graph_bytes else "not taken from the budget"),
+             q("accounting", "-" if pool.accounting is None else
+               f"vLLM {pool.accounting.version}", "",
+               "" if pool.accounting is None else
+               f"{pool.accounting.note} ({pool.accounting.source})")),
         step("conversations", "floor(pool ÷ bytes per conversation)", q("conversations", n),
              q("per conversation", per_seq / GIB, "GiB", f"{context} tokens, {dep.kv.id}"
                + (f"; {pool.groups.decode_blocks(context)} blocks of {pool.page_bytes / 2**20:,.2f}"
@@ -163,6 +179,24 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
     )
     report = FitReport(dep, s, pool, context, target, n, per_seq, ridge, (), steps)
     return replace(report, levers=tuple(_levers(report)))
+
+
+def _peak_label(p: KVPool) -> str:
+    if p.accounting is not None and p.sampler_bytes > p.forward_bytes:
+        return f"sampler peak ({p.max_num_seqs:,} requests' fp32 logits)"
+    return f"activations ({p.profile_tokens:,}-token profile)"
+
+
+def _peak_quantities(dep: Deployment, p: KVPool) -> list[Quantity]:
+    forward = q("forward pass", p.forward_bytes / GIB, "GiB",
+                f"{p.profile_tokens} tokens × 2 B × (3 × intermediate + 3 × hidden)")
+    if p.accounting is None:
+        return [forward]
+    sampler = q("sampler", p.sampler_bytes / GIB, "GiB",
+                f"{p.accounting.sampler_logit_copies:g} × {p.max_num_seqs} requests × vocab "
+                f"{dep.model.vocab_size:,} × 4 B (vLLM {p.accounting.era}+ sampler)")
+    return [forward, sampler, q("activation peak", p.activation_bytes / GIB, "GiB",
+                                "the larger of the two")]
 
 
 def _levers(r: FitReport) -> list[Lever]:

@@ -1,0 +1,106 @@
+"""How vLLM counts memory before the KV cache, version by version.
+
+vLLM sizes its KV pool as total × gpu_memory_utilization minus what one profiling pass
+used. What that pass counts has changed: before v0.2.5 only PyTorch's allocations; from
+v0.2.5 everything the process holds (CUDA context, NCCL); V1 (v0.8) profiles
+max_num_batched_tokens and then a dummy sampler run over max_num_seqs requests, whose
+fp32 logits and top-k/top-p buffers are often the peak; v0.17 made that sampler lighter
+(a Triton kernel instead of a sort); v0.21 also takes an estimate of the CUDA-graph pool.
+The eras are data (engines.json ``memory_versions``), each with its source.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ridgeline.datafiles import load_data
+from ridgeline.deployment import Deployment
+from ridgeline.errors import InputError
+from ridgeline.parallel import LOW_LATENCY_FABRICS
+from ridgeline.units import MIB
+
+LOGIT_BYTES = 4  # the sampler upcasts logits to fp32
+
+
+def _vllm_data() -> dict[str, Any]:
+    data: dict[str, Any] = load_data("engines.json")["vllm"]
+    return data
+
+
+def parse_version(text: str) -> tuple[int, ...]:
+    """'v0.6.4.post1' → (0, 6, 4); '0.10' → (0, 10). InputError when no version is in it."""
+    match = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", text)
+    if not match:
+        raise InputError(f"not a vLLM version: {text!r} (expected e.g. 0.11 or v0.6.4)")
+    return tuple(int(part) for part in match.groups() if part is not None)
+
+
+@dataclass(frozen=True)
+class VLLMAccounting:
+    """What one vLLM version's profiling pass counts before the KV cache."""
+
+    version: str  # as asked, or the default
+    era: str  # the first version of the era that applies
+    engine: str  # "V0" or "V1"
+    non_torch_gib: float  # CUDA context and the like, as this version's snapshot counts it
+    sampler_logit_copies: float  # fp32 logit-sized buffers of the profiled sampler
+    graphs_in_budget: bool
+    note: str
+    source: str
+
+
+def vllm_accounting(version: str | None = None) -> VLLMAccounting:
+    """The accounting of ``version`` (default: the newest modelled). A version string that
+    says V0 (``"0.8.5 V0"``, VLLM_USE_V1=0) keeps the V0 engine's profiling rule."""
+    data = _vllm_data()
+    asked = version or str(data["default_version"])
+    wanted = parse_version(asked)
+    eras = [e for e in data["memory_versions"] if parse_version(e["from"]) <= wanted]
+    if not eras:
+        raise InputError(f"vLLM {asked} is older than any version ridgeline models")
+    era = eras[-1]
+    engine = "V0" if re.search(r"\bV0\b", asked) else str(era["engine"])
+    return VLLMAccounting(asked, str(era["from"]), engine, float(era["non_torch_gib"]),
+                          float(era["sampler_logit_copies"]), bool(era["graphs_in_budget"]),
+                          str(era["note"]), str(era["source"]))
+
+
+def sampler_peak_bytes(dep: Deployment, max_num_seqs: int, acc: VLLMAccounting) -> float:
+    """The profiled sampler's peak: fp32 logits of max_num_seqs requests, times the
+    buffers top-k/top-p sampling holds (Llama-3.1-8B at 1,024 requests before v0.17:
+    1,024 × 128,256 × 4 B × 9.7 = 4.75 GiB; vLLM logged 4.76)."""
+    return acc.sampler_logit_copies * max_num_seqs * dep.model.vocab_size * LOGIT_BYTES
+
+
+def non_torch_bytes(dep: Deployment, acc: VLLMAccounting) -> float:
+    """Memory outside PyTorch that the budget counts: none before v0.2.5; the CUDA context
+    in V0 (0.35 GiB logged on an RTX 3090); what grew after V1's start-up snapshot (0.13 GiB
+    at TP1) plus, at TP > 1 over NVLink, custom all-reduce buffers (0.55 GiB at TP2 on H100)."""
+    gib = acc.non_torch_gib
+    if not gib:
+        return 0.0
+    data = _vllm_data()
+    fabric = (dep.accelerator.link_kind or "").lower().startswith(LOW_LATENCY_FABRICS)
+    if dep.tensor_parallel_size > 1 and fabric:
+        gib += float(data["non_torch_nvlink_tp_gib"])
+    return gib * 1024 * MIB
+
+
+def capture_sizes(max_num_seqs: int) -> int:
+    """CUDA-graph batch sizes V1 captures: 1, 2, 4, then every 8 up to
+    min(2 × max_num_seqs, 512) — 67 sizes at the default cap of 512."""
+    cap = min(2 * max_num_seqs, 512)
+    return len([s for s in (1, 2, 4) if s <= cap]) + max(0, cap // 8)
+
+
+def cuda_graph_bytes(dep: Deployment, max_num_seqs: int, acc: VLLMAccounting,
+                     enforce_eager: bool) -> float:
+    """The CUDA-graph estimate v0.21+ takes from the KV budget: layers on one pipeline
+    stage × captured sizes × 0.45 MiB (logged pools: 0.23–0.56 MiB per layer per size)."""
+    if enforce_eager or not acc.graphs_in_budget:
+        return 0.0
+    layers = dep.model.num_layers / dep.pipeline_parallel_size
+    per = float(_vllm_data()["cuda_graph_mib_per_layer_per_size"]) * MIB
+    return layers * capture_sizes(max_num_seqs) * per

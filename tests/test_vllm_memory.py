@@ -1,0 +1,122 @@
+"""vLLM's memory accounting by version, pinned to the start-up logs it is built from."""
+
+from __future__ import annotations
+
+import pytest
+
+from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.errors import InputError
+from ridgeline.memory import EngineSettings, kv_pool
+from ridgeline.units import GIB, MIB
+from ridgeline.vllm_memory import capture_sizes, parse_version, vllm_accounting
+
+
+def dep(model: str, gpu: str = "h100", n: int = 1, weights: str | None = None,
+        pp: int = 1) -> Deployment:
+    return Deployment.build(resolve_model(model), resolve_accelerator(gpu), weights, None, n,
+                            pipeline_parallel_size=pp)
+
+
+def test_versions_parse_and_pick_their_era() -> None:
+    assert parse_version("v0.6.4.post1") == (0, 6, 4)
+    assert parse_version("0.10") == (0, 10)
+    assert vllm_accounting("0.2.4").non_torch_gib == 0  # before PR #2031: torch only
+    assert vllm_accounting("0.2.5").non_torch_gib > 0
+    assert vllm_accounting("0.7.3").engine == "V0"
+    assert vllm_accounting("0.8.0").engine == "V1"
+    assert vllm_accounting("0.8.5 V0").engine == "V0"  # VLLM_USE_V1=0
+    assert vllm_accounting("0.16").sampler_logit_copies > 3 * vllm_accounting("0.17").sampler_logit_copies
+    assert not vllm_accounting("0.20.2").graphs_in_budget
+    assert vllm_accounting("0.21").graphs_in_budget
+    assert vllm_accounting().version == vllm_accounting("0.21").version  # the default
+    for bad in ("banana", "0.0.9"):
+        with pytest.raises(InputError):
+            vllm_accounting(bad)
+    with pytest.raises(InputError):
+        EngineSettings(engine_version="next")
+
+
+def test_sampler_peak_is_what_v0_10_logged_for_llama_and_gpt_oss_on_h100() -> None:
+    # llm-d-benchmark's table of vLLM logs (H100, 79.18 GiB, 1,024 requests by default on
+    # H100): peak activation 4.76 GiB for Llama-3.1-8B and 7.38 GiB for gpt-oss-20b — the
+    # sampler's fp32 logits × 9.7, bigger than the 8,192-token forward pass.
+    for model, logged in (("llama-3.1-8b-instruct", 4.76), ("gpt-oss-20b", 7.38)):
+        pool = kv_pool(dep(model), EngineSettings(engine_version="0.10.1"), 79.18 * GIB)
+        assert pool.max_num_seqs == 1024
+        assert pool.sampler_bytes > pool.forward_bytes
+        assert pool.activation_bytes / GIB == pytest.approx(logged, rel=0.05)
+
+
+def test_v0_10_pool_matches_the_logged_llama_pool() -> None:
+    # Same table: 0.9 x 79.18 - 14.99 weights - 4.76 activations - 0.13 non-torch = 51.38 GiB.
+    pool = kv_pool(dep("llama-3.1-8b-instruct"), EngineSettings(engine_version="0.10.1"),
+                   79.18 * GIB)
+    assert pool.pool_bytes / GIB == pytest.approx(51.38, rel=0.01)
+    assert pool.cuda_graph_bytes == 0  # captured after the pool was sized
+
+
+def test_a_lighter_sampler_from_v0_17_and_graphs_in_the_budget_from_v0_21() -> None:
+    d = dep("llama-3.1-8b-instruct")
+    v16, v17, v21 = (kv_pool(d, EngineSettings(engine_version=v)) for v in ("0.16", "0.17", "0.21"))
+    assert v17.sampler_bytes == pytest.approx(v16.sampler_bytes * 3.0 / 9.7)
+    assert v17.pool_bytes > v16.pool_bytes
+    # 32 layers x 67 captured sizes (1, 2, 4, then every 8 to 512) x 0.45 MiB
+    assert capture_sizes(1024) == 67
+    assert v21.cuda_graph_bytes == pytest.approx(32 * 67 * 0.45 * MIB)
+    assert v21.pool_bytes == pytest.approx(v17.pool_bytes - v21.cuda_graph_bytes)
+    eager = kv_pool(d, EngineSettings(engine_version="0.21", enforce_eager=True))
+    assert eager.cuda_graph_bytes == 0
+
+
+def test_v0_profiles_the_whole_context_until_chunked_prefill_takes_over_past_32k() -> None:
+    d = dep("llama-3.1-8b-instruct", "rtx-3090")
+    at_20k = kv_pool(d, EngineSettings(max_model_len=20_000, engine_version="0.6.4"))
+    at_29k = kv_pool(d, EngineSettings(max_model_len=29_000, engine_version="0.6.4"))
+    at_64k = kv_pool(d, EngineSettings(max_model_len=65_536, engine_version="0.6.4"))
+    assert (at_20k.profile_tokens, at_29k.profile_tokens, at_64k.profile_tokens) == (20_000, 29_000, 2048)
+    # vLLM #10517: the torch peak grew 0.92 GiB from 20k to 29k profiled tokens
+    assert (at_29k.activation_bytes - at_20k.activation_bytes) / GIB == pytest.approx(0.92, rel=0.05)
+
+
+def test_l40s_pool_counts_the_memory_ecc_keeps() -> None:
+    l40s = resolve_accelerator("l40s")
+    assert l40s.visible_memory_bytes == 46_068 * MIB < l40s.memory_bytes
+    # torch reports 44.42 GiB on an L40S (v0.10.2 log); 0.985 of what ECC leaves is within 0.5 %
+    assert kv_pool(dep("llama-3.1-8b", "l40s")).total_bytes / GIB == pytest.approx(44.42, rel=0.005)
+
+
+def test_qwen3_235b_on_eight_l40s_matches_the_logged_v0_10_2_budget() -> None:
+    # Logged: weights 27.72, peak activation 1.4, non-torch 0.17-0.21 GiB; KV 10.64 GiB
+    pool = kv_pool(dep("Qwen/Qwen3-235B-A22B-FP8", "l40s", n=8),
+                   EngineSettings(engine_version="0.10.2"), 44.42 * GIB)
+    assert pool.activation_bytes / GIB == pytest.approx(1.4, rel=0.05)
+    assert pool.pool_bytes / GIB == pytest.approx(10.64, rel=0.04)
+
+
+def test_nvlink_tensor_parallel_adds_custom_all_reduce_memory() -> None:
+    one = kv_pool(dep("llama-3.1-70b", n=1), EngineSettings(engine_version="0.10"))
+    two = kv_pool(dep("llama-3.1-70b", n=2), EngineSettings(engine_version="0.10"))
+    pcie = kv_pool(dep("llama-3.1-70b", "l40s", n=2), EngineSettings(engine_version="0.10"))
+    assert one.non_torch_bytes / GIB == pytest.approx(0.15)
+    assert two.non_torch_bytes / GIB == pytest.approx(0.55)  # logged 0.55 at TP2 on H100
+    assert pcie.non_torch_bytes == one.non_torch_bytes
+
+
+def test_the_engine_log_rows_validate() -> None:
+    # validation/kvlogs.csv: capacity figures from start-up logs, each row's settings and
+    # version read from its notes. The vLLM rows are the accounting's evidence.
+    from pathlib import Path
+    from statistics import median
+
+    from ridgeline.measurements import read_measurements
+    from ridgeline.predict import predict
+
+    path = Path(__file__).resolve().parent.parent / "validation" / "kvlogs.csv"
+    result = read_measurements(path)
+    assert not result.errors
+    errors = {p.id: p.error for p in map(predict, result.rows)}
+    assert all(e is not None for e in errors.values())
+    vllm = [abs(e) for i, e in errors.items() if e is not None and i.startswith("KV-vllm")]
+    assert len(vllm) >= 15
+    assert median(vllm) <= 0.03
+    assert sum(e <= 0.03 for e in vllm) >= 0.75 * len(vllm)
