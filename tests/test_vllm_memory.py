@@ -120,3 +120,21 @@ def test_the_engine_log_rows_validate() -> None:
     assert len(vllm) >= 15
     assert median(vllm) <= 0.03
     assert sum(e <= 0.03 for e in vllm) >= 0.75 * len(vllm)
+
+
+def test_fit_warns_where_an_old_version_counted_more_than_the_model() -> None:
+    from ridgeline.reports.fit import fit_report
+
+    old = EngineSettings(engine_version="0.2.5")
+    seventy = dep("llama-2-70b", "a100-80gb", n=4)
+    lines = fit_report(seventy, 4096, old).text_lines()
+    assert any(line.startswith("caution: vLLM 0.2.5") and "record_stream" in line for line in lines)
+    # fixed in v0.2.7, and never a problem on one GPU
+    assert not any("record_stream" in line
+                   for line in fit_report(seventy, 4096, EngineSettings(engine_version="0.2.7")).text_lines())
+    assert not any("record_stream" in line
+                   for line in fit_report(dep("llama-2-7b", "a100-80gb"), 4096, old).text_lines())
+    # the V0 era has no custom all-reduce buffers; V1 over NVLink does
+    assert kv_pool(seventy, old).non_torch_bytes / GIB == pytest.approx(0.35)
+    assert kv_pool(seventy, EngineSettings(engine_version="0.10")).non_torch_bytes / GIB == \
+        pytest.approx(0.55)

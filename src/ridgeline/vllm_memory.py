@@ -45,10 +45,12 @@ class VLLMAccounting:
     era: str  # the first version of the era that applies
     engine: str  # "V0" or "V1"
     non_torch_gib: float  # CUDA context and the like, as this version's snapshot counts it
+    nvlink_tp_non_torch_gib: float  # V1: custom all-reduce buffers at TP > 1 over NVLink
     sampler_logit_copies: float  # fp32 logit-sized buffers of the profiled sampler
     graphs_in_budget: bool
     note: str
     source: str
+    tp_caveat: str = ""  # what this version gets wrong at TP > 1 that the model leaves out
 
 
 def vllm_accounting(version: str | None = None) -> VLLMAccounting:
@@ -63,8 +65,9 @@ def vllm_accounting(version: str | None = None) -> VLLMAccounting:
     era = eras[-1]
     engine = "V0" if re.search(r"\bV0\b", asked) else str(era["engine"])
     return VLLMAccounting(asked, str(era["from"]), engine, float(era["non_torch_gib"]),
+                          float(era["non_torch_nvlink_tp_gib"]),
                           float(era["sampler_logit_copies"]), bool(era["graphs_in_budget"]),
-                          str(era["note"]), str(era["source"]))
+                          str(era["note"]), str(era["source"]), str(era.get("tp_caveat", "")))
 
 
 def sampler_peak_bytes(dep: Deployment, max_num_seqs: int, acc: VLLMAccounting) -> float:
@@ -81,10 +84,9 @@ def non_torch_bytes(dep: Deployment, acc: VLLMAccounting) -> float:
     gib = acc.non_torch_gib
     if not gib:
         return 0.0
-    data = _vllm_data()
     fabric = (dep.accelerator.link_kind or "").lower().startswith(LOW_LATENCY_FABRICS)
     if dep.tensor_parallel_size > 1 and fabric:
-        gib += float(data["non_torch_nvlink_tp_gib"])
+        gib += acc.nvlink_tp_non_torch_gib
     return gib * 1024 * MIB
 
 

@@ -125,6 +125,8 @@ class FitReport:
                   f"{self.per_conversation_bytes / GIB:,.3f} GiB per GPU",
                   f"batch the engine can run: min({self.conversations:,} conversations, "
                   f"max_num_seqs {p.max_num_seqs:,}) = {self.batch:,}"]
+        if p.accounting is not None and p.accounting.tp_caveat and d.tensor_parallel_size > 1:
+            lines.append(f"caution: vLLM {p.accounting.version} {p.accounting.tp_caveat}")
         moe = d.model.moe
         if moe:
             lines.append(f"  (MoE: its experts see B × {moe.routed_fraction:.3f} tokens each, "
