@@ -124,3 +124,14 @@ def test_sglang_pool_is_the_static_fraction_less_weights_and_context() -> None:
     assert pinned.reserved_fraction == 0.7
 
 
+
+
+def test_a_shortfall_counts_weights_that_overflow_the_reservation() -> None:
+    # Qwen3-30B-A3B in bf16 (about 57 GiB) on one L40S: the weights alone exceed what the
+    # engine reserves, so the pool is short by that overflow plus one conversation.
+    report = fit_report(dep("qwen3-30b-a3b", "l40s"), 32_768, EngineSettings(), target=1)
+    pool = report.pool
+    assert report.verdict == DOES_NOT_FIT and pool.pool_bytes == 0 and pool.rest_bytes < 0
+    overflow = pool.weight_bytes - pool.total_bytes * pool.reserved_fraction
+    assert report.shortfall_bytes > overflow + report.per_conversation_bytes
+    assert "overflow" in report.text_lines()[0]

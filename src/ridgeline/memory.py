@@ -128,11 +128,16 @@ class KVPool:
     accounting: VLLMAccounting | None = None  # vLLM: the version whose accounting applies
 
     @property
-    def pool_bytes(self) -> float:
+    def rest_bytes(self) -> float:
+        """The reserved memory less everything taken before the cache; negative when the
+        weights and the profiling pass already overflow it."""
         budget = self.total_bytes * self.reserved_fraction
-        rest = budget - self.weight_bytes - self.activation_bytes - self.non_torch_bytes \
+        return budget - self.weight_bytes - self.activation_bytes - self.non_torch_bytes \
             - self.cuda_graph_bytes
-        return max(0.0, rest * self.free_fraction_of_rest)
+
+    @property
+    def pool_bytes(self) -> float:
+        return max(0.0, self.rest_bytes * self.free_fraction_of_rest)
 
     @property
     def page_bytes(self) -> float:

@@ -56,9 +56,11 @@ class FitReport:
 
     @property
     def shortfall_bytes(self) -> float:
-        """Extra pool per GPU the target needs (0 when it fits)."""
+        """Extra memory per GPU the target needs (0 when it fits), counted from what is
+        left after the weights and the profiling pass, so an overflow counts too."""
+        p = self.pool
         need = max(1, self.target or 1) * self.per_conversation_bytes
-        return max(0.0, need - self.pool.pool_bytes)
+        return max(0.0, need / p.free_fraction_of_rest - p.rest_bytes)
 
     def to_dict(self) -> dict[str, Any]:
         p = self.pool
@@ -92,6 +94,9 @@ class FitReport:
         if self.verdict == DOES_NOT_FIT:
             headline += (f" against a target of {max(1, self.target or 1):,}; the pool is short "
                          f"by {self.shortfall_bytes / GIB:,.1f} GiB per GPU")
+            if p.rest_bytes < 0:
+                headline += (f" (the weights and the profiling pass alone overflow the "
+                             f"{p.total_bytes * p.reserved_fraction / GIB:,.1f} GiB it reserves)")
         elif self.verdict == UNDER_RIDGE:
             headline += (f"; the batch they allow ({self.batch:,}) is under the ridge "
                          f"({self.ridge_batch:,.0f}): bandwidth-bound at any load")
