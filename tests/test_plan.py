@@ -27,6 +27,21 @@ def test_the_winner_is_the_cheapest_and_its_simulation_meets_the_slo() -> None:
     assert costs == sorted(costs)  # type: ignore[type-var]
 
 
+def test_no_unsimulated_candidate_is_cheaper_than_the_winner() -> None:
+    # Simulation can only add replicas to an analytic sizing, so candidates are simulated
+    # cheapest first until the next analytic price cannot beat the best simulated one.
+    model = resolve_model("llama-3.1-70b")
+    load = Load(5.0, "2000", "300")
+    result = plan(model, load, Slo(2.0, 0.05, 90), workers=1)
+    win = result.winner
+    assert win is not None and win.verified
+    analytic = [c.cost_per_hour for c in result.candidates if not c.verified]
+    assert all(cost is not None and win.cost_per_hour is not None and cost >= win.cost_per_hour
+               for cost in analytic)
+    capped = plan(model, load, Slo(2.0, 0.05, 90), workers=1, verify=1)
+    assert sum(c.verified for c in capped.candidates) <= 1
+
+
 def test_a_price_override_changes_the_ranking() -> None:
     base = plan(MODEL, LOAD, SLO, ["h100-sxm", "l40s"], workers=1)
     assert base.winner is not None

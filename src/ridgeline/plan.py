@@ -276,7 +276,7 @@ def search_space(model: ModelSpec, gpus: Sequence[str], max_gpus: int
 
 def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_GPUS,
          max_gpus: int = 64, prices: dict[str, float] | None = None, workers: int = 2,
-         verify: int = 4, executor: str = "process") -> PlanResult:
+         verify: int = 16, executor: str = "process") -> PlanResult:
     if load.rate <= 0:
         raise InputError("the request rate must be positive")
     prices = dict(prices or {})
@@ -299,10 +299,7 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
     priced = sorted((c for c in feasible if c.cost_per_hour is not None),
                     key=lambda c: (c.cost_per_hour or 0.0, c.gpus))
     unpriced = sorted((c for c in feasible if c.cost_per_hour is None), key=lambda c: c.gpus)
-    checked = [_verify(model, c, load, slo, max_gpus) for c in priced[:verify]]
-    verified = sorted((c for c in checked if c is not None),
-                      key=lambda c: (c.cost_per_hour or 0.0, c.gpus))
-    rest = priced[verify:]
+    verified, rest = _verify_cheapest(model, priced, load, slo, max_gpus, verify)
     _, mean_out = load.means()
     miss = "" if feasible else _closest_miss(model, load, slo, gpus, max_gpus)
     split = _disaggregated(model, load, slo, gpus, max_gpus, table)
@@ -339,6 +336,28 @@ def _best_per_gpu(cands: list[Candidate]) -> list[Candidate]:
         if c.accelerator not in best or c.gpus < best[c.accelerator].gpus:
             best[c.accelerator] = c
     return sorted(best.values(), key=lambda c: c.gpus)
+
+
+def _verify_cheapest(model: ModelSpec, priced: list[Candidate], load: Load, slo: Slo,
+                     max_gpus: int, limit: int) -> tuple[list[Candidate], list[Candidate]]:
+    """Simulate candidates cheapest first until the next one's analytic price is no lower
+    than the cheapest that held in simulation (simulation only adds replicas, so none
+    further can win), or ``limit`` simulations are spent. Returns the verified ones,
+    cheapest first, and those left unsimulated."""
+    verified: list[Candidate] = []
+    best = math.inf
+    for i, c in enumerate(priced):
+        if i >= limit or (c.cost_per_hour or 0.0) >= best:
+            rest = priced[i:]
+            break
+        checked = _verify(model, c, load, slo, max_gpus)
+        if checked is not None:
+            verified.append(checked)
+            best = min(best, checked.cost_per_hour or 0.0)
+    else:
+        rest = []
+    verified.sort(key=lambda c: (c.cost_per_hour or 0.0, c.gpus))
+    return verified, rest
 
 
 def _verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
