@@ -138,3 +138,20 @@ def test_fit_warns_where_an_old_version_counted_more_than_the_model() -> None:
     assert kv_pool(seventy, old).non_torch_bytes / GIB == pytest.approx(0.35)
     assert kv_pool(seventy, EngineSettings(engine_version="0.10")).non_torch_bytes / GIB == \
         pytest.approx(0.55)
+
+
+def test_mxfp4_experts_are_padded_to_the_kernel_a_card_gets() -> None:
+    from ridgeline.vllm_memory import mxfp4_padding_bytes
+
+    a100 = dep("gpt-oss-20b", "a100-80gb")
+    # Marlin: hidden 2,880 -> 3,072, intermediate 2,880 -> 2,944
+    growth = 3072 * 2944 / 2880**2 - 1
+    assert mxfp4_padding_bytes(a100) == pytest.approx(a100.expert_bytes * growth)
+    # vLLM v0.19 logged 13.72 GiB of weights on an A100 (myoceane.fr blog)
+    assert (a100.weight_bytes + mxfp4_padding_bytes(a100)) / GIB == pytest.approx(13.72, rel=0.01)
+    assert mxfp4_padding_bytes(dep("gpt-oss-20b", "h100")) == 0  # Triton: 2,880 is a multiple of 64
+    assert mxfp4_padding_bytes(dep("gpt-oss-20b", "b200")) > mxfp4_padding_bytes(a100)  # both x 256
+    assert mxfp4_padding_bytes(dep("gpt-oss-20b", "a100-80gb", weights="bf16")) == 0
+    # the pool gives up exactly the padding
+    plain = kv_pool(a100, EngineSettings(engine_version="0.19"))
+    assert plain.weight_bytes == pytest.approx(a100.weight_bytes + mxfp4_padding_bytes(a100))

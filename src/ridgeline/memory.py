@@ -29,6 +29,7 @@ from ridgeline.units import GIB
 from ridgeline.vllm_memory import (
     VLLMAccounting,
     cuda_graph_bytes,
+    mxfp4_padding_bytes,
     non_torch_bytes,
     parse_version,
     sampler_peak_bytes,
@@ -255,6 +256,7 @@ def _vllm_pool(dep: Deployment, s: EngineSettings, total: float, weights: float,
     graphs = cuda_graph_bytes(dep, seqs, acc, s.enforce_eager)
     groups = vllm_kv_groups(dep, s.block_size or int(d["block_size"]))
     block = groups.block_size if groups else s.block_size or int(d["block_size"])
+    weights += mxfp4_padding_bytes(dep)
     return KVPool("vllm", total, fraction, weights, max(forward, sampler), non_torch_bytes(dep, acc),
                   graphs, 1.0, per_token, block, seqs, tokens, groups, forward, sampler, acc)
 

@@ -19,6 +19,7 @@ from ridgeline.datafiles import load_data
 from ridgeline.deployment import Deployment
 from ridgeline.errors import InputError
 from ridgeline.parallel import LOW_LATENCY_FABRICS
+from ridgeline.quantization import EXPERTS
 from ridgeline.units import MIB
 
 LOGIT_BYTES = 4  # the sampler upcasts logits to fp32
@@ -106,3 +107,40 @@ def cuda_graph_bytes(dep: Deployment, max_num_seqs: int, acc: VLLMAccounting,
     layers = dep.model.num_layers / dep.pipeline_parallel_size
     per = float(_vllm_data()["cuda_graph_mib_per_layer_per_size"]) * MIB
     return layers * capture_sizes(max_num_seqs) * per
+
+
+# vLLM rounds MXFP4 expert dimensions up to what its MoE kernel needs (vllm/model_executor/
+# layers/fused_moe/oracle/mxfp4.py, mxfp4_round_up_hidden_size_and_intermediate_size): Marlin,
+# the path on GPUs without an FP4 kernel (Ampere, Ada), to hidden × 256 and intermediate per
+# rank × 128; FlashInfer's TRT-LLM kernels, first choice on data-center Blackwell, both × 256;
+# the Triton kernels Hopper uses, intermediate × 64. (hidden, intermediate) multiples:
+MXFP4_ROUNDING = {"ampere": (256, 128), "ada": (256, 128), "hopper": (1, 64),
+                  "blackwell-datacenter": (256, 256)}
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def mxfp4_padding_bytes(dep: Deployment) -> float:
+    """Extra bytes per GPU the padded MXFP4 expert weights take (gpt-oss-20b on an A100:
+    hidden 2,880 → 3,072 and intermediate 2,880 → 2,944 add 9 % to the experts, 0.85 GiB;
+    vLLM logged 13.72 GiB of weights against 12.8 in the checkpoint). Zero for other formats,
+    or where the kernel a card gets is not known."""
+    moe = dep.model.moe
+    if moe is None or dep.bytes_by_category.get(EXPERTS, 0) == 0:
+        return 0.0
+    if dep.weights.format_of(EXPERTS).id != "mxfp4":
+        return 0.0
+    acc = dep.accelerator
+    family = acc.family + ("-datacenter" if acc.family == "blackwell" and acc.form == "datacenter"
+                           else "")
+    if family not in MXFP4_ROUNDING:
+        return 0.0
+    hidden_multiple, inter_multiple = MXFP4_ROUNDING[family]
+    hidden = dep.model.hidden_size
+    slices = 1 if dep.expert_parallel else dep.tensor_parallel_size  # EP keeps experts whole
+    per_rank = moe.expert_intermediate_size / slices
+    padded = _round_up(hidden, hidden_multiple) * _round_up(int(per_rank), inter_multiple)
+    growth = padded / (hidden * per_rank) - 1
+    return dep.bytes_by_category[EXPERTS] * growth / dep.num_gpus
