@@ -4,7 +4,8 @@ vLLM reserves gpu_memory_utilization × total memory, profiles one forward pass 
 max_num_batched_tokens tokens (V0 without chunked prefill: max(max_model_len, 2048)) to
 find the activation peak, keeps non-torch memory (CUDA context, NCCL) and CUDA graphs,
 and pages the KV cache into what is left, in blocks of block_size tokens
-(vllm/v1/worker/gpu_worker.py determine_available_memory; V0 worker.py).
+(vllm/v1/worker/gpu_worker.py determine_available_memory; V0 worker.py). What that pass
+counts changed from version to version: ``vllm_memory.py``.
 SGLang gives the KV pool what is free after loading minus (1 − mem_fraction_static) ×
 total, i.e. mem_fraction_static × total − weights − CUDA context: activations and CUDA
 graphs live in the part it keeps back, sized from the card's memory
