@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from ridgeline import Deployment, resolve_accelerator, resolve_model
@@ -105,7 +107,6 @@ def test_nvlink_tensor_parallel_adds_custom_all_reduce_memory() -> None:
 def test_the_engine_log_rows_validate() -> None:
     # validation/kvlogs.csv: capacity figures from start-up logs, each row's settings and
     # version read from its notes. The vLLM rows are the accounting's evidence.
-    from pathlib import Path
     from statistics import median
 
     from ridgeline.measurements import read_measurements
@@ -155,3 +156,20 @@ def test_mxfp4_experts_are_padded_to_the_kernel_a_card_gets() -> None:
     # the pool gives up exactly the padding
     plain = kv_pool(a100, EngineSettings(engine_version="0.19"))
     assert plain.weight_bytes == pytest.approx(a100.weight_bytes + mxfp4_padding_bytes(a100))
+
+
+def test_a_row_with_unreadable_settings_gets_a_reason_not_an_abort(tmp_path: Path) -> None:
+    from ridgeline.measurements import read_measurements
+    from ridgeline.predict import predict
+
+    header = ("id,model,weights_dtype,kv_dtype,gpu,num_gpus,tp,batch,input_len,output_len,"
+              "context_len,metric,value,unit,engine,source,notes\n")
+    row = ("{id},meta-llama/Llama-3.1-8B,bf16,bf16,h100-sxm,1,1,,,,8192,kv_cache_gib,50,GiB,vllm,"
+           "S6 x,\"engine_settings: gpu_memory_utilization {u}; engine: vLLM v0.10\"\n")
+    path = tmp_path / "rows.csv"
+    path.write_text(header + row.format(id="KV-a", u="0.9.1") + row.format(id="KV-b", u="1.5")
+                    + row.format(id="KV-c", u="0.9"))
+    preds = {p.id: p for p in map(predict, read_measurements(path).rows)}
+    assert preds["KV-a"].predicted is None and "not a number" in preds["KV-a"].reason
+    assert preds["KV-b"].predicted is None and "(0, 1]" in preds["KV-b"].reason
+    assert preds["KV-c"].predicted is not None

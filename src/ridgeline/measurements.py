@@ -65,7 +65,7 @@ class Measurement:
             try:
                 return float(number)
             except ValueError:
-                raise ValueError(f"{self.id}: {name} is not a number: {text!r}") from None
+                raise InputError(f"{name} in the notes is not a number: {text!r}") from None
         return None
 
     def engine_version(self) -> str | None:
