@@ -55,8 +55,8 @@ class ValidationReport:
                            [title, "rows", "median |err|", "p90 |err|", "median err"])
             lines.append("")
         unpredicted = sum(1 for p in self.predictions if p.predicted is None)
-        lines.append(f"{len(self.predictions)} rows scored, {unpredicted} without a prediction "
-                     f"(reason given), {len(self.read_errors)} unreadable")
+        lines.append(f"{len(self.predictions) - unpredicted} rows scored, {unpredicted} without a "
+                     f"prediction (reason given), {len(self.read_errors)} unreadable")
         lines += [f"  unreadable: {e}" for e in self.read_errors]
         return lines
 
