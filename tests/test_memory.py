@@ -135,3 +135,22 @@ def test_a_shortfall_counts_weights_that_overflow_the_reservation() -> None:
     overflow = pool.weight_bytes - pool.total_bytes * pool.reserved_fraction
     assert report.shortfall_bytes > overflow + report.per_conversation_bytes
     assert "overflow" in report.text_lines()[0]
+
+
+def test_sglang_before_v0_5_fixed_its_fraction_by_tensor_parallel_size() -> None:
+    # v0.3-v0.4: 0.88 at TP1 (printed in the SGLang docs' January 2025 notebook), 0.85 at
+    # TP4, 0.81 at TP8; v0.5 derives it from the card's memory instead.
+    for n, legacy in ((1, 0.88), (4, 0.85), (8, 0.81)):
+        d = dep("llama-3.1-70b" if n > 1 else "llama-3.1-8b", n=n, engine="sglang")
+        old = kv_pool(d, EngineSettings(engine_version="0.4.1"))
+        assert old.reserved_fraction == legacy
+        assert kv_pool(d).reserved_fraction != legacy
+    pinned = kv_pool(dep("llama-3.1-8b", engine="sglang"),
+                     EngineSettings(gpu_memory_utilization=0.7, engine_version="0.4"))
+    assert pinned.reserved_fraction == 0.7  # a stated fraction wins
+    with pytest.raises(InputError):
+        kv_pool(dep("llama-3.1-8b", engine="trtllm"), EngineSettings(engine_version="0.19"))
+    # the docs' log: 0.88 x 78.81 GiB visible - 15.09 GiB of weights = 54.26 GiB of K + V
+    docs = kv_pool(dep("llama-3.1-8b-instruct", engine="sglang"),
+                   EngineSettings(engine_version="0.4"), 79.21 * GIB)
+    assert docs.pool_bytes / GIB == pytest.approx(54.26, rel=0.01)

@@ -195,8 +195,8 @@ def register(sub: Any) -> None:
     g.add_argument("--usage", choices=["serve", "offline"], default="serve",
                    help="vLLM usage context: vllm serve (default) or the offline LLM class")
     g.add_argument("--engine-version", metavar="V",
-                   help="vLLM version whose memory accounting to follow (0.6.4, 0.10, 0.21; "
-                   "default: the newest modelled); add V0 for VLLM_USE_V1=0")
+                   help="engine version whose memory rules to follow: vLLM 0.6.4, 0.10, 0.21 "
+                   "(add V0 for VLLM_USE_V1=0), SGLang 0.4; default: the newest modelled")
     _output(p, plot=True)
     p.set_defaults(handler=cmd_fit)
 

@@ -65,7 +65,7 @@ class EngineSettings:
     block_size: int | None = None  # SGLang page_size; TRT tokens_per_block
     enforce_eager: bool = False  # vLLM: no CUDA graphs, no graph memory
     usage: str = "serve"  # vLLM usage context: "serve" (vllm serve) or "offline" (LLM class)
-    engine_version: str | None = None  # vLLM: whose memory accounting (default: the newest)
+    engine_version: str | None = None  # vLLM/SGLang: whose memory rules (default: the newest)
 
     def __post_init__(self) -> None:
         u = self.gpu_memory_utilization
@@ -199,13 +199,23 @@ def sglang_memory_defaults(total_bytes: float, tp: int = 1, pp: int = 1,
     return SGLangMemoryDefaults(chunk, graphs, reserved, round((gpu_mib - reserved) / gpu_mib, 3))
 
 
+def sglang_legacy_fraction(tp: int, version: str | None) -> float | None:
+    """SGLang before v0.5: mem_fraction_static fixed by tensor-parallel size (0.88 at TP1
+    down to 0.79 at TP16); None for v0.5+, which derives it from the card's memory."""
+    legacy = engine_defaults("sglang")["legacy_fraction"]
+    if version is None or parse_version(version) >= parse_version(legacy["before"]):
+        return None
+    return float(next(f for least, f in legacy["rows"] if tp >= least))
+
+
 def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
             total_bytes: float | None = None) -> KVPool:
     """The per-GPU KV pool of ``dep.engine`` under ``settings``."""
     s = settings or EngineSettings()
     engine = dep.engine
-    if s.engine_version is not None and engine != "vllm":
-        raise InputError(f"--engine-version models vLLM's memory accounting; {engine} has one rule")
+    if s.engine_version is not None and engine not in ("vllm", "sglang"):
+        raise InputError(f"--engine-version models vLLM's and SGLang's memory rules; {engine} "
+                         "has one")
     d = engine_defaults(engine)
     total = total_bytes or dep.accelerator.visible_memory_bytes * VISIBLE_MEMORY_FRACTION
     weights = dep.weight_bytes / dep.num_gpus
@@ -222,7 +232,9 @@ def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
         rule = sglang_memory_defaults(total, dep.tensor_parallel_size, dep.pipeline_parallel_size,
                                       s.max_num_batched_tokens)
         tokens = rule.chunked_prefill_size
-        fraction = s.gpu_memory_utilization or rule.mem_fraction_static
+        fraction = s.gpu_memory_utilization or (
+            sglang_legacy_fraction(dep.tensor_parallel_size, s.engine_version)
+            or rule.mem_fraction_static)
         # SGLang keeps activations and CUDA graphs in the memory it holds back.
         return KVPool(engine, total, fraction, weights, 0.0, non_torch, 0.0, 1.0, per_token,
                       s.block_size or int(d["page_size"]), seqs, tokens)

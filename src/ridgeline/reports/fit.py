@@ -104,6 +104,8 @@ class FitReport:
             headline += f"; a batch of {self.batch:,} reaches the ridge ({self.ridge_batch:,.0f})"
         engine = p.engine if p.accounting is None else (
             f"vLLM {p.accounting.version} ({p.accounting.engine} memory accounting)")
+        if p.accounting is None and self.settings.engine_version:
+            engine += f" {self.settings.engine_version}"
         lines = [headline,
                  f"{d.model.name} on {d.num_gpus} x {d.accelerator.id}, {engine}, weights "
                  f"{d.weights.label}, KV {d.kv.id}", ""]
