@@ -232,7 +232,8 @@ def register(sub: Any) -> None:
     g.add_argument("--block-size", type=_positive_count("block size"))
     g.add_argument("--enforce-eager", action="store_true")
     g.add_argument("--usage", choices=["serve", "offline"], default="serve")
-    g.add_argument("--engine-version", metavar="V", help="vLLM version whose memory accounting to follow")
+    g.add_argument("--engine-version", metavar="V",
+                   help="engine version whose memory rules to follow (vLLM, SGLang)")
     g.add_argument("--no-prefix-caching", action="store_true")
     g.add_argument("--spec-tokens", type=int, default=0, help="speculative decoding: draft length")
     g.add_argument("--spec-acceptance", type=float, default=0.7,
