@@ -245,3 +245,21 @@ def test_a_winner_off_the_fitted_accelerators_says_how_few_rows_it_rests_on() ->
     assert f"has {rows} fitted row" in win.calibration_note
     h100 = plan(MODEL, LOAD, SLO, ["h100-sxm"], workers=1, verify=0).winner
     assert h100 is not None and h100.calibrated
+
+
+def test_the_engine_version_sizes_the_replicas_pool() -> None:
+    # Llama-3.1-8B on an H100 at 30K-token prompts is KV-bound: vLLM 0.10's sort-based
+    # sampler profile (4.8 GiB at 1,024 seats) leaves room for one conversation fewer than
+    # the v0.21 accounting (a lighter sampler, the CUDA-graph estimate).
+    from ridgeline import Deployment, resolve_accelerator
+    from ridgeline.engines import profile_for
+    from ridgeline.plan import size_replica
+
+    dep = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"))
+    load, slo = Load(2.0, "30000", "500"), Slo(60.0, 0.5, 90)
+    newest = size_replica(dep, profile_for("vllm"), load, slo, None)
+    older = size_replica(dep, profile_for("vllm"), load, slo, None, engine_version="0.10")
+    assert newest is not None and older is not None
+    assert older[0] == newest[0] - 1
+    assert main(["plan", "llama-3.1-8b", "--rate", "1", "--slo-ttft-ms", "1000",
+                 "--slo-tpot-ms", "50", "--engine-version", "soon"]) == 2

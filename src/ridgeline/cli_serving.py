@@ -110,8 +110,12 @@ def cmd_plan(args: argparse.Namespace) -> Any:
     load = Load.from_trace(args.trace, args.seed) if args.trace \
         else Load(args.rate, args.input_len, args.output_len, args.seed)
     slo = Slo(args.slo_ttft_ms / 1e3, args.slo_tpot_ms / 1e3, args.percentile)
+    if args.engine_version is not None:
+        from ridgeline.vllm_memory import vllm_accounting
+
+        vllm_accounting(args.engine_version)  # a bad version is named before the search
     result = plan(model, load, slo, gpus, args.max_gpus, prices, workers=args.workers,
-                  executor=args.executor)
+                  executor=args.executor, engine_version=args.engine_version)
     _, mean_out = load.means()
     from ridgeline.catalog import model_entries
 
@@ -268,6 +272,8 @@ def register(sub: Any) -> None:
     p.add_argument("--executor", choices=["process", "ray"], default="process",
                    help="local processes (default) or a Ray cluster (RAY_ADDRESS; extra ray)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--engine-version", metavar="V",
+                   help="vLLM version whose memory accounting sizes the pools (default: newest)")
     _output(p, plot=True)
     p.set_defaults(handler=cmd_plan)
 

@@ -170,13 +170,14 @@ def _deployment(model: ModelSpec, acc: Accelerator, c_tp: int, pp: int, weights:
 
 
 def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
-                 max_num_seqs: int | None, max_num_batched_tokens: int | None = None
-                 ) -> tuple[int, float, float, float] | None:
+                 max_num_seqs: int | None, max_num_batched_tokens: int | None = None,
+                 engine_version: str | None = None) -> tuple[int, float, float, float] | None:
     """(batch, TPOT, TTFT floor, sustainable rate) of one replica, or None if it cannot."""
     mean_in, mean_out = load.means()
     isl, osl = max(1, round(mean_in)), max(1, round(mean_out))
     settings = EngineSettings(max_model_len=isl + osl, max_num_seqs=max_num_seqs,
-                              max_num_batched_tokens=max_num_batched_tokens)
+                              max_num_batched_tokens=max_num_batched_tokens,
+                              engine_version=engine_version)
     lanes = dep.pipeline_parallel_size  # micro-batches in flight, one per stage
     cap = max_batch(dep, isl + osl, settings) // lanes
     # Each step's token budget (max_num_batched_tokens) carries B decodes plus the B·in/out
@@ -207,15 +208,15 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
 
 
 def _evaluate(args: tuple[ModelSpec, str, int, int, str, str, tuple[int | None, int | None],
-                          bool, Load, Slo, int, float | None]) -> Candidate | None:
-    model, gpu, tp, pp, weights, kv, (seqs, budget), ep, load, slo, max_gpus, price = args
+                          bool, Load, Slo, int, float | None, str | None]) -> Candidate | None:
+    model, gpu, tp, pp, weights, kv, (seqs, budget), ep, load, slo, max_gpus, price, version = args
     acc = resolve_accelerator(gpu)
     try:
         dep = _deployment(model, acc, tp, pp, weights, kv, ep)
     except InputError:
         return None
     profile = profile_for("vllm")
-    sized = size_replica(dep, profile, load, slo, seqs, budget)
+    sized = size_replica(dep, profile, load, slo, seqs, budget, version)
     if sized is None:
         return None
     batch, tpot, ttft, rate = sized
@@ -276,7 +277,10 @@ def search_space(model: ModelSpec, gpus: Sequence[str], max_gpus: int
 
 def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_GPUS,
          max_gpus: int = 64, prices: dict[str, float] | None = None, workers: int = 2,
-         verify: int = 16, executor: str = "process") -> PlanResult:
+         verify: int = 16, executor: str = "process",
+         engine_version: str | None = None) -> PlanResult:
+    """The cheapest deployment of ``model`` meeting ``slo`` for ``load``, sized with vLLM's
+    memory accounting of ``engine_version`` (default: the newest modelled)."""
     if load.rate <= 0:
         raise InputError("the request rate must be positive")
     prices = dict(prices or {})
@@ -286,7 +290,7 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
         table[acc.id] = prices.get(acc.id, prices.get(gpu, acc.price_per_hour_usd))
     space = list(search_space(model, [resolve_accelerator(g).id for g in gpus], max_gpus))
     sizing = load.for_sizing()
-    jobs = [(model, g, tp, pp, w, kv, knobs, ep, sizing, slo, max_gpus, table[g])
+    jobs = [(model, g, tp, pp, w, kv, knobs, ep, sizing, slo, max_gpus, table[g], engine_version)
             for g, tp, pp, w, kv, knobs, ep in space]
     if executor == "ray":
         found = _ray_map(jobs)
@@ -299,11 +303,11 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
     priced = sorted((c for c in feasible if c.cost_per_hour is not None),
                     key=lambda c: (c.cost_per_hour or 0.0, c.gpus))
     unpriced = sorted((c for c in feasible if c.cost_per_hour is None), key=lambda c: c.gpus)
-    verified, rest = _verify_cheapest(model, priced, load, slo, max_gpus, verify)
+    verified, rest = _verify_cheapest(model, priced, load, slo, max_gpus, verify, engine_version)
     _, mean_out = load.means()
     miss = "" if feasible else _closest_miss(model, load, slo, gpus, max_gpus)
-    split = _disaggregated(model, load, slo, gpus, max_gpus, table)
-    checked = [_verify_disaggregated(model, c, load, slo, max_gpus)
+    split = _disaggregated(model, load, slo, gpus, max_gpus, table, engine_version)
+    checked = [_verify_disaggregated(model, c, load, slo, max_gpus, engine_version)
                for c in split[:DISAGGREGATED_CHECKS]]  # None: no size within max_gpus holds
     split = [c for c in checked if c is not None] + split[DISAGGREGATED_CHECKS:]
     return PlanResult(load, slo, tuple(verified + rest), tuple(_best_per_gpu(unpriced)),
@@ -339,7 +343,8 @@ def _best_per_gpu(cands: list[Candidate]) -> list[Candidate]:
 
 
 def _verify_cheapest(model: ModelSpec, priced: list[Candidate], load: Load, slo: Slo,
-                     max_gpus: int, limit: int) -> tuple[list[Candidate], list[Candidate]]:
+                     max_gpus: int, limit: int, engine_version: str | None = None
+                     ) -> tuple[list[Candidate], list[Candidate]]:
     """Simulate candidates cheapest first until the next one's analytic price is no lower
     than the cheapest that held in simulation (simulation only adds replicas, so none
     further can win), or ``limit`` simulations are spent. Returns the verified ones,
@@ -350,7 +355,7 @@ def _verify_cheapest(model: ModelSpec, priced: list[Candidate], load: Load, slo:
         if i >= limit or (c.cost_per_hour or 0.0) >= best:
             rest = priced[i:]
             break
-        checked = _verify(model, c, load, slo, max_gpus)
+        checked = _verify(model, c, load, slo, max_gpus, engine_version)
         if checked is not None:
             verified.append(checked)
             best = min(best, checked.cost_per_hour or 0.0)
@@ -361,13 +366,13 @@ def _verify_cheapest(model: ModelSpec, priced: list[Candidate], load: Load, slo:
 
 
 def _verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
-            max_gpus: int) -> Candidate | None:
+            max_gpus: int, engine_version: str | None = None) -> Candidate | None:
     """Simulate one replica at its share of the rate; add replicas until the SLO holds."""
     acc = resolve_accelerator(c.accelerator)
     dep = _deployment(model, acc, c.tp, c.pp, c.weights, c.kv, c.expert_parallel)
     settings = EngineSettings(max_num_seqs=c.max_num_seqs,
                               max_num_batched_tokens=c.max_num_batched_tokens,
-                              max_model_len=load.max_model_len())
+                              max_model_len=load.max_model_len(), engine_version=engine_version)
     config = pipeline_lane(sim_config(dep, settings), c.pp)
     profile = profile_for("vllm")
     replicas = c.replicas
@@ -401,14 +406,15 @@ def handoff_s(dep: Deployment, prompt_tokens: int) -> float:
 
 
 def _verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
-                          max_gpus: int) -> Candidate | None:
+                          max_gpus: int, engine_version: str | None = None) -> Candidate | None:
     """Simulate both pools of an xPyD candidate, growing the one that misses, until the SLO
     holds: TTFT = prefill pool's TTFT + KV hand-off + the decode pool's first step (their
     percentiles added, an upper bound); TPOT from the decode pool."""
     acc = resolve_accelerator(c.accelerator)
     dep = _deployment(model, acc, c.tp, 1, c.weights, c.kv)
     mean_in, _ = load.means()
-    config = sim_config(dep, EngineSettings(max_model_len=load.max_model_len()))
+    config = sim_config(dep, EngineSettings(max_model_len=load.max_model_len(),
+                                            engine_version=engine_version))
     profile = profile_for("vllm")
     q = _percentile_key(slo)
     transfer_s = handoff_s(dep, max(1, round(mean_in)))
@@ -445,7 +451,8 @@ def pipeline_lane(config: SimConfig, pp: int) -> SimConfig:
 
 
 def _disaggregated(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus: int,
-                   prices: dict[str, float | None]) -> list[Candidate]:
+                   prices: dict[str, float | None], engine_version: str | None = None
+                   ) -> list[Candidate]:
     """xPyD: x prefill replicas sized for the prompt rate, y decode replicas for TPOT alone."""
     mean_in, mean_out = load.means()
     isl, osl = max(1, round(mean_in)), max(1, round(mean_out))
@@ -460,7 +467,8 @@ def _disaggregated(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], 
                 dep = _deployment(model, acc, tp, 1, weights, "bf16")
             except InputError:
                 continue
-            cap = max_batch(dep, isl + osl, EngineSettings(max_model_len=isl + osl))
+            cap = max_batch(dep, isl + osl, EngineSettings(max_model_len=isl + osl,
+                                                           engine_version=engine_version))
             if cap < 1:
                 continue
             prefill_s = step_time_s(dep, [Seq(isl, 0)], profile)
