@@ -173,3 +173,14 @@ def test_a_row_with_unreadable_settings_gets_a_reason_not_an_abort(tmp_path: Pat
     assert preds["KV-a"].predicted is None and "not a number" in preds["KV-a"].reason
     assert preds["KV-b"].predicted is None and "(0, 1]" in preds["KV-b"].reason
     assert preds["KV-c"].predicted is not None
+
+
+def test_explain_names_custom_all_reduce_only_where_it_was_counted() -> None:
+    from ridgeline.reports.fit import fit_report
+
+    def note(gpu: str) -> str:
+        report = fit_report(dep("llama-3.1-70b", gpu, n=4), 8192, EngineSettings())
+        return next(q.source for q in report.steps[0].inputs if q.name == "non-torch")
+
+    assert "all-reduce" in note("h100")  # NVLink: 0.15 + 0.4 GiB
+    assert "all-reduce" not in note("l40s")  # PCIe: no custom all-reduce buffers

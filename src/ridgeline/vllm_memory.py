@@ -20,7 +20,7 @@ from ridgeline.deployment import Deployment
 from ridgeline.errors import InputError
 from ridgeline.parallel import LOW_LATENCY_FABRICS
 from ridgeline.quantization import EXPERTS
-from ridgeline.units import MIB
+from ridgeline.units import GIB, MIB
 
 LOGIT_BYTES = 4  # the sampler upcasts logits to fp32
 
@@ -88,7 +88,7 @@ def non_torch_bytes(dep: Deployment, acc: VLLMAccounting) -> float:
     fabric = (dep.accelerator.link_kind or "").lower().startswith(LOW_LATENCY_FABRICS)
     if dep.tensor_parallel_size > 1 and fabric:
         gib += acc.nvlink_tp_non_torch_gib
-    return gib * 1024 * MIB
+    return gib * GIB
 
 
 def capture_sizes(max_num_seqs: int) -> int:

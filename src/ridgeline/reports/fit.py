@@ -169,8 +169,9 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
              q("weights per GPU", pool.weight_bytes / GIB, "GiB"),
              *_peak_quantities(dep, pool),
              q("non-torch", pool.non_torch_bytes / GIB, "GiB",
-               "CUDA context" + (", custom all-reduce buffers over NVLink" if
-                                 pool.accounting and dep.tensor_parallel_size > 1 else "")),
+               "CUDA context" + (", custom all-reduce buffers over NVLink"
+                                 if pool.accounting and pool.non_torch_bytes
+                                 > pool.accounting.non_torch_gib * GIB else "")),
              q("CUDA graphs", pool.cuda_graph_bytes / GIB, "GiB",
                "layers × captured sizes × 0.45 MiB (vLLM v0.21+ estimate)"
                if pool.cuda_graph_bytes else "not taken from the budget"),
