@@ -149,6 +149,27 @@ BAD = [
     (["fit", "llama-3.1-8b", "--gpu", "h100"], "--max-model-len"),
     (["validate", "/nonexistent.csv"], "no such measurements file"),
     (["decode", "llama-3.1-8b", "--gpu", "h100", "--engine", "magic"], "unknown engine"),
+    # a name is checked even where the command would not have used it
+    (["kv", "llama-3.1-8b", "--context", "8k", "--weights", "int3"], "unknown weight format"),
+    (["utilization", "--gpu", "h100", "--running", "8", "--weights", "fp9"], "unknown weight"),
+    (["roofline", "--gpu", "h100", "--kv-cache-dtype", "fp3"], "unknown KV-cache dtype"),
+    (["fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "8k", "--engine", "vlm"],
+     "unknown engine"),
+    (["page", "--gpu", "h100,,a100"], "empty name"),
+    (["page", "--counts", "1,x"], "accelerator count"),
+    (["calibrate", "rows.csv", "-o", "p.json", "--engine", "tgi"], "unknown engine"),
+    (["decode", "llama-3.1-8b", "--gpu", ""], "accelerator name is empty"),
+    (["decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "1,,8"], "empty entry"),
+    (["decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "99999999999999999999"],
+     "at most"),
+    (["prefill", "llama-3.1-8b", "--gpu", "h100", "--prompt-len", "2k", "--batch", "2000000"],
+     "at most 1,000,000"),
+    # an option the chosen mode would ignore is refused, not dropped
+    (["amdahl", "--fraction", "0.5", "--speedup", "2", "--gpu", "h100"], "--gpu applies only"),
+    (["amdahl", "--fraction", "0.5", "--model", "llama-3.1-8b"], "pass one"),
+    (["utilization", "--gpu", "h100", "--running", "8", "--kv-dtype", "fp8"], "with --model"),
+    (["roofline", "--gpu", "h100", "--weights", "auto"], "need --model"),
+    (["prefix", "--tokens-a", "1,2", "--tokens-b", "1", "--tokenizer", "gpt2"], "--tokenizer"),
 ]
 
 
@@ -223,3 +244,21 @@ def test_explain_shows_the_expectation_as_shares_of_the_floor_plus_overhead(
     prefill_layer = profile_for("vllm").prefill_layer_overhead_s
     assert prefill_layer is not None and f"per layer = {prefill_layer * 1e6:,.4g} µs" in out
     assert "no CUDA graph" in out
+
+
+def test_utilization_reads_weights_named_without_a_model(capsys: pytest.CaptureFixture[str]) -> None:
+    """At one byte per weight each running request does twice the arithmetic per byte read."""
+    shares = {}
+    for weights in ("bf16", "fp8"):
+        code, out, err = run(capsys, "utilization", "--gpu", "h100", "--running", "8",
+                             "--weights", weights, "--json")
+        assert code == 0, err
+        shares[weights] = json.loads(out)["fraction_of_arithmetic"]
+    assert shares["fp8"] == pytest.approx(2 * shares["bf16"])
+
+
+def test_as_stored_is_a_weight_choice_everywhere(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "decode", "gpt-oss-20b", "--gpu", "h100", "--weights",
+                         "as stored")
+    assert code == 0, err
+    assert "weights as stored" in out

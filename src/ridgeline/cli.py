@@ -29,8 +29,17 @@ def _typed(parse: Callable[[str], Any]) -> Callable[[str], Any]:
     return convert
 
 
-def _positive_count(what: str) -> Callable[[str], int]:
-    return _typed(lambda t: int(require_positive(parse_count(t, what), what)))
+MAX_BATCH = 10**6  # sequences in one step: far beyond any engine's max_num_seqs
+
+
+def _at_most(value: int, most: int | None, what: str) -> int:
+    if most is not None and value > most:
+        raise InputError(f"{what} must be at most {most:,}, got {value:,}")
+    return value
+
+
+def _positive_count(what: str, most: int | None = None) -> Callable[[str], int]:
+    return _typed(lambda t: _at_most(int(require_positive(parse_count(t, what), what)), most, what))
 
 
 def _positive_float(what: str) -> Callable[[str], float]:
@@ -44,8 +53,62 @@ def _positive_float(what: str) -> Callable[[str], float]:
     return _typed(parse)
 
 
-def _count_list(what: str) -> Callable[[str], list[int]]:
-    return _typed(lambda t: parse_count_list(t, what))
+def _count_list(what: str, most: int | None = None) -> Callable[[str], list[int]]:
+    return _typed(lambda t: [_at_most(v, most, what) for v in parse_count_list(t, what)])
+
+
+def _weight_name(text: str) -> str:
+    """A weight format, checked when parsed: a misspelt one fails even where it goes unused."""
+    from ridgeline.precision import is_stored_format, weight_format
+
+    if not is_stored_format(text):
+        weight_format(text)
+    return text
+
+
+def _kv_name(text: str) -> str:
+    from ridgeline.precision import kv_dtype
+
+    if text != "auto":
+        kv_dtype(text)
+    return text
+
+
+def _name_list(check: Callable[[str], str]) -> Callable[[str], str]:
+    """A comma-separated list of names, each checked; returned as given."""
+
+    def parse(text: str) -> str:
+        parts = [part.strip() for part in text.split(",")]
+        if not all(parts):
+            raise InputError(f"empty name in the list {text!r}")
+        for part in parts:
+            check(part)
+        return text
+
+    return _typed(parse)
+
+
+def _accelerator_name(text: str) -> str:
+    from ridgeline.hardware import resolve_accelerator
+
+    resolve_accelerator(text)
+    return text
+
+
+def _engine_name(text: str) -> str:
+    from ridgeline.engines import engine_id
+
+    engine_id(text)
+    return text
+
+
+def _not_empty(what: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if not text.strip():
+            raise InputError(f"{what} is empty")
+        return text
+
+    return _typed(parse)
 
 
 # -- shared option groups ---------------------------------------------------------------
@@ -67,7 +130,7 @@ def _model(p: argparse.ArgumentParser) -> None:
 
 def _gpu(p: argparse.ArgumentParser, required: bool = True) -> None:
     g = p.add_argument_group("accelerator")
-    g.add_argument("--gpu", required=False, metavar="NAME",
+    g.add_argument("--gpu", required=False, metavar="NAME", type=_not_empty("accelerator name"),
                    help="catalog id or name (h100, 'NVIDIA H100 80GB HBM3')" +
                    ("" if required else "; optional"))
     g.add_argument("--gpu-file", metavar="FILE", help="an accelerator record in JSON")
@@ -84,17 +147,17 @@ def _gpu(p: argparse.ArgumentParser, required: bool = True) -> None:
 
 
 def _engine(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--engine", default="vllm",
+    p.add_argument("--engine", default="vllm", type=_typed(_engine_name),
                    help="engine whose calibrated profile gives the expectation (default vllm): "
                    "vllm, sglang, trtllm, llama.cpp-cuda, llama.cpp-metal, …")
     p.add_argument("--profile", metavar="FILE", help="profiles from `ridgeline calibrate`")
 
 
 def _formats(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--weights", metavar="FMT",
+    p.add_argument("--weights", metavar="FMT", type=_typed(_weight_name),
                    help="weight format (bf16, fp8, awq-int4, nvfp4, mxfp4, q4_k_m, …); "
                    "default: as the checkpoint stores them")
-    p.add_argument("--kv-dtype", "--kv-cache-dtype", dest="kv_dtype", metavar="D",
+    p.add_argument("--kv-dtype", "--kv-cache-dtype", dest="kv_dtype", metavar="D", type=_typed(_kv_name),
                    help="KV-cache dtype (bf16, fp8, …); default: the model's dtype")
 
 

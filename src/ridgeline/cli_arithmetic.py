@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from ridgeline.cli import (
+    MAX_BATCH,
     _count_list,
     _engine,
     _formats,
@@ -37,15 +38,24 @@ def cmd_model(args: argparse.Namespace) -> Any:
 
     return model_report(load_model(args))
 
+def _element_bytes(args: argparse.Namespace) -> tuple[float, float]:
+    """Bytes per weight and per KV element named without a model (default 2 and 2)."""
+    from ridgeline.precision import is_stored_format, kv_dtype, weight_format
+
+    if (args.weights and is_stored_format(args.weights)) or args.kv_dtype == "auto":
+        raise InputError("'as stored' and 'auto' formats need --model (the checkpoint's formats)")
+    bpw = weight_format(args.weights).bytes_per_weight if args.weights else 2.0
+    kvb = kv_dtype(args.kv_dtype).bytes_per_element if args.kv_dtype else 2.0
+    return bpw, kvb
+
+
 def cmd_roofline(args: argparse.Namespace) -> Any:
-    from ridgeline.precision import kv_dtype, weight_format
     from ridgeline.reports.roofline import roofline_report
 
     acc = load_accelerator(args)
     dep = load_deployment(args) if args.model else None
     dtype = args.compute_dtype or (dep.compute_dtype if dep else "bf16")
-    bpw = weight_format(args.weights).bytes_per_weight if args.weights and not dep else 2.0
-    kvb = kv_dtype(args.kv_dtype).bytes_per_element if args.kv_dtype and not dep else 2.0
+    bpw, kvb = (2.0, 2.0) if dep else _element_bytes(args)
     return roofline_report(acc, dtype, args.batch, args.prompt_len, dep, bpw, kvb, args.intensity)
 
 def cmd_moe(args: argparse.Namespace) -> Any:
@@ -100,7 +110,10 @@ def cmd_utilization(args: argparse.Namespace) -> Any:
     dep = load_deployment(args) if args.model else None
     if dep is not None and args.context is None:
         raise InputError("--model needs --context to say how many conversations the KV holds")
-    return utilization_report(acc, args.running, args.compute_dtype or "bf16", 2.0, dep,
+    if dep is None and (args.kv_dtype or args.context):
+        raise InputError("--kv-dtype and --context apply with --model (its KV budget)")
+    bpw = 2.0 if dep else _element_bytes(args)[0]
+    return utilization_report(acc, args.running, args.compute_dtype or "bf16", bpw, dep,
                               args.context)
 
 def register(sub: Any) -> None:
@@ -120,7 +133,7 @@ def register(sub: Any) -> None:
     _gpu(p)
     p.add_argument("--compute-dtype", choices=["fp32", "tf32", "bf16", "fp16", "fp8", "int8",
                                                "fp4"])
-    p.add_argument("--batch", type=_positive_count("batch"), default=1)
+    p.add_argument("--batch", type=_positive_count("batch", MAX_BATCH), default=1)
     p.add_argument("--prompt-len", type=_positive_count("prompt length"), default=4000)
     p.add_argument("--intensity", type=_positive_float("intensity"),
                    help="also show the attainable FLOP/s at this many FLOP per byte")
@@ -134,7 +147,7 @@ def register(sub: Any) -> None:
     _model(p)
     _gpu(p, required=False)
     _formats(p)
-    p.add_argument("--batch", type=_positive_count("batch"), default=32)
+    p.add_argument("--batch", type=_positive_count("batch", MAX_BATCH), default=32)
     _output(p, plot=True)
     p.set_defaults(handler=cmd_moe)
 
@@ -152,7 +165,7 @@ def register(sub: Any) -> None:
     _model(p)
     _gpu(p)
     _formats(p)
-    p.add_argument("--batch", type=_count_list("batch"), default=[1],
+    p.add_argument("--batch", type=_count_list("batch", MAX_BATCH), default=[1],
                    help="one batch or a list: 1,8,32,128,296")
     p.add_argument("--context", type=_count_list("context length"), default=[2000],
                    help="tokens already cached per sequence; one or a list (default 2000)")
@@ -165,7 +178,7 @@ def register(sub: Any) -> None:
     _gpu(p)
     _formats(p)
     p.add_argument("--prompt-len", type=_positive_count("prompt length"), required=True)
-    p.add_argument("--batch", type=_positive_count("batch"), default=1)
+    p.add_argument("--batch", type=_positive_count("batch", MAX_BATCH), default=1)
     _engine(p)
     _output(p)
     p.set_defaults(handler=cmd_prefill)

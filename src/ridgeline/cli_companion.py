@@ -47,7 +47,18 @@ def cmd_amdahl(args: argparse.Namespace) -> LinesReport:
     from ridgeline.amdahl import end_to_end_speedup, required_part_speedup, speedup_ceiling
 
     fraction, source = args.fraction, "given"
-    if fraction is None:
+    if fraction is not None:
+        if args.model:
+            raise InputError("--fraction and --model both give the part's share of the step; "
+                             "pass one")
+        stray = [flag for flag, value in (("--gpu", args.gpu), ("--weights", args.weights),
+                                          ("--kv-dtype", args.kv_dtype),
+                                          ("--profile", args.profile)) if value]
+        if stray:
+            verb = "applies" if len(stray) == 1 else "apply"
+            raise InputError(f"{', '.join(stray)} {verb} only with --model (the share from a "
+                             "model's step)")
+    else:
         fraction, source = _fraction_from_model(args)
     results: list[Any] = [speedup_ceiling(fraction)]
     lines = [f"part at {fraction:.1%} of the time ({source})"]
@@ -144,7 +155,13 @@ def cmd_evalstats(args: argparse.Namespace) -> LinesReport:
 def cmd_prefix(args: argparse.Namespace) -> LinesReport:
     from ridgeline.prefix import prefix_reuse, tokenize
 
-    if args.text_a is not None or args.text_b is not None:
+    texts = args.text_a is not None or args.text_b is not None
+    if texts and (args.tokens_a is not None or args.tokens_b is not None):
+        raise InputError("give token ids (--tokens-a/--tokens-b) or texts (--text-a/--text-b), "
+                         "not both")
+    if args.tokenizer and not texts:
+        raise InputError("--tokenizer applies to --text-a/--text-b; token ids need none")
+    if texts:
         if not (args.text_a is not None and args.text_b is not None and args.tokenizer):
             raise InputError("--text-a and --text-b need both texts and --tokenizer NAME")
         a, b = tokenize(args.text_a, args.tokenizer), tokenize(args.text_b, args.tokenizer)
@@ -192,22 +209,31 @@ def add_companion_commands(
     sub: Any, output: Callable[[argparse.ArgumentParser], None],
     typed: Callable[[Callable[[str], Any]], Callable[[str], Any]],
 ) -> None:
-    from ridgeline.cli import _positive_count, _positive_float
+    from ridgeline.cli import (
+        MAX_BATCH,
+        _engine_name,
+        _kv_name,
+        _not_empty,
+        _positive_count,
+        _positive_float,
+        _weight_name,
+    )
 
     p = sub.add_parser("amdahl", help="what speeding up one part of the step is worth")
     p.add_argument("--fraction", type=float, help="share of the time the part takes, 0–1")
     p.add_argument("--speedup", type=float, help="how much faster the part gets")
     p.add_argument("--target", type=float, help="end-to-end speedup wanted")
-    p.add_argument("--model", help="take the fraction from this model's decode step")
-    p.add_argument("--gpu")
+    p.add_argument("--model", type=_not_empty("model name"),
+                   help="take the fraction from this model's decode step")
+    p.add_argument("--gpu", type=_not_empty("accelerator name"))
     p.add_argument("--op", choices=sorted(OP_GROUPS), default="attention")
-    p.add_argument("--engine", default="vllm")
+    p.add_argument("--engine", default="vllm", type=typed(_engine_name))
     p.add_argument("--profile", metavar="FILE", help="profiles from `ridgeline calibrate`")
-    p.add_argument("--batch", type=_positive_count("batch"), default=1)
+    p.add_argument("--batch", type=_positive_count("batch", MAX_BATCH), default=1)
     p.add_argument("--context", type=_positive_count("context length"), default=2000)
     p.add_argument("--num-gpus", type=_positive_count("number of GPUs"), default=1)
-    p.add_argument("--weights")
-    p.add_argument("--kv-dtype")
+    p.add_argument("--weights", type=typed(_weight_name))
+    p.add_argument("--kv-dtype", type=typed(_kv_name))
     output(p)
     p.set_defaults(handler=cmd_amdahl)
 

@@ -9,8 +9,15 @@ from typing import Any
 
 from ridgeline.cli import (
     WroteFile,
+    _accelerator_name,
+    _count_list,
+    _engine_name,
+    _kv_name,
+    _name_list,
     _output,
     _positive_float,
+    _typed,
+    _weight_name,
 )
 from ridgeline.errors import InputError
 
@@ -22,7 +29,7 @@ def cmd_page(args: argparse.Namespace) -> Any:
 
     models = [args.model] if args.model else ["llama-3.1-70b", "llama-3.1-8b", "gpt-oss-120b"]
     gpus = [g.strip() for g in args.gpu.split(",")] if args.gpu else list(DEFAULT_GPUS)
-    counts = [int(c) for c in args.counts.split(",")]
+    counts = list(args.counts)
     weights = [w.strip() for w in args.weights.split(",")]
     kvs = [k.strip() for k in args.kv_dtypes.split(",")]
     data = page_data(models, gpus, counts, weights, kvs, args.engine)
@@ -116,11 +123,15 @@ def register(sub: Any) -> None:
     p = sub.add_parser("page", help="an interactive roofline page with batch/context sliders")
     p.add_argument("model", nargs="?", metavar="MODEL",
                    help="catalog model (default: llama-3.1-70b, llama-3.1-8b, gpt-oss-120b)")
-    p.add_argument("--gpu", help="accelerators to offer, comma-separated")
-    p.add_argument("--counts", default="1,2,4,8", help="accelerator counts to offer")
-    p.add_argument("--weights", default="as stored,fp8,awq-int4", help="weight formats to offer")
-    p.add_argument("--kv-dtypes", default="bf16,fp8", help="KV dtypes to offer")
-    p.add_argument("--engine", default="vllm")
+    p.add_argument("--gpu", type=_name_list(_accelerator_name),
+                   help="accelerators to offer, comma-separated")
+    p.add_argument("--counts", default=[1, 2, 4, 8], type=_count_list("accelerator count"),
+                   help="accelerator counts to offer (default 1,2,4,8)")
+    p.add_argument("--weights", default="as stored,fp8,awq-int4", type=_name_list(_weight_name),
+                   help="weight formats to offer")
+    p.add_argument("--kv-dtypes", default="bf16,fp8", type=_name_list(_kv_name),
+                   help="KV dtypes to offer")
+    p.add_argument("--engine", default="vllm", type=_typed(_engine_name))
     p.add_argument("-o", "--output", default="roofline.html")
     _output(p)
     p.set_defaults(handler=cmd_page)
@@ -155,6 +166,7 @@ def register(sub: Any) -> None:
     p.add_argument("--gpu-file", action="append", metavar="FILE",
                    help="accelerator records the rows refer to (e.g. from `measure`)")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="profile JSON to write")
-    p.add_argument("--engine", action="append", help="fit only this engine (repeatable)")
+    p.add_argument("--engine", action="append", type=_typed(_engine_name),
+                   help="fit only this engine (repeatable)")
     _output(p)
     p.set_defaults(handler=cmd_calibrate)

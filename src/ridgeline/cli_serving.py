@@ -7,12 +7,14 @@ from typing import Any
 
 from ridgeline.cli import (
     _engine,
+    _engine_name,
     _formats,
     _gpu,
     _model,
     _output,
     _positive_count,
     _positive_float,
+    _typed,
     engine_settings,
     load_accelerator,
     load_deployment,
@@ -184,7 +186,8 @@ def register(sub: Any) -> None:
                    help="conversation length to size for (vLLM --max-model-len)")
     p.add_argument("--target-concurrency", type=_positive_count("target concurrency"),
                    help="conversations that must fit at once")
-    p.add_argument("--engine", default="vllm", help="vllm (default), sglang, trtllm, llama.cpp-…")
+    p.add_argument("--engine", default="vllm", type=_typed(_engine_name),
+                   help="vllm (default), sglang, trtllm, llama.cpp-…")
     g = p.add_argument_group("engine settings (the engine's own names; default: its default)")
     g.add_argument("--gpu-memory-utilization", "--mem-fraction-static",
                    "--kv-cache-free-gpu-mem-fraction", dest="gpu_memory_utilization",

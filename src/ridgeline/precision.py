@@ -66,6 +66,14 @@ def _table(section: str) -> dict[str, str]:
     return table
 
 
+STORED_NAMES = ("auto", "stored", "native", "as-stored")
+
+
+def is_stored_format(name: str) -> bool:
+    """'auto', 'stored', 'as stored': the checkpoint's own formats, not one format for all."""
+    return normalise(name) in STORED_NAMES
+
+
 def weight_format(name: str) -> WeightFormat:
     """'FP8', 'q4_k_m', 'awq' -> the format record."""
     return weight_formats()[resolve_name(name, _table("weights"), "weight format")]
@@ -95,7 +103,7 @@ def weight_plan(spec: ModelSpec, weights: str | None = None) -> WeightPlan:
     """
     base = spec.dtype if spec.dtype in weight_formats() else "bf16"
     chosen: Mapping[str, str]
-    if weights is None or normalise(weights) in ("auto", "stored", "native"):
+    if weights is None or is_stored_format(weights):
         chosen = spec.stored_format_map
         label = "as stored" if chosen else base
     else:

@@ -32,6 +32,9 @@ _SIZE_FACTORS = {
 }
 
 
+MAX_COUNT = 10**12  # far past any real batch, context or request count; keeps integers exact
+
+
 def parse_count(text: str, what: str = "count") -> int:
     """Parse a token or request count: "2048", "128k" (128,000), "128K" (131,072)."""
     match = _COUNT_RE.match(str(text))
@@ -40,6 +43,8 @@ def parse_count(text: str, what: str = "count") -> int:
     number, suffix = match.groups()
     factor = _DECIMAL.get(suffix) or _BINARY.get(suffix) or 1
     value = float(number) * factor
+    if value > MAX_COUNT:
+        raise InputError(f"{what} must be at most {MAX_COUNT:.0e}, got {text!r}")
     if value != int(value):
         raise InputError(f"{what} must be a whole number, got {text!r}")
     return int(value)
@@ -47,9 +52,12 @@ def parse_count(text: str, what: str = "count") -> int:
 
 def parse_count_list(text: str, what: str = "count") -> list[int]:
     """Parse "1,8,32" into [1, 8, 32]; every entry must be a positive whole number."""
-    values = [parse_count(part, what) for part in str(text).split(",") if part.strip()]
-    if not values:
+    parts = str(text).split(",")
+    if not any(part.strip() for part in parts):
         raise InputError(f"{what} needs at least one value, got {text!r}")
+    if not all(part.strip() for part in parts):
+        raise InputError(f"{what}: empty entry in the list {text!r}")
+    values = [parse_count(part, what) for part in parts]
     for value in values:
         require_positive(value, what)
     return values

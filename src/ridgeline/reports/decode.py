@@ -272,6 +272,7 @@ class UtilizationReport:
         return {"accelerator": self.accelerator.id, "running": self.running,
                 "ridge_flop_per_byte": self.ridge,
                 "fraction_of_arithmetic": self.fraction_of_arithmetic,
+                "bytes_per_weight": self.bytes_per_weight,
                 "kv_batch_limit": self.kv_batch_limit, "context": self.context,
                 "model": self.model}
 
