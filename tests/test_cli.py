@@ -170,6 +170,21 @@ BAD = [
     (["utilization", "--gpu", "h100", "--running", "8", "--kv-dtype", "fp8"], "with --model"),
     (["roofline", "--gpu", "h100", "--weights", "auto"], "need --model"),
     (["prefix", "--tokens-a", "1,2", "--tokens-b", "1", "--tokenizer", "gpt2"], "--tokenizer"),
+    (["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "2", "--prefix-len", "-1"],
+     "prefix length"),
+    (["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "2", "--spec-tokens", "100000"],
+     "draft length"),
+    (["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "2", "--spec-tokens", "4",
+      "--spec-draft-cost", "nan"], "finite"),
+    (["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "2", "--concurrency", "8"],
+     "give one"),
+    (["simulate", "llama-3.1-8b", "--gpu", "h100", "--trace", ""], "trace path is empty"),
+    (["plan", "llama-3.1-8b", "--rate", "1", "--slo-ttft-ms", "500", "--slo-tpot-ms", "50",
+      "--gpus", ""], "empty name"),
+    (["observe", "metrics.txt", "--model", "llama-3.1-8b", "--gpu", "h100", "--interval", "0"],
+     "above 0"),
+    (["observe", "metrics.txt", "--model", "llama-3.1-8b", "--gpu", "h100", "--duration",
+      "inf"], "finite"),
 ]
 
 

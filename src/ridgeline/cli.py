@@ -42,6 +42,11 @@ def _positive_count(what: str, most: int | None = None) -> Callable[[str], int]:
     return _typed(lambda t: _at_most(int(require_positive(parse_count(t, what), what)), most, what))
 
 
+def _count(what: str) -> Callable[[str], int]:
+    """A whole number ≥ 0 (a prefix length, a draft length)."""
+    return _typed(lambda t: parse_count(t, what))
+
+
 def _positive_float(what: str) -> Callable[[str], float]:
     def parse(text: str) -> float:
         try:

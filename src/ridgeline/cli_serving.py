@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Any
 
 from ridgeline.cli import (
+    _accelerator_name,
+    _count,
     _engine,
     _engine_name,
     _formats,
     _gpu,
     _model,
+    _name_list,
+    _not_empty,
     _output,
     _positive_count,
     _positive_float,
@@ -37,7 +42,6 @@ def cmd_fit(args: argparse.Namespace) -> Any:
 def cmd_simulate(args: argparse.Namespace) -> Any:
     import csv
     import json
-    import math
     from dataclasses import replace
 
     from ridgeline.deployment import Deployment
@@ -55,6 +59,11 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     if config.num_blocks < 1:
         raise InputError(f"does not fit: {dep.model.name} leaves no KV pool on "
                          f"{dep.num_gpus} x {acc.id} (see `ridgeline fit`)")
+    if args.trace and args.rate is not None:
+        raise InputError("--trace replays its own arrival times; drop --rate")
+    if args.rate is not None and args.concurrency is not None:
+        raise InputError("--rate (open loop) and --concurrency (closed loop) are two loads; "
+                         "give one")
     if args.trace:
         requests: Any = read_trace(args.trace)
         count, load = len(requests), f"trace {args.trace} ({len(requests):,} requests)"
@@ -152,8 +161,15 @@ def _seconds(text: str) -> float:
         value = float(text.rstrip("sm")) * factor
     except ValueError:
         raise InputError(f"a duration looks like 60s, 2m or 0.5, got {text!r}") from None
-    if value < 0:
-        raise InputError(f"a duration cannot be negative, got {text!r}")
+    if not (math.isfinite(value) and value >= 0):
+        raise InputError(f"a duration is a finite time ≥ 0 such as 60s or 2m, got {text!r}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    value = _seconds(text)
+    if value <= 0:
+        raise InputError(f"the time between scrapes must be above 0, got {text!r}")
     return value
 
 def cmd_observe(args: argparse.Namespace) -> Any:
@@ -166,7 +182,7 @@ def cmd_observe(args: argparse.Namespace) -> Any:
     args.fetch = False
     model = load_model(args)
     dep = replace(load_deployment(args, model), engine=engine_id(args.engine))
-    obs = read_source(args.source, _seconds(args.duration), _seconds(args.interval) or 1.0)
+    obs = read_source(args.source, args.duration, args.interval)
     report = observe_report(obs, dep, load_profile(args), args.context)
     if args.emit_measurements:
         try:
@@ -224,11 +240,12 @@ def register(sub: Any) -> None:
     w.add_argument("--arrival", choices=["poisson", "gamma", "constant"], default="poisson")
     w.add_argument("--burstiness", type=_positive_float("burstiness"), default=1.0,
                    help="gamma arrivals: coefficient of variation of the gaps")
-    w.add_argument("--prefix-groups", type=int, default=0,
+    w.add_argument("--prefix-groups", type=_count("prefix groups"), default=0,
                    help="requests share one of this many prompt prefixes")
-    w.add_argument("--prefix-len", type=int, default=0, help="tokens of the shared prefix")
+    w.add_argument("--prefix-len", type=_count("prefix length"), default=0,
+                   help="tokens of the shared prefix")
     w.add_argument("--seed", type=int, default=0)
-    w.add_argument("--trace", metavar="FILE",
+    w.add_argument("--trace", metavar="FILE", type=_not_empty("trace path"),
                    help="replay CSV/JSONL (arrival_s, prompt_tokens, output_tokens; or Azure's "
                    "TIMESTAMP, ContextTokens, GeneratedTokens)")
     g = p.add_argument_group("engine settings (vLLM names)")
@@ -242,14 +259,16 @@ def register(sub: Any) -> None:
     g.add_argument("--engine-version", metavar="V",
                    help="engine version whose memory rules to follow (vLLM, SGLang)")
     g.add_argument("--no-prefix-caching", action="store_true")
-    g.add_argument("--spec-tokens", type=int, default=0, help="speculative decoding: draft length")
+    g.add_argument("--spec-tokens", type=_count("draft length"), default=0,
+                   help="speculative decoding: draft length")
     g.add_argument("--spec-acceptance", type=float, default=0.7,
                    help="chance each draft token is accepted (default 0.7)")
     g.add_argument("--spec-draft-cost", type=float, default=0.05,
                    help="one draft token's cost as a share of a decode step (default 0.05)")
     p.add_argument("--slo-ttft-ms", type=_positive_float("TTFT SLO"))
     p.add_argument("--slo-tpot-ms", type=_positive_float("TPOT SLO"))
-    p.add_argument("--export", metavar="FILE", help="per-request CSV (or .json)")
+    p.add_argument("--export", metavar="FILE", type=_not_empty("export path"),
+                   help="per-request CSV (or .json)")
     _output(p, plot=True)
     p.set_defaults(handler=cmd_simulate)
 
@@ -258,7 +277,7 @@ def register(sub: Any) -> None:
     load = p.add_mutually_exclusive_group(required=True)
     load.add_argument("--rate", type=_positive_float("request rate"),
                       help="requests/s, with --input-len and --output-len")
-    load.add_argument("--trace", metavar="FILE",
+    load.add_argument("--trace", metavar="FILE", type=_not_empty("trace path"),
                       help="a recorded load (CSV/JSONL as in simulate, Azure layout too): its "
                       "rate and lengths, replayed round-robin across replicas")
     p.add_argument("--input-len", default="1000", help="as in simulate (512, lognormal:…)")
@@ -266,7 +285,8 @@ def register(sub: Any) -> None:
     p.add_argument("--slo-ttft-ms", type=_positive_float("TTFT SLO"), required=True)
     p.add_argument("--slo-tpot-ms", type=_positive_float("TPOT SLO"), required=True)
     p.add_argument("--percentile", type=float, default=90.0)
-    p.add_argument("--gpus", help="candidate accelerators, comma-separated "
+    p.add_argument("--gpus", type=_name_list(_accelerator_name),
+                   help="candidate accelerators, comma-separated "
                    "(default h100-sxm,h200-sxm,b200,mi300x,l40s)")
     p.add_argument("--max-gpus", type=_positive_count("max GPUs"), default=64)
     p.add_argument("--price", action="append", metavar="GPU=USD",
@@ -287,11 +307,13 @@ def register(sub: Any) -> None:
     _gpu(p)
     _formats(p)
     _engine(p)
-    p.add_argument("--duration", default="60s", help="polling window for a URL (60s)")
-    p.add_argument("--interval", default="1s", help="time between scrapes (1s)")
+    p.add_argument("--duration", default="60s", type=_typed(_seconds),
+                   help="polling window for a URL (60s)")
+    p.add_argument("--interval", default="1s", type=_typed(_positive_seconds),
+                   help="time between scrapes (1s)")
     p.add_argument("--context", type=_positive_count("context"),
                    help="typical tokens per sequence (default: from the source, else 2000)")
-    p.add_argument("--emit-measurements", metavar="FILE",
+    p.add_argument("--emit-measurements", metavar="FILE", type=_not_empty("output path"),
                    help="write what was observed as measurement rows for `calibrate`")
     _output(p)
     p.set_defaults(handler=cmd_observe)

@@ -34,17 +34,22 @@ from ridgeline.sim.timer import StepTimer
 MAX_FAST_STEPS = 4096
 
 
+MAX_DRAFT_TOKENS = 128  # past any proposer's draft length (EAGLE, n-gram, suffix decoding)
+
+
 class Simulator:
     def __init__(self, dep: Deployment, profile: EngineProfile, config: SimConfig) -> None:
         if config.num_blocks < 1:
             raise InputError("does not fit: the KV pool holds no block")
-        if config.spec_tokens < 0:
-            raise InputError(f"the draft length must be ≥ 0, got {config.spec_tokens}")
+        if not 0 <= config.spec_tokens <= MAX_DRAFT_TOKENS:
+            raise InputError(f"the draft length must be 0 to {MAX_DRAFT_TOKENS}, got "
+                             f"{config.spec_tokens}")
         if not 0 <= config.spec_acceptance <= 1:
             raise InputError("the draft acceptance rate is a probability in [0, 1], got "
                              f"{config.spec_acceptance:g}")
-        if config.spec_draft_cost < 0:
-            raise InputError(f"a draft token's cost must be ≥ 0, got {config.spec_draft_cost:g}")
+        if not (math.isfinite(config.spec_draft_cost) and config.spec_draft_cost >= 0):
+            raise InputError("a draft token's cost must be a finite share ≥ 0 of a decode step, "
+                             f"got {config.spec_draft_cost:g}")
         self.dep = dep
         self.profile = profile
         self.config = config
