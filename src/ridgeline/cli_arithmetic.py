@@ -12,6 +12,7 @@ from ridgeline.cli import (
     _formats,
     _gpu,
     _model,
+    _not_empty,
     _output,
     _positive_count,
     _positive_float,
@@ -137,7 +138,8 @@ def register(sub: Any) -> None:
     p.add_argument("--prompt-len", type=_positive_count("prompt length"), default=4000)
     p.add_argument("--intensity", type=_positive_float("intensity"),
                    help="also show the attainable FLOP/s at this many FLOP per byte")
-    p.add_argument("--model", help="place this model's attention and experts on the roofline")
+    p.add_argument("--model", type=_not_empty("model name"),
+                   help="place this model's attention and experts on the roofline")
     p.add_argument("--fetch", action="store_true", help=argparse.SUPPRESS)
     _formats(p)
     _output(p)
@@ -188,7 +190,8 @@ def register(sub: Any) -> None:
     p.add_argument("--running", type=_positive_count("running requests"), required=True,
                    help="vllm:num_requests_running, or N in 'Running: N reqs'")
     p.add_argument("--compute-dtype", choices=["bf16", "fp16", "fp8", "int8", "fp4"])
-    p.add_argument("--model", help="compare with the batch this model's KV budget allows")
+    p.add_argument("--model", type=_not_empty("model name"),
+                   help="compare with the batch this model's KV budget allows")
     p.add_argument("--fetch", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--context", type=_positive_count("context length"))
     _formats(p)

@@ -184,8 +184,11 @@ def cmd_attention(args: argparse.Namespace) -> Any:
 
 
 def _token_ids(text: str) -> list[int]:
+    parts = text.replace(" ", "").split(",")
+    if text.strip() and not all(parts):
+        raise InputError(f"empty entry in the token ids {text!r}")
     try:
-        ids = [int(t) for t in text.replace(" ", "").split(",") if t]
+        ids = [int(t) for t in parts if t]
     except ValueError:
         raise InputError(f"token ids must be whole numbers separated by commas, got {text!r}") \
             from None
@@ -255,7 +258,8 @@ def add_companion_commands(
     p.add_argument("--tokens-b", type=typed(_token_ids), metavar="IDS")
     p.add_argument("--text-a")
     p.add_argument("--text-b")
-    p.add_argument("--tokenizer", help="a local Hugging Face tokenizer or a tiktoken encoding")
+    p.add_argument("--tokenizer", type=_not_empty("tokenizer name"),
+                   help="a local Hugging Face tokenizer or a tiktoken encoding")
     p.add_argument("--block-size", type=_positive_count("block size"), default=16)
     output(p)
     p.set_defaults(handler=cmd_prefix)
