@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -184,3 +185,18 @@ def test_explain_names_custom_all_reduce_only_where_it_was_counted() -> None:
 
     assert "all-reduce" in note("h100")  # NVLink: 0.15 + 0.4 GiB
     assert "all-reduce" not in note("l40s")  # PCIe: no custom all-reduce buffers
+
+
+def test_validate_marks_a_row_whose_engine_version_misbehaves_at_tp(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The #2031 TP4 row is still scored, but flagged with what vLLM 0.2.5 did that the
+    model leaves out; its TP1 sibling carries no such flag."""
+    from ridgeline.cli import main
+    from tests.conftest import MEASUREMENTS
+
+    assert main(["validate", str(MEASUREMENTS), "--json"]) == 0
+    rows = {r["id"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
+    tp4 = rows["KV-vllm2031-A100x4-L2-70B-tp4-blocks"]
+    tp1 = rows["KV-vllm2031-A100-L2-7B-tp1-blocks"]
+    assert tp4["error"] is not None and "record_stream" in tp4["caveat"]
+    assert tp1["caveat"] is None

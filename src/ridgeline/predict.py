@@ -53,6 +53,7 @@ class Prediction:
     reason: str = ""
     low: float | None = None
     high: float | None = None
+    caveat: str = ""  # engine behaviour the row ran into that the model leaves out
 
     @property
     def error(self) -> float | None:
@@ -93,7 +94,7 @@ def predict(row: Measurement, profiles: Mapping[str, EngineProfile] | None = Non
     if value is None:
         return Prediction(row.id, row.metric, row.value, None, "not enough conditions stated")
     if row.metric in KV_METRICS:
-        return Prediction(row.id, row.metric, row.value, value)
+        return Prediction(row.id, row.metric, row.value, value, caveat=kv_caveat(row, dep))
     low, high = value * profile.band_low, value * profile.band_high
     if row.metric == "ttft_ms":  # a time: the band inverts
         low, high = value / profile.band_high, value / profile.band_low
@@ -209,6 +210,15 @@ def kv_row_settings(row: Measurement) -> EngineSettings:
         block_size=int(block) if block else None,
         enforce_eager=re.search(r"enforce_eager\s*[=:]?\s*(yes|true)", row.notes, re.I) is not None,
         engine_version=version)
+
+
+def kv_caveat(row: Measurement, dep: Deployment) -> str:
+    """What the row's engine version is known to do at its parallelism that the pool model
+    leaves out (vLLM 0.2.5-0.2.6 at TP > 1), or ""."""
+    accounting = kv_pool(dep, kv_row_settings(row)).accounting
+    if accounting is None or not accounting.tp_caveat or dep.tensor_parallel_size < 2:
+        return ""
+    return f"vLLM {accounting.version} {accounting.tp_caveat}"
 
 
 def _kv_metric(row: Measurement, dep: Deployment) -> float | None:

@@ -35,7 +35,8 @@ class ValidationReport:
         return {
             "rows": [{"id": p.id, "metric": p.metric, "measured": p.measured,
                       "predicted": p.predicted, "low": p.low, "high": p.high,
-                      "error": p.error, "reason": p.reason or None}
+                      "error": p.error, "reason": p.reason or None,
+                      "caveat": p.caveat or None}
                      for p in self.predictions],
             "summary": {column: [vars(s) for s in self._by(column)]
                         for column in ("metric", "engine", "gpu")},
@@ -47,9 +48,15 @@ class ValidationReport:
         if self.show_rows:
             rows = [[p.id, p.metric, f"{p.measured:,.4g}",
                      "-" if p.predicted is None else f"{p.predicted:,.4g}",
-                     p.reason if p.error is None else f"{p.error:+.1%}"]
+                     p.reason if p.error is None else f"{p.error:+.1%}" + (" *" if p.caveat
+                                                                            else "")]
                     for p in self.predictions]
             lines += [*table(rows, ["id", "metric", "measured", "predicted", "error"]), ""]
+            caveats = [p for p in self.predictions if p.caveat and p.error is not None]
+            if caveats:
+                lines.append("* still scored; the engine did something the model leaves out:")
+                lines += [f"  {p.id}: {p.caveat}" for p in caveats]
+                lines.append("")
         for column, title in (("metric", "metric"), ("engine", "engine"), ("gpu", "accelerator")):
             lines += table(_stats_rows(self._by(column)),
                            [title, "rows", "median |err|", "p90 |err|", "median err"])
