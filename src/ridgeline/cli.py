@@ -222,7 +222,8 @@ def engine_settings(args: argparse.Namespace) -> Any:
         gpu_memory_utilization=args.gpu_memory_utilization, max_model_len=args.max_model_len,
         max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
         block_size=args.block_size, enforce_eager=args.enforce_eager, usage=args.usage,
-        engine_version=getattr(args, "engine_version", None))
+        engine_version=getattr(args, "engine_version", None),
+        flash_attn=getattr(args, "flash_attn", None) != "off")
 
 
 @dataclass(frozen=True)

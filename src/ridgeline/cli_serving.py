@@ -37,6 +37,8 @@ def cmd_fit(args: argparse.Namespace) -> Any:
     acc = load_accelerator(args)
     dep = Deployment.build(load_model(args), acc, args.weights, args.kv_dtype, args.num_gpus,
                            engine=engine_id(args.engine))
+    if args.flash_attn and not dep.engine.startswith("llama.cpp"):
+        raise InputError(f"--flash-attn is llama.cpp's switch; {dep.engine} has no such flag")
     return fit_report(dep, args.max_model_len, engine_settings(args), args.target_concurrency)
 
 def cmd_simulate(args: argparse.Namespace) -> Any:
@@ -208,13 +210,17 @@ def register(sub: Any) -> None:
     g.add_argument("--gpu-memory-utilization", "--mem-fraction-static",
                    "--kv-cache-free-gpu-mem-fraction", dest="gpu_memory_utilization",
                    type=_positive_float("memory fraction"))
-    g.add_argument("--max-num-seqs", "--max-running-requests", "--max-batch-size",
+    g.add_argument("--max-num-seqs", "--max-running-requests", "--max-batch-size", "--parallel",
                    dest="max_num_seqs", type=_positive_count("max_num_seqs"))
     g.add_argument("--max-num-batched-tokens", "--chunked-prefill-size", "--max-num-tokens",
-                   dest="max_num_batched_tokens", type=_positive_count("max_num_batched_tokens"))
+                   "--ubatch-size", dest="max_num_batched_tokens",
+                   type=_positive_count("max_num_batched_tokens"))
     g.add_argument("--block-size", "--page-size", "--tokens-per-block", dest="block_size",
                    type=_positive_count("block size"))
     g.add_argument("--enforce-eager", action="store_true", help="vLLM: no CUDA graphs")
+    g.add_argument("--flash-attn", choices=["on", "off", "auto"],
+                   help="llama.cpp -fa (default auto: on where supported); off sizes the "
+                   "attention scores into the compute buffer")
     g.add_argument("--usage", choices=["serve", "offline"], default="serve",
                    help="vLLM usage context: vllm serve (default) or the offline LLM class")
     g.add_argument("--engine-version", metavar="V",

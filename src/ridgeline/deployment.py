@@ -49,7 +49,8 @@ class Deployment:
 
         ``num_gpus`` accelerators: ``pipeline_parallel_size`` stages of tensor-parallel groups.
         """
-        kv_name = kv if kv not in (None, "auto") else model.dtype
+        kv_name = kv if kv not in (None, "auto") else (
+            "fp16" if engine.startswith("llama.cpp") else model.dtype)  # llama.cpp -ctk f16
         assert kv_name is not None
         if isinstance(num_gpus, bool) or not isinstance(num_gpus, int) or num_gpus < 1:
             raise InputError(f"number of GPUs must be a whole number ≥ 1, got {num_gpus!r}")

@@ -26,6 +26,7 @@ from ridgeline.errors import InputError
 from ridgeline.kvcache import KVFootprint, kv_footprint
 from ridgeline.kvgroups import KVGroups, vllm_kv_groups
 from ridgeline.layouts import DENSE, MOE
+from ridgeline.llamacpp_memory import cells_that_fit, compute_buffer_bytes
 from ridgeline.units import GIB
 from ridgeline.vllm_memory import (
     VLLMAccounting,
@@ -66,6 +67,7 @@ class EngineSettings:
     enforce_eager: bool = False  # vLLM: no CUDA graphs, no graph memory
     usage: str = "serve"  # vLLM usage context: "serve" (vllm serve) or "offline" (LLM class)
     engine_version: str | None = None  # vLLM/SGLang: whose memory rules (default: the newest)
+    flash_attn: bool = True  # llama.cpp -fa (default auto: on where the backend supports it)
 
     def __post_init__(self) -> None:
         u = self.gpu_memory_utilization
@@ -223,8 +225,7 @@ def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
     per_token = footprint.bytes_per_token_growing * dep.kv_replication / dep.num_gpus
     non_torch = float(d.get("non_torch_gib", 0.4)) * GIB
     if engine.startswith("llama.cpp") or engine not in ("vllm", "sglang", "trtllm"):
-        return KVPool(engine, total, 1.0, weights, 0.0, non_torch, 0.0, 1.0, per_token,
-                      1, s.max_num_seqs or 1, 0)
+        return _llamacpp_pool(dep, s, total, weights, non_torch, per_token)
     if engine == "vllm":
         return _vllm_pool(dep, s, total, weights, per_token)
     if engine == "sglang":
@@ -245,6 +246,21 @@ def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
     free_rest = s.gpu_memory_utilization or float(d["kv_cache_free_gpu_mem_fraction"])
     return KVPool(engine, total, 1.0, weights, forward, non_torch, 0.0, free_rest, per_token,
                   s.block_size or int(d["tokens_per_block"]), seqs, tokens, forward_bytes=forward)
+
+
+def _llamacpp_pool(dep: Deployment, s: EngineSettings, total: float, weights: float,
+                   non_torch: float, per_token: float) -> KVPool:
+    """llama.cpp (and engines without a paged pool): the weights, the CUDA context and the
+    compute buffer, then a cache of single-token cells in what is left; the compute buffer
+    is sized at the cells that fit, since without flash attention it grows with them."""
+    d = engine_defaults(dep.engine)
+    n_ubatch = s.max_num_batched_tokens or int(d.get("n_ubatch", 512))
+    free = total - weights - non_torch
+    cells = cells_that_fit(free, per_token, dep.model, n_ubatch, s.flash_attn)
+    compute = compute_buffer_bytes(dep.model, n_ubatch, cells, s.flash_attn)
+    return KVPool(dep.engine, total, 1.0, weights, compute, non_torch, 0.0, 1.0, per_token,
+                  1, s.max_num_seqs or int(d.get("n_parallel", 1)), n_ubatch,
+                  forward_bytes=compute)
 
 
 def _vllm_pool(dep: Deployment, s: EngineSettings, total: float, weights: float,

@@ -12,7 +12,15 @@ from typing import Any
 
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Quantity, Step, q, step
-from ridgeline.memory import EngineSettings, KVPool, conversation_bytes, conversations, kv_pool
+from ridgeline.llamacpp_memory import logits_bytes, scores_bytes_per_cell
+from ridgeline.memory import (
+    EngineSettings,
+    KVPool,
+    conversation_bytes,
+    conversations,
+    engine_defaults,
+    kv_pool,
+)
 from ridgeline.precision import kv_dtype, weight_plan
 from ridgeline.render import table
 from ridgeline.roofline import ridge_point
@@ -109,20 +117,10 @@ class FitReport:
         lines = [headline,
                  f"{d.model.name} on {d.num_gpus} x {d.accelerator.id}, {engine}, weights "
                  f"{d.weights.label}, KV {d.kv.id}", ""]
-        budget = p.total_bytes * p.reserved_fraction
-        rows = [["memory per GPU", f"{p.total_bytes / GIB:,.2f} GiB"],
-                [f"reserved (x {p.reserved_fraction:g})", f"{budget / GIB:,.2f} GiB"],
-                ["− weights", f"{p.weight_bytes / GIB:,.2f} GiB"],
-                [f"− {_peak_label(p)}", f"{p.activation_bytes / GIB:,.2f} GiB"],
-                ["− non-torch (CUDA context, NCCL)", f"{p.non_torch_bytes / GIB:,.2f} GiB"],
-                ["− CUDA graphs" + ("" if p.cuda_graph_bytes or p.accounting is None
-                                    else " (captured after sizing)"),
-                 f"{p.cuda_graph_bytes / GIB:,.2f} GiB"]]
-        if p.free_fraction_of_rest != 1.0:
-            rows.append([f"x kv_cache_free_gpu_mem_fraction {p.free_fraction_of_rest:g}", ""])
-        rows.append(["= KV pool", f"{p.pool_bytes / GIB:,.2f} GiB per GPU"])
-        lines += table(rows, ["", ""])[1:]
+        lines += table(_budget_rows(p, self.settings), ["", ""])[1:]
         held = f"holds {p.tokens:,} tokens in {p.blocks:,} blocks of {p.block_size}"
+        if _is_llamacpp(p):
+            held = f"holds {p.tokens:,} cells (-c up to {p.tokens:,})"
         if p.groups is not None and p.groups.count > 1:
             held = (f"holds {p.tokens:,} tokens as vLLM counts them: {p.blocks:,} blocks of "
                     f"{p.block_size} tokens shared by {p.groups.count} KV-cache groups "
@@ -131,7 +129,12 @@ class FitReport:
         lines += ["", f"{held}; one conversation of {self.context:,} tokens takes "
                   f"{self.per_conversation_bytes / GIB:,.3f} GiB per GPU",
                   f"batch the engine can run: min({self.conversations:,} conversations, "
-                  f"max_num_seqs {p.max_num_seqs:,}) = {self.batch:,}"]
+                  f"{_seats_name(p)} {p.max_num_seqs:,}) = {self.batch:,}"]
+        if _is_llamacpp(p) and self.batch:
+            lines.append(f"start it with: llama-server -c {self.batch * self.context} "
+                         f"-np {p.max_num_seqs} --kv-unified ({p.max_num_seqs} slots share "
+                         f"the cache; {self.batch} conversations of {self.context:,} tokens "
+                         "fit at once)")
         if p.accounting is not None and p.accounting.tp_caveat and d.tensor_parallel_size > 1:
             lines.append(f"caution: vLLM {p.accounting.version} {p.accounting.tp_caveat}")
         moe = d.model.moe
@@ -161,6 +164,7 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
     acc = dep.accelerator
     ridge = ridge_point(acc.peak(dep.compute_dtype), acc.memory_bandwidth_bytes_per_s)
     steps = (
+        _llamacpp_pool_step(dep, pool, s) if _is_llamacpp(pool) else
         step("KV pool per GPU", "total × reserved fraction − weights − activations − non-torch − "
              "graphs", q("pool", pool.pool_bytes / GIB, "GiB"),
              q("total", pool.total_bytes / GIB, "GiB",
@@ -175,10 +179,7 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
              q("CUDA graphs", pool.cuda_graph_bytes / GIB, "GiB",
                "layers × captured sizes × 0.45 MiB (vLLM v0.21+ estimate)"
                if pool.cuda_graph_bytes else "not taken from the budget"),
-             q("accounting", "-" if pool.accounting is None else
-               f"vLLM {pool.accounting.version}", "",
-               "" if pool.accounting is None else
-               f"{pool.accounting.note} ({pool.accounting.source})")),
+             _accounting(pool)),
         step("conversations", "floor(pool ÷ bytes per conversation)", q("conversations", n),
              q("per conversation", per_seq / GIB, "GiB", f"{context} tokens, {dep.kv.id}"
                + (f"; {pool.groups.decode_blocks(context)} blocks of {pool.page_bytes / 2**20:,.2f}"
@@ -189,6 +190,73 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
     )
     report = FitReport(dep, s, pool, context, target, n, per_seq, ridge, (), steps)
     return replace(report, levers=tuple(_levers(report)))
+
+
+def _accounting(p: KVPool) -> Quantity:
+    """Whose memory rule sized the pool, with its source."""
+    if p.accounting is not None:
+        return q("accounting", f"vLLM {p.accounting.version}", "",
+                 f"{p.accounting.note} ({p.accounting.source})")
+    d = engine_defaults(p.engine)
+    return q("accounting", f"{p.engine} {d.get('version', '')}".strip(), "",
+             str(d.get("memory_rule", "")))
+
+
+def _llamacpp_pool_step(dep: Deployment, p: KVPool, s: EngineSettings) -> Step:
+    model, n_ubatch = dep.model, p.profile_tokens
+    scores = p.tokens * scores_bytes_per_cell(model, n_ubatch, s.flash_attn)
+    return step(
+        "KV cache per GPU", "total − weights − CUDA context − compute buffer",
+        q("KV cache", p.pool_bytes / GIB, "GiB"),
+        q("total", p.total_bytes / GIB, "GiB",
+          "catalog memory (ECC-visible where it applies) × 0.985 visible"),
+        q("weights per GPU", p.weight_bytes / GIB, "GiB"),
+        q("CUDA context", p.non_torch_bytes / GIB, "GiB"),
+        q("compute buffer", p.activation_bytes / GIB, "GiB",
+          "max(logits, scores) + 4 × n_ubatch × hidden × 4 B"),
+        q("logits", logits_bytes(model, n_ubatch) / GIB, "GiB",
+          f"vocab {model.vocab_size:,} × n_ubatch {n_ubatch} × 4 B"),
+        q("scores", scores / GIB, "GiB",
+          "flash attention: none materialised" if s.flash_attn else
+          f"{p.tokens:,} cells × n_ubatch {n_ubatch} × {model.attention.num_heads if model.attention else 0}"
+          " heads × 4 B"),
+        q("cells", p.tokens, "", "the most whose KV and compute buffer share what is left"),
+        _accounting(p))
+
+
+def _is_llamacpp(p: KVPool) -> bool:
+    return p.engine.startswith("llama.cpp")
+
+
+def _seats_name(p: KVPool) -> str:
+    return {"sglang": "max_running_requests", "trtllm": "max_batch_size"}.get(
+        p.engine, "slots (-np)" if _is_llamacpp(p) else "max_num_seqs")
+
+
+def _budget_rows(p: KVPool, s: EngineSettings) -> list[list[str]]:
+    """Memory per GPU, then each thing the engine takes before the cache, in its order."""
+    def gib(value: float) -> str:
+        return f"{value / GIB:,.2f} GiB"
+
+    rows = [["memory per GPU", gib(p.total_bytes)]]
+    if _is_llamacpp(p):
+        attention = "flash attention" if s.flash_attn else "no flash attention"
+        rows += [["− weights", gib(p.weight_bytes)],
+                 ["− CUDA context", gib(p.non_torch_bytes)],
+                 [f"− compute buffer (n_ubatch {p.profile_tokens:,}; {attention})",
+                  gib(p.activation_bytes)]]
+    else:
+        rows += [[f"reserved (x {p.reserved_fraction:g})", gib(p.total_bytes * p.reserved_fraction)],
+                 ["− weights", gib(p.weight_bytes)],
+                 [f"− {_peak_label(p)}", gib(p.activation_bytes)],
+                 ["− non-torch (CUDA context, NCCL)", gib(p.non_torch_bytes)],
+                 ["− CUDA graphs" + ("" if p.cuda_graph_bytes or p.accounting is None
+                                     else " (captured after sizing)"), gib(p.cuda_graph_bytes)]]
+    if p.free_fraction_of_rest != 1.0:
+        rows.append([f"x kv_cache_free_gpu_mem_fraction {p.free_fraction_of_rest:g}", ""])
+    rows.append(["= KV cache" if _is_llamacpp(p) else "= KV pool",
+                 f"{gib(p.pool_bytes)} per GPU"])
+    return rows
 
 
 def _peak_label(p: KVPool) -> str:
@@ -209,24 +277,38 @@ def _peak_quantities(dep: Deployment, p: KVPool) -> list[Quantity]:
                                 "the larger of the two")]
 
 
+# the next smaller weight format a serving engineer would reach for, per engine family
+SMALLER_WEIGHTS = {"bf16": "fp8", "fp16": "fp8", "fp8": "awq-int4", "int8": "awq-int4"}
+SMALLER_GGUF = {"bf16": "q8_0", "fp16": "q8_0", "q8_0": "q4_k_m", "q6_k": "q4_k_m",
+                "q5_k_m": "q4_k_m", "q5_k_s": "q4_k_m"}
+
+
 def _levers(r: FitReport) -> list[Lever]:
     d, s = r.deployment, r.settings
-    options: list[tuple[str, Deployment, int]] = []
-    if d.kv.bytes_per_element > 1:
-        options.append(("fp8 KV cache (--kv-cache-dtype fp8)", replace(d, kv=kv_dtype("fp8")),
-                        r.context))
-    options.append((f"{2 * d.num_gpus} GPUs (tensor parallel)",
-                    replace(d, tensor_parallel_size=d.tensor_parallel_size * 2), r.context))
-    options.append((f"half the context ({r.context // 2:,} tokens)", d, max(1, r.context // 2)))
-    smaller = {"bf16": "fp8", "fp16": "fp8", "fp8": "awq-int4", "int8": "awq-int4"}
+    gguf = _is_llamacpp(r.pool)
+    options: list[tuple[str, Deployment, int, EngineSettings]] = []
+    small_kv = ("q8_0", "q8_0 KV cache (-ctk q8_0 -ctv q8_0)") if gguf else (
+        "fp8", "fp8 KV cache (--kv-cache-dtype fp8)")
+    if d.kv.bytes_per_element > kv_dtype(small_kv[0]).bytes_per_element:
+        options.append((small_kv[1], replace(d, kv=kv_dtype(small_kv[0])), r.context, s))
+    options.append((f"{2 * d.num_gpus} GPUs ({'layer split' if gguf else 'tensor parallel'})",
+                    replace(d, tensor_parallel_size=d.tensor_parallel_size * 2), r.context, s))
+    options.append((f"half the context ({r.context // 2:,} tokens)", d, max(1, r.context // 2),
+                    s))
+    smaller = SMALLER_GGUF if gguf else SMALLER_WEIGHTS
     current = d.weights.label
     if current in smaller or (current == "as stored" and d.bytes_per_weight >= 1.9):
-        fmt = smaller.get(current, "fp8")
+        fmt = smaller.get(current, "q8_0" if gguf else "fp8")
         options.append((f"{fmt} weights", replace(d, weights=weight_plan(d.model, fmt)),
-                        r.context))
+                        r.context, s))
+    if gguf and not s.flash_attn:
+        options.append(("flash attention (-fa on)", d, r.context, replace(s, flash_attn=True)))
+    if gguf and r.conversations > r.pool.max_num_seqs:
+        options.append((f"{r.conversations} slots (-np {r.conversations} --kv-unified)", d,
+                        r.context, replace(s, max_num_seqs=r.conversations)))
     levers = []
-    for name, dep, context in options:
-        pool = kv_pool(dep, replace(s, max_model_len=context))
+    for name, dep, context, settings in options:
+        pool = kv_pool(dep, replace(settings, max_model_len=context))
         n = conversations(pool, dep, context)
         levers.append(Lever(name, n, min(n, pool.max_num_seqs)))
     return levers

@@ -1,0 +1,61 @@
+"""llama.cpp's memory: the weights, the KV cache for every n_ctx cell allocated up front,
+and a compute buffer that ggml's graph allocator reserves for a worst-case graph.
+
+The reserve graph processes n_ubatch tokens (default 512) against every cell and asks for
+all n_ubatch logits, so its peak is the larger of two tensors, plus the few hidden-size
+tensors alive beside it:
+
+- the logits, n_vocab × n_ubatch f32 (gpt-oss-20b: 201,088 × 512 × 4 B = 393 MiB; logged
+  398.38 MiB, llama.cpp #15297);
+- without flash attention, the attention scores of one layer, n_ctx × n_ubatch × n_head
+  f32 (Mistral-7B at 32,000 cells: 2,000 MiB; logged 2,094.50 MiB, llama.cpp #7450).
+
+With flash attention the scores are never materialised, so the buffer stays at the logits
+whatever the context; without it every cell costs n_ubatch × n_head × 4 B of compute
+buffer on top of its KV (half again for Llama-3.1-8B at f16). ``-fa`` defaults to auto,
+on wherever the backend supports it, since mid-2025 (llama.cpp PR #15746 era).
+"""
+
+from __future__ import annotations
+
+from ridgeline.model import ModelSpec
+
+F32_BYTES = 4
+# residual stream, normed input, attention output and FFN output, in f32, beside the peak
+HIDDEN_TENSORS_AT_PEAK = 4
+
+
+def logits_bytes(model: ModelSpec, n_ubatch: int) -> float:
+    """All n_ubatch tokens' logits in f32: Llama-3.1-8B at 512 = 250.5 MiB."""
+    return float(model.vocab_size * n_ubatch * F32_BYTES)
+
+
+def scores_bytes_per_cell(model: ModelSpec, n_ubatch: int, flash_attn: bool) -> float:
+    """One cell's share of a layer's attention scores (n_ubatch × n_head f32), 0 with flash
+    attention: the n_ctx-dependent part of the compute buffer."""
+    if flash_attn or model.attention is None:
+        return 0.0
+    return float(n_ubatch * model.attention.num_heads * F32_BYTES)
+
+
+def hidden_bytes(model: ModelSpec, n_ubatch: int) -> float:
+    return float(HIDDEN_TENSORS_AT_PEAK * n_ubatch * model.hidden_size * F32_BYTES)
+
+
+def compute_buffer_bytes(model: ModelSpec, n_ubatch: int, cells: int, flash_attn: bool) -> float:
+    """The device compute buffer llama.cpp reserves: max(logits, scores) + hidden tensors."""
+    scores = cells * scores_bytes_per_cell(model, n_ubatch, flash_attn)
+    return max(logits_bytes(model, n_ubatch), scores) + hidden_bytes(model, n_ubatch)
+
+
+def cells_that_fit(free_bytes: float, cell_bytes: float, model: ModelSpec, n_ubatch: int,
+                   flash_attn: bool) -> int:
+    """The most n_ctx cells whose KV (``cell_bytes`` each) and compute buffer share
+    ``free_bytes``: cells × KV + max(logits, cells × scores) + hidden ≤ free, i.e. the
+    smaller of (free − hidden − logits) ÷ KV and (free − hidden) ÷ (KV + scores)."""
+    if cell_bytes <= 0:
+        return 0
+    room = free_bytes - hidden_bytes(model, n_ubatch)
+    scores = scores_bytes_per_cell(model, n_ubatch, flash_attn)
+    cells = min((room - logits_bytes(model, n_ubatch)) / cell_bytes, room / (cell_bytes + scores))
+    return max(0, int(cells))

@@ -1,0 +1,107 @@
+"""llama.cpp's allocation: KV for every n_ctx cell up front, and the compute buffer its
+graph allocator reserves, checked against the buffer sizes llama.cpp logs."""
+
+from __future__ import annotations
+
+import pytest
+
+from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.cli import main
+from ridgeline.kvcache import kv_footprint
+from ridgeline.llamacpp_memory import cells_that_fit, compute_buffer_bytes, logits_bytes
+from ridgeline.memory import EngineSettings, kv_pool
+from ridgeline.model import ModelSpec
+from ridgeline.reports.fit import fit_report
+from ridgeline.units import MIB
+
+
+def _spec(name: str, vocab: int, hidden: int, layers: int, heads: int, kv_heads: int,
+          ffn: int) -> ModelSpec:
+    """A model from the shape a llama.cpp log prints (print_info lines)."""
+    return ModelSpec.from_hf_config({
+        "model_type": "llama", "vocab_size": vocab, "hidden_size": hidden,
+        "num_hidden_layers": layers, "num_attention_heads": heads,
+        "num_key_value_heads": kv_heads, "intermediate_size": ffn,
+        "max_position_embeddings": 32768, "torch_dtype": "float16"}, name=name)
+
+
+# (model, n_ctx, flash attention, logged "CUDA0 compute buffer size" MiB, where), n_ubatch 512
+LOGGED = [
+    (lambda: resolve_model("qwen2.5-7b"), 2048, True, 304.00, "llama.cpp #9530, Qwen2-7B"),
+    (lambda: resolve_model("gpt-oss-20b"), 16384, True, 398.38, "llama.cpp #15297"),
+    (lambda: _spec("glm-z1-32b", 151552, 6144, 61, 48, 2, 23040), 32768, True, 353.00,
+     "ik_llama.cpp PR #370, mainline build 5274"),
+    (lambda: resolve_model("mistral-7b"), 32000, False, 2094.50, "llama.cpp #7450"),
+    (lambda: _spec("pythia-2.8b", 50304, 2560, 32, 32, 32, 10240), 2048, False, 162.00,
+     "ggml-org/ci V100 run be421fc"),
+    (lambda: _spec("gemma-2-2b", 256000, 2304, 26, 8, 4, 9216), 8192, False, 504.50,
+     "llama.cpp #9013, 4 slots x 2,048"),
+]
+
+
+@pytest.mark.parametrize(("make", "cells", "flash", "logged_mib", "where"), LOGGED,
+                         ids=[row[-1] for row in LOGGED])
+def test_compute_buffer_is_within_ten_percent_of_the_logged_one(
+        make: object, cells: int, flash: bool, logged_mib: float, where: str) -> None:
+    model = make()  # type: ignore[operator]
+    predicted = compute_buffer_bytes(model, 512, cells, flash) / MIB
+    assert predicted == pytest.approx(logged_mib, rel=0.10), where
+
+
+def test_flash_attention_keeps_the_buffer_at_the_logits_whatever_the_context() -> None:
+    model = resolve_model("llama-3.1-8b")
+    short, long = (compute_buffer_bytes(model, 512, n, True) for n in (4096, 131072))
+    assert short == long and short > logits_bytes(model, 512)
+    # without it the scores take over: 131,072 cells x 512 x 32 heads x 4 B = 8 GiB
+    assert compute_buffer_bytes(model, 512, 131072, False) > 8 * 1024 * MIB
+
+
+@pytest.mark.parametrize("flash", [True, False])
+def test_the_cells_that_fit_are_the_most_whose_kv_and_buffer_share_the_room(flash: bool) -> None:
+    model = resolve_model("llama-3.1-8b")
+    cell = kv_footprint(model, 1, 2).bytes_per_token_growing
+    free = 20 * 1024 * MIB
+    n = cells_that_fit(free, cell, model, 512, flash)
+
+    def used(cells: int) -> float:
+        return cells * cell + compute_buffer_bytes(model, 512, cells, flash)
+
+    assert used(n) <= free < used(n + 1)
+
+
+def _dep(model: str, gpu: str, weights: str) -> Deployment:
+    return Deployment.build(resolve_model(model), resolve_accelerator(gpu), weights,
+                            engine="llama.cpp-cuda")
+
+
+def test_llamacpp_defaults_to_four_slots_an_f16_cache_and_flash_attention() -> None:
+    dep = _dep("llama-3.1-8b", "rtx-4090", "q4_k_m")
+    pool = kv_pool(dep, EngineSettings(max_model_len=32000))
+    assert dep.kv.id == "fp16" and pool.max_num_seqs == 4 and pool.profile_tokens == 512
+    assert pool.activation_bytes == compute_buffer_bytes(dep.model, 512, pool.tokens, True)
+
+
+def test_without_flash_attention_long_contexts_lose_cells_to_the_scores() -> None:
+    dep = _dep("llama-3.1-8b", "rtx-4090", "q4_k_m")
+    on = fit_report(dep, 32000, EngineSettings())
+    off = fit_report(dep, 32000, EngineSettings(flash_attn=False))
+    assert off.pool.tokens < on.pool.tokens and off.conversations < on.conversations
+    assert any("flash attention" in lv.name and lv.conversations == on.conversations
+               for lv in off.levers)
+
+
+def test_fit_prints_the_llama_server_command_for_what_fits(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fit", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "llama.cpp-cuda",
+                 "--weights", "q4_k_m", "--max-model-len", "32000", "--parallel", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "compute buffer (n_ubatch 512" in out
+    assert "llama-server -c 64000 -np 2" in out  # 2 slots x 32,000 tokens
+    assert "slots (-np " in out and "q8_0 KV cache" in out
+
+
+def test_flash_attn_is_refused_for_engines_without_the_switch(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "8k",
+                 "--flash-attn", "off"]) == 2
+    assert "llama.cpp's switch" in capsys.readouterr().err
