@@ -185,6 +185,9 @@ BAD = [
      "above 0"),
     (["observe", "metrics.txt", "--model", "llama-3.1-8b", "--gpu", "h100", "--duration",
       "inf"], "finite"),
+    (["fit", "llama-3.1-8b", "--gpu-file", "a.json", "--gpu", "h100", "--max-model-len", "8k"],
+     "drop --gpu"),
+    (["kv", "llama-3.1-8b", "--context", "8k", "--gpu-memory-gib", "32"], "named with --gpu"),
 ]
 
 
@@ -277,3 +280,17 @@ def test_as_stored_is_a_weight_choice_everywhere(capsys: pytest.CaptureFixture[s
                          "as stored")
     assert code == 0, err
     assert "weights as stored" in out
+
+
+def test_gpu_memory_gib_picks_another_configuration_of_a_catalog_part(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A 32 GB M1 Max: Metal lets the GPU wire 2/3 of it, 21.33 GiB, not the 48 of 64 GB."""
+    code, out, err = run(capsys, "fit", "llama-3.1-8b", "--gpu", "apple-m1-max-32c",
+                         "--gpu-memory-gib", "32", "--engine", "llama.cpp-metal",
+                         "--max-model-len", "8k", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    code, out, err = run(capsys, "fit", "llama-3.1-8b", "--gpu", "apple-m1-max-32c",
+                         "--engine", "llama.cpp-metal", "--max-model-len", "8k", "--json")
+    full = json.loads(out)
+    assert data["pool_bytes_per_gpu"] + 16 * 2**30 * (0.75 - 2 / 3) < full["pool_bytes_per_gpu"]

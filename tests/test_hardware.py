@@ -103,3 +103,22 @@ def test_a_negative_bandwidth_is_refused() -> None:
         Accelerator("x", "x", 1e9, -1.0, {"bf16": 1e12})
     with pytest.raises(InputError, match="positive"):
         custom_accelerator("x", 100, 0, 80)
+
+
+@pytest.mark.parametrize(("ram_gib", "logged_mb", "where"), [
+    (16, 10922.67, "llama-cpp-python #687, M1 Pro 16 GB"),
+    (32, 21845.34, "llama.cpp PR #2011, M1 Max 32 GB"),
+    (96, 73728.00, "llama.cpp #3213, M2 Max 96 GB"),
+])
+def test_metal_working_set_matches_what_ggml_metal_init_logs(
+        ram_gib: int, logged_mb: float, where: str) -> None:
+    """ggml prints recommendedMaxWorkingSetSize in MiB though it labels them MB."""
+    from ridgeline.hardware import metal_working_set_bytes
+
+    assert metal_working_set_bytes(ram_gib * 2**30) / 2**20 == pytest.approx(logged_mb, abs=0.01), where
+
+
+def test_apple_parts_expose_the_working_set_and_other_parts_their_memory() -> None:
+    mac, h100 = resolve_accelerator("apple-m2-ultra-76c"), resolve_accelerator("h100")
+    assert mac.visible_memory_bytes == 0.75 * mac.memory_bytes
+    assert h100.visible_memory_bytes == h100.memory_bytes

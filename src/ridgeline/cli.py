@@ -144,7 +144,8 @@ def _gpu(p: argparse.ArgumentParser, required: bool = True) -> None:
     g.add_argument("--bandwidth-gbs", type=_positive_float("bandwidth GB/s"),
                    help="custom accelerator: memory bandwidth in GB/s")
     g.add_argument("--gpu-memory-gib", type=_positive_float("GPU memory GiB"),
-                   help="custom accelerator: memory in GiB (default 80)")
+                   help="memory in GiB: another configuration of --gpu (a 32 GB M1 Max), or a "
+                   "custom accelerator's (default 80)")
     g.add_argument("--num-gpus", "--tensor-parallel-size", dest="num_gpus", default=1,
                    type=_positive_count("number of GPUs"),
                    help="accelerators in one tensor-parallel group (default 1)")
@@ -182,6 +183,11 @@ def load_accelerator(args: argparse.Namespace) -> Any:
     from ridgeline.hardware import custom_accelerator, load_accelerator_file, resolve_accelerator
 
     if args.gpu_file:
+        given = [flag for flag, value in (("--gpu", args.gpu), ("--peak-tflops", args.peak_tflops),
+                                          ("--bandwidth-gbs", args.bandwidth_gbs),
+                                          ("--gpu-memory-gib", args.gpu_memory_gib)) if value]
+        if given:
+            raise InputError(f"--gpu-file describes the accelerator; drop {', '.join(given)}")
         return load_accelerator_file(args.gpu_file)
     if args.peak_tflops or args.bandwidth_gbs:
         if not (args.peak_tflops and args.bandwidth_gbs):
@@ -191,8 +197,18 @@ def load_accelerator(args: argparse.Namespace) -> Any:
     if not args.gpu:
         if args.gpu_required:
             raise InputError("name an accelerator with --gpu (see `ridgeline hardware`)")
+        if args.gpu_memory_gib:
+            raise InputError("--gpu-memory-gib sizes an accelerator named with --gpu")
         return None
-    return resolve_accelerator(args.gpu)
+    acc = resolve_accelerator(args.gpu)
+    if args.gpu_memory_gib:  # another memory configuration of the same part (a 32 GB M1 Max)
+        from dataclasses import replace
+
+        from ridgeline.units import GIB
+
+        acc = replace(acc, memory_bytes=args.gpu_memory_gib * GIB, memory_size=args.gpu_memory_gib,
+                      memory_unit="GiB", ecc_visible_bytes=None)
+    return acc
 
 
 def load_deployment(args: argparse.Namespace, model: Any = None) -> Any:

@@ -24,6 +24,22 @@ COMPUTE_DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp6", 
 _FALLBACK = {"bf16": "fp16", "fp16": "bf16", "tf32": "fp32"}
 
 
+# macOS lets the GPU wire 2/3 of RAM up to 36 GiB and 3/4 above (iogpu.wired_limit_mb = 0),
+# as llama.cpp's ggml_metal_init logs recommendedMaxWorkingSetSize: 10,922.67 MB on 16 GB
+# (llama-cpp-python #687), 21,845.34 MB on 32 GB (llama.cpp PR #2011, ollama #434),
+# 73,728.00 MB on 96 GB (llama.cpp #3213). Newer macOS may allow more (107.52 GiB on a
+# 128 GB M5 Max under macOS 26, antirez/ds4 #893); `sysctl iogpu.wired_limit_mb` raises it.
+METAL_SMALL_RAM_BYTES = 36 * GIB
+METAL_SMALL_SHARE = 2 / 3
+METAL_LARGE_SHARE = 3 / 4
+
+
+def metal_working_set_bytes(ram_bytes: float) -> float:
+    """The GPU's share of unified memory under macOS's default wired limit."""
+    share = METAL_SMALL_SHARE if ram_bytes <= METAL_SMALL_RAM_BYTES else METAL_LARGE_SHARE
+    return ram_bytes * share
+
+
 @dataclass(frozen=True)
 class Accelerator:
     id: str
@@ -69,7 +85,10 @@ class Accelerator:
     @property
     def visible_memory_bytes(self) -> float:
         """The memory the driver exposes: less than the card carries where ECC on GDDR6
-        reserves a sixteenth by default (L40S: 46,068 of 49,152 MiB)."""
+        reserves a sixteenth by default (L40S: 46,068 of 49,152 MiB); on Apple silicon,
+        Metal's recommendedMaxWorkingSetSize, the share of RAM the GPU may wire."""
+        if self.vendor == "apple":
+            return metal_working_set_bytes(self.memory_bytes)
         return self.ecc_visible_bytes or self.memory_bytes
 
     @property

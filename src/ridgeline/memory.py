@@ -23,6 +23,7 @@ from typing import Any
 from ridgeline.datafiles import load_data
 from ridgeline.deployment import Deployment
 from ridgeline.errors import InputError
+from ridgeline.hardware import Accelerator
 from ridgeline.kvcache import KVFootprint, kv_footprint
 from ridgeline.kvgroups import KVGroups, vllm_kv_groups
 from ridgeline.layouts import DENSE, MOE
@@ -47,6 +48,21 @@ VISIBLE_MEMORY_FRACTION = 0.985
 # context, with a 2,048-token budget ("a balance between ITL and TTFT").
 V0_CHUNK_TOKENS = 2048
 V0_CHUNKED_ABOVE = 32 * 1024
+
+
+def device_memory_bytes(acc: Accelerator) -> float:
+    """What an engine finds on the device: the driver's figure, less what the runtime keeps
+    on a discrete card (× 0.985); Metal's working set is already that figure."""
+    if acc.vendor == "apple":
+        return acc.visible_memory_bytes
+    return acc.visible_memory_bytes * VISIBLE_MEMORY_FRACTION
+
+
+def device_memory_note(acc: Accelerator) -> str:
+    if acc.vendor == "apple":
+        return ("Metal working set: 2/3 of RAM up to 36 GiB, 3/4 above (macOS default; "
+                "sysctl iogpu.wired_limit_mb raises it)")
+    return "catalog memory (ECC-visible where it applies) × 0.985 visible"
 
 
 def engine_defaults(engine: str) -> dict[str, Any]:
@@ -219,7 +235,7 @@ def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
         raise InputError(f"--engine-version models vLLM's and SGLang's memory rules; {engine} "
                          "has one")
     d = engine_defaults(engine)
-    total = total_bytes or dep.accelerator.visible_memory_bytes * VISIBLE_MEMORY_FRACTION
+    total = total_bytes or device_memory_bytes(dep.accelerator)
     weights = dep.weight_bytes / dep.num_gpus
     footprint = kv_footprint(dep.model, 1, dep.kv.bytes_per_element)
     per_token = footprint.bytes_per_token_growing * dep.kv_replication / dep.num_gpus

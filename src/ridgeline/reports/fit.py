@@ -18,6 +18,7 @@ from ridgeline.memory import (
     KVPool,
     conversation_bytes,
     conversations,
+    device_memory_note,
     engine_defaults,
     kv_pool,
 )
@@ -168,7 +169,7 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
         step("KV pool per GPU", "total × reserved fraction − weights − activations − non-torch − "
              "graphs", q("pool", pool.pool_bytes / GIB, "GiB"),
              q("total", pool.total_bytes / GIB, "GiB",
-               "catalog memory (ECC-visible where it applies) × 0.985 visible"),
+               device_memory_note(dep.accelerator)),
              q("reserved fraction", pool.reserved_fraction, "", f"{pool.engine} default or flag"),
              q("weights per GPU", pool.weight_bytes / GIB, "GiB"),
              *_peak_quantities(dep, pool),
@@ -206,12 +207,12 @@ def _llamacpp_pool_step(dep: Deployment, p: KVPool, s: EngineSettings) -> Step:
     model, n_ubatch = dep.model, p.profile_tokens
     scores = p.tokens * scores_bytes_per_cell(model, n_ubatch, s.flash_attn)
     return step(
-        "KV cache per GPU", "total − weights − CUDA context − compute buffer",
+        "KV cache per GPU", "total − weights − runtime context − compute buffer",
         q("KV cache", p.pool_bytes / GIB, "GiB"),
         q("total", p.total_bytes / GIB, "GiB",
-          "catalog memory (ECC-visible where it applies) × 0.985 visible"),
+          device_memory_note(dep.accelerator)),
         q("weights per GPU", p.weight_bytes / GIB, "GiB"),
-        q("CUDA context", p.non_torch_bytes / GIB, "GiB"),
+        q("runtime context", p.non_torch_bytes / GIB, "GiB", "CUDA/Metal context, libraries"),
         q("compute buffer", p.activation_bytes / GIB, "GiB",
           "max(logits, scores) + 4 × n_ubatch × hidden × 4 B"),
         q("logits", logits_bytes(model, n_ubatch) / GIB, "GiB",
@@ -242,7 +243,7 @@ def _budget_rows(p: KVPool, s: EngineSettings) -> list[list[str]]:
     if _is_llamacpp(p):
         attention = "flash attention" if s.flash_attn else "no flash attention"
         rows += [["− weights", gib(p.weight_bytes)],
-                 ["− CUDA context", gib(p.non_torch_bytes)],
+                 ["− GPU runtime context", gib(p.non_torch_bytes)],
                  [f"− compute buffer (n_ubatch {p.profile_tokens:,}; {attention})",
                   gib(p.activation_bytes)]]
     else:

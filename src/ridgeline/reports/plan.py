@@ -7,7 +7,7 @@ from typing import Any
 
 from ridgeline.explain import Step
 from ridgeline.hardware import resolve_accelerator
-from ridgeline.memory import VISIBLE_MEMORY_FRACTION, engine_defaults, sglang_memory_defaults
+from ridgeline.memory import device_memory_bytes, engine_defaults, sglang_memory_defaults
 from ridgeline.model import ModelSpec
 from ridgeline.plan import Candidate, PlanResult
 from ridgeline.render import table
@@ -28,7 +28,7 @@ def command_line(engine: str, model_id: str, c: Candidate, max_len: int) -> str:
     if engine == "vllm":
         fraction = engine_defaults(engine)["gpu_memory_utilization"]
     else:  # SGLang's own rule for this card, written out so the plan's pool is the one used
-        memory = resolve_accelerator(c.accelerator).visible_memory_bytes * VISIBLE_MEMORY_FRACTION
+        memory = device_memory_bytes(resolve_accelerator(c.accelerator))
         fraction = sglang_memory_defaults(memory, c.tp, c.pp,
                                           c.max_num_batched_tokens).mem_fraction_static
     parts += [f["memory"], str(fraction), f["max_len"], str(max_len)]
