@@ -58,3 +58,24 @@ def test_kv_dtype_aliases() -> None:
     assert kv_dtype("fp8_e4m3").bytes_per_element == 1
     assert kv_dtype("auto").bytes_per_element == 2
     assert 70e9 / GB == 70
+
+
+@pytest.mark.parametrize(("model", "logged_gib"), [("gpt-oss-20b", 11.27), ("gpt-oss-120b", 59.02)])
+def test_the_mxfp4_moe_gguf_is_the_size_llama_bench_reports(model: str, logged_gib: float) -> None:
+    """GGUF 'MXFP4 MoE': experts in MXFP4, every other tensor Q8_0; llama-bench prints the
+    file's size (validation notes, build 6918)."""
+    spec = resolve_model(model)
+    plan = weight_plan(spec, "mxfp4_moe")
+    assert plan.format_of("experts").id == "mxfp4" and plan.format_of("attention").id == "q8_0"
+    assert plan.format_of("lm_head").id == "q8_0" and plan.label == "mxfp4_moe"
+    assert weight_bytes(spec, plan) / GIB == pytest.approx(logged_gib, rel=0.01)
+
+
+def test_llama_cpp_counts_its_matmuls_at_16_bits_where_others_use_fp4_units() -> None:
+    """llama.cpp's MMQ multiplies on int8 tensor cores or dequantizes to fp16; a Blackwell's
+    fp4 units are not its rate (native MXFP4 only from PR #17906)."""
+    from ridgeline import Deployment, resolve_accelerator
+
+    spec, gb10 = resolve_model("gpt-oss-20b"), resolve_accelerator("dgx-spark-gb10")
+    assert Deployment.build(spec, gb10, engine="vllm").compute_dtype == "fp4"
+    assert Deployment.build(spec, gb10, engine="llama.cpp-cuda").compute_dtype in ("bf16", "fp16")

@@ -64,10 +64,9 @@ def _count_list(what: str, most: int | None = None) -> Callable[[str], list[int]
 
 def _weight_name(text: str) -> str:
     """A weight format, checked when parsed: a misspelt one fails even where it goes unused."""
-    from ridgeline.precision import is_stored_format, weight_format
+    from ridgeline.precision import check_weight_choice
 
-    if not is_stored_format(text):
-        weight_format(text)
+    check_weight_choice(text)
     return text
 
 

@@ -21,6 +21,8 @@ from ridgeline.precision import (
 )
 from ridgeline.quantization import EMBEDDING, EXPERTS
 
+LLAMA_CPP_MATMUL_DTYPES = ("bf16", "fp16", "fp32")
+
 
 @dataclass(frozen=True)
 class Deployment:
@@ -81,8 +83,15 @@ class Deployment:
 
     @cached_property
     def compute_dtype(self) -> str:
-        """The matmul dtype: the weight format's best one this accelerator runs natively."""
-        return self.accelerator.first_supported(compute_dtype_for(self.weights))
+        """The matmul dtype: the weight format's best one this accelerator runs natively.
+
+        llama.cpp multiplies quantized weights on int8 tensor cores (MMQ, PR #7676) or
+        dequantized to fp16, never fp8/fp4 units (native MXFP4 came experimentally in PR
+        #17906, Dec 2025), so its matmuls are counted at the 16-bit rate."""
+        dtypes = compute_dtype_for(self.weights)
+        if self.engine.startswith("llama.cpp"):
+            dtypes = tuple(d for d in dtypes if d in LLAMA_CPP_MATMUL_DTYPES) or ("fp16",)
+        return self.accelerator.first_supported(dtypes)
 
     @property
     def peak_flops_per_s(self) -> float:

@@ -15,7 +15,7 @@ from ridgeline.catalog import normalise, resolve_name
 from ridgeline.datafiles import load_data
 from ridgeline.model import ModelSpec
 from ridgeline.params import count_params
-from ridgeline.quantization import CATEGORIES, LINEAR_CATEGORIES, LM_HEAD
+from ridgeline.quantization import CATEGORIES, LINEAR_CATEGORIES, LM_HEAD, OTHER, ROUTER
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,34 @@ def _table(section: str) -> dict[str, str]:
 STORED_NAMES = ("auto", "stored", "native", "as-stored")
 
 
+@dataclass(frozen=True)
+class WeightMix:
+    """A file type that stores tensor families in different formats (GGUF 'MXFP4 MoE')."""
+
+    id: str
+    by_category: tuple[tuple[str, str], ...]  # (category, format id)
+    default: str  # every other weight category
+    source: str
+
+
+@lru_cache(maxsize=1)
+def weight_mixes() -> dict[str, WeightMix]:
+    """Normalised name or alias -> mix."""
+    table: dict[str, WeightMix] = {}
+    for row in load_data("formats.json").get("mixes", []):
+        mix = WeightMix(row["id"], tuple(row["by_category"].items()), row["default"],
+                        row["source"])
+        for alias in (row["id"], *row.get("aliases", ())):
+            table[normalise(alias)] = mix
+    return table
+
+
+def check_weight_choice(name: str) -> None:
+    """Refuse a name that is neither 'as stored', a mix, nor a weight format."""
+    if not is_stored_format(name) and normalise(name) not in weight_mixes():
+        weight_format(name)
+
+
 def is_stored_format(name: str) -> bool:
     """'auto', 'stored', 'as stored': the checkpoint's own formats, not one format for all."""
     return normalise(name) in STORED_NAMES
@@ -106,6 +134,11 @@ def weight_plan(spec: ModelSpec, weights: str | None = None) -> WeightPlan:
     if weights is None or is_stored_format(weights):
         chosen = spec.stored_format_map
         label = "as stored" if chosen else base
+    elif normalise(weights) in weight_mixes():
+        mix = weight_mixes()[normalise(weights)]
+        chosen = {c: dict(mix.by_category).get(c, mix.default)
+                  for c in CATEGORIES if c not in (ROUTER, OTHER)}
+        label = mix.id
     else:
         fmt = weight_format(weights)
         covered = CATEGORIES if fmt.applies_to == "all" else LINEAR_CATEGORIES
