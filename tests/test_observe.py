@@ -207,3 +207,17 @@ def test_sglang_metrics_saved_over_a_window(capsys: pytest.CaptureFixture[str]) 
                  "h100", "--engine", "sglang", "--explain"]) == 0
     out = capsys.readouterr().out
     assert "batch 124.0" in out and "How each number was computed" in out
+
+
+def test_llama_server_metrics_give_the_batch_and_the_time_between_a_slots_tokens(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """llama-server has no latency histograms: the slots' summed generation seconds per
+    generated token (40 s over 4,000 tokens here) is each slot's mean ITL."""
+    obs = read_source(str(FIXTURES / "llamacpp_metrics.txt"))
+    assert obs.running == [4, 4] and obs.waiting == [0, 1]
+    assert obs.generation_tok_s == pytest.approx(400) and obs.prompt_tok_s == pytest.approx(400)
+    assert obs.latency_ms["itl"]["mean"] == pytest.approx(10.0)
+    assert main(["observe", str(FIXTURES / "llamacpp_metrics.txt"), "--model", "llama-3.1-8b",
+                 "--gpu", "rtx-4090", "--engine", "llama.cpp-cuda", "--weights", "q4_k_m"]) == 0
+    out = capsys.readouterr().out
+    assert "batch 4.0" in out and "wait for a free slot: more slots (-np N" in out

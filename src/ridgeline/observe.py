@@ -10,7 +10,12 @@ vLLM ``vllm:num_requests_running``, ``vllm:num_requests_waiting``, ``vllm:kv_cac
 SGLang ``sglang:num_running_reqs``, ``sglang:num_queue_reqs``, ``sglang:token_usage``,
 ``sglang:num_retracted_reqs``, ``sglang:prompt_tokens_total``,
 ``sglang:generation_tokens_total``, ``sglang:time_to_first_token_seconds``,
-``sglang:inter_token_latency_seconds``, ``sglang:e2e_request_latency_seconds``.
+``sglang:inter_token_latency_seconds``, ``sglang:e2e_request_latency_seconds``;
+llama-server (``--metrics``) ``llamacpp:requests_processing``, ``llamacpp:requests_deferred``,
+``llamacpp:kv_cache_usage_ratio`` (older builds), ``llamacpp:prompt_tokens_total``,
+``llamacpp:tokens_predicted_total`` and ``llamacpp:tokens_predicted_seconds_total``, the
+slots' summed generation time, whose increase per generated token is the mean time between a
+slot's tokens (it has no latency histograms).
 Network reads are bounded in size and time; only this module and hub.py touch the network.
 """
 
@@ -31,13 +36,17 @@ from ridgeline.errors import InputError
 from ridgeline.prometheus import Histogram, Scrape, parse_scrape, split_scrapes
 
 MAX_BYTES = 16 * 2**20
-RUNNING = ("vllm:num_requests_running", "sglang:num_running_reqs")
-WAITING = ("vllm:num_requests_waiting", "sglang:num_queue_reqs")
-KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage")
+RUNNING = ("vllm:num_requests_running", "sglang:num_running_reqs", "llamacpp:requests_processing")
+WAITING = ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "llamacpp:requests_deferred")
+KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage",
+            "llamacpp:kv_cache_usage_ratio")
 PREEMPTIONS = ("vllm:num_preemptions_total", "sglang:num_retracted_reqs_total",
                "sglang:num_retracted_reqs")
-PROMPT_TOKENS = ("vllm:prompt_tokens_total", "sglang:prompt_tokens_total")
-GENERATION_TOKENS = ("vllm:generation_tokens_total", "sglang:generation_tokens_total")
+PROMPT_TOKENS = ("vllm:prompt_tokens_total", "sglang:prompt_tokens_total",
+                 "llamacpp:prompt_tokens_total")
+GENERATION_TOKENS = ("vllm:generation_tokens_total", "sglang:generation_tokens_total",
+                     "llamacpp:tokens_predicted_total")
+GENERATION_SECONDS = ("llamacpp:tokens_predicted_seconds_total",)
 REQUESTS = ("vllm:request_success_total", "sglang:num_requests_total")
 TTFT = ("vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds")
 ITL = ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds",
@@ -188,6 +197,8 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
                                                          ("e2e", E2E))
     for key, family in families:
         hist = last.histogram(*family)
+        if hist is None and key == "itl" and _slot_itl(scrapes, obs, timed):
+            continue
         if hist is None:
             obs.notes.append(f"no {key} histogram ({' or '.join(family)})")
             continue
@@ -199,6 +210,23 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
     if total and prompt is not None and gen is not None:
         obs.mean_prompt_tokens, obs.mean_output_tokens = prompt / total, gen / total
     return obs
+
+
+def _slot_itl(scrapes: list[Scrape], obs: Observation, timed: bool) -> bool:
+    """llama-server: the mean time between a slot's tokens, its summed generation seconds per
+    generated token (over the window, or the server's lifetime from one scrape)."""
+    last = scrapes[-1]
+    seconds, tokens = last.value(*GENERATION_SECONDS), last.value(*GENERATION_TOKENS)
+    if seconds is None or tokens is None:
+        return False
+    if timed:
+        seconds = _increase(scrapes, GENERATION_SECONDS, obs)
+        tokens = _increase(scrapes, GENERATION_TOKENS, obs)
+    if not seconds or not tokens:
+        return False
+    obs.latency_ms["itl"] = {"mean": seconds / tokens * 1e3}
+    obs.notes.append("ITL: llama-server's generation seconds per generated token (mean only)")
+    return True
 
 
 def _increase(scrapes: list[Scrape], names: tuple[str, ...], obs: Observation) -> float | None:

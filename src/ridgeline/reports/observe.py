@@ -74,6 +74,13 @@ class ObserveReport:
         return NEITHER
 
     @property
+    def lever(self) -> str:
+        if self.wall == LATENCY and self.deployment.engine.startswith("llama.cpp"):
+            return ("requests wait for a free slot: more slots (-np N with -c sized for N "
+                    "conversations; `ridgeline fit --parallel N` says whether they fit)")
+        return LEVERS[self.wall]
+
+    @property
     def predicted_itl_ms(self) -> float | None:
         b = self.batch
         if b is None or b < 0.5:
@@ -103,7 +110,7 @@ class ObserveReport:
             "latency_ms": o.latency_ms, "batch": self.batch, "ridge_flop_per_byte": self.ridge,
             "fraction_of_arithmetic": self.fraction, "pool_batch": self.pool_batch,
             "context": self.context, "context_source": self.context_source,
-            "wall": self.wall, "lever": LEVERS[self.wall],
+            "wall": self.wall, "lever": self.lever,
             "predicted_itl_ms": self.predicted_itl_ms, "gap": self.gaps(), "notes": o.notes,
         }
 
@@ -144,7 +151,7 @@ class ObserveReport:
                          "are billed for")
         lines.append(f"the KV pool allows {self.pool_batch:,} sequences of {self.context:,} "
                      f"tokens ({self.context_source})")
-        lines.append(f"wall: {self.wall} — {LEVERS[self.wall]}")
+        lines.append(f"wall: {self.wall} — {self.lever}")
         predicted = self.predicted_itl_ms
         gaps = self.gaps()
         if predicted:
