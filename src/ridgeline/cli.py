@@ -216,8 +216,12 @@ def load_deployment(args: argparse.Namespace, model: Any = None) -> Any:
     acc = load_accelerator(args)
     if acc is None:
         return None
+    from ridgeline.engines import engine_id
+
+    engine = getattr(args, "engine", None)
     return Deployment.build(model or load_model(args), acc, getattr(args, "weights", None),
-                            getattr(args, "kv_dtype", None), args.num_gpus)
+                            getattr(args, "kv_dtype", None), args.num_gpus,
+                            engine=engine_id(engine) if isinstance(engine, str) else "vllm")
 
 
 # -- handlers ----------------------------------------------------------------------------
