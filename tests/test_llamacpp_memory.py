@@ -105,3 +105,24 @@ def test_flash_attn_is_refused_for_engines_without_the_switch(
     assert main(["fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "8k",
                  "--flash-attn", "off"]) == 2
     assert "llama.cpp's switch" in capsys.readouterr().err
+
+
+def test_sliding_window_layers_hold_their_window_per_slot_not_the_context() -> None:
+    """Gemma-3-27B, 16 slots (llama.cpp #13703, build b5452): the SWA cache logs 7,488 MiB for
+    52 layers × 18,432 cells = 1,024 × 16 + 2,048 (that build padded by n_batch; later ones by
+    n_ubatch); the 10 full layers, 3,840 MiB for 49,152 cells."""
+    from ridgeline.llamacpp_memory import slot_cache_bytes
+
+    model = resolve_model("gemma-3-27b")
+    assert slot_cache_bytes(model, 2, 16, 2048) / MIB == pytest.approx(7488.0)
+    assert kv_footprint(model, 1, 2).bytes_per_token_growing * 49152 / MIB == pytest.approx(3840.0)
+
+
+def test_gemma_cells_count_only_the_full_layers_and_more_slots_cost_window_cache() -> None:
+    dep = _dep("gemma-3-27b", "rtx-4090", "q4_k_m")
+    four, eight = (kv_pool(dep, EngineSettings(max_model_len=32000, max_num_seqs=n)) for n in (4, 8))
+    # four more slots: 52 window layers × 4 × 1,024 cells × 8 KiB
+    assert eight.slot_cache_bytes - four.slot_cache_bytes == pytest.approx(52 * 4 * 1024 * 8192)
+    assert eight.tokens < four.tokens
+    full = kv_footprint(dep.model, 1, 2).bytes_per_token_growing
+    assert four.tokens == int((four.pool_bytes - four.slot_cache_bytes) // full)

@@ -18,6 +18,8 @@ on wherever the backend supports it, since mid-2025 (llama.cpp PR #15746 era).
 
 from __future__ import annotations
 
+from ridgeline.kvcache import attention_kv_bytes_per_token, state_bytes_per_sequence
+from ridgeline.layouts import CHUNKED, FULL, SLIDING
 from ridgeline.model import ModelSpec
 
 F32_BYTES = 4
@@ -59,3 +61,18 @@ def cells_that_fit(free_bytes: float, cell_bytes: float, model: ModelSpec, n_uba
     scores = scores_bytes_per_cell(model, n_ubatch, flash_attn)
     cells = min((room - logits_bytes(model, n_ubatch)) / cell_bytes, room / (cell_bytes + scores))
     return max(0, int(cells))
+
+
+def slot_cache_bytes(model: ModelSpec, kv_bytes_per_element: float, slots: int,
+                     n_ubatch: int) -> float:
+    """The caches llama.cpp sizes by slots rather than by -c: each sliding-window layer keeps
+    n_swa × slots + n_ubatch cells (llama-kv-cache-iswa, without --swa-full), each recurrent
+    layer one state per slot. Gemma-3-27B, f16, 4 slots: 52 layers × 4,608 cells × 8 KiB."""
+    per_cell = attention_kv_bytes_per_token(model, kv_bytes_per_element)
+    total = 0.0
+    for layer in model.layers:
+        if layer.mixer in (SLIDING, CHUNKED) and layer.window_tokens:
+            total += per_cell * (layer.window_tokens * slots + n_ubatch)
+        elif layer.mixer != FULL and layer.mixer not in (SLIDING, CHUNKED):
+            total += state_bytes_per_sequence(model, layer) * slots
+    return total

@@ -27,7 +27,7 @@ from ridgeline.hardware import Accelerator
 from ridgeline.kvcache import KVFootprint, kv_footprint
 from ridgeline.kvgroups import KVGroups, vllm_kv_groups
 from ridgeline.layouts import DENSE, MOE
-from ridgeline.llamacpp_memory import cells_that_fit, compute_buffer_bytes
+from ridgeline.llamacpp_memory import cells_that_fit, compute_buffer_bytes, slot_cache_bytes
 from ridgeline.units import GIB
 from ridgeline.vllm_memory import (
     VLLMAccounting,
@@ -146,6 +146,7 @@ class KVPool:
     forward_bytes: float = 0.0  # the profiled forward pass's activations (vLLM)
     sampler_bytes: float = 0.0  # the profiled sampler's buffers (vLLM); activations = the larger
     accounting: VLLMAccounting | None = None  # vLLM: the version whose accounting applies
+    slot_cache_bytes: float = 0.0  # llama.cpp: window and recurrent caches sized by slots
 
     @property
     def rest_bytes(self) -> float:
@@ -168,8 +169,9 @@ class KVPool:
 
     @property
     def blocks(self) -> int:
+        """Blocks of the growing cache (llama.cpp: -c cells, beside its slot-sized caches)."""
         page = self.page_bytes
-        return int(self.pool_bytes // page) if page else 0
+        return max(0, int((self.pool_bytes - self.slot_cache_bytes) // page)) if page else 0
 
     @property
     def tokens(self) -> int:
@@ -271,12 +273,14 @@ def _llamacpp_pool(dep: Deployment, s: EngineSettings, total: float, weights: fl
     is sized at the cells that fit, since without flash attention it grows with them."""
     d = engine_defaults(dep.engine)
     n_ubatch = s.max_num_batched_tokens or int(d.get("n_ubatch", 512))
-    free = total - weights - non_torch
+    seats = s.max_num_seqs or int(d.get("n_parallel", 1))
+    fixed = slot_cache_bytes(dep.model, dep.kv.bytes_per_element, seats, n_ubatch) \
+        * dep.kv_replication / dep.num_gpus
+    free = total - weights - non_torch - fixed
     cells = cells_that_fit(free, per_token, dep.model, n_ubatch, s.flash_attn)
     compute = compute_buffer_bytes(dep.model, n_ubatch, cells, s.flash_attn)
     return KVPool(dep.engine, total, 1.0, weights, compute, non_torch, 0.0, 1.0, per_token,
-                  1, s.max_num_seqs or int(d.get("n_parallel", 1)), n_ubatch,
-                  forward_bytes=compute)
+                  1, seats, n_ubatch, forward_bytes=compute, slot_cache_bytes=fixed)
 
 
 def _vllm_pool(dep: Deployment, s: EngineSettings, total: float, weights: float,
@@ -317,6 +321,8 @@ def conversation_bytes(pool: KVPool, dep: Deployment, context: int) -> float:
     group (windows, padded states and layers), else the bytes themselves."""
     if pool.groups is not None:
         return pool.groups.decode_blocks(context) * pool.page_bytes
+    if pool.slot_cache_bytes and pool.kv_bytes_per_token:  # llama.cpp: windows sized by slots
+        return pool.kv_bytes_per_token * context
     return sequence_bytes_per_gpu(dep, context)
 
 
@@ -324,6 +330,10 @@ def conversations(pool: KVPool, dep: Deployment, context: int) -> int:
     """Conversations of ``context`` tokens the pool holds at once, decoding."""
     if pool.groups is not None:
         return pool.blocks // pool.groups.decode_blocks(context)
+    if pool.slot_cache_bytes:  # llama.cpp: -c cells for the growing layers, windows held apart
+        if not pool.kv_bytes_per_token:
+            return pool.max_num_seqs if pool.rest_bytes >= pool.slot_cache_bytes else 0
+        return pool.tokens // context
     per_seq = sequence_bytes_per_gpu(dep, context)
     return int(pool.pool_bytes // per_seq) if per_seq else 0
 

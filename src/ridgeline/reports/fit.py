@@ -122,6 +122,9 @@ class FitReport:
         held = f"holds {p.tokens:,} tokens in {p.blocks:,} blocks of {p.block_size}"
         if _is_llamacpp(p):
             held = f"holds {p.tokens:,} cells (-c up to {p.tokens:,})"
+            if p.slot_cache_bytes:
+                held += (f" beside {p.slot_cache_bytes / GIB:,.2f} GiB of sliding-window and "
+                         f"recurrent cache sized for {p.max_num_seqs} slots")
         if p.groups is not None and p.groups.count > 1:
             held = (f"holds {p.tokens:,} tokens as vLLM counts them: {p.blocks:,} blocks of "
                     f"{p.block_size} tokens shared by {p.groups.count} KV-cache groups "
