@@ -160,10 +160,11 @@ def _engine(p: argparse.ArgumentParser) -> None:
 
 def _formats(p: argparse.ArgumentParser) -> None:
     p.add_argument("--weights", metavar="FMT", type=_typed(_weight_name),
-                   help="weight format (bf16, fp8, awq-int4, nvfp4, mxfp4, q4_k_m, …); "
-                   "default: as the checkpoint stores them")
+                   help="weight format (bf16, fp8, awq-int4, nvfp4, mxfp4, q4_k_m, …, or the "
+                   "GGUF mix mxfp4_moe); default: as the checkpoint stores them")
     p.add_argument("--kv-dtype", "--kv-cache-dtype", dest="kv_dtype", metavar="D", type=_typed(_kv_name),
-                   help="KV-cache dtype (bf16, fp8, …); default: the model's dtype")
+                   help="KV-cache dtype (bf16, fp8, q8_0, …); default: the model's dtype "
+                   "(llama.cpp: f16)")
 
 
 # -- resolution helpers --------------------------------------------------------------

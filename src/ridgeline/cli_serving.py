@@ -209,14 +209,18 @@ def register(sub: Any) -> None:
     g = p.add_argument_group("engine settings (the engine's own names; default: its default)")
     g.add_argument("--gpu-memory-utilization", "--mem-fraction-static",
                    "--kv-cache-free-gpu-mem-fraction", dest="gpu_memory_utilization",
-                   type=_positive_float("memory fraction"))
+                   type=_positive_float("memory fraction"), metavar="F",
+                   help="memory share: vLLM of the card, SGLang static, TRT-LLM of what is free")
     g.add_argument("--max-num-seqs", "--max-running-requests", "--max-batch-size", "--parallel",
-                   dest="max_num_seqs", type=_positive_count("max_num_seqs"))
+                   dest="max_num_seqs", type=_positive_count("max_num_seqs"), metavar="N",
+                   help="seats: vLLM, SGLang, TRT-LLM names; llama.cpp slots (-np)")
     g.add_argument("--max-num-batched-tokens", "--chunked-prefill-size", "--max-num-tokens",
-                   "--ubatch-size", dest="max_num_batched_tokens",
-                   type=_positive_count("max_num_batched_tokens"))
+                   "--ubatch-size", dest="max_num_batched_tokens", metavar="N",
+                   type=_positive_count("max_num_batched_tokens"),
+                   help="tokens per step (the profiled pass); llama.cpp n_ubatch (-ub)")
     g.add_argument("--block-size", "--page-size", "--tokens-per-block", dest="block_size",
-                   type=_positive_count("block size"))
+                   type=_positive_count("block size"), metavar="N",
+                   help="tokens per KV block/page")
     g.add_argument("--enforce-eager", action="store_true", help="vLLM: no CUDA graphs")
     g.add_argument("--flash-attn", choices=["on", "off", "auto"],
                    help="llama.cpp -fa (default auto: on where supported); off sizes the "
