@@ -4,9 +4,13 @@ graph allocator reserves, checked against the buffer sizes llama.cpp logs."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.catalog import all_model_ids
 from ridgeline.cli import main
+from ridgeline.hardware import catalog
 from ridgeline.kvcache import kv_footprint
 from ridgeline.llamacpp_memory import cells_that_fit, compute_buffer_bytes, logits_bytes
 from ridgeline.memory import EngineSettings, kv_pool
@@ -126,3 +130,22 @@ def test_gemma_cells_count_only_the_full_layers_and_more_slots_cost_window_cache
     assert eight.tokens < four.tokens
     full = kv_footprint(dep.model, 1, 2).bytes_per_token_growing
     assert four.tokens == int((four.pool_bytes - four.slot_cache_bytes) // full)
+
+
+@settings(max_examples=60, deadline=None)
+@given(model=st.sampled_from(sorted(all_model_ids())), gpu=st.sampled_from(sorted(catalog())),
+       flash=st.booleans(), slots=st.integers(1, 16), context=st.integers(256, 262144))
+def test_what_llamacpp_allocates_never_exceeds_the_device(
+        model: str, gpu: str, flash: bool, slots: int, context: int) -> None:
+    """Weights, context, compute buffer, slot caches and the -c cells always fit the device's
+    memory when any cell fits at all, and the conversations never need more cells than exist."""
+    dep = Deployment.build(resolve_model(model), resolve_accelerator(gpu), engine="llama.cpp-cuda")
+    pool = kv_pool(dep, EngineSettings(max_model_len=context, max_num_seqs=slots,
+                                       flash_attn=flash))
+    report = fit_report(dep, context, EngineSettings(max_num_seqs=slots, flash_attn=flash))
+    if pool.tokens:
+        used = (pool.weight_bytes + pool.non_torch_bytes + pool.activation_bytes
+                + pool.slot_cache_bytes + pool.tokens * pool.kv_bytes_per_token)
+        assert used <= pool.total_bytes * (1 + 1e-9)
+    if pool.kv_bytes_per_token:
+        assert report.conversations * context <= pool.tokens
