@@ -64,15 +64,17 @@ def cells_that_fit(free_bytes: float, cell_bytes: float, model: ModelSpec, n_uba
 
 
 def slot_cache_bytes(model: ModelSpec, kv_bytes_per_element: float, slots: int,
-                     n_ubatch: int) -> float:
+                     n_ubatch: int, windows: bool = True) -> float:
     """The caches llama.cpp sizes by slots rather than by -c: each sliding-window layer keeps
     n_swa × slots + n_ubatch cells (llama-kv-cache-iswa, without --swa-full), each recurrent
-    layer one state per slot. Gemma-3-27B, f16, 4 slots: 52 layers × 4,608 cells × 8 KiB."""
+    layer one state per slot. Gemma-3-27B, f16, 4 slots: 52 layers × 4,608 cells × 8 KiB.
+    ``windows`` False: the architecture has no window in llama.cpp, its layers grow with -c."""
     per_cell = attention_kv_bytes_per_token(model, kv_bytes_per_element)
     total = 0.0
     for layer in model.layers:
-        if layer.mixer in (SLIDING, CHUNKED) and layer.window_tokens:
-            total += per_cell * (layer.window_tokens * slots + n_ubatch)
-        elif layer.mixer != FULL and layer.mixer not in (SLIDING, CHUNKED):
+        if layer.mixer in (SLIDING, CHUNKED):
+            if windows and layer.window_tokens:  # else cached per -c cell, as full layers are
+                total += per_cell * (layer.window_tokens * slots + n_ubatch)
+        elif layer.mixer != FULL:
             total += state_bytes_per_sequence(model, layer) * slots
     return total

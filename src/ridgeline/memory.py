@@ -22,6 +22,7 @@ from typing import Any
 
 from ridgeline.datafiles import load_data
 from ridgeline.deployment import Deployment
+from ridgeline.engine_windows import has_windows, honours_windows, token_bytes
 from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator
 from ridgeline.kvcache import KVFootprint, kv_footprint
@@ -147,6 +148,7 @@ class KVPool:
     sampler_bytes: float = 0.0  # the profiled sampler's buffers (vLLM); activations = the larger
     accounting: VLLMAccounting | None = None  # vLLM: the version whose accounting applies
     slot_cache_bytes: float = 0.0  # llama.cpp: window and recurrent caches sized by slots
+    windows_apart: bool = False  # llama.cpp, SGLang: a conversation costs tokens x context
 
     @property
     def rest_bytes(self) -> float:
@@ -242,10 +244,11 @@ def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
     footprint = kv_footprint(dep.model, 1, dep.kv.bytes_per_element)
     per_token = footprint.bytes_per_token_growing * dep.kv_replication / dep.num_gpus
     non_torch = float(d.get("non_torch_gib", 0.4)) * GIB
-    if engine.startswith("llama.cpp") or engine not in ("vllm", "sglang", "trtllm"):
-        return _llamacpp_pool(dep, s, total, weights, non_torch, per_token)
     if engine == "vllm":
         return _vllm_pool(dep, s, total, weights, per_token)
+    per_token = token_bytes(dep)  # windows as this engine keeps them
+    if engine.startswith("llama.cpp") or engine not in ("sglang", "trtllm"):
+        return _llamacpp_pool(dep, s, total, weights, non_torch, per_token)
     if engine == "sglang":
         seqs = s.max_num_seqs or int(d["max_running_requests"])
         rule = sglang_memory_defaults(total, dep.tensor_parallel_size, dep.pipeline_parallel_size,
@@ -256,7 +259,8 @@ def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
             or rule.mem_fraction_static)
         # SGLang keeps activations and CUDA graphs in the memory it holds back.
         return KVPool(engine, total, fraction, weights, 0.0, non_torch, 0.0, 1.0, per_token,
-                      s.block_size or int(d["page_size"]), seqs, tokens)
+                      s.block_size or int(d["page_size"]), seqs, tokens,
+                      windows_apart=has_windows(dep))
     # trtllm: its fraction applies to what is free after the engine and its activations load
     seqs = s.max_num_seqs or int(d["max_batch_size"])
     tokens = s.max_num_batched_tokens or int(d["max_num_tokens"])
@@ -274,13 +278,14 @@ def _llamacpp_pool(dep: Deployment, s: EngineSettings, total: float, weights: fl
     d = engine_defaults(dep.engine)
     n_ubatch = s.max_num_batched_tokens or int(d.get("n_ubatch", 512))
     seats = s.max_num_seqs or int(d.get("n_parallel", 1))
-    fixed = slot_cache_bytes(dep.model, dep.kv.bytes_per_element, seats, n_ubatch) \
-        * dep.kv_replication / dep.num_gpus
+    fixed = slot_cache_bytes(dep.model, dep.kv.bytes_per_element, seats, n_ubatch,
+                             honours_windows(dep)) * dep.kv_replication / dep.num_gpus
     free = total - weights - non_torch - fixed
     cells = cells_that_fit(free, per_token, dep.model, n_ubatch, s.flash_attn)
     compute = compute_buffer_bytes(dep.model, n_ubatch, cells, s.flash_attn)
     return KVPool(dep.engine, total, 1.0, weights, compute, non_torch, 0.0, 1.0, per_token,
-                  1, seats, n_ubatch, forward_bytes=compute, slot_cache_bytes=fixed)
+                  1, seats, n_ubatch, forward_bytes=compute, slot_cache_bytes=fixed,
+                  windows_apart=True)
 
 
 def _vllm_pool(dep: Deployment, s: EngineSettings, total: float, weights: float,
@@ -321,7 +326,7 @@ def conversation_bytes(pool: KVPool, dep: Deployment, context: int) -> float:
     group (windows, padded states and layers), else the bytes themselves."""
     if pool.groups is not None:
         return pool.groups.decode_blocks(context) * pool.page_bytes
-    if pool.slot_cache_bytes and pool.kv_bytes_per_token:  # llama.cpp: windows sized by slots
+    if pool.windows_apart and pool.kv_bytes_per_token:  # windows sized apart (slots, ratio)
         return pool.kv_bytes_per_token * context
     return sequence_bytes_per_gpu(dep, context)
 
@@ -330,7 +335,7 @@ def conversations(pool: KVPool, dep: Deployment, context: int) -> int:
     """Conversations of ``context`` tokens the pool holds at once, decoding."""
     if pool.groups is not None:
         return pool.blocks // pool.groups.decode_blocks(context)
-    if pool.slot_cache_bytes:  # llama.cpp: -c cells for the growing layers, windows held apart
+    if pool.windows_apart:  # tokens of the growing pool; windows held apart
         if not pool.kv_bytes_per_token:
             return pool.max_num_seqs if pool.rest_bytes >= pool.slot_cache_bytes else 0
         return pool.tokens // context

@@ -1,0 +1,57 @@
+"""Which engines keep only the window of a sliding-window layer, and what one more token of
+context then costs a pool sized in tokens.
+
+- vLLM V1 pages each window group apart (``kvgroups.py``).
+- SGLang gives window layers their own pool only for its hybrid-SWA architectures, sized at
+  ``swa_full_tokens_ratio`` (0.8) of the full pool's tokens; every other model stores every
+  token in every layer (Gemma-2 is switched off explicitly).
+- llama.cpp keeps a window cache (window × slots + n_ubatch cells) for the architectures it
+  gives a window type; a GGUF of any other architecture (Mistral-7B-v0.1 loads as "llama")
+  caches every token in every layer.
+The lists are data, with their sources, in ``engines.json``.
+"""
+
+from __future__ import annotations
+
+from ridgeline.datafiles import load_data
+from ridgeline.deployment import Deployment
+from ridgeline.kvcache import attention_kv_bytes_per_token, kv_footprint
+from ridgeline.layouts import CHUNKED, SLIDING
+
+WINDOWED = (SLIDING, CHUNKED)
+
+
+def has_windows(dep: Deployment) -> bool:
+    return any(layer.mixer in WINDOWED for layer in dep.model.layers)
+
+
+def honours_windows(dep: Deployment) -> bool:
+    """Whether ``dep.engine`` caches only the window of its window layers."""
+    engines = load_data("engines.json")
+    if dep.engine == "sglang":
+        return dep.model.architecture in engines["sglang"]["hybrid_swa"]["architectures"]
+    if dep.engine.startswith("llama.cpp"):
+        return dep.model.model_type in engines["llama.cpp"]["swa_model_types"]
+    return True
+
+
+def sglang_swa_ratio() -> float:
+    return float(load_data("engines.json")["sglang"]["hybrid_swa"]["swa_full_tokens_ratio"])
+
+
+def token_bytes(dep: Deployment) -> float:
+    """Per GPU, what one more token of context costs an engine that sizes its pool in tokens:
+    the full-attention layers; with SGLang's hybrid pool also ratio × the window layers;
+    where windows are not honoured, every attention layer."""
+    footprint = kv_footprint(dep.model, 1, dep.kv.bytes_per_element)
+    if not has_windows(dep):
+        per_token = footprint.bytes_per_token_growing
+    elif not honours_windows(dep):
+        per_token = footprint.bytes_per_token_naive
+    elif dep.engine == "sglang":
+        windowed = sum(1 for layer in dep.model.layers if layer.mixer in WINDOWED)
+        per_token = footprint.bytes_per_token_growing + sglang_swa_ratio() * windowed \
+            * attention_kv_bytes_per_token(dep.model, dep.kv.bytes_per_element)
+    else:
+        per_token = footprint.bytes_per_token_growing
+    return per_token * dep.kv_replication / dep.num_gpus

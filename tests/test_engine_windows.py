@@ -1,0 +1,50 @@
+"""Sliding-window layers as each engine caches them: vLLM and llama.cpp (for the architectures
+it gives a window) keep only the window; SGLang sizes a window pool at 0.8 of the full pool's
+tokens for its hybrid-SWA architectures and stores every token elsewhere."""
+
+from __future__ import annotations
+
+import pytest
+
+from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.engine_windows import honours_windows, sglang_swa_ratio, token_bytes
+from ridgeline.kvcache import attention_kv_bytes_per_token
+from ridgeline.memory import EngineSettings, conversation_bytes, kv_pool
+
+
+def _dep(model: str, engine: str, gpus: int = 1) -> Deployment:
+    return Deployment.build(resolve_model(model), resolve_accelerator("h100"), num_gpus=gpus,
+                            engine=engine)
+
+
+def test_sglang_sizes_gpt_oss_window_pool_at_four_fifths_of_the_full_pool() -> None:
+    """18 full + 18 window layers: one more token of context costs 18 + 0.8 × 18 layers."""
+    dep = _dep("gpt-oss-120b", "sglang")
+    layer = attention_kv_bytes_per_token(dep.model, dep.kv.bytes_per_element)
+    assert honours_windows(dep) and sglang_swa_ratio() == 0.8
+    assert token_bytes(dep) == pytest.approx((18 + 0.8 * 18) * layer)
+    pool = kv_pool(dep, EngineSettings(max_model_len=32768))
+    assert conversation_bytes(pool, dep, 32768) == pytest.approx(32768 * token_bytes(dep))
+
+
+@pytest.mark.parametrize(("model", "engine"), [("gemma-3-27b", "sglang"),
+                                               ("mistral-7b", "llama.cpp-cuda"),
+                                               ("mistral-7b", "sglang")])
+def test_where_an_engine_keeps_no_window_every_layer_grows_with_the_context(
+        model: str, engine: str) -> None:
+    dep = _dep(model, engine)
+    layers = sum(1 for layer in dep.model.layers if layer.mixer != "none")
+    assert not honours_windows(dep)
+    assert token_bytes(dep) == pytest.approx(
+        layers * attention_kv_bytes_per_token(dep.model, dep.kv.bytes_per_element))
+
+
+def test_the_same_model_holds_more_long_conversations_where_windows_are_kept() -> None:
+    """Gemma-3-27B at 32K on an H100: vLLM pages 10 full layers and 52 windows of 1,024;
+    SGLang (no hybrid pool for Gemma-3) stores 62 full layers."""
+    fits = {}
+    for engine in ("vllm", "sglang", "llama.cpp-cuda"):
+        dep = _dep("gemma-3-27b", engine)
+        pool = kv_pool(dep, EngineSettings(max_model_len=32768))
+        fits[engine] = pool.pool_bytes / conversation_bytes(pool, dep, 32768)
+    assert fits["vllm"] > 4 * fits["sglang"] and fits["llama.cpp-cuda"] > 4 * fits["sglang"]
