@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ridgeline.deployment import Deployment
+from ridgeline.engine_windows import has_windows, honours_windows, sglang_swa_ratio
 from ridgeline.explain import Quantity, Step, q, step
 from ridgeline.llamacpp_memory import logits_bytes, scores_bytes_per_cell
 from ridgeline.memory import (
@@ -188,7 +189,8 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
              q("per conversation", per_seq / GIB, "GiB", f"{context} tokens, {dep.kv.id}"
                + (f"; {pool.groups.decode_blocks(context)} blocks of {pool.page_bytes / 2**20:,.2f}"
                   f" MiB across vLLM's {pool.groups.count} KV-cache groups"
-                  if pool.groups and pool.groups.count > 1 else ""))),
+                  if pool.groups and pool.groups.count > 1 else "")
+               + (f"; {_window_rule(dep)}" if pool.windows_apart and has_windows(dep) else ""))),
         step("ridge batch", "peak FLOP/s ÷ bandwidth (batch = intensity at 2-byte weights)",
              q("ridge", ridge, "FLOP/byte")),
     )
@@ -226,6 +228,16 @@ def _llamacpp_pool_step(dep: Deployment, p: KVPool, s: EngineSettings) -> Step:
           " heads × 4 B"),
         q("cells", p.tokens, "", "the most whose KV and compute buffer share what is left"),
         _accounting(p))
+
+
+def _window_rule(dep: Deployment) -> str:
+    """How this engine keeps the model's window layers (``engine_windows.py``)."""
+    if not honours_windows(dep):
+        return f"{dep.engine} keeps no window for {dep.model.architecture}: every layer grows"
+    if dep.engine == "sglang":
+        return (f"window layers in SGLang's hybrid-SWA pool at {sglang_swa_ratio():g} of the "
+                "full pool's tokens")
+    return "window layers cached per slot (window × slots + n_ubatch cells), apart from -c"
 
 
 def _is_llamacpp(p: KVPool) -> bool:
