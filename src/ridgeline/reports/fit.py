@@ -86,6 +86,8 @@ class FitReport:
             "per_conversation_bytes_per_gpu": self.per_conversation_bytes,
             "taken_per_gpu": {"weights": p.weight_bytes, "activations": p.activation_bytes,
                               "non_torch": p.non_torch_bytes, "cuda_graphs": p.cuda_graph_bytes},
+            "slot_cache_bytes_per_gpu": p.slot_cache_bytes,
+            "flash_attn": self.settings.flash_attn if _is_llamacpp(p) else None,
             "profile": {"tokens": p.profile_tokens, "forward_bytes": p.forward_bytes,
                         "sampler_bytes": p.sampler_bytes},
             "engine_version": None if p.accounting is None else p.accounting.version,
