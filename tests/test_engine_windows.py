@@ -48,3 +48,19 @@ def test_the_same_model_holds_more_long_conversations_where_windows_are_kept() -
         pool = kv_pool(dep, EngineSettings(max_model_len=32768))
         fits[engine] = pool.pool_bytes / conversation_bytes(pool, dep, 32768)
     assert fits["vllm"] > 4 * fits["sglang"] and fits["llama.cpp-cuda"] > 4 * fits["sglang"]
+
+
+def test_a_smaller_swa_ratio_holds_more_long_conversations_on_sglang() -> None:
+    from ridgeline.errors import InputError
+    from ridgeline.memory import conversations
+
+    dep = _dep("gpt-oss-120b", "sglang", gpus=2)
+    held = {r: conversations(kv_pool(dep, EngineSettings(max_model_len=32768,
+                                                          swa_full_tokens_ratio=r)), dep, 32768)
+            for r in (0.8, 0.2)}
+    # 18 + 0.8 × 18 layers per token against 18 + 0.2 × 18
+    assert held[0.2] / held[0.8] == pytest.approx(32.4 / 21.6, rel=0.05)
+    with pytest.raises(InputError, match="SGLang's"):
+        kv_pool(_dep("gpt-oss-120b", "vllm", gpus=2), EngineSettings(swa_full_tokens_ratio=0.2))
+    with pytest.raises(InputError, match=r"\(0, 1\]"):
+        EngineSettings(swa_full_tokens_ratio=1.5)

@@ -222,6 +222,9 @@ def register(sub: Any) -> None:
                    type=_positive_count("block size"), metavar="N",
                    help="tokens per KV block/page")
     g.add_argument("--enforce-eager", action="store_true", help="vLLM: no CUDA graphs")
+    g.add_argument("--swa-full-tokens-ratio", type=_positive_float("swa_full_tokens_ratio"),
+                   metavar="R", help="SGLang hybrid-SWA models: window pool ÷ full pool "
+                   "(default 0.8); lower holds more long conversations")
     g.add_argument("--flash-attn", choices=["on", "off", "auto"],
                    help="llama.cpp -fa (default auto: on where supported); off sizes the "
                    "attention scores into the compute buffer")

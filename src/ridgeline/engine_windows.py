@@ -39,10 +39,11 @@ def sglang_swa_ratio() -> float:
     return float(load_data("engines.json")["sglang"]["hybrid_swa"]["swa_full_tokens_ratio"])
 
 
-def token_bytes(dep: Deployment) -> float:
+def token_bytes(dep: Deployment, swa_ratio: float | None = None) -> float:
     """Per GPU, what one more token of context costs an engine that sizes its pool in tokens:
-    the full-attention layers; with SGLang's hybrid pool also ratio × the window layers;
-    where windows are not honoured, every attention layer."""
+    the full-attention layers; with SGLang's hybrid pool also ratio × the window layers
+    (``swa_ratio``: its --swa-full-tokens-ratio, default 0.8); where windows are not
+    honoured, every attention layer."""
     footprint = kv_footprint(dep.model, 1, dep.kv.bytes_per_element)
     if not has_windows(dep):
         per_token = footprint.bytes_per_token_growing
@@ -50,7 +51,8 @@ def token_bytes(dep: Deployment) -> float:
         per_token = footprint.bytes_per_token_naive
     elif dep.engine == "sglang":
         windowed = sum(1 for layer in dep.model.layers if layer.mixer in WINDOWED)
-        per_token = footprint.bytes_per_token_growing + sglang_swa_ratio() * windowed \
+        ratio = sglang_swa_ratio() if swa_ratio is None else swa_ratio
+        per_token = footprint.bytes_per_token_growing + ratio * windowed \
             * attention_kv_bytes_per_token(dep.model, dep.kv.bytes_per_element)
     else:
         per_token = footprint.bytes_per_token_growing

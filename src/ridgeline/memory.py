@@ -85,6 +85,7 @@ class EngineSettings:
     usage: str = "serve"  # vLLM usage context: "serve" (vllm serve) or "offline" (LLM class)
     engine_version: str | None = None  # vLLM/SGLang: whose memory rules (default: the newest)
     flash_attn: bool = True  # llama.cpp -fa (default auto: on where the backend supports it)
+    swa_full_tokens_ratio: float | None = None  # SGLang's window pool ÷ full pool (default 0.8)
 
     def __post_init__(self) -> None:
         u = self.gpu_memory_utilization
@@ -98,6 +99,9 @@ class EngineSettings:
             raise InputError(f"usage must be serve or offline, got {self.usage!r}")
         if self.engine_version is not None:
             parse_version(self.engine_version)
+        r = self.swa_full_tokens_ratio
+        if r is not None and not 0 < r <= 1:
+            raise InputError(f"swa_full_tokens_ratio must be in (0, 1], got {r}")
 
 
 def vllm_batch_defaults(dep: Deployment, usage: str) -> dict[str, int]:
@@ -244,9 +248,11 @@ def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
     footprint = kv_footprint(dep.model, 1, dep.kv.bytes_per_element)
     per_token = footprint.bytes_per_token_growing * dep.kv_replication / dep.num_gpus
     non_torch = float(d.get("non_torch_gib", 0.4)) * GIB
+    if s.swa_full_tokens_ratio is not None and engine != "sglang":
+        raise InputError(f"--swa-full-tokens-ratio is SGLang's; {engine} has no such setting")
     if engine == "vllm":
         return _vllm_pool(dep, s, total, weights, per_token)
-    per_token = token_bytes(dep)  # windows as this engine keeps them
+    per_token = token_bytes(dep, s.swa_full_tokens_ratio)  # windows as this engine keeps them
     if engine.startswith("llama.cpp") or engine not in ("sglang", "trtllm"):
         return _llamacpp_pool(dep, s, total, weights, non_torch, per_token)
     if engine == "sglang":

@@ -192,7 +192,8 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
                + (f"; {pool.groups.decode_blocks(context)} blocks of {pool.page_bytes / 2**20:,.2f}"
                   f" MiB across vLLM's {pool.groups.count} KV-cache groups"
                   if pool.groups and pool.groups.count > 1 else "")
-               + (f"; {_window_rule(dep)}" if pool.windows_apart and has_windows(dep) else ""))),
+               + (f"; {_window_rule(dep, s)}" if pool.windows_apart and has_windows(dep)
+                  else ""))),
         step("ridge batch", "peak FLOP/s ÷ bandwidth (batch = intensity at 2-byte weights)",
              q("ridge", ridge, "FLOP/byte")),
     )
@@ -232,13 +233,14 @@ def _llamacpp_pool_step(dep: Deployment, p: KVPool, s: EngineSettings) -> Step:
         _accounting(p))
 
 
-def _window_rule(dep: Deployment) -> str:
+def _window_rule(dep: Deployment, s: EngineSettings) -> str:
     """How this engine keeps the model's window layers (``engine_windows.py``)."""
     if not honours_windows(dep):
         return f"{dep.engine} keeps no window for {dep.model.architecture}: every layer grows"
     if dep.engine == "sglang":
-        return (f"window layers in SGLang's hybrid-SWA pool at {sglang_swa_ratio():g} of the "
-                "full pool's tokens")
+        ratio = s.swa_full_tokens_ratio or sglang_swa_ratio()
+        return (f"window layers in SGLang's hybrid-SWA pool at {ratio:g} of the full pool's "
+                "tokens (--swa-full-tokens-ratio)")
     return "window layers cached per slot (window × slots + n_ubatch cells), apart from -c"
 
 
