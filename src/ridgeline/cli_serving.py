@@ -271,6 +271,8 @@ def register(sub: Any) -> None:
     g.add_argument("--usage", choices=["serve", "offline"], default="serve")
     g.add_argument("--engine-version", metavar="V",
                    help="engine version whose memory rules to follow (vLLM, SGLang)")
+    g.add_argument("--swa-full-tokens-ratio", type=_positive_float("swa_full_tokens_ratio"),
+                   metavar="R", help="SGLang hybrid-SWA models: window pool ÷ full pool (0.8)")
     g.add_argument("--no-prefix-caching", action="store_true")
     g.add_argument("--spec-tokens", type=_count("draft length"), default=0,
                    help="speculative decoding: draft length")
