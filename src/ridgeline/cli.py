@@ -73,8 +73,7 @@ def _weight_name(text: str) -> str:
 def _kv_name(text: str) -> str:
     from ridgeline.precision import kv_dtype
 
-    if text != "auto":
-        kv_dtype(text)
+    kv_dtype(text)  # 'auto' is an alias
     return text
 
 

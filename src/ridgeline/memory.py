@@ -245,12 +245,12 @@ def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
     d = engine_defaults(engine)
     total = total_bytes or device_memory_bytes(dep.accelerator)
     weights = dep.weight_bytes / dep.num_gpus
-    footprint = kv_footprint(dep.model, 1, dep.kv.bytes_per_element)
-    per_token = footprint.bytes_per_token_growing * dep.kv_replication / dep.num_gpus
     non_torch = float(d.get("non_torch_gib", 0.4)) * GIB
     if s.swa_full_tokens_ratio is not None and engine != "sglang":
         raise InputError(f"--swa-full-tokens-ratio is SGLang's; {engine} has no such setting")
-    if engine == "vllm":
+    if engine == "vllm":  # windows and states: vLLM's own groups (kvgroups.py)
+        footprint = kv_footprint(dep.model, 1, dep.kv.bytes_per_element)
+        per_token = footprint.bytes_per_token_growing * dep.kv_replication / dep.num_gpus
         return _vllm_pool(dep, s, total, weights, per_token)
     per_token = token_bytes(dep, s.swa_full_tokens_ratio)  # windows as this engine keeps them
     if engine.startswith("llama.cpp") or engine not in ("sglang", "trtllm"):
