@@ -11,20 +11,27 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ridgeline.deployment import Deployment
-from ridgeline.engine_windows import has_windows, honours_windows, sglang_swa_ratio
-from ridgeline.explain import Quantity, Step, q, step
-from ridgeline.llamacpp_memory import logits_bytes, scores_bytes_per_cell
+from ridgeline.engine_windows import has_windows
+from ridgeline.explain import Step, q, step
 from ridgeline.memory import (
     EngineSettings,
     KVPool,
     conversation_bytes,
     conversations,
     device_memory_note,
-    engine_defaults,
     kv_pool,
 )
 from ridgeline.precision import kv_dtype, weight_plan
 from ridgeline.render import table
+from ridgeline.reports.fit_budget import (
+    accounting_quantity,
+    budget_rows,
+    is_llamacpp,
+    llamacpp_pool_step,
+    peak_quantities,
+    seats_name,
+    window_rule,
+)
 from ridgeline.roofline import ridge_point
 from ridgeline.units import GIB
 
@@ -87,7 +94,7 @@ class FitReport:
             "taken_per_gpu": {"weights": p.weight_bytes, "activations": p.activation_bytes,
                               "non_torch": p.non_torch_bytes, "cuda_graphs": p.cuda_graph_bytes},
             "slot_cache_bytes_per_gpu": p.slot_cache_bytes,
-            "flash_attn": self.settings.flash_attn if _is_llamacpp(p) else None,
+            "flash_attn": self.settings.flash_attn if is_llamacpp(p) else None,
             "profile": {"tokens": p.profile_tokens, "forward_bytes": p.forward_bytes,
                         "sampler_bytes": p.sampler_bytes},
             "engine_version": None if p.accounting is None else p.accounting.version,
@@ -121,9 +128,9 @@ class FitReport:
         lines = [headline,
                  f"{d.model.name} on {d.num_gpus} x {d.accelerator.id}, {engine}, weights "
                  f"{d.weights.label}, KV {d.kv.id}", ""]
-        lines += table(_budget_rows(p, self.settings), ["", ""])[1:]
+        lines += table(budget_rows(p, self.settings), ["", ""])[1:]
         held = f"holds {p.tokens:,} tokens in {p.blocks:,} blocks of {p.block_size}"
-        if _is_llamacpp(p):
+        if is_llamacpp(p):
             held = f"holds {p.tokens:,} cells (-c up to {p.tokens:,})"
             if p.slot_cache_bytes:
                 held += (f" beside {p.slot_cache_bytes / GIB:,.2f} GiB of sliding-window and "
@@ -136,8 +143,8 @@ class FitReport:
         lines += ["", f"{held}; one conversation of {self.context:,} tokens takes "
                   f"{self.per_conversation_bytes / GIB:,.3f} GiB per GPU",
                   f"batch the engine can run: min({self.conversations:,} conversations, "
-                  f"{_seats_name(p)} {p.max_num_seqs:,}) = {self.batch:,}"]
-        if _is_llamacpp(p) and self.batch:
+                  f"{seats_name(p)} {p.max_num_seqs:,}) = {self.batch:,}"]
+        if is_llamacpp(p) and self.batch:
             lines.append(f"start it with: llama-server -c {self.batch * self.context} "
                          f"-np {p.max_num_seqs} --kv-unified ({p.max_num_seqs} slots share "
                          f"the cache; {self.batch} conversations of {self.context:,} tokens "
@@ -171,14 +178,14 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
     acc = dep.accelerator
     ridge = ridge_point(acc.peak(dep.compute_dtype), acc.memory_bandwidth_bytes_per_s)
     steps = (
-        _llamacpp_pool_step(dep, pool, s) if _is_llamacpp(pool) else
+        llamacpp_pool_step(dep, pool, s) if is_llamacpp(pool) else
         step("KV pool per GPU", "total × reserved fraction − weights − activations − non-torch − "
              "graphs", q("pool", pool.pool_bytes / GIB, "GiB"),
              q("total", pool.total_bytes / GIB, "GiB",
                device_memory_note(dep.accelerator)),
              q("reserved fraction", pool.reserved_fraction, "", f"{pool.engine} default or flag"),
              q("weights per GPU", pool.weight_bytes / GIB, "GiB"),
-             *_peak_quantities(dep, pool),
+             *peak_quantities(dep, pool),
              q("non-torch", pool.non_torch_bytes / GIB, "GiB",
                "CUDA context" + (", custom all-reduce buffers over NVLink"
                                  if pool.accounting and pool.non_torch_bytes
@@ -186,115 +193,19 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
              q("CUDA graphs", pool.cuda_graph_bytes / GIB, "GiB",
                "layers × captured sizes × 0.45 MiB (vLLM v0.21+ estimate)"
                if pool.cuda_graph_bytes else "not taken from the budget"),
-             _accounting(pool)),
+             accounting_quantity(pool)),
         step("conversations", "floor(pool ÷ bytes per conversation)", q("conversations", n),
              q("per conversation", per_seq / GIB, "GiB", f"{context} tokens, {dep.kv.id}"
                + (f"; {pool.groups.decode_blocks(context)} blocks of {pool.page_bytes / 2**20:,.2f}"
                   f" MiB across vLLM's {pool.groups.count} KV-cache groups"
                   if pool.groups and pool.groups.count > 1 else "")
-               + (f"; {_window_rule(dep, s)}" if pool.windows_apart and has_windows(dep)
+               + (f"; {window_rule(dep, s)}" if pool.windows_apart and has_windows(dep)
                   else ""))),
         step("ridge batch", "peak FLOP/s ÷ bandwidth (batch = intensity at 2-byte weights)",
              q("ridge", ridge, "FLOP/byte")),
     )
     report = FitReport(dep, s, pool, context, target, n, per_seq, ridge, (), steps)
     return replace(report, levers=tuple(_levers(report)))
-
-
-def _accounting(p: KVPool) -> Quantity:
-    """Whose memory rule sized the pool, with its source."""
-    if p.accounting is not None:
-        return q("accounting", f"vLLM {p.accounting.version}", "",
-                 f"{p.accounting.note} ({p.accounting.source})")
-    d = engine_defaults(p.engine)
-    return q("accounting", f"{p.engine} {d.get('version', '')}".strip(), "",
-             str(d.get("memory_rule", "")))
-
-
-def _llamacpp_pool_step(dep: Deployment, p: KVPool, s: EngineSettings) -> Step:
-    model, n_ubatch = dep.model, p.profile_tokens
-    scores = p.tokens * scores_bytes_per_cell(model, n_ubatch, s.flash_attn)
-    return step(
-        "KV cache per GPU", "total − weights − runtime context − compute buffer",
-        q("KV cache", p.pool_bytes / GIB, "GiB"),
-        q("total", p.total_bytes / GIB, "GiB",
-          device_memory_note(dep.accelerator)),
-        q("weights per GPU", p.weight_bytes / GIB, "GiB"),
-        q("runtime context", p.non_torch_bytes / GIB, "GiB", "CUDA/Metal context, libraries"),
-        q("compute buffer", p.activation_bytes / GIB, "GiB",
-          "max(logits, scores) + 4 × n_ubatch × hidden × 4 B"),
-        q("logits", logits_bytes(model, n_ubatch) / GIB, "GiB",
-          f"vocab {model.vocab_size:,} × n_ubatch {n_ubatch} × 4 B"),
-        q("scores", scores / GIB, "GiB",
-          "flash attention: none materialised" if s.flash_attn else
-          f"{p.tokens:,} cells × n_ubatch {n_ubatch} × {model.attention.num_heads if model.attention else 0}"
-          " heads × 4 B"),
-        q("cells", p.tokens, "", "the most whose KV and compute buffer share what is left"),
-        _accounting(p))
-
-
-def _window_rule(dep: Deployment, s: EngineSettings) -> str:
-    """How this engine keeps the model's window layers (``engine_windows.py``)."""
-    if not honours_windows(dep):
-        return f"{dep.engine} keeps no window for {dep.model.architecture}: every layer grows"
-    if dep.engine == "sglang":
-        ratio = s.swa_full_tokens_ratio or sglang_swa_ratio()
-        return (f"window layers in SGLang's hybrid-SWA pool at {ratio:g} of the full pool's "
-                "tokens (--swa-full-tokens-ratio)")
-    return "window layers cached per slot (window × slots + n_ubatch cells), apart from -c"
-
-
-def _is_llamacpp(p: KVPool) -> bool:
-    return p.engine.startswith("llama.cpp")
-
-
-def _seats_name(p: KVPool) -> str:
-    return {"sglang": "max_running_requests", "trtllm": "max_batch_size"}.get(
-        p.engine, "slots (-np)" if _is_llamacpp(p) else "max_num_seqs")
-
-
-def _budget_rows(p: KVPool, s: EngineSettings) -> list[list[str]]:
-    """Memory per GPU, then each thing the engine takes before the cache, in its order."""
-    def gib(value: float) -> str:
-        return f"{value / GIB:,.2f} GiB"
-
-    rows = [["memory per GPU", gib(p.total_bytes)]]
-    if _is_llamacpp(p):
-        attention = "flash attention" if s.flash_attn else "no flash attention"
-        rows += [["− weights", gib(p.weight_bytes)],
-                 ["− GPU runtime context", gib(p.non_torch_bytes)],
-                 [f"− compute buffer (n_ubatch {p.profile_tokens:,}; {attention})",
-                  gib(p.activation_bytes)]]
-    else:
-        rows += [[f"reserved (x {p.reserved_fraction:g})", gib(p.total_bytes * p.reserved_fraction)],
-                 ["− weights", gib(p.weight_bytes)],
-                 [f"− {_peak_label(p)}", gib(p.activation_bytes)],
-                 ["− non-torch (CUDA context, NCCL)", gib(p.non_torch_bytes)],
-                 ["− CUDA graphs" + ("" if p.cuda_graph_bytes or p.accounting is None
-                                     else " (captured after sizing)"), gib(p.cuda_graph_bytes)]]
-    if p.free_fraction_of_rest != 1.0:
-        rows.append([f"x kv_cache_free_gpu_mem_fraction {p.free_fraction_of_rest:g}", ""])
-    rows.append(["= KV cache" if _is_llamacpp(p) else "= KV pool",
-                 f"{gib(p.pool_bytes)} per GPU"])
-    return rows
-
-
-def _peak_label(p: KVPool) -> str:
-    if p.accounting is not None and p.sampler_bytes > p.forward_bytes:
-        return f"sampler peak ({p.max_num_seqs:,} requests' fp32 logits)"
-    return f"activations ({p.profile_tokens:,}-token profile)"
-
-
-def _peak_quantities(dep: Deployment, p: KVPool) -> list[Quantity]:
-    forward = q("forward pass", p.forward_bytes / GIB, "GiB",
-                f"{p.profile_tokens} tokens × 2 B × (3 × intermediate + 3 × hidden)")
-    if p.accounting is None:
-        return [forward]
-    sampler = q("sampler", p.sampler_bytes / GIB, "GiB",
-                f"{p.accounting.sampler_logit_copies:g} × {p.max_num_seqs} requests × vocab "
-                f"{dep.model.vocab_size:,} × 4 B (vLLM {p.accounting.era}+ sampler)")
-    return [forward, sampler, q("activation peak", p.activation_bytes / GIB, "GiB",
-                                "the larger of the two")]
 
 
 # the next smaller weight format a serving engineer would reach for, per engine family
@@ -305,7 +216,7 @@ SMALLER_GGUF = {"bf16": "q8_0", "fp16": "q8_0", "q8_0": "q4_k_m", "q6_k": "q4_k_
 
 def _levers(r: FitReport) -> list[Lever]:
     d, s = r.deployment, r.settings
-    gguf = _is_llamacpp(r.pool)
+    gguf = is_llamacpp(r.pool)
     options: list[tuple[str, Deployment, int, EngineSettings]] = []
     small_kv = ("q8_0", "q8_0 KV cache (-ctk q8_0 -ctv q8_0)") if gguf else (
         "fp8", "fp8 KV cache (--kv-cache-dtype fp8)")

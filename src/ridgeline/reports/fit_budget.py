@@ -1,0 +1,108 @@
+"""How each engine took its memory before the KV cache: the budget rows `fit` prints and
+the steps `--explain` shows, in each engine's own terms (vLLM's profiling pass, SGLang's and
+TensorRT-LLM's fractions, llama.cpp's compute buffer and slots)."""
+
+from __future__ import annotations
+
+from ridgeline.deployment import Deployment
+from ridgeline.engine_windows import honours_windows, sglang_swa_ratio
+from ridgeline.explain import Quantity, Step, q, step
+from ridgeline.llamacpp_memory import logits_bytes, scores_bytes_per_cell
+from ridgeline.memory import EngineSettings, KVPool, device_memory_note, engine_defaults
+from ridgeline.units import GIB
+
+
+def accounting_quantity(p: KVPool) -> Quantity:
+    """Whose memory rule sized the pool, with its source."""
+    if p.accounting is not None:
+        return q("accounting", f"vLLM {p.accounting.version}", "",
+                 f"{p.accounting.note} ({p.accounting.source})")
+    d = engine_defaults(p.engine)
+    return q("accounting", f"{p.engine} {d.get('version', '')}".strip(), "",
+             str(d.get("memory_rule", "")))
+
+
+def llamacpp_pool_step(dep: Deployment, p: KVPool, s: EngineSettings) -> Step:
+    model, n_ubatch = dep.model, p.profile_tokens
+    scores = p.tokens * scores_bytes_per_cell(model, n_ubatch, s.flash_attn)
+    return step(
+        "KV cache per GPU", "total − weights − runtime context − compute buffer",
+        q("KV cache", p.pool_bytes / GIB, "GiB"),
+        q("total", p.total_bytes / GIB, "GiB",
+          device_memory_note(dep.accelerator)),
+        q("weights per GPU", p.weight_bytes / GIB, "GiB"),
+        q("runtime context", p.non_torch_bytes / GIB, "GiB", "CUDA/Metal context, libraries"),
+        q("compute buffer", p.activation_bytes / GIB, "GiB",
+          "max(logits, scores) + 4 × n_ubatch × hidden × 4 B"),
+        q("logits", logits_bytes(model, n_ubatch) / GIB, "GiB",
+          f"vocab {model.vocab_size:,} × n_ubatch {n_ubatch} × 4 B"),
+        q("scores", scores / GIB, "GiB",
+          "flash attention: none materialised" if s.flash_attn else
+          f"{p.tokens:,} cells × n_ubatch {n_ubatch} × {model.attention.num_heads if model.attention else 0}"
+          " heads × 4 B"),
+        q("cells", p.tokens, "", "the most whose KV and compute buffer share what is left"),
+        accounting_quantity(p))
+
+
+def window_rule(dep: Deployment, s: EngineSettings) -> str:
+    """How this engine keeps the model's window layers (``engine_windows.py``)."""
+    if not honours_windows(dep):
+        return f"{dep.engine} keeps no window for {dep.model.architecture}: every layer grows"
+    if dep.engine == "sglang":
+        ratio = s.swa_full_tokens_ratio or sglang_swa_ratio()
+        return (f"window layers in SGLang's hybrid-SWA pool at {ratio:g} of the full pool's "
+                "tokens (--swa-full-tokens-ratio)")
+    return "window layers cached per slot (window × slots + n_ubatch cells), apart from -c"
+
+
+def is_llamacpp(p: KVPool) -> bool:
+    return p.engine.startswith("llama.cpp")
+
+
+def seats_name(p: KVPool) -> str:
+    return {"sglang": "max_running_requests", "trtllm": "max_batch_size"}.get(
+        p.engine, "slots (-np)" if is_llamacpp(p) else "max_num_seqs")
+
+
+def budget_rows(p: KVPool, s: EngineSettings) -> list[list[str]]:
+    """Memory per GPU, then each thing the engine takes before the cache, in its order."""
+    def gib(value: float) -> str:
+        return f"{value / GIB:,.2f} GiB"
+
+    rows = [["memory per GPU", gib(p.total_bytes)]]
+    if is_llamacpp(p):
+        attention = "flash attention" if s.flash_attn else "no flash attention"
+        rows += [["− weights", gib(p.weight_bytes)],
+                 ["− GPU runtime context", gib(p.non_torch_bytes)],
+                 [f"− compute buffer (n_ubatch {p.profile_tokens:,}; {attention})",
+                  gib(p.activation_bytes)]]
+    else:
+        rows += [[f"reserved (x {p.reserved_fraction:g})", gib(p.total_bytes * p.reserved_fraction)],
+                 ["− weights", gib(p.weight_bytes)],
+                 [f"− {peak_label(p)}", gib(p.activation_bytes)],
+                 ["− non-torch (CUDA context, NCCL)", gib(p.non_torch_bytes)],
+                 ["− CUDA graphs" + ("" if p.cuda_graph_bytes or p.accounting is None
+                                     else " (captured after sizing)"), gib(p.cuda_graph_bytes)]]
+    if p.free_fraction_of_rest != 1.0:
+        rows.append([f"x kv_cache_free_gpu_mem_fraction {p.free_fraction_of_rest:g}", ""])
+    rows.append(["= KV cache" if is_llamacpp(p) else "= KV pool",
+                 f"{gib(p.pool_bytes)} per GPU"])
+    return rows
+
+
+def peak_label(p: KVPool) -> str:
+    if p.accounting is not None and p.sampler_bytes > p.forward_bytes:
+        return f"sampler peak ({p.max_num_seqs:,} requests' fp32 logits)"
+    return f"activations ({p.profile_tokens:,}-token profile)"
+
+
+def peak_quantities(dep: Deployment, p: KVPool) -> list[Quantity]:
+    forward = q("forward pass", p.forward_bytes / GIB, "GiB",
+                f"{p.profile_tokens} tokens × 2 B × (3 × intermediate + 3 × hidden)")
+    if p.accounting is None:
+        return [forward]
+    sampler = q("sampler", p.sampler_bytes / GIB, "GiB",
+                f"{p.accounting.sampler_logit_copies:g} × {p.max_num_seqs} requests × vocab "
+                f"{dep.model.vocab_size:,} × 4 B (vLLM {p.accounting.era}+ sampler)")
+    return [forward, sampler, q("activation peak", p.activation_bytes / GIB, "GiB",
+                                "the larger of the two")]
