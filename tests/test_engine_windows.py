@@ -64,3 +64,13 @@ def test_a_smaller_swa_ratio_holds_more_long_conversations_on_sglang() -> None:
         kv_pool(_dep("gpt-oss-120b", "vllm", gpus=2), EngineSettings(swa_full_tokens_ratio=0.2))
     with pytest.raises(InputError, match=r"\(0, 1\]"):
         EngineSettings(swa_full_tokens_ratio=1.5)
+
+
+def test_sglang_turns_gpt_oss_window_pool_off_on_data_center_blackwell() -> None:
+    """trtllm_mha, SGLang's default attention backend on sm100, has no window pool for
+    gpt-oss: there every layer grows; on an H100 the hybrid pool applies."""
+    model = resolve_model("gpt-oss-120b")
+    b200 = Deployment.build(model, resolve_accelerator("b200"), engine="sglang")
+    h100 = Deployment.build(model, resolve_accelerator("h100"), engine="sglang")
+    assert not honours_windows(b200) and honours_windows(h100)
+    assert token_bytes(b200) == pytest.approx(token_bytes(h100) * 36 / (18 + 0.8 * 18))

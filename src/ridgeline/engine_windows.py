@@ -3,8 +3,9 @@ context then costs a pool sized in tokens.
 
 - vLLM V1 pages each window group apart (``kvgroups.py``).
 - SGLang gives window layers their own pool only for its hybrid-SWA architectures, sized at
-  ``swa_full_tokens_ratio`` (0.8) of the full pool's tokens; every other model stores every
-  token in every layer (Gemma-2 is switched off explicitly).
+  ``swa_full_tokens_ratio`` (0.8) of the full pool's tokens, and not for gpt-oss on
+  data-center Blackwell, whose default attention backend (trtllm_mha) turns the pool off;
+  every other model stores every token in every layer (Gemma-2 and Gemma-3 explicitly).
 - llama.cpp keeps a window cache (window × slots + n_ubatch cells) for the architectures it
   gives a window type; a GGUF of any other architecture (Mistral-7B-v0.1 loads as "llama")
   caches every token in every layer.
@@ -29,7 +30,12 @@ def honours_windows(dep: Deployment) -> bool:
     """Whether ``dep.engine`` caches only the window of its window layers."""
     engines = load_data("engines.json")
     if dep.engine == "sglang":
-        return dep.model.architecture in engines["sglang"]["hybrid_swa"]["architectures"]
+        hybrid = engines["sglang"]["hybrid_swa"]
+        off = hybrid["off_on_trtllm_mha"]  # its default attention backend on sm100
+        if (dep.model.architecture in off["architectures"]
+                and dep.accelerator.id in off["accelerators"]):
+            return False
+        return dep.model.architecture in hybrid["architectures"]
     if dep.engine.startswith("llama.cpp"):
         return dep.model.model_type in engines["llama.cpp"]["swa_model_types"]
     return True
