@@ -74,3 +74,11 @@ def test_sglang_turns_gpt_oss_window_pool_off_on_data_center_blackwell() -> None
     h100 = Deployment.build(model, resolve_accelerator("h100"), engine="sglang")
     assert not honours_windows(b200) and honours_windows(h100)
     assert token_bytes(b200) == pytest.approx(token_bytes(h100) * 36 / (18 + 0.8 * 18))
+
+
+def test_sglang_before_v0_5_9_gave_gpt_oss_no_window_pool() -> None:
+    dep = _dep("gpt-oss-120b", "sglang", gpus=2)
+    assert not honours_windows(dep, "0.5.6") and honours_windows(dep, "0.5.9")
+    old, new = (kv_pool(dep, EngineSettings(max_model_len=32768, engine_version=v))
+                for v in ("0.5.6", "0.5.9"))
+    assert old.kv_bytes_per_token == pytest.approx(new.kv_bytes_per_token * 36 / 32.4)

@@ -18,6 +18,7 @@ from ridgeline.datafiles import load_data
 from ridgeline.deployment import Deployment
 from ridgeline.kvcache import attention_kv_bytes_per_token, kv_footprint
 from ridgeline.layouts import CHUNKED, SLIDING
+from ridgeline.vllm_memory import parse_version
 
 WINDOWED = (SLIDING, CHUNKED)
 
@@ -26,16 +27,20 @@ def has_windows(dep: Deployment) -> bool:
     return any(layer.mixer in WINDOWED for layer in dep.model.layers)
 
 
-def honours_windows(dep: Deployment) -> bool:
-    """Whether ``dep.engine`` caches only the window of its window layers."""
+def honours_windows(dep: Deployment, engine_version: str | None = None) -> bool:
+    """Whether ``dep.engine`` (at ``engine_version``; default the newest) caches only the
+    window of its window layers."""
     engines = load_data("engines.json")
     if dep.engine == "sglang":
         hybrid = engines["sglang"]["hybrid_swa"]
+        arch = dep.model.architecture
         off = hybrid["off_on_trtllm_mha"]  # its default attention backend on sm100
-        if (dep.model.architecture in off["architectures"]
-                and dep.accelerator.id in off["accelerators"]):
+        if arch in off["architectures"] and dep.accelerator.id in off["accelerators"]:
             return False
-        return dep.model.architecture in hybrid["architectures"]
+        since = hybrid["since"].get(arch)
+        if since and engine_version and parse_version(engine_version) < parse_version(since):
+            return False
+        return arch in hybrid["architectures"]
     if dep.engine.startswith("llama.cpp"):
         return dep.model.model_type in engines["llama.cpp"]["swa_model_types"]
     return True
@@ -45,7 +50,8 @@ def sglang_swa_ratio() -> float:
     return float(load_data("engines.json")["sglang"]["hybrid_swa"]["swa_full_tokens_ratio"])
 
 
-def token_bytes(dep: Deployment, swa_ratio: float | None = None) -> float:
+def token_bytes(dep: Deployment, swa_ratio: float | None = None,
+                engine_version: str | None = None) -> float:
     """Per GPU, what one more token of context costs an engine that sizes its pool in tokens:
     the full-attention layers; with SGLang's hybrid pool also ratio × the window layers
     (``swa_ratio``: its --swa-full-tokens-ratio, default 0.8); where windows are not
@@ -53,7 +59,7 @@ def token_bytes(dep: Deployment, swa_ratio: float | None = None) -> float:
     footprint = kv_footprint(dep.model, 1, dep.kv.bytes_per_element)
     if not has_windows(dep):
         per_token = footprint.bytes_per_token_growing
-    elif not honours_windows(dep):
+    elif not honours_windows(dep, engine_version):
         per_token = footprint.bytes_per_token_naive
     elif dep.engine == "sglang":
         windowed = sum(1 for layer in dep.model.layers if layer.mixer in WINDOWED)

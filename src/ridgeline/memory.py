@@ -252,7 +252,7 @@ def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
         footprint = kv_footprint(dep.model, 1, dep.kv.bytes_per_element)
         per_token = footprint.bytes_per_token_growing * dep.kv_replication / dep.num_gpus
         return _vllm_pool(dep, s, total, weights, per_token)
-    per_token = token_bytes(dep, s.swa_full_tokens_ratio)  # windows as this engine keeps them
+    per_token = token_bytes(dep, s.swa_full_tokens_ratio, s.engine_version)  # engine's windows
     if engine.startswith("llama.cpp") or engine not in ("sglang", "trtllm"):
         return _llamacpp_pool(dep, s, total, weights, non_torch, per_token)
     if engine == "sglang":

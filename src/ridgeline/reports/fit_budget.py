@@ -46,7 +46,7 @@ def llamacpp_pool_step(dep: Deployment, p: KVPool, s: EngineSettings) -> Step:
 
 def window_rule(dep: Deployment, s: EngineSettings) -> str:
     """How this engine keeps the model's window layers (``engine_windows.py``)."""
-    if not honours_windows(dep):
+    if not honours_windows(dep, s.engine_version):
         return f"{dep.engine} keeps no window for {dep.model.architecture}: every layer grows"
     if dep.engine == "sglang":
         ratio = s.swa_full_tokens_ratio or sglang_swa_ratio()
