@@ -295,3 +295,16 @@ def test_gpu_memory_gib_picks_another_configuration_of_a_catalog_part(
                          "--engine", "llama.cpp-metal", "--max-model-len", "8k", "--json")
     full = json.loads(out)
     assert data["pool_bytes_per_gpu"] + 16 * 2**30 * (0.75 - 2 / 3) < full["pool_bytes_per_gpu"]
+
+
+def test_fit_compares_engines_at_their_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    """gpt-oss-120b at 32K on 2 x H100: SGLang's window pool at 0.8 of its full pool holds
+    fewer long conversations than vLLM, which keeps each window to 128 tokens."""
+    code, out, err = run(capsys, "fit", "gpt-oss-120b", "--gpu", "h100", "--num-gpus", "2",
+                         "--max-model-len", "32k", "--engine", "vllm,sglang", "--json")
+    assert code == 0, err
+    rows = {e["engine"]: e for e in json.loads(out)["engines"]}
+    assert rows["vllm"]["conversations"] > 1.5 * rows["sglang"]["conversations"] > 0
+    code, _, err = run(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "8k",
+                       "--engine", "vllm,sglang", "--max-num-seqs", "64")
+    assert code == 2 and "one engine's settings" in err

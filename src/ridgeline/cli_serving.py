@@ -35,11 +35,40 @@ def cmd_fit(args: argparse.Namespace) -> Any:
     from ridgeline.reports.fit import fit_report
 
     acc = load_accelerator(args)
-    dep = Deployment.build(load_model(args), acc, args.weights, args.kv_dtype, args.num_gpus,
-                           engine=engine_id(args.engine))
+    model = load_model(args)
+    engines = [engine_id(name.strip()) for name in args.engine.split(",")]
+    if len(engines) > 1:
+        return _compare_engines(args, model, acc, engines)
+    dep = Deployment.build(model, acc, args.weights, args.kv_dtype, args.num_gpus,
+                           engine=engines[0])
     if args.flash_attn and not dep.engine.startswith("llama.cpp"):
         raise InputError(f"--flash-attn is llama.cpp's switch; {dep.engine} has no such flag")
     return fit_report(dep, args.max_model_len, engine_settings(args), args.target_concurrency)
+
+# the settings that name one engine's knob: a comparison runs each engine at its defaults
+ENGINE_KNOBS = ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens",
+                "block_size", "engine_version", "flash_attn", "swa_full_tokens_ratio")
+
+
+def _compare_engines(args: argparse.Namespace, model: Any, acc: Any, engines: list[str]) -> Any:
+    from ridgeline.deployment import Deployment
+    from ridgeline.memory import EngineSettings
+    from ridgeline.reports.fit import FitComparison, fit_report
+
+    knobs = [f"--{k.replace('_', '-')}" for k in ENGINE_KNOBS if getattr(args, k, None)]
+    if knobs or args.enforce_eager or args.plot:
+        given = knobs + (["--enforce-eager"] if args.enforce_eager else []) + (
+            ["--plot"] if args.plot else [])
+        verb = "names" if len(given) == 1 else "name"
+        raise InputError(f"{', '.join(given)} {verb} one engine's settings; compare engines at "
+                         "their defaults, or give one --engine")
+    if len(set(engines)) < len(engines):
+        raise InputError("an engine is named twice in --engine")
+    settings = EngineSettings(max_model_len=args.max_model_len, usage=args.usage)
+    return FitComparison(tuple(
+        fit_report(Deployment.build(model, acc, args.weights, args.kv_dtype, args.num_gpus,
+                                    engine=engine), args.max_model_len, settings,
+                   args.target_concurrency) for engine in engines))
 
 def cmd_simulate(args: argparse.Namespace) -> Any:
     import csv
@@ -204,8 +233,9 @@ def register(sub: Any) -> None:
                    help="conversation length to size for (vLLM --max-model-len)")
     p.add_argument("--target-concurrency", type=_positive_count("target concurrency"),
                    help="conversations that must fit at once")
-    p.add_argument("--engine", default="vllm", type=_typed(_engine_name),
-                   help="vllm (default), sglang, trtllm, llama.cpp-…")
+    p.add_argument("--engine", default="vllm", type=_name_list(_engine_name),
+                   help="vllm (default), sglang, trtllm, llama.cpp-…; several, comma-separated, "
+                   "to compare them")
     g = p.add_argument_group("engine settings (the engine's own names; default: its default)")
     g.add_argument("--gpu-memory-utilization", "--mem-fraction-static",
                    "--kv-cache-free-gpu-mem-fraction", dest="gpu_memory_utilization",

@@ -162,6 +162,35 @@ class FitReport:
         return lines
 
 
+@dataclass(frozen=True)
+class FitComparison:
+    """The same deployment's capacity under several engines, each at its own defaults."""
+
+    reports: tuple[FitReport, ...]
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        return tuple(replace(st, label=f"{r.pool.engine}: {st.label}")
+                     for r in self.reports for st in r.steps)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"engines": [r.to_dict() for r in self.reports]}
+
+    def text_lines(self) -> list[str]:
+        first = self.reports[0]
+        d = first.deployment
+        rows = [[r.pool.engine, f"{r.pool.pool_bytes / GIB:,.2f}", f"{r.pool.tokens:,}",
+                 f"{r.per_conversation_bytes / GIB:,.3f}", f"{r.conversations:,}",
+                 f"{r.batch:,}", r.verdict] for r in self.reports]
+        target = f", against a target of {first.target:,}" if first.target else ""
+        return [f"{d.model.name} on {d.num_gpus} x {d.accelerator.id}, weights "
+                f"{d.weights.label}: conversations of {first.context:,} tokens by engine{target}",
+                "", *table(rows, ["engine", "KV GiB/GPU", "tokens", "GiB/conv", "conversations",
+                                  "batch", "verdict"]),
+                "", "each at its own defaults; `--engine NAME` alone for one engine's breakdown "
+                "and levers"]
+
+
 def fit_report(dep: Deployment, context: int, settings: EngineSettings,
                target: int | None = None) -> FitReport:
     s = replace(settings, max_model_len=settings.max_model_len or context)
