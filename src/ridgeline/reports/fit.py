@@ -187,8 +187,8 @@ class FitComparison:
                 f"{d.weights.label}: conversations of {first.context:,} tokens by engine{target}",
                 "", *table(rows, ["engine", "KV GiB/GPU", "tokens", "GiB/conv", "conversations",
                                   "batch", "verdict"]),
-                "", "each at its own defaults; `--engine NAME` alone for one engine's breakdown "
-                "and levers"]
+                "", "each at its own defaults, tokens as each engine counts them; "
+                "`--engine NAME` alone for one engine's breakdown and levers"]
 
 
 def fit_report(dep: Deployment, context: int, settings: EngineSettings,
