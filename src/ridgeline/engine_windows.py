@@ -17,14 +17,12 @@ from __future__ import annotations
 from ridgeline.datafiles import load_data
 from ridgeline.deployment import Deployment
 from ridgeline.kvcache import attention_kv_bytes_per_token, kv_footprint
-from ridgeline.layouts import CHUNKED, SLIDING
+from ridgeline.layouts import WINDOW_MIXERS
 from ridgeline.vllm_memory import parse_version
-
-WINDOWED = (SLIDING, CHUNKED)
 
 
 def has_windows(dep: Deployment) -> bool:
-    return any(layer.mixer in WINDOWED for layer in dep.model.layers)
+    return any(layer.mixer in WINDOW_MIXERS for layer in dep.model.layers)
 
 
 def honours_windows(dep: Deployment, engine_version: str | None = None) -> bool:
@@ -62,7 +60,7 @@ def token_bytes(dep: Deployment, swa_ratio: float | None = None,
     elif not honours_windows(dep, engine_version):
         per_token = footprint.bytes_per_token_naive
     elif dep.engine == "sglang":
-        windowed = sum(1 for layer in dep.model.layers if layer.mixer in WINDOWED)
+        windowed = sum(1 for layer in dep.model.layers if layer.mixer in WINDOW_MIXERS)
         ratio = sglang_swa_ratio() if swa_ratio is None else swa_ratio
         per_token = footprint.bytes_per_token_growing + ratio * windowed \
             * attention_kv_bytes_per_token(dep.model, dep.kv.bytes_per_element)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ridgeline.hardware import Accelerator
-from ridgeline.layouts import ATTENTION_MIXERS, CHUNKED, FULL, LINEAR, MAMBA, SLIDING
+from ridgeline.layouts import ATTENTION_MIXERS, FULL, LINEAR, MAMBA, WINDOW_MIXERS
 from ridgeline.model import Layer, ModelSpec
 from ridgeline.units import require_positive
 
@@ -57,7 +57,7 @@ def state_bytes_per_sequence(spec: ModelSpec, layer: Layer) -> float:
 
 def cached_tokens(layer: Layer, context: int) -> int:
     """Tokens a layer keeps: all of them, or at most its window."""
-    if layer.mixer in (SLIDING, CHUNKED) and layer.window_tokens:
+    if layer.mixer in WINDOW_MIXERS and layer.window_tokens:
         return min(context, layer.window_tokens)
     return context if layer.mixer == FULL else 0
 
@@ -89,7 +89,7 @@ def kv_footprint(spec: ModelSpec, context: int, kv_bytes_per_element: float) -> 
             attention_layers += 1
         if layer.mixer == FULL:
             growing += per_layer
-        elif layer.mixer in (SLIDING, CHUNKED):
+        elif layer.mixer in WINDOW_MIXERS:
             windowed += per_layer * cached_tokens(layer, context)
         else:
             state += state_bytes_per_sequence(spec, layer)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from ridgeline.deployment import Deployment
 from ridgeline.kvcache import attention_kv_bytes_per_token, state_bytes_per_sequence
-from ridgeline.layouts import CHUNKED, FULL, LINEAR, MAMBA, SLIDING
+from ridgeline.layouts import FULL, LINEAR, MAMBA, WINDOW_MIXERS
 
 KERNEL_BLOCK_ALIGNMENT = 16  # attention blocks grow for Mamba pages in steps of 16 tokens
 PAD_TO_LARGEST = 1.5  # group by the largest type when it has under 1.5× the smallest's layers
@@ -79,7 +79,7 @@ def vllm_kv_groups(dep: Deployment, block_size: int) -> KVGroups | None:
     for layer in model.layers:
         if layer.mixer == FULL:
             key = (FULL, 0)
-        elif layer.mixer in (SLIDING, CHUNKED) and layer.window_tokens:
+        elif layer.mixer in WINDOW_MIXERS and layer.window_tokens:
             key = ("window", layer.window_tokens)
         elif layer.mixer in (LINEAR, MAMBA):
             key = ("state", 0)

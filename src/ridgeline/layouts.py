@@ -24,6 +24,7 @@ MOE = "moe"
 
 MIXERS = (FULL, SLIDING, CHUNKED, LINEAR, MAMBA, NONE)
 ATTENTION_MIXERS = (FULL, SLIDING, CHUNKED)
+WINDOW_MIXERS = (SLIDING, CHUNKED)  # attention that keeps at most a window of tokens
 
 _LAYER_TYPE_NAMES = {
     "full_attention": FULL,

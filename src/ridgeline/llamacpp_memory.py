@@ -19,7 +19,7 @@ on wherever the backend supports it, since mid-2025 (llama.cpp PR #15746 era).
 from __future__ import annotations
 
 from ridgeline.kvcache import attention_kv_bytes_per_token, state_bytes_per_sequence
-from ridgeline.layouts import CHUNKED, FULL, SLIDING
+from ridgeline.layouts import FULL, WINDOW_MIXERS
 from ridgeline.model import ModelSpec
 
 F32_BYTES = 4
@@ -72,7 +72,7 @@ def slot_cache_bytes(model: ModelSpec, kv_bytes_per_element: float, slots: int,
     per_cell = attention_kv_bytes_per_token(model, kv_bytes_per_element)
     total = 0.0
     for layer in model.layers:
-        if layer.mixer in (SLIDING, CHUNKED):
+        if layer.mixer in WINDOW_MIXERS:
             if windows and layer.window_tokens:  # else cached per -c cell, as full layers are
                 total += per_cell * (layer.window_tokens * slots + n_ubatch)
         elif layer.mixer != FULL:
