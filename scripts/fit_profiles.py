@@ -37,6 +37,11 @@ PRIORS = {
         "torch-eager", 0.6, 0.5, 1e-3, 1e-4, band_low=0.6, band_high=1.6,
         source="prior: eager PyTorch (one kernel launch per op, no CUDA graphs); not fitted — "
                "run `ridgeline measure` and `ridgeline calibrate` on your device"),
+    "torch-cudagraph": EngineProfile(
+        "torch-cudagraph", 0.7, 0.5, 1e-4, 2e-5, band_low=0.6, band_high=1.6,
+        source="prior: eager PyTorch kernels replayed from a CUDA graph (no launch gaps, no "
+               "fused kernels); not fitted — run `ridgeline measure` and `ridgeline "
+               "calibrate` on your device"),
 }
 
 

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # The device check for a session lent an H200 (issue #10), prepared to run once:
-#   run(command="bash scripts/gpu_session.sh", timeout_s=540)
+#   run(command="bash scripts/gpu_session.sh", timeout_s=420)
 # It uses the machine's own python3 (which holds PyTorch) and ridgeline from src/, measures
 # bandwidth, bf16/fp16/fp8 matmuls and a Llama-3.1-8B-shaped random-weight model over
-# batch 1-256 x context 512-32K (what does not fit the card is skipped and listed), then
-# validates the rows against the catalog's H200 and against the measured device.
+# batch 1-256 x context 512-32K (what does not fit the card is skipped and listed), each decode
+# step eager and replayed from a CUDA graph; then, steps only, a sliding-window model
+# (Gemma-3-27B) and a larger dense one (Qwen3-32B), so a calibration on one model can be
+# checked on others. Each model's rows are written as soon as it is done, and validated
+# against the catalog's H200 and against the measured device.
 # Everything lands under $OUT (./gpu-out when unset). Rehearse it on a CPU with
-#   DEVICE=cpu QUICK=--quick MODEL=llama-3.2-1b bash scripts/gpu_session.sh
+#   DEVICE=cpu QUICK=--quick MODEL=llama-3.2-1b EXTRA= bash scripts/gpu_session.sh
 set -uo pipefail
 OUT=${OUT:-gpu-out}
 DEVICE=${DEVICE:-cuda}
@@ -14,23 +17,36 @@ QUICK=${QUICK:-}
 MODEL=${MODEL:-llama-3.1-8b}
 GPU_ID=${GPU_ID:-h200-sxm}
 PYTHON=${PYTHON:-python3}
+# further models: name and grid (batches/contexts), steps only
+EXTRA=${EXTRA-"gemma-3-27b:1,8,32,64:2048,8192,32768 qwen3-32b:1,8,32,64:512,4096"}
 mkdir -p "$OUT"
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 rows="$OUT/$GPU_ID-rows.csv"
+record="${rows%.csv}.accelerator.json"
+smi() {
+  if [ "$DEVICE" = cuda ]; then nvidia-smi --query-gpu="$1" --format=csv; fi
+}
 {
   date -u +"measured %Y-%m-%dT%H:%MZ"
-  if [ "$DEVICE" = cuda ]; then
-    nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem,driver_version \
-      --format=csv
-  fi
+  smi name,memory.total,clocks.max.sm,clocks.max.mem,driver_version,power.limit
   "$PYTHON" -c "import torch; print('torch', torch.__version__)"
   "$PYTHON" -m ridgeline measure --device "$DEVICE" $QUICK --model "$MODEL" \
     --gpu-id "$GPU_ID" --rated-gpu h200 --memory-gib 141 -o "$rows" || exit 1
+  smi clocks.sm,clocks.mem,power.draw,temperature.gpu
+  for spec in $EXTRA; do
+    IFS=: read -r name batches contexts <<< "$spec"
+    echo "== $name, steps only"
+    "$PYTHON" -m ridgeline measure --device "$DEVICE" --skip-probes --model "$name" \
+      --gpu-id "$GPU_ID" --batches "$batches" --contexts "$contexts" \
+      -o "$OUT/$GPU_ID-$name-rows.csv"
+  done
+  smi clocks.sm,clocks.mem,power.draw,temperature.gpu
+  all=("$OUT"/"$GPU_ID"*rows.csv)
   echo "== against the catalog's $GPU_ID (rated bandwidth and peak)"
-  "$PYTHON" -m ridgeline validate "$rows"
-  "$PYTHON" -m ridgeline validate "$rows" --json > "$OUT/validate-catalog.json"
+  "$PYTHON" -m ridgeline validate "${all[@]}" --summary
+  "$PYTHON" -m ridgeline validate "${all[@]}" --json > "$OUT/validate-catalog.json"
   echo "== against the measured device (probed bandwidth and matmul)"
-  "$PYTHON" -m ridgeline validate "$rows" --gpu-file "${rows%.csv}.accelerator.json"
-  "$PYTHON" -m ridgeline validate "$rows" --gpu-file "${rows%.csv}.accelerator.json" --json \
-    > "$OUT/validate-measured.json"
+  "$PYTHON" -m ridgeline validate "${all[@]}" --gpu-file "$record" > "$OUT/validate-measured.txt"
+  "$PYTHON" -m ridgeline validate "${all[@]}" --gpu-file "$record" --summary
+  date -u +"done %Y-%m-%dT%H:%M:%SZ"
 } 2>&1 | tee "$OUT/log.txt"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -117,3 +118,72 @@ def test_measure_writes_rows_that_validate(tmp_path: Path,
     assert main(["validate", str(rows), "--gpu-file", record, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert all(r["predicted"] for r in data["rows"])
+
+
+def test_a_graph_replayed_step_gets_its_own_row_or_says_why_not(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """CUDA graphs need a GPU; here the capture is stood in for, once working and once
+    failing, to pin what each outcome leaves in the result."""
+    from functools import partial
+
+    from ridgeline import measure as m
+
+    model = build(TINY)
+    step = partial(model.step, torch.zeros(2, 1, dtype=torch.long), model.kv_cache(2, 16))
+    row = partial(m._decode_row, "tiny", "f32", "cpu-test", 2, 16, notes="n",
+                  engine="torch-cudagraph")
+    result = m.MeasureResult("cpu", "test")
+    monkeypatch.setattr(m, "graph_replay", lambda torch, fn: fn)
+    assert m._graph_row(torch, torch.device("cpu"), step, result, row)
+    (added,) = result.rows
+    assert added["engine"] == "torch-cudagraph" and added["id"].endswith("-graph")
+    assert added["metric"] == "output_throughput_tok_s" and float(added["value"]) > 0
+
+    def fails(torch: Any, fn: Any) -> Any:
+        raise RuntimeError("operation not permitted when stream is capturing\ndetail")
+
+    monkeypatch.setattr(m, "graph_replay", fails)
+    assert not m._graph_row(torch, torch.device("cpu"), step, result, row)
+    assert len(result.rows) == 1
+    assert result.skipped == ["CUDA-graph decode: capture failed (operation not permitted when "
+                              "stream is capturing)"]
+
+
+def test_the_grid_and_the_probes_can_be_chosen(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(TINY))
+    rows = tmp_path / "rows.csv"
+    assert main(["measure", "--model", str(config), "--batches", "1,3", "--contexts", "40",
+                 "--skip-probes", "-o", str(rows)]) == 0
+    out = capsys.readouterr().out
+    assert "bandwidth" not in out and "no device record" in out
+    assert not (tmp_path / "rows.accelerator.json").exists()
+    table = list(csv.DictReader(rows.open()))
+    assert [(r["metric"], r["batch"], r["context_len"]) for r in table] == [
+        ("decode_tok_s_per_user", "1", "41"), ("output_throughput_tok_s", "3", "41"),
+        ("prefill_tok_s", "1", "40")]
+    for bad, message in ((["--batches", "0"], "batch must be positive"),
+                         (["--contexts", "1,,2"], "empty entry"),
+                         (["--batches", "2000000"], "batch")):
+        with pytest.raises(SystemExit) as exit_info:
+            sys.exit(main(["measure", "--model", str(config), *bad, "-o", str(rows)]))
+        assert exit_info.value.code == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err
+
+
+def test_a_windowed_layer_prefills_as_a_band_of_the_full_causal_attention() -> None:
+    """The chunked windowed prefill equals full attention under a band mask (each position
+    sees itself and the window − 1 before it), and differs from plain causal attention."""
+    model = build({**TINY, "model_type": "mistral", "sliding_window": 8})
+    torch.manual_seed(1)
+    q, k, v = torch.randn(2, 4, 29, 16), torch.randn(2, 2, 29, 16), torch.randn(2, 2, 29, 16)
+    pos = torch.arange(29)
+    band = (pos[None, :] <= pos[:, None]) & (pos[None, :] > pos[:, None] - 8)
+    full = torch.nn.functional.scaled_dot_product_attention(
+        q, k.repeat_interleave(2, dim=1), v.repeat_interleave(2, dim=1), attn_mask=band)
+    windowed = model._attend_windowed(q, k, v, 8)
+    assert torch.allclose(windowed, full, atol=1e-5)
+    assert not torch.allclose(windowed, model._attend(q, k, v, causal=True), atol=1e-3)
+    assert model.step(torch.zeros(1, 29, dtype=torch.long), None).shape == (1, 256)

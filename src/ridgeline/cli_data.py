@@ -8,6 +8,7 @@ import argparse
 from typing import Any
 
 from ridgeline.cli import (
+    MAX_BATCH,
     WroteFile,
     _accelerator_name,
     _count_list,
@@ -49,11 +50,13 @@ def _register_gpu_files(args: argparse.Namespace) -> None:
 def cmd_measure(args: argparse.Namespace) -> Any:
     from ridgeline.measure import accelerator_record, measure, write_record, write_rows
 
-    result = measure(args.device, args.quick, args.model, args.dtype, args.gpu_id)
+    result = measure(args.device, args.quick, args.model, args.dtype, args.gpu_id,
+                     tuple(args.batches or ()), tuple(args.contexts or ()), not args.skip_probes)
     gid = args.gpu_id or f"measured-{args.device}"
     write_rows(result.rows, args.output)
     record_path = str(args.output).rsplit(".", 1)[0] + ".accelerator.json"
-    write_record(accelerator_record(result, gid, args.memory_gib * 2**30), record_path)
+    if result.probes:
+        write_record(accelerator_record(result, gid, args.memory_gib * 2**30), record_path)
     rated = None
     if args.rated_gpu:
         from ridgeline.hardware import resolve_accelerator
@@ -68,9 +71,13 @@ def cmd_measure(args: argparse.Namespace) -> Any:
             line += f"  rated {rated.memory_bandwidth_bytes_per_s / 1e9:,.0f} GB/s"
         lines.append(line)
     lines += [f"  skipped: {s}" for s in result.skipped]
-    lines.append(f"wrote {len(result.rows)} rows to {args.output} and the measured device to "
-                 f"{record_path}; next: ridgeline validate {args.output} --gpu-file "
-                 f"{record_path}")
+    if result.probes:
+        lines.append(f"wrote {len(result.rows)} rows to {args.output} and the measured device "
+                     f"to {record_path}; next: ridgeline validate {args.output} --gpu-file "
+                     f"{record_path}")
+    else:
+        lines.append(f"wrote {len(result.rows)} rows to {args.output} (no probes: no device "
+                     f"record); next: ridgeline validate {args.output}")
     return WroteFile(args.output, "\n".join(lines))
 
 def cmd_validate(args: argparse.Namespace) -> Any:
@@ -139,6 +146,12 @@ def register(sub: Any) -> None:
     p = sub.add_parser("measure", help="measure this device: bandwidth, matmuls, model steps")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps")
     p.add_argument("--quick", action="store_true", help="a small grid (minutes, not tens)")
+    p.add_argument("--batches", type=_count_list("batch", MAX_BATCH),
+                   help="decode batches, comma-separated (default 1,8,32,64,128,256; 1,4 quick)")
+    p.add_argument("--contexts", type=_count_list("context"),
+                   help="contexts in tokens (default 512,2048,8192,32768; 128,512 quick)")
+    p.add_argument("--skip-probes", action="store_true",
+                   help="only the model's steps (no bandwidth or matmul probes, no device record)")
     p.add_argument("--model", default="llama-3.2-1b",
                    help="catalog model or config.json, built with random weights")
     p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"])

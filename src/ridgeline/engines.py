@@ -24,7 +24,7 @@ from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator
 
 ENGINES = ("vllm", "sglang", "trtllm", "llama.cpp-cuda", "llama.cpp-metal", "llama.cpp-vulkan",
-           "llama.cpp-rocm", "torch-eager")
+           "llama.cpp-rocm", "torch-eager", "torch-cudagraph")
 _ALIASES = {"tensorrt-llm": "trtllm", "trt-llm": "trtllm", "llama.cpp": "llama.cpp-cuda",
             "llamacpp": "llama.cpp-cuda", "mlx": "llama.cpp-metal"}
 

@@ -4,8 +4,10 @@ Probes: achievable memory bandwidth (a large device-to-device copy, and a read-o
 reduction) and dense matmul throughput per dtype over square and skinny decode-shaped
 (M = batch) problems. Then decode and prefill steps of a catalog model built with random
 weights (``torch_model.py``) over a grid of batch × context. Timing: warm-up, device
-synchronisation, CUDA events on CUDA, the median of repeats. The measured accelerator is
-written as a catalog record beside the rows, so the rows validate against it.
+synchronisation, CUDA events on CUDA, the median of repeats. On CUDA each decode step is
+timed twice: launched op by op (engine ``torch-eager``) and replayed from a CUDA graph
+(``torch-cudagraph``, what engines run for decode: no launch gaps). The measured accelerator
+is written as a catalog record beside the rows, so the rows validate against it.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 
 from ridgeline.catalog import model_entries, resolve_model
 from ridgeline.errors import InputError
+from ridgeline.layouts import MOE
 from ridgeline.torch_model import RandomModel, import_torch
 
 COLUMNS = ("id", "model", "weights_dtype", "kv_dtype", "gpu", "num_gpus", "tp", "batch",
@@ -137,6 +140,31 @@ def fp8_matmul_probes(torch: Any, device: Any, big: int, batches: tuple[int, ...
     return out
 
 
+def graph_replay(torch: Any, fn: Callable[[], Any]) -> Callable[[], Any]:
+    """``fn`` captured once in a CUDA graph; the result replays it. Raises RuntimeError where
+    the capture fails (an op that syncs with the host, say)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()  # outside the capture: lazy initialisation, library workspaces
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    replay: Callable[[], Any] = graph.replay  # the bound method keeps the graph (and its pool)
+    return replay
+
+
+def sm_clock_note(torch: Any, device: Any) -> str:
+    """The SM clock right after a timing, for the notes ('' where it cannot be read)."""
+    if device.type != "cuda":
+        return ""
+    try:
+        return f", SM clock {torch.cuda.clock_rate(device)} MHz"
+    except Exception:  # pynvml missing or the query unsupported: the note is optional
+        return ""
+
+
 def device_memory_bytes(torch: Any, device: Any) -> float:
     """Memory the grid may use: what CUDA reports free, else the machine's RAM."""
     if device.type == "cuda":
@@ -149,18 +177,36 @@ def device_memory_bytes(torch: Any, device: Any) -> float:
 
 
 def _row(model_hf: str, weights: str, gpu_id: str, batch: int, input_len: int, output_len: int,
-         context: int, metric: str, value: float, unit: str, notes: str) -> dict[str, str]:
+         context: int, metric: str, value: float, unit: str, notes: str,
+         engine: str = "torch-eager") -> dict[str, str]:
+    graph = "-graph" if engine == "torch-cudagraph" else ""
     return {"id": f"measure-{gpu_id}-{model_hf.split('/')[-1]}-{metric}-b{batch}-c{context}"
-                  f"-i{input_len}",
+                  f"-i{input_len}{graph}",
             "model": model_hf, "weights_dtype": weights, "kv_dtype": weights, "gpu": gpu_id,
             "num_gpus": "1", "tp": "1", "batch": str(batch), "input_len": str(input_len),
             "output_len": str(output_len), "context_len": str(context), "metric": metric,
-            "value": f"{value:.6g}", "unit": unit, "engine": "torch-eager",
+            "value": f"{value:.6g}", "unit": unit, "engine": engine,
             "source": "ridgeline measure", "notes": notes}
 
 
+def _decode_row(hf: str, weights: str, gpu_id: str, batch: int, context: int, seconds: float,
+                notes: str, engine: str) -> dict[str, str]:
+    """One decode step of ``batch`` sequences over ``context`` cached tokens, as a row."""
+    if batch == 1:
+        return _row(hf, weights, gpu_id, 1, 0, 1, context + 1, "decode_tok_s_per_user",
+                    1 / seconds, "tok/s", notes, engine)
+    return _row(hf, weights, gpu_id, batch, context, 1, context + 1, "output_throughput_tok_s",
+                batch / seconds, "tok/s", "S_TG (decode steps only, aggregate); " + notes, engine)
+
+
+QUICK_GRID = ((1, 4), (128, 512))
+FULL_GRID = ((1, 8, 32, 64, 128, 256), (512, 2048, 8192, 32768))
+
+
 def measure(device: str = "cpu", quick: bool = True, model: str = "llama-3.2-1b",
-            dtype: str | None = None, gpu_id: str | None = None) -> MeasureResult:
+            dtype: str | None = None, gpu_id: str | None = None,
+            batches: tuple[int, ...] | None = None, contexts: tuple[int, ...] | None = None,
+            probes: bool = True) -> MeasureResult:
     torch = import_torch()
     dev = torch.device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
@@ -171,6 +217,71 @@ def measure(device: str = "cpu", quick: bool = True, model: str = "llama-3.2-1b"
             platform.processor() or platform.machine())
     result = MeasureResult(device, name)
     dt = dtype or ("float32" if dev.type == "cpu" else "bfloat16")
+    if probes:
+        _probe_device(torch, dev, quick, result)
+    spec = resolve_model(model)
+    # a catalog model is recorded by its Hugging Face id, a config file by its path
+    hf = next((e.hf_id for e in model_entries() if e.id == spec.name), model)
+    gid = gpu_id or f"measured-{dev.type}"
+    rm = RandomModel.build(spec, device, dt)
+    weights = _WEIGHTS.get(dt, dt)
+    notes = f"random weights, PyTorch {torch.__version__}, {name}, {dt}"
+    graphs = dev.type == "cuda"
+    if graphs and any(layer.ffn == MOE for layer in spec.layers):
+        graphs = False
+        result.skipped.append("CUDA-graph decode: MoE routing asks the host which experts "
+                              "to run, which a graph cannot hold (eager only)")
+    default_batches, default_contexts = QUICK_GRID if quick else FULL_GRID
+    element = 4 if dt == "float32" else 2
+    # weights are allocated; the cache, its scores and the MLP's activations must fit beside
+    room = 0.85 * device_memory_bytes(torch, dev)
+    for context in contexts or default_contexts:
+        for batch in batches or default_batches:
+            need = RandomModel.cache_bytes(spec, batch, context, element) * 1.1
+            if need > room:
+                result.skipped.append(f"batch {batch} x context {context}: the cache needs "
+                                      f"{need / 2**30:,.1f} GiB, {room / 2**30:,.1f} GiB free")
+                continue
+            try:
+                graphs = _decode_point(torch, dev, rm, batch, context, result, graphs, notes,
+                                       partial(_decode_row, hf, weights, gid, batch, context))
+            except RuntimeError as exc:  # torch.cuda.OutOfMemoryError is one
+                if "out of memory" not in str(exc).lower():
+                    raise
+                result.skipped.append(f"batch {batch} x context {context}: out of memory "
+                                      "beside the cache")
+            _free(torch, dev)
+        prompt = torch.zeros(1, context, dtype=torch.long, device=dev)
+        seconds = timed(torch, dev, partial(rm.step, prompt, None), repeats=3, warmup=1)
+        result.rows.append(_row(hf, weights, gid, 1, context, 0, context, "prefill_tok_s",
+                                context / seconds, "tok/s",
+                                notes + ", median of 3" + sm_clock_note(torch, dev)))
+    return result
+
+
+def _decode_point(torch: Any, dev: Any, rm: RandomModel, batch: int, context: int,
+                  result: MeasureResult, graphs: bool, notes: str,
+                  row: Callable[..., dict[str, str]]) -> bool:
+    """Time one decode step eagerly (and from a CUDA graph while ``graphs``); returns whether
+    graphs are still worth trying."""
+    cache = rm.kv_cache(batch, context)
+    step = partial(rm.step, torch.zeros(batch, 1, dtype=torch.long, device=dev), cache)
+    seconds = timed(torch, dev, step, repeats=3, warmup=1)
+    result.rows.append(row(seconds, notes=notes + ", eager, median of 3"
+                           + sm_clock_note(torch, dev), engine="torch-eager"))
+    if graphs:
+        graphs = _graph_row(torch, dev, step, result, partial(
+            row, notes=notes + ", CUDA graph replay, median of 10", engine="torch-cudagraph"))
+    return graphs
+
+
+def _free(torch: Any, dev: Any) -> None:
+    """Hand cached blocks back before the next cache is drawn (a different size each time)."""
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def _probe_device(torch: Any, dev: Any, quick: bool, result: MeasureResult) -> None:
     # big enough to leave every cache: 256 MiB on a CPU, 1 GiB on a GPU (4x with the full run)
     n_bytes = (256 if dev.type == "cpu" else 1024) * 2**20 * (1 if quick else 4)
     result.probes += bandwidth_probes(torch, dev, n_bytes)
@@ -181,41 +292,26 @@ def measure(device: str = "cpu", quick: bool = True, model: str = "llama-3.2-1b"
         result.probes += fp8_matmul_probes(torch, dev, big, (16, 64, 256))
     else:
         result.skipped.append("fp8 matmul: needs an sm_89+ GPU (Ada, Hopper, Blackwell)")
-    spec = resolve_model(model)
-    # a catalog model is recorded by its Hugging Face id, a config file by its path
-    hf = next((e.hf_id for e in model_entries() if e.id == spec.name), model)
-    gid = gpu_id or f"measured-{dev.type}"
-    rm = RandomModel.build(spec, device, dt)
-    weights = _WEIGHTS.get(dt, dt)
-    notes = f"random weights, eager PyTorch {torch.__version__}, {name}, {dt}, median of 3"
-    batches = (1, 4) if quick else (1, 8, 32, 128, 256)
-    contexts = (128, 512) if quick else (512, 2048, 8192, 32768)
-    element = 4 if dt == "float32" else 2
-    # weights are allocated; the cache, its scores and the MLP's activations must fit beside
-    room = 0.85 * device_memory_bytes(torch, dev)
-    for context in contexts:
-        for batch in batches:
-            need = RandomModel.cache_bytes(spec, batch, context, element) * 1.1
-            if need > room:
-                result.skipped.append(f"batch {batch} x context {context}: the cache needs "
-                                      f"{need / 2**30:,.1f} GiB, {room / 2**30:,.1f} GiB free")
-                continue
-            cache = rm.kv_cache(batch, context)
-            tok = torch.zeros(batch, 1, dtype=torch.long, device=dev)
-            seconds = timed(torch, dev, partial(rm.step, tok, cache), repeats=3, warmup=1)
-            del cache  # free it before the next one is drawn
-            if batch == 1:
-                result.rows.append(_row(hf, weights, gid, 1, 0, 1, context + 1,
-                                        "decode_tok_s_per_user", 1 / seconds, "tok/s", notes))
-            else:
-                result.rows.append(_row(hf, weights, gid, batch, context, 1, context + 1,
-                                        "output_throughput_tok_s", batch / seconds, "tok/s",
-                                        "S_TG (decode steps only, aggregate); " + notes))
-        prompt = torch.zeros(1, context, dtype=torch.long, device=dev)
-        seconds = timed(torch, dev, partial(rm.step, prompt, None), repeats=3, warmup=1)
-        result.rows.append(_row(hf, weights, gid, 1, context, 0, context, "prefill_tok_s",
-                                context / seconds, "tok/s", notes))
-    return result
+
+
+def _graph_row(torch: Any, dev: Any, step: Callable[[], Any], result: MeasureResult,
+               row: Callable[..., dict[str, str]]) -> bool:
+    """Time ``step`` replayed from a CUDA graph and add its row; False (and why, in
+    ``skipped``) when the capture fails, so the rest of the grid runs eager only."""
+    replay: Callable[[], Any] | None = None
+    try:
+        replay = graph_replay(torch, step)
+        seconds = timed(torch, dev, replay, repeats=10, warmup=2)
+    except RuntimeError as exc:
+        result.skipped.append(f"CUDA-graph decode: capture failed ({str(exc).splitlines()[0]})")
+        return False
+    finally:
+        replay = None
+        _free(torch, dev)
+    row_ = row(seconds)
+    row_["notes"] += sm_clock_note(torch, dev)
+    result.rows.append(row_)
+    return True
 
 
 def accelerator_record(result: MeasureResult, gpu_id: str, memory_bytes: float) -> dict[str, Any]:

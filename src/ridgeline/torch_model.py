@@ -1,10 +1,11 @@
 """A random-weight PyTorch model built from a ModelSpec, for timing decode and prefill steps.
 
 Plain eager PyTorch: GQA attention over a preallocated KV cache (sliding and chunked layers
-read at most their window), gated or plain MLPs, MoE with top-k routing that runs only the
-experts a batch picks, an LM head. No weights are downloaded: the values are random, the
-shapes are the model's. MLA, linear-attention and Mamba layers are not built (the caller
-gets a clear error). torch is imported here only, and only when this module is used.
+read at most their window, and prefill a window at a time), gated or plain MLPs, MoE with
+top-k routing that runs only the experts a batch picks, an LM head. No weights are
+downloaded: the values are random, the shapes are the model's. MLA, linear-attention and
+Mamba layers are not built (the caller gets a clear error). torch is imported here only,
+and only when this module is used.
 """
 
 from __future__ import annotations
@@ -127,7 +128,10 @@ class RandomModel:
             elif cache is not None:
                 k = torch.cat([cache[i][0][:, :, :-1], k], dim=2)
                 v = torch.cat([cache[i][1][:, :, :-1], v], dim=2)
-            y = self._attend(q, k, v, causal=t > 1 and cache is None)
+            if cache is None and t > 1 and p["window"] and t > p["window"]:
+                y = self._attend_windowed(q, k, v, p["window"])
+            else:
+                y = self._attend(q, k, v, causal=t > 1 and cache is None)
             x = x + y.transpose(1, 2).reshape(b, t, n * d) @ p["o"].T
             x = x + self._ffn(p, x)
         return x[:, -1] @ self.lm_head.T  # logits of each sequence's last position
@@ -143,6 +147,26 @@ class RandomModel:
                 group = q.shape[1] // k.shape[1]
                 k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
         return sdpa(q, k, v, is_causal=causal)
+
+    def _attend_windowed(self, q: Any, k: Any, v: Any, window: int) -> Any:
+        """Causal attention in which each position sees its last ``window`` positions (itself
+        included), as a windowed layer prefills: ``window`` queries at a time against the
+        2·window − 1 keys they can reach, so the work grows with the prompt, not its square."""
+        torch = self.torch
+        t = q.shape[2]
+        group = q.shape[1] // k.shape[1]
+        if group > 1:  # a masked kernel with grouped heads is not on every backend
+            k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+        chunks = []
+        for start in range(0, t, window):
+            end, first = min(start + window, t), max(0, start - window + 1)
+            at_q = torch.arange(start, end, device=q.device).unsqueeze(1)
+            at_k = torch.arange(first, end, device=q.device).unsqueeze(0)
+            seen = (at_k <= at_q) & (at_k > at_q - window)
+            chunks.append(sdpa(q[:, :, start:end], k[:, :, first:end], v[:, :, first:end],
+                               attn_mask=seen))
+        return torch.cat(chunks, dim=2)
 
     def _ffn(self, p: dict[str, Any], x: Any) -> Any:
         functional = self.torch.nn.functional
