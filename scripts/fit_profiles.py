@@ -3,8 +3,9 @@
 
     python scripts/fit_profiles.py            # writes src/ridgeline/data/profiles.json
 
-Rows: validation/measurements.csv (the shared published measurements) and
-validation/lowbatch.csv (low-batch serving figures collected for ridgeline). The llama.cpp
+Rows: validation/measurements.csv (the shared published measurements),
+validation/lowbatch.csv (low-batch serving figures collected for ridgeline) and
+validation/h200/ (`ridgeline measure` on an H200: the torch-eager and torch-cudagraph rows). The llama.cpp
 backends are fitted one by one; TensorRT-LLM, vLLM and SGLang together (SERVING_ENGINES:
 one profile fitted on all their rows); an engine with no rows borrows the closest fitted
 profile, and says so in its `source`.
@@ -22,7 +23,8 @@ from ridgeline.engines import EngineProfile, engine_id
 from ridgeline.measurements import read_measurement_files
 
 ROOT = Path(__file__).resolve().parent.parent
-CSVS = (ROOT / "validation" / "measurements.csv", ROOT / "validation" / "lowbatch.csv")
+CSVS = (ROOT / "validation" / "measurements.csv", ROOT / "validation" / "lowbatch.csv",
+        *sorted((ROOT / "validation" / "h200").glob("*.csv")))
 OUT = ROOT / "src" / "ridgeline" / "data" / "profiles.json"
 # engine without rows -> the fitted engine it borrows from, and why
 BORROW = {

@@ -8,6 +8,9 @@
 # (Gemma-3-27B) and a larger dense one (Qwen3-32B), so a calibration on one model can be
 # checked on others. Each model's rows are written as soon as it is done, and validated
 # against the catalog's H200 and against the measured device.
+# The second run (issue #10's out-of-sample check, the grid of scripts/h200_report.py's PLAN):
+#   BATCHES=1,16,64,128,192,256,384,512,768,1024 CONTEXTS=128 EXTRA="mistral-7b:1,16,64:4096,16384
+#   llama-3.2-3b:1,32,128:4096 qwen3-8b:1,64:8192" bash scripts/gpu_session.sh
 # Everything lands under $OUT (./gpu-out when unset). Rehearse it on a CPU with
 #   DEVICE=cpu QUICK=--quick MODEL=llama-3.2-1b EXTRA= bash scripts/gpu_session.sh
 set -uo pipefail
@@ -15,6 +18,8 @@ OUT=${OUT:-gpu-out}
 DEVICE=${DEVICE:-cuda}
 QUICK=${QUICK:-}
 MODEL=${MODEL:-llama-3.1-8b}
+BATCHES=${BATCHES:-}  # the first model's grid, when not measure's default
+CONTEXTS=${CONTEXTS:-}
 GPU_ID=${GPU_ID:-h200-sxm}
 PYTHON=${PYTHON:-python3}
 # further models: name and grid (batches/contexts), steps only
@@ -31,7 +36,8 @@ smi() {
   smi name,memory.total,clocks.max.sm,clocks.max.mem,driver_version,power.limit
   "$PYTHON" -c "import torch; print('torch', torch.__version__)"
   "$PYTHON" -m ridgeline measure --device "$DEVICE" $QUICK --model "$MODEL" \
-    --gpu-id "$GPU_ID" --rated-gpu h200 --memory-gib 141 -o "$rows" || exit 1
+    --gpu-id "$GPU_ID" --rated-gpu h200 --memory-gib 141 -o "$rows" \
+    ${BATCHES:+--batches "$BATCHES"} ${CONTEXTS:+--contexts "$CONTEXTS"} || exit 1
   smi clocks.sm,clocks.mem,power.draw,temperature.gpu
   for spec in $EXTRA; do
     IFS=: read -r name batches contexts <<< "$spec"

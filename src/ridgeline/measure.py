@@ -20,6 +20,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import date
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -186,7 +187,7 @@ def _row(model_hf: str, weights: str, gpu_id: str, batch: int, input_len: int, o
             "num_gpus": "1", "tp": "1", "batch": str(batch), "input_len": str(input_len),
             "output_len": str(output_len), "context_len": str(context), "metric": metric,
             "value": f"{value:.6g}", "unit": unit, "engine": engine,
-            "source": "ridgeline measure", "notes": notes}
+            "source": f"ridgeline measure {date.today().isoformat()}", "notes": notes}
 
 
 def _decode_row(hf: str, weights: str, gpu_id: str, batch: int, context: int, seconds: float,
@@ -326,7 +327,7 @@ def accelerator_record(result: MeasureResult, gpu_id: str, memory_bytes: float) 
     return {"id": gpu_id, "name": result.device_name, "vendor": "measured", "form": "measured",
             "memory_bytes": memory_bytes, "memory_size": memory_bytes / 2**30,
             "memory_unit": "GiB", "memory_bandwidth_bytes_per_s": bandwidth, "peak_flops": best,
-            "sources": ["ridgeline measure"],
+            "sources": [f"ridgeline measure {date.today().isoformat()}"],
             "notes": "measured figures, not a spec sheet: efficiencies fitted against it are "
                      "relative to what the probes reached"}
 
