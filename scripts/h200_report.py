@@ -20,16 +20,17 @@ the bundled profiles (fitted on the first run) expect for models and batches not
 
 from __future__ import annotations
 
+import re
 import statistics
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from ridgeline.calibrate import SAME_KERNELS, _quantile, fit_same_kernels
 from ridgeline.cost import IDEAL
 from ridgeline.engines import EngineProfile
-from ridgeline.hardware import load_accelerator_file, register
+from ridgeline.hardware import load_accelerator_file, register, resolve_accelerator
 from ridgeline.measure import _decode_row
 from ridgeline.measurements import Measurement, parse_row, read_measurements
 from ridgeline.predict import predict
@@ -43,7 +44,7 @@ PLAN = {"llama-3.1-8b": ((1, 16, 64, 128, 192, 256, 384, 512, 768, 1024), (128,)
         "mistral-7b": ((1, 16, 64), (4096, 16384)),
         "llama-3.2-3b": ((1, 32, 128), (4096,)),
         "qwen3-8b": ((1, 64), (8192,))}
-PREDICTED = DATA / "run2.predicted.csv"
+PREDICTED = DATA / "predicted" / "2026-11-29-run2.csv"
 
 
 def step_ms(row: Measurement, value: float) -> float:
@@ -76,6 +77,10 @@ def write_predictions() -> int:
     """What the bundled torch-* profiles expect for PLAN's decode steps, before measuring."""
     from ridgeline.catalog import model_entries, resolve_model
 
+    if PREDICTED.exists():
+        print(f"{PREDICTED} exists: predictions are written once, before the run they predict "
+              "(name a new file for a new plan)", file=sys.stderr)
+        return 2
     lines = ["id,model,engine,batch,context,metric,predicted_tok_s"]
     for name, (batches, contexts) in PLAN.items():
         hf = next(e.hf_id for e in model_entries() if e.id == resolve_model(name).name)
@@ -93,14 +98,96 @@ def write_predictions() -> int:
     return 0
 
 
+def load_runs() -> list[tuple[str, list[Measurement], str]]:
+    """(run name, its rows, the id of the device its probes measured), oldest first."""
+    runs = []
+    for path in sorted(DATA.glob("*.csv")):
+        record = load_accelerator_file(str(path.with_suffix(".accelerator.json")))
+        register(record)
+        runs.append((path.stem, read_measurements(path).rows, record.id))
+    return runs
+
+
+def probe_table(say: Callable[[str], None]) -> None:
+    catalog = resolve_accelerator("h200-sxm")
+    say("## The probes\n")
+    say("| run | copy GB/s | read GB/s | bf16 TFLOP/s | fp8 TFLOP/s | ridge (bf16 ÷ read) |")
+    say("|---|---:|---:|---:|---:|---:|")
+    say(f"| spec sheet | | {catalog.memory_bandwidth_bytes_per_s / 1e9:,.0f} | "
+        f"{catalog.peak('bf16') / 1e12:,.0f} | {catalog.peak('fp8') / 1e12:,.0f} | "
+        f"{catalog.peak('bf16') / catalog.memory_bandwidth_bytes_per_s:.0f} |")
+    for path in sorted(DATA.glob("*.log")):
+        figures = dict(re.findall(r"^\s+(copy bandwidth|read bandwidth|bfloat16 matmul 8192³|"
+                                  r"float8_e4m3fn matmul 8192³)\s+([\d,.]+)", path.read_text(),
+                                  re.MULTILINE))
+        value = {k: float(v.replace(",", "")) for k, v in figures.items()}
+        ridge = value["bfloat16 matmul 8192³"] * 1e3 / value["read bandwidth"]
+        say(f"| {path.stem} | {value['copy bandwidth']:,.0f} | {value['read bandwidth']:,.0f} | "
+            f"{value['bfloat16 matmul 8192³']:,.0f} | {value['float8_e4m3fn matmul 8192³']:,.0f} "
+            f"| {ridge:.0f} |")
+    say("")
+
+
+def ridge_sweep(say: Callable[[str], None], rows: list[Measurement],
+                profile: EngineProfile) -> None:
+    """Llama-3.1-8B over batch at 128 tokens of context, from a CUDA graph: where the step
+    stops being the weights' read and becomes arithmetic."""
+    sweep = sorted((r for r in rows if r.engine == "torch-cudagraph" and r.model.endswith(
+        "Llama-3.1-8B") and r.context_len == 129), key=lambda r: r.batch or 1)
+    if len(sweep) < 4:
+        return
+    say("## The ridge, measured (Llama-3.1-8B, 128 tokens of context, CUDA graph)\n")
+    say("| batch | measured ms | tok/s | floor (rated) ms | calibrated, model held out | error |")
+    say("|---:|---:|---:|---:|---:|---:|")
+    for r in sweep:
+        ms, calibrated = step_ms(r, r.value), predicted_ms(r, profile)
+        say(f"| {r.batch} | {ms:.2f} | {r.value:,.0f} | {predicted_ms(r, IDEAL):.2f} | "
+            f"{calibrated:.2f} | {100 * (calibrated - ms) / ms:+.1f} % |")
+    flat = step_ms(sweep[0], sweep[0].value)
+    # the linear part: a least-squares line through the batches of at least half the largest
+    top = [(r.batch or 1, step_ms(r, r.value)) for r in sweep
+           if (r.batch or 1) * 2 >= (sweep[-1].batch or 1)]
+    mean_b = statistics.fmean(b for b, _ in top)
+    mean_t = statistics.fmean(t for _, t in top)
+    per_seq = (sum((b - mean_b) * (t - mean_t) for b, t in top)
+               / sum((b - mean_b) ** 2 for b, _ in top))
+    say(f"\nThe step reads the weights in {flat:.2f} ms at batch 1. Past the ridge each further "
+        f"sequence adds {per_seq * 1e3:.1f} µs (a least-squares line through batch "
+        f"{top[0][0]}–{top[-1][0]}). The two are equal at batch ≈ {flat / per_seq:.0f}: the "
+        "ridge as these kernels run it, to set beside the probes' and the spec sheet's "
+        "ridge above.\n")
+
+
+def predicted_before(say: Callable[[str], None], rows: list[Measurement]) -> None:
+    if not PREDICTED.exists():
+        return
+    by_id = {r.id: r for r in rows}
+    say(f"## Predicted before measuring ({PREDICTED.relative_to(ROOT)})\n")
+    say("Written by `--predict` with the profiles fitted on run 1 and committed before run 2 "
+        "measured these models and batches.\n")
+    say("| model | engine | batch | context | predicted tok/s | measured tok/s | error |")
+    say("|---|---|---:|---:|---:|---:|---:|")
+    errors: dict[str, list[float]] = {}
+    for line in PREDICTED.read_text(encoding="utf-8").splitlines()[1:]:
+        rid, model, engine, batch, context, _metric, value = line.split(",")
+        row = by_id.get(rid)
+        if row is None:
+            continue
+        error = (float(value) - row.value) / row.value
+        errors.setdefault(engine, []).append(error)
+        say(f"| {short(model)} | {engine} | {batch} | {int(context):,} | {float(value):,.0f} | "
+            f"{row.value:,.0f} | {100 * error:+.1f} % |")
+    say("")
+    for engine, errs in errors.items():
+        say(f"- {engine}, predicted before measuring: {stats(errs)}")
+    say("")
+
+
 def main() -> int:
     if "--predict" in sys.argv[1:]:
         return write_predictions()
-    rows = [r for path in sorted(DATA.glob("*.csv")) for r in read_measurements(path).rows]
-    measured = [load_accelerator_file(str(p)) for p in sorted(DATA.glob("*.accelerator.json"))]
-    for acc in measured:
-        register(acc)
-    probed = measured[-1].id
+    runs = load_runs()
+    rows = [r for _, run_rows, _ in runs for r in run_rows]
     models = sorted({r.model for r in rows})
     lines: list[str] = []
     say = lines.append
@@ -113,37 +200,41 @@ def main() -> int:
             held_out[engine, m] = fit_same_kernels([r for r in mine if r.model != m], engine,
                                                    held_out.get((owner, m)))
         fitted[engine] = fit_same_kernels(mine, engine, fitted.get(owner))
+    probe_table(say)
+    llama = next((m for m in models if m.endswith("Llama-3.1-8B")), "")
+    ridge_sweep(say, rows, held_out.get(("torch-cudagraph", llama), IDEAL))
+    predicted_before(say, runs[-1][1])
     for engine in ("torch-cudagraph", "torch-eager"):
-        mine = [r for r in rows if r.engine == engine]
-        say(f"## {engine}\n")
-        say("| model | step | batch | context | measured ms | floor (rated) | floor (probed) "
-            "| of probed floor | calibrated, model held out | error |")
-        say("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        say(f"## {engine}, every row, leave one model out\n")
+        say("| run | model | step | batch | context | measured ms | floor (rated) | "
+            "floor (probed) | of probed floor | calibrated, model held out | error |")
+        say("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         errors: dict[str, list[float]] = {}
         of_floor: dict[str, list[float]] = {}
-        for r in mine:
-            ms = step_ms(r, r.value)
-            rated = predicted_ms(r, IDEAL)
-            floor = predicted_ms(replace(r, gpu=probed), IDEAL)
-            calibrated = predicted_ms(r, held_out[engine, r.model])
-            kind = "prefill" if r.metric == "prefill_tok_s" else "decode"
-            error = (calibrated - ms) / ms
-            errors.setdefault(kind, []).append(error)
-            of_floor.setdefault(kind, []).append(floor / ms)
-            context = (r.input_len if kind == "prefill" else (r.context_len or 1) - 1)
-            say(f"| {short(r.model)} | {kind} | {r.batch} | {context:,} | {ms:.2f} | "
-                f"{rated:.2f} | {floor:.2f} | {100 * floor / ms:.0f} % | {calibrated:.2f} | "
-                f"{100 * error:+.1f} % |")
+        for name, run_rows, device in runs:
+            for r in (r for r in run_rows if r.engine == engine):
+                ms = step_ms(r, r.value)
+                rated = predicted_ms(r, IDEAL)
+                floor = predicted_ms(replace(r, gpu=device), IDEAL)
+                calibrated = predicted_ms(r, held_out[engine, r.model])
+                kind = "prefill" if r.metric == "prefill_tok_s" else "decode"
+                error = (calibrated - ms) / ms
+                errors.setdefault(kind, []).append(error)
+                of_floor.setdefault(kind, []).append(floor / ms)
+                context = (r.input_len if kind == "prefill" else (r.context_len or 1) - 1)
+                say(f"| {name.rsplit('-', 1)[-1]} | {short(r.model)} | {kind} | {r.batch} | "
+                    f"{context:,} | {ms:.2f} | {rated:.2f} | {floor:.2f} | "
+                    f"{100 * floor / ms:.0f} % | {calibrated:.2f} | {100 * error:+.1f} % |")
         say("")
         for kind in errors:
-            say(f"- {engine} {kind}: calibrated, model held out: {stats(errors[kind])}; "
+            say(f"- {engine} {kind}, calibrated with the model held out: {stats(errors[kind])}; "
                 f"measured at {100 * statistics.median(of_floor[kind]):.0f} % of the probed "
                 f"floor's speed (median)")
-        say("")
         f = fitted[engine]
-        say(f"- {engine} fitted on all {len(mine)} rows (the bundled profile): bandwidth "
-            f"efficiency {f.bandwidth_efficiency:.3f}, compute {f.compute_efficiency:.3f}, per "
-            f"step {f.step_overhead_s * 1e6:.0f} µs, per layer {f.layer_overhead_s * 1e6:.1f} µs\n")
+        say(f"- {engine} fitted on all {sum(r.engine == engine for r in rows)} rows (the bundled "
+            f"profile): bandwidth efficiency {f.bandwidth_efficiency:.3f}, compute "
+            f"{f.compute_efficiency:.3f}, per step {f.step_overhead_s * 1e6:.0f} µs, per layer "
+            f"{f.layer_overhead_s * 1e6:.1f} µs\n")
     text = "\n".join(lines)
     print(text)
     OUT.write_text(HEADER + text + "\n", encoding="utf-8")
@@ -152,18 +243,33 @@ def main() -> int:
 
 HEADER = """# ridgeline against a measured H200
 
-Written by `python scripts/h200_report.py` from `validation/h200/` (rows from `ridgeline
-measure` on an NVIDIA H200 lent to a session; `bash scripts/gpu_session.sh`). The models are
-built with random weights in bf16 (no download). Decode steps are timed eager (PyTorch launches
-each op) and replayed from a CUDA graph (what serving engines run); prefill is eager. Times
-are per step (a decode step of the whole batch, or the whole prompt's prefill).
+Written by `python scripts/h200_report.py` from `validation/h200/`: rows from `ridgeline
+measure` on an NVIDIA H200 lent to a session on 2026-11-29 (`bash scripts/gpu_session.sh`; each
+run's log beside its rows). The models are built with random weights in bf16, nothing
+downloaded. Decode steps are timed eager (PyTorch launches each op) and replayed from a CUDA
+graph (what serving engines run for decode); prefill is eager. Times are per step: a decode step
+of the whole batch, or the whole prompt's prefill.
 
 - **floor (rated)**: the article's roofline on the catalog's H200 (4.8 TB/s, 989 TFLOP/s
   bf16), no efficiency and no overhead.
-- **floor (probed)**: the same on the bandwidth and matmul rate probed on the day (copy/read
-  and 8192³ matmul; `2026-11-29.accelerator.json`).
+- **floor (probed)**: the same on the bandwidth and matmul rate that run's probes reached.
 - **calibrated, model held out**: the engine's profile fitted on the other models' rows (on
   the catalog's H200), then asked about this model. No row is predicted by a fit that saw it.
+- **predicted before measuring**: the profiles fitted on run 1 alone, asked about run 2's models
+  and batches, and committed before run 2 was measured.
+
+What the model leaves out, visible below:
+
+- **The corner.** A profile is one bandwidth and one compute efficiency, so each matmul is
+  max(bytes ÷ bandwidth, FLOPs ÷ peak): a sharp corner at the ridge. cuBLAS's skinny matmuls
+  ramp more gently (the M = 64 probe reaches well under its memory bound), so the batches just
+  below the ridge run slower than predicted.
+- **Eager steps overlap.** An eager step takes the longer of the host's launches and the GPU's
+  work; the profile adds a per-step cost to the GPU's time, so small eager batches, where the
+  host is the limit and its speed varies from run to run, are the worst rows.
+- **Windowed prefill.** Gemma-3's sliding layers prefill a window at a time through a masked
+  attention kernel (no flash path for a band mask); the model prices their FLOPs at the rate
+  of the full layers' flash kernel.
 
 """
 

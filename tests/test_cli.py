@@ -188,6 +188,8 @@ BAD = [
     (["fit", "llama-3.1-8b", "--gpu-file", "a.json", "--gpu", "h100", "--max-model-len", "8k"],
      "drop --gpu"),
     (["kv", "llama-3.1-8b", "--context", "8k", "--gpu-memory-gib", "32"], "named with --gpu"),
+    (["fit", "llama-3.1-8b", "--gpu", "h200", "--max-model-len", "8192", "--engine",
+      "torch-cudagraph"], "not a serving engine"),
 ]
 
 

@@ -239,6 +239,10 @@ def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
     """The per-GPU KV pool of ``dep.engine`` under ``settings``."""
     s = settings or EngineSettings()
     engine = dep.engine
+    if engine.startswith("torch-"):
+        raise InputError(f"{engine} is `ridgeline measure`'s PyTorch harness, not a serving "
+                         "engine: it has no KV pool or scheduler to size (use vllm, sglang, "
+                         "trtllm or llama.cpp-…)")
     if s.engine_version is not None and engine not in ("vllm", "sglang"):
         raise InputError(f"--engine-version models vLLM's and SGLang's memory rules; {engine} "
                          "has one")

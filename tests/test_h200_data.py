@@ -1,0 +1,55 @@
+"""The H200 rows `ridgeline measure` wrote (validation/h200/): readable, predicted, and the
+bundled torch profiles fitted on them."""
+
+from __future__ import annotations
+
+import csv
+import statistics
+from pathlib import Path
+
+from ridgeline.calibrate import validate
+from ridgeline.engines import profile_for
+from ridgeline.hardware import load_accelerator_file, resolve_accelerator
+from ridgeline.measurements import read_measurements
+
+DATA = Path(__file__).resolve().parent.parent / "validation" / "h200"
+RUNS = sorted(DATA.glob("*.csv"))
+
+
+def rows() -> list:
+    return [r for path in RUNS for r in read_measurements(path).rows]
+
+
+def test_every_run_is_readable_and_carries_its_probed_device() -> None:
+    assert len(RUNS) >= 2
+    catalog = resolve_accelerator("h200-sxm")
+    for path in RUNS:
+        result = read_measurements(path)
+        assert result.rows and not result.errors
+        assert {r.engine for r in result.rows} == {"torch-eager", "torch-cudagraph"}
+        assert all(r.source.startswith("ridgeline measure 2026-") for r in result.rows)
+        device = load_accelerator_file(str(path.with_suffix(".accelerator.json")))
+        # probes reach less than the spec sheet, and not absurdly less
+        assert 0.8 < device.memory_bandwidth_bytes_per_s / catalog.memory_bandwidth_bytes_per_s < 1
+        assert 0.6 < device.peak("bf16") / catalog.peak("bf16") < 1
+        assert path.with_suffix(".log").exists()
+
+
+def test_the_bundled_graph_profile_is_fitted_on_these_rows_and_predicts_them() -> None:
+    graph = [r for r in rows() if r.engine == "torch-cudagraph"]
+    profile = profile_for("torch-cudagraph")
+    assert profile.fitted_rows == len(graph)
+    predictions = validate(graph)
+    assert all(p.predicted for p in predictions)
+    errors = [abs(p.error or 0) for p in predictions]
+    assert statistics.median(errors) < 0.05 and max(errors) < 0.25
+
+
+def test_the_predictions_made_before_run_2_name_rows_it_measured() -> None:
+    measured = {r.id: r for r in read_measurements(DATA / "2026-11-29-run2.csv").rows}
+    with (DATA / "predicted" / "2026-11-29-run2.csv").open(encoding="utf-8") as handle:
+        predicted = list(csv.DictReader(handle))
+    assert predicted and all(p["id"] in measured for p in predicted)
+    graph = [abs(float(p["predicted_tok_s"]) / measured[p["id"]].value - 1) for p in predicted
+             if p["engine"] == "torch-cudagraph"]
+    assert statistics.median(graph) < 0.10
