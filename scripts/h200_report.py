@@ -3,7 +3,7 @@
 `ridgeline measure` (a benchmark, not a test).
 
     python scripts/h200_report.py            # prints the tables, writes docs/h200.md
-    python scripts/h200_report.py --predict  # writes the next run's predictions (PLAN), first
+    python scripts/h200_report.py --predict RUN  # that run's predictions (PLANS), before it
 
 Rows: validation/h200/*.csv (random-weight models, eager and CUDA-graph decode steps, eager
 prefill). For each row, as a step time:
@@ -13,9 +13,9 @@ prefill). For each row, as a step time:
     matmul; validation/h200/*.accelerator.json);
   - the calibrated prediction, leave one model out: the engine's profile fitted (against the
     catalog H200) on the other models' rows only, then used on this model's rows.
-And a test ridgeline cannot have been tuned to: before a second run, `--predict` writes what
-the bundled profiles (fitted on the first run) expect for models and batches not yet measured
-(PLAN), committed before that run; the report sets the run's rows beside them.
+And a test ridgeline cannot have been tuned to: before a run, `--predict RUN` writes what the
+bundled profiles (fitted on the earlier runs) expect for models and batches not yet measured
+(PLANS), committed before that run; the report sets the run's rows beside them.
 """
 
 from __future__ import annotations
@@ -38,13 +38,20 @@ from ridgeline.predict import predict
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "validation" / "h200"
 OUT = ROOT / "docs" / "h200.md"
-# the second run: model -> (batches, contexts), steps only after the first model's probes.
-# Llama-3.1-8B over batch at a short context walks up to the H200's ridge and past it.
-PLAN = {"llama-3.1-8b": ((1, 16, 64, 128, 192, 256, 384, 512, 768, 1024), (128,)),
-        "mistral-7b": ((1, 16, 64), (4096, 16384)),
-        "llama-3.2-3b": ((1, 32, 128), (4096,)),
-        "qwen3-8b": ((1, 64), (8192,))}
-PREDICTED = DATA / "predicted" / "2026-11-29-run2.csv"
+# a run's grid: model -> (batches, contexts); the first model also runs the probes.
+PLANS = {
+    # Llama-3.1-8B over batch at a short context walks up to the H200's ridge and past it
+    "2026-11-29-run2": {"llama-3.1-8b": ((1, 16, 64, 128, 192, 256, 384, 512, 768, 1024), (128,)),
+                        "mistral-7b": ((1, 16, 64), (4096, 16384)),
+                        "llama-3.2-3b": ((1, 32, 128), (4096,)),
+                        "qwen3-8b": ((1, 64), (8192,))},
+    # mixture of experts, the profiles fitted on dense models only: the experts a batch
+    # touches, and the traffic they cost
+    "2026-11-29-run3": {"qwen3-30b-a3b": ((1, 4, 16, 64, 256), (1024,)),
+                        "mixtral-8x7b": ((1, 4, 16, 64), (1024,)),
+                        "gpt-oss-20b": ((1, 4, 16, 64), (4096,))},
+}
+PREDICTED = DATA / "predicted"
 
 
 def step_ms(row: Measurement, value: float) -> float:
@@ -73,16 +80,20 @@ def stats(errors: Sequence[float]) -> str:
             f"p90 {100 * _quantile(absolute, 0.9):5.1f} %  median {100 * statistics.median(errors):+6.1f} %")
 
 
-def write_predictions() -> int:
-    """What the bundled torch-* profiles expect for PLAN's decode steps, before measuring."""
+def write_predictions(run: str) -> int:
+    """What the bundled torch-* profiles expect for a planned run's decode steps, before it."""
     from ridgeline.catalog import model_entries, resolve_model
 
-    if PREDICTED.exists():
-        print(f"{PREDICTED} exists: predictions are written once, before the run they predict "
-              "(name a new file for a new plan)", file=sys.stderr)
+    if run not in PLANS:
+        print(f"no plan for {run!r}; planned: {', '.join(PLANS)}", file=sys.stderr)
+        return 2
+    path = PREDICTED / f"{run}.csv"
+    if path.exists():
+        print(f"{path} exists: predictions are written once, before the run they predict",
+              file=sys.stderr)
         return 2
     lines = ["id,model,engine,batch,context,metric,predicted_tok_s"]
-    for name, (batches, contexts) in PLAN.items():
+    for name, (batches, contexts) in PLANS[run].items():
         hf = next(e.hf_id for e in model_entries() if e.id == resolve_model(name).name)
         for context in contexts:
             for batch in batches:
@@ -93,8 +104,8 @@ def write_predictions() -> int:
                     p = predict(row)
                     lines.append(f"{row.id},{hf},{engine},{batch},{context},{row.metric},"
                                  f"{p.predicted:.6g}")
-    PREDICTED.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    print(f"wrote {len(lines) - 1} predictions to {PREDICTED}")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print(f"wrote {len(lines) - 1} predictions to {path}")
     return 0
 
 
@@ -158,17 +169,18 @@ def ridge_sweep(say: Callable[[str], None], rows: list[Measurement],
         "ridge above.\n")
 
 
-def predicted_before(say: Callable[[str], None], rows: list[Measurement]) -> None:
-    if not PREDICTED.exists():
+def predicted_before(say: Callable[[str], None], run: str, rows: list[Measurement]) -> None:
+    path = PREDICTED / f"{run}.csv"
+    if not path.exists():
         return
     by_id = {r.id: r for r in rows}
-    say(f"## Predicted before measuring ({PREDICTED.relative_to(ROOT)})\n")
-    say("Written by `--predict` with the profiles fitted on run 1 and committed before run 2 "
-        "measured these models and batches.\n")
+    say(f"## {run}, predicted before measuring ({path.relative_to(ROOT)})\n")
+    say("Written by `--predict` with the profiles fitted on the earlier runs, and committed "
+        "before this run measured these models and batches.\n")
     say("| model | engine | batch | context | predicted tok/s | measured tok/s | error |")
     say("|---|---|---:|---:|---:|---:|---:|")
     errors: dict[str, list[float]] = {}
-    for line in PREDICTED.read_text(encoding="utf-8").splitlines()[1:]:
+    for line in path.read_text(encoding="utf-8").splitlines()[1:]:
         rid, model, engine, batch, context, _metric, value = line.split(",")
         row = by_id.get(rid)
         if row is None:
@@ -184,8 +196,8 @@ def predicted_before(say: Callable[[str], None], rows: list[Measurement]) -> Non
 
 
 def main() -> int:
-    if "--predict" in sys.argv[1:]:
-        return write_predictions()
+    if sys.argv[1:2] == ["--predict"]:
+        return write_predictions(sys.argv[2] if len(sys.argv) > 2 else "")
     runs = load_runs()
     rows = [r for _, run_rows, _ in runs for r in run_rows]
     models = sorted({r.model for r in rows})
@@ -203,7 +215,8 @@ def main() -> int:
     probe_table(say)
     llama = next((m for m in models if m.endswith("Llama-3.1-8B")), "")
     ridge_sweep(say, rows, held_out.get(("torch-cudagraph", llama), IDEAL))
-    predicted_before(say, runs[-1][1])
+    for name, run_rows, _ in runs:
+        predicted_before(say, name, run_rows)
     for engine in ("torch-cudagraph", "torch-eager"):
         say(f"## {engine}, every row, leave one model out\n")
         say("| run | model | step | batch | context | measured ms | floor (rated) | "

@@ -42,7 +42,9 @@ def test_a_gqa_model_decodes_against_its_cache() -> None:
 def test_moe_runs_only_the_experts_a_batch_picks() -> None:
     config = {**TINY, "model_type": "mixtral", "num_local_experts": 8, "num_experts_per_tok": 2}
     model = build(config)
-    assert len(model.layers[0]["experts"]) == 8
+    assert model.layers[0]["up"].shape == (8, 2 * 128, 64)  # gate and value, per expert
+    assert model.layers[0]["down"].shape == (8, 64, 128)
+    model.grouped = False  # the loop: one matmul per picked expert
     assert model.step(torch.zeros(2, 1, dtype=torch.long), model.kv_cache(2, 5)).shape == (2, 256)
 
 
@@ -187,3 +189,29 @@ def test_a_windowed_layer_prefills_as_a_band_of_the_full_causal_attention() -> N
     assert torch.allclose(windowed, full, atol=1e-5)
     assert not torch.allclose(windowed, model._attend(q, k, v, causal=True), atol=1e-3)
     assert model.step(torch.zeros(1, 29, dtype=torch.long), None).shape == (1, 256)
+
+
+def test_grouped_experts_compute_what_one_matmul_per_expert_does() -> None:
+    """The grouped path (torch._grouped_mm, capturable in a CUDA graph) against the loop,
+    and an expert nobody picked is never read: changing its weights changes nothing."""
+    from ridgeline.torch_model import grouped_mm_runs
+
+    if not grouped_mm_runs(torch, torch.device("cpu"), torch.float32):
+        pytest.skip("this torch has no CPU torch._grouped_mm")
+    config = {**TINY, "model_type": "mixtral", "num_local_experts": 8, "num_experts_per_tok": 2}
+    model = build(config)
+    assert model.grouped
+    p = model.layers[0]
+    p["up"].normal_(), p["down"].normal_()  # magnitudes well above rounding
+    torch.manual_seed(5)
+    x = torch.randn(6, 64)
+    weights, chosen = (x @ p["router"].T).topk(2, dim=-1)
+    weights = weights.softmax(dim=-1)
+    grouped = model._experts_grouped(p, x, weights, chosen)
+    looped = model._experts_looped(p, x, weights, chosen)
+    assert torch.allclose(grouped, looped, rtol=1e-4, atol=1e-3)
+    unpicked = sorted(set(range(8)) - set(chosen.unique().tolist()))
+    if unpicked:
+        p["up"][unpicked[0]] += 100.0
+        assert torch.equal(model._experts_grouped(p, x, weights, chosen), grouped)
+    assert model.step(torch.zeros(3, 1, dtype=torch.long), model.kv_cache(3, 4)).shape == (3, 256)

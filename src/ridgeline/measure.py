@@ -228,10 +228,14 @@ def measure(device: str = "cpu", quick: bool = True, model: str = "llama-3.2-1b"
     weights = _WEIGHTS.get(dt, dt)
     notes = f"random weights, PyTorch {torch.__version__}, {name}, {dt}"
     graphs = dev.type == "cuda"
-    if graphs and any(layer.ffn == MOE for layer in spec.layers):
-        graphs = False
-        result.skipped.append("CUDA-graph decode: MoE routing asks the host which experts "
-                              "to run, which a graph cannot hold (eager only)")
+    if any(layer.ffn == MOE for layer in spec.layers):
+        notes += (", experts in grouped matmuls" if rm.grouped else
+                  ", experts one matmul each")
+        if graphs and not rm.grouped:
+            graphs = False
+            result.skipped.append("CUDA-graph decode: without torch._grouped_mm the experts "
+                                  "are picked on the host, which a graph cannot hold (eager "
+                                  "only)")
     default_batches, default_contexts = QUICK_GRID if quick else FULL_GRID
     element = 4 if dt == "float32" else 2
     # weights are allocated; the cache, its scores and the MLP's activations must fit beside

@@ -36,6 +36,21 @@ def check_buildable(spec: ModelSpec) -> None:
         raise InputError(f"{spec.name}: linear-attention and Mamba layers are not built by measure")
 
 
+def grouped_mm_runs(torch: Any, device: Any, dtype: Any) -> bool:
+    """Whether this torch runs torch._grouped_mm on this device and dtype (2.8+; bf16 on
+    Hopper and newer), tried on a small problem with an empty group."""
+    if not hasattr(torch, "_grouped_mm"):
+        return False
+    try:
+        a = torch.ones(32, 16, device=device, dtype=dtype)
+        b = torch.ones(3, 16, 16, device=device, dtype=dtype).transpose(1, 2)
+        ends = torch.tensor([16, 16, 32], device=device, dtype=torch.int32)
+        out = torch._grouped_mm(a, b, offs=ends)
+        return bool(out.shape == (32, 16))
+    except (RuntimeError, TypeError, NotImplementedError):
+        return False
+
+
 @dataclass
 class RandomModel:
     """Weights per layer as plain tensors; ``step`` runs one forward pass."""
@@ -47,6 +62,7 @@ class RandomModel:
     layers: list[dict[str, Any]]
     lm_head: Any
     embed: Any
+    grouped: bool = False  # experts through torch._grouped_mm (else one matmul each)
 
     @classmethod
     def build(cls, spec: ModelSpec, device: str = "cpu", dtype: str = "float32",
@@ -59,8 +75,8 @@ class RandomModel:
         assert att is not None
         h, n, nkv, d = spec.hidden_size, att.num_heads, att.num_kv_heads, att.head_dim
 
-        def w(rows: int, cols: int) -> Any:
-            return (torch.randn(rows, cols, device=dev, dtype=dt) * 0.02)
+        def w(*shape: int) -> Any:
+            return torch.randn(*shape, device=dev, dtype=dt) * 0.02
 
         layers = []
         for layer in spec.layers:
@@ -70,7 +86,8 @@ class RandomModel:
                 moe = spec.moe
                 f = moe.expert_intermediate_size
                 p["router"] = w(moe.num_experts, h)
-                p["experts"] = [(w(2 * f, h), w(h, f)) for _ in range(moe.num_experts)]
+                # every expert's up (gate and value) and down matrices, stacked
+                p["up"], p["down"] = w(moe.num_experts, 2 * f, h), w(moe.num_experts, h, f)
                 p["k"] = moe.experts_per_token
                 if moe.num_shared_experts:
                     fs = moe.shared_intermediate_size * moe.num_shared_experts
@@ -80,7 +97,9 @@ class RandomModel:
                 p["mlp"] = (w(2 * f, h), w(h, f)) if spec.dense_mlp.gated else (w(f, h), w(h, f))
                 p["gated"] = spec.dense_mlp.gated
             layers.append(p)
-        return cls(spec, torch, dev, dt, layers, w(spec.vocab_size, h), w(spec.vocab_size, h))
+        grouped = any("up" in p for p in layers) and grouped_mm_runs(torch, dev, dt)
+        return cls(spec, torch, dev, dt, layers, w(spec.vocab_size, h), w(spec.vocab_size, h),
+                   grouped)
 
     def kv_cache(self, batch: int, context: int) -> list[tuple[Any, Any]]:
         """Random cached K and V per layer, [batch, kv heads, slots, head_dim], with one
@@ -168,20 +187,45 @@ class RandomModel:
                                attn_mask=seen))
         return torch.cat(chunks, dim=2)
 
+    def _experts_looped(self, p: dict[str, Any], flat: Any, weights: Any, chosen: Any) -> Any:
+        """Each expert the batch picked, one after another (the host learns which: no graph)."""
+        functional = self.torch.nn.functional
+        out = self.torch.zeros_like(flat)
+        for e in chosen.unique().tolist():
+            rows, slot = (chosen == e).nonzero(as_tuple=True)
+            gate, value = (flat[rows] @ p["up"][e].T).chunk(2, dim=-1)
+            out.index_add_(0, rows, (functional.silu(gate) * value @ p["down"][e].T)
+                           * weights[rows, slot].unsqueeze(-1))
+        return out
+
+    def _experts_grouped(self, p: dict[str, Any], flat: Any, weights: Any, chosen: Any) -> Any:
+        """All picked experts in two grouped matmuls (torch._grouped_mm, as MoE kernels run
+        them): the (token, expert) pairs sorted by expert, each expert's rows one group. An
+        expert no token picked has an empty group and its weights are not read. Nothing
+        goes back to the host, so the step can be captured in a CUDA graph."""
+        torch = self.torch
+        experts, k = p["up"].shape[0], chosen.shape[1]
+        picks = chosen.reshape(-1)
+        order = picks.argsort(stable=True)
+        token = order // k  # the token of each sorted pair
+        counts = torch.zeros(experts, dtype=torch.int64, device=flat.device)
+        counts.scatter_add_(0, picks, torch.ones_like(picks))
+        ends = counts.cumsum(0).to(torch.int32)  # each group's last row + 1
+        hidden = torch._grouped_mm(flat[token], p["up"].transpose(1, 2), offs=ends)
+        gate, value = hidden.chunk(2, dim=-1)
+        act = torch.nn.functional.silu(gate) * value
+        down = torch._grouped_mm(act, p["down"].transpose(1, 2), offs=ends)
+        scaled = down * weights.reshape(-1)[order].unsqueeze(-1)
+        return torch.zeros_like(flat).index_add_(0, token, scaled)
+
     def _ffn(self, p: dict[str, Any], x: Any) -> Any:
         functional = self.torch.nn.functional
-        if "experts" in p:
+        if "up" in p:
             flat = x.reshape(-1, x.shape[-1])
-            scores = flat @ p["router"].T
-            weights, chosen = scores.topk(p["k"], dim=-1)
+            weights, chosen = (flat @ p["router"].T).topk(p["k"], dim=-1)
             weights = weights.softmax(dim=-1)
-            out = self.torch.zeros_like(flat)
-            for e in chosen.unique().tolist():  # only the experts this batch touches
-                rows, slot = (chosen == e).nonzero(as_tuple=True)
-                up, down = p["experts"][e]
-                gate, value = (flat[rows] @ up.T).chunk(2, dim=-1)
-                out.index_add_(0, rows, (functional.silu(gate) * value @ down.T)
-                               * weights[rows, slot].unsqueeze(-1))
+            route = self._experts_grouped if self.grouped else self._experts_looped
+            out = route(p, flat, weights, chosen)
             if "shared" in p:
                 up, down = p["shared"]
                 gate, value = (flat @ up.T).chunk(2, dim=-1)
