@@ -19,8 +19,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from ridgeline.calibrate import SERVING_ENGINES, fit_engine, fit_profiles
+from ridgeline.catalog import resolve_model
 from ridgeline.engines import EngineProfile, engine_id
-from ridgeline.measurements import read_measurement_files
+from ridgeline.measurements import Measurement, read_measurement_files
 
 ROOT = Path(__file__).resolve().parent.parent
 CSVS = (ROOT / "validation" / "measurements.csv", ROOT / "validation" / "lowbatch.csv",
@@ -47,11 +48,19 @@ PRIORS = {
 }
 
 
+def harness_moe(row: Measurement) -> bool:
+    """`ridgeline measure`'s MoE rows: its experts run through torch._grouped_mm (half the
+    bandwidth a dense matmul of the same bytes reaches at decode shapes) behind unfused
+    routing kernels, which no serving engine runs (docs/h200.md). Kept, scored, not fitted:
+    a profile has one bandwidth efficiency for every weight."""
+    return engine_id(row.engine).startswith("torch-") and resolve_model(row.model).moe is not None
+
+
 def main() -> int:
     result = read_measurement_files(CSVS)
     for error in result.errors:
         print(f"skipped {error}", file=sys.stderr)
-    rows = result.rows
+    rows = [r for r in result.rows if not harness_moe(r)]
     alone = [r for r in rows if engine_id(r.engine) not in SERVING_ENGINES]
     fitted = fit_profiles(alone)
     serving = fit_engine(rows, SERVING_ENGINES[0], family=SERVING_ENGINES)
