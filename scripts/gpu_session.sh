@@ -20,6 +20,7 @@ QUICK=${QUICK:-}
 MODEL=${MODEL:-llama-3.1-8b}
 BATCHES=${BATCHES:-}  # the first model's grid, when not measure's default
 CONTEXTS=${CONTEXTS:-}
+FLAGS=${FLAGS:-}  # more measure flags for every model, e.g. --fp8
 GPU_ID=${GPU_ID:-h200-sxm}
 PYTHON=${PYTHON:-python3}
 # further models: name and grid (batches/contexts), steps only
@@ -37,13 +38,13 @@ smi() {
   "$PYTHON" -c "import torch; print('torch', torch.__version__)"
   "$PYTHON" -m ridgeline measure --device "$DEVICE" $QUICK --model "$MODEL" \
     --gpu-id "$GPU_ID" --rated-gpu h200 --memory-gib 141 -o "$rows" \
-    ${BATCHES:+--batches "$BATCHES"} ${CONTEXTS:+--contexts "$CONTEXTS"} || exit 1
+    ${BATCHES:+--batches "$BATCHES"} ${CONTEXTS:+--contexts "$CONTEXTS"} $FLAGS || exit 1
   smi clocks.sm,clocks.mem,power.draw,temperature.gpu
   for spec in $EXTRA; do
     IFS=: read -r name batches contexts <<< "$spec"
     echo "== $name, steps only"
     "$PYTHON" -m ridgeline measure --device "$DEVICE" --skip-probes --model "$name" \
-      --gpu-id "$GPU_ID" --batches "$batches" --contexts "$contexts" \
+      --gpu-id "$GPU_ID" --batches "$batches" --contexts "$contexts" $FLAGS \
       -o "$OUT/$GPU_ID-$name-rows.csv"
   done
   smi clocks.sm,clocks.mem,power.draw,temperature.gpu

@@ -52,6 +52,10 @@ PLANS = {
     "2026-11-29-run3": {"qwen3-30b-a3b": ((1, 4, 16, 64, 256), (1024,)),
                         "mixtral-8x7b": ((1, 4, 16, 64), (1024,)),
                         "gpt-oss-20b": ((1, 4, 16, 64), (4096,))},
+    # fp8 weights (W8A8 through torch._scaled_mm), at batches and contexts already measured
+    # in bf16: the smaller weight format's lever, predicted and then measured
+    "2026-11-29-run4": {"llama-3.1-8b": ((1, 16, 64, 256, 512, 1024), (128,), "fp8"),
+                        "qwen3-32b": ((1, 8, 32, 64), (512,), "fp8")},
 }
 PREDICTED = DATA / "predicted"
 PROBE = DATA / "2026-11-29-grouped-mm-probe.txt"  # scripts/grouped_mm_probe.py on the H200
@@ -96,13 +100,15 @@ def write_predictions(run: str) -> int:
               file=sys.stderr)
         return 2
     lines = ["id,model,engine,batch,context,metric,predicted_tok_s"]
-    for name, (batches, contexts) in PLANS[run].items():
+    for name, (batches, contexts, *fmt) in PLANS[run].items():
+        weights = fmt[0] if fmt else "bf16"
+        kv = "bf16" if weights != "bf16" else None
         hf = next(e.hf_id for e in model_entries() if e.id == resolve_model(name).name)
         for context in contexts:
             for batch in batches:
                 for engine in ("torch-eager", "torch-cudagraph"):
-                    raw = _decode_row(hf, "bf16", "h200-sxm", batch, context, 1.0, notes="",
-                                      engine=engine)
+                    raw = _decode_row(hf, weights, "h200-sxm", batch, context, 1.0, notes="",
+                                      engine=engine, kv=kv)
                     row = parse_row(raw)
                     p = predict(row)
                     lines.append(f"{row.id},{hf},{engine},{batch},{context},{row.metric},"

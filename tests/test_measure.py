@@ -215,3 +215,35 @@ def test_grouped_experts_compute_what_one_matmul_per_expert_does() -> None:
         p["up"][unpicked[0]] += 100.0
         assert torch.equal(model._experts_grouped(p, x, weights, chosen), grouped)
     assert model.step(torch.zeros(3, 1, dtype=torch.long), model.kv_cache(3, 4)).shape == (3, 256)
+
+
+def test_fp8_weights_run_through_scaled_matmuls_and_say_so_in_the_rows(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--fp8: the linear weights in e4m3 (a quarter of f32's bytes), products within e4m3's
+    rounding of the full-precision ones; rows name fp8 weights and the cache's own dtype."""
+    from ridgeline.torch_model import RandomModel
+
+    spec = ModelSpec.from_hf_config(TINY, "tiny")
+    full, fp8 = RandomModel.build(spec), RandomModel.build(spec, fp8=True)
+    weight = fp8.layers[0]["qkv"]
+    assert weight.dtype == torch.float8_e4m3fn and weight.element_size() == 1
+    assert full.layers[0]["qkv"].element_size() == 4
+    assert fp8.lm_head.dtype == torch.float32  # the LM head stays in the model's dtype
+    x = torch.randn(5, 64)
+    exact = x @ weight.float().T
+    error = (fp8._mm(x, weight) - exact).norm() / exact.norm()
+    assert 0 < error < 0.1  # e4m3 inputs: a few per cent, never exact
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(TINY))
+    rows = tmp_path / "rows.csv"
+    assert main(["measure", "--model", str(config), "--fp8", "--batches", "2", "--contexts",
+                 "16", "--skip-probes", "-o", str(rows)]) == 0
+    table = list(csv.DictReader(rows.open()))
+    assert {(r["weights_dtype"], r["kv_dtype"]) for r in table} == {("fp8", "f32")}
+    assert all(r["id"].endswith("-wfp8") and "fp8 e4m3" in r["notes"] for r in table)
+    moe = tmp_path / "moe.json"
+    moe.write_text(json.dumps({**TINY, "model_type": "mixtral", "num_local_experts": 4,
+                               "num_experts_per_tok": 2}))
+    capsys.readouterr()
+    assert main(["measure", "--model", str(moe), "--fp8", "-o", str(rows)]) == 2
+    assert "dense models only" in capsys.readouterr().err

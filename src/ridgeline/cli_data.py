@@ -51,7 +51,8 @@ def cmd_measure(args: argparse.Namespace) -> Any:
     from ridgeline.measure import accelerator_record, measure, write_record, write_rows
 
     result = measure(args.device, args.quick, args.model, args.dtype, args.gpu_id,
-                     tuple(args.batches or ()), tuple(args.contexts or ()), not args.skip_probes)
+                     tuple(args.batches or ()), tuple(args.contexts or ()), not args.skip_probes,
+                     args.fp8)
     gid = args.gpu_id or f"measured-{args.device}"
     write_rows(result.rows, args.output)
     record_path = str(args.output).rsplit(".", 1)[0] + ".accelerator.json"
@@ -150,6 +151,9 @@ def register(sub: Any) -> None:
                    help="decode batches, comma-separated (default 1,8,32,64,128,256; 1,4 quick)")
     p.add_argument("--contexts", type=_count_list("context"),
                    help="contexts in tokens (default 512,2048,8192,32768; 128,512 quick)")
+    p.add_argument("--fp8", action="store_true",
+                   help="linear weights in fp8 e4m3, run by torch._scaled_mm (W8A8, as an FP8 "
+                   "checkpoint); the LM head and the cache stay in --dtype")
     p.add_argument("--skip-probes", action="store_true",
                    help="only the model's steps (no bandwidth or matmul probes, no device record)")
     p.add_argument("--model", default="llama-3.2-1b",

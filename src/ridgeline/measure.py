@@ -179,11 +179,14 @@ def device_memory_bytes(torch: Any, device: Any) -> float:
 
 def _row(model_hf: str, weights: str, gpu_id: str, batch: int, input_len: int, output_len: int,
          context: int, metric: str, value: float, unit: str, notes: str,
-         engine: str = "torch-eager") -> dict[str, str]:
+         engine: str = "torch-eager", kv: str | None = None) -> dict[str, str]:
+    """A measurement row; ``kv`` is the cache's dtype where the weights' differs (fp8)."""
     graph = "-graph" if engine == "torch-cudagraph" else ""
+    fmt = f"-w{weights}" if kv and kv != weights else ""
     return {"id": f"measure-{gpu_id}-{model_hf.split('/')[-1]}-{metric}-b{batch}-c{context}"
-                  f"-i{input_len}{graph}",
-            "model": model_hf, "weights_dtype": weights, "kv_dtype": weights, "gpu": gpu_id,
+                  f"-i{input_len}{fmt}{graph}",
+            "model": model_hf, "weights_dtype": weights, "kv_dtype": kv or weights,
+            "gpu": gpu_id,
             "num_gpus": "1", "tp": "1", "batch": str(batch), "input_len": str(input_len),
             "output_len": str(output_len), "context_len": str(context), "metric": metric,
             "value": f"{value:.6g}", "unit": unit, "engine": engine,
@@ -191,13 +194,14 @@ def _row(model_hf: str, weights: str, gpu_id: str, batch: int, input_len: int, o
 
 
 def _decode_row(hf: str, weights: str, gpu_id: str, batch: int, context: int, seconds: float,
-                notes: str, engine: str) -> dict[str, str]:
+                notes: str, engine: str, kv: str | None = None) -> dict[str, str]:
     """One decode step of ``batch`` sequences over ``context`` cached tokens, as a row."""
     if batch == 1:
         return _row(hf, weights, gpu_id, 1, 0, 1, context + 1, "decode_tok_s_per_user",
-                    1 / seconds, "tok/s", notes, engine)
+                    1 / seconds, "tok/s", notes, engine, kv)
     return _row(hf, weights, gpu_id, batch, context, 1, context + 1, "output_throughput_tok_s",
-                batch / seconds, "tok/s", "S_TG (decode steps only, aggregate); " + notes, engine)
+                batch / seconds, "tok/s", "S_TG (decode steps only, aggregate); " + notes, engine,
+                kv)
 
 
 QUICK_GRID = ((1, 4), (128, 512))
@@ -207,7 +211,9 @@ FULL_GRID = ((1, 8, 32, 64, 128, 256), (512, 2048, 8192, 32768))
 def measure(device: str = "cpu", quick: bool = True, model: str = "llama-3.2-1b",
             dtype: str | None = None, gpu_id: str | None = None,
             batches: tuple[int, ...] | None = None, contexts: tuple[int, ...] | None = None,
-            probes: bool = True) -> MeasureResult:
+            probes: bool = True, fp8: bool = False) -> MeasureResult:
+    """``fp8``: the linear layers' weights in float8 e4m3 (W8A8 through torch._scaled_mm),
+    the rows' weights_dtype ``fp8`` and their kv_dtype the model's dtype."""
     torch = import_torch()
     dev = torch.device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
@@ -224,9 +230,14 @@ def measure(device: str = "cpu", quick: bool = True, model: str = "llama-3.2-1b"
     # a catalog model is recorded by its Hugging Face id, a config file by its path
     hf = next((e.hf_id for e in model_entries() if e.id == spec.name), model)
     gid = gpu_id or f"measured-{dev.type}"
-    rm = RandomModel.build(spec, device, dt)
-    weights = _WEIGHTS.get(dt, dt)
+    if fp8 and dev.type == "cuda" and torch.cuda.get_device_capability(dev) < (8, 9):
+        raise InputError("--fp8: fp8 matmuls need an sm_89+ GPU (Ada, Hopper, Blackwell)")
+    rm = RandomModel.build(spec, device, dt, fp8=fp8)
+    kv = _WEIGHTS.get(dt, dt)
+    weights = "fp8" if fp8 else kv
     notes = f"random weights, PyTorch {torch.__version__}, {name}, {dt}"
+    if fp8:
+        notes += ", linear weights fp8 e4m3 (torch._scaled_mm, per-tensor scales)"
     graphs = dev.type == "cuda"
     if any(layer.ffn == MOE for layer in spec.layers):
         notes += (", experts in grouped matmuls" if rm.grouped else
@@ -249,7 +260,8 @@ def measure(device: str = "cpu", quick: bool = True, model: str = "llama-3.2-1b"
                 continue
             try:
                 graphs = _decode_point(torch, dev, rm, batch, context, result, graphs, notes,
-                                       partial(_decode_row, hf, weights, gid, batch, context))
+                                       partial(_decode_row, hf, weights, gid, batch, context,
+                                               kv=kv))
             except RuntimeError as exc:  # torch.cuda.OutOfMemoryError is one
                 if "out of memory" not in str(exc).lower():
                     raise
@@ -260,7 +272,7 @@ def measure(device: str = "cpu", quick: bool = True, model: str = "llama-3.2-1b"
         seconds = timed(torch, dev, partial(rm.step, prompt, None), repeats=3, warmup=1)
         result.rows.append(_row(hf, weights, gid, 1, context, 0, context, "prefill_tok_s",
                                 context / seconds, "tok/s",
-                                notes + ", median of 3" + sm_clock_note(torch, dev)))
+                                notes + ", median of 3" + sm_clock_note(torch, dev), kv=kv))
     return result
 
 

@@ -63,12 +63,21 @@ class RandomModel:
     lm_head: Any
     embed: Any
     grouped: bool = False  # experts through torch._grouped_mm (else one matmul each)
+    fp8: bool = False  # attention and MLP weights in e4m3, run by torch._scaled_mm (W8A8)
+    one: Any = None  # the per-tensor scale of the fp8 matmuls
 
     @classmethod
     def build(cls, spec: ModelSpec, device: str = "cpu", dtype: str = "float32",
-              seed: int = 0) -> RandomModel:
+              seed: int = 0, fp8: bool = False) -> RandomModel:
+        """``fp8``: the linear layers' weights in float8 e4m3, as an FP8 checkpoint's, and
+        their inputs cast to it (per-tensor scales of 1); the LM head, the embeddings, the
+        activations between layers and the KV cache stay in ``dtype``."""
         check_buildable(spec)
         torch = import_torch()
+        if fp8 and spec.moe is not None:
+            raise InputError(f"{spec.name}: fp8 weights are built for dense models only")
+        if fp8 and not hasattr(torch, "float8_e4m3fn"):
+            raise InputError("fp8 weights need a PyTorch with float8 (2.1+)")
         torch.manual_seed(seed)
         dev, dt = torch.device(device), getattr(torch, dtype)
         att = spec.attention
@@ -78,10 +87,14 @@ class RandomModel:
         def w(*shape: int) -> Any:
             return torch.randn(*shape, device=dev, dtype=dt) * 0.02
 
+        def linear(rows: int, cols: int) -> Any:
+            weight = w(rows, cols)
+            return weight.to(torch.float8_e4m3fn) if fp8 else weight
+
         layers = []
         for layer in spec.layers:
             p: dict[str, Any] = {"window": layer.window_tokens,
-                                 "qkv": w((n + 2 * nkv) * d, h), "o": w(h, n * d)}
+                                 "qkv": linear((n + 2 * nkv) * d, h), "o": linear(h, n * d)}
             if layer.ffn == MOE and spec.moe:
                 moe = spec.moe
                 f = moe.expert_intermediate_size
@@ -94,12 +107,13 @@ class RandomModel:
                     p["shared"] = (w(2 * fs, h), w(h, fs))
             elif spec.dense_mlp:
                 f = spec.dense_mlp.intermediate_size
-                p["mlp"] = (w(2 * f, h), w(h, f)) if spec.dense_mlp.gated else (w(f, h), w(h, f))
+                rows = 2 * f if spec.dense_mlp.gated else f
+                p["mlp"] = (linear(rows, h), linear(h, f))
                 p["gated"] = spec.dense_mlp.gated
             layers.append(p)
         grouped = any("up" in p for p in layers) and grouped_mm_runs(torch, dev, dt)
         return cls(spec, torch, dev, dt, layers, w(spec.vocab_size, h), w(spec.vocab_size, h),
-                   grouped)
+                   grouped, fp8, torch.tensor(1.0, device=dev))
 
     def kv_cache(self, batch: int, context: int) -> list[tuple[Any, Any]]:
         """Random cached K and V per layer, [batch, kv heads, slots, head_dim], with one
@@ -134,7 +148,7 @@ class RandomModel:
         x = self.embed[tokens]  # [B, T, h]
         b, t, _ = x.shape
         for i, p in enumerate(self.layers):
-            qkv = x @ p["qkv"].T
+            qkv = self._mm(x, p["qkv"])
             q, k, v = qkv.split([n * d, nkv * d, nkv * d], dim=-1)
             q = q.view(b, t, n, d).transpose(1, 2)
             k = k.view(b, t, nkv, d).transpose(1, 2)
@@ -151,7 +165,7 @@ class RandomModel:
                 y = self._attend_windowed(q, k, v, p["window"])
             else:
                 y = self._attend(q, k, v, causal=t > 1 and cache is None)
-            x = x + y.transpose(1, 2).reshape(b, t, n * d) @ p["o"].T
+            x = x + self._mm(y.transpose(1, 2).reshape(b, t, n * d), p["o"])
             x = x + self._ffn(p, x)
         return x[:, -1] @ self.lm_head.T  # logits of each sequence's last position
 
@@ -233,6 +247,22 @@ class RandomModel:
             return out.view_as(x)
         up, down = p["mlp"]
         if p["gated"]:
-            gate, value = (x @ up.T).chunk(2, dim=-1)
-            return functional.silu(gate) * value @ down.T
-        return functional.gelu(x @ up.T) @ down.T
+            gate, value = self._mm(x, up).chunk(2, dim=-1)
+            return self._mm(functional.silu(gate) * value, down)
+        return self._mm(functional.gelu(self._mm(x, up)), down)
+
+    def _mm(self, x: Any, weight: Any) -> Any:
+        """x @ weightᵀ; with fp8 weights, x cast to e4m3 and the product run by
+        torch._scaled_mm (its rows padded to a multiple of 16 on CUDA, where cuBLASLt wants
+        them so), the output in the model's dtype."""
+        if not self.fp8:
+            return x @ weight.T
+        torch = self.torch
+        flat = x.reshape(-1, x.shape[-1])
+        rows = flat.shape[0]
+        pad = -rows % 16 if self.device.type == "cuda" else 0
+        if pad:
+            flat = torch.nn.functional.pad(flat, (0, 0, 0, pad))
+        out = torch._scaled_mm(flat.to(torch.float8_e4m3fn), weight.t(), scale_a=self.one,
+                               scale_b=self.one, out_dtype=self.dtype)
+        return out[:rows].reshape(*x.shape[:-1], weight.shape[0])
