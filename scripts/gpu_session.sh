@@ -8,9 +8,16 @@
 # (Gemma-3-27B) and a larger dense one (Qwen3-32B), so a calibration on one model can be
 # checked on others. Each model's rows are written as soon as it is done, and validated
 # against the catalog's H200 and against the measured device.
-# The second run (issue #10's out-of-sample check, the grid of scripts/h200_report.py's PLAN):
+# The second run (issue #10's out-of-sample check, the grid of scripts/h200_report.py's PLANS):
 #   BATCHES=1,16,64,128,192,256,384,512,768,1024 CONTEXTS=128 EXTRA="mistral-7b:1,16,64:4096,16384
 #   llama-3.2-3b:1,32,128:4096 qwen3-8b:1,64:8192" bash scripts/gpu_session.sh
+# The third (mixture of experts):
+#   MODEL=qwen3-30b-a3b BATCHES=1,4,16,64,256 CONTEXTS=1024 EXTRA="mixtral-8x7b:1,4,16,64:1024
+#   gpt-oss-20b:1,4,16,64:4096" bash scripts/gpu_session.sh
+# The fourth (fp8 weights; planned, predictions in validation/h200/predicted/, not yet run:
+# the device was not lent again that session):
+#   MODEL=llama-3.1-8b BATCHES=1,16,64,256,512,1024 CONTEXTS=128 FLAGS=--fp8
+#   EXTRA="qwen3-32b:1,8,32,64:512" bash scripts/gpu_session.sh
 # Everything lands under $OUT (./gpu-out when unset). Rehearse it on a CPU with
 #   DEVICE=cpu QUICK=--quick MODEL=llama-3.2-1b EXTRA= bash scripts/gpu_session.sh
 set -uo pipefail
