@@ -320,7 +320,10 @@ What the model leaves out, visible below:
 - **The corner.** A profile is one bandwidth and one compute efficiency, so each matmul is
   max(bytes ÷ bandwidth, FLOPs ÷ peak): a sharp corner at the ridge. cuBLAS's skinny matmuls
   ramp more gently (the M = 64 probe reaches well under its memory bound), so the batches just
-  below the ridge run slower than predicted.
+  below the ridge run slower than predicted. A rounded corner (each operator the hypot of its
+  two times) was tried on 2026-11-29: it helps these rows (held-out p90 6.7 → 4.5 %), but
+  cross-validated on the published measurements it made TTFT worse (10.6 → 16.1 %, past its
+  target) and llama.cpp-cuda too (16.3 → 18.5 %), so the corner stays sharp.
 - **Eager steps overlap.** An eager step takes the longer of the host's launches and the GPU's
   work; the profile adds a per-step cost to the GPU's time, so small eager batches, where the
   host is the limit and its speed varies from run to run, are the worst rows.
