@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How fast `torch._grouped_mm` reads expert weights at decode shapes (a benchmark for a GPU).
 
-    python scripts/grouped_mm_probe.py [--device cuda] [--out FILE]
+    PYTHONPATH=src python3 scripts/grouped_mm_probe.py [--device cuda] [--scale N]
 
 `ridgeline measure` runs a MoE model's experts through torch._grouped_mm. On the H200 its MoE
 decode steps came out 1.6-1.9x slower than the profile fitted on dense models predicted, while
@@ -21,31 +21,12 @@ import sys
 from functools import partial
 from typing import Any
 
+from ridgeline.measure import timed  # warm-up, CUDA events, the median
+
 # name: (experts, experts per token, hidden, expert intermediate), from the catalog's configs
 SHAPES = {"qwen3-30b-a3b": (128, 8, 2048, 768), "mixtral-8x7b": (8, 2, 4096, 14336),
           "gpt-oss-20b": (32, 4, 2880, 2880)}
 BATCHES = (1, 4, 16, 64, 256)
-
-
-def median_s(torch: Any, fn: Any, device: Any, repeats: int = 30) -> float:
-    for _ in range(3):
-        fn()
-    samples = []
-    for _ in range(repeats):
-        if device.type == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            torch.cuda.synchronize()
-            samples.append(start.elapsed_time(end) / 1e3)
-        else:
-            import time
-
-            t0 = time.perf_counter()
-            fn()
-            samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
 
 
 def routings(torch: Any, experts: int, k: int, batch: int, hidden: int, device: Any,
@@ -93,14 +74,14 @@ def main() -> int:
             nbytes = touched * 2 * inter * hidden * up_t.element_size()
             grouped = [partial(torch._grouped_mm, rows, up_t, offs=ends)
                        for rows, ends, _, _ in draw]
-            seconds = median_s(torch, partial(run_all, torch, grouped), device) / draws
+            seconds = timed(torch, device, partial(run_all, torch, grouped), repeats=30, warmup=3) / draws
             # the same bytes as one dense weight, rows as many as the fullest group
             rows_dense = max(m for _, _, _, m in draw)
             n = round(touched * 2 * inter)
             big = torch.randn(draws * n, hidden, device=device, dtype=dtype)
             x = torch.randn(rows_dense, hidden, device=device, dtype=dtype)
             dense = [partial(torch.matmul, x, big[i * n:(i + 1) * n].T) for i in range(draws)]
-            dense_s = median_s(torch, partial(run_all, torch, dense), device) / draws
+            dense_s = timed(torch, device, partial(run_all, torch, dense), repeats=30, warmup=3) / draws
             print(f"{name:14s} {batch:5d} {touched:8.1f} {nbytes / 1e6:8.1f} {seconds * 1e6:11.1f} "
                   f"{nbytes / seconds / 1e9:13.0f} {dense_s * 1e6:9.1f} "
                   f"{nbytes / dense_s / 1e9:11.0f}")
