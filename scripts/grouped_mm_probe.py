@@ -21,7 +21,7 @@ import sys
 from functools import partial
 from typing import Any
 
-from ridgeline.measure import timed  # warm-up, CUDA events, the median
+from ridgeline.device_probes import timed  # warm-up, CUDA events, the median
 
 # name: (experts, experts per token, hidden, expert intermediate), from the catalog's configs
 SHAPES = {"qwen3-30b-a3b": (128, 8, 2048, 768), "mixtral-8x7b": (8, 2, 4096, 14336),

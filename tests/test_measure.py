@@ -64,7 +64,7 @@ def test_mla_and_ssm_models_are_refused_clearly() -> None:
 
 
 def test_probes_measure_something_real() -> None:
-    from ridgeline.measure import bandwidth_probes, matmul_probes
+    from ridgeline.device_probes import bandwidth_probes, matmul_probes
 
     dev = torch.device("cpu")
     bw = bandwidth_probes(torch, dev, 8 * 2**20)
@@ -74,7 +74,7 @@ def test_probes_measure_something_real() -> None:
 
 
 def test_the_fp8_probe_runs_scaled_matmuls_or_says_why_not() -> None:
-    from ridgeline.measure import fp8_matmul_probes
+    from ridgeline.device_probes import fp8_matmul_probes
 
     probes = fp8_matmul_probes(torch, torch.device("cpu"), 64, (16,))
     if probes[0].value == 0:  # a torch without fp8 kernels on this device

@@ -1,10 +1,8 @@
 """`ridgeline measure`: measure an accelerator and write rows `validate` and `calibrate` read.
 
-Probes: achievable memory bandwidth (a large device-to-device copy, and a read-only
-reduction) and dense matmul throughput per dtype over square and skinny decode-shaped
-(M = batch) problems. Then decode and prefill steps of a catalog model built with random
-weights (``torch_model.py``) over a grid of batch × context. Timing: warm-up, device
-synchronisation, CUDA events on CUDA, the median of repeats. On CUDA each decode step is
+The device's ceilings first (``device_probes.py``: bandwidth and matmul rate). Then decode
+and prefill steps of a catalog model built with random weights (``torch_model.py``) over a
+grid of batch × context, timed by ``device_probes.timed``. On CUDA each decode step is
 timed twice: launched op by op (engine ``torch-eager``) and replayed from a CUDA graph
 (``torch-cudagraph``, what engines run for decode: no launch gaps). The measured accelerator
 is written as a catalog record beside the rows, so the rows validate against it.
@@ -14,10 +12,7 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import platform
-import statistics
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
@@ -26,6 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from ridgeline.catalog import model_entries, resolve_model
+from ridgeline.device_probes import (
+    Probe,
+    device_memory_bytes,
+    graph_replay,
+    probe_device,
+    sm_clock_note,
+    timed,
+)
 from ridgeline.errors import InputError
 from ridgeline.layouts import MOE
 from ridgeline.torch_model import RandomModel, import_torch
@@ -37,144 +40,12 @@ _WEIGHTS = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}
 
 
 @dataclass
-class Probe:
-    name: str
-    value: float  # bytes/s or FLOP/s
-    detail: str
-
-
-@dataclass
 class MeasureResult:
     device: str
     device_name: str
     probes: list[Probe] = field(default_factory=list)
     rows: list[dict[str, str]] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
-
-
-def _sync(torch: Any, device: Any) -> Callable[[], None]:
-    if device.type == "cuda":
-        return lambda: torch.cuda.synchronize()
-    if device.type == "mps":
-        return lambda: torch.mps.synchronize()
-    return lambda: None
-
-
-def timed(torch: Any, device: Any, fn: Callable[[], Any], repeats: int = 5,
-          warmup: int = 2) -> float:
-    """Median seconds of ``fn`` after warm-up; CUDA events where there is CUDA."""
-    sync = _sync(torch, device)
-    for _ in range(warmup):
-        fn()
-    sync()
-    samples = []
-    for _ in range(repeats):
-        if device.type == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            torch.cuda.synchronize()
-            samples.append(start.elapsed_time(end) / 1e3)
-        else:
-            t0 = time.perf_counter()
-            fn()
-            sync()
-            samples.append(time.perf_counter() - t0)
-    return float(statistics.median(samples))
-
-
-def bandwidth_probes(torch: Any, device: Any, n_bytes: int) -> list[Probe]:
-    src = torch.empty(n_bytes // 4, dtype=torch.float32, device=device).uniform_()
-    dst = torch.empty_like(src)
-    copy_s = timed(torch, device, lambda: dst.copy_(src))
-    read_s = timed(torch, device, lambda: src.sum())
-    return [Probe("copy bandwidth", 2 * n_bytes / copy_s, f"{n_bytes / 2**20:.0f} MiB copied"),
-            Probe("read bandwidth", n_bytes / read_s, f"{n_bytes / 2**20:.0f} MiB summed")]
-
-
-def matmul_probes(torch: Any, device: Any, dtypes: list[str], big: int,
-                  batches: tuple[int, ...]) -> list[Probe]:
-    out = []
-    for name in dtypes:
-        dt = getattr(torch, name)
-        try:
-            a = torch.randn(big, big, device=device, dtype=dt)
-            b = torch.randn(big, big, device=device, dtype=dt)
-            seconds = timed(torch, device, partial(torch.matmul, a, b))
-        except (RuntimeError, TypeError) as exc:
-            out.append(Probe(f"{name} matmul", 0.0, f"unsupported: {exc}"))
-            continue
-        out.append(Probe(f"{name} matmul {big}³", 2 * big**3 / seconds, "square"))
-        for m in batches:  # skinny: M = batch, left of the ridge
-            x = torch.randn(m, big, device=device, dtype=dt)
-            seconds = timed(torch, device, partial(torch.matmul, x, b))
-            out.append(Probe(f"{name} matmul M={m}", 2 * m * big * big / seconds,
-                             f"{m}x{big} @ {big}x{big}"))
-    return out
-
-
-def fp8_matmul_probes(torch: Any, device: Any, big: int, batches: tuple[int, ...]) -> list[Probe]:
-    """e4m3 × e4m3 → bf16 with per-tensor scales (torch._scaled_mm, what fp8 serving
-    kernels run), square and skinny. cuBLASLt wants every dimension a multiple of 16, so
-    the skinny shapes start at M = 16."""
-    if not hasattr(torch, "float8_e4m3fn") or not hasattr(torch, "_scaled_mm"):
-        return [Probe("float8_e4m3fn matmul", 0.0, "unsupported: this torch has no fp8")]
-    one = torch.tensor(1.0, device=device)
-
-    def operand(rows: int) -> Any:
-        return torch.randn(rows, big, device=device).to(torch.float8_e4m3fn)
-
-    def run(a: Any, b: Any) -> Any:
-        return torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
-
-    try:
-        b = operand(big).t()  # the second operand column-major, as _scaled_mm requires
-        seconds = timed(torch, device, partial(run, operand(big), b))
-    except (RuntimeError, TypeError) as exc:
-        return [Probe("float8_e4m3fn matmul", 0.0, f"unsupported: {exc}")]
-    out = [Probe(f"float8_e4m3fn matmul {big}³", 2 * big**3 / seconds, "square, bf16 out")]
-    for m in batches:
-        seconds = timed(torch, device, partial(run, operand(m), b))
-        out.append(Probe(f"float8_e4m3fn matmul M={m}", 2 * m * big * big / seconds,
-                         f"{m}x{big} @ {big}x{big}, bf16 out"))
-    return out
-
-
-def graph_replay(torch: Any, fn: Callable[[], Any]) -> Callable[[], Any]:
-    """``fn`` captured once in a CUDA graph; the result replays it. Raises RuntimeError where
-    the capture fails (an op that syncs with the host, say)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn()  # outside the capture: lazy initialisation, library workspaces
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    replay: Callable[[], Any] = graph.replay  # the bound method keeps the graph (and its pool)
-    return replay
-
-
-def sm_clock_note(torch: Any, device: Any) -> str:
-    """The SM clock right after a timing, for the notes ('' where it cannot be read)."""
-    if device.type != "cuda":
-        return ""
-    try:
-        return f", SM clock {torch.cuda.clock_rate(device)} MHz"
-    except Exception:  # pynvml missing or the query unsupported: the note is optional
-        return ""
-
-
-def device_memory_bytes(torch: Any, device: Any) -> float:
-    """Memory the grid may use: what CUDA reports free, else the machine's RAM."""
-    if device.type == "cuda":
-        free, _ = torch.cuda.mem_get_info(device)
-        return float(free)
-    try:
-        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):
-        return float("inf")
 
 
 def _row(model_hf: str, weights: str, gpu_id: str, batch: int, input_len: int, output_len: int,
@@ -225,7 +96,7 @@ def measure(device: str = "cpu", quick: bool = True, model: str = "llama-3.2-1b"
     result = MeasureResult(device, name)
     dt = dtype or ("float32" if dev.type == "cpu" else "bfloat16")
     if probes:
-        _probe_device(torch, dev, quick, result)
+        result.probes += probe_device(torch, dev, quick, result.skipped)
     spec = resolve_model(model)
     # a catalog model is recorded by its Hugging Face id, a config file by its path
     hf = next((e.hf_id for e in model_entries() if e.id == spec.name), model)
@@ -296,19 +167,6 @@ def _free(torch: Any, dev: Any) -> None:
     """Hand cached blocks back before the next cache is drawn (a different size each time)."""
     if dev.type == "cuda":
         torch.cuda.empty_cache()
-
-
-def _probe_device(torch: Any, dev: Any, quick: bool, result: MeasureResult) -> None:
-    # big enough to leave every cache: 256 MiB on a CPU, 1 GiB on a GPU (4x with the full run)
-    n_bytes = (256 if dev.type == "cpu" else 1024) * 2**20 * (1 if quick else 4)
-    result.probes += bandwidth_probes(torch, dev, n_bytes)
-    dtypes = ["float32"] if dev.type == "cpu" else ["bfloat16", "float16"]
-    big = 1024 if dev.type == "cpu" else (4096 if quick else 8192)
-    result.probes += matmul_probes(torch, dev, dtypes, big, (1, 8, 64))
-    if dev.type == "cuda" and torch.cuda.get_device_capability(dev) >= (8, 9):
-        result.probes += fp8_matmul_probes(torch, dev, big, (16, 64, 256))
-    else:
-        result.skipped.append("fp8 matmul: needs an sm_89+ GPU (Ada, Hopper, Blackwell)")
 
 
 def _graph_row(torch: Any, dev: Any, step: Callable[[], Any], result: MeasureResult,

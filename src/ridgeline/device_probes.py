@@ -1,0 +1,165 @@
+"""Timing on a device, and probes of its two ceilings: memory bandwidth and matmul rate.
+
+``timed`` is the one timer (warm-up, synchronisation, CUDA events where there is CUDA, the
+median of repeats); ``graph_replay`` captures a step in a CUDA graph. The probes: a large
+device-to-device copy and a read-only reduction (bandwidth), and dense matmuls per dtype over
+square and skinny decode-shaped (M = batch) problems, fp8 through torch._scaled_mm on sm_89+.
+torch is passed in: this module imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+
+@dataclass
+class Probe:
+    name: str
+    value: float  # bytes/s or FLOP/s
+    detail: str
+
+
+def _sync(torch: Any, device: Any) -> Callable[[], None]:
+    if device.type == "cuda":
+        return lambda: torch.cuda.synchronize()
+    if device.type == "mps":
+        return lambda: torch.mps.synchronize()
+    return lambda: None
+
+
+def timed(torch: Any, device: Any, fn: Callable[[], Any], repeats: int = 5,
+          warmup: int = 2) -> float:
+    """Median seconds of ``fn`` after warm-up; CUDA events where there is CUDA."""
+    sync = _sync(torch, device)
+    for _ in range(warmup):
+        fn()
+    sync()
+    samples = []
+    for _ in range(repeats):
+        if device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize()
+            samples.append(start.elapsed_time(end) / 1e3)
+        else:
+            t0 = time.perf_counter()
+            fn()
+            sync()
+            samples.append(time.perf_counter() - t0)
+    return float(statistics.median(samples))
+
+
+def bandwidth_probes(torch: Any, device: Any, n_bytes: int) -> list[Probe]:
+    src = torch.empty(n_bytes // 4, dtype=torch.float32, device=device).uniform_()
+    dst = torch.empty_like(src)
+    copy_s = timed(torch, device, lambda: dst.copy_(src))
+    read_s = timed(torch, device, lambda: src.sum())
+    return [Probe("copy bandwidth", 2 * n_bytes / copy_s, f"{n_bytes / 2**20:.0f} MiB copied"),
+            Probe("read bandwidth", n_bytes / read_s, f"{n_bytes / 2**20:.0f} MiB summed")]
+
+
+def matmul_probes(torch: Any, device: Any, dtypes: list[str], big: int,
+                  batches: tuple[int, ...]) -> list[Probe]:
+    out = []
+    for name in dtypes:
+        dt = getattr(torch, name)
+        try:
+            a = torch.randn(big, big, device=device, dtype=dt)
+            b = torch.randn(big, big, device=device, dtype=dt)
+            seconds = timed(torch, device, partial(torch.matmul, a, b))
+        except (RuntimeError, TypeError) as exc:
+            out.append(Probe(f"{name} matmul", 0.0, f"unsupported: {exc}"))
+            continue
+        out.append(Probe(f"{name} matmul {big}³", 2 * big**3 / seconds, "square"))
+        for m in batches:  # skinny: M = batch, left of the ridge
+            x = torch.randn(m, big, device=device, dtype=dt)
+            seconds = timed(torch, device, partial(torch.matmul, x, b))
+            out.append(Probe(f"{name} matmul M={m}", 2 * m * big * big / seconds,
+                             f"{m}x{big} @ {big}x{big}"))
+    return out
+
+
+def fp8_matmul_probes(torch: Any, device: Any, big: int, batches: tuple[int, ...]) -> list[Probe]:
+    """e4m3 × e4m3 → bf16 with per-tensor scales (torch._scaled_mm, what fp8 serving
+    kernels run), square and skinny. cuBLASLt wants every dimension a multiple of 16, so
+    the skinny shapes start at M = 16."""
+    if not hasattr(torch, "float8_e4m3fn") or not hasattr(torch, "_scaled_mm"):
+        return [Probe("float8_e4m3fn matmul", 0.0, "unsupported: this torch has no fp8")]
+    one = torch.tensor(1.0, device=device)
+
+    def operand(rows: int) -> Any:
+        return torch.randn(rows, big, device=device).to(torch.float8_e4m3fn)
+
+    def run(a: Any, b: Any) -> Any:
+        return torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+
+    try:
+        b = operand(big).t()  # the second operand column-major, as _scaled_mm requires
+        seconds = timed(torch, device, partial(run, operand(big), b))
+    except (RuntimeError, TypeError) as exc:
+        return [Probe("float8_e4m3fn matmul", 0.0, f"unsupported: {exc}")]
+    out = [Probe(f"float8_e4m3fn matmul {big}³", 2 * big**3 / seconds, "square, bf16 out")]
+    for m in batches:
+        seconds = timed(torch, device, partial(run, operand(m), b))
+        out.append(Probe(f"float8_e4m3fn matmul M={m}", 2 * m * big * big / seconds,
+                         f"{m}x{big} @ {big}x{big}, bf16 out"))
+    return out
+
+
+def graph_replay(torch: Any, fn: Callable[[], Any]) -> Callable[[], Any]:
+    """``fn`` captured once in a CUDA graph; the result replays it. Raises RuntimeError where
+    the capture fails (an op that syncs with the host, say)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()  # outside the capture: lazy initialisation, library workspaces
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    replay: Callable[[], Any] = graph.replay  # the bound method keeps the graph (and its pool)
+    return replay
+
+
+def sm_clock_note(torch: Any, device: Any) -> str:
+    """The SM clock right after a timing, for the notes ('' where it cannot be read)."""
+    if device.type != "cuda":
+        return ""
+    try:
+        return f", SM clock {torch.cuda.clock_rate(device)} MHz"
+    except Exception:  # pynvml missing or the query unsupported: the note is optional
+        return ""
+
+
+def device_memory_bytes(torch: Any, device: Any) -> float:
+    """Memory the grid may use: what CUDA reports free, else the machine's RAM."""
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return float(free)
+    try:
+        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return float("inf")
+
+
+def probe_device(torch: Any, dev: Any, quick: bool, skipped: list[str]) -> list[Probe]:
+    """Every probe this device runs; what it cannot run is named in ``skipped``."""
+    # big enough to leave every cache: 256 MiB on a CPU, 1 GiB on a GPU (4x with the full run)
+    n_bytes = (256 if dev.type == "cpu" else 1024) * 2**20 * (1 if quick else 4)
+    probes = bandwidth_probes(torch, dev, n_bytes)
+    dtypes = ["float32"] if dev.type == "cpu" else ["bfloat16", "float16"]
+    big = 1024 if dev.type == "cpu" else (4096 if quick else 8192)
+    probes += matmul_probes(torch, dev, dtypes, big, (1, 8, 64))
+    if dev.type == "cuda" and torch.cuda.get_device_capability(dev) >= (8, 9):
+        probes += fp8_matmul_probes(torch, dev, big, (16, 64, 256))
+    else:
+        skipped.append("fp8 matmul: needs an sm_89+ GPU (Ada, Hopper, Blackwell)")
+    return probes
