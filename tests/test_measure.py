@@ -247,3 +247,29 @@ def test_fp8_weights_run_through_scaled_matmuls_and_say_so_in_the_rows(
     capsys.readouterr()
     assert main(["measure", "--model", str(moe), "--fp8", "-o", str(rows)]) == 2
     assert "dense models only" in capsys.readouterr().err
+
+
+def test_a_grid_the_device_cannot_hold_is_refused_before_it_allocates(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A prompt too long for memory is skipped like a cache too large; a grid with nothing
+    left is a one-line error, exit 2; a device torch cannot name is refused at once."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(TINY))
+    rows = tmp_path / "rows.csv"
+    for argv, message in (
+            (["--contexts", "1000000000000", "--skip-probes"], "nothing in the grid fits"),
+            (["--device", "gpu0"], "unknown device 'gpu0'"),
+            (["--gpu-id", ""], "gpu id is empty"),
+            (["--rated-gpu", "h2000"], "unknown accelerator")):
+        with pytest.raises(SystemExit) as exit_info:
+            sys.exit(main(["measure", "--model", str(config), *argv, "-o", str(rows)]))
+        assert exit_info.value.code == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err and "Traceback" not in err
+    from ridgeline.model import ModelSpec
+    from ridgeline.torch_model import RandomModel
+
+    spec = ModelSpec.from_hf_config(TINY, "tiny")
+    # the hidden state, Q/K/V, attention output and gated MLP of 1,000 tokens, fp32, × 1.5
+    per_token = 3 * 64 + (4 + 2 * 2) * 16 + 4 * 16 + 4 * 128
+    assert RandomModel.prefill_bytes(spec, 1000, 4) == int(1.5 * 4 * 1000 * per_token)

@@ -15,6 +15,7 @@ from ridgeline.cli import (
     _engine_name,
     _kv_name,
     _name_list,
+    _not_empty,
     _output,
     _positive_float,
     _typed,
@@ -40,6 +41,15 @@ def cmd_page(args: argparse.Namespace) -> Any:
         raise InputError(f"cannot write {args.output}: {exc}") from None
     return WroteFile(args.output, f"{len(data['combos'])} deployments, batch and context "
                      "sliders; open it in any browser (offline)")
+
+def _torch_device(text: str) -> str:
+    """cpu, mps, cuda or cuda:N: checked before minutes of measuring, not after."""
+    import re
+
+    if not re.fullmatch(r"cpu|mps|cuda(:\d+)?", text.strip()):
+        raise InputError(f"unknown device {text!r}: use cpu, cuda, cuda:N or mps")
+    return text.strip()
+
 
 def _register_gpu_files(args: argparse.Namespace) -> None:
     from ridgeline.hardware import load_accelerator_file, register
@@ -145,7 +155,8 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=cmd_page)
 
     p = sub.add_parser("measure", help="measure this device: bandwidth, matmuls, model steps")
-    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps")
+    p.add_argument("--device", default="cpu", type=_typed(_torch_device),
+                   help="cpu, cuda, cuda:1, mps")
     p.add_argument("--quick", action="store_true", help="a small grid (minutes, not tens)")
     p.add_argument("--batches", type=_count_list("batch", MAX_BATCH),
                    help="decode batches, comma-separated (default 1,8,32,64,128,256; 1,4 quick)")
@@ -159,10 +170,12 @@ def register(sub: Any) -> None:
     p.add_argument("--model", default="llama-3.2-1b",
                    help="catalog model or config.json, built with random weights")
     p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"])
-    p.add_argument("--gpu-id", help="id for the measured device in the rows")
+    p.add_argument("--gpu-id", type=_not_empty("gpu id"),
+                   help="id for the measured device in the rows")
     p.add_argument("--memory-gib", type=_positive_float("memory GiB"), default=80.0,
                    help="device memory to record (default 80)")
-    p.add_argument("--rated-gpu", help="catalog accelerator to compare the probes with")
+    p.add_argument("--rated-gpu", type=_typed(_accelerator_name),
+                   help="catalog accelerator to compare the probes with")
     p.add_argument("-o", "--output", required=True, metavar="rows.csv")
     _output(p)
     p.set_defaults(handler=cmd_measure)

@@ -139,11 +139,19 @@ def measure(device: str = "cpu", quick: bool = True, model: str = "llama-3.2-1b"
                 result.skipped.append(f"batch {batch} x context {context}: out of memory "
                                       "beside the cache")
             _free(torch, dev)
+        need = RandomModel.prefill_bytes(spec, context, element)
+        if need > room:
+            result.skipped.append(f"prefill of {context:,} tokens: needs about "
+                                  f"{need / 2**30:,.1f} GiB, {room / 2**30:,.1f} GiB free")
+            continue
         prompt = torch.zeros(1, context, dtype=torch.long, device=dev)
         seconds = timed(torch, dev, partial(rm.step, prompt, None), repeats=3, warmup=1)
         result.rows.append(_row(hf, weights, gid, 1, context, 0, context, "prefill_tok_s",
                                 context / seconds, "tok/s",
                                 notes + ", median of 3" + sm_clock_note(torch, dev), kv=kv))
+    if not result.rows:
+        raise InputError(f"{spec.name}: nothing in the grid fits on this device "
+                         f"({result.skipped[-1]})")
     return result
 
 

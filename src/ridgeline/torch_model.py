@@ -138,6 +138,24 @@ class RandomModel:
                     + 1 for layer in spec.layers)
         return 2 * batch * att.num_kv_heads * att.head_dim * slots * element_bytes
 
+    @staticmethod
+    def prefill_bytes(spec: ModelSpec, tokens: int, element_bytes: int) -> int:
+        """About the most a prefill of ``tokens`` holds at once beside the weights: the
+        hidden state, Q/K/V, the attention output and the MLP's (or the picked experts')
+        intermediate products, with room to spare for the allocator."""
+        att = spec.attention
+        assert att is not None
+        h = spec.hidden_size
+        qkv = (att.num_heads + 2 * att.num_kv_heads) * att.head_dim
+        if spec.moe is not None:
+            rows = tokens * spec.moe.experts_per_token
+            ffn = rows * (2 * h + 3 * spec.moe.expert_intermediate_size)
+        else:
+            f = spec.dense_mlp.intermediate_size if spec.dense_mlp else 0
+            ffn = tokens * 4 * f
+        per_token = 3 * h + qkv + att.num_heads * att.head_dim
+        return int(1.5 * element_bytes * (tokens * per_token + ffn))
+
     def step(self, tokens: Any, cache: list[tuple[Any, Any]] | None) -> Any:
         """One forward pass: tokens [batch, new] attend to the cache (if any) and themselves.
         A decoded token is written into the cache's free slot, not concatenated, so a step
