@@ -312,8 +312,9 @@ of the whole batch, or the whole prompt's prefill.
 - **floor (probed)**: the same on the bandwidth and matmul rate that run's probes reached.
 - **calibrated, model held out**: the engine's profile fitted on the other models' rows (on
   the catalog's H200), then asked about this model. No row is predicted by a fit that saw it.
-- **predicted before measuring**: the profiles fitted on run 1 alone, asked about run 2's models
-  and batches, and committed before run 2 was measured.
+- **predicted before measuring**: the profiles fitted on the earlier runs, asked about a later
+  run's models and batches, and committed before it was measured (runs 2 and 3; run 4's, fp8
+  weights, wait in `validation/h200/predicted/` for a device).
 
 What the model leaves out, visible below:
 
