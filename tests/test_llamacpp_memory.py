@@ -40,6 +40,10 @@ LOGGED = [
      "ggml-org/ci V100 run be421fc"),
     (lambda: _spec("gemma-2-2b", 256000, 2304, 26, 8, 4, 9216), 8192, False, 504.50,
      "llama.cpp #9013, 4 slots x 2,048"),
+    # two GPUs, layer split: both log 1,080.00 MiB, the output GPU too: the larger of the
+    # scores and the logits, not their sum (ik_llama.cpp #514, mainline build 5622)
+    (lambda: resolve_model("qwen3-30b-a3b"), 16384, False, 1080.00,
+     "ik_llama.cpp #514, 2 GPUs, each"),
 ]
 
 

@@ -14,6 +14,12 @@ With flash attention the scores are never materialised, so the buffer stays at t
 whatever the context; without it every cell costs n_ubatch × n_head × 4 B of compute
 buffer on top of its KV (half again for Llama-3.1-8B at f16). ``-fa`` defaults to auto,
 on wherever the backend supports it, since mid-2025 (llama.cpp PR #15746 era).
+
+Split over several GPUs by layer, each GPU reserves the peak of its own layers, and only the
+GPU holding the output layer adds the logits, as the larger of the two, not their sum (two
+GPUs at 1,080.00 MiB each, ik_llama.cpp #514; on 4 × P100 the output GPU grows with n_ubatch
+by the logits while the others stay small, miminashi/llm-server-ops 2026-04 reports). That
+GPU binds (it also holds the output layer's weights), so the pool is sized for it.
 """
 
 from __future__ import annotations
