@@ -20,6 +20,11 @@ GPU holding the output layer adds the logits, as the larger of the two, not thei
 GPUs at 1,080.00 MiB each, ik_llama.cpp #514; on 4 × P100 the output GPU grows with n_ubatch
 by the logits while the others stay small, miminashi/llm-server-ops 2026-04 reports). That
 GPU binds (it also holds the output layer's weights), so the pool is sized for it.
+
+Not modelled: llama-server builds since PR #23861 (May 2026) reserve logits for one row per
+slot rather than all n_ubatch tokens (issue #23527). The buffer then falls to the per-layer
+peak, which has too few logs to fit; counting all n_ubatch rows is conservative by
+vocab × (n_ubatch − slots) × 4 B.
 """
 
 from __future__ import annotations
