@@ -44,7 +44,7 @@ smi() {
   smi name,memory.total,clocks.max.sm,clocks.max.mem,driver_version,power.limit
   "$PYTHON" -c "import torch; print('torch', torch.__version__)"
   "$PYTHON" -m ridgeline measure --device "$DEVICE" $QUICK --model "$MODEL" \
-    --gpu-id "$GPU_ID" --rated-gpu h200 --memory-gib 141 -o "$rows" \
+    --gpu-id "$GPU_ID" --rated-gpu h200 -o "$rows" \
     ${BATCHES:+--batches "$BATCHES"} ${CONTEXTS:+--contexts "$CONTEXTS"} $FLAGS || exit 1
   smi clocks.sm,clocks.mem,power.draw,temperature.gpu
   for spec in $EXTRA; do

@@ -273,3 +273,23 @@ def test_a_grid_the_device_cannot_hold_is_refused_before_it_allocates(
     # the hidden state, Q/K/V, attention output and gated MLP of 1,000 tokens, fp32, × 1.5
     per_token = 3 * 64 + (4 + 2 * 2) * 16 + 4 * 16 + 4 * 128
     assert RandomModel.prefill_bytes(spec, 1000, 4) == int(1.5 * 4 * 1000 * per_token)
+
+
+def test_the_device_record_holds_the_memory_the_runtime_reports(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Not a default of 80 GiB whatever the card: the runtime's figure (a CPU's RAM here),
+    or --memory-gib where given."""
+    import os
+
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(TINY))
+    rows = tmp_path / "rows.csv"
+    record = tmp_path / "rows.accelerator.json"
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert main(["measure", "--model", str(config), "--quick", "--batches", "1", "--contexts",
+                 "8", "-o", str(rows)]) == 0
+    assert json.loads(record.read_text())["memory_bytes"] == ram
+    assert "as the runtime reports it" in capsys.readouterr().out
+    assert main(["measure", "--model", str(config), "--quick", "--batches", "1", "--contexts",
+                 "8", "--memory-gib", "24", "-o", str(rows)]) == 0
+    assert json.loads(record.read_text())["memory_bytes"] == 24 * 2**30

@@ -66,8 +66,13 @@ def cmd_measure(args: argparse.Namespace) -> Any:
     gid = args.gpu_id or f"measured-{args.device}"
     write_rows(result.rows, args.output)
     record_path = str(args.output).rsplit(".", 1)[0] + ".accelerator.json"
+    memory: float | None = None
     if result.probes:
-        write_record(accelerator_record(result, gid, args.memory_gib * 2**30), record_path)
+        memory = args.memory_gib * 2**30 if args.memory_gib else result.memory_bytes
+        if memory is None:
+            raise InputError(f"{args.device}: the runtime reports no memory size; give "
+                             "--memory-gib")
+        write_record(accelerator_record(result, gid, memory), record_path)
     rated = None
     if args.rated_gpu:
         from ridgeline.hardware import resolve_accelerator
@@ -81,6 +86,10 @@ def cmd_measure(args: argparse.Namespace) -> Any:
         if rated and unit == "GB/s":
             line += f"  rated {rated.memory_bandwidth_bytes_per_s / 1e9:,.0f} GB/s"
         lines.append(line)
+    if memory is not None:
+        lines.append(f"  memory recorded {memory / 2**30:,.1f} GiB ("
+                     + ("--memory-gib" if args.memory_gib else "as the runtime reports it")
+                     + ")")
     lines += [f"  skipped: {s}" for s in result.skipped]
     if result.probes:
         lines.append(f"wrote {len(result.rows)} rows to {args.output} and the measured device "
@@ -172,8 +181,9 @@ def register(sub: Any) -> None:
     p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"])
     p.add_argument("--gpu-id", type=_not_empty("gpu id"),
                    help="id for the measured device in the rows")
-    p.add_argument("--memory-gib", type=_positive_float("memory GiB"), default=80.0,
-                   help="device memory to record (default 80)")
+    p.add_argument("--memory-gib", type=_positive_float("memory GiB"),
+                   help="device memory to record (default: what CUDA or Metal reports, or "
+                   "the machine's RAM on a CPU)")
     p.add_argument("--rated-gpu", type=_typed(_accelerator_name),
                    help="catalog accelerator to compare the probes with")
     p.add_argument("-o", "--output", required=True, metavar="rows.csv")

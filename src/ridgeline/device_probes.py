@@ -150,6 +150,19 @@ def device_memory_bytes(torch: Any, device: Any) -> float:
         return float("inf")
 
 
+def device_total_bytes(torch: Any, device: Any) -> float | None:
+    """The device's whole memory as its runtime reports it (CUDA's total, Metal's recommended
+    working set, a CPU's RAM), for the measured device's record; None where none is known."""
+    try:
+        if device.type == "cuda":
+            return float(torch.cuda.mem_get_info(device)[1])
+        if device.type == "mps":
+            return float(torch.mps.recommended_max_memory())
+        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (RuntimeError, AttributeError, ValueError, OSError):
+        return None
+
+
 def probe_device(torch: Any, dev: Any, quick: bool, skipped: list[str]) -> list[Probe]:
     """Every probe this device runs; what it cannot run is named in ``skipped``."""
     # big enough to leave every cache: 256 MiB on a CPU, 1 GiB on a GPU (4x with the full run)

@@ -24,6 +24,7 @@ from ridgeline.catalog import model_entries, resolve_model
 from ridgeline.device_probes import (
     Probe,
     device_memory_bytes,
+    device_total_bytes,
     graph_replay,
     probe_device,
     sm_clock_note,
@@ -46,6 +47,7 @@ class MeasureResult:
     probes: list[Probe] = field(default_factory=list)
     rows: list[dict[str, str]] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    memory_bytes: float | None = None  # the device's total, as its runtime reports it
 
 
 def _row(model_hf: str, weights: str, gpu_id: str, batch: int, input_len: int, output_len: int,
@@ -93,7 +95,7 @@ def measure(device: str = "cpu", quick: bool = True, model: str = "llama-3.2-1b"
         raise InputError("--device mps: no Metal device is visible")
     name = (torch.cuda.get_device_name(dev) if dev.type == "cuda" else
             platform.processor() or platform.machine())
-    result = MeasureResult(device, name)
+    result = MeasureResult(device, name, memory_bytes=device_total_bytes(torch, dev))
     dt = dtype or ("float32" if dev.type == "cpu" else "bfloat16")
     if probes:
         result.probes += probe_device(torch, dev, quick, result.skipped)
