@@ -23,6 +23,15 @@ TINY: dict[str, Any] = {
 }
 
 
+def refused(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Bad input: one line on stderr naming ``message``, exit 2, no traceback."""
+    with pytest.raises(SystemExit) as exit_info:
+        sys.exit(main(argv))
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err
+
+
 def build(config: dict[str, Any]) -> Any:
     from ridgeline.torch_model import RandomModel
 
@@ -168,11 +177,7 @@ def test_the_grid_and_the_probes_can_be_chosen(tmp_path: Path,
     for bad, message in ((["--batches", "0"], "batch must be positive"),
                          (["--contexts", "1,,2"], "empty entry"),
                          (["--batches", "2000000"], "batch")):
-        with pytest.raises(SystemExit) as exit_info:
-            sys.exit(main(["measure", "--model", str(config), *bad, "-o", str(rows)]))
-        assert exit_info.value.code == 2
-        err = capsys.readouterr().err
-        assert err.count("\n") == 1 and message in err
+        refused(["measure", "--model", str(config), *bad, "-o", str(rows)], message, capsys)
 
 
 def test_a_windowed_layer_prefills_as_a_band_of_the_full_causal_attention() -> None:
@@ -261,11 +266,7 @@ def test_a_grid_the_device_cannot_hold_is_refused_before_it_allocates(
             (["--device", "gpu0"], "unknown device 'gpu0'"),
             (["--gpu-id", ""], "gpu id is empty"),
             (["--rated-gpu", "h2000"], "unknown accelerator")):
-        with pytest.raises(SystemExit) as exit_info:
-            sys.exit(main(["measure", "--model", str(config), *argv, "-o", str(rows)]))
-        assert exit_info.value.code == 2
-        err = capsys.readouterr().err
-        assert err.count("\n") == 1 and message in err and "Traceback" not in err
+        refused(["measure", "--model", str(config), *argv, "-o", str(rows)], message, capsys)
     from ridgeline.model import ModelSpec
     from ridgeline.torch_model import RandomModel
 
