@@ -5,7 +5,8 @@
 
 Rows: validation/measurements.csv (the shared published measurements),
 validation/lowbatch.csv (low-batch serving figures collected for ridgeline) and
-validation/h200/ (`ridgeline measure` on an H200: the torch-eager and torch-cudagraph rows). The llama.cpp
+validation/h200/ (`ridgeline measure` on an H200: the torch-eager and torch-cudagraph rows of
+dense models; its MoE rows are not fitted, see harness_moe). The llama.cpp
 backends are fitted one by one; TensorRT-LLM, vLLM and SGLang together (SERVING_ENGINES:
 one profile fitted on all their rows); an engine with no rows borrows the closest fitted
 profile, and says so in its `source`.
