@@ -86,7 +86,7 @@ def test_llamacpp_defaults_to_four_slots_an_f16_cache_and_flash_attention() -> N
     dep = _dep("llama-3.1-8b", "rtx-4090", "q4_k_m")
     pool = kv_pool(dep, EngineSettings(max_model_len=32000))
     assert dep.kv.id == "fp16" and pool.max_num_seqs == 4 and pool.profile_tokens == 512
-    assert pool.activation_bytes == compute_buffer_bytes(dep.model, 512, pool.tokens, True)
+    assert pool.activation_bytes == compute_buffer_bytes(dep.model, 512, pool.tokens, True, 4)
 
 
 def test_without_flash_attention_long_contexts_lose_cells_to_the_scores() -> None:
@@ -153,3 +153,46 @@ def test_what_llamacpp_allocates_never_exceeds_the_device(
         assert used <= pool.total_bytes * (1 + 1e-9)
     if pool.kv_bytes_per_token:
         assert report.conversations * context <= pool.tokens
+
+
+# after PR #23861: logits for the slots only, one layer's peak, the f16 mask
+# (model, n_ubatch, n_ctx, outputs, logged compute buffer MiB, where); flash attention on
+LOGGED_SINCE_OUTPUT_CAP = [
+    (lambda: resolve_model("qwen3-8b"), 2048, 8192, 1, 384.04,
+     "HilbertRaum arch sweep, build 9849"),
+    (lambda: resolve_model("qwen3-30b-a3b"), 2048, 8192, 1, 368.04,
+     "HilbertRaum arch sweep, build 9849, MoE"),
+    (lambda: resolve_model("llama-3.1-8b"), 512, 32768, 1, 140.00,
+     "Ollama llama-server 2026-06, Hermes-3-Llama-3.1-8B, full offload"),
+    (lambda: _spec("qwen3-4b", 151936, 2560, 36, 32, 8, 9728), 512, 8192, 4, 85.01,
+     "llama-server 2026-10, 4 slots"),
+]
+
+
+@pytest.mark.parametrize(("make", "n_ubatch", "cells", "outputs", "logged_mib", "where"),
+                         LOGGED_SINCE_OUTPUT_CAP, ids=[row[-1] for row in LOGGED_SINCE_OUTPUT_CAP])
+def test_since_the_output_cap_the_buffer_is_one_layers_peak_within_ten_percent(
+        make: object, n_ubatch: int, cells: int, outputs: int, logged_mib: float,
+        where: str) -> None:
+    model = make()  # type: ignore[operator]
+    predicted = compute_buffer_bytes(model, n_ubatch, cells, True, outputs) / MIB
+    assert predicted == pytest.approx(logged_mib, rel=0.10), where
+    # the older rule, all n_ubatch tokens' logits, would have been far larger
+    assert compute_buffer_bytes(model, n_ubatch, cells, True) / MIB > 1.3 * logged_mib
+
+
+def test_the_build_decides_which_rule_sizes_the_buffer(capsys: pytest.CaptureFixture[str]) -> None:
+    """Newest by default (one logits row per slot); --engine-version b9400 the older rule,
+    which leaves fewer cells; a build is refused for vLLM and a version for llama.cpp."""
+    dep = _dep("qwen3-8b", "rtx-4090", "q4_k_m")
+    new = kv_pool(dep, EngineSettings(max_model_len=8192))
+    old = kv_pool(dep, EngineSettings(max_model_len=8192, engine_version="b9400"))
+    assert new.activation_bytes == compute_buffer_bytes(dep.model, 512, new.tokens, True, 4)
+    assert old.activation_bytes == compute_buffer_bytes(dep.model, 512, old.tokens, True)
+    assert old.tokens < new.tokens
+    for argv, message in (
+            (["--engine", "vllm", "--engine-version", "b9400"], "a llama.cpp build"),
+            (["--engine", "llama.cpp-cuda", "--engine-version", "0.11"], "is not one")):
+        assert main(["fit", "qwen3-8b", "--gpu", "rtx-4090", "--max-model-len", "8192",
+                     *argv]) == 2
+        assert message in capsys.readouterr().err

@@ -17,6 +17,7 @@ allocates the KV cache for the whole n_ctx up front.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,7 +84,8 @@ class EngineSettings:
     block_size: int | None = None  # SGLang page_size; TRT tokens_per_block
     enforce_eager: bool = False  # vLLM: no CUDA graphs, no graph memory
     usage: str = "serve"  # vLLM usage context: "serve" (vllm serve) or "offline" (LLM class)
-    engine_version: str | None = None  # vLLM/SGLang: whose memory rules (default: the newest)
+    # vLLM/SGLang: whose memory rules, as 0.11; llama.cpp: its build, as b9400 (default: newest)
+    engine_version: str | None = None
     flash_attn: bool = True  # llama.cpp -fa (default auto: on where the backend supports it)
     swa_full_tokens_ratio: float | None = None  # SGLang's window pool ÷ full pool (default 0.8)
 
@@ -97,7 +99,7 @@ class EngineSettings:
                 raise InputError(f"{name} must be at least 1, got {value}")
         if self.usage not in ("serve", "offline"):
             raise InputError(f"usage must be serve or offline, got {self.usage!r}")
-        if self.engine_version is not None:
+        if self.engine_version is not None and llamacpp_build(self.engine_version) is None:
             parse_version(self.engine_version)
         r = self.swa_full_tokens_ratio
         if r is not None and not 0 < r <= 1:
@@ -243,9 +245,14 @@ def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
         raise InputError(f"{engine} is `ridgeline measure`'s PyTorch harness, not a serving "
                          "engine: it has no KV pool or scheduler to size (use vllm, sglang, "
                          "trtllm or llama.cpp-…)")
-    if s.engine_version is not None and engine not in ("vllm", "sglang"):
-        raise InputError(f"--engine-version models vLLM's and SGLang's memory rules; {engine} "
-                         "has one")
+    if s.engine_version is not None and engine not in ("vllm", "sglang") and not (
+            engine.startswith("llama.cpp") and llamacpp_build(s.engine_version) is not None):
+        raise InputError(f"--engine-version models vLLM's and SGLang's versions and llama.cpp's "
+                         f"builds (b9400); {engine} has none, or {s.engine_version!r} is not one")
+    if s.engine_version is not None and engine in ("vllm", "sglang") and llamacpp_build(
+            s.engine_version) is not None:
+        raise InputError(f"--engine-version {s.engine_version}: a llama.cpp build, not a "
+                         f"{engine} version (e.g. 0.11)")
     d = engine_defaults(engine)
     total = total_bytes or device_memory_bytes(dep.accelerator)
     weights = dep.weight_bytes / dep.num_gpus
@@ -280,6 +287,20 @@ def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
                   s.block_size or int(d["tokens_per_block"]), seqs, tokens, forward_bytes=forward)
 
 
+def llamacpp_build(text: str) -> int | None:
+    """'b9400' or '9400' → 9400; None for anything else (a vLLM/SGLang version)."""
+    match = re.fullmatch(r"\s*b?(\d+)\s*", text)
+    return int(match.group(1)) if match else None
+
+
+def llamacpp_outputs(slots: int, engine_version: str | None) -> int | None:
+    """The logits rows llama-server reserves: one per slot since PR #23861 (the newest, by
+    default), or every ubatch token (None) in builds before it."""
+    since = int(engine_defaults("llama.cpp")["outputs_per_slot_since_build"])
+    build = llamacpp_build(engine_version) if engine_version else None
+    return None if build is not None and build < since else slots
+
+
 def _llamacpp_pool(dep: Deployment, s: EngineSettings, total: float, weights: float,
                    non_torch: float, per_token: float) -> KVPool:
     """llama.cpp (and engines without a paged pool): the weights, the CUDA context and the
@@ -291,8 +312,9 @@ def _llamacpp_pool(dep: Deployment, s: EngineSettings, total: float, weights: fl
     fixed = slot_cache_bytes(dep.model, dep.kv.bytes_per_element, seats, n_ubatch,
                              honours_windows(dep)) * dep.kv_replication / dep.num_gpus
     free = total - weights - non_torch - fixed
-    cells = cells_that_fit(free, per_token, dep.model, n_ubatch, s.flash_attn)
-    compute = compute_buffer_bytes(dep.model, n_ubatch, cells, s.flash_attn)
+    outputs = llamacpp_outputs(seats, s.engine_version)
+    cells = cells_that_fit(free, per_token, dep.model, n_ubatch, s.flash_attn, outputs)
+    compute = compute_buffer_bytes(dep.model, n_ubatch, cells, s.flash_attn, outputs)
     return KVPool(dep.engine, total, 1.0, weights, compute, non_torch, 0.0, 1.0, per_token,
                   1, seats, n_ubatch, forward_bytes=compute, slot_cache_bytes=fixed,
                   windows_apart=True)
