@@ -196,3 +196,15 @@ def test_the_build_decides_which_rule_sizes_the_buffer(capsys: pytest.CaptureFix
         assert main(["fit", "qwen3-8b", "--gpu", "rtx-4090", "--max-model-len", "8192",
                      *argv]) == 2
         assert message in capsys.readouterr().err
+
+
+def test_explain_shows_the_rule_the_build_follows(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["fit", "qwen3-8b", "--gpu", "rtx-4090", "--engine", "llama.cpp-cuda",
+            "--max-model-len", "8192", "--explain"]
+    assert main(argv) == 0
+    newest = capsys.readouterr().out
+    assert "FFN products" in newest and "mask" in newest and "before #23861" not in newest
+    assert main([*argv, "--engine-version", "b9400"]) == 0
+    older = capsys.readouterr().out
+    assert "builds before #23861" in older and "build b9400" in older
+    assert "FFN products" not in older

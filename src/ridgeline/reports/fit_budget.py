@@ -7,8 +7,14 @@ from __future__ import annotations
 from ridgeline.deployment import Deployment
 from ridgeline.engine_windows import honours_windows, sglang_swa_ratio
 from ridgeline.explain import Quantity, Step, q, step
-from ridgeline.llamacpp_memory import logits_bytes, scores_bytes_per_cell
-from ridgeline.memory import EngineSettings, KVPool, device_memory_note, engine_defaults
+from ridgeline.llamacpp_memory import buffer_terms
+from ridgeline.memory import (
+    EngineSettings,
+    KVPool,
+    device_memory_note,
+    engine_defaults,
+    llamacpp_outputs,
+)
 from ridgeline.units import GIB
 
 
@@ -24,7 +30,31 @@ def accounting_quantity(p: KVPool) -> Quantity:
 
 def llamacpp_pool_step(dep: Deployment, p: KVPool, s: EngineSettings) -> Step:
     model, n_ubatch = dep.model, p.profile_tokens
-    scores = p.tokens * scores_bytes_per_cell(model, n_ubatch, s.flash_attn)
+    outputs = llamacpp_outputs(p.max_num_seqs, s.engine_version)
+    fixed, peak, scores_per_cell, mask_per_cell = buffer_terms(model, n_ubatch, s.flash_attn,
+                                                               outputs)
+    scores = p.tokens * scores_per_cell
+    heads = model.attention.num_heads if model.attention else 0
+    scores_q = q("scores", scores / GIB, "GiB",
+                 "flash attention: none materialised" if s.flash_attn else
+                 f"{p.tokens:,} cells × n_ubatch {n_ubatch} × {heads} heads × 4 B")
+    if outputs is None:  # builds before PR #23861
+        buffer = [q("compute buffer", p.activation_bytes / GIB, "GiB",
+                    "max(logits, scores) + 4 × n_ubatch × hidden × 4 B (builds before #23861)"),
+                  q("logits", peak / GIB, "GiB",
+                    f"vocab {model.vocab_size:,} × n_ubatch {n_ubatch} × 4 B"), scores_q]
+    else:
+        buffer = [q("compute buffer", p.activation_bytes / GIB, "GiB",
+                    "slots' logits + 2 hidden tensors + max(FFN products, scores) + mask"),
+                  q("slots' logits and hidden", fixed / GIB, "GiB",
+                    f"{outputs} × vocab {model.vocab_size:,} × 4 B + 2 × n_ubatch {n_ubatch} "
+                    f"× hidden {model.hidden_size:,} × 4 B"),
+                  q("FFN products", peak / GIB, "GiB",
+                    f"gate, up and their product: 3 × n_ubatch {n_ubatch} × n_ff × 4 B"),
+                  scores_q,
+                  q("mask", p.tokens * mask_per_cell / GIB, "GiB",
+                    f"{p.tokens:,} cells × n_ubatch {n_ubatch} × "
+                    f"{2 if s.flash_attn else 4} B")]
     return step(
         "KV cache per GPU", "total − weights − runtime context − compute buffer",
         q("KV cache", p.pool_bytes / GIB, "GiB"),
@@ -32,16 +62,11 @@ def llamacpp_pool_step(dep: Deployment, p: KVPool, s: EngineSettings) -> Step:
           device_memory_note(dep.accelerator)),
         q("weights per GPU", p.weight_bytes / GIB, "GiB"),
         q("runtime context", p.non_torch_bytes / GIB, "GiB", "CUDA/Metal context, libraries"),
-        q("compute buffer", p.activation_bytes / GIB, "GiB",
-          "max(logits, scores) + 4 × n_ubatch × hidden × 4 B"),
-        q("logits", logits_bytes(model, n_ubatch) / GIB, "GiB",
-          f"vocab {model.vocab_size:,} × n_ubatch {n_ubatch} × 4 B"),
-        q("scores", scores / GIB, "GiB",
-          "flash attention: none materialised" if s.flash_attn else
-          f"{p.tokens:,} cells × n_ubatch {n_ubatch} × {model.attention.num_heads if model.attention else 0}"
-          " heads × 4 B"),
+        *buffer,
         q("cells", p.tokens, "", "the most whose KV and compute buffer share what is left"),
-        accounting_quantity(p))
+        accounting_quantity(p) if s.engine_version is None else
+        q("accounting", f"{p.engine} build {s.engine_version}", "",
+          str(engine_defaults(p.engine).get("memory_rule", ""))))
 
 
 def window_rule(dep: Deployment, s: EngineSettings) -> str:
