@@ -178,7 +178,9 @@ def register(sub: Any) -> None:
                    help="only the model's steps (no bandwidth or matmul probes, no device record)")
     p.add_argument("--model", default="llama-3.2-1b",
                    help="catalog model or config.json, built with random weights")
-    p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"])
+    p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"],
+                   help="the model's weights, activations and cache (default float32 on a CPU, "
+                   "bfloat16 on a GPU)")
     p.add_argument("--gpu-id", type=_not_empty("gpu id"),
                    help="id for the measured device in the rows")
     p.add_argument("--memory-gib", type=_positive_float("memory GiB"),
