@@ -7,6 +7,8 @@ import csv
 import statistics
 from pathlib import Path
 
+import pytest
+
 from ridgeline.calibrate import validate
 from ridgeline.catalog import resolve_model
 from ridgeline.engines import profile_for
@@ -76,3 +78,20 @@ def test_the_moe_rows_grow_with_batch_as_the_experts_touched_say() -> None:
             predicted = (r.batch or 1) * (predictions[first.id].predicted or 0) / (
                 predictions[r.id].predicted or 1)
             assert grew > 1.3 and abs(predicted / grew - 1) < 0.25, (r.id, grew, predicted)
+
+
+def test_validate_marks_the_harness_moe_rows_once_and_the_dense_rows_not(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from ridgeline.cli import main
+
+    assert main(["validate", str(DATA / "2026-11-29-run3.csv"), str(DATA / "2026-11-29-run2.csv"),
+                 "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)["rows"]
+    moe = [r for r in data if "A3B" in r["id"] or "Mixtral" in r["id"] or "gpt-oss" in r["id"]]
+    assert moe and all("torch._grouped_mm" in (r["caveat"] or "") for r in moe)
+    assert all(r["caveat"] is None for r in data if r not in moe)
+    assert main(["validate", str(DATA / "2026-11-29-run3.csv")]) == 0
+    text = capsys.readouterr().out
+    assert text.count("torch._grouped_mm") == 1 and f"{len(moe)} rows (" in text

@@ -100,7 +100,22 @@ def predict(row: Measurement, profiles: Mapping[str, EngineProfile] | None = Non
     low, high = value * profile.band_low, value * profile.band_high
     if row.metric == "ttft_ms":  # a time: the band inverts
         low, high = value / profile.band_high, value / profile.band_low
-    return Prediction(row.id, row.metric, row.value, value, "", low, high)
+    return Prediction(row.id, row.metric, row.value, value, "", low, high,
+                      caveat=speed_caveat(dep))
+
+
+# `ridgeline measure`'s harness runs experts through torch._grouped_mm behind unfused routing
+# kernels: about half a dense matmul's bandwidth at decode shapes (docs/h200.md)
+HARNESS_MOE_CAVEAT = ("the measure harness runs experts through torch._grouped_mm, which read "
+                      "them at about half a dense matmul's bandwidth on an H200 (docs/h200.md); "
+                      "its MoE rows are scored, not fitted")
+
+
+def speed_caveat(dep: Deployment) -> str:
+    """What the row's engine does that the step-cost model leaves out, or ""."""
+    if dep.engine.startswith("torch-") and dep.model.moe is not None:
+        return HARNESS_MOE_CAVEAT
+    return ""
 
 
 def _predict_value(row: Measurement, dep: Deployment, profile: EngineProfile) -> float | None:

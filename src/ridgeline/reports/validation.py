@@ -52,10 +52,14 @@ class ValidationReport:
                                                                             else "")]
                     for p in self.predictions]
             lines += [*table(rows, ["id", "metric", "measured", "predicted", "error"]), ""]
-            caveats = [p for p in self.predictions if p.caveat and p.error is not None]
+            caveats: dict[str, list[str]] = {}  # one line per caveat, with the rows it covers
+            for p in self.predictions:
+                if p.caveat and p.error is not None:
+                    caveats.setdefault(p.caveat, []).append(p.id)
             if caveats:
                 lines.append("* still scored; the engine did something the model leaves out:")
-                lines += [f"  {p.id}: {p.caveat}" for p in caveats]
+                lines += [f"  {ids[0] if len(ids) == 1 else f'{len(ids)} rows ({ids[0]}, …)'}: "
+                          f"{caveat}" for caveat, ids in caveats.items()]
                 lines.append("")
         for column, title in (("metric", "metric"), ("engine", "engine"), ("gpu", "accelerator")):
             lines += table(_stats_rows(self._by(column)),
