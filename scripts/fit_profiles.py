@@ -6,7 +6,7 @@
 Rows: validation/measurements.csv (the shared published measurements),
 validation/lowbatch.csv (low-batch serving figures collected for ridgeline) and
 validation/h200/ (`ridgeline measure` on an H200: the torch-eager and torch-cudagraph rows of
-dense models; its MoE rows are not fitted, see harness_moe). The llama.cpp
+dense models; its MoE rows are not fitted, see to_fit). The llama.cpp
 backends are fitted one by one; TensorRT-LLM, vLLM and SGLang together (SERVING_ENGINES:
 one profile fitted on all their rows); an engine with no rows borrows the closest fitted
 profile, and says so in its `source`.
@@ -23,6 +23,7 @@ from ridgeline.calibrate import SERVING_ENGINES, fit_engine, fit_profiles
 from ridgeline.catalog import resolve_model
 from ridgeline.engines import EngineProfile, engine_id
 from ridgeline.measurements import Measurement, read_measurement_files
+from ridgeline.predict import harness_moe
 
 ROOT = Path(__file__).resolve().parent.parent
 CSVS = (ROOT / "validation" / "measurements.csv", ROOT / "validation" / "lowbatch.csv",
@@ -49,19 +50,20 @@ PRIORS = {
 }
 
 
-def harness_moe(row: Measurement) -> bool:
-    """`ridgeline measure`'s MoE rows: its experts run through torch._grouped_mm (half the
-    bandwidth a dense matmul of the same bytes reaches at decode shapes) behind unfused
-    routing kernels, which no serving engine runs (docs/h200.md). Kept, scored, not fitted:
-    a profile has one bandwidth efficiency for every weight."""
-    return engine_id(row.engine).startswith("torch-") and resolve_model(row.model).moe is not None
+def to_fit(row: Measurement) -> bool:
+    """All rows but `ridgeline measure`'s MoE ones: its experts run through torch._grouped_mm
+    (half the bandwidth a dense matmul of the same bytes reaches at decode shapes) behind
+    unfused routing kernels, which no serving engine runs (docs/h200.md). Those are kept and
+    scored, not fitted: a profile has one bandwidth efficiency for every weight."""
+    return not (engine_id(row.engine).startswith("torch-")
+                and harness_moe(row.engine, resolve_model(row.model)))
 
 
 def main() -> int:
     result = read_measurement_files(CSVS)
     for error in result.errors:
         print(f"skipped {error}", file=sys.stderr)
-    rows = [r for r in result.rows if not harness_moe(r)]
+    rows = [r for r in result.rows if to_fit(r)]
     alone = [r for r in rows if engine_id(r.engine) not in SERVING_ENGINES]
     fitted = fit_profiles(alone)
     serving = fit_engine(rows, SERVING_ENGINES[0], family=SERVING_ENGINES)

@@ -192,7 +192,7 @@ def test_the_build_decides_which_rule_sizes_the_buffer(capsys: pytest.CaptureFix
     assert old.tokens < new.tokens
     for argv, message in (
             (["--engine", "vllm", "--engine-version", "b9400"], "a llama.cpp build"),
-            (["--engine", "llama.cpp-cuda", "--engine-version", "0.11"], "is not one")):
+            (["--engine", "llama.cpp-cuda", "--engine-version", "0.11"], "a build, as b9400")):
         assert main(["fit", "qwen3-8b", "--gpu", "rtx-4090", "--max-model-len", "8192",
                      *argv]) == 2
         assert message in capsys.readouterr().err

@@ -245,14 +245,8 @@ def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
         raise InputError(f"{engine} is `ridgeline measure`'s PyTorch harness, not a serving "
                          "engine: it has no KV pool or scheduler to size (use vllm, sglang, "
                          "trtllm or llama.cpp-…)")
-    if s.engine_version is not None and engine not in ("vllm", "sglang") and not (
-            engine.startswith("llama.cpp") and llamacpp_build(s.engine_version) is not None):
-        raise InputError(f"--engine-version models vLLM's and SGLang's versions and llama.cpp's "
-                         f"builds (b9400); {engine} has none, or {s.engine_version!r} is not one")
-    if s.engine_version is not None and engine in ("vllm", "sglang") and llamacpp_build(
-            s.engine_version) is not None:
-        raise InputError(f"--engine-version {s.engine_version}: a llama.cpp build, not a "
-                         f"{engine} version (e.g. 0.11)")
+    if s.engine_version is not None:
+        _check_version_kind(engine, s.engine_version)
     d = engine_defaults(engine)
     total = total_bytes or device_memory_bytes(dep.accelerator)
     weights = dep.weight_bytes / dep.num_gpus
@@ -291,6 +285,20 @@ def llamacpp_build(text: str) -> int | None:
     """'b9400' or '9400' → 9400; None for anything else (a vLLM/SGLang version)."""
     match = re.fullmatch(r"\s*b?(\d+)\s*", text)
     return int(match.group(1)) if match else None
+
+
+def _check_version_kind(engine: str, version: str) -> None:
+    """llama.cpp takes a build (b9400), vLLM and SGLang a version (0.11), others neither."""
+    build = llamacpp_build(version) is not None
+    if engine.startswith("llama.cpp"):
+        if not build:
+            raise InputError(f"--engine-version {version}: llama.cpp's is a build, as b9400")
+    elif engine not in ("vllm", "sglang"):
+        raise InputError(f"--engine-version models vLLM's and SGLang's versions and llama.cpp's "
+                         f"builds; {engine} has none")
+    elif build:
+        raise InputError(f"--engine-version {version}: a llama.cpp build, not a {engine} "
+                         "version (e.g. 0.11)")
 
 
 def llamacpp_outputs(slots: int, engine_version: str | None) -> int | None:

@@ -31,6 +31,7 @@ from ridgeline.errors import InputError
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.measurements import KV_METRICS, Measurement
 from ridgeline.memory import EngineSettings, engine_defaults, kv_pool, max_batch
+from ridgeline.model import ModelSpec
 from ridgeline.units import GIB
 from ridgeline.vllm_memory import parse_version
 
@@ -111,11 +112,14 @@ HARNESS_MOE_CAVEAT = ("the measure harness runs experts through torch._grouped_m
                       "its MoE rows are scored, not fitted")
 
 
+def harness_moe(engine: str, model: ModelSpec) -> bool:
+    """A MoE model timed by `ridgeline measure`'s harness (torch-eager or torch-cudagraph)."""
+    return engine_id(engine).startswith("torch-") and model.moe is not None
+
+
 def speed_caveat(dep: Deployment) -> str:
     """What the row's engine does that the step-cost model leaves out, or ""."""
-    if dep.engine.startswith("torch-") and dep.model.moe is not None:
-        return HARNESS_MOE_CAVEAT
-    return ""
+    return HARNESS_MOE_CAVEAT if harness_moe(dep.engine, dep.model) else ""
 
 
 def _predict_value(row: Measurement, dep: Deployment, profile: EngineProfile) -> float | None:
