@@ -165,3 +165,43 @@ def test_a_fit_without_compute_rows_keeps_compute_efficiency_near_its_start() ->
     fitted = fit_engine(rows, "vllm", start, family=SERVING_ENGINES)
     assert 0.35 < fitted.compute_efficiency < 0.7
     assert fitted.prefill_layer_overhead_s is None  # no TTFT rows either
+
+
+@pytest.mark.parametrize(("notes", "stated"), [
+    ("llama-bench pp512 (FA off). build 4426e298", False),
+    ("transcription agrees with the no-FA column", False),
+    ("llama-bench tg32, fa=1, n_ubatch 2048", True),
+    ("llama-batched-bench, n_ubatch 2048, flash_attn 1, build 2f68ce7cf", True),
+    ("llama-server -fa on", True),
+    ("llama-bench -fa 0 -p 512", False),
+    ("llama-bench pp512, -ngl 99; FA setting of the row not recorded", None),
+    ("fa=16 is not a flag", None),
+])
+def test_a_rows_flash_attention_is_read_from_its_notes(notes: str, stated: bool | None) -> None:
+    from dataclasses import replace
+
+    row = next(r for r in read_measurements(MEASUREMENTS).rows)
+    assert replace(row, notes=notes).flash_attention() is stated
+
+
+def test_llama_cpp_rows_run_without_flash_attention_unless_their_notes_say_so() -> None:
+    """llama-bench's -fa was off unless asked for, through every build in the data."""
+    from dataclasses import replace
+
+    from ridgeline.predict import deployment_for
+
+    rows = read_measurements(MEASUREMENTS).rows
+    xd = next(r for r in rows if r.id == "XD-RTX409024GB-8B-F16-pp4096")
+    dgx = next(r for r in rows if r.id.startswith("DGX-") and r.metric == "prefill_tok_s")
+    assert not deployment_for(xd).flash_attention
+    assert deployment_for(dgx).flash_attention
+    assert not deployment_for(replace(dgx, notes="llama-bench, build 6918")).flash_attention
+    vllm = next(r for r in rows if r.engine == "vllm")
+    assert deployment_for(vllm).flash_attention
+    # the prompt-length penalty this explains: pp4096 runs slower per token than pp512 on the
+    # same card, and only the scores' traffic makes the prediction fall with it
+    short = next(r for r in rows if r.id == "XD-RTX409024GB-8B-F16-pp512")
+    ratio = {flash: (predict(replace(xd, notes=f"fa={int(flash)}")).predicted or 0)
+             / (predict(replace(short, notes=f"fa={int(flash)}")).predicted or 1)
+             for flash in (True, False)}
+    assert ratio[False] < ratio[True] < 1.0

@@ -310,3 +310,26 @@ def test_fit_compares_engines_at_their_defaults(capsys: pytest.CaptureFixture[st
     code, _, err = run(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "8k",
                        "--engine", "vllm,sglang", "--max-num-seqs", "64")
     assert code == 2 and "one engine's settings" in err
+
+
+def test_flash_attn_off_costs_llama_cpps_scores_and_is_refused_for_other_engines(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["prefill", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "llama.cpp-cuda",
+            "--prompt-len", "8192", "--json"]
+    times = {}
+    for flag in ("on", "off"):
+        code, out, _ = run(capsys, *base, "--flash-attn", flag)
+        assert code == 0
+        report = json.loads(out)
+        times[flag] = report["expected"]["time_s"]
+        times[flag + " floor"] = report["time_s"]
+    assert times["off"] > 1.2 * times["on"]  # 8K prompt: the scores' traffic is not small
+    assert times["off floor"] == times["on floor"]  # the floor never writes the scores out
+    code, out, _ = run(capsys, "decode", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine",
+                       "llama.cpp-cuda", "--context", "8192", "--flash-attn", "off", "--explain")
+    assert code == 0 and "no flash attention" in out and "attention scores" in out
+    for argv in (["decode", "llama-3.1-8b", "--gpu", "h100", "--flash-attn", "off"],
+                 ["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "1", "--flash-attn",
+                  "off"]):
+        code, _, err = run(capsys, *argv)
+        assert code == 2 and "--flash-attn is llama.cpp's switch" in err

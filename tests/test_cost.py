@@ -151,3 +151,40 @@ def test_small_all_reduces_inside_nvlink_pay_a_fixed_latency_not_a_ring() -> Non
     assert big == pytest.approx(LOW_LATENCY_ALL_REDUCE_S + 2 * 7 / 8 * 16e6 / 450e9)
     assert big > 8 * small[-1]
     assert all_reduce_time_s(16e3, 8, l40s) > 2 * 7 * link_latency_s(l40s)
+
+
+def test_without_flash_attention_the_scores_round_trip_through_memory() -> None:
+    """llama.cpp without -fa: per layer, heads × query-key pairs × 20 B (f32 scores written,
+    softmax read and write, converted to f16, read by P·V)."""
+    from dataclasses import replace
+
+    from ridgeline.cost import SCORE_BYTES_PER_PAIR, score_bytes
+
+    flash = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("rtx-4090"),
+                             "q4_k_m", None, engine="llama.cpp-cuda")
+    naive = replace(flash, flash_attention=False)
+    prompt = [Seq(4096, 0)]
+    pairs = 4096 * 4097 / 2  # causal: query i sees i keys
+    assert score_bytes(naive, prompt) == pytest.approx(32 * 32 * pairs * SCORE_BYTES_PER_PAIR)
+    assert score_bytes(naive, prompt) / 1e9 == pytest.approx(171.8, rel=1e-3)
+    assert score_bytes(flash, prompt) == 0
+    # a decode step writes one row of scores per head: heads × (context + 1) pairs per layer
+    assert score_bytes(naive, decode_batch(2, 999)) == pytest.approx(32 * 32 * 2000 * 20)
+    # the traffic is the engine's: the memory-bound attention op pays for it, the floor does not
+    cost = step_cost(naive, prompt, profile_for("llama.cpp-cuda"))
+    att = next(op for op in cost.ops if op.name == "attention")
+    att_flash = next(op for op in step_cost(flash, prompt, profile_for("llama.cpp-cuda")).ops
+                     if op.name == "attention")
+    assert att.bytes - att_flash.bytes == pytest.approx(score_bytes(naive, prompt))
+    assert att.time_s > att_flash.time_s
+    # long prompts suffer more than short ones: the scores grow with the square of the prompt
+    def slowdown(n: int) -> float:
+        p = profile_for("llama.cpp-cuda")
+        return step_time_s(naive, [Seq(n, 0)], p) / step_time_s(flash, [Seq(n, 0)], p)
+    assert slowdown(4096) > slowdown(512) > 1.0
+    # sliding-window layers write scores only for the keys inside the window
+    gemma = Deployment.build(resolve_model("gemma-3-4b"), resolve_accelerator("rtx-4090"),
+                             "q4_k_m", None, engine="llama.cpp-cuda", flash_attention=False)
+    full = replace(gemma.model, layers=tuple(replace(layer, window_tokens=None)
+                                             for layer in gemma.model.layers))
+    assert score_bytes(gemma, prompt) < score_bytes(replace(gemma, model=full), prompt)

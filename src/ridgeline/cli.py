@@ -155,6 +155,9 @@ def _engine(p: argparse.ArgumentParser) -> None:
                    help="engine whose calibrated profile gives the expectation (default vllm): "
                    "vllm, sglang, trtllm, llama.cpp-cuda, llama.cpp-metal, …")
     p.add_argument("--profile", metavar="FILE", help="profiles from `ridgeline calibrate`")
+    p.add_argument("--flash-attn", choices=["on", "off", "auto"],
+                   help="llama.cpp -fa (default auto: on where supported); off costs the "
+                   "attention scores written to memory and read back")
 
 
 def _formats(p: argparse.ArgumentParser) -> None:
@@ -219,9 +222,18 @@ def load_deployment(args: argparse.Namespace, model: Any = None) -> Any:
     from ridgeline.engines import engine_id
 
     engine = getattr(args, "engine", None)
+    engine = engine_id(engine) if isinstance(engine, str) else "vllm"
     return Deployment.build(model or load_model(args), acc, getattr(args, "weights", None),
-                            getattr(args, "kv_dtype", None), args.num_gpus,
-                            engine=engine_id(engine) if isinstance(engine, str) else "vllm")
+                            getattr(args, "kv_dtype", None), args.num_gpus, engine=engine,
+                            flash_attention=flash_attention(args, engine))
+
+
+def flash_attention(args: argparse.Namespace, engine: str) -> bool:
+    """--flash-attn, llama.cpp's switch: on unless turned off; refused for other engines."""
+    flag = getattr(args, "flash_attn", None)
+    if flag and not engine.startswith("llama.cpp"):
+        raise InputError(f"--flash-attn is llama.cpp's switch; {engine} has no such flag")
+    return bool(flag != "off")
 
 
 # -- handlers ----------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from ridgeline.cli import (
     _positive_float,
     _typed,
     engine_settings,
+    flash_attention,
     load_accelerator,
     load_deployment,
     load_model,
@@ -40,9 +41,7 @@ def cmd_fit(args: argparse.Namespace) -> Any:
     if len(engines) > 1:
         return _compare_engines(args, model, acc, engines)
     dep = Deployment.build(model, acc, args.weights, args.kv_dtype, args.num_gpus,
-                           engine=engines[0])
-    if args.flash_attn and not dep.engine.startswith("llama.cpp"):
-        raise InputError(f"--flash-attn is llama.cpp's switch; {dep.engine} has no such flag")
+                           engine=engines[0], flash_attention=flash_attention(args, engines[0]))
     return fit_report(dep, args.max_model_len, engine_settings(args), args.target_concurrency)
 
 # the settings that name one engine's knob: a comparison runs each engine at its defaults
@@ -83,8 +82,9 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     from ridgeline.sim.workload import Workload, read_trace
 
     acc = load_accelerator(args)
+    engine = engine_id(args.engine)
     dep = Deployment.build(load_model(args), acc, args.weights, args.kv_dtype, args.num_gpus,
-                           engine=engine_id(args.engine))
+                           engine=engine, flash_attention=flash_attention(args, engine))
     config = sim_config(dep, engine_settings(args), not args.no_prefix_caching,
                         args.spec_tokens, args.spec_acceptance, args.spec_draft_cost)
     if config.num_blocks < 1:
@@ -257,7 +257,7 @@ def register(sub: Any) -> None:
                    "(default 0.8); lower holds more long conversations")
     g.add_argument("--flash-attn", choices=["on", "off", "auto"],
                    help="llama.cpp -fa (default auto: on where supported); off sizes the "
-                   "attention scores into the compute buffer")
+                   "attention scores into the compute buffer and costs their traffic")
     g.add_argument("--usage", choices=["serve", "offline"], default="serve",
                    help="vLLM usage context: vllm serve (default) or the offline LLM class")
     g.add_argument("--engine-version", metavar="V",

@@ -45,6 +45,10 @@ from ridgeline.quantization import (
 )
 
 ACTIVATION_BYTES = 2  # bf16/fp16 activations between kernels
+# Attention without flash attention (llama.cpp's graph without -fa): per head and query-key
+# pair, the f32 scores are written (4 B), read and written by the masked softmax (4 + 4) and
+# read again as f16 by the P·V matmul after a conversion (4 + 2 + 2): 20 bytes.
+SCORE_BYTES_PER_PAIR = 20
 ELEMENTWISE_PASSES = 8  # norms, residual adds, rotary, activation: reads+writes of T×h per layer
 
 
@@ -335,20 +339,22 @@ def _attention_work(dep: Deployment, load: AttentionLoad, tokens: int) -> tuple[
     return _attention_flops_bytes(_attention_rates(dep), load, tokens)
 
 
-def _attention_flops_bytes(rates: tuple[float, float, float, float], load: AttentionLoad,
-                           tokens: int) -> tuple[float, float]:
-    decode_flops, prefill_flops, kv_bytes, query_bytes = rates
+def _attention_flops_bytes(rates: tuple[float, float, float, float, float],
+                           load: AttentionLoad, tokens: int) -> tuple[float, float]:
+    decode_flops, prefill_flops, kv_bytes, query_bytes, score_bytes = rates
+    pairs = load.decode_pairs + load.prefill_pairs
     flops = decode_flops * load.decode_pairs + prefill_flops * load.prefill_pairs
-    return flops, kv_bytes * load.kv_tokens + query_bytes * tokens
+    return flops, kv_bytes * load.kv_tokens + query_bytes * tokens + score_bytes * pairs
 
 
 @lru_cache(maxsize=256)
-def _attention_rates(dep: Deployment) -> tuple[float, float, float, float]:
+def _attention_rates(dep: Deployment) -> tuple[float, float, float, float, float]:
     """Per TP rank and attention layer: FLOPs per decode and per prefill query-key pair,
-    bytes per KV token read or written, activation bytes per new token (Q in, O out)."""
+    bytes per KV token read or written, activation bytes per new token (Q in, O out), and
+    bytes per query-key pair of scores written and read back (0 with flash attention)."""
     att = dep.model.attention
     if att is None:
-        return 0.0, 0.0, 0.0, 0.0
+        return 0.0, 0.0, 0.0, 0.0, 0.0
     tp = dep.tensor_parallel_size
     kv_token = attention_kv_bytes_per_token(dep.model, dep.kv.bytes_per_element)
     kv_token *= dep.kv_replication / tp
@@ -357,7 +363,20 @@ def _attention_rates(dep: Deployment) -> tuple[float, float, float, float]:
     if att.mla:
         decode_per_pair = att.num_heads * 2 * (2 * att.mla.kv_lora_rank + att.mla.qk_rope_head_dim)
     queries = 2 * att.num_heads * att.head_dim * ACTIVATION_BYTES
-    return decode_per_pair / tp, per_pair / tp, kv_token, queries / tp
+    scores = 0.0 if dep.flash_attention else att.num_heads * SCORE_BYTES_PER_PAIR
+    return decode_per_pair / tp, per_pair / tp, kv_token, queries / tp, scores / tp
+
+
+def score_bytes(dep: Deployment, batch: Sequence[Seq]) -> float:
+    """Bytes per TP rank the attention scores of a step write and read back: heads ×
+    query-key pairs × SCORE_BYTES_PER_PAIR over every attention layer, 0 with flash attention."""
+    per_pair = _attention_rates(dep)[4]
+    if not per_pair:
+        return 0.0
+    loads = {a.window: a for a in batch_shape(dep, batch).attention}
+    return sum(count * per_pair * (loads[layer.window_tokens].decode_pairs
+                                   + loads[layer.window_tokens].prefill_pairs)
+               for layer, count in _layer_kinds(dep) if layer.mixer in ATTENTION_MIXERS)
 
 
 def _pairs(cached: int, new: int, window: int | None) -> float:

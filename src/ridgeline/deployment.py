@@ -34,6 +34,8 @@ class Deployment:
     pipeline_parallel_size: int = 1  # layers split over stages (llama.cpp's multi-GPU split)
     expert_parallel: bool = False  # experts spread over the TP ranks instead of sliced
     engine: str = "vllm"
+    # False: attention writes its scores to memory and reads them back (llama.cpp without -fa)
+    flash_attention: bool = True
 
     def __post_init__(self) -> None:
         for name in ("tensor_parallel_size", "pipeline_parallel_size"):
@@ -45,7 +47,7 @@ class Deployment:
     def build(
         cls, model: ModelSpec, accelerator: Accelerator, weights: str | None = None,
         kv: str | None = None, num_gpus: int = 1, pipeline_parallel_size: int = 1,
-        engine: str = "vllm", expert_parallel: bool = False,
+        engine: str = "vllm", expert_parallel: bool = False, flash_attention: bool = True,
     ) -> Deployment:
         """Weights default to the checkpoint's stored formats; KV to the model's dtype.
 
@@ -61,12 +63,12 @@ class Deployment:
                              "pipeline stages")
         return cls(model, accelerator, weight_plan(model, weights), kv_dtype(kv_name),
                    num_gpus // pipeline_parallel_size, pipeline_parallel_size, expert_parallel,
-                   engine)
+                   engine, flash_attention)
 
     def __hash__(self) -> int:
         return hash((self.model, self.accelerator.id, self.weights.label, self.kv.id,
                      self.tensor_parallel_size, self.pipeline_parallel_size,
-                     self.expert_parallel, self.engine))
+                     self.expert_parallel, self.engine, self.flash_attention))
 
     @property
     def num_gpus(self) -> int:

@@ -9,7 +9,7 @@ tensor parallel split FLOPs, bytes and memory.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ridgeline.cost import Seq, decode_batch, step_cost
 from ridgeline.deployment import Deployment
@@ -52,7 +52,11 @@ class Work:
 
 
 def step_work(dep: Deployment, batch: list[Seq]) -> Work:
-    """Sum step_cost's per-rank operators over the tensor-parallel ranks."""
+    """Sum step_cost's per-rank operators over the tensor-parallel ranks. The floor's
+    attention never writes its scores out (an engine without flash attention does: that
+    is the engine's cost, not the floor's)."""
+    if not dep.flash_attention:
+        dep = replace(dep, flash_attention=True)
     cost = step_cost(dep, batch)
     tp = dep.tensor_parallel_size
     total = cost.bytes * tp

@@ -68,6 +68,17 @@ class Measurement:
                 raise InputError(f"{name} in the notes is not a number: {text!r}") from None
         return None
 
+    def flash_attention(self) -> bool | None:
+        """Whether the notes say the run used flash attention ('fa=1', 'flash_attn 1',
+        'FA off', 'no-FA column'); None when they do not say."""
+        if re.search(r"\bFA off\b|\bno-FA\b|\bfa\s*[=:]?\s*0\b|flash_attn\s*[=:]?\s*(?:0|off)\b",
+                     self.notes, re.IGNORECASE):
+            return False
+        if re.search(r"\bFA on\b|\bfa\s*[=:]?\s*1\b|flash_attn\s*[=:]?\s*(?:1|on)\b",
+                     self.notes, re.IGNORECASE):
+            return True
+        return None
+
     def engine_version(self) -> str | None:
         """The engine version the notes name after 'engine:' ('vLLM v0.10.2 (V1)' → '0.10.2'),
         with ' V0' when the row ran vLLM's V0 engine."""

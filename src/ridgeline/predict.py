@@ -83,7 +83,11 @@ def deployment_for(row: Measurement) -> Deployment:
     if kv is None:
         kv = "fp16" if engine.startswith("llama.cpp") else None
     pp = row.num_gpus // row.tp
-    return Deployment.build(model, acc, weights_arg, kv, row.num_gpus, pp, engine)
+    flash = row.flash_attention()
+    if flash is None:  # llama-bench's -fa was off unless asked for, through the builds here
+        flash = not engine.startswith("llama.cpp")
+    return Deployment.build(model, acc, weights_arg, kv, row.num_gpus, pp, engine,
+                            flash_attention=flash)
 
 
 def predict(row: Measurement, profiles: Mapping[str, EngineProfile] | None = None) -> Prediction:
@@ -230,7 +234,7 @@ def kv_row_settings(row: Measurement) -> EngineSettings:
         max_num_batched_tokens=int(tokens) if tokens else None,
         block_size=int(block) if block else None,
         enforce_eager=re.search(r"enforce_eager\s*[=:]?\s*(yes|true)", row.notes, re.I) is not None,
-        engine_version=version)
+        engine_version=version, flash_attn=row.flash_attention() is not False)
 
 
 def kv_caveat(row: Measurement, dep: Deployment) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ridgeline.cost import Seq, StepCost, decode_batch, step_cost
+from ridgeline.cost import SCORE_BYTES_PER_PAIR, Seq, StepCost, decode_batch, score_bytes, step_cost
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.explain import Step, q, step
@@ -24,7 +24,8 @@ _NOT_REACHED = ("expected on {engine}: nothing: {engine} cannot run a batch of {
 
 def _deployment_line(dep: Deployment) -> str:
     return (f"{dep.model.name} on {dep.num_gpus} x {dep.accelerator.id}, weights "
-            f"{dep.weights.label}, KV {dep.kv.id}, matmuls at {dep.compute_dtype}")
+            f"{dep.weights.label}, KV {dep.kv.id}, matmuls at {dep.compute_dtype}"
+            + ("" if dep.flash_attention else ", no flash attention"))
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,16 @@ def _expectation_steps(dep: Deployment, batch: list[Seq], profile: EngineProfile
                  q("memory-bound operators", by["memory"] * 1e3, "ms"),
                  q("collectives", by["link"] * 1e3, "ms"),
                  q("overhead", by["overhead"] * 1e3, "ms"))
-    return overhead, total
+    if dep.flash_attention or dep.model.attention is None:
+        return overhead, total
+    scores = step("attention scores", "written and read back without flash attention: per "
+                  "layer, heads × query-key pairs × bytes per pair (in the memory-bound operators)",
+                  q("scores", score_bytes(dep, batch) / GB, "GB"),
+                  q("heads", dep.model.attention.num_heads / dep.tensor_parallel_size, "",
+                    "config.json num_attention_heads ÷ TP"),
+                  q("bytes per pair", SCORE_BYTES_PER_PAIR, "B",
+                    "f32 scores written, read and written by softmax, read again as f16 by P·V"))
+    return scores, overhead, total
 
 
 def _fit_dict(f: DecodeFloor | PrefillFloor) -> dict[str, Any]:
