@@ -60,6 +60,10 @@ def test_an_impossible_slo_is_answered_with_the_closest_miss() -> None:
     result = plan(resolve_model("llama-3.1-70b"), Load(50, "4000", "500"), Slo(0.01, 0.002),
                   ["h100-sxm"], workers=1)
     assert result.winner is None and "even unloaded" in result.closest_miss
+    # the closest miss stays within --max-gpus: 2 GPUs here, never the 8 an unbounded search takes
+    capped = plan(resolve_model("llama-3.1-70b"), Load(50, "4000", "500"), Slo(0.01, 0.002),
+                  ["h100-sxm"], max_gpus=2, workers=1)
+    assert capped.closest_miss.startswith("2 x h100-sxm")
 
 
 def test_the_pareto_frontier_is_non_dominated() -> None:

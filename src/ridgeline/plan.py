@@ -541,7 +541,7 @@ def _closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],
     profile = profile_for("vllm")
     for gpu in gpus:
         acc = resolve_accelerator(gpu)
-        for tp in (8, 4, 2, 1):
+        for tp in (n for n in (8, 4, 2, 1) if n <= max_gpus):  # the most the limit allows
             try:
                 dep = _deployment(model, acc, tp, 1, "fp8" if acc.has("fp8") else "bf16", "bf16")
             except InputError:
