@@ -205,3 +205,21 @@ def test_llama_cpp_rows_run_without_flash_attention_unless_their_notes_say_so() 
              / (predict(replace(short, notes=f"fa={int(flash)}")).predicted or 1)
              for flash in (True, False)}
     assert ratio[False] < ratio[True] < 1.0
+
+
+def test_validate_explain_shows_what_each_prediction_assumed(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    wanted = ("XD-RTX409024GB-8B-F16-pp4096", "KV-vllm2031-A100x4-L2-70B-tp4-blocks")
+    lines = MEASUREMENTS.read_text().splitlines()
+    subset = tmp_path / "two.csv"
+    subset.write_text("\n".join([lines[0], *(x for x in lines if x.startswith(wanted))]) + "\n")
+    assert main(["validate", str(subset), "--explain"]) == 0
+    out = capsys.readouterr().out.split("How each number was computed:")[1]
+    speed, kv = out.split("  KV-vllm2031")
+    assert "prompts × prompt tokens ÷ prefill time" in speed
+    assert "llama-3-8b on 1 x rtx-4090" in speed and "weights fp16" in speed
+    assert "attention = without flash attention  [row notes]" in speed
+    assert "engine profile = llama.cpp-cuda" in speed
+    assert "measured = 6,531 tok/s" in speed and "error +" in speed
+    assert "the engine's KV pool" in kv and "version 0.2.5" in kv
+    assert "gpu_memory_utilization 0.9" in kv and "caveat = " in kv and "record_stream" in kv

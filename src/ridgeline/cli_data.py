@@ -104,7 +104,7 @@ def cmd_validate(args: argparse.Namespace) -> Any:
     from ridgeline.calibrate import validate
     from ridgeline.engines import load_profile_file
     from ridgeline.measurements import read_measurement_files
-    from ridgeline.reports.validation import ValidationReport
+    from ridgeline.reports.validation import ValidationReport, prediction_steps
 
     _register_gpu_files(args)
     result = read_measurement_files(args.file)
@@ -113,7 +113,9 @@ def cmd_validate(args: argparse.Namespace) -> Any:
                          "unreadable: " + "; ".join(result.errors[:3]) + ")")
     profiles = load_profile_file(args.profile) if args.profile else None
     predictions = validate(result.rows, profiles)
-    return ValidationReport(result.rows, tuple(predictions), result.errors, not args.summary)
+    steps = prediction_steps(result.rows, predictions, profiles) if args.explain else ()
+    return ValidationReport(result.rows, tuple(predictions), result.errors, not args.summary,
+                            steps)
 
 def cmd_calibrate(args: argparse.Namespace) -> Any:
     import json

@@ -3,15 +3,91 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from ridgeline.calibrate import ErrorStats, error_stats
-from ridgeline.engines import EngineProfile
-from ridgeline.explain import Step
-from ridgeline.measurements import Measurement
-from ridgeline.predict import Prediction
+from ridgeline.deployment import Deployment
+from ridgeline.engines import EngineProfile, profile_for
+from ridgeline.errors import InputError
+from ridgeline.explain import Quantity, Step, q, step
+from ridgeline.measurements import KV_METRICS, Measurement
+from ridgeline.predict import Prediction, deployment_for, kv_row_settings
 from ridgeline.render import table
+
+# how predict.py turns step times into each metric (its docstring has the definitions)
+METRIC_FORMULAS = {
+    "decode_tok_s_per_user": "1 ÷ decode step time, the batch's caches midway through the "
+                             "generation",
+    "prefill_tok_s": "prompts × prompt tokens ÷ prefill time (llama.cpp: 512-token ubatches, "
+                     "each attending to those before)",
+    "output_throughput_tok_s": "sequences × output tokens ÷ (prefill + output tokens × decode "
+                               "step); no batch stated: as many as the KV pool holds; "
+                               "llama-batched-bench S_TG: sequences ÷ decode step",
+    "output_throughput_tok_s_per_gpu": "output throughput (as above) ÷ GPUs",
+    "ttft_ms": "one prompt's prefill in one pass",
+    **{m: "the engine's KV pool, as `ridgeline fit` sizes it" for m in KV_METRICS},
+}
+
+
+def prediction_steps(rows: Sequence[Measurement], predictions: Sequence[Prediction],
+                     profiles: Mapping[str, EngineProfile] | None = None) -> tuple[Step, ...]:
+    """One step per row: what its prediction assumed (the deployment, the engine profile, the
+    row's conditions) and the formula that turned step times into its metric."""
+    steps = []
+    for row, p in zip(rows, predictions, strict=True):
+        measured = q("measured", row.value, row.unit)
+        if p.predicted is None:
+            steps.append(step(row.id, f"no prediction: {p.reason}", _predicted(row, p),
+                              measured))
+            continue
+        try:
+            dep = deployment_for(row)
+        except InputError:  # pragma: no cover - predicted rows have a deployment
+            continue
+        if row.metric in KV_METRICS:
+            steps.append(_kv_step(row, p, dep, measured))
+            continue
+        attention = "flash-style" if dep.flash_attention else "without flash attention"
+        stated = row.flash_attention()
+        if dep.engine.startswith("llama.cpp"):
+            attention += ("  [row notes]" if stated is not None
+                          else "  [not stated: llama-bench's default, -fa off]")
+        conditions = ", ".join(f"{name} {value:,}" for name, value in (
+            ("batch", row.batch), ("input", row.input_len), ("output", row.output_len),
+            ("context", row.context_len)) if value is not None)
+        steps.append(step(
+            row.id, METRIC_FORMULAS.get(row.metric, row.metric),
+            _predicted(row, p), q("deployment", _deployment(dep)),
+            q("conditions", conditions or "none stated"),
+            q("attention", attention),
+            q("engine profile", dep.engine, "", profile_for(dep.engine, profiles).source),
+            measured))
+    return tuple(steps)
+
+
+def _kv_step(row: Measurement, p: Prediction, dep: Deployment, measured: Quantity) -> Step:
+    settings = kv_row_settings(row)
+    stated = ", ".join(f"{f.name} {getattr(settings, f.name)}" for f in fields(settings)
+                       if getattr(settings, f.name) not in (None, False, f.default))
+    inputs = [q("deployment", _deployment(dep)),
+              q("engine", dep.engine, "", "version " + (settings.engine_version or "not stated: "
+                                                        "the newest modelled")),
+              q("settings the row states", stated or "none: the engine's defaults"), measured]
+    if p.caveat:
+        inputs.append(q("caveat", p.caveat))
+    return step(row.id, METRIC_FORMULAS[row.metric], _predicted(row, p), *inputs)
+
+
+def _deployment(dep: Deployment) -> str:
+    return (f"{dep.model.name} on {dep.num_gpus} x {dep.accelerator.id} "
+            f"(TP {dep.tensor_parallel_size}), weights {dep.weights.label}, KV {dep.kv.id}, "
+            f"matmuls at {dep.compute_dtype}")
+
+
+def _predicted(row: Measurement, p: Prediction) -> Quantity:
+    return q("predicted", p.predicted if p.predicted is not None else "-", row.unit,
+             "" if p.error is None else f"error {p.error:+.1%}")
 
 
 def _stats_rows(stats: Sequence[ErrorStats]) -> list[list[str]]:
