@@ -106,6 +106,13 @@ def test_fit_prints_the_llama_server_command_for_what_fits(
     assert "compute buffer (n_ubatch 512" in out
     assert "llama-server -c 64000 -np 2" in out  # 2 slots x 32,000 tokens
     assert "slots (-np " in out and "q8_0 KV cache" in out
+    assert "--kv-unified (" in out  # the defaults need no more flags
+    # settings that changed the sizing are repeated in the command, so it starts what was sized
+    assert main(["fit", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "llama.cpp-cuda",
+                 "--weights", "q4_k_m", "--max-model-len", "32000", "--kv-dtype", "q8_0",
+                 "--flash-attn", "off", "--ubatch-size", "4096"]) == 0
+    out = capsys.readouterr().out
+    assert "--kv-unified -b 4096 -ub 4096 -fa off -ctk q8_0 -ctv q8_0 (" in out
 
 
 def test_flash_attn_is_refused_for_engines_without_the_switch(

@@ -38,6 +38,7 @@ from ridgeline.units import GIB
 DOES_NOT_FIT = "does not fit"
 UNDER_RIDGE = "fits, under the ridge"
 CLEARS_RIDGE = "clears the ridge"
+LLAMA_SERVER_N_BATCH = 2048  # llama-server -b default: a larger -ub needs -b raised with it
 
 
 @dataclass(frozen=True)
@@ -145,8 +146,13 @@ class FitReport:
                   f"batch the engine can run: min({self.conversations:,} conversations, "
                   f"{seats_name(p)} {p.max_num_seqs:,}) = {self.batch:,}"]
         if is_llamacpp(p) and self.batch:
+            ub = self.settings.max_num_batched_tokens
+            flags = "".join((
+                (f" -b {ub}" if ub and ub > LLAMA_SERVER_N_BATCH else "") + (f" -ub {ub}" if ub else ""),
+                "" if self.settings.flash_attn else " -fa off",
+                "" if d.kv.id in ("fp16", "f16") else f" -ctk {d.kv.id} -ctv {d.kv.id}"))
             lines.append(f"start it with: llama-server -c {self.batch * self.context} "
-                         f"-np {p.max_num_seqs} --kv-unified ({p.max_num_seqs} slots share "
+                         f"-np {p.max_num_seqs} --kv-unified{flags} ({p.max_num_seqs} slots share "
                          f"the cache; {self.batch} conversations of {self.context:,} tokens "
                          "fit at once)")
         if p.accounting is not None and p.accounting.tp_caveat and d.tensor_parallel_size > 1:
