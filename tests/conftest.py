@@ -10,6 +10,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 MEASUREMENTS = ROOT / "validation" / "measurements.csv"
 LOWBATCH = ROOT / "validation" / "lowbatch.csv"
+EAGER = ROOT / "validation" / "eager.csv"
 
 
 @pytest.fixture(scope="session")

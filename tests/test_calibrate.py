@@ -13,7 +13,7 @@ from ridgeline.cli import main
 from ridgeline.engines import EngineProfile, profile_for
 from ridgeline.measurements import read_measurements
 from ridgeline.predict import predict
-from tests.conftest import LOWBATCH, MEASUREMENTS
+from tests.conftest import EAGER, LOWBATCH, MEASUREMENTS
 
 
 def test_nelder_mead_finds_a_quadratic_minimum() -> None:
@@ -223,3 +223,17 @@ def test_validate_explain_shows_what_each_prediction_assumed(
     assert "measured = 6,531 tok/s" in speed and "error +" in speed
     assert "the engine's KV pool" in kv and "version 0.2.5" in kv
     assert "gpu_memory_utilization 0.9" in kv and "caveat = " in kv and "record_stream" in kv
+
+
+def test_eager_rows_are_priced_without_cuda_graphs_and_carry_the_moe_tp_caution() -> None:
+    from ridgeline.predict import EAGER_CAUTION, ran_eager
+
+    rows = {r.id: r for r in read_measurements(EAGER).rows}
+    eager = rows["EG-vllm45709-Q3-30B-A3B-rtx-4090-eager-b8"]
+    graph = rows["EG-vllm45709-Q3-30B-A3B-rtx-4090-graph-b8"]
+    assert ran_eager(eager) and not ran_eager(graph)
+    slow, fast = predict(eager), predict(graph)
+    assert slow.predicted and fast.predicted and slow.predicted < fast.predicted
+    # the per-layer cost explains a fraction of the 3.4x measured: the caution says so
+    assert fast.predicted / slow.predicted < graph.value / eager.value
+    assert slow.caveat == EAGER_CAUTION and fast.caveat == ""

@@ -333,3 +333,28 @@ def test_flash_attn_off_costs_llama_cpps_scores_and_is_refused_for_other_engines
                   "off"]):
         code, _, err = run(capsys, *argv)
         assert code == 2 and "--flash-attn is llama.cpp's switch" in err
+
+
+def test_enforce_eager_slows_decode_and_cautions_moe_and_tensor_parallel(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    def step_s(*argv: str) -> tuple[float, list[str]]:
+        code, out, _ = run(capsys, "decode", *argv, "--gpu", "h100", "--context", "1000", "--json")
+        assert code == 0
+        report = json.loads(out)
+        return report["points"][0]["expected"]["time_s"], report["cautions"]
+
+    graphed, none = step_s("llama-3.1-8b")
+    eager, still_none = step_s("llama-3.1-8b", "--enforce-eager")
+    assert eager > graphed and none == still_none == []
+    _, cautions = step_s("qwen3-30b-a3b", "--enforce-eager")
+    assert cautions and "#45709" in cautions[0]
+    code, _, err = run(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--engine",
+                       "llama.cpp-cuda", "--enforce-eager")
+    assert code == 2 and "serving engine's switch" in err
+    tpot = {}
+    for flag in ((), ("--disable-cuda-graph",)):
+        code, out, _ = run(capsys, "simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "1",
+                           "--num-requests", "20", "--json", *flag)
+        assert code == 0
+        tpot[bool(flag)] = json.loads(out)["tpot_s"]["mean"]
+    assert tpot[True] > tpot[False]

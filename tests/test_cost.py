@@ -188,3 +188,19 @@ def test_without_flash_attention_the_scores_round_trip_through_memory() -> None:
     full = replace(gemma.model, layers=tuple(replace(layer, window_tokens=None)
                                              for layer in gemma.model.layers))
     assert score_bytes(gemma, prompt) < score_bytes(replace(gemma, model=full), prompt)
+
+
+def test_without_cuda_graphs_every_decode_step_pays_the_ungraphed_per_layer_cost() -> None:
+    graphed = profile_for("vllm")
+    eager = graphed.without_cuda_graphs()
+    assert graphed.prefill_layer_overhead_s is not None
+    assert eager.layer_overhead_s == graphed.prefill_layer_overhead_s > graphed.layer_overhead_s
+    d = dep()
+    batch = decode_batch(1, 1000)
+    extra = (graphed.prefill_layer_overhead_s - graphed.layer_overhead_s) * 32  # 32 layers
+    assert step_time_s(d, batch, eager) - step_time_s(d, batch, graphed) == pytest.approx(extra)
+    # a prefill step was never graphed: its cost does not change
+    prompt = [Seq(2048, 0)]
+    assert step_time_s(d, prompt, eager) == pytest.approx(step_time_s(d, prompt, graphed))
+    with pytest.raises(InputError, match="serving engine's switch"):
+        profile_for("llama.cpp-cuda").without_cuda_graphs()

@@ -243,7 +243,8 @@ def load_profile(args: argparse.Namespace) -> Any:
     from ridgeline.engines import load_profile_file, profile_for
 
     profiles = load_profile_file(args.profile) if getattr(args, "profile", None) else None
-    return profile_for(args.engine, profiles)
+    profile = profile_for(args.engine, profiles)
+    return profile.without_cuda_graphs() if getattr(args, "enforce_eager", False) else profile
 
 
 def engine_settings(args: argparse.Namespace) -> Any:

@@ -93,7 +93,7 @@ def cmd_decode(args: argparse.Namespace) -> Any:
     from ridgeline.reports.decode import decode_report
 
     dep = replace(load_deployment(args), engine=engine_id(args.engine))
-    return decode_report(dep, args.batch, args.context, load_profile(args))
+    return decode_report(dep, args.batch, args.context, load_profile(args), args.enforce_eager)
 
 def cmd_prefill(args: argparse.Namespace) -> Any:
     from ridgeline.cost import Seq
@@ -172,6 +172,10 @@ def register(sub: Any) -> None:
     p.add_argument("--context", type=_count_list("context length"), default=[2000],
                    help="tokens already cached per sequence; one or a list (default 2000)")
     _engine(p)
+    p.add_argument("--enforce-eager", "--disable-cuda-graph", dest="enforce_eager",
+                   action="store_true", help="vLLM/SGLang without CUDA graphs: decode steps "
+                   "launch every kernel (a prefill step's per-layer cost), and the pool keeps "
+                   "the graphs' memory")
     _output(p, plot=True)
     p.set_defaults(handler=cmd_decode)
 

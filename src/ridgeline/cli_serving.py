@@ -129,7 +129,11 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                     writer.writerows(rows)
         except OSError as exc:
             raise InputError(f"cannot write {args.export}: {exc}") from None
-    return SimulateReport(replace(dep), config, result, count, load, slo_ttft, slo_tpot)
+    from ridgeline.predict import eager_caution
+
+    cautions = (eager_caution(dep),) if args.enforce_eager and eager_caution(dep) else ()
+    return SimulateReport(replace(dep), config, result, count, load, slo_ttft, slo_tpot,
+                          cautions=cautions)
 
 def cmd_plan(args: argparse.Namespace) -> Any:
     from ridgeline.plan import DEFAULT_GPUS, Load, Slo, plan
@@ -297,7 +301,9 @@ def register(sub: Any) -> None:
     g.add_argument("--max-num-seqs", type=_positive_count("max_num_seqs"))
     g.add_argument("--max-num-batched-tokens", type=_positive_count("max_num_batched_tokens"))
     g.add_argument("--block-size", type=_positive_count("block size"))
-    g.add_argument("--enforce-eager", action="store_true")
+    g.add_argument("--enforce-eager", "--disable-cuda-graph", dest="enforce_eager",
+                   action="store_true", help="no CUDA graphs: decode steps pay a prefill step's "
+                   "per-layer cost; the pool keeps the graphs' memory")
     g.add_argument("--usage", choices=["serve", "offline"], default="serve")
     g.add_argument("--engine-version", metavar="V",
                    help="engine version whose memory rules to follow (vLLM, SGLang)")

@@ -74,6 +74,16 @@ class EngineProfile:
             per_layer = self.prefill_layer_overhead_s
         return self.step_overhead_s + per_layer * layers
 
+    def without_cuda_graphs(self) -> EngineProfile:
+        """The engine with CUDA graphs off (vLLM --enforce-eager, SGLang --disable-cuda-graph):
+        every step, decode included, pays the per-layer cost of the ungraphed prefill steps."""
+        if self.prefill_layer_overhead_s is None:
+            raise InputError(f"{self.engine} has no fitted cost of a step without CUDA graphs "
+                             "(--enforce-eager is a serving engine's switch)")
+        return replace(self, layer_overhead_s=self.prefill_layer_overhead_s,
+                       source=f"{self.source}; without CUDA graphs: every layer at a prefill "
+                       "step's per-layer cost")
+
     def bandwidth_for(self, acc: Accelerator) -> float:
         """Bandwidth efficiency on this accelerator (group multiplier where fitted)."""
         return min(1.0, self.bandwidth_efficiency * self.group_bandwidth.get(

@@ -95,6 +95,8 @@ def predict(row: Measurement, profiles: Mapping[str, EngineProfile] | None = Non
     try:
         dep = deployment_for(row)
         profile = profile_for(dep.engine, profiles)
+        if ran_eager(row) and row.metric not in KV_METRICS:
+            profile = profile.without_cuda_graphs()
         value = _predict_value(row, dep, profile)
     except InputError as exc:
         return Prediction(row.id, row.metric, row.value, None, str(exc))
@@ -105,8 +107,8 @@ def predict(row: Measurement, profiles: Mapping[str, EngineProfile] | None = Non
     low, high = value * profile.band_low, value * profile.band_high
     if row.metric == "ttft_ms":  # a time: the band inverts
         low, high = value / profile.band_high, value / profile.band_low
-    return Prediction(row.id, row.metric, row.value, value, "", low, high,
-                      caveat=speed_caveat(dep))
+    caveat = speed_caveat(dep) or (eager_caution(dep) if ran_eager(row) else "")
+    return Prediction(row.id, row.metric, row.value, value, "", low, high, caveat=caveat)
 
 
 # `ridgeline measure`'s harness runs experts through torch._grouped_mm behind unfused routing
@@ -114,6 +116,25 @@ def predict(row: Measurement, profiles: Mapping[str, EngineProfile] | None = Non
 HARNESS_MOE_CAVEAT = ("the measure harness runs experts through torch._grouped_mm, which read "
                       "them at about half a dense matmul's bandwidth on an H200 (docs/h200.md); "
                       "its MoE rows are scored, not fitted")
+
+
+# vLLM issue #45709: Qwen3-30B-A3B at TP4 (RTX 4090D, concurrency 8) decoded at a TPOT of
+# 33.92 ms eager against 10.03 ms with CUDA graphs, 3.4x; dense single-GPU runs lose 11-31 %
+# (vLLM PR #10058, SGLang PR #1401), about what a prefill step's per-layer cost adds
+EAGER_CAUTION = ("without CUDA graphs a MoE or tensor-parallel step launches many more kernels "
+                 "and collectives than this prices: vLLM #45709 measured 3.4x the graphed TPOT "
+                 "(Qwen3-30B-A3B, TP4) where the per-layer cost predicts 1.15x; read the "
+                 "expectation as a lower bound")
+
+
+def eager_caution(dep: Deployment) -> str:
+    """The caution an eager (ungraphed) expectation carries, or ""."""
+    return EAGER_CAUTION if dep.model.moe is not None or dep.num_gpus > 1 else ""
+
+
+def ran_eager(row: Measurement) -> bool:
+    """Whether the row's engine ran without CUDA graphs (notes: 'enforce_eager=true')."""
+    return re.search(r"enforce_eager\s*[=:]?\s*(yes|true)", row.notes, re.I) is not None
 
 
 def harness_moe(engine: str, model: ModelSpec) -> bool:
@@ -233,7 +254,7 @@ def kv_row_settings(row: Measurement) -> EngineSettings:
         max_num_seqs=int(seqs) if seqs else None,
         max_num_batched_tokens=int(tokens) if tokens else None,
         block_size=int(block) if block else None,
-        enforce_eager=re.search(r"enforce_eager\s*[=:]?\s*(yes|true)", row.notes, re.I) is not None,
+        enforce_eager=ran_eager(row),
         engine_version=version, flash_attn=row.flash_attention() is not False)
 
 

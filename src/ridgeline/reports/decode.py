@@ -113,6 +113,7 @@ class DecodeReport:
     floors: tuple[tuple[DecodeFloor, DecodeFloor], ...]  # (this point, batch 1 at its context)
     expected: tuple[Expectation, ...]  # one per point
     pool_batch: tuple[tuple[int, int], ...] = ()  # (context, sequences the KV pool runs)
+    cautions: tuple[str, ...] = ()  # what the expectation leaves out
 
     @property
     def steps(self) -> tuple[Step, ...]:
@@ -140,7 +141,8 @@ class DecodeReport:
         return {"deployment": _deployment_line(self.deployment),
                 "kind": "floor (the article's lower bound) and the engine's calibrated expectation",
                 "points": points,
-                "engine_max_batch": [{"context": c, "batch": b} for c, b in self.pool_batch]}
+                "engine_max_batch": [{"context": c, "batch": b} for c, b in self.pool_batch],
+                "cautions": list(self.cautions)}
 
     def text_lines(self) -> list[str]:
         unfit = [f for f, _ in self.floors if not f.fit.fits]
@@ -196,7 +198,12 @@ class DecodeReport:
         return lines
 
     def _pool_lines(self) -> list[str]:
+        """The batch the engine's pool runs at each context, then what the expectation leaves
+        out."""
         engine = self.expected[0].engine
+        return [*self._seat_lines(engine), *(f"caution: {c}" for c in self.cautions)]
+
+    def _seat_lines(self, engine: str) -> list[str]:
         return [f"{engine}'s KV pool runs at most {b:,} sequences at {c:,} tokens of context "
                 "(`ridgeline fit` for the breakdown)" if b else
                 f"{engine} cannot hold one sequence of {c:,} tokens beside these weights: it "
@@ -205,18 +212,22 @@ class DecodeReport:
 
 
 def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
-                  profile: EngineProfile) -> DecodeReport:
-    from ridgeline.memory import max_batch
+                  profile: EngineProfile, enforce_eager: bool = False) -> DecodeReport:
+    from ridgeline.memory import EngineSettings, max_batch
 
     floors, expected = [], []
-    pool_batch = tuple((c, max_batch(dep, c)) for c in contexts) \
+    pool_batch = tuple((c, max_batch(dep, c, EngineSettings(
+        max_model_len=c, usage="offline", enforce_eager=enforce_eager))) for c in contexts) \
         if profile.engine in ("vllm", "sglang", "trtllm") else ()
     for context in contexts:
         base = decode_floor(dep, 1, context)
         for b in batches:
             floors.append((decode_floor(dep, b, context), base))
             expected.append(Expectation.of(dep, decode_batch(b, context), profile))
-    return DecodeReport(dep, tuple(floors), tuple(expected), pool_batch)
+    from ridgeline.predict import eager_caution
+
+    cautions = (eager_caution(dep),) if enforce_eager and eager_caution(dep) else ()
+    return DecodeReport(dep, tuple(floors), tuple(expected), pool_batch, cautions)
 
 
 @dataclass(frozen=True)

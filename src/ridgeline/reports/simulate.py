@@ -27,6 +27,7 @@ class SimulateReport:
     slo_ttft_s: float | None
     slo_tpot_s: float | None
     steps: tuple[Step, ...] = field(default=())
+    cautions: tuple[str, ...] = ()  # what the step times leave out
 
     def to_dict(self) -> dict[str, Any]:
         r, c, d = self.result, self.config, self.deployment
@@ -44,6 +45,7 @@ class SimulateReport:
                          "slo_tpot_ms": None if self.slo_tpot_s is None else self.slo_tpot_s * 1e3},
             "requests": self.requests, "completed": r.completed, "rejected": r.rejected,
             "rejected_reasons": dict(r.rec.rejected),
+            "cautions": list(self.cautions),
             "duration_s": r.duration_s, "steps": r.steps,
             "ttft_s": r.percentiles("ttft"), "tpot_s": r.percentiles("tpot"),
             "itl_s": r.percentiles("itl"), "e2e_s": r.percentiles("e2e"),
@@ -86,4 +88,4 @@ class SimulateReport:
             lines.append(f"goodput: {good:,.2f} req/s meet the SLO ({share:.0%} of completed)")
         for reason, n in r.rec.rejected.items():
             lines.append(f"rejected {n:,}: {reason}")
-        return lines
+        return lines + [f"caution: {c}" for c in self.cautions]
