@@ -267,3 +267,16 @@ def test_the_engine_version_sizes_the_replicas_pool() -> None:
     assert older[0] == newest[0] - 1
     assert main(["plan", "llama-3.1-8b", "--rate", "1", "--slo-ttft-ms", "1000",
                  "--slo-tpot-ms", "50", "--engine-version", "soon"]) == 2
+
+
+def test_runners_up_are_other_shapes_cheapest_first() -> None:
+    from ridgeline.reports.plan import PlanReport
+
+    result = plan(MODEL, LOAD, SLO, ["h100-sxm", "a100-sxm-80gb", "l40s"], workers=1)
+    assert result.winner is not None
+    report = PlanReport(MODEL, "meta-llama/Llama-3.1-8B", result, 4096)
+    shapes = [(c.accelerator, c.tp, c.pp, c.weights, c.expert_parallel)
+              for c in [result.winner, *report.runners_up()]]
+    assert len(shapes) == len(set(shapes)) > 2  # no knob-only variants of one deployment
+    costs = [c.cost_per_hour for c in report.runners_up()]
+    assert costs == sorted(costs)

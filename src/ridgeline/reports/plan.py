@@ -64,13 +64,27 @@ class PlanReport:
             "output_len": r.load.output_len, "slo": asdict(r.slo), "searched": r.searched,
             "winner": self._row(win) if win else None,
             "commands": self.commands() if win else None,
-            "runners_up": [self._row(c) for c in r.candidates[1:6]],
+            "runners_up": [self._row(c) for c in self.runners_up()],
             "unpriced": [self._row(c) for c in r.unpriced],
             "disaggregated": [self._row(c) for c in r.disaggregated],
             "pareto": [{"tok_s_per_gpu": a, "tok_s_per_user": b, "point": p}
                        for a, b, p in r.pareto],
             "closest_miss": r.closest_miss or None,
         }
+
+    def runners_up(self, count: int = 5) -> list[Candidate]:
+        """The next cheapest deployments that differ from the winner and from each other in
+        accelerator, parallelism or weight format: the same shape with another engine knob
+        costs the same and says nothing new."""
+        seen, out = set(), []
+        for c in self.result.candidates:
+            shape = (c.accelerator, c.tp, c.pp, c.weights, c.expert_parallel)
+            if shape in seen:
+                continue
+            seen.add(shape)
+            out.append(c)
+        # cheapest first; an unsimulated price is a floor (simulation only adds replicas)
+        return sorted(out[1:count + 1], key=lambda c: (c.cost_per_hour or 0.0, c.gpus))
 
     def commands(self) -> dict[str, str]:
         win = self.result.winner
@@ -108,9 +122,12 @@ class PlanReport:
         lines += ["", "run it with:", *(f"  {c}" for c in self.commands().values()), ""]
         rows = [[c.label, str(c.gpus), f"${c.cost_per_hour:,.2f}",
                  f"${c.cost_per_million_tokens(self._tok_s()):,.3f}",
-                 "simulated" if c.verified else "analytic"] for c in r.candidates[1:6]]
+                 "simulated" if c.verified else "analytic"] for c in self.runners_up()]
         if rows:
-            lines += [*table(rows, ["runners-up", "GPUs", "$/h", "$/M tok", "checked"]), ""]
+            lines += table(rows, ["runners-up", "GPUs", "$/h", "$/M tok", "checked"])
+            if any(row[-1] == "analytic" for row in rows):
+                lines.append("  (analytic: not simulated; simulation can only add replicas)")
+            lines.append("")
         for c in r.unpriced:
             lines.append(f"{c.label} = {c.gpus} GPUs, no price: it wins below "
                          f"${(win.cost_per_hour or 0) / c.gpus:,.2f} per GPU-hour "
