@@ -2,8 +2,8 @@
 
 Collectives follow the α–β model: each of the ring's steps pays a latency α and moves
 its share of the message at the link's per-direction bandwidth β.
-A ring all-reduce over n ranks takes 2(n−1) steps of bytes/n each:
-t = 2(n−1)·(α + bytes / (n·β)) (Patarasuk & Yuan 2009; NCCL's ring algorithm). Inside an
+A ring all-reduce over n ranks takes 2(n−1) steps of bytes/n each, after a fixed launch:
+t = t0 + 2(n−1)·(α + bytes / (n·β)) (Patarasuk & Yuan 2009; NCCL's ring algorithm). Inside an
 NVLink or Infinity Fabric domain, serving engines send small messages (a decode step's
 activations) through one- or two-shot kernels instead: a fixed latency plus the same bytes,
 t = 8 µs + 2·(n−1)/n · bytes / β, whichever is faster.
@@ -13,9 +13,14 @@ from __future__ import annotations
 
 from ridgeline.hardware import Accelerator
 
-# Per-step latency of a collective, by link kind: order-of-magnitude figures for NCCL rings
-# (NVLink ~ a few µs per hop; PCIe and Ethernet-style fabrics slower). Not fitted.
-LINK_LATENCY_S = {"nvlink": 3e-6, "infinity-fabric": 5e-6, "pcie": 10e-6, "ici": 5e-6}
+# Per-step latency of a collective, by link kind. NVLink, Infinity Fabric and ICI are
+# order-of-magnitude figures (small messages there go through shot kernels, below). PCIe:
+# NCCL all-reduces of 8-64 KB on PCIe-only machines took 13-18 µs on 2 GPUs, 15-33 µs on 4
+# and 19-71 µs on 8 (nccl-tests and SGLang's tuner on RTX PRO 6000 Blackwell, V100 over a PLX
+# switch, RTX 2080 Ti, 3090 and 4090; docs/collectives.md): t0 + 2(n−1)·α with t0 = 8 µs
+# and α = 2.5 µs gives 13, 23 and 43 µs.
+LINK_LATENCY_S = {"nvlink": 3e-6, "infinity-fabric": 5e-6, "pcie": 2.5e-6, "ici": 5e-6}
+RING_LAUNCH_S = 8e-6  # t0: NCCL's kernel launch and completion, what the shot kernels pay too
 DEFAULT_LATENCY_S = 10e-6
 PCIE4_X16_BYTES_PER_S = 32e9  # when a card's record has no link figure
 # Between nodes: one 400 Gb/s InfiniBand/RoCE NIC per GPU, per direction, ~5 µs per hop.
@@ -50,7 +55,7 @@ def link_bandwidth(acc: Accelerator) -> float:
 
 
 def _ring(message_bytes: float, ranks: int, latency_s: float, bytes_per_s: float) -> float:
-    return 2 * (ranks - 1) * (latency_s + message_bytes / (ranks * bytes_per_s))
+    return RING_LAUNCH_S + 2 * (ranks - 1) * (latency_s + message_bytes / (ranks * bytes_per_s))
 
 
 def _shots(message_bytes: float, ranks: int, bytes_per_s: float) -> float:
@@ -60,8 +65,9 @@ def _shots(message_bytes: float, ranks: int, bytes_per_s: float) -> float:
 
 def all_reduce_time_s(message_bytes: float, ranks: int, acc: Accelerator) -> float:
     """All-reduce of ``message_bytes`` over ``ranks``: a ring, 8 ranks, 16 MB over 450 GB/s
-    NVLink -> 14·(3 µs + 16e6/(8·450e9)) ≈ 104 µs; inside NVLink the shot kernels' 8 µs +
-    2·7/8·16e6/450e9 ≈ 70 µs, and for a decode step's 16 KB 8 µs against the ring's 42 µs.
+    NVLink -> 8 µs + 14·(3 µs + 16e6/(8·450e9)) ≈ 112 µs; inside NVLink the shot kernels'
+    8 µs + 2·7/8·16e6/450e9 ≈ 70 µs, and for a decode step's 16 KB 8 µs against the ring's
+    50 µs. Four PCIe cards, 64 KB: 8 µs + 6·(2.5 µs + 64e3/(4·32e9)) ≈ 26 µs.
 
     Beyond one node it is hierarchical: a ring inside each node, then one across the nodes
     over the inter-node network (the slower leg sets the price of cross-node TP).
