@@ -358,3 +358,25 @@ def test_enforce_eager_slows_decode_and_cautions_moe_and_tensor_parallel(
         assert code == 0
         tpot[bool(flag)] = json.loads(out)["tpot_s"]["mean"]
     assert tpot[True] > tpot[False]
+
+
+def test_decode_compares_accelerators_side_by_side(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["decode", "llama-3.1-70b", "--num-gpus", "2", "--weights", "fp8", "--batch", "1,64",
+            "--context", "8000"]
+    code, out, _ = run(capsys, *argv, "--gpu", "h100,h200,b200", "--json")
+    assert code == 0
+    cards = json.loads(out)["accelerators"]
+    assert [c["accelerator"] for c in cards] == ["h100-sxm", "h200-sxm", "b200"]
+    # each card's figures are its own single-card report's
+    code, alone, _ = run(capsys, *argv, "--gpu", "h200", "--json")
+    assert json.loads(alone)["points"] == cards[1]["points"]
+    # more bandwidth, faster floor at batch 1; 64 users at 8K do not fit two 80 GB cards
+    floors = [c["points"][0]["step_time_s"] for c in cards]
+    assert floors == sorted(floors, reverse=True)
+    assert cards[0]["points"][1]["expected"] is None and cards[1]["points"][1]["expected"]
+    code, text, _ = run(capsys, *argv, "--gpu", "h100,h200,b200")
+    assert code == 0 and "does not fit" in text and "2 x b200" in text
+    code, _, err = run(capsys, *argv, "--gpu", "h100,h100")
+    assert code == 2 and "named twice" in err
+    code, _, err = run(capsys, *argv, "--gpu", "h100,nonesuch")
+    assert code == 2 and "unknown accelerator 'nonesuch'" in err

@@ -90,8 +90,19 @@ def cmd_decode(args: argparse.Namespace) -> Any:
     from dataclasses import replace
 
     from ridgeline.engines import engine_id
-    from ridgeline.reports.decode import decode_report
+    from ridgeline.reports.decode import DecodeComparison, decode_report
 
+    names = [n.strip() for n in (args.gpu or "").split(",")]
+    if len(names) > 1:  # the same decode on several cards, side by side
+        if len(set(names)) < len(names):
+            raise InputError("an accelerator is named twice in --gpu")
+        reports = []
+        for name in names:
+            one = replace(load_deployment(argparse.Namespace(**{**vars(args), "gpu": name})),
+                          engine=engine_id(args.engine))
+            reports.append(decode_report(one, args.batch, args.context, load_profile(args),
+                                         args.enforce_eager))
+        return DecodeComparison(tuple(reports))
     dep = replace(load_deployment(args), engine=engine_id(args.engine))
     return decode_report(dep, args.batch, args.context, load_profile(args), args.enforce_eager)
 

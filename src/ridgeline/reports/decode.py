@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ridgeline.cost import SCORE_BYTES_PER_PAIR, Seq, StepCost, decode_batch, score_bytes, step_cost
@@ -228,6 +228,49 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
 
     cautions = (eager_caution(dep),) if enforce_eager and eager_caution(dep) else ()
     return DecodeReport(dep, tuple(floors), tuple(expected), pool_batch, cautions)
+
+
+def _ridge(dep: Deployment) -> float:
+    return ridge_point(dep.peak_flops_per_s, dep.bandwidth_bytes_per_s)
+
+
+@dataclass(frozen=True)
+class DecodeComparison:
+    """The same model, batch and context on several accelerators, side by side."""
+
+    reports: tuple[DecodeReport, ...]
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        return tuple(replace(st, label=f"{r.deployment.accelerator.id}: {st.label}")
+                     for r in self.reports for st in r.steps)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"accelerators": [{"accelerator": r.deployment.accelerator.id, **r.to_dict()}
+                                 for r in self.reports]}
+
+    def text_lines(self) -> list[str]:
+        first = self.reports[0]
+        d = first.deployment
+        rows = []
+        for r in self.reports:
+            for (f, _), e in zip(r.floors, r.expected):
+                runs = r.engine_runs(f)
+                rows.append([f"{r.deployment.num_gpus} x {r.deployment.accelerator.id}",
+                             str(f.batch), f"{f.context:,}", f"{f.step_time_s * 1e3:,.2f}",
+                             f"{e.time_s * 1e3:,.2f}" if runs else r._why_not(f),
+                             f"{1 / e.time_s:,.1f}" if runs else "",
+                             f"{f.batch / e.time_s:,.0f}" if runs else "",
+                             f"{_ridge(r.deployment):,.0f}",
+                             f.bound.split()[0]])
+        cautions = dict.fromkeys(c for r in self.reports for c in r.cautions)
+        return [f"{d.model.name}, weights {d.weights.label}, KV {d.kv.id}, decode on "
+                f"{first.expected[0].engine}: one row per accelerator, batch and context", "",
+                *table(rows, ["accelerator", "batch", "context", "floor ms", "expected ms",
+                              "tok/s/user", "tok/s total", "ridge", "bound"]),
+                "", "expected: each card's step_cost with the engine's calibrated profile; "
+                "`--gpu NAME` alone for one card's breakdown",
+                *(f"caution: {c}" for c in cautions)]
 
 
 @dataclass(frozen=True)
