@@ -380,3 +380,26 @@ def test_decode_compares_accelerators_side_by_side(capsys: pytest.CaptureFixture
     assert code == 2 and "named twice" in err
     code, _, err = run(capsys, *argv, "--gpu", "h100,nonesuch")
     assert code == 2 and "unknown accelerator 'nonesuch'" in err
+
+
+def test_fit_compares_accelerators_under_one_engine(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["fit", "gpt-oss-120b", "--num-gpus", "2", "--max-model-len", "128k",
+            "--target-concurrency", "32"]
+    code, out, _ = run(capsys, *argv, "--gpu", "h100,h200", "--json")
+    assert code == 0
+    cards = json.loads(out)["accelerators"]
+    assert [c["accelerator"] for c in cards] == ["h100-sxm", "h200-sxm"]
+    code, alone, _ = run(capsys, *argv, "--gpu", "h100", "--json")
+    single = json.loads(alone)
+    assert cards[0]["conversations"] == single["conversations"] == 16  # the worked case
+    assert cards[1]["conversations"] > 32  # the H200's extra 61 GB holds the target
+    code, text, _ = run(capsys, *argv, "--gpu", "h100,h200")
+    assert "does not fit" in text and "fits, under the ridge" in text
+    # settings apply to every card; two axes at once, a repeated card or a plot are refused
+    code, out, _ = run(capsys, *argv, "--gpu", "h100,h200", "--kv-dtype", "fp8", "--json")
+    assert json.loads(out)["accelerators"][0]["conversations"] == 32
+    for extra, message in ((["--gpu", "h100,h200", "--engine", "vllm,sglang"], "not both"),
+                           (["--gpu", "h100,h100"], "named twice"),
+                           (["--gpu", "h100,h200", "--plot", "x.png"], "give one --gpu")):
+        code, _, err = run(capsys, *argv, *extra)
+        assert code == 2 and message in err

@@ -35,14 +35,40 @@ def cmd_fit(args: argparse.Namespace) -> Any:
     from ridgeline.engines import engine_id
     from ridgeline.reports.fit import fit_report
 
-    acc = load_accelerator(args)
     model = load_model(args)
     engines = [engine_id(name.strip()) for name in args.engine.split(",")]
+    cards = [name.strip() for name in (args.gpu or "").split(",")]
+    if len(cards) > 1:
+        return _compare_accelerators(args, model, cards, engines)
+    acc = load_accelerator(args)
     if len(engines) > 1:
         return _compare_engines(args, model, acc, engines)
     dep = Deployment.build(model, acc, args.weights, args.kv_dtype, args.num_gpus,
                            engine=engines[0], flash_attention=flash_attention(args, engines[0]))
     return fit_report(dep, args.max_model_len, engine_settings(args), args.target_concurrency)
+
+
+def _compare_accelerators(args: argparse.Namespace, model: Any, cards: list[str],
+                          engines: list[str]) -> Any:
+    from ridgeline.deployment import Deployment
+    from ridgeline.reports.fit import FitComparison, fit_report
+
+    if len(engines) > 1:
+        raise InputError("compare engines or accelerators, not both: give one --engine or "
+                         "one --gpu")
+    if len(set(cards)) < len(cards):
+        raise InputError("an accelerator is named twice in --gpu")
+    if args.plot:
+        raise InputError("--plot draws one deployment's budget; give one --gpu")
+    settings = engine_settings(args)
+    reports = []
+    for card in cards:
+        acc = load_accelerator(argparse.Namespace(**{**vars(args), "gpu": card}))
+        dep = Deployment.build(model, acc, args.weights, args.kv_dtype, args.num_gpus,
+                               engine=engines[0],
+                               flash_attention=flash_attention(args, engines[0]))
+        reports.append(fit_report(dep, args.max_model_len, settings, args.target_concurrency))
+    return FitComparison(tuple(reports), by="accelerator")
 
 # the settings that name one engine's knob: a comparison runs each engine at its defaults
 ENGINE_KNOBS = ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens",

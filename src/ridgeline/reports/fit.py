@@ -170,31 +170,46 @@ class FitReport:
 
 @dataclass(frozen=True)
 class FitComparison:
-    """The same deployment's capacity under several engines, each at its own defaults."""
+    """The same model's capacity under several engines (each at its own defaults), or on
+    several accelerators under one engine."""
 
     reports: tuple[FitReport, ...]
+    by: str = "engine"  # or "accelerator"
+
+    def _name(self, r: FitReport) -> str:
+        d = r.deployment
+        return r.pool.engine if self.by == "engine" else f"{d.num_gpus} x {d.accelerator.id}"
 
     @property
     def steps(self) -> tuple[Step, ...]:
-        return tuple(replace(st, label=f"{r.pool.engine}: {st.label}")
+        return tuple(replace(st, label=f"{self._name(r)}: {st.label}")
                      for r in self.reports for st in r.steps)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"engines": [r.to_dict() for r in self.reports]}
+        if self.by == "engine":
+            return {"engines": [r.to_dict() for r in self.reports]}
+        return {"accelerators": [{"accelerator": r.deployment.accelerator.id, **r.to_dict()}
+                                 for r in self.reports]}
 
     def text_lines(self) -> list[str]:
         first = self.reports[0]
         d = first.deployment
-        rows = [[r.pool.engine, f"{r.pool.pool_bytes / GIB:,.2f}", f"{r.pool.tokens:,}",
+        rows = [[self._name(r), f"{r.pool.pool_bytes / GIB:,.2f}", f"{r.pool.tokens:,}",
                  f"{r.per_conversation_bytes / GIB:,.3f}", f"{r.conversations:,}",
                  f"{r.batch:,}", r.verdict] for r in self.reports]
         target = f", against a target of {first.target:,}" if first.target else ""
-        return [f"{d.model.name} on {d.num_gpus} x {d.accelerator.id}, weights "
-                f"{d.weights.label}: conversations of {first.context:,} tokens by engine{target}",
-                "", *table(rows, ["engine", "KV GiB/GPU", "tokens", "GiB/conv", "conversations",
-                                  "batch", "verdict"]),
-                "", "each at its own defaults, tokens as each engine counts them; "
-                "`--engine NAME` alone for one engine's breakdown and levers"]
+        if self.by == "engine":
+            head = (f"{d.model.name} on {d.num_gpus} x {d.accelerator.id}, weights "
+                    f"{d.weights.label}: conversations of {first.context:,} tokens by "
+                    f"engine{target}")
+            foot = ("each at its own defaults, tokens as each engine counts them; "
+                    "`--engine NAME` alone for one engine's breakdown and levers")
+        else:
+            head = (f"{d.model.name} on {first.pool.engine}, weights {d.weights.label}: "
+                    f"conversations of {first.context:,} tokens by accelerator{target}")
+            foot = "`--gpu NAME` alone for one card's breakdown and levers"
+        return [head, "", *table(rows, [self.by, "KV GiB/GPU", "tokens", "GiB/conv",
+                                        "conversations", "batch", "verdict"]), "", foot]
 
 
 def fit_report(dep: Deployment, context: int, settings: EngineSettings,
