@@ -403,3 +403,23 @@ def test_fit_compares_accelerators_under_one_engine(capsys: pytest.CaptureFixtur
                            (["--gpu", "h100,h200", "--plot", "x.png"], "give one --gpu")):
         code, _, err = run(capsys, *argv, *extra)
         assert code == 2 and message in err
+
+
+def test_llama_cpp_prefill_runs_in_ubatches_as_validate_scores_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from ridgeline.measurements import read_measurements
+    from ridgeline.predict import predict
+
+    row = next(r for r in read_measurements(MEASUREMENTS).rows
+               if r.id == "XD-RTX409024GB-8B-F16-pp4096")
+    code, out, _ = run(capsys, "prefill", "llama-3-8b", "--gpu", "rtx-4090", "--engine",
+                       "llama.cpp-cuda", "--weights", "fp16", "--prompt-len", "4096",
+                       "--flash-attn", "off", "--json", "--explain")
+    assert code == 0
+    report = json.loads(out)
+    assert 4096 / report["expected"]["time_s"] == pytest.approx(predict(row).predicted)
+    assert any(s["label"] == "prefill in ubatches" for s in report["explain"])
+    # one ubatch's worth is one step, as for the serving engines
+    code, out, _ = run(capsys, "prefill", "llama-3-8b", "--gpu", "rtx-4090", "--engine",
+                       "llama.cpp-cuda", "--prompt-len", "512", "--explain")
+    assert code == 0 and "prefill in ubatches" not in out

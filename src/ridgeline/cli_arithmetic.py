@@ -107,12 +107,11 @@ def cmd_decode(args: argparse.Namespace) -> Any:
     return decode_report(dep, args.batch, args.context, load_profile(args), args.enforce_eager)
 
 def cmd_prefill(args: argparse.Namespace) -> Any:
-    from ridgeline.cost import Seq
     from ridgeline.floors import prefill_floor
     from ridgeline.reports.decode import Expectation, PrefillReport
 
     dep = load_deployment(args)
-    expected = Expectation.of(dep, [Seq(args.prompt_len, 0)] * args.batch, load_profile(args))
+    expected = Expectation.of_prefill(dep, args.prompt_len, args.batch, load_profile(args))
     return PrefillReport(dep, prefill_floor(dep, args.prompt_len, args.batch), expected)
 
 def cmd_utilization(args: argparse.Namespace) -> Any:

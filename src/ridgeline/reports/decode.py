@@ -46,6 +46,29 @@ class Expectation:
         return cls(profile.engine, t, t / profile.band_high, t / profile.band_low, profile.source,
                    _expectation_steps(dep, batch, profile, cost))
 
+    @classmethod
+    def of_prefill(cls, dep: Deployment, prompt: int, batch: int,
+                   profile: EngineProfile) -> Expectation:
+        """A prompt as the engine runs it: llama.cpp in n_ubatch-token ubatches, each after
+        the cache the ones before it filled (what `validate` scores); other engines in one
+        pass."""
+        from ridgeline.predict import LLAMA_CPP_UBATCH, prefill_time
+
+        if not dep.engine.startswith("llama.cpp") or prompt <= LLAMA_CPP_UBATCH:
+            return cls.of(dep, [Seq(prompt, 0)] * batch, profile)
+        first = [Seq(LLAMA_CPP_UBATCH, 0)]
+        t = prefill_time(dep, profile, prompt, 0, batch)
+        ubatches = batch * -(-prompt // LLAMA_CPP_UBATCH)
+        head = tuple(replace(st, label=f"first ubatch: {st.label}") for st in
+                     _expectation_steps(dep, first, profile, step_cost(dep, first, profile)))
+        total = step("prefill in ubatches", "Σ over the ubatches of step_cost(ubatch, after "
+                     "the tokens before it): each re-reads the weights and attends to a longer "
+                     "cache", q("expected", t * 1e3, "ms"),
+                     q("n_ubatch", LLAMA_CPP_UBATCH, "tokens", "llama.cpp default (-ub)"),
+                     q("ubatches", ubatches, "", f"{batch} x ⌈{prompt:,} ÷ {LLAMA_CPP_UBATCH}⌉"))
+        return cls(profile.engine, t, t / profile.band_high, t / profile.band_low,
+                   profile.source, (*head, total))
+
     def to_dict(self) -> dict[str, Any]:
         return {"engine": self.engine, "time_s": self.time_s, "low_s": self.low_s,
                 "high_s": self.high_s, "profile": self.source}
