@@ -423,3 +423,19 @@ def test_llama_cpp_prefill_runs_in_ubatches_as_validate_scores_it(
     code, out, _ = run(capsys, "prefill", "llama-3-8b", "--gpu", "rtx-4090", "--engine",
                        "llama.cpp-cuda", "--prompt-len", "512", "--explain")
     assert code == 0 and "prefill in ubatches" not in out
+
+
+def test_fit_without_a_length_finds_the_longest_context_for_the_target(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "fit", "gpt-oss-120b", "--gpu", "h100", "--num-gpus", "2",
+                       "--target-concurrency", "32", "--json")
+    assert code == 0
+    found = json.loads(out)
+    assert found["conversations"] >= 32 and 32_000 < found["context"] < 131_072
+    assert found["longest_context_search"].endswith(f"{found['context']:,} tokens")
+    for argv, message in ((["--gpu", "h100"], "--target-concurrency T alone"),
+                          (["--gpu", "h100,h200", "--target-concurrency", "4"], "one deployment"),
+                          (["--gpu", "h100", "--engine", "vllm,sglang", "--target-concurrency",
+                            "4"], "one deployment")):
+        code, _, err = run(capsys, "fit", "llama-3.1-8b", *argv)
+        assert code == 2 and message in err

@@ -154,3 +154,31 @@ def test_sglang_before_v0_5_fixed_its_fraction_by_tensor_parallel_size() -> None
     docs = kv_pool(dep("llama-3.1-8b-instruct", engine="sglang"),
                    EngineSettings(engine_version="0.4"), 79.21 * GIB)
     assert docs.pool_bytes / GIB == pytest.approx(54.26, rel=0.01)
+
+
+@pytest.mark.parametrize(("model", "gpu", "n", "engine", "target"), [
+    ("gpt-oss-120b", "h100", 2, "vllm", 32),  # 128K holds 16: the longest for 32 is shorter
+    ("llama-3.1-8b", "h100", 1, "sglang", 100),
+    ("qwen3-30b-a3b", "rtx-4090", 2, "llama.cpp-cuda", 12),
+])
+def test_the_longest_context_holds_the_target_and_one_token_more_does_not(
+        model: str, gpu: str, n: int, engine: str, target: int) -> None:
+    from ridgeline.reports.fit import longest_context
+
+    d = dep(model, gpu, n, engine=engine,
+            weights="q4_k_m" if engine.startswith("llama.cpp") else None)
+    found = longest_context(d, EngineSettings(), target)
+    assert found.conversations >= target and found.verdict != DOES_NOT_FIT
+    assert f"{found.context:,} tokens" in found.searched
+    assert fit_report(d, found.context + 1, EngineSettings(), target).conversations < target
+
+
+def test_the_longest_context_search_says_when_no_context_holds_the_target() -> None:
+    from ridgeline.reports.fit import longest_context
+
+    found = longest_context(dep("llama-3.1-70b"), EngineSettings(), 8)  # 141 GB on 80 GB
+    assert found.verdict == DOES_NOT_FIT and found.searched.startswith("no context holds 8")
+    # and a small model reaches its own limit: the answer is the model's window, said so
+    small = longest_context(dep("llama-3.2-1b", "b200"), EngineSettings(), 1)
+    assert small.context == resolve_model("llama-3.2-1b").max_position_embeddings
+    assert "the model's limit" in small.searched

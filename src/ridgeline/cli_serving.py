@@ -33,11 +33,17 @@ from ridgeline.errors import InputError
 def cmd_fit(args: argparse.Namespace) -> Any:
     from ridgeline.deployment import Deployment
     from ridgeline.engines import engine_id
-    from ridgeline.reports.fit import fit_report
+    from ridgeline.reports.fit import fit_report, longest_context
 
+    if args.max_model_len is None and args.target_concurrency is None:
+        raise InputError("give --max-model-len L, or --target-concurrency T alone to find the "
+                         "longest context T conversations can have")
     model = load_model(args)
     engines = [engine_id(name.strip()) for name in args.engine.split(",")]
     cards = [name.strip() for name in (args.gpu or "").split(",")]
+    if args.max_model_len is None and (len(engines) > 1 or len(cards) > 1):
+        raise InputError("the longest-context search runs on one deployment: give one --engine "
+                         "and one --gpu, or --max-model-len to compare")
     if len(cards) > 1:
         return _compare_accelerators(args, model, cards, engines)
     acc = load_accelerator(args)
@@ -45,6 +51,8 @@ def cmd_fit(args: argparse.Namespace) -> Any:
         return _compare_engines(args, model, acc, engines)
     dep = Deployment.build(model, acc, args.weights, args.kv_dtype, args.num_gpus,
                            engine=engines[0], flash_attention=flash_attention(args, engines[0]))
+    if args.max_model_len is None:
+        return longest_context(dep, engine_settings(args), args.target_concurrency)
     return fit_report(dep, args.max_model_len, engine_settings(args), args.target_concurrency)
 
 
@@ -259,8 +267,9 @@ def register(sub: Any) -> None:
     _model(p)
     _gpu(p)
     _formats(p)
-    p.add_argument("--max-model-len", type=_positive_count("max model length"), required=True,
-                   help="conversation length to size for (vLLM --max-model-len)")
+    p.add_argument("--max-model-len", type=_positive_count("max model length"),
+                   help="conversation length to size for (vLLM --max-model-len); leave it out "
+                   "with --target-concurrency to find the longest context that many fit at")
     p.add_argument("--target-concurrency", type=_positive_count("target concurrency"),
                    help="conversations that must fit at once")
     p.add_argument("--engine", default="vllm", type=_name_list(_engine_name),

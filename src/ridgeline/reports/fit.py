@@ -60,6 +60,7 @@ class FitReport:
     ridge_batch: float  # the article's batch to the ridge: the ridge point itself
     levers: tuple[Lever, ...]
     steps: tuple[Step, ...]
+    searched: str = ""  # set when the context was found by longest_context: how
 
     @property
     def batch(self) -> int:
@@ -100,6 +101,7 @@ class FitReport:
                         "sampler_bytes": p.sampler_bytes},
             "engine_version": None if p.accounting is None else p.accounting.version,
             "levers": [vars(lv) for lv in self.levers],
+            "longest_context_search": self.searched or None,
             "kv_cache_groups": None if p.groups is None else {
                 "layers_per_group": p.groups.layers_per_group, "full": p.groups.full,
                 "windows": [{"tokens": w, "groups": g} for w, g in p.groups.windows],
@@ -126,7 +128,7 @@ class FitReport:
             f"vLLM {p.accounting.version} ({p.accounting.engine} memory accounting)")
         if p.accounting is None and self.settings.engine_version:
             engine += f" {self.settings.engine_version}"
-        lines = [headline,
+        lines = [*([self.searched] if self.searched else []), headline,
                  f"{d.model.name} on {d.num_gpus} x {d.accelerator.id}, {engine}, weights "
                  f"{d.weights.label}, KV {d.kv.id}", ""]
         lines += table(budget_rows(p, self.settings), ["", ""])[1:]
@@ -210,6 +212,38 @@ class FitComparison:
             foot = "`--gpu NAME` alone for one card's breakdown and levers"
         return [head, "", *table(rows, [self.by, "KV GiB/GPU", "tokens", "GiB/conv",
                                         "conversations", "batch", "verdict"]), "", foot]
+
+
+SHORTEST_CONTEXT = 1024  # where a failed search reports: a short conversation
+
+
+def longest_context(dep: Deployment, settings: EngineSettings, target: int) -> FitReport:
+    """The fit at the longest context at which ``target`` conversations still fit at once
+    (bisection: the pool shrinks, or stays, as conversations grow), up to the model's
+    max_position_embeddings; where none does, the fit at a short conversation says by how
+    much it falls short."""
+    limit = dep.model.max_position_embeddings or 1 << 20
+
+    def holds(context: int) -> bool:
+        return fit_report(dep, context, settings, target).conversations >= target
+
+    if not holds(1):
+        short = fit_report(dep, min(SHORTEST_CONTEXT, limit), settings, target)
+        return replace(short, searched=f"no context holds {target:,} conversations at once; "
+                       f"at {short.context:,} tokens:")
+    low, high = 1, limit
+    if holds(limit):
+        low = limit
+    while low < high:  # holds(low), and not holds(high) unless low == high
+        mid = (low + high + 1) // 2
+        if holds(mid):
+            low = mid
+        else:
+            high = mid - 1
+    report = fit_report(dep, low, settings, target)
+    cap = " (the model's limit)" if low == limit else ""
+    return replace(report, searched=f"longest context at which {target:,} conversations fit at "
+                   f"once: {low:,} tokens{cap}")
 
 
 def fit_report(dep: Deployment, context: int, settings: EngineSettings,
