@@ -376,6 +376,10 @@ def test_decode_compares_accelerators_side_by_side(capsys: pytest.CaptureFixture
     assert cards[0]["points"][1]["expected"] is None and cards[1]["points"][1]["expected"]
     code, text, _ = run(capsys, *argv, "--gpu", "h100,h200,b200")
     assert code == 0 and "does not fit" in text and "2 x b200" in text
+    # the price column: the catalog's device-hour price for two cards over an hour's tokens
+    price, tok_s = cards[1]["price_per_device_hour_usd"], cards[1]["points"][1]["expected"][
+        "aggregate_tok_s"]
+    assert f"${2 * price / (tok_s * 3600) * 1e6:,.2f}" in text
     code, _, err = run(capsys, *argv, "--gpu", "h100,h100")
     assert code == 2 and "named twice" in err
     code, _, err = run(capsys, *argv, "--gpu", "h100,nonesuch")

@@ -28,3 +28,11 @@ def test_lists_of_counts() -> None:
 def test_bad_counts_are_refused(text: str) -> None:
     with pytest.raises(InputError):
         parse_count(text)
+
+
+def test_usd_per_million_tokens_is_the_hourly_price_over_an_hours_tokens() -> None:
+    from ridgeline.units import usd_per_million_tokens
+
+    assert usd_per_million_tokens(2.99, 1000) == pytest.approx(2.99 / 3.6)  # 3.6 M tokens/h
+    assert usd_per_million_tokens(None, 1000) is None
+    assert usd_per_million_tokens(2.99, 0) is None

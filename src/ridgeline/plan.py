@@ -37,6 +37,7 @@ from ridgeline.sim.config import SimConfig, sim_config
 from ridgeline.sim.request import Request
 from ridgeline.sim.simulator import Simulator
 from ridgeline.sim.workload import Workload, length_sampler, read_trace
+from ridgeline.units import usd_per_million_tokens
 
 RAY_CHUNK = 8  # candidates per Ray task: each takes milliseconds, a task's overhead about as much
 DEFAULT_GPUS = ("h100-sxm", "h200-sxm", "b200", "mi300x", "l40s")
@@ -145,8 +146,7 @@ class Candidate:
         return None if self.price_per_gpu_hour is None else self.gpus * self.price_per_gpu_hour
 
     def cost_per_million_tokens(self, output_tok_s: float) -> float | None:
-        c = self.cost_per_hour
-        return None if c is None or not output_tok_s else c / (output_tok_s * 3600) * 1e6
+        return usd_per_million_tokens(self.cost_per_hour, output_tok_s)
 
     @property
     def label(self) -> str:

@@ -124,3 +124,11 @@ def fmt_time_s(seconds: float) -> str:
     if seconds >= 1e-3:
         return f"{seconds * 1e3:.3g} ms"
     return f"{seconds * 1e6:.3g} µs"
+
+
+def usd_per_million_tokens(usd_per_hour: float | None, tok_s: float) -> float | None:
+    """What a million tokens cost at ``tok_s`` on hardware billed ``usd_per_hour``:
+    $2.99/h at 1,000 tok/s -> 2.99 / 3.6 M tokens = $0.83 per million; None without a price."""
+    if usd_per_hour is None or tok_s <= 0:
+        return None
+    return usd_per_hour / (tok_s * 3600) * 1e6

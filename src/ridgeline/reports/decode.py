@@ -14,7 +14,7 @@ from ridgeline.hardware import Accelerator
 from ridgeline.kvcache import conversations_that_fit, kv_footprint
 from ridgeline.render import table
 from ridgeline.roofline import ridge_point, weight_intensity
-from ridgeline.units import GB
+from ridgeline.units import GB, usd_per_million_tokens
 
 _NO_EXPECTATION = ("expected on {engine}: nothing: this deployment does not fit, so it runs at "
                    "no speed (`ridgeline fit` for the levers)")
@@ -253,6 +253,12 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
     return DecodeReport(dep, tuple(floors), tuple(expected), pool_batch, cautions)
 
 
+def _dollars_per_million(dep: Deployment, tok_s: float) -> str:
+    price = dep.accelerator.price_per_hour_usd
+    cost = usd_per_million_tokens(None if price is None else price * dep.num_gpus, tok_s)
+    return "no price" if cost is None else f"${cost:,.2f}"
+
+
 def _ridge(dep: Deployment) -> float:
     return ridge_point(dep.peak_flops_per_s, dep.bandwidth_bytes_per_s)
 
@@ -269,8 +275,10 @@ class DecodeComparison:
                      for r in self.reports for st in r.steps)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"accelerators": [{"accelerator": r.deployment.accelerator.id, **r.to_dict()}
-                                 for r in self.reports]}
+        return {"accelerators": [
+            {"accelerator": r.deployment.accelerator.id,
+             "price_per_device_hour_usd": r.deployment.accelerator.price_per_hour_usd,
+             **r.to_dict()} for r in self.reports]}
 
     def text_lines(self) -> list[str]:
         first = self.reports[0]
@@ -284,15 +292,18 @@ class DecodeComparison:
                              f"{e.time_s * 1e3:,.2f}" if runs else r._why_not(f),
                              f"{1 / e.time_s:,.1f}" if runs else "",
                              f"{f.batch / e.time_s:,.0f}" if runs else "",
+                             _dollars_per_million(r.deployment, f.batch / e.time_s)
+                             if runs else "",
                              f"{_ridge(r.deployment):,.0f}",
                              f.bound.split()[0]])
         cautions = dict.fromkeys(c for r in self.reports for c in r.cautions)
         return [f"{d.model.name}, weights {d.weights.label}, KV {d.kv.id}, decode on "
                 f"{first.expected[0].engine}: one row per accelerator, batch and context", "",
                 *table(rows, ["accelerator", "batch", "context", "floor ms", "expected ms",
-                              "tok/s/user", "tok/s total", "ridge", "bound"]),
+                              "tok/s/user", "tok/s total", "$/M tok", "ridge", "bound"]),
                 "", "expected: each card's step_cost with the engine's calibrated profile; "
-                "`--gpu NAME` alone for one card's breakdown",
+                "$/M tok: the catalog's price per device-hour over the output tokens of a "
+                "steady batch (no prefill); `--gpu NAME` alone for one card's breakdown",
                 *(f"caution: {c}" for c in cautions)]
 
 
