@@ -80,8 +80,32 @@ def test_plan_cli_prints_engine_commands_with_real_flags(capsys: pytest.CaptureF
     vllm = data["commands"]["vllm"]
     assert vllm.startswith("vllm serve meta-llama/Llama-3.1-8B --tensor-parallel-size")
     assert "--gpu-memory-utilization 0.9" in vllm and "--max-model-len" in vllm
-    assert "--tp-size" in data["commands"]["sglang"]
+    assert list(data["commands"]) == ["vllm"]  # the engine whose pools were sized
     assert data["winner"]["cost_per_million_output_tokens"] > 0
+
+
+def test_plan_sizes_pools_as_the_named_engine_does(capsys: pytest.CaptureFixture[str]) -> None:
+    from ridgeline.hardware import resolve_accelerator
+    from ridgeline.memory import EngineSettings, max_batch
+    from ridgeline.plan import _deployment
+
+    args = ["plan", "llama-3.1-70b", "--rate", "2", "--slo-ttft-ms", "3000", "--slo-tpot-ms",
+            "60", "--gpus", "h100", "--workers", "1", "--json"]
+    commands = {}
+    for engine in ("vllm", "sglang", "trtllm"):
+        assert main([*args, "--engine", engine]) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert data["winner"] is not None
+        commands[engine] = data["commands"]
+    assert list(commands["sglang"]) == ["sglang"] and "--tp-size" in commands["sglang"]["sglang"]
+    assert commands["trtllm"] == {}  # no launch flags modelled: none printed
+    # SGLang's static fraction leaves a smaller pool than vLLM's 0.9 on the same card
+    acc = resolve_accelerator("h100")
+    seats = {e: max_batch(_deployment(MODEL, acc, 1, 1, "bf16", "bf16", engine=e), 4096,
+                          EngineSettings(max_model_len=4096)) for e in ("vllm", "sglang")}
+    assert seats["sglang"] < seats["vllm"]
+    assert main([*args, "--engine", "sglang", "--engine-version", "b9400"]) == 2
+    assert "llama.cpp build" in capsys.readouterr().err
 
 
 def test_bad_plan_inputs_exit_2(capsys: pytest.CaptureFixture[str]) -> None:

@@ -78,6 +78,8 @@ def _compare_accelerators(args: argparse.Namespace, model: Any, cards: list[str]
         reports.append(fit_report(dep, args.max_model_len, settings, args.target_concurrency))
     return FitComparison(tuple(reports), by="accelerator")
 
+PLAN_ENGINES = ("vllm", "sglang", "trtllm")  # the CUDA-graph serving engines plan sizes for
+
 # the settings that name one engine's knob: a comparison runs each engine at its defaults
 ENGINE_KNOBS = ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens",
                 "block_size", "engine_version", "flash_attn", "swa_full_tokens_ratio")
@@ -190,12 +192,13 @@ def cmd_plan(args: argparse.Namespace) -> Any:
     load = Load.from_trace(args.trace, args.seed) if args.trace \
         else Load(args.rate, args.input_len, args.output_len, args.seed)
     slo = Slo(args.slo_ttft_ms / 1e3, args.slo_tpot_ms / 1e3, args.percentile)
-    if args.engine_version is not None:
-        from ridgeline.vllm_memory import vllm_accounting
+    if args.engine_version is not None:  # a bad version is named before the search
+        from ridgeline.memory import check_engine_version
 
-        vllm_accounting(args.engine_version)  # a bad version is named before the search
+        check_engine_version(args.engine, args.engine_version)
     result = plan(model, load, slo, gpus, args.max_gpus, prices, workers=args.workers,
-                  executor=args.executor, engine_version=args.engine_version)
+                  executor=args.executor, engine_version=args.engine_version,
+                  engine=args.engine)
     _, mean_out = load.means()
     from ridgeline.catalog import model_entries
 
@@ -381,8 +384,12 @@ def register(sub: Any) -> None:
     p.add_argument("--executor", choices=["process", "ray"], default="process",
                    help="local processes (default) or a Ray cluster (RAY_ADDRESS; extra ray)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--engine", choices=PLAN_ENGINES, default="vllm",
+                   help="the serving engine whose memory rules size each replica's pool "
+                   "(default vllm)")
     p.add_argument("--engine-version", metavar="V",
-                   help="vLLM version whose memory accounting sizes the pools (default: newest)")
+                   help="that engine's version whose memory accounting sizes the pools (vLLM, "
+                   "SGLang; default: newest)")
     _output(p, plot=True)
     p.set_defaults(handler=cmd_plan)
 

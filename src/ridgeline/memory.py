@@ -287,6 +287,15 @@ def llamacpp_build(text: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def check_engine_version(engine: str, version: str) -> None:
+    """The version is one this engine has and ridgeline models, or a one-line error."""
+    _check_version_kind(engine, version)
+    if engine == "vllm":
+        vllm_accounting(version)
+    elif engine == "sglang":
+        parse_version(version)
+
+
 def _check_version_kind(engine: str, version: str) -> None:
     """llama.cpp takes a build (b9400), vLLM and SGLang a version (0.11), others neither."""
     build = llamacpp_build(version) is not None

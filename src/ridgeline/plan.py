@@ -164,9 +164,9 @@ class Candidate:
 
 
 def _deployment(model: ModelSpec, acc: Accelerator, c_tp: int, pp: int, weights: str,
-                kv: str, expert_parallel: bool = False) -> Deployment:
+                kv: str, expert_parallel: bool = False, engine: str = "vllm") -> Deployment:
     w = None if weights == "as stored" else weights
-    return Deployment.build(model, acc, w, kv, c_tp * pp, pp, "vllm", expert_parallel)
+    return Deployment.build(model, acc, w, kv, c_tp * pp, pp, engine, expert_parallel)
 
 
 def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
@@ -208,14 +208,16 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
 
 
 def _evaluate(args: tuple[ModelSpec, str, int, int, str, str, tuple[int | None, int | None],
-                          bool, Load, Slo, int, float | None, str | None]) -> Candidate | None:
-    model, gpu, tp, pp, weights, kv, (seqs, budget), ep, load, slo, max_gpus, price, version = args
+                          bool, Load, Slo, int, float | None, str | None, str]
+              ) -> Candidate | None:
+    (model, gpu, tp, pp, weights, kv, (seqs, budget), ep, load, slo, max_gpus, price, version,
+     engine) = args
     acc = resolve_accelerator(gpu)
     try:
-        dep = _deployment(model, acc, tp, pp, weights, kv, ep)
+        dep = _deployment(model, acc, tp, pp, weights, kv, ep, engine=engine)
     except InputError:
         return None
-    profile = profile_for("vllm")
+    profile = profile_for(engine)
     sized = size_replica(dep, profile, load, slo, seqs, budget, version)
     if sized is None:
         return None
@@ -226,7 +228,7 @@ def _evaluate(args: tuple[ModelSpec, str, int, int, str, str, tuple[int | None, 
     group = accelerator_group(acc)
     fitted_here = profile.fitted_groups.get(group, 0)
     calibrated = fitted_here >= MIN_GROUP_ROWS
-    why = (f"the vllm profile has {fitted_here} fitted row{'s' if fitted_here != 1 else ''} on "
+    why = (f"the {engine} profile has {fitted_here} fitted row{'s' if fitted_here != 1 else ''} on "
            f"{group} accelerators ({profile.source})")
     return Candidate(acc.id, tp, pp, weights, kv, seqs, batch, tpot, ttft, rate, replicas, price,
                      calibrated, why, (profile.band_low, profile.band_high),
@@ -244,6 +246,7 @@ class PlanResult:
     searched: int
     mean_output_tokens: float
     closest_miss: str
+    engine: str = "vllm"  # whose memory rules sized the pools
 
     @property
     def winner(self) -> Candidate | None:
@@ -278,9 +281,10 @@ def search_space(model: ModelSpec, gpus: Sequence[str], max_gpus: int
 def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_GPUS,
          max_gpus: int = 64, prices: dict[str, float] | None = None, workers: int = 2,
          verify: int = 16, executor: str = "process",
-         engine_version: str | None = None) -> PlanResult:
-    """The cheapest deployment of ``model`` meeting ``slo`` for ``load``, sized with vLLM's
-    memory accounting of ``engine_version`` (default: the newest modelled)."""
+         engine_version: str | None = None, engine: str = "vllm") -> PlanResult:
+    """The cheapest deployment of ``model`` meeting ``slo`` for ``load``, each replica's pool
+    sized by ``engine``'s memory rules (vLLM, SGLang or TensorRT-LLM) at ``engine_version``
+    (default: the newest modelled)."""
     if load.rate <= 0:
         raise InputError("the request rate must be positive")
     prices = dict(prices or {})
@@ -290,8 +294,8 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
         table[acc.id] = prices.get(acc.id, prices.get(gpu, acc.price_per_hour_usd))
     space = list(search_space(model, [resolve_accelerator(g).id for g in gpus], max_gpus))
     sizing = load.for_sizing()
-    jobs = [(model, g, tp, pp, w, kv, knobs, ep, sizing, slo, max_gpus, table[g], engine_version)
-            for g, tp, pp, w, kv, knobs, ep in space]
+    jobs = [(model, g, tp, pp, w, kv, knobs, ep, sizing, slo, max_gpus, table[g], engine_version,
+             engine) for g, tp, pp, w, kv, knobs, ep in space]
     if executor == "ray":
         found = _ray_map(jobs)
     elif workers > 1 and len(jobs) > 16:
@@ -303,17 +307,19 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
     priced = sorted((c for c in feasible if c.cost_per_hour is not None),
                     key=lambda c: (c.cost_per_hour or 0.0, c.gpus))
     unpriced = sorted((c for c in feasible if c.cost_per_hour is None), key=lambda c: c.gpus)
-    verified, rest = _verify_cheapest(model, priced, load, slo, max_gpus, verify, engine_version)
+    verified, rest = _verify_cheapest(model, priced, load, slo, max_gpus, verify, engine_version,
+                                      engine)
     _, mean_out = load.means()
-    miss = "" if feasible else _closest_miss(model, load, slo, gpus, max_gpus)
-    split = _disaggregated(model, load, slo, gpus, max_gpus, table, engine_version)
-    checked = [_verify_disaggregated(model, c, load, slo, max_gpus, engine_version)
+    miss = "" if feasible else _closest_miss(model, load, slo, gpus, max_gpus, engine)
+    split = _disaggregated(model, load, slo, gpus, max_gpus, table, engine_version, engine)
+    checked = [_verify_disaggregated(model, c, load, slo, max_gpus, engine_version, engine)
                for c in split[:DISAGGREGATED_CHECKS]]  # None: no size within max_gpus holds
     split = [c for c in checked if c is not None] + split[DISAGGREGATED_CHECKS:]
     return PlanResult(load, slo, tuple(verified + rest), tuple(_best_per_gpu(unpriced)),
                       tuple(sorted(split, key=lambda c: (not c.verified, c.cost_per_hour is None,
                                                          c.cost_per_hour or 0.0, c.gpus))),
-                      tuple(_pareto(model, feasible, load)), len(jobs), mean_out, miss)
+                      tuple(_pareto(model, feasible, load, engine)), len(jobs), mean_out, miss,
+                      engine)
 
 
 def _ray_map(jobs: list[tuple[Any, ...]]) -> list[Candidate | None]:
@@ -343,7 +349,8 @@ def _best_per_gpu(cands: list[Candidate]) -> list[Candidate]:
 
 
 def _verify_cheapest(model: ModelSpec, priced: list[Candidate], load: Load, slo: Slo,
-                     max_gpus: int, limit: int, engine_version: str | None = None
+                     max_gpus: int, limit: int, engine_version: str | None = None,
+                     engine: str = "vllm"
                      ) -> tuple[list[Candidate], list[Candidate]]:
     """Simulate candidates cheapest first until the next one's analytic price is no lower
     than the cheapest that held in simulation (simulation only adds replicas, so none
@@ -355,7 +362,7 @@ def _verify_cheapest(model: ModelSpec, priced: list[Candidate], load: Load, slo:
         if i >= limit or (c.cost_per_hour or 0.0) >= best:
             rest = priced[i:]
             break
-        checked = _verify(model, c, load, slo, max_gpus, engine_version)
+        checked = _verify(model, c, load, slo, max_gpus, engine_version, engine)
         if checked is not None:
             verified.append(checked)
             best = min(best, checked.cost_per_hour or 0.0)
@@ -366,15 +373,16 @@ def _verify_cheapest(model: ModelSpec, priced: list[Candidate], load: Load, slo:
 
 
 def _verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
-            max_gpus: int, engine_version: str | None = None) -> Candidate | None:
+            max_gpus: int, engine_version: str | None = None, engine: str = "vllm"
+            ) -> Candidate | None:
     """Simulate one replica at its share of the rate; add replicas until the SLO holds."""
     acc = resolve_accelerator(c.accelerator)
-    dep = _deployment(model, acc, c.tp, c.pp, c.weights, c.kv, c.expert_parallel)
+    dep = _deployment(model, acc, c.tp, c.pp, c.weights, c.kv, c.expert_parallel, engine=engine)
     settings = EngineSettings(max_num_seqs=c.max_num_seqs,
                               max_num_batched_tokens=c.max_num_batched_tokens,
                               max_model_len=load.max_model_len(), engine_version=engine_version)
     config = pipeline_lane(sim_config(dep, settings), c.pp)
-    profile = profile_for("vllm")
+    profile = profile_for(engine)
     replicas = c.replicas
     while replicas * c.tp * c.pp <= max_gpus:
         result = Simulator(dep, profile, config).run(load.share(replicas * c.pp))
@@ -406,16 +414,17 @@ def handoff_s(dep: Deployment, prompt_tokens: int) -> float:
 
 
 def _verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
-                          max_gpus: int, engine_version: str | None = None) -> Candidate | None:
+                          max_gpus: int, engine_version: str | None = None,
+                          engine: str = "vllm") -> Candidate | None:
     """Simulate both pools of an xPyD candidate, growing the one that misses, until the SLO
     holds: TTFT = prefill pool's TTFT + KV hand-off + the decode pool's first step (their
     percentiles added, an upper bound); TPOT from the decode pool."""
     acc = resolve_accelerator(c.accelerator)
-    dep = _deployment(model, acc, c.tp, 1, c.weights, c.kv)
+    dep = _deployment(model, acc, c.tp, 1, c.weights, c.kv, engine=engine)
     mean_in, _ = load.means()
     config = sim_config(dep, EngineSettings(max_model_len=load.max_model_len(),
                                             engine_version=engine_version))
-    profile = profile_for("vllm")
+    profile = profile_for(engine)
     q = _percentile_key(slo)
     transfer_s = handoff_s(dep, max(1, round(mean_in)))
     x, y = c.prefill_replicas, c.replicas - c.prefill_replicas
@@ -451,20 +460,21 @@ def pipeline_lane(config: SimConfig, pp: int) -> SimConfig:
 
 
 def _disaggregated(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus: int,
-                   prices: dict[str, float | None], engine_version: str | None = None
+                   prices: dict[str, float | None], engine_version: str | None = None,
+                   engine: str = "vllm"
                    ) -> list[Candidate]:
     """xPyD: x prefill replicas sized for the prompt rate, y decode replicas for TPOT alone."""
     mean_in, mean_out = load.means()
     isl, osl = max(1, round(mean_in)), max(1, round(mean_out))
     out: list[Candidate] = []
-    profile = profile_for("vllm")
+    profile = profile_for(engine)
     for gpu in gpus:
         acc = resolve_accelerator(gpu)
         weights = "fp8" if acc.has("fp8") else ("as stored" if model.stored_formats else "bf16")
         best: Candidate | None = None
         for tp in (1, 2, 4, 8):
             try:
-                dep = _deployment(model, acc, tp, 1, weights, "bf16")
+                dep = _deployment(model, acc, tp, 1, weights, "bf16", engine=engine)
             except InputError:
                 continue
             cap = max_batch(dep, isl + osl, EngineSettings(max_model_len=isl + osl,
@@ -503,21 +513,21 @@ def _disaggregated(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], 
     return sorted(out, key=lambda c: (c.cost_per_hour is None, c.cost_per_hour or 0.0, c.gpus))
 
 
-def _pareto(model: ModelSpec, feasible: list[Candidate],
-            load: Load) -> list[tuple[float, float, str]]:
+def _pareto(model: ModelSpec, feasible: list[Candidate], load: Load,
+            engine: str = "vllm") -> list[tuple[float, float, str]]:
     """Non-dominated (tok/s per GPU, tok/s per user) points over batch, per configuration."""
     mean_in, mean_out = load.means()
     ctx = round(mean_in + mean_out / 2)
     points = []
     seen = set()
-    profile = profile_for("vllm")
+    profile = profile_for(engine)
     for c in feasible:
         key = (c.accelerator, c.tp, c.pp, c.weights, c.kv, c.expert_parallel)
         if key in seen:
             continue
         seen.add(key)
         dep = _deployment(model, resolve_accelerator(c.accelerator), c.tp, c.pp, c.weights, c.kv,
-                          c.expert_parallel)
+                          c.expert_parallel, engine=engine)
         b = 1
         while b <= max(1, c.batch):
             t = step_time_s(dep, decode_batch(b, ctx), profile)
@@ -535,15 +545,16 @@ def _pareto(model: ModelSpec, feasible: list[Candidate],
 
 
 def _closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],
-                  max_gpus: int) -> str:
+                  max_gpus: int, engine: str = "vllm") -> str:
     mean_in, mean_out = load.means()
     best: tuple[float, str] | None = None
-    profile = profile_for("vllm")
+    profile = profile_for(engine)
     for gpu in gpus:
         acc = resolve_accelerator(gpu)
         for tp in (n for n in (8, 4, 2, 1) if n <= max_gpus):  # the most the limit allows
             try:
-                dep = _deployment(model, acc, tp, 1, "fp8" if acc.has("fp8") else "bf16", "bf16")
+                dep = _deployment(model, acc, tp, 1, "fp8" if acc.has("fp8") else "bf16", "bf16",
+                                  engine=engine)
             except InputError:
                 continue
             ttft = step_time_s(dep, [Seq(max(1, round(mean_in)), 0)], profile)

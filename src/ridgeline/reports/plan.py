@@ -89,14 +89,18 @@ class PlanReport:
     def commands(self) -> dict[str, str]:
         win = self.result.winner
         assert win is not None
-        return {e: command_line(e, self.model_id, win, self.max_len) for e in ("vllm", "sglang")}
+        engine = self.result.engine
+        if "cli" not in engine_defaults(engine):  # no launch flags modelled (TensorRT-LLM)
+            return {}
+        return {engine: command_line(engine, self.model_id, win, self.max_len)}
 
     def text_lines(self) -> list[str]:
         r = self.result
         slo = r.slo
         head = (f"{self.model.name} at {r.load.rate:g} req/s (input {r.load.input_len}, output "
                 f"{r.load.output_len}); SLO p{slo.percentile:g} TTFT ≤ {slo.ttft_s * 1e3:g} ms, "
-                f"TPOT ≤ {slo.tpot_s * 1e3:g} ms; {r.searched} configurations searched")
+                f"TPOT ≤ {slo.tpot_s * 1e3:g} ms; {r.searched} configurations searched, "
+                f"pools sized as {r.engine} sizes them")
         win = r.winner
         if win is None:
             lines = [head, "", "NO DEPLOYMENT within the limits meets this SLO."]
@@ -119,7 +123,10 @@ class PlanReport:
                          f"{win.sim_tpot_s * 1e3:,.1f} ms")  # type: ignore[operator]
         if not win.calibrated:
             lines.append(f"  outside the calibrated range: {win.calibration_note}")
-        lines += ["", "run it with:", *(f"  {c}" for c in self.commands().values()), ""]
+        commands = self.commands()
+        lines += ["", "run it with:", *(f"  {c}" for c in commands.values()), ""] if commands \
+            else ["", f"({r.engine}'s launch flags are not modelled: size its engine with the "
+                  "batch above)", ""]
         rows = [[c.label, str(c.gpus), f"${c.cost_per_hour:,.2f}",
                  f"${c.cost_per_million_tokens(self._tok_s()):,.3f}",
                  "simulated" if c.verified else "analytic"] for c in self.runners_up()]
