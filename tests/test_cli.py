@@ -384,6 +384,8 @@ def test_decode_compares_accelerators_side_by_side(capsys: pytest.CaptureFixture
     assert code == 2 and "named twice" in err
     code, _, err = run(capsys, *argv, "--gpu", "h100,nonesuch")
     assert code == 2 and "unknown accelerator 'nonesuch'" in err
+    code, _, err = run(capsys, *argv, "--gpu", "h100,h200", "--plot", "x.html")
+    assert code == 2 and "give one --gpu" in err
 
 
 def test_fit_compares_accelerators_under_one_engine(capsys: pytest.CaptureFixture[str]) -> None:

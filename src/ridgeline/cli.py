@@ -131,11 +131,12 @@ def _model(p: argparse.ArgumentParser) -> None:
                    help="download MODEL's config.json from the Hugging Face Hub")
 
 
-def _gpu(p: argparse.ArgumentParser, required: bool = True) -> None:
+def _gpu(p: argparse.ArgumentParser, required: bool = True, several: bool = False) -> None:
     g = p.add_argument_group("accelerator")
     g.add_argument("--gpu", required=False, metavar="NAME", type=_not_empty("accelerator name"),
                    help="catalog id or name (h100, 'NVIDIA H100 80GB HBM3')" +
-                   ("" if required else "; optional"))
+                   ("" if required else "; optional") +
+                   ("; several, comma-separated, side by side" if several else ""))
     g.add_argument("--gpu-file", metavar="FILE", help="an accelerator record in JSON")
     g.add_argument("--peak-tflops", type=_positive_float("peak TFLOP/s"),
                    help="custom accelerator: dense peak TFLOP/s (with --bandwidth-gbs)")

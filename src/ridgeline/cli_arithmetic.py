@@ -96,6 +96,8 @@ def cmd_decode(args: argparse.Namespace) -> Any:
     if len(names) > 1:  # the same decode on several cards, side by side
         if len(set(names)) < len(names):
             raise InputError("an accelerator is named twice in --gpu")
+        if args.plot:
+            raise InputError("--plot draws one deployment; give one --gpu")
         reports = []
         for name in names:
             one = replace(load_deployment(argparse.Namespace(**{**vars(args), "gpu": name})),
@@ -175,7 +177,7 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser("decode", help="decode step: floor and expected time, tok/s per user and total")
     _model(p)
-    _gpu(p)
+    _gpu(p, several=True)
     _formats(p)
     p.add_argument("--batch", type=_count_list("batch", MAX_BATCH), default=[1],
                    help="one batch or a list: 1,8,32,128,296")

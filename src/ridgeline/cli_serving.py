@@ -268,7 +268,7 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser("fit", help="the KV pool an engine leaves, and the capacity verdict")
     _model(p)
-    _gpu(p)
+    _gpu(p, several=True)
     _formats(p)
     p.add_argument("--max-model-len", type=_positive_count("max model length"),
                    help="conversation length to size for (vLLM --max-model-len); leave it out "
