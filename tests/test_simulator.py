@@ -350,3 +350,17 @@ def test_a_one_token_prompt_gets_a_first_token_time_on_the_fast_path() -> None:
 def test_impossible_speculative_settings_are_refused(knob: dict[str, float]) -> None:
     with pytest.raises(InputError, match="draft"):
         Simulator(DEP, PROFILE, replace(small_config(100), **knob))
+
+
+def test_the_running_batch_is_labelled_with_the_engines_own_gauge(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from ridgeline.cli import main
+
+    gauges = {"vllm": "(vllm:num_requests_running)", "sglang": "(sglang:num_running_reqs)",
+              "trtllm": "running batch: mean"}
+    for engine, label in gauges.items():
+        assert main(["simulate", "llama-3.1-8b", "--gpu", "h100", "--engine", engine, "--rate",
+                     "2", "--num-requests", "5"]) == 0
+        out = capsys.readouterr().out
+        assert label in out
+        assert engine == "vllm" or "vllm:" not in out

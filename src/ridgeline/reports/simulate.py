@@ -78,7 +78,7 @@ class SimulateReport:
             f"completed {r.completed:,} of {self.requests:,} requests in {r.duration_s:,.1f} s "
             f"({r.steps:,} steps): {r.request_rate:,.2f} req/s, {r.output_tok_s:,.0f} output "
             f"tok/s ({r.output_tok_s / d.num_gpus:,.0f} per GPU)",
-            f"running batch (vllm:num_requests_running): mean {batch['mean']:,.1f}, max "
+            f"running batch{_running_metric(d.engine)}: mean {batch['mean']:,.1f}, max "
             f"{batch['max']:,.0f}; preemptions {r.preemptions:,}; prefix-cache hits "
             f"{r.prefix_hit_blocks:,} blocks",
         ]
@@ -89,3 +89,12 @@ class SimulateReport:
         for reason, n in r.rec.rejected.items():
             lines.append(f"rejected {n:,}: {reason}")
         return lines + [f"caution: {c}" for c in self.cautions]
+
+
+def _running_metric(engine: str) -> str:
+    """The engine's own gauge of the running batch, as `observe` reads it, or ""."""
+    from ridgeline.observe import RUNNING
+
+    prefix = "llamacpp" if engine.startswith("llama.cpp") else engine
+    name = next((m for m in RUNNING if m.startswith(prefix + ":")), None)
+    return f" ({name})" if name else ""
