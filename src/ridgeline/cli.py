@@ -229,6 +229,19 @@ def load_deployment(args: argparse.Namespace, model: Any = None) -> Any:
                             flash_attention=flash_attention(args, engine))
 
 
+def accelerator_names(args: argparse.Namespace) -> list[str]:
+    """--gpu read as a list: decode and fit put several cards side by side."""
+    names = [name.strip() for name in (args.gpu or "").split(",")]
+    if len(set(names)) < len(names):
+        raise InputError("an accelerator is named twice in --gpu")
+    return names
+
+
+def one_card(args: argparse.Namespace, name: str) -> argparse.Namespace:
+    """The arguments with --gpu narrowed to one of the cards a comparison names."""
+    return argparse.Namespace(**{**vars(args), "gpu": name})
+
+
 def flash_attention(args: argparse.Namespace, engine: str) -> bool:
     """--flash-attn, llama.cpp's switch: on unless turned off; refused for other engines."""
     flag = getattr(args, "flash_attn", None)

@@ -16,10 +16,12 @@ from ridgeline.cli import (
     _output,
     _positive_count,
     _positive_float,
+    accelerator_names,
     load_accelerator,
     load_deployment,
     load_model,
     load_profile,
+    one_card,
 )
 from ridgeline.errors import InputError
 
@@ -92,16 +94,13 @@ def cmd_decode(args: argparse.Namespace) -> Any:
     from ridgeline.engines import engine_id
     from ridgeline.reports.decode import DecodeComparison, decode_report
 
-    names = [n.strip() for n in (args.gpu or "").split(",")]
+    names = accelerator_names(args)
     if len(names) > 1:  # the same decode on several cards, side by side
-        if len(set(names)) < len(names):
-            raise InputError("an accelerator is named twice in --gpu")
         if args.plot:
             raise InputError("--plot draws one deployment; give one --gpu")
         reports = []
         for name in names:
-            one = replace(load_deployment(argparse.Namespace(**{**vars(args), "gpu": name})),
-                          engine=engine_id(args.engine))
+            one = replace(load_deployment(one_card(args, name)), engine=engine_id(args.engine))
             reports.append(decode_report(one, args.batch, args.context, load_profile(args),
                                          args.enforce_eager))
         return DecodeComparison(tuple(reports))

@@ -20,12 +20,14 @@ from ridgeline.cli import (
     _positive_count,
     _positive_float,
     _typed,
+    accelerator_names,
     engine_settings,
     flash_attention,
     load_accelerator,
     load_deployment,
     load_model,
     load_profile,
+    one_card,
 )
 from ridgeline.errors import InputError
 
@@ -40,7 +42,7 @@ def cmd_fit(args: argparse.Namespace) -> Any:
                          "longest context T conversations can have")
     model = load_model(args)
     engines = [engine_id(name.strip()) for name in args.engine.split(",")]
-    cards = [name.strip() for name in (args.gpu or "").split(",")]
+    cards = accelerator_names(args)
     if args.max_model_len is None and (len(engines) > 1 or len(cards) > 1):
         raise InputError("the longest-context search runs on one deployment: give one --engine "
                          "and one --gpu, or --max-model-len to compare")
@@ -64,22 +66,20 @@ def _compare_accelerators(args: argparse.Namespace, model: Any, cards: list[str]
     if len(engines) > 1:
         raise InputError("compare engines or accelerators, not both: give one --engine or "
                          "one --gpu")
-    if len(set(cards)) < len(cards):
-        raise InputError("an accelerator is named twice in --gpu")
     if args.plot:
-        raise InputError("--plot draws one deployment's budget; give one --gpu")
+        raise InputError("--plot draws one deployment; give one --gpu")
     settings = engine_settings(args)
     reports = []
     for card in cards:
-        acc = load_accelerator(argparse.Namespace(**{**vars(args), "gpu": card}))
+        acc = load_accelerator(one_card(args, card))
         dep = Deployment.build(model, acc, args.weights, args.kv_dtype, args.num_gpus,
                                engine=engines[0],
                                flash_attention=flash_attention(args, engines[0]))
         reports.append(fit_report(dep, args.max_model_len, settings, args.target_concurrency))
     return FitComparison(tuple(reports), by="accelerator")
 
-PLAN_ENGINES = ("vllm", "sglang", "trtllm")  # the CUDA-graph serving engines plan sizes for
 
+PLAN_ENGINES = ("vllm", "sglang", "trtllm")  # the CUDA-graph serving engines plan sizes for
 # the settings that name one engine's knob: a comparison runs each engine at its defaults
 ENGINE_KNOBS = ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens",
                 "block_size", "engine_version", "flash_attn", "swa_full_tokens_ratio")
