@@ -445,3 +445,22 @@ def test_fit_without_a_length_finds_the_longest_context_for_the_target(
                             "4"], "one deployment")):
         code, _, err = run(capsys, "fit", "llama-3.1-8b", *argv)
         assert code == 2 and message in err
+
+
+def test_kv_takes_any_engines_cache_format(capsys: pytest.CaptureFixture[str]) -> None:
+    """`kv` is engine-free arithmetic: llama.cpp's q8_0 and vLLM's fp8 both size a budget."""
+    for dtype in ("q8_0", "fp8"):
+        code, out, err = run(capsys, "kv", "llama-3.1-8b", "--context", "8k", "--kv-dtype", dtype,
+                             "--gpu", "h100")
+        assert code == 0 and "conversations of 8,000 tokens that fit" in out, err
+
+
+def test_engine_free_commands_take_any_cache_format_and_engines_only_their_own(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "roofline", "--gpu", "h100", "--model", "llama-3.1-8b",
+                       "--kv-dtype", "q8_0")
+    assert code == 0, err
+    code, _, err = run(capsys, "page", "llama-3.1-8b", "--kv-dtypes", "q8_0", "-o", "x.html")
+    assert code == 2 and "vllm has no q8_0 KV cache" in err
+    code, _, err = run(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--kv-dtype", "q8_0")
+    assert code == 2 and "it caches in bf16, fp16, fp32, fp8" in err

@@ -79,3 +79,17 @@ def test_llama_cpp_counts_its_matmuls_at_16_bits_where_others_use_fp4_units() ->
     spec, gb10 = resolve_model("gpt-oss-20b"), resolve_accelerator("dgx-spark-gb10")
     assert Deployment.build(spec, gb10, engine="vllm").compute_dtype == "fp4"
     assert Deployment.build(spec, gb10, engine="llama.cpp-cuda").compute_dtype in ("bf16", "fp16")
+
+
+def test_a_kv_dtype_an_engine_does_not_have_is_refused() -> None:
+    from ridgeline import Deployment, resolve_accelerator, resolve_model
+    from ridgeline.errors import InputError
+
+    model, card = resolve_model("llama-3.1-8b"), resolve_accelerator("h100")
+    with pytest.raises(InputError, match="llama.cpp-cuda has no fp8 KV cache; it caches in "
+                                         "bf16, fp16, fp32, q8_0, q4_0"):
+        Deployment.build(model, card, None, "fp8", engine="llama.cpp-cuda")
+    with pytest.raises(InputError, match="vllm has no q8_0 KV cache"):
+        Deployment.build(model, card, None, "q8_0", engine="vllm")
+    assert Deployment.build(model, card, None, "fp8", engine="sglang").kv.id == "fp8"
+    assert Deployment.build(model, card, None, "q8_0", engine="llama.cpp-metal").kv.id == "q8_0"

@@ -222,11 +222,11 @@ def load_deployment(args: argparse.Namespace, model: Any = None) -> Any:
         return None
     from ridgeline.engines import engine_id
 
-    engine = getattr(args, "engine", None)
-    engine = engine_id(engine) if isinstance(engine, str) else "vllm"
+    given = getattr(args, "engine", None)  # engine-free commands leave it out
+    engine = engine_id(given) if isinstance(given, str) else None
     return Deployment.build(model or load_model(args), acc, getattr(args, "weights", None),
                             getattr(args, "kv_dtype", None), args.num_gpus, engine=engine,
-                            flash_attention=flash_attention(args, engine))
+                            flash_attention=flash_attention(args, engine or "vllm"))
 
 
 def accelerator_names(args: argparse.Namespace) -> list[str]:

@@ -15,6 +15,7 @@ from ridgeline.precision import (
     WeightPlan,
     compute_dtype_for,
     kv_dtype,
+    kv_dtypes,
     weight_bytes,
     weight_bytes_by_category,
     weight_plan,
@@ -47,12 +48,16 @@ class Deployment:
     def build(
         cls, model: ModelSpec, accelerator: Accelerator, weights: str | None = None,
         kv: str | None = None, num_gpus: int = 1, pipeline_parallel_size: int = 1,
-        engine: str = "vllm", expert_parallel: bool = False, flash_attention: bool = True,
+        engine: str | None = None, expert_parallel: bool = False, flash_attention: bool = True,
     ) -> Deployment:
         """Weights default to the checkpoint's stored formats; KV to the model's dtype.
 
         ``num_gpus`` accelerators: ``pipeline_parallel_size`` stages of tensor-parallel groups.
+        ``engine`` None: no engine named (the article's arithmetic), costed as vLLM and any
+        cache format taken; a named engine must have the KV cache format asked for.
         """
+        named = engine is not None
+        engine = engine or "vllm"
         kv_name = kv if kv not in (None, "auto") else (
             "fp16" if engine.startswith("llama.cpp") else model.dtype)  # llama.cpp -ctk f16
         assert kv_name is not None
@@ -61,7 +66,11 @@ class Deployment:
         if num_gpus % pipeline_parallel_size:
             raise InputError(f"{num_gpus} GPUs do not split into {pipeline_parallel_size} "
                              "pipeline stages")
-        return cls(model, accelerator, weight_plan(model, weights), kv_dtype(kv_name),
+        cache = kv_dtype(kv_name)
+        if named and not cache.cached_by(engine):
+            takes = ", ".join(k for k, d in kv_dtypes().items() if d.cached_by(engine))
+            raise InputError(f"{engine} has no {cache.id} KV cache; it caches in {takes}")
+        return cls(model, accelerator, weight_plan(model, weights), cache,
                    num_gpus // pipeline_parallel_size, pipeline_parallel_size, expert_parallel,
                    engine, flash_attention)
 

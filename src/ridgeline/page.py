@@ -21,6 +21,7 @@ from ridgeline.hardware import resolve_accelerator
 from ridgeline.kvcache import kv_footprint
 from ridgeline.memory import EngineSettings, conversations, kv_pool
 from ridgeline.plots import html_page
+from ridgeline.precision import kv_dtype
 from ridgeline.roofline import decode_attention_intensity, ridge_point, weight_intensity
 
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
@@ -66,6 +67,9 @@ def _combo(model_id: str, gpu: str, count: int, weights: str, kv: str,
 
 def page_data(models: Sequence[str], gpus: Sequence[str], counts: Sequence[int],
               weights: Sequence[str], kvs: Sequence[str], engine: str = "vllm") -> dict[str, Any]:
+    for k in kvs:  # a cache format the engine lacks would silently empty every picker
+        if not kv_dtype(k).cached_by(engine):
+            raise InputError(f"{engine} has no {k} KV cache; offer --kv-dtypes it caches in")
     combos: dict[str, Any] = {}
     for m in models:
         for g in gpus:

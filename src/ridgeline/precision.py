@@ -36,6 +36,10 @@ class KVDtype:
     id: str
     bytes_per_element: float
     source: str
+    engines: tuple[str, ...] = ()  # the engines that cache in it (a prefix: "llama.cpp"); (): all
+
+    def cached_by(self, engine: str) -> bool:
+        return not self.engines or any(engine.startswith(e) for e in self.engines)
 
 
 @lru_cache(maxsize=1)
@@ -53,7 +57,8 @@ def weight_formats() -> dict[str, WeightFormat]:
 @lru_cache(maxsize=1)
 def kv_dtypes() -> dict[str, KVDtype]:
     return {
-        row["id"]: KVDtype(row["id"], float(row["bytes_per_element"]), row["source"])
+        row["id"]: KVDtype(row["id"], float(row["bytes_per_element"]), row["source"],
+                           tuple(row.get("engines", ())))
         for row in load_data("formats.json")["kv"]
     }
 
