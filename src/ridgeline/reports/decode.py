@@ -148,7 +148,7 @@ class DecodeReport:
         seats = dict(self.pool_batch)
         return f.fit.fits and (f.context not in seats or f.batch <= seats[f.context])
 
-    def _why_not(self, f: DecodeFloor) -> str:
+    def why_not(self, f: DecodeFloor) -> str:
         if not f.fit.fits:
             return "does not fit"
         return f"pool holds {dict(self.pool_batch)[f.context]:,}"
@@ -206,7 +206,7 @@ class DecodeReport:
         rows = [[str(f.batch), f"{f.context:,}", f"{f.step_time_s * 1e3:,.2f}",
                  *([f"{e.time_s * 1e3:,.2f}", f"{e.low_s * 1e3:,.1f}–{e.high_s * 1e3:,.1f}",
                     f"{1 / e.time_s:,.1f}", f"{f.batch / e.time_s:,.0f}"] if self.engine_runs(f)
-                   else [self._why_not(f), "", "", ""]),
+                   else [self.why_not(f), "", "", ""]),
                  f"{f.aggregate_tok_s / b.aggregate_tok_s:,.1f}x", f.bound.split()[0],
                  "yes" if f.fit.fits else "NO"]
                 for (f, b), e in zip(self.floors, self.expected)]
@@ -289,7 +289,7 @@ class DecodeComparison:
                 runs = r.engine_runs(f)
                 rows.append([f"{r.deployment.num_gpus} x {r.deployment.accelerator.id}",
                              str(f.batch), f"{f.context:,}", f"{f.step_time_s * 1e3:,.2f}",
-                             f"{e.time_s * 1e3:,.2f}" if runs else r._why_not(f),
+                             f"{e.time_s * 1e3:,.2f}" if runs else r.why_not(f),
                              f"{1 / e.time_s:,.1f}" if runs else "",
                              f"{f.batch / e.time_s:,.0f}" if runs else "",
                              _dollars_per_million(r.deployment, f.batch / e.time_s)

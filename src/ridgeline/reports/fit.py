@@ -60,7 +60,7 @@ class FitReport:
     ridge_batch: float  # the article's batch to the ridge: the ridge point itself
     levers: tuple[Lever, ...]
     steps: tuple[Step, ...]
-    searched: str = ""  # set when the context was found by longest_context: how
+    searched: str = ""  # what longest_context found, when it chose the context
 
     @property
     def batch(self) -> int:
