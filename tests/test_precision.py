@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from ridgeline.catalog import resolve_model
@@ -86,8 +88,8 @@ def test_a_kv_dtype_an_engine_does_not_have_is_refused() -> None:
     from ridgeline.errors import InputError
 
     model, card = resolve_model("llama-3.1-8b"), resolve_accelerator("h100")
-    with pytest.raises(InputError, match="llama.cpp-cuda has no fp8 KV cache; it caches in "
-                                         "bf16, fp16, fp32, q8_0, q4_0"):
+    with pytest.raises(InputError, match=re.escape("llama.cpp-cuda has no fp8 KV cache; it "
+                                                   "caches in bf16, fp16, fp32, q8_0, q4_0")):
         Deployment.build(model, card, None, "fp8", engine="llama.cpp-cuda")
     with pytest.raises(InputError, match="vllm has no q8_0 KV cache"):
         Deployment.build(model, card, None, "q8_0", engine="vllm")
