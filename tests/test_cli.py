@@ -464,3 +464,18 @@ def test_engine_free_commands_take_any_cache_format_and_engines_only_their_own(
     assert code == 2 and "vllm has no q8_0 KV cache" in err
     code, _, err = run(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--kv-dtype", "q8_0")
     assert code == 2 and "it caches in bf16, fp16, fp32, fp8" in err
+
+
+def test_prefill_compares_accelerators_side_by_side(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["prefill", "llama-3.1-70b", "--num-gpus", "2", "--weights", "fp8", "--prompt-len",
+            "8000"]
+    code, out, _ = run(capsys, *argv, "--gpu", "h100,b200,l40s", "--json")
+    assert code == 0
+    cards = json.loads(out)["accelerators"]
+    code, alone, _ = run(capsys, *argv, "--gpu", "b200", "--json")
+    single = json.loads(alone)
+    assert cards[1]["expected"] == single["expected"] and cards[1]["time_s"] == single["time_s"]
+    ttft = [c["expected"]["time_s"] for c in cards]
+    assert ttft[1] < ttft[0] < ttft[2]  # B200 before H100 before L40S: compute-bound prompts
+    code, text, _ = run(capsys, *argv, "--gpu", "h100,b200,l40s")
+    assert code == 0 and "expected TTFT ms" in text and "2 x l40s" in text

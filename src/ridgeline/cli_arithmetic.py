@@ -109,11 +109,17 @@ def cmd_decode(args: argparse.Namespace) -> Any:
 
 def cmd_prefill(args: argparse.Namespace) -> Any:
     from ridgeline.floors import prefill_floor
-    from ridgeline.reports.decode import Expectation, PrefillReport
+    from ridgeline.reports.decode import Expectation, PrefillComparison, PrefillReport
 
-    dep = load_deployment(args)
-    expected = Expectation.of_prefill(dep, args.prompt_len, args.batch, load_profile(args))
-    return PrefillReport(dep, prefill_floor(dep, args.prompt_len, args.batch), expected)
+    def one(a: argparse.Namespace) -> PrefillReport:
+        dep = load_deployment(a)
+        expected = Expectation.of_prefill(dep, a.prompt_len, a.batch, load_profile(a))
+        return PrefillReport(dep, prefill_floor(dep, a.prompt_len, a.batch), expected)
+
+    names = accelerator_names(args)
+    if len(names) > 1:  # the same prompt on several cards, side by side
+        return PrefillComparison(tuple(one(one_card(args, name)) for name in names))
+    return one(args)
 
 def cmd_utilization(args: argparse.Namespace) -> Any:
     from ridgeline.reports.decode import utilization_report
@@ -192,7 +198,7 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser("prefill", help="prefill floor (TTFT) of a prompt and its intensity")
     _model(p)
-    _gpu(p)
+    _gpu(p, several=True)
     _formats(p)
     p.add_argument("--prompt-len", type=_positive_count("prompt length"), required=True)
     p.add_argument("--batch", type=_positive_count("batch", MAX_BATCH), default=1)

@@ -347,6 +347,40 @@ class PrefillReport:
 
 
 @dataclass(frozen=True)
+class PrefillComparison:
+    """The same prompt on several accelerators: floor and expected time to first token."""
+
+    reports: tuple[PrefillReport, ...]
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        return tuple(replace(st, label=f"{r.deployment.accelerator.id}: {st.label}")
+                     for r in self.reports for st in r.steps)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"accelerators": [{"accelerator": r.deployment.accelerator.id, **r.to_dict()}
+                                 for r in self.reports]}
+
+    def text_lines(self) -> list[str]:
+        first = self.reports[0]
+        d, f0 = first.deployment, first.floor
+        rows = []
+        for r in self.reports:
+            f, e = r.floor, r.expected
+            tokens = f.batch * f.prompt_len
+            rows.append([f"{r.deployment.num_gpus} x {r.deployment.accelerator.id}",
+                         f"{f.time_s * 1e3:,.1f}",
+                         f"{e.time_s * 1e3:,.1f}" if f.fit.fits else "does not fit",
+                         f"{tokens / e.time_s:,.0f}" if f.fit.fits else "",
+                         f"{_ridge(r.deployment):,.0f}", f.bound.split()[0]])
+        return [f"{d.model.name}, weights {d.weights.label}: {f0.batch} x {f0.prompt_len:,}-token "
+                f"prompt on {first.expected.engine}, one row per accelerator", "",
+                *table(rows, ["accelerator", "floor ms", "expected TTFT ms", "prompt tok/s",
+                              "ridge", "bound"]),
+                "", "`--gpu NAME` alone for one card's breakdown"]
+
+
+@dataclass(frozen=True)
 class UtilizationReport:
     accelerator: Accelerator
     compute_dtype: str
