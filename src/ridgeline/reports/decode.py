@@ -264,10 +264,11 @@ def _ridge(dep: Deployment) -> float:
 
 
 @dataclass(frozen=True)
-class DecodeComparison:
-    """The same model, batch and context on several accelerators, side by side."""
+class _ByCard:
+    """One question's reports on several cards: --explain steps labelled with the card, and
+    each card's own JSON with its id and catalog price."""
 
-    reports: tuple[DecodeReport, ...]
+    reports: tuple[DecodeReport | PrefillReport, ...]
 
     @property
     def steps(self) -> tuple[Step, ...]:
@@ -279,6 +280,13 @@ class DecodeComparison:
             {"accelerator": r.deployment.accelerator.id,
              "price_per_device_hour_usd": r.deployment.accelerator.price_per_hour_usd,
              **r.to_dict()} for r in self.reports]}
+
+
+@dataclass(frozen=True)
+class DecodeComparison(_ByCard):
+    """The same model, batch and context on several accelerators, side by side."""
+
+    reports: tuple[DecodeReport, ...]
 
     def text_lines(self) -> list[str]:
         first = self.reports[0]
@@ -347,19 +355,10 @@ class PrefillReport:
 
 
 @dataclass(frozen=True)
-class PrefillComparison:
+class PrefillComparison(_ByCard):
     """The same prompt on several accelerators: floor and expected time to first token."""
 
     reports: tuple[PrefillReport, ...]
-
-    @property
-    def steps(self) -> tuple[Step, ...]:
-        return tuple(replace(st, label=f"{r.deployment.accelerator.id}: {st.label}")
-                     for r in self.reports for st in r.steps)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"accelerators": [{"accelerator": r.deployment.accelerator.id, **r.to_dict()}
-                                 for r in self.reports]}
 
     def text_lines(self) -> list[str]:
         first = self.reports[0]
