@@ -341,10 +341,14 @@ def _attention_work(dep: Deployment, load: AttentionLoad, tokens: int) -> tuple[
 
 def _attention_flops_bytes(rates: tuple[float, float, float, float, float],
                            load: AttentionLoad, tokens: int) -> tuple[float, float]:
-    decode_flops, prefill_flops, kv_bytes, query_bytes, score_bytes = rates
-    pairs = load.decode_pairs + load.prefill_pairs
+    decode_flops, prefill_flops, kv_bytes, query_bytes, _ = rates
     flops = decode_flops * load.decode_pairs + prefill_flops * load.prefill_pairs
-    return flops, kv_bytes * load.kv_tokens + query_bytes * tokens + score_bytes * pairs
+    return flops, kv_bytes * load.kv_tokens + query_bytes * tokens + _scores(rates, load)
+
+
+def _scores(rates: tuple[float, float, float, float, float], load: AttentionLoad) -> float:
+    """Score bytes one attention layer writes and reads back: per pair × query-key pairs."""
+    return rates[4] * (load.decode_pairs + load.prefill_pairs)
 
 
 @lru_cache(maxsize=256)
@@ -370,12 +374,11 @@ def _attention_rates(dep: Deployment) -> tuple[float, float, float, float, float
 def score_bytes(dep: Deployment, batch: Sequence[Seq]) -> float:
     """Bytes per TP rank the attention scores of a step write and read back: heads ×
     query-key pairs × SCORE_BYTES_PER_PAIR over every attention layer, 0 with flash attention."""
-    per_pair = _attention_rates(dep)[4]
-    if not per_pair:
+    rates = _attention_rates(dep)
+    if not rates[4]:
         return 0.0
     loads = {a.window: a for a in batch_shape(dep, batch).attention}
-    return sum(count * per_pair * (loads[layer.window_tokens].decode_pairs
-                                   + loads[layer.window_tokens].prefill_pairs)
+    return sum(count * _scores(rates, loads[layer.window_tokens])
                for layer, count in _layer_kinds(dep) if layer.mixer in ATTENTION_MIXERS)
 
 

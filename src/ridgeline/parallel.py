@@ -15,10 +15,10 @@ from ridgeline.hardware import Accelerator
 
 # Per-step latency of a collective, by link kind. NVLink, Infinity Fabric and ICI are
 # order-of-magnitude figures (small messages there go through shot kernels, below). PCIe:
-# NCCL all-reduces of 8-64 KB on PCIe-only machines took 13-18 µs on 2 GPUs, 15-33 µs on 4
-# and 19-71 µs on 8 (nccl-tests and SGLang's tuner on RTX PRO 6000 Blackwell, V100 over a PLX
-# switch, RTX 2080 Ti, 3090 and 4090; docs/collectives.md): t0 + 2(n−1)·α with t0 = 8 µs
-# and α = 2.5 µs gives 13, 23 and 43 µs.
+# NCCL all-reduces on PCIe-only machines took 13-17 µs at 8-16 KB on 2 GPUs (one machine),
+# and 15-33 µs on 4 and 19-71 µs on 8 at 8-64 KB (nccl-tests and SGLang's tuner on RTX PRO
+# 6000 Blackwell, V100 over a PLX switch, RTX 2080 Ti, 3090 and 4090; docs/collectives.md):
+# t0 + 2(n−1)·α with t0 = 8 µs and α = 2.5 µs gives 13, 23 and 43 µs.
 LINK_LATENCY_S = {"nvlink": 3e-6, "infinity-fabric": 5e-6, "pcie": 2.5e-6, "ici": 5e-6}
 RING_LAUNCH_S = 8e-6  # t0: NCCL's kernel launch and completion, what the shot kernels pay too
 DEFAULT_LATENCY_S = 10e-6
