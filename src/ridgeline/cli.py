@@ -161,6 +161,56 @@ def _engine(p: argparse.ArgumentParser) -> None:
                    "attention scores written to memory and read back")
 
 
+def _offload(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("llama.cpp partial offload (weights in host memory)")
+    g.add_argument("-ngl", "--gpu-layers", "--n-gpu-layers", dest="gpu_layers", metavar="N",
+                   type=_count("GPU layers"),
+                   help="layers on the GPU, the output layer first (llama.cpp's -ngl); the "
+                   "rest stream from host memory. Default: all")
+    g.add_argument("--n-cpu-moe", "-ncmoe", dest="n_cpu_moe", metavar="N",
+                   type=_count("--n-cpu-moe layers"),
+                   help="keep the routed experts of the first N layers in host memory")
+    g.add_argument("--cpu-moe", "-cmoe", action="store_true",
+                   help="keep every layer's routed experts in host memory")
+    g.add_argument("--host-bandwidth-gbs", type=_positive_float("host bandwidth GB/s"),
+                   metavar="GB/s", help="the host memory's rated bandwidth: channels × 8 B × "
+                   "MT/s (dual-channel DDR5-4800: 76.8)")
+    g.add_argument("--host-link-gbs", type=_positive_float("host link GB/s"), metavar="GB/s",
+                   help="host-to-GPU link per direction (default: the card's PCIe; 7.88 for "
+                   "PCIe 3.0 x8): prompt steps copy host weights over it")
+    g.add_argument("--output-layer-last", action="store_true",
+                   help="builds before llama.cpp PR #18148 (Dec 2025) and ik_llama.cpp: -ngl N "
+                   "is the last N layers; the output layer stays on the host unless N exceeds "
+                   "the layer count")
+
+
+def host_offload(args: argparse.Namespace, model: Any) -> Any:
+    """The weights' split between the GPU and host memory the offload flags ask for, or None."""
+    from ridgeline.offload import HostOffload
+
+    ngl, experts = getattr(args, "gpu_layers", None), getattr(args, "n_cpu_moe", None)
+    every_expert = getattr(args, "cpu_moe", False)
+    if ngl is None and experts is None and not every_expert:
+        given = [flag for flag, attr in (("--host-bandwidth-gbs", "host_bandwidth_gbs"),
+                                         ("--host-link-gbs", "host_link_gbs"),
+                                         ("--output-layer-last", "output_layer_last"))
+                 if getattr(args, attr, None)]
+        if given:
+            verb = "describes" if len(given) == 1 else "describe"
+            raise InputError(f"{', '.join(given)} {verb} a partial offload: give -ngl N, "
+                             "--n-cpu-moe N or --cpu-moe")
+        return None
+    if experts is not None and every_expert:
+        raise InputError("--cpu-moe keeps every layer's experts on the host; drop --n-cpu-moe")
+    layers = model.num_layers
+    host = getattr(args, "host_bandwidth_gbs", None)
+    link = getattr(args, "host_link_gbs", None)
+    return HostOffload(layers + 1 if ngl is None else ngl,
+                       layers if every_expert else (experts or 0),
+                       (host or 0.0) * 1e9, link * 1e9 if link else None,
+                       not getattr(args, "output_layer_last", False))
+
+
 def _formats(p: argparse.ArgumentParser) -> None:
     p.add_argument("--weights", metavar="FMT", type=_typed(_weight_name),
                    help="weight format (bf16, fp8, awq-int4, nvfp4, mxfp4, q4_k_m, …, or the "
@@ -224,9 +274,11 @@ def load_deployment(args: argparse.Namespace, model: Any = None) -> Any:
 
     given = getattr(args, "engine", None)  # engine-free commands leave it out
     engine = engine_id(given) if isinstance(given, str) else None
-    return Deployment.build(model or load_model(args), acc, getattr(args, "weights", None),
+    model = model or load_model(args)
+    return Deployment.build(model, acc, getattr(args, "weights", None),
                             getattr(args, "kv_dtype", None), args.num_gpus, engine=engine,
-                            flash_attention=flash_attention(args, engine or "vllm"))
+                            flash_attention=flash_attention(args, engine or "vllm"),
+                            offload=host_offload(args, model))
 
 
 def accelerator_names(args: argparse.Namespace) -> list[str]:

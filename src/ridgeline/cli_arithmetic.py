@@ -13,6 +13,7 @@ from ridgeline.cli import (
     _gpu,
     _model,
     _not_empty,
+    _offload,
     _output,
     _positive_count,
     _positive_float,
@@ -113,7 +114,11 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
 
     def one(a: argparse.Namespace) -> PrefillReport:
         dep = load_deployment(a)
-        expected = Expectation.of_prefill(dep, a.prompt_len, a.batch, load_profile(a))
+        if a.ubatch_size and not dep.engine.startswith("llama.cpp"):
+            raise InputError(f"--ubatch-size is llama.cpp's -ub; {dep.engine} runs a prompt in "
+                             "one pass")
+        expected = Expectation.of_prefill(dep, a.prompt_len, a.batch, load_profile(a),
+                                          a.ubatch_size)
         return PrefillReport(dep, prefill_floor(dep, a.prompt_len, a.batch), expected)
 
     names = accelerator_names(args)
@@ -189,6 +194,7 @@ def register(sub: Any) -> None:
     p.add_argument("--context", type=_count_list("context length"), default=[2000],
                    help="tokens already cached per sequence; one or a list (default 2000)")
     _engine(p)
+    _offload(p)
     p.add_argument("--enforce-eager", "--disable-cuda-graph", dest="enforce_eager",
                    action="store_true", help="vLLM/SGLang without CUDA graphs: decode steps "
                    "launch every kernel (a prefill step's per-layer cost), and the pool keeps "
@@ -203,6 +209,11 @@ def register(sub: Any) -> None:
     p.add_argument("--prompt-len", type=_positive_count("prompt length"), required=True)
     p.add_argument("--batch", type=_positive_count("batch", MAX_BATCH), default=1)
     _engine(p)
+    p.add_argument("-ub", "--ubatch-size", dest="ubatch_size", metavar="N",
+                   type=_positive_count("ubatch size"),
+                   help="llama.cpp: tokens per ubatch (default 512); each re-reads the weights, "
+                   "and with partial offload copies the host's over the link")
+    _offload(p)
     _output(p)
     p.set_defaults(handler=cmd_prefill)
 

@@ -16,6 +16,7 @@ from ridgeline.cli import (
     _model,
     _name_list,
     _not_empty,
+    _offload,
     _output,
     _positive_count,
     _positive_float,
@@ -23,6 +24,7 @@ from ridgeline.cli import (
     accelerator_names,
     engine_settings,
     flash_attention,
+    host_offload,
     load_accelerator,
     load_deployment,
     load_model,
@@ -52,7 +54,8 @@ def cmd_fit(args: argparse.Namespace) -> Any:
     if len(engines) > 1:
         return _compare_engines(args, model, acc, engines)
     dep = Deployment.build(model, acc, args.weights, args.kv_dtype, args.num_gpus,
-                           engine=engines[0], flash_attention=flash_attention(args, engines[0]))
+                           engine=engines[0], flash_attention=flash_attention(args, engines[0]),
+                           offload=host_offload(args, model))
     if args.max_model_len is None:
         return longest_context(dep, engine_settings(args), args.target_concurrency)
     return fit_report(dep, args.max_model_len, engine_settings(args), args.target_concurrency)
@@ -74,7 +77,8 @@ def _compare_accelerators(args: argparse.Namespace, model: Any, cards: list[str]
         acc = load_accelerator(one_card(args, card))
         dep = Deployment.build(model, acc, args.weights, args.kv_dtype, args.num_gpus,
                                engine=engines[0],
-                               flash_attention=flash_attention(args, engines[0]))
+                               flash_attention=flash_attention(args, engines[0]),
+                               offload=host_offload(args, model))
         reports.append(fit_report(dep, args.max_model_len, settings, args.target_concurrency))
     return FitComparison(tuple(reports), by="accelerator")
 
@@ -305,6 +309,7 @@ def register(sub: Any) -> None:
     g.add_argument("--engine-version", metavar="V",
                    help="engine version whose memory rules to follow: vLLM 0.6.4, 0.10, 0.21 "
                    "(add V0 for VLLM_USE_V1=0), SGLang 0.4; default: the newest modelled")
+    _offload(p)
     _output(p, plot=True)
     p.set_defaults(handler=cmd_fit)
 

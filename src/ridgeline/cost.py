@@ -23,6 +23,14 @@ from ridgeline.kvcache import attention_kv_bytes_per_token, state_bytes_per_sequ
 from ridgeline.layouts import ATTENTION_MIXERS, LINEAR, MAMBA, MOE, NONE
 from ridgeline.model import Layer
 from ridgeline.moe import expected_experts_touched
+from ridgeline.offload import (
+    host_bandwidth_share,
+    link_bytes_per_s,
+    on_host,
+    op_offload_min_batch,
+    output_on_host,
+    placed_layers,
+)
 from ridgeline.parallel import (
     EP_IMBALANCE,
     all_reduce_time_s,
@@ -187,6 +195,7 @@ class StepTerms:
     layers: int
     tokens: int
     sequences: int
+    host: tuple[tuple[str, float, float, int], ...] = ()  # work on weights in host memory
 
 
 def step_terms(dep: Deployment, shape: BatchShape) -> StepTerms:
@@ -198,14 +207,16 @@ def step_terms(dep: Deployment, shape: BatchShape) -> StepTerms:
     act = tokens * h * ACTIVATION_BYTES
     loads = {a.window: a for a in shape.attention}
     work: list[tuple[str, float, float, int]] = []
+    host: list[tuple[str, float, float, int]] = []
     link: dict[str, float] = {}
-    for layer, count in _layer_kinds(dep):
-        work += [(name, f, b, count) for name, f, b in _token_ops(dep, layer, tokens)]
+    for layer, where, count in placed_layers(dep):
+        ops = list(_token_ops(dep, layer, tokens))
         if layer.mixer in ATTENTION_MIXERS:
-            work.append(("attention", *_attention_work(dep, loads[layer.window_tokens], tokens),
-                         count))
+            ops.append(("attention", *_attention_work(dep, loads[layer.window_tokens], tokens)))
         elif layer.mixer in (LINEAR, MAMBA):
-            work.append(("recurrent state", *_state_work(dep, layer, shape), count))
+            ops.append(("recurrent state", *_state_work(dep, layer, shape)))
+        for name, f, b in ops:
+            (host if on_host(where, name) else work).append((name, f, b, count))
         if tp > 1:
             reductions = (layer.mixer != NONE) + (layer.ffn != NONE)
             t = count * reductions * all_reduce_time_s(act, tp, dep.accelerator)
@@ -216,14 +227,15 @@ def step_terms(dep: Deployment, shape: BatchShape) -> StepTerms:
             link["ep all-to-all"] = link.get("ep all-to-all", 0.0) + t
     rows = shape.sequences  # one logits row per sequence
     head_bytes = _category_bytes(dep, LM_HEAD if not model.tie_word_embeddings else EMBEDDING)
-    work.append(("lm head", 2 * rows * h * model.vocab_size / tp,
-                 head_bytes / tp + rows * model.vocab_size * 4 / tp, 1))
+    (host if output_on_host(dep) else work).append(
+        ("lm head", 2 * rows * h * model.vocab_size / tp,
+         head_bytes / tp + rows * model.vocab_size * 4 / tp, 1))
     if dep.pipeline_parallel_size > 1:
         local, remote = pipeline_hops(tp, dep.pipeline_parallel_size, dep.accelerator)
         link["pipeline send"] = (local * send_time_s(act, dep.accelerator)
                                  + remote * send_time_s(act, dep.accelerator, inter_node=True))
     return StepTerms(tuple(work), tuple((k, v) for k, v in link.items() if v > 0),
-                     model.num_layers, tokens, rows)
+                     model.num_layers, tokens, rows, tuple(host))
 
 
 def step_cost(dep: Deployment, batch: Sequence[Seq], profile: EngineProfile = IDEAL) -> StepCost:
@@ -241,6 +253,13 @@ def step_cost(dep: Deployment, batch: Sequence[Seq], profile: EngineProfile = ID
     out = [OpCost(name, f, b, t, "compute" if c * 2 > t else "memory")
            for name, (f, b, t, c) in ops.items() if t > 0]
     out += [OpCost(name, 0.0, 0.0, t, "link") for name, t in terms.link]
+    host: dict[str, list[float]] = {}
+    for name, flops, nbytes, count, time_s, bound in _host_ops(dep, terms, rate):
+        acc = host.setdefault(f"{name} ({bound})", [0.0, 0.0, 0.0])
+        acc[0] += flops * count
+        acc[1] += nbytes * count
+        acc[2] += time_s * count
+    out += [OpCost(name, f, b, t, "host") for name, (f, b, t) in host.items()]
     overhead = profile.overhead_s(terms.layers, terms.tokens > terms.sequences)
     if overhead > 0:
         out.append(OpCost("overhead", 0.0, 0.0, overhead, "overhead"))
@@ -254,7 +273,43 @@ def shape_time_s(dep: Deployment, shape: BatchShape, profile: EngineProfile = ID
     p, w = rate.flops_per_s, rate.bytes_per_s
     total = sum(count * max(flops / p, nbytes / w) for _, flops, nbytes, count in terms.work)
     total += sum(t for _, t in terms.link)
+    total += sum(count * t for _, _, _, count, t, _ in _host_ops(dep, terms, rate))
     return total + profile.overhead_s(terms.layers, terms.tokens > terms.sequences)
+
+
+# the operators that multiply by weights (what a prompt step copies over the host link)
+WEIGHT_OPS = ("attention projections", "linear attention", "mamba", "router", "experts",
+              "shared experts", "mlp", "lm head")
+
+
+def _host_ops(dep: Deployment, terms: StepTerms, rate: _Rates, share: float | None = None,
+              gpu_flops: bool = True) -> list[tuple[str, float, float, int, float, str]]:
+    """(name, FLOPs, bytes, count, time, where) of the work on weights in host memory.
+
+    Below the op-offload batch the CPU runs it, bound by the host's memory bandwidth (a
+    matvec's arithmetic is no match for a CPU's cores). From it, llama.cpp's CUDA backend
+    copies each host weight over the link and multiplies on the GPU, once per ubatch; the
+    attention of a host layer reads its KV cache from host memory. ``share`` of the rated
+    host bandwidth (None: the share llama.cpp reaches; 1: the floor's); ``gpu_flops`` False
+    leaves out the GPU's matmul time (the floor counts every FLOP in its compute term)."""
+    if not terms.host:
+        return []
+    assert dep.offload is not None
+    share = host_bandwidth_share() if share is None else share
+    host_rate = dep.offload.host_bandwidth_bytes_per_s * share
+    ops = []
+    if terms.tokens < op_offload_min_batch():
+        for name, flops, nbytes, count in terms.host:
+            ops.append((name, flops, nbytes, count, nbytes / host_rate, "host memory"))
+        return ops
+    link = link_bytes_per_s(dep)
+    for name, flops, nbytes, count in terms.host:
+        if name in WEIGHT_OPS:
+            t = nbytes / link + (flops / rate.flops_per_s if gpu_flops else 0.0)
+            ops.append((name, flops, nbytes, count, t, "over the host link"))
+        else:
+            ops.append((name, flops, nbytes, count, nbytes / host_rate, "host memory"))
+    return ops
 
 
 @lru_cache(maxsize=65536)
@@ -369,6 +424,14 @@ def _attention_rates(dep: Deployment) -> tuple[float, float, float, float, float
     queries = 2 * att.num_heads * att.head_dim * ACTIVATION_BYTES
     scores = 0.0 if dep.flash_attention else att.num_heads * SCORE_BYTES_PER_PAIR
     return decode_per_pair / tp, per_pair / tp, kv_token, queries / tp, scores / tp
+
+
+def host_floor_s(dep: Deployment, batch: Sequence[Seq]) -> float:
+    """The time a step spends moving what lives in host memory, at the rated host bandwidth
+    and link: the floor's share of a partial offload (its FLOPs are in the compute term)."""
+    terms = step_terms(dep, batch_shape(dep, batch))
+    ops = _host_ops(dep, terms, _Rates(dep, IDEAL), 1.0, gpu_flops=False)
+    return sum(count * t for *_, count, t, _ in ops)
 
 
 def score_bytes(dep: Deployment, batch: Sequence[Seq]) -> float:

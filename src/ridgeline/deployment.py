@@ -9,6 +9,7 @@ from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator
 from ridgeline.kvcache import kv_replication
 from ridgeline.model import ModelSpec
+from ridgeline.offload import HostOffload
 from ridgeline.params import count_params
 from ridgeline.precision import (
     KVDtype,
@@ -37,6 +38,7 @@ class Deployment:
     engine: str = "vllm"
     # False: attention writes its scores to memory and reads them back (llama.cpp without -fa)
     flash_attention: bool = True
+    offload: HostOffload | None = None  # llama.cpp: weights kept in host memory (offload.py)
 
     def __post_init__(self) -> None:
         for name in ("tensor_parallel_size", "pipeline_parallel_size"):
@@ -49,12 +51,14 @@ class Deployment:
         cls, model: ModelSpec, accelerator: Accelerator, weights: str | None = None,
         kv: str | None = None, num_gpus: int = 1, pipeline_parallel_size: int = 1,
         engine: str | None = None, expert_parallel: bool = False, flash_attention: bool = True,
+        offload: HostOffload | None = None,
     ) -> Deployment:
         """Weights default to the checkpoint's stored formats; KV to the model's dtype.
 
         ``num_gpus`` accelerators: ``pipeline_parallel_size`` stages of tensor-parallel groups.
         ``engine`` None: no engine named (the article's arithmetic), costed as vLLM and any
         cache format taken; a named engine must have the KV cache format asked for.
+        ``offload``: llama.cpp's split of the weights between one GPU and host memory.
         """
         named = engine is not None
         engine = engine or "vllm"
@@ -70,14 +74,21 @@ class Deployment:
         if named and not cache.cached_by(engine):
             takes = ", ".join(k for k, d in kv_dtypes().items() if d.cached_by(engine))
             raise InputError(f"{engine} has no {cache.id} KV cache; it caches in {takes}")
+        if offload is not None:
+            if not engine.startswith("llama.cpp"):
+                raise InputError(f"weights in host memory (-ngl, --n-cpu-moe) are llama.cpp's; "
+                                 f"{engine} keeps every weight on the GPU")
+            if num_gpus > 1:
+                raise InputError("partial offload is modelled on one GPU; give --num-gpus 1")
+            offload.check(model)
         return cls(model, accelerator, weight_plan(model, weights), cache,
                    num_gpus // pipeline_parallel_size, pipeline_parallel_size, expert_parallel,
-                   engine, flash_attention)
+                   engine, flash_attention, offload)
 
     def __hash__(self) -> int:
         return hash((self.model, self.accelerator.id, self.weights.label, self.kv.id,
                      self.tensor_parallel_size, self.pipeline_parallel_size,
-                     self.expert_parallel, self.engine, self.flash_attention))
+                     self.expert_parallel, self.engine, self.flash_attention, self.offload))
 
     @property
     def num_gpus(self) -> int:

@@ -11,16 +11,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ridgeline.cost import Seq, decode_batch, step_cost
+from ridgeline.cost import WEIGHT_OPS, Seq, decode_batch, host_floor_s, step_cost
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Step, q, step
 from ridgeline.kvcache import kv_footprint
 from ridgeline.moe import expected_experts_touched
+from ridgeline.offload import gpu_attention_share, gpu_weight_bytes
 from ridgeline.units import GB, require_positive
 
 _KV_OPS = ("attention", "recurrent state")
-_WEIGHT_OPS = ("attention projections", "linear attention", "mamba", "router", "experts",
-               "shared experts", "mlp")
+_WEIGHT_OPS = tuple(op for op in WEIGHT_OPS if op != "lm head")  # its logits are activations
 
 
 def experts_fraction_read(dep: Deployment, tokens: float) -> float:
@@ -45,10 +45,16 @@ class Work:
     weight_bytes: float
     kv_bytes: float
     other_bytes: float  # activations, logits, norms
+    host_bytes: float = 0.0  # of all these, what lives in host memory (partial offload)
+    host_time_s: float = 0.0  # reading it at the host's rated bandwidth and link
 
     @property
     def bytes(self) -> float:
         return self.weight_bytes + self.kv_bytes + self.other_bytes
+
+    @property
+    def gpu_bytes(self) -> float:
+        return self.bytes - self.host_bytes
 
 
 def step_work(dep: Deployment, batch: list[Seq]) -> Work:
@@ -59,12 +65,24 @@ def step_work(dep: Deployment, batch: list[Seq]) -> Work:
         dep = replace(dep, flash_attention=True)
     cost = step_cost(dep, batch)
     tp = dep.tensor_parallel_size
+
+    def base(name: str) -> str:  # "mlp (host memory)" is the mlp's work on the host
+        return name.split(" (")[0]
+
     total = cost.bytes * tp
-    weights = sum(op.bytes for op in cost.ops if op.name in _WEIGHT_OPS) * tp
-    kv = sum(op.bytes for op in cost.ops if op.name in _KV_OPS) * tp
+    weights = sum(op.bytes for op in cost.ops if base(op.name) in _WEIGHT_OPS) * tp
+    kv = sum(op.bytes for op in cost.ops if base(op.name) in _KV_OPS) * tp
     head = "embedding" if dep.model.tie_word_embeddings else "lm_head"
     weights += dep.bytes_by_category[head]  # lm head's weights (its logits are activations)
-    return Work(cost.flops * tp, weights, kv, total - weights - kv)
+    host = sum(op.bytes for op in cost.ops if op.bound == "host") * tp
+    host_s = host_floor_s(dep, batch) if host else 0.0
+    return Work(cost.flops * tp, weights, kv, total - weights - kv, host, host_s)
+
+
+def device_fit(dep: Deployment, kv_stored: float) -> FitCheck:
+    """The weights and KV cache the GPUs hold against their memory (partial offload keeps
+    the host's layers, and their share of the cache, out of it)."""
+    return FitCheck(gpu_weight_bytes(dep), kv_stored * gpu_attention_share(dep), dep.memory_bytes)
 
 
 @dataclass(frozen=True)
@@ -96,17 +114,22 @@ class FitCheck:
 
 
 class _Bounded:
-    """A time set by whichever of compute and memory takes longer."""
+    """A time set by whichever of compute and memory takes longer, plus (partial offload)
+    the time on weights in host memory, which the GPU waits for."""
 
     compute_time_s: float
     memory_time_s: float
+    host_time_s: float
+    HOST_BOUND = "host memory"  # what the host time waits on (a prompt: the link)
 
     @property
     def time_s(self) -> float:
-        return max(self.compute_time_s, self.memory_time_s)
+        return max(self.compute_time_s, self.memory_time_s) + self.host_time_s
 
     @property
     def bound(self) -> str:
+        if self.host_time_s > max(self.compute_time_s, self.memory_time_s):
+            return self.HOST_BOUND
         return "compute" if self.compute_time_s > self.memory_time_s else "memory bandwidth"
 
 
@@ -122,6 +145,7 @@ class DecodeFloor(_Bounded):
     memory_time_s: float
     fit: FitCheck
     steps: tuple[Step, ...]
+    host_time_s: float = 0.0
 
     @property
     def step_time_s(self) -> float:
@@ -148,11 +172,11 @@ def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
     kv_stored = batch * footprint.bytes_per_sequence * dep.kv_replication
     work = step_work(dep, decode_batch(batch, context))
     compute_s = work.flops / dep.peak_flops_per_s
-    memory_s = work.bytes / dep.bandwidth_bytes_per_s
-    fit = FitCheck(dep.weight_bytes, kv_stored, dep.memory_bytes)
+    memory_s = work.gpu_bytes / dep.bandwidth_bytes_per_s
+    fit = device_fit(dep, kv_stored)
     acc = dep.accelerator
     src = acc.sources[0] if acc.sources else acc.id
-    step_s = max(compute_s, memory_s)
+    step_s = max(compute_s, memory_s) + work.host_time_s
     steps = (
         step("weight bytes read", "Σ params × bytes per weight (experts: the share B tokens touch)",
              q("weights read", work.weight_bytes / GB, "GB"),
@@ -163,22 +187,25 @@ def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
              q("KV per sequence", footprint.bytes_per_sequence * dep.kv_replication / 1e6, "MB",
                f"{dep.kv.id} cache, {context} tokens")),
         step("memory time", "(weights + KV + activations) ÷ bandwidth",
-             q("memory time", memory_s * 1e3, "ms"), q("bytes", work.bytes / GB, "GB"),
+             q("memory time", memory_s * 1e3, "ms"), q("bytes", work.gpu_bytes / GB, "GB"),
              q("bandwidth", dep.bandwidth_bytes_per_s / 1e12, "TB/s",
                f"{dep.num_gpus} x {acc.id}: {src}")),
         step("compute time", "batch × (2 × params per token + attention FLOPs) ÷ peak",
              q("compute time", compute_s * 1e3, "ms"), q("FLOPs", work.flops / 1e12, "TFLOP"),
              q(f"peak {dep.compute_dtype}", dep.peak_flops_per_s / 1e12, "TFLOP/s", src)),
-        step("step time", "max(compute time, memory time)", q("step", step_s * 1e3, "ms")),
+        *_host_steps(dep, work),
+        step("step time", "max(compute time, memory time)" + (
+             " + host time" if work.host_bytes else ""), q("step", step_s * 1e3, "ms")),
         step("per-user speed", "1 ÷ step time", q("per user", 1 / step_s, "tok/s")),
         step("aggregate speed", "batch ÷ step time", q("aggregate", batch / step_s, "tok/s")),
     )
     return DecodeFloor(batch, context, work.flops, work.weight_bytes, work.kv_bytes,
-                       work.other_bytes, compute_s, memory_s, fit, steps)
+                       work.other_bytes, compute_s, memory_s, fit, steps, work.host_time_s)
 
 
 @dataclass(frozen=True)
 class PrefillFloor(_Bounded):
+    HOST_BOUND = "the host link"
     prompt_len: int
     batch: int
     flops: float
@@ -188,6 +215,7 @@ class PrefillFloor(_Bounded):
     memory_time_s: float
     fit: FitCheck
     steps: tuple[Step, ...]
+    host_time_s: float = 0.0
 
     @property
     def tokens_per_s(self) -> float:
@@ -212,8 +240,8 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1) -> PrefillFl
     kv_stored = batch * footprint.bytes_per_sequence * dep.kv_replication
     work = step_work(dep, [Seq(prompt_len, 0)] * batch)
     compute_s = work.flops / dep.peak_flops_per_s
-    memory_s = work.bytes / dep.bandwidth_bytes_per_s
-    fit = FitCheck(dep.weight_bytes, kv_stored, dep.memory_bytes)
+    memory_s = work.gpu_bytes / dep.bandwidth_bytes_per_s
+    fit = device_fit(dep, kv_stored)
     steps = (
         step("FLOPs", "2 × params per token × tokens + causal attention",
              q("FLOPs", work.flops / 1e12, "TFLOP"), q("tokens", batch * prompt_len),
@@ -223,10 +251,24 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1) -> PrefillFl
              q("KV written", work.kv_bytes / GB, "GB")),
         step("weight intensity", "FLOPs ÷ weight bytes read",
              q("intensity", work.flops / work.weight_bytes, "FLOP/byte")),
-        step("prefill time", "max(FLOPs ÷ peak, bytes ÷ bandwidth)",
-             q("time", max(compute_s, memory_s) * 1e3, "ms"),
+        *_host_steps(dep, work),
+        step("prefill time", "max(FLOPs ÷ peak, bytes ÷ bandwidth)" + (
+             " + host time" if work.host_bytes else ""),
+             q("time", (max(compute_s, memory_s) + work.host_time_s) * 1e3, "ms"),
              q(f"peak {dep.compute_dtype}", dep.peak_flops_per_s / 1e12, "TFLOP/s"),
              q("bandwidth", dep.bandwidth_bytes_per_s / 1e12, "TB/s")),
     )
     return PrefillFloor(prompt_len, batch, work.flops, work.bytes, work.weight_bytes, compute_s,
-                        memory_s, fit, steps)
+                        memory_s, fit, steps, work.host_time_s)
+
+
+def _host_steps(dep: Deployment, work: Work) -> tuple[Step, ...]:
+    """The explanation of a partial offload's host time, or nothing without one."""
+    if not work.host_bytes or dep.offload is None:
+        return ()
+    return (step("host time", "bytes in host memory ÷ host bandwidth (a prompt step: weights "
+                 "over the link to the GPU)", q("host time", work.host_time_s * 1e3, "ms"),
+                 q("host bytes", work.host_bytes / GB, "GB"),
+                 q("host bandwidth", dep.offload.host_bandwidth_bytes_per_s / 1e9, "GB/s",
+                   "--host-bandwidth-gbs"),
+                 q("placement", dep.offload.describe(dep.model))),)

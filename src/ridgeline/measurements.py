@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ridgeline.errors import InputError
+from ridgeline.offload import HostOffload
 
 COLUMNS = ("id", "model", "weights_dtype", "kv_dtype", "gpu", "num_gpus", "tp", "batch",
            "input_len", "output_len", "context_len", "metric", "value", "unit", "engine",
@@ -78,6 +79,22 @@ class Measurement:
                      self.notes, re.IGNORECASE):
             return True
         return None
+
+    def offload(self) -> HostOffload | None:
+        """llama.cpp's partial offload where the notes state the host ('ngl=20;
+        host_bandwidth_gbs=38.4; host_link_gbs=7.88; n_cpu_moe=0'; 'ngl_rule=before-18148'
+        for builds that kept the output layer last); None for rows on the GPU alone."""
+        host = self.setting_number("host_bandwidth_gbs")
+        if host is None:
+            return None
+        ngl = re.search(r"\bngl\s*[=:]?\s*(\d+)", self.notes)
+        if ngl is None:
+            raise InputError("the notes give a host bandwidth but no ngl")
+        link = self.setting_number("host_link_gbs")
+        experts = self.setting_number("n_cpu_moe")
+        return HostOffload(int(ngl.group(1)), int(experts or 0), host * 1e9,
+                           link * 1e9 if link else None,
+                           re.search(r"ngl_rule\s*=\s*before-18148", self.notes) is None)
 
     def engine_version(self) -> str | None:
         """The engine version the notes name after 'engine:' ('vLLM v0.10.2 (V1)' → '0.10.2'),

@@ -30,6 +30,7 @@ from ridgeline.kvcache import KVFootprint, kv_footprint
 from ridgeline.kvgroups import KVGroups, vllm_kv_groups
 from ridgeline.layouts import DENSE, MOE
 from ridgeline.llamacpp_memory import cells_that_fit, compute_buffer_bytes, slot_cache_bytes
+from ridgeline.offload import gpu_attention_share, gpu_weight_bytes
 from ridgeline.units import GIB
 from ridgeline.vllm_memory import (
     VLLMAccounting,
@@ -249,7 +250,7 @@ def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
         _check_version_kind(engine, s.engine_version)
     d = engine_defaults(engine)
     total = total_bytes or device_memory_bytes(dep.accelerator)
-    weights = dep.weight_bytes / dep.num_gpus
+    weights = gpu_weight_bytes(dep) / dep.num_gpus  # all of them, but for llama.cpp's -ngl
     non_torch = float(d.get("non_torch_gib", 0.4)) * GIB
     if s.swa_full_tokens_ratio is not None and engine != "sglang":
         raise InputError(f"--swa-full-tokens-ratio is SGLang's; {engine} has no such setting")
@@ -326,8 +327,10 @@ def _llamacpp_pool(dep: Deployment, s: EngineSettings, total: float, weights: fl
     d = engine_defaults(dep.engine)
     n_ubatch = s.max_num_batched_tokens or int(d.get("n_ubatch", 512))
     seats = s.max_num_seqs or int(d.get("n_parallel", 1))
+    on_gpu = gpu_attention_share(dep)  # -ngl: the host's layers keep their cache there
+    per_token *= on_gpu
     fixed = slot_cache_bytes(dep.model, dep.kv.bytes_per_element, seats, n_ubatch,
-                             honours_windows(dep)) * dep.kv_replication / dep.num_gpus
+                             honours_windows(dep)) * dep.kv_replication / dep.num_gpus * on_gpu
     free = total - weights - non_torch - fixed
     outputs = llamacpp_outputs(seats, s.engine_version)
     cells = cells_that_fit(free, per_token, dep.model, n_ubatch, s.flash_attn, outputs)

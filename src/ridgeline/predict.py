@@ -87,7 +87,7 @@ def deployment_for(row: Measurement) -> Deployment:
     if flash is None:  # llama-bench's -fa was off unless asked for, through the builds here
         flash = not engine.startswith("llama.cpp")
     return Deployment.build(model, acc, weights_arg, kv, row.num_gpus, pp, engine,
-                            flash_attention=flash)
+                            flash_attention=flash, offload=row.offload())
 
 
 def predict(row: Measurement, profiles: Mapping[str, EngineProfile] | None = None) -> Prediction:
@@ -156,8 +156,9 @@ def _predict_value(row: Measurement, dep: Deployment, profile: EngineProfile) ->
         if prompt <= 0:
             return None
         depth = max(0, (row.context_len or prompt) - prompt)
+        ubatch = int(row.setting_number("n_ubatch") or LLAMA_CPP_UBATCH)  # llama-bench -ub
         return (row.batch or 1) * prompt / prefill_time(dep, profile, prompt, depth,
-                                                        row.batch or 1)
+                                                        row.batch or 1, ubatch)
     if m in ("output_throughput_tok_s", "output_throughput_tok_s_per_gpu"):
         value = output_throughput(row, dep, profile)
         if value is None:

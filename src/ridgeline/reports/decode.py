@@ -23,9 +23,14 @@ _NOT_REACHED = ("expected on {engine}: nothing: {engine} cannot run a batch of {
 
 
 def _deployment_line(dep: Deployment) -> str:
-    return (f"{dep.model.name} on {dep.num_gpus} x {dep.accelerator.id}, weights "
+    line = (f"{dep.model.name} on {dep.num_gpus} x {dep.accelerator.id}, weights "
             f"{dep.weights.label}, KV {dep.kv.id}, matmuls at {dep.compute_dtype}"
             + ("" if dep.flash_attention else ", no flash attention"))
+    if dep.offload is not None:
+        host = dep.offload.host_bandwidth_bytes_per_s
+        line += f"; {dep.offload.describe(dep.model)}" + (
+            f"; host memory {host / 1e9:,.1f} GB/s" if host else "")
+    return line
 
 
 @dataclass(frozen=True)
@@ -48,24 +53,27 @@ class Expectation:
 
     @classmethod
     def of_prefill(cls, dep: Deployment, prompt: int, batch: int,
-                   profile: EngineProfile) -> Expectation:
-        """A prompt as the engine runs it: llama.cpp in n_ubatch-token ubatches, each after
-        the cache the ones before it filled (what `validate` scores); other engines in one
-        pass."""
+                   profile: EngineProfile, ubatch: int | None = None) -> Expectation:
+        """A prompt as the engine runs it: llama.cpp in n_ubatch-token ubatches (default
+        512), each after the cache the ones before it filled (what `validate` scores); other
+        engines in one pass."""
         from ridgeline.predict import LLAMA_CPP_UBATCH, prefill_time
 
-        if not dep.engine.startswith("llama.cpp") or prompt <= LLAMA_CPP_UBATCH:
+        given = ubatch is not None
+        ubatch = ubatch or LLAMA_CPP_UBATCH
+        if not dep.engine.startswith("llama.cpp") or prompt <= ubatch:
             return cls.of(dep, [Seq(prompt, 0)] * batch, profile)
-        first = [Seq(LLAMA_CPP_UBATCH, 0)]
-        t = prefill_time(dep, profile, prompt, 0, batch)
-        ubatches = batch * -(-prompt // LLAMA_CPP_UBATCH)
+        first = [Seq(ubatch, 0)]
+        t = prefill_time(dep, profile, prompt, 0, batch, ubatch)
+        ubatches = batch * -(-prompt // ubatch)
         head = tuple(replace(st, label=f"first ubatch: {st.label}") for st in
                      _expectation_steps(dep, first, profile, step_cost(dep, first, profile)))
         total = step("prefill in ubatches", "Σ over the ubatches of step_cost(ubatch, after "
                      "the tokens before it): each re-reads the weights and attends to a longer "
                      "cache", q("expected", t * 1e3, "ms"),
-                     q("n_ubatch", LLAMA_CPP_UBATCH, "tokens", "llama.cpp default (-ub)"),
-                     q("ubatches", ubatches, "", f"{batch} x ⌈{prompt:,} ÷ {LLAMA_CPP_UBATCH}⌉"))
+                     q("n_ubatch", ubatch, "tokens", "--ubatch-size" if given
+                       else "llama.cpp default (-ub)"),
+                     q("ubatches", ubatches, "", f"{batch} x ⌈{prompt:,} ÷ {ubatch}⌉"))
         return cls(profile.engine, t, t / profile.band_high, t / profile.band_low,
                    profile.source, (*head, total))
 
@@ -80,7 +88,7 @@ def _expectation_steps(dep: Deployment, batch: list[Seq], profile: EngineProfile
     the links, plus the engine's fixed costs."""
     acc = dep.accelerator
     by = {kind: sum(op.time_s for op in cost.ops if op.bound == kind)
-          for kind in ("compute", "memory", "link", "overhead")}
+          for kind in ("compute", "memory", "link", "overhead", "host")}
     prefill = cost.tokens > cost.sequences
     per_layer = profile.prefill_layer_overhead_s if prefill and \
         profile.prefill_layer_overhead_s is not None else profile.layer_overhead_s
@@ -99,9 +107,11 @@ def _expectation_steps(dep: Deployment, batch: list[Seq], profile: EngineProfile
                  q("compute-bound operators", by["compute"] * 1e3, "ms"),
                  q("memory-bound operators", by["memory"] * 1e3, "ms"),
                  q("collectives", by["link"] * 1e3, "ms"),
-                 q("overhead", by["overhead"] * 1e3, "ms"))
+                 q("overhead", by["overhead"] * 1e3, "ms"),
+                 *([q("host operators", by["host"] * 1e3, "ms", "below")] if by["host"] else []))
+    steps = (overhead, total, *_host_step(dep, cost))
     if dep.flash_attention or dep.model.attention is None:
-        return overhead, total
+        return steps
     scores = step("attention scores", "written and read back without flash attention: per "
                   "layer, heads × query-key pairs × bytes per pair (in the memory-bound operators)",
                   q("scores", score_bytes(dep, batch) / GB, "GB"),
@@ -109,7 +119,36 @@ def _expectation_steps(dep: Deployment, batch: list[Seq], profile: EngineProfile
                     "config.json num_attention_heads ÷ TP"),
                   q("bytes per pair", SCORE_BYTES_PER_PAIR, "B",
                     "f32 scores written, read and written by softmax, read again as f16 by P·V"))
-    return scores, overhead, total
+    return scores, *steps
+
+
+def _host_step(dep: Deployment, cost: StepCost) -> tuple[Step, ...]:
+    """How a partial offload's host operators are priced, or nothing without one."""
+    host = [op for op in cost.ops if op.bound == "host"]
+    if not host or dep.offload is None:
+        return ()
+    from ridgeline.offload import host_bandwidth_share, offload_constants, op_offload_min_batch
+
+    over_link = any("host link" in op.name for op in host)
+    formula = ("weights over the host link + their matmuls on the GPU (a step of ≥ "
+               f"{op_offload_min_batch()} tokens); attention and the rest in host memory"
+               if over_link else "bytes in host memory ÷ (host bandwidth × the share llama.cpp's "
+               "CPU layers reach)")
+    return (step("host operators", formula,
+                 q("host operators", sum(op.time_s for op in host) * 1e3, "ms"),
+                 q("bytes", sum(op.bytes for op in host) / GB, "GB"),
+                 q("host bandwidth", dep.offload.host_bandwidth_bytes_per_s / 1e9, "GB/s",
+                   "--host-bandwidth-gbs"),
+                 q("host share", host_bandwidth_share(), "", offload_constants()["sources"][0]),
+                 *([q("host link", link_gbs(dep), "GB/s", "--host-link-gbs or the card's "
+                      "PCIe")] if over_link else []),
+                 q("placement", dep.offload.describe(dep.model))),)
+
+
+def link_gbs(dep: Deployment) -> float:
+    from ridgeline.offload import link_bytes_per_s
+
+    return link_bytes_per_s(dep) / 1e9
 
 
 def _fit_dict(f: DecodeFloor | PrefillFloor) -> dict[str, Any]:
@@ -125,7 +164,8 @@ def _floor_dict(f: DecodeFloor, base: DecodeFloor) -> dict[str, Any]:
         "per_user_vs_batch_1": f.per_user_tok_s / base.per_user_tok_s,
         "bound": f.bound, "flops": f.flops, "weight_bytes_read": f.weight_bytes_read,
         "kv_bytes_read": f.kv_bytes_read, "compute_time_s": f.compute_time_s,
-        "memory_time_s": f.memory_time_s, "intensity_flop_per_byte": f.intensity_flop_per_byte,
+        "memory_time_s": f.memory_time_s, "host_time_s": f.host_time_s,
+        "intensity_flop_per_byte": f.intensity_flop_per_byte,
         **_fit_dict(f),
     }
 
@@ -183,7 +223,8 @@ class DecodeReport:
                 f"decode floor, batch {f.batch} at {f.context:,} tokens of context"
                 + (":" if f.fit.fits else " (arithmetic only: no engine can run this):"),
                 f"  step       {f.step_time_s * 1e3:,.2f} ms  (bound by {f.bound}: compute "
-                f"{f.compute_time_s * 1e3:,.2f} ms, memory {f.memory_time_s * 1e3:,.2f} ms)",
+                f"{f.compute_time_s * 1e3:,.2f} ms, memory {f.memory_time_s * 1e3:,.2f} ms"
+                + (f", then host {f.host_time_s * 1e3:,.2f} ms" if f.host_time_s else "") + ")",
                 f"  reads      {f.weight_bytes_read / GB:,.1f} GB of weights + "
                 f"{f.kv_bytes_read / GB:,.2f} GB of KV cache",
                 f"  per user   {f.per_user_tok_s:,.1f} tok/s "

@@ -93,6 +93,9 @@ class FitReport:
             "ridge_batch": self.ridge_batch, "verdict": self.verdict,
             "shortfall_bytes_per_gpu": self.shortfall_bytes,
             "per_conversation_bytes_per_gpu": self.per_conversation_bytes,
+            "offload": None if self.deployment.offload is None else {
+                "placement": self.deployment.offload.describe(self.deployment.model),
+                "host_weight_bytes": _host_bytes(self.deployment)},
             "taken_per_gpu": {"weights": p.weight_bytes, "activations": p.activation_bytes,
                               "non_torch": p.non_torch_bytes, "cuda_graphs": p.cuda_graph_bytes},
             "slot_cache_bytes_per_gpu": p.slot_cache_bytes,
@@ -130,7 +133,7 @@ class FitReport:
             engine += f" {self.settings.engine_version}"
         lines = [*([self.searched] if self.searched else []), headline,
                  f"{d.model.name} on {d.num_gpus} x {d.accelerator.id}, {engine}, weights "
-                 f"{d.weights.label}, KV {d.kv.id}", ""]
+                 f"{d.weights.label}, KV {d.kv.id}", *_offload_lines(d), ""]
         lines += table(budget_rows(p, self.settings), ["", ""])[1:]
         held = f"holds {p.tokens:,} tokens in {p.blocks:,} blocks of {p.block_size}"
         if is_llamacpp(p):
@@ -152,7 +155,8 @@ class FitReport:
             flags = "".join((
                 (f" -b {ub}" if ub and ub > LLAMA_SERVER_N_BATCH else "") + (f" -ub {ub}" if ub else ""),
                 "" if self.settings.flash_attn else " -fa off",
-                "" if d.kv.id in ("fp16", "f16") else f" -ctk {d.kv.id} -ctv {d.kv.id}"))
+                "" if d.kv.id in ("fp16", "f16") else f" -ctk {d.kv.id} -ctv {d.kv.id}",
+                _offload_flags(d)))
             lines.append(f"start it with: llama-server -c {self.batch * self.context} "
                          f"-np {p.max_num_seqs} --kv-unified{flags} ({p.max_num_seqs} slots share "
                          f"the cache; {self.batch} conversations of {self.context:,} tokens "
@@ -168,6 +172,33 @@ class FitReport:
             lines += [f"  {lv.name:<34} {lv.conversations:>8,} conversations, batch {lv.batch:,}"
                       for lv in self.levers]
         return lines
+
+
+def _host_bytes(d: Deployment) -> float:
+    from ridgeline.offload import host_weight_bytes
+
+    return host_weight_bytes(d)
+
+
+def _offload_flags(d: Deployment) -> str:
+    """llama-server's flags for the partial offload the fit was sized for."""
+    o = d.offload
+    if o is None:
+        return ""
+    every = o.cpu_expert_layers >= d.model.num_layers
+    return (f" -ngl {o.gpu_layers}" + (" --cpu-moe" if every else
+                                       f" --n-cpu-moe {o.cpu_expert_layers}"
+                                       if o.cpu_expert_layers else ""))
+
+
+def _offload_lines(d: Deployment) -> list[str]:
+    """What partial offload keeps off the GPU: its weights, and its layers' cache."""
+    if d.offload is None:
+        return []
+    from ridgeline.offload import gpu_attention_share, host_weight_bytes
+
+    return [f"{d.offload.describe(d.model)}: {host_weight_bytes(d) / GIB:,.2f} GiB of weights "
+            f"and {1 - gpu_attention_share(d):.0%} of the KV cache stay in host memory"]
 
 
 @dataclass(frozen=True)
@@ -298,6 +329,23 @@ SMALLER_GGUF = {"bf16": "q8_0", "fp16": "q8_0", "q8_0": "q4_k_m", "q6_k": "q4_k_
                 "q5_k_m": "q4_k_m", "q5_k_s": "q4_k_m"}
 
 
+def _offload_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSettings]]:
+    """llama.cpp's way out when the weights crowd out the cache: the most GPU layers (-ngl)
+    at which the target conversations fit, the rest streamed from host memory."""
+    from ridgeline.offload import HostOffload, host_weight_bytes
+
+    d, s, need = r.deployment, r.settings, max(1, r.target or 1)
+    if r.conversations >= need:
+        return []
+    for ngl in range(d.model.num_layers, -1, -1):
+        dep = replace(d, offload=HostOffload(ngl))
+        pool = kv_pool(dep, replace(s, max_model_len=r.context))
+        if conversations(pool, dep, r.context) >= need:
+            return [(f"-ngl {ngl} ({host_weight_bytes(dep) / GIB:,.1f} GiB weights on host)",
+                     dep, r.context, s)]
+    return []
+
+
 def _levers(r: FitReport) -> list[Lever]:
     d, s = r.deployment, r.settings
     gguf = is_llamacpp(r.pool)
@@ -306,8 +354,9 @@ def _levers(r: FitReport) -> list[Lever]:
         "fp8", "fp8 KV cache (--kv-cache-dtype fp8)")
     if d.kv.bytes_per_element > kv_dtype(small_kv[0]).bytes_per_element:
         options.append((small_kv[1], replace(d, kv=kv_dtype(small_kv[0])), r.context, s))
-    options.append((f"{2 * d.num_gpus} GPUs ({'layer split' if gguf else 'tensor parallel'})",
-                    replace(d, tensor_parallel_size=d.tensor_parallel_size * 2), r.context, s))
+    if d.offload is None:  # partial offload is modelled on one GPU
+        options.append((f"{2 * d.num_gpus} GPUs ({'layer split' if gguf else 'tensor parallel'})",
+                        replace(d, tensor_parallel_size=d.tensor_parallel_size * 2), r.context, s))
     options.append((f"half the context ({r.context // 2:,} tokens)", d, max(1, r.context // 2),
                     s))
     smaller = SMALLER_GGUF if gguf else SMALLER_WEIGHTS
@@ -321,6 +370,8 @@ def _levers(r: FitReport) -> list[Lever]:
     if gguf and r.conversations > r.pool.max_num_seqs:
         options.append((f"{r.conversations} slots (-np {r.conversations} --kv-unified)", d,
                         r.context, replace(s, max_num_seqs=r.conversations)))
+    if gguf and d.offload is None and d.num_gpus == 1:
+        options += _offload_lever(r)
     levers = []
     for name, dep, context, settings in options:
         pool = kv_pool(dep, replace(settings, max_model_len=context))

@@ -25,6 +25,7 @@ from ridgeline.cost import (
 )
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
+from ridgeline.errors import InputError
 from ridgeline.layouts import ATTENTION_MIXERS, LINEAR, MAMBA
 
 
@@ -38,6 +39,9 @@ class StepTimer:
     """
 
     def __init__(self, dep: Deployment, profile: EngineProfile = IDEAL) -> None:
+        if dep.offload is not None:
+            raise InputError("the simulator runs every weight on the GPU; partial offload "
+                             "(-ngl, --n-cpu-moe) is modelled by decode, prefill and fit")
         self.dep, self.profile = dep, profile
         rate = _Rates(dep, profile)
         self._p, self._w = rate.flops_per_s, rate.bytes_per_s

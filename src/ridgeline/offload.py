@@ -1,0 +1,189 @@
+"""llama.cpp partial offload: which weights live in host memory, and what reading them costs.
+
+``-ngl N`` puts the output layer and the last N − 1 repeating layers on the GPU and the rest
+in host memory (llama.cpp PR #18148, Dec 2025: the output layer goes first). Builds before it,
+and the ik_llama.cpp fork, put the last N repeating layers there and the output layer only
+when N exceeds the layer count. ``-ngl 99`` is "everything" either way. The token embeddings
+stay on the host whatever N is (a lookup of a few rows). ``--n-cpu-moe N`` keeps the routed
+experts of the first N layers on the host; ``--cpu-moe`` keeps them all. A layer's KV cache
+lives with the layer.
+
+A decode step walks the host's layers on the CPU and the GPU's on the GPU, one after the
+other: the step is a sum, and the host's part is its bytes ÷ (rated host bandwidth × the
+share llama.cpp's CPU matvecs reach). A prompt step of 32 tokens or more runs the host's
+matmuls on the GPU instead, copying their weights over the host link once per ubatch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from ridgeline.datafiles import load_data
+from ridgeline.errors import InputError
+from ridgeline.layouts import ATTENTION_MIXERS, MOE
+from ridgeline.params import layer_params
+from ridgeline.quantization import EMBEDDING, EXPERTS, LM_HEAD
+
+if TYPE_CHECKING:
+    from ridgeline.deployment import Deployment
+    from ridgeline.model import Layer, ModelSpec
+
+GPU, HOST, HOST_EXPERTS = "gpu", "host", "host experts"  # where a layer's weights live
+
+
+def offload_constants() -> dict[str, Any]:
+    """The llama.cpp offload block of engines.json: host share, op-offload batch, sources."""
+    return dict(load_data("engines.json")["llama.cpp"]["offload"])
+
+
+def host_bandwidth_share() -> float:
+    """The share of rated host-memory bandwidth llama.cpp's CPU layers stream at."""
+    return float(offload_constants()["host_bandwidth_share"])
+
+
+def op_offload_min_batch() -> int:
+    """Tokens in a step from which the CUDA backend runs host-resident matmuls on the GPU."""
+    return int(offload_constants()["op_offload_min_batch"])
+
+
+@dataclass(frozen=True)
+class HostOffload:
+    """Where llama.cpp keeps the weights: ``gpu_layers`` (-ngl) of the repeating layers on
+    the GPU, the routed experts of the first ``cpu_expert_layers`` (--n-cpu-moe) on the host,
+    and the host's rated memory bandwidth and link to the GPU (None: the card's own link)."""
+
+    gpu_layers: int
+    cpu_expert_layers: int = 0
+    host_bandwidth_bytes_per_s: float = 0.0
+    link_bytes_per_s: float | None = None
+    output_first: bool = True  # False: the rule before PR #18148 (and ik_llama.cpp's)
+
+    def __post_init__(self) -> None:
+        for name in ("gpu_layers", "cpu_expert_layers"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InputError(f"{name.replace('_', ' ')} must be a whole number ≥ 0, "
+                                 f"got {value!r}")
+        if not self.host_bandwidth_bytes_per_s >= 0:
+            raise InputError("the host's memory bandwidth must be positive")
+        if self.link_bytes_per_s is not None and not self.link_bytes_per_s > 0:
+            raise InputError("the host link's bandwidth must be positive")
+
+    def check(self, model: ModelSpec) -> None:
+        """The split names experts this model has, and the host's bandwidth is known
+        wherever a weight stays there."""
+        if self.cpu_expert_layers and model.moe is None:
+            raise InputError(f"--n-cpu-moe keeps routed experts on the host; {model.name} has "
+                             "none")
+        n = model.num_layers
+        on_host = (self.repeating_on_gpu(n) < n or not self.output_on_gpu(n)
+                   or self.cpu_expert_layers > 0)
+        if on_host and not self.host_bandwidth_bytes_per_s:
+            raise InputError("weights in host memory need the host's memory bandwidth: "
+                             "--host-bandwidth-gbs (channels × 8 B × MT/s: 76.8 for "
+                             "dual-channel DDR5-4800)")
+
+    def repeating_on_gpu(self, num_layers: int) -> int:
+        """How many of the repeating layers (the last ones) -ngl puts on the GPU."""
+        n = self.gpu_layers - 1 if self.output_first and self.gpu_layers else self.gpu_layers
+        return min(n, num_layers)
+
+    def layer_on_gpu(self, index: int, num_layers: int) -> bool:
+        return index >= num_layers - self.repeating_on_gpu(num_layers)
+
+    def output_on_gpu(self, num_layers: int) -> bool:
+        return self.gpu_layers >= 1 if self.output_first else self.gpu_layers > num_layers
+
+    def placement(self, index: int, num_layers: int) -> str:
+        if not self.layer_on_gpu(index, num_layers):
+            return HOST
+        return HOST_EXPERTS if index < self.cpu_expert_layers else GPU
+
+    def describe(self, model: ModelSpec) -> str:
+        n = model.num_layers
+        on_gpu = self.repeating_on_gpu(n)
+        text = f"-ngl {self.gpu_layers}: {on_gpu} of {n} layers on the GPU"
+        text += (", the output layer too" if self.output_on_gpu(n)
+                 else ", the output layer on the host")
+        if not self.output_first:
+            text += " (the rule before llama.cpp PR #18148)"
+        experts = len([i for i in range(min(self.cpu_expert_layers, n))
+                       if self.layer_on_gpu(i, n)])
+        if experts:
+            text += (f"; --n-cpu-moe {self.cpu_expert_layers}: the experts of {experts} GPU "
+                     "layers on the host")
+        return text
+
+
+@lru_cache(maxsize=256)
+def placed_layers(dep: Deployment) -> tuple[tuple[Layer, str, int], ...]:
+    """Distinct (layer, where its weights live) and how many of each."""
+    counts: dict[tuple[Layer, str], int] = {}
+    layers = dep.model.layers
+    for i, layer in enumerate(layers):
+        where = GPU if dep.offload is None else dep.offload.placement(i, len(layers))
+        if where == HOST_EXPERTS and layer.ffn != MOE:
+            where = GPU
+        counts[(layer, where)] = counts.get((layer, where), 0) + 1
+    return tuple((layer, where, count) for (layer, where), count in counts.items())
+
+
+def on_host(where: str, op: str) -> bool:
+    """Whether an operator of a layer placed ``where`` reads host memory."""
+    return where == HOST or (where == HOST_EXPERTS and op == "experts")
+
+
+def output_on_host(dep: Deployment) -> bool:
+    return dep.offload is not None and not dep.offload.output_on_gpu(dep.model.num_layers)
+
+
+@lru_cache(maxsize=256)
+def host_weight_bytes(dep: Deployment) -> float:
+    """Bytes of weights in host memory: the host's layers, host experts, the output layer
+    when it stays there, and (with any offload) the token embeddings."""
+    if dep.offload is None:
+        return 0.0
+    total = 0.0
+    for layer, where, count in placed_layers(dep):
+        params = layer_params(dep.model, layer)
+        for category, n in params.items():
+            if where == HOST or (where == HOST_EXPERTS and category == EXPERTS):
+                total += count * n * dep.weights.format_of(category).bytes_per_weight
+    by = dep.bytes_by_category
+    if not dep.model.tie_word_embeddings:
+        total += by[EMBEDDING]
+        if output_on_host(dep):
+            total += by[LM_HEAD]
+    elif output_on_host(dep):
+        total += by[EMBEDDING]
+    return total
+
+
+def gpu_weight_bytes(dep: Deployment) -> float:
+    """Bytes of weights on the GPUs (all of them without offload)."""
+    return dep.weight_bytes - host_weight_bytes(dep)
+
+
+@lru_cache(maxsize=256)
+def gpu_attention_share(dep: Deployment) -> float:
+    """The share of the attention layers (and so of the KV cache) kept on the GPU."""
+    attention = [(where, count) for layer, where, count in placed_layers(dep)
+                 if layer.mixer in ATTENTION_MIXERS]
+    total = sum(count for _, count in attention)
+    if not total:
+        return 1.0
+    return sum(count for where, count in attention if where != HOST) / total
+
+
+def link_bytes_per_s(dep: Deployment) -> float:
+    """The host-to-GPU link: the one given, else the card's own (its PCIe generation)."""
+    assert dep.offload is not None
+    if dep.offload.link_bytes_per_s:
+        return dep.offload.link_bytes_per_s
+    acc = dep.accelerator
+    if not (acc.link_kind or "").startswith("pcie") or not acc.link_bytes_per_s:
+        raise InputError(f"{acc.id} records no PCIe link to its host: give --host-link-gbs "
+                         "(e.g. 25 for PCIe 4.0 x16)")
+    return acc.link_bytes_per_s
