@@ -24,7 +24,7 @@ from ridgeline.datafiles import load_data
 from ridgeline.errors import InputError
 from ridgeline.layouts import ATTENTION_MIXERS, MOE
 from ridgeline.params import layer_params
-from ridgeline.quantization import EMBEDDING, EXPERTS, LM_HEAD
+from ridgeline.quantization import EMBEDDING, EXPERTS
 
 if TYPE_CHECKING:
     from ridgeline.deployment import Deployment
@@ -145,20 +145,18 @@ def host_weight_bytes(dep: Deployment) -> float:
     when it stays there, and (with any offload) the token embeddings."""
     if dep.offload is None:
         return 0.0
-    total = 0.0
+    host = layers = 0.0
     for layer, where, count in placed_layers(dep):
-        params = layer_params(dep.model, layer)
-        for category, n in params.items():
+        for category, n in layer_params(dep.model, layer).items():
+            nbytes = count * n * dep.weights.format_of(category).bytes_per_weight
+            layers += nbytes
             if where == HOST or (where == HOST_EXPERTS and category == EXPERTS):
-                total += count * n * dep.weights.format_of(category).bytes_per_weight
-    by = dep.bytes_by_category
-    if not dep.model.tie_word_embeddings:
-        total += by[EMBEDDING]
-        if output_on_host(dep):
-            total += by[LM_HEAD]
-    elif output_on_host(dep):
-        total += by[EMBEDDING]
-    return total
+                host += nbytes
+    outside = dep.weight_bytes - layers  # embeddings, output layer, final norm
+    if output_on_host(dep):
+        return host + outside
+    tied = dep.model.tie_word_embeddings  # a tied output layer is the embedding table
+    return host + (0.0 if tied else dep.bytes_by_category[EMBEDDING])
 
 
 def gpu_weight_bytes(dep: Deployment) -> float:
