@@ -158,7 +158,7 @@ def test_the_gpu_keeps_only_its_layers_cache_and_weights() -> None:
 
 def test_offload_is_llama_cpp_on_one_gpu_with_its_host_stated() -> None:
     model, acc = resolve_model("qwen2.5-32b"), resolve_accelerator("rtx-4090")
-    with pytest.raises(InputError, match="llama.cpp's"):
+    with pytest.raises(InputError, match=r"llama\.cpp's"):
         Deployment.build(model, acc, "q4_k_m", engine="vllm", offload=HostOffload(20, 0, 1e10))
     with pytest.raises(InputError, match="one GPU"):
         Deployment.build(model, acc, "q4_k_m", num_gpus=2, engine="llama.cpp-cuda",
