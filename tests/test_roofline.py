@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.cli import main
+from ridgeline.params import count_params
 from ridgeline.reports.roofline import roofline_report
 from ridgeline.roofline import (
     attainable_flops,
@@ -54,3 +58,27 @@ def test_report_places_moe_experts_when_the_model_has_them() -> None:
     weights = report.points[0]
     assert experts.intensity < weights.intensity  # each expert sees a thin slice of the batch
     assert experts.batch_to_ridge == pytest.approx(weights.batch_to_ridge / (8 / 128))
+
+
+def test_moe_rows_price_dense_and_expert_weights_at_their_own_formats() -> None:
+    """gpt-oss stores attention in bf16 and experts in MXFP4: the dense row reads 2 bytes a
+    weight, the expert rows about half a byte; the prompt's experts get their own row."""
+    acc = resolve_accelerator("h100")
+    dep = Deployment.build(resolve_model("gpt-oss-120b"), acc)
+    report = roofline_report(acc, dep.compute_dtype, 64, 4000, dep)
+    by = {p.name: p for p in report.points}
+    assert by["dense weight matrices (decode)"].intensity == pytest.approx(64.0)
+    experts = dep.bytes_by_category["experts"] / count_params(dep.model).by_category["experts"]
+    assert experts < 0.6
+    assert by["MoE expert layers"].intensity == pytest.approx(
+        expert_intensity(64, dep.model, experts))
+    assert by["MoE experts (prefill)"].intensity < by["prefill (dense weights)"].intensity
+
+
+def test_a_weight_format_without_a_model_runs_at_its_matmul_dtype(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    ridges = []
+    for extra in ([], ["--model", "llama-3.1-70b"]):
+        assert main(["roofline", "--gpu", "h100", "--weights", "fp8", "--json", *extra]) == 0
+        ridges.append(json.loads(capsys.readouterr().out)["ridge_flop_per_byte"])
+    assert ridges[0] == pytest.approx(ridges[1]) and ridges[0] > 500

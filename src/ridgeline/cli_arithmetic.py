@@ -53,13 +53,23 @@ def _element_bytes(args: argparse.Namespace) -> tuple[float, float]:
     return bpw, kvb
 
 
+def _matmul_dtype(args: argparse.Namespace, acc: Any) -> str:
+    """The matmul dtype a weight format named without a model runs at on this accelerator
+    (fp8 weights on an H100: fp8), as a deployment of it would; bf16 when none is named."""
+    from ridgeline.precision import weight_format
+
+    if not args.weights:
+        return "bf16"
+    return str(acc.first_supported(weight_format(args.weights).compute_dtypes))
+
+
 def cmd_roofline(args: argparse.Namespace) -> Any:
     from ridgeline.reports.roofline import roofline_report
 
     acc = load_accelerator(args)
     dep = load_deployment(args) if args.model else None
-    dtype = args.compute_dtype or (dep.compute_dtype if dep else "bf16")
     bpw, kvb = (2.0, 2.0) if dep else _element_bytes(args)
+    dtype = args.compute_dtype or (dep.compute_dtype if dep else _matmul_dtype(args, acc))
     return roofline_report(acc, dtype, args.batch, args.prompt_len, dep, bpw, kvb, args.intensity)
 
 def cmd_moe(args: argparse.Namespace) -> Any:
@@ -136,8 +146,8 @@ def cmd_utilization(args: argparse.Namespace) -> Any:
     if dep is None and (args.kv_dtype or args.context):
         raise InputError("--kv-dtype and --context apply with --model (its KV budget)")
     bpw = 2.0 if dep else _element_bytes(args)[0]
-    return utilization_report(acc, args.running, args.compute_dtype or "bf16", bpw, dep,
-                              args.context)
+    dtype = args.compute_dtype or (dep.compute_dtype if dep else _matmul_dtype(args, acc))
+    return utilization_report(acc, args.running, dtype, bpw, dep, args.context)
 
 def register(sub: Any) -> None:
 

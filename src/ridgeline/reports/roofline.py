@@ -9,6 +9,8 @@ from ridgeline.deployment import Deployment
 from ridgeline.explain import Step, q, step
 from ridgeline.hardware import Accelerator
 from ridgeline.moe import article_expert_intensity
+from ridgeline.params import count_params
+from ridgeline.quantization import EMBEDDING, EXPERTS
 from ridgeline.render import table
 from ridgeline.roofline import (
     OperatingPoint,
@@ -69,6 +71,18 @@ class RooflineReport:
         return lines + (["", *notes] if notes else [])
 
 
+def _bytes_per_weight(dep: Deployment) -> tuple[float, float]:
+    """Bytes per weight of the matrices every token reads (all but the routed experts and
+    the embedding lookup), and of the routed experts (gpt-oss: bf16 attention, MXFP4 experts)."""
+    params = count_params(dep.model).by_category
+    by = dep.bytes_by_category
+    skip = {EXPERTS} if dep.model.tie_word_embeddings else {EXPERTS, EMBEDDING}
+    dense = [c for c, n in params.items() if n and c not in skip]
+    dense_bpw = sum(by[c] for c in dense) / sum(params[c] for c in dense)
+    experts = params.get(EXPERTS, 0)
+    return dense_bpw, by[EXPERTS] / experts if experts else dense_bpw
+
+
 def roofline_report(
     acc: Accelerator, compute_dtype: str, batch: int, prompt_len: int,
     dep: Deployment | None = None, bytes_per_weight: float = 2.0, kv_bytes: float = 2.0,
@@ -76,13 +90,19 @@ def roofline_report(
 ) -> RooflineReport:
     """Operating points of a decode step at ``batch`` and of a prefill of ``prompt_len``."""
     ridge = ridge_point(acc.peak(compute_dtype), acc.memory_bandwidth_bytes_per_s)
+    moe = dep.model.moe if dep is not None else None
+    expert_bpw = bytes_per_weight
     if dep is not None:
-        bytes_per_weight, kv_bytes = dep.bytes_per_weight, dep.kv.bytes_per_element
+        bytes_per_weight, expert_bpw = _bytes_per_weight(dep)
+        kv_bytes = dep.kv.bytes_per_element
     to_ridge = batch_for_intensity(ridge, bytes_per_weight)
     w = weight_intensity(batch, bytes_per_weight)
+    dense = "dense weight matrices" if moe else "weight matrices"
     points = [operating_point(
-        "weight matrices (decode)", w, acc, compute_dtype, to_ridge,
-        "intensity = 2 FLOP × batch ÷ bytes per weight: the batch itself at 2-byte weights")]
+        f"{dense} (decode)", w, acc, compute_dtype, to_ridge,
+        f"intensity = 2 FLOP × batch ÷ {bytes_per_weight:.2f} bytes per weight: the batch "
+        "itself at 2-byte weights" + ("; attention and shared weights, every token reads them "
+                                      "(the experts are their own rows)" if moe else ""))]
     if dep is None or dep.model.attention is None:
         att_i = 2.0 * ARTICLE_GQA_GROUP / kv_bytes
         att_note = f"GQA group {ARTICLE_GQA_GROUP} (the article's models); does not move with batch"
@@ -95,7 +115,8 @@ def roofline_report(
     points.append(operating_point("decode attention", att_i, acc, compute_dtype, None,
                                   att_note + " ('-': no batch reaches the ridge)"))
     points.append(operating_point(
-        "prefill", weight_intensity(prompt_len, bytes_per_weight), acc, compute_dtype,
+        "prefill" + (" (dense weights)" if moe else ""),
+        weight_intensity(prompt_len, bytes_per_weight), acc, compute_dtype,
         to_ridge, "≈ prompt length at 2-byte weights; 'batch to ridge' is in prompt tokens"))
     steps = [ridge_step(acc, compute_dtype),
              step("weight-matrix intensity", "2 × batch ÷ bytes per weight",
@@ -105,17 +126,22 @@ def roofline_report(
                   q("batch", to_ridge), q("ridge", ridge, "FLOP/byte")),
              step("share of the arithmetic in use", "min(1, intensity ÷ ridge)",
                   q("fraction", min(1.0, w / ridge)))]
-    if dep is not None and dep.model.moe is not None:
-        moe = dep.model.moe
-        e_i = expert_intensity(batch, dep.model, bytes_per_weight)
+    if dep is not None and moe is not None:
+        e_i = expert_intensity(batch, dep.model, expert_bpw)
         article = article_expert_intensity(batch, moe.experts_per_token, moe.num_experts)
+        expert_ridge = batch_for_intensity(ridge, expert_bpw) / moe.routed_fraction
         points.append(operating_point(
-            "MoE expert layers", e_i, acc, compute_dtype, to_ridge / moe.routed_fraction,
-            f"article: B × k/E = {article:,.2f} tokens per expert; batch to ridge = ridge "
-            "batch ÷ (k/E)"))
+            "MoE expert layers", e_i, acc, compute_dtype, expert_ridge,
+            f"article: B × k/E = {article:,.2f} tokens per expert, at {expert_bpw:.2f} bytes "
+            "per weight; batch to ridge = ridge batch ÷ (k/E)"))
+        points.append(operating_point(
+            "MoE experts (prefill)", expert_intensity(prompt_len, dep.model, expert_bpw), acc,
+            compute_dtype, expert_ridge, "the prompt's tokens spread over the experts: each "
+            "sees prompt × k/E"))
         steps.append(step("expert intensity", "2 × B × k ÷ (experts touched × bytes per weight)",
                           q("intensity", e_i, "FLOP/byte"),
-                          q("k/E", moe.routed_fraction, "", "num_experts_per_tok / experts")))
+                          q("k/E", moe.routed_fraction, "", "num_experts_per_tok / experts"),
+                          q("bytes per expert weight", expert_bpw, "B")))
     if intensity is not None:
         point = operating_point("the intensity you gave", intensity, acc, compute_dtype, None)
         points.append(point)
