@@ -10,6 +10,7 @@ import pytest
 
 from ridgeline.catalog import all_model_ids, resolve_model
 from ridgeline.cli import main
+from ridgeline.deployment import tensor_parallel_problem
 from ridgeline.hardware import catalog
 from tests.conftest import MEASUREMENTS
 
@@ -106,11 +107,13 @@ def test_decode_table_mode_shows_every_batch_and_context(capsys: pytest.CaptureF
 def test_every_catalog_model_runs_through_every_model_command(
     capsys: pytest.CaptureFixture[str], model_id: str
 ) -> None:
+    spec = resolve_model(model_id)  # the widest tensor parallel group ≤ 8 its heads split over
+    n = str(next(tp for tp in (8, 4, 2, 1) if not tensor_parallel_problem(spec, tp)))
     for argv in (["model", model_id], ["kv", model_id, "--context", "8k", "--gpu", "b200"],
-                 ["decode", model_id, "--gpu", "b200", "--num-gpus", "8", "--batch", "1,64"],
-                 ["prefill", model_id, "--gpu", "b200", "--num-gpus", "8", "--prompt-len", "2k"],
+                 ["decode", model_id, "--gpu", "b200", "--num-gpus", n, "--batch", "1,64"],
+                 ["prefill", model_id, "--gpu", "b200", "--num-gpus", n, "--prompt-len", "2k"],
                  ["roofline", "--gpu", "b200", "--model", model_id],
-                 ["fit", model_id, "--gpu", "b200", "--num-gpus", "8", "--max-model-len", "32k"]):
+                 ["fit", model_id, "--gpu", "b200", "--num-gpus", n, "--max-model-len", "32k"]):
         code, out, err = run(capsys, *argv, "--json")
         assert code == 0, (argv, err)
         json.loads(out)
@@ -169,6 +172,10 @@ BAD = [
     (["amdahl", "--fraction", "0.5", "--model", "llama-3.1-8b"], "pass one"),
     (["utilization", "--gpu", "h100", "--running", "8", "--kv-dtype", "fp8"], "with --model"),
     (["roofline", "--gpu", "h100", "--weights", "auto"], "need --model"),
+    # engines shard attention heads evenly: 32 query and 8 KV heads split over 1, 2, 4, 8 …
+    (["decode", "llama-3.1-8b", "--gpu", "h100", "--num-gpus", "3"], "use 1, 2, 4, 8, 16, 32"),
+    (["fit", "qwen2.5-7b", "--gpu", "h100", "--num-gpus", "8", "--max-model-len", "4k"],
+     "28 attention heads"),
     (["prefix", "--tokens-a", "1,2", "--tokens-b", "1", "--tokenizer", "gpt2"], "--tokenizer"),
     (["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "2", "--prefix-len", "-1"],
      "prefix length"),

@@ -26,6 +26,25 @@ from ridgeline.quantization import EMBEDDING, EXPERTS
 LLAMA_CPP_MATMUL_DTYPES = ("bf16", "fp16", "fp32")
 
 
+def tensor_parallel_problem(model: ModelSpec, tp: int) -> str:
+    """Why ``tp`` ranks cannot split this model's attention evenly (vLLM, SGLang and
+    TensorRT-LLM shard query heads, and KV heads or replicas of them, across ranks), or ""."""
+    att = model.attention
+    if att is None or tp == 1:
+        return ""
+    heads, kv = att.num_heads, att.num_kv_heads
+
+    def fits(n: int) -> bool:
+        return heads % n == 0 and (att.mla is not None or (kv % n == 0 if kv >= n else n % kv == 0))
+
+    if fits(tp):
+        return ""
+    ok = ", ".join(str(n) for n in range(1, heads + 1) if fits(n))
+    return (f"tensor parallel {tp} does not split {model.name}'s {heads} attention heads "
+            f"({kv} KV heads) evenly; engines shard them across GPUs: use {ok} GPUs per "
+            "replica")
+
+
 @dataclass(frozen=True)
 class Deployment:
     model: ModelSpec
@@ -70,6 +89,10 @@ class Deployment:
         if num_gpus % pipeline_parallel_size:
             raise InputError(f"{num_gpus} GPUs do not split into {pipeline_parallel_size} "
                              "pipeline stages")
+        tp = num_gpus // pipeline_parallel_size
+        problem = tensor_parallel_problem(model, tp)
+        if problem and not engine.startswith("llama.cpp"):  # llama.cpp splits by layer
+            raise InputError(problem)
         cache = kv_dtype(kv_name)
         if named and not cache.cached_by(engine):
             takes = ", ".join(k for k, d in kv_dtypes().items() if d.cached_by(engine))

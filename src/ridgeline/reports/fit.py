@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ridgeline.deployment import Deployment
+from ridgeline.deployment import Deployment, tensor_parallel_problem
 from ridgeline.engine_windows import has_windows
 from ridgeline.explain import Step, q, step
 from ridgeline.memory import (
@@ -354,9 +354,10 @@ def _levers(r: FitReport) -> list[Lever]:
         "fp8", "fp8 KV cache (--kv-cache-dtype fp8)")
     if d.kv.bytes_per_element > kv_dtype(small_kv[0]).bytes_per_element:
         options.append((small_kv[1], replace(d, kv=kv_dtype(small_kv[0])), r.context, s))
-    if d.offload is None:  # partial offload is modelled on one GPU
+    doubled = d.tensor_parallel_size * 2
+    if d.offload is None and (gguf or not tensor_parallel_problem(d.model, doubled)):
         options.append((f"{2 * d.num_gpus} GPUs ({'layer split' if gguf else 'tensor parallel'})",
-                        replace(d, tensor_parallel_size=d.tensor_parallel_size * 2), r.context, s))
+                        replace(d, tensor_parallel_size=doubled), r.context, s))
     options.append((f"half the context ({r.context // 2:,} tokens)", d, max(1, r.context // 2),
                     s))
     smaller = SMALLER_GGUF if gguf else SMALLER_WEIGHTS
