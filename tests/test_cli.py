@@ -490,3 +490,39 @@ def test_prefill_compares_accelerators_side_by_side(capsys: pytest.CaptureFixtur
     assert ttft[1] < ttft[0] < ttft[2]  # B200 before H100 before L40S: compute-bound prompts
     code, text, _ = run(capsys, *argv, "--gpu", "h100,b200,l40s")
     assert code == 0 and "expected TTFT ms" in text and "2 x l40s" in text
+
+
+def test_memory_is_what_the_driver_shows(capsys: pytest.CaptureFixture[str]) -> None:
+    """An L40S keeps a sixteenth of its 48 GiB for ECC: kv and decode budget the rest."""
+    from ridgeline import Deployment, resolve_accelerator
+
+    l40s = resolve_accelerator("l40s")
+    dep = Deployment.build(resolve_model("llama-3.1-8b"), l40s)
+    assert l40s.ecc_visible_bytes and dep.memory_bytes == l40s.ecc_visible_bytes
+    code, out, _ = run(capsys, "kv", "llama-3.1-8b", "--gpu", "l40s", "--context", "8k", "--json")
+    assert json.loads(out)["budget_bytes"] == pytest.approx(dep.memory_bytes - dep.weight_bytes)
+    code, out, _ = run(capsys, "hardware", "l40s", "--json")
+    assert json.loads(out)["ecc_visible_bytes"] == l40s.ecc_visible_bytes
+
+
+def test_kv_says_when_the_weights_alone_do_not_fit(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "kv", "llama-3.1-70b", "--gpu", "h100", "--context", "8k")
+    assert code == 0 and "DOES NOT FIT: the weights alone exceed the memory" in out
+
+
+def test_utilization_compares_with_the_engines_pool(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["utilization", "--gpu", "h100", "--model", "llama-3.1-70b", "--num-gpus", "4",
+            "--context", "4000", "--json"]
+    code, out, _ = run(capsys, *argv, "--running", "8")
+    limit = json.loads(out)["kv_batch_limit"]
+    code, out, _ = run(capsys, "decode", "llama-3.1-70b", "--gpu", "h100", "--num-gpus", "4",
+                       "--context", "4000", "--json")
+    decode_limit = json.loads(out)["engine_max_batch"][0]["batch"]
+    assert limit >= decode_limit > 0  # the same pool; decode's also caps at the seats
+
+
+def test_a_context_past_the_models_length_is_flagged(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "prefill", "llama-2-7b", "--gpu", "h100", "--prompt-len", "8000")
+    assert code == 0 and "exceed llama-2-7b's 4,096-token context" in out
+    code, out, _ = run(capsys, "decode", "llama-2-7b", "--gpu", "h100", "--context", "4000")
+    assert "caution" not in out

@@ -122,3 +122,19 @@ def test_apple_parts_expose_the_working_set_and_other_parts_their_memory() -> No
     mac, h100 = resolve_accelerator("apple-m2-ultra-76c"), resolve_accelerator("h100")
     assert mac.visible_memory_bytes == 0.75 * mac.memory_bytes
     assert h100.visible_memory_bytes == h100.memory_bytes
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"memory_bytes": 10}, "is not 80 GiB"),
+    ({"memory_unit": "TB"}, "GB or GiB"),
+    ({"memory_bandwidth_bytes_per_s": 1e-9}, "not a plausible figure"),
+    ({"peak_flops": {"bf16": 989.4}}, "not a plausible figure"),  # TFLOP/s where FLOP/s go
+])
+def test_an_accelerator_file_must_agree_with_itself(tmp_path: Path, change: dict[str, object],
+                                                    message: str) -> None:
+    record = {"id": "mine", "memory_size": 80, "memory_unit": "GiB", "memory_bytes": 80 * 2**30,
+              "memory_bandwidth_bytes_per_s": 3.35e12, "peak_flops": {"bf16": 9.894e14}}
+    path = tmp_path / "gpu.json"
+    path.write_text(json.dumps({**record, **change}))
+    with pytest.raises(InputError, match=message):
+        load_accelerator_file(str(path))

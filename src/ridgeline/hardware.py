@@ -63,6 +63,21 @@ class Accelerator:
 
     def __post_init__(self) -> None:
         require_positive(self.memory_bytes, f"{self.id}: memory")
+        if self.memory_unit not in ("GB", "GiB"):
+            raise InputError(f"{self.id}: memory_unit must be GB or GiB, got {self.memory_unit!r}")
+        if self.memory_size:
+            stated = self.memory_size * (GIB if self.memory_unit == "GiB" else 1e9)
+            if abs(self.memory_bytes / stated - 1) > 0.01:
+                raise InputError(f"{self.id}: memory_bytes {self.memory_bytes:,.0f} is not "
+                                 f"{self.memory_size:g} {self.memory_unit} ({stated:,.0f} bytes)")
+        for what, value, low, high, example in (
+                ("memory bandwidth", self.memory_bandwidth_bytes_per_s, 1e8, 1e14,
+                 "an H100 SXM: 3.35e12"),
+                *((f"peak {d} FLOP/s", v, 1e9, 1e17, "an H100 SXM bf16: 9.894e14")
+                  for d, v in self.peak_flops.items())):
+            if value > 0 and not low <= value <= high:
+                raise InputError(f"{self.id}: {what} {value:.3g} is not a plausible figure in "
+                                 f"base units ({example}; between {low:.0e} and {high:.0e})")
         if self.ecc_visible_bytes is not None:
             require_positive(self.ecc_visible_bytes, f"{self.id}: visible memory")
             if self.ecc_visible_bytes > self.memory_bytes:

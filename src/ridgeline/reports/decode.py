@@ -11,7 +11,6 @@ from ridgeline.engines import EngineProfile
 from ridgeline.explain import Step, q, step
 from ridgeline.floors import DecodeFloor, PrefillFloor, decode_floor
 from ridgeline.hardware import Accelerator
-from ridgeline.kvcache import conversations_that_fit, kv_footprint
 from ridgeline.render import table
 from ridgeline.roofline import ridge_point, weight_intensity
 from ridgeline.units import GB, usd_per_million_tokens
@@ -291,7 +290,19 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
     from ridgeline.predict import eager_caution
 
     cautions = (eager_caution(dep),) if enforce_eager and eager_caution(dep) else ()
-    return DecodeReport(dep, tuple(floors), tuple(expected), pool_batch, cautions)
+    longest = context_caution(dep, max(contexts))
+    return DecodeReport(dep, tuple(floors), tuple(expected), pool_batch,
+                        cautions + ((longest,) if longest else ()))
+
+
+def context_caution(dep: Deployment, tokens: int) -> str:
+    """What to say of a context past the model's trained length, or ""."""
+    limit = dep.model.max_position_embeddings
+    if not limit or tokens <= limit:
+        return ""
+    return (f"{tokens:,} tokens exceed {dep.model.name}'s {limit:,}-token context "
+            "(max_position_embeddings): engines refuse a longer max_model_len, and the model "
+            "was not trained for it")
 
 
 def _dollars_per_million(dep: Deployment, tok_s: float) -> str:
@@ -373,7 +384,8 @@ class PrefillReport:
                 "bound": f.bound, "flops": f.flops, "bytes_moved": f.bytes_moved,
                 "intensity_flop_per_byte": f.intensity_flop_per_byte,
                 "weight_intensity_flop_per_byte": f.weight_intensity_flop_per_byte,
-                "expected": self.expected.to_dict() if f.fit.fits else None, **_fit_dict(f)}
+                "expected": self.expected.to_dict() if f.fit.fits else None,
+                "caution": context_caution(self.deployment, f.prompt_len) or None, **_fit_dict(f)}
 
     def text_lines(self) -> list[str]:
         f, dep, e = self.floor, self.deployment, self.expected
@@ -387,6 +399,8 @@ class PrefillReport:
             f"  intensity  {f.weight_intensity_flop_per_byte:,.0f} FLOP per byte of weights, "
             f"{f.intensity_flop_per_byte:,.0f} over all bytes (ridge {ridge:,.0f})",
         ]
+        caution = context_caution(dep, f.prompt_len)
+        lines += [f"caution: {caution}"] if caution else []
         if not f.fit.fits:
             return [*lines, _NO_EXPECTATION.format(engine=e.engine)]
         return [*lines,
@@ -455,11 +469,11 @@ class UtilizationReport:
             "you are billed for",
         ]
         if self.kv_batch_limit is not None:
-            lines.append(f"the KV budget of {self.model} at {self.context:,} tokens allows "
-                         f"{self.kv_batch_limit:,} running")
+            lines.append(f"vLLM's KV pool for {self.model} (its defaults) holds "
+                         f"{self.kv_batch_limit:,} conversations of {self.context:,} tokens")
             if self.kv_batch_limit < self.running:
-                lines.append("  the running batch exceeds what the raw KV budget holds: "
-                             "expect preemption or a shorter real context")
+                lines.append("  the running batch exceeds what the pool holds at this context: "
+                             "expect preemption, or the real contexts are shorter")
             elif self.running < self.kv_batch_limit:
                 lines.append("  there is room for more: the batch is capped by traffic or by "
                              "settings (--max-num-seqs), not by memory")
@@ -472,11 +486,12 @@ def utilization_report(
     acc: Accelerator, running: int, compute_dtype: str = "bf16", bytes_per_weight: float = 2.0,
     dep: Deployment | None = None, context: int | None = None,
 ) -> UtilizationReport:
+    from ridgeline.memory import EngineSettings, conversations, kv_pool
+
     limit = None
-    if dep is not None and context is not None:
-        per_seq = kv_footprint(dep.model, context, dep.kv.bytes_per_element).bytes_per_sequence
-        limit = conversations_that_fit(dep.memory_bytes - dep.weight_bytes,
-                                       per_seq * dep.kv_replication)
+    if dep is not None and context is not None:  # vLLM's pool at its defaults, as it serves
+        pool = kv_pool(dep, EngineSettings(max_model_len=context))
+        limit = conversations(pool, dep, context)
         bytes_per_weight = dep.bytes_per_weight
         compute_dtype = dep.compute_dtype
     ridge = ridge_point(acc.peak(compute_dtype), acc.memory_bandwidth_bytes_per_s)

@@ -21,7 +21,7 @@ def _record(acc: Accelerator) -> dict[str, Any]:
     return {
         "id": acc.id, "name": acc.name, "vendor": acc.vendor, "family": acc.family,
         "form": acc.form, "memory_bytes": acc.memory_bytes, "memory_size": acc.memory_size,
-        "memory_unit": acc.memory_unit,
+        "memory_unit": acc.memory_unit, "ecc_visible_bytes": acc.ecc_visible_bytes,
         "memory_bandwidth_bytes_per_s": acc.memory_bandwidth_bytes_per_s,
         "peak_flops": dict(acc.peak_flops),
         "ridge_flop_per_byte": {d: ridge_point(v, acc.memory_bandwidth_bytes_per_s)
@@ -69,7 +69,9 @@ class HardwareRecord:
     def text_lines(self) -> list[str]:
         a = self.accelerator
         lines = [f"{a.id}: {a.name}",
-                 f"  memory       {a.memory_size:g} {a.memory_unit} = {a.memory_bytes:,.0f} bytes",
+                 f"  memory       {a.memory_size:g} {a.memory_unit} = {a.memory_bytes:,.0f} bytes"
+                 + (f"; {a.ecc_visible_bytes:,.0f} visible with ECC on (the default)"
+                    if a.ecc_visible_bytes else ""),
                  f"  bandwidth    {a.bandwidth_tb_s:.4g} TB/s"]
         for dtype, flops in sorted(a.peak_flops.items(), key=lambda kv: kv[1]):
             ridge = ridge_point(flops, a.memory_bandwidth_bytes_per_s)

@@ -85,8 +85,12 @@ class KVReport:
                          "tensor-parallel ranks")
         if self.budget_bytes is not None:
             lines.append(f"budget: {self.budget_label}")
+            if self.budget_bytes < 0:
+                lines.append(f"DOES NOT FIT: the weights alone exceed the memory by "
+                             f"{-self.budget_bytes / 1e9:,.1f} GB")
             lines.append(f"conversations of {self.context:,} tokens that fit: "
-                         f"{self.conversations:,}")
+                         f"{self.conversations:,} (raw memory, before any engine's overheads; "
+                         "`ridgeline fit` sizes an engine's KV pool)")
         return lines
 
 
