@@ -134,3 +134,93 @@ def test_required_speedup_round_trips_for_any_reachable_target(p: float, share: 
     needed = required_part_speedup(p, target).required_part_speedup
     assert needed is not None
     assert end_to_end_speedup(p, needed).end_to_end_speedup == pytest.approx(target, rel=1e-6)
+
+
+# --- the command: the source in --json, the ceiling at P = 1, flags --fraction ignores ---
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    from ridgeline.cli import main
+
+    try:
+        code = main(["amdahl", *argv])
+    except SystemExit as exc:  # argparse refuses a flag's value before main's handler runs
+        code = int(exc.code or 0)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+STEP = ["--model", "llama-3.1-70b", "--gpu", "h100", "--op", "attention", "--batch", "32",
+        "--context", "32k", "--speedup", "2"]
+
+
+def test_json_names_the_step_the_fraction_came_from_as_the_text_does(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, text, _ = _cli(capsys, *STEP)
+    assert code == 0
+    _, out, _ = _cli(capsys, *STEP, "--json")
+    source = json.loads(out)["source"]
+    assert source["model"] == "llama-3.1-70b" and source["op"] == "attention"
+    assert source["batch"] == 32 and not source["given"]
+    first = text.splitlines()[0]
+    for shown in (source["model"], source["gpu"], f"batch {source['batch']}",
+                  f"context {source['context']:,}", f"{source['engine']} profile",
+                  f"{source['fraction']:.1%}"):
+        assert shown in first
+    assert source["part_time_s"] / source["step_time_s"] == pytest.approx(source["fraction"])
+    assert json.loads(out)["end_to_end_speedup"]["fraction"] == source["fraction"]
+
+
+def test_a_given_fraction_is_marked_given_in_json(capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = _cli(capsys, "--fraction", "0.18", "--speedup", "2", "--json")
+    source = json.loads(out)["source"]
+    assert source["given"] and source["fraction"] == 0.18 and source["model"] is None
+
+
+def test_the_whole_step_has_an_unbounded_ceiling_not_infx(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, text, _ = _cli(capsys, "--fraction", "1", "--speedup", "4")
+    assert code == 0
+    assert "ceiling if the part took no time: unbounded" in text and "inf" not in text
+    assert "4.00x end to end" in text
+    _, out, _ = _cli(capsys, "--fraction", "1", "--json")
+    assert json.loads(out)["speedup_ceiling"]["ceiling_speedup"] is None  # JSON has no inf
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [["--batch", "4"], ["--context", "4k"], ["--op", "weights"], ["--engine", "sglang"],
+     ["--num-gpus", "2"], ["--batch", "1"]],  # even a value equal to the default
+)
+def test_a_step_flag_beside_a_given_fraction_is_refused_not_ignored(
+    capsys: pytest.CaptureFixture[str], extra: list[str]
+) -> None:
+    code, out, err = _cli(capsys, "--fraction", "0.3", "--speedup", "2", *extra)
+    assert code == 2 and not out
+    assert len(err.splitlines()) == 1 and f"{extra[0]} applies only with --model" in err
+
+
+def test_the_step_defaults_still_apply_with_a_model(capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = _cli(capsys, "--model", "llama-3.1-8b", "--gpu", "h100", "--json")
+    source = json.loads(out)["source"]
+    assert (source["op"], source["engine"], source["batch"], source["context"],
+            source["num_gpus"]) == ("attention", "vllm", 1, 2000, 1)
+
+
+def test_an_op_left_out_is_said_to_be_attention(capsys: pytest.CaptureFixture[str]) -> None:
+    _, text, _ = _cli(capsys, "--model", "llama-3.1-8b", "--gpu", "h100")
+    assert "--op not given: the attention share" in text
+    _, text, _ = _cli(capsys, "--model", "llama-3.1-8b", "--gpu", "h100", "--op", "attention")
+    assert "--op not given" not in text
+
+
+def test_explain_shows_the_share_as_a_division_of_step_cost_times(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _, out, _ = _cli(capsys, *STEP, "--json", "--explain")
+    data = json.loads(out)
+    source = data["source"]
+    shown = f"= {source['part_time_s'] * 1e3:.4g} ms / {source['step_time_s'] * 1e3:.4g} ms"
+    assert any(shown in line for line in data["explain"])

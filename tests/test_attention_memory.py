@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from ridgeline.attention_memory import attention_memory, score_matrix_bytes
+from ridgeline.attention_memory import attention_memory, score_matrix_bytes, tiled_attention_bytes
 from ridgeline.catalog import resolve_model
+from ridgeline.model import ModelSpec
 
 
 def test_64k_scores_are_8_6_gb_per_head_per_layer_in_bf16() -> None:
@@ -23,3 +26,51 @@ def test_sliding_layers_only_score_their_window() -> None:
     full_only = 18 * 64 * score_matrix_bytes(65_536, 65_536, 2)
     windowed = 18 * 64 * score_matrix_bytes(65_536, 128, 2)
     assert gpt_oss.total_score_bytes == pytest.approx(full_only + windowed)
+
+
+def _as_mha(name: str) -> ModelSpec:
+    """The same model with a KV head for every query head (no GQA)."""
+    spec = resolve_model(name)
+    assert spec.attention is not None
+    return dataclasses.replace(
+        spec, attention=dataclasses.replace(spec.attention, num_kv_heads=spec.attention.num_heads)
+    )
+
+
+def test_llama3_70b_tiled_traffic_at_8k_is_24_gb_with_k_and_v_at_its_8_kv_heads() -> None:
+    report = attention_memory(resolve_model("llama-3.1-70b"), 8192)
+    assert (report.num_heads, report.num_kv_heads) == (64, 8)
+    assert report.total_tiled_bytes / 1e9 == pytest.approx(24.16, abs=0.01)
+    # K and V at all 64 heads (what GQA avoids) would be 42.9 GB
+    assert attention_memory(_as_mha("llama-3.1-70b"), 8192).total_tiled_bytes / 1e9 == (
+        pytest.approx(42.95, abs=0.01)
+    )
+
+
+def test_gqa_saves_exactly_the_k_and_v_of_the_heads_it_shares() -> None:
+    gqa = attention_memory(resolve_model("llama-3.1-8b"), 32_768)
+    mha = attention_memory(_as_mha("llama-3.1-8b"), 32_768)
+    spared_heads = gqa.num_heads - gqa.num_kv_heads
+    k_and_v_of_one_head = tiled_attention_bytes(32_768, 32_768, 128, 2, 0, 1)
+    assert mha.total_tiled_bytes - gqa.total_tiled_bytes == pytest.approx(
+        gqa.attention_layers * spared_heads * k_and_v_of_one_head
+    )
+    # the naive path expands K and V to every head, so sharing them saves it nothing
+    assert mha.total_naive_bytes == gqa.total_naive_bytes
+
+
+def test_the_printed_ratio_and_tiled_line_follow_the_kv_heads() -> None:
+    report = attention_memory(resolve_model("llama-3.1-70b"), 8192)
+    text = "\n".join(report.text_lines())
+    ratio = report.total_naive_bytes / report.total_tiled_bytes
+    assert round(ratio) == 116
+    assert f"naive ÷ tiled        {ratio:,.0f}x" in text
+    assert "K, V of 8 KV heads once" in text
+
+
+def test_the_worst_case_rereads_k_and_v_for_each_query_heads_tiles() -> None:
+    one_pass = tiled_attention_bytes(1024, 1024, 128, 2, num_heads=4, num_kv_heads=1)
+    worst = tiled_attention_bytes(1024, 1024, 128, 2, num_heads=4, num_kv_heads=1,
+                                  query_tile_rows=128)
+    q_and_o = tiled_attention_bytes(1024, 1024, 128, 2, num_heads=4, num_kv_heads=0)
+    assert worst - q_and_o == pytest.approx(4 * 8 * (one_pass - q_and_o))  # 4 heads x 8 tiles

@@ -500,8 +500,9 @@ def test_memory_is_what_the_driver_shows(capsys: pytest.CaptureFixture[str]) -> 
     dep = Deployment.build(resolve_model("llama-3.1-8b"), l40s)
     assert l40s.ecc_visible_bytes and dep.memory_bytes == l40s.ecc_visible_bytes
     code, out, _ = run(capsys, "kv", "llama-3.1-8b", "--gpu", "l40s", "--context", "8k", "--json")
+    assert code == 0
     assert json.loads(out)["budget_bytes"] == pytest.approx(dep.memory_bytes - dep.weight_bytes)
-    code, out, _ = run(capsys, "hardware", "l40s", "--json")
+    _code, out, _ = run(capsys, "hardware", "l40s", "--json")
     assert json.loads(out)["ecc_visible_bytes"] == l40s.ecc_visible_bytes
 
 
@@ -514,8 +515,9 @@ def test_utilization_compares_with_the_engines_pool(capsys: pytest.CaptureFixtur
     argv = ["utilization", "--gpu", "h100", "--model", "llama-3.1-70b", "--num-gpus", "4",
             "--context", "4000", "--json"]
     code, out, _ = run(capsys, *argv, "--running", "8")
+    assert code == 0
     limit = json.loads(out)["kv_batch_limit"]
-    code, out, _ = run(capsys, "decode", "llama-3.1-70b", "--gpu", "h100", "--num-gpus", "4",
+    _code, out, _ = run(capsys, "decode", "llama-3.1-70b", "--gpu", "h100", "--num-gpus", "4",
                        "--context", "4000", "--json")
     decode_limit = json.loads(out)["engine_max_batch"][0]["batch"]
     assert limit >= decode_limit > 0  # the same pool; decode's also caps at the seats

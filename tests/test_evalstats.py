@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from ridgeline.evalstats import (
     OVERLAPPING_INTERVALS_NOTE,
     count_from_percentage,
+    discordant_conflicts,
     explain_lines,
     items_needed_paired,
     items_needed_unpaired,
@@ -254,3 +255,135 @@ def test_results_serialise_to_json() -> None:
         items_needed_paired(0.08, 0.2),
     ):
         json.loads(json.dumps(dataclasses.asdict(result), allow_nan=False))
+
+
+# --- the command: every check in --json, impossible inputs refused ---
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    from ridgeline.cli import main
+
+    try:
+        code = main(["evalstats", *argv])
+    except SystemExit as exc:  # argparse refuses a flag's value before main's handler runs
+        code = int(exc.code or 0)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_json_keeps_both_models_count_checks_and_intervals(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = _cli(capsys, "--pct-a", "39.02", "--pct-b", "41.5", "--n", "500", "--json")
+    data = json.loads(out)
+    assert code == 0
+    for key, pct, count in (("a", "39.02", 195), ("b", "41.5", 208)):
+        assert data[f"percentage_count_{key}"] == dataclasses.asdict(
+            count_from_percentage(pct, 500)
+        )
+        assert data[f"wilson_interval_{key}"] == dataclasses.asdict(wilson_interval(count, 500))
+    # the text's interval for A is the JSON's, not B's
+    _, text, _ = _cli(capsys, "--pct-a", "39.02", "--pct-b", "41.5", "--n", "500")
+    low_a, high_a = data["wilson_interval_a"]["low"], data["wilson_interval_a"]["high"]
+    assert f"A [{low_a:.3f}, {high_a:.3f}]" in text
+    assert data["notes"][:2] == [line for line in text.splitlines() if "not k/500" in line]
+
+
+def test_explain_labels_each_models_working(capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = _cli(capsys, "--pct-a", "39.02", "--pct-b", "47.56", "--n", "164", "--explain")
+    a, b = out.index("wilson_interval_a:"), out.index("wilson_interval_b:")
+    assert a < out.index("p = 64 / 164") < b < out.index("p = 78 / 164")
+
+
+def test_more_discordant_items_than_the_benchmark_holds_is_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(ValueError, match="160 discordant items cannot exceed the 100"):
+        mcnemar_exact(80, 80, num_items=100)
+    assert mcnemar_exact(50, 50, num_items=100).p_value == 1.0
+    code, out, err = _cli(capsys, "--discordant", "80,80", "--n", "100")
+    assert code == 2 and not out
+    assert len(err.splitlines()) == 1 and "160" in err and "100" in err
+
+
+def test_discordant_items_saying_a_leads_contradict_scores_saying_b_leads(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    a, b = count_from_percentage(40, 100), count_from_percentage(50, 100)
+    (warning,) = discordant_conflicts(a, b, 15, 5)
+    assert "A ahead by the discordant items, B ahead by the scores" in warning
+    assert discordant_conflicts(a, b, 5, 15) == []
+    code, out, _ = _cli(capsys, "--pct-a", "40", "--pct-b", "50", "--n", "100",
+                        "--discordant", "15,5")
+    assert code == 0 and "warning: b - c = 15 - 5 = +10 items" in out
+    _, out, _ = _cli(capsys, "--pct-a", "40", "--pct-b", "50", "--n", "100", "--discordant", "5,15")
+    assert "warning" not in out
+
+
+def test_more_items_only_a_got_right_than_a_got_right_is_flagged() -> None:
+    a, b = count_from_percentage(10, 100), count_from_percentage(5, 100)
+    assert any("at most 10 items" in w for w in discordant_conflicts(a, b, 30, 25))
+
+
+@given(st.integers(0, 300), st.integers(0, 300), st.integers(0, 300), st.integers(0, 300))
+def test_discordant_counts_from_real_paired_results_never_conflict(
+    both_right: int, b: int, c: int, both_wrong: int
+) -> None:
+    n = both_right + b + c + both_wrong
+    if n == 0:
+        return
+    count_a = count_from_percentage(f"{100 * (both_right + b) / n:.2f}", n)
+    count_b = count_from_percentage(f"{100 * (both_right + c) / n:.2f}", n)
+    assert discordant_conflicts(count_a, count_b, b, c) == []
+
+
+def test_scores_a_gap_apart_that_one_item_cannot_separate_are_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = _cli(capsys, "--pct-a", "40", "--pct-b", "50", "--n", "1")
+    assert code == 2 and not out
+    assert len(err.splitlines()) == 1 and "under one item" in err and "--n 1" in err
+
+
+def test_scores_no_whole_count_gives_say_which_count_the_tests_used(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = _cli(capsys, "--pct-a", "40", "--pct-b", "60", "--n", "1")
+    assert code == 0
+    assert "A's 40% is not k/1 for any whole k: the tests use the nearest count, 0 (0%)" in out
+    assert "B's 60% is not k/1" in out
+    _, out, _ = _cli(capsys, "--pct-a", "39.02", "--pct-b", "47.56", "--n", "164")
+    assert "not k/164" not in out  # both are whole counts: nothing to say
+
+
+@pytest.mark.parametrize("discordance", ["0", "0.05", "-0.2", "1.5", "nan"])
+def test_every_impossible_discordance_is_refused_naming_it(
+    capsys: pytest.CaptureFixture[str], discordance: str
+) -> None:
+    code, out, err = _cli(capsys, "--pct-a", "40", "--pct-b", "50", "--n", "100",
+                          "--discordance", discordance)
+    assert code == 2 and not out
+    assert len(err.splitlines()) == 1 and "discordance" in err
+
+
+def test_discordance_without_the_scores_it_sizes_is_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, _, err = _cli(capsys, "--discordant", "15,2", "--discordance", "0.2")
+    assert code == 2 and "--pct-a" in err
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--alpha", "0"), ("--alpha", "1"),
+                                             ("--power", "1.0"), ("--alpha", "x")])
+def test_alpha_and_power_errors_name_the_flag_and_the_value_given(
+    capsys: pytest.CaptureFixture[str], flag: str, value: str
+) -> None:
+    code, _, err = _cli(capsys, "--pct-a", "40", "--pct-b", "50", "--n", "100", flag, value)
+    assert code == 2 and len(err.splitlines()) == 1
+    assert flag in err and f"got {value}" in err.replace("'", "")
+    assert "confidence" not in err
+
+
+def test_a_99_9_percent_interval_is_labelled_as_such(capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = _cli(capsys, "--pct-a", "40", "--pct-b", "50", "--n", "100", "--alpha", "0.001")
+    assert "Wilson 99.9%:" in out

@@ -150,7 +150,9 @@ def test_what_llamacpp_allocates_never_exceeds_the_device(
         model: str, gpu: str, flash: bool, slots: int, context: int) -> None:
     """Weights, context, compute buffer, slot caches and the -c cells always fit the device's
     memory when any cell fits at all, and the conversations never need more cells than exist."""
-    dep = Deployment.build(resolve_model(model), resolve_accelerator(gpu), engine="llama.cpp-cuda")
+    acc = resolve_accelerator(gpu)
+    backend = {"nvidia": "cuda", "apple": "metal"}.get(acc.vendor, "vulkan")
+    dep = Deployment.build(resolve_model(model), acc, engine=f"llama.cpp-{backend}")
     pool = kv_pool(dep, EngineSettings(max_model_len=context, max_num_seqs=slots,
                                        flash_attn=flash))
     report = fit_report(dep, context, EngineSettings(max_num_seqs=slots, flash_attn=flash))

@@ -94,4 +94,5 @@ def test_a_kv_dtype_an_engine_does_not_have_is_refused() -> None:
     with pytest.raises(InputError, match="vllm has no q8_0 KV cache"):
         Deployment.build(model, card, None, "q8_0", engine="vllm")
     assert Deployment.build(model, card, None, "fp8", engine="sglang").kv.id == "fp8"
-    assert Deployment.build(model, card, None, "q8_0", engine="llama.cpp-metal").kv.id == "q8_0"
+    mac = resolve_accelerator("apple-m2-ultra-76c")
+    assert Deployment.build(model, mac, None, "q8_0", engine="llama.cpp-metal").kv.id == "q8_0"

@@ -187,3 +187,65 @@ def test_tokenize_with_only_tiktoken_refuses_a_hugging_face_name(
     monkeypatch.setitem(sys.modules, "transformers", None)
     with pytest.raises(ValueError, match="no such encoding"):
         tokenize("hi", "org/model")
+
+
+# --- the command: token ids are digits separated by commas, nothing else ---
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    from ridgeline.cli import main
+
+    try:
+        code = main(["prefix", *argv])
+    except SystemExit as exc:  # argparse refuses a flag's value before main's handler runs
+        code = int(exc.code or 0)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.mark.parametrize(
+    ("ids", "bad"),
+    [
+        ("1 2 3", "'1 2 3'"),  # int() of the spaceless text read this as 123
+        ("1_000", "'1_000'"),  # int() reads Python's digit separators
+        ("5,+7", "'+7'"),
+        ("1,0x10", "'0x10'"),
+        ("1,2.0", "'2.0'"),
+        ("7,\u0661\u0662", "'\u0661\u0662'"),  # Arabic-Indic digits int() would accept
+        ("1,²", "'²'"),
+        ("1,-2", "'-2'"),
+    ],
+)
+def test_a_token_list_that_is_not_plain_digits_and_commas_is_refused_naming_the_entry(
+    capsys: pytest.CaptureFixture[str], ids: str, bad: str
+) -> None:
+    code, out, err = _cli(capsys, f"--tokens-a={ids}", "--tokens-b", "1,2,3", "--block-size", "1")
+    assert code == 2 and not out
+    assert len(err.splitlines()) == 1 and bad in err and "--tokens-a" in err
+
+
+@pytest.mark.parametrize(("ids", "word"), [("1,,2", "empty entry"), ("", "no token ids"),
+                                            ("1,", "empty entry")])
+def test_an_empty_token_list_or_entry_is_refused(
+    capsys: pytest.CaptureFixture[str], ids: str, word: str
+) -> None:
+    code, _, err = _cli(capsys, "--tokens-a", "1,2", f"--tokens-b={ids}")
+    assert code == 2 and len(err.splitlines()) == 1 and word in err
+
+
+def test_spaces_beside_the_commas_are_read_as_separate_ids(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = _cli(capsys, "--tokens-a", "1, 2, 3", "--tokens-b", "1,2,3,9",
+                        "--block-size", "1", "--json")
+    assert code == 0
+    assert json.loads(out)["prefix_reuse"] == dataclasses.asdict(
+        prefix_reuse([1, 2, 3], [1, 2, 3, 9], 1)
+    )
+
+
+def test_a_list_starting_with_a_minus_still_exits_2_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = _cli(capsys, "--tokens-a", "-1,2", "--tokens-b", "1")
+    assert code == 2 and not out and len(err.splitlines()) == 1

@@ -15,6 +15,46 @@ from ridgeline.errors import InputError
 
 
 @dataclass(frozen=True)
+class FractionSource:
+    """Where P came from: given, or the share of some operators in a model's decode step.
+
+    P = time in the operators / step time, both from step_cost (ridgeline.cost).
+    """
+
+    fraction: float
+    given: bool  # True: the user gave P; False: from step_cost of the model's decode step
+    model: str | None = None
+    gpu: str | None = None
+    num_gpus: int | None = None
+    weights: str | None = None
+    kv_dtype: str | None = None
+    engine: str | None = None
+    profile: str | None = None
+    op: str | None = None
+    op_defaulted: bool = False  # --op not given
+    ops: tuple[str, ...] = ()  # the step_cost operators the op group adds up
+    batch: int | None = None
+    context: int | None = None
+    part_time_s: float | None = None
+    step_time_s: float | None = None
+
+    def text(self) -> str:
+        if self.given:
+            return "given"
+        gpus = f" x{self.num_gpus}" if self.num_gpus and self.num_gpus > 1 else ""
+        return (f"{self.op} share of a decode step of {self.model} on {self.gpu}{gpus}, "
+                f"batch {self.batch}, context {self.context:,}, "
+                f"step_cost with the {self.engine} profile")
+
+    def explain_lines(self) -> list[str]:
+        if self.part_time_s is None or self.step_time_s is None:
+            return [f"P = {self.fraction:g}, as given"]
+        return [f"P = time in {' + '.join(self.ops)} / decode step time (step_cost)",
+                f"  = {self.part_time_s * 1e3:.4g} ms / {self.step_time_s * 1e3:.4g} ms"
+                f" = {self.fraction:.4g}"]
+
+
+@dataclass(frozen=True)
 class EndToEndSpeedup:
     """A part at `fraction` of the time, sped up `part_speedup` times."""
 

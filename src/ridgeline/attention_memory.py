@@ -3,7 +3,8 @@
 A naive attention materialises the score matrix: S² elements per head per layer
 (64K tokens in bf16: 65,536² × 2 B = 8.6 GB). FlashAttention-style tiling keeps each
 tile of scores on chip and streams K and V past each block of queries, so HBM sees
-Q, K, V and O plus one re-read of K and V per query tile (Dao et al. 2022, §3.2).
+Q and O of every query head and K and V of every KV head (fewer, with GQA), plus at
+worst one re-read of K and V per query tile (Dao et al. 2022, §3.2).
 """
 
 from __future__ import annotations
@@ -27,23 +28,30 @@ def score_matrix_bytes(queries: int, keys: int, bytes_per_element: float) -> flo
 
 
 def naive_attention_bytes(seq_len: int, keys: int, head_dim: int, bytes_per_element: float) -> float:
-    """HBM bytes of one head, unfused: scores written, read for softmax, probabilities
-    written, read for PV (4 passes over S × keys), plus Q, K, V read and O written."""
+    """HBM bytes of one query head, unfused: scores written, read for softmax, probabilities
+    written, read for PV (4 passes over S × keys), plus Q, K, V read and O written (K and V
+    per query head: an unfused path expands them to every head, as repeat_kv does)."""
     scores = 4 * score_matrix_bytes(seq_len, keys, bytes_per_element)
     return scores + 2 * (seq_len + keys) * head_dim * bytes_per_element
 
 
 def tiled_attention_bytes(
     seq_len: int, keys: int, head_dim: int, bytes_per_element: float,
-    query_tile_rows: int | None = None,
+    num_heads: int, num_kv_heads: int, query_tile_rows: int | None = None,
 ) -> float:
-    """HBM bytes of one head with tiling: Q, K, V read and O written once.
+    """HBM bytes of one layer with tiling: Q read and O written per query head, K and V
+    read once per KV head: (2·S·H_q + 2·keys·H_kv)·d·bytes.
 
-    With ``query_tile_rows`` the worst case: K and V re-read from HBM for every query
-    tile (in practice the tiles of one head run together and those re-reads hit L2).
+    llama-3.1-70b at 8,192 tokens, bf16: (2·8192·64 + 2·8192·8)·128·2 B = 0.30 GB a layer.
+    With ``query_tile_rows`` the worst case: each query head re-reads its K and V from HBM
+    for every query tile, 2·keys·H_q·ceil(S / rows) (in practice those re-reads hit L2).
     """
-    passes = 1 if query_tile_rows is None else math.ceil(seq_len / query_tile_rows)
-    return (2 * seq_len + 2 * keys * passes) * head_dim * bytes_per_element
+    q_and_o = 2 * seq_len * num_heads
+    if query_tile_rows is None:
+        k_and_v = 2 * keys * num_kv_heads
+    else:
+        k_and_v = 2 * keys * num_heads * math.ceil(seq_len / query_tile_rows)
+    return (q_and_o + k_and_v) * head_dim * bytes_per_element
 
 
 @dataclass(frozen=True)
@@ -54,10 +62,11 @@ class AttentionMemoryReport:
     per_head_per_layer_bytes: float  # scores of one head, one full-attention layer
     total_score_bytes: float  # every head's scores, every attention layer
     total_naive_bytes: float  # HBM traffic unfused, all heads and layers
-    total_tiled_bytes: float  # HBM traffic tiled, K/V once
+    total_tiled_bytes: float  # HBM traffic tiled, K/V once per KV head
     total_tiled_worst_bytes: float  # tiled, K/V re-read per query tile
     attention_layers: int
     num_heads: int
+    num_kv_heads: int
     steps: tuple[Step, ...]
 
     def to_dict(self) -> dict[str, object]:
@@ -73,8 +82,8 @@ class AttentionMemoryReport:
             f"{self.total_score_bytes / GB:,.0f} GB of scores",
             f"  HBM traffic, naive   {self.total_naive_bytes / GB:,.0f} GB (scores written, "
             "read for softmax, written, read for PV)",
-            f"  HBM traffic, tiled   {self.total_tiled_bytes / GB:,.1f} GB (flash-style: Q, K, V, "
-            "O once; scores stay on chip)",
+            f"  HBM traffic, tiled   {self.total_tiled_bytes / GB:,.1f} GB (flash-style: Q, O of "
+            f"{self.num_heads} heads and K, V of {self.num_kv_heads} KV heads once; scores on chip)",
             f"                       {self.total_tiled_worst_bytes / GB:,.1f} GB if K and V were "
             f"re-read from HBM for every {QUERY_TILE_ROWS}-row query tile",
             f"  naive ÷ tiled        {self.total_naive_bytes / self.total_tiled_bytes:,.0f}x",
@@ -89,13 +98,14 @@ def attention_memory(spec: ModelSpec, context: int, bytes_per_element: float = 2
     layers = [layer for layer in spec.layers if layer.mixer in ATTENTION_MIXERS]
     per_head = score_matrix_bytes(context, context, bytes_per_element)
     scores = naive = tiled = worst = 0.0
-    d, h = att.head_dim, att.num_heads
+    d, h, h_kv = att.head_dim, att.num_heads, att.num_kv_heads  # MLA: K, V per head in prefill
     for layer in layers:
         keys = cached_tokens(layer, context)
         scores += h * score_matrix_bytes(context, keys, bytes_per_element)
         naive += h * naive_attention_bytes(context, keys, d, bytes_per_element)
-        tiled += h * tiled_attention_bytes(context, keys, d, bytes_per_element)
-        worst += h * tiled_attention_bytes(context, keys, d, bytes_per_element, QUERY_TILE_ROWS)
+        tiled += tiled_attention_bytes(context, keys, d, bytes_per_element, h, h_kv)
+        worst += tiled_attention_bytes(context, keys, d, bytes_per_element, h, h_kv,
+                                       QUERY_TILE_ROWS)
     steps = (
         step("score matrix per head per layer", "context² × bytes per element",
              q("scores", per_head / GB, "GB"), q("context", context, "tokens"),
@@ -105,8 +115,9 @@ def attention_memory(spec: ModelSpec, context: int, bytes_per_element: float = 2
              q("attention layers", len(layers))),
         step("naive traffic", "heads × (4 × S × keys + 2·(S + keys)·d) × bytes, per layer",
              q("total", naive / GB, "GB")),
-        step("tiled traffic", "heads × (2·S + 2·keys)·d × bytes, per layer",
-             q("total", tiled / GB, "GB"), q("head_dim", d, "", "config.json")),
+        step("tiled traffic", "(2·S·heads + 2·keys·KV heads)·d × bytes, per layer",
+             q("total", tiled / GB, "GB"), q("head_dim", d, "", "config.json"),
+             q("KV heads", h_kv, "", "num_key_value_heads")),
     )
     return AttentionMemoryReport(spec.name, context, bytes_per_element, per_head, scores, naive,
-                                 tiled, worst, len(layers), h, steps)
+                                 tiled, worst, len(layers), h, h_kv, steps)

@@ -152,9 +152,11 @@ def _gpu(p: argparse.ArgumentParser, required: bool = True, several: bool = Fals
 
 
 def _engine(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--engine", default="vllm", type=_typed(_engine_name),
-                   help="engine whose calibrated profile gives the expectation (default vllm): "
-                   "vllm, sglang, trtllm, llama.cpp-cuda, llama.cpp-metal, …")
+    p.add_argument("--engine", type=_typed(_engine_name),
+                   help="engine whose calibrated profile gives the expectation (default vllm; "
+                   "llama.cpp-metal on Apple silicon): vllm, sglang, trtllm, llama.cpp-cuda, "
+                   "llama.cpp-metal, …")
+    p.set_defaults(engine_by_accelerator=True)
     p.add_argument("--profile", metavar="FILE", help="profiles from `ridgeline calibrate`")
     p.add_argument("--flash-attn", choices=["on", "off", "auto"],
                    help="llama.cpp -fa (default auto: on where supported); off costs the "
@@ -294,6 +296,23 @@ def one_card(args: argparse.Namespace, name: str) -> argparse.Namespace:
     return argparse.Namespace(**{**vars(args), "gpu": name})
 
 
+def default_engine(args: argparse.Namespace) -> str:
+    """The engine when none is named: llama.cpp's Metal build on Apple silicon (vLLM has no
+    Metal backend), vLLM elsewhere."""
+    from ridgeline.hardware import load_accelerator_file, resolve_accelerator
+
+    try:  # a bad --gpu or --gpu-file is the command's to report, with its own words
+        if getattr(args, "gpu_file", None):
+            vendor = load_accelerator_file(args.gpu_file).vendor
+        elif getattr(args, "gpu", None):
+            vendor = resolve_accelerator(accelerator_names(args)[0]).vendor
+        else:
+            vendor = ""
+    except InputError:
+        vendor = ""
+    return "llama.cpp-metal" if vendor == "apple" else "vllm"
+
+
 def flash_attention(args: argparse.Namespace, engine: str) -> bool:
     """--flash-attn, llama.cpp's switch: on unless turned off; refused for other engines."""
     flag = getattr(args, "flash_attn", None)
@@ -374,6 +393,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        if getattr(args, "engine_by_accelerator", False) and args.engine is None:
+            args.engine = default_engine(args)
         report = args.handler(args)
         if getattr(args, "plot", None):
             from ridgeline.plots import save

@@ -3,28 +3,34 @@
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, is_dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ridgeline.amdahl import FractionSource
 from ridgeline.errors import InputError
 from ridgeline.explain import Step
+
+if TYPE_CHECKING:
+    from ridgeline.evalstats import PercentageCount
 
 
 @dataclass(frozen=True)
 class LinesReport:
-    """A report made of result dataclasses, each of which can explain itself."""
+    """A report made of named result dataclasses, each of which can explain itself."""
 
-    results: tuple[Any, ...]
+    results: tuple[tuple[str, Any], ...]  # (JSON key, result)
     lines: tuple[str, ...]
     notes: tuple[str, ...] = ()
     steps: tuple[Step, ...] = field(default=())
 
+    def __post_init__(self) -> None:
+        keys = [key for key, _ in self.results]
+        assert len(set(keys)) == len(keys), f"a repeated key drops a result from --json: {keys}"
+
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for result in self.results:
-            is_instance = is_dataclass(result) and not isinstance(result, type)
-            out[_snake(type(result).__name__)] = asdict(result) if is_instance else result
+        out: dict[str, Any] = {key: asdict(result) for key, result in self.results}
         if self.notes:
             out["notes"] = list(self.notes)
         return out
@@ -33,46 +39,63 @@ class LinesReport:
         return [*self.lines, *self.notes]
 
     def explain_lines(self) -> list[str]:
+        if len(self.results) == 1:
+            return list(self.results[0][1].explain_lines())
         out: list[str] = []
-        for result in self.results:
-            out += result.explain_lines()
+        for key, result in self.results:  # each under its JSON key: A's and B's look alike
+            out += [f"{key}:", *("  " + line for line in result.explain_lines())]
         return out
 
 
-def _snake(name: str) -> str:
-    return "".join("_" + c.lower() if c.isupper() else c for c in name).lstrip("_")
+def named(result: Any, suffix: str = "") -> tuple[str, Any]:
+    """(key, result), the key from the class name: McNemarExact -> mc_nemar_exact."""
+    assert is_dataclass(result) and not isinstance(result, type)
+    name = type(result).__name__
+    return "".join("_" + c.lower() if c.isupper() else c for c in name).lstrip("_") + suffix, result
+
+
+AMDAHL_STEP_DEFAULTS = {"op": "attention", "engine": "vllm", "batch": 1, "context": 2000,
+                        "num_gpus": 1}
 
 
 def cmd_amdahl(args: argparse.Namespace) -> LinesReport:
     from ridgeline.amdahl import end_to_end_speedup, required_part_speedup, speedup_ceiling
 
-    fraction, source = args.fraction, "given"
-    if fraction is not None:
+    notes: list[str] = []
+    if args.fraction is not None:
         if args.model:
             raise InputError("--fraction and --model both give the part's share of the step; "
                              "pass one")
-        stray = [flag for flag, value in (("--gpu", args.gpu), ("--weights", args.weights),
-                                          ("--kv-dtype", args.kv_dtype),
-                                          ("--profile", args.profile)) if value]
+        stray = [f"--{name.replace('_', '-')}" for name in (
+            "gpu", "num_gpus", "weights", "kv_dtype", "engine", "profile", "op", "batch",
+            "context") if getattr(args, name) is not None]
         if stray:
             verb = "applies" if len(stray) == 1 else "apply"
             raise InputError(f"{', '.join(stray)} {verb} only with --model (the share from a "
                              "model's step)")
+        source = FractionSource(args.fraction, given=True)
     else:
-        fraction, source = _fraction_from_model(args)
-    results: list[Any] = [speedup_ceiling(fraction)]
-    lines = [f"part at {fraction:.1%} of the time ({source})"]
+        source = _fraction_from_model(args)
+        if source.op_defaulted:
+            others = " or ".join(op for op in OP_GROUPS if op != source.op)
+            notes.append(f"--op not given: the {source.op} share (--op {others} for another)")
+    fraction = source.fraction
+    results = [("source", source)]
+    lines = [f"part at {fraction:.1%} of the time ({source.text()})"]
     if args.speedup is not None:
         gain = end_to_end_speedup(fraction, args.speedup)
-        results.insert(0, gain)
+        results.append(named(gain))
         lines.append(f"  {args.speedup:g}x on the part -> {gain.end_to_end_speedup:.2f}x end to end")
-    ceiling = results[-1].ceiling_speedup
-    lines.append(f"  ceiling if the part took no time: {ceiling:.2f}x")
+    ceiling = speedup_ceiling(fraction)
+    results.append(named(ceiling))
+    shown = ("unbounded (the part is the whole step)" if math.isinf(ceiling.ceiling_speedup)
+             else f"{ceiling.ceiling_speedup:.2f}x")
+    lines.append(f"  ceiling if the part took no time: {shown}")
     if args.target is not None:
         need = required_part_speedup(fraction, args.target)
-        results.append(need)
+        results.append(named(need))
         lines.append(f"  for {args.target:g}x end to end: {need.verdict}")
-    return LinesReport(tuple(results), tuple(lines))
+    return LinesReport(tuple(results), tuple(lines), tuple(notes))
 
 
 OP_GROUPS = {
@@ -83,73 +106,101 @@ OP_GROUPS = {
 }
 
 
-def _fraction_from_model(args: argparse.Namespace) -> tuple[float, str]:
+def _fraction_from_model(args: argparse.Namespace) -> FractionSource:
     from ridgeline.cli import load_deployment
     from ridgeline.cost import decode_batch, step_cost
-    from ridgeline.engines import profile_for
+    from ridgeline.engines import load_profile_file, profile_for
 
     if not (args.model and args.gpu):
         raise InputError("give --fraction, or --model, --gpu and --op to take it from the step")
+    op_defaulted = args.op is None
+    for name, default in AMDAHL_STEP_DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, default)
     args.fetch, args.gpu_file, args.peak_tflops, args.bandwidth_gbs = False, None, None, None
     args.gpu_memory_gib, args.gpu_required = None, True
     dep = load_deployment(args)
-    from ridgeline.engines import load_profile_file
-
     profiles = load_profile_file(args.profile) if args.profile else None
     cost = step_cost(dep, decode_batch(args.batch, args.context),
                      profile_for(args.engine, profiles))
-    fraction = cost.share(*OP_GROUPS[args.op])
-    return fraction, (f"{args.op} share of a decode step of {dep.model.name} on "
-                      f"{dep.accelerator.id}, batch {args.batch}, context {args.context:,}, "
-                      f"step_cost with the {args.engine} profile")
+    ops = OP_GROUPS[args.op]
+    fraction = cost.share(*ops)
+    return FractionSource(
+        fraction, given=False, model=dep.model.name, gpu=dep.accelerator.id,
+        num_gpus=args.num_gpus, weights=dep.weights.label, kv_dtype=dep.kv.id,
+        engine=args.engine, profile=args.profile, op=args.op, op_defaulted=op_defaulted,
+        ops=ops, batch=args.batch, context=args.context,
+        part_time_s=fraction * cost.time_s, step_time_s=cost.time_s)
 
 
 def cmd_evalstats(args: argparse.Namespace) -> LinesReport:
     from ridgeline import evalstats as ev
 
-    results: list[Any] = []
+    results: list[tuple[str, Any]] = []
     lines: list[str] = []
+    notes: list[str] = []
+    alpha = args.alpha
+    scores = args.pct_a is not None or args.pct_b is not None
+    if args.discordance is not None and not scores:
+        raise InputError("--discordance sizes a paired benchmark for the gap between "
+                         "--pct-a and --pct-b; give them and --n")
     if args.discordant:
         b, c = args.discordant
-        mc = ev.mcnemar_exact(b, c, args.alpha)
-        results.append(mc)
+        mc = ev.mcnemar_exact(b, c, alpha, args.n)
+        results.append(named(mc))
         verdict = "a real difference" if mc.significant else "not distinguishable from chance"
         lines.append(f"McNemar exact: b={b}, c={c} (net gap {mc.net_gap_items}) -> "
-                     f"p = {mc.p_value:.4g}: {verdict} at alpha {args.alpha:g}")
-    if args.pct_a is not None or args.pct_b is not None:
+                     f"p = {mc.p_value:.4g}: {verdict} at alpha {alpha:g}")
+    if scores:
         if args.pct_a is None or args.pct_b is None or args.n is None:
             raise InputError("--pct-a and --pct-b need --n, the number of items")
-        a = ev.count_from_percentage(args.pct_a, args.n)
-        b2 = ev.count_from_percentage(args.pct_b, args.n)
-        results += [a, b2]
+        n = args.n
+        a = ev.count_from_percentage(args.pct_a, n)
+        b2 = ev.count_from_percentage(args.pct_b, n)
+        results += [named(a, "_a"), named(b2, "_b")]
         for label, r in (("A", a), ("B", b2)):
             flag = "" if r.is_whole_count else "  <- no whole number of items gives this"
-            lines.append(f"{label}: {r.percent}% of {args.n} = {r.nearest_count} items{flag}")
-        wa = ev.wilson_interval(a.nearest_count, args.n, 1 - args.alpha)
-        wb = ev.wilson_interval(b2.nearest_count, args.n, 1 - args.alpha)
-        test = ev.two_proportion_z_test(a.nearest_count, args.n, b2.nearest_count, args.n,
-                                        args.alpha)
-        results += [wa, wb, test]
-        conf = f"{1 - args.alpha:.0%}"
-        lines.append(f"Wilson {conf}: A [{wa.low:.3f}, {wa.high:.3f}], "
+            lines.append(f"{label}: {r.percent}% of {n} = {r.nearest_count} items{flag}")
+        notes += _count_notes(a, b2)
+        if args.discordant:
+            notes += [f"warning: {w}" for w in ev.discordant_conflicts(a, b2, *args.discordant)]
+        wa = ev.wilson_interval(a.nearest_count, n, 1 - alpha)
+        wb = ev.wilson_interval(b2.nearest_count, n, 1 - alpha)
+        test = ev.two_proportion_z_test(a.nearest_count, n, b2.nearest_count, n, alpha)
+        results += [named(wa, "_a"), named(wb, "_b"), named(test)]
+        lines.append(f"Wilson {(1 - alpha) * 100:.6g}%: A [{wa.low:.3f}, {wa.high:.3f}], "
                      f"B [{wb.low:.3f}, {wb.high:.3f}]")
         lines.append(f"unpaired two-proportion test: z = {test.z:.2f}, p = {test.p_value:.4g}"
                      + (" (significant)" if test.significant else " (not significant)"))
-        need = ev.items_needed_unpaired(wa.proportion, wb.proportion, args.alpha, args.power) \
-            if wa.proportion != wb.proportion else None
-        if need:
-            results.append(need)
-            lines.append(f"items needed to detect this gap (alpha {args.alpha:g}, power "
+        if wa.proportion == wb.proportion:
+            lines.append("equal counts: no gap for a benchmark of any size to detect")
+        else:
+            need = ev.items_needed_unpaired(wa.proportion, wb.proportion, alpha, args.power)
+            results.append(named(need))
+            lines.append(f"items needed to detect this gap (alpha {alpha:g}, power "
                          f"{args.power:g}): {need.num_items:,} per model, unpaired")
-        if need and args.discordance:
-            paired = ev.items_needed_paired(abs(wa.proportion - wb.proportion), args.discordance,
-                                            args.alpha, args.power)
-            results.append(paired)
-            lines.append(f"  paired, with {args.discordance:.0%} of items disagreeing: "
-                         f"{paired.num_items:,}")
+            if args.discordance is not None:
+                paired = ev.items_needed_paired(abs(wa.proportion - wb.proportion),
+                                                args.discordance, alpha, args.power)
+                results.append(named(paired))
+                lines.append(f"  paired, with {args.discordance:.0%} of items disagreeing: "
+                             f"{paired.num_items:,}")
     if not results:
         raise InputError("give --pct-a A --pct-b B --n N, or --discordant B,C")
-    return LinesReport(tuple(results), tuple(lines), (ev.OVERLAPPING_INTERVALS_NOTE,))
+    return LinesReport(tuple(results), tuple(lines), (*notes, ev.OVERLAPPING_INTERVALS_NOTE))
+
+
+def _count_notes(a: PercentageCount, b: PercentageCount) -> list[str]:
+    """Refuse scores whose claimed gap is under one item; say which tests use a guessed count."""
+    n = a.num_items
+    off = [(label, r) for label, r in (("A", a), ("B", b)) if not r.is_whole_count]
+    if off and a.nearest_count == b.nearest_count and a.percent != b.percent:
+        raise InputError(f"{a.percent:g}% and {b.percent:g}% of --n {n} items are both "
+                         f"{a.nearest_count} items: the gap is under one item, and no whole "
+                         f"number of {n} items prints as {off[0][1].percent:g}%; check --n")
+    return [f"{label}'s {r.percent:g}% is not k/{n} for any whole k: the tests use the nearest "
+            f"count, {r.nearest_count} ({r.nearest_count_percent:g}%); check --n,"
+            " or whether the score averages several runs" for label, r in off]
 
 
 def cmd_prefix(args: argparse.Namespace) -> LinesReport:
@@ -173,7 +224,7 @@ def cmd_prefix(args: argparse.Namespace) -> LinesReport:
     lines = (f"common prefix {r.common_prefix_tokens} tokens; with block_size {r.block_size}: "
              f"{r.full_blocks_reused} full blocks = {r.tokens_reused} tokens reused "
              f"({r.fraction_of_b_reused:.1%} of prompt B), {r.tokens_to_recompute} recomputed",)
-    return LinesReport((r,), lines)
+    return LinesReport((named(r),), lines)
 
 
 def cmd_attention(args: argparse.Namespace) -> Any:
@@ -184,17 +235,33 @@ def cmd_attention(args: argparse.Namespace) -> Any:
 
 
 def _token_ids(text: str) -> list[int]:
-    parts = text.replace(" ", "").split(",")
-    if text.strip() and not all(parts):
-        raise InputError(f"empty entry in the token ids {text!r}")
-    try:
-        ids = [int(t) for t in parts if t]
-    except ValueError:
-        raise InputError(f"token ids must be whole numbers separated by commas, got {text!r}") \
-            from None
-    if any(i < 0 for i in ids):
-        raise InputError("token ids must not be negative")
+    """Token ids as digits separated by commas ("1,2,3"); spaces around a comma are allowed."""
+    if not text.strip():
+        raise InputError("no token ids given; write them as 1,2,3")
+    ids = []
+    for entry in (part.strip() for part in text.split(",")):
+        if not entry:
+            raise InputError(f"empty entry in the token ids {text!r}")
+        if not (entry.isascii() and entry.isdigit()):  # not int(): it reads '1_000' and '²'
+            raise InputError(f"token ids are whole numbers >= 0 in digits, separated by commas;"
+                             f" {entry!r} is not one")
+        ids.append(int(entry))
     return ids
+
+
+def _open_unit(flag: str, top_closed: bool = False) -> Callable[[str], float]:
+    """A share strictly between 0 and 1 (or up to 1 itself), its errors naming the flag."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise InputError(f"{flag} must be a number, got {text!r}") from None
+        if not (0.0 < value < 1.0 or (top_closed and value == 1.0)):  # also rejects NaN
+            bounds = "above 0 and at most 1" if top_closed else "strictly between 0 and 1"
+            raise InputError(f"{flag} must be {bounds}, got {text}")
+        return value
+
+    return parse
 
 
 def _pair(text: str) -> tuple[int, int]:
@@ -229,12 +296,14 @@ def add_companion_commands(
     p.add_argument("--model", type=_not_empty("model name"),
                    help="take the fraction from this model's decode step")
     p.add_argument("--gpu", type=_not_empty("accelerator name"))
-    p.add_argument("--op", choices=sorted(OP_GROUPS), default="attention")
-    p.add_argument("--engine", default="vllm", type=typed(_engine_name))
+    # With --model; left None here so that --fraction can refuse them (defaults in
+    # AMDAHL_STEP_DEFAULTS).
+    p.add_argument("--op", choices=sorted(OP_GROUPS), help="default: attention")
+    p.add_argument("--engine", type=typed(_engine_name), help="default: vllm")
     p.add_argument("--profile", metavar="FILE", help="profiles from `ridgeline calibrate`")
-    p.add_argument("--batch", type=_positive_count("batch", MAX_BATCH), default=1)
-    p.add_argument("--context", type=_positive_count("context length"), default=2000)
-    p.add_argument("--num-gpus", type=_positive_count("number of GPUs"), default=1)
+    p.add_argument("--batch", type=_positive_count("batch", MAX_BATCH), help="default: 1")
+    p.add_argument("--context", type=_positive_count("context length"), help="default: 2000")
+    p.add_argument("--num-gpus", type=_positive_count("number of GPUs"), help="default: 1")
     p.add_argument("--weights", type=typed(_weight_name))
     p.add_argument("--kv-dtype", type=typed(_kv_name))
     output(p)
@@ -246,15 +315,16 @@ def add_companion_commands(
     p.add_argument("--n", type=_positive_count("number of items"), help="items in the benchmark")
     p.add_argument("--discordant", type=typed(_pair), metavar="B,C",
                    help="items only A got right, items only B got right")
-    p.add_argument("--alpha", type=float, default=0.05)
-    p.add_argument("--power", type=float, default=0.8)
-    p.add_argument("--discordance", type=float,
+    p.add_argument("--alpha", type=typed(_open_unit("--alpha")), default=0.05)
+    p.add_argument("--power", type=typed(_open_unit("--power")), default=0.8)
+    p.add_argument("--discordance", type=typed(_open_unit("--discordance", top_closed=True)),
                    help="share of items the two models disagree on (for the paired size)")
     output(p)
     p.set_defaults(handler=cmd_evalstats)
 
     p = sub.add_parser("prefix", help="what prefix caching can reuse between two prompts")
-    p.add_argument("--tokens-a", type=typed(_token_ids), metavar="IDS")
+    p.add_argument("--tokens-a", type=typed(_token_ids), metavar="IDS",
+                   help="token ids of the prompt cached first, comma-separated: 1,2,3")
     p.add_argument("--tokens-b", type=typed(_token_ids), metavar="IDS")
     p.add_argument("--text-a")
     p.add_argument("--text-b")

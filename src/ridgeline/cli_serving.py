@@ -279,9 +279,10 @@ def register(sub: Any) -> None:
                    "with --target-concurrency to find the longest context that many fit at")
     p.add_argument("--target-concurrency", type=_positive_count("target concurrency"),
                    help="conversations that must fit at once")
-    p.add_argument("--engine", default="vllm", type=_name_list(_engine_name),
-                   help="vllm (default), sglang, trtllm, llama.cpp-…; several, comma-separated, "
-                   "to compare them")
+    p.add_argument("--engine", type=_name_list(_engine_name),
+                   help="vllm (default; llama.cpp-metal on Apple silicon), sglang, trtllm, "
+                   "llama.cpp-…; several, comma-separated, to compare them")
+    p.set_defaults(engine_by_accelerator=True)
     g = p.add_argument_group("engine settings (the engine's own names; default: its default)")
     g.add_argument("--gpu-memory-utilization", "--mem-fraction-static",
                    "--kv-cache-free-gpu-mem-fraction", dest="gpu_memory_utilization",

@@ -26,6 +26,26 @@ from ridgeline.quantization import EMBEDDING, EXPERTS
 LLAMA_CPP_MATMUL_DTYPES = ("bf16", "fp16", "fp32")
 
 
+# the vendors each engine's GPU backend runs on (vLLM and SGLang: CUDA, ROCm, TPU, XPU)
+ENGINE_VENDORS = {
+    "llama.cpp-cuda": ("nvidia",), "llama.cpp-metal": ("apple",), "llama.cpp-rocm": ("amd",),
+    "trtllm": ("nvidia",), "vllm": ("nvidia", "amd", "google", "intel"),
+    "sglang": ("nvidia", "amd", "google", "intel"),
+}
+
+
+def engine_platform_problem(engine: str, accelerator: Accelerator) -> str:
+    """Why ``engine`` does not run on this accelerator's vendor, or "" (records without a
+    catalog vendor, as measured or custom ones, are taken at their word)."""
+    vendors = ENGINE_VENDORS.get(engine)
+    vendor = accelerator.vendor
+    if not vendors or not vendor or vendor == "measured" or vendor in vendors:
+        return ""
+    hint = "llama.cpp-metal" if vendor == "apple" else "vllm" if vendor in ("amd", "nvidia") \
+        else "llama.cpp-vulkan"
+    return f"{engine} does not run on {accelerator.id} ({vendor}); try --engine {hint}"
+
+
 def tensor_parallel_problem(model: ModelSpec, tp: int) -> str:
     """Why ``tp`` ranks cannot split this model's attention evenly (vLLM, SGLang and
     TensorRT-LLM shard query heads, and KV heads or replicas of them, across ranks), or ""."""
@@ -89,6 +109,9 @@ class Deployment:
         if num_gpus % pipeline_parallel_size:
             raise InputError(f"{num_gpus} GPUs do not split into {pipeline_parallel_size} "
                              "pipeline stages")
+        platform = engine_platform_problem(engine, accelerator) if named else ""
+        if platform:
+            raise InputError(platform)
         tp = num_gpus // pipeline_parallel_size
         problem = tensor_parallel_problem(model, tp)
         if problem and not engine.startswith("llama.cpp"):  # llama.cpp splits by layer

@@ -270,17 +270,26 @@ class McNemarExact:
         return lines
 
 
-def mcnemar_exact(b: int, c: int, alpha: float = 0.05) -> McNemarExact:
+def mcnemar_exact(
+    b: int, c: int, alpha: float = 0.05, num_items: int | None = None
+) -> McNemarExact:
     """Exact McNemar test: two-sided binomial test with p = 1/2 on the b + c discordant items.
 
     p = min(1, 2 x P[X <= min(b, c)]), X ~ Binomial(b + c, 1/2).
     Example: the same net gap of 13 items: b=15, c=2 gives p = 0.0023 (significant at 0.05);
-    b=30, c=17 gives p = 0.079 (not).
+    b=30, c=17 gives p = 0.079 (not).  With `num_items`, b + c must fit in the benchmark.
     """
     _check_count("b", b)
     _check_count("c", c)
     _check_open_unit("alpha", alpha)
     n = b + c
+    if num_items is not None:
+        _check_count("num_items", num_items, minimum=1)
+        if n > num_items:
+            raise InputError(
+                f"b + c = {b} + {c} = {n} discordant items cannot exceed the {num_items}"
+                " items in the benchmark"
+            )
     tail = _half_binomial_tail_count(n, min(b, c))
     p_value = min(1.0, 2 * tail / 2**n)  # exact integers; one rounding at the division
     return McNemarExact(
@@ -292,6 +301,51 @@ def mcnemar_exact(b: int, c: int, alpha: float = 0.05) -> McNemarExact:
         alpha=alpha,
         significant=p_value < alpha,
     )
+
+
+def discordant_conflicts(
+    count_a: PercentageCount, count_b: PercentageCount, b: int, c: int
+) -> list[str]:
+    """Ways the discordant counts b, c contradict the two scores on the same N items.
+
+    On shared items, A's count - B's count = b - c exactly (both-right items cancel), and
+    A got at least b items right, B at least c.  Each count may be anything that prints as
+    its percentage.  Example: 40% vs 50% of 100 is a gap of -10 items, but b=15, c=5 say +10.
+    """
+    if count_a.num_items != count_b.num_items:
+        raise InputError("both scores must be out of the same items to compare with b and c")
+    n = count_a.num_items
+    low_a, high_a = _count_range(count_a)
+    low_b, high_b = _count_range(count_b)
+    out: list[str] = []
+    gap_low, gap_high = low_a - high_b, high_a - low_b
+    if not gap_low <= b - c <= gap_high:
+        scores = f"{count_a.percent:g}% vs {count_b.percent:g}% of {n}"
+        gap = f"{gap_low:+d}" if gap_low == gap_high else f"{gap_low:+d} to {gap_high:+d}"
+        ahead = {True: "A ahead", False: "B ahead"}
+        side = (
+            f" ({ahead[b > c]} by the discordant items, {ahead[gap_high > 0]} by the scores)"
+            if b != c and gap_low * gap_high > 0 and (b > c) != (gap_high > 0)
+            else ""
+        )
+        out.append(
+            f"b - c = {b} - {c} = {b - c:+d} items, but the scores ({scores}) give A - B ="
+            f" {gap} items{side}; on the same items the two must agree"
+        )
+    if b > high_a:
+        out.append(f"b = {b} items only A got right, but A's {count_a.percent:g}% of {n} is"
+                   f" at most {high_a} items")
+    if c > high_b:
+        out.append(f"c = {c} items only B got right, but B's {count_b.percent:g}% of {n} is"
+                   f" at most {high_b} items")
+    return out
+
+
+def _count_range(count: PercentageCount) -> tuple[int, int]:
+    """Counts that print as the percentage; the nearest one when none does."""
+    if count.consistent_count_low is None or count.consistent_count_high is None:
+        return count.nearest_count, count.nearest_count
+    return count.consistent_count_low, count.consistent_count_high
 
 
 @dataclass(frozen=True)
