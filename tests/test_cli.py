@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -172,6 +173,19 @@ BAD = [
     (["amdahl", "--fraction", "0.5", "--model", "llama-3.1-8b"], "pass one"),
     (["utilization", "--gpu", "h100", "--running", "8", "--kv-dtype", "fp8"], "with --model"),
     (["roofline", "--gpu", "h100", "--weights", "auto"], "need --model"),
+    # vLLM refuses to start: a max_model_len its pool cannot hold, odd blocks, a tiny budget
+    (["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "1", "--max-model-len", "500000"],
+     "would refuse to start"),
+    (["fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "8k", "--block-size", "7"],
+     "--block-size is one of"),
+    (["fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "8k",
+      "--max-num-batched-tokens", "100"], "at least max_num_seqs"),
+    (["fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "8k", "--engine-version",
+      "9.9"], "no release"),
+    (["decode", "llama-3.1-8b", "--gpu", "h100", "--peak-tflops", "100", "--bandwidth-gbs",
+      "1000"], "is a catalog accelerator"),
+    (["decode", "llama-3.1-8b", "--gpu", "mi300x", "--engine", "llama.cpp-metal"],
+     "try --engine vllm"),
     # engines shard attention heads evenly: 32 query and 8 KV heads split over 1, 2, 4, 8 …
     (["decode", "llama-3.1-8b", "--gpu", "h100", "--num-gpus", "3"], "use 1, 2, 4, 8, 16, 32"),
     (["fit", "qwen2.5-7b", "--gpu", "h100", "--num-gpus", "8", "--max-model-len", "4k"],
@@ -528,3 +542,37 @@ def test_a_context_past_the_models_length_is_flagged(capsys: pytest.CaptureFixtu
     assert code == 0 and "exceed llama-2-7b's 4,096-token context" in out
     code, out, _ = run(capsys, "decode", "llama-2-7b", "--gpu", "h100", "--context", "4000")
     assert "caution" not in out
+
+
+def test_fit_cautions_on_context_and_seats(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "fit", "gpt-j-6b", "--gpu", "h100", "--max-model-len", "128k",
+                       "--json")
+    assert code == 0 and "2,048-token context" in json.loads(out)["cautions"][0]
+    code, out, _ = run(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "100",
+                       "--target-concurrency", "2000", "--json")
+    report = json.loads(out)
+    assert report["conversations"] >= 2000 and report["batch"] == report["max_num_seqs"]
+    assert any("run at once" in c for c in report["cautions"])
+
+
+def test_apple_silicon_defaults_to_llama_cpp(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "decode", "llama-3.1-8b", "--gpu", "apple-m2-ultra-76c")
+    assert code == 0 and "expected on llama.cpp-metal" in out
+    code, _, err = run(capsys, "decode", "llama-3.1-8b", "--gpu", "apple-m2-ultra-76c",
+                       "--engine", "vllm")
+    assert code == 2 and "try --engine llama.cpp-metal" in err
+
+
+def test_validate_does_not_price_a_deployment_that_cannot_load(tmp_path: Path) -> None:
+    from ridgeline.measurements import read_measurements
+    from ridgeline.predict import predict
+
+    head = MEASUREMENTS.read_text().splitlines()[0]
+    path = tmp_path / "rows.csv"
+    path.write_text(head + "\nr1,meta-llama/Llama-3.1-405B,bf16,bf16,h100,1,1,8,0,128,1024,"
+                    "decode_tok_s_per_user,50,tok/s,vllm,x,y\n"
+                    "r2,meta-llama/Llama-3.1-8B,bf16,bf16,h100,1,1,1000000,0,128,1024,"
+                    "decode_tok_s_per_user,50,tok/s,vllm,x,y\n")
+    for row in read_measurements(path).rows:
+        p = predict(row)
+        assert p.predicted is None and p.reason.startswith("does not fit")

@@ -304,3 +304,26 @@ def test_runners_up_are_other_shapes_cheapest_first() -> None:
     assert len(shapes) == len(set(shapes)) > 2  # no knob-only variants of one deployment
     costs = [c.cost_per_hour for c in report.runners_up()]
     assert costs == sorted(costs)
+
+
+def test_a_model_no_group_holds_is_a_does_not_fit_not_a_latency() -> None:
+    """DeepSeek-V3's weights overflow 2 x RTX 4090: the miss is memory, not its floors."""
+    result = plan(resolve_model("deepseek-v3"), Load(1.0, "1000", "200"), Slo(2.0, 0.1),
+                  gpus=["rtx-4090"], max_gpus=2, workers=1)
+    assert result.winner is None and result.closest_miss.startswith("does not fit")
+
+
+def test_a_miss_under_the_floors_is_blamed_on_the_load() -> None:
+    result = plan(resolve_model("qwen2.5-7b"), Load(2.0, "1000", "200"), Slo(1.0, 0.004),
+                  gpus=["h100"], workers=1)
+    assert result.winner is None and "the load is the miss" in result.closest_miss
+
+
+def test_the_suggested_max_model_len_holds_the_load_within_the_models_context() -> None:
+    load = Load(1.0, "lognormal:1000,1.5", "200")
+    longest = max(p + o for p, o in load.samples())
+    assert load.max_model_len() == longest + 16  # no sampled request is refused
+    assert load.max_model_len(4096) == 4096 and 0 < load.refused_share(4096) < 0.5
+    with pytest.raises(InputError, match="longer than gpt-j-6b's 2,048-token context"):
+        plan(resolve_model("gpt-j-6b"), Load(1.0, "4000", "200"), Slo(2.0, 0.1),
+             gpus=["h100"], workers=1)

@@ -247,6 +247,10 @@ def load_accelerator(args: argparse.Namespace) -> Any:
     if args.peak_tflops or args.bandwidth_gbs:
         if not (args.peak_tflops and args.bandwidth_gbs):
             raise InputError("a custom accelerator needs both --peak-tflops and --bandwidth-gbs")
+        if args.gpu and accelerator_known(args.gpu):
+            raise InputError(f"--gpu {args.gpu} is a catalog accelerator; --peak-tflops and "
+                             "--bandwidth-gbs describe a custom one (name it with --gpu "
+                             "something else, or drop them)")
         return custom_accelerator(args.gpu or "custom", args.peak_tflops, args.bandwidth_gbs,
                                   args.gpu_memory_gib or 80.0)
     if not args.gpu:
@@ -281,6 +285,16 @@ def load_deployment(args: argparse.Namespace, model: Any = None) -> Any:
                             getattr(args, "kv_dtype", None), args.num_gpus, engine=engine,
                             flash_attention=flash_attention(args, engine or "vllm"),
                             offload=host_offload(args, model))
+
+
+def accelerator_known(name: str) -> bool:
+    from ridgeline.hardware import resolve_accelerator
+
+    try:
+        resolve_accelerator(name)
+    except InputError:
+        return False
+    return True
 
 
 def accelerator_names(args: argparse.Namespace) -> list[str]:

@@ -116,6 +116,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
 
     from ridgeline.deployment import Deployment
     from ridgeline.engines import engine_id
+    from ridgeline.memory import kv_pool, refuses_to_start
     from ridgeline.reports.simulate import SimulateReport
     from ridgeline.sim.config import sim_config
     from ridgeline.sim.simulator import Simulator
@@ -125,11 +126,17 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     engine = engine_id(args.engine)
     dep = Deployment.build(load_model(args), acc, args.weights, args.kv_dtype, args.num_gpus,
                            engine=engine, flash_attention=flash_attention(args, engine))
-    config = sim_config(dep, engine_settings(args), not args.no_prefix_caching,
+    settings = engine_settings(args)
+    config = sim_config(dep, settings, not args.no_prefix_caching,
                         args.spec_tokens, args.spec_acceptance, args.spec_draft_cost)
     if config.num_blocks < 1:
         raise InputError(f"does not fit: {dep.model.name} leaves no KV pool on "
                          f"{dep.num_gpus} x {acc.id} (see `ridgeline fit`)")
+    if settings.max_model_len and refuses_to_start(kv_pool(dep, settings), dep,
+                                                   settings.max_model_len):
+        raise InputError(f"does not fit: {engine} would refuse to start, its KV pool holding "
+                         f"less than one {settings.max_model_len:,}-token sequence (see "
+                         "`ridgeline fit`)")
     if args.trace and args.rate is not None:
         raise InputError("--trace replays its own arrival times; drop --rate")
     if args.rate is not None and args.concurrency is not None:
@@ -207,8 +214,9 @@ def cmd_plan(args: argparse.Namespace) -> Any:
     from ridgeline.catalog import model_entries
 
     hf = next((e.hf_id for e in model_entries() if e.id == model.name), args.model)
-    return PlanReport(model, hf, result, load.max_model_len(),
-                      plan_steps(result, mean_out))
+    limit = model.max_position_embeddings
+    return PlanReport(model, hf, result, load.max_model_len(limit), plan_steps(result, mean_out),
+                      load.refused_share(limit))
 
 def plan_steps(result: Any, mean_out: float) -> tuple[Any, ...]:
     from ridgeline.explain import q, step

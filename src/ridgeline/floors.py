@@ -79,6 +79,13 @@ def step_work(dep: Deployment, batch: list[Seq]) -> Work:
     return Work(cost.flops * tp, weights, kv, total - weights - kv, host, host_s)
 
 
+def raw_fit(dep: Deployment, batch: int, context: int) -> FitCheck:
+    """Whether ``batch`` sequences of ``context`` tokens and the weights fit the GPUs' memory
+    (no engine overheads): arithmetic only, so a batch of a billion costs nothing to ask."""
+    footprint = kv_footprint(dep.model, context, dep.kv.bytes_per_element)
+    return device_fit(dep, batch * footprint.bytes_per_sequence * dep.kv_replication)
+
+
 def device_fit(dep: Deployment, kv_stored: float) -> FitCheck:
     """The weights and KV cache the GPUs hold against their memory (partial offload keeps
     the host's layers, and their share of the cache, out of it)."""

@@ -340,6 +340,9 @@ def _llamacpp_pool(dep: Deployment, s: EngineSettings, total: float, weights: fl
                   windows_apart=True)
 
 
+VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)  # vLLM's CacheConfig BlockSize choices
+
+
 def _vllm_pool(dep: Deployment, s: EngineSettings, total: float, weights: float,
                per_token: float) -> KVPool:
     """vLLM: total × gpu_memory_utilization − weights − the profiling pass's peak (the larger
@@ -356,6 +359,13 @@ def _vllm_pool(dep: Deployment, s: EngineSettings, total: float, weights: float,
     else:
         seqs = s.max_num_seqs or defaults["max_num_seqs"]
         tokens = s.max_num_batched_tokens or defaults["max_num_batched_tokens"]
+        if tokens < seqs:  # vLLM's SchedulerConfig refuses this at start-up
+            raise InputError(f"max_num_batched_tokens ({tokens:,}) must be at least max_num_seqs "
+                             f"({seqs:,}): vLLM refuses to start otherwise")
+    block = s.block_size
+    if block is not None and block not in VLLM_BLOCK_SIZES:
+        raise InputError(f"vLLM's --block-size is one of {', '.join(map(str, VLLM_BLOCK_SIZES))}; "
+                         f"got {block}")
     fraction = s.gpu_memory_utilization or float(d["gpu_memory_utilization"])
     forward = tokens * activation_bytes_per_token(dep)
     sampler = sampler_peak_bytes(dep, seqs, acc)
@@ -393,6 +403,15 @@ def conversations(pool: KVPool, dep: Deployment, context: int) -> int:
         return pool.tokens // context
     per_seq = sequence_bytes_per_gpu(dep, context)
     return int(pool.pool_bytes // per_seq) if per_seq else 0
+
+
+def refuses_to_start(pool: KVPool, dep: Deployment, max_model_len: int) -> bool:
+    """Whether the engine refuses a pool that cannot hold one max_model_len sequence (vLLM:
+    'To serve at least one request with the model's max seq len … more than the available
+    KV cache memory'); a model without full attention holds any length in its windows."""
+    if pool.groups is not None:
+        return pool.concurrency(max_model_len) < 1
+    return pool.tokens < max_model_len and bool(dep.model.count(mixer="full"))
 
 
 def max_batch(dep: Deployment, context: int, settings: EngineSettings | None = None) -> int:

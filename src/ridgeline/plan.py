@@ -76,22 +76,34 @@ class Load:
         return replace(load, input_len=f"{path} (mean {mean_in:,.0f})",
                        output_len=f"mean {mean_out:,.0f}")
 
-    def means(self) -> tuple[float, float]:
+    def samples(self) -> list[tuple[int, int]]:
+        """(prompt, output) of every request of a trace, or of 2,000 drawn from the load."""
         if self.trace:
-            n = len(self.trace)
-            return sum(p for _, p, _ in self.trace) / n, sum(o for _, _, o in self.trace) / n
+            return [(p, o) for _, p, o in self.trace]
         rng = random.Random(self.seed)
         draw_in, draw_out = length_sampler(self.input_len, "input"), length_sampler(
             self.output_len, "output")
         n = 2000
-        return (sum(draw_in(rng) for _ in range(n)) / n, sum(draw_out(rng) for _ in range(n)) / n)
+        prompts = [draw_in(rng) for _ in range(n)]
+        return list(zip(prompts, [draw_out(rng) for _ in range(n)]))
 
-    def max_model_len(self) -> int:
-        """The --max-model-len to run it with: four times the mean request, and at least the
-        longest request of a trace."""
-        mean_in, mean_out = self.means()
-        longest = max((p + o for _, p, o in self.trace), default=0)
-        return max(int(4 * (mean_in + mean_out)), longest) + 16
+    def means(self) -> tuple[float, float]:
+        drawn = self.samples()
+        n = len(drawn)
+        return sum(p for p, _ in drawn) / n, sum(o for _, o in drawn) / n
+
+    def max_model_len(self, limit: int | None = None) -> int:
+        """The --max-model-len to run it with: the longest request sampled (of a trace, the
+        longest of all), so the engine refuses none, capped at the model's context ``limit``."""
+        longest = max(p + o for p, o in self.samples()) + 16
+        return min(longest, limit) if limit else longest
+
+    def refused_share(self, limit: int | None) -> float:
+        """The share of requests longer than the model's context: an engine refuses them."""
+        if not limit:
+            return 0.0
+        drawn = self.samples()
+        return sum(p + o > limit for p, o in drawn) / len(drawn)
 
     def for_sizing(self) -> Load:
         """The same means without the trace rows (what the candidate workers need)."""
@@ -287,6 +299,12 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
     (default: the newest modelled)."""
     if load.rate <= 0:
         raise InputError("the request rate must be positive")
+    limit = model.max_position_embeddings
+    if load.refused_share(limit) > 0.5:
+        mean_in, mean_out = load.means()
+        raise InputError(f"most requests of this load (mean {mean_in + mean_out:,.0f} tokens) are "
+                         f"longer than {model.name}'s {limit:,}-token context: an engine refuses "
+                         "them")
     prices = dict(prices or {})
     table = {}
     for gpu in gpus:
@@ -380,7 +398,8 @@ def _verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
     dep = _deployment(model, acc, c.tp, c.pp, c.weights, c.kv, c.expert_parallel, engine=engine)
     settings = EngineSettings(max_num_seqs=c.max_num_seqs,
                               max_num_batched_tokens=c.max_num_batched_tokens,
-                              max_model_len=load.max_model_len(), engine_version=engine_version)
+                              max_model_len=load.max_model_len(model.max_position_embeddings),
+                              engine_version=engine_version)
     config = pipeline_lane(sim_config(dep, settings), c.pp)
     profile = profile_for(engine)
     replicas = c.replicas
@@ -422,7 +441,8 @@ def _verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
     acc = resolve_accelerator(c.accelerator)
     dep = _deployment(model, acc, c.tp, 1, c.weights, c.kv, engine=engine)
     mean_in, _ = load.means()
-    config = sim_config(dep, EngineSettings(max_model_len=load.max_model_len(),
+    config = sim_config(dep, EngineSettings(max_model_len=load.max_model_len(
+        model.max_position_embeddings),
                                             engine_version=engine_version))
     profile = profile_for(engine)
     q = _percentile_key(slo)
@@ -547,6 +567,7 @@ def _pareto(model: ModelSpec, feasible: list[Candidate], load: Load,
 def _closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],
                   max_gpus: int, engine: str = "vllm") -> str:
     mean_in, mean_out = load.means()
+    context = round(mean_in + mean_out)
     best: tuple[float, str] | None = None
     profile = profile_for(engine)
     for gpu in gpus:
@@ -557,14 +578,22 @@ def _closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],
                                   engine=engine)
             except InputError:
                 continue
+            if max_batch(dep, context, EngineSettings(max_model_len=context)) < 1:
+                break  # the widest group does not hold the model: no narrower one will
             ttft = step_time_s(dep, [Seq(max(1, round(mean_in)), 0)], profile)
             tpot = step_time_s(dep, decode_batch(1, round(mean_in + mean_out / 2)), profile)
             miss = max(ttft / slo.ttft_s, tpot / slo.tpot_s)
             text = (f"{tp} x {acc.id}: TTFT ≥ {ttft * 1e3:,.0f} ms, TPOT ≥ {tpot * 1e3:,.1f} ms "
                     "even unloaded")
+            if miss <= 1:
+                text = (f"{tp} x {acc.id} meets the SLO unloaded (TTFT {ttft * 1e3:,.0f} ms, "
+                        f"TPOT {tpot * 1e3:,.1f} ms), but no batch sustaining "
+                        f"{load.rate:g} req/s within {max_gpus} GPUs keeps the p"
+                        f"{slo.percentile:g} latencies under it: the load is the miss")
             if best is None or miss < best[0]:
                 best = (miss, text)
             break
     if best is None:
-        return f"the model does not fit within {max_gpus} GPUs of the candidates"
+        return (f"does not fit: no group of up to {min(8, max_gpus)} GPUs "
+                f"({', '.join(gpus)}) holds {model.name} with room for one request")
     return best[1]

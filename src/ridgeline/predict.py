@@ -28,6 +28,7 @@ from ridgeline.cost import Seq, decode_batch, step_time_s
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile, engine_id, profile_for
 from ridgeline.errors import InputError
+from ridgeline.floors import raw_fit
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.measurements import KV_METRICS, Measurement
 from ridgeline.memory import EngineSettings, engine_defaults, kv_pool, max_batch
@@ -90,10 +91,23 @@ def deployment_for(row: Measurement) -> Deployment:
                             flash_attention=flash, offload=row.offload())
 
 
+@lru_cache(maxsize=4096)
+def _does_not_fit(row: Measurement) -> str:
+    """Why the row's batch and context cannot fit its GPUs beside the weights, or ""."""
+    dep = deployment_for(row)
+    context = row.context_len or (row.input_len or 0) + (row.output_len or 0) or 1
+    fit = raw_fit(dep, row.batch or 1, context)
+    return "" if fit.fits else f"does not fit: {fit.headline().split(': ', 1)[1]}"
+
+
 def predict(row: Measurement, profiles: Mapping[str, EngineProfile] | None = None) -> Prediction:
     """The row's metric as ridgeline expects it, or None with the reason it cannot."""
     try:
         dep = deployment_for(row)
+        if row.metric not in KV_METRICS:
+            unfit = _does_not_fit(row)
+            if unfit:
+                return Prediction(row.id, row.metric, row.value, None, unfit)
         profile = profile_for(dep.engine, profiles)
         if ran_eager(row) and row.metric not in KV_METRICS:
             profile = profile.without_cuda_graphs()

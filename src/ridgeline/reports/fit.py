@@ -20,6 +20,7 @@ from ridgeline.memory import (
     conversations,
     device_memory_note,
     kv_pool,
+    refuses_to_start,
 )
 from ridgeline.precision import kv_dtype, weight_plan
 from ridgeline.render import table
@@ -74,6 +75,23 @@ class FitReport:
         return CLEARS_RIDGE if self.batch >= self.ridge_batch else UNDER_RIDGE
 
     @property
+    def cautions(self) -> list[str]:
+        """What holds the conversations back besides memory, or makes the context suspect."""
+        out = []
+        limit = self.deployment.model.max_position_embeddings
+        if limit and self.context > limit:
+            out.append(f"{self.context:,} tokens exceed {self.deployment.model.name}'s "
+                       f"{limit:,}-token context (max_position_embeddings): vLLM and SGLang "
+                       "refuse such a max_model_len unless told to allow it, and the model "
+                       "was not trained for it")
+        seats = self.pool.max_num_seqs
+        if self.target and self.target > seats and self.conversations >= self.target:
+            out.append(f"the pool holds the {self.target:,} conversations, but at most "
+                       f"{seats:,} run at once ({seats_name(self.pool)}): raise it to run "
+                       "them together")
+        return out
+
+    @property
     def shortfall_bytes(self) -> float:
         """Extra memory per GPU the target needs (0 when it fits), counted from what is
         left after the weights and the profiling pass, so an overflow counts too."""
@@ -105,6 +123,7 @@ class FitReport:
             "engine_version": None if p.accounting is None else p.accounting.version,
             "levers": [vars(lv) for lv in self.levers],
             "longest_context_search": self.searched or None,
+            "cautions": self.cautions,
             "kv_cache_groups": None if p.groups is None else {
                 "layers_per_group": p.groups.layers_per_group, "full": p.groups.full,
                 "windows": [{"tokens": w, "groups": g} for w, g in p.groups.windows],
@@ -161,6 +180,7 @@ class FitReport:
                          f"-np {p.max_num_seqs} --kv-unified{flags} ({p.max_num_seqs} slots share "
                          f"the cache; {self.batch} conversations of {self.context:,} tokens "
                          "fit at once)")
+        lines += [f"caution: {c}" for c in self.cautions]
         if p.accounting is not None and p.accounting.tp_caveat and d.tensor_parallel_size > 1:
             lines.append(f"caution: vLLM {p.accounting.version} {p.accounting.tp_caveat}")
         moe = d.model.moe
@@ -283,12 +303,7 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
     pool = kv_pool(dep, s)
     per_seq = conversation_bytes(pool, dep, context)
     n = conversations(pool, dep, context)
-    # vLLM refuses to start when one max_model_len request does not fit the pool
-    if pool.groups is not None:
-        refused = pool.concurrency(context) < 1
-    else:
-        refused = pool.tokens < context and bool(dep.model.count(mixer="full"))
-    if refused:
+    if refuses_to_start(pool, dep, context):  # one max_model_len request must fit the pool
         n = 0
     acc = dep.accelerator
     ridge = ridge_point(acc.peak(dep.compute_dtype), acc.memory_bandwidth_bytes_per_s)

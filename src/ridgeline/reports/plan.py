@@ -46,6 +46,7 @@ class PlanReport:
     result: PlanResult
     max_len: int
     steps: tuple[Step, ...] = field(default=())
+    refused_share: float = 0.0  # requests longer than the model's context
 
     def _tok_s(self) -> float:
         return self.result.load.rate * self.result.mean_output_tokens
@@ -70,6 +71,7 @@ class PlanReport:
             "pareto": [{"tok_s_per_gpu": a, "tok_s_per_user": b, "point": p}
                        for a, b, p in r.pareto],
             "closest_miss": r.closest_miss or None,
+            "max_model_len": self.max_len, "refused_share": self.refused_share,
         }
 
     def runners_up(self, count: int = 5) -> list[Candidate]:
@@ -123,6 +125,15 @@ class PlanReport:
                          f"{win.sim_tpot_s * 1e3:,.1f} ms")  # type: ignore[operator]
         if not win.calibrated:
             lines.append(f"  outside the calibrated range: {win.calibration_note}")
+        if self.refused_share:
+            lines.append(f"  {self.refused_share:.1%} of the requests are longer than "
+                         f"{self.model.name}'s {self.max_len:,}-token context: the engine "
+                         "refuses them")
+        cheaper = [c for c in self.runners_up() if not c.verified
+                   and (c.cost_per_hour or 0.0) < (win.cost_per_hour or 0.0)]
+        if cheaper:
+            lines.append(f"  {len(cheaper)} cheaper runner-up(s) were not simulated (the "
+                         "--verify budget ran out): their price is a floor, not a result")
         commands = self.commands()
         lines += ["", "run it with:", *(f"  {c}" for c in commands.values()), ""] if commands \
             else ["", f"({r.engine}'s launch flags are not modelled: size its engine with the "
