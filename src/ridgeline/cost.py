@@ -426,6 +426,13 @@ def _attention_rates(dep: Deployment) -> tuple[float, float, float, float, float
     return decode_per_pair / tp, per_pair / tp, kv_token, queries / tp, scores / tp
 
 
+def attention_activation_bytes(dep: Deployment, tokens: int) -> float:
+    """Bytes per TP rank the attention layers move besides the cache: each new token's query
+    in and output out, in every attention layer (in the attention operator's bytes)."""
+    layers = sum(count for layer, count in _layer_kinds(dep) if layer.mixer in ATTENTION_MIXERS)
+    return _attention_rates(dep)[3] * tokens * layers
+
+
 def host_floor_s(dep: Deployment, batch: Sequence[Seq]) -> float:
     """The time a step spends moving what lives in host memory, at the rated host bandwidth
     and link: the floor's share of a partial offload (its FLOPs are in the compute term)."""

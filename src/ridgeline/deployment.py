@@ -209,6 +209,19 @@ class Deployment:
     def kv_replication(self) -> float:
         return kv_replication(self.model, self.tensor_parallel_size)
 
+    @cached_property
+    def bytes_per_weight_split(self) -> tuple[float, float]:
+        """Bytes per weight of the matrices every token reads (all but the routed experts and
+        the embedding lookup), and of the routed experts (gpt-oss: bf16 attention, MXFP4
+        experts); the two are equal for a dense model."""
+        params = count_params(self.model).by_category
+        by = self.bytes_by_category
+        skip = {EXPERTS} if self.model.tie_word_embeddings else {EXPERTS, EMBEDDING}
+        dense = [c for c, n in params.items() if n and c not in skip]
+        dense_bpw = sum(by[c] for c in dense) / sum(params[c] for c in dense)
+        experts = params.get(EXPERTS, 0)
+        return dense_bpw, by[EXPERTS] / experts if experts else dense_bpw
+
     @property
     def bytes_per_weight(self) -> float:
         """Average bytes per weight of what a step reads (fp8 linear + bf16 lm_head: ~1.01)."""

@@ -11,12 +11,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ridgeline.cost import WEIGHT_OPS, Seq, decode_batch, host_floor_s, step_cost
+from ridgeline.cost import (
+    WEIGHT_OPS,
+    Seq,
+    attention_activation_bytes,
+    decode_batch,
+    host_floor_s,
+    step_cost,
+)
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Step, q, step
 from ridgeline.kvcache import kv_footprint
 from ridgeline.moe import expected_experts_touched
 from ridgeline.offload import gpu_attention_share, gpu_weight_bytes
+from ridgeline.params import count_params
+from ridgeline.quantization import EMBEDDING, LM_HEAD
 from ridgeline.units import GB, require_positive
 
 _KV_OPS = ("attention", "recurrent state")
@@ -72,11 +81,18 @@ def step_work(dep: Deployment, batch: list[Seq]) -> Work:
     total = cost.bytes * tp
     weights = sum(op.bytes for op in cost.ops if base(op.name) in _WEIGHT_OPS) * tp
     kv = sum(op.bytes for op in cost.ops if base(op.name) in _KV_OPS) * tp
+    kv -= attention_activation_bytes(dep, cost.tokens) * tp  # queries in, outputs out
     head = "embedding" if dep.model.tie_word_embeddings else "lm_head"
     weights += dep.bytes_by_category[head]  # lm head's weights (its logits are activations)
     host = sum(op.bytes for op in cost.ops if op.bound == "host") * tp
     host_s = host_floor_s(dep, batch) if host else 0.0
     return Work(cost.flops * tp, weights, kv, total - weights - kv, host, host_s)
+
+
+def head_params(dep: Deployment) -> float:
+    """The LM head's weights (a tied one is the embedding table)."""
+    counts = count_params(dep.model).by_category
+    return float(counts[EMBEDDING] if dep.model.tie_word_embeddings else counts[LM_HEAD])
 
 
 def raw_fit(dep: Deployment, batch: int, context: int) -> FitCheck:
@@ -250,12 +266,15 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1) -> PrefillFl
     memory_s = work.gpu_bytes / dep.bandwidth_bytes_per_s
     fit = device_fit(dep, kv_stored)
     steps = (
-        step("FLOPs", "2 × params per token × tokens + causal attention",
-             q("FLOPs", work.flops / 1e12, "TFLOP"), q("tokens", batch * prompt_len),
-             q("params per token", dep.matmul_params_per_token / 1e9, "B")),
-        step("bytes", "weights read once + KV written + activations",
+        step("FLOPs", "2 × params per token × tokens + causal attention + the LM head on "
+             "each prompt's last token", q("FLOPs", work.flops / 1e12, "TFLOP"),
+             q("tokens", batch * prompt_len),
+             q("params per token", (dep.matmul_params_per_token - head_params(dep)) / 1e9, "B",
+               "without the LM head")),
+        step("bytes", "weights read once + KV written and read back + activations",
              q("bytes", work.bytes / GB, "GB"), q("weights read", work.weight_bytes / GB, "GB"),
-             q("KV written", work.kv_bytes / GB, "GB")),
+             q("KV traffic", work.kv_bytes / GB, "GB", "each token's K and V written, then "
+               "read by the queries after it")),
         step("weight intensity", "FLOPs ÷ weight bytes read",
              q("intensity", work.flops / work.weight_bytes, "FLOP/byte")),
         *_host_steps(dep, work),

@@ -39,6 +39,7 @@ class MoEReport:
     better_batch_to_ridge: float
     weight_bytes_total: float
     expert_bytes: float
+    expert_bytes_per_weight: float
     rows: tuple[MoERow, ...]
     batch: int
     steps: tuple[Step, ...]
@@ -52,8 +53,9 @@ class MoEReport:
         lines = [
             f"{self.model}: {self.experts_per_token} of {self.num_experts} routed experts per "
             f"token (k/E = {self.routed_fraction:.4f}), {self.shared_experts} shared",
-            f"  article: expert intensity ≈ B × {self.routed_fraction:.3f}; reaching the "
-            f"{self.accelerator} ridge ({self.ridge:,.0f}) needs a batch near "
+            f"  article: expert intensity ≈ B × k/E × 2 ÷ {self.expert_bytes_per_weight:.2f} B "
+            f"per expert weight = B × {2 * self.routed_fraction / self.expert_bytes_per_weight:.3f}"
+            f"; reaching the {self.accelerator} ridge ({self.ridge:,.0f}) needs a batch near "
             f"{self.article_batch_to_ridge:,.0f}",
             f"  with the experts a batch really touches, E·(1 − (1 − k/E)^B): batch "
             f"{self.better_batch_to_ridge:,.0f}",
@@ -62,7 +64,8 @@ class MoEReport:
         rows = [[str(r.batch), f"{r.experts_touched:,.1f}", f"{r.article_intensity:,.2f}",
                  f"{r.intensity_flop_per_byte:,.1f}", f"{r.weight_bytes_read / GB:,.1f} GB"]
                 for r in self.rows]
-        lines += table(rows, ["batch", "experts touched", "B·k/E", "FLOP/byte", "read per step"])
+        lines += table(rows, ["batch", "experts touched", "B·k/E", "expert FLOP/byte",
+                              "weights read per step"])
         lines += [
             "",
             f"MoE cuts traffic, not capacity: all {self.weight_bytes_total / GB:,.1f} GB of "
@@ -77,7 +80,7 @@ def moe_report(dep: Deployment, batch: int) -> MoEReport:
     if spec.moe is None:
         raise InputError(f"{spec.name} is a dense model: it has no experts to route")
     moe = spec.moe
-    bpw = dep.bytes_per_weight
+    bpw = dep.bytes_per_weight_split[1]  # the experts' own format
     ridge = ridge_point(dep.accelerator.peak(dep.compute_dtype),
                         dep.accelerator.memory_bandwidth_bytes_per_s)
     ridge_batch = batch_for_intensity(ridge, bpw)
@@ -96,25 +99,26 @@ def moe_report(dep: Deployment, batch: int) -> MoEReport:
              q("k/E", routed_fraction(moe.experts_per_token, moe.num_experts)),
              q("experts per token", moe.experts_per_token, "", "num_experts_per_tok"),
              q("routed experts", moe.num_experts, "", "config.json")),
-        step("article's batch to the ridge", "(ridge × bytes per weight ÷ 2) ÷ (k/E)",
+        step("article's batch to the ridge", "(ridge × bytes per expert weight ÷ 2) ÷ (k/E)",
              q("batch", article_batch), q("ridge", ridge, "FLOP/byte"),
-             q("bytes per weight", bpw, "B")),
+             q("bytes per expert weight", bpw, "B")),
         step("experts touched by the batch", "E × (1 − (1 − k/E)^B)",
              q("experts", touched), q("B", batch)),
     )
     return MoEReport(spec.name, dep.accelerator.id, moe.num_experts, moe.experts_per_token,
                      moe.num_shared_experts, moe.routed_fraction, ridge, article_batch, better,
-                     dep.weight_bytes, dep.expert_bytes, rows, batch, steps)
+                     dep.weight_bytes, dep.expert_bytes, bpw, rows, batch, steps)
 
 
 def _batch_reaching(ridge: float, dep: Deployment) -> float:
     """Smallest batch whose expert intensity reaches the ridge (bisection; it rises with B)."""
     lo, hi = 1.0, 1e9
-    if expert_intensity(int(hi), dep.model, dep.bytes_per_weight) < ridge:
+    bpw = dep.bytes_per_weight_split[1]
+    if expert_intensity(int(hi), dep.model, bpw) < ridge:
         return float("inf")
     for _ in range(100):
         mid = (lo + hi) / 2
-        if expert_intensity(mid, dep.model, dep.bytes_per_weight) >= ridge:  # type: ignore[arg-type]
+        if expert_intensity(mid, dep.model, bpw) >= ridge:  # type: ignore[arg-type]
             hi = mid
         else:
             lo = mid

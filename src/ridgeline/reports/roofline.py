@@ -9,8 +9,6 @@ from ridgeline.deployment import Deployment
 from ridgeline.explain import Step, q, step
 from ridgeline.hardware import Accelerator
 from ridgeline.moe import article_expert_intensity
-from ridgeline.params import count_params
-from ridgeline.quantization import EMBEDDING, EXPERTS
 from ridgeline.render import table
 from ridgeline.roofline import (
     OperatingPoint,
@@ -71,18 +69,6 @@ class RooflineReport:
         return lines + (["", *notes] if notes else [])
 
 
-def _bytes_per_weight(dep: Deployment) -> tuple[float, float]:
-    """Bytes per weight of the matrices every token reads (all but the routed experts and
-    the embedding lookup), and of the routed experts (gpt-oss: bf16 attention, MXFP4 experts)."""
-    params = count_params(dep.model).by_category
-    by = dep.bytes_by_category
-    skip = {EXPERTS} if dep.model.tie_word_embeddings else {EXPERTS, EMBEDDING}
-    dense = [c for c, n in params.items() if n and c not in skip]
-    dense_bpw = sum(by[c] for c in dense) / sum(params[c] for c in dense)
-    experts = params.get(EXPERTS, 0)
-    return dense_bpw, by[EXPERTS] / experts if experts else dense_bpw
-
-
 def roofline_report(
     acc: Accelerator, compute_dtype: str, batch: int, prompt_len: int,
     dep: Deployment | None = None, bytes_per_weight: float = 2.0, kv_bytes: float = 2.0,
@@ -93,7 +79,7 @@ def roofline_report(
     moe = dep.model.moe if dep is not None else None
     expert_bpw = bytes_per_weight
     if dep is not None:
-        bytes_per_weight, expert_bpw = _bytes_per_weight(dep)
+        bytes_per_weight, expert_bpw = dep.bytes_per_weight_split
         kv_bytes = dep.kv.bytes_per_element
     to_ridge = batch_for_intensity(ridge, bytes_per_weight)
     w = weight_intensity(batch, bytes_per_weight)
