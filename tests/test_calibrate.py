@@ -150,9 +150,10 @@ def test_validate_scores_several_files_together_and_names_ids_they_share(
         read_measurements(LOWBATCH).rows)
     copy = tmp_path / "again.csv"
     copy.write_text(LOWBATCH.read_text())
-    assert main(["validate", str(LOWBATCH), str(copy), "--summary"]) == 0
-    out = capsys.readouterr()
-    assert "duplicate id (also in" in out.out + out.err
+    assert main(["validate", str(LOWBATCH), str(copy), "--summary"]) == 2
+    err = capsys.readouterr().err
+    first = read_measurements(LOWBATCH).rows[0].id
+    assert f"id {first!r} is in both {LOWBATCH} and {copy}" in err and len(err.splitlines()) == 1
 
 
 def test_a_fit_without_compute_rows_keeps_compute_efficiency_near_its_start() -> None:

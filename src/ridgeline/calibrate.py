@@ -110,11 +110,13 @@ def _huber(r: float) -> float:
 
 def fit_engine(rows: Sequence[Measurement], engine: str,
                base: EngineProfile | None = None,
-               family: Iterable[str] | None = None) -> EngineProfile:
+               family: Iterable[str] | None = None, *, strict: bool = False) -> EngineProfile:
     """Fit one engine's profile to its performance rows (KV rows are memory, not speed).
 
     family: engines whose rows are fitted together into this one profile (the bundled fit
     pools the CUDA-graph serving engines, which have too few rows each).
+    strict: refuse fewer predictable rows than the fit has parameters (`calibrate` on a
+    user's file); the cross-validation folds fit the few rows a held-out group leaves.
     """
     key = engine_id(engine)
     members = {engine_id(e) for e in family} | {key} if family is not None else {key}
@@ -123,6 +125,7 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
         raise InputError(f"no throughput or latency rows for engine {engine!r} to fit")
     start = base or START  # a fixed start: the fit is reproducible, whatever is bundled
     start = replace(start, engine=key, group_bandwidth={}, group_compute={})
+    mine = _predictable(mine, {m: start for m in members}, key)
     groups = Counter(_group(r) for r in mine)
     decode_groups = Counter(_group(r) for r in mine if r.metric == "decode_tok_s_per_user")
     compute_groups = Counter(_group(r) for r in mine if r.metric in ("prefill_tok_s", "ttft_ms"))
@@ -138,6 +141,12 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
     # a prefill step's own per-layer cost shows in time-to-first-token at batch 1
     prefill = any(r.metric == "ttft_ms" for r in mine)
     space = _Space(start, bw, cg, dequant, prefill, compute_prior=not compute_rows)
+    parameters = len(space.start())
+    if strict and len(mine) < parameters:  # the rows would not pin the parameters
+        raise InputError(f"engine {key}: {len(mine)} predictable throughput or latency "
+                         f"row{'' if len(mine) == 1 else 's'}, but its fit sets {parameters} "
+                         f"parameters: it needs at least {parameters} (measure more, or name "
+                         "the other engines with --engine)")
 
     def loss(x: Sequence[float]) -> float:
         profile = space.profile(x)
@@ -162,6 +171,18 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
                    source=_fit_source(mine))
 
 
+def _predictable(rows: Sequence[Measurement], table: Mapping[str, EngineProfile],
+                 engine: str) -> list[Measurement]:
+    """The rows the model predicts (an unknown model, or one that does not fit its GPUs, cannot
+    steer the fit); an InputError with the first reasons when it predicts none."""
+    predictions = [predict(r, table) for r in rows]
+    usable = [r for r, p in zip(rows, predictions, strict=True) if p.predicted is not None]
+    if not usable:
+        reasons = "; ".join(f"{p.id}: {p.reason}" for p in predictions[:3])
+        raise InputError(f"no row could be predicted for engine {engine}: {reasons}")
+    return usable
+
+
 def _fit_source(rows: Sequence[Measurement]) -> str:
     sources = ", ".join(sorted({r.source_key for r in rows}))
     engines = sorted({engine_id(r.engine) for r in rows})
@@ -172,23 +193,26 @@ def _fit_source(rows: Sequence[Measurement]) -> str:
 
 def fit_profiles(rows: Sequence[Measurement],
                  engines: Iterable[str] | None = None) -> dict[str, EngineProfile]:
-    """A profile per engine that has performance rows."""
+    """A profile per engine that has performance rows, at least as many as it has parameters
+    (InputError otherwise)."""
     names = sorted({engine_id(r.engine) for r in performance_rows(rows)})
     if engines is not None:
         names = [engine_id(e) for e in engines if engine_id(e) in names]
     fitted: dict[str, EngineProfile] = {}
     for name in sorted(names, key=lambda n: n in SAME_KERNELS):  # the kernels' owners first
-        fitted[name] = fit_same_kernels(rows, name, fitted.get(SAME_KERNELS.get(name, "")))
+        fitted[name] = fit_same_kernels(rows, name, fitted.get(SAME_KERNELS.get(name, "")),
+                                        strict=True)
     return {name: fitted[name] for name in names}
 
 
 def fit_same_kernels(rows: Sequence[Measurement], engine: str,
-                     owner: EngineProfile | None) -> EngineProfile:
+                     owner: EngineProfile | None, *, strict: bool = False) -> EngineProfile:
     """fit_engine, with the compute efficiency pulled towards ``owner``'s (the engine whose
     kernels this one replays, SAME_KERNELS) where this engine's rows cannot pin it."""
     if owner is None:
-        return fit_engine(rows, engine)
-    profile = fit_engine(rows, engine, replace(START, compute_efficiency=owner.compute_efficiency))
+        return fit_engine(rows, engine, strict=strict)
+    profile = fit_engine(rows, engine, replace(START, compute_efficiency=owner.compute_efficiency),
+                         strict=strict)
     return replace(profile, source=f"{profile.source}; compute efficiency from {owner.engine}'s "
                                    "rows (the same kernels) where its own have no prefill")
 

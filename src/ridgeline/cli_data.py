@@ -100,6 +100,34 @@ def cmd_measure(args: argparse.Namespace) -> Any:
                      f"record); next: ridgeline validate {args.output}")
     return WroteFile(args.output, "\n".join(lines))
 
+def _require_rows(files: list[str], errors: tuple[str, ...], rows: tuple[Any, ...]) -> None:
+    if not rows:
+        raise InputError(f"{', '.join(files)}: no readable rows ({len(errors)} unreadable: "
+                         + "; ".join(errors[:3]) + ")")
+
+
+def _check_output(output: str, inputs: list[str]) -> None:
+    """Refuse to write the profile over an input, or over a file that is not a profile."""
+    import json
+    from pathlib import Path
+
+    out = Path(output).expanduser()
+    if not out.exists():
+        return
+    for name in inputs:
+        path = Path(name).expanduser()
+        if path.exists() and out.samefile(path):
+            raise InputError(f"-o {output} is the input {name}: writing the profile would "
+                             "overwrite the measurements")
+    try:
+        data = json.loads(out.read_text("utf-8")) if out.stat().st_size < 2**24 else None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        data = None
+    if not (isinstance(data, dict) and isinstance(data.get("engines"), dict)):
+        raise InputError(f"-o {output} exists and is not a profile JSON: not overwriting it "
+                         "(remove it or choose another name)")
+
+
 def cmd_validate(args: argparse.Namespace) -> Any:
     from ridgeline.calibrate import validate
     from ridgeline.engines import load_profile_file
@@ -108,11 +136,12 @@ def cmd_validate(args: argparse.Namespace) -> Any:
 
     _register_gpu_files(args)
     result = read_measurement_files(args.file)
-    if not result.rows:
-        raise InputError(f"{', '.join(args.file)}: no readable rows ({len(result.errors)} "
-                         "unreadable: " + "; ".join(result.errors[:3]) + ")")
+    _require_rows(args.file, result.errors, result.rows)
     profiles = load_profile_file(args.profile) if args.profile else None
     predictions = validate(result.rows, profiles)
+    if all(p.predicted is None for p in predictions):
+        raise InputError(f"{', '.join(args.file)}: no row could be predicted: "
+                         + "; ".join(f"{p.id}: {p.reason}" for p in predictions[:3]))
     steps = prediction_steps(result.rows, predictions, profiles) if args.explain else ()
     return ValidationReport(result.rows, tuple(predictions), result.errors, not args.summary,
                             steps)
@@ -125,11 +154,11 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
     from ridgeline.measurements import read_measurement_files
     from ridgeline.reports.validation import CalibrationReport
 
+    _check_output(args.output, args.file)
     _register_gpu_files(args)
     result = read_measurement_files(args.file)
     files = ", ".join(args.file)
-    if not result.rows:
-        raise InputError(f"{files}: no readable rows")
+    _require_rows(args.file, result.errors, result.rows)
     profiles = fit_profiles(result.rows, args.engine)
     if not profiles:
         raise InputError(f"{files}: no throughput or latency rows to fit")

@@ -24,6 +24,12 @@ UNITS = {
     "gpu_blocks": "blocks", "max_concurrency": "x",
 }
 KV_METRICS = ("kv_cache_tokens", "kv_cache_gib", "gpu_blocks", "max_concurrency")
+# The largest figure a row may state: past these it is a typo or a unit slip, and a batch of a
+# billion would have the cost model build a billion sequences before saying anything.
+MAX_VALUE = 1e15
+MAX_BATCH = 1_000_000
+MAX_TOKENS = 100_000_000  # input_len, output_len, context_len
+MAX_GPUS = 100_000
 
 
 @dataclass(frozen=True)
@@ -112,7 +118,7 @@ class ReadResult:
     errors: tuple[str, ...]  # "id: problem"
 
 
-def _int(text: str, column: str, minimum: int = 0) -> int | None:
+def _int(text: str, column: str, minimum: int, maximum: int) -> int | None:
     if text is None or text.strip() == "":
         return None
     try:
@@ -121,6 +127,8 @@ def _int(text: str, column: str, minimum: int = 0) -> int | None:
         raise ValueError(f"{column} must be a whole number, got {text!r}") from None
     if value < minimum:
         raise ValueError(f"{column} must be ≥ {minimum}, got {value}")
+    if value > maximum:
+        raise ValueError(f"{column} must be ≤ {maximum:,}, got {value:,}")
     return value
 
 
@@ -136,29 +144,33 @@ def parse_row(raw: dict[str, str]) -> Measurement:
         value = float(raw["value"])
     except ValueError:
         raise ValueError(f"value must be a number, got {raw['value']!r}") from None
-    if not value > 0 or value != value or value == float("inf"):
-        raise ValueError(f"value must be a positive number, got {raw['value']!r}")
-    num_gpus = _int(raw["num_gpus"], "num_gpus", 1) or 1
-    tp = _int(raw["tp"], "tp", 1) or 1
+    if not 0 < value < MAX_VALUE:  # NaN fails too
+        raise ValueError(f"value must be a positive number below {MAX_VALUE:g}, "
+                         f"got {raw['value']!r}")
+    num_gpus = _int(raw["num_gpus"], "num_gpus", 1, MAX_GPUS) or 1
+    tp = _int(raw["tp"], "tp", 1, MAX_GPUS) or 1
     if num_gpus % tp:
         raise ValueError(f"num_gpus {num_gpus} is not a multiple of tp {tp}")
     return Measurement(
         id=raw["id"].strip(), model=raw["model"].strip(),
         weights_dtype=raw["weights_dtype"].strip().lower(), kv_dtype=raw["kv_dtype"].strip(),
-        gpu=raw["gpu"].strip(), num_gpus=num_gpus, tp=tp, batch=_int(raw["batch"], "batch", 1),
-        input_len=_int(raw["input_len"], "input_len"),
-        output_len=_int(raw["output_len"], "output_len"),
-        context_len=_int(raw["context_len"], "context_len"), metric=metric, value=value,
+        gpu=raw["gpu"].strip(), num_gpus=num_gpus, tp=tp,
+        batch=_int(raw["batch"], "batch", 1, MAX_BATCH),
+        input_len=_int(raw["input_len"], "input_len", 0, MAX_TOKENS),
+        output_len=_int(raw["output_len"], "output_len", 0, MAX_TOKENS),
+        context_len=_int(raw["context_len"], "context_len", 0, MAX_TOKENS), metric=metric,
+        value=value,
         unit=unit, engine=raw["engine"].strip(), source=raw.get("source", ""),
         notes=raw.get("notes", "") or "",
     )
 
 
 def read_measurements(path: str | Path) -> ReadResult:
-    """All rows of a measurements CSV; a file that is not one raises InputError."""
+    """All rows of a measurements CSV; a file that is not one, or that gives an id twice (which
+    of the two is the measurement?), raises InputError."""
     file = Path(path).expanduser()
     try:
-        text = file.read_text("utf-8")
+        text = file.read_text("utf-8-sig")  # a spreadsheet's export starts with a BOM
     except FileNotFoundError:
         raise InputError(f"no such measurements file: {path}") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -167,34 +179,41 @@ def read_measurements(path: str | Path) -> ReadResult:
     missing = [c for c in COLUMNS if c not in (reader.fieldnames or []) and c != "notes"]
     if missing:
         raise InputError(f"{path} is not a measurements CSV: missing columns {', '.join(missing)}")
-    rows, errors, seen = [], [], set()
-    for number, raw in enumerate(reader, start=2):
+    rows: list[Measurement] = []
+    errors: list[str] = []
+    seen: dict[str, int] = {}  # id: line
+    for raw in reader:
+        number = reader.line_num
         row_id = (raw.get("id") or f"line {number}").strip()
+        if row_id in seen:
+            raise InputError(f"{path}: id {row_id!r} is on lines {seen[row_id]} and {number}; "
+                             "ids must be unique")
+        seen[row_id] = number
         try:
             if None in raw.values() or None in raw:
                 raise ValueError("wrong number of columns")
-            row = parse_row(raw)
-            if row.id in seen:
-                raise ValueError("duplicate id")
-            seen.add(row.id)
-            rows.append(row)
+            rows.append(parse_row(raw))
         except (ValueError, KeyError) as exc:
             errors.append(f"{row_id}: {exc}")
     return ReadResult(tuple(rows), tuple(errors))
 
 
 def read_measurement_files(paths: Sequence[str | Path]) -> ReadResult:
-    """The rows of several measurements CSVs together (ids unique across them)."""
+    """The rows of several measurements CSVs together; an id in two of them raises InputError."""
     rows: list[Measurement] = []
     errors: list[str] = []
     where: dict[str, str] = {}
+    named = [Path(p).expanduser().resolve() for p in paths]
+    twice = next((p for i, p in enumerate(paths) if named[i] in named[:i]), None)
+    if twice is not None:
+        raise InputError(f"{twice} is named twice")
     for path in paths:
         result = read_measurements(path)
         errors += result.errors
         for row in result.rows:
             if row.id in where:
-                errors.append(f"{row.id}: duplicate id (also in {where[row.id]})")
-                continue
+                raise InputError(f"id {row.id!r} is in both {where[row.id]} and {path}; ids "
+                                 "must be unique across the files")
             where[row.id] = str(path)
             rows.append(row)
     return ReadResult(tuple(rows), tuple(errors))

@@ -52,6 +52,21 @@ TTFT = ("vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds"
 ITL = ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds",
        "sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds")
 E2E = ("vllm:e2e_request_latency_seconds", "sglang:e2e_request_latency_seconds")
+MAX_REQUESTS = 10_000_000  # running or waiting: far past any engine's max_num_seqs
+MAX_COUNT = 1e18  # a counter or a histogram series: tokens, requests, seconds
+# What each metric may hold (the bounds included; NaN never): a value outside is a broken
+# exporter or a hand-edited file, and the arithmetic downstream would turn it into nonsense.
+_REQUESTS = f"a number of requests, 0 to {MAX_REQUESTS:,}"
+_FRACTION = "the fraction of the KV pool in use, 0 to 1"
+_COUNTER = f"a counter, 0 to {MAX_COUNT:g}"
+_HISTOGRAMS = tuple(f"{n}{part}" for n in TTFT + ITL + E2E for part in ("_bucket", "_sum",
+                                                                          "_count"))
+_LIMITS: tuple[tuple[tuple[str, ...], float, float, str], ...] = (
+    (RUNNING + WAITING, 0.0, MAX_REQUESTS, _REQUESTS),
+    (KV_USAGE, 0.0, 1.0, _FRACTION),
+    (PREEMPTIONS + PROMPT_TOKENS + GENERATION_TOKENS + GENERATION_SECONDS + REQUESTS
+     + _HISTOGRAMS, 0.0, MAX_COUNT, _COUNTER),
+)
 _LOG = re.compile(
     r"Avg prompt throughput: (?P<prompt>[\d.]+) tokens/s, Avg generation throughput: "
     r"(?P<gen>[\d.]+) tokens/s, Running: (?P<running>\d+) reqs,(?: Swapped: \d+ reqs,)? "
@@ -73,6 +88,7 @@ class Observation:
     mean_output_tokens: float | None = None
     duration_s: float | None = None
     notes: list[str] = field(default_factory=list)
+    model_names: list[str] = field(default_factory=list)  # as the engine labels its metrics
 
     @property
     def batch(self) -> float | None:
@@ -168,9 +184,26 @@ def read_source(source: str, duration_s: float = 60.0, interval_s: float = 1.0) 
     return from_scrapes(split_scrapes(text), source)
 
 
+def checked(value: float, source: str, name: str, low: float, high: float, what: str) -> float:
+    """``value`` when it lies in [low, high]; else an error naming the source and the metric."""
+    if not low <= value <= high:  # NaN fails both
+        raise InputError(f"{source}: {name} is {value:g}; it must be {what}")
+    return value
+
+
+def check_scrape(scrape: Scrape, source: str) -> None:
+    """Every sample of the metrics observe reads, within what that metric can hold."""
+    for names, low, high, what in _LIMITS:
+        for name in names:
+            for _, value in scrape.samples.get(name, []):
+                checked(value, source, name, low, high, what)
+
+
 def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
     obs = Observation(source, "metrics")
     for s in scrapes:
+        check_scrape(s, source)
+        obs.model_names += [m for m in s.label_values("model_name") if m not in obs.model_names]
         for series, names in ((obs.running, RUNNING), (obs.waiting, WAITING),
                               (obs.kv_usage, KV_USAGE)):
             value = s.value(*names)
@@ -263,9 +296,16 @@ def from_log(text: str, source: str) -> Observation:
     obs = Observation(source, "log")
     prompt, gen = [], []
     for match in _LOG.finditer(text):
-        obs.running.append(float(match["running"]))
-        obs.waiting.append(float(match["waiting"]))
-        obs.kv_usage.append(float(match["kv"]) / 100)
+        obs.running.append(checked(float(match["running"]), source, "Running", 0.0,
+                                   MAX_REQUESTS, _REQUESTS))
+        obs.waiting.append(checked(float(match["waiting"]), source, "Waiting", 0.0,
+                                   MAX_REQUESTS, _REQUESTS))
+        try:
+            kv = float(match["kv"]) / 100
+        except ValueError:
+            kv = math.nan  # "1.2.3%": refused below, naming the line's field
+        obs.kv_usage.append(checked(kv, source, "GPU KV cache usage (as a fraction)", 0.0, 1.0,
+                                    _FRACTION))
         prompt.append(float(match["prompt"]))
         gen.append(float(match["gen"]))
     obs.prompt_tok_s = statistics.fmean(prompt)
@@ -327,6 +367,15 @@ def from_bench(text: str, source: str) -> Observation:
                          "(no output_throughput or time_to_first_token)")
     if obs.generation_tok_s is None:
         raise InputError(f"{source}: the benchmark result has no output throughput")
+    checked(obs.generation_tok_s, source, "the output throughput", 0.0, MAX_COUNT,
+            f"tokens per second, 0 to {MAX_COUNT:g}")
+    batch = obs.batch
+    if batch is not None:
+        checked(batch, source, "the running batch (output tok/s × mean ITL)", 0.0, MAX_REQUESTS,
+                _REQUESTS)
+    model = data.get("model_id")
+    if isinstance(model, str) and model.strip():
+        obs.model_names.append(model.strip())
     obs.notes.append("running batch estimated by Little's law: output tok/s × mean ITL")
     return obs
 

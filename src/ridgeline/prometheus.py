@@ -14,9 +14,12 @@ from dataclasses import dataclass
 
 from ridgeline.errors import InputError
 
+# A sample's value as Go's strconv.ParseFloat reads it (Prometheus' own parser): decimal or
+# exponent forms, and Inf, Infinity and NaN in any case, signed or not.
 _SAMPLE = re.compile(
     r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+"
-    r"(?P<value>[-+]?(?:[0-9.]+(?:[eE][-+]?[0-9]+)?|NaN|[+-]?Inf))(?:\s+(?P<ts>-?\d+))?\s*$"
+    r"(?P<value>[-+]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|(?i:inf(?:inity)?|nan)))"
+    r"(?:\s+(?P<ts>-?\d+))?\s*$"
 )
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 _SCRAPE_MARK = re.compile(r"^#\s*scrape_time\s+([0-9.]+)")
@@ -28,6 +31,11 @@ Samples = dict[str, list[tuple[dict[str, str], float]]]
 class Scrape:
     time_s: float | None
     samples: Samples
+
+    def label_values(self, label: str) -> list[str]:
+        """The distinct values a label takes over every sample, in order of appearance."""
+        found = (labels.get(label) for series in self.samples.values() for labels, _ in series)
+        return list(dict.fromkeys(v for v in found if v))
 
     def value(self, *names: str) -> float | None:
         """Sum of a gauge or counter over its label sets; the first name present wins."""
@@ -41,7 +49,10 @@ class Scrape:
             buckets: dict[float, float] = {}
             for labels, v in self.samples.get(f"{name}_bucket", []):
                 le = labels.get("le", "")
-                edge = math.inf if le in ("+Inf", "Inf") else float(le)
+                try:
+                    edge = float(le)  # "+Inf" included
+                except ValueError:
+                    raise InputError(f"{name}_bucket has le={le!r}, not a number") from None
                 buckets[edge] = buckets.get(edge, 0.0) + v
             if buckets:
                 total = self.value(f"{name}_sum") or 0.0
@@ -99,7 +110,7 @@ def parse_scrape(text: str, time_s: float | None = None) -> Scrape:
             bad += 1
             continue
         labels = dict(_LABEL.findall(match.group("labels") or ""))
-        value = float(match.group("value").replace("Inf", "inf"))
+        value = float(match.group("value"))
         samples.setdefault(match.group("name"), []).append((labels, value))
     if not samples:
         raise InputError("no Prometheus samples found: this is not a metrics page")

@@ -8,9 +8,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from ridgeline.catalog import model_entry, normalise
 from ridgeline.cost import decode_batch, step_cost
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
+from ridgeline.errors import InputError
 from ridgeline.explain import Step, q, step
 from ridgeline.memory import max_batch
 from ridgeline.observe import Observation, stats
@@ -20,7 +22,10 @@ from ridgeline.roofline import ridge_point, weight_intensity
 CAPACITY = "capacity"
 LATENCY = "latency"
 NEITHER = "neither"
+NO_FIT = "does not fit"
 LEVERS = {
+    NO_FIT: "no prediction: check --model, --gpu, --weights and --context against what the "
+            "engine serves (`ridgeline fit` sizes the pool)",
     CAPACITY: "the KV pool is full: fp8 KV cache, more GPUs, shorter contexts or a smaller "
               "weight format (see `ridgeline fit`)",
     LATENCY: "requests wait while the pool has room: raise --max-num-seqs or "
@@ -60,7 +65,28 @@ class ObserveReport:
         return max_batch(self.deployment, self.context)
 
     @property
+    def fits(self) -> bool:
+        """The deployment as described holds at least one sequence of the context."""
+        return self.pool_batch > 0
+
+    @property
+    def model_caution(self) -> str | None:
+        """A caution when the metrics' model_name label names another model than --model."""
+        model = self.deployment.model
+        try:
+            entry = model_entry(model.name)
+        except InputError:  # a config.json: no catalog names to compare
+            return None
+        others = [m for m in self.obs.model_names if not same_model(m, (entry.id, entry.hf_id))]
+        if not others:
+            return None
+        return (f"the engine labels its metrics model_name={others[0]!r}, not --model "
+                f"{entry.id} ({entry.hf_id}): the figures below are for {entry.id}")
+
+    @property
     def wall(self) -> str:
+        if not self.fits:
+            return NO_FIT
         o = self.obs
         kv = max(o.kv_usage) if o.kv_usage else None
         waiting = max(o.waiting) if o.waiting else 0.0
@@ -83,7 +109,7 @@ class ObserveReport:
     @property
     def predicted_itl_ms(self) -> float | None:
         b = self.batch
-        if b is None or b < 0.5:
+        if b is None or b < 0.5 or not self.fits:
             return None
         cost = step_cost(self.deployment, decode_batch(max(1, round(b)), self.context),
                          self.profile)
@@ -112,12 +138,16 @@ class ObserveReport:
             "context": self.context, "context_source": self.context_source,
             "wall": self.wall, "lever": self.lever,
             "predicted_itl_ms": self.predicted_itl_ms, "gap": self.gaps(), "notes": o.notes,
+            "model_names": o.model_names, "caution": self.model_caution,
         }
 
     def text_lines(self) -> list[str]:
         o, d = self.obs, self.deployment
         lines = [f"{o.kind} from {o.source}" + (f", {o.duration_s:,.0f} s window"
                                                  if o.duration_s else "")]
+        caution = self.model_caution
+        if caution:
+            lines.append(f"caution: {caution}")
         rows = []
         for label, values, fmt in (("running", o.running, "{:,.1f}"),
                                    ("waiting", o.waiting, "{:,.1f}"),
@@ -149,8 +179,13 @@ class ObserveReport:
             lines.append(f"batch {b:,.1f} against a ridge of {self.ridge:,.0f} on "
                          f"{d.num_gpus} x {d.accelerator.id}: {frac:.1%} of the arithmetic you "
                          "are billed for")
-        lines.append(f"the KV pool allows {self.pool_batch:,} sequences of {self.context:,} "
-                     f"tokens ({self.context_source})")
+        if self.fits:
+            lines.append(f"the KV pool allows {self.pool_batch:,} sequences of "
+                         f"{self.context:,} tokens ({self.context_source})")
+        else:
+            lines.append(f"{d.model.name} does not fit on {d.num_gpus} x {d.accelerator.id} as "
+                         f"described: the KV pool holds no sequence of {self.context:,} tokens "
+                         f"({self.context_source})")
         lines.append(f"wall: {self.wall} — {self.lever}")
         predicted = self.predicted_itl_ms
         gaps = self.gaps()
@@ -183,6 +218,18 @@ class ObserveReport:
                              f"per-user decode speed at the observed running batch "
                              f"(context {self.context_source})"])
         return out.getvalue()
+
+
+def same_model(label: str, names: tuple[str, ...]) -> bool:
+    """Loosely: the label's last path part and one of ``names`` (a catalog id, a Hugging Face
+    id) contain each other between hyphens, case aside — 'Llama-3.1-8B-Instruct-FP8' is
+    llama-3.1-8b, 'Llama-3.1-405B' is not."""
+    mine = f"-{normalise(label.rstrip('/').rsplit('/', 1)[-1])}-"
+    for name in names:
+        theirs = f"-{normalise(name.rsplit('/', 1)[-1])}-"
+        if mine in theirs or theirs in mine:
+            return True
+    return False
 
 
 def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,

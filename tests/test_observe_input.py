@@ -1,0 +1,141 @@
+"""`ridgeline observe` on values no engine reports, and on a deployment that cannot be the one
+that produced the metrics: a one-line error naming the file and the metric, or a caution."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from ridgeline.cli import main
+from ridgeline.errors import InputError
+from ridgeline.prometheus import parse_scrape
+from ridgeline.reports.observe import same_model
+
+FIXTURES = Path(__file__).parent / "fixtures"
+VLLM = FIXTURES / "vllm_metrics.txt"
+
+
+def observe(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["observe", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize(("sample", "metric", "shown"), [
+    ('vllm:num_requests_running{engine="0"} 1e30', "vllm:num_requests_running", "1e+30"),
+    ('vllm:num_requests_running{engine="0"} NaN', "vllm:num_requests_running", "nan"),
+    ('vllm:num_requests_running{engine="0"} -4', "vllm:num_requests_running", "-4"),
+    ('vllm:num_requests_running{engine="0"} inf', "vllm:num_requests_running", "inf"),
+    ('vllm:num_requests_running 3\nvllm:num_requests_waiting -1', "vllm:num_requests_waiting",
+     "-1"),
+    ('vllm:num_requests_running 3\nvllm:kv_cache_usage_perc 5.0', "vllm:kv_cache_usage_perc",
+     "5"),
+    ('vllm:num_requests_running 3\nvllm:kv_cache_usage_perc -0.5', "vllm:kv_cache_usage_perc",
+     "-0.5"),
+    ('vllm:num_requests_running 3\nvllm:generation_tokens_total -Inf',
+     "vllm:generation_tokens_total", "-inf"),
+])
+def test_a_value_no_engine_reports_is_an_error_naming_the_file_and_the_metric(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], sample: str, metric: str,
+        shown: str) -> None:
+    path = tmp_path / "scrape.txt"
+    path.write_text(sample + "\n")
+    code, out, err = observe(capsys, str(path), "--model", "llama-3.1-8b", "--gpu", "h100")
+    assert code == 2 and out == ""
+    assert err.startswith(f"ridgeline: error: {path}: {metric} is {shown};")
+    assert len(err.splitlines()) == 1
+
+
+def test_kv_usage_is_a_fraction_as_vllm_reports_it(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """vLLM's kv_cache_usage_perc is 0–1 despite its name: 5.0 was shown as 'KV usage 500%'."""
+    path = tmp_path / "scrape.txt"
+    path.write_text(VLLM.read_text().replace("} 0.12", "} 5.0"))
+    code, out, err = observe(capsys, str(path), "--model", "llama-3.1-8b", "--gpu", "h100")
+    assert code == 2 and "500%" not in out
+    assert "vllm:kv_cache_usage_perc is 5; it must be the fraction of the KV pool" in err
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("inf", math.inf), ("-inf", -math.inf), ("+Inf", math.inf), ("Infinity", math.inf),
+    ("INF", math.inf), ("1.5e3", 1500.0), (".5", 0.5), ("-4", -4.0),
+])
+def test_sample_values_are_read_as_prometheus_reads_them(text: str, value: float) -> None:
+    scrape = parse_scrape(f'vllm:num_requests_running{{engine="0"}} {text}\n')
+    assert scrape.value("vllm:num_requests_running") == value
+
+
+@pytest.mark.parametrize("text", ["nan", "NaN", "Nan"])
+def test_nan_in_any_case_is_a_sample(text: str) -> None:
+    value = parse_scrape(f"vllm:num_requests_running {text}\n").value("vllm:num_requests_running")
+    assert value is not None and math.isnan(value)
+
+
+def test_a_bucket_edge_that_is_not_a_number_is_named() -> None:
+    scrape = parse_scrape('x_bucket{le="soon"} 3\nx_count 3\n')
+    with pytest.raises(InputError, match="x_bucket has le='soon'"):
+        scrape.histogram("x")
+
+
+def test_a_log_with_kv_usage_past_100_percent_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("INFO Avg prompt throughput: 10.0 tokens/s, Avg generation throughput: 50.0 "
+                   "tokens/s, Running: 4 reqs, Waiting: 0 reqs, GPU KV cache usage: 500.0%\n")
+    code, _, err = observe(capsys, str(log), "--model", "llama-3.1-8b", "--gpu", "h100")
+    assert code == 2 and f"{log}: GPU KV cache usage" in err and "0 to 1" in err
+
+
+def test_a_bench_result_implying_an_absurd_batch_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = json.loads((FIXTURES / "vllm_bench.json").read_text())
+    data["output_throughput"] = 1e12  # × 28 ms: a running batch of 28 billion
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps(data))
+    code, _, err = observe(capsys, str(path), "--model", "llama-3.1-8b", "--gpu", "h100")
+    assert code == 2 and "internal error" not in err and f"{path}: the running batch" in err
+
+
+def test_a_deployment_whose_pool_holds_no_sequence_gets_no_prediction_and_no_gpu_advice(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """405B in bf16 on one H100: the weights alone overflow it, so the 8B engine these metrics
+    came from cannot have been this deployment (it used to predict 316 ms per token)."""
+    code, out, _ = observe(capsys, str(VLLM), "--model", "llama-3.1-405b", "--gpu", "h100")
+    assert code == 0
+    assert "llama-3.1-405b does not fit on 1 x h100-sxm" in out and "wall: does not fit" in out
+    assert "ridgeline predicts" not in out and "fewer GPUs" not in out
+    code, out, _ = observe(capsys, str(VLLM), "--model", "llama-3.1-405b", "--gpu", "h100",
+                           "--json")
+    data = json.loads(out)
+    assert data["wall"] == "does not fit" and data["pool_batch"] == 0
+    assert data["predicted_itl_ms"] is None and data["gap"] == {}
+
+
+def test_metrics_of_another_model_get_a_caution_naming_both(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = observe(capsys, str(VLLM), "--model", "llama-3.1-405b", "--gpu", "h100")
+    caution = [line for line in out.splitlines() if line.startswith("caution:")]
+    assert code == 0 and len(caution) == 1
+    assert "'meta-llama/Llama-3.1-8B-Instruct'" in caution[0]
+    assert "llama-3.1-405b (meta-llama/Llama-3.1-405B)" in caution[0]
+    code, out, _ = observe(capsys, str(VLLM), "--model", "llama-3.1-8b", "--gpu", "h100",
+                           "--json")
+    data = json.loads(out)
+    assert data["caution"] is None
+    assert data["model_names"] == ["meta-llama/Llama-3.1-8B-Instruct"]
+
+
+@pytest.mark.parametrize(("label", "names", "same"), [
+    ("meta-llama/Llama-3.1-8B-Instruct", ("llama-3.1-8b", "meta-llama/Llama-3.1-8B"), True),
+    ("neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8", ("llama-3.1-8b", "meta-llama/Llama-3.1-8B"),
+     True),
+    ("/models/Qwen3-8B/", ("qwen3-8b", "Qwen/Qwen3-8B"), True),
+    ("meta-llama/Llama-3.1-8B-Instruct", ("llama-3.1-405b", "meta-llama/Llama-3.1-405B"), False),
+    ("Qwen/Qwen3-8B", ("llama-3.1-8b", "meta-llama/Llama-3.1-8B"), False),
+])
+def test_model_names_are_compared_loosely(label: str, names: tuple[str, ...],
+                                          same: bool) -> None:
+    assert same_model(label, names) is same
