@@ -35,6 +35,8 @@ def render(report: Report, as_json: bool = False, explain: bool = False) -> str:
         own = getattr(report, "explain_lines", None)
         detail = own() if own else [line for s in report.steps for line in s.lines()]
         lines.extend("  " + line for line in detail)
+        if not detail:  # a listing or a file written: no arithmetic of its own to show
+            lines.append("  no worked steps for this output: each figure above says where it comes from")
     return "\n".join(lines)
 
 
