@@ -56,10 +56,9 @@ workloads = st.builds(
     rate=st.sampled_from([2.0, 50.0, float("inf")]),
     arrival=st.sampled_from(["poisson", "gamma", "constant"]),
     burstiness=st.sampled_from([0.5, 1.0, 3.0]),
-    prefix_groups=st.sampled_from([0, 3]),
-    prefix_len=st.sampled_from([0, 100, 300]),
     seed=st.integers(0, 10_000),
-)
+).flatmap(lambda w: st.sampled_from([(0, 0), (3, 100), (3, 300)]).map(
+    lambda prefix: replace(w, prefix_groups=prefix[0], prefix_len=prefix[1])))
 
 
 @settings(max_examples=60, deadline=None)
@@ -364,3 +363,73 @@ def test_the_running_batch_is_labelled_with_the_engines_own_gauge(
         out = capsys.readouterr().out
         assert label in out
         assert engine == "vllm" or "vllm:" not in out
+
+
+def test_busy_time_leaves_out_the_idle_gaps_between_arrivals() -> None:
+    sim = Simulator(DEP, PROFILE, small_config(500))
+    result = sim.run(iter([Request(0, 0.0, 100, 10), Request(1, 1000.0, 100, 10)]))
+    assert result.duration_s > 1000 and 0 < result.busy_s < 1
+    assert result.profile is PROFILE
+
+
+SIMULATE = ["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "20", "--num-requests", "60",
+            "--max-model-len", "4096", "--input-len", "uniform:100,8000", "--output-len", "64"]
+
+
+def test_rejections_are_summarised_with_their_share_not_listed_one_by_one(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*SIMULATE, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    n = data["rejected"]
+    assert 10 < n < 60 and len(data["rejected_reasons"]) == 1  # one reason, not one per request
+    assert main(SIMULATE) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rejected = [line for line in lines if "rejected" in line or "exceeds" in line]
+    assert rejected == [f"rejected {n} of 60 requests ({n / 60:.1%}) before they ran:",
+                        f"  {n}: prompt + output exceeds max_model_len 4,096 (first: "
+                        f"{data['rejected_first']['prompt + output exceeds max_model_len 4,096']})"]
+
+
+def test_goodput_is_shown_against_all_requests_not_only_the_completed(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*SIMULATE, "--slo-ttft-ms", "100000", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    good, completed = data["good_requests"], data["completed"]
+    assert good == completed < 60  # every completed request met the SLO, some were refused
+    assert main([*SIMULATE, "--slo-ttft-ms", "100000"]) == 0
+    out = capsys.readouterr().out
+    assert f"({good} requests: 100% of completed, {good / 60:.1%} of all 60)" in out
+
+
+def test_simulate_explains_percentiles_goodput_and_the_step_time_model(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*SIMULATE, "--slo-ttft-ms", "2000", "--slo-tpot-ms", "50", "--json",
+                 "--explain"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    steps = {s["label"]: s for s in data["explain"]}
+    assert set(steps) == {"TTFT percentiles", "TPOT percentiles", "request rate", "goodput",
+                          "step time"}
+    assert steps["TTFT percentiles"]["result"]["value"] == pytest.approx(
+        data["ttft_s"]["p50"] * 1e3)
+    assert steps["TPOT percentiles"]["result"]["value"] == pytest.approx(
+        data["tpot_s"]["p50"] * 1e3)
+    assert steps["goodput"]["result"]["value"] == pytest.approx(data["goodput_req_s"])
+    mean_step = steps["step time"]["result"]["value"]
+    assert mean_step == pytest.approx(data["busy_s"] / data["steps"] * 1e3)
+    assert any("vllm profile" in q["source"] for q in steps["step time"]["inputs"])
+    assert main([*SIMULATE, "--explain"]) == 0
+    text = capsys.readouterr().out
+    explained = text.split("How each number was computed:")[1]
+    assert "TTFT percentiles: first token time − arrival" in explained
+    assert "goodput" not in explained  # no SLO given, none to explain
+
+
+def test_the_report_says_the_shared_prefix_is_inside_the_prompt(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out = tmp_path / "requests.csv"
+    assert main(["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "10", "--num-requests",
+                 "30", "--prefix-groups", "3", "--prefix-len", "1000", "--input-len", "500",
+                 "--export", str(out)]) == 0
+    assert "30 completed requests share a mean 499 of their mean 500 prompt tokens" in \
+        capsys.readouterr().out
+    assert {line.split(",")[2] for line in out.read_text().splitlines()[1:]} == {"500"}

@@ -142,6 +142,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     if args.rate is not None and args.concurrency is not None:
         raise InputError("--rate (open loop) and --concurrency (closed loop) are two loads; "
                          "give one")
+    if args.trace and (args.prefix_groups or args.prefix_len):
+        raise InputError("--trace replays its own prompts; drop --prefix-groups/--prefix-len")
     if args.trace:
         requests: Any = read_trace(args.trace)
         count, load = len(requests), f"trace {args.trace} ({len(requests):,} requests)"
@@ -157,6 +159,9 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                 f"{args.output_len}, " + (f"concurrency {args.concurrency}"
                                           if args.concurrency else
                                           f"{args.arrival} arrivals at {args.rate:g}/s"))
+        if args.prefix_groups:
+            load += (f", a {args.prefix_len:,}-token prefix shared by {args.prefix_groups} "
+                     "groups (inside the prompt)")
     sim = Simulator(dep, load_profile(args), config)
     slo_ttft = None if args.slo_ttft_ms is None else args.slo_ttft_ms / 1e3
     slo_tpot = None if args.slo_tpot_ms is None else args.slo_tpot_ms / 1e3

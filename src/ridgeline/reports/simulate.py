@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ridgeline.deployment import Deployment
-from ridgeline.explain import Step
+from ridgeline.explain import Quantity, Step, q, step
 from ridgeline.render import table
 from ridgeline.sim.config import SimConfig
 from ridgeline.sim.metrics import SimResult
@@ -15,6 +15,14 @@ from ridgeline.sim.metrics import SimResult
 
 def _ms(x: float) -> str:
     return "-" if math.isnan(x) else f"{x * 1e3:,.1f}"
+
+
+def _share(n: int, total: int) -> str:
+    """n of total as a percentage that reads 0% or 100% only when it is exactly that."""
+    if not total or n in (0, total):
+        return "0%" if not n or not total else "100%"
+    pct = 100 * n / total
+    return "<0.1%" if pct < 0.1 else ">99.9%" if pct > 99.9 else f"{pct:.1f}%"
 
 
 @dataclass(frozen=True)
@@ -26,7 +34,6 @@ class SimulateReport:
     load: str
     slo_ttft_s: float | None
     slo_tpot_s: float | None
-    steps: tuple[Step, ...] = field(default=())
     cautions: tuple[str, ...] = ()  # what the step times leave out
 
     def to_dict(self) -> dict[str, Any]:
@@ -45,8 +52,13 @@ class SimulateReport:
                          "slo_tpot_ms": None if self.slo_tpot_s is None else self.slo_tpot_s * 1e3},
             "requests": self.requests, "completed": r.completed, "rejected": r.rejected,
             "rejected_reasons": dict(r.rec.rejected),
+            "rejected_first": dict(r.rec.rejected_first),
+            "good_requests": r.good,
+            "prompt_tokens_mean": r.rec.prompt_tokens / r.completed if r.completed else None,
+            "shared_prefix_tokens_mean": (r.rec.shared_prefix_tokens / r.rec.grouped
+                                          if r.rec.grouped else None),
             "cautions": list(self.cautions),
-            "duration_s": r.duration_s, "steps": r.steps,
+            "duration_s": r.duration_s, "steps": r.steps, "busy_s": r.busy_s,
             "ttft_s": r.percentiles("ttft"), "tpot_s": r.percentiles("tpot"),
             "itl_s": r.percentiles("itl"), "e2e_s": r.percentiles("e2e"),
             "queue_s": r.percentiles("queue"),
@@ -82,13 +94,91 @@ class SimulateReport:
             f"{batch['max']:,.0f}; preemptions {r.preemptions:,}; prefix-cache hits "
             f"{r.prefix_hit_blocks:,} blocks",
         ]
+        rec = r.rec
+        if rec.grouped:
+            lines.append(f"shared prefixes: {rec.grouped:,} completed requests share a mean "
+                         f"{rec.shared_prefix_tokens / rec.grouped:,.0f} of their mean "
+                         f"{rec.grouped_prompt_tokens / rec.grouped:,.0f} prompt tokens (the "
+                         "prefix is part of the prompt; a shorter prompt shares all but its "
+                         "last token)")
         if self.slo_ttft_s is not None or self.slo_tpot_s is not None:
-            good = r.goodput
-            share = good / r.request_rate if r.request_rate else 0.0
-            lines.append(f"goodput: {good:,.2f} req/s meet the SLO ({share:.0%} of completed)")
-        for reason, n in r.rec.rejected.items():
-            lines.append(f"rejected {n:,}: {reason}")
-        return lines + [f"caution: {c}" for c in self.cautions]
+            lines.append(f"goodput: {r.goodput:,.2f} req/s meet the SLO ({r.good:,} requests: "
+                         f"{_share(r.good, r.completed)} of completed, "
+                         f"{_share(r.good, self.requests)} of all {self.requests:,})")
+        return lines + self._rejected_lines() + [f"caution: {c}" for c in self.cautions]
+
+    def _rejected_lines(self) -> list[str]:
+        """One line for the count, one for each of the two commonest reasons."""
+        r = self.result
+        if not r.rejected:
+            return []
+        lines = [f"rejected {r.rejected:,} of {self.requests:,} requests "
+                 f"({_share(r.rejected, self.requests)}) before they ran:"]
+        reasons = sorted(r.rec.rejected.items(), key=lambda item: -item[1])
+        for reason, n in reasons[:2]:
+            first = r.rec.rejected_first.get(reason)
+            lines.append(f"  {n:,}: {reason}" + (f" (first: {first})" if first else ""))
+        if len(reasons) > 2:
+            lines.append(f"  {sum(n for _, n in reasons[2:]):,}: {len(reasons) - 2} other "
+                         "reasons (--json lists them)")
+        return lines
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        """How the percentiles, rates and goodput come from the simulated requests, and where
+        the step times come from."""
+        r, d = self.result, self.deployment
+        ttft, tpot = r.percentiles("ttft"), r.percentiles("tpot")
+        hist = r.rec.hist
+        out = [
+            step("TTFT percentiles", "first token time − arrival, one value per completed "
+                 "request; the p-th percentile is the value p% of them are at or under (log "
+                 "histogram, 0.23%-wide bins)", _ms_q("TTFT p50", ttft["p50"]),
+                 q("requests measured", hist["ttft"].total, "", "completed"),
+                 _ms_q("TTFT p99", ttft["p99"]), _ms_q("TTFT mean", ttft["mean"])),
+            step("TPOT percentiles", "(finish − first token) ÷ (output tokens − 1), one value "
+                 "per completed request with more than one output token; percentiles as for TTFT",
+                 _ms_q("TPOT p50", tpot["p50"]),
+                 q("requests measured", hist["tpot"].total, "", "completed, output > 1 token"),
+                 _ms_q("TPOT p99", tpot["p99"]), _ms_q("TPOT mean", tpot["mean"])),
+            step("request rate", "completed requests ÷ simulated time",
+                 q("request rate", r.request_rate, "req/s"), q("completed", r.completed),
+                 q("simulated time", r.duration_s, "s", "first arrival to last finish")),
+        ]
+        if self.slo_ttft_s is not None or self.slo_tpot_s is not None:
+            out.append(step(
+                "goodput", "completed requests that met every SLO given ÷ simulated time "
+                "(a rejected request met none)", q("goodput", r.goodput, "req/s"),
+                q("met the SLO", r.good, "requests", "TTFT ≤ SLO and TPOT ≤ SLO"),
+                q("completed", r.completed, "requests"),
+                q("all requests", self.requests, "requests", f"{r.rejected:,} rejected"),
+                *([] if self.slo_ttft_s is None else [_ms_q("TTFT SLO", self.slo_ttft_s)]),
+                *([] if self.slo_tpot_s is None else [_ms_q("TPOT SLO", self.slo_tpot_s)]),
+                q("simulated time", r.duration_s, "s")))
+        profile = r.profile
+        if profile is not None and r.steps:
+            src = f"{profile.engine} profile"
+            acc = d.accelerator
+            out.append(step(
+                "step time", "each step's batch through step_cost: Σ operators max(FLOPs ÷ "
+                "(peak × compute share), bytes ÷ (bandwidth × bandwidth share)) + collectives + "
+                "per step + layers × per layer; the mean is busy time ÷ steps",
+                _ms_q("mean step", r.busy_s / r.steps),
+                q("busy time", r.busy_s, "s", "simulated time less the idle gaps"),
+                q("steps", r.steps),
+                q("compute share", profile.compute_for(acc), "", f"{src}: {profile.source}"),
+                q("bandwidth share", profile.bandwidth_for(acc), "", src),
+                q("per step", profile.step_overhead_s * 1e6, "µs", src),
+                q("per layer", profile.layer_overhead_s * 1e6, "µs", f"{src}, decode steps"),
+                *([] if profile.prefill_layer_overhead_s is None else [
+                    q("per layer with prompt tokens", profile.prefill_layer_overhead_s * 1e6,
+                      "µs", f"{src}: no CUDA graph")]),
+                q("layers", d.model.num_layers, "", "config.json num_hidden_layers")))
+        return tuple(out)
+
+
+def _ms_q(name: str, seconds: float) -> Quantity:
+    return q(name, "-" if math.isnan(seconds) else seconds * 1e3, "ms")
 
 
 def _running_metric(engine: str) -> str:

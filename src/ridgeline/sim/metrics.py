@@ -17,6 +17,7 @@ import itertools
 import math
 from dataclasses import dataclass, field
 
+from ridgeline.engines import EngineProfile
 from ridgeline.sim.request import Request
 
 _BINS_PER_DECADE = 1000
@@ -112,7 +113,12 @@ class Recorder:
         self.output_tokens = 0
         self.completed = 0
         self.good = 0  # requests that met every SLO given
-        self.rejected: dict[str, int] = {}
+        self.rejected: dict[str, int] = {}  # by reason
+        self.rejected_first: dict[str, str] = {}  # each reason's first request, its numbers
+        self.prompt_tokens = 0
+        self.grouped = 0  # completed requests in a prefix group …
+        self.grouped_prompt_tokens = 0  # … their prompts …
+        self.shared_prefix_tokens = 0  # … and the shared prefixes inside them
         self.series = TimeSeries()
         self.rows: list[tuple[int, float, int, int, float, float, float, int]] = []
         self.keep_rows = False  # per-request rows for export (memory grows with requests)
@@ -120,6 +126,11 @@ class Recorder:
     def finish(self, r: Request) -> None:
         self.completed += 1
         self.output_tokens += r.num_generated
+        self.prompt_tokens += r.prompt_tokens
+        if r.prefix_group >= 0:
+            self.grouped += 1
+            self.grouped_prompt_tokens += r.prompt_tokens
+            self.shared_prefix_tokens += r.prefix_tokens
         ttft = r.first_token_s - r.arrival_s
         e2e = r.finish_s - r.arrival_s
         self.hist["ttft"].add(ttft)
@@ -137,8 +148,11 @@ class Recorder:
             self.rows.append((r.id, r.arrival_s, r.prompt_tokens, r.num_generated, ttft, tpot,
                               e2e, r.preemptions))
 
-    def reject(self, r: Request) -> None:
+    def reject(self, r: Request, detail: str = "") -> None:
+        """Count r under its reason; keep the first one's own numbers (``detail``)."""
         self.rejected[r.reason] = self.rejected.get(r.reason, 0) + 1
+        if detail and r.reason not in self.rejected_first:
+            self.rejected_first[r.reason] = detail
 
     def itl(self, seconds: float, tokens: float) -> None:
         self.hist["itl"].add(seconds, tokens)
@@ -151,20 +165,24 @@ class Recorder:
     def sample(self, t: float, running: int, waiting: int, usage: float, preemptions: int) -> None:
         self.series.add(t, running, waiting, usage, preemptions)
 
-    def result(self, end_s: float, preemptions: int, prefix_hits: int, steps: int) -> SimResult:
-        return SimResult(self, end_s, preemptions, prefix_hits, steps)
+    def result(self, end_s: float, preemptions: int, prefix_hits: int, steps: int,
+               busy_s: float = math.nan, profile: EngineProfile | None = None) -> SimResult:
+        return SimResult(self, end_s, preemptions, prefix_hits, steps, busy_s, profile)
 
 
 class SimResult:
     """Percentiles, rates and goodput of one simulation."""
 
     def __init__(self, rec: Recorder, end_s: float, preemptions: int, prefix_hits: int,
-                 steps: int) -> None:
+                 steps: int, busy_s: float = math.nan,
+                 profile: EngineProfile | None = None) -> None:
         self.rec = rec
         self.duration_s = end_s
         self.preemptions = preemptions
         self.prefix_hit_blocks = prefix_hits
         self.steps = steps
+        self.busy_s = busy_s  # simulated time with a step running (the rest: idle, no request)
+        self.profile = profile  # the engine profile the step times came from
 
     @property
     def completed(self) -> int:
@@ -186,6 +204,11 @@ class SimResult:
     @property
     def output_tok_s(self) -> float:
         return self.rec.output_tokens / self.duration_s if self.duration_s else 0.0
+
+    @property
+    def good(self) -> int:
+        """Completed requests that met every SLO the run was given."""
+        return self.rec.good
 
     @property
     def goodput(self) -> float:

@@ -80,14 +80,16 @@ class Simulator:
         return self._g
 
     # -- arrivals -------------------------------------------------------------------------
-    def _reject_reason(self, r: Request) -> str:
+    def _reject_reason(self, r: Request) -> tuple[str, str]:
+        """Why the engine would refuse r, as (the reason, r's own numbers); ("", "") if not."""
         if r.prompt_tokens + r.output_tokens > self.config.max_model_len:
-            return (f"prompt + output = {r.prompt_tokens + r.output_tokens} tokens exceeds "
-                    f"max_model_len {self.config.max_model_len}")
+            return (f"prompt + output exceeds max_model_len {self.config.max_model_len:,}",
+                    f"request {r.id}, {r.prompt_tokens + r.output_tokens:,} tokens")
         need = self.pool.blocks_for(r.max_cached_tokens)
         if need > self.pool.total:
-            return f"needs {need} KV blocks, the whole pool has {self.pool.total}"
-        return ""
+            return (f"needs more KV blocks than the whole pool's {self.pool.total:,}",
+                    f"request {r.id}, {need:,} blocks")
+        return "", ""
 
     def run(self, workload: Iterator[Request], closed_loop: int = 0, keep_rows: bool = False,
             after_step: Callable[[Simulator], None] | None = None,
@@ -102,6 +104,7 @@ class Simulator:
         rec = Recorder(self.dep.num_gpus, *slo)
         rec.keep_rows = keep_rows
         pending: Request | None = None
+        idle_s = 0.0  # simulated time with nothing to run
         source = iter(workload)
 
         def next_request() -> Request | None:
@@ -127,6 +130,7 @@ class Simulator:
             if not s.running and not s.waiting:
                 if closed_loop or pending is None:
                     break
+                idle_s += pending.arrival_s - self.now_s
                 self.now_s = pending.arrival_s  # idle until the next arrival
                 continue
             next_arrival = pending.arrival_s if pending is not None else float("inf")
@@ -142,13 +146,14 @@ class Simulator:
                     admit_next()
             if self.steps > self.config.max_steps:
                 raise InputError(f"stopped after {self.config.max_steps:,} steps")
-        return rec.result(self.now_s, s.preemptions, self.pool.hits, self.steps)
+        return rec.result(self.now_s, s.preemptions, self.pool.hits, self.steps,
+                          self.now_s - idle_s, self.profile)
 
     def _arrive(self, r: Request, rec: Recorder) -> bool:
-        reason = self._reject_reason(r)
+        reason, detail = self._reject_reason(r)
         if reason:
             r.status, r.reason = REJECTED, reason
-            rec.reject(r)
+            rec.reject(r, detail)
             return False
         self.scheduler.add(r)
         return True

@@ -3,7 +3,8 @@
 Everything is drawn from one seeded ``random.Random``: the same seed, the same requests.
 Length specs: ``512`` (fixed), ``uniform:128,1024``, ``normal:512,128``,
 ``lognormal:512,1.0`` (median, sigma), ``zipf:1.2,4096`` (exponent, maximum),
-``file:lengths.txt`` (an empirical distribution: one number per line).
+``file:lengths.txt`` (an empirical distribution: one number per line); every length is 1 to
+10,000,000 tokens. A shared prefix (``prefix_groups``, ``prefix_len``) is part of the prompt.
 Arrivals: ``poisson`` (exponential gaps), ``gamma`` (gaps with coefficient of variation
 ``burstiness``; > 1 is burstier than Poisson), ``constant``.
 Traces: CSV or JSONL with arrival seconds, prompt tokens, output tokens; the Azure LLM
@@ -12,7 +13,6 @@ inference trace layout (TIMESTAMP, ContextTokens, GeneratedTokens) is read as is
 
 from __future__ import annotations
 
-import bisect
 import csv
 import json
 import math
@@ -27,9 +27,20 @@ from ridgeline.sim.request import Request
 
 Sampler = Callable[[random.Random], int]
 
+MAX_LENGTH_TOKENS = 10_000_000  # a prompt or output past any model's context (Llama 4 Scout's)
+MAX_LOGNORMAL_SIGMA = 10.0  # e^10 ≈ 22,000× per standard deviation; real loads sit near 1
+MAX_ZIPF_EXPONENT = 100.0  # past this every draw is 1
+MIN_RATE = 1e-6  # requests per second: one in ~12 days; slower, and the times lose precision
+BURSTINESS = (0.01, 100.0)  # gamma gaps' coefficient of variation: near-constant to extreme
+
 
 def length_sampler(spec: str, what: str) -> Sampler:
-    """Parse a length spec into a function drawing a positive token count."""
+    """Parse a length spec into a function drawing a token count from 1 to MAX_LENGTH_TOKENS.
+
+    Every parameter must be finite and, where it is a length, within that range; draws of the
+    unbounded distributions (normal, lognormal) are clipped to it (a request past the model's
+    context is refused by the engine either way).
+    """
     text = str(spec).strip()
     kind, _, args = text.partition(":")
     if not args:
@@ -38,60 +49,157 @@ def length_sampler(spec: str, what: str) -> Sampler:
         except ValueError:
             raise InputError(f"{what}: {spec!r} is not a length (512, uniform:128,1024, …)") \
                 from None
-        if n < 1:
-            raise InputError(f"{what} must be at least 1, got {n}")
-        return lambda rng: n
+        return _fixed(_tokens(n, what, "a fixed length"))
     if kind == "file":
         return _empirical(args, what)
     try:
         values = [float(v) for v in args.split(",")]
     except ValueError:
         raise InputError(f"{what}: bad numbers in {spec!r}") from None
-    if kind == "uniform" and len(values) == 2 and 1 <= values[0] <= values[1]:
-        lo, hi = int(values[0]), int(values[1])
-        return lambda rng: rng.randint(lo, hi)
-    if kind == "normal" and len(values) == 2 and values[1] >= 0:
-        mean, sd = values
-        return lambda rng: max(1, round(rng.gauss(mean, sd)))
-    if kind == "lognormal" and len(values) == 2 and values[0] > 0 and values[1] >= 0:
-        mu, sigma = math.log(values[0]), values[1]
-        return lambda rng: max(1, round(rng.lognormvariate(mu, sigma)))
-    if kind == "zipf" and len(values) == 2 and values[0] > 0 and values[1] >= 1:
-        return _zipf(values[0], int(values[1]))
-    raise InputError(f"{what}: cannot read {spec!r} (fixed N, uniform:a,b, normal:mean,sd, "
-                     "lognormal:median,sigma, zipf:s,max, file:PATH)")
+    if kind not in ("uniform", "normal", "lognormal", "zipf") or len(values) != 2:
+        raise InputError(f"{what}: cannot read {spec!r} (fixed N, uniform:a,b, normal:mean,sd, "
+                         "lognormal:median,sigma, zipf:s,max, file:PATH)")
+    a, b = values
+    if kind == "uniform":
+        lo, hi = _tokens(a, what, "the low end"), _tokens(b, what, "the high end")
+        if lo > hi:
+            raise InputError(f"{what}: uniform:{lo},{hi} has its low end above its high end")
+        return _Uniform(lo, hi)
+    if kind == "normal":
+        _tokens(a, what, "the mean")
+        _within(b, 0, MAX_LENGTH_TOKENS, what, "the standard deviation")
+        return _Normal(a, b)
+    if kind == "lognormal":
+        _tokens(a, what, "the median")
+        _within(b, 0, MAX_LOGNORMAL_SIGMA, what, "sigma")
+        return _LogNormal(math.log(a), b)
+    if not (math.isfinite(a) and 0 < a <= MAX_ZIPF_EXPONENT):
+        raise InputError(f"{what}: the zipf exponent must be above 0 and at most "
+                         f"{MAX_ZIPF_EXPONENT:g}, got {a:g}")
+    return _Zipf(a, _tokens(b, what, "the maximum"))
 
 
-def _zipf(s: float, maximum: int) -> Sampler:
-    weights = [1.0 / k**s for k in range(1, maximum + 1)]
-    cumulative, total = [], 0.0
-    for w in weights:
-        total += w
-        cumulative.append(total)
-    return lambda rng: bisect.bisect_left(cumulative, rng.random() * total) + 1
+def _tokens(value: float, what: str, name: str) -> int:
+    """A length parameter as a whole token count from 1 to MAX_LENGTH_TOKENS."""
+    _within(value, 1, MAX_LENGTH_TOKENS, what, name)
+    return int(value)
+
+
+def _within(value: float, lo: float, hi: float, what: str, name: str) -> None:
+    if not (math.isfinite(value) and lo <= value <= hi):
+        raise InputError(f"{what}: {name} must be {_show(lo)} to {_show(hi)}, got {value:g}")
+
+
+def _show(x: float) -> str:
+    return f"{x:,.0f}" if x == int(x) else f"{x:g}"
+
+
+def _fixed(n: int) -> Sampler:
+    return lambda rng: n
+
+
+class _Uniform:
+    def __init__(self, lo: int, hi: int) -> None:
+        self.lo, self.hi = lo, hi
+
+    def __call__(self, rng: random.Random) -> int:
+        return rng.randint(self.lo, self.hi)
+
+
+class _Normal:
+    def __init__(self, mean: float, sd: float) -> None:
+        self.mean, self.sd = mean, sd
+
+    def __call__(self, rng: random.Random) -> int:
+        return min(MAX_LENGTH_TOKENS, max(1, round(rng.gauss(self.mean, self.sd))))
+
+
+class _LogNormal:
+    """exp(N(mu, sigma)) as random.lognormvariate draws it, clipped to MAX_LENGTH_TOKENS
+    before the exponential (a wide sigma would overflow it)."""
+
+    def __init__(self, mu: float, sigma: float) -> None:
+        self.mu, self.sigma = mu, sigma
+
+    def __call__(self, rng: random.Random) -> int:
+        x = min(rng.normalvariate(self.mu, self.sigma), _LOG_MAX)
+        return min(MAX_LENGTH_TOKENS, max(1, round(math.exp(x))))
+
+
+_LOG_MAX = math.log(MAX_LENGTH_TOKENS)
+
+
+class _Zipf:
+    """P(k) ∝ k^−s for k = 1..n, by rejection-inversion (Hörmann & Derflinger 1996, as in
+    Apache Commons RNG): O(1) memory and about one uniform draw per sample, however large n.
+
+    H(x) = ∫₁ˣ t^−s dt = (x^(1−s) − 1) ÷ (1 − s) (log x at s = 1) maps [1.5, n + 0.5] onto an
+    interval; a uniform point there, mapped back and rounded, is k, kept unless it falls in
+    the sliver between the envelope and k^−s. zipf:1.2,4096 draws 1 about 22% of the time
+    (1 ÷ Σ k^−1.2 = 0.215).
+    """
+
+    def __init__(self, s: float, n: int) -> None:
+        self.s, self.n = s, n
+        self.h_low = self._big_h(1.5) - 1.0
+        self.h_high = self._big_h(n + 0.5)
+        self.squeeze = 2.0 - self._big_h_inverse(self._big_h(2.5) - self._h(2.0))
+
+    def _h(self, x: float) -> float:
+        return math.exp(-self.s * math.log(x))
+
+    def _big_h(self, x: float) -> float:
+        log_x = math.log(x)
+        return _expm1_over((1.0 - self.s) * log_x) * log_x
+
+    def _big_h_inverse(self, y: float) -> float:
+        t = max(y * (1.0 - self.s), -1.0)
+        return math.exp(_log1p_over(t) * y)
+
+    def __call__(self, rng: random.Random) -> int:
+        while True:
+            u = self.h_high + rng.random() * (self.h_low - self.h_high)
+            x = self._big_h_inverse(u)
+            k = min(max(int(x + 0.5), 1), self.n)
+            if k - x <= self.squeeze or u >= self._big_h(k + 0.5) - self._h(k):
+                return k
+
+
+def _expm1_over(x: float) -> float:
+    """(e^x − 1) ÷ x, 1 at x = 0."""
+    return math.expm1(x) / x if abs(x) > 1e-8 else 1.0 + x / 2 * (1.0 + x / 3 * (1.0 + x / 4))
+
+
+def _log1p_over(x: float) -> float:
+    """log(1 + x) ÷ x, 1 at x = 0."""
+    return math.log1p(x) / x if abs(x) > 1e-8 else 1.0 - x * (0.5 - x * (1.0 / 3 - x / 4))
 
 
 def _empirical(path: str, what: str) -> Sampler:
     try:
         values = [int(float(line)) for line in Path(path).read_text().split() if line]
-    except (OSError, ValueError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError, OverflowError) as exc:
         raise InputError(f"{what}: cannot read lengths from {path} ({exc})") from None
-    if not values or min(values) < 1:
-        raise InputError(f"{what}: {path} needs positive lengths, one per line")
+    if not values or min(values) < 1 or max(values) > MAX_LENGTH_TOKENS:
+        raise InputError(f"{what}: {path} needs lengths from 1 to {MAX_LENGTH_TOKENS:,}, one "
+                         "per line")
     return lambda rng: rng.choice(values)
 
 
 def gaps(kind: str, rate: float, burstiness: float = 1.0) -> Callable[[random.Random], float]:
     """Inter-arrival time sampler at ``rate`` requests per second."""
-    if not rate > 0:
-        raise InputError(f"request rate must be positive, got {rate}")
+    if not (math.isfinite(rate) and rate >= MIN_RATE):
+        raise InputError(f"request rate must be a finite number of at least {MIN_RATE:g} per "
+                         f"second, got {rate:g}")
     if kind == "poisson":
         return lambda rng: rng.expovariate(rate)
     if kind == "constant":
         return lambda rng: 1.0 / rate
     if kind == "gamma":
-        if not burstiness > 0:
-            raise InputError("burstiness must be positive")
+        lo, hi = BURSTINESS
+        if not (math.isfinite(burstiness) and lo <= burstiness <= hi):
+            raise InputError(f"burstiness (the gaps' coefficient of variation) must be {lo:g} "
+                             f"to {hi:g}, got {burstiness:g}")
         shape = 1.0 / burstiness**2
         scale = 1.0 / (rate * shape)
         return lambda rng: rng.gammavariate(shape, scale)
@@ -113,8 +221,12 @@ class Workload:
     seed: int = 0
 
     def __iter__(self) -> Iterator[Request]:
+        """Requests in arrival order. A group's shared prefix is the first tokens of each
+        member's prompt, not added to it: a prompt drawn no longer than the prefix shares all
+        of its tokens but the last (vLLM always computes a prompt's last token)."""
         if self.num_requests < 1:
             raise InputError("the number of requests must be at least 1")
+        self._check_prefix()
         rng = random.Random(self.seed)
         prompt = length_sampler(self.input_len, "input length")
         output = length_sampler(self.output_len, "output length")
@@ -123,11 +235,23 @@ class Workload:
         for i in range(self.num_requests):
             p, o = prompt(rng), output(rng)
             group = rng.randrange(self.prefix_groups) if self.prefix_groups else -1
-            if group >= 0:
-                p = max(p, self.prefix_len + 1)
-            yield Request(i, t, p, o, group, self.prefix_len if group >= 0 else 0)
+            shared = min(self.prefix_len, p - 1) if group >= 0 else 0
+            yield Request(i, t, p, o, group if shared else -1, shared)
             if gap is not None:
                 t += gap(rng)
+
+    def _check_prefix(self) -> None:
+        if self.prefix_groups < 0 or self.prefix_len < 0:
+            raise InputError("prefix groups and prefix length cannot be negative")
+        if self.prefix_len and not self.prefix_groups:
+            raise InputError(f"a {self.prefix_len:,}-token shared prefix (--prefix-len) needs "
+                             "groups of requests to share it (--prefix-groups N)")
+        if self.prefix_groups and not self.prefix_len:
+            raise InputError(f"{self.prefix_groups:,} prefix groups (--prefix-groups) need the "
+                             "length of the prefix they share (--prefix-len N)")
+        if self.prefix_len > MAX_LENGTH_TOKENS:
+            raise InputError(f"the shared prefix must be at most {MAX_LENGTH_TOKENS:,} tokens, "
+                             f"got {self.prefix_len:,}")
 
 
 _AZURE = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
@@ -137,35 +261,55 @@ _PLAIN = (("arrival_s", "arrival_time", "timestamp", "time", "TIMESTAMP"),
 
 
 def read_trace(path: str) -> list[Request]:
-    """Requests from a CSV or JSONL trace, arrival times relative to the first."""
+    """Requests from a CSV or JSONL trace, arrival times relative to the first.
+
+    Each row needs a finite arrival time ≥ 0 (seconds, or a date) and whole token counts from
+    1 to MAX_LENGTH_TOKENS; a row that has not is refused, naming its line.
+    """
     file = Path(path).expanduser()
     try:
         text = file.read_text("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read trace {path} ({exc})") from None
+    rows: list[tuple[int, object]] = []  # (line number, row)
     if file.suffix == ".jsonl":
-        try:
-            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path}: not JSON lines ({exc.msg}, line {exc.lineno})") from None
+        for number, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    rows.append((number, json.loads(line)))
+                except json.JSONDecodeError as exc:
+                    raise InputError(f"{path}, line {number}: not JSON ({exc.msg})") from None
     else:
-        rows = list(csv.DictReader(text.splitlines()))
-    if not rows or not isinstance(rows[0], dict):
+        reader = csv.DictReader(text.splitlines())
+        rows = [(reader.line_num, row) for row in reader]
+    if not rows or not isinstance(rows[0][1], dict):
         raise InputError(f"{path}: no trace rows")
-    columns = [_column(rows[0], names, path) for names in _PLAIN]
+    columns = [_column(rows[0][1], names, path) for names in _PLAIN]
     out = []
-    for i, row in enumerate(rows):
+    for number, row in rows:
         try:
-            t = _seconds(row[columns[0]])
-            p, o = int(float(row[columns[1]])), int(float(row[columns[2]]))
-        except (KeyError, TypeError, ValueError):
-            raise InputError(f"{path}: row {i + 1} is malformed") from None
-        if p < 1 or o < 1:
-            raise InputError(f"{path}: row {i + 1} needs positive token counts")
+            if not isinstance(row, dict):
+                raise ValueError("not an object")
+            t = _seconds(row.get(columns[0]))
+            p = _trace_tokens(row.get(columns[1]), "prompt tokens")
+            o = _trace_tokens(row.get(columns[2]), "output tokens")
+        except ValueError as exc:
+            raise InputError(f"{path}, line {number}: {exc}") from None
         out.append((t, p, o))
     out.sort()
     start = out[0][0]
     return [Request(i, t - start, p, o) for i, (t, p, o) in enumerate(out)]
+
+
+def _trace_tokens(value: object, name: str) -> int:
+    try:
+        n = float(str(value).strip())
+    except ValueError:
+        raise ValueError(f"{name} {value!r} is not a number") from None
+    if not (math.isfinite(n) and n == int(n) and 1 <= n <= MAX_LENGTH_TOKENS):
+        raise ValueError(f"{name} must be a whole number from 1 to {MAX_LENGTH_TOKENS:,}, got "
+                         f"{value!r}")
+    return int(n)
 
 
 def _column(row: dict[str, object], names: tuple[str, ...], path: str) -> str:
@@ -177,10 +321,19 @@ def _column(row: dict[str, object], names: tuple[str, ...], path: str) -> str:
 
 
 def _seconds(value: object) -> float:
-    if isinstance(value, (int, float)):
-        return float(value)
-    text = str(value).strip()
-    try:
-        return float(text)
-    except ValueError:
-        return datetime.fromisoformat(text.replace(" ", "T")[:26]).timestamp()
+    """Arrival seconds from a number or a date; finite and not negative."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        t = float(value)
+    else:
+        text = str(value).strip()
+        try:
+            t = float(text)
+        except ValueError:
+            try:
+                t = datetime.fromisoformat(text.replace(" ", "T")[:26]).timestamp()
+            except (ValueError, OverflowError, OSError):
+                raise ValueError(f"arrival time {value!r} is neither seconds nor a date") \
+                    from None
+    if not (math.isfinite(t) and t >= 0):
+        raise ValueError(f"arrival time must be a finite number of seconds ≥ 0, got {value!r}")
+    return t

@@ -1,0 +1,140 @@
+"""Workload inputs a user can get wrong: traces, length specs, shared prefixes, arrivals.
+
+Each is refused with a one-line InputError naming the problem, never a hang or a crash.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from ridgeline.cli import main
+from ridgeline.errors import InputError
+from ridgeline.sim.workload import MAX_LENGTH_TOKENS, Workload, gaps, length_sampler, read_trace
+
+HEADER = "arrival_s,prompt_tokens,output_tokens\n"
+
+
+@pytest.mark.parametrize("row", ["nan,100,10", "inf,200,20", "-inf,200,20", "-5,100,10",
+                                 "tomorrow,100,10"])
+def test_a_trace_time_that_is_not_finite_or_is_negative_is_refused_naming_its_line(
+        tmp_path: Path, row: str) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text(HEADER + "0,100,10\n" + row + "\n")
+    with pytest.raises(InputError, match=r"t\.csv, line 3: arrival time"):
+        read_trace(str(trace))
+
+
+@pytest.mark.parametrize("row", ["0,0,10", "0,-100,10", "0,100,0", "0,1e12,10", "0,100.5,10",
+                                 "0,inf,10", "0,nan,10", "0,x,10", "0,100"])
+def test_a_trace_token_count_that_is_not_a_sane_whole_number_is_refused(
+        tmp_path: Path, row: str) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text(HEADER + "0,100,10\n\n" + row + "\n")  # a blank line still counts
+    with pytest.raises(InputError, match=r"line 4: (prompt|output) tokens"):
+        read_trace(str(trace))
+
+
+def test_a_jsonl_trace_with_nan_or_infinity_is_refused_naming_its_line(tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"arrival_s": 0, "prompt_tokens": 10, "output_tokens": 2}\n'
+                     '{"arrival_s": NaN, "prompt_tokens": 10, "output_tokens": 2}\n')
+    with pytest.raises(InputError, match="line 2: arrival time"):
+        read_trace(str(trace))
+    trace.write_text('{"arrival_s": 0, "prompt_tokens": Infinity, "output_tokens": 2}\n')
+    with pytest.raises(InputError, match="line 1: prompt tokens"):
+        read_trace(str(trace))
+
+
+def test_simulate_refuses_a_nan_trace_in_one_line_with_exit_2(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "nan.csv"
+    trace.write_text(HEADER + "nan,100,10\ninf,200,20\n")
+    code = main(["simulate", "llama-3.1-8b", "--gpu", "h100", "--trace", str(trace)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert "line 2: arrival time must be a finite number" in err
+
+
+@pytest.mark.parametrize("spec", [
+    "zipf:1.1,1000000000", "zipf:nan,100", "zipf:0,100", "zipf:1e9,100", "zipf:1.1,inf",
+    "uniform:1,1e12", "uniform:nan,5", "uniform:-5,5", "uniform:5,1",
+    "normal:512,inf", "normal:nan,1", "normal:-5,3", "normal:1e300,1", "normal:512,-1",
+    "lognormal:512,1e300", "lognormal:inf,1", "lognormal:0.5,1", "lognormal:512,-1",
+    "0", "-3", "99999999999", "foo:1,2", "uniform:1,2,3"])
+def test_a_length_spec_with_a_bad_parameter_is_refused(spec: str) -> None:
+    with pytest.raises(InputError, match="input length"):
+        length_sampler(spec, "input length")
+
+
+@pytest.mark.parametrize("line", ["nan", "inf", "-4", "0", "99999999999"])
+def test_a_lengths_file_with_a_bad_number_is_refused(tmp_path: Path, line: str) -> None:
+    lengths = tmp_path / "lengths.txt"
+    lengths.write_text(f"100\n{line}\n")
+    with pytest.raises(InputError, match="lengths"):
+        length_sampler(f"file:{lengths}", "input length")
+
+
+@pytest.mark.parametrize(("s", "n"), [(1.2, 4096), (1.0, 50), (2.0, 5), (0.5, 20)])
+def test_zipf_draws_follow_k_to_the_minus_s(s: float, n: int) -> None:
+    """zipf:1.2,4096 draws 1 with probability 1 ÷ Σ k^−1.2 = 0.215 (the docstring's number)."""
+    draw = length_sampler(f"zipf:{s},{n}", "x")
+    rng = random.Random(7)
+    count = 50_000
+    seen = Counter(draw(rng) for _ in range(count))
+    total = sum(k**-s for k in range(1, n + 1))
+    assert min(seen) >= 1 and max(seen) <= n
+    for k in range(1, min(n, 10) + 1):
+        assert seen[k] / count == pytest.approx(k**-s / total, abs=0.01)
+
+
+def test_zipf_up_to_ten_million_tokens_draws_at_once() -> None:
+    draw = length_sampler(f"zipf:1.05,{MAX_LENGTH_TOKENS}", "x")  # no 10-million-entry table
+    rng = random.Random(0)
+    drawn = [draw(rng) for _ in range(2000)]
+    assert min(drawn) == 1 and max(drawn) <= MAX_LENGTH_TOKENS
+    assert max(drawn) > 1000  # the tail is there
+
+
+@pytest.mark.parametrize("spec", ["lognormal:512,10", "normal:9000000,5000000"])
+def test_wide_distributions_are_clipped_to_the_length_cap(spec: str) -> None:
+    draw = length_sampler(spec, "x")
+    rng = random.Random(1)
+    drawn = [draw(rng) for _ in range(5000)]
+    assert min(drawn) >= 1 and max(drawn) == MAX_LENGTH_TOKENS
+
+
+def test_a_shared_prefix_is_part_of_the_prompt_never_added_to_it() -> None:
+    """--input-len 500 --prefix-len 1000: prompts stay 500 tokens, sharing all but the last."""
+    fixed = list(Workload(30, "500", "10", prefix_groups=3, prefix_len=1000))
+    assert {(r.prompt_tokens, r.prefix_tokens) for r in fixed} == {(500, 499)}
+    drawn = list(Workload(300, "uniform:100,2000", "10", prefix_groups=3, prefix_len=1000))
+    assert max(r.prompt_tokens for r in drawn) <= 2000
+    assert all(r.prefix_tokens == min(1000, r.prompt_tokens - 1) for r in drawn)
+    assert any(r.prefix_tokens == 1000 for r in drawn) and any(r.prefix_tokens < 1000
+                                                               for r in drawn)
+
+
+def test_a_one_token_prompt_shares_nothing() -> None:
+    (r,) = Workload(1, "1", "5", prefix_groups=2, prefix_len=64)
+    assert (r.prompt_tokens, r.prefix_group, r.prefix_tokens) == (1, -1, 0)
+
+
+@pytest.mark.parametrize(("groups", "length", "message"), [
+    (0, 1000, "needs groups"), (3, 0, "need the length"), (3, 20_000_000, "at most")])
+def test_a_prefix_length_without_groups_or_groups_without_one_is_refused(
+        groups: int, length: int, message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        next(iter(Workload(5, prefix_groups=groups, prefix_len=length)))
+
+
+@pytest.mark.parametrize(("kind", "rate", "burstiness"), [
+    ("gamma", 1.0, 1e-200), ("gamma", 1.0, 1e300), ("gamma", 1.0, float("nan")),
+    ("poisson", 1e-300, 1.0), ("poisson", float("nan"), 1.0), ("constant", 0.0, 1.0)])
+def test_arrivals_with_absurd_rates_or_burstiness_are_refused(
+        kind: str, rate: float, burstiness: float) -> None:
+    with pytest.raises(InputError, match=r"rate|burstiness"):
+        gaps(kind, rate, burstiness)
