@@ -17,3 +17,16 @@ EAGER = ROOT / "validation" / "eager.csv"
 def measurement_rows() -> list[dict[str, str]]:
     with MEASUREMENTS.open(newline="", encoding="utf-8") as handle:
         return list(csv.DictReader(handle))
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """One command in-process: its exit code (argparse's own refusals included), stdout,
+    stderr."""
+    from ridgeline.cli import main
+
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:  # argparse refuses a flag's value before main's handler runs
+        code = int(exc.code or 0)
+    out = capsys.readouterr()
+    return code, out.out, out.err

@@ -12,6 +12,7 @@ from ridgeline.amdahl import (
     required_part_speedup,
     speedup_ceiling,
 )
+from tests.conftest import run_cli
 
 fractions = st.floats(min_value=0.0, max_value=1.0)
 speedups = st.floats(min_value=1e-3, max_value=1e3)
@@ -140,14 +141,7 @@ def test_required_speedup_round_trips_for_any_reachable_target(p: float, share: 
 
 
 def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    from ridgeline.cli import main
-
-    try:
-        code = main(["amdahl", *argv])
-    except SystemExit as exc:  # argparse refuses a flag's value before main's handler runs
-        code = int(exc.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
+    return run_cli(capsys, "amdahl", *argv)
 
 
 STEP = ["--model", "llama-3.1-70b", "--gpu", "h100", "--op", "attention", "--batch", "32",

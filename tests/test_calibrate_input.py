@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ridgeline.cli import main
 from ridgeline.measurements import COLUMNS, parse_row, read_measurements
-from tests.conftest import LOWBATCH
+from tests.conftest import LOWBATCH, run_cli
 
 HEADER = ",".join(COLUMNS)
 ROW = {"id": "r1", "model": "llama-3.1-8b", "weights_dtype": "bf16", "kv_dtype": "bf16",
@@ -31,9 +30,7 @@ def csv_file(tmp_path: Path, *lines: str, name: str = "rows.csv") -> Path:
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_cli(capsys, *args)
 
 
 @pytest.mark.parametrize(("column", "text", "message"), [

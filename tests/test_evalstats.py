@@ -18,6 +18,7 @@ from ridgeline.evalstats import (
     two_proportion_z_test,
     wilson_interval,
 )
+from tests.conftest import run_cli
 
 
 @st.composite
@@ -261,14 +262,7 @@ def test_results_serialise_to_json() -> None:
 
 
 def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    from ridgeline.cli import main
-
-    try:
-        code = main(["evalstats", *argv])
-    except SystemExit as exc:  # argparse refuses a flag's value before main's handler runs
-        code = int(exc.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
+    return run_cli(capsys, "evalstats", *argv)
 
 
 def test_json_keeps_both_models_count_checks_and_intervals(

@@ -9,19 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from ridgeline.cli import main
 from ridgeline.errors import InputError
 from ridgeline.prometheus import parse_scrape
 from ridgeline.reports.observe import same_model
+from tests.conftest import run_cli
 
 FIXTURES = Path(__file__).parent / "fixtures"
 VLLM = FIXTURES / "vllm_metrics.txt"
 
 
 def observe(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(["observe", *args])
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_cli(capsys, "observe", *args)
 
 
 @pytest.mark.parametrize(("sample", "metric", "shown"), [

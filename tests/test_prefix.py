@@ -16,6 +16,7 @@ from ridgeline.prefix import (
     prefix_reuse,
     tokenize,
 )
+from tests.conftest import run_cli
 
 SYSTEM_PROMPT = list(range(1000, 2000))  # 1,000 shared tokens
 
@@ -193,14 +194,7 @@ def test_tokenize_with_only_tiktoken_refuses_a_hugging_face_name(
 
 
 def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    from ridgeline.cli import main
-
-    try:
-        code = main(["prefix", *argv])
-    except SystemExit as exc:  # argparse refuses a flag's value before main's handler runs
-        code = int(exc.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
+    return run_cli(capsys, "prefix", *argv)
 
 
 @pytest.mark.parametrize(
