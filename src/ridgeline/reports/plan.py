@@ -133,7 +133,8 @@ class PlanReport:
                    and (c.cost_per_hour or 0.0) < (win.cost_per_hour or 0.0)]
         if cheaper:
             lines.append(f"  {len(cheaper)} cheaper runner-up(s) were not simulated (the "
-                         "--verify budget ran out): their price is a floor, not a result")
+                         "budget of simulated candidates ran out): their price is a floor, not "
+                         "a result")
         commands = self.commands()
         lines += ["", "run it with:", *(f"  {c}" for c in commands.values()), ""] if commands \
             else ["", f"({r.engine}'s launch flags are not modelled: size its engine with the "
