@@ -172,8 +172,6 @@ def test_offload_is_llama_cpp_on_one_gpu_with_its_host_stated() -> None:
         HostOffload(-1)
     # everything on the GPU needs no host figure
     Deployment.build(model, acc, "q4_k_m", engine="llama.cpp-cuda", offload=HostOffload(65))
-    with pytest.raises(InputError, match="simulator"):
-        StepTimer(offloaded(20))
 
 
 def test_rows_state_their_offload_in_the_notes() -> None:
@@ -239,3 +237,27 @@ def test_fit_offers_partial_offload_when_the_weights_crowd_out_the_cache(
     assert json.loads(capsys.readouterr().out)["conversations"] >= 1
     assert main([*argv, "-ngl", str(ngl + 1), "--host-bandwidth-gbs", "76.8"]) == 0
     assert json.loads(capsys.readouterr().out)["conversations"] == 0  # the most layers that fit
+
+
+def test_the_simulator_prices_each_step_with_the_host_terms() -> None:
+    """With offload the timer hands every step to shape_time_s, host terms and all."""
+    from ridgeline.cost import batch_shape, shape_time_s
+
+    dep = offloaded(33)
+    timer = StepTimer(dep, LLAMA)
+    for batch in ([Seq(1, 300)] * 4, [Seq(512, 0), Seq(1, 900)], [Seq(1, 100)] * 40):
+        assert timer.time_s(batch_shape(dep, batch)) == pytest.approx(
+            shape_time_s(dep, batch_shape(dep, batch), LLAMA))
+    assert timer.decode_time_s(4, 1200) == pytest.approx(
+        step_time_s(dep, decode_batch(4, 300), LLAMA))
+
+
+def test_simulate_runs_a_partial_offload(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["simulate", "qwen2.5-32b", "--gpu", "rtx-4090", "--weights", "q4_k_m", "--engine",
+            "llama.cpp", "--concurrency", "2", "--num-requests", "6", "--max-model-len", "8192",
+            "--json"]
+    tpot = []
+    for ngl in ("65", "40"):
+        assert main([*argv, "-ngl", ngl, "--host-bandwidth-gbs", "76.8"]) == 0
+        tpot.append(json.loads(capsys.readouterr().out)["tpot_s"]["p50"])
+    assert tpot[1] > 3 * tpot[0]  # 25 layers streamed from host memory each token

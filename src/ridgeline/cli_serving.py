@@ -124,8 +124,10 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
 
     acc = load_accelerator(args)
     engine = engine_id(args.engine)
-    dep = Deployment.build(load_model(args), acc, args.weights, args.kv_dtype, args.num_gpus,
-                           engine=engine, flash_attention=flash_attention(args, engine))
+    model = load_model(args)
+    dep = Deployment.build(model, acc, args.weights, args.kv_dtype, args.num_gpus,
+                           engine=engine, flash_attention=flash_attention(args, engine),
+                           offload=host_offload(args, model))
     settings = engine_settings(args)
     config = sim_config(dep, settings, not args.no_prefix_caching,
                         args.spec_tokens, args.spec_acceptance, args.spec_draft_cost)
@@ -332,6 +334,7 @@ def register(sub: Any) -> None:
     _gpu(p)
     _formats(p)
     _engine(p)
+    _offload(p)
     w = p.add_argument_group("workload")
     w.add_argument("--rate", type=_positive_float("request rate"), help="requests per second")
     w.add_argument("--concurrency", type=_positive_count("concurrency"),

@@ -74,7 +74,8 @@ class SimulateReport:
     def text_lines(self) -> list[str]:
         r, c, d = self.result, self.config, self.deployment
         lines = [f"{d.model.name} on {d.num_gpus} x {d.accelerator.id} ({d.engine}, weights "
-                 f"{d.weights.label}, KV {d.kv.id}): {self.load}",
+                 f"{d.weights.label}, KV {d.kv.id}"
+                 + (f"; {d.offload.describe(d.model)}" if d.offload else "") + f"): {self.load}",
                  f"engine: {c.num_blocks:,} KV blocks of {c.block_size}, max_num_seqs "
                  f"{c.max_num_seqs}, max_num_batched_tokens {c.max_num_batched_tokens:,}", ""]
         rows = []

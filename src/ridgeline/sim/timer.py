@@ -21,11 +21,11 @@ from ridgeline.cost import (
     _shape,
     _state_work,
     _windows,
+    shape_time_s,
     step_terms,
 )
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
-from ridgeline.errors import InputError
 from ridgeline.layouts import ATTENTION_MIXERS, LINEAR, MAMBA
 
 
@@ -39,10 +39,9 @@ class StepTimer:
     """
 
     def __init__(self, dep: Deployment, profile: EngineProfile = IDEAL) -> None:
-        if dep.offload is not None:
-            raise InputError("the simulator runs every weight on the GPU; partial offload "
-                             "(-ngl, --n-cpu-moe) is modelled by decode, prefill and fit")
         self.dep, self.profile = dep, profile
+        # partial offload: steps priced whole by shape_time_s (its host terms), not remembered
+        self._exact = dep.offload is not None
         rate = _Rates(dep, profile)
         self._p, self._w = rate.flops_per_s, rate.bytes_per_s
         layers = dep.model.num_layers
@@ -86,6 +85,8 @@ class StepTimer:
         return total
 
     def time_s(self, shape: BatchShape) -> float:
+        if self._exact:
+            return shape_time_s(self.dep, shape, self.profile)
         tokens = shape.tokens
         total = self._context_free(tokens, shape.sequences)
         p, w = self._p, self._w
@@ -99,6 +100,8 @@ class StepTimer:
     def decode_time_s(self, decodes: int, decode_context: int) -> float:
         """bulk_time_s with no chunks (full attention): a simulator's decode-only steps, the
         context-free part remembered per batch size."""
+        if self._exact:
+            return self.bulk_time_s(decodes, decode_context)
         base = self._decode_base.get(decodes)
         if base is None:
             base = self._decode_base[decodes] = self._context_free(decodes, decodes)
