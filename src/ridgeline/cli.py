@@ -300,6 +300,8 @@ def accelerator_known(name: str) -> bool:
 def accelerator_names(args: argparse.Namespace) -> list[str]:
     """--gpu read as a list: decode and fit put several cards side by side."""
     names = [name.strip() for name in (args.gpu or "").split(",")]
+    if len(names) > 1 and not all(names):
+        raise InputError(f"--gpu {args.gpu!r} has an empty name between its commas")
     if len(set(names)) < len(names):
         raise InputError("an accelerator is named twice in --gpu")
     return names

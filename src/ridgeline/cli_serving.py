@@ -190,23 +190,32 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                           cautions=cautions)
 
 def cmd_plan(args: argparse.Namespace) -> Any:
+    from ridgeline.hardware import resolve_accelerator
     from ridgeline.plan import DEFAULT_GPUS, Load, Slo, plan
     from ridgeline.reports.plan import PlanReport
 
     model = load_model(args)
+    gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus \
+        else list(DEFAULT_GPUS)
+    ids = [resolve_accelerator(g).id for g in gpus]
+    if len(set(ids)) < len(ids):
+        raise InputError("an accelerator is named twice in --gpus")
     prices: dict[str, float] = {}
     for item in args.price or []:
         name, _, value = item.partition("=")
         try:
-            prices[name.strip()] = float(value)
+            price = float(value)
         except ValueError:
             raise InputError(f"--price takes GPU=USD_PER_HOUR, got {item!r}") from None
-        if prices[name.strip()] <= 0:
-            raise InputError(f"a price must be positive, got {item!r}")
+        if not 0 < price < math.inf:
+            raise InputError(f"a price must be a positive number, got {item!r}")
+        card = resolve_accelerator(name.strip()).id
+        if card not in ids:
+            raise InputError(f"--price {item}: {card} is not among the searched GPUs "
+                             f"({', '.join(ids)})")
+        prices[card] = price
     if not 0 < args.percentile < 100:
         raise InputError(f"percentile must be between 0 and 100, got {args.percentile}")
-    gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus \
-        else list(DEFAULT_GPUS)
     load = Load.from_trace(args.trace, args.seed) if args.trace \
         else Load(args.rate, args.input_len, args.output_len, args.seed)
     slo = Slo(args.slo_ttft_ms / 1e3, args.slo_tpot_ms / 1e3, args.percentile)
