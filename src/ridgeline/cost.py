@@ -288,8 +288,8 @@ def _host_ops(dep: Deployment, terms: StepTerms, rate: _Rates, share: float | No
 
     Below the op-offload batch the CPU runs it, bound by the host's memory bandwidth (a
     matvec's arithmetic is no match for a CPU's cores). From it, llama.cpp's CUDA backend
-    copies each host weight over the link and multiplies on the GPU, once per ubatch; the
-    attention of a host layer reads its KV cache from host memory. ``share`` of the rated
+    copies each host weight over the link and multiplies on the GPU, once per ubatch, and the
+    operators between those matmuls run there too. ``share`` of the rated
     host bandwidth (None: the share llama.cpp reaches; 1: the floor's); ``gpu_flops`` False
     leaves out the GPU's matmul time (the floor counts every FLOP in its compute term)."""
     if not terms.host:
@@ -304,11 +304,11 @@ def _host_ops(dep: Deployment, terms: StepTerms, rate: _Rates, share: float | No
         return ops
     link = link_bytes_per_s(dep)
     for name, flops, nbytes, count in terms.host:
+        gpu = rate.time(flops, nbytes) if gpu_flops else 0.0
         if name in WEIGHT_OPS:
-            t = nbytes / link + (flops / rate.flops_per_s if gpu_flops else 0.0)
-            ops.append((name, flops, nbytes, count, t, "over the host link"))
-        else:
-            ops.append((name, flops, nbytes, count, nbytes / host_rate, "host memory"))
+            ops.append((name, flops, nbytes, count, nbytes / link + gpu, "over the host link"))
+        else:  # the scheduler keeps what follows an offloaded matmul on the GPU
+            ops.append((name, flops, nbytes, count, gpu, "on the GPU"))
     return ops
 
 
