@@ -221,3 +221,24 @@ def test_llama_server_metrics_give_the_batch_and_the_time_between_a_slots_tokens
                  "--gpu", "rtx-4090", "--engine", "llama.cpp-cuda", "--weights", "q4_k_m"]) == 0
     out = capsys.readouterr().out
     assert "batch 4.0" in out and "wait for a free slot: more slots (-np N" in out
+
+
+def test_without_lengths_the_context_is_read_off_the_kv_fill(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A vLLM log gives running requests and KV usage but no lengths: the tokens each request
+    holds are usage × the pool's tokens ÷ running, not an assumed 2,000."""
+    from ridgeline import Deployment, resolve_accelerator, resolve_model
+    from ridgeline.memory import EngineSettings, kv_pool
+
+    log = str(FIXTURES / "vllm_server.log")
+    assert main(["observe", log, "--model", "llama-3.1-8b", "--gpu", "h100", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    obs = read_source(log)
+    pool = kv_pool(Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100")),
+                   EngineSettings())
+    mean = sum(obs.kv_usage) / len(obs.kv_usage) * pool.tokens / (
+        sum(obs.running) / len(obs.running))
+    assert report["context"] == round(mean) and "KV cache's fill" in report["context_source"]
+    assert main(["observe", log, "--model", "llama-3.1-8b", "--gpu", "h100", "--context",
+                 "4000", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["context_source"] == "given"

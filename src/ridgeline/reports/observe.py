@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,7 +15,7 @@ from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.errors import InputError
 from ridgeline.explain import Step, q, step
-from ridgeline.memory import max_batch
+from ridgeline.memory import EngineSettings, kv_pool, max_batch
 from ridgeline.observe import Observation, stats
 from ridgeline.render import table
 from ridgeline.roofline import ridge_point, weight_intensity
@@ -232,12 +233,35 @@ def same_model(label: str, names: tuple[str, ...]) -> bool:
     return False
 
 
+def context_from_kv_usage(obs: Observation, dep: Deployment) -> tuple[int, str] | None:
+    """The tokens each running request holds, read off the KV cache's fill: usage × the
+    pool's tokens (vLLM's defaults on the deployment described) ÷ running requests. None
+    without both gauges, or with an idle engine."""
+    if not obs.kv_usage or not obs.running:
+        return None
+    usage, running = statistics.fmean(obs.kv_usage), statistics.fmean(obs.running)
+    if usage <= 0 or running < 1:
+        return None
+    try:
+        pool = kv_pool(dep, EngineSettings())
+    except InputError:
+        return None
+    if not pool.tokens:
+        return None
+    tokens = round(usage * pool.tokens / running)
+    return max(1, tokens), (f"from the KV cache's fill: {usage:.0%} of the pool's "
+                            f"{pool.tokens:,} tokens over {running:,.1f} running requests")
+
+
 def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
                    context: int | None) -> ObserveReport:
     if context is None:
+        held = context_from_kv_usage(obs, dep)
         if obs.mean_prompt_tokens is not None and obs.mean_output_tokens is not None:
             context = max(1, round(obs.mean_prompt_tokens + obs.mean_output_tokens / 2))
             source = "mean prompt + half the mean output, from the source"
+        elif held is not None:
+            context, source = held
         else:
             context, source = 2000, "assumed: pass --context"
     else:
