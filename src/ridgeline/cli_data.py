@@ -34,6 +34,10 @@ def cmd_page(args: argparse.Namespace) -> Any:
     counts = list(args.counts)
     weights = [w.strip() for w in args.weights.split(",")]
     kvs = [k.strip() for k in args.kv_dtypes.split(",")]
+    for flag, values in (("--gpu", gpus), ("--counts", counts), ("--weights", weights),
+                         ("--kv-dtypes", kvs)):
+        if len(set(values)) < len(values):
+            raise InputError(f"{flag} names something twice")
     data = page_data(models, gpus, counts, weights, kvs, args.engine)
     try:
         Path(args.output).write_text(page_html(data, "ridgeline: the roofline"), "utf-8")
