@@ -163,8 +163,15 @@ def test_offload_is_llama_cpp_on_one_gpu_with_its_host_stated() -> None:
     with pytest.raises(InputError, match="one GPU"):
         Deployment.build(model, acc, "q4_k_m", num_gpus=2, engine="llama.cpp-cuda",
                          offload=HostOffload(20, 0, 1e10))
+    # fit needs no host figure; a step that runs layers on the CPU does, a prompt does not
+    bare = Deployment.build(model, acc, "q4_k_m", engine="llama.cpp-cuda",
+                            offload=HostOffload(20))
     with pytest.raises(InputError, match="host-bandwidth-gbs"):
-        Deployment.build(model, acc, "q4_k_m", engine="llama.cpp-cuda", offload=HostOffload(20))
+        step_time_s(bare, decode_batch(1, 100), LLAMA)
+    assert step_time_s(bare, [Seq(512, 0)], LLAMA) > 0
+    with pytest.raises(InputError, match="share one memory"):
+        Deployment.build(model, resolve_accelerator("apple-m4-max-40c"), "q4_k_m",
+                         engine="llama.cpp-metal", offload=HostOffload(20, 0, 1e11))
     with pytest.raises(InputError, match="has none"):
         Deployment.build(model, acc, "q4_k_m", engine="llama.cpp-cuda",
                          offload=HostOffload(99, 4, 1e10))
@@ -261,3 +268,62 @@ def test_simulate_runs_a_partial_offload(capsys: pytest.CaptureFixture[str]) -> 
         assert main([*argv, "-ngl", ngl, "--host-bandwidth-gbs", "76.8"]) == 0
         tpot.append(json.loads(capsys.readouterr().out)["tpot_s"]["p50"])
     assert tpot[1] > 3 * tpot[0]  # 25 layers streamed from host memory each token
+
+
+def test_a_card_recorded_with_its_bridge_copies_over_its_pcie_generation() -> None:
+    """An RTX 3090's record names its NVLink bridge; its host link is PCIe 4.0 x16."""
+    from ridgeline.offload import link_bytes_per_s
+
+    dep = offloaded(30, gpu="rtx-3090")
+    assert dep.accelerator.link_kind == "nvlink3-bridge"
+    assert link_bytes_per_s(dep) == 32e9
+    assert link_bytes_per_s(offloaded(30, gpu="rtx-3090", link=8e9)) == 8e9
+
+
+def test_a_window_models_growing_cache_follows_its_full_layers() -> None:
+    """Gemma-3-27B has a full-attention layer every sixth: with -ngl 58 the five layers left
+    on the host are windowed, so every growing cell stays on the GPU."""
+    from ridgeline.layouts import FULL
+    from ridgeline.memory import llamacpp_cache_on_gpu
+
+    dep = offloaded(58, model="gemma-3-27b", gpu="rtx-4090")
+    host = [i for i in range(62) if not dep.offload.layer_on_gpu(i, 62)]  # type: ignore[union-attr]
+    assert all(dep.model.layers[i].mixer != FULL for i in host)
+    growing, windows = llamacpp_cache_on_gpu(dep)
+    assert growing == 1.0 and windows < 1.0
+
+
+def test_llama_cpp_keeps_the_token_embeddings_on_the_cpu() -> None:
+    """Without -ngl or with every layer offloaded the GPU holds the same weights."""
+    model, acc = resolve_model("qwen2.5-32b"), resolve_accelerator("rtx-4090")
+    plain = Deployment.build(model, acc, "q4_k_m", engine="llama.cpp-cuda")
+    every = Deployment.build(model, acc, "q4_k_m", engine="llama.cpp-cuda",
+                             offload=HostOffload(99))
+    assert gpu_weight_bytes(plain) == pytest.approx(gpu_weight_bytes(every))
+    assert gpu_weight_bytes(plain) == pytest.approx(
+        plain.weight_bytes - plain.bytes_by_category[EMBEDDING])
+
+
+def test_fit_offers_expert_offload_for_an_moe_model(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["fit", "gpt-oss-120b", "--gpu", "rtx-4090", "--engine", "llama.cpp",
+            "--max-model-len", "32k", "--json"]
+    assert main(argv) == 0
+    levers = {lv["name"].split(" (")[0]: lv for lv in json.loads(capsys.readouterr().out)["levers"]}
+    flag = next(name for name in levers if name.startswith("--n-cpu-moe"))
+    experts = int(flag.split()[1])
+    assert levers[flag]["conversations"] >= 1
+    assert main([*argv, "--n-cpu-moe", str(experts)]) == 0  # no host bandwidth needed to fit
+    assert json.loads(capsys.readouterr().out)["conversations"] >= 1
+    assert main([*argv, "--n-cpu-moe", str(experts - 1)]) == 0
+    assert json.loads(capsys.readouterr().out)["conversations"] == 0  # the fewest that hold
+
+
+def test_the_floor_names_what_the_host_time_waits_on(capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["qwen2.5-32b", "--gpu", "rtx-4090", "--weights", "q4_k_m", "--engine", "llama.cpp",
+            "-ngl", "40", "--host-bandwidth-gbs", "76.8", "--json"]
+    for batch, bound in (("1", "host memory"), ("32", "the host link")):
+        assert main(["decode", *base, "--batch", batch]) == 0
+        assert json.loads(capsys.readouterr().out)["points"][0]["bound"] == bound
+    assert main(["prefill", *base, "--prompt-len", "16"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["bound"] == "host memory" and "not priced" in report["cautions"][0]

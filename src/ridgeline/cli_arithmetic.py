@@ -129,7 +129,8 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
                              "one pass")
         expected = Expectation.of_prefill(dep, a.prompt_len, a.batch, load_profile(a),
                                           a.ubatch_size)
-        return PrefillReport(dep, prefill_floor(dep, a.prompt_len, a.batch), expected)
+        return PrefillReport(dep, prefill_floor(dep, a.prompt_len, a.batch), expected,
+                             a.ubatch_size)
 
     names = accelerator_names(args)
     if len(names) > 1:  # the same prompt on several cards, side by side

@@ -299,6 +299,10 @@ def _host_ops(dep: Deployment, terms: StepTerms, rate: _Rates, share: float | No
     host_rate = dep.offload.host_bandwidth_bytes_per_s * share
     ops = []
     if terms.tokens < op_offload_min_batch():
+        if not host_rate:
+            raise InputError("a step that runs layers on the CPU needs the host memory's "
+                             "bandwidth: --host-bandwidth-gbs (channels × 8 B × MT/s: 76.8 "
+                             "for dual-channel DDR5-4800)")
         for name, flops, nbytes, count in terms.host:
             ops.append((name, flops, nbytes, count, nbytes / host_rate, "host memory"))
         return ops

@@ -126,7 +126,7 @@ class Deployment:
                                  f"{engine} keeps every weight on the GPU")
             if num_gpus > 1:
                 raise InputError("partial offload is modelled on one GPU; give --num-gpus 1")
-            offload.check(model)
+            offload.check(model, accelerator)
         return cls(model, accelerator, weight_plan(model, weights), cache,
                    num_gpus // pipeline_parallel_size, pipeline_parallel_size, expert_parallel,
                    engine, flash_attention, offload)

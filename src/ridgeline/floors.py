@@ -54,8 +54,9 @@ class Work:
     weight_bytes: float
     kv_bytes: float
     other_bytes: float  # activations, logits, norms
-    host_bytes: float = 0.0  # of all these, what lives in host memory (partial offload)
-    host_time_s: float = 0.0  # reading it at the host's rated bandwidth and link
+    host_bytes: float = 0.0  # of all these, what the CPU reads in host memory (offload)
+    link_bytes: float = 0.0  # and what a prompt step copies over the host link
+    host_time_s: float = 0.0  # moving both at the host's rated bandwidth and link
 
     @property
     def bytes(self) -> float:
@@ -63,7 +64,12 @@ class Work:
 
     @property
     def gpu_bytes(self) -> float:
-        return self.bytes - self.host_bytes
+        return max(0.0, self.bytes - self.host_bytes - self.link_bytes)
+
+    @property
+    def host_bound(self) -> str:
+        """What the host time waits on: the CPU's memory, or the link a prompt copies over."""
+        return "the host link" if self.link_bytes > self.host_bytes else "host memory"
 
 
 def step_work(dep: Deployment, batch: list[Seq]) -> Work:
@@ -84,9 +90,10 @@ def step_work(dep: Deployment, batch: list[Seq]) -> Work:
     kv -= attention_activation_bytes(dep, cost.tokens) * tp  # queries in, outputs out
     head = "embedding" if dep.model.tie_word_embeddings else "lm_head"
     weights += dep.bytes_by_category[head]  # lm head's weights (its logits are activations)
-    host = sum(op.bytes for op in cost.ops if op.bound == "host") * tp
-    host_s = host_floor_s(dep, batch) if host else 0.0
-    return Work(cost.flops * tp, weights, kv, total - weights - kv, host, host_s)
+    host = sum(op.bytes for op in cost.ops if op.name.endswith("(host memory)")) * tp
+    link = sum(op.bytes for op in cost.ops if op.name.endswith("(over the host link)")) * tp
+    host_s = host_floor_s(dep, batch) if host or link else 0.0
+    return Work(cost.flops * tp, weights, kv, total - weights - kv, host, link, host_s)
 
 
 def head_params(dep: Deployment) -> float:
@@ -143,7 +150,7 @@ class _Bounded:
     compute_time_s: float
     memory_time_s: float
     host_time_s: float
-    HOST_BOUND = "host memory"  # what the host time waits on (a prompt: the link)
+    host_bound: str
 
     @property
     def time_s(self) -> float:
@@ -152,7 +159,7 @@ class _Bounded:
     @property
     def bound(self) -> str:
         if self.host_time_s > max(self.compute_time_s, self.memory_time_s):
-            return self.HOST_BOUND
+            return self.host_bound
         return "compute" if self.compute_time_s > self.memory_time_s else "memory bandwidth"
 
 
@@ -169,6 +176,7 @@ class DecodeFloor(_Bounded):
     fit: FitCheck
     steps: tuple[Step, ...]
     host_time_s: float = 0.0
+    host_bound: str = "host memory"
 
     @property
     def step_time_s(self) -> float:
@@ -223,12 +231,12 @@ def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
         step("aggregate speed", "batch ÷ step time", q("aggregate", batch / step_s, "tok/s")),
     )
     return DecodeFloor(batch, context, work.flops, work.weight_bytes, work.kv_bytes,
-                       work.other_bytes, compute_s, memory_s, fit, steps, work.host_time_s)
+                       work.other_bytes, compute_s, memory_s, fit, steps, work.host_time_s,
+                       work.host_bound)
 
 
 @dataclass(frozen=True)
 class PrefillFloor(_Bounded):
-    HOST_BOUND = "the host link"
     prompt_len: int
     batch: int
     flops: float
@@ -239,6 +247,7 @@ class PrefillFloor(_Bounded):
     fit: FitCheck
     steps: tuple[Step, ...]
     host_time_s: float = 0.0
+    host_bound: str = "host memory"
 
     @property
     def tokens_per_s(self) -> float:
@@ -285,16 +294,22 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1) -> PrefillFl
              q("bandwidth", dep.bandwidth_bytes_per_s / 1e12, "TB/s")),
     )
     return PrefillFloor(prompt_len, batch, work.flops, work.bytes, work.weight_bytes, compute_s,
-                        memory_s, fit, steps, work.host_time_s)
+                        memory_s, fit, steps, work.host_time_s, work.host_bound)
 
 
 def _host_steps(dep: Deployment, work: Work) -> tuple[Step, ...]:
     """The explanation of a partial offload's host time, or nothing without one."""
-    if not work.host_bytes or dep.offload is None:
+    if not (work.host_bytes or work.link_bytes) or dep.offload is None:
         return ()
-    return (step("host time", "bytes in host memory ÷ host bandwidth (a prompt step: weights "
-                 "over the link to the GPU)", q("host time", work.host_time_s * 1e3, "ms"),
-                 q("host bytes", work.host_bytes / GB, "GB"),
-                 q("host bandwidth", dep.offload.host_bandwidth_bytes_per_s / 1e9, "GB/s",
-                   "--host-bandwidth-gbs"),
+    from ridgeline.offload import link_bytes_per_s
+
+    memory = [q("bytes in host memory", work.host_bytes / GB, "GB", "read by the CPU"),
+              q("host bandwidth", dep.offload.host_bandwidth_bytes_per_s / 1e9, "GB/s",
+                "--host-bandwidth-gbs")] if work.host_bytes else []
+    link = [q("bytes over the link", work.link_bytes / GB, "GB", "host weights copied to the "
+              "GPU for a step of 32 tokens or more"),
+            q("host link", link_bytes_per_s(dep) / 1e9, "GB/s", "--host-link-gbs or the "
+              "card's PCIe")] if work.link_bytes else []
+    return (step("host time", "bytes in host memory ÷ host bandwidth + bytes over the link ÷ "
+                 "link", q("host time", work.host_time_s * 1e3, "ms"), *memory, *link,
                  q("placement", dep.offload.describe(dep.model))),)

@@ -28,9 +28,9 @@ from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator
 from ridgeline.kvcache import KVFootprint, kv_footprint
 from ridgeline.kvgroups import KVGroups, vllm_kv_groups
-from ridgeline.layouts import DENSE, MOE
+from ridgeline.layouts import DENSE, FULL, LINEAR, MAMBA, MOE, WINDOW_MIXERS
 from ridgeline.llamacpp_memory import cells_that_fit, compute_buffer_bytes, slot_cache_bytes
-from ridgeline.offload import gpu_attention_share, gpu_weight_bytes
+from ridgeline.offload import gpu_share, gpu_weight_bytes
 from ridgeline.units import GIB
 from ridgeline.vllm_memory import (
     VLLMAccounting,
@@ -319,6 +319,15 @@ def llamacpp_outputs(slots: int, engine_version: str | None) -> int | None:
     return None if build is not None and build < since else slots
 
 
+def llamacpp_cache_on_gpu(dep: Deployment) -> tuple[float, float]:
+    """The shares of llama.cpp's two caches on the GPU under -ngl (a layer's cache stays with
+    it): the cells that grow with -c (full layers, and windowed ones where the build ignores
+    the window), and the slot-sized caches (windows, recurrent states)."""
+    windows = honours_windows(dep)
+    growing = gpu_share(dep, (FULL,) if windows else (FULL, *WINDOW_MIXERS))
+    return growing, gpu_share(dep, (*(WINDOW_MIXERS if windows else ()), LINEAR, MAMBA))
+
+
 def _llamacpp_pool(dep: Deployment, s: EngineSettings, total: float, weights: float,
                    non_torch: float, per_token: float) -> KVPool:
     """llama.cpp (and engines without a paged pool): the weights, the CUDA context and the
@@ -327,10 +336,11 @@ def _llamacpp_pool(dep: Deployment, s: EngineSettings, total: float, weights: fl
     d = engine_defaults(dep.engine)
     n_ubatch = s.max_num_batched_tokens or int(d.get("n_ubatch", 512))
     seats = s.max_num_seqs or int(d.get("n_parallel", 1))
-    on_gpu = gpu_attention_share(dep)  # -ngl: the host's layers keep their cache there
-    per_token *= on_gpu
+    windows = honours_windows(dep)
+    growing, slot_sized = llamacpp_cache_on_gpu(dep)
+    per_token *= growing
     fixed = slot_cache_bytes(dep.model, dep.kv.bytes_per_element, seats, n_ubatch,
-                             honours_windows(dep)) * dep.kv_replication / dep.num_gpus * on_gpu
+                             windows) * dep.kv_replication / dep.num_gpus * slot_sized
     free = total - weights - non_torch - fixed
     outputs = llamacpp_outputs(seats, s.engine_version)
     cells = cells_that_fit(free, per_token, dep.model, n_ubatch, s.flash_attn, outputs)

@@ -28,6 +28,7 @@ from ridgeline.quantization import EMBEDDING, EXPERTS
 
 if TYPE_CHECKING:
     from ridgeline.deployment import Deployment
+    from ridgeline.hardware import Accelerator
     from ridgeline.model import Layer, ModelSpec
 
 GPU, HOST, HOST_EXPERTS = "gpu", "host", "host experts"  # where a layer's weights live
@@ -71,19 +72,19 @@ class HostOffload:
         if self.link_bytes_per_s is not None and not self.link_bytes_per_s > 0:
             raise InputError("the host link's bandwidth must be positive")
 
-    def check(self, model: ModelSpec) -> None:
-        """The split names experts this model has, and the host's bandwidth is known
-        wherever a weight stays there."""
+    def check(self, model: ModelSpec, accelerator: Accelerator) -> None:
+        """The split names experts this model has, on a GPU with memory of its own."""
         if self.cpu_expert_layers and model.moe is None:
             raise InputError(f"--n-cpu-moe keeps routed experts on the host; {model.name} has "
                              "none")
-        n = model.num_layers
-        on_host = (self.repeating_on_gpu(n) < n or not self.output_on_gpu(n)
-                   or self.cpu_expert_layers > 0)
-        if on_host and not self.host_bandwidth_bytes_per_s:
-            raise InputError("weights in host memory need the host's memory bandwidth: "
-                             "--host-bandwidth-gbs (channels × 8 B × MT/s: 76.8 for "
-                             "dual-channel DDR5-4800)")
+        if accelerator.vendor == "apple" or accelerator.form == "soc":
+            raise InputError(f"{accelerator.id}'s GPU and CPU share one memory: there is no "
+                             "host memory to offload to (every layer is already in it)")
+
+    def moves_weights(self, num_layers: int) -> bool:
+        """Whether any weight stays in host memory (tok_embd aside)."""
+        return (self.repeating_on_gpu(num_layers) < num_layers
+                or not self.output_on_gpu(num_layers) or self.cpu_expert_layers > 0)
 
     def repeating_on_gpu(self, num_layers: int) -> int:
         """How many of the repeating layers (the last ones) -ngl puts on the GPU."""
@@ -104,16 +105,20 @@ class HostOffload:
     def describe(self, model: ModelSpec) -> str:
         n = model.num_layers
         on_gpu = self.repeating_on_gpu(n)
-        text = f"-ngl {self.gpu_layers}: {on_gpu} of {n} layers on the GPU"
-        text += (", the output layer too" if self.output_on_gpu(n)
-                 else ", the output layer on the host")
+        if on_gpu == n and self.output_on_gpu(n):
+            text = f"all {n} layers and the output layer on the GPU"
+        else:
+            text = f"-ngl {self.gpu_layers}: {on_gpu} of {n} layers on the GPU"
+            text += (", the output layer too" if self.output_on_gpu(n)
+                     else ", the output layer on the host")
         if not self.output_first:
             text += " (the rule before llama.cpp PR #18148)"
         experts = len([i for i in range(min(self.cpu_expert_layers, n))
-                       if self.layer_on_gpu(i, n)])
+                       if self.layer_on_gpu(i, n) and model.layers[i].ffn == MOE])
         if experts:
-            text += (f"; --n-cpu-moe {self.cpu_expert_layers}: the experts of {experts} GPU "
-                     "layers on the host")
+            flag = ("--cpu-moe" if self.cpu_expert_layers >= n
+                    else f"--n-cpu-moe {self.cpu_expert_layers}")
+            text += f"; {flag}: the experts of {experts} MoE layers on the host"
         return text
 
 
@@ -160,28 +165,52 @@ def host_weight_bytes(dep: Deployment) -> float:
 
 
 def gpu_weight_bytes(dep: Deployment) -> float:
-    """Bytes of weights on the GPUs (all of them without offload)."""
-    return dep.weight_bytes - host_weight_bytes(dep)
+    """Bytes of weights on the GPUs: all of them for a serving engine; llama.cpp keeps the
+    token embeddings on the CPU even with every layer offloaded (its log's 'CPU_Mapped model
+    buffer', 281.81 MiB for a Llama-3-8B Q4_K_M: 128,256 × 4,096 at Q4_K)."""
+    if dep.offload is not None:
+        return dep.weight_bytes - host_weight_bytes(dep)
+    if dep.engine.startswith("llama.cpp") and not dep.model.tie_word_embeddings:
+        return dep.weight_bytes - dep.bytes_by_category[EMBEDDING]
+    return dep.weight_bytes
 
 
-@lru_cache(maxsize=256)
-def gpu_attention_share(dep: Deployment) -> float:
-    """The share of the attention layers (and so of the KV cache) kept on the GPU."""
-    attention = [(where, count) for layer, where, count in placed_layers(dep)
-                 if layer.mixer in ATTENTION_MIXERS]
-    total = sum(count for _, count in attention)
+def gpu_share(dep: Deployment, mixers: tuple[str, ...] = ATTENTION_MIXERS) -> float:
+    """The share of the layers with these mixers (and so of their cache) kept on the GPU:
+    a layer's cache lives with it."""
+    layers = [(where, count) for layer, where, count in placed_layers(dep)
+              if layer.mixer in mixers]
+    total = sum(count for _, count in layers)
     if not total:
         return 1.0
-    return sum(count for where, count in attention if where != HOST) / total
+    return sum(count for where, count in layers if where != HOST) / total
+
+
+def gpu_attention_share(dep: Deployment) -> float:
+    """The share of the attention layers (and so of the KV cache) kept on the GPU."""
+    return gpu_share(dep)
+
+
+# the host link of a card whose record names another link (an NVLink bridge, an SXM board):
+# PCIe x16 of its architecture's generation, per direction, rated (3.0: 15.75 GB/s, 4.0: 31.5,
+# 5.0: 63; rounded as the catalog's PCIe records are)
+HOST_LINK_BY_FAMILY = {
+    "volta": 16e9, "turing": 16e9,
+    "ampere": 32e9, "ada": 32e9, "cdna2": 32e9, "rdna3": 32e9, "xe-hpg": 32e9, "xe2-hpg": 32e9,
+    "hopper": 64e9, "blackwell": 64e9, "cdna3": 64e9, "cdna4": 64e9, "rdna4": 64e9,
+}
 
 
 def link_bytes_per_s(dep: Deployment) -> float:
-    """The host-to-GPU link: the one given, else the card's own (its PCIe generation)."""
+    """The host-to-GPU link: the one given, else the card's PCIe record, else PCIe x16 of
+    its architecture's generation."""
     assert dep.offload is not None
     if dep.offload.link_bytes_per_s:
         return dep.offload.link_bytes_per_s
     acc = dep.accelerator
-    if not (acc.link_kind or "").startswith("pcie") or not acc.link_bytes_per_s:
-        raise InputError(f"{acc.id} records no PCIe link to its host: give --host-link-gbs "
-                         "(e.g. 25 for PCIe 4.0 x16)")
-    return acc.link_bytes_per_s
+    if (acc.link_kind or "").startswith("pcie") and acc.link_bytes_per_s:
+        return acc.link_bytes_per_s
+    if acc.family in HOST_LINK_BY_FAMILY:
+        return HOST_LINK_BY_FAMILY[acc.family]
+    raise InputError(f"{acc.id} records no PCIe link to its host: give --host-link-gbs "
+                     "(e.g. 25 for PCIe 4.0 x16)")

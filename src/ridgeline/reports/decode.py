@@ -129,18 +129,22 @@ def _host_step(dep: Deployment, cost: StepCost) -> tuple[Step, ...]:
     from ridgeline.offload import host_bandwidth_share, offload_constants, op_offload_min_batch
 
     over_link = any("host link" in op.name for op in host)
-    formula = ("weights over the host link + their matmuls on the GPU (a step of ≥ "
-               f"{op_offload_min_batch()} tokens); attention and the rest in host memory"
-               if over_link else "bytes in host memory ÷ (host bandwidth × the share llama.cpp's "
-               "CPU layers reach)")
+    if over_link:
+        formula = (f"a step of ≥ {op_offload_min_batch()} tokens: host weights over the link, "
+                   "then their matmuls and the operators between them on the GPU")
+        inputs = [q("bytes over the link", sum(op.bytes for op in host
+                                               if "host link" in op.name) / GB, "GB"),
+                  q("host link", link_gbs(dep), "GB/s", "--host-link-gbs or the card's PCIe")]
+    else:
+        formula = ("bytes in host memory ÷ (host bandwidth × the share llama.cpp's CPU layers "
+                   "reach)")
+        inputs = [q("bytes", sum(op.bytes for op in host) / GB, "GB"),
+                  q("host bandwidth", dep.offload.host_bandwidth_bytes_per_s / 1e9, "GB/s",
+                    "--host-bandwidth-gbs"),
+                  q("host share", host_bandwidth_share(), "",
+                    offload_constants()["sources"][0])]
     return (step("host operators", formula,
-                 q("host operators", sum(op.time_s for op in host) * 1e3, "ms"),
-                 q("bytes", sum(op.bytes for op in host) / GB, "GB"),
-                 q("host bandwidth", dep.offload.host_bandwidth_bytes_per_s / 1e9, "GB/s",
-                   "--host-bandwidth-gbs"),
-                 q("host share", host_bandwidth_share(), "", offload_constants()["sources"][0]),
-                 *([q("host link", link_gbs(dep), "GB/s", "--host-link-gbs or the card's "
-                      "PCIe")] if over_link else []),
+                 q("host operators", sum(op.time_s for op in host) * 1e3, "ms"), *inputs,
                  q("placement", dep.offload.describe(dep.model))),)
 
 
@@ -372,6 +376,21 @@ class PrefillReport:
     deployment: Deployment
     floor: PrefillFloor
     expected: Expectation
+    ubatch: int | None = None  # llama.cpp -ub, where given
+
+    @property
+    def cautions(self) -> list[str]:
+        out = [context_caution(self.deployment, self.floor.prompt_len)]
+        o = self.deployment.offload
+        step = min(self.ubatch or 512, self.floor.prompt_len)
+        from ridgeline.offload import op_offload_min_batch
+
+        if o is not None and o.moves_weights(self.deployment.model.num_layers) \
+                and step < op_offload_min_batch():
+            out.append(f"ubatches of {step} tokens run the host's layers on the CPU, whose "
+                       "arithmetic is not priced (only its memory traffic): read the "
+                       "expectation as a lower bound")
+        return [c for c in out if c]
 
     @property
     def steps(self) -> tuple[Step, ...]:
@@ -385,7 +404,7 @@ class PrefillReport:
                 "intensity_flop_per_byte": f.intensity_flop_per_byte,
                 "weight_intensity_flop_per_byte": f.weight_intensity_flop_per_byte,
                 "expected": self.expected.to_dict() if f.fit.fits else None,
-                "caution": context_caution(self.deployment, f.prompt_len) or None, **_fit_dict(f)}
+                "cautions": self.cautions, **_fit_dict(f)}
 
     def text_lines(self) -> list[str]:
         f, dep, e = self.floor, self.deployment, self.expected
@@ -399,8 +418,7 @@ class PrefillReport:
             f"  intensity  {f.weight_intensity_flop_per_byte:,.0f} FLOP per byte of weights, "
             f"{f.intensity_flop_per_byte:,.0f} over all bytes (ridge {ridge:,.0f})",
         ]
-        caution = context_caution(dep, f.prompt_len)
-        lines += [f"caution: {caution}"] if caution else []
+        lines += [f"caution: {c}" for c in self.cautions]
         if not f.fit.fits:
             return [*lines, _NO_EXPECTATION.format(engine=e.engine)]
         return [*lines,

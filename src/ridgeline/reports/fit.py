@@ -215,10 +215,12 @@ def _offload_lines(d: Deployment) -> list[str]:
     """What partial offload keeps off the GPU: its weights, and its layers' cache."""
     if d.offload is None:
         return []
-    from ridgeline.offload import gpu_attention_share, host_weight_bytes
+    from ridgeline.memory import llamacpp_cache_on_gpu
+    from ridgeline.offload import host_weight_bytes
 
+    growing = llamacpp_cache_on_gpu(d)[0]
     return [f"{d.offload.describe(d.model)}: {host_weight_bytes(d) / GIB:,.2f} GiB of weights "
-            f"and {1 - gpu_attention_share(d):.0%} of the KV cache stay in host memory"]
+            f"and {1 - growing:.0%} of the growing KV cache stay in host memory"]
 
 
 @dataclass(frozen=True)
@@ -345,20 +347,37 @@ SMALLER_GGUF = {"bf16": "q8_0", "fp16": "q8_0", "q8_0": "q4_k_m", "q6_k": "q4_k_
 
 
 def _offload_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSettings]]:
-    """llama.cpp's way out when the weights crowd out the cache: the most GPU layers (-ngl)
-    at which the target conversations fit, the rest streamed from host memory."""
+    """llama.cpp's ways out when the weights crowd out the cache: for an MoE model the fewest
+    layers' experts kept on the host (--n-cpu-moe), and the most GPU layers (-ngl), at which
+    the target conversations fit; the rest is streamed from host memory."""
     from ridgeline.offload import HostOffload, host_weight_bytes
 
     d, s, need = r.deployment, r.settings, max(1, r.target or 1)
     if r.conversations >= need:
         return []
-    for ngl in range(d.model.num_layers, -1, -1):
-        dep = replace(d, offload=HostOffload(ngl))
+    n = d.model.num_layers
+
+    def holds(offload: HostOffload) -> Deployment | None:
+        dep = replace(d, offload=offload)
         pool = kv_pool(dep, replace(s, max_model_len=r.context))
-        if conversations(pool, dep, r.context) >= need:
-            return [(f"-ngl {ngl} ({host_weight_bytes(dep) / GIB:,.1f} GiB weights on host)",
-                     dep, r.context, s)]
-    return []
+        return dep if conversations(pool, dep, r.context) >= need else None
+
+    levers = []
+    if d.model.moe is not None:  # experts first: every token still runs its layers on the GPU
+        for experts in range(1, n + 1):
+            dep = holds(HostOffload(n + 1, experts))
+            if dep is not None:
+                flag = "--cpu-moe" if experts == n else f"--n-cpu-moe {experts}"
+                levers.append((f"{flag} ({host_weight_bytes(dep) / GIB:,.1f} GiB on host)",
+                               dep, r.context, s))
+                break
+    for ngl in range(n, -1, -1):
+        dep = holds(HostOffload(ngl))
+        if dep is not None:
+            levers.append((f"-ngl {ngl} ({host_weight_bytes(dep) / GIB:,.1f} GiB weights on "
+                           "host)", dep, r.context, s))
+            break
+    return levers
 
 
 def _levers(r: FitReport) -> list[Lever]:
