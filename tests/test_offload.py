@@ -327,3 +327,16 @@ def test_the_floor_names_what_the_host_time_waits_on(capsys: pytest.CaptureFixtu
     assert main(["prefill", *base, "--prompt-len", "16"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["bound"] == "host memory" and "not priced" in report["cautions"][0]
+
+
+def test_the_hosts_share_must_fit_its_ram_where_given(capsys: pytest.CaptureFixture[str]) -> None:
+    """gpt-oss-120b with every expert on the host keeps ~58 GiB there: 32 GiB of RAM is not
+    enough, 64 is."""
+    argv = ["decode", "gpt-oss-120b", "--gpu", "rtx-4090", "--engine", "llama.cpp", "--cpu-moe",
+            "--host-bandwidth-gbs", "89.6", "--host-memory-gib"]
+    dep = Deployment.build(resolve_model("gpt-oss-120b"), resolve_accelerator("rtx-4090"),
+                           engine="llama.cpp-cuda", offload=HostOffload(37, 36, 89.6e9))
+    assert 32 * 2**30 < host_weight_bytes(dep) < 64 * 2**30
+    assert main([*argv, "32"]) == 2
+    assert "does not fit" in capsys.readouterr().err
+    assert main([*argv, "64"]) == 0

@@ -180,6 +180,8 @@ def _offload(p: argparse.ArgumentParser) -> None:
     g.add_argument("--host-link-gbs", type=_positive_float("host link GB/s"), metavar="GB/s",
                    help="host-to-GPU link per direction (default: the card's PCIe; 7.88 for "
                    "PCIe 3.0 x8): prompt steps copy host weights over it")
+    g.add_argument("--host-memory-gib", type=_positive_float("host memory GiB"), metavar="GiB",
+                   help="the host's RAM: refuse a split whose host weights do not fit in it")
     g.add_argument("--output-layer-last", action="store_true",
                    help="builds before llama.cpp PR #18148 (Dec 2025) and ik_llama.cpp: -ngl N "
                    "is the last N layers; the output layer stays on the host unless N exceeds "
@@ -195,6 +197,7 @@ def host_offload(args: argparse.Namespace, model: Any) -> Any:
     if ngl is None and experts is None and not every_expert:
         given = [flag for flag, attr in (("--host-bandwidth-gbs", "host_bandwidth_gbs"),
                                          ("--host-link-gbs", "host_link_gbs"),
+                                         ("--host-memory-gib", "host_memory_gib"),
                                          ("--output-layer-last", "output_layer_last"))
                  if getattr(args, attr, None)]
         if given:
@@ -207,10 +210,12 @@ def host_offload(args: argparse.Namespace, model: Any) -> Any:
     layers = model.num_layers
     host = getattr(args, "host_bandwidth_gbs", None)
     link = getattr(args, "host_link_gbs", None)
+    ram = getattr(args, "host_memory_gib", None)
     return HostOffload(layers + 1 if ngl is None else ngl,
                        layers if every_expert else (experts or 0),
                        (host or 0.0) * 1e9, link * 1e9 if link else None,
-                       not getattr(args, "output_layer_last", False))
+                       not getattr(args, "output_layer_last", False),
+                       ram * 2**30 if ram else None)
 
 
 def _formats(p: argparse.ArgumentParser) -> None:

@@ -9,7 +9,7 @@ from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator
 from ridgeline.kvcache import kv_replication
 from ridgeline.model import ModelSpec
-from ridgeline.offload import HostOffload
+from ridgeline.offload import HostOffload, check_host_memory
 from ridgeline.params import count_params
 from ridgeline.precision import (
     KVDtype,
@@ -127,9 +127,11 @@ class Deployment:
             if num_gpus > 1:
                 raise InputError("partial offload is modelled on one GPU; give --num-gpus 1")
             offload.check(model, accelerator)
-        return cls(model, accelerator, weight_plan(model, weights), cache,
-                   num_gpus // pipeline_parallel_size, pipeline_parallel_size, expert_parallel,
-                   engine, flash_attention, offload)
+        dep = cls(model, accelerator, weight_plan(model, weights), cache,
+                  num_gpus // pipeline_parallel_size, pipeline_parallel_size, expert_parallel,
+                  engine, flash_attention, offload)
+        check_host_memory(dep)
+        return dep
 
     def __hash__(self) -> int:
         return hash((self.model, self.accelerator.id, self.weights.label, self.kv.id,

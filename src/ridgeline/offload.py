@@ -60,6 +60,7 @@ class HostOffload:
     host_bandwidth_bytes_per_s: float = 0.0
     link_bytes_per_s: float | None = None
     output_first: bool = True  # False: the rule before PR #18148 (and ik_llama.cpp's)
+    host_memory_bytes: float | None = None  # the host's RAM, where given: its share must fit
 
     def __post_init__(self) -> None:
         for name in ("gpu_layers", "cpu_expert_layers"):
@@ -69,8 +70,11 @@ class HostOffload:
                                  f"got {value!r}")
         if not self.host_bandwidth_bytes_per_s >= 0:
             raise InputError("the host's memory bandwidth must be positive")
-        if self.link_bytes_per_s is not None and not self.link_bytes_per_s > 0:
-            raise InputError("the host link's bandwidth must be positive")
+        for name in ("link_bytes_per_s", "host_memory_bytes"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise InputError(f"the host's {name.replace('_bytes', '').replace('_', ' ')} "
+                                 "must be positive")
 
     def check(self, model: ModelSpec, accelerator: Accelerator) -> None:
         """The split names experts this model has, on a GPU with memory of its own."""
@@ -199,6 +203,17 @@ HOST_LINK_BY_FAMILY = {
     "ampere": 32e9, "ada": 32e9, "cdna2": 32e9, "rdna3": 32e9, "xe-hpg": 32e9, "xe2-hpg": 32e9,
     "hopper": 64e9, "blackwell": 64e9, "cdna3": 64e9, "cdna4": 64e9, "rdna4": 64e9,
 }
+
+
+def check_host_memory(dep: Deployment) -> None:
+    """Refuse a split whose host share of the weights overflows the host's RAM, where given."""
+    o = dep.offload
+    if o is None or o.host_memory_bytes is None:
+        return
+    host = host_weight_bytes(dep)
+    if host > o.host_memory_bytes:
+        raise InputError(f"does not fit: {host / 2**30:,.1f} GiB of weights stay in host memory, "
+                         f"more than the host's {o.host_memory_bytes / 2**30:,.1f} GiB")
 
 
 def link_bytes_per_s(dep: Deployment) -> float:
