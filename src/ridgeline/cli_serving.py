@@ -190,6 +190,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                           cautions=cautions)
 
 def cmd_plan(args: argparse.Namespace) -> Any:
+    from ridgeline.deployment import engine_platform_problem
     from ridgeline.hardware import resolve_accelerator
     from ridgeline.plan import DEFAULT_GPUS, Load, Slo, plan
     from ridgeline.reports.plan import PlanReport
@@ -197,9 +198,15 @@ def cmd_plan(args: argparse.Namespace) -> Any:
     model = load_model(args)
     gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus \
         else list(DEFAULT_GPUS)
-    ids = [resolve_accelerator(g).id for g in gpus]
+    cards = [resolve_accelerator(g) for g in gpus]
+    ids = [acc.id for acc in cards]
     if len(set(ids)) < len(ids):
         raise InputError("an accelerator is named twice in --gpus")
+    for acc in cards:  # plan sizes serving engines: none runs on Metal
+        problem = engine_platform_problem(args.engine, acc)
+        if problem:
+            raise InputError(problem.split("; try")[0] + ": plan sizes vLLM, SGLang and "
+                             "TensorRT-LLM deployments")
     prices: dict[str, float] = {}
     for item in args.price or []:
         name, _, value = item.partition("=")

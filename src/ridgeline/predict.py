@@ -137,7 +137,7 @@ HARNESS_MOE_CAVEAT = ("the measure harness runs experts through torch._grouped_m
 # (vLLM PR #10058, SGLang PR #1401), about what a prefill step's per-layer cost adds
 EAGER_CAUTION = ("without CUDA graphs a MoE or tensor-parallel step launches many more kernels "
                  "and collectives than this prices: vLLM #45709 measured 3.4x the graphed TPOT "
-                 "(Qwen3-30B-A3B, TP4) where the per-layer cost predicts 1.15x; read the "
+                 "(Qwen3-30B-A3B, TP4) where the per-layer cost predicts 1.18x; read the "
                  "expectation as a lower bound")
 
 

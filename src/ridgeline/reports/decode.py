@@ -487,7 +487,8 @@ class UtilizationReport:
             "you are billed for",
         ]
         if self.kv_batch_limit is not None:
-            lines.append(f"vLLM's KV pool for {self.model} (its defaults) holds "
+            engine = "llama.cpp" if self.accelerator.vendor == "apple" else "vLLM"
+            lines.append(f"{engine}'s KV pool for {self.model} (its defaults) holds "
                          f"{self.kv_batch_limit:,} conversations of {self.context:,} tokens")
             if self.kv_batch_limit < self.running:
                 lines.append("  the running batch exceeds what the pool holds at this context: "
@@ -507,7 +508,9 @@ def utilization_report(
     from ridgeline.memory import EngineSettings, conversations, kv_pool
 
     limit = None
-    if dep is not None and context is not None:  # vLLM's pool at its defaults, as it serves
+    if dep is not None and context is not None:  # the engine's pool at its defaults
+        engine = "llama.cpp-metal" if acc.vendor == "apple" else "vllm"  # no vLLM on Metal
+        dep = replace(dep, engine=engine)
         pool = kv_pool(dep, EngineSettings(max_model_len=context))
         limit = conversations(pool, dep, context)
         bytes_per_weight = dep.bytes_per_weight
