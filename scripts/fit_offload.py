@@ -8,7 +8,8 @@ stream at during decode, on the one sweep whose host is fully stated (InventiveH
 settings of one model on one machine, rows OF-IH-*), by the share whose median relative
 error over those rows is smallest. It then scores the rows it did not see (ik_llama.cpp #255,
 OF-ik255-*: another model, GPU, CPU and memory, whose memory speed is assumed) and prints
-both. The bundled value lives in src/ridgeline/data/engines.json (llama.cpp → offload).
+both, then the expert-offload row (llmfit #755), which the share is not fitted to. The
+bundled value lives in src/ridgeline/data/engines.json (llama.cpp → offload).
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ from ridgeline.predict import predict
 
 ROOT = Path(__file__).resolve().parent.parent
 ROWS = read_measurements(ROOT / "validation" / "offload.csv").rows
-FIT = [r for r in ROWS if r.id.startswith("OF-IH-") and r.metric == "decode_tok_s_per_user"]
-CHECK = [r for r in ROWS if r not in FIT and r.metric == "decode_tok_s_per_user"]
+DECODE = [r for r in ROWS if r.metric == "decode_tok_s_per_user"]
+FIT = [r for r in DECODE if r.id.startswith("OF-IH-")]
+CHECK = [r for r in DECODE if r.id.startswith("OF-ik255-")]  # whole layers, another machine
+EXPERTS = [r for r in DECODE if r not in FIT and r not in CHECK]  # --n-cpu-moe: not fitted
 
 
 def errors(share: float, rows: list) -> list[float]:
@@ -54,6 +57,9 @@ def main() -> None:
     print(f"checked on {len(CHECK)} rows it did not see (ik_llama.cpp #255, memory speed "
           f"assumed): median |error| {median_abs(check):.1%}")
     for row, e in zip(CHECK, check):
+        print(f"  {row.id:<40} {e:+.1%}")
+    print(f"expert offload ({len(EXPERTS)} row, priced like whole layers; a caution says so):")
+    for row, e in zip(EXPERTS, errors(best, EXPERTS)):
         print(f"  {row.id:<40} {e:+.1%}")
 
 

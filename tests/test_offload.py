@@ -340,3 +340,19 @@ def test_the_hosts_share_must_fit_its_ram_where_given(capsys: pytest.CaptureFixt
     assert main([*argv, "32"]) == 2
     assert "does not fit" in capsys.readouterr().err
     assert main([*argv, "64"]) == 0
+
+
+def test_expert_offload_carries_its_caution(capsys: pytest.CaptureFixture[str]) -> None:
+    """The one published --n-cpu-moe run with its host stated decoded a third slower than
+    whole-layer streaming predicts: every expectation with host experts says so."""
+    from ridgeline.offload import offload_caution
+
+    row = next(r for r in read_measurements(ROOT / "validation" / "offload.csv").rows
+               if r.id.startswith("OF-llmfit755"))
+    p = predict(row)
+    assert p.predicted is not None and p.predicted > row.value  # optimistic, as it says
+    assert p.caveat and "optimistic" in p.caveat
+    assert not offload_caution(offloaded(20))  # whole layers: the fitted case
+    assert main(["decode", "gpt-oss-120b", "--gpu", "rtx-4090", "--engine", "llama.cpp",
+                 "--cpu-moe", "--host-bandwidth-gbs", "89.6"]) == 0
+    assert "caution: experts on the host" in capsys.readouterr().out

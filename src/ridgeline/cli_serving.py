@@ -183,9 +183,11 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                     writer.writerows(rows)
         except OSError as exc:
             raise InputError(f"cannot write {args.export}: {exc}") from None
+    from ridgeline.offload import offload_caution
     from ridgeline.predict import eager_caution
 
-    cautions = (eager_caution(dep),) if args.enforce_eager and eager_caution(dep) else ()
+    cautions = tuple(c for c in (eager_caution(dep) if args.enforce_eager else "",
+                                 offload_caution(dep)) if c)
     return SimulateReport(replace(dep), config, result, count, load, slo_ttft, slo_tpot,
                           cautions=cautions)
 

@@ -205,6 +205,21 @@ HOST_LINK_BY_FAMILY = {
 }
 
 
+# llmfit PR #755 (validation/offload.csv OF-llmfit755-*): Qwen3-30B-A3B Q4_K_M with
+# --n-cpu-moe 36 on an RTX 2080 and quad-channel DDR4 decoded at 36.7 tok/s where the dense
+# layers' host share predicts 54.9: a CPU reads many small experts less well than whole layers
+EXPERT_OFFLOAD_CAUTION = ("experts on the host are priced like whole layers streamed from its "
+                          "memory; the one published run with its host stated (llmfit #755, "
+                          "Qwen3-30B-A3B --n-cpu-moe 36 on an RTX 2080) decoded a third slower "
+                          "than this predicts: read the expectation as optimistic")
+
+
+def offload_caution(dep: Deployment) -> str:
+    """What the expectation of this split leaves out, or ""."""
+    experts = any(where == HOST_EXPERTS for _, where, _ in placed_layers(dep))
+    return EXPERT_OFFLOAD_CAUTION if experts else ""
+
+
 def check_host_memory(dep: Deployment) -> None:
     """Refuse a split whose host share of the weights overflows the host's RAM, where given."""
     o = dep.offload

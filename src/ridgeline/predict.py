@@ -33,6 +33,7 @@ from ridgeline.hardware import resolve_accelerator
 from ridgeline.measurements import KV_METRICS, Measurement
 from ridgeline.memory import EngineSettings, engine_defaults, kv_pool, max_batch
 from ridgeline.model import ModelSpec
+from ridgeline.offload import offload_caution
 from ridgeline.units import GIB
 from ridgeline.vllm_memory import parse_version
 
@@ -121,7 +122,8 @@ def predict(row: Measurement, profiles: Mapping[str, EngineProfile] | None = Non
     low, high = value * profile.band_low, value * profile.band_high
     if row.metric == "ttft_ms":  # a time: the band inverts
         low, high = value / profile.band_high, value / profile.band_low
-    caveat = speed_caveat(dep) or (eager_caution(dep) if ran_eager(row) else "")
+    caveat = speed_caveat(dep) or (eager_caution(dep) if ran_eager(row) else "") \
+        or offload_caution(dep)
     return Prediction(row.id, row.metric, row.value, value, "", low, high, caveat=caveat)
 
 

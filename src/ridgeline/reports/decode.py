@@ -291,12 +291,13 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
         for b in batches:
             floors.append((decode_floor(dep, b, context), base))
             expected.append(Expectation.of(dep, decode_batch(b, context), profile))
+    from ridgeline.offload import offload_caution
     from ridgeline.predict import eager_caution
 
-    cautions = (eager_caution(dep),) if enforce_eager and eager_caution(dep) else ()
-    longest = context_caution(dep, max(contexts))
+    cautions = (eager_caution(dep) if enforce_eager else "", context_caution(dep, max(contexts)),
+                offload_caution(dep))
     return DecodeReport(dep, tuple(floors), tuple(expected), pool_batch,
-                        cautions + ((longest,) if longest else ()))
+                        tuple(c for c in cautions if c))
 
 
 def context_caution(dep: Deployment, tokens: int) -> str:
