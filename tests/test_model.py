@@ -216,6 +216,7 @@ BASE = load_data("models/meta-llama--Llama-3.1-8B.json")
         ({"hidden_size": 4097, "head_dim": None}, "multiple"),
         ({"quantization_config": {"quant_method": "bitsandbytes"}}, "not supported"),
         ({"layer_types": ["full_attention", "weird"]}, "unknown layer type"),
+        ({"torch_dtype": "float99"}, "not a dtype a checkpoint is stored in"),
     ],
 )
 def test_bad_configs_get_a_message_naming_the_problem(change: dict[str, Any], message: str) -> None:
@@ -278,3 +279,8 @@ def test_an_absurd_layer_count_is_refused_not_allocated() -> None:
     with pytest.raises(InputError, match="num_hidden_layers must be at most 10,000"):
         ModelSpec.from_hf_config(config, "huge")
     assert ModelSpec.from_hf_config({**config, "num_hidden_layers": 10_000}, "big").num_layers == 10_000
+
+
+def test_a_torch_prefixed_dtype_is_read() -> None:
+    config = {**copy.deepcopy(BASE), "torch_dtype": "torch.float16"}
+    assert ModelSpec.from_hf_config(config, "prefixed").dtype == "fp16"

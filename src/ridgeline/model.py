@@ -270,7 +270,11 @@ class _Reader:
         moe = self._moe() if MOE in ffns else None
         dense = self._dense_mlp(hidden) if "dense" in ffns else None
         dtype_raw = self.c.get("torch_dtype") or self.c.get("dtype") or "bfloat16"
-        dtype = _DTYPES.get(str(dtype_raw), "bf16")
+        if str(dtype_raw).removeprefix("torch.") not in _DTYPES:
+            raise InputError(f"{self.name}: torch_dtype {dtype_raw!r} is not a dtype a checkpoint "
+                             f"is stored in ({', '.join(sorted(set(_DTYPES)))})")
+        dtype_raw = str(dtype_raw).removeprefix("torch.")
+        dtype = _DTYPES[dtype_raw]
         state_dtype = _DTYPES.get(str(self.c.get("mamba_ssm_dtype") or dtype_raw), dtype)
         return ModelSpec(
             name=self.name,
