@@ -188,6 +188,8 @@ BAD = [
      "try --engine vllm"),
     (["decode", "llama-3.1-8b", "--gpu", "h100,"], "empty name"),
     (["plan", "llama-3.1-8b", "--rate", "1", "--input-len", "100", "--output-len", "10",
+      "--slo-ttft-ms", "1000", "--slo-tpot-ms", "100", "--percentile", "0.9"], "90 for p90"),
+    (["plan", "llama-3.1-8b", "--rate", "1", "--input-len", "100", "--output-len", "10",
       "--slo-ttft-ms", "1000", "--slo-tpot-ms", "100", "--gpus", "h100", "--price", "b200=3"],
      "not among the searched GPUs"),
     (["plan", "llama-3.1-8b", "--rate", "1", "--input-len", "100", "--output-len", "10",

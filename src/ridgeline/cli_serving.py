@@ -223,8 +223,9 @@ def cmd_plan(args: argparse.Namespace) -> Any:
             raise InputError(f"--price {item}: {card} is not among the searched GPUs "
                              f"({', '.join(ids)})")
         prices[card] = price
-    if not 0 < args.percentile < 100:
-        raise InputError(f"percentile must be between 0 and 100, got {args.percentile}")
+    if not 1 <= args.percentile < 100:  # in percent: 0.9 is p0.9, not p90
+        raise InputError(f"--percentile is in percent, from 1 to below 100 (90 for p90), got "
+                         f"{args.percentile:g}")
     load = Load.from_trace(args.trace, args.seed) if args.trace \
         else Load(args.rate, args.input_len, args.output_len, args.seed)
     slo = Slo(args.slo_ttft_ms / 1e3, args.slo_tpot_ms / 1e3, args.percentile)
@@ -413,7 +414,8 @@ def register(sub: Any) -> None:
     p.add_argument("--output-len", default="250")
     p.add_argument("--slo-ttft-ms", type=_positive_float("TTFT SLO"), required=True)
     p.add_argument("--slo-tpot-ms", type=_positive_float("TPOT SLO"), required=True)
-    p.add_argument("--percentile", type=float, default=90.0)
+    p.add_argument("--percentile", type=float, default=90.0,
+                   help="the SLO's percentile, in percent (default 90: p90)")
     p.add_argument("--gpus", type=_name_list(_accelerator_name),
                    help="candidate accelerators, comma-separated "
                    "(default h100-sxm,h200-sxm,b200,mi300x,l40s)")
