@@ -12,7 +12,7 @@ from typing import Any, NoReturn
 from ridgeline import __version__
 from ridgeline.errors import InputError
 from ridgeline.render import render
-from ridgeline.units import parse_count, parse_count_list, require_positive
+from ridgeline.units import GIB, parse_count, parse_count_list, require_positive
 
 Handler = Callable[[argparse.Namespace], Any]
 
@@ -215,7 +215,7 @@ def host_offload(args: argparse.Namespace, model: Any) -> Any:
                        layers if every_expert else (experts or 0),
                        (host or 0.0) * 1e9, link * 1e9 if link else None,
                        not getattr(args, "output_layer_last", False),
-                       ram * 2**30 if ram else None)
+                       ram * GIB if ram else None)
 
 
 def _formats(p: argparse.ArgumentParser) -> None:
@@ -267,8 +267,6 @@ def load_accelerator(args: argparse.Namespace) -> Any:
     acc = resolve_accelerator(args.gpu)
     if args.gpu_memory_gib:  # another memory configuration of the same part (a 32 GB M1 Max)
         from dataclasses import replace
-
-        from ridgeline.units import GIB
 
         acc = replace(acc, memory_bytes=args.gpu_memory_gib * GIB, memory_size=args.gpu_memory_gib,
                       memory_unit="GiB", ecc_visible_bytes=None)

@@ -277,6 +277,9 @@ def shape_time_s(dep: Deployment, shape: BatchShape, profile: EngineProfile = ID
     return total + profile.overhead_s(terms.layers, terms.tokens > terms.sequences)
 
 
+# where a partial offload's operator runs: step_cost names it "<operator> (<where>)"
+IN_HOST_MEMORY, OVER_HOST_LINK, ON_GPU = "host memory", "over the host link", "on the GPU"
+
 # the operators that multiply by weights (what a prompt step copies over the host link)
 WEIGHT_OPS = ("attention projections", "linear attention", "mamba", "router", "experts",
               "shared experts", "mlp", "lm head")
@@ -304,15 +307,15 @@ def _host_ops(dep: Deployment, terms: StepTerms, rate: _Rates, share: float | No
                              "bandwidth: --host-bandwidth-gbs (channels × 8 B × MT/s: 76.8 "
                              "for dual-channel DDR5-4800)")
         for name, flops, nbytes, count in terms.host:
-            ops.append((name, flops, nbytes, count, nbytes / host_rate, "host memory"))
+            ops.append((name, flops, nbytes, count, nbytes / host_rate, IN_HOST_MEMORY))
         return ops
     link = link_bytes_per_s(dep)
     for name, flops, nbytes, count in terms.host:
         gpu = rate.time(flops, nbytes) if gpu_flops else 0.0
         if name in WEIGHT_OPS:
-            ops.append((name, flops, nbytes, count, nbytes / link + gpu, "over the host link"))
+            ops.append((name, flops, nbytes, count, nbytes / link + gpu, OVER_HOST_LINK))
         else:  # the scheduler keeps what follows an offloaded matmul on the GPU
-            ops.append((name, flops, nbytes, count, gpu, "on the GPU"))
+            ops.append((name, flops, nbytes, count, gpu, ON_GPU))
     return ops
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ridgeline.cost import (
+    IN_HOST_MEMORY,
+    OVER_HOST_LINK,
     WEIGHT_OPS,
     Seq,
     attention_activation_bytes,
@@ -90,8 +92,8 @@ def step_work(dep: Deployment, batch: list[Seq]) -> Work:
     kv -= attention_activation_bytes(dep, cost.tokens) * tp  # queries in, outputs out
     head = "embedding" if dep.model.tie_word_embeddings else "lm_head"
     weights += dep.bytes_by_category[head]  # lm head's weights (its logits are activations)
-    host = sum(op.bytes for op in cost.ops if op.name.endswith("(host memory)")) * tp
-    link = sum(op.bytes for op in cost.ops if op.name.endswith("(over the host link)")) * tp
+    host = sum(op.bytes for op in cost.ops if op.name.endswith(f"({IN_HOST_MEMORY})")) * tp
+    link = sum(op.bytes for op in cost.ops if op.name.endswith(f"({OVER_HOST_LINK})")) * tp
     host_s = host_floor_s(dep, batch) if host or link else 0.0
     return Work(cost.flops * tp, weights, kv, total - weights - kv, host, link, host_s)
 

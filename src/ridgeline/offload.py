@@ -25,6 +25,7 @@ from ridgeline.errors import InputError
 from ridgeline.layouts import ATTENTION_MIXERS, MOE
 from ridgeline.params import layer_params
 from ridgeline.quantization import EMBEDDING, EXPERTS
+from ridgeline.units import GIB
 
 if TYPE_CHECKING:
     from ridgeline.deployment import Deployment
@@ -227,8 +228,8 @@ def check_host_memory(dep: Deployment) -> None:
         return
     host = host_weight_bytes(dep)
     if host > o.host_memory_bytes:
-        raise InputError(f"does not fit: {host / 2**30:,.1f} GiB of weights stay in host memory, "
-                         f"more than the host's {o.host_memory_bytes / 2**30:,.1f} GiB")
+        raise InputError(f"does not fit: {host / GIB:,.1f} GiB of weights stay in host memory, "
+                         f"more than the host's {o.host_memory_bytes / GIB:,.1f} GiB")
 
 
 def link_bytes_per_s(dep: Deployment) -> float:

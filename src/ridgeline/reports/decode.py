@@ -5,7 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ridgeline.cost import SCORE_BYTES_PER_PAIR, Seq, StepCost, decode_batch, score_bytes, step_cost
+from ridgeline.cost import (
+    OVER_HOST_LINK,
+    SCORE_BYTES_PER_PAIR,
+    Seq,
+    StepCost,
+    decode_batch,
+    score_bytes,
+    step_cost,
+)
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.explain import Step, q, step
@@ -128,12 +136,13 @@ def _host_step(dep: Deployment, cost: StepCost) -> tuple[Step, ...]:
         return ()
     from ridgeline.offload import host_bandwidth_share, offload_constants, op_offload_min_batch
 
-    over_link = any("host link" in op.name for op in host)
+    over_link = any(op.name.endswith(f"({OVER_HOST_LINK})") for op in host)
     if over_link:
         formula = (f"a step of ≥ {op_offload_min_batch()} tokens: host weights over the link, "
                    "then their matmuls and the operators between them on the GPU")
         inputs = [q("bytes over the link", sum(op.bytes for op in host
-                                               if "host link" in op.name) / GB, "GB"),
+                                               if op.name.endswith(f"({OVER_HOST_LINK})"))
+                          / GB, "GB"),
                   q("host link", link_gbs(dep), "GB/s", "--host-link-gbs or the card's PCIe")]
     else:
         formula = ("bytes in host memory ÷ (host bandwidth × the share llama.cpp's CPU layers "
