@@ -12,7 +12,7 @@ from typing import Any, NoReturn
 from ridgeline import __version__
 from ridgeline.errors import InputError
 from ridgeline.render import render
-from ridgeline.units import GIB, parse_count, parse_count_list, require_positive
+from ridgeline.units import GIB, MIB, parse_count, parse_count_list, require_positive
 
 Handler = Callable[[argparse.Namespace], Any]
 
@@ -166,9 +166,13 @@ def _engine(p: argparse.ArgumentParser) -> None:
 def _offload(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("llama.cpp partial offload (weights in host memory)")
     g.add_argument("-ngl", "--gpu-layers", "--n-gpu-layers", dest="gpu_layers", metavar="N",
-                   type=_count("GPU layers"),
+                   type=_typed(_gpu_layers),
                    help="layers on the GPU, the output layer first (llama.cpp's -ngl); the "
-                   "rest stream from host memory. Default: all")
+                   "rest stream from host memory. auto (or -1): what llama.cpp's --fit "
+                   "picks, its default since Dec 2025. Default here: all")
+    g.add_argument("--fit-target", "-fitt", dest="fit_target_mib", metavar="MiB",
+                   type=_count("--fit-target MiB"),
+                   help="with -ngl auto: the memory --fit leaves free (llama.cpp default 1024)")
     g.add_argument("--n-cpu-moe", "-ncmoe", dest="n_cpu_moe", metavar="N",
                    type=_count("--n-cpu-moe layers"),
                    help="keep the routed experts of the first N layers in host memory")
@@ -188,12 +192,43 @@ def _offload(p: argparse.ArgumentParser) -> None:
                    "the layer count")
 
 
+AUTO_LAYERS, ALL_LAYERS = "auto", "all"  # -ngl's words
+
+
+def _gpu_layers(text: str) -> int | str:
+    """-ngl: a count, 'all', or 'auto' (llama.cpp's --fit; -1 in its parser)."""
+    word = text.strip().lower()
+    if word in (AUTO_LAYERS, "-1"):
+        return AUTO_LAYERS
+    if word == ALL_LAYERS:
+        return ALL_LAYERS
+    return parse_count(text, "GPU layers (-ngl N, auto or all)")
+
+
+def auto_layers(args: argparse.Namespace) -> bool:
+    """Whether -ngl auto asks for llama.cpp's --fit placement."""
+    return getattr(args, "gpu_layers", None) == AUTO_LAYERS
+
+
 def host_offload(args: argparse.Namespace, model: Any) -> Any:
-    """The weights' split between the GPU and host memory the offload flags ask for, or None."""
+    """The weights' split between the GPU and host memory the offload flags ask for, or None
+    (every weight on the GPU, and for -ngl auto until ``fitted`` places them)."""
     from ridgeline.offload import HostOffload
 
     ngl, experts = getattr(args, "gpu_layers", None), getattr(args, "n_cpu_moe", None)
     every_expert = getattr(args, "cpu_moe", False)
+    if getattr(args, "fit_target_mib", None) is not None and not auto_layers(args):
+        raise InputError("--fit-target is the margin of llama.cpp's --fit: give -ngl auto")
+    if ngl == AUTO_LAYERS:
+        if experts is not None or every_expert:
+            raise InputError("--fit places the experts itself (and stops when -ot or "
+                             "--n-cpu-moe is set): drop --n-cpu-moe/--cpu-moe, or give -ngl N")
+        if getattr(args, "output_layer_last", False):
+            raise InputError("--fit came after llama.cpp PR #18148: --output-layer-last does "
+                             "not apply to -ngl auto")
+        return None
+    if ngl == ALL_LAYERS:
+        ngl = None
     if ngl is None and experts is None and not every_expert:
         given = [flag for flag, attr in (("--host-bandwidth-gbs", "host_bandwidth_gbs"),
                                          ("--host-link-gbs", "host_link_gbs"),
@@ -216,6 +251,25 @@ def host_offload(args: argparse.Namespace, model: Any) -> Any:
                        (host or 0.0) * 1e9, link * 1e9 if link else None,
                        not getattr(args, "output_layer_last", False),
                        ram * GIB if ram else None)
+
+
+def fitted(args: argparse.Namespace, dep: Any, settings: Any, context: int,
+           sequences: int) -> Any:
+    """``dep`` placed as llama.cpp's --fit places it for ``sequences`` × ``context`` cells,
+    where -ngl auto asks for that; else ``dep`` as it is."""
+    if not auto_layers(args):
+        return dep
+    from ridgeline.llamacpp_fit import fit_placement
+    from ridgeline.offload import HostOffload
+
+    host = getattr(args, "host_bandwidth_gbs", None)
+    link = getattr(args, "host_link_gbs", None)
+    ram = getattr(args, "host_memory_gib", None)
+    template = HostOffload(dep.model.num_layers + 1, 0, (host or 0.0) * 1e9,
+                           link * 1e9 if link else None, True, ram * GIB if ram else None)
+    margin = getattr(args, "fit_target_mib", None)
+    return fit_placement(dep, settings, context, sequences, template,
+                         None if margin is None else margin * MIB)
 
 
 def _formats(p: argparse.ArgumentParser) -> None:

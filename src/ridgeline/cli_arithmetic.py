@@ -18,6 +18,7 @@ from ridgeline.cli import (
     _positive_count,
     _positive_float,
     accelerator_names,
+    fitted,
     load_accelerator,
     load_deployment,
     load_model,
@@ -100,9 +101,7 @@ def cmd_kv(args: argparse.Namespace) -> Any:
     return kv_report(model, args.context, kv, budget, label, replication)
 
 def cmd_decode(args: argparse.Namespace) -> Any:
-    from dataclasses import replace
 
-    from ridgeline.engines import engine_id
     from ridgeline.reports.decode import DecodeComparison, decode_report
 
     names = accelerator_names(args)
@@ -111,19 +110,36 @@ def cmd_decode(args: argparse.Namespace) -> Any:
             raise InputError("--plot draws one deployment; give one --gpu")
         reports = []
         for name in names:
-            one = replace(load_deployment(one_card(args, name)), engine=engine_id(args.engine))
+            one = _decode_deployment(one_card(args, name))
             reports.append(decode_report(one, args.batch, args.context, load_profile(args),
                                          args.enforce_eager))
         return DecodeComparison(tuple(reports))
-    dep = replace(load_deployment(args), engine=engine_id(args.engine))
+    dep = _decode_deployment(args)
     return decode_report(dep, args.batch, args.context, load_profile(args), args.enforce_eager)
+
+
+def _decode_deployment(args: argparse.Namespace) -> Any:
+    """The deployment decode prices; with -ngl auto, placed for its largest batch × context."""
+    from dataclasses import replace
+
+    from ridgeline.engines import engine_id
+    from ridgeline.memory import EngineSettings
+
+    dep = replace(load_deployment(args), engine=engine_id(args.engine))
+    settings = EngineSettings(flash_attn=dep.flash_attention)
+    return fitted(args, dep, settings, max(args.context), max(args.batch))
 
 def cmd_prefill(args: argparse.Namespace) -> Any:
     from ridgeline.floors import prefill_floor
     from ridgeline.reports.decode import Expectation, PrefillComparison, PrefillReport
 
     def one(a: argparse.Namespace) -> PrefillReport:
+        from ridgeline.memory import EngineSettings
+
         dep = load_deployment(a)
+        dep = fitted(a, dep, EngineSettings(flash_attn=dep.flash_attention,
+                                            max_num_batched_tokens=a.ubatch_size),
+                     a.prompt_len, a.batch)
         if a.ubatch_size and not dep.engine.startswith("llama.cpp"):
             raise InputError(f"--ubatch-size is llama.cpp's -ub; {dep.engine} runs a prompt in "
                              "one pass")

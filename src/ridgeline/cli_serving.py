@@ -22,7 +22,9 @@ from ridgeline.cli import (
     _positive_float,
     _typed,
     accelerator_names,
+    auto_layers,
     engine_settings,
+    fitted,
     flash_attention,
     host_offload,
     load_accelerator,
@@ -57,8 +59,12 @@ def cmd_fit(args: argparse.Namespace) -> Any:
                            engine=engines[0], flash_attention=flash_attention(args, engines[0]),
                            offload=host_offload(args, model))
     if args.max_model_len is None:
+        if auto_layers(args):
+            raise InputError("-ngl auto places the layers for a context: give --max-model-len")
         return longest_context(dep, engine_settings(args), args.target_concurrency)
-    return fit_report(dep, args.max_model_len, engine_settings(args), args.target_concurrency)
+    settings = engine_settings(args)
+    dep = fitted(args, dep, settings, args.max_model_len, args.target_concurrency or 1)
+    return fit_report(dep, args.max_model_len, settings, args.target_concurrency)
 
 
 def _compare_accelerators(args: argparse.Namespace, model: Any, cards: list[str],
@@ -79,6 +85,7 @@ def _compare_accelerators(args: argparse.Namespace, model: Any, cards: list[str]
                                engine=engines[0],
                                flash_attention=flash_attention(args, engines[0]),
                                offload=host_offload(args, model))
+        dep = fitted(args, dep, settings, args.max_model_len, args.target_concurrency or 1)
         reports.append(fit_report(dep, args.max_model_len, settings, args.target_concurrency))
     return FitComparison(tuple(reports), by="accelerator")
 
@@ -129,6 +136,12 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                            engine=engine, flash_attention=flash_attention(args, engine),
                            offload=host_offload(args, model))
     settings = engine_settings(args)
+    if auto_layers(args):  # --fit sizes for -c: every slot's max_model_len
+        if not settings.max_model_len:
+            raise InputError("-ngl auto places the layers for llama-server's -c: give "
+                             "--max-model-len (each slot's)")
+        dep = fitted(args, dep, settings, settings.max_model_len,
+                     kv_pool(dep, settings).max_num_seqs)
     config = sim_config(dep, settings, not args.no_prefix_caching,
                         args.spec_tokens, args.spec_acceptance, args.spec_draft_cost)
     if config.num_blocks < 1:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 from ridgeline.errors import InputError
@@ -120,16 +120,20 @@ class Deployment:
         if named and not cache.cached_by(engine):
             takes = ", ".join(k for k, d in kv_dtypes().items() if d.cached_by(engine))
             raise InputError(f"{engine} has no {cache.id} KV cache; it caches in {takes}")
-        if offload is not None:
-            if not engine.startswith("llama.cpp"):
-                raise InputError(f"weights in host memory (-ngl, --n-cpu-moe) are llama.cpp's; "
-                                 f"{engine} keeps every weight on the GPU")
-            if num_gpus > 1:
-                raise InputError("partial offload is modelled on one GPU; give --num-gpus 1")
-            offload.check(model, accelerator)
         dep = cls(model, accelerator, weight_plan(model, weights), cache,
                   num_gpus // pipeline_parallel_size, pipeline_parallel_size, expert_parallel,
-                  engine, flash_attention, offload)
+                  engine, flash_attention)
+        return dep if offload is None else dep.offloaded(offload)
+
+    def offloaded(self, offload: HostOffload) -> Deployment:
+        """This deployment with llama.cpp keeping some weights in host memory."""
+        if not self.engine.startswith("llama.cpp"):
+            raise InputError(f"weights in host memory (-ngl, --n-cpu-moe) are llama.cpp's; "
+                             f"{self.engine} keeps every weight on the GPU")
+        if self.num_gpus > 1:
+            raise InputError("partial offload is modelled on one GPU; give --num-gpus 1")
+        offload.check(self.model, self.accelerator)
+        dep = replace(self, offload=offload)
         check_host_memory(dep)
         return dep
 

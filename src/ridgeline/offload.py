@@ -62,6 +62,8 @@ class HostOffload:
     link_bytes_per_s: float | None = None
     output_first: bool = True  # False: the rule before PR #18148 (and ik_llama.cpp's)
     host_memory_bytes: float | None = None  # the host's RAM, where given: its share must fit
+    experts_last: bool = False  # the experts of the *last* N layers (--fit's choice)
+    chosen_by_fit: bool = False  # placed by llama.cpp's --fit (llamacpp_fit.py)
 
     def __post_init__(self) -> None:
         for name in ("gpu_layers", "cpu_expert_layers"):
@@ -105,7 +107,8 @@ class HostOffload:
     def placement(self, index: int, num_layers: int) -> str:
         if not self.layer_on_gpu(index, num_layers):
             return HOST
-        return HOST_EXPERTS if index < self.cpu_expert_layers else GPU
+        first = num_layers - self.cpu_expert_layers if self.experts_last else 0
+        return HOST_EXPERTS if first <= index < first + self.cpu_expert_layers else GPU
 
     def describe(self, model: ModelSpec) -> str:
         n = model.num_layers
@@ -118,12 +121,19 @@ class HostOffload:
                      else ", the output layer on the host")
         if not self.output_first:
             text += " (the rule before llama.cpp PR #18148)"
-        experts = len([i for i in range(min(self.cpu_expert_layers, n))
-                       if self.layer_on_gpu(i, n) and model.layers[i].ffn == MOE])
+        experts = len([i for i in range(n) if self.placement(i, n) == HOST_EXPERTS
+                       and model.layers[i].ffn == MOE])
         if experts:
             flag = ("--cpu-moe" if self.cpu_expert_layers >= n
                     else f"--n-cpu-moe {self.cpu_expert_layers}")
-            text += f"; {flag}: the experts of {experts} MoE layers on the host"
+            if self.chosen_by_fit and self.cpu_expert_layers >= n:
+                text += ", every expert on the host"
+            elif self.chosen_by_fit:
+                text += f", the experts of the last {experts} MoE layers on the host"
+            else:
+                text += f"; {flag}: the experts of {experts} MoE layers on the host"
+        if self.chosen_by_fit:
+            text = f"llama.cpp's --fit: {text}"
         return text
 
 

@@ -25,6 +25,21 @@ from ridgeline.units import GB, usd_per_million_tokens
 
 _NO_EXPECTATION = ("expected on {engine}: nothing: this deployment does not fit, so it runs at "
                    "no speed (`ridgeline fit` for the levers)")
+_FIT_HINT = ("  llama.cpp's --fit (on by default since Dec 2025) would keep layers in host memory "
+             "instead: -ngl auto --host-bandwidth-gbs GB/s prices that")
+
+
+def _no_expectation(dep: Deployment, engine: str) -> list[str]:
+    """The line for a deployment that does not fit, and for llama.cpp on one discrete GPU
+    what its --fit would do instead."""
+    lines = [_NO_EXPECTATION.format(engine=engine)]
+    acc = dep.accelerator
+    if (engine.startswith("llama.cpp") and dep.offload is None and dep.num_gpus == 1
+            and acc.vendor != "apple" and acc.form != "soc"):
+        lines.append(_FIT_HINT)
+    return lines
+
+
 _NOT_REACHED = ("expected on {engine}: nothing: {engine} cannot run a batch of {batch:,} at this "
                 "context (below), so no step of that size happens")
 
@@ -245,7 +260,8 @@ class DecodeReport:
                 f"({f.aggregate_tok_s / base.aggregate_tok_s:,.1f}x batch 1)",
             ]
             if not f.fit.fits:
-                return [*lines, _NO_EXPECTATION.format(engine=e.engine), *self._pool_lines()]
+                return [*lines, *_no_expectation(self.deployment, e.engine),
+                        *self._pool_lines()]
             if not self.engine_runs(f):
                 return [*lines, _NOT_REACHED.format(engine=e.engine, batch=f.batch),
                         "  " + f.fit.headline(), *self._pool_lines()]
@@ -430,7 +446,7 @@ class PrefillReport:
         ]
         lines += [f"caution: {c}" for c in self.cautions]
         if not f.fit.fits:
-            return [*lines, _NO_EXPECTATION.format(engine=e.engine)]
+            return [*lines, *_no_expectation(self.deployment, e.engine)]
         return [*lines,
                 f"expected on {e.engine}: {e.time_s * 1e3:,.1f} ms ({e.low_s * 1e3:,.1f}–"
                 f"{e.high_s * 1e3:,.1f}) = TTFT, {f.batch * f.prompt_len / e.time_s:,.0f} prompt "

@@ -12,6 +12,7 @@ from typing import Any
 
 from ridgeline.deployment import Deployment, tensor_parallel_problem
 from ridgeline.engine_windows import has_windows
+from ridgeline.errors import InputError
 from ridgeline.explain import Step, q, step
 from ridgeline.memory import (
     EngineSettings,
@@ -134,11 +135,15 @@ class FitReport:
     def text_lines(self) -> list[str]:
         d, p = self.deployment, self.pool
         verdict = self.verdict.upper() if self.verdict == DOES_NOT_FIT else self.verdict
-        headline = f"{verdict}: {self.conversations:,} conversations of {self.context:,} tokens"
+        headline = (f"{verdict}: {self.conversations:,} "
+                    f"{_plural(self.conversations, 'conversation')} of {self.context:,} tokens")
         if self.verdict == DOES_NOT_FIT:
             headline += (f" against a target of {max(1, self.target or 1):,}; the pool is short "
                          f"by {self.shortfall_bytes / GIB:,.1f} GiB per GPU")
-            if p.rest_bytes < 0:
+            if p.rest_bytes < 0 and is_llamacpp(p):
+                headline += (f" (the weights, the runtime and the compute buffer alone "
+                             f"overflow its {p.total_bytes / GIB:,.1f} GiB)")
+            elif p.rest_bytes < 0:
                 headline += (f" (the weights and the profiling pass alone overflow the "
                              f"{p.total_bytes * p.reserved_fraction / GIB:,.1f} GiB it reserves)")
         elif self.verdict == UNDER_RIDGE:
@@ -178,8 +183,9 @@ class FitReport:
                 _offload_flags(d)))
             lines.append(f"start it with: llama-server -c {self.batch * self.context} "
                          f"-np {p.max_num_seqs} --kv-unified{flags} ({p.max_num_seqs} slots share "
-                         f"the cache; {self.batch} conversations of {self.context:,} tokens "
-                         "fit at once)")
+                         f"the cache; {self.batch} {_plural(self.batch, 'conversation')} of "
+                         f"{self.context:,} tokens "
+                         f"{'fits' if self.batch == 1 else 'fit'} at once)")
         lines += [f"caution: {c}" for c in self.cautions]
         if p.accounting is not None and p.accounting.tp_caveat and d.tensor_parallel_size > 1:
             lines.append(f"caution: vLLM {p.accounting.version} {p.accounting.tp_caveat}")
@@ -200,11 +206,17 @@ def _host_bytes(d: Deployment) -> float:
     return host_weight_bytes(d)
 
 
+def _plural(n: int, word: str) -> str:
+    return word if n == 1 else f"{word}s"
+
+
 def _offload_flags(d: Deployment) -> str:
     """llama-server's flags for the partial offload the fit was sized for."""
     o = d.offload
     if o is None:
         return ""
+    if o.chosen_by_fit:  # its default: say so, for builds or scripts that turn it off
+        return " -ngl auto --fit on"
     every = o.cpu_expert_layers >= d.model.num_layers
     return (f" -ngl {o.gpu_layers}" + (" --cpu-moe" if every else
                                        f" --n-cpu-moe {o.cpu_expert_layers}"
@@ -363,6 +375,16 @@ def _offload_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSetti
         return dep if conversations(pool, dep, r.context) >= need else None
 
     levers = []
+    from ridgeline.llamacpp_fit import fit_placement
+
+    try:  # what llama.cpp does by itself since Dec 2025
+        fit = fit_placement(d, replace(s, max_model_len=r.context), r.context, need,
+                            HostOffload(n + 1))
+    except InputError:
+        fit = None
+    if fit is not None and fit.offload is not None:
+        levers.append((f"llama.cpp --fit ({host_weight_bytes(fit) / GIB:,.1f} GiB on host)",
+                       fit, r.context, s))
     if d.model.moe is not None:  # experts first: every token still runs its layers on the GPU
         for experts in range(1, n + 1):
             dep = holds(HostOffload(n + 1, experts))

@@ -1,0 +1,198 @@
+"""llama.cpp's --fit (-ngl auto): the placement it picks is the most the GPU holds with the
+margin free, experts of the last layers before whole layers for an MoE model, and the CLI
+prices and prints that placement."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.errors import InputError
+from ridgeline.llamacpp_fit import default_fit_target_bytes, fit_placement, holds
+from ridgeline.memory import EngineSettings
+from ridgeline.offload import GPU, HOST, HOST_EXPERTS, HostOffload, host_weight_bytes
+from ridgeline.units import GIB, MIB
+from tests.conftest import run_cli
+
+DDR5_4800_DUAL = 76.8e9
+SETTINGS = EngineSettings()
+
+
+def whole(model: str, gpu: str, weights: str | None = "q4_k_m") -> Deployment:
+    return Deployment.build(resolve_model(model), resolve_accelerator(gpu), weights, None, 1,
+                            engine="llama.cpp-cuda")
+
+
+def place(dep: Deployment, context: int, sequences: int = 1,
+          margin: float | None = None) -> Deployment:
+    return fit_placement(dep, SETTINGS, context, sequences, HostOffload(
+        dep.model.num_layers + 1, host_bandwidth_bytes_per_s=DDR5_4800_DUAL), margin)
+
+
+def test_a_deployment_that_fits_is_left_whole() -> None:
+    dep = whole("llama-3.1-8b", "rtx-4090")
+    assert place(dep, 8192).offload is None
+
+
+def test_a_dense_model_keeps_the_most_layers_the_margin_allows() -> None:
+    dep = whole("llama-3.1-70b", "rtx-4090")  # 42 GB at q4_k_m on a 24 GiB card
+    placed = place(dep, 4096)
+    o = placed.offload
+    assert o is not None and o.chosen_by_fit and o.cpu_expert_layers == 0
+    margin = default_fit_target_bytes()
+    assert holds(placed, SETTINGS, 4096, 1, margin)
+    one_more = dep.offloaded(replace(o, gpu_layers=o.gpu_layers + 1))
+    assert not holds(one_more, SETTINGS, 4096, 1, margin)
+    # about 0.5 GB a layer: a bit under half of the 80 layers fit beside the output layer
+    assert 35 <= o.gpu_layers <= 48
+
+
+def test_the_margin_costs_layers() -> None:
+    dep = whole("llama-3.1-70b", "rtx-4090")
+    tight = place(dep, 4096, margin=0.0).offload
+    roomy = place(dep, 4096, margin=4 * GIB).offload
+    default = place(dep, 4096).offload
+    assert tight and roomy and default
+    assert tight.gpu_layers >= default.gpu_layers > roomy.gpu_layers
+
+
+def test_more_context_moves_more_layers_to_the_host() -> None:
+    dep = whole("llama-3.1-70b", "rtx-4090")
+    short, long = place(dep, 4096).offload, place(dep, 32768).offload
+    assert short and long and long.gpu_layers < short.gpu_layers
+
+
+def test_an_moe_model_moves_the_experts_of_its_last_layers_first() -> None:
+    dep = whole("qwen3-30b-a3b", "rtx-3060")  # 17 GiB at q4_k_m on a 12 GiB card
+    placed = place(dep, 32768)
+    o = placed.offload
+    n = dep.model.num_layers
+    assert o is not None and o.gpu_layers == n + 1 and o.experts_last
+    assert 0 < o.cpu_expert_layers < n
+    assert o.placement(n - 1, n) == HOST_EXPERTS and o.placement(0, n) == GPU
+    assert not any(o.placement(i, n) == HOST for i in range(n))
+    # the fewest: one layer's experts fewer on the host does not fit
+    fewer = dep.offloaded(replace(o, cpu_expert_layers=o.cpu_expert_layers - 1))
+    assert not holds(fewer, SETTINGS, 32768, 1, default_fit_target_bytes())
+
+
+def test_the_last_layers_cost_what_the_first_layers_cost_on_a_model_of_alike_layers() -> None:
+    dep = whole("qwen3-30b-a3b", "rtx-3060")
+    fit = place(dep, 32768)
+    assert fit.offload is not None
+    first = dep.offloaded(HostOffload(dep.model.num_layers + 1, fit.offload.cpu_expert_layers,
+                                      DDR5_4800_DUAL))
+    assert host_weight_bytes(fit) == pytest.approx(host_weight_bytes(first))
+
+
+def test_an_moe_model_whose_dense_weights_overflow_lowers_ngl_with_every_expert_on_host() -> None:
+    dep = whole("deepseek-v3", "rtx-3060-ti")  # 3 dense layers, MLA and shared experts > 8 GiB
+    placed = place(dep, 8192)
+    o = placed.offload
+    n = dep.model.num_layers
+    assert o is not None
+    all_experts = dep.offloaded(HostOffload(n + 1, n, DDR5_4800_DUAL, experts_last=True))
+    assert not holds(all_experts, SETTINGS, 8192, 1, default_fit_target_bytes())
+    assert 0 < o.gpu_layers <= n and o.cpu_expert_layers == n
+    assert "every expert on the host" in o.describe(dep.model)
+
+
+def test_a_card_too_small_for_the_compute_buffer_does_not_fit() -> None:
+    acc = resolve_accelerator("rtx-3060")
+    tiny = replace(acc, memory_bytes=1.2 * GIB, memory_size=1.2, memory_unit="GiB",
+                   ecc_visible_bytes=None)
+    dep = Deployment.build(resolve_model("llama-3.1-8b"), tiny, "q4_k_m", None, 1,
+                           engine="llama.cpp-cuda")
+    with pytest.raises(InputError, match="does not fit"):
+        place(dep, 4096)
+
+
+def test_fit_is_llamacpps() -> None:
+    dep = Deployment.build(resolve_model("llama-3.1-70b"), resolve_accelerator("rtx-4090"),
+                           "awq-int4", None, 1, engine="vllm")
+    with pytest.raises(InputError, match="llama.cpp"):
+        place(dep, 4096)
+
+
+def test_the_fit_target_is_llamacpps_default() -> None:
+    assert default_fit_target_bytes() == 1024 * MIB
+
+
+# -- the CLI ---------------------------------------------------------------------------
+AUTO_70B = ("decode", "llama-3.1-70b", "--gpu", "rtx-4090", "--engine", "llama.cpp-cuda",
+            "--weights", "q4_k_m", "--batch", "1", "--context", "4096")
+
+
+def test_decode_prices_the_placement_fit_picks(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, *AUTO_70B, "-ngl", "auto", "--host-bandwidth-gbs", "76.8",
+                           "--json")
+    assert code == 0
+    auto = json.loads(out)
+    ngl = place(whole("llama-3.1-70b", "rtx-4090"), 4096).offload
+    assert ngl is not None
+    code, out, _ = run_cli(capsys, *AUTO_70B, "-ngl", str(ngl.gpu_layers),
+                           "--host-bandwidth-gbs", "76.8", "--json")
+    assert code == 0
+    explicit = json.loads(out)
+    assert auto["points"] == explicit["points"]
+
+
+def test_minus_one_is_auto(capsys: pytest.CaptureFixture[str]) -> None:
+    _, auto, _ = run_cli(capsys, *AUTO_70B, "-ngl", "auto", "--host-bandwidth-gbs", "76.8")
+    _, minus, _ = run_cli(capsys, *AUTO_70B, "-ngl", "-1", "--host-bandwidth-gbs", "76.8")
+    assert "--fit" in auto and auto == minus
+
+
+def test_all_is_the_whole_model(capsys: pytest.CaptureFixture[str]) -> None:
+    _, default, _ = run_cli(capsys, *AUTO_70B)
+    _, every, _ = run_cli(capsys, *AUTO_70B, "-ngl", "all")
+    assert "DOES NOT FIT" in every and every == default
+
+
+@pytest.mark.parametrize(("extra", "names"), [
+    (("-ngl", "auto"), "--host-bandwidth-gbs"),  # the fit offloads: the host must be known
+    (("-ngl", "auto", "--n-cpu-moe", "3"), "--n-cpu-moe"),
+    (("-ngl", "20", "--fit-target", "512"), "-ngl auto"),
+    (("-ngl", "auto", "--output-layer-last"), "--output-layer-last"),
+    (("-ngl", "some"), "GPU layers"),
+])
+def test_refusals(capsys: pytest.CaptureFixture[str], extra: tuple[str, ...], names: str) -> None:
+    code, out, err = run_cli(capsys, *AUTO_70B, *extra)
+    assert code == 2 and names in err and "Traceback" not in err and not out
+
+
+def test_fit_prints_the_placement_and_the_llama_server_flags(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "fit", "qwen3-30b-a3b", "--gpu", "rtx-3060", "--engine",
+                           "llama.cpp-cuda", "--weights", "q4_k_m", "--max-model-len", "32768",
+                           "-ngl", "auto")
+    assert code == 0
+    assert "llama.cpp's --fit" in out and "experts of the last" in out
+    assert "-ngl auto --fit on" in out and "--n-cpu-moe" not in out
+
+
+def test_fit_offers_what_fit_would_do_as_a_lever(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "fit", "qwen3-30b-a3b", "--gpu", "rtx-3060", "--engine",
+                           "llama.cpp-cuda", "--weights", "q4_k_m", "--max-model-len", "32768",
+                           "--target-concurrency", "2", "--json")
+    assert code == 0
+    levers = {lv["name"].split(" (")[0]: lv for lv in json.loads(out)["levers"]}
+    assert levers["llama.cpp --fit"]["conversations"] >= 2
+
+
+def test_simulate_needs_a_context_to_place_for(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(capsys, "simulate", "qwen3-30b-a3b", "--gpu", "rtx-3060",
+                           "--engine", "llama.cpp-cuda", "--weights", "q4_k_m", "-ngl", "auto",
+                           "--host-bandwidth-gbs", "76.8")
+    assert code == 2 and "--max-model-len" in err
+
+
+def test_a_deployment_that_does_not_fit_points_at_fit(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, *AUTO_70B)
+    assert code == 0 and "DOES NOT FIT" in out and "-ngl auto" in out
+    code, out, _ = run_cli(capsys, "decode", "llama-3.1-70b", "--gpu", "rtx-4090", "--engine",
+                           "vllm", "--weights", "fp8", "--batch", "1", "--context", "4096")
+    assert code == 0 and "DOES NOT FIT" in out and "-ngl auto" not in out  # vLLM keeps all
