@@ -113,7 +113,7 @@ def test_a_card_too_small_for_the_compute_buffer_does_not_fit() -> None:
 def test_fit_is_llamacpps() -> None:
     dep = Deployment.build(resolve_model("llama-3.1-70b"), resolve_accelerator("rtx-4090"),
                            "awq-int4", None, 1, engine="vllm")
-    with pytest.raises(InputError, match="llama.cpp"):
+    with pytest.raises(InputError, match=r"llama\.cpp"):
         place(dep, 4096)
 
 
@@ -196,3 +196,17 @@ def test_a_deployment_that_does_not_fit_points_at_fit(capsys: pytest.CaptureFixt
     code, out, _ = run_cli(capsys, "decode", "llama-3.1-70b", "--gpu", "rtx-4090", "--engine",
                            "vllm", "--weights", "fp8", "--batch", "1", "--context", "4096")
     assert code == 0 and "DOES NOT FIT" in out and "-ngl auto" not in out  # vLLM keeps all
+
+
+def test_a_gibibyte_more_margin_moves_a_gibibyte_of_experts() -> None:
+    """docs/offload.md's check: Qwen3.5-35B-A3B at -c 65536 on a 16 GB card keeps the experts
+    of about 15 layers on the host at the default margin (llama-fit-params on a desktop's
+    4070 Ti SUPER: 17⅔), and a GiB more margin moves about a GiB more of them."""
+    dep = whole("qwen3.5-35b-a3b", "rtx-4080")
+    default, wider = place(dep, 65536).offload, place(dep, 65536, margin=2048 * MIB).offload
+    assert default and wider
+    assert 14 <= default.cpu_expert_layers <= 16
+    per_layer = (host_weight_bytes(place(dep, 65536)) - host_weight_bytes(
+        dep.offloaded(replace(default, cpu_expert_layers=default.cpu_expert_layers - 1))))
+    moved = wider.cpu_expert_layers - default.cpu_expert_layers
+    assert abs(moved - 1024 * MIB / per_layer) <= 1
