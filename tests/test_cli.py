@@ -13,7 +13,7 @@ from ridgeline.catalog import all_model_ids, resolve_model
 from ridgeline.cli import main
 from ridgeline.deployment import tensor_parallel_problem
 from ridgeline.hardware import catalog
-from tests.conftest import MEASUREMENTS
+from tests.conftest import MEASUREMENTS, run_cli
 
 ARTICLE = ["decode", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8", "--kv-dtype", "bf16",
            "--batch", "32", "--context", "2000"]
@@ -586,3 +586,14 @@ def test_validate_does_not_price_a_deployment_that_cannot_load(tmp_path: Path) -
     for row in read_measurements(path).rows:
         p = predict(row)
         assert p.predicted is None and p.reason.startswith("does not fit")
+
+
+@pytest.mark.parametrize(("argv", "named"), [
+    (("prefix", "--tokens-a", "-1,2", "--tokens-b", "1,2"), "'-1' is not one"),
+    (("decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "-4"), "got '-4'"),
+    (("decode", "llama-3.1-8b", "--gpu", "h100", "--context", "-0.5"), "-0.5"),
+])
+def test_a_negative_value_is_named_not_taken_for_an_option(
+        capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], named: str) -> None:
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2 and named in err and "expected one argument" not in err and not out

@@ -226,6 +226,19 @@ def test_bad_configs_get_a_message_naming_the_problem(change: dict[str, Any], me
         ModelSpec.from_hf_config(config, "bad")
 
 
+@pytest.mark.parametrize("experts", [0, None])
+def test_an_moe_architecture_without_experts_is_refused_not_read_as_dense(
+        experts: int | None) -> None:
+    config = {**copy.deepcopy(BASE), "model_type": "mixtral",
+              "architectures": ["MixtralForCausalLM"], "num_experts_per_tok": 2}
+    if experts is not None:
+        config["num_local_experts"] = experts
+    with pytest.raises(InputError, match="routes each token to experts"):
+        ModelSpec.from_hf_config(config, "bad")
+    # a dense architecture without experts is dense
+    assert not ModelSpec.from_hf_config({**copy.deepcopy(BASE), "num_experts": 0}, "ok").is_moe
+
+
 def test_truncated_config_file_is_refused(tmp_path: Any) -> None:
     path = tmp_path / "config.json"
     path.write_text(json.dumps(BASE)[:200])

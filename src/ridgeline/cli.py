@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -434,7 +435,12 @@ class WroteFile:
 
 # -- the parser --------------------------------------------------------------------------
 class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line and exit code 2."""
+    """argparse, but a usage error is one line and exit code 2, and a value that starts like
+    a negative number ('-1,2', '-0.5') is a value to check, not an unknown option."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(r"^-\.?\d[\d.,eE+-]*$")
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"ridgeline: error: {message} (see `{self.prog} --help`)\n")

@@ -82,6 +82,16 @@ def mixer_kinds(c: Mapping[str, Any], model_type: str, n: int, name: str) -> lis
     return [FULL] * n
 
 
+EXPERT_COUNT_KEYS = ("n_routed_experts", "num_local_experts", "num_experts")
+# architectures whose every checkpoint routes to experts: an expert count of 0 is a broken config
+_MOE_TYPES = {"mixtral", "gpt_oss", "qwen3_next", "deepseek_v2", "deepseek_v3", "kimi_k2",
+              "llama4", "llama4_text", "dbrx", "jamba", "olmoe", "phimoe", "granitemoe"}
+
+
+def routes_to_experts(model_type: str) -> bool:
+    return model_type in _MOE_TYPES or "moe" in model_type.split("_")
+
+
 def ffn_kinds(
     c: Mapping[str, Any], model_type: str, n: int, mixers: list[str], name: str
 ) -> list[str]:
@@ -89,6 +99,11 @@ def ffn_kinds(
     if c.get("hybrid_override_pattern") is not None:
         return [_PATTERN[ch][1] for ch in str(c["hybrid_override_pattern"])]
     experts = c.get("n_routed_experts") or c.get("num_local_experts") or c.get("num_experts")
+    if (not experts or experts is True) and routes_to_experts(model_type):
+        given = next((f"{k} is {c[k]!r}" for k in EXPERT_COUNT_KEYS if k in c), "")
+        raise InputError(f"{name}: a {model_type} model routes each token to experts, but "
+                         f"{given or 'the config gives no expert count'} "
+                         f"({', '.join(EXPERT_COUNT_KEYS)})")
     if not experts or experts is True:
         return [DENSE] * n
     if c.get("expert_layer_period") is not None:  # Jamba
