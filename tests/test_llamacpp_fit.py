@@ -210,3 +210,18 @@ def test_a_gibibyte_more_margin_moves_a_gibibyte_of_experts() -> None:
         dep.offloaded(replace(default, cpu_expert_layers=default.cpu_expert_layers - 1))))
     moved = wider.cpu_expert_layers - default.cpu_expert_layers
     assert abs(moved - 1024 * MIB / per_layer) <= 1
+
+
+def test_the_host_share_counts_the_host_layers_cache(capsys: pytest.CaptureFixture[str]) -> None:
+    """-ngl 40 of Llama-3.1-70B keeps 41 layers on the host: 20 GiB of weights, and at 128K
+    cells about as much cache again (a layer's cache lives with it), over a 32 GiB host."""
+    argv = (*AUTO_70B[:-2], "-ngl", "40", "--host-bandwidth-gbs", "76.8", "--host-memory-gib",
+            "32")
+    code, _, _ = run_cli(capsys, *argv, "--context", "4096")
+    assert code == 0
+    code, out, err = run_cli(capsys, *argv, "--context", "131072")
+    assert code == 2 and "does not fit" in err and "KV cache" in err and not out
+    from ridgeline.memory import host_cache_bytes
+    dep = whole("llama-3.1-70b", "rtx-4090").offloaded(HostOffload(40, 0, DDR5_4800_DUAL))
+    per_layer = 2 * 8 * 128 * 2  # K and V, 8 KV heads of 128, fp16
+    assert host_cache_bytes(dep, 131072) == pytest.approx(41 * per_layer * 131072)

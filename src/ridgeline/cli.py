@@ -186,7 +186,7 @@ def _offload(p: argparse.ArgumentParser) -> None:
                    help="host-to-GPU link per direction (default: the card's PCIe; 7.88 for "
                    "PCIe 3.0 x8): prompt steps copy host weights over it")
     g.add_argument("--host-memory-gib", type=_positive_float("host memory GiB"), metavar="GiB",
-                   help="the host's RAM: refuse a split whose host weights do not fit in it")
+                   help="the host's RAM: refuse a split whose host weights and cache overflow it")
     g.add_argument("--output-layer-last", action="store_true",
                    help="builds before llama.cpp PR #18148 (Dec 2025) and ik_llama.cpp: -ngl N "
                    "is the last N layers; the output layer stays on the host unless N exceeds "
@@ -257,8 +257,12 @@ def host_offload(args: argparse.Namespace, model: Any) -> Any:
 def fitted(args: argparse.Namespace, dep: Any, settings: Any, context: int,
            sequences: int) -> Any:
     """``dep`` placed as llama.cpp's --fit places it for ``sequences`` × ``context`` cells,
-    where -ngl auto asks for that; else ``dep`` as it is."""
+    where -ngl auto asks for that, else as it is; either way a host share (weights and the
+    host layers' cache) that overflows --host-memory-gib is refused."""
+    from ridgeline.memory import check_host_memory_for
+
     if not auto_layers(args):
+        check_host_memory_for(dep, context * sequences)
         return dep
     from ridgeline.llamacpp_fit import fit_placement
     from ridgeline.offload import HostOffload
@@ -269,8 +273,10 @@ def fitted(args: argparse.Namespace, dep: Any, settings: Any, context: int,
     template = HostOffload(dep.model.num_layers + 1, 0, (host or 0.0) * 1e9,
                            link * 1e9 if link else None, True, ram * GIB if ram else None)
     margin = getattr(args, "fit_target_mib", None)
-    return fit_placement(dep, settings, context, sequences, template,
-                         None if margin is None else margin * MIB)
+    placed = fit_placement(dep, settings, context, sequences, template,
+                           None if margin is None else margin * MIB)
+    check_host_memory_for(placed, context * sequences)
+    return placed
 
 
 def _formats(p: argparse.ArgumentParser) -> None:

@@ -30,7 +30,7 @@ from ridgeline.kvcache import KVFootprint, kv_footprint
 from ridgeline.kvgroups import KVGroups, vllm_kv_groups
 from ridgeline.layouts import DENSE, FULL, LINEAR, MAMBA, MOE, WINDOW_MIXERS
 from ridgeline.llamacpp_memory import cells_that_fit, compute_buffer_bytes, slot_cache_bytes
-from ridgeline.offload import gpu_share, gpu_weight_bytes
+from ridgeline.offload import gpu_share, gpu_weight_bytes, host_weight_bytes
 from ridgeline.units import GIB
 from ridgeline.vllm_memory import (
     VLLMAccounting,
@@ -326,6 +326,28 @@ def llamacpp_cache_on_gpu(dep: Deployment) -> tuple[float, float]:
     windows = honours_windows(dep)
     growing = gpu_share(dep, (FULL,) if windows else (FULL, *WINDOW_MIXERS))
     return growing, gpu_share(dep, (*(WINDOW_MIXERS if windows else ()), LINEAR, MAMBA))
+
+
+def host_cache_bytes(dep: Deployment, cells: int, engine_version: str | None = None) -> float:
+    """The KV cache of the layers -ngl leaves on the host, for ``cells`` cells of -c: a
+    layer's cache lives with the layer (the slot-sized window and state caches left out)."""
+    if dep.offload is None:
+        return 0.0
+    growing = llamacpp_cache_on_gpu(dep)[0]
+    return token_bytes(dep, None, engine_version) * cells * (1.0 - growing)
+
+
+def check_host_memory_for(dep: Deployment, cells: int) -> None:
+    """Refuse a split whose host share, its weights and its layers' cache for ``cells`` cells,
+    overflows the host's RAM, where given."""
+    o = dep.offload
+    if o is None or o.host_memory_bytes is None:
+        return
+    weights, cache = host_weight_bytes(dep), host_cache_bytes(dep, cells)
+    if weights + cache > o.host_memory_bytes:
+        raise InputError(f"does not fit: {weights / GIB:,.1f} GiB of weights and "
+                         f"{cache / GIB:,.1f} GiB of KV cache ({cells:,} cells) stay in host "
+                         f"memory, more than the host's {o.host_memory_bytes / GIB:,.1f} GiB")
 
 
 def _llamacpp_pool(dep: Deployment, s: EngineSettings, total: float, weights: float,
