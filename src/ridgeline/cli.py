@@ -159,9 +159,17 @@ def _engine(p: argparse.ArgumentParser) -> None:
                    "llama.cpp-metal, …")
     p.set_defaults(engine_by_accelerator=True)
     p.add_argument("--profile", metavar="FILE", help="profiles from `ridgeline calibrate`")
+    _split_mode(p)
     p.add_argument("--flash-attn", choices=["on", "off", "auto"],
                    help="llama.cpp -fa (default auto: on where supported); off costs the "
                    "attention scores written to memory and read back")
+
+
+def _split_mode(p: argparse.ArgumentParser | Any) -> None:
+    p.add_argument("--split-mode", "-sm", choices=["layer", "row", "tensor"],
+                   help="llama.cpp -sm over several GPUs (default layer: each GPU holds whole "
+                   "layers and a step passes them one after another; row and tensor split "
+                   "each matmul, priced as tensor parallel)")
 
 
 def _offload(p: argparse.ArgumentParser) -> None:
@@ -348,7 +356,8 @@ def load_deployment(args: argparse.Namespace, model: Any = None) -> Any:
     return Deployment.build(model, acc, getattr(args, "weights", None),
                             getattr(args, "kv_dtype", None), args.num_gpus, engine=engine,
                             flash_attention=flash_attention(args, engine or "vllm"),
-                            offload=host_offload(args, model))
+                            offload=host_offload(args, model),
+                            split_mode=getattr(args, "split_mode", None))
 
 
 def accelerator_known(name: str) -> bool:

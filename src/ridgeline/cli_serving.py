@@ -20,6 +20,7 @@ from ridgeline.cli import (
     _output,
     _positive_count,
     _positive_float,
+    _split_mode,
     _typed,
     accelerator_names,
     auto_layers,
@@ -57,7 +58,8 @@ def cmd_fit(args: argparse.Namespace) -> Any:
         return _compare_engines(args, model, acc, engines)
     dep = Deployment.build(model, acc, args.weights, args.kv_dtype, args.num_gpus,
                            engine=engines[0], flash_attention=flash_attention(args, engines[0]),
-                           offload=host_offload(args, model))
+                           offload=host_offload(args, model),
+                           split_mode=args.split_mode)
     if args.max_model_len is None:
         if auto_layers(args):
             raise InputError("-ngl auto places the layers for a context: give --max-model-len")
@@ -84,7 +86,8 @@ def _compare_accelerators(args: argparse.Namespace, model: Any, cards: list[str]
         dep = Deployment.build(model, acc, args.weights, args.kv_dtype, args.num_gpus,
                                engine=engines[0],
                                flash_attention=flash_attention(args, engines[0]),
-                               offload=host_offload(args, model))
+                               offload=host_offload(args, model),
+                               split_mode=args.split_mode)
         dep = fitted(args, dep, settings, args.max_model_len, args.target_concurrency or 1)
         reports.append(fit_report(dep, args.max_model_len, settings, args.target_concurrency))
     return FitComparison(tuple(reports), by="accelerator")
@@ -93,7 +96,7 @@ def _compare_accelerators(args: argparse.Namespace, model: Any, cards: list[str]
 PLAN_ENGINES = ("vllm", "sglang", "trtllm")  # the CUDA-graph serving engines plan sizes for
 # the settings that name one engine's knob: a comparison runs each engine at its defaults
 ENGINE_KNOBS = ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens",
-                "block_size", "engine_version", "flash_attn", "swa_full_tokens_ratio")
+                "block_size", "engine_version", "flash_attn", "swa_full_tokens_ratio", "split_mode")
 
 
 def _compare_engines(args: argparse.Namespace, model: Any, acc: Any, engines: list[str]) -> Any:
@@ -134,7 +137,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     model = load_model(args)
     dep = Deployment.build(model, acc, args.weights, args.kv_dtype, args.num_gpus,
                            engine=engine, flash_attention=flash_attention(args, engine),
-                           offload=host_offload(args, model))
+                           offload=host_offload(args, model),
+                           split_mode=args.split_mode)
     settings = engine_settings(args)
     if auto_layers(args):  # --fit sizes for -c: every slot's max_model_len
         if not settings.max_model_len:
@@ -331,6 +335,7 @@ def register(sub: Any) -> None:
                    "llama.cpp-…; several, comma-separated, to compare them")
     p.set_defaults(engine_by_accelerator=True)
     g = p.add_argument_group("engine settings (the engine's own names; default: its default)")
+    _split_mode(g)
     g.add_argument("--gpu-memory-utilization", "--mem-fraction-static",
                    "--kv-cache-free-gpu-mem-fraction", dest="gpu_memory_utilization",
                    type=_positive_float("memory fraction"), metavar="F",

@@ -65,6 +65,9 @@ def tensor_parallel_problem(model: ModelSpec, tp: int) -> str:
             "replica")
 
 
+LLAMACPP_SPLIT_MODES = ("layer", "row", "tensor")  # llama.cpp -sm (none: one GPU)
+
+
 @dataclass(frozen=True)
 class Deployment:
     model: ModelSpec
@@ -90,7 +93,7 @@ class Deployment:
         cls, model: ModelSpec, accelerator: Accelerator, weights: str | None = None,
         kv: str | None = None, num_gpus: int = 1, pipeline_parallel_size: int = 1,
         engine: str | None = None, expert_parallel: bool = False, flash_attention: bool = True,
-        offload: HostOffload | None = None,
+        offload: HostOffload | None = None, split_mode: str | None = None,
     ) -> Deployment:
         """Weights default to the checkpoint's stored formats; KV to the model's dtype.
 
@@ -98,9 +101,21 @@ class Deployment:
         ``engine`` None: no engine named (the article's arithmetic), costed as vLLM and any
         cache format taken; a named engine must have the KV cache format asked for.
         ``offload``: llama.cpp's split of the weights between one GPU and host memory.
+        ``split_mode``: llama.cpp's -sm. Its default, ``layer``, makes each GPU a stage of whole
+        layers run one after the other; ``row`` and ``tensor`` split each matmul (tensor
+        parallel).
         """
         named = engine is not None
         engine = engine or "vllm"
+        if split_mode is not None and split_mode not in LLAMACPP_SPLIT_MODES:
+            raise InputError(f"split mode is one of {', '.join(LLAMACPP_SPLIT_MODES)}, got "
+                             f"{split_mode!r}")
+        if split_mode is not None and not engine.startswith("llama.cpp"):
+            raise InputError(f"--split-mode is llama.cpp's -sm; {engine} splits by tensor "
+                             "parallelism")
+        if (engine.startswith("llama.cpp") and (split_mode or "layer") == "layer"
+                and pipeline_parallel_size == 1 and isinstance(num_gpus, int)):
+            pipeline_parallel_size = max(1, num_gpus)  # llama.cpp's default: whole layers
         kv_name = kv if kv not in (None, "auto") else (
             "fp16" if engine.startswith("llama.cpp") else model.dtype)  # llama.cpp -ctk f16
         assert kv_name is not None
@@ -169,11 +184,14 @@ class Deployment:
 
     @property
     def peak_flops_per_s(self) -> float:
-        return self.accelerator.peak(self.compute_dtype) * self.num_gpus
+        """What one step can use: a step passes the pipeline stages one after another, so
+        it has one stage's tensor-parallel GPUs at a time (llama.cpp's layer split too)."""
+        return self.accelerator.peak(self.compute_dtype) * self.tensor_parallel_size
 
     @property
     def bandwidth_bytes_per_s(self) -> float:
-        return self.accelerator.memory_bandwidth_bytes_per_s * self.num_gpus
+        """What one step can read with: one pipeline stage's GPUs at a time."""
+        return self.accelerator.memory_bandwidth_bytes_per_s * self.tensor_parallel_size
 
     @property
     def memory_bytes(self) -> float:

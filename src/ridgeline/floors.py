@@ -222,7 +222,9 @@ def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
         step("memory time", "(weights + KV + activations) ÷ bandwidth",
              q("memory time", memory_s * 1e3, "ms"), q("bytes", work.gpu_bytes / GB, "GB"),
              q("bandwidth", dep.bandwidth_bytes_per_s / 1e12, "TB/s",
-               f"{dep.num_gpus} x {acc.id}: {src}")),
+               f"{dep.tensor_parallel_size} x {acc.id}: {src}" + (
+                   f"; the step passes {dep.pipeline_parallel_size} stages of layers one "
+                   "after another" if dep.pipeline_parallel_size > 1 else ""))),
         step("compute time", "batch × (2 × params per token + attention FLOPs) ÷ peak",
              q("compute time", compute_s * 1e3, "ms"), q("FLOPs", work.flops / 1e12, "TFLOP"),
              q(f"peak {dep.compute_dtype}", dep.peak_flops_per_s / 1e12, "TFLOP/s", src)),

@@ -40,12 +40,21 @@ def _no_expectation(dep: Deployment, engine: str) -> list[str]:
     return lines
 
 
+def _split(dep: Deployment) -> str:
+    """llama.cpp's split over several GPUs, as its -sm names it."""
+    if dep.pipeline_parallel_size > 1:
+        return " (-sm layer: a step passes the GPUs' layers one after another)"
+    return " (-sm row/tensor: each matmul split over the GPUs)"
+
+
 _NOT_REACHED = ("expected on {engine}: nothing: {engine} cannot run a batch of {batch:,} at this "
                 "context (below), so no step of that size happens")
 
 
 def _deployment_line(dep: Deployment) -> str:
-    line = (f"{dep.model.name} on {dep.num_gpus} x {dep.accelerator.id}, weights "
+    line = (f"{dep.model.name} on {dep.num_gpus} x {dep.accelerator.id}"
+            + (_split(dep) if dep.num_gpus > 1 and dep.engine.startswith("llama.cpp") else "")
+            + ", weights "
             f"{dep.weights.label}, KV {dep.kv.id}, matmuls at {dep.compute_dtype}"
             + ("" if dep.flash_attention else ", no flash attention"))
     if dep.offload is not None:
@@ -320,9 +329,17 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
     from ridgeline.predict import eager_caution
 
     cautions = (eager_caution(dep) if enforce_eager else "", context_caution(dep, max(contexts)),
-                offload_caution(dep))
+                offload_caution(dep), split_caution(dep))
     return DecodeReport(dep, tuple(floors), tuple(expected), pool_batch,
                         tuple(c for c in cautions if c))
+
+
+def split_caution(dep: Deployment) -> str:
+    """What to say of llama.cpp's row and tensor splits, or ""."""
+    if not dep.engine.startswith("llama.cpp") or dep.tensor_parallel_size == 1:
+        return ""
+    return ("llama.cpp's -sm row/tensor is priced as tensor parallelism (an all-reduce per "
+            "layer over the cards' link); no measurement here checks it")
 
 
 def context_caution(dep: Deployment, tokens: int) -> str:

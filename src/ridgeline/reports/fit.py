@@ -411,8 +411,15 @@ def _levers(r: FitReport) -> list[Lever]:
     if d.kv.bytes_per_element > kv_dtype(small_kv[0]).bytes_per_element:
         options.append((small_kv[1], replace(d, kv=kv_dtype(small_kv[0])), r.context, s))
     doubled = d.tensor_parallel_size * 2
-    if d.offload is None and (gguf or not tensor_parallel_problem(d.model, doubled)):
-        options.append((f"{2 * d.num_gpus} GPUs ({'layer split' if gguf else 'tensor parallel'})",
+    if gguf and d.offload is None:  # llama.cpp's default split: more stages of layers
+        more = replace(d, pipeline_parallel_size=d.pipeline_parallel_size * 2) \
+            if d.pipeline_parallel_size > 1 or d.tensor_parallel_size == 1 \
+            else replace(d, tensor_parallel_size=doubled)
+        options.append((f"{2 * d.num_gpus} GPUs ("
+                        f"{'layer split' if more.pipeline_parallel_size > 1 else 'row split'})",
+                        more, r.context, s))
+    elif d.offload is None and not tensor_parallel_problem(d.model, doubled):
+        options.append((f"{2 * d.num_gpus} GPUs (tensor parallel)",
                         replace(d, tensor_parallel_size=doubled), r.context, s))
     options.append((f"half the context ({r.context // 2:,} tokens)", d, max(1, r.context // 2),
                     s))

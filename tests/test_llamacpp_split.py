@@ -1,0 +1,75 @@
+"""llama.cpp over several GPUs: its default split (-sm layer) makes each GPU a stage of whole
+layers that a step passes one after another, so two cards hold twice the model but read it
+no faster; -sm row/tensor is priced as tensor parallelism."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.engines import profile_for
+from ridgeline.errors import InputError
+from ridgeline.measurements import read_measurements
+from ridgeline.predict import predict
+from tests.conftest import MEASUREMENTS, run_cli
+
+DECODE = ("decode", "llama-3.1-70b", "--gpu", "rtx-4090", "--num-gpus", "2", "--engine",
+          "llama.cpp-cuda", "--weights", "q4_k_m", "--batch", "1", "--context", "512", "--json")
+
+
+def point(capsys: pytest.CaptureFixture[str], *extra: str) -> dict:
+    code, out, _ = run_cli(capsys, *DECODE, *extra)
+    assert code == 0
+    return json.loads(out)["points"][0]
+
+
+def test_llamacpp_splits_by_layer_by_default() -> None:
+    dep = Deployment.build(resolve_model("llama-3.1-70b"), resolve_accelerator("rtx-4090"),
+                           "q4_k_m", None, 2, engine="llama.cpp-cuda")
+    assert dep.pipeline_parallel_size == 2 and dep.tensor_parallel_size == 1
+    tp = Deployment.build(resolve_model("llama-3.1-70b"), resolve_accelerator("rtx-4090"),
+                          "q4_k_m", None, 2, engine="llama.cpp-cuda", split_mode="row")
+    assert tp.tensor_parallel_size == 2 and tp.pipeline_parallel_size == 1
+
+
+def test_a_layer_split_reads_the_model_at_one_cards_bandwidth(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    layer, row = point(capsys), point(capsys, "--split-mode", "row")
+    bw = resolve_accelerator("rtx-4090").memory_bandwidth_bytes_per_s
+    assert layer["memory_time_s"] == pytest.approx(
+        (layer["weight_bytes_read"] + layer["kv_bytes_read"]) / bw, rel=0.01)
+    assert row["memory_time_s"] == pytest.approx(layer["memory_time_s"] / 2, rel=0.01)
+    assert layer["expected"]["time_s"] > row["expected"]["time_s"]
+
+
+def test_the_cli_prices_what_validate_prices_for_a_two_card_row(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The XD 2 x RTX 4090 70B Q4_K_M tg512 row: the CLI's deployment is the row's."""
+    row = next(r for r in read_measurements(MEASUREMENTS).rows
+               if r.id == "XD-RTX409024GBx2-70B-Q4_K_M-tg512")
+    predicted = predict(row, {"llama.cpp-cuda": profile_for("llama.cpp-cuda")}).predicted
+    code, out, _ = run_cli(capsys, "decode", "llama-3-70b", "--gpu", "rtx-4090", "--num-gpus",
+                           "2", "--engine", "llama.cpp-cuda", "--weights", "q4_k_m", "--batch",
+                           "1", "--context", "256", "--json")
+    assert code == 0 and predicted is not None
+    cli = json.loads(out)["points"][0]["expected"]["per_user_tok_s"]
+    assert cli == pytest.approx(predicted, rel=0.03)  # tg512 averages contexts 1..512
+    assert predicted == pytest.approx(row.value, rel=0.15)
+
+
+def test_the_split_is_named_and_row_carries_a_caution(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, *DECODE[:-1])
+    assert code == 0 and "-sm layer" in out and "caution" not in out
+    code, out, _ = run_cli(capsys, *DECODE[:-1], "-sm", "tensor")
+    assert code == 0 and "-sm row/tensor" in out and "no measurement here checks it" in out
+
+
+def test_split_mode_is_llamacpps(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "decode", "llama-3.1-70b", "--gpu", "h100", "--num-gpus",
+                             "2", "--engine", "vllm", "--split-mode", "layer")
+    assert code == 2 and "llama.cpp's -sm" in err and not out
+    with pytest.raises(InputError, match="split mode"):
+        Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("rtx-4090"),
+                         engine="llama.cpp-cuda", split_mode="diagonal")
