@@ -73,3 +73,25 @@ def test_split_mode_is_llamacpps(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(InputError, match="split mode"):
         Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("rtx-4090"),
                          engine="llama.cpp-cuda", split_mode="diagonal")
+
+
+def test_partial_offload_spreads_the_gpu_layers_over_the_stages() -> None:
+    from ridgeline.llamacpp_fit import fit_placement
+    from ridgeline.memory import EngineSettings
+    from ridgeline.offload import HostOffload
+
+    model, acc = resolve_model("llama-3.1-70b"), resolve_accelerator("rtx-3090")
+
+    def auto(gpus: int) -> int:
+        dep = Deployment.build(model, acc, "q4_k_m", None, gpus, engine="llama.cpp-cuda")
+        placed = fit_placement(dep, EngineSettings(), 65536, 1, HostOffload(81, 0, 76.8e9))
+        assert placed.offload is not None
+        return placed.offload.gpu_layers
+
+    one, two = auto(1), auto(2)
+    assert one < two <= 81
+    # each card holds about half of two cards' layers
+    assert abs(two / 2 - one) <= 0.3 * one
+    with pytest.raises(InputError, match="-sm layer"):
+        Deployment.build(model, acc, "q4_k_m", None, 2, engine="llama.cpp-cuda",
+                         split_mode="row", offload=HostOffload(40, 0, 76.8e9))

@@ -156,13 +156,13 @@ def test_the_gpu_keeps_only_its_layers_cache_and_weights() -> None:
     assert {where for _, where, _ in placed_layers(part_dep)} == {GPU, HOST}
 
 
-def test_offload_is_llama_cpp_on_one_gpu_with_its_host_stated() -> None:
+def test_offload_is_llama_cpps_split_by_layer_with_its_host_stated() -> None:
     model, acc = resolve_model("qwen2.5-32b"), resolve_accelerator("rtx-4090")
     with pytest.raises(InputError, match=r"llama\.cpp's"):
         Deployment.build(model, acc, "q4_k_m", engine="vllm", offload=HostOffload(20, 0, 1e10))
-    with pytest.raises(InputError, match="one GPU"):
+    with pytest.raises(InputError, match="-sm layer"):  # several GPUs: by layer only
         Deployment.build(model, acc, "q4_k_m", num_gpus=2, engine="llama.cpp-cuda",
-                         offload=HostOffload(20, 0, 1e10))
+                         offload=HostOffload(20, 0, 1e10), split_mode="tensor")
     # fit needs no host figure; a step that runs layers on the CPU does, a prompt does not
     bare = Deployment.build(model, acc, "q4_k_m", engine="llama.cpp-cuda",
                             offload=HostOffload(20))
@@ -198,8 +198,8 @@ def test_rows_state_their_offload_in_the_notes() -> None:
     (["--engine", "llama.cpp", "--host-bandwidth-gbs", "76.8"], "give -ngl N"),
     (["--engine", "llama.cpp", "-ngl", "20"], "host-bandwidth-gbs"),
     (["--engine", "llama.cpp", "--n-cpu-moe", "3", "--host-bandwidth-gbs", "9"], "has none"),
-    (["--engine", "llama.cpp", "-ngl", "20", "--host-bandwidth-gbs", "9", "--num-gpus", "2"],
-     "one GPU"),
+    (["--engine", "llama.cpp", "-ngl", "20", "--host-bandwidth-gbs", "9", "--num-gpus", "2",
+      "-sm", "row"], "-sm layer"),
     (["--engine", "llama.cpp", "--cpu-moe", "--n-cpu-moe", "3"], "drop --n-cpu-moe"),
     (["--engine", "llama.cpp", "-ngl", "-3"], "GPU layers"),
     (["--engine", "llama.cpp", "-ngl", "20", "--host-bandwidth-gbs", "-5"], "bandwidth"),

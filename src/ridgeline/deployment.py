@@ -145,8 +145,9 @@ class Deployment:
         if not self.engine.startswith("llama.cpp"):
             raise InputError(f"weights in host memory (-ngl, --n-cpu-moe) are llama.cpp's; "
                              f"{self.engine} keeps every weight on the GPU")
-        if self.num_gpus > 1:
-            raise InputError("partial offload is modelled on one GPU; give --num-gpus 1")
+        if self.tensor_parallel_size > 1:
+            raise InputError("partial offload is modelled with llama.cpp's layer split "
+                             "(-sm layer), not with -sm row/tensor")
         offload.check(self.model, self.accelerator)
         dep = replace(self, offload=offload)
         check_host_memory(dep)
