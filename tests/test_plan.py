@@ -28,8 +28,8 @@ def test_the_winner_is_the_cheapest_and_its_simulation_meets_the_slo() -> None:
 
 
 def test_no_unsimulated_candidate_is_cheaper_than_the_winner() -> None:
-    # Simulation can only add replicas to an analytic sizing, so candidates are simulated
-    # cheapest first until the next analytic price cannot beat the best simulated one.
+    # Candidates are simulated cheapest first until the next analytic price, shrunk as much as
+    # simulation shrank any checked one, cannot beat the best simulated one.
     model = resolve_model("llama-3.1-70b")
     load = Load(5.0, "2000", "300")
     result = plan(model, load, Slo(2.0, 0.05, 90), workers=1)
@@ -327,3 +327,90 @@ def test_the_suggested_max_model_len_holds_the_load_within_the_models_context() 
     with pytest.raises(InputError, match="longer than gpt-j-6b's 2,048-token context"):
         plan(resolve_model("gpt-j-6b"), Load(1.0, "4000", "200"), Slo(2.0, 0.1),
              gpus=["h100"], workers=1)
+
+
+# -- the steady state -------------------------------------------------------------------
+def _steady_p90(rate: float, requests: int | None = None) -> tuple[float, float]:
+    """p90 TTFT and TPOT of one Llama-3.1-8B fp8 replica on an H100 at ``rate`` req/s: over
+    ``requests`` requests from time 0, or (None) over the steady window plan checks."""
+    from ridgeline.deployment import Deployment
+    from ridgeline.engines import profile_for
+    from ridgeline.hardware import resolve_accelerator
+    from ridgeline.memory import EngineSettings
+    from ridgeline.sim.config import sim_config
+    from ridgeline.sim.simulator import Simulator
+
+    dep = Deployment.build(MODEL, resolve_accelerator("h100-sxm"), "fp8", "fp8", engine="vllm")
+    load = Load(rate, "lognormal:1000,0.8", "lognormal:300,0.8")
+    config = sim_config(dep, EngineSettings(max_model_len=load.max_model_len(131072)))
+    if requests is None:
+        work, window = load.steady(1, 12.0)  # a request lives about 12 s here
+        result = Simulator(dep, profile_for("vllm"), config).run(work, window=window)
+    else:
+        result = Simulator(dep, profile_for("vllm"), config).run(load.share(1, count=requests))
+    return result.percentiles("ttft")["p90"], result.percentiles("tpot")["p90"]
+
+
+def test_a_short_run_reads_an_overloaded_replica_as_fine_and_the_steady_run_does_not() -> None:
+    """At 40 req/s one H100 serves 18: 400 requests end before the batch has filled."""
+    _, short_tpot = _steady_p90(40.0, requests=400)
+    _, steady_tpot = _steady_p90(40.0)
+    assert short_tpot < 0.05 < steady_tpot
+
+
+def test_the_steady_window_skips_the_warm_up_and_the_drain() -> None:
+    load = Load(10.0, "1000", "200")
+    work, (start, end) = load.steady(2, 4.0)  # 5 req/s a replica, a 4 s lifetime
+    arrivals = [r.arrival_s for r in work]
+    assert len(arrivals) == 400  # 5 × 10 lifetimes × 4 s = 200 < the 400 floor
+    span = arrivals[-1]
+    assert start == pytest.approx(8.0) and end == pytest.approx(span - 4.0, rel=0.05)
+    _, (start, end) = Load(1000.0, "1000", "200").steady(1, 60.0)
+    assert end > start > 0  # capped at MAX_SIM_REQUESTS: the window shrinks with the span
+
+
+def test_latencies_outside_the_window_are_not_counted() -> None:
+    from ridgeline.sim.metrics import Recorder
+    from ridgeline.sim.request import Request
+
+    rec = Recorder(1)
+    rec.window = (10.0, 20.0)
+    for i, arrival in enumerate((5.0, 15.0, 25.0)):
+        r = Request(i, arrival, 100, 10)
+        r.first_token_s, r.first_scheduled_s = arrival + 0.1 * (i + 1), arrival
+        r.finish_s, r.num_generated = arrival + 1.0, 10
+        rec.finish(r)
+    assert rec.completed == 3 and rec.hist["ttft"].total == 1
+    assert rec.hist["ttft"].mean == pytest.approx(0.2)
+
+
+def test_the_winner_has_the_fewest_replicas_that_hold_in_the_steady_state() -> None:
+    """Fewer replicas than the analytic count are tried too: the check finds the edge."""
+    from ridgeline.engines import profile_for
+    from ridgeline.hardware import resolve_accelerator
+    from ridgeline.memory import EngineSettings
+    from ridgeline.plan import _deployment, pipeline_lane
+    from ridgeline.sim.config import sim_config
+    from ridgeline.sim.simulator import Simulator
+
+    load, slo = Load(60.0, "lognormal:1000,0.8", "lognormal:300,0.8"), Slo(1.0, 0.05, 90)
+    win = plan(MODEL, load, slo, ["h100-sxm"], workers=1).winner
+    assert win is not None and win.verified and win.analytic_replicas
+    dep = _deployment(MODEL, resolve_accelerator(win.accelerator), win.tp, win.pp, win.weights,
+                      win.kv, win.expert_parallel, engine="vllm")
+    config = pipeline_lane(sim_config(dep, EngineSettings(
+        max_num_seqs=win.max_num_seqs, max_num_batched_tokens=win.max_num_batched_tokens,
+        max_model_len=load.max_model_len(131072))), win.pp)
+    lifetime = win.ttft_floor_s + load.means()[1] * win.tpot_s
+
+    def p90(replicas: int) -> tuple[float, float]:
+        work, window = load.steady(replicas, lifetime)
+        result = Simulator(dep, profile_for("vllm"), config).run(work, window=window)
+        return result.percentiles("ttft")["p90"], result.percentiles("tpot")["p90"]
+
+    ttft, tpot = p90(win.replicas)
+    assert (ttft, tpot) == (win.sim_ttft_s, win.sim_tpot_s)
+    assert ttft <= slo.ttft_s and tpot <= slo.tpot_s
+    if win.replicas > 1:
+        ttft, tpot = p90(win.replicas - 1)
+        assert ttft > slo.ttft_s or tpot > slo.tpot_s

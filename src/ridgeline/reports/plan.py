@@ -85,8 +85,18 @@ class PlanReport:
                 continue
             seen.add(shape)
             out.append(c)
-        # cheapest first; an unsimulated price is a floor (simulation only adds replicas)
+        # cheapest first; an unsimulated price is the analytic sizing's estimate
         return sorted(out[1:count + 1], key=lambda c: (c.cost_per_hour or 0.0, c.gpus))
+
+    def _moved(self) -> str:
+        """How far simulation moved the replicas of the candidates it checked."""
+        ratios = [c.replicas / c.analytic_replicas for c in self.result.candidates
+                  if c.verified and c.analytic_replicas]
+        if not ratios:
+            return "the steady-state simulation may add or remove replicas"
+        low, high = min(ratios) - 1, max(ratios) - 1
+        span = f"{low:+.0%}" if abs(high - low) < 0.005 else f"{low:+.0%} to {high:+.0%}"
+        return f"the steady-state simulation moved the checked ones' replicas by {span}"
 
     def commands(self) -> dict[str, str]:
         win = self.result.winner
@@ -133,8 +143,8 @@ class PlanReport:
                    and (c.cost_per_hour or 0.0) < (win.cost_per_hour or 0.0)]
         if cheaper:
             lines.append(f"  {len(cheaper)} cheaper runner-up(s) were not simulated (the "
-                         "budget of simulated candidates ran out): their price is a floor, not "
-                         "a result")
+                         "budget of simulated candidates ran out): their price is the analytic "
+                         "estimate, not a result")
         commands = self.commands()
         lines += ["", "run it with:", *(f"  {c}" for c in commands.values()), ""] if commands \
             else ["", f"({r.engine}'s launch flags are not modelled: size its engine with the "
@@ -145,7 +155,7 @@ class PlanReport:
         if rows:
             lines += table(rows, ["runners-up", "GPUs", "$/h", "$/M tok", "checked"])
             if any(row[-1] == "analytic" for row in rows):
-                lines.append("  (analytic: not simulated; simulation can only add replicas)")
+                lines.append(f"  (analytic: not simulated; {self._moved()})")
             lines.append("")
         for c in r.unpriced:
             lines.append(f"{c.label} = {c.gpus} GPUs, no price: it wins below "

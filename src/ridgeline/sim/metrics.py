@@ -122,6 +122,8 @@ class Recorder:
         self.series = TimeSeries()
         self.rows: list[tuple[int, float, int, int, float, float, float, int]] = []
         self.keep_rows = False  # per-request rows for export (memory grows with requests)
+        # arrivals whose latencies the histograms keep (the steady state; default: all)
+        self.window: tuple[float, float] = (-math.inf, math.inf)
 
     def finish(self, r: Request) -> None:
         self.completed += 1
@@ -131,6 +133,8 @@ class Recorder:
             self.grouped += 1
             self.grouped_prompt_tokens += r.prompt_tokens
             self.shared_prefix_tokens += r.prefix_tokens
+        if not self.window[0] <= r.arrival_s <= self.window[1]:
+            return
         ttft = r.first_token_s - r.arrival_s
         e2e = r.finish_s - r.arrival_s
         self.hist["ttft"].add(ttft)
