@@ -433,3 +433,16 @@ def test_the_report_says_the_shared_prefix_is_inside_the_prompt(
     assert "30 completed requests share a mean 499 of their mean 500 prompt tokens" in \
         capsys.readouterr().out
     assert {line.split(",")[2] for line in out.read_text().splitlines()[1:]} == {"500"}
+
+
+def test_a_run_shorter_than_the_steady_state_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.conftest import run_cli
+
+    base = ("simulate", "llama-3.1-8b", "--gpu", "h100-sxm", "--weights", "fp8", "--kv-dtype",
+            "fp8", "--input-len", "lognormal:1000,0.8", "--output-len", "lognormal:300,0.8")
+    code, out, _ = run_cli(capsys, *base, "--rate", "40", "--num-requests", "400")
+    assert code == 0 and "filling up and draining" in out and "--num-requests" in out
+    code, out, _ = run_cli(capsys, *base, "--rate", "4", "--num-requests", "1000")
+    assert code == 0 and "filling up" not in out
+    code, out, _ = run_cli(capsys, *base, "--concurrency", "8", "--num-requests", "40")
+    assert code == 0 and "filling up" not in out  # a closed loop holds its batch from the start

@@ -202,9 +202,18 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
             raise InputError(f"cannot write {args.export}: {exc}") from None
     from ridgeline.offload import offload_caution
     from ridgeline.predict import eager_caution
+    from ridgeline.reports.simulate import warmup_caution
 
+    if args.concurrency:  # a closed loop holds its batch from the start
+        span = 0.0
+    elif args.trace:
+        span = requests[-1].arrival_s - requests[0].arrival_s if requests else 0.0
+    else:
+        span = count / args.rate
     cautions = tuple(c for c in (eager_caution(dep) if args.enforce_eager else "",
-                                 offload_caution(dep)) if c)
+                                 offload_caution(dep),
+                                 warmup_caution(span, result.percentiles("e2e")["mean"],
+                                                args.rate)) if c)
     return SimulateReport(replace(dep), config, result, count, load, slo_ttft, slo_tpot,
                           cautions=cautions)
 

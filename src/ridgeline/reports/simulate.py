@@ -25,6 +25,20 @@ def _share(n: int, total: int) -> str:
     return "<0.1%" if pct < 0.1 else ">99.9%" if pct > 99.9 else f"{pct:.1f}%"
 
 
+STEADY_LIFETIMES = 5  # arrivals spanning fewer request lifetimes than this: mostly warm-up
+
+
+def warmup_caution(span_s: float, mean_e2e_s: float, rate: float | None) -> str:
+    """What to say of a run whose arrivals end before the batch has settled, or ""."""
+    if not span_s > 0 or not mean_e2e_s > 0 or span_s >= STEADY_LIFETIMES * mean_e2e_s:
+        return ""
+    more = (f"; --num-requests {math.ceil(rate * 10 * mean_e2e_s):,} spans about ten"
+            if rate and math.isfinite(rate) else "")
+    return (f"the arrivals span {span_s:,.1f} s, under {STEADY_LIFETIMES} request lifetimes "
+            f"(mean end-to-end {mean_e2e_s:,.1f} s): much of the run is the batch filling up "
+            f"and draining, so the latencies read lighter than the steady state{more}")
+
+
 @dataclass(frozen=True)
 class SimulateReport:
     deployment: Deployment
