@@ -314,8 +314,8 @@ def test_a_model_no_group_holds_is_a_does_not_fit_not_a_latency() -> None:
 
 
 def test_a_miss_under_the_floors_is_blamed_on_the_load() -> None:
-    result = plan(resolve_model("qwen2.5-7b"), Load(2.0, "1000", "200"), Slo(1.0, 0.004),
-                  gpus=["h100"], workers=1)
+    result = plan(resolve_model("qwen2.5-7b"), Load(50.0, "1000", "200"), Slo(1.0, 0.004),
+                  gpus=["h100"], workers=1, max_gpus=8)
     assert result.winner is None and "the load is the miss" in result.closest_miss
 
 

@@ -2,15 +2,15 @@
 
 Search: accelerator × tensor/pipeline parallel size × expert parallelism (MoE) × weight
 format × KV dtype × engine knobs (max_num_seqs, max_num_batched_tokens). Each candidate
-replica is first sized analytically — the largest batch whose mixed step (B decodes plus
-the prefill tokens B new requests bring, B·in/out per step) keeps TPOT within the SLO and
-fits the KV pool and the token budget — which prunes what cannot fit or cannot meet the
-SLO on its own; replicas cover the rate. The cheapest candidates are then simulated
-(``sim/``) at their per-replica rate and given more replicas until the SLO holds at the
-requested percentile. A pipeline-parallel replica keeps one micro-batch per stage in
-flight (``pipeline_lane``). Disaggregated prefill/decode pools (xPyD) are sized
-analytically, the KV hand-off priced over the inter-node link, and the cheapest simulated
-pool by pool.
+replica is first sized analytically — the largest batch whose TPOT at the SLO's percentile
+(B decodes, and the prompts that arrive while a request decodes, both with their Poisson
+spread; ``size_replica``) meets the SLO and fits the KV pool and the token budget — which
+prunes what cannot fit or cannot meet the SLO on its own; replicas cover the rate. The
+cheapest candidates are then simulated (``sim/``) in the steady state at their per-replica
+rate, and the fewest replicas that meet the SLO at the requested percentile kept. A
+pipeline-parallel replica keeps one micro-batch per stage in flight (``pipeline_lane``).
+Disaggregated prefill/decode pools (xPyD) are sized analytically, the KV hand-off priced over
+the inter-node link, and the cheapest simulated pool by pool.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ import random
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
+from functools import lru_cache
+from statistics import NormalDist
 from typing import Any
 
 from ridgeline.calibrate import MIN_GROUP_ROWS
@@ -86,14 +88,7 @@ class Load:
 
     def samples(self) -> list[tuple[int, int]]:
         """(prompt, output) of every request of a trace, or of 2,000 drawn from the load."""
-        if self.trace:
-            return [(p, o) for _, p, o in self.trace]
-        rng = random.Random(self.seed)
-        draw_in, draw_out = length_sampler(self.input_len, "input"), length_sampler(
-            self.output_len, "output")
-        n = 2000
-        prompts = [draw_in(rng) for _ in range(n)]
-        return list(zip(prompts, [draw_out(rng) for _ in range(n)]))
+        return list(_samples(self))
 
     def means(self) -> tuple[float, float]:
         drawn = self.samples()
@@ -150,6 +145,18 @@ class Load:
                 (start + warm, start + span - tail))
 
 
+@lru_cache(maxsize=32)
+def _samples(load: Load) -> tuple[tuple[int, int], ...]:
+    if load.trace:
+        return tuple((p, o) for _, p, o in load.trace)
+    rng = random.Random(load.seed)
+    draw_in, draw_out = length_sampler(load.input_len, "input"), length_sampler(
+        load.output_len, "output")
+    n = 2000
+    prompts = [draw_in(rng) for _ in range(n)]
+    return tuple(zip(prompts, [draw_out(rng) for _ in range(n)]))
+
+
 @dataclass(frozen=True)
 class Candidate:
     accelerator: str
@@ -159,7 +166,7 @@ class Candidate:
     kv: str
     max_num_seqs: int | None
     batch: int  # per replica, analytic
-    tpot_s: float  # analytic, at that batch
+    tpot_s: float  # analytic mean at that batch (its percentile meets the SLO)
     ttft_floor_s: float
     replica_rate: float  # requests/s one replica sustains within the TPOT SLO
     replicas: int
@@ -211,39 +218,64 @@ def _deployment(model: ModelSpec, acc: Accelerator, c_tp: int, pp: int, weights:
 def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
                  max_num_seqs: int | None, max_num_batched_tokens: int | None = None,
                  engine_version: str | None = None) -> tuple[int, float, float, float] | None:
-    """(batch, TPOT, TTFT floor, sustainable rate) of one replica, or None if it cannot."""
+    """(batch, mean TPOT, TTFT floor, sustainable rate) of one replica, or None if it cannot.
+
+    The batch is the largest whose TPOT at the SLO's percentile meets the SLO: each request's
+    decode steps cost the decode of the batch (at the batch's own percentile: arrivals are
+    Poisson, so B requests in flight vary by √B) plus its share of the prompts that arrive
+    while it decodes. By Little's law B of them arrive, more or fewer by √(B·(1 + cv²)) (cv:
+    the prompt lengths' coefficient of variation). A prompt shorter than the step's token
+    budget is prefilled whole in one step, a longer one in budget-sized chunks; only when
+    prompts overlap does every step carry some. The rate follows from the mean TPOT."""
+    drawn = load.samples()
     mean_in, mean_out = load.means()
     isl, osl = max(1, round(mean_in)), max(1, round(mean_out))
+    cv2 = sum((p - mean_in) ** 2 for p, _ in drawn) / len(drawn) / mean_in ** 2
     settings = EngineSettings(max_model_len=isl + osl, max_num_seqs=max_num_seqs,
                               max_num_batched_tokens=max_num_batched_tokens,
                               engine_version=engine_version)
     lanes = dep.pipeline_parallel_size  # micro-batches in flight, one per stage
     cap = max_batch(dep, isl + osl, settings) // lanes
+    budget = kv_pool(dep, settings).profile_tokens
     # Each step's token budget (max_num_batched_tokens) carries B decodes plus the B·in/out
     # prefill tokens that keep B requests flowing: B·(1 + in/out) ≤ budget.
-    cap = min(cap, kv_pool(dep, settings).profile_tokens * osl // (isl + osl))
+    cap = min(cap, budget * osl // (isl + osl))
     if cap < 1:
         return None
     ttft_floor = step_time_s(dep, [Seq(isl, 0)], profile)
     if ttft_floor > slo.ttft_s:
         return None
     ctx = isl + osl // 2
+    z = NormalDist().inv_cdf(slo.percentile / 100)
 
-    def mixed_step(b: int) -> float:
-        prefill = max(1, round(b * isl / osl))
-        return step_time_s(dep, [*decode_batch(b, ctx), Seq(prefill, 0)], profile)
+    def tpot(b: int, at_percentile: bool = True) -> float:
+        decode = step_time_s(dep, decode_batch(b, ctx), profile)
+        chunks = math.ceil(isl / max(1, budget - b))
+        if b * chunks >= osl:  # prompts overlap: each step carries B·in/out prompt tokens
+            spread = max(1, round(b * isl / osl))
+            with_prompt = step_time_s(dep, [*decode_batch(b, ctx), Seq(spread, 0)], profile)
+            per_prompt = (with_prompt - decode) * osl / b
+        else:  # now and then a step carries one prompt's chunk
+            chunk = max(1, round(isl / chunks))
+            with_chunk = step_time_s(dep, [*decode_batch(b, ctx), Seq(chunk, 0)], profile)
+            per_prompt = chunks * (with_chunk - decode)
+        if not at_percentile:
+            return decode + b * per_prompt / osl
+        busy = max(b, round(b + z * math.sqrt(b)))
+        arrivals = b + z * math.sqrt(b * (1 + cv2))
+        return step_time_s(dep, decode_batch(busy, ctx), profile) + arrivals * per_prompt / osl
 
-    if mixed_step(1) > slo.tpot_s:
+    if tpot(1) > slo.tpot_s:
         return None
     lo, hi = 1, cap
-    while lo < hi:  # largest batch whose mixed step meets the TPOT SLO
+    while lo < hi:  # largest batch whose percentile TPOT meets the SLO
         mid = (lo + hi + 1) // 2
-        if mixed_step(mid) <= slo.tpot_s:
+        if tpot(mid) <= slo.tpot_s:
             lo = mid
         else:
             hi = mid - 1
-    tpot = mixed_step(lo)
-    return lanes * lo, tpot, ttft_floor, lanes * lo / (osl * tpot)
+    mean = tpot(lo, at_percentile=False)
+    return lanes * lo, mean, ttft_floor, lanes * lo / (osl * mean)
 
 
 def _evaluate(args: tuple[ModelSpec, str, int, int, str, str, tuple[int | None, int | None],

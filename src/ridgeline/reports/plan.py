@@ -127,7 +127,8 @@ class PlanReport:
                  f"winner: {win.label} = {win.gpus} GPU{'s' if win.gpus > 1 else ''}, "
                  f"${win.cost_per_hour:,.2f}/h, "
                  f"${per_m:,.3f} per million output tokens",
-                 f"  per replica: batch {win.batch}, TPOT {win.tpot_s * 1e3:,.1f} ms (expected; "
+                 f"  per replica: batch {win.batch}, mean TPOT {win.tpot_s * 1e3:,.1f} ms "
+                 "(expected; "
                  f"band ×{win.band[0]:.2f}–×{win.band[1]:.2f}), {win.replica_rate:,.2f} req/s"]
         if win.verified:
             lines.append(f"  simulated at {r.load.rate / win.replicas:,.2f} req/s per replica: "
