@@ -183,13 +183,6 @@ def test_fit_offers_what_fit_would_do_as_a_lever(capsys: pytest.CaptureFixture[s
     assert levers["llama.cpp --fit"]["conversations"] >= 2
 
 
-def test_simulate_needs_a_context_to_place_for(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run_cli(capsys, "simulate", "qwen3-30b-a3b", "--gpu", "rtx-3060",
-                           "--engine", "llama.cpp-cuda", "--weights", "q4_k_m", "-ngl", "auto",
-                           "--host-bandwidth-gbs", "76.8")
-    assert code == 2 and "--max-model-len" in err
-
-
 def test_a_deployment_that_does_not_fit_points_at_fit(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(capsys, *AUTO_70B)
     assert code == 0 and "DOES NOT FIT" in out and "-ngl auto" in out
@@ -225,3 +218,60 @@ def test_the_host_share_counts_the_host_layers_cache(capsys: pytest.CaptureFixtu
     dep = whole("llama-3.1-70b", "rtx-4090").offloaded(HostOffload(40, 0, DDR5_4800_DUAL))
     per_layer = 2 * 8 * 128 * 2  # K and V, 8 KV heads of 128, fp16
     assert host_cache_bytes(dep, 131072) == pytest.approx(41 * per_layer * 131072)
+
+
+# -- llama-server's -c 0: --fit shrinks the trained context before it moves weights -------
+def test_an_unset_context_is_the_trained_one_when_it_fits() -> None:
+    from ridgeline.llamacpp_fit import fit_context
+
+    dep = whole("llama-3.1-8b", "rtx-4090")
+    context, placed = fit_context(dep, SETTINGS, HostOffload(33, 0, DDR5_4800_DUAL))
+    assert context == dep.model.max_position_embeddings and placed.offload is None
+
+
+def test_an_unset_context_shrinks_to_the_longest_that_fits_whole() -> None:
+    from ridgeline.llamacpp_fit import CONTEXT_ALIGN, fit_context
+
+    dep = whole("llama-3.1-8b", "rtx-3060")  # 131,072 tokens of fp16 cache is 16 GiB
+    context, placed = fit_context(dep, SETTINGS, HostOffload(33, 0, DDR5_4800_DUAL))
+    margin = default_fit_target_bytes()
+    assert placed.offload is None and context % CONTEXT_ALIGN == 0
+    assert 4096 <= context < dep.model.max_position_embeddings
+    assert holds(dep, SETTINGS, context, 1, margin)
+    assert not holds(dep, SETTINGS, context + CONTEXT_ALIGN, 1, margin)
+
+
+def test_only_below_the_floor_do_weights_move() -> None:
+    from ridgeline.llamacpp_fit import fit_context
+
+    dep = whole("gpt-oss-120b", "rtx-4090", None)  # 61 GiB of weights on a 24 GiB card
+    context, placed = fit_context(dep, SETTINGS, HostOffload(37, 0, DDR5_4800_DUAL))
+    assert context == 4096 and placed.offload is not None
+    wider, _ = fit_context(dep, SETTINGS, HostOffload(37, 0, DDR5_4800_DUAL), min_context=8192)
+    assert wider == 8192
+
+
+def test_fit_and_simulate_take_llama_servers_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    base = ("--gpu", "rtx-3060", "--engine", "llama.cpp-cuda", "--weights", "q4_k_m", "-ngl",
+            "auto")
+    code, out, _ = run_cli(capsys, "fit", "llama-3.1-8b", *base, "--json")
+    assert code == 0
+    report = json.loads(out)
+    assert "-c 0 under --fit" in report["longest_context_search"]
+    code, out, _ = run_cli(capsys, "simulate", "llama-3.1-8b", *base, "--concurrency", "2",
+                           "--num-requests", "8")
+    assert code == 0 and f"-c {report['context']:,}" in out
+
+
+@pytest.mark.parametrize("argv", [
+    ("decode", "llama-3.1-8b", "--gpu", "rtx-3060", "--engine", "llama.cpp-cuda", "-ngl", "auto",
+     "--fit-ctx", "8192"),
+    ("fit", "llama-3.1-8b", "--gpu", "rtx-3060", "--engine", "llama.cpp-cuda", "-ngl", "auto",
+     "--fit-ctx", "8192", "--max-model-len", "4096"),
+    ("fit", "llama-3.1-8b", "--gpu", "rtx-3060", "--engine", "llama.cpp-cuda", "--fit-ctx", "8192",
+     "--max-model-len", "4096"),
+])
+def test_fit_ctx_is_for_an_unset_context(capsys: pytest.CaptureFixture[str],
+                                         argv: tuple[str, ...]) -> None:
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2 and "--fit-ctx" in err and not out

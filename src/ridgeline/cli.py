@@ -182,6 +182,10 @@ def _offload(p: argparse.ArgumentParser) -> None:
     g.add_argument("--fit-target", "-fitt", dest="fit_target_mib", metavar="MiB",
                    type=_count("--fit-target MiB"),
                    help="with -ngl auto: the memory --fit leaves free (llama.cpp default 1024)")
+    g.add_argument("--fit-ctx", "-fitc", dest="fit_ctx", metavar="N",
+                   type=_positive_count("--fit-ctx"),
+                   help="with -ngl auto and no context given (llama-server's -c 0): the "
+                   "shortest context --fit shrinks the trained one to (default 4096)")
     g.add_argument("--n-cpu-moe", "-ncmoe", dest="n_cpu_moe", metavar="N",
                    type=_count("--n-cpu-moe layers"),
                    help="keep the routed experts of the first N layers in host memory")
@@ -228,6 +232,8 @@ def host_offload(args: argparse.Namespace, model: Any) -> Any:
     every_expert = getattr(args, "cpu_moe", False)
     if getattr(args, "fit_target_mib", None) is not None and not auto_layers(args):
         raise InputError("--fit-target is the margin of llama.cpp's --fit: give -ngl auto")
+    if getattr(args, "fit_ctx", None) is not None and not auto_layers(args):
+        raise InputError("--fit-ctx is the floor of llama.cpp's --fit: give -ngl auto")
     if ngl == AUTO_LAYERS:
         if experts is not None or every_expert:
             raise InputError("--fit places the experts itself (and stops when -ot or "
@@ -273,18 +279,45 @@ def fitted(args: argparse.Namespace, dep: Any, settings: Any, context: int,
         check_host_memory_for(dep, context * sequences)
         return dep
     from ridgeline.llamacpp_fit import fit_placement
+
+    margin = getattr(args, "fit_target_mib", None)
+    placed = fit_placement(dep, settings, context, sequences, _host_template(args, dep),
+                           None if margin is None else margin * MIB)
+    check_host_memory_for(placed, context * sequences)
+    return placed
+
+
+def fitted_context(args: argparse.Namespace, dep: Any, settings: Any) -> tuple[int, Any]:
+    """-ngl auto with no context given: llama-server's -c 0 under --fit (the trained context,
+    shrunk to what fits, down to --fit-ctx, before any weight leaves the GPU)."""
+    from ridgeline.llamacpp_fit import fit_context
+    from ridgeline.memory import check_host_memory_for
+
+    margin = getattr(args, "fit_target_mib", None)
+    context, placed = fit_context(dep, settings, _host_template(args, dep),
+                                  None if margin is None else margin * MIB,
+                                  getattr(args, "fit_ctx", None))
+    check_host_memory_for(placed, context)
+    return context, placed
+
+
+def no_fit_ctx(args: argparse.Namespace) -> None:
+    """--fit-ctx only where the context is left unset (fit and simulate without
+    --max-model-len, as llama-server's -c 0)."""
+    if getattr(args, "fit_ctx", None) is not None:
+        raise InputError("--fit-ctx is the floor --fit shrinks an unset context to (fit and "
+                         "simulate without --max-model-len); here the context is given")
+
+
+def _host_template(args: argparse.Namespace, dep: Any) -> Any:
+    """The host the flags describe, for --fit to place weights on."""
     from ridgeline.offload import HostOffload
 
     host = getattr(args, "host_bandwidth_gbs", None)
     link = getattr(args, "host_link_gbs", None)
     ram = getattr(args, "host_memory_gib", None)
-    template = HostOffload(dep.model.num_layers + 1, 0, (host or 0.0) * 1e9,
-                           link * 1e9 if link else None, True, ram * GIB if ram else None)
-    margin = getattr(args, "fit_target_mib", None)
-    placed = fit_placement(dep, settings, context, sequences, template,
-                           None if margin is None else margin * MIB)
-    check_host_memory_for(placed, context * sequences)
-    return placed
+    return HostOffload(dep.model.num_layers + 1, 0, (host or 0.0) * 1e9,
+                       link * 1e9 if link else None, True, ram * GIB if ram else None)
 
 
 def _formats(p: argparse.ArgumentParser) -> None:

@@ -23,6 +23,7 @@ from ridgeline.cli import (
     load_deployment,
     load_model,
     load_profile,
+    no_fit_ctx,
     one_card,
 )
 from ridgeline.errors import InputError
@@ -126,6 +127,7 @@ def _decode_deployment(args: argparse.Namespace) -> Any:
     from ridgeline.memory import EngineSettings
 
     dep = replace(load_deployment(args), engine=engine_id(args.engine))
+    no_fit_ctx(args)
     settings = EngineSettings(flash_attn=dep.flash_attention)
     return fitted(args, dep, settings, max(args.context), max(args.batch))
 
@@ -137,6 +139,7 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
         from ridgeline.memory import EngineSettings
 
         dep = load_deployment(a)
+        no_fit_ctx(a)
         dep = fitted(a, dep, EngineSettings(flash_attn=dep.flash_attention,
                                             max_num_batched_tokens=a.ubatch_size),
                      a.prompt_len, a.batch)

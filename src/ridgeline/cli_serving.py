@@ -26,23 +26,28 @@ from ridgeline.cli import (
     auto_layers,
     engine_settings,
     fitted,
+    fitted_context,
     flash_attention,
     host_offload,
     load_accelerator,
     load_deployment,
     load_model,
     load_profile,
+    no_fit_ctx,
     one_card,
 )
 from ridgeline.errors import InputError
 
 
 def cmd_fit(args: argparse.Namespace) -> Any:
+    from dataclasses import replace
+
     from ridgeline.deployment import Deployment
     from ridgeline.engines import engine_id
     from ridgeline.reports.fit import fit_report, longest_context
 
-    if args.max_model_len is None and args.target_concurrency is None:
+    if args.max_model_len is None and args.target_concurrency is None \
+            and not auto_layers(args):
         raise InputError("give --max-model-len L, or --target-concurrency T alone to find the "
                          "longest context T conversations can have")
     model = load_model(args)
@@ -60,11 +65,19 @@ def cmd_fit(args: argparse.Namespace) -> Any:
                            engine=engines[0], flash_attention=flash_attention(args, engines[0]),
                            offload=host_offload(args, model),
                            split_mode=args.split_mode)
-    if args.max_model_len is None:
-        if auto_layers(args):
-            raise InputError("-ngl auto places the layers for a context: give --max-model-len")
-        return longest_context(dep, engine_settings(args), args.target_concurrency)
     settings = engine_settings(args)
+    if args.max_model_len is None and auto_layers(args):
+        if args.target_concurrency is not None:
+            raise InputError("-ngl auto places the layers for a context: give --max-model-len "
+                             "with --target-concurrency (or neither, for llama-server's -c 0)")
+        from ridgeline.llamacpp_fit import context_story
+
+        context, dep = fitted_context(args, dep, settings)
+        return replace(fit_report(dep, context, settings, None),
+                       searched=context_story(dep, context))
+    if args.max_model_len is None:
+        return longest_context(dep, settings, args.target_concurrency)
+    no_fit_ctx(args)
     dep = fitted(args, dep, settings, args.max_model_len, args.target_concurrency or 1)
     return fit_report(dep, args.max_model_len, settings, args.target_concurrency)
 
@@ -140,10 +153,15 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                            offload=host_offload(args, model),
                            split_mode=args.split_mode)
     settings = engine_settings(args)
-    if auto_layers(args):  # --fit sizes for -c: every slot's max_model_len
-        if not settings.max_model_len:
-            raise InputError("-ngl auto places the layers for llama-server's -c: give "
-                             "--max-model-len (each slot's)")
+    story = ""
+    if auto_layers(args) and not settings.max_model_len:  # llama-server's -c 0 under --fit
+        from ridgeline.llamacpp_fit import context_story
+
+        context, dep = fitted_context(args, dep, settings)
+        settings = replace(settings, max_model_len=context)
+        story = context_story(dep, context)
+    elif auto_layers(args):  # --fit sizes for -c: every slot's max_model_len
+        no_fit_ctx(args)
         dep = fitted(args, dep, settings, settings.max_model_len,
                      kv_pool(dep, settings).max_num_seqs)
     config = sim_config(dep, settings, not args.no_prefix_caching,
@@ -181,6 +199,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         if args.prefix_groups:
             load += (f", a {args.prefix_len:,}-token prefix shared by {args.prefix_groups} "
                      "groups (inside the prompt)")
+    if story:
+        load += f"; {story}"
     sim = Simulator(dep, load_profile(args), config)
     slo_ttft = None if args.slo_ttft_ms is None else args.slo_ttft_ms / 1e3
     slo_tpot = None if args.slo_tpot_ms is None else args.slo_tpot_ms / 1e3

@@ -102,9 +102,47 @@ def fit_placement(dep: Deployment, settings: EngineSettings, context: int, seque
     return placed(most, experts)
 
 
-def fit_note(margin_bytes: float | None) -> str:
-    """One line on what the placement came from."""
-    margin = default_fit_target_bytes() if margin_bytes is None else margin_bytes
-    return (f"placed as llama.cpp's --fit places it (-ngl auto, {margin / MIB:,.0f} MiB left "
-            f"free; {fit_constants()['since']})")
+def default_fit_min_context() -> int:
+    """--fit-ctx: the shortest context --fit shrinks an unset one to."""
+    return int(fit_constants()["min_ctx"])
 
+
+CONTEXT_ALIGN = 256  # --fit rounds a context it shrinks down to a multiple of this
+
+
+def fit_context(dep: Deployment, settings: EngineSettings, template: HostOffload,
+                margin_bytes: float | None = None,
+                min_context: int | None = None) -> tuple[int, Deployment]:
+    """llama-server's defaults: -c 0 (the trained context) and --fit on. The whole model at the
+    trained context when it fits; else the longest context, a multiple of 256 and no shorter
+    than --fit-ctx, at which it fits whole; else --fit-ctx with weights moved to the host.
+    Returns (context, placed deployment)."""
+    margin = default_fit_target_bytes() if margin_bytes is None else margin_bytes
+    floor = default_fit_min_context() if min_context is None else min_context
+    trained = dep.model.max_position_embeddings
+    if not trained:
+        raise InputError(f"{dep.model.name} states no trained context "
+                         "(max_position_embeddings): give --max-model-len")
+    whole = replace(dep, offload=None)
+    if trained <= floor or holds(whole, settings, trained, 1, margin):
+        return trained, fit_placement(dep, settings, trained, 1, template, margin)
+    low = -(-floor // CONTEXT_ALIGN)
+    most = _most(low, trained // CONTEXT_ALIGN, lambda m: holds(
+        whole, settings, m * CONTEXT_ALIGN, 1, margin)) if low <= trained // CONTEXT_ALIGN else None
+    if most is not None:
+        return most * CONTEXT_ALIGN, whole
+    if holds(whole, settings, floor, 1, margin):
+        return floor, whole
+    return floor, fit_placement(dep, settings, floor, 1, template, margin)
+
+
+def context_story(dep: Deployment, context: int) -> str:
+    """One line on the context --fit chose for llama-server's -c 0, and why."""
+    trained = dep.model.max_position_embeddings or context
+    head = f"llama-server's default -c 0 under --fit: -c {context:,}"
+    if context >= trained:
+        return f"{head}, the trained context"
+    if dep.offload is None:
+        return f"{head}, the trained {trained:,} shrunk to what fits on the GPU"
+    return (f"{head}, its floor (--fit-ctx): the trained {trained:,} is shrunk that far and "
+            "the model still does not fit whole, so weights move to the host")
