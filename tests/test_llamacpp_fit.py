@@ -275,3 +275,58 @@ def test_fit_ctx_is_for_an_unset_context(capsys: pytest.CaptureFixture[str],
                                          argv: tuple[str, ...]) -> None:
     code, out, err = run_cli(capsys, *argv)
     assert code == 2 and "--fit-ctx" in err and not out
+
+
+# -- from the audit of -ngl auto ---------------------------------------------------------
+def test_every_layer_on_the_host_leaves_the_gpu_any_number_of_cells() -> None:
+    """-ngl 0: the cache lives with the layers on the host; the GPU is left the compute
+    buffer, whose mask grows with -c, and --fit can place a batch of 16 at 8K."""
+    from ridgeline.memory import conversations, kv_pool
+
+    dep = whole("llama-3.1-8b", "rtx-3060", "q8_0").offloaded(HostOffload(0, 0, DDR5_4800_DUAL))
+    pool = kv_pool(dep, EngineSettings(max_model_len=131072))
+    assert pool.host_cells > 1_000_000 and conversations(pool, dep, 131072) >= 4
+    placed = place(whole("llama-3.1-8b", "rtx-3060", "q8_0"), 8192, 16)
+    assert placed.offload is not None and 0 < placed.offload.gpu_layers < 33
+
+
+def test_the_host_ram_is_checked_on_the_placement_picked_not_on_the_probes(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    argv = (*AUTO_70B, "-ngl", "auto", "--host-bandwidth-gbs", "76.8")
+    code, out, _ = run_cli(capsys, *argv, "--host-memory-gib", "24")  # -ngl 44: 20 GiB there
+    assert code == 0 and "-ngl 44" in out
+    code, _, err = run_cli(capsys, *argv, "--host-memory-gib", "16")
+    assert code == 2 and "does not fit" in err
+
+
+def test_an_engine_comparison_refuses_placement_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "fit", "llama-3.1-70b", "--gpu", "rtx-4090", "--weights",
+                             "q4_k_m", "--engine", "llama.cpp-cuda,vllm", "--max-model-len",
+                             "8192", "-ngl", "auto")
+    assert code == 2 and "-ngl" in err and not out
+
+
+def test_n_cpu_moe_over_several_gpus_is_refused_as_an_uneven_split() -> None:
+    dep = Deployment.build(resolve_model("gpt-oss-120b"), resolve_accelerator("rtx-3090"), None,
+                           None, 2, engine="llama.cpp-cuda")
+    with pytest.raises(InputError, match="even split"):
+        dep.offloaded(HostOffload(37, 18, DDR5_4800_DUAL))
+    assert dep.offloaded(HostOffload(37, 36, DDR5_4800_DUAL)).offload is not None  # --cpu-moe
+
+
+def test_fit_starts_llama_server_with_the_cells_it_placed_for(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "fit", "llama-3.1-70b", "--gpu", "rtx-4090", "--weights",
+                           "q4_k_m", "--engine", "llama.cpp-cuda", "-ngl", "auto")
+    assert code == 0 and "-c 4,096" in out
+    assert "llama-server -c 4096 " in out and "1 conversation of 4,096 tokens" in out
+
+
+def test_several_gpus_get_the_offload_levers(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "fit", "llama-3.1-70b", "--gpu", "rtx-3090", "--num-gpus",
+                           "2", "--weights", "q8_0", "--engine", "llama.cpp-cuda",
+                           "--max-model-len", "8192", "--json")
+    assert code == 0
+    names = [lv["name"] for lv in json.loads(out)["levers"]]
+    assert any(n.startswith("llama.cpp --fit") for n in names)
+    assert any(n.startswith("-ngl ") for n in names)

@@ -109,7 +109,10 @@ def _compare_accelerators(args: argparse.Namespace, model: Any, cards: list[str]
 PLAN_ENGINES = ("vllm", "sglang", "trtllm")  # the CUDA-graph serving engines plan sizes for
 # the settings that name one engine's knob: a comparison runs each engine at its defaults
 ENGINE_KNOBS = ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens",
-                "block_size", "engine_version", "flash_attn", "swa_full_tokens_ratio", "split_mode")
+                "block_size", "engine_version", "flash_attn", "swa_full_tokens_ratio",
+                "split_mode", "gpu_layers", "n_cpu_moe", "cpu_moe", "host_bandwidth_gbs",
+                "host_link_gbs", "host_memory_gib", "output_layer_last", "fit_target_mib",
+                "fit_ctx")
 
 
 def _compare_engines(args: argparse.Namespace, model: Any, acc: Any, engines: list[str]) -> Any:
@@ -117,7 +120,9 @@ def _compare_engines(args: argparse.Namespace, model: Any, acc: Any, engines: li
     from ridgeline.memory import EngineSettings
     from ridgeline.reports.fit import FitComparison, fit_report
 
-    knobs = [f"--{k.replace('_', '-')}" for k in ENGINE_KNOBS if getattr(args, k, None)]
+    flag = {"gpu_layers": "-ngl", "fit_target_mib": "--fit-target"}
+    knobs = [flag.get(k, f"--{k.replace('_', '-')}") for k in ENGINE_KNOBS
+             if getattr(args, k, None) is not None and getattr(args, k) is not False]
     if knobs or args.enforce_eager or args.plot:
         given = knobs + (["--enforce-eager"] if args.enforce_eager else []) + (
             ["--plot"] if args.plot else [])

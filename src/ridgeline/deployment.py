@@ -140,8 +140,10 @@ class Deployment:
                   engine, flash_attention)
         return dep if offload is None else dep.offloaded(offload)
 
-    def offloaded(self, offload: HostOffload) -> Deployment:
-        """This deployment with llama.cpp keeping some weights in host memory."""
+    def offloaded(self, offload: HostOffload, check_host: bool = True) -> Deployment:
+        """This deployment with llama.cpp keeping some weights in host memory (refused when
+        they overflow the host's RAM, where given, unless ``check_host`` is False: a search
+        trying placements checks the one it picks)."""
         if not self.engine.startswith("llama.cpp"):
             raise InputError(f"weights in host memory (-ngl, --n-cpu-moe) are llama.cpp's; "
                              f"{self.engine} keeps every weight on the GPU")
@@ -149,8 +151,15 @@ class Deployment:
             raise InputError("partial offload is modelled with llama.cpp's layer split "
                              "(-sm layer), not with -sm row/tensor")
         offload.check(self.model, self.accelerator)
+        n = self.model.num_layers
+        if self.num_gpus > 1 and 0 < offload.cpu_expert_layers < n and not offload.chosen_by_fit:
+            raise InputError(f"over {self.num_gpus} GPUs, --n-cpu-moe {offload.cpu_expert_layers} "
+                             "leaves the first GPUs light and the last heavy (llama.cpp splits "
+                             "layers by count), and ridgeline sizes an even split: give -ngl "
+                             "auto (its --fit balances the split) or --cpu-moe")
         dep = replace(self, offload=offload)
-        check_host_memory(dep)
+        if check_host:
+            check_host_memory(dep)
         return dep
 
     def __hash__(self) -> int:

@@ -83,8 +83,9 @@ def fit_placement(dep: Deployment, settings: EngineSettings, context: int, seque
 
     def placed(gpu_layers: int, expert_layers: int) -> Deployment:
         offload = replace(template, gpu_layers=gpu_layers, cpu_expert_layers=expert_layers,
-                          experts_last=True, chosen_by_fit=True)
-        return dep.offloaded(offload)
+                          experts_last=True, chosen_by_fit=True,
+                          fit_cells=sequences * context)
+        return dep.offloaded(offload, check_host=False)  # the caller checks the one picked
 
     def fits(candidate: Deployment) -> bool:
         return holds(candidate, settings, context, sequences, margin)

@@ -98,17 +98,22 @@ def compute_buffer_bytes(model: ModelSpec, n_ubatch: int, cells: int, flash_attn
     return fixed + max(peak, cells * scores) + cells * mask
 
 
+MAX_CELLS = 1 << 30  # a bound for -c where no GPU memory grows with it
+
+
 def cells_that_fit(free_bytes: float, cell_bytes: float, model: ModelSpec, n_ubatch: int,
                    flash_attn: bool, outputs: int | None = None) -> int:
     """The most n_ctx cells whose KV (``cell_bytes`` each) and compute buffer share
     ``free_bytes``: cells × (KV + m) + c0 + max(c1, cells × s) ≤ free, i.e. the smaller
     of (free − c0 − c1) ÷ (KV + m) and (free − c0) ÷ (KV + m + s)."""
-    if cell_bytes <= 0:
+    if cell_bytes < 0:
         return 0
     fixed, peak, scores, mask = buffer_terms(model, n_ubatch, flash_attn, outputs)
     room = free_bytes - fixed
+    if cell_bytes + mask <= 0:  # nothing on the GPU grows with -c
+        return MAX_CELLS if room >= peak else 0
     cells = min((room - peak) / (cell_bytes + mask), room / (cell_bytes + mask + scores))
-    return max(0, int(cells))
+    return max(0, min(MAX_CELLS, int(cells)))
 
 
 def slot_cache_bytes(model: ModelSpec, kv_bytes_per_element: float, slots: int,

@@ -155,6 +155,8 @@ class KVPool:
     sampler_bytes: float = 0.0  # the profiled sampler's buffers (vLLM); activations = the larger
     accounting: VLLMAccounting | None = None  # vLLM: the version whose accounting applies
     slot_cache_bytes: float = 0.0  # llama.cpp: window and recurrent caches sized by slots
+    host_cells: int = 0  # llama.cpp with every growing layer on the host: the -c cells the
+    # GPU's compute buffer (its mask grows with -c) still leaves room for
     windows_apart: bool = False  # llama.cpp, SGLang: a conversation costs tokens x context
 
     @property
@@ -180,7 +182,9 @@ class KVPool:
     def blocks(self) -> int:
         """Blocks of the growing cache (llama.cpp: -c cells, beside its slot-sized caches)."""
         page = self.page_bytes
-        return max(0, int((self.pool_bytes - self.slot_cache_bytes) // page)) if page else 0
+        if not page:
+            return self.host_cells
+        return max(0, int((self.pool_bytes - self.slot_cache_bytes) // page))
 
     @property
     def tokens(self) -> int:
@@ -367,9 +371,10 @@ def _llamacpp_pool(dep: Deployment, s: EngineSettings, total: float, weights: fl
     outputs = llamacpp_outputs(seats, s.engine_version)
     cells = cells_that_fit(free, per_token, dep.model, n_ubatch, s.flash_attn, outputs)
     compute = compute_buffer_bytes(dep.model, n_ubatch, cells, s.flash_attn, outputs)
+    on_host = per_token == 0 and growing == 0 and dep.model.count(mixer=FULL) > 0
     return KVPool(dep.engine, total, 1.0, weights, compute, non_torch, 0.0, 1.0, per_token,
                   1, seats, n_ubatch, forward_bytes=compute, slot_cache_bytes=fixed,
-                  windows_apart=True)
+                  windows_apart=True, host_cells=cells if on_host else 0)
 
 
 VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)  # vLLM's CacheConfig BlockSize choices
@@ -422,6 +427,8 @@ def conversation_bytes(pool: KVPool, dep: Deployment, context: int) -> float:
         return pool.groups.decode_blocks(context) * pool.page_bytes
     if pool.windows_apart and pool.kv_bytes_per_token:  # windows sized apart (slots, ratio)
         return pool.kv_bytes_per_token * context
+    if pool.host_cells:  # -ngl left every growing layer, and its cache, on the host
+        return 0.0
     return sequence_bytes_per_gpu(dep, context)
 
 
@@ -430,6 +437,8 @@ def conversations(pool: KVPool, dep: Deployment, context: int) -> int:
     if pool.groups is not None:
         return pool.blocks // pool.groups.decode_blocks(context)
     if pool.windows_apart:  # tokens of the growing pool; windows held apart
+        if pool.host_cells:  # the growing cache all in host memory (-ngl)
+            return pool.host_cells // context if pool.rest_bytes >= pool.slot_cache_bytes else 0
         if not pool.kv_bytes_per_token:
             return pool.max_num_seqs if pool.rest_bytes >= pool.slot_cache_bytes else 0
         return pool.tokens // context

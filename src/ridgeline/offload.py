@@ -63,7 +63,8 @@ class HostOffload:
     output_first: bool = True  # False: the rule before PR #18148 (and ik_llama.cpp's)
     host_memory_bytes: float | None = None  # the host's RAM, where given: its share must fit
     experts_last: bool = False  # the experts of the *last* N layers (--fit's choice)
-    chosen_by_fit: bool = False  # placed by llama.cpp's --fit (llamacpp_fit.py)
+    chosen_by_fit: bool = False  # placed by llama.cpp's --fit (llamacpp_fit.py) …
+    fit_cells: int = 0  # … for this -c: llama-server allocates it, and no more
 
     def __post_init__(self) -> None:
         for name in ("gpu_layers", "cpu_expert_layers"):

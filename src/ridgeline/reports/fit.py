@@ -157,7 +157,8 @@ class FitReport:
             engine += f" {self.settings.engine_version}"
         lines = [*([self.searched] if self.searched else []), headline,
                  f"{d.model.name} on {d.num_gpus} x {d.accelerator.id}, {engine}, weights "
-                 f"{d.weights.label}, KV {d.kv.id}", *_offload_lines(d), ""]
+                 f"{d.weights.label}, KV {d.kv.id}",
+                 *_offload_lines(d, max(1, self.batch) * self.context), ""]
         lines += table(budget_rows(p, self.settings), ["", ""])[1:]
         held = f"holds {p.tokens:,} tokens in {p.blocks:,} blocks of {p.block_size}"
         if is_llamacpp(p):
@@ -181,7 +182,9 @@ class FitReport:
                 "" if self.settings.flash_attn else " -fa off",
                 "" if d.kv.id in ("fp16", "f16") else f" -ctk {d.kv.id} -ctv {d.kv.id}",
                 _offload_flags(d)))
-            lines.append(f"start it with: llama-server -c {self.batch * self.context} "
+            cells = (d.offload.fit_cells if d.offload is not None and d.offload.fit_cells
+                     else self.batch * self.context)
+            lines.append(f"start it with: llama-server -c {cells} "
                          f"-np {p.max_num_seqs} --kv-unified{flags} ({p.max_num_seqs} slots share "
                          f"the cache; {self.batch} {_plural(self.batch, 'conversation')} of "
                          f"{self.context:,} tokens "
@@ -223,16 +226,20 @@ def _offload_flags(d: Deployment) -> str:
                                        if o.cpu_expert_layers else ""))
 
 
-def _offload_lines(d: Deployment) -> list[str]:
-    """What partial offload keeps off the GPU: its weights, and its layers' cache."""
+def _offload_lines(d: Deployment, cells: int) -> list[str]:
+    """What partial offload keeps off the GPU: its weights, and its layers' cache (in GiB for
+    ``cells`` cells: the batch the verdict allows)."""
     if d.offload is None:
         return []
-    from ridgeline.memory import llamacpp_cache_on_gpu
+    from ridgeline.memory import host_cache_bytes, llamacpp_cache_on_gpu
     from ridgeline.offload import host_weight_bytes
 
     growing = llamacpp_cache_on_gpu(d)[0]
+    cache = host_cache_bytes(d, cells)
     return [f"{d.offload.describe(d.model)}: {host_weight_bytes(d) / GIB:,.2f} GiB of weights "
-            f"and {1 - growing:.0%} of the growing KV cache stay in host memory"]
+            f"and {1 - growing:.0%} of the growing KV cache stay in host memory"
+            + (f" ({cache / GIB:,.2f} GiB at {cells:,} cells: the host's RAM must hold both)"
+               if cache else "")]
 
 
 @dataclass(frozen=True)
@@ -316,9 +323,7 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
     s = replace(settings, max_model_len=settings.max_model_len or context)
     pool = kv_pool(dep, s)
     per_seq = conversation_bytes(pool, dep, context)
-    n = conversations(pool, dep, context)
-    if refuses_to_start(pool, dep, context):  # one max_model_len request must fit the pool
-        n = 0
+    n = _held(pool, dep, context)
     acc = dep.accelerator
     ridge = ridge_point(acc.peak(dep.compute_dtype), acc.memory_bandwidth_bytes_per_s)
     steps = (
@@ -370,7 +375,10 @@ def _offload_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSetti
     n = d.model.num_layers
 
     def holds(offload: HostOffload) -> Deployment | None:
-        dep = replace(d, offload=offload)
+        try:
+            dep = d.offloaded(offload, check_host=False)
+        except InputError:  # --n-cpu-moe over several GPUs: an uneven split
+            return None
         pool = kv_pool(dep, replace(s, max_model_len=r.context))
         return dep if conversations(pool, dep, r.context) >= need else None
 
@@ -434,11 +442,25 @@ def _levers(r: FitReport) -> list[Lever]:
     if gguf and r.conversations > r.pool.max_num_seqs:
         options.append((f"{r.conversations} slots (-np {r.conversations} --kv-unified)", d,
                         r.context, replace(s, max_num_seqs=r.conversations)))
-    if gguf and d.offload is None and d.num_gpus == 1:
+    if gguf and d.offload is None and d.tensor_parallel_size == 1 and not (
+            d.accelerator.vendor == "apple" or d.accelerator.form == "soc"):
         options += _offload_lever(r)
     levers = []
     for name, dep, context, settings in options:
         pool = kv_pool(dep, replace(settings, max_model_len=context))
         n = conversations(pool, dep, context)
+        if dep.offload is not None and dep.offload.fit_cells:  # --fit placed for this -c
+            n = min(n, dep.offload.fit_cells // context)
         levers.append(Lever(name, n, min(n, pool.max_num_seqs)))
     return levers
+
+
+def _held(pool: KVPool, dep: Deployment, context: int) -> int:
+    """Conversations of ``context`` tokens the engine holds at once: none where it refuses
+    to start; with --fit's placement, no more than the -c it was placed for."""
+    if refuses_to_start(pool, dep, context):  # one max_model_len request must fit the pool
+        return 0
+    n = conversations(pool, dep, context)
+    if dep.offload is not None and dep.offload.fit_cells:  # llama-server allocates -c, no more
+        n = min(n, dep.offload.fit_cells // context)
+    return n
