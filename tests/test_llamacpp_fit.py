@@ -157,7 +157,7 @@ def test_all_is_the_whole_model(capsys: pytest.CaptureFixture[str]) -> None:
     (("-ngl", "auto", "--n-cpu-moe", "3"), "--n-cpu-moe"),
     (("-ngl", "20", "--fit-target", "512"), "-ngl auto"),
     (("-ngl", "auto", "--output-layer-last"), "--output-layer-last"),
-    (("-ngl", "some"), "GPU layers"),
+    (("-ngl", "some"), "number of layers"),
 ])
 def test_refusals(capsys: pytest.CaptureFixture[str], extra: tuple[str, ...], names: str) -> None:
     code, out, err = run_cli(capsys, *AUTO_70B, *extra)
@@ -330,3 +330,32 @@ def test_several_gpus_get_the_offload_levers(capsys: pytest.CaptureFixture[str])
     names = [lv["name"] for lv in json.loads(out)["levers"]]
     assert any(n.startswith("llama.cpp --fit") for n in names)
     assert any(n.startswith("-ngl ") for n in names)
+
+
+@pytest.mark.parametrize(("argv", "named"), [
+    (("decode", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "llama.cpp-cuda", "-ngl",
+      "auto", "--fit-target", "30000"), "nothing is left"),
+    (("decode", "llama-3.1-70b", "--gpu", "apple-m2-ultra-76c", "--gpu-memory-gib", "64",
+      "--weights", "q8_0", "--engine", "llama.cpp-metal", "-ngl", "auto"), "share one memory"),
+])
+def test_fit_says_why_it_cannot_place(capsys: pytest.CaptureFixture[str],
+                                      argv: tuple[str, ...], named: str) -> None:
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2 and named in err and not out
+
+
+def test_placements_are_shown_in_comparisons_and_simulate_json(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "decode", "llama-3.1-70b", "--gpu", "rtx-3060,rtx-4090",
+                           "--weights", "q4_k_m", "--engine", "llama.cpp-cuda", "-ngl", "auto",
+                           "--host-bandwidth-gbs", "76.8")
+    assert code == 0 and "rtx-3060: llama.cpp's --fit: -ngl" in out
+    assert "rtx-4090: llama.cpp's --fit: -ngl 44" in out
+    code, out, _ = run_cli(capsys, "simulate", "llama-3.1-70b", "--gpu", "rtx-4090", "--weights",
+                           "q4_k_m", "--engine", "llama.cpp-cuda", "-ngl", "auto",
+                           "--host-bandwidth-gbs", "76.8", "--max-model-len", "4096",
+                           "--max-num-seqs", "1", "--concurrency", "1", "--num-requests", "3",
+                           "--json")
+    assert code == 0
+    offload = json.loads(out)["settings"]["offload"]
+    assert offload["chosen_by_fit"] and offload["gpu_layers"] == 44

@@ -1,6 +1,6 @@
 """llama.cpp over several GPUs: its default split (-sm layer) makes each GPU a stage of whole
 layers that a step passes one after another, so two cards hold twice the model but read it
-no faster; -sm row/tensor is priced as tensor parallelism."""
+no faster; -sm tensor is priced as tensor parallelism (-sm row is refused)."""
 
 from __future__ import annotations
 
@@ -30,13 +30,13 @@ def test_llamacpp_splits_by_layer_by_default() -> None:
                            "q4_k_m", None, 2, engine="llama.cpp-cuda")
     assert dep.pipeline_parallel_size == 2 and dep.tensor_parallel_size == 1
     tp = Deployment.build(resolve_model("llama-3.1-70b"), resolve_accelerator("rtx-4090"),
-                          "q4_k_m", None, 2, engine="llama.cpp-cuda", split_mode="row")
+                          "q4_k_m", None, 2, engine="llama.cpp-cuda", split_mode="tensor")
     assert tp.tensor_parallel_size == 2 and tp.pipeline_parallel_size == 1
 
 
 def test_a_layer_split_reads_the_model_at_one_cards_bandwidth(
         capsys: pytest.CaptureFixture[str]) -> None:
-    layer, row = point(capsys), point(capsys, "--split-mode", "row")
+    layer, row = point(capsys), point(capsys, "--split-mode", "tensor")
     bw = resolve_accelerator("rtx-4090").memory_bandwidth_bytes_per_s
     assert layer["memory_time_s"] == pytest.approx(
         (layer["weight_bytes_read"] + layer["kv_bytes_read"]) / bw, rel=0.01)
@@ -59,11 +59,11 @@ def test_the_cli_prices_what_validate_prices_for_a_two_card_row(
     assert predicted == pytest.approx(row.value, rel=0.15)
 
 
-def test_the_split_is_named_and_row_carries_a_caution(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_split_is_named_and_tensor_carries_a_caution(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(capsys, *DECODE[:-1])
     assert code == 0 and "-sm layer" in out and "caution" not in out
     code, out, _ = run_cli(capsys, *DECODE[:-1], "-sm", "tensor")
-    assert code == 0 and "-sm row/tensor" in out and "no measurement here checks it" in out
+    assert code == 0 and "-sm tensor" in out and "no measurement here checks it" in out
 
 
 def test_split_mode_is_llamacpps(capsys: pytest.CaptureFixture[str]) -> None:
@@ -94,4 +94,16 @@ def test_partial_offload_spreads_the_gpu_layers_over_the_stages() -> None:
     assert abs(two / 2 - one) <= 0.3 * one
     with pytest.raises(InputError, match="-sm layer"):
         Deployment.build(model, acc, "q4_k_m", None, 2, engine="llama.cpp-cuda",
-                         split_mode="row", offload=HostOffload(40, 0, 76.8e9))
+                         split_mode="tensor", offload=HostOffload(40, 0, 76.8e9))
+
+
+def test_row_split_is_refused_as_unmodelled_and_a_split_needs_gpus(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, *DECODE[:-1], "-sm", "row")
+    assert code == 2 and "-mg" in err and not out  # the KV cache stays on the main GPU
+    code, out, err = run_cli(capsys, "decode", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine",
+                             "llama.cpp-cuda", "-sm", "layer")
+    assert code == 2 and "--num-gpus" in err
+    code, out, err = run_cli(capsys, "decode", "llama-3.1-70b", "--gpu", "rtx-4090",
+                             "--num-gpus", "3", "--engine", "llama.cpp-cuda", "-sm", "tensor")
+    assert code == 2 and "8 KV heads" in err  # a tensor split shards the heads

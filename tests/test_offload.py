@@ -199,9 +199,9 @@ def test_rows_state_their_offload_in_the_notes() -> None:
     (["--engine", "llama.cpp", "-ngl", "20"], "host-bandwidth-gbs"),
     (["--engine", "llama.cpp", "--n-cpu-moe", "3", "--host-bandwidth-gbs", "9"], "has none"),
     (["--engine", "llama.cpp", "-ngl", "20", "--host-bandwidth-gbs", "9", "--num-gpus", "2",
-      "-sm", "row"], "-sm layer"),
+      "-sm", "tensor"], "-sm layer"),
     (["--engine", "llama.cpp", "--cpu-moe", "--n-cpu-moe", "3"], "drop --n-cpu-moe"),
-    (["--engine", "llama.cpp", "-ngl", "-3"], "GPU layers"),
+    (["--engine", "llama.cpp", "-ngl", "-3"], "number of layers"),
     (["--engine", "llama.cpp", "-ngl", "20", "--host-bandwidth-gbs", "-5"], "bandwidth"),
 ])
 def test_bad_offload_flags_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str],

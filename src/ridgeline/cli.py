@@ -168,8 +168,8 @@ def _engine(p: argparse.ArgumentParser) -> None:
 def _split_mode(p: argparse.ArgumentParser | Any) -> None:
     p.add_argument("--split-mode", "-sm", choices=["layer", "row", "tensor"],
                    help="llama.cpp -sm over several GPUs (default layer: each GPU holds whole "
-                   "layers and a step passes them one after another; row and tensor split "
-                   "each matmul, priced as tensor parallel)")
+                   "layers and a step passes them one after another; tensor splits each "
+                   "layer's heads and matmuls, priced as tensor parallel; row is not modelled)")
 
 
 def _offload(p: argparse.ArgumentParser) -> None:
@@ -215,7 +215,10 @@ def _gpu_layers(text: str) -> int | str:
         return AUTO_LAYERS
     if word == ALL_LAYERS:
         return ALL_LAYERS
-    return parse_count(text, "GPU layers (-ngl N, auto or all)")
+    if not word.isdigit():
+        raise InputError(f"-ngl takes a number of layers (0, 1, 2, …), auto (or -1) or all; "
+                         f"got {text!r}")
+    return int(word)
 
 
 def auto_layers(args: argparse.Namespace) -> bool:

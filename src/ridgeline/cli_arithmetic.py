@@ -116,7 +116,16 @@ def cmd_decode(args: argparse.Namespace) -> Any:
                                          args.enforce_eager))
         return DecodeComparison(tuple(reports))
     dep = _decode_deployment(args)
-    return decode_report(dep, args.batch, args.context, load_profile(args), args.enforce_eager)
+    report = decode_report(dep, args.batch, args.context, load_profile(args), args.enforce_eager)
+    if dep.offload is not None and dep.offload.chosen_by_fit and (
+            len(args.batch) > 1 or len(args.context) > 1):
+        from dataclasses import replace
+
+        note = (f"-ngl auto placed the weights once, for the largest point asked (batch "
+                f"{max(args.batch):,} at {max(args.context):,} tokens); a smaller point alone "
+                "would keep more of them on the GPU")
+        report = replace(report, cautions=(*report.cautions, note))
+    return report
 
 
 def _decode_deployment(args: argparse.Namespace) -> Any:

@@ -65,7 +65,7 @@ def tensor_parallel_problem(model: ModelSpec, tp: int) -> str:
             "replica")
 
 
-LLAMACPP_SPLIT_MODES = ("layer", "row", "tensor")  # llama.cpp -sm (none: one GPU)
+LLAMACPP_SPLIT_MODES = ("layer", "row", "tensor")  # llama.cpp -sm (row: refused, not modelled)
 
 
 @dataclass(frozen=True)
@@ -113,6 +113,12 @@ class Deployment:
         if split_mode is not None and not engine.startswith("llama.cpp"):
             raise InputError(f"--split-mode is llama.cpp's -sm; {engine} splits by tensor "
                              "parallelism")
+        if split_mode is not None and num_gpus == 1:
+            raise InputError("--split-mode splits a model over several GPUs: give --num-gpus")
+        if split_mode == "row":
+            raise InputError("-sm row keeps the KV cache and the intermediate results on the "
+                             "main GPU (-mg) and splits only the matmuls: ridgeline does not "
+                             "model it; use -sm layer (the default) or -sm tensor")
         if (engine.startswith("llama.cpp") and (split_mode or "layer") == "layer"
                 and pipeline_parallel_size == 1 and isinstance(num_gpus, int)):
             pipeline_parallel_size = max(1, num_gpus)  # llama.cpp's default: whole layers
@@ -129,8 +135,8 @@ class Deployment:
             raise InputError(platform)
         tp = num_gpus // pipeline_parallel_size
         problem = tensor_parallel_problem(model, tp)
-        if problem and not engine.startswith("llama.cpp"):  # llama.cpp splits by layer
-            raise InputError(problem)
+        if problem and (not engine.startswith("llama.cpp") or split_mode == "tensor"):
+            raise InputError(problem)  # llama.cpp's default splits by layer
         cache = kv_dtype(kv_name)
         if named and not cache.cached_by(engine):
             takes = ", ".join(k for k, d in kv_dtypes().items() if d.cached_by(engine))
@@ -149,7 +155,7 @@ class Deployment:
                              f"{self.engine} keeps every weight on the GPU")
         if self.tensor_parallel_size > 1:
             raise InputError("partial offload is modelled with llama.cpp's layer split "
-                             "(-sm layer), not with -sm row/tensor")
+                             "(-sm layer), not with -sm tensor")
         offload.check(self.model, self.accelerator)
         n = self.model.num_layers
         if self.num_gpus > 1 and 0 < offload.cpu_expert_layers < n and not offload.chosen_by_fit:

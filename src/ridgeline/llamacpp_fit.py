@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ridgeline.datafiles import load_data
 from ridgeline.errors import InputError
+from ridgeline.memory import device_memory_bytes
 from ridgeline.units import MIB
 
 if TYPE_CHECKING:
@@ -76,9 +77,17 @@ def fit_placement(dep: Deployment, settings: EngineSettings, context: int, seque
         raise InputError(f"-ngl auto is llama.cpp's --fit; {dep.engine} keeps every weight on "
                          "the GPU")
     margin = default_fit_target_bytes() if margin_bytes is None else margin_bytes
+    acc = dep.accelerator
+    if margin >= device_memory_bytes(acc):
+        raise InputError(f"--fit-target {margin / MIB:,.0f} MiB is all of {acc.id}'s "
+                         f"{device_memory_bytes(acc) / MIB:,.0f} MiB: nothing is left to fit into")
     whole = replace(dep, offload=None)
     if holds(whole, settings, context, sequences, margin):
         return whole
+    if acc.vendor == "apple" or acc.form == "soc":
+        raise InputError(f"does not fit: {dep.model.name} and {sequences * context:,} cells "
+                         f"of cache overflow {acc.id}, whose GPU and CPU share one memory, so "
+                         "llama.cpp's --fit has nowhere to move weights")
     n = dep.model.num_layers
 
     def placed(gpu_layers: int, expert_layers: int) -> Deployment:

@@ -44,7 +44,7 @@ def _split(dep: Deployment) -> str:
     """llama.cpp's split over several GPUs, as its -sm names it."""
     if dep.pipeline_parallel_size > 1:
         return " (-sm layer: a step passes the GPUs' layers one after another)"
-    return " (-sm row/tensor: each matmul split over the GPUs)"
+    return " (-sm tensor: each layer split over the GPUs)"
 
 
 _NOT_REACHED = ("expected on {engine}: nothing: {engine} cannot run a batch of {batch:,} at this "
@@ -338,7 +338,7 @@ def split_caution(dep: Deployment) -> str:
     """What to say of llama.cpp's row and tensor splits, or ""."""
     if not dep.engine.startswith("llama.cpp") or dep.tensor_parallel_size == 1:
         return ""
-    return ("llama.cpp's -sm row/tensor is priced as tensor parallelism (an all-reduce per "
+    return ("llama.cpp's -sm tensor is priced as tensor parallelism (an all-reduce per "
             "layer over the cards' link); no measurement here checks it")
 
 
@@ -404,10 +404,15 @@ class DecodeComparison(_ByCard):
                              f"{_ridge(r.deployment):,.0f}",
                              f.bound.split()[0]])
         cautions = dict.fromkeys(c for r in self.reports for c in r.cautions)
+        placements = [f"{r.deployment.accelerator.id}: "
+                      f"{r.deployment.offload.describe(r.deployment.model)}"
+                      for r in self.reports if r.deployment.offload is not None]
         return [f"{d.model.name}, weights {d.weights.label}, KV {d.kv.id}, decode on "
                 f"{first.expected[0].engine}: one row per accelerator, batch and context", "",
                 *table(rows, ["accelerator", "batch", "context", "floor ms", "expected ms",
                               "tok/s/user", "tok/s total", "$/M tok", "ridge", "bound"]),
+                *(["", "where the weights live:", *(f"  {p}" for p in placements)]
+                  if placements else []),
                 "", "expected: each card's step_cost with the engine's calibrated profile; "
                 "$/M tok: the catalog's price per device-hour over the output tokens of a "
                 "steady batch (no prefill); `--gpu NAME` alone for one card's breakdown",

@@ -56,6 +56,14 @@ class SimulateReport:
             "settings": {"model": d.model.name, "accelerator": d.accelerator.id,
                          "num_gpus": d.num_gpus, "engine": d.engine, "weights": d.weights.label,
                          "kv_dtype": d.kv.id, "load": self.load,
+                         "split": ("layer" if d.pipeline_parallel_size > 1 else "tensor")
+                         if d.num_gpus > 1 else None,
+                         "offload": None if d.offload is None else {
+                             "placement": d.offload.describe(d.model),
+                             "gpu_layers": d.offload.gpu_layers,
+                             "cpu_expert_layers": d.offload.cpu_expert_layers,
+                             "experts_last": d.offload.experts_last,
+                             "chosen_by_fit": d.offload.chosen_by_fit},
                          "num_blocks": c.num_blocks, "block_size": c.block_size,
                          "overhead_blocks_per_request": c.overhead_blocks,
                          "max_num_seqs": c.max_num_seqs,
