@@ -107,3 +107,33 @@ def test_row_split_is_refused_as_unmodelled_and_a_split_needs_gpus(
     code, out, err = run_cli(capsys, "decode", "llama-3.1-70b", "--gpu", "rtx-4090",
                              "--num-gpus", "3", "--engine", "llama.cpp-cuda", "-sm", "tensor")
     assert code == 2 and "8 KV heads" in err  # a tensor split shards the heads
+
+
+def test_a_layer_split_pipelines_a_prompts_ubatches() -> None:
+    """llama.cpp PR #6017: the ubatches of one llama_decode call (-b 2048: four of 512) move
+    through the stages one behind the other."""
+    from ridgeline.predict import pipelined_s, prefill_time
+
+    assert pipelined_s([1.0, 1.0, 1.0, 1.0], 2) == pytest.approx(2.5)  # (4 + 1) halves
+    assert pipelined_s([1.0], 4) == 1.0 and pipelined_s([1.0, 2.0], 1) == 3.0
+    model, acc = resolve_model("llama-3.1-8b"), resolve_accelerator("rtx-4090")
+    profile = profile_for("llama.cpp-cuda")
+    one, two = (Deployment.build(model, acc, "q4_k_m", None, n, engine="llama.cpp-cuda")
+                for n in (1, 2))
+    assert prefill_time(two, profile, 512) >= prefill_time(one, profile, 512)  # one ubatch
+    long_one, long_two = prefill_time(one, profile, 8192), prefill_time(two, profile, 8192)
+    assert 1.4 < long_one / long_two < 1.7  # 4 ubatches a call: 4 × 2 / (4 + 1) = 1.6
+
+
+def test_the_prefill_floor_has_every_stage(capsys: pytest.CaptureFixture[str]) -> None:
+    times = []
+    for gpus in ("1", "2", "4"):
+        code, out, _ = run_cli(capsys, "prefill", "llama-3.1-8b", "--gpu", "rtx-4090",
+                               "--num-gpus", gpus, "--weights", "q4_k_m", "--engine",
+                               "llama.cpp-cuda", "--prompt-len", "8192", "--json")
+        assert code == 0
+        report = json.loads(out)
+        floor, expected = report["time_s"], report["expected"]["time_s"]
+        assert floor < expected
+        times.append(floor)
+    assert times[0] == pytest.approx(2 * times[1]) == pytest.approx(4 * times[2])

@@ -117,8 +117,9 @@ class Deployment:
             raise InputError("--split-mode splits a model over several GPUs: give --num-gpus")
         if split_mode == "row":
             raise InputError("-sm row keeps the KV cache and the intermediate results on the "
-                             "main GPU (-mg) and splits only the matmuls: ridgeline does not "
-                             "model it; use -sm layer (the default) or -sm tensor")
+                             "main GPU (-mg) and splits only the matmuls; llama.cpp's "
+                             "docs/multi-gpu.md calls it deprecated and ridgeline does not "
+                             "model it: use -sm layer (the default) or -sm tensor")
         if (engine.startswith("llama.cpp") and (split_mode or "layer") == "layer"
                 and pipeline_parallel_size == 1 and isinstance(num_gpus, int)):
             pipeline_parallel_size = max(1, num_gpus)  # llama.cpp's default: whole layers

@@ -275,8 +275,12 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1) -> PrefillFl
     footprint = kv_footprint(dep.model, prompt_len, dep.kv.bytes_per_element)
     kv_stored = batch * footprint.bytes_per_sequence * dep.kv_replication
     work = step_work(dep, [Seq(prompt_len, 0)] * batch)
-    compute_s = work.flops / dep.peak_flops_per_s
-    memory_s = work.gpu_bytes / dep.bandwidth_bytes_per_s
+    # a prompt's ubatches can keep every pipeline stage busy at once (llama.cpp pipelines
+    # them over a layer split), so its floor has all the GPUs; a decode step has one stage
+    stages = dep.pipeline_parallel_size
+    peak, bandwidth = dep.peak_flops_per_s * stages, dep.bandwidth_bytes_per_s * stages
+    compute_s = work.flops / peak
+    memory_s = work.gpu_bytes / bandwidth
     fit = device_fit(dep, kv_stored)
     steps = (
         step("FLOPs", "2 × params per token × tokens + causal attention + the LM head on "
@@ -294,8 +298,10 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1) -> PrefillFl
         step("prefill time", "max(FLOPs ÷ peak, bytes ÷ bandwidth)" + (
              " + host time" if work.host_bytes else ""),
              q("time", (max(compute_s, memory_s) + work.host_time_s) * 1e3, "ms"),
-             q(f"peak {dep.compute_dtype}", dep.peak_flops_per_s / 1e12, "TFLOP/s"),
-             q("bandwidth", dep.bandwidth_bytes_per_s / 1e12, "TB/s")),
+             q(f"peak {dep.compute_dtype}", peak / 1e12, "TFLOP/s",
+               f"{dep.num_gpus} x {dep.accelerator.id}" + (
+                   ": the prompt's ubatches keep every stage busy" if stages > 1 else "")),
+             q("bandwidth", bandwidth / 1e12, "TB/s")),
     )
     return PrefillFloor(prompt_len, batch, work.flops, work.bytes, work.weight_bytes, compute_s,
                         memory_s, fit, steps, work.host_time_s, work.host_bound)

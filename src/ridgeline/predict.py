@@ -212,14 +212,36 @@ def prefill_time(dep: Deployment, profile: EngineProfile, prompt: int, depth: in
     """
     if not dep.engine.startswith("llama.cpp") or chunk is None:
         return step_time_s(dep, [Seq(prompt, depth)] * batch, profile)
+    stages = dep.pipeline_parallel_size
+    per_call = max(1, llamacpp_n_batch() // chunk)  # ubatches one llama_decode call holds
     total = 0.0
     for _ in range(batch):
-        done = 0
+        done, call = 0, []
         while done < prompt:
             n = min(chunk, prompt - done)
-            total += step_time_s(dep, [Seq(n, depth + done)], profile)
+            call.append(step_time_s(dep, [Seq(n, depth + done)], profile))
             done += n
+            if len(call) == per_call or done >= prompt:
+                total += pipelined_s(call, stages)
+                call = []
     return total
+
+
+def llamacpp_n_batch() -> int:
+    """llama.cpp's -b: the tokens one llama_decode call takes (default 2048)."""
+    from ridgeline.memory import engine_defaults
+
+    return int(engine_defaults("llama.cpp")["n_batch"])
+
+
+def pipelined_s(ubatches: list[float], stages: int) -> float:
+    """One llama_decode call's ubatches through a layer split of ``stages`` GPUs: llama.cpp
+    pipelines them (PR #6017: GGML_SCHED_MAX_COPIES = 4 copies of the graph inputs), each
+    ubatch a stage behind the last, so the call takes its ubatches' stage times plus the
+    (stages − 1) stages the last one waits behind; one GPU, or one ubatch, runs them in turn."""
+    if stages <= 1 or len(ubatches) <= 1:
+        return sum(ubatches)
+    return (sum(ubatches) + (stages - 1) * max(ubatches)) / stages
 
 
 def output_throughput(row: Measurement, dep: Deployment, profile: EngineProfile) -> float | None:
