@@ -389,7 +389,7 @@ def test_the_winner_has_the_fewest_replicas_that_hold_in_the_steady_state() -> N
     from ridgeline.engines import profile_for
     from ridgeline.hardware import resolve_accelerator
     from ridgeline.memory import EngineSettings
-    from ridgeline.plan import _deployment, pipeline_lane
+    from ridgeline.plan import _deployment, latency_at, pipeline_lane
     from ridgeline.sim.config import sim_config
     from ridgeline.sim.simulator import Simulator
 
@@ -406,7 +406,7 @@ def test_the_winner_has_the_fewest_replicas_that_hold_in_the_steady_state() -> N
     def p90(replicas: int) -> tuple[float, float]:
         work, window = load.steady(replicas, lifetime)
         result = Simulator(dep, profile_for("vllm"), config).run(work, window=window)
-        return result.percentiles("ttft")["p90"], result.percentiles("tpot")["p90"]
+        return latency_at(result, "ttft", 90), latency_at(result, "tpot", 90)
 
     ttft, tpot = p90(win.replicas)
     assert (ttft, tpot) == (win.sim_ttft_s, win.sim_tpot_s)
@@ -414,3 +414,49 @@ def test_the_winner_has_the_fewest_replicas_that_hold_in_the_steady_state() -> N
     if win.replicas > 1:
         ttft, tpot = p90(win.replicas - 1)
         assert ttft > slo.ttft_s or tpot > slo.tpot_s
+
+
+def test_a_rejected_request_is_a_miss_and_any_percentile_is_read() -> None:
+    from ridgeline.plan import latency_at
+    from ridgeline.sim.metrics import Recorder, SimResult
+    from ridgeline.sim.request import Request
+
+    rec = Recorder(1)
+    for i in range(100):
+        r = Request(i, float(i), 100, 10)
+        r.first_token_s, r.first_scheduled_s = i + (i + 1) / 1000, float(i)
+        r.finish_s, r.num_generated = i + 1.0, 10
+        rec.finish(r)
+    result = SimResult(rec, 100.0, 0, 0, 100)
+    assert latency_at(result, "ttft", 99.9) > latency_at(result, "ttft", 99) > \
+        latency_at(result, "ttft", 90)  # p99.9 is read, not rounded to p90
+    assert latency_at(result, "ttft", 75) == pytest.approx(0.075, rel=0.02)
+    rec.rejected["too long"] = 20  # 20 of 120 never answered: past p83
+    assert latency_at(result, "ttft", 90) == float("inf")
+    assert latency_at(result, "ttft", 50) == pytest.approx(0.060, rel=0.02)
+
+
+def test_a_short_trace_is_planned_with_a_caution(tmp_path: Path) -> None:
+    trace = tmp_path / "two.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,1000,200\n1,800,150\n")
+    result = plan(MODEL, Load.from_trace(str(trace)), SLO, ["h100-sxm"], workers=1)
+    assert result.winner is not None and result.winner.verified
+    assert any("under 5 request lifetimes" in c for c in result.cautions)
+
+
+def test_prompts_with_one_output_token_are_sized_by_prefill() -> None:
+    """Classification-style load: no TPOT to keep; a 10,000-token prompt needs more than one
+    step's token budget, and one H100 still takes 1 req/s."""
+    result = plan(MODEL, Load(1.0, "10000", "1"), Slo(5.0, 0.1, 90), ["h100-sxm"], workers=1)
+    win = result.winner
+    assert win is not None and win.verified and win.replicas == 1
+    assert win.sim_tpot_s is not None and win.sim_tpot_s != win.sim_tpot_s  # NaN: no TPOT
+
+
+def test_the_default_accelerators_are_those_the_engine_runs_on(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["plan", "llama-3.1-8b", "--rate", "2", "--input-len", "1000", "--output-len",
+                 "200", "--slo-ttft-ms", "1000", "--slo-tpot-ms", "50", "--engine", "trtllm",
+                 "--json"])
+    out = capsys.readouterr().out
+    assert code == 0 and "mi300x" not in out  # TensorRT-LLM runs on NVIDIA only

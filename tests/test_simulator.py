@@ -446,3 +446,14 @@ def test_a_run_shorter_than_the_steady_state_says_so(capsys: pytest.CaptureFixtu
     assert code == 0 and "filling up" not in out
     code, out, _ = run_cli(capsys, *base, "--concurrency", "8", "--num-requests", "40")
     assert code == 0 and "filling up" not in out  # a closed loop holds its batch from the start
+
+
+def test_a_trace_arriving_all_at_once_is_a_burst(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.conftest import run_cli
+
+    trace = tmp_path / "same.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n5,1000,200\n5,800,150\n")
+    code, out, _ = run_cli(capsys, "simulate", "llama-3.1-8b", "--gpu", "h100", "--trace",
+                           str(trace))
+    assert code == 0 and "filling up and draining" in out

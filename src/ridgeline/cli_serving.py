@@ -229,8 +229,9 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     from ridgeline.predict import eager_caution
     from ridgeline.reports.simulate import warmup_caution
 
+    span: float | None
     if args.concurrency:  # a closed loop holds its batch from the start
-        span = 0.0
+        span = None
     elif args.trace:
         span = requests[-1].arrival_s - requests[0].arrival_s if requests else 0.0
     else:
@@ -250,7 +251,8 @@ def cmd_plan(args: argparse.Namespace) -> Any:
 
     model = load_model(args)
     gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus \
-        else list(DEFAULT_GPUS)
+        else [g for g in DEFAULT_GPUS  # the defaults the engine runs on (TRT-LLM: no AMD)
+              if not engine_platform_problem(args.engine, resolve_accelerator(g))]
     cards = [resolve_accelerator(g) for g in gpus]
     ids = [acc.id for acc in cards]
     if len(set(ids)) < len(ids):

@@ -32,10 +32,11 @@ from ridgeline.engines import EngineProfile, accelerator_group, profile_for
 from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator, resolve_accelerator
 from ridgeline.kvcache import kv_footprint
-from ridgeline.memory import EngineSettings, kv_pool, max_batch
+from ridgeline.memory import EngineSettings, kv_pool, max_batch, refuses_to_start
 from ridgeline.model import ModelSpec
 from ridgeline.parallel import INTER_NODE_BYTES_PER_S, node_size
 from ridgeline.sim.config import SimConfig, sim_config
+from ridgeline.sim.metrics import SimResult
 from ridgeline.sim.request import Request
 from ridgeline.sim.simulator import Simulator
 from ridgeline.sim.workload import Workload, length_sampler, read_trace
@@ -52,6 +53,7 @@ MAX_SIM_REQUESTS = 6000  # … and up to this many, to reach the steady state
 # 400 requests, 69 ms over 4,000, where it serves 18 req/s).
 STEADY_SPANS = 10
 WARMUP_SPANS = 2
+STEADY_LIFETIMES = 5  # a trace spanning fewer request lifetimes than this gets a caution
 # (max_num_seqs, max_num_batched_tokens) tried per configuration, None the engine's default:
 # fewer seats bound the batch (and TPOT); a smaller token budget cuts prefill chunks, so
 # decodes stall less behind long prompts, at the price of a lower steady-state batch.
@@ -141,8 +143,21 @@ class Load:
         else:
             start, span = 0.0, count / rate
         warm, tail = min(WARMUP_SPANS * life, 0.3 * span), min(life, 0.2 * span)
-        return (self.share(replicas, first_token_only, count),
-                (start + warm, start + span - tail))
+        window = (start + warm, start + span - tail)
+        if self.trace and sum(window[0] <= t <= window[1] for t, _, _ in rows) < len(rows) / 2:
+            window = (-math.inf, math.inf)  # a burst: no steady part to keep (plan says so)
+        return self.share(replicas, first_token_only, count), window
+
+    def transient(self, lifetime_s: float) -> str:
+        """What to say of a trace too short, or too bursty, to reach a steady state, or ""."""
+        if not self.trace:
+            return ""
+        span = self.trace[-1][0] - self.trace[0][0]
+        if span >= STEADY_LIFETIMES * lifetime_s:
+            return ""
+        return (f"the trace's arrivals span {span:,.1f} s, under {STEADY_LIFETIMES} request "
+                f"lifetimes ({lifetime_s:,.1f} s): the checks read its batch filling up and "
+                "draining, lighter than a steady load of the same rate")
 
 
 @lru_cache(maxsize=32)
@@ -236,16 +251,23 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
                               engine_version=engine_version)
     lanes = dep.pipeline_parallel_size  # micro-batches in flight, one per stage
     cap = max_batch(dep, isl + osl, settings) // lanes
-    budget = kv_pool(dep, settings).profile_tokens
-    # Each step's token budget (max_num_batched_tokens) carries B decodes plus the B·in/out
-    # prefill tokens that keep B requests flowing: B·(1 + in/out) ≤ budget.
-    cap = min(cap, budget * osl // (isl + osl))
     if cap < 1:
         return None
+    budget = kv_pool(dep, settings).profile_tokens
     ttft_floor = step_time_s(dep, [Seq(isl, 0)], profile)
     if ttft_floor > slo.ttft_s:
         return None
+    # A step does at most the token budget (max_num_batched_tokens) of work, and a request
+    # brings in + out tokens of it: the most requests a replica can take on, prompts packed.
+    prompts = max(1, budget // isl)  # whole prompts a step packs, or one budget-long chunk
+    packed = step_time_s(dep, [Seq(min(budget, isl), 0)] * prompts, profile)
+    most_rate = lanes * prompts * min(budget, isl) / packed / (isl + osl)
     ctx = isl + osl // 2
+    if mean_out < 2:  # one output token each: no TPOT to keep, the prompts are the load
+        return lanes, step_time_s(dep, decode_batch(1, ctx), profile), ttft_floor, most_rate
+    # B decodes and the B·in/out prompt tokens that keep B requests flowing share the budget:
+    # B·(1 + in/out) ≤ budget, one request at least
+    cap = min(cap, max(1, budget * osl // (isl + osl)))
     z = NormalDist().inv_cdf(slo.percentile / 100)
 
     def tpot(b: int, at_percentile: bool = True) -> float:
@@ -275,7 +297,7 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
         else:
             hi = mid - 1
     mean = tpot(lo, at_percentile=False)
-    return lanes * lo, mean, ttft_floor, lanes * lo / (osl * mean)
+    return lanes * lo, mean, ttft_floor, min(lanes * lo / (osl * mean), most_rate)
 
 
 def _evaluate(args: tuple[ModelSpec, str, int, int, str, str, tuple[int | None, int | None],
@@ -318,6 +340,7 @@ class PlanResult:
     mean_output_tokens: float
     closest_miss: str
     engine: str = "vllm"  # whose memory rules sized the pools
+    cautions: tuple[str, ...] = ()
 
     @property
     def winner(self) -> Candidate | None:
@@ -392,11 +415,15 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
     checked = [_verify_disaggregated(model, c, load, slo, max_gpus, engine_version, engine)
                for c in split[:DISAGGREGATED_CHECKS]]  # None: no size within max_gpus holds
     split = [c for c in checked if c is not None] + split[DISAGGREGATED_CHECKS:]
-    return PlanResult(load, slo, tuple(verified + rest), tuple(_best_per_gpu(unpriced)),
+    candidates = tuple(verified + rest)
+    cautions = tuple(c for c in (load.transient(
+        candidates[0].ttft_floor_s + mean_out * candidates[0].tpot_s) if candidates else "",)
+        if c)
+    return PlanResult(load, slo, candidates, tuple(_best_per_gpu(unpriced)),
                       tuple(sorted(split, key=lambda c: (not c.verified, c.cost_per_hour is None,
                                                          c.cost_per_hour or 0.0, c.gpus))),
                       tuple(_pareto(model, feasible, load, engine)), len(jobs), mean_out, miss,
-                      engine)
+                      engine, cautions)
 
 
 def _ray_map(jobs: list[tuple[Any, ...]]) -> list[Candidate | None]:
@@ -460,9 +487,10 @@ def _verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
                               max_num_batched_tokens=c.max_num_batched_tokens,
                               max_model_len=load.max_model_len(model.max_position_embeddings),
                               engine_version=engine_version)
+    if refuses_to_start(kv_pool(dep, settings), dep, settings.max_model_len or 0):
+        return None  # the launch command's --max-model-len would not start
     config = pipeline_lane(sim_config(dep, settings), c.pp)
     profile = profile_for(engine)
-    q = _percentile_key(slo)
     lifetime = c.ttft_floor_s + load.means()[1] * c.tpot_s
     checked: dict[int, tuple[float, float] | None] = {}
 
@@ -471,7 +499,7 @@ def _verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
         if replicas not in checked:
             work, window = load.steady(replicas * c.pp, lifetime)
             result = Simulator(dep, profile, config).run(work, window=window)
-            ttft, tpot = result.percentiles("ttft")[q], result.percentiles("tpot")[q]
+            ttft, tpot = (latency_at(result, name, slo.percentile) for name in ("ttft", "tpot"))
             ok = ttft <= slo.ttft_s and (math.isnan(tpot) or tpot <= slo.tpot_s)
             checked[replicas] = (ttft, tpot) if ok else None
         return checked[replicas] is not None
@@ -493,8 +521,17 @@ def _verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
                    analytic_replicas=c.replicas)
 
 
-def _percentile_key(slo: Slo) -> str:
-    return f"p{int(slo.percentile)}" if slo.percentile in (50, 90, 95, 99) else "p90"
+def latency_at(result: SimResult, name: str, percentile: float) -> float:
+    """The ``name`` latency at ``percentile`` (any, not only the p50/p90/p95/p99 a report
+    prints), a request the engine rejected counting as one that never got its answer: with
+    more rejected than the percentile spares, infinity. NaN where no request has one (1-token
+    outputs have no TPOT)."""
+    h = result.rec.hist[name]
+    rejected = result.rejected
+    if not h.total:
+        return math.inf if rejected and name == "ttft" else math.nan
+    q = percentile / 100 * (h.total + rejected) / h.total
+    return math.inf if q > 1 else h.percentile(100 * q)
 
 
 def _handed_off(work: Iterable[Request]) -> Iterator[Request]:
@@ -525,7 +562,6 @@ def _verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
         model.max_position_embeddings),
                                             engine_version=engine_version))
     profile = profile_for(engine)
-    q = _percentile_key(slo)
     transfer_s = handoff_s(dep, max(1, round(mean_in)))
     x, y = c.prefill_replicas, c.replicas - c.prefill_replicas
     _, mean_out = load.means()
@@ -534,16 +570,19 @@ def _verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
         prefill = Simulator(dep, profile, config).run(work, window=window)
         work, window = load.steady(y, mean_out * c.tpot_s)
         decode = Simulator(dep, profile, config).run(_handed_off(work), window=window)
-        first, joined = prefill.percentiles("ttft")[q], decode.percentiles("ttft")[q]
-        ttft, tpot = first + transfer_s + joined, decode.percentiles("tpot")[q]
+        first = latency_at(prefill, "ttft", slo.percentile)
+        joined = latency_at(decode, "ttft", slo.percentile)
+        ttft, tpot = first + transfer_s + joined, latency_at(decode, "tpot", slo.percentile)
         tpot_ok = math.isnan(tpot) or tpot <= slo.tpot_s
         if ttft <= slo.ttft_s and tpot_ok:
             return replace(c, replicas=x + y, prefill_replicas=x, disaggregated=f"{x}P{y}D",
                            verified=True, sim_ttft_s=ttft, sim_tpot_s=tpot)
-        if ttft > slo.ttft_s and first >= joined:
-            x += max(1, x // 4)
-        if not tpot_ok or (ttft > slo.ttft_s and joined > first):
-            y += max(1, y // 4)
+        grow_x = not ttft <= slo.ttft_s and not first < joined  # NaN grows both pools
+        grow_y = not tpot_ok or (not ttft <= slo.ttft_s and not joined <= first)
+        if not (grow_x or grow_y):
+            return None
+        x += max(1, x // 4) if grow_x else 0
+        y += max(1, y // 4) if grow_y else 0
     return None
 
 
@@ -671,7 +710,8 @@ def _closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],
             if miss <= 1:
                 text = (f"{tp} x {acc.id} meets the SLO unloaded (TTFT {ttft * 1e3:,.0f} ms, "
                         f"TPOT {tpot * 1e3:,.1f} ms), but no batch sustaining "
-                        f"{load.rate:g} req/s within {max_gpus} GPUs keeps the p"
+                        f"{load.rate:g} req/s within {max_gpus} GPU{'s' if max_gpus > 1 else ''} "
+                        "keeps the p"
                         f"{slo.percentile:g} latencies under it: the load is the miss")
             if best is None or miss < best[0]:
                 best = (miss, text)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -39,6 +40,17 @@ def command_line(engine: str, model_id: str, c: Candidate, max_len: int) -> str:
     return " ".join(parts)
 
 
+def _pct(percentile: float) -> str:
+    """p90, p99.9: the percentile as asked, not rounded to p100."""
+    return f"p{percentile:.10g}"
+
+
+def _tpot_ms(tpot_s: float | None) -> str:
+    if tpot_s is None or math.isnan(tpot_s):
+        return "n/a (1-token outputs)"
+    return f"{tpot_s * 1e3:,.1f} ms"
+
+
 @dataclass(frozen=True)
 class PlanReport:
     model: ModelSpec
@@ -72,6 +84,7 @@ class PlanReport:
                        for a, b, p in r.pareto],
             "closest_miss": r.closest_miss or None,
             "max_model_len": self.max_len, "refused_share": self.refused_share,
+            "cautions": list(r.cautions),
         }
 
     def runners_up(self, count: int = 5) -> list[Candidate]:
@@ -110,7 +123,7 @@ class PlanReport:
         r = self.result
         slo = r.slo
         head = (f"{self.model.name} at {r.load.rate:g} req/s (input {r.load.input_len}, output "
-                f"{r.load.output_len}); SLO p{slo.percentile:g} TTFT ≤ {slo.ttft_s * 1e3:g} ms, "
+                f"{r.load.output_len}); SLO {_pct(slo.percentile)} TTFT ≤ {slo.ttft_s * 1e3:g} ms, "
                 f"TPOT ≤ {slo.tpot_s * 1e3:g} ms; {r.searched} configurations searched, "
                 f"pools sized as {r.engine} sizes them")
         win = r.winner
@@ -127,13 +140,14 @@ class PlanReport:
                  f"winner: {win.label} = {win.gpus} GPU{'s' if win.gpus > 1 else ''}, "
                  f"${win.cost_per_hour:,.2f}/h, "
                  f"${per_m:,.3f} per million output tokens",
-                 f"  per replica: batch {win.batch}, mean TPOT {win.tpot_s * 1e3:,.1f} ms "
-                 "(expected; "
+                 f"  per replica: batch {win.batch}, mean TPOT "
+                 f"{_tpot_ms(win.tpot_s if r.mean_output_tokens >= 2 else None)} (expected; "
                  f"band ×{win.band[0]:.2f}–×{win.band[1]:.2f}), {win.replica_rate:,.2f} req/s"]
         if win.verified:
             lines.append(f"  simulated at {r.load.rate / win.replicas:,.2f} req/s per replica: "
-                         f"p{slo.percentile:g} TTFT {win.sim_ttft_s * 1e3:,.0f} ms, TPOT "  # type: ignore[operator]
-                         f"{win.sim_tpot_s * 1e3:,.1f} ms")  # type: ignore[operator]
+                         f"{_pct(slo.percentile)} TTFT {(win.sim_ttft_s or 0) * 1e3:,.0f} ms, "
+                         f"TPOT {_tpot_ms(win.sim_tpot_s)}")
+        lines += [f"  caution: {c}" for c in r.cautions]
         if not win.calibrated:
             lines.append(f"  outside the calibrated range: {win.calibration_note}")
         if self.refused_share:
@@ -164,8 +178,8 @@ class PlanReport:
                          f"(--price {c.accelerator}=USD)")
         for c in r.disaggregated[:3]:
             cost = f"${c.cost_per_hour:,.2f}/h" if c.cost_per_hour is not None else "no price"
-            how = (f"simulated: p{int(r.slo.percentile)} TTFT {(c.sim_ttft_s or 0) * 1e3:,.0f} ms, "
-                   f"TPOT {(c.sim_tpot_s or 0) * 1e3:,.1f} ms" if c.verified else "analytic")
+            how = (f"simulated: {_pct(r.slo.percentile)} TTFT {(c.sim_ttft_s or 0) * 1e3:,.0f} ms, "
+                   f"TPOT {_tpot_ms(c.sim_tpot_s)}" if c.verified else "analytic")
             lines.append(f"disaggregated, {c.label}: {c.gpus} GPUs, {cost} ({how}; KV hand-off "
                          "over a 400 Gb/s link)")
         if r.pareto:

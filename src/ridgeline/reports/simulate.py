@@ -28,9 +28,10 @@ def _share(n: int, total: int) -> str:
 STEADY_LIFETIMES = 5  # arrivals spanning fewer request lifetimes than this: mostly warm-up
 
 
-def warmup_caution(span_s: float, mean_e2e_s: float, rate: float | None) -> str:
-    """What to say of a run whose arrivals end before the batch has settled, or ""."""
-    if not span_s > 0 or not mean_e2e_s > 0 or span_s >= STEADY_LIFETIMES * mean_e2e_s:
+def warmup_caution(span_s: float | None, mean_e2e_s: float, rate: float | None) -> str:
+    """What to say of a run whose arrivals end before the batch has settled, or "" (and for
+    a closed loop, ``span_s`` None, which holds its batch from the start)."""
+    if span_s is None or not mean_e2e_s > 0 or span_s >= STEADY_LIFETIMES * mean_e2e_s:
         return ""
     more = (f"; --num-requests {math.ceil(rate * 10 * mean_e2e_s):,} spans about ten"
             if rate and math.isfinite(rate) else "")
