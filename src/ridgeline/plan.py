@@ -605,8 +605,11 @@ def _disaggregated(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], 
                    prices: dict[str, float | None], engine_version: str | None = None,
                    engine: str = "vllm"
                    ) -> list[Candidate]:
-    """xPyD: x prefill replicas sized for the prompt rate, y decode replicas for TPOT alone."""
+    """xPyD: x prefill replicas sized for the prompt rate, y decode replicas for TPOT alone
+    (none for a load of one output token per request: there is no decode to split off)."""
     mean_in, mean_out = load.means()
+    if mean_out < 2:
+        return []
     isl, osl = max(1, round(mean_in)), max(1, round(mean_out))
     out: list[Candidate] = []
     profile = profile_for(engine)
