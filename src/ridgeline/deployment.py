@@ -100,10 +100,10 @@ class Deployment:
         ``num_gpus`` accelerators: ``pipeline_parallel_size`` stages of tensor-parallel groups.
         ``engine`` None: no engine named (the article's arithmetic), costed as vLLM and any
         cache format taken; a named engine must have the KV cache format asked for.
-        ``offload``: llama.cpp's split of the weights between one GPU and host memory.
+        ``offload``: llama.cpp's split of the weights between the GPUs and host memory.
         ``split_mode``: llama.cpp's -sm. Its default, ``layer``, makes each GPU a stage of whole
-        layers run one after the other; ``row`` and ``tensor`` split each matmul (tensor
-        parallel).
+        layers run one after the other; ``tensor`` splits each layer (tensor parallel);
+        ``row`` (deprecated in llama.cpp, its KV cache on the main GPU) is refused.
         """
         named = engine is not None
         engine = engine or "vllm"

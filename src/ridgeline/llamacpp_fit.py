@@ -3,7 +3,8 @@
 Since PR #16653 (merged December 2025; in build 7437) llama.cpp starts with ``--fit on`` and
 ``-ngl auto``: it projects the memory of the whole model on the GPU and, when that leaves less
 than ``--fit-target`` (1024 MiB) free, changes what the user did not set. A context the user
-set is kept (ridgeline always has one). Then:
+set is kept; llama-server's default ``-c 0`` (the trained context) is first shrunk, down to
+``--fit-ctx`` (``fit_context``). Then:
 
 - a dense model keeps the output layer and the last layers on the GPU, as many as fit
   (``-ngl`` lowered, whole layers, back to front);
@@ -48,7 +49,7 @@ def default_fit_target_bytes() -> float:
 def holds(dep: Deployment, settings: EngineSettings, context: int, sequences: int,
           margin_bytes: float) -> bool:
     """Whether ``sequences`` conversations of ``context`` cells fit with ``margin_bytes`` free."""
-    from ridgeline.memory import conversations, device_memory_bytes, kv_pool
+    from ridgeline.memory import conversations, kv_pool
 
     total = device_memory_bytes(dep.accelerator) - margin_bytes
     if total <= 0:

@@ -36,7 +36,7 @@ from ridgeline.memory import EngineSettings, kv_pool, max_batch, refuses_to_star
 from ridgeline.model import ModelSpec
 from ridgeline.parallel import INTER_NODE_BYTES_PER_S, node_size
 from ridgeline.sim.config import SimConfig, sim_config
-from ridgeline.sim.metrics import SimResult
+from ridgeline.sim.metrics import STEADY_LIFETIMES, SimResult
 from ridgeline.sim.request import Request
 from ridgeline.sim.simulator import Simulator
 from ridgeline.sim.workload import Workload, length_sampler, read_trace
@@ -53,7 +53,6 @@ MAX_SIM_REQUESTS = 6000  # … and up to this many, to reach the steady state
 # 400 requests, 69 ms over 4,000, where it serves 18 req/s).
 STEADY_SPANS = 10
 WARMUP_SPANS = 2
-STEADY_LIFETIMES = 5  # a trace spanning fewer request lifetimes than this gets a caution
 # (max_num_seqs, max_num_batched_tokens) tried per configuration, None the engine's default:
 # fewer seats bound the batch (and TPOT); a smaller token budget cuts prefill chunks, so
 # decodes stall less behind long prompts, at the price of a lower steady-state batch.
@@ -241,7 +240,9 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
     while it decodes. By Little's law B of them arrive, more or fewer by √(B·(1 + cv²)) (cv:
     the prompt lengths' coefficient of variation). A prompt shorter than the step's token
     budget is prefilled whole in one step, a longer one in budget-sized chunks; only when
-    prompts overlap does every step carry some. The rate follows from the mean TPOT."""
+    prompts overlap does every step carry some. The rate follows from the mean TPOT, capped
+    by the prompt and output tokens a step's budget takes; a load of one output token per
+    request (no TPOT) is sized by that cap alone."""
     drawn = load.samples()
     mean_in, mean_out = load.means()
     isl, osl = max(1, round(mean_in)), max(1, round(mean_out))
@@ -416,9 +417,9 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
                for c in split[:DISAGGREGATED_CHECKS]]  # None: no size within max_gpus holds
     split = [c for c in checked if c is not None] + split[DISAGGREGATED_CHECKS:]
     candidates = tuple(verified + rest)
-    cautions = tuple(c for c in (load.transient(
-        candidates[0].ttft_floor_s + mean_out * candidates[0].tpot_s) if candidates else "",)
-        if c)
+    win = candidates[0] if candidates else None
+    note = load.transient(win.ttft_floor_s + mean_out * win.tpot_s) if win else ""
+    cautions = (note,) if note else ()
     return PlanResult(load, slo, candidates, tuple(_best_per_gpu(unpriced)),
                       tuple(sorted(split, key=lambda c: (not c.verified, c.cost_per_hour is None,
                                                          c.cost_per_hour or 0.0, c.gpus))),

@@ -10,7 +10,7 @@ from ridgeline.deployment import Deployment
 from ridgeline.explain import Quantity, Step, q, step
 from ridgeline.render import table
 from ridgeline.sim.config import SimConfig
-from ridgeline.sim.metrics import SimResult
+from ridgeline.sim.metrics import STEADY_LIFETIMES, SimResult
 
 
 def _ms(x: float) -> str:
@@ -23,9 +23,6 @@ def _share(n: int, total: int) -> str:
         return "0%" if not n or not total else "100%"
     pct = 100 * n / total
     return "<0.1%" if pct < 0.1 else ">99.9%" if pct > 99.9 else f"{pct:.1f}%"
-
-
-STEADY_LIFETIMES = 5  # arrivals spanning fewer request lifetimes than this: mostly warm-up
 
 
 def warmup_caution(span_s: float | None, mean_e2e_s: float, rate: float | None) -> str:

@@ -102,6 +102,9 @@ class TimeSeries:
                                / self.limit)
 
 
+STEADY_LIFETIMES = 5  # arrivals spanning fewer request lifetimes than this: mostly warm-up
+
+
 class Recorder:
     """Per-request outcomes, kept in histograms so memory stays flat at a million requests."""
 
