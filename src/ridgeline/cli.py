@@ -165,7 +165,7 @@ def _engine(p: argparse.ArgumentParser) -> None:
                    "attention scores written to memory and read back")
 
 
-def _split_mode(p: argparse.ArgumentParser | Any) -> None:
+def _split_mode(p: Any) -> None:  # a parser or an argument group
     p.add_argument("--split-mode", "-sm", choices=["layer", "row", "tensor"],
                    help="llama.cpp -sm over several GPUs (default layer: each GPU holds whole "
                    "layers and a step passes them one after another; tensor splits each "
