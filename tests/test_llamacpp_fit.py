@@ -359,3 +359,20 @@ def test_placements_are_shown_in_comparisons_and_simulate_json(
     assert code == 0
     offload = json.loads(out)["settings"]["offload"]
     assert offload["chosen_by_fit"] and offload["gpu_layers"] == 44
+
+
+def test_simulate_holds_the_cells_fit_placed_for(capsys: pytest.CaptureFixture[str]) -> None:
+    """llama-server allocates -c cells up front and no more: the simulated pool is that -c."""
+    base = ("simulate", "llama-3.1-8b", "--gpu", "rtx-3060", "--engine", "llama.cpp-cuda",
+            "--weights", "q4_k_m", "-ngl", "auto", "--concurrency", "2", "--num-requests", "4",
+            "--json")
+    code, out, _ = run_cli(capsys, *base)
+    assert code == 0
+    settings = json.loads(out)["settings"]
+    assert settings["num_blocks"] * settings["block_size"] == settings["max_model_len"] == 49408
+    code, out, _ = run_cli(capsys, "simulate", "llama-3.1-70b", "--gpu", "rtx-4090", "--weights",
+                           "q4_k_m", "--engine", "llama.cpp-cuda", "-ngl", "auto",
+                           "--host-bandwidth-gbs", "76.8", "--max-model-len", "4096",
+                           "--max-num-seqs", "2", "--concurrency", "1", "--num-requests", "3",
+                           "--json")
+    assert code == 0 and json.loads(out)["settings"]["num_blocks"] == 2 * 4096

@@ -171,6 +171,9 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                      kv_pool(dep, settings).max_num_seqs)
     config = sim_config(dep, settings, not args.no_prefix_caching,
                         args.spec_tokens, args.spec_acceptance, args.spec_draft_cost)
+    if story:  # llama-server allocates the -c --fit chose, and no more
+        config = replace(config, num_blocks=min(config.num_blocks,
+                                                (settings.max_model_len or 0) // config.block_size))
     if config.num_blocks < 1:
         raise InputError(f"does not fit: {dep.model.name} leaves no KV pool on "
                          f"{dep.num_gpus} x {acc.id} (see `ridgeline fit`)")

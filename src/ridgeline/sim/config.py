@@ -50,6 +50,8 @@ def sim_config(dep: Deployment, settings: object | None = None, prefix_caching: 
             blocks, overhead = blocks // growing, -(-g.states // growing)
         else:
             blocks, block_size = blocks // g.states, max_len
+    if dep.offload is not None and dep.offload.fit_cells:  # llama-server's -c, and no more
+        blocks = min(blocks, dep.offload.fit_cells // block_size)
     return SimConfig(num_blocks=blocks, block_size=block_size,
                      max_num_seqs=pool.max_num_seqs, overhead_blocks=overhead,
                      max_num_batched_tokens=pool.profile_tokens, max_model_len=max_len,
