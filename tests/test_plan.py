@@ -460,3 +460,17 @@ def test_the_default_accelerators_are_those_the_engine_runs_on(
                  "--json"])
     out = capsys.readouterr().out
     assert code == 0 and "mi300x" not in out  # TensorRT-LLM runs on NVIDIA only
+
+
+def test_a_winner_no_simulation_reached_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    """With a budget of one check that misses, the cheapest remaining candidate is shown as
+    the answer only with a NOT SIMULATED line."""
+    from ridgeline.reports.plan import PlanReport
+
+    result = plan(MODEL, Load(40.0, "lognormal:1000,0.8", "lognormal:300,0.8"),
+                  Slo(0.05, 0.01, 99), ["h100-sxm"], workers=1, verify=1)
+    if result.winner is None:
+        pytest.skip("no candidate sized: nothing to show")
+    assert not result.winner.verified
+    text = "\n".join(PlanReport(MODEL, "meta-llama/Llama-3.1-8B", result, 8192).text_lines())
+    assert "NOT SIMULATED" in text

@@ -157,7 +157,7 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
                              "one pass")
         expected = Expectation.of_prefill(dep, a.prompt_len, a.batch, load_profile(a),
                                           a.ubatch_size)
-        return PrefillReport(dep, prefill_floor(dep, a.prompt_len, a.batch), expected,
+        return PrefillReport(dep, prefill_floor(dep, a.prompt_len, a.batch, a.ubatch_size), expected,
                              a.ubatch_size)
 
     names = accelerator_names(args)

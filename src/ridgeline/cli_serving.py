@@ -175,8 +175,15 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         config = replace(config, num_blocks=min(config.num_blocks,
                                                 (settings.max_model_len or 0) // config.block_size))
     if config.num_blocks < 1:
+        hint = ("; llama.cpp's --fit would keep layers in host memory: -ngl auto "
+                "--host-bandwidth-gbs GB/s" if engine.startswith("llama.cpp")
+                and dep.offload is None and acc.vendor != "apple" and acc.form != "soc" else "")
         raise InputError(f"does not fit: {dep.model.name} leaves no KV pool on "
-                         f"{dep.num_gpus} x {acc.id} (see `ridgeline fit`)")
+                         f"{dep.num_gpus} x {acc.id} (see `ridgeline fit`{hint})")
+    if not auto_layers(args):  # the host's RAM holds the host layers' cache for the pool
+        from ridgeline.memory import check_host_memory_for
+
+        check_host_memory_for(dep, config.num_blocks * config.block_size)
     if settings.max_model_len and refuses_to_start(kv_pool(dep, settings), dep,
                                                    settings.max_model_len):
         raise InputError(f"does not fit: {engine} would refuse to start, its KV pool holding "
@@ -242,7 +249,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     cautions = tuple(c for c in (eager_caution(dep) if args.enforce_eager else "",
                                  offload_caution(dep),
                                  warmup_caution(span, result.percentiles("e2e")["mean"],
-                                                args.rate)) if c)
+                                                args.rate, result.request_rate)) if c)
     return SimulateReport(replace(dep), config, result, count, load, slo_ttft, slo_tpot,
                           cautions=cautions)
 

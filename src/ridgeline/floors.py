@@ -268,16 +268,32 @@ class PrefillFloor(_Bounded):
         return self.flops / self.weight_bytes_read
 
 
-def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1) -> PrefillFloor:
-    """Prefill ``batch`` prompts of ``prompt_len`` tokens in one pass: the TTFT floor."""
+def pipelined_stages(dep: Deployment, tokens: int, ubatch: int | None = None) -> float:
+    """The pipeline stages a prompt keeps busy on average: llama.cpp pipelines the ubatches of
+    one llama_decode call (k of them) over pp stages, pp·k ÷ (k + pp − 1); one ubatch, or
+    one stage, passes them one at a time."""
+    stages = dep.pipeline_parallel_size
+    if stages <= 1 or not dep.engine.startswith("llama.cpp"):
+        return float(stages) if not dep.engine.startswith("llama.cpp") else 1.0
+    from ridgeline.predict import LLAMA_CPP_UBATCH, llamacpp_n_batch
+
+    size = ubatch or LLAMA_CPP_UBATCH
+    k = min(-(-tokens // size), max(1, llamacpp_n_batch() // size))
+    return stages * k / (k + stages - 1)
+
+
+def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
+                  ubatch: int | None = None) -> PrefillFloor:
+    """Prefill ``batch`` prompts of ``prompt_len`` tokens in one pass: the TTFT floor. Over
+    a layer split the ubatches (``ubatch`` tokens, llama.cpp's -ub) of one 2,048-token call
+    are pipelined, a stage apart: with k of them over pp stages, pp·k ÷ (k + pp − 1) of the
+    GPUs are busy on average."""
     require_positive(prompt_len, "prompt length")
     require_positive(batch, "batch")
     footprint = kv_footprint(dep.model, prompt_len, dep.kv.bytes_per_element)
     kv_stored = batch * footprint.bytes_per_sequence * dep.kv_replication
     work = step_work(dep, [Seq(prompt_len, 0)] * batch)
-    # a prompt's ubatches can keep every pipeline stage busy at once (llama.cpp pipelines
-    # them over a layer split), so its floor has all the GPUs; a decode step has one stage
-    stages = dep.pipeline_parallel_size
+    stages = pipelined_stages(dep, prompt_len * batch, ubatch)
     peak, bandwidth = dep.peak_flops_per_s * stages, dep.bandwidth_bytes_per_s * stages
     compute_s = work.flops / peak
     memory_s = work.gpu_bytes / bandwidth
@@ -299,8 +315,8 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1) -> PrefillFl
              " + host time" if work.host_bytes else ""),
              q("time", (max(compute_s, memory_s) + work.host_time_s) * 1e3, "ms"),
              q(f"peak {dep.compute_dtype}", peak / 1e12, "TFLOP/s",
-               f"{dep.num_gpus} x {dep.accelerator.id}" + (
-                   ": the prompt's ubatches keep every stage busy" if stages > 1 else "")),
+               f"{stages:.2g} of {dep.num_gpus} x {dep.accelerator.id} busy on average"
+               + (": the ubatches of a call pipelined over the stages" if stages > 1 else "")),
              q("bandwidth", bandwidth / 1e12, "TB/s")),
     )
     return PrefillFloor(prompt_len, batch, work.flops, work.bytes, work.weight_bytes, compute_s,

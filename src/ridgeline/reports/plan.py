@@ -154,6 +154,10 @@ class PlanReport:
             lines.append(f"  {self.refused_share:.1%} of the requests are longer than "
                          f"{self.model.name}'s {self.max_len:,}-token context: the engine "
                          "refuses them")
+        if not win.verified:
+            lines.append("  NOT SIMULATED: every cheaper candidate the simulation budget reached "
+                         "missed the SLO in simulation, and this one was not reached; its price "
+                         "is the analytic estimate, and the SLO may be out of reach")
         cheaper = [c for c in self.runners_up() if not c.verified
                    and (c.cost_per_hour or 0.0) < (win.cost_per_hour or 0.0)]
         if cheaper:
