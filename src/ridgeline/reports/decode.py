@@ -438,6 +438,13 @@ class PrefillReport:
             out.append(f"ubatches of {step} tokens run the host's layers on the CPU, whose "
                        "arithmetic is not priced (only its memory traffic): read the "
                        "expectation as a lower bound")
+        dep = self.deployment
+        if dep.engine.startswith("llama.cpp") and dep.pipeline_parallel_size > 1 \
+                and self.floor.prompt_len * self.floor.batch > step:
+            out.append(f"the ubatches' overlap over {dep.pipeline_parallel_size} stages is "
+                       "llama.cpp's ideal: on 8 x A100 its pipelining PR (#6017) measured a "
+                       "2,048-token prompt 38 % under it (validation/pipeline.csv), so read the "
+                       "expectation as optimistic, the more so the more stages")
         return [c for c in out if c]
 
     @property
