@@ -238,7 +238,9 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
     decode steps cost the decode of the batch (at the batch's own percentile: arrivals are
     Poisson, so B requests in flight vary by √B) plus its share of the prompts that arrive
     while it decodes. By Little's law B of them arrive, more or fewer by √(B·(1 + cv²)) (cv:
-    the prompt lengths' coefficient of variation). A prompt shorter than the step's token
+    the prompt lengths' coefficient of variation) over a request of the mean output; a short
+    request sees a rougher share, and the percentile is set by the short ones, so the spread
+    is scaled by √(mean ÷ the output at the percentile's far end). A prompt shorter than the step's token
     budget is prefilled whole in one step, a longer one in budget-sized chunks; only when
     prompts overlap does every step carry some. The rate follows from the mean TPOT, capped
     by the prompt and output tokens a step's budget takes; a load of one output token per
@@ -270,6 +272,8 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
     # B·(1 + in/out) ≤ budget, one request at least
     cap = min(cap, max(1, budget * osl // (isl + osl)))
     z = NormalDist().inv_cdf(slo.percentile / 100)
+    outs = sorted(o for _, o in drawn)  # the output at the SLO's far end: p10 for a p90 SLO
+    short = max(1, outs[int((1 - slo.percentile / 100) * (len(outs) - 1))])
 
     def tpot(b: int, at_percentile: bool = True) -> float:
         decode = step_time_s(dep, decode_batch(b, ctx), profile)
@@ -285,7 +289,7 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
         if not at_percentile:
             return decode + b * per_prompt / osl
         busy = max(b, round(b + z * math.sqrt(b)))
-        arrivals = b + z * math.sqrt(b * (1 + cv2))
+        arrivals = b + z * math.sqrt(b * (1 + cv2) * osl / short)
         return step_time_s(dep, decode_batch(busy, ctx), profile) + arrivals * per_prompt / osl
 
     if tpot(1) > slo.tpot_s:
