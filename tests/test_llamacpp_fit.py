@@ -376,3 +376,24 @@ def test_simulate_holds_the_cells_fit_placed_for(capsys: pytest.CaptureFixture[s
                            "--max-num-seqs", "2", "--concurrency", "1", "--num-requests", "3",
                            "--json")
     assert code == 0 and json.loads(out)["settings"]["num_blocks"] == 2 * 4096
+
+
+def test_fit_checks_the_hosts_ram_at_the_c_it_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    """Target 16 with 4 slots: -ngl 14 starts llama-server with -c 32768 (4 x 8K), and the
+    host's RAM is checked for that -c, not for 16 conversations."""
+    argv = ("fit", "llama-3.1-8b", "--gpu", "rtx-3060", "--weights", "q8_0", "--engine",
+            "llama.cpp-cuda", "--max-model-len", "8192", "--target-concurrency", "16")
+    code, out, _ = run_cli(capsys, *argv, "-ngl", "14", "--host-memory-gib", "8")
+    assert code == 0 and "llama-server -c 32768" in out and "at 32,768 cells" in out
+    code, out, _ = run_cli(capsys, *argv, "-ngl", "auto")
+    assert code == 0 and "llama-server -c 131072" in out and "at 131,072 cells" in out
+
+
+def test_comparisons_say_where_each_card_keeps_its_weights(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (("prefill", "llama-3.1-70b", "--prompt-len", "4096"),
+                 ("fit", "llama-3.1-70b", "--max-model-len", "8192")):
+        code, out, _ = run_cli(capsys, *argv, "--gpu", "rtx-3060,rtx-4090", "--weights",
+                               "q4_k_m", "--engine", "llama.cpp-cuda", "-ngl", "auto",
+                               "--host-bandwidth-gbs", "76.8")
+        assert code == 0 and "where the weights live:" in out and "rtx-4090: llama.cpp's --fit" in out

@@ -165,3 +165,26 @@ def test_the_pipelining_prs_own_rows_score_as_documented() -> None:
             assert abs(error) < 0.04
         else:
             assert abs(error) < 0.06
+
+
+def test_more_gpus_than_layers_is_refused() -> None:
+    with pytest.raises(InputError, match="more GPUs than layers"):
+        Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("rtx-4090"),
+                         "q4_k_m", None, 33, engine="llama.cpp-cuda")
+
+
+def test_a_short_last_ubatch_counts_for_its_share_in_the_floor() -> None:
+    """513 tokens are one ubatch and a token: hardly anything to pipeline."""
+    from ridgeline.floors import pipelined_stages
+
+    dep = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("rtx-4090"),
+                           "q4_k_m", None, 8, engine="llama.cpp-cuda")
+    assert pipelined_stages(dep, 513) == pytest.approx(1.0, abs=0.01)
+    assert pipelined_stages(dep, 2048) == pytest.approx(8 * 4 / 11)
+
+
+def test_a_tensor_split_lever_is_named_as_such(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "fit", "llama-3.1-70b", "--gpu", "rtx-3090", "--num-gpus",
+                           "2", "--weights", "q8_0", "--engine", "llama.cpp-cuda", "-sm",
+                           "tensor", "--max-model-len", "8192")
+    assert code == 0 and "4 GPUs (-sm tensor)" in out and "row split" not in out

@@ -474,3 +474,34 @@ def test_a_winner_no_simulation_reached_says_so(capsys: pytest.CaptureFixture[st
     assert not result.winner.verified
     text = "\n".join(PlanReport(MODEL, "meta-llama/Llama-3.1-8B", result, 8192).text_lines())
     assert "NOT SIMULATED" in text
+
+
+def test_more_refused_requests_than_the_percentile_spares_is_refused_up_front() -> None:
+    load = Load(1.0, "lognormal:500,1.0", "200")  # about 10 % past gpt-j-6b's 2,048 tokens
+    with pytest.raises(InputError, match="more than a p99 SLO lets miss"):
+        plan(resolve_model("gpt-j-6b"), load, Slo(2.0, 0.1, 99), gpus=["h100"], workers=1)
+
+
+def test_one_token_outputs_state_no_tpot_in_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["plan", "llama-3.1-8b", "--rate", "10", "--input-len", "1000", "--output-len",
+                 "1", "--slo-ttft-ms", "500", "--slo-tpot-ms", "40", "--gpus", "h100", "--json"])
+    assert code == 0 and json.loads(capsys.readouterr().out)["winner"]["tpot_s"] is None
+
+
+def test_no_candidate_has_a_launch_vllm_would_refuse() -> None:
+    """Long prompts on L40S: a replica whose pool cannot hold the launch's --max-model-len is
+    not a candidate, analytic or simulated."""
+    from ridgeline.hardware import resolve_accelerator
+    from ridgeline.memory import EngineSettings, kv_pool, refuses_to_start
+    from ridgeline.plan import _deployment
+
+    model, load = resolve_model("llama-3.1-70b"), Load(0.3, "lognormal:8000,0.8", "200")
+    result = plan(model, load, Slo(20.0, 0.15), gpus=["l40s"], workers=1)
+    max_len = load.max_model_len(model.max_position_embeddings)
+    assert result.candidates
+    for c in result.candidates:
+        dep = _deployment(model, resolve_accelerator(c.accelerator), c.tp, c.pp, c.weights,
+                          c.kv, c.expert_parallel)
+        settings = EngineSettings(max_model_len=max_len, max_num_seqs=c.max_num_seqs,
+                                  max_num_batched_tokens=c.max_num_batched_tokens)
+        assert not refuses_to_start(kv_pool(dep, settings), dep, max_len), c.label

@@ -457,3 +457,11 @@ def test_a_trace_arriving_all_at_once_is_a_burst(tmp_path: Path,
     code, out, _ = run_cli(capsys, "simulate", "llama-3.1-8b", "--gpu", "h100", "--trace",
                            str(trace))
     assert code == 0 and "filling up and draining" in out
+
+
+def test_simulate_takes_one_gpu(capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.conftest import run_cli
+
+    code, out, err = run_cli(capsys, "simulate", "llama-3.1-8b", "--gpu", "rtx-3090,rtx-4090",
+                             "--rate", "1")
+    assert code == 2 and "one --gpu" in err and not out

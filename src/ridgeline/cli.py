@@ -272,21 +272,24 @@ def host_offload(args: argparse.Namespace, model: Any) -> Any:
 
 
 def fitted(args: argparse.Namespace, dep: Any, settings: Any, context: int,
-           sequences: int) -> Any:
+           sequences: int, check_host: bool = True) -> Any:
     """``dep`` placed as llama.cpp's --fit places it for ``sequences`` × ``context`` cells,
     where -ngl auto asks for that, else as it is; either way a host share (weights and the
-    host layers' cache) that overflows --host-memory-gib is refused."""
+    host layers' cache) that overflows --host-memory-gib is refused, unless ``check_host`` is
+    False (fit checks it at the -c it prints)."""
     from ridgeline.memory import check_host_memory_for
 
     if not auto_layers(args):
-        check_host_memory_for(dep, context * sequences)
+        if check_host:
+            check_host_memory_for(dep, context * sequences)
         return dep
     from ridgeline.llamacpp_fit import fit_placement
 
     margin = getattr(args, "fit_target_mib", None)
     placed = fit_placement(dep, settings, context, sequences, _host_template(args, dep),
                            None if margin is None else margin * MIB)
-    check_host_memory_for(placed, context * sequences)
+    if check_host:
+        check_host_memory_for(placed, context * sequences)
     return placed
 
 

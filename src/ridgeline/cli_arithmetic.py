@@ -112,20 +112,25 @@ def cmd_decode(args: argparse.Namespace) -> Any:
         reports = []
         for name in names:
             one = _decode_deployment(one_card(args, name))
-            reports.append(decode_report(one, args.batch, args.context, load_profile(args),
-                                         args.enforce_eager))
+            reports.append(_placed_once(args, one, decode_report(
+                one, args.batch, args.context, load_profile(args), args.enforce_eager)))
         return DecodeComparison(tuple(reports))
     dep = _decode_deployment(args)
-    report = decode_report(dep, args.batch, args.context, load_profile(args), args.enforce_eager)
-    if dep.offload is not None and dep.offload.chosen_by_fit and (
-            len(args.batch) > 1 or len(args.context) > 1):
-        from dataclasses import replace
+    return _placed_once(args, dep, decode_report(dep, args.batch, args.context,
+                                                 load_profile(args), args.enforce_eager))
 
-        note = (f"-ngl auto placed the weights once, for the largest point asked (batch "
-                f"{max(args.batch):,} at {max(args.context):,} tokens); a smaller point alone "
-                "would keep more of them on the GPU")
-        report = replace(report, cautions=(*report.cautions, note))
-    return report
+
+def _placed_once(args: argparse.Namespace, dep: Any, report: Any) -> Any:
+    """The report, with a caution where -ngl auto placed one deployment for several points."""
+    if dep.offload is None or not dep.offload.chosen_by_fit or (
+            len(args.batch) == 1 and len(args.context) == 1):
+        return report
+    from dataclasses import replace
+
+    note = (f"-ngl auto placed the weights once, for the largest point asked (batch "
+            f"{max(args.batch):,} at {max(args.context):,} tokens); a smaller point alone "
+            "would keep more of them on the GPU")
+    return replace(report, cautions=(*report.cautions, note))
 
 
 def _decode_deployment(args: argparse.Namespace) -> Any:

@@ -78,8 +78,13 @@ def cmd_fit(args: argparse.Namespace) -> Any:
     if args.max_model_len is None:
         return longest_context(dep, settings, args.target_concurrency)
     no_fit_ctx(args)
-    dep = fitted(args, dep, settings, args.max_model_len, args.target_concurrency or 1)
-    return fit_report(dep, args.max_model_len, settings, args.target_concurrency)
+    dep = fitted(args, dep, settings, args.max_model_len, args.target_concurrency or 1,
+                 check_host=False)
+    report = fit_report(dep, args.max_model_len, settings, args.target_concurrency)
+    from ridgeline.memory import check_host_memory_for
+
+    check_host_memory_for(dep, report.launch_cells)  # the -c it tells llama-server to take
+    return report
 
 
 def _compare_accelerators(args: argparse.Namespace, model: Any, cards: list[str],
@@ -150,6 +155,9 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     from ridgeline.sim.simulator import Simulator
     from ridgeline.sim.workload import Workload, read_trace
 
+    if args.gpu and "," in args.gpu:
+        raise InputError("simulate runs one deployment: give one --gpu (decode, prefill and "
+                         "fit compare several)")
     acc = load_accelerator(args)
     engine = engine_id(args.engine)
     model = load_model(args)
@@ -249,7 +257,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     cautions = tuple(c for c in (eager_caution(dep) if args.enforce_eager else "",
                                  offload_caution(dep),
                                  warmup_caution(span, result.percentiles("e2e")["mean"],
-                                                args.rate, result.request_rate)) if c)
+                                                args.rate)) if c)
     return SimulateReport(replace(dep), config, result, count, load, slo_ttft, slo_tpot,
                           cautions=cautions)
 

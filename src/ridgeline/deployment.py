@@ -123,6 +123,10 @@ class Deployment:
         if (engine.startswith("llama.cpp") and (split_mode or "layer") == "layer"
                 and pipeline_parallel_size == 1 and isinstance(num_gpus, int)):
             pipeline_parallel_size = max(1, num_gpus)  # llama.cpp's default: whole layers
+            if num_gpus > model.num_layers:
+                raise InputError(f"{num_gpus} GPUs split {model.name}'s {model.num_layers} "
+                                 "layers by layer (-sm layer): more GPUs than layers leaves "
+                                 "some with none")
         kv_name = kv if kv not in (None, "auto") else (
             "fp16" if engine.startswith("llama.cpp") else model.dtype)  # llama.cpp -ctk f16
         assert kv_name is not None

@@ -277,8 +277,8 @@ def pipelined_stages(dep: Deployment, tokens: int, ubatch: int | None = None) ->
         return float(stages) if not dep.engine.startswith("llama.cpp") else 1.0
     from ridgeline.predict import LLAMA_CPP_UBATCH, llamacpp_n_batch
 
-    size = ubatch or LLAMA_CPP_UBATCH
-    k = min(-(-tokens // size), max(1, llamacpp_n_batch() // size))
+    size = ubatch or LLAMA_CPP_UBATCH  # a short last ubatch counts for its share
+    k = max(1.0, min(tokens / size, max(1, llamacpp_n_batch() // size)))
     return stages * k / (k + stages - 1)
 
 

@@ -80,7 +80,8 @@ def fit_placement(dep: Deployment, settings: EngineSettings, context: int, seque
     margin = default_fit_target_bytes() if margin_bytes is None else margin_bytes
     acc = dep.accelerator
     if margin >= device_memory_bytes(acc):
-        raise InputError(f"--fit-target {margin / MIB:,.0f} MiB is all of {acc.id}'s "
+        which = "the default --fit-target" if margin_bytes is None else "--fit-target"
+        raise InputError(f"{which} {margin / MIB:,.0f} MiB is all of {acc.id}'s "
                          f"{device_memory_bytes(acc) / MIB:,.0f} MiB: nothing is left to fit into")
     whole = replace(dep, offload=None)
     if holds(whole, settings, context, sequences, margin):
@@ -136,7 +137,7 @@ def fit_context(dep: Deployment, settings: EngineSettings, template: HostOffload
                          "(max_position_embeddings): give --max-model-len")
     whole = replace(dep, offload=None)
     if trained <= floor or holds(whole, settings, trained, 1, margin):
-        return trained, fit_placement(dep, settings, trained, 1, template, margin)
+        return trained, fit_placement(dep, settings, trained, 1, template, margin_bytes)
     low = -(-floor // CONTEXT_ALIGN)
     most = _most(low, trained // CONTEXT_ALIGN, lambda m: holds(
         whole, settings, m * CONTEXT_ALIGN, 1, margin)) if low <= trained // CONTEXT_ALIGN else None
@@ -144,7 +145,7 @@ def fit_context(dep: Deployment, settings: EngineSettings, template: HostOffload
         return most * CONTEXT_ALIGN, whole
     if holds(whole, settings, floor, 1, margin):
         return floor, whole
-    return floor, fit_placement(dep, settings, floor, 1, template, margin)
+    return floor, fit_placement(dep, settings, floor, 1, template, margin_bytes)
 
 
 def context_story(dep: Deployment, context: int) -> str:

@@ -16,6 +16,7 @@ matmuls on the GPU instead, copying their weights over the host link once per ub
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -149,6 +150,14 @@ def placed_layers(dep: Deployment) -> tuple[tuple[Layer, str, int], ...]:
             where = GPU
         counts[(layer, where)] = counts.get((layer, where), 0) + 1
     return tuple((layer, where, count) for (layer, where), count in counts.items())
+
+
+def placement_lines(deps: Sequence[Deployment]) -> list[str]:
+    """A comparison's lines on where each card keeps its weights: none if every card keeps
+    them all."""
+    lines = [f"  {d.accelerator.id}: {d.offload.describe(d.model)}" for d in deps
+             if d.offload is not None]
+    return ["", "where the weights live:", *lines] if lines else []
 
 
 def on_host(where: str, op: str) -> bool:

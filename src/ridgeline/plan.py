@@ -306,15 +306,19 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
 
 
 def _evaluate(args: tuple[ModelSpec, str, int, int, str, str, tuple[int | None, int | None],
-                          bool, Load, Slo, int, float | None, str | None, str]
+                          bool, Load, Slo, int, float | None, str | None, str, int]
               ) -> Candidate | None:
     (model, gpu, tp, pp, weights, kv, (seqs, budget), ep, load, slo, max_gpus, price, version,
-     engine) = args
+     engine, max_len) = args
     acc = resolve_accelerator(gpu)
     try:
         dep = _deployment(model, acc, tp, pp, weights, kv, ep, engine=engine)
     except InputError:
         return None
+    launch = EngineSettings(max_model_len=max_len, max_num_seqs=seqs,
+                            max_num_batched_tokens=budget, engine_version=version)
+    if refuses_to_start(kv_pool(dep, launch), dep, max_len):
+        return None  # the launch command's --max-model-len would not start
     profile = profile_for(engine)
     sized = size_replica(dep, profile, load, slo, seqs, budget, version)
     if sized is None:
@@ -392,6 +396,11 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
         raise InputError(f"most requests of this load (mean {mean_in + mean_out:,.0f} tokens) are "
                          f"longer than {model.name}'s {limit:,}-token context: an engine refuses "
                          "them")
+    refused = load.refused_share(limit)
+    if refused > (100 - slo.percentile) / 100:
+        raise InputError(f"{refused:.1%} of the requests are longer than {model.name}'s "
+                         f"{limit:,}-token context: an engine refuses them, more than a "
+                         f"p{slo.percentile:.10g} SLO lets miss ({100 - slo.percentile:.10g} %)")
     prices = dict(prices or {})
     table = {}
     for gpu in gpus:
@@ -399,8 +408,9 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
         table[acc.id] = prices.get(acc.id, prices.get(gpu, acc.price_per_hour_usd))
     space = list(search_space(model, [resolve_accelerator(g).id for g in gpus], max_gpus))
     sizing = load.for_sizing()
+    max_len = load.max_model_len(limit)  # the launch command's, for every candidate
     jobs = [(model, g, tp, pp, w, kv, knobs, ep, sizing, slo, max_gpus, table[g], engine_version,
-             engine) for g, tp, pp, w, kv, knobs, ep in space]
+             engine, max_len) for g, tp, pp, w, kv, knobs, ep in space]
     if executor == "ray":
         found = _ray_map(jobs)
     elif workers > 1 and len(jobs) > 16:

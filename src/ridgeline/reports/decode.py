@@ -404,15 +404,13 @@ class DecodeComparison(_ByCard):
                              f"{_ridge(r.deployment):,.0f}",
                              f.bound.split()[0]])
         cautions = dict.fromkeys(c for r in self.reports for c in r.cautions)
-        placements = [f"{r.deployment.accelerator.id}: "
-                      f"{r.deployment.offload.describe(r.deployment.model)}"
-                      for r in self.reports if r.deployment.offload is not None]
+        from ridgeline.offload import placement_lines
+
         return [f"{d.model.name}, weights {d.weights.label}, KV {d.kv.id}, decode on "
                 f"{first.expected[0].engine}: one row per accelerator, batch and context", "",
                 *table(rows, ["accelerator", "batch", "context", "floor ms", "expected ms",
                               "tok/s/user", "tok/s total", "$/M tok", "ridge", "bound"]),
-                *(["", "where the weights live:", *(f"  {p}" for p in placements)]
-                  if placements else []),
+                *placement_lines([r.deployment for r in self.reports]),
                 "", "expected: each card's step_cost with the engine's calibrated profile; "
                 "$/M tok: the catalog's price per device-hour over the output tokens of a "
                 "steady batch (no prefill); `--gpu NAME` alone for one card's breakdown",
@@ -500,10 +498,13 @@ class PrefillComparison(_ByCard):
                          f"{e.time_s * 1e3:,.1f}" if f.fit.fits else "does not fit",
                          f"{tokens / e.time_s:,.0f}" if f.fit.fits else "",
                          f"{_ridge(r.deployment):,.0f}", f.bound.split()[0]])
+        from ridgeline.offload import placement_lines
+
         return [f"{d.model.name}, weights {d.weights.label}: {f0.batch} x {f0.prompt_len:,}-token "
                 f"prompt on {first.expected.engine}, one row per accelerator", "",
                 *table(rows, ["accelerator", "floor ms", "expected TTFT ms", "prompt tok/s",
                               "ridge", "bound"]),
+                *placement_lines([r.deployment for r in self.reports]),
                 "", "`--gpu NAME` alone for one card's breakdown"]
 
 

@@ -132,6 +132,12 @@ class FitReport:
                 "blocks_per_conversation": p.groups.decode_blocks(self.context)},
         }
 
+    @property
+    def launch_cells(self) -> int:
+        """The -c llama-server is started with: what --fit placed for, else the batch's."""
+        o = self.deployment.offload
+        return o.fit_cells if o is not None and o.fit_cells else max(1, self.batch) * self.context
+
     def text_lines(self) -> list[str]:
         d, p = self.deployment, self.pool
         verdict = self.verdict.upper() if self.verdict == DOES_NOT_FIT else self.verdict
@@ -158,7 +164,7 @@ class FitReport:
         lines = [*([self.searched] if self.searched else []), headline,
                  f"{d.model.name} on {d.num_gpus} x {d.accelerator.id}, {engine}, weights "
                  f"{d.weights.label}, KV {d.kv.id}",
-                 *_offload_lines(d, max(1, self.batch) * self.context), ""]
+                 *_offload_lines(d, self.launch_cells), ""]
         lines += table(budget_rows(p, self.settings), ["", ""])[1:]
         held = f"holds {p.tokens:,} tokens in {p.blocks:,} blocks of {p.block_size}"
         if is_llamacpp(p):
@@ -182,9 +188,7 @@ class FitReport:
                 "" if self.settings.flash_attn else " -fa off",
                 "" if d.kv.id in ("fp16", "f16") else f" -ctk {d.kv.id} -ctv {d.kv.id}",
                 _offload_flags(d)))
-            cells = (d.offload.fit_cells if d.offload is not None and d.offload.fit_cells
-                     else self.batch * self.context)
-            lines.append(f"start it with: llama-server -c {cells} "
+            lines.append(f"start it with: llama-server -c {self.launch_cells} "
                          f"-np {p.max_num_seqs} --kv-unified{flags} ({p.max_num_seqs} slots share "
                          f"the cache; {self.batch} {_plural(self.batch, 'conversation')} of "
                          f"{self.context:,} tokens "
@@ -282,8 +286,11 @@ class FitComparison:
             head = (f"{d.model.name} on {first.pool.engine}, weights {d.weights.label}: "
                     f"conversations of {first.context:,} tokens by accelerator{target}")
             foot = "`--gpu NAME` alone for one card's breakdown and levers"
+        from ridgeline.offload import placement_lines
+
         return [head, "", *table(rows, [self.by, "KV GiB/GPU", "tokens", "GiB/conv",
-                                        "conversations", "batch", "verdict"]), "", foot]
+                                        "conversations", "batch", "verdict"]),
+                *placement_lines([r.deployment for r in self.reports]), "", foot]
 
 
 SHORTEST_CONTEXT = 1024  # where a failed search reports: a short conversation
@@ -424,7 +431,7 @@ def _levers(r: FitReport) -> list[Lever]:
             if d.pipeline_parallel_size > 1 or d.tensor_parallel_size == 1 \
             else replace(d, tensor_parallel_size=doubled)
         options.append((f"{2 * d.num_gpus} GPUs ("
-                        f"{'layer split' if more.pipeline_parallel_size > 1 else 'row split'})",
+                        f"{'layer split' if more.pipeline_parallel_size > 1 else '-sm tensor'})",
                         more, r.context, s))
     elif d.offload is None and not tensor_parallel_problem(d.model, doubled):
         options.append((f"{2 * d.num_gpus} GPUs (tensor parallel)",

@@ -67,6 +67,8 @@ class PlanReport:
         data = asdict(c)
         data.update(label=c.label, gpus=c.gpus, cost_per_hour=c.cost_per_hour,
                     cost_per_million_output_tokens=c.cost_per_million_tokens(self._tok_s()))
+        if self.result.mean_output_tokens < 2:  # one output token: no TPOT to state
+            data["tpot_s"] = None
         return data
 
     def to_dict(self) -> dict[str, Any]:

@@ -25,18 +25,18 @@ def _share(n: int, total: int) -> str:
     return "<0.1%" if pct < 0.1 else ">99.9%" if pct > 99.9 else f"{pct:.1f}%"
 
 
-def warmup_caution(span_s: float | None, mean_e2e_s: float, rate: float | None,
-                   served: float | None = None) -> str:
+MOST_SUGGESTED = 10_000_000  # a --num-requests past this is no advice
+
+
+def warmup_caution(span_s: float | None, mean_e2e_s: float, rate: float | None) -> str:
     """What to say of a run whose arrivals end before the batch has settled, or "" (and for
-    a closed loop, ``span_s`` None, which holds its batch from the start). ``served``: the
-    requests/s the run completed, which an overloaded engine keeps under the rate offered."""
+    a closed loop, ``span_s`` None, which holds its batch from the start)."""
     if span_s is None or not mean_e2e_s > 0 or span_s >= STEADY_LIFETIMES * mean_e2e_s:
         return ""
-    more = (f"; --num-requests {math.ceil(rate * 10 * mean_e2e_s):,} spans about ten"
-            if rate and math.isfinite(rate) else "")
-    if more and served is not None:
-        more += (f" (it served {served:,.1f} of the {rate:g} req/s offered: if a longer run "
-                 "serves no more, the engine cannot keep up and no run length settles)")
+    more = ""
+    if rate and math.isfinite(rate) and rate * 10 * mean_e2e_s <= MOST_SUGGESTED:
+        more = (f"; --num-requests {math.ceil(rate * 10 * mean_e2e_s):,} spans about ten (if "
+                "each longer run asks for more still, the rate is more than the engine serves)")
     return (f"the arrivals span {span_s:,.1f} s, under {STEADY_LIFETIMES} request lifetimes "
             f"(mean end-to-end {mean_e2e_s:,.1f} s): much of the run is the batch filling up "
             f"and draining, so the latencies read lighter than the steady state{more}")
