@@ -472,8 +472,9 @@ def test_a_winner_no_simulation_reached_says_so(capsys: pytest.CaptureFixture[st
     if result.winner is None:
         pytest.skip("no candidate sized: nothing to show")
     assert not result.winner.verified
-    text = "\n".join(PlanReport(MODEL, "meta-llama/Llama-3.1-8B", result, 8192).text_lines())
-    assert "NOT SIMULATED" in text
+    report = PlanReport(MODEL, "meta-llama/Llama-3.1-8B", result, 8192)
+    assert "NOT SIMULATED" in "\n".join(report.text_lines())
+    assert any("was not reached" in c for c in report.to_dict()["cautions"])
 
 
 def test_more_refused_requests_than_the_percentile_spares_is_refused_up_front() -> None:

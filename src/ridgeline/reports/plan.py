@@ -40,6 +40,11 @@ def command_line(engine: str, model_id: str, c: Candidate, max_len: int) -> str:
     return " ".join(parts)
 
 
+NOT_SIMULATED = ("every cheaper candidate the simulation budget reached missed the SLO in "
+                 "simulation, and this one was not reached; its price is the analytic estimate, "
+                 "and the SLO may be out of reach")
+
+
 def _pct(percentile: float) -> str:
     """p90, p99.9: the percentile as asked, not rounded to p100."""
     return f"p{percentile:.10g}"
@@ -86,7 +91,7 @@ class PlanReport:
                        for a, b, p in r.pareto],
             "closest_miss": r.closest_miss or None,
             "max_model_len": self.max_len, "refused_share": self.refused_share,
-            "cautions": list(r.cautions),
+            "cautions": [*r.cautions, *([NOT_SIMULATED] if win and not win.verified else [])],
         }
 
     def runners_up(self, count: int = 5) -> list[Candidate]:
@@ -157,9 +162,7 @@ class PlanReport:
                          f"{self.model.name}'s {self.max_len:,}-token context: the engine "
                          "refuses them")
         if not win.verified:
-            lines.append("  NOT SIMULATED: every cheaper candidate the simulation budget reached "
-                         "missed the SLO in simulation, and this one was not reached; its price "
-                         "is the analytic estimate, and the SLO may be out of reach")
+            lines.append(f"  NOT SIMULATED: {NOT_SIMULATED}")
         cheaper = [c for c in self.runners_up() if not c.verified
                    and (c.cost_per_hour or 0.0) < (win.cost_per_hour or 0.0)]
         if cheaper:
@@ -182,6 +185,9 @@ class PlanReport:
             lines.append(f"{c.label} = {c.gpus} GPUs, no price: it wins below "
                          f"${(win.cost_per_hour or 0) / c.gpus:,.2f} per GPU-hour "
                          f"(--price {c.accelerator}=USD)")
+        if r.disaggregated and not any(c.verified for c in r.disaggregated):
+            lines.append("disaggregated pools, analytic only: the cheapest splits, simulated, "
+                         "held at no size within --max-gpus and were dropped")
         for c in r.disaggregated[:3]:
             cost = f"${c.cost_per_hour:,.2f}/h" if c.cost_per_hour is not None else "no price"
             how = (f"simulated: {_pct(r.slo.percentile)} TTFT {(c.sim_ttft_s or 0) * 1e3:,.0f} ms, "
