@@ -44,6 +44,7 @@ def cmd_fit(args: argparse.Namespace) -> Any:
 
     from ridgeline.deployment import Deployment
     from ridgeline.engines import engine_id
+    from ridgeline.memory import check_host_memory_for
     from ridgeline.reports.fit import fit_report, longest_context
 
     if args.max_model_len is None and args.target_concurrency is None \
@@ -81,8 +82,6 @@ def cmd_fit(args: argparse.Namespace) -> Any:
     dep = fitted(args, dep, settings, args.max_model_len, args.target_concurrency or 1,
                  check_host=False)
     report = fit_report(dep, args.max_model_len, settings, args.target_concurrency)
-    from ridgeline.memory import check_host_memory_for
-
     check_host_memory_for(dep, report.launch_cells)  # the -c it tells llama-server to take
     return report
 

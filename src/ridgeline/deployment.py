@@ -9,7 +9,7 @@ from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator
 from ridgeline.kvcache import kv_replication
 from ridgeline.model import ModelSpec
-from ridgeline.offload import HostOffload, check_host_memory
+from ridgeline.offload import HostOffload
 from ridgeline.params import count_params
 from ridgeline.precision import (
     KVDtype,
@@ -169,8 +169,10 @@ class Deployment:
                              "layers by count), and ridgeline sizes an even split: give -ngl "
                              "auto (its --fit balances the split) or --cpu-moe")
         dep = replace(self, offload=offload)
-        if check_host:
-            check_host_memory(dep)
+        if check_host:  # the weights here; commands add the cache at their -c
+            from ridgeline.memory import check_host_memory_for
+
+            check_host_memory_for(dep, 0)
         return dep
 
     def __hash__(self) -> int:

@@ -274,7 +274,7 @@ def pipelined_stages(dep: Deployment, tokens: int, ubatch: int | None = None) ->
     one stage, passes them one at a time."""
     stages = dep.pipeline_parallel_size
     if stages <= 1 or not dep.engine.startswith("llama.cpp"):
-        return float(stages) if not dep.engine.startswith("llama.cpp") else 1.0
+        return float(stages)  # other engines keep a micro-batch per stage in flight
     from ridgeline.predict import LLAMA_CPP_UBATCH, llamacpp_n_batch
 
     size = ubatch or LLAMA_CPP_UBATCH  # a short last ubatch counts for its share

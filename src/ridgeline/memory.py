@@ -349,9 +349,10 @@ def check_host_memory_for(dep: Deployment, cells: int) -> None:
         return
     weights, cache = host_weight_bytes(dep), host_cache_bytes(dep, cells)
     if weights + cache > o.host_memory_bytes:
-        raise InputError(f"does not fit: {weights / GIB:,.1f} GiB of weights and "
-                         f"{cache / GIB:,.1f} GiB of KV cache ({cells:,} cells) stay in host "
-                         f"memory, more than the host's {o.host_memory_bytes / GIB:,.1f} GiB")
+        held = f"{weights / GIB:,.1f} GiB of weights" + (
+            f" and {cache / GIB:,.1f} GiB of KV cache ({cells:,} cells)" if cells else "")
+        raise InputError(f"does not fit: {held} stay in host memory, more than the host's "
+                         f"{o.host_memory_bytes / GIB:,.1f} GiB")
 
 
 def _llamacpp_pool(dep: Deployment, s: EngineSettings, total: float, weights: float,

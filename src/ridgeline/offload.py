@@ -26,7 +26,6 @@ from ridgeline.errors import InputError
 from ridgeline.layouts import ATTENTION_MIXERS, MOE
 from ridgeline.params import layer_params
 from ridgeline.quantization import EMBEDDING, EXPERTS
-from ridgeline.units import GIB
 
 if TYPE_CHECKING:
     from ridgeline.deployment import Deployment
@@ -125,15 +124,13 @@ class HostOffload:
             text += " (the rule before llama.cpp PR #18148)"
         experts = len([i for i in range(n) if self.placement(i, n) == HOST_EXPERTS
                        and model.layers[i].ffn == MOE])
-        if experts:
+        if experts and self.chosen_by_fit:
+            text += (", every expert on the host" if self.cpu_expert_layers >= n
+                     else f", the experts of the last {experts} MoE layers on the host")
+        elif experts:
             flag = ("--cpu-moe" if self.cpu_expert_layers >= n
                     else f"--n-cpu-moe {self.cpu_expert_layers}")
-            if self.chosen_by_fit and self.cpu_expert_layers >= n:
-                text += ", every expert on the host"
-            elif self.chosen_by_fit:
-                text += f", the experts of the last {experts} MoE layers on the host"
-            else:
-                text += f"; {flag}: the experts of {experts} MoE layers on the host"
+            text += f"; {flag}: the experts of {experts} MoE layers on the host"
         if self.chosen_by_fit:
             text = f"llama.cpp's --fit: {text}"
         return text
@@ -239,17 +236,6 @@ def offload_caution(dep: Deployment) -> str:
     """What the expectation of this split leaves out, or ""."""
     experts = any(where == HOST_EXPERTS for _, where, _ in placed_layers(dep))
     return EXPERT_OFFLOAD_CAUTION if experts else ""
-
-
-def check_host_memory(dep: Deployment) -> None:
-    """Refuse a split whose host share of the weights overflows the host's RAM, where given."""
-    o = dep.offload
-    if o is None or o.host_memory_bytes is None:
-        return
-    host = host_weight_bytes(dep)
-    if host > o.host_memory_bytes:
-        raise InputError(f"does not fit: {host / GIB:,.1f} GiB of weights stay in host memory, "
-                         f"more than the host's {o.host_memory_bytes / GIB:,.1f} GiB")
 
 
 def link_bytes_per_s(dep: Deployment) -> float:

@@ -455,9 +455,7 @@ def _levers(r: FitReport) -> list[Lever]:
     levers = []
     for name, dep, context, settings in options:
         pool = kv_pool(dep, replace(settings, max_model_len=context))
-        n = conversations(pool, dep, context)
-        if dep.offload is not None and dep.offload.fit_cells:  # --fit placed for this -c
-            n = min(n, dep.offload.fit_cells // context)
+        n = _within_fit_cells(conversations(pool, dep, context), dep, context)
         levers.append(Lever(name, n, min(n, pool.max_num_seqs)))
     return levers
 
@@ -467,7 +465,12 @@ def _held(pool: KVPool, dep: Deployment, context: int) -> int:
     to start; with --fit's placement, no more than the -c it was placed for."""
     if refuses_to_start(pool, dep, context):  # one max_model_len request must fit the pool
         return 0
-    n = conversations(pool, dep, context)
-    if dep.offload is not None and dep.offload.fit_cells:  # llama-server allocates -c, no more
-        n = min(n, dep.offload.fit_cells // context)
+    return _within_fit_cells(conversations(pool, dep, context), dep, context)
+
+
+def _within_fit_cells(n: int, dep: Deployment, context: int) -> int:
+    """With --fit's placement, no more conversations than the -c it placed for: llama-server
+    allocates that, and no more."""
+    if dep.offload is not None and dep.offload.fit_cells:
+        return min(n, dep.offload.fit_cells // context)
     return n
