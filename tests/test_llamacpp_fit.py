@@ -152,6 +152,13 @@ def test_all_is_the_whole_model(capsys: pytest.CaptureFixture[str]) -> None:
     assert "DOES NOT FIT" in every and every == default
 
 
+@pytest.mark.parametrize("ngl", ["all", "auto", "20"])
+def test_every_ngl_is_llamacpps(capsys: pytest.CaptureFixture[str], ngl: str) -> None:
+    vllm = [("vllm" if arg == "llama.cpp-cuda" else arg) for arg in AUTO_70B]
+    code, out, err = run_cli(capsys, *vllm, "-ngl", ngl)
+    assert code == 2 and "vllm keeps every weight on the GPU" in err and not out
+
+
 @pytest.mark.parametrize(("extra", "names"), [
     (("-ngl", "auto"), "--host-bandwidth-gbs"),  # the fit offloads: the host must be known
     (("-ngl", "auto", "--n-cpu-moe", "3"), "--n-cpu-moe"),

@@ -442,6 +442,17 @@ def test_a_short_trace_is_planned_with_a_caution(tmp_path: Path) -> None:
     result = plan(MODEL, Load.from_trace(str(trace)), SLO, ["h100-sxm"], workers=1)
     assert result.winner is not None and result.winner.verified
     assert any("under 5 request lifetimes" in c for c in result.cautions)
+    assert any("holds 2 requests" in c and "p90" in c for c in result.cautions)
+
+
+def test_a_trace_with_few_requests_past_the_percentile_is_cautioned(tmp_path: Path) -> None:
+    trace = tmp_path / "t.csv"
+    rows = [f"{i * 0.25:.2f},800,150" for i in range(200)]
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n" + "\n".join(rows) + "\n")
+    load = Load.from_trace(str(trace))
+    assert load.thin(90) == ""  # 20 requests past p90
+    assert "2.0 of them lie past p99" in load.thin(99) and "at least 1,000" in load.thin(99)
+    assert Load(4.0, "800", "150").thin(99.9) == ""  # a synthetic load draws enough
 
 
 def test_prompts_with_one_output_token_are_sized_by_prefill() -> None:

@@ -226,12 +226,15 @@ def auto_layers(args: argparse.Namespace) -> bool:
     return getattr(args, "gpu_layers", None) == AUTO_LAYERS
 
 
-def host_offload(args: argparse.Namespace, model: Any) -> Any:
+def host_offload(args: argparse.Namespace, model: Any, engine: str | None) -> Any:
     """The weights' split between the GPU and host memory the offload flags ask for, or None
     (every weight on the GPU, and for -ngl auto until ``fitted`` places them)."""
     from ridgeline.offload import HostOffload
 
     ngl, experts = getattr(args, "gpu_layers", None), getattr(args, "n_cpu_moe", None)
+    if ngl == ALL_LAYERS and not (engine or "vllm").startswith("llama.cpp"):
+        raise InputError(f"-ngl is llama.cpp's; {engine or 'vllm'} keeps every weight on the "
+                         "GPU without it")
     every_expert = getattr(args, "cpu_moe", False)
     if getattr(args, "fit_target_mib", None) is not None and not auto_layers(args):
         raise InputError("--fit-target is the margin of llama.cpp's --fit: give -ngl auto")
@@ -395,7 +398,7 @@ def load_deployment(args: argparse.Namespace, model: Any = None) -> Any:
     return Deployment.build(model, acc, getattr(args, "weights", None),
                             getattr(args, "kv_dtype", None), args.num_gpus, engine=engine,
                             flash_attention=flash_attention(args, engine or "vllm"),
-                            offload=host_offload(args, model),
+                            offload=host_offload(args, model, engine),
                             split_mode=getattr(args, "split_mode", None))
 
 

@@ -64,7 +64,7 @@ def cmd_fit(args: argparse.Namespace) -> Any:
         return _compare_engines(args, model, acc, engines)
     dep = Deployment.build(model, acc, args.weights, args.kv_dtype, args.num_gpus,
                            engine=engines[0], flash_attention=flash_attention(args, engines[0]),
-                           offload=host_offload(args, model),
+                           offload=host_offload(args, model, engines[0]),
                            split_mode=args.split_mode)
     settings = engine_settings(args)
     if args.max_model_len is None and auto_layers(args):
@@ -103,7 +103,7 @@ def _compare_accelerators(args: argparse.Namespace, model: Any, cards: list[str]
         dep = Deployment.build(model, acc, args.weights, args.kv_dtype, args.num_gpus,
                                engine=engines[0],
                                flash_attention=flash_attention(args, engines[0]),
-                               offload=host_offload(args, model),
+                               offload=host_offload(args, model, engines[0]),
                                split_mode=args.split_mode)
         dep = fitted(args, dep, settings, args.max_model_len, args.target_concurrency or 1)
         reports.append(fit_report(dep, args.max_model_len, settings, args.target_concurrency))
@@ -162,7 +162,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     model = load_model(args)
     dep = Deployment.build(model, acc, args.weights, args.kv_dtype, args.num_gpus,
                            engine=engine, flash_attention=flash_attention(args, engine),
-                           offload=host_offload(args, model),
+                           offload=host_offload(args, model, engine),
                            split_mode=args.split_mode)
     settings = engine_settings(args)
     story = ""

@@ -46,6 +46,7 @@ RAY_CHUNK = 8  # candidates per Ray task: each takes milliseconds, a task's over
 DEFAULT_GPUS = ("h100-sxm", "h200-sxm", "b200", "mi300x", "l40s")
 SIM_REQUESTS = 400  # at least this many requests per checked replica …
 MAX_SIM_REQUESTS = 6000  # … and up to this many, to reach the steady state
+TAIL_REQUESTS = 10  # a trace's requests past the SLO's percentile, fewest to rest it on
 # A check's arrivals span STEADY_SPANS request lifetimes (analytic TTFT + output × TPOT); the
 # latencies counted are of those arriving after WARMUP_SPANS lifetimes and at least one before
 # the last arrival: a short run measures the batch still filling up (or draining) and reads
@@ -157,6 +158,18 @@ class Load:
         return (f"the trace's arrivals span {span:,.1f} s, under {STEADY_LIFETIMES} request "
                 f"lifetimes ({lifetime_s:,.1f} s): the checks read its batch filling up and "
                 "draining, lighter than a steady load of the same rate")
+
+    def thin(self, percentile: float) -> str:
+        """What to say of a trace with too few requests past ``percentile`` to rest a
+        percentile on (fewer than TAIL_REQUESTS), or ""."""
+        if not self.trace:
+            return ""
+        tail = len(self.trace) * (1 - percentile / 100)
+        if tail >= TAIL_REQUESTS:
+            return ""
+        return (f"the trace holds {len(self.trace):,} requests: {tail:,.1f} of them lie past "
+                f"p{percentile:g}, too few to rest that percentile on (record at least "
+                f"{math.ceil(TAIL_REQUESTS / (1 - percentile / 100)):,})")
 
 
 @lru_cache(maxsize=32)
@@ -433,7 +446,7 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
     candidates = tuple(verified + rest)
     win = candidates[0] if candidates else None
     note = load.transient(win.ttft_floor_s + mean_out * win.tpot_s) if win else ""
-    cautions = (note,) if note else ()
+    cautions = tuple(c for c in (note, load.thin(slo.percentile)) if c)
     return PlanResult(load, slo, candidates, tuple(_best_per_gpu(unpriced)),
                       tuple(sorted(split, key=lambda c: (not c.verified, c.cost_per_hour is None,
                                                          c.cost_per_hour or 0.0, c.gpus))),

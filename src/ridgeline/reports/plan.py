@@ -56,6 +56,17 @@ def _tpot_ms(tpot_s: float | None) -> str:
     return f"{tpot_s * 1e3:,.1f} ms"
 
 
+def _usd(dollars: float) -> str:
+    """$0.123 per million tokens, $45.67, $4,014,757: cents shown where they matter."""
+    return f"${dollars:,.3f}" if dollars < 10 else f"${dollars:,.2f}" if dollars < 1e4 \
+        else f"${dollars:,.0f}"
+
+
+def _rate(req_s: float) -> str:
+    """A request rate: 2 decimals, or 2 significant figures below 0.1 req/s."""
+    return f"{req_s:,.2f}" if req_s >= 0.1 else f"{req_s:.2g}"
+
+
 @dataclass(frozen=True)
 class PlanReport:
     model: ModelSpec
@@ -146,12 +157,12 @@ class PlanReport:
         lines = [head, "",
                  f"winner: {win.label} = {win.gpus} GPU{'s' if win.gpus > 1 else ''}, "
                  f"${win.cost_per_hour:,.2f}/h, "
-                 f"${per_m:,.3f} per million output tokens",
+                 f"{_usd(per_m)} per million output tokens",
                  f"  per replica: batch {win.batch}, mean TPOT "
                  f"{_tpot_ms(win.tpot_s if r.mean_output_tokens >= 2 else None)} (expected; "
                  f"band ×{win.band[0]:.2f}–×{win.band[1]:.2f}), {win.replica_rate:,.2f} req/s"]
         if win.verified:
-            lines.append(f"  simulated at {r.load.rate / win.replicas:,.2f} req/s per replica: "
+            lines.append(f"  simulated at {_rate(r.load.rate / win.replicas)} req/s per replica: "
                          f"{_pct(slo.percentile)} TTFT {(win.sim_ttft_s or 0) * 1e3:,.0f} ms, "
                          f"TPOT {_tpot_ms(win.sim_tpot_s)}")
         lines += [f"  caution: {c}" for c in r.cautions]
@@ -174,7 +185,7 @@ class PlanReport:
             else ["", f"({r.engine}'s launch flags are not modelled: size its engine with the "
                   "batch above)", ""]
         rows = [[c.label, str(c.gpus), f"${c.cost_per_hour:,.2f}",
-                 f"${c.cost_per_million_tokens(self._tok_s()):,.3f}",
+                 _usd(c.cost_per_million_tokens(self._tok_s())),
                  "simulated" if c.verified else "analytic"] for c in self.runners_up()]
         if rows:
             lines += table(rows, ["runners-up", "GPUs", "$/h", "$/M tok", "checked"])
