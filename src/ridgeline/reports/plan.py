@@ -56,8 +56,10 @@ def _tpot_ms(tpot_s: float | None) -> str:
     return f"{tpot_s * 1e3:,.1f} ms"
 
 
-def _usd(dollars: float) -> str:
+def _usd(dollars: float | None) -> str:
     """$0.123 per million tokens, $45.67, $4,014,757: cents shown where they matter."""
+    if dollars is None:
+        return "no price"
     return f"${dollars:,.3f}" if dollars < 10 else f"${dollars:,.2f}" if dollars < 1e4 \
         else f"${dollars:,.0f}"
 
