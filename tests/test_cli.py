@@ -597,3 +597,15 @@ def test_a_negative_value_is_named_not_taken_for_an_option(
         capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], named: str) -> None:
     code, out, err = run_cli(capsys, *argv)
     assert code == 2 and named in err and "expected one argument" not in err and not out
+
+
+def test_simulate_says_why_one_token_requests_leave_no_running_batch(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """vLLM's scheduler reads num_requests_running after the step's finished requests leave
+    (update_from_output, then make_stats): 1-token requests never show in it."""
+    base = ["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "5", "--input-len", "2000",
+            "--num-requests", "50"]
+    code, out, _ = run_cli(capsys, *base, "--output-len", "1")
+    assert code == 0 and "max 0;" in out and "a 1-token request leaves" in out
+    code, out, _ = run_cli(capsys, *base, "--output-len", "50")
+    assert code == 0 and "max 0;" not in out and "a 1-token request leaves" not in out

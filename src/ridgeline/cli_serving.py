@@ -177,10 +177,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         dep = fitted(args, dep, settings, settings.max_model_len,
                      kv_pool(dep, settings).max_num_seqs)
     config = sim_config(dep, settings, not args.no_prefix_caching,
-                        args.spec_tokens, args.spec_acceptance, args.spec_draft_cost)
-    if story:  # llama-server allocates the -c --fit chose, and no more
-        config = replace(config, num_blocks=min(config.num_blocks,
-                                                (settings.max_model_len or 0) // config.block_size))
+                        args.spec_tokens, args.spec_acceptance, args.spec_draft_cost,
+                        cells=settings.max_model_len if story else None)
     if config.num_blocks < 1:
         hint = ("; llama.cpp's --fit would keep layers in host memory: -ngl auto "
                 "--host-bandwidth-gbs GB/s" if engine.startswith("llama.cpp")

@@ -120,6 +120,10 @@ class SimulateReport:
             f"{batch['max']:,.0f}; preemptions {r.preemptions:,}; prefix-cache hits "
             f"{r.prefix_hit_blocks:,} blocks",
         ]
+        if batch["max"] == 0 and r.completed:
+            lines.append("  (the gauge is read after each step, once the requests it finished "
+                         "have left, as vLLM's scheduler reads it: a 1-token request leaves "
+                         "within the step that prefills it)")
         rec = r.rec
         if rec.grouped:
             lines.append(f"shared prefixes: {rec.grouped:,} completed requests share a mean "

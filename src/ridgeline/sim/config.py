@@ -26,8 +26,11 @@ class SimConfig:
 
 def sim_config(dep: Deployment, settings: object | None = None, prefix_caching: bool = True,
                spec_tokens: int = 0, spec_acceptance: float = 0.0,
-               spec_draft_cost: float = 0.0, fast_path: bool = True) -> SimConfig:
-    """The simulated engine's limits, from the engine-aware memory model."""
+               spec_draft_cost: float = 0.0, fast_path: bool = True,
+               cells: int | None = None) -> SimConfig:
+    """The simulated engine's limits, from the engine-aware memory model. ``cells``:
+    llama-server's -c as --fit chose it (it allocates that many, and no more), where no
+    placement carries it (the model fitted whole)."""
     from ridgeline.memory import EngineSettings, kv_pool
 
     s = settings if isinstance(settings, EngineSettings) else EngineSettings()
@@ -51,7 +54,9 @@ def sim_config(dep: Deployment, settings: object | None = None, prefix_caching: 
         else:
             blocks, block_size = blocks // g.states, max_len
     if dep.offload is not None and dep.offload.fit_cells:  # llama-server's -c, and no more
-        blocks = min(blocks, dep.offload.fit_cells // block_size)
+        cells = min(cells or dep.offload.fit_cells, dep.offload.fit_cells)
+    if cells:
+        blocks = min(blocks, cells // block_size)
     return SimConfig(num_blocks=blocks, block_size=block_size,
                      max_num_seqs=pool.max_num_seqs, overhead_blocks=overhead,
                      max_num_batched_tokens=pool.profile_tokens, max_model_len=max_len,
