@@ -55,3 +55,30 @@ def test_bad_sizes_are_refused() -> None:
         decode_floor(dep("llama-3.1-8b"), 0, 10)
     with pytest.raises(ValueError, match="context"):
         decode_floor(dep("llama-3.1-8b"), 1, -5)
+
+
+def _explained(steps: tuple, label: str) -> dict[str, float | str]:
+    st = next(s for s in steps if s.label == label)
+    return {i.name: i.value for i in (*st.inputs, st.result)}
+
+
+def test_explain_names_what_the_weights_read_add_up_from() -> None:
+    """70.55 GB = 69.5 B params (no input embedding) × 1.015 B (fp8 layers, bf16 lm_head)."""
+    dep = Deployment.build(resolve_model("llama-3.1-70b"), resolve_accelerator("h100"), "fp8",
+                           "bf16", 1)
+    floor = decode_floor(dep, 32, 2000)
+    read = _explained(floor.steps, "weight bytes read")
+    assert read["weights read"] == pytest.approx(
+        float(read["weights a step can read"]) * float(read["bytes per weight (average read)"]),
+        rel=1e-4)  # the norms' few MB travel with the activations
+    assert 69 < float(read["weights a step can read"]) < 70
+    memory = _explained(floor.steps, "memory time")
+    assert float(memory["of which activations"]) * 1e9 == pytest.approx(floor.activation_bytes)
+    assert floor.weight_bytes_read + floor.kv_bytes_read + floor.activation_bytes \
+        == pytest.approx(float(memory["bytes"]) * 1e9)
+    prefill = _explained(prefill_floor(dep, 4000).steps, "bytes")
+    assert "69.5 B params" in str(next(i.source for s in prefill_floor(dep, 4000).steps
+                                       if s.label == "bytes" for i in s.inputs
+                                       if i.name == "weights read"))
+    assert sum(float(prefill[k]) for k in ("weights read", "KV traffic", "activations")) \
+        == pytest.approx(float(prefill["bytes"]), rel=1e-6)

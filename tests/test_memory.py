@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.cli import main
 from ridgeline.errors import InputError
 from ridgeline.memory import (
     VISIBLE_MEMORY_FRACTION,
@@ -15,6 +18,7 @@ from ridgeline.memory import (
     vllm_batch_defaults,
 )
 from ridgeline.reports.fit import CLEARS_RIDGE, DOES_NOT_FIT, UNDER_RIDGE, fit_report
+from ridgeline.roofline import ridge_point
 from ridgeline.units import GIB
 
 
@@ -36,6 +40,35 @@ def test_gpt_oss_120b_on_two_h100s_clears_the_ridge_at_4k_but_not_at_8k() -> Non
     at_8k = fit_report(dep("gpt-oss-120b", n=2), 8192, EngineSettings())
     assert at_4k.verdict == CLEARS_RIDGE and at_4k.batch >= 296
     assert at_8k.verdict == UNDER_RIDGE and at_8k.batch < 296
+
+
+@pytest.mark.parametrize(("model", "gpu", "weights", "engine"), [
+    ("llama-3.1-70b", "h100", "fp8", "vllm"),  # fp8 matmuls: twice the ridge, half the bytes
+    ("llama-3.1-8b", "rtx-4090", "q4_k_m", "llama.cpp-cuda"),  # 4-bit weights at fp16 matmuls
+    ("gpt-oss-120b", "h100", None, "vllm"),  # bf16 attention beside MXFP4 experts
+])
+def test_the_ridge_batch_is_where_the_weights_every_token_reads_reach_the_ridge(
+        capsys: pytest.CaptureFixture[str], model: str, gpu: str, weights: str | None,
+        engine: str) -> None:
+    """fit's ridge is the batch at which the roofline command's weight matrices reach it."""
+    d = dep(model, gpu, 2 if model == "gpt-oss-120b" else 1, weights, engine)
+    report = fit_report(d, 4096, EngineSettings())
+    argv = ["roofline", "--gpu", gpu, "--model", model, "--json"]
+    assert main(argv + (["--weights", weights] if weights else [])) == 0
+    point = json.loads(capsys.readouterr().out)["points"][0]
+    assert report.ridge_batch == pytest.approx(point["batch_to_ridge"])
+    dense_bpw = d.bytes_per_weight_split[0]
+    assert report.ridge_batch == pytest.approx(
+        ridge_point(d.accelerator.peak(d.compute_dtype),
+                    d.accelerator.memory_bandwidth_bytes_per_s) * dense_bpw / 2, rel=1e-6)
+
+
+def test_the_fp8_ridge_batch_is_near_the_bf16_one_not_double() -> None:
+    """fp8 matmuls double the ridge in FLOP per byte; fp8 weights halve the bytes a token's
+    2 FLOP per weight stand on: the batch to the ridge stays near 300 on an H100."""
+    fp8 = fit_report(dep("llama-3.1-70b", n=2, weights="fp8"), 4096, EngineSettings())
+    bf16 = fit_report(dep("llama-3.1-70b", n=2), 4096, EngineSettings())
+    assert 295 <= fp8.ridge_batch < 305 and bf16.ridge_batch == pytest.approx(295.3, abs=0.1)
 
 
 def test_levers_each_carry_their_number() -> None:

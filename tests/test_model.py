@@ -297,3 +297,14 @@ def test_an_absurd_layer_count_is_refused_not_allocated() -> None:
 def test_a_torch_prefixed_dtype_is_read() -> None:
     config = {**copy.deepcopy(BASE), "torch_dtype": "torch.float16"}
     assert ModelSpec.from_hf_config(config, "prefixed").dtype == "fp16"
+
+
+def test_explain_multiplies_the_parameters_by_the_article_bytes() -> None:
+    from ridgeline.reports.model import model_report
+
+    report = model_report(resolve_model("llama-3.1-70b"))
+    for bpp, gb in ((2, 141.1), (1, 70.55), (0.5, 35.28)):
+        st = next(s for s in report.steps if s.label == f"weights at {bpp:g} B/param")
+        assert st.result.value == pytest.approx(gb, abs=0.01)
+        assert st.result.value == pytest.approx(
+            next(i.value for i in st.inputs if i.name == "total") * bpp)

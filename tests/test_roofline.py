@@ -82,3 +82,36 @@ def test_a_weight_format_without_a_model_runs_at_its_matmul_dtype(
         assert main(["roofline", "--gpu", "h100", "--weights", "fp8", "--json", *extra]) == 0
         ridges.append(json.loads(capsys.readouterr().out)["ridge_flop_per_byte"])
     assert ridges[0] == pytest.approx(ridges[1]) and ridges[0] > 500
+
+
+def test_several_cards_side_by_side_are_each_cards_own_ridge(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The article's three ridges in one command, each the card's own report's."""
+    assert main(["roofline", "--gpu", "h100,a100,l40s", "--json"]) == 0
+    cards = json.loads(capsys.readouterr().out)["accelerators"]
+    alone = []
+    for name in ("h100", "a100", "l40s"):
+        assert main(["roofline", "--gpu", name, "--json"]) == 0
+        alone.append(json.loads(capsys.readouterr().out)["ridge_flop_per_byte"])
+    assert [c["ridge_flop_per_byte"] for c in cards] == alone
+    assert [round(r) for r in alone] == [295, 153, 419]  # the article rounds 989.4 to 990: 296
+    assert main(["roofline", "--gpu", "h100,a100,l40s"]) == 0
+    out = capsys.readouterr().out
+    assert all(card in out for card in ("h100-sxm", "a100-sxm-80gb", "l40s"))
+
+
+def test_the_notes_say_the_bytes_the_intensity_stands_on(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["roofline", "--gpu", "h100", "--batch", "32"]) == 0
+    assert "the batch itself, at 2-byte weights" in capsys.readouterr().out
+    assert main(["roofline", "--gpu", "h100", "--batch", "32", "--weights", "fp8"]) == 0
+    out = capsys.readouterr().out
+    assert "the batch × 2, at 1-byte weights" in out and "2-byte" not in out
+
+
+def test_explain_shows_the_attention_and_prefill_divisions(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["roofline", "--gpu", "h100", "--model", "llama-3.1-70b", "--explain"]) == 0
+    out = capsys.readouterr().out
+    assert "decode attention intensity: 2 FLOP × GQA group ÷ KV bytes" in out
+    assert "GQA group = 8" in out and "prefill intensity" in out and "=> intensity = 4,000" in out

@@ -68,6 +68,11 @@ def _matmul_dtype(args: argparse.Namespace, acc: Any) -> str:
 def cmd_roofline(args: argparse.Namespace) -> Any:
     from ridgeline.reports.roofline import roofline_report
 
+    names = accelerator_names(args)
+    if len(names) > 1:
+        from ridgeline.reports.roofline import RooflineComparison
+
+        return RooflineComparison(tuple(cmd_roofline(one_card(args, name)) for name in names))
     acc = load_accelerator(args)
     dep = load_deployment(args) if args.model else None
     bpw, kvb = (2.0, 2.0) if dep else _element_bytes(args)

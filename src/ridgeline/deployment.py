@@ -273,7 +273,13 @@ class Deployment:
     def bytes_per_weight(self) -> float:
         """Average bytes per weight of what a step reads (fp8 linear + bf16 lm_head: ~1.01)."""
         skip = set() if self.model.tie_word_embeddings else {EMBEDDING}
-        params = count_params(self.model).by_category
-        n = sum(v for c, v in params.items() if c not in skip)
         b = sum(v for c, v in self.bytes_by_category.items() if c not in skip)
-        return b / n
+        return b / self.params_a_step_reads
+
+    @property
+    def params_a_step_reads(self) -> float:
+        """Every weight but the input embedding table (a step looks up its rows; a tied one
+        is read whole as the lm_head)."""
+        skip = set() if self.model.tie_word_embeddings else {EMBEDDING}
+        return float(sum(v for c, v in count_params(self.model).by_category.items()
+                         if c not in skip))

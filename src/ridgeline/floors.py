@@ -208,19 +208,26 @@ def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
     memory_s = work.gpu_bytes / dep.bandwidth_bytes_per_s
     fit = device_fit(dep, kv_stored)
     acc = dep.accelerator
-    src = acc.sources[0] if acc.sources else acc.id
+    src = _bandwidth_source(dep)
     step_s = max(compute_s, memory_s) + work.host_time_s
     steps = (
         step("weight bytes read", "Σ params × bytes per weight (experts: the share B tokens touch)",
              q("weights read", work.weight_bytes / GB, "GB"),
+             q("weights a step can read", dep.params_a_step_reads / 1e9, "B params",
+               "all but the input embedding, config.json"),
              q("weight format", dep.weights.label),
-             q("bytes per weight (average read)", dep.bytes_per_weight, "B")),
+             q("bytes per weight (average read)", dep.bytes_per_weight, "B",
+               "the format's bytes, with the layers it leaves as the checkpoint keeps them "
+               "(lm_head, norms)")),
         step("KV bytes read", "batch × KV bytes per sequence at this context",
              q("KV read", work.kv_bytes / GB, "GB"), q("batch", batch),
              q("KV per sequence", footprint.bytes_per_sequence * dep.kv_replication / 1e6, "MB",
                f"{dep.kv.id} cache, {context} tokens")),
         step("memory time", "(weights + KV + activations) ÷ bandwidth",
              q("memory time", memory_s * 1e3, "ms"), q("bytes", work.gpu_bytes / GB, "GB"),
+             q("of which activations", work.other_bytes / GB, "GB",
+               "each layer's inputs and outputs, attention's queries and outputs, the "
+               "logits"),
              q("bandwidth", dep.bandwidth_bytes_per_s / 1e12, "TB/s",
                f"{dep.tensor_parallel_size} x {acc.id}: {src}" + (
                    f"; the step passes {dep.pipeline_parallel_size} stages of layers one "
@@ -305,9 +312,12 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
              q("params per token", (dep.matmul_params_per_token - head_params(dep)) / 1e9, "B",
                "without the LM head")),
         step("bytes", "weights read once + KV written and read back + activations",
-             q("bytes", work.bytes / GB, "GB"), q("weights read", work.weight_bytes / GB, "GB"),
+             q("bytes", work.bytes / GB, "GB"),
+             q("weights read", work.weight_bytes / GB, "GB", _weights_read_source(dep, work)),
              q("KV traffic", work.kv_bytes / GB, "GB", "each token's K and V written, then "
-               "read by the queries after it")),
+               "read by the queries after it"),
+             q("activations", work.other_bytes / GB, "GB", "each layer's inputs and outputs, "
+               "attention's queries and outputs, the logits")),
         step("weight intensity", "FLOPs ÷ weight bytes read",
              q("intensity", work.flops / work.weight_bytes, "FLOP/byte")),
         *_host_steps(dep, work),
@@ -317,10 +327,25 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
              q(f"peak {dep.compute_dtype}", peak / 1e12, "TFLOP/s",
                f"{stages:.2g} of {dep.num_gpus} x {dep.accelerator.id} busy on average"
                + (": the ubatches of a call pipelined over the stages" if stages > 1 else "")),
-             q("bandwidth", bandwidth / 1e12, "TB/s")),
+             q("bandwidth", bandwidth / 1e12, "TB/s", _bandwidth_source(dep))),
     )
     return PrefillFloor(prompt_len, batch, work.flops, work.bytes, work.weight_bytes, compute_s,
                         memory_s, fit, steps, work.host_time_s, work.host_bound)
+
+
+def _weights_read_source(dep: Deployment, work: Work) -> str:
+    """How the weights a step read add up: every weight once, or the experts' share."""
+    every = dep.params_a_step_reads * dep.bytes_per_weight
+    if abs(work.weight_bytes - every) <= 1e-3 * every:
+        return (f"{dep.params_a_step_reads / 1e9:,.4g} B params (all but the input embedding) "
+                f"× {dep.bytes_per_weight:.4g} B average ({dep.weights.label})")
+    return "Σ params × bytes per weight; of the routed experts, those the tokens touch"
+
+
+def _bandwidth_source(dep: Deployment) -> str:
+    """Where the accelerator's figures come from: its first source, else its id."""
+    acc = dep.accelerator
+    return acc.sources[0] if acc.sources else acc.id
 
 
 def _host_steps(dep: Deployment, work: Work) -> tuple[Step, ...]:

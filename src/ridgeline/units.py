@@ -132,3 +132,8 @@ def usd_per_million_tokens(usd_per_hour: float | None, tok_s: float) -> float | 
     if usd_per_hour is None or tok_s <= 0:
         return None
     return usd_per_hour / (tok_s * 3600) * 1e6
+
+
+def plural(n: float, word: str) -> str:
+    """The word for ``n`` of it: 1 token, 2 tokens."""
+    return word if n == 1 else f"{word}s"

@@ -20,8 +20,8 @@ from ridgeline.explain import Step, q, step
 from ridgeline.floors import DecodeFloor, PrefillFloor, decode_floor
 from ridgeline.hardware import Accelerator
 from ridgeline.render import table
-from ridgeline.roofline import ridge_point, weight_intensity
-from ridgeline.units import GB, usd_per_million_tokens
+from ridgeline.roofline import ridge_point, ridge_step, weight_intensity
+from ridgeline.units import GB, plural, usd_per_million_tokens
 
 _NO_EXPECTATION = ("expected on {engine}: nothing: this deployment does not fit, so it runs at "
                    "no speed (`ridgeline fit` for the levers)")
@@ -256,7 +256,7 @@ class DecodeReport:
             f, base = self.floors[0]
             e = self.expected[0]
             lines += [
-                f"decode floor, batch {f.batch} at {f.context:,} tokens of context"
+                f"decode floor, batch {f.batch} at {f.context:,} {plural(f.context, 'token')} of context"
                 + (":" if f.fit.fits else " (arithmetic only: no engine can run this):"),
                 f"  step       {f.step_time_s * 1e3:,.2f} ms  (bound by {f.bound}: compute "
                 f"{f.compute_time_s * 1e3:,.2f} ms, memory {f.memory_time_s * 1e3:,.2f} ms"
@@ -305,10 +305,11 @@ class DecodeReport:
         return [*self._seat_lines(engine), *(f"caution: {c}" for c in self.cautions)]
 
     def _seat_lines(self, engine: str) -> list[str]:
-        return [f"{engine}'s KV pool runs at most {b:,} sequences at {c:,} tokens of context "
+        return [f"{engine}'s KV pool runs at most {b:,} {plural(b, 'sequence')} at {c:,} "
+                f"{plural(c, 'token')} of context "
                 "(`ridgeline fit` for the breakdown)" if b else
-                f"{engine} cannot hold one sequence of {c:,} tokens beside these weights: it "
-                "would refuse to start (`ridgeline fit` for the breakdown)"
+                f"{engine} cannot hold one sequence of {c:,} {plural(c, 'token')} "
+                "beside these weights: it would refuse to start (`ridgeline fit` for the breakdown)"
                 for c, b in self.pool_batch]
 
 
@@ -573,7 +574,8 @@ def utilization_report(
         compute_dtype = dep.compute_dtype
     ridge = ridge_point(acc.peak(compute_dtype), acc.memory_bandwidth_bytes_per_s)
     intensity = weight_intensity(running, bytes_per_weight)
-    steps = (step("share of the arithmetic in use", "(2 × running ÷ bytes per weight) ÷ ridge",
+    steps = (ridge_step(acc, compute_dtype),
+             step("share of the arithmetic in use", "(2 × running ÷ bytes per weight) ÷ ridge",
                   q("fraction", min(1.0, intensity / ridge)), q("running", running, "",
                                                                 "vllm:num_requests_running"),
                   q("ridge", ridge, "FLOP/byte"), q("bytes per weight", bytes_per_weight, "B")),)

@@ -34,8 +34,8 @@ from ridgeline.reports.fit_budget import (
     seats_name,
     window_rule,
 )
-from ridgeline.roofline import ridge_point
-from ridgeline.units import GIB
+from ridgeline.roofline import batch_for_intensity, ridge_point, ridge_step
+from ridgeline.units import GIB, plural
 
 DOES_NOT_FIT = "does not fit"
 UNDER_RIDGE = "fits, under the ridge"
@@ -59,7 +59,7 @@ class FitReport:
     target: int | None
     conversations: int
     per_conversation_bytes: float  # per GPU
-    ridge_batch: float  # the article's batch to the ridge: the ridge point itself
+    ridge_batch: float  # the batch at which the weights every token reads reach the ridge
     levers: tuple[Lever, ...]
     steps: tuple[Step, ...]
     searched: str = ""  # what longest_context found, when it chose the context
@@ -68,6 +68,16 @@ class FitReport:
     def batch(self) -> int:
         """Sequences that can run at once: the pool, then the engine's seat limit."""
         return min(self.conversations, self.pool.max_num_seqs)
+
+    @property
+    def expert_ridge_batch(self) -> float:
+        """The article's batch at which an MoE model's routed experts reach the ridge: the
+        ridge batch at the experts' bytes per weight ÷ (k/E)."""
+        moe = self.deployment.model.moe
+        if moe is None:
+            return self.ridge_batch
+        dense_bpw, expert_bpw = self.deployment.bytes_per_weight_split
+        return self.ridge_batch * expert_bpw / dense_bpw / moe.routed_fraction
 
     @property
     def verdict(self) -> str:
@@ -142,7 +152,7 @@ class FitReport:
         d, p = self.deployment, self.pool
         verdict = self.verdict.upper() if self.verdict == DOES_NOT_FIT else self.verdict
         headline = (f"{verdict}: {self.conversations:,} "
-                    f"{_plural(self.conversations, 'conversation')} of {self.context:,} tokens")
+                    f"{plural(self.conversations, 'conversation')} of {self.context:,} tokens")
         if self.verdict == DOES_NOT_FIT:
             headline += (f" against a target of {max(1, self.target or 1):,}; the pool is short "
                          f"by {self.shortfall_bytes / GIB:,.1f} GiB per GPU")
@@ -190,7 +200,7 @@ class FitReport:
                 _offload_flags(d)))
             lines.append(f"start it with: llama-server -c {self.launch_cells} "
                          f"-np {p.max_num_seqs} --kv-unified{flags} ({p.max_num_seqs} slots share "
-                         f"the cache; {self.batch} {_plural(self.batch, 'conversation')} of "
+                         f"the cache; {self.batch} {plural(self.batch, 'conversation')} of "
                          f"{self.context:,} tokens "
                          f"{'fits' if self.batch == 1 else 'fit'} at once)")
         lines += [f"caution: {c}" for c in self.cautions]
@@ -199,7 +209,7 @@ class FitReport:
         moe = d.model.moe
         if moe:
             lines.append(f"  (MoE: its experts see B × {moe.routed_fraction:.3f} tokens each, "
-                         f"reaching the ridge only near batch {self.ridge_batch / moe.routed_fraction:,.0f})")
+                         f"reaching the ridge only near batch {self.expert_ridge_batch:,.0f})")
         if self.levers:
             lines += ["", "levers:"]
             lines += [f"  {lv.name:<34} {lv.conversations:>8,} conversations, batch {lv.batch:,}"
@@ -211,10 +221,6 @@ def _host_bytes(d: Deployment) -> float:
     from ridgeline.offload import host_weight_bytes
 
     return host_weight_bytes(d)
-
-
-def _plural(n: int, word: str) -> str:
-    return word if n == 1 else f"{word}s"
 
 
 def _offload_flags(d: Deployment) -> str:
@@ -333,6 +339,8 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
     n = _held(pool, dep, context)
     acc = dep.accelerator
     ridge = ridge_point(acc.peak(dep.compute_dtype), acc.memory_bandwidth_bytes_per_s)
+    dense_bpw = dep.bytes_per_weight_split[0]
+    ridge_batch = batch_for_intensity(ridge, dense_bpw)
     steps = (
         llamacpp_pool_step(dep, pool, s) if is_llamacpp(pool) else
         step("KV pool per GPU", "total × reserved fraction − weights − activations − non-torch − "
@@ -357,10 +365,15 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
                   if pool.groups and pool.groups.count > 1 else "")
                + (f"; {window_rule(dep, s)}" if pool.windows_apart and has_windows(dep)
                   else ""))),
-        step("ridge batch", "peak FLOP/s ÷ bandwidth (batch = intensity at 2-byte weights)",
-             q("ridge", ridge, "FLOP/byte")),
+        ridge_step(acc, dep.compute_dtype),
+        step("ridge batch", "ridge × bytes per weight ÷ 2 FLOP (the batch whose tokens, "
+             "sharing each read of the weights every token reads, reach the ridge)",
+             q("batch", ridge_batch), q("ridge", ridge, "FLOP/byte"),
+             q("bytes per weight", dense_bpw, "B", f"{dep.weights.label}; all but the routed "
+               "experts and the input embedding" if dep.model.moe else
+               f"{dep.weights.label}; all but the input embedding")),
     )
-    report = FitReport(dep, s, pool, context, target, n, per_seq, ridge, (), steps)
+    report = FitReport(dep, s, pool, context, target, n, per_seq, ridge_batch, (), steps)
     return replace(report, levers=tuple(_levers(report)))
 
 

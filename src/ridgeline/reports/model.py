@@ -165,6 +165,11 @@ def model_report(spec: ModelSpec) -> ModelReport:
                   params.by_category.items() if n]
     steps = [step("total parameters", "Σ over categories (embedding, attention, MLP, experts, …)",
                   q("total", params.total / 1e9, "B"), *categories)]
+    for bpp in BYTES_PER_PARAM:
+        steps.append(step(f"weights at {bpp:g} B/param", "total parameters × bytes per parameter",
+                          q("weights", params.total * bpp / GB, "GB"),
+                          q("total", params.total / 1e9, "B params"),
+                          q("bytes per parameter", bpp, "B", "the article's round formats")))
     if spec.moe:
         steps.append(step("active parameters", "total − routed experts × (1 − k/E)",
                           q("active", params.active / 1e9, "B"),

@@ -11,7 +11,7 @@ from ridgeline.explain import Step, q, step
 from ridgeline.floors import weight_bytes_read
 from ridgeline.moe import article_expert_intensity, expected_experts_touched, routed_fraction
 from ridgeline.render import table
-from ridgeline.roofline import batch_for_intensity, expert_intensity, ridge_point
+from ridgeline.roofline import batch_for_intensity, expert_intensity, ridge_point, ridge_step
 from ridgeline.units import GB
 
 TABLE_BATCHES = (1, 8, 32, 128, 512, 2048)
@@ -95,6 +95,7 @@ def moe_report(dep: Deployment, batch: int) -> MoEReport:
     )
     touched = expected_experts_touched(moe.num_experts, moe.experts_per_token, batch)
     steps = (
+        ridge_step(dep.accelerator, dep.compute_dtype),
         step("routed fraction", "experts per token ÷ routed experts",
              q("k/E", routed_fraction(moe.experts_per_token, moe.num_experts)),
              q("experts per token", moe.experts_per_token, "", "num_experts_per_tok"),

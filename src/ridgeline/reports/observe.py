@@ -18,7 +18,7 @@ from ridgeline.explain import Step, q, step
 from ridgeline.memory import EngineSettings, kv_pool, max_batch
 from ridgeline.observe import Observation, stats
 from ridgeline.render import table
-from ridgeline.roofline import ridge_point, weight_intensity
+from ridgeline.roofline import ridge_point, ridge_step, weight_intensity
 
 CAPACITY = "capacity"
 LATENCY = "latency"
@@ -270,7 +270,8 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
     b = report.batch
     steps: tuple[Step, ...] = ()
     if b is not None:
-        steps = (step("share of the arithmetic in use", "(2 × batch ÷ bytes per weight) ÷ ridge",
+        steps = (ridge_step(dep.accelerator, dep.compute_dtype),
+                 step("share of the arithmetic in use", "(2 × batch ÷ bytes per weight) ÷ ridge",
                       q("fraction", report.fraction or 0.0),
                       q("batch", b, "", "running requests, mean over the window"),
                       q("bytes per weight", dep.bytes_per_weight, "B"),

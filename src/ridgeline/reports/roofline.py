@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ridgeline.deployment import Deployment
@@ -69,6 +69,68 @@ class RooflineReport:
         return lines + (["", *notes] if notes else [])
 
 
+@dataclass(frozen=True)
+class RooflineComparison:
+    """The same question on several accelerators: their ridges side by side."""
+
+    reports: tuple[RooflineReport, ...]
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        return tuple(replace(st, label=f"{r.accelerator.id}: {st.label}")
+                     for r in self.reports for st in r.steps)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"accelerators": [r.to_dict() for r in self.reports]}
+
+    def text_lines(self) -> list[str]:
+        first = self.reports[0]
+        rows = []
+        for r in self.reports:
+            a, weights = r.accelerator, r.points[0]
+            dtype = a.resolve_dtype(r.compute_dtype)
+            rows.append([a.id, f"{a.peak(dtype) / 1e12:,.1f} {dtype}", f"{a.bandwidth_tb_s:.3g}",
+                         f"{r.ridge:,.0f}", f"{weights.fraction_of_peak:.1%}",
+                         "-" if weights.batch_to_ridge is None
+                         else f"{weights.batch_to_ridge:,.0f}"])
+        return [f"ridge = peak FLOP/s ÷ bandwidth; decode at batch {first.batch}"
+                + (f", model {first.model}" if first.model else ""), "",
+                *table(rows, ["accelerator", "TFLOP/s (dense)", "TB/s", "ridge FLOP/byte",
+                              "of peak", "batch to ridge"]),
+                "", "of peak: the weight matrices' share of the arithmetic at this batch; "
+                "`--gpu NAME` alone for one card's every part of the step"]
+
+
+def _times_tokens(what: str, bytes_per_weight: float) -> str:
+    """How the weight intensity relates to the tokens sharing a read, at these bytes."""
+    ratio = 2.0 / bytes_per_weight
+    if abs(ratio - 1.0) < 1e-9:
+        return f"{what} itself, at 2-byte weights"
+    return f"{what} × {ratio:.3g}, at {bytes_per_weight:.3g}-byte weights"
+
+
+def _attention_step(dep: Deployment, intensity: float, kv_bytes: float) -> Step:
+    """The decode attention intensity of this model's attention, with its inputs."""
+    att = dep.model.attention
+    assert att is not None
+    if att.mla:
+        m = att.mla
+        return step("decode attention intensity (MLA, absorbed)",
+                    "heads × 2 × (2 × kv_lora_rank + qk_rope_head_dim) ÷ ((kv_lora_rank + "
+                    "qk_rope_head_dim) × KV bytes per element)",
+                    q("intensity", intensity, "FLOP/byte"),
+                    q("heads", att.num_heads, "", "num_attention_heads, config.json"),
+                    q("kv_lora_rank", m.kv_lora_rank, "", "config.json"),
+                    q("qk_rope_head_dim", m.qk_rope_head_dim, "", "config.json"),
+                    q("KV bytes per element", kv_bytes, "B"))
+    return step("decode attention intensity", "2 FLOP × GQA group ÷ KV bytes per element "
+                "(each K/V element serves the group's query heads)",
+                q("intensity", intensity, "FLOP/byte"),
+                q("GQA group", att.group_size, "",
+                  "num_attention_heads ÷ num_key_value_heads, config.json"),
+                q("KV bytes per element", kv_bytes, "B"))
+
+
 def roofline_report(
     acc: Accelerator, compute_dtype: str, batch: int, prompt_len: int,
     dep: Deployment | None = None, bytes_per_weight: float = 2.0, kv_bytes: float = 2.0,
@@ -86,24 +148,32 @@ def roofline_report(
     dense = "dense weight matrices" if moe else "weight matrices"
     points = [operating_point(
         f"{dense} (decode)", w, acc, compute_dtype, to_ridge,
-        f"intensity = 2 FLOP × batch ÷ {bytes_per_weight:.2f} bytes per weight: the batch "
-        "itself at 2-byte weights" + ("; attention and shared weights, every token reads them "
-                                      "(the experts are their own rows)" if moe else ""))]
+        f"intensity = 2 FLOP × batch ÷ {bytes_per_weight:.2f} bytes per weight: "
+        f"{_times_tokens('the batch', bytes_per_weight)}"
+        + ("; attention and shared weights, every token reads them (the experts are their "
+           "own rows)" if moe else ""))]
+    group = ARTICLE_GQA_GROUP
     if dep is None or dep.model.attention is None:
-        att_i = 2.0 * ARTICLE_GQA_GROUP / kv_bytes
-        att_note = f"GQA group {ARTICLE_GQA_GROUP} (the article's models); does not move with batch"
+        att_i = 2.0 * group / kv_bytes
+        att_note = f"GQA group {group} (the article's models); does not move with batch"
+        att_step = step("decode attention intensity", "2 FLOP × GQA group ÷ KV bytes per element",
+                        q("intensity", att_i, "FLOP/byte"),
+                        q("GQA group", group, "", "the article's models"),
+                        q("KV bytes per element", kv_bytes, "B"))
     else:
         att_i = decode_attention_intensity(dep.model, kv_bytes)
         att = dep.model.attention
         att_note = ("MLA: every head reads the one latent" if att.mla
                     else f"GQA group {att.group_size}") + "; each user's cache is private, " \
             "so batching never moves it"
+        att_step = _attention_step(dep, att_i, kv_bytes)
     points.append(operating_point("decode attention", att_i, acc, compute_dtype, None,
                                   att_note + " ('-': no batch reaches the ridge)"))
+    prefill_i = weight_intensity(prompt_len, bytes_per_weight)
     points.append(operating_point(
-        "prefill" + (" (dense weights)" if moe else ""),
-        weight_intensity(prompt_len, bytes_per_weight), acc, compute_dtype,
-        to_ridge, "≈ prompt length at 2-byte weights; 'batch to ridge' is in prompt tokens"))
+        "prefill" + (" (dense weights)" if moe else ""), prefill_i, acc, compute_dtype,
+        to_ridge, f"{_times_tokens('the prompt length', bytes_per_weight)}; 'batch to ridge' "
+        "is in prompt tokens"))
     steps = [ridge_step(acc, compute_dtype),
              step("weight-matrix intensity", "2 × batch ÷ bytes per weight",
                   q("intensity", w, "FLOP/byte"), q("batch", batch),
@@ -111,7 +181,12 @@ def roofline_report(
              step("batch to reach the ridge", "ridge × bytes per weight ÷ 2",
                   q("batch", to_ridge), q("ridge", ridge, "FLOP/byte")),
              step("share of the arithmetic in use", "min(1, intensity ÷ ridge)",
-                  q("fraction", min(1.0, w / ridge)))]
+                  q("fraction", min(1.0, w / ridge))),
+             att_step,
+             step("prefill intensity", "2 × prompt tokens ÷ bytes per weight (every token of "
+                  "the prompt shares one read of the weights)",
+                  q("intensity", prefill_i, "FLOP/byte"), q("prompt tokens", prompt_len),
+                  q("bytes per weight", bytes_per_weight, "B"))]
     if dep is not None and moe is not None:
         e_i = expert_intensity(batch, dep.model, expert_bpw)
         article = article_expert_intensity(batch, moe.experts_per_token, moe.num_experts)
