@@ -609,3 +609,93 @@ def test_simulate_says_why_one_token_requests_leave_no_running_batch(
     assert code == 0 and "max 0;" in out and "a 1-token request leaves" in out
     code, out, _ = run_cli(capsys, *base, "--output-len", "50")
     assert code == 0 and "max 0;" not in out and "a 1-token request leaves" not in out
+
+
+H100_RECORD = {"id": "my-h100", "name": "my H100", "memory_bytes": 80e9,
+               "memory_bandwidth_bytes_per_s": 3.35e12, "peak_flops": {"bf16": 9.894e14},
+               "link": {"kind": "nvlink4", "bytes_per_s_per_direction": 4.5e11}}
+
+
+@pytest.mark.parametrize(("change", "names"), [
+    ({"link": {"kind": 5, "bytes_per_s_per_direction": 4.5e11}}, "link: kind must be"),
+    ({"link": {"kind": "nvlink4", "bytes_per_s_per_direction": -4.5e11}},
+     "bytes_per_s_per_direction must be in"),
+    ({"link": {"kind": "nvlink4", "bytes_per_s_per_direction": 1e-300}},
+     "bytes_per_s_per_direction must be in"),
+    ({"price_per_hour_usd": -2.99}, "price_per_hour_usd must be in"),
+    ({"memory_bytes": 1e300}, "memory_bytes must be in"),
+    ({"memory_bytes": True}, "memory_bytes must be a number"),
+    ({"id": None}, "lacks 'id'"),
+    ({"id": ""}, "id must be a non-empty string"),
+    ({"memory_bandwidth_bytes_per_s": None}, "lacks 'memory_bandwidth_bytes_per_s'"),
+    ({"peak_flops": [1e15]}, "peak_flops must be an object"),
+])
+def test_an_accelerator_record_is_read_field_by_field(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], change: dict, names: str) -> None:
+    card = tmp_path / "card.json"
+    card.write_text(json.dumps({**H100_RECORD, **change}))
+    code, out, err = run_cli(capsys, "decode", "llama-3.1-8b", "--gpu-file", str(card),
+                             "--num-gpus", "2")
+    assert code == 2 and names in err and len(err.strip().splitlines()) == 1 and not out
+    card.write_text(json.dumps(H100_RECORD))
+    assert run_cli(capsys, "decode", "llama-3.1-8b", "--gpu-file", str(card))[0] == 0
+
+
+@pytest.mark.parametrize(("change", "names"), [
+    ({"step_overhead_s": -1.0}, "step_overhead_s must be in [0, 10]"),
+    ({"step_overhead_s": "nan"}, "step_overhead_s must be a number"),
+    ({"layer_overhead_s": float("inf")}, "layer_overhead_s must be in"),
+    ({"group_bandwidth": {"nvidia-datacenter": 0.0}}, "group_bandwidth[nvidia-datacenter]"),
+    ({"group_compute": {"nvidia-datacenter": -1.0}}, "group_compute[nvidia-datacenter]"),
+    ({"band_low": 2.0, "band_high": 0.5}, "band_low must be in (0, 1]"),
+    ({"dequant_compute": 0}, "dequant_compute must be in"),
+    ({"bandwidth_efficiency": None}, "lacks 'bandwidth_efficiency'"),
+])
+def test_an_engine_profile_is_read_field_by_field(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], change: dict, names: str) -> None:
+    from dataclasses import asdict
+
+    from ridgeline.engines import bundled_profiles
+
+    good = {k: v for k, v in asdict(bundled_profiles()["vllm"]).items()
+            if not isinstance(v, tuple)}
+    profile = tmp_path / "profile.json"
+    profile.write_text(json.dumps({"engines": {"vllm": {**good, **change}}}))
+    code, out, err = run_cli(capsys, "decode", "llama-3.1-70b", "--gpu", "h100", "--num-gpus",
+                             "4", "--profile", str(profile))
+    assert code == 2 and names in err and len(err.strip().splitlines()) == 1 and not out
+    profile.write_text(json.dumps({"engines": {"vllm": good}}))
+    assert run_cli(capsys, "decode", "llama-3.1-70b", "--gpu", "h100", "--num-gpus", "4",
+                   "--profile", str(profile))[0] == 0
+
+
+def test_files_and_names_no_path_can_hold_are_refused_in_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000)
+    loop = tmp_path / "loop.csv"
+    loop.symlink_to(loop)
+    config = json.loads((Path(__file__).parent.parent / "src/ridgeline/data/models/"
+                         "meta-llama--Llama-3.1-8B.json").read_text())
+    huge = tmp_path / "huge.json"
+    huge.write_text(json.dumps(config).replace('"hidden_size": 4096', '"hidden_size": 1' + "0" * 400))
+    for argv, names in ((["model", "x" * 300], "unknown model 'xxx"),
+                        (["model", str(deep)], "nested too deeply"),
+                        (["hardware", "--gpu-file", str(deep)], "nested too deeply"),
+                        (["validate", str(loop)], "Symlink loop"),
+                        (["model", str(huge)], "hidden_size must be at most 2,147,483,647"),
+                        (["evalstats", "--discordant", "9" * 23 + ",1"], "up to 100,000"),
+                        (["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "2",
+                          "--num-requests", "1000000000000"], "at most 10,000,000"),
+                        (["plan", "llama-3.1-8b", "--rate", "2", "--slo-ttft-ms", "500",
+                          "--slo-tpot-ms", "50", "--workers", "100000"], "at most 256")):
+        code, out, err = run_cli(capsys, *argv)
+        assert code == 2 and not out and names in err and len(err.strip().splitlines()) == 1, argv
+        assert len(err) < 400  # the echoed value is cut short
+
+
+def test_a_closed_loop_wider_than_the_requests_runs_them_all(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "simulate", "llama-3.1-8b", "--gpu", "h100",
+                           "--num-requests", "60", "--concurrency", "1000000")
+    assert code == 0 and "completed 60 of 60" in out

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ridgeline.datafiles import load_data
-from ridgeline.errors import InputError
+from ridgeline.errors import InputError, shorten
 from ridgeline.model import ModelSpec
 
 
@@ -37,10 +37,10 @@ def resolve_name(name: str, table: Mapping[str, str], what: str) -> str:
     if len(matches) == 1:
         return matches[0]
     if len(matches) > 1:
-        raise InputError(f"{what} {name!r} is ambiguous: it could be {', '.join(matches[:8])}")
+        raise InputError(f"{what} {shorten(name)!r} is ambiguous: it could be {', '.join(matches[:8])}")
     close = difflib.get_close_matches(key, list(table), n=5, cutoff=0.5)
     suggestions = sorted({table[c] for c in close}) or ids[:5]
-    raise InputError(f"unknown {what} {name!r}; closest: {', '.join(suggestions)}")
+    raise InputError(f"unknown {what} {shorten(name)!r}; closest: {', '.join(suggestions)}")
 
 
 @dataclass(frozen=True)
@@ -90,17 +90,26 @@ def resolve_model(name: str) -> ModelSpec:
     if not name or not name.strip():
         raise InputError("model name is empty")
     path = Path(name).expanduser()
-    if name.endswith(".json") or path.is_file() or path.is_dir():
+    if name.endswith(".json") or _on_disk(path):
         return ModelSpec.from_hf_config(read_config_file(path), name=path.stem)
     return catalog_model(resolve_name(name, _model_names(), "model"))
 
 
+def _on_disk(path: Path) -> bool:
+    """Whether a file or folder is there (a name too long for a path, or a symlink loop, is
+    not one)."""
+    try:
+        return path.is_file() or path.is_dir()
+    except (OSError, RuntimeError):
+        return False
+
+
 def read_config_file(path: Path) -> Mapping[str, Any]:
     """Read a config.json (or a folder holding one); refuse anything that is not one."""
-    if path.is_dir():
+    if _on_disk(path) and path.is_dir():
         path = path / "config.json"
-    if not path.is_file():
-        raise InputError(f"no such config file: {path}")
+    if not _on_disk(path) or path.is_dir():
+        raise InputError(f"no such config file: {shorten(str(path))}")
     try:
         text = path.read_text("utf-8")
     except (OSError, UnicodeDecodeError) as exc:

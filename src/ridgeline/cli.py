@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from ridgeline import __version__
-from ridgeline.errors import InputError
+from ridgeline.errors import InputError, shorten
 from ridgeline.render import render
 from ridgeline.units import GIB, MIB, parse_count, parse_count_list, require_positive
 
@@ -543,6 +543,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except BrokenPipeError:
         return 0
+    except OSError as exc:  # a path the command was given: too long, a loop, unwritable
+        where = f"{shorten(str(exc.filename))}: " if exc.filename else ""
+        print(f"ridgeline: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except RecursionError:  # json refuses nothing for depth; Python's stack does
+        print("ridgeline: error: an input file is nested too deeply to be a config, record, "
+              "profile or metrics file", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("ridgeline: interrupted", file=sys.stderr)
         return 130

@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 from ridgeline.cli import (
+    MAX_BATCH,
     _accelerator_name,
     _count,
     _engine,
@@ -37,6 +38,9 @@ from ridgeline.cli import (
     one_card,
 )
 from ridgeline.errors import InputError
+
+MAX_REQUESTS = 10_000_000  # a simulation that finishes: about 10 minutes at 10 million
+MAX_WORKERS = 256  # processes plan may start on this machine (--executor ray: the cluster's)
 
 
 def cmd_fit(args: argparse.Namespace) -> Any:
@@ -425,9 +429,10 @@ def register(sub: Any) -> None:
     _offload(p)
     w = p.add_argument_group("workload")
     w.add_argument("--rate", type=_positive_float("request rate"), help="requests per second")
-    w.add_argument("--concurrency", type=_positive_count("concurrency"),
+    w.add_argument("--concurrency", type=_positive_count("concurrency", MAX_BATCH),
                    help="closed loop: keep this many requests in flight")
-    w.add_argument("--num-requests", type=_positive_count("number of requests"), default=1000)
+    w.add_argument("--num-requests", type=_positive_count("number of requests", MAX_REQUESTS),
+                   default=1000)
     w.add_argument("--input-len", default="512",
                    help="512, uniform:a,b, normal:mean,sd, lognormal:median,sigma, zipf:s,max, "
                    "file:PATH")
@@ -491,7 +496,7 @@ def register(sub: Any) -> None:
     p.add_argument("--max-gpus", type=_positive_count("max GPUs"), default=64)
     p.add_argument("--price", action="append", metavar="GPU=USD",
                    help="price per GPU-hour, repeatable (default: the catalog's)")
-    p.add_argument("--workers", type=_positive_count("workers"), default=2)
+    p.add_argument("--workers", type=_positive_count("workers", MAX_WORKERS), default=2)
     p.add_argument("--executor", choices=["process", "ray"], default="process",
                    help="local processes (default) or a Ray cluster (RAY_ADDRESS; extra ray)")
     p.add_argument("--seed", type=int, default=0)

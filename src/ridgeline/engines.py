@@ -22,6 +22,7 @@ from ridgeline.catalog import normalise
 from ridgeline.datafiles import load_data
 from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator
+from ridgeline.records import Fields
 
 ENGINES = ("vllm", "sglang", "trtllm", "llama.cpp-cuda", "llama.cpp-metal", "llama.cpp-vulkan",
            "llama.cpp-rocm", "torch-eager", "torch-cudagraph")
@@ -104,34 +105,40 @@ class EngineProfile:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], origin: str = "profile") -> EngineProfile:
+        """A profile from its JSON form; each field checked, by name, against the range a
+        fitted profile can have."""
+        if not isinstance(data, Mapping):
+            raise InputError(f"{origin}: not an engine profile (a JSON object of its fields)")
+        f = Fields(data, origin)
         try:
-            profile = cls(
-                engine=str(data["engine"]),
-                bandwidth_efficiency=float(data["bandwidth_efficiency"]),
-                compute_efficiency=float(data["compute_efficiency"]),
-                step_overhead_s=float(data["step_overhead_s"]),
-                layer_overhead_s=float(data["layer_overhead_s"]),
-                group_bandwidth={str(k): float(v) for k, v in
-                                 dict(data.get("group_bandwidth") or {}).items()},
-                group_compute={str(k): float(v) for k, v in
-                               dict(data.get("group_compute") or {}).items()},
-                band_low=float(data.get("band_low", 0.8)),
-                band_high=float(data.get("band_high", 1.25)),
-                fitted_rows=int(data.get("fitted_rows", 0)),
+            return cls(
+                engine=f.text("engine"),
+                bandwidth_efficiency=f.number("bandwidth_efficiency", 0, 1, open_low=True),
+                compute_efficiency=f.number("compute_efficiency", 0, 1, open_low=True),
+                step_overhead_s=f.number("step_overhead_s", 0, MAX_OVERHEAD_S),
+                layer_overhead_s=f.number("layer_overhead_s", 0, MAX_OVERHEAD_S),
+                group_bandwidth=f.numbers("group_bandwidth", 0, MAX_MULTIPLIER, open_low=True),
+                group_compute=f.numbers("group_compute", 0, MAX_MULTIPLIER, open_low=True),
+                band_low=f.number("band_low", 0, 1, default=0.8, open_low=True),
+                band_high=f.number("band_high", 1, MAX_MULTIPLIER, default=1.25),
+                fitted_rows=int(f.number("fitted_rows", 0, 1e9, default=0)),
                 source=str(data.get("source", origin)),
                 fitted_ids=tuple(str(i) for i in data.get("fitted_ids") or ()),
-                dequant_compute=float(data.get("dequant_compute", 1.0)),
+                dequant_compute=f.number("dequant_compute", 0, MAX_MULTIPLIER, default=1.0,
+                                         open_low=True),
                 fitted_groups={str(k): int(v) for k, v in
                                dict(data.get("fitted_groups") or {}).items()},
-                prefill_layer_overhead_s=(None if data.get("prefill_layer_overhead_s") is None
-                                          else float(data["prefill_layer_overhead_s"])),
+                prefill_layer_overhead_s=f.optional("prefill_layer_overhead_s", 0,
+                                                    MAX_OVERHEAD_S),
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (TypeError, ValueError) as exc:
+            if isinstance(exc, InputError):
+                raise
             raise InputError(f"{origin}: not an engine profile ({exc})") from None
-        for name in ("bandwidth_efficiency", "compute_efficiency"):
-            if not 0 < getattr(profile, name) <= 1.0:
-                raise InputError(f"{origin}: {name} must be in (0, 1]")
-        return profile
+
+
+MAX_OVERHEAD_S = 10.0  # a fixed cost per step or layer past this is not an engine's
+MAX_MULTIPLIER = 100.0  # a group's efficiency multiplier, a band's upper edge
 
 
 def engine_id(name: str) -> str:

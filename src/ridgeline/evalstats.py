@@ -270,6 +270,9 @@ class McNemarExact:
         return lines
 
 
+MAX_EXACT_DISCORDANT = 100_000  # the exact sum's cost grows as n²: 1 s at 100,000
+
+
 def mcnemar_exact(
     b: int, c: int, alpha: float = 0.05, num_items: int | None = None
 ) -> McNemarExact:
@@ -283,6 +286,9 @@ def mcnemar_exact(
     _check_count("c", c)
     _check_open_unit("alpha", alpha)
     n = b + c
+    if n > MAX_EXACT_DISCORDANT:
+        raise InputError(f"b + c = {n:,} discordant items: the exact test is summed term by "
+                         f"term, up to {MAX_EXACT_DISCORDANT:,} (about a second)")
     if num_items is not None:
         _check_count("num_items", num_items, minimum=1)
         if n > num_items:

@@ -8,6 +8,7 @@ an error listing the closest ids. A user adds an accelerator from a JSON file or
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -17,6 +18,7 @@ from typing import Any
 from ridgeline.catalog import normalise, resolve_name
 from ridgeline.datafiles import data_files, load_data
 from ridgeline.errors import InputError
+from ridgeline.records import Fields
 from ridgeline.units import GB, GIB, require_positive
 
 COMPUTE_DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp6", "fp4", "int4")
@@ -140,38 +142,49 @@ class Accelerator:
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any], origin: str = "record") -> Accelerator:
-        try:
-            link = record.get("link") or {}
-            return cls(
-                id=str(record["id"]),
-                name=str(record.get("name", record["id"])),
-                memory_bytes=float(record["memory_bytes"]),
-                memory_bandwidth_bytes_per_s=float(record["memory_bandwidth_bytes_per_s"]),
-                peak_flops={str(k): float(v) for k, v in dict(record["peak_flops"]).items()},
-                vendor=str(record.get("vendor", "")),
-                family=str(record.get("family", "")),
-                form=str(record.get("form", "")),
-                memory_size=float(record.get("memory_size") or 0),
-                memory_unit=str(record.get("memory_unit", "GB")),
-                link_kind=link.get("kind"),
-                link_bytes_per_s=_opt_float(link.get("bytes_per_s_per_direction")),
-                price_per_hour_usd=_opt_float(record.get("price_per_hour_usd")),
-                tdp_w=_opt_float(record.get("tdp_w")),
-                sources=tuple(record.get("sources") or ()),
-                notes=str(record.get("notes", "")),
-                aliases=tuple(str(a) for a in record.get("aliases") or ()),
-                ecc_visible_bytes=_opt_float(record.get("ecc_visible_bytes")),
-            )
-        except KeyError as exc:
-            raise InputError(f"{origin}: accelerator record lacks {exc.args[0]!r}") from None
-        except (TypeError, ValueError, AttributeError) as exc:
-            if isinstance(exc, InputError):
-                raise
-            raise InputError(f"{origin}: malformed accelerator record ({exc})") from None
+        """One catalog-format record, each field read by name as its kind and plausible range
+        (the bandwidth and peaks are checked for base units in __post_init__)."""
+        f = Fields(record, origin)
+        link = record.get("link") or {}
+        if not isinstance(link, Mapping):
+            raise f.refuse("link", "an object (kind, bytes_per_s_per_direction)", link)
+        wire = Fields(link, f"{origin}: link")
+        peaks = record.get("peak_flops")
+        if peaks is None:
+            raise InputError(f"{origin}: the record lacks 'peak_flops'")
+        if not isinstance(peaks, Mapping):
+            raise f.refuse("peak_flops", "an object of compute dtypes to FLOP/s", peaks)
+        sources, aliases = record.get("sources") or (), record.get("aliases") or ()
+        if not isinstance(sources, (list, tuple)) or not isinstance(aliases, (list, tuple)):
+            raise f.refuse("sources" if not isinstance(sources, (list, tuple)) else "aliases",
+                           "a list of strings", sources)
+        ident = f.text("id")
+        return cls(
+            id=ident,
+            name=f.text("name", ident),
+            memory_bytes=f.number("memory_bytes", 0, MAX_MEMORY_BYTES, open_low=True),
+            memory_bandwidth_bytes_per_s=f.number("memory_bandwidth_bytes_per_s", 0, math.inf,
+                                                  open_low=True),
+            peak_flops=f.numbers("peak_flops", 0, math.inf, open_low=True),
+            vendor=f.text("vendor", ""),
+            family=f.text("family", ""),
+            form=f.text("form", ""),
+            memory_size=f.number("memory_size", 0, MAX_MEMORY_BYTES, default=0),
+            memory_unit=f.text("memory_unit", "GB"),
+            link_kind=None if link.get("kind") is None else wire.text("kind"),
+            link_bytes_per_s=wire.optional("bytes_per_s_per_direction", 1e8, 1e14),
+            price_per_hour_usd=f.optional("price_per_hour_usd", 0, MAX_PRICE_USD, open_low=True),
+            tdp_w=f.optional("tdp_w", 0, MAX_TDP_W, open_low=True),
+            sources=tuple(str(x) for x in sources),
+            notes=f.text("notes", ""),
+            aliases=tuple(str(a) for a in aliases),
+            ecc_visible_bytes=f.optional("ecc_visible_bytes", 0, MAX_MEMORY_BYTES, open_low=True),
+        )
 
 
-def _opt_float(value: Any) -> float | None:
-    return None if value is None else float(value)
+MAX_MEMORY_BYTES = 1e15  # a petabyte: past any one accelerator's memory
+MAX_PRICE_USD = 1000.0  # per device-hour
+MAX_TDP_W = 100_000.0  # a whole wafer-scale system draws tens of kW
 
 
 @lru_cache(maxsize=1)

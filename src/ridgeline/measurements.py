@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ridgeline.errors import InputError
+from ridgeline.errors import InputError, shorten
 from ridgeline.offload import HostOffload
 
 COLUMNS = ("id", "model", "weights_dtype", "kv_dtype", "gpu", "num_gpus", "tp", "batch",
@@ -203,7 +203,10 @@ def read_measurement_files(paths: Sequence[str | Path]) -> ReadResult:
     rows: list[Measurement] = []
     errors: list[str] = []
     where: dict[str, str] = {}
-    named = [Path(p).expanduser().resolve() for p in paths]
+    try:
+        named = [Path(p).expanduser().resolve() for p in paths]
+    except (OSError, RuntimeError) as exc:  # a symlink loop, a name too long for a path
+        raise InputError(f"cannot read the measurements: {shorten(str(exc))}") from None
     twice = next((p for i, p in enumerate(paths) if named[i] in named[:i]), None)
     if twice is not None:
         raise InputError(f"{twice} is named twice")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ridgeline.datafiles import model_type_defaults
-from ridgeline.errors import InputError
+from ridgeline.errors import InputError, shorten
 from ridgeline.layouts import (
     CHUNKED,
     LINEAR,
@@ -31,6 +31,7 @@ from ridgeline.quantization import stored_formats
 # Far above any real model (Llama-3.1-405B has 126 layers); a config that claims more is
 # malformed, and building its layer list would exhaust memory.
 MAX_LAYERS = 10_000
+MAX_FIELD = 2**31 - 1  # any count or size in a config: past int32, no checkpoint holds it
 _UNGATED_MLP = {"gptj", "falcon", "nemotron_h", "gpt2", "gpt_neox", "opt", "bloom", "starcoder2"}
 # Architectures normalised with LayerNorm (weight + bias) rather than RMSNorm (weight only).
 _LAYER_NORM = {"gptj", "falcon", "gpt2", "gpt_neox", "opt", "bloom", "starcoder2"}
@@ -225,7 +226,7 @@ class _Reader:
 
     # -- typed field access -------------------------------------------------------------
     def int_(self, *keys: str, default: int | None = None, minimum: int = 1,
-             maximum: int | None = None) -> int:
+             maximum: int = MAX_FIELD) -> int:
         for key in keys:
             value = self.c.get(key)
             if value is None:
@@ -233,11 +234,14 @@ class _Reader:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or (
                 isinstance(value, float) and (not math.isfinite(value) or value != int(value))
             ):
-                raise InputError(f"{self.name}: {key} must be a whole number, got {value!r}")
+                raise InputError(f"{self.name}: {key} must be a whole number, got "
+                                 f"{shorten(repr(value))}")
             if value < minimum:
-                raise InputError(f"{self.name}: {key} must be at least {minimum}, got {value!r}")
-            if maximum is not None and value > maximum:
-                raise InputError(f"{self.name}: {key} must be at most {maximum:,}, got {value!r}")
+                raise InputError(f"{self.name}: {key} must be at least {minimum}, got "
+                                 f"{shorten(repr(value))}")
+            if value > maximum:
+                raise InputError(f"{self.name}: {key} must be at most {maximum:,}, got "
+                                 f"{shorten(repr(value))}")
             return int(value)
         if default is None:
             raise InputError(f"{self.name}: config has no {' or '.join(keys)}")

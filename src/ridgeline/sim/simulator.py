@@ -114,16 +114,19 @@ class Simulator:
         def next_request() -> Request | None:
             return next(source, None)
 
-        def admit_next() -> None:
-            """Closed loop: send the next request now; a rejected one frees its seat at once."""
+        def admit_next() -> bool:
+            """Closed loop: send the next request now; a rejected one frees its seat at once.
+            False once the workload has no more."""
             while (r := next_request()) is not None:
                 r.arrival_s = self.now_s
                 if self._arrive(r, rec):
-                    return
+                    return True
+            return False
 
         if closed_loop:
-            for _ in range(closed_loop):
-                admit_next()
+            for _ in range(closed_loop):  # seats past the workload's requests stay empty
+                if not admit_next():
+                    break
         else:
             pending = next_request()
         s = self.scheduler

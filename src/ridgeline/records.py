@@ -1,0 +1,64 @@
+"""Reading a JSON record a user hands in (an accelerator, an engine profile): each field by
+name, as its kind and within the range the thing it describes can have, or refused with
+the field named."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from ridgeline.errors import InputError, shorten
+
+
+class Fields:
+    """One record's fields; ``origin`` (a file, a catalog entry) starts every refusal."""
+
+    def __init__(self, data: Mapping[str, Any], origin: str) -> None:
+        self.data, self.origin = data, origin
+
+    def refuse(self, key: str, wants: str, value: Any) -> InputError:
+        return InputError(f"{self.origin}: {key} must be {wants}, got {shorten(repr(value))}")
+
+    def text(self, key: str, default: str | None = None) -> str:
+        """A non-empty string (``default`` where the field is absent)."""
+        value = self.data.get(key, default)
+        if value is None:
+            raise InputError(f"{self.origin}: the record lacks {key!r}")
+        if not isinstance(value, str) or (not value.strip() and default is None):
+            raise self.refuse(key, "a non-empty string", value)
+        return value
+
+    def number(self, key: str, low: float, high: float, default: float | None = None,
+               open_low: bool = False) -> float:
+        """A finite number in [low, high] ((low, high] with ``open_low``)."""
+        value = self.data.get(key, default)
+        if value is None:
+            raise InputError(f"{self.origin}: the record lacks {key!r}")
+        return self.check(key, value, low, high, open_low)
+
+    def optional(self, key: str, low: float, high: float, open_low: bool = False
+                 ) -> float | None:
+        """As ``number``, or None where the field is absent or null."""
+        value = self.data.get(key)
+        return None if value is None else self.check(key, value, low, high, open_low)
+
+    def numbers(self, key: str, low: float, high: float, open_low: bool = False
+                ) -> dict[str, float]:
+        """An object of names to numbers, each in range (absent: empty)."""
+        value = self.data.get(key) or {}
+        if not isinstance(value, Mapping):
+            raise self.refuse(key, "an object of names to numbers", value)
+        return {str(k): self.check(f"{key}[{k}]", v, low, high, open_low)
+                for k, v in value.items()}
+
+    def check(self, key: str, value: Any, low: float, high: float, open_low: bool) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.refuse(key, "a number", value)
+        try:
+            x = float(value)
+        except OverflowError:  # an integer of hundreds of digits
+            raise self.refuse(key, f"at most {high:g}", value) from None
+        if not math.isfinite(x) or x < low or (open_low and x == low) or x > high:
+            raise self.refuse(key, f"in {'(' if open_low else '['}{low:g}, {high:g}]", value)
+        return x
