@@ -386,10 +386,11 @@ def test_simulate_holds_the_cells_fit_placed_for(capsys: pytest.CaptureFixture[s
 
 
 def test_fit_checks_the_hosts_ram_at_the_c_it_prints(capsys: pytest.CaptureFixture[str]) -> None:
-    """Target 16 with 4 slots: -ngl 14 starts llama-server with -c 32768 (4 x 8K), and the
-    host's RAM is checked for that -c, not for 16 conversations."""
+    """Target 16 with 4 slots (-np 4 given): -ngl 14 starts llama-server with -c 32768
+    (4 x 8K), and the host's RAM is checked for that -c, not for 16 conversations."""
     argv = ("fit", "llama-3.1-8b", "--gpu", "rtx-3060", "--weights", "q8_0", "--engine",
-            "llama.cpp-cuda", "--max-model-len", "8192", "--target-concurrency", "16")
+            "llama.cpp-cuda", "--max-model-len", "8192", "--target-concurrency", "16",
+            "--parallel", "4")
     code, out, _ = run_cli(capsys, *argv, "-ngl", "14", "--host-memory-gib", "8")
     assert code == 0 and "llama-server -c 32768" in out and "at 32,768 cells" in out
     code, out, _ = run_cli(capsys, *argv, "-ngl", "auto")

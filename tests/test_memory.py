@@ -215,3 +215,63 @@ def test_the_longest_context_search_says_when_no_context_holds_the_target() -> N
     small = longest_context(dep("llama-3.2-1b", "b200"), EngineSettings(), 1)
     assert small.context == resolve_model("llama-3.2-1b").max_position_embeddings
     assert "the model's limit" in small.searched
+
+
+def test_llamacpp_slots_are_raised_to_the_target_and_hold_their_window_cache(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Eight Gemma-2 conversations need -np 8: each slot's window cache counts, not 4's."""
+    argv = ["fit", "gemma-2-9b", "--gpu", "rtx-4090", "--engine", "llama.cpp-cuda",
+            "--max-model-len", "2048", "--target-concurrency", "8", "--json"]
+    assert main(argv) == 0
+    auto = json.loads(capsys.readouterr().out)
+    assert main([*argv, "--parallel", "8"]) == 0
+    given = json.loads(capsys.readouterr().out)
+    assert auto["max_num_seqs"] == 8 and auto["conversations"] == given["conversations"] >= 8
+    assert auto["slot_cache_bytes_per_gpu"] == given["slot_cache_bytes_per_gpu"]
+
+
+def test_the_shortfall_counts_what_the_verdict_counts(capsys: pytest.CaptureFixture[str]) -> None:
+    """llama.cpp: the slots' window cache is paid before any conversation; vLLM: one request
+    of a window model asks window + max_num_batched_tokens of each window group at start."""
+    assert main(["fit", "gemma-2-9b", "--gpu", "rtx-4090", "--engine", "llama.cpp-cuda",
+                 "--max-model-len", "4096", "--target-concurrency", "8", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    need = 8 * r["per_conversation_bytes_per_gpu"] + r["slot_cache_bytes_per_gpu"]
+    assert r["verdict"] == DOES_NOT_FIT
+    assert r["shortfall_bytes_per_gpu"] == pytest.approx(need - r["pool_bytes_per_gpu"])
+    report = fit_report(dep("gemma-3-27b", "rtx-4090", weights="awq-int4"), 32768,
+                        EngineSettings(), target=1)
+    assert report.conversations == 0 and report.refused_start
+    assert report.pool.pool_bytes > report.per_conversation_bytes  # bytes alone would say 1
+    assert report.shortfall_bytes == pytest.approx(
+        report.start_bytes / report.pool.free_fraction_of_rest - report.pool.rest_bytes)
+    assert report.shortfall_bytes > 0.3 * GIB
+    assert "vLLM refuses to start" in report.text_lines()[0]
+
+
+@pytest.mark.parametrize(("model", "gpu", "n", "context"), [
+    ("gemma-3-27b", "l40s", 1, 131072),  # a lever over-promised past the start-up check
+    ("gemma-3-27b", "rtx-4090", 2, 131072),
+    ("gemma-2-9b", "rtx-4090", 1, 2048),
+])
+def test_every_lever_is_what_fit_says_once_it_is_pulled(
+        model: str, gpu: str, n: int, context: int) -> None:
+    engine = "llama.cpp-cuda" if model == "gemma-2-9b" else "vllm"
+    base = dep(model, gpu, n, engine=engine)
+    report = fit_report(base, context, EngineSettings(), target=8)
+    for lever in report.levers:
+        assert lever.conversations > report.conversations or lever.batch > report.batch
+        if lever.name.startswith("fp8 weights"):
+            pulled = fit_report(dep(model, gpu, n, "fp8", engine), context, EngineSettings(),
+                                target=8)
+            assert (pulled.conversations, pulled.batch) == (lever.conversations, lever.batch)
+
+
+def test_llamacpp_window_cache_is_capped_at_the_cells_of_c() -> None:
+    from ridgeline.llamacpp_memory import slot_cache_bytes
+
+    spec = resolve_model("gemma-2-9b")
+    free = slot_cache_bytes(spec, 2.0, 8, 512)
+    capped = slot_cache_bytes(spec, 2.0, 8, 512, n_ctx=8 * 2048)
+    assert capped == pytest.approx(free * 8 * 2048 / (4096 * 8 + 512))
+    assert slot_cache_bytes(spec, 2.0, 8, 512, n_ctx=10**6) == free

@@ -6,7 +6,7 @@ context then costs a pool sized in tokens.
   ``swa_full_tokens_ratio`` (0.8) of the full pool's tokens, and not for gpt-oss on
   data-center Blackwell, whose default attention backend (trtllm_mha) turns the pool off;
   every other model stores every token in every layer (Gemma-2 and Gemma-3 explicitly).
-- llama.cpp keeps a window cache (window × slots + n_ubatch cells) for the architectures it
+- llama.cpp keeps a window cache (window × slots + n_ubatch cells, at most -c) for the architectures it
   gives a window type; a GGUF of any other architecture (Mistral-7B-v0.1 loads as "llama")
   caches every token in every layer.
 The lists are data, with their sources, in ``engines.json``.

@@ -117,9 +117,10 @@ def cells_that_fit(free_bytes: float, cell_bytes: float, model: ModelSpec, n_uba
 
 
 def slot_cache_bytes(model: ModelSpec, kv_bytes_per_element: float, slots: int,
-                     n_ubatch: int, windows: bool = True) -> float:
+                     n_ubatch: int, windows: bool = True, n_ctx: int | None = None) -> float:
     """The caches llama.cpp sizes by slots rather than by -c: each sliding-window layer keeps
-    n_swa × slots + n_ubatch cells (llama-kv-cache-iswa, without --swa-full), each recurrent
+    n_swa × slots + n_ubatch cells (llama-kv-cache-iswa with --kv-unified, without
+    --swa-full), but never more than the -c cells ``n_ctx`` where it is known; each recurrent
     layer one state per slot. Gemma-3-27B, f16, 4 slots: 52 layers × 4,608 cells × 8 KiB.
     ``windows`` False: the architecture has no window in llama.cpp, its layers grow with -c."""
     per_cell = attention_kv_bytes_per_token(model, kv_bytes_per_element)
@@ -127,7 +128,8 @@ def slot_cache_bytes(model: ModelSpec, kv_bytes_per_element: float, slots: int,
     for layer in model.layers:
         if layer.mixer in WINDOW_MIXERS:
             if windows and layer.window_tokens:  # else cached per -c cell, as full layers are
-                total += per_cell * (layer.window_tokens * slots + n_ubatch)
+                cells = layer.window_tokens * slots + n_ubatch
+                total += per_cell * (cells if n_ctx is None else min(cells, n_ctx))
         elif layer.mixer != FULL:
             total += state_bytes_per_sequence(model, layer) * slots
     return total

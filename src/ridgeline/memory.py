@@ -366,8 +366,9 @@ def _llamacpp_pool(dep: Deployment, s: EngineSettings, total: float, weights: fl
     windows = honours_windows(dep)
     growing, slot_sized = llamacpp_cache_on_gpu(dep)
     per_token *= growing
+    n_ctx = seats * s.max_model_len if s.max_model_len else None  # -c: every slot its context
     fixed = slot_cache_bytes(dep.model, dep.kv.bytes_per_element, seats, n_ubatch,
-                             windows) * dep.kv_replication / dep.num_gpus * slot_sized
+                             windows, n_ctx) * dep.kv_replication / dep.num_gpus * slot_sized
     free = total - weights - non_torch - fixed
     outputs = llamacpp_outputs(seats, s.engine_version)
     cells = cells_that_fit(free, per_token, dep.model, n_ubatch, s.flash_attn, outputs)

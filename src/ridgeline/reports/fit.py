@@ -107,8 +107,27 @@ class FitReport:
         """Extra memory per GPU the target needs (0 when it fits), counted from what is
         left after the weights and the profiling pass, so an overflow counts too."""
         p = self.pool
-        need = max(1, self.target or 1) * self.per_conversation_bytes
-        return max(0.0, need / p.free_fraction_of_rest - p.rest_bytes)
+        need = max(max(1, self.target or 1) * self.per_conversation_bytes, self.start_bytes)
+        return max(0.0, (need + p.slot_cache_bytes) / p.free_fraction_of_rest - p.rest_bytes)
+
+    @property
+    def start_blocks(self) -> int | None:
+        """Blocks vLLM asks of the pool at start-up for one max_model_len request: its window
+        groups at window + the profiled tokens (None: no KV-cache groups)."""
+        p = self.pool
+        if p.groups is None:
+            return None
+        return p.groups.blocks_per_request(self.context, p.profile_tokens)
+
+    @property
+    def start_bytes(self) -> float:
+        """The start-up requirement in bytes per GPU (0 where it is one conversation's)."""
+        blocks = self.start_blocks
+        return 0.0 if blocks is None else blocks * self.pool.page_bytes
+
+    @property
+    def refused_start(self) -> bool:
+        return refuses_to_start(self.pool, self.deployment, self.context)
 
     def to_dict(self) -> dict[str, Any]:
         p = self.pool
@@ -156,7 +175,11 @@ class FitReport:
         if self.verdict == DOES_NOT_FIT:
             headline += (f" against a target of {max(1, self.target or 1):,}; the pool is short "
                          f"by {self.shortfall_bytes / GIB:,.1f} GiB per GPU")
-            if p.rest_bytes < 0 and is_llamacpp(p):
+            if self.refused_start and self.start_blocks is not None and p.rest_bytes >= 0:
+                headline += (f" (vLLM refuses to start: one {self.context:,}-token request "
+                             f"asks {self.start_blocks:,} blocks of the pool's {p.blocks:,}, "
+                             "its window layers at window + max_num_batched_tokens)")
+            elif p.rest_bytes < 0 and is_llamacpp(p):
                 headline += (f" (the weights, the runtime and the compute buffer alone "
                              f"overflow its {p.total_bytes / GIB:,.1f} GiB)")
             elif p.rest_bytes < 0:
@@ -335,6 +358,11 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
                target: int | None = None) -> FitReport:
     s = replace(settings, max_model_len=settings.max_model_len or context)
     pool = kv_pool(dep, s)
+    if is_llamacpp(pool) and target and target > pool.max_num_seqs and not s.max_num_seqs:
+        # llama-server started for the target: -np target, each slot with its own window and
+        # recurrent cache (a target past the default 4 slots is not held by 4)
+        s = replace(s, max_num_seqs=target)
+        pool = kv_pool(dep, s)
     per_seq = conversation_bytes(pool, dep, context)
     n = _held(pool, dep, context)
     acc = dep.accelerator
@@ -358,13 +386,19 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
                "layers × captured sizes × 0.45 MiB (vLLM v0.21+ estimate)"
                if pool.cuda_graph_bytes else "not taken from the budget"),
              accounting_quantity(pool)),
-        step("conversations", "floor(pool ÷ bytes per conversation)", q("conversations", n),
+        step("conversations", "floor((pool − the slots' window and recurrent cache) ÷ bytes "
+             "per conversation)" if pool.slot_cache_bytes else
+             "floor(pool ÷ bytes per conversation)", q("conversations", n),
+             *([q("slots' window and recurrent cache", pool.slot_cache_bytes / GIB, "GiB",
+                  f"sized for {pool.max_num_seqs} slots (-np)")] if pool.slot_cache_bytes
+               else []),
              q("per conversation", per_seq / GIB, "GiB", f"{context} tokens, {dep.kv.id}"
                + (f"; {pool.groups.decode_blocks(context)} blocks of {pool.page_bytes / 2**20:,.2f}"
                   f" MiB across vLLM's {pool.groups.count} KV-cache groups"
                   if pool.groups and pool.groups.count > 1 else "")
                + (f"; {window_rule(dep, s)}" if pool.windows_apart and has_windows(dep)
                   else ""))),
+        *_start_steps(pool, dep, context),
         ridge_step(acc, dep.compute_dtype),
         step("ridge batch", "ridge × bytes per weight ÷ 2 FLOP (the batch whose tokens, "
              "sharing each read of the weights every token reads, reach the ridge)",
@@ -468,9 +502,25 @@ def _levers(r: FitReport) -> list[Lever]:
     levers = []
     for name, dep, context, settings in options:
         pool = kv_pool(dep, replace(settings, max_model_len=context))
-        n = _within_fit_cells(conversations(pool, dep, context), dep, context)
-        levers.append(Lever(name, n, min(n, pool.max_num_seqs)))
+        n = _held(pool, dep, context)
+        lever = Lever(name, n, min(n, pool.max_num_seqs))
+        if lever.conversations > r.conversations or lever.batch > r.batch:
+            levers.append(lever)  # one that gains nothing is no way out
     return levers
+
+
+def _start_steps(pool: KVPool, dep: Deployment, context: int) -> tuple[Step, ...]:
+    """vLLM's start-up check, where its window groups make it more than one conversation."""
+    g = pool.groups
+    if g is None or not g.windows:
+        return ()
+    asks = g.blocks_per_request(context, pool.profile_tokens)
+    return (step("start-up check (vLLM refuses a pool short of it)",
+                 "blocks one max_model_len request asks ≤ the pool's blocks; window groups at "
+                 "min(window − 1 + max_num_batched_tokens, tokens)",
+                 q("starts", "yes" if not refuses_to_start(pool, dep, context) else "no"),
+                 q("blocks asked", asks), q("pool blocks", pool.blocks),
+                 q("max_num_batched_tokens", pool.profile_tokens)),)
 
 
 def _held(pool: KVPool, dep: Deployment, context: int) -> int:

@@ -77,7 +77,8 @@ def window_rule(dep: Deployment, s: EngineSettings) -> str:
         ratio = s.swa_full_tokens_ratio or sglang_swa_ratio()
         return (f"window layers in SGLang's hybrid-SWA pool at {ratio:g} of the full pool's "
                 "tokens (--swa-full-tokens-ratio)")
-    return "window layers cached per slot (window × slots + n_ubatch cells), apart from -c"
+    return ("window layers cached per slot (window × slots + n_ubatch cells, at most the -c "
+            "of slots × context), apart from -c")
 
 
 def is_llamacpp(p: KVPool) -> bool:
