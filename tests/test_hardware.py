@@ -138,3 +138,13 @@ def test_an_accelerator_file_must_agree_with_itself(tmp_path: Path, change: dict
     path.write_text(json.dumps({**record, **change}))
     with pytest.raises(InputError, match=message):
         load_accelerator_file(str(path))
+
+
+def test_b300_engines_find_what_its_driver_exposes_not_the_physical_288_gib() -> None:
+    from ridgeline.memory import VISIBLE_MEMORY_FRACTION, device_memory_bytes
+
+    b300 = resolve_accelerator("b300")
+    assert b300.memory_gib == 288
+    assert b300.visible_memory_bytes == 275_040 * 2**20  # nvidia-smi on HGX B300
+    assert device_memory_bytes(b300) == pytest.approx(
+        275_040 * 2**20 * VISIBLE_MEMORY_FRACTION)

@@ -275,3 +275,18 @@ def test_llamacpp_window_cache_is_capped_at_the_cells_of_c() -> None:
     capped = slot_cache_bytes(spec, 2.0, 8, 512, n_ctx=8 * 2048)
     assert capped == pytest.approx(free * 8 * 2048 / (4096 * 8 + 512))
     assert slot_cache_bytes(spec, 2.0, 8, 512, n_ctx=10**6) == free
+
+
+def test_cautions_reach_the_json_as_they_reach_the_text(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    for argv, words in (
+            (["fit", "qwen3-30b-a3b", "--gpu", "mi300x", "--max-model-len", "4096",
+              "--target-concurrency", "200"], "reach the ridge only near batch"),
+            (["fit", "llama-3.1-70b", "--gpu", "a100-sxm-80gb", "--num-gpus", "4",
+              "--max-model-len", "4096", "--engine-version", "0.2.5"], "record_stream")):
+        assert main(argv) == 0
+        text = capsys.readouterr().out
+        assert main([*argv, "--json"]) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert any(words in c for c in data["cautions"]) and words in text
+    assert data["expert_ridge_batch"] is None  # a dense model

@@ -100,6 +100,14 @@ class FitReport:
             out.append(f"the pool holds the {self.target:,} conversations, but at most "
                        f"{seats:,} run at once ({seats_name(self.pool)}): raise it to run "
                        "them together")
+        p, d = self.pool, self.deployment
+        if p.accounting is not None and p.accounting.tp_caveat and d.tensor_parallel_size > 1:
+            out.append(f"vLLM {p.accounting.version} {p.accounting.tp_caveat}")
+        moe = d.model.moe
+        if moe and self.verdict == CLEARS_RIDGE and self.batch < self.expert_ridge_batch:
+            out.append(f"MoE: the routed experts see B × {moe.routed_fraction:.3f} tokens each "
+                       f"and reach the ridge only near batch {self.expert_ridge_batch:,.0f}; "
+                       f"at batch {self.batch:,} they stay bandwidth-bound")
         return out
 
     @property
@@ -139,6 +147,7 @@ class FitReport:
             "block_size": p.block_size, "conversations": self.conversations,
             "max_num_seqs": p.max_num_seqs, "batch": self.batch, "target": self.target,
             "ridge_batch": self.ridge_batch, "verdict": self.verdict,
+            "expert_ridge_batch": self.expert_ridge_batch if self.deployment.model.moe else None,
             "shortfall_bytes_per_gpu": self.shortfall_bytes,
             "per_conversation_bytes_per_gpu": self.per_conversation_bytes,
             "offload": None if self.deployment.offload is None else {
@@ -227,12 +236,6 @@ class FitReport:
                          f"{self.context:,} tokens "
                          f"{'fits' if self.batch == 1 else 'fit'} at once)")
         lines += [f"caution: {c}" for c in self.cautions]
-        if p.accounting is not None and p.accounting.tp_caveat and d.tensor_parallel_size > 1:
-            lines.append(f"caution: vLLM {p.accounting.version} {p.accounting.tp_caveat}")
-        moe = d.model.moe
-        if moe:
-            lines.append(f"  (MoE: its experts see B × {moe.routed_fraction:.3f} tokens each, "
-                         f"reaching the ridge only near batch {self.expert_ridge_batch:,.0f})")
         if self.levers:
             lines += ["", "levers:"]
             lines += [f"  {lv.name:<34} {lv.conversations:>8,} conversations, batch {lv.batch:,}"
@@ -317,9 +320,10 @@ class FitComparison:
             foot = "`--gpu NAME` alone for one card's breakdown and levers"
         from ridgeline.offload import placement_lines
 
+        cautions = [f"caution ({self._name(r)}): {c}" for r in self.reports for c in r.cautions]
         return [head, "", *table(rows, [self.by, "KV GiB/GPU", "tokens", "GiB/conv",
                                         "conversations", "batch", "verdict"]),
-                *placement_lines([r.deployment for r in self.reports]), "", foot]
+                *placement_lines([r.deployment for r in self.reports]), *cautions, "", foot]
 
 
 SHORTEST_CONTEXT = 1024  # where a failed search reports: a short conversation
