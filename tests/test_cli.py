@@ -185,7 +185,20 @@ BAD = [
     (["decode", "llama-3.1-8b", "--gpu", "h100", "--peak-tflops", "100", "--bandwidth-gbs",
       "1000"], "is a catalog accelerator"),
     (["decode", "llama-3.1-8b", "--gpu", "mi300x", "--engine", "llama.cpp-metal"],
+     "try --engine llama.cpp-rocm"),  # the same engine's build for the card
+    (["decode", "llama-3.1-8b", "--gpu", "tpu-v5e", "--engine", "trtllm"],
+     "try --engine vllm"),  # no Vulkan on a TPU
+    (["decode", "llama-3.1-8b", "--gpu", "gaudi3", "--engine", "llama.cpp-cuda"],
      "try --engine vllm"),
+    # fp8 weights need Turing+ (weight-only Marlin) or MI300; GGUF engines run GGUF types
+    (["fit", "llama-3.1-8b", "--gpu", "v100-sxm-32gb", "--weights", "fp8", "--max-model-len",
+      "4096"], "runs no fp8 weights on v100-sxm-32gb (volta)"),
+    (["fit", "llama-3.1-8b", "--gpu", "mi250", "--weights", "fp8", "--max-model-len", "4096"],
+     "(cdna2)"),
+    (["fit", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "llama.cpp-cuda", "--weights",
+      "awq-int4", "--max-model-len", "4096"], "not a GGUF tensor type"),
+    (["fit", "llama-3.1-70b", "--gpu", "apple-m2-ultra-76c", "--num-gpus", "2",
+      "--max-model-len", "4096"], "one Apple-silicon GPU"),
     (["decode", "llama-3.1-8b", "--gpu", "h100,"], "empty name"),
     (["plan", "llama-3.1-8b", "--rate", "1", "--input-len", "100", "--output-len", "10",
       "--slo-ttft-ms", "1000", "--slo-tpot-ms", "100", "--percentile", "0.9"], "90 for p90"),

@@ -290,3 +290,16 @@ def test_cautions_reach_the_json_as_they_reach_the_text(
         data = json.loads(capsys.readouterr().out)
         assert any(words in c for c in data["cautions"]) and words in text
     assert data["expert_ridge_batch"] is None  # a dense model
+
+
+def test_levers_stay_on_what_the_hardware_runs() -> None:
+    """No fp8 weights on a V100 (vLLM needs Turing's Marlin or Ada's fp8), no second GPU in
+    a Mac; fp8 weights on a T4 run weight-only through Marlin."""
+    names = {lv.name for lv in fit_report(dep("llama-3.1-8b", "v100-sxm-32gb"), 32768,
+                                          EngineSettings(), target=8).levers}
+    assert not any("fp8 weights" in n for n in names) and "2 GPUs (tensor parallel)" in names
+    assert any("fp8 weights" in lv.name for lv in fit_report(
+        dep("llama-3.1-8b", "t4"), 32768, EngineSettings(), target=8).levers)
+    mac = fit_report(dep("llama-3.1-70b", "apple-m3-max-40c", engine="llama.cpp-metal"),
+                     16384, EngineSettings(), target=2)
+    assert not any("GPUs" in lv.name for lv in mac.levers)

@@ -15,10 +15,12 @@ from ridgeline.precision import (
     KVDtype,
     WeightPlan,
     compute_dtype_for,
+    is_stored_format,
     kv_dtype,
     kv_dtypes,
     weight_bytes,
     weight_bytes_by_category,
+    weight_mixes,
     weight_plan,
 )
 from ridgeline.quantization import EMBEDDING, EXPERTS
@@ -41,9 +43,38 @@ def engine_platform_problem(engine: str, accelerator: Accelerator) -> str:
     vendor = accelerator.vendor
     if not vendors or not vendor or vendor == "measured" or vendor in vendors:
         return ""
-    hint = "llama.cpp-metal" if vendor == "apple" else "vllm" if vendor in ("amd", "nvidia") \
-        else "llama.cpp-vulkan"
+    runs = [e for e, vs in ENGINE_VENDORS.items() if vendor in vs]
+    same_family = [e for e in runs if e.startswith("llama.cpp") == engine.startswith("llama.cpp")]
+    hint = (same_family or runs or ["llama.cpp-vulkan"])[0]
     return f"{engine} does not run on {accelerator.id} ({vendor}); try --engine {hint}"
+
+
+# Accelerator families on which vLLM, SGLang and TensorRT-LLM run no fp8 weights: fp8 runs
+# on compute capability ≥ 8.9 as W8A8 and ≥ 7.5 as weight-only W8A16 through FP8 Marlin
+# (vLLM docs, features/quantization/fp8: "FP8 models will run on compute capability >= 7.5
+# (Turing) as weight-only W8A16"), so not on Volta or Pascal; on AMD from MI300 (gfx942)
+# on, so not on CDNA 1-2 (MI100, MI200), which lack fp8 (vLLM quantization hardware table).
+NO_FP8_FAMILIES = ("pascal", "volta", "cdna", "cdna2")
+FP8_FORMATS = ("fp8", "fp8-block")
+GGUF_PLAIN = ("bf16", "fp16", "fp32", "mxfp4")  # besides the q*/iq* block types and mixes
+
+
+def weights_platform_problem(plan: WeightPlan, accelerator: Accelerator, engine: str,
+                             named: bool) -> str:
+    """Why this engine cannot run these weights on this accelerator, or "" (``named``: the
+    user named the format; as stored, a checkpoint is taken at its word)."""
+    formats = {f for _, f in plan.formats}
+    if engine.startswith("llama.cpp"):
+        alien = sorted(f for f in formats if not (f in GGUF_PLAIN or f.startswith(("q", "iq"))))
+        if named and alien and plan.label not in weight_mixes():
+            return (f"{', '.join(alien)} is not a GGUF tensor type: llama.cpp runs GGUF files "
+                    "(q8_0, q4_k_m, … or bf16)")
+        return ""
+    if formats & set(FP8_FORMATS) and accelerator.family in NO_FP8_FAMILIES:
+        return (f"{engine} runs no fp8 weights on {accelerator.id} ({accelerator.family}): fp8 "
+                "needs compute capability 7.5+ (weight-only through Marlin; W8A8 from 8.9) or "
+                "an MI300-class AMD GPU; try --weights bf16")
+    return ""
 
 
 def tensor_parallel_problem(model: ModelSpec, tp: int) -> str:
@@ -142,11 +173,20 @@ class Deployment:
         problem = tensor_parallel_problem(model, tp)
         if problem and (not engine.startswith("llama.cpp") or split_mode == "tensor"):
             raise InputError(problem)  # llama.cpp's default splits by layer
+        if accelerator.vendor == "apple" and num_gpus > 1:
+            raise InputError(f"{accelerator.id} is one Apple-silicon GPU: llama.cpp's Metal "
+                             "backend runs on one device (several Macs over RPC are not "
+                             "modelled)")
+        plan = weight_plan(model, weights)
+        fmt_problem = weights_platform_problem(plan, accelerator, engine,
+                                               weights is not None and not is_stored_format(weights))
+        if fmt_problem:
+            raise InputError(fmt_problem)
         cache = kv_dtype(kv_name)
         if named and not cache.cached_by(engine):
             takes = ", ".join(k for k, d in kv_dtypes().items() if d.cached_by(engine))
             raise InputError(f"{engine} has no {cache.id} KV cache; it caches in {takes}")
-        dep = cls(model, accelerator, weight_plan(model, weights), cache,
+        dep = cls(model, accelerator, plan, cache,
                   num_gpus // pipeline_parallel_size, pipeline_parallel_size, expert_parallel,
                   engine, flash_attention)
         return dep if offload is None else dep.offloaded(offload)

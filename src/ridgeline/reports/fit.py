@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ridgeline.deployment import Deployment, tensor_parallel_problem
+from ridgeline.deployment import Deployment, tensor_parallel_problem, weights_platform_problem
 from ridgeline.engine_windows import has_windows
 from ridgeline.errors import InputError
 from ridgeline.explain import Step, q, step
@@ -477,7 +477,9 @@ def _levers(r: FitReport) -> list[Lever]:
     if d.kv.bytes_per_element > kv_dtype(small_kv[0]).bytes_per_element:
         options.append((small_kv[1], replace(d, kv=kv_dtype(small_kv[0])), r.context, s))
     doubled = d.tensor_parallel_size * 2
-    if gguf and d.offload is None:  # llama.cpp's default split: more stages of layers
+    if d.accelerator.vendor == "apple":
+        pass  # one GPU per Mac: no second card to add
+    elif gguf and d.offload is None:  # llama.cpp's default split: more stages of layers
         more = replace(d, pipeline_parallel_size=d.pipeline_parallel_size * 2) \
             if d.pipeline_parallel_size > 1 or d.tensor_parallel_size == 1 \
             else replace(d, tensor_parallel_size=doubled)
@@ -493,8 +495,9 @@ def _levers(r: FitReport) -> list[Lever]:
     current = d.weights.label
     if current in smaller or (current == "as stored" and d.bytes_per_weight >= 1.9):
         fmt = smaller.get(current, "q8_0" if gguf else "fp8")
-        options.append((f"{fmt} weights", replace(d, weights=weight_plan(d.model, fmt)),
-                        r.context, s))
+        plan = weight_plan(d.model, fmt)
+        if not weights_platform_problem(plan, d.accelerator, d.engine, True):
+            options.append((f"{fmt} weights", replace(d, weights=plan), r.context, s))
     if gguf and not s.flash_attn:
         options.append(("flash attention (-fa on)", d, r.context, replace(s, flash_attn=True)))
     if gguf and r.conversations > r.pool.max_num_seqs:
