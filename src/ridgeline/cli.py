@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import sys
@@ -48,19 +49,37 @@ def _count(what: str) -> Callable[[str], int]:
     return _typed(lambda t: parse_count(t, what))
 
 
-def _positive_float(what: str) -> Callable[[str], float]:
+def _positive_float(what: str, least: float | None = None,
+                    most: float | None = None) -> Callable[[str], float]:
+    """A positive number; within [least, most] where given (a plausible figure, not 1e-300
+    GB/s or 1e290 GiB)."""
     def parse(text: str) -> float:
         try:
             value = float(text)
         except ValueError:
             raise InputError(f"{what} must be a number, got {text!r}") from None
-        return float(require_positive(value, what))
+        value = float(require_positive(value, what))
+        if (least is not None and value < least) or (most is not None and value > most):
+            raise InputError(f"{what} must be between {least or 0:g} and {most or math.inf:g}, "
+                             f"got {value:g}")
+        return value
 
     return _typed(parse)
 
 
+MAX_MEMORY_GIB = 1e6  # a petabyte: past any one device's or host's memory
+GBS_RANGE = (0.1, 1e5)  # GB/s of a memory or a link: a slow DIMM to past any HBM
+
+
 def _count_list(what: str, most: int | None = None) -> Callable[[str], list[int]]:
-    return _typed(lambda t: [_at_most(v, most, what) for v in parse_count_list(t, what)])
+    def parse(text: str) -> list[int]:
+        values = [_at_most(v, most, what) for v in parse_count_list(text, what)]
+        twice = next((v for i, v in enumerate(values) if v in values[:i]), None)
+        if twice is not None:
+            raise InputError(f"{what} lists {twice:,} twice")
+        return values
+
+    return _typed(parse)
 
 
 def _weight_name(text: str) -> str:
@@ -143,7 +162,7 @@ def _gpu(p: argparse.ArgumentParser, required: bool = True, several: bool = Fals
                    help="custom accelerator: dense peak TFLOP/s (with --bandwidth-gbs)")
     g.add_argument("--bandwidth-gbs", type=_positive_float("bandwidth GB/s"),
                    help="custom accelerator: memory bandwidth in GB/s")
-    g.add_argument("--gpu-memory-gib", type=_positive_float("GPU memory GiB"),
+    g.add_argument("--gpu-memory-gib", type=_positive_float("GPU memory GiB", most=MAX_MEMORY_GIB),
                    help="memory in GiB: another configuration of --gpu (a 32 GB M1 Max), or a "
                    "custom accelerator's (default 80)")
     g.add_argument("--num-gpus", "--tensor-parallel-size", dest="num_gpus", default=1,
@@ -191,13 +210,14 @@ def _offload(p: argparse.ArgumentParser) -> None:
                    help="keep the routed experts of the first N layers in host memory")
     g.add_argument("--cpu-moe", "-cmoe", action="store_true",
                    help="keep every layer's routed experts in host memory")
-    g.add_argument("--host-bandwidth-gbs", type=_positive_float("host bandwidth GB/s"),
+    g.add_argument("--host-bandwidth-gbs", type=_positive_float("host bandwidth GB/s", *GBS_RANGE),
                    metavar="GB/s", help="the host memory's rated bandwidth: channels × 8 B × "
                    "MT/s (dual-channel DDR5-4800: 76.8)")
-    g.add_argument("--host-link-gbs", type=_positive_float("host link GB/s"), metavar="GB/s",
+    g.add_argument("--host-link-gbs", type=_positive_float("host link GB/s", *GBS_RANGE), metavar="GB/s",
                    help="host-to-GPU link per direction (default: the card's PCIe; 7.88 for "
                    "PCIe 3.0 x8): prompt steps copy host weights over it")
-    g.add_argument("--host-memory-gib", type=_positive_float("host memory GiB"), metavar="GiB",
+    g.add_argument("--host-memory-gib", type=_positive_float("host memory GiB", most=MAX_MEMORY_GIB),
+                   metavar="GiB",
                    help="the host's RAM: refuse a split whose host weights and cache overflow it")
     g.add_argument("--output-layer-last", action="store_true",
                    help="builds before llama.cpp PR #18148 (Dec 2025) and ik_llama.cpp: -ngl N "
@@ -417,8 +437,14 @@ def accelerator_names(args: argparse.Namespace) -> list[str]:
     names = [name.strip() for name in (args.gpu or "").split(",")]
     if len(names) > 1 and not all(names):
         raise InputError(f"--gpu {args.gpu!r} has an empty name between its commas")
-    if len(set(names)) < len(names):
-        raise InputError("an accelerator is named twice in --gpu")
+    if len(names) > 1:
+        from ridgeline.hardware import resolve_accelerator
+
+        ids = [resolve_accelerator(name).id for name in names]
+        twice = next((n for i, n in enumerate(names) if ids[i] in ids[:i]), None)
+        if twice is not None:
+            raise InputError(f"an accelerator is named twice in --gpu: {ids[names.index(twice)]} "
+                             f"({twice!r})")
     return names
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from ridgeline.cli import (
     MAX_BATCH,
+    MAX_MEMORY_GIB,
     _count_list,
     _engine,
     _formats,
@@ -227,7 +228,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("kv", help="KV-cache bytes by layer kind and conversations that fit")
     _model(p)
     p.add_argument("--context", type=_positive_count("context length"), required=True)
-    p.add_argument("--memory-gib", type=_positive_float("memory GiB"),
+    p.add_argument("--memory-gib", type=_positive_float("memory GiB", most=MAX_MEMORY_GIB),
                    help="a KV budget in GiB (instead of --gpu)")
     _gpu(p, required=False)
     _formats(p)

@@ -110,6 +110,7 @@ def _fraction_from_model(args: argparse.Namespace) -> FractionSource:
     from ridgeline.cli import load_deployment
     from ridgeline.cost import decode_batch, step_cost
     from ridgeline.engines import load_profile_file, profile_for
+    from ridgeline.floors import decode_floor
 
     if not (args.model and args.gpu):
         raise InputError("give --fraction, or --model, --gpu and --op to take it from the step")
@@ -120,6 +121,9 @@ def _fraction_from_model(args: argparse.Namespace) -> FractionSource:
     args.fetch, args.gpu_file, args.peak_tflops, args.bandwidth_gbs = False, None, None, None
     args.gpu_memory_gib, args.gpu_required = None, True
     dep = load_deployment(args)
+    fit = decode_floor(dep, args.batch, args.context).fit
+    if not fit.fits:  # a step that cannot run has no share to speed up
+        raise InputError(f"{fit.headline()} (batch {args.batch}, context {args.context:,})")
     profiles = load_profile_file(args.profile) if args.profile else None
     cost = step_cost(dep, decode_batch(args.batch, args.context),
                      profile_for(args.engine, profiles))
@@ -338,6 +342,7 @@ def add_companion_commands(
     p.add_argument("--model", required=True)
     p.add_argument("--fetch", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--context", type=_positive_count("context length"), required=True)
-    p.add_argument("--bytes-per-element", type=_positive_float("bytes per element"), default=2.0)
+    p.add_argument("--bytes-per-element", type=_positive_float("bytes per element", 0.125, 8),
+                   default=2.0)
     output(p)
     p.set_defaults(handler=cmd_attention)

@@ -230,6 +230,11 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     slo_tpot = None if args.slo_tpot_ms is None else args.slo_tpot_ms / 1e3
     result = sim.run(iter(requests), closed_loop=args.concurrency or 0,
                      keep_rows=bool(args.export), slo=(slo_ttft, slo_tpot))
+    if result.rejected and not result.completed:  # nothing ran: no latency to report
+        reason, n = max(result.rec.rejected.items(), key=lambda item: item[1])
+        first = result.rec.rejected_first.get(reason)
+        raise InputError(f"the engine refused every request ({n:,} of {result.rejected:,}: "
+                         f"{reason}" + (f"; first: {first}" if first else "") + ")")
     if args.export:
         rows = result.rec.rows
         header = ["id", "arrival_s", "prompt_tokens", "output_tokens", "ttft_s", "tpot_s",
@@ -246,6 +251,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
             raise InputError(f"cannot write {args.export}: {exc}") from None
     from ridgeline.offload import offload_caution
     from ridgeline.predict import eager_caution
+    from ridgeline.reports.decode import context_caution
     from ridgeline.reports.simulate import warmup_caution
 
     span: float | None
@@ -255,7 +261,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         span = requests[-1].arrival_s - requests[0].arrival_s if requests else 0.0
     else:
         span = count / args.rate
-    cautions = tuple(c for c in (eager_caution(dep) if args.enforce_eager else "",
+    cautions = tuple(c for c in (context_caution(dep, config.max_model_len),
+                                 eager_caution(dep) if args.enforce_eager else "",
                                  offload_caution(dep),
                                  warmup_caution(span, result.percentiles("e2e")["mean"],
                                                 args.rate)) if c)

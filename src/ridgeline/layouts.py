@@ -59,7 +59,7 @@ def mixer_kinds(c: Mapping[str, Any], model_type: str, n: int, name: str) -> lis
         return kinds
     if c.get("attn_layer_period") is not None:  # Jamba: attention where i % period == offset
         period = _positive(c, "attn_layer_period", name)
-        offset = _int(c, "attn_layer_offset", name, 0)
+        offset = _offset(c, "attn_layer_offset", period, name)
         return [FULL if i % period == offset else MAMBA for i in range(n)]
     if c.get("full_attention_interval") is not None:  # Qwen3-Next: every k-th layer full
         k = _positive(c, "full_attention_interval", name)
@@ -108,7 +108,7 @@ def ffn_kinds(
         return [DENSE] * n
     if c.get("expert_layer_period") is not None:  # Jamba
         period = _positive(c, "expert_layer_period", name)
-        offset = _int(c, "expert_layer_offset", name, 0)
+        offset = _offset(c, "expert_layer_offset", period, name)
         return [MOE if i % period == offset else DENSE for i in range(n)]
     if c.get("first_k_dense_replace") is not None:  # DeepSeek-V3, Kimi-K2, GLM-4.5
         first = _int(c, "first_k_dense_replace", name)
@@ -147,3 +147,12 @@ def _check_pattern(pattern: str, name: str) -> None:
     unknown = sorted(set(pattern) - set(_PATTERN))
     if unknown:
         raise InputError(f"{name}: hybrid_override_pattern has unknown layer codes {unknown}")
+
+
+def _offset(c: Mapping[str, Any], key: str, period: int, name: str) -> int:
+    """A Jamba layer offset: within its period, or no layer of the kind would be picked."""
+    offset = _int(c, key, name, 0)
+    if offset >= period:
+        raise InputError(f"{name}: {key} {offset} must be below its period {period} (layer i "
+                         f"is picked where i % period == offset)")
+    return offset

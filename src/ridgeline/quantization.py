@@ -87,10 +87,28 @@ def _stored_formats(qc: Mapping[str, Any], origin: str) -> Mapping[str, str]:
     return {c: fmt for c in LINEAR_CATEGORIES if c not in excluded}
 
 
+def _whole(qc: Mapping[str, Any], origin: str, *keys: str) -> int | None:
+    """The first of ``keys`` present: a whole number, or refused by name; None if absent."""
+    for key in keys:
+        value = qc.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InputError(f"{origin}: quantization_config.{key} must be a whole number, "
+                             f"got {value!r}")
+        return value
+    return None
+
+
 def _uniform_format(method: str, qc: Mapping[str, Any], origin: str) -> str:
-    bits = qc.get("bits") or qc.get("w_bit")
+    bits = _whole(qc, origin, "bits", "w_bit")
     if method == "fp8":
-        return "fp8-block" if qc.get("weight_block_size") else "fp8"
+        block = qc.get("weight_block_size")
+        if block is not None and not (isinstance(block, list) and len(block) == 2 and all(
+                isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in block)):
+            raise InputError(f"{origin}: quantization_config.weight_block_size must be two "
+                             f"whole numbers [rows, columns], got {block!r}")
+        return "fp8-block" if block else "fp8"
     if method == "mxfp4":
         return "mxfp4"
     if method in ("awq", "gptq"):
@@ -98,7 +116,7 @@ def _uniform_format(method: str, qc: Mapping[str, Any], origin: str) -> str:
             return "gptq-int8"
         if bits not in (4, None):
             raise InputError(f"{origin}: {method} with {bits}-bit weights is not supported")
-        group = qc.get("group_size") or qc.get("q_group_size") or 128
+        group = _whole(qc, origin, "group_size", "q_group_size") or 128
         if group == 128 or group == -1:  # -1: one group per row, the scales are negligible
             return f"{method}-int4"
         known = {("gptq", 32), ("gptq", 64), ("awq", 64)}  # formats.json ids

@@ -16,12 +16,13 @@ from ridgeline.cost import (
 )
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
+from ridgeline.errors import InputError
 from ridgeline.explain import Step, q, step
 from ridgeline.floors import DecodeFloor, PrefillFloor, decode_floor
 from ridgeline.hardware import Accelerator
 from ridgeline.render import table
 from ridgeline.roofline import ridge_point, ridge_step, weight_intensity
-from ridgeline.units import GB, plural, usd_per_million_tokens
+from ridgeline.units import GB, GIB, plural, usd_per_million_tokens
 
 _NO_EXPECTATION = ("expected on {engine}: nothing: this deployment does not fit, so it runs at "
                    "no speed (`ridgeline fit` for the levers)")
@@ -569,6 +570,11 @@ def utilization_report(
         engine = "llama.cpp-metal" if acc.vendor == "apple" else "vllm"  # no vLLM on Metal
         dep = replace(dep, engine=engine)
         pool = kv_pool(dep, EngineSettings(max_model_len=context))
+        if pool.rest_bytes < 0:  # nothing runs: no batch to read against the ridge
+            raise InputError(f"does not fit: {dep.model.name}'s weights "
+                             f"({pool.weight_bytes / GIB:,.1f} GiB per GPU) and {engine}'s "
+                             f"start-up overheads overflow {dep.num_gpus} x {acc.id} (see "
+                             "`ridgeline fit`)")
         limit = conversations(pool, dep, context)
         bytes_per_weight = dep.bytes_per_weight
         compute_dtype = dep.compute_dtype

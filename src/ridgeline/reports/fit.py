@@ -88,13 +88,9 @@ class FitReport:
     @property
     def cautions(self) -> list[str]:
         """What holds the conversations back besides memory, or makes the context suspect."""
-        out = []
-        limit = self.deployment.model.max_position_embeddings
-        if limit and self.context > limit:
-            out.append(f"{self.context:,} tokens exceed {self.deployment.model.name}'s "
-                       f"{limit:,}-token context (max_position_embeddings): vLLM and SGLang "
-                       "refuse such a max_model_len unless told to allow it, and the model "
-                       "was not trained for it")
+        from ridgeline.reports.decode import context_caution
+
+        out = [c for c in (context_caution(self.deployment, self.context),) if c]
         seats = self.pool.max_num_seqs
         if self.target and self.target > seats and self.conversations >= self.target:
             out.append(f"the pool holds the {self.target:,} conversations, but at most "

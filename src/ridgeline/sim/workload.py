@@ -66,11 +66,11 @@ def length_sampler(spec: str, what: str) -> Sampler:
             raise InputError(f"{what}: uniform:{lo},{hi} has its low end above its high end")
         return _Uniform(lo, hi)
     if kind == "normal":
-        _tokens(a, what, "the mean")
+        _tokens(a, what, "the mean", whole=False)
         _within(b, 0, MAX_LENGTH_TOKENS, what, "the standard deviation")
         return _Normal(a, b)
     if kind == "lognormal":
-        _tokens(a, what, "the median")
+        _tokens(a, what, "the median", whole=False)
         _within(b, 0, MAX_LOGNORMAL_SIGMA, what, "sigma")
         return _LogNormal(math.log(a), b)
     if not (math.isfinite(a) and 0 < a <= MAX_ZIPF_EXPONENT):
@@ -79,9 +79,13 @@ def length_sampler(spec: str, what: str) -> Sampler:
     return _Zipf(a, _tokens(b, what, "the maximum"))
 
 
-def _tokens(value: float, what: str, name: str) -> int:
-    """A length parameter as a whole token count from 1 to MAX_LENGTH_TOKENS."""
+def _tokens(value: float, what: str, name: str, whole: bool = True) -> int:
+    """A length parameter as a token count from 1 to MAX_LENGTH_TOKENS: a whole one where it
+    is a length drawn as is (a range's ends, a maximum), any where it is a distribution's
+    centre (a mean, a median)."""
     _within(value, 1, MAX_LENGTH_TOKENS, what, name)
+    if whole and value != int(value):
+        raise InputError(f"{what}: {name} is a token count, a whole number, got {value:g}")
     return int(value)
 
 
@@ -163,9 +167,13 @@ class _Zipf:
 
 def _empirical(path: str, what: str) -> Sampler:
     try:
-        values = [int(float(line)) for line in Path(path).read_text().split() if line]
+        numbers = [float(line) for line in Path(path).read_text().split() if line]
+        values = [int(x) for x in numbers]
     except (OSError, UnicodeDecodeError, ValueError, OverflowError) as exc:
         raise InputError(f"{what}: cannot read lengths from {path} ({exc})") from None
+    fraction = next((x for x, n in zip(numbers, values) if x != n), None)
+    if fraction is not None:
+        raise InputError(f"{what}: {path} holds {fraction:g}; lengths are whole token counts")
     if not values or min(values) < 1 or max(values) > MAX_LENGTH_TOKENS:
         raise InputError(f"{what}: {path} needs lengths from 1 to {MAX_LENGTH_TOKENS:,}, one "
                          "per line")
