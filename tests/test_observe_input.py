@@ -97,6 +97,23 @@ def test_a_bench_result_implying_an_absurd_batch_is_refused(
     assert code == 2 and "internal error" not in err and f"{path}: the running batch" in err
 
 
+@pytest.mark.parametrize(("change", "names"), [
+    ({"duration": -5}, "duration is -5"),
+    ({"duration": 0}, "duration is 0"),
+    ({"completed": -1}, "completed is -1"),
+    ({"completed": "x"}, "completed must be a number"),
+    ({"mean_ttft_ms": -5}, "mean_ttft_ms is -5"),
+    ({"median_ttft_ms": 90, "p99_ttft_ms": 1}, "percentiles fall as they rise"),
+])
+def test_a_bench_result_field_no_benchmark_writes_is_refused_by_name(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], change: dict, names: str) -> None:
+    data = {**json.loads((FIXTURES / "vllm_bench.json").read_text()), **change}
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps(data))
+    code, out, err = observe(capsys, str(path), "--model", "llama-3.1-8b", "--gpu", "h100")
+    assert code == 2 and names in err and not out and len(err.strip().splitlines()) == 1
+
+
 def test_a_deployment_whose_pool_holds_no_sequence_gets_no_prediction_and_no_gpu_advice(
         capsys: pytest.CaptureFixture[str]) -> None:
     """405B in bf16 on one H100: the weights alone overflow it, so the 8B engine these metrics

@@ -336,16 +336,26 @@ def from_bench(text: str, source: str) -> Observation:
         raise InputError(f"{source} is not a benchmark result JSON object")
     obs = Observation(source, "bench")
     if "output_throughput" in data:  # vLLM / SGLang
-        obs.generation_tok_s = _num(data.get("output_throughput"))
-        obs.duration_s = _num(data.get("duration"))
-        done = _num(data.get("completed"))
+        def field(key: str, high: float, what: str) -> float | None:
+            return _bench_field(data, key, source, high, what)
+
+        obs.generation_tok_s = field("output_throughput", MAX_COUNT, "tokens per second")
+        obs.duration_s = field("duration", MAX_BENCH_S, "seconds")
+        if obs.duration_s == 0:
+            raise InputError(f"{source}: duration is 0; a benchmark lasts some seconds")
+        done = field("completed", MAX_COUNT, "requests")
         if done:
-            obs.mean_prompt_tokens = (_num(data.get("total_input_tokens")) or 0) / done
-            obs.mean_output_tokens = (_num(data.get("total_output_tokens")) or 0) / done
+            obs.mean_prompt_tokens = (field("total_input_tokens", MAX_COUNT, "tokens") or 0) / done
+            obs.mean_output_tokens = (field("total_output_tokens", MAX_COUNT, "tokens")
+                                      or 0) / done
         for key, stem in _BENCH_KEYS.items():
-            values = {stat: _num(data.get(f"{stat}_{stem}")) for stat in ("mean", "median", "p90",
-                                                                          "p99")}
+            values = {stat: field(f"{stat}_{stem}", MAX_BENCH_S * 1e3, "milliseconds")
+                      for stat in ("mean", "median", "p90", "p99")}
             found = {("p50" if k == "median" else k): v for k, v in values.items() if v is not None}
+            ranked = [found[k] for k in ("p50", "p90", "p99") if k in found]
+            if ranked != sorted(ranked):
+                raise InputError(f"{source}: the {stem} percentiles fall as they rise "
+                                 f"(p50 ≤ p90 ≤ p99 expected): {ranked}")
             if found:
                 obs.latency_ms[key] = found
         if "itl" not in obs.latency_ms and "tpot" in obs.latency_ms:
@@ -378,6 +388,22 @@ def from_bench(text: str, source: str) -> Observation:
         obs.model_names.append(model.strip())
     obs.notes.append("running batch estimated by Little's law: output tok/s × mean ITL")
     return obs
+
+
+MAX_BENCH_S = 1e7  # a benchmark's duration or a request's latency: under four months
+
+
+def _bench_field(data: dict[str, Any], key: str, source: str, high: float,
+                 what: str) -> float | None:
+    """A benchmark result's number: absent is None; present, it must be a number from 0 to
+    ``high``, or the file is refused naming the field."""
+    value = data.get(key)
+    if value is None:
+        return None
+    number = _num(value)
+    if number is None:
+        raise InputError(f"{source}: {key} must be a number ({what}), got {value!r}")
+    return checked(number, source, key, 0.0, high, f"{what}, 0 to {high:g}")
 
 
 def _num(value: object) -> float | None:
