@@ -34,9 +34,11 @@ def cmd_hardware(args: argparse.Namespace) -> Any:
     from ridgeline.hardware import load_accelerator_file, resolve_accelerator
     from ridgeline.reports.hardware import hardware_list, hardware_record
 
+    if args.gpu_file and args.name is not None:
+        raise InputError(f"NAME ({args.name!r}) and --gpu-file both name the accelerator: give one")
     if args.gpu_file:
         return hardware_record(load_accelerator_file(args.gpu_file))
-    if args.name:
+    if args.name is not None:
         return hardware_record(resolve_accelerator(args.name))
     return hardware_list()
 
@@ -96,6 +98,14 @@ def cmd_kv(args: argparse.Namespace) -> Any:
     model = load_model(args)
     kv = kv_dtype(args.kv_dtype or model.dtype)
     budget, label, replication = None, "", 1.0
+    given = [flag for flag, value in (("--gpu", args.gpu), ("--gpu-file", args.gpu_file),
+                                      ("--peak-tflops", args.peak_tflops))
+             if value is not None]
+    if args.memory_gib is not None and given:
+        raise InputError(f"--memory-gib is the budget itself; {', '.join(given)} would size "
+                         "another: give one")
+    if args.memory_gib is None and not given and args.num_gpus != 1:
+        raise InputError("--num-gpus splits an accelerator's memory: give --gpu")
     if args.memory_gib is not None:
         budget, label = args.memory_gib * GIB, f"{args.memory_gib:g} GiB given"
     else:

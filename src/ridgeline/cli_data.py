@@ -62,8 +62,23 @@ def _register_gpu_files(args: argparse.Namespace) -> None:
         register(load_accelerator_file(path))
 
 def cmd_measure(args: argparse.Namespace) -> Any:
+    from pathlib import Path
+
+    from ridgeline.catalog import resolve_model
     from ridgeline.measure import accelerator_record, measure, write_record, write_rows
 
+    resolve_model(args.model)  # what can be refused before minutes of measuring
+    if args.rated_gpu:
+        from ridgeline.hardware import resolve_accelerator
+
+        resolve_accelerator(args.rated_gpu)
+    out = Path(args.output).expanduser()
+    if out.is_dir() or not out.parent.is_dir():
+        raise InputError(f"-o {args.output}: " + ("a folder, not a CSV file" if out.is_dir()
+                                                  else "its folder does not exist"))
+    if args.skip_probes and args.memory_gib:
+        raise InputError("--memory-gib sizes the device record, which --skip-probes does not "
+                         "write")
     result = measure(args.device, args.quick, args.model, args.dtype, args.gpu_id,
                      tuple(args.batches or ()), tuple(args.contexts or ()), not args.skip_probes,
                      args.fp8)

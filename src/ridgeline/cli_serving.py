@@ -40,6 +40,7 @@ from ridgeline.cli import (
 from ridgeline.errors import InputError
 
 MAX_REQUESTS = 10_000_000  # a simulation that finishes: about 10 minutes at 10 million
+SPEC_ACCEPTANCE, SPEC_DRAFT_COST = 0.7, 0.05  # simulate's speculative-decoding defaults
 MAX_WORKERS = 256  # processes plan may start on this machine (--executor ray: the cluster's)
 
 
@@ -168,6 +169,17 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                            engine=engine, flash_attention=flash_attention(args, engine),
                            offload=host_offload(args, model, engine),
                            split_mode=args.split_mode)
+    stray = [flag for flag, value in (("--spec-acceptance", args.spec_acceptance),
+                                      ("--spec-draft-cost", args.spec_draft_cost))
+             if value is not None and not args.spec_tokens]
+    if stray:
+        raise InputError(f"{', '.join(stray)} describe{'s' if len(stray) == 1 else ''} "
+                         "speculative decoding: give --spec-tokens")
+    if args.burstiness is not None and args.arrival != "gamma":
+        raise InputError("--burstiness shapes gamma arrivals: give --arrival gamma")
+    args.spec_acceptance = SPEC_ACCEPTANCE if args.spec_acceptance is None else args.spec_acceptance
+    args.spec_draft_cost = SPEC_DRAFT_COST if args.spec_draft_cost is None else args.spec_draft_cost
+    args.burstiness = 1.0 if args.burstiness is None else args.burstiness
     settings = engine_settings(args)
     story = ""
     if auto_layers(args) and not settings.max_model_len:  # llama-server's -c 0 under --fit
@@ -445,7 +457,7 @@ def register(sub: Any) -> None:
                    "file:PATH")
     w.add_argument("--output-len", default="128", help="as --input-len")
     w.add_argument("--arrival", choices=["poisson", "gamma", "constant"], default="poisson")
-    w.add_argument("--burstiness", type=_positive_float("burstiness"), default=1.0,
+    w.add_argument("--burstiness", type=_positive_float("burstiness"),
                    help="gamma arrivals: coefficient of variation of the gaps")
     w.add_argument("--prefix-groups", type=_count("prefix groups"), default=0,
                    help="requests share one of this many prompt prefixes")
@@ -472,10 +484,11 @@ def register(sub: Any) -> None:
     g.add_argument("--no-prefix-caching", action="store_true")
     g.add_argument("--spec-tokens", type=_count("draft length"), default=0,
                    help="speculative decoding: draft length")
-    g.add_argument("--spec-acceptance", type=float, default=0.7,
-                   help="chance each draft token is accepted (default 0.7)")
-    g.add_argument("--spec-draft-cost", type=float, default=0.05,
-                   help="one draft token's cost as a share of a decode step (default 0.05)")
+    g.add_argument("--spec-acceptance", type=float,
+                   help=f"chance each draft token is accepted (default {SPEC_ACCEPTANCE})")
+    g.add_argument("--spec-draft-cost", type=float,
+                   help="one draft token's cost as a share of a decode step (default "
+                   f"{SPEC_DRAFT_COST})")
     p.add_argument("--slo-ttft-ms", type=_positive_float("TTFT SLO"))
     p.add_argument("--slo-tpot-ms", type=_positive_float("TPOT SLO"))
     p.add_argument("--export", metavar="FILE", type=_not_empty("export path"),

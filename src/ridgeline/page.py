@@ -30,14 +30,11 @@ DEFAULT_GPUS = ("h100-sxm", "h200-sxm", "b200", "a100-sxm-80gb", "l40s", "mi300x
 
 
 def _combo(model_id: str, gpu: str, count: int, weights: str, kv: str,
-           engine: str) -> dict[str, Any] | None:
+           engine: str) -> dict[str, Any]:
     model = resolve_model(model_id)
     acc = resolve_accelerator(gpu)
-    try:
-        dep = Deployment.build(model, acc, None if weights == "as stored" else weights, kv,
-                               count, engine=engine)
-    except InputError:
-        return None
+    dep = Deployment.build(model, acc, None if weights == "as stored" else weights, kv, count,
+                           engine=engine)  # InputError: a combination that cannot run
     profile = profile_for(engine)
     peak, bw = dep.peak_flops_per_s, dep.bandwidth_bytes_per_s
     bpw = dep.bytes_per_weight
@@ -71,16 +68,18 @@ def page_data(models: Sequence[str], gpus: Sequence[str], counts: Sequence[int],
         if not kv_dtype(k).cached_by(engine):
             raise InputError(f"{engine} has no {k} KV cache; offer --kv-dtypes it caches in")
     combos: dict[str, Any] = {}
+    why: list[str] = []  # what kept each left-out combination from running
     for m in models:
         for g in gpus:
             for n in counts:
                 for w in weights:
                     for k in kvs:
-                        combo = _combo(m, g, n, w, k, engine)
-                        if combo is not None:
-                            combos[f"{m}|{g}|{n}|{w}|{k}"] = combo
+                        try:
+                            combos[f"{m}|{g}|{n}|{w}|{k}"] = _combo(m, g, n, w, k, engine)
+                        except InputError as exc:
+                            why.append(str(exc))
     if not combos:
-        raise InputError("no combination of the pickers can be computed")
+        raise InputError(f"no combination of the pickers can be computed ({why[0]})")
     return {"models": list(models), "gpus": list(gpus), "counts": list(counts),
             "weights": list(weights), "kvs": list(kvs), "batches": list(BATCHES),
             "contexts": list(CONTEXTS), "combos": combos}

@@ -32,7 +32,8 @@ def _vllm_data() -> dict[str, Any]:
 
 def parse_version(text: str) -> tuple[int, ...]:
     """'v0.6.4.post1' → (0, 6, 4); '0.10' → (0, 10). InputError when no version is in it."""
-    match = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", text)
+    match = re.fullmatch(r"\s*v?(\d+)\.(\d+)(?:\.(\d+))?(?:[.+-]?(?:post|rc|dev)[\w.]*)?"
+                         r"(?:\+[\w.]+)?(?:\s+V[01])?\s*", text)
     if not match:
         raise InputError(f"not a version: {text!r} (expected e.g. 0.11 or v0.6.4)")
     return tuple(int(part) for part in match.groups() if part is not None)
