@@ -131,6 +131,13 @@ def test_qwen3_6_reads_nested_text_config_and_layer_types() -> None:
     assert spec.moe.experts_per_token == 8 and spec.moe.num_shared_experts == 1
 
 
+def test_a_jamba_offset_past_its_period_is_refused() -> None:
+    config = {**copy.deepcopy(load_data("models/ai21labs--AI21-Jamba-1.5-Mini.json")),
+              "attn_layer_offset": 100}
+    with pytest.raises(InputError, match="attn_layer_offset 100 must be below its period 8"):
+        ModelSpec.from_hf_config(config, "jamba")
+
+
 def test_jamba_has_one_attention_layer_in_eight_and_moe_on_odd_layers() -> None:
     spec = resolve_model("jamba-1.5-mini")
     assert mixers("jamba-1.5-mini") == Counter(mamba=28, full=4)
@@ -217,6 +224,14 @@ BASE = load_data("models/meta-llama--Llama-3.1-8B.json")
         ({"quantization_config": {"quant_method": "bitsandbytes"}}, "not supported"),
         ({"layer_types": ["full_attention", "weird"]}, "unknown layer type"),
         ({"torch_dtype": "float99"}, "not a dtype a checkpoint is stored in"),
+        ({"hidden_size": 10**400}, "at most 2,147,483,647"),
+        ({"quantization_config": {"quant_method": "gptq", "bits": 0}}, "0-bit"),
+        ({"quantization_config": {"quant_method": "awq", "bits": "4"}},
+         r"bits must be a whole number"),
+        ({"quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": "128"}},
+         r"group_size must be a whole number"),
+        ({"quantization_config": {"quant_method": "fp8", "weight_block_size": "x"}},
+         r"weight_block_size must be two whole numbers"),
     ],
 )
 def test_bad_configs_get_a_message_naming_the_problem(change: dict[str, Any], message: str) -> None:
