@@ -303,3 +303,16 @@ def test_levers_stay_on_what_the_hardware_runs() -> None:
     mac = fit_report(dep("llama-3.1-70b", "apple-m3-max-40c", engine="llama.cpp-metal"),
                      16384, EngineSettings(), target=2)
     assert not any("GPUs" in lv.name for lv in mac.levers)
+
+
+def test_explain_carries_the_blocks_the_shortfall_and_each_lever() -> None:
+    report = fit_report(dep("gemma-3-27b", "rtx-4090", weights="awq-int4"), 32768,
+                        EngineSettings(), target=1)
+    steps = {st.label: st for st in report.steps}
+    blocks = steps["blocks the pool holds"]
+    assert blocks.result.value == report.pool.blocks
+    short = steps["shortfall per GPU"]
+    assert short.result.value * GIB == pytest.approx(report.shortfall_bytes)
+    levers = steps["levers"]
+    assert {i.name: i.value for i in levers.inputs} == {
+        lv.name: lv.conversations for lv in report.levers}

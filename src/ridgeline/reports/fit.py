@@ -408,7 +408,40 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
                f"{dep.weights.label}; all but the input embedding")),
     )
     report = FitReport(dep, s, pool, context, target, n, per_seq, ridge_batch, (), steps)
-    return replace(report, levers=tuple(_levers(report)))
+    report = replace(report, levers=tuple(_levers(report)))
+    return replace(report, steps=(*steps, *_held_steps(report)))
+
+
+def _held_steps(r: FitReport) -> tuple[Step, ...]:
+    """The pool in blocks, the shortfall and the levers, each with its division."""
+    p = r.pool
+    unit = "cells" if is_llamacpp(p) else "blocks"
+    out = [step(f"{unit} the pool holds", "floor((pool − slots' window cache) ÷ bytes per "
+                f"{unit[:-1]})", q(unit, p.blocks), q("pool", p.pool_bytes / GIB, "GiB"),
+                q("slots' window cache", p.slot_cache_bytes / GIB, "GiB"),
+                q(f"bytes per {unit[:-1]}", p.page_bytes / 2**20, "MiB",
+                  f"{p.block_size} token(s) × KV bytes per token per GPU"
+                  + (" across every KV-cache group" if p.groups else "")))]
+    if r.verdict == DOES_NOT_FIT:
+        out.append(step("shortfall per GPU", "(max(target × per conversation, start-up blocks) "
+                        "+ slots' window cache) ÷ share of the rest for the cache − the rest",
+                        q("shortfall", r.shortfall_bytes / GIB, "GiB"),
+                        q("target", max(1, r.target or 1)),
+                        q("per conversation", r.per_conversation_bytes / GIB, "GiB"),
+                        q("start-up", r.start_bytes / GIB, "GiB"),
+                        q("share of the rest", p.free_fraction_of_rest),
+                        q("rest after weights and profiling", p.rest_bytes / GIB, "GiB")))
+    if is_llamacpp(p) and r.batch:
+        placed = r.deployment.offload is not None and bool(r.deployment.offload.fit_cells)
+        out.append(step("llama-server -c", "the cells --fit placed for" if placed else
+                        "batch × context: every running conversation its whole context",
+                        q("-c", r.launch_cells), q("batch", r.batch), q("context", r.context)))
+    if r.levers:
+        out.append(step("levers", "this fit re-run with one change each: conversations held "
+                        "(vLLM's start-up check included), batch = min(them, seats)",
+                        q("levers", len(r.levers)),
+                        *(q(lv.name, lv.conversations, "conversations") for lv in r.levers)))
+    return tuple(out)
 
 
 # the next smaller weight format a serving engineer would reach for, per engine family
