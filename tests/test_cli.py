@@ -263,6 +263,11 @@ BAD = [
      "DOES NOT FIT"),
     (["utilization", "--gpu", "h100", "--running", "16", "--model", "llama-3.1-405b",
       "--context", "4000"], "does not fit"),
+    (["decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "１２"], "whole number"),
+    (["roofline", "--gpu", "h100", "--intensity", "1_0"], "must be a number"),
+    (["observe", "metrics.txt", "--model", "llama-3.1-8b", "--gpu", "h100", "--duration",
+      "1e308"], "at most a day"),
+    (["page", "", "-o", "x.html"], "model name is empty"),
 ]
 
 
@@ -726,7 +731,7 @@ def test_files_and_names_no_path_can_hold_are_refused_in_one_line(
                         (["hardware", "--gpu-file", str(deep)], "nested too deeply"),
                         (["validate", str(loop)], "Symlink loop"),
                         (["model", str(huge)], "hidden_size must be at most 2,147,483,647"),
-                        (["evalstats", "--discordant", "9" * 23 + ",1"], "up to 100,000"),
+                        (["evalstats", "--discordant", "9" * 23 + ",1"], "more than any benchmark holds"),
                         (["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "2",
                           "--num-requests", "1000000000000"], "at most 10,000,000"),
                         (["plan", "llama-3.1-8b", "--rate", "2", "--slo-ttft-ms", "500",

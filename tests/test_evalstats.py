@@ -381,3 +381,16 @@ def test_alpha_and_power_errors_name_the_flag_and_the_value_given(
 def test_a_99_9_percent_interval_is_labelled_as_such(capsys: pytest.CaptureFixture[str]) -> None:
     _, out, _ = _cli(capsys, "--pct-a", "40", "--pct-b", "50", "--n", "100", "--alpha", "0.001")
     assert "Wilson 99.9%:" in out
+
+
+def test_large_discordant_counts_are_summed_in_floats_as_the_integers_would() -> None:
+    """Past 100,000 items the tail is a float sum from C(n, k) down; at the boundary it
+    agrees with the exact integer sum, and a trillion items take well under a second."""
+    from ridgeline.evalstats import _half_binomial_tail_count, _half_binomial_tail_float
+
+    n, k = 99_000, 49_000
+    exact = _half_binomial_tail_count(n, k) / 2**n
+    assert _half_binomial_tail_float(n, k) == pytest.approx(exact, rel=1e-9)
+    assert mcnemar_exact(60_001, 40_000).p_value < 1e-100  # a 20,000-item gap
+    assert mcnemar_exact(50_001, 50_000).p_value == pytest.approx(1.0, abs=1e-6)
+    assert 0.01 < mcnemar_exact(10**11, 10**11 - 10**6).p_value < 0.05

@@ -316,3 +316,25 @@ def test_explain_carries_the_blocks_the_shortfall_and_each_lever() -> None:
     levers = steps["levers"]
     assert {i.name: i.value for i in levers.inputs} == {
         lv.name: lv.conversations for lv in report.levers}
+
+
+def test_the_fit_lever_is_what_ngl_auto_places_for_the_targets_slots(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """32 Mistral-7B conversations need -np 32, each slot its own window cache: --fit places
+    for those 32 slots, as the lever did."""
+    argv = ["fit", "mistral-7b", "--gpu", "rtx-4090", "--max-model-len", "8192",
+            "--target-concurrency", "32", "--engine", "llama.cpp-cuda", "--json"]
+    assert main(argv) == 0
+    lever = next(lv for lv in json.loads(capsys.readouterr().out)["levers"]
+                 if lv["name"].startswith("llama.cpp --fit"))
+    assert main([*argv, "-ngl", "auto", "--host-bandwidth-gbs", "76.8"]) == 0
+    placed = json.loads(capsys.readouterr().out)
+    assert (placed["conversations"], placed["batch"]) == (lever["conversations"], lever["batch"])
+    assert placed["max_num_seqs"] == 32 and placed["llama_server_c"] == 32 * 8192
+
+
+def test_a_dense_model_refused_at_start_is_not_told_of_window_layers() -> None:
+    report = fit_report(dep("llama-3.2-3b", "rtx-4090"), 131072, EngineSettings(), target=1)
+    head = report.text_lines()[0]
+    assert "vLLM refuses to start" in head and "window" not in head
+    assert "short by 0.05 GiB" in head  # two decimals where one would read 0.0

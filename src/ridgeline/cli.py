@@ -55,6 +55,8 @@ def _positive_float(what: str, least: float | None = None,
     GB/s or 1e290 GiB)."""
     def parse(text: str) -> float:
         try:
+            if not text.isascii() or "_" in text:  # "１２" and "1_0" are Python's, not a user's
+                raise ValueError
             value = float(text)
         except ValueError:
             raise InputError(f"{what} must be a number, got {text!r}") from None

@@ -29,6 +29,8 @@ def cmd_page(args: argparse.Namespace) -> Any:
 
     from ridgeline.page import DEFAULT_GPUS, page_data, page_html
 
+    if args.model is not None and not args.model.strip():
+        raise InputError("model name is empty (leave MODEL out for the three default models)")
     models = [args.model] if args.model else ["llama-3.1-70b", "llama-3.1-8b", "gpt-oss-120b"]
     gpus = [g.strip() for g in args.gpu.split(",")] if args.gpu else list(DEFAULT_GPUS)
     counts = list(args.counts)

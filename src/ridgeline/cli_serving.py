@@ -42,6 +42,7 @@ from ridgeline.errors import InputError
 MAX_REQUESTS = 10_000_000  # a simulation that finishes: about 10 minutes at 10 million
 SPEC_ACCEPTANCE, SPEC_DRAFT_COST = 0.7, 0.05  # simulate's speculative-decoding defaults
 MAX_WORKERS = 256  # processes plan may start on this machine (--executor ray: the cluster's)
+MAX_POLL_S = 86_400.0  # observe's window and interval against a live engine: a day
 
 
 def cmd_fit(args: argparse.Namespace) -> Any:
@@ -50,7 +51,7 @@ def cmd_fit(args: argparse.Namespace) -> Any:
     from ridgeline.deployment import Deployment
     from ridgeline.engines import engine_id
     from ridgeline.memory import check_host_memory_for
-    from ridgeline.reports.fit import fit_report, longest_context
+    from ridgeline.reports.fit import fit_report, longest_context, slots_for_target
 
     if args.max_model_len is None and args.target_concurrency is None \
             and not auto_layers(args):
@@ -84,6 +85,7 @@ def cmd_fit(args: argparse.Namespace) -> Any:
     if args.max_model_len is None:
         return longest_context(dep, settings, args.target_concurrency)
     no_fit_ctx(args)
+    settings = slots_for_target(dep, settings, args.target_concurrency)  # before --fit places
     dep = fitted(args, dep, settings, args.max_model_len, args.target_concurrency or 1,
                  check_host=False)
     report = fit_report(dep, args.max_model_len, settings, args.target_concurrency)
@@ -94,7 +96,7 @@ def cmd_fit(args: argparse.Namespace) -> Any:
 def _compare_accelerators(args: argparse.Namespace, model: Any, cards: list[str],
                           engines: list[str]) -> Any:
     from ridgeline.deployment import Deployment
-    from ridgeline.reports.fit import FitComparison, fit_report
+    from ridgeline.reports.fit import FitComparison, fit_report, slots_for_target
 
     if len(engines) > 1:
         raise InputError("compare engines or accelerators, not both: give one --engine or "
@@ -110,8 +112,9 @@ def _compare_accelerators(args: argparse.Namespace, model: Any, cards: list[str]
                                flash_attention=flash_attention(args, engines[0]),
                                offload=host_offload(args, model, engines[0]),
                                split_mode=args.split_mode)
-        dep = fitted(args, dep, settings, args.max_model_len, args.target_concurrency or 1)
-        reports.append(fit_report(dep, args.max_model_len, settings, args.target_concurrency))
+        slots = slots_for_target(dep, settings, args.target_concurrency)
+        dep = fitted(args, dep, slots, args.max_model_len, args.target_concurrency or 1)
+        reports.append(fit_report(dep, args.max_model_len, slots, args.target_concurrency))
     return FitComparison(tuple(reports), by="accelerator")
 
 
@@ -364,6 +367,8 @@ def _seconds(text: str) -> float:
         raise InputError(f"a duration looks like 60s, 2m or 0.5, got {text!r}") from None
     if not (math.isfinite(value) and value >= 0):
         raise InputError(f"a duration is a finite time ≥ 0 such as 60s or 2m, got {text!r}")
+    if value > MAX_POLL_S:
+        raise InputError(f"a polling time is at most a day ({MAX_POLL_S:,.0f} s), got {text!r}")
     return value
 
 

@@ -24,8 +24,8 @@ TERA = 1e12
 
 _DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 _BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-_COUNT_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtKMGT]?)\s*$")
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)?\s*$", re.IGNORECASE)
+_COUNT_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgtKMGT]?)\s*$")  # ASCII digits only
+_SIZE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]i?B|B)?\s*$", re.IGNORECASE)
 _SIZE_FACTORS = {
     "b": 1, "kb": KB, "mb": MB, "gb": GB, "tb": TB,
     "kib": KIB, "mib": MIB, "gib": GIB, "tib": 2**40,

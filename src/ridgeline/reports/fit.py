@@ -20,6 +20,7 @@ from ridgeline.memory import (
     conversation_bytes,
     conversations,
     device_memory_note,
+    engine_defaults,
     kv_pool,
     refuses_to_start,
 )
@@ -152,6 +153,7 @@ class FitReport:
             "taken_per_gpu": {"weights": p.weight_bytes, "activations": p.activation_bytes,
                               "non_torch": p.non_torch_bytes, "cuda_graphs": p.cuda_graph_bytes},
             "slot_cache_bytes_per_gpu": p.slot_cache_bytes,
+            "llama_server_c": self.launch_cells if is_llamacpp(p) and self.batch else None,
             "flash_attn": self.settings.flash_attn if is_llamacpp(p) else None,
             "profile": {"tokens": p.profile_tokens, "forward_bytes": p.forward_bytes,
                         "sampler_bytes": p.sampler_bytes},
@@ -178,12 +180,15 @@ class FitReport:
         headline = (f"{verdict}: {self.conversations:,} "
                     f"{plural(self.conversations, 'conversation')} of {self.context:,} tokens")
         if self.verdict == DOES_NOT_FIT:
+            short = self.shortfall_bytes / GIB
             headline += (f" against a target of {max(1, self.target or 1):,}; the pool is short "
-                         f"by {self.shortfall_bytes / GIB:,.1f} GiB per GPU")
+                         f"by {short:,.{2 if 0 < short < 0.1 else 1}f} GiB per GPU")
             if self.refused_start and self.start_blocks is not None and p.rest_bytes >= 0:
+                windows = p.groups is not None and bool(p.groups.windows)
                 headline += (f" (vLLM refuses to start: one {self.context:,}-token request "
-                             f"asks {self.start_blocks:,} blocks of the pool's {p.blocks:,}, "
-                             "its window layers at window + max_num_batched_tokens)")
+                             f"asks {self.start_blocks:,} blocks of the pool's {p.blocks:,}"
+                             + (", its window layers at window + max_num_batched_tokens)"
+                                if windows else ")"))
             elif p.rest_bytes < 0 and is_llamacpp(p):
                 headline += (f" (the weights, the runtime and the compute buffer alone "
                              f"overflow its {p.total_bytes / GIB:,.1f} GiB)")
@@ -354,15 +359,22 @@ def longest_context(dep: Deployment, settings: EngineSettings, target: int) -> F
                    f"once: {low:,} tokens{cap}")
 
 
+def slots_for_target(dep: Deployment, settings: EngineSettings,
+                     target: int | None) -> EngineSettings:
+    """llama-server started for the target: -np target where the default slots are fewer and
+    -np was not given, each slot with its own window and recurrent cache (a target past the
+    default 4 slots is not held by 4). Other engines' seats do not size memory."""
+    if not dep.engine.startswith("llama.cpp") or not target or settings.max_num_seqs:
+        return settings
+    default = int(engine_defaults(dep.engine).get("n_parallel", 1))
+    return replace(settings, max_num_seqs=target) if target > default else settings
+
+
 def fit_report(dep: Deployment, context: int, settings: EngineSettings,
                target: int | None = None) -> FitReport:
-    s = replace(settings, max_model_len=settings.max_model_len or context)
+    s = slots_for_target(dep, replace(settings, max_model_len=settings.max_model_len or context),
+                         target)
     pool = kv_pool(dep, s)
-    if is_llamacpp(pool) and target and target > pool.max_num_seqs and not s.max_num_seqs:
-        # llama-server started for the target: -np target, each slot with its own window and
-        # recurrent cache (a target past the default 4 slots is not held by 4)
-        s = replace(s, max_num_seqs=target)
-        pool = kv_pool(dep, s)
     per_seq = conversation_bytes(pool, dep, context)
     n = _held(pool, dep, context)
     acc = dep.accelerator
