@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ridgeline.catalog import resolve_model
@@ -56,3 +58,12 @@ def test_kv_heads_replicate_when_tp_exceeds_them() -> None:
 def test_conversations_that_fit_are_whole_and_never_negative() -> None:
     assert conversations_that_fit(10.5, 2) == 5
     assert conversations_that_fit(-1, 2) == 0
+
+
+def test_kv_cautions_a_context_past_the_trained_one(capsys: pytest.CaptureFixture[str]) -> None:
+    from ridgeline.cli import main
+
+    assert main(["kv", "llama-2-7b", "--context", "8000", "--json"]) == 0
+    assert "4,096-token context" in json.loads(capsys.readouterr().out)["cautions"][0]
+    assert main(["kv", "llama-2-7b", "--context", "4000", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["cautions"] == []

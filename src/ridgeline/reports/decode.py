@@ -346,10 +346,14 @@ def split_caution(dep: Deployment) -> str:
 
 def context_caution(dep: Deployment, tokens: int) -> str:
     """What to say of a context past the model's trained length, or ""."""
-    limit = dep.model.max_position_embeddings
+    return trained_context_caution(dep.model.name, dep.model.max_position_embeddings, tokens)
+
+
+def trained_context_caution(model: str, limit: int | None, tokens: int) -> str:
+    """``tokens`` past ``limit`` (max_position_embeddings), or ""."""
     if not limit or tokens <= limit:
         return ""
-    return (f"{tokens:,} tokens exceed {dep.model.name}'s {limit:,}-token context "
+    return (f"{tokens:,} tokens exceed {model}'s {limit:,}-token context "
             "(max_position_embeddings): engines refuse a longer max_model_len, and the model "
             "was not trained for it")
 

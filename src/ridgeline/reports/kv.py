@@ -41,6 +41,14 @@ class KVReport:
     budget_label: str
     replication: float
     steps: tuple[Step, ...]
+    trained_context: int | None = None  # max_position_embeddings
+
+    @property
+    def cautions(self) -> list[str]:
+        from ridgeline.reports.decode import trained_context_caution
+
+        caution = trained_context_caution(self.model, self.trained_context, self.context)
+        return [caution] if caution else []
 
     @property
     def bytes_per_sequence(self) -> float:
@@ -65,6 +73,7 @@ class KVReport:
             "layer_kinds": [vars(r) for r in self.rows],
             "budget_bytes": self.budget_bytes, "budget": self.budget_label,
             "conversations_that_fit": self.conversations,
+            "cautions": self.cautions,
         }
 
     def text_lines(self) -> list[str]:
@@ -91,7 +100,7 @@ class KVReport:
             lines.append(f"conversations of {self.context:,} tokens that fit: "
                          f"{self.conversations:,} (raw memory, before any engine's overheads; "
                          "`ridgeline fit` sizes an engine's KV pool)")
-        return lines
+        return lines + [f"caution: {c}" for c in self.cautions]
 
 
 _NAMES = {FULL: "full attention", SLIDING: "sliding window", CHUNKED: "chunked attention",
@@ -144,4 +153,4 @@ def kv_report(
                               budget_bytes, footprint.bytes_per_sequence * replication)),
                           q("budget", budget_bytes / GB, "GB", budget_label)))
     return KVReport(spec.name, kv.id, context, footprint, tuple(rows), budget_bytes,
-                    budget_label, replication, tuple(steps))
+                    budget_label, replication, tuple(steps), spec.max_position_embeddings)
