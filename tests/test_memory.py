@@ -338,3 +338,10 @@ def test_a_dense_model_refused_at_start_is_not_told_of_window_layers() -> None:
     head = report.text_lines()[0]
     assert "vLLM refuses to start" in head and "window" not in head
     assert "short by 0.05 GiB" in head  # two decimals where one would read 0.0
+
+
+def test_a_tpu_pool_says_it_is_sized_with_the_cuda_accounting() -> None:
+    tpu = fit_report(dep("llama-3.1-8b", "tpu-v5e"), 4096, EngineSettings())
+    assert any("CUDA accounting" in c for c in tpu.cautions)
+    assert not any("CUDA accounting" in c
+                   for c in fit_report(dep("llama-3.1-8b"), 4096, EngineSettings()).cautions)

@@ -38,6 +38,7 @@ from ridgeline.reports.fit_budget import (
 from ridgeline.roofline import batch_for_intensity, ridge_point, ridge_step
 from ridgeline.units import GIB, plural
 
+NON_CUDA_VENDORS = ("google", "intel")  # TPU (JAX/XLA) and Gaudi backends: no CUDA graphs
 DOES_NOT_FIT = "does not fit"
 UNDER_RIDGE = "fits, under the ridge"
 CLEARS_RIDGE = "clears the ridge"
@@ -98,6 +99,10 @@ class FitReport:
                        f"{seats:,} run at once ({seats_name(self.pool)}): raise it to run "
                        "them together")
         p, d = self.pool, self.deployment
+        if d.accelerator.vendor in NON_CUDA_VENDORS and not is_llamacpp(p):
+            out.append(f"{p.engine} on {d.accelerator.id} is sized with the CUDA accounting "
+                       "(a CUDA context, CUDA graphs); no start-up log of its "
+                       f"{d.accelerator.vendor} backend checks it: read the pool as approximate")
         if p.accounting is not None and p.accounting.tp_caveat and d.tensor_parallel_size > 1:
             out.append(f"vLLM {p.accounting.version} {p.accounting.tp_caveat}")
         moe = d.model.moe
