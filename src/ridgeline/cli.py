@@ -445,8 +445,9 @@ def accelerator_names(args: argparse.Namespace) -> list[str]:
         ids = [resolve_accelerator(name).id for name in names]
         twice = next((n for i, n in enumerate(names) if ids[i] in ids[:i]), None)
         if twice is not None:
-            raise InputError(f"an accelerator is named twice in --gpu: {ids[names.index(twice)]} "
-                             f"({twice!r})")
+            first = names[ids.index(ids[names.index(twice, 1)])]
+            raise InputError(f"an accelerator is named twice in --gpu: {first!r} and {twice!r} "
+                             f"are both {ids[names.index(twice, 1)]}")
     return names
 
 

@@ -154,7 +154,7 @@ def cmd_evalstats(args: argparse.Namespace) -> LinesReport:
         results.append(named(mc))
         verdict = "a real difference" if mc.significant else "not distinguishable from chance"
         lines.append(f"McNemar exact: b={b}, c={c} (net gap {mc.net_gap_items}) -> "
-                     f"p = {mc.p_value:.4g}: {verdict} at alpha {alpha:g}")
+                     f"p {ev.format_p(mc.p_value)}: {verdict} at alpha {alpha:g}")
     if scores:
         if args.pct_a is None or args.pct_b is None or args.n is None:
             raise InputError("--pct-a and --pct-b need --n, the number of items")

@@ -256,6 +256,11 @@ class McNemarExact:
             f" net gap b - c = {self.net_gap_items}",
             "p = min(1, 2 x P[X <= min(b, c)]), X ~ Binomial(n, 1/2)",
         ]
+        if n > EXACT_INTEGER_ITEMS:  # the float sum the test itself used
+            lines.append(f"  = 2 x {_half_binomial_tail_float(n, k):.4g} (summed in floats past "
+                         f"{EXACT_INTEGER_ITEMS:,} items): p {format_p(self.p_value)}")
+            lines.append(f"  {'<' if self.significant else '>='} alpha {self.alpha:g}")
+            return lines
         tail = _half_binomial_tail_count(n, k)
         if n <= 40:  # small enough to show as one division of whole numbers
             terms = (
@@ -265,7 +270,7 @@ class McNemarExact:
             )
             lines.append(f"  = 2 x ({terms}) / 2^{n} = 2 x {tail} / {2**n} = {self.p_value:.3g}")
         else:
-            lines.append(f"  = 2 x {tail / 2**n:.4g} = {self.p_value:.3g}")
+            lines.append(f"  = 2 x {tail / 2**n:.4g}: p {format_p(self.p_value)}")
         lines.append(f"  {'<' if self.significant else '>='} alpha {self.alpha:g}")
         return lines
 
@@ -504,6 +509,11 @@ def _half_binomial_tail_count(n: int, k: int) -> int:
         term = term * (n - i) // (i + 1)  # C(n, i+1) from C(n, i), exact
         total += term
     return total
+
+
+def format_p(p: float) -> str:
+    """"= 0.02537", or "< 1e-300" for a p-value below what a float holds (not "= 0")."""
+    return "< 1e-300" if p < 1e-300 else f"= {p:.4g}"
 
 
 def _half_binomial_tail_float(n: int, k: int) -> float:

@@ -227,7 +227,8 @@ class FitReport:
                     f" windowed, {p.groups.states} state)")
         lines += ["", f"{held}; one conversation of {self.context:,} tokens takes "
                   f"{self.per_conversation_bytes / GIB:,.3f} GiB per GPU",
-                  f"batch the engine can run: min({self.conversations:,} conversations, "
+                  f"batch the engine can run: min({self.conversations:,} "
+                  f"{plural(self.conversations, 'conversation')}, "
                   f"{seats_name(p)} {p.max_num_seqs:,}) = {self.batch:,}"]
         if is_llamacpp(p) and self.batch:
             ub = self.settings.max_num_batched_tokens
@@ -244,7 +245,8 @@ class FitReport:
         lines += [f"caution: {c}" for c in self.cautions]
         if self.levers:
             lines += ["", "levers:"]
-            lines += [f"  {lv.name:<34} {lv.conversations:>8,} conversations, batch {lv.batch:,}"
+            lines += [f"  {lv.name:<34} {lv.conversations:>8,} "
+                      f"{plural(lv.conversations, 'conversation')}, batch {lv.batch:,}"
                       for lv in self.levers]
         return lines
 

@@ -12,6 +12,7 @@ from ridgeline.memory import device_memory_bytes, engine_defaults, sglang_memory
 from ridgeline.model import ModelSpec
 from ridgeline.plan import Candidate, PlanResult
 from ridgeline.render import table
+from ridgeline.units import plural
 
 
 def command_line(engine: str, model_id: str, c: Candidate, max_len: int) -> str:
@@ -157,7 +158,7 @@ class PlanReport:
             return lines
         per_m = win.cost_per_million_tokens(self._tok_s())
         lines = [head, "",
-                 f"winner: {win.label} = {win.gpus} GPU{'s' if win.gpus > 1 else ''}, "
+                 f"winner: {win.label} = {win.gpus} {plural(win.gpus, 'GPU')}, "
                  f"${win.cost_per_hour:,.2f}/h, "
                  f"{_usd(per_m)} per million output tokens",
                  f"  per replica: batch {win.batch}, mean TPOT "
@@ -195,7 +196,7 @@ class PlanReport:
                 lines.append(f"  (analytic: not simulated; {self._moved()})")
             lines.append("")
         for c in r.unpriced:
-            lines.append(f"{c.label} = {c.gpus} GPUs, no price: it wins below "
+            lines.append(f"{c.label} = {c.gpus} {plural(c.gpus, 'GPU')}, no price: it wins below "
                          f"${(win.cost_per_hour or 0) / c.gpus:,.2f} per GPU-hour "
                          f"(--price {c.accelerator}=USD)")
         if r.disaggregated and not any(c.verified for c in r.disaggregated):
@@ -205,8 +206,8 @@ class PlanReport:
             cost = f"${c.cost_per_hour:,.2f}/h" if c.cost_per_hour is not None else "no price"
             how = (f"simulated: {_pct(r.slo.percentile)} TTFT {(c.sim_ttft_s or 0) * 1e3:,.0f} ms, "
                    f"TPOT {_tpot_ms(c.sim_tpot_s)}" if c.verified else "analytic")
-            lines.append(f"disaggregated, {c.label}: {c.gpus} GPUs, {cost} ({how}; KV hand-off "
-                         "over a 400 Gb/s link)")
+            lines.append(f"disaggregated, {c.label}: {c.gpus} {plural(c.gpus, 'GPU')}, {cost} "
+                         f"({how}; KV hand-off over a 400 Gb/s link)")
         if r.pareto:
             lines += ["", "Pareto frontier (tok/s per GPU vs tok/s per user):"]
             lines += [f"  {a:>9,.0f}  {b:>7,.1f}  {p}" for a, b, p in r.pareto[:12]]
