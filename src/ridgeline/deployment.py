@@ -281,7 +281,7 @@ class Deployment:
 
         The input embedding is a lookup of a few rows; a tied one is read whole as lm_head.
         """
-        skip = {EXPERTS} if self.model.tie_word_embeddings else {EXPERTS, EMBEDDING}
+        skip = {EXPERTS} | self._looked_up
         return sum(v for c, v in self.bytes_by_category.items() if c not in skip)
 
     @cached_property
@@ -303,7 +303,7 @@ class Deployment:
         experts); the two are equal for a dense model."""
         params = count_params(self.model).by_category
         by = self.bytes_by_category
-        skip = {EXPERTS} if self.model.tie_word_embeddings else {EXPERTS, EMBEDDING}
+        skip = {EXPERTS} | self._looked_up
         dense = [c for c, n in params.items() if n and c not in skip]
         dense_bpw = sum(by[c] for c in dense) / sum(params[c] for c in dense)
         experts = params.get(EXPERTS, 0)
@@ -312,14 +312,19 @@ class Deployment:
     @property
     def bytes_per_weight(self) -> float:
         """Average bytes per weight of what a step reads (fp8 linear + bf16 lm_head: ~1.01)."""
-        skip = set() if self.model.tie_word_embeddings else {EMBEDDING}
+        skip = self._looked_up
         b = sum(v for c, v in self.bytes_by_category.items() if c not in skip)
         return b / self.params_a_step_reads
 
     @property
     def params_a_step_reads(self) -> float:
-        """Every weight but the input embedding table (a step looks up its rows; a tied one
-        is read whole as the lm_head)."""
-        skip = set() if self.model.tie_word_embeddings else {EMBEDDING}
+        """Every weight but the input embedding table."""
+        skip = self._looked_up
         return float(sum(v for c, v in count_params(self.model).by_category.items()
                          if c not in skip))
+
+    @property
+    def _looked_up(self) -> set[str]:
+        """The categories a step looks rows up in rather than reads: the input embedding
+        (a tied one is read whole as the lm_head)."""
+        return set() if self.model.tie_word_embeddings else {EMBEDDING}

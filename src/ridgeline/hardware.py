@@ -155,9 +155,9 @@ class Accelerator:
         if not isinstance(peaks, Mapping):
             raise f.refuse("peak_flops", "an object of compute dtypes to FLOP/s", peaks)
         sources, aliases = record.get("sources") or (), record.get("aliases") or ()
-        if not isinstance(sources, (list, tuple)) or not isinstance(aliases, (list, tuple)):
-            raise f.refuse("sources" if not isinstance(sources, (list, tuple)) else "aliases",
-                           "a list of strings", sources)
+        for key, value in (("sources", sources), ("aliases", aliases)):
+            if not isinstance(value, (list, tuple)):
+                raise f.refuse(key, "a list of strings", value)
         ident = f.text("id")
         return cls(
             id=ident,
