@@ -443,11 +443,10 @@ def accelerator_names(args: argparse.Namespace) -> list[str]:
         from ridgeline.hardware import resolve_accelerator
 
         ids = [resolve_accelerator(name).id for name in names]
-        twice = next((n for i, n in enumerate(names) if ids[i] in ids[:i]), None)
-        if twice is not None:
-            first = names[ids.index(ids[names.index(twice, 1)])]
-            raise InputError(f"an accelerator is named twice in --gpu: {first!r} and {twice!r} "
-                             f"are both {ids[names.index(twice, 1)]}")
+        for i, card in enumerate(ids):
+            if card in ids[:i]:
+                raise InputError(f"an accelerator is named twice in --gpu: "
+                                 f"{names[ids.index(card)]!r} and {names[i]!r} are both {card}")
     return names
 
 
