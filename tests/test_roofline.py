@@ -115,3 +115,11 @@ def test_explain_shows_the_attention_and_prefill_divisions(
     out = capsys.readouterr().out
     assert "decode attention intensity: 2 FLOP × GQA group ÷ KV bytes" in out
     assert "GQA group = 8" in out and "prefill intensity" in out and "=> intensity = 4,000" in out
+
+
+def test_a_model_whose_weights_overflow_the_card_is_said_not_to_fit(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["roofline", "--gpu", "h100", "--model", "llama-3.1-405b"]) == 0
+    assert capsys.readouterr().out.startswith("DOES NOT FIT: 811.7 GB of weights")
+    assert main(["roofline", "--gpu", "h100", "--model", "llama-3.1-8b", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["weights_fit"]

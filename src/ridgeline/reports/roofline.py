@@ -7,6 +7,7 @@ from typing import Any
 
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Step, q, step
+from ridgeline.floors import device_fit
 from ridgeline.hardware import Accelerator
 from ridgeline.moe import article_expert_intensity
 from ridgeline.render import table
@@ -33,6 +34,7 @@ class RooflineReport:
     model: str | None
     points: tuple[OperatingPoint, ...]
     steps: tuple[Step, ...]
+    fit: str = ""  # where --model's weights overflow the card: the DOES NOT FIT line
 
     @property
     def ridge(self) -> float:
@@ -48,12 +50,13 @@ class RooflineReport:
             "ridge_flop_per_byte": self.ridge, "batch": self.batch,
             "prompt_len": self.prompt_len, "model": self.model,
             "points": [vars(p) for p in self.points],
+            "weights_fit": not self.fit,
         }
 
     def text_lines(self) -> list[str]:
         a = self.accelerator
         dtype = a.resolve_dtype(self.compute_dtype)
-        lines = [
+        lines = [*([self.fit] if self.fit else []),
             f"{a.id}: {a.peak(dtype) / 1e12:,.1f} TFLOP/s ({dtype}, dense) ÷ "
             f"{a.bandwidth_tb_s:.3g} TB/s = ridge at {self.ridge:,.0f} FLOP/byte",
             f"batch {self.batch}" + (f", model {self.model}" if self.model else "")
@@ -209,5 +212,9 @@ def roofline_report(
         steps.append(step("attainable FLOP/s", "min(peak, intensity × bandwidth)",
                           q("attainable", point.attainable_flops_per_s / 1e12, "TFLOP/s"),
                           q("intensity", intensity, "FLOP/byte")))
+    overflow = ""
+    if dep is not None and not (fits := device_fit(dep, 0.0)).fits:
+        overflow = (f"{fits.headline()} (the weights alone, on {dep.num_gpus} x {acc.id}): the "
+                    "points below are arithmetic only")
     return RooflineReport(acc, compute_dtype, batch, prompt_len,
-                          dep.model.name if dep else None, tuple(points), tuple(steps))
+                          dep.model.name if dep else None, tuple(points), tuple(steps), overflow)
