@@ -746,3 +746,17 @@ def test_a_closed_loop_wider_than_the_requests_runs_them_all(
     code, out, _ = run_cli(capsys, "simulate", "llama-3.1-8b", "--gpu", "h100",
                            "--num-requests", "60", "--concurrency", "1000000")
     assert code == 0 and "completed 60 of 60" in out
+
+
+@pytest.mark.parametrize("argv", [
+    ["amdahl", "--model", "llama-2-7b", "--gpu", "h100", "--context", "8000", "--speedup", "2"],
+    ["utilization", "--gpu", "h100", "--running", "8", "--model", "llama-2-7b", "--context",
+     "8000"],
+    ["kv", "llama-2-7b", "--context", "8000"],
+])
+def test_a_context_past_the_trained_one_is_cautioned(
+        capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    code, out, _ = run_cli(capsys, *argv)
+    assert code == 0 and "exceed llama-2-7b's 4,096-token context" in out
+    code, out, _ = run_cli(capsys, *[("4000" if a == "8000" else a) for a in argv])
+    assert code == 0 and "4,096-token context" not in out

@@ -76,6 +76,12 @@ def cmd_amdahl(args: argparse.Namespace) -> LinesReport:
         source = FractionSource(args.fraction, given=True)
     else:
         source = _fraction_from_model(args)
+        from ridgeline.cli import load_model
+        from ridgeline.reports.decode import trained_context_caution
+
+        limit = load_model(args).max_position_embeddings
+        caution = trained_context_caution(source.model or "", limit, args.context)
+        notes += [f"caution: {caution}"] if caution else []
         if source.op_defaulted:
             others = " or ".join(op for op in OP_GROUPS if op != source.op)
             notes.append(f"--op not given: the {source.op} share (--op {others} for another)")

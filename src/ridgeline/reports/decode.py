@@ -524,6 +524,7 @@ class UtilizationReport:
     context: int | None
     model: str | None
     steps: tuple[Step, ...]
+    caution: str = ""  # a context past the model's trained one
 
     @property
     def ridge(self) -> float:
@@ -540,7 +541,7 @@ class UtilizationReport:
                 "fraction_of_arithmetic": self.fraction_of_arithmetic,
                 "bytes_per_weight": self.bytes_per_weight,
                 "kv_batch_limit": self.kv_batch_limit, "context": self.context,
-                "model": self.model}
+                "model": self.model, "cautions": [self.caution] if self.caution else []}
 
     def text_lines(self) -> list[str]:
         lines = [
@@ -560,7 +561,7 @@ class UtilizationReport:
                              "settings (--max-num-seqs), not by memory")
         lines.append("Read it from vllm:num_requests_running on /metrics, or 'Running: N reqs' "
                      "in vLLM's log; --max-num-seqs is only a ceiling.")
-        return lines
+        return lines + ([f"caution: {self.caution}"] if self.caution else [])
 
 
 def utilization_report(
@@ -590,4 +591,5 @@ def utilization_report(
                                                                 "vllm:num_requests_running"),
                   q("ridge", ridge, "FLOP/byte"), q("bytes per weight", bytes_per_weight, "B")),)
     return UtilizationReport(acc, compute_dtype, running, bytes_per_weight, limit, context,
-                             dep.model.name if dep else None, steps)
+                             dep.model.name if dep else None, steps,
+                             context_caution(dep, context) if dep and context else "")
