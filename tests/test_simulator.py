@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -465,3 +466,21 @@ def test_simulate_takes_one_gpu(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(capsys, "simulate", "llama-3.1-8b", "--gpu", "rtx-3090,rtx-4090",
                              "--rate", "1")
     assert code == 2 and "one --gpu" in err and not out
+
+
+@pytest.mark.xfail(strict=True, reason="known: under a tight pool the summed fast path keeps "
+                   "fewer of a group's published prefix blocks than the step loop (request 10 "
+                   "hits 112 cached tokens, not 176), so its prefill costs more; found by a "
+                   "random draw of the test above, pinned until fixed")
+def test_fast_path_prefix_hits_under_eviction_match_the_step_loop() -> None:
+    workload = Workload(11, "lognormal:200,1.0", "zipf:1.1,400", math.inf, "poisson", 0.5, 3,
+                        300, 986)
+    dep = FAST_MODELS["gemma-3-27b"]
+
+    def config(fast: bool) -> SimConfig:
+        return replace(small_config(60, 64, 2048, fast, 2), block_size=16)
+
+    fast = Simulator(dep, PROFILE, config(True)).run(iter(workload))
+    slow = Simulator(dep, PROFILE, config(False)).run(iter(workload))
+    assert fast.percentiles("ttft")["p90"] == pytest.approx(slow.percentiles("ttft")["p90"],
+                                                            rel=0.005)
