@@ -468,11 +468,11 @@ def test_simulate_takes_one_gpu(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 2 and "one --gpu" in err and not out
 
 
-@pytest.mark.xfail(strict=True, reason="known: under a tight pool the summed fast path keeps "
-                   "fewer of a group's published prefix blocks than the step loop (request 10 "
-                   "hits 112 cached tokens, not 176), so its prefill costs more; found by a "
-                   "random draw of the test above, pinned until fixed")
-def test_fast_path_prefix_hits_under_eviction_match_the_step_loop() -> None:
+def test_fast_path_frees_a_steps_finished_prompts_after_its_decodes() -> None:
+    """Found by a random draw of the test above: the summed path freed the prompts that end
+    in a step before that step's finished decodes, the plain step after them (its batch lists
+    the running decodes first), so a tight pool evicted another group's prefix blocks first
+    and request 10 hit 112 cached tokens instead of 176."""
     workload = Workload(11, "lognormal:200,1.0", "zipf:1.1,400", math.inf, "poisson", 0.5, 3,
                         300, 986)
     dep = FAST_MODELS["gemma-3-27b"]

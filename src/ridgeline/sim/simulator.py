@@ -247,8 +247,8 @@ class Simulator:
         if self._unpublished:
             self._publish()
         itl_tokens = count
-        finished = []
-        self._partial = None
+        done = []  # chunks whose request ends here: freed after the decodes, as the plain
+        self._partial = None  # step frees them (its batch lists the running decodes first)
         for c in chunks:
             r = c.request
             r.num_computed += c.tokens
@@ -264,12 +264,13 @@ class Simulator:
             if r.prefix_group >= 0:
                 self.pool.register(r)
             if r.num_generated >= r.output_tokens:
-                finished.append(self._finish(r))
+                done.append(r)
             else:
                 self._join(r)
         if itl_tokens:
             rec.itl(dt, itl_tokens)
-        return finished + self._close_step()
+        closed = self._close_step()
+        return closed + [self._finish(r) for r in done]
 
     def _join(self, r: Request) -> None:
         self.decodes.add(r, self._g)
