@@ -75,12 +75,7 @@ def cmd_amdahl(args: argparse.Namespace) -> LinesReport:
                              "model's step)")
         source = FractionSource(args.fraction, given=True)
     else:
-        source = _fraction_from_model(args)
-        from ridgeline.cli import load_model
-        from ridgeline.reports.decode import trained_context_caution
-
-        limit = load_model(args).max_position_embeddings
-        caution = trained_context_caution(source.model or "", limit, args.context)
+        source, caution = _fraction_from_model(args)
         notes += [f"caution: {caution}"] if caution else []
         if source.op_defaulted:
             others = " or ".join(op for op in OP_GROUPS if op != source.op)
@@ -112,11 +107,14 @@ OP_GROUPS = {
 }
 
 
-def _fraction_from_model(args: argparse.Namespace) -> FractionSource:
+def _fraction_from_model(args: argparse.Namespace) -> tuple[FractionSource, str]:
+    """The part's share of the model's decode step, and the caution a context past the
+    model's trained one earns (or "")."""
     from ridgeline.cli import load_deployment
     from ridgeline.cost import decode_batch, step_cost
     from ridgeline.engines import load_profile_file, profile_for
     from ridgeline.floors import decode_floor
+    from ridgeline.reports.decode import context_caution
 
     if not (args.model and args.gpu):
         raise InputError("give --fraction, or --model, --gpu and --op to take it from the step")
@@ -135,12 +133,13 @@ def _fraction_from_model(args: argparse.Namespace) -> FractionSource:
                      profile_for(args.engine, profiles))
     ops = OP_GROUPS[args.op]
     fraction = cost.share(*ops)
+    caution = context_caution(dep, args.context)
     return FractionSource(
         fraction, given=False, model=dep.model.name, gpu=dep.accelerator.id,
         num_gpus=args.num_gpus, weights=dep.weights.label, kv_dtype=dep.kv.id,
         engine=args.engine, profile=args.profile, op=args.op, op_defaulted=op_defaulted,
         ops=ops, batch=args.batch, context=args.context,
-        part_time_s=fraction * cost.time_s, step_time_s=cost.time_s)
+        part_time_s=fraction * cost.time_s, step_time_s=cost.time_s), caution
 
 
 def cmd_evalstats(args: argparse.Namespace) -> LinesReport:

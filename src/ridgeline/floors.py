@@ -208,7 +208,7 @@ def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
     memory_s = work.gpu_bytes / dep.bandwidth_bytes_per_s
     fit = device_fit(dep, kv_stored)
     acc = dep.accelerator
-    src = _bandwidth_source(dep)
+    src = dep.accelerator.source
     step_s = max(compute_s, memory_s) + work.host_time_s
     steps = (
         step("weight bytes read", "Σ params × bytes per weight (experts: the share B tokens touch)",
@@ -327,7 +327,7 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
              q(f"peak {dep.compute_dtype}", peak / 1e12, "TFLOP/s",
                f"{stages:.2g} of {dep.num_gpus} x {dep.accelerator.id} busy on average"
                + (": the ubatches of a call pipelined over the stages" if stages > 1 else "")),
-             q("bandwidth", bandwidth / 1e12, "TB/s", _bandwidth_source(dep))),
+             q("bandwidth", bandwidth / 1e12, "TB/s", dep.accelerator.source)),
     )
     return PrefillFloor(prompt_len, batch, work.flops, work.bytes, work.weight_bytes, compute_s,
                         memory_s, fit, steps, work.host_time_s, work.host_bound)
@@ -340,12 +340,6 @@ def _weights_read_source(dep: Deployment, work: Work) -> str:
         return (f"{dep.params_a_step_reads / 1e9:,.4g} B params (all but the input embedding) "
                 f"× {dep.bytes_per_weight:.4g} B average ({dep.weights.label})")
     return "Σ params × bytes per weight; of the routed experts, those the tokens touch"
-
-
-def _bandwidth_source(dep: Deployment) -> str:
-    """Where the accelerator's figures come from: its first source, else its id."""
-    acc = dep.accelerator
-    return acc.sources[0] if acc.sources else acc.id
 
 
 def _host_steps(dep: Deployment, work: Work) -> tuple[Step, ...]:

@@ -109,6 +109,11 @@ class Accelerator:
         return self.ecc_visible_bytes or self.memory_bytes
 
     @property
+    def source(self) -> str:
+        """Where the record's figures come from: its first source, else its id."""
+        return self.sources[0] if self.sources else self.id
+
+    @property
     def bandwidth_tb_s(self) -> float:
         return self.memory_bandwidth_bytes_per_s / 1e12
 

@@ -96,7 +96,7 @@ def operating_point(
 def ridge_step(acc: Accelerator, dtype: str) -> Step:
     peak = acc.peak(dtype)
     bandwidth = acc.memory_bandwidth_bytes_per_s
-    source = acc.sources[0] if acc.sources else acc.id
+    source = acc.source
     return step(
         "ridge point", "peak FLOP/s ÷ memory bandwidth",
         q("ridge", ridge_point(peak, bandwidth), "FLOP/byte"),
