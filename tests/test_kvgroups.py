@@ -95,8 +95,37 @@ def test_a_sliding_window_model_holds_its_window_not_its_context() -> None:
     g = pool.groups
     assert g is not None and (g.full, g.windows) == (0, ((4096, 1),))
     assert conversations(pool, d, 32_768) == pool.blocks // (256 + 1)
-    # vLLM's logged concurrency charges a prefill chunk inside the window
-    assert pool.concurrency(32_768) == pool.blocks / (-(-(4095 + pool.profile_tokens) // 16) + 1)
+    # vLLM's logged concurrency charges a prefill chunk inside the window: from v0.26, under
+    # async scheduling, two batches of max_num_batched_tokens (8,192 on an H200)
+    assert pool.concurrency(32_768) == pool.blocks / (-(-(4095 + 2 * 8192) // 16) + 1)
+    one_batch = kv_pool(d, EngineSettings(max_model_len=32_768, async_scheduling=False))
+    assert one_batch.concurrency(32_768) == pool.blocks / (-(-(4095 + 8192) // 16) + 1)
+    v25 = kv_pool(d, EngineSettings(max_model_len=32_768, engine_version="0.25.1"))
+    assert v25.concurrency(32_768) == one_batch.concurrency(32_768)
+
+
+def test_a_v0_26_log_of_gemma_3_with_two_batches_in_flight_is_reproduced() -> None:
+    """vLLM v0.26.0 serving Gemma-3-27B (fp8 weights and KV) on an L40S at 65,536 tokens,
+    max_num_batched_tokens 2,048, logged a 10.56 GiB pool, "188,347 tokens" and "2.87x"
+    (medgemma hosting notes; validation/hybrid.csv). With two batches in flight a request
+    asks 4,096 full blocks + 6 window groups × 321; one batch would give 3.29x."""
+    d = Deployment.build(resolve_model("gemma-3-27b"), resolve_accelerator("l40s"), "fp8",
+                         "fp8", 1)
+    s = EngineSettings(max_model_len=65_536, gpu_memory_utilization=0.92, max_num_seqs=4,
+                       engine_version="0.26.0")
+    pool = kv_pool(d, s)
+    assert pool.profile_tokens == 2048 and pool.request_blocks(65_536) == 4096 + 6 * 321
+    # the pool the log implies: 10.56 GiB of 0.625 MiB pages (10 layers × 16 tokens × 4 KiB)
+    assert pool.page_bytes == 10 * 16 * 2 * 16 * 128
+    taken = pool.weight_bytes + pool.activation_bytes + pool.non_torch_bytes \
+        + pool.cuda_graph_bytes
+    logged = kv_pool(d, s, total_bytes=(17_307.5 * pool.page_bytes + taken) / 0.92)
+    assert logged.blocks == 17_307 and round(logged.pool_bytes / 2**30, 2) == 10.56
+    assert round(logged.concurrency(65_536), 2) == 2.87
+    assert logged.logged_tokens(65_536) == 188_347  # v0.24+: concurrency × max_model_len
+    older = kv_pool(d, replace(s, engine_version="0.23"), logged.total_bytes)
+    assert older.logged_tokens(65_536) == 17_307 // 7 * 16  # blocks ÷ groups × block size
+    assert round(older.concurrency(65_536), 2) == 3.29
 
 
 def test_the_simulator_charges_window_and_state_groups_per_request() -> None:

@@ -31,7 +31,11 @@ def test_versions_parse_and_pick_their_era() -> None:
     assert vllm_accounting("0.16").sampler_logit_copies > 3 * vllm_accounting("0.17").sampler_logit_copies
     assert not vllm_accounting("0.20.2").graphs_in_budget
     assert vllm_accounting("0.21").graphs_in_budget
-    assert vllm_accounting().version == vllm_accounting("0.21").version  # the default
+    assert vllm_accounting().version == vllm_accounting("0.26").version  # the default
+    assert not vllm_accounting("0.23").tokens_from_concurrency
+    assert vllm_accounting("0.24").tokens_from_concurrency
+    assert (vllm_accounting("0.25.1").in_flight_batches, vllm_accounting("0.26").in_flight_batches) \
+        == (1, 2)
     for bad in ("banana", "0.0.9"):
         with pytest.raises(InputError):
             vllm_accounting(bad)

@@ -499,6 +499,7 @@ def engine_settings(args: argparse.Namespace) -> Any:
         max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
         block_size=args.block_size, enforce_eager=args.enforce_eager, usage=args.usage,
         engine_version=getattr(args, "engine_version", None),
+        async_scheduling=not getattr(args, "no_async_scheduling", False),
         flash_attn=getattr(args, "flash_attn", None) != "off",
         swa_full_tokens_ratio=getattr(args, "swa_full_tokens_ratio", None))
 

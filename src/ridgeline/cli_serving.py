@@ -124,7 +124,7 @@ ENGINE_KNOBS = ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_token
                 "block_size", "engine_version", "flash_attn", "swa_full_tokens_ratio",
                 "split_mode", "gpu_layers", "n_cpu_moe", "cpu_moe", "host_bandwidth_gbs",
                 "host_link_gbs", "host_memory_gib", "output_layer_last", "fit_target_mib",
-                "fit_ctx")
+                "fit_ctx", "no_async_scheduling")
 
 
 def _compare_engines(args: argparse.Namespace, model: Any, acc: Any, engines: list[str]) -> Any:
@@ -430,6 +430,8 @@ def register(sub: Any) -> None:
                    type=_positive_count("block size"), metavar="N",
                    help="tokens per KV block/page")
     g.add_argument("--enforce-eager", action="store_true", help="vLLM: no CUDA graphs")
+    g.add_argument("--no-async-scheduling", action="store_true",
+                   help="vLLM v0.26+: window layers keep blocks for one batch in flight, not two")
     g.add_argument("--swa-full-tokens-ratio", type=_positive_float("swa_full_tokens_ratio"),
                    metavar="R", help="SGLang hybrid-SWA models: window pool ÷ full pool "
                    "(default 0.8); lower holds more long conversations")
@@ -439,7 +441,7 @@ def register(sub: Any) -> None:
     g.add_argument("--usage", choices=["serve", "offline"], default="serve",
                    help="vLLM usage context: vllm serve (default) or the offline LLM class")
     g.add_argument("--engine-version", metavar="V",
-                   help="engine version whose memory rules to follow: vLLM 0.6.4, 0.10, 0.21 "
+                   help="engine version whose memory rules to follow: vLLM 0.6.4, 0.10, 0.26 "
                    "(add V0 for VLLM_USE_V1=0), SGLang 0.4; default: the newest modelled")
     _offload(p)
     _output(p, plot=True)
@@ -484,6 +486,8 @@ def register(sub: Any) -> None:
     g.add_argument("--usage", choices=["serve", "offline"], default="serve")
     g.add_argument("--engine-version", metavar="V",
                    help="engine version whose memory rules to follow (vLLM, SGLang)")
+    g.add_argument("--no-async-scheduling", action="store_true",
+                   help="vLLM v0.26+: window layers keep blocks for one batch in flight, not two")
     g.add_argument("--swa-full-tokens-ratio", type=_positive_float("swa_full_tokens_ratio"),
                    metavar="R", help="SGLang hybrid-SWA models: window pool ÷ full pool (0.8)")
     g.add_argument("--no-prefix-caching", action="store_true")

@@ -14,10 +14,12 @@ layer type:
 - a request holds, per full-attention group, a block per ``block_size`` tokens; per
   window group, the blocks covering its window (and, while a prefill chunk runs, the
   chunk): at most ceil(min(window − 1 + max_num_batched_tokens, max_model_len) ÷
-  block_size) + 1; per state group, one block;
+  block_size) + 1 (v0.26 under async scheduling: two chunks in flight, the caller's
+  ``budget_tokens``); per state group, one block;
 - the pool has ``memory ÷ page`` blocks and vLLM reports ``blocks ÷ groups × block_size``
-  tokens as its "GPU KV cache size" (later versions log max concurrency × max_model_len
-  instead; a v0.11 log of Gemma-3-4B is reproduced in the tests).
+  tokens as its "GPU KV cache size" (v0.24+ logs max concurrency × max_model_len instead,
+  ``KVPool.logged_tokens``; a v0.11 log of Gemma-3-4B and a v0.26 log of Gemma-3-27B are
+  reproduced in the tests).
 A model with one cache type is one group (plain paged attention).
 """
 

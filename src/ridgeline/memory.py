@@ -89,6 +89,7 @@ class EngineSettings:
     engine_version: str | None = None
     flash_attn: bool = True  # llama.cpp -fa (default auto: on where the backend supports it)
     swa_full_tokens_ratio: float | None = None  # SGLang's window pool ÷ full pool (default 0.8)
+    async_scheduling: bool = True  # vLLM (default since v0.14): off is --no-async-scheduling
 
     def __post_init__(self) -> None:
         u = self.gpu_memory_utilization
@@ -158,6 +159,7 @@ class KVPool:
     host_cells: int = 0  # llama.cpp with every growing layer on the host: the -c cells the
     # GPU's compute buffer (its mask grows with -c) still leaves room for
     windows_apart: bool = False  # llama.cpp, SGLang: a conversation costs tokens x context
+    in_flight_batches: int = 1  # vLLM v0.26+ under async scheduling: window groups keep 2
 
     @property
     def rest_bytes(self) -> float:
@@ -188,17 +190,38 @@ class KVPool:
 
     @property
     def tokens(self) -> int:
-        """Tokens of cache the pool holds as the engine logs it (vLLM: blocks ÷ groups ×
-        block_size, so every group counted as growing)."""
+        """Tokens of cache the pool holds, counted as vLLM did before v0.24 (blocks ÷ groups ×
+        block_size, so every group counted as growing); llama.cpp's cells."""
         if self.groups is not None:
             return self.groups.reported_tokens(self.blocks)
         return self.blocks * self.block_size
+
+    def logged_tokens(self, max_model_len: int) -> int:
+        """The engine's own token figure ("GPU KV cache size"): from vLLM v0.24 its maximum
+        concurrency × max_model_len, before it ``tokens``."""
+        if self.groups is not None and self.accounting is not None \
+                and self.accounting.tokens_from_concurrency:
+            return int(self.concurrency(max_model_len) * max_model_len)
+        return self.tokens
+
+    @property
+    def window_budget_tokens(self) -> int:
+        """The prefill tokens a window group must keep blocks for, on top of its window:
+        max_num_batched_tokens per batch in flight (vLLM v0.26+ async scheduling: two)."""
+        return self.profile_tokens * self.in_flight_batches
+
+    def request_blocks(self, max_model_len: int) -> int:
+        """The most blocks one max_model_len request holds, as vLLM's start-up check and its
+        'Maximum concurrency' count them (0 without KV-cache groups)."""
+        if self.groups is None:
+            return 0
+        return self.groups.blocks_per_request(max_model_len, self.window_budget_tokens)
 
     def concurrency(self, max_model_len: int) -> float:
         """Full-length sequences that fit (vLLM's 'Maximum concurrency'): tokens ÷
         max_model_len, or with groups blocks ÷ the blocks one such request holds."""
         if self.groups is not None:
-            return self.blocks / self.groups.blocks_per_request(max_model_len, self.profile_tokens)
+            return self.blocks / self.request_blocks(max_model_len)
         return self.tokens / max_model_len
 
 
@@ -258,6 +281,8 @@ def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
     non_torch = float(d.get("non_torch_gib", 0.4)) * GIB
     if s.swa_full_tokens_ratio is not None and engine != "sglang":
         raise InputError(f"--swa-full-tokens-ratio is SGLang's; {engine} has no such setting")
+    if not s.async_scheduling and engine != "vllm":
+        raise InputError(f"--no-async-scheduling is vLLM's; {engine} has no such setting")
     if engine == "vllm":  # windows and states: vLLM's own groups (kvgroups.py)
         footprint = kv_footprint(dep.model, 1, dep.kv.bytes_per_element)
         per_token = footprint.bytes_per_token_growing * dep.kv_replication / dep.num_gpus
@@ -413,7 +438,8 @@ def _vllm_pool(dep: Deployment, s: EngineSettings, total: float, weights: float,
     block = groups.block_size if groups else s.block_size or int(d["block_size"])
     weights += mxfp4_padding_bytes(dep)
     return KVPool("vllm", total, fraction, weights, max(forward, sampler), non_torch_bytes(dep, acc),
-                  graphs, 1.0, per_token, block, seqs, tokens, groups, forward, sampler, acc)
+                  graphs, 1.0, per_token, block, seqs, tokens, groups, forward, sampler, acc,
+                  in_flight_batches=acc.in_flight_batches if s.async_scheduling else 1)
 
 
 def sequence_bytes_per_gpu(dep: Deployment, context: int) -> float:

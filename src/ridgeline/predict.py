@@ -314,7 +314,7 @@ def _kv_metric(row: Measurement, dep: Deployment) -> float | None:
     settings = replace(stated, max_model_len=max_len)
     pool = kv_pool(dep, settings, total_bytes)
     if row.metric == "kv_cache_tokens":
-        return float(pool.tokens)
+        return float(pool.logged_tokens(max_len))
     if row.metric == "kv_cache_gib":
         return pool.pool_bytes / GIB
     if row.metric == "gpu_blocks":

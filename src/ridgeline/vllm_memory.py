@@ -6,6 +6,8 @@ v0.2.5 everything the process holds (CUDA context, NCCL); V1 (v0.8) profiles
 max_num_batched_tokens and then a dummy sampler run over max_num_seqs requests, whose
 fp32 logits and top-k/top-p buffers are often the peak; v0.17 made that sampler lighter
 (a Triton kernel instead of a sort); v0.21 also takes an estimate of the CUDA-graph pool.
+What it logs and checks moved too: v0.24 logs its token count as maximum concurrency ×
+max_model_len, and v0.26 sizes a window group's worst case for two batches in flight.
 The eras are data (engines.json ``memory_versions``), each with its source.
 """
 
@@ -53,6 +55,8 @@ class VLLMAccounting:
     note: str
     source: str
     tp_caveat: str = ""  # what this version gets wrong at TP > 1 that the model leaves out
+    tokens_from_concurrency: bool = False  # logs "GPU KV cache size" as concurrency × length
+    in_flight_batches: int = 1  # batches a window group keeps blocks for (async scheduling)
 
 
 def vllm_accounting(version: str | None = None) -> VLLMAccounting:
@@ -73,7 +77,9 @@ def vllm_accounting(version: str | None = None) -> VLLMAccounting:
     return VLLMAccounting(asked, str(era["from"]), engine, float(era["non_torch_gib"]),
                           float(era["non_torch_nvlink_tp_gib"]),
                           float(era["sampler_logit_copies"]), bool(era["graphs_in_budget"]),
-                          str(era["note"]), str(era["source"]), str(era.get("tp_caveat", "")))
+                          str(era["note"]), str(era["source"]), str(era.get("tp_caveat", "")),
+                          bool(era.get("tokens_from_concurrency", False)),
+                          int(era.get("in_flight_batches", 1)))
 
 
 def sampler_peak_bytes(dep: Deployment, max_num_seqs: int, acc: VLLMAccounting) -> float:

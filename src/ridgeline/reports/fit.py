@@ -127,7 +127,7 @@ class FitReport:
         p = self.pool
         if p.groups is None:
             return None
-        return p.groups.blocks_per_request(self.context, p.profile_tokens)
+        return p.request_blocks(self.context)
 
     @property
     def start_bytes(self) -> float:
@@ -192,7 +192,9 @@ class FitReport:
                 windows = p.groups is not None and bool(p.groups.windows)
                 headline += (f" (vLLM refuses to start: one {self.context:,}-token request "
                              f"asks {self.start_blocks:,} blocks of the pool's {p.blocks:,}"
-                             + (", its window layers at window + max_num_batched_tokens)"
+                             + (", its window layers at window + "
+                                + ("max_num_batched_tokens)" if p.in_flight_batches == 1 else
+                                   f"{p.in_flight_batches} × max_num_batched_tokens in flight)")
                                 if windows else ")"))
             elif p.rest_bytes < 0 and is_llamacpp(p):
                 headline += (f" (the weights, the runtime and the compute buffer alone "
@@ -214,14 +216,16 @@ class FitReport:
                  f"{d.weights.label}, KV {d.kv.id}",
                  *_offload_lines(d, self.launch_cells), ""]
         lines += table(budget_rows(p, self.settings), ["", ""])[1:]
-        held = f"holds {p.tokens:,} tokens in {p.blocks:,} blocks of {p.block_size}"
+        held = f"holds {p.logged_tokens(self.context):,} tokens in {p.blocks:,} blocks of " \
+            f"{p.block_size}"
         if is_llamacpp(p):
             held = f"holds {p.tokens:,} cells (-c up to {p.tokens:,})"
             if p.slot_cache_bytes:
                 held += (f" beside {p.slot_cache_bytes / GIB:,.2f} GiB of sliding-window and "
                          f"recurrent cache sized for {p.max_num_seqs} slots")
         if p.groups is not None and p.groups.count > 1:
-            held = (f"holds {p.tokens:,} tokens as vLLM counts them: {p.blocks:,} blocks of "
+            held = (f"holds {p.logged_tokens(self.context):,} tokens as vLLM counts them: "
+                    f"{p.blocks:,} blocks of "
                     f"{p.block_size} tokens shared by {p.groups.count} KV-cache groups "
                     f"({p.groups.full} full, {p.groups.count - p.groups.full - p.groups.states}"
                     f" windowed, {p.groups.states} state)")
@@ -312,7 +316,8 @@ class FitComparison:
     def text_lines(self) -> list[str]:
         first = self.reports[0]
         d = first.deployment
-        rows = [[self._name(r), f"{r.pool.pool_bytes / GIB:,.2f}", f"{r.pool.tokens:,}",
+        rows = [[self._name(r), f"{r.pool.pool_bytes / GIB:,.2f}",
+                 f"{r.pool.logged_tokens(r.context):,}",
                  f"{r.per_conversation_bytes / GIB:,.3f}", f"{r.conversations:,}",
                  f"{r.batch:,}", r.verdict] for r in self.reports]
         target = f", against a target of {first.target:,}" if first.target else ""
@@ -569,13 +574,16 @@ def _start_steps(pool: KVPool, dep: Deployment, context: int) -> tuple[Step, ...
     g = pool.groups
     if g is None or not g.windows:
         return ()
-    asks = g.blocks_per_request(context, pool.profile_tokens)
+    batches = pool.in_flight_batches
+    budget = "max_num_batched_tokens" if batches == 1 else \
+        f"{batches} × max_num_batched_tokens (batches in flight under async scheduling)"
     return (step("start-up check (vLLM refuses a pool short of it)",
                  "blocks one max_model_len request asks ≤ the pool's blocks; window groups at "
-                 "min(window − 1 + max_num_batched_tokens, tokens)",
+                 f"min(window − 1 + {budget}, tokens)",
                  q("starts", "yes" if not refuses_to_start(pool, dep, context) else "no"),
-                 q("blocks asked", asks), q("pool blocks", pool.blocks),
-                 q("max_num_batched_tokens", pool.profile_tokens)),)
+                 q("blocks asked", pool.request_blocks(context)), q("pool blocks", pool.blocks),
+                 q("max_num_batched_tokens", pool.profile_tokens),
+                 *((q("batches in flight", batches),) if batches > 1 else ())),)
 
 
 def _held(pool: KVPool, dep: Deployment, context: int) -> int:
