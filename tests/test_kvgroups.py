@@ -159,3 +159,24 @@ def test_fit_json_carries_the_groups(capsys: pytest.CaptureFixture[str]) -> None
     groups = json.loads(capsys.readouterr().out)["kv_cache_groups"]
     assert groups["windows"] == [{"tokens": 1024, "groups": 6}]
     assert groups["blocks_per_conversation"] == 2000 + 6 * 65  # 32,000 tokens: 2,000 full blocks
+
+
+def test_fit_prints_the_token_count_and_concurrency_vllm_logs(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """v0.24+ logs tokens as its maximum concurrency × max_model_len; v0.23 as blocks ÷
+    groups × block size. fit prints whichever the version asked logs, with the concurrency."""
+    import json
+
+    d = dep("gemma-3-27b")
+    for version in ("0.23", "0.26"):
+        pool = kv_pool(d, EngineSettings(max_model_len=32_000, engine_version=version))
+        assert main(["fit", "gemma-3-27b", "--gpu", "h200", "--max-model-len", "32k",
+                     "--engine-version", version, "--json"]) == 0
+        tokens = json.loads(capsys.readouterr().out)["tokens"]
+        assert tokens == pool.logged_tokens(32_000)
+        assert main(["fit", "gemma-3-27b", "--gpu", "h200", "--max-model-len", "32k",
+                     "--engine-version", version]) == 0
+        assert (f"holds {tokens:,} tokens as vLLM logs them (its maximum concurrency "
+                f"{pool.concurrency(32_000):,.2f}x") in capsys.readouterr().out
+    assert tokens == int(pool.concurrency(32_000) * 32_000)
+    assert pool.tokens == pool.blocks // 7 * 16 != tokens

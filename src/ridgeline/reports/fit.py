@@ -145,7 +145,9 @@ class FitReport:
             "model": self.deployment.model.name, "accelerator": self.deployment.accelerator.id,
             "num_gpus": self.deployment.num_gpus, "engine": p.engine, "context": self.context,
             "pool_bytes_per_gpu": p.pool_bytes, "pool_gib_total": p.pool_bytes
-            * self.deployment.num_gpus / GIB, "tokens": p.tokens, "blocks_per_gpu": p.blocks,
+            * self.deployment.num_gpus / GIB, "tokens": p.logged_tokens(self.context),
+            "blocks_per_gpu": p.blocks, "vllm_max_concurrency": None if p.groups is None
+            else p.concurrency(self.context),
             "block_size": p.block_size, "conversations": self.conversations,
             "max_num_seqs": p.max_num_seqs, "batch": self.batch, "target": self.target,
             "ridge_batch": self.ridge_batch, "verdict": self.verdict,
@@ -224,8 +226,10 @@ class FitReport:
                 held += (f" beside {p.slot_cache_bytes / GIB:,.2f} GiB of sliding-window and "
                          f"recurrent cache sized for {p.max_num_seqs} slots")
         if p.groups is not None and p.groups.count > 1:
-            held = (f"holds {p.logged_tokens(self.context):,} tokens as vLLM counts them: "
-                    f"{p.blocks:,} blocks of "
+            held = (f"holds {p.logged_tokens(self.context):,} tokens as vLLM logs them "
+                    f"(its maximum concurrency {p.concurrency(self.context):,.2f}x"
+                    + (", a request charged its windows' prefill room" if p.groups.windows
+                       else "") + f"): {p.blocks:,} blocks of "
                     f"{p.block_size} tokens shared by {p.groups.count} KV-cache groups "
                     f"({p.groups.full} full, {p.groups.count - p.groups.full - p.groups.states}"
                     f" windowed, {p.groups.states} state)")
