@@ -500,6 +500,7 @@ def engine_settings(args: argparse.Namespace) -> Any:
         block_size=args.block_size, enforce_eager=args.enforce_eager, usage=args.usage,
         engine_version=getattr(args, "engine_version", None),
         async_scheduling=not getattr(args, "no_async_scheduling", False),
+        prefix_caching=not getattr(args, "no_prefix_caching", False),
         flash_attn=getattr(args, "flash_attn", None) != "off",
         swa_full_tokens_ratio=getattr(args, "swa_full_tokens_ratio", None))
 

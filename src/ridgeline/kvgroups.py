@@ -15,7 +15,8 @@ layer type:
   window group, the blocks covering its window (and, while a prefill chunk runs, the
   chunk): at most ceil(min(window − 1 + max_num_batched_tokens, max_model_len) ÷
   block_size) + 1 (v0.26 under async scheduling: two chunks in flight, the caller's
-  ``budget_tokens``); per state group, one block;
+  ``budget_tokens``); per state group, one block (two from v0.14 with prefix caching on
+  a linear-attention hybrid: mamba_cache_mode "align" keeps the last block-aligned state);
 - the pool has ``memory ÷ page`` blocks and vLLM reports ``blocks ÷ groups × block_size``
   tokens as its "GPU KV cache size" (v0.24+ logs max concurrency × max_model_len instead,
   ``KVPool.logged_tokens``; a v0.11 log of Gemma-3-4B and a v0.26 log of Gemma-3-27B are
@@ -45,6 +46,7 @@ class KVGroups:
     full: int  # groups of full-attention layers
     windows: tuple[tuple[int, int], ...]  # (window or chunk tokens, groups)
     states: int  # groups of recurrent-state layers
+    state_blocks: int = 1  # blocks each state group holds per request (prefix caching: 2)
 
     @property
     def count(self) -> int:
@@ -57,7 +59,7 @@ class KVGroups:
         n = self.full * -(-tokens // bs)
         for window, groups in self.windows:
             n += groups * (-(-min(window - 1 + budget_tokens, tokens) // bs) + 1)
-        return n + self.states
+        return n + self.states * self.state_blocks
 
     def decode_blocks(self, tokens: int) -> int:
         """Blocks a request of ``tokens`` tokens holds while it decodes: its window groups
@@ -66,15 +68,16 @@ class KVGroups:
         n = self.full * -(-tokens // bs)
         for window, groups in self.windows:
             n += groups * (-(-min(window - 1, tokens) // bs) + 1)
-        return n + self.states
+        return n + self.states * self.state_blocks
 
     def reported_tokens(self, blocks: int) -> int:
         """vLLM's logged "GPU KV cache size": blocks ÷ groups × block_size."""
         return blocks // self.count * self.block_size if self.count else 0
 
 
-def vllm_kv_groups(dep: Deployment, block_size: int) -> KVGroups | None:
-    """The groups vLLM V1 forms for ``dep``; None for a model with no cache at all."""
+def vllm_kv_groups(dep: Deployment, block_size: int, state_blocks: int = 1) -> KVGroups | None:
+    """The groups vLLM V1 forms for ``dep``, each state group holding ``state_blocks`` blocks
+    per request; None for a model with no cache at all."""
     model = dep.model
     types: dict[tuple[str, int], int] = {}
     state_bytes = 0.0
@@ -111,4 +114,5 @@ def vllm_kv_groups(dep: Deployment, block_size: int) -> KVGroups | None:
         full=groups.get((FULL, 0), 0),
         windows=tuple(sorted((w, g) for (kind, w), g in groups.items() if kind == "window")),
         states=groups.get(("state", 0), 0),
+        state_blocks=state_blocks,
     )

@@ -90,6 +90,7 @@ class EngineSettings:
     flash_attn: bool = True  # llama.cpp -fa (default auto: on where the backend supports it)
     swa_full_tokens_ratio: float | None = None  # SGLang's window pool ÷ full pool (default 0.8)
     async_scheduling: bool = True  # vLLM (default since v0.14): off is --no-async-scheduling
+    prefix_caching: bool = True  # vLLM V1's default: off is --no-prefix-caching
 
     def __post_init__(self) -> None:
         u = self.gpu_memory_utilization
@@ -283,6 +284,8 @@ def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
         raise InputError(f"--swa-full-tokens-ratio is SGLang's; {engine} has no such setting")
     if not s.async_scheduling and engine != "vllm":
         raise InputError(f"--no-async-scheduling is vLLM's; {engine} has no such setting")
+    if not s.prefix_caching and engine != "vllm" and engine != "sglang":
+        raise InputError(f"--no-prefix-caching sizes vLLM's pool; {engine} has no such setting")
     if engine == "vllm":  # windows and states: vLLM's own groups (kvgroups.py)
         footprint = kv_footprint(dep.model, 1, dep.kv.bytes_per_element)
         per_token = footprint.bytes_per_token_growing * dep.kv_replication / dep.num_gpus
@@ -434,12 +437,22 @@ def _vllm_pool(dep: Deployment, s: EngineSettings, total: float, weights: float,
     forward = tokens * activation_bytes_per_token(dep)
     sampler = sampler_peak_bytes(dep, seqs, acc)
     graphs = cuda_graph_bytes(dep, seqs, acc, s.enforce_eager)
-    groups = vllm_kv_groups(dep, s.block_size or int(d["block_size"]))
+    groups = vllm_kv_groups(dep, s.block_size or int(d["block_size"]),
+                            align_state_blocks(dep, acc, s.prefix_caching))
     block = groups.block_size if groups else s.block_size or int(d["block_size"])
     weights += mxfp4_padding_bytes(dep)
     return KVPool("vllm", total, fraction, weights, max(forward, sampler), non_torch_bytes(dep, acc),
                   graphs, 1.0, per_token, block, seqs, tokens, groups, forward, sampler, acc,
                   in_flight_batches=acc.in_flight_batches if s.async_scheduling else 1)
+
+
+def align_state_blocks(dep: Deployment, acc: VLLMAccounting, prefix_caching: bool) -> int:
+    """State blocks a request holds per state group: vLLM v0.14+ with prefix caching puts a
+    linear-attention hybrid in mamba_cache_mode "align", two (the running state and the last
+    block-aligned one); otherwise one. Mamba layers, which vLLM may cache in "all" mode (a
+    state per block), are left at one: that mode is not modelled."""
+    states = {layer.mixer for layer in dep.model.layers if layer.mixer in (LINEAR, MAMBA)}
+    return acc.linear_state_blocks if prefix_caching and states == {LINEAR} else 1
 
 
 def sequence_bytes_per_gpu(dep: Deployment, context: int) -> float:

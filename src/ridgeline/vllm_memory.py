@@ -7,7 +7,8 @@ max_num_batched_tokens and then a dummy sampler run over max_num_seqs requests, 
 fp32 logits and top-k/top-p buffers are often the peak; v0.17 made that sampler lighter
 (a Triton kernel instead of a sort); v0.21 also takes an estimate of the CUDA-graph pool.
 What it logs and checks moved too: v0.24 logs its token count as maximum concurrency ×
-max_model_len, and v0.26 sizes a window group's worst case for two batches in flight.
+max_model_len, and v0.26 sizes a window group's worst case for two batches in flight; from
+v0.14 prefix caching keeps two state blocks per request for linear-attention hybrids.
 The eras are data (engines.json ``memory_versions``), each with its source.
 """
 
@@ -57,6 +58,7 @@ class VLLMAccounting:
     tp_caveat: str = ""  # what this version gets wrong at TP > 1 that the model leaves out
     tokens_from_concurrency: bool = False  # logs "GPU KV cache size" as concurrency × length
     in_flight_batches: int = 1  # batches a window group keeps blocks for (async scheduling)
+    linear_state_blocks: int = 1  # state blocks a linear-attention group holds per request
 
 
 def vllm_accounting(version: str | None = None) -> VLLMAccounting:
@@ -79,7 +81,8 @@ def vllm_accounting(version: str | None = None) -> VLLMAccounting:
                           float(era["sampler_logit_copies"]), bool(era["graphs_in_budget"]),
                           str(era["note"]), str(era["source"]), str(era.get("tp_caveat", "")),
                           bool(era.get("tokens_from_concurrency", False)),
-                          int(era.get("in_flight_batches", 1)))
+                          int(era.get("in_flight_batches", 1)),
+                          int(era.get("linear_state_blocks", 1)))
 
 
 def sampler_peak_bytes(dep: Deployment, max_num_seqs: int, acc: VLLMAccounting) -> float:
