@@ -517,3 +517,35 @@ def test_no_candidate_has_a_launch_vllm_would_refuse() -> None:
         settings = EngineSettings(max_model_len=max_len, max_num_seqs=c.max_num_seqs,
                                   max_num_batched_tokens=c.max_num_batched_tokens)
         assert not refuses_to_start(kv_pool(dep, settings), dep, max_len), c.label
+
+
+def test_a_plan_met_only_by_unpriced_cards_says_no_priced_deployment(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from ridgeline.cli import main
+
+    assert main(["plan", "llama-3.1-8b", "--slo-ttft-ms", "500", "--slo-tpot-ms", "40",
+                 "--rate", "5", "--gpus", "rtx-3060", "--workers", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "NO PRICED DEPLOYMENT within the limits" in out and "feasible but unpriced" in out
+
+
+def test_pareto_points_name_the_kv_format_their_figures_assume() -> None:
+    result = plan(MODEL, LOAD, SLO, ["h100-sxm"], workers=1)
+    kv = {c.kv for c in result.candidates}
+    assert all(any(f", KV {k}, b" in label for k in kv) for _, _, label in result.pareto)
+
+
+def test_plan_explain_shows_the_analytic_and_the_simulated_replica_counts(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """At 4 req/s of 4,000-token prompts one replica's analytic rate (about 12 req/s)
+    covers the load, but its simulated p90 TTFT misses 80 ms: two replicas are kept."""
+    from ridgeline.cli import main
+
+    assert main(["plan", "llama-3.1-8b", "--rate", "4", "--input-len", "4000", "--output-len",
+                 "200", "--slo-ttft-ms", "80", "--slo-tpot-ms", "30", "--workers", "1",
+                 "--explain"]) == 0
+    out = capsys.readouterr().out
+    analytic = out.split("replicas, analytic:")[1].split("=> replicas = ")[1].split()[0]
+    simulated = out.split("replicas, simulated:")[1].split("=> replicas = ")[1].split()[0]
+    assert int(analytic) < int(simulated)
+    assert "p90 TTFT = " in out.split("replicas, simulated:")[1] and "[SLO 80 ms]" in out

@@ -497,7 +497,8 @@ def engine_settings(args: argparse.Namespace) -> Any:
     return EngineSettings(
         gpu_memory_utilization=args.gpu_memory_utilization, max_model_len=args.max_model_len,
         max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
-        block_size=args.block_size, enforce_eager=args.enforce_eager, usage=args.usage,
+        block_size=args.block_size, enforce_eager=args.enforce_eager,
+        usage=args.usage or "serve",
         engine_version=getattr(args, "engine_version", None),
         async_scheduling=not getattr(args, "no_async_scheduling", False),
         prefix_caching=not getattr(args, "no_prefix_caching", False),

@@ -72,6 +72,7 @@ def cmd_fit(args: argparse.Namespace) -> Any:
                            engine=engines[0], flash_attention=flash_attention(args, engines[0]),
                            offload=host_offload(args, model, engines[0]),
                            split_mode=args.split_mode)
+    check_engine_flags(args, engines[0])
     settings = engine_settings(args)
     if args.max_model_len is None and auto_layers(args):
         if args.target_concurrency is not None:
@@ -143,7 +144,7 @@ def _compare_engines(args: argparse.Namespace, model: Any, acc: Any, engines: li
                          "their defaults, or give one --engine")
     if len(set(engines)) < len(engines):
         raise InputError("an engine is named twice in --engine")
-    settings = EngineSettings(max_model_len=args.max_model_len, usage=args.usage)
+    settings = EngineSettings(max_model_len=args.max_model_len, usage=args.usage or "serve")
     return FitComparison(tuple(
         fit_report(Deployment.build(model, acc, args.weights, args.kv_dtype, args.num_gpus,
                                     engine=engine), args.max_model_len, settings,
@@ -177,12 +178,15 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
              if value is not None and not args.spec_tokens]
     if stray:
         raise InputError(f"{', '.join(stray)} describe{'s' if len(stray) == 1 else ''} "
-                         "speculative decoding: give --spec-tokens")
+                         "speculative decoding: give --spec-tokens N, a draft of at least "
+                         "1 token")
+    check_load_flags(args)
     if args.burstiness is not None and args.arrival != "gamma":
         raise InputError("--burstiness shapes gamma arrivals: give --arrival gamma")
     args.spec_acceptance = SPEC_ACCEPTANCE if args.spec_acceptance is None else args.spec_acceptance
     args.spec_draft_cost = SPEC_DRAFT_COST if args.spec_draft_cost is None else args.spec_draft_cost
     args.burstiness = 1.0 if args.burstiness is None else args.burstiness
+    check_engine_flags(args, engine)
     settings = engine_settings(args)
     story = ""
     if auto_layers(args) and not settings.max_model_len:  # llama-server's -c 0 under --fit
@@ -213,6 +217,14 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         raise InputError(f"does not fit: {engine} would refuse to start, its KV pool holding "
                          f"less than one {settings.max_model_len:,}-token sequence (see "
                          "`ridgeline fit`)")
+    if not settings.max_model_len and engine == "vllm":  # vLLM's default: the model's context
+        default_len = config.max_model_len
+        if refuses_to_start(kv_pool(dep, replace(settings, max_model_len=default_len)), dep,
+                            default_len):
+            raise InputError(f"does not fit: vllm would refuse to start at its default "
+                             f"max_model_len, the model's {default_len:,} tokens, its KV pool "
+                             "holding less than one such sequence; give --max-model-len "
+                             "(`ridgeline fit --target-concurrency 1` finds the longest)")
     if args.trace and args.rate is not None:
         raise InputError("--trace replays its own arrival times; drop --rate")
     if args.rate is not None and args.concurrency is not None:
@@ -284,6 +296,46 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     return SimulateReport(replace(dep), config, result, count, load, slo_ttft, slo_tpot,
                           cautions=cautions)
 
+def check_engine_flags(args: argparse.Namespace, engine: str) -> None:
+    """Refuse an engine setting the chosen engine has no use for, rather than drop it."""
+    problems = []
+    if engine.startswith("llama.cpp"):
+        if args.gpu_memory_utilization is not None:
+            problems.append("--gpu-memory-utilization: llama.cpp has no memory fraction; it "
+                            "allocates the cache -c asks for (--max-model-len × --parallel)")
+        if args.block_size is not None:
+            problems.append("--block-size: llama.cpp caches single-token cells")
+    if args.usage is not None and engine != "vllm":
+        problems.append(f"--usage is vLLM's usage context (vllm serve or the LLM class); "
+                        f"{engine} has none")
+    if problems:
+        raise InputError("; ".join(problems))
+
+
+def check_load_flags(args: argparse.Namespace) -> None:
+    """Refuse the load flags the chosen load ignores, then fill in the defaults: a trace
+    brings its own requests, lengths and arrivals; a closed loop has no arrivals."""
+    if args.trace:
+        given = [flag for flag, value in (("--num-requests", args.num_requests),
+                                          ("--input-len", args.input_len),
+                                          ("--output-len", args.output_len),
+                                          ("--arrival", args.arrival),
+                                          ("--burstiness", args.burstiness)) if value is not None]
+        if given:
+            raise InputError(f"--trace replays its own requests, lengths and arrival times; "
+                             f"drop {', '.join(given)}")
+    if args.concurrency is not None:
+        given = [flag for flag, value in (("--arrival", args.arrival),
+                                          ("--burstiness", args.burstiness)) if value is not None]
+        if given:
+            raise InputError(f"--concurrency is a closed loop: each request arrives as one "
+                             f"finishes; drop {', '.join(given)}")
+    args.num_requests = 1000 if args.num_requests is None else args.num_requests
+    args.input_len = args.input_len or "512"
+    args.output_len = args.output_len or "128"
+    args.arrival = args.arrival or "poisson"
+
+
 def cmd_plan(args: argparse.Namespace) -> Any:
     from ridgeline.deployment import engine_platform_problem
     from ridgeline.hardware import resolve_accelerator
@@ -320,8 +372,12 @@ def cmd_plan(args: argparse.Namespace) -> Any:
     if not 1 <= args.percentile < 100:  # in percent: 0.9 is p0.9, not p90
         raise InputError(f"--percentile is in percent, from 1 to below 100 (90 for p90), got "
                          f"{args.percentile:g}")
+    given = [flag for flag, value in (("--input-len", args.input_len),
+                                      ("--output-len", args.output_len)) if value is not None]
+    if args.trace and given:
+        raise InputError(f"--trace replays its own lengths; drop {', '.join(given)}")
     load = Load.from_trace(args.trace, args.seed) if args.trace \
-        else Load(args.rate, args.input_len, args.output_len, args.seed)
+        else Load(args.rate, args.input_len or "1000", args.output_len or "250", args.seed)
     slo = Slo(args.slo_ttft_ms / 1e3, args.slo_tpot_ms / 1e3, args.percentile)
     if args.engine_version is not None:  # a bad version is named before the search
         from ridgeline.memory import check_engine_version
@@ -350,8 +406,17 @@ def plan_steps(result: Any, mean_out: float) -> tuple[Any, ...]:
              q("rate", win.replica_rate, "req/s"), q("batch", win.batch),
              q("output tokens (mean)", mean_out), q("TPOT", win.tpot_s * 1e3, "ms",
                                                      "step_cost, mixed decode + prefill step")),
-        step("replicas", "ceil(rate ÷ one replica's rate), then simulated until the SLO holds",
-             q("replicas", win.replicas), q("rate", result.load.rate, "req/s")),
+        step("replicas, analytic", "ceil(rate ÷ one replica's rate)",
+             q("replicas", win.analytic_replicas if win.verified else win.replicas),
+             q("rate", result.load.rate, "req/s"), q("one replica's rate", win.replica_rate,
+                                                     "req/s")),
+        *((step("replicas, simulated", "the fewest replicas whose simulated percentiles meet "
+                "the SLO (each replica at its share of the load)",
+                q("replicas", win.replicas),
+                q(f"p{result.slo.percentile:g} TTFT", (win.sim_ttft_s or 0.0) * 1e3, "ms",
+                  f"SLO {result.slo.ttft_s * 1e3:g} ms"),
+                q(f"p{result.slo.percentile:g} TPOT", (win.sim_tpot_s or 0.0) * 1e3, "ms",
+                  f"SLO {result.slo.tpot_s * 1e3:g} ms")),) if win.verified else ()),
         step("cost per million output tokens", "$/h ÷ (output tok/s × 3600) × 1e6",
              q("cost", win.cost_per_million_tokens(tok_s) or 0.0, "$/M tok"),
              q("$/h", win.cost_per_hour or 0.0, "", "GPUs × price per GPU-hour"),
@@ -441,7 +506,7 @@ def register(sub: Any) -> None:
     g.add_argument("--flash-attn", choices=["on", "off", "auto"],
                    help="llama.cpp -fa (default auto: on where supported); off sizes the "
                    "attention scores into the compute buffer and costs their traffic")
-    g.add_argument("--usage", choices=["serve", "offline"], default="serve",
+    g.add_argument("--usage", choices=["serve", "offline"],
                    help="vLLM usage context: vllm serve (default) or the offline LLM class")
     g.add_argument("--engine-version", metavar="V",
                    help="engine version whose memory rules to follow: vLLM 0.6.4, 0.10, 0.26 "
@@ -461,12 +526,13 @@ def register(sub: Any) -> None:
     w.add_argument("--concurrency", type=_positive_count("concurrency", MAX_BATCH),
                    help="closed loop: keep this many requests in flight")
     w.add_argument("--num-requests", type=_positive_count("number of requests", MAX_REQUESTS),
-                   default=1000)
-    w.add_argument("--input-len", default="512",
-                   help="512, uniform:a,b, normal:mean,sd, lognormal:median,sigma, zipf:s,max, "
-                   "file:PATH")
-    w.add_argument("--output-len", default="128", help="as --input-len")
-    w.add_argument("--arrival", choices=["poisson", "gamma", "constant"], default="poisson")
+                   help="requests to run (default 1000)")
+    w.add_argument("--input-len",
+                   help="512 (default), uniform:a,b, normal:mean,sd, lognormal:median,sigma, "
+                   "zipf:s,max, file:PATH")
+    w.add_argument("--output-len", help="as --input-len (default 128)")
+    w.add_argument("--arrival", choices=["poisson", "gamma", "constant"],
+                   help="open-loop arrivals (default poisson)")
     w.add_argument("--burstiness", type=_positive_float("burstiness"),
                    help="gamma arrivals: coefficient of variation of the gaps")
     w.add_argument("--prefix-groups", type=_count("prefix groups"), default=0,
@@ -486,7 +552,8 @@ def register(sub: Any) -> None:
     g.add_argument("--enforce-eager", "--disable-cuda-graph", dest="enforce_eager",
                    action="store_true", help="no CUDA graphs: decode steps pay a prefill step's "
                    "per-layer cost; the pool keeps the graphs' memory")
-    g.add_argument("--usage", choices=["serve", "offline"], default="serve")
+    g.add_argument("--usage", choices=["serve", "offline"],
+                   help="vLLM usage context: vllm serve (default) or the offline LLM class")
     g.add_argument("--engine-version", metavar="V",
                    help="engine version whose memory rules to follow (vLLM, SGLang)")
     g.add_argument("--no-async-scheduling", action="store_true",
@@ -516,8 +583,9 @@ def register(sub: Any) -> None:
     load.add_argument("--trace", metavar="FILE", type=_not_empty("trace path"),
                       help="a recorded load (CSV/JSONL as in simulate, Azure layout too): its "
                       "rate and lengths, replayed round-robin across replicas")
-    p.add_argument("--input-len", default="1000", help="as in simulate (512, lognormal:…)")
-    p.add_argument("--output-len", default="250")
+    p.add_argument("--input-len", help="prompt tokens, as in simulate (1000 by default here; "
+                   "512, lognormal:median,sigma, …)")
+    p.add_argument("--output-len", help="output tokens, as --input-len (250 by default here)")
     p.add_argument("--slo-ttft-ms", type=_positive_float("TTFT SLO"), required=True)
     p.add_argument("--slo-tpot-ms", type=_positive_float("TPOT SLO"), required=True)
     p.add_argument("--percentile", type=float, default=90.0,
@@ -525,7 +593,8 @@ def register(sub: Any) -> None:
     p.add_argument("--gpus", type=_name_list(_accelerator_name),
                    help="candidate accelerators, comma-separated "
                    "(default h100-sxm,h200-sxm,b200,mi300x,l40s)")
-    p.add_argument("--max-gpus", type=_positive_count("max GPUs"), default=64)
+    p.add_argument("--max-gpus", type=_positive_count("max GPUs"), default=64,
+                   help="GPUs in all replicas together (default 64)")
     p.add_argument("--price", action="append", metavar="GPU=USD",
                    help="price per GPU-hour, repeatable (default: the catalog's)")
     p.add_argument("--workers", type=_positive_count("workers", MAX_WORKERS), default=2)

@@ -705,8 +705,9 @@ def _pareto(model: ModelSpec, feasible: list[Candidate], load: Load,
         while b <= max(1, c.batch):
             t = step_time_s(dep, decode_batch(b, ctx), profile)
             ep = " EP" if c.expert_parallel else ""
-            points.append((b / t / dep.num_gpus, 1 / t, f"{c.accelerator} TP{c.tp}{ep} "
-                                                       f"{c.weights} b{b}"))
+            pp = f" PP{c.pp}" if c.pp > 1 else ""
+            points.append((b / t / dep.num_gpus, 1 / t, f"{c.accelerator} TP{c.tp}{pp}{ep} "
+                                                       f"{c.weights}, KV {c.kv}, b{b}"))
             b *= 2
     points.sort(key=lambda p: (-p[1], -p[0]))
     frontier, best = [], -1.0

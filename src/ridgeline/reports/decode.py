@@ -306,11 +306,12 @@ class DecodeReport:
         return [*self._seat_lines(engine), *(f"caution: {c}" for c in self.cautions)]
 
     def _seat_lines(self, engine: str) -> list[str]:
+        # a batch run, as vLLM's offline LLM class sizes it (its defaults differ from serve's)
+        fit = "`ridgeline fit --usage offline`" if engine == "vllm" else "`ridgeline fit`"
         return [f"{engine}'s KV pool runs at most {b:,} {plural(b, 'sequence')} at {c:,} "
-                f"{plural(c, 'token')} of context "
-                "(`ridgeline fit` for the breakdown)" if b else
+                f"{plural(c, 'token')} of context ({fit} for the breakdown)" if b else
                 f"{engine} cannot hold one sequence of {c:,} {plural(c, 'token')} "
-                "beside these weights: it would refuse to start (`ridgeline fit` for the breakdown)"
+                f"beside these weights: it would refuse to start ({fit} for the breakdown)"
                 for c, b in self.pool_batch]
 
 

@@ -371,7 +371,8 @@ def longest_context(dep: Deployment, settings: EngineSettings, target: int) -> F
             high = mid - 1
     report = fit_report(dep, low, settings, target)
     cap = " (the model's limit)" if low == limit else ""
-    return replace(report, searched=f"longest context at which {target:,} conversations fit at "
+    return replace(report, searched=f"longest context at which {target:,} "
+                   f"{plural(target, 'conversation')} {'fits' if target == 1 else 'fit'} at "
                    f"once: {low:,} tokens{cap}")
 
 

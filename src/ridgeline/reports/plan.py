@@ -149,7 +149,8 @@ class PlanReport:
                 f"pools sized as {r.engine} sizes them")
         win = r.winner
         if win is None:
-            lines = [head, "", "NO DEPLOYMENT within the limits meets this SLO."]
+            lines = [head, "", "NO PRICED DEPLOYMENT within the limits meets this SLO."
+                     if r.unpriced else "NO DEPLOYMENT within the limits meets this SLO."]
             if r.closest_miss:
                 lines.append(f"closest: {r.closest_miss}")
             if r.unpriced:
