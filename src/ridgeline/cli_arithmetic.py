@@ -79,8 +79,10 @@ def cmd_roofline(args: argparse.Namespace) -> Any:
     acc = load_accelerator(args)
     dep = load_deployment(args) if args.model else None
     bpw, kvb = (2.0, 2.0) if dep else _element_bytes(args)
-    dtype = args.compute_dtype or (dep.compute_dtype if dep else _matmul_dtype(args, acc))
-    return roofline_report(acc, dtype, args.batch, args.prompt_len, dep, bpw, kvb, args.intensity)
+    dtype = args.compute_dtype or (dep.dense_compute_dtype if dep else _matmul_dtype(args, acc))
+    experts = args.compute_dtype or (dep.expert_compute_dtype if dep else dtype)
+    return roofline_report(acc, dtype, args.batch, args.prompt_len, dep, bpw, kvb, args.intensity,
+                           experts)
 
 def cmd_moe(args: argparse.Namespace) -> Any:
     from ridgeline.reports.moe import moe_report
@@ -166,7 +168,7 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
     from ridgeline.reports.decode import Expectation, PrefillComparison, PrefillReport
 
     def one(a: argparse.Namespace) -> PrefillReport:
-        from ridgeline.memory import EngineSettings
+        from ridgeline.memory import EngineSettings, max_batch
 
         dep = load_deployment(a)
         no_fit_ctx(a)
@@ -176,10 +178,13 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
         if a.ubatch_size and not dep.engine.startswith("llama.cpp"):
             raise InputError(f"--ubatch-size is llama.cpp's -ub; {dep.engine} runs a prompt in "
                              "one pass")
-        expected = Expectation.of_prefill(dep, a.prompt_len, a.batch, load_profile(a),
-                                          a.ubatch_size)
+        profile = load_profile(a)
+        expected = Expectation.of_prefill(dep, a.prompt_len, a.batch, profile, a.ubatch_size)
+        held = max_batch(dep, a.prompt_len, EngineSettings(max_model_len=a.prompt_len,
+                                                           usage="offline")) \
+            if profile.engine in ("vllm", "sglang", "trtllm") else None  # as decode asks
         return PrefillReport(dep, prefill_floor(dep, a.prompt_len, a.batch, a.ubatch_size), expected,
-                             a.ubatch_size)
+                             a.ubatch_size, held)
 
     names = accelerator_names(args)
     if len(names) > 1:  # the same prompt on several cards, side by side
@@ -196,7 +201,7 @@ def cmd_utilization(args: argparse.Namespace) -> Any:
     if dep is None and (args.kv_dtype or args.context):
         raise InputError("--kv-dtype and --context apply with --model (its KV budget)")
     bpw = 2.0 if dep else _element_bytes(args)[0]
-    dtype = args.compute_dtype or (dep.compute_dtype if dep else _matmul_dtype(args, acc))
+    dtype = args.compute_dtype or (dep.dense_compute_dtype if dep else _matmul_dtype(args, acc))
     return utilization_report(acc, args.running, dtype, bpw, dep, args.context)
 
 def register(sub: Any) -> None:

@@ -53,6 +53,7 @@ from ridgeline.quantization import (
 )
 
 ACTIVATION_BYTES = 2  # bf16/fp16 activations between kernels
+NORM_BYTES = 2  # norms and biases ("other" weights) stay at bf16
 # Attention without flash attention (llama.cpp's graph without -fa): per head and query-key
 # pair, the f32 scores are written (4 B), read and written by the masked softmax (4 + 4) and
 # read again as f16 by the P·V matmul after a conversion (4 + 2 + 2): 20 bytes.
@@ -247,7 +248,7 @@ def step_cost(dep: Deployment, batch: Sequence[Seq], profile: EngineProfile = ID
         acc = ops.setdefault(name, [0.0, 0.0, 0.0, 0.0])
         acc[0] += flops * count
         acc[1] += nbytes * count
-        compute, memory = flops / rate.flops_per_s, nbytes / rate.bytes_per_s
+        compute, memory = flops / rate.flops_rate(name), nbytes / rate.bytes_per_s
         acc[2] += max(compute, memory) * count
         acc[3] += compute * count
     out = [OpCost(name, f, b, t, "compute" if c * 2 > t else "memory")
@@ -270,8 +271,9 @@ def shape_time_s(dep: Deployment, shape: BatchShape, profile: EngineProfile = ID
     """The time of a step of this shape: step_cost's total, without the breakdown."""
     terms = step_terms(dep, shape)
     rate = _Rates(dep, profile)
-    p, w = rate.flops_per_s, rate.bytes_per_s
-    total = sum(count * max(flops / p, nbytes / w) for _, flops, nbytes, count in terms.work)
+    w = rate.bytes_per_s
+    total = sum(count * max(flops / rate.flops_rate(name), nbytes / w)
+                for name, flops, nbytes, count in terms.work)
     total += sum(t for _, t in terms.link)
     total += sum(count * t for _, _, _, count, t, _ in _host_ops(dep, terms, rate))
     return total + profile.overhead_s(terms.layers, terms.tokens > terms.sequences)
@@ -311,7 +313,7 @@ def _host_ops(dep: Deployment, terms: StepTerms, rate: _Rates, share: float | No
         return ops
     link = link_bytes_per_s(dep)
     for name, flops, nbytes, count in terms.host:
-        gpu = rate.time(flops, nbytes) if gpu_flops else 0.0
+        gpu = rate.time(flops, nbytes, name) if gpu_flops else 0.0
         if name in WEIGHT_OPS:
             ops.append((name, flops, nbytes, count, nbytes / link + gpu, OVER_HOST_LINK))
         else:  # the scheduler keeps what follows an offloaded matmul on the GPU
@@ -329,8 +331,24 @@ def step_time_s(dep: Deployment, batch: Sequence[Seq], profile: EngineProfile = 
     return _cached_time(dep, tuple(batch), profile)
 
 
+# the weight category each weight matmul multiplies by (the LM head: the embedding when tied)
+OP_CATEGORIES = {"attention projections": ATTENTION, "linear attention": LINEAR_ATTENTION,
+                 "mamba": SSM, "router": ROUTER, "experts": EXPERTS,
+                 "shared experts": SHARED_EXPERTS, "mlp": MLP}
+
+
+def op_slowdown(dep: Deployment, op: str) -> float:
+    """How much slower than the step's compute dtype one operator's matmuls run (1 for all
+    but a weight matmul whose format cannot run at it; "mlp (host memory)" is the mlp)."""
+    base = op.split(" (")[0]
+    category = (EMBEDDING if dep.model.tie_word_embeddings else LM_HEAD) if base == "lm head" \
+        else OP_CATEGORIES.get(base)
+    return dict(dep.matmul_slowdowns).get(category, 1.0) if category else 1.0
+
+
 class _Rates:
-    """Per-rank peak and bandwidth after the engine's efficiencies."""
+    """Per-rank peak and bandwidth after the engine's efficiencies; a weight matmul whose
+    format cannot run at the step's compute dtype gets its own, slower peak."""
 
     def __init__(self, dep: Deployment, profile: EngineProfile) -> None:
         acc = dep.accelerator
@@ -338,10 +356,18 @@ class _Rates:
         if dep.dequantizes:
             self.flops_per_s *= profile.dequant_compute
         self.bytes_per_s = acc.memory_bandwidth_bytes_per_s * profile.bandwidth_for(acc)
+        slower = dict(dep.matmul_slowdowns)
+        head = EMBEDDING if dep.model.tie_word_embeddings else LM_HEAD
+        self.op_flops_per_s = {op: self.flops_per_s / slower[category]
+                               for op, category in (*OP_CATEGORIES.items(), ("lm head", head))
+                               if category in slower}
 
-    def time(self, flops: float, nbytes: float) -> float:
+    def flops_rate(self, op: str) -> float:
+        return self.op_flops_per_s.get(op, self.flops_per_s)
+
+    def time(self, flops: float, nbytes: float, op: str = "") -> float:
         """Per-rank work: the caller has already divided by the TP degree."""
-        return max(flops / self.flops_per_s, nbytes / self.bytes_per_s)
+        return max(flops / self.flops_rate(op), nbytes / self.bytes_per_s)
 
 
 
@@ -386,7 +412,7 @@ def _token_ops(dep: Deployment, layer: Layer, tokens: int) -> tuple[tuple[str, f
     else:
         linear("mlp", MLP)
     activations = ELEMENTWISE_PASSES * tokens * model.hidden_size * ACTIVATION_BYTES
-    ops.append(("elementwise", 0.0, (params[OTHER] * 2 + activations) / tp))  # norms: bf16
+    ops.append(("elementwise", 0.0, (params[OTHER] * NORM_BYTES + activations) / tp))
     return tuple(ops)
 
 

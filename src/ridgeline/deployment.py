@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import cached_property
 
+from ridgeline.datafiles import load_data
 from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator
 from ridgeline.kvcache import kv_replication
+from ridgeline.layouts import FULL, WINDOW_MIXERS
 from ridgeline.model import ModelSpec
 from ridgeline.offload import HostOffload
 from ridgeline.params import count_params
@@ -23,7 +25,7 @@ from ridgeline.precision import (
     weight_mixes,
     weight_plan,
 )
-from ridgeline.quantization import EMBEDDING, EXPERTS
+from ridgeline.quantization import EMBEDDING, EXPERTS, LINEAR_CATEGORIES, LM_HEAD, ROUTER
 
 LLAMA_CPP_MATMUL_DTYPES = ("bf16", "fp16", "fp32")
 
@@ -186,6 +188,8 @@ class Deployment:
         if named and not cache.cached_by(engine):
             takes = ", ".join(k for k, d in kv_dtypes().items() if d.cached_by(engine))
             raise InputError(f"{engine} has no {cache.id} KV cache; it caches in {takes}")
+        if engine.startswith("llama.cpp"):
+            model = llamacpp_attention(model)
         dep = cls(model, accelerator, plan, cache,
                   num_gpus // pipeline_parallel_size, pipeline_parallel_size, expert_parallel,
                   engine, flash_attention)
@@ -240,10 +244,62 @@ class Deployment:
         llama.cpp multiplies quantized weights on int8 tensor cores (MMQ, PR #7676) or
         dequantized to fp16, never fp8/fp4 units (native MXFP4 came experimentally in PR
         #17906, Dec 2025), so its matmuls are counted at the 16-bit rate."""
-        dtypes = compute_dtype_for(self.weights)
+        return self._native_dtype(compute_dtype_for(self.weights))
+
+    def _native_dtype(self, dtypes: tuple[str, ...]) -> str:
         if self.engine.startswith("llama.cpp"):
             dtypes = tuple(d for d in dtypes if d in LLAMA_CPP_MATMUL_DTYPES) or ("fp16",)
         return self.accelerator.first_supported(dtypes)
+
+    def compute_dtype_of(self, category: str) -> str:
+        """The dtype one weight category's matmuls run at: the step's, where the category's
+        format runs at it, else the format's own (gpt-oss on a B200: fp4 for the MXFP4
+        experts, bf16 for the bf16 attention weights)."""
+        dtypes = self.weights.format_of(category).compute_dtypes
+        step = self.compute_dtype
+        return step if step in dtypes else self._native_dtype(dtypes)
+
+    @property
+    def dense_compute_dtype(self) -> str:
+        """The dtype of the matmuls every token runs: the largest linear category's other than
+        the routed experts (gpt-oss: its bf16 attention; a dense model: the step's)."""
+        params = count_params(self.model).by_category
+        dense = [c for c in LINEAR_CATEGORIES if c != EXPERTS and params.get(c)]
+        if not dense:
+            return self.compute_dtype
+        return self.compute_dtype_of(max(dense, key=lambda c: params[c]))
+
+    @property
+    def expert_compute_dtype(self) -> str:
+        """The routed experts' matmul dtype (the step's for a dense model)."""
+        return self.compute_dtype_of(EXPERTS) if self.model.moe else self.compute_dtype
+
+    @property
+    def matmuls_label(self) -> str:
+        """The step's matmul dtype, and the weight categories whose matmuls run at another:
+        "fp4 (attention, router, lm_head at bf16)"."""
+        head = EMBEDDING if self.model.tie_word_embeddings else LM_HEAD
+        matmuls = {*LINEAR_CATEGORIES, ROUTER, head}
+        slower: dict[str, list[str]] = {}
+        for category, _ in self.matmul_slowdowns:
+            if category in matmuls:
+                name = "lm_head" if category == head else category
+                slower.setdefault(self.compute_dtype_of(category), []).append(name)
+        rest = "; ".join(f"{', '.join(names)} at {dtype}" for dtype, names in slower.items())
+        return self.compute_dtype + (f" ({rest})" if rest else "")
+
+    @cached_property
+    def matmul_slowdowns(self) -> tuple[tuple[str, float], ...]:
+        """(category, factor) for the weight categories whose matmuls run slower than the
+        step's compute dtype: peak at the step's dtype ÷ peak at theirs (gpt-oss's attention
+        on a B200: fp4 ÷ bf16 = 4)."""
+        acc, step = self.accelerator, self.compute_dtype
+        out = []
+        for category, n in self.bytes_by_category.items():
+            dtype = self.compute_dtype_of(category) if n else step
+            if dtype != step and acc.peak(dtype) < acc.peak(step):
+                out.append((category, acc.peak(step) / acc.peak(dtype)))
+        return tuple(out)
 
     @property
     def peak_flops_per_s(self) -> float:
@@ -328,3 +384,15 @@ class Deployment:
         """The categories a step looks rows up in rather than reads: the input embedding
         (a tied one is read whole as the lm_head)."""
         return set() if self.model.tie_word_embeddings else {EMBEDDING}
+
+
+def llamacpp_attention(model: ModelSpec) -> ModelSpec:
+    """The model as llama.cpp runs it: a window only for the architectures it has a window
+    type for (engines.json ``swa_model_types``); a GGUF of any other (Mistral-7B-v0.1 loads as
+    "llama") caches, and attends over, every token in every layer."""
+    windowed = any(layer.mixer in WINDOW_MIXERS for layer in model.layers)
+    if not windowed or model.model_type in load_data("engines.json")["llama.cpp"]["swa_model_types"]:
+        return model
+    return replace(model, layers=tuple(
+        replace(layer, mixer=FULL, window_tokens=None) if layer.mixer in WINDOW_MIXERS else layer
+        for layer in model.layers))

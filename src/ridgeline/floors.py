@@ -13,21 +13,23 @@ from dataclasses import dataclass, replace
 
 from ridgeline.cost import (
     IN_HOST_MEMORY,
+    NORM_BYTES,
     OVER_HOST_LINK,
     WEIGHT_OPS,
     Seq,
     attention_activation_bytes,
     decode_batch,
     host_floor_s,
+    op_slowdown,
     step_cost,
 )
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Step, q, step
 from ridgeline.kvcache import kv_footprint
 from ridgeline.moe import expected_experts_touched
-from ridgeline.offload import gpu_attention_share, gpu_weight_bytes
-from ridgeline.params import count_params
-from ridgeline.quantization import EMBEDDING, LM_HEAD
+from ridgeline.offload import gpu_attention_share, gpu_weight_bytes, placed_layers
+from ridgeline.params import count_params, layer_params
+from ridgeline.quantization import EMBEDDING, LM_HEAD, OTHER
 from ridgeline.units import GB, require_positive
 
 _KV_OPS = ("attention", "recurrent state")
@@ -55,7 +57,10 @@ class Work:
     flops: float
     weight_bytes: float
     kv_bytes: float
-    other_bytes: float  # activations, logits, norms
+    other_bytes: float  # activations, logits
+    # the FLOPs at the step's compute dtype's rate: a weight matmul whose format cannot run at
+    # it counts × its slowdown (gpt-oss's bf16 attention in an fp4 step on a B200: × 4)
+    paced_flops: float
     host_bytes: float = 0.0  # of all these, what the CPU reads in host memory (offload)
     link_bytes: float = 0.0  # and what a prompt step copies over the host link
     host_time_s: float = 0.0  # moving both at the host's rated bandwidth and link
@@ -92,10 +97,13 @@ def step_work(dep: Deployment, batch: list[Seq]) -> Work:
     kv -= attention_activation_bytes(dep, cost.tokens) * tp  # queries in, outputs out
     head = "embedding" if dep.model.tie_word_embeddings else "lm_head"
     weights += dep.bytes_by_category[head]  # lm head's weights (its logits are activations)
+    weights += sum(count * layer_params(dep.model, layer)[OTHER] * NORM_BYTES
+                   for layer, _, count in placed_layers(dep))  # norms and biases, read too
     host = sum(op.bytes for op in cost.ops if op.name.endswith(f"({IN_HOST_MEMORY})")) * tp
     link = sum(op.bytes for op in cost.ops if op.name.endswith(f"({OVER_HOST_LINK})")) * tp
     host_s = host_floor_s(dep, batch) if host or link else 0.0
-    return Work(cost.flops * tp, weights, kv, total - weights - kv, host, link, host_s)
+    paced = sum(op.flops * op_slowdown(dep, op.name) for op in cost.ops) * tp
+    return Work(cost.flops * tp, weights, kv, total - weights - kv, paced, host, link, host_s)
 
 
 def head_params(dep: Deployment) -> float:
@@ -108,7 +116,7 @@ def raw_fit(dep: Deployment, batch: int, context: int) -> FitCheck:
     """Whether ``batch`` sequences of ``context`` tokens and the weights fit the GPUs' memory
     (no engine overheads): arithmetic only, so a batch of a billion costs nothing to ask."""
     footprint = kv_footprint(dep.model, context, dep.kv.bytes_per_element)
-    return device_fit(dep, batch * footprint.bytes_per_sequence * dep.kv_replication)
+    return device_fit(dep, batch * footprint.stored_bytes(dep.kv_replication))
 
 
 def device_fit(dep: Deployment, kv_stored: float) -> FitCheck:
@@ -202,9 +210,9 @@ def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
     require_positive(batch, "batch")
     require_positive(context, "context length")
     footprint = kv_footprint(dep.model, context, dep.kv.bytes_per_element)
-    kv_stored = batch * footprint.bytes_per_sequence * dep.kv_replication
+    kv_stored = batch * footprint.stored_bytes(dep.kv_replication)
     work = step_work(dep, decode_batch(batch, context))
-    compute_s = work.flops / dep.peak_flops_per_s
+    compute_s = work.paced_flops / dep.peak_flops_per_s
     memory_s = work.gpu_bytes / dep.bandwidth_bytes_per_s
     fit = device_fit(dep, kv_stored)
     acc = dep.accelerator
@@ -221,7 +229,7 @@ def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
                "(lm_head, norms)")),
         step("KV bytes read", "batch × KV bytes per sequence at this context",
              q("KV read", work.kv_bytes / GB, "GB"), q("batch", batch),
-             q("KV per sequence", footprint.bytes_per_sequence * dep.kv_replication / 1e6, "MB",
+             q("KV per sequence", footprint.stored_bytes(dep.kv_replication) / 1e6, "MB",
                f"{dep.kv.id} cache, {context} tokens")),
         step("memory time", "(weights + KV + activations) ÷ bandwidth",
              q("memory time", memory_s * 1e3, "ms"), q("bytes", work.gpu_bytes / GB, "GB"),
@@ -298,11 +306,11 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
     require_positive(prompt_len, "prompt length")
     require_positive(batch, "batch")
     footprint = kv_footprint(dep.model, prompt_len, dep.kv.bytes_per_element)
-    kv_stored = batch * footprint.bytes_per_sequence * dep.kv_replication
+    kv_stored = batch * footprint.stored_bytes(dep.kv_replication)
     work = step_work(dep, [Seq(prompt_len, 0)] * batch)
     stages = pipelined_stages(dep, prompt_len * batch, ubatch)
     peak, bandwidth = dep.peak_flops_per_s * stages, dep.bandwidth_bytes_per_s * stages
-    compute_s = work.flops / peak
+    compute_s = work.paced_flops / peak
     memory_s = work.gpu_bytes / bandwidth
     fit = device_fit(dep, kv_stored)
     steps = (

@@ -77,6 +77,13 @@ class KVFootprint:
     def bytes_per_sequence(self) -> float:
         return self.bytes_per_token_growing * self.context + self.windowed_bytes + self.state_bytes
 
+    def stored_bytes(self, replication: float) -> float:
+        """The sequence's cache summed over the tensor-parallel ranks: the attention KV ×
+        ``replication`` (KV heads copied where TP exceeds them, MLA's latent on every rank);
+        recurrent states shard with their heads, so they count once."""
+        attention = self.bytes_per_token_growing * self.context + self.windowed_bytes
+        return attention * replication + self.state_bytes
+
 
 def kv_footprint(spec: ModelSpec, context: int, kv_bytes_per_element: float) -> KVFootprint:
     """One sequence at ``context`` tokens: gpt-oss-120b bf16 grows 36 KiB per token, not 72."""

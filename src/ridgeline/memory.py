@@ -458,7 +458,7 @@ def align_state_blocks(dep: Deployment, acc: VLLMAccounting, prefix_caching: boo
 def sequence_bytes_per_gpu(dep: Deployment, context: int) -> float:
     """One conversation's cache on one GPU: full layers × context, windows, states."""
     footprint: KVFootprint = kv_footprint(dep.model, context, dep.kv.bytes_per_element)
-    return footprint.bytes_per_sequence * dep.kv_replication / dep.num_gpus
+    return footprint.stored_bytes(dep.kv_replication) / dep.num_gpus
 
 
 def conversation_bytes(pool: KVPool, dep: Deployment, context: int) -> float:

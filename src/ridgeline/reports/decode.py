@@ -21,7 +21,13 @@ from ridgeline.explain import Step, q, step
 from ridgeline.floors import DecodeFloor, PrefillFloor, decode_floor
 from ridgeline.hardware import Accelerator
 from ridgeline.render import table
-from ridgeline.roofline import ridge_point, ridge_step, weight_intensity
+from ridgeline.roofline import (
+    batch_for_intensity,
+    expert_intensity,
+    ridge_point,
+    ridge_step,
+    weight_intensity,
+)
 from ridgeline.units import GB, GIB, plural, usd_per_million_tokens
 
 _NO_EXPECTATION = ("expected on {engine}: nothing: this deployment does not fit, so it runs at "
@@ -56,7 +62,7 @@ def _deployment_line(dep: Deployment) -> str:
     line = (f"{dep.model.name} on {dep.num_gpus} x {dep.accelerator.id}"
             + (_split(dep) if dep.num_gpus > 1 and dep.engine.startswith("llama.cpp") else "")
             + ", weights "
-            f"{dep.weights.label}, KV {dep.kv.id}, matmuls at {dep.compute_dtype}"
+            f"{dep.weights.label}, KV {dep.kv.id}, matmuls at {dep.matmuls_label}"
             + ("" if dep.flash_attention else ", no flash attention"))
     if dep.offload is not None:
         host = dep.offload.host_bandwidth_bytes_per_s
@@ -241,7 +247,9 @@ class DecodeReport:
         return {"deployment": _deployment_line(self.deployment),
                 "kind": "floor (the article's lower bound) and the engine's calibrated expectation",
                 "points": points,
-                "engine_max_batch": [{"context": c, "batch": b} for c, b in self.pool_batch],
+                "engine_max_batch": [{"context": c, "batch": b, "settings": "offline defaults"
+                                      if self.expected[0].engine == "vllm" else "defaults"}
+                                     for c, b in self.pool_batch],
                 "cautions": list(self.cautions)}
 
     def text_lines(self) -> list[str]:
@@ -430,6 +438,14 @@ class PrefillReport:
     floor: PrefillFloor
     expected: Expectation
     ubatch: int | None = None  # llama.cpp -ub, where given
+    pool_batch: int | None = None  # prompts of this length the serving engine's pool holds
+
+    @property
+    def runs(self) -> bool:
+        """Whether the engine runs this prefill at once: it fits, and the serving engine's
+        pool holds the batch's prompts (as decode asks of its batch)."""
+        return self.floor.fit.fits and (self.pool_batch is None
+                                        or self.pool_batch >= self.floor.batch)
 
     @property
     def cautions(self) -> list[str]:
@@ -454,7 +470,7 @@ class PrefillReport:
 
     @property
     def steps(self) -> tuple[Step, ...]:
-        return self.floor.steps + (self.expected.steps if self.floor.fit.fits else ())
+        return self.floor.steps + (self.expected.steps if self.runs else ())
 
     def to_dict(self) -> dict[str, Any]:
         f = self.floor
@@ -463,7 +479,8 @@ class PrefillReport:
                 "bound": f.bound, "flops": f.flops, "bytes_moved": f.bytes_moved,
                 "intensity_flop_per_byte": f.intensity_flop_per_byte,
                 "weight_intensity_flop_per_byte": f.weight_intensity_flop_per_byte,
-                "expected": self.expected.to_dict() if f.fit.fits else None,
+                "expected": self.expected.to_dict() if self.runs else None,
+                "engine_max_batch": self.pool_batch,
                 "cautions": self.cautions, **_fit_dict(f)}
 
     def text_lines(self) -> list[str]:
@@ -481,6 +498,14 @@ class PrefillReport:
         lines += [f"caution: {c}" for c in self.cautions]
         if not f.fit.fits:
             return [*lines, *_no_expectation(self.deployment, e.engine)]
+        if not self.runs:
+            fit = "`ridgeline fit --usage offline`" if e.engine == "vllm" else "`ridgeline fit`"
+            held = self.pool_batch or 0
+            return [*lines, f"expected on {e.engine}: nothing: " + (
+                f"{e.engine} cannot hold one {f.prompt_len:,}-token prompt beside these weights: "
+                f"it would refuse to start ({fit} for the breakdown)" if not held else
+                f"its KV pool holds {held:,} {plural(held, 'prompt')} of {f.prompt_len:,} tokens "
+                f"at once, not {f.batch:,} ({fit} for the breakdown)")]
         return [*lines,
                 f"expected on {e.engine}: {e.time_s * 1e3:,.1f} ms ({e.low_s * 1e3:,.1f}–"
                 f"{e.high_s * 1e3:,.1f}) = TTFT, {f.batch * f.prompt_len / e.time_s:,.0f} prompt "
@@ -502,8 +527,9 @@ class PrefillComparison(_ByCard):
             tokens = f.batch * f.prompt_len
             rows.append([f"{r.deployment.num_gpus} x {r.deployment.accelerator.id}",
                          f"{f.time_s * 1e3:,.1f}",
-                         f"{e.time_s * 1e3:,.1f}" if f.fit.fits else "does not fit",
-                         f"{tokens / e.time_s:,.0f}" if f.fit.fits else "",
+                         f"{e.time_s * 1e3:,.1f}" if r.runs else
+                         "pool too small" if f.fit.fits else "does not fit",
+                         f"{tokens / e.time_s:,.0f}" if r.runs else "",
                          f"{_ridge(r.deployment):,.0f}", f.bound.split()[0]])
         from ridgeline.offload import placement_lines
 
@@ -526,6 +552,7 @@ class UtilizationReport:
     model: str | None
     steps: tuple[Step, ...]
     caution: str = ""  # a context past the model's trained one
+    experts: str = ""  # an MoE model: what the routed experts' share is
 
     @property
     def ridge(self) -> float:
@@ -542,17 +569,20 @@ class UtilizationReport:
                 "fraction_of_arithmetic": self.fraction_of_arithmetic,
                 "bytes_per_weight": self.bytes_per_weight,
                 "kv_batch_limit": self.kv_batch_limit, "context": self.context,
-                "model": self.model, "cautions": [self.caution] if self.caution else []}
+                "model": self.model, "experts": self.experts or None,
+                "cautions": [self.caution] if self.caution else []}
 
     def text_lines(self) -> list[str]:
         lines = [
             f"{self.running} running against a ridge of {self.ridge:,.0f} on "
             f"{self.accelerator.id}: {self.fraction_of_arithmetic:.1%} of the arithmetic "
-            "you are billed for",
+            "you are billed for" + (" (the weights every token reads)" if self.experts else ""),
+            *([f"  {self.experts}"] if self.experts else []),
         ]
         if self.kv_batch_limit is not None:
             engine = "llama.cpp" if self.accelerator.vendor == "apple" else "vLLM"
-            lines.append(f"{engine}'s KV pool for {self.model} (its defaults) holds "
+            lines.append(f"{engine}'s KV pool for {self.model} (its "
+                         f"{'vllm serve ' if engine == 'vLLM' else ''}defaults) holds "
                          f"{self.kv_batch_limit:,} conversations of {self.context:,} tokens")
             if self.kv_batch_limit < self.running:
                 lines.append("  the running batch exceeds what the pool holds at this context: "
@@ -582,8 +612,8 @@ def utilization_report(
                              f"start-up overheads overflow {dep.num_gpus} x {acc.id} (see "
                              "`ridgeline fit`)")
         limit = conversations(pool, dep, context)
-        bytes_per_weight = dep.bytes_per_weight
-        compute_dtype = dep.compute_dtype
+        bytes_per_weight = dep.bytes_per_weight_split[0]  # the weights every token reads
+        compute_dtype = dep.dense_compute_dtype
     ridge = ridge_point(acc.peak(compute_dtype), acc.memory_bandwidth_bytes_per_s)
     intensity = weight_intensity(running, bytes_per_weight)
     steps = (ridge_step(acc, compute_dtype),
@@ -591,6 +621,17 @@ def utilization_report(
                   q("fraction", min(1.0, intensity / ridge)), q("running", running, "",
                                                                 "vllm:num_requests_running"),
                   q("ridge", ridge, "FLOP/byte"), q("bytes per weight", bytes_per_weight, "B")),)
+    experts = ""
+    if dep is not None and dep.model.moe is not None:
+        moe = dep.model.moe
+        expert_ridge = ridge_point(acc.peak(dep.expert_compute_dtype),
+                                   acc.memory_bandwidth_bytes_per_s)
+        expert_batch = batch_for_intensity(expert_ridge, dep.bytes_per_weight_split[1]) \
+            / moe.routed_fraction
+        share = expert_intensity(running, dep.model, dep.bytes_per_weight_split[1]) / expert_ridge
+        experts = (f"the routed experts see {running:,} × {moe.routed_fraction:.3f} tokens each: "
+                   f"{min(1.0, share):.1%} of their arithmetic (they reach the ridge near batch "
+                   f"{expert_batch:,.0f})")
     return UtilizationReport(acc, compute_dtype, running, bytes_per_weight, limit, context,
                              dep.model.name if dep else None, steps,
-                             context_caution(dep, context) if dep and context else "")
+                             context_caution(dep, context) if dep and context else "", experts)

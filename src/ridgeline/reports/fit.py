@@ -33,6 +33,7 @@ from ridgeline.reports.fit_budget import (
     llamacpp_pool_step,
     peak_quantities,
     seats_name,
+    weights_note,
     window_rule,
 )
 from ridgeline.roofline import batch_for_intensity, ridge_point, ridge_step
@@ -78,8 +79,11 @@ class FitReport:
         moe = self.deployment.model.moe
         if moe is None:
             return self.ridge_batch
-        dense_bpw, expert_bpw = self.deployment.bytes_per_weight_split
-        return self.ridge_batch * expert_bpw / dense_bpw / moe.routed_fraction
+        d = self.deployment
+        dense_bpw, expert_bpw = d.bytes_per_weight_split
+        peaks = d.accelerator.peak(d.expert_compute_dtype) / d.accelerator.peak(
+            d.dense_compute_dtype)  # the experts' ridge against the dense weights'
+        return self.ridge_batch * peaks * expert_bpw / dense_bpw / moe.routed_fraction
 
     @property
     def verdict(self) -> str:
@@ -395,7 +399,7 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
     per_seq = conversation_bytes(pool, dep, context)
     n = _held(pool, dep, context)
     acc = dep.accelerator
-    ridge = ridge_point(acc.peak(dep.compute_dtype), acc.memory_bandwidth_bytes_per_s)
+    ridge = ridge_point(acc.peak(dep.dense_compute_dtype), acc.memory_bandwidth_bytes_per_s)
     dense_bpw = dep.bytes_per_weight_split[0]
     ridge_batch = batch_for_intensity(ridge, dense_bpw)
     steps = (
@@ -405,7 +409,7 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
              q("total", pool.total_bytes / GIB, "GiB",
                device_memory_note(dep.accelerator)),
              q("reserved fraction", pool.reserved_fraction, "", f"{pool.engine} default or flag"),
-             q("weights per GPU", pool.weight_bytes / GIB, "GiB"),
+             q("weights per GPU", pool.weight_bytes / GIB, "GiB", weights_note(dep, pool)),
              *peak_quantities(dep, pool),
              q("non-torch", pool.non_torch_bytes / GIB, "GiB",
                "CUDA context" + (", custom all-reduce buffers over NVLink"
@@ -428,7 +432,7 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
                + (f"; {window_rule(dep, s)}" if pool.windows_apart and has_windows(dep)
                   else ""))),
         *_start_steps(pool, dep, context),
-        ridge_step(acc, dep.compute_dtype),
+        ridge_step(acc, dep.dense_compute_dtype),
         step("ridge batch", "ridge × bytes per weight ÷ 2 FLOP (the batch whose tokens, "
              "sharing each read of the weights every token reads, reach the ridge)",
              q("batch", ridge_batch), q("ridge", ridge, "FLOP/byte"),

@@ -60,7 +60,7 @@ def llamacpp_pool_step(dep: Deployment, p: KVPool, s: EngineSettings) -> Step:
         q("KV cache", p.pool_bytes / GIB, "GiB"),
         q("total", p.total_bytes / GIB, "GiB",
           device_memory_note(dep.accelerator)),
-        q("weights per GPU", p.weight_bytes / GIB, "GiB"),
+        q("weights per GPU", p.weight_bytes / GIB, "GiB", weights_note(dep, p)),
         q("runtime context", p.non_torch_bytes / GIB, "GiB", "CUDA/Metal context, libraries"),
         *buffer,
         q("cells", p.tokens, "", "the most whose KV and compute buffer share what is left"),
@@ -132,3 +132,19 @@ def peak_quantities(dep: Deployment, p: KVPool) -> list[Quantity]:
                 f"{dep.model.vocab_size:,} × 4 B (vLLM {p.accounting.era}+ sampler)")
     return [forward, sampler, q("activation peak", p.activation_bytes / GIB, "GiB",
                                 "the larger of the two")]
+
+
+def weights_note(dep: Deployment, pool: KVPool) -> str:
+    """Where the weights per GPU differ from the checkpoint's share: vLLM's padded MXFP4
+    experts; llama.cpp's input embedding (and -ngl's host layers) in host memory."""
+    from ridgeline.vllm_memory import mxfp4_padding_bytes
+
+    share = f"{dep.weight_bytes / dep.num_gpus / GIB:,.2f} GiB of {dep.weights.label} weights " \
+        "per GPU"
+    if pool.engine == "vllm" and mxfp4_padding_bytes(dep):
+        return (f"{share} + {mxfp4_padding_bytes(dep) / GIB:,.2f} GiB: vLLM pads the MXFP4 "
+                f"experts to its kernel's tile ({dep.accelerator.family})")
+    if is_llamacpp(pool) and pool.weight_bytes < dep.weight_bytes / dep.num_gpus:
+        return (f"{share}, less what stays in host memory: the input embedding"
+                + (" and -ngl's host layers" if dep.offload is not None else ""))
+    return f"{dep.weights.label}, the checkpoint's share"

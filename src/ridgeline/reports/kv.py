@@ -52,7 +52,7 @@ class KVReport:
 
     @property
     def bytes_per_sequence(self) -> float:
-        return self.footprint.bytes_per_sequence * self.replication
+        return self.footprint.stored_bytes(self.replication)
 
     @property
     def conversations(self) -> int | None:
@@ -91,7 +91,8 @@ class KVReport:
                      f"({self.bytes_per_sequence / GIB:,.3f} GiB)")
         if self.replication != 1:
             lines.append(f"  includes ×{self.replication:g} for KV replicated across "
-                         "tensor-parallel ranks")
+                         "tensor-parallel ranks" + (" (the recurrent state shards: once)"
+                                                    if self.footprint.state_bytes else ""))
         if self.budget_bytes is not None:
             lines.append(f"budget: {self.budget_label}")
             if self.budget_bytes < 0:
@@ -144,13 +145,13 @@ def kv_report(
                           q("bytes per element", kv.bytes_per_element, "B", kv.source)))
     steps.append(step("bytes per sequence",
                       "Σ full layers × context + Σ windowed layers × min(context, window) + states",
-                      q("per sequence", footprint.bytes_per_sequence * replication / GB, "GB"),
+                      q("per sequence", footprint.stored_bytes(replication) / GB, "GB"),
                       q("context", context, "tokens"),
                       q("full-attention layers", spec.count(mixer=FULL))))
     if budget_bytes is not None:
         steps.append(step("conversations that fit", "floor(budget ÷ bytes per sequence)",
                           q("conversations", conversations_that_fit(
-                              budget_bytes, footprint.bytes_per_sequence * replication)),
+                              budget_bytes, footprint.stored_bytes(replication))),
                           q("budget", budget_bytes / GB, "GB", budget_label)))
     return KVReport(spec.name, kv.id, context, footprint, tuple(rows), budget_bytes,
                     budget_label, replication, tuple(steps), spec.max_position_embeddings)

@@ -81,7 +81,7 @@ def moe_report(dep: Deployment, batch: int) -> MoEReport:
         raise InputError(f"{spec.name} is a dense model: it has no experts to route")
     moe = spec.moe
     bpw = dep.bytes_per_weight_split[1]  # the experts' own format
-    ridge = ridge_point(dep.accelerator.peak(dep.compute_dtype),
+    ridge = ridge_point(dep.accelerator.peak(dep.expert_compute_dtype),
                         dep.accelerator.memory_bandwidth_bytes_per_s)
     ridge_batch = batch_for_intensity(ridge, bpw)
     article_batch = ridge_batch / moe.routed_fraction
@@ -95,7 +95,7 @@ def moe_report(dep: Deployment, batch: int) -> MoEReport:
     )
     touched = expected_experts_touched(moe.num_experts, moe.experts_per_token, batch)
     steps = (
-        ridge_step(dep.accelerator, dep.compute_dtype),
+        ridge_step(dep.accelerator, dep.expert_compute_dtype),
         step("routed fraction", "experts per token ÷ routed experts",
              q("k/E", routed_fraction(moe.experts_per_token, moe.num_experts)),
              q("experts per token", moe.experts_per_token, "", "num_experts_per_tok"),

@@ -51,15 +51,17 @@ class ObserveReport:
 
     @property
     def ridge(self) -> float:
-        d = self.deployment
-        return ridge_point(d.peak_flops_per_s, d.bandwidth_bytes_per_s)
+        a = self.deployment.accelerator  # the weights every token reads: their matmul dtype
+        return ridge_point(a.peak(self.deployment.dense_compute_dtype),
+                           a.memory_bandwidth_bytes_per_s)
 
     @property
     def fraction(self) -> float | None:
         b = self.batch
         if b is None:
             return None
-        return min(1.0, weight_intensity(b, self.deployment.bytes_per_weight) / self.ridge)
+        bpw = self.deployment.bytes_per_weight_split[0]  # MoE: all but the routed experts
+        return min(1.0, weight_intensity(b, bpw) / self.ridge)
 
     @property
     def pool_batch(self) -> int:
@@ -270,10 +272,12 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
     b = report.batch
     steps: tuple[Step, ...] = ()
     if b is not None:
-        steps = (ridge_step(dep.accelerator, dep.compute_dtype),
+        steps = (ridge_step(dep.accelerator, dep.dense_compute_dtype),
                  step("share of the arithmetic in use", "(2 × batch ÷ bytes per weight) ÷ ridge",
                       q("fraction", report.fraction or 0.0),
                       q("batch", b, "", "running requests, mean over the window"),
-                      q("bytes per weight", dep.bytes_per_weight, "B"),
+                      q("bytes per weight", dep.bytes_per_weight_split[0], "B",
+                        "the weights every token reads" + (" (all but the routed experts)"
+                                                           if dep.model.moe else "")),
                       q("ridge", report.ridge, "FLOP/byte")),)
     return ObserveReport(obs, dep, profile, context, source, steps)

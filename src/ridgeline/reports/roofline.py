@@ -137,10 +137,12 @@ def _attention_step(dep: Deployment, intensity: float, kv_bytes: float) -> Step:
 def roofline_report(
     acc: Accelerator, compute_dtype: str, batch: int, prompt_len: int,
     dep: Deployment | None = None, bytes_per_weight: float = 2.0, kv_bytes: float = 2.0,
-    intensity: float | None = None,
+    intensity: float | None = None, expert_compute_dtype: str | None = None,
 ) -> RooflineReport:
-    """Operating points of a decode step at ``batch`` and of a prefill of ``prompt_len``."""
+    """Operating points of a decode step at ``batch`` and of a prefill of ``prompt_len``; an
+    MoE model's experts at ``expert_compute_dtype`` (default: ``compute_dtype``)."""
     ridge = ridge_point(acc.peak(compute_dtype), acc.memory_bandwidth_bytes_per_s)
+    expert_dtype = expert_compute_dtype or compute_dtype
     moe = dep.model.moe if dep is not None else None
     expert_bpw = bytes_per_weight
     if dep is not None:
@@ -193,14 +195,19 @@ def roofline_report(
     if dep is not None and moe is not None:
         e_i = expert_intensity(batch, dep.model, expert_bpw)
         article = article_expert_intensity(batch, moe.experts_per_token, moe.num_experts)
-        expert_ridge = batch_for_intensity(ridge, expert_bpw) / moe.routed_fraction
+        expert_ridge = batch_for_intensity(
+            ridge_point(acc.peak(expert_dtype), acc.memory_bandwidth_bytes_per_s),
+            expert_bpw) / moe.routed_fraction
         points.append(operating_point(
-            "MoE expert layers", e_i, acc, compute_dtype, expert_ridge,
+            "MoE expert layers", e_i, acc, expert_dtype, expert_ridge,
             f"article: B × k/E = {article:,.2f} tokens per expert, at {expert_bpw:.2f} bytes "
-            "per weight; batch to ridge = ridge batch ÷ (k/E)"))
+            "per weight; batch to ridge = ridge batch ÷ (k/E)"
+            + (f"; their matmuls at {expert_dtype}, ridge "
+               f"{ridge_point(acc.peak(expert_dtype), acc.memory_bandwidth_bytes_per_s):,.0f}"
+               if expert_dtype != compute_dtype else "")))
         points.append(operating_point(
             "MoE experts (prefill)", expert_intensity(prompt_len, dep.model, expert_bpw), acc,
-            compute_dtype, expert_ridge, "the prompt's tokens spread over the experts: each "
+            expert_dtype, expert_ridge, "the prompt's tokens spread over the experts: each "
             "sees prompt × k/E"))
         steps.append(step("expert intensity", "2 × B × k ÷ (experts touched × bytes per weight)",
                           q("intensity", e_i, "FLOP/byte"),

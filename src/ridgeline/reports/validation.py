@@ -82,7 +82,7 @@ def _kv_step(row: Measurement, p: Prediction, dep: Deployment, measured: Quantit
 def _deployment(dep: Deployment) -> str:
     return (f"{dep.model.name} on {dep.num_gpus} x {dep.accelerator.id} "
             f"(TP {dep.tensor_parallel_size}), weights {dep.weights.label}, KV {dep.kv.id}, "
-            f"matmuls at {dep.compute_dtype}")
+            f"matmuls at {dep.matmuls_label}")
 
 
 def _predicted(row: Measurement, p: Prediction) -> Quantity:

@@ -42,7 +42,7 @@ class StepTimer:
         self.dep, self.profile = dep, profile
         # partial offload: steps priced whole by shape_time_s (its host terms), not remembered
         self._exact = dep.offload is not None
-        rate = _Rates(dep, profile)
+        rate = self._rate = _Rates(dep, profile)
         self._p, self._w = rate.flops_per_s, rate.bytes_per_s
         layers = dep.model.num_layers
         self._overhead = (profile.overhead_s(layers, False), profile.overhead_s(layers, True))
@@ -61,10 +61,12 @@ class StepTimer:
     def _terms_time(self, tokens: int, rows: int, per_row: bool) -> float:
         zero = tuple(AttentionLoad(w, 0.0, 0.0, 0.0) for w in self.windows)
         terms = step_terms(self.dep, BatchShape(tokens, rows, zero))
-        context_free = [(flops, nbytes, count) for name, flops, nbytes, count in terms.work
+        context_free = [(name, flops, nbytes, count) for name, flops, nbytes, count in terms.work
                         if (name == "lm head") == per_row
                         and name not in ("attention", "recurrent state")]
-        total: float = sum(count * max(f / self._p, b / self._w) for f, b, count in context_free)
+        rate = self._rate
+        total: float = sum(count * max(f / rate.flops_rate(name), b / self._w)
+                           for name, f, b, count in context_free)
         return total if per_row else total + sum(t for _, t in terms.link)
 
     def _context_free(self, tokens: int, rows: int) -> float:

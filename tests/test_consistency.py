@@ -1,0 +1,140 @@
+"""Commands that report the same quantity report the same number (a cross-command audit
+found each of these disagreeing once)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.cli import main
+from ridgeline.floors import decode_floor, prefill_floor
+from ridgeline.kvcache import kv_footprint
+from ridgeline.quantization import ATTENTION, EXPERTS
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
+    assert main([*argv, "--json"]) == 0
+    data: dict = json.loads(capsys.readouterr().out)
+    return data
+
+
+def test_utilization_reads_an_moe_batch_as_roofline_and_fit_do(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """gpt-oss-120b stores its experts in MXFP4 (0.53 B) and its attention in bf16: the
+    share of the arithmetic is the dense weights' (2 B), as roofline's dense row and fit's
+    ridge batch read it, not the all-weights average (0.55 B, which read 251 as 100 %)."""
+    util = run_json(capsys, "utilization", "--gpu", "h100", "--num-gpus", "2", "--running", "64",
+                    "--model", "gpt-oss-120b", "--context", "8192")
+    roof = run_json(capsys, "roofline", "--gpu", "h100", "--num-gpus", "2", "--model",
+                    "gpt-oss-120b", "--batch", "64")
+    dense = next(p for p in roof["points"] if p["name"].startswith("dense weight matrices"))
+    assert util["fraction_of_arithmetic"] == pytest.approx(dense["fraction_of_peak"])
+    assert util["bytes_per_weight"] == pytest.approx(2.0, rel=0.01)
+    assert "near batch 2,510" in util["experts"]
+    fit = run_json(capsys, "fit", "gpt-oss-120b", "--gpu", "h100", "--num-gpus", "2",
+                   "--max-model-len", "8192")
+    assert fit["verdict"] == "fits, under the ridge" and fit["batch"] < fit["ridge_batch"]
+    full = run_json(capsys, "utilization", "--gpu", "h100", "--num-gpus", "2", "--running",
+                    str(fit["batch"]), "--model", "gpt-oss-120b", "--context", "8192")
+    assert full["fraction_of_arithmetic"] < 1.0  # under the ridge, as fit says
+
+
+def test_bf16_weights_in_an_fp4_step_keep_the_bf16_rate() -> None:
+    """gpt-oss as stored on a B200: the MXFP4 experts may run at the fp4 peak, its bf16
+    attention cannot. The ridge batch fit judges by is the bf16 one (281), and the prefill
+    floor counts the attention projections at 2,250 TFLOP/s, not 9,000."""
+    b200 = resolve_accelerator("b200")
+    d = Deployment.build(resolve_model("gpt-oss-120b"), b200)
+    assert (d.compute_dtype, d.dense_compute_dtype, d.expert_compute_dtype) == \
+        ("fp4", "bf16", "fp4")
+    assert d.compute_dtype_of(ATTENTION) == "bf16" and d.compute_dtype_of(EXPERTS) == "fp4"
+    assert dict(d.matmul_slowdowns)[ATTENTION] == pytest.approx(b200.peak("fp4")
+                                                                / b200.peak("bf16"))
+    assert d.matmuls_label.startswith("fp4 (") and "attention" in d.matmuls_label
+    floor = prefill_floor(d, 8000)
+    everything_at_fp4 = floor.flops / (b200.peak("fp4") * d.tensor_parallel_size)
+    assert floor.compute_time_s > 1.3 * everything_at_fp4
+    bf16 = prefill_floor(Deployment.build(resolve_model("gpt-oss-120b"), b200, "bf16"), 8000)
+    assert floor.compute_time_s < bf16.compute_time_s  # the experts still gain from fp4
+
+
+def test_fit_judges_gpt_oss_on_a_b200_by_its_bf16_ridge(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    fit = run_json(capsys, "fit", "gpt-oss-120b", "--gpu", "b200", "--max-model-len", "8192")
+    roof = run_json(capsys, "roofline", "--gpu", "b200", "--model", "gpt-oss-120b",
+                    "--compute-dtype", "bf16")
+    dense = next(p for p in roof["points"] if p["name"].startswith("dense weight matrices"))
+    assert fit["ridge_batch"] == pytest.approx(dense["batch_to_ridge"]) == pytest.approx(281.25)
+    assert fit["verdict"] == "clears the ridge"
+
+
+def test_the_recurrent_state_is_not_replicated_across_tensor_parallel_ranks(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Qwen3-Next at TP8 has 2 KV heads: its attention KV is copied 4 ×, its Gated DeltaNet
+    state (32 value heads) shards. kv, decode's fit check and fit count it the same way."""
+    kv = run_json(capsys, "kv", "qwen3-next-80b-a3b", "--gpu", "h200", "--num-gpus", "8",
+                  "--weights", "fp8", "--context", "1024")
+    model = resolve_model("qwen3-next-80b-a3b")
+    f = kv_footprint(model, 1024, 2)
+    assert kv["tp_replication"] == 4
+    assert kv["bytes_per_sequence"] == pytest.approx(4 * f.bytes_per_token_growing * 1024
+                                                     + f.state_bytes)
+    dec = run_json(capsys, "decode", "qwen3-next-80b-a3b", "--gpu", "h200", "--num-gpus", "8",
+                   "--weights", "fp8", "--batch", "1", "--context", "1024")
+    assert dec["points"][0]["kv_bytes"] == pytest.approx(kv["bytes_per_sequence"])
+
+
+def test_prefill_gives_no_engine_time_where_the_engine_cannot_hold_the_prompts(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """vLLM's pool on an H100 holds 53 prompts of 8,192 Llama-3.1-8B tokens (offline
+    defaults, as decode asks): 60 get no TTFT, 50 do."""
+    over = run_json(capsys, "prefill", "llama-3.1-8b", "--gpu", "h100", "--prompt-len", "8192",
+                    "--batch", "60")
+    assert over["expected"] is None and over["engine_max_batch"] == 53
+    under = run_json(capsys, "prefill", "llama-3.1-8b", "--gpu", "h100", "--prompt-len",
+                     "8192", "--batch", "50")
+    assert under["expected"] is not None
+    dec = run_json(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "1",
+                   "--context", "8192")
+    assert dec["engine_max_batch"][0]["batch"] == 53
+    assert main(["prefill", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8",
+                 "--prompt-len", "8"]) == 0
+    assert "it would refuse to start" in capsys.readouterr().out
+
+
+def test_llama_cpp_attends_over_every_token_of_a_gguf_it_gives_no_window(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Mistral-7B-v0.1's GGUF loads as plain "llama": llama.cpp caches and reads all 16,384
+    tokens in every layer, in decode as in fit (vLLM keeps the 4,096-token window)."""
+    dec = run_json(capsys, "decode", "mistral-7b", "--gpu", "rtx-4090", "--engine",
+                   "llama.cpp-cuda", "--weights", "q4_k_m", "--batch", "1", "--context", "16384")
+    fit = run_json(capsys, "fit", "mistral-7b", "--gpu", "rtx-4090", "--engine",
+                   "llama.cpp-cuda", "--weights", "q4_k_m", "--max-model-len", "16384")
+    assert dec["points"][0]["kv_bytes"] == fit["per_conversation_bytes_per_gpu"] == 2 * 2**30
+    vllm = Deployment.build(resolve_model("mistral-7b"), resolve_accelerator("rtx-4090"))
+    assert decode_floor(vllm, 1, 16384).kv_bytes_read < dec["points"][0]["kv_bytes_read"] / 3
+
+
+def test_decode_reads_the_norms_and_biases_as_moe_counts_them(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """gpt-oss's 40 M "other" parameters (expert biases, norms) are read every step: decode's
+    weight bytes equal moe's at the same batch."""
+    moe = run_json(capsys, "moe", "gpt-oss-120b", "--gpu", "h200", "--num-gpus", "8",
+                   "--batch", "2048")
+    dec = run_json(capsys, "decode", "gpt-oss-120b", "--gpu", "h200", "--num-gpus", "8",
+                   "--batch", "2048", "--context", "100")
+    row = next(r for r in moe["rows"] if r["batch"] == 2048)
+    assert dec["points"][0]["weight_bytes_read"] == pytest.approx(row["weight_bytes_read"],
+                                                                  rel=1e-3)
+
+
+def test_fit_explain_names_what_the_weights_per_gpu_add_or_leave(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fit", "gpt-oss-20b", "--gpu", "b200", "--max-model-len", "8192",
+                 "--explain"]) == 0
+    assert "vLLM pads the MXFP4 experts" in capsys.readouterr().out
+    assert main(["fit", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "llama.cpp-cuda",
+                 "--weights", "q4_k_m", "--max-model-len", "8192", "--explain"]) == 0
+    assert "the input embedding" in capsys.readouterr().out
