@@ -36,8 +36,10 @@ def _combo(model_id: str, gpu: str, count: int, weights: str, kv: str,
     dep = Deployment.build(model, acc, None if weights == "as stored" else weights, kv, count,
                            engine=engine)  # InputError: a combination that cannot run
     profile = profile_for(engine)
-    peak, bw = dep.peak_flops_per_s, dep.bandwidth_bytes_per_s
-    bpw = dep.bytes_per_weight
+    # the weights every token reads (an MoE model's experts apart), at their matmul dtype
+    peak = acc.peak(dep.dense_compute_dtype) * dep.tensor_parallel_size
+    bw = dep.bandwidth_bytes_per_s
+    bpw = dep.bytes_per_weight_split[0]
     out: dict[str, Any] = {
         "peak": peak, "bw": bw, "ridge": ridge_point(peak, bw), "bpw": bpw,
         "w_int": [weight_intensity(b, bpw) for b in BATCHES],
