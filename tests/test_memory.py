@@ -240,7 +240,7 @@ def test_the_shortfall_counts_what_the_verdict_counts(capsys: pytest.CaptureFixt
     assert r["verdict"] == DOES_NOT_FIT
     assert r["shortfall_bytes_per_gpu"] == pytest.approx(need - r["pool_bytes_per_gpu"])
     report = fit_report(dep("gemma-3-27b", "rtx-4090", weights="awq-int4"), 32768,
-                        EngineSettings(), target=1)
+                        EngineSettings(language_model_only=True), target=1)
     assert report.conversations == 0 and report.refused_start
     assert report.pool.pool_bytes > report.per_conversation_bytes  # bytes alone would say 1
     assert report.shortfall_bytes == pytest.approx(
@@ -345,3 +345,21 @@ def test_a_tpu_pool_says_it_is_sized_with_the_cuda_accounting() -> None:
     assert any("CUDA accounting" in c for c in tpu.cautions)
     assert not any("CUDA accounting" in c
                    for c in fit_report(dep("llama-3.1-8b"), 4096, EngineSettings()).cautions)
+
+
+def test_a_serving_engine_loads_the_vision_tower_llama_cpp_does_not() -> None:
+    """vLLM and SGLang load a multimodal checkpoint's vision tower (Gemma-3's 0.85 GB) beside
+    the text weights; vLLM's --language-model-only and llama.cpp (its mmproj is a separate
+    file) do not."""
+    d = dep("gemma-3-27b", "h100")
+    tower = d.model.vision_params * 2
+    vllm = kv_pool(d, EngineSettings(max_model_len=8192))
+    text_only = kv_pool(d, EngineSettings(max_model_len=8192, language_model_only=True))
+    assert vllm.weight_bytes - text_only.weight_bytes == pytest.approx(tower)
+    sglang = kv_pool(dep("gemma-3-27b", "h100", engine="sglang"), EngineSettings())
+    assert sglang.weight_bytes == pytest.approx(d.weight_bytes + tower)
+    cpp = dep("gemma-3-27b", "h100", engine="llama.cpp-cuda", weights="q4_k_m")
+    assert kv_pool(cpp, EngineSettings(max_model_len=8192)).weight_bytes <= cpp.weight_bytes
+    with pytest.raises(InputError, match="vLLM's; sglang"):
+        kv_pool(dep("gemma-3-27b", "h100", engine="sglang"),
+                EngineSettings(language_model_only=True))

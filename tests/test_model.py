@@ -323,3 +323,22 @@ def test_explain_multiplies_the_parameters_by_the_article_bytes() -> None:
         assert st.result.value == pytest.approx(gb, abs=0.01)
         assert st.result.value == pytest.approx(
             next(i.value for i in st.inputs if i.name == "total") * bpp)
+
+
+def test_a_vision_tower_is_counted_apart_from_the_text_model() -> None:
+    """Gemma-3's SigLIP-So400m tower is 428 M parameters (its card); Qwen2-VL's ViT 675 M
+    (its paper), read from embed_dim and mlp_ratio. The text model's count is unchanged, and
+    a tower described some other way is left at 0 rather than refusing the model."""
+    gemma = resolve_model("gemma-3-27b")
+    assert gemma.vision_params == pytest.approx(428e6, rel=0.02)
+    assert resolve_model("llama-3.1-8b").vision_params == 0
+    base = copy.deepcopy(load_data("models/meta-llama--Llama-3.1-8B.json"))
+    qwen2_vl = {"depth": 32, "embed_dim": 1280, "mlp_ratio": 4, "num_heads": 16, "in_chans": 3,
+                "hidden_size": 3584, "patch_size": 14, "spatial_merge_size": 2,
+                "temporal_patch_size": 2}
+    spec = ModelSpec.from_hf_config({**base, "vision_config": qwen2_vl}, "t")
+    assert spec.vision_params == pytest.approx(675e6, rel=0.01)
+    assert count_params(spec).total == count_params(
+        ModelSpec.from_hf_config(base, "t")).total
+    assert ModelSpec.from_hf_config({**base, "vision_config": {"hidden_size": 8}},
+                                    "t").vision_params == 0

@@ -125,7 +125,7 @@ ENGINE_KNOBS = ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_token
                 "block_size", "engine_version", "flash_attn", "swa_full_tokens_ratio",
                 "split_mode", "gpu_layers", "n_cpu_moe", "cpu_moe", "host_bandwidth_gbs",
                 "host_link_gbs", "host_memory_gib", "output_layer_last", "fit_target_mib",
-                "fit_ctx", "no_async_scheduling", "no_prefix_caching")
+                "fit_ctx", "no_async_scheduling", "no_prefix_caching", "language_model_only")
 
 
 def _compare_engines(args: argparse.Namespace, model: Any, acc: Any, engines: list[str]) -> Any:
@@ -500,6 +500,8 @@ def register(sub: Any) -> None:
     g.add_argument("--no-prefix-caching", action="store_true",
                    help="vLLM v0.14+: a linear-attention hybrid keeps one state block per "
                    "request, not two")
+    g.add_argument("--language-model-only", action="store_true",
+                   help="vLLM: a multimodal checkpoint without its vision tower")
     g.add_argument("--swa-full-tokens-ratio", type=_positive_float("swa_full_tokens_ratio"),
                    metavar="R", help="SGLang hybrid-SWA models: window pool ÷ full pool "
                    "(default 0.8); lower holds more long conversations")
@@ -561,6 +563,8 @@ def register(sub: Any) -> None:
     g.add_argument("--swa-full-tokens-ratio", type=_positive_float("swa_full_tokens_ratio"),
                    metavar="R", help="SGLang hybrid-SWA models: window pool ÷ full pool (0.8)")
     g.add_argument("--no-prefix-caching", action="store_true")
+    g.add_argument("--language-model-only", action="store_true",
+                   help="vLLM: a multimodal checkpoint without its vision tower")
     g.add_argument("--spec-tokens", type=_count("draft length"), default=0,
                    help="speculative decoding: draft length")
     g.add_argument("--spec-acceptance", type=float,

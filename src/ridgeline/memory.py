@@ -91,6 +91,7 @@ class EngineSettings:
     swa_full_tokens_ratio: float | None = None  # SGLang's window pool ÷ full pool (default 0.8)
     async_scheduling: bool = True  # vLLM (default since v0.14): off is --no-async-scheduling
     prefix_caching: bool = True  # vLLM V1's default: off is --no-prefix-caching
+    language_model_only: bool = False  # vLLM --language-model-only: no vision tower loaded
 
     def __post_init__(self) -> None:
         u = self.gpu_memory_utilization
@@ -279,6 +280,10 @@ def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
     d = engine_defaults(engine)
     total = total_bytes or device_memory_bytes(dep.accelerator)
     weights = gpu_weight_bytes(dep) / dep.num_gpus  # all of them, but for llama.cpp's -ngl
+    if not engine.startswith("llama.cpp") and not s.language_model_only:
+        weights += vision_tower_bytes(dep) / dep.num_gpus  # llama.cpp: a separate mmproj
+    elif s.language_model_only and engine != "vllm":
+        raise InputError(f"--language-model-only is vLLM's; {engine} has no such setting")
     non_torch = float(d.get("non_torch_gib", 0.4)) * GIB
     if s.swa_full_tokens_ratio is not None and engine != "sglang":
         raise InputError(f"--swa-full-tokens-ratio is SGLang's; {engine} has no such setting")
@@ -444,6 +449,16 @@ def _vllm_pool(dep: Deployment, s: EngineSettings, total: float, weights: float,
     return KVPool("vllm", total, fraction, weights, max(forward, sampler), non_torch_bytes(dep, acc),
                   graphs, 1.0, per_token, block, seqs, tokens, groups, forward, sampler, acc,
                   in_flight_batches=acc.in_flight_batches if s.async_scheduling else 1)
+
+
+VISION_BYTES_PER_PARAM = 2  # vision towers stay at the checkpoint's 16 bits (quantized
+# checkpoints leave them out of their quantization config)
+
+
+def vision_tower_bytes(dep: Deployment) -> float:
+    """A multimodal checkpoint's vision tower and projector, which a serving engine loads
+    beside the text model (vLLM unless --language-model-only): Gemma-3's SigLIP, 0.85 GB."""
+    return dep.model.vision_params * VISION_BYTES_PER_PARAM
 
 
 def align_state_blocks(dep: Deployment, acc: VLLMAccounting, prefix_caching: bool) -> int:

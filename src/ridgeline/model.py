@@ -171,6 +171,9 @@ class ModelSpec:
     state_dtype: str  # dtype of SSM / linear-attention recurrent state
     stored_formats: tuple[tuple[str, str], ...]  # (weight category, format id), as stored
     mtp_layers: int  # multi-token-prediction layers shipped beside the model, not counted
+    # a multimodal checkpoint's vision tower and projector: loaded by a serving engine beside
+    # the text model, never read by a text token (vision_params.py)
+    vision_params: int = 0
 
     def __hash__(self) -> int:
         # Cheap and consistent with equality (equal specs share these); the full field
@@ -208,8 +211,9 @@ class ModelSpec:
 class _Reader:
     """Reads one config; nested ``text_config`` overrides the top level."""
 
-    def __init__(self, config: Mapping[str, Any], name: str) -> None:
+    def __init__(self, config: Mapping[str, Any], name: str, defaults: bool = True) -> None:
         self.name = name
+        self.raw = config
         merged: dict[str, Any] = {k: v for k, v in config.items() if k != "vision_config"}
         text = config.get("text_config")
         if text is not None:
@@ -221,7 +225,7 @@ class _Reader:
             merged["outer_model_type"] = outer_type
         self.c = merged
         self.model_type = str(self.c.get("model_type") or "")
-        for key, value in model_type_defaults(self.model_type).items():
+        for key, value in (model_type_defaults(self.model_type) if defaults else {}).items():
             self.c.setdefault(key, value)
 
     # -- typed field access -------------------------------------------------------------
@@ -308,7 +312,21 @@ class _Reader:
             mtp_layers=self.int_(
                 "num_nextn_predict_layers", "mtp_num_hidden_layers", default=0, minimum=0
             ),
+            vision_params=self.vision_params(hidden),
         )
+
+    def vision_params(self, text_hidden: int) -> int:
+        """The vision tower's parameters, from vision_config (0 without one)."""
+        vision = self.raw.get("vision_config")
+        if vision is None:
+            return 0
+        if not isinstance(vision, Mapping):
+            raise InputError(f"{self.name}: vision_config must be a JSON object")
+        try:
+            return vit_params(_Reader(vision, f"{self.name} vision_config", defaults=False),
+                              text_hidden)
+        except InputError:  # a tower described in a layout not read here: left uncounted
+            return 0
 
     def _tied(self) -> bool:
         default = self.model_type in ("gemma2", "gemma3", "gemma3_text", "falcon")
@@ -473,3 +491,29 @@ def _first(value: Any) -> str | None:
     if isinstance(value, list) and value:
         return str(value[0])
     return None
+
+
+def vit_params(v: _Reader, text_hidden: int) -> int:
+    """A vision transformer's weights: per layer the attention (4 h² and biases), the MLP
+    (2 h i and biases) and two LayerNorms; the patch embedding (channels × temporal patch ×
+    patch² × h), the position table and a final LayerNorm; and the projector into the text
+    model, through a spatial merge of m² patches where there is one (in = h m²: in² + in × out)
+    or straight (h × out). Gemma-3's SigLIP: 423 M (the So400m tower, 428 M); Qwen3.5's: 447 M."""
+    h = v.int_("embed_dim", "hidden_size")  # Qwen2-VL: embed_dim is the tower's width
+    ratio = v.c.get("mlp_ratio")
+    inner = v.int_("intermediate_size", default=int(h * ratio) if isinstance(
+        ratio, (int, float)) and not isinstance(ratio, bool) and 0 < ratio < 64 else None)
+    layers = v.int_("num_hidden_layers", "depth")
+    patch = v.int_("patch_size")
+    channels = v.int_("in_channels", "in_chans", "num_channels", default=3)
+    temporal = v.int_("temporal_patch_size", default=1)
+    image = v.opt_int("image_size")
+    positions = v.int_("num_position_embeddings", default=(image // patch) ** 2 if image else 0,
+                       minimum=0)
+    merge = v.int_("spatial_merge_size", default=1)
+    out = v.int_("out_hidden_size", default=text_hidden)
+    per_layer = 4 * h * h + 4 * h + 2 * h * inner + inner + h + 4 * h
+    embed = channels * temporal * patch * patch * h + h + positions * h + 2 * h
+    width = h * merge * merge
+    projector = (width * width + width + width * out + out) if merge > 1 else h * out + 2 * h
+    return layers * per_layer + embed + projector

@@ -141,9 +141,17 @@ def weights_note(dep: Deployment, pool: KVPool) -> str:
 
     share = f"{dep.weight_bytes / dep.num_gpus / GIB:,.2f} GiB of {dep.weights.label} weights " \
         "per GPU"
+    vision = pool.weight_bytes - dep.weight_bytes / dep.num_gpus \
+        - (mxfp4_padding_bytes(dep) if pool.engine == "vllm" else 0.0)
+    if not is_llamacpp(pool) and vision > 0:
+        share += (f" + {vision / GIB:,.2f} GiB of vision tower ("
+                  + ("--language-model-only leaves it out" if pool.engine == "vllm"
+                     else "the engine loads it") + ")")
     if pool.engine == "vllm" and mxfp4_padding_bytes(dep):
         return (f"{share} + {mxfp4_padding_bytes(dep) / GIB:,.2f} GiB: vLLM pads the MXFP4 "
                 f"experts to its kernel's tile ({dep.accelerator.family})")
+    if vision > 0:
+        return share
     if is_llamacpp(pool) and pool.weight_bytes < dep.weight_bytes / dep.num_gpus:
         return (f"{share}, less what stays in host memory: the input embedding"
                 + (" and -ngl's host layers" if dep.offload is not None else ""))

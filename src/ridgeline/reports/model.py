@@ -71,6 +71,7 @@ class ModelReport:
             "kv_bytes_per_token_fp8": self.kv_fp8.bytes_per_token_growing,
             "kv_constant_bytes_per_sequence_bf16": self.kv_bf16.state_bytes,
             "mtp_layers_not_counted": s.mtp_layers,
+            "vision_params_not_counted": s.vision_params,
             "max_position_embeddings": s.max_position_embeddings,
         }
 
@@ -121,6 +122,10 @@ class ModelReport:
         if s.mtp_layers:
             lines.append(f"                 {s.mtp_layers} multi-token-prediction layer(s) shipped "
                          "beside the model are not counted")
+        if s.vision_params:
+            lines.append(f"                 a {fmt_count(s.vision_params)} vision tower is not "
+                         f"counted: never read by a text token, though a serving engine loads it "
+                         f"({s.vision_params * 2 / 1e9:,.2f} GB at 16 bits; `fit` adds it)")
         stored = ", ".join(f"{c} {f}" for c, f in s.stored_format_map.items()
                            if p.by_category.get(c)) or s.dtype
         lines.append(f"  stored as      {stored}")
