@@ -20,9 +20,23 @@ from ridgeline.units import GIB
 
 def accounting_quantity(p: KVPool) -> Quantity:
     """Whose memory rule sized the pool, with its source."""
-    if p.accounting is not None:
-        return q("accounting", f"vLLM {p.accounting.version}", "",
-                 f"{p.accounting.note} ({p.accounting.source})")
+    a = p.accounting
+    if a is not None:
+        rules = ["V0: one profiled pass" if a.engine == "V0" else
+                 f"V1: a profiled pass of max_num_batched_tokens, then the sampler over "
+                 f"max_num_seqs ({a.sampler_logit_copies:g} fp32 logit copies)",
+                 "the CUDA-graph estimate taken from the budget" if a.graphs_in_budget
+                 else "CUDA graphs captured after sizing"]
+        g = p.groups
+        if g is not None and g.windows and p.in_flight_batches > 1:
+            rules.append(f"window groups sized for {p.in_flight_batches} batches in flight")
+        if g is not None and g.states and g.state_blocks > 1:
+            rules.append(f"{g.state_blocks} state blocks a request (prefix caching, align mode)")
+        if a.tokens_from_concurrency:
+            rules.append("tokens logged as maximum concurrency × max_model_len")
+        return q("accounting", f"vLLM {a.version}", "",
+                 "; ".join(rules) + f" (engines.json memory_versions, era {a.era}+, each rule "
+                 "with its source)")
     d = engine_defaults(p.engine)
     return q("accounting", f"{p.engine} {d.get('version', '')}".strip(), "",
              str(d.get("memory_rule", "")))
