@@ -782,3 +782,11 @@ def test_a_context_past_the_trained_one_is_cautioned(
     assert code == 0 and "exceed llama-2-7b's 4,096-token context" in out
     code, out, _ = run_cli(capsys, *[("4000" if a == "8000" else a) for a in argv])
     assert code == 0 and "4,096-token context" not in out
+
+
+def test_a_prime_head_count_gets_no_71_gpu_hint(capsys: pytest.CaptureFixture[str]) -> None:
+    """falcon-7b's 71 heads split only over 1 GPU: the hint says so rather than naming 71."""
+    code, _, err = run(capsys, "decode", "falcon-7b", "--gpu", "h100", "--num-gpus", "2")
+    assert code == 2 and "only 1 GPU per replica" in err and "71 GPUs" not in err
+    code, _, err = run(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--num-gpus", "3")
+    assert code == 2 and "use 1, 2, 4, 8, 16, 32 GPUs per replica" in err

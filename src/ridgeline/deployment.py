@@ -92,12 +92,16 @@ def tensor_parallel_problem(model: ModelSpec, tp: int) -> str:
 
     if fits(tp):
         return ""
-    ok = ", ".join(str(n) for n in range(1, heads + 1) if fits(n))
+    sizes = [n for n in range(1, min(heads, MAX_TP_HINT) + 1) if fits(n)]
+    ok = ", ".join(map(str, sizes))
+    hint = (f"use {ok} GPUs per replica" if len(sizes) > 1 else
+            "only 1 GPU per replica splits them: scale out with replicas")
     return (f"tensor parallel {tp} does not split {model.name}'s {heads} attention heads "
-            f"({kv} KV heads) evenly; engines shard them across GPUs: use {ok} GPUs per "
-            "replica")
+            f"({kv} KV {'head' if kv == 1 else 'heads'}) evenly; engines shard them across "
+            f"GPUs: {hint}")
 
 
+MAX_TP_HINT = 64  # tensor-parallel sizes named in the hint: a node or a rack, not 71 GPUs
 LLAMACPP_SPLIT_MODES = ("layer", "row", "tensor")  # llama.cpp -sm (row: refused, not modelled)
 
 
