@@ -790,3 +790,16 @@ def test_a_prime_head_count_gets_no_71_gpu_hint(capsys: pytest.CaptureFixture[st
     assert code == 2 and "only 1 GPU per replica" in err and "71 GPUs" not in err
     code, _, err = run(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--num-gpus", "3")
     assert code == 2 and "use 1, 2, 4, 8, 16, 32 GPUs per replica" in err
+
+
+def test_attention_and_roofline_caution_a_prompt_past_the_trained_context(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["attention", "--model", "llama-3.1-8b", "--context", "500000"],
+                 ["roofline", "--gpu", "h100", "--model", "llama-3.1-8b", "--prompt-len",
+                  "500000"]):
+        code, out, _ = run(capsys, *argv)
+        assert code == 0 and "exceed llama-3.1-8b's 131,072-token context" in out
+        code, out, _ = run(capsys, *argv, "--json")
+        assert json.loads(out)["cautions"]
+    code, out, _ = run(capsys, "roofline", "--gpu", "h100", "--model", "llama-3.1-8b")
+    assert "caution" not in out

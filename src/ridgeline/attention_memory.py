@@ -16,7 +16,7 @@ from ridgeline.errors import InputError
 from ridgeline.explain import Step, q, step
 from ridgeline.kvcache import cached_tokens
 from ridgeline.layouts import ATTENTION_MIXERS
-from ridgeline.model import ModelSpec
+from ridgeline.model import ModelSpec, trained_context_caution
 from ridgeline.units import GB, require_positive
 
 QUERY_TILE_ROWS = 128  # a typical FlashAttention-2 query block (Br) on Hopper/Ampere
@@ -68,9 +68,11 @@ class AttentionMemoryReport:
     num_heads: int
     num_kv_heads: int
     steps: tuple[Step, ...]
+    caution: str = ""  # a prompt past the model's trained context
 
     def to_dict(self) -> dict[str, object]:
-        return {k: v for k, v in vars(self).items() if k != "steps"}
+        out = {k: v for k, v in vars(self).items() if k not in ("steps", "caution")}
+        return {**out, "cautions": [self.caution] if self.caution else []}
 
     def text_lines(self) -> list[str]:
         return [
@@ -87,6 +89,7 @@ class AttentionMemoryReport:
             f"                       {self.total_tiled_worst_bytes / GB:,.1f} GB if K and V were "
             f"re-read from HBM for every {QUERY_TILE_ROWS}-row query tile",
             f"  naive ÷ tiled        {self.total_naive_bytes / self.total_tiled_bytes:,.0f}x",
+            *([f"caution: {self.caution}"] if self.caution else []),
         ]
 
 
@@ -120,4 +123,6 @@ def attention_memory(spec: ModelSpec, context: int, bytes_per_element: float = 2
              q("KV heads", h_kv, "", "num_key_value_heads")),
     )
     return AttentionMemoryReport(spec.name, context, bytes_per_element, per_head, scores, naive,
-                                 tiled, worst, len(layers), h, h_kv, steps)
+                                 tiled, worst, len(layers), h, h_kv, steps,
+                                 trained_context_caution(spec.name, spec.max_position_embeddings,
+                                                         context))

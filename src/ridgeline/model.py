@@ -517,3 +517,12 @@ def vit_params(v: _Reader, text_hidden: int) -> int:
     width = h * merge * merge
     projector = (width * width + width + width * out + out) if merge > 1 else h * out + 2 * h
     return layers * per_layer + embed + projector
+
+
+def trained_context_caution(model: str, limit: int | None, tokens: int) -> str:
+    """``tokens`` past ``limit`` (max_position_embeddings), or ""."""
+    if not limit or tokens <= limit:
+        return ""
+    return (f"{tokens:,} tokens exceed {model}'s {limit:,}-token context "
+            "(max_position_embeddings): engines refuse a longer max_model_len, and the model "
+            "was not trained for it")

@@ -20,6 +20,7 @@ from ridgeline.errors import InputError
 from ridgeline.explain import Step, q, step
 from ridgeline.floors import DecodeFloor, PrefillFloor, decode_floor
 from ridgeline.hardware import Accelerator
+from ridgeline.model import trained_context_caution
 from ridgeline.render import table
 from ridgeline.roofline import (
     batch_for_intensity,
@@ -358,13 +359,6 @@ def context_caution(dep: Deployment, tokens: int) -> str:
     return trained_context_caution(dep.model.name, dep.model.max_position_embeddings, tokens)
 
 
-def trained_context_caution(model: str, limit: int | None, tokens: int) -> str:
-    """``tokens`` past ``limit`` (max_position_embeddings), or ""."""
-    if not limit or tokens <= limit:
-        return ""
-    return (f"{tokens:,} tokens exceed {model}'s {limit:,}-token context "
-            "(max_position_embeddings): engines refuse a longer max_model_len, and the model "
-            "was not trained for it")
 
 
 def _dollars_per_million(dep: Deployment, tok_s: float) -> str:

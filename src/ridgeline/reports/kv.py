@@ -45,7 +45,7 @@ class KVReport:
 
     @property
     def cautions(self) -> list[str]:
-        from ridgeline.reports.decode import trained_context_caution
+        from ridgeline.model import trained_context_caution
 
         caution = trained_context_caution(self.model, self.trained_context, self.context)
         return [caution] if caution else []

@@ -9,6 +9,7 @@ from ridgeline.deployment import Deployment
 from ridgeline.explain import Step, q, step
 from ridgeline.floors import device_fit
 from ridgeline.hardware import Accelerator
+from ridgeline.model import trained_context_caution
 from ridgeline.moe import article_expert_intensity
 from ridgeline.render import table
 from ridgeline.roofline import (
@@ -35,6 +36,7 @@ class RooflineReport:
     points: tuple[OperatingPoint, ...]
     steps: tuple[Step, ...]
     fit: str = ""  # where --model's weights overflow the card: the DOES NOT FIT line
+    caution: str = ""  # --model with a prompt past its trained context
 
     @property
     def ridge(self) -> float:
@@ -51,6 +53,7 @@ class RooflineReport:
             "prompt_len": self.prompt_len, "model": self.model,
             "points": [vars(p) for p in self.points],
             "weights_fit": not self.fit,
+            "cautions": [self.caution] if self.caution else [],
         }
 
     def text_lines(self) -> list[str]:
@@ -69,7 +72,8 @@ class RooflineReport:
         lines += table(rows, ["part of the step", "FLOP/byte", "TFLOP/s", "of peak",
                               "batch to ridge"])
         notes = [f"  {p.name}: {p.note}" for p in self.points if p.note]
-        return lines + (["", *notes] if notes else [])
+        return lines + (["", *notes] if notes else []) + (
+            [f"caution: {self.caution}"] if self.caution else [])
 
 
 @dataclass(frozen=True)
@@ -223,5 +227,8 @@ def roofline_report(
     if dep is not None and not (fits := device_fit(dep, 0.0)).fits:
         overflow = (f"{fits.headline()} (the weights alone, on {dep.num_gpus} x {acc.id}): the "
                     "points below are arithmetic only")
+    caution = trained_context_caution(dep.model.name, dep.model.max_position_embeddings,
+                                      prompt_len) if dep is not None else ""
     return RooflineReport(acc, compute_dtype, batch, prompt_len,
-                          dep.model.name if dep else None, tuple(points), tuple(steps), overflow)
+                          dep.model.name if dep else None, tuple(points), tuple(steps), overflow,
+                          caution)
