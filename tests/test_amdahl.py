@@ -218,3 +218,13 @@ def test_explain_shows_the_share_as_a_division_of_step_cost_times(
     source = data["source"]
     shown = f"= {source['part_time_s'] * 1e3:.4g} ms / {source['step_time_s'] * 1e3:.4g} ms"
     assert any(shown in line for line in data["explain"])
+
+
+def test_a_target_below_1x_is_a_slowdown_budget_not_a_speedup() -> None:
+    """0.5x end to end with the part at half the step: 1 / (0.5 + 0.5 / S) = 0.5 gives
+    S = 1/3, the part may get 3x slower."""
+    r = required_part_speedup(0.5, 0.5)
+    assert r.required_part_speedup == pytest.approx(1 / 3)
+    assert "slowdown budget" in r.verdict and "3x slower" in r.verdict
+    assert "faster" not in r.verdict
+    assert required_part_speedup(0.5, 1.0).verdict == "the part may stay as it is"

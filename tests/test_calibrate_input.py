@@ -150,3 +150,36 @@ def test_calibrate_refuses_to_overwrite_a_file_that_is_not_a_profile(
 def test_the_bundled_files_still_read_whole() -> None:
     result = read_measurements(LOWBATCH)
     assert result.rows and not result.errors
+
+
+def test_calibrate_needs_distinct_conditions_not_repeats(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Four repeats of one setting are one equation: the fit's four parameters stay free."""
+    path = csv_file(tmp_path, *(line(id=f"r{i}", value=str(v))
+                                for i, v in enumerate((50, 51, 49, 50))))
+    out = tmp_path / "p.json"
+    code, _, err = run(capsys, "calibrate", str(path), "-o", str(out))
+    assert code == 2 and "its 4 rows measure 1 distinct condition" in err and not out.exists()
+
+
+def test_calibrate_leaves_out_rows_past_the_roofline_and_names_unreadable_ones(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama-3.1-8B at batch 1 on an H100 reads 16 GB a token: at most ~210 tok/s. A row of 240
+    (an H200 run named h100) no efficiency can fit: it is named and left out; a row of -150 is
+    named as unreadable; the profile written loads."""
+    rows = [line(id=f"r{i}", batch=str(2 ** i), value=str(v))
+            for i, v in enumerate((120, 115, 105, 95, 80, 60))]
+    path = csv_file(tmp_path, *rows, line(id="fast", batch="1", context_len="100", value="240"),
+                    line(id="neg", value="-150"))
+    out = tmp_path / "p.json"
+    code, text, _ = run(capsys, "calibrate", str(path), "-o", str(out))
+    assert code == 0 and "left out: fast: 240 tok/s is past the roofline's" in text
+    assert "unreadable: neg" in text
+    profile = json.loads(out.read_text())["engines"]["vllm"]
+    assert profile["band_low"] <= 1 <= profile["band_high"]
+    code, _, _ = run(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--profile", str(out))
+    assert code == 0
+    every = csv_file(tmp_path, line(id="fast", batch="1", context_len="100", value="5000"),
+                     name="fast.csv")
+    code, _, err = run(capsys, "calibrate", str(every), "-o", str(tmp_path / "q.json"))
+    assert code == 2 and "every row is past its roofline" in err

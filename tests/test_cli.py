@@ -144,6 +144,7 @@ BAD = [
     (["moe", "llama-3.1-70b"], "dense model"),
     (["amdahl", "--fraction", "1.5", "--speedup", "2"], "between 0 and 1"),
     (["evalstats", "--pct-a", "30", "--pct-b", "40", "--n", "0"], "positive"),
+    (["evalstats", "--pct-a", "39.03", "--n", "164"], "give --pct-b"),
     (["evalstats", "--discordant=-1,3"], "negative"),
     (["prefix", "--tokens-a", "1,x", "--tokens-b", "1"], "token ids"),
     (["hardware", "--gpu-file", "/nonexistent.json"], "no such"),

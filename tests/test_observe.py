@@ -242,3 +242,81 @@ def test_without_lengths_the_context_is_read_off_the_kv_fill(
     assert main(["observe", log, "--model", "llama-3.1-8b", "--gpu", "h100", "--context",
                  "4000", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["context_source"] == "given"
+
+
+def _vllm_engines(kv: tuple[float, float], running: tuple[int, int]) -> str:
+    lines = []
+    for name, values in (("vllm:kv_cache_usage_perc", kv), ("vllm:num_requests_running", running),
+                         ("vllm:num_requests_waiting", (0, 0))):
+        lines += [f'{name}{{engine="{i}",model_name="meta-llama/Llama-3.1-8B"}} {v}'
+                  for i, v in enumerate(values)]
+    return "\n".join(lines) + "\n"
+
+
+def test_data_parallel_engines_are_read_each_not_summed(tmp_path: Path) -> None:
+    """vLLM V1 exports each data-parallel engine core's gauges apart (an "engine" label): two
+    cores half full are 50 % full, not 100 %, and each runs its own batch."""
+    path = tmp_path / "dp.txt"
+    path.write_text(_vllm_engines((0.5, 0.5), (20, 20)))
+    obs = read_source(str(path))
+    assert obs.engines == 2 and obs.kv_usage == [0.5] and obs.running == [20]
+    assert any("2 data-parallel engines" in n for n in obs.notes)
+
+
+def test_sglang_retractions_are_its_counter_not_its_gauge(tmp_path: Path) -> None:
+    """sglang:num_retracted_reqs is a gauge; the counter is num_retracted_requests_total
+    (sglang/srt/metrics/collector.py): 40 → 52 over the window is 12 retractions."""
+    def scrape(t: int, gauge: int, counter: int) -> str:
+        return (f"# scrape_time {t}\nsglang:num_running_reqs 40\nsglang:num_queue_reqs 0\n"
+                f"sglang:token_usage 0.5\nsglang:num_retracted_reqs {gauge}\n"
+                f"sglang:num_retracted_requests_total {counter}\n")
+
+    path = tmp_path / "sglang.txt"
+    path.write_text(scrape(0, 4, 40) + scrape(10, 0, 52))
+    obs = read_source(str(path))
+    assert obs.preemptions == 12 and obs.engine_family == "sglang"
+    assert not any("went down" in n for n in obs.notes)
+
+
+def test_two_scrapes_run_together_are_refused_and_braces_in_labels_read(tmp_path: Path) -> None:
+    path = tmp_path / "two.txt"
+    path.write_text(_vllm_engines((0.7, 0.6), (30, 20)) * 2)
+    with pytest.raises(InputError, match="appears twice with the same labels"):
+        read_source(str(path))
+    scrape = parse_scrape('vllm:num_requests_running{model_name="/m/llama{v2}"} 3\n'
+                          'vllm:num_requests_running{model_name="ok"} 4\n')
+    assert scrape.value("vllm:num_requests_running") == 7
+
+
+def test_one_scrape_does_not_read_lifetime_preemptions_as_a_full_pool(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "quiet.txt"
+    path.write_text("vllm:num_requests_running 8\nvllm:num_requests_waiting 0\n"
+                    "vllm:kv_cache_usage_perc 0.2\nvllm:num_preemptions_total 5\n")
+    assert main(["observe", str(path), "--model", "llama-3.1-8b", "--gpu", "h100"]) == 0
+    out = capsys.readouterr().out
+    assert "capacity" not in out and "5 preemptions since it started" in out
+
+
+def test_llama_server_metrics_pick_llama_cpp_when_no_engine_is_named(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["observe", str(FIXTURES / "llamacpp_metrics.txt"), "--model", "llama-3.1-8b",
+                 "--gpu", "rtx-4090", "--weights", "q4_k_m"]) == 0
+    out = capsys.readouterr().out
+    assert "(llama.cpp-cuda)" in out and "more slots (-np N" in out
+
+
+def test_a_bench_with_zero_itl_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "zero.json"
+    path.write_text(json.dumps({"output_throughput": 1000, "mean_itl_ms": 0}))
+    with pytest.raises(InputError, match="0 ms while the server produced 1,000 tok/s"):
+        read_source(str(path))
+
+
+def test_emitted_rows_name_the_checkpoints_own_format(tmp_path: Path) -> None:
+    """gpt-oss as stored is MXFP4 experts: the emitted row says mxfp4, and validate costs the
+    deployment observe placed the batch on, not a bf16 one."""
+    out = tmp_path / "rows.csv"
+    assert main(["observe", str(FIXTURES / "vllm_metrics.txt"), "--model", "gpt-oss-20b",
+                 "--gpu", "h100", "--emit-measurements", str(out)]) == 0
+    assert ",gpt-oss-20b,mxfp4," in out.read_text()

@@ -18,15 +18,19 @@ from tests.conftest import MEASUREMENTS
 def test_page_data_come_from_the_python_model() -> None:
     from ridgeline import Deployment, decode_floor, resolve_accelerator, resolve_model
 
-    data = page_data(["llama-3.1-70b"], ["h100-sxm"], [1], ["fp8"], ["bf16"])
-    combo = data["combos"]["llama-3.1-70b|h100-sxm|1|fp8|bf16"]
+    data = page_data(["llama-3.1-70b"], ["h100-sxm"], [1, 2], ["fp8"], ["bf16"])
+    one, two = (data["combos"][f"llama-3.1-70b|h100-sxm|{n}|fp8|bf16"] for n in (1, 2))
     dep = Deployment.build(resolve_model("llama-3.1-70b"), resolve_accelerator("h100"), "fp8",
-                           "bf16")
+                           "bf16", 2)
     ci, bi = CONTEXTS.index(2048), BATCHES.index(32)
-    assert combo["agg_floor"][ci][bi] == pytest.approx(decode_floor(dep, 32, 2048).aggregate_tok_s)
-    assert combo["ridge"] == pytest.approx(1978.9e12 / 3.35e12, rel=0.01)  # fp8 matmuls
-    assert combo["fits"][ci][bi] is False  # the article's 32 users do not fit one H100
-    assert combo["att_int"] == pytest.approx(8)
+    assert two["agg_floor"][ci][bi] == pytest.approx(decode_floor(dep, 32, 2048).aggregate_tok_s)
+    assert two["ridge"] == pytest.approx(1978.9e12 / 3.35e12, rel=0.01)  # fp8 matmuls
+    # the ridge batch is a batch: ridge × bytes per weight ÷ 2, not the ridge in FLOP/byte
+    assert two["ridge_batch"] == pytest.approx(two["ridge"] * two["bpw"] / 2)
+    assert one["fits"][ci][bi] is False  # the article's 32 users do not fit one H100
+    assert one["agg_exp"][ci][bi] is None and one["user_floor"][ci][bi] is None  # no speed
+    assert two["fits"][ci][bi] is True
+    assert one["att_int"] == pytest.approx(8)
 
 
 def test_the_page_is_one_offline_file_with_sliders(tmp_path: Path,

@@ -190,7 +190,9 @@ def required_part_speedup(fraction: float, target_speedup: float) -> RequiredPar
         ceiling_speedup=ceiling,
         possible=True,
         required_part_speedup=needed,
-        verdict=f"the part must get {needed:.3g}x faster",
+        verdict=(f"the part must get {needed:.3g}x faster" if needed > 1.0 else
+                 "the part may stay as it is" if needed == 1.0 else
+                 f"a slowdown budget: the part may get up to {1.0 / needed:.3g}x slower"),
     )
 
 

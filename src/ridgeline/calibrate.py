@@ -147,6 +147,12 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
                          f"row{'' if len(mine) == 1 else 's'}, but its fit sets {parameters} "
                          f"parameters: it needs at least {parameters} (measure more, or name "
                          "the other engines with --engine)")
+    conditions = len({condition(r) for r in mine})
+    if strict and conditions < parameters:  # repeats of one setting pin one equation
+        raise InputError(f"engine {key}: its {len(mine)} rows measure {conditions} distinct "
+                         f"condition{'' if conditions == 1 else 's'} (model, GPU, batch, "
+                         f"lengths, metric), but its fit sets {parameters} parameters: measure "
+                         f"at least {parameters} different ones (batches, prompt lengths)")
 
     def loss(x: Sequence[float]) -> float:
         profile = space.profile(x)
@@ -165,10 +171,41 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
     table = {m: fitted for m in members}
     ratios = sorted(p.measured / p.predicted for p in (predict(r, table) for r in mine)
                     if p.predicted)
-    return replace(fitted, band_low=_quantile(ratios, 0.1), band_high=_quantile(ratios, 0.9),
+    # the band brackets the expectation itself (the loader's rule: band_low ≤ 1 ≤ band_high)
+    return replace(fitted, band_low=min(1.0, _quantile(ratios, 0.1)),
+                   band_high=max(1.0, _quantile(ratios, 0.9)),
                    fitted_rows=len(mine), fitted_ids=tuple(r.id for r in mine),
                    fitted_groups=dict(sorted(groups.items())),
                    source=_fit_source(mine))
+
+
+def condition(row: Measurement) -> tuple[object, ...]:
+    """What a row measured, apart from its value: repeats of one condition are one equation."""
+    return (row.model, row.weights_dtype, row.kv_dtype, row.gpu, row.num_gpus, row.tp,
+            row.batch, row.input_len, row.output_len, row.context_len, row.metric)
+
+
+LOWER_IS_FASTER = ("ttft_ms",)
+ROOFLINE_SLACK = 1.05  # a row this much past the roofline is not this deployment's
+
+
+def beyond_roofline(rows: Sequence[Measurement]) -> list[tuple[Measurement, float]]:
+    """The rows measured faster than the roofline lets their deployment run (a card named
+    wrong, speculative decoding): (row, the roofline's figure). An engine cannot beat it, so
+    no efficiency up to 100 % fits them."""
+    from ridgeline.cost import IDEAL
+
+    table = {engine_id(r.engine): replace(IDEAL, engine=engine_id(r.engine)) for r in rows}
+    out = []
+    for row in performance_rows(rows):
+        floor = predict(row, table).predicted
+        if floor is None:
+            continue
+        faster = row.value * ROOFLINE_SLACK < floor if row.metric in LOWER_IS_FASTER \
+            else row.value > floor * ROOFLINE_SLACK
+        if faster:
+            out.append((row, floor))
+    return out
 
 
 def _predictable(rows: Sequence[Measurement], table: Mapping[str, EngineProfile],

@@ -161,8 +161,11 @@ def cmd_evalstats(args: argparse.Namespace) -> LinesReport:
         lines.append(f"McNemar exact: b={b}, c={c} (net gap {mc.net_gap_items}) -> "
                      f"p {ev.format_p(mc.p_value)}: {verdict} at alpha {alpha:g}")
     if scores:
-        if args.pct_a is None or args.pct_b is None or args.n is None:
-            raise InputError("--pct-a and --pct-b need --n, the number of items")
+        missing = [flag for flag, value in (("--pct-a", args.pct_a), ("--pct-b", args.pct_b),
+                                            ("--n", args.n)) if value is None]
+        if missing:
+            raise InputError(f"comparing two scores needs --pct-a, --pct-b and --n (the number "
+                             f"of items): give {', '.join(missing)}")
         n = args.n
         a = ev.count_from_percentage(args.pct_a, n)
         b2 = ev.count_from_percentage(args.pct_b, n)

@@ -171,7 +171,7 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
     import json
     from pathlib import Path
 
-    from ridgeline.calibrate import error_stats, fit_profiles, validate
+    from ridgeline.calibrate import beyond_roofline, error_stats, fit_profiles, validate
     from ridgeline.measurements import read_measurement_files
     from ridgeline.reports.validation import CalibrationReport
 
@@ -180,7 +180,16 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
     result = read_measurement_files(args.file)
     files = ", ".join(args.file)
     _require_rows(args.file, result.errors, result.rows)
-    profiles = fit_profiles(result.rows, args.engine)
+    # rows faster than their deployment's roofline cannot be fitted: named and left out
+    beyond = beyond_roofline(result.rows)
+    dropped = {id(r) for r, _ in beyond}
+    rows = [r for r in result.rows if id(r) not in dropped]
+    skipped = tuple(f"{r.id}: {r.value:,.4g} {r.unit} is past the roofline's {floor:,.4g} for "
+                    f"{r.model} on {r.num_gpus} x {r.gpu} (is the card right? speculative "
+                    "decoding?)" for r, floor in beyond)
+    if not rows:
+        raise InputError(f"{files}: every row is past its roofline ({skipped[0]})")
+    profiles = fit_profiles(rows, args.engine)
     if not profiles:
         raise InputError(f"{files}: no throughput or latency rows to fit")
     data = {"_about": f"ridgeline profile fitted on {files}",
@@ -193,9 +202,22 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
     def by_metric(preds: list[Any]) -> tuple[Any, ...]:
         return tuple(error_stats(preds, lambda p: p.metric))
 
-    before = by_metric(validate(result.rows))
-    after = by_metric(validate(result.rows, profiles))
-    return CalibrationReport(profiles, before, after, args.output)
+    before = by_metric(validate(rows))
+    after = by_metric(validate(rows, profiles))
+    cautions = [f"{engine}: {name} efficiency fitted at 100 % of rated, which no engine reaches: "
+                "are the rows from a faster card than they name?"
+                for engine, p in profiles.items()
+                for name, value in (("bandwidth", p.bandwidth_efficiency),
+                                    ("compute", p.compute_efficiency)) if value >= 0.999]
+    worse = {s.group: s for s in before}
+    cautions += [f"{s.group}: this profile misses its own rows by {s.median_abs_error:.1%} "
+                 f"(median) against the bundled profile's {worse[s.group].median_abs_error:.1%}: "
+                 "the rows disagree with each other (one condition measured far apart?)"
+                 for s in after if s.group in worse
+                 and s.median_abs_error > worse[s.group].median_abs_error]
+    return CalibrationReport(profiles, before, after, args.output,
+                             unreadable=tuple(result.errors), skipped=skipped,
+                             cautions=tuple(cautions))
 
 def register(sub: Any) -> None:
 

@@ -443,6 +443,19 @@ def _positive_seconds(text: str) -> float:
         raise InputError(f"the time between scrapes must be above 0, got {text!r}")
     return value
 
+def engine_for_metrics(family: str | None, args: argparse.Namespace) -> str:
+    """The engine a source's metric names point to: llama-server's build for the card
+    (Metal on Apple silicon, ROCm on AMD, CUDA otherwise), SGLang, or the default."""
+    from ridgeline.cli import default_engine, load_accelerator
+
+    if family == "sglang":
+        return "sglang"
+    if family == "llama.cpp":
+        vendor = load_accelerator(args).vendor
+        return {"apple": "llama.cpp-metal", "amd": "llama.cpp-rocm"}.get(vendor, "llama.cpp-cuda")
+    return default_engine(args)
+
+
 def cmd_observe(args: argparse.Namespace) -> Any:
     from dataclasses import replace
 
@@ -452,8 +465,15 @@ def cmd_observe(args: argparse.Namespace) -> Any:
 
     args.fetch = False
     model = load_model(args)
-    dep = replace(load_deployment(args, model), engine=engine_id(args.engine))
     obs = read_source(args.source, args.duration, args.interval)
+    named = args.engine
+    if named is None:  # the engine whose metric names the source carries, else the default
+        args.engine = engine_for_metrics(obs.engine_family, args)
+    dep = replace(load_deployment(args, model), engine=engine_id(args.engine))
+    if named is not None and obs.engine_family and not engine_id(named).startswith(
+            obs.engine_family):
+        obs.notes.append(f"the source carries {obs.engine_family}'s metrics, but --engine "
+                         f"{named} sizes the pool and the prediction")
     report = observe_report(obs, dep, load_profile(args), args.context)
     if args.emit_measurements:
         try:
@@ -630,4 +650,5 @@ def register(sub: Any) -> None:
     p.add_argument("--emit-measurements", metavar="FILE", type=_not_empty("output path"),
                    help="write what was observed as measurement rows for `calibrate`")
     _output(p)
-    p.set_defaults(handler=cmd_observe)
+    # no --engine: the one whose metric names the source carries (cmd_observe)
+    p.set_defaults(handler=cmd_observe, engine_by_accelerator=False)

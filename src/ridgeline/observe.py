@@ -8,7 +8,7 @@ vLLM ``vllm:num_requests_running``, ``vllm:num_requests_waiting``, ``vllm:kv_cac
 ``vllm:time_to_first_token_seconds``, ``vllm:inter_token_latency_seconds`` (older:
 ``vllm:time_per_output_token_seconds``), ``vllm:e2e_request_latency_seconds``;
 SGLang ``sglang:num_running_reqs``, ``sglang:num_queue_reqs``, ``sglang:token_usage``,
-``sglang:num_retracted_reqs``, ``sglang:prompt_tokens_total``,
+``sglang:num_retracted_requests_total``, ``sglang:prompt_tokens_total``,
 ``sglang:generation_tokens_total``, ``sglang:time_to_first_token_seconds``,
 ``sglang:inter_token_latency_seconds``, ``sglang:e2e_request_latency_seconds``;
 llama-server (``--metrics``) ``llamacpp:requests_processing``, ``llamacpp:requests_deferred``,
@@ -40,8 +40,9 @@ RUNNING = ("vllm:num_requests_running", "sglang:num_running_reqs", "llamacpp:req
 WAITING = ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "llamacpp:requests_deferred")
 KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage",
             "llamacpp:kv_cache_usage_ratio")
-PREEMPTIONS = ("vllm:num_preemptions_total", "sglang:num_retracted_reqs_total",
-               "sglang:num_retracted_reqs")
+# SGLang's num_retracted_reqs is a gauge (the last interval's); its counter is named
+# "requests" (python/sglang/srt/metrics/collector.py)
+PREEMPTIONS = ("vllm:num_preemptions_total", "sglang:num_retracted_requests_total")
 PROMPT_TOKENS = ("vllm:prompt_tokens_total", "sglang:prompt_tokens_total",
                  "llamacpp:prompt_tokens_total")
 GENERATION_TOKENS = ("vllm:generation_tokens_total", "sglang:generation_tokens_total",
@@ -89,6 +90,8 @@ class Observation:
     duration_s: float | None = None
     notes: list[str] = field(default_factory=list)
     model_names: list[str] = field(default_factory=list)  # as the engine labels its metrics
+    engine_family: str | None = None  # vllm, sglang or llama.cpp: whose metric names these are
+    engines: int = 1  # vLLM data-parallel engine cores (the "engine" label): figures are each's
 
     @property
     def batch(self) -> float | None:
@@ -204,11 +207,23 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
     for s in scrapes:
         check_scrape(s, source)
         obs.model_names += [m for m in s.label_values("model_name") if m not in obs.model_names]
+    running_name = next((n for n in RUNNING if n in scrapes[-1].samples), None)
+    if running_name is not None:
+        obs.engine_family = running_name.split(":")[0].replace("llamacpp", "llama.cpp")
+        # vLLM V1 exports each data-parallel engine core's gauges apart (an "engine" label):
+        # the sum of its KV fractions is no fraction, and each core runs its own batch
+        cores = {labels.get("engine") for labels, _ in scrapes[-1].samples[running_name]}
+        obs.engines = max(1, len(cores - {None}))
+    k = obs.engines
+    if k > 1:
+        obs.notes.append(f"{k} data-parallel engines (the 'engine' label): the batch, the queue, "
+                         "the KV usage and the token rates are each engine's mean")
+    for s in scrapes:
         for series, names in ((obs.running, RUNNING), (obs.waiting, WAITING),
                               (obs.kv_usage, KV_USAGE)):
             value = s.value(*names)
             if value is not None:
-                series.append(value)
+                series.append(value / k)
     if not obs.running:
         known = ", ".join(sorted(scrapes[-1].samples)[:6])
         raise InputError(f"{source}: no running-requests metric ({' or '.join(RUNNING)}); "
@@ -220,12 +235,17 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
     if timed:
         assert first.time_s is not None and last.time_s is not None
         obs.duration_s = last.time_s - first.time_s
-        obs.prompt_tok_s = _rate(scrapes, PROMPT_TOKENS, obs)
-        obs.generation_tok_s = _rate(scrapes, GENERATION_TOKENS, obs)
-        obs.preemptions = _increase(scrapes, PREEMPTIONS, obs)
+        prompt_rate = _rate(scrapes, PROMPT_TOKENS, obs)
+        generation_rate = _rate(scrapes, GENERATION_TOKENS, obs)
+        obs.prompt_tok_s = None if prompt_rate is None else prompt_rate / k
+        obs.generation_tok_s = None if generation_rate is None else generation_rate / k
+        preempted = _increase(scrapes, PREEMPTIONS, obs)
+        obs.preemptions = None if preempted is None else preempted / k
     else:
-        obs.notes.append("a single scrape: no rates; histograms cover the server's lifetime")
-        obs.preemptions = last.value(*PREEMPTIONS)
+        lifetime = last.value(*PREEMPTIONS)
+        obs.notes.append("a single scrape: no rates; histograms cover the server's lifetime"
+                         + (f"; {lifetime:,.0f} preemptions since it started, not read as "
+                            "current" if lifetime else ""))
     families: tuple[tuple[str, tuple[str, ...]], ...] = (("ttft", TTFT), ("itl", ITL),
                                                          ("e2e", E2E))
     for key, family in families:
@@ -267,11 +287,12 @@ def _increase(scrapes: list[Scrape], names: tuple[str, ...], obs: Observation) -
     values = [s.value(*names) for s in scrapes]
     if any(v is None for v in values):
         return None
+    name = next(n for n in names if n in scrapes[-1].samples)
     total = 0.0
     for before, after in itertools.pairwise(values):
         assert before is not None and after is not None
         if after < before:
-            obs.notes.append(f"{names[0]} went down mid-window (a restart): counted from zero")
+            obs.notes.append(f"{name} went down mid-window (a restart): counted from zero")
             total += after
         else:
             total += after - before
@@ -377,6 +398,10 @@ def from_bench(text: str, source: str) -> Observation:
                          "(no output_throughput or time_to_first_token)")
     if obs.generation_tok_s is None:
         raise InputError(f"{source}: the benchmark result has no output throughput")
+    itl = obs.latency_ms.get("itl", {}).get("mean")
+    if obs.generation_tok_s > 0 and itl == 0:
+        raise InputError(f"{source}: the mean inter-token latency is 0 ms while the server "
+                         f"produced {obs.generation_tok_s:,.0f} tok/s: not a measurement")
     checked(obs.generation_tok_s, source, "the output throughput", 0.0, MAX_COUNT,
             f"tokens per second, 0 to {MAX_COUNT:g}")
     batch = obs.batch

@@ -22,7 +22,12 @@ from ridgeline.kvcache import kv_footprint
 from ridgeline.memory import EngineSettings, conversations, kv_pool
 from ridgeline.plots import html_page
 from ridgeline.precision import kv_dtype
-from ridgeline.roofline import decode_attention_intensity, ridge_point, weight_intensity
+from ridgeline.roofline import (
+    batch_for_intensity,
+    decode_attention_intensity,
+    ridge_point,
+    weight_intensity,
+)
 
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 CONTEXTS = (512, 2048, 8192, 32768, 131072)
@@ -40,8 +45,10 @@ def _combo(model_id: str, gpu: str, count: int, weights: str, kv: str,
     peak = acc.peak(dep.dense_compute_dtype) * dep.tensor_parallel_size
     bw = dep.bandwidth_bytes_per_s
     bpw = dep.bytes_per_weight_split[0]
+    ridge = ridge_point(peak, bw)
     out: dict[str, Any] = {
-        "peak": peak, "bw": bw, "ridge": ridge_point(peak, bw), "bpw": bpw,
+        "peak": peak, "bw": bw, "ridge": ridge, "bpw": bpw,
+        "ridge_batch": batch_for_intensity(ridge, bpw),
         "w_int": [weight_intensity(b, bpw) for b in BATCHES],
         "att_int": decode_attention_intensity(model, dep.kv.bytes_per_element),
         "prefill_int": [weight_intensity(c, bpw) for c in CONTEXTS],
@@ -50,17 +57,23 @@ def _combo(model_id: str, gpu: str, count: int, weights: str, kv: str,
         "kv_gib": [], "conversations": [],
     }
     for c in CONTEXTS:
-        floors = [decode_floor(dep, b, c) for b in BATCHES]
-        expected = [step_time_s(dep, decode_batch(b, c), profile) for b in BATCHES]
-        out["user_floor"].append([f.per_user_tok_s for f in floors])
-        out["agg_floor"].append([f.aggregate_tok_s for f in floors])
-        out["user_exp"].append([1 / t for t in expected])
-        out["agg_exp"].append([b / t for b, t in zip(BATCHES, expected)])
-        out["fits"].append([f.fit.fits for f in floors])
+        pool = kv_pool(dep, EngineSettings(max_model_len=c))
+        held = conversations(pool, dep, c)
+        # a batch runs where the engine's pool holds it and its seats seat it; one that does
+        # not gets no speed (null: a gap in the charts), as decode gives it none
+        runs = [b <= min(held, pool.max_num_seqs) and decode_floor(dep, b, c).fit.fits
+                for b in BATCHES]
+        floors = [decode_floor(dep, b, c) if ok else None for b, ok in zip(BATCHES, runs)]
+        expected = [step_time_s(dep, decode_batch(b, c), profile) if ok else None
+                    for b, ok in zip(BATCHES, runs)]
+        out["user_floor"].append([f.per_user_tok_s if f else None for f in floors])
+        out["agg_floor"].append([f.aggregate_tok_s if f else None for f in floors])
+        out["user_exp"].append([1 / t if t else None for t in expected])
+        out["agg_exp"].append([b / t if t else None for b, t in zip(BATCHES, expected)])
+        out["fits"].append(runs)
         out["kv_gib"].append(kv_footprint(model, c, dep.kv.bytes_per_element)
                              .bytes_per_sequence / 2**30)
-        pool = kv_pool(dep, EngineSettings(max_model_len=c))
-        out["conversations"].append(conversations(pool, dep, c))
+        out["conversations"].append(held)
     return out
 
 
@@ -133,28 +146,32 @@ function update() {
      y: "TFLOP/s", logx: true, logy: true, data, series, notes: []},
     {title: "tokens/s against batch at " + ctx.toLocaleString() + " tokens of context",
      x: "batch", y: "tokens/s", logx: true, logy: true,
-     data: [bx, c.agg_floor[ci], c.agg_exp[ci], c.agg_exp[ci].map(v => v / c.band[1]),
-            c.agg_exp[ci].map(v => v / c.band[0]), c.user_floor[ci], c.user_exp[ci]],
+     data: [bx, c.agg_floor[ci], c.agg_exp[ci],
+            c.agg_exp[ci].map(v => v === null ? null : v / c.band[1]),
+            c.agg_exp[ci].map(v => v === null ? null : v / c.band[0]), c.user_floor[ci],
+            c.user_exp[ci]],
      series: [{name: "aggregate floor", style: "dashed"},
               {name: "aggregate expected (" + c.engine + ")", style: "line"},
               {name: "band low", style: "dashed"}, {name: "band high", style: "dashed"},
               {name: "per user floor", style: "dashed"}, {name: "per user expected", style: "line"}],
-     notes: ["batches marked as not fitting: " + bx.filter((v, i) => !fits[i]).join(", ")]},
+     notes: ["batches the engine's pool cannot run (no speed): "
+             + (bx.filter((v, i) => !fits[i]).join(", ") || "none")]},
     {title: "KV cache: conversations that fit, and GiB each", x: "context tokens",
      y: "count / GiB", logx: true, logy: true,
      data: [D.contexts, c.conversations.map(v => Math.max(v, 0.1)), c.kv_gib,
-            D.contexts.map(() => c.ridge)],
+            D.contexts.map(() => c.ridge_batch)],
      series: [{name: "conversations that fit (engine pool)", style: "line"},
               {name: "GiB per conversation", style: "line"}, {name: "ridge batch", style: "dashed"}],
      notes: []}];
   drawAll(charts);
   const i = bi;
-  document.getElementById("summary").textContent =
+  document.getElementById("summary").textContent = fits[i] ?
     "batch " + b + " at " + ctx.toLocaleString() + " tokens: " + fmt(c.user_exp[ci][i]) +
     " tok/s per user, " + fmt(c.agg_exp[ci][i]) + " in total (floor " + fmt(c.agg_floor[ci][i]) +
     "); weight intensity " + fmt(c.w_int[i]) + " of a ridge of " + fmt(c.ridge) + " = " +
-    (100 * Math.min(1, c.w_int[i] / c.ridge)).toFixed(1) + "% of the arithmetic" +
-    (fits[i] ? "" : "; DOES NOT FIT in memory");
+    (100 * Math.min(1, c.w_int[i] / c.ridge)).toFixed(1) + "% of the arithmetic" :
+    "batch " + b + " at " + ctx.toLocaleString() + " tokens: DOES NOT FIT: the " + c.engine +
+    " pool holds " + c.conversations[ci].toLocaleString() + " conversations of this length";
 }
 update();
 """

@@ -1,9 +1,10 @@
 """Reading Prometheus text exposition, as vLLM's and SGLang's /metrics serve it.
 
 ``parse_scrape`` turns one scrape into {name: [(labels, value)]}; ``split_scrapes`` cuts a
-saved file holding several scrapes (each started by a ``# scrape_time <unix seconds>``
-comment, or told apart by sample timestamps). Histograms are read from their
-``_bucket{le=…}``, ``_sum`` and ``_count`` series.
+saved file holding several scrapes, each started by a ``# scrape_time <unix seconds>``
+comment (a series twice in one scrape is refused: two scrapes saved without the comment
+between them). Histograms are read from their ``_bucket{le=…}``, ``_sum`` and ``_count``
+series.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from ridgeline.errors import InputError
 # A sample's value as Go's strconv.ParseFloat reads it (Prometheus' own parser): decimal or
 # exponent forms, and Inf, Infinity and NaN in any case, signed or not.
 _SAMPLE = re.compile(
-    r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+"
+    r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>(?:[^}"]|"(?:[^"\\]|\\.)*")*)\})?\s+'
     r"(?P<value>[-+]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|(?i:inf(?:inity)?|nan)))"
     r"(?:\s+(?P<ts>-?\d+))?\s*$"
 )
@@ -100,6 +101,7 @@ def parse_scrape(text: str, time_s: float | None = None) -> Scrape:
     if "<html" in text[:2000].lower() or "<!doctype" in text[:2000].lower():
         raise InputError("got an HTML page, not Prometheus metrics (is this the /metrics URL?)")
     samples: Samples = {}
+    seen: set[tuple[str, frozenset[tuple[str, str]]]] = set()
     bad = 0
     for line in text.splitlines():
         line = line.strip()
@@ -110,6 +112,12 @@ def parse_scrape(text: str, time_s: float | None = None) -> Scrape:
             bad += 1
             continue
         labels = dict(_LABEL.findall(match.group("labels") or ""))
+        series = (match.group("name"), frozenset(labels.items()))
+        if series in seen:  # not valid exposition text: two scrapes run together
+            raise InputError(f"{match.group('name')} appears twice with the same labels: two "
+                             "scrapes saved one after the other? Put a '# scrape_time <unix "
+                             "seconds>' line before each")
+        seen.add(series)
         value = float(match.group("value"))
         samples.setdefault(match.group("name"), []).append((labels, value))
     if not samples:

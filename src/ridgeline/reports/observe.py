@@ -213,7 +213,12 @@ class ObserveReport:
         itl = o.latency_ms.get("itl", {}).get("mean")
         b = self.batch
         if itl and b and not math.isnan(itl):
-            weights = {"as stored": "bf16"}.get(d.weights.label, d.weights.label)
+            weights = d.weights.label
+            if weights == "as stored":  # the checkpoint's own format, as validate names it
+                stored = d.model.stored_format_map
+                weights = d.weights.format_of(max(
+                    stored, key=lambda c: d.bytes_by_category.get(c, 0.0))).id if stored \
+                    else d.model.dtype
             writer.writerow([f"observed-{d.accelerator.id}-b{round(b)}", model_id, weights,
                              d.kv.id, d.accelerator.id, d.num_gpus, d.tensor_parallel_size,
                              max(1, round(b)), "", "", self.context, "decode_tok_s_per_user",

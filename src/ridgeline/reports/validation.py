@@ -155,11 +155,16 @@ class CalibrationReport:
     after: tuple[ErrorStats, ...]
     output: str
     steps: tuple[Step, ...] = ()
+    unreadable: tuple[str, ...] = ()  # rows the reader refused, with why
+    skipped: tuple[str, ...] = ()  # rows left out of the fit, with why (past the roofline)
+    cautions: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"output": self.output,
                 "profiles": {e: p.to_dict() for e, p in self.profiles.items()},
-                "before": [vars(s) for s in self.before], "after": [vars(s) for s in self.after]}
+                "before": [vars(s) for s in self.before], "after": [vars(s) for s in self.after],
+                "unreadable": list(self.unreadable), "skipped": list(self.skipped),
+                "cautions": list(self.cautions)}
 
     def text_lines(self) -> list[str]:
         lines = [f"wrote {self.output}"]
@@ -177,5 +182,8 @@ class CalibrationReport:
         rows = [[s.group, str(s.rows), f"{before[s.group].median_abs_error:.1%}"
                  if s.group in before else "-", f"{s.median_abs_error:.1%}"] for s in self.after]
         lines += table(rows, ["metric", "rows", "before (bundled)", "after (this profile)"])
+        lines += [f"  unreadable: {e}" for e in self.unreadable]
+        lines += [f"  left out: {e}" for e in self.skipped]
+        lines += [f"caution: {c}" for c in self.cautions]
         lines.append(f"use it with --profile {self.output}")
         return lines
