@@ -138,3 +138,29 @@ def test_fit_explain_names_what_the_weights_per_gpu_add_or_leave(
     assert main(["fit", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "llama.cpp-cuda",
                  "--weights", "q4_k_m", "--max-model-len", "8192", "--explain"]) == 0
     assert "the input embedding" in capsys.readouterr().out
+
+
+def test_decode_gives_no_speed_where_vllm_would_refuse_to_start(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Gemma-3-27B at 131,072 tokens on one H100: the blocks fit one conversation's decode,
+    but vLLM's start-up check (window groups at window + the prefill budget) refuses the
+    pool, so decode and prefill print no engine time, as fit says DOES NOT FIT."""
+    dec = run_json(capsys, "decode", "gemma-3-27b", "--gpu", "h100", "--batch", "1",
+                   "--context", "131072")
+    assert dec["engine_max_batch"][0]["batch"] == 0 and dec["points"][0]["expected"] is None
+    fit = run_json(capsys, "fit", "gemma-3-27b", "--gpu", "h100", "--max-model-len", "131072",
+                   "--usage", "offline")
+    check = fit["start_up_check"]
+    assert fit["verdict"] == "does not fit" and not check["starts"]
+    assert check["blocks_asked"] > check["pool_blocks"]
+    assert check["window_batches_in_flight"] == 2 and fit["vision_tower_bytes_per_gpu"] > 0
+
+
+def test_fit_cautions_chunked_attention_where_vllm_may_cache_it_in_full(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    old = run_json(capsys, "fit", "llama-4-scout", "--gpu", "h100", "--num-gpus", "4",
+                   "--max-model-len", "131072", "--engine-version", "0.13")
+    assert any("PR #21761" in c for c in old["cautions"])
+    new = run_json(capsys, "fit", "llama-4-scout", "--gpu", "h100", "--num-gpus", "4",
+                   "--max-model-len", "131072")
+    assert not any("PR #21761" in c for c in new["cautions"])

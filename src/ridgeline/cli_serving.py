@@ -582,7 +582,9 @@ def register(sub: Any) -> None:
                    help="vLLM v0.26+: window layers keep blocks for one batch in flight, not two")
     g.add_argument("--swa-full-tokens-ratio", type=_positive_float("swa_full_tokens_ratio"),
                    metavar="R", help="SGLang hybrid-SWA models: window pool ÷ full pool (0.8)")
-    g.add_argument("--no-prefix-caching", action="store_true")
+    g.add_argument("--no-prefix-caching", action="store_true",
+                   help="no prompt reuse between requests (and, vLLM v0.14+, one state block "
+                   "per request for a linear-attention hybrid)")
     g.add_argument("--language-model-only", action="store_true",
                    help="vLLM: a multimodal checkpoint without its vision tower")
     g.add_argument("--spec-tokens", type=_count("draft length"), default=0,

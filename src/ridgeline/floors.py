@@ -122,7 +122,9 @@ def raw_fit(dep: Deployment, batch: int, context: int) -> FitCheck:
 def device_fit(dep: Deployment, kv_stored: float) -> FitCheck:
     """The weights and KV cache the GPUs hold against their memory (partial offload keeps
     the host's layers, and their share of the cache, out of it)."""
-    return FitCheck(gpu_weight_bytes(dep), kv_stored * gpu_attention_share(dep), dep.memory_bytes)
+    tower = 0.0 if dep.engine.startswith("llama.cpp") else dep.model.vision_params * 2.0
+    return FitCheck(gpu_weight_bytes(dep), kv_stored * gpu_attention_share(dep), dep.memory_bytes,
+                    tower)
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,7 @@ class FitCheck:
     weight_bytes: float
     kv_bytes: float
     capacity_bytes: float
+    vision_bytes: float = 0.0  # a multimodal checkpoint's tower: engines load it, not counted
 
     @property
     def needed_bytes(self) -> float:
@@ -146,7 +149,9 @@ class FitCheck:
     def headline(self) -> str:
         if self.fits:
             return (f"fits: {self.needed_bytes / GB:.1f} GB of weights and KV cache in "
-                    f"{self.capacity_bytes / GB:.1f} GB (raw capacity, before engine overheads)")
+                    f"{self.capacity_bytes / GB:.1f} GB (raw capacity, before engine overheads"
+                    + (f"; a serving engine also loads the {self.vision_bytes / GB:.2f} GB "
+                       "vision tower" if self.vision_bytes else "") + ")")
         return (f"DOES NOT FIT: {self.weight_bytes / GB:.1f} GB of weights + "
                 f"{self.kv_bytes / GB:.1f} GB of KV cache = {self.needed_bytes / GB:.1f} GB "
                 f"> {self.capacity_bytes / GB:.1f} GB of memory, short by "

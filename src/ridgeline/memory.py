@@ -515,4 +515,6 @@ def max_batch(dep: Deployment, context: int, settings: EngineSettings | None = N
     """Sequences of ``context`` tokens the engine runs at once: the pool, then its seat limit."""
     s = settings or EngineSettings(max_model_len=context, usage="offline")
     pool = kv_pool(dep, s)
+    if s.max_model_len and refuses_to_start(pool, dep, s.max_model_len):
+        return 0  # vLLM's start-up check: one max_model_len request must fit the pool
     return max(0, min(pool.max_num_seqs, conversations(pool, dep, context)))

@@ -14,6 +14,7 @@ from ridgeline.deployment import Deployment, tensor_parallel_problem, weights_pl
 from ridgeline.engine_windows import has_windows
 from ridgeline.errors import InputError
 from ridgeline.explain import Step, q, step
+from ridgeline.layouts import CHUNKED
 from ridgeline.memory import (
     EngineSettings,
     KVPool,
@@ -33,11 +34,13 @@ from ridgeline.reports.fit_budget import (
     llamacpp_pool_step,
     peak_quantities,
     seats_name,
+    vision_bytes_in_pool,
     weights_note,
     window_rule,
 )
 from ridgeline.roofline import batch_for_intensity, ridge_point, ridge_step
 from ridgeline.units import GIB, plural
+from ridgeline.vllm_memory import parse_version
 
 NON_CUDA_VENDORS = ("google", "intel")  # TPU (JAX/XLA) and Gaudi backends: no CUDA graphs
 DOES_NOT_FIT = "does not fit"
@@ -109,6 +112,13 @@ class FitReport:
                        f"{d.accelerator.vendor} backend checks it: read the pool as approximate")
         if p.accounting is not None and p.accounting.tp_caveat and d.tensor_parallel_size > 1:
             out.append(f"vLLM {p.accounting.version} {p.accounting.tp_caveat}")
+        if p.accounting is not None and any(layer.mixer == CHUNKED for layer in d.model.layers) \
+                and CHUNKED_HMA_OFF[0] <= parse_version(p.accounting.version) < CHUNKED_HMA_OFF[1]:
+            out.append(f"vLLM {p.accounting.version} may run chunked attention without its "
+                       "hybrid KV-cache manager: v0.10.1 turned it off by default (PR #21761) and "
+                       "a later release turned it back on (PR #29627, by v0.23); off, every layer "
+                       "caches every token and the pool holds fewer conversations than these "
+                       "chunked groups do")
         moe = d.model.moe
         if moe and self.verdict == CLEARS_RIDGE and self.batch < self.expert_ridge_batch:
             out.append(f"MoE: the routed experts see B × {moe.routed_fraction:.3f} tokens each "
@@ -172,6 +182,12 @@ class FitReport:
             "levers": [vars(lv) for lv in self.levers],
             "longest_context_search": self.searched or None,
             "cautions": self.cautions,
+            "start_up_check": None if p.groups is None else {
+                "blocks_asked": self.start_blocks, "pool_blocks": p.blocks,
+                "starts": not self.refused_start,
+                "window_batches_in_flight": p.in_flight_batches,
+                "state_blocks_per_request": p.groups.state_blocks},
+            "vision_tower_bytes_per_gpu": vision_bytes_in_pool(self.deployment, p),
             "kv_cache_groups": None if p.groups is None else {
                 "layers_per_group": p.groups.layers_per_group, "full": p.groups.full,
                 "windows": [{"tokens": w, "groups": g} for w, g in p.groups.windows],
@@ -576,6 +592,9 @@ def _levers(r: FitReport) -> list[Lever]:
         if lever.conversations > r.conversations or lever.batch > r.batch:
             levers.append(lever)  # one that gains nothing is no way out
     return levers
+
+
+CHUNKED_HMA_OFF = ((0, 10, 1), (0, 23))  # releases that may cache chunked layers in full
 
 
 def _start_steps(pool: KVPool, dep: Deployment, context: int) -> tuple[Step, ...]:

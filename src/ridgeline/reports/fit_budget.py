@@ -155,9 +155,8 @@ def weights_note(dep: Deployment, pool: KVPool) -> str:
 
     share = f"{dep.weight_bytes / dep.num_gpus / GIB:,.2f} GiB of {dep.weights.label} weights " \
         "per GPU"
-    vision = pool.weight_bytes - dep.weight_bytes / dep.num_gpus \
-        - (mxfp4_padding_bytes(dep) if pool.engine == "vllm" else 0.0)
-    if not is_llamacpp(pool) and vision > 0:
+    vision = vision_bytes_in_pool(dep, pool)
+    if vision > 0:
         share += (f" + {vision / GIB:,.2f} GiB of vision tower ("
                   + ("--language-model-only leaves it out" if pool.engine == "vllm"
                      else "the engine loads it") + ")")
@@ -170,3 +169,15 @@ def weights_note(dep: Deployment, pool: KVPool) -> str:
         return (f"{share}, less what stays in host memory: the input embedding"
                 + (" and -ngl's host layers" if dep.offload is not None else ""))
     return f"{dep.weights.label}, the checkpoint's share"
+
+
+def vision_bytes_in_pool(dep: Deployment, pool: KVPool) -> float:
+    """The vision tower's bytes per GPU among the pool's weights (0 where the engine leaves it
+    out: llama.cpp, vLLM --language-model-only)."""
+    from ridgeline.vllm_memory import mxfp4_padding_bytes
+
+    if is_llamacpp(pool):
+        return 0.0
+    extra = pool.weight_bytes - dep.weight_bytes / dep.num_gpus \
+        - (mxfp4_padding_bytes(dep) if pool.engine == "vllm" else 0.0)
+    return max(0.0, extra)
