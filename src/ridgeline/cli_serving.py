@@ -443,6 +443,14 @@ def _positive_seconds(text: str) -> float:
         raise InputError(f"the time between scrapes must be above 0, got {text!r}")
     return value
 
+def _vllm_memory_switches(g: Any) -> None:
+    """vLLM switches that change what its pool holds (fit and simulate)."""
+    g.add_argument("--no-async-scheduling", action="store_true",
+                   help="vLLM v0.26+: window layers keep blocks for one batch in flight, not two")
+    g.add_argument("--language-model-only", action="store_true",
+                   help="vLLM: a multimodal checkpoint without its vision tower")
+
+
 def engine_for_metrics(family: str | None, args: argparse.Namespace) -> str:
     """The engine a source's metric names point to: llama-server's build for the card
     (Metal on Apple silicon, ROCm on AMD, CUDA otherwise), SGLang, or the default."""
@@ -515,13 +523,10 @@ def register(sub: Any) -> None:
                    type=_positive_count("block size"), metavar="N",
                    help="tokens per KV block/page")
     g.add_argument("--enforce-eager", action="store_true", help="vLLM: no CUDA graphs")
-    g.add_argument("--no-async-scheduling", action="store_true",
-                   help="vLLM v0.26+: window layers keep blocks for one batch in flight, not two")
     g.add_argument("--no-prefix-caching", action="store_true",
                    help="vLLM v0.14+: a linear-attention hybrid keeps one state block per "
                    "request, not two")
-    g.add_argument("--language-model-only", action="store_true",
-                   help="vLLM: a multimodal checkpoint without its vision tower")
+    _vllm_memory_switches(g)
     g.add_argument("--swa-full-tokens-ratio", type=_positive_float("swa_full_tokens_ratio"),
                    metavar="R", help="SGLang hybrid-SWA models: window pool ÷ full pool "
                    "(default 0.8); lower holds more long conversations")
@@ -578,15 +583,12 @@ def register(sub: Any) -> None:
                    help="vLLM usage context: vllm serve (default) or the offline LLM class")
     g.add_argument("--engine-version", metavar="V",
                    help="engine version whose memory rules to follow (vLLM, SGLang)")
-    g.add_argument("--no-async-scheduling", action="store_true",
-                   help="vLLM v0.26+: window layers keep blocks for one batch in flight, not two")
     g.add_argument("--swa-full-tokens-ratio", type=_positive_float("swa_full_tokens_ratio"),
                    metavar="R", help="SGLang hybrid-SWA models: window pool ÷ full pool (0.8)")
     g.add_argument("--no-prefix-caching", action="store_true",
                    help="no prompt reuse between requests (and, vLLM v0.14+, one state block "
                    "per request for a linear-attention hybrid)")
-    g.add_argument("--language-model-only", action="store_true",
-                   help="vLLM: a multimodal checkpoint without its vision tower")
+    _vllm_memory_switches(g)
     g.add_argument("--spec-tokens", type=_count("draft length"), default=0,
                    help="speculative decoding: draft length")
     g.add_argument("--spec-acceptance", type=float,
