@@ -221,3 +221,19 @@ def test_mamba_hybrids_keep_one_state_block() -> None:
     d = dep("jamba-1.5-mini", 2)
     on, off = kv_pool(d), kv_pool(d, EngineSettings(prefix_caching=False))
     assert on.groups == off.groups and on.groups is not None and on.groups.state_blocks == 1
+
+
+def test_before_the_hybrid_allocator_a_window_and_full_model_caches_in_full() -> None:
+    """vLLM v0.10 brought the hybrid KV-cache manager (PR #17996); before it Gemma-3's 52
+    sliding layers cached the whole context beside its 10 full ones: one group of 62 layers.
+    A model of windows alone (Mistral-7B-v0.1) kept its window."""
+    d = dep("gemma-3-27b")
+    old = kv_pool(d, EngineSettings(max_model_len=32_768, engine_version="0.9"))
+    new = kv_pool(d, EngineSettings(max_model_len=32_768, engine_version="0.10"))
+    assert old.windows_in_full and not new.windows_in_full
+    assert old.groups is not None and (old.groups.full, old.groups.windows) == (1, ())
+    assert old.groups.layers_per_group == 62
+    assert conversations(old, d, 32_768) < conversations(new, d, 32_768) / 4
+    mistral = kv_pool(dep("mistral-7b"), EngineSettings(max_model_len=32_768,
+                                                        engine_version="0.9"))
+    assert mistral.groups is not None and mistral.groups.windows == ((4096, 1),)

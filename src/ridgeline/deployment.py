@@ -394,8 +394,15 @@ def llamacpp_attention(model: ModelSpec) -> ModelSpec:
     """The model as llama.cpp runs it: a window only for the architectures it has a window
     type for (engines.json ``swa_model_types``); a GGUF of any other (Mistral-7B-v0.1 loads as
     "llama") caches, and attends over, every token in every layer."""
-    windowed = any(layer.mixer in WINDOW_MIXERS for layer in model.layers)
-    if not windowed or model.model_type in load_data("engines.json")["llama.cpp"]["swa_model_types"]:
+    if model.model_type in load_data("engines.json")["llama.cpp"]["swa_model_types"]:
+        return model
+    return windows_as_full(model)
+
+
+def windows_as_full(model: ModelSpec) -> ModelSpec:
+    """The model with its sliding-window and chunked layers cached, and attended, as full
+    attention (an engine that does not keep windows apart)."""
+    if not any(layer.mixer in WINDOW_MIXERS for layer in model.layers):
         return model
     return replace(model, layers=tuple(
         replace(layer, mixer=FULL, window_tokens=None) if layer.mixer in WINDOW_MIXERS else layer

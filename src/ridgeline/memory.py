@@ -18,11 +18,11 @@ allocates the KV cache for the whole n_ctx up front.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ridgeline.datafiles import load_data
-from ridgeline.deployment import Deployment
+from ridgeline.deployment import Deployment, windows_as_full
 from ridgeline.engine_windows import has_windows, honours_windows, token_bytes
 from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator
@@ -162,6 +162,7 @@ class KVPool:
     # GPU's compute buffer (its mask grows with -c) still leaves room for
     windows_apart: bool = False  # llama.cpp, SGLang: a conversation costs tokens x context
     in_flight_batches: int = 1  # vLLM v0.26+ under async scheduling: window groups keep 2
+    windows_in_full: bool = False  # vLLM before v0.10: a window+full model cached in full
 
     @property
     def rest_bytes(self) -> float:
@@ -442,13 +443,18 @@ def _vllm_pool(dep: Deployment, s: EngineSettings, total: float, weights: float,
     forward = tokens * activation_bytes_per_token(dep)
     sampler = sampler_peak_bytes(dep, seqs, acc)
     graphs = cuda_graph_bytes(dep, seqs, acc, s.enforce_eager)
-    groups = vllm_kv_groups(dep, s.block_size or int(d["block_size"]),
+    paged = dep  # before the hybrid allocator, a model mixing windows and full attention
+    kinds = {layer.mixer for layer in dep.model.layers}  # cached every layer in full
+    if not acc.hybrid_allocator and FULL in kinds and kinds & set(WINDOW_MIXERS):
+        paged = replace(dep, model=windows_as_full(dep.model))
+    groups = vllm_kv_groups(paged, s.block_size or int(d["block_size"]),
                             align_state_blocks(dep, acc, s.prefix_caching))
     block = groups.block_size if groups else s.block_size or int(d["block_size"])
     weights += mxfp4_padding_bytes(dep)
     return KVPool("vllm", total, fraction, weights, max(forward, sampler), non_torch_bytes(dep, acc),
                   graphs, 1.0, per_token, block, seqs, tokens, groups, forward, sampler, acc,
-                  in_flight_batches=acc.in_flight_batches if s.async_scheduling else 1)
+                  in_flight_batches=acc.in_flight_batches if s.async_scheduling else 1,
+                  windows_in_full=paged is not dep)
 
 
 VISION_BYTES_PER_PARAM = 2  # vision towers stay at the checkpoint's 16 bits (quantized

@@ -59,6 +59,7 @@ class VLLMAccounting:
     tokens_from_concurrency: bool = False  # logs "GPU KV cache size" as concurrency × length
     in_flight_batches: int = 1  # batches a window group keeps blocks for (async scheduling)
     linear_state_blocks: int = 1  # state blocks a linear-attention group holds per request
+    hybrid_allocator: bool = False  # v0.10+: window layers paged apart, holding their window
 
 
 def vllm_accounting(version: str | None = None) -> VLLMAccounting:
@@ -82,7 +83,8 @@ def vllm_accounting(version: str | None = None) -> VLLMAccounting:
                           str(era["note"]), str(era["source"]), str(era.get("tp_caveat", "")),
                           bool(era.get("tokens_from_concurrency", False)),
                           int(era.get("in_flight_batches", 1)),
-                          int(era.get("linear_state_blocks", 1)))
+                          int(era.get("linear_state_blocks", 1)),
+                          bool(era.get("hybrid_allocator", False)))
 
 
 def sampler_peak_bytes(dep: Deployment, max_num_seqs: int, acc: VLLMAccounting) -> float:

@@ -28,6 +28,9 @@ def accounting_quantity(p: KVPool) -> Quantity:
                  "the CUDA-graph estimate taken from the budget" if a.graphs_in_budget
                  else "CUDA graphs captured after sizing"]
         g = p.groups
+        if p.windows_in_full:
+            rules.append("window layers cached in full beside full attention (the hybrid "
+                         "KV-cache manager came in v0.10)")
         if g is not None and g.windows and p.in_flight_batches > 1:
             rules.append(f"window groups sized for {p.in_flight_batches} batches in flight")
         if g is not None and g.states and g.state_blocks > 1:
