@@ -122,7 +122,7 @@ def raw_fit(dep: Deployment, batch: int, context: int) -> FitCheck:
 def device_fit(dep: Deployment, kv_stored: float) -> FitCheck:
     """The weights and KV cache the GPUs hold against their memory (partial offload keeps
     the host's layers, and their share of the cache, out of it)."""
-    tower = 0.0 if dep.engine.startswith("llama.cpp") else dep.model.vision_params * 2.0
+    tower = 0.0 if dep.engine.startswith("llama.cpp") else dep.model.vision_tower_bytes
     return FitCheck(gpu_weight_bytes(dep), kv_stored * gpu_attention_share(dep), dep.memory_bytes,
                     tower)
 

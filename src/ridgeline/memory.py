@@ -281,10 +281,10 @@ def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
     d = engine_defaults(engine)
     total = total_bytes or device_memory_bytes(dep.accelerator)
     weights = gpu_weight_bytes(dep) / dep.num_gpus  # all of them, but for llama.cpp's -ngl
-    if not engine.startswith("llama.cpp") and not s.language_model_only:
-        weights += vision_tower_bytes(dep) / dep.num_gpus  # llama.cpp: a separate mmproj
-    elif s.language_model_only and engine != "vllm":
+    if s.language_model_only and engine != "vllm":
         raise InputError(f"--language-model-only is vLLM's; {engine} has no such setting")
+    if not engine.startswith("llama.cpp") and not s.language_model_only:  # llama.cpp: mmproj
+        weights += dep.model.vision_tower_bytes / dep.num_gpus  # is a file apart
     non_torch = float(d.get("non_torch_gib", 0.4)) * GIB
     if s.swa_full_tokens_ratio is not None and engine != "sglang":
         raise InputError(f"--swa-full-tokens-ratio is SGLang's; {engine} has no such setting")
@@ -455,16 +455,6 @@ def _vllm_pool(dep: Deployment, s: EngineSettings, total: float, weights: float,
                   graphs, 1.0, per_token, block, seqs, tokens, groups, forward, sampler, acc,
                   in_flight_batches=acc.in_flight_batches if s.async_scheduling else 1,
                   windows_in_full=paged is not dep)
-
-
-VISION_BYTES_PER_PARAM = 2  # vision towers stay at the checkpoint's 16 bits (quantized
-# checkpoints leave them out of their quantization config)
-
-
-def vision_tower_bytes(dep: Deployment) -> float:
-    """A multimodal checkpoint's vision tower and projector, which a serving engine loads
-    beside the text model (vLLM unless --language-model-only): Gemma-3's SigLIP, 0.85 GB."""
-    return dep.model.vision_params * VISION_BYTES_PER_PARAM
 
 
 def align_state_blocks(dep: Deployment, acc: VLLMAccounting, prefix_caching: bool) -> int:

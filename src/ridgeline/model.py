@@ -141,6 +141,9 @@ class MoE:
         return self.experts_per_token / self.num_experts
 
 
+VISION_BYTES_PER_PARAM = 2  # a vision tower stays at 16 bits
+
+
 @dataclass(frozen=True)
 class Layer:
     mixer: str  # full | sliding | chunked | linear | mamba | none
@@ -188,6 +191,12 @@ class ModelSpec:
     @property
     def num_layers(self) -> int:
         return len(self.layers)
+
+    @property
+    def vision_tower_bytes(self) -> float:
+        """The vision tower and projector a serving engine loads beside the text model, at the
+        checkpoint's 16 bits (quantized checkpoints leave them out of their quantization)."""
+        return self.vision_params * VISION_BYTES_PER_PARAM
 
     def count(self, mixer: str | None = None, ffn: str | None = None) -> int:
         """Layers of a kind: count(mixer="sliding"), count(ffn="moe")."""

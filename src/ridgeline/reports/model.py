@@ -125,7 +125,7 @@ class ModelReport:
         if s.vision_params:
             lines.append(f"                 a {fmt_count(s.vision_params)} vision tower is not "
                          f"counted: never read by a text token, though a serving engine loads it "
-                         f"({s.vision_params * 2 / 1e9:,.2f} GB at 16 bits; `fit` adds it)")
+                         f"({s.vision_tower_bytes / 1e9:,.2f} GB at 16 bits; `fit` adds it)")
         stored = ", ".join(f"{c} {f}" for c, f in s.stored_format_map.items()
                            if p.by_category.get(c)) or s.dtype
         lines.append(f"  stored as      {stored}")
