@@ -356,11 +356,9 @@ class _Rates:
         if dep.dequantizes:
             self.flops_per_s *= profile.dequant_compute
         self.bytes_per_s = acc.memory_bandwidth_bytes_per_s * profile.bandwidth_for(acc)
-        slower = dict(dep.matmul_slowdowns)
-        head = EMBEDDING if dep.model.tie_word_embeddings else LM_HEAD
-        self.op_flops_per_s = {op: self.flops_per_s / slower[category]
-                               for op, category in (*OP_CATEGORIES.items(), ("lm head", head))
-                               if category in slower}
+        slowdowns = {op: op_slowdown(dep, op) for op in (*OP_CATEGORIES, "lm head")}
+        self.op_flops_per_s = {op: self.flops_per_s / factor
+                               for op, factor in slowdowns.items() if factor != 1.0}
 
     def flops_rate(self, op: str) -> float:
         return self.op_flops_per_s.get(op, self.flops_per_s)
