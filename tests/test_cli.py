@@ -804,3 +804,8 @@ def test_attention_and_roofline_caution_a_prompt_past_the_trained_context(
         assert json.loads(out)["cautions"]
     code, out, _ = run(capsys, "roofline", "--gpu", "h100", "--model", "llama-3.1-8b")
     assert "caution" not in out
+
+
+def test_validate_prints_large_figures_whole(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "validate", "validation/hybrid.csv")
+    assert code == 0 and "973,760" in out and "e+05" not in out

@@ -122,8 +122,8 @@ class ValidationReport:
     def text_lines(self) -> list[str]:
         lines: list[str] = []
         if self.show_rows:
-            rows = [[p.id, p.metric, f"{p.measured:,.4g}",
-                     "-" if p.predicted is None else f"{p.predicted:,.4g}",
+            rows = [[p.id, p.metric, _figure(p.measured),
+                     "-" if p.predicted is None else _figure(p.predicted),
                      p.reason if p.error is None else f"{p.error:+.1%}" + (" *" if p.caveat
                                                                             else "")]
                     for p in self.predictions]
@@ -187,3 +187,11 @@ class CalibrationReport:
         lines += [f"caution: {c}" for c in self.cautions]
         lines.append(f"use it with --profile {self.output}")
         return lines
+
+
+def _figure(value: float) -> str:
+    """A measured or predicted figure: whole above 10,000 (973,760, not 9.738e+05), else to
+    four significant digits."""
+    if abs(value) >= 1e4:
+        return f"{value:,.0f}"
+    return f"{value:,.4g}"
