@@ -807,5 +807,8 @@ def test_attention_and_roofline_caution_a_prompt_past_the_trained_context(
 
 
 def test_validate_prints_large_figures_whole(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "validate", "validation/hybrid.csv")
+    from pathlib import Path
+
+    hybrid = Path(__file__).resolve().parent.parent / "validation" / "hybrid.csv"
+    code, out, _ = run(capsys, "validate", str(hybrid))
     assert code == 0 and "973,760" in out and "e+05" not in out
