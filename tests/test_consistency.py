@@ -164,3 +164,16 @@ def test_fit_cautions_chunked_attention_where_vllm_may_cache_it_in_full(
     new = run_json(capsys, "fit", "llama-4-scout", "--gpu", "h100", "--num-gpus", "4",
                    "--max-model-len", "131072")
     assert not any("PR #21761" in c for c in new["cautions"])
+
+
+def test_fit_cautions_a_mamba_hybrid_under_prefix_caching(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """vLLM v0.14+ may cache a Mamba layer's state at every block ('all' mode), which is not
+    modelled: fit says so, unless prefix caching is off or the version predates the modes."""
+    argv = ["fit", "jamba-1.5-mini", "--gpu", "h100", "--num-gpus", "2", "--max-model-len",
+            "32k"]
+    assert any("mamba_cache_mode 'all'" in c for c in run_json(capsys, *argv)["cautions"])
+    for extra in (["--no-prefix-caching"], ["--engine-version", "0.13"]):
+        assert not any("'all'" in c for c in run_json(capsys, *argv, *extra)["cautions"])
+    qwen = run_json(capsys, "fit", "qwen3.6-35b-a3b", "--gpu", "h100", "--max-model-len", "32k")
+    assert not any("'all'" in c for c in qwen["cautions"])  # linear attention: align, modelled
