@@ -21,11 +21,23 @@ def test_tiling_moves_orders_of_magnitude_fewer_bytes_at_long_context() -> None:
     assert report.total_tiled_bytes < report.total_tiled_worst_bytes
 
 
-def test_sliding_layers_only_score_their_window() -> None:
+def test_an_unfused_kernel_writes_s_squared_even_on_window_layers() -> None:
     gpt_oss = attention_memory(resolve_model("gpt-oss-120b"), 65_536)
-    full_only = 18 * 64 * score_matrix_bytes(65_536, 65_536, 2)
-    windowed = 18 * 64 * score_matrix_bytes(65_536, 128, 2)
-    assert gpt_oss.total_score_bytes == pytest.approx(full_only + windowed)
+    assert gpt_oss.total_score_bytes == pytest.approx(36 * 64 * score_matrix_bytes(65_536, 65_536, 2))
+    assert gpt_oss.windowed_layers == 18
+    assert "18 of the layers attend within a window" in "\n".join(gpt_oss.text_lines())
+    # a tiled kernel re-reads only the 128-token window (plus its own rows) per query tile
+    full = tiled_attention_bytes(65_536, 64, 64, 2, 64, 8, None, 128)
+    window = tiled_attention_bytes(65_536, 64, 64, 2, 64, 8, 128, 128)
+    assert gpt_oss.total_tiled_worst_bytes == pytest.approx(18 * full + 18 * window)
+    assert window < full / 100
+
+
+def test_mla_prefill_reads_q_and_k_at_192_dims_and_v_and_o_at_128() -> None:
+    deepseek = attention_memory(resolve_model("deepseek-v3"), 32_768)
+    # Q, O of 128 heads and K, V of 128 heads, each pair at 192 + 128 dims, 61 layers
+    assert deepseek.total_tiled_bytes == pytest.approx(32_768 * 256 * (192 + 128) * 2 * 61)
+    assert deepseek.total_tiled_bytes / 1e9 == pytest.approx(327.5, abs=0.05)
 
 
 def _as_mha(name: str) -> ModelSpec:
@@ -51,7 +63,7 @@ def test_gqa_saves_exactly_the_k_and_v_of_the_heads_it_shares() -> None:
     gqa = attention_memory(resolve_model("llama-3.1-8b"), 32_768)
     mha = attention_memory(_as_mha("llama-3.1-8b"), 32_768)
     spared_heads = gqa.num_heads - gqa.num_kv_heads
-    k_and_v_of_one_head = tiled_attention_bytes(32_768, 32_768, 128, 2, 0, 1)
+    k_and_v_of_one_head = tiled_attention_bytes(32_768, 128, 128, 2, 0, 1)
     assert mha.total_tiled_bytes - gqa.total_tiled_bytes == pytest.approx(
         gqa.attention_layers * spared_heads * k_and_v_of_one_head
     )
@@ -69,8 +81,8 @@ def test_the_printed_ratio_and_tiled_line_follow_the_kv_heads() -> None:
 
 
 def test_the_worst_case_rereads_k_and_v_for_each_query_heads_tiles() -> None:
-    one_pass = tiled_attention_bytes(1024, 1024, 128, 2, num_heads=4, num_kv_heads=1)
-    worst = tiled_attention_bytes(1024, 1024, 128, 2, num_heads=4, num_kv_heads=1,
+    one_pass = tiled_attention_bytes(1024, 128, 128, 2, num_heads=4, num_kv_heads=1)
+    worst = tiled_attention_bytes(1024, 128, 128, 2, num_heads=4, num_kv_heads=1,
                                   query_tile_rows=128)
-    q_and_o = tiled_attention_bytes(1024, 1024, 128, 2, num_heads=4, num_kv_heads=0)
+    q_and_o = tiled_attention_bytes(1024, 128, 128, 2, num_heads=4, num_kv_heads=0)
     assert worst - q_and_o == pytest.approx(4 * 8 * (one_pass - q_and_o))  # 4 heads x 8 tiles

@@ -27,31 +27,35 @@ def score_matrix_bytes(queries: int, keys: int, bytes_per_element: float) -> flo
     return queries * keys * bytes_per_element
 
 
-def naive_attention_bytes(seq_len: int, keys: int, head_dim: int, bytes_per_element: float) -> float:
+def naive_attention_bytes(seq_len: int, qk_dim: int, v_dim: int, bytes_per_element: float) -> float:
     """HBM bytes of one query head, unfused: scores written, read for softmax, probabilities
-    written, read for PV (4 passes over S × keys), plus Q, K, V read and O written (K and V
-    per query head: an unfused path expands them to every head, as repeat_kv does)."""
-    scores = 4 * score_matrix_bytes(seq_len, keys, bytes_per_element)
-    return scores + 2 * (seq_len + keys) * head_dim * bytes_per_element
+    written, read for PV (4 passes over S × S), plus Q and K read at ``qk_dim``, V read and
+    O written at ``v_dim`` (K and V per query head: an unfused path expands them to every
+    head, as repeat_kv does). A window or chunk changes only the mask: the scores are S × S."""
+    scores = 4 * score_matrix_bytes(seq_len, seq_len, bytes_per_element)
+    return scores + 2 * seq_len * (qk_dim + v_dim) * bytes_per_element
 
 
 def tiled_attention_bytes(
-    seq_len: int, keys: int, head_dim: int, bytes_per_element: float,
-    num_heads: int, num_kv_heads: int, query_tile_rows: int | None = None,
+    seq_len: int, qk_dim: int, v_dim: int, bytes_per_element: float,
+    num_heads: int, num_kv_heads: int, keys_per_query: int | None = None,
+    query_tile_rows: int | None = None,
 ) -> float:
-    """HBM bytes of one layer with tiling: Q read and O written per query head, K and V
-    read once per KV head: (2·S·H_q + 2·keys·H_kv)·d·bytes.
+    """HBM bytes of one layer with tiling: Q read and O written per query head, K and V of
+    every token read once per KV head: S·(H_q + H_kv)·(d_qk + d_v)·bytes.
 
-    llama-3.1-70b at 8,192 tokens, bf16: (2·8192·64 + 2·8192·8)·128·2 B = 0.30 GB a layer.
-    With ``query_tile_rows`` the worst case: each query head re-reads its K and V from HBM
-    for every query tile, 2·keys·H_q·ceil(S / rows) (in practice those re-reads hit L2).
+    llama-3.1-70b at 8,192 tokens, bf16: 8192·(64 + 8)·(128 + 128)·2 B = 0.30 GB a layer.
+    With ``query_tile_rows`` the worst case: each query head re-reads, for every query tile,
+    the keys its rows can see (``keys_per_query``, the window, plus the tile's own rows; all
+    S for full attention); in practice those re-reads hit L2.
     """
-    q_and_o = 2 * seq_len * num_heads
+    q_and_o = seq_len * num_heads
     if query_tile_rows is None:
-        k_and_v = 2 * keys * num_kv_heads
+        k_and_v = seq_len * num_kv_heads
     else:
-        k_and_v = 2 * keys * num_heads * math.ceil(seq_len / query_tile_rows)
-    return (q_and_o + k_and_v) * head_dim * bytes_per_element
+        seen = seq_len if keys_per_query is None else min(seq_len, keys_per_query + query_tile_rows - 1)
+        k_and_v = seen * num_heads * math.ceil(seq_len / query_tile_rows)
+    return (q_and_o + k_and_v) * (qk_dim + v_dim) * bytes_per_element
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,7 @@ class AttentionMemoryReport:
     num_kv_heads: int
     steps: tuple[Step, ...]
     caution: str = ""  # a prompt past the model's trained context
+    windowed_layers: int = 0  # sliding/chunked layers whose window is shorter than the prompt
 
     def to_dict(self) -> dict[str, object]:
         out = {k: v for k, v in vars(self).items() if k not in ("steps", "caution")}
@@ -79,7 +84,7 @@ class AttentionMemoryReport:
             f"{self.model}, a {self.context:,}-token prompt in one pass "
             f"({self.bytes_per_element:g}-byte scores):",
             f"  naive score matrix   {self.per_head_per_layer_bytes / GB:,.2f} GB per head per "
-            "full-attention layer",
+            "attention layer",
             f"  over {self.num_heads} heads x {self.attention_layers} attention layers "
             f"{self.total_score_bytes / GB:,.0f} GB of scores",
             f"  HBM traffic, naive   {self.total_naive_bytes / GB:,.0f} GB (scores written, "
@@ -89,6 +94,9 @@ class AttentionMemoryReport:
             f"                       {self.total_tiled_worst_bytes / GB:,.1f} GB if K and V were "
             f"re-read from HBM for every {QUERY_TILE_ROWS}-row query tile",
             f"  naive ÷ tiled        {self.total_naive_bytes / self.total_tiled_bytes:,.0f}x",
+            *([f"  {self.windowed_layers} of the layers attend within a window: an unfused kernel "
+               "still writes S×S and masks it; a tiled one skips the tiles outside the window"]
+              if self.windowed_layers else []),
             *([f"caution: {self.caution}"] if self.caution else []),
         ]
 
@@ -99,30 +107,31 @@ def attention_memory(spec: ModelSpec, context: int, bytes_per_element: float = 2
     if att is None:
         raise InputError(f"{spec.name} has no attention layers (it is a pure SSM model)")
     layers = [layer for layer in spec.layers if layer.mixer in ATTENTION_MIXERS]
+    windowed = sum(1 for layer in layers if cached_tokens(layer, context) < context)
     per_head = score_matrix_bytes(context, context, bytes_per_element)
-    scores = naive = tiled = worst = 0.0
-    d, h, h_kv = att.head_dim, att.num_heads, att.num_kv_heads  # MLA: K, V per head in prefill
+    # MLA prefill runs as multi-head attention: Q and K at qk_nope + qk_rope, V and O at v_head_dim
+    qk, v, h, h_kv = att.head_dim, att.v_head_dim, att.num_heads, att.num_kv_heads
+    scores = h * per_head * len(layers)
+    naive = h * naive_attention_bytes(context, qk, v, bytes_per_element) * len(layers)
+    tiled = worst = 0.0
     for layer in layers:
-        keys = cached_tokens(layer, context)
-        scores += h * score_matrix_bytes(context, keys, bytes_per_element)
-        naive += h * naive_attention_bytes(context, keys, d, bytes_per_element)
-        tiled += tiled_attention_bytes(context, keys, d, bytes_per_element, h, h_kv)
-        worst += tiled_attention_bytes(context, keys, d, bytes_per_element, h, h_kv,
-                                       QUERY_TILE_ROWS)
+        tiled += tiled_attention_bytes(context, qk, v, bytes_per_element, h, h_kv)
+        worst += tiled_attention_bytes(context, qk, v, bytes_per_element, h, h_kv,
+                                       cached_tokens(layer, context), QUERY_TILE_ROWS)
     steps = (
         step("score matrix per head per layer", "context² × bytes per element",
              q("scores", per_head / GB, "GB"), q("context", context, "tokens"),
              q("bytes per element", bytes_per_element, "B")),
-        step("all heads and layers", "Σ over attention layers: heads × context × keys kept",
+        step("all heads and layers", "heads × attention layers × score matrix",
              q("total", scores / GB, "GB"), q("heads", att.num_heads, "", "num_attention_heads"),
              q("attention layers", len(layers))),
-        step("naive traffic", "heads × (4 × S × keys + 2·(S + keys)·d) × bytes, per layer",
+        step("naive traffic", "heads × (4 × S² + 2·S·(d_qk + d_v)) × bytes, per layer",
              q("total", naive / GB, "GB")),
-        step("tiled traffic", "(2·S·heads + 2·keys·KV heads)·d × bytes, per layer",
-             q("total", tiled / GB, "GB"), q("head_dim", d, "", "config.json"),
-             q("KV heads", h_kv, "", "num_key_value_heads")),
+        step("tiled traffic", "S·(heads + KV heads)·(d_qk + d_v) × bytes, per layer",
+             q("total", tiled / GB, "GB"), q("d_qk", qk, "", "config.json"),
+             q("d_v", v, "", "config.json"), q("KV heads", h_kv, "", "num_key_value_heads")),
     )
     return AttentionMemoryReport(spec.name, context, bytes_per_element, per_head, scores, naive,
                                  tiled, worst, len(layers), h, h_kv, steps,
                                  trained_context_caution(spec.name, spec.max_position_embeddings,
-                                                         context))
+                                                         context), windowed)
