@@ -342,3 +342,14 @@ def test_a_vision_tower_is_counted_apart_from_the_text_model() -> None:
         ModelSpec.from_hf_config(base, "t")).total
     assert ModelSpec.from_hf_config({**base, "vision_config": {"hidden_size": 8}},
                                     "t").vision_params == 0
+
+
+def test_gpt_oss_reads_the_biases_of_only_the_experts_a_token_is_sent_to() -> None:
+    params = count_params(resolve_model("gpt-oss-120b"))
+    biases = params.by_category["expert_bias"]
+    assert biases == 36 * 128 * (2 * 2880 + 2880)  # gate_up (2F) and down (h) per expert
+    assert params.by_category["other"] < biases  # norms, sinks and attention biases stay apart
+    routed = params.by_category["experts"] + biases
+    assert params.active == round(params.total - routed + routed * 4 / 128)
+    # the card's 5.1B leaves out the input embedding; all 128 experts' biases would make it 5.17B
+    assert (params.active - params.embedding) / 1e9 == pytest.approx(5.133, abs=5e-4)

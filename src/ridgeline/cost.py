@@ -42,6 +42,7 @@ from ridgeline.params import layer_params
 from ridgeline.quantization import (
     ATTENTION,
     EMBEDDING,
+    EXPERT_BIAS,
     EXPERTS,
     LINEAR_ATTENTION,
     LM_HEAD,
@@ -387,11 +388,13 @@ def _token_ops(dep: Deployment, layer: Layer, tokens: int) -> tuple[tuple[str, f
     ops: list[tuple[str, float, float]] = []
 
     def linear(name: str, category: str, active_fraction: float = 1.0,
-               read_fraction: float = 1.0) -> None:
+               read_fraction: float = 1.0, with_category: str = "") -> None:
         n = params[category]
         if n:
-            ops.append((name, 2 * tokens * n * active_fraction / tp,
-                        _category_bytes_per_layer(dep, layer, category) * read_fraction / tp))
+            nbytes = _category_bytes_per_layer(dep, layer, category)
+            if with_category:  # weights read alongside, with no matmul of their own
+                nbytes += _category_bytes_per_layer(dep, layer, with_category)
+            ops.append((name, 2 * tokens * n * active_fraction / tp, nbytes * read_fraction / tp))
 
     if layer.mixer in ATTENTION_MIXERS:
         linear("attention projections", ATTENTION)
@@ -405,7 +408,8 @@ def _token_ops(dep: Deployment, layer: Layer, tokens: int) -> tuple[tuple[str, f
         linear("router", ROUTER)
         # expert parallelism: the busiest rank holds more than its share of the tokens
         skew = EP_IMBALANCE if dep.expert_parallel and tp > 1 else 1.0
-        linear("experts", EXPERTS, moe.routed_fraction * skew, touched / moe.num_experts)
+        linear("experts", EXPERTS, moe.routed_fraction * skew, touched / moe.num_experts,
+               EXPERT_BIAS)
         linear("shared experts", SHARED_EXPERTS)
     else:
         linear("mlp", MLP)

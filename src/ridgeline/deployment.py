@@ -25,7 +25,7 @@ from ridgeline.precision import (
     weight_mixes,
     weight_plan,
 )
-from ridgeline.quantization import EMBEDDING, EXPERTS, LINEAR_CATEGORIES, LM_HEAD, ROUTER
+from ridgeline.quantization import EMBEDDING, EXPERTS, LINEAR_CATEGORIES, LM_HEAD, ROUTED, ROUTER
 
 LLAMA_CPP_MATMUL_DTYPES = ("bf16", "fp16", "fp32")
 
@@ -333,7 +333,8 @@ class Deployment:
 
     @property
     def expert_bytes(self) -> float:
-        return self.bytes_by_category[EXPERTS]
+        """The routed experts' weights, with their biases (gpt-oss)."""
+        return sum(self.bytes_by_category[c] for c in ROUTED)
 
     @property
     def non_expert_bytes_read(self) -> float:
@@ -341,7 +342,7 @@ class Deployment:
 
         The input embedding is a lookup of a few rows; a tied one is read whole as lm_head.
         """
-        skip = {EXPERTS} | self._looked_up
+        skip = {*ROUTED} | self._looked_up
         return sum(v for c, v in self.bytes_by_category.items() if c not in skip)
 
     @cached_property
@@ -363,7 +364,7 @@ class Deployment:
         experts); the two are equal for a dense model."""
         params = count_params(self.model).by_category
         by = self.bytes_by_category
-        skip = {EXPERTS} | self._looked_up
+        skip = {*ROUTED} | self._looked_up
         dense = [c for c, n in params.items() if n and c not in skip]
         dense_bpw = sum(by[c] for c in dense) / sum(params[c] for c in dense)
         experts = params.get(EXPERTS, 0)

@@ -524,7 +524,8 @@ def vit_params(v: _Reader, text_hidden: int) -> int:
     per_layer = 4 * h * h + 4 * h + 2 * h * inner + inner + h + 4 * h
     embed = channels * temporal * patch * patch * h + h + positions * h + 2 * h
     width = h * merge * merge
-    projector = (width * width + width + width * out + out) if merge > 1 else h * out + 2 * h
+    # straight: Gemma-3's RMSNorm (a weight, no bias) then h × out
+    projector = (width * width + width + width * out + out) if merge > 1 else h * out + h
     return layers * per_layer + embed + projector
 
 

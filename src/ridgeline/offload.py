@@ -25,7 +25,7 @@ from ridgeline.datafiles import load_data
 from ridgeline.errors import InputError
 from ridgeline.layouts import ATTENTION_MIXERS, MOE
 from ridgeline.params import layer_params
-from ridgeline.quantization import EMBEDDING, EXPERTS
+from ridgeline.quantization import EMBEDDING, ROUTED
 
 if TYPE_CHECKING:
     from ridgeline.deployment import Deployment
@@ -177,7 +177,7 @@ def host_weight_bytes(dep: Deployment) -> float:
         for category, n in layer_params(dep.model, layer).items():
             nbytes = count * n * dep.weights.format_of(category).bytes_per_weight
             layers += nbytes
-            if where == HOST or (where == HOST_EXPERTS and category == EXPERTS):
+            if where == HOST or (where == HOST_EXPERTS and category in ROUTED):
                 host += nbytes
     outside = dep.weight_bytes - layers  # embeddings, output layer, final norm
     if output_on_host(dep):

@@ -18,11 +18,13 @@ from ridgeline.quantization import (
     ATTENTION,
     CATEGORIES,
     EMBEDDING,
+    EXPERT_BIAS,
     EXPERTS,
     LINEAR_ATTENTION,
     LM_HEAD,
     MLP,
     OTHER,
+    ROUTED,
     ROUTER,
     SHARED_EXPERTS,
     SSM,
@@ -40,8 +42,8 @@ class ParamCount:
 
     @property
     def active(self) -> int:
-        """Parameters one token uses: routed experts scaled by k/E."""
-        routed = self.by_category.get(EXPERTS, 0)
+        """Parameters one token uses: routed experts (and their biases) scaled by k/E."""
+        routed = sum(self.by_category.get(c, 0) for c in ROUTED)
         return round(self.total - routed + routed * self.routed_fraction)
 
     @property
@@ -101,7 +103,7 @@ def layer_params(spec: ModelSpec, layer: Layer) -> dict[str, int]:
         if moe.router_bias:
             counts[OTHER] += moe.num_experts
         if moe.expert_bias:  # gate_up bias (2F) and down bias (h) per expert
-            counts[OTHER] += moe.num_experts * (2 * moe.expert_intermediate_size + h)
+            counts[EXPERT_BIAS] += moe.num_experts * (2 * moe.expert_intermediate_size + h)
     return counts
 
 

@@ -15,7 +15,14 @@ from ridgeline.catalog import normalise, resolve_name
 from ridgeline.datafiles import load_data
 from ridgeline.model import ModelSpec
 from ridgeline.params import count_params
-from ridgeline.quantization import CATEGORIES, LINEAR_CATEGORIES, LM_HEAD, OTHER, ROUTER
+from ridgeline.quantization import (
+    CATEGORIES,
+    EXPERT_BIAS,
+    LINEAR_CATEGORIES,
+    LM_HEAD,
+    OTHER,
+    ROUTER,
+)
 
 
 @dataclass(frozen=True)
@@ -142,7 +149,7 @@ def weight_plan(spec: ModelSpec, weights: str | None = None) -> WeightPlan:
     elif normalise(weights) in weight_mixes():
         mix = weight_mixes()[normalise(weights)]
         chosen = {c: dict(mix.by_category).get(c, mix.default)
-                  for c in CATEGORIES if c not in (ROUTER, OTHER)}
+                  for c in CATEGORIES if c not in (ROUTER, OTHER, EXPERT_BIAS)}
         label = mix.id
     else:
         fmt = weight_format(weights)

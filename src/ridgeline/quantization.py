@@ -23,10 +23,12 @@ ROUTER = "router"
 LINEAR_ATTENTION = "linear_attention"
 SSM = "mamba"
 OTHER = "other"  # norms, biases, conv filters, SSM A/D vectors, attention sinks
+EXPERT_BIAS = "expert_bias"  # gpt-oss's per-expert biases: read with their expert, never quantized
 
 # What a "linear" weight format covers; GGUF "all" formats also cover embeddings and lm_head.
 LINEAR_CATEGORIES = (ATTENTION, MLP, EXPERTS, SHARED_EXPERTS, LINEAR_ATTENTION, SSM)
-CATEGORIES = (EMBEDDING, LM_HEAD, *LINEAR_CATEGORIES, ROUTER, OTHER)
+CATEGORIES = (EMBEDDING, LM_HEAD, *LINEAR_CATEGORIES, ROUTER, OTHER, EXPERT_BIAS)
+ROUTED = (EXPERTS, EXPERT_BIAS)  # what a token reads only of the experts it is sent to
 
 # Module-name fragments (HF parameter names) -> category.
 _NAME_HINTS = (
