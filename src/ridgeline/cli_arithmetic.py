@@ -218,7 +218,7 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=cmd_model)
 
     p = sub.add_parser("roofline", help="ridge point and where each part of a step sits")
-    _gpu(p)
+    _gpu(p, several=True)
     p.add_argument("--compute-dtype", choices=["fp32", "tf32", "bf16", "fp16", "fp8", "int8",
                                                "fp4"])
     p.add_argument("--batch", type=_positive_count("batch", MAX_BATCH), default=1)

@@ -234,7 +234,8 @@ def cmd_prefix(args: argparse.Namespace) -> LinesReport:
         raise InputError("give --tokens-a and --tokens-b (token ids), or --text-a/--text-b")
     r = prefix_reuse(a, b, args.block_size)
     lines = (f"common prefix {r.common_prefix_tokens} tokens; with block_size {r.block_size}: "
-             f"{r.full_blocks_reused} full blocks = {r.tokens_reused} tokens reused "
+             f"{r.full_blocks_reused} full block{'' if r.full_blocks_reused == 1 else 's'} = "
+             f"{r.tokens_reused} tokens reused "
              f"({r.fraction_of_b_reused:.1%} of prompt B), {r.tokens_to_recompute} recomputed",)
     return LinesReport((named(r),), lines)
 

@@ -31,6 +31,7 @@ from ridgeline.roofline import (
 
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 CONTEXTS = (512, 2048, 8192, 32768, 131072)
+START_BATCH, START_CONTEXT = 5, 1  # indices: batch 32 at 2,048 tokens
 DEFAULT_GPUS = ("h100-sxm", "h200-sxm", "b200", "a100-sxm-80gb", "l40s", "mi300x")
 
 
@@ -95,9 +96,14 @@ def page_data(models: Sequence[str], gpus: Sequence[str], counts: Sequence[int],
                             why.append(str(exc))
     if not combos:
         raise InputError(f"no combination of the pickers can be computed ({why[0]})")
+    # the page opens on the first combination whose pool runs the starting batch and context
+    # (a picture of an empty chart explains nothing); the pickers' first entries otherwise
+    start = next((key for key, c in combos.items() if c["fits"][START_CONTEXT][START_BATCH]),
+                 next(iter(combos)))
     return {"models": list(models), "gpus": list(gpus), "counts": list(counts),
             "weights": list(weights), "kvs": list(kvs), "batches": list(BATCHES),
-            "contexts": list(CONTEXTS), "combos": combos}
+            "contexts": list(CONTEXTS), "combos": combos, "start": start.split("|"),
+            "start_batch": START_BATCH, "start_context": START_CONTEXT}
 
 
 _CONTROLS = """
@@ -119,8 +125,10 @@ const lists = {model: D.models, gpu: D.gpus, count: D.counts, weights: D.weights
 for (const id of ids) { const sel = document.getElementById(id);
   for (const v of lists[id]) { const o = document.createElement("option"); o.value = v;
     o.textContent = v; sel.appendChild(o); } sel.onchange = update; }
+ids.forEach((id, i) => { document.getElementById(id).value = D.start[i]; });
 const bs = document.getElementById("batch"), cs = document.getElementById("context");
-bs.max = D.batches.length - 1; bs.value = 5; cs.max = D.contexts.length - 1; cs.value = 1;
+bs.max = D.batches.length - 1; bs.value = D.start_batch; cs.max = D.contexts.length - 1;
+cs.value = D.start_context;
 bs.oninput = update; cs.oninput = update;
 function fmt(x) { return x >= 100 ? Math.round(x).toLocaleString() : x.toPrecision(3); }
 function update() {
