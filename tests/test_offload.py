@@ -16,6 +16,7 @@ from ridgeline.cost import Seq, decode_batch, step_cost, step_time_s
 from ridgeline.engines import profile_for
 from ridgeline.errors import InputError
 from ridgeline.floors import decode_floor
+from ridgeline.kvcache import kv_footprint
 from ridgeline.measurements import read_measurements
 from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.offload import (
@@ -118,10 +119,17 @@ def test_a_prompt_copies_the_host_weights_over_the_link_once_per_step() -> None:
     a = offloaded(0, model="qwen2.5-32b", gpu="rtx-4090", weights="q5_k_m", link=slow_link)
     b = offloaded(0, model="qwen2.5-32b", gpu="rtx-4090", weights="q5_k_m", link=fast_link)
     prompt = [Seq(2048, 0)]
-    copied = sum(op.bytes for op in step_cost(a, prompt, LLAMA).ops
-                 if op.name.endswith("(over the host link)"))
-    assert copied == pytest.approx(host_weight_bytes(a) - a.bytes_by_category[EMBEDDING],
-                                   rel=0.01)
+    over_link = [op for op in step_cost(a, prompt, LLAMA).ops
+                 if op.name.endswith("(over the host link)")]
+    weights = sum(op.bytes for op in over_link if not op.name.startswith("attention ("))
+    assert weights == pytest.approx(host_weight_bytes(a) - a.bytes_by_category[EMBEDDING],
+                                    rel=0.01)
+    # and the host layers' cache, which attention on the GPU reads: the prompt's own K and V
+    kv = sum(op.bytes for op in over_link if op.name.startswith("attention ("))
+    per_token = kv_footprint(a.model, 2048, a.kv.bytes_per_element).bytes_per_token_growing
+    # all 64 layers on the host: the prompt's K and V written to the host cache, read back
+    assert kv == pytest.approx(2 * 2048 * per_token, rel=0.01)
+    copied = weights + kv
     gap = step_time_s(a, prompt, LLAMA) - step_time_s(b, prompt, LLAMA)
     assert gap == pytest.approx(copied / slow_link - copied / fast_link, rel=0.01)
     # below the op-offload batch the host's CPU does the work: the link plays no part
@@ -356,3 +364,17 @@ def test_expert_offload_carries_its_caution(capsys: pytest.CaptureFixture[str]) 
     assert main(["decode", "gpt-oss-120b", "--gpu", "rtx-4090", "--engine", "llama.cpp",
                  "--cpu-moe", "--host-bandwidth-gbs", "89.6"]) == 0
     assert "caution: experts on the host" in capsys.readouterr().out
+
+
+def test_op_offload_copies_a_host_layers_cache_so_decode_never_speeds_up_with_batch() -> None:
+    """From the op-offload batch (32 tokens) attention runs on the GPU, and its host layer's
+    KV cache crosses the link first: llama-2-7b with 25 of 32 layers on the host had stepped
+    from 815 ms at batch 31 to 180 ms at 32, its host cache read at the GPU's bandwidth."""
+    dep = offloaded(8, model="llama-2-7b", gpu="h100-sxm", weights="f16")
+    floors = [decode_floor(dep, b, 4096).step_time_s for b in (16, 31, 32, 64)]
+    assert floors == sorted(floors)
+    from ridgeline.offload import link_bytes_per_s
+
+    per_layer_token = kv_footprint(dep.model, 4096, 2).bytes_per_token_growing / 32
+    host_kv = 32 * 4096 * 25 * per_layer_token  # batch 32 × context × the 25 host layers
+    assert floors[2] >= host_kv / link_bytes_per_s(dep)

@@ -197,7 +197,9 @@ class StepTerms:
     layers: int
     tokens: int
     sequences: int
-    host: tuple[tuple[str, float, float, int], ...] = ()  # work on weights in host memory
+    # work on layers in host memory: (operator, FLOPs, bytes, count, of those bytes the ones
+    # that live there: weights, a cache; what an operator run on the GPU copies over the link)
+    host: tuple[tuple[str, float, float, int, float], ...] = ()
 
 
 def step_terms(dep: Deployment, shape: BatchShape) -> StepTerms:
@@ -209,8 +211,9 @@ def step_terms(dep: Deployment, shape: BatchShape) -> StepTerms:
     act = tokens * h * ACTIVATION_BYTES
     loads = {a.window: a for a in shape.attention}
     work: list[tuple[str, float, float, int]] = []
-    host: list[tuple[str, float, float, int]] = []
+    host: list[tuple[str, float, float, int, float]] = []
     link: dict[str, float] = {}
+    kv_per_token = _attention_rates(dep)[2]
     for layer, where, count in placed_layers(dep):
         ops = list(_token_ops(dep, layer, tokens))
         if layer.mixer in ATTENTION_MIXERS:
@@ -218,7 +221,13 @@ def step_terms(dep: Deployment, shape: BatchShape) -> StepTerms:
         elif layer.mixer in (LINEAR, MAMBA):
             ops.append(("recurrent state", *_state_work(dep, layer, shape)))
         for name, f, b in ops:
-            (host if on_host(where, name) else work).append((name, f, b, count))
+            if not on_host(where, name):
+                work.append((name, f, b, count))
+            elif name == "attention":  # its queries and outputs are activations
+                kv = kv_per_token * loads[layer.window_tokens].kv_tokens
+                host.append((name, f, b, count, kv))
+            else:  # weights, or a recurrent state; the norms of "elementwise" are negligible
+                host.append((name, f, b, count, 0.0 if name == "elementwise" else b))
         if tp > 1:
             reductions = (layer.mixer != NONE) + (layer.ffn != NONE)
             t = count * reductions * all_reduce_time_s(act, tp, dep.accelerator)
@@ -229,9 +238,12 @@ def step_terms(dep: Deployment, shape: BatchShape) -> StepTerms:
             link["ep all-to-all"] = link.get("ep all-to-all", 0.0) + t
     rows = shape.sequences  # one logits row per sequence
     head_bytes = _category_bytes(dep, LM_HEAD if not model.tie_word_embeddings else EMBEDDING)
-    (host if output_on_host(dep) else work).append(
-        ("lm head", 2 * rows * h * model.vocab_size / tp,
-         head_bytes / tp + rows * model.vocab_size * 4 / tp, 1))
+    head = ("lm head", 2 * rows * h * model.vocab_size / tp,
+            head_bytes / tp + rows * model.vocab_size * 4 / tp, 1)
+    if output_on_host(dep):
+        host.append((*head, head_bytes / tp))
+    else:
+        work.append(head)
     if dep.pipeline_parallel_size > 1:
         local, remote = pipeline_hops(tp, dep.pipeline_parallel_size, dep.accelerator)
         link["pipeline send"] = (local * send_time_s(act, dep.accelerator)
@@ -295,7 +307,9 @@ def _host_ops(dep: Deployment, terms: StepTerms, rate: _Rates, share: float | No
     Below the op-offload batch the CPU runs it, bound by the host's memory bandwidth (a
     matvec's arithmetic is no match for a CPU's cores). From it, llama.cpp's CUDA backend
     copies each host weight over the link and multiplies on the GPU, once per ubatch, and the
-    operators between those matmuls run there too. ``share`` of the rated
+    operators between those matmuls run there too: attention copies the host layer's KV
+    cache (a recurrent layer its state) over the link as the matmuls copy their weights, since
+    ggml's scheduler copies every host-buffer input of a GPU operator. ``share`` of the rated
     host bandwidth (None: the share llama.cpp reaches; 1: the floor's); ``gpu_flops`` False
     leaves out the GPU's matmul time (the floor counts every FLOP in its compute term)."""
     if not terms.host:
@@ -309,16 +323,23 @@ def _host_ops(dep: Deployment, terms: StepTerms, rate: _Rates, share: float | No
             raise InputError("a step that runs layers on the CPU needs the host memory's "
                              "bandwidth: --host-bandwidth-gbs (channels × 8 B × MT/s: 76.8 "
                              "for dual-channel DDR5-4800)")
-        for name, flops, nbytes, count in terms.host:
+        for name, flops, nbytes, count, _ in terms.host:
             ops.append((name, flops, nbytes, count, nbytes / host_rate, IN_HOST_MEMORY))
         return ops
-    link = link_bytes_per_s(dep)
-    for name, flops, nbytes, count in terms.host:
-        gpu = rate.time(flops, nbytes, name) if gpu_flops else 0.0
-        if name in WEIGHT_OPS:
+    # a copy reads host memory as it crosses the link: the slower of the two paces it
+    rated = dep.offload.host_bandwidth_bytes_per_s
+    link = min(link_bytes_per_s(dep), rated) if rated else link_bytes_per_s(dep)
+    for name, flops, nbytes, count, resident in terms.host:
+        if resident >= nbytes:  # a weight matmul: copied, then multiplied on the GPU
+            gpu = rate.time(flops, nbytes, name) if gpu_flops else 0.0
             ops.append((name, flops, nbytes, count, nbytes / link + gpu, OVER_HOST_LINK))
-        else:  # the scheduler keeps what follows an offloaded matmul on the GPU
-            ops.append((name, flops, nbytes, count, gpu, ON_GPU))
+            continue
+        # the scheduler keeps what follows an offloaded matmul on the GPU; a cache it reads
+        # from host memory crosses the link first
+        gpu = rate.time(flops, nbytes - resident, name) if gpu_flops else 0.0
+        ops.append((name, flops, nbytes - resident, count, gpu, ON_GPU))
+        if resident:
+            ops.append((name, 0.0, resident, count, resident / link, OVER_HOST_LINK))
     return ops
 
 

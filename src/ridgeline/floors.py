@@ -79,6 +79,11 @@ class Work:
         return "the host link" if self.link_bytes > self.host_bytes else "host memory"
 
 
+def bound_label(bound: str) -> str:
+    """A table column's one word for what bounds a step: compute, memory, host, link."""
+    return "link" if bound == "the host link" else bound.split()[0]
+
+
 def step_work(dep: Deployment, batch: list[Seq]) -> Work:
     """Sum step_cost's per-rank operators over the tensor-parallel ranks. The floor's
     attention never writes its scores out (an engine without flash attention does: that

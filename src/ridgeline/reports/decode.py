@@ -18,7 +18,7 @@ from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.errors import InputError
 from ridgeline.explain import Step, q, step
-from ridgeline.floors import DecodeFloor, PrefillFloor, decode_floor
+from ridgeline.floors import DecodeFloor, PrefillFloor, bound_label, decode_floor
 from ridgeline.hardware import Accelerator
 from ridgeline.model import trained_context_caution
 from ridgeline.render import table
@@ -295,7 +295,7 @@ class DecodeReport:
                  *([f"{e.time_s * 1e3:,.2f}", f"{e.low_s * 1e3:,.1f}–{e.high_s * 1e3:,.1f}",
                     f"{1 / e.time_s:,.1f}", f"{f.batch / e.time_s:,.0f}"] if self.engine_runs(f)
                    else [self.why_not(f), "", "", ""]),
-                 f"{f.aggregate_tok_s / b.aggregate_tok_s:,.1f}x", f.bound.split()[0],
+                 f"{f.aggregate_tok_s / b.aggregate_tok_s:,.1f}x", bound_label(f.bound),
                  "yes" if f.fit.fits else "NO"]
                 for (f, b), e in zip(self.floors, self.expected)]
         lines += table(rows, ["batch", "context", "floor ms", "expected ms", "band",
@@ -411,7 +411,7 @@ class DecodeComparison(_ByCard):
                              _dollars_per_million(r.deployment, f.batch / e.time_s)
                              if runs else "",
                              f"{_ridge(r.deployment):,.0f}",
-                             f.bound.split()[0]])
+                             bound_label(f.bound)])
         cautions = dict.fromkeys(c for r in self.reports for c in r.cautions)
         from ridgeline.offload import placement_lines
 
@@ -524,7 +524,7 @@ class PrefillComparison(_ByCard):
                          f"{e.time_s * 1e3:,.1f}" if r.runs else
                          "pool too small" if f.fit.fits else "does not fit",
                          f"{tokens / e.time_s:,.0f}" if r.runs else "",
-                         f"{_ridge(r.deployment):,.0f}", f.bound.split()[0]])
+                         f"{_ridge(r.deployment):,.0f}", bound_label(f.bound)])
         from ridgeline.offload import placement_lines
 
         return [f"{d.model.name}, weights {d.weights.label}: {f0.batch} x {f0.prompt_len:,}-token "
