@@ -183,6 +183,19 @@ def test_a_short_last_ubatch_counts_for_its_share_in_the_floor() -> None:
     assert pipelined_stages(dep, 2048) == pytest.approx(8 * 4 / 11)
 
 
+def test_a_longer_prompt_never_prefills_sooner_over_a_layer_split() -> None:
+    """The pipeline's credit grows with the ubatches, and so do the weight reads: Qwen3.5-397B
+    on 8 H100s had floored 2,048 tokens at 82 ms and 512 at 237 ms."""
+    from ridgeline.floors import prefill_floor
+
+    dep = Deployment.build(resolve_model("qwen3.5-397b-a17b"), resolve_accelerator("h100"),
+                           None, None, 8, engine="llama.cpp-cuda")
+    times = [prefill_floor(dep, n).time_s for n in (256, 512, 1024, 2048, 8192)]
+    assert times == sorted(times)
+    one = prefill_floor(dep, 512)  # one ubatch: the weights once, one stage at a time
+    assert one.memory_time_s == pytest.approx(one.bytes_moved / dep.bandwidth_bytes_per_s)
+
+
 def test_a_tensor_split_lever_is_named_as_such(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(capsys, "fit", "llama-3.1-70b", "--gpu", "rtx-3090", "--num-gpus",
                            "2", "--weights", "q8_0", "--engine", "llama.cpp-cuda", "-sm",
