@@ -13,7 +13,7 @@ from ridgeline.cli import main
 from ridgeline.hardware import catalog
 from ridgeline.kvcache import kv_footprint
 from ridgeline.llamacpp_memory import cells_that_fit, compute_buffer_bytes, logits_bytes
-from ridgeline.memory import EngineSettings, kv_pool
+from ridgeline.memory import EngineSettings, conversations, kv_pool
 from ridgeline.model import ModelSpec
 from ridgeline.reports.fit import fit_report
 from ridgeline.units import MIB
@@ -217,3 +217,17 @@ def test_explain_shows_the_rule_the_build_follows(capsys: pytest.CaptureFixture[
     older = capsys.readouterr().out
     assert "builds before #23861" in older and "build b9400" in older
     assert "FFN products" not in older
+
+
+def test_a_window_model_holds_no_more_conversations_than_slots_with_their_windows() -> None:
+    """Every conversation needs a slot, and every slot its window cache: Gemma-2-9B at 4,096
+    tokens (its window) costs 0.66 GiB of full-layer cache and 0.66 GiB of window cache a
+    conversation, so an H100 holds 46, not the 88 the full layers alone would allow; -np 46
+    runs them all."""
+    dep = Deployment.build(resolve_model("gemma-2-9b"), resolve_accelerator("h100"), None, None,
+                           1, engine="llama.cpp-cuda")
+    four = kv_pool(dep, EngineSettings(max_model_len=4096))
+    assert four.tokens // 4096 == 88  # the growing cache alone, beside 4 slots' windows
+    assert conversations(four, dep, 4096) == 46
+    at_46 = kv_pool(dep, EngineSettings(max_model_len=4096, max_num_seqs=46))
+    assert conversations(at_46, dep, 4096) == 46 <= at_46.tokens // 4096

@@ -493,7 +493,14 @@ def conversations(pool: KVPool, dep: Deployment, context: int) -> int:
             return pool.host_cells // context if pool.rest_bytes >= pool.slot_cache_bytes else 0
         if not pool.kv_bytes_per_token:
             return pool.max_num_seqs if pool.rest_bytes >= pool.slot_cache_bytes else 0
-        return pool.tokens // context
+        held = pool.tokens // context
+        if pool.slot_cache_bytes and pool.max_num_seqs:
+            # llama.cpp: each conversation needs a slot, and each slot its window and state
+            # cache: at most what the cache holds with one slot per conversation (-np N)
+            per_slot = pool.slot_cache_bytes / pool.max_num_seqs
+            cache = pool.tokens * pool.kv_bytes_per_token + pool.slot_cache_bytes
+            held = min(held, int(cache // (context * pool.kv_bytes_per_token + per_slot)))
+        return held
     per_seq = sequence_bytes_per_gpu(dep, context)
     return int(pool.pool_bytes // per_seq) if per_seq else 0
 

@@ -260,8 +260,12 @@ class FitReport:
                     f"{p.block_size} tokens shared by {p.groups.count} KV-cache groups "
                     f"({p.groups.full} full, {p.groups.count - p.groups.full - p.groups.states}"
                     f" windowed, {p.groups.states} state)")
+        slot = ""
+        if is_llamacpp(p) and p.slot_cache_bytes and p.max_num_seqs:
+            slot = (f", plus {p.slot_cache_bytes / p.max_num_seqs / GIB:,.3f} GiB for its "
+                    "slot's window and state cache")
         lines += ["", f"{held}; one conversation of {self.context:,} tokens takes "
-                  f"{self.per_conversation_bytes / GIB:,.3f} GiB per GPU",
+                  f"{self.per_conversation_bytes / GIB:,.3f} GiB per GPU{slot}",
                   f"batch the engine can run: min({self.conversations:,} "
                   f"{plural(self.conversations, 'conversation')}, "
                   f"{seats_name(p)} {p.max_num_seqs:,}) = {self.batch:,}"]
