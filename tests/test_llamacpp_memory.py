@@ -231,3 +231,32 @@ def test_a_window_model_holds_no_more_conversations_than_slots_with_their_window
     assert conversations(four, dep, 4096) == 46
     at_46 = kv_pool(dep, EngineSettings(max_model_len=4096, max_num_seqs=46))
     assert conversations(at_46, dep, 4096) == 46 <= at_46.tokens // 4096
+
+
+def test_decode_runs_llama_cpp_only_where_its_cache_holds_the_batch() -> None:
+    """decode and fit agree: Llama-3.1-70B in bf16 on an H200 leaves 28,838 cells, short of
+    one 32,768-token conversation, so decode prints no expected step; at 16K it runs."""
+    from ridgeline.engines import profile_for
+    from ridgeline.reports.decode import decode_report
+
+    dep = Deployment.build(resolve_model("llama-3.1-70b"), resolve_accelerator("h200"), None,
+                           None, 1, engine="llama.cpp-cuda")
+    report = decode_report(dep, [1], [16_384, 32_768], profile_for("llama.cpp-cuda"))
+    assert dict(report.pool_batch) == {16_384: 1, 32_768: 0}
+    lines = "\n".join(report.text_lines())
+    assert "cannot hold one sequence of 32,768 tokens" in lines
+    points = report.to_dict()["points"]
+    assert isinstance(points, list)
+    assert points[0]["expected"] is not None and points[1]["expected"] is None
+
+
+def test_apple_silicon_is_sized_at_metals_working_set_everywhere() -> None:
+    """A Mac's GPU wires at most Metal's working set (3/4 of 64 GiB on an M4 Pro), in decode's
+    raw check as in fit: Qwen3-32B's 65 GB of bf16 weights do not fit."""
+    mac = resolve_accelerator("apple-m4-pro-20c")
+    dep = Deployment.build(resolve_model("qwen3-32b"), mac, None, None, 1,
+                           engine="llama.cpp-metal")
+    assert dep.memory_bytes == mac.visible_memory_bytes < mac.memory_bytes
+    from ridgeline.floors import decode_floor
+
+    assert not decode_floor(dep, 1, 4096).fit.fits

@@ -168,7 +168,7 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
     from ridgeline.reports.decode import Expectation, PrefillComparison, PrefillReport
 
     def one(a: argparse.Namespace) -> PrefillReport:
-        from ridgeline.memory import EngineSettings, max_batch
+        from ridgeline.memory import EngineSettings, engine_holds
 
         dep = load_deployment(a)
         no_fit_ctx(a)
@@ -180,9 +180,7 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
                              "one pass")
         profile = load_profile(a)
         expected = Expectation.of_prefill(dep, a.prompt_len, a.batch, profile, a.ubatch_size)
-        held = max_batch(dep, a.prompt_len, EngineSettings(max_model_len=a.prompt_len,
-                                                           usage="offline")) \
-            if profile.engine in ("vllm", "sglang", "trtllm") else None  # as decode asks
+        held = engine_holds(dep, a.prompt_len)  # as decode asks
         return PrefillReport(dep, prefill_floor(dep, a.prompt_len, a.batch, a.ubatch_size), expected,
                              a.ubatch_size, held)
 

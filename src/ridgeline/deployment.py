@@ -318,9 +318,9 @@ class Deployment:
 
     @property
     def memory_bytes(self) -> float:
-        """The memory the GPUs expose: an L40S keeps a sixteenth for ECC by default."""
-        acc = self.accelerator
-        return (acc.ecc_visible_bytes or acc.memory_bytes) * self.num_gpus
+        """The memory the GPUs expose: an L40S keeps a sixteenth for ECC by default; Apple
+        silicon's GPU, Metal's working set of the unified memory."""
+        return self.accelerator.visible_memory_bytes * self.num_gpus
 
     @cached_property
     def weight_bytes(self) -> float:

@@ -514,6 +514,20 @@ def refuses_to_start(pool: KVPool, dep: Deployment, max_model_len: int) -> bool:
     return pool.tokens < max_model_len and bool(dep.model.count(mixer="full"))
 
 
+def engine_holds(dep: Deployment, context: int, enforce_eager: bool = False) -> int | None:
+    """Sequences of ``context`` tokens the deployment's engine runs at once, as ``decode``
+    and ``prefill`` ask (vLLM's offline usage); llama.cpp given one slot per sequence; None
+    for an engine without a memory model."""
+    if dep.engine in ("vllm", "sglang", "trtllm"):
+        return max_batch(dep, context, EngineSettings(max_model_len=context, usage="offline",
+                                                      enforce_eager=enforce_eager))
+    if dep.engine.startswith("llama.cpp"):
+        settings = EngineSettings(max_model_len=context, max_num_seqs=1,
+                                  flash_attn=dep.flash_attention)
+        return conversations(kv_pool(dep, settings), dep, context)
+    return None
+
+
 def max_batch(dep: Deployment, context: int, settings: EngineSettings | None = None) -> int:
     """Sequences of ``context`` tokens the engine runs at once: the pool, then its seat limit."""
     s = settings or EngineSettings(max_model_len=context, usage="offline")

@@ -326,12 +326,11 @@ class DecodeReport:
 
 def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
                   profile: EngineProfile, enforce_eager: bool = False) -> DecodeReport:
-    from ridgeline.memory import EngineSettings, max_batch
+    from ridgeline.memory import engine_holds
 
     floors, expected = [], []
-    pool_batch = tuple((c, max_batch(dep, c, EngineSettings(
-        max_model_len=c, usage="offline", enforce_eager=enforce_eager))) for c in contexts) \
-        if profile.engine in ("vllm", "sglang", "trtllm") else ()
+    held = [(c, engine_holds(dep, c, enforce_eager)) for c in contexts]
+    pool_batch = tuple((c, n) for c, n in held if n is not None)
     for context in contexts:
         base = decode_floor(dep, 1, context)
         for b in batches:
