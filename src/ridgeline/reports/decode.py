@@ -13,12 +13,13 @@ from ridgeline.cost import (
     decode_batch,
     score_bytes,
     step_cost,
+    step_time_s,
 )
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.errors import InputError
 from ridgeline.explain import Step, q, step
-from ridgeline.floors import DecodeFloor, PrefillFloor, bound_label, decode_floor
+from ridgeline.floors import DecodeFloor, PrefillFloor, bound_label, decode_floor, prefill_floor
 from ridgeline.hardware import Accelerator
 from ridgeline.model import trained_context_caution
 from ridgeline.render import table
@@ -87,7 +88,9 @@ class Expectation:
     def of(cls, dep: Deployment, batch: list[Seq], profile: EngineProfile) -> Expectation:
         cost = step_cost(dep, batch, profile)
         t = cost.time_s
-        return cls(profile.engine, t, t / profile.band_high, t / profile.band_low, profile.source,
+        # the band's fast edge never beats the hardware (step_cost at full peak and bandwidth)
+        low = min(t, max(t / profile.band_high, step_time_s(dep, batch)))
+        return cls(profile.engine, t, low, t / profile.band_low, profile.source,
                    _expectation_steps(dep, batch, profile, cost))
 
     @classmethod
@@ -113,8 +116,9 @@ class Expectation:
                      q("n_ubatch", ubatch, "tokens", "--ubatch-size" if given
                        else "llama.cpp default (-ub)"),
                      q("ubatches", ubatches, "", f"{batch} x ⌈{prompt:,} ÷ {ubatch}⌉"))
-        return cls(profile.engine, t, t / profile.band_high, t / profile.band_low,
-                   profile.source, (*head, total))
+        floor = prefill_floor(dep, prompt, batch, ubatch).time_s
+        low = min(t, max(t / profile.band_high, floor))
+        return cls(profile.engine, t, low, t / profile.band_low, profile.source, (*head, total))
 
     def to_dict(self) -> dict[str, Any]:
         return {"engine": self.engine, "time_s": self.time_s, "low_s": self.low_s,
