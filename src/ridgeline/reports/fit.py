@@ -401,7 +401,8 @@ def longest_context(dep: Deployment, settings: EngineSettings, target: int) -> F
         else:
             high = mid - 1
     report = fit_report(dep, low, settings, target)
-    cap = " (the model's limit)" if low == limit else ""
+    cap = "" if low != limit else " (the model's limit)" if dep.model.max_position_embeddings \
+        else " (as far as the search goes: the config states no context length)"
     return replace(report, searched=f"longest context at which {target:,} "
                    f"{plural(target, 'conversation')} {'fits' if target == 1 else 'fit'} at "
                    f"once: {low:,} tokens{cap}")
