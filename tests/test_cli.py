@@ -807,3 +807,13 @@ def test_validate_prints_large_figures_whole(capsys: pytest.CaptureFixture[str])
     hybrid = Path(__file__).resolve().parent.parent / "validation" / "hybrid.csv"
     code, out, _ = run(capsys, "validate", str(hybrid))
     assert code == 0 and "973,760" in out and "e+05" not in out
+
+
+def test_kv_json_never_gives_a_negative_budget(capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama-2-70B's 138 GB of fp16 weights overflow an 80 GiB H100 by 52 GB: the cache's
+    budget is 0, and the overflow its own field."""
+    code, out, _ = run(capsys, "kv", "llama-2-70b", "--gpu", "h100", "--context", "4096",
+                       "--json")
+    data = json.loads(out)
+    assert code == 0 and data["budget_bytes"] == 0 and data["conversations_that_fit"] == 0
+    assert data["weights_overflow_bytes"] / 1e9 == pytest.approx(52.05, abs=0.01)

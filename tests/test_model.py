@@ -353,3 +353,9 @@ def test_gpt_oss_reads_the_biases_of_only_the_experts_a_token_is_sent_to() -> No
     assert params.active == round(params.total - routed + routed * 4 / 128)
     # the card's 5.1B leaves out the input embedding; all 128 experts' biases would make it 5.17B
     assert (params.active - params.embedding) / 1e9 == pytest.approx(5.133, abs=5e-4)
+
+
+def test_falcon_7b_takes_the_2048_positions_transformers_gives_it() -> None:
+    """tiiuae/falcon-7b's config.json has no max_position_embeddings; FalconConfig defaults
+    to 2,048, its training context."""
+    assert resolve_model("falcon-7b").max_position_embeddings == 2048

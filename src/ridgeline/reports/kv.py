@@ -71,7 +71,12 @@ class KVReport:
             "bytes_per_sequence": self.bytes_per_sequence,
             "tp_replication": self.replication,
             "layer_kinds": [vars(r) for r in self.rows],
-            "budget_bytes": self.budget_bytes, "budget": self.budget_label,
+            # what the cache has left (0 when the weights alone overflow), and by how much
+            # they overflow it
+            "budget_bytes": None if self.budget_bytes is None else max(0.0, self.budget_bytes),
+            "weights_overflow_bytes": None if self.budget_bytes is None
+            else max(0.0, -self.budget_bytes),
+            "budget": self.budget_label,
             "conversations_that_fit": self.conversations,
             "cautions": self.cautions,
         }
