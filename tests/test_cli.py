@@ -294,6 +294,14 @@ BAD = [
     (["observe", "metrics.txt", "--model", "llama-3.1-8b", "--gpu", "h100", "--duration",
       "1e308"], "at most a day"),
     (["page", "", "-o", "x.html"], "model name is empty"),
+    (["decode", "llama-3.1-8b", "--gpu", "tpu-v5p", "--engine", "llama.cpp-vulkan"],
+     "needs a Vulkan driver"),
+    (["decode", "llama-3.1-8b", "--gpu", "a100", "--engine", "trtllm", "--weights", "fp8"],
+     "TensorRT-LLM runs fp8 from compute capability 8.9"),
+    (["decode", "llama-3.1-8b", "--gpu", "h100", "--engine", "trtllm", "--weights", "nvfp4"],
+     "Blackwell only in TensorRT-LLM"),
+    (["prefill", "llama-3.1-8b", "--gpu", "mi300x", "--weights", "nvfp4", "--prompt-len", "8"],
+     "NVFP4 kernels are NVIDIA's"),
 ]
 
 

@@ -41,6 +41,9 @@ ENGINE_VENDORS = {
 def engine_platform_problem(engine: str, accelerator: Accelerator) -> str:
     """Why ``engine`` does not run on this accelerator's vendor, or "" (records without a
     catalog vendor, as measured or custom ones, are taken at their word)."""
+    if engine == "llama.cpp-vulkan" and accelerator.family in NO_VULKAN_FAMILIES:
+        return (f"{engine} needs a Vulkan driver, which {accelerator.id} "
+                f"({accelerator.family}) has none of; try --engine vllm")
     vendors = ENGINE_VENDORS.get(engine)
     vendor = accelerator.vendor
     if not vendors or not vendor or vendor == "measured" or vendor in vendors:
@@ -57,6 +60,11 @@ def engine_platform_problem(engine: str, accelerator: Accelerator) -> str:
 # (Turing) as weight-only W8A16"), so not on Volta or Pascal; on AMD from MI300 (gfx942)
 # on, so not on CDNA 1-2 (MI100, MI200), which lack fp8 (vLLM quantization hardware table).
 NO_FP8_FAMILIES = ("pascal", "volta", "cdna", "cdna2")
+# TensorRT-LLM's support matrix: FP8 from compute capability 8.9 (Ada, Hopper, Blackwell),
+# NVFP4 on Blackwell only
+TRTLLM_NO_FP8_FAMILIES = ("pascal", "volta", "turing", "ampere")
+NVFP4_FAMILIES = ("blackwell",)
+NO_VULKAN_FAMILIES = ("tpu", "gaudi")  # accelerators without a Vulkan driver
 FP8_FORMATS = ("fp8", "fp8-block")
 GGUF_PLAIN = ("bf16", "fp16", "fp32", "mxfp4")  # besides the q*/iq* block types and mixes
 
@@ -72,6 +80,17 @@ def weights_platform_problem(plan: WeightPlan, accelerator: Accelerator, engine:
             return (f"{', '.join(alien)} is not a GGUF tensor type: llama.cpp runs GGUF files "
                     "(q8_0, q4_k_m, … or bf16)")
         return ""
+    if engine == "trtllm" and formats & set(FP8_FORMATS) \
+            and accelerator.family in TRTLLM_NO_FP8_FAMILIES:
+        return (f"TensorRT-LLM runs fp8 from compute capability 8.9 (Ada, Hopper, Blackwell), "
+                f"not on {accelerator.id} ({accelerator.family}); try --weights bf16 or int8")
+    if "nvfp4" in formats and accelerator.family not in NVFP4_FAMILIES and (
+            engine == "trtllm" or accelerator.vendor not in ("nvidia", "measured", None)):
+        return (f"{engine} runs no nvfp4 weights on {accelerator.id} ({accelerator.family}): "
+                "NVFP4 kernels are NVIDIA's" + (", Blackwell only in TensorRT-LLM"
+                                                 if engine == "trtllm" else "")
+                + ("; try --weights awq-int4" if engine == "trtllm" and accelerator.family
+                   in TRTLLM_NO_FP8_FAMILIES else "; try --weights fp8 or awq-int4"))
     if formats & set(FP8_FORMATS) and accelerator.family in NO_FP8_FAMILIES:
         return (f"{engine} runs no fp8 weights on {accelerator.id} ({accelerator.family}): fp8 "
                 "needs compute capability 7.5+ (weight-only through Marlin; W8A8 from 8.9) or "
