@@ -825,3 +825,13 @@ def test_kv_json_never_gives_a_negative_budget(capsys: pytest.CaptureFixture[str
     data = json.loads(out)
     assert code == 0 and data["budget_bytes"] == 0 and data["conversations_that_fit"] == 0
     assert data["weights_overflow_bytes"] / 1e9 == pytest.approx(52.05, abs=0.01)
+
+
+@pytest.mark.parametrize(("gpu", "build"), [("apple-m3-ultra-80c", "llama.cpp-metal"),
+                                            ("mi300x", "llama.cpp-rocm"),
+                                            ("h100", "llama.cpp-cuda")])
+def test_llama_cpp_unqualified_is_the_build_for_the_card(
+        capsys: pytest.CaptureFixture[str], gpu: str, build: str) -> None:
+    code, out, _ = run(capsys, "fit", "llama-3.1-8b", "--gpu", gpu, "--engine", "llama.cpp",
+                       "--max-model-len", "4096")
+    assert code == 0 and f", {build}, " in out.splitlines()[1]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from ridgeline import __version__
+from ridgeline.catalog import normalise
 from ridgeline.errors import InputError, shorten
 from ridgeline.render import render
 from ridgeline.units import GIB, MIB, parse_count, parse_count_list, require_positive
@@ -455,21 +456,37 @@ def one_card(args: argparse.Namespace, name: str) -> argparse.Namespace:
     return argparse.Namespace(**{**vars(args), "gpu": name})
 
 
+def _vendor(args: argparse.Namespace) -> str:
+    """The vendor of the accelerator the command names, or "" (a bad --gpu or --gpu-file is
+    the command's to report, with its own words)."""
+    from ridgeline.hardware import load_accelerator_file, resolve_accelerator
+
+    try:
+        if getattr(args, "gpu_file", None):
+            return load_accelerator_file(args.gpu_file).vendor or ""
+        if getattr(args, "gpu", None):
+            return resolve_accelerator(accelerator_names(args)[0]).vendor or ""
+    except InputError:
+        pass
+    return ""
+
+
 def default_engine(args: argparse.Namespace) -> str:
     """The engine when none is named: llama.cpp's Metal build on Apple silicon (vLLM has no
     Metal backend), vLLM elsewhere."""
-    from ridgeline.hardware import load_accelerator_file, resolve_accelerator
+    return "llama.cpp-metal" if _vendor(args) == "apple" else "vllm"
 
-    try:  # a bad --gpu or --gpu-file is the command's to report, with its own words
-        if getattr(args, "gpu_file", None):
-            vendor = load_accelerator_file(args.gpu_file).vendor
-        elif getattr(args, "gpu", None):
-            vendor = resolve_accelerator(accelerator_names(args)[0]).vendor
-        else:
-            vendor = ""
-    except InputError:
-        vendor = ""
-    return "llama.cpp-metal" if vendor == "apple" else "vllm"
+
+LLAMACPP_BUILDS = {"apple": "llama.cpp-metal", "amd": "llama.cpp-rocm",
+                   "intel": "llama.cpp-vulkan"}  # else the CUDA build
+
+
+def llamacpp_build_for(args: argparse.Namespace, name: str) -> str:
+    """'llama.cpp' unqualified: the build for the accelerator's vendor (Metal on a Mac, ROCm
+    on AMD), as the default engine picks; a named build as given."""
+    if normalise(name) not in ("llama.cpp", "llamacpp"):
+        return name
+    return LLAMACPP_BUILDS.get(_vendor(args), "llama.cpp-cuda")
 
 
 def flash_attention(args: argparse.Namespace, engine: str) -> bool:
@@ -563,6 +580,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if getattr(args, "engine_by_accelerator", False) and args.engine is None:
             args.engine = default_engine(args)
+        engine = getattr(args, "engine", None)
+        if isinstance(engine, str):
+            args.engine = llamacpp_build_for(args, engine)
+        elif isinstance(engine, list):
+            args.engine = [llamacpp_build_for(args, e) for e in engine]
         report = args.handler(args)
         if getattr(args, "plot", None):
             from ridgeline.plots import save
