@@ -300,6 +300,8 @@ BAD = [
      "TensorRT-LLM runs fp8 from compute capability 8.9"),
     (["decode", "llama-3.1-8b", "--gpu", "h100", "--engine", "trtllm", "--weights", "nvfp4"],
      "Blackwell only in TensorRT-LLM"),
+    (["decode", "llama-3.1-8b", "--gpu", "tpu-v5e", "--weights", "fp32"],
+     "tpu-v5e has no fp32 peak (it has bf16, int8)"),
     (["prefill", "llama-3.1-8b", "--gpu", "mi300x", "--weights", "nvfp4", "--prompt-len", "8"],
      "NVFP4 kernels are NVIDIA's"),
 ]

@@ -143,7 +143,8 @@ class Accelerator:
             fallback = _FALLBACK.get(dtype)
             if fallback and fallback in self.peak_flops:
                 return fallback
-        return max(self.peak_flops, key=lambda d: self.peak_flops[d])
+        # no rate for these matmuls: another dtype's peak would be a guess (fp8's, twice bf16's)
+        return self.resolve_dtype(dtypes[0])  # raises, naming the peaks the record has
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any], origin: str = "record") -> Accelerator:
