@@ -837,3 +837,18 @@ def test_llama_cpp_unqualified_is_the_build_for_the_card(
     code, out, _ = run(capsys, "fit", "llama-3.1-8b", "--gpu", gpu, "--engine", "llama.cpp",
                        "--max-model-len", "4096")
     assert code == 0 and f", {build}, " in out.splitlines()[1]
+
+
+def test_no_speed_past_the_models_positions_or_for_a_prompt_that_does_not_fit(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """vLLM refuses a max_model_len past max_position_embeddings, so decode and prefill give
+    no expected speed there; a prefill that does not fit is labelled arithmetic only."""
+    code, out, _ = run(capsys, "decode", "llama-3.1-8b", "--gpu", "h200", "--num-gpus", "8",
+                       "--context", "500000", "--json")
+    assert code == 0 and json.loads(out)["points"][0]["expected"] is None
+    code, out, _ = run(capsys, "prefill", "llama-3.1-8b", "--gpu", "h200", "--num-gpus", "8",
+                       "--prompt-len", "500000")
+    assert "vllm refuses a max_model_len of 500,000" in out
+    code, out, _ = run(capsys, "prefill", "llama-3.1-405b", "--gpu", "h100", "--prompt-len",
+                       "2000")
+    assert "(arithmetic only: no engine can run this)" in out

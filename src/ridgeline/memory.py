@@ -514,11 +514,20 @@ def refuses_to_start(pool: KVPool, dep: Deployment, max_model_len: int) -> bool:
     return pool.tokens < max_model_len and bool(dep.model.count(mixer="full"))
 
 
+def past_trained_context(dep: Deployment, context: int) -> bool:
+    """A serving engine (vLLM, SGLang, TRT-LLM) refuses a max_model_len past the model's
+    max_position_embeddings; llama.cpp runs -c past n_ctx_train with a warning."""
+    limit = dep.model.max_position_embeddings
+    return limit is not None and context > limit and not dep.engine.startswith("llama.cpp")
+
+
 def engine_holds(dep: Deployment, context: int, enforce_eager: bool = False) -> int | None:
     """Sequences of ``context`` tokens the deployment's engine runs at once, as ``decode``
     and ``prefill`` ask (vLLM's offline usage); llama.cpp given one slot per sequence; None
     for an engine without a memory model."""
     if dep.engine in ("vllm", "sglang", "trtllm"):
+        if past_trained_context(dep, context):
+            return 0  # they refuse a max_model_len past max_position_embeddings
         return max_batch(dep, context, EngineSettings(max_model_len=context, usage="offline",
                                                       enforce_eager=enforce_eager))
     if dep.engine.startswith("llama.cpp"):

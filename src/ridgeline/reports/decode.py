@@ -56,6 +56,16 @@ def _split(dep: Deployment) -> str:
     return " (-sm tensor: each layer split over the GPUs)"
 
 
+def _refusal(dep: Deployment, engine: str, context: int) -> str:
+    """Why the engine refuses this context outright, or "": past the model's positions."""
+    from ridgeline.memory import past_trained_context
+
+    if not past_trained_context(dep, context):
+        return ""
+    return (f"{engine} refuses a max_model_len of {context:,}, past {dep.model.name}'s "
+            f"{dep.model.max_position_embeddings:,} positions (max_position_embeddings)")
+
+
 _NOT_REACHED = ("expected on {engine}: nothing: {engine} cannot run a batch of {batch:,} at this "
                 "context (below), so no step of that size happens")
 
@@ -323,6 +333,7 @@ class DecodeReport:
         fit = "`ridgeline fit --usage offline`" if engine == "vllm" else "`ridgeline fit`"
         return [f"{engine}'s KV pool runs at most {b:,} {plural(b, 'sequence')} at {c:,} "
                 f"{plural(c, 'token')} of context ({fit} for the breakdown)" if b else
+                _refusal(self.deployment, engine, c) or
                 f"{engine} cannot hold one sequence of {c:,} {plural(c, 'token')} "
                 f"beside these weights: it would refuse to start ({fit} for the breakdown)"
                 for c, b in self.pool_batch]
@@ -486,7 +497,8 @@ class PrefillReport:
         lines = [] if f.fit.fits else [f.fit.headline()]
         lines += [
             _deployment_line(self.deployment),
-            f"prefill floor, {f.batch} x {f.prompt_len:,}-token prompt:",
+            f"prefill floor, {f.batch} x {f.prompt_len:,}-token prompt"
+            + (":" if f.fit.fits else " (arithmetic only: no engine can run this):"),
             f"  time       {f.time_s * 1e3:,.1f} ms (bound by {f.bound}) = TTFT floor",
             f"  throughput {f.tokens_per_s:,.0f} prompt tok/s",
             f"  intensity  {f.weight_intensity_flop_per_byte:,.0f} FLOP per byte of weights, "
@@ -499,6 +511,7 @@ class PrefillReport:
             fit = "`ridgeline fit --usage offline`" if e.engine == "vllm" else "`ridgeline fit`"
             held = self.pool_batch or 0
             return [*lines, f"expected on {e.engine}: nothing: " + (
+                _refusal(self.deployment, e.engine, f.prompt_len) or
                 f"{e.engine} cannot hold one {f.prompt_len:,}-token prompt beside these weights: "
                 f"it would refuse to start ({fit} for the breakdown)" if not held else
                 f"its KV pool holds {held:,} {plural(held, 'prompt')} of {f.prompt_len:,} tokens "
