@@ -431,8 +431,10 @@ def test_the_report_says_the_shared_prefix_is_inside_the_prompt(
     assert main(["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "10", "--num-requests",
                  "30", "--prefix-groups", "3", "--prefix-len", "1000", "--input-len", "500",
                  "--export", str(out)]) == 0
-    assert "30 completed requests share a mean 499 of their mean 500 prompt tokens" in \
-        capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "30 completed requests share a mean 499 of their mean 500 prompt tokens" in text
+    assert "each prompt shared but its last token by 3 groups (--prefix-len 1,000 is past the " \
+        "500-token prompts)" in text
     assert {line.split(",")[2] for line in out.read_text().splitlines()[1:]} == {"500"}
 
 

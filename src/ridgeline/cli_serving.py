@@ -37,7 +37,7 @@ from ridgeline.cli import (
     no_fit_ctx,
     one_card,
 )
-from ridgeline.errors import InputError
+from ridgeline.errors import InputError, shorten
 
 MAX_REQUESTS = 10_000_000  # a simulation that finishes: about 10 minutes at 10 million
 SPEC_ACCEPTANCE, SPEC_DRAFT_COST = 0.7, 0.05  # simulate's speculative-decoding defaults
@@ -248,8 +248,15 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                                           if args.concurrency else
                                           f"{args.arrival} arrivals at {args.rate:g}/s"))
         if args.prefix_groups:
-            load += (f", a {args.prefix_len:,}-token prefix shared by {args.prefix_groups} "
-                     "groups (inside the prompt)")
+            fixed = args.input_len.strip()
+            if fixed.isdigit() and args.prefix_len >= int(fixed):  # the whole prompt but one
+                load += (f", each prompt shared but its last token by {args.prefix_groups} "
+                         f"groups (--prefix-len {args.prefix_len:,} is past the "
+                         f"{int(fixed):,}-token prompts)")
+            else:
+                load += (f", a {args.prefix_len:,}-token prefix shared by {args.prefix_groups} "
+                         "groups (inside the prompt; a shorter prompt shares all but its "
+                         "last token)")
     if story:
         load += f"; {story}"
     sim = Simulator(dep, load_profile(args), config)
@@ -338,7 +345,7 @@ def check_load_flags(args: argparse.Namespace) -> None:
 
 def cmd_plan(args: argparse.Namespace) -> Any:
     from ridgeline.deployment import engine_platform_problem
-    from ridgeline.hardware import resolve_accelerator
+    from ridgeline.hardware import MAX_PRICE_USD, resolve_accelerator
     from ridgeline.plan import DEFAULT_GPUS, Load, Slo, plan
     from ridgeline.reports.plan import PlanReport
 
@@ -362,12 +369,16 @@ def cmd_plan(args: argparse.Namespace) -> Any:
             price = float(value)
         except ValueError:
             raise InputError(f"--price takes GPU=USD_PER_HOUR, got {item!r}") from None
-        if not 0 < price < math.inf:
-            raise InputError(f"a price must be a positive number, got {item!r}")
+        if not 0 < price <= MAX_PRICE_USD:
+            raise InputError(f"a price is USD per GPU-hour, above 0 and at most "
+                             f"{MAX_PRICE_USD:,.0f}, got {shorten(item)!r}")
         card = resolve_accelerator(name.strip()).id
         if card not in ids:
-            raise InputError(f"--price {item}: {card} is not among the searched GPUs "
+            raise InputError(f"--price {shorten(item)}: {card} is not among the searched GPUs "
                              f"({', '.join(ids)})")
+        if card in prices:
+            raise InputError(f"--price names {card} twice ({prices[card]:g} and {price:g}): "
+                             "give one")
         prices[card] = price
     if not 1 <= args.percentile < 100:  # in percent: 0.9 is p0.9, not p90
         raise InputError(f"--percentile is in percent, from 1 to below 100 (90 for p90), got "
@@ -555,10 +566,11 @@ def register(sub: Any) -> None:
                    help="closed loop: keep this many requests in flight")
     w.add_argument("--num-requests", type=_positive_count("number of requests", MAX_REQUESTS),
                    help="requests to run (default 1000)")
-    w.add_argument("--input-len",
+    w.add_argument("--input-len", type=_not_empty("--input-len"),
                    help="512 (default), uniform:a,b, normal:mean,sd, lognormal:median,sigma, "
                    "zipf:s,max, file:PATH")
-    w.add_argument("--output-len", help="as --input-len (default 128)")
+    w.add_argument("--output-len", type=_not_empty("--output-len"),
+                   help="as --input-len (default 128)")
     w.add_argument("--arrival", choices=["poisson", "gamma", "constant"],
                    help="open-loop arrivals (default poisson)")
     w.add_argument("--burstiness", type=_positive_float("burstiness"),
@@ -612,9 +624,11 @@ def register(sub: Any) -> None:
     load.add_argument("--trace", metavar="FILE", type=_not_empty("trace path"),
                       help="a recorded load (CSV/JSONL as in simulate, Azure layout too): its "
                       "rate and lengths, replayed round-robin across replicas")
-    p.add_argument("--input-len", help="prompt tokens, as in simulate (1000 by default here; "
+    p.add_argument("--input-len", type=_not_empty("--input-len"),
+                   help="prompt tokens, as in simulate (1000 by default here; "
                    "512, lognormal:median,sigma, …)")
-    p.add_argument("--output-len", help="output tokens, as --input-len (250 by default here)")
+    p.add_argument("--output-len", type=_not_empty("--output-len"),
+                   help="output tokens, as --input-len (250 by default here)")
     p.add_argument("--slo-ttft-ms", type=_positive_float("TTFT SLO"), required=True)
     p.add_argument("--slo-tpot-ms", type=_positive_float("TPOT SLO"), required=True)
     p.add_argument("--percentile", type=float, default=90.0,
