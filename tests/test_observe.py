@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -309,7 +310,7 @@ def test_llama_server_metrics_pick_llama_cpp_when_no_engine_is_named(
 def test_a_bench_with_zero_itl_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "zero.json"
     path.write_text(json.dumps({"output_throughput": 1000, "mean_itl_ms": 0}))
-    with pytest.raises(InputError, match="0 ms while the server produced 1,000 tok/s"):
+    with pytest.raises(InputError, match="inter-token latency is 0 ms: not a measurement"):
         read_source(str(path))
 
 
@@ -320,3 +321,40 @@ def test_emitted_rows_name_the_checkpoints_own_format(tmp_path: Path) -> None:
     assert main(["observe", str(FIXTURES / "vllm_metrics.txt"), "--model", "gpt-oss-20b",
                  "--gpu", "h100", "--emit-measurements", str(out)]) == 0
     assert ",gpt-oss-20b,mxfp4," in out.read_text()
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("m_bucket{le=\"0.02\"} 50\nm_bucket{le=\"0.04\"} 10\nm_bucket{le=\"+Inf\"} 60\n"
+     "m_count 60\nm_sum 1", "falls from 50 at le=0.02 to 10"),
+    ("m_bucket{le=\"0.02\"} 5\nm_bucket{le=\"+Inf\"} 100\nm_count 10\nm_sum 1",
+     "m_count is 10 but its +Inf bucket holds 100"),
+    ("m_bucket{le=\"0.1\"} 10\nm_bucket{le=\"+Inf\"} 10\nm_count 10\nm_sum 50",
+     "above the le=0.1 bucket that holds every observation"),
+    ("m_seconds_bucket{le=\"+Inf\"} 100\nm_seconds_count 100\nm_seconds_sum 1e15",
+     "is not a latency"),
+])
+def test_a_histogram_that_contradicts_itself_is_refused(text: str, message: str) -> None:
+    from ridgeline.prometheus import parse_scrape
+
+    name = "m_seconds" if "m_seconds" in text else "m"
+    with pytest.raises(InputError, match=re.escape(message)):
+        parse_scrape(text).histogram(name)
+
+
+@pytest.mark.parametrize(("times", "message"), [
+    ((1000, 1000.001), "at least 1 s apart"), ((1010, 1000), "scrapes go forward in time")])
+def test_scrapes_go_forward_by_at_least_a_second(times: tuple[float, float],
+                                                 message: str) -> None:
+    from ridgeline.prometheus import split_scrapes
+
+    text = "".join(f"# scrape_time {t}\nvllm:num_requests_running {i}\n"
+                   for i, t in enumerate(times))
+    with pytest.raises(InputError, match=message):
+        split_scrapes(text)
+
+
+def test_a_scrape_time_that_is_not_a_number_is_refused() -> None:
+    from ridgeline.prometheus import split_scrapes
+
+    with pytest.raises(InputError, match="a scrape_time is unix seconds"):
+        split_scrapes("# scrape_time abc\nvllm:num_requests_running 1\n")

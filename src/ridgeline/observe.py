@@ -365,6 +365,14 @@ def from_bench(text: str, source: str) -> Observation:
         if obs.duration_s == 0:
             raise InputError(f"{source}: duration is 0; a benchmark lasts some seconds")
         done = field("completed", MAX_COUNT, "requests")
+        if done == 0 and obs.generation_tok_s:
+            raise InputError(f"{source}: completed is 0 while output_throughput is "
+                             f"{obs.generation_tok_s:,.1f} tok/s: no request finished to "
+                             "measure")
+        produced = field("total_output_tokens", MAX_COUNT, "tokens")
+        if produced and obs.generation_tok_s == 0:
+            raise InputError(f"{source}: output_throughput is 0 while {produced:,.0f} output "
+                             "tokens were produced")
         if done:
             obs.mean_prompt_tokens = (field("total_input_tokens", MAX_COUNT, "tokens") or 0) / done
             obs.mean_output_tokens = (field("total_output_tokens", MAX_COUNT, "tokens")
@@ -399,9 +407,8 @@ def from_bench(text: str, source: str) -> Observation:
     if obs.generation_tok_s is None:
         raise InputError(f"{source}: the benchmark result has no output throughput")
     itl = obs.latency_ms.get("itl", {}).get("mean")
-    if obs.generation_tok_s > 0 and itl == 0:
-        raise InputError(f"{source}: the mean inter-token latency is 0 ms while the server "
-                         f"produced {obs.generation_tok_s:,.0f} tok/s: not a measurement")
+    if itl == 0:
+        raise InputError(f"{source}: the mean inter-token latency is 0 ms: not a measurement")
     checked(obs.generation_tok_s, source, "the output throughput", 0.0, MAX_COUNT,
             f"tokens per second, 0 to {MAX_COUNT:g}")
     batch = obs.batch

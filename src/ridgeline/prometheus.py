@@ -9,6 +9,7 @@ series.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from dataclasses import dataclass
@@ -23,7 +24,10 @@ _SAMPLE = re.compile(
     r"(?:\s+(?P<ts>-?\d+))?\s*$"
 )
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-_SCRAPE_MARK = re.compile(r"^#\s*scrape_time\s+([0-9.]+)")
+_SCRAPE_MARK = re.compile(r"^#\s*scrape_time\s+([0-9]+(?:\.[0-9]*)?)\s*$")
+_SCRAPE_WORD = re.compile(r"^#\s*scrape_time\b")
+MAX_LATENCY_S = 1e7  # a request's latency: under four months, as for a bench result
+MIN_SCRAPE_GAP_S = 1.0  # Prometheus scrapes every 10-60 s; under a second a rate is noise
 
 Samples = dict[str, list[tuple[dict[str, str], float]]]
 
@@ -58,8 +62,33 @@ class Scrape:
             if buckets:
                 total = self.value(f"{name}_sum") or 0.0
                 count = self.value(f"{name}_count") or buckets.get(math.inf, 0.0)
-                return Histogram(name, tuple(sorted(buckets.items())), total, count)
+                return _checked(Histogram(name, tuple(sorted(buckets.items())), total, count))
         return None
+
+
+def _checked(h: Histogram) -> Histogram:
+    """A histogram whose parts agree: cumulative buckets that never fall, a count equal to
+    the +Inf bucket, and a mean inside the buckets that hold every observation."""
+    previous = (0.0, 0.0)
+    for edge, cumulative in h.buckets:
+        if cumulative < previous[1] * (1 - 1e-9):
+            raise InputError(f"{h.name}_bucket falls from {previous[1]:g} at le={previous[0]:g} "
+                             f"to {cumulative:g} at le={edge:g}: buckets are cumulative")
+        previous = (edge, cumulative)
+    inf = dict(h.buckets).get(math.inf)
+    if inf is not None and abs(inf - h.count) > 1e-9 * max(inf, h.count, 1.0):
+        raise InputError(f"{h.name}_count is {h.count:g} but its +Inf bucket holds {inf:g}: "
+                         "they count the same observations")
+    if h.count and h.name.endswith("_seconds") and h.sum / h.count > MAX_LATENCY_S:
+        raise InputError(f"{h.name}_sum gives a mean of {h.sum / h.count:g} s over "
+                         f"{h.count:g} observations: more than {MAX_LATENCY_S:g} s is not a "
+                         "latency")
+    finite = [(e, c) for e, c in h.buckets if not math.isinf(e)]
+    if h.count and finite and finite[-1][1] >= h.count and h.sum > finite[-1][0] * h.count * (
+            1 + 1e-6):
+        raise InputError(f"{h.name}_sum gives a mean of {h.sum / h.count:g}, above the "
+                         f"le={finite[-1][0]:g} bucket that holds every observation")
+    return h
 
 
 @dataclass(frozen=True)
@@ -134,8 +163,16 @@ def split_scrapes(text: str) -> list[Scrape]:
         mark = _SCRAPE_MARK.match(line.strip())
         if mark:
             chunks.append((float(mark.group(1)), []))
+        elif _SCRAPE_WORD.match(line.strip()):
+            raise InputError(f"{line.strip()[:80]!r}: a scrape_time is unix seconds, such as "
+                             "'# scrape_time 1764500000'")
         else:
             chunks[-1][1].append(line)
+    times = [t for t, lines in chunks if t is not None]
+    for earlier, later in itertools.pairwise(times):
+        if later - earlier < MIN_SCRAPE_GAP_S:
+            raise InputError(f"scrape_time {later:g} follows {earlier:g}: scrapes go forward in "
+                             f"time, at least {MIN_SCRAPE_GAP_S:g} s apart for a rate")
     scrapes = [parse_scrape("\n".join(lines), t) for t, lines in chunks
                if any(x.strip() and not x.startswith("#") for x in lines)]
     if not scrapes:
