@@ -858,3 +858,28 @@ def test_no_speed_past_the_models_positions_or_for_a_prompt_that_does_not_fit(
     code, out, _ = run(capsys, "prefill", "llama-3.1-405b", "--gpu", "h100", "--prompt-len",
                        "2000")
     assert "(arithmetic only: no engine can run this)" in out
+
+
+def test_a_byte_order_mark_is_read_past_in_every_file_a_user_hands_in(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Spreadsheets and Windows editors save UTF-8 with a BOM: a trace, a lengths file, a
+    metrics page and a config all read as without one."""
+    bom = "\ufeff"
+    trace = tmp_path / "trace.csv"
+    trace.write_text(bom + "arrival_s,prompt_tokens,output_tokens\n0,100,10\n0.5,200,20\n",
+                     "utf-8")
+    lengths = tmp_path / "lengths.txt"
+    lengths.write_text(bom + "100\n200\n", "utf-8")
+    metrics = tmp_path / "metrics.txt"
+    metrics.write_text(bom + "vllm:num_requests_running 8\n", "utf-8")
+    config = tmp_path / "config.json"
+    models = Path(__file__).parent.parent / "src/ridgeline/data/models"
+    config.write_text(bom + (models / "meta-llama--Llama-3.2-1B.json").read_text("utf-8"),
+                      "utf-8")
+    for argv in (["simulate", "llama-3.1-8b", "--gpu", "h100", "--trace", str(trace)],
+                 ["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "2", "--num-requests",
+                  "5", "--input-len", f"file:{lengths}"],
+                 ["observe", str(metrics), "--model", "llama-3.1-8b", "--gpu", "h100"],
+                 ["model", str(config)]):
+        code, _, err = run(capsys, *argv)
+        assert code == 0, (argv, err)

@@ -111,7 +111,7 @@ def read_config_file(path: Path) -> Mapping[str, Any]:
     if not _on_disk(path) or path.is_dir():
         raise InputError(f"no such config file: {shorten(str(path))}")
     try:
-        text = path.read_text("utf-8")
+        text = path.read_text("utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read {path}: {exc}") from None
     return parse_config_text(text, str(path))

@@ -170,7 +170,7 @@ def profile_for(engine: str, profiles: Mapping[str, EngineProfile] | None = None
 def load_profile_file(path: str) -> dict[str, EngineProfile]:
     """A user's calibrated profiles (``ridgeline calibrate -o``), keyed by engine."""
     try:
-        data = json.loads(Path(path).expanduser().read_text("utf-8"))
+        data = json.loads(Path(path).expanduser().read_text("utf-8-sig"))
     except FileNotFoundError:
         raise InputError(f"no such profile file: {path}") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:

@@ -236,7 +236,7 @@ def load_accelerator_file(path: str) -> Accelerator:
     """A user's accelerator: one record (or a one-record list) in the catalog's format."""
     file = Path(path).expanduser()
     try:
-        data = json.loads(file.read_text("utf-8"))
+        data = json.loads(file.read_text("utf-8-sig"))
     except FileNotFoundError:
         raise InputError(f"no such accelerator file: {path}") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:

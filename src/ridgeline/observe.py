@@ -146,7 +146,7 @@ def fetch(url: str, timeout_s: float = 5.0) -> str:
         raise InputError(f"{url}: no answer within {timeout_s:g} s") from None
     except OSError as exc:
         raise InputError(f"cannot read {url} ({exc})") from None
-    return b"".join(chunks).decode("utf-8", errors="replace")
+    return b"".join(chunks).decode("utf-8-sig", errors="replace")
 
 
 def poll(url: str, duration_s: float, interval_s: float,
@@ -178,7 +178,7 @@ def read_source(source: str, duration_s: float = 60.0, interval_s: float = 1.0) 
         raise InputError(f"cannot read {source} ({exc})") from None
     if len(data) > 64 * MAX_BYTES:
         raise InputError(f"{source} is larger than {64 * MAX_BYTES >> 20} MiB")
-    text = data.decode("utf-8", errors="replace")
+    text = data.decode("utf-8-sig", errors="replace")
     head = text.lstrip()[:1]
     if head in ("{", "["):
         return from_bench(text, source)

@@ -167,7 +167,7 @@ class _Zipf:
 
 def _empirical(path: str, what: str) -> Sampler:
     try:
-        numbers = [float(line) for line in Path(path).read_text().split() if line]
+        numbers = [float(line) for line in Path(path).read_text("utf-8-sig").split() if line]
         values = [int(x) for x in numbers]
     except (OSError, UnicodeDecodeError, ValueError, OverflowError) as exc:
         raise InputError(f"{what}: cannot read lengths from {path} ({exc})") from None
@@ -262,7 +262,7 @@ def read_trace(path: str) -> list[Request]:
     """
     file = Path(path).expanduser()
     try:
-        text = file.read_text("utf-8")
+        text = file.read_text("utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read trace {path} ({exc})") from None
     rows: list[tuple[int, object]] = []  # (line number, row)
