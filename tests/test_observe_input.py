@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from ridgeline.errors import InputError
+from ridgeline.observe import read_source
 from ridgeline.prometheus import parse_scrape
 from ridgeline.reports.observe import same_model
 from tests.conftest import run_cli
@@ -154,3 +155,13 @@ def test_metrics_of_another_model_get_a_caution_naming_both(
 def test_model_names_are_compared_loosely(label: str, names: tuple[str, ...],
                                           same: bool) -> None:
     assert same_model(label, names) is same
+
+
+def test_a_stats_line_with_a_malformed_number_names_its_line_and_field(tmp_path: Path) -> None:
+    log = tmp_path / "vllm.log"
+    log.write_text("INFO 01-01 engine started\nINFO 01-01 loggers.py:78] Avg prompt throughput: "
+                   "1.2.3 tokens/s, Avg generation throughput: 20.0 tokens/s, Running: 1 reqs, "
+                   "Waiting: 0 reqs, GPU KV cache usage: 1.0%\n")
+    with pytest.raises(InputError, match=r"vllm.log, line 2: Avg prompt throughput reads "
+                                         r"'1.2.3', not a number"):
+        read_source(str(log))

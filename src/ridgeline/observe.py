@@ -313,22 +313,32 @@ def _hist_ms(h: Histogram) -> dict[str, float]:
             "p99": h.quantile(0.99) * 1e3, "count": h.count}
 
 
+def _log_number(match: re.Match[str], group: str, field: str, source: str, text: str) -> float:
+    """A stats line's number, or the file refused naming its line and field ('1.2.3')."""
+    try:
+        return float(match[group])
+    except ValueError:
+        line = text.count("\n", 0, match.start()) + 1
+        raise InputError(f"{source}, line {line}: {field} reads {match[group]!r}, not a "
+                         "number") from None
+
+
 def from_log(text: str, source: str) -> Observation:
     obs = Observation(source, "log")
     prompt, gen = [], []
     for match in _LOG.finditer(text):
-        obs.running.append(checked(float(match["running"]), source, "Running", 0.0,
+        def number(group: str, field: str, m: re.Match[str] = match) -> float:
+            return _log_number(m, group, field, source, text)
+
+        obs.running.append(checked(number("running", "Running"), source, "Running", 0.0,
                                    MAX_REQUESTS, _REQUESTS))
-        obs.waiting.append(checked(float(match["waiting"]), source, "Waiting", 0.0,
+        obs.waiting.append(checked(number("waiting", "Waiting"), source, "Waiting", 0.0,
                                    MAX_REQUESTS, _REQUESTS))
-        try:
-            kv = float(match["kv"]) / 100
-        except ValueError:
-            kv = math.nan  # "1.2.3%": refused below, naming the line's field
+        kv = number("kv", "GPU KV cache usage") / 100
         obs.kv_usage.append(checked(kv, source, "GPU KV cache usage (as a fraction)", 0.0, 1.0,
                                     _FRACTION))
-        prompt.append(float(match["prompt"]))
-        gen.append(float(match["gen"]))
+        prompt.append(number("prompt", "Avg prompt throughput"))
+        gen.append(number("gen", "Avg generation throughput"))
     obs.prompt_tok_s = statistics.fmean(prompt)
     obs.generation_tok_s = statistics.fmean(gen)
     obs.preemptions = float(len(re.findall(r"preempted", text, re.IGNORECASE)))
