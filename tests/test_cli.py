@@ -306,6 +306,8 @@ BAD = [
       "--gpus", "h100", "--price", "h100=3", "--price", "h100=4"], "names h100-sxm twice"),
     (["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "5", "--input-len", ""],
      "--input-len is empty"),
+    (["decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "-1"], "batch cannot be negative"),
+    (["decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "9" * 5000], "…(5,002 chars)"),
     (["decode", "llama-3.1-8b", "--gpu", "tpu-v5e", "--weights", "fp32"],
      "tpu-v5e has no fp32 peak (it has bf16, int8)"),
     (["prefill", "llama-3.1-8b", "--gpu", "mi300x", "--weights", "nvfp4", "--prompt-len", "8"],

@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 
 from ridgeline import __version__
 from ridgeline.catalog import normalise
-from ridgeline.errors import InputError, shorten
+from ridgeline.errors import InputError, shorten, shorten_runs
 from ridgeline.render import render
 from ridgeline.units import GIB, MIB, parse_count, parse_count_list, require_positive
 
@@ -549,7 +549,7 @@ class _Parser(argparse.ArgumentParser):
         self._negative_number_matcher = re.compile(r"^-\.?\d[\d.,eE+-]*$")
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"ridgeline: error: {message} (see `{self.prog} --help`)\n")
+        self.exit(2, f"ridgeline: error: {shorten_runs(message)} (see `{self.prog} --help`)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -593,7 +593,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             save(chart_for(report), args.plot)
         print(render(report, as_json=args.json, explain=args.explain))
     except (InputError, ValueError) as exc:
-        print(f"ridgeline: error: {exc}", file=sys.stderr)
+        print(f"ridgeline: error: {shorten_runs(str(exc))}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         return 0

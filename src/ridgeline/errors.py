@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 class InputError(ValueError):
     """Bad input: a malformed config, an unknown name, a negative size.
@@ -14,3 +16,9 @@ def shorten(text: str, limit: int = 80) -> str:
     """A value echoed in an error, cut to ``limit`` characters (a 5,000-character name, a
     400-digit number) so that the message stays one readable line."""
     return text if len(text) <= limit else f"{text[:limit - 12]}…({len(text):,} chars)"
+
+
+def shorten_runs(message: str, limit: int = 80) -> str:
+    """Every unbroken run of more than ``limit`` characters in an error message (a value the
+    user typed, echoed) shortened as ``shorten`` does; the words around it kept whole."""
+    return re.sub(rf"\S{{{limit + 1},}}", lambda m: shorten(m.group(), limit), message)

@@ -38,6 +38,8 @@ MAX_COUNT = 10**12  # far past any real batch, context or request count; keeps i
 def parse_count(text: str, what: str = "count") -> int:
     """Parse a token or request count: "2048", "128k" (128,000), "128K" (131,072)."""
     match = _COUNT_RE.match(str(text))
+    if not match and _COUNT_RE.match(str(text).strip().removeprefix("-")):
+        raise InputError(f"{what} cannot be negative, got {text!r}")
     if not match:
         raise InputError(f"{what} must be a whole number such as 4096, 128k or 128K, got {text!r}")
     number, suffix = match.groups()
