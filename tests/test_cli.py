@@ -885,3 +885,11 @@ def test_a_byte_order_mark_is_read_past_in_every_file_a_user_hands_in(
                  ["model", str(config)]):
         code, _, err = run(capsys, *argv)
         assert code == 0, (argv, err)
+
+
+def test_moe_says_when_the_weights_do_not_fit_the_card(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "moe", "deepseek-v3", "--gpu", "rtx-4090")
+    assert code == 0 and out.startswith("DOES NOT FIT: 673.2 GB of weights")
+    code, out, _ = run(capsys, "moe", "qwen3.6-35b-a3b", "--weights", "bf16", "--json")
+    assert json.loads(out)["weights_fit"] is True

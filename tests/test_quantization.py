@@ -37,6 +37,12 @@ def test_gptq_group_size_decides_the_bits(group: int, fmt: str) -> None:
     assert fmt in weight_formats()
 
 
+@pytest.mark.parametrize("group", [0, -2])
+def test_a_group_of_no_weights_is_refused(group: int) -> None:
+    with pytest.raises(InputError, match=f"group_size is {group}: a group holds some weights"):
+        stored_formats({"quant_method": "gptq", "bits": 4, "group_size": group}, "x")
+
+
 def test_every_format_a_config_can_name_exists_in_the_table() -> None:
     for qc in ({"quant_method": "awq", "bits": 4, "group_size": 64},
                {"quant_method": "modelopt", "quant_algo": "NVFP4"},

@@ -73,7 +73,7 @@ def cmd_amdahl(args: argparse.Namespace) -> LinesReport:
             verb = "applies" if len(stray) == 1 else "apply"
             raise InputError(f"{', '.join(stray)} {verb} only with --model (the share from a "
                              "model's step)")
-        source = FractionSource(args.fraction, given=True)
+        source = FractionSource(args.fraction + 0.0, given=True)  # -0 reads as 0
     else:
         source, caution = _fraction_from_model(args)
         notes += [f"caution: {caution}"] if caution else []

@@ -118,7 +118,12 @@ def _uniform_format(method: str, qc: Mapping[str, Any], origin: str) -> str:
             return "gptq-int8"
         if bits not in (4, None):
             raise InputError(f"{origin}: {method} with {bits}-bit weights is not supported")
-        group = _whole(qc, origin, "group_size", "q_group_size") or 128
+        group = _whole(qc, origin, "group_size", "q_group_size")
+        if group is None:
+            group = 128
+        if group == 0 or group < -1:
+            raise InputError(f"{origin}: quantization_config.group_size is {group}: a group "
+                             "holds some weights (-1: one group per row)")
         if group == 128 or group == -1:  # -1: one group per row, the scales are negligible
             return f"{method}-int4"
         known = {("gptq", 32), ("gptq", 64), ("awq", 64)}  # formats.json ids

@@ -8,7 +8,7 @@ from typing import Any
 from ridgeline.deployment import Deployment
 from ridgeline.errors import InputError
 from ridgeline.explain import Step, q, step
-from ridgeline.floors import weight_bytes_read
+from ridgeline.floors import device_fit, weight_bytes_read
 from ridgeline.moe import article_expert_intensity, expected_experts_touched, routed_fraction
 from ridgeline.render import table
 from ridgeline.roofline import batch_for_intensity, expert_intensity, ridge_point, ridge_step
@@ -43,14 +43,17 @@ class MoEReport:
     rows: tuple[MoERow, ...]
     batch: int
     steps: tuple[Step, ...]
+    fit: str = ""  # where the weights overflow the card: the DOES NOT FIT line
 
     def to_dict(self) -> dict[str, Any]:
-        data = {k: v for k, v in vars(self).items() if k not in ("rows", "steps")}
+        data = {k: v for k, v in vars(self).items() if k not in ("rows", "steps", "fit")}
         data["rows"] = [vars(r) for r in self.rows]
+        data["weights_fit"] = not self.fit
         return data
 
     def text_lines(self) -> list[str]:
         lines = [
+            *([self.fit] if self.fit else []),
             f"{self.model}: {self.experts_per_token} of {self.num_experts} routed experts per "
             f"token (k/E = {self.routed_fraction:.4f}), {self.shared_experts} shared",
             f"  article: expert intensity ≈ B × k/E × 2 ÷ {self.expert_bytes_per_weight:.2f} B "
@@ -106,9 +109,13 @@ def moe_report(dep: Deployment, batch: int) -> MoEReport:
         step("experts touched by the batch", "E × (1 − (1 − k/E)^B)",
              q("experts", touched), q("B", batch)),
     )
+    fits = device_fit(dep, 0.0)
+    overflow = "" if fits.fits else (
+        f"{fits.headline()} (the weights alone, on {dep.num_gpus} x {dep.accelerator.id}): the "
+        "figures below are arithmetic only")
     return MoEReport(spec.name, dep.accelerator.id, moe.num_experts, moe.experts_per_token,
                      moe.num_shared_experts, moe.routed_fraction, ridge, article_batch, better,
-                     dep.weight_bytes, dep.expert_bytes, bpw, rows, batch, steps)
+                     dep.weight_bytes, dep.expert_bytes, bpw, rows, batch, steps, overflow)
 
 
 def _batch_reaching(ridge: float, dep: Deployment) -> float:
