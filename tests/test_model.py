@@ -359,3 +359,14 @@ def test_falcon_7b_takes_the_2048_positions_transformers_gives_it() -> None:
     """tiiuae/falcon-7b's config.json has no max_position_embeddings; FalconConfig defaults
     to 2,048, its training context."""
     assert resolve_model("falcon-7b").max_position_embeddings == 2048
+
+
+def test_an_architecture_ridgeline_has_not_checked_is_read_with_a_caution(tmp_path: Any) -> None:
+    base = copy.deepcopy(load_data("models/meta-llama--Llama-3.1-8B.json"))
+    base.update(model_type="foobar", architectures=["FooBarForCausalLM"])
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(base))
+    spec = resolve_model(str(path))
+    assert "model_type 'foobar', which ridgeline has not checked" in spec.architecture_caution
+    assert count_params(spec).total == count_params(resolve_model("llama-3.1-8b")).total
+    assert all(not resolve_model(m).architecture_caution for m in IDS)

@@ -40,6 +40,15 @@ _FOUR_NORMS = {"gemma2", "gemma3", "gemma3_text"}
 _QK_NORM = {"qwen3", "qwen3_moe", "qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text", "gemma3",
             "gemma3_text", "qwen3_5", "qwen3_5_text"}
 _OUTPUT_GATED_ATTENTION = {"qwen3_next"}
+# model_types whose layout ridgeline reads field by field and has checked against a real
+# config's parameter count (the bundled ones, their multimodal and base variants, and the
+# Llama-shaped families); any other is read as a decoder of the fields it has, with a caution
+KNOWN_MODEL_TYPES = {
+    "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next",
+    "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "gemma2", "gemma3",
+    "gemma3_text", "phi3", "deepseek_v3", "kimi_k2", "glm4_moe", "gpt_oss", "gptj", "falcon",
+    "jamba", "nemotron_h", "llama4", "llama4_text", *_UNGATED_MLP,
+}
 _DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "bf16": "bf16",
            "fp16": "fp16", "fp32": "fp32", "half": "fp16", "float": "fp32"}
 
@@ -191,6 +200,16 @@ class ModelSpec:
     @property
     def num_layers(self) -> int:
         return len(self.layers)
+
+    @property
+    def architecture_caution(self) -> str:
+        """A caution where the model_type is not one ridgeline knows, or ""."""
+        if self.model_type in KNOWN_MODEL_TYPES:
+            return ""
+        kind = f"model_type {self.model_type!r}" if self.model_type else "no model_type"
+        return (f"{self.name} has {kind}, which ridgeline has not checked: it is read as a "
+                "decoder of the fields its config gives (RMSNorm, gated MLP), and a part "
+                "those fields do not describe is not counted")
 
     @property
     def vision_tower_bytes(self) -> float:

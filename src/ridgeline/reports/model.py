@@ -73,6 +73,7 @@ class ModelReport:
             "mtp_layers_not_counted": s.mtp_layers,
             "vision_params_not_counted": s.vision_params,
             "max_position_embeddings": s.max_position_embeddings,
+            "cautions": [s.architecture_caution] if s.architecture_caution else [],
         }
 
     def text_lines(self) -> list[str]:
@@ -142,6 +143,8 @@ class ModelReport:
         if kv.state_bytes:
             lines.append(f"  state per seq  {fmt_binary_bytes(kv.state_bytes)} constant "
                          "(linear-attention / SSM layers)")
+        if s.architecture_caution:
+            lines.append(f"caution: {s.architecture_caution}")
         return lines
 
 
