@@ -34,7 +34,14 @@ def test_a_trace_token_count_that_is_not_a_sane_whole_number_is_refused(
         tmp_path: Path, row: str) -> None:
     trace = tmp_path / "t.csv"
     trace.write_text(HEADER + "0,100,10\n\n" + row + "\n")  # a blank line still counts
-    with pytest.raises(InputError, match=r"line 4: (prompt|output) tokens"):
+    with pytest.raises(InputError, match=r"line 4: ((prompt|output) tokens|no output_tokens)"):
+        read_trace(str(trace))
+
+
+def test_a_trace_row_with_more_values_than_the_header_is_refused(tmp_path: Path) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text(HEADER + "0,100,10,7\n")
+    with pytest.raises(InputError, match=r"line 2: more values than the 3 columns"):
         read_trace(str(trace))
 
 

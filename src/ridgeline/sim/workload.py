@@ -284,6 +284,11 @@ def read_trace(path: str) -> list[Request]:
         try:
             if not isinstance(row, dict):
                 raise ValueError("not an object")
+            if None in row:  # csv.DictReader: more values than the header has columns
+                raise ValueError(f"more values than the {len(row) - 1} columns of the header")
+            if any(row.get(c) is None for c in columns):
+                missing = next(c for c in columns if row.get(c) is None)
+                raise ValueError(f"no {missing} value")
             t = _seconds(row.get(columns[0]))
             p = _trace_tokens(row.get(columns[1]), "prompt tokens")
             o = _trace_tokens(row.get(columns[2]), "output tokens")
