@@ -25,6 +25,7 @@ from ridgeline.calibrate import SERVING_ENGINES, _quantile, fit_engine, performa
 from ridgeline.engines import EngineProfile, engine_id
 from ridgeline.measurements import KV_METRICS, Measurement, read_measurements
 from ridgeline.predict import Prediction, predict
+from ridgeline.reports.validation import figure
 
 ROOT = Path(__file__).resolve().parent.parent
 CSVS = (ROOT / "validation" / "measurements.csv", ROOT / "validation" / "lowbatch.csv",
@@ -107,7 +108,7 @@ def main() -> int:
                          + "; ".join(f"{p.id} ({p.reason})" for p in missing[:5]))
         if name == "accelerator":
             worst = sorted(((abs(math.log(p.predicted / p.measured)), p.id,
-                             f"{p.predicted:,.4g} vs {p.measured:,.4g}")
+                             f"{figure(p.predicted)} vs {figure(p.measured)}")
                             for p in preds if p.predicted), reverse=True)[:12]
     lines += ["## Worst rows (leave one accelerator out)", "",
               "| row | predicted vs measured |", "|---|---|"]

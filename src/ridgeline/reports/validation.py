@@ -122,8 +122,8 @@ class ValidationReport:
     def text_lines(self) -> list[str]:
         lines: list[str] = []
         if self.show_rows:
-            rows = [[p.id, p.metric, _figure(p.measured),
-                     "-" if p.predicted is None else _figure(p.predicted),
+            rows = [[p.id, p.metric, figure(p.measured),
+                     "-" if p.predicted is None else figure(p.predicted),
                      p.reason if p.error is None else f"{p.error:+.1%}" + (" *" if p.caveat
                                                                             else "")]
                     for p in self.predictions]
@@ -189,7 +189,7 @@ class CalibrationReport:
         return lines
 
 
-def _figure(value: float) -> str:
+def figure(value: float) -> str:
     """A measured or predicted figure: whole above 10,000 (973,760, not 9.738e+05), else to
     four significant digits."""
     if abs(value) >= 1e4:
