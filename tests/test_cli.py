@@ -306,6 +306,8 @@ BAD = [
       "--gpus", "h100", "--price", "h100=3", "--price", "h100=4"], "names h100-sxm twice"),
     (["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "5", "--input-len", ""],
      "--input-len is empty"),
+    (["kv", "llama-3.1-8b", "--memory-gib", "10", "--context", "4096", "--num-gpus", "2"],
+     "--memory-gib is the whole budget"),
     (["decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "-1"], "batch cannot be negative"),
     (["decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "9" * 5000], "…(5,002 chars)"),
     (["decode", "llama-3.1-8b", "--gpu", "tpu-v5e", "--weights", "fp32"],
