@@ -307,13 +307,6 @@ def pipelined_stages(dep: Deployment, tokens: int, ubatch: int | None = None) ->
     return stages * k / (k + stages - 1)
 
 
-def ubatch_count(tokens: int, ubatch: int | None = None) -> int:
-    """The ubatches llama.cpp splits ``tokens`` into (-ub, 512 by default)."""
-    from ridgeline.predict import LLAMA_CPP_UBATCH
-
-    return -(-tokens // (ubatch or LLAMA_CPP_UBATCH))
-
-
 def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
                   ubatch: int | None = None) -> PrefillFloor:
     """Prefill ``batch`` prompts of ``prompt_len`` tokens in one pass: the TTFT floor. Over
@@ -326,12 +319,12 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
     kv_stored = batch * footprint.stored_bytes(dep.kv_replication)
     work = step_work(dep, [Seq(prompt_len, 0)] * batch)
     stages = pipelined_stages(dep, prompt_len * batch, ubatch)
-    peak, bandwidth = dep.peak_flops_per_s * stages, dep.bandwidth_bytes_per_s * stages
+    # the stages' arithmetic overlaps; their reads do not lower the floor: the first ubatch
+    # alone passes every stage's weights one stage after another (and each further ubatch
+    # reads them again), so the weights once at one stage's bandwidth stay a lower bound
+    peak, bandwidth = dep.peak_flops_per_s * stages, dep.bandwidth_bytes_per_s
     compute_s = work.paced_flops / peak
-    # the pipeline's credit comes from more ubatches, and each ubatch re-reads its stage's
-    # weights: without the re-reads a longer prompt would finish sooner
-    rereads = ubatch_count(prompt_len * batch, ubatch) - 1 if stages > 1 else 0
-    memory_s = (work.gpu_bytes + rereads * min(work.weight_bytes, work.gpu_bytes)) / bandwidth
+    memory_s = work.gpu_bytes / bandwidth
     fit = device_fit(dep, kv_stored)
     steps = (
         step("FLOPs", "2 × params per token × tokens + causal attention + the LM head on "
@@ -355,9 +348,8 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
              q(f"peak {dep.compute_dtype}", peak / 1e12, "TFLOP/s",
                f"{stages:.2g} of {dep.num_gpus} x {dep.accelerator.id} busy on average"
                + (": the ubatches of a call pipelined over the stages" if stages > 1 else "")),
-             q("bandwidth", bandwidth / 1e12, "TB/s", dep.accelerator.source),
-             *([q("weight re-reads", rereads, "", "each further ubatch reads its stage's "
-                  "weights again")] if rereads else [])),
+             q("bandwidth", bandwidth / 1e12, "TB/s", dep.accelerator.source
+               + ("; one stage at a time" if stages > 1 else ""))),
     )
     return PrefillFloor(prompt_len, batch, work.flops, work.bytes, work.weight_bytes, compute_s,
                         memory_s, fit, steps, work.host_time_s, work.host_bound)
