@@ -895,3 +895,22 @@ def test_moe_says_when_the_weights_do_not_fit_the_card(
     assert code == 0 and out.startswith("DOES NOT FIT: 673.2 GB of weights")
     code, out, _ = run(capsys, "moe", "qwen3.6-35b-a3b", "--weights", "bf16", "--json")
     assert json.loads(out)["weights_fit"] is True
+
+
+def test_llama_cpp_unqualified_picks_each_compared_cards_build(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    for command in (["decode", "--batch", "1"], ["fit", "--max-model-len", "4096"],
+                    ["prefill", "--prompt-len", "512"]):
+        code, out, err = run(capsys, command[0], "llama-3.1-8b", "--gpu", "h100,mi300x",
+                             "--engine", "llama.cpp", *command[1:])
+        assert code == 0, err
+        assert "llama.cpp-cuda, llama.cpp-rocm" in out.splitlines()[0]
+    # calibrate takes several --gpu-file records: the first names the vendor
+    record = json.loads(run(capsys, "hardware", "h100", "--json")[1])
+    record["id"] = "my-h100"
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps(record))
+    out_path = tmp_path / "p.json"
+    code, _, err = run(capsys, "calibrate", str(MEASUREMENTS), "--gpu-file", str(path),
+                       "--engine", "llama.cpp", "-o", str(out_path))
+    assert code == 0, err

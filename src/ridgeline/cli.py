@@ -452,8 +452,15 @@ def accelerator_names(args: argparse.Namespace) -> list[str]:
 
 
 def one_card(args: argparse.Namespace, name: str) -> argparse.Namespace:
-    """The arguments with --gpu narrowed to one of the cards a comparison names."""
-    return argparse.Namespace(**{**vars(args), "gpu": name})
+    """The arguments with --gpu narrowed to one of the cards a comparison names (and an
+    unqualified 'llama.cpp' to that card's build)."""
+    one = argparse.Namespace(**{**vars(args), "gpu": name})
+    asked = getattr(args, "engine_asked", None)
+    if isinstance(asked, str):
+        one.engine = llamacpp_build_for(one, asked)
+    elif isinstance(asked, list):
+        one.engine = [llamacpp_build_for(one, e) for e in asked]
+    return one
 
 
 def _vendor(args: argparse.Namespace) -> str:
@@ -462,8 +469,11 @@ def _vendor(args: argparse.Namespace) -> str:
     from ridgeline.hardware import load_accelerator_file, resolve_accelerator
 
     try:
-        if getattr(args, "gpu_file", None):
-            return load_accelerator_file(args.gpu_file).vendor or ""
+        path = getattr(args, "gpu_file", None)
+        if isinstance(path, list):  # calibrate takes several
+            path = path[0] if path else None
+        if path:
+            return load_accelerator_file(path).vendor or ""
         if getattr(args, "gpu", None):
             return resolve_accelerator(accelerator_names(args)[0]).vendor or ""
     except InputError:
@@ -582,8 +592,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.engine = default_engine(args)
         engine = getattr(args, "engine", None)
         if isinstance(engine, str):
+            args.engine_asked = engine  # a comparison picks each card's llama.cpp build
             args.engine = llamacpp_build_for(args, engine)
         elif isinstance(engine, list):
+            args.engine_asked = engine
             args.engine = [llamacpp_build_for(args, e) for e in engine]
         report = args.handler(args)
         if getattr(args, "plot", None):

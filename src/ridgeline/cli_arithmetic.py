@@ -132,9 +132,10 @@ def cmd_decode(args: argparse.Namespace) -> Any:
             raise InputError("--plot draws one deployment; give one --gpu")
         reports = []
         for name in names:
-            one = _decode_deployment(one_card(args, name))
+            card = one_card(args, name)
+            one = _decode_deployment(card)
             reports.append(_placed_once(args, one, decode_report(
-                one, args.batch, args.context, load_profile(args), args.enforce_eager)))
+                one, args.batch, args.context, load_profile(card), args.enforce_eager)))
         return DecodeComparison(tuple(reports))
     dep = _decode_deployment(args)
     return _placed_once(args, dep, decode_report(dep, args.batch, args.context,

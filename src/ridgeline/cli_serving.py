@@ -97,6 +97,7 @@ def cmd_fit(args: argparse.Namespace) -> Any:
 def _compare_accelerators(args: argparse.Namespace, model: Any, cards: list[str],
                           engines: list[str]) -> Any:
     from ridgeline.deployment import Deployment
+    from ridgeline.engines import engine_id
     from ridgeline.reports.fit import FitComparison, fit_report, slots_for_target
 
     if len(engines) > 1:
@@ -107,11 +108,12 @@ def _compare_accelerators(args: argparse.Namespace, model: Any, cards: list[str]
     settings = engine_settings(args)
     reports = []
     for card in cards:
-        acc = load_accelerator(one_card(args, card))
+        one = one_card(args, card)
+        acc = load_accelerator(one)
+        engine = engine_id(one.engine) if len(engines) == 1 else engines[0]  # the card's build
         dep = Deployment.build(model, acc, args.weights, args.kv_dtype, args.num_gpus,
-                               engine=engines[0],
-                               flash_attention=flash_attention(args, engines[0]),
-                               offload=host_offload(args, model, engines[0]),
+                               engine=engine, flash_attention=flash_attention(args, engine),
+                               offload=host_offload(args, model, engine),
                                split_mode=args.split_mode)
         slots = slots_for_target(dep, settings, args.target_concurrency)
         dep = fitted(args, dep, slots, args.max_model_len, args.target_concurrency or 1)

@@ -429,8 +429,9 @@ class DecodeComparison(_ByCard):
         cautions = dict.fromkeys(c for r in self.reports for c in r.cautions)
         from ridgeline.offload import placement_lines
 
+        engines = ", ".join(dict.fromkeys(r.expected[0].engine for r in self.reports))
         return [f"{d.model.name}, weights {d.weights.label}, KV {d.kv.id}, decode on "
-                f"{first.expected[0].engine}: one row per accelerator, batch and context", "",
+                f"{engines}: one row per accelerator, batch and context", "",
                 *table(rows, ["accelerator", "batch", "context", "floor ms", "expected ms",
                               "tok/s/user", "tok/s total", "$/M tok", "ridge", "bound"]),
                 *placement_lines([r.deployment for r in self.reports]),
@@ -544,7 +545,8 @@ class PrefillComparison(_ByCard):
         from ridgeline.offload import placement_lines
 
         return [f"{d.model.name}, weights {d.weights.label}: {f0.batch} x {f0.prompt_len:,}-token "
-                f"prompt on {first.expected.engine}, one row per accelerator", "",
+                f"prompt on {', '.join(dict.fromkeys(r.expected.engine for r in self.reports))}, "
+                "one row per accelerator", "",
                 *table(rows, ["accelerator", "floor ms", "expected TTFT ms", "prompt tok/s",
                               "ridge", "bound"]),
                 *placement_lines([r.deployment for r in self.reports]),

@@ -363,7 +363,8 @@ class FitComparison:
             foot = ("each at its own defaults, tokens as each engine counts them; "
                     "`--engine NAME` alone for one engine's breakdown and levers")
         else:
-            head = (f"{d.model.name} on {first.pool.engine}, weights {d.weights.label}: "
+            engines = ", ".join(dict.fromkeys(r.pool.engine for r in self.reports))
+            head = (f"{d.model.name} on {engines}, weights {d.weights.label}: "
                     f"conversations of {first.context:,} tokens by accelerator{target}")
             foot = "`--gpu NAME` alone for one card's breakdown and levers"
         from ridgeline.offload import placement_lines
