@@ -215,6 +215,14 @@ class DecodeFloor(_Bounded):
         return self.flops / (self.weight_bytes_read + self.kv_bytes_read + self.activation_bytes)
 
 
+def floor_time_s(dep: Deployment, batch: list[Seq]) -> float:
+    """Any step's floor, as decode_floor times one: the slower of its arithmetic at peak and
+    its bytes at bandwidth, plus what the host moves."""
+    work = step_work(dep, batch)
+    return max(work.paced_flops / dep.peak_flops_per_s,
+               work.gpu_bytes / dep.bandwidth_bytes_per_s) + work.host_time_s
+
+
 def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
     """One decode step for ``batch`` sequences, each with ``context`` tokens cached."""
     require_positive(batch, "batch")

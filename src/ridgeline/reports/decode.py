@@ -13,13 +13,19 @@ from ridgeline.cost import (
     decode_batch,
     score_bytes,
     step_cost,
-    step_time_s,
 )
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.errors import InputError
 from ridgeline.explain import Step, q, step
-from ridgeline.floors import DecodeFloor, PrefillFloor, bound_label, decode_floor, prefill_floor
+from ridgeline.floors import (
+    DecodeFloor,
+    PrefillFloor,
+    bound_label,
+    decode_floor,
+    floor_time_s,
+    prefill_floor,
+)
 from ridgeline.hardware import Accelerator
 from ridgeline.model import trained_context_caution
 from ridgeline.render import table
@@ -98,8 +104,8 @@ class Expectation:
     def of(cls, dep: Deployment, batch: list[Seq], profile: EngineProfile) -> Expectation:
         cost = step_cost(dep, batch, profile)
         t = cost.time_s
-        # the band's fast edge never beats the hardware (step_cost at full peak and bandwidth)
-        low = min(t, max(t / profile.band_high, step_time_s(dep, batch)))
+        # the band's fast edge never beats the floor
+        low = min(t, max(t / profile.band_high, floor_time_s(dep, batch)))
         return cls(profile.engine, t, low, t / profile.band_low, profile.source,
                    _expectation_steps(dep, batch, profile, cost))
 
