@@ -914,3 +914,14 @@ def test_llama_cpp_unqualified_picks_each_compared_cards_build(
     code, _, err = run(capsys, "calibrate", str(MEASUREMENTS), "--gpu-file", str(path),
                        "--engine", "llama.cpp", "-o", str(out_path))
     assert code == 0, err
+
+
+def test_fit_refuses_a_context_past_the_models_positions_as_decode_does(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "fit", "llama-3.1-8b", "--gpu", "h200", "--num-gpus", "8",
+                       "--max-model-len", "500000", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["conversations"] == 0 and data["verdict"] == "does not fit"
+    code, out, _ = run(capsys, "fit", "llama-3.1-8b", "--gpu", "h200", "--max-model-len",
+                       "131072")
+    assert out.startswith("fits") or out.startswith("clears")

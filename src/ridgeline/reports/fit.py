@@ -23,6 +23,7 @@ from ridgeline.memory import (
     device_memory_note,
     engine_defaults,
     kv_pool,
+    past_trained_context,
     refuses_to_start,
 )
 from ridgeline.precision import kv_dtype, weight_plan
@@ -213,7 +214,13 @@ class FitReport:
         verdict = self.verdict.upper() if self.verdict == DOES_NOT_FIT else self.verdict
         headline = (f"{verdict}: {self.conversations:,} "
                     f"{plural(self.conversations, 'conversation')} of {self.context:,} tokens")
-        if self.verdict == DOES_NOT_FIT:
+        if self.verdict == DOES_NOT_FIT and past_trained_context(d, self.context):
+            headline = (f"DOES NOT FIT: {p.engine} refuses --max-model-len {self.context:,}, "
+                        f"past {d.model.name}'s {d.model.max_position_embeddings:,} positions "
+                        "(max_position_embeddings)" + (
+                            "; VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 overrides it, for a model not "
+                            "trained that long" if p.engine == "vllm" else ""))
+        elif self.verdict == DOES_NOT_FIT:
             short = self.shortfall_bytes / GIB
             headline += (f" against a target of {max(1, self.target or 1):,}; the pool is short "
                          f"by {short:,.{2 if 0 < short < 0.1 else 1}f} GiB per GPU")
@@ -632,6 +639,8 @@ def _held(pool: KVPool, dep: Deployment, context: int) -> int:
     """Conversations of ``context`` tokens the engine holds at once: none where it refuses
     to start; with --fit's placement, no more than the -c it was placed for."""
     if refuses_to_start(pool, dep, context):  # one max_model_len request must fit the pool
+        return 0
+    if past_trained_context(dep, context):  # vLLM, SGLang, TRT-LLM refuse the length itself
         return 0
     return _within_fit_cells(conversations(pool, dep, context), dep, context)
 
