@@ -309,7 +309,7 @@ BAD = [
     (["kv", "llama-3.1-8b", "--memory-gib", "10", "--context", "4096", "--num-gpus", "2"],
      "--memory-gib is the whole budget"),
     (["decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "-1"], "batch cannot be negative"),
-    (["decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "9" * 5000], "…(5,002 chars)"),
+    (["decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "9" * 5000], "(5,002 chars)"),
     (["decode", "llama-3.1-8b", "--gpu", "tpu-v5e", "--weights", "fp32"],
      "tpu-v5e has no fp32 peak (it has bf16, int8)"),
     (["prefill", "llama-3.1-8b", "--gpu", "mi300x", "--weights", "nvfp4", "--prompt-len", "8"],
@@ -925,3 +925,18 @@ def test_fit_refuses_a_context_past_the_models_positions_as_decode_does(
     code, out, _ = run(capsys, "fit", "llama-3.1-8b", "--gpu", "h200", "--max-model-len",
                        "131072")
     assert out.startswith("fits") or out.startswith("clears")
+
+
+def test_nvfp4_is_refused_only_where_the_record_names_a_platform_without_it(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A custom record with no vendor or family is taken at its word."""
+    record = json.loads(run(capsys, "hardware", "b200", "--json")[1])
+    for key in ("vendor", "family"):
+        record.pop(key, None)
+    record["id"] = "my-card"
+    path = tmp_path / "card.json"
+    path.write_text(json.dumps(record))
+    for engine in ("vllm", "trtllm"):
+        code, _, err = run(capsys, "decode", "llama-3.1-8b", "--gpu-file", str(path),
+                           "--weights", "nvfp4", "--engine", engine)
+        assert code == 0, err

@@ -43,6 +43,8 @@ def test_a_trace_row_with_more_values_than_the_header_is_refused(tmp_path: Path)
     trace.write_text(HEADER + "0,100,10,7\n")
     with pytest.raises(InputError, match=r"line 2: more values than the 3 columns"):
         read_trace(str(trace))
+    trace.write_text(HEADER + "0,100,10,\n0.5,200,20,\n")  # a spreadsheet's trailing comma
+    assert [r.prompt_tokens for r in read_trace(str(trace))] == [100, 200]
 
 
 def test_a_jsonl_trace_with_nan_or_infinity_is_refused_naming_its_line(tmp_path: Path) -> None:

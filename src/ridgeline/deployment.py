@@ -84,13 +84,14 @@ def weights_platform_problem(plan: WeightPlan, accelerator: Accelerator, engine:
             and accelerator.family in TRTLLM_NO_FP8_FAMILIES:
         return (f"TensorRT-LLM runs fp8 from compute capability 8.9 (Ada, Hopper, Blackwell), "
                 f"not on {accelerator.id} ({accelerator.family}); try --weights bf16 or int8")
-    if "nvfp4" in formats and accelerator.family not in NVFP4_FAMILIES and (
-            engine == "trtllm" or accelerator.vendor not in ("nvidia", "measured", None)):
+    if "nvfp4" in formats and accelerator.family and accelerator.family not in NVFP4_FAMILIES \
+            and (engine == "trtllm" or accelerator.vendor not in ("nvidia", "measured", "")):
         return (f"{engine} runs no nvfp4 weights on {accelerator.id} ({accelerator.family}): "
                 "NVFP4 kernels are NVIDIA's" + (", Blackwell only in TensorRT-LLM"
                                                  if engine == "trtllm" else "")
-                + ("; try --weights awq-int4" if engine == "trtllm" and accelerator.family
-                   in TRTLLM_NO_FP8_FAMILIES else "; try --weights fp8 or awq-int4"))
+                + ("; try --weights awq-int4" if accelerator.family in NO_FP8_FAMILIES or (
+                    engine == "trtllm" and accelerator.family in TRTLLM_NO_FP8_FAMILIES)
+                   else "; try --weights fp8 or awq-int4"))
     if formats & set(FP8_FORMATS) and accelerator.family in NO_FP8_FAMILIES:
         return (f"{engine} runs no fp8 weights on {accelerator.id} ({accelerator.family}): fp8 "
                 "needs compute capability 7.5+ (weight-only through Marlin; W8A8 from 8.9) or "

@@ -20,5 +20,9 @@ def shorten(text: str, limit: int = 80) -> str:
 
 def shorten_runs(message: str, limit: int = 80) -> str:
     """Every unbroken run of more than ``limit`` characters in an error message (a value the
-    user typed, echoed) shortened as ``shorten`` does; the words around it kept whole."""
-    return re.sub(rf"\S{{{limit + 1},}}", lambda m: shorten(m.group(), limit), message)
+    user typed, echoed) cut to its two ends; the words around it kept whole."""
+    def cut(run: str) -> str:  # both ends: a path keeps its file name
+        end = limit // 2 - 8
+        return f"{run[:end]}…{run[-end:]} ({len(run):,} chars)"
+
+    return re.sub(rf"\S{{{limit + 1},}}", lambda m: cut(m.group()), message)

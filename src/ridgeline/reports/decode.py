@@ -361,7 +361,7 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
     from ridgeline.predict import eager_caution
 
     cautions = (eager_caution(dep) if enforce_eager else "", context_caution(dep, max(contexts)),
-                offload_caution(dep), split_caution(dep))
+                offload_caution(dep), split_caution(dep), dep.model.architecture_caution)
     return DecodeReport(dep, tuple(floors), tuple(expected), pool_batch,
                         tuple(c for c in cautions if c))
 

@@ -100,7 +100,8 @@ class FitReport:
         """What holds the conversations back besides memory, or makes the context suspect."""
         from ridgeline.reports.decode import context_caution
 
-        out = [c for c in (context_caution(self.deployment, self.context),) if c]
+        out = [c for c in (context_caution(self.deployment, self.context),
+                           self.deployment.model.architecture_caution) if c]
         seats = self.pool.max_num_seqs
         if self.target and self.target > seats and self.conversations >= self.target:
             out.append(f"the pool holds the {self.target:,} conversations, but at most "

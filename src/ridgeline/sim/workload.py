@@ -284,7 +284,8 @@ def read_trace(path: str) -> list[Request]:
         try:
             if not isinstance(row, dict):
                 raise ValueError("not an object")
-            if None in row:  # csv.DictReader: more values than the header has columns
+            extra = row.get(None) if None in row else None  # csv: values past the header's
+            if isinstance(extra, list) and any(str(v).strip() for v in extra):
                 raise ValueError(f"more values than the {len(row) - 1} columns of the header")
             if any(row.get(c) is None for c in columns):
                 missing = next(c for c in columns if row.get(c) is None)
