@@ -3,6 +3,8 @@ graph allocator reserves, checked against the buffer sizes llama.cpp logs."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -263,3 +265,33 @@ def test_apple_silicon_is_sized_at_metals_working_set_everywhere() -> None:
     from ridgeline.floors import decode_floor
 
     assert not decode_floor(dep, 1, 4096).fit.fits
+
+
+def test_fit_names_a_conversations_slot_cost_and_a_search_past_the_configs_context(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.conftest import run_cli
+
+    code, out, _ = run_cli(capsys, "fit", "gemma-2-9b", "--gpu", "h100", "--engine",
+                           "llama.cpp-cuda", "--max-model-len", "4096")
+    assert code == 0 and "plus 0.656 GiB for its slot's window and state cache" in out
+    code, out, _ = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--target-concurrency",
+                           "1")
+    assert "(the model's limit)" in out.splitlines()[0]
+
+
+def test_a_search_past_a_config_without_a_context_length_says_where_it_stopped(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    import json
+
+    from tests.conftest import ROOT, run_cli
+
+    config = json.loads((ROOT / "src/ridgeline/data/models/meta-llama--Llama-3.2-1B.json")
+                        .read_text("utf-8"))
+    config.pop("max_position_embeddings")
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    code, out, _ = run_cli(capsys, "fit", str(path), "--gpu", "h200", "--target-concurrency",
+                           "1")
+    assert code == 0
+    assert "1,048,576 tokens (as far as the search goes: the config states no context length)" \
+        in out.splitlines()[0]

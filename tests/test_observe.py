@@ -358,3 +358,16 @@ def test_a_scrape_time_that_is_not_a_number_is_refused() -> None:
 
     with pytest.raises(InputError, match="a scrape_time is unix seconds"):
         split_scrapes("# scrape_time abc\nvllm:num_requests_running 1\n")
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"completed": 0, "output_throughput": 2091.5}, "completed is 0 while output_throughput"),
+    ({"completed": 500, "output_throughput": 0, "total_output_tokens": 128000},
+     "output_throughput is 0 while 128,000 output tokens"),
+])
+def test_a_bench_that_contradicts_itself_is_refused(tmp_path: Path, fields: dict[str, float],
+                                                    message: str) -> None:
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps({"duration": 60, "mean_itl_ms": 25, **fields}))
+    with pytest.raises(InputError, match=message):
+        read_source(str(path))
