@@ -295,3 +295,17 @@ def test_a_search_past_a_config_without_a_context_length_says_where_it_stopped(
     assert code == 0
     assert "1,048,576 tokens (as far as the search goes: the config states no context length)" \
         in out.splitlines()[0]
+
+
+def test_decode_and_fit_count_a_slot_at_what_one_more_slot_adds() -> None:
+    """A slot costs its window (or its context, if shorter) and its state; the n_ubatch cells
+    every window layer keeps once are not a slot's. Gemma-3-4B on two L40S at 8,000 tokens:
+    decode had charged each sequence those cells too and held 226 against fit's 261."""
+    from ridgeline.memory import engine_holds
+    from ridgeline.reports.fit import fit_report
+
+    dep = Deployment.build(resolve_model("gemma-3-4b"), resolve_accelerator("l40s"), None,
+                           None, 2, engine="llama.cpp-cuda")
+    held = engine_holds(dep, 8000)
+    fitted = fit_report(dep, 8000, EngineSettings()).conversations
+    assert held is not None and held >= 256 and abs(held - fitted) <= 0.01 * fitted

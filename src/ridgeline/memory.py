@@ -158,6 +158,7 @@ class KVPool:
     sampler_bytes: float = 0.0  # the profiled sampler's buffers (vLLM); activations = the larger
     accounting: VLLMAccounting | None = None  # vLLM: the version whose accounting applies
     slot_cache_bytes: float = 0.0  # llama.cpp: window and recurrent caches sized by slots
+    slot_bytes_each: float = 0.0  # of those, what one more slot adds (its window and state)
     host_cells: int = 0  # llama.cpp with every growing layer on the host: the -c cells the
     # GPU's compute buffer (its mask grows with -c) still leaves room for
     windows_apart: bool = False  # llama.cpp, SGLang: a conversation costs tokens x context
@@ -400,9 +401,15 @@ def _llamacpp_pool(dep: Deployment, s: EngineSettings, total: float, weights: fl
     windows = honours_windows(dep)
     growing, slot_sized = llamacpp_cache_on_gpu(dep)
     per_token *= growing
-    n_ctx = seats * s.max_model_len if s.max_model_len else None  # -c: every slot its context
-    fixed = slot_cache_bytes(dep.model, dep.kv.bytes_per_element, seats, n_ubatch,
-                             windows, n_ctx) * dep.kv_replication / dep.num_gpus * slot_sized
+    per_gpu = dep.kv_replication / dep.num_gpus * slot_sized
+
+    def slot_caches(slots: int) -> float:
+        cells = slots * s.max_model_len if s.max_model_len else None  # -c: each slot's context
+        return slot_cache_bytes(dep.model, dep.kv.bytes_per_element, slots, n_ubatch, windows,
+                                cells) * per_gpu
+
+    fixed = slot_caches(seats)
+    each = slot_caches(seats + 1) - fixed
     free = total - weights - non_torch - fixed
     outputs = llamacpp_outputs(seats, s.engine_version)
     cells = cells_that_fit(free, per_token, dep.model, n_ubatch, s.flash_attn, outputs)
@@ -410,7 +417,7 @@ def _llamacpp_pool(dep: Deployment, s: EngineSettings, total: float, weights: fl
     on_host = per_token == 0 and growing == 0 and dep.model.count(mixer=FULL) > 0
     return KVPool(dep.engine, total, 1.0, weights, compute, non_torch, 0.0, 1.0, per_token,
                   1, seats, n_ubatch, forward_bytes=compute, slot_cache_bytes=fixed,
-                  windows_apart=True, host_cells=cells if on_host else 0)
+                  slot_bytes_each=each, windows_apart=True, host_cells=cells if on_host else 0)
 
 
 VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)  # vLLM's CacheConfig BlockSize choices
@@ -494,12 +501,13 @@ def conversations(pool: KVPool, dep: Deployment, context: int) -> int:
         if not pool.kv_bytes_per_token:
             return pool.max_num_seqs if pool.rest_bytes >= pool.slot_cache_bytes else 0
         held = pool.tokens // context
-        if pool.slot_cache_bytes and pool.max_num_seqs:
+        if pool.slot_bytes_each:
             # llama.cpp: each conversation needs a slot, and each slot its window and state
             # cache: at most what the cache holds with one slot per conversation (-np N)
-            per_slot = pool.slot_cache_bytes / pool.max_num_seqs
-            cache = pool.tokens * pool.kv_bytes_per_token + pool.slot_cache_bytes
-            held = min(held, int(cache // (context * pool.kv_bytes_per_token + per_slot)))
+            cache = pool.tokens * pool.kv_bytes_per_token \
+                + pool.max_num_seqs * pool.slot_bytes_each
+            held = min(held, int(cache // (context * pool.kv_bytes_per_token
+                                           + pool.slot_bytes_each)))
         return held
     per_seq = sequence_bytes_per_gpu(dep, context)
     return int(pool.pool_bytes // per_seq) if per_seq else 0

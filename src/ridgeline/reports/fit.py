@@ -269,8 +269,8 @@ class FitReport:
                     f"({p.groups.full} full, {p.groups.count - p.groups.full - p.groups.states}"
                     f" windowed, {p.groups.states} state)")
         slot = ""
-        if is_llamacpp(p) and p.slot_cache_bytes and p.max_num_seqs:
-            slot = (f", plus {p.slot_cache_bytes / p.max_num_seqs / GIB:,.3f} GiB for its "
+        if is_llamacpp(p) and p.slot_bytes_each:
+            slot = (f", plus {p.slot_bytes_each / GIB:,.3f} GiB for its "
                     "slot's window and state cache")
         lines += ["", f"{held}; one conversation of {self.context:,} tokens takes "
                   f"{self.per_conversation_bytes / GIB:,.3f} GiB per GPU{slot}",
