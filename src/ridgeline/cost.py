@@ -326,9 +326,9 @@ def _host_ops(dep: Deployment, terms: StepTerms, rate: _Rates, share: float | No
         for name, flops, nbytes, count, _ in terms.host:
             ops.append((name, flops, nbytes, count, nbytes / host_rate, IN_HOST_MEMORY))
         return ops
-    # a copy reads host memory as it crosses the link: the slower of the two paces it
-    rated = dep.offload.host_bandwidth_bytes_per_s
-    link = min(link_bytes_per_s(dep), rated) if rated else link_bytes_per_s(dep)
+    # a copy reads host memory as it crosses the link: the slower of the two paces it (the
+    # host at the share of its rating it delivers, as for the CPU's own reads)
+    link = min(link_bytes_per_s(dep), host_rate) if host_rate else link_bytes_per_s(dep)
     for name, flops, nbytes, count, resident in terms.host:
         if resident >= nbytes:  # a weight matmul: copied, then multiplied on the GPU
             gpu = rate.time(flops, nbytes, name) if gpu_flops else 0.0
