@@ -499,7 +499,7 @@ def _parse_percent(percent: float | str) -> tuple[int, float]:
         raise InputError(f"percent must be between 0 and 100, got {percent!r}")
     exponent = exact.as_tuple().exponent
     assert isinstance(exponent, int)  # finite Decimals have an int exponent
-    return max(0, -exponent), float(exact)
+    return max(0, -exponent), float(exact) + 0.0  # -0 reads as 0
 
 
 def _half_binomial_tail_count(n: int, k: int) -> int:
