@@ -308,6 +308,8 @@ BAD = [
      "--input-len is empty"),
     (["kv", "llama-3.1-8b", "--memory-gib", "10", "--context", "4096", "--num-gpus", "2"],
      "--memory-gib is the whole budget"),
+    (["measure", "-o", "rows.csv", "--gpu-id", "Bad ID!!", "--device", "cpu"],
+     "gpu id 'Bad ID!!': use letters, digits"),
     (["decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "-1"], "batch cannot be negative"),
     (["decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "9" * 5000], "(5,002 chars)"),
     (["decode", "llama-3.1-8b", "--gpu", "tpu-v5e", "--weights", "fp32"],

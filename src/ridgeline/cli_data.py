@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any
 
 from ridgeline.cli import (
@@ -15,13 +16,22 @@ from ridgeline.cli import (
     _engine_name,
     _kv_name,
     _name_list,
-    _not_empty,
     _output,
     _positive_float,
     _typed,
     _weight_name,
 )
-from ridgeline.errors import InputError
+from ridgeline.errors import InputError, shorten
+
+
+def _device_id(text: str) -> str:
+    """A measured device's id: one word a measurements row can name (h200-run1)."""
+    if not text.strip():
+        raise InputError("gpu id is empty")
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", text):
+        raise InputError(f"gpu id {shorten(text)!r}: use letters, digits, '-', '_' and '.' "
+                         "(at most 64), as an accelerator id is written (h200-run1)")
+    return text
 
 
 def cmd_page(args: argparse.Namespace) -> Any:
@@ -255,8 +265,8 @@ def register(sub: Any) -> None:
     p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"],
                    help="the model's weights, activations and cache (default float32 on a CPU, "
                    "bfloat16 on a GPU)")
-    p.add_argument("--gpu-id", type=_not_empty("gpu id"),
-                   help="id for the measured device in the rows")
+    p.add_argument("--gpu-id", type=_typed(_device_id),
+                   help="id for the measured device in the rows (letters, digits, - _ .)")
     p.add_argument("--memory-gib", type=_positive_float("memory GiB"),
                    help="device memory to record (default: what CUDA or Metal reports, or "
                    "the machine's RAM on a CPU)")
