@@ -456,11 +456,17 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
                "layers × captured sizes × 0.45 MiB (vLLM v0.21+ estimate)"
                if pool.cuda_graph_bytes else "not taken from the budget"),
              accounting_quantity(pool)),
-        step("conversations", "floor((pool − the slots' window and recurrent cache) ÷ bytes "
-             "per conversation)" if pool.slot_cache_bytes else
+        step("conversations", "min(cells ÷ context, (cells' bytes + slots × per slot) ÷ "
+             "(per conversation + per slot)): each conversation a slot, each slot its windows"
+             if pool.slot_bytes_each else
+             "floor((pool − the slots' window and recurrent cache) ÷ bytes per conversation)"
+             if pool.slot_cache_bytes else
              "floor(pool ÷ bytes per conversation)", q("conversations", n),
              *([q("slots' window and recurrent cache", pool.slot_cache_bytes / GIB, "GiB",
                   f"sized for {pool.max_num_seqs} slots (-np)")] if pool.slot_cache_bytes
+               else []),
+             *([q("per slot", pool.slot_bytes_each / GIB, "GiB", "what one more slot adds: "
+                  "its window (or context) cells and its state")] if pool.slot_bytes_each
                else []),
              q("per conversation", per_seq / GIB, "GiB", f"{context} tokens, {dep.kv.id}"
                + (f"; {pool.groups.decode_blocks(context)} blocks of {pool.page_bytes / 2**20:,.2f}"
