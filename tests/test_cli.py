@@ -942,3 +942,18 @@ def test_nvfp4_is_refused_only_where_the_record_names_a_platform_without_it(
         code, _, err = run(capsys, "decode", "llama-3.1-8b", "--gpu-file", str(path),
                            "--weights", "nvfp4", "--engine", engine)
         assert code == 0, err
+
+
+def test_validate_strict_fails_a_run_with_an_unreadable_row(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    rows = MEASUREMENTS.read_text("utf-8").splitlines()
+    bad = rows[1].split(",")
+    bad[0], bad[12] = "broken-row", "-7"  # the value column
+    path = tmp_path / "m.csv"
+    path.write_text("\n".join([rows[0], rows[1], ",".join(bad)]) + "\n", "utf-8")
+    code, out, err = run(capsys, "validate", str(path), "--summary")
+    assert code == 0 and "1 unreadable" in out
+    code, out, err = run(capsys, "validate", str(path), "--summary", "--strict")
+    assert code == 2 and "1 unreadable" in out
+    assert err == "ridgeline: error: --strict: 1 rows unreadable and 0 without a prediction " \
+        "(listed above)\n"

@@ -604,6 +604,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             save(chart_for(report), args.plot)
         print(render(report, as_json=args.json, explain=args.explain))
+        failure = getattr(report, "failure", "")
+        if failure:  # the report stands, and the run still fails (validate --strict)
+            print(f"ridgeline: error: {failure}", file=sys.stderr)
+            return 2
     except (InputError, ValueError) as exc:
         print(f"ridgeline: error: {shorten_runs(str(exc))}", file=sys.stderr)
         return 2

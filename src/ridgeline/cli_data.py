@@ -175,7 +175,7 @@ def cmd_validate(args: argparse.Namespace) -> Any:
                          + "; ".join(f"{p.id}: {p.reason}" for p in predictions[:3]))
     steps = prediction_steps(result.rows, predictions, profiles) if args.explain else ()
     return ValidationReport(result.rows, tuple(predictions), result.errors, not args.summary,
-                            steps)
+                            steps, args.strict)
 
 def cmd_calibrate(args: argparse.Namespace) -> Any:
     import json
@@ -283,6 +283,8 @@ def register(sub: Any) -> None:
                    help="accelerator records the rows refer to (e.g. from `measure`)")
     p.add_argument("--profile", metavar="FILE", help="engine profiles from `ridgeline calibrate`")
     p.add_argument("--summary", action="store_true", help="only the error tables")
+    p.add_argument("--strict", action="store_true",
+                   help="exit 2 when a row is unreadable or has no prediction (for CI)")
     _output(p, plot=True)
     p.set_defaults(handler=cmd_validate)
 

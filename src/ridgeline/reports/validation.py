@@ -102,6 +102,16 @@ class ValidationReport:
     read_errors: tuple[str, ...]
     show_rows: bool = True
     steps: tuple[Step, ...] = ()
+    strict: bool = False  # --strict: a row unread or unpredicted fails the run
+
+    @property
+    def failure(self) -> str:
+        """Under --strict, why the run fails (one line), else ""."""
+        missing = sum(p.predicted is None for p in self.predictions)
+        if not self.strict or not (missing or self.read_errors):
+            return ""
+        return (f"--strict: {len(self.read_errors)} rows unreadable and {missing} without a "
+                "prediction (listed above)")
 
     def _by(self, column: str) -> list[ErrorStats]:
         lookup = {r.id: r for r in self.rows}
