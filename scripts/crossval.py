@@ -22,9 +22,9 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from ridgeline.calibrate import SERVING_ENGINES, _quantile, fit_engine, performance_rows
-from ridgeline.engines import EngineProfile, engine_id
+from ridgeline.engines import EngineProfile
 from ridgeline.measurements import KV_METRICS, Measurement, read_measurements
-from ridgeline.predict import Prediction, predict
+from ridgeline.predict import Prediction, predict, row_engine
 from ridgeline.reports.validation import figure
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,8 +41,8 @@ def fold(args: tuple[list[Measurement], list[Measurement]]) -> list[Prediction]:
     train, test = args
     profiles: dict[str, EngineProfile] = {}
     fits: dict[tuple[str, ...], EngineProfile] = {}
-    trained = {engine_id(r.engine) for r in performance_rows(train)}
-    for engine in sorted({engine_id(r.engine) for r in test}):
+    trained = {row_engine(r) for r in performance_rows(train)}
+    for engine in sorted({row_engine(r) for r in test}):
         family = SERVING_ENGINES if engine in SERVING_ENGINES else (engine,)
         if not trained & set(family):
             profiles[engine] = PRIOR

@@ -21,9 +21,9 @@ from pathlib import Path
 
 from ridgeline.calibrate import SERVING_ENGINES, fit_engine, fit_profiles
 from ridgeline.catalog import resolve_model
-from ridgeline.engines import EngineProfile, engine_id
+from ridgeline.engines import EngineProfile
 from ridgeline.measurements import Measurement, read_measurement_files
-from ridgeline.predict import harness_moe
+from ridgeline.predict import harness_moe, row_engine
 
 ROOT = Path(__file__).resolve().parent.parent
 CSVS = (ROOT / "validation" / "measurements.csv", ROOT / "validation" / "lowbatch.csv",
@@ -55,7 +55,7 @@ def to_fit(row: Measurement) -> bool:
     (half the bandwidth a dense matmul of the same bytes reaches at decode shapes) behind
     unfused routing kernels, which no serving engine runs (docs/h200.md). Those are kept and
     scored, not fitted: a profile has one bandwidth efficiency for every weight."""
-    return not (engine_id(row.engine).startswith("torch-")
+    return not (row_engine(row).startswith("torch-")
                 and harness_moe(row.engine, resolve_model(row.model)))
 
 
@@ -64,7 +64,7 @@ def main() -> int:
     for error in result.errors:
         print(f"skipped {error}", file=sys.stderr)
     rows = [r for r in result.rows if to_fit(r)]
-    alone = [r for r in rows if engine_id(r.engine) not in SERVING_ENGINES]
+    alone = [r for r in rows if row_engine(r) not in SERVING_ENGINES]
     fitted = fit_profiles(alone)
     serving = fit_engine(rows, SERVING_ENGINES[0], family=SERVING_ENGINES)
     for engine in SERVING_ENGINES:

@@ -176,6 +176,8 @@ BAD = [
     (["roofline", "--gpu", "h100", "--weights", "auto"], "need --model"),
     # vLLM refuses to start: a max_model_len its pool cannot hold, odd blocks, a tiny budget
     (["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "1", "--max-model-len", "500000"],
+     "vllm refuses --max-model-len 500,000, past llama-3.1-8b's 131,072 positions"),
+    (["simulate", "gemma-3-27b", "--gpu", "h100", "--rate", "1", "--max-model-len", "131072"],
      "would refuse to start"),
     (["fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "8k", "--block-size", "7"],
      "--block-size is one of"),
@@ -957,3 +959,37 @@ def test_validate_strict_fails_a_run_with_an_unreadable_row(
     assert code == 2 and "1 unreadable" in out
     assert err == "ridgeline: error: --strict: 1 rows unreadable and 0 without a prediction " \
         "(listed above)\n"
+
+
+def test_an_nvfp4_checkpoint_is_refused_off_nvidia_and_plan_skips_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Qwen3.6-35B-A3B is NVIDIA's NVFP4 (W4A16) checkpoint: vLLM on an MI300X cannot load
+    it, so plan leaves the MI300X out rather than recommending it."""
+    code, _, err = run(capsys, "fit", "qwen3.6-35b-a3b", "--gpu", "mi300x", "--max-model-len",
+                       "4096")
+    assert code == 2 and "runs no nvfp4-w4a16 weights on mi300x" in err
+    code, out, err = run(capsys, "plan", "qwen3.6-35b-a3b", "--gpus", "h100,mi300x", "--rate",
+                         "1", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "100", "--max-gpus", "2",
+                         "--json")
+    assert code == 0, err
+    assert "mi300x" not in json.dumps(json.loads(out).get("winner"))
+
+
+def test_the_page_offers_each_cards_llama_cpp_build(tmp_path: Path) -> None:
+    from ridgeline.page import page_data
+
+    data = page_data(["llama-3.1-8b"], ["h100-sxm", "mi300x"], [1], ["bf16"], ["fp16"],
+                     "llama.cpp")
+    engines = {key.split("|")[1]: c["engine"] for key, c in data["combos"].items()}
+    assert engines == {"h100-sxm": "llama.cpp-cuda", "mi300x": "llama.cpp-rocm"}
+
+
+def test_a_measurement_row_naming_llama_cpp_runs_its_cards_build() -> None:
+    from ridgeline.measurements import Measurement
+    from ridgeline.predict import row_engine
+
+    row = Measurement(id="x", model="llama-3.1-8b", weights_dtype="q4_k_m", kv_dtype="f16",
+                      gpu="mi300x", num_gpus=1, tp=1, batch=1, input_len=0, output_len=128,
+                      context_len=128, metric="decode_tok_s_per_user", value=100.0,
+                      unit="tok/s", engine="llama.cpp", source="", notes="")
+    assert row_engine(row) == "llama.cpp-rocm"

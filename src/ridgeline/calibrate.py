@@ -20,7 +20,7 @@ from ridgeline.engines import EngineProfile, accelerator_group, engine_id
 from ridgeline.errors import InputError
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.measurements import KV_METRICS, Measurement
-from ridgeline.predict import Prediction, deployment_for, predict
+from ridgeline.predict import Prediction, deployment_for, predict, row_engine
 
 START = EngineProfile("start", 0.7, 0.5, 3e-4, 5e-6, source="fit start")
 # The bundled fit pools these: CUDA-graph serving engines with a few rows each (vLLM and
@@ -120,7 +120,7 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
     """
     key = engine_id(engine)
     members = {engine_id(e) for e in family} | {key} if family is not None else {key}
-    mine = [r for r in performance_rows(rows) if engine_id(r.engine) in members]
+    mine = [r for r in performance_rows(rows) if row_engine(r) in members]
     if not mine:
         raise InputError(f"no throughput or latency rows for engine {engine!r} to fit")
     start = base or START  # a fixed start: the fit is reproducible, whatever is bundled
@@ -195,7 +195,7 @@ def beyond_roofline(rows: Sequence[Measurement]) -> list[tuple[Measurement, floa
     no efficiency up to 100 % fits them."""
     from ridgeline.cost import IDEAL
 
-    table = {engine_id(r.engine): replace(IDEAL, engine=engine_id(r.engine)) for r in rows}
+    table = {row_engine(r): replace(IDEAL, engine=row_engine(r)) for r in rows}
     out = []
     for row in performance_rows(rows):
         floor = predict(row, table).predicted
@@ -222,7 +222,7 @@ def _predictable(rows: Sequence[Measurement], table: Mapping[str, EngineProfile]
 
 def _fit_source(rows: Sequence[Measurement]) -> str:
     sources = ", ".join(sorted({r.source_key for r in rows}))
-    engines = sorted({engine_id(r.engine) for r in rows})
+    engines = sorted({row_engine(r) for r in rows})
     if len(engines) > 1:
         return f"fitted on {len(rows)} rows of {', '.join(engines)} together ({sources})"
     return f"fitted on {len(rows)} rows ({sources})"
@@ -232,7 +232,7 @@ def fit_profiles(rows: Sequence[Measurement],
                  engines: Iterable[str] | None = None) -> dict[str, EngineProfile]:
     """A profile per engine that has performance rows, at least as many as it has parameters
     (InputError otherwise)."""
-    names = sorted({engine_id(r.engine) for r in performance_rows(rows)})
+    names = sorted({row_engine(r) for r in performance_rows(rows)})
     if engines is not None:
         names = [engine_id(e) for e in engines if engine_id(e) in names]
     fitted: dict[str, EngineProfile] = {}

@@ -487,16 +487,14 @@ def default_engine(args: argparse.Namespace) -> str:
     return "llama.cpp-metal" if _vendor(args) == "apple" else "vllm"
 
 
-LLAMACPP_BUILDS = {"apple": "llama.cpp-metal", "amd": "llama.cpp-rocm",
-                   "intel": "llama.cpp-vulkan"}  # else the CUDA build
-
-
 def llamacpp_build_for(args: argparse.Namespace, name: str) -> str:
-    """'llama.cpp' unqualified: the build for the accelerator's vendor (Metal on a Mac, ROCm
-    on AMD), as the default engine picks; a named build as given."""
-    if normalise(name) not in ("llama.cpp", "llamacpp"):
+    """'llama.cpp' unqualified (alone or in a list): the build for the accelerator's vendor
+    (Metal on a Mac, ROCm on AMD), as the default engine picks; a named build as given."""
+    from ridgeline.engines import llamacpp_build
+
+    if not any(normalise(p.strip()) in ("llama.cpp", "llamacpp") for p in name.split(",")):
         return name
-    return LLAMACPP_BUILDS.get(_vendor(args), "llama.cpp-cuda")
+    return llamacpp_build(name, _vendor(args))
 
 
 def flash_attention(args: argparse.Namespace, engine: str) -> bool:

@@ -50,7 +50,9 @@ def cmd_page(args: argparse.Namespace) -> Any:
                          ("--kv-dtypes", kvs)):
         if len(set(values)) < len(values):
             raise InputError(f"{flag} names something twice")
-    data = page_data(models, gpus, counts, weights, kvs, args.engine)
+    # an unqualified 'llama.cpp' is each card's build, as in the comparisons
+    data = page_data(models, gpus, counts, weights, kvs,
+                     getattr(args, "engine_asked", None) or args.engine)
     try:
         Path(args.output).write_text(page_html(data, "ridgeline: the roofline"), "utf-8")
     except OSError as exc:

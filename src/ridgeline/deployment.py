@@ -84,9 +84,11 @@ def weights_platform_problem(plan: WeightPlan, accelerator: Accelerator, engine:
             and accelerator.family in TRTLLM_NO_FP8_FAMILIES:
         return (f"TensorRT-LLM runs fp8 from compute capability 8.9 (Ada, Hopper, Blackwell), "
                 f"not on {accelerator.id} ({accelerator.family}); try --weights bf16 or int8")
-    if "nvfp4" in formats and accelerator.family and accelerator.family not in NVFP4_FAMILIES \
-            and (engine == "trtllm" or accelerator.vendor not in ("nvidia", "measured", "")):
-        return (f"{engine} runs no nvfp4 weights on {accelerator.id} ({accelerator.family}): "
+    fp4 = sorted(f for f in formats if f.startswith("nvfp4"))
+    if (fp4 and accelerator.vendor not in ("nvidia", "measured", "")) or (
+            "nvfp4" in formats and engine == "trtllm" and accelerator.family
+            and accelerator.family not in NVFP4_FAMILIES):
+        return (f"{engine} runs no {fp4[0]} weights on {accelerator.id} ({accelerator.family}): "
                 "NVFP4 kernels are NVIDIA's" + (", Blackwell only in TensorRT-LLM"
                                                  if engine == "trtllm" else "")
                 + ("; try --weights awq-int4" if accelerator.family in NO_FP8_FAMILIES or (

@@ -141,6 +141,19 @@ MAX_OVERHEAD_S = 10.0  # a fixed cost per step or layer past this is not an engi
 MAX_MULTIPLIER = 100.0  # a group's efficiency multiplier, a band's upper edge
 
 
+# 'llama.cpp' unqualified: the build a card's vendor runs (else the CUDA build)
+LLAMACPP_BUILDS = {"apple": "llama.cpp-metal", "amd": "llama.cpp-rocm",
+                   "intel": "llama.cpp-vulkan"}
+
+
+def llamacpp_build(name: str, vendor: str) -> str:
+    """'llama.cpp' or 'llamacpp' as the build for ``vendor`` (Metal on a Mac, ROCm on AMD);
+    any other engine name, a comma-separated list's entries too, as given."""
+    names = [part.strip() for part in name.split(",")]
+    return ",".join(LLAMACPP_BUILDS.get(vendor, "llama.cpp-cuda")
+                    if normalise(part) in ("llama.cpp", "llamacpp") else part for part in names)
+
+
 def engine_id(name: str) -> str:
     key = normalise(name)
     key = _ALIASES.get(key, key)

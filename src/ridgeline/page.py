@@ -14,12 +14,12 @@ from typing import Any
 from ridgeline.catalog import resolve_model
 from ridgeline.cost import decode_batch, step_time_s
 from ridgeline.deployment import Deployment
-from ridgeline.engines import profile_for
+from ridgeline.engines import engine_id, llamacpp_build, profile_for
 from ridgeline.errors import InputError
 from ridgeline.floors import decode_floor
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.kvcache import kv_footprint
-from ridgeline.memory import EngineSettings, conversations, kv_pool
+from ridgeline.memory import EngineSettings, conversations, kv_pool, past_trained_context
 from ridgeline.plots import html_page
 from ridgeline.precision import kv_dtype
 from ridgeline.roofline import (
@@ -62,6 +62,8 @@ def _combo(model_id: str, gpu: str, count: int, weights: str, kv: str,
         held = conversations(pool, dep, c)
         # a batch runs where the engine's pool holds it and its seats seat it; one that does
         # not gets no speed (null: a gap in the charts), as decode gives it none
+        if past_trained_context(dep, c):  # the engine refuses this max_model_len
+            held = 0
         runs = [b <= min(held, pool.max_num_seqs) and decode_floor(dep, b, c).fit.fits
                 for b in BATCHES]
         floors = [decode_floor(dep, b, c) if ok else None for b, ok in zip(BATCHES, runs)]
@@ -80,9 +82,11 @@ def _combo(model_id: str, gpu: str, count: int, weights: str, kv: str,
 
 def page_data(models: Sequence[str], gpus: Sequence[str], counts: Sequence[int],
               weights: Sequence[str], kvs: Sequence[str], engine: str = "vllm") -> dict[str, Any]:
+    builds = {g: engine_id(llamacpp_build(engine, resolve_accelerator(g).vendor)) for g in gpus}
     for k in kvs:  # a cache format the engine lacks would silently empty every picker
-        if not kv_dtype(k).cached_by(engine):
-            raise InputError(f"{engine} has no {k} KV cache; offer --kv-dtypes it caches in")
+        for build in sorted(set(builds.values())):
+            if not kv_dtype(k).cached_by(build):
+                raise InputError(f"{build} has no {k} KV cache; offer --kv-dtypes it caches in")
     combos: dict[str, Any] = {}
     why: list[str] = []  # what kept each left-out combination from running
     for m in models:
@@ -91,7 +95,7 @@ def page_data(models: Sequence[str], gpus: Sequence[str], counts: Sequence[int],
                 for w in weights:
                     for k in kvs:
                         try:
-                            combos[f"{m}|{g}|{n}|{w}|{k}"] = _combo(m, g, n, w, k, engine)
+                            combos[f"{m}|{g}|{n}|{w}|{k}"] = _combo(m, g, n, w, k, builds[g])
                         except InputError as exc:
                             why.append(str(exc))
     if not combos:

@@ -369,11 +369,22 @@ class PlanResult:
         return self.candidates[0] if self.candidates else None
 
 
+def weight_choices(model: ModelSpec) -> list[str]:
+    """The weight formats a plan serves: a quantized checkpoint as stored (it is the file the
+    serve command names; re-quantizing it is another checkpoint), a bf16 one as is or at fp8."""
+    return ["as stored"] if model.stored_formats else ["bf16", "fp8"]
+
+
+def fastest_weights(model: ModelSpec, acc: Accelerator) -> str:
+    """The lightest of weight_choices this card runs: fp8 where it has fp8 matmuls."""
+    choices = weight_choices(model)
+    return "fp8" if "fp8" in choices and acc.has("fp8") else choices[0]
+
+
 def search_space(model: ModelSpec, gpus: Sequence[str], max_gpus: int
                  ) -> Iterable[tuple[str, int, int, str, str, tuple[int | None, int | None],
                                      bool]]:
-    formats = ["as stored"] if model.stored_formats else ["bf16"]
-    formats += ["fp8"]
+    formats = weight_choices(model)
     for gpu in gpus:
         acc = resolve_accelerator(gpu)
         node = node_size(acc)
@@ -643,7 +654,7 @@ def _disaggregated(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], 
     profile = profile_for(engine)
     for gpu in gpus:
         acc = resolve_accelerator(gpu)
-        weights = "fp8" if acc.has("fp8") else ("as stored" if model.stored_formats else "bf16")
+        weights = fastest_weights(model, acc)
         best: Candidate | None = None
         for tp in (1, 2, 4, 8):
             try:
@@ -728,7 +739,7 @@ def _closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],
         acc = resolve_accelerator(gpu)
         for tp in (n for n in (8, 4, 2, 1) if n <= max_gpus):  # the most the limit allows
             try:
-                dep = _deployment(model, acc, tp, 1, "fp8" if acc.has("fp8") else "bf16", "bf16",
+                dep = _deployment(model, acc, tp, 1, fastest_weights(model, acc), "bf16",
                                   engine=engine)
             except InputError:
                 continue

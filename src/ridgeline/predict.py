@@ -26,7 +26,7 @@ from functools import lru_cache
 from ridgeline.catalog import resolve_model
 from ridgeline.cost import Seq, decode_batch, step_time_s
 from ridgeline.deployment import Deployment
-from ridgeline.engines import EngineProfile, engine_id, profile_for
+from ridgeline.engines import EngineProfile, engine_id, llamacpp_build, profile_for
 from ridgeline.errors import InputError
 from ridgeline.floors import raw_fit
 from ridgeline.hardware import resolve_accelerator
@@ -67,10 +67,20 @@ class Prediction:
 
 
 @lru_cache(maxsize=4096)
+def row_engine(row: Measurement) -> str:
+    """The engine a row ran: 'llama.cpp' unqualified as the build its card's vendor runs."""
+    try:
+        vendor = resolve_accelerator(row.gpu).vendor
+    except InputError:  # an unknown card: the row is refused when it is predicted
+        vendor = ""
+    return engine_id(llamacpp_build(row.engine, vendor))
+
+
+@lru_cache(maxsize=4096)
 def deployment_for(row: Measurement) -> Deployment:
     model = resolve_model(row.model)
     acc = resolve_accelerator(row.gpu)
-    engine = engine_id(row.engine)
+    engine = row_engine(row)
     stored = set(model.stored_format_map.values())
     weights = _WEIGHTS.get(row.weights_dtype, row.weights_dtype)
     if engine.startswith("llama.cpp") and weights == "mxfp4" and "mxfp4" in stored:
