@@ -371,3 +371,19 @@ def test_a_bench_that_contradicts_itself_is_refused(tmp_path: Path, fields: dict
     path.write_text(json.dumps({"duration": 60, "mean_itl_ms": 25, **fields}))
     with pytest.raises(InputError, match=message):
         read_source(str(path))
+
+
+def test_a_scrape_time_in_milliseconds_is_refused() -> None:
+    from ridgeline.prometheus import split_scrapes
+
+    with pytest.raises(InputError, match="unix seconds, not milliseconds"):
+        split_scrapes("# scrape_time 1764500000000\nvllm:num_requests_running 1\n")
+
+
+def test_float_noise_between_a_count_and_its_inf_bucket_is_read() -> None:
+    from ridgeline.prometheus import parse_scrape
+
+    text = ("m_bucket{le=\"0.1\"} 719.9999999\nm_bucket{le=\"+Inf\"} 720.0000001\n"
+            "m_count 720\nm_sum 10")
+    h = parse_scrape(text).histogram("m")
+    assert h is not None and h.count == 720

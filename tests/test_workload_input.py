@@ -147,3 +147,12 @@ def test_arrivals_with_absurd_rates_or_burstiness_are_refused(
         kind: str, rate: float, burstiness: float) -> None:
     with pytest.raises(InputError, match=r"rate|burstiness"):
         gaps(kind, rate, burstiness)
+
+
+def test_a_trace_header_with_spaces_after_its_commas_is_read(tmp_path: Path) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s, prompt_tokens, output_tokens\n0, 100, 10\n")
+    assert [r.prompt_tokens for r in read_trace(str(trace))] == [100]
+    trace.write_text("when,prompt,out\n0,100,10\n")
+    with pytest.raises(InputError, match="its columns: when, prompt, out"):
+        read_trace(str(trace))

@@ -392,7 +392,7 @@ def from_bench(text: str, source: str) -> Observation:
                       for stat in ("mean", "median", "p90", "p99")}
             found = {("p50" if k == "median" else k): v for k, v in values.items() if v is not None}
             ranked = [found[k] for k in ("p50", "p90", "p99") if k in found]
-            if ranked != sorted(ranked):
+            if any(b < a * (1 - 1e-6) for a, b in itertools.pairwise(ranked)):
                 raise InputError(f"{source}: the {stem} percentiles fall as they rise "
                                  f"(p50 ≤ p90 ≤ p99 expected): {ranked}")
             if found:

@@ -28,6 +28,7 @@ _SCRAPE_MARK = re.compile(r"^#\s*scrape_time\s+([0-9]+(?:\.[0-9]*)?)\s*$")
 _SCRAPE_WORD = re.compile(r"^#\s*scrape_time\b")
 MAX_LATENCY_S = 1e7  # a request's latency: under four months, as for a bench result
 MIN_SCRAPE_GAP_S = 1.0  # Prometheus scrapes every 10-60 s; under a second a rate is noise
+MAX_UNIX_S = 1e11  # past the year 5000: a timestamp in milliseconds
 
 Samples = dict[str, list[tuple[dict[str, str], float]]]
 
@@ -71,14 +72,14 @@ def _checked(h: Histogram) -> Histogram:
     the +Inf bucket, and a mean inside the buckets that hold every observation."""
     previous = (0.0, 0.0)
     for edge, cumulative in h.buckets:
-        if cumulative < previous[1] * (1 - 1e-9):
+        if cumulative < previous[1] * (1 - 1e-6):
             raise InputError(f"{h.name}_bucket falls from {previous[1]:g} at le={previous[0]:g} "
                              f"to {cumulative:g} at le={edge:g}: buckets are cumulative")
         previous = (edge, cumulative)
     inf = dict(h.buckets).get(math.inf)
-    if inf is not None and abs(inf - h.count) > 1e-9 * max(inf, h.count, 1.0):
-        raise InputError(f"{h.name}_count is {h.count:g} but its +Inf bucket holds {inf:g}: "
-                         "they count the same observations")
+    if inf is not None and abs(inf - h.count) > 1e-6 * max(inf, h.count, 1.0):
+        raise InputError(f"{h.name}_count is {h.count:.12g} but its +Inf bucket holds "
+                         f"{inf:.12g}: they count the same observations")
     if h.count and h.name.endswith("_seconds") and h.sum / h.count > MAX_LATENCY_S:
         raise InputError(f"{h.name}_sum gives a mean of {h.sum / h.count:g} s over "
                          f"{h.count:g} observations: more than {MAX_LATENCY_S:g} s is not a "
@@ -162,7 +163,11 @@ def split_scrapes(text: str) -> list[Scrape]:
     for line in text.splitlines():
         mark = _SCRAPE_MARK.match(line.strip())
         if mark:
-            chunks.append((float(mark.group(1)), []))
+            seconds = float(mark.group(1))
+            if seconds > MAX_UNIX_S:
+                raise InputError(f"scrape_time {mark.group(1)} is past the year 5000: unix "
+                                 "seconds, not milliseconds")
+            chunks.append((seconds, []))
         elif _SCRAPE_WORD.match(line.strip()):
             raise InputError(f"{line.strip()[:80]!r}: a scrape_time is unix seconds, such as "
                              "'# scrape_time 1764500000'")

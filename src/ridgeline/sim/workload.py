@@ -263,8 +263,11 @@ def read_trace(path: str) -> list[Request]:
     file = Path(path).expanduser()
     try:
         text = file.read_text("utf-8-sig")
+    except FileNotFoundError:
+        raise InputError(f"no such trace file: {path}") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read trace {path} ({exc})") from None
+        raise InputError(f"cannot read trace {path} ({getattr(exc, 'strerror', None) or exc})"
+                         ) from None
     rows: list[tuple[int, object]] = []  # (line number, row)
     if file.suffix == ".jsonl":
         for number, line in enumerate(text.splitlines(), 1):
@@ -314,10 +317,12 @@ def _trace_tokens(value: object, name: str) -> int:
 
 def _column(row: dict[str, object], names: tuple[str, ...], path: str) -> str:
     for name in names:
-        if name in row:
-            return name
+        for key in row:  # "arrival_s, prompt_tokens": a space after the comma is not a name
+            if isinstance(key, str) and key.strip() == name:
+                return key
+    found = ", ".join(str(k).strip() for k in row if k is not None)
     raise InputError(f"{path}: no column among {', '.join(names)} (Azure layout: "
-                     f"{', '.join(_AZURE)})")
+                     f"{', '.join(_AZURE)}); its columns: {found}")
 
 
 def _seconds(value: object) -> float:
