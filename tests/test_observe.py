@@ -387,3 +387,16 @@ def test_float_noise_between_a_count_and_its_inf_bucket_is_read() -> None:
             "m_count 720\nm_sum 10")
     h = parse_scrape(text).histogram("m")
     assert h is not None and h.count == 720
+
+
+def test_a_bench_result_names_the_engine_it_measured(capsys: pytest.CaptureFixture[str],
+                                                     tmp_path: Path) -> None:
+    """SGLang's bench_serving writes "backend": "sglang": the batch is costed as SGLang runs
+    it, not with the default engine."""
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps({"backend": "sglang", "duration": 60, "completed": 100,
+                                "total_output_tokens": 25000, "output_throughput": 416.7,
+                                "mean_itl_ms": 20.0}))
+    assert read_source(str(path)).engine_family == "sglang"
+    assert main(["observe", str(path), "--model", "llama-3.1-8b", "--gpu", "h100"]) == 0
+    assert "(sglang)" in capsys.readouterr().out

@@ -472,12 +472,12 @@ def engine_for_metrics(family: str | None, args: argparse.Namespace) -> str:
     """The engine a source's metric names point to: llama-server's build for the card
     (Metal on Apple silicon, ROCm on AMD, CUDA otherwise), SGLang, or the default."""
     from ridgeline.cli import default_engine, load_accelerator
+    from ridgeline.engines import llamacpp_build
 
     if family == "sglang":
         return "sglang"
     if family == "llama.cpp":
-        vendor = load_accelerator(args).vendor
-        return {"apple": "llama.cpp-metal", "amd": "llama.cpp-rocm"}.get(vendor, "llama.cpp-cuda")
+        return llamacpp_build("llama.cpp", load_accelerator(args).vendor)
     return default_engine(args)
 
 

@@ -428,6 +428,9 @@ def from_bench(text: str, source: str) -> Observation:
     model = data.get("model_id")
     if isinstance(model, str) and model.strip():
         obs.model_names.append(model.strip())
+    backend = str(data.get("backend") or "").strip().lower()
+    if backend.startswith(("vllm", "sglang")):  # the server the benchmark ran against
+        obs.engine_family = "sglang" if backend.startswith("sglang") else "vllm"
     obs.notes.append("running batch estimated by Little's law: output tok/s × mean ITL")
     return obs
 
