@@ -214,6 +214,15 @@ class Deployment:
         if named and not cache.cached_by(engine):
             takes = ", ".join(k for k, d in kv_dtypes().items() if d.cached_by(engine))
             raise InputError(f"{engine} has no {cache.id} KV cache; it caches in {takes}")
+        if engine == "trtllm" and cache.id.startswith("fp8") \
+                and accelerator.family in TRTLLM_NO_FP8_FAMILIES:
+            raise InputError(f"TensorRT-LLM keeps no fp8 KV cache before compute capability 8.9 "
+                             f"(Ada, Hopper, Blackwell), not on {accelerator.id} "
+                             f"({accelerator.family}); try --kv-dtype int8 or bf16")
+        if engine == "trtllm" and cache.id == "fp4" and accelerator.family \
+                and accelerator.family not in NVFP4_FAMILIES:
+            raise InputError(f"TensorRT-LLM keeps an NVFP4 KV cache on Blackwell only, not on "
+                             f"{accelerator.id} ({accelerator.family}); try --kv-dtype fp8")
         if engine.startswith("llama.cpp"):
             model = llamacpp_attention(model)
         dep = cls(model, accelerator, plan, cache,
