@@ -400,3 +400,20 @@ def test_a_bench_result_names_the_engine_it_measured(capsys: pytest.CaptureFixtu
     assert read_source(str(path)).engine_family == "sglang"
     assert main(["observe", str(path), "--model", "llama-3.1-8b", "--gpu", "h100"]) == 0
     assert "(sglang)" in capsys.readouterr().out
+
+
+def test_a_restart_mid_window_keeps_every_latency_observation(tmp_path: Path) -> None:
+    """Histograms are read scrape to scrape, as the counters are: 100 -> 300 requests, a
+    restart, then 200 more is 400 observations in the window, not the last scrape's 200."""
+    def scrape(t: int, n: int) -> str:
+        return (f"# scrape_time {t}\nvllm:num_requests_running 4\n"
+                f"vllm:generation_tokens_total {n * 10}\n"
+                f'vllm:time_to_first_token_seconds_bucket{{le="0.1"}} {n}\n'
+                f'vllm:time_to_first_token_seconds_bucket{{le="+Inf"}} {n}\n'
+                f"vllm:time_to_first_token_seconds_count {n}\n"
+                f"vllm:time_to_first_token_seconds_sum {n * 0.05}\n")
+    path = tmp_path / "scrapes.txt"
+    path.write_text(scrape(1000, 100) + scrape(1015, 300) + scrape(1030, 200))
+    obs = read_source(str(path))
+    assert obs.latency_ms["ttft"]["count"] == 400
+    assert obs.latency_ms["ttft"]["mean"] == pytest.approx(50.0)

@@ -255,8 +255,7 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
         if hist is None:
             obs.notes.append(f"no {key} histogram ({' or '.join(family)})")
             continue
-        window = hist.minus(first.histogram(*family)) if timed else hist
-        obs.latency_ms[key] = _hist_ms(window)
+        obs.latency_ms[key] = _hist_ms(_window(scrapes, family) if timed else hist)
     prompt = last.value(*PROMPT_TOKENS)
     gen = last.value(*GENERATION_TOKENS)
     total = last.value(*REQUESTS)
@@ -280,6 +279,20 @@ def _slot_itl(scrapes: list[Scrape], obs: Observation, timed: bool) -> bool:
     obs.latency_ms["itl"] = {"mean": seconds / tokens * 1e3}
     obs.notes.append("ITL: llama-server's generation seconds per generated token (mean only)")
     return True
+
+
+def _window(scrapes: list[Scrape], names: tuple[str, ...]) -> Histogram:
+    """A histogram's observations over the window, scrape to scrape, as _increase counts a
+    counter: a restart between two scrapes keeps the later one's whole."""
+    hists = [s.histogram(*names) for s in scrapes]
+    last = hists[-1]
+    assert last is not None
+    window: Histogram | None = None
+    for before, after in itertools.pairwise(hists):
+        if after is not None:
+            part = after.minus(before)
+            window = part if window is None else window.plus(part)
+    return window or last
 
 
 def _increase(scrapes: list[Scrape], names: tuple[str, ...], obs: Observation) -> float | None:

@@ -107,6 +107,14 @@ class Histogram:
         return Histogram(self.name, tuple((e, c - before.get(e, 0.0)) for e, c in self.buckets),
                          self.sum - earlier.sum, self.count - earlier.count)
 
+    def plus(self, other: Histogram) -> Histogram:
+        """Two windows' observations together (the parts of a window a restart split)."""
+        edges = dict(self.buckets)
+        for edge, count in other.buckets:
+            edges[edge] = edges.get(edge, 0.0) + count
+        return Histogram(self.name, tuple(sorted(edges.items())), self.sum + other.sum,
+                         self.count + other.count)
+
     @property
     def mean(self) -> float:
         return self.sum / self.count if self.count else math.nan
