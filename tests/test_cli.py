@@ -866,7 +866,7 @@ def test_no_speed_past_the_models_positions_or_for_a_prompt_that_does_not_fit(
     assert code == 0 and json.loads(out)["points"][0]["expected"] is None
     code, out, _ = run(capsys, "prefill", "llama-3.1-8b", "--gpu", "h200", "--num-gpus", "8",
                        "--prompt-len", "500000")
-    assert "vllm refuses a max_model_len of 500,000" in out
+    assert "vllm refuses --max-model-len 500,000" in out
     code, out, _ = run(capsys, "prefill", "llama-3.1-405b", "--gpu", "h100", "--prompt-len",
                        "2000")
     assert "(arithmetic only: no engine can run this)" in out

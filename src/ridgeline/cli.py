@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from ridgeline import __version__
-from ridgeline.catalog import normalise
 from ridgeline.errors import InputError, shorten, shorten_runs
 from ridgeline.render import render
 from ridgeline.units import GIB, MIB, parse_count, parse_count_list, require_positive
@@ -456,10 +455,8 @@ def one_card(args: argparse.Namespace, name: str) -> argparse.Namespace:
     unqualified 'llama.cpp' to that card's build)."""
     one = argparse.Namespace(**{**vars(args), "gpu": name})
     asked = getattr(args, "engine_asked", None)
-    if isinstance(asked, str):
-        one.engine = llamacpp_build_for(one, asked)
-    elif isinstance(asked, list):
-        one.engine = [llamacpp_build_for(one, e) for e in asked]
+    if asked is not None:
+        one.engine = llamacpp_builds_for(one, asked)
     return one
 
 
@@ -487,14 +484,18 @@ def default_engine(args: argparse.Namespace) -> str:
     return "llama.cpp-metal" if _vendor(args) == "apple" else "vllm"
 
 
-def llamacpp_build_for(args: argparse.Namespace, name: str) -> str:
-    """'llama.cpp' unqualified (alone or in a list): the build for the accelerator's vendor
-    (Metal on a Mac, ROCm on AMD), as the default engine picks; a named build as given."""
-    from ridgeline.engines import llamacpp_build
+def llamacpp_builds_for(args: argparse.Namespace, asked: Any) -> Any:
+    """--engine as given (a name, or a repeated flag's list): an unqualified 'llama.cpp' as
+    the build for the accelerator's vendor (Metal on a Mac, ROCm on AMD), as the default
+    engine picks; a named build as given."""
+    from ridgeline.engines import llamacpp_build, names_plain_llamacpp
 
-    if not any(normalise(p.strip()) in ("llama.cpp", "llamacpp") for p in name.split(",")):
-        return name
-    return llamacpp_build(name, _vendor(args))
+    names = asked if isinstance(asked, list) else [asked]
+    if not any(isinstance(n, str) and names_plain_llamacpp(n) for n in names):
+        return asked
+    vendor = _vendor(args)
+    built = [llamacpp_build(n, vendor) for n in names]
+    return built if isinstance(asked, list) else built[0]
 
 
 def flash_attention(args: argparse.Namespace, engine: str) -> bool:
@@ -588,13 +589,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if getattr(args, "engine_by_accelerator", False) and args.engine is None:
             args.engine = default_engine(args)
-        engine = getattr(args, "engine", None)
-        if isinstance(engine, str):
-            args.engine_asked = engine  # a comparison picks each card's llama.cpp build
-            args.engine = llamacpp_build_for(args, engine)
-        elif isinstance(engine, list):
-            args.engine_asked = engine
-            args.engine = [llamacpp_build_for(args, e) for e in engine]
+        if getattr(args, "engine", None) is not None:
+            args.engine_asked = args.engine  # a comparison picks each card's llama.cpp build
+            args.engine = llamacpp_builds_for(args, args.engine)
         report = args.handler(args)
         if getattr(args, "plot", None):
             from ridgeline.plots import save

@@ -159,7 +159,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
 
     from ridgeline.deployment import Deployment
     from ridgeline.engines import engine_id
-    from ridgeline.memory import kv_pool, past_trained_context, refuses_to_start
+    from ridgeline.memory import context_refusal, kv_pool, refuses_to_start
     from ridgeline.reports.simulate import SimulateReport
     from ridgeline.sim.config import sim_config
     from ridgeline.sim.simulator import Simulator
@@ -214,10 +214,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         from ridgeline.memory import check_host_memory_for
 
         check_host_memory_for(dep, config.num_blocks * config.block_size)
-    if settings.max_model_len and past_trained_context(dep, settings.max_model_len):
-        raise InputError(f"{engine} refuses --max-model-len {settings.max_model_len:,}, past "
-                         f"{dep.model.name}'s {dep.model.max_position_embeddings:,} positions "
-                         "(max_position_embeddings)")
+    if settings.max_model_len and context_refusal(dep, settings.max_model_len):
+        raise InputError(context_refusal(dep, settings.max_model_len))
     if settings.max_model_len and refuses_to_start(kv_pool(dep, settings), dep,
                                                    settings.max_model_len):
         raise InputError(f"does not fit: {engine} would refuse to start, its KV pool holding "

@@ -146,12 +146,17 @@ LLAMACPP_BUILDS = {"apple": "llama.cpp-metal", "amd": "llama.cpp-rocm",
                    "intel": "llama.cpp-vulkan"}
 
 
+def names_plain_llamacpp(name: str) -> bool:
+    """Whether an engine name (or any entry of a comma-separated list) is 'llama.cpp' with no
+    build named."""
+    return any(normalise(part.strip()) in ("llama.cpp", "llamacpp") for part in name.split(","))
+
+
 def llamacpp_build(name: str, vendor: str) -> str:
     """'llama.cpp' or 'llamacpp' as the build for ``vendor`` (Metal on a Mac, ROCm on AMD);
     any other engine name, a comma-separated list's entries too, as given."""
-    names = [part.strip() for part in name.split(",")]
     return ",".join(LLAMACPP_BUILDS.get(vendor, "llama.cpp-cuda")
-                    if normalise(part) in ("llama.cpp", "llamacpp") else part for part in names)
+                    if names_plain_llamacpp(part) else part.strip() for part in name.split(","))
 
 
 def engine_id(name: str) -> str:

@@ -529,6 +529,17 @@ def past_trained_context(dep: Deployment, context: int) -> bool:
     return limit is not None and context > limit and not dep.engine.startswith("llama.cpp")
 
 
+def context_refusal(dep: Deployment, context: int) -> str:
+    """Why the engine refuses this max_model_len outright (past the model's positions), or
+    "": one message for decode, prefill, fit and simulate."""
+    if not past_trained_context(dep, context):
+        return ""
+    return (f"{dep.engine} refuses --max-model-len {context:,}, past {dep.model.name}'s "
+            f"{dep.model.max_position_embeddings:,} positions (max_position_embeddings)"
+            + ("; VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 overrides it, for a model not trained that "
+               "long" if dep.engine == "vllm" else ""))
+
+
 def engine_holds(dep: Deployment, context: int, enforce_eager: bool = False) -> int | None:
     """Sequences of ``context`` tokens the deployment's engine runs at once, as ``decode``
     and ``prefill`` ask (vLLM's offline usage); llama.cpp given one slot per sequence; None

@@ -62,16 +62,6 @@ def _split(dep: Deployment) -> str:
     return " (-sm tensor: each layer split over the GPUs)"
 
 
-def _refusal(dep: Deployment, engine: str, context: int) -> str:
-    """Why the engine refuses this context outright, or "": past the model's positions."""
-    from ridgeline.memory import past_trained_context
-
-    if not past_trained_context(dep, context):
-        return ""
-    return (f"{engine} refuses a max_model_len of {context:,}, past {dep.model.name}'s "
-            f"{dep.model.max_position_embeddings:,} positions (max_position_embeddings)")
-
-
 _NOT_REACHED = ("expected on {engine}: nothing: {engine} cannot run a batch of {batch:,} at this "
                 "context (below), so no step of that size happens")
 
@@ -335,11 +325,13 @@ class DecodeReport:
         return [*self._seat_lines(engine), *(f"caution: {c}" for c in self.cautions)]
 
     def _seat_lines(self, engine: str) -> list[str]:
+        from ridgeline.memory import context_refusal
+
         # a batch run, as vLLM's offline LLM class sizes it (its defaults differ from serve's)
         fit = "`ridgeline fit --usage offline`" if engine == "vllm" else "`ridgeline fit`"
         return [f"{engine}'s KV pool runs at most {b:,} {plural(b, 'sequence')} at {c:,} "
                 f"{plural(c, 'token')} of context ({fit} for the breakdown)" if b else
-                _refusal(self.deployment, engine, c) or
+                context_refusal(self.deployment, c) or
                 f"{engine} cannot hold one sequence of {c:,} {plural(c, 'token')} "
                 f"beside these weights: it would refuse to start ({fit} for the breakdown)"
                 for c, b in self.pool_batch]
@@ -515,10 +507,12 @@ class PrefillReport:
         if not f.fit.fits:
             return [*lines, *_no_expectation(self.deployment, e.engine)]
         if not self.runs:
+            from ridgeline.memory import context_refusal
+
             fit = "`ridgeline fit --usage offline`" if e.engine == "vllm" else "`ridgeline fit`"
             held = self.pool_batch or 0
             return [*lines, f"expected on {e.engine}: nothing: " + (
-                _refusal(self.deployment, e.engine, f.prompt_len) or
+                context_refusal(self.deployment, f.prompt_len) or
                 f"{e.engine} cannot hold one {f.prompt_len:,}-token prompt beside these weights: "
                 f"it would refuse to start ({fit} for the breakdown)" if not held else
                 f"its KV pool holds {held:,} {plural(held, 'prompt')} of {f.prompt_len:,} tokens "

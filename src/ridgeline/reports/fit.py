@@ -18,6 +18,7 @@ from ridgeline.layouts import CHUNKED, MAMBA
 from ridgeline.memory import (
     EngineSettings,
     KVPool,
+    context_refusal,
     conversation_bytes,
     conversations,
     device_memory_note,
@@ -215,12 +216,8 @@ class FitReport:
         verdict = self.verdict.upper() if self.verdict == DOES_NOT_FIT else self.verdict
         headline = (f"{verdict}: {self.conversations:,} "
                     f"{plural(self.conversations, 'conversation')} of {self.context:,} tokens")
-        if self.verdict == DOES_NOT_FIT and past_trained_context(d, self.context):
-            headline = (f"DOES NOT FIT: {p.engine} refuses --max-model-len {self.context:,}, "
-                        f"past {d.model.name}'s {d.model.max_position_embeddings:,} positions "
-                        "(max_position_embeddings)" + (
-                            "; VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 overrides it, for a model not "
-                            "trained that long" if p.engine == "vllm" else ""))
+        if self.verdict == DOES_NOT_FIT and context_refusal(d, self.context):
+            headline = f"DOES NOT FIT: {context_refusal(d, self.context)}"
         elif self.verdict == DOES_NOT_FIT:
             short = self.shortfall_bytes / GIB
             headline += (f" against a target of {max(1, self.target or 1):,}; the pool is short "
