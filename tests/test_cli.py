@@ -961,7 +961,7 @@ def test_validate_strict_fails_a_run_with_an_unreadable_row(
     assert code == 0 and "1 unreadable" in out
     code, out, err = run(capsys, "validate", str(path), "--summary", "--strict")
     assert code == 2 and "1 unreadable" in out
-    assert err == "ridgeline: error: --strict: 1 rows unreadable and 0 without a prediction " \
+    assert err == "ridgeline: error: --strict: 1 row unreadable and 0 without a prediction " \
         "(listed above)\n"
 
 

@@ -373,6 +373,18 @@ def test_a_bench_that_contradicts_itself_is_refused(tmp_path: Path, fields: dict
         read_source(str(path))
 
 
+def test_a_scrape_without_its_time_among_timed_ones_is_refused() -> None:
+    """Rates need every scrape's time: an untimed first scrape had been read as 'a single
+    scrape', dropping the timed ones after it."""
+    from ridgeline.prometheus import split_scrapes
+
+    text = ("vllm:num_requests_running 1\n# scrape_time 1764500000\n"
+            "vllm:num_requests_running 2\n# scrape_time 1764500010\nvllm:num_requests_running 3\n")
+    with pytest.raises(InputError, match="scrape 1 of 3 has no '# scrape_time"):
+        split_scrapes(text)
+    assert [s.time_s for s in split_scrapes(text.split("\n", 1)[1])] == [1764500000, 1764500010]
+
+
 def test_a_scrape_time_in_milliseconds_is_refused() -> None:
     from ridgeline.prometheus import split_scrapes
 

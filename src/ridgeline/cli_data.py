@@ -186,6 +186,7 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
     from ridgeline.calibrate import beyond_roofline, error_stats, fit_profiles, validate
     from ridgeline.measurements import read_measurement_files
     from ridgeline.reports.validation import CalibrationReport
+    from ridgeline.units import plural
 
     _check_output(args.output, args.file)
     _register_gpu_files(args)
@@ -201,6 +202,10 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
                     "decoding?)" for r, floor in beyond)
     if not rows:
         raise InputError(f"{files}: every row is past its roofline ({skipped[0]})")
+    if args.strict and (result.errors or skipped):  # for CI: nothing written from a partial set
+        n, m = len(result.errors), len(skipped)
+        raise InputError(f"--strict: {n} {plural(n, 'row')} unreadable and {m} past the "
+                         f"roofline, no profile written: {(*result.errors, *skipped)[0]}")
     profiles = fit_profiles(rows, args.engine)
     if not profiles:
         raise InputError(f"{files}: no throughput or latency rows to fit")
@@ -298,5 +303,8 @@ def register(sub: Any) -> None:
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="profile JSON to write")
     p.add_argument("--engine", action="append", type=_typed(_engine_name),
                    help="fit only this engine (repeatable)")
+    p.add_argument("--strict", action="store_true",
+                   help="exit 2, writing nothing, when a row is unreadable or past its roofline "
+                   "(for CI)")
     _output(p)
     p.set_defaults(handler=cmd_calibrate)

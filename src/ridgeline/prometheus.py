@@ -190,4 +190,8 @@ def split_scrapes(text: str) -> list[Scrape]:
                if any(x.strip() and not x.startswith("#") for x in lines)]
     if not scrapes:
         raise InputError("no Prometheus samples found")
+    untimed = [i for i, s in enumerate(scrapes, 1) if s.time_s is None]
+    if len(scrapes) > 1 and untimed:
+        raise InputError(f"scrape {untimed[0]} of {len(scrapes)} has no '# scrape_time <unix "
+                         "seconds>' line before it: rates need every scrape's time")
     return scrapes

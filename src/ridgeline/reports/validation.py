@@ -14,6 +14,7 @@ from ridgeline.explain import Quantity, Step, q, step
 from ridgeline.measurements import KV_METRICS, Measurement
 from ridgeline.predict import Prediction, deployment_for, kv_row_settings
 from ridgeline.render import table
+from ridgeline.units import plural
 
 # how predict.py turns step times into each metric (its docstring has the definitions)
 METRIC_FORMULAS = {
@@ -110,7 +111,8 @@ class ValidationReport:
         missing = sum(p.predicted is None for p in self.predictions)
         if not self.strict or not (missing or self.read_errors):
             return ""
-        return (f"--strict: {len(self.read_errors)} rows unreadable and {missing} without a "
+        n = len(self.read_errors)
+        return (f"--strict: {n} {plural(n, 'row')} unreadable and {missing} without a "
                 "prediction (listed above)")
 
     def _by(self, column: str) -> list[ErrorStats]:
