@@ -924,6 +924,23 @@ def test_llama_cpp_unqualified_picks_each_compared_cards_build(
     assert code == 0, err
 
 
+def test_an_accelerator_record_may_not_take_a_catalog_id_or_anothers(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A record named 'H100' would re-card every row that names the catalog's H100."""
+    record = json.loads(run(capsys, "hardware", "h200", "--json")[1])
+    for n, name in enumerate(("h100-sxm", "H100")):
+        path = tmp_path / f"g{n}.json"
+        path.write_text(json.dumps({**record, "id": name}))
+        code, _, err = run(capsys, "validate", str(MEASUREMENTS), "--gpu-file", str(path))
+        assert code == 2 and f"record id {name!r} is the catalog's h100-sxm" in err
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    for path in (first, second):
+        path.write_text(json.dumps({**record, "id": "lab-card", "name": path.name}))
+    code, _, err = run(capsys, "validate", str(MEASUREMENTS), "--gpu-file", str(first),
+                       "--gpu-file", str(second))
+    assert code == 2 and "both hold the id 'lab-card'" in err
+
+
 def test_fit_refuses_a_context_past_the_models_positions_as_decode_does(
         capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "fit", "llama-3.1-8b", "--gpu", "h200", "--num-gpus", "8",

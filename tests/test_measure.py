@@ -265,6 +265,7 @@ def test_a_grid_the_device_cannot_hold_is_refused_before_it_allocates(
             (["--contexts", "1000000000000", "--skip-probes"], "nothing in the grid fits"),
             (["--device", "gpu0"], "unknown device 'gpu0'"),
             (["--gpu-id", ""], "gpu id is empty"),
+            (["--gpu-id", "H200"], "--gpu-id H200 is the catalog's h200-sxm"),
             (["--rated-gpu", "h2000"], "unknown accelerator")):
         refused(["measure", "--model", str(config), *argv, "-o", str(rows)], message, capsys)
     from ridgeline.model import ModelSpec

@@ -72,8 +72,14 @@ def _torch_device(text: str) -> str:
 def _register_gpu_files(args: argparse.Namespace) -> None:
     from ridgeline.hardware import load_accelerator_file, register
 
+    seen: dict[str, str] = {}
     for path in args.gpu_file or []:
-        register(load_accelerator_file(path))
+        record = load_accelerator_file(path)
+        if record.id in seen:
+            raise InputError(f"--gpu-file {path} and {seen[record.id]} both hold the id "
+                             f"{record.id!r}: rows naming it would take one of them")
+        seen[record.id] = path
+        register(record)
 
 def cmd_measure(args: argparse.Namespace) -> Any:
     from pathlib import Path
@@ -82,6 +88,13 @@ def cmd_measure(args: argparse.Namespace) -> Any:
     from ridgeline.measure import accelerator_record, measure, write_record, write_rows
 
     resolve_model(args.model)  # what can be refused before minutes of measuring
+    if args.gpu_id:
+        from ridgeline.hardware import catalog_id_named
+
+        taken = catalog_id_named(args.gpu_id)
+        if taken:
+            raise InputError(f"--gpu-id {args.gpu_id} is the catalog's {taken}: the measured "
+                             f"record needs an id of its own (e.g. my-{taken})")
     if args.rated_gpu:
         from ridgeline.hardware import resolve_accelerator
 

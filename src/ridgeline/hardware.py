@@ -219,8 +219,18 @@ _USER: dict[str, Accelerator] = {}
 
 
 def register(acc: Accelerator) -> None:
-    """Make a user's accelerator (``--gpu-file``, ``ridgeline measure``) resolvable by id."""
+    """Make a user's accelerator (``--gpu-file``, ``ridgeline measure``) resolvable by id; an
+    id the catalog already answers to would silently re-card every row that names it."""
+    taken = catalog_id_named(acc.id)
+    if taken:
+        raise InputError(f"accelerator record id {acc.id!r} is the catalog's {taken}: rows "
+                         "naming it would take this record; give the record an id of its own")
     _USER[normalise(acc.id)] = acc
+
+
+def catalog_id_named(name: str) -> str | None:
+    """The catalog id that ``name`` is (an id, a name or an alias), else None."""
+    return _names().get(normalise(name))
 
 
 def resolve_accelerator(name: str) -> Accelerator:
