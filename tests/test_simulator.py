@@ -486,3 +486,51 @@ def test_fast_path_frees_a_steps_finished_prompts_after_its_decodes() -> None:
     slow = Simulator(dep, PROFILE, config(False)).run(iter(workload))
     assert fast.percentiles("ttft")["p90"] == pytest.approx(slow.percentiles("ttft")["p90"],
                                                             rel=0.005)
+
+
+def test_a_released_requests_tail_is_evicted_first_so_its_prefix_survives() -> None:
+    """vLLM frees a request's blocks in reverse order: an allocation that evicts one of
+    them takes the last, and the request comes back to a two-block prefix, not to none."""
+    pool = BlockPool(4, 16)
+    r = Request(0, 0.0, 48, 5)
+    assert pool.admit(r) == 0 and pool.grow(r, 48)
+    r.num_computed = 48
+    pool.retire(r)  # preempted: its three full blocks stay cached
+    pool.take(2)  # the free block, then one cached block
+    assert pool.cached_prefix(r) == [(-1, 0), (-1, 1)]
+
+
+def test_a_step_that_preempts_admits_nobody() -> None:
+    """vLLM V1 visits the waiting queue only in a step that preempted nothing: the victim
+    is not re-admitted into the blocks it has just given up (it had thrashed)."""
+    from ridgeline.sim.scheduler import Scheduler, SchedulerConfig
+
+    pool = BlockPool(5, 16, prefix_caching=False)
+    s = Scheduler(SchedulerConfig(max_num_seqs=64, max_num_batched_tokens=32), pool)
+    a, b = Request(0, 0.0, 16, 40), Request(1, 0.0, 64, 5)
+    s.add(a)
+    s.add(b)
+    assert [(x.request, x.tokens) for x in s.schedule(0.0)] == [(a, 16), (b, 16)]
+    a.num_computed, a.num_generated, b.num_computed = 16, 1, 16
+    assert [(x.request, x.tokens) for x in s.schedule(0.1)] == [(a, 1), (b, 31)]
+    a.num_computed, a.num_generated, b.num_computed = 17, 2, 47
+    step = s.schedule(0.2)  # b needs a fourth block, the pool is full: b is preempted
+    assert [(x.request, x.tokens) for x in step] == [(a, 1)]
+    assert list(s.waiting) == [b] and s.preemptions == 1
+    assert pool.could_admit(b, 31)  # it would have got back in at once
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_inter_token_gaps_add_up_to_each_requests_decode_time(fast: bool) -> None:
+    """ITL is what a streaming client times between tokens: under preemption a request's
+    gaps include its stall, so (without speculation) they sum to finish − first token and
+    their mean is the token-weighted TPOT."""
+    w = Workload(40, "300", "200", seed=3)
+    requests = list(w)
+    sim = Simulator(DEP, PROFILE, small_config(120, fast=fast))
+    result = sim.run(iter(requests))
+    assert result.preemptions > 0 and result.completed == 40
+    itl = result.rec.hist["itl"]
+    assert itl.total == sum(r.output_tokens - 1 for r in requests)
+    assert itl.sum == pytest.approx(sum(r.finish_s - r.first_token_s for r in requests),
+                                    rel=1e-9)

@@ -3,7 +3,8 @@
 Blocks of ``block_size`` tokens come from one pool. A full block of a shared prefix is
 registered under its key (group, index) — vLLM hashes the tokens of each full block,
 chained on the previous block's hash, so equal prefixes map to equal keys. A cached block
-nobody holds stays reusable until an allocation needs the space (LRU eviction).
+nobody holds stays reusable until an allocation needs the space (LRU eviction, a released
+request's blocks queued tail first, as vllm/v1/core/kv_cache_manager.py frees them).
 Invariant: held + free + evictable == total.
 """
 
@@ -132,8 +133,8 @@ class BlockPool:
         self.free += r.private_blocks
         self.held -= r.private_blocks
         r.private_blocks = 0
-        for key in r.shared:
-            self.refs[key] -= 1
+        for key in reversed(r.shared):  # tail first: the tail is evicted first, so what
+            self.refs[key] -= 1  # survives is still a prefix (vLLM frees in reverse order)
             if self.refs[key] == 0:
                 self.evictable[key] = None
                 self.held -= 1

@@ -28,6 +28,7 @@ class DecodeSet:
         self.block_size = block_size
         self.overhead = overhead_blocks  # fixed blocks per request (see BlockPool)
         self.windows = windows  # sliding-window sizes of the model's attention layers
+        self.step_end_s = 0.0  # when the latest step ended: every member's latest token
         self._reset()
 
     def _reset(self) -> None:
@@ -42,7 +43,7 @@ class DecodeSet:
     def add(self, r: Request, g: int) -> None:
         """r decodes from step g on: it holds the blocks for its cache, one token to feed."""
         base = r.num_computed - g
-        r.decode_base, r.decode_gen = base, r.num_generated - g
+        r.decode_base, r.decode_gen, r.decode_from = base, r.num_generated - g, g
         self.joins += 1
         r.decode_join = join = self.joins
         heapq.heappush(self.finishes, (g + r.output_tokens - r.num_generated, join, r))
@@ -112,6 +113,8 @@ class DecodeSet:
         """Write r's counters as they stand at step g."""
         r.num_computed = r.decode_base + g
         r.num_generated = r.decode_gen + g
+        if g > r.decode_from:  # it has had a token from each step since it joined
+            r.last_token_s = self.step_end_s
         r.private_blocks = -(-r.num_computed // self.block_size) + self.overhead - len(r.shared)
 
     def sync_all(self, g: int) -> None:

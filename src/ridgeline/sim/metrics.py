@@ -3,9 +3,10 @@
 Definitions (one place, used by every report):
 - TTFT: first token time − arrival. Queueing delay: first scheduled − arrival.
 - TPOT: (finish − first token) ÷ (output tokens − 1), per request (undefined for 1 token).
-- ITL: the gap between successive steps that give a request tokens (what a streaming client
-  sees between chunks), counted once per token the step gives. With speculative decoding a
-  step gives several tokens, so ITL exceeds TPOT; without it the two agree in the mean.
+- ITL: the gap between a request's successive tokens (what a streaming client sees between
+  chunks, as `vllm bench serve` times it: a preemption's stall is one long gap), counted once
+  per token the step gives. With speculative decoding a step gives several tokens, so ITL
+  exceeds TPOT; without it a request's gaps sum to its finish − first token.
 Every distribution is kept in a log histogram with 0.23%-wide bins, so memory stays flat
 however many requests run; percentiles are good to that width.
 - End-to-end: finish − arrival.

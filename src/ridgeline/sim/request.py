@@ -33,11 +33,13 @@ class Request:
     first_scheduled_s: float = -1.0
     first_token_s: float = -1.0
     finish_s: float = -1.0
+    last_token_s: float = -1.0  # when its latest token came out (a step's end)
     preemptions: int = 0
     reason: str = ""
     decode_base: int = 0  # while in a DecodeSet: cached tokens − the global step
     decode_gen: int = 0  # … and generated tokens − the global step
     decode_join: int = 0  # … and the number it joined under
+    decode_from: int = 0  # … and the global step it joined at
 
     @property
     def known_tokens(self) -> int:

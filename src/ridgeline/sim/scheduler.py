@@ -5,9 +5,9 @@ chunked prefills. Running requests go first, in order: each asks for what it has
 compute (one token in decode, 1 + draft tokens with speculative decoding; the rest of
 its prompt, cut to the budget, in prefill). If the pool has no block for a running
 request, the most recently admitted running request is preempted — its blocks freed, its
-tokens to be recomputed — until it fits. Then waiting requests are admitted first come,
-first served while budget, ``max_num_seqs`` seats and blocks last; the first one that
-cannot get its blocks stops admission (vllm/v1/core/sched/scheduler.py).
+tokens to be recomputed — until it fits. Then, unless this step preempted, waiting requests
+are admitted first come, first served while budget, ``max_num_seqs`` seats and blocks last;
+the first one that cannot get its blocks stops admission (vllm/v1/core/sched/scheduler.py).
 
 Simplified: one token budget and no separate limit on partial prefills; no priority
 scheduling; preempted requests recompute (V1's only mode), never swap.
@@ -63,6 +63,7 @@ class Scheduler:
         budget = self.config.max_num_batched_tokens
         out: list[Scheduled] = []
         spec = self.config.spec_tokens
+        preempted = False
         i = 0
         while i < len(self.running) and budget > 0:
             r = self.running[i]
@@ -76,6 +77,7 @@ class Scheduler:
                 i += 1
                 continue
             while not self.pool.grow(r, r.num_computed + n):
+                preempted = True
                 victim = self.preempt_last()
                 if victim is r:
                     break
@@ -84,7 +86,8 @@ class Scheduler:
             out.append(Scheduled(r, n, r.num_computed))
             budget -= n
             i += 1
-        self.admit_waiting(budget, now_s, out)
+        if not preempted:  # a step that preempted runs the running requests only
+            self.admit_waiting(budget, now_s, out)
         return out
 
     def admit_waiting(self, budget: int, now_s: float, out: list[Scheduled]) -> int:

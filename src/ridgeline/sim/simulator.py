@@ -221,8 +221,9 @@ class Simulator:
         n = min(partial.to_compute, budget - count) if partial is not None else 0
         grow = pool.blocks_for(partial.num_computed + n) - partial.blocks_held \
             if partial is not None and n > 0 else 0
+        preempted = False
         if need + max(grow, 0) > pool.available:
-            self._preempt_for_step()  # someone must give up its blocks
+            preempted = self._preempt_for_step()  # someone must give up its blocks
             count, partial = dset.count, self._partial
             n = min(partial.to_compute, budget - count) if partial is not None else 0
         else:
@@ -231,7 +232,8 @@ class Simulator:
         if partial is not None and n > 0:
             pool.grow(partial, partial.num_computed + n)
             chunks.append(Scheduled(partial, n, partial.num_computed))
-        s.admit_waiting(budget - count - n, self.now_s, chunks)
+        if not preempted:  # as the plain step: a step that preempted admits nobody
+            s.admit_waiting(budget - count - n, self.now_s, chunks)
         ones = [c.context for c in chunks if c.tokens == 1]  # one-token prompts
         prefills = [Seq(c.tokens, c.context) for c in chunks if c.tokens > 1]
         if self.timer.full_attention:
@@ -241,9 +243,11 @@ class Simulator:
             for w in keys:  # a one-token prompt reads its context + 1 keys, window-capped
                 keys[w] += sum(c + 1 if w is None else min(c + 1, w) for c in ones)
             dt = self.timer.keys_time_s(count + len(ones), keys, prefills)
+        started_s = self.now_s
         self.now_s += dt
         self.steps += 1
         self._g = g = g + 1
+        dset.step_end_s = self.now_s
         if self._unpublished:
             self._publish()
         itl_tokens = count
@@ -258,9 +262,10 @@ class Simulator:
                 continue
             if r.num_generated == 0:
                 r.first_token_s = self.now_s
-            else:
-                itl_tokens += 1  # a preempted request's recompute ends in its next token
+            else:  # a preempted request's recompute ends in its next token: the gap since
+                self._gap(r, started_s, rec, 1)  # its last one holds the stall
             r.num_generated += 1
+            r.last_token_s = self.now_s
             if r.prefix_group >= 0:
                 self.pool.register(r)
             if r.num_generated >= r.output_tokens:
@@ -301,12 +306,13 @@ class Simulator:
                 keep.append(r)
         self._unpublished = keep
 
-    def _preempt_for_step(self) -> None:
+    def _preempt_for_step(self) -> bool:
         """A block shortage, handled as the plain step handles it: the running requests in
         order each take the blocks this step needs, and while the pool cannot give them the
         newest running request is preempted (recompute; its full blocks stay cached). O(batch),
-        but only on the steps that run short."""
+        but only on the steps that run short. True if it preempted."""
         s, pool, dset, g = self.scheduler, self.pool, self.decodes, self._g
+        before = s.preemptions
         bs, budget = self.config.block_size, self.config.max_num_batched_tokens
         running, partial = s.running, self._partial
         i = 0
@@ -326,13 +332,14 @@ class Simulator:
                     dset.discard(victim, g)
                 s.preempt_last()
                 if victim is r:
-                    return  # nothing behind it is left to run
+                    return True  # nothing behind it is left to run
             if need > 0:
                 if r is partial:
                     pool.grow(r, r.num_computed + min(r.to_compute, budget - i))
                 else:
                     pool.take(need)
             i += 1
+        return s.preemptions > before
 
     def _could_admit(self, decodes: int) -> bool:
         """Could the head of the queue start next step? (then steps go one at a time)"""
@@ -386,6 +393,7 @@ class Simulator:
         self.now_s += k * (t0 + t_last) / 2
         self.steps += k
         self._g = g + k
+        dset.step_end_s = self.now_s
         if self._unpublished:
             self._publish()
         return self._close_step()
@@ -400,6 +408,7 @@ class Simulator:
     def _step(self, batch: list[Scheduled], rec: Recorder) -> list[Request]:
         shape = batch_shape(self.dep, [Seq(b.tokens, b.context) for b in batch])
         dt = self._time(shape, sum(1 for b in batch if b.tokens > 1 or b.request.num_generated))
+        started_s = self.now_s
         self.now_s += dt
         self.steps += 1
         finished = []
@@ -419,9 +428,12 @@ class Simulator:
                 gained = 1
             if r.num_generated == 0:
                 r.first_token_s = self.now_s
-            else:
-                itl_tokens += gained
+            elif r.last_token_s == started_s:
+                itl_tokens += gained  # it had a token from the step before: the gap is dt
+            else:  # back from preemption, or left out of a step the budget ran out in
+                self._gap(r, started_s, rec, gained)
             r.num_generated += gained
+            r.last_token_s = self.now_s
             if r.prefix_group >= 0:
                 self.pool.register(r)
             if r.num_generated >= r.output_tokens:
@@ -429,6 +441,11 @@ class Simulator:
         if itl_tokens:
             rec.itl(dt, itl_tokens)
         return finished
+
+    def _gap(self, r: Request, started_s: float, rec: Recorder, tokens: float) -> None:
+        """An inter-token gap that is not just this step: the client waited since r's last
+        token (a preemption's stall, or steps r sat out), as `vllm bench serve` times it."""
+        rec.itl(self.now_s - (r.last_token_s if r.last_token_s >= 0 else started_s), tokens)
 
     def _accepted(self, r: Request) -> int:
         carry = self._carry.get(r.id, 0.0) + self.tokens_per_step
