@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.cli import main
+from ridgeline.cost import Seq
 from ridgeline.engines import profile_for
 from ridgeline.errors import InputError
 from ridgeline.sim.blocks import BlockPool
@@ -534,3 +535,25 @@ def test_inter_token_gaps_add_up_to_each_requests_decode_time(fast: bool) -> Non
     assert itl.total == sum(r.output_tokens - 1 for r in requests)
     assert itl.sum == pytest.approx(sum(r.finish_s - r.first_token_s for r in requests),
                                     rel=1e-9)
+
+
+def test_a_speculative_step_charges_one_drafter_pass_over_a_prompt_and_graphs_verify() -> None:
+    """The drafter reads a prompt once (not drafts × the target's prefill), then drafts − 1
+    one-token passes for each sampling row; a verify batch (1 + drafts tokens a row) runs
+    as a graphed decode, at the decode step's overhead."""
+    from ridgeline.cost import batch_shape
+    from ridgeline.sim.timer import StepTimer
+
+    k, c = 3, 0.05
+    config = replace(small_config(5000), spec_tokens=k, spec_acceptance=0.7, spec_draft_cost=c)
+    sim = Simulator(DEP, PROFILE, config)
+    sim.run(iter([prompt := Request(0, 0.0, 2000, 5)]))
+    timer = StepTimer(DEP, PROFILE)
+    prefill = timer.time_s(batch_shape(DEP, [Seq(2000, 0)]))
+    draft = timer.time_s(batch_shape(DEP, [Seq(1, 2000)]))
+    assert prompt.first_token_s == pytest.approx(prefill * (1 + c) + (k - 1) * c * draft)
+    verify = batch_shape(DEP, [Seq(1 + k, 2000)])
+    graphed, eager = StepTimer(DEP, PROFILE, 1 + k).time_s(verify), timer.time_s(verify)
+    layers = DEP.model.num_layers
+    assert eager - graphed == pytest.approx(PROFILE.overhead_s(layers, True)
+                                            - PROFILE.overhead_s(layers, False))

@@ -156,3 +156,17 @@ def test_a_trace_header_with_spaces_after_its_commas_is_read(tmp_path: Path) -> 
     trace.write_text("when,prompt,out\n0,100,10\n")
     with pytest.raises(InputError, match="its columns: when, prompt, out"):
         read_trace(str(trace))
+
+
+@pytest.mark.parametrize("burstiness", [0.5, 4.0])
+def test_burstiness_is_the_gamma_shape_vllm_bench_serve_takes(burstiness: float) -> None:
+    """A value copied from `vllm bench serve --burstiness` gives the same traffic: below 1
+    burstier than Poisson (coefficient of variation 1/√b), at the same mean rate."""
+    import random
+    import statistics
+
+    draw, rng = gaps("gamma", 5.0, burstiness), random.Random(7)
+    sample = [draw(rng) for _ in range(40_000)]
+    mean = statistics.fmean(sample)
+    assert mean == pytest.approx(1 / 5.0, rel=0.03)
+    assert statistics.pstdev(sample) / mean == pytest.approx(burstiness ** -0.5, rel=0.05)

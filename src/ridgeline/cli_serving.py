@@ -578,7 +578,8 @@ def register(sub: Any) -> None:
     w.add_argument("--arrival", choices=["poisson", "gamma", "constant"],
                    help="open-loop arrivals (default poisson)")
     w.add_argument("--burstiness", type=_positive_float("burstiness"),
-                   help="gamma arrivals: coefficient of variation of the gaps")
+                   help="gamma arrivals' shape, as vllm bench serve's: below 1 burstier "
+                   "than Poisson (gaps' coefficient of variation 1/√burstiness)")
     w.add_argument("--prefix-groups", type=_count("prefix groups"), default=0,
                    help="requests share one of this many prompt prefixes")
     w.add_argument("--prefix-len", type=_count("prefix length"), default=0,
@@ -611,8 +612,9 @@ def register(sub: Any) -> None:
     g.add_argument("--spec-acceptance", type=float,
                    help=f"chance each draft token is accepted (default {SPEC_ACCEPTANCE})")
     g.add_argument("--spec-draft-cost", type=float,
-                   help="one draft token's cost as a share of a decode step (default "
-                   f"{SPEC_DRAFT_COST})")
+                   help="a drafter pass's cost as a share of the target model's time for "
+                   "the same tokens: one pass over the step's tokens, then drafts − 1 of one "
+                   f"token per sampling row (default {SPEC_DRAFT_COST})")
     p.add_argument("--slo-ttft-ms", type=_positive_float("TTFT SLO"))
     p.add_argument("--slo-tpot-ms", type=_positive_float("TPOT SLO"))
     p.add_argument("--export", metavar="FILE", type=_not_empty("export path"),

@@ -19,7 +19,7 @@ class SimConfig:
     overhead_blocks: int = 0  # blocks each request holds besides its tokens' (hybrid models)
     spec_tokens: int = 0  # speculative decoding: draft length
     spec_acceptance: float = 0.0  # chance each draft token is accepted
-    spec_draft_cost: float = 0.0  # one draft token's cost, as a share of a decode step
+    spec_draft_cost: float = 0.0  # a drafter pass's time ÷ the target's for the same tokens
     fast_path: bool = True
     max_steps: int = 50_000_000
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 
-from ridgeline.cost import BatchShape, Seq, batch_shape
+from ridgeline.cost import Seq, batch_shape
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.errors import InputError
@@ -65,7 +65,7 @@ class Simulator:
         self.tokens_per_step = sum(a**i for i in range(k + 1)) if k else 1.0
         self._carry: dict[int, float] = {}  # fractional accepted tokens per request
         self._line = (0.0, 0.0)  # the fast path's step-time line: (first step, slope)
-        self.timer = StepTimer(dep, profile)
+        self.timer = StepTimer(dep, profile, 1 + config.spec_tokens)
         self.decodes = DecodeSet(config.block_size, config.overhead_blocks,
                                  tuple(w for w in self.timer.windows if w is not None))
         self._bulk = config.fast_path and not config.spec_tokens
@@ -399,15 +399,23 @@ class Simulator:
         return self._close_step()
 
     # -- one step -------------------------------------------------------------------------
-    def _time(self, shape: BatchShape, decodes: int) -> float:
-        t = self.timer.time_s(shape)
-        if self.config.spec_tokens and decodes:
-            t += self.config.spec_tokens * self.config.spec_draft_cost * t
+    def _time(self, batch: list[Scheduled]) -> float:
+        """The step's time, and with speculative decoding its drafter's: one pass over the
+        step's tokens (an EAGLE head or draft model reads what the target read), then
+        drafts − 1 passes of one token for each row that samples, each pass at
+        ``spec_draft_cost`` of the target's time for the same tokens."""
+        t = self.timer.time_s(batch_shape(self.dep, [Seq(b.tokens, b.context) for b in batch]))
+        k, c = self.config.spec_tokens, self.config.spec_draft_cost
+        if k and c:
+            sampling = [Seq(1, b.context + b.tokens) for b in batch
+                        if b.context + b.tokens >= b.request.known_tokens]
+            t += c * t
+            if sampling and k > 1:
+                t += (k - 1) * c * self.timer.time_s(batch_shape(self.dep, sampling))
         return t
 
     def _step(self, batch: list[Scheduled], rec: Recorder) -> list[Request]:
-        shape = batch_shape(self.dep, [Seq(b.tokens, b.context) for b in batch])
-        dt = self._time(shape, sum(1 for b in batch if b.tokens > 1 or b.request.num_generated))
+        dt = self._time(batch)
         started_s = self.now_s
         self.now_s += dt
         self.steps += 1

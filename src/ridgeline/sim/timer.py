@@ -38,8 +38,12 @@ class StepTimer:
     contexts; they are evaluated on every call. Equal to shape_time_s (tested).
     """
 
-    def __init__(self, dep: Deployment, profile: EngineProfile = IDEAL) -> None:
+    def __init__(self, dep: Deployment, profile: EngineProfile = IDEAL,
+                 decode_tokens: int = 1) -> None:
         self.dep, self.profile = dep, profile
+        # a row's tokens in a decode step: 1, or 1 + drafts when verifying speculation, which
+        # vLLM runs as a uniform decode batch in its CUDA graphs (gpu_model_runner.py)
+        self.decode_tokens = decode_tokens
         # partial offload: steps priced whole by shape_time_s (its host terms), not remembered
         self._exact = dep.offload is not None
         rate = self._rate = _Rates(dep, profile)
@@ -77,7 +81,7 @@ class StepTimer:
         head = self._by_rows.get(rows)
         if head is None:
             head = self._by_rows[rows] = self._terms_time(1, rows, per_row=True)
-        total = fixed + head + self._overhead[tokens > rows]
+        total = fixed + head + self._overhead[tokens > rows * self.decode_tokens]
         if self._states:
             p, w = self._p, self._w
             shape = BatchShape(tokens, rows, ())

@@ -5,8 +5,9 @@ Length specs: ``512`` (fixed), ``uniform:128,1024``, ``normal:512,128``,
 ``lognormal:512,1.0`` (median, sigma), ``zipf:1.2,4096`` (exponent, maximum),
 ``file:lengths.txt`` (an empirical distribution: one number per line); every length is 1 to
 10,000,000 tokens. A shared prefix (``prefix_groups``, ``prefix_len``) is part of the prompt.
-Arrivals: ``poisson`` (exponential gaps), ``gamma`` (gaps with coefficient of variation
-``burstiness``; > 1 is burstier than Poisson), ``constant``.
+Arrivals: ``poisson`` (exponential gaps), ``gamma`` (gaps of shape ``burstiness``, as
+``vllm bench serve --burstiness``: below 1 burstier than Poisson, above 1 steadier; the gaps'
+coefficient of variation is 1/√burstiness), ``constant``.
 Traces: CSV or JSONL with arrival seconds, prompt tokens, output tokens; the Azure LLM
 inference trace layout (TIMESTAMP, ContextTokens, GeneratedTokens) is read as is.
 """
@@ -31,7 +32,7 @@ MAX_LENGTH_TOKENS = 10_000_000  # a prompt or output past any model's context (L
 MAX_LOGNORMAL_SIGMA = 10.0  # e^10 ≈ 22,000× per standard deviation; real loads sit near 1
 MAX_ZIPF_EXPONENT = 100.0  # past this every draw is 1
 MIN_RATE = 1e-6  # requests per second: one in ~12 days; slower, and the times lose precision
-BURSTINESS = (0.01, 100.0)  # gamma gaps' coefficient of variation: near-constant to extreme
+BURSTINESS = (0.01, 100.0)  # gamma shape: gaps' coefficient of variation 10 down to 0.1
 
 
 def length_sampler(spec: str, what: str) -> Sampler:
@@ -192,9 +193,9 @@ def gaps(kind: str, rate: float, burstiness: float = 1.0) -> Callable[[random.Ra
     if kind == "gamma":
         lo, hi = BURSTINESS
         if not (math.isfinite(burstiness) and lo <= burstiness <= hi):
-            raise InputError(f"burstiness (the gaps' coefficient of variation) must be {lo:g} "
-                             f"to {hi:g}, got {burstiness:g}")
-        shape = 1.0 / burstiness**2
+            raise InputError(f"burstiness (the gamma gaps' shape, as vllm bench serve's) must "
+                             f"be {lo:g} to {hi:g}, got {burstiness:g}")
+        shape = burstiness  # vllm/benchmarks/serve.py: gamma(shape=b, scale=1/(rate·b))
         scale = 1.0 / (rate * shape)
         return lambda rng: rng.gammavariate(shape, scale)
     raise InputError(f"unknown arrival process {kind!r} (poisson, gamma, constant)")
