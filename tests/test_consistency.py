@@ -68,6 +68,10 @@ def test_fit_judges_gpt_oss_on_a_b200_by_its_bf16_ridge(
     dense = next(p for p in roof["points"] if p["name"].startswith("dense weight matrices"))
     assert fit["ridge_batch"] == pytest.approx(dense["batch_to_ridge"]) == pytest.approx(281.25)
     assert fit["verdict"] == "clears the ridge"
+    for command in (["decode", "--batch", "1"], ["prefill", "--prompt-len", "2000"]):
+        table = run_json(capsys, command[0], "gpt-oss-120b", "--gpu", "b200,h100", *command[1:])
+        b200 = table["accelerators"][0]
+        assert b200["ridge_flop_per_byte"] == pytest.approx(fit["ridge_batch"])
 
 
 def test_the_recurrent_state_is_not_replicated_across_tensor_parallel_ranks(

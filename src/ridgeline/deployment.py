@@ -295,6 +295,13 @@ class Deployment:
         return step if step in dtypes else self._native_dtype(dtypes)
 
     @property
+    def dense_ridge_flop_per_byte(self) -> float:
+        """The ridge a step's dense weights are judged by: one stage's peak at their matmuls'
+        dtype ÷ its bandwidth (gpt-oss on a B200: bf16's 281, not its experts' fp4 1,125)."""
+        return (self.accelerator.peak(self.dense_compute_dtype) * self.tensor_parallel_size
+                / self.bandwidth_bytes_per_s)
+
+    @property
     def dense_compute_dtype(self) -> str:
         """The dtype of the matmuls every token runs: the largest linear category's other than
         the routed experts (gpt-oss: its bf16 attention; a dense model: the step's)."""

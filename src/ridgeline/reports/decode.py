@@ -380,7 +380,7 @@ def _dollars_per_million(dep: Deployment, tok_s: float) -> str:
 
 
 def _ridge(dep: Deployment) -> float:
-    return ridge_point(dep.peak_flops_per_s, dep.bandwidth_bytes_per_s)
+    return dep.dense_ridge_flop_per_byte
 
 
 @dataclass(frozen=True)
@@ -399,6 +399,7 @@ class _ByCard:
         return {"accelerators": [
             {"accelerator": r.deployment.accelerator.id,
              "price_per_device_hour_usd": r.deployment.accelerator.price_per_hour_usd,
+             "ridge_flop_per_byte": _ridge(r.deployment),
              **r.to_dict()} for r in self.reports]}
 
 
@@ -492,7 +493,10 @@ class PrefillReport:
 
     def text_lines(self) -> list[str]:
         f, dep, e = self.floor, self.deployment, self.expected
-        ridge = ridge_point(dep.peak_flops_per_s, dep.bandwidth_bytes_per_s)
+        ridge = f"ridge {_ridge(dep):,.0f}"
+        step_ridge = ridge_point(dep.peak_flops_per_s, dep.bandwidth_bytes_per_s)
+        if dep.compute_dtype != dep.dense_compute_dtype:  # gpt-oss: bf16 attention, fp4 experts
+            ridge += f" at {dep.dense_compute_dtype}, {step_ridge:,.0f} at {dep.compute_dtype}"
         lines = [] if f.fit.fits else [f.fit.headline()]
         lines += [
             _deployment_line(self.deployment),
@@ -501,7 +505,7 @@ class PrefillReport:
             f"  time       {f.time_s * 1e3:,.1f} ms (bound by {f.bound}) = TTFT floor",
             f"  throughput {f.tokens_per_s:,.0f} prompt tok/s",
             f"  intensity  {f.weight_intensity_flop_per_byte:,.0f} FLOP per byte of weights, "
-            f"{f.intensity_flop_per_byte:,.0f} over all bytes (ridge {ridge:,.0f})",
+            f"{f.intensity_flop_per_byte:,.0f} over all bytes ({ridge})",
         ]
         lines += [f"caution: {c}" for c in self.cautions]
         if not f.fit.fits:
