@@ -648,6 +648,20 @@ def test_utilization_compares_with_the_engines_pool(capsys: pytest.CaptureFixtur
     assert limit >= decode_limit > 0  # the same pool; decode's also caps at the seats
 
 
+@pytest.mark.parametrize(("model", "context", "reason"), [
+    ("gemma-3-27b", "131072", "would refuse to start"),
+    ("llama-3.1-8b", "200000", "refuses --max-model-len 200,000")])
+def test_utilization_holds_nothing_where_the_engine_would_not_start(
+        capsys: pytest.CaptureFixture[str], model: str, context: str, reason: str) -> None:
+    """As fit says: one conversation the pool cannot hold, or a context past the model's
+    positions, is no pool of 1 or 2 with 'room for more'."""
+    argv = ["--gpu", "h100", "--json"]
+    util = json.loads(run(capsys, "utilization", "--model", model, "--context", context,
+                          "--running", "1", *argv)[1])
+    fit = json.loads(run(capsys, "fit", model, "--max-model-len", context, *argv)[1])
+    assert util["kv_batch_limit"] == fit["conversations"] == 0 and reason in util["refusal"]
+
+
 def test_a_context_past_the_models_length_is_flagged(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "prefill", "llama-2-7b", "--gpu", "h100", "--prompt-len", "8000")
     assert code == 0 and "exceed llama-2-7b's 4,096-token context" in out

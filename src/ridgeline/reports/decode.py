@@ -569,6 +569,7 @@ class UtilizationReport:
     steps: tuple[Step, ...]
     caution: str = ""  # a context past the model's trained one
     experts: str = ""  # an MoE model: what the routed experts' share is
+    refusal: str = ""  # why the engine would not start at this context
 
     @property
     def ridge(self) -> float:
@@ -586,6 +587,7 @@ class UtilizationReport:
                 "bytes_per_weight": self.bytes_per_weight,
                 "kv_batch_limit": self.kv_batch_limit, "context": self.context,
                 "model": self.model, "experts": self.experts or None,
+                "refusal": self.refusal or None,
                 "cautions": [self.caution] if self.caution else []}
 
     def text_lines(self) -> list[str]:
@@ -597,13 +599,15 @@ class UtilizationReport:
         ]
         if self.kv_batch_limit is not None:
             engine = "llama.cpp" if self.accelerator.vendor == "apple" else "vLLM"
+            n = self.kv_batch_limit
             lines.append(f"{engine}'s KV pool for {self.model} (its "
                          f"{'vllm serve ' if engine == 'vLLM' else ''}defaults) holds "
-                         f"{self.kv_batch_limit:,} conversations of {self.context:,} tokens")
-            if self.kv_batch_limit < self.running:
+                         f"{n:,} {plural(n, 'conversation')} of {self.context:,} tokens"
+                         + (f": {self.refusal}" if self.refusal else ""))
+            if not self.refusal and self.kv_batch_limit < self.running:
                 lines.append("  the running batch exceeds what the pool holds at this context: "
                              "expect preemption, or the real contexts are shorter")
-            elif self.running < self.kv_batch_limit:
+            elif not self.refusal and self.running < self.kv_batch_limit:
                 lines.append("  there is room for more: the batch is capped by traffic or by "
                              "settings (--max-num-seqs), not by memory")
         lines.append("Read it from vllm:num_requests_running on /metrics, or 'Running: N reqs' "
@@ -615,9 +619,15 @@ def utilization_report(
     acc: Accelerator, running: int, compute_dtype: str = "bf16", bytes_per_weight: float = 2.0,
     dep: Deployment | None = None, context: int | None = None,
 ) -> UtilizationReport:
-    from ridgeline.memory import EngineSettings, conversations, kv_pool
+    from ridgeline.memory import (
+        EngineSettings,
+        context_refusal,
+        conversations,
+        kv_pool,
+        refuses_to_start,
+    )
 
-    limit = None
+    limit, refusal = None, ""
     if dep is not None and context is not None:  # the engine's pool at its defaults
         engine = "llama.cpp-metal" if acc.vendor == "apple" else "vllm"  # no vLLM on Metal
         dep = replace(dep, engine=engine)
@@ -627,7 +637,11 @@ def utilization_report(
                              f"({pool.weight_bytes / GIB:,.1f} GiB per GPU) and {engine}'s "
                              f"start-up overheads overflow {dep.num_gpus} x {acc.id} (see "
                              "`ridgeline fit`)")
-        limit = conversations(pool, dep, context)
+        refusal = context_refusal(dep, context) or (
+            f"{engine} would refuse to start, one {context:,}-token request being more than its "
+            "pool (`ridgeline fit` for the levers)" if refuses_to_start(pool, dep, context)
+            else "")
+        limit = 0 if refusal else conversations(pool, dep, context)
         bytes_per_weight = dep.bytes_per_weight_split[0]  # the weights every token reads
         compute_dtype = dep.dense_compute_dtype
     ridge = ridge_point(acc.peak(compute_dtype), acc.memory_bandwidth_bytes_per_s)
@@ -650,4 +664,5 @@ def utilization_report(
                    f"{expert_batch:,.0f})")
     return UtilizationReport(acc, compute_dtype, running, bytes_per_weight, limit, context,
                              dep.model.name if dep else None, steps,
-                             context_caution(dep, context) if dep and context else "", experts)
+                             context_caution(dep, context) if dep and context
+                             and not context_refusal(dep, context) else "", experts, refusal)
