@@ -1028,3 +1028,17 @@ def test_a_measurement_row_naming_llama_cpp_runs_its_cards_build() -> None:
                       context_len=128, metric="decode_tok_s_per_user", value=100.0,
                       unit="tok/s", engine="llama.cpp", source="", notes="")
     assert row_engine(row) == "llama.cpp-rocm"
+
+
+def test_decode_says_llamacpps_batch_needs_a_slot_per_sequence(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """fit and observe run llama-server's default 4 slots; decode's larger batch is what the
+    cache holds given -np slots, and says so."""
+    argv = ["llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "llama.cpp"]
+    code, out, _ = run(capsys, "decode", *argv, "--context", "2000")
+    assert code == 0 and "given a slot each (-np; llama-server's default runs 4)" in out
+    data = json.loads(run(capsys, "decode", *argv, "--context", "2000", "--json")[1])
+    (pool,) = data["engine_max_batch"]
+    assert pool["settings"] == "one slot per sequence (-np)" and pool["batch"] > 4
+    fit = json.loads(run(capsys, "fit", *argv, "--max-model-len", "2000", "--json")[1])
+    assert fit["batch"] == 4

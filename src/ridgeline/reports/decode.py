@@ -258,8 +258,8 @@ class DecodeReport:
         return {"deployment": _deployment_line(self.deployment),
                 "kind": "floor (the article's lower bound) and the engine's calibrated expectation",
                 "points": points,
-                "engine_max_batch": [{"context": c, "batch": b, "settings": "offline defaults"
-                                      if self.expected[0].engine == "vllm" else "defaults"}
+                "engine_max_batch": [{"context": c, "batch": b,
+                                      "settings": _pool_settings(self.expected[0].engine)}
                                      for c, b in self.pool_batch],
                 "cautions": list(self.cautions)}
 
@@ -329,8 +329,14 @@ class DecodeReport:
 
         # a batch run, as vLLM's offline LLM class sizes it (its defaults differ from serve's)
         fit = "`ridgeline fit --usage offline`" if engine == "vllm" else "`ridgeline fit`"
+        slots = ""
+        if engine.startswith("llama.cpp"):
+            from ridgeline.memory import engine_defaults
+
+            default = int(engine_defaults(engine)["n_parallel"])
+            slots = f", given a slot each (-np; llama-server's default runs {default})"
         return [f"{engine}'s KV pool runs at most {b:,} {plural(b, 'sequence')} at {c:,} "
-                f"{plural(c, 'token')} of context ({fit} for the breakdown)" if b else
+                f"{plural(c, 'token')} of context{slots} ({fit} for the breakdown)" if b else
                 context_refusal(self.deployment, c) or
                 f"{engine} cannot hold one sequence of {c:,} {plural(c, 'token')} "
                 f"beside these weights: it would refuse to start ({fit} for the breakdown)"
@@ -371,6 +377,13 @@ def context_caution(dep: Deployment, tokens: int) -> str:
     return trained_context_caution(dep.model.name, dep.model.max_position_embeddings, tokens)
 
 
+
+
+def _pool_settings(engine: str) -> str:
+    """The settings decode and prefill size an engine's pool under."""
+    if engine == "vllm":
+        return "offline defaults"
+    return "one slot per sequence (-np)" if engine.startswith("llama.cpp") else "defaults"
 
 
 def _dollars_per_million(dep: Deployment, tok_s: float) -> str:
