@@ -228,3 +228,14 @@ def test_a_target_below_1x_is_a_slowdown_budget_not_a_speedup() -> None:
     assert "slowdown budget" in r.verdict and "3x slower" in r.verdict
     assert "faster" not in r.verdict
     assert required_part_speedup(0.5, 1.0).verdict == "the part may stay as it is"
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--model", "llama-3.1-70b", "--weights", "fp8", "--batch", "1"],
+     "vllm's KV pool runs 0 of batch 1"),
+    (["--model", "llama-3.1-8b", "--batch", "256"], "vllm's KV pool runs 217 of batch 256")])
+def test_a_step_the_engines_pool_cannot_run_has_no_share(
+        capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
+    """As decode: a batch past what vLLM's pool runs at this context is no step to speed up."""
+    code, _, err = run_cli(capsys, "amdahl", *argv, "--gpu", "h100", "--context", "2000")
+    assert code == 2 and f"does not fit: {message}" in err

@@ -128,6 +128,14 @@ def _fraction_from_model(args: argparse.Namespace) -> tuple[FractionSource, str]
     fit = decode_floor(dep, args.batch, args.context).fit
     if not fit.fits:  # a step that cannot run has no share to speed up
         raise InputError(f"{fit.headline()} (batch {args.batch}, context {args.context:,})")
+    from ridgeline.memory import context_refusal, engine_holds
+
+    held = engine_holds(dep, args.context)
+    if held is not None and held < args.batch:  # the engine's step, as decode asks it
+        raise InputError("does not fit: " + (
+            context_refusal(dep, args.context)
+            or f"{dep.engine}'s KV pool runs {held:,} of batch {args.batch:,} at "
+            f"{args.context:,} tokens of context (`ridgeline fit`)"))
     profiles = load_profile_file(args.profile) if args.profile else None
     cost = step_cost(dep, decode_batch(args.batch, args.context),
                      profile_for(args.engine, profiles))
