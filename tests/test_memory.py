@@ -363,3 +363,38 @@ def test_a_serving_engine_loads_the_vision_tower_llama_cpp_does_not() -> None:
     with pytest.raises(InputError, match="vLLM's; sglang"):
         kv_pool(dep("gemma-3-27b", "h100", engine="sglang"),
                 EngineSettings(language_model_only=True))
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_the_explained_pool_is_its_formula_over_its_inputs(
+        capsys: pytest.CaptureFixture[str], engine: str) -> None:
+    """--explain's pool step repeats: TensorRT-LLM's fraction of what is free after loading
+    is an input of the formula, not a silent × 0.9."""
+    from tests.conftest import run_cli
+
+    _code, out, _ = run_cli(capsys, "fit", "qwen3-30b-a3b", "--gpu", "h100", "--engine", engine,
+                           "--max-model-len", "32768", "--explain", "--json")
+    pool = next(s for s in json.loads(out)["explain"] if s["label"] == "KV pool per GPU")
+    v = {i["name"]: i["value"] for i in pool["inputs"]}
+    parts = ("forward pass", "sampler") if "activation peak" in v else ()  # the larger one
+    taken = sum(value for name, value in v.items() if name not in (
+        "total", "reserved fraction", "free fraction of the rest", "accounting", *parts)
+        and isinstance(value, float))
+    rest = v["total"] * v["reserved fraction"] - taken
+    assert pool["result"]["value"] == pytest.approx(
+        rest * v.get("free fraction of the rest", 1.0), rel=1e-3)
+    assert ("free fraction of the rest" in v) == (engine == "trtllm")
+
+
+def test_fit_explains_a_refused_length_and_has_no_shortfall_for_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.conftest import run_cli
+
+    _code, out, _ = run_cli(capsys, "fit", "gemma-2-9b", "--gpu", "h100", "--engine", "sglang",
+                           "--max-model-len", "32768", "--explain")
+    assert "conversations: none: sglang refuses --max-model-len 32,768" in out
+    assert "shortfall" not in out
+    _code, out, _ = run_cli(capsys, "fit", "gemma-2-9b", "--gpu", "h100", "--engine", "sglang",
+                           "--max-model-len", "32768", "--json")
+    data = json.loads(out)
+    assert data["shortfall_bytes_per_gpu"] is None and "8,192 positions" in data["refusal"]

@@ -176,7 +176,9 @@ class FitReport:
             "max_num_seqs": p.max_num_seqs, "batch": self.batch, "target": self.target,
             "ridge_batch": self.ridge_batch, "verdict": self.verdict,
             "expert_ridge_batch": self.expert_ridge_batch if self.deployment.model.moe else None,
-            "shortfall_bytes_per_gpu": self.shortfall_bytes,
+            "shortfall_bytes_per_gpu": None if context_refusal(self.deployment, self.context)
+            else self.shortfall_bytes,  # no memory rescues a length the engine refuses
+            "refusal": context_refusal(self.deployment, self.context) or None,
             "per_conversation_bytes_per_gpu": self.per_conversation_bytes,
             "offload": None if self.deployment.offload is None else {
                 "placement": self.deployment.offload.describe(self.deployment.model),
@@ -438,8 +440,10 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
     ridge_batch = batch_for_intensity(ridge, dense_bpw)
     steps = (
         llamacpp_pool_step(dep, pool, s) if is_llamacpp(pool) else
-        step("KV pool per GPU", "total × reserved fraction − weights − activations − non-torch − "
-             "graphs", q("pool", pool.pool_bytes / GIB, "GiB"),
+        step("KV pool per GPU", "(total × reserved fraction − weights − activations − non-torch "
+             "− graphs) × free fraction of the rest" if pool.free_fraction_of_rest != 1 else
+             "total × reserved fraction − weights − activations − non-torch − graphs",
+             q("pool", pool.pool_bytes / GIB, "GiB"),
              q("total", pool.total_bytes / GIB, "GiB",
                device_memory_note(dep.accelerator)),
              q("reserved fraction", pool.reserved_fraction, "", f"{pool.engine} default or flag"),
@@ -452,8 +456,13 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
              q("CUDA graphs", pool.cuda_graph_bytes / GIB, "GiB",
                "layers × captured sizes × 0.45 MiB (vLLM v0.21+ estimate)"
                if pool.cuda_graph_bytes else "not taken from the budget"),
+             *([q("free fraction of the rest", pool.free_fraction_of_rest, "",
+                  "kv_cache_free_gpu_mem_fraction: TensorRT-LLM's share of the memory free "
+                  "after the engine loads")] if pool.free_fraction_of_rest != 1 else []),
              accounting_quantity(pool)),
-        step("conversations", "min(cells ÷ context, (cells' bytes + slots × per slot) ÷ "
+        step("conversations", f"none: {context_refusal(dep, context)}"
+             if past_trained_context(dep, context) else
+             "min(cells ÷ context, (cells' bytes + slots × per slot) ÷ "
              "(per conversation + per slot)): each conversation a slot, each slot its windows"
              if pool.slot_bytes_each else
              "floor((pool − the slots' window and recurrent cache) ÷ bytes per conversation)"
@@ -495,7 +504,7 @@ def _held_steps(r: FitReport) -> tuple[Step, ...]:
                 q(f"bytes per {unit[:-1]}", p.page_bytes / 2**20, "MiB",
                   f"{p.block_size} token(s) × KV bytes per token per GPU"
                   + (" across every KV-cache group" if p.groups else "")))]
-    if r.verdict == DOES_NOT_FIT:
+    if r.verdict == DOES_NOT_FIT and not past_trained_context(r.deployment, r.context):
         out.append(step("shortfall per GPU", "(max(target × per conversation, start-up blocks) "
                         "+ slots' window cache) ÷ share of the rest for the cache − the rest",
                         q("shortfall", r.shortfall_bytes / GIB, "GiB"),
