@@ -209,3 +209,30 @@ def test_an_expectations_fast_edge_never_beats_the_floor(gpu: str, count: int,
         e = Expectation.of_prefill(dep, prompt, 1, profile)
         assert prefill_floor(dep, prompt).time_s <= e.low_s * (1 + 1e-9)
         assert e.low_s <= e.time_s <= e.high_s
+
+
+@pytest.mark.parametrize("argv", [
+    ["llama-3.1-8b", "--gpu", "h100", "--batch", "1", "--context", "1"],
+    ["qwen3-next-80b-a3b", "--gpu", "h200", "--batch", "32", "--weights", "fp8"],
+    ["gemma-3-27b", "--gpu", "h100", "--batch", "8", "--context", "30000"],
+    ["gpt-oss-120b", "--gpu", "b200", "--batch", "32", "--weights", "mxfp4"],
+    ["llama-3.1-8b", "--gpu", "rtx-4090", "--weights", "q4_k_m", "--engine", "llama.cpp",
+     "-ngl", "10", "--host-bandwidth-gbs", "76.8"]])
+def test_decode_explain_repeats_from_its_printed_inputs(
+        capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    """KV read = batch × traffic per sequence; memory time = bytes ÷ bandwidth; compute time
+    = the FLOPs shown ÷ peak — whatever the cache (windows, states), the dtypes or offload."""
+    steps = {s["label"]: s for s in run_json(capsys, "decode", *argv, "--explain")["explain"]}
+
+    def inputs(label: str) -> list[float]:
+        return [i["value"] for i in steps[label]["inputs"]]
+
+    def result(label: str) -> float:
+        return float(steps[label]["result"]["value"])
+
+    batch, traffic_mb = inputs("KV bytes read")
+    assert result("KV bytes read") == pytest.approx(batch * traffic_mb / 1e3)
+    nbytes, *_, bandwidth = inputs("memory time")
+    assert result("memory time") == pytest.approx(nbytes / bandwidth)  # GB ÷ TB/s = ms
+    flops, peak = inputs("compute time")
+    assert result("compute time") == pytest.approx(flops / peak * 1e3)  # TFLOP ÷ TFLOP/s

@@ -245,21 +245,37 @@ def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
              q("bytes per weight (average read)", dep.bytes_per_weight, "B",
                "the format's bytes, with the layers it leaves as the checkpoint keeps them "
                "(lm_head, norms)")),
-        step("KV bytes read", "batch × KV bytes per sequence at this context",
+        step("KV bytes read", "batch × KV traffic per sequence",
              q("KV read", work.kv_bytes / GB, "GB"), q("batch", batch),
-             q("KV per sequence", footprint.stored_bytes(dep.kv_replication) / 1e6, "MB",
-               f"{dep.kv.id} cache, {context} tokens")),
-        step("memory time", "(weights + KV + activations) ÷ bandwidth",
+             q("KV traffic per sequence", work.kv_bytes / batch / 1e6, "MB",
+               f"its {context}-token {dep.kv.id} cache and the new token's K and V read"
+               + (" (window layers: the window)" if footprint.windowed_bytes else "")
+               + ", the new token's written" + (", its recurrent state read and written"
+                                                 if footprint.state_bytes else "")
+               + f"; the cache holds {footprint.stored_bytes(dep.kv_replication) / 1e6:,.4g}"
+               " MB")),
+        step("memory time", "(weights + KV + activations" + (
+             " − what the host reads or copies" if work.host_bytes or work.link_bytes else "")
+             + ") ÷ bandwidth",
              q("memory time", memory_s * 1e3, "ms"), q("bytes", work.gpu_bytes / GB, "GB"),
              q("of which activations", work.other_bytes / GB, "GB",
                "each layer's inputs and outputs, attention's queries and outputs, the "
                "logits"),
+             *([q("host's share", (work.host_bytes + work.link_bytes) / GB, "GB",
+                  "the layers in host memory: read by the CPU (host time below)")]
+               if work.host_bytes or work.link_bytes else []),
              q("bandwidth", dep.bandwidth_bytes_per_s / 1e12, "TB/s",
                f"{dep.tensor_parallel_size} x {acc.id}: {src}" + (
                    f"; the step passes {dep.pipeline_parallel_size} stages of layers one "
                    "after another" if dep.pipeline_parallel_size > 1 else ""))),
-        step("compute time", "batch × (2 × params per token + attention FLOPs) ÷ peak",
-             q("compute time", compute_s * 1e3, "ms"), q("FLOPs", work.flops / 1e12, "TFLOP"),
+        step("compute time", "batch × (2 × params per token + attention FLOPs) ÷ peak"
+             if work.paced_flops == work.flops else
+             "FLOPs at the step dtype's pace ÷ peak",
+             q("compute time", compute_s * 1e3, "ms"),
+             *([q("FLOPs", work.flops / 1e12, "TFLOP")] if work.paced_flops == work.flops else
+               [q("FLOPs at the step dtype's pace", work.paced_flops / 1e12, "TFLOP",
+                  f"{work.flops / 1e12:,.4g} TFLOP, the matmuls kept wider than "
+                  f"{dep.compute_dtype} counted × their slowdown ({dep.matmuls_label})")]),
              q(f"peak {dep.compute_dtype}", dep.peak_flops_per_s / 1e12, "TFLOP/s", src)),
         *_host_steps(dep, work),
         step("step time", "max(compute time, memory time)" + (
