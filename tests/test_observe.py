@@ -429,3 +429,42 @@ def test_a_restart_mid_window_keeps_every_latency_observation(tmp_path: Path) ->
     obs = read_source(str(path))
     assert obs.latency_ms["ttft"]["count"] == 400
     assert obs.latency_ms["ttft"]["mean"] == pytest.approx(50.0)
+
+
+def _ranked(labels: list[str], running: list[int], usage: list[float]) -> str:
+    return "".join(
+        f"# scrape_time {t}\n" + "".join(
+            f'sglang:num_running_reqs{{model_name="m",{lab}}} {r + i}\n'
+            f'sglang:num_queue_reqs{{model_name="m",{lab}}} 0\n'
+            f'sglang:token_usage{{model_name="m",{lab}}} {u}\n'
+            for lab, r, u in zip(labels, running, usage, strict=True))
+        for i, t in enumerate((1764500000, 1764500060)))
+
+
+def test_sglang_dp_attention_ranks_each_run_their_own_batch(tmp_path: Path) -> None:
+    """With --enable-dp-attention each DP rank exports its own gauges (a 'dp_rank' label):
+    four ranks of ~48 are four batches of ~48, not one of 196 at 224 % KV usage; ranks of one
+    core (pipeline stages) report the same requests and are averaged, not added."""
+    dp = tmp_path / "dp.prom"
+    dp.write_text(_ranked([f'dp_rank="{r}",tp_rank="{2 * r}"' for r in range(4)],
+                          [47, 48, 49, 50], [0.55, 0.56, 0.57, 0.56]))
+    obs = read_source(str(dp))
+    assert obs.engines == 4 and obs.running == [48.5, 49.5]
+    assert obs.kv_usage[0] == pytest.approx(0.56)
+    pp = tmp_path / "pp.prom"
+    pp.write_text(_ranked(['pp_rank="0"', 'pp_rank="1"'], [40, 40], [0.7, 0.7]))
+    obs = read_source(str(pp))
+    assert obs.engines == 1 and obs.running == [40, 41]
+    assert obs.kv_usage == [pytest.approx(0.7)] * 2
+
+
+def test_a_scrape_of_several_servers_is_refused_not_summed(tmp_path: Path) -> None:
+    fed = tmp_path / "fed.prom"
+    fed.write_text(_ranked(['instance="10.0.0.1:8000"', 'instance="10.0.0.2:8000"'], [60, 64],
+                           [0.62, 0.62]))
+    with pytest.raises(InputError, match=r"2 values of 'instance'.*one server's scrape"):
+        read_source(str(fed))
+    summed = tmp_path / "summed.prom"
+    summed.write_text(_ranked(['pid="1"', 'pid="2"'], [30, 30], [0.7, 0.6]))
+    with pytest.raises(InputError, match="KV usage adds up to 130% of one pool"):
+        read_source(str(summed))

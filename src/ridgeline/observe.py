@@ -210,20 +210,27 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
     running_name = next((n for n in RUNNING if n in scrapes[-1].samples), None)
     if running_name is not None:
         obs.engine_family = running_name.split(":")[0].replace("llamacpp", "llama.cpp")
-        # vLLM V1 exports each data-parallel engine core's gauges apart (an "engine" label):
-        # the sum of its KV fractions is no fraction, and each core runs its own batch
-        cores = {labels.get("engine") for labels, _ in scrapes[-1].samples[running_name]}
-        obs.engines = max(1, len(cores - {None}))
+        # vLLM V1 exports each data-parallel engine core's gauges apart (an "engine" label),
+        # SGLang each DP-attention rank's ("dp_rank"): the sum of their KV fractions is no
+        # fraction, and each core runs its own batch
+        for s in scrapes:
+            _check_one_server(s, source)
+        cores = {_core(labels) for labels, _ in scrapes[-1].samples[running_name]}
+        obs.engines = max(1, len(cores - {(None, None)}))
     k = obs.engines
     if k > 1:
-        obs.notes.append(f"{k} data-parallel engines (the 'engine' label): the batch, the queue, "
-                         "the KV usage and the token rates are each engine's mean")
+        obs.notes.append(f"{k} data-parallel engines (the 'engine' or 'dp_rank' label): the "
+                         "batch, the queue, the KV usage and the token rates are each engine's "
+                         "mean")
     for s in scrapes:
         for series, names in ((obs.running, RUNNING), (obs.waiting, WAITING),
                               (obs.kv_usage, KV_USAGE)):
-            value = s.value(*names)
+            value = _gauge(s, names)
             if value is not None:
                 series.append(value / k)
+    if any(u > 1 + 1e-9 for u in obs.kv_usage):
+        raise InputError(f"{source}: the KV usage adds up to {max(obs.kv_usage):.0%} of one pool: "
+                         "its series are not one engine's")
     if not obs.running:
         known = ", ".join(sorted(scrapes[-1].samples)[:6])
         raise InputError(f"{source}: no running-requests metric ({' or '.join(RUNNING)}); "
@@ -262,6 +269,48 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
     if total and prompt is not None and gen is not None:
         obs.mean_prompt_tokens, obs.mean_output_tokens = prompt / total, gen / total
     return obs
+
+
+# Labels of a gauge's series in one server's scrape: a data-parallel core's own batch
+# ("engine": vLLM V1; "dp_rank": SGLang's DP attention), ranks of one core that report the
+# same requests (SGLang's schedulers: the tensor, pipeline, expert and context ranks), and
+# vLLM's API-server processes (multiprocess mode), whose shares add up.
+CORE_LABELS = ("engine", "dp_rank")
+RANK_LABELS = ("tp_rank", "pp_rank", "moe_ep_rank", "attn_tp_rank", "attn_cp_rank", "cp_rank")
+SHARE_LABELS = ("pid",)
+
+
+def _core(labels: dict[str, str]) -> tuple[str | None, ...]:
+    return tuple(labels.get(label) for label in CORE_LABELS)
+
+
+def _gauge(scrape: Scrape, names: tuple[str, ...]) -> float | None:
+    """A gauge summed over data-parallel cores and API-server shares, each core's ranks (which
+    report the same requests) averaged; the first name present wins."""
+    for name in names:
+        if name in scrape.samples:
+            cores: dict[tuple[str | None, ...], dict[tuple[str | None, ...], float]] = {}
+            for labels, v in scrape.samples[name]:
+                ranks = cores.setdefault(_core(labels), {})
+                rank = tuple(labels.get(label) for label in RANK_LABELS)
+                ranks[rank] = ranks.get(rank, 0.0) + v
+            return sum(sum(r.values()) / len(r) for r in cores.values())
+    return None
+
+
+def _check_one_server(scrape: Scrape, source: str) -> None:
+    """The running gauge's series differ only by the labels one server's cores and ranks
+    carry: a federated scrape (instance, job) or several models summed would be no batch."""
+    known = set(CORE_LABELS + RANK_LABELS + SHARE_LABELS)
+    for name in RUNNING:
+        series = [labels for labels, _ in scrape.samples.get(name, [])]
+        for label in sorted({key for labels in series for key in labels} - known):
+            values = list(dict.fromkeys(labels.get(label, "") for labels in series))
+            if len(values) > 1:
+                shown = ", ".join(values[:3]) + (", …" if len(values) > 3 else "")
+                raise InputError(f"{source}: {name} has series for {len(values)} values of "
+                                 f"'{label}' ({shown}): observe reads one server's scrape at a "
+                                 "time; save one file per server")
 
 
 def _slot_itl(scrapes: list[Scrape], obs: Observation, timed: bool) -> bool:
