@@ -468,3 +468,42 @@ def test_a_scrape_of_several_servers_is_refused_not_summed(tmp_path: Path) -> No
     summed.write_text(_ranked(['pid="1"', 'pid="2"'], [30, 30], [0.7, 0.6]))
     with pytest.raises(InputError, match="KV usage adds up to 130% of one pool"):
         read_source(str(summed))
+
+
+V1_LINE = ("(APIServer pid=11574) INFO 03-17 15:38:30 [loggers.py:259] Engine 000: Avg prompt "
+           "throughput: 9999.8 tokens/s, Avg generation throughput: 2452.6 tokens/s, Running: "
+           "{running} reqs, Waiting: 31 reqs,{extra} GPU KV cache usage: 99.8%, Prefix cache "
+           "hit rate: 0.0%\n")
+
+
+def test_stats_lines_with_deferred_and_preemptions_are_read_not_dropped(tmp_path: Path) -> None:
+    """vLLM logs 'Deferred: N reqs' and 'Preemptions: N' when non-zero (PR #28522): those
+    lines, the busiest, had been skipped, and a log of only them refused."""
+    log = tmp_path / "vllm.log"
+    log.write_text("[Gloo] Rank 0 is connected to 1 peer ranks.\n"
+                   + V1_LINE.format(running=80, extra="")
+                   + V1_LINE.format(running=84, extra=" Deferred: 2 reqs, Preemptions: 12,")
+                   + V1_LINE.format(running=83, extra=" Preemptions: 7,"))
+    obs = read_source(str(log))
+    assert obs.running == [80, 84, 83] and obs.preemptions == 19
+    aggregated = tmp_path / "dp.log"
+    aggregated.write_text(V1_LINE.format(running=248, extra="").replace(
+        "Engine 000: ", "4 Engines Aggregated: "))
+    obs = read_source(str(aggregated))
+    assert obs.engines == 4 and obs.running == [62] and obs.generation_tok_s == 2452.6 / 4
+    assert obs.preemptions is None  # this line's format cannot say
+
+
+def test_v0_preemptions_are_its_running_total_not_its_warnings(tmp_path: Path) -> None:
+    """V0 warns at the 1st, 51st and 101st preemption: three warnings are 101 preemptions."""
+    line = ("INFO 09-11 17:20:40 metrics.py:351] Avg prompt throughput: 2048.3 tokens/s, Avg "
+            "generation throughput: 812.4 tokens/s, Running: 38 reqs, Swapped: 0 reqs, Pending: "
+            "4 reqs, GPU KV cache usage: 88.1%, CPU KV cache usage: 0.0%.\n")
+    warning = ("WARNING 09-11 17:20:47 scheduler.py:1089] Sequence group cmpl-1 is preempted by "
+               "PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. "
+               "total_num_cumulative_preemption={}\n")
+    log = tmp_path / "v0.log"
+    log.write_text(line + "".join(warning.format(n) for n in (1, 51, 101)) + line)
+    assert read_source(str(log)).preemptions == 101
+    log.write_text(line + line)
+    assert read_source(str(log)).preemptions == 0

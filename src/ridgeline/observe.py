@@ -68,10 +68,18 @@ _LIMITS: tuple[tuple[tuple[str, ...], float, float, str], ...] = (
     (PREEMPTIONS + PROMPT_TOKENS + GENERATION_TOKENS + GENERATION_SECONDS + REQUESTS
      + _HISTOGRAMS, 0.0, MAX_COUNT, _COUNTER),
 )
+# vLLM's periodic stats line, V0 and V1 (vllm/v1/metrics/loggers.py): "N Engines
+# Aggregated: " sums DP engines (--aggregate-engine-logging); "Deferred" and "Preemptions"
+# appear, when non-zero, in builds since Nov 2025 (PR #28522).
 _LOG = re.compile(
+    r"(?:(?P<engines>\d+) Engines Aggregated: )?"
     r"Avg prompt throughput: (?P<prompt>[\d.]+) tokens/s, Avg generation throughput: "
-    r"(?P<gen>[\d.]+) tokens/s, Running: (?P<running>\d+) reqs,(?: Swapped: \d+ reqs,)? "
-    r"(?:Pending|Waiting): (?P<waiting>\d+) reqs, GPU KV cache usage: (?P<kv>[\d.]+)%")
+    r"(?P<gen>[\d.]+) tokens/s, Running: (?P<running>\d+) reqs,(?P<v0> Swapped: \d+ reqs,)? "
+    r"(?:Pending|Waiting): (?P<waiting>\d+) reqs,(?: Deferred: (?P<deferred>\d+) reqs,)?"
+    r"(?: Preemptions: (?P<preempted>\d+),)? GPU KV cache usage: (?P<kv>[\d.]+)%")
+# V0 warns at the 1st, 51st, 101st … preemption (vllm/core/scheduler.py), with the total so
+# far; builds before that throttle warned at every one, with no total
+_V0_PREEMPTED = re.compile(r"is preempted by .*?total_num_cumulative_preemption=(\d+)")
 
 
 @dataclass
@@ -180,8 +188,8 @@ def read_source(source: str, duration_s: float = 60.0, interval_s: float = 1.0) 
         raise InputError(f"{source} is larger than {64 * MAX_BYTES >> 20} MiB")
     text = data.decode("utf-8-sig", errors="replace")
     head = text.lstrip()[:1]
-    if head in ("{", "["):
-        return from_bench(text, source)
+    if head in ("{", "[") and not (head == "[" and _LOG.search(text)):
+        return from_bench(text, source)  # a log may start "[Gloo] Rank 0 is connected…"
     if _LOG.search(text):
         return from_log(text, source)
     return from_scrapes(split_scrapes(text), source)
@@ -387,23 +395,45 @@ def _log_number(match: re.Match[str], group: str, field: str, source: str, text:
 
 def from_log(text: str, source: str) -> Observation:
     obs = Observation(source, "log")
-    prompt, gen = [], []
+    prompt, gen, preempted = [], [], []
+    v0 = False
     for match in _LOG.finditer(text):
         def number(group: str, field: str, m: re.Match[str] = match) -> float:
             return _log_number(m, group, field, source, text)
 
+        # an aggregated line sums its engines' batches and rates (and averages KV usage)
+        k = int(match.group("engines") or 1)
+        obs.engines = max(obs.engines, k)
         obs.running.append(checked(number("running", "Running"), source, "Running", 0.0,
-                                   MAX_REQUESTS, _REQUESTS))
+                                   MAX_REQUESTS * k, _REQUESTS) / k)
         obs.waiting.append(checked(number("waiting", "Waiting"), source, "Waiting", 0.0,
-                                   MAX_REQUESTS, _REQUESTS))
+                                   MAX_REQUESTS * k, _REQUESTS) / k)
         kv = number("kv", "GPU KV cache usage") / 100
         obs.kv_usage.append(checked(kv, source, "GPU KV cache usage (as a fraction)", 0.0, 1.0,
                                     _FRACTION))
-        prompt.append(number("prompt", "Avg prompt throughput"))
-        gen.append(number("gen", "Avg generation throughput"))
+        prompt.append(number("prompt", "Avg prompt throughput") / k)
+        gen.append(number("gen", "Avg generation throughput") / k)
+        if match.group("preempted"):
+            preempted.append(number("preempted", "Preemptions") / k)
+        v0 = v0 or bool(match.group("v0"))
     obs.prompt_tok_s = statistics.fmean(prompt)
     obs.generation_tok_s = statistics.fmean(gen)
-    obs.preemptions = float(len(re.findall(r"preempted", text, re.IGNORECASE)))
+    if obs.engines > 1:
+        obs.notes.append(f"'{obs.engines} Engines Aggregated' lines: the batch, the queue and "
+                         "the token rates are each engine's mean")
+    warned = [int(n) for n in _V0_PREEMPTED.findall(text)]
+    if preempted:
+        obs.preemptions = sum(preempted)
+    elif warned:  # V0 warns every 50th: its running total is the count
+        obs.preemptions = float(max(warned))
+        obs.notes.append(f"preemptions: V0's running total, {max(warned):,} when last warned "
+                         "(it warns at every 50th)")
+    elif v0 or "is preempted by" in text:  # V0 warns at the first one (early builds at each)
+        obs.preemptions = float(text.count("is preempted by"))
+    else:
+        obs.preemptions = None
+        obs.notes.append("preemptions: not in these stats lines (vLLM logs them, when any, "
+                         "from Nov 2025 on)")
     obs.notes.append(f"{len(obs.running)} periodic stats lines")
     return obs
 
