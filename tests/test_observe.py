@@ -507,3 +507,29 @@ def test_v0_preemptions_are_its_running_total_not_its_warnings(tmp_path: Path) -
     assert read_source(str(log)).preemptions == 101
     log.write_text(line + line)
     assert read_source(str(log)).preemptions == 0
+
+
+def test_sglang_token_rates_come_from_its_per_step_counter(tmp_path: Path) -> None:
+    """SGLang's generation_tokens_total moves when a request finishes: 48 long requests
+    decoding through a 60 s window read 0 tok/s there. Its realtime_tokens_total counts each
+    step's tokens by mode: decode 126,000 in 60 s is 2,100 tok/s."""
+    def scrape(t: int, decoded: float, prefilled: float) -> str:
+        return (f"# scrape_time {t}\n"
+                'sglang:num_running_reqs{model_name="m",tp_rank="0"} 48\n'
+                'sglang:num_queue_reqs{model_name="m",tp_rank="0"} 0\n'
+                f'sglang:realtime_tokens_total{{mode="decode",model_name="m"}} {decoded}\n'
+                f'sglang:realtime_tokens_total{{mode="prefill_compute",model_name="m"}} '
+                f"{prefilled}\n"
+                'sglang:realtime_tokens_total{mode="prefill_cache",model_name="m"} 5e6\n'
+                'sglang:generation_tokens_total{model_name="m"} 1e7\n'
+                'sglang:prompt_tokens_total{model_name="m"} 1.5e7\n')
+
+    path = tmp_path / "sglang.prom"
+    path.write_text(scrape(1764500000, 1e7, 3e7) + scrape(1764500060, 1.0126e7, 3.006e7))
+    obs = read_source(str(path))
+    assert obs.generation_tok_s == pytest.approx(2100) and obs.prompt_tok_s == pytest.approx(1000)
+    assert not any("when it finishes" in n for n in obs.notes)
+    path.write_text("".join(scrape(t, 0, 0).replace("realtime_tokens_total", "other_total")
+                            for t in (1764500000, 1764500060)))
+    obs = read_source(str(path))
+    assert obs.generation_tok_s == 0 and any("when it finishes" in n for n in obs.notes)

@@ -48,6 +48,10 @@ PROMPT_TOKENS = ("vllm:prompt_tokens_total", "sglang:prompt_tokens_total",
 GENERATION_TOKENS = ("vllm:generation_tokens_total", "sglang:generation_tokens_total",
                      "llamacpp:tokens_predicted_total")
 GENERATION_SECONDS = ("llamacpp:tokens_predicted_seconds_total",)
+# SGLang's scheduler counts tokens as each step runs them, by mode; its prompt_tokens_total and
+# generation_tokens_total move only when a request finishes (metrics/collector.py)
+REALTIME_TOKENS = "sglang:realtime_tokens_total"
+PREFILL_MODES = ("prefill_compute", "prefill")  # computed prompt tokens, not cache hits
 REQUESTS = ("vllm:request_success_total", "sglang:num_requests_total")
 TTFT = ("vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds")
 ITL = ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds",
@@ -250,8 +254,16 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
     if timed:
         assert first.time_s is not None and last.time_s is not None
         obs.duration_s = last.time_s - first.time_s
-        prompt_rate = _rate(scrapes, PROMPT_TOKENS, obs)
-        generation_rate = _rate(scrapes, GENERATION_TOKENS, obs)
+        live = REALTIME_TOKENS in last.samples  # SGLang's per-step counter, by mode
+        prompt_rate = _rate(scrapes, (REALTIME_TOKENS,), obs, PREFILL_MODES) if live else \
+            _rate(scrapes, PROMPT_TOKENS, obs)
+        generation_rate = _rate(scrapes, (REALTIME_TOKENS,), obs, ("decode",)) if live else \
+            _rate(scrapes, GENERATION_TOKENS, obs)
+        if not live and obs.engine_family in ("sglang", "llama.cpp") and (
+                prompt_rate is not None or generation_rate is not None):
+            obs.notes.append(f"{obs.engine_family} adds a request's tokens to its counters when "
+                             "it finishes: over a window shorter than its requests the token "
+                             "rates read low (0 if none finished), and high when several do")
         obs.prompt_tok_s = None if prompt_rate is None else prompt_rate / k
         obs.generation_tok_s = None if generation_rate is None else generation_rate / k
         preempted = _increase(scrapes, PREEMPTIONS, obs)
@@ -352,9 +364,12 @@ def _window(scrapes: list[Scrape], names: tuple[str, ...]) -> Histogram:
     return window or last
 
 
-def _increase(scrapes: list[Scrape], names: tuple[str, ...], obs: Observation) -> float | None:
-    """A counter's increase over the window; a drop is a restart, counted from zero."""
-    values = [s.value(*names) for s in scrapes]
+def _increase(scrapes: list[Scrape], names: tuple[str, ...], obs: Observation,
+              modes: tuple[str, ...] = ()) -> float | None:
+    """A counter's increase over the window (only its series of these ``mode`` labels, if
+    given); a drop is a restart, counted from zero."""
+    values = [s.value(*names) if not modes else s.value_where(names[0], "mode", modes)
+              for s in scrapes]
     if any(v is None for v in values):
         return None
     name = next(n for n in names if n in scrapes[-1].samples)
@@ -369,8 +384,9 @@ def _increase(scrapes: list[Scrape], names: tuple[str, ...], obs: Observation) -
     return total
 
 
-def _rate(scrapes: list[Scrape], names: tuple[str, ...], obs: Observation) -> float | None:
-    increase = _increase(scrapes, names, obs)
+def _rate(scrapes: list[Scrape], names: tuple[str, ...], obs: Observation,
+          modes: tuple[str, ...] = ()) -> float | None:
+    increase = _increase(scrapes, names, obs, modes)
     if increase is None or not obs.duration_s:
         return None
     return increase / obs.duration_s
