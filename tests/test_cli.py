@@ -1045,3 +1045,18 @@ def test_decode_says_llamacpps_batch_needs_a_slot_per_sequence(
     assert pool["settings"] == "one slot per sequence (-np)" and pool["batch"] > 4
     fit = json.loads(run(capsys, "fit", *argv, "--max-model-len", "2000", "--json")[1])
     assert fit["batch"] == 4
+
+
+def test_card_comparisons_say_which_card_cannot_hold_the_weights(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """roofline's table names the card whose row is arithmetic only, as its JSON does;
+    prefill's JSON gives the expected rate its table shows, and none for a card that fails."""
+    code, out, _ = run(capsys, "roofline", "--gpu", "h100,l40s", "--model", "llama-3.1-70b",
+                       "--weights", "fp8")
+    assert code == 0 and "l40s: DOES NOT FIT" in out and "h100-sxm: DOES NOT FIT" not in out
+    data = json.loads(run(capsys, "prefill", "gpt-oss-120b", "--gpu", "h100,l40s",
+                          "--prompt-len", "2000", "--json")[1])
+    h100, l40s = data["accelerators"]
+    assert h100["expected"]["tokens_per_s"] == pytest.approx(2000 / h100["expected"]["time_s"])
+    assert h100["expected"]["tokens_per_s"] < h100["tokens_per_s"]  # the floor is faster
+    assert l40s["expected"] is None and not l40s["fits"]

@@ -495,12 +495,15 @@ class PrefillReport:
 
     def to_dict(self) -> dict[str, Any]:
         f = self.floor
-        return {"deployment": _deployment_line(self.deployment), "prompt_len": f.prompt_len,
+        return {"deployment": _deployment_line(self.deployment),
+                "kind": "floor (the article's lower bound: time_s, tokens_per_s) and the "
+                "engine's calibrated expectation (expected)", "prompt_len": f.prompt_len,
                 "batch": f.batch, "time_s": f.time_s, "tokens_per_s": f.tokens_per_s,
                 "bound": f.bound, "flops": f.flops, "bytes_moved": f.bytes_moved,
                 "intensity_flop_per_byte": f.intensity_flop_per_byte,
                 "weight_intensity_flop_per_byte": f.weight_intensity_flop_per_byte,
-                "expected": self.expected.to_dict() if self.runs else None,
+                "expected": {**self.expected.to_dict(), "tokens_per_s": f.batch * f.prompt_len
+                             / self.expected.time_s} if self.runs else None,
                 "engine_max_batch": self.pool_batch,
                 "cautions": self.cautions, **_fit_dict(f)}
 

@@ -105,7 +105,9 @@ class RooflineComparison:
                 *table(rows, ["accelerator", "TFLOP/s (dense)", "TB/s", "ridge FLOP/byte",
                               "of peak", "batch to ridge"]),
                 "", "of peak: the weight matrices' share of the arithmetic at this batch; "
-                "`--gpu NAME` alone for one card's every part of the step"]
+                "`--gpu NAME` alone for one card's every part of the step",
+                *(f"{r.accelerator.id}: " + r.fit.replace("the points below are", "its row is")
+                  for r in self.reports if r.fit)]
 
 
 def _times_tokens(what: str, bytes_per_weight: float) -> str:
