@@ -557,3 +557,22 @@ def test_a_speculative_step_charges_one_drafter_pass_over_a_prompt_and_graphs_ve
     layers = DEP.model.num_layers
     assert eager - graphed == pytest.approx(PROFILE.overhead_s(layers, True)
                                             - PROFILE.overhead_s(layers, False))
+
+
+def test_tensorrt_llm_reserves_each_requests_whole_output_and_never_preempts() -> None:
+    """GUARANTEED_NO_EVICT, TensorRT-LLM's default: a request starts only with the blocks of
+    its prompt and whole output free beside the running requests' reservations. On a pool
+    that vLLM's admission overfills (and then preempts), it runs fewer at once and none is
+    paused."""
+    w = Workload(40, "300", "200", seed=3)
+    vllm = Simulator(DEP, PROFILE, small_config(120)).run(iter(w))
+    trt_sim = Simulator(DEP, PROFILE, replace(small_config(120), reserve_full=True))
+    peak = []
+    trt = trt_sim.run(iter(w), after_step=lambda s: peak.append(
+        sum(s.pool.blocks_for(r.max_cached_tokens) for r in s.scheduler.running)))
+    assert vllm.preemptions > 0 and trt.preemptions == 0 and trt.completed == 40
+    assert max(peak) <= 120 and trt.running_batch["max"] == 120 // 32  # 499 tokens: 32 blocks
+    plain = Simulator(DEP, PROFILE, replace(small_config(120, fast=False), reserve_full=True))
+    assert plain.run(iter(w)).duration_s == pytest.approx(trt.duration_s, rel=1e-9)
+    assert sim_config(replace(DEP, engine="trtllm")).reserve_full
+    assert not sim_config(DEP).reserve_full

@@ -10,7 +10,9 @@ are admitted first come, first served while budget, ``max_num_seqs`` seats and b
 the first one that cannot get its blocks stops admission (vllm/v1/core/sched/scheduler.py).
 
 Simplified: one token budget and no separate limit on partial prefills; no priority
-scheduling; preempted requests recompute (V1's only mode), never swap.
+scheduling; preempted requests recompute (V1's only mode), never swap. TensorRT-LLM's default
+capacity policy (``reserve_full``) admits a request only with its whole output's blocks
+reserved, and so never preempts.
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ class SchedulerConfig:
     max_num_seqs: int
     max_num_batched_tokens: int
     spec_tokens: int = 0  # draft tokens verified per decode step
+    # TensorRT-LLM's default capacity policy, GUARANTEED_NO_EVICT: a request starts only if
+    # the blocks of its prompt and whole output fit beside every running request's, so a
+    # started request is never paused (tensorrt_llm/llmapi SchedulerConfig)
+    reserve_full: bool = False
 
 
 @dataclass
@@ -43,6 +49,19 @@ class Scheduler:
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self.preemptions = 0
+        self.reserved_blocks = 0  # reserve_full: the running requests' blocks at their end
+
+    def reservation(self, r: Request) -> int:
+        return self.pool.blocks_for(r.max_cached_tokens) if self.config.reserve_full else 0
+
+    def fits_reservation(self, r: Request) -> bool:
+        """Under reserve_full, whether r's whole life fits beside the running requests'."""
+        return self.reserved_blocks + self.reservation(r) <= self.pool.total
+
+    def remove(self, r: Request) -> None:
+        """r leaves the running batch (finished or preempted), its reservation with it."""
+        self.running.remove(r)
+        self.reserved_blocks -= self.reservation(r)
 
     def add(self, r: Request) -> None:
         self.waiting.append(r)
@@ -51,6 +70,7 @@ class Scheduler:
         """Preempt the newest running request: its blocks freed (full ones stay cached), its
         tokens to be recomputed, first in the queue."""
         victim = self.running.pop()
+        self.reserved_blocks -= self.reservation(victim)
         self.pool.retire(victim)
         victim.num_computed = 0
         victim.status = WAITING
@@ -97,7 +117,7 @@ class Scheduler:
         (vLLM's allocate_slots checks before it claims cached blocks)."""
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
             r = self.waiting[0]
-            if not self.pool.could_admit(r, budget):
+            if not (self.fits_reservation(r) and self.pool.could_admit(r, budget)):
                 break
             if not r.shared and r.num_computed == 0:
                 r.num_computed = self.pool.admit(r)
@@ -108,6 +128,7 @@ class Scheduler:
             if r.first_scheduled_s < 0:
                 r.first_scheduled_s = now_s
             self.running.append(r)
+            self.reserved_blocks += self.reservation(r)
             out.append(Scheduled(r, n, r.num_computed))
             budget -= n
         return budget

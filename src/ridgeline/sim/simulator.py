@@ -57,7 +57,8 @@ class Simulator:
                               config.overhead_blocks)
         self.scheduler = Scheduler(SchedulerConfig(config.max_num_seqs,
                                                    config.max_num_batched_tokens,
-                                                   config.spec_tokens), self.pool)
+                                                   config.spec_tokens, config.reserve_full),
+                                   self.pool)
         self.now_s = 0.0
         self.steps = 0
         a, k = config.spec_acceptance, config.spec_tokens
@@ -346,6 +347,8 @@ class Simulator:
         s = self.scheduler
         if not s.waiting or len(s.running) >= self.config.max_num_seqs:
             return False
+        if not s.fits_reservation(s.waiting[0]):
+            return False  # it waits for a finish, which ends any run of steps
         return self.pool.could_admit(s.waiting[0], self.config.max_num_batched_tokens - decodes,
                                      self.decodes.blocks_next_step(self._g))
 
@@ -463,7 +466,7 @@ class Simulator:
 
     def _finish(self, r: Request) -> Request:
         r.status, r.finish_s = FINISHED, self.now_s
-        self.scheduler.running.remove(r)
+        self.scheduler.remove(r)
         self.pool.release(r)
         self._carry.pop(r.id, None)
         return r
