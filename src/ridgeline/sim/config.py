@@ -23,6 +23,7 @@ class SimConfig:
     fast_path: bool = True
     max_steps: int = 50_000_000
     reserve_full: bool = False  # TensorRT-LLM's GUARANTEED_NO_EVICT: whole output reserved
+    prefill_first: bool = False  # SGLang: prompt steps alone, decodes waiting (no mixed chunk)
 
 
 def sim_config(dep: Deployment, settings: object | None = None, prefix_caching: bool = True,
@@ -63,4 +64,5 @@ def sim_config(dep: Deployment, settings: object | None = None, prefix_caching: 
                      max_num_batched_tokens=pool.profile_tokens, max_model_len=max_len,
                      prefix_caching=prefix_caching, spec_tokens=spec_tokens,
                      spec_acceptance=spec_acceptance, spec_draft_cost=spec_draft_cost,
-                     fast_path=fast_path, reserve_full=dep.engine == "trtllm")
+                     fast_path=fast_path, reserve_full=dep.engine == "trtllm",
+                     prefill_first=dep.engine == "sglang")

@@ -12,7 +12,8 @@ the first one that cannot get its blocks stops admission (vllm/v1/core/sched/sch
 Simplified: one token budget and no separate limit on partial prefills; no priority
 scheduling; preempted requests recompute (V1's only mode), never swap. TensorRT-LLM's default
 capacity policy (``reserve_full``) admits a request only with its whole output's blocks
-reserved, and so never preempts.
+reserved, and so never preempts. SGLang's (``prefill_first``) runs a step of prompts alone
+whenever there is one to run, the running decodes waiting, and a step of decodes otherwise.
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ class SchedulerConfig:
     # the blocks of its prompt and whole output fit beside every running request's, so a
     # started request is never paused (tensorrt_llm/llmapi SchedulerConfig)
     reserve_full: bool = False
+    # SGLang's default: a step is a prefill batch whenever one can be built (the prompt being
+    # chunked, or new requests), else a decode batch; enable_mixed_chunk is off by default
+    # (python/sglang/srt/managers/scheduler.py, get_next_batch_to_run)
+    prefill_first: bool = False
 
 
 @dataclass
@@ -79,8 +84,31 @@ class Scheduler:
         self.waiting.appendleft(victim)
         return victim
 
+    def prefill_ready(self, budget: int) -> bool:
+        """prefill_first: is there a prompt to run — one being chunked, or a waiting request
+        that could start with this budget?"""
+        if any(r.to_compute > 1 or not r.num_generated for r in self.running):
+            return True
+        return bool(self.waiting) and len(self.running) < self.config.max_num_seqs \
+            and self.fits_reservation(self.waiting[0]) \
+            and self.pool.could_admit(self.waiting[0], budget)
+
     def schedule(self, now_s: float) -> list[Scheduled]:
         budget = self.config.max_num_batched_tokens
+        only = None  # prefill_first: "prefill" (prompts alone) or "decode" (decodes alone)
+        if self.config.prefill_first:
+            only = "prefill" if self.prefill_ready(budget) else "decode"
+        out, left, preempted = self._run_running(budget, only)
+        if not preempted and only != "decode":  # a step that preempted runs the running
+            self.admit_waiting(left, now_s, out)  # requests only
+        if only == "prefill" and not out:  # a prompt that could not get its blocks leaves
+            out, _, _ = self._run_running(budget, "decode")  # the step to the decodes
+        return out
+
+    def _run_running(self, budget: int, only: str | None) -> tuple[list[Scheduled], int, bool]:
+        """The running requests in order, each its tokens within the budget, preempting the
+        newest while the pool is short; ``only`` a prefill or a decode step's. Returns the
+        batch, the budget left and whether anyone was preempted."""
         out: list[Scheduled] = []
         spec = self.config.spec_tokens
         preempted = False
@@ -88,6 +116,9 @@ class Scheduler:
         while i < len(self.running) and budget > 0:
             r = self.running[i]
             n = r.prompt_tokens + r.num_generated - r.num_computed
+            if only is not None and (only == "decode") != (n == 1 and r.num_generated > 0):
+                i += 1  # a prefill step runs no decode, a decode step no prompt
+                continue
             if n == 1:
                 n += spec
             n = min(n, budget)
@@ -106,9 +137,7 @@ class Scheduler:
             out.append(Scheduled(r, n, r.num_computed))
             budget -= n
             i += 1
-        if not preempted:  # a step that preempted runs the running requests only
-            self.admit_waiting(budget, now_s, out)
-        return out
+        return out, budget, preempted
 
     def admit_waiting(self, budget: int, now_s: float, out: list[Scheduled]) -> int:
         """Admit waiting requests first come, first served while budget, seats and blocks

@@ -57,7 +57,8 @@ class Simulator:
                               config.overhead_blocks)
         self.scheduler = Scheduler(SchedulerConfig(config.max_num_seqs,
                                                    config.max_num_batched_tokens,
-                                                   config.spec_tokens, config.reserve_full),
+                                                   config.spec_tokens, config.reserve_full,
+                                                   config.prefill_first),
                                    self.pool)
         self.now_s = 0.0
         self.steps = 0
@@ -74,6 +75,8 @@ class Simulator:
         self._partial: Request | None = None  # in bulk: the one request mid-prefill
         self._g = 0  # decode steps taken in bulk
         self._unpublished: list[Request] = []  # members holding private prefix copies
+        self._stall_s = 0.0  # prefill_first: time the decodes have waited since their last step
+        self._stall_joiners: list[Request] = []  # … and those that joined while they waited
 
     @property
     def bulk_steps(self) -> int:
@@ -195,11 +198,16 @@ class Simulator:
         for r in running:
             if r is not partial:
                 self._join(r)
+        # a member whose last token came before the last step (it sat out a prompt step, or
+        # the budget) has its own gap at the first decode step
+        self._stall_joiners = [r for r in running if r is not partial
+                               and r.last_token_s != self.now_s]
         self._partial = partial
         self._in_bulk = True
         return True
 
     def _leave_bulk(self) -> None:
+        self._stall_s, self._stall_joiners = 0.0, []  # the plain step times gaps per request
         self.decodes.clear(self._g)
         self._unpublished = []
         self._partial = None
@@ -214,6 +222,8 @@ class Simulator:
         if count > budget:
             return None
         partial = self._partial
+        if cfg.prefill_first and (partial is not None or s.prefill_ready(budget)):
+            return self._prefill_step(rec)
         if partial is None and count and not self._could_admit(count):
             k = self._bulk_steps(next_arrival)
             if k > 1:
@@ -233,8 +243,8 @@ class Simulator:
         if partial is not None and n > 0:
             pool.grow(partial, partial.num_computed + n)
             chunks.append(Scheduled(partial, n, partial.num_computed))
-        if not preempted:  # as the plain step: a step that preempted admits nobody
-            s.admit_waiting(budget - count - n, self.now_s, chunks)
+        if not preempted and not cfg.prefill_first:  # as the plain step: a step that
+            s.admit_waiting(budget - count - n, self.now_s, chunks)  # preempted admits nobody
         ones = [c.context for c in chunks if c.tokens == 1]  # one-token prompts
         prefills = [Seq(c.tokens, c.context) for c in chunks if c.tokens > 1]
         if self.timer.full_attention:
@@ -249,11 +259,60 @@ class Simulator:
         self.steps += 1
         self._g = g = g + 1
         dset.step_end_s = self.now_s
+        self._decode_gaps(dt, count, rec)  # before _publish syncs the members' last tokens
         if self._unpublished:
             self._publish()
-        itl_tokens = count
-        done = []  # chunks whose request ends here: freed after the decodes, as the plain
-        self._partial = None  # step frees them (its batch lists the running decodes first)
+        done = self._chunks_done(chunks, started_s, rec)
+        closed = self._close_step()
+        return closed + [self._finish(r) for r in done]
+
+    def _prefill_step(self, rec: Recorder) -> list[Request] | None:
+        """prefill_first: a step of prompts alone (the one being chunked, then new requests),
+        the decodes waiting; None (the plain step) if the prompt cannot get its blocks."""
+        pool, s, budget = self.pool, self.scheduler, self.config.max_num_batched_tokens
+        chunks: list[Scheduled] = []
+        partial = self._partial
+        n = min(partial.to_compute, budget) if partial is not None else 0
+        if partial is not None:
+            if pool.blocks_for(partial.num_computed + n) - partial.blocks_held > pool.available:
+                return None  # a shortage: the plain step preempts
+            pool.grow(partial, partial.num_computed + n)
+            chunks.append(Scheduled(partial, n, partial.num_computed))
+        s.admit_waiting(budget - n, self.now_s, chunks)
+        if not chunks:
+            return None
+        dt = self.timer.time_s(batch_shape(self.dep, [Seq(c.tokens, c.context) for c in chunks]))
+        started_s = self.now_s
+        self.now_s += dt
+        self.steps += 1
+        if self.decodes.count:
+            self._stall_s += dt
+        done = self._chunks_done(chunks, started_s, rec)
+        members = self.decodes.members
+        self._stall_joiners += [c.request for c in chunks if members.get(c.request.id)
+                                is c.request]
+        return [self._finish(r) for r in done]
+
+    def _decode_gaps(self, dt: float, count: int, rec: Recorder) -> None:
+        """The gaps a decode step of ``count`` members ends: this step, and for the members
+        that waited through prompt steps (prefill_first) those too — since its last token
+        for one that joined meanwhile."""
+        members = self.decodes.members
+        joiners = [r for r in self._stall_joiners if members.get(r.id) is r]
+        if count - len(joiners):
+            rec.itl(dt + self._stall_s, count - len(joiners))
+        for r in joiners:
+            rec.itl(self.now_s - r.last_token_s, 1)
+        self._stall_s, self._stall_joiners = 0.0, []
+
+    def _chunks_done(self, chunks: list[Scheduled], started_s: float,
+                     rec: Recorder) -> list[Request]:
+        """The step's prompt chunks advanced: the one still prefilling kept as the partial,
+        a finished prompt's first token, a recompute's next; those not done join the decodes.
+        Returns the requests whose last token this was (freed after the decodes, as the plain
+        step frees them: its batch lists the running decodes first)."""
+        done = []
+        self._partial = None
         for c in chunks:
             r = c.request
             r.num_computed += c.tokens
@@ -273,10 +332,7 @@ class Simulator:
                 done.append(r)
             else:
                 self._join(r)
-        if itl_tokens:
-            rec.itl(dt, itl_tokens)
-        closed = self._close_step()
-        return closed + [self._finish(r) for r in done]
+        return done
 
     def _join(self, r: Request) -> None:
         self.decodes.add(r, self._g)
@@ -392,7 +448,15 @@ class Simulator:
         t0, slope = self._line
         t_last = t0 + slope * (k - 1)
         self.pool.take(dset.blocks_over(g, k))
-        rec.itl_line(t0, t_last, k, dset.count)
+        if self._stall_s or self._stall_joiners:  # the first step's gap holds the prompt
+            # steps the decodes waited through
+            start = self.now_s
+            self.now_s += t0
+            self._decode_gaps(t0, dset.count, rec)
+            self.now_s = start
+            rec.itl_line(t0 + slope, t_last, k - 1, dset.count)
+        else:
+            rec.itl_line(t0, t_last, k, dset.count)
         self.now_s += k * (t0 + t_last) / 2
         self.steps += k
         self._g = g + k
