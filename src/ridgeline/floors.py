@@ -274,8 +274,8 @@ def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
              q("compute time", compute_s * 1e3, "ms"),
              *([q("FLOPs", work.flops / 1e12, "TFLOP")] if work.paced_flops == work.flops else
                [q("FLOPs at the step dtype's pace", work.paced_flops / 1e12, "TFLOP",
-                  f"{work.flops / 1e12:,.4g} TFLOP, the matmuls kept wider than "
-                  f"{dep.compute_dtype} counted × their slowdown ({dep.matmuls_label})")]),
+                  f"{work.flops / 1e12:,.4g} TFLOP with matmuls at {dep.matmuls_label}: each "
+                  "kept wider counted × its slowdown")]),
              q(f"peak {dep.compute_dtype}", dep.peak_flops_per_s / 1e12, "TFLOP/s", src)),
         *_host_steps(dep, work),
         step("step time", "max(compute time, memory time)" + (
