@@ -230,6 +230,13 @@ def test_decode_explain_repeats_from_its_printed_inputs(
     def result(label: str) -> float:
         return float(steps[label]["result"]["value"])
 
+    weights = inputs("weight bytes read")
+    if len(weights) == 2:  # params × bytes per weight
+        assert result("weight bytes read") == pytest.approx(weights[0] * weights[1], rel=1e-3)
+    else:  # every token's + routed × share touched, each at its bytes per weight
+        dense, dense_bpw, routed, share, expert_bpw = weights
+        assert result("weight bytes read") == pytest.approx(
+            dense * dense_bpw + routed * share * expert_bpw, rel=1e-3)
     batch, traffic_mb = inputs("KV bytes read")
     assert result("KV bytes read") == pytest.approx(batch * traffic_mb / 1e3)
     nbytes, *_, bandwidth = inputs("memory time")

@@ -92,7 +92,9 @@ class AttentionMemoryReport:
             f"  HBM traffic, tiled   {self.total_tiled_bytes / GB:,.1f} GB (flash-style: Q, O of "
             f"{self.num_heads} heads and K, V of {self.num_kv_heads} KV heads once; scores on chip)",
             f"                       {self.total_tiled_worst_bytes / GB:,.1f} GB if K and V were "
-            f"re-read from HBM for every {QUERY_TILE_ROWS}-row query tile",
+            f"re-read from HBM by each of the {self.num_heads} query heads for every "
+            f"{QUERY_TILE_ROWS}-row query tile (a kernel that shares them across a KV head's "
+            "group reads ÷ the group)",
             f"  naive ÷ tiled        {self.total_naive_bytes / self.total_tiled_bytes:,.0f}x",
             *([f"  {self.windowed_layers} of the layers attend within a window: an unfused kernel "
                "still writes S×S and masks it; a tiled one skips the tiles outside the window"]
@@ -125,11 +127,16 @@ def attention_memory(spec: ModelSpec, context: int, bytes_per_element: float = 2
         step("all heads and layers", "heads × attention layers × score matrix",
              q("total", scores / GB, "GB"), q("heads", att.num_heads, "", "num_attention_heads"),
              q("attention layers", len(layers))),
-        step("naive traffic", "heads × (4 × S² + 2·S·(d_qk + d_v)) × bytes, per layer",
-             q("total", naive / GB, "GB")),
-        step("tiled traffic", "S·(heads + KV heads)·(d_qk + d_v) × bytes, per layer",
-             q("total", tiled / GB, "GB"), q("d_qk", qk, "", "config.json"),
-             q("d_v", v, "", "config.json"), q("KV heads", h_kv, "", "num_key_value_heads")),
+        step("naive traffic", "attention layers × heads × (4 × S² + 2·S·(d_qk + d_v)) × bytes",
+             q("total", naive / GB, "GB"), q("attention layers", len(layers)),
+             q("heads", h, "", "num_attention_heads"), q("S", context, "tokens"),
+             q("d_qk", qk, "", "config.json"), q("d_v", v, "", "config.json"),
+             q("bytes", bytes_per_element, "B")),
+        step("tiled traffic", "attention layers × S·(heads + KV heads)·(d_qk + d_v) × bytes",
+             q("total", tiled / GB, "GB"), q("attention layers", len(layers)),
+             q("S", context, "tokens"), q("heads", h, "", "num_attention_heads"),
+             q("KV heads", h_kv, "", "num_key_value_heads"), q("d_qk", qk, "", "config.json"),
+             q("d_v", v, "", "config.json"), q("bytes", bytes_per_element, "B")),
     )
     return AttentionMemoryReport(spec.name, context, bytes_per_element, per_head, scores, naive,
                                  tiled, worst, len(layers), h, h_kv, steps,

@@ -47,6 +47,8 @@ def q(name: str, value: float | str, unit: str = "", source: str = "") -> Quanti
 def _num(value: float) -> str:
     if value == int(value) and abs(value) < 1e15:
         return f"{int(value):,}"
-    if abs(value) >= 1e6 or abs(value) < 1e-3:
+    if abs(value) >= 1e4:  # 15,830 TFLOP/s, not 1.583e+04
+        return f"{value:,.0f}"
+    if abs(value) < 1e-3:
         return f"{value:.4g}"
     return f"{value:,.4g}"

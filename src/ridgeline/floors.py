@@ -29,8 +29,8 @@ from ridgeline.kvcache import kv_footprint
 from ridgeline.moe import expected_experts_touched
 from ridgeline.offload import gpu_attention_share, gpu_weight_bytes, placed_layers
 from ridgeline.params import count_params, layer_params
-from ridgeline.quantization import EMBEDDING, LM_HEAD, OTHER
-from ridgeline.units import GB, require_positive
+from ridgeline.quantization import EMBEDDING, LM_HEAD, OTHER, ROUTED
+from ridgeline.units import GB, plural, require_positive
 
 _KV_OPS = ("attention", "recurrent state")
 _WEIGHT_OPS = tuple(op for op in WEIGHT_OPS if op != "lm head")  # its logits are activations
@@ -237,14 +237,7 @@ def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
     src = dep.accelerator.source
     step_s = max(compute_s, memory_s) + work.host_time_s
     steps = (
-        step("weight bytes read", "Σ params × bytes per weight (experts: the share B tokens touch)",
-             q("weights read", work.weight_bytes / GB, "GB"),
-             q("weights a step can read", dep.params_a_step_reads / 1e9, "B params",
-               "all but the input embedding, config.json"),
-             q("weight format", dep.weights.label),
-             q("bytes per weight (average read)", dep.bytes_per_weight, "B",
-               "the format's bytes, with the layers it leaves as the checkpoint keeps them "
-               "(lm_head, norms)")),
+        _weight_step(dep, work, batch),
         step("KV bytes read", "batch × KV traffic per sequence",
              q("KV read", work.kv_bytes / GB, "GB"), q("batch", batch),
              q("KV traffic per sequence", work.kv_bytes / batch / 1e6, "MB",
@@ -350,12 +343,20 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
     compute_s = work.paced_flops / peak
     memory_s = work.gpu_bytes / bandwidth
     fit = device_fit(dep, kv_stored)
+    body = dep.matmul_params_per_token - head_params(dep)
+    matmuls = 2 * body * batch * prompt_len
+    head = 2 * head_params(dep) * batch
+    pp, tp = dep.pipeline_parallel_size, dep.tensor_parallel_size
     steps = (
-        step("FLOPs", "2 × params per token × tokens + causal attention + the LM head on "
-             "each prompt's last token", q("FLOPs", work.flops / 1e12, "TFLOP"),
+        step("FLOPs", "2 × params per token × tokens + 2 × LM head params × prompts + "
+             "attention and the rest", q("FLOPs", work.flops / 1e12, "TFLOP"),
              q("tokens", batch * prompt_len),
-             q("params per token", (dep.matmul_params_per_token - head_params(dep)) / 1e9, "B",
-               "without the LM head")),
+             q("params per token", body / 1e9, "billion",
+               "the matmuls' weights a token passes, without the LM head"),
+             q("LM head params", head_params(dep) / 1e9, "billion",
+               "on each prompt's last token"), q("prompts", batch),
+             q("attention and the rest", (work.flops - matmuls - head) / 1e12, "TFLOP",
+               "causal QKᵀ and PV over the prompt, the router, the recurrent state")),
         step("bytes", "weights read once + KV written and read back + activations",
              q("bytes", work.bytes / GB, "GB"),
              q("weights read", work.weight_bytes / GB, "GB", _weights_read_source(dep, work)),
@@ -366,17 +367,53 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
         step("weight intensity", "FLOPs ÷ weight bytes read",
              q("intensity", work.flops / work.weight_bytes, "FLOP/byte")),
         *_host_steps(dep, work),
-        step("prefill time", "max(FLOPs ÷ peak, bytes ÷ bandwidth)" + (
-             " + host time" if work.host_bytes else ""),
+        step("prefill time", ("max(FLOPs ÷ peak, bytes ÷ bandwidth)"
+                              if work.paced_flops == work.flops else
+                              "max(FLOPs at the step dtype's pace ÷ peak, bytes ÷ bandwidth)")
+             + (" + host time" if work.host_bytes else ""),
              q("time", (max(compute_s, memory_s) + work.host_time_s) * 1e3, "ms"),
+             *([] if work.paced_flops == work.flops else
+               [q("FLOPs at the step dtype's pace", work.paced_flops / 1e12, "TFLOP",
+                  f"matmuls at {dep.matmuls_label}: each kept wider counted × its slowdown")]),
              q(f"peak {dep.compute_dtype}", peak / 1e12, "TFLOP/s",
-               f"{stages:.2g} of {dep.num_gpus} x {dep.accelerator.id} busy on average"
-               + (": the ubatches of a call pipelined over the stages" if stages > 1 else "")),
+               f"{tp} x {dep.accelerator.id}" + (" in tensor parallel" if tp > 1 else "")
+               + (f" × {stages:.2g} of {pp} pipeline stages busy on average: the ubatches of a "
+                  "call pipelined over them" if pp > 1 else "")),
              q("bandwidth", bandwidth / 1e12, "TB/s", dep.accelerator.source
                + ("; one stage at a time" if stages > 1 else ""))),
     )
     return PrefillFloor(prompt_len, batch, work.flops, work.bytes, work.weight_bytes, compute_s,
                         memory_s, fit, steps, work.host_time_s, work.host_bound)
+
+
+def _weight_step(dep: Deployment, work: Work, batch: int) -> Step:
+    """A decode step's weight bytes: every weight once; for an MoE model the weights every
+    token reads, plus the share of the routed experts the batch's tokens touch."""
+    result = q("weights read", work.weight_bytes / GB, "GB")
+    moe = dep.model.moe
+    if moe is None:
+        return step("weight bytes read", "params a step can read × bytes per weight", result,
+                    q("params a step can read", dep.params_a_step_reads / 1e9, "B params",
+                      "all but the input embedding, config.json"),
+                    q("bytes per weight (average read)", dep.bytes_per_weight, "B",
+                      f"{dep.weights.label}, with the layers it leaves as the checkpoint keeps "
+                      "them (lm_head, norms)"))
+    counts = count_params(dep.model).by_category
+    routed = sum(counts.get(c, 0) for c in ROUTED)
+    dense_bpw, expert_bpw = dep.bytes_per_weight_split
+    dense = dep.params_a_step_reads - routed
+    share = (work.weight_bytes - dense * dense_bpw) / (routed * expert_bpw)
+    touched = expected_experts_touched(moe.num_experts, moe.experts_per_token, batch)
+    return step("weight bytes read", "params every token reads × their bytes per weight + "
+                "routed expert params × share touched × theirs", result,
+                q("params every token reads", dense / 1e9, "B params",
+                  "all but the routed experts and the input embedding"),
+                q("their bytes per weight", dense_bpw, "B", dep.weights.label),
+                q("routed expert params", routed / 1e9, "B params", "config.json"),
+                q("share touched", share, "", f"{touched:,.1f} of {moe.num_experts} experts a "
+                  f"layer expected under {batch:,} {plural(batch, 'token')} × {moe.experts_per_token} "
+                  "routed each"),
+                q("their bytes per weight", expert_bpw, "B"))
 
 
 def _weights_read_source(dep: Deployment, work: Work) -> str:

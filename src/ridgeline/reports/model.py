@@ -12,6 +12,7 @@ from ridgeline.kvcache import KVFootprint, kv_footprint
 from ridgeline.model import ModelSpec
 from ridgeline.params import ParamCount, count_params
 from ridgeline.precision import kv_dtype, weight_bytes, weight_plan
+from ridgeline.quantization import ROUTED
 from ridgeline.render import table
 from ridgeline.units import GB, fmt_binary_bytes, fmt_count
 
@@ -172,15 +173,19 @@ def model_report(spec: ModelSpec) -> ModelReport:
     categories = [q(c, n / 1e9, "B params", "config.json") for c, n in
                   params.by_category.items() if n]
     steps = [step("total parameters", "Σ over categories (embedding, attention, MLP, experts, …)",
-                  q("total", params.total / 1e9, "B"), *categories)]
+                  q("total", params.total / 1e9, "B params"), *categories)]
     for bpp in BYTES_PER_PARAM:
         steps.append(step(f"weights at {bpp:g} B/param", "total parameters × bytes per parameter",
                           q("weights", params.total * bpp / GB, "GB"),
                           q("total", params.total / 1e9, "B params"),
                           q("bytes per parameter", bpp, "B", "the article's round formats")))
     if spec.moe:
+        routed = sum(params.by_category.get(c, 0) for c in ROUTED)
         steps.append(step("active parameters", "total − routed experts × (1 − k/E)",
-                          q("active", params.active / 1e9, "B"),
+                          q("active", params.active / 1e9, "B params"),
+                          q("total", params.total / 1e9, "B params"),
+                          q("routed experts", routed / 1e9, "B params",
+                            "their weights (and biases)"),
                           q("k/E", spec.moe.routed_fraction, "", "num_experts_per_tok / experts")))
     att = spec.attention
     if att and not att.mla:
