@@ -69,9 +69,9 @@ def test_explain_names_what_the_weights_read_add_up_from() -> None:
     floor = decode_floor(dep, 32, 2000)
     read = _explained(floor.steps, "weight bytes read")
     assert read["weights read"] == pytest.approx(
-        float(read["weights a step can read"]) * float(read["bytes per weight (average read)"]),
+        float(read["params a step can read"]) * float(read["bytes per weight (average read)"]),
         rel=1e-4)  # the norms' few MB travel with the activations
-    assert 69 < float(read["weights a step can read"]) < 70
+    assert 69 < float(read["params a step can read"]) < 70
     memory = _explained(floor.steps, "memory time")
     assert float(memory["of which activations"]) * 1e9 == pytest.approx(floor.activation_bytes)
     assert floor.weight_bytes_read + floor.kv_bytes_read + floor.activation_bytes \
