@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -145,14 +146,18 @@ def _expectation_steps(dep: Deployment, batch: list[Seq], profile: EngineProfile
     overhead = step("engine overhead", "per step + layers × per layer"
                     + (" (a step with prompt tokens: no CUDA graph)" if prefill else ""),
                     q("overhead", by["overhead"] * 1e3, "ms"),
-                    q("per step", profile.step_overhead_s * 1e6, "µs", src),
+                    q("per step", profile.step_overhead_s * 1e6, "µs", _fitted(
+                        profile.step_overhead_s, src)),
                     q("layers", dep.model.num_layers, "", "config.json num_hidden_layers"),
-                    q("per layer", per_layer * 1e6, "µs", src))
+                    q("per layer", per_layer * 1e6, "µs", _fitted(per_layer, src)))
     total = step("expected step", "Σ operators max(FLOPs ÷ (peak × compute share), bytes ÷ "
                  "(bandwidth × bandwidth share)) + collectives + overhead",
                  q("expected", cost.time_s * 1e3, "ms"),
-                 q("compute share", profile.compute_for(acc), "", f"{src}: {profile.source}"),
-                 q("bandwidth share", profile.bandwidth_for(acc), "", src),
+                 q("compute share", profile.compute_for(acc), "",
+                   f"{src}: {_share_source(profile.compute_efficiency, profile.group_compute, acc)}"
+                   f"; {profile.source}"),
+                 q("bandwidth share", profile.bandwidth_for(acc), "",
+                   f"{src}: {_share_source(profile.bandwidth_efficiency, profile.group_bandwidth, acc)}"),
                  q("compute-bound operators", by["compute"] * 1e3, "ms"),
                  q("memory-bound operators", by["memory"] * 1e3, "ms"),
                  q("collectives", by["link"] * 1e3, "ms"),
@@ -169,6 +174,23 @@ def _expectation_steps(dep: Deployment, batch: list[Seq], profile: EngineProfile
                   q("bytes per pair", SCORE_BYTES_PER_PAIR, "B",
                     "f32 scores written, read and written by softmax, read again as f16 by P·V"))
     return scores, *steps
+
+
+def _share_source(base: float, groups: Mapping[str, float], acc: Accelerator) -> str:
+    """A profile's share on this card: its base, times its group's fitted multiplier if any."""
+    from ridgeline.engines import accelerator_group
+
+    group = accelerator_group(acc)
+    if group not in groups:
+        return f"{base:.4g}, no multiplier fitted for {group}"
+    return f"{base:.4g} × {groups[group]:.4g} for {group} (at most 1)"
+
+
+def _fitted(seconds: float, source: str) -> str:
+    """A fitted fixed cost's source; one the fit drove to nothing says so."""
+    if seconds < 1e-7:
+        return f"{source}: fitted to nothing (the data need no such cost)"
+    return source
 
 
 def _host_step(dep: Deployment, cost: StepCost) -> tuple[Step, ...]:
