@@ -243,3 +243,25 @@ def test_decode_explain_repeats_from_its_printed_inputs(
     assert result("memory time") == pytest.approx(nbytes / bandwidth)  # GB ÷ TB/s = ms
     flops, peak = inputs("compute time")
     assert result("compute time") == pytest.approx(flops / peak * 1e3)  # TFLOP ÷ TFLOP/s
+
+
+@pytest.mark.parametrize("argv", [
+    ["deepseek-v3", "--context", "2000", "--gpu", "a100", "--weights", "awq-int4",
+     "--num-gpus", "8"],
+    ["gemma-3-27b", "--context", "32000"], ["gemma-3-27b", "--context", "500"],
+    ["qwen3-next-80b-a3b", "--context", "1024", "--gpu", "h200", "--num-gpus", "8",
+     "--weights", "fp8"],
+    ["gpt-oss-120b", "--context", "8192"]])
+def test_kv_explain_repeats_from_its_printed_inputs(
+        capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    """Window layers, tensor-parallel copies and recurrent states are inputs of the bytes a
+    sequence holds, so the step repeats: the ×8 of an MLA latent at TP8 is shown, not hidden."""
+    explain = run_json(capsys, "kv", *argv, "--explain")["explain"]
+    seq = next(s for s in explain if s["label"] == "bytes per sequence")
+    v = {i["name"]: i["value"] for i in seq["inputs"]}
+    windows = sum(i["value"] * int(i["source"].split("keeps ")[1].split(" ")[0].replace(",", ""))
+                  for i in seq["inputs"] if i["name"].endswith("window layers")
+                  or i["name"].startswith("chunked"))
+    tokens = v["full-attention layers"] * v["context"] + windows
+    assert seq["result"]["value"] * 1e9 == pytest.approx(
+        v["per layer"] * tokens * v["TP copies"] + v["recurrent states"] * 1e9, rel=1e-3)

@@ -148,11 +148,22 @@ def kv_report(
                           q("KV heads", att.num_kv_heads, "", "num_key_value_heads"),
                           q("head_dim", att.head_dim, "", "config.json"),
                           q("bytes per element", kv.bytes_per_element, "B", kv.source)))
+    windowed = [r for r in rows if r.bytes_per_token
+                and r.kind in (_NAMES[SLIDING], _NAMES[CHUNKED])]
+    states = sum(r.bytes_at_context for r in rows if not r.bytes_per_token)
     steps.append(step("bytes per sequence",
-                      "Σ full layers × context + Σ windowed layers × min(context, window) + states",
+                      "(per layer × (full layers × context + window layers × their window)) × "
+                      "TP copies + recurrent states",
                       q("per sequence", footprint.stored_bytes(replication) / GB, "GB"),
+                      q("per layer", per_layer, "B", "per token, the step above"),
+                      q("full-attention layers", spec.count(mixer=FULL)),
                       q("context", context, "tokens"),
-                      q("full-attention layers", spec.count(mixer=FULL))))
+                      *(q(f"{r.kind} layers", r.layers, "", f"each keeps {r.tokens_kept:,} "
+                          "tokens (its window, or the context if shorter)") for r in windowed),
+                      q("TP copies", replication, "", "KV heads (an MLA latent: all of it) "
+                        "copied where tensor parallelism outnumbers them"),
+                      q("recurrent states", states / GB, "GB", "fixed per sequence, sharded "
+                        "over the ranks, not copied")))
     if budget_bytes is not None:
         steps.append(step("conversations that fit", "floor(budget ÷ bytes per sequence)",
                           q("conversations", conversations_that_fit(
