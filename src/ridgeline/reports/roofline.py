@@ -10,7 +10,7 @@ from ridgeline.explain import Step, q, step
 from ridgeline.floors import device_fit
 from ridgeline.hardware import Accelerator
 from ridgeline.model import trained_context_caution
-from ridgeline.moe import article_expert_intensity
+from ridgeline.moe import article_expert_intensity, expected_experts_touched
 from ridgeline.render import table
 from ridgeline.roofline import (
     OperatingPoint,
@@ -206,8 +206,9 @@ def roofline_report(
             expert_bpw) / moe.routed_fraction
         points.append(operating_point(
             "MoE expert layers", e_i, acc, expert_dtype, expert_ridge,
-            f"article: B × k/E = {article:,.2f} tokens per expert, at {expert_bpw:.2f} bytes "
-            "per weight; batch to ridge = ridge batch ÷ (k/E)"
+            f"B × k tokens over the experts they touch (the article's B × k/E = {article:,.2f} "
+            "tokens per expert counts every expert as read), at "
+            f"{expert_bpw:.2f} bytes per weight; batch to ridge = ridge batch ÷ (k/E)"
             + (f"; their matmuls at {expert_dtype}, ridge "
                f"{ridge_point(acc.peak(expert_dtype), acc.memory_bandwidth_bytes_per_s):,.0f}"
                if expert_dtype != compute_dtype else "")))
@@ -215,9 +216,12 @@ def roofline_report(
             "MoE experts (prefill)", expert_intensity(prompt_len, dep.model, expert_bpw), acc,
             expert_dtype, expert_ridge, "the prompt's tokens spread over the experts: each "
             "sees prompt × k/E"))
+        touched = expected_experts_touched(moe.num_experts, moe.experts_per_token, batch)
         steps.append(step("expert intensity", "2 × B × k ÷ (experts touched × bytes per weight)",
-                          q("intensity", e_i, "FLOP/byte"),
-                          q("k/E", moe.routed_fraction, "", "num_experts_per_tok / experts"),
+                          q("intensity", e_i, "FLOP/byte"), q("B", batch, "tokens"),
+                          q("k", moe.experts_per_token, "", "num_experts_per_tok"),
+                          q("experts touched", touched, "", f"expected of {moe.num_experts} "
+                            "when B tokens each route to k"),
                           q("bytes per expert weight", expert_bpw, "B")))
     if intensity is not None:
         point = operating_point("the intensity you gave", intensity, acc, compute_dtype, None)
