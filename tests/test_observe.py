@@ -533,3 +533,36 @@ def test_sglang_token_rates_come_from_its_per_step_counter(tmp_path: Path) -> No
                             for t in (1764500000, 1764500060)))
     obs = read_source(str(path))
     assert obs.generation_tok_s == 0 and any("when it finishes" in n for n in obs.notes)
+
+
+def test_openmetrics_timestamps_and_exemplars_are_read_not_dropped() -> None:
+    """OpenMetrics allows a float timestamp in seconds and an exemplar after a sample: a
+    running gauge so written had vanished (no running-requests metric), an exemplar's bucket
+    too, moving the ITL percentiles."""
+    text = ('vllm:num_requests_running{model_name="m"} 4 1764500000.123\n'
+            'vllm:inter_token_latency_seconds_bucket{le="0.025",model_name="m"} 10 '
+            '# {trace_id="a b}c"} 0.0143 1764500059.8\n'
+            'vllm:inter_token_latency_seconds_bucket{le="+Inf",model_name="m"} 10\n'
+            'vllm:inter_token_latency_seconds_count{model_name="m"} 10\n'
+            'vllm:inter_token_latency_seconds_sum{model_name="m"} 0.146\n')
+    scrape = parse_scrape(text)
+    assert scrape.value("vllm:num_requests_running") == 4
+    hist = scrape.histogram("vllm:inter_token_latency_seconds")
+    assert hist is not None and dict(hist.buckets)[0.025] == 10
+
+
+def test_requests_deferred_for_a_kv_transfer_are_not_a_queue_for_the_batch(
+        tmp_path: Path) -> None:
+    """vLLM splits its waiting requests by reason: 'deferred' ones wait for a KV transfer or a
+    LoRA budget, not for seats, so they do not ask for a larger --max-num-seqs."""
+    path = tmp_path / "deferred.prom"
+    path.write_text("".join(
+        f"# scrape_time {t}\n"
+        'vllm:num_requests_running{engine="0",model_name="m"} 64\n'
+        'vllm:num_requests_waiting{engine="0",model_name="m"} 3\n'
+        'vllm:num_requests_waiting_by_reason{engine="0",model_name="m",reason="capacity"} 1\n'
+        'vllm:num_requests_waiting_by_reason{engine="0",model_name="m",reason="deferred"} 2\n'
+        'vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.45\n'
+        for t in (1764500000, 1764500060)))
+    obs = read_source(str(path))
+    assert obs.waiting == [1, 1] and any("2 waiting requests deferred" in n for n in obs.notes)

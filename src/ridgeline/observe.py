@@ -38,6 +38,9 @@ from ridgeline.prometheus import Histogram, Scrape, parse_scrape, split_scrapes
 MAX_BYTES = 16 * 2**20
 RUNNING = ("vllm:num_requests_running", "sglang:num_running_reqs", "llamacpp:requests_processing")
 WAITING = ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "llamacpp:requests_deferred")
+# vLLM splits its waiting queue by why (vllm/v1/metrics/loggers.py): "capacity" waits for the
+# batch; "deferred" for a KV transfer, a LoRA budget or a blocked status
+WAITING_BY_REASON = "vllm:num_requests_waiting_by_reason"
 KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage",
             "llamacpp:kv_cache_usage_ratio")
 # SGLang's num_retracted_reqs is a gauge (the last interval's); its counter is named
@@ -234,12 +237,21 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
         obs.notes.append(f"{k} data-parallel engines (the 'engine' or 'dp_rank' label): the "
                          "batch, the queue, the KV usage and the token rates are each engine's "
                          "mean")
+    deferred = 0.0
     for s in scrapes:
         for series, names in ((obs.running, RUNNING), (obs.waiting, WAITING),
                               (obs.kv_usage, KV_USAGE)):
             value = _gauge(s, names)
             if value is not None:
                 series.append(value / k)
+        if WAITING_BY_REASON in s.samples and obs.waiting:  # the queue the engine could run:
+            held = s.value_where(WAITING_BY_REASON, "reason", ("deferred",)) or 0.0
+            obs.waiting[-1] = max(0.0, obs.waiting[-1] - held / k)  # not KV transfers, LoRA
+            deferred = max(deferred, held / k)
+    if deferred:
+        obs.notes.append(f"up to {deferred:,.0f} waiting requests deferred (a KV transfer, a "
+                         "LoRA budget: vllm:num_requests_waiting_by_reason) are not counted as "
+                         "waiting for the batch")
     if any(u > 1 + 1e-9 for u in obs.kv_usage):
         raise InputError(f"{source}: the KV usage adds up to {max(obs.kv_usage):.0%} of one pool: "
                          "its series are not one engine's")

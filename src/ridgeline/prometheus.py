@@ -21,7 +21,8 @@ from ridgeline.errors import InputError
 _SAMPLE = re.compile(
     r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>(?:[^}"]|"(?:[^"\\]|\\.)*")*)\})?\s+'
     r"(?P<value>[-+]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|(?i:inf(?:inity)?|nan)))"
-    r"(?:\s+(?P<ts>-?\d+))?\s*$"
+    r"(?:\s+(?P<ts>-?\d+(?:\.\d*)?))?"  # a timestamp: ms in Prometheus, s in OpenMetrics
+    r'(?:\s*#\s*\{(?:[^}"]|"(?:[^"\\]|\\.)*")*\}\s*\S+(?:\s+\S+)?)?\s*$'  # an exemplar
 )
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 _SCRAPE_MARK = re.compile(r"^#\s*scrape_time\s+([0-9]+(?:\.[0-9]*)?)\s*$")
