@@ -566,3 +566,27 @@ def test_requests_deferred_for_a_kv_transfer_are_not_a_queue_for_the_batch(
         for t in (1764500000, 1764500060)))
     obs = read_source(str(path))
     assert obs.waiting == [1, 1] and any("2 waiting requests deferred" in n for n in obs.notes)
+
+
+def test_bench_results_of_sglang_aiperf_and_appended_runs_are_read_whole(
+        tmp_path: Path) -> None:
+    """SGLang names end-to-end e2e_latency_ms; aiperf gives the run's summed input and output
+    lengths and its model; a file of several runs says it read the last."""
+    run = {"duration": 60, "completed": 500, "output_throughput": 2000, "mean_itl_ms": 20,
+           "total_input_tokens": 512000, "total_output_tokens": 64000, "backend": "sglang",
+           "mean_e2e_latency_ms": 7330, "median_e2e_latency_ms": 7300, "max_concurrency": 64}
+    sglang = tmp_path / "sglang.jsonl"
+    sglang.write_text(json.dumps({**run, "max_concurrency": 16}) + "\n" + json.dumps(run) + "\n")
+    obs = read_source(str(sglang))
+    assert obs.latency_ms["e2e"] == {"mean": 7330, "p50": 7300}
+    assert any("2 runs in the file: the last one read (max concurrency 64)" in n
+               for n in obs.notes)
+    aiperf = tmp_path / "profile_export_aiperf.json"
+    aiperf.write_text(json.dumps({
+        "time_to_first_token": {"unit": "ms", "avg": 90}, "inter_token_latency":
+        {"unit": "ms", "avg": 20}, "output_token_throughput": {"avg": 2000},
+        "request_count": {"avg": 500}, "total_isl": {"avg": 512000}, "total_osl": {"avg": 64000},
+        "input_config": {"endpoint": {"model_names": ["meta-llama/Llama-3.1-8B-Instruct"]}}}))
+    obs = read_source(str(aiperf))
+    assert (obs.mean_prompt_tokens, obs.mean_output_tokens) == (1024, 128)
+    assert obs.model_names == ["meta-llama/Llama-3.1-8B-Instruct"]

@@ -466,26 +466,34 @@ def from_log(text: str, source: str) -> Observation:
     return obs
 
 
-_BENCH_KEYS = {"ttft": "ttft_ms", "itl": "itl_ms", "tpot": "tpot_ms", "e2e": "e2el_ms"}
+# vllm bench serve's names; SGLang's bench_serving names end-to-end e2e_latency_ms
+_BENCH_KEYS = {"ttft": ("ttft_ms",), "itl": ("itl_ms",), "tpot": ("tpot_ms",),
+               "e2e": ("e2el_ms", "e2e_latency_ms")}
 _GENAI = {"ttft": "time_to_first_token", "itl": "inter_token_latency",
           "e2e": "request_latency"}
 
 
 def from_bench(text: str, source: str) -> Observation:
     """`vllm bench serve --save-result`, SGLang bench_serving, or genai-perf/aiperf JSON."""
+    runs = 1
     try:
         data: Any = json.loads(text)
     except json.JSONDecodeError:
         lines = [ln for ln in text.splitlines() if ln.strip()]
-        try:
-            data = json.loads(lines[-1])  # SGLang appends one JSON object per run
+        try:  # SGLang, and vllm bench serve --append-result, add one JSON object per run
+            data = json.loads(lines[-1])
         except (json.JSONDecodeError, IndexError):
             raise InputError(f"{source} is not a benchmark result JSON") from None
+        runs = len(lines)
     if isinstance(data, list) and data:
-        data = data[-1]
+        data, runs = data[-1], len(data)
     if not isinstance(data, dict):
         raise InputError(f"{source} is not a benchmark result JSON object")
     obs = Observation(source, "bench")
+    if runs > 1:
+        obs.notes.append(f"{runs} runs in the file: the last one read"
+                         + (f" (max concurrency {data['max_concurrency']})"
+                            if data.get("max_concurrency") is not None else ""))
     if "output_throughput" in data:  # vLLM / SGLang
         def field(key: str, high: float, what: str) -> float | None:
             return _bench_field(data, key, source, high, what)
@@ -507,7 +515,9 @@ def from_bench(text: str, source: str) -> Observation:
             obs.mean_prompt_tokens = (field("total_input_tokens", MAX_COUNT, "tokens") or 0) / done
             obs.mean_output_tokens = (field("total_output_tokens", MAX_COUNT, "tokens")
                                       or 0) / done
-        for key, stem in _BENCH_KEYS.items():
+        for key, stems in _BENCH_KEYS.items():
+            stem = next((st for st in stems if f"mean_{st}" in data or f"median_{st}" in data),
+                        stems[0])
             values = {stat: field(f"{stat}_{stem}", MAX_BENCH_S * 1e3, "milliseconds")
                       for stat in ("mean", "median", "p90", "p99")}
             found = {("p50" if k == "median" else k): v for k, v in values.items() if v is not None}
@@ -531,6 +541,19 @@ def from_bench(text: str, source: str) -> Observation:
                      if v is not None}
             if found:
                 obs.latency_ms[key] = found
+        count = _num((data.get("request_count") or {}).get("avg"))
+        for attr, stem, total in (("mean_prompt_tokens", "input_sequence_length", "total_isl"),
+                                  ("mean_output_tokens", "output_sequence_length", "total_osl")):
+            length = _num((data.get(stem) or {}).get("avg"))  # genai-perf: each request's
+            summed = _num((data.get(total) or {}).get("avg"))  # aiperf: the run's sum
+            if length is None and summed is not None and count:
+                length = summed / count
+            if length is not None:
+                setattr(obs, attr, checked(length, source, stem, 0.0, MAX_COUNT, "tokens"))
+        endpoint = (data.get("input_config") or {}).get("endpoint") or {}
+        names = endpoint.get("model_names") if isinstance(endpoint, dict) else None
+        if isinstance(names, list):
+            obs.model_names += [n.strip() for n in names if isinstance(n, str) and n.strip()]
     else:
         raise InputError(f"{source}: not a vLLM, SGLang or genai-perf benchmark result "
                          "(no output_throughput or time_to_first_token)")
