@@ -590,3 +590,22 @@ def test_bench_results_of_sglang_aiperf_and_appended_runs_are_read_whole(
     obs = read_source(str(aiperf))
     assert (obs.mean_prompt_tokens, obs.mean_output_tokens) == (1024, 128)
     assert obs.model_names == ["meta-llama/Llama-3.1-8B-Instruct"]
+
+
+def test_an_older_llama_servers_kv_ratio_is_not_read_as_a_share_of_the_memory(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Its kv_cache_usage_ratio is a share of -c: 60 % of an 8,192-cell context is 4,915
+    tokens, not 60 % of all the cells the card could hold (92,234). Its kv_cache_tokens
+    gauge gives the cells in use."""
+    path = tmp_path / "llamacpp.prom"
+    path.write_text("".join(
+        f"# scrape_time {t}\nllamacpp:requests_processing 1\nllamacpp:requests_deferred 0\n"
+        "llamacpp:kv_cache_usage_ratio 0.6\nllamacpp:kv_cache_tokens 4915\n"
+        for t in (1764500000, 1764500060)))
+    argv = ["observe", str(path), "--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--weights",
+            "q4_k_m"]
+    assert main(argv) == 0
+    assert "sequences of 4,915 tokens (llama-server's 4,915 KV cells" in capsys.readouterr().out
+    path.write_text(path.read_text().replace("llamacpp:kv_cache_tokens 4915\n", ""))
+    assert main(argv) == 0
+    assert "2,000 tokens (assumed: pass --context)" in capsys.readouterr().out

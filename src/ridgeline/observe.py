@@ -38,6 +38,9 @@ from ridgeline.prometheus import Histogram, Scrape, parse_scrape, split_scrapes
 MAX_BYTES = 16 * 2**20
 RUNNING = ("vllm:num_requests_running", "sglang:num_running_reqs", "llamacpp:requests_processing")
 WAITING = ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "llamacpp:requests_deferred")
+# older llama-server builds: the KV cells in use, beside kv_cache_usage_ratio, which is their
+# share of -c (the context it was started with), not of the memory (removed by PR #13660)
+LLAMACPP_KV_TOKENS = "llamacpp:kv_cache_tokens"
 # vLLM splits its waiting queue by why (vllm/v1/metrics/loggers.py): "capacity" waits for the
 # batch; "deferred" for a KV transfer, a LoRA budget or a blocked status
 WAITING_BY_REASON = "vllm:num_requests_waiting_by_reason"
@@ -107,6 +110,7 @@ class Observation:
     model_names: list[str] = field(default_factory=list)  # as the engine labels its metrics
     engine_family: str | None = None  # vllm, sglang or llama.cpp: whose metric names these are
     engines: int = 1  # vLLM data-parallel engine cores (the "engine" label): figures are each's
+    kv_tokens: list[float] = field(default_factory=list)  # llama-server's cells in use (older)
 
     @property
     def batch(self) -> float | None:
@@ -239,6 +243,9 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
                          "mean")
     deferred = 0.0
     for s in scrapes:
+        cells = s.value(LLAMACPP_KV_TOKENS)
+        if cells is not None:
+            obs.kv_tokens.append(cells)
         for series, names in ((obs.running, RUNNING), (obs.waiting, WAITING),
                               (obs.kv_usage, KV_USAGE)):
             value = _gauge(s, names)

@@ -244,6 +244,13 @@ def context_from_kv_usage(obs: Observation, dep: Deployment) -> tuple[int, str] 
     """The tokens each running request holds, read off the KV cache's fill: usage × the
     pool's tokens (vLLM's defaults on the deployment described) ÷ running requests. None
     without both gauges, or with an idle engine."""
+    if obs.engine_family == "llama.cpp" or dep.engine.startswith("llama.cpp"):
+        # its usage ratio is a share of -c, which /metrics does not give: its cells in use do
+        if not (obs.kv_tokens and obs.running and statistics.fmean(obs.running) >= 1):
+            return None
+        cells, running = statistics.fmean(obs.kv_tokens), statistics.fmean(obs.running)
+        return max(1, round(cells / running)), (f"llama-server's {cells:,.0f} KV cells in use "
+                                                f"over {running:,.1f} busy slots")
     if not obs.kv_usage or not obs.running:
         return None
     usage, running = statistics.fmean(obs.kv_usage), statistics.fmean(obs.running)
