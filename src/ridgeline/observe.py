@@ -302,6 +302,10 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
             obs.notes.append(f"no {key} histogram ({' or '.join(family)})")
             continue
         obs.latency_ms[key] = _hist_ms(_window(scrapes, family) if timed else hist)
+        if len(obs.latency_ms) == 1 and obs.latency_ms[key]:
+            obs.notes.append("latency percentiles are interpolated within the histograms' "
+                             "buckets, as Prometheus's histogram_quantile does; the means "
+                             "are exact")
     prompt = last.value(*PROMPT_TOKENS)
     gen = last.value(*GENERATION_TOKENS)
     total = last.value(*REQUESTS)
