@@ -198,7 +198,7 @@ def test_plan_replays_a_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert main(["plan", "llama-3.1-8b", "--trace", str(trace), "--slo-ttft-ms", "500",
                  "--slo-tpot-ms", "50", "--gpus", "h100", "--workers", "1", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["winner"]["verified"] and data["rate"] == pytest.approx(4.0)
+    assert data["winner"]["verified"] and data["rate_req_s"] == pytest.approx(4.0)
     with pytest.raises(SystemExit) as exit_:  # one load or the other
         main(["plan", "llama-3.1-8b", "--trace", str(trace), "--rate", "3", "--slo-ttft-ms",
               "500", "--slo-tpot-ms", "50"])

@@ -183,7 +183,7 @@ class FitReport:
             "offload": None if self.deployment.offload is None else {
                 "placement": self.deployment.offload.describe(self.deployment.model),
                 "host_weight_bytes": _host_bytes(self.deployment)},
-            "taken_per_gpu": {"weights": p.weight_bytes, "activations": p.activation_bytes,
+            "taken_bytes_per_gpu": {"weights": p.weight_bytes, "activations": p.activation_bytes,
                               "non_torch": p.non_torch_bytes, "cuda_graphs": p.cuda_graph_bytes},
             "slot_cache_bytes_per_gpu": p.slot_cache_bytes,
             "llama_server_c": self.launch_cells if is_llamacpp(p) and self.batch else None,

@@ -47,7 +47,10 @@ class MoEReport:
 
     def to_dict(self) -> dict[str, Any]:
         data = {k: v for k, v in vars(self).items() if k not in ("rows", "steps", "fit")}
-        data["rows"] = [vars(r) for r in self.rows]
+        data["ridge_flop_per_byte"] = data.pop("ridge")
+        # the article's figure is tokens per expert (B·k/E), not FLOP per byte
+        data["rows"] = [{("article_tokens_per_expert" if k == "article_intensity" else k): v
+                         for k, v in vars(r).items()} for r in self.rows]
         data["weights_fit"] = not self.fit
         return data
 

@@ -84,6 +84,7 @@ class PlanReport:
 
     def _row(self, c: Candidate) -> dict[str, Any]:
         data = asdict(c)
+        data["replica_rate_req_s"] = data.pop("replica_rate")
         data.update(label=c.label, gpus=c.gpus, cost_per_hour=c.cost_per_hour,
                     cost_per_million_output_tokens=c.cost_per_million_tokens(self._tok_s()))
         if self.result.mean_output_tokens < 2:  # one output token: no TPOT to state
@@ -94,7 +95,7 @@ class PlanReport:
         r = self.result
         win = r.winner
         return {
-            "model": self.model.name, "rate": r.load.rate, "input_len": r.load.input_len,
+            "model": self.model.name, "rate_req_s": r.load.rate, "input_len": r.load.input_len,
             "output_len": r.load.output_len, "slo": asdict(r.slo), "searched": r.searched,
             "winner": self._row(win) if win else None,
             "commands": self.commands() if win else None,

@@ -51,7 +51,8 @@ class RooflineReport:
             "memory_bandwidth_bytes_per_s": a.memory_bandwidth_bytes_per_s,
             "ridge_flop_per_byte": self.ridge, "batch": self.batch,
             "prompt_len": self.prompt_len, "model": self.model,
-            "points": [vars(p) for p in self.points],
+            "points": [{("intensity_flop_per_byte" if k == "intensity" else k): v
+                        for k, v in vars(p).items()} for p in self.points],
             "weights_fit": not self.fit,
             "cautions": [self.caution] if self.caution else [],
         }
