@@ -64,8 +64,9 @@ class ModelReport:
             "params_by_category": {k: v for k, v in self.params.by_category.items() if v},
             "card_total_params": self.entry.card_total_params if self.entry else None,
             "card_active_params": self.entry.card_active_params if self.entry else None,
-            "stored_formats": s.stored_format_map,
-            "checkpoint_dtype": s.dtype,
+            "stored_formats": {c: f for c, f in s.stored_format_map.items()
+                               if self.params.by_category.get(c)},  # categories it has
+            "checkpoint_dtype": s.dtype,  # of the tensors the stored formats leave as they are
             "weight_gb": self.weight_gb,
             "kv_bytes_per_token_bf16": self.kv_bf16.bytes_per_token_growing,
             "kv_bytes_per_token_bf16_naive": self.kv_bf16.bytes_per_token_naive,
