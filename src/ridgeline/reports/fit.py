@@ -168,6 +168,8 @@ class FitReport:
         return {
             "model": self.deployment.model.name, "accelerator": self.deployment.accelerator.id,
             "num_gpus": self.deployment.num_gpus, "engine": p.engine, "context": self.context,
+            "memory_bytes_per_gpu": p.total_bytes, "reserved_fraction": p.reserved_fraction,
+            "reserved_bytes_per_gpu": p.total_bytes * p.reserved_fraction,
             "pool_bytes_per_gpu": p.pool_bytes, "pool_gib_total": p.pool_bytes
             * self.deployment.num_gpus / GIB, "tokens": p.logged_tokens(self.context),
             "blocks_per_gpu": p.blocks, "vllm_max_concurrency": None if p.groups is None
