@@ -225,7 +225,9 @@ BAD = [
     (["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "2", "--spec-tokens", "100000"],
      "draft length"),
     (["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "2", "--spec-tokens", "4",
-      "--spec-draft-cost", "nan"], "finite"),
+      "--spec-draft-cost", "nan"], "0 to 1 (a drafter as slow as the target gains nothing)"),
+    (["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "2", "--spec-tokens", "4",
+      "--spec-draft-cost", "1e9"], "got 1e+09"),
     (["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "2", "--concurrency", "8"],
      "give one"),
     (["simulate", "llama-3.1-8b", "--gpu", "h100", "--trace", ""], "trace path is empty"),
@@ -1060,3 +1062,43 @@ def test_card_comparisons_say_which_card_cannot_hold_the_weights(
     assert h100["expected"]["tokens_per_s"] == pytest.approx(2000 / h100["expected"]["time_s"])
     assert h100["expected"]["tokens_per_s"] < h100["tokens_per_s"]  # the floor is faster
     assert l40s["expected"] is None and not l40s["fits"]
+
+
+def test_user_files_are_read_with_a_bound_and_their_lines_named(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A file past the bound (a /dev/zero) is refused before it fills the memory; a CSV field
+    past the csv module's limit, a trace arriving in milliseconds and two accelerator records
+    whose ids differ only in case are each one line, exit 2; a .json trace may be an array."""
+    from ridgeline.errors import InputError
+    from ridgeline.userfiles import read_bounded
+
+    big = tmp_path / "big.csv"
+    big.write_text("x" * 2000)
+    assert read_bounded(big, 2000) == b"x" * 2000
+    with pytest.raises(InputError, match=r"big\.csv is larger than 0 MiB"):
+        read_bounded(big, 1000)
+    long_field = tmp_path / "long.csv"
+    header = Path(MEASUREMENTS).read_text().splitlines()[0]
+    long_field.write_text(f"{header}\n" + "a" * 200_000 + "\n")
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,10,5\n1e15,10,5\n")
+    record = json.loads(run(capsys, "hardware", "h200", "--json")[1])
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    first.write_text(json.dumps({**record, "id": "lab-card"}))
+    second.write_text(json.dumps({**record, "id": "Lab Card"}))
+    rtx = tmp_path / "rtx.json"
+    rtx.write_text(json.dumps({**record, "id": "rtx-6000"}))
+    for argv, said in (
+            (["validate", str(long_field)], "field larger than field limit"),
+            (["simulate", "llama-3.1-8b", "--gpu", "h100", "--trace", str(trace)],
+             "line 3: arrival time must be seconds from 0 to 1e+11"),
+            (["validate", str(MEASUREMENTS), "--gpu-file", str(first), "--gpu-file",
+              str(second)], "both hold the id 'Lab Card'"),
+            (["validate", str(MEASUREMENTS), "--gpu-file", str(rtx)],
+             "is the catalog's rtx-6000-ada")):
+        code, _, err = run(capsys, *argv)
+        assert code == 2 and err.count("\n") == 1 and said in err, (argv, err)
+    array = tmp_path / "t.json"
+    array.write_text(json.dumps([{"arrival_s": 0, "prompt_tokens": 10, "output_tokens": 5}]))
+    code, out, _ = run(capsys, "simulate", "llama-3.1-8b", "--gpu", "h100", "--trace", str(array))
+    assert code == 0 and "completed 1 of 1" in out

@@ -310,7 +310,7 @@ def test_llama_server_metrics_pick_llama_cpp_when_no_engine_is_named(
 def test_a_bench_with_zero_itl_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "zero.json"
     path.write_text(json.dumps({"output_throughput": 1000, "mean_itl_ms": 0}))
-    with pytest.raises(InputError, match="inter-token latency is 0 ms: not a measurement"):
+    with pytest.raises(InputError, match="inter-token latency is 0 ms: under a microsecond"):
         read_source(str(path))
 
 
@@ -609,3 +609,96 @@ def test_an_older_llama_servers_kv_ratio_is_not_read_as_a_share_of_the_memory(
     path.write_text(path.read_text().replace("llamacpp:kv_cache_tokens 4915\n", ""))
     assert main(argv) == 0
     assert "2,000 tokens (assumed: pass --context)" in capsys.readouterr().out
+
+
+RUN = 'vllm:num_requests_running{model_name="m"} 4\nvllm:num_requests_waiting{model_name="m"} 0\n'
+ITL_H = "vllm:inter_token_latency_seconds"
+
+
+def _two(first: str, second: str) -> str:
+    return f"# scrape_time 1764500000\n{first}# scrape_time 1764500060\n{second}"
+
+
+def _itl(count: float, total: float, low: float) -> str:
+    return (f'{ITL_H}_bucket{{le="0.01",model_name="m"}} {low}\n'
+            f'{ITL_H}_bucket{{le="+Inf",model_name="m"}} {count}\n'
+            f'{ITL_H}_count{{model_name="m"}} {count}\n{ITL_H}_sum{{model_name="m"}} {total}\n')
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    (RUN + 'vllm:kv_cache_usage_perc{model_name="m"} 0.5 junk\n', "is not a Prometheus sample"),
+    (_two(RUN + _itl(100, 5.0, 50), RUN + _itl(200, 1.0, 100)), "its _sum or a bucket falls"),
+    (_two(RUN + _itl(100, 0.5, 100), RUN + _itl(200, 1.5, 50)), "its _sum or a bucket falls"),
+    (RUN + f'{ITL_H}_bucket{{le="NaN",model_name="m"}} 1\n', "not a bucket's edge"),
+    ("Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 1" + "0" * 30 + " tokens/s, "
+     "Running: 5 reqs, Waiting: 0 reqs, GPU KV cache usage: 5.0%\n",
+     "Avg generation throughput is 1e+30"),
+    ("0 Engines Aggregated: Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: "
+     "1.0 tokens/s, Running: 5 reqs, Waiting: 0 reqs, GPU KV cache usage: 5.0%\n",
+     "Engines Aggregated is 0"),
+])
+def test_a_scrape_or_log_that_cannot_be_read_whole_is_refused(
+        tmp_path: Path, text: str, message: str) -> None:
+    """A malformed line of a metric observe reads, a histogram that runs backwards between
+    scrapes, a NaN bucket edge, an absurd stats line: refused, not skipped or printed."""
+    path = tmp_path / "in.txt"
+    path.write_text(text)
+    with pytest.raises(InputError, match=re.escape(message)):
+        read_source(str(path))
+
+
+def test_a_histogram_with_no_finite_bucket_gives_its_mean_only(tmp_path: Path) -> None:
+    path = tmp_path / "inf.txt"
+    path.write_text(RUN + f'{ITL_H}_bucket{{le="+Inf",model_name="m"}} 10\n'
+                    f'{ITL_H}_count{{model_name="m"}} 10\n{ITL_H}_sum{{model_name="m"}} 0.2\n')
+    assert read_source(str(path)).latency_ms["itl"] == {"mean": pytest.approx(20), "count": 10}
+
+
+AIPERF = {"time_to_first_token": {"unit": "ms", "avg": 90}, "output_token_throughput":
+          {"avg": 2000}, "inter_token_latency": {"unit": "ms", "avg": 20}}
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"time_to_first_token": 90}, "time_to_first_token must be an object of statistics"),
+    ({"request_count": {"avg": -5}}, "request_count.avg is -5"),
+    ({"request_count": {"avg": 0.5}}, "request_count is 0.5"),
+    ({"inter_token_latency": {"unit": "parsecs", "avg": 20}}, "has unit 'parsecs', not a time unit"),
+    ({"time_to_first_token": {"avg": -90}}, "time_to_first_token.avg is -90"),
+    ({"output_token_throughput": {"avg": int("9" * 400)}}, "output_token_throughput.avg is inf"),
+    ({"input_config": "x"}, None),
+])
+def test_genai_perf_and_aiperf_fields_of_the_wrong_shape_are_refused_by_name(
+        tmp_path: Path, changes: dict[str, object], message: str | None) -> None:
+    path = tmp_path / "profile_export_aiperf.json"
+    path.write_text(json.dumps({**AIPERF, **changes}))
+    if message is None:
+        assert read_source(str(path)).generation_tok_s == 2000
+        return
+    with pytest.raises(InputError, match=re.escape(message)):
+        read_source(str(path))
+    path.write_text(json.dumps({**AIPERF, "inter_token_latency": {"unit": "us", "avg": 20000}}))
+    assert read_source(str(path)).latency_ms["itl"]["mean"] == pytest.approx(20)
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"completed": 0.001}, "completed is 0.001; requests complete whole"),
+    ({"mean_itl_ms": 1e-300}, "under a microsecond is not a measurement"),
+    ({"total_input_tokens": 1e17}, "total_input_tokens ÷ completed is 2e+14"),
+])
+def test_a_bench_whose_derived_figures_are_absurd_is_refused(
+        tmp_path: Path, fields: dict[str, float], message: str) -> None:
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps({"duration": 60, "completed": 500, "output_throughput": 2000,
+                                "mean_itl_ms": 20, "total_input_tokens": 5e5, **fields}))
+    with pytest.raises(InputError, match=re.escape(message)):
+        read_source(str(path))
+
+
+def test_an_unfetchable_url_and_a_path_with_a_newline_are_one_line_errors(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    for source, said in (("http://127.0.0.1:abc/metrics", "is not a URL ridgeline can fetch"),
+                         ("/no\nsuch.txt", "no such file: /no\\nsuch.txt")):
+        code = main(["observe", source, "--model", "llama-3.1-8b", "--gpu", "h100",
+                     "--duration", "0"])
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1 and said in err

@@ -65,7 +65,7 @@ def test_simulate_refuses_a_nan_trace_in_one_line_with_exit_2(
     code = main(["simulate", "llama-3.1-8b", "--gpu", "h100", "--trace", str(trace)])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1
-    assert "line 2: arrival time must be a finite number" in err
+    assert "line 2: arrival time must be seconds from 0 to 1e+11" in err
 
 
 @pytest.mark.parametrize("spec", [

@@ -19,6 +19,7 @@ from typing import Any
 from ridgeline.datafiles import load_data
 from ridgeline.errors import InputError, shorten
 from ridgeline.model import ModelSpec
+from ridgeline.userfiles import read_text
 
 
 def normalise(name: str) -> str:
@@ -111,7 +112,7 @@ def read_config_file(path: Path) -> Mapping[str, Any]:
     if not _on_disk(path) or path.is_dir():
         raise InputError(f"no such config file: {shorten(str(path))}")
     try:
-        text = path.read_text("utf-8-sig")
+        text = read_text(path)
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read {path}: {exc}") from None
     return parse_config_text(text, str(path))
@@ -122,6 +123,8 @@ def parse_config_text(text: str, origin: str) -> Mapping[str, Any]:
         config = json.loads(text)  # accepts the bare Infinity HF writes (Nemotron-H)
     except json.JSONDecodeError as exc:
         raise InputError(f"{origin} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    except ValueError:  # an integer past Python's 4,300 digits
+        raise InputError(f"{origin}: a number in it is more than 4,300 digits long") from None
     if not isinstance(config, dict):
         raise InputError(f"{origin} is not a config.json: expected a JSON object")
     return config

@@ -70,15 +70,17 @@ def _torch_device(text: str) -> str:
 
 
 def _register_gpu_files(args: argparse.Namespace) -> None:
+    from ridgeline.catalog import normalise
     from ridgeline.hardware import load_accelerator_file, register
 
     seen: dict[str, str] = {}
     for path in args.gpu_file or []:
         record = load_accelerator_file(path)
-        if record.id in seen:
-            raise InputError(f"--gpu-file {path} and {seen[record.id]} both hold the id "
+        key = normalise(record.id)  # 'Lab Card' and 'lab-card' name one record
+        if key in seen:
+            raise InputError(f"--gpu-file {path} and {seen[key]} both hold the id "
                              f"{record.id!r}: rows naming it would take one of them")
-        seen[record.id] = path
+        seen[key] = path
         register(record)
 
 def cmd_measure(args: argparse.Namespace) -> Any:
@@ -148,8 +150,9 @@ def cmd_measure(args: argparse.Namespace) -> Any:
 
 def _require_rows(files: list[str], errors: tuple[str, ...], rows: tuple[Any, ...]) -> None:
     if not rows:
-        raise InputError(f"{', '.join(files)}: no readable rows ({len(errors)} unreadable: "
-                         + "; ".join(errors[:3]) + ")")
+        raise InputError(f"{', '.join(files)}: no readable rows" + (
+            f" ({len(errors)} unreadable: " + "; ".join(errors[:3]) + ")" if errors
+            else " (a header and nothing under it)"))
 
 
 def _check_output(output: str, inputs: list[str]) -> None:

@@ -15,14 +15,14 @@ import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 from ridgeline.catalog import normalise
 from ridgeline.datafiles import load_data
-from ridgeline.errors import InputError
+from ridgeline.errors import InputError, shorten
 from ridgeline.hardware import Accelerator
 from ridgeline.records import Fields
+from ridgeline.userfiles import read_text
 
 ENGINES = ("vllm", "sglang", "trtllm", "llama.cpp-cuda", "llama.cpp-metal", "llama.cpp-vulkan",
            "llama.cpp-rocm", "torch-eager", "torch-cudagraph")
@@ -188,11 +188,11 @@ def profile_for(engine: str, profiles: Mapping[str, EngineProfile] | None = None
 def load_profile_file(path: str) -> dict[str, EngineProfile]:
     """A user's calibrated profiles (``ridgeline calibrate -o``), keyed by engine."""
     try:
-        data = json.loads(Path(path).expanduser().read_text("utf-8-sig"))
+        data = json.loads(read_text(path))
     except FileNotFoundError:
         raise InputError(f"no such profile file: {path}") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{path} is not a profile JSON file ({exc})") from None
+    except (OSError, ValueError) as exc:  # JSON, UTF-8 and over-long numbers
+        raise InputError(f"{path} is not a profile JSON file ({shorten(str(exc))})") from None
     engines = data.get("engines") if isinstance(data, dict) else None
     if not isinstance(engines, dict) or not engines:
         raise InputError(f"{path}: expected {{\"engines\": {{name: profile}}}}")

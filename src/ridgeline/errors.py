@@ -20,9 +20,11 @@ def shorten(text: str, limit: int = 80) -> str:
 
 def shorten_runs(message: str, limit: int = 80) -> str:
     """Every unbroken run of more than ``limit`` characters in an error message (a value the
-    user typed, echoed) cut to its two ends; the words around it kept whole."""
+    user typed, echoed) cut to its two ends; the words around it kept whole. A control
+    character (a newline in a path) is written as its escape: the message stays one line."""
     def cut(run: str) -> str:  # both ends: a path keeps its file name
         end = limit // 2 - 8
         return f"{run[:end]}…{run[-end:]} ({len(run):,} chars)"
 
-    return re.sub(rf"\S{{{limit + 1},}}", lambda m: cut(m.group()), message)
+    one_line = re.sub(r"[\x00-\x1f\x7f]", lambda m: repr(m.group())[1:-1], message)
+    return re.sub(rf"\S{{{limit + 1},}}", lambda m: cut(m.group()), one_line)

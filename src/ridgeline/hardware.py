@@ -17,9 +17,10 @@ from typing import Any
 
 from ridgeline.catalog import normalise, resolve_name
 from ridgeline.datafiles import data_files, load_data
-from ridgeline.errors import InputError
+from ridgeline.errors import InputError, shorten
 from ridgeline.records import Fields
 from ridgeline.units import GB, GIB, require_positive
+from ridgeline.userfiles import read_text
 
 COMPUTE_DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp6", "fp4", "int4")
 # When a dtype is missing, the next one a kernel would fall back to.
@@ -229,8 +230,12 @@ def register(acc: Accelerator) -> None:
 
 
 def catalog_id_named(name: str) -> str | None:
-    """The catalog id that ``name`` is (an id, a name or an alias), else None."""
-    return _names().get(normalise(name))
+    """The catalog id that ``name`` resolves to (an id, a name, an alias, or a unique prefix
+    such as 'rtx-6000' for rtx-6000-ada), else None."""
+    try:
+        return resolve_name(name, _names(), "accelerator")
+    except InputError:  # unknown, or a prefix of several
+        return None
 
 
 def resolve_accelerator(name: str) -> Accelerator:
@@ -246,11 +251,12 @@ def load_accelerator_file(path: str) -> Accelerator:
     """A user's accelerator: one record (or a one-record list) in the catalog's format."""
     file = Path(path).expanduser()
     try:
-        data = json.loads(file.read_text("utf-8-sig"))
+        data = json.loads(read_text(file))
     except FileNotFoundError:
         raise InputError(f"no such accelerator file: {path}") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{path} is not an accelerator JSON file ({exc})") from None
+    except (OSError, ValueError) as exc:  # JSON, UTF-8 and over-long numbers
+        raise InputError(f"{path} is not an accelerator JSON file ({shorten(str(exc))})"
+                         ) from None
     if isinstance(data, list) and len(data) == 1:
         data = data[0]
     if not isinstance(data, dict):

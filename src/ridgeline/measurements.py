@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import csv
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ridgeline.errors import InputError, shorten
 from ridgeline.offload import HostOffload
+from ridgeline.userfiles import read_text
 
 COLUMNS = ("id", "model", "weights_dtype", "kv_dtype", "gpu", "num_gpus", "tp", "batch",
            "input_len", "output_len", "context_len", "metric", "value", "unit", "engine",
@@ -165,12 +166,21 @@ def parse_row(raw: dict[str, str]) -> Measurement:
     )
 
 
+def _rows(reader: csv.DictReader[str], path: str | Path) -> Iterator[dict[str, str]]:
+    """A CSV's rows, a line the csv module cannot read (a field past 131,072 characters)
+    refused naming it."""
+    try:
+        yield from reader
+    except csv.Error as exc:
+        raise InputError(f"{path}, line {reader.line_num}: {exc}") from None
+
+
 def read_measurements(path: str | Path) -> ReadResult:
     """All rows of a measurements CSV; a file that is not one, or that gives an id twice (which
     of the two is the measurement?), raises InputError."""
     file = Path(path).expanduser()
     try:
-        text = file.read_text("utf-8-sig")  # a spreadsheet's export starts with a BOM
+        text = read_text(file)  # a spreadsheet's export starts with a BOM
     except FileNotFoundError:
         raise InputError(f"no such measurements file: {path}") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -182,7 +192,7 @@ def read_measurements(path: str | Path) -> ReadResult:
     rows: list[Measurement] = []
     errors: list[str] = []
     seen: dict[str, int] = {}  # id: line
-    for raw in reader:
+    for raw in _rows(reader, path):
         number = reader.line_num
         row_id = (raw.get("id") or f"line {number}").strip()
         if row_id in seen:

@@ -32,8 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ridgeline.errors import InputError
+from ridgeline.errors import InputError, shorten
 from ridgeline.prometheus import Histogram, Scrape, parse_scrape, split_scrapes
+from ridgeline.userfiles import read_bounded
 
 MAX_BYTES = 16 * 2**20
 RUNNING = ("vllm:num_requests_running", "sglang:num_running_reqs", "llamacpp:requests_processing")
@@ -72,12 +73,16 @@ _FRACTION = "the fraction of the KV pool in use, 0 to 1"
 _COUNTER = f"a counter, 0 to {MAX_COUNT:g}"
 _HISTOGRAMS = tuple(f"{n}{part}" for n in TTFT + ITL + E2E for part in ("_bucket", "_sum",
                                                                           "_count"))
+MAX_ENGINES = 4096  # data-parallel engines one log line may aggregate
+MAX_TOKENS = 1e9  # a request's tokens, or a server's KV cells in use: past any context
 _LIMITS: tuple[tuple[tuple[str, ...], float, float, str], ...] = (
-    (RUNNING + WAITING, 0.0, MAX_REQUESTS, _REQUESTS),
+    (RUNNING + WAITING + (WAITING_BY_REASON,), 0.0, MAX_REQUESTS, _REQUESTS),
     (KV_USAGE, 0.0, 1.0, _FRACTION),
+    ((LLAMACPP_KV_TOKENS,), 0.0, MAX_TOKENS, f"a number of KV cells, 0 to {MAX_TOKENS:g}"),
     (PREEMPTIONS + PROMPT_TOKENS + GENERATION_TOKENS + GENERATION_SECONDS + REQUESTS
-     + _HISTOGRAMS, 0.0, MAX_COUNT, _COUNTER),
+     + (REALTIME_TOKENS,) + _HISTOGRAMS, 0.0, MAX_COUNT, _COUNTER),
 )
+_READ = frozenset(n for names, *_ in _LIMITS for n in names) | set(TTFT + ITL + E2E)
 # vLLM's periodic stats line, V0 and V1 (vllm/v1/metrics/loggers.py): "N Engines
 # Aggregated: " sums DP engines (--aggregate-engine-logging); "Deferred" and "Preemptions"
 # appear, when non-zero, in builds since Nov 2025 (PR #28522).
@@ -138,6 +143,7 @@ def stats(values: list[float]) -> dict[str, float]:
 # -- reading ----------------------------------------------------------------------------
 def fetch(url: str, timeout_s: float = 5.0) -> str:
     """GET a URL with a bounded size and a deadline; clear errors for every way it fails."""
+    import http.client
     import urllib.error
     import urllib.request
 
@@ -165,6 +171,8 @@ def fetch(url: str, timeout_s: float = 5.0) -> str:
         raise InputError(f"{url}: no answer within {timeout_s:g} s") from None
     except OSError as exc:
         raise InputError(f"cannot read {url} ({exc})") from None
+    except (http.client.HTTPException, ValueError) as exc:  # a bad port, a broken IPv6 host
+        raise InputError(f"{shorten(url)} is not a URL ridgeline can fetch ({exc})") from None
     return b"".join(chunks).decode("utf-8-sig", errors="replace")
 
 
@@ -190,13 +198,11 @@ def read_source(source: str, duration_s: float = 60.0, interval_s: float = 1.0) 
         return poll(source, duration_s, interval_s)
     path = Path(source).expanduser()
     try:
-        data = path.read_bytes()
+        data = read_bounded(path, 64 * MAX_BYTES)
     except FileNotFoundError:
         raise InputError(f"no such file: {source}") from None
     except OSError as exc:
         raise InputError(f"cannot read {source} ({exc})") from None
-    if len(data) > 64 * MAX_BYTES:
-        raise InputError(f"{source} is larger than {64 * MAX_BYTES >> 20} MiB")
     text = data.decode("utf-8-sig", errors="replace")
     head = text.lstrip()[:1]
     if head in ("{", "[") and not (head == "[" and _LOG.search(text)):
@@ -214,7 +220,14 @@ def checked(value: float, source: str, name: str, low: float, high: float, what:
 
 
 def check_scrape(scrape: Scrape, source: str) -> None:
-    """Every sample of the metrics observe reads, within what that metric can hold."""
+    """Every sample of the metrics observe reads, within what that metric can hold, and no
+    line of theirs unreadable (skipped, it would leave an engine or a reading out)."""
+    for line in scrape.unread:
+        lead = re.match(r"[a-zA-Z_:][a-zA-Z0-9_:]*", line)
+        if lead and lead[0].removesuffix("_bucket").removesuffix("_sum").removesuffix(
+                "_count") in _READ:
+            raise InputError(f"{source}: {shorten(line)!r} is not a Prometheus sample "
+                             "(name{labels} value [timestamp])")
     for names, low, high, what in _LIMITS:
         for name in names:
             for _, value in scrape.samples.get(name, []):
@@ -248,13 +261,17 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
             obs.kv_tokens.append(cells)
         for series, names in ((obs.running, RUNNING), (obs.waiting, WAITING),
                               (obs.kv_usage, KV_USAGE)):
-            value = _gauge(s, names)
+            value = _gauge(s, names, obs.engine_family)
             if value is not None:
-                series.append(value / k)
+                series.append(value)
         if WAITING_BY_REASON in s.samples and obs.waiting:  # the queue the engine could run:
-            held = s.value_where(WAITING_BY_REASON, "reason", ("deferred",)) or 0.0
-            obs.waiting[-1] = max(0.0, obs.waiting[-1] - held / k)  # not KV transfers, LoRA
-            deferred = max(deferred, held / k)
+            held = (s.value_where(WAITING_BY_REASON, "reason", ("deferred",)) or 0.0) / k
+            if held > obs.waiting[-1] * (1 + 1e-9):  # not KV transfers, LoRA budgets
+                raise InputError(f"{source}: {held:,.0f} requests deferred "
+                                 f"({WAITING_BY_REASON}) but {obs.waiting[-1]:,.0f} waiting: "
+                                 "the deferred are among the waiting")
+            obs.waiting[-1] -= held
+            deferred = max(deferred, held)
     if deferred:
         obs.notes.append(f"up to {deferred:,.0f} waiting requests deferred (a KV transfer, a "
                          "LoRA budget: vllm:num_requests_waiting_by_reason) are not counted as "
@@ -266,14 +283,15 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
         known = ", ".join(sorted(scrapes[-1].samples)[:6])
         raise InputError(f"{source}: no running-requests metric ({' or '.join(RUNNING)}); "
                          f"found {known}, …")
-    if any(s.value(*KV_USAGE) is None for s in scrapes[-1:]):
+    if _gauge(scrapes[-1], KV_USAGE, obs.engine_family) is None:
         obs.notes.append(f"no KV-usage metric ({', '.join(KV_USAGE)})")
     first, last = scrapes[0], scrapes[-1]
     timed = first.time_s is not None and last.time_s is not None and last.time_s > first.time_s
     if timed:
         assert first.time_s is not None and last.time_s is not None
         obs.duration_s = last.time_s - first.time_s
-        live = REALTIME_TOKENS in last.samples  # SGLang's per-step counter, by mode
+        live = all(any(labels.get("mode") == "decode" for labels, _ in
+                       s.samples.get(REALTIME_TOKENS, [])) for s in scrapes)  # SGLang's, by mode
         prompt_rate = _rate(scrapes, (REALTIME_TOKENS,), obs, PREFILL_MODES) if live else \
             _rate(scrapes, PROMPT_TOKENS, obs)
         generation_rate = _rate(scrapes, (REALTIME_TOKENS,), obs, ("decode",)) if live else \
@@ -301,7 +319,11 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
         if hist is None:
             obs.notes.append(f"no {key} histogram ({' or '.join(family)})")
             continue
-        obs.latency_ms[key] = _hist_ms(_window(scrapes, family) if timed else hist)
+        try:
+            window = _window(scrapes, family) if timed else hist
+        except InputError as exc:
+            raise InputError(f"{source}: {exc}") from None
+        obs.latency_ms[key] = _hist_ms(window)
         if len(obs.latency_ms) == 1 and obs.latency_ms[key]:
             obs.notes.append("latency percentiles are interpolated within the histograms' "
                              "buckets, as Prometheus's histogram_quantile does; the means "
@@ -310,7 +332,10 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
     gen = last.value(*GENERATION_TOKENS)
     total = last.value(*REQUESTS)
     if total and prompt is not None and gen is not None:
-        obs.mean_prompt_tokens, obs.mean_output_tokens = prompt / total, gen / total
+        for attr, value, name in (("mean_prompt_tokens", prompt, PROMPT_TOKENS[0]),
+                                  ("mean_output_tokens", gen, GENERATION_TOKENS[0])):
+            setattr(obs, attr, checked(value / total, source, f"{name} ÷ requests", 0.0,
+                                       MAX_TOKENS, f"a request's tokens, 0 to {MAX_TOKENS:g}"))
     return obs
 
 
@@ -327,17 +352,19 @@ def _core(labels: dict[str, str]) -> tuple[str | None, ...]:
     return tuple(labels.get(label) for label in CORE_LABELS)
 
 
-def _gauge(scrape: Scrape, names: tuple[str, ...]) -> float | None:
-    """A gauge summed over data-parallel cores and API-server shares, each core's ranks (which
-    report the same requests) averaged; the first name present wins."""
+def _gauge(scrape: Scrape, names: tuple[str, ...], family: str | None) -> float | None:
+    """A gauge per data-parallel core: its API-server shares summed, its ranks (which report
+    the same requests) averaged, the cores' values averaged (a gauge with no core label is
+    the one engine's). The first name of the engine family's present wins."""
+    prefix = {"llama.cpp": "llamacpp"}.get(family or "", family or "")
     for name in names:
-        if name in scrape.samples:
+        if name in scrape.samples and name.startswith(prefix):
             cores: dict[tuple[str | None, ...], dict[tuple[str | None, ...], float]] = {}
             for labels, v in scrape.samples[name]:
                 ranks = cores.setdefault(_core(labels), {})
                 rank = tuple(labels.get(label) for label in RANK_LABELS)
                 ranks[rank] = ranks.get(rank, 0.0) + v
-            return sum(sum(r.values()) / len(r) for r in cores.values())
+            return sum(sum(r.values()) / len(r) for r in cores.values()) / len(cores)
     return None
 
 
@@ -345,7 +372,7 @@ def _check_one_server(scrape: Scrape, source: str) -> None:
     """The running gauge's series differ only by the labels one server's cores and ranks
     carry: a federated scrape (instance, job) or several models summed would be no batch."""
     known = set(CORE_LABELS + RANK_LABELS + SHARE_LABELS)
-    for name in RUNNING:
+    for name in RUNNING + WAITING + KV_USAGE:
         series = [labels for labels, _ in scrape.samples.get(name, [])]
         for label in sorted({key for labels in series for key in labels} - known):
             values = list(dict.fromkeys(labels.get(label, "") for labels in series))
@@ -418,8 +445,9 @@ def _rate(scrapes: list[Scrape], names: tuple[str, ...], obs: Observation,
 def _hist_ms(h: Histogram) -> dict[str, float]:
     if not h.count:
         return {}
-    return {"mean": h.mean * 1e3, "p50": h.quantile(0.5) * 1e3, "p90": h.quantile(0.9) * 1e3,
-            "p99": h.quantile(0.99) * 1e3, "count": h.count}
+    shown = {"mean": h.mean * 1e3, "p50": h.quantile(0.5) * 1e3, "p90": h.quantile(0.9) * 1e3,
+             "p99": h.quantile(0.99) * 1e3}  # a histogram with no finite bucket: the mean only
+    return {**{k: v for k, v in shown.items() if not math.isnan(v)}, "count": h.count}
 
 
 def _log_number(match: re.Match[str], group: str, field: str, source: str, text: str) -> float:
@@ -434,14 +462,18 @@ def _log_number(match: re.Match[str], group: str, field: str, source: str, text:
 
 def from_log(text: str, source: str) -> Observation:
     obs = Observation(source, "log")
-    prompt, gen, preempted = [], [], []
+    prompt: list[float] = []
+    gen: list[float] = []
+    preempted: list[float] = []
     v0 = False
     for match in _LOG.finditer(text):
         def number(group: str, field: str, m: re.Match[str] = match) -> float:
             return _log_number(m, group, field, source, text)
 
         # an aggregated line sums its engines' batches and rates (and averages KV usage)
-        k = int(match.group("engines") or 1)
+        k = int(checked(number("engines", "Engines Aggregated") if match.group("engines")
+                        else 1.0, source, "Engines Aggregated", 1.0, MAX_ENGINES,
+                        f"a number of engines, 1 to {MAX_ENGINES:,}"))
         obs.engines = max(obs.engines, k)
         obs.running.append(checked(number("running", "Running"), source, "Running", 0.0,
                                    MAX_REQUESTS * k, _REQUESTS) / k)
@@ -450,17 +482,21 @@ def from_log(text: str, source: str) -> Observation:
         kv = number("kv", "GPU KV cache usage") / 100
         obs.kv_usage.append(checked(kv, source, "GPU KV cache usage (as a fraction)", 0.0, 1.0,
                                     _FRACTION))
-        prompt.append(number("prompt", "Avg prompt throughput") / k)
-        gen.append(number("gen", "Avg generation throughput") / k)
+        for series, group, name in ((prompt, "prompt", "Avg prompt throughput"),
+                                    (gen, "gen", "Avg generation throughput")):
+            series.append(checked(number(group, name), source, name, 0.0, MAX_COUNT,
+                                  f"tokens per second, 0 to {MAX_COUNT:g}") / k)
         if match.group("preempted"):
-            preempted.append(number("preempted", "Preemptions") / k)
+            preempted.append(checked(number("preempted", "Preemptions"), source, "Preemptions",
+                                     0.0, MAX_COUNT, _COUNTER) / k)
         v0 = v0 or bool(match.group("v0"))
     obs.prompt_tok_s = statistics.fmean(prompt)
     obs.generation_tok_s = statistics.fmean(gen)
     if obs.engines > 1:
         obs.notes.append(f"'{obs.engines} Engines Aggregated' lines: the batch, the queue and "
                          "the token rates are each engine's mean")
-    warned = [int(n) for n in _V0_PREEMPTED.findall(text)]
+    warned = [checked(float(n), source, "total_num_cumulative_preemption", 0.0, MAX_COUNT,
+                      _COUNTER) for n in _V0_PREEMPTED.findall(text)]
     if preempted:
         obs.preemptions = sum(preempted)
     elif warned:  # V0 warns every 50th: its running total is the count
@@ -489,13 +525,14 @@ def from_bench(text: str, source: str) -> Observation:
     runs = 1
     try:
         data: Any = json.loads(text)
-    except json.JSONDecodeError:
+    except ValueError:  # not JSON, or a number past Python's 4,300 digits
         lines = [ln for ln in text.splitlines() if ln.strip()]
         try:  # SGLang, and vllm bench serve --append-result, add one JSON object per run
             data = json.loads(lines[-1])
-        except (json.JSONDecodeError, IndexError):
-            raise InputError(f"{source} is not a benchmark result JSON") from None
-        runs = len(lines)
+        except (ValueError, IndexError):
+            raise InputError(f"{source} is not a benchmark result JSON, nor a log with vLLM's "
+                             "stats lines") from None
+        runs = sum(1 for ln in lines if ln.lstrip().startswith("{"))
     if isinstance(data, list) and data:
         data, runs = data[-1], len(data)
     if not isinstance(data, dict):
@@ -522,46 +559,55 @@ def from_bench(text: str, source: str) -> Observation:
         if produced and obs.generation_tok_s == 0:
             raise InputError(f"{source}: output_throughput is 0 while {produced:,.0f} output "
                              "tokens were produced")
+        if done is not None and done != round(done):
+            raise InputError(f"{source}: completed is {done:g}; requests complete whole")
         if done:
-            obs.mean_prompt_tokens = (field("total_input_tokens", MAX_COUNT, "tokens") or 0) / done
-            obs.mean_output_tokens = (field("total_output_tokens", MAX_COUNT, "tokens")
-                                      or 0) / done
+            for attr, key in (("mean_prompt_tokens", "total_input_tokens"),
+                              ("mean_output_tokens", "total_output_tokens")):
+                setattr(obs, attr, checked((field(key, MAX_COUNT, "tokens") or 0) / done,
+                                           source, f"{key} ÷ completed", 0.0, MAX_TOKENS,
+                                           f"a request's tokens, 0 to {MAX_TOKENS:g}"))
         for key, stems in _BENCH_KEYS.items():
             stem = next((st for st in stems if f"mean_{st}" in data or f"median_{st}" in data),
                         stems[0])
             values = {stat: field(f"{stat}_{stem}", MAX_BENCH_S * 1e3, "milliseconds")
                       for stat in ("mean", "median", "p90", "p99")}
             found = {("p50" if k == "median" else k): v for k, v in values.items() if v is not None}
-            ranked = [found[k] for k in ("p50", "p90", "p99") if k in found]
-            if any(b < a * (1 - 1e-6) for a, b in itertools.pairwise(ranked)):
-                raise InputError(f"{source}: the {stem} percentiles fall as they rise "
-                                 f"(p50 ≤ p90 ≤ p99 expected): {ranked}")
+            _rising(found, stem, source)
             if found:
                 obs.latency_ms[key] = found
         if "itl" not in obs.latency_ms and "tpot" in obs.latency_ms:
             obs.latency_ms["itl"] = obs.latency_ms["tpot"]
     elif "time_to_first_token" in data:  # genai-perf / aiperf
-        throughput = data.get("output_token_throughput") or {}
-        obs.generation_tok_s = _num(throughput.get("avg"))
+        def stat(stem: str, key: str, high: float, what: str) -> float | None:
+            return _genai_stat(data, stem, key, source, high, what)
+
+        obs.generation_tok_s = stat("output_token_throughput", "avg", MAX_COUNT,
+                                    "tokens per second")
         for key, stem in _GENAI.items():
-            entry = data.get(stem) or {}
-            scale = 1e-6 if entry.get("unit") == "ns" else 1.0
+            scale = _genai_ms(data, stem, source)
             found = {k: v * scale for k, v in
-                     (("mean", _num(entry.get("avg"))), ("p50", _num(entry.get("p50"))),
-                      ("p90", _num(entry.get("p90"))), ("p99", _num(entry.get("p99"))))
-                     if v is not None}
+                     ((k, stat(stem, f, MAX_BENCH_S * 1e3 / scale, "a latency"))
+                      for k, f in (("mean", "avg"), ("p50", "p50"), ("p90", "p90"),
+                                   ("p99", "p99"))) if v is not None}
+            _rising(found, stem, source)
             if found:
                 obs.latency_ms[key] = found
-        count = _num((data.get("request_count") or {}).get("avg"))
+        count = stat("request_count", "avg", MAX_COUNT, "requests")
+        if count is not None and count < 1:
+            raise InputError(f"{source}: request_count is {count:g}; a run counts whole "
+                             "requests, at least 1")
         for attr, stem, total in (("mean_prompt_tokens", "input_sequence_length", "total_isl"),
                                   ("mean_output_tokens", "output_sequence_length", "total_osl")):
-            length = _num((data.get(stem) or {}).get("avg"))  # genai-perf: each request's
-            summed = _num((data.get(total) or {}).get("avg"))  # aiperf: the run's sum
+            length = stat(stem, "avg", MAX_TOKENS, "tokens")  # genai-perf: each request's
+            summed = stat(total, "avg", MAX_COUNT, "tokens")  # aiperf: the run's sum
             if length is None and summed is not None and count:
-                length = summed / count
+                length = checked(summed / count, source, f"{total} ÷ request_count", 0.0,
+                                 MAX_TOKENS, f"a request's tokens, 0 to {MAX_TOKENS:g}")
             if length is not None:
-                setattr(obs, attr, checked(length, source, stem, 0.0, MAX_COUNT, "tokens"))
-        endpoint = (data.get("input_config") or {}).get("endpoint") or {}
+                setattr(obs, attr, length)
+        config = data.get("input_config")
+        endpoint = config.get("endpoint") if isinstance(config, dict) else None
         names = endpoint.get("model_names") if isinstance(endpoint, dict) else None
         if isinstance(names, list):
             obs.model_names += [n.strip() for n in names if isinstance(n, str) and n.strip()]
@@ -571,8 +617,9 @@ def from_bench(text: str, source: str) -> Observation:
     if obs.generation_tok_s is None:
         raise InputError(f"{source}: the benchmark result has no output throughput")
     itl = obs.latency_ms.get("itl", {}).get("mean")
-    if itl == 0:
-        raise InputError(f"{source}: the mean inter-token latency is 0 ms: not a measurement")
+    if itl is not None and itl < MIN_ITL_MS:
+        raise InputError(f"{source}: the mean inter-token latency is {itl:g} ms: under a "
+                         "microsecond is not a measurement")
     checked(obs.generation_tok_s, source, "the output throughput", 0.0, MAX_COUNT,
             f"tokens per second, 0 to {MAX_COUNT:g}")
     batch = obs.batch
@@ -590,6 +637,49 @@ def from_bench(text: str, source: str) -> Observation:
 
 
 MAX_BENCH_S = 1e7  # a benchmark's duration or a request's latency: under four months
+MIN_ITL_MS = 1e-3  # a token a microsecond: past any engine
+
+
+def _rising(found: dict[str, float], stem: str, source: str) -> None:
+    """A result's percentiles rise with their rank, or the file is refused."""
+    ranked = [found[k] for k in ("p50", "p90", "p99") if k in found]
+    if any(b < a * (1 - 1e-6) for a, b in itertools.pairwise(ranked)):
+        raise InputError(f"{source}: the {stem} percentiles fall as they rise "
+                         f"(p50 ≤ p90 ≤ p99 expected): {ranked}")
+
+
+_TIME_UNITS_MS = {"ns": 1e-6, "us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1e3, "sec": 1e3}
+
+
+def _genai_ms(data: dict[str, Any], stem: str, source: str) -> float:
+    """Milliseconds per unit of a genai-perf/aiperf latency entry (ms when it names none)."""
+    entry = data.get(stem)
+    unit = entry.get("unit") if isinstance(entry, dict) else None
+    if unit is None:
+        return 1.0
+    if unit not in _TIME_UNITS_MS:
+        raise InputError(f"{source}: {stem} has unit {shorten(str(unit))!r}, not a time unit "
+                         f"({', '.join(_TIME_UNITS_MS)})")
+    return _TIME_UNITS_MS[unit]
+
+
+def _genai_stat(data: dict[str, Any], stem: str, key: str, source: str, high: float,
+                what: str) -> float | None:
+    """genai-perf/aiperf's {stem: {key: number}}: absent is None; anything else but a number
+    from 0 to ``high`` is refused naming the field."""
+    entry = data.get(stem)
+    if entry is None:
+        return None
+    if not isinstance(entry, dict):
+        raise InputError(f"{source}: {stem} must be an object of statistics (avg, p50, …), got "
+                         f"{shorten(repr(entry))}")
+    if entry.get(key) is None:
+        return None
+    number = _num(entry[key])
+    if number is None:
+        raise InputError(f"{source}: {stem}.{key} must be a number ({what}), got "
+                         f"{shorten(repr(entry[key]))}")
+    return checked(number, source, f"{stem}.{key}", 0.0, high, f"{what}, 0 to {high:g}")
 
 
 def _bench_field(data: dict[str, Any], key: str, source: str, high: float,
@@ -606,6 +696,11 @@ def _bench_field(data: dict[str, Any], key: str, source: str, high: float,
 
 
 def _num(value: object) -> float | None:
+    """A JSON number as a float (an integer too long for one is infinite); None otherwise."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value) if math.isfinite(value) else None
+    try:
+        number = float(value)
+    except OverflowError:
+        return math.inf
+    return None if math.isnan(number) else number

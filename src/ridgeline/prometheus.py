@@ -30,6 +30,7 @@ _SCRAPE_WORD = re.compile(r"^#\s*scrape_time\b")
 MAX_LATENCY_S = 1e7  # a request's latency: under four months, as for a bench result
 MIN_SCRAPE_GAP_S = 1.0  # Prometheus scrapes every 10-60 s; under a second a rate is noise
 MAX_UNIX_S = 1e11  # past the year 5000: a timestamp in milliseconds
+MAX_UNREAD_KEPT = 64  # lines that are not samples, kept for the caller to name
 
 Samples = dict[str, list[tuple[dict[str, str], float]]]
 
@@ -38,6 +39,7 @@ Samples = dict[str, list[tuple[dict[str, str], float]]]
 class Scrape:
     time_s: float | None
     samples: Samples
+    unread: tuple[str, ...] = ()  # lines that are not samples (the first few), for the caller
 
     def label_values(self, label: str) -> list[str]:
         """The distinct values a label takes over every sample, in order of appearance."""
@@ -65,7 +67,9 @@ class Scrape:
                 try:
                     edge = float(le)  # "+Inf" included
                 except ValueError:
-                    raise InputError(f"{name}_bucket has le={le!r}, not a number") from None
+                    edge = math.nan
+                if math.isnan(edge):
+                    raise InputError(f"{name}_bucket has le={le!r}, not a bucket's edge")
                 buckets[edge] = buckets.get(edge, 0.0) + v
             if buckets:
                 total = self.value(f"{name}_sum") or 0.0
@@ -111,8 +115,13 @@ class Histogram:
         if earlier is None or self.count < earlier.count:
             return self
         before = dict(earlier.buckets)
-        return Histogram(self.name, tuple((e, c - before.get(e, 0.0)) for e, c in self.buckets),
+        part = Histogram(self.name, tuple((e, c - before.get(e, 0.0)) for e, c in self.buckets),
                          self.sum - earlier.sum, self.count - earlier.count)
+        scale = max(self.count, self.sum, 1.0)
+        if part.sum < -1e-9 * scale or any(c < -1e-9 * scale for _, c in part.buckets):
+            raise InputError(f"{self.name}: between two scrapes its _count rises but its _sum or "
+                             "a bucket falls: not one histogram's observations")
+        return part
 
     def plus(self, other: Histogram) -> Histogram:
         """Two windows' observations together (the parts of a window a restart split)."""
@@ -134,8 +143,8 @@ class Histogram:
         low_edge, low_count = 0.0, 0.0
         for edge, cumulative in self.buckets:
             if cumulative >= rank:
-                if math.isinf(edge):
-                    return low_edge
+                if math.isinf(edge):  # past every finite edge: its lower bound, if it has one
+                    return low_edge if low_count or edge != self.buckets[0][0] else math.nan
                 span = cumulative - low_count
                 return low_edge + (edge - low_edge) * ((rank - low_count) / span if span else 0)
             low_edge, low_count = edge, cumulative
@@ -148,6 +157,7 @@ def parse_scrape(text: str, time_s: float | None = None) -> Scrape:
     samples: Samples = {}
     seen: set[tuple[str, frozenset[tuple[str, str]]]] = set()
     bad = 0
+    unread: list[str] = []
     for line in text.splitlines():
         line = line.strip()
         if not line or line.startswith("#"):
@@ -155,6 +165,8 @@ def parse_scrape(text: str, time_s: float | None = None) -> Scrape:
         match = _SAMPLE.match(line)
         if not match:
             bad += 1
+            if len(unread) < MAX_UNREAD_KEPT:
+                unread.append(line)
             continue
         labels = dict(_LABEL.findall(match.group("labels") or ""))
         series = (match.group("name"), frozenset(labels.items()))
@@ -169,7 +181,7 @@ def parse_scrape(text: str, time_s: float | None = None) -> Scrape:
         raise InputError("no Prometheus samples found: this is not a metrics page")
     if bad > len(samples) * 4:
         raise InputError(f"{bad} lines are not Prometheus samples: this is not a metrics page")
-    return Scrape(time_s, samples)
+    return Scrape(time_s, samples, tuple(unread))
 
 
 def split_scrapes(text: str) -> list[Scrape]:

@@ -47,9 +47,10 @@ class Simulator:
         if not 0 <= config.spec_acceptance <= 1:
             raise InputError("the draft acceptance rate is a probability in [0, 1], got "
                              f"{config.spec_acceptance:g}")
-        if not (math.isfinite(config.spec_draft_cost) and config.spec_draft_cost >= 0):
-            raise InputError("a draft token's cost must be a finite share ≥ 0 of a decode step, "
-                             f"got {config.spec_draft_cost:g}")
+        if not 0 <= config.spec_draft_cost <= 1:  # NaN fails both
+            raise InputError("a drafter pass's cost is a share of the target's time for the "
+                             "same tokens, 0 to 1 (a drafter as slow as the target gains "
+                             f"nothing), got {config.spec_draft_cost:g}")
         self.dep = dep
         self.profile = profile
         self.config = config

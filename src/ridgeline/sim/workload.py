@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from ridgeline.errors import InputError
+from ridgeline.errors import InputError, shorten
 from ridgeline.sim.request import Request
+from ridgeline.userfiles import read_text
 
 Sampler = Callable[[random.Random], int]
 
@@ -32,6 +33,7 @@ MAX_LENGTH_TOKENS = 10_000_000  # a prompt or output past any model's context (L
 MAX_LOGNORMAL_SIGMA = 10.0  # e^10 ≈ 22,000× per standard deviation; real loads sit near 1
 MAX_ZIPF_EXPONENT = 100.0  # past this every draw is 1
 MIN_RATE = 1e-6  # requests per second: one in ~12 days; slower, and the times lose precision
+MAX_ARRIVAL_S = 1e11  # the year 5000 in unix seconds; float seconds stay exact to 1e-5 s
 BURSTINESS = (0.01, 100.0)  # gamma shape: gaps' coefficient of variation 10 down to 0.1
 
 
@@ -168,7 +170,7 @@ class _Zipf:
 
 def _empirical(path: str, what: str) -> Sampler:
     try:
-        numbers = [float(line) for line in Path(path).read_text("utf-8-sig").split() if line]
+        numbers = [float(line) for line in read_text(path).split() if line]
         values = [int(x) for x in numbers]
     except (OSError, UnicodeDecodeError, ValueError, OverflowError) as exc:
         raise InputError(f"{what}: cannot read lengths from {path} ({exc})") from None
@@ -263,23 +265,37 @@ def read_trace(path: str) -> list[Request]:
     """
     file = Path(path).expanduser()
     try:
-        text = file.read_text("utf-8-sig")
+        text = read_text(file)
     except FileNotFoundError:
         raise InputError(f"no such trace file: {path}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read trace {path} ({getattr(exc, 'strerror', None) or exc})"
                          ) from None
     rows: list[tuple[int, object]] = []  # (line number, row)
-    if file.suffix == ".jsonl":
+    if file.suffix == ".json":  # one JSON array of rows
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise InputError(f"{path}: not JSON ({shorten(str(exc))})") from None
+        if not isinstance(data, list):
+            raise InputError(f"{path}: a .json trace is an array of rows (or use .jsonl, a row "
+                             "per line)")
+        rows = list(enumerate(data, 1))
+    elif file.suffix == ".jsonl":
         for number, line in enumerate(text.splitlines(), 1):
             if line.strip():
                 try:
                     rows.append((number, json.loads(line)))
                 except json.JSONDecodeError as exc:
                     raise InputError(f"{path}, line {number}: not JSON ({exc.msg})") from None
+                except ValueError as exc:  # a number past 4,300 digits
+                    raise InputError(f"{path}, line {number}: {shorten(str(exc))}") from None
     else:
         reader = csv.DictReader(text.splitlines())
-        rows = [(reader.line_num, row) for row in reader]
+        try:
+            rows = [(reader.line_num, row) for row in reader]
+        except csv.Error as exc:  # a field past the csv module's 131,072 characters
+            raise InputError(f"{path}, line {reader.line_num}: {exc}") from None
     if not rows or not isinstance(rows[0][1], dict):
         raise InputError(f"{path}: no trace rows")
     columns = [_column(rows[0][1], names, path) for names in _PLAIN]
@@ -340,6 +356,7 @@ def _seconds(value: object) -> float:
             except (ValueError, OverflowError, OSError):
                 raise ValueError(f"arrival time {value!r} is neither seconds nor a date") \
                     from None
-    if not (math.isfinite(t) and t >= 0):
-        raise ValueError(f"arrival time must be a finite number of seconds ≥ 0, got {value!r}")
+    if not (math.isfinite(t) and 0 <= t <= MAX_ARRIVAL_S):
+        raise ValueError(f"arrival time must be seconds from 0 to {MAX_ARRIVAL_S:g} (the year "
+                         f"5000 as a unix time: not milliseconds), got {value!r}")
     return t

@@ -1,0 +1,25 @@
+"""A user's files read with a bound: a file with no end (/dev/zero, a pipe left open) or one far
+past anything ridgeline reads is refused before it fills the memory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ridgeline.errors import InputError, shorten
+
+MAX_USER_FILE_BYTES = 256 * 2**20  # past any config, trace, measurements CSV or saved scrape
+
+
+def read_bounded(path: str | Path, limit_bytes: int = MAX_USER_FILE_BYTES) -> bytes:
+    """The file's bytes; OSError as open() raises it; larger than the limit, an InputError."""
+    with Path(path).expanduser().open("rb") as handle:
+        data = handle.read(limit_bytes + 1)
+    if len(data) > limit_bytes:
+        raise InputError(f"{shorten(str(path))} is larger than {limit_bytes >> 20} MiB: not a "
+                         "file ridgeline reads")
+    return data
+
+
+def read_text(path: str | Path, limit_bytes: int = MAX_USER_FILE_BYTES) -> str:
+    """read_bounded, as UTF-8 (a leading BOM dropped); UnicodeDecodeError as read_text raises."""
+    return read_bounded(path, limit_bytes).decode("utf-8-sig")
