@@ -582,15 +582,18 @@ def test_tensorrt_llm_reserves_each_requests_whole_output_and_never_preempts() -
     (120, 16, Workload(60, "lognormal:400,0.8", "lognormal:120,0.8", rate=20, seed=5)),
     (5000, 16, Workload(60, "lognormal:400,0.8", "lognormal:120,0.8", rate=20, seed=5)),
     (150, 32, Workload(77, "uniform:1,700", "uniform:1,300", rate=float("inf"),
-                       arrival="constant", prefix_groups=3, prefix_len=100, seed=72))])
+                       arrival="constant", prefix_groups=3, prefix_len=100, seed=72)),
+    (30, 16, Workload(34, "1", "uniform:1,300", rate=float("inf"), arrival="constant",
+                      seed=219))])
 def test_sglang_runs_prompt_steps_alone_on_both_paths(blocks: int, block_size: int,
                                                       w: Workload) -> None:
     """SGLang's default scheduling: a step of prompts whenever one can run, the decodes
     waiting, else a step of decodes. The summed path agrees with the step loop, and every
     request's gaps (the waits through prompt steps included) sum to its decode time — with
     shared prefixes too, whose publication syncs a member's last token (fuzz case 72)."""
-    config = replace(small_config(blocks, budget=2048 if block_size == 32 else 512),
-                     prefill_first=True, block_size=block_size)
+    budget = {150: 2048, 30: 16}.get(blocks, 512)  # 16: a recompute chunked to its last token
+    config = replace(small_config(blocks, budget=budget), prefill_first=True,
+                     block_size=block_size)
     results = []
     for fast in (True, False):
         requests = list(w)

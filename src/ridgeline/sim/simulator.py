@@ -319,7 +319,10 @@ class Simulator:
             r.num_computed += c.tokens
             if r.num_computed < r.known_tokens:  # more prompt to come next step
                 self.pool.register(r)
-                self._partial = r
+                if self.config.prefill_first and r.num_generated and r.to_compute == 1:
+                    self._join(r)  # a recompute's last token runs with the decodes, as the
+                else:  # plain step (prompt steps alone) classes it
+                    self._partial = r
                 continue
             if r.num_generated == 0:
                 r.first_token_s = self.now_s
