@@ -553,7 +553,7 @@ def test_a_speculative_step_charges_one_drafter_pass_over_a_prompt_and_graphs_ve
     draft = timer.time_s(batch_shape(DEP, [Seq(1, 2000)]))
     assert prompt.first_token_s == pytest.approx(prefill * (1 + c) + (k - 1) * c * draft)
     verify = batch_shape(DEP, [Seq(1 + k, 2000)])
-    graphed, eager = StepTimer(DEP, PROFILE, 1 + k).time_s(verify), timer.time_s(verify)
+    graphed, eager = timer.time_s(verify, graphed=True), timer.time_s(verify)
     layers = DEP.model.num_layers
     assert eager - graphed == pytest.approx(PROFILE.overhead_s(layers, True)
                                             - PROFILE.overhead_s(layers, False))
@@ -622,3 +622,37 @@ def test_a_prompt_step_runs_no_decode_under_prefill_first() -> None:
     assert [(x.request, x.tokens) for x in s.schedule(0.2)] == [(b, 36)]
     b.num_computed, b.num_generated = 100, 1
     assert [(x.request, x.tokens) for x in s.schedule(0.3)] == [(a, 1), (b, 1)]
+
+
+@pytest.mark.parametrize("policy", [{}, {"reserve_full": True}, {"prefill_first": True}])
+def test_speculation_caches_its_drafts_within_what_admission_promised(
+        policy: dict[str, bool]) -> None:
+    """A verify step caches 1 + drafts tokens: a lone request whose last step's drafts pass
+    the pool is refused at arrival (it had stopped the run, 'cannot schedule'), and a
+    reservation counts them (TensorRT-LLM had preempted with speculation on)."""
+    spec = replace(small_config(2), spec_tokens=4, spec_acceptance=0.7, **policy)
+    result = Simulator(DEP, PROFILE, spec).run(iter([Request(0, 0.0, 31, 2)]))
+    assert result.rejected == 1 and "KV blocks" in next(iter(result.rec.rejected))
+    if policy.get("reserve_full"):
+        w = Workload(40, "300", "197", seed=3)
+        tight = replace(small_config(93), spec_tokens=4, spec_acceptance=0.7, **policy)
+        assert Simulator(DEP, PROFILE, tight).run(iter(w)).preemptions == 0
+
+
+def test_a_short_prompt_is_not_priced_as_a_graphed_verify_step() -> None:
+    """Under speculation only a batch of verify rows (1 + drafts tokens each) is graphed: a
+    prompt of as few tokens pays a prompt step's overhead."""
+    from ridgeline.cost import batch_shape
+    from ridgeline.sim.scheduler import Scheduled
+
+    sim = Simulator(DEP, PROFILE, replace(small_config(100), spec_tokens=4))
+    prompt = Request(0, 0.0, 3, 5)
+    decode = Request(1, 0.0, 100, 5, num_computed=100, num_generated=1)
+    timer = sim.timer
+    assert sim.config.spec_draft_cost == 0  # the target's time alone
+    assert sim._time([Scheduled(prompt, 3, 0)]) == timer.time_s(batch_shape(DEP, [Seq(3, 0)]))
+    verify = timer.time_s(batch_shape(DEP, [Seq(5, 100)]), graphed=True)
+    assert sim._time([Scheduled(decode, 5, 100)]) == verify
+    assert timer.time_s(batch_shape(DEP, [Seq(5, 100)])) > verify
+    assert timer.time_s(batch_shape(DEP, [Seq(3, 0)]), graphed=True) < sim._time(
+        [Scheduled(prompt, 3, 0)])

@@ -57,7 +57,10 @@ class Scheduler:
         self.reserved_blocks = 0  # reserve_full: the running requests' blocks at their end
 
     def reservation(self, r: Request) -> int:
-        return self.pool.blocks_for(r.max_cached_tokens) if self.config.reserve_full else 0
+        """Under reserve_full, the blocks of r's whole life, its last verify step's drafts too."""
+        if not self.config.reserve_full:
+            return 0
+        return self.pool.blocks_for(r.max_cached_tokens + self.config.spec_tokens)
 
     def fits_reservation(self, r: Request) -> bool:
         """Under reserve_full, whether r's whole life fits beside the running requests'."""

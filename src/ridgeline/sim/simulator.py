@@ -68,7 +68,7 @@ class Simulator:
         self.tokens_per_step = sum(a**i for i in range(k + 1)) if k else 1.0
         self._carry: dict[int, float] = {}  # fractional accepted tokens per request
         self._line = (0.0, 0.0)  # the fast path's step-time line: (first step, slope)
-        self.timer = StepTimer(dep, profile, 1 + config.spec_tokens)
+        self.timer = StepTimer(dep, profile)
         self.decodes = DecodeSet(config.block_size, config.overhead_blocks,
                                  tuple(w for w in self.timer.windows if w is not None))
         self._bulk = config.fast_path and not config.spec_tokens
@@ -90,8 +90,8 @@ class Simulator:
         if r.prompt_tokens + r.output_tokens > self.config.max_model_len:
             return (f"prompt + output exceeds max_model_len {self.config.max_model_len:,}",
                     f"request {r.id}, {r.prompt_tokens + r.output_tokens:,} tokens")
-        need = self.pool.blocks_for(r.max_cached_tokens)
-        if need > self.pool.total:
+        need = self.pool.blocks_for(r.max_cached_tokens + self.config.spec_tokens)
+        if need > self.pool.total:  # a verify step caches its drafts too
             return (f"needs more KV blocks than the whole pool's {self.pool.total:,}",
                     f"request {r.id}, {need:,} blocks")
         return "", ""
@@ -475,8 +475,10 @@ class Simulator:
         step's tokens (an EAGLE head or draft model reads what the target read), then
         drafts − 1 passes of one token for each row that samples, each pass at
         ``spec_draft_cost`` of the target's time for the same tokens."""
-        t = self.timer.time_s(batch_shape(self.dep, [Seq(b.tokens, b.context) for b in batch]))
         k, c = self.config.spec_tokens, self.config.spec_draft_cost
+        verify = k > 0 and all(b.request.num_generated and b.tokens == 1 + k for b in batch)
+        t = self.timer.time_s(batch_shape(self.dep, [Seq(b.tokens, b.context) for b in batch]),
+                              True if verify else None)
         if k and c:
             sampling = [Seq(1, b.context + b.tokens) for b in batch
                         if b.context + b.tokens >= b.request.known_tokens]

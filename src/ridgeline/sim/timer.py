@@ -38,12 +38,8 @@ class StepTimer:
     contexts; they are evaluated on every call. Equal to shape_time_s (tested).
     """
 
-    def __init__(self, dep: Deployment, profile: EngineProfile = IDEAL,
-                 decode_tokens: int = 1) -> None:
+    def __init__(self, dep: Deployment, profile: EngineProfile = IDEAL) -> None:
         self.dep, self.profile = dep, profile
-        # a row's tokens in a decode step: 1, or 1 + drafts when verifying speculation, which
-        # vLLM runs as a uniform decode batch in its CUDA graphs (gpu_model_runner.py)
-        self.decode_tokens = decode_tokens
         # partial offload: steps priced whole by shape_time_s (its host terms), not remembered
         self._exact = dep.offload is not None
         rate = self._rate = _Rates(dep, profile)
@@ -73,15 +69,17 @@ class StepTimer:
                            for name, f, b, count in context_free)
         return total if per_row else total + sum(t for _, t in terms.link)
 
-    def _context_free(self, tokens: int, rows: int) -> float:
-        """Everything but attention: per-token and per-row work, overheads, state."""
+    def _context_free(self, tokens: int, rows: int, graphed: bool | None = None) -> float:
+        """Everything but attention: per-token and per-row work, overheads, state. graphed:
+        a decode step's overhead (CUDA graphs) or a prompt step's; by default, whether every
+        row has one token."""
         fixed = self._by_tokens.get(tokens)
         if fixed is None:
             fixed = self._by_tokens[tokens] = self._terms_time(tokens, 1, per_row=False)
         head = self._by_rows.get(rows)
         if head is None:
             head = self._by_rows[rows] = self._terms_time(1, rows, per_row=True)
-        total = fixed + head + self._overhead[tokens > rows * self.decode_tokens]
+        total = fixed + head + self._overhead[tokens > rows if graphed is None else not graphed]
         if self._states:
             p, w = self._p, self._w
             shape = BatchShape(tokens, rows, ())
@@ -90,11 +88,13 @@ class StepTimer:
                 total += count * max(flops / p, nbytes / w)
         return total
 
-    def time_s(self, shape: BatchShape) -> float:
+    def time_s(self, shape: BatchShape, graphed: bool | None = None) -> float:
+        """The step's time; graphed: a speculative verify batch (1 + drafts tokens a row),
+        which vLLM runs as a uniform decode in its CUDA graphs (gpu_model_runner.py)."""
         if self._exact:
             return shape_time_s(self.dep, shape, self.profile)
         tokens = shape.tokens
-        total = self._context_free(tokens, shape.sequences)
+        total = self._context_free(tokens, shape.sequences, graphed)
         p, w = self._p, self._w
         if self._attention:
             loads = {a.window: a for a in shape.attention}
