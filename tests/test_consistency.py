@@ -265,3 +265,34 @@ def test_kv_explain_repeats_from_its_printed_inputs(
     tokens = v["full-attention layers"] * v["context"] + windows
     assert seq["result"]["value"] * 1e9 == pytest.approx(
         v["per layer"] * tokens * v["TP copies"] + v["recurrent states"] * 1e9, rel=1e-3)
+
+
+def test_explained_shares_roofline_experts_and_renamed_keys_repeat(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The engine's compute share is its base × the card group's multiplier; a fixed cost
+    the fit drove to nothing says so; roofline's expert intensity is 2·B·k ÷ (experts touched
+    × bytes); moe, roofline and plan name their units; model lists only formats it has."""
+    from ridgeline.engines import profile_for
+    from ridgeline.hardware import resolve_accelerator
+
+    steps = {s["label"]: s for s in run_json(capsys, "decode", "llama-3.1-8b", "--gpu", "h100",
+                                             "--explain")["explain"]}
+    share = next(i for i in steps["expected step"]["inputs"] if i["name"] == "compute share")
+    vllm = profile_for("vllm")
+    assert f"{vllm.compute_efficiency:.4g} ×" in share["source"]
+    assert share["value"] == pytest.approx(vllm.compute_for(resolve_accelerator("h100")))
+    per_step = next(i for i in steps["engine overhead"]["inputs"] if i["name"] == "per step")
+    assert ("fitted to nothing" in per_step["source"]) == (vllm.step_overhead_s < 1e-7)
+    roof = run_json(capsys, "roofline", "--gpu", "h100", "--model", "deepseek-v3", "--batch",
+                    "64", "--explain")
+    expert = next(s for s in roof["explain"] if s["label"] == "expert intensity")
+    v = {i["name"]: i["value"] for i in expert["inputs"]}
+    assert expert["result"]["value"] == pytest.approx(
+        2 * v["B"] * v["k"] / (v["experts touched"] * v["bytes per expert weight"]))
+    assert all("intensity_flop_per_byte" in p for p in roof["points"])
+    moe = run_json(capsys, "moe", "qwen3.6-35b-a3b", "--weights", "bf16")
+    assert moe["ridge_flop_per_byte"] > 0
+    assert moe["rows"][0]["article_tokens_per_expert"] == pytest.approx(
+        moe["rows"][0]["batch"] * moe["routed_fraction"])
+    model = run_json(capsys, "model", "deepseek-v3")
+    assert set(model["stored_formats"]) <= set(model["params_by_category"])

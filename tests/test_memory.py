@@ -400,14 +400,18 @@ def test_fit_explains_a_refused_length_and_has_no_shortfall_for_it(
     assert data["shortfall_bytes_per_gpu"] is None and "8,192 positions" in data["refusal"]
 
 
-def test_fit_json_adds_up_as_its_table_does(capsys: pytest.CaptureFixture[str]) -> None:
-    """memory × reserved fraction − what is taken = the pool, in the JSON as in the table."""
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_fit_json_adds_up_as_its_table_does(capsys: pytest.CaptureFixture[str],
+                                            engine: str) -> None:
+    """(memory × reserved fraction − what is taken) × the free fraction of the rest (1 but
+    for TensorRT-LLM) = the pool, in the JSON as in the table."""
     from tests.conftest import run_cli
 
     _code, out, _ = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len",
-                            "8192", "--json")
+                            "8192", "--engine", engine, "--json")
     d = json.loads(out)
     assert d["reserved_bytes_per_gpu"] == pytest.approx(
         d["memory_bytes_per_gpu"] * d["reserved_fraction"])
-    assert d["reserved_bytes_per_gpu"] - sum(d["taken_bytes_per_gpu"].values()) \
-        == pytest.approx(d["pool_bytes_per_gpu"])
+    assert (d["reserved_bytes_per_gpu"] - sum(d["taken_bytes_per_gpu"].values())) \
+        * d["free_fraction_of_rest"] == pytest.approx(d["pool_bytes_per_gpu"])
+    assert (d["free_fraction_of_rest"] == 1) == (engine != "trtllm")

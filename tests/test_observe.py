@@ -651,7 +651,9 @@ def test_a_histogram_with_no_finite_bucket_gives_its_mean_only(tmp_path: Path) -
     path = tmp_path / "inf.txt"
     path.write_text(RUN + f'{ITL_H}_bucket{{le="+Inf",model_name="m"}} 10\n'
                     f'{ITL_H}_count{{model_name="m"}} 10\n{ITL_H}_sum{{model_name="m"}} 0.2\n')
-    assert read_source(str(path)).latency_ms["itl"] == {"mean": pytest.approx(20), "count": 10}
+    obs = read_source(str(path))
+    assert obs.latency_ms["itl"] == {"mean": pytest.approx(20), "count": 10}
+    assert any("interpolated within the histograms' buckets" in n for n in obs.notes)
 
 
 AIPERF = {"time_to_first_token": {"unit": "ms", "avg": 90}, "output_token_throughput":
@@ -702,3 +704,25 @@ def test_an_unfetchable_url_and_a_path_with_a_newline_are_one_line_errors(
                      "--duration", "0"])
         err = capsys.readouterr().err
         assert code == 2 and err.count("\n") == 1 and said in err
+
+
+def test_counters_of_one_engines_ranks_count_once_and_a_late_realtime_counter_falls_back(
+        tmp_path: Path) -> None:
+    """SGLang may export its counters on every rank of one engine (pipeline stages): they
+    report the same tokens, counted once, as its gauges are. A realtime counter that first
+    appears mid-window (a labelled counter has no series before its first increment) leaves
+    the completion counters to give the rates, with their note."""
+    def scrape(t: int, tokens: float, realtime: bool) -> str:
+        return f"# scrape_time {t}\n" + "".join(
+            f'sglang:num_running_reqs{{pp_rank="{r}"}} 40\n'
+            f'sglang:generation_tokens_total{{pp_rank="{r}"}} {tokens}\n'
+            + (f'sglang:realtime_tokens_total{{mode="decode",pp_rank="{r}"}} {tokens}\n'
+               if realtime else "") for r in (0, 1))
+
+    path = tmp_path / "ranks.prom"
+    path.write_text(scrape(1764500000, 1e6, True) + scrape(1764500060, 1.126e6, True))
+    assert read_source(str(path)).generation_tok_s == pytest.approx(2100)
+    path.write_text(scrape(1764500000, 1e6, False) + scrape(1764500060, 1.126e6, True))
+    obs = read_source(str(path))
+    assert obs.generation_tok_s == pytest.approx(2100)
+    assert any("when it finishes" in n for n in obs.notes)

@@ -135,7 +135,8 @@ def _fraction_from_model(args: argparse.Namespace) -> tuple[FractionSource, str]
         raise InputError("does not fit: " + (
             context_refusal(dep, args.context)
             or f"{dep.engine}'s KV pool runs {held:,} of batch {args.batch:,} at "
-            f"{args.context:,} tokens of context (`ridgeline fit`)"))
+            f"{args.context:,} tokens of context (`ridgeline fit"
+            + (" --usage offline" if dep.engine == "vllm" else "") + "` for the breakdown)"))
     profiles = load_profile_file(args.profile) if args.profile else None
     cost = step_cost(dep, decode_batch(args.batch, args.context),
                      profile_for(args.engine, profiles))

@@ -265,7 +265,9 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
             if value is not None:
                 series.append(value)
         if WAITING_BY_REASON in s.samples and obs.waiting:  # the queue the engine could run:
-            held = (s.value_where(WAITING_BY_REASON, "reason", ("deferred",)) or 0.0) / k
+            deferred_by_core = _by_core(s.samples[WAITING_BY_REASON],
+                                        lambda labels: labels.get("reason") == "deferred")
+            held = sum(deferred_by_core) / k
             if held > obs.waiting[-1] * (1 + 1e-9):  # not KV transfers, LoRA budgets
                 raise InputError(f"{source}: {held:,.0f} requests deferred "
                                  f"({WAITING_BY_REASON}) but {obs.waiting[-1]:,.0f} waiting: "
@@ -306,7 +308,7 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
         preempted = _increase(scrapes, PREEMPTIONS, obs)
         obs.preemptions = None if preempted is None else preempted / k
     else:
-        lifetime = last.value(*PREEMPTIONS)
+        lifetime = _counter(last, PREEMPTIONS)
         obs.notes.append("a single scrape: no rates; histograms cover the server's lifetime"
                          + (f"; {lifetime:,.0f} preemptions since it started, not read as "
                             "current" if lifetime else ""))
@@ -328,9 +330,9 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
             obs.notes.append("latency percentiles are interpolated within the histograms' "
                              "buckets, as Prometheus's histogram_quantile does; the means "
                              "are exact")
-    prompt = last.value(*PROMPT_TOKENS)
-    gen = last.value(*GENERATION_TOKENS)
-    total = last.value(*REQUESTS)
+    prompt = _counter(last, PROMPT_TOKENS)
+    gen = _counter(last, GENERATION_TOKENS)
+    total = _counter(last, REQUESTS)
     if total and prompt is not None and gen is not None:
         for attr, value, name in (("mean_prompt_tokens", prompt, PROMPT_TOKENS[0]),
                                   ("mean_output_tokens", gen, GENERATION_TOKENS[0])):
@@ -352,19 +354,37 @@ def _core(labels: dict[str, str]) -> tuple[str | None, ...]:
     return tuple(labels.get(label) for label in CORE_LABELS)
 
 
+def _by_core(series: list[tuple[dict[str, str], float]],
+             keep: Callable[[dict[str, str]], bool] = lambda _: True) -> list[float]:
+    """A metric's value per data-parallel core: its API-server shares summed, its ranks (which
+    report the same requests, or export the same counters) averaged."""
+    cores: dict[tuple[str | None, ...], dict[tuple[str | None, ...], float]] = {}
+    for labels, v in series:
+        if keep(labels):
+            ranks = cores.setdefault(_core(labels), {})
+            rank = tuple(labels.get(label) for label in RANK_LABELS)
+            ranks[rank] = ranks.get(rank, 0.0) + v
+    return [sum(r.values()) / len(r) for r in cores.values()]
+
+
 def _gauge(scrape: Scrape, names: tuple[str, ...], family: str | None) -> float | None:
-    """A gauge per data-parallel core: its API-server shares summed, its ranks (which report
-    the same requests) averaged, the cores' values averaged (a gauge with no core label is
-    the one engine's). The first name of the engine family's present wins."""
+    """A gauge per core, the cores' values averaged (a gauge with no core label is the one
+    engine's). The first name of the engine family's present wins."""
     prefix = {"llama.cpp": "llamacpp"}.get(family or "", family or "")
     for name in names:
         if name in scrape.samples and name.startswith(prefix):
-            cores: dict[tuple[str | None, ...], dict[tuple[str | None, ...], float]] = {}
-            for labels, v in scrape.samples[name]:
-                ranks = cores.setdefault(_core(labels), {})
-                rank = tuple(labels.get(label) for label in RANK_LABELS)
-                ranks[rank] = ranks.get(rank, 0.0) + v
-            return sum(sum(r.values()) / len(r) for r in cores.values()) / len(cores)
+            values = _by_core(scrape.samples[name])
+            return sum(values) / len(values)
+    return None
+
+
+def _counter(scrape: Scrape, names: tuple[str, ...], modes: tuple[str, ...] = ()) -> float | None:
+    """A counter summed over the cores, each core's ranks counted once; only its series of
+    these ``mode`` labels, if given. The first name present wins."""
+    for name in names:
+        if name in scrape.samples:
+            return sum(_by_core(scrape.samples[name],
+                                lambda labels: not modes or labels.get("mode") in modes))
     return None
 
 
@@ -418,8 +438,7 @@ def _increase(scrapes: list[Scrape], names: tuple[str, ...], obs: Observation,
               modes: tuple[str, ...] = ()) -> float | None:
     """A counter's increase over the window (only its series of these ``mode`` labels, if
     given); a drop is a restart, counted from zero."""
-    values = [s.value(*names) if not modes else s.value_where(names[0], "mode", modes)
-              for s in scrapes]
+    values = [_counter(s, names, modes) for s in scrapes]
     if any(v is None for v in values):
         return None
     name = next(n for n in names if n in scrapes[-1].samples)

@@ -53,12 +53,6 @@ class Scrape:
                 return sum(v for _, v in self.samples[name])
         return None
 
-    def value_where(self, name: str, label: str, values: tuple[str, ...]) -> float | None:
-        """Sum of a counter's series whose ``label`` is one of ``values``; None if absent."""
-        if name not in self.samples:
-            return None
-        return sum(v for labels, v in self.samples[name] if labels.get(label) in values)
-
     def histogram(self, *names: str) -> Histogram | None:
         for name in names:
             buckets: dict[float, float] = {}

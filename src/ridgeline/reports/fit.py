@@ -170,6 +170,8 @@ class FitReport:
             "num_gpus": self.deployment.num_gpus, "engine": p.engine, "context": self.context,
             "memory_bytes_per_gpu": p.total_bytes, "reserved_fraction": p.reserved_fraction,
             "reserved_bytes_per_gpu": p.total_bytes * p.reserved_fraction,
+            # TensorRT-LLM: the pool is this share of what is left (kv_cache_free_gpu_mem_fraction)
+            "free_fraction_of_rest": p.free_fraction_of_rest,
             "pool_bytes_per_gpu": p.pool_bytes, "pool_gib_total": p.pool_bytes
             * self.deployment.num_gpus / GIB, "tokens": p.logged_tokens(self.context),
             "blocks_per_gpu": p.blocks, "vllm_max_concurrency": None if p.groups is None
