@@ -298,8 +298,10 @@ class Deployment:
     def dense_ridge_flop_per_byte(self) -> float:
         """The ridge a step's dense weights are judged by: one stage's peak at their matmuls'
         dtype ÷ its bandwidth (gpt-oss on a B200: bf16's 281, not its experts' fp4 1,125)."""
-        return (self.accelerator.peak(self.dense_compute_dtype) * self.tensor_parallel_size
-                / self.bandwidth_bytes_per_s)
+        from ridgeline.roofline import ridge_point
+
+        return ridge_point(self.accelerator.peak(self.dense_compute_dtype),
+                           self.accelerator.memory_bandwidth_bytes_per_s)
 
     @property
     def dense_compute_dtype(self) -> str:

@@ -241,7 +241,7 @@ def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
         step("KV bytes read", "batch × KV traffic per sequence",
              q("KV read", work.kv_bytes / GB, "GB"), q("batch", batch),
              q("KV traffic per sequence", work.kv_bytes / batch / 1e6, "MB",
-               f"its {context}-token {dep.kv.id} cache and the new token's K and V read"
+               f"its {context:,}-token {dep.kv.id} cache and the new token's K and V read"
                + (" (window layers: the window)" if footprint.windowed_bytes else "")
                + ", the new token's written" + (", its recurrent state read and written"
                                                  if footprint.state_bytes else "")
@@ -408,12 +408,12 @@ def _weight_step(dep: Deployment, work: Work, batch: int) -> Step:
                 "routed expert params × share touched × theirs", result,
                 q("params every token reads", dense / 1e9, "B params",
                   "all but the routed experts and the input embedding"),
-                q("their bytes per weight", dense_bpw, "B", dep.weights.label),
+                q("every-token bytes per weight", dense_bpw, "B", dep.weights.label),
                 q("routed expert params", routed / 1e9, "B params", "config.json"),
                 q("share touched", share, "", f"{touched:,.1f} of {moe.num_experts} experts a "
                   f"layer expected under {batch:,} {plural(batch, 'token')} × {moe.experts_per_token} "
                   "routed each"),
-                q("their bytes per weight", expert_bpw, "B"))
+                q("expert bytes per weight", expert_bpw, "B"))
 
 
 def _weights_read_source(dep: Deployment, work: Work) -> str:

@@ -414,10 +414,6 @@ def _dollars_per_million(dep: Deployment, tok_s: float) -> str:
     return "no price" if cost is None else f"${cost:,.2f}"
 
 
-def _ridge(dep: Deployment) -> float:
-    return dep.dense_ridge_flop_per_byte
-
-
 @dataclass(frozen=True)
 class _ByCard:
     """One question's reports on several cards: --explain steps labelled with the card, and
@@ -434,7 +430,7 @@ class _ByCard:
         return {"accelerators": [
             {"accelerator": r.deployment.accelerator.id,
              "price_per_device_hour_usd": r.deployment.accelerator.price_per_hour_usd,
-             "ridge_flop_per_byte": _ridge(r.deployment),
+             "ridge_flop_per_byte": r.deployment.dense_ridge_flop_per_byte,
              **r.to_dict()} for r in self.reports]}
 
 
@@ -458,7 +454,7 @@ class DecodeComparison(_ByCard):
                              f"{f.batch / e.time_s:,.0f}" if runs else "",
                              _dollars_per_million(r.deployment, f.batch / e.time_s)
                              if runs else "",
-                             f"{_ridge(r.deployment):,.0f}",
+                             f"{r.deployment.dense_ridge_flop_per_byte:,.0f}",
                              bound_label(f.bound)])
         cautions = dict.fromkeys(c for r in self.reports for c in r.cautions)
         from ridgeline.offload import placement_lines
@@ -531,7 +527,7 @@ class PrefillReport:
 
     def text_lines(self) -> list[str]:
         f, dep, e = self.floor, self.deployment, self.expected
-        ridge = f"ridge {_ridge(dep):,.0f}"
+        ridge = f"ridge {dep.dense_ridge_flop_per_byte:,.0f}"
         step_ridge = ridge_point(dep.peak_flops_per_s, dep.bandwidth_bytes_per_s)
         if dep.compute_dtype != dep.dense_compute_dtype:  # gpt-oss: bf16 attention, fp4 experts
             ridge += f" at {dep.dense_compute_dtype}, {step_ridge:,.0f} at {dep.compute_dtype}"
@@ -583,7 +579,7 @@ class PrefillComparison(_ByCard):
                          f"{e.time_s * 1e3:,.1f}" if r.runs else
                          "pool too small" if f.fit.fits else "does not fit",
                          f"{tokens / e.time_s:,.0f}" if r.runs else "",
-                         f"{_ridge(r.deployment):,.0f}", bound_label(f.bound)])
+                         f"{r.deployment.dense_ridge_flop_per_byte:,.0f}", bound_label(f.bound)])
         from ridgeline.offload import placement_lines
 
         return [f"{d.model.name}, weights {d.weights.label}: {f0.batch} x {f0.prompt_len:,}-token "

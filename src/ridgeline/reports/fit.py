@@ -40,7 +40,7 @@ from ridgeline.reports.fit_budget import (
     weights_note,
     window_rule,
 )
-from ridgeline.roofline import batch_for_intensity, ridge_point, ridge_step
+from ridgeline.roofline import batch_for_intensity, ridge_step
 from ridgeline.units import GIB, plural
 from ridgeline.vllm_memory import parse_version
 
@@ -165,6 +165,7 @@ class FitReport:
 
     def to_dict(self) -> dict[str, Any]:
         p = self.pool
+        refusal = context_refusal(self.deployment, self.context)
         return {
             "model": self.deployment.model.name, "accelerator": self.deployment.accelerator.id,
             "num_gpus": self.deployment.num_gpus, "engine": p.engine, "context": self.context,
@@ -180,9 +181,8 @@ class FitReport:
             "max_num_seqs": p.max_num_seqs, "batch": self.batch, "target": self.target,
             "ridge_batch": self.ridge_batch, "verdict": self.verdict,
             "expert_ridge_batch": self.expert_ridge_batch if self.deployment.model.moe else None,
-            "shortfall_bytes_per_gpu": None if context_refusal(self.deployment, self.context)
-            else self.shortfall_bytes,  # no memory rescues a length the engine refuses
-            "refusal": context_refusal(self.deployment, self.context) or None,
+            "shortfall_bytes_per_gpu": None if refusal else self.shortfall_bytes,  # no memory
+            "refusal": refusal or None,  # rescues a length the engine refuses
             "per_conversation_bytes_per_gpu": self.per_conversation_bytes,
             "offload": None if self.deployment.offload is None else {
                 "placement": self.deployment.offload.describe(self.deployment.model),
@@ -439,7 +439,7 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
     per_seq = conversation_bytes(pool, dep, context)
     n = _held(pool, dep, context)
     acc = dep.accelerator
-    ridge = ridge_point(acc.peak(dep.dense_compute_dtype), acc.memory_bandwidth_bytes_per_s)
+    ridge = dep.dense_ridge_flop_per_byte
     dense_bpw = dep.bytes_per_weight_split[0]
     ridge_batch = batch_for_intensity(ridge, dense_bpw)
     steps = (

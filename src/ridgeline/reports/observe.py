@@ -18,7 +18,7 @@ from ridgeline.explain import Step, q, step
 from ridgeline.memory import EngineSettings, kv_pool, max_batch
 from ridgeline.observe import Observation, stats
 from ridgeline.render import table
-from ridgeline.roofline import ridge_point, ridge_step, weight_intensity
+from ridgeline.roofline import ridge_step, weight_intensity
 
 CAPACITY = "capacity"
 LATENCY = "latency"
@@ -51,9 +51,7 @@ class ObserveReport:
 
     @property
     def ridge(self) -> float:
-        a = self.deployment.accelerator  # the weights every token reads: their matmul dtype
-        return ridge_point(a.peak(self.deployment.dense_compute_dtype),
-                           a.memory_bandwidth_bytes_per_s)
+        return self.deployment.dense_ridge_flop_per_byte  # the weights every token reads
 
     @property
     def fraction(self) -> float | None:

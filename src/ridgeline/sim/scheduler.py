@@ -67,7 +67,7 @@ class Scheduler:
         return self.reserved_blocks + self.reservation(r) <= self.pool.total
 
     def remove(self, r: Request) -> None:
-        """r leaves the running batch (finished or preempted), its reservation with it."""
+        """r leaves the running batch (finished), its reservation with it."""
         self.running.remove(r)
         self.reserved_blocks -= self.reservation(r)
 
@@ -90,8 +90,11 @@ class Scheduler:
     def prefill_ready(self, budget: int) -> bool:
         """prefill_first: is there a prompt to run — one being chunked, or a waiting request
         that could start with this budget?"""
-        if any(r.to_compute > 1 or not r.num_generated for r in self.running):
-            return True
+        return any(r.to_compute > 1 or not r.num_generated for r in self.running) \
+            or self.head_ready(budget)
+
+    def head_ready(self, budget: int) -> bool:
+        """Could the waiting queue's head start now with this budget (a seat, its blocks)?"""
         return bool(self.waiting) and len(self.running) < self.config.max_num_seqs \
             and self.fits_reservation(self.waiting[0]) \
             and self.pool.could_admit(self.waiting[0], budget)

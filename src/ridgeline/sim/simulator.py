@@ -223,7 +223,8 @@ class Simulator:
         if count > budget:
             return None
         partial = self._partial
-        if cfg.prefill_first and (partial is not None or s.prefill_ready(budget)):
+        if cfg.prefill_first and (partial is not None or s.head_ready(budget)):  # the decodes
+            # are members, the partial the one prompt running: O(1), not a scan of the batch
             return self._prefill_step(rec)
         if partial is None and count and not self._could_admit(count):
             k = self._bulk_steps(next_arrival)
@@ -327,7 +328,7 @@ class Simulator:
             if r.num_generated == 0:
                 r.first_token_s = self.now_s
             else:  # a preempted request's recompute ends in its next token: the gap since
-                self._gap(r, started_s, rec, 1)  # its last one holds the stall
+                self._gap(r, rec, 1)  # its last one holds the stall
             r.num_generated += 1
             r.last_token_s = self.now_s
             if r.prefix_group >= 0:
@@ -512,7 +513,7 @@ class Simulator:
             elif r.last_token_s == started_s:
                 itl_tokens += gained  # it had a token from the step before: the gap is dt
             else:  # back from preemption, or left out of a step the budget ran out in
-                self._gap(r, started_s, rec, gained)
+                self._gap(r, rec, gained)
             r.num_generated += gained
             r.last_token_s = self.now_s
             if r.prefix_group >= 0:
@@ -523,10 +524,10 @@ class Simulator:
             rec.itl(dt, itl_tokens)
         return finished
 
-    def _gap(self, r: Request, started_s: float, rec: Recorder, tokens: float) -> None:
+    def _gap(self, r: Request, rec: Recorder, tokens: float) -> None:
         """An inter-token gap that is not just this step: the client waited since r's last
         token (a preemption's stall, or steps r sat out), as `vllm bench serve` times it."""
-        rec.itl(self.now_s - (r.last_token_s if r.last_token_s >= 0 else started_s), tokens)
+        rec.itl(self.now_s - r.last_token_s, tokens)
 
     def _accepted(self, r: Request) -> int:
         carry = self._carry.get(r.id, 0.0) + self.tokens_per_step
