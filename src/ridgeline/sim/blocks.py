@@ -27,6 +27,8 @@ class BlockPool:
         self.refs: dict[tuple[int, int], int] = {}  # prefix key -> requests holding it
         self.evictable: OrderedDict[tuple[int, int], None] = OrderedDict()
         self.hits = 0  # prefix blocks reused
+        self.version = 0  # bumped whenever a key enters or leaves the cache
+        self._prefixes: dict[int, tuple[int, int, list[tuple[int, int]]]] = {}  # memo
 
     @property
     def available(self) -> int:
@@ -46,6 +48,8 @@ class BlockPool:
         """Hand out ``n`` blocks (the caller checked they are available)."""
         from_free = min(n, self.free)
         self.free -= from_free
+        if n > from_free:
+            self.version += 1
         for _ in range(n - from_free):  # evict least recently freed cached blocks
             key, _ = self.evictable.popitem(last=False)
             del self.refs[key]
@@ -62,6 +66,9 @@ class BlockPool:
         """The keys of r's leading blocks already in the cache (what admit would reuse)."""
         if not self.prefix_caching or r.shared:
             return []
+        memo = self._prefixes.get(r.id)  # a waiting head is asked every step: walk its
+        if memo is not None and memo[:2] == (self.version, r.known_tokens):  # blocks only
+            return memo[2]  # when the cache's keys changed
         limit = r.known_tokens - 1  # the last token is always computed
         keys = []
         for index in range(limit // self.block_size):
@@ -69,11 +76,13 @@ class BlockPool:
             if key not in self.refs:
                 break
             keys.append(key)
+        self._prefixes[r.id] = (self.version, r.known_tokens, keys)
         return keys
 
     def admit(self, r: Request) -> int:
         """Hold the cached blocks r can reuse; return the tokens they cover."""
         keys = self.cached_prefix(r)
+        self._prefixes.pop(r.id, None)
         for key in keys:
             if self.refs[key] == 0:
                 del self.evictable[key]
@@ -117,6 +126,7 @@ class BlockPool:
             key = self.key(r, index)
             if key in self.refs or r.private_blocks == 0:
                 break  # another request published it first: r keeps its private copy
+            self.version += 1
             self.refs[key] = 1
             r.private_blocks -= 1
             r.shared.append(key)
