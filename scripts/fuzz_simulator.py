@@ -80,7 +80,8 @@ def main() -> int:
                                 spec_tokens=spec, spec_acceptance=0.6, spec_draft_cost=0.05,
                                 # the engines' capacity policies: vLLM, TensorRT-LLM, SGLang
                                 **rng.choice([{}, {"reserve_full": True},
-                                              {"prefill_first": True}]))
+                                              {"prefill_first": True},
+                                              {"ubatch_tokens": rng.choice([64, 128])}]))
         slow_config = replace(fast_config, fast_path=False)
         a, b = run(deps[model], fast_config, work), run(deps[model], slow_config, work)
         if isinstance(a, str) or isinstance(b, str):

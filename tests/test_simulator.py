@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.cli import main
-from ridgeline.cost import Seq
+from ridgeline.cost import Seq, batch_shape
 from ridgeline.engines import profile_for
 from ridgeline.errors import InputError
 from ridgeline.sim.blocks import BlockPool
@@ -656,3 +656,30 @@ def test_a_short_prompt_is_not_priced_as_a_graphed_verify_step() -> None:
     assert timer.time_s(batch_shape(DEP, [Seq(5, 100)])) > verify
     assert timer.time_s(batch_shape(DEP, [Seq(3, 0)]), graphed=True) < sim._time(
         [Scheduled(prompt, 3, 0)])
+
+
+def test_llama_server_runs_an_iteration_of_up_to_n_batch_tokens_as_ubatches() -> None:
+    """llama-server fills one llama_decode call up to -b (2,048) and runs it as -ub (512)
+    ubatches: a 2,000-token prompt is one iteration of four passes, and a running slot gets
+    one token in it, not one per ubatch."""
+    from ridgeline.sim.simulator import split_ubatches
+
+    assert split_ubatches([Seq(1, 100), Seq(2000, 0)], 512) == [
+        [Seq(1, 100), Seq(511, 0)], [Seq(512, 511)], [Seq(512, 1023)], [Seq(465, 1535)]]
+    dep = replace(DEP, engine="llama.cpp-cuda")
+    config = sim_config(dep)
+    assert (config.max_num_batched_tokens, config.ubatch_tokens) == (2048, 512)
+    for fast in (True, False):
+        sim = Simulator(dep, profile_for("llama.cpp-cuda"), replace(config, fast_path=fast))
+        slot, prompt = Request(0, 0.0, 10, 400), Request(1, 0.5, 2000, 5)
+        seen: list[tuple[int, int, float]] = []
+        def note(s: Simulator, seen: list[tuple[int, int, float]] = seen,
+                 slot: Request = slot, prompt: Request = prompt) -> None:
+            seen.append((slot.num_generated, prompt.num_computed, s.now_s))
+
+        sim.run(iter([slot, prompt]), after_step=note)
+        step = next(i for i, (_, computed, _) in enumerate(seen) if computed)
+        assert seen[step][1] == 2000 and seen[step][0] == seen[step - 1][0] + 1
+        passes = sum(sim.timer.time_s(batch_shape(dep, part)) for part in split_ubatches(
+            [Seq(1, 10 + seen[step - 1][0] - 1), Seq(2000, 0)], 512))
+        assert seen[step][2] - seen[step - 1][2] == pytest.approx(passes)

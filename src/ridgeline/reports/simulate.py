@@ -71,6 +71,8 @@ class SimulateReport:
                          "overhead_blocks_per_request": c.overhead_blocks,
                          "max_num_seqs": c.max_num_seqs,
                          "max_num_batched_tokens": c.max_num_batched_tokens,
+                         "ubatch_tokens": c.ubatch_tokens or None,
+                         "capacity_policy": _policy(c),
                          "max_model_len": c.max_model_len, "prefix_caching": c.prefix_caching,
                          "spec_tokens": c.spec_tokens, "spec_acceptance": c.spec_acceptance,
                          "slo_ttft_ms": None if self.slo_ttft_s is None else self.slo_ttft_s * 1e3,
@@ -101,8 +103,7 @@ class SimulateReport:
         lines = [f"{d.model.name} on {d.num_gpus} x {d.accelerator.id} ({d.engine}, weights "
                  f"{d.weights.label}, KV {d.kv.id}"
                  + (f"; {d.offload.describe(d.model)}" if d.offload else "") + f"): {self.load}",
-                 f"engine: {c.num_blocks:,} KV blocks of {c.block_size}, max_num_seqs "
-                 f"{c.max_num_seqs}, max_num_batched_tokens {c.max_num_batched_tokens:,}", ""]
+                 _engine_line(c), ""]
         rows = []
         for name, label in (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"),
                             ("e2e", "end-to-end"), ("queue", "queueing")):
@@ -223,3 +224,22 @@ def _running_metric(engine: str) -> str:
     prefix = "llamacpp" if engine.startswith("llama.cpp") else engine
     name = next((m for m in RUNNING if m.startswith(prefix + ":")), None)
     return f" ({name})" if name else ""
+
+
+def _policy(c: SimConfig) -> str:
+    """How the simulated engine admits and schedules, as its own docs name it."""
+    if c.reserve_full:
+        return "GUARANTEED_NO_EVICT (TensorRT-LLM)"
+    if c.prefill_first:
+        return "prefill first, no mixed chunk (SGLang)"
+    return "one token budget, decodes first, preempt the newest (vLLM V1)"
+
+
+def _engine_line(c: SimConfig) -> str:
+    """The simulated engine's limits, in the engine's own terms (llama-server: slots, -b, -ub)."""
+    if c.ubatch_tokens:
+        return (f"engine: {c.num_blocks:,} KV cells, {c.max_num_seqs} slots (-np), batch "
+                f"{c.max_num_batched_tokens:,} (-b) run as ubatches of {c.ubatch_tokens:,} (-ub)")
+    return (f"engine: {c.num_blocks:,} KV blocks of {c.block_size}, max_num_seqs "
+            f"{c.max_num_seqs}, max_num_batched_tokens {c.max_num_batched_tokens:,}; "
+            f"{_policy(c)}")

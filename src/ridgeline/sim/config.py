@@ -24,6 +24,7 @@ class SimConfig:
     max_steps: int = 50_000_000
     reserve_full: bool = False  # TensorRT-LLM's GUARANTEED_NO_EVICT: whole output reserved
     prefill_first: bool = False  # SGLang: prompt steps alone, decodes waiting (no mixed chunk)
+    ubatch_tokens: int = 0  # llama.cpp: a step (-b tokens) runs as passes of this many (-ub)
 
 
 def sim_config(dep: Deployment, settings: object | None = None, prefix_caching: bool = True,
@@ -59,9 +60,15 @@ def sim_config(dep: Deployment, settings: object | None = None, prefix_caching: 
         cells = min(cells or dep.offload.fit_cells, dep.offload.fit_cells)
     if cells:
         blocks = min(blocks, cells // block_size)
+    budget, ubatch = pool.profile_tokens, 0
+    if dep.engine.startswith("llama.cpp"):  # llama-server fills one llama_decode call up to
+        from ridgeline.predict import llamacpp_n_batch  # -b and runs it as -ub ubatches
+
+        budget, ubatch = max(llamacpp_n_batch(), pool.profile_tokens), pool.profile_tokens
     return SimConfig(num_blocks=blocks, block_size=block_size,
                      max_num_seqs=pool.max_num_seqs, overhead_blocks=overhead,
-                     max_num_batched_tokens=pool.profile_tokens, max_model_len=max_len,
+                     max_num_batched_tokens=budget, max_model_len=max_len,
+                     ubatch_tokens=ubatch,
                      prefix_caching=prefix_caching, spec_tokens=spec_tokens,
                      spec_acceptance=spec_acceptance, spec_draft_cost=spec_draft_cost,
                      fast_path=fast_path, reserve_full=dep.engine == "trtllm",

@@ -220,8 +220,8 @@ class Simulator:
         dset, pool, cfg, s = self.decodes, self.pool, self.config, self.scheduler
         g, count = self._g, dset.count
         budget = cfg.max_num_batched_tokens
-        if count > budget:
-            return None
+        if count > min(budget, cfg.ubatch_tokens or budget):
+            return None  # the decodes alone fill a step (or, for llama.cpp, a ubatch)
         partial = self._partial
         if cfg.prefill_first and (partial is not None or s.head_ready(budget)):  # the decodes
             # are members, the partial the one prompt running: O(1), not a scan of the batch
@@ -247,8 +247,13 @@ class Simulator:
             chunks.append(Scheduled(partial, n, partial.num_computed))
         if not preempted and not cfg.prefill_first:  # as the plain step: a step that
             s.admit_waiting(budget - count - n, self.now_s, chunks)  # preempted admits nobody
-        ones = [c.context for c in chunks if c.tokens == 1]  # one-token prompts
-        prefills = [Seq(c.tokens, c.context) for c in chunks if c.tokens > 1]
+        pieces = [Seq(c.tokens, c.context) for c in chunks]
+        later: list[list[Seq]] = []
+        if cfg.ubatch_tokens:  # llama.cpp: the decodes lead the first ubatch, prompts follow
+            first, *later = split_ubatches([Seq(1, 0)] * count + pieces, cfg.ubatch_tokens)
+            pieces = first[count:]
+        ones = [s.context_tokens for s in pieces if s.new_tokens == 1]  # one-token prompts
+        prefills = [s for s in pieces if s.new_tokens > 1]
         if self.timer.full_attention:
             dt = self.timer.bulk_time_s(count + len(ones), dset.context(g) + sum(ones), prefills)
         else:
@@ -256,6 +261,7 @@ class Simulator:
             for w in keys:  # a one-token prompt reads its context + 1 keys, window-capped
                 keys[w] += sum(c + 1 if w is None else min(c + 1, w) for c in ones)
             dt = self.timer.keys_time_s(count + len(ones), keys, prefills)
+        dt += sum(self.timer.time_s(batch_shape(self.dep, part)) for part in later)
         started_s = self.now_s
         self.now_s += dt
         self.steps += 1
@@ -283,7 +289,7 @@ class Simulator:
         s.admit_waiting(budget - n, self.now_s, chunks)
         if not chunks:
             return None
-        dt = self.timer.time_s(batch_shape(self.dep, [Seq(c.tokens, c.context) for c in chunks]))
+        dt = self._passes_s([Seq(c.tokens, c.context) for c in chunks])
         started_s = self.now_s
         self.now_s += dt
         self.steps += 1
@@ -471,6 +477,12 @@ class Simulator:
         return self._close_step()
 
     # -- one step -------------------------------------------------------------------------
+    def _passes_s(self, seqs: list[Seq], graphed: bool | None = None) -> float:
+        """A batch's time: one pass, or for llama.cpp one per ubatch."""
+        parts = split_ubatches(seqs, self.config.ubatch_tokens) if self.config.ubatch_tokens \
+            else [seqs]
+        return sum(self.timer.time_s(batch_shape(self.dep, part), graphed) for part in parts)
+
     def _time(self, batch: list[Scheduled]) -> float:
         """The step's time, and with speculative decoding its drafter's: one pass over the
         step's tokens (an EAGLE head or draft model reads what the target read), then
@@ -478,8 +490,7 @@ class Simulator:
         ``spec_draft_cost`` of the target's time for the same tokens."""
         k, c = self.config.spec_tokens, self.config.spec_draft_cost
         verify = k > 0 and all(b.request.num_generated and b.tokens == 1 + k for b in batch)
-        t = self.timer.time_s(batch_shape(self.dep, [Seq(b.tokens, b.context) for b in batch]),
-                              True if verify else None)
+        t = self._passes_s([Seq(b.tokens, b.context) for b in batch], True if verify else None)
         if k and c:
             sampling = [Seq(1, b.context + b.tokens) for b in batch
                         if b.context + b.tokens >= b.request.known_tokens]
@@ -541,6 +552,23 @@ class Simulator:
         self.pool.release(r)
         self._carry.pop(r.id, None)
         return r
+
+
+def split_ubatches(batch: list[Seq], size: int) -> list[list[Seq]]:
+    """A llama.cpp batch cut, in order, into ubatches of at most ``size`` tokens, a prompt
+    split where a ubatch fills (its second part continuing the first's context)."""
+    parts: list[list[Seq]] = [[]]
+    room = size
+    for s in batch:
+        left, context = s.new_tokens, s.context_tokens
+        while left:
+            if not room:
+                parts.append([])
+                room = size
+            take = min(left, room)
+            parts[-1].append(Seq(take, context))
+            left, context, room = left - take, context + take, room - take
+    return parts
 
 
 def _steps_to_cover(room_s: float, t0: float, slope: float) -> int:
