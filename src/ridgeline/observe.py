@@ -7,12 +7,15 @@ vLLM ``vllm:num_requests_running``, ``vllm:num_requests_waiting``, ``vllm:kv_cac
 ``vllm:prompt_tokens_total``, ``vllm:generation_tokens_total``, histograms
 ``vllm:time_to_first_token_seconds``, ``vllm:inter_token_latency_seconds`` (older:
 ``vllm:time_per_output_token_seconds``), ``vllm:e2e_request_latency_seconds``;
+``vllm:num_requests_waiting_by_reason`` (its "deferred" share is no queue for the batch);
 SGLang ``sglang:num_running_reqs``, ``sglang:num_queue_reqs``, ``sglang:token_usage``,
-``sglang:num_retracted_requests_total``, ``sglang:prompt_tokens_total``,
-``sglang:generation_tokens_total``, ``sglang:time_to_first_token_seconds``,
+``sglang:num_retracted_requests_total``, ``sglang:realtime_tokens_total`` (per step, by mode;
+else ``sglang:prompt_tokens_total`` and ``sglang:generation_tokens_total``, which move when a
+request finishes), ``sglang:time_to_first_token_seconds``,
 ``sglang:inter_token_latency_seconds``, ``sglang:e2e_request_latency_seconds``;
 llama-server (``--metrics``) ``llamacpp:requests_processing``, ``llamacpp:requests_deferred``,
-``llamacpp:kv_cache_usage_ratio`` (older builds), ``llamacpp:prompt_tokens_total``,
+``llamacpp:kv_cache_usage_ratio`` and ``llamacpp:kv_cache_tokens`` (older builds: the ratio is
+a share of -c), ``llamacpp:prompt_tokens_total``,
 ``llamacpp:tokens_predicted_total`` and ``llamacpp:tokens_predicted_seconds_total``, the
 slots' summed generation time, whose increase per generated token is the mean time between a
 slot's tokens (it has no latency histograms).
