@@ -549,3 +549,28 @@ def test_plan_explain_shows_the_analytic_and_the_simulated_replica_counts(
     simulated = out.split("replicas, simulated:")[1].split("=> replicas = ")[1].split()[0]
     assert int(analytic) < int(simulated)
     assert "p90 TTFT = " in out.split("replicas, simulated:")[1] and "[SLO 80 ms]" in out
+
+
+def test_a_check_that_cannot_keep_up_with_its_arrivals_fails_however_its_window_reads(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """An overloaded replica's queue grows: over a window of ten lifetimes its TTFT may still
+    read under the SLO, but fewer requests finish in the window's second half than arrive in
+    it. vLLM serving Llama-3.1-70B FP8 on one MI300X takes 4.5 req/s, not 5 (at 5 its pool
+    thrashes): ten replicas for 50 req/s are one too few."""
+    from ridgeline.sim.metrics import Recorder
+    from ridgeline.sim.request import Request
+
+    rec = Recorder(1)
+    rec.window = (0.0, 100.0)
+    for i in range(400):  # the late half: 200 arrive, 180 finish inside it
+        r = Request(i, 50 + i / 8, 10, 2)
+        r.first_token_s = r.first_scheduled_s = r.arrival_s + 0.1
+        r.finish_s = r.arrival_s + (0.2 if i < 180 else 200)
+        r.num_generated = 2
+        rec.finish(r)
+    assert (rec.late_arrived, rec.late_finished) == (400, 180) and not rec.keeps_up
+    assert main(["plan", "llama-3.1-70b", "--rate", "50", "--input-len", "500", "--output-len",
+                 "1000", "--slo-ttft-ms", "5000", "--slo-tpot-ms", "150", "--engine", "vllm",
+                 "--gpus", "mi300x", "--workers", "1", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["winner"]["replicas"] == 11 and data["winner"]["verified"]

@@ -539,7 +539,8 @@ def _verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
             work, window = load.steady(replicas * c.pp, lifetime)
             result = Simulator(dep, profile, config).run(work, window=window)
             ttft, tpot = (latency_at(result, name, slo.percentile) for name in ("ttft", "tpot"))
-            ok = ttft <= slo.ttft_s and (math.isnan(tpot) or tpot <= slo.tpot_s)
+            ok = ttft <= slo.ttft_s and (math.isnan(tpot) or tpot <= slo.tpot_s) \
+                and result.rec.keeps_up  # a queue that grows misses the SLO, given time
             checked[replicas] = (ttft, tpot) if ok else None
         return checked[replicas] is not None
 
@@ -612,12 +613,13 @@ def _verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
         first = latency_at(prefill, "ttft", slo.percentile)
         joined = latency_at(decode, "ttft", slo.percentile)
         ttft, tpot = first + transfer_s + joined, latency_at(decode, "tpot", slo.percentile)
-        tpot_ok = math.isnan(tpot) or tpot <= slo.tpot_s
-        if ttft <= slo.ttft_s and tpot_ok:
+        tpot_ok = (math.isnan(tpot) or tpot <= slo.tpot_s) and decode.rec.keeps_up
+        ttft_ok = ttft <= slo.ttft_s and prefill.rec.keeps_up  # a growing queue misses, given time
+        if ttft_ok and tpot_ok:
             return replace(c, replicas=x + y, prefill_replicas=x, disaggregated=f"{x}P{y}D",
                            verified=True, sim_ttft_s=ttft, sim_tpot_s=tpot)
-        grow_x = not ttft <= slo.ttft_s and not first < joined  # NaN grows both pools
-        grow_y = not tpot_ok or (not ttft <= slo.ttft_s and not joined <= first)
+        grow_x = not ttft_ok and (not first < joined or not prefill.rec.keeps_up)
+        grow_y = not tpot_ok or (not ttft_ok and not joined <= first)
         if not (grow_x or grow_y):
             return None
         x += max(1, x // 4) if grow_x else 0

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from ridgeline.engines import EngineProfile
 from ridgeline.sim.request import Request
 
+KEEP_UP_SLACK = 0.03  # a steady window's late arrivals may outnumber its late finishes by this
 _BINS_PER_DECADE = 1000
 _LOW = 1e-7  # seconds
 
@@ -130,9 +131,15 @@ class Recorder:
         self.keep_rows = False  # per-request rows for export (memory grows with requests)
         # arrivals whose latencies the histograms keep (the steady state; default: all)
         self.window: tuple[float, float] = (-math.inf, math.inf)
+        # its second half (past any filling up): requests arriving in it, and finishing in it
+        self.late_arrived = self.late_finished = 0
 
     def finish(self, r: Request) -> None:
         self.completed += 1
+        low, high = self.window
+        mid = (low + high) / 2
+        self.late_arrived += mid <= r.arrival_s <= high
+        self.late_finished += mid <= r.finish_s <= high
         self.output_tokens += r.num_generated
         self.prompt_tokens += r.prompt_tokens
         if r.prefix_group >= 0:
@@ -157,6 +164,17 @@ class Recorder:
         if self.keep_rows:
             self.rows.append((r.id, r.arrival_s, r.prompt_tokens, r.num_generated, ttft, tpot,
                               e2e, r.preemptions))
+
+    @property
+    def keeps_up(self) -> bool:
+        """Whether the engine served the arrivals as they came: in a steady state as many
+        requests finish in the window's second half as arrive in it; an overloaded engine
+        finishes only its capacity, and its queue grows. The slack is the larger of 3 % and
+        two Poisson deviations of the count."""
+        n = self.late_arrived
+        if math.isinf(self.window[0]) or not n:
+            return True
+        return self.late_finished >= n * (1 - max(KEEP_UP_SLACK, 2 / math.sqrt(n)))
 
     def reject(self, r: Request, detail: str = "") -> None:
         """Count r under its reason; keep the first one's own numbers (``detail``)."""
