@@ -78,6 +78,7 @@ _HISTOGRAMS = tuple(f"{n}{part}" for n in TTFT + ITL + E2E for part in ("_bucket
                                                                           "_count"))
 MAX_ENGINES = 4096  # data-parallel engines one log line may aggregate
 MAX_TOKENS = 1e9  # a request's tokens, or a server's KV cells in use: past any context
+_REQUEST_TOKENS = f"a request's tokens, 0 to {MAX_TOKENS:g}"
 _LIMITS: tuple[tuple[tuple[str, ...], float, float, str], ...] = (
     (RUNNING + WAITING + (WAITING_BY_REASON,), 0.0, MAX_REQUESTS, _REQUESTS),
     (KV_USAGE, 0.0, 1.0, _FRACTION),
@@ -340,7 +341,7 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
         for attr, value, name in (("mean_prompt_tokens", prompt, PROMPT_TOKENS[0]),
                                   ("mean_output_tokens", gen, GENERATION_TOKENS[0])):
             setattr(obs, attr, checked(value / total, source, f"{name} ÷ requests", 0.0,
-                                       MAX_TOKENS, f"a request's tokens, 0 to {MAX_TOKENS:g}"))
+                                       MAX_TOKENS, _REQUEST_TOKENS))
     return obs
 
 
@@ -588,7 +589,7 @@ def from_bench(text: str, source: str) -> Observation:
                               ("mean_output_tokens", "total_output_tokens")):
                 setattr(obs, attr, checked((field(key, MAX_COUNT, "tokens") or 0) / done,
                                            source, f"{key} ÷ completed", 0.0, MAX_TOKENS,
-                                           f"a request's tokens, 0 to {MAX_TOKENS:g}"))
+                                           _REQUEST_TOKENS))
         for key, stems in _BENCH_KEYS.items():
             stem = next((st for st in stems if f"mean_{st}" in data or f"median_{st}" in data),
                         stems[0])
@@ -625,7 +626,7 @@ def from_bench(text: str, source: str) -> Observation:
             summed = stat(total, "avg", MAX_COUNT, "tokens")  # aiperf: the run's sum
             if length is None and summed is not None and count:
                 length = checked(summed / count, source, f"{total} ÷ request_count", 0.0,
-                                 MAX_TOKENS, f"a request's tokens, 0 to {MAX_TOKENS:g}")
+                                 MAX_TOKENS, _REQUEST_TOKENS)
             if length is not None:
                 setattr(obs, attr, length)
         config = data.get("input_config")

@@ -262,15 +262,14 @@ class Simulator:
                 keys[w] += sum(c + 1 if w is None else min(c + 1, w) for c in ones)
             dt = self.timer.keys_time_s(count + len(ones), keys, prefills)
         dt += sum(self.timer.time_s(batch_shape(self.dep, part)) for part in later)
-        started_s = self.now_s
         self.now_s += dt
         self.steps += 1
         self._g = g = g + 1
         dset.step_end_s = self.now_s
-        self._decode_gaps(dt, count, rec)  # before _publish syncs the members' last tokens
+        self._decode_gaps(dt, count, rec, self.now_s)  # before _publish syncs their tokens
         if self._unpublished:
             self._publish()
-        done = self._chunks_done(chunks, started_s, rec)
+        done = self._chunks_done(chunks, rec)
         closed = self._close_step()
         return closed + [self._finish(r) for r in done]
 
@@ -290,31 +289,29 @@ class Simulator:
         if not chunks:
             return None
         dt = self._passes_s([Seq(c.tokens, c.context) for c in chunks])
-        started_s = self.now_s
         self.now_s += dt
         self.steps += 1
         if self.decodes.count:
             self._stall_s += dt
-        done = self._chunks_done(chunks, started_s, rec)
+        done = self._chunks_done(chunks, rec)
         members = self.decodes.members
         self._stall_joiners += [c.request for c in chunks if members.get(c.request.id)
                                 is c.request]
         return [self._finish(r) for r in done]
 
-    def _decode_gaps(self, dt: float, count: int, rec: Recorder) -> None:
-        """The gaps a decode step of ``count`` members ends: this step, and for the members
-        that waited through prompt steps (prefill_first) those too — since its last token
-        for one that joined meanwhile."""
+    def _decode_gaps(self, dt: float, count: int, rec: Recorder, end_s: float) -> None:
+        """The gaps a decode step of ``count`` members ending at ``end_s`` closes: this step,
+        and for the members that waited through prompt steps (prefill_first) those too —
+        since its last token for one that joined meanwhile."""
         members = self.decodes.members
         joiners = [r for r in self._stall_joiners if members.get(r.id) is r]
         if count - len(joiners):
             rec.itl(dt + self._stall_s, count - len(joiners))
         for r in joiners:
-            rec.itl(self.now_s - r.last_token_s, 1)
+            rec.itl(end_s - r.last_token_s, 1)
         self._stall_s, self._stall_joiners = 0.0, []
 
-    def _chunks_done(self, chunks: list[Scheduled], started_s: float,
-                     rec: Recorder) -> list[Request]:
+    def _chunks_done(self, chunks: list[Scheduled], rec: Recorder) -> list[Request]:
         """The step's prompt chunks advanced: the one still prefilling kept as the partial,
         a finished prompt's first token, a recompute's next; those not done join the decodes.
         Returns the requests whose last token this was (freed after the decodes, as the plain
@@ -461,10 +458,7 @@ class Simulator:
         self.pool.take(dset.blocks_over(g, k))
         if self._stall_s or self._stall_joiners:  # the first step's gap holds the prompt
             # steps the decodes waited through
-            start = self.now_s
-            self.now_s += t0
-            self._decode_gaps(t0, dset.count, rec)
-            self.now_s = start
+            self._decode_gaps(t0, dset.count, rec, self.now_s + t0)
             rec.itl_line(t0 + slope, t_last, k - 1, dset.count)
         else:
             rec.itl_line(t0, t_last, k, dset.count)
