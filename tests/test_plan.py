@@ -574,3 +574,46 @@ def test_a_check_that_cannot_keep_up_with_its_arrivals_fails_however_its_window_
                  "--gpus", "mi300x", "--workers", "1", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["winner"]["replicas"] == 11 and data["winner"]["verified"]
+
+
+def test_the_winners_check_command_reruns_its_check(capsys: pytest.CaptureFixture[str]) -> None:
+    import shlex
+
+    assert main(["plan", "llama-3.1-8b", "--rate", "6", "--input-len", "lognormal:800,0.6",
+                 "--output-len", "lognormal:200,0.6", "--slo-ttft-ms", "300", "--slo-tpot-ms",
+                 "30", "--gpus", "h100,l40s", "--workers", "1", "--seed", "3", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    win, check = data["winner"], data["check_command"]
+    assert win["verified"] and check.startswith("ridgeline simulate llama-3.1-8b ")
+    argv = shlex.split(check)[1:]
+    assert argv[argv.index("--seed") + 1] == "3"
+    assert main([*argv, "--json"]) == 0
+    sim = json.loads(capsys.readouterr().out)
+    assert sim["completed"] == win["sim_requests"] and sim["keeps_up"] is True
+    # the same run: its p90s are the check's
+    assert sim["ttft_s"]["p90"] == pytest.approx(win["sim_ttft_s"], rel=1e-12)
+    assert sim["tpot_s"]["p90"] == pytest.approx(win["sim_tpot_s"], rel=1e-12)
+    assert sim["window_s"] == win["sim_window_s"]
+
+
+def test_a_check_command_is_given_only_where_simulate_can_rerun_it() -> None:
+    from dataclasses import replace
+
+    from ridgeline.plan import Candidate
+    from ridgeline.reports.plan import check_line
+
+    c = Candidate("h100-sxm", 4, 1, "bf16", "fp8", 128, 64, 0.02, 0.1, 5.0, 3, 2.99, True,
+                  "", (1.0, 1.0), verified=True, expert_parallel=True, sim_requests=900,
+                  sim_window_s=(12.5, 80.0), max_num_batched_tokens=2048)
+    line = check_line("qwen3-30b-a3b", Load(9.0, "1000", "250"), SLO, "sglang", "0.4", c, 4096)
+    for flags in ("--num-gpus 4", "--kv-dtype fp8", "--engine sglang", "--engine-version 0.4",
+                  "--enable-expert-parallel", "--max-num-seqs 128",
+                  "--max-num-batched-tokens 2048", "--max-model-len 4096", "--rate 3 ",
+                  "--num-requests 900", "--window 12.5,80", "--slo-ttft-ms 500",
+                  "--slo-tpot-ms 50"):
+        assert flags in line
+    assert check_line("m", Load(10.0, "1000", "250"), SLO, "vllm", None, replace(c, replicas=3),
+                      4096).count("--rate 3.3333333333333335") == 1  # exact, not 3.33
+    assert not check_line("m", LOAD, SLO, "vllm", None, replace(c, pp=2), 4096)
+    assert not check_line("m", LOAD, SLO, "vllm", None, replace(c, verified=False), 4096)
+    assert not check_line("m", LOAD, SLO, "vllm", None, replace(c, disaggregated="1P1D"), 4096)

@@ -683,3 +683,72 @@ def test_llama_server_runs_an_iteration_of_up_to_n_batch_tokens_as_ubatches() ->
         passes = sum(sim.timer.time_s(batch_shape(dep, part)) for part in split_ubatches(
             [Seq(1, 10 + seen[step - 1][0] - 1), Seq(2000, 0)], 512))
         assert seen[step][2] - seen[step - 1][2] == pytest.approx(passes)
+
+
+def test_a_window_counts_the_latencies_of_the_requests_arriving_in_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out = tmp_path / "requests.csv"
+    argv = ["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "6", "--num-requests", "400",
+            "--input-len", "lognormal:800,0.5", "--output-len", "lognormal:150,0.5",
+            "--slo-ttft-ms", "60", "--slo-tpot-ms", "12", "--export", str(out), "--json"]
+    assert main([*argv, "--window", "10,50"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    import csv
+
+    rows = list(csv.DictReader(out.open()))
+    assert len(rows) == 400  # the export keeps every request, in the window or not
+    inside = [r for r in rows if 10 <= float(r["arrival_s"]) <= 50]
+    assert data["windowed_requests"] == len(inside) < 400 and data["window_s"] == [10, 50]
+    ttfts = sorted(float(r["ttft_s"]) for r in inside)
+    assert data["ttft_s"]["mean"] == pytest.approx(sum(ttfts) / len(ttfts), rel=1e-9)
+    good = sum(float(r["ttft_s"]) <= 0.06 and float(r["tpot_s"]) <= 0.012 for r in inside)
+    assert 0 < good < len(inside)  # the SLO splits them: the count below is not trivial
+    assert data["good_requests"] == good
+    assert data["goodput_req_s"] == pytest.approx(good / 40)  # over the window's 40 s
+    assert data["keeps_up"] is True
+    assert main(argv) == 0  # no window: every request's latencies
+    whole = json.loads(capsys.readouterr().out)
+    assert whole["window_s"] is None and whole["keeps_up"] is None
+    assert whole["ttft_s"]["mean"] == pytest.approx(
+        sum(float(r["ttft_s"]) for r in rows) / 400, rel=1e-9)
+
+
+def test_a_window_says_whether_the_engine_keeps_up(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["simulate", "llama-3.1-8b", "--gpu", "h100", "--num-requests", "3000",
+            "--input-len", "1000", "--output-len", "250", "--window", "20,80"]
+    assert main([*argv, "--rate", "30"]) == 0  # past what one H100 serves (~19 req/s)
+    text = capsys.readouterr().out
+    assert "IT DOES NOT KEEP UP" in text and "the queue grows" in text
+    assert main([*argv, "--rate", "8"]) == 0
+    assert "it keeps up:" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("window", "said"), [
+    ("5,3", "0 ≤ FROM < UNTIL"), ("nan,3", "0 ≤ FROM < UNTIL"), ("-1,3", "0 ≤ FROM < UNTIL"),
+    ("1,2,3", "FROM,UNTIL"), ("a,b", "FROM,UNTIL"), ("5000,6000", "no completed request"),
+])
+def test_a_bad_window_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], window: str, said: str
+) -> None:
+    from tests.conftest import run_cli
+
+    code, _, err = run_cli(capsys, "simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "3",
+                           "--num-requests", "50", "--window", window)
+    assert code == 2 and said in err and len(err.strip().splitlines()) == 1
+
+
+def test_expert_parallel_spreads_a_moes_experts_and_a_dense_model_refuses_it(
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["simulate", "qwen3-30b-a3b", "--gpu", "h100", "--num-gpus", "2", "--rate", "4",
+            "--num-requests", "100", "--json"]
+    assert main(argv) == 0
+    sliced = json.loads(capsys.readouterr().out)
+    assert main([*argv, "--enable-expert-parallel"]) == 0
+    spread = json.loads(capsys.readouterr().out)
+    assert spread["settings"]["expert_parallel"] and not sliced["settings"]["expert_parallel"]
+    assert spread["tpot_s"]["mean"] != sliced["tpot_s"]["mean"]  # the step is priced apart
+    code = main(["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "3",
+                 "--enable-expert-parallel"])
+    assert code == 2 and "is dense" in capsys.readouterr().err

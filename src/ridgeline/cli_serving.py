@@ -171,8 +171,12 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     acc = load_accelerator(args)
     engine = engine_id(args.engine)
     model = load_model(args)
+    if args.expert_parallel and not model.is_moe:
+        raise InputError(f"--enable-expert-parallel spreads a MoE's experts: {model.name} is "
+                         "dense")
     dep = Deployment.build(model, acc, args.weights, args.kv_dtype, args.num_gpus,
-                           engine=engine, flash_attention=flash_attention(args, engine),
+                           engine=engine, expert_parallel=args.expert_parallel,
+                           flash_attention=flash_attention(args, engine),
                            offload=host_offload(args, model, engine),
                            split_mode=args.split_mode)
     stray = [flag for flag, value in (("--spec-acceptance", args.spec_acceptance),
@@ -267,12 +271,17 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     slo_ttft = None if args.slo_ttft_ms is None else args.slo_ttft_ms / 1e3
     slo_tpot = None if args.slo_tpot_ms is None else args.slo_tpot_ms / 1e3
     result = sim.run(iter(requests), closed_loop=args.concurrency or 0,
-                     keep_rows=bool(args.export), slo=(slo_ttft, slo_tpot))
+                     keep_rows=bool(args.export), slo=(slo_ttft, slo_tpot), window=args.window)
     if result.rejected and not result.completed:  # nothing ran: no latency to report
         reason, n = max(result.rec.rejected.items(), key=lambda item: item[1])
         first = result.rec.rejected_first.get(reason)
         raise InputError(f"the engine refused every request ({n:,} of {result.rejected:,}: "
                          f"{reason}" + (f"; first: {first}" if first else "") + ")")
+    if args.window and result.completed and not result.rec.windowed:
+        earliest, latest = result.rec.arrived_s
+        raise InputError(f"--window {args.window[0]:g},{args.window[1]:g}: no completed "
+                         f"request arrived in it (the run's arrived {earliest:,.6g}–"
+                         f"{latest:,.6g} s)")
     if args.export:
         rows = result.rec.rows
         header = ["id", "arrival_s", "prompt_tokens", "output_tokens", "ttft_s", "tpot_s",
@@ -293,8 +302,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     from ridgeline.reports.simulate import warmup_caution
 
     span: float | None
-    if args.concurrency:  # a closed loop holds its batch from the start
-        span = None
+    if args.concurrency or args.window:  # a closed loop holds its batch from the start; a
+        span = None  # window leaves out the filling up and the draining
     elif args.trace:
         span = requests[-1].arrival_s - requests[0].arrival_s if requests else 0.0
     else:
@@ -407,7 +416,8 @@ def cmd_plan(args: argparse.Namespace) -> Any:
     hf = next((e.hf_id for e in model_entries() if e.id == model.name), args.model)
     limit = model.max_position_embeddings
     return PlanReport(model, hf, result, load.max_model_len(limit), plan_steps(result, mean_out),
-                      load.refused_share(limit))
+                      load.refused_share(limit),
+                      args.model, bool(args.fetch))
 
 def plan_steps(result: Any, mean_out: float) -> tuple[Any, ...]:
     from ridgeline.explain import q, step
@@ -450,6 +460,19 @@ def _seconds(text: str) -> float:
     if value > MAX_POLL_S:
         raise InputError(f"a polling time is at most a day ({MAX_POLL_S:,.0f} s), got {text!r}")
     return value
+
+
+def _arrival_window(text: str) -> tuple[float, float]:
+    """--window FROM,UNTIL: seconds of arrival, 0 ≤ FROM < UNTIL, both finite."""
+    parts = str(text).split(",")
+    try:
+        low, high = (float(x) for x in parts) if len(parts) == 2 else (math.nan, math.nan)
+    except ValueError:
+        low = high = math.nan
+    if not (math.isfinite(low) and math.isfinite(high) and 0 <= low < high):
+        raise InputError(f"--window is FROM,UNTIL, seconds of arrival with 0 ≤ FROM < UNTIL "
+                         f"(10,90), got {text!r}")
+    return low, high
 
 
 def _positive_seconds(text: str) -> float:
@@ -588,12 +611,19 @@ def register(sub: Any) -> None:
     w.add_argument("--trace", metavar="FILE", type=_not_empty("trace path"),
                    help="replay CSV/JSONL (arrival_s, prompt_tokens, output_tokens; or Azure's "
                    "TIMESTAMP, ContextTokens, GeneratedTokens)")
+    w.add_argument("--window", metavar="FROM,UNTIL", type=_typed(_arrival_window),
+                   help="count the latencies of the requests arriving between these seconds "
+                   "only (the steady state: the rest warm the engine up and drain it), and "
+                   "check that the engine keeps up with them; plan's checks print theirs")
     g = p.add_argument_group("engine settings (vLLM names)")
     g.add_argument("--gpu-memory-utilization", type=_positive_float("memory fraction"))
     g.add_argument("--max-model-len", type=_positive_count("max model length"))
     g.add_argument("--max-num-seqs", type=_positive_count("max_num_seqs"))
     g.add_argument("--max-num-batched-tokens", type=_positive_count("max_num_batched_tokens"))
     g.add_argument("--block-size", type=_positive_count("block size"))
+    g.add_argument("--enable-expert-parallel", "--ep", dest="expert_parallel",
+                   action="store_true", help="MoE: each GPU holds whole experts, a share of "
+                   "them, instead of a slice of every expert")
     g.add_argument("--enforce-eager", "--disable-cuda-graph", dest="enforce_eager",
                    action="store_true", help="no CUDA graphs: decode steps pay a prefill step's "
                    "per-layer cost; the pool keeps the graphs' memory")

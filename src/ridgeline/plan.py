@@ -133,6 +133,12 @@ class Load:
                ) -> tuple[Iterator[Request], tuple[float, float]]:
         """One replica's share, long enough to reach the steady state, and the arrival window
         whose latencies count: past the warm-up, before the drain."""
+        count, window = self.steady_run(replicas, lifetime_s)
+        return self.share(replicas, first_token_only, count), window
+
+    def steady_run(self, replicas: int, lifetime_s: float) -> tuple[int, tuple[float, float]]:
+        """How many requests a steady check of one of ``replicas`` replicas runs, and the
+        window of arrival (seconds) whose latencies count."""
         rate = self.rate / replicas
         life = max(lifetime_s, 1e-3)
         count = int(min(MAX_SIM_REQUESTS, max(SIM_REQUESTS, math.ceil(rate * STEADY_SPANS * life))))
@@ -143,10 +149,10 @@ class Load:
         else:
             start, span = 0.0, count / rate
         warm, tail = min(WARMUP_SPANS * life, 0.3 * span), min(life, 0.2 * span)
-        window = (start + warm, start + span - tail)
+        window = (round(start + warm, 1), round(start + span - tail, 1))  # a command's figures
         if self.trace and sum(window[0] <= t <= window[1] for t, _, _ in rows) < len(rows) / 2:
             window = (-math.inf, math.inf)  # a burst: no steady part to keep (plan says so)
-        return self.share(replicas, first_token_only, count), window
+        return count, window
 
     def transient(self, lifetime_s: float) -> str:
         """What to say of a trace too short, or too bursty, to reach a steady state, or ""."""
@@ -209,6 +215,9 @@ class Candidate:
     expert_parallel: bool = False  # MoE experts spread over the TP ranks
     analytic_replicas: int = 0  # simulated ones: the count the analytic sizing gave
     max_num_batched_tokens: int | None = None  # None: the engine's default
+    # simulated ones: the check that held — its requests and arrival window (seconds)
+    sim_requests: int = 0
+    sim_window_s: tuple[float, float] | None = None
 
     @property
     def gpus(self) -> int:
@@ -363,6 +372,7 @@ class PlanResult:
     closest_miss: str
     engine: str = "vllm"  # whose memory rules sized the pools
     cautions: tuple[str, ...] = ()
+    engine_version: str | None = None  # the version whose memory rules sized them
 
     @property
     def winner(self) -> Candidate | None:
@@ -462,7 +472,7 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
                       tuple(sorted(split, key=lambda c: (not c.verified, c.cost_per_hour is None,
                                                          c.cost_per_hour or 0.0, c.gpus))),
                       tuple(_pareto(model, feasible, load, engine)), len(jobs), mean_out, miss,
-                      engine, cautions)
+                      engine, cautions, engine_version)
 
 
 def _ray_map(jobs: list[tuple[Any, ...]]) -> list[Candidate | None]:
@@ -557,8 +567,10 @@ def _verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
         mid = (low + high) // 2
         low, high = (low, mid) if holds(mid) else (mid, high)
     ttft, tpot = checked[high] or (math.nan, math.nan)
+    count, window = load.steady_run(high * c.pp, lifetime)
     return replace(c, replicas=high, verified=True, sim_ttft_s=ttft, sim_tpot_s=tpot,
-                   analytic_replicas=c.replicas)
+                   analytic_replicas=c.replicas, sim_requests=count,
+                   sim_window_s=window if math.isfinite(window[0]) else None)
 
 
 def latency_at(result: SimResult, name: str, percentile: float) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import shlex
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -10,7 +11,7 @@ from ridgeline.explain import Step
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.memory import device_memory_bytes, engine_defaults, sglang_memory_defaults
 from ridgeline.model import ModelSpec
-from ridgeline.plan import Candidate, PlanResult
+from ridgeline.plan import Candidate, Load, PlanResult, Slo
 from ridgeline.render import table
 from ridgeline.units import plural
 
@@ -39,6 +40,41 @@ def command_line(engine: str, model_id: str, c: Candidate, max_len: int) -> str:
     if c.weights == "fp8":
         parts += [f["quantization"], "fp8"]
     return " ".join(parts)
+
+
+def _exact(x: float) -> str:
+    """A number as short as prints it back exactly (so a command line reruns the same run)."""
+    short = f"{x:.12g}"
+    return short if float(short) == x else repr(x)
+
+
+def check_line(model_arg: str, load: Load, slo: Slo, engine: str, engine_version: str | None,
+               c: Candidate, max_len: int, fetched: bool = False) -> str:
+    """The `ridgeline simulate` command that reruns a candidate's check (one replica's share
+    of the load, the same requests and seed, its steady window), or "" where simulate cannot
+    (a pipeline-parallel lane, a replayed trace, split pools, an unchecked candidate)."""
+    if not c.verified or c.sim_window_s is None or c.pp > 1 or c.disaggregated or load.trace:
+        return ""
+    low, high = c.sim_window_s
+    parts = [model_arg, *(["--fetch"] if fetched else []), "--gpu", c.accelerator,
+             "--num-gpus", str(c.tp)]
+    if c.weights != "as stored":
+        parts += ["--weights", c.weights]
+    parts += ["--kv-dtype", c.kv, "--engine", engine]
+    if engine_version:
+        parts += ["--engine-version", engine_version]
+    if c.expert_parallel:
+        parts.append("--enable-expert-parallel")
+    if c.max_num_seqs:
+        parts += ["--max-num-seqs", str(c.max_num_seqs)]
+    if c.max_num_batched_tokens:
+        parts += ["--max-num-batched-tokens", str(c.max_num_batched_tokens)]
+    parts += ["--max-model-len", str(max_len), "--rate", _exact(load.rate / c.replicas),
+              "--num-requests", str(c.sim_requests), "--input-len", load.input_len,
+              "--output-len", load.output_len, "--seed", str(load.seed),
+              "--window", f"{_exact(max(low, 0.0))},{_exact(high)}",
+              "--slo-ttft-ms", _exact(slo.ttft_s * 1e3), "--slo-tpot-ms", _exact(slo.tpot_s * 1e3)]
+    return "ridgeline simulate " + " ".join(shlex.quote(p) for p in parts)
 
 
 NOT_SIMULATED = ("every cheaper candidate the simulation budget reached missed the SLO in "
@@ -78,6 +114,8 @@ class PlanReport:
     max_len: int
     steps: tuple[Step, ...] = field(default=())
     refused_share: float = 0.0  # requests longer than the model's context
+    model_arg: str = ""  # MODEL as the user gave it (the check command repeats it) …
+    fetched: bool = False  # … and whether it came from the Hub (--fetch)
 
     def _tok_s(self) -> float:
         return self.result.load.rate * self.result.mean_output_tokens
@@ -99,6 +137,7 @@ class PlanReport:
             "output_len": r.load.output_len, "slo": asdict(r.slo), "searched": r.searched,
             "winner": self._row(win) if win else None,
             "commands": self.commands() if win else None,
+            "check_command": (self.check_command(win) or None) if win else None,
             "runners_up": [self._row(c) for c in self.runners_up()],
             "unpriced": [self._row(c) for c in r.unpriced],
             "disaggregated": [self._row(c) for c in r.disaggregated],
@@ -141,6 +180,12 @@ class PlanReport:
             return {}
         return {engine: command_line(engine, self.model_id, win, self.max_len)}
 
+    def check_command(self, c: Candidate) -> str:
+        """The simulate command that reruns ``c``'s check, or ""."""
+        r = self.result
+        return check_line(self.model_arg or self.model_id, r.load, r.slo, r.engine,
+                          r.engine_version, c, self.max_len, self.fetched)
+
     def text_lines(self) -> list[str]:
         r = self.result
         slo = r.slo
@@ -169,7 +214,10 @@ class PlanReport:
         if win.verified:
             lines.append(f"  simulated at {_rate(r.load.rate / win.replicas)} req/s per replica: "
                          f"{_pct(slo.percentile)} TTFT {(win.sim_ttft_s or 0) * 1e3:,.0f} ms, "
-                         f"TPOT {_tpot_ms(win.sim_tpot_s)}")
+                         f"TPOT {_tpot_ms(win.sim_tpot_s)}"
+                         + (f" ({win.sim_requests:,} requests, the latencies of those arriving "
+                            f"{win.sim_window_s[0]:,.1f}–{win.sim_window_s[1]:,.1f} s)"
+                            if win.sim_window_s else f" ({win.sim_requests:,} requests)"))
         lines += [f"  caution: {c}" for c in r.cautions]
         if not win.calibrated:
             lines.append(f"  outside the calibrated range: {win.calibration_note}")
@@ -189,6 +237,12 @@ class PlanReport:
         lines += ["", "run it with:", *(f"  {c}" for c in commands.values()), ""] if commands \
             else ["", f"({r.engine}'s launch flags are not modelled: size its engine with the "
                   "batch above)", ""]
+        check = self.check_command(win)
+        if check:
+            lines[-1:-1] = ["check it with (one replica's share of the load):", f"  {check}"]
+        elif win.verified and win.pp > 1:
+            lines[-1:-1] = [f"(its check simulated one of the PP{win.pp} replica's micro-batch "
+                            "lanes; simulate has no pipeline lanes to rerun it)"]
         rows = [[c.label, str(c.gpus), f"${c.cost_per_hour:,.2f}",
                  _usd(c.cost_per_million_tokens(self._tok_s())),
                  "simulated" if c.verified else "analytic"] for c in self.runners_up()]

@@ -59,6 +59,7 @@ class SimulateReport:
             "settings": {"model": d.model.name, "accelerator": d.accelerator.id,
                          "num_gpus": d.num_gpus, "engine": d.engine, "weights": d.weights.label,
                          "kv_dtype": d.kv.id, "load": self.load,
+                         "expert_parallel": d.expert_parallel,
                          "split": ("layer" if d.pipeline_parallel_size > 1 else "tensor")
                          if d.num_gpus > 1 else None,
                          "offload": None if d.offload is None else {
@@ -92,6 +93,10 @@ class SimulateReport:
             "request_rate": r.request_rate, "output_tok_s": r.output_tok_s,
             "output_tok_s_per_gpu": r.output_tok_s / d.num_gpus,
             "goodput_req_s": r.goodput,
+            "window_s": list(r.rec.window) if self.windowed else None,
+            "windowed_requests": r.rec.windowed if self.windowed else None,
+            "keeps_up": (r.rec.keeps_up if r.rec.late_arrived else None) if self.windowed
+            else None,
             "running_batch": r.running_batch, "preemptions": r.preemptions,
             "prefix_cache_hit_blocks": r.prefix_hit_blocks,
             "time_series": [{"t_s": t, "running": n, "waiting": w, "kv_usage": u,
@@ -102,6 +107,7 @@ class SimulateReport:
         r, c, d = self.result, self.config, self.deployment
         lines = [f"{d.model.name} on {d.num_gpus} x {d.accelerator.id} ({d.engine}, weights "
                  f"{d.weights.label}, KV {d.kv.id}"
+                 + (", experts spread over the GPUs (EP)" if d.expert_parallel else "")
                  + (f"; {d.offload.describe(d.model)}" if d.offload else "") + f"): {self.load}",
                  _engine_line(c), ""]
         rows = []
@@ -132,11 +138,43 @@ class SimulateReport:
                          f"{rec.grouped_prompt_tokens / rec.grouped:,.0f} prompt tokens (the "
                          "prefix is part of the prompt; a shorter prompt shares all but its "
                          "last token)")
-        if self.slo_ttft_s is not None or self.slo_tpot_s is not None:
+        lines += self._window_lines()
+        if self.windowed and (self.slo_ttft_s is not None or self.slo_tpot_s is not None):
+            low, high = rec.window
+            lines.append(f"goodput: {r.goodput:,.2f} req/s meet the SLO ({r.good:,} requests "
+                         f"over the window's {high - low:,.1f} s: "
+                         f"{_share(r.good, rec.windowed)} of the {rec.windowed:,} completed in "
+                         "it)")
+        elif self.slo_ttft_s is not None or self.slo_tpot_s is not None:
             lines.append(f"goodput: {r.goodput:,.2f} req/s meet the SLO ({r.good:,} requests: "
                          f"{_share(r.good, r.completed)} of completed, "
                          f"{_share(r.good, self.requests)} of all {self.requests:,})")
         return lines + self._rejected_lines() + [f"caution: {c}" for c in self.cautions]
+
+    @property
+    def windowed(self) -> bool:
+        """Whether --window chose the requests whose latencies count."""
+        return math.isfinite(self.result.rec.window[0])
+
+    def _window_lines(self) -> list[str]:
+        """Which requests the percentiles are of, and whether the engine kept up."""
+        if not self.windowed:
+            return []
+        rec = self.result.rec
+        low, high = rec.window
+        lines = [f"window: the latencies above are of the {rec.windowed:,} completed requests "
+                 f"arriving {low:,.6g}–{high:,.6g} s; the others warm the engine up and drain it"]
+        if not rec.late_arrived:
+            lines.append("  no request arrived in the window's second half: whether the engine "
+                         "keeps up is not measured")
+        elif rec.keeps_up:
+            lines.append(f"  it keeps up: {rec.late_finished:,} requests finished in the "
+                         f"window's second half, {rec.late_arrived:,} arrived in it")
+        else:
+            lines.append(f"  IT DOES NOT KEEP UP: {rec.late_finished:,} requests finished in the "
+                         f"window's second half, {rec.late_arrived:,} arrived in it; the queue "
+                         "grows, and a longer run reads longer latencies")
+        return lines
 
     def _rejected_lines(self) -> list[str]:
         """One line for the count, one for each of the two commonest reasons."""
@@ -165,7 +203,8 @@ class SimulateReport:
             step("TTFT percentiles", "first token time − arrival, one value per completed "
                  "request; the p-th percentile is the value p% of them are at or under (log "
                  "histogram, 0.23%-wide bins)", _ms_q("TTFT p50", ttft["p50"]),
-                 q("requests measured", hist["ttft"].total, "", "completed")),
+                 q("requests measured", hist["ttft"].total, "",
+                   "completed, arriving in the window" if self.windowed else "completed")),
             step("TPOT percentiles", "(finish − first token) ÷ (output tokens − 1), one value "
                  "per completed request with more than one output token; percentiles as for TTFT",
                  _ms_q("TPOT p50", tpot["p50"]),
@@ -174,7 +213,14 @@ class SimulateReport:
                  q("request rate", r.request_rate, "req/s"), q("completed", r.completed),
                  q("simulated time", r.duration_s, "s", "first arrival to last finish")),
         ]
-        if self.slo_ttft_s is not None or self.slo_tpot_s is not None:
+        if self.windowed and (self.slo_ttft_s is not None or self.slo_tpot_s is not None):
+            low, high = r.rec.window
+            out.append(step(
+                "goodput", "requests arriving in the window that completed and met every SLO "
+                "given ÷ the window's length", q("goodput", r.goodput, "req/s"),
+                q("met the SLO", r.good, "requests", "TTFT ≤ SLO and TPOT ≤ SLO"),
+                q("window", high - low, "s", f"--window {low:g},{high:g}")))
+        elif self.slo_ttft_s is not None or self.slo_tpot_s is not None:
             out.append(step(
                 "goodput", "completed requests that met every SLO given ÷ simulated time "
                 "(a rejected request met none)", q("goodput", r.goodput, "req/s"),

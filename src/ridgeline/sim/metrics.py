@@ -133,6 +133,8 @@ class Recorder:
         self.window: tuple[float, float] = (-math.inf, math.inf)
         # its second half (past any filling up): requests arriving in it, and finishing in it
         self.late_arrived = self.late_finished = 0
+        self.windowed = 0  # completed requests whose latencies the histograms keep
+        self.arrived_s = (math.inf, -math.inf)  # the completed requests' first, last arrival
 
     def finish(self, r: Request) -> None:
         self.completed += 1
@@ -146,24 +148,28 @@ class Recorder:
             self.grouped += 1
             self.grouped_prompt_tokens += r.prompt_tokens
             self.shared_prefix_tokens += r.prefix_tokens
-        if not self.window[0] <= r.arrival_s <= self.window[1]:
-            return
         ttft = r.first_token_s - r.arrival_s
         e2e = r.finish_s - r.arrival_s
+        tpot = (r.finish_s - r.first_token_s) / (r.num_generated - 1) \
+            if r.num_generated > 1 else math.nan
+        if self.keep_rows:  # every request, whether or not its latencies count
+            self.rows.append((r.id, r.arrival_s, r.prompt_tokens, r.num_generated, ttft, tpot,
+                              e2e, r.preemptions))
+        first, last = self.arrived_s
+        if not first <= r.arrival_s <= last:
+            self.arrived_s = (min(first, r.arrival_s), max(last, r.arrival_s))
+        if not self.window[0] <= r.arrival_s <= self.window[1]:
+            return
+        self.windowed += 1
         self.hist["ttft"].add(ttft)
         self.hist["e2e"].add(e2e)
         self.hist["queue"].add(r.first_scheduled_s - r.arrival_s)
-        tpot = (r.finish_s - r.first_token_s) / (r.num_generated - 1) \
-            if r.num_generated > 1 else math.nan
         if r.num_generated > 1:
             self.hist["tpot"].add(tpot)
         slo_ttft, slo_tpot = self.slo
         if (slo_ttft is None or ttft <= slo_ttft) and (
                 slo_tpot is None or math.isnan(tpot) or tpot <= slo_tpot):
             self.good += 1
-        if self.keep_rows:
-            self.rows.append((r.id, r.arrival_s, r.prompt_tokens, r.num_generated, ttft, tpot,
-                              e2e, r.preemptions))
 
     @property
     def keeps_up(self) -> bool:
@@ -240,7 +246,11 @@ class SimResult:
 
     @property
     def goodput(self) -> float:
-        """Completed requests per second that met every SLO the run was given."""
+        """Completed requests per second that met every SLO the run was given: of the run's
+        duration, or, with a window, of the window's arrivals per second of it."""
+        low, high = self.rec.window
+        if math.isfinite(low):
+            return self.rec.good / (high - low)
         return self.rec.good / self.duration_s if self.duration_s else 0.0
 
     @property
