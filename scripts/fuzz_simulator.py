@@ -81,6 +81,7 @@ def main() -> int:
                                 # the engines' capacity policies: vLLM, TensorRT-LLM, SGLang
                                 **rng.choice([{}, {"reserve_full": True},
                                               {"prefill_first": True},
+                                              {"prefill_first": True, "token_ratio": True},
                                               {"ubatch_tokens": rng.choice([64, 128])}]))
         slow_config = replace(fast_config, fast_path=False)
         a, b = run(deps[model], fast_config, work), run(deps[model], slow_config, work)

@@ -24,6 +24,7 @@ class SimConfig:
     max_steps: int = 50_000_000
     reserve_full: bool = False  # TensorRT-LLM's GUARANTEED_NO_EVICT: whole output reserved
     prefill_first: bool = False  # SGLang: prompt steps alone, decodes waiting (no mixed chunk)
+    token_ratio: bool = False  # SGLang: admission by new_token_ratio (sim/token_ratio.py)
     ubatch_tokens: int = 0  # llama.cpp: a step (-b tokens) runs as passes of this many (-ub)
 
 
@@ -72,4 +73,4 @@ def sim_config(dep: Deployment, settings: object | None = None, prefix_caching: 
                      prefix_caching=prefix_caching, spec_tokens=spec_tokens,
                      spec_acceptance=spec_acceptance, spec_draft_cost=spec_draft_cost,
                      fast_path=fast_path, reserve_full=dep.engine == "trtllm",
-                     prefill_first=dep.engine == "sglang")
+                     prefill_first=dep.engine == "sglang", token_ratio=dep.engine == "sglang")

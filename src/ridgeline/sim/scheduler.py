@@ -13,16 +13,25 @@ Simplified: one token budget and no separate limit on partial prefills; no prior
 scheduling; preempted requests recompute (V1's only mode), never swap. TensorRT-LLM's default
 capacity policy (``reserve_full``) admits a request only with its whole output's blocks
 reserved, and so never preempts. SGLang's (``prefill_first``) runs a step of prompts alone
-whenever there is one to run, the running decodes waiting, and a step of decodes otherwise.
+whenever there is one to run, the running decodes waiting, and a step of decodes otherwise;
+it admits by its new_token_ratio estimate (``token_ratio``, sim/token_ratio.py), and its
+retracted requests queue at the back. SGLang retracts the request with the fewest outputs;
+here, as in vLLM, the newest (most often the same one).
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ridgeline.sim.blocks import BlockPool
 from ridgeline.sim.request import RUNNING, WAITING, Request
+from ridgeline.sim.token_ratio import PAGE_TOKENS, NewTokenRatio, held_for_output
+
+
+def _nothing() -> None:
+    return None
 
 
 @dataclass
@@ -38,6 +47,11 @@ class SchedulerConfig:
     # chunked, or new requests), else a decode batch; enable_mixed_chunk is off by default
     # (python/sglang/srt/managers/scheduler.py, get_next_batch_to_run)
     prefill_first: bool = False
+    # SGLang's admission: a request starts only if its prompt and clipped output fit beside
+    # the running requests' remaining outputs scaled by new_token_ratio (``token_ratio``); a
+    # refusal stops admission until a running request leaves, and a retracted request waits
+    # at the back of the queue (python/sglang/srt/managers/schedule_policy.py, PrefillAdder)
+    token_ratio: bool = False
 
 
 @dataclass
@@ -55,6 +69,10 @@ class Scheduler:
         self.running: list[Request] = []
         self.preemptions = 0
         self.reserved_blocks = 0  # reserve_full: the running requests' blocks at their end
+        self.ratio = NewTokenRatio()  # token_ratio: SGLang's estimate of outputs to come …
+        self.batch_full = False  # … and its flag: a refusal waits for a running one to leave
+        self.sync: Callable[[], None] = _nothing  # brings the running requests' counters up
+        # to date (the simulator's fast path keeps its decodes as sums)
 
     def reservation(self, r: Request) -> int:
         """Under reserve_full, the blocks of r's whole life, its last verify step's drafts too."""
@@ -66,10 +84,48 @@ class Scheduler:
         """Under reserve_full, whether r's whole life fits beside the running requests'."""
         return self.reserved_blocks + self.reservation(r) <= self.pool.total
 
+    def fits_ratio(self, r: Request) -> bool:
+        """Under token_ratio, SGLang's admission test for waiting r: its prompt still to
+        compute, its clipped output and a page, below the free and evictable cache (its own
+        cached prefix locked) less the running requests' clipped remaining outputs — scaled
+        by new_token_ratio for those decoding, whole for those still in their prompt (SGLang
+        reserves an admitted request's whole output). With nothing running the test is
+        waived: SGLang caps a request's output at what the pool holds."""
+        if not self.config.token_ratio or not self.running:
+            return True
+        self.sync()
+        decoding = prefilling = 0
+        for q in self.running:
+            if q.num_generated and q.to_compute <= 1:
+                decoding += held_for_output(q)
+            else:
+                prefilling += held_for_output(q)
+        pool = self.pool
+        keys = pool.cached_prefix(r)
+        locked = sum(1 for key in keys if pool.refs[key] == 0)
+        cached = len(keys) * pool.block_size if not r.shared and not r.num_computed \
+            else r.num_computed
+        room = (pool.available - locked) * pool.block_size - decoding * self.ratio.value \
+            - prefilling
+        return r.known_tokens - cached + held_for_output(r) + PAGE_TOKENS < room
+
+    def after_step(self, decoded: bool, preempted: bool) -> None:
+        """Under token_ratio: a decode step lowers the ratio; a step that preempted sets it
+        from the survivors' outputs."""
+        if not self.config.token_ratio:
+            return
+        if preempted:
+            self.sync()
+            self.ratio.retracted(q for q in self.running
+                                 if q.num_generated and q.to_compute <= 1)
+        elif decoded:
+            self.ratio.decay()
+
     def remove(self, r: Request) -> None:
         """r leaves the running batch (finished), its reservation with it."""
         self.running.remove(r)
         self.reserved_blocks -= self.reservation(r)
+        self.batch_full = False
 
     def add(self, r: Request) -> None:
         self.waiting.append(r)
@@ -84,7 +140,11 @@ class Scheduler:
         victim.status = WAITING
         victim.preemptions += 1
         self.preemptions += 1
-        self.waiting.appendleft(victim)
+        self.batch_full = False
+        if self.config.token_ratio:  # SGLang: a retracted request queues behind the rest
+            self.waiting.append(victim)
+        else:
+            self.waiting.appendleft(victim)
         return victim
 
     def prefill_ready(self, budget: int) -> bool:
@@ -94,10 +154,21 @@ class Scheduler:
             or self.head_ready(budget)
 
     def head_ready(self, budget: int) -> bool:
-        """Could the waiting queue's head start now with this budget (a seat, its blocks)?"""
-        return bool(self.waiting) and len(self.running) < self.config.max_num_seqs \
-            and self.fits_reservation(self.waiting[0]) \
-            and self.pool.could_admit(self.waiting[0], budget)
+        """Could the waiting queue's head start now with this budget (a seat, its blocks)?
+        Under token_ratio, a head that cannot is refused as SGLang refuses it."""
+        if not self.waiting or len(self.running) >= self.config.max_num_seqs \
+                or not self.fits_reservation(self.waiting[0]) or self.batch_full:
+            return False
+        return self._room_for(self.waiting[0], budget)
+
+    def _room_for(self, r: Request, budget: int) -> bool:
+        """Whether r gets its first chunk's blocks (and, under token_ratio, passes SGLang's
+        test); under token_ratio a refusal with requests running sets the batch full."""
+        if self.pool.could_admit(r, budget) and self.fits_ratio(r):
+            return True
+        if self.config.token_ratio:
+            self.batch_full = bool(self.running)
+        return False
 
     def schedule(self, now_s: float) -> list[Scheduled]:
         budget = self.config.max_num_batched_tokens
@@ -107,8 +178,11 @@ class Scheduler:
         out, left, preempted = self._run_running(budget, only)
         if not preempted and only != "decode":  # a step that preempted runs the running
             self.admit_waiting(left, now_s, out)  # requests only
+        decoded = only == "decode"
         if only == "prefill" and not out:  # a prompt that could not get its blocks leaves
-            out, _, _ = self._run_running(budget, "decode")  # the step to the decodes
+            out, _, again = self._run_running(budget, "decode")  # the step to the decodes
+            preempted, decoded = preempted or again, True
+        self.after_step(decoded, preempted)
         return out
 
     def _run_running(self, budget: int, only: str | None) -> tuple[list[Scheduled], int, bool]:
@@ -150,9 +224,10 @@ class Scheduler:
         last; append them to ``out`` and return the budget left. A request that cannot get
         its blocks is not touched: its cached prefix keeps its place in the eviction order
         (vLLM's allocate_slots checks before it claims cached blocks)."""
-        while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
+        while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs \
+                and not self.batch_full:
             r = self.waiting[0]
-            if not (self.fits_reservation(r) and self.pool.could_admit(r, budget)):
+            if not (self.fits_reservation(r) and self._room_for(r, budget)):
                 break
             if not r.shared and r.num_computed == 0:
                 r.num_computed = self.pool.admit(r)

@@ -59,8 +59,9 @@ class Simulator:
         self.scheduler = Scheduler(SchedulerConfig(config.max_num_seqs,
                                                    config.max_num_batched_tokens,
                                                    config.spec_tokens, config.reserve_full,
-                                                   config.prefill_first),
+                                                   config.prefill_first, config.token_ratio),
                                    self.pool)
+        self.scheduler.sync = self._sync_decodes
         self.now_s = 0.0
         self.steps = 0
         a, k = config.spec_acceptance, config.spec_tokens
@@ -78,6 +79,11 @@ class Simulator:
         self._unpublished: list[Request] = []  # members holding private prefix copies
         self._stall_s = 0.0  # prefill_first: time the decodes have waited since their last step
         self._stall_joiners: list[Request] = []  # … and those that joined while they waited
+
+    def _sync_decodes(self) -> None:
+        """Write the running decodes' counters (kept as sums in the fast path) back."""
+        if self._in_bulk:
+            self.decodes.sync_all(self._g)
 
     @property
     def bulk_steps(self) -> int:
@@ -140,6 +146,7 @@ class Simulator:
                 self._arrive(pending, rec)
                 pending = next_request()
             if not s.running and not s.waiting:
+                s.ratio.reset()  # SGLang's estimate starts over when the engine is idle
                 if closed_loop or pending is None:
                     break
                 idle_s += pending.arrival_s - self.now_s
@@ -247,6 +254,7 @@ class Simulator:
             chunks.append(Scheduled(partial, n, partial.num_computed))
         if not preempted and not cfg.prefill_first:  # as the plain step: a step that
             s.admit_waiting(budget - count - n, self.now_s, chunks)  # preempted admits nobody
+        s.after_step(not chunks, preempted)  # SGLang's new_token_ratio: decays, or resets
         pieces = [Seq(c.tokens, c.context) for c in chunks]
         later: list[list[Seq]] = []
         if cfg.ubatch_tokens:  # llama.cpp: the decodes lead the first ubatch, prompts follow
@@ -409,7 +417,7 @@ class Simulator:
     def _could_admit(self, decodes: int) -> bool:
         """Could the head of the queue start next step? (then steps go one at a time)"""
         s = self.scheduler
-        if not s.waiting or len(s.running) >= self.config.max_num_seqs:
+        if not s.waiting or len(s.running) >= self.config.max_num_seqs or s.batch_full:
             return False
         if not s.fits_reservation(s.waiting[0]):
             return False  # it waits for a finish, which ends any run of steps
@@ -456,6 +464,8 @@ class Simulator:
         t0, slope = self._line
         t_last = t0 + slope * (k - 1)
         self.pool.take(dset.blocks_over(g, k))
+        if self.config.token_ratio:
+            self.scheduler.ratio.decay(k)
         if self._stall_s or self._stall_joiners:  # the first step's gap holds the prompt
             # steps the decodes waited through
             self._decode_gaps(t0, dset.count, rec, self.now_s + t0)
