@@ -3,7 +3,7 @@
 not a test): for eight loads on three replica shapes, the replicas `size_replica` asks for
 against the fewest that meet the SLO when simulated in the steady state (`plan._verify`).
 
-    python scripts/bench_plan_sizing.py
+    python scripts/bench_plan_sizing.py [--engine sglang]
 
 The error is log(analytic / simulated): positive means the analytic sizing asks for more
 replicas than the simulation needs.
@@ -11,6 +11,7 @@ replicas than the simulation needs.
 
 from __future__ import annotations
 
+import argparse
 import math
 import statistics
 import sys
@@ -36,7 +37,11 @@ SHAPES = (("h100-sxm", 1), ("h100-sxm", 2), ("l40s", 1))  # fp8 weights and cach
 
 
 def main() -> int:
-    profile = profile_for("vllm")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--engine", choices=["vllm", "sglang", "trtllm"], default="vllm",
+                        help="whose memory rules and scheduling size and check the replicas")
+    engine = parser.parse_args().engine
+    profile = profile_for(engine)
     errors = []
     print(f"{'model':14} {'rate':>5} {'input':20} {'replica':12} {'analytic':>8} "
           f"{'simulated':>9} {'error':>7}")
@@ -45,7 +50,8 @@ def main() -> int:
         load, slo = Load(rate, isl, osl), Slo(ttft, tpot)
         for gpu, tp in SHAPES:
             try:
-                dep = _deployment(model, resolve_accelerator(gpu), tp, 1, "fp8", "fp8")
+                dep = _deployment(model, resolve_accelerator(gpu), tp, 1, "fp8", "fp8",
+                                  engine=engine)
             except InputError:
                 continue
             sized = size_replica(dep, profile, load, slo, None)
@@ -55,7 +61,7 @@ def main() -> int:
             replicas = max(1, math.ceil(rate / per_replica * 1.0001))
             c = Candidate(gpu, tp, 1, "fp8", "fp8", None, batch, mean_tpot, ttft_floor,
                           per_replica, replicas, None, True, "", (1.0, 1.0))
-            checked = _verify(model, c, load, slo, 4096)
+            checked = _verify(model, c, load, slo, 4096, engine=engine)
             if checked is None:
                 continue
             error = math.log(replicas / checked.replicas)

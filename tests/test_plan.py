@@ -617,3 +617,31 @@ def test_a_check_command_is_given_only_where_simulate_can_rerun_it() -> None:
     assert not check_line("m", LOAD, SLO, "vllm", None, replace(c, pp=2), 4096)
     assert not check_line("m", LOAD, SLO, "vllm", None, replace(c, verified=False), 4096)
     assert not check_line("m", LOAD, SLO, "vllm", None, replace(c, disaggregated="1P1D"), 4096)
+
+
+@pytest.mark.parametrize(("gpu", "tp"), [("h100-sxm", 1), ("h100-sxm", 2)])
+def test_sglangs_analytic_sizing_counts_its_prompt_steps_whole(gpu: str, tp: int) -> None:
+    """SGLang runs prompt steps alone, the decodes waiting through each whole step (weights
+    read and all), not at a mixed step's margin: sized so, the analytic replica count of a
+    MoE serving short prompts is the simulated one (it had been half: 3 against 6, 1 against
+    2), and it asks for more than vLLM's sizing of the same shape."""
+    import math
+
+    from ridgeline.engines import profile_for
+    from ridgeline.hardware import resolve_accelerator
+    from ridgeline.plan import Candidate, _deployment, _verify, size_replica
+
+    moe, load, slo = resolve_model("qwen3-30b-a3b"), Load(30, "200", "1000"), Slo(0.5, 0.02)
+    counts = {}
+    for engine in ("sglang", "vllm"):
+        dep = _deployment(moe, resolve_accelerator(gpu), tp, 1, "fp8", "fp8", engine=engine)
+        sized = size_replica(dep, profile_for(engine), load, slo, None)
+        assert sized is not None
+        batch, mean_tpot, floor, rate = sized
+        counts[engine] = replicas = math.ceil(load.rate / rate * 1.0001)
+        if engine == "sglang":
+            c = Candidate(gpu, tp, 1, "fp8", "fp8", None, batch, mean_tpot, floor, rate,
+                          replicas, None, True, "", (1.0, 1.0))
+            checked = _verify(moe, c, load, slo, 64, engine="sglang")
+            assert checked is not None and checked.replicas == replicas
+    assert counts["sglang"] > counts["vllm"]

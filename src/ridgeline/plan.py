@@ -264,7 +264,9 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
     request sees a rougher share, and the percentile is set by the short ones, so the spread
     is scaled by √(mean ÷ the output at the percentile's far end). A prompt shorter than the step's token
     budget is prefilled whole in one step, a longer one in budget-sized chunks; only when
-    prompts overlap does every step carry some. The rate follows from the mean TPOT, capped
+    prompts overlap does every step carry some. Under SGLang, whose prompt steps run alone,
+    the decodes wait through each prompt's whole steps (packed with the prompts arriving
+    with it when they overlap), not a mixed step's margin. The rate follows from the mean TPOT, capped
     by the prompt and output tokens a step's budget takes; a load of one output token per
     request (no TPOT) is sized by that cap alone."""
     drawn = load.samples()
@@ -297,10 +299,19 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
     outs = sorted(o for _, o in drawn)  # the output at the SLO's far end: p10 for a p90 SLO
     short = max(1, outs[int((1 - slo.percentile / 100) * (len(outs) - 1))])
 
+    alone = dep.engine == "sglang"  # prompt steps run alone, the decodes waiting
+    chunks_alone = math.ceil(isl / budget)
+    prompt_alone = chunks_alone * step_time_s(dep, [Seq(math.ceil(isl / chunks_alone), 0)],
+                                              profile)
+
     def tpot(b: int, at_percentile: bool = True) -> float:
         decode = step_time_s(dep, decode_batch(b, ctx), profile)
         chunks = math.ceil(isl / max(1, budget - b))
-        if b * chunks >= osl:  # prompts overlap: each step carries B·in/out prompt tokens
+        if alone:  # each prompt's steps (whole, or in budget-long chunks) are the decodes'
+            # wait; prompts arriving together share a step (packed: its weights read once)
+            per_prompt = min(prompt_alone, packed / prompts * chunks_alone) \
+                if b * chunks_alone >= osl else prompt_alone
+        elif b * chunks >= osl:  # prompts overlap: each step carries B·in/out prompt tokens
             spread = max(1, round(b * isl / osl))
             with_prompt = step_time_s(dep, [*decode_batch(b, ctx), Seq(spread, 0)], profile)
             per_prompt = (with_prompt - decode) * osl / b
