@@ -35,7 +35,21 @@ CASES = [  # dense; sliding windows + preemption; Mamba hybrid TP2; speculative 
      "--max-model-len", "4096"],
     ["llama-3.1-8b", "--gpu", "a100-80gb", "--concurrency", "40", "--num-requests", "500",
      "--input-len", "uniform:100,4000"],
+    ["llama-3.1-8b", "--gpu", "l40s", "--engine", "sglang", "--rate", "14",  # SGLang, saturated
+     "--num-requests", "600", "--input-len", "lognormal:1000,0.6", "--output-len", "300"],
 ]
+
+
+def test_the_build_compiles_every_simulator_module() -> None:
+    """compile_simulator.py lists every module of the package (a module left out would run
+    as Python inside the compiled build, or not import)."""
+    spec = importlib.util.spec_from_file_location("compile_simulator",
+                                                  ROOT / "scripts" / "compile_simulator.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    sources = {p.stem for p in (ROOT / "src" / "ridgeline" / "sim").glob("*.py")}
+    assert set(script.MODULES) == sources - {"__init__"}
 
 
 def _compiler_missing() -> str:
