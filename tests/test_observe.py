@@ -726,3 +726,21 @@ def test_counters_of_one_engines_ranks_count_once_and_a_late_realtime_counter_fa
     obs = read_source(str(path))
     assert obs.generation_tok_s == pytest.approx(2100)
     assert any("when it finishes" in n for n in obs.notes)
+
+
+def test_ranks_of_one_engine_that_disagree_are_noted_not_hidden(tmp_path: Path) -> None:
+    """The tensor ranks of one SGLang scheduler report the same requests: 47 and 48 is a
+    scrape read a moment apart; 10 and 100 is no one engine, and the mean (55) says so."""
+    def scrape(a: int, b: int) -> str:
+        return "".join(f'sglang:num_running_reqs{{model_name="m",tp_rank="{r}"}} {n}\n'
+                       f'sglang:num_queue_reqs{{model_name="m",tp_rank="{r}"}} 0\n'
+                       for r, n in ((0, a), (1, b)))
+
+    path = tmp_path / "ranks.prom"
+    path.write_text(scrape(47, 48))
+    obs = read_source(str(path))
+    assert obs.running == [47.5] and not any("ranks of one engine" in n for n in obs.notes)
+    path.write_text(scrape(10, 100))
+    obs = read_source(str(path))
+    assert obs.running == [55]
+    assert any("ranks of one engine read 10 and 100" in n for n in obs.notes)

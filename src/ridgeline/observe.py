@@ -259,6 +259,14 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
                          "batch, the queue, the KV usage and the token rates are each engine's "
                          "mean")
     deferred = 0.0
+    gap = max((g for s in scrapes if running_name is not None
+               and (g := _rank_gap(s.samples.get(running_name, []))) is not None),
+              key=lambda g: g[1] - g[0], default=None)
+    if gap is not None:
+        obs.notes.append(f"{running_name}: ranks of one engine read {gap[0]:,.0f} and "
+                         f"{gap[1]:,.0f} running requests (averaged): the ranks of one "
+                         "scheduler report the same requests, so their series may come from "
+                         "different servers")
     for s in scrapes:
         cells = s.value(LLAMACPP_KV_TOKENS)
         if cells is not None:
@@ -369,6 +377,22 @@ def _by_core(series: list[tuple[dict[str, str], float]],
             rank = tuple(labels.get(label) for label in RANK_LABELS)
             ranks[rank] = ranks.get(rank, 0.0) + v
     return [sum(r.values()) / len(r) for r in cores.values()]
+
+
+def _rank_gap(series: list[tuple[dict[str, str], float]]) -> tuple[float, float] | None:
+    """The widest gap between ranks of one core (lowest, highest) where they disagree past
+    what scraping them a moment apart explains (more than 2 and a half apart), or None."""
+    cores: dict[tuple[str | None, ...], dict[tuple[str | None, ...], float]] = {}
+    for labels, v in series:
+        rank = tuple(labels.get(label) for label in RANK_LABELS)
+        ranks = cores.setdefault(_core(labels), {})
+        ranks[rank] = ranks.get(rank, 0.0) + v
+    worst = None
+    for ranks in cores.values():
+        lo, hi = min(ranks.values()), max(ranks.values())
+        if hi - lo > 2 and hi > 1.5 * lo and (worst is None or hi - lo > worst[1] - worst[0]):
+            worst = (lo, hi)
+    return worst
 
 
 def _gauge(scrape: Scrape, names: tuple[str, ...], family: str | None) -> float | None:
