@@ -415,3 +415,19 @@ def test_fit_json_adds_up_as_its_table_does(capsys: pytest.CaptureFixture[str],
     assert (d["reserved_bytes_per_gpu"] - sum(d["taken_bytes_per_gpu"].values())) \
         * d["free_fraction_of_rest"] == pytest.approx(d["pool_bytes_per_gpu"])
     assert (d["free_fraction_of_rest"] == 1) == (engine != "trtllm")
+
+
+def test_sglangs_seats_follow_its_capacity_per_context() -> None:
+    """SGLang's max_running_requests: 512 per context_len of token capacity, clamped to
+    2,048–4,096, at most half the capacity; before v0.5 one more. Its docs' January 2025
+    notebook logged max_running_requests=2049 beside 444,500 tokens at context_len 131,072."""
+    from ridgeline.memory import sglang_max_running_requests
+
+    sglang = dep("llama-3.1-8b", engine="sglang")
+    assert kv_pool(sglang, EngineSettings(engine_version="0.4")).max_num_seqs == 2049
+    assert kv_pool(sglang, EngineSettings()).max_num_seqs == 2048  # 411,917 / 131,072 × 512
+    assert kv_pool(sglang, EngineSettings(max_model_len=4096)).max_num_seqs == 4096
+    assert kv_pool(sglang, EngineSettings(max_model_len=65536)).max_num_seqs == int(
+        kv_pool(sglang, EngineSettings()).tokens / 65536 * 512)  # inside the clamp
+    assert sglang_max_running_requests(3000, 4096) == 1500  # half a small pool
+    assert sglang_max_running_requests(3000, 4096, given=64) == 64

@@ -259,6 +259,19 @@ def sglang_memory_defaults(total_bytes: float, tp: int = 1, pp: int = 1,
     return SGLangMemoryDefaults(chunk, graphs, reserved, round((gpu_mib - reserved) / gpu_mib, 3))
 
 
+def sglang_max_running_requests(capacity_tokens: int, context_len: int,
+                                given: int | None = None, version: str | None = None) -> int:
+    """SGLang's max_running_requests: 512 per context_len of its token capacity, clamped to
+    2,048–4,096, or the value given; at most half the capacity, and at least one. Before v0.5
+    one more (the request pool's spare slot)."""
+    rule = engine_defaults("sglang")["max_running_requests"]
+    seats = given or min(max(int(capacity_tokens / context_len * rule["per_context"]),
+                             rule["least"]), rule["most"])
+    if given is None and sglang_legacy_fraction(1, version) is not None:
+        seats += 1
+    return max(1, min(seats, capacity_tokens // 2))
+
+
 def sglang_legacy_fraction(tp: int, version: str | None) -> float | None:
     """SGLang before v0.5: mem_fraction_static fixed by tensor-parallel size (0.88 at TP1
     down to 0.79 at TP16); None for v0.5+, which derives it from the card's memory."""
@@ -301,7 +314,6 @@ def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
     if engine.startswith("llama.cpp") or engine not in ("sglang", "trtllm"):
         return _llamacpp_pool(dep, s, total, weights, non_torch, per_token)
     if engine == "sglang":
-        seqs = s.max_num_seqs or int(d["max_running_requests"])
         rule = sglang_memory_defaults(total, dep.tensor_parallel_size, dep.pipeline_parallel_size,
                                       s.max_num_batched_tokens)
         tokens = rule.chunked_prefill_size
@@ -309,9 +321,12 @@ def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
             sglang_legacy_fraction(dep.tensor_parallel_size, s.engine_version)
             or rule.mem_fraction_static)
         # SGLang keeps activations and CUDA graphs in the memory it holds back.
-        return KVPool(engine, total, fraction, weights, 0.0, non_torch, 0.0, 1.0, per_token,
-                      s.block_size or int(d["page_size"]), seqs, tokens,
+        pool = KVPool(engine, total, fraction, weights, 0.0, non_torch, 0.0, 1.0, per_token,
+                      s.block_size or int(d["page_size"]), 1, tokens,
                       windows_apart=has_windows(dep))
+        context = s.max_model_len or dep.model.max_position_embeddings or 131072
+        return replace(pool, max_num_seqs=sglang_max_running_requests(
+            pool.tokens, context, s.max_num_seqs, s.engine_version))
     # trtllm: its fraction applies to what is free after the engine and its activations load
     seqs = s.max_num_seqs or int(d["max_batch_size"])
     tokens = s.max_num_batched_tokens or int(d["max_num_tokens"])
