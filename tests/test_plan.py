@@ -198,7 +198,16 @@ def test_plan_replays_a_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert main(["plan", "llama-3.1-8b", "--trace", str(trace), "--slo-ttft-ms", "500",
                  "--slo-tpot-ms", "50", "--gpus", "h100", "--workers", "1", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["winner"]["verified"] and data["rate_req_s"] == pytest.approx(4.0)
+    win = data["winner"]
+    assert win["verified"] and data["rate_req_s"] == pytest.approx(4.0)
+    if win["replicas"] == 1:  # one replica replays the whole trace: simulate --trace reruns it
+        import shlex
+
+        check = data["check_command"]
+        assert f"--trace {trace}" in check
+        assert main([*shlex.split(check)[1:], "--json"]) == 0
+        sim = json.loads(capsys.readouterr().out)
+        assert sim["at_percentile"]["ttft_s"] == pytest.approx(win["sim_ttft_s"], rel=1e-12)
     with pytest.raises(SystemExit) as exit_:  # one load or the other
         main(["plan", "llama-3.1-8b", "--trace", str(trace), "--rate", "3", "--slo-ttft-ms",
               "500", "--slo-tpot-ms", "50"])
@@ -431,9 +440,36 @@ def test_a_rejected_request_is_a_miss_and_any_percentile_is_read() -> None:
     assert latency_at(result, "ttft", 99.9) > latency_at(result, "ttft", 99) > \
         latency_at(result, "ttft", 90)  # p99.9 is read, not rounded to p90
     assert latency_at(result, "ttft", 75) == pytest.approx(0.075, rel=0.02)
-    rec.rejected["too long"] = 20  # 20 of 120 never answered: past p83
+    for i in range(20):  # 20 of 120 never answered: past p83
+        r = Request(100 + i, 50.0, 100_000, 10)
+        r.reason = "too long"
+        rec.reject(r)
     assert latency_at(result, "ttft", 90) == float("inf")
     assert latency_at(result, "ttft", 50) == pytest.approx(0.060, rel=0.02)
+
+
+def test_a_windowed_check_counts_the_rejections_of_its_window_only() -> None:
+    """A check's percentile counts as misses the rejected requests arriving in its window,
+    not the warm-up's and the drain's too (30 rejected in a run, 22 in the window, had read
+    the window's TTFT at p97.9 for a p90 SLO, not p95.8)."""
+    from ridgeline.sim.metrics import Recorder, SimResult
+    from ridgeline.sim.request import Request
+
+    rec = Recorder(1)
+    rec.window = (10.0, 90.0)
+    for i in range(100):
+        r = Request(i, float(i), 100, 10)
+        r.first_token_s, r.first_scheduled_s = i + (i % 50 + 1) / 1000, float(i)
+        r.finish_s, r.num_generated = i + 1.0, 10
+        rec.finish(r)
+    for t in (5.0, 50.0, 95.0, 96.0):  # one rejection inside the window, three outside
+        r = Request(1000 + int(t), t, 100_000, 10)
+        r.reason = "too long"
+        rec.reject(r)
+    result = SimResult(rec, 100.0, 0, 0, 100)
+    assert rec.windowed == 81 and rec.windowed_rejected == 1
+    h = rec.hist["ttft"]
+    assert result.latency_at("ttft", 90) == h.percentile(90 * 82 / 81)
 
 
 def test_a_short_trace_is_planned_with_a_caution(tmp_path: Path) -> None:
@@ -554,21 +590,21 @@ def test_plan_explain_shows_the_analytic_and_the_simulated_replica_counts(
 def test_a_check_that_cannot_keep_up_with_its_arrivals_fails_however_its_window_reads(
         capsys: pytest.CaptureFixture[str]) -> None:
     """An overloaded replica's queue grows: over a window of ten lifetimes its TTFT may still
-    read under the SLO, but fewer requests finish in the window's second half than arrive in
+    read under the SLO, but fewer requests finish in the window than arrive in
     it. vLLM serving Llama-3.1-70B FP8 on one MI300X takes 4.5 req/s, not 5 (at 5 its pool
     thrashes): ten replicas for 50 req/s are one too few."""
     from ridgeline.sim.metrics import Recorder
     from ridgeline.sim.request import Request
 
     rec = Recorder(1)
-    rec.window = (0.0, 100.0)
-    for i in range(400):  # the late half: 200 arrive, 180 finish inside it
+    rec.window = (50.0, 99.875)  # to the last arrival: it holds no drain
+    for i in range(400):  # 400 arrive in the window, 180 finish inside it
         r = Request(i, 50 + i / 8, 10, 2)
         r.first_token_s = r.first_scheduled_s = r.arrival_s + 0.1
         r.finish_s = r.arrival_s + (0.2 if i < 180 else 200)
         r.num_generated = 2
         rec.finish(r)
-    assert (rec.late_arrived, rec.late_finished) == (400, 180) and not rec.keeps_up
+    assert (rec.arrived_in_window, rec.finished_in_window) == (400, 180) and not rec.keeps_up
     assert main(["plan", "llama-3.1-70b", "--rate", "50", "--input-len", "500", "--output-len",
                  "1000", "--slo-ttft-ms", "5000", "--slo-tpot-ms", "150", "--engine", "vllm",
                  "--gpus", "mi300x", "--workers", "1", "--json"]) == 0
@@ -594,6 +630,28 @@ def test_the_winners_check_command_reruns_its_check(capsys: pytest.CaptureFixtur
     assert sim["ttft_s"]["p90"] == pytest.approx(win["sim_ttft_s"], rel=1e-12)
     assert sim["tpot_s"]["p90"] == pytest.approx(win["sim_tpot_s"], rel=1e-12)
     assert sim["window_s"] == win["sim_window_s"]
+    assert sim["at_percentile"]["ttft_s"] == pytest.approx(win["sim_ttft_s"], rel=1e-12)
+
+
+def test_a_check_that_rejects_requests_reruns_with_them_counted_as_misses(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Prompts past Llama-2-7B's 4,096-token context are rejected; plan counts those of its
+    check's window as misses, and the check command's --percentile reads the same (the table's
+    p90, of the answered requests only, is lower)."""
+    import shlex
+
+    assert main(["plan", "llama-2-7b", "--rate", "5", "--input-len", "lognormal:1000,0.8",
+                 "--output-len", "200", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "60",
+                 "--gpus", "mi300x", "--workers", "1", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    win, check = data["winner"], data["check_command"]
+    assert main([*shlex.split(check)[1:], "--json"]) == 0
+    sim = json.loads(capsys.readouterr().out)
+    at = sim["at_percentile"]
+    assert sim["rejected"] > at["rejected_counted"] > 0  # the window's, not the whole run's
+    assert at["ttft_s"] == pytest.approx(win["sim_ttft_s"], rel=1e-12)
+    assert at["tpot_s"] == pytest.approx(win["sim_tpot_s"], rel=1e-12)
+    assert sim["ttft_s"]["p90"] < at["ttft_s"]
 
 
 def test_a_check_command_is_given_only_where_simulate_can_rerun_it() -> None:

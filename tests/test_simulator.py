@@ -825,3 +825,96 @@ def test_sglangs_estimate_trades_a_smaller_batch_for_fewer_retractions() -> None
     assert estimate[0].running_batch["mean"] < blocks_only.running_batch["mean"]
     assert sim_config(replace(DEP, engine="sglang")).token_ratio
     assert not sim_config(DEP).token_ratio
+
+
+def test_a_window_past_the_last_arrival_reads_no_keep_up_and_rates_its_arrivals_only(
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A window reaching into the drain holds the backlog finishing: an overloaded engine
+    would read as keeping up there, and goodput over the empty tail would shrink."""
+    base = ["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "5", "--num-requests",
+            "200", "--slo-ttft-ms", "500", "--slo-tpot-ms", "50", "--json"]
+    assert main([*base, "--window", "10,1000"]) == 0
+    past = json.loads(capsys.readouterr().out)
+    assert past["keeps_up"] is None  # not read
+    assert main([*base, "--window", "10,30"]) == 0
+    inside = json.loads(capsys.readouterr().out)
+    assert 3 < past["goodput_req_s"] < 7 and 3 < inside["goodput_req_s"] < 7  # ~5 req/s
+    assert main([*base[:-1], "--window", "10,1000"]) == 0
+    text = capsys.readouterr().out
+    assert "runs past the last arrival" in text and "it keeps up:" not in text
+    assert main([*base[:-1], "--window", "0,0.5"]) == 0
+    assert "only " in capsys.readouterr().out  # a handful of requests: cautioned
+
+
+def test_simulate_reads_any_percentile_with_the_rejected_as_misses(
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["simulate", "llama-2-7b", "--gpu", "h100", "--rate", "4", "--num-requests", "300",
+            "--input-len", "lognormal:1500,0.8", "--output-len", "100", "--max-model-len",
+            "4096", "--json"]
+    assert main([*argv, "--percentile", "75"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    at, answered = data["at_percentile"], data["completed"]
+    assert data["rejected"] == at["rejected_counted"] > 0
+    # p75 of answered + rejected, the rejected last: the answered ones' p(75 × all ÷ answered)
+    share = 75 * (answered + data["rejected"]) / answered
+    assert data["ttft_s"]["p50"] < at["ttft_s"] and share < 100
+    assert main([*argv, "--percentile", "99.9"]) == 0
+    assert json.loads(capsys.readouterr().out)["at_percentile"]["ttft_s"] is None  # never
+    from tests.conftest import run_cli
+
+    code, _, err = run_cli(capsys, *argv, "--percentile", "0")
+    assert code == 2 and "percentile" in err
+
+
+def test_sglang_flags_are_refused_where_they_do_nothing(capsys: pytest.CaptureFixture[str]
+                                                        ) -> None:
+    code = main(["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "3", "--ignore-eos"])
+    assert code == 2 and "only SGLang" in capsys.readouterr().err
+    code = main(["simulate", "qwen3-30b-a3b", "--gpu", "h100", "--num-gpus", "2", "--rate", "3",
+                 "--engine", "llama.cpp", "--split-mode", "tensor", "--enable-expert-parallel"])
+    assert code == 2 and "no expert parallelism" in capsys.readouterr().err
+
+
+def test_ignore_eos_holds_sglangs_running_outputs_whole() -> None:
+    """sglang.bench_serving sends ignore_eos: SGLang then holds each running request's whole
+    remaining output (ratio 1), so it admits fewer than by new_token_ratio, and retracts
+    nothing."""
+    w = Workload(300, "lognormal:300,0.5", "lognormal:150,0.8", rate=200.0, seed=5)
+    config = replace(small_config(600, seqs=128), prefill_first=True, token_ratio=True)
+    ratio = Simulator(DEP, PROFILE, config).run(iter(w))
+    whole = [Simulator(DEP, PROFILE, replace(config, ignore_eos=True, fast_path=fast)).run(
+        iter(w)) for fast in (True, False)]
+    assert whole[0].duration_s == pytest.approx(whole[1].duration_s, rel=1e-9)
+    assert whole[0].running_batch["mean"] < ratio.running_batch["mean"]
+    assert whole[0].preemptions == 0 < ratio.preemptions
+
+
+def test_sglang_frees_a_retracted_requests_decoded_tokens_and_keeps_its_prompt_cached() -> None:
+    from ridgeline.sim.scheduler import Scheduler, SchedulerConfig
+
+    def retired(token_ratio: bool) -> int:
+        pool = BlockPool(100, 16)
+        s = Scheduler(SchedulerConfig(8, 512, prefill_first=True, token_ratio=token_ratio),
+                      pool)
+        r = Request(0, 0.0, 64, 200)
+        s.add(r)
+        s.schedule(0.0)
+        r.num_computed, r.num_generated = 64 + 63, 64  # 4 prompt blocks, 4 of decoded tokens
+        pool.grow(r, r.num_computed)
+        s.preempt_last()
+        return len(pool.evictable)
+
+    assert retired(False) == 7  # vLLM: every full block cached
+    assert retired(True) == 4  # SGLang: the prompt's
+
+
+def test_the_ratio_after_a_retraction_stands_below_the_floor_until_a_decode_step() -> None:
+    from ridgeline.sim.token_ratio import MIN_RATIO, NewTokenRatio
+
+    ratio = NewTokenRatio()
+    ratio.retracted([Request(0, 0.0, 10, 4000, num_generated=100)])  # 120 ÷ 4,001
+    assert ratio.value == pytest.approx(120 / 4001) and ratio.value < MIN_RATIO
+    ratio.decay()
+    assert ratio.value == MIN_RATIO

@@ -174,6 +174,10 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     if args.expert_parallel and not model.is_moe:
         raise InputError(f"--enable-expert-parallel spreads a MoE's experts: {model.name} is "
                          "dense")
+    if args.expert_parallel and engine.startswith("llama.cpp"):
+        raise InputError(f"--enable-expert-parallel: {engine} has no expert parallelism (its "
+                         "-sm splits layers or tensors; --cpu-moe/--n-cpu-moe place experts on "
+                         "the host)")
     dep = Deployment.build(model, acc, args.weights, args.kv_dtype, args.num_gpus,
                            engine=engine, expert_parallel=args.expert_parallel,
                            flash_attention=flash_attention(args, engine),
@@ -208,6 +212,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     config = sim_config(dep, settings, not args.no_prefix_caching,
                         args.spec_tokens, args.spec_acceptance, args.spec_draft_cost,
                         cells=settings.max_model_len if story else None)
+    if args.ignore_eos:
+        config = replace(config, ignore_eos=True)
     if config.num_blocks < 1:
         hint = ("; llama.cpp's --fit would keep layers in host memory: -ngl auto "
                 "--host-bandwidth-gbs GB/s" if engine.startswith("llama.cpp")
@@ -314,7 +320,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                                  warmup_caution(span, result.percentiles("e2e")["mean"],
                                                 args.rate)) if c)
     return SimulateReport(replace(dep), config, result, count, load, slo_ttft, slo_tpot,
-                          cautions=cautions)
+                          cautions=cautions, percentile=args.percentile)
 
 def check_engine_flags(args: argparse.Namespace, engine: str) -> None:
     """Refuse an engine setting the chosen engine has no use for, rather than drop it."""
@@ -328,6 +334,9 @@ def check_engine_flags(args: argparse.Namespace, engine: str) -> None:
     if args.usage is not None and engine != "vllm":
         problems.append(f"--usage is vLLM's usage context (vllm serve or the LLM class); "
                         f"{engine} has none")
+    if getattr(args, "ignore_eos", False) and engine != "sglang":
+        problems.append(f"--ignore-eos changes only SGLang's admission estimate here ({engine} "
+                        "admits by free blocks, or reserves the whole output)")
     if problems:
         raise InputError("; ".join(problems))
 
@@ -611,6 +620,9 @@ def register(sub: Any) -> None:
     w.add_argument("--trace", metavar="FILE", type=_not_empty("trace path"),
                    help="replay CSV/JSONL (arrival_s, prompt_tokens, output_tokens; or Azure's "
                    "TIMESTAMP, ContextTokens, GeneratedTokens)")
+    w.add_argument("--percentile", type=_positive_float("percentile", 1, 99.999),
+                   metavar="P", help="also read the latencies at this percentile (in percent), "
+                   "a request the engine rejected counting as a miss, as plan reads its checks")
     w.add_argument("--window", metavar="FROM,UNTIL", type=_typed(_arrival_window),
                    help="count the latencies of the requests arriving between these seconds "
                    "only (the steady state: the rest warm the engine up and drain it), and "
@@ -637,6 +649,10 @@ def register(sub: Any) -> None:
                    help="no prompt reuse between requests (and, vLLM v0.14+, one state block "
                    "per request for a linear-attention hybrid)")
     _vllm_memory_switches(g)
+    g.add_argument("--ignore-eos", action="store_true",
+                   help="SGLang: the requests ask for exactly their output (sglang.bench_serving "
+                   "sends ignore_eos unless --disable-ignore-eos), so admission holds each "
+                   "running request's whole remaining output, not × new_token_ratio")
     g.add_argument("--spec-tokens", type=_count("draft length"), default=0,
                    help="speculative decoding: draft length")
     g.add_argument("--spec-acceptance", type=float,

@@ -75,6 +75,7 @@ class Load:
     output_len: str
     seed: int = 0
     trace: tuple[tuple[float, int, int], ...] = ()  # (arrival s, prompt, output), if replayed
+    trace_path: str = ""  # … and the file they came from
 
     @classmethod
     def from_trace(cls, path: str, seed: int = 0) -> Load:
@@ -86,7 +87,7 @@ class Load:
         load = cls((len(rows) - 1) / span, path, path, seed, rows)
         mean_in, mean_out = load.means()
         return replace(load, input_len=f"{path} (mean {mean_in:,.0f})",
-                       output_len=f"mean {mean_out:,.0f}")
+                       output_len=f"mean {mean_out:,.0f}", trace_path=path)
 
     def samples(self) -> list[tuple[int, int]]:
         """(prompt, output) of every request of a trace, or of 2,000 drawn from the load."""
@@ -133,24 +134,24 @@ class Load:
                ) -> tuple[Iterator[Request], tuple[float, float]]:
         """One replica's share, long enough to reach the steady state, and the arrival window
         whose latencies count: past the warm-up, before the drain."""
-        count, window = self.steady_run(replicas, lifetime_s)
+        count, window = self.steady_run(replicas, lifetime_s, first_token_only)
         return self.share(replicas, first_token_only, count), window
 
-    def steady_run(self, replicas: int, lifetime_s: float) -> tuple[int, tuple[float, float]]:
+    def steady_run(self, replicas: int, lifetime_s: float, first_token_only: bool = False
+                   ) -> tuple[int, tuple[float, float]]:
         """How many requests a steady check of one of ``replicas`` replicas runs, and the
-        window of arrival (seconds) whose latencies count."""
+        window of arrival (seconds) whose latencies count: from its requests' own arrivals,
+        so that the window ends before the last of them (it holds no drain)."""
         rate = self.rate / replicas
         life = max(lifetime_s, 1e-3)
         count = int(min(MAX_SIM_REQUESTS, max(SIM_REQUESTS, math.ceil(rate * STEADY_SPANS * life))))
         if self.trace:
             count = min(count, -(-len(self.trace) // replicas))
-            rows = self.trace[:count * replicas:replicas]
-            start, span = rows[0][0], rows[-1][0] - rows[0][0]
-        else:
-            start, span = 0.0, count / rate
+        arrivals = [r.arrival_s for r in self.share(replicas, first_token_only, count)]
+        start, span = arrivals[0], arrivals[-1] - arrivals[0]
         warm, tail = min(WARMUP_SPANS * life, 0.3 * span), min(life, 0.2 * span)
-        window = (round(start + warm, 1), round(start + span - tail, 1))  # a command's figures
-        if self.trace and sum(window[0] <= t <= window[1] for t, _, _ in rows) < len(rows) / 2:
+        window = _inward(start + warm, start + span - tail)  # short figures for a command
+        if self.trace and sum(window[0] <= t <= window[1] for t in arrivals) < len(arrivals) / 2:
             window = (-math.inf, math.inf)  # a burst: no steady part to keep (plan says so)
         return count, window
 
@@ -176,6 +177,17 @@ class Load:
         return (f"the trace holds {len(self.trace):,} requests: {tail:,.1f} of them lie past "
                 f"p{percentile:g}, too few to rest that percentile on (record at least "
                 f"{math.ceil(TAIL_REQUESTS / (1 - percentile / 100)):,})")
+
+
+def _inward(low: float, high: float) -> tuple[float, float]:
+    """(low, high) rounded inward to four figures of their span (23.45, 105.5): short to
+    print in a command line, and never wider than asked."""
+    if not high > low:
+        return low, high
+    digits = 3 - math.floor(math.log10(high - low))
+    quantum = 10.0 ** -digits
+    return (round(math.ceil(low / quantum - 1e-9) * quantum, digits),  # 1e-9: 0.072 is
+            round(math.floor(high / quantum + 1e-9) * quantum, digits))  # 7,200 quanta
 
 
 @lru_cache(maxsize=32)
@@ -585,16 +597,9 @@ def _verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
 
 
 def latency_at(result: SimResult, name: str, percentile: float) -> float:
-    """The ``name`` latency at ``percentile`` (any, not only the p50/p90/p95/p99 a report
-    prints), a request the engine rejected counting as one that never got its answer: with
-    more rejected than the percentile spares, infinity. NaN where no request has one (1-token
-    outputs have no TPOT)."""
-    h = result.rec.hist[name]
-    rejected = result.rejected
-    if not h.total:
-        return math.inf if rejected and name == "ttft" else math.nan
-    q = percentile / 100 * (h.total + rejected) / h.total
-    return math.inf if q > 1 else h.percentile(100 * q)
+    """The ``name`` latency at ``percentile``, a rejected request counting as a miss
+    (``SimResult.latency_at``)."""
+    return result.latency_at(name, percentile)
 
 
 def _handed_off(work: Iterable[Request]) -> Iterator[Request]:

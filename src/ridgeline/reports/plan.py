@@ -52,8 +52,11 @@ def check_line(model_arg: str, load: Load, slo: Slo, engine: str, engine_version
                c: Candidate, max_len: int, fetched: bool = False) -> str:
     """The `ridgeline simulate` command that reruns a candidate's check (one replica's share
     of the load, the same requests and seed, its steady window), or "" where simulate cannot
-    (a pipeline-parallel lane, a replayed trace, split pools, an unchecked candidate)."""
-    if not c.verified or c.sim_window_s is None or c.pp > 1 or c.disaggregated or load.trace:
+    (a pipeline-parallel lane, a trace dealt to several replicas or cut short, split pools,
+    an unchecked candidate)."""
+    if not c.verified or c.sim_window_s is None or c.pp > 1 or c.disaggregated:
+        return ""
+    if load.trace and (c.replicas > 1 or c.sim_requests != len(load.trace)):
         return ""
     low, high = c.sim_window_s
     parts = [model_arg, *(["--fetch"] if fetched else []), "--gpu", c.accelerator,
@@ -69,11 +72,13 @@ def check_line(model_arg: str, load: Load, slo: Slo, engine: str, engine_version
         parts += ["--max-num-seqs", str(c.max_num_seqs)]
     if c.max_num_batched_tokens:
         parts += ["--max-num-batched-tokens", str(c.max_num_batched_tokens)]
-    parts += ["--max-model-len", str(max_len), "--rate", _exact(load.rate / c.replicas),
-              "--num-requests", str(c.sim_requests), "--input-len", load.input_len,
-              "--output-len", load.output_len, "--seed", str(load.seed),
-              "--window", f"{_exact(max(low, 0.0))},{_exact(high)}",
-              "--slo-ttft-ms", _exact(slo.ttft_s * 1e3), "--slo-tpot-ms", _exact(slo.tpot_s * 1e3)]
+    parts += ["--max-model-len", str(max_len)]
+    parts += ["--trace", load.trace_path] if load.trace else [
+        "--rate", _exact(load.rate / c.replicas), "--num-requests", str(c.sim_requests),
+        "--input-len", load.input_len, "--output-len", load.output_len, "--seed", str(load.seed)]
+    parts += ["--window", f"{_exact(max(low, 0.0))},{_exact(high)}",
+              "--slo-ttft-ms", _exact(slo.ttft_s * 1e3), "--slo-tpot-ms", _exact(slo.tpot_s * 1e3),
+              "--percentile", _exact(slo.percentile)]
     return "ridgeline simulate " + " ".join(shlex.quote(p) for p in parts)
 
 
@@ -243,6 +248,10 @@ class PlanReport:
         elif win.verified and win.pp > 1:
             lines[-1:-1] = [f"(its check simulated one of the PP{win.pp} replica's micro-batch "
                             "lanes; simulate has no pipeline lanes to rerun it)"]
+        elif win.verified and r.load.trace and win.sim_window_s is not None:
+            lines[-1:-1] = [f"(its check replayed every {win.replicas}th request of the trace, "
+                            f"the first {win.sim_requests:,}: simulate --trace replays a whole "
+                            "file)"]
         rows = [[c.label, str(c.gpus), f"${c.cost_per_hour:,.2f}",
                  _usd(c.cost_per_million_tokens(self._tok_s())),
                  "simulated" if c.verified else "analytic"] for c in self.runners_up()]

@@ -17,6 +17,11 @@ def _ms(x: float) -> str:
     return "-" if math.isnan(x) else f"{x * 1e3:,.1f}"
 
 
+def _ms_or_never(x: float) -> str:
+    """A latency at a percentile: "never" where more were rejected than the percentile spares."""
+    return "never (too many rejected)" if math.isinf(x) else f"{_ms(x)} ms"
+
+
 def _share(n: int, total: int) -> str:
     """n of total as a percentage that reads 0% or 100% only when it is exactly that."""
     if not total or n in (0, total):
@@ -26,6 +31,7 @@ def _share(n: int, total: int) -> str:
 
 
 MOST_SUGGESTED = 10_000_000  # a --num-requests past this is no advice
+FEW_IN_WINDOW = 30  # a --window with fewer completed requests is cautioned
 
 
 def warmup_caution(span_s: float | None, mean_e2e_s: float, rate: float | None) -> str:
@@ -52,6 +58,7 @@ class SimulateReport:
     slo_ttft_s: float | None
     slo_tpot_s: float | None
     cautions: tuple[str, ...] = ()  # what the step times leave out
+    percentile: float | None = None  # --percentile: also read there, rejections as misses
 
     def to_dict(self) -> dict[str, Any]:
         r, c, d = self.result, self.config, self.deployment
@@ -93,10 +100,14 @@ class SimulateReport:
             "request_rate": r.request_rate, "output_tok_s": r.output_tok_s,
             "output_tok_s_per_gpu": r.output_tok_s / d.num_gpus,
             "goodput_req_s": r.goodput,
+            "at_percentile": None if self.percentile is None else {
+                "percentile": self.percentile, "ttft_s": r.latency_at("ttft", self.percentile),
+                "tpot_s": r.latency_at("tpot", self.percentile),
+                "rejected_counted": r.rec.windowed_rejected},
             "window_s": list(r.rec.window) if self.windowed else None,
             "windowed_requests": r.rec.windowed if self.windowed else None,
-            "keeps_up": (r.rec.keeps_up if r.rec.late_arrived else None) if self.windowed
-            else None,
+            "keeps_up": r.rec.keeps_up if self.windowed and r.rec.arrived_in_window
+            and not r.rec.runs_past_arrivals else None,
             "running_batch": r.running_batch, "preemptions": r.preemptions,
             "prefix_cache_hit_blocks": r.prefix_hit_blocks,
             "time_series": [{"t_s": t, "running": n, "waiting": w, "kv_usage": u,
@@ -139,10 +150,12 @@ class SimulateReport:
                          "prefix is part of the prompt; a shorter prompt shares all but its "
                          "last token)")
         lines += self._window_lines()
+        if self.percentile is not None:
+            lines.append(self._percentile_line())
         if self.windowed and (self.slo_ttft_s is not None or self.slo_tpot_s is not None):
-            low, high = rec.window
+            low, high = rec.measured_window
             lines.append(f"goodput: {r.goodput:,.2f} req/s meet the SLO ({r.good:,} requests "
-                         f"over the window's {high - low:,.1f} s: "
+                         f"over the window's {high - low:,.6g} s of arrivals: "
                          f"{_share(r.good, rec.windowed)} of the {rec.windowed:,} completed in "
                          "it)")
         elif self.slo_ttft_s is not None or self.slo_tpot_s is not None:
@@ -150,6 +163,16 @@ class SimulateReport:
                          f"{_share(r.good, r.completed)} of completed, "
                          f"{_share(r.good, self.requests)} of all {self.requests:,})")
         return lines + self._rejected_lines() + [f"caution: {c}" for c in self.cautions]
+
+    def _percentile_line(self) -> str:
+        """--percentile: the latencies there, the rejected counted as misses (plan's reading)."""
+        r, p = self.result, self.percentile
+        assert p is not None
+        ttft, tpot = r.latency_at("ttft", p), r.latency_at("tpot", p)
+        n = r.rec.windowed_rejected
+        counted = (f", the {n:,} rejected counted as misses (as plan reads its checks)" if n
+                   else "")
+        return f"p{p:.10g}{counted}: TTFT {_ms_or_never(ttft)}, TPOT {_ms_or_never(tpot)}"
 
     @property
     def windowed(self) -> bool:
@@ -162,18 +185,28 @@ class SimulateReport:
             return []
         rec = self.result.rec
         low, high = rec.window
-        lines = [f"window: the latencies above are of the {rec.windowed:,} completed requests "
-                 f"arriving {low:,.6g}–{high:,.6g} s; the others warm the engine up and drain it"]
-        if not rec.late_arrived:
-            lines.append("  no request arrived in the window's second half: whether the engine "
-                         "keeps up is not measured")
+        lines = [f"window: the latencies above (but ITL, every token's) are of the "
+                 f"{rec.windowed:,} completed requests arriving {low:,.6g}–{high:,.6g} s; the "
+                 "others warm the engine up and drain it"]
+        if rec.windowed < FEW_IN_WINDOW:
+            lines.append(f"  only {rec.windowed:,} requests arrived in it: percentiles and "
+                         "goodput resting on so few are noise")
+        if rec.runs_past_arrivals:
+            first, last = rec.measured_window
+            lines.append(f"  the window runs past the last arrival ({rec.arrived_s[1]:,.6g} s): "
+                         "it holds the drain, where an overloaded engine's backlog "
+                         "finishes, so whether it keeps up is not read; goodput is over "
+                         f"{first:,.6g}–{last:,.6g} s")
+        elif not rec.arrived_in_window:
+            lines.append("  no request arrived in the window: whether the engine keeps up is "
+                         "not measured")
         elif rec.keeps_up:
-            lines.append(f"  it keeps up: {rec.late_finished:,} requests finished in the "
-                         f"window's second half, {rec.late_arrived:,} arrived in it")
+            lines.append(f"  it keeps up: {rec.finished_in_window:,} requests finished in the "
+                         f"window, {rec.arrived_in_window:,} arrived in it")
         else:
-            lines.append(f"  IT DOES NOT KEEP UP: {rec.late_finished:,} requests finished in the "
-                         f"window's second half, {rec.late_arrived:,} arrived in it; the queue "
-                         "grows, and a longer run reads longer latencies")
+            lines.append(f"  IT DOES NOT KEEP UP: {rec.finished_in_window:,} requests finished in "
+                         f"the window, {rec.arrived_in_window:,} arrived in it; the queue grows, "
+                         "and a longer run reads longer latencies")
         return lines
 
     def _rejected_lines(self) -> list[str]:
@@ -214,12 +247,13 @@ class SimulateReport:
                  q("simulated time", r.duration_s, "s", "first arrival to last finish")),
         ]
         if self.windowed and (self.slo_ttft_s is not None or self.slo_tpot_s is not None):
-            low, high = r.rec.window
+            low, high = r.rec.measured_window
             out.append(step(
                 "goodput", "requests arriving in the window that completed and met every SLO "
                 "given ÷ the window's length", q("goodput", r.goodput, "req/s"),
                 q("met the SLO", r.good, "requests", "TTFT ≤ SLO and TPOT ≤ SLO"),
-                q("window", high - low, "s", f"--window {low:g},{high:g}")))
+                q("window", high - low, "s", f"--window {r.rec.window[0]:g},"
+                  f"{r.rec.window[1]:g}, as far as arrivals reach")))
         elif self.slo_ttft_s is not None or self.slo_tpot_s is not None:
             out.append(step(
                 "goodput", "completed requests that met every SLO given ÷ simulated time "
@@ -276,6 +310,9 @@ def _policy(c: SimConfig) -> str:
     """How the simulated engine admits and schedules, as its own docs name it."""
     if c.reserve_full:
         return "GUARANTEED_NO_EVICT (TensorRT-LLM)"
+    if c.prefill_first and c.token_ratio:
+        held = "whole (ignore_eos)" if c.ignore_eos else "× new_token_ratio"
+        return f"prefill first, no mixed chunk, running outputs held {held} (SGLang)"
     if c.prefill_first:
         return "prefill first, no mixed chunk (SGLang)"
     return "one token budget, decodes first, preempt the newest (vLLM V1)"

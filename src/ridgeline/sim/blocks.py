@@ -131,11 +131,13 @@ class BlockPool:
             r.private_blocks -= 1
             r.shared.append(key)
 
-    def retire(self, r: Request) -> None:
-        """Preemption: release r, but leave its full blocks cached so that, if nothing
-        evicts them first, it recomputes only what was lost (vLLM V1 frees blocks into the
-        prefix cache, it does not wipe them)."""
-        self.register(r, r.num_computed)
+    def retire(self, r: Request, cached_tokens: int | None = None) -> None:
+        """Preemption: release r, but leave its full blocks (of its first ``cached_tokens``;
+        default all it computed) cached so that, if nothing evicts them first, it recomputes
+        only what was lost (vLLM V1 frees blocks into the prefix cache, it does not wipe
+        them)."""
+        upto = r.num_computed if cached_tokens is None else min(cached_tokens, r.num_computed)
+        self.register(r, upto)
         self.release(r)
 
     def release(self, r: Request) -> None:

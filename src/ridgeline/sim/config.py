@@ -24,7 +24,8 @@ class SimConfig:
     max_steps: int = 50_000_000
     reserve_full: bool = False  # TensorRT-LLM's GUARANTEED_NO_EVICT: whole output reserved
     prefill_first: bool = False  # SGLang: prompt steps alone, decodes waiting (no mixed chunk)
-    token_ratio: bool = False  # SGLang: admission by new_token_ratio (sim/token_ratio.py)
+    token_ratio: bool = False  # SGLang: admission by new_token_ratio (sim/token_ratio.py) …
+    ignore_eos: bool = False  # … the running outputs held whole (ignore_eos requests)
     ubatch_tokens: int = 0  # llama.cpp: a step (-b tokens) runs as passes of this many (-ub)
 
 

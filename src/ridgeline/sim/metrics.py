@@ -131,17 +131,17 @@ class Recorder:
         self.keep_rows = False  # per-request rows for export (memory grows with requests)
         # arrivals whose latencies the histograms keep (the steady state; default: all)
         self.window: tuple[float, float] = (-math.inf, math.inf)
-        # its second half (past any filling up): requests arriving in it, and finishing in it
-        self.late_arrived = self.late_finished = 0
-        self.windowed = 0  # completed requests whose latencies the histograms keep
-        self.arrived_s = (math.inf, -math.inf)  # the completed requests' first, last arrival
+        # requests arriving in it, and finishing in it (whenever they arrived)
+        self.arrived_in_window = self.finished_in_window = 0
+        self.windowed = 0  # completed requests whose latencies the histograms keep …
+        self.windowed_rejected = 0  # … and the rejected ones arriving in the window
+        self.arrived_s = (math.inf, -math.inf)  # the first and last arrival (run or rejected)
 
     def finish(self, r: Request) -> None:
         self.completed += 1
         low, high = self.window
-        mid = (low + high) / 2
-        self.late_arrived += mid <= r.arrival_s <= high
-        self.late_finished += mid <= r.finish_s <= high
+        self.arrived_in_window += low <= r.arrival_s <= high
+        self.finished_in_window += low <= r.finish_s <= high
         self.output_tokens += r.num_generated
         self.prompt_tokens += r.prompt_tokens
         if r.prefix_group >= 0:
@@ -155,9 +155,7 @@ class Recorder:
         if self.keep_rows:  # every request, whether or not its latencies count
             self.rows.append((r.id, r.arrival_s, r.prompt_tokens, r.num_generated, ttft, tpot,
                               e2e, r.preemptions))
-        first, last = self.arrived_s
-        if not first <= r.arrival_s <= last:
-            self.arrived_s = (min(first, r.arrival_s), max(last, r.arrival_s))
+        self._arrived(r)
         if not self.window[0] <= r.arrival_s <= self.window[1]:
             return
         self.windowed += 1
@@ -174,16 +172,39 @@ class Recorder:
     @property
     def keeps_up(self) -> bool:
         """Whether the engine served the arrivals as they came: in a steady state as many
-        requests finish in the window's second half as arrive in it; an overloaded engine
-        finishes only its capacity, and its queue grows. The slack is the larger of 3 % and
-        two Poisson deviations of the count."""
-        n = self.late_arrived
-        if math.isinf(self.window[0]) or not n:
+        requests finish in the window (past the warm-up) as arrive in it, the requests in the
+        engine at its end as many as at its start; an overloaded engine finishes only its
+        capacity, and its queue grows. The slack is the larger of 3 % and two Poisson
+        deviations of the count."""
+        n = self.arrived_in_window
+        if math.isinf(self.window[0]) or not n or self.runs_past_arrivals:
             return True
-        return self.late_finished >= n * (1 - max(KEEP_UP_SLACK, 2 / math.sqrt(n)))
+        return self.finished_in_window >= n * (1 - max(KEEP_UP_SLACK, 2 / math.sqrt(n)))
+
+    @property
+    def runs_past_arrivals(self) -> bool:
+        """Whether the window reaches past the last arrival, into the drain, where the
+        backlog of an overloaded engine finishes: keeping up cannot be read there."""
+        high = self.window[1]
+        return math.isfinite(high) and high > self.arrived_s[1]
+
+    def _arrived(self, r: Request) -> None:
+        first, last = self.arrived_s
+        if not first <= r.arrival_s <= last:
+            self.arrived_s = (min(first, r.arrival_s), max(last, r.arrival_s))
+
+    @property
+    def measured_window(self) -> tuple[float, float]:
+        """The window as far as arrivals reach into it: past the last arrival (or before the
+        first) it holds the drain (or nothing), which no rate or keep-up reads can use."""
+        low, high = self.window
+        first, last = self.arrived_s
+        return max(low, first), min(high, last)
 
     def reject(self, r: Request, detail: str = "") -> None:
         """Count r under its reason; keep the first one's own numbers (``detail``)."""
+        self._arrived(r)
+        self.windowed_rejected += self.window[0] <= r.arrival_s <= self.window[1]
         self.rejected[r.reason] = self.rejected.get(r.reason, 0) + 1
         if detail and r.reason not in self.rejected_first:
             self.rejected_first[r.reason] = detail
@@ -248,10 +269,22 @@ class SimResult:
     def goodput(self) -> float:
         """Completed requests per second that met every SLO the run was given: of the run's
         duration, or, with a window, of the window's arrivals per second of it."""
-        low, high = self.rec.window
-        if math.isfinite(low):
-            return self.rec.good / (high - low)
+        low, high = self.rec.measured_window
+        if math.isfinite(self.rec.window[0]):
+            return self.rec.good / (high - low) if high > low else math.nan
         return self.rec.good / self.duration_s if self.duration_s else 0.0
+
+    def latency_at(self, name: str, percentile: float) -> float:
+        """The ``name`` latency at ``percentile`` (any, not only the p50/p90/p95/p99 a report
+        prints), a request the engine rejected counting as one that never got its answer (of a
+        window, those arriving in it): with more rejected than the percentile spares,
+        infinity. NaN where no request has one (1-token outputs have no TPOT)."""
+        h = self.rec.hist[name]
+        rejected = self.rec.windowed_rejected
+        if not h.total:
+            return math.inf if rejected and name == "ttft" else math.nan
+        q = percentile / 100 * (h.total + rejected) / h.total
+        return math.inf if q > 1 else h.percentile(100 * q)
 
     @property
     def running_batch(self) -> dict[str, float]:

@@ -52,6 +52,8 @@ class SchedulerConfig:
     # refusal stops admission until a running request leaves, and a retracted request waits
     # at the back of the queue (python/sglang/srt/managers/schedule_policy.py, PrefillAdder)
     token_ratio: bool = False
+    # requests sent with ignore_eos: SGLang holds their remaining output whole (ratio 1)
+    ignore_eos: bool = False
 
 
 @dataclass
@@ -88,9 +90,11 @@ class Scheduler:
         """Under token_ratio, SGLang's admission test for waiting r: its prompt still to
         compute, its clipped output and a page, below the free and evictable cache (its own
         cached prefix locked) less the running requests' clipped remaining outputs — scaled
-        by new_token_ratio for those decoding, whole for those still in their prompt (SGLang
-        reserves an admitted request's whole output). With nothing running the test is
-        waived: SGLang caps a request's output at what the pool holds."""
+        by new_token_ratio for those decoding (whole, for ignore_eos requests), whole for
+        those still in their prompt (SGLang reserves an admitted request's whole output).
+        A request's max_new_tokens is taken to be its output (a client that sets max_tokens
+        to it). With nothing running the test is waived: SGLang caps a request's output at
+        what the pool holds."""
         if not self.config.token_ratio or not self.running:
             return True
         self.sync()
@@ -105,8 +109,8 @@ class Scheduler:
         locked = sum(1 for key in keys if pool.refs[key] == 0)
         cached = len(keys) * pool.block_size if not r.shared and not r.num_computed \
             else r.num_computed
-        room = (pool.available - locked) * pool.block_size - decoding * self.ratio.value \
-            - prefilling
+        ratio = 1.0 if self.config.ignore_eos else self.ratio.value
+        room = (pool.available - locked) * pool.block_size - decoding * ratio - prefilling
         return r.known_tokens - cached + held_for_output(r) + PAGE_TOKENS < room
 
     def after_step(self, decoded: bool, preempted: bool) -> None:
@@ -135,7 +139,9 @@ class Scheduler:
         tokens to be recomputed, first in the queue."""
         victim = self.running.pop()
         self.reserved_blocks -= self.reservation(victim)
-        self.pool.retire(victim)
+        # vLLM frees every full block into the prefix cache; SGLang's radix tree holds the
+        # prompt (inserted as it was prefilled), and the decoded tokens' KV is freed
+        self.pool.retire(victim, victim.prompt_tokens if self.config.token_ratio else None)
         victim.num_computed = 0
         victim.status = WAITING
         victim.preemptions += 1

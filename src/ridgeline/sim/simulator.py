@@ -59,7 +59,8 @@ class Simulator:
         self.scheduler = Scheduler(SchedulerConfig(config.max_num_seqs,
                                                    config.max_num_batched_tokens,
                                                    config.spec_tokens, config.reserve_full,
-                                                   config.prefill_first, config.token_ratio),
+                                                   config.prefill_first, config.token_ratio,
+                                                   config.ignore_eos),
                                    self.pool)
         self.scheduler.sync = self._sync_decodes
         self.now_s = 0.0

@@ -37,6 +37,10 @@ class NewTokenRatio:
 
     @property
     def value(self) -> float:
+        """The start value until a decode step; then falling by the decay, floored at the
+        minimum (a retraction's value below the minimum stands until the next decode step)."""
+        if not self.steps:
+            return self.start
         return max(self.start - self.steps * (INIT_RATIO - MIN_RATIO) / DECAY_STEPS, MIN_RATIO)
 
     def decay(self, steps: int = 1) -> None:
