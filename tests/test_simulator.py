@@ -918,3 +918,29 @@ def test_the_ratio_after_a_retraction_stands_below_the_floor_until_a_decode_step
     assert ratio.value == pytest.approx(120 / 4001) and ratio.value < MIN_RATIO
     ratio.decay()
     assert ratio.value == MIN_RATIO
+
+
+def test_sglang_retracts_the_fewest_outputs_first_the_longest_prompt_on_a_tie() -> None:
+    """Short of blocks for a decode step, SGLang retracts the running request with the fewest
+    outputs (ties: the longest prompt) until the rest fit, keeping one — not vLLM's newest:
+    here the newest has the most outputs (a request readmitted after a retraction)."""
+    from ridgeline.sim.scheduler import Scheduler, SchedulerConfig
+
+    pool = BlockPool(97, 1)
+    s = Scheduler(SchedulerConfig(8, 512, prefill_first=True, token_ratio=True), pool)
+    a, c, b = Request(0, 0.0, 10, 100), Request(1, 0.0, 20, 100), Request(2, 0.0, 10, 100)
+    for r, generated in ((a, 5), (c, 5), (b, 50)):
+        r.num_generated, r.num_computed, r.status = generated, r.prompt_tokens + generated - 1, \
+            "running"
+        pool.grow(r, r.num_computed)
+        s.running.append(r)
+    assert pool.available == 0  # three decodes ask a block each
+    assert s.retract_for_decode()
+    assert s.running == [a, b] and list(s.waiting) == [c]  # c: 5 outputs, the longer prompt
+    assert pool.available >= 2 and len(pool.evictable) == 20  # its prompt stays cached
+    lone = Scheduler(SchedulerConfig(8, 512, prefill_first=True, token_ratio=True),
+                     BlockPool(14, 1))
+    a2 = Request(3, 0.0, 10, 100, num_generated=5, num_computed=14, status="running")
+    lone.pool.grow(a2, 14)
+    lone.running.append(a2)
+    assert not lone.retract_for_decode() and lone.running == [a2]  # one always stays

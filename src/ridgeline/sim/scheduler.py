@@ -14,9 +14,9 @@ scheduling; preempted requests recompute (V1's only mode), never swap. TensorRT-
 capacity policy (``reserve_full``) admits a request only with its whole output's blocks
 reserved, and so never preempts. SGLang's (``prefill_first``) runs a step of prompts alone
 whenever there is one to run, the running decodes waiting, and a step of decodes otherwise;
-it admits by its new_token_ratio estimate (``token_ratio``, sim/token_ratio.py), and its
-retracted requests queue at the back. SGLang retracts the request with the fewest outputs;
-here, as in vLLM, the newest (most often the same one).
+it admits by its new_token_ratio estimate (``token_ratio``, sim/token_ratio.py); short of
+blocks for a decode step it retracts the request with the fewest outputs (ties: the longest
+prompt) until the rest fit, keeping one, and a retracted request queues at the back.
 """
 
 from __future__ import annotations
@@ -31,6 +31,10 @@ from ridgeline.sim.token_ratio import PAGE_TOKENS, NewTokenRatio, held_for_outpu
 
 
 def _nothing() -> None:
+    return None
+
+
+def _ignore(r: Request) -> None:
     return None
 
 
@@ -74,7 +78,8 @@ class Scheduler:
         self.ratio = NewTokenRatio()  # token_ratio: SGLang's estimate of outputs to come …
         self.batch_full = False  # … and its flag: a refusal waits for a running one to leave
         self.sync: Callable[[], None] = _nothing  # brings the running requests' counters up
-        # to date (the simulator's fast path keeps its decodes as sums)
+        # to date (the simulator's fast path keeps its decodes as sums) …
+        self.leaving: Callable[[Request], None] = _ignore  # … and takes a preempted one out
 
     def reservation(self, r: Request) -> int:
         """Under reserve_full, the blocks of r's whole life, its last verify step's drafts too."""
@@ -137,7 +142,38 @@ class Scheduler:
     def preempt_last(self) -> Request:
         """Preempt the newest running request: its blocks freed (full ones stay cached), its
         tokens to be recomputed, first in the queue."""
-        victim = self.running.pop()
+        return self.preempt(self.running[-1])
+
+    def retract_for_decode(self) -> bool:
+        """Under token_ratio, before a decode step: while the pool cannot give every decoding
+        request its next token's blocks, retract the one with the fewest outputs (ties: the
+        longest prompt), keeping one, as SGLang's retract_decode does. True if it did."""
+        if not self.config.token_ratio:
+            return False
+        self.sync()
+        pool, spec = self.pool, self.config.spec_tokens
+        decoding = [q for q in self.running if q.num_generated and q.to_compute <= 1]
+
+        def need(q: Request) -> int:
+            return max(0, pool.blocks_for(q.num_computed + 1 + spec) - q.blocks_held)
+
+        short = sum(need(q) for q in decoding) - pool.available
+        retracted = False
+        while short > 0 and len(decoding) > 1:
+            victim = min(decoding, key=lambda q: (q.num_generated, -q.prompt_tokens))
+            decoding.remove(victim)
+            short -= need(victim)  # it asks for no block now …
+            available = pool.available
+            self.preempt(victim)
+            short -= pool.available - available  # … and gives back what it held
+            retracted = True
+        return retracted
+
+    def preempt(self, victim: Request) -> Request:
+        """Preempt a running request: its blocks freed (full ones stay cached), its tokens to
+        be recomputed, first in the queue (SGLang: last)."""
+        self.leaving(victim)
+        self.running.remove(victim)
         self.reserved_blocks -= self.reservation(victim)
         # vLLM frees every full block into the prefix cache; SGLang's radix tree holds the
         # prompt (inserted as it was prefilled), and the decoded tokens' KV is freed
@@ -181,13 +217,16 @@ class Scheduler:
         only = None  # prefill_first: "prefill" (prompts alone) or "decode" (decodes alone)
         if self.config.prefill_first:
             only = "prefill" if self.prefill_ready(budget) else "decode"
+        retracted = only == "decode" and self.retract_for_decode()
         out, left, preempted = self._run_running(budget, only)
+        preempted = preempted or retracted
         if not preempted and only != "decode":  # a step that preempted runs the running
             self.admit_waiting(left, now_s, out)  # requests only
         decoded = only == "decode"
         if only == "prefill" and not out:  # a prompt that could not get its blocks leaves
-            out, _, again = self._run_running(budget, "decode")  # the step to the decodes
-            preempted, decoded = preempted or again, True
+            retracted = self.retract_for_decode()  # the step to the decodes
+            out, _, again = self._run_running(budget, "decode")
+            preempted, decoded = preempted or again or retracted, True
         self.after_step(decoded, preempted)
         return out
 

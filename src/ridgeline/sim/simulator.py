@@ -63,6 +63,7 @@ class Simulator:
                                                    config.ignore_eos),
                                    self.pool)
         self.scheduler.sync = self._sync_decodes
+        self.scheduler.leaving = self._leave_decodes
         self.now_s = 0.0
         self.steps = 0
         a, k = config.spec_acceptance, config.spec_tokens
@@ -85,6 +86,12 @@ class Simulator:
         """Write the running decodes' counters (kept as sums in the fast path) back."""
         if self._in_bulk:
             self.decodes.sync_all(self._g)
+
+    def _leave_decodes(self, r: Request) -> None:
+        """A running request is preempted: out of the summed decodes, its counters written."""
+        if self._in_bulk and self.decodes.members.get(r.id) is r:
+            self.decodes.sync(r, self._g)
+            self.decodes.discard(r, self._g)
 
     @property
     def bulk_steps(self) -> int:
@@ -243,8 +250,10 @@ class Simulator:
         grow = pool.blocks_for(partial.num_computed + n) - partial.blocks_held \
             if partial is not None and n > 0 else 0
         preempted = False
+        if partial is None and need > pool.available and s.retract_for_decode():  # SGLang
+            preempted, need, count = True, dset.blocks_next_step(g), dset.count
         if need + max(grow, 0) > pool.available:
-            preempted = self._preempt_for_step()  # someone must give up its blocks
+            preempted = self._preempt_for_step() or preempted  # someone must give up its blocks
             count, partial = dset.count, self._partial
             n = min(partial.to_compute, budget - count) if partial is not None else 0
         else:
