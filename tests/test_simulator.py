@@ -944,3 +944,34 @@ def test_sglang_retracts_the_fewest_outputs_first_the_longest_prompt_on_a_tie() 
     lone.pool.grow(a2, 14)
     lone.running.append(a2)
     assert not lone.retract_for_decode() and lone.running == [a2]  # one always stays
+
+
+@given(st.lists(st.tuples(st.integers(1, 60), st.integers(0, 40), st.integers(0, 30)),
+                min_size=1, max_size=25), st.integers(1, 12), st.integers(0, 80))
+@settings(max_examples=60, deadline=None)
+def test_the_summed_decodes_hold_what_each_member_has_left_clipped(
+        members: list[tuple[int, int, int]], clip: int, steps: int) -> None:
+    """SGLang's estimate of the running outputs — Σ min(output left, clip) — kept as sums
+    (ends, and a heap of the steps at which each member comes under the clip) reads what a
+    walk over the members reads, at every step, members joining and leaving."""
+    from ridgeline.sim.decodes import DecodeSet
+
+    dset = DecodeSet(16, clip_tokens=clip)
+    reqs = []
+    for i, (output, generated, joined_at) in enumerate(members):
+        r = Request(i, 0.0, 10, output + generated + 1, num_generated=generated + 1,
+                    num_computed=10 + generated)
+        reqs.append((joined_at, r))
+    live: list[Request] = []
+    for g in range(steps + 1):
+        live += [r for joined_at, r in reqs if joined_at == g]
+        for joined_at, r in reqs:
+            if joined_at == g:
+                dset.add(r, g)
+        if g % 7 == 3 and live:  # the oldest leaves early (a preemption)
+            dset.discard(live.pop(0), g)
+        for r in [r for r in live if r.output_tokens <= r.decode_gen + g]:  # finished
+            live.remove(r)
+            dset.discard(r, g)
+        assert dset.held(g) == sum(min(r.output_tokens - (r.decode_gen + g), clip)
+                                   for r in live)

@@ -23,11 +23,12 @@ from ridgeline.sim.request import Request
 
 class DecodeSet:
     def __init__(self, block_size: int, overhead_blocks: int = 0,
-                 windows: tuple[int, ...] = ()) -> None:
+                 windows: tuple[int, ...] = (), clip_tokens: int = 1 << 62) -> None:
         self.joins = 0  # numbers each joining: a heap entry is live while its number is
         self.block_size = block_size
         self.overhead = overhead_blocks  # fixed blocks per request (see BlockPool)
         self.windows = windows  # sliding-window sizes of the model's attention layers
+        self.clip = clip_tokens  # the most of a member's remaining output ``held`` counts
         self.step_end_s = 0.0  # when the latest step ended: every member's latest token
         self._reset()
 
@@ -39,6 +40,9 @@ class DecodeSet:
         self.members: dict[int, Request] = {}
         self.under = {w: [0, 0] for w in self.windows}  # members under window w: count, Σ base
         self.fills: dict[int, list[tuple[int, int, Request]]] = {w: [] for w in self.windows}
+        self.end_sum = 0  # Σ finish step (output − gen) over members: remaining = end − g …
+        self.clipped = [0, 0]  # … members with more than ``clip`` to go: count, Σ end …
+        self.unclips: list[tuple[int, int, Request]] = []  # … and the step each comes under
 
     def add(self, r: Request, g: int) -> None:
         """r decodes from step g on: it holds the blocks for its cache, one token to feed."""
@@ -46,10 +50,17 @@ class DecodeSet:
         r.decode_base, r.decode_gen, r.decode_from = base, r.num_generated - g, g
         self.joins += 1
         r.decode_join = join = self.joins
-        heapq.heappush(self.finishes, (g + r.output_tokens - r.num_generated, join, r))
+        end = g + r.output_tokens - r.num_generated
+        heapq.heappush(self.finishes, (end, join, r))
         self.members[r.id] = r
         self.count += 1
         self.base_sum += base
+        self.end_sum += end
+        r.decode_clipped = end - g > self.clip
+        if r.decode_clipped:
+            self.clipped[0] += 1
+            self.clipped[1] += end
+            heapq.heappush(self.unclips, (end - self.clip, join, r))
         self.residues[base % self.block_size] += 1
         for w in self.windows:
             fills = w - 1 - base  # from this step on it reads the whole window
@@ -58,6 +69,19 @@ class DecodeSet:
                 under[0] += 1
                 under[1] += base
                 heapq.heappush(self.fills[w], (fills, join, r))
+
+    def held(self, g: int) -> int:
+        """Σ min(remaining output, clip) over the members at step g (SGLang's estimate of the
+        running outputs): the unclipped ones' ends − their count·g, plus clip for each other."""
+        heap, clipped = self.unclips, self.clipped
+        while heap and heap[0][0] <= g:
+            _, join, r = heapq.heappop(heap)
+            if self._live(r, join) and r.decode_clipped:
+                r.decode_clipped = False
+                clipped[0] -= 1
+                clipped[1] -= r.output_tokens - r.decode_gen
+        n, ends = clipped
+        return self.end_sum - ends - (self.count - n) * g + self.clip * n
 
     def context(self, g: int) -> int:
         """Cached tokens of all members at step g."""
@@ -148,6 +172,12 @@ class DecodeSet:
         base = r.decode_base
         self.base_sum -= base
         self.residues[base % self.block_size] -= 1
+        end = r.output_tokens - r.decode_gen
+        self.end_sum -= end
+        if r.decode_clipped:
+            r.decode_clipped = False
+            self.clipped[0] -= 1
+            self.clipped[1] -= end
         for w in self.windows:
             if g < w - 1 - base:  # still under its window
                 under = self.under[w]

@@ -40,6 +40,7 @@ class Request:
     decode_gen: int = 0  # … and generated tokens − the global step
     decode_join: int = 0  # … and the number it joined under
     decode_from: int = 0  # … and the global step it joined at
+    decode_clipped: bool = False  # … and whether its remaining output is past the clip
 
     @property
     def known_tokens(self) -> int:

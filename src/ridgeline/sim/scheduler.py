@@ -80,6 +80,7 @@ class Scheduler:
         self.sync: Callable[[], None] = _nothing  # brings the running requests' counters up
         # to date (the simulator's fast path keeps its decodes as sums) …
         self.leaving: Callable[[Request], None] = _ignore  # … and takes a preempted one out
+        self.decoding_held: Callable[[], int] = self._decoding_held
 
     def reservation(self, r: Request) -> int:
         """Under reserve_full, the blocks of r's whole life, its last verify step's drafts too."""
@@ -91,24 +92,25 @@ class Scheduler:
         """Under reserve_full, whether r's whole life fits beside the running requests'."""
         return self.reserved_blocks + self.reservation(r) <= self.pool.total
 
-    def fits_ratio(self, r: Request) -> bool:
+    def _decoding_held(self) -> int:
+        """Σ clipped remaining output of the running requests that decode (the simulator's
+        fast path counts them from its sums instead)."""
+        return sum(held_for_output(q) for q in self.running
+                   if q.num_generated and q.to_compute <= 1)
+
+    def fits_ratio(self, r: Request, prefilling: int = 0) -> bool:
         """Under token_ratio, SGLang's admission test for waiting r: its prompt still to
         compute, its clipped output and a page, below the free and evictable cache (its own
         cached prefix locked) less the running requests' clipped remaining outputs — scaled
         by new_token_ratio for those decoding (whole, for ignore_eos requests), whole for
-        those still in their prompt (SGLang reserves an admitted request's whole output).
-        A request's max_new_tokens is taken to be its output (a client that sets max_tokens
-        to it). With nothing running the test is waived: SGLang caps a request's output at
-        what the pool holds."""
+        those still in their prompt (``prefilling``: SGLang reserves an admitted request's
+        whole output; under prefill_first they are the step's prompts, none when the head is
+        asked before a step). A request's max_new_tokens is taken to be its output (a client
+        that sets max_tokens to it). With nothing running the test is waived: SGLang caps a
+        request's output at what the pool holds."""
         if not self.config.token_ratio or not self.running:
             return True
-        self.sync()
-        decoding = prefilling = 0
-        for q in self.running:
-            if q.num_generated and q.to_compute <= 1:
-                decoding += held_for_output(q)
-            else:
-                prefilling += held_for_output(q)
+        decoding = self.decoding_held()
         pool = self.pool
         keys = pool.cached_prefix(r)
         locked = sum(1 for key in keys if pool.refs[key] == 0)
@@ -203,10 +205,10 @@ class Scheduler:
             return False
         return self._room_for(self.waiting[0], budget)
 
-    def _room_for(self, r: Request, budget: int) -> bool:
+    def _room_for(self, r: Request, budget: int, prefilling: int = 0) -> bool:
         """Whether r gets its first chunk's blocks (and, under token_ratio, passes SGLang's
         test); under token_ratio a refusal with requests running sets the batch full."""
-        if self.pool.could_admit(r, budget) and self.fits_ratio(r):
+        if self.pool.could_admit(r, budget) and self.fits_ratio(r, prefilling):
             return True
         if self.config.token_ratio:
             self.batch_full = bool(self.running)
@@ -269,11 +271,15 @@ class Scheduler:
         last; append them to ``out`` and return the budget left. A request that cannot get
         its blocks is not touched: its cached prefix keeps its place in the eviction order
         (vLLM's allocate_slots checks before it claims cached blocks)."""
+        prefilling = sum(held_for_output(x.request) for x in out  # the step's prompts
+                         if not (x.request.num_generated and x.request.to_compute <= 1)) \
+            if self.config.token_ratio else 0
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs \
                 and not self.batch_full:
             r = self.waiting[0]
-            if not (self.fits_reservation(r) and self._room_for(r, budget)):
+            if not (self.fits_reservation(r) and self._room_for(r, budget, prefilling)):
                 break
+            prefilling += held_for_output(r) if self.config.token_ratio else 0
             if not r.shared and r.num_computed == 0:
                 r.num_computed = self.pool.admit(r)
             n = min(r.to_compute, budget)

@@ -30,6 +30,7 @@ from ridgeline.sim.metrics import Recorder, SimResult
 from ridgeline.sim.request import FINISHED, REJECTED, Request
 from ridgeline.sim.scheduler import Scheduled, Scheduler, SchedulerConfig
 from ridgeline.sim.timer import StepTimer
+from ridgeline.sim.token_ratio import CLIP_TOKENS
 
 MAX_FAST_STEPS = 4096
 
@@ -47,6 +48,9 @@ class Simulator:
         if not 0 <= config.spec_acceptance <= 1:
             raise InputError("the draft acceptance rate is a probability in [0, 1], got "
                              f"{config.spec_acceptance:g}")
+        if config.token_ratio and not config.prefill_first:
+            raise InputError("SGLang's admission estimate (token_ratio) goes with its "
+                             "prefill-first steps (prefill_first)")
         if not 0 <= config.spec_draft_cost <= 1:  # NaN fails both
             raise InputError("a drafter pass's cost is a share of the target's time for the "
                              "same tokens, 0 to 1 (a drafter as slow as the target gains "
@@ -64,6 +68,9 @@ class Simulator:
                                    self.pool)
         self.scheduler.sync = self._sync_decodes
         self.scheduler.leaving = self._leave_decodes
+        plain_held = self.scheduler.decoding_held
+        self.scheduler.decoding_held = lambda: self.decodes.held(self._g) if self._in_bulk \
+            else plain_held()
         self.now_s = 0.0
         self.steps = 0
         a, k = config.spec_acceptance, config.spec_tokens
@@ -73,7 +80,8 @@ class Simulator:
         self._line = (0.0, 0.0)  # the fast path's step-time line: (first step, slope)
         self.timer = StepTimer(dep, profile)
         self.decodes = DecodeSet(config.block_size, config.overhead_blocks,
-                                 tuple(w for w in self.timer.windows if w is not None))
+                                 tuple(w for w in self.timer.windows if w is not None),
+                                 CLIP_TOKENS)
         self._bulk = config.fast_path and not config.spec_tokens
         self._in_bulk = False  # the running decodes live in self.decodes
         self._partial: Request | None = None  # in bulk: the one request mid-prefill
