@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -703,3 +704,38 @@ def test_sglangs_analytic_sizing_counts_its_prompt_steps_whole(gpu: str, tp: int
             checked = _verify(moe, c, load, slo, 64, engine="sglang")
             assert checked is not None and checked.replicas == replicas
     assert counts["sglang"] > counts["vllm"]
+
+
+def test_a_checks_count_must_hold_on_a_second_draw_of_the_requests(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """At the capacity edge one short run's p90 swings, so the fewest replicas that hold must
+    hold on another draw of the requests too: where the second draw misses at that count,
+    the check takes one more replica (the reported figures stay the first draw's)."""
+    import math
+    from dataclasses import replace
+
+    from ridgeline.engines import profile_for
+    from ridgeline.hardware import resolve_accelerator
+    from ridgeline.plan import Candidate, _deployment, _verify, size_replica
+
+    load, slo = Load(12, "lognormal:1000,0.6", "lognormal:250,0.6"), Slo(0.5, 0.04)
+    dep = _deployment(MODEL, resolve_accelerator("l40s"), 1, 1, "fp8", "fp8")
+    batch, tpot, floor, rate = size_replica(dep, profile_for("vllm"), load, slo, None) or (
+        0, 0.0, 0.0, 1.0)
+    c = Candidate("l40s", 1, 1, "fp8", "fp8", None, batch, tpot, floor, rate,
+                  math.ceil(load.rate / rate), None, True, "", (1.0, 1.0))
+    first = _verify(MODEL, c, load, slo, 64)
+    assert first is not None
+    steady, seen = Load.steady, []
+
+    def second_draw_overloaded(self: Load, replicas: int, lifetime_s: float,
+                               first_token_only: bool = False) -> Any:
+        seen.append((self.seed, replicas))
+        if self.seed == 1 and replicas == first.replicas:  # this draw misses at that count
+            self = replace(self, rate=self.rate * 3)
+        return steady(self, replicas, lifetime_s, first_token_only)
+
+    monkeypatch.setattr(Load, "steady", second_draw_overloaded)
+    bumped = _verify(MODEL, c, load, slo, 64)
+    assert bumped is not None and bumped.replicas == first.replicas + 1
+    assert (1, bumped.replicas) in seen and (0, bumped.replicas) in seen
