@@ -21,6 +21,7 @@ from ridgeline.sim.config import SimConfig, sim_config
 from ridgeline.sim.decodes import DecodeSet
 from ridgeline.sim.metrics import Histogram
 from ridgeline.sim.request import FINISHED, Request
+from ridgeline.sim.scheduler import Scheduler, SchedulerConfig
 from ridgeline.sim.simulator import Simulator
 from ridgeline.sim.workload import Workload, length_sampler, read_trace
 
@@ -33,6 +34,13 @@ def small_config(blocks: int, seqs: int = 64, budget: int = 2048, fast: bool = T
     return SimConfig(num_blocks=blocks, block_size=16, max_num_seqs=seqs,
                      max_num_batched_tokens=budget, max_model_len=32768, fast_path=fast,
                      overhead_blocks=overhead)
+
+
+def prefill_first_scheduler(blocks: int, block_size: int, token_ratio: bool, seqs: int = 8,
+                            budget: int = 512) -> Scheduler:
+    """SGLang's scheduling on a pool of ``blocks``, with or without its admission estimate."""
+    return Scheduler(SchedulerConfig(seqs, budget, prefill_first=True, token_ratio=token_ratio),
+                     BlockPool(blocks, block_size))
 
 
 def check_invariants(sim: Simulator) -> None:
@@ -504,7 +512,6 @@ def test_a_released_requests_tail_is_evicted_first_so_its_prefix_survives() -> N
 def test_a_step_that_preempts_admits_nobody() -> None:
     """vLLM V1 visits the waiting queue only in a step that preempted nothing: the victim
     is not re-admitted into the blocks it has just given up (it had thrashed)."""
-    from ridgeline.sim.scheduler import Scheduler, SchedulerConfig
 
     pool = BlockPool(5, 16, prefix_caching=False)
     s = Scheduler(SchedulerConfig(max_num_seqs=64, max_num_batched_tokens=32), pool)
@@ -608,7 +615,6 @@ def test_sglang_runs_prompt_steps_alone_on_both_paths(blocks: int, block_size: i
 
 
 def test_a_prompt_step_runs_no_decode_under_prefill_first() -> None:
-    from ridgeline.sim.scheduler import Scheduler, SchedulerConfig
 
     pool = BlockPool(100, 16)
     s = Scheduler(SchedulerConfig(64, 64, prefill_first=True), pool)
@@ -782,12 +788,10 @@ def test_sglang_admits_by_its_estimate_of_the_running_outputs_and_waits_for_a_le
     cache less the running decodes' remaining outputs × new_token_ratio; a refusal holds
     admission until a running request leaves. vLLM's rule admits the same request (its
     first chunk's blocks are free)."""
-    from ridgeline.sim.scheduler import Scheduler, SchedulerConfig
 
     def scheduler(token_ratio: bool) -> tuple[Scheduler, Request, Request]:
-        pool = BlockPool(1000, 1)
-        s = Scheduler(SchedulerConfig(64, 4096, prefill_first=True, token_ratio=token_ratio),
-                      pool)
+        s = prefill_first_scheduler(1000, 1, token_ratio, seqs=64, budget=4096)
+        pool = s.pool
         running = Request(0, 0.0, 100, 600)
         s.add(running)
         s.schedule(0.0)
@@ -892,12 +896,9 @@ def test_ignore_eos_holds_sglangs_running_outputs_whole() -> None:
 
 
 def test_sglang_frees_a_retracted_requests_decoded_tokens_and_keeps_its_prompt_cached() -> None:
-    from ridgeline.sim.scheduler import Scheduler, SchedulerConfig
-
     def retired(token_ratio: bool) -> int:
-        pool = BlockPool(100, 16)
-        s = Scheduler(SchedulerConfig(8, 512, prefill_first=True, token_ratio=token_ratio),
-                      pool)
+        s = prefill_first_scheduler(100, 16, token_ratio)
+        pool = s.pool
         r = Request(0, 0.0, 64, 200)
         s.add(r)
         s.schedule(0.0)
@@ -924,10 +925,8 @@ def test_sglang_retracts_the_fewest_outputs_first_the_longest_prompt_on_a_tie() 
     """Short of blocks for a decode step, SGLang retracts the running request with the fewest
     outputs (ties: the longest prompt) until the rest fit, keeping one — not vLLM's newest:
     here the newest has the most outputs (a request readmitted after a retraction)."""
-    from ridgeline.sim.scheduler import Scheduler, SchedulerConfig
-
-    pool = BlockPool(97, 1)
-    s = Scheduler(SchedulerConfig(8, 512, prefill_first=True, token_ratio=True), pool)
+    s = prefill_first_scheduler(97, 1, True)
+    pool = s.pool
     a, c, b = Request(0, 0.0, 10, 100), Request(1, 0.0, 20, 100), Request(2, 0.0, 10, 100)
     for r, generated in ((a, 5), (c, 5), (b, 50)):
         r.num_generated, r.num_computed, r.status = generated, r.prompt_tokens + generated - 1, \
@@ -938,8 +937,7 @@ def test_sglang_retracts_the_fewest_outputs_first_the_longest_prompt_on_a_tie() 
     assert s.retract_for_decode()
     assert s.running == [a, b] and list(s.waiting) == [c]  # c: 5 outputs, the longer prompt
     assert pool.available >= 2 and len(pool.evictable) == 20  # its prompt stays cached
-    lone = Scheduler(SchedulerConfig(8, 512, prefill_first=True, token_ratio=True),
-                     BlockPool(14, 1))
+    lone = prefill_first_scheduler(14, 1, True)
     a2 = Request(3, 0.0, 10, 100, num_generated=5, num_computed=14, status="running")
     lone.pool.grow(a2, 14)
     lone.running.append(a2)
