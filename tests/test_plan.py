@@ -370,9 +370,11 @@ def test_a_short_run_reads_an_overloaded_replica_as_fine_and_the_steady_run_does
 
 def test_the_steady_window_skips_the_warm_up_and_the_drain() -> None:
     load = Load(10.0, "1000", "200")
+    from ridgeline.plan import SIM_REQUESTS
+
     work, (start, end) = load.steady(2, 4.0)  # 5 req/s a replica, a 4 s lifetime
     arrivals = [r.arrival_s for r in work]
-    assert len(arrivals) == 400  # 5 × 10 lifetimes × 4 s = 200 < the 400 floor
+    assert len(arrivals) == SIM_REQUESTS  # 5 × 10 lifetimes × 4 s = 200, under the floor
     span = arrivals[-1]
     assert start == pytest.approx(8.0) and end == pytest.approx(span - 4.0, rel=0.05)
     _, (start, end) = Load(1000.0, "1000", "200").steady(1, 60.0)

@@ -44,7 +44,10 @@ from ridgeline.units import usd_per_million_tokens
 
 RAY_CHUNK = 8  # candidates per Ray task: each takes milliseconds, a task's overhead about as much
 DEFAULT_GPUS = ("h100-sxm", "h200-sxm", "b200", "mi300x", "l40s")
-SIM_REQUESTS = 400  # at least this many requests per checked replica …
+# At least this many requests per checked replica: some 1,200 arrive in the window, so the
+# keep-up test's two Poisson deviations (2/√n) come to 6 % — a queue growing that fast is
+# caught (with 400, a 10 % overload of a short-lived load passed: plan audit, 2026-11-30) …
+SIM_REQUESTS = 1600
 MAX_SIM_REQUESTS = 6000  # … and up to this many, to reach the steady state
 TAIL_REQUESTS = 10  # a trace's requests past the SLO's percentile, fewest to rest it on
 # A check's arrivals span STEADY_SPANS request lifetimes (analytic TTFT + output × TPOT); the
