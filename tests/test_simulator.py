@@ -848,7 +848,10 @@ def test_a_window_past_the_last_arrival_reads_no_keep_up_and_rates_its_arrivals_
     text = capsys.readouterr().out
     assert "runs past the last arrival" in text and "it keeps up:" not in text
     assert main([*base[:-1], "--window", "0,0.5"]) == 0
-    assert "only " in capsys.readouterr().out  # a handful of requests: cautioned
+    text = capsys.readouterr().out
+    assert "only " in text and "too few to read whether" in text  # a handful: cautioned
+    assert main([*base, "--window", "0,0.5"]) == 0
+    assert json.loads(capsys.readouterr().out)["keeps_up"] is None
 
 
 def test_simulate_reads_any_percentile_with_the_rejected_as_misses(

@@ -106,8 +106,9 @@ class SimulateReport:
                 "rejected_counted": r.rec.windowed_rejected},
             "window_s": list(r.rec.window) if self.windowed else None,
             "windowed_requests": r.rec.windowed if self.windowed else None,
-            "keeps_up": r.rec.keeps_up if self.windowed and r.rec.arrived_in_window
-            and not r.rec.runs_past_arrivals else None,
+            "keeps_up": r.rec.keeps_up if self.windowed
+            and r.rec.arrived_in_window >= FEW_IN_WINDOW and not r.rec.runs_past_arrivals
+            else None,
             "running_batch": r.running_batch, "preemptions": r.preemptions,
             "prefix_cache_hit_blocks": r.prefix_hit_blocks,
             "time_series": [{"t_s": t, "running": n, "waiting": w, "kv_usage": u,
@@ -197,9 +198,9 @@ class SimulateReport:
                          "it holds the drain, where an overloaded engine's backlog "
                          "finishes, so whether it keeps up is not read; goodput is over "
                          f"{first:,.6g}–{last:,.6g} s")
-        elif not rec.arrived_in_window:
-            lines.append("  no request arrived in the window: whether the engine keeps up is "
-                         "not measured")
+        elif rec.arrived_in_window < FEW_IN_WINDOW:
+            lines.append(f"  {rec.arrived_in_window:,} requests arrived in the window: too few "
+                         "to read whether the engine keeps up")
         elif rec.keeps_up:
             lines.append(f"  it keeps up: {rec.finished_in_window:,} requests finished in the "
                          f"window, {rec.arrived_in_window:,} arrived in it")
