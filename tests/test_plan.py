@@ -398,10 +398,12 @@ def test_latencies_outside_the_window_are_not_counted() -> None:
 
 def test_the_winner_has_the_fewest_replicas_that_hold_in_the_steady_state() -> None:
     """Fewer replicas than the analytic count are tried too: the check finds the edge."""
+    from dataclasses import replace
+
     from ridgeline.engines import profile_for
     from ridgeline.hardware import resolve_accelerator
     from ridgeline.memory import EngineSettings
-    from ridgeline.plan import _deployment, latency_at, pipeline_lane
+    from ridgeline.plan import _deployment, pipeline_lane
     from ridgeline.sim.config import sim_config
     from ridgeline.sim.simulator import Simulator
 
@@ -415,21 +417,20 @@ def test_the_winner_has_the_fewest_replicas_that_hold_in_the_steady_state() -> N
         max_model_len=load.max_model_len(131072))), win.pp)
     lifetime = win.ttft_floor_s + load.means()[1] * win.tpot_s
 
-    def p90(replicas: int) -> tuple[float, float]:
-        work, window = load.steady(replicas, lifetime)
-        result = Simulator(dep, profile_for("vllm"), config).run(work, window=window)
-        return latency_at(result, "ttft", 90), latency_at(result, "tpot", 90)
+    def p90(replicas: int, seed: int = 0) -> tuple[float, float]:
+        work, window = replace(load, seed=seed).steady(replicas, lifetime)
+        result = Simulator(dep, profile_for("vllm"), config).run(iter(work), window=window)
+        return result.latency_at("ttft", 90), result.latency_at("tpot", 90)
 
     ttft, tpot = p90(win.replicas)
     assert (ttft, tpot) == (win.sim_ttft_s, win.sim_tpot_s)
     assert ttft <= slo.ttft_s and tpot <= slo.tpot_s
-    if win.replicas > 1:
-        ttft, tpot = p90(win.replicas - 1)
-        assert ttft > slo.ttft_s or tpot > slo.tpot_s
+    if win.replicas > 1:  # one fewer misses on one of the two draws
+        assert any(ttft > slo.ttft_s or tpot > slo.tpot_s
+                   for ttft, tpot in (p90(win.replicas - 1), p90(win.replicas - 1, 1)))
 
 
 def test_a_rejected_request_is_a_miss_and_any_percentile_is_read() -> None:
-    from ridgeline.plan import latency_at
     from ridgeline.sim.metrics import Recorder, SimResult
     from ridgeline.sim.request import Request
 
@@ -440,15 +441,15 @@ def test_a_rejected_request_is_a_miss_and_any_percentile_is_read() -> None:
         r.finish_s, r.num_generated = i + 1.0, 10
         rec.finish(r)
     result = SimResult(rec, 100.0, 0, 0, 100)
-    assert latency_at(result, "ttft", 99.9) > latency_at(result, "ttft", 99) > \
-        latency_at(result, "ttft", 90)  # p99.9 is read, not rounded to p90
-    assert latency_at(result, "ttft", 75) == pytest.approx(0.075, rel=0.02)
+    assert result.latency_at("ttft", 99.9) > result.latency_at("ttft", 99) > \
+        result.latency_at("ttft", 90)  # p99.9 is read, not rounded to p90
+    assert result.latency_at("ttft", 75) == pytest.approx(0.075, rel=0.02)
     for i in range(20):  # 20 of 120 never answered: past p83
         r = Request(100 + i, 50.0, 100_000, 10)
         r.reason = "too long"
         rec.reject(r)
-    assert latency_at(result, "ttft", 90) == float("inf")
-    assert latency_at(result, "ttft", 50) == pytest.approx(0.060, rel=0.02)
+    assert result.latency_at("ttft", 90) == float("inf")
+    assert result.latency_at("ttft", 50) == pytest.approx(0.060, rel=0.02)
 
 
 def test_a_windowed_check_counts_the_rejections_of_its_window_only() -> None:
@@ -607,7 +608,7 @@ def test_a_check_that_cannot_keep_up_with_its_arrivals_fails_however_its_window_
         r.finish_s = r.arrival_s + (0.2 if i < 180 else 200)
         r.num_generated = 2
         rec.finish(r)
-    assert (rec.arrived_in_window, rec.finished_in_window) == (400, 180) and not rec.keeps_up
+    assert (rec.windowed, rec.finished_in_window) == (400, 180) and not rec.keeps_up
     assert main(["plan", "llama-3.1-70b", "--rate", "50", "--input-len", "500", "--output-len",
                  "1000", "--slo-ttft-ms", "5000", "--slo-tpot-ms", "150", "--engine", "vllm",
                  "--gpus", "mi300x", "--workers", "1", "--json"]) == 0

@@ -36,7 +36,7 @@ from ridgeline.memory import EngineSettings, kv_pool, max_batch, refuses_to_star
 from ridgeline.model import ModelSpec
 from ridgeline.parallel import INTER_NODE_BYTES_PER_S, node_size
 from ridgeline.sim.config import SimConfig, sim_config
-from ridgeline.sim.metrics import STEADY_LIFETIMES, SimResult
+from ridgeline.sim.metrics import STEADY_LIFETIMES
 from ridgeline.sim.request import Request
 from ridgeline.sim.simulator import Simulator
 from ridgeline.sim.workload import Workload, length_sampler, read_trace
@@ -135,29 +135,22 @@ class Load:
         return (Request(i, t, p, 1 if first_token_only else o) for i, (t, p, o) in enumerate(rows))
 
     def steady(self, replicas: int, lifetime_s: float, first_token_only: bool = False
-               ) -> tuple[Iterator[Request], tuple[float, float]]:
+               ) -> tuple[list[Request], tuple[float, float]]:
         """One replica's share, long enough to reach the steady state, and the arrival window
-        whose latencies count: past the warm-up, before the drain."""
-        count, window = self.steady_run(replicas, lifetime_s, first_token_only)
-        return self.share(replicas, first_token_only, count), window
-
-    def steady_run(self, replicas: int, lifetime_s: float, first_token_only: bool = False
-                   ) -> tuple[int, tuple[float, float]]:
-        """How many requests a steady check of one of ``replicas`` replicas runs, and the
-        window of arrival (seconds) whose latencies count: from its requests' own arrivals,
-        so that the window ends before the last of them (it holds no drain)."""
+        whose latencies count: past the warm-up, and (set from the requests' own arrivals)
+        ending before the last of them, so that it holds no drain."""
         rate = self.rate / replicas
         life = max(lifetime_s, 1e-3)
         count = int(min(MAX_SIM_REQUESTS, max(SIM_REQUESTS, math.ceil(rate * STEADY_SPANS * life))))
         if self.trace:
             count = min(count, -(-len(self.trace) // replicas))
-        arrivals = [r.arrival_s for r in self.share(replicas, first_token_only, count)]
-        start, span = arrivals[0], arrivals[-1] - arrivals[0]
+        work = list(self.share(replicas, first_token_only, count))
+        start, span = work[0].arrival_s, work[-1].arrival_s - work[0].arrival_s
         warm, tail = min(WARMUP_SPANS * life, 0.3 * span), min(life, 0.2 * span)
         window = _inward(start + warm, start + span - tail)  # short figures for a command
-        if self.trace and sum(window[0] <= t <= window[1] for t in arrivals) < len(arrivals) / 2:
+        if self.trace and sum(window[0] <= r.arrival_s <= window[1] for r in work) < count / 2:
             window = (-math.inf, math.inf)  # a burst: no steady part to keep (plan says so)
-        return count, window
+        return work, window
 
     def transient(self, lifetime_s: float) -> str:
         """What to say of a trace too short, or too bursty, to reach a steady state, or ""."""
@@ -568,7 +561,8 @@ def _verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
     config = pipeline_lane(sim_config(dep, settings), c.pp)
     profile = profile_for(engine)
     lifetime = c.ttft_floor_s + load.means()[1] * c.tpot_s
-    checked: dict[tuple[int, int], tuple[float, float] | None] = {}
+    checked: dict[tuple[int, int], bool] = {}
+    runs: dict[int, tuple[float, float, int, tuple[float, float]]] = {}  # the first draw's
 
     def holds(replicas: int, draw: int = 0) -> bool:
         """Whether ``replicas`` replicas meet the SLO in the steady state, on the load's
@@ -576,12 +570,14 @@ def _verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
         if (replicas, draw) not in checked:
             drawn = replace(load, seed=load.seed + draw) if draw else load
             work, window = drawn.steady(replicas * c.pp, lifetime)
-            result = Simulator(dep, profile, config).run(work, window=window)
-            ttft, tpot = (latency_at(result, name, slo.percentile) for name in ("ttft", "tpot"))
-            ok = ttft <= slo.ttft_s and (math.isnan(tpot) or tpot <= slo.tpot_s) \
+            result = Simulator(dep, profile, config).run(iter(work), window=window)
+            ttft, tpot = (result.latency_at(name, slo.percentile) for name in ("ttft", "tpot"))
+            checked[replicas, draw] = ttft <= slo.ttft_s and (
+                math.isnan(tpot) or tpot <= slo.tpot_s) \
                 and result.rec.keeps_up  # a queue that grows misses the SLO, given time
-            checked[replicas, draw] = (ttft, tpot) if ok else None
-        return checked[replicas, draw] is not None
+            if not draw:
+                runs[replicas] = (ttft, tpot, len(work), window)
+        return checked[replicas, draw]
 
     low, high = 0, c.replicas  # the most replicas known to miss, a count to try
     while not holds(high):  # too few: grow by a quarter until the SLO holds
@@ -602,17 +598,10 @@ def _verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
         high += 1
         if high * c.tp * c.pp > max_gpus:
             return None
-    ttft, tpot = checked[high, 0] or (math.nan, math.nan)
-    count, window = load.steady_run(high * c.pp, lifetime)
+    ttft, tpot, count, window = runs[high]
     return replace(c, replicas=high, verified=True, sim_ttft_s=ttft, sim_tpot_s=tpot,
                    analytic_replicas=c.replicas, sim_requests=count,
                    sim_window_s=window if math.isfinite(window[0]) else None)
-
-
-def latency_at(result: SimResult, name: str, percentile: float) -> float:
-    """The ``name`` latency at ``percentile``, a rejected request counting as a miss
-    (``SimResult.latency_at``)."""
-    return result.latency_at(name, percentile)
 
 
 def _handed_off(work: Iterable[Request]) -> Iterator[Request]:
@@ -648,12 +637,12 @@ def _verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
     _, mean_out = load.means()
     while (x + y) * c.tp <= max_gpus:  # each pool in its steady state (Load.steady)
         work, window = load.steady(x, c.ttft_floor_s, first_token_only=True)
-        prefill = Simulator(dep, profile, config).run(work, window=window)
+        prefill = Simulator(dep, profile, config).run(iter(work), window=window)
         work, window = load.steady(y, mean_out * c.tpot_s)
         decode = Simulator(dep, profile, config).run(_handed_off(work), window=window)
-        first = latency_at(prefill, "ttft", slo.percentile)
-        joined = latency_at(decode, "ttft", slo.percentile)
-        ttft, tpot = first + transfer_s + joined, latency_at(decode, "tpot", slo.percentile)
+        first = prefill.latency_at("ttft", slo.percentile)
+        joined = decode.latency_at("ttft", slo.percentile)
+        ttft, tpot = first + transfer_s + joined, decode.latency_at("tpot", slo.percentile)
         tpot_ok = (math.isnan(tpot) or tpot <= slo.tpot_s) and decode.rec.keeps_up
         ttft_ok = ttft <= slo.ttft_s and prefill.rec.keeps_up  # a growing queue misses, given time
         if ttft_ok and tpot_ok:

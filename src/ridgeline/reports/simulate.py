@@ -104,11 +104,9 @@ class SimulateReport:
                 "percentile": self.percentile, "ttft_s": r.latency_at("ttft", self.percentile),
                 "tpot_s": r.latency_at("tpot", self.percentile),
                 "rejected_counted": r.rec.windowed_rejected},
-            "window_s": list(r.rec.window) if self.windowed else None,
-            "windowed_requests": r.rec.windowed if self.windowed else None,
-            "keeps_up": r.rec.keeps_up if self.windowed
-            and r.rec.arrived_in_window >= FEW_IN_WINDOW and not r.rec.runs_past_arrivals
-            else None,
+            "window_s": list(r.rec.window) if self.has_window else None,
+            "windowed_requests": r.rec.windowed if self.has_window else None,
+            "keeps_up": self.kept_up,
             "running_batch": r.running_batch, "preemptions": r.preemptions,
             "prefix_cache_hit_blocks": r.prefix_hit_blocks,
             "time_series": [{"t_s": t, "running": n, "waiting": w, "kv_usage": u,
@@ -153,7 +151,7 @@ class SimulateReport:
         lines += self._window_lines()
         if self.percentile is not None:
             lines.append(self._percentile_line())
-        if self.windowed and (self.slo_ttft_s is not None or self.slo_tpot_s is not None):
+        if self.has_window and (self.slo_ttft_s is not None or self.slo_tpot_s is not None):
             low, high = rec.measured_window
             lines.append(f"goodput: {r.goodput:,.2f} req/s meet the SLO ({r.good:,} requests "
                          f"over the window's {high - low:,.6g} s of arrivals: "
@@ -176,13 +174,22 @@ class SimulateReport:
         return f"p{p:.10g}{counted}: TTFT {_ms_or_never(ttft)}, TPOT {_ms_or_never(tpot)}"
 
     @property
-    def windowed(self) -> bool:
+    def has_window(self) -> bool:
         """Whether --window chose the requests whose latencies count."""
         return math.isfinite(self.result.rec.window[0])
 
+    @property
+    def kept_up(self) -> bool | None:
+        """Whether the engine kept up with the window's arrivals; None where that cannot be
+        read (no window, one reaching into the drain, or too few requests in it)."""
+        rec = self.result.rec
+        if not self.has_window or rec.runs_past_arrivals or rec.windowed < FEW_IN_WINDOW:
+            return None
+        return rec.keeps_up
+
     def _window_lines(self) -> list[str]:
         """Which requests the percentiles are of, and whether the engine kept up."""
-        if not self.windowed:
+        if not self.has_window:
             return []
         rec = self.result.rec
         low, high = rec.window
@@ -198,16 +205,16 @@ class SimulateReport:
                          "it holds the drain, where an overloaded engine's backlog "
                          "finishes, so whether it keeps up is not read; goodput is over "
                          f"{first:,.6g}–{last:,.6g} s")
-        elif rec.arrived_in_window < FEW_IN_WINDOW:
-            lines.append(f"  {rec.arrived_in_window:,} requests arrived in the window: too few "
-                         "to read whether the engine keeps up")
-        elif rec.keeps_up:
+        elif self.kept_up is None:
+            lines.append(f"  {rec.windowed:,} requests arrived in the window: too few to read "
+                         "whether the engine keeps up")
+        elif self.kept_up:
             lines.append(f"  it keeps up: {rec.finished_in_window:,} requests finished in the "
-                         f"window, {rec.arrived_in_window:,} arrived in it")
+                         f"window, {rec.windowed:,} arrived in it")
         else:
             lines.append(f"  IT DOES NOT KEEP UP: {rec.finished_in_window:,} requests finished in "
-                         f"the window, {rec.arrived_in_window:,} arrived in it; the queue grows, "
-                         "and a longer run reads longer latencies")
+                         f"the window, {rec.windowed:,} arrived in it; the queue grows, and a "
+                         "longer run reads longer latencies")
         return lines
 
     def _rejected_lines(self) -> list[str]:
@@ -238,7 +245,7 @@ class SimulateReport:
                  "request; the p-th percentile is the value p% of them are at or under (log "
                  "histogram, 0.23%-wide bins)", _ms_q("TTFT p50", ttft["p50"]),
                  q("requests measured", hist["ttft"].total, "",
-                   "completed, arriving in the window" if self.windowed else "completed")),
+                   "completed, arriving in the window" if self.has_window else "completed")),
             step("TPOT percentiles", "(finish − first token) ÷ (output tokens − 1), one value "
                  "per completed request with more than one output token; percentiles as for TTFT",
                  _ms_q("TPOT p50", tpot["p50"]),
@@ -247,7 +254,7 @@ class SimulateReport:
                  q("request rate", r.request_rate, "req/s"), q("completed", r.completed),
                  q("simulated time", r.duration_s, "s", "first arrival to last finish")),
         ]
-        if self.windowed and (self.slo_ttft_s is not None or self.slo_tpot_s is not None):
+        if self.has_window and (self.slo_ttft_s is not None or self.slo_tpot_s is not None):
             low, high = r.rec.measured_window
             out.append(step(
                 "goodput", "requests arriving in the window that completed and met every SLO "

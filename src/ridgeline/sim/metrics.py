@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from ridgeline.engines import EngineProfile
 from ridgeline.sim.request import Request
 
-KEEP_UP_SLACK = 0.03  # a steady window's late arrivals may outnumber its late finishes by this
+KEEP_UP_SLACK = 0.03  # a steady window's arrivals may outnumber the finishes in it by this
 _BINS_PER_DECADE = 1000
 _LOW = 1e-7  # seconds
 
@@ -131,16 +131,14 @@ class Recorder:
         self.keep_rows = False  # per-request rows for export (memory grows with requests)
         # arrivals whose latencies the histograms keep (the steady state; default: all)
         self.window: tuple[float, float] = (-math.inf, math.inf)
-        # requests arriving in it, and finishing in it (whenever they arrived)
-        self.arrived_in_window = self.finished_in_window = 0
-        self.windowed = 0  # completed requests whose latencies the histograms keep …
+        self.finished_in_window = 0  # completed requests finishing in it (whenever they came)
+        self.windowed = 0  # completed requests arriving in it: the histograms keep theirs …
         self.windowed_rejected = 0  # … and the rejected ones arriving in the window
         self.arrived_s = (math.inf, -math.inf)  # the first and last arrival (run or rejected)
 
     def finish(self, r: Request) -> None:
         self.completed += 1
         low, high = self.window
-        self.arrived_in_window += low <= r.arrival_s <= high
         self.finished_in_window += low <= r.finish_s <= high
         self.output_tokens += r.num_generated
         self.prompt_tokens += r.prompt_tokens
@@ -176,7 +174,7 @@ class Recorder:
         engine at its end as many as at its start; an overloaded engine finishes only its
         capacity, and its queue grows. The slack is the larger of 3 % and two Poisson
         deviations of the count."""
-        n = self.arrived_in_window
+        n = self.windowed
         if math.isinf(self.window[0]) or not n or self.runs_past_arrivals:
             return True
         return self.finished_in_window >= n * (1 - max(KEEP_UP_SLACK, 2 / math.sqrt(n)))
