@@ -267,18 +267,25 @@ def sglang_max_running_requests(capacity_tokens: int, context_len: int,
     rule = engine_defaults("sglang")["max_running_requests"]
     seats = given or min(max(int(capacity_tokens / context_len * rule["per_context"]),
                              rule["least"]), rule["most"])
-    if given is None and sglang_legacy_fraction(1, version) is not None:
+    if given is None and sglang_before_v05(version):
         seats += 1
     return max(1, min(seats, capacity_tokens // 2))
+
+
+def sglang_before_v05(version: str | None) -> bool:
+    """Whether ``version`` is an SGLang before v0.5, whose memory rules were fixed by
+    tensor-parallel size (default: the newest, so no)."""
+    before = engine_defaults("sglang")["legacy_fraction"]["before"]
+    return version is not None and parse_version(version) < parse_version(before)
 
 
 def sglang_legacy_fraction(tp: int, version: str | None) -> float | None:
     """SGLang before v0.5: mem_fraction_static fixed by tensor-parallel size (0.88 at TP1
     down to 0.79 at TP16); None for v0.5+, which derives it from the card's memory."""
-    legacy = engine_defaults("sglang")["legacy_fraction"]
-    if version is None or parse_version(version) >= parse_version(legacy["before"]):
+    if not sglang_before_v05(version):
         return None
-    return float(next(f for least, f in legacy["rows"] if tp >= least))
+    rows = engine_defaults("sglang")["legacy_fraction"]["rows"]
+    return float(next(f for least, f in rows if tp >= least))
 
 
 def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
