@@ -366,30 +366,32 @@ def _core(labels: dict[str, str]) -> tuple[str | None, ...]:
     return tuple(labels.get(label) for label in CORE_LABELS)
 
 
-def _by_core(series: list[tuple[dict[str, str], float]],
-             keep: Callable[[dict[str, str]], bool] = lambda _: True) -> list[float]:
-    """A metric's value per data-parallel core: its API-server shares summed, its ranks (which
-    report the same requests, or export the same counters) averaged."""
+def _ranks_by_core(series: list[tuple[dict[str, str], float]],
+                   keep: Callable[[dict[str, str]], bool] = lambda _: True
+                   ) -> list[list[float]]:
+    """A metric's values per data-parallel core, one per rank, its API-server shares summed."""
     cores: dict[tuple[str | None, ...], dict[tuple[str | None, ...], float]] = {}
     for labels, v in series:
         if keep(labels):
             ranks = cores.setdefault(_core(labels), {})
             rank = tuple(labels.get(label) for label in RANK_LABELS)
             ranks[rank] = ranks.get(rank, 0.0) + v
-    return [sum(r.values()) / len(r) for r in cores.values()]
+    return [list(ranks.values()) for ranks in cores.values()]
+
+
+def _by_core(series: list[tuple[dict[str, str], float]],
+             keep: Callable[[dict[str, str]], bool] = lambda _: True) -> list[float]:
+    """A metric's value per data-parallel core: its API-server shares summed, its ranks (which
+    report the same requests, or export the same counters) averaged."""
+    return [sum(ranks) / len(ranks) for ranks in _ranks_by_core(series, keep)]
 
 
 def _rank_gap(series: list[tuple[dict[str, str], float]]) -> tuple[float, float] | None:
     """The widest gap between ranks of one core (lowest, highest) where they disagree past
     what scraping them a moment apart explains (more than 2 and a half apart), or None."""
-    cores: dict[tuple[str | None, ...], dict[tuple[str | None, ...], float]] = {}
-    for labels, v in series:
-        rank = tuple(labels.get(label) for label in RANK_LABELS)
-        ranks = cores.setdefault(_core(labels), {})
-        ranks[rank] = ranks.get(rank, 0.0) + v
     worst = None
-    for ranks in cores.values():
-        lo, hi = min(ranks.values()), max(ranks.values())
+    for ranks in _ranks_by_core(series):
+        lo, hi = min(ranks), max(ranks)
         if hi - lo > 2 and hi > 1.5 * lo and (worst is None or hi - lo > worst[1] - worst[0]):
             worst = (lo, hi)
     return worst
