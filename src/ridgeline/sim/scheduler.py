@@ -80,7 +80,7 @@ class Scheduler:
         self.sync: Callable[[], None] = _nothing  # brings the running requests' counters up
         # to date (the simulator's fast path keeps its decodes as sums) …
         self.leaving: Callable[[Request], None] = _ignore  # … and takes a preempted one out
-        self.decoding_held: Callable[[], int] = self._decoding_held
+        self.decoding_held: Callable[[], int] = self.walk_decoding_held
 
     def reservation(self, r: Request) -> int:
         """Under reserve_full, the blocks of r's whole life, its last verify step's drafts too."""
@@ -92,7 +92,7 @@ class Scheduler:
         """Under reserve_full, whether r's whole life fits beside the running requests'."""
         return self.reserved_blocks + self.reservation(r) <= self.pool.total
 
-    def _decoding_held(self) -> int:
+    def walk_decoding_held(self) -> int:
         """Σ clipped remaining output of the running requests that decode (the simulator's
         fast path counts them from its sums instead)."""
         return sum(held_for_output(q) for q in self.running

@@ -68,9 +68,7 @@ class Simulator:
                                    self.pool)
         self.scheduler.sync = self._sync_decodes
         self.scheduler.leaving = self._leave_decodes
-        plain_held = self.scheduler.decoding_held
-        self.scheduler.decoding_held = lambda: self.decodes.held(self._g) if self._in_bulk \
-            else plain_held()
+        self.scheduler.decoding_held = self._decoding_held
         self.now_s = 0.0
         self.steps = 0
         a, k = config.spec_acceptance, config.spec_tokens
@@ -94,6 +92,12 @@ class Simulator:
         """Write the running decodes' counters (kept as sums in the fast path) back."""
         if self._in_bulk:
             self.decodes.sync_all(self._g)
+
+    def _decoding_held(self) -> int:
+        """SGLang's estimate of the running outputs: from the sums in the fast path."""
+        if self._in_bulk:
+            return self.decodes.held(self._g)
+        return self.scheduler.walk_decoding_held()
 
     def _leave_decodes(self, r: Request) -> None:
         """A running request is preempted: out of the summed decodes, its counters written."""
@@ -402,7 +406,7 @@ class Simulator:
         order each take the blocks this step needs, and while the pool cannot give them the
         newest running request is preempted (recompute; its full blocks stay cached). O(batch),
         but only on the steps that run short. True if it preempted."""
-        s, pool, dset, g = self.scheduler, self.pool, self.decodes, self._g
+        s, pool, g = self.scheduler, self.pool, self._g
         before = s.preemptions
         bs, budget = self.config.block_size, self.config.max_num_batched_tokens
         running, partial = s.running, self._partial
@@ -418,10 +422,7 @@ class Simulator:
                 victim = running[-1]
                 if victim is partial:
                     self._partial = partial = None
-                else:
-                    dset.sync(victim, g)
-                    dset.discard(victim, g)
-                s.preempt_last()
+                s.preempt_last()  # a member leaves the sums first (_leave_decodes)
                 if victim is r:
                     return True  # nothing behind it is left to run
             if need > 0:
