@@ -173,6 +173,27 @@ def _gpu(p: argparse.ArgumentParser, required: bool = True, several: bool = Fals
     p.set_defaults(gpu_required=required)
 
 
+def _pipeline(p: Any) -> None:  # a parser or an argument group
+    p.add_argument("--pipeline-parallel-size", "-pp", dest="pipeline_parallel_size", metavar="PP",
+                   type=_positive_count("pipeline-parallel size"),
+                   help="vLLM/SGLang/TensorRT-LLM: stages of layers, each a tensor-parallel "
+                   "group of --num-gpus (PP × TP GPUs in all; default 1); llama.cpp splits "
+                   "layers over --num-gpus itself")
+
+
+def pipeline_size(args: argparse.Namespace, engine: str | None) -> int:
+    """The pipeline stages asked for (1 by default), refused for llama.cpp, whose layer split
+    is --num-gpus with -sm layer."""
+    pp = getattr(args, "pipeline_parallel_size", None)
+    if pp is None:
+        return 1
+    if engine is not None and engine.startswith("llama.cpp"):
+        raise InputError("--pipeline-parallel-size is vLLM's, SGLang's and TensorRT-LLM's: "
+                         "llama.cpp splits the layers over --num-gpus itself (-sm layer, its "
+                         "default)")
+    return int(pp)
+
+
 def _engine(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", type=_typed(_engine_name),
                    help="engine whose calibrated profile gives the expectation (default vllm; "
@@ -417,8 +438,9 @@ def load_deployment(args: argparse.Namespace, model: Any = None) -> Any:
     given = getattr(args, "engine", None)  # engine-free commands leave it out
     engine = engine_id(given) if isinstance(given, str) else None
     model = model or load_model(args)
+    pp = pipeline_size(args, engine)
     return Deployment.build(model, acc, getattr(args, "weights", None),
-                            getattr(args, "kv_dtype", None), args.num_gpus, engine=engine,
+                            getattr(args, "kv_dtype", None), args.num_gpus * pp, pp, engine=engine,
                             flash_attention=flash_attention(args, engine or "vllm"),
                             offload=host_offload(args, model, engine),
                             split_mode=getattr(args, "split_mode", None))

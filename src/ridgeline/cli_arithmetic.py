@@ -16,6 +16,7 @@ from ridgeline.cli import (
     _not_empty,
     _offload,
     _output,
+    _pipeline,
     _positive_count,
     _positive_float,
     accelerator_names,
@@ -255,6 +256,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("decode", help="decode step: floor and expected time, tok/s per user and total")
     _model(p)
     _gpu(p, several=True)
+    _pipeline(p)
     _formats(p)
     p.add_argument("--batch", type=_count_list("batch", MAX_BATCH), default=[1],
                    help="one batch or a list: 1,8,32,128,296")
@@ -272,6 +274,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("prefill", help="prefill floor (TTFT) of a prompt and its intensity")
     _model(p)
     _gpu(p, several=True)
+    _pipeline(p)
     _formats(p)
     p.add_argument("--prompt-len", type=_positive_count("prompt length"), required=True)
     p.add_argument("--batch", type=_positive_count("batch", MAX_BATCH), default=1)

@@ -19,6 +19,7 @@ from ridgeline.cli import (
     _not_empty,
     _offload,
     _output,
+    _pipeline,
     _positive_count,
     _positive_float,
     _split_mode,
@@ -36,6 +37,7 @@ from ridgeline.cli import (
     load_profile,
     no_fit_ctx,
     one_card,
+    pipeline_size,
 )
 from ridgeline.errors import InputError, shorten
 
@@ -68,7 +70,8 @@ def cmd_fit(args: argparse.Namespace) -> Any:
     acc = load_accelerator(args)
     if len(engines) > 1:
         return _compare_engines(args, model, acc, engines)
-    dep = Deployment.build(model, acc, args.weights, args.kv_dtype, args.num_gpus,
+    pp = pipeline_size(args, engines[0])
+    dep = Deployment.build(model, acc, args.weights, args.kv_dtype, args.num_gpus * pp, pp,
                            engine=engines[0], flash_attention=flash_attention(args, engines[0]),
                            offload=host_offload(args, model, engines[0]),
                            split_mode=args.split_mode)
@@ -111,7 +114,8 @@ def _compare_accelerators(args: argparse.Namespace, model: Any, cards: list[str]
         one = one_card(args, card)
         acc = load_accelerator(one)
         engine = engine_id(one.engine) if len(engines) == 1 else engines[0]  # the card's build
-        dep = Deployment.build(model, acc, args.weights, args.kv_dtype, args.num_gpus,
+        pp = pipeline_size(args, engine)
+        dep = Deployment.build(model, acc, args.weights, args.kv_dtype, args.num_gpus * pp, pp,
                                engine=engine, flash_attention=flash_attention(args, engine),
                                offload=host_offload(args, model, engine),
                                split_mode=args.split_mode)
@@ -148,8 +152,10 @@ def _compare_engines(args: argparse.Namespace, model: Any, acc: Any, engines: li
         raise InputError("an engine is named twice in --engine")
     settings = EngineSettings(max_model_len=args.max_model_len, usage=args.usage or "serve")
     return FitComparison(tuple(
-        fit_report(Deployment.build(model, acc, args.weights, args.kv_dtype, args.num_gpus,
-                                    engine=engine), args.max_model_len, settings,
+        fit_report(Deployment.build(model, acc, args.weights, args.kv_dtype,
+                                    args.num_gpus * pipeline_size(args, engine),
+                                    pipeline_size(args, engine), engine=engine),
+                   args.max_model_len, settings,
                    args.target_concurrency) for engine in engines))
 
 def cmd_simulate(args: argparse.Namespace) -> Any:
@@ -543,6 +549,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("fit", help="the KV pool an engine leaves, and the capacity verdict")
     _model(p)
     _gpu(p, several=True)
+    _pipeline(p)
     _formats(p)
     p.add_argument("--max-model-len", type=_positive_count("max model length"),
                    help="conversation length to size for (vLLM --max-model-len); leave it out "

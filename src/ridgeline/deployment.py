@@ -191,6 +191,10 @@ class Deployment:
         assert kv_name is not None
         if isinstance(num_gpus, bool) or not isinstance(num_gpus, int) or num_gpus < 1:
             raise InputError(f"number of GPUs must be a whole number ≥ 1, got {num_gpus!r}")
+        if pipeline_parallel_size > model.num_layers:
+            raise InputError(f"{pipeline_parallel_size} pipeline stages split {model.name}'s "
+                             f"{model.num_layers} layers: more stages than layers leaves some "
+                             "with none")
         if num_gpus % pipeline_parallel_size:
             raise InputError(f"{num_gpus} GPUs do not split into {pipeline_parallel_size} "
                              "pipeline stages")
@@ -262,6 +266,15 @@ class Deployment:
     @property
     def num_gpus(self) -> int:
         return self.tensor_parallel_size * self.pipeline_parallel_size
+
+    @property
+    def gpus_label(self) -> str:
+        """'8 x h100-sxm'; a serving engine's pipeline '16 x h100-sxm (TP8 × PP2)' (llama.cpp's
+        layer split is its own default over the GPUs)."""
+        label = f"{self.num_gpus} x {self.accelerator.id}"
+        if self.pipeline_parallel_size > 1 and not self.engine.startswith("llama.cpp"):
+            label += f" (TP{self.tensor_parallel_size} × PP{self.pipeline_parallel_size})"
+        return label
 
     @cached_property
     def dequantizes(self) -> bool:

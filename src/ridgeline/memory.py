@@ -31,6 +31,7 @@ from ridgeline.kvgroups import KVGroups, vllm_kv_groups
 from ridgeline.layouts import DENSE, FULL, LINEAR, MAMBA, MOE, WINDOW_MIXERS
 from ridgeline.llamacpp_memory import cells_that_fit, compute_buffer_bytes, slot_cache_bytes
 from ridgeline.offload import gpu_share, gpu_weight_bytes, host_weight_bytes
+from ridgeline.stages import Stage, pipeline_stages, stage_weight_bytes
 from ridgeline.units import GIB
 from ridgeline.vllm_memory import (
     VLLMAccounting,
@@ -164,6 +165,12 @@ class KVPool:
     windows_apart: bool = False  # llama.cpp, SGLang: a conversation costs tokens x context
     in_flight_batches: int = 1  # vLLM v0.26+ under async scheduling: window groups keep 2
     windows_in_full: bool = False  # vLLM before v0.10: a window+full model cached in full
+    stage: Stage | None = None  # pipeline parallel: the stage whose pool binds (stages.py)
+
+    @property
+    def layer_share(self) -> float:
+        """The binding pipeline stage's layers over an even split's (1 without a pipeline)."""
+        return 1.0 if self.stage is None else self.stage.layer_share
 
     @property
     def rest_bytes(self) -> float:
@@ -290,7 +297,17 @@ def sglang_legacy_fraction(tp: int, version: str | None) -> float | None:
 
 def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
             total_bytes: float | None = None) -> KVPool:
-    """The per-GPU KV pool of ``dep.engine`` under ``settings``."""
+    """The per-GPU KV pool of ``dep.engine`` under ``settings``: of a pipeline, the stage
+    whose pool holds the fewest blocks (every stage sizes its own; the engine keeps the
+    fewest, stages.py)."""
+    pools = stage_pools(dep, settings, total_bytes)
+    return min(pools, key=lambda pool: (pool.blocks, pool.rest_bytes))
+
+
+def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
+                total_bytes: float | None = None) -> tuple[KVPool, ...]:
+    """The pool each pipeline stage of a serving engine sizes, first to last; one pool for
+    a deployment without a pipeline, or for llama.cpp (its layer split is its own)."""
     s = settings or EngineSettings()
     engine = dep.engine
     if engine.startswith("torch-"):
@@ -299,25 +316,38 @@ def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
                          "trtllm or llama.cpp-…)")
     if s.engine_version is not None:
         _check_version_kind(engine, s.engine_version)
-    d = engine_defaults(engine)
     total = total_bytes or device_memory_bytes(dep.accelerator)
-    weights = gpu_weight_bytes(dep) / dep.num_gpus  # all of them, but for llama.cpp's -ngl
     if s.language_model_only and engine != "vllm":
         raise InputError(f"--language-model-only is vLLM's; {engine} has no such setting")
-    if not engine.startswith("llama.cpp") and not s.language_model_only:  # llama.cpp: mmproj
-        weights += dep.model.vision_tower_bytes / dep.num_gpus  # is a file apart
-    non_torch = float(d.get("non_torch_gib", 0.4)) * GIB
     if s.swa_full_tokens_ratio is not None and engine != "sglang":
         raise InputError(f"--swa-full-tokens-ratio is SGLang's; {engine} has no such setting")
     if not s.async_scheduling and engine != "vllm":
         raise InputError(f"--no-async-scheduling is vLLM's; {engine} has no such setting")
     if not s.prefix_caching and engine != "vllm" and engine != "sglang":
         raise InputError(f"--no-prefix-caching sizes vLLM's pool; {engine} has no such setting")
+    on_gpus = gpu_weight_bytes(dep)  # all of them, but for llama.cpp's -ngl
+    # llama.cpp's vision projector (mmproj) is a file apart
+    vision = 0.0 if engine.startswith("llama.cpp") or s.language_model_only \
+        else dep.model.vision_tower_bytes
+    if dep.pipeline_parallel_size > 1 and not engine.startswith("llama.cpp"):
+        return tuple(_stage_pool(dep, s, total, stage_weight_bytes(dep, stage, on_gpus, vision),
+                                 stage) for stage in pipeline_stages(dep))
+    return (_stage_pool(dep, s, total, (on_gpus + vision) / dep.num_gpus, None),)
+
+
+def _stage_pool(dep: Deployment, s: EngineSettings, total: float, weights: float,
+                stage: Stage | None) -> KVPool:
+    """The pool of one GPU holding ``weights``: of one pipeline ``stage`` (its share of the
+    layers' cache; the sampler on the last), or of a deployment without a pipeline (None)."""
+    engine = dep.engine
+    d = engine_defaults(engine)
+    share = 1.0 if stage is None else stage.layer_share
+    non_torch = float(d.get("non_torch_gib", 0.4)) * GIB
     if engine == "vllm":  # windows and states: vLLM's own groups (kvgroups.py)
         footprint = kv_footprint(dep.model, 1, dep.kv.bytes_per_element)
         per_token = footprint.bytes_per_token_growing * dep.kv_replication / dep.num_gpus
-        return _vllm_pool(dep, s, total, weights, per_token)
-    per_token = token_bytes(dep, s.swa_full_tokens_ratio, s.engine_version)  # engine's windows
+        return _vllm_pool(dep, s, total, weights, per_token * share, stage)
+    per_token = token_bytes(dep, s.swa_full_tokens_ratio, s.engine_version) * share
     if engine.startswith("llama.cpp") or engine not in ("sglang", "trtllm"):
         return _llamacpp_pool(dep, s, total, weights, non_torch, per_token)
     if engine == "sglang":
@@ -330,7 +360,7 @@ def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
         # SGLang keeps activations and CUDA graphs in the memory it holds back.
         pool = KVPool(engine, total, fraction, weights, 0.0, non_torch, 0.0, 1.0, per_token,
                       s.block_size or int(d["page_size"]), 1, tokens,
-                      windows_apart=has_windows(dep))
+                      windows_apart=has_windows(dep), stage=stage)
         context = s.max_model_len or dep.model.max_position_embeddings or 131072
         return replace(pool, max_num_seqs=sglang_max_running_requests(
             pool.tokens, context, s.max_num_seqs, s.engine_version))
@@ -340,7 +370,8 @@ def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
     forward = tokens * activation_bytes_per_token(dep)
     free_rest = s.gpu_memory_utilization or float(d["kv_cache_free_gpu_mem_fraction"])
     return KVPool(engine, total, 1.0, weights, forward, non_torch, 0.0, free_rest, per_token,
-                  s.block_size or int(d["tokens_per_block"]), seqs, tokens, forward_bytes=forward)
+                  s.block_size or int(d["tokens_per_block"]), seqs, tokens, forward_bytes=forward,
+                  stage=stage)
 
 
 def llamacpp_build(text: str) -> int | None:
@@ -446,7 +477,7 @@ VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)  # vLLM's CacheConfig BlockSize 
 
 
 def _vllm_pool(dep: Deployment, s: EngineSettings, total: float, weights: float,
-               per_token: float) -> KVPool:
+               per_token: float, stage: Stage | None = None) -> KVPool:
     """vLLM: total × gpu_memory_utilization − weights − the profiling pass's peak (the larger
     of the forward pass over the token budget and the sampler over max_num_seqs requests) −
     non-torch memory − (v0.21+) the CUDA-graph estimate, as ``s.engine_version`` counts them."""
@@ -470,8 +501,9 @@ def _vllm_pool(dep: Deployment, s: EngineSettings, total: float, weights: float,
                          f"got {block}")
     fraction = s.gpu_memory_utilization or float(d["gpu_memory_utilization"])
     forward = tokens * activation_bytes_per_token(dep)
-    sampler = sampler_peak_bytes(dep, seqs, acc)
-    graphs = cuda_graph_bytes(dep, seqs, acc, s.enforce_eager)
+    # only the last pipeline stage samples (and so profiles the sampler)
+    sampler = sampler_peak_bytes(dep, seqs, acc) if stage is None or stage.last else 0.0
+    graphs = cuda_graph_bytes(dep, seqs, acc, s.enforce_eager, stage)
     paged = dep  # before the hybrid allocator, a model mixing windows and full attention
     kinds = {layer.mixer for layer in dep.model.layers}  # cached every layer in full
     if not acc.hybrid_allocator and FULL in kinds and kinds & set(WINDOW_MIXERS):
@@ -479,11 +511,13 @@ def _vllm_pool(dep: Deployment, s: EngineSettings, total: float, weights: float,
     groups = vllm_kv_groups(paged, s.block_size or int(d["block_size"]),
                             align_state_blocks(dep, acc, s.prefix_caching))
     block = groups.block_size if groups else s.block_size or int(d["block_size"])
-    weights += mxfp4_padding_bytes(dep)
+    weights += mxfp4_padding_bytes(dep) * (1.0 if stage is None else stage.layer_share)
+    if groups is not None and stage is not None:  # a block holds this stage's layers
+        groups = replace(groups, page_bytes=groups.page_bytes * stage.layer_share)
     return KVPool("vllm", total, fraction, weights, max(forward, sampler), non_torch_bytes(dep, acc),
                   graphs, 1.0, per_token, block, seqs, tokens, groups, forward, sampler, acc,
                   in_flight_batches=acc.in_flight_batches if s.async_scheduling else 1,
-                  windows_in_full=paged is not dep)
+                  windows_in_full=paged is not dep, stage=stage)
 
 
 def align_state_blocks(dep: Deployment, acc: VLLMAccounting, prefix_caching: bool) -> int:
@@ -510,7 +544,7 @@ def conversation_bytes(pool: KVPool, dep: Deployment, context: int) -> float:
         return pool.kv_bytes_per_token * context
     if pool.host_cells:  # -ngl left every growing layer, and its cache, on the host
         return 0.0
-    return sequence_bytes_per_gpu(dep, context)
+    return sequence_bytes_per_gpu(dep, context) * pool.layer_share
 
 
 def conversations(pool: KVPool, dep: Deployment, context: int) -> int:
@@ -531,7 +565,7 @@ def conversations(pool: KVPool, dep: Deployment, context: int) -> int:
             held = min(held, int(cache // (context * pool.kv_bytes_per_token
                                            + pool.slot_bytes_each)))
         return held
-    per_seq = sequence_bytes_per_gpu(dep, context)
+    per_seq = sequence_bytes_per_gpu(dep, context) * pool.layer_share
     return int(pool.pool_bytes // per_seq) if per_seq else 0
 
 

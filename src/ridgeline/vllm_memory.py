@@ -23,6 +23,7 @@ from ridgeline.deployment import Deployment
 from ridgeline.errors import InputError
 from ridgeline.parallel import LOW_LATENCY_FABRICS
 from ridgeline.quantization import EXPERTS
+from ridgeline.stages import Stage
 from ridgeline.units import GIB, MIB
 
 LOGIT_BYTES = 4  # the sampler upcasts logits to fp32
@@ -115,12 +116,12 @@ def capture_sizes(max_num_seqs: int) -> int:
 
 
 def cuda_graph_bytes(dep: Deployment, max_num_seqs: int, acc: VLLMAccounting,
-                     enforce_eager: bool) -> float:
+                     enforce_eager: bool, stage: Stage | None = None) -> float:
     """The CUDA-graph estimate v0.21+ takes from the KV budget: layers on one pipeline
     stage × captured sizes × 0.45 MiB (logged pools: 0.23–0.56 MiB per layer per size)."""
     if enforce_eager or not acc.graphs_in_budget:
         return 0.0
-    layers = dep.model.num_layers / dep.pipeline_parallel_size
+    layers = dep.model.num_layers if stage is None else stage.layers
     per = float(_vllm_data()["cuda_graph_mib_per_layer_per_size"]) * MIB
     return layers * capture_sizes(max_num_seqs) * per
 

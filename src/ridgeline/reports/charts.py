@@ -41,7 +41,7 @@ def _(report: DecodeReport) -> Chart:
     expected = [step_cost(dep, decode_batch(b, context), profile).time_s for b in BATCHES]
     xs = tuple(float(b) for b in BATCHES)
     return Chart(
-        f"{dep.model.name} on {dep.num_gpus} x {dep.accelerator.id}: decode at {context:,} tokens",
+        f"{dep.model.name} on {dep.gpus_label}: decode at {context:,} tokens",
         "batch", "tokens/s",
         (Series("aggregate, floor", xs, tuple(f.aggregate_tok_s for f in floor), "dashed"),
          Series(f"aggregate, expected ({engine})", xs,
@@ -82,7 +82,7 @@ def _(report: FitReport) -> Chart:
               Series("ridge", tuple(xs), (report.ridge_batch,) * len(xs), "dashed")]
     if report.target:
         series.append(Series("target", tuple(xs), (float(report.target),) * len(xs), "dashed"))
-    return Chart(f"{dep.model.name} on {dep.num_gpus} x {dep.accelerator.id} ({dep.engine})",
+    return Chart(f"{dep.model.name} on {dep.gpus_label} ({dep.engine})",
                  "context tokens", "conversations at once", tuple(series), log_x=True,
                  log_y=True)
 

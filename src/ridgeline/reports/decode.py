@@ -68,7 +68,7 @@ _NOT_REACHED = ("expected on {engine}: nothing: {engine} cannot run a batch of {
 
 
 def _deployment_line(dep: Deployment) -> str:
-    line = (f"{dep.model.name} on {dep.num_gpus} x {dep.accelerator.id}"
+    line = (f"{dep.model.name} on {dep.gpus_label}"
             + (_split(dep) if dep.num_gpus > 1 and dep.engine.startswith("llama.cpp") else "")
             + ", weights "
             f"{dep.weights.label}, KV {dep.kv.id}, matmuls at {dep.matmuls_label}"
@@ -447,7 +447,7 @@ class DecodeComparison(_ByCard):
         for r in self.reports:
             for (f, _), e in zip(r.floors, r.expected):
                 runs = r.engine_runs(f)
-                rows.append([f"{r.deployment.num_gpus} x {r.deployment.accelerator.id}",
+                rows.append([r.deployment.gpus_label,
                              str(f.batch), f"{f.context:,}", f"{f.step_time_s * 1e3:,.2f}",
                              f"{e.time_s * 1e3:,.2f}" if runs else r.why_not(f),
                              f"{1 / e.time_s:,.1f}" if runs else "",
@@ -574,7 +574,7 @@ class PrefillComparison(_ByCard):
         for r in self.reports:
             f, e = r.floor, r.expected
             tokens = f.batch * f.prompt_len
-            rows.append([f"{r.deployment.num_gpus} x {r.deployment.accelerator.id}",
+            rows.append([r.deployment.gpus_label,
                          f"{f.time_s * 1e3:,.1f}",
                          f"{e.time_s * 1e3:,.1f}" if r.runs else
                          "pool too small" if f.fit.fits else "does not fit",

@@ -26,7 +26,9 @@ from ridgeline.memory import (
     kv_pool,
     past_trained_context,
     refuses_to_start,
+    stage_pools,
 )
+from ridgeline.parallel import node_size
 from ridgeline.precision import kv_dtype, weight_plan
 from ridgeline.render import table
 from ridgeline.reports.fit_budget import (
@@ -41,6 +43,7 @@ from ridgeline.reports.fit_budget import (
     window_rule,
 )
 from ridgeline.roofline import batch_for_intensity, ridge_step
+from ridgeline.stages import stage_layers
 from ridgeline.units import GIB, plural
 from ridgeline.vllm_memory import parse_version
 
@@ -168,7 +171,13 @@ class FitReport:
         refusal = context_refusal(self.deployment, self.context)
         return {
             "model": self.deployment.model.name, "accelerator": self.deployment.accelerator.id,
-            "num_gpus": self.deployment.num_gpus, "engine": p.engine, "context": self.context,
+            "num_gpus": self.deployment.num_gpus,
+            "tensor_parallel_size": self.deployment.tensor_parallel_size,
+            "pipeline_parallel_size": self.deployment.pipeline_parallel_size,
+            "binding_stage": None if p.stage is None else {
+                "index": p.stage.index, "layers": p.stage.layers,
+                "describe": p.stage.describe()},
+            "engine": p.engine, "context": self.context,
             "memory_bytes_per_gpu": p.total_bytes, "reserved_fraction": p.reserved_fraction,
             "reserved_bytes_per_gpu": p.total_bytes * p.reserved_fraction,
             # TensorRT-LLM: the pool is this share of what is left (kv_cache_free_gpu_mem_fraction)
@@ -252,9 +261,9 @@ class FitReport:
         if p.accounting is None and self.settings.engine_version:
             engine += f" {self.settings.engine_version}"
         lines = [*([self.searched] if self.searched else []), headline,
-                 f"{d.model.name} on {d.num_gpus} x {d.accelerator.id}, {engine}, weights "
+                 f"{d.model.name} on {d.gpus_label}, {engine}, weights "
                  f"{d.weights.label}, KV {d.kv.id}",
-                 *_offload_lines(d, self.launch_cells), ""]
+                 *_offload_lines(d, self.launch_cells), *_stage_lines(p), ""]
         lines += table(budget_rows(p, self.settings), ["", ""])[1:]
         held = f"holds {p.logged_tokens(self.context):,} tokens in {p.blocks:,} blocks of " \
             f"{p.block_size}"
@@ -346,7 +355,7 @@ class FitComparison:
 
     def _name(self, r: FitReport) -> str:
         d = r.deployment
-        return r.pool.engine if self.by == "engine" else f"{d.num_gpus} x {d.accelerator.id}"
+        return r.pool.engine if self.by == "engine" else d.gpus_label
 
     @property
     def steps(self) -> tuple[Step, ...]:
@@ -368,7 +377,7 @@ class FitComparison:
                  f"{r.batch:,}", r.verdict] for r in self.reports]
         target = f", against a target of {first.target:,}" if first.target else ""
         if self.by == "engine":
-            head = (f"{d.model.name} on {d.num_gpus} x {d.accelerator.id}, weights "
+            head = (f"{d.model.name} on {d.gpus_label}, weights "
                     f"{d.weights.label}: conversations of {first.context:,} tokens by "
                     f"engine{target}")
             foot = ("each at its own defaults, tokens as each engine counts them; "
@@ -443,6 +452,7 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
     dense_bpw = dep.bytes_per_weight_split[0]
     ridge_batch = batch_for_intensity(ridge, dense_bpw)
     steps = (
+        *_stage_steps(dep, s, pool),
         llamacpp_pool_step(dep, pool, s) if is_llamacpp(pool) else
         step("KV pool per GPU", "(total × reserved fraction − weights − activations − non-torch "
              "− graphs) × free fraction of the rest" if pool.free_fraction_of_rest != 1 else
@@ -583,6 +593,33 @@ def _offload_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSetti
     return levers
 
 
+def _stage_lines(p: KVPool) -> list[str]:
+    """Which pipeline stage's pool binds, where the deployment has stages."""
+    if p.stage is None:
+        return []
+    layers = stage_layers(p.stage.model_layers, p.stage.count)
+    return [f"layers per stage {', '.join(map(str, layers))}; each stage sizes its own pool "
+            "and the engine holds no more than its tightest, so the figures below are those "
+            f"of {p.stage.describe()}"]
+
+
+def _stage_steps(dep: Deployment, s: EngineSettings, pool: KVPool) -> tuple[Step, ...]:
+    """The pipeline's stages, each pool's blocks, and the one that binds."""
+    if pool.stage is None:
+        return ()
+    pools = stage_pools(dep, s)
+    return (step("binding pipeline stage", "every stage sizes a pool from its own weights "
+                 "(its layers' share, the embedding on the first, the lm_head on the last) and "
+                 "its own layers' blocks; the engine keeps the fewest blocks (vLLM V1 "
+                 "get_kv_cache_configs: the smallest num_blocks among workers)",
+                 q("binds", pool.stage.describe()),
+                 q("layers per stage", ", ".join(str(p.stage.layers) for p in pools if p.stage),
+                   "", "vLLM get_pp_indices: even, the remainder to the stages before the last"),
+                 q("weights per GPU by stage",
+                   ", ".join(f"{p.weight_bytes / GIB:,.2f}" for p in pools), "GiB"),
+                 q("blocks by stage", ", ".join(f"{p.blocks:,}" for p in pools))),)
+
+
 def _levers(r: FitReport) -> list[Lever]:
     d, s = r.deployment, r.settings
     gguf = is_llamacpp(r.pool)
@@ -601,9 +638,15 @@ def _levers(r: FitReport) -> list[Lever]:
         options.append((f"{2 * d.num_gpus} GPUs ("
                         f"{'layer split' if more.pipeline_parallel_size > 1 else '-sm tensor'})",
                         more, r.context, s))
-    elif d.offload is None and not tensor_parallel_problem(d.model, doubled):
+    elif d.offload is None and doubled <= node_size(d.accelerator) \
+            and not tensor_parallel_problem(d.model, doubled):
         options.append((f"{2 * d.num_gpus} GPUs (tensor parallel)",
                         replace(d, tensor_parallel_size=doubled), r.context, s))
+    elif d.offload is None and 2 * d.pipeline_parallel_size <= d.model.num_layers:
+        # past one node's NVLink domain: more pipeline stages, as vLLM's docs advise
+        more = replace(d, pipeline_parallel_size=2 * d.pipeline_parallel_size)
+        options.append((f"{2 * d.num_gpus} GPUs (TP{d.tensor_parallel_size} × "
+                        f"PP{more.pipeline_parallel_size})", more, r.context, s))
     options.append((f"half the context ({r.context // 2:,} tokens)", d, max(1, r.context // 2),
                     s))
     smaller = SMALLER_GGUF if gguf else SMALLER_WEIGHTS

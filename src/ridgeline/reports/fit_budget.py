@@ -15,6 +15,7 @@ from ridgeline.memory import (
     engine_defaults,
     llamacpp_outputs,
 )
+from ridgeline.stages import stage_weight_bytes
 from ridgeline.units import GIB
 
 
@@ -145,8 +146,9 @@ def peak_quantities(dep: Deployment, p: KVPool) -> list[Quantity]:
     if p.accounting is None:
         return [forward]
     sampler = q("sampler", p.sampler_bytes / GIB, "GiB",
-                f"{p.accounting.sampler_logit_copies:g} × {p.max_num_seqs} requests × vocab "
-                f"{dep.model.vocab_size:,} × 4 B (vLLM {p.accounting.era}+ sampler)")
+                "none: only the last pipeline stage samples" if p.stage and not p.stage.last
+                else f"{p.accounting.sampler_logit_copies:g} × {p.max_num_seqs} requests × "
+                f"vocab {dep.model.vocab_size:,} × 4 B (vLLM {p.accounting.era}+ sampler)")
     return [forward, sampler, q("activation peak", p.activation_bytes / GIB, "GiB",
                                 "the larger of the two")]
 
@@ -156,8 +158,8 @@ def weights_note(dep: Deployment, pool: KVPool) -> str:
     experts; llama.cpp's input embedding (and -ngl's host layers) in host memory."""
     from ridgeline.vllm_memory import mxfp4_padding_bytes
 
-    share = f"{dep.weight_bytes / dep.num_gpus / GIB:,.2f} GiB of {dep.weights.label} weights " \
-        "per GPU"
+    share = f"{checkpoint_share_bytes(dep, pool) / GIB:,.2f} GiB of {dep.weights.label} " \
+        "weights per GPU" + (f" of {pool.stage.describe()}" if pool.stage else "")
     vision = vision_bytes_in_pool(dep, pool)
     if vision > 0:
         share += (f" + {vision / GIB:,.2f} GiB of vision tower ("
@@ -167,6 +169,8 @@ def weights_note(dep: Deployment, pool: KVPool) -> str:
         return (f"{share} + {mxfp4_padding_bytes(dep) / GIB:,.2f} GiB: vLLM pads the MXFP4 "
                 f"experts to its kernel's tile ({dep.accelerator.family})")
     if vision > 0:
+        return share
+    if pool.stage is not None:
         return share
     if is_llamacpp(pool) and pool.weight_bytes < dep.weight_bytes / dep.num_gpus:
         return (f"{share}, less what stays in host memory: the input embedding"
@@ -181,6 +185,15 @@ def vision_bytes_in_pool(dep: Deployment, pool: KVPool) -> float:
 
     if is_llamacpp(pool):
         return 0.0
-    extra = pool.weight_bytes - dep.weight_bytes / dep.num_gpus \
-        - (mxfp4_padding_bytes(dep) if pool.engine == "vllm" else 0.0)
+    share = 1.0 if pool.stage is None else pool.stage.layer_share
+    extra = pool.weight_bytes - checkpoint_share_bytes(dep, pool) \
+        - (mxfp4_padding_bytes(dep) * share if pool.engine == "vllm" else 0.0)
     return max(0.0, extra)
+
+
+def checkpoint_share_bytes(dep: Deployment, pool: KVPool) -> float:
+    """The checkpoint's weights on one GPU of the pool's deployment (of its binding pipeline
+    stage), before a vision tower or padding."""
+    if pool.stage is None:
+        return dep.weight_bytes / dep.num_gpus
+    return stage_weight_bytes(dep, pool.stage, dep.weight_bytes, 0.0)

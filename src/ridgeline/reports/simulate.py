@@ -115,7 +115,7 @@ class SimulateReport:
 
     def text_lines(self) -> list[str]:
         r, c, d = self.result, self.config, self.deployment
-        lines = [f"{d.model.name} on {d.num_gpus} x {d.accelerator.id} ({d.engine}, weights "
+        lines = [f"{d.model.name} on {d.gpus_label} ({d.engine}, weights "
                  f"{d.weights.label}, KV {d.kv.id}"
                  + (", experts spread over the GPUs (EP)" if d.expert_parallel else "")
                  + (f"; {d.offload.describe(d.model)}" if d.offload else "") + f"): {self.load}",

@@ -1,0 +1,123 @@
+"""Pipeline stages: vLLM's layer split, each stage's weights, and the stage whose pool binds."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.errors import InputError
+from ridgeline.memory import EngineSettings, conversations, kv_pool, stage_pools
+from ridgeline.offload import gpu_weight_bytes
+from ridgeline.quantization import EMBEDDING, LM_HEAD
+from ridgeline.stages import pipeline_stages, stage_layers, stage_weight_bytes
+from tests.conftest import run_cli
+
+LONG = EngineSettings(max_model_len=32768)
+
+
+def dep(model: str, tp: int, pp: int, engine: str = "vllm", gpu: str = "h100") -> Deployment:
+    return Deployment.build(resolve_model(model), resolve_accelerator(gpu), None, None, tp * pp,
+                            pp, engine=engine)
+
+
+@pytest.mark.parametrize(("layers", "stages", "split"), [
+    (80, 2, (40, 40)),
+    (61, 2, (31, 30)),            # DeepSeek-R1: the one left over goes before the last stage
+    (126, 4, (31, 32, 32, 31)),   # Llama-3.1-405B: the middle stages, first and last spared
+    (7, 4, (2, 2, 2, 1)),         # a remainder of pp − 1 reaches the first stage too
+])
+def test_layers_split_as_vllm_splits_them(layers: int, stages: int,
+                                          split: tuple[int, ...]) -> None:
+    assert stage_layers(layers, stages) == split
+    assert sum(split) == layers
+
+
+def test_stage_weights_sum_to_the_model_and_the_embedding_sits_first() -> None:
+    d = dep("llama-3.1-405b", 8, 2)
+    by = d.bytes_by_category
+    first, last = (stage_weight_bytes(d, s, gpu_weight_bytes(d), 0.0)
+                   for s in pipeline_stages(d))
+    assert (first + last) * 8 == pytest.approx(d.weight_bytes)  # untied: nothing held twice
+    layers = d.weight_bytes - by[EMBEDDING] - by[LM_HEAD]
+    assert first * 8 == pytest.approx(layers / 2 + by[EMBEDDING])
+    assert last * 8 == pytest.approx(layers / 2 + by[LM_HEAD])
+    tied = dep("llama-3.2-1b", 1, 2)  # a tied embedding: the last stage keeps its own copy
+    assert tied.model.tie_word_embeddings
+    held = sum(stage_weight_bytes(tied, s, tied.weight_bytes, 0.0) for s in pipeline_stages(tied))
+    assert held == pytest.approx(tied.weight_bytes + tied.bytes_by_category[EMBEDDING])
+
+
+def test_the_pool_is_the_stage_with_fewest_blocks() -> None:
+    d = dep("deepseek-r1", 8, 2)
+    pools = stage_pools(d, LONG)
+    assert [p.stage.layers for p in pools if p.stage] == [31, 30]
+    pool = kv_pool(d, LONG)
+    assert pool.blocks == min(p.blocks for p in pools) < max(p.blocks for p in pools)
+    assert pool.stage is not None and pool.stage.first  # 31 layers and the embedding
+    assert pools[-1].sampler_bytes > 0 and pools[0].sampler_bytes == 0  # the last one samples
+    # a block of the 31-layer stage holds 31 layers' KV, not an even split's 30.5
+    assert pools[0].page_bytes / pools[1].page_bytes == pytest.approx(31 / 30)
+
+
+def test_pipeline_beats_tensor_parallel_past_the_node_for_llama_405b() -> None:
+    """16 H100s: TP16 replicates Llama-3.1-405B's 8 KV heads (each rank keeps one), where
+    TP8 × PP2 splits them, and TP16 also holds more of the sampler and activations per GPU."""
+    model = resolve_model("llama-3.1-405b")
+    tp16 = Deployment.build(model, resolve_accelerator("h100"), None, None, 16)
+    pp2 = dep("llama-3.1-405b", 8, 2)
+    held_tp16 = conversations(kv_pool(tp16, LONG), tp16, 32768)
+    held_pp2 = conversations(kv_pool(pp2, LONG), pp2, 32768)
+    assert held_pp2 > 2 * held_tp16 > 0
+
+
+@pytest.mark.parametrize("engine", ["sglang", "trtllm"])
+def test_other_engines_size_each_stage_too(engine: str) -> None:
+    d = dep("llama-3.1-405b", 8, 2, engine)
+    pool = kv_pool(d, LONG)
+    assert pool.stage is not None
+    assert pool.weight_bytes == max(p.weight_bytes for p in stage_pools(d, LONG))
+    assert conversations(pool, d, 32768) > 0
+
+
+def test_more_stages_than_layers_is_refused() -> None:
+    with pytest.raises(InputError, match="more stages than layers"):
+        dep("llama-3.2-1b", 1, 32)
+
+
+def test_fit_with_pipeline_stages(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "fit", "deepseek-r1", "--gpu", "h100", "--num-gpus", "8",
+                           "--pipeline-parallel-size", "2", "--max-model-len", "32768")
+    assert code == 0
+    assert "16 x h100-sxm (TP8 × PP2)" in out
+    assert "layers per stage 31, 30" in out and "stage 1 of 2 (31 layers and the embedding)" in out
+    code, out, _ = run_cli(capsys, "fit", "deepseek-r1", "--gpu", "h100", "--num-gpus", "8",
+                           "-pp", "2", "--max-model-len", "32768", "--json")
+    report = json.loads(out)
+    assert (report["num_gpus"], report["tensor_parallel_size"],
+            report["pipeline_parallel_size"]) == (16, 8, 2)
+    assert report["binding_stage"]["layers"] == 31
+    code, out, _ = run_cli(capsys, "fit", "deepseek-r1", "--gpu", "h100", "--num-gpus", "8",
+                           "-pp", "2", "--max-model-len", "32768", "--explain")
+    assert "binding pipeline stage" in out and "blocks by stage" in out
+    assert "none: only the last pipeline stage samples" in out
+
+
+def test_fit_lever_past_a_node_adds_pipeline_stages(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "fit", "llama-3.1-405b", "--gpu", "h100", "--num-gpus", "8",
+                           "--max-model-len", "32768", "--json")
+    names = [lever["name"] for lever in json.loads(out)["levers"]]
+    assert "16 GPUs (TP8 × PP2)" in names
+    assert not any("tensor parallel" in name for name in names)  # TP16 would leave the node
+
+
+def test_pipeline_flag_is_refused_where_it_does_not_apply(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "-pp", "2",
+                           "--engine", "llama.cpp", "--max-model-len", "8192")
+    assert code == 2 and "splits the layers over --num-gpus" in err
+    assert len(err.strip().splitlines()) == 1
+    code, out, _ = run_cli(capsys, "decode", "llama-3.1-405b", "--gpu", "h100", "--num-gpus",
+                           "8", "-pp", "2", "--batch", "1", "--context", "8000")
+    assert code == 0 and "16 x h100-sxm (TP8 × PP2)" in out
