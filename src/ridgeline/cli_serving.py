@@ -176,6 +176,10 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                          "fit compare several)")
     acc = load_accelerator(args)
     engine = engine_id(args.engine)
+    if pipeline_size(args, engine) > 1:
+        raise InputError("simulate runs one engine without pipeline stages (plan sizes them as "
+                         "lanes of micro-batches): `ridgeline fit` and `decode` take "
+                         "--pipeline-parallel-size")
     model = load_model(args)
     if args.expert_parallel and not model.is_moe:
         raise InputError(f"--enable-expert-parallel spreads a MoE's experts: {model.name} is "
@@ -600,6 +604,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("simulate", help="continuous batching under a load: TTFT/TPOT, goodput")
     _model(p)
     _gpu(p)
+    _pipeline(p)
     _formats(p)
     _engine(p)
     _offload(p)
