@@ -183,14 +183,14 @@ def test_fit_prints_the_token_count_and_concurrency_vllm_logs(
 
 
 def test_prefix_caching_keeps_two_state_blocks_for_a_linear_attention_hybrid() -> None:
-    """vLLM v0.14+ with prefix caching (its default) runs Qwen3.5/3.6 in mamba_cache_mode
+    """vLLM v0.15+ with prefix caching asked for runs Qwen3.5/3.6 in mamba_cache_mode
     "align": each of the 3 state groups holds 2 blocks per request. A v0.24.0 log of
-    Qwen3.6-35B-A3B NVFP4 on an RTX 5090 (fp8 KV, 131,072 tokens; club-3090 #612): 5.98 GiB,
-    "567,978 tokens", "4.33x" = 299 blocks ÷ (63 + 3 × 2)."""
+    Qwen3.6-35B-A3B NVFP4 on an RTX 5090 (fp8 KV, 131,072 tokens, 'enable_prefix_caching':
+    True; club-3090 #612): 5.98 GiB, "567,978 tokens", "4.33x" = 299 blocks ÷ (63 + 3 × 2)."""
     d = Deployment.build(resolve_model("qwen3.6-35b-a3b"), resolve_accelerator("rtx-5090"),
                          None, "fp8", 1)
     s = EngineSettings(max_model_len=131_072, max_num_seqs=1, max_num_batched_tokens=8192,
-                       engine_version="0.24.0")
+                       engine_version="0.24.0", prefix_caching=True)
     pool = kv_pool(d, s)
     assert pool.block_size == 2096 and pool.request_blocks(131_072) == 63 + 3 * 2
     assert pool.groups is not None and pool.groups.decode_blocks(131_072) == 63 + 3 * 2
@@ -200,15 +200,16 @@ def test_prefix_caching_keeps_two_state_blocks_for_a_linear_attention_hybrid() -
     assert logged.blocks == 299 and round(logged.pool_bytes / 2**30, 2) == 5.98
     assert round(logged.concurrency(131_072), 2) == 4.33
     assert logged.logged_tokens(131_072) == 567_978
-    # prefix caching off, or before v0.14 (no align mode): one state block each
+    # prefix caching off, or before v0.15 (no align mode): one state block each
     off = kv_pool(d, replace(s, prefix_caching=False), logged.total_bytes)
     assert off.request_blocks(131_072) == 66 == kv_pool(
-        d, replace(s, engine_version="0.13"), logged.total_bytes).request_blocks(131_072)
+        d, replace(s, engine_version="0.14"), logged.total_bytes).request_blocks(131_072)
     # a v0.18 log of Qwen3.5-35B-A3B on a GB10 (1,056-token blocks, 262,144 tokens) read
     # "729,696 tokens" (blocks ÷ 4 groups × 1,056) and "10.85x": 249 full + 3 × 2 state
     gb10 = kv_pool(Deployment.build(resolve_model("qwen3.5-35b-a3b"),
                                     resolve_accelerator("dgx-spark-gb10"), "fp8", None, 1),
-                   EngineSettings(max_model_len=262_144, engine_version="0.18.1"))
+                   EngineSettings(max_model_len=262_144, engine_version="0.18.1",
+                                  prefix_caching=True))
     assert gb10.block_size == 1056 and gb10.request_blocks(262_144) == 249 + 3 * 2
     blocks = [b for b in range(2000, 4000) if b // 4 * 1056 == 729_696]
     assert any(round(b / (249 + 3 * 2), 2) == 10.85 for b in blocks)

@@ -107,6 +107,7 @@ def test_fit_with_pipeline_stages(capsys: pytest.CaptureFixture[str]) -> None:
 def test_fit_lever_past_a_node_adds_pipeline_stages(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(capsys, "fit", "llama-3.1-405b", "--gpu", "h100", "--num-gpus", "8",
                            "--max-model-len", "32768", "--json")
+    assert code == 0
     names = [lever["name"] for lever in json.loads(out)["levers"]]
     assert "16 GPUs (TP8 × PP2)" in names
     assert not any("tensor parallel" in name for name in names)  # TP16 would leave the node

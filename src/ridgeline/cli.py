@@ -549,7 +549,7 @@ def engine_settings(args: argparse.Namespace) -> Any:
         usage=args.usage or "serve",
         engine_version=getattr(args, "engine_version", None),
         async_scheduling=not getattr(args, "no_async_scheduling", False),
-        prefix_caching=not getattr(args, "no_prefix_caching", False),
+        prefix_caching=getattr(args, "prefix_caching", None),
         language_model_only=getattr(args, "language_model_only", False),
         flash_attn=getattr(args, "flash_attn", None) != "off",
         swa_full_tokens_ratio=getattr(args, "swa_full_tokens_ratio", None))

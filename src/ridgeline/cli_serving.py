@@ -47,6 +47,14 @@ MAX_WORKERS = 256  # processes plan may start on this machine (--executor ray: t
 MAX_POLL_S = 86_400.0  # observe's window and interval against a live engine: a day
 
 
+def _prefix_caching(g: Any, help_text: str) -> None:
+    switch = g.add_mutually_exclusive_group()
+    switch.add_argument("--enable-prefix-caching", dest="prefix_caching", action="store_const",
+                        const=True, help=help_text + " (default: the engine's)")
+    switch.add_argument("--no-prefix-caching", dest="prefix_caching", action="store_const",
+                        const=False, help="the engine without prefix caching")
+
+
 def cmd_fit(args: argparse.Namespace) -> Any:
     from dataclasses import replace
 
@@ -131,7 +139,7 @@ ENGINE_KNOBS = ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_token
                 "block_size", "engine_version", "flash_attn", "swa_full_tokens_ratio",
                 "split_mode", "gpu_layers", "n_cpu_moe", "cpu_moe", "host_bandwidth_gbs",
                 "host_link_gbs", "host_memory_gib", "output_layer_last", "fit_target_mib",
-                "fit_ctx", "no_async_scheduling", "no_prefix_caching", "language_model_only")
+                "fit_ctx", "no_async_scheduling", "prefix_caching", "language_model_only")
 
 
 def _compare_engines(args: argparse.Namespace, model: Any, acc: Any, engines: list[str]) -> Any:
@@ -139,9 +147,12 @@ def _compare_engines(args: argparse.Namespace, model: Any, acc: Any, engines: li
     from ridgeline.memory import EngineSettings
     from ridgeline.reports.fit import FitComparison, fit_report
 
-    flag = {"gpu_layers": "-ngl", "fit_target_mib": "--fit-target"}
+    flag = {"gpu_layers": "-ngl", "fit_target_mib": "--fit-target",
+            "prefix_caching": "--enable-prefix-caching" if args.prefix_caching
+            else "--no-prefix-caching"}
     knobs = [flag.get(k, f"--{k.replace('_', '-')}") for k in ENGINE_KNOBS
-             if getattr(args, k, None) is not None and getattr(args, k) is not False]
+             if getattr(args, k, None) is not None
+             and (getattr(args, k) is not False or k == "prefix_caching")]
     if knobs or args.enforce_eager or args.plot:
         given = knobs + (["--enforce-eager"] if args.enforce_eager else []) + (
             ["--plot"] if args.plot else [])
@@ -219,8 +230,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         no_fit_ctx(args)
         dep = fitted(args, dep, settings, settings.max_model_len,
                      kv_pool(dep, settings).max_num_seqs)
-    config = sim_config(dep, settings, not args.no_prefix_caching,
-                        args.spec_tokens, args.spec_acceptance, args.spec_draft_cost,
+    config = sim_config(dep, settings, args.spec_tokens, args.spec_acceptance, args.spec_draft_cost,
                         cells=settings.max_model_len if story else None)
     if args.ignore_eos:
         config = replace(config, ignore_eos=True)
@@ -581,9 +591,9 @@ def register(sub: Any) -> None:
                    type=_positive_count("block size"), metavar="N",
                    help="tokens per KV block/page")
     g.add_argument("--enforce-eager", action="store_true", help="vLLM: no CUDA graphs")
-    g.add_argument("--no-prefix-caching", action="store_true",
-                   help="vLLM v0.14+: a linear-attention hybrid keeps one state block per "
-                   "request, not two")
+    _prefix_caching(g, "vLLM: a hybrid with recurrent state (Qwen3-Next, Nemotron-H) runs "
+                    "without it by default before v0.28; with it, a linear-attention hybrid "
+                    "keeps two state blocks per request, not one")
     _vllm_memory_switches(g)
     g.add_argument("--swa-full-tokens-ratio", type=_positive_float("swa_full_tokens_ratio"),
                    metavar="R", help="SGLang hybrid-SWA models: window pool ÷ full pool "
@@ -657,9 +667,9 @@ def register(sub: Any) -> None:
                    help="engine version whose memory rules to follow (vLLM, SGLang)")
     g.add_argument("--swa-full-tokens-ratio", type=_positive_float("swa_full_tokens_ratio"),
                    metavar="R", help="SGLang hybrid-SWA models: window pool ÷ full pool (0.8)")
-    g.add_argument("--no-prefix-caching", action="store_true",
-                   help="no prompt reuse between requests (and, vLLM v0.14+, one state block "
-                   "per request for a linear-attention hybrid)")
+    _prefix_caching(g, "prompt reuse between requests; vLLM runs a hybrid with recurrent "
+                    "state without it by default before v0.28, and with it a linear-attention "
+                    "hybrid keeps two state blocks per request")
     _vllm_memory_switches(g)
     g.add_argument("--ignore-eos", action="store_true",
                    help="SGLang: the requests ask for exactly their output (sglang.bench_serving "

@@ -87,6 +87,18 @@ class Measurement:
             return True
         return None
 
+    def prefix_caching(self) -> bool | None:
+        """Whether the notes say the engine ran with prefix caching ('prefix caching on',
+        "'enable_prefix_caching': True", 'prefix caching off (forced: …)'); None when they do
+        not say."""
+        if re.search(r"prefix caching off|enable_prefix_caching'?\s*[=:]?\s*False", self.notes,
+                     re.IGNORECASE):
+            return False
+        if re.search(r"prefix caching on|enable_prefix_caching'?\s*[=:]?\s*True", self.notes,
+                     re.IGNORECASE):
+            return True
+        return None
+
     def offload(self) -> HostOffload | None:
         """llama.cpp's partial offload where the notes state the host ('ngl=20;
         host_bandwidth_gbs=38.4; host_link_gbs=7.88; n_cpu_moe=0'; 'ngl_rule=before-18148'

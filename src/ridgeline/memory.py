@@ -33,6 +33,7 @@ from ridgeline.llamacpp_memory import cells_that_fit, compute_buffer_bytes, slot
 from ridgeline.offload import gpu_share, gpu_weight_bytes, host_weight_bytes
 from ridgeline.stages import Stage, pipeline_stages, stage_weight_bytes
 from ridgeline.units import GIB
+from ridgeline.vllm_hybrid import ssm_state_dtype, state_blocks
 from ridgeline.vllm_memory import (
     VLLMAccounting,
     cuda_graph_bytes,
@@ -91,7 +92,8 @@ class EngineSettings:
     flash_attn: bool = True  # llama.cpp -fa (default auto: on where the backend supports it)
     swa_full_tokens_ratio: float | None = None  # SGLang's window pool ÷ full pool (default 0.8)
     async_scheduling: bool = True  # vLLM (default since v0.14): off is --no-async-scheduling
-    prefix_caching: bool = True  # vLLM V1's default: off is --no-prefix-caching
+    # vLLM: None is its default (on; for a model with recurrent state, off before v0.28)
+    prefix_caching: bool | None = None
     language_model_only: bool = False  # vLLM --language-model-only: no vision tower loaded
 
     def __post_init__(self) -> None:
@@ -323,8 +325,9 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
         raise InputError(f"--swa-full-tokens-ratio is SGLang's; {engine} has no such setting")
     if not s.async_scheduling and engine != "vllm":
         raise InputError(f"--no-async-scheduling is vLLM's; {engine} has no such setting")
-    if not s.prefix_caching and engine != "vllm" and engine != "sglang":
-        raise InputError(f"--no-prefix-caching sizes vLLM's pool; {engine} has no such setting")
+    if s.prefix_caching is not None and engine != "vllm" and engine != "sglang":
+        flag = "--enable-prefix-caching" if s.prefix_caching else "--no-prefix-caching"
+        raise InputError(f"{flag} is vLLM's and SGLang's; {engine} has no such setting")
     on_gpus = gpu_weight_bytes(dep)  # all of them, but for llama.cpp's -ngl
     # llama.cpp's vision projector (mmproj) is a file apart
     vision = 0.0 if engine.startswith("llama.cpp") or s.language_model_only \
@@ -508,6 +511,9 @@ def _vllm_pool(dep: Deployment, s: EngineSettings, total: float, weights: float,
     kinds = {layer.mixer for layer in dep.model.layers}  # cached every layer in full
     if not acc.hybrid_allocator and FULL in kinds and kinds & set(WINDOW_MIXERS):
         paged = replace(dep, model=windows_as_full(dep.model))
+    state_dtype = ssm_state_dtype(dep.model, acc.version)
+    if state_dtype != dep.model.state_dtype:  # Nemotron-H: vLLM's own SSM cache dtype
+        paged = replace(paged, model=replace(paged.model, state_dtype=state_dtype))
     groups = vllm_kv_groups(paged, s.block_size or int(d["block_size"]),
                             align_state_blocks(dep, acc, s.prefix_caching))
     block = groups.block_size if groups else s.block_size or int(d["block_size"])
@@ -520,13 +526,12 @@ def _vllm_pool(dep: Deployment, s: EngineSettings, total: float, weights: float,
                   windows_in_full=paged is not dep, stage=stage)
 
 
-def align_state_blocks(dep: Deployment, acc: VLLMAccounting, prefix_caching: bool) -> int:
-    """State blocks a request holds per state group: vLLM v0.14+ with prefix caching puts a
-    linear-attention hybrid in mamba_cache_mode "align", two (the running state and the last
-    block-aligned one); otherwise one. Mamba layers, which vLLM may cache in "all" mode (a
-    state per block), are left at one: that mode is not modelled."""
-    states = {layer.mixer for layer in dep.model.layers if layer.mixer in (LINEAR, MAMBA)}
-    return acc.linear_state_blocks if prefix_caching and states == {LINEAR} else 1
+def align_state_blocks(dep: Deployment, acc: VLLMAccounting, prefix_caching: bool | None
+                       ) -> int:
+    """State blocks a request holds per state group (vllm_hybrid.py): two in
+    mamba_cache_mode "align" (three for Mamba-2 from v0.32), else one — "all" mode, a state
+    per block, is not modelled."""
+    return state_blocks(dep.model, prefix_caching, acc.version, acc.linear_state_blocks)
 
 
 def sequence_bytes_per_gpu(dep: Deployment, context: int) -> float:

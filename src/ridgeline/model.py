@@ -186,6 +186,7 @@ class ModelSpec:
     # a multimodal checkpoint's vision tower and projector: loaded by a serving engine beside
     # the text model, never read by a text token (vision_params.py)
     vision_params: int = 0
+    state_dtype_given: bool = False  # the config names it (mamba_ssm_cache_dtype / _ssm_dtype)
 
     def __hash__(self) -> int:
         # Cheap and consistent with equality (equal specs share these); the full field
@@ -311,7 +312,8 @@ class _Reader:
                              f"is stored in ({', '.join(sorted(set(_DTYPES)))})")
         dtype_raw = str(dtype_raw).removeprefix("torch.")
         dtype = _DTYPES[dtype_raw]
-        state_dtype = _DTYPES.get(str(self.c.get("mamba_ssm_dtype") or dtype_raw), dtype)
+        state_named = self.c.get("mamba_ssm_cache_dtype") or self.c.get("mamba_ssm_dtype")
+        state_dtype = _DTYPES.get(str(state_named or dtype_raw), dtype)
         return ModelSpec(
             name=self.name,
             architecture=_first(self.c.get("architectures")) or self.model_type,
@@ -334,6 +336,7 @@ class _Reader:
             ),
             dtype=dtype,
             state_dtype=state_dtype,
+            state_dtype_given=bool(state_named) and str(state_named) in _DTYPES,
             stored_formats=tuple(
                 sorted(stored_formats(self.c.get("quantization_config"), self.name).items())
             ),

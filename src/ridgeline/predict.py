@@ -304,6 +304,7 @@ def kv_row_settings(row: Measurement) -> EngineSettings:
         max_num_batched_tokens=int(tokens) if tokens else None,
         block_size=int(block) if block else None,
         enforce_eager=ran_eager(row),
+        prefix_caching=row.prefix_caching() if row.engine == "vllm" else None,
         engine_version=version, flash_attn=row.flash_attention() is not False)
 
 

@@ -14,7 +14,7 @@ from ridgeline.deployment import Deployment, tensor_parallel_problem, weights_pl
 from ridgeline.engine_windows import has_windows
 from ridgeline.errors import InputError
 from ridgeline.explain import Step, q, step
-from ridgeline.layouts import CHUNKED, MAMBA
+from ridgeline.layouts import CHUNKED
 from ridgeline.memory import (
     EngineSettings,
     KVPool,
@@ -45,6 +45,7 @@ from ridgeline.reports.fit_budget import (
 from ridgeline.roofline import batch_for_intensity, ridge_step
 from ridgeline.stages import stage_layers
 from ridgeline.units import GIB, plural
+from ridgeline.vllm_hybrid import cache_mode
 from ridgeline.vllm_memory import parse_version
 
 NON_CUDA_VENDORS = ("google", "intel")  # TPU (JAX/XLA) and Gaudi backends: no CUDA graphs
@@ -118,13 +119,14 @@ class FitReport:
                        f"{d.accelerator.vendor} backend checks it: read the pool as approximate")
         if p.accounting is not None and p.accounting.tp_caveat and d.tensor_parallel_size > 1:
             out.append(f"vLLM {p.accounting.version} {p.accounting.tp_caveat}")
-        if p.accounting is not None and self.settings.prefix_caching \
-                and parse_version(p.accounting.version) >= MAMBA_CACHE_MODES_FROM \
-                and any(layer.mixer == MAMBA for layer in d.model.layers):
-            out.append(f"vLLM {p.accounting.version} with prefix caching may keep a Mamba "
-                       "layer's state at every block (mamba_cache_mode 'all', for the "
-                       "architectures that support it), which is not modelled: the pool would "
-                       "hold fewer conversations; --no-prefix-caching matches this sizing")
+        if p.accounting is not None and cache_mode(
+                d.model, self.settings.prefix_caching, p.accounting.version) == "all":
+            out.append(f"vLLM {p.accounting.version} with prefix caching keeps "
+                       f"{d.model.name}'s Mamba state at every block (mamba_cache_mode 'all'), "
+                       "which is not modelled: its blocks round up to the Mamba chunk and its "
+                       "start-up check counts a state block per block of tokens, so it holds "
+                       "fewer conversations than this sizing, which --no-prefix-caching (its "
+                       "default before v0.28) matches")
         if p.accounting is not None and any(layer.mixer == CHUNKED for layer in d.model.layers) \
                 and CHUNKED_HMA_OFF[0] <= parse_version(p.accounting.version) < CHUNKED_HMA_OFF[1]:
             out.append(f"vLLM {p.accounting.version} may run chunked attention without its "
@@ -675,7 +677,6 @@ def _levers(r: FitReport) -> list[Lever]:
 
 
 CHUNKED_HMA_OFF = ((0, 10, 1), (0, 23))  # releases that may cache chunked layers in full
-MAMBA_CACHE_MODES_FROM = (0, 14)  # mamba_cache_mode align/all with prefix caching (PR #30877)
 
 
 def _start_steps(pool: KVPool, dep: Deployment, context: int) -> tuple[Step, ...]:

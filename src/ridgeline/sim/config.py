@@ -29,16 +29,24 @@ class SimConfig:
     ubatch_tokens: int = 0  # llama.cpp: a step (-b tokens) runs as passes of this many (-ub)
 
 
-def sim_config(dep: Deployment, settings: object | None = None, prefix_caching: bool = True,
+def sim_config(dep: Deployment, settings: object | None = None,
                spec_tokens: int = 0, spec_acceptance: float = 0.0,
                spec_draft_cost: float = 0.0, fast_path: bool = True,
                cells: int | None = None) -> SimConfig:
     """The simulated engine's limits, from the engine-aware memory model. ``cells``:
     llama-server's -c as --fit chose it (it allocates that many, and no more), where no
-    placement carries it (the model fitted whole)."""
+    placement carries it (the model fitted whole). Prompts are reused as the settings ask,
+    by default as the engine does (vLLM: not for a hybrid with recurrent state before v0.28)."""
     from ridgeline.memory import EngineSettings, kv_pool
 
     s = settings if isinstance(settings, EngineSettings) else EngineSettings()
+    prefix_caching = s.prefix_caching is not False
+    if dep.engine == "vllm":
+        from ridgeline.vllm_hybrid import prefix_caching as vllm_prefix_caching
+        from ridgeline.vllm_memory import vllm_accounting
+
+        version = vllm_accounting(s.engine_version).version
+        prefix_caching = vllm_prefix_caching(dep.model, s.prefix_caching, version)
     max_len = s.max_model_len or dep.model.max_position_embeddings or 131072
     pool = kv_pool(dep, s)
     blocks, block_size, overhead = pool.blocks, pool.block_size, 0

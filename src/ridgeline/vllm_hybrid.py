@@ -1,0 +1,87 @@
+"""How vLLM keeps a hybrid model's recurrent state: whether prefix caching runs, in which
+``mamba_cache_mode``, how many state blocks a request holds, and in which dtype.
+
+A hybrid here is a model with recurrent-state layers (Mamba, linear attention) beside its
+attention. vLLM long kept prefix caching off for them by default (engines.json
+``hybrid_prefix_caching``, with its sources):
+
+- v0.10.2–v0.11.0 force it off; from v0.11.1 it may be asked for (``--enable-prefix-caching``)
+  for the Mamba architectures that support it, whose state is then kept at every block
+  (what v0.15 names mamba_cache_mode "all"); from v0.15 for every hybrid, the others in
+  "align" mode: two state blocks a request, the running state and the last block-aligned one;
+- from v0.28 it is on by default, and always "align" unless "all" is asked for; from v0.32 a
+  Mamba-2 layer keeps a third block in "align" (a prefill checkpoint).
+
+"all" mode is not modelled: its block size rounds to the Mamba chunk and each state group
+counts a block per block of tokens at start-up, so ``fit`` says so where it applies.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ridgeline.layouts import LINEAR, MAMBA
+from ridgeline.model import ModelSpec
+from ridgeline.vllm_memory import _vllm_data, parse_version
+
+
+def _rules() -> dict[str, Any]:
+    return dict(_vllm_data()["hybrid_prefix_caching"])
+
+
+def _at_least(version: str, key: str) -> bool:
+    return parse_version(version) >= parse_version(str(_rules()[key]))
+
+
+def has_state(model: ModelSpec) -> bool:
+    """Whether the model has recurrent-state layers (Mamba, linear attention)."""
+    return any(layer.mixer in (LINEAR, MAMBA) for layer in model.layers)
+
+
+def all_mode_architecture(model: ModelSpec) -> bool:
+    """A Mamba architecture vLLM can cache at every block (SupportsMambaPrefixCaching)."""
+    return model.model_type in _rules()["all_mode_model_types"]
+
+
+def prefix_caching(model: ModelSpec, asked: bool | None, version: str) -> bool:
+    """Whether vLLM ``version`` runs ``model`` with prefix caching: as asked (None: its
+    default, on but for a hybrid before v0.28), and never where the version forces it off."""
+    if not has_state(model):
+        return True if asked is None else asked
+    if asked is None:
+        return _at_least(version, "default_on_from")
+    if not asked or not _at_least(version, "opt_in_from"):
+        return False
+    return all_mode_architecture(model) or _at_least(version, "any_hybrid_from")
+
+
+def cache_mode(model: ModelSpec, asked: bool | None, version: str) -> str:
+    """mamba_cache_mode as vLLM picks it: "none" without prefix caching, "all" for the Mamba
+    architectures that support it until v0.28, otherwise "align"."""
+    if not has_state(model) or not prefix_caching(model, asked, version):
+        return "none"
+    if all_mode_architecture(model) and not _at_least(version, "all_mode_until"):
+        return "all"
+    return "align"
+
+
+def state_blocks(model: ModelSpec, asked: bool | None, version: str,
+                 align_blocks: int) -> int:
+    """State blocks a request holds per state group: one ("none"; "all", not modelled), or
+    in "align" ``align_blocks`` (two), and from v0.32 one more where Mamba-2 layers run."""
+    if cache_mode(model, asked, version) != "align":
+        return 1
+    mamba2 = model.mamba is not None and model.mamba.version == 2 \
+        and any(layer.mixer == MAMBA for layer in model.layers)
+    return align_blocks + (1 if mamba2 and _at_least(version, "mamba2_checkpoint_block_from")
+                           else 0)
+
+
+def ssm_state_dtype(model: ModelSpec, version: str) -> str:
+    """The dtype vLLM keeps the SSM state in: Nemotron-H's in float32 from v0.20 unless its
+    config names one (engines.json ``nemotron_h_ssm_cache_dtype``); else the model's own."""
+    rule = _vllm_data()["nemotron_h_ssm_cache_dtype"]
+    if model.model_type == "nemotron_h" and not model.state_dtype_given \
+            and parse_version(version) >= parse_version(str(rule["from"])):
+        return str(rule["dtype"])
+    return model.state_dtype

@@ -1,0 +1,110 @@
+"""How vLLM keeps a hybrid's recurrent state: prefix caching's default by version, the
+mamba_cache_mode it picks, the state blocks a request holds, and Nemotron-H's SSM dtype."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.memory import EngineSettings, kv_pool
+from ridgeline.sim.config import sim_config
+from ridgeline.vllm_hybrid import cache_mode, prefix_caching, ssm_state_dtype
+from tests.conftest import run_cli
+
+
+def dep(model: str, gpu: str = "h200", n: int = 1) -> Deployment:
+    return Deployment.build(resolve_model(model), resolve_accelerator(gpu), None, None, n)
+
+
+@pytest.mark.parametrize(("version", "asked", "on"), [
+    ("0.26", None, False),   # 'Hybrid models support prefix caching but keep it opt-in'
+    ("0.28", None, True),    # on by default from v0.28 (PR #50991)
+    ("0.26", True, True),
+    ("0.14", True, False),   # linear attention: 'without support for prefix caching'
+    ("0.15", True, True),    # any hybrid may ask for it from v0.15 ('align')
+    ("0.11.0", True, False),  # forced off for every hybrid
+])
+def test_a_linear_attention_hybrid_runs_prefix_caching_by_version(
+        version: str, asked: bool | None, on: bool) -> None:
+    qwen = resolve_model("qwen3-next-80b")
+    assert prefix_caching(qwen, asked, version) is on
+    assert cache_mode(qwen, asked, version) == ("align" if on else "none")
+
+
+def test_a_dense_model_keeps_prefix_caching_on_by_default() -> None:
+    llama = resolve_model("llama-3.1-8b")
+    assert prefix_caching(llama, None, "0.11.0") and cache_mode(llama, None, "0.26") == "none"
+    assert not prefix_caching(llama, False, "0.26")
+
+
+def test_qwen36_holds_one_state_block_by_default_and_two_when_asked() -> None:
+    """The v0.24 RTX 5090 log (4.33x = 299 / (63 + 3 × 2)) ran with 'enable_prefix_caching':
+    True; without the flag v0.24 runs a hybrid without prefix caching: 63 + 3 blocks."""
+    d = Deployment.build(resolve_model("qwen3.6-35b-a3b"), resolve_accelerator("rtx-5090"),
+                         None, "fp8", 1)
+    s = EngineSettings(max_model_len=131_072, max_num_seqs=1, max_num_batched_tokens=8192,
+                       engine_version="0.24.0")
+    assert kv_pool(d, s).request_blocks(131_072) == 63 + 3
+    assert kv_pool(d, replace(s, prefix_caching=True)).request_blocks(131_072) == 63 + 3 * 2
+    assert kv_pool(d, replace(s, engine_version="0.28")).request_blocks(131_072) == 63 + 3 * 2
+
+
+def test_nemotron_h_state_blocks_and_dtype_by_version() -> None:
+    """Nemotron-H-56B (10 attention, 54 Mamba-2 layers: 1 attention and 6 state groups of 10)
+    on an H200 at 8,192 tokens. Its SSM state is fp16 to v0.19 (8,511,488 B a layer = 2,078
+    attention tokens: 2,080-token blocks) and fp32 from v0.20 (16,900,096 B: 4,128). Without
+    prefix caching a request holds 8,192 / 4,128 → 2 blocks + 6; from v0.28 'align' keeps 2 a
+    state group (6.57x where 'none' logs 11.5x), from v0.32 3."""
+    d = dep("nemotron-h-56b")
+    model = d.model
+    assert not model.state_dtype_given
+    assert ssm_state_dtype(model, "0.19") == model.state_dtype == "bf16"
+    assert ssm_state_dtype(model, "0.20") == "fp32"
+
+    def pool(version: str) -> object:
+        return kv_pool(d, EngineSettings(max_model_len=8192, engine_version=version))
+
+    old, new = pool("0.18"), pool("0.26")
+    assert (old.block_size, new.block_size) == (2080, 4128)
+    assert (old.request_blocks(8192), new.request_blocks(8192)) == (4 + 6, 2 + 6)
+    assert pool("0.28").request_blocks(8192) == 2 + 6 * 2
+    assert pool("0.32").request_blocks(8192) == 2 + 6 * 3
+    assert round(new.concurrency(8192), 2) == 11.5 and round(pool("0.28").concurrency(8192), 2) \
+        == 6.57
+    # a config that names its SSM cache dtype keeps it
+    named = replace(model, state_dtype="bf16", state_dtype_given=True)
+    assert ssm_state_dtype(named, "0.26") == "bf16"
+
+
+def test_mamba_all_mode_is_flagged_not_sized(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cache_mode(resolve_model("nemotron-h-56b"), True, "0.26") == "all"
+    assert cache_mode(resolve_model("nemotron-h-56b"), True, "0.28") == "align"
+    code, out, _ = run_cli(capsys, "fit", "nemotron-h-56b", "--gpu", "h200", "--max-model-len",
+                           "8192", "--enable-prefix-caching", "--json")
+    assert code == 0 and any("mamba_cache_mode 'all'" in c for c in json.loads(out)["cautions"])
+    code, out, _ = run_cli(capsys, "fit", "nemotron-h-56b", "--gpu", "h200", "--max-model-len",
+                           "8192", "--json")
+    assert not any("mamba_cache_mode" in c for c in json.loads(out)["cautions"])
+
+
+def test_the_simulator_reuses_prompts_as_the_engine_does() -> None:
+    s = EngineSettings(max_model_len=32_768)
+    assert not sim_config(dep("qwen3-next-80b", n=2), s).prefix_caching
+    assert sim_config(dep("qwen3-next-80b", n=2), replace(s, prefix_caching=True)).prefix_caching
+    assert sim_config(dep("llama-3.1-8b"), s).prefix_caching
+
+
+def test_prefix_caching_flags_are_one_line_errors_where_they_do_not_apply(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len",
+                           "8192", "--engine", "trtllm", "--enable-prefix-caching")
+    assert code == 2 and "--enable-prefix-caching is vLLM's and SGLang's" in err
+    code, _, err = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len",
+                           "8192", "--enable-prefix-caching", "--no-prefix-caching")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    code, _, err = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len",
+                           "8192", "--engine", "vllm,sglang", "--no-prefix-caching")
+    assert code == 2 and "--no-prefix-caching names one engine's settings" in err
