@@ -35,8 +35,10 @@ from ridgeline.stages import Stage, pipeline_stages, stage_weight_bytes
 from ridgeline.units import GIB
 from ridgeline.vllm_hybrid import ssm_state_dtype, state_blocks
 from ridgeline.vllm_memory import (
+    ACTIVATION_BYTES,
     VLLMAccounting,
     cuda_graph_bytes,
+    encoder_profile,
     mxfp4_padding_bytes,
     non_torch_bytes,
     parse_version,
@@ -44,7 +46,6 @@ from ridgeline.vllm_memory import (
     vllm_accounting,
 )
 
-ACTIVATION_BYTES = 2
 # What the driver keeps from the nominal capacity: torch reports 23.58 GiB total on a
 # 24 GiB RTX 3090 (vLLM issue #10517 log) and 79.2 GiB on an 80 GiB H100.
 VISIBLE_MEMORY_FRACTION = 0.985
@@ -168,6 +169,9 @@ class KVPool:
     in_flight_batches: int = 1  # vLLM v0.26+ under async scheduling: window groups keep 2
     windows_in_full: bool = False  # vLLM before v0.10: a window+full model cached in full
     stage: Stage | None = None  # pipeline parallel: the stage whose pool binds (stages.py)
+    encoder_bytes: float = 0.0  # vLLM: the vision tower's profiled peak (encoder_profile)
+    encoder_held_bytes: float = 0.0  # … its outputs, held through the text pass and sampler
+    encoder_images: int = 0  # … the dummy images it ran
 
     @property
     def layer_share(self) -> float:
@@ -506,6 +510,9 @@ def _vllm_pool(dep: Deployment, s: EngineSettings, total: float, weights: float,
     forward = tokens * activation_bytes_per_token(dep)
     # only the last pipeline stage samples (and so profiles the sampler)
     sampler = sampler_peak_bytes(dep, seqs, acc) if stage is None or stage.last else 0.0
+    encoder, held, images = encoder_profile(dep, tokens) if acc.engine == "V1" \
+        and not s.language_model_only and (stage is None or stage.first) else (0.0, 0.0, 0)
+    peak = max(encoder, held + max(forward, sampler))  # the tower runs first, its outputs kept
     graphs = cuda_graph_bytes(dep, seqs, acc, s.enforce_eager, stage)
     paged = dep  # before the hybrid allocator, a model mixing windows and full attention
     kinds = {layer.mixer for layer in dep.model.layers}  # cached every layer in full
@@ -520,10 +527,11 @@ def _vllm_pool(dep: Deployment, s: EngineSettings, total: float, weights: float,
     weights += mxfp4_padding_bytes(dep) * (1.0 if stage is None else stage.layer_share)
     if groups is not None and stage is not None:  # a block holds this stage's layers
         groups = replace(groups, page_bytes=groups.page_bytes * stage.layer_share)
-    return KVPool("vllm", total, fraction, weights, max(forward, sampler), non_torch_bytes(dep, acc),
+    return KVPool("vllm", total, fraction, weights, peak, non_torch_bytes(dep, acc),
                   graphs, 1.0, per_token, block, seqs, tokens, groups, forward, sampler, acc,
                   in_flight_batches=acc.in_flight_batches if s.async_scheduling else 1,
-                  windows_in_full=paged is not dep, stage=stage)
+                  windows_in_full=paged is not dep, stage=stage, encoder_bytes=encoder,
+                  encoder_held_bytes=held, encoder_images=images)
 
 
 def align_state_blocks(dep: Deployment, acc: VLLMAccounting, prefix_caching: bool | None

@@ -161,6 +161,17 @@ class Layer:
 
 
 @dataclass(frozen=True)
+class VisionItem:
+    """One image of a fixed-size vision tower (Gemma-3's SigLIP at 896 px): the patches it
+    runs through the tower and the tokens it gives the text model."""
+
+    patches: int  # (image_size / patch_size)²: 4,096 for Gemma-3
+    hidden_size: int  # the tower's width
+    intermediate_size: int  # its MLP's
+    tokens: int  # mm_tokens_per_image after pooling: 256 for Gemma-3
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     name: str
     architecture: str
@@ -187,6 +198,7 @@ class ModelSpec:
     # the text model, never read by a text token (vision_params.py)
     vision_params: int = 0
     state_dtype_given: bool = False  # the config names it (mamba_ssm_cache_dtype / _ssm_dtype)
+    vision_item: VisionItem | None = None  # a fixed-size tower's image, as engines profile it
 
     def __hash__(self) -> int:
         # Cheap and consistent with equality (equal specs share these); the full field
@@ -344,7 +356,23 @@ class _Reader:
                 "num_nextn_predict_layers", "mtp_num_hidden_layers", default=0, minimum=0
             ),
             vision_params=self.vision_params(hidden),
+            vision_item=self.vision_item(),
         )
+
+    def vision_item(self) -> VisionItem | None:
+        """A fixed-size tower's image (vision_config's image_size and patch_size, and the
+        top-level mm_tokens_per_image), or None: no tower, or one that takes images of any
+        size (Qwen-VL's), whose profiled image is the processor's largest."""
+        vision, tokens = self.raw.get("vision_config"), self.raw.get("mm_tokens_per_image")
+        if not isinstance(vision, Mapping) or not isinstance(tokens, int) or tokens < 1:
+            return None
+        v = _Reader(vision, f"{self.name} vision_config", defaults=False)
+        try:
+            side = v.int_("image_size") // v.int_("patch_size")
+            return VisionItem(side * side, v.int_("hidden_size"), v.int_("intermediate_size"),
+                              tokens)
+        except InputError:
+            return None
 
     def vision_params(self, text_hidden: int) -> int:
         """The vision tower's parameters, from vision_config (0 without one)."""

@@ -26,6 +26,8 @@ from ridgeline.quantization import EXPERTS
 from ridgeline.stages import Stage
 from ridgeline.units import GIB, MIB
 
+ACTIVATION_BYTES = 2  # bf16/fp16 activations
+
 LOGIT_BYTES = 4  # the sampler upcasts logits to fp32
 
 
@@ -93,6 +95,29 @@ def sampler_peak_bytes(dep: Deployment, max_num_seqs: int, acc: VLLMAccounting) 
     buffers top-k/top-p sampling holds (Llama-3.1-8B at 1,024 requests before v0.17:
     1,024 × 128,256 × 4 B × 9.7 = 4.75 GiB; vLLM logged 4.76)."""
     return acc.sampler_logit_copies * max_num_seqs * dep.model.vocab_size * LOGIT_BYTES
+
+
+def encoder_profile(dep: Deployment, budget_tokens: int) -> tuple[float, float, int]:
+    """The vision tower's part of V1's profiling pass: it runs first, on as many dummy images
+    as the encoder budget holds (max(max_num_batched_tokens, tokens an image) ÷ tokens an
+    image: 32 Gemma-3 images at 8,192), and its outputs stay held through the text pass and
+    the sampler (vllm/v1/worker/gpu_model_runner.py profile_run, encoder_cache["tmp"];
+    v1/core/encoder_cache_manager.py compute_encoder_budget; read in the v0.13-v0.33 wheels).
+    Returns the tower's peak — an image's patches × 2 B × (2 × intermediate ÷ TP + 3 × hidden),
+    its MLP's two products beside three hidden-size tensors, attention by a memory-efficient
+    kernel with no score matrix (Gemma-3: 0.79 GB at 8 images) — the outputs held (tokens ×
+    text hidden × 2 B an image) and the images; zeros for a model without a fixed-size tower.
+    v0.11.0-v0.11.2 padded each held output to the whole budget (about 2.5 GiB for Gemma-3-27B
+    at 8,192 tokens); a v0.11.0 Gemma-3-27B log on an MI300X reads as if they did not, so
+    that is not modelled."""
+    item = dep.model.vision_item
+    if item is None:
+        return 0.0, 0.0, 0
+    images = max(budget_tokens, item.tokens) // item.tokens
+    per_patch = ACTIVATION_BYTES * (2 * item.intermediate_size / dep.tensor_parallel_size
+                                    + 3 * item.hidden_size)
+    held = images * item.tokens * dep.model.hidden_size * ACTIVATION_BYTES
+    return images * item.patches * per_patch, held, images
 
 
 def non_torch_bytes(dep: Deployment, acc: VLLMAccounting) -> float:

@@ -135,9 +135,12 @@ def budget_rows(p: KVPool, s: EngineSettings) -> list[list[str]]:
 
 
 def peak_label(p: KVPool) -> str:
+    if p.encoder_images and p.encoder_bytes >= p.activation_bytes:
+        return f"vision tower profile ({p.encoder_images} dummy images)"
+    held = " + images held" if p.encoder_held_bytes else ""
     if p.accounting is not None and p.sampler_bytes > p.forward_bytes:
-        return f"sampler peak ({p.max_num_seqs:,} requests' fp32 logits)"
-    return f"activations ({p.profile_tokens:,}-token profile)"
+        return f"sampler peak ({p.max_num_seqs:,} requests' fp32 logits){held}"
+    return f"activations ({p.profile_tokens:,}-token profile){held}"
 
 
 def peak_quantities(dep: Deployment, p: KVPool) -> list[Quantity]:
@@ -149,8 +152,22 @@ def peak_quantities(dep: Deployment, p: KVPool) -> list[Quantity]:
                 "none: only the last pipeline stage samples" if p.stage and not p.stage.last
                 else f"{p.accounting.sampler_logit_copies:g} × {p.max_num_seqs} requests × "
                 f"vocab {dep.model.vocab_size:,} × 4 B (vLLM {p.accounting.era}+ sampler)")
-    return [forward, sampler, q("activation peak", p.activation_bytes / GIB, "GiB",
-                                "the larger of the two")]
+    if not p.encoder_images:
+        return [forward, sampler, q("activation peak", p.activation_bytes / GIB, "GiB",
+                                    "the larger of the two")]
+    item = dep.model.vision_item
+    assert item is not None
+    return [forward, sampler,
+            q("vision tower", p.encoder_bytes / GIB, "GiB",
+              f"{p.encoder_images} dummy images (max(max_num_batched_tokens, {item.tokens}) ÷ "
+              f"{item.tokens} tokens an image) × {item.patches:,} patches × 2 B × (2 × "
+              f"intermediate {item.intermediate_size:,} ÷ TP + 3 × hidden {item.hidden_size:,})"
+              "; run first"),
+            q("images held", p.encoder_held_bytes / GIB, "GiB",
+              f"{p.encoder_images} × {item.tokens} tokens × hidden {dep.model.hidden_size:,} × "
+              "2 B, kept through the text pass and the sampler"),
+            q("activation peak", p.activation_bytes / GIB, "GiB",
+              "max(vision tower, images held + the larger of forward and sampler)")]
 
 
 def weights_note(dep: Deployment, pool: KVPool) -> str:

@@ -1,0 +1,58 @@
+"""vLLM's profiling pass runs a fixed-size vision tower on dummy images before the text pass
+and holds their outputs through it: the peak the KV pool is sized after."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.memory import EngineSettings, kv_pool
+from ridgeline.units import GIB
+from ridgeline.vllm_memory import encoder_profile
+from tests.conftest import run_cli
+
+OFFLINE = EngineSettings(max_model_len=32_768, usage="offline")  # the LLM class: 16,384 tokens
+
+
+def gemma(n: int = 1) -> Deployment:
+    return Deployment.build(resolve_model("gemma-3-27b"), resolve_accelerator("h100"), None,
+                            None, n)
+
+
+def test_gemma3_images_fill_the_encoder_budget() -> None:
+    """SigLIP at 896 px: 4,096 patches an image, 256 tokens after pooling; each patch holds
+    2 B × (2 × 4,304 + 3 × 1,152) = 24,128 B at the MLP."""
+    tower, held, images = encoder_profile(gemma(), 16_384)
+    assert images == 16_384 // 256 == 64
+    assert tower == 64 * 4096 * 24_128
+    assert held == 64 * 256 * 5376 * 2
+    assert encoder_profile(gemma(), 2048)[2] == 8
+    assert encoder_profile(gemma(), 100)[2] == 1  # the budget is at least one image
+    assert encoder_profile(gemma(2), 2048)[0] == 8 * 4096 * 2 * (4304 + 3 * 1152)  # TP halves
+    qwen = Deployment.build(resolve_model("qwen3.5-35b-a3b"), resolve_accelerator("h100"),
+                            None, None, 1)
+    assert encoder_profile(qwen, 8192) == (0.0, 0.0, 0)  # images of any size: not sized
+
+
+def test_the_tower_binds_the_offline_profile_and_shrinks_the_pool() -> None:
+    pool = kv_pool(gemma(), OFFLINE)
+    assert pool.encoder_images == 64 and pool.activation_bytes == pool.encoder_bytes
+    assert pool.encoder_bytes > pool.encoder_held_bytes + max(pool.forward_bytes,
+                                                              pool.sampler_bytes)
+    served = kv_pool(gemma(), replace(OFFLINE, usage="serve"))  # 8,192 tokens, 1,024 seats
+    assert served.activation_bytes == pytest.approx(served.encoder_held_bytes
+                                                    + served.sampler_bytes)
+    text_only = kv_pool(gemma(), replace(OFFLINE, language_model_only=True))
+    assert text_only.encoder_images == 0
+    assert text_only.activation_bytes < pool.activation_bytes - 2.5 * GIB  # 3.0 vs 5.9 GiB
+    v0 = kv_pool(gemma(), replace(OFFLINE, engine_version="0.8.5 V0"))
+    assert v0.encoder_images == 0  # the V0 pass is not sized with it
+
+
+def test_fit_names_the_tower_when_it_binds(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "fit", "gemma-3-27b", "--gpu", "h100", "--max-model-len",
+                           "32768", "--usage", "offline", "--explain")
+    assert code == 0 and "vision tower profile (64 dummy images)" in out
+    assert "vision tower = " in out and "images held = " in out
