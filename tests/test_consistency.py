@@ -172,14 +172,21 @@ def test_fit_cautions_chunked_attention_where_vllm_may_cache_it_in_full(
 
 def test_fit_cautions_a_mamba_hybrid_under_prefix_caching(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """vLLM v0.14+ may cache a Mamba layer's state at every block ('all' mode), which is not
-    modelled: fit says so, unless prefix caching is off or the version predates the modes."""
+    """vLLM v0.11.1-v0.27 with prefix caching asked for caches a supporting Mamba hybrid's
+    state at every block ('all' mode), which is not modelled: fit says so, but not at the
+    engine's default (no prefix caching for a hybrid before v0.28), nor before v0.11.1 (forced
+    off), nor from v0.28 ('align', modelled)."""
     argv = ["fit", "jamba-1.5-mini", "--gpu", "h100", "--num-gpus", "2", "--max-model-len",
             "32k"]
-    assert any("mamba_cache_mode 'all'" in c for c in run_json(capsys, *argv)["cautions"])
-    for extra in (["--no-prefix-caching"], ["--engine-version", "0.13"]):
-        assert not any("'all'" in c for c in run_json(capsys, *argv, *extra)["cautions"])
-    qwen = run_json(capsys, "fit", "qwen3.6-35b-a3b", "--gpu", "h100", "--max-model-len", "32k")
+    asked = [*argv, "--enable-prefix-caching"]
+    assert any("mamba_cache_mode 'all'" in c for c in run_json(capsys, *asked)["cautions"])
+    assert any("mamba_cache_mode 'all'" in c
+               for c in run_json(capsys, *asked, "--engine-version", "0.13")["cautions"])
+    for quiet in (argv, [*asked, "--engine-version", "0.11.0"],
+                  [*asked, "--engine-version", "0.28"]):
+        assert not any("'all'" in c for c in run_json(capsys, *quiet)["cautions"])
+    qwen = run_json(capsys, "fit", "qwen3.6-35b-a3b", "--gpu", "h100", "--max-model-len", "32k",
+                    "--enable-prefix-caching")
     assert not any("'all'" in c for c in qwen["cautions"])  # linear attention: align, modelled
 
 
