@@ -535,13 +535,13 @@ def test_fit_compares_accelerators_under_one_engine(capsys: pytest.CaptureFixtur
     assert [c["accelerator"] for c in cards] == ["h100-sxm", "h200-sxm"]
     code, alone, _ = run(capsys, *argv, "--gpu", "h100", "--json")
     single = json.loads(alone)
-    assert cards[0]["conversations"] == single["conversations"] == 16  # the worked case
+    assert cards[0]["conversations"] == single["conversations"] == 17  # the worked case
     assert cards[1]["conversations"] > 32  # the H200's extra 61 GB holds the target
     code, text, _ = run(capsys, *argv, "--gpu", "h100,h200")
     assert "does not fit" in text and "fits, under the ridge" in text
     # settings apply to every card; two axes at once, a repeated card or a plot are refused
     code, out, _ = run(capsys, *argv, "--gpu", "h100,h200", "--kv-dtype", "fp8", "--json")
-    assert json.loads(out)["accelerators"][0]["conversations"] == 32
+    assert json.loads(out)["accelerators"][0]["conversations"] == 34  # twice bf16's 17
     for extra, message in ((["--gpu", "h100,h200", "--engine", "vllm,sglang"], "not both"),
                            (["--gpu", "h100,h100"], "named twice"),
                            (["--gpu", "h100,h200", "--plot", "x.png"], "give one --gpu")):

@@ -64,13 +64,17 @@ def test_v0_10_pool_matches_the_logged_llama_pool() -> None:
 
 def test_a_lighter_sampler_from_v0_17_and_graphs_in_the_budget_from_v0_21() -> None:
     d = dep("llama-3.1-8b-instruct")
-    v16, v17, v21 = (kv_pool(d, EngineSettings(engine_version=v)) for v in ("0.16", "0.17", "0.21"))
+    v16, v17, v20, v21 = (kv_pool(d, EngineSettings(engine_version=v))
+                          for v in ("0.16", "0.17", "0.20", "0.21"))
     assert v17.sampler_bytes == pytest.approx(v16.sampler_bytes * 3.0 / 9.7)
     assert v17.pool_bytes > v16.pool_bytes
-    # 32 layers x 67 captured sizes (1, 2, 4, then every 8 to 512) x 0.45 MiB
-    assert capture_sizes(1024) == 67
-    assert v21.cuda_graph_bytes == pytest.approx(32 * 67 * 0.45 * MIB)
-    assert v21.pool_bytes == pytest.approx(v17.pool_bytes - v21.cuda_graph_bytes)
+    # v0.20's default memory share: 0.92 of the card, not 0.9
+    assert (v17.reserved_fraction, v20.reserved_fraction) == (0.9, 0.92)
+    assert v20.pool_bytes - v17.pool_bytes == pytest.approx(0.02 * v17.total_bytes)
+    # 32 layers x 51 captured sizes (1, 2, 4, every 8 below 256, then 16s to 512) x 0.45 MiB
+    assert (capture_sizes(1024), capture_sizes(128), capture_sizes(2)) == (51, 35, 3)
+    assert v21.cuda_graph_bytes == pytest.approx(32 * 51 * 0.45 * MIB)
+    assert v21.pool_bytes == pytest.approx(v20.pool_bytes - v21.cuda_graph_bytes)
     eager = kv_pool(d, EngineSettings(engine_version="0.21", enforce_eager=True))
     assert eager.cuda_graph_bytes == 0
 

@@ -506,7 +506,7 @@ def _vllm_pool(dep: Deployment, s: EngineSettings, total: float, weights: float,
     if block is not None and block not in VLLM_BLOCK_SIZES:
         raise InputError(f"vLLM's --block-size is one of {', '.join(map(str, VLLM_BLOCK_SIZES))}; "
                          f"got {block}")
-    fraction = s.gpu_memory_utilization or float(d["gpu_memory_utilization"])
+    fraction = s.gpu_memory_utilization or acc.gpu_memory_utilization
     forward = tokens * activation_bytes_per_token(dep)
     # only the last pipeline stage samples (and so profiles the sampler)
     sampler = sampler_peak_bytes(dep, seqs, acc) if stage is None or stage.last else 0.0

@@ -63,6 +63,7 @@ class VLLMAccounting:
     in_flight_batches: int = 1  # batches a window group keeps blocks for (async scheduling)
     linear_state_blocks: int = 1  # state blocks a linear-attention group holds per request
     hybrid_allocator: bool = False  # v0.10+: window layers paged apart, holding their window
+    gpu_memory_utilization: float = 0.9  # its default (0.92 from v0.20)
 
 
 def vllm_accounting(version: str | None = None) -> VLLMAccounting:
@@ -87,7 +88,9 @@ def vllm_accounting(version: str | None = None) -> VLLMAccounting:
                           bool(era.get("tokens_from_concurrency", False)),
                           int(era.get("in_flight_batches", 1)),
                           int(era.get("linear_state_blocks", 1)),
-                          bool(era.get("hybrid_allocator", False)))
+                          bool(era.get("hybrid_allocator", False)),
+                          float(era.get("gpu_memory_utilization",
+                                        data["gpu_memory_utilization"])))
 
 
 def sampler_peak_bytes(dep: Deployment, max_num_seqs: int, acc: VLLMAccounting) -> float:
@@ -134,10 +137,12 @@ def non_torch_bytes(dep: Deployment, acc: VLLMAccounting) -> float:
 
 
 def capture_sizes(max_num_seqs: int) -> int:
-    """CUDA-graph batch sizes V1 captures: 1, 2, 4, then every 8 up to
-    min(2 × max_num_seqs, 512) — 67 sizes at the default cap of 512."""
+    """CUDA-graph batch sizes V1 captures up to min(2 × max_num_seqs, 512): 1, 2, 4, every 8
+    below 256, then every 16 — 51 sizes at the default cap of 512 (vllm/config/vllm.py
+    _set_cudagraph_sizes, v0.11.1 to v0.33; before v0.11.1 every 8: 67)."""
     cap = min(2 * max_num_seqs, 512)
-    return len([s for s in (1, 2, 4) if s <= cap]) + max(0, cap // 8)
+    small = [s for s in (1, 2, 4) if s <= cap]
+    return len(small) + len(range(8, min(cap + 1, 256), 8)) + len(range(256, cap + 1, 16))
 
 
 def cuda_graph_bytes(dep: Deployment, max_num_seqs: int, acc: VLLMAccounting,

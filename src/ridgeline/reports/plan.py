@@ -14,10 +14,13 @@ from ridgeline.model import ModelSpec
 from ridgeline.plan import Candidate, Load, PlanResult, Slo
 from ridgeline.render import table
 from ridgeline.units import plural
+from ridgeline.vllm_memory import vllm_accounting
 
 
-def command_line(engine: str, model_id: str, c: Candidate, max_len: int) -> str:
-    """The launch command for a candidate, in the engine's own flags (engines.json)."""
+def command_line(engine: str, model_id: str, c: Candidate, max_len: int,
+                 version: str | None = None) -> str:
+    """The launch command for a candidate, in the engine's own flags (engines.json), with the
+    memory share ``version`` (default: the newest modelled) sized it at."""
     f = engine_defaults(engine)["cli"]
     parts = [f["launch"], model_id, f["tp"], str(c.tp)]
     if c.pp > 1:
@@ -28,8 +31,8 @@ def command_line(engine: str, model_id: str, c: Candidate, max_len: int) -> str:
         parts += [f["max_num_seqs"], str(c.max_num_seqs)]
     if c.max_num_batched_tokens:
         parts += [f["max_num_batched_tokens"], str(c.max_num_batched_tokens)]
-    if engine == "vllm":
-        fraction = engine_defaults(engine)["gpu_memory_utilization"]
+    if engine == "vllm":  # the version's own default, so the plan's pool is the one used
+        fraction = vllm_accounting(version).gpu_memory_utilization
     else:  # SGLang's own rule for this card, written out so the plan's pool is the one used
         memory = device_memory_bytes(resolve_accelerator(c.accelerator))
         fraction = sglang_memory_defaults(memory, c.tp, c.pp,
@@ -183,7 +186,8 @@ class PlanReport:
         engine = self.result.engine
         if "cli" not in engine_defaults(engine):  # no launch flags modelled (TensorRT-LLM)
             return {}
-        return {engine: command_line(engine, self.model_id, win, self.max_len)}
+        return {engine: command_line(engine, self.model_id, win, self.max_len,
+                                     self.result.engine_version)}
 
     def check_command(self, c: Candidate) -> str:
         """The simulate command that reruns ``c``'s check, or ""."""
