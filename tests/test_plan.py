@@ -143,8 +143,9 @@ def test_ray_executor_finds_what_the_process_pool_finds() -> None:
 def test_a_pipeline_stage_keeps_its_own_micro_batch_in_flight() -> None:
     from ridgeline import Deployment, resolve_accelerator
     from ridgeline.engines import profile_for
-    from ridgeline.plan import pipeline_lane, size_replica
+    from ridgeline.plan import size_replica
     from ridgeline.sim.config import sim_config
+    from ridgeline.sim.lanes import pipeline_lane
 
     model = resolve_model("llama-3.1-70b")
     slo, load = Slo(2.0, 0.1), Load(4.0, "1000", "200")
@@ -403,8 +404,9 @@ def test_the_winner_has_the_fewest_replicas_that_hold_in_the_steady_state() -> N
     from ridgeline.engines import profile_for
     from ridgeline.hardware import resolve_accelerator
     from ridgeline.memory import EngineSettings
-    from ridgeline.plan import _deployment, pipeline_lane
+    from ridgeline.plan import _deployment
     from ridgeline.sim.config import sim_config
+    from ridgeline.sim.lanes import pipeline_lane
     from ridgeline.sim.simulator import Simulator
 
     load, slo = Load(60.0, "lognormal:1000,0.8", "lognormal:300,0.8"), Slo(1.0, 0.05, 90)

@@ -179,6 +179,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     from ridgeline.memory import context_refusal, kv_pool, refuses_to_start
     from ridgeline.reports.simulate import SimulateReport
     from ridgeline.sim.config import sim_config
+    from ridgeline.sim.lanes import pipeline_lane, run_lanes
     from ridgeline.sim.simulator import Simulator
     from ridgeline.sim.workload import Workload, read_trace
 
@@ -187,10 +188,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                          "fit compare several)")
     acc = load_accelerator(args)
     engine = engine_id(args.engine)
-    if pipeline_size(args, engine) > 1:
-        raise InputError("simulate runs one engine without pipeline stages (plan sizes them as "
-                         "lanes of micro-batches): `ridgeline fit` and `decode` take "
-                         "--pipeline-parallel-size")
+    pp = pipeline_size(args, engine)
     model = load_model(args)
     if args.expert_parallel and not model.is_moe:
         raise InputError(f"--enable-expert-parallel spreads a MoE's experts: {model.name} is "
@@ -199,7 +197,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         raise InputError(f"--enable-expert-parallel: {engine} has no expert parallelism (its "
                          "-sm splits layers or tensors; --cpu-moe/--n-cpu-moe place experts on "
                          "the host)")
-    dep = Deployment.build(model, acc, args.weights, args.kv_dtype, args.num_gpus,
+    dep = Deployment.build(model, acc, args.weights, args.kv_dtype, args.num_gpus * pp, pp,
                            engine=engine, expert_parallel=args.expert_parallel,
                            flash_attention=flash_attention(args, engine),
                            offload=host_offload(args, model, engine),
@@ -293,11 +291,20 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                          "last token)")
     if story:
         load += f"; {story}"
-    sim = Simulator(dep, load_profile(args), config)
+    profile = load_profile(args)
     slo_ttft = None if args.slo_ttft_ms is None else args.slo_ttft_ms / 1e3
     slo_tpot = None if args.slo_tpot_ms is None else args.slo_tpot_ms / 1e3
-    result = sim.run(iter(requests), closed_loop=args.concurrency or 0,
-                     keep_rows=bool(args.export), slo=(slo_ttft, slo_tpot), window=args.window)
+    lane = pipeline_lane(config, pp)  # a micro-batch per stage in flight (sim/lanes.py)
+    if lane.num_blocks < 1:
+        raise InputError(f"does not fit: a pipeline lane's share of the KV pool (1/{pp} of "
+                         f"{config.num_blocks:,} blocks) holds no block (see `ridgeline fit`)")
+
+    def run_lane(work: Any, users: int) -> Any:
+        return Simulator(dep, profile, lane).run(work, closed_loop=users,
+                                                 keep_rows=bool(args.export),
+                                                 slo=(slo_ttft, slo_tpot), window=args.window)
+
+    result = run_lanes(run_lane, requests, pp, args.concurrency or 0)
     if result.rejected and not result.completed:  # nothing ran: no latency to report
         reason, n = max(result.rec.rejected.items(), key=lambda item: item[1])
         first = result.rec.rejected_first.get(reason)
@@ -339,8 +346,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                                  offload_caution(dep),
                                  warmup_caution(span, result.percentiles("e2e")["mean"],
                                                 args.rate)) if c)
-    return SimulateReport(replace(dep), config, result, count, load, slo_ttft, slo_tpot,
-                          cautions=cautions, percentile=args.percentile)
+    return SimulateReport(replace(dep), lane, result, count, load, slo_ttft, slo_tpot,
+                          cautions=cautions, percentile=args.percentile, lanes=pp)
 
 def check_engine_flags(args: argparse.Namespace, engine: str) -> None:
     """Refuse an engine setting the chosen engine has no use for, rather than drop it."""

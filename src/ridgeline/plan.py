@@ -35,7 +35,8 @@ from ridgeline.kvcache import kv_footprint
 from ridgeline.memory import EngineSettings, kv_pool, max_batch, refuses_to_start
 from ridgeline.model import ModelSpec
 from ridgeline.parallel import INTER_NODE_BYTES_PER_S, node_size
-from ridgeline.sim.config import SimConfig, sim_config
+from ridgeline.sim.config import sim_config
+from ridgeline.sim.lanes import pipeline_lane
 from ridgeline.sim.metrics import STEADY_LIFETIMES
 from ridgeline.sim.request import Request
 from ridgeline.sim.simulator import Simulator
@@ -655,21 +656,6 @@ def _verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
         x += max(1, x // 4) if grow_x else 0
         y += max(1, y // 4) if grow_y else 0
     return None
-
-
-def pipeline_lane(config: SimConfig, pp: int) -> SimConfig:
-    """One of a pipeline-parallel replica's ``pp`` micro-batch lanes.
-
-    With pp stages the engine keeps pp batches in flight, one per stage, so each stage works
-    while the others do; vLLM's V0 scheduler gave each of these virtual engines
-    num_gpu_blocks // pp of the cache (vllm/core/scheduler.py). A lane is simulated as an
-    engine of its own: 1/pp of the blocks and seats, 1/pp of the traffic, every step the full
-    trip through all stages. Bubbles from unequal micro-batches are not modelled.
-    """
-    if pp <= 1:
-        return config
-    return replace(config, num_blocks=config.num_blocks // pp,
-                   max_num_seqs=max(1, config.max_num_seqs // pp))
 
 
 def _disaggregated(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus: int,

@@ -251,7 +251,8 @@ class PlanReport:
             lines[-1:-1] = ["check it with (one replica's share of the load):", f"  {check}"]
         elif win.verified and win.pp > 1:
             lines[-1:-1] = [f"(its check simulated one of the PP{win.pp} replica's micro-batch "
-                            "lanes; simulate has no pipeline lanes to rerun it)"]
+                            "lanes, not a line `simulate -pp` reruns: that runs every lane, each "
+                            "on its share of one replica's load)"]
         elif win.verified and r.load.trace and win.sim_window_s is not None:
             lines[-1:-1] = [f"(its check replayed every {win.replicas}th request of the trace, "
                             f"the first {win.sim_requests:,}: simulate --trace replays a whole "

@@ -59,6 +59,7 @@ class SimulateReport:
     slo_tpot_s: float | None
     cautions: tuple[str, ...] = ()  # what the step times leave out
     percentile: float | None = None  # --percentile: also read there, rejections as misses
+    lanes: int = 1  # pipeline parallel: micro-batch lanes, each with ``config`` (sim/lanes.py)
 
     def to_dict(self) -> dict[str, Any]:
         r, c, d = self.result, self.config, self.deployment
@@ -66,7 +67,7 @@ class SimulateReport:
             "settings": {"model": d.model.name, "accelerator": d.accelerator.id,
                          "num_gpus": d.num_gpus, "engine": d.engine, "weights": d.weights.label,
                          "kv_dtype": d.kv.id, "load": self.load,
-                         "expert_parallel": d.expert_parallel,
+                         "expert_parallel": d.expert_parallel, "pipeline_lanes": self.lanes,
                          "split": ("layer" if d.pipeline_parallel_size > 1 else "tensor")
                          if d.num_gpus > 1 else None,
                          "offload": None if d.offload is None else {
@@ -119,7 +120,10 @@ class SimulateReport:
                  f"{d.weights.label}, KV {d.kv.id}"
                  + (", experts spread over the GPUs (EP)" if d.expert_parallel else "")
                  + (f"; {d.offload.describe(d.model)}" if d.offload else "") + f"): {self.load}",
-                 _engine_line(c), ""]
+                 _engine_line(c) + (f" — in each of {self.lanes} pipeline lanes (a micro-batch "
+                                    "per stage in flight), each given every "
+                                    f"{_ordinal(self.lanes)} request; their outcomes added up"
+                                    if self.lanes > 1 else ""), ""]
         rows = []
         for name, label in (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"),
                             ("e2e", "end-to-end"), ("queue", "queueing")):
@@ -324,6 +328,10 @@ def _policy(c: SimConfig) -> str:
     if c.prefill_first:
         return "prefill first, no mixed chunk (SGLang)"
     return "one token budget, decodes first, preempt the newest (vLLM V1)"
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}{'nd' if n % 10 == 2 and n % 100 != 12 else 'rd' if n % 10 == 3 and n % 100 != 13 else 'th'}"
 
 
 def _engine_line(c: SimConfig) -> str:

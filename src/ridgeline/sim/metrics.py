@@ -87,6 +87,13 @@ class Histogram:
     def mean(self) -> float:
         return self.sum / self.total if self.total else math.nan
 
+    def absorb(self, other: Histogram) -> None:
+        """Add another histogram's samples to this one."""
+        for index, count in other.counts.items():
+            self.counts[index] = self.counts.get(index, 0.0) + count
+        self.total += other.total
+        self.sum += other.sum
+
 
 @dataclass
 class TimeSeries:
@@ -104,6 +111,27 @@ class TimeSeries:
             self.points = self.points[::2]
             self.every_s = max(self.every_s * 2, (self.points[-1][0] - self.points[0][0])
                                / self.limit)
+
+
+def summed_series(series: list[TimeSeries]) -> TimeSeries:
+    """Engines running side by side as one: at each sampled time the running, waiting and
+    preempted counts summed and the KV usage averaged, each engine's last sample standing
+    until its next (none before its first)."""
+    times = sorted({p[0] for s in series for p in s.points})
+    merged = TimeSeries()
+    cursors = [0] * len(series)
+    for t in times:
+        running = waiting = preempted = 0
+        usage = 0.0
+        for i, s in enumerate(series):
+            while cursors[i] + 1 < len(s.points) and s.points[cursors[i] + 1][0] <= t:
+                cursors[i] += 1
+            if s.points and s.points[cursors[i]][0] <= t:
+                _, n, w, u, p = s.points[cursors[i]]
+                running, waiting, usage, preempted = running + n, waiting + w, usage + u, \
+                    preempted + p
+        merged.add(t, running, waiting, usage / len(series), preempted)
+    return merged
 
 
 STEADY_LIFETIMES = 5  # arrivals spanning fewer request lifetimes than this: mostly warm-up
@@ -206,6 +234,23 @@ class Recorder:
         self.rejected[r.reason] = self.rejected.get(r.reason, 0) + 1
         if detail and r.reason not in self.rejected_first:
             self.rejected_first[r.reason] = detail
+
+    def absorb(self, other: Recorder) -> None:
+        """Add another engine's outcomes (one lane of a pipeline) to this one's; the time
+        series is summed apart (``summed_series``)."""
+        for name, hist in other.hist.items():
+            self.hist[name].absorb(hist)
+        for name in ("output_tokens", "completed", "good", "prompt_tokens", "grouped",
+                     "grouped_prompt_tokens", "shared_prefix_tokens", "finished_in_window",
+                     "windowed", "windowed_rejected"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for reason, n in other.rejected.items():
+            self.rejected[reason] = self.rejected.get(reason, 0) + n
+        for reason, detail in other.rejected_first.items():
+            self.rejected_first.setdefault(reason, detail)
+        self.rows = sorted(self.rows + other.rows)
+        self.arrived_s = (min(self.arrived_s[0], other.arrived_s[0]),
+                          max(self.arrived_s[1], other.arrived_s[1]))
 
     def itl(self, seconds: float, tokens: float) -> None:
         self.hist["itl"].add(seconds, tokens)

@@ -1,0 +1,76 @@
+"""A pipeline-parallel engine simulated as lanes of micro-batches, their outcomes merged."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.engines import profile_for
+from ridgeline.memory import EngineSettings
+from ridgeline.sim.config import sim_config
+from ridgeline.sim.lanes import closed_loop_shares, lane_requests, pipeline_lane, run_lanes
+from ridgeline.sim.metrics import Histogram, TimeSeries, summed_series
+from ridgeline.sim.simulator import Simulator
+from ridgeline.sim.workload import Workload
+from tests.conftest import run_cli
+
+
+def test_users_and_requests_are_dealt_evenly() -> None:
+    assert closed_loop_shares(7, 2) == [4, 3] and closed_loop_shares(1, 3) == [1, 0, 0]
+    work = Workload(9, "100", "10", 5.0, seed=3)
+    lanes = [[r.id for r in lane_requests(work, lane, 2)] for lane in range(2)]
+    assert lanes == [[0, 2, 4, 6, 8], [1, 3, 5, 7]]
+    arrivals = [r.arrival_s for r in lane_requests(work, 1, 2)]
+    assert arrivals == sorted(arrivals)  # each lane's share still in arrival order
+
+
+def test_histograms_and_series_add_up() -> None:
+    a, b = Histogram(), Histogram()
+    for v in (1.0, 2.0, 3.0):
+        a.add(v)
+    b.add(10.0, 2.0)
+    a.absorb(b)
+    assert a.total == 5.0 and a.sum == 26.0 and a.percentile(90) == pytest.approx(10.0, rel=0.01)
+    s1, s2 = TimeSeries(), TimeSeries()
+    s1.add(0.0, 4, 1, 0.5, 0)
+    s1.add(2.0, 6, 0, 0.7, 1)
+    s2.add(1.0, 3, 2, 0.3, 0)
+    merged = summed_series([s1, s2]).points
+    # before the second lane's first sample it adds nothing; then each lane's last sample holds
+    assert merged == [(0.0, 4, 1, 0.25, 0), (1.0, 7, 3, 0.4, 0), (2.0, 9, 2, 0.5, 1)]
+
+
+def test_lanes_merge_into_one_engine() -> None:
+    dep = Deployment.build(resolve_model("llama-3.1-70b"), resolve_accelerator("h100"), None,
+                           None, 8, 2)
+    lane = pipeline_lane(sim_config(dep, EngineSettings(max_model_len=4096)), 2)
+    work = Workload(200, "500", "50", 4.0, seed=1)
+    results = []
+
+    def one(requests: object, users: int) -> object:
+        results.append(Simulator(dep, profile_for("vllm"), lane).run(requests, closed_loop=users,
+                                                                      keep_rows=True))
+        return results[-1]
+
+    whole = run_lanes(one, work, 2)
+    assert len(results) == 2 and whole.completed == 200
+    assert [row[0] for row in whole.rec.rows] == list(range(200))
+    assert whole.rec.hist["ttft"].total == 200
+    assert whole.duration_s == max(r.duration_s for r in results)
+    assert whole.running_batch["max"] <= 2 * lane.max_num_seqs
+
+
+def test_simulate_runs_every_lane(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["simulate", "llama-3.1-70b", "--gpu", "h100", "--num-gpus", "4", "-pp", "2",
+            "--num-requests", "120", "--input-len", "800", "--output-len", "60",
+            "--max-model-len", "4096"]
+    code, out, _ = run_cli(capsys, *argv, "--rate", "3", "--json")
+    report = json.loads(out)
+    assert code == 0 and report["settings"]["pipeline_lanes"] == 2
+    assert report["completed"] == 120
+    code, out, _ = run_cli(capsys, *argv, "--concurrency", "3")
+    assert code == 0 and "in each of 2 pipeline lanes" in out and "completed 120 of 120" in out
+    code, _, err = run_cli(capsys, *argv, "--engine", "llama.cpp-cuda", "--rate", "1")
+    assert code == 2 and "splits the layers over --num-gpus" in err
