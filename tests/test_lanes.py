@@ -74,3 +74,27 @@ def test_simulate_runs_every_lane(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and "in each of 2 pipeline lanes" in out and "completed 120 of 120" in out
     code, _, err = run_cli(capsys, *argv, "--engine", "llama.cpp-cuda", "--rate", "1")
     assert code == 2 and "splits the layers over --num-gpus" in err
+
+
+def test_a_closed_loop_of_fewer_users_than_lanes_runs_every_request(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """One user keeps one micro-batch in flight: one lane busy, and it gets every request."""
+    code, out, _ = run_cli(capsys, "simulate", "llama-3.1-70b", "--gpu", "h100", "--num-gpus",
+                           "4", "-pp", "2", "--concurrency", "1", "--num-requests", "10",
+                           "--input-len", "300", "--output-len", "10", "--max-model-len", "4096",
+                           "--json")
+    assert code == 0 and json.loads(out)["completed"] == 10
+    assert closed_loop_shares(1, 4) == [1, 0, 0, 0]
+
+
+def test_a_lane_holds_its_share_of_the_pool_and_says_so(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama-3.1-70B on 2 H100s, one stage each, at 20,000 tokens: the pool holds one such
+    request, a lane half of it; vLLM V1 would run it from its one pool."""
+    argv = ["simulate", "llama-3.1-70b", "--gpu", "h100", "-pp", "2", "--rate", "1",
+            "--num-requests", "4", "--output-len", "20", "--max-model-len", "20000"]
+    code, _, err = run_cli(capsys, *argv, "--input-len", "18000")
+    assert code == 2 and "each of the 2 pipeline lanes is simulated with 1/2 of the pool" in err
+    code, out, _ = run_cli(capsys, *argv, "--input-len", "2000", "--json")
+    assert code == 0
+    assert any("1/2 of the pool" in c and "refused here" in c for c in json.loads(out)["cautions"])

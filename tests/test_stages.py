@@ -9,7 +9,6 @@ import pytest
 from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.errors import InputError
 from ridgeline.memory import EngineSettings, conversations, kv_pool, stage_pools
-from ridgeline.offload import gpu_weight_bytes
 from ridgeline.quantization import EMBEDDING, LM_HEAD
 from ridgeline.stages import pipeline_stages, stage_layers, stage_weight_bytes
 from tests.conftest import run_cli
@@ -37,27 +36,31 @@ def test_layers_split_as_vllm_splits_them(layers: int, stages: int,
 def test_stage_weights_sum_to_the_model_and_the_embedding_sits_first() -> None:
     d = dep("llama-3.1-405b", 8, 2)
     by = d.bytes_by_category
-    first, last = (stage_weight_bytes(d, s, gpu_weight_bytes(d), 0.0)
-                   for s in pipeline_stages(d))
+    first, last = (stage_weight_bytes(d, s, 0.0) for s in pipeline_stages(d))
     assert (first + last) * 8 == pytest.approx(d.weight_bytes)  # untied: nothing held twice
     layers = d.weight_bytes - by[EMBEDDING] - by[LM_HEAD]
     assert first * 8 == pytest.approx(layers / 2 + by[EMBEDDING])
     assert last * 8 == pytest.approx(layers / 2 + by[LM_HEAD])
     tied = dep("llama-3.2-1b", 1, 2)  # a tied embedding: the last stage keeps its own copy
     assert tied.model.tie_word_embeddings
-    held = sum(stage_weight_bytes(tied, s, tied.weight_bytes, 0.0) for s in pipeline_stages(tied))
+    held = sum(stage_weight_bytes(tied, s, 0.0) for s in pipeline_stages(tied))
     assert held == pytest.approx(tied.weight_bytes + tied.bytes_by_category[EMBEDDING])
 
 
 def test_the_pool_is_the_stage_with_fewest_blocks() -> None:
+    """DeepSeek-R1's 61 layers split 31 + 30: the first stage holds one layer more, but three
+    of its layers are the dense ones, lighter than a MoE layer, so the second stage's 30 MoE
+    layers and its lm_head weigh more, and its pool, with the sampler's peak beside it, holds
+    fewer blocks."""
     d = dep("deepseek-r1", 8, 2)
     pools = stage_pools(d, LONG)
     assert [p.stage.layers for p in pools if p.stage] == [31, 30]
+    assert pools[1].weight_bytes > pools[0].weight_bytes
     pool = kv_pool(d, LONG)
     assert pool.blocks == min(p.blocks for p in pools) < max(p.blocks for p in pools)
-    assert pool.stage is not None and pool.stage.first  # 31 layers and the embedding
+    assert pool.stage is not None and pool.stage.last
     assert pools[-1].sampler_bytes > 0 and pools[0].sampler_bytes == 0  # the last one samples
-    # a block of the 31-layer stage holds 31 layers' KV, not an even split's 30.5
+    # a block of the 31-layer stage holds 31 layers' KV, the other's 30
     assert pools[0].page_bytes / pools[1].page_bytes == pytest.approx(31 / 30)
 
 
@@ -91,16 +94,21 @@ def test_fit_with_pipeline_stages(capsys: pytest.CaptureFixture[str]) -> None:
                            "--pipeline-parallel-size", "2", "--max-model-len", "32768")
     assert code == 0
     assert "16 x h100-sxm (TP8 × PP2)" in out
-    assert "layers per stage 31, 30" in out and "stage 1 of 2 (31 layers and the embedding)" in out
+    assert "layers per stage 31, 30" in out and "stage 2 of 2 (30 layers and the lm_head)" in out
     code, out, _ = run_cli(capsys, "fit", "deepseek-r1", "--gpu", "h100", "--num-gpus", "8",
                            "-pp", "2", "--max-model-len", "32768", "--json")
     report = json.loads(out)
     assert (report["num_gpus"], report["tensor_parallel_size"],
             report["pipeline_parallel_size"]) == (16, 8, 2)
-    assert report["binding_stage"]["layers"] == 31
+    assert report["binding_stage"]["layers"] == 30
     code, out, _ = run_cli(capsys, "fit", "deepseek-r1", "--gpu", "h100", "--num-gpus", "8",
                            "-pp", "2", "--max-model-len", "32768", "--explain")
     assert "binding pipeline stage" in out and "blocks by stage" in out
+    # Gemma-3's first stage holds the embedding and the vision tower and runs the tower's
+    # profile; with 8 seats the last stage's sampler is small, so the first binds
+    code, out, _ = run_cli(capsys, "fit", "gemma-3-27b", "--gpu", "h100", "-pp", "2",
+                           "--max-model-len", "32768", "--max-num-seqs", "8", "--explain")
+    assert code == 0 and "binds = stage 1 of 2 (31 layers and the embedding)" in out
     assert "none: only the last pipeline stage samples" in out
 
 
@@ -122,3 +130,23 @@ def test_pipeline_flag_is_refused_where_it_does_not_apply(
     code, out, _ = run_cli(capsys, "decode", "llama-3.1-405b", "--gpu", "h100", "--num-gpus",
                            "8", "-pp", "2", "--batch", "1", "--context", "8000")
     assert code == 0 and "16 x h100-sxm (TP8 × PP2)" in out
+
+
+def test_a_prompt_passes_the_stages_one_after_another() -> None:
+    """vLLM's TTFT floor at TP8 × PP2 is one prompt's trip through both stages: no faster
+    than TP8 over the whole model (the other requests' batches in flight raise throughput)."""
+    from ridgeline.floors import prefill_floor
+
+    model, h100 = resolve_model("llama-3.1-405b"), resolve_accelerator("h100")
+    pp2 = Deployment.build(model, h100, None, None, 16, 2, engine="vllm")
+    tp8 = Deployment.build(model, h100, None, None, 8, engine="vllm")
+    assert prefill_floor(pp2, 8192).time_s == pytest.approx(prefill_floor(tp8, 8192).time_s,
+                                                            rel=0.05)
+
+
+def test_the_tensor_parallel_lever_of_a_pipeline_names_both(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "fit", "llama-3.1-70b", "--gpu", "h100", "--num-gpus", "2",
+                           "-pp", "2", "--max-model-len", "32768", "--json")
+    names = [lever["name"] for lever in json.loads(out)["levers"]]
+    assert code == 0 and "8 GPUs (TP4 × PP2)" in names

@@ -60,7 +60,7 @@ def test_nemotron_h_state_blocks_and_dtype_by_version() -> None:
     state group (14 blocks a request: 8/14 of the concurrency 'none' logs), from v0.32 3."""
     d = dep("nemotron-h-56b")
     model = d.model
-    assert not model.state_dtype_given
+    assert not model.ssm_cache_dtype_named
     assert ssm_state_dtype(model, "0.19") == model.state_dtype == "bf16"
     assert ssm_state_dtype(model, "0.20") == "fp32"
 
@@ -74,7 +74,7 @@ def test_nemotron_h_state_blocks_and_dtype_by_version() -> None:
     assert pool("0.32").request_blocks(8192) == 2 + 6 * 3
     assert pool("0.28").concurrency(8192) == pytest.approx(new.concurrency(8192) * 8 / 14)
     # a config that names its SSM cache dtype keeps it
-    named = replace(model, state_dtype="bf16", state_dtype_given=True)
+    named = replace(model, state_dtype="bf16", ssm_cache_dtype_named=True)
     assert ssm_state_dtype(named, "0.26") == "bf16"
 
 
@@ -107,3 +107,16 @@ def test_prefix_caching_flags_are_one_line_errors_where_they_do_not_apply(
     code, _, err = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len",
                            "8192", "--engine", "vllm,sglang", "--no-prefix-caching")
     assert code == 2 and "--no-prefix-caching names one engine's settings" in err
+
+
+def test_only_the_cache_dtype_key_keeps_nemotron_h_state_at_its_dtype() -> None:
+    """vLLM reads mamba_ssm_cache_dtype for Nemotron-H; a config naming mamba_ssm_dtype alone
+    still gets float32 from v0.20 (Qwen3.5's mamba_ssm_dtype is read by its own rule)."""
+    from ridgeline.datafiles import load_data
+    from ridgeline.model import ModelSpec
+
+    raw = dict(load_data("models/nvidia--Nemotron-H-56B-Base-8K.json"))
+    ssm_only = ModelSpec.from_hf_config({**raw, "mamba_ssm_dtype": "bfloat16"}, name="n")
+    assert ssm_state_dtype(ssm_only, "0.26") == "fp32"
+    cache = ModelSpec.from_hf_config({**raw, "mamba_ssm_cache_dtype": "bfloat16"}, name="n")
+    assert cache.ssm_cache_dtype_named and ssm_state_dtype(cache, "0.26") == "bf16"

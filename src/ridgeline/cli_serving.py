@@ -309,7 +309,9 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         reason, n = max(result.rec.rejected.items(), key=lambda item: item[1])
         first = result.rec.rejected_first.get(reason)
         raise InputError(f"the engine refused every request ({n:,} of {result.rejected:,}: "
-                         f"{reason}" + (f"; first: {first}" if first else "") + ")")
+                         f"{reason}" + (f"; first: {first}" if first else "") + ")"
+                         + (f"; each of the {pp} pipeline lanes is simulated with 1/{pp} of "
+                            "the pool" if pp > 1 else ""))
     if args.window and result.completed and not result.rec.windowed:
         earliest, latest = result.rec.arrived_s
         raise InputError(f"--window {args.window[0]:g},{args.window[1]:g}: no completed "
@@ -341,7 +343,12 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         span = requests[-1].arrival_s - requests[0].arrival_s if requests else 0.0
     else:
         span = count / args.rate
-    cautions = tuple(c for c in (context_caution(dep, config.max_model_len),
+    lane_tokens = lane.num_blocks * lane.block_size
+    split_pool = (f"each of the {pp} pipeline lanes holds 1/{pp} of the pool "
+                  f"({lane_tokens:,} tokens): a request longer than that is refused here, where "
+                  f"{engine} shares one pool among its batches in flight") \
+        if pp > 1 and config.max_model_len > lane_tokens else ""
+    cautions = tuple(c for c in (context_caution(dep, config.max_model_len), split_pool,
                                  eager_caution(dep) if args.enforce_eager else "",
                                  offload_caution(dep),
                                  warmup_caution(span, result.percentiles("e2e")["mean"],

@@ -316,7 +316,10 @@ def pipelined_stages(dep: Deployment, tokens: int, ubatch: int | None = None) ->
     one stage, passes them one at a time."""
     stages = dep.pipeline_parallel_size
     if stages <= 1 or not dep.engine.startswith("llama.cpp"):
-        return float(stages)  # other engines keep a micro-batch per stage in flight
+        # vLLM, SGLang, TensorRT-LLM: a micro-batch passes the stages one after another (a
+        # request's next chunk waits for its last to leave the pipeline); the other
+        # requests' batches in flight raise throughput, not this prompt's TTFT
+        return 1.0
     from ridgeline.predict import LLAMA_CPP_UBATCH, llamacpp_n_batch
 
     size = ubatch or LLAMA_CPP_UBATCH  # a short last ubatch counts for its share
@@ -378,7 +381,8 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
              q(f"peak {dep.compute_dtype}", peak / 1e12, "TFLOP/s",
                f"{tp} x {dep.accelerator.id}" + (" in tensor parallel" if tp > 1 else "")
                + (f" × {stages:.2g} of {pp} pipeline stages busy on average: the ubatches of a "
-                  "call pipelined over them" if pp > 1 else "")),
+                  "call pipelined over them" if pp > 1 and dep.engine.startswith("llama.cpp")
+                  else f"; its {pp} pipeline stages one after another" if pp > 1 else "")),
              q("bandwidth", bandwidth / 1e12, "TB/s", dep.accelerator.source
                + ("; one stage at a time" if stages > 1 else ""))),
     )

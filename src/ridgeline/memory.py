@@ -174,9 +174,10 @@ class KVPool:
     encoder_images: int = 0  # … the dummy images it ran
 
     @property
-    def layer_share(self) -> float:
-        """The binding pipeline stage's layers over an even split's (1 without a pipeline)."""
-        return 1.0 if self.stage is None else self.stage.layer_share
+    def kv_share(self) -> float:
+        """The binding pipeline stage's cache-holding layers over an even split's (1 without a
+        pipeline)."""
+        return 1.0 if self.stage is None else self.stage.kv_share
 
     @property
     def rest_bytes(self) -> float:
@@ -337,8 +338,8 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
     vision = 0.0 if engine.startswith("llama.cpp") or s.language_model_only \
         else dep.model.vision_tower_bytes
     if dep.pipeline_parallel_size > 1 and not engine.startswith("llama.cpp"):
-        return tuple(_stage_pool(dep, s, total, stage_weight_bytes(dep, stage, on_gpus, vision),
-                                 stage) for stage in pipeline_stages(dep))
+        return tuple(_stage_pool(dep, s, total, stage_weight_bytes(dep, stage, vision), stage)
+                     for stage in pipeline_stages(dep))
     return (_stage_pool(dep, s, total, (on_gpus + vision) / dep.num_gpus, None),)
 
 
@@ -348,7 +349,7 @@ def _stage_pool(dep: Deployment, s: EngineSettings, total: float, weights: float
     layers' cache; the sampler on the last), or of a deployment without a pipeline (None)."""
     engine = dep.engine
     d = engine_defaults(engine)
-    share = 1.0 if stage is None else stage.layer_share
+    share = 1.0 if stage is None else stage.kv_share
     non_torch = float(d.get("non_torch_gib", 0.4)) * GIB
     if engine == "vllm":  # windows and states: vLLM's own groups (kvgroups.py)
         footprint = kv_footprint(dep.model, 1, dep.kv.bytes_per_element)
@@ -524,9 +525,9 @@ def _vllm_pool(dep: Deployment, s: EngineSettings, total: float, weights: float,
     groups = vllm_kv_groups(paged, s.block_size or int(d["block_size"]),
                             align_state_blocks(dep, acc, s.prefix_caching))
     block = groups.block_size if groups else s.block_size or int(d["block_size"])
-    weights += mxfp4_padding_bytes(dep) * (1.0 if stage is None else stage.layer_share)
+    weights += mxfp4_padding_bytes(dep) * (1.0 if stage is None else stage.expert_share)
     if groups is not None and stage is not None:  # a block holds this stage's layers
-        groups = replace(groups, page_bytes=groups.page_bytes * stage.layer_share)
+        groups = replace(groups, page_bytes=groups.page_bytes * stage.kv_share)
     return KVPool("vllm", total, fraction, weights, peak, non_torch_bytes(dep, acc),
                   graphs, 1.0, per_token, block, seqs, tokens, groups, forward, sampler, acc,
                   in_flight_batches=acc.in_flight_batches if s.async_scheduling else 1,
@@ -557,7 +558,7 @@ def conversation_bytes(pool: KVPool, dep: Deployment, context: int) -> float:
         return pool.kv_bytes_per_token * context
     if pool.host_cells:  # -ngl left every growing layer, and its cache, on the host
         return 0.0
-    return sequence_bytes_per_gpu(dep, context) * pool.layer_share
+    return sequence_bytes_per_gpu(dep, context) * pool.kv_share
 
 
 def conversations(pool: KVPool, dep: Deployment, context: int) -> int:
@@ -578,7 +579,7 @@ def conversations(pool: KVPool, dep: Deployment, context: int) -> int:
             held = min(held, int(cache // (context * pool.kv_bytes_per_token
                                            + pool.slot_bytes_each)))
         return held
-    per_seq = sequence_bytes_per_gpu(dep, context) * pool.layer_share
+    per_seq = sequence_bytes_per_gpu(dep, context) * pool.kv_share
     return int(pool.pool_bytes // per_seq) if per_seq else 0
 
 

@@ -197,7 +197,7 @@ class ModelSpec:
     # a multimodal checkpoint's vision tower and projector: loaded by a serving engine beside
     # the text model, never read by a text token (vision_params.py)
     vision_params: int = 0
-    state_dtype_given: bool = False  # the config names it (mamba_ssm_cache_dtype / _ssm_dtype)
+    ssm_cache_dtype_named: bool = False  # the config names mamba_ssm_cache_dtype
     vision_item: VisionItem | None = None  # a fixed-size tower's image, as engines profile it
 
     def __hash__(self) -> int:
@@ -324,7 +324,8 @@ class _Reader:
                              f"is stored in ({', '.join(sorted(set(_DTYPES)))})")
         dtype_raw = str(dtype_raw).removeprefix("torch.")
         dtype = _DTYPES[dtype_raw]
-        state_named = self.c.get("mamba_ssm_cache_dtype") or self.c.get("mamba_ssm_dtype")
+        cache_named = self.c.get("mamba_ssm_cache_dtype")
+        state_named = cache_named or self.c.get("mamba_ssm_dtype")
         state_dtype = _DTYPES.get(str(state_named or dtype_raw), dtype)
         return ModelSpec(
             name=self.name,
@@ -348,7 +349,7 @@ class _Reader:
             ),
             dtype=dtype,
             state_dtype=state_dtype,
-            state_dtype_given=bool(state_named) and str(state_named) in _DTYPES,
+            ssm_cache_dtype_named=str(cache_named) in _DTYPES,
             stored_formats=tuple(
                 sorted(stored_formats(self.c.get("quantization_config"), self.name).items())
             ),

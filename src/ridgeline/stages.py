@@ -13,16 +13,19 @@ tower runs before the first layer, on the first stage.
 Every stage profiles its own memory and the engine keeps the smallest number of blocks any
 stage can hold (vLLM V1's get_kv_cache_configs: "change the num_blocks of each worker to
 the smallest among all workers"), so the binding stage is the one whose memory left, per
-block of its own layers, is least. ridgeline spreads a stage's layer weights by its share
-of the layers (a model whose layers differ — DeepSeek's three dense layers first — is
-priced at the mean layer).
+block of its own layers, is least. A stage's weights are its own layers' (DeepSeek's three
+dense layers sit on the first stage), its cache its own cache-holding layers'.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ridgeline.layouts import MOE, NONE
+from ridgeline.model import Layer
+from ridgeline.params import layer_params
 from ridgeline.quantization import EMBEDDING, LM_HEAD
 
 if TYPE_CHECKING:
@@ -35,8 +38,10 @@ class Stage:
 
     index: int  # 0 holds the embedding
     count: int  # stages in the pipeline
+    start: int  # its first decoder layer
     layers: int  # decoder layers on this stage
-    model_layers: int
+    kv_share: float = 1.0  # its cache-holding layers over an even split's
+    expert_share: float = 1.0  # its MoE layers over an even split's
 
     @property
     def first(self) -> bool:
@@ -45,11 +50,6 @@ class Stage:
     @property
     def last(self) -> bool:
         return self.index == self.count - 1
-
-    @property
-    def layer_share(self) -> float:
-        """This stage's layers over an even split's: 31 of 61 over 2 stages = 1.016."""
-        return self.layers * self.count / self.model_layers
 
     def describe(self) -> str:
         """'stage 2 of 2 (30 layers and the lm_head)'."""
@@ -71,25 +71,46 @@ def stage_layers(num_layers: int, stages: int) -> tuple[int, ...]:
     return tuple(split)
 
 
+def _share(layers: Sequence[Layer], start: int, count: int, stages: int,
+           holds: Callable[[Layer], bool]) -> float:
+    """The layers from ``start`` that ``holds``, over an even split's share of them."""
+    total = sum(1 for layer in layers if holds(layer))
+    mine = sum(1 for layer in layers[start:start + count] if holds(layer))
+    return mine * stages / total if total else 1.0
+
+
 def pipeline_stages(dep: Deployment) -> tuple[Stage, ...]:
     """The deployment's stages, first to last (one for a deployment without a pipeline)."""
-    n, pp = dep.model.num_layers, dep.pipeline_parallel_size
-    return tuple(Stage(i, pp, layers, n) for i, layers in enumerate(stage_layers(n, pp)))
+    layers, pp = dep.model.layers, dep.pipeline_parallel_size
+    out, start = [], 0
+    for i, n in enumerate(stage_layers(len(layers), pp)):
+        out.append(Stage(i, pp, start, n,
+                         _share(layers, start, n, pp, lambda layer: layer.mixer != NONE),
+                         _share(layers, start, n, pp, lambda layer: layer.ffn == MOE)))
+        start += n
+    return tuple(out)
 
 
-def stage_weight_bytes(dep: Deployment, stage: Stage, gpu_bytes: float,
-                       vision_bytes: float) -> float:
-    """Weights on one GPU of ``stage``: its share of the layers' weights, the embedding on the
-    first stage, the lm_head on the last (a tied embedding read there as the lm_head), the
-    vision tower on the first; all split over the stage's tensor-parallel ranks.
-    ``gpu_bytes`` is every weight the engine keeps on GPUs, ``vision_bytes`` the tower's."""
+def _layer_bytes(dep: Deployment, layer: Layer) -> float:
+    plan = dep.weights
+    return sum(n * plan.format_of(c).bytes_per_weight
+               for c, n in layer_params(dep.model, layer).items() if n)
+
+
+def stage_weight_bytes(dep: Deployment, stage: Stage, vision_bytes: float) -> float:
+    """Weights on one GPU of ``stage``: its own layers', the embedding (and a vision tower,
+    ``vision_bytes``) on the first stage, the lm_head and the final norm on the last (a tied
+    embedding read there as the lm_head); all split over the stage's tensor-parallel ranks."""
     by = dep.bytes_by_category
     embedding = by.get(EMBEDDING, 0.0)
     head = embedding if dep.model.tie_word_embeddings else by.get(LM_HEAD, 0.0)
-    layers = gpu_bytes - embedding - by.get(LM_HEAD, 0.0)
-    held = layers * stage.layers / stage.model_layers
+    layers = dep.model.layers
+    held = sum(_layer_bytes(dep, layer) for layer in layers[stage.start:stage.start
+                                                                   + stage.layers])
     if stage.first:
         held += embedding + vision_bytes
-    if stage.last and (not stage.first or not dep.model.tie_word_embeddings):
-        held += head
+    if stage.last:
+        rest = dep.weight_bytes - embedding - by.get(LM_HEAD, 0.0) \
+            - sum(_layer_bytes(dep, layer) for layer in layers)  # the final norm
+        held += rest + (head if not stage.first or not dep.model.tie_word_embeddings else 0.0)
     return held / dep.tensor_parallel_size

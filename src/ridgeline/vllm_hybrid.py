@@ -79,9 +79,10 @@ def state_blocks(model: ModelSpec, asked: bool | None, version: str,
 
 def ssm_state_dtype(model: ModelSpec, version: str) -> str:
     """The dtype vLLM keeps the SSM state in: Nemotron-H's in float32 from v0.20 unless its
-    config names one (engines.json ``nemotron_h_ssm_cache_dtype``); else the model's own."""
+    config names mamba_ssm_cache_dtype, the one key vLLM reads for it (engines.json
+    ``nemotron_h_ssm_cache_dtype``); else the model's own."""
     rule = _vllm_data()["nemotron_h_ssm_cache_dtype"]
-    if model.model_type == "nemotron_h" and not model.state_dtype_given \
+    if model.model_type == "nemotron_h" and not model.ssm_cache_dtype_named \
             and parse_version(version) >= parse_version(str(rule["from"])):
         return str(rule["dtype"])
     return model.state_dtype

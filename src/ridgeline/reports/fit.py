@@ -265,7 +265,7 @@ class FitReport:
         lines = [*([self.searched] if self.searched else []), headline,
                  f"{d.model.name} on {d.gpus_label}, {engine}, weights "
                  f"{d.weights.label}, KV {d.kv.id}",
-                 *_offload_lines(d, self.launch_cells), *_stage_lines(p), ""]
+                 *_offload_lines(d, self.launch_cells), *_stage_lines(p, d), ""]
         lines += table(budget_rows(p, self.settings), ["", ""])[1:]
         held = f"holds {p.logged_tokens(self.context):,} tokens in {p.blocks:,} blocks of " \
             f"{p.block_size}"
@@ -595,11 +595,11 @@ def _offload_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSetti
     return levers
 
 
-def _stage_lines(p: KVPool) -> list[str]:
+def _stage_lines(p: KVPool, d: Deployment) -> list[str]:
     """Which pipeline stage's pool binds, where the deployment has stages."""
     if p.stage is None:
         return []
-    layers = stage_layers(p.stage.model_layers, p.stage.count)
+    layers = stage_layers(d.model.num_layers, p.stage.count)
     return [f"layers per stage {', '.join(map(str, layers))}; each stage sizes its own pool "
             "and the engine holds no more than its tightest, so the figures below are those "
             f"of {p.stage.describe()}"]
@@ -642,7 +642,8 @@ def _levers(r: FitReport) -> list[Lever]:
                         more, r.context, s))
     elif d.offload is None and doubled <= node_size(d.accelerator) \
             and not tensor_parallel_problem(d.model, doubled):
-        options.append((f"{2 * d.num_gpus} GPUs (tensor parallel)",
+        options.append((f"{2 * d.num_gpus} GPUs (tensor parallel)" if d.pipeline_parallel_size == 1
+                        else f"{2 * d.num_gpus} GPUs (TP{doubled} × PP{d.pipeline_parallel_size})",
                         replace(d, tensor_parallel_size=doubled), r.context, s))
     elif d.offload is None and 2 * d.pipeline_parallel_size <= d.model.num_layers:
         # past one node's NVLink domain: more pipeline stages, as vLLM's docs advise

@@ -202,7 +202,7 @@ def vision_bytes_in_pool(dep: Deployment, pool: KVPool) -> float:
 
     if is_llamacpp(pool):
         return 0.0
-    share = 1.0 if pool.stage is None else pool.stage.layer_share
+    share = 1.0 if pool.stage is None else pool.stage.expert_share
     extra = pool.weight_bytes - checkpoint_share_bytes(dep, pool) \
         - (mxfp4_padding_bytes(dep) * share if pool.engine == "vllm" else 0.0)
     return max(0.0, extra)
@@ -213,4 +213,4 @@ def checkpoint_share_bytes(dep: Deployment, pool: KVPool) -> float:
     stage), before a vision tower or padding."""
     if pool.stage is None:
         return dep.weight_bytes / dep.num_gpus
-    return stage_weight_bytes(dep, pool.stage, dep.weight_bytes, 0.0)
+    return stage_weight_bytes(dep, pool.stage, 0.0)

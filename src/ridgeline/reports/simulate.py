@@ -121,9 +121,9 @@ class SimulateReport:
                  + (", experts spread over the GPUs (EP)" if d.expert_parallel else "")
                  + (f"; {d.offload.describe(d.model)}" if d.offload else "") + f"): {self.load}",
                  _engine_line(c) + (f" — in each of {self.lanes} pipeline lanes (a micro-batch "
-                                    "per stage in flight), each given every "
-                                    f"{_ordinal(self.lanes)} request; their outcomes added up"
-                                    if self.lanes > 1 else ""), ""]
+                                    "per stage in flight), the requests dealt among them in "
+                                    "turn; their outcomes added up" if self.lanes > 1 else ""),
+                 ""]
         rows = []
         for name, label in (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"),
                             ("e2e", "end-to-end"), ("queue", "queueing")):
@@ -285,7 +285,8 @@ class SimulateReport:
                 "(peak × compute share), bytes ÷ (bandwidth × bandwidth share)) + collectives + "
                 "per step + layers × per layer; the mean is busy time ÷ steps",
                 _ms_q("mean step", r.busy_s / r.steps),
-                q("busy time", r.busy_s, "s", "simulated time less the idle gaps"),
+                q("busy time", r.busy_s, "s", "simulated time less the idle gaps"
+                  + (f", summed over the {self.lanes} pipeline lanes" if self.lanes > 1 else "")),
                 q("steps", r.steps),
                 q("compute share", profile.compute_for(acc), "", f"{src}: {profile.source}"),
                 q("bandwidth share", profile.bandwidth_for(acc), "", src),
@@ -328,10 +329,6 @@ def _policy(c: SimConfig) -> str:
     if c.prefill_first:
         return "prefill first, no mixed chunk (SGLang)"
     return "one token budget, decodes first, preempt the newest (vLLM V1)"
-
-
-def _ordinal(n: int) -> str:
-    return f"{n}{'nd' if n % 10 == 2 and n % 100 != 12 else 'rd' if n % 10 == 3 and n % 100 != 13 else 'th'}"
 
 
 def _engine_line(c: SimConfig) -> str:

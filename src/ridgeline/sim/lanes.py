@@ -44,7 +44,8 @@ def closed_loop_shares(users: int, lanes: int) -> list[int]:
 
 def merged(results: Sequence[SimResult]) -> SimResult:
     """The lanes as one engine: their requests, histograms and counts added, the run as long
-    as the longest lane, the running batch summed over time."""
+    as the longest lane, the running batch summed over time; steps and busy time are the
+    lanes' together (a mean step stays one lane's step, the full trip)."""
     first = results[0]
     rec = first.rec
     for other in results[1:]:
@@ -54,16 +55,19 @@ def merged(results: Sequence[SimResult]) -> SimResult:
     return SimResult(rec, max(r.duration_s for r in results),
                      sum(r.preemptions for r in results),
                      sum(r.prefix_hit_blocks for r in results), sum(r.steps for r in results),
-                     max(busy) if busy else math.nan, first.profile)
+                     sum(busy) if busy else math.nan, first.profile)
 
 
 def run_lanes(run_one: Callable[[Iterator[Request], int], SimResult],
               requests: Iterable[Request], lanes: int, closed_loop: int = 0) -> SimResult:
     """Run ``lanes`` lanes, each on its share of the requests (``run_one(requests,
-    closed_loop)`` simulates one lane), and merge them; one lane is the plain run."""
+    closed_loop)`` simulates one lane), and merge them; one lane is the plain run. A closed
+    loop of fewer users than lanes keeps only as many lanes busy, and deals them every
+    request."""
     if lanes <= 1:
         return run_one(iter(requests), closed_loop)
-    shares = closed_loop_shares(closed_loop, lanes) if closed_loop else [0] * lanes
-    results = [run_one(lane_requests(requests, lane, lanes), shares[lane])
-               for lane in range(lanes) if not closed_loop or shares[lane]]
-    return merged(results)
+    shares = [n for n in closed_loop_shares(closed_loop, lanes) if n] if closed_loop \
+        else [0] * lanes
+    busy = len(shares)
+    return merged([run_one(lane_requests(requests, lane, busy), shares[lane])
+                   for lane in range(busy)])
