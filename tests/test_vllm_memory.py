@@ -230,3 +230,11 @@ def test_hybrid_logs_of_the_versions_the_group_rule_was_read_from_reproduce() ->
         conc, gib = (next(e for i, e in errors.items() if log in i and i.endswith(end))
                      for end in ("-conc", "-gib"))
         assert conc is not None and gib is not None and abs(conc - gib) < 0.01
+
+
+def test_a_release_past_the_newest_modelled_is_cautioned() -> None:
+    from ridgeline.vllm_memory import past_modelled
+
+    assert past_modelled(vllm_accounting("0.30")).startswith("vLLM 0.30 is newer than 0.26")
+    assert past_modelled(vllm_accounting("0.26.1")) == ""
+    assert past_modelled(vllm_accounting()) == ""

@@ -93,6 +93,19 @@ def vllm_accounting(version: str | None = None) -> VLLMAccounting:
                                         data["gpu_memory_utilization"])))
 
 
+def past_modelled(acc: VLLMAccounting) -> str:
+    """A caution where ``acc`` is a release newer than the newest era ridgeline models, or
+    ""."""
+    newest = str(_vllm_data()["memory_versions"][-1]["from"])
+    if parse_version(acc.version)[:2] <= parse_version(newest)[:2]:
+        return ""
+    return (f"vLLM {acc.version} is newer than {newest}, the newest release whose memory "
+            f"accounting ridgeline models: it is sized by {newest}'s rules (and the hybrid "
+            "prefix-caching rules, which follow the version); later releases changed how the "
+            "budget is measured (v0.27: memory held since start-up) and the CUDA-graph "
+            "estimate (v0.29), neither modelled here")
+
+
 def sampler_peak_bytes(dep: Deployment, max_num_seqs: int, acc: VLLMAccounting) -> float:
     """The profiled sampler's peak: fp32 logits of max_num_seqs requests, times the
     buffers top-k/top-p sampling holds (Llama-3.1-8B at 1,024 requests before v0.17:

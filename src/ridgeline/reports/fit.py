@@ -46,7 +46,7 @@ from ridgeline.roofline import batch_for_intensity, ridge_step
 from ridgeline.stages import stage_layers
 from ridgeline.units import GIB, plural
 from ridgeline.vllm_hybrid import cache_mode
-from ridgeline.vllm_memory import parse_version
+from ridgeline.vllm_memory import parse_version, past_modelled
 
 NON_CUDA_VENDORS = ("google", "intel")  # TPU (JAX/XLA) and Gaudi backends: no CUDA graphs
 DOES_NOT_FIT = "does not fit"
@@ -117,6 +117,8 @@ class FitReport:
             out.append(f"{p.engine} on {d.accelerator.id} is sized with the CUDA accounting "
                        "(a CUDA context, CUDA graphs); no start-up log of its "
                        f"{d.accelerator.vendor} backend checks it: read the pool as approximate")
+        if p.accounting is not None and past_modelled(p.accounting):
+            out.append(past_modelled(p.accounting))
         if p.accounting is not None and p.accounting.tp_caveat and d.tensor_parallel_size > 1:
             out.append(f"vLLM {p.accounting.version} {p.accounting.tp_caveat}")
         if p.accounting is not None and cache_mode(
