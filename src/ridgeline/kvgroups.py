@@ -15,8 +15,9 @@ layer type:
   window group, the blocks covering its window (and, while a prefill chunk runs, the
   chunk): at most ceil(min(window − 1 + max_num_batched_tokens, max_model_len) ÷
   block_size) + 1 (v0.26 under async scheduling: two chunks in flight, the caller's
-  ``budget_tokens``); per state group, one block (two from v0.14 with prefix caching on
-  a linear-attention hybrid: mamba_cache_mode "align" keeps the last block-aligned state);
+  ``budget_tokens``); per state group, one block (two from v0.15 with prefix caching on
+  a linear-attention hybrid: mamba_cache_mode "align" keeps the last block-aligned state;
+  vllm_hybrid.py);
 - the pool has ``memory ÷ page`` blocks and vLLM reports ``blocks ÷ groups × block_size``
   tokens as its "GPU KV cache size" (v0.24+ logs max concurrency × max_model_len instead,
   ``KVPool.logged_tokens``; a v0.11 log of Gemma-3-4B and a v0.26 log of Gemma-3-27B are

@@ -5,10 +5,11 @@ used. What that pass counts has changed: before v0.2.5 only PyTorch's allocation
 v0.2.5 everything the process holds (CUDA context, NCCL); V1 (v0.8) profiles
 max_num_batched_tokens and then a dummy sampler run over max_num_seqs requests, whose
 fp32 logits and top-k/top-p buffers are often the peak; v0.17 made that sampler lighter
-(a Triton kernel instead of a sort); v0.21 also takes an estimate of the CUDA-graph pool.
-What it logs and checks moved too: v0.24 logs its token count as maximum concurrency ×
-max_model_len, and v0.26 sizes a window group's worst case for two batches in flight; from
-v0.14 prefix caching keeps two state blocks per request for linear-attention hybrids.
+(a Triton kernel instead of a sort); v0.20 reserves 0.92 of the card by default, not 0.9;
+v0.21 also takes an estimate of the CUDA-graph pool. A fixed-size vision tower runs first in
+the pass (``encoder_profile``). What it logs and checks moved too: v0.24 logs its token count
+as maximum concurrency × max_model_len, and v0.26 sizes a window group's worst case for two
+batches in flight; a hybrid's state blocks follow prefix caching (vllm_hybrid.py).
 The eras are data (engines.json ``memory_versions``), each with its source.
 """
 
