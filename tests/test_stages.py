@@ -150,3 +150,17 @@ def test_the_tensor_parallel_lever_of_a_pipeline_names_both(
                            "-pp", "2", "--max-model-len", "32768", "--json")
     names = [lever["name"] for lever in json.loads(out)["levers"]]
     assert code == 0 and "8 GPUs (TP4 × PP2)" in names
+
+
+def test_observe_and_utilization_size_a_pipelines_pool(capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    from pathlib import Path
+
+    metrics = Path(__file__).parent / "fixtures" / "vllm_metrics.txt"
+    base = ["observe", str(metrics), "--model", "llama-3.1-70b", "--gpu",
+            "h100", "--num-gpus", "4", "--json"]
+    _, flat, _ = run_cli(capsys, *base)
+    code, staged, _ = run_cli(capsys, *base, "-pp", "2")
+    assert code == 0 and json.loads(staged)["pool_batch"] > json.loads(flat)["pool_batch"]
+    code, _, err = run_cli(capsys, "utilization", "--gpu", "h100", "--running", "8", "-pp", "2")
+    assert code == 2 and "apply with --model" in err

@@ -201,8 +201,9 @@ def cmd_utilization(args: argparse.Namespace) -> Any:
     dep = load_deployment(args) if args.model else None
     if dep is not None and args.context is None:
         raise InputError("--model needs --context to say how many conversations the KV holds")
-    if dep is None and (args.kv_dtype or args.context):
-        raise InputError("--kv-dtype and --context apply with --model (its KV budget)")
+    if dep is None and (args.kv_dtype or args.context or args.pipeline_parallel_size):
+        raise InputError("--kv-dtype, --context and --pipeline-parallel-size apply with --model "
+                         "(its KV budget)")
     bpw = 2.0 if dep else _element_bytes(args)[0]
     dtype = args.compute_dtype or (dep.dense_compute_dtype if dep else _matmul_dtype(args, acc))
     return utilization_report(acc, args.running, dtype, bpw, dep, args.context)
@@ -289,6 +290,7 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser("utilization", help="the running batch an engine reports vs the ridge")
     _gpu(p)
+    _pipeline(p)
     p.add_argument("--running", type=_positive_count("running requests"), required=True,
                    help="vllm:num_requests_running, or N in 'Running: N reqs'")
     p.add_argument("--compute-dtype", choices=["bf16", "fp16", "fp8", "int8", "fp4"])

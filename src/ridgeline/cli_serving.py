@@ -746,6 +746,7 @@ def register(sub: Any) -> None:
                    help="/metrics URL, saved metrics text, vLLM log, or bench result JSON")
     p.add_argument("--model", required=True)
     _gpu(p)
+    _pipeline(p)
     _formats(p)
     _engine(p)
     p.add_argument("--duration", default="60s", type=_typed(_seconds),

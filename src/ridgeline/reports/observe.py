@@ -178,13 +178,13 @@ class ObserveReport:
             lines.append("no running batch in this source")
         else:
             lines.append(f"batch {b:,.1f} against a ridge of {self.ridge:,.0f} on "
-                         f"{d.num_gpus} x {d.accelerator.id}: {frac:.1%} of the arithmetic you "
+                         f"{d.gpus_label}: {frac:.1%} of the arithmetic you "
                          "are billed for")
         if self.fits:
             lines.append(f"the KV pool allows {self.pool_batch:,} sequences of "
                          f"{self.context:,} tokens ({self.context_source})")
         else:
-            lines.append(f"{d.model.name} does not fit on {d.num_gpus} x {d.accelerator.id} as "
+            lines.append(f"{d.model.name} does not fit on {d.gpus_label} as "
                          f"described: the KV pool holds no sequence of {self.context:,} tokens "
                          f"({self.context_source})")
         lines.append(f"wall: {self.wall} — {self.lever}")
