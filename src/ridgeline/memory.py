@@ -487,8 +487,10 @@ VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)  # vLLM's CacheConfig BlockSize 
 def _vllm_pool(dep: Deployment, s: EngineSettings, total: float, weights: float,
                per_token: float, stage: Stage | None = None) -> KVPool:
     """vLLM: total × gpu_memory_utilization − weights − the profiling pass's peak (the larger
-    of the forward pass over the token budget and the sampler over max_num_seqs requests) −
-    non-torch memory − (v0.21+) the CUDA-graph estimate, as ``s.engine_version`` counts them."""
+    of the forward pass over the token budget and the sampler over max_num_seqs requests, a
+    vision tower's images held beside them, or the tower's own pass if larger) − non-torch
+    memory − (v0.21+) the CUDA-graph estimate, as ``s.engine_version`` counts them; of one
+    pipeline ``stage``, its own layers (the sampler on the last, the tower on the first)."""
     d = engine_defaults("vllm")
     acc = vllm_accounting(s.engine_version)
     defaults = vllm_batch_defaults(dep, s.usage)
