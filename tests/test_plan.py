@@ -678,7 +678,8 @@ def test_a_check_command_is_given_only_where_simulate_can_rerun_it() -> None:
         assert flags in line
     assert check_line("m", Load(10.0, "1000", "250"), SLO, "vllm", None, replace(c, replicas=3),
                       4096).count("--rate 3.3333333333333335") == 1  # exact, not 3.33
-    assert not check_line("m", LOAD, SLO, "vllm", None, replace(c, pp=2), 4096)
+    assert "--num-gpus 4 --pipeline-parallel-size 2 " in check_line(
+        "m", LOAD, SLO, "vllm", None, replace(c, pp=2), 4096)
     assert not check_line("m", LOAD, SLO, "vllm", None, replace(c, verified=False), 4096)
     assert not check_line("m", LOAD, SLO, "vllm", None, replace(c, disaggregated="1P1D"), 4096)
 
@@ -744,3 +745,35 @@ def test_a_checks_count_must_hold_on_a_second_draw_of_the_requests(
     bumped = _verify(MODEL, c, load, slo, 64)
     assert bumped is not None and bumped.replicas == first.replicas + 1
     assert (1, bumped.replicas) in seen and (0, bumped.replicas) in seen
+
+
+def test_a_pipeline_candidates_check_reruns_with_simulate_pp(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A PP2 replica is checked as simulate -pp runs it (its share of the load dealt to two
+    micro-batch lanes), so its check command gives back the check's own figures."""
+    import math
+    import shlex
+
+    from ridgeline.engines import profile_for
+    from ridgeline.hardware import resolve_accelerator
+    from ridgeline.plan import Candidate, _deployment, _verify, size_replica
+    from ridgeline.reports.plan import check_line
+
+    model = resolve_model("llama-3.1-70b")
+    load, slo = Load(4, "lognormal:800,0.6", "lognormal:200,0.6"), Slo(1.0, 0.08)
+    dep = _deployment(model, resolve_accelerator("h100"), 2, 2, "fp8", "bf16")
+    batch, tpot, floor, rate = size_replica(dep, profile_for("vllm"), load, slo, None) or (
+        0, 0.0, 0.0, 1.0)
+    c = Candidate("h100-sxm", 2, 2, "fp8", "bf16", None, batch, tpot, floor, rate,
+                  math.ceil(load.rate / rate), None, True, "", (1.0, 1.0))
+    checked = _verify(model, c, load, slo, 64)
+    assert checked is not None and checked.verified
+    line = check_line("llama-3.1-70b", load, slo, "vllm", None, checked,
+                      load.max_model_len(model.max_position_embeddings))  # as plan sizes it
+    assert "--pipeline-parallel-size 2" in line
+    assert main([*shlex.split(line)[1:], "--json"]) == 0
+    sim = json.loads(capsys.readouterr().out)
+    assert sim["settings"]["pipeline_lanes"] == 2
+    assert sim["completed"] + sim["rejected"] == checked.sim_requests
+    assert sim["at_percentile"]["ttft_s"] == pytest.approx(checked.sim_ttft_s, rel=1e-12)
+    assert sim["at_percentile"]["tpot_s"] == pytest.approx(checked.sim_tpot_s, rel=1e-12)

@@ -8,7 +8,7 @@ spread; ``size_replica``) meets the SLO and fits the KV pool and the token budge
 prunes what cannot fit or cannot meet the SLO on its own; replicas cover the rate. The
 cheapest candidates are then simulated (``sim/``) in the steady state at their per-replica
 rate, and the fewest replicas that meet the SLO at the requested percentile kept. A
-pipeline-parallel replica keeps one micro-batch per stage in flight (``pipeline_lane``).
+pipeline-parallel replica keeps one micro-batch per stage in flight (``sim/lanes.py``).
 Disaggregated prefill/decode pools (xPyD) are sized analytically, the KV hand-off priced over
 the inter-node link, and the cheapest simulated pool by pool.
 """
@@ -36,7 +36,7 @@ from ridgeline.memory import EngineSettings, kv_pool, max_batch, refuses_to_star
 from ridgeline.model import ModelSpec
 from ridgeline.parallel import INTER_NODE_BYTES_PER_S, node_size
 from ridgeline.sim.config import sim_config
-from ridgeline.sim.lanes import pipeline_lane
+from ridgeline.sim.lanes import pipeline_lane, run_lanes
 from ridgeline.sim.metrics import STEADY_LIFETIMES
 from ridgeline.sim.request import Request
 from ridgeline.sim.simulator import Simulator
@@ -570,8 +570,9 @@ def _verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
         requests or (``draw`` n) on another draw of them (memoised)."""
         if (replicas, draw) not in checked:
             drawn = replace(load, seed=load.seed + draw) if draw else load
-            work, window = drawn.steady(replicas * c.pp, lifetime)
-            result = Simulator(dep, profile, config).run(iter(work), window=window)
+            work, window = drawn.steady(replicas, lifetime)  # a replica's share, over its lanes
+            result = run_lanes(lambda lane, _: Simulator(dep, profile, config).run(
+                lane, window=window), work, c.pp)
             ttft, tpot = (result.latency_at(name, slo.percentile) for name in ("ttft", "tpot"))
             checked[replicas, draw] = ttft <= slo.ttft_s and (
                 math.isnan(tpot) or tpot <= slo.tpot_s) \

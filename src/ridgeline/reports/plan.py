@@ -54,16 +54,17 @@ def _exact(x: float) -> str:
 def check_line(model_arg: str, load: Load, slo: Slo, engine: str, engine_version: str | None,
                c: Candidate, max_len: int, fetched: bool = False) -> str:
     """The `ridgeline simulate` command that reruns a candidate's check (one replica's share
-    of the load, the same requests and seed, its steady window), or "" where simulate cannot
-    (a pipeline-parallel lane, a trace dealt to several replicas or cut short, split pools,
-    an unchecked candidate)."""
-    if not c.verified or c.sim_window_s is None or c.pp > 1 or c.disaggregated:
+    of the load, the same requests and seed, its steady window, its pipeline lanes), or ""
+    where simulate cannot (a trace dealt to several replicas or cut short, split pools, an
+    unchecked candidate)."""
+    if not c.verified or c.sim_window_s is None or c.disaggregated:
         return ""
     if load.trace and (c.replicas > 1 or c.sim_requests != len(load.trace)):
         return ""
     low, high = c.sim_window_s
     parts = [model_arg, *(["--fetch"] if fetched else []), "--gpu", c.accelerator,
-             "--num-gpus", str(c.tp)]
+             "--num-gpus", str(c.tp), *(["--pipeline-parallel-size", str(c.pp)] if c.pp > 1
+                                        else [])]
     if c.weights != "as stored":
         parts += ["--weights", c.weights]
     parts += ["--kv-dtype", c.kv, "--engine", engine]
@@ -249,10 +250,6 @@ class PlanReport:
         check = self.check_command(win)
         if check:
             lines[-1:-1] = ["check it with (one replica's share of the load):", f"  {check}"]
-        elif win.verified and win.pp > 1:
-            lines[-1:-1] = [f"(its check simulated one of the PP{win.pp} replica's micro-batch "
-                            "lanes, not a line `simulate -pp` reruns: that runs every lane, each "
-                            "on its share of one replica's load)"]
         elif win.verified and r.load.trace and win.sim_window_s is not None:
             lines[-1:-1] = [f"(its check replayed every {win.replicas}th request of the trace, "
                             f"the first {win.sim_requests:,}: simulate --trace replays a whole "
