@@ -21,12 +21,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from ridgeline.layouts import MOE, NONE
 from ridgeline.model import Layer
 from ridgeline.params import layer_params
-from ridgeline.quantization import EMBEDDING, LM_HEAD
+from ridgeline.quantization import CATEGORIES, EMBEDDING, LM_HEAD
 
 if TYPE_CHECKING:
     from ridgeline.deployment import Deployment
@@ -79,6 +80,7 @@ def _share(layers: Sequence[Layer], start: int, count: int, stages: int,
     return mine * stages / total if total else 1.0
 
 
+@lru_cache(maxsize=256)
 def pipeline_stages(dep: Deployment) -> tuple[Stage, ...]:
     """The deployment's stages, first to last (one for a deployment without a pipeline)."""
     layers, pp = dep.model.layers, dep.pipeline_parallel_size
@@ -91,10 +93,13 @@ def pipeline_stages(dep: Deployment) -> tuple[Stage, ...]:
     return tuple(out)
 
 
-def _layer_bytes(dep: Deployment, layer: Layer) -> float:
+@lru_cache(maxsize=256)
+def _layer_bytes(dep: Deployment) -> tuple[float, ...]:
+    """Each decoder layer's weight bytes, as ``dep``'s formats store them."""
     plan = dep.weights
-    return sum(n * plan.format_of(c).bytes_per_weight
-               for c, n in layer_params(dep.model, layer).items() if n)
+    bpw = {c: plan.format_of(c).bytes_per_weight for c in CATEGORIES}
+    return tuple(sum(n * bpw[c] for c, n in layer_params(dep.model, layer).items() if n)
+                 for layer in dep.model.layers)
 
 
 def stage_weight_bytes(dep: Deployment, stage: Stage, vision_bytes: float) -> float:
@@ -104,13 +109,11 @@ def stage_weight_bytes(dep: Deployment, stage: Stage, vision_bytes: float) -> fl
     by = dep.bytes_by_category
     embedding = by.get(EMBEDDING, 0.0)
     head = embedding if dep.model.tie_word_embeddings else by.get(LM_HEAD, 0.0)
-    layers = dep.model.layers
-    held = sum(_layer_bytes(dep, layer) for layer in layers[stage.start:stage.start
-                                                                   + stage.layers])
+    per_layer = _layer_bytes(dep)
+    held = sum(per_layer[stage.start:stage.start + stage.layers])
     if stage.first:
         held += embedding + vision_bytes
     if stage.last:
-        rest = dep.weight_bytes - embedding - by.get(LM_HEAD, 0.0) \
-            - sum(_layer_bytes(dep, layer) for layer in layers)  # the final norm
+        rest = dep.weight_bytes - embedding - by.get(LM_HEAD, 0.0) - sum(per_layer)  # final norm
         held += rest + (head if not stage.first or not dep.model.tie_word_embeddings else 0.0)
     return held / dep.tensor_parallel_size
