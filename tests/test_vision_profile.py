@@ -31,9 +31,9 @@ def test_gemma3_images_fill_the_encoder_budget() -> None:
     assert encoder_profile(gemma(), 2048)[2] == 8
     assert encoder_profile(gemma(), 100)[2] == 1  # the budget is at least one image
     assert encoder_profile(gemma(2), 2048)[0] == 8 * 4096 * 2 * (4304 + 3 * 1152)  # TP halves
-    qwen = Deployment.build(resolve_model("qwen3.5-35b-a3b"), resolve_accelerator("h100"),
-                            None, None, 1)
-    assert encoder_profile(qwen, 8192) == (0.0, 0.0, 0)  # images of any size: not sized
+    llama = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"),
+                             None, None, 1)
+    assert encoder_profile(llama, 8192) == (0.0, 0.0, 0)  # no tower
 
 
 def test_the_tower_binds_the_offline_profile_and_shrinks_the_pool() -> None:
@@ -56,3 +56,21 @@ def test_fit_names_the_tower_when_it_binds(capsys: pytest.CaptureFixture[str]) -
                            "32768", "--usage", "offline", "--explain")
     assert code == 0 and "vision tower profile (64 dummy images)" in out
     assert "vision tower = " in out and "images held = " in out
+
+
+def test_a_tower_of_any_size_is_profiled_at_its_processors_largest_image() -> None:
+    """Qwen3.5's processor takes up to 16,777,216 pixels (4,096²), a token per 32 × 32 (patch
+    16, merge 2): 16,384 tokens of 65,536 patches, the budget vLLM logs for it; one such image
+    fills any budget up to 16,384 tokens. On the v0.24 RTX 5090 log of Qwen3.6 (one seat, so
+    a small sampler) the tower's pass is the peak."""
+    model = resolve_model("qwen3.6-35b-a3b")
+    item = model.vision_item
+    assert item is not None and (item.tokens, item.patches) == (16_384, 65_536)
+    d = Deployment.build(model, resolve_accelerator("rtx-5090"), None, "fp8", 1)
+    tower, _, images = encoder_profile(d, 8192)
+    assert images == 1 and tower == 65_536 * 2 * (2 * 4304 + 3 * 1152)
+    s = EngineSettings(max_model_len=131_072, max_num_seqs=1, max_num_batched_tokens=8192,
+                       engine_version="0.24.0", prefix_caching=True)
+    pool = kv_pool(d, s)
+    assert pool.activation_bytes == pool.encoder_bytes == tower
+    assert kv_pool(d, replace(s, language_model_only=True)).encoder_images == 0

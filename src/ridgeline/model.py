@@ -361,16 +361,28 @@ class _Reader:
         )
 
     def vision_item(self) -> VisionItem | None:
-        """A fixed-size tower's image (vision_config's image_size and patch_size, and the
-        top-level mm_tokens_per_image), or None: no tower, or one that takes images of any
-        size (Qwen-VL's), whose profiled image is the processor's largest."""
+        """The image a serving engine profiles the tower with: a fixed-size tower's
+        (vision_config's image_size and patch_size, the top-level mm_tokens_per_image), or,
+        for a tower that takes any size (Qwen's), the processor's largest image
+        (model_type_defaults.json vision_max_pixels, over (patch × spatial merge)² pixels a
+        token); None without a tower, or for one whose largest image is not known."""
         vision, tokens = self.raw.get("vision_config"), self.raw.get("mm_tokens_per_image")
-        if not isinstance(vision, Mapping) or not isinstance(tokens, int) or tokens < 1:
+        if not isinstance(vision, Mapping):
             return None
         v = _Reader(vision, f"{self.name} vision_config", defaults=False)
+        outer = self.raw.get("model_type")  # the multimodal wrapper's, not its text model's
+        max_pixels = model_type_defaults(str(outer or self.model_type)).get("vision_max_pixels")
         try:
-            side = v.int_("image_size") // v.int_("patch_size")
-            return VisionItem(side * side, v.int_("hidden_size"), v.int_("intermediate_size"),
+            if isinstance(tokens, int) and tokens >= 1:
+                side = v.int_("image_size") // v.int_("patch_size")
+                patches = side * side
+            elif isinstance(max_pixels, int):
+                merge = v.int_("spatial_merge_size")
+                tokens = max_pixels // (v.int_("patch_size") * merge) ** 2
+                patches = tokens * merge * merge
+            else:
+                return None
+            return VisionItem(patches, v.int_("hidden_size"), v.int_("intermediate_size"),
                               tokens)
         except InputError:
             return None
