@@ -717,19 +717,12 @@ def test_a_checks_count_must_hold_on_a_second_draw_of_the_requests(
     """At the capacity edge one short run's p90 swings, so the fewest replicas that hold must
     hold on another draw of the requests too: where the second draw misses at that count,
     the check takes one more replica (the reported figures stay the first draw's)."""
-    import math
     from dataclasses import replace
 
-    from ridgeline.engines import profile_for
-    from ridgeline.hardware import resolve_accelerator
-    from ridgeline.plan import Candidate, _deployment, _verify, size_replica
+    from ridgeline.plan import _verify
 
     load, slo = Load(12, "lognormal:1000,0.6", "lognormal:250,0.6"), Slo(0.5, 0.04)
-    dep = _deployment(MODEL, resolve_accelerator("l40s"), 1, 1, "fp8", "fp8")
-    batch, tpot, floor, rate = size_replica(dep, profile_for("vllm"), load, slo, None) or (
-        0, 0.0, 0.0, 1.0)
-    c = Candidate("l40s", 1, 1, "fp8", "fp8", None, batch, tpot, floor, rate,
-                  math.ceil(load.rate / rate), None, True, "", (1.0, 1.0))
+    c = _sized(MODEL, "l40s", 1, 1, "fp8", "fp8", load, slo)
     first = _verify(MODEL, c, load, slo, 64)
     assert first is not None
     steady, seen = Load.steady, []
@@ -751,21 +744,14 @@ def test_a_pipeline_candidates_check_reruns_with_simulate_pp(
         capsys: pytest.CaptureFixture[str]) -> None:
     """A PP2 replica is checked as simulate -pp runs it (its share of the load dealt to two
     micro-batch lanes), so its check command gives back the check's own figures."""
-    import math
     import shlex
 
-    from ridgeline.engines import profile_for
-    from ridgeline.hardware import resolve_accelerator
-    from ridgeline.plan import Candidate, _deployment, _verify, size_replica
+    from ridgeline.plan import _verify
     from ridgeline.reports.plan import check_line
 
     model = resolve_model("llama-3.1-70b")
     load, slo = Load(4, "lognormal:800,0.6", "lognormal:200,0.6"), Slo(1.0, 0.08)
-    dep = _deployment(model, resolve_accelerator("h100"), 2, 2, "fp8", "bf16")
-    batch, tpot, floor, rate = size_replica(dep, profile_for("vllm"), load, slo, None) or (
-        0, 0.0, 0.0, 1.0)
-    c = Candidate("h100-sxm", 2, 2, "fp8", "bf16", None, batch, tpot, floor, rate,
-                  math.ceil(load.rate / rate), None, True, "", (1.0, 1.0))
+    c = _sized(model, "h100-sxm", 2, 2, "fp8", "bf16", load, slo)
     checked = _verify(model, c, load, slo, 64)
     assert checked is not None and checked.verified
     line = check_line("llama-3.1-70b", load, slo, "vllm", None, checked,
@@ -777,3 +763,19 @@ def test_a_pipeline_candidates_check_reruns_with_simulate_pp(
     assert sim["completed"] + sim["rejected"] == checked.sim_requests
     assert sim["at_percentile"]["ttft_s"] == pytest.approx(checked.sim_ttft_s, rel=1e-12)
     assert sim["at_percentile"]["tpot_s"] == pytest.approx(checked.sim_tpot_s, rel=1e-12)
+
+
+def _sized(model: Any, gpu: str, tp: int, pp: int, weights: str, kv: str, load: Load,
+           slo: Slo) -> Any:
+    """A candidate as plan's analytic sizing gives it, unchecked."""
+    import math
+
+    from ridgeline.engines import profile_for
+    from ridgeline.hardware import resolve_accelerator
+    from ridgeline.plan import Candidate, _deployment, size_replica
+
+    dep = _deployment(model, resolve_accelerator(gpu), tp, pp, weights, kv)
+    batch, tpot, floor, rate = size_replica(dep, profile_for("vllm"), load, slo, None) or (
+        0, 0.0, 0.0, 1.0)
+    return Candidate(gpu, tp, pp, weights, kv, None, batch, tpot, floor, rate,
+                     math.ceil(load.rate / rate), None, True, "", (1.0, 1.0))
