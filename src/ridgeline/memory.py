@@ -527,7 +527,7 @@ def _vllm_pool(dep: Deployment, s: EngineSettings, total: float, weights: float,
     groups = vllm_kv_groups(paged, s.block_size or int(d["block_size"]),
                             align_state_blocks(dep, acc, s.prefix_caching))
     block = groups.block_size if groups else s.block_size or int(d["block_size"])
-    weights += mxfp4_padding_bytes(dep) * (1.0 if stage is None else stage.expert_share)
+    weights += mxfp4_padding_bytes(dep, stage)
     if groups is not None and stage is not None:  # a block holds this stage's layers
         groups = replace(groups, page_bytes=groups.page_bytes * stage.kv_share)
     return KVPool("vllm", total, fraction, weights, peak, non_torch_bytes(dep, acc),

@@ -22,11 +22,11 @@ from typing import Any
 
 from ridgeline.layouts import LINEAR, MAMBA
 from ridgeline.model import ModelSpec
-from ridgeline.vllm_memory import _vllm_data, parse_version
+from ridgeline.vllm_memory import parse_version, vllm_data
 
 
 def _rules() -> dict[str, Any]:
-    return dict(_vllm_data()["hybrid_prefix_caching"])
+    return dict(vllm_data()["hybrid_prefix_caching"])
 
 
 def _at_least(version: str, key: str) -> bool:
@@ -81,7 +81,7 @@ def ssm_state_dtype(model: ModelSpec, version: str) -> str:
     """The dtype vLLM keeps the SSM state in: Nemotron-H's in float32 from v0.20 unless its
     config names mamba_ssm_cache_dtype, the one key vLLM reads for it (engines.json
     ``nemotron_h_ssm_cache_dtype``); else the model's own."""
-    rule = _vllm_data()["nemotron_h_ssm_cache_dtype"]
+    rule = vllm_data()["nemotron_h_ssm_cache_dtype"]
     if model.model_type == "nemotron_h" and not model.ssm_cache_dtype_named \
             and parse_version(version) >= parse_version(str(rule["from"])):
         return str(rule["dtype"])

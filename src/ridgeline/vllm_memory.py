@@ -32,7 +32,7 @@ ACTIVATION_BYTES = 2  # bf16/fp16 activations
 LOGIT_BYTES = 4  # the sampler upcasts logits to fp32
 
 
-def _vllm_data() -> dict[str, Any]:
+def vllm_data() -> dict[str, Any]:
     data: dict[str, Any] = load_data("engines.json")["vllm"]
     return data
 
@@ -70,7 +70,7 @@ class VLLMAccounting:
 def vllm_accounting(version: str | None = None) -> VLLMAccounting:
     """The accounting of ``version`` (default: the newest modelled). A version string that
     says V0 (``"0.8.5 V0"``, VLLM_USE_V1=0) keeps the V0 engine's profiling rule."""
-    data = _vllm_data()
+    data = vllm_data()
     asked = version or str(data["default_version"])
     wanted = parse_version(asked)
     newest = str(data["memory_versions"][-1]["from"])
@@ -97,7 +97,7 @@ def vllm_accounting(version: str | None = None) -> VLLMAccounting:
 def past_modelled(acc: VLLMAccounting) -> str:
     """A caution where ``acc`` is a release newer than the newest era ridgeline models, or
     ""."""
-    newest = str(_vllm_data()["memory_versions"][-1]["from"])
+    newest = str(vllm_data()["memory_versions"][-1]["from"])
     if parse_version(acc.version)[:2] <= parse_version(newest)[:2]:
         return ""
     return (f"vLLM {acc.version} is newer than {newest}, the newest release whose memory "
@@ -123,7 +123,8 @@ def encoder_profile(dep: Deployment, budget_tokens: int) -> tuple[float, float, 
     Returns the tower's peak — an image's patches × 2 B × (2 × intermediate ÷ TP + 3 × hidden),
     its MLP's two products beside three hidden-size tensors, attention by a memory-efficient
     kernel with no score matrix (Gemma-3: 0.79 GB at 8 images) — the outputs held (tokens ×
-    text hidden × 2 B an image) and the images; zeros for a model without a fixed-size tower.
+    text hidden × 2 B an image) and the images; zeros for a model without a tower whose
+    profiled image is known (``ModelSpec.vision_item``).
     v0.11.0-v0.11.2 padded each held output to the whole budget (about 2.5 GiB for Gemma-3-27B
     at 8,192 tokens); a v0.11.0 Gemma-3-27B log on an MI300X reads as if they did not, so
     that is not modelled."""
@@ -166,7 +167,7 @@ def cuda_graph_bytes(dep: Deployment, max_num_seqs: int, acc: VLLMAccounting,
     if enforce_eager or not acc.graphs_in_budget:
         return 0.0
     layers = dep.model.num_layers if stage is None else stage.layers
-    per = float(_vllm_data()["cuda_graph_mib_per_layer_per_size"]) * MIB
+    per = float(vllm_data()["cuda_graph_mib_per_layer_per_size"]) * MIB
     return layers * capture_sizes(max_num_seqs) * per
 
 
@@ -183,11 +184,12 @@ def _round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
 
-def mxfp4_padding_bytes(dep: Deployment) -> float:
+def mxfp4_padding_bytes(dep: Deployment, stage: Stage | None = None) -> float:
     """Extra bytes per GPU the padded MXFP4 expert weights take (gpt-oss-20b on an A100:
     hidden 2,880 → 3,072 and intermediate 2,880 → 2,944 add 9 % to the experts, 0.85 GiB;
     vLLM logged 13.72 GiB of weights against 12.8 in the checkpoint). Zero for other formats,
-    or where the kernel a card gets is not known."""
+    or where the kernel a card gets is not known. Of a pipeline ``stage``: its MoE layers'
+    share."""
     moe = dep.model.moe
     if moe is None or dep.bytes_by_category.get(EXPERTS, 0) == 0:
         return 0.0
@@ -204,4 +206,5 @@ def mxfp4_padding_bytes(dep: Deployment) -> float:
     per_rank = moe.expert_intermediate_size / slices
     padded = _round_up(hidden, hidden_multiple) * _round_up(int(per_rank), inter_multiple)
     growth = padded / (hidden * per_rank) - 1
-    return dep.bytes_by_category[EXPERTS] * growth / dep.num_gpus
+    share = 1.0 if stage is None else stage.expert_share
+    return dep.bytes_by_category[EXPERTS] * growth / dep.num_gpus * share

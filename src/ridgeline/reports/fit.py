@@ -43,7 +43,7 @@ from ridgeline.reports.fit_budget import (
     window_rule,
 )
 from ridgeline.roofline import batch_for_intensity, ridge_step
-from ridgeline.stages import stage_layers
+from ridgeline.stages import pipeline_stages
 from ridgeline.units import GIB, plural
 from ridgeline.vllm_hybrid import cache_mode
 from ridgeline.vllm_memory import parse_version, past_modelled
@@ -601,7 +601,7 @@ def _stage_lines(p: KVPool, d: Deployment) -> list[str]:
     """Which pipeline stage's pool binds, where the deployment has stages."""
     if p.stage is None:
         return []
-    layers = stage_layers(d.model.num_layers, p.stage.count)
+    layers = [stage.layers for stage in pipeline_stages(d)]
     return [f"layers per stage {', '.join(map(str, layers))}; each stage sizes its own pool "
             "and the engine holds no more than its tightest, so the figures below are those "
             f"of {p.stage.describe()}"]
@@ -613,7 +613,7 @@ def _stage_steps(dep: Deployment, s: EngineSettings, pool: KVPool) -> tuple[Step
         return ()
     pools = stage_pools(dep, s)
     return (step("binding pipeline stage", "every stage sizes a pool from its own weights "
-                 "(its layers' share, the embedding on the first, the lm_head on the last) and "
+                 "(its own layers', the embedding on the first, the lm_head on the last) and "
                  "its own layers' blocks; the engine keeps the fewest blocks (vLLM V1 "
                  "get_kv_cache_configs: the smallest num_blocks among workers)",
                  q("binds", pool.stage.describe()),

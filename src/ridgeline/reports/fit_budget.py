@@ -182,12 +182,11 @@ def weights_note(dep: Deployment, pool: KVPool) -> str:
         share += (f" + {vision / GIB:,.2f} GiB of vision tower ("
                   + ("--language-model-only leaves it out" if pool.engine == "vllm"
                      else "the engine loads it") + ")")
-    if pool.engine == "vllm" and mxfp4_padding_bytes(dep):
-        return (f"{share} + {mxfp4_padding_bytes(dep) / GIB:,.2f} GiB: vLLM pads the MXFP4 "
+    padding = mxfp4_padding_bytes(dep, pool.stage) if pool.engine == "vllm" else 0.0
+    if padding:
+        return (f"{share} + {padding / GIB:,.2f} GiB: vLLM pads the MXFP4 "
                 f"experts to its kernel's tile ({dep.accelerator.family})")
-    if vision > 0:
-        return share
-    if pool.stage is not None:
+    if vision > 0 or pool.stage is not None:
         return share
     if is_llamacpp(pool) and pool.weight_bytes < dep.weight_bytes / dep.num_gpus:
         return (f"{share}, less what stays in host memory: the input embedding"
@@ -202,9 +201,8 @@ def vision_bytes_in_pool(dep: Deployment, pool: KVPool) -> float:
 
     if is_llamacpp(pool):
         return 0.0
-    share = 1.0 if pool.stage is None else pool.stage.expert_share
     extra = pool.weight_bytes - checkpoint_share_bytes(dep, pool) \
-        - (mxfp4_padding_bytes(dep) * share if pool.engine == "vllm" else 0.0)
+        - (mxfp4_padding_bytes(dep, pool.stage) if pool.engine == "vllm" else 0.0)
     return max(0.0, extra)
 
 
