@@ -24,6 +24,11 @@ def test_users_and_requests_are_dealt_evenly() -> None:
     assert lanes == [[0, 2, 4, 6, 8], [1, 3, 5, 7]]
     arrivals = [r.arrival_s for r in lane_requests(work, 1, 2)]
     assert arrivals == sorted(arrivals)  # each lane's share still in arrival order
+    # a closed loop of 6 users over 4 lanes: 2, 2, 1, 1 users, and requests in that proportion
+    dealt = [[r.id for r in lane_requests(Workload(12, "100", "10", 5.0), lane, 4, users=6)]
+             for lane in range(4)]
+    assert dealt == [[0, 4, 6, 10], [1, 5, 7, 11], [2, 8], [3, 9]]
+    assert [r.id for r in lane_requests(work, 0, 4, users=1)] == list(range(9))
 
 
 def test_histograms_and_series_add_up() -> None:
@@ -74,6 +79,22 @@ def test_simulate_runs_every_lane(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and "in each of 2 pipeline lanes" in out and "completed 120 of 120" in out
     code, _, err = run_cli(capsys, *argv, "--engine", "llama.cpp-cuda", "--rate", "1")
     assert code == 2 and "splits the layers over --num-gpus" in err
+
+
+def test_a_closed_loop_that_does_not_divide_over_the_lanes_keeps_its_users_busy(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """6 users over 4 lanes run 2, 2, 1, 1: dealt requests by users, no lane runs dry early,
+    so throughput sits between 4 and 8 users' rather than below 4's."""
+    def tokens_per_s(users: int) -> float:
+        code, out, _ = run_cli(capsys, "simulate", "llama-3.1-8b", "--gpu", "h100", "-pp", "4",
+                               "--concurrency", str(users), "--num-requests", "240",
+                               "--input-len", "200", "--output-len", "100", "--json")
+        assert code == 0
+        return float(json.loads(out)["output_tok_s"])
+
+    four, six, eight = tokens_per_s(4), tokens_per_s(6), tokens_per_s(8)
+    assert four < six < eight
+    assert six == pytest.approx((four + eight) / 2, rel=0.15)
 
 
 def test_a_closed_loop_of_fewer_users_than_lanes_runs_every_request(

@@ -159,12 +159,39 @@ def test_mxfp4_experts_are_padded_to_the_kernel_a_card_gets() -> None:
     assert mxfp4_padding_bytes(a100) == pytest.approx(a100.bytes_by_category["experts"] * growth)
     # vLLM v0.19 logged 13.72 GiB of weights on an A100 (myoceane.fr blog)
     assert (a100.weight_bytes + mxfp4_padding_bytes(a100)) / GIB == pytest.approx(13.72, rel=0.01)
-    assert mxfp4_padding_bytes(dep("gpt-oss-20b", "h100")) == 0  # Triton: 2,880 is a multiple of 64
     assert mxfp4_padding_bytes(dep("gpt-oss-20b", "b200")) > mxfp4_padding_bytes(a100)  # both x 256
+    # the SM12x Blackwells take Marlin from v0.13 (their Triton path needs capability < 11)
+    pro = dep("gpt-oss-20b", "rtx-pro-6000-blackwell-server")
+    assert mxfp4_padding_bytes(pro, None, "0.13") == pytest.approx(mxfp4_padding_bytes(a100))
+    assert mxfp4_padding_bytes(pro, None, "0.12") == 0  # not known before
     assert mxfp4_padding_bytes(dep("gpt-oss-20b", "a100-80gb", weights="bf16")) == 0
     # the pool gives up exactly the padding
     plain = kv_pool(a100, EngineSettings(engine_version="0.19"))
     assert plain.weight_bytes == pytest.approx(a100.weight_bytes + mxfp4_padding_bytes(a100))
+
+
+def test_hopper_kept_the_mxfp4_scales_twice_until_v0_25() -> None:
+    """vLLM's Triton path on Hopper swizzles the e8m0 scales into a copy padded to 256 rows
+    and, before v0.25, keeps the loaded ones too; biases become fp32. llm-d logged 13.47 and
+    64.38 GiB of weights for gpt-oss-20b and -120b on one H100 (checkpoints 12.8 and 60.8)."""
+    from ridgeline.vllm_memory import mxfp4_padding_bytes
+
+    for model, logged in (("gpt-oss-20b", 13.47), ("gpt-oss-120b", 64.38)):
+        h100 = dep(model, "h100")
+        held = (h100.weight_bytes + mxfp4_padding_bytes(h100, None, "0.24")) / GIB
+        assert held == pytest.approx(logged, abs=0.1)
+        # v0.25 frees the loaded scales: what is left is the copy's padding and the biases
+        assert 0 < mxfp4_padding_bytes(h100, None, "0.25") \
+            < mxfp4_padding_bytes(h100, None, "0.24") / 10
+        # v0.17-v0.21's kernels padded the values' stored dims to 64 as well
+        assert mxfp4_padding_bytes(h100, None, "0.17") > mxfp4_padding_bytes(h100, None, "0.16")
+    # one expert at TP1, by hand: values, the swizzled scales padded to 256 rows, the loaded
+    # scales, fp32 biases
+    h100 = dep("gpt-oss-20b", "h100")
+    expert = 3 * 2880 * 2880 // 2 + 5888 * 90 + 3072 * 90 + 3 * 2880 * 90 + (5760 + 2880) * 4
+    stored = 3 * 2880 * 2880 * (0.5 + 1 / 32) + (5760 + 2880) * 2
+    assert mxfp4_padding_bytes(h100, None, "0.24") == pytest.approx(
+        h100.bytes_by_category["experts"] * (expert / stored - 1))
 
 
 def test_a_row_with_unreadable_settings_gets_a_reason_not_an_abort(tmp_path: Path) -> None:

@@ -552,7 +552,8 @@ def engine_settings(args: argparse.Namespace) -> Any:
         prefix_caching=getattr(args, "prefix_caching", None),
         language_model_only=getattr(args, "language_model_only", False),
         flash_attn=getattr(args, "flash_attn", None) != "off",
-        swa_full_tokens_ratio=getattr(args, "swa_full_tokens_ratio", None))
+        swa_full_tokens_ratio=getattr(args, "swa_full_tokens_ratio", None),
+        backend=getattr(args, "backend", None))
 
 
 @dataclass(frozen=True)

@@ -139,7 +139,8 @@ ENGINE_KNOBS = ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_token
                 "block_size", "engine_version", "flash_attn", "swa_full_tokens_ratio",
                 "split_mode", "gpu_layers", "n_cpu_moe", "cpu_moe", "host_bandwidth_gbs",
                 "host_link_gbs", "host_memory_gib", "output_layer_last", "fit_target_mib",
-                "fit_ctx", "no_async_scheduling", "prefix_caching", "language_model_only")
+                "fit_ctx", "no_async_scheduling", "prefix_caching", "language_model_only",
+                "backend")
 
 
 def _compare_engines(args: argparse.Namespace, model: Any, acc: Any, engines: list[str]) -> Any:
@@ -532,6 +533,14 @@ def _vllm_memory_switches(g: Any) -> None:
                    help="vLLM: a multimodal checkpoint without its vision tower")
 
 
+def _trtllm_backend(g: Any) -> None:
+    """TensorRT-LLM's backend, which decides what it allocates before the cache."""
+    g.add_argument("--backend", choices=["pytorch", "tensorrt"],
+                   help="TensorRT-LLM (trtllm-serve --backend): pytorch (default from v1.0) or "
+                   "tensorrt, the prebuilt engine (default before v1.0), whose runtime and "
+                   "decoder keep vocabulary-sized buffers for every max_batch_size seat")
+
+
 def engine_for_metrics(family: str | None, args: argparse.Namespace) -> str:
     """The engine a source's metric names point to: llama-server's build for the card
     (Metal on Apple silicon, ROCm on AMD, CUDA otherwise), SGLang, or the default."""
@@ -609,6 +618,7 @@ def register(sub: Any) -> None:
                     "without it by default before v0.28; with it, a linear-attention hybrid "
                     "keeps two state blocks per request, not one")
     _vllm_memory_switches(g)
+    _trtllm_backend(g)
     g.add_argument("--swa-full-tokens-ratio", type=_positive_float("swa_full_tokens_ratio"),
                    metavar="R", help="SGLang hybrid-SWA models: window pool ÷ full pool "
                    "(default 0.8); lower holds more long conversations")
@@ -685,6 +695,7 @@ def register(sub: Any) -> None:
                     "state without it by default before v0.28, and with it a linear-attention "
                     "hybrid keeps two state blocks per request")
     _vllm_memory_switches(g)
+    _trtllm_backend(g)
     g.add_argument("--ignore-eos", action="store_true",
                    help="SGLang: the requests ask for exactly their output (sglang.bench_serving "
                    "sends ignore_eos unless --disable-ignore-eos), so admission holds each "

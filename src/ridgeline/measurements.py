@@ -99,6 +99,17 @@ class Measurement:
             return True
         return None
 
+    def trtllm_backend(self) -> str | None:
+        """TensorRT-LLM's backend as the notes name it: 'tensorrt' for the prebuilt engine
+        ('TRT (engine) backend', 'TensorRT engine backend'), 'pytorch' ('PyTorch backend');
+        None when they do not say."""
+        if re.search(r"TRT \(engine\) backend|TensorRT engine backend|backend\s*[=:]\s*tensorrt",
+                     self.notes, re.IGNORECASE):
+            return "tensorrt"
+        if re.search(r"PyTorch backend|backend\s*[=:]\s*pytorch", self.notes, re.IGNORECASE):
+            return "pytorch"
+        return None
+
     def offload(self) -> HostOffload | None:
         """llama.cpp's partial offload where the notes state the host ('ngl=20;
         host_bandwidth_gbs=38.4; host_link_gbs=7.88; n_cpu_moe=0'; 'ngl_rule=before-18148'

@@ -32,6 +32,12 @@ from ridgeline.layouts import DENSE, FULL, LINEAR, MAMBA, MOE, WINDOW_MIXERS
 from ridgeline.llamacpp_memory import cells_that_fit, compute_buffer_bytes, slot_cache_bytes
 from ridgeline.offload import gpu_share, gpu_weight_bytes, host_weight_bytes
 from ridgeline.stages import Stage, pipeline_stages, stage_weight_bytes
+from ridgeline.trtllm_memory import (
+    check_backend,
+    default_backend,
+    engine_buffer_bytes,
+    lm_head_output_bytes,
+)
 from ridgeline.units import GIB
 from ridgeline.vllm_hybrid import ssm_state_dtype, state_blocks
 from ridgeline.vllm_memory import (
@@ -96,6 +102,7 @@ class EngineSettings:
     # vLLM: None is its default (on; for a model with recurrent state, off before v0.28)
     prefix_caching: bool | None = None
     language_model_only: bool = False  # vLLM --language-model-only: no vision tower loaded
+    backend: str | None = None  # TensorRT-LLM --backend: pytorch (default) or tensorrt
 
     def __post_init__(self) -> None:
         u = self.gpu_memory_utilization
@@ -112,6 +119,8 @@ class EngineSettings:
         r = self.swa_full_tokens_ratio
         if r is not None and not 0 < r <= 1:
             raise InputError(f"swa_full_tokens_ratio must be in (0, 1], got {r}")
+        if self.backend is not None:
+            check_backend(self.backend)
 
 
 def vllm_batch_defaults(dep: Deployment, usage: str) -> dict[str, int]:
@@ -172,6 +181,7 @@ class KVPool:
     encoder_bytes: float = 0.0  # vLLM: the vision tower's profiled peak (encoder_profile)
     encoder_held_bytes: float = 0.0  # … its outputs, held through the text pass and sampler
     encoder_images: int = 0  # … the dummy images it ran
+    runtime_buffer_bytes: float = 0.0  # TensorRT-LLM's engine backend: runtime and decoder
 
     @property
     def kv_share(self) -> float:
@@ -185,7 +195,7 @@ class KVPool:
         weights and the profiling pass already overflow it."""
         budget = self.total_bytes * self.reserved_fraction
         return budget - self.weight_bytes - self.activation_bytes - self.non_torch_bytes \
-            - self.cuda_graph_bytes
+            - self.cuda_graph_bytes - self.runtime_buffer_bytes
 
     @property
     def pool_bytes(self) -> float:
@@ -330,6 +340,8 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
         raise InputError(f"--swa-full-tokens-ratio is SGLang's; {engine} has no such setting")
     if not s.async_scheduling and engine != "vllm":
         raise InputError(f"--no-async-scheduling is vLLM's; {engine} has no such setting")
+    if s.backend is not None and engine != "trtllm":
+        raise InputError(f"--backend is TensorRT-LLM's; {engine} has no such setting")
     if s.prefix_caching is not None and engine != "vllm" and engine != "sglang":
         flag = "--enable-prefix-caching" if s.prefix_caching else "--no-prefix-caching"
         raise InputError(f"{flag} is vLLM's and SGLang's; {engine} has no such setting")
@@ -372,14 +384,20 @@ def _stage_pool(dep: Deployment, s: EngineSettings, total: float, weights: float
         context = s.max_model_len or dep.model.max_position_embeddings or 131072
         return replace(pool, max_num_seqs=sglang_max_running_requests(
             pool.tokens, context, s.max_num_seqs, s.engine_version))
-    # trtllm: its fraction applies to what is free after the engine and its activations load
+    # trtllm: its fraction applies to what is free after the engine, its activations and (the
+    # TensorRT engine backend) its runtime buffers and decoder load
     seqs = s.max_num_seqs or int(d["max_batch_size"])
     tokens = s.max_num_batched_tokens or int(d["max_num_tokens"])
     forward = tokens * activation_bytes_per_token(dep)
+    peak, buffers = forward, 0.0
+    if (s.backend or default_backend()) == "tensorrt":
+        peak = max(forward, lm_head_output_bytes(dep.model, seqs, dep.tensor_parallel_size))
+        context = s.max_model_len or dep.model.max_position_embeddings or 131072
+        buffers = engine_buffer_bytes(dep.model, seqs, context)
     free_rest = s.gpu_memory_utilization or float(d["kv_cache_free_gpu_mem_fraction"])
-    return KVPool(engine, total, 1.0, weights, forward, non_torch, 0.0, free_rest, per_token,
+    return KVPool(engine, total, 1.0, weights, peak, non_torch, 0.0, free_rest, per_token,
                   s.block_size or int(d["tokens_per_block"]), seqs, tokens, forward_bytes=forward,
-                  stage=stage)
+                  stage=stage, runtime_buffer_bytes=buffers)
 
 
 def llamacpp_build(text: str) -> int | None:
@@ -527,7 +545,7 @@ def _vllm_pool(dep: Deployment, s: EngineSettings, total: float, weights: float,
     groups = vllm_kv_groups(paged, s.block_size or int(d["block_size"]),
                             align_state_blocks(dep, acc, s.prefix_caching))
     block = groups.block_size if groups else s.block_size or int(d["block_size"])
-    weights += mxfp4_padding_bytes(dep, stage)
+    weights += mxfp4_padding_bytes(dep, stage, acc.version)
     if groups is not None and stage is not None:  # a block holds this stage's layers
         groups = replace(groups, page_bytes=groups.page_bytes * stage.kv_share)
     return KVPool("vllm", total, fraction, weights, peak, non_torch_bytes(dep, acc),

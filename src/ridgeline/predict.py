@@ -305,7 +305,8 @@ def kv_row_settings(row: Measurement) -> EngineSettings:
         block_size=int(block) if block else None,
         enforce_eager=ran_eager(row),
         prefix_caching=row.prefix_caching() if row.engine == "vllm" else None,
-        engine_version=version, flash_attn=row.flash_attention() is not False)
+        engine_version=version, flash_attn=row.flash_attention() is not False,
+        backend=row.trtllm_backend() if row.engine == "trtllm" else None)
 
 
 def kv_caveat(row: Measurement, dep: Deployment) -> str:

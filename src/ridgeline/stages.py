@@ -117,3 +117,19 @@ def stage_weight_bytes(dep: Deployment, stage: Stage, vision_bytes: float) -> fl
         rest = dep.weight_bytes - embedding - by.get(LM_HEAD, 0.0) - sum(per_layer)  # final norm
         held += rest + (head if not stage.first or not dep.model.tie_word_embeddings else 0.0)
     return held / dep.tensor_parallel_size
+
+
+def micro_batches(dep: Deployment) -> int:
+    """The batches a pipeline keeps in flight, one in each stage: a serving engine's PP
+    (vLLM, SGLang, TensorRT-LLM schedule a micro-batch per stage); 1 for llama.cpp, whose
+    layer split passes the whole batch from stage to stage."""
+    if dep.engine.startswith("llama.cpp"):
+        return 1
+    return dep.pipeline_parallel_size
+
+
+def micro_batch(dep: Deployment, batch: int) -> int:
+    """The sequences one stage multiplies at once: a running batch of ``batch`` split into
+    ``micro_batches`` (544 over PP4: 136), each stage reading its weights for one of them —
+    what the ridge, and a token's step, are judged by."""
+    return -(-batch // micro_batches(dep))

@@ -22,6 +22,7 @@ from typing import Any
 from ridgeline.datafiles import load_data
 from ridgeline.deployment import Deployment
 from ridgeline.errors import InputError
+from ridgeline.hardware import Accelerator
 from ridgeline.parallel import LOW_LATENCY_FABRICS
 from ridgeline.quantization import EXPERTS
 from ridgeline.stages import Stage
@@ -173,38 +174,83 @@ def cuda_graph_bytes(dep: Deployment, max_num_seqs: int, acc: VLLMAccounting,
 
 # vLLM rounds MXFP4 expert dimensions up to what its MoE kernel needs (vllm/model_executor/
 # layers/fused_moe/oracle/mxfp4.py, mxfp4_round_up_hidden_size_and_intermediate_size): Marlin,
-# the path on GPUs without an FP4 kernel (Ampere, Ada), to hidden × 256 and intermediate per
-# rank × 128; FlashInfer's TRT-LLM kernels, first choice on data-center Blackwell, both × 256;
-# the Triton kernels Hopper uses, intermediate × 64. (hidden, intermediate) multiples:
-MXFP4_ROUNDING = {"ampere": (256, 128), "ada": (256, 128), "hopper": (1, 64),
-                  "blackwell-datacenter": (256, 256)}
+# the path on GPUs without an FP4 kernel (Ampere, Ada; the SM12x Blackwells from v0.13, whose
+# Triton path needs capability below 11), to hidden × 256 and intermediate per rank × 128;
+# FlashInfer's TRT-LLM kernels, first choice on data-center Blackwell (SM100), both × 256.
+# (hidden, intermediate) multiples:
+MXFP4_ROUNDING = {"marlin": (256, 128), "flashinfer": (256, 256)}
+SM12X_MARLIN_FROM = (0, 13)
+# The Triton kernels Hopper uses round intermediate per rank × 64 and swizzle the weights and
+# the e8m0 scales (quantization/utils/mxfp4_utils.py _swizzle_mxfp4, triton_kernels
+# HopperMXScaleLayout: the scale copy's rows padded to 256); biases become fp32. Until v0.25
+# the loaded scales stayed registered beside the swizzled copy (v0.25 deletes them); v0.17 to
+# v0.21's bundled kernels also padded both stored dims of the values to 64.
+HOPPER_SCALES_FREED_FROM = (0, 25)
+HOPPER_VALUE_PAD = ((0, 17), (0, 22))
 
 
 def _round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
 
-def mxfp4_padding_bytes(dep: Deployment, stage: Stage | None = None) -> float:
-    """Extra bytes per GPU the padded MXFP4 expert weights take (gpt-oss-20b on an A100:
-    hidden 2,880 → 3,072 and intermediate 2,880 → 2,944 add 9 % to the experts, 0.85 GiB;
-    vLLM logged 13.72 GiB of weights against 12.8 in the checkpoint). Zero for other formats,
-    or where the kernel a card gets is not known. Of a pipeline ``stage``: its MoE layers'
-    share."""
+def mxfp4_kernel(acc: Accelerator, version: tuple[int, ...]) -> str | None:
+    """The MXFP4 MoE path vLLM ``version`` takes on ``acc``: marlin, triton-hopper,
+    flashinfer, or None where it is not known (ROCm, SM12x before v0.13)."""
+    if acc.family in ("ampere", "ada"):
+        return "marlin"
+    if acc.family == "hopper":
+        return "triton-hopper"
+    if acc.family != "blackwell":
+        return None
+    sm12x = "RTX" in acc.name or acc.form in ("consumer", "workstation", "soc")
+    if not sm12x:
+        return "flashinfer"
+    return "marlin" if version >= SM12X_MARLIN_FROM else None
+
+
+def _hopper_expert_bytes(hidden: int, per_rank: int, version: tuple[int, ...]) -> float:
+    """One expert's bytes on one rank after the Hopper Triton path loads it (gpt-oss at TP1,
+    hidden and intermediate 2,880: 14,060,160 B before v0.25 against 13,236,480 in the
+    checkpoint, +6.2 %; the llm-d H100 logs: 13.47 and 64.38 GiB for gpt-oss-20b and -120b)."""
+    inter = _round_up(per_rank, 64)
+    rows13, rows2, bytes13, bytes2 = 2 * inter, hidden, hidden // 2, inter // 2
+    if HOPPER_VALUE_PAD[0] <= version < HOPPER_VALUE_PAD[1]:
+        rows13, rows2 = _round_up(rows13, 64), _round_up(rows2, 64)
+        bytes13, bytes2 = _round_up(bytes13, 64), _round_up(bytes2, 64)
+    values = rows13 * bytes13 + rows2 * bytes2
+    swizzled_scales = _round_up(2 * inter, 256) * (hidden // 32) \
+        + _round_up(hidden, 256) * _round_up(inter // 32, 2)
+    loaded_scales = 0 if version >= HOPPER_SCALES_FREED_FROM else 3 * hidden * inter // 32
+    biases = (2 * inter + hidden) * 4
+    return values + swizzled_scales + loaded_scales + biases
+
+
+def mxfp4_padding_bytes(dep: Deployment, stage: Stage | None = None,
+                        version: str | None = None) -> float:
+    """Extra bytes per GPU vLLM ``version``'s MXFP4 experts take beyond the checkpoint's
+    (gpt-oss-20b on an A100: Marlin pads hidden 2,880 → 3,072 and intermediate 2,880 →
+    2,944, 9 % more experts, 0.85 GiB; vLLM logged 13.72 GiB of weights against 12.8 in the
+    checkpoint). Zero for other formats, or where the kernel a card gets is not known. Of a
+    pipeline ``stage``: its MoE layers' share."""
     moe = dep.model.moe
     if moe is None or dep.bytes_by_category.get(EXPERTS, 0) == 0:
         return 0.0
     if dep.weights.format_of(EXPERTS).id != "mxfp4":
         return 0.0
-    acc = dep.accelerator
-    family = acc.family + ("-datacenter" if acc.family == "blackwell" and acc.form == "datacenter"
-                           else "")
-    if family not in MXFP4_ROUNDING:
+    wanted = parse_version(version or str(vllm_data()["default_version"]))
+    kernel = mxfp4_kernel(dep.accelerator, wanted)
+    if kernel is None:
         return 0.0
-    hidden_multiple, inter_multiple = MXFP4_ROUNDING[family]
     hidden = dep.model.hidden_size
     slices = 1 if dep.expert_parallel else dep.tensor_parallel_size  # EP keeps experts whole
     per_rank = moe.expert_intermediate_size / slices
-    padded = _round_up(hidden, hidden_multiple) * _round_up(int(per_rank), inter_multiple)
-    growth = padded / (hidden * per_rank) - 1
+    if kernel == "triton-hopper":
+        # the checkpoint's: values 4 bits, a 1-byte scale per 32, bf16 biases
+        stored = 3 * hidden * per_rank * (0.5 + 1 / 32) + (2 * per_rank + hidden) * 2
+        growth = _hopper_expert_bytes(hidden, int(per_rank), wanted) / stored - 1
+    else:
+        hidden_multiple, inter_multiple = MXFP4_ROUNDING[kernel]
+        padded = _round_up(hidden, hidden_multiple) * _round_up(int(per_rank), inter_multiple)
+        growth = padded / (hidden * per_rank) - 1
     share = 1.0 if stage is None else stage.expert_share
     return dep.bytes_by_category[EXPERTS] * growth / dep.num_gpus * share

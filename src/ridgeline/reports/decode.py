@@ -30,6 +30,7 @@ from ridgeline.floors import (
 from ridgeline.hardware import Accelerator
 from ridgeline.model import trained_context_caution
 from ridgeline.render import table
+from ridgeline.stages import micro_batch, micro_batches
 from ridgeline.roofline import (
     batch_for_intensity,
     expert_intensity,
@@ -375,15 +376,43 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
     for context in contexts:
         base = decode_floor(dep, 1, context)
         for b in batches:
-            floors.append((decode_floor(dep, b, context), base))
-            expected.append(Expectation.of(dep, decode_batch(b, context), profile))
+            floors.append((pipelined_floor(dep, b, context), base))
+            expected.append(Expectation.of(dep, decode_batch(micro_batch(dep, b), context),
+                                           profile))
     from ridgeline.offload import offload_caution
     from ridgeline.predict import eager_caution
 
     cautions = (eager_caution(dep) if enforce_eager else "", context_caution(dep, max(contexts)),
-                offload_caution(dep), split_caution(dep), dep.model.architecture_caution)
+                offload_caution(dep), split_caution(dep), dep.model.architecture_caution,
+                micro_batch_caution(dep))
     return DecodeReport(dep, tuple(floors), tuple(expected), pool_batch,
                         tuple(c for c in cautions if c))
+
+
+def pipelined_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
+    """A decode step of ``batch`` sequences; under a serving engine's pipeline parallelism
+    the batch runs as micro-batches, one in each stage, so a token's step is one
+    micro-batch's trip through every stage (the floor of ⌈batch ÷ PP⌉ sequences) while the
+    memory check is the whole batch's."""
+    micro = micro_batch(dep, batch)
+    whole = decode_floor(dep, batch, context)
+    if micro == batch:
+        return whole
+    trip = decode_floor(dep, micro, context)
+    return replace(trip, batch=batch, fit=whole.fit, steps=(
+        step("micro-batch", "⌈batch ÷ pipeline stages⌉: each stage multiplies one at a time, "
+             "the others in flight in the other stages", q("micro-batch", micro),
+             q("batch", batch), q("stages", micro_batches(dep))), *trip.steps))
+
+
+def micro_batch_caution(dep: Deployment) -> str:
+    """How a pipeline-parallel row is priced, or ""."""
+    pp = micro_batches(dep)
+    if pp == 1:
+        return ""
+    return (f"pipeline parallel: a batch runs as {pp} micro-batches, one in each stage; a "
+            f"token's step is one micro-batch's trip through all {pp} stages, and the total "
+            "is the whole batch's tokens over it (as `simulate -pp` runs it)")
 
 
 def split_caution(dep: Deployment) -> str:
@@ -604,6 +633,7 @@ class UtilizationReport:
     caution: str = ""  # a context past the model's trained one
     experts: str = ""  # an MoE model: what the routed experts' share is
     refusal: str = ""  # why the engine would not start at this context
+    micro_batches: int = 1  # pipeline parallel: the running batch split over the stages
 
     @property
     def ridge(self) -> float:
@@ -611,11 +641,16 @@ class UtilizationReport:
         return ridge_point(a.peak(self.compute_dtype), a.memory_bandwidth_bytes_per_s)
 
     @property
+    def stage_batch(self) -> int:
+        return -(-self.running // self.micro_batches)
+
+    @property
     def fraction_of_arithmetic(self) -> float:
-        return min(1.0, weight_intensity(self.running, self.bytes_per_weight) / self.ridge)
+        return min(1.0, weight_intensity(self.stage_batch, self.bytes_per_weight) / self.ridge)
 
     def to_dict(self) -> dict[str, Any]:
         return {"accelerator": self.accelerator.id, "running": self.running,
+                "stage_batch": self.stage_batch,
                 "ridge_flop_per_byte": self.ridge,
                 "fraction_of_arithmetic": self.fraction_of_arithmetic,
                 "bytes_per_weight": self.bytes_per_weight,
@@ -628,7 +663,9 @@ class UtilizationReport:
         lines = [
             f"{self.running} running against a ridge of {self.ridge:,.0f} on "
             f"{self.accelerator.id}: {self.fraction_of_arithmetic:.1%} of the arithmetic "
-            "you are billed for" + (" (the weights every token reads)" if self.experts else ""),
+            "you are billed for" + (" (the weights every token reads)" if self.experts else "")
+            + (f", each of {self.micro_batches} pipeline stages multiplying a micro-batch of "
+               f"{self.stage_batch:,}" if self.micro_batches > 1 else ""),
             *([f"  {self.experts}"] if self.experts else []),
         ]
         if self.kv_batch_limit is not None:
@@ -679,11 +716,17 @@ def utilization_report(
         bytes_per_weight = dep.bytes_per_weight_split[0]  # the weights every token reads
         compute_dtype = dep.dense_compute_dtype
     ridge = ridge_point(acc.peak(compute_dtype), acc.memory_bandwidth_bytes_per_s)
-    intensity = weight_intensity(running, bytes_per_weight)
+    stages = 1 if dep is None else micro_batches(dep)
+    per_stage = -(-running // stages)  # a pipeline's stages each multiply one micro-batch
+    intensity = weight_intensity(per_stage, bytes_per_weight)
     steps = (ridge_step(acc, compute_dtype),
-             step("share of the arithmetic in use", "(2 × running ÷ bytes per weight) ÷ ridge",
+             step("share of the arithmetic in use",
+                  "(2 × running ÷ bytes per weight) ÷ ridge" if stages == 1 else
+                  f"(2 × ⌈running ÷ {stages} micro-batches⌉ ÷ bytes per weight) ÷ ridge",
                   q("fraction", min(1.0, intensity / ridge)), q("running", running, "",
                                                                 "vllm:num_requests_running"),
+                  *([q("micro-batch", per_stage, "", f"one in each of {stages} pipeline "
+                       "stages")] if stages > 1 else []),
                   q("ridge", ridge, "FLOP/byte"), q("bytes per weight", bytes_per_weight, "B")),)
     experts = ""
     if dep is not None and dep.model.moe is not None:
@@ -692,11 +735,13 @@ def utilization_report(
                                    acc.memory_bandwidth_bytes_per_s)
         expert_batch = batch_for_intensity(expert_ridge, dep.bytes_per_weight_split[1]) \
             / moe.routed_fraction
-        share = expert_intensity(running, dep.model, dep.bytes_per_weight_split[1]) / expert_ridge
-        experts = (f"the routed experts see {running:,} × {moe.routed_fraction:.3f} tokens each: "
+        share = expert_intensity(per_stage, dep.model, dep.bytes_per_weight_split[1]) \
+            / expert_ridge
+        experts = (f"the routed experts see {per_stage:,} × {moe.routed_fraction:.3f} tokens each: "
                    f"{min(1.0, share):.1%} of their arithmetic (they reach the ridge near batch "
                    f"{expert_batch:,.0f})")
     return UtilizationReport(acc, compute_dtype, running, bytes_per_weight, limit, context,
                              dep.model.name if dep else None, steps,
                              context_caution(dep, context) if dep and context
-                             and not context_refusal(dep, context) else "", experts, refusal)
+                             and not context_refusal(dep, context) else "", experts, refusal,
+                             stages)

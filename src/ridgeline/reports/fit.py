@@ -43,7 +43,7 @@ from ridgeline.reports.fit_budget import (
     window_rule,
 )
 from ridgeline.roofline import batch_for_intensity, ridge_step
-from ridgeline.stages import pipeline_stages
+from ridgeline.stages import micro_batch, micro_batches, pipeline_stages
 from ridgeline.units import GIB, plural
 from ridgeline.vllm_hybrid import cache_mode
 from ridgeline.vllm_memory import parse_version, past_modelled
@@ -98,7 +98,20 @@ class FitReport:
     def verdict(self) -> str:
         if self.conversations < max(1, self.target or 1):
             return DOES_NOT_FIT
-        return CLEARS_RIDGE if self.batch >= self.ridge_batch else UNDER_RIDGE
+        return CLEARS_RIDGE if self.stage_batch >= self.ridge_batch else UNDER_RIDGE
+
+    @property
+    def stage_batch(self) -> int:
+        """The batch a stage multiplies: under pipeline parallelism one micro-batch of it."""
+        return micro_batch(self.deployment, self.batch)
+
+    def _batch_label(self) -> str:
+        """The batch, and under pipeline parallelism its micro-batches."""
+        pp = micro_batches(self.deployment)
+        if pp == 1:
+            return f"{self.batch:,}"
+        return (f"{self.batch:,}: {pp} micro-batches of {self.stage_batch:,}, one in each "
+                "pipeline stage")
 
     @property
     def cautions(self) -> list[str]:
@@ -137,10 +150,10 @@ class FitReport:
                        "caches every token and the pool holds fewer conversations than these "
                        "chunked groups do")
         moe = d.model.moe
-        if moe and self.verdict == CLEARS_RIDGE and self.batch < self.expert_ridge_batch:
+        if moe and self.verdict == CLEARS_RIDGE and self.stage_batch < self.expert_ridge_batch:
             out.append(f"MoE: the routed experts see B × {moe.routed_fraction:.3f} tokens each "
                        f"and reach the ridge only near batch {self.expert_ridge_batch:,.0f}; "
-                       f"at batch {self.batch:,} they stay bandwidth-bound")
+                       f"at batch {self._batch_label()} they stay bandwidth-bound")
         return out
 
     @property
@@ -193,6 +206,7 @@ class FitReport:
             "block_size": p.block_size, "conversations": self.conversations,
             "max_num_seqs": p.max_num_seqs, "batch": self.batch, "target": self.target,
             "ridge_batch": self.ridge_batch, "verdict": self.verdict,
+            "stage_batch": self.stage_batch,  # under pipeline parallelism: a micro-batch
             "expert_ridge_batch": self.expert_ridge_batch if self.deployment.model.moe else None,
             "shortfall_bytes_per_gpu": None if refusal else self.shortfall_bytes,  # no memory
             "refusal": refusal or None,  # rescues a length the engine refuses
@@ -201,7 +215,8 @@ class FitReport:
                 "placement": self.deployment.offload.describe(self.deployment.model),
                 "host_weight_bytes": _host_bytes(self.deployment)},
             "taken_bytes_per_gpu": {"weights": p.weight_bytes, "activations": p.activation_bytes,
-                              "non_torch": p.non_torch_bytes, "cuda_graphs": p.cuda_graph_bytes},
+                              "non_torch": p.non_torch_bytes, "cuda_graphs": p.cuda_graph_bytes,
+                              "runtime_buffers": p.runtime_buffer_bytes},
             "slot_cache_bytes_per_gpu": p.slot_cache_bytes,
             "llama_server_c": self.launch_cells if is_llamacpp(p) and self.batch else None,
             "flash_attn": self.settings.flash_attn if is_llamacpp(p) else None,
@@ -256,8 +271,11 @@ class FitReport:
                 headline += (f" (the weights and the profiling pass alone overflow the "
                              f"{p.total_bytes * p.reserved_fraction / GIB:,.1f} GiB it reserves)")
         elif self.verdict == UNDER_RIDGE:
-            headline += (f"; the batch they allow ({self.batch:,}) is under the ridge "
+            headline += (f"; the batch they allow ({self._batch_label()}) is under the ridge "
                          f"({self.ridge_batch:,.0f}): bandwidth-bound at any load")
+        elif micro_batches(d) > 1:
+            headline += (f"; a batch of {self._batch_label()}, reaches the ridge "
+                         f"({self.ridge_batch:,.0f})")
         else:
             headline += f"; a batch of {self.batch:,} reaches the ridge ({self.ridge_batch:,.0f})"
         engine = p.engine if p.accounting is None else (
@@ -459,7 +477,8 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
         *_stage_steps(dep, s, pool),
         llamacpp_pool_step(dep, pool, s) if is_llamacpp(pool) else
         step("KV pool per GPU", "(total × reserved fraction − weights − activations − non-torch "
-             "− graphs) × free fraction of the rest" if pool.free_fraction_of_rest != 1 else
+             "− graphs" + (" − runtime buffers" if pool.runtime_buffer_bytes else "")
+             + ") × free fraction of the rest" if pool.free_fraction_of_rest != 1 else
              "total × reserved fraction − weights − activations − non-torch − graphs",
              q("pool", pool.pool_bytes / GIB, "GiB"),
              q("total", pool.total_bytes / GIB, "GiB",
@@ -474,6 +493,11 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
              q("CUDA graphs", pool.cuda_graph_bytes / GIB, "GiB",
                "layers × captured sizes × 0.45 MiB (vLLM v0.21+ estimate)"
                if pool.cuda_graph_bytes else "not taken from the budget"),
+             *([q("runtime buffers and decoder", pool.runtime_buffer_bytes / GIB, "GiB",
+                  f"TensorRT engine backend: {pool.max_num_seqs:,} seats (max_batch_size) × "
+                  f"(4 × vocab {dep.model.vocab_size:,} × 4 B + top-k scratch + 15 × "
+                  "max_seq_len × 4 B), allocated before the cache is sized")]
+               if pool.runtime_buffer_bytes else []),
              *([q("free fraction of the rest", pool.free_fraction_of_rest, "",
                   "kv_cache_free_gpu_mem_fraction: TensorRT-LLM's share of the memory free "
                   "after the engine loads")] if pool.free_fraction_of_rest != 1 else []),
@@ -666,6 +690,8 @@ def _levers(r: FitReport) -> list[Lever]:
     if gguf and r.conversations > r.pool.max_num_seqs:
         options.append((f"{r.conversations} slots (-np {r.conversations} --kv-unified)", d,
                         r.context, replace(s, max_num_seqs=r.conversations)))
+    if r.pool.runtime_buffer_bytes:
+        options += _seats_lever(r)
     if gguf and d.offload is None and d.tensor_parallel_size == 1 and not (
             d.accelerator.vendor == "apple" or d.accelerator.form == "soc"):
         options += _offload_lever(r)
@@ -677,6 +703,25 @@ def _levers(r: FitReport) -> list[Lever]:
         if lever.conversations > r.conversations or lever.batch > r.batch:
             levers.append(lever)  # one that gains nothing is no way out
     return levers
+
+
+def _seats_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSettings]]:
+    """TensorRT-LLM's engine backend keeps vocabulary-sized buffers for every seat: as many
+    seats as the conversations that then fit (a power of two, as engines are built), where that
+    is fewer than it has."""
+    seats = r.pool.max_num_seqs
+    want = max(r.conversations, r.target or 1, 1)
+    for _ in range(4):  # fewer seats free memory for more conversations: settle the count
+        fewer = 1 << (want - 1).bit_length()
+        if fewer >= seats:
+            return []
+        s = replace(r.settings, max_num_seqs=fewer, max_model_len=r.context)
+        held = _held(kv_pool(r.deployment, s), r.deployment, r.context)
+        if held <= fewer:
+            break
+        want = held
+    return [(f"{fewer:,} seats (--max_batch_size {fewer})", r.deployment, r.context,
+             replace(r.settings, max_num_seqs=fewer))]
 
 
 CHUNKED_HMA_OFF = ((0, 10, 1), (0, 23))  # releases that may cache chunked layers in full

@@ -127,6 +127,9 @@ def budget_rows(p: KVPool, s: EngineSettings) -> list[list[str]]:
                  ["− non-torch (CUDA context, NCCL)", gib(p.non_torch_bytes)],
                  ["− CUDA graphs" + ("" if p.cuda_graph_bytes or p.accounting is None
                                      else " (captured after sizing)"), gib(p.cuda_graph_bytes)]]
+        if p.runtime_buffer_bytes:
+            rows.append([f"− runtime buffers and decoder ({p.max_num_seqs:,} seats × vocab)",
+                         gib(p.runtime_buffer_bytes)])
     if p.free_fraction_of_rest != 1.0:
         rows.append([f"x kv_cache_free_gpu_mem_fraction {p.free_fraction_of_rest:g}", ""])
     rows.append(["= KV cache" if is_llamacpp(p) else "= KV pool",
@@ -138,6 +141,8 @@ def peak_label(p: KVPool) -> str:
     if p.encoder_images and p.encoder_bytes >= p.activation_bytes:
         return f"vision tower profile ({p.encoder_images} dummy images)"
     held = " + images held" if p.encoder_held_bytes else ""
+    if p.runtime_buffer_bytes and p.activation_bytes > p.forward_bytes:
+        return f"engine activations (the lm_head's output for {p.max_num_seqs:,} seats)"
     if p.accounting is not None and p.sampler_bytes > p.forward_bytes:
         return f"sampler peak ({p.max_num_seqs:,} requests' fp32 logits){held}"
     return f"activations ({p.profile_tokens:,}-token profile){held}"
@@ -146,6 +151,11 @@ def peak_label(p: KVPool) -> str:
 def peak_quantities(dep: Deployment, p: KVPool) -> list[Quantity]:
     forward = q("forward pass", p.forward_bytes / GIB, "GiB",
                 f"{p.profile_tokens} tokens × 2 B × (3 × intermediate + 3 × hidden)")
+    if p.runtime_buffer_bytes:
+        return [forward, q("lm_head output", p.activation_bytes / GIB, "GiB",
+                           f"{p.max_num_seqs:,} seats × vocab {dep.model.vocab_size:,} ÷ TP × "
+                           "2 B (the engine's generation profile), if larger"),
+                q("engine activations", p.activation_bytes / GIB, "GiB", "the larger of the two")]
     if p.accounting is None:
         return [forward]
     sampler = q("sampler", p.sampler_bytes / GIB, "GiB",
@@ -173,7 +183,12 @@ def peak_quantities(dep: Deployment, p: KVPool) -> list[Quantity]:
 def weights_note(dep: Deployment, pool: KVPool) -> str:
     """Where the weights per GPU differ from the checkpoint's share: vLLM's padded MXFP4
     experts; llama.cpp's input embedding (and -ngl's host layers) in host memory."""
-    from ridgeline.vllm_memory import mxfp4_padding_bytes
+    from ridgeline.vllm_memory import (
+        HOPPER_SCALES_FREED_FROM,
+        mxfp4_kernel,
+        mxfp4_padding_bytes,
+        parse_version,
+    )
 
     share = f"{checkpoint_share_bytes(dep, pool) / GIB:,.2f} GiB of {dep.weights.label} " \
         "weights per GPU" + (f" of {pool.stage.describe()}" if pool.stage else "")
@@ -182,16 +197,27 @@ def weights_note(dep: Deployment, pool: KVPool) -> str:
         share += (f" + {vision / GIB:,.2f} GiB of vision tower ("
                   + ("--language-model-only leaves it out" if pool.engine == "vllm"
                      else "the engine loads it") + ")")
-    padding = mxfp4_padding_bytes(dep, pool.stage) if pool.engine == "vllm" else 0.0
+    padding = mxfp4_padding_bytes(dep, pool.stage, _version(pool)) \
+        if pool.engine == "vllm" else 0.0
     if padding:
-        return (f"{share} + {padding / GIB:,.2f} GiB: vLLM pads the MXFP4 "
-                f"experts to its kernel's tile ({dep.accelerator.family})")
+        kernel = mxfp4_kernel(dep.accelerator, parse_version(_version(pool) or "0.0"))
+        if kernel != "triton-hopper":
+            return (f"{share} + {padding / GIB:,.2f} GiB: vLLM pads the MXFP4 experts to its "
+                    f"{kernel} kernel's tile")
+        kept = parse_version(_version(pool) or "0.0") < HOPPER_SCALES_FREED_FROM
+        return (f"{share} + {padding / GIB:,.2f} GiB: vLLM's Hopper kernels hold the MXFP4 "
+                "experts' scales swizzled and padded, their biases in fp32"
+                + (", and the loaded scales beside them (until v0.25)" if kept else ""))
     if vision > 0 or pool.stage is not None:
         return share
     if is_llamacpp(pool) and pool.weight_bytes < dep.weight_bytes / dep.num_gpus:
         return (f"{share}, less what stays in host memory: the input embedding"
                 + (" and -ngl's host layers" if dep.offload is not None else ""))
     return f"{dep.weights.label}, the checkpoint's share"
+
+
+def _version(pool: KVPool) -> str | None:
+    return None if pool.accounting is None else pool.accounting.version
 
 
 def vision_bytes_in_pool(dep: Deployment, pool: KVPool) -> float:
@@ -202,7 +228,8 @@ def vision_bytes_in_pool(dep: Deployment, pool: KVPool) -> float:
     if is_llamacpp(pool):
         return 0.0
     extra = pool.weight_bytes - checkpoint_share_bytes(dep, pool) \
-        - (mxfp4_padding_bytes(dep, pool.stage) if pool.engine == "vllm" else 0.0)
+        - (mxfp4_padding_bytes(dep, pool.stage, _version(pool)) if pool.engine == "vllm"
+           else 0.0)
     return max(0.0, extra)
 
 

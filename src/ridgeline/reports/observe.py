@@ -19,6 +19,7 @@ from ridgeline.memory import EngineSettings, kv_pool, max_batch
 from ridgeline.observe import Observation, stats
 from ridgeline.render import table
 from ridgeline.roofline import ridge_step, weight_intensity
+from ridgeline.stages import micro_batch, micro_batches
 
 CAPACITY = "capacity"
 LATENCY = "latency"
@@ -59,7 +60,8 @@ class ObserveReport:
         if b is None:
             return None
         bpw = self.deployment.bytes_per_weight_split[0]  # MoE: all but the routed experts
-        return min(1.0, weight_intensity(b, bpw) / self.ridge)
+        # under pipeline parallelism each stage multiplies one micro-batch of the running batch
+        return min(1.0, weight_intensity(b / micro_batches(self.deployment), bpw) / self.ridge)
 
     @property
     def pool_batch(self) -> int:
@@ -112,8 +114,8 @@ class ObserveReport:
         b = self.batch
         if b is None or b < 0.5 or not self.fits:
             return None
-        cost = step_cost(self.deployment, decode_batch(max(1, round(b)), self.context),
-                         self.profile)
+        micro = micro_batch(self.deployment, max(1, round(b)))  # a token's trip: one micro-batch
+        cost = step_cost(self.deployment, decode_batch(micro, self.context), self.profile)
         return cost.time_s * 1e3
 
     def gaps(self) -> dict[str, float]:

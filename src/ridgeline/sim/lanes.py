@@ -31,10 +31,17 @@ def pipeline_lane(config: SimConfig, pp: int) -> SimConfig:
                    max_num_seqs=max(1, config.max_num_seqs // pp))
 
 
-def lane_requests(requests: Iterable[Request], lane: int, lanes: int) -> Iterator[Request]:
-    """Every ``lanes``-th request, from the ``lane``-th: a lane's share in arrival order
-    (a seeded workload is iterated afresh for each lane, so its requests are its own)."""
-    return itertools.islice(iter(requests), lane, None, lanes)
+def lane_requests(requests: Iterable[Request], lane: int, lanes: int,
+                  users: int = 0) -> Iterator[Request]:
+    """A lane's share of the requests, in arrival order (a seeded workload is iterated afresh
+    for each lane, so its requests are its own): every ``lanes``-th from the ``lane``-th; in a
+    closed loop of ``users`` dealt round-robin over the lanes, the requests of the users it
+    holds (6 users over 4 lanes: 2, 2, 1 and 1, so the first two lanes get two requests of
+    every six), so that no lane runs dry while the others still have work."""
+    if not users:
+        return itertools.islice(iter(requests), lane, None, lanes)
+    held = {u % users for u in range(users) if u % lanes == lane}
+    return (r for k, r in enumerate(requests) if k % users in held)
 
 
 def closed_loop_shares(users: int, lanes: int) -> list[int]:
@@ -62,12 +69,11 @@ def run_lanes(run_one: Callable[[Iterator[Request], int], SimResult],
               requests: Iterable[Request], lanes: int, closed_loop: int = 0) -> SimResult:
     """Run ``lanes`` lanes, each on its share of the requests (``run_one(requests,
     closed_loop)`` simulates one lane), and merge them; one lane is the plain run. A closed
-    loop of fewer users than lanes keeps only as many lanes busy, and deals them every
-    request."""
+    loop deals each lane the requests of its users (``lane_requests``): fewer users than
+    lanes keep only as many lanes busy, and they get every request."""
     if lanes <= 1:
         return run_one(iter(requests), closed_loop)
     shares = [n for n in closed_loop_shares(closed_loop, lanes) if n] if closed_loop \
         else [0] * lanes
-    busy = len(shares)
-    return merged([run_one(lane_requests(requests, lane, busy), shares[lane])
-                   for lane in range(busy)])
+    return merged([run_one(lane_requests(requests, lane, lanes, closed_loop), shares[lane])
+                   for lane in range(len(shares))])

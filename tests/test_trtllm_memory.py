@@ -1,0 +1,79 @@
+"""TensorRT-LLM's memory before the cache: the TensorRT engine backend's runtime buffers and
+decoder, sized by max_batch_size × vocabulary; the PyTorch backend keeps none."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.errors import InputError
+from ridgeline.memory import EngineSettings, kv_pool
+from ridgeline.trtllm_memory import engine_buffer_bytes, lm_head_output_bytes
+from ridgeline.units import GIB
+from tests.conftest import run_cli
+
+
+def trt(model: str = "llama-3.1-8b", gpu: str = "rtx-5090", weights: str | None = "fp8",
+        kv: str | None = "fp8", n: int = 1) -> Deployment:
+    return Deployment.build(resolve_model(model), resolve_accelerator(gpu), weights, kv, n,
+                            engine="trtllm")
+
+
+def test_the_engine_backend_keeps_four_fp32_vocabulary_buffers_a_seat() -> None:
+    """Llama-3.1-8B (vocab 128,256) at the default 2,048 seats: 4 × 4 B × 128,256 × 2,048 =
+    3.91 GiB of logits, penalty and top-k buffers, then the top-k scratch and 15 [seat,
+    max_seq_len] buffers at 2,048 tokens."""
+    model = resolve_model("llama-3.1-8b")
+    buffers = engine_buffer_bytes(model, 2048, 2048)
+    vocab_part = 4 * 4 * model.vocab_size * 2048
+    assert vocab_part / GIB == pytest.approx(3.914, abs=1e-3)
+    assert buffers == pytest.approx(vocab_part + 2048 * 65536 + 15 * 4 * 2048 * 2048)
+    assert engine_buffer_bytes(model, 256, 2048) == pytest.approx(buffers / 8)  # per seat
+    assert lm_head_output_bytes(model, 2048, 2) == pytest.approx(2048 * 128_256)
+
+
+def test_the_buffers_reproduce_the_log_they_were_read_from() -> None:
+    """TensorRT-LLM #1188: a 151,936-token vocabulary at 2,048 seats and max_seq_len 32,768
+    logged 2.66 GB of runtime buffers and 5.76 GB of decoder (8.42 in all)."""
+    model = resolve_model("qwen2.5-7b")
+    assert model.vocab_size == 152_064  # Qwen2.5 pads #1188's 151,936 to a multiple of 128
+    logged = (2.66 + 5.76) * GIB
+    assert engine_buffer_bytes(model, 2048, 32_768) == pytest.approx(logged, rel=0.02)
+
+
+def test_the_rtx_5090_engine_log_is_within_three_percent_and_pytorch_keeps_nothing() -> None:
+    """TensorRT-LLM #4275 (0.19, the TensorRT engine): 31.84 GiB, 17.83 free after the engine,
+    its buffers and the decoder, 16.05 GiB of cache (263,008 tokens) — 20.6 GiB if the
+    buffers were left out."""
+    settings = EngineSettings(max_model_len=2048, max_num_batched_tokens=1024,
+                              backend="tensorrt")
+    engine = kv_pool(trt(), settings, 31.84 * GIB)
+    assert engine.pool_bytes / GIB == pytest.approx(16.05, rel=0.03)
+    assert engine.tokens == pytest.approx(263_008, rel=0.03)
+    pytorch = kv_pool(trt(), EngineSettings(max_model_len=2048, max_num_batched_tokens=1024),
+                      31.84 * GIB)
+    assert pytorch.runtime_buffer_bytes == 0.0
+    assert pytorch.pool_bytes / GIB > 20
+
+
+def test_fewer_seats_free_the_buffers_and_fit_offers_them(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "rtx-5090", "--engine",
+                           "trtllm", "--weights", "fp8", "--kv-dtype", "fp8",
+                           "--max-model-len", "2048", "--backend", "tensorrt", "--json")
+    assert code == 0
+    report = json.loads(out)
+    held = report["conversations"]
+    assert report["taken_bytes_per_gpu"]["runtime_buffers"] > 4 * GIB
+    seats = [lv for lv in report["levers"] if "--max_batch_size" in lv["name"]]
+    assert seats and seats[0]["conversations"] > held
+    assert int(seats[0]["name"].split()[0].replace(",", "")) >= seats[0]["batch"]
+
+
+def test_backend_is_tensorrt_llms_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100",
+                           "--max-model-len", "4096", "--backend", "tensorrt")
+    assert code == 2 and "--backend is TensorRT-LLM's" in err and err.count("\n") == 1
+    with pytest.raises(InputError):
+        EngineSettings(backend="onnx")
