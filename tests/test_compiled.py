@@ -31,7 +31,7 @@ CASES = [  # dense; sliding windows + preemption; Mamba hybrid TP2; speculative 
     ["llama-3.1-8b", "--gpu", "h100", "--rate", "4", "--num-requests", "300",
      "--spec-tokens", "3", "--spec-acceptance", "0.7", "--spec-draft-cost", "0.05"],
     ["qwen3-8b", "--gpu", "l4", "--rate", "3", "--num-requests", "400", "--prefix-groups", "4",
-     "--prefix-len", "700", "--max-num-seqs", "16", "--gpu-memory-utilization", "0.75",
+     "--prefix-len", "700", "--max-num-seqs", "16", "--gpu-memory-utilization", "0.85",
      "--max-model-len", "4096"],
     ["llama-3.1-8b", "--gpu", "a100-80gb", "--concurrency", "40", "--num-requests", "500",
      "--input-len", "uniform:100,4000"],

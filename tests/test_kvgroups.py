@@ -11,7 +11,13 @@ from ridgeline.cli import main
 from ridgeline.kvcache import attention_kv_bytes_per_token, state_bytes_per_sequence
 from ridgeline.kvgroups import vllm_kv_groups
 from ridgeline.layouts import FULL, MAMBA
-from ridgeline.memory import EngineSettings, conversations, kv_pool, sequence_bytes_per_gpu
+from ridgeline.memory import (
+    EngineSettings,
+    KVPool,
+    conversations,
+    kv_pool,
+    sequence_bytes_per_gpu,
+)
 from ridgeline.sim.config import sim_config
 
 
@@ -101,7 +107,7 @@ def test_a_sliding_window_model_holds_its_window_not_its_context() -> None:
     one_batch = kv_pool(d, EngineSettings(max_model_len=32_768, async_scheduling=False))
     assert one_batch.concurrency(32_768) == pool.blocks / (-(-(4095 + 8192) // 16) + 1)
     v25 = kv_pool(d, EngineSettings(max_model_len=32_768, engine_version="0.25.1"))
-    assert v25.concurrency(32_768) == one_batch.concurrency(32_768)
+    assert v25.concurrency(32_768) == v25.blocks / (-(-(4095 + 8192) // 16) + 1)
 
 
 def test_a_v0_26_log_of_gemma_3_with_two_batches_in_flight_is_reproduced() -> None:
@@ -117,13 +123,18 @@ def test_a_v0_26_log_of_gemma_3_with_two_batches_in_flight_is_reproduced() -> No
     assert pool.profile_tokens == 2048 and pool.request_blocks(65_536) == 4096 + 6 * 321
     # the pool the log implies: 10.56 GiB of 0.625 MiB pages (10 layers × 16 tokens × 4 KiB)
     assert pool.page_bytes == 10 * 16 * 2 * 16 * 128
-    taken = pool.weight_bytes + pool.activation_bytes + pool.non_torch_bytes \
-        + pool.cuda_graph_bytes
-    logged = kv_pool(d, s, total_bytes=(17_307.5 * pool.page_bytes + taken) / 0.92)
+    def holding(blocks: float, settings: EngineSettings) -> KVPool:
+        """The pool of a card sized so that it holds ``blocks``."""
+        p = kv_pool(d, settings)
+        taken = p.weight_bytes + p.activation_bytes + p.non_torch_bytes + p.cuda_graph_bytes \
+            + p.seat_buffer_bytes
+        return kv_pool(d, settings, total_bytes=(blocks * p.page_bytes + taken) / 0.92)
+
+    logged = holding(17_307.5, s)
     assert logged.blocks == 17_307 and round(logged.pool_bytes / 2**30, 2) == 10.56
     assert round(logged.concurrency(65_536), 2) == 2.87
     assert logged.logged_tokens(65_536) == 188_347  # v0.24+: concurrency × max_model_len
-    older = kv_pool(d, replace(s, engine_version="0.23"), logged.total_bytes)
+    older = holding(17_307.5, replace(s, engine_version="0.23"))
     assert older.logged_tokens(65_536) == 17_307 // 7 * 16  # blocks ÷ groups × block size
     assert round(older.concurrency(65_536), 2) == 3.29
 
@@ -131,8 +142,10 @@ def test_a_v0_26_log_of_gemma_3_with_two_batches_in_flight_is_reproduced() -> No
 def test_the_simulator_charges_window_and_state_groups_per_request() -> None:
     gemma = sim_config(dep("gemma-3-27b"), EngineSettings(max_model_len=32_768))
     assert gemma.overhead_blocks == 6 * 65  # the window groups, once their windows fill
-    jamba = sim_config(dep("jamba-1.5-mini", 2))
+    jamba = sim_config(dep("jamba-1.5-mini", 2), EngineSettings(engine_version="0.26"))
     assert (jamba.block_size, jamba.overhead_blocks) == (80, 7)
+    # from v0.28 prefix caching is on for it by default, in align mode: two state blocks
+    assert sim_config(dep("jamba-1.5-mini", 2)).overhead_blocks == 2 * 7
     llama = sim_config(dep("llama-3.1-8b"))
     assert llama.overhead_blocks == 0
 
@@ -147,7 +160,7 @@ def test_simulate_json_states_the_per_request_charge(capsys: pytest.CaptureFixtu
     import json
 
     assert main(["simulate", "jamba-1.5-mini", "--gpu", "h200", "--num-gpus", "2", "--rate", "4",
-                 "--num-requests", "20", "--json"]) == 0
+                 "--num-requests", "20", "--engine-version", "0.26", "--json"]) == 0
     settings = json.loads(capsys.readouterr().out)["settings"]
     assert (settings["block_size"], settings["overhead_blocks_per_request"]) == (80, 7)
 
@@ -217,11 +230,15 @@ def test_prefix_caching_keeps_two_state_blocks_for_a_linear_attention_hybrid() -
 
 
 def test_mamba_hybrids_keep_one_state_block() -> None:
-    """Mamba layers are left at one block (vLLM's "all" mode, a state per block, where a
-    model supports it, is not modelled); Jamba's groups are unchanged by prefix caching."""
+    """Before v0.28 Mamba layers are left at one block (vLLM's "all" mode, a state per block,
+    where a model supports it, is not modelled); Jamba's groups are unchanged by prefix
+    caching. From v0.28 prefix caching runs them in align mode: two."""
     d = dep("jamba-1.5-mini", 2)
-    on, off = kv_pool(d), kv_pool(d, EngineSettings(prefix_caching=False))
+    old = EngineSettings(engine_version="0.26")
+    on, off = kv_pool(d, replace(old, prefix_caching=True)), kv_pool(d, old)
     assert on.groups == off.groups and on.groups is not None and on.groups.state_blocks == 1
+    now = kv_pool(d).groups
+    assert now is not None and now.state_blocks == 2
 
 
 def test_before_the_hybrid_allocator_a_window_and_full_model_caches_in_full() -> None:

@@ -110,11 +110,11 @@ def test_a_closed_loop_of_fewer_users_than_lanes_runs_every_request(
 
 def test_a_lane_holds_its_share_of_the_pool_and_says_so(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """Llama-3.1-70B on 2 H100s, one stage each, at 20,000 tokens: the pool holds one such
-    request, a lane half of it; vLLM V1 would run it from its one pool."""
+    """Llama-3.1-70B on 2 H100s, one stage each, at 12,000 tokens: the pool holds one such
+    request (16,480 tokens), a lane half of it; vLLM V1 would run it from its one pool."""
     argv = ["simulate", "llama-3.1-70b", "--gpu", "h100", "-pp", "2", "--rate", "1",
-            "--num-requests", "4", "--output-len", "20", "--max-model-len", "20000"]
-    code, _, err = run_cli(capsys, *argv, "--input-len", "18000")
+            "--num-requests", "4", "--output-len", "20", "--max-model-len", "12000"]
+    code, _, err = run_cli(capsys, *argv, "--input-len", "10000")
     assert code == 2 and "each of the 2 pipeline lanes is simulated with 1/2 of the pool" in err
     code, out, _ = run_cli(capsys, *argv, "--input-len", "2000", "--json")
     assert code == 0

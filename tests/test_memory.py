@@ -14,11 +14,11 @@ from ridgeline.memory import (
     EngineSettings,
     kv_pool,
     max_batch,
-    sglang_memory_defaults,
     vllm_batch_defaults,
 )
 from ridgeline.reports.fit import CLEARS_RIDGE, DOES_NOT_FIT, UNDER_RIDGE, fit_report
 from ridgeline.roofline import ridge_point
+from ridgeline.sglang_memory import sglang_memory_defaults
 from ridgeline.units import GIB
 
 
@@ -299,7 +299,7 @@ def test_levers_stay_on_what_the_hardware_runs() -> None:
                                           EngineSettings(), target=8).levers}
     assert not any("fp8 weights" in n for n in names) and "2 GPUs (tensor parallel)" in names
     assert any("fp8 weights" in lv.name for lv in fit_report(
-        dep("llama-3.1-8b", "t4"), 32768, EngineSettings(), target=8).levers)
+        dep("llama-3.1-8b", "t4"), 16384, EngineSettings(), target=8).levers)
     mac = fit_report(dep("llama-3.1-70b", "apple-m3-max-40c", engine="llama.cpp-metal"),
                      16384, EngineSettings(), target=2)
     assert not any("GPUs" in lv.name for lv in mac.levers)
@@ -335,10 +335,11 @@ def test_the_fit_lever_is_what_ngl_auto_places_for_the_targets_slots(
 
 def test_a_dense_model_refused_at_start_is_not_told_of_window_layers() -> None:
     report = fit_report(dep("llama-3.2-3b", "rtx-4090"), 131072,  # 0.9 and up fit it
-                        EngineSettings(gpu_memory_utilization=0.89), target=1)
+                        EngineSettings(gpu_memory_utilization=0.896, engine_version="0.26"),
+                        target=1)
     head = report.text_lines()[0]
     assert "vLLM refuses to start" in head and "window" not in head
-    assert "short by 0.09 GiB" in head  # two decimals where one would read 0.1
+    assert "short by 0.08 GiB" in head  # two decimals where one would read 0.1
 
 
 def test_a_tpu_pool_says_it_is_sized_with_the_cuda_accounting() -> None:
@@ -377,7 +378,9 @@ def test_the_explained_pool_is_its_formula_over_its_inputs(
                            "--max-model-len", "32768", "--explain", "--json")
     pool = next(s for s in json.loads(out)["explain"] if s["label"] == "KV pool per GPU")
     v = {i["name"]: i["value"] for i in pool["inputs"]}
-    parts = ("forward pass", "sampler") if "activation peak" in v else ()  # the larger one
+    # the activation peak's parts: the larger of the forward pass (with a cold compile) and
+    # the sampler
+    parts = ("forward pass", "cold compile", "sampler") if "activation peak" in v else ()
     taken = sum(value for name, value in v.items() if name not in (
         "total", "reserved fraction", "free fraction of the rest", "accounting", *parts)
         and isinstance(value, float))
@@ -422,7 +425,7 @@ def test_sglangs_seats_follow_its_capacity_per_context() -> None:
     """SGLang's max_running_requests: 512 per context_len of token capacity, clamped to
     2,048–4,096, at most half the capacity; before v0.5 one more. Its docs' January 2025
     notebook logged max_running_requests=2049 beside 444,500 tokens at context_len 131,072."""
-    from ridgeline.memory import sglang_max_running_requests
+    from ridgeline.sglang_memory import sglang_max_running_requests
 
     sglang = dep("llama-3.1-8b", engine="sglang")
     assert kv_pool(sglang, EngineSettings(engine_version="0.4")).max_num_seqs == 2049

@@ -54,7 +54,7 @@ def test_the_rtx_5090_engine_log_is_within_three_percent_and_pytorch_keeps_nothi
     assert engine.tokens == pytest.approx(263_008, rel=0.03)
     pytorch = kv_pool(trt(), EngineSettings(max_model_len=2048, max_num_batched_tokens=1024),
                       31.84 * GIB)
-    assert pytorch.runtime_buffer_bytes == 0.0
+    assert pytorch.seat_buffer_bytes == 0.0
     assert pytorch.pool_bytes / GIB > 20
 
 
@@ -65,7 +65,7 @@ def test_fewer_seats_free_the_buffers_and_fit_offers_them(capsys: pytest.Capture
     assert code == 0
     report = json.loads(out)
     held = report["conversations"]
-    assert report["taken_bytes_per_gpu"]["runtime_buffers"] > 4 * GIB
+    assert report["taken_bytes_per_gpu"]["seat_buffers"] > 4 * GIB
     seats = [lv for lv in report["levers"] if "--max_batch_size" in lv["name"]]
     assert seats and seats[0]["conversations"] > held
     assert int(seats[0]["name"].split()[0].replace(",", "")) >= seats[0]["batch"]

@@ -41,12 +41,14 @@ def test_the_tower_binds_the_offline_profile_and_shrinks_the_pool() -> None:
     assert pool.encoder_images == 64 and pool.activation_bytes == pool.encoder_bytes
     assert pool.encoder_bytes > pool.encoder_held_bytes + max(pool.forward_bytes,
                                                               pool.sampler_bytes)
-    served = kv_pool(gemma(), replace(OFFLINE, usage="serve"))  # 8,192 tokens, 1,024 seats
+    # vllm serve at V1's rules (8,192 tokens, 1,024 seats): the images held beside the sampler
+    served = kv_pool(gemma(), replace(OFFLINE, usage="serve", engine_version="0.24"))
     assert served.activation_bytes == pytest.approx(served.encoder_held_bytes
                                                     + served.sampler_bytes)
     text_only = kv_pool(gemma(), replace(OFFLINE, language_model_only=True))
     assert text_only.encoder_images == 0
-    assert text_only.activation_bytes < pool.activation_bytes - 2.5 * GIB  # 3.0 vs 5.9 GiB
+    # 3.5 GiB (a cold compile's 1 GiB among them) against 5.9
+    assert text_only.activation_bytes < pool.activation_bytes - 2 * GIB
     v0 = kv_pool(gemma(), replace(OFFLINE, engine_version="0.8.5 V0"))
     assert v0.encoder_images == 0  # the V0 pass is not sized with it
 

@@ -82,7 +82,7 @@ def test_mamba_all_mode_is_flagged_not_sized(capsys: pytest.CaptureFixture[str])
     assert cache_mode(resolve_model("nemotron-h-56b"), True, "0.26") == "all"
     assert cache_mode(resolve_model("nemotron-h-56b"), True, "0.28") == "align"
     code, out, _ = run_cli(capsys, "fit", "nemotron-h-56b", "--gpu", "h200", "--max-model-len",
-                           "8192", "--enable-prefix-caching", "--json")
+                           "8192", "--enable-prefix-caching", "--engine-version", "0.26", "--json")
     assert code == 0 and any("mamba_cache_mode 'all'" in c for c in json.loads(out)["cautions"])
     code, out, _ = run_cli(capsys, "fit", "nemotron-h-56b", "--gpu", "h200", "--max-model-len",
                            "8192", "--json")
@@ -90,8 +90,10 @@ def test_mamba_all_mode_is_flagged_not_sized(capsys: pytest.CaptureFixture[str])
 
 
 def test_the_simulator_reuses_prompts_as_the_engine_does() -> None:
-    s = EngineSettings(max_model_len=32_768)
+    s = EngineSettings(max_model_len=32_768, engine_version="0.26")
     assert not sim_config(dep("qwen3-next-80b", n=2), s).prefix_caching
+    # on by default from v0.28, the default version's rule
+    assert sim_config(dep("qwen3-next-80b", n=2), replace(s, engine_version=None)).prefix_caching
     assert sim_config(dep("qwen3-next-80b", n=2), replace(s, prefix_caching=True)).prefix_caching
     assert sim_config(dep("llama-3.1-8b"), s).prefix_caching
 

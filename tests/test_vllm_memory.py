@@ -10,6 +10,7 @@ import pytest
 from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.errors import InputError
 from ridgeline.memory import EngineSettings, kv_pool
+from ridgeline.parallel import LOW_LATENCY_FABRICS
 from ridgeline.units import GIB, MIB
 from ridgeline.vllm_memory import capture_sizes, parse_version, vllm_accounting
 
@@ -31,7 +32,7 @@ def test_versions_parse_and_pick_their_era() -> None:
     assert vllm_accounting("0.16").sampler_logit_copies > 3 * vllm_accounting("0.17").sampler_logit_copies
     assert not vllm_accounting("0.20.2").graphs_in_budget
     assert vllm_accounting("0.21").graphs_in_budget
-    assert vllm_accounting().version == vllm_accounting("0.26").version  # the default
+    assert vllm_accounting().version == vllm_accounting("0.32").version  # the default
     assert not vllm_accounting("0.23").tokens_from_concurrency
     assert vllm_accounting("0.24").tokens_from_concurrency
     assert (vllm_accounting("0.25.1").in_flight_batches, vllm_accounting("0.26").in_flight_batches) \
@@ -127,9 +128,19 @@ def test_the_engine_log_rows_validate() -> None:
     errors = {p.id: p.error for p in map(predict, result.rows)}
     assert all(e is not None for e in errors.values())
     vllm = [abs(e) for i, e in errors.items() if e is not None and i.startswith("KV-vllm")]
-    assert len(vllm) >= 15
+    assert len(vllm) >= 30
     assert median(vllm) <= 0.03
-    assert sum(e <= 0.03 for e in vllm) >= 0.75 * len(vllm)
+    # what tensor parallelism over PCIe holds outside PyTorch (NCCL's buffers) is not
+    # modelled: the rest, one GPU or an NVLink group, is within 3 % three times in four
+    pcie = {r.id for r in result.rows if r.tp > 1 and not (
+        resolve_accelerator(r.gpu).link_kind or "").lower().startswith(LOW_LATENCY_FABRICS)}
+    held = [abs(e) for i, e in errors.items()
+            if e is not None and i.startswith("KV-vllm") and i not in pcie]
+    assert len(held) >= 15 and sum(e <= 0.03 for e in held) >= 0.75 * len(held)
+    # the Model Runner V2 logs, cold and warm compile caches alike, within 1 %
+    mrv2 = [abs(e) for i, e in errors.items() if e is not None
+            and ("coldstart-rtx4090" in i or "a100-llama31-8b" in i)]
+    assert len(mrv2) == 9 and max(mrv2) < 0.01
 
 
 def test_fit_warns_where_an_old_version_counted_more_than_the_model() -> None:
@@ -262,6 +273,7 @@ def test_hybrid_logs_of_the_versions_the_group_rule_was_read_from_reproduce() ->
 def test_a_release_past_the_newest_modelled_is_cautioned() -> None:
     from ridgeline.vllm_memory import past_modelled
 
-    assert past_modelled(vllm_accounting("0.30")).startswith("vLLM 0.30 is newer than 0.26")
-    assert past_modelled(vllm_accounting("0.26.1")) == ""
+    assert past_modelled(vllm_accounting("0.33")).startswith("vLLM 0.33 is newer than 0.32")
+    assert "warmup-param" in past_modelled(vllm_accounting("0.33"))
+    assert past_modelled(vllm_accounting("0.32.1")) == ""
     assert past_modelled(vllm_accounting()) == ""

@@ -99,6 +99,11 @@ class Measurement:
             return True
         return None
 
+    def warm_compile_cache(self) -> bool:
+        """Whether the notes say vLLM found torch.compile's cache from an earlier start
+        ('compile cache hit', 'warm compile cache')."""
+        return bool(re.search(r"compile cache hit|warm compile cache", self.notes, re.IGNORECASE))
+
     def trtllm_backend(self) -> str | None:
         """TensorRT-LLM's backend as the notes name it: 'tensorrt' for the prebuilt engine
         ('TRT (engine) backend', 'TensorRT engine backend'), 'pytorch' ('PyTorch backend');

@@ -31,6 +31,11 @@ from ridgeline.kvgroups import KVGroups, vllm_kv_groups
 from ridgeline.layouts import DENSE, FULL, LINEAR, MAMBA, MOE, WINDOW_MIXERS
 from ridgeline.llamacpp_memory import cells_that_fit, compute_buffer_bytes, slot_cache_bytes
 from ridgeline.offload import gpu_share, gpu_weight_bytes, host_weight_bytes
+from ridgeline.sglang_memory import (
+    sglang_max_running_requests,
+    sglang_memory_defaults,
+    sglang_startup_bytes,
+)
 from ridgeline.stages import Stage, pipeline_stages, stage_weight_bytes
 from ridgeline.trtllm_memory import (
     check_backend,
@@ -43,8 +48,12 @@ from ridgeline.vllm_hybrid import ssm_state_dtype, state_blocks
 from ridgeline.vllm_memory import (
     ACTIVATION_BYTES,
     VLLMAccounting,
+    compile_transient_bytes,
     cuda_graph_bytes,
     encoder_profile,
+    model_runner,
+    mrv2_sampler_bytes,
+    mrv2_state_bytes,
     mxfp4_padding_bytes,
     non_torch_bytes,
     parse_version,
@@ -102,6 +111,7 @@ class EngineSettings:
     # vLLM: None is its default (on; for a model with recurrent state, off before v0.28)
     prefix_caching: bool | None = None
     language_model_only: bool = False  # vLLM --language-model-only: no vision tower loaded
+    warm_compile_cache: bool = False  # vLLM: torch.compile's cache from an earlier start found
     backend: str | None = None  # TensorRT-LLM --backend: pytorch (default) or tensorrt
 
     def __post_init__(self) -> None:
@@ -115,6 +125,9 @@ class EngineSettings:
         if self.usage not in ("serve", "offline"):
             raise InputError(f"usage must be serve or offline, got {self.usage!r}")
         if self.engine_version is not None and llamacpp_build(self.engine_version) is None:
+            if re.fullmatch(r"\s*[bB]\d*\s*", self.engine_version):
+                raise InputError(f"not a llama.cpp build: {self.engine_version!r} (expected "
+                                 "e.g. b9400)")
             parse_version(self.engine_version)
         r = self.swa_full_tokens_ratio
         if r is not None and not 0 < r <= 1:
@@ -181,7 +194,17 @@ class KVPool:
     encoder_bytes: float = 0.0  # vLLM: the vision tower's profiled peak (encoder_profile)
     encoder_held_bytes: float = 0.0  # … its outputs, held through the text pass and sampler
     encoder_images: int = 0  # … the dummy images it ran
-    runtime_buffer_bytes: float = 0.0  # TensorRT-LLM's engine backend: runtime and decoder
+    # buffers kept for every seat from start-up: TensorRT-LLM's engine backend (its runtime
+    # and decoder), vLLM's Model Runner V2 (its sampler state, counted from v0.27)
+    seat_buffer_bytes: float = 0.0
+    runner: str = ""  # vLLM: the GPU model runner whose profile sized it (V0, V1, MRV2)
+    compile_bytes: float = 0.0  # vLLM MRV2: a cold torch.compile's transient in the peak
+    engine_era: str = ""  # SGLang: which of its default rules sized it (sglang_memory.py)
+
+    @property
+    def engine_buffers(self) -> bool:
+        """TensorRT-LLM's engine backend: runtime buffers and decoder kept for every seat."""
+        return self.engine == "trtllm" and self.seat_buffer_bytes > 0
 
     @property
     def kv_share(self) -> float:
@@ -195,7 +218,7 @@ class KVPool:
         weights and the profiling pass already overflow it."""
         budget = self.total_bytes * self.reserved_fraction
         return budget - self.weight_bytes - self.activation_bytes - self.non_torch_bytes \
-            - self.cuda_graph_bytes - self.runtime_buffer_bytes
+            - self.cuda_graph_bytes - self.seat_buffer_bytes
 
     @property
     def pool_bytes(self) -> float:
@@ -253,65 +276,6 @@ class KVPool:
         return self.tokens / max_model_len
 
 
-@dataclass(frozen=True)
-class SGLangMemoryDefaults:
-    """What SGLang (v0.5) derives from the card's memory when the flags are unset."""
-
-    chunked_prefill_size: int
-    cuda_graph_max_bs: int
-    reserved_mib: float  # activations, CUDA graphs and buffers kept out of the static pool
-    mem_fraction_static: float
-
-
-def sglang_memory_defaults(total_bytes: float, tp: int = 1, pp: int = 1,
-                           chunked_prefill_size: int | None = None) -> SGLangMemoryDefaults:
-    """SGLang's defaults for a card of ``total_bytes`` (what torch reports as its total):
-    the prefill chunk and CUDA-graph batch by memory tier, then the memory it reserves
-    for them and ``mem_fraction_static`` = (memory − reserved) ÷ memory."""
-    d = engine_defaults("sglang")
-    gpu_mib = total_bytes / 2**20
-    tier = next(row for row in d["memory_tiers"]["rows"]
-                if row[0] is None or gpu_mib < row[0] * 1024)
-    _, tier_chunk, graphs_small_tp, graphs_large_tp = tier
-    chunk = chunked_prefill_size or int(tier_chunk)
-    graphs = int(graphs_small_tp if tp < 4 else graphs_large_tp)
-    r = d["reserved_mib"]
-    reserved = (r["base"] + r["per_prefill_token"] * max(chunk, r["min_prefill_tokens"])
-                + r["per_graph_batch"] * graphs + r["per_8_ranks"] * tp * pp / 8)
-    if gpu_mib > r["floor_above_gib"] * 1024:
-        reserved = max(reserved, r["floor_mib"])
-    return SGLangMemoryDefaults(chunk, graphs, reserved, round((gpu_mib - reserved) / gpu_mib, 3))
-
-
-def sglang_max_running_requests(capacity_tokens: int, context_len: int,
-                                given: int | None = None, version: str | None = None) -> int:
-    """SGLang's max_running_requests: 512 per context_len of its token capacity, clamped to
-    2,048–4,096, or the value given; at most half the capacity, and at least one. Before v0.5
-    one more (the request pool's spare slot)."""
-    rule = engine_defaults("sglang")["max_running_requests"]
-    seats = given or min(max(int(capacity_tokens / context_len * rule["per_context"]),
-                             rule["least"]), rule["most"])
-    if given is None and sglang_before_v05(version):
-        seats += 1
-    return max(1, min(seats, capacity_tokens // 2))
-
-
-def sglang_before_v05(version: str | None) -> bool:
-    """Whether ``version`` is an SGLang before v0.5, whose memory rules were fixed by
-    tensor-parallel size (default: the newest, so no)."""
-    before = engine_defaults("sglang")["legacy_fraction"]["before"]
-    return version is not None and parse_version(version) < parse_version(before)
-
-
-def sglang_legacy_fraction(tp: int, version: str | None) -> float | None:
-    """SGLang before v0.5: mem_fraction_static fixed by tensor-parallel size (0.88 at TP1
-    down to 0.79 at TP16); None for v0.5+, which derives it from the card's memory."""
-    if not sglang_before_v05(version):
-        return None
-    rows = engine_defaults("sglang")["legacy_fraction"]["rows"]
-    return float(next(f for least, f in rows if tp >= least))
-
-
 def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
             total_bytes: float | None = None) -> KVPool:
     """The per-GPU KV pool of ``dep.engine`` under ``settings``: of a pipeline, the stage
@@ -340,6 +304,12 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
         raise InputError(f"--swa-full-tokens-ratio is SGLang's; {engine} has no such setting")
     if not s.async_scheduling and engine != "vllm":
         raise InputError(f"--no-async-scheduling is vLLM's; {engine} has no such setting")
+    if engine == "vllm" and dep.pipeline_parallel_size > 1 and s.engine_version \
+            and parse_version(s.engine_version) < PIPELINE_FROM:
+        raise InputError(f"vLLM {s.engine_version} has no pipeline parallelism: it came in "
+                         "v0.5.1 (PR #4412; vLLM #6054)")
+    if s.warm_compile_cache and engine != "vllm":
+        raise InputError(f"--warm-compile-cache is vLLM's; {engine} has no such setting")
     if s.backend is not None and engine != "trtllm":
         raise InputError(f"--backend is TensorRT-LLM's; {engine} has no such setting")
     if s.prefix_caching is not None and engine != "vllm" and engine != "sglang":
@@ -353,6 +323,9 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
         return tuple(_stage_pool(dep, s, total, stage_weight_bytes(dep, stage, vision), stage)
                      for stage in pipeline_stages(dep))
     return (_stage_pool(dep, s, total, (on_gpus + vision) / dep.num_gpus, None),)
+
+
+PIPELINE_FROM = (0, 5, 1)  # vLLM's first release with --pipeline-parallel-size (PR #4412)
 
 
 def _stage_pool(dep: Deployment, s: EngineSettings, total: float, weights: float,
@@ -372,15 +345,15 @@ def _stage_pool(dep: Deployment, s: EngineSettings, total: float, weights: float
         return _llamacpp_pool(dep, s, total, weights, non_torch, per_token)
     if engine == "sglang":
         rule = sglang_memory_defaults(total, dep.tensor_parallel_size, dep.pipeline_parallel_size,
-                                      s.max_num_batched_tokens)
+                                      s.max_num_batched_tokens, s.engine_version)
         tokens = rule.chunked_prefill_size
-        fraction = s.gpu_memory_utilization or (
-            sglang_legacy_fraction(dep.tensor_parallel_size, s.engine_version)
-            or rule.mem_fraction_static)
-        # SGLang keeps activations and CUDA graphs in the memory it holds back.
-        pool = KVPool(engine, total, fraction, weights, 0.0, non_torch, 0.0, 1.0, per_token,
+        fraction = s.gpu_memory_utilization or rule.mem_fraction_static
+        # SGLang keeps activations and CUDA graphs in the memory it holds back, and applies
+        # its fraction to what its distributed start-up leaves
+        pool = KVPool(engine, total, fraction, weights, 0.0,
+                      fraction * sglang_startup_bytes(dep), 0.0, 1.0, per_token,
                       s.block_size or int(d["page_size"]), 1, tokens,
-                      windows_apart=has_windows(dep), stage=stage)
+                      windows_apart=has_windows(dep), stage=stage, engine_era=rule.era)
         context = s.max_model_len or dep.model.max_position_embeddings or 131072
         return replace(pool, max_num_seqs=sglang_max_running_requests(
             pool.tokens, context, s.max_num_seqs, s.engine_version))
@@ -397,13 +370,14 @@ def _stage_pool(dep: Deployment, s: EngineSettings, total: float, weights: float
     free_rest = s.gpu_memory_utilization or float(d["kv_cache_free_gpu_mem_fraction"])
     return KVPool(engine, total, 1.0, weights, peak, non_torch, 0.0, free_rest, per_token,
                   s.block_size or int(d["tokens_per_block"]), seqs, tokens, forward_bytes=forward,
-                  stage=stage, runtime_buffer_bytes=buffers)
+                  stage=stage, seat_buffer_bytes=buffers)
 
 
 def llamacpp_build(text: str) -> int | None:
-    """'b9400' or '9400' → 9400; None for anything else (a vLLM/SGLang version)."""
-    match = re.fullmatch(r"\s*b?(\d+)\s*", text)
-    return int(match.group(1)) if match else None
+    """'b9400', 'B9400' or '9400' → 9400; None for anything else (a vLLM/SGLang version, or
+    build 0, which never was)."""
+    match = re.fullmatch(r"\s*[bB]?(\d+)\s*", text)
+    return int(match.group(1)) or None if match else None
 
 
 def check_engine_version(engine: str, version: str) -> None:
@@ -533,8 +507,20 @@ def _vllm_pool(dep: Deployment, s: EngineSettings, total: float, weights: float,
     sampler = sampler_peak_bytes(dep, seqs, acc) if stage is None or stage.last else 0.0
     encoder, held, images = encoder_profile(dep, tokens) if acc.engine == "V1" \
         and not s.language_model_only and (stage is None or stage.first) else (0.0, 0.0, 0)
-    peak = max(encoder, held + max(forward, sampler))  # the tower runs first, its outputs kept
     graphs = cuda_graph_bytes(dep, seqs, acc, s.enforce_eager, stage)
+    runner, compile_peak, state = model_runner(dep, acc), 0.0, 0.0
+    if runner == "MRV2":  # Model Runner V2's own profile (vllm_memory.py)
+        sampler = mrv2_sampler_bytes(dep, seqs, tokens) if sampler else 0.0
+        if not acc.mrv2_encoder_profiled:
+            encoder, held, images = 0.0, 0.0, 0
+        if not acc.mrv2_graphs_in_budget:
+            graphs = 0.0
+        if acc.mrv2_state_counted:
+            state = mrv2_state_bytes(dep, seqs, tokens)
+        if not (s.warm_compile_cache or s.enforce_eager):
+            compile_peak = compile_transient_bytes()
+    # the tower runs first, its outputs kept
+    peak = max(encoder, held + max(forward + compile_peak, sampler))
     paged = dep  # before the hybrid allocator, a model mixing windows and full attention
     kinds = {layer.mixer for layer in dep.model.layers}  # cached every layer in full
     if not acc.hybrid_allocator and FULL in kinds and kinds & set(WINDOW_MIXERS):
@@ -552,7 +538,8 @@ def _vllm_pool(dep: Deployment, s: EngineSettings, total: float, weights: float,
                   graphs, 1.0, per_token, block, seqs, tokens, groups, forward, sampler, acc,
                   in_flight_batches=acc.in_flight_batches if s.async_scheduling else 1,
                   windows_in_full=paged is not dep, stage=stage, encoder_bytes=encoder,
-                  encoder_held_bytes=held, encoder_images=images)
+                  encoder_held_bytes=held, encoder_images=images, seat_buffer_bytes=state,
+                  runner=runner, compile_bytes=compile_peak)
 
 
 def align_state_blocks(dep: Deployment, acc: VLLMAccounting, prefix_caching: bool | None

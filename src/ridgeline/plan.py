@@ -242,7 +242,7 @@ class Candidate:
 
     @property
     def label(self) -> str:
-        split = f" PP{self.pp}" if self.pp > 1 else ""
+        split = f" × PP{self.pp}" if self.pp > 1 else ""
         split += " EP" if self.expert_parallel else ""
         seqs = f", max_num_seqs {self.max_num_seqs}" if self.max_num_seqs else ""
         if self.max_num_batched_tokens:
@@ -735,7 +735,7 @@ def _pareto(model: ModelSpec, feasible: list[Candidate], load: Load,
         while b <= max(1, c.batch):
             t = step_time_s(dep, decode_batch(b, ctx), profile)
             ep = " EP" if c.expert_parallel else ""
-            pp = f" PP{c.pp}" if c.pp > 1 else ""
+            pp = f" × PP{c.pp}" if c.pp > 1 else ""
             points.append((b / t / dep.num_gpus, 1 / t, f"{c.accelerator} TP{c.tp}{pp}{ep} "
                                                        f"{c.weights}, KV {c.kv}, b{b}"))
             b *= 2

@@ -306,7 +306,8 @@ def kv_row_settings(row: Measurement) -> EngineSettings:
         enforce_eager=ran_eager(row),
         prefix_caching=row.prefix_caching() if row.engine == "vllm" else None,
         engine_version=version, flash_attn=row.flash_attention() is not False,
-        backend=row.trtllm_backend() if row.engine == "trtllm" else None)
+        backend=row.trtllm_backend() if row.engine == "trtllm" else None,
+        warm_compile_cache=row.engine == "vllm" and row.warm_compile_cache())
 
 
 def kv_caveat(row: Measurement, dep: Deployment) -> str:

@@ -54,7 +54,7 @@ class Stage:
 
     def describe(self) -> str:
         """'stage 2 of 2 (30 layers and the lm_head)'."""
-        holds = [f"{self.layers} layers"]
+        holds = [f"{self.layers} layer{'s' if self.layers != 1 else ''}"]
         if self.first:
             holds.append("the embedding")
         if self.last:

@@ -23,6 +23,7 @@ from ridgeline.datafiles import load_data
 from ridgeline.deployment import Deployment
 from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator
+from ridgeline.layouts import LINEAR, MAMBA
 from ridgeline.parallel import LOW_LATENCY_FABRICS
 from ridgeline.quantization import EXPERTS
 from ridgeline.stages import Stage
@@ -66,6 +67,11 @@ class VLLMAccounting:
     linear_state_blocks: int = 1  # state blocks a linear-attention group holds per request
     hybrid_allocator: bool = False  # v0.10+: window layers paged apart, holding their window
     gpu_memory_utilization: float = 0.9  # its default (0.92 from v0.20)
+    mrv2_default: str = ""  # Model Runner V2 the default: "dense" (v0.25.1+), "all" (v0.29+)
+    mrv2_allowlist: tuple[str, ...] = ()  # MoE/hybrid architectures on MRV2 before v0.29
+    mrv2_state_counted: bool = False  # v0.27+: MRV2's persistent sampler state in the budget
+    mrv2_encoder_profiled: bool = False  # v0.27+: MRV2 profiles a vision tower
+    mrv2_graphs_in_budget: bool = False  # v0.29+: MRV2 takes a CUDA-graph estimate
 
 
 def vllm_accounting(version: str | None = None) -> VLLMAccounting:
@@ -92,20 +98,66 @@ def vllm_accounting(version: str | None = None) -> VLLMAccounting:
                           int(era.get("linear_state_blocks", 1)),
                           bool(era.get("hybrid_allocator", False)),
                           float(era.get("gpu_memory_utilization",
-                                        data["gpu_memory_utilization"])))
+                                        data["gpu_memory_utilization"])),
+                          str(era.get("mrv2_default", "")),
+                          tuple(str(a) for a in era.get("mrv2_allowlist", ())),
+                          bool(era.get("mrv2_state_counted", False)),
+                          bool(era.get("mrv2_encoder_profiled", False)),
+                          bool(era.get("mrv2_graphs_in_budget", False)))
+
+
+def model_runner(dep: Deployment, acc: VLLMAccounting) -> str:
+    """The GPU model runner ``acc``'s release gives this model by default: "MRV2" (Model
+    Runner V2: from v0.25.1 a model that is not MoE, unless allow-listed, and has no mamba or
+    linear-attention layers; from v0.29 every model), else "V1" (or "V0")."""
+    if acc.engine != "V1" or not acc.mrv2_default:
+        return acc.engine
+    if acc.mrv2_default == "all" or dep.model.architecture in acc.mrv2_allowlist:
+        return "MRV2"
+    model = dep.model
+    recurrent = model.count(mixer=LINEAR) + model.count(mixer=MAMBA) > 0
+    return "V1" if model.is_moe or recurrent else "MRV2"
+
+
+def mrv2_state_bytes(dep: Deployment, max_num_seqs: int, max_num_batched_tokens: int) -> float:
+    """Model Runner V2's persistent buffers, held from start-up on every rank: per seat an
+    int32 count of each vocabulary token it produced, a prompt bit-mask and the grammar
+    bitmask (8 B per 32 tokens), and the logit-bias, bad-words and logprob tables; 13 B of
+    inputs per token of the step (Qwen3's 151,936-token vocabulary at 1,024 seats: 0.63 GiB)."""
+    c = {k: float(v) for k, v in vllm_data()["mrv2"].items() if not k.startswith("_")}
+    vocab = dep.model.vocab_size
+    per_seat = (c["state_bytes_per_seat_per_vocab"] * vocab
+                + c["state_bytes_per_seat_per_32_vocab"] * -(-vocab // 32)
+                + c["state_bytes_per_seat"])
+    return max_num_seqs * per_seat + c["input_bytes_per_token"] * max_num_batched_tokens
+
+
+def mrv2_sampler_bytes(dep: Deployment, max_num_seqs: int, max_num_batched_tokens: int) -> float:
+    """Model Runner V2's profiled sampler: greedy by default, so bf16 logits of one row per
+    dummy request (min(tokens, seats)) beside the step's hidden states, and the Gumbel
+    sampler's partials — no fp32 copy (v1/worker/gpu/model_runner.py _dummy_sampler_run)."""
+    rows = min(max_num_batched_tokens, max_num_seqs)
+    hidden, vocab = dep.model.hidden_size, dep.model.vocab_size
+    return (ACTIVATION_BYTES * max_num_batched_tokens * hidden + ACTIVATION_BYTES * rows * hidden
+            + ACTIVATION_BYTES * rows * vocab + 12 * rows * -(-vocab // 1024))
+
+
+def compile_transient_bytes() -> float:
+    """What a cold torch.compile adds to Model Runner V2's profiled peak (about 1 GiB in
+    both cold start-up logs; none when the compile cache from an earlier start is found)."""
+    return float(vllm_data()["mrv2"]["compile_transient_gib"]) * GIB
 
 
 def past_modelled(acc: VLLMAccounting) -> str:
-    """A caution where ``acc`` is a release newer than the newest era ridgeline models, or
-    ""."""
-    newest = str(vllm_data()["memory_versions"][-1]["from"])
+    """A caution where ``acc`` is a release newer than the newest whose profiling code
+    ridgeline's rules were checked against, or ""."""
+    data = vllm_data()
+    newest = str(data["newest_checked"])
     if parse_version(acc.version)[:2] <= parse_version(newest)[:2]:
         return ""
     return (f"vLLM {acc.version} is newer than {newest}, the newest release whose memory "
-            f"accounting ridgeline models: it is sized by {newest}'s rules (and the hybrid "
-            "prefix-caching rules, which follow the version); later releases changed how the "
-            "budget is measured (v0.27: memory held since start-up) and the CUDA-graph "
-            "estimate (v0.29), neither modelled here")
+            f"accounting ridgeline has checked: it is sized by {newest}'s rules; "
+            f"{data['newest_checked_note'].split('; ', 1)[1]}")
 
 
 def sampler_peak_bytes(dep: Deployment, max_num_seqs: int, acc: VLLMAccounting) -> float:

@@ -30,7 +30,6 @@ from ridgeline.floors import (
 from ridgeline.hardware import Accelerator
 from ridgeline.model import trained_context_caution
 from ridgeline.render import table
-from ridgeline.stages import micro_batch, micro_batches
 from ridgeline.roofline import (
     batch_for_intensity,
     expert_intensity,
@@ -38,6 +37,7 @@ from ridgeline.roofline import (
     ridge_step,
     weight_intensity,
 )
+from ridgeline.stages import micro_batch, micro_batches
 from ridgeline.units import GB, GIB, plural, usd_per_million_tokens
 
 _NO_EXPECTATION = ("expected on {engine}: nothing: this deployment does not fit, so it runs at "
@@ -358,7 +358,9 @@ class DecodeReport:
 
             default = int(engine_defaults(engine)["n_parallel"])
             slots = f", given a slot each (-np; llama-server's default runs {default})"
-        return [f"{engine}'s KV pool runs at most {b:,} {plural(b, 'sequence')} at {c:,} "
+        pool = f"{engine}'s KV pool" + (" (the offline LLM class's defaults, a batch run's)"
+                                         if engine == "vllm" else "")
+        return [f"{pool} runs at most {b:,} {plural(b, 'sequence')} at {c:,} "
                 f"{plural(c, 'token')} of context{slots} ({fit} for the breakdown)" if b else
                 context_refusal(self.deployment, c) or
                 f"{engine} cannot hold one sequence of {c:,} {plural(c, 'token')} "

@@ -37,12 +37,14 @@ from ridgeline.reports.fit_budget import (
     is_llamacpp,
     llamacpp_pool_step,
     peak_quantities,
+    runner_label,
     seats_name,
     vision_bytes_in_pool,
     weights_note,
     window_rule,
 )
 from ridgeline.roofline import batch_for_intensity, ridge_step
+from ridgeline.sglang_memory import past_checked
 from ridgeline.stages import micro_batch, micro_batches, pipeline_stages
 from ridgeline.units import GIB, plural
 from ridgeline.vllm_hybrid import cache_mode
@@ -132,6 +134,8 @@ class FitReport:
                        f"{d.accelerator.vendor} backend checks it: read the pool as approximate")
         if p.accounting is not None and past_modelled(p.accounting):
             out.append(past_modelled(p.accounting))
+        if p.engine == "sglang" and past_checked(self.settings.engine_version):
+            out.append(past_checked(self.settings.engine_version))
         if p.accounting is not None and p.accounting.tp_caveat and d.tensor_parallel_size > 1:
             out.append(f"vLLM {p.accounting.version} {p.accounting.tp_caveat}")
         if p.accounting is not None and cache_mode(
@@ -216,13 +220,17 @@ class FitReport:
                 "host_weight_bytes": _host_bytes(self.deployment)},
             "taken_bytes_per_gpu": {"weights": p.weight_bytes, "activations": p.activation_bytes,
                               "non_torch": p.non_torch_bytes, "cuda_graphs": p.cuda_graph_bytes,
-                              "runtime_buffers": p.runtime_buffer_bytes},
+                              # TRT-LLM's engine runtime and decoder; vLLM MRV2's sampler state
+                              "seat_buffers": p.seat_buffer_bytes},
             "slot_cache_bytes_per_gpu": p.slot_cache_bytes,
             "llama_server_c": self.launch_cells if is_llamacpp(p) and self.batch else None,
             "flash_attn": self.settings.flash_attn if is_llamacpp(p) else None,
             "profile": {"tokens": p.profile_tokens, "forward_bytes": p.forward_bytes,
-                        "sampler_bytes": p.sampler_bytes},
+                        "sampler_bytes": p.sampler_bytes,
+                        # vLLM MRV2: a cold torch.compile, inside the activations
+                        "compile_bytes": p.compile_bytes},
             "engine_version": None if p.accounting is None else p.accounting.version,
+            "model_runner": p.runner or None,  # vLLM: V0, V1 or MRV2 (Model Runner V2)
             "levers": [vars(lv) for lv in self.levers],
             "longest_context_search": self.searched or None,
             "cautions": self.cautions,
@@ -279,7 +287,7 @@ class FitReport:
         else:
             headline += f"; a batch of {self.batch:,} reaches the ridge ({self.ridge_batch:,.0f})"
         engine = p.engine if p.accounting is None else (
-            f"vLLM {p.accounting.version} ({p.accounting.engine} memory accounting)")
+            f"vLLM {p.accounting.version} ({runner_label(p)} memory accounting)")
         if p.accounting is None and self.settings.engine_version:
             engine += f" {self.settings.engine_version}"
         lines = [*([self.searched] if self.searched else []), headline,
@@ -299,7 +307,8 @@ class FitReport:
                     f"(its maximum concurrency {p.concurrency(self.context):,.2f}x"
                     + (", a request charged its windows' prefill room" if p.groups.windows
                        else "") + f"): {p.blocks:,} blocks of "
-                    f"{p.block_size} tokens shared by {p.groups.count} KV-cache groups "
+                    f"{p.block_size} tokens shared by {p.groups.count} KV-cache "
+                    f"{plural(p.groups.count, 'group')} "
                     f"({p.groups.full} full, {p.groups.count - p.groups.full - p.groups.states}"
                     f" windowed, {p.groups.states} state)")
         slot = ""
@@ -329,6 +338,8 @@ class FitReport:
             lines += [f"  {lv.name:<34} {lv.conversations:>8,} "
                       f"{plural(lv.conversations, 'conversation')}, batch {lv.batch:,}"
                       for lv in self.levers]
+        elif self.verdict == DOES_NOT_FIT and not past_trained_context(d, self.context):
+            lines += ["", "levers: none alone is enough; " + _gpus_needed(self)]
         return lines
 
 
@@ -477,27 +488,36 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
         *_stage_steps(dep, s, pool),
         llamacpp_pool_step(dep, pool, s) if is_llamacpp(pool) else
         step("KV pool per GPU", "(total × reserved fraction − weights − activations − non-torch "
-             "− graphs" + (" − runtime buffers" if pool.runtime_buffer_bytes else "")
+             "− graphs" + (" − runtime buffers" if pool.engine_buffers else "")
              + ") × free fraction of the rest" if pool.free_fraction_of_rest != 1 else
-             "total × reserved fraction − weights − activations − non-torch − graphs",
+             "total × reserved fraction − weights − activations − non-torch − graphs"
+             + (" − sampler state" if pool.seat_buffer_bytes else ""),
              q("pool", pool.pool_bytes / GIB, "GiB"),
              q("total", pool.total_bytes / GIB, "GiB",
                device_memory_note(dep.accelerator)),
-             q("reserved fraction", pool.reserved_fraction, "", f"{pool.engine} default or flag"),
+             q("reserved fraction", pool.reserved_fraction, "", _fraction_note(dep, pool, s)),
              q("weights per GPU", pool.weight_bytes / GIB, "GiB", weights_note(dep, pool)),
              *peak_quantities(dep, pool),
              q("non-torch", pool.non_torch_bytes / GIB, "GiB",
+               "mem_fraction_static × (CUDA context + the TP communicators): SGLang applies "
+               "its fraction to the memory its distributed start-up leaves"
+               if pool.engine == "sglang" else
                "CUDA context" + (", custom all-reduce buffers over NVLink"
                                  if pool.accounting and pool.non_torch_bytes
                                  > pool.accounting.non_torch_gib * GIB else "")),
              q("CUDA graphs", pool.cuda_graph_bytes / GIB, "GiB",
                "layers × captured sizes × 0.45 MiB (vLLM v0.21+ estimate)"
                if pool.cuda_graph_bytes else "not taken from the budget"),
-             *([q("runtime buffers and decoder", pool.runtime_buffer_bytes / GIB, "GiB",
+             *([q("runtime buffers and decoder", pool.seat_buffer_bytes / GIB, "GiB",
                   f"TensorRT engine backend: {pool.max_num_seqs:,} seats (max_batch_size) × "
                   f"(4 × vocab {dep.model.vocab_size:,} × 4 B + top-k scratch + 15 × "
                   "max_seq_len × 4 B), allocated before the cache is sized")]
-               if pool.runtime_buffer_bytes else []),
+               if pool.engine_buffers else []),
+             *([q("sampler state", pool.seat_buffer_bytes / GIB, "GiB",
+                  f"Model Runner V2's persistent buffers: {pool.max_num_seqs:,} seats × (4 × "
+                  f"vocab {dep.model.vocab_size:,} + 8 × vocab ÷ 32 + 17,924) B + 13 B × "
+                  f"{pool.profile_tokens:,} tokens, held from start-up and counted from v0.27")]
+               if pool.seat_buffer_bytes and not pool.engine_buffers else []),
              *([q("free fraction of the rest", pool.free_fraction_of_rest, "",
                   "kv_cache_free_gpu_mem_fraction: TensorRT-LLM's share of the memory free "
                   "after the engine loads")] if pool.free_fraction_of_rest != 1 else []),
@@ -534,6 +554,25 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
     report = FitReport(dep, s, pool, context, target, n, per_seq, ridge_batch, (), steps)
     report = replace(report, levers=tuple(_levers(report)))
     return replace(report, steps=(*steps, *_held_steps(report)))
+
+
+def _fraction_note(dep: Deployment, pool: KVPool, s: EngineSettings) -> str:
+    """Where the reserved fraction came from: the flag, or the engine's default (SGLang's
+    derived from the card, with its reserve)."""
+    if s.gpu_memory_utilization is not None:
+        return "the flag"
+    if pool.engine != "sglang":
+        return f"{pool.engine} default"
+    from ridgeline.sglang_memory import TP_TABLE, sglang_memory_defaults
+
+    rule = sglang_memory_defaults(pool.total_bytes, dep.tensor_parallel_size,
+                                  dep.pipeline_parallel_size, s.max_num_batched_tokens,
+                                  s.engine_version)
+    if rule.era == TP_TABLE:
+        return f"SGLang's default at TP{dep.tensor_parallel_size} (its table by TP size)"
+    return (f"SGLang's default: (memory − {rule.reserved_mib:,.0f} MiB reserved) ÷ memory, for "
+            f"a prefill chunk of {rule.chunked_prefill_size:,} tokens and CUDA graphs to batch "
+            f"{rule.cuda_graph_max_bs}")
 
 
 def _held_steps(r: FitReport) -> tuple[Step, ...]:
@@ -676,6 +715,15 @@ def _levers(r: FitReport) -> list[Lever]:
         more = replace(d, pipeline_parallel_size=2 * d.pipeline_parallel_size)
         options.append((f"{2 * d.num_gpus} GPUs (TP{d.tensor_parallel_size} × "
                         f"PP{more.pipeline_parallel_size})", more, r.context, s))
+    node = node_size(d.accelerator)
+    if not gguf and d.offload is None and d.tensor_parallel_size > node \
+            and d.tensor_parallel_size % node == 0 \
+            and d.pipeline_parallel_size * d.tensor_parallel_size // node <= d.model.num_layers:
+        # TP past one node's NVLink domain: the same GPUs as a node's TP × stages
+        split = replace(d, tensor_parallel_size=node, pipeline_parallel_size=(
+            d.pipeline_parallel_size * d.tensor_parallel_size // node))
+        options.append((f"the same {d.num_gpus} GPUs as TP{node} × "
+                        f"PP{split.pipeline_parallel_size}", split, r.context, s))
     options.append((f"half the context ({r.context // 2:,} tokens)", d, max(1, r.context // 2),
                     s))
     smaller = SMALLER_GGUF if gguf else SMALLER_WEIGHTS
@@ -690,7 +738,7 @@ def _levers(r: FitReport) -> list[Lever]:
     if gguf and r.conversations > r.pool.max_num_seqs:
         options.append((f"{r.conversations} slots (-np {r.conversations} --kv-unified)", d,
                         r.context, replace(s, max_num_seqs=r.conversations)))
-    if r.pool.runtime_buffer_bytes:
+    if r.pool.engine_buffers:
         options += _seats_lever(r)
     if gguf and d.offload is None and d.tensor_parallel_size == 1 and not (
             d.accelerator.vendor == "apple" or d.accelerator.form == "soc"):
@@ -703,6 +751,37 @@ def _levers(r: FitReport) -> list[Lever]:
         if lever.conversations > r.conversations or lever.batch > r.batch:
             levers.append(lever)  # one that gains nothing is no way out
     return levers
+
+
+MOST_GPUS = 64  # how far _gpus_needed looks
+
+
+def _gpus_needed(r: FitReport) -> str:
+    """The fewest GPUs of this card that hold the target at this context and format, doubling
+    tensor parallelism within a node and pipeline stages past it."""
+    d, target = r.deployment, max(1, r.target or 1)
+    node = 1 if is_llamacpp(r.pool) else node_size(d.accelerator)
+    tp, pp = d.tensor_parallel_size, d.pipeline_parallel_size
+    while tp * pp < MOST_GPUS:
+        if tp < node and not tensor_parallel_problem(d.model, 2 * tp):
+            tp *= 2
+        elif 2 * pp <= d.model.num_layers:
+            pp *= 2
+        else:
+            break
+        more = replace(d, tensor_parallel_size=tp, pipeline_parallel_size=pp)
+        try:
+            held = _held(kv_pool(more, replace(r.settings, max_model_len=r.context)), more,
+                         r.context)
+        except InputError:  # a split the engine or the model refuses
+            continue
+        if held >= target:
+            return (f"{more.num_gpus} GPUs of {d.accelerator.id} ({more.gpus_label.split('(')[-1]}"
+                    if more.pipeline_parallel_size > 1 else
+                    f"{more.num_gpus} GPUs of {d.accelerator.id} (tensor parallel)") + \
+                f" hold {held:,} at this context and weight format"
+    return (f"not even {MOST_GPUS} GPUs of {d.accelerator.id} hold {target:,} at this context "
+            "and weight format: a larger card, a smaller format and a shorter context together")
 
 
 def _seats_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSettings]]:

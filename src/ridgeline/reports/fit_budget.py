@@ -19,9 +19,27 @@ from ridgeline.stages import stage_weight_bytes
 from ridgeline.units import GIB
 
 
+def runner_label(p: KVPool) -> str:
+    """vLLM's GPU model runner, as the header names it."""
+    return "Model Runner V2" if p.runner == "MRV2" else p.runner or "V1"
+
+
 def accounting_quantity(p: KVPool) -> Quantity:
     """Whose memory rule sized the pool, with its source."""
     a = p.accounting
+    if a is not None and p.runner == "MRV2":
+        rules = ["Model Runner V2 (by default from v0.25.1 for a model that is not MoE or a "
+                 "recurrent hybrid, from v0.29 for all): a profiled pass of "
+                 "max_num_batched_tokens" + (" carrying a cold torch.compile" if p.compile_bytes
+                                             else "") + ", a bf16-logits sampler over "
+                 "min(max_num_batched_tokens, max_num_seqs) rows",
+                 "the CUDA-graph estimate taken from the budget" if p.cuda_graph_bytes
+                 else "CUDA graphs captured after sizing",
+                 "its sampler state counted in the budget" if p.seat_buffer_bytes
+                 else "its sampler state left out of the budget (before v0.27)"]
+        return q("accounting", f"vLLM {a.version}", "",
+                 "; ".join(rules) + f" (engines.json memory_versions, era {a.era}+, and "
+                 "vllm.mrv2, each with its source)")
     if a is not None:
         rules = ["V0: one profiled pass" if a.engine == "V0" else
                  f"V1: a profiled pass of max_num_batched_tokens, then the sampler over "
@@ -42,6 +60,11 @@ def accounting_quantity(p: KVPool) -> Quantity:
                  "; ".join(rules) + f" (engines.json memory_versions, era {a.era}+, each rule "
                  "with its source)")
     d = engine_defaults(p.engine)
+    if p.engine_era:  # SGLang: the default rule its version follows
+        from ridgeline.sglang_memory import ERA_LABELS
+
+        return q("accounting", f"{p.engine} {ERA_LABELS[p.engine_era]}", "",
+                 str(d.get("memory_rule", "")))
     return q("accounting", f"{p.engine} {d.get('version', '')}".strip(), "",
              str(d.get("memory_rule", "")))
 
@@ -127,9 +150,11 @@ def budget_rows(p: KVPool, s: EngineSettings) -> list[list[str]]:
                  ["− non-torch (CUDA context, NCCL)", gib(p.non_torch_bytes)],
                  ["− CUDA graphs" + ("" if p.cuda_graph_bytes or p.accounting is None
                                      else " (captured after sizing)"), gib(p.cuda_graph_bytes)]]
-        if p.runtime_buffer_bytes:
-            rows.append([f"− runtime buffers and decoder ({p.max_num_seqs:,} seats × vocab)",
-                         gib(p.runtime_buffer_bytes)])
+        if p.seat_buffer_bytes:
+            rows.append([f"− runtime buffers and decoder ({p.max_num_seqs:,} seats × vocab)"
+                         if p.engine_buffers else
+                         f"− sampler state ({p.max_num_seqs:,} seats × vocab)",
+                         gib(p.seat_buffer_bytes)])
     if p.free_fraction_of_rest != 1.0:
         rows.append([f"x kv_cache_free_gpu_mem_fraction {p.free_fraction_of_rest:g}", ""])
     rows.append(["= KV cache" if is_llamacpp(p) else "= KV pool",
@@ -141,33 +166,47 @@ def peak_label(p: KVPool) -> str:
     if p.encoder_images and p.encoder_bytes >= p.activation_bytes:
         return f"vision tower profile ({p.encoder_images} dummy images)"
     held = " + images held" if p.encoder_held_bytes else ""
-    if p.runtime_buffer_bytes and p.activation_bytes > p.forward_bytes:
+    if p.engine_buffers and p.activation_bytes > p.forward_bytes:
         return f"engine activations (the lm_head's output for {p.max_num_seqs:,} seats)"
-    if p.accounting is not None and p.sampler_bytes > p.forward_bytes:
+    if p.accounting is not None and p.sampler_bytes > p.forward_bytes + p.compile_bytes:
+        if p.runner == "MRV2":
+            rows = min(p.max_num_seqs, p.profile_tokens)
+            return f"sampler peak ({rows:,} requests' bf16 logits){held}"
         return f"sampler peak ({p.max_num_seqs:,} requests' fp32 logits){held}"
-    return f"activations ({p.profile_tokens:,}-token profile){held}"
+    cold = " + a cold torch.compile" if p.compile_bytes else ""
+    return f"activations ({p.profile_tokens:,}-token profile{cold}){held}"
 
 
 def peak_quantities(dep: Deployment, p: KVPool) -> list[Quantity]:
     forward = q("forward pass", p.forward_bytes / GIB, "GiB",
                 f"{p.profile_tokens} tokens × 2 B × (3 × intermediate + 3 × hidden)")
-    if p.runtime_buffer_bytes:
+    if p.engine_buffers:
         return [forward, q("lm_head output", p.activation_bytes / GIB, "GiB",
                            f"{p.max_num_seqs:,} seats × vocab {dep.model.vocab_size:,} ÷ TP × "
                            "2 B (the engine's generation profile), if larger"),
                 q("engine activations", p.activation_bytes / GIB, "GiB", "the larger of the two")]
     if p.accounting is None:
         return [forward]
+    rows = min(p.max_num_seqs, p.profile_tokens)
     sampler = q("sampler", p.sampler_bytes / GIB, "GiB",
                 "none: only the last pipeline stage samples" if p.stage and not p.stage.last
+                else f"{rows} requests' bf16 logits (min(tokens, seats) × vocab "
+                f"{dep.model.vocab_size:,} × 2 B) beside the step's hidden states (Model "
+                "Runner V2's greedy dummy sampler: no fp32 copy)" if p.runner == "MRV2"
                 else f"{p.accounting.sampler_logit_copies:g} × {p.max_num_seqs} requests × "
                 f"vocab {dep.model.vocab_size:,} × 4 B (vLLM {p.accounting.era}+ sampler)")
+    cold = [q("cold compile", p.compile_bytes / GIB, "GiB",
+              "torch.compile runs inside the profiled window on a first start (vLLM #54122; "
+              "about 1 GiB in both cold Model Runner V2 logs); --warm-compile-cache leaves it "
+              "out")] if p.compile_bytes else []
     if not p.encoder_images:
-        return [forward, sampler, q("activation peak", p.activation_bytes / GIB, "GiB",
-                                    "the larger of the two")]
+        return [forward, *cold, sampler,
+                q("activation peak", p.activation_bytes / GIB, "GiB",
+                  "the larger of forward + cold compile and the sampler" if cold
+                  else "the larger of the two")]
     item = dep.model.vision_item
     assert item is not None
-    return [forward, sampler,
+    return [forward, *cold, sampler,
             q("vision tower", p.encoder_bytes / GIB, "GiB",
               f"{p.encoder_images} dummy images (max(max_num_batched_tokens, {item.tokens}) ÷ "
               f"{item.tokens} tokens an image) × {item.patches:,} patches × 2 B × (2 × "

@@ -9,10 +9,11 @@ from typing import Any
 
 from ridgeline.explain import Step
 from ridgeline.hardware import resolve_accelerator
-from ridgeline.memory import device_memory_bytes, engine_defaults, sglang_memory_defaults
+from ridgeline.memory import device_memory_bytes, engine_defaults
 from ridgeline.model import ModelSpec
 from ridgeline.plan import Candidate, Load, PlanResult, Slo
 from ridgeline.render import table
+from ridgeline.sglang_memory import sglang_memory_defaults
 from ridgeline.units import plural
 from ridgeline.vllm_memory import vllm_accounting
 

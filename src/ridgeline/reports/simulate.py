@@ -60,10 +60,15 @@ class SimulateReport:
     cautions: tuple[str, ...] = ()  # what the step times leave out
     percentile: float | None = None  # --percentile: also read there, rejections as misses
     lanes: int = 1  # pipeline parallel: micro-batch lanes, each with ``config`` (sim/lanes.py)
+    engine_config: SimConfig | None = None  # … and the engine's whole pool and seats
 
     def to_dict(self) -> dict[str, Any]:
-        r, c, d = self.result, self.config, self.deployment
-        return {
+        r, d = self.result, self.deployment
+        c = self.engine_config or self.config  # the engine's, not a pipeline lane's
+        lanes = {"per_lane": {"num_blocks": self.config.num_blocks,
+                              "max_num_seqs": self.config.max_num_seqs},
+                 "lanes_summed": ["steps", "busy_s"]} if self.lanes > 1 else {}
+        return {**lanes,
             "settings": {"model": d.model.name, "accelerator": d.accelerator.id,
                          "num_gpus": d.num_gpus, "engine": d.engine, "weights": d.weights.label,
                          "kv_dtype": d.kv.id, "load": self.load,

@@ -1,0 +1,80 @@
+"""vLLM's Model Runner V2: which models it runs by default, release by release, and how its
+profile sizes the pool (no fp32 sampler copy, a persistent sampler state from v0.27, no
+CUDA-graph estimate before v0.29, a cold torch.compile inside the measured window)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.memory import EngineSettings, kv_pool
+from ridgeline.units import GIB
+from ridgeline.vllm_memory import model_runner, mrv2_state_bytes, vllm_accounting
+from tests.conftest import run_cli
+
+
+def dep(model: str, gpu: str = "h100", n: int = 1) -> Deployment:
+    return Deployment.build(resolve_model(model), resolve_accelerator(gpu), None, None, n)
+
+
+def test_the_runner_each_release_gives_a_model() -> None:
+    dense, moe, hybrid = dep("llama-3.1-8b"), dep("qwen3-30b-a3b"), dep("qwen3-next-80b", n=2)
+    assert model_runner(dense, vllm_accounting("0.25")) == "V1"
+    assert model_runner(dense, vllm_accounting("0.25.1")) == "MRV2"  # dense from 0.25.1
+    assert model_runner(moe, vllm_accounting("0.28")) == "V1"  # MoE: only its allow-list
+    assert model_runner(hybrid, vllm_accounting("0.28")) == "V1"
+    assert model_runner(moe, vllm_accounting("0.29")) == "MRV2"  # every model from 0.29
+    assert model_runner(hybrid, vllm_accounting("0.29")) == "MRV2"
+    listed = replace(moe, model=replace(moe.model, architecture="Qwen2MoeForCausalLM"))
+    assert model_runner(listed, vllm_accounting("0.25.1")) == "MRV2"
+    assert model_runner(dense, vllm_accounting("0.8.5 V0")) == "V0"
+
+
+def test_the_sampler_state_is_four_bytes_a_vocabulary_token_a_seat() -> None:
+    """Qwen3's 151,936-token vocabulary at 1,024 seats and 8,192 tokens: 0.63 GiB on every
+    rank (the int32 output counts alone are 0.58)."""
+    qwen = dep("qwen3-32b")
+    state = mrv2_state_bytes(qwen, 1024, 8192)
+    assert state / GIB == pytest.approx(0.633, abs=0.002)
+    assert state > 1024 * 151_936 * 4
+
+
+def test_the_rtx_4090_logs_cold_and_warm() -> None:
+    """vLLM 0.27.1, Qwen3-8B on an RTX 4090 (23.52 GiB as logged), max_model_len 8,192: a
+    first start logged 4.92 GiB of cache (peak 1.18 GiB), a restart finding the compile
+    cache 5.91 (peak 0.19)."""
+    four = dep("qwen3-8b", "rtx-4090")
+    cold = kv_pool(four, EngineSettings(max_model_len=8192, engine_version="0.27.1"),
+                   23.52 * GIB)
+    warm = kv_pool(four, EngineSettings(max_model_len=8192, engine_version="0.27.1",
+                                        warm_compile_cache=True), 23.52 * GIB)
+    assert cold.runner == "MRV2" and cold.cuda_graph_bytes == 0  # no estimate before 0.29
+    assert cold.pool_bytes / GIB == pytest.approx(4.92, rel=0.01)
+    assert warm.pool_bytes / GIB == pytest.approx(5.91, rel=0.01)
+    assert cold.activation_bytes / GIB == pytest.approx(1.18, rel=0.02)
+    assert warm.activation_bytes / GIB == pytest.approx(0.19, rel=0.02)
+    # v0.26 left the sampler state out of the budget; v0.29 takes a graph estimate
+    before = kv_pool(four, EngineSettings(max_model_len=8192, engine_version="0.26"),
+                     23.52 * GIB)
+    after = kv_pool(four, EngineSettings(max_model_len=8192, engine_version="0.29"),
+                    23.52 * GIB)
+    assert before.seat_buffer_bytes == 0 and cold.seat_buffer_bytes > 0
+    assert after.cuda_graph_bytes > 0
+
+
+def test_eager_mode_compiles_nothing_and_the_flag_is_vllms(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    eager = kv_pool(dep("llama-3.1-8b"), EngineSettings(max_model_len=8192, enforce_eager=True))
+    assert eager.compile_bytes == 0
+    argv = ["fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "8192", "--json"]
+    code, out, _ = run_cli(capsys, *argv)
+    cold = json.loads(out)
+    code, out, _ = run_cli(capsys, *argv, "--warm-compile-cache")
+    warm = json.loads(out)
+    assert code == 0 and cold["model_runner"] == "MRV2"
+    assert (warm["pool_bytes_per_gpu"] - cold["pool_bytes_per_gpu"]) / GIB == pytest.approx(1.0)
+    code, _, err = run_cli(capsys, *argv, "--engine", "sglang", "--warm-compile-cache")
+    assert code == 2 and "--warm-compile-cache is vLLM's" in err

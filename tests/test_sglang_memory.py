@@ -1,0 +1,58 @@
+"""SGLang's static pool: its default fraction release by release, applied to what its
+distributed start-up leaves."""
+
+from __future__ import annotations
+
+import pytest
+
+from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.memory import EngineSettings, kv_pool
+from ridgeline.sglang_memory import (
+    RESERVED_MIB,
+    TIER_RESERVE,
+    TP_TABLE,
+    sglang_era,
+    sglang_memory_defaults,
+    sglang_startup_bytes,
+)
+from ridgeline.units import GIB
+
+H100_SMI_MIB = 81_559  # nvidia-smi's memory.total for an H100 80GB
+
+
+def sglang(model: str, gpu: str = "h100", n: int = 1, weights: str | None = None) -> Deployment:
+    return Deployment.build(resolve_model(model), resolve_accelerator(gpu), weights, None, n,
+                            engine="sglang")
+
+
+def test_each_release_follows_its_own_default_rule() -> None:
+    assert sglang_era("0.4.6") == TP_TABLE
+    assert sglang_era("0.4.7.post1") == sglang_era("0.5.2") == TIER_RESERVE
+    assert sglang_era("0.5.3") == sglang_era(None) == RESERVED_MIB
+    card = H100_SMI_MIB * 2**20
+    # the table by TP size; PR #7054's reserve of 9.5 + TP/2 GiB on an 80 GB card (an H100
+    # TP8 log of 2025 solves to 0.831); v0.5.3's 512 + 1.5 × 8,192 + 2 × 512 + 1,024 MiB
+    assert sglang_memory_defaults(card, tp=8, version="0.4.6").mem_fraction_static == 0.81
+    assert sglang_memory_defaults(card, tp=8, version="0.5.2").mem_fraction_static == 0.831
+    assert sglang_memory_defaults(card, tp=8).reserved_mib == 512 + 1.5 * 8192 + 2 * 512 + 1024
+    # the middle era's reserve grows with the ranks
+    assert sglang_memory_defaults(card, tp=1, version="0.5.2").mem_fraction_static \
+        > sglang_memory_defaults(card, tp=8, version="0.5.2").mem_fraction_static
+
+
+def test_the_fraction_applies_after_the_communicators() -> None:
+    """The CUDA context alone at TP1; NCCL and custom all-reduce beside it at TP > 1, more
+    over NVLink than over PCIe."""
+    assert sglang_startup_bytes(sglang("llama-3.1-8b")) / GIB == pytest.approx(0.45)
+    nvlink = sglang_startup_bytes(sglang("llama-3.1-70b", n=4))
+    pcie = sglang_startup_bytes(sglang("llama-3.1-70b", "l40s", n=4))
+    assert nvlink / GIB == pytest.approx(1.7) and pcie / GIB == pytest.approx(0.58)
+
+
+def test_the_tp4_qwen3_log_is_within_three_percent() -> None:
+    """vLLM #21348 quotes SGLang at mem_fraction_static 0.93 on 4 H100s: K and V 8.23 GB
+    each per rank for Qwen3-235B-A22B-FP8 (367,404 tokens)."""
+    pool = kv_pool(sglang("qwen3-235b-a22b", n=4, weights="fp8"),
+                   EngineSettings(gpu_memory_utilization=0.93))
+    assert pool.pool_bytes / GIB == pytest.approx(16.46, rel=0.03)
+    assert pool.non_torch_bytes == pytest.approx(0.93 * 1.7 * GIB)
