@@ -370,3 +370,19 @@ def test_an_architecture_ridgeline_has_not_checked_is_read_with_a_caution(tmp_pa
     assert "model_type 'foobar', which ridgeline has not checked" in spec.architecture_caution
     assert count_params(spec).total == count_params(resolve_model("llama-3.1-8b")).total
     assert all(not resolve_model(m).architecture_caution for m in IDS)
+
+
+def test_a_known_model_type_under_an_unknown_architecture_is_cautioned(tmp_path: Any) -> None:
+    """Engines pick their implementation by architecture; ridgeline reads model_type. A name
+    of the model_type's own family (Gemma3ForCausalLM for gemma3_text) passes quietly."""
+    def spec(model_type: str, architecture: str) -> Any:
+        base = copy.deepcopy(load_data("models/meta-llama--Llama-3.1-8B.json"))
+        base.update(model_type=model_type, architectures=[architecture])
+        path = tmp_path / "config.json"
+        path.write_text(json.dumps(base))
+        return resolve_model(str(path))
+
+    odd = spec("llama", "FooForCausalLM").architecture_caution
+    assert "architecture 'FooForCausalLM'" in odd and "read as a llama model" in odd
+    assert not spec("llama", "LlamaForCausalLM").architecture_caution
+    assert not spec("qwen3_5", "Qwen3_5ForConditionalGeneration").architecture_caution

@@ -11,9 +11,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
-from ridgeline.datafiles import model_type_defaults
+from ridgeline.datafiles import data_files, load_data, model_type_defaults
 from ridgeline.errors import InputError, shorten
 from ridgeline.layouts import (
     CHUNKED,
@@ -51,6 +52,25 @@ KNOWN_MODEL_TYPES = {
 }
 _DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "bf16": "bf16",
            "fp16": "fp16", "fp32": "fp32", "half": "fp16", "float": "fp32"}
+
+
+@cache
+def bundled_architectures() -> frozenset[str]:
+    """The architectures the bundled configs name (ridgeline/data/models)."""
+    names: set[str] = set()
+    for name in data_files("models"):
+        config = load_data(f"models/{name}")
+        for key in ("architectures",):
+            names.update(str(a) for a in config.get(key) or () if isinstance(a, str))
+    return frozenset(names)
+
+
+def _same_family(architecture: str, model_type: str) -> bool:
+    """Whether an architecture's name begins as its model_type does (Gemma3ForCausalLM and
+    gemma3_text, GPTNeoXForCausalLM and gpt_neox), as transformers names its classes."""
+    family = architecture.split("For", 1)[0].replace("_", "").lower()
+    kind = model_type.replace("_", "").lower()
+    return bool(family) and (family.startswith(kind) or kind.startswith(family))
 
 
 @dataclass(frozen=True)
@@ -216,9 +236,17 @@ class ModelSpec:
 
     @property
     def architecture_caution(self) -> str:
-        """A caution where the model_type is not one ridgeline knows, or ""."""
+        """A caution where the model_type is not one ridgeline knows, or where its
+        architecture is not one a bundled config names (engines pick the implementation by
+        architecture, ridgeline reads the layout by model_type), or ""."""
         if self.model_type in KNOWN_MODEL_TYPES:
-            return ""
+            if not self.architecture or self.architecture in bundled_architectures() \
+                    or _same_family(self.architecture, self.model_type):
+                return ""
+            return (f"{self.name} names architecture {self.architecture!r}, which no config "
+                    f"ridgeline ships names: it is read as a {self.model_type} model, the "
+                    "layout its model_type gives; an engine picks its implementation by "
+                    "architecture, and may run it otherwise (or not at all)")
         kind = f"model_type {self.model_type!r}" if self.model_type else "no model_type"
         return (f"{self.name} has {kind}, which ridgeline has not checked: it is read as a "
                 "decoder of the fields its config gives (RMSNorm, gated MLP), and a part "

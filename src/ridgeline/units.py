@@ -80,7 +80,8 @@ def require_positive(value: float, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InputError(f"{what} must be a number, got {value!r}")
     if not math.isfinite(value) or value <= 0:
-        raise InputError(f"{what} must be positive, got {value!r}")
+        raise InputError(f"{what} must be positive{'' if math.isfinite(value) else ' and finite'}"
+                         f", got {value!r}")
     return value
 
 

@@ -290,6 +290,8 @@ class FitReport:
             f"vLLM {p.accounting.version} ({runner_label(p)} memory accounting)")
         if p.accounting is None and self.settings.engine_version:
             engine += f" {self.settings.engine_version}"
+        if p.engine_buffers:
+            engine += " (TensorRT engine backend)"
         lines = [*([self.searched] if self.searched else []), headline,
                  f"{d.model.name} on {d.gpus_label}, {engine}, weights "
                  f"{d.weights.label}, KV {d.kv.id}",
