@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from ridgeline.datafiles import load_data
@@ -39,6 +40,7 @@ def vllm_data() -> dict[str, Any]:
     return data
 
 
+@lru_cache(maxsize=256)
 def parse_version(text: str) -> tuple[int, ...]:
     """'v0.6.4.post1' → (0, 6, 4); '0.10' → (0, 10). InputError when no version is in it."""
     match = re.fullmatch(r"\s*v?(\d+)\.(\d+)(?:\.(\d+))?(?:[.+-]?(?:post|rc|dev)[\w.]*)?"
@@ -74,6 +76,7 @@ class VLLMAccounting:
     mrv2_graphs_in_budget: bool = False  # v0.29+: MRV2 takes a CUDA-graph estimate
 
 
+@lru_cache(maxsize=64)
 def vllm_accounting(version: str | None = None) -> VLLMAccounting:
     """The accounting of ``version`` (default: the newest modelled). A version string that
     says V0 (``"0.8.5 V0"``, VLLM_USE_V1=0) keeps the V0 engine's profiling rule."""
