@@ -324,6 +324,13 @@ BAD = [
      "tpu-v5e has no fp32 peak (it has bf16, int8)"),
     (["prefill", "llama-3.1-8b", "--gpu", "mi300x", "--weights", "nvfp4", "--prompt-len", "8"],
      "NVFP4 kernels are NVIDIA's"),
+    # an unknown flag points at the command's own help
+    (["decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "1", "--context", "1k", "--bogus"],
+     "unrecognized arguments: --bogus (see `ridgeline decode --help`)"),
+    (["fit", "llama-3.1-8b", "--gpu", "h100", "--gpu-memory-gib", "inf"],
+     "must be positive and finite, got inf"),
+    (["fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "4k", "--engine-version", "b0",
+      "--engine", "llama.cpp-cuda"], "not a llama.cpp build: 'b0' (expected e.g. b9400)"),
 ]
 
 

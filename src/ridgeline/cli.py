@@ -606,7 +606,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # name the command whose --help lists what it takes
+        commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        owner = commands.choices.get(getattr(args, "command", None) or "", parser)
+        owner.error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "handler", None):
         parser.print_help()
         return 2
