@@ -438,9 +438,6 @@ def cmd_plan(args: argparse.Namespace) -> Any:
             raise InputError(f"--price names {card} twice ({prices[card]:g} and {price:g}): "
                              "give one")
         prices[card] = price
-    if not 1 <= args.percentile < 100:  # in percent: 0.9 is p0.9, not p90
-        raise InputError(f"--percentile is in percent, from 1 to below 100 (90 for p90), got "
-                         f"{args.percentile:g}")
     given = [flag for flag, value in (("--input-len", args.input_len),
                                       ("--output-len", args.output_len)) if value is not None]
     if args.trace and given:
@@ -536,6 +533,16 @@ def _vllm_memory_switches(g: Any) -> None:
                    help="vLLM v0.25.1+ (Model Runner V2): torch.compile's cache from an earlier "
                    "start is found, so the profile carries no cold compile (about 1 GiB more "
                    "pool); default: a first start, as in a fresh container")
+
+
+def _percentile(text: str) -> float:
+    """A percentile in percent, as simulate and plan read it: from 1 to below 100 (0.9 would
+    be p0.9, not p90)."""
+    value = _positive_float("percentile")(text)
+    if not 1 <= value < 100:
+        raise InputError(f"a percentile in percent, from 1 to below 100 (90 for p90), got "
+                         f"{value:g}")
+    return value
 
 
 def _trtllm_backend(g: Any) -> None:
@@ -671,7 +678,7 @@ def register(sub: Any) -> None:
     w.add_argument("--trace", metavar="FILE", type=_not_empty("trace path"),
                    help="replay CSV/JSONL (arrival_s, prompt_tokens, output_tokens; or Azure's "
                    "TIMESTAMP, ContextTokens, GeneratedTokens)")
-    w.add_argument("--percentile", type=_positive_float("percentile", 1, 99.999),
+    w.add_argument("--percentile", type=_typed(_percentile),
                    metavar="P", help="also read the latencies at this percentile (in percent), "
                    "a request the engine rejected counting as a miss, as plan reads its checks")
     w.add_argument("--window", metavar="FROM,UNTIL", type=_typed(_arrival_window),
@@ -735,7 +742,7 @@ def register(sub: Any) -> None:
                    help="output tokens, as --input-len (250 by default here)")
     p.add_argument("--slo-ttft-ms", type=_positive_float("TTFT SLO"), required=True)
     p.add_argument("--slo-tpot-ms", type=_positive_float("TPOT SLO"), required=True)
-    p.add_argument("--percentile", type=float, default=90.0,
+    p.add_argument("--percentile", type=_typed(_percentile), default=90.0,
                    help="the SLO's percentile, in percent (default 90: p90)")
     p.add_argument("--gpus", type=_name_list(_accelerator_name),
                    help="candidate accelerators, comma-separated "
