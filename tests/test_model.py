@@ -385,4 +385,7 @@ def test_a_known_model_type_under_an_unknown_architecture_is_cautioned(tmp_path:
     odd = spec("llama", "FooForCausalLM").architecture_caution
     assert "architecture 'FooForCausalLM'" in odd and "read as a llama model" in odd
     assert not spec("llama", "LlamaForCausalLM").architecture_caution
+    # a bundled architecture under another model_type, a near name of another family
+    assert spec("llama", "Qwen3MoeForCausalLM").architecture_caution
+    assert spec("qwen2", "Qwen2MoeForCausalLM").architecture_caution
     assert not spec("qwen3_5", "Qwen3_5ForConditionalGeneration").architecture_caution

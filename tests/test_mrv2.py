@@ -78,3 +78,7 @@ def test_eager_mode_compiles_nothing_and_the_flag_is_vllms(
     assert (warm["pool_bytes_per_gpu"] - cold["pool_bytes_per_gpu"]) / GIB == pytest.approx(1.0)
     code, _, err = run_cli(capsys, *argv, "--engine", "sglang", "--warm-compile-cache")
     assert code == 2 and "--warm-compile-cache is vLLM's" in err
+    # a model on the V1 runner (an MoE before v0.29) has no compile transient to leave out
+    code, _, err = run_cli(capsys, "fit", "qwen3-30b-a3b", "--gpu", "h100", "--max-model-len",
+                           "8192", "--engine-version", "0.26", "--warm-compile-cache")
+    assert code == 2 and "on its V1 runner" in err

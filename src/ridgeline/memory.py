@@ -364,9 +364,11 @@ def _stage_pool(dep: Deployment, s: EngineSettings, total: float, weights: float
     forward = tokens * activation_bytes_per_token(dep)
     peak, buffers = forward, 0.0
     if (s.backend or default_backend()) == "tensorrt":
-        peak = max(forward, lm_head_output_bytes(dep.model, seqs, dep.tensor_parallel_size))
+        last = stage is None or stage.last  # the decoder and the lm_head: the last stage's
+        if last:
+            peak = max(forward, lm_head_output_bytes(dep.model, seqs, dep.tensor_parallel_size))
         context = s.max_model_len or dep.model.max_position_embeddings or 131072
-        buffers = engine_buffer_bytes(dep.model, seqs, context)
+        buffers = engine_buffer_bytes(dep.model, seqs, context, decoder=last)
     free_rest = s.gpu_memory_utilization or float(d["kv_cache_free_gpu_mem_fraction"])
     return KVPool(engine, total, 1.0, weights, peak, non_torch, 0.0, free_rest, per_token,
                   s.block_size or int(d["tokens_per_block"]), seqs, tokens, forward_bytes=forward,
@@ -509,7 +511,14 @@ def _vllm_pool(dep: Deployment, s: EngineSettings, total: float, weights: float,
         and not s.language_model_only and (stage is None or stage.first) else (0.0, 0.0, 0)
     graphs = cuda_graph_bytes(dep, seqs, acc, s.enforce_eager, stage)
     runner, compile_peak, state = model_runner(dep, acc), 0.0, 0.0
-    if runner == "MRV2":  # Model Runner V2's own profile (vllm_memory.py)
+    if s.warm_compile_cache and runner != "MRV2":
+        raise InputError(f"--warm-compile-cache changes nothing here: vLLM {acc.version} runs "
+                         f"{dep.model.name} on its {runner} runner, whose profile ridgeline "
+                         "sizes without a cold compile (Model Runner V2, where the logs show "
+                         "one, runs dense models from v0.25.1 and every model from v0.29)")
+    if runner == "MRV2":  # Model Runner V2's own profile (vllm_memory.py); its sampler state
+        # is charged on every pipeline stage: the Qwen3-32B PP2 log's first stage reads -2 %
+        # with it, +7 % without
         sampler = mrv2_sampler_bytes(dep, seqs, tokens) if sampler else 0.0
         if not acc.mrv2_encoder_profiled:
             encoder, held, images = 0.0, 0.0, 0

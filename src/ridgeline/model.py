@@ -55,22 +55,24 @@ _DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "bf16": "bf
 
 
 @cache
-def bundled_architectures() -> frozenset[str]:
-    """The architectures the bundled configs name (ridgeline/data/models)."""
-    names: set[str] = set()
+def bundled_architectures() -> frozenset[tuple[str, str]]:
+    """The (model_type, architecture) pairs the bundled configs name (ridgeline/data/models)."""
+    pairs: set[tuple[str, str]] = set()
     for name in data_files("models"):
         config = load_data(f"models/{name}")
-        for key in ("architectures",):
-            names.update(str(a) for a in config.get(key) or () if isinstance(a, str))
-    return frozenset(names)
+        kind = config.get("model_type")
+        for architecture in config.get("architectures") or ():
+            if isinstance(kind, str) and isinstance(architecture, str):
+                pairs.add((kind, architecture))
+    return frozenset(pairs)
 
 
 def _same_family(architecture: str, model_type: str) -> bool:
-    """Whether an architecture's name begins as its model_type does (Gemma3ForCausalLM and
-    gemma3_text, GPTNeoXForCausalLM and gpt_neox), as transformers names its classes."""
+    """Whether an architecture's name is its model_type's, as transformers names its classes
+    (Gemma3ForCausalLM for gemma3_text, GPTNeoXForCausalLM for gpt_neox; not
+    Qwen2MoeForCausalLM for qwen2)."""
     family = architecture.split("For", 1)[0].replace("_", "").lower()
-    kind = model_type.replace("_", "").lower()
-    return bool(family) and (family.startswith(kind) or kind.startswith(family))
+    return bool(family) and model_type.replace("_", "").lower().startswith(family)
 
 
 @dataclass(frozen=True)
@@ -240,7 +242,8 @@ class ModelSpec:
         architecture is not one a bundled config names (engines pick the implementation by
         architecture, ridgeline reads the layout by model_type), or ""."""
         if self.model_type in KNOWN_MODEL_TYPES:
-            if not self.architecture or self.architecture in bundled_architectures() \
+            if not self.architecture \
+                    or (self.model_type, self.architecture) in bundled_architectures() \
                     or _same_family(self.architecture, self.model_type):
                 return ""
             return (f"{self.name} names architecture {self.architecture!r}, which no config "

@@ -41,6 +41,7 @@ from ridgeline.sim.metrics import STEADY_LIFETIMES
 from ridgeline.sim.request import Request
 from ridgeline.sim.simulator import Simulator
 from ridgeline.sim.workload import Workload, length_sampler, read_trace
+from ridgeline.stages import micro_batch
 from ridgeline.units import usd_per_million_tokens
 
 RAY_CHUNK = 8  # candidates per Ray task: each takes milliseconds, a task's overhead about as much
@@ -733,7 +734,8 @@ def _pareto(model: ModelSpec, feasible: list[Candidate], load: Load,
                           c.expert_parallel, engine=engine)
         b = 1
         while b <= max(1, c.batch):
-            t = step_time_s(dep, decode_batch(b, ctx), profile)
+            # a pipeline's batch runs as micro-batches: a token's step is one's trip
+            t = step_time_s(dep, decode_batch(micro_batch(dep, b), ctx), profile)
             ep = " EP" if c.expert_parallel else ""
             pp = f" × PP{c.pp}" if c.pp > 1 else ""
             points.append((b / t / dep.num_gpus, 1 / t, f"{c.accelerator} TP{c.tp}{pp}{ep} "

@@ -21,7 +21,7 @@ from ridgeline.units import GIB
 from ridgeline.vllm_memory import parse_version
 
 TP_TABLE, TIER_RESERVE, RESERVED_MIB = "tp-table", "tier-reserve", "reserved-mib"
-ERA_LABELS = {TP_TABLE: "v0.3-v0.4.7, a fraction by TP size",
+ERA_LABELS = {TP_TABLE: "v0.3-v0.4.7, a fraction by TP size",  # .post1 is the next era
               TIER_RESERVE: "v0.4.7.post1-v0.5.2, a reserve by card tier and TP × PP",
               RESERVED_MIB: "v0.5.3+, a reserve for the prefill chunk, graphs and ranks"}
 
@@ -31,14 +31,19 @@ def sglang_data() -> dict[str, Any]:
     return data
 
 
+def _release(version: str) -> tuple[int, ...]:
+    """A release's order, a .post release after its base (0.4.7 < 0.4.7.post1 < 0.4.8)."""
+    return (*parse_version(version), 1 if "post" in version else 0)
+
+
 def sglang_era(version: str | None) -> str:
     """Which default rule SGLang ``version`` follows (default: the newest)."""
     if version is None:
         return RESERVED_MIB
-    d, wanted = sglang_data(), parse_version(version)
-    if wanted < parse_version(d["legacy_fraction"]["before"]):
+    d, wanted = sglang_data(), _release(version)
+    if wanted < _release(d["legacy_fraction"]["before"]):
         return TP_TABLE
-    if wanted < parse_version(d["tier_reserve"]["before"]):
+    if wanted < _release(d["tier_reserve"]["before"]):
         return TIER_RESERVE
     return RESERVED_MIB
 
@@ -72,9 +77,10 @@ def sglang_memory_defaults(total_bytes: float, tp: int = 1, pp: int = 1,
     if era == TP_TABLE:
         rows = d["legacy_fraction"]["rows"]
         fraction = float(next(f for least, f in rows if tp >= least))
-        chunk = chunked_prefill_size or (2048 if gpu_mib < 25_000 else 8192)
-        return SGLangMemoryDefaults(chunk, 8 if tp < 4 else 80, gpu_mib * (1 - fraction),
-                                    fraction, era)
+        small = gpu_mib < 25_000  # below it: shorter chunks and fewer graph batches
+        chunk = chunked_prefill_size or (2048 if small else 8192)
+        graphs = (8 if tp < 4 else 80) if small else 160
+        return SGLangMemoryDefaults(chunk, graphs, gpu_mib * (1 - fraction), fraction, era)
     if era == TIER_RESERVE:
         t = d["tier_reserve"]
         gib = gpu_mib / 1024

@@ -36,15 +36,20 @@ def _coefficients() -> dict[str, float]:
     return {k: float(v) for k, v in data.items() if not k.startswith("_") and k != "source"}
 
 
-def engine_buffer_bytes(model: ModelSpec, max_batch_size: int, max_seq_len: int) -> float:
+def engine_buffer_bytes(model: ModelSpec, max_batch_size: int, max_seq_len: int,
+                        decoder: bool = True) -> float:
     """The TensorRT engine backend's runtime buffers and decoder workspaces on each GPU:
     4 vocabulary-sized fp32 buffers a seat (the runtime's logits; the decoder's logits copy,
     penalty workspace and top-k log-probs), the top-k scratch, and about 15 [seat,
-    max_seq_len] 4-byte buffers (Llama-3.1-8B at 2,048 seats and 2,048 tokens: 3.91 + 0.13
-    + 0.23 = 4.27 GiB)."""
+    max_seq_len] 4-byte buffers (Llama-3.1-8B at 2,048 seats and a max_seq_len of 2,048:
+    3.91 + 0.13 + 0.23 = 4.27 GiB; the [seat, max_seq_len] part grows with the length the
+    engine was built for, 1.6 GiB more at 16,384). Without the ``decoder`` (a pipeline stage
+    before the last): the runtime's share, one vocabulary buffer and 6 of the 15."""
     c = _coefficients()
-    vocab = c["vocab_sized_buffers"] * c["logit_bytes"] * model.vocab_size
-    per_seat = vocab + c["topk_scratch_bytes_per_seat"] + c["seq_len_buffers"] * 4 * max_seq_len
+    vocab = c["runtime_vocab_buffers"] + (c["decoder_vocab_buffers"] if decoder else 0)
+    rows = c["runtime_seq_len_buffers"] + (c["decoder_seq_len_buffers"] if decoder else 0)
+    per_seat = vocab * c["logit_bytes"] * model.vocab_size + rows * 4 * max_seq_len \
+        + (c["topk_scratch_bytes_per_seat"] if decoder else 0)
     return max_batch_size * per_seat
 
 

@@ -233,9 +233,13 @@ def _fit_dict(f: DecodeFloor | PrefillFloor) -> dict[str, Any]:
             "capacity_bytes": f.fit.capacity_bytes, "shortfall_bytes": f.fit.shortfall_bytes}
 
 
-def _floor_dict(f: DecodeFloor, base: DecodeFloor) -> dict[str, Any]:
+def _floor_dict(f: DecodeFloor, base: DecodeFloor, micro: int | None = None
+                ) -> dict[str, Any]:
+    """One point's floor; under pipeline parallelism its work figures (FLOPs, bytes read,
+    intensity) are one ``micro``-batch's trip."""
     return {
         "batch": f.batch, "context": f.context, "step_time_s": f.step_time_s,
+        "micro_batch": micro if micro is not None and micro != f.batch else None,
         "per_user_tok_s": f.per_user_tok_s, "aggregate_tok_s": f.aggregate_tok_s,
         "gain_over_batch_1": f.aggregate_tok_s / base.aggregate_tok_s,
         "per_user_vs_batch_1": f.per_user_tok_s / base.per_user_tok_s,
@@ -273,7 +277,7 @@ class DecodeReport:
     def to_dict(self) -> dict[str, Any]:
         points = []
         for (f, b), e in zip(self.floors, self.expected):
-            point = _floor_dict(f, b)
+            point = _floor_dict(f, b, micro_batch(self.deployment, f.batch))
             point["expected"] = {**e.to_dict(), "per_user_tok_s": 1 / e.time_s,
                                  "aggregate_tok_s": f.batch / e.time_s} \
                 if self.engine_runs(f) else None
@@ -401,10 +405,14 @@ def pipelined_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
     if micro == batch:
         return whole
     trip = decode_floor(dep, micro, context)
+    steps = [st for st in trip.steps if st.label != "aggregate speed"]
     return replace(trip, batch=batch, fit=whole.fit, steps=(
         step("micro-batch", "⌈batch ÷ pipeline stages⌉: each stage multiplies one at a time, "
-             "the others in flight in the other stages", q("micro-batch", micro),
-             q("batch", batch), q("stages", micro_batches(dep))), *trip.steps))
+             "the others in flight in the other stages; the steps below are one "
+             "micro-batch's trip through every stage", q("micro-batch", micro),
+             q("batch", batch), q("stages", micro_batches(dep))), *steps,
+        step("aggregate speed", "batch ÷ a micro-batch's trip (every stage busy with one)",
+             q("aggregate", batch / trip.step_time_s, "tok/s"))))
 
 
 def micro_batch_caution(dep: Deployment) -> str:

@@ -231,6 +231,9 @@ class FitReport:
                         "compile_bytes": p.compile_bytes},
             "engine_version": None if p.accounting is None else p.accounting.version,
             "model_runner": p.runner or None,  # vLLM: V0, V1 or MRV2 (Model Runner V2)
+            # TensorRT-LLM: the backend that sized it; SGLang: its default rule's era
+            "backend": (self.settings.backend or "pytorch") if p.engine == "trtllm" else None,
+            "engine_era": p.engine_era or None,
             "levers": [vars(lv) for lv in self.levers],
             "longest_context_search": self.searched or None,
             "cautions": self.cautions,
@@ -340,8 +343,11 @@ class FitReport:
             lines += [f"  {lv.name:<34} {lv.conversations:>8,} "
                       f"{plural(lv.conversations, 'conversation')}, batch {lv.batch:,}"
                       for lv in self.levers]
-        elif self.verdict == DOES_NOT_FIT and not past_trained_context(d, self.context):
-            lines += ["", "levers: none alone is enough; " + _gpus_needed(self)]
+        if self.verdict == DOES_NOT_FIT and not past_trained_context(d, self.context) \
+                and all(lv.conversations < max(1, self.target or 1) for lv in self.levers):
+            lines += ["", "levers: none alone is enough; " + _gpus_needed(self)] \
+                if not self.levers else [f"  none alone holds {max(1, self.target or 1):,}; "
+                                         + _gpus_needed(self)]
         return lines
 
 
@@ -508,7 +514,9 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
                                  if pool.accounting and pool.non_torch_bytes
                                  > pool.accounting.non_torch_gib * GIB else "")),
              q("CUDA graphs", pool.cuda_graph_bytes / GIB, "GiB",
-               "layers × captured sizes × 0.45 MiB (vLLM v0.21+ estimate)"
+               "layers × captured sizes × 0.45 MiB (vLLM v0.21+ estimate"
+               + ("; it stands in for Model Runner V2's trial capture, v0.29+)"
+                  if pool.runner == "MRV2" else ")")
                if pool.cuda_graph_bytes else "not taken from the budget"),
              *([q("runtime buffers and decoder", pool.seat_buffer_bytes / GIB, "GiB",
                   f"TensorRT engine backend: {pool.max_num_seqs:,} seats (max_batch_size) × "
@@ -679,11 +687,15 @@ def _stage_steps(dep: Deployment, s: EngineSettings, pool: KVPool) -> tuple[Step
     pools = stage_pools(dep, s)
     return (step("binding pipeline stage", "every stage sizes a pool from its own weights "
                  "(its own layers', the embedding on the first, the lm_head on the last) and "
-                 "its own layers' blocks; the engine keeps the fewest blocks (vLLM V1 "
-                 "get_kv_cache_configs: the smallest num_blocks among workers)",
+                 "its own layers' blocks; the engine keeps the fewest blocks"
+                 + (" (vLLM V1 get_kv_cache_configs: the smallest num_blocks among workers)"
+                    if pool.engine == "vllm" else ""),
                  q("binds", pool.stage.describe()),
                  q("layers per stage", ", ".join(str(p.stage.layers) for p in pools if p.stage),
-                   "", "vLLM get_pp_indices: even, the remainder to the stages before the last"),
+                   "", "even, the remainder to the stages before the last (vLLM's "
+                   "get_pp_indices; read as the same split for " + pool.engine + ")"
+                   if pool.engine != "vllm" else
+                   "vLLM get_pp_indices: even, the remainder to the stages before the last"),
                  q("weights per GPU by stage",
                    ", ".join(f"{p.weight_bytes / GIB:,.2f}" for p in pools), "GiB"),
                  q("blocks by stage", ", ".join(f"{p.blocks:,}" for p in pools))),)

@@ -181,7 +181,11 @@ def peak_quantities(dep: Deployment, p: KVPool) -> list[Quantity]:
     forward = q("forward pass", p.forward_bytes / GIB, "GiB",
                 f"{p.profile_tokens} tokens × 2 B × (3 × intermediate + 3 × hidden)")
     if p.engine_buffers:
-        return [forward, q("lm_head output", p.activation_bytes / GIB, "GiB",
+        from ridgeline.trtllm_memory import lm_head_output_bytes
+
+        head = lm_head_output_bytes(dep.model, p.max_num_seqs, dep.tensor_parallel_size) \
+            if p.stage is None or p.stage.last else 0.0
+        return [forward, q("lm_head output", head / GIB, "GiB",
                            f"{p.max_num_seqs:,} seats × vocab {dep.model.vocab_size:,} ÷ TP × "
                            "2 B (the engine's generation profile), if larger"),
                 q("engine activations", p.activation_bytes / GIB, "GiB", "the larger of the two")]
@@ -190,7 +194,7 @@ def peak_quantities(dep: Deployment, p: KVPool) -> list[Quantity]:
     rows = min(p.max_num_seqs, p.profile_tokens)
     sampler = q("sampler", p.sampler_bytes / GIB, "GiB",
                 "none: only the last pipeline stage samples" if p.stage and not p.stage.last
-                else f"{rows} requests' bf16 logits (min(tokens, seats) × vocab "
+                else f"{rows:,} requests' bf16 logits (min(tokens, seats) × vocab "
                 f"{dep.model.vocab_size:,} × 2 B) beside the step's hidden states (Model "
                 "Runner V2's greedy dummy sampler: no fp32 copy)" if p.runner == "MRV2"
                 else f"{p.accounting.sampler_logit_copies:g} × {p.max_num_seqs} requests × "

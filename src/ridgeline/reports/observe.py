@@ -61,7 +61,9 @@ class ObserveReport:
             return None
         bpw = self.deployment.bytes_per_weight_split[0]  # MoE: all but the routed experts
         # under pipeline parallelism each stage multiplies one micro-batch of the running batch
-        return min(1.0, weight_intensity(b / micro_batches(self.deployment), bpw) / self.ridge)
+        stages = micro_batches(self.deployment)  # a mean running batch: ⌈ ⌉ as fit rounds
+        return min(1.0, weight_intensity(math.ceil(b / stages) if stages > 1 else b, bpw)
+                   / self.ridge)
 
     @property
     def pool_batch(self) -> int:

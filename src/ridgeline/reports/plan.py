@@ -36,8 +36,8 @@ def command_line(engine: str, model_id: str, c: Candidate, max_len: int,
         fraction = vllm_accounting(version).gpu_memory_utilization
     else:  # SGLang's own rule for this card, written out so the plan's pool is the one used
         memory = device_memory_bytes(resolve_accelerator(c.accelerator))
-        fraction = sglang_memory_defaults(memory, c.tp, c.pp,
-                                          c.max_num_batched_tokens).mem_fraction_static
+        fraction = sglang_memory_defaults(memory, c.tp, c.pp, c.max_num_batched_tokens,
+                                          version).mem_fraction_static
     parts += [f["memory"], str(fraction), f["max_len"], str(max_len)]
     if c.kv == "fp8":
         parts += [f["kv_dtype"], f["kv_fp8"]]
