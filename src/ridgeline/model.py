@@ -242,9 +242,8 @@ class ModelSpec:
         architecture is not one a bundled config names (engines pick the implementation by
         architecture, ridgeline reads the layout by model_type), or ""."""
         if self.model_type in KNOWN_MODEL_TYPES:
-            if not self.architecture \
-                    or (self.model_type, self.architecture) in bundled_architectures() \
-                    or _same_family(self.architecture, self.model_type):
+            if not self.architecture or _same_family(self.architecture, self.model_type) \
+                    or (self.model_type, self.architecture) in bundled_architectures():
                 return ""
             return (f"{self.name} names architecture {self.architecture!r}, which no config "
                     f"ridgeline ships names: it is read as a {self.model_type} model, the "
