@@ -290,7 +290,7 @@ def kv_row_settings(row: Measurement) -> EngineSettings:
     """The engine settings a KV-capacity row states, each in its engine's own name; a vLLM
     row's version picks the memory accounting (main after PR #2031 counts as v0.2.5, the
     release it landed in)."""
-    version = row.engine_version() if row.engine == "vllm" else None
+    version = row.engine_version() if row.engine in ("vllm", "sglang") else None
     if version and "#2031" in row.notes and parse_version(version) < (0, 2, 5):
         version = "0.2.5"
     fraction = row.setting_number("gpu_memory_utilization", "mem_fraction_static",
