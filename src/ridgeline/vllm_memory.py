@@ -81,7 +81,7 @@ def vllm_accounting(version: str | None = None) -> VLLMAccounting:
     """The accounting of ``version`` (default: the newest modelled). A version string that
     says V0 (``"0.8.5 V0"``, VLLM_USE_V1=0) keeps the V0 engine's profiling rule."""
     data = vllm_data()
-    asked = version or str(data["default_version"])
+    asked = (version or str(data["default_version"])).strip().removeprefix("v")  # as labelled
     wanted = parse_version(asked)
     newest = str(data["memory_versions"][-1]["from"])
     if wanted[0] > parse_version(newest)[0]:
