@@ -107,7 +107,8 @@ def sglang_memory_defaults(total_bytes: float, tp: int = 1, pp: int = 1,
 def sglang_startup_bytes(dep: Deployment) -> float:
     """What SGLang's distributed start-up holds before it measures the memory its fraction
     applies to: the CUDA context, and at TP > 1 the communicators (NCCL and custom all-reduce
-    buffers: 1.25 GB logged on eight NVLink H100s, 0.13 on four PCIe cards)."""
+    buffers: 1.25 GiB on eight NVLink H100s, 0.13 on four PCIe cards, logged as "mem
+    usage=… GB", SGLang's GB being GiB)."""
     s = sglang_data()["startup"]
     gib = float(s["context_gib"])
     if dep.tensor_parallel_size > 1:

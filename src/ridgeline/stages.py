@@ -128,8 +128,13 @@ def micro_batches(dep: Deployment) -> int:
     return dep.pipeline_parallel_size
 
 
+def split_batch(batch: int, parts: int) -> int:
+    """The largest of ``parts`` even shares of ``batch``: ⌈batch ÷ parts⌉."""
+    return -(-batch // parts)
+
+
 def micro_batch(dep: Deployment, batch: int) -> int:
     """The sequences one stage multiplies at once: a running batch of ``batch`` split into
     ``micro_batches`` (544 over PP4: 136), each stage reading its weights for one of them —
     what the ridge, and a token's step, are judged by."""
-    return -(-batch // micro_batches(dep))
+    return split_batch(batch, micro_batches(dep))

@@ -37,7 +37,7 @@ from ridgeline.roofline import (
     ridge_step,
     weight_intensity,
 )
-from ridgeline.stages import micro_batch, micro_batches
+from ridgeline.stages import micro_batch, micro_batches, split_batch
 from ridgeline.units import GB, GIB, plural, usd_per_million_tokens
 
 _NO_EXPECTATION = ("expected on {engine}: nothing: this deployment does not fit, so it runs at "
@@ -652,7 +652,7 @@ class UtilizationReport:
 
     @property
     def stage_batch(self) -> int:
-        return -(-self.running // self.micro_batches)
+        return split_batch(self.running, self.micro_batches)
 
     @property
     def fraction_of_arithmetic(self) -> float:
@@ -727,7 +727,7 @@ def utilization_report(
         compute_dtype = dep.dense_compute_dtype
     ridge = ridge_point(acc.peak(compute_dtype), acc.memory_bandwidth_bytes_per_s)
     stages = 1 if dep is None else micro_batches(dep)
-    per_stage = -(-running // stages)  # a pipeline's stages each multiply one micro-batch
+    per_stage = split_batch(running, stages)  # a pipeline's stages each multiply one
     intensity = weight_intensity(per_stage, bytes_per_weight)
     steps = (ridge_step(acc, compute_dtype),
              step("share of the arithmetic in use",
