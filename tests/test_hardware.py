@@ -148,3 +148,34 @@ def test_b300_engines_find_what_its_driver_exposes_not_the_physical_288_gib() ->
     assert b300.visible_memory_bytes == 275_040 * 2**20  # nvidia-smi on HGX B300
     assert device_memory_bytes(b300) == pytest.approx(
         275_040 * 2**20 * VISIBLE_MEMORY_FRACTION)
+
+
+def test_a_dgx_spark_engine_finds_the_121_69_gib_cuda_reports_not_128() -> None:
+    """GB10's 128 GiB is shared with the OS: vLLM multiplies gpu_memory_utilization by the
+    device total CUDA reports ('Free memory on device (114.54/121.69 GiB)'), not by the RAM."""
+    from ridgeline import Deployment, resolve_model
+    from ridgeline.memory import EngineSettings, device_memory_bytes, kv_pool
+
+    spark = resolve_accelerator("dgx spark")
+    assert spark.memory_gib == 128
+    assert device_memory_bytes(spark) / 2**30 == pytest.approx(121.69, abs=0.005)
+    assert spark.visible_memory_bytes == device_memory_bytes(spark)  # no second discount
+    model = resolve_model("qwen3-8b")
+    pool = kv_pool(Deployment.build(model, spark, engine="vllm"),
+                   EngineSettings(max_model_len=8192, gpu_memory_utilization=0.5))
+    assert pool.total_bytes == device_memory_bytes(spark)
+
+
+@pytest.mark.parametrize("runtime_total, message", [
+    (-1, "runtime_total_bytes"),
+    (81 * 2**30, "runtime total memory exceeds"),
+])
+def test_a_runtime_total_must_be_inside_the_memory(tmp_path: Path, runtime_total: float,
+                                                    message: str) -> None:
+    record = {"id": "mine", "memory_size": 80, "memory_unit": "GiB", "memory_bytes": 80 * 2**30,
+              "memory_bandwidth_bytes_per_s": 3.35e12, "peak_flops": {"bf16": 9.894e14},
+              "runtime_total_bytes": runtime_total}
+    path = tmp_path / "gpu.json"
+    path.write_text(json.dumps(record))
+    with pytest.raises(InputError, match=message):
+        load_accelerator_file(str(path))

@@ -423,7 +423,8 @@ def load_accelerator(args: argparse.Namespace) -> Any:
         from dataclasses import replace
 
         acc = replace(acc, memory_bytes=args.gpu_memory_gib * GIB, memory_size=args.gpu_memory_gib,
-                      memory_unit="GiB", ecc_visible_bytes=None)
+                      memory_unit="GiB", ecc_visible_bytes=None,
+                      runtime_total_bytes=None)
     return acc
 
 

@@ -63,6 +63,9 @@ class Accelerator:
     notes: str = ""
     aliases: tuple[str, ...] = ()
     ecc_visible_bytes: float | None = None  # what the driver exposes with ECC on by default
+    # The device total the CUDA runtime reports, where logs pin it: a unified-memory part
+    # lends the GPU its RAM less what the OS and firmware keep (DGX Spark: 121.69 of 128 GiB).
+    runtime_total_bytes: float | None = None
 
     def __post_init__(self) -> None:
         require_positive(self.memory_bytes, f"{self.id}: memory")
@@ -85,6 +88,11 @@ class Accelerator:
             require_positive(self.ecc_visible_bytes, f"{self.id}: visible memory")
             if self.ecc_visible_bytes > self.memory_bytes:
                 raise InputError(f"{self.id}: visible memory exceeds the memory on the card")
+        if self.runtime_total_bytes is not None:
+            require_positive(self.runtime_total_bytes, f"{self.id}: runtime total memory")
+            if self.runtime_total_bytes > self.memory_bytes:
+                raise InputError(f"{self.id}: runtime total memory exceeds the memory on the "
+                                 "device")
         require_positive(self.memory_bandwidth_bytes_per_s, f"{self.id}: memory bandwidth")
         if not self.peak_flops:
             raise InputError(f"{self.id}: needs at least one peak FLOP/s figure")
@@ -104,10 +112,11 @@ class Accelerator:
     def visible_memory_bytes(self) -> float:
         """The memory the driver exposes: less than the card carries where ECC on GDDR6
         reserves a sixteenth by default (L40S: 46,068 of 49,152 MiB); on Apple silicon,
-        Metal's recommendedMaxWorkingSetSize, the share of RAM the GPU may wire."""
+        Metal's recommendedMaxWorkingSetSize, the share of RAM the GPU may wire; on a
+        unified-memory part with a measured runtime total (DGX Spark), that total."""
         if self.vendor == "apple":
             return metal_working_set_bytes(self.memory_bytes)
-        return self.ecc_visible_bytes or self.memory_bytes
+        return self.runtime_total_bytes or self.ecc_visible_bytes or self.memory_bytes
 
     @property
     def source(self) -> str:
@@ -186,6 +195,8 @@ class Accelerator:
             notes=f.text("notes", ""),
             aliases=tuple(str(a) for a in aliases),
             ecc_visible_bytes=f.optional("ecc_visible_bytes", 0, MAX_MEMORY_BYTES, open_low=True),
+            runtime_total_bytes=f.optional("runtime_total_bytes", 0, MAX_MEMORY_BYTES,
+                                           open_low=True),
         )
 
 

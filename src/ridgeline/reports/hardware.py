@@ -9,6 +9,7 @@ from ridgeline.explain import Step
 from ridgeline.hardware import Accelerator, catalog
 from ridgeline.render import table
 from ridgeline.roofline import ridge_point, ridge_step
+from ridgeline.units import GIB
 
 
 def _main_dtype(acc: Accelerator) -> str:
@@ -22,6 +23,7 @@ def _record(acc: Accelerator) -> dict[str, Any]:
         "id": acc.id, "name": acc.name, "vendor": acc.vendor, "family": acc.family,
         "form": acc.form, "memory_bytes": acc.memory_bytes, "memory_size": acc.memory_size,
         "memory_unit": acc.memory_unit, "ecc_visible_bytes": acc.ecc_visible_bytes,
+        "runtime_total_bytes": acc.runtime_total_bytes,
         "memory_bandwidth_bytes_per_s": acc.memory_bandwidth_bytes_per_s,
         "peak_flops": dict(acc.peak_flops),
         "ridge_flop_per_byte": {d: ridge_point(v, acc.memory_bandwidth_bytes_per_s)
@@ -71,7 +73,9 @@ class HardwareRecord:
         lines = [f"{a.id}: {a.name}",
                  f"  memory       {a.memory_size:g} {a.memory_unit} = {a.memory_bytes:,.0f} bytes"
                  + (f"; {a.ecc_visible_bytes:,.0f} visible with ECC on (the default)"
-                    if a.ecc_visible_bytes else ""),
+                    if a.ecc_visible_bytes else "")
+                 + (f"; {a.runtime_total_bytes / GIB:.2f} GiB of it the GPU's (CUDA's total)"
+                    if a.runtime_total_bytes else ""),
                  f"  bandwidth    {a.bandwidth_tb_s:.4g} TB/s"]
         for dtype, flops in sorted(a.peak_flops.items(), key=lambda kv: kv[1]):
             ridge = ridge_point(flops, a.memory_bandwidth_bytes_per_s)
