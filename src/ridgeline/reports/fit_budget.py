@@ -200,9 +200,11 @@ def peak_quantities(dep: Deployment, p: KVPool) -> list[Quantity]:
                 else f"{p.accounting.sampler_logit_copies:g} × {p.max_num_seqs} requests × "
                 f"vocab {dep.model.vocab_size:,} × 4 B (vLLM {p.accounting.era}+ sampler)")
     cold = [q("cold compile", p.compile_bytes / GIB, "GiB",
-              "torch.compile runs inside the profiled window on a first start (vLLM #54122; "
-              "about 1 GiB in both cold Model Runner V2 logs); --warm-compile-cache leaves it "
-              "out")] if p.compile_bytes else []
+              "torch.compile runs inside the profiled window on a first start: about 1 GiB in "
+              "both cold Model Runner V2 logs of 8B models, but how it grows with the model is "
+              "not known (0.47 GiB a GPU for a 32B TP2 in vLLM #54383, tens of GiB for a MoE "
+              "in #54122), so a first start's pool is uncertain by that much; "
+              "--warm-compile-cache leaves it out")] if p.compile_bytes else []
     if not p.encoder_images:
         return [forward, *cold, sampler,
                 q("activation peak", p.activation_bytes / GIB, "GiB",
