@@ -435,3 +435,18 @@ def test_sglangs_seats_follow_its_capacity_per_context() -> None:
         kv_pool(sglang, EngineSettings()).tokens / 65536 * 512)  # inside the clamp
     assert sglang_max_running_requests(3000, 4096) == 1500  # half a small pool
     assert sglang_max_running_requests(3000, 4096, given=64) == 64
+
+
+def test_a_moe_forward_holds_the_fused_experts_caches_of_every_top_k_copy() -> None:
+    """vLLM's fused_experts keeps, for each of a token's top-k expert copies, one buffer
+    shared by the gate-up output and the down output (the larger of 2 × intermediate ÷ TP
+    and hidden) beside the activated product: at TP4, Qwen3-235B-A22B (hidden 4096, experts
+    of 1536, top-8) holds 8 × (4096 + 384) + 3 × 4096 bf16 values a token, where the three
+    MLP tensors alone would be 8 × 3 × 384 + 3 × 4096."""
+    from ridgeline.memory import activation_bytes_per_token
+
+    model = resolve_model("qwen3-235b-a22b")
+    dep = Deployment.build(model, resolve_accelerator("h100"), "fp8", num_gpus=4)
+    assert activation_bytes_per_token(dep) == 2 * (8 * (4096 + 384) + 3 * 4096)
+    dense = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"))
+    assert activation_bytes_per_token(dense) == 2 * (3 * 14336 + 3 * 4096)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from ridgeline.deployment import Deployment
 from ridgeline.engine_windows import honours_windows, sglang_swa_ratio
 from ridgeline.explain import Quantity, Step, q, step
+from ridgeline.layouts import DENSE, MOE
 from ridgeline.llamacpp_memory import buffer_terms
 from ridgeline.memory import (
     EngineSettings,
@@ -177,9 +178,22 @@ def peak_label(p: KVPool) -> str:
     return f"activations ({p.profile_tokens:,}-token profile{cold}){held}"
 
 
+def forward_widths(dep: Deployment) -> str:
+    """What the forward pass's per-token peak holds besides three hidden-size tensors."""
+    moe = dep.model.moe
+    if moe is None or not any(layer.ffn == MOE for layer in dep.model.layers):
+        return "3 × intermediate ÷ TP"
+    dense = "the larger of 3 × intermediate ÷ TP and " if dep.model.dense_mlp and any(
+        layer.ffn == DENSE for layer in dep.model.layers) else ""
+    shared = " + 3 × shared ÷ TP" if moe.num_shared_experts else ""
+    return (f"{dense}top-{moe.experts_per_token} × (max(2 × expert intermediate ÷ TP, hidden) "
+            f"+ expert intermediate ÷ TP){shared}")
+
+
 def peak_quantities(dep: Deployment, p: KVPool) -> list[Quantity]:
     forward = q("forward pass", p.forward_bytes / GIB, "GiB",
-                f"{p.profile_tokens} tokens × 2 B × (3 × intermediate + 3 × hidden)")
+                f"{p.profile_tokens} tokens × 2 B × ({forward_widths(dep)} + 3 × hidden)"
+                + ("; the top-k term: vLLM's fused-MoE caches" if dep.model.moe else ""))
     if p.engine_buffers:
         from ridgeline.trtllm_memory import lm_head_output_bytes
 
