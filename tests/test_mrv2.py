@@ -35,7 +35,7 @@ def test_the_runner_each_release_gives_a_model() -> None:
 
 def test_the_sampler_state_is_four_bytes_a_vocabulary_token_a_seat() -> None:
     """Qwen3's 151,936-token vocabulary at 1,024 seats and 8,192 tokens: 0.63 GiB on every
-    rank (the int32 output counts alone are 0.58)."""
+    rank of the last pipeline stage (the int32 output counts alone are 0.58)."""
     qwen = dep("qwen3-32b")
     state = mrv2_state_bytes(qwen, 1024, 8192)
     assert state / GIB == pytest.approx(0.633, abs=0.002)
@@ -82,3 +82,17 @@ def test_eager_mode_compiles_nothing_and_the_flag_is_vllms(
     code, _, err = run_cli(capsys, "fit", "qwen3-30b-a3b", "--gpu", "h100", "--max-model-len",
                            "8192", "--engine-version", "0.26", "--warm-compile-cache")
     assert code == 2 and "on its V1 runner" in err
+
+
+def test_only_the_last_pipeline_stage_holds_the_sampler_state() -> None:
+    """Model Runner V2 builds its sampler on the last pipeline rank alone, so the first
+    stage of Qwen3-32B at PP2 (vLLM 0.27.1) keeps the 0.63 GiB of seat state the last holds
+    and sizes a pool that much larger."""
+    from ridgeline.memory import stage_pools
+
+    two = Deployment.build(resolve_model("qwen3-32b"), resolve_accelerator("h100"),
+                           num_gpus=2, pipeline_parallel_size=2, engine="vllm")
+    first, last = stage_pools(two, EngineSettings(max_model_len=32768,
+                                                  engine_version="0.27.1"))
+    assert first.seat_buffer_bytes == 0
+    assert last.seat_buffer_bytes / GIB == pytest.approx(0.633, abs=0.002)

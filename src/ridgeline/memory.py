@@ -525,15 +525,16 @@ def _vllm_pool(dep: Deployment, s: EngineSettings, total: float, weights: float,
                          f"{dep.model.name} on its {runner} runner, whose profile ridgeline "
                          "sizes without a cold compile (Model Runner V2, where the logs show "
                          "one, runs dense models from v0.25.1 and every model from v0.29)")
-    if runner == "MRV2":  # Model Runner V2's own profile (vllm_memory.py); its sampler state
-        # is charged on every pipeline stage: the Qwen3-32B PP2 log's first stage reads -2 %
-        # with it, +7 % without
+    if runner == "MRV2":  # Model Runner V2's own profile (vllm_memory.py); it builds its
+        # sampler, and with it the sampler state, on the last pipeline stage only
+        # (v1/worker/gpu/model_runner.py load_model: `if self.is_last_pp_rank`)
+        last = stage is None or stage.last
         sampler = mrv2_sampler_bytes(dep, seqs, tokens) if sampler else 0.0
         if not acc.mrv2_encoder_profiled:
             encoder, held, images = 0.0, 0.0, 0
         if not acc.mrv2_graphs_in_budget:
             graphs = 0.0
-        if acc.mrv2_state_counted:
+        if acc.mrv2_state_counted and last:
             state = mrv2_state_bytes(dep, seqs, tokens)
         if not (s.warm_compile_cache or s.enforce_eager):
             compile_peak = compile_transient_bytes()

@@ -123,7 +123,8 @@ def model_runner(dep: Deployment, acc: VLLMAccounting) -> str:
 
 
 def mrv2_state_bytes(dep: Deployment, max_num_seqs: int, max_num_batched_tokens: int) -> float:
-    """Model Runner V2's persistent buffers, held from start-up on every rank: per seat an
+    """Model Runner V2's persistent buffers, held from start-up on the last pipeline stage's
+    ranks (the others build no sampler; their 13 B a token of inputs is left out): per seat an
     int32 count of each vocabulary token it produced, a prompt bit-mask and the grammar
     bitmask (8 B per 32 tokens), and the logit-bias, bad-words and logprob tables; 13 B of
     inputs per token of the step (Qwen3's 151,936-token vocabulary at 1,024 seats: 0.63 GiB)."""
