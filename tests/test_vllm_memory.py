@@ -223,14 +223,23 @@ def test_a_row_with_unreadable_settings_gets_a_reason_not_an_abort(tmp_path: Pat
 
 
 def test_explain_names_custom_all_reduce_only_where_it_was_counted() -> None:
+    """Before v0.11 the start-up snapshot came before NCCL and the custom all-reduce were
+    set up, so their buffers came out of the budget (0.4 GiB at TP over NVLink); from
+    v0.11 (PR #25359) the snapshot follows them and they sit outside it."""
     from ridgeline.reports.fit import fit_report
 
-    def note(gpu: str) -> str:
-        report = fit_report(dep("llama-3.1-70b", gpu, n=4), 8192, EngineSettings())
+    def note(gpu: str, version: str) -> str:
+        report = fit_report(dep("llama-3.1-70b", gpu, n=4), 8192,
+                            EngineSettings(engine_version=version))
         return next(q.source for q in report.steps[0].inputs if q.name == "non-torch")
 
-    assert "all-reduce" in note("h100")  # NVLink: 0.15 + 0.4 GiB
-    assert "all-reduce" not in note("l40s")  # PCIe: no custom all-reduce buffers
+    assert "all-reduce" in note("h100", "0.10.2")  # NVLink: 0.15 + 0.4 GiB
+    assert "all-reduce" not in note("l40s", "0.10.2")  # PCIe: no custom all-reduce buffers
+    assert "all-reduce" not in note("h100", "0.11.0")
+    nvlink = dep("llama-3.1-70b", "h100", n=4)
+    before = kv_pool(nvlink, EngineSettings(max_model_len=8192, engine_version="0.10.2"))
+    after = kv_pool(nvlink, EngineSettings(max_model_len=8192, engine_version="0.11.0"))
+    assert (after.pool_bytes - before.pool_bytes) / GIB == pytest.approx(0.4)
 
 
 def test_validate_marks_a_row_whose_engine_version_misbehaves_at_tp(
