@@ -77,6 +77,9 @@ def test_calibrate_writes_a_profile_that_validate_takes(tmp_path: Path,
     assert len(data["rows"]) == 30 and all(r["predicted"] for r in data["rows"])
     assert main(["decode", "llama-2-7b", "--gpu", "apple-m2-max-30c", "--engine",
                  "llama.cpp-metal", "--profile", str(out)]) == 0
+    capsys.readouterr()  # a file with no vLLM profile is not passed over for the bundled one
+    assert main(["decode", "llama-2-7b", "--gpu", "h100", "--profile", str(out)]) == 2
+    assert "holds no profile for vllm (it has llama.cpp-metal)" in capsys.readouterr().err
 
 
 def test_bad_rows_are_named_and_good_rows_still_scored(tmp_path: Path,

@@ -533,10 +533,9 @@ def flash_attention(args: argparse.Namespace, engine: str) -> bool:
 
 
 def load_profile(args: argparse.Namespace) -> Any:
-    from ridgeline.engines import load_profile_file, profile_for
+    from ridgeline.engines import chosen_profile
 
-    profiles = load_profile_file(args.profile) if getattr(args, "profile", None) else None
-    profile = profile_for(args.engine, profiles)
+    profile = chosen_profile(args.engine, getattr(args, "profile", None))
     return profile.without_cuda_graphs() if getattr(args, "enforce_eager", False) else profile
 
 

@@ -112,7 +112,7 @@ def _fraction_from_model(args: argparse.Namespace) -> tuple[FractionSource, str]
     model's trained one earns (or "")."""
     from ridgeline.cli import load_deployment
     from ridgeline.cost import decode_batch, step_cost
-    from ridgeline.engines import load_profile_file, profile_for
+    from ridgeline.engines import chosen_profile
     from ridgeline.floors import decode_floor
     from ridgeline.reports.decode import context_caution
 
@@ -137,9 +137,8 @@ def _fraction_from_model(args: argparse.Namespace) -> tuple[FractionSource, str]
             or f"{dep.engine}'s KV pool runs {held:,} of batch {args.batch:,} at "
             f"{args.context:,} tokens of context (`ridgeline fit"
             + (" --usage offline" if dep.engine == "vllm" else "") + "` for the breakdown)"))
-    profiles = load_profile_file(args.profile) if args.profile else None
     cost = step_cost(dep, decode_batch(args.batch, args.context),
-                     profile_for(args.engine, profiles))
+                     chosen_profile(args.engine, args.profile))
     ops = OP_GROUPS[args.op]
     fraction = cost.share(*ops)
     caution = context_caution(dep, args.context)

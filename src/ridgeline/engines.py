@@ -185,6 +185,21 @@ def profile_for(engine: str, profiles: Mapping[str, EngineProfile] | None = None
     raise InputError(f"no profile for engine {engine!r}")
 
 
+def chosen_profile(engine: str, path: str | None = None) -> EngineProfile:
+    """The profile one engine's prediction runs on: the user's file's (which must hold one
+    for it: a file calibrated on other engines is not silently passed over), else the
+    bundled one."""
+    if path is None:
+        return profile_for(engine)
+    profiles = load_profile_file(path)
+    key = engine_id(engine)
+    if key not in profiles:
+        raise InputError(f"{path} holds no profile for {key} (it has "
+                         f"{', '.join(sorted(profiles))}): calibrate on {key} rows, or name "
+                         "one of those with --engine")
+    return profiles[key]
+
+
 def load_profile_file(path: str) -> dict[str, EngineProfile]:
     """A user's calibrated profiles (``ridgeline calibrate -o``), keyed by engine."""
     try:
