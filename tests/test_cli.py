@@ -265,6 +265,8 @@ BAD = [
       "--usage", "offline"], "sglang has none"),
     (["fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "trtllm", "--max-model-len", "4096",
       "--no-async-scheduling"], "vLLM's; trtllm has no such setting"),
+    (["fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "llama.cpp-cuda", "--max-model-len",
+      "4096", "--enforce-eager"], "llama.cpp-cuda's pool does not depend on it"),
     # vLLM's default max_model_len is the model's context: a pool short of one such
     # sequence refuses to start, as it does when the length is given
     (["simulate", "llama-3.1-8b", "--gpu", "a10g", "--rate", "0.5", "--num-requests", "30"],
@@ -276,6 +278,10 @@ BAD = [
     (["decode", "llama-3.1-8b", "--gpu", "h100,h100-sxm"], "named twice"),
     (["fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "8k", "--engine-version",
       "0.10,0.6.4"], "not a version"),
+    (["fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "8k", "--engine-version",
+      "1.0"], "the newest modelled is 0.32"),
+    (["fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "8k", "--engine", "sglang",
+      "--engine-version", "0.2.9"], "older than any version ridgeline models"),
     (["hardware", "h100", "--gpu-file", "a.json"], "give one"),
     (["page", "llama-3.1-8b", "--gpu", "h100", "--counts", "3", "-o", "p.html"],
      "does not split llama-3.1-8b's 32 attention heads"),

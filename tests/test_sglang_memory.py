@@ -60,3 +60,15 @@ def test_the_tp4_qwen3_log_is_within_three_percent() -> None:
     # charging the communicators outside the fraction, as a flat context, read +8 %
     flat = pool.total_bytes * 0.93 - pool.weight_bytes - 0.4 * GIB
     assert flat / GIB > 16.46 * 1.08
+
+
+def test_fit_json_names_the_sglang_version_its_header_shows(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from ridgeline.cli import main
+
+    assert main(["fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "8k", "--engine",
+                 "sglang", "--engine-version", "0.5.3", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["engine_version"] == "0.5.3" and data["engine_era"] == "reserved-mib"

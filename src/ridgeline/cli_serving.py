@@ -84,6 +84,10 @@ def cmd_fit(args: argparse.Namespace) -> Any:
                            offload=host_offload(args, model, engines[0]),
                            split_mode=args.split_mode)
     check_engine_flags(args, engines[0])
+    if args.enforce_eager and engines[0] != "vllm":
+        raise InputError(f"--enforce-eager sizes vLLM's pool without its CUDA-graph memory; "
+                         f"{engines[0]}'s pool does not depend on it (`decode` and `simulate` "
+                         "take it, for the step time without graphs)")
     settings = engine_settings(args)
     if args.max_model_len is None and auto_layers(args):
         if args.target_concurrency is not None:

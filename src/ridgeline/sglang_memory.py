@@ -16,6 +16,7 @@ from typing import Any
 
 from ridgeline.datafiles import load_data
 from ridgeline.deployment import Deployment
+from ridgeline.errors import InputError
 from ridgeline.parallel import LOW_LATENCY_FABRICS
 from ridgeline.units import GIB
 from ridgeline.vllm_memory import parse_version
@@ -41,6 +42,9 @@ def sglang_era(version: str | None) -> str:
     if version is None:
         return RESERVED_MIB
     d, wanted = sglang_data(), _release(version)
+    if wanted < _release(d["legacy_fraction"]["from"]):
+        raise InputError(f"SGLang {version} is older than any version ridgeline models (its "
+                         f"memory defaults are read from {d['legacy_fraction']['from']} on)")
     if wanted < _release(d["legacy_fraction"]["before"]):
         return TP_TABLE
     if wanted < _release(d["tier_reserve"]["before"]):

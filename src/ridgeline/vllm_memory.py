@@ -86,7 +86,7 @@ def vllm_accounting(version: str | None = None) -> VLLMAccounting:
     newest = str(data["memory_versions"][-1]["from"])
     if wanted[0] > parse_version(newest)[0]:
         raise InputError(f"vLLM {asked} is no release ridgeline knows of (the newest modelled "
-                         f"is {newest}; later 0.x releases follow its rules)")
+                         f"is {data['newest_checked']}; later 0.x releases follow its rules)")
     eras = [e for e in data["memory_versions"] if parse_version(e["from"]) <= wanted]
     if not eras:
         raise InputError(f"vLLM {asked} is older than any version ridgeline models")

@@ -229,7 +229,8 @@ class FitReport:
                         "sampler_bytes": p.sampler_bytes,
                         # vLLM MRV2: a cold torch.compile, inside the activations
                         "compile_bytes": p.compile_bytes},
-            "engine_version": None if p.accounting is None else p.accounting.version,
+            "engine_version": self.settings.engine_version if p.accounting is None
+            else p.accounting.version,
             "model_runner": p.runner or None,  # vLLM: V0, V1 or MRV2 (Model Runner V2)
             # TensorRT-LLM: the backend that sized it; SGLang: its default rule's era
             "backend": (self.settings.backend or "pytorch") if p.engine == "trtllm" else None,
