@@ -255,3 +255,15 @@ def test_before_the_hybrid_allocator_a_window_and_full_model_caches_in_full() ->
     mistral = kv_pool(dep("mistral-7b"), EngineSettings(max_model_len=32_768,
                                                         engine_version="0.9"))
     assert mistral.groups is not None and mistral.groups.windows == ((4096, 1),)
+
+
+def test_fit_says_a_window_only_model_s_tokens_are_vllm_s_logged_figure(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Mistral-7B caches only its 4,096-token window: vLLM logs the tokens its maximum
+    concurrency implies, several times what the blocks hold, and fit says which it prints."""
+    from ridgeline.cli import main
+
+    assert main(["fit", "mistral-7b", "--gpu", "a100-sxm-40gb", "--max-model-len", "32k"]) == 0
+    out = capsys.readouterr().out
+    assert "tokens as vLLM logs them (its maximum concurrency" in out
+    assert "shared by 1 KV-cache group (0 full, 1 windowed, 0 state)" in out

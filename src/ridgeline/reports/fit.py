@@ -308,7 +308,7 @@ class FitReport:
             if p.slot_cache_bytes:
                 held += (f" beside {p.slot_cache_bytes / GIB:,.2f} GiB of sliding-window and "
                          f"recurrent cache sized for {p.max_num_seqs} slots")
-        if p.groups is not None and p.groups.count > 1:
+        if p.groups is not None and (p.groups.count > 1 or p.groups.windows or p.groups.states):
             held = (f"holds {p.logged_tokens(self.context):,} tokens as vLLM logs them "
                     f"(its maximum concurrency {p.concurrency(self.context):,.2f}x"
                     + (", a request charged its windows' prefill room" if p.groups.windows
