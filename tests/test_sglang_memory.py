@@ -72,3 +72,17 @@ def test_fit_json_names_the_sglang_version_its_header_shows(
                  "sglang", "--engine-version", "0.5.3", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["engine_version"] == "0.5.3" and data["engine_era"] == "reserved-mib"
+
+
+def test_fit_does_not_list_sglang_activations_it_keeps_outside_the_fraction(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """SGLang's activations and CUDA graphs live in the 1 − mem_fraction_static it holds
+    back: the breakdown says so instead of printing them as 0 GiB taken from the pool."""
+    from ridgeline.cli import main
+
+    assert main(["fit", "llama-3.1-8b", "--gpu", "rtx-5090", "--max-model-len", "32k",
+                 "--engine", "sglang", "--explain"]) == 0
+    out = capsys.readouterr().out
+    assert "activations, CUDA graphs in the rest" in out
+    assert "− activations" not in out and "forward pass =" not in out
+    assert "SGLang holds back" in out

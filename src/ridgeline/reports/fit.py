@@ -48,7 +48,7 @@ from ridgeline.sglang_memory import past_checked
 from ridgeline.stages import micro_batch, micro_batches, pipeline_stages
 from ridgeline.units import GIB, plural
 from ridgeline.vllm_hybrid import cache_mode
-from ridgeline.vllm_memory import parse_version, past_modelled
+from ridgeline.vllm_memory import capture_sizes, parse_version, past_modelled
 
 NON_CUDA_VENDORS = ("google", "intel")  # TPU (JAX/XLA) and Gaudi backends: no CUDA graphs
 DOES_NOT_FIT = "does not fit"
@@ -499,14 +499,16 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
         step("KV pool per GPU", "(total × reserved fraction − weights − activations − non-torch "
              "− graphs" + (" − runtime buffers" if pool.engine_buffers else "")
              + ") × free fraction of the rest" if pool.free_fraction_of_rest != 1 else
-             "total × reserved fraction − weights − activations − non-torch − graphs"
+             "total × reserved fraction − weights − non-torch (activations and CUDA graphs "
+             "live in the 1 − mem_fraction_static SGLang holds back)" if pool.engine == "sglang"
+             else "total × reserved fraction − weights − activations − non-torch − graphs"
              + (" − sampler state" if pool.seat_buffer_bytes else ""),
              q("pool", pool.pool_bytes / GIB, "GiB"),
              q("total", pool.total_bytes / GIB, "GiB",
                device_memory_note(dep.accelerator)),
              q("reserved fraction", pool.reserved_fraction, "", _fraction_note(dep, pool, s)),
              q("weights per GPU", pool.weight_bytes / GIB, "GiB", weights_note(dep, pool)),
-             *peak_quantities(dep, pool),
+             *(peak_quantities(dep, pool) if pool.engine != "sglang" else ()),
              q("non-torch", pool.non_torch_bytes / GIB, "GiB",
                "mem_fraction_static × (CUDA context + the TP communicators): SGLang applies "
                "its fraction to the memory its distributed start-up leaves"
@@ -514,11 +516,13 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
                "CUDA context" + (", custom all-reduce buffers over NVLink"
                                  if pool.accounting and pool.non_torch_bytes
                                  > pool.accounting.non_torch_gib * GIB else "")),
-             q("CUDA graphs", pool.cuda_graph_bytes / GIB, "GiB",
-               "layers × captured sizes × 0.45 MiB (vLLM v0.21+ estimate"
-               + ("; it stands in for Model Runner V2's trial capture, v0.29+)"
-                  if pool.runner == "MRV2" else ")")
-               if pool.cuda_graph_bytes else "not taken from the budget"),
+             *([q("CUDA graphs", pool.cuda_graph_bytes / GIB, "GiB",
+                  f"layers × {capture_sizes(pool.max_num_seqs)} captured sizes × 0.45 MiB "
+                  "(vLLM v0.21+ estimate"
+                  + ("; it stands in for Model Runner V2's trial capture, v0.29+)"
+                     if pool.runner == "MRV2" else ")")
+                  if pool.cuda_graph_bytes else "not taken from the budget")]
+               if pool.engine != "sglang" else []),
              *([q("runtime buffers and decoder", pool.seat_buffer_bytes / GIB, "GiB",
                   f"TensorRT engine backend: {pool.max_num_seqs:,} seats (max_batch_size) × "
                   f"(4 × vocab {dep.model.vocab_size:,} × 4 B + top-k scratch + 15 × "

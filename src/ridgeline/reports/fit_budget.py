@@ -144,6 +144,12 @@ def budget_rows(p: KVPool, s: EngineSettings) -> list[list[str]]:
                  ["− GPU runtime context", gib(p.non_torch_bytes)],
                  [f"− compute buffer (n_ubatch {p.profile_tokens:,}; {attention})",
                   gib(p.activation_bytes)]]
+    elif p.engine == "sglang":  # its activations and graphs live in what it holds back
+        rows += [[f"reserved (x {p.reserved_fraction:g}; activations, CUDA graphs in the rest)",
+                  gib(p.total_bytes * p.reserved_fraction)],
+                 ["− weights", gib(p.weight_bytes)],
+                 ["− CUDA context and TP communicators (x the fraction)",
+                  gib(p.non_torch_bytes)]]
     else:
         rows += [[f"reserved (x {p.reserved_fraction:g})", gib(p.total_bytes * p.reserved_fraction)],
                  ["− weights", gib(p.weight_bytes)],
@@ -209,7 +215,8 @@ def peak_quantities(dep: Deployment, p: KVPool) -> list[Quantity]:
     sampler = q("sampler", p.sampler_bytes / GIB, "GiB",
                 "none: only the last pipeline stage samples" if p.stage and not p.stage.last
                 else f"{rows:,} requests' bf16 logits (min(tokens, seats) × vocab "
-                f"{dep.model.vocab_size:,} × 2 B) beside the step's hidden states (Model "
+                f"{dep.model.vocab_size:,} × 2 B) beside the step's hidden states ("
+                f"{p.profile_tokens:,} tokens × hidden {dep.model.hidden_size:,} × 2 B; Model "
                 "Runner V2's greedy dummy sampler: no fp32 copy)" if p.runner == "MRV2"
                 else f"{p.accounting.sampler_logit_copies:g} × {p.max_num_seqs} requests × "
                 f"vocab {dep.model.vocab_size:,} × 4 B (vLLM {p.accounting.era}+ sampler)")
