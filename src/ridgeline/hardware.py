@@ -63,8 +63,10 @@ class Accelerator:
     notes: str = ""
     aliases: tuple[str, ...] = ()
     ecc_visible_bytes: float | None = None  # what the driver exposes with ECC on by default
-    # The device total the CUDA runtime reports, where logs pin it: a unified-memory part
-    # lends the GPU its RAM less what the OS and firmware keep (DGX Spark: 121.69 of 128 GiB).
+    # The device total the CUDA/ROCm runtime reports (torch.cuda.mem_get_info), where logs
+    # pin it: what an engine multiplies its memory fraction by. A discrete card's is a little
+    # under what nvidia-smi shows (H100: 79.18 GiB); a unified-memory part lends the GPU its
+    # RAM less what the OS and firmware keep (DGX Spark: 121.69 of 128 GiB).
     runtime_total_bytes: float | None = None
 
     def __post_init__(self) -> None:
@@ -112,11 +114,13 @@ class Accelerator:
     def visible_memory_bytes(self) -> float:
         """The memory the driver exposes: less than the card carries where ECC on GDDR6
         reserves a sixteenth by default (L40S: 46,068 of 49,152 MiB); on Apple silicon,
-        Metal's recommendedMaxWorkingSetSize, the share of RAM the GPU may wire; on a
-        unified-memory part with a measured runtime total (DGX Spark), that total."""
+        Metal's recommendedMaxWorkingSetSize, the share of RAM the GPU may wire; on another
+        unified-memory part with a runtime total in its record (DGX Spark), that total."""
         if self.vendor == "apple":
             return metal_working_set_bytes(self.memory_bytes)
-        return self.runtime_total_bytes or self.ecc_visible_bytes or self.memory_bytes
+        if self.form == "soc" and self.runtime_total_bytes:
+            return self.runtime_total_bytes
+        return self.ecc_visible_bytes or self.memory_bytes
 
     @property
     def source(self) -> str:

@@ -72,10 +72,12 @@ V0_CHUNKED_ABOVE = 32 * 1024
 
 
 def device_memory_bytes(acc: Accelerator) -> float:
-    """What an engine finds on the device: the driver's figure, less what the runtime keeps
-    on a discrete card (× 0.985); Metal's working set, or a runtime total the catalog
-    records (DGX Spark), is already that figure."""
-    if acc.vendor == "apple" or acc.runtime_total_bytes:
+    """What an engine finds on the device: the runtime's total where the catalog records
+    one from logs; else the driver's figure less what the runtime keeps on a discrete card
+    (× 0.985); Metal's working set is already that figure."""
+    if acc.runtime_total_bytes:
+        return acc.runtime_total_bytes
+    if acc.vendor == "apple":
         return acc.visible_memory_bytes
     return acc.visible_memory_bytes * VISIBLE_MEMORY_FRACTION
 
@@ -85,7 +87,7 @@ def device_memory_note(acc: Accelerator) -> str:
         return ("Metal working set: 2/3 of RAM up to 36 GiB, 3/4 above (macOS default; "
                 "sysctl iogpu.wired_limit_mb raises it)")
     if acc.runtime_total_bytes:
-        return "the device total CUDA reports on this unified-memory part (catalog, with its logs)"
+        return "the device total the runtime reports (catalog, from logs: see its sources)"
     return "catalog memory (ECC-visible where it applies) × 0.985 visible"
 
 

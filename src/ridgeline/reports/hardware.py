@@ -74,7 +74,7 @@ class HardwareRecord:
                  f"  memory       {a.memory_size:g} {a.memory_unit} = {a.memory_bytes:,.0f} bytes"
                  + (f"; {a.ecc_visible_bytes:,.0f} visible with ECC on (the default)"
                     if a.ecc_visible_bytes else "")
-                 + (f"; {a.runtime_total_bytes / GIB:.2f} GiB of it the GPU's (CUDA's total)"
+                 + (f"; the runtime reports {a.runtime_total_bytes / GIB:.2f} GiB"
                     if a.runtime_total_bytes else ""),
                  f"  bandwidth    {a.bandwidth_tb_s:.4g} TB/s"]
         for dtype, flops in sorted(a.peak_flops.items(), key=lambda kv: kv[1]):
