@@ -129,6 +129,7 @@ def test_apple_parts_expose_the_working_set_and_other_parts_their_memory() -> No
     ({"memory_unit": "TB"}, "GB or GiB"),
     ({"memory_bandwidth_bytes_per_s": 1e-9}, "not a plausible figure"),
     ({"peak_flops": {"bf16": 989.4}}, "not a plausible figure"),  # TFLOP/s where FLOP/s go
+    ({"memory_bandwidth_bytes_per_s": float("inf")}, "a finite number above 0, got inf"),
 ])
 def test_an_accelerator_file_must_agree_with_itself(tmp_path: Path, change: dict[str, object],
                                                     message: str) -> None:

@@ -60,5 +60,11 @@ class Fields:
         except OverflowError:  # an integer of hundreds of digits
             raise self.refuse(key, f"at most {high:g}", value) from None
         if not math.isfinite(x) or x < low or (open_low and x == low) or x > high:
-            raise self.refuse(key, f"in {'(' if open_low else '['}{low:g}, {high:g}]", value)
+            left = "(" if open_low else "["
+            if math.isinf(high):
+                wants = f"a finite number above {low:g}" if open_low \
+                    else f"a finite number of at least {low:g}"
+            else:
+                wants = f"in {left}{low:g}, {high:g}]"
+            raise self.refuse(key, wants, value)
         return x
