@@ -198,6 +198,17 @@ def test_a_line_of_samples_lands_in_the_bins_one_at_a_time_would(
     assert moved <= 2 * weight  # at most a sample on a bin edge rounds the other way
 
 
+def test_a_percentile_never_leaves_the_samples_range() -> None:
+    """128 requests of 47.0822 s each: every percentile is 47.0822 s, not its bin's centre
+    (which sat below every sample, under the mean)."""
+    h = Histogram()
+    for _ in range(128):
+        h.add(47.0822)
+    assert h.percentile(50) == h.percentile(99) == 47.0822 == pytest.approx(h.mean)
+    h.add_line(1.0, 2.0, 11)
+    assert h.percentile(0.1) >= 1.0 and h.percentile(100) <= 47.0822
+
+
 def test_admission_is_predicted_without_side_effects() -> None:
     pool = BlockPool(20, 16)
     first = Request(0, 0.0, 200, 5, prefix_group=1, prefix_tokens=192)

@@ -36,18 +36,23 @@ def _bin(value: float) -> int:
 
 
 class Histogram:
-    """Log-binned weighted samples: percentiles within a bin width (0.23%)."""
+    """Log-binned weighted samples: percentiles within a bin width (0.23%), and never
+    outside the smallest and largest sample seen (all equal samples: that value)."""
 
     def __init__(self) -> None:
         self.counts: dict[int, float] = {}
         self.total = 0.0
         self.sum = 0.0
+        self.low = math.inf
+        self.high = -math.inf
 
     def add(self, value: float, weight: float = 1.0) -> None:
         index = _bin(value)
         self.counts[index] = self.counts.get(index, 0.0) + weight
         self.total += weight
         self.sum += value * weight
+        self.low = min(self.low, value)
+        self.high = max(self.high, value)
 
     def add_line(self, first: float, last: float, n: int, weight: float = 1.0) -> None:
         """n samples evenly spaced from first to last (first ≤ last), each of ``weight``:
@@ -58,6 +63,8 @@ class Histogram:
         hi = _bin(last)
         self.total += n * weight
         self.sum += (first + last) / 2 * n * weight
+        self.low = min(self.low, first)
+        self.high = max(self.high, last)
         counts = self.counts
         if lo == hi:
             counts[lo] = counts.get(lo, 0.0) + n * weight
@@ -80,7 +87,8 @@ class Histogram:
         for index in sorted(self.counts):
             seen += self.counts[index]
             if seen >= target:
-                return _LOW * 10 ** ((index + 0.5) / _BINS_PER_DECADE)
+                centre = _LOW * 10 ** ((index + 0.5) / _BINS_PER_DECADE)
+                return min(max(centre, self.low), self.high)
         return math.nan
 
     @property
@@ -93,6 +101,8 @@ class Histogram:
             self.counts[index] = self.counts.get(index, 0.0) + count
         self.total += other.total
         self.sum += other.sum
+        self.low = min(self.low, other.low)
+        self.high = max(self.high, other.high)
 
 
 @dataclass
