@@ -744,3 +744,20 @@ def test_ranks_of_one_engine_that_disagree_are_noted_not_hidden(tmp_path: Path) 
     obs = read_source(str(path))
     assert obs.running == [55]
     assert any("ranks of one engine read 10 and 100" in n for n in obs.notes)
+
+
+def test_emitting_measurements_says_what_it_wrote(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """A /metrics scrape gives calibrate a row and the report says so; a server log gives
+    none, so no header-only file is left for calibrate to refuse."""
+    out = tmp_path / "rows.csv"
+    assert main(["observe", str(FIXTURES / "vllm_metrics.txt"), "--model", "gpt-oss-20b",
+                 "--gpu", "h100", "--emit-measurements", str(out), "--json"]) == 0
+    notes = json.loads(capsys.readouterr().out)["notes"]
+    assert f"wrote 1 row for `ridgeline calibrate` to {out}" in notes
+    empty = tmp_path / "none.csv"
+    assert main(["observe", str(FIXTURES / "vllm_server.log"), "--model", "llama-3.1-8b",
+                 "--gpu", "h100", "--emit-measurements", str(empty), "--json"]) == 0
+    notes = json.loads(capsys.readouterr().out)["notes"]
+    assert any(n.startswith("--emit-measurements wrote nothing") for n in notes)
+    assert not empty.exists()

@@ -590,11 +590,20 @@ def cmd_observe(args: argparse.Namespace) -> Any:
                          f"{named} sizes the pool and the prediction")
     report = observe_report(obs, dep, load_profile(args), args.context)
     if args.emit_measurements:
+        rows = report.measurement_rows(args.model)
+        count = len(rows.splitlines()) - 1  # below its header
+        if not count:
+            obs.notes.append(f"--emit-measurements wrote nothing: {args.source} gives no row "
+                             "`calibrate` takes (one needs a mean inter-token latency and a "
+                             "running batch, which a /metrics scrape carries and a log does not)")
+            return report
         try:
             with open(args.emit_measurements, "w", encoding="utf-8", newline="") as handle:
-                handle.write(report.measurement_rows(args.model))
+                handle.write(rows)
         except OSError as exc:
             raise InputError(f"cannot write {args.emit_measurements}: {exc}") from None
+        obs.notes.append(f"wrote {count} {'row' if count == 1 else 'rows'} for `ridgeline "
+                         f"calibrate` to {args.emit_measurements}")
     return report
 
 def register(sub: Any) -> None:
