@@ -87,6 +87,10 @@ def test_no_engine_speed_is_printed_for_a_batch_the_engine_cannot_run(
     _code, out, _ = run(capsys, *base, "--batch", "64,120,2000")
     points = {p["batch"]: p for p in json.loads(out)["points"]}
     assert points[64]["expected"]["aggregate_tok_s"] > 0  # fits, and the pool seats it
+    from ridgeline import resolve_accelerator
+    price = resolve_accelerator("h100").price_per_hour_usd  # the text's $/M tok, in JSON too
+    assert points[64]["expected"]["usd_per_million_output_tokens"] == pytest.approx(
+        price / 3600 / points[64]["expected"]["aggregate_tok_s"] * 1e6)
     assert points[120]["fits"] and points[120]["expected"] is None  # the KV pool seats 106
     assert not points[2000]["fits"] and points[2000]["expected"] is None
     _code, text, _ = run(capsys, *base[:-1], "--batch", "120")

@@ -278,8 +278,12 @@ class DecodeReport:
         points = []
         for (f, b), e in zip(self.floors, self.expected):
             point = _floor_dict(f, b, micro_batch(self.deployment, f.batch))
+            price = self.deployment.accelerator.price_per_hour_usd
             point["expected"] = {**e.to_dict(), "per_user_tok_s": 1 / e.time_s,
-                                 "aggregate_tok_s": f.batch / e.time_s} \
+                                 "aggregate_tok_s": f.batch / e.time_s,
+                                 "usd_per_million_output_tokens": usd_per_million_tokens(
+                                     None if price is None else price * self.deployment.num_gpus,
+                                     f.batch / e.time_s)} \
                 if self.engine_runs(f) else None
             points.append(point)
         return {"deployment": _deployment_line(self.deployment),
