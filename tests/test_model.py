@@ -389,3 +389,24 @@ def test_a_known_model_type_under_an_unknown_architecture_is_cautioned(tmp_path:
     assert spec("llama", "Qwen3MoeForCausalLM").architecture_caution
     assert spec("qwen2", "Qwen2MoeForCausalLM").architecture_caution
     assert not spec("qwen3_5", "Qwen3_5ForConditionalGeneration").architecture_caution
+
+
+def test_model_without_a_name_lists_the_bundled_models(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`ridgeline model` lists what a name can resolve to, and an unrelated name points there
+    rather than at five names picked by the alphabet."""
+    import json
+
+    from ridgeline.catalog import model_entries
+    from ridgeline.cli import main
+
+    assert main(["model", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)["models"]
+    assert {m["id"] for m in listed} == {e.id for e in model_entries()}
+    kinds = {m["id"]: m["kind"] for m in listed}
+    assert kinds["llama-3.1-8b"] == "dense" and kinds["mixtral-8x7b"] == "MoE 8 × 2"
+    assert kinds["nemotron-h-56b"] == "dense; full + mamba"
+    assert main(["model", "zzz"]) == 2
+    assert "`ridgeline model` lists them" in capsys.readouterr().err
+    assert main(["model", "someorg/some-model"]) == 2
+    assert "--fetch reads its config.json" in capsys.readouterr().err

@@ -27,8 +27,9 @@ def normalise(name: str) -> str:
     return re.sub(r"[\s_/]+", "-", name.strip().lower())
 
 
-def resolve_name(name: str, table: Mapping[str, str], what: str) -> str:
-    """Look ``name`` up in {normalised alias: id}; unknown names list the closest ids."""
+def resolve_name(name: str, table: Mapping[str, str], what: str, listing: str = "") -> str:
+    """Look ``name`` up in {normalised alias: id}; unknown names list the closest ids, or,
+    with none close, the command ``listing`` that lists them all."""
     key = normalise(name)
     if key in table:
         return table[key]
@@ -40,8 +41,14 @@ def resolve_name(name: str, table: Mapping[str, str], what: str) -> str:
     if len(matches) > 1:
         raise InputError(f"{what} {shorten(name)!r} is ambiguous: it could be {', '.join(matches[:8])}")
     close = difflib.get_close_matches(key, list(table), n=5, cutoff=0.5)
-    suggestions = sorted({table[c] for c in close}) or ids[:5]
-    raise InputError(f"unknown {what} {shorten(name)!r}; closest: {', '.join(suggestions)}")
+    suggestions = sorted({table[c] for c in close})
+    if suggestions:
+        raise InputError(f"unknown {what} {shorten(name)!r}; closest: {', '.join(suggestions)}")
+    if listing:
+        raise InputError(f"unknown {what} {shorten(name)!r}, and none of the {len(ids)} known "
+                         f"is close: `{listing}` lists them")
+    raise InputError(f"unknown {what} {shorten(name)!r}; known: {', '.join(ids[:8])}"
+                     + (", …" if len(ids) > 8 else ""))
 
 
 @dataclass(frozen=True)
@@ -93,7 +100,13 @@ def resolve_model(name: str) -> ModelSpec:
     path = Path(name).expanduser()
     if name.endswith(".json") or _on_disk(path):
         return ModelSpec.from_hf_config(read_config_file(path), name=path.stem)
-    return catalog_model(resolve_name(name, _model_names(), "model"))
+    try:
+        return catalog_model(resolve_name(name, _model_names(), "model", "ridgeline model"))
+    except InputError as exc:
+        if "/" in name.strip("/") and not name.startswith((".", "/", "~")):
+            raise InputError(f"{exc}; {shorten(name)!r} is not bundled: --fetch reads its "
+                             "config.json from the Hugging Face Hub") from None
+        raise
 
 
 def _on_disk(path: Path) -> bool:

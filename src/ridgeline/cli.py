@@ -146,9 +146,10 @@ def _output(p: argparse.ArgumentParser, plot: bool = False) -> None:
                        help="also draw it: .png/.svg (needs ridgeline[plot]) or .html")
 
 
-def _model(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", metavar="MODEL",
-                   help="catalog alias (llama-3.1-70b), HF id, or path to a config.json")
+def _model(p: argparse.ArgumentParser, optional: bool = False) -> None:
+    p.add_argument("model", metavar="MODEL", nargs="?" if optional else None,
+                   help="catalog alias (llama-3.1-70b), HF id, or path to a config.json"
+                   + ("; none: list the bundled models" if optional else ""))
     p.add_argument("--fetch", action="store_true",
                    help="download MODEL's config.json from the Hugging Face Hub")
 

@@ -44,8 +44,12 @@ def cmd_hardware(args: argparse.Namespace) -> Any:
     return hardware_list()
 
 def cmd_model(args: argparse.Namespace) -> Any:
-    from ridgeline.reports.model import model_report
+    from ridgeline.reports.model import model_list, model_report
 
+    if args.model is None:
+        if args.fetch:
+            raise InputError("--fetch reads a MODEL from the Hugging Face Hub: name one")
+        return model_list()
     return model_report(load_model(args))
 
 def _element_bytes(args: argparse.Namespace) -> tuple[float, float]:
@@ -216,8 +220,9 @@ def register(sub: Any) -> None:
     _output(p)
     p.set_defaults(handler=cmd_hardware)
 
-    p = sub.add_parser("model", help="layers, attention geometry, experts, params, bytes")
-    _model(p)
+    p = sub.add_parser("model", help="layers, attention geometry, experts, params, bytes "
+                       "(no MODEL: the bundled models)")
+    _model(p, optional=True)
     _output(p)
     p.set_defaults(handler=cmd_model)
 

@@ -248,7 +248,7 @@ def catalog_id_named(name: str) -> str | None:
     """The catalog id that ``name`` resolves to (an id, a name, an alias, or a unique prefix
     such as 'rtx-6000' for rtx-6000-ada), else None."""
     try:
-        return resolve_name(name, _names(), "accelerator")
+        return resolve_name(name, _names(), "accelerator", "ridgeline hardware")
     except InputError:  # unknown, or a prefix of several
         return None
 
@@ -259,7 +259,7 @@ def resolve_accelerator(name: str) -> Accelerator:
         raise InputError("accelerator name is empty")
     if normalise(name) in _USER:
         return _USER[normalise(name)]
-    return catalog()[resolve_name(name, _names(), "accelerator")]
+    return catalog()[resolve_name(name, _names(), "accelerator", "ridgeline hardware")]
 
 
 def load_accelerator_file(path: str) -> Accelerator:

@@ -9,6 +9,7 @@ from typing import Any
 from ridgeline.catalog import ModelEntry, model_entries
 from ridgeline.explain import Step, q, step
 from ridgeline.kvcache import KVFootprint, kv_footprint
+from ridgeline.layouts import NONE
 from ridgeline.model import ModelSpec
 from ridgeline.params import ParamCount, count_params
 from ridgeline.precision import kv_dtype, weight_bytes, weight_plan
@@ -203,3 +204,42 @@ def model_report(spec: ModelSpec) -> ModelReport:
                           q("qk_rope_head_dim", att.mla.qk_rope_head_dim, "", "config.json"),
                           q("layers", spec.count(mixer="full"))))
     return ModelReport(spec, params, entry, weight_gb, kv_bf16, kv_fp8, tuple(steps))
+
+
+@dataclass(frozen=True)
+class ModelList:
+    """The bundled models, one line each."""
+
+    entries: tuple[ModelEntry, ...]
+    specs: tuple[ModelSpec, ...]
+    steps: tuple[Step, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"models": [{"id": e.id, "hf_id": e.hf_id, "architecture": s.architecture,
+                            "kind": _kind(s), "card_total_params": e.card_total_params,
+                            "card_active_params": e.card_active_params}
+                           for e, s in zip(self.entries, self.specs)]}
+
+    def text_lines(self) -> list[str]:
+        rows = [[e.id, e.hf_id, _kind(s),
+                 e.card_total_params + (f" ({e.card_active_params} active)"
+                                        if e.card_active_params else "")]
+                for e, s in zip(self.entries, self.specs)]
+        return [*table(rows, ["id", "Hugging Face id", "kind", "parameters (card)"]), "",
+                f"{len(rows)} bundled models; `ridgeline model ID` shows one, and any other "
+                "config.json is read from a path or, with --fetch, from the Hub."]
+
+
+def _kind(spec: ModelSpec) -> str:
+    """'dense', 'MoE 128 × 8', with the attention kinds a hybrid mixes."""
+    mixers = sorted({layer.mixer for layer in spec.layers} - {NONE})  # MLP-only layers
+    moe = spec.moe
+    kind = f"MoE {moe.num_experts} × {moe.experts_per_token}" if moe else "dense"
+    return kind if mixers == ["full"] else f"{kind}; {' + '.join(mixers)}"
+
+
+def model_list() -> ModelList:
+    from ridgeline.catalog import catalog_model
+
+    entries = tuple(sorted(model_entries(), key=lambda e: e.id))
+    return ModelList(entries, tuple(catalog_model(e.id) for e in entries))
