@@ -284,6 +284,8 @@ BAD = [
       "0.10,0.6.4"], "not a version"),
     (["fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "8k", "--engine-version",
       "1.0"], "the newest modelled is 0.32"),
+    (["fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "-8k"],
+     "max model length cannot be negative, got '-8k'"),
     (["fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "8k", "--engine", "sglang",
       "--engine-version", "0.2.9"], "older than any version ridgeline models"),
     (["hardware", "h100", "--gpu-file", "a.json"], "give one"),

@@ -96,3 +96,16 @@ def test_a_kv_dtype_an_engine_does_not_have_is_refused() -> None:
     assert Deployment.build(model, card, None, "fp8", engine="sglang").kv.id == "fp8"
     mac = resolve_accelerator("apple-m2-ultra-76c")
     assert Deployment.build(model, mac, None, "q8_0", engine="llama.cpp-metal").kv.id == "q8_0"
+
+
+def test_a_card_without_bf16_runs_a_bf16_checkpoint_in_fp16() -> None:
+    """vLLM's dtype auto falls back to float16 below compute capability 8.0: a T4 holds
+    Llama-3.1-8B's weights and cache in fp16 (the same bytes), not in a dtype it lacks."""
+    from ridgeline import Deployment, resolve_accelerator, resolve_model
+
+    model = resolve_model("llama-3.1-8b")
+    t4 = Deployment.build(model, resolve_accelerator("t4"))
+    h100 = Deployment.build(model, resolve_accelerator("h100"))
+    assert (t4.weights.label, t4.kv.id) == ("fp16", "fp16")
+    assert (h100.weights.label, h100.kv.id) == ("bf16", "bf16")
+    assert t4.weight_bytes == h100.weight_bytes

@@ -605,9 +605,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _join_negative_values(argv: Sequence[str]) -> list[str]:
+    """'--max-model-len -8k' as '--max-model-len=-8k': argparse takes a value that starts
+    with '-' and is not a plain number for an option, so the flag's own check, which says
+    what is wrong with a negative size, would never see it."""
+    out: list[str] = []
+    for token in argv:
+        if out and out[-1].startswith("--") and "=" not in out[-1] \
+                and re.fullmatch(r"-\.?\d.*", token):
+            out[-1] = f"{out[-1]}={token}"
+        else:
+            out.append(token)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
+    args, extra = parser.parse_known_args(
+        _join_negative_values(sys.argv[1:] if argv is None else argv))
     if extra:  # name the command whose --help lists what it takes
         commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         owner = commands.choices.get(getattr(args, "command", None) or "", parser)

@@ -186,8 +186,13 @@ class Deployment:
                 raise InputError(f"{num_gpus} GPUs split {model.name}'s {model.num_layers} "
                                  "layers by layer (-sm layer): more GPUs than layers leaves "
                                  "some with none")
+        # a card without bf16 (T4, V100, Turing) runs a bf16 checkpoint in fp16: vLLM's dtype
+        # "auto" falls back to float16 below compute capability 8.0 (same bytes)
+        no_bf16 = accelerator.vendor in ("nvidia", "amd") and "bf16" not in \
+            accelerator.peak_flops and "fp16" in accelerator.peak_flops
         kv_name = kv if kv not in (None, "auto") else (
-            "fp16" if engine.startswith("llama.cpp") else model.dtype)  # llama.cpp -ctk f16
+            "fp16" if engine.startswith("llama.cpp") or (no_bf16 and model.dtype == "bf16")
+            else model.dtype)  # llama.cpp -ctk f16
         assert kv_name is not None
         if isinstance(num_gpus, bool) or not isinstance(num_gpus, int) or num_gpus < 1:
             raise InputError(f"number of GPUs must be a whole number ≥ 1, got {num_gpus!r}")
@@ -210,6 +215,10 @@ class Deployment:
                              "backend runs on one device (several Macs over RPC are not "
                              "modelled)")
         plan = weight_plan(model, weights)
+        if no_bf16 and (weights is None or is_stored_format(weights)) \
+                and any(f == "bf16" for _, f in plan.formats):
+            plan = WeightPlan(tuple((c, "fp16" if f == "bf16" else f) for c, f in plan.formats),
+                              "fp16" if plan.label == "bf16" else plan.label)
         fmt_problem = weights_platform_problem(plan, accelerator, engine,
                                                weights is not None and not is_stored_format(weights))
         if fmt_problem:

@@ -153,14 +153,14 @@ class FitCheck:
 
     def headline(self) -> str:
         if self.fits:
-            return (f"fits: {self.needed_bytes / GB:.1f} GB of weights and KV cache in "
-                    f"{self.capacity_bytes / GB:.1f} GB (raw capacity, before engine overheads"
+            return (f"fits: {self.needed_bytes / GB:,.1f} GB of weights and KV cache in "
+                    f"{self.capacity_bytes / GB:,.1f} GB (raw capacity, before engine overheads"
                     + (f"; a serving engine also loads the {self.vision_bytes / GB:.2f} GB "
                        "vision tower" if self.vision_bytes else "") + ")")
-        return (f"DOES NOT FIT: {self.weight_bytes / GB:.1f} GB of weights + "
-                f"{self.kv_bytes / GB:.1f} GB of KV cache = {self.needed_bytes / GB:.1f} GB "
-                f"> {self.capacity_bytes / GB:.1f} GB of memory, short by "
-                f"{self.shortfall_bytes / GB:.1f} GB")
+        return (f"DOES NOT FIT: {self.weight_bytes / GB:,.1f} GB of weights + "
+                f"{self.kv_bytes / GB:,.1f} GB of KV cache = {self.needed_bytes / GB:,.1f} GB "
+                f"> {self.capacity_bytes / GB:,.1f} GB of memory, short by "
+                f"{self.shortfall_bytes / GB:,.1f} GB")
 
 
 class _Bounded:
