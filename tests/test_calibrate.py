@@ -71,7 +71,8 @@ def test_calibrate_writes_a_profile_that_validate_takes(tmp_path: Path,
     assert main(["calibrate", str(path), "-o", str(out)]) == 0
     profiles = json.loads(out.read_text())["engines"]
     assert "llama.cpp-metal" in profiles
-    capsys.readouterr()
+    # a fit of minutes says what it is doing as it goes, on stderr (stdout is the report)
+    assert "calibrate: fitting llama.cpp-metal on 30 rows (1 of 1)" in capsys.readouterr().err
     assert main(["validate", str(path), "--profile", str(out), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert len(data["rows"]) == 30 and all(r["predicted"] for r in data["rows"])

@@ -228,15 +228,19 @@ def _fit_source(rows: Sequence[Measurement]) -> str:
     return f"fitted on {len(rows)} rows ({sources})"
 
 
-def fit_profiles(rows: Sequence[Measurement],
-                 engines: Iterable[str] | None = None) -> dict[str, EngineProfile]:
+def fit_profiles(rows: Sequence[Measurement], engines: Iterable[str] | None = None,
+                 progress: Callable[[str], None] | None = None) -> dict[str, EngineProfile]:
     """A profile per engine that has performance rows, at least as many as it has parameters
-    (InputError otherwise)."""
-    names = sorted({row_engine(r) for r in performance_rows(rows)})
+    (InputError otherwise); ``progress`` hears of each engine as its fit starts."""
+    performance = performance_rows(rows)
+    names = sorted({row_engine(r) for r in performance})
     if engines is not None:
         names = [engine_id(e) for e in engines if engine_id(e) in names]
     fitted: dict[str, EngineProfile] = {}
-    for name in sorted(names, key=lambda n: n in SAME_KERNELS):  # the kernels' owners first
+    for i, name in enumerate(sorted(names, key=lambda n: n in SAME_KERNELS), 1):
+        if progress is not None:  # the kernels' owners first
+            n = sum(row_engine(r) == name for r in performance)
+            progress(f"fitting {name} on {n} rows ({i} of {len(names)})")
         fitted[name] = fit_same_kernels(rows, name, fitted.get(SAME_KERNELS.get(name, "")),
                                         strict=True)
     return {name: fitted[name] for name in names}

@@ -1,11 +1,10 @@
 """CLI: measurements and pictures — validate, calibrate, measure, page."""
 
-
-
 from __future__ import annotations
 
 import argparse
 import re
+import sys
 from typing import Any
 
 from ridgeline.cli import (
@@ -222,7 +221,8 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
         n, m = len(result.errors), len(skipped)
         raise InputError(f"--strict: {n} {plural(n, 'row')} unreadable and {m} past the "
                          f"roofline, no profile written: {(*result.errors, *skipped)[0]}")
-    profiles = fit_profiles(rows, args.engine)
+    profiles = fit_profiles(rows, args.engine,
+                            lambda line: print(f"calibrate: {line}", file=sys.stderr, flush=True))
     if not profiles:
         raise InputError(f"{files}: no throughput or latency rows to fit")
     data = {"_about": f"ridgeline profile fitted on {files}",
