@@ -286,3 +286,31 @@ def test_a_release_past_the_newest_modelled_is_cautioned() -> None:
     assert "warmup-param" in past_modelled(vllm_accounting("0.33"))
     assert past_modelled(vllm_accounting("0.32.1")) == ""
     assert past_modelled(vllm_accounting()) == ""
+
+
+def test_the_fused_moe_workspace_is_held_through_the_sampler_from_the_modular_kernel_on() -> None:
+    """vLLM's modular fused-MoE kernel keeps its two workspaces (WorkspaceManager) from the
+    first MoE layer on: Qwen3-235B-A22B-FP8 at TP4 and 8,192 tokens holds 2 × 8,192 × 8 ×
+    4,096 × 2 B = 1 GiB (hidden outgrows 2 × 1,536 ÷ 4); Qwen3-30B-A3B in bf16, 512 MiB.
+    Kernels that free theirs per layer hold none: block-FP8 before v0.17, bf16 before v0.14,
+    MXFP4 (gpt-oss) in every release."""
+    from ridgeline.vllm_memory import moe_workspace_bytes
+
+    big = Deployment.build(resolve_model("qwen3-235b-a22b"), resolve_accelerator("h100"), "fp8",
+                           num_gpus=4)
+    assert moe_workspace_bytes(big, 8192, "0.27.1") == GIB
+    assert moe_workspace_bytes(big, 8192, "0.16.0") == 0
+    small = dep("qwen3-30b-a3b", "h100")
+    assert moe_workspace_bytes(small, 8192, "0.14.0") == 512 * MIB
+    assert moe_workspace_bytes(small, 8192, "0.13.0") == 0
+    # before v0.18 the chunk caps M at 16,384 and the step's output is kept apart
+    assert moe_workspace_bytes(small, 32768, "0.17.0") == 1024 * MIB + 32768 * 2048 * 2
+    assert moe_workspace_bytes(small, 32768, "0.18.0") == 2048 * MIB
+    assert moe_workspace_bytes(dep("gpt-oss-120b", "h100"), 8192, "0.27.1") == 0
+    assert moe_workspace_bytes(dep("llama-3.1-8b", "h100"), 8192, "0.27.1") == 0
+    # it stays held while the sampler runs: the peak is the larger of the two passes
+    pool = kv_pool(big, EngineSettings(max_model_len=8192, engine_version="0.27.1",
+                                       max_num_seqs=64))
+    assert pool.activation_bytes == max(pool.forward_bytes,
+                                        pool.moe_workspace_bytes + pool.sampler_bytes)
+    assert pool.activation_bytes > pool.forward_bytes

@@ -52,6 +52,7 @@ from ridgeline.vllm_memory import (
     cuda_graph_bytes,
     encoder_profile,
     model_runner,
+    moe_workspace_bytes,
     mrv2_sampler_bytes,
     mrv2_state_bytes,
     mxfp4_padding_bytes,
@@ -210,6 +211,7 @@ class KVPool:
     seat_buffer_bytes: float = 0.0
     runner: str = ""  # vLLM: the GPU model runner whose profile sized it (V0, V1, MRV2)
     compile_bytes: float = 0.0  # vLLM MRV2: a cold torch.compile's transient in the peak
+    moe_workspace_bytes: float = 0.0  # vLLM: the fused-MoE workspace held through the sampler
     engine_era: str = ""  # SGLang: which of its default rules sized it (sglang_memory.py)
 
     @property
@@ -540,8 +542,10 @@ def _vllm_pool(dep: Deployment, s: EngineSettings, total: float, weights: float,
             state = mrv2_state_bytes(dep, seqs, tokens)
         if not (s.warm_compile_cache or s.enforce_eager):
             compile_peak = compile_transient_bytes()
-    # the tower runs first, its outputs kept
-    peak = max(encoder, held + max(forward + compile_peak, sampler))
+    # the tower runs first, its outputs kept; a fused-MoE workspace kept from the first MoE
+    # layer on is still held while the sampler runs
+    workspace = moe_workspace_bytes(dep, tokens, acc.version)
+    peak = max(encoder, held + max(forward + compile_peak, workspace + sampler))
     paged = dep  # before the hybrid allocator, a model mixing windows and full attention
     kinds = {layer.mixer for layer in dep.model.layers}  # cached every layer in full
     if not acc.hybrid_allocator and FULL in kinds and kinds & set(WINDOW_MIXERS):
@@ -560,7 +564,7 @@ def _vllm_pool(dep: Deployment, s: EngineSettings, total: float, weights: float,
                   in_flight_batches=acc.in_flight_batches if s.async_scheduling else 1,
                   windows_in_full=paged is not dep, stage=stage, encoder_bytes=encoder,
                   encoder_held_bytes=held, encoder_images=images, seat_buffer_bytes=state,
-                  runner=runner, compile_bytes=compile_peak)
+                  runner=runner, compile_bytes=compile_peak, moe_workspace_bytes=workspace)
 
 
 def align_state_blocks(dep: Deployment, acc: VLLMAccounting, prefix_caching: bool | None

@@ -171,6 +171,36 @@ def sampler_peak_bytes(dep: Deployment, max_num_seqs: int, acc: VLLMAccounting) 
     return acc.sampler_logit_copies * max_num_seqs * dep.model.vocab_size * LOGIT_BYTES
 
 
+def moe_workspace_bytes(dep: Deployment, tokens: int, version: str) -> float:
+    """The fused-MoE workspace vLLM ``version`` keeps from the profile's first MoE layer on,
+    through its dummy sampler, for a step of ``tokens`` tokens: two buffers of top-k copies
+    of each token, max(I/TP, hidden) and max(2I/TP, hidden) wide, in bf16 (engines.json
+    ``moe_workspace``, with its sources). Qwen3-235B-A22B at TP4 and 8,192 tokens: 1 GiB.
+    Zero where the experts' kernel frees its buffers per layer (MXFP4, NVFP4, older
+    releases), or the model has no routed experts."""
+    moe = dep.model.moe
+    if moe is None or dep.bytes_by_category.get(EXPERTS, 0) == 0:
+        return 0.0
+    rule = vllm_data()["moe_workspace"]
+    since = rule["from"].get(dep.weights.format_of(EXPERTS).id)
+    if since is None or parse_version(version) < parse_version(str(since)):
+        return 0.0
+    m = tokens
+    if parse_version(version) < parse_version(str(rule["chunk_until"])):
+        m = min(tokens, int(rule["chunk_tokens"]))
+    i = moe.expert_intermediate_size / dep.tensor_parallel_size
+    k, hidden = moe.experts_per_token, dep.model.hidden_size
+
+    def rounded(n: float) -> float:
+        return float(-(-int(n) // 256) * 256)
+
+    held = rounded(ACTIVATION_BYTES * m * k * max(i, hidden)) \
+        + rounded(ACTIVATION_BYTES * m * k * max(2 * i, hidden))
+    if m < tokens:  # chunked: the whole step's output apart
+        held += rounded(ACTIVATION_BYTES * tokens * hidden)
+    return held
+
+
 def encoder_profile(dep: Deployment, budget_tokens: int) -> tuple[float, float, int]:
     """The vision tower's part of V1's profiling pass: it runs first, on as many dummy images
     as the encoder budget holds (max(max_num_batched_tokens, tokens an image) ÷ tokens an

@@ -175,11 +175,13 @@ def peak_label(p: KVPool) -> str:
     held = " + images held" if p.encoder_held_bytes else ""
     if p.engine_buffers and p.activation_bytes > p.forward_bytes:
         return f"engine activations (the lm_head's output for {p.max_num_seqs:,} seats)"
-    if p.accounting is not None and p.sampler_bytes > p.forward_bytes + p.compile_bytes:
+    if p.accounting is not None and p.moe_workspace_bytes + p.sampler_bytes \
+            > p.forward_bytes + p.compile_bytes:
+        ws = " + MoE workspace" if p.moe_workspace_bytes else ""
         if p.runner == "MRV2":
             rows = min(p.max_num_seqs, p.profile_tokens)
-            return f"sampler peak ({rows:,} requests' bf16 logits){held}"
-        return f"sampler peak ({p.max_num_seqs:,} requests' fp32 logits){held}"
+            return f"sampler peak ({rows:,} requests' bf16 logits){ws}{held}"
+        return f"sampler peak ({p.max_num_seqs:,} requests' fp32 logits){ws}{held}"
     cold = " + a cold torch.compile" if p.compile_bytes else ""
     return f"activations ({p.profile_tokens:,}-token profile{cold}){held}"
 
@@ -226,14 +228,20 @@ def peak_quantities(dep: Deployment, p: KVPool) -> list[Quantity]:
               "not known (0.47 GiB a GPU for a 32B TP2 in vLLM #54383, tens of GiB for a MoE "
               "in #54122), so a first start's pool is uncertain by that much; "
               "--warm-compile-cache leaves it out")] if p.compile_bytes else []
+    workspace = [q("MoE workspace", p.moe_workspace_bytes / GIB, "GiB",
+                   f"{p.profile_tokens:,} tokens × top-{dep.model.moe.experts_per_token} × 2 B × "
+                   "(max(expert intermediate ÷ TP, hidden) + max(2 × expert intermediate ÷ TP, "
+                   "hidden)): the fused-MoE kernel's two buffers, kept from the first MoE layer "
+                   "on, so still held while the sampler runs (vLLM's WorkspaceManager)")] \
+        if p.moe_workspace_bytes and dep.model.moe else []
     if not p.encoder_images:
-        return [forward, *cold, sampler,
+        return [forward, *cold, *workspace, sampler,
                 q("activation peak", p.activation_bytes / GIB, "GiB",
-                  "the larger of forward + cold compile and the sampler" if cold
-                  else "the larger of the two")]
+                  f"the larger of forward{' + cold compile' if cold else ''} and "
+                  f"{'the MoE workspace + ' if workspace else ''}the sampler")]
     item = dep.model.vision_item
     assert item is not None
-    return [forward, *cold, sampler,
+    return [forward, *cold, *workspace, sampler,
             q("vision tower", p.encoder_bytes / GIB, "GiB",
               f"{p.encoder_images} dummy images (max(max_num_batched_tokens, {item.tokens}) ÷ "
               f"{item.tokens} tokens an image) × {item.patches:,} patches × 2 B × (2 × "
@@ -243,7 +251,8 @@ def peak_quantities(dep: Deployment, p: KVPool) -> list[Quantity]:
               f"{p.encoder_images} × {item.tokens} tokens × hidden {dep.model.hidden_size:,} × "
               "2 B, kept through the text pass and the sampler"),
             q("activation peak", p.activation_bytes / GIB, "GiB",
-              "max(vision tower, images held + the larger of forward and sampler)")]
+              "max(vision tower, images held + the larger of forward and "
+              + ("the MoE workspace + " if workspace else "") + "sampler)")]
 
 
 def weights_note(dep: Deployment, pool: KVPool) -> str:
