@@ -185,3 +185,18 @@ def test_a_runtime_total_must_be_inside_the_memory(tmp_path: Path, runtime_total
     path.write_text(json.dumps(record))
     with pytest.raises(InputError, match=message):
         load_accelerator_file(str(path))
+
+
+def test_fit_on_a_dgx_spark_warns_that_free_memory_is_what_the_os_leaves(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """vLLM checks at start-up that util × the device total is free ('Free memory on device
+    (56.65/119.7 GiB) on startup is less than desired GPU memory utilization (0.92,
+    110.12 GiB)'): on unified memory the OS's share counts against it, so fit says so there
+    and not on a discrete card."""
+    from ridgeline.cli import main
+
+    assert main(["fit", "qwen3-30b-a3b", "--gpu", "gb10", "--max-model-len", "32k"]) == 0
+    out = capsys.readouterr().out
+    assert "vLLM refuses to start unless 0.92 × 121.69 GiB = 112.0 GiB is free" in out
+    assert main(["fit", "qwen3-30b-a3b", "--gpu", "h100", "--max-model-len", "32k"]) == 0
+    assert "shares its memory with the OS" not in capsys.readouterr().out

@@ -132,6 +132,14 @@ class FitReport:
             out.append(f"{p.engine} on {d.accelerator.id} is sized with the CUDA accounting "
                        "(a CUDA context, CUDA graphs); no start-up log of its "
                        f"{d.accelerator.vendor} backend checks it: read the pool as approximate")
+        if d.accelerator.form == "soc" and d.accelerator.vendor != "apple" \
+                and p.accounting is not None:
+            out.append(f"{d.accelerator.id} shares its memory with the OS: vLLM refuses to "
+                       f"start unless {p.reserved_fraction:g} × {p.total_bytes / GIB:,.2f} GiB "
+                       f"= {p.reserved_fraction * p.total_bytes / GIB:,.1f} GiB is free at "
+                       "start-up, and what the OS, its page cache and other processes hold "
+                       "counts against that (drop the caches, or lower "
+                       "--gpu-memory-utilization)")
         if p.accounting is not None and past_modelled(p.accounting):
             out.append(past_modelled(p.accounting))
         if p.engine == "sglang" and past_checked(self.settings.engine_version):
