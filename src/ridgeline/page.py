@@ -64,9 +64,10 @@ def _combo(model_id: str, gpu: str, count: int, weights: str, kv: str,
         # not gets no speed (null: a gap in the charts), as decode gives it none
         if past_trained_context(dep, c):  # the engine refuses this max_model_len
             held = 0
-        runs = [b <= min(held, pool.max_num_seqs) and decode_floor(dep, b, c).fit.fits
-                for b in BATCHES]
-        floors = [decode_floor(dep, b, c) if ok else None for b, ok in zip(BATCHES, runs)]
+        seated = [decode_floor(dep, b, c) if b <= min(held, pool.max_num_seqs) else None
+                  for b in BATCHES]
+        floors = [f if f and f.fit.fits else None for f in seated]
+        runs = [f is not None for f in floors]
         expected = [step_time_s(dep, decode_batch(b, c), profile) if ok else None
                     for b, ok in zip(BATCHES, runs)]
         out["user_floor"].append([f.per_user_tok_s if f else None for f in floors])
