@@ -305,3 +305,37 @@ def test_explained_shares_roofline_experts_and_renamed_keys_repeat(
         moe["rows"][0]["batch"] * moe["routed_fraction"])
     model = run_json(capsys, "model", "deepseek-v3")
     assert set(model["stored_formats"]) <= set(model["params_by_category"])
+
+
+def test_the_page_seats_no_one_where_fit_says_vllm_refuses_to_start(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """gemma-3-27b on one H100 at 131,072 tokens: its pool holds one conversation's decode
+    blocks, but vLLM's start-up check (one request's blocks, window layers at window + 2 ×
+    the chunk) refuses it. The page used to draw that conversation's speed; it now seats
+    whom fit seats, at every context it offers."""
+    from ridgeline.page import CONTEXTS, page_data
+
+    combo = page_data(["gemma-3-27b"], ["h100-sxm"], [1], ["as stored"], ["bf16"])[
+        "combos"]["gemma-3-27b|h100-sxm|1|as stored|bf16"]
+    for i, context in enumerate(CONTEXTS):
+        fit = run_json(capsys, "fit", "gemma-3-27b", "--gpu", "h100", "--max-model-len",
+                       str(context))
+        assert combo["conversations"][i] == fit["conversations"], context
+    assert combo["conversations"][-1] == 0 and not any(combo["fits"][-1])
+
+
+def test_the_fit_chart_sizes_each_context_with_every_knob_fit_was_given() -> None:
+    """The chart behind `fit --plot` rebuilt the engine's settings field by field and lost
+    the ones added later (the engine version among them): at fit's own context it must
+    draw fit's own batch."""
+    from ridgeline.memory import EngineSettings
+    from ridgeline.reports.charts import CONTEXTS, chart_for
+    from ridgeline.reports.fit import fit_report
+
+    dep = Deployment.build(resolve_model("gemma-3-27b"), resolve_accelerator("h100"))
+    for version in ("0.10", "0.32"):
+        report = fit_report(dep, 8192, EngineSettings(max_model_len=8192,
+                                                      engine_version=version))
+        chart = chart_for(report)
+        drawn = dict(zip(chart.series[0].x, chart.series[0].y))
+        assert 8192 in CONTEXTS and drawn[8192.0] == report.batch, version

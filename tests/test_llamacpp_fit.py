@@ -405,3 +405,13 @@ def test_comparisons_say_where_each_card_keeps_its_weights(
                                "q4_k_m", "--engine", "llama.cpp-cuda", "-ngl", "auto",
                                "--host-bandwidth-gbs", "76.8")
         assert code == 0 and "where the weights live:" in out and "rtx-4090: llama.cpp's --fit" in out
+
+
+def test_a_placement_seats_no_more_than_the_cells_it_was_placed_for() -> None:
+    """--fit placed llama-3.1-70b for -c 4096: llama-server allocates those 4,096 cells and no
+    more, so decode's batch is 4 at 1,024 tokens (not the 10 a 1,024-token pool would give)
+    and none at 8,192."""
+    from ridgeline.memory import engine_holds
+
+    placed = place(whole("llama-3.1-70b", "rtx-4090"), 4096)
+    assert [engine_holds(placed, c) for c in (1024, 2048, 4096, 8192)] == [4, 2, 1, 0]

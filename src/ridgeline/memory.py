@@ -642,19 +642,32 @@ def context_refusal(dep: Deployment, context: int) -> str:
                "long" if dep.engine == "vllm" else ""))
 
 
+def held_conversations(pool: KVPool, dep: Deployment, context: int,
+                       max_model_len: int | None = None) -> int:
+    """Conversations of ``context`` tokens the engine holds at once, started at
+    ``max_model_len`` (``context`` unless given): none where it refuses to start or refuses
+    the length; with llama.cpp's --fit placement, no more than the -c it placed for. The one
+    answer fit, decode, utilization, the page and the planner give."""
+    length = context if max_model_len is None else max_model_len
+    if refuses_to_start(pool, dep, length) or past_trained_context(dep, length):
+        return 0
+    held = conversations(pool, dep, context)
+    if dep.offload is not None and dep.offload.fit_cells:  # llama-server allocates -c, no more
+        held = min(held, dep.offload.fit_cells // context)
+    return held
+
+
 def engine_holds(dep: Deployment, context: int, enforce_eager: bool = False) -> int | None:
     """Sequences of ``context`` tokens the deployment's engine runs at once, as ``decode``
     and ``prefill`` ask (vLLM's offline usage); llama.cpp given one slot per sequence; None
     for an engine without a memory model."""
     if dep.engine in ("vllm", "sglang", "trtllm"):
-        if past_trained_context(dep, context):
-            return 0  # they refuse a max_model_len past max_position_embeddings
         return max_batch(dep, context, EngineSettings(max_model_len=context, usage="offline",
                                                       enforce_eager=enforce_eager))
     if dep.engine.startswith("llama.cpp"):
         settings = EngineSettings(max_model_len=context, max_num_seqs=1,
                                   flash_attn=dep.flash_attention)
-        return conversations(kv_pool(dep, settings), dep, context)
+        return held_conversations(kv_pool(dep, settings), dep, context)
     return None
 
 
@@ -662,6 +675,5 @@ def max_batch(dep: Deployment, context: int, settings: EngineSettings | None = N
     """Sequences of ``context`` tokens the engine runs at once: the pool, then its seat limit."""
     s = settings or EngineSettings(max_model_len=context, usage="offline")
     pool = kv_pool(dep, s)
-    if s.max_model_len and refuses_to_start(pool, dep, s.max_model_len):
-        return 0  # vLLM's start-up check: one max_model_len request must fit the pool
-    return max(0, min(pool.max_num_seqs, conversations(pool, dep, context)))
+    return max(0, min(pool.max_num_seqs,
+                      held_conversations(pool, dep, context, s.max_model_len or context)))

@@ -19,7 +19,7 @@ from ridgeline.errors import InputError
 from ridgeline.floors import decode_floor
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.kvcache import kv_footprint
-from ridgeline.memory import EngineSettings, conversations, kv_pool, past_trained_context
+from ridgeline.memory import EngineSettings, held_conversations, kv_pool
 from ridgeline.plots import html_page
 from ridgeline.precision import kv_dtype
 from ridgeline.roofline import (
@@ -59,11 +59,9 @@ def _combo(model_id: str, gpu: str, count: int, weights: str, kv: str,
     }
     for c in CONTEXTS:
         pool = kv_pool(dep, EngineSettings(max_model_len=c))
-        held = conversations(pool, dep, c)
-        # a batch runs where the engine's pool holds it and its seats seat it; one that does
-        # not gets no speed (null: a gap in the charts), as decode gives it none
-        if past_trained_context(dep, c):  # the engine refuses this max_model_len
-            held = 0
+        # a batch runs where the engine starts, its pool holds it and its seats seat it; one
+        # that does not gets no speed (null: a gap in the charts), as decode gives it none
+        held = held_conversations(pool, dep, c)
         seated = [decode_floor(dep, b, c) if b <= min(held, pool.max_num_seqs) else None
                   for b in BATCHES]
         floors = [f if f and f.fit.fits else None for f in seated]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import singledispatch
 from typing import Any
 
@@ -9,7 +10,7 @@ from ridgeline.cost import decode_batch, step_cost
 from ridgeline.errors import InputError
 from ridgeline.floors import decode_floor
 from ridgeline.kvcache import kv_footprint
-from ridgeline.memory import EngineSettings, conversations, kv_pool
+from ridgeline.memory import held_conversations, kv_pool
 from ridgeline.moe import expected_experts_touched
 from ridgeline.plots import Chart, Series
 from ridgeline.reports.decode import DecodeReport
@@ -73,11 +74,9 @@ def _(report: FitReport) -> Chart:
     dep, s = report.deployment, report.settings
     xs, ys = [], []
     for c in CONTEXTS:
-        pool = kv_pool(dep, EngineSettings(s.gpu_memory_utilization, c, s.max_num_seqs,
-                                           s.max_num_batched_tokens, s.block_size,
-                                           s.enforce_eager, s.usage))
+        pool = kv_pool(dep, replace(s, max_model_len=c))  # every other knob as fit was given
         xs.append(float(c))
-        ys.append(float(min(conversations(pool, dep, c), pool.max_num_seqs)))
+        ys.append(float(min(held_conversations(pool, dep, c), pool.max_num_seqs)))
     series = [Series("batch the engine can run", tuple(xs), tuple(ys)),
               Series("ridge", tuple(xs), (report.ridge_batch,) * len(xs), "dashed")]
     if report.target:

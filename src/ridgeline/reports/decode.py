@@ -707,7 +707,7 @@ def utilization_report(
     from ridgeline.memory import (
         EngineSettings,
         context_refusal,
-        conversations,
+        held_conversations,
         kv_pool,
         refuses_to_start,
     )
@@ -726,7 +726,7 @@ def utilization_report(
             f"{engine} would refuse to start, one {context:,}-token request being more than its "
             "pool (`ridgeline fit` for the levers)" if refuses_to_start(pool, dep, context)
             else "")
-        limit = 0 if refusal else conversations(pool, dep, context)
+        limit = held_conversations(pool, dep, context)
         bytes_per_weight = dep.bytes_per_weight_split[0]  # the weights every token reads
         compute_dtype = dep.dense_compute_dtype
     ridge = ridge_point(acc.peak(compute_dtype), acc.memory_bandwidth_bytes_per_s)

@@ -23,6 +23,7 @@ from ridgeline.memory import (
     conversations,
     device_memory_note,
     engine_defaults,
+    held_conversations,
     kv_pool,
     past_trained_context,
     refuses_to_start,
@@ -496,7 +497,7 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
                          target)
     pool = kv_pool(dep, s)
     per_seq = conversation_bytes(pool, dep, context)
-    n = _held(pool, dep, context)
+    n = held_conversations(pool, dep, context)
     acc = dep.accelerator
     ridge = dep.dense_ridge_flop_per_byte
     dense_bpw = dep.bytes_per_weight_split[0]
@@ -773,7 +774,7 @@ def _levers(r: FitReport) -> list[Lever]:
     levers = []
     for name, dep, context, settings in options:
         pool = kv_pool(dep, replace(settings, max_model_len=context))
-        n = _held(pool, dep, context)
+        n = held_conversations(pool, dep, context)
         lever = Lever(name, n, min(n, pool.max_num_seqs))
         if lever.conversations > r.conversations or lever.batch > r.batch:
             levers.append(lever)  # one that gains nothing is no way out
@@ -798,8 +799,8 @@ def _gpus_needed(r: FitReport) -> str:
             break
         more = replace(d, tensor_parallel_size=tp, pipeline_parallel_size=pp)
         try:
-            held = _held(kv_pool(more, replace(r.settings, max_model_len=r.context)), more,
-                         r.context)
+            pool = kv_pool(more, replace(r.settings, max_model_len=r.context))
+            held = held_conversations(pool, more, r.context)
         except InputError:  # a split the engine or the model refuses
             continue
         if held >= target:
@@ -822,7 +823,7 @@ def _seats_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSetting
         if fewer >= seats:
             return []
         s = replace(r.settings, max_num_seqs=fewer, max_model_len=r.context)
-        held = _held(kv_pool(r.deployment, s), r.deployment, r.context)
+        held = held_conversations(kv_pool(r.deployment, s), r.deployment, r.context)
         if held <= fewer:
             break
         want = held
@@ -848,21 +849,3 @@ def _start_steps(pool: KVPool, dep: Deployment, context: int) -> tuple[Step, ...
                  q("blocks asked", pool.request_blocks(context)), q("pool blocks", pool.blocks),
                  q("max_num_batched_tokens", pool.profile_tokens),
                  *((q("batches in flight", batches),) if batches > 1 else ())),)
-
-
-def _held(pool: KVPool, dep: Deployment, context: int) -> int:
-    """Conversations of ``context`` tokens the engine holds at once: none where it refuses
-    to start; with --fit's placement, no more than the -c it was placed for."""
-    if refuses_to_start(pool, dep, context):  # one max_model_len request must fit the pool
-        return 0
-    if past_trained_context(dep, context):  # vLLM, SGLang, TRT-LLM refuse the length itself
-        return 0
-    return _within_fit_cells(conversations(pool, dep, context), dep, context)
-
-
-def _within_fit_cells(n: int, dep: Deployment, context: int) -> int:
-    """With --fit's placement, no more conversations than the -c it placed for: llama-server
-    allocates that, and no more."""
-    if dep.offload is not None and dep.offload.fit_cells:
-        return min(n, dep.offload.fit_cells // context)
-    return n
