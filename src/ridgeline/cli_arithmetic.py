@@ -97,6 +97,7 @@ def cmd_moe(args: argparse.Namespace) -> Any:
     return moe_report(load_deployment(args), args.batch)
 
 def cmd_kv(args: argparse.Namespace) -> Any:
+    from ridgeline.floors import device_fit
     from ridgeline.kvcache import kv_replication
     from ridgeline.precision import kv_dtype
     from ridgeline.reports.kv import kv_report
@@ -121,9 +122,10 @@ def cmd_kv(args: argparse.Namespace) -> Any:
     else:
         dep = load_deployment(args, model)
         if dep is not None:
-            budget = dep.memory_bytes - dep.weight_bytes
-            label = (f"{dep.num_gpus} x {dep.accelerator.id} ({dep.memory_bytes / 1e9:,.1f} GB) "
-                     f"− {dep.weight_bytes / 1e9:,.1f} GB of weights ({dep.weights.label})")
+            room = device_fit(dep, 0.0)  # the weights on the GPUs, as decode's fit counts them
+            budget = room.kv_room_bytes
+            label = (f"{dep.num_gpus} x {dep.accelerator.id} ({room.capacity_bytes / 1e9:,.1f} "
+                     f"GB) − {room.weight_bytes / 1e9:,.1f} GB of weights ({dep.weights.label})")
             replication = kv_replication(model, dep.num_gpus)
     return kv_report(model, args.context, kv, budget, label, replication)
 

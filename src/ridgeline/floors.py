@@ -148,6 +148,11 @@ class FitCheck:
         return self.needed_bytes <= self.capacity_bytes
 
     @property
+    def kv_room_bytes(self) -> float:
+        """What the GPUs' memory leaves for the KV cache beside the weights on them."""
+        return self.capacity_bytes - self.weight_bytes
+
+    @property
     def shortfall_bytes(self) -> float:
         return max(0.0, self.needed_bytes - self.capacity_bytes)
 
