@@ -761,3 +761,23 @@ def test_emitting_measurements_says_what_it_wrote(tmp_path: Path,
     notes = json.loads(capsys.readouterr().out)["notes"]
     assert any(n.startswith("--emit-measurements wrote nothing") for n in notes)
     assert not empty.exists()
+
+
+def test_a_batch_past_the_ridge_is_not_called_idle(capsys: pytest.CaptureFixture[str]) -> None:
+    """400 running on an H100 with nothing waiting and the pool 85 % full: the batch is past
+    the 8B model's ridge (295), so the advice is not "fewer GPUs, send more load" (an audit
+    found it was), and below the ridge the advice names the batch it could grow to."""
+    from ridgeline import Deployment, resolve_accelerator, resolve_model
+    from ridgeline.engines import profile_for
+    from ridgeline.reports.observe import observe_report
+
+    dep = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"))
+    busy = observe_report(read_source_text(scrape_with(400, 0, 0.85, 30000.0)), dep,
+                          profile_for("vllm"), 1000)
+    assert busy.fraction == 1.0 and busy.wall == "the ridge"
+    assert "fewer GPUs" not in busy.lever and "latency" in busy.lever
+    light = observe_report(read_source_text(scrape_with(124, 0, 0.3, 30000.0)), dep,
+                           profile_for("vllm"), 1000)
+    assert light.wall == "neither" and "124 of the" in light.lever
+    assert f"near batch {light.ridge_batch:,.0f}" in light.lever
+    assert light.ridge_batch == pytest.approx(light.ridge)  # 2 B a weight: batch = ridge

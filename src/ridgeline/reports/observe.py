@@ -18,12 +18,13 @@ from ridgeline.explain import Step, q, step
 from ridgeline.memory import EngineSettings, kv_pool, max_batch
 from ridgeline.observe import Observation, stats
 from ridgeline.render import table
-from ridgeline.roofline import ridge_step, weight_intensity
+from ridgeline.roofline import batch_for_intensity, ridge_step, weight_intensity
 from ridgeline.stages import micro_batch, micro_batches
 
 CAPACITY = "capacity"
 LATENCY = "latency"
 NEITHER = "neither"
+RIDGE = "the ridge"
 NO_FIT = "does not fit"
 LEVERS = {
     NO_FIT: "no prediction: check --model, --gpu, --weights and --context against what the "
@@ -32,8 +33,9 @@ LEVERS = {
               "weight format (see `ridgeline fit`)",
     LATENCY: "requests wait while the pool has room: raise --max-num-seqs or "
              "--max-num-batched-tokens, or relax the SLO that caps them",
-    NEITHER: "the engine is not busy: not enough traffic per GPU — serve it on fewer GPUs "
-             "or replicas, or send more load",
+    RIDGE: "past it no sequence shares another's work: each adds its own arithmetic and KV "
+           "read to the step, so more load adds latency more than tokens — more GPUs or "
+           "replicas, fp8 matmuls or KV, or a faster card add throughput",
 }
 
 
@@ -102,13 +104,29 @@ class ObserveReport:
         b = self.batch or 0.0
         if o.kind == "bench" and b >= 0.9 * self.pool_batch:
             return CAPACITY
+        if (self.fraction or 0.0) >= 1.0:  # nothing waits, and the batch reads past the ridge
+            return RIDGE
         return NEITHER
+
+    @property
+    def ridge_batch(self) -> float:
+        """The running batch at which the weights every token reads meet the ridge (each
+        pipeline stage multiplying one micro-batch of it)."""
+        dep = self.deployment
+        return batch_for_intensity(self.ridge, dep.bytes_per_weight_split[0]) \
+            * micro_batches(dep)
 
     @property
     def lever(self) -> str:
         if self.wall == LATENCY and self.deployment.engine.startswith("llama.cpp"):
             return ("requests wait for a free slot: more slots (-np N with -c sized for N "
                     "conversations; `ridgeline fit --parallel N` says whether they fit)")
+        if self.wall == NEITHER:  # the engine runs all it is sent: below the ridge, load is cheap
+            b = self.batch or 0.0
+            return (f"neither pool nor queue limits it: it runs all it is sent ({b:,.0f} of "
+                    f"the {self.pool_batch:,} sequences its pool holds), under the ridge near "
+                    f"batch {self.ridge_batch:,.0f}, where each added sequence shares the "
+                    "weights' read — send more load, or serve it on fewer GPUs or replicas")
         return LEVERS[self.wall]
 
     @property
