@@ -218,3 +218,26 @@ def test_without_cuda_graphs_every_decode_step_pays_the_ungraphed_per_layer_cost
     assert step_time_s(d, prompt, eager) == pytest.approx(step_time_s(d, prompt, graphed))
     with pytest.raises(InputError, match="serving engine's switch"):
         profile_for("llama.cpp-cuda").without_cuda_graphs()
+
+
+def test_attention_multiplies_the_cache_at_its_own_rate() -> None:
+    """QKᵀ and PV multiply cached K and V: with fp8 weights and a bf16 cache on an H100 they
+    run at bf16's 989 TFLOP/s, not fp8's 1,979 (a 32K prompt's attention is compute-bound,
+    so its time doubles); an fp8 cache runs them at fp8; llama.cpp at f16."""
+    h100 = resolve_accelerator("h100")
+    model = resolve_model("llama-3.1-70b")
+    bf16_cache = Deployment.build(model, h100, "fp8", "bf16", 2)
+    fp8_cache = Deployment.build(model, h100, "fp8", "fp8", 2)
+    assert (bf16_cache.attention_compute_dtype, fp8_cache.attention_compute_dtype) == \
+        ("bf16", "fp8")
+    assert bf16_cache.attention_slowdown == pytest.approx(2.0, rel=1e-3)
+    assert "QKᵀ and PV at bf16" in bf16_cache.matmuls_label
+    prompt = [Seq(32768)]
+    slow = next(op for op in step_cost(bf16_cache, prompt).ops if op.name == "attention")
+    fast = next(op for op in step_cost(fp8_cache, prompt).ops if op.name == "attention")
+    assert slow.bound == "compute"
+    assert slow.time_s == pytest.approx(slow.flops / (h100.peak("bf16")), rel=1e-6)
+    assert slow.time_s == pytest.approx(2 * fast.time_s, rel=1e-3)
+    gguf = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("rtx-4090"),
+                            "q4_k_m", None, 1, engine="llama.cpp-cuda")
+    assert gguf.attention_compute_dtype == "fp16"

@@ -123,3 +123,18 @@ def test_a_model_whose_weights_overflow_the_card_is_said_not_to_fit(
     assert capsys.readouterr().out.startswith("DOES NOT FIT: 811.7 GB of weights")
     assert main(["roofline", "--gpu", "h100", "--model", "llama-3.1-8b", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["weights_fit"]
+
+
+def test_decode_attention_sits_on_the_caches_roof(capsys: pytest.CaptureFixture[str]) -> None:
+    """DeepSeek-V3 as stored on 8 H100s: fp8 weights, a bf16 cache. Its MLA decode attention
+    (241.8 FLOP/byte) is 82 % of the bf16 roof it runs on, not 41 % of the fp8 one."""
+    assert main(["roofline", "--gpu", "h100", "--model", "deepseek-v3", "--num-gpus", "8",
+                 "--batch", "64", "--json"]) == 0
+    points = {p["name"]: p for p in json.loads(capsys.readouterr().out)["points"]}
+    attention = points["decode attention"]
+    h100 = resolve_accelerator("h100")
+    assert attention["fraction_of_peak"] == pytest.approx(
+        attention["intensity_flop_per_byte"] * h100.memory_bandwidth_bytes_per_s
+        / h100.peak("bf16"))
+    assert attention["fraction_of_peak"] == pytest.approx(0.819, abs=0.001)
+    assert "its matmuls at bf16" in attention["note"]

@@ -361,8 +361,11 @@ OP_CATEGORIES = {"attention projections": ATTENTION, "linear attention": LINEAR_
 
 def op_slowdown(dep: Deployment, op: str) -> float:
     """How much slower than the step's compute dtype one operator's matmuls run (1 for all
-    but a weight matmul whose format cannot run at it; "mlp (host memory)" is the mlp)."""
+    but a weight matmul whose format cannot run at it, and attention, at its cache's rate;
+    "mlp (host memory)" is the mlp)."""
     base = op.split(" (")[0]
+    if base == "attention":  # QKᵀ and PV multiply the cache: at its rate, not the weights'
+        return dep.attention_slowdown
     category = (EMBEDDING if dep.model.tie_word_embeddings else LM_HEAD) if base == "lm head" \
         else OP_CATEGORIES.get(base)
     return dict(dep.matmul_slowdowns).get(category, 1.0) if category else 1.0
@@ -378,7 +381,8 @@ class _Rates:
         if dep.dequantizes:
             self.flops_per_s *= profile.dequant_compute
         self.bytes_per_s = acc.memory_bandwidth_bytes_per_s * profile.bandwidth_for(acc)
-        slowdowns = {op: op_slowdown(dep, op) for op in (*OP_CATEGORIES, "lm head")}
+        slowdowns = {op: op_slowdown(dep, op)
+                     for op in (*OP_CATEGORIES, "lm head", "attention")}
         self.op_flops_per_s = {op: self.flops_per_s / factor
                                for op, factor in slowdowns.items() if factor != 1.0}
 

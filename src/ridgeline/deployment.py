@@ -341,9 +341,29 @@ class Deployment:
         return self.compute_dtype_of(EXPERTS) if self.model.moe else self.compute_dtype
 
     @property
+    def attention_compute_dtype(self) -> str:
+        """The dtype attention's score and value matmuls run at: the cache's, not the
+        weights' (QKᵀ and PV multiply cached K and V). An fp8 cache on a card with fp8 units
+        runs fp8 attention (vLLM quantizes the query for FlashAttention 3's fp8 path); any
+        other cache is dequantized to the 16-bit rate."""
+        if self.engine.startswith("llama.cpp"):
+            return self._native_dtype(("fp16",))  # its attention kernels multiply in f16
+        if self.kv.id.startswith("fp8"):
+            return self._native_dtype(("fp8", "bf16", "fp16"))
+        return self._native_dtype(("bf16", "fp16"))
+
+    @property
+    def attention_slowdown(self) -> float:
+        """Peak at the step's compute dtype ÷ peak at attention's (DeepSeek-V3 as stored on an
+        H100: fp8 weights, a bf16 cache: 2; below 1 where the cache's rate is the faster)."""
+        acc = self.accelerator
+        return acc.peak(self.compute_dtype) / acc.peak(self.attention_compute_dtype)
+
+    @property
     def matmuls_label(self) -> str:
         """The step's matmul dtype, and the weight categories whose matmuls run at another:
-        "fp4 (attention, router, lm_head at bf16)"."""
+        "fp4 (attention, router, lm_head at bf16)"; attention's QKᵀ and PV where the cache's
+        rate differs."""
         head = EMBEDDING if self.model.tie_word_embeddings else LM_HEAD
         matmuls = {*LINEAR_CATEGORIES, ROUTER, head}
         slower: dict[str, list[str]] = {}
@@ -351,6 +371,8 @@ class Deployment:
             if category in matmuls:
                 name = "lm_head" if category == head else category
                 slower.setdefault(self.compute_dtype_of(category), []).append(name)
+        if self.attention_compute_dtype != self.compute_dtype and self.model.attention:
+            slower.setdefault(self.attention_compute_dtype, []).append("QKᵀ and PV")
         rest = "; ".join(f"{', '.join(names)} at {dtype}" for dtype, names in slower.items())
         return self.compute_dtype + (f" ({rest})" if rest else "")
 

@@ -179,7 +179,11 @@ def roofline_report(
                     else f"GQA group {att.group_size}") + "; each user's cache is private, " \
             "so batching never moves it"
         att_step = _attention_step(dep, att_i, kv_bytes)
-    points.append(operating_point("decode attention", att_i, acc, compute_dtype, None,
+    att_dtype = compute_dtype if dep is None else dep.attention_compute_dtype
+    if att_dtype != compute_dtype:  # QKᵀ and PV multiply the cache, at its rate
+        att_note += (f"; its matmuls at {att_dtype} (the cache's), ridge "
+                     f"{ridge_point(acc.peak(att_dtype), acc.memory_bandwidth_bytes_per_s):,.0f}")
+    points.append(operating_point("decode attention", att_i, acc, att_dtype, None,
                                   att_note + " ('-': no batch reaches the ridge)"))
     prefill_i = weight_intensity(prompt_len, bytes_per_weight)
     points.append(operating_point(

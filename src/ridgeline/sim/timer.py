@@ -44,6 +44,7 @@ class StepTimer:
         self._exact = dep.offload is not None
         rate = self._rate = _Rates(dep, profile)
         self._p, self._w = rate.flops_per_s, rate.bytes_per_s
+        self._pa = rate.flops_rate("attention")  # QKᵀ and PV at the cache's rate
         layers = dep.model.num_layers
         self._overhead = (profile.overhead_s(layers, False), profile.overhead_s(layers, True))
         kinds = _layer_kinds(dep)
@@ -95,7 +96,7 @@ class StepTimer:
             return shape_time_s(self.dep, shape, self.profile)
         tokens = shape.tokens
         total = self._context_free(tokens, shape.sequences, graphed)
-        p, w = self._p, self._w
+        p, w = self._pa, self._w
         if self._attention:
             loads = {a.window: a for a in shape.attention}
             for window, count in self._attention:
@@ -114,7 +115,7 @@ class StepTimer:
         keys = float(decode_context + decodes)
         load = AttentionLoad(None, keys, 0.0, _decode_kv(keys, decodes))
         flops, nbytes = _attention_flops_bytes(self._rates, load, decodes)
-        return base + self._attention_layers * max(flops / self._p, nbytes / self._w)
+        return base + self._attention_layers * max(flops / self._pa, nbytes / self._w)
 
     def keys_time_s(self, decodes: int, keys: Mapping[int | None, float],
                     chunks: Sequence[Seq] = ()) -> float:
