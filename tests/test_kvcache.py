@@ -67,3 +67,37 @@ def test_kv_cautions_a_context_past_the_trained_one(capsys: pytest.CaptureFixtur
     assert "4,096-token context" in json.loads(capsys.readouterr().out)["cautions"][0]
     assert main(["kv", "llama-2-7b", "--context", "4000", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["cautions"] == []
+
+
+def test_kv_says_does_not_fit_where_the_weights_fit_but_no_conversation_does(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama-3.1-70B on 2 H100s at 128K: the weights fit (141.1 of 171.8 GB) and one
+    conversation needs 42.9 GB of the 30.7 left, as decode's DOES NOT FIT says."""
+    from ridgeline.cli import main
+
+    argv = ["kv", "llama-3.1-70b", "--context", "131072", "--gpu", "h100", "--num-gpus", "2"]
+    assert main(argv) == 0
+    assert "DOES NOT FIT: one 131,072-token conversation needs 42.9 GB" in \
+        capsys.readouterr().out
+    assert main([*argv, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["fits"] is False and data["conversations_that_fit"] == 0
+    assert data["shortfall_bytes"] == pytest.approx(
+        data["bytes_per_sequence"] - data["budget_bytes"])
+    assert data["shortfall_bytes"] / 1e9 == pytest.approx(12.3, abs=0.05)
+    assert main(["kv", "llama-3.1-70b", "--context", "8192", "--gpu", "h100", "--num-gpus",
+                 "2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["shortfall_bytes"] == 0.0
+
+
+def test_below_its_window_every_layer_of_gemma_3_grows() -> None:
+    """At 512 tokens Gemma-3-27B's 1,024-token windows are still filling: the next token
+    adds 62 layers' K and V (496 KiB), not the 10 full layers' 80 KiB of a long context."""
+    from ridgeline.precision import kv_dtype
+    from ridgeline.reports.kv import kv_report
+
+    model = resolve_model("gemma-3-27b")
+    short, long = (kv_report(model, c, kv_dtype("bf16")) for c in (512, 8192))
+    assert short.bytes_per_token_now == short.footprint.bytes_per_token_naive == 496 * 1024
+    assert long.bytes_per_token_now == long.footprint.bytes_per_token_growing == 80 * 1024
+    assert "496 KiB a token at 512" in "\n".join(short.text_lines())

@@ -14,7 +14,7 @@ from ridgeline.kvcache import (
     kv_footprint,
     state_bytes_per_sequence,
 )
-from ridgeline.layouts import CHUNKED, FULL, LINEAR, MAMBA, SLIDING
+from ridgeline.layouts import ATTENTION_MIXERS, CHUNKED, FULL, LINEAR, MAMBA, SLIDING
 from ridgeline.model import ModelSpec
 from ridgeline.precision import KVDtype
 from ridgeline.render import table
@@ -42,6 +42,7 @@ class KVReport:
     replication: float
     steps: tuple[Step, ...]
     trained_context: int | None = None  # max_position_embeddings
+    bytes_per_token_now: float | None = None  # what the next token adds (windows still filling)
 
     @property
     def cautions(self) -> list[str]:
@@ -59,6 +60,15 @@ class KVReport:
         if self.budget_bytes is None:
             return None
         return conversations_that_fit(self.budget_bytes, self.bytes_per_sequence)
+
+    @property
+    def shortfall_bytes(self) -> float | None:
+        """Where not one conversation fits: what one needs beyond the budget (beyond the
+        memory itself where the weights alone overflow); 0 where one fits."""
+        if self.budget_bytes is None:
+            return None
+        return max(0.0, self.bytes_per_sequence - self.budget_bytes) if not self.conversations \
+            else 0.0
 
     def to_dict(self) -> dict[str, Any]:
         f = self.footprint
@@ -78,6 +88,9 @@ class KVReport:
             else max(0.0, -self.budget_bytes),
             "budget": self.budget_label,
             "conversations_that_fit": self.conversations,
+            "fits": None if self.conversations is None else self.conversations > 0,
+            "shortfall_bytes": self.shortfall_bytes,
+            "bytes_per_token_now": self.bytes_per_token_now,
             "cautions": self.cautions,
         }
 
@@ -89,7 +102,11 @@ class KVReport:
                  fmt_binary_bytes(r.bytes_at_context)] for r in self.rows]
         lines += table(rows, ["layer kind", "layers", "per token", "tokens kept", "per sequence"])
         lines.append("")
+        now = self.bytes_per_token_now
         lines.append(f"per token (growing): {fmt_binary_bytes(f.bytes_per_token_growing)}"
+                     + (f" once the windows are full ({fmt_binary_bytes(now)} a token at "
+                        f"{self.context:,}, its windows still filling)"
+                        if now is not None and now != f.bytes_per_token_growing else "")
                      + (f"   naive all-layers figure: {fmt_binary_bytes(f.bytes_per_token_naive)}"
                         if f.bytes_per_token_naive != f.bytes_per_token_growing else ""))
         lines.append(f"per sequence at {self.context:,}: {self.bytes_per_sequence / GB:,.3f} GB "
@@ -103,6 +120,11 @@ class KVReport:
             if self.budget_bytes < 0:
                 lines.append(f"DOES NOT FIT: the weights alone exceed the memory by "
                              f"{-self.budget_bytes / 1e9:,.1f} GB")
+            elif not self.conversations:
+                lines.append(f"DOES NOT FIT: one {self.context:,}-token conversation needs "
+                             f"{self.bytes_per_sequence / 1e9:,.1f} GB, the memory beside the "
+                             f"weights holds {self.budget_bytes / 1e9:,.1f} GB: short by "
+                             f"{(self.shortfall_bytes or 0.0) / 1e9:,.1f} GB")
             lines.append(f"conversations of {self.context:,} tokens that fit: "
                          f"{self.conversations:,} (raw memory, before any engine's overheads; "
                          "`ridgeline fit` sizes an engine's KV pool)")
@@ -169,5 +191,9 @@ def kv_report(
                           q("conversations", conversations_that_fit(
                               budget_bytes, footprint.stored_bytes(replication))),
                           q("budget", budget_bytes / GB, "GB", budget_label)))
+    # the next token grows every layer whose cache has not yet filled its window
+    now = sum(per_layer for layer in spec.layers if layer.mixer in ATTENTION_MIXERS
+              and cached_tokens(layer, context + 1) > cached_tokens(layer, context))
     return KVReport(spec.name, kv.id, context, footprint, tuple(rows), budget_bytes,
-                    budget_label, replication, tuple(steps), spec.max_position_embeddings)
+                    budget_label, replication, tuple(steps), spec.max_position_embeddings,
+                    now)
