@@ -149,3 +149,24 @@ def test_png_plots_have_the_figure_size(tmp_path: Path) -> None:
     header = png.read_bytes()[:24]
     assert header[:8] == b"\x89PNG\r\n\x1a\n"
     assert struct.unpack(">II", header[16:24]) == (800, 500)  # 8 x 5 inches at 100 dpi
+
+
+def test_page_writes_only_html_and_never_over_a_file_it_did_not_write(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`page -o roof.png` wrote HTML into a .png, and `-o profile.json` replaced a
+    calibrated profile: both are refused, a page it wrote is rewritten."""
+    profile = tmp_path / "profile.json"
+    profile.write_text('{"engines": {}}')
+    for name, said in (("roof.png", "takes an .html file"),
+                       ("profile.json", "takes an .html file")):
+        assert main(["page", "llama-3.1-8b", "--gpu", "h100", "-o", str(tmp_path / name)]) == 2
+        assert said in capsys.readouterr().err
+    notes = tmp_path / "notes.html"
+    notes.write_text("<!doctype html><title>my notes</title>")
+    assert main(["page", "llama-3.1-8b", "--gpu", "h100", "-o", str(notes)]) == 2
+    assert "not a page ridgeline wrote" in capsys.readouterr().err
+    assert notes.read_text().endswith("my notes</title>") and profile.read_text().startswith("{")
+    page = tmp_path / "page.html"
+    args = ["page", "llama-3.1-8b", "--gpu", "h100", "--counts", "1", "--weights", "bf16",
+            "-o", str(page)]
+    assert main(args) == 0 and main(args) == 0  # its own page, rewritten

@@ -40,6 +40,7 @@ def cmd_page(args: argparse.Namespace) -> Any:
 
     if args.model is not None and not args.model.strip():
         raise InputError("model name is empty (leave MODEL out for the three default models)")
+    _check_page_output(args.output)
     models = [args.model] if args.model else ["llama-3.1-70b", "llama-3.1-8b", "gpt-oss-120b"]
     gpus = [g.strip() for g in args.gpu.split(",")] if args.gpu else list(DEFAULT_GPUS)
     counts = list(args.counts)
@@ -58,6 +59,27 @@ def cmd_page(args: argparse.Namespace) -> Any:
         raise InputError(f"cannot write {args.output}: {exc}") from None
     return WroteFile(args.output, f"{len(data['combos'])} deployments, batch and context "
                      "sliders; open it in any browser (offline)")
+
+def _check_page_output(output: str) -> None:
+    """The page is HTML: refuse another suffix, and an existing file that is not a page
+    ridgeline wrote (a profile or a CSV would be lost), before minutes of computing."""
+    from pathlib import Path
+
+    out = Path(output).expanduser()
+    if out.suffix.lower() not in (".html", ".htm"):
+        raise InputError(f"-o takes an .html file (the page is HTML), got {output!r}")
+    if not out.exists():
+        return
+    try:
+        with out.open("rb") as f:
+            head = f.read(200)
+    except OSError as exc:
+        raise InputError(f"cannot read {output}: {exc}") from None
+    if not (out.is_file() and head.lower().startswith(b"<!doctype html>")
+            and b"<title>ridgeline" in head):
+        raise InputError(f"-o {output} exists and is not a page ridgeline wrote: not "
+                         "overwriting it (remove it or choose another name)")
+
 
 def _torch_device(text: str) -> str:
     """cpu, mps, cuda or cuda:N: checked before minutes of measuring, not after."""
