@@ -307,11 +307,13 @@ def test_discordant_items_saying_a_leads_contradict_scores_saying_b_leads(
     (warning,) = discordant_conflicts(a, b, 15, 5)
     assert "A ahead by the discordant items, B ahead by the scores" in warning
     assert discordant_conflicts(a, b, 5, 15) == []
+    code, out, err = _cli(capsys, "--pct-a", "40", "--pct-b", "50", "--n", "100",
+                          "--discordant", "15,5")
+    assert code == 2 and not out and len(err.splitlines()) == 1  # no verdict from either
+    assert "--discordant contradicts the scores: b - c = 15 - 5 = +10 items" in err
     code, out, _ = _cli(capsys, "--pct-a", "40", "--pct-b", "50", "--n", "100",
-                        "--discordant", "15,5")
-    assert code == 0 and "warning: b - c = 15 - 5 = +10 items" in out
-    _, out, _ = _cli(capsys, "--pct-a", "40", "--pct-b", "50", "--n", "100", "--discordant", "5,15")
-    assert "warning" not in out
+                        "--discordant", "5,15")
+    assert code == 0 and "contradicts" not in out and "McNemar" in out
 
 
 def test_more_items_only_a_got_right_than_a_got_right_is_flagged() -> None:

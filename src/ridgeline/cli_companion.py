@@ -182,8 +182,9 @@ def cmd_evalstats(args: argparse.Namespace) -> LinesReport:
             flag = "" if r.is_whole_count else "  <- no whole number of items gives this"
             lines.append(f"{label}: {r.percent}% of {n} = {r.nearest_count} items{flag}")
         notes += _count_notes(a, b2)
-        if args.discordant:
-            notes += [f"warning: {w}" for w in ev.discordant_conflicts(a, b2, *args.discordant)]
+        conflicts = ev.discordant_conflicts(a, b2, *args.discordant) if args.discordant else []
+        if conflicts:  # both cannot describe the same items: no verdict from either
+            raise InputError(f"--discordant contradicts the scores: {conflicts[0]}")
         wa = ev.wilson_interval(a.nearest_count, n, 1 - alpha)
         wb = ev.wilson_interval(b2.nearest_count, n, 1 - alpha)
         test = ev.two_proportion_z_test(a.nearest_count, n, b2.nearest_count, n, alpha)
