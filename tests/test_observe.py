@@ -34,6 +34,21 @@ def scrape_with(running: int, waiting: int, kv: float, generated: float,
                         f"=\"meta-llama/Llama-3.1-8B-Instruct\"}} {preempted}")
 
 
+def timed_window(tmp_path: Path) -> Path:
+    """Two timed scrapes of the vLLM fixture, ten seconds apart, the ITL histogram doubled
+    in the second: a window whose latency and batch come from the same ten seconds."""
+    def doubled(line: str) -> str:
+        if not line.startswith("vllm:inter_token_latency_seconds"):
+            return line
+        name, value = line.rsplit(" ", 1)
+        return f"{name} {2 * float(value)}"
+
+    later = "\n".join(doubled(line) for line in METRICS.splitlines())
+    path = tmp_path / "window.txt"
+    path.write_text(f"# scrape_time 0\n{METRICS}\n# scrape_time 10\n{later}\n")
+    return path
+
+
 @contextmanager
 def serve(respond: Callable[[int], tuple[int, str, bytes]]) -> Iterator[str]:
     """A metrics server on 127.0.0.1; respond(call number) -> (status, content type, body)."""
@@ -318,7 +333,7 @@ def test_emitted_rows_name_the_checkpoints_own_format(tmp_path: Path) -> None:
     """gpt-oss as stored is MXFP4 experts: the emitted row says mxfp4, and validate costs the
     deployment observe placed the batch on, not a bf16 one."""
     out = tmp_path / "rows.csv"
-    assert main(["observe", str(FIXTURES / "vllm_metrics.txt"), "--model", "gpt-oss-20b",
+    assert main(["observe", str(timed_window(tmp_path)), "--model", "gpt-oss-20b",
                  "--gpu", "h100", "--emit-measurements", str(out)]) == 0
     assert ",gpt-oss-20b,mxfp4," in out.read_text()
 
@@ -700,8 +715,8 @@ def test_an_unfetchable_url_and_a_path_with_a_newline_are_one_line_errors(
         capsys: pytest.CaptureFixture[str]) -> None:
     for source, said in (("http://127.0.0.1:abc/metrics", "is not a URL ridgeline can fetch"),
                          ("/no\nsuch.txt", "no such file: /no\\nsuch.txt")):
-        code = main(["observe", source, "--model", "llama-3.1-8b", "--gpu", "h100",
-                     "--duration", "0"])
+        code = main(["observe", source, "--model", "llama-3.1-8b", "--gpu", "h100"] +
+                    (["--duration", "0"] if source.startswith("http") else []))
         err = capsys.readouterr().err
         assert code == 2 and err.count("\n") == 1 and said in err
 
@@ -748,13 +763,20 @@ def test_ranks_of_one_engine_that_disagree_are_noted_not_hidden(tmp_path: Path) 
 
 def test_emitting_measurements_says_what_it_wrote(tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    """A /metrics scrape gives calibrate a row and the report says so; a server log gives
-    none, so no header-only file is left for calibrate to refuse."""
+    """A window of /metrics scrapes gives calibrate a row and the report says so; a single
+    scrape (its latency the server's lifetime, its batch one instant: a +99 % row an audit
+    found) and a server log give none, so no file is left for calibrate to fit."""
     out = tmp_path / "rows.csv"
-    assert main(["observe", str(FIXTURES / "vllm_metrics.txt"), "--model", "gpt-oss-20b",
+    assert main(["observe", str(timed_window(tmp_path)), "--model", "gpt-oss-20b",
                  "--gpu", "h100", "--emit-measurements", str(out), "--json"]) == 0
     notes = json.loads(capsys.readouterr().out)["notes"]
     assert f"wrote 1 row for `ridgeline calibrate` to {out}" in notes
+    single = tmp_path / "single.csv"
+    assert main(["observe", str(FIXTURES / "vllm_metrics.txt"), "--model", "llama-3.1-8b",
+                 "--gpu", "h100", "--emit-measurements", str(single), "--json"]) == 0
+    notes = json.loads(capsys.readouterr().out)["notes"]
+    assert any("one scrape's latency histogram covers the server's lifetime" in n
+               for n in notes) and not single.exists()
     empty = tmp_path / "none.csv"
     assert main(["observe", str(FIXTURES / "vllm_server.log"), "--model", "llama-3.1-8b",
                  "--gpu", "h100", "--emit-measurements", str(empty), "--json"]) == 0
@@ -781,3 +803,13 @@ def test_a_batch_past_the_ridge_is_not_called_idle(capsys: pytest.CaptureFixture
     assert light.wall == "neither" and "124 of the" in light.lever
     assert f"near batch {light.ridge_batch:,.0f}" in light.lever
     assert light.ridge_batch == pytest.approx(light.ridge)  # 2 B a weight: batch = ridge
+
+
+def test_polling_flags_on_a_saved_file_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """--duration 30 on a saved scrape was silently ignored: a user would read the report
+    as a 30-second window."""
+    for flag in ("--duration", "--interval"):
+        code = main(["observe", str(FIXTURES / "vllm_metrics.txt"), "--model", "llama-3.1-8b",
+                     "--gpu", "h100", flag, "30s"])
+        err = capsys.readouterr().err
+        assert code == 2 and f"{flag} poll a URL" in err and err.count("\n") == 1

@@ -579,7 +579,14 @@ def cmd_observe(args: argparse.Namespace) -> Any:
 
     args.fetch = False
     model = load_model(args)
-    obs = read_source(args.source, args.duration, args.interval)
+    polled = args.source.startswith(("http://", "https://"))
+    given = [flag for flag, value in (("--duration", args.duration), ("--interval", args.interval))
+             if value is not None]
+    if given and not polled:  # a saved file's window is the one its scrapes span
+        raise InputError(f"{' and '.join(given)} poll a URL; {args.source} is read as saved "
+                         "(its window is the span of its timed scrapes)")
+    obs = read_source(args.source, 60.0 if args.duration is None else args.duration,
+                      1.0 if args.interval is None else args.interval)
     named = args.engine
     if named is None:  # the engine whose metric names the source carries, else the default
         args.engine = engine_for_metrics(obs.engine_family, args)
@@ -594,8 +601,14 @@ def cmd_observe(args: argparse.Namespace) -> Any:
         count = len(rows.splitlines()) - 1  # below its header
         if not count:
             obs.notes.append(f"--emit-measurements wrote nothing: {args.source} gives no row "
-                             "`calibrate` takes (one needs a mean inter-token latency and a "
-                             "running batch, which a /metrics scrape carries and a log does not)")
+                             "`calibrate` takes (" + (
+                                 "one scrape's latency histogram covers the server's lifetime, "
+                                 "not the batch it shows: scrape a window, a URL with "
+                                 "--duration or a file of timed scrapes"
+                                 if report.single_scrape else
+                                 "one needs a mean inter-token latency and a running batch "
+                                 "over the same window, which /metrics scrapes carry and a "
+                                 "log does not") + ")")
             return report
         try:
             with open(args.emit_measurements, "w", encoding="utf-8", newline="") as handle:
@@ -785,10 +798,10 @@ def register(sub: Any) -> None:
     _pipeline(p)
     _formats(p)
     _engine(p)
-    p.add_argument("--duration", default="60s", type=_typed(_seconds),
+    p.add_argument("--duration", type=_typed(_seconds),
                    help="polling window for a URL (60s)")
-    p.add_argument("--interval", default="1s", type=_typed(_positive_seconds),
-                   help="time between scrapes (1s)")
+    p.add_argument("--interval", type=_typed(_positive_seconds),
+                   help="time between scrapes of a URL (1s)")
     p.add_argument("--context", type=_positive_count("context"),
                    help="typical tokens per sequence (default: from the source, else 2000)")
     p.add_argument("--emit-measurements", metavar="FILE", type=_not_empty("output path"),

@@ -221,8 +221,14 @@ class ObserveReport:
         lines += [f"note: {n}" for n in o.notes]
         return lines
 
+    @property
+    def single_scrape(self) -> bool:
+        """One /metrics scrape: its gauges are an instant, its histograms the server's life."""
+        return self.obs.kind == "metrics" and self.obs.duration_s is None
+
     def measurement_rows(self, model_id: str) -> str:
-        """What was observed, as rows `ridgeline calibrate` reads."""
+        """What was observed, as rows `ridgeline calibrate` reads: none from a single scrape,
+        whose lifetime latency would be paired with one instant's batch."""
         o, d = self.obs, self.deployment
         out = io.StringIO()
         columns = ["id", "model", "weights_dtype", "kv_dtype", "gpu", "num_gpus", "tp", "batch",
@@ -232,7 +238,7 @@ class ObserveReport:
         writer.writerow(columns)
         itl = o.latency_ms.get("itl", {}).get("mean")
         b = self.batch
-        if itl and b and not math.isnan(itl):
+        if itl and b and not math.isnan(itl) and not self.single_scrape:
             weights = d.weights.label
             if weights == "as stored":  # the checkpoint's own format, as validate names it
                 stored = d.model.stored_format_map
