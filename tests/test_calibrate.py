@@ -242,3 +242,31 @@ def test_eager_rows_are_priced_without_cuda_graphs_and_carry_the_moe_tp_caution(
     # the per-layer cost explains a fraction of the 3.4x measured: the caution says so
     assert fast.predicted / slow.predicted < graph.value / eager.value
     assert slow.caveat == EAGER_CAUTION and fast.caveat == ""
+
+
+def test_the_summary_reads_one_card_once_and_one_bias_for_times_and_rates(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Rows naming a100-80gb and a100-sxm-80gb are one card (the audit found two rows of the
+    accelerator table); a TTFT predicted too long and a decode speed predicted too slow are
+    the same direction of miss, so their bias has one sign."""
+    from ridgeline.predict import Prediction
+
+    slow_ttft = Prediction("t", "ttft_ms", 100.0, 125.0)
+    slow_decode = Prediction("d", "decode_tok_s_per_user", 100.0, 80.0)
+    assert slow_ttft.error == pytest.approx(0.25) and slow_decode.error == pytest.approx(-0.2)
+    assert slow_ttft.optimism == pytest.approx(-0.2) == slow_decode.optimism
+    (stats,) = error_stats([slow_ttft, slow_decode], lambda p: "all")
+    assert stats.median_bias == pytest.approx(-0.2)
+    assert stats.median_abs_error == pytest.approx(0.225)
+
+    with open(MEASUREMENTS, newline="", encoding="utf-8") as f:
+        rows = [r for r in csv.DictReader(f) if r["gpu"] in ("a100-80gb", "a100-sxm-80gb")]
+    assert {r["gpu"] for r in rows} == {"a100-80gb", "a100-sxm-80gb"}
+    path = tmp_path / "a100.csv"
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    assert main(["validate", str(path), "--json"]) == 0
+    cards = json.loads(capsys.readouterr().out)["summary"]["gpu"]
+    assert [c["group"] for c in cards] == ["a100-sxm-80gb"] and cards[0]["rows"] == len(rows)

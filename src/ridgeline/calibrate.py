@@ -308,21 +308,26 @@ class ErrorStats:
     rows: int
     median_abs_error: float
     p90_abs_error: float
-    median_signed_error: float
+    median_bias: float  # + where the prediction promises more: faster, or more capacity
 
 
 def error_stats(predictions: Sequence[Prediction], key: Callable[[Prediction], str]
                 ) -> list[ErrorStats]:
-    """Median and p90 |error| per group of predictions that have a prediction."""
+    """Median and p90 |error| per group of predictions that have a prediction, and the
+    median bias, read the same way for times, rates and capacities (Prediction.optimism)."""
     groups: dict[str, list[float]] = {}
     for p in predictions:
         if p.error is not None:
             groups.setdefault(key(p), []).append(p.error)
+    optimism: dict[str, list[float]] = {}
+    for p in predictions:
+        if p.optimism is not None:
+            optimism.setdefault(key(p), []).append(p.optimism)
     out = []
     for group, errors in sorted(groups.items()):
         absolute = sorted(abs(e) for e in errors)
         out.append(ErrorStats(group, len(errors), statistics.median(absolute),
-                              _quantile(absolute, 0.9), statistics.median(errors)))
+                              _quantile(absolute, 0.9), statistics.median(optimism[group])))
     return out
 
 

@@ -18,6 +18,7 @@ quantity measured between consecutive tokens; end-to-end latency = TTFT + (outpu
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -30,7 +31,7 @@ from ridgeline.engines import EngineProfile, engine_id, llamacpp_build, profile_
 from ridgeline.errors import InputError
 from ridgeline.floors import raw_fit
 from ridgeline.hardware import resolve_accelerator
-from ridgeline.measurements import KV_METRICS, Measurement
+from ridgeline.measurements import KV_METRICS, UNITS, Measurement
 from ridgeline.memory import EngineSettings, engine_defaults, kv_pool, max_batch
 from ridgeline.model import ModelSpec
 from ridgeline.offload import offload_caution
@@ -64,6 +65,17 @@ class Prediction:
         if self.predicted is None:
             return None
         return (self.predicted - self.measured) / self.measured
+
+    @property
+    def optimism(self) -> float | None:
+        """The error read one way for every metric: + where the prediction promises more
+        than was measured (faster, or more capacity). A time's error is turned into its
+        rate's: measured ÷ predicted − 1."""
+        if self.predicted is None:
+            return None
+        if UNITS.get(self.metric) == "ms":
+            return self.measured / self.predicted - 1 if self.predicted > 0 else math.inf
+        return self.error
 
 
 @lru_cache(maxsize=4096)

@@ -11,6 +11,7 @@ from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile, profile_for
 from ridgeline.errors import InputError
 from ridgeline.explain import Quantity, Step, q, step
+from ridgeline.hardware import resolve_accelerator
 from ridgeline.measurements import KV_METRICS, Measurement
 from ridgeline.predict import Prediction, deployment_for, kv_row_settings
 from ridgeline.render import table
@@ -91,9 +92,17 @@ def _predicted(row: Measurement, p: Prediction) -> Quantity:
              "" if p.error is None else f"error {p.error:+.1%}")
 
 
+def _card(name: str) -> str:
+    """The catalog id a row's accelerator resolves to (its own name where none does)."""
+    try:
+        return resolve_accelerator(name).id
+    except InputError:
+        return name
+
+
 def _stats_rows(stats: Sequence[ErrorStats]) -> list[list[str]]:
     return [[s.group, str(s.rows), f"{s.median_abs_error:.1%}", f"{s.p90_abs_error:.1%}",
-             f"{s.median_signed_error:+.1%}"] for s in stats]
+             f"{s.median_bias:+.1%}"] for s in stats]
 
 
 @dataclass(frozen=True)
@@ -117,6 +126,8 @@ class ValidationReport:
 
     def _by(self, column: str) -> list[ErrorStats]:
         lookup = {r.id: r for r in self.rows}
+        if column == "gpu":  # one card, however a row names it (h100, 'NVIDIA H100 80GB HBM3')
+            return error_stats(self.predictions, lambda p: _card(lookup[p.id].gpu))
         return error_stats(self.predictions, lambda p: str(getattr(lookup[p.id], column)))
 
     def to_dict(self) -> dict[str, Any]:
@@ -151,8 +162,10 @@ class ValidationReport:
                 lines.append("")
         for column, title in (("metric", "metric"), ("engine", "engine"), ("gpu", "accelerator")):
             lines += table(_stats_rows(self._by(column)),
-                           [title, "rows", "median |err|", "p90 |err|", "median err"])
+                           [title, "rows", "median |err|", "p90 |err|", "median bias"])
             lines.append("")
+        lines.append("error = predicted ÷ measured − 1 (a time's + is slower); bias: + where the "
+                     "prediction promises more than measured (faster, or more capacity)")
         unpredicted = sum(1 for p in self.predictions if p.predicted is None)
         lines.append(f"{len(self.predictions) - unpredicted} rows scored, {unpredicted} without a "
                      f"prediction (reason given), {len(self.read_errors)} unreadable")
