@@ -169,7 +169,7 @@ def test_calibrate_leaves_out_rows_past_the_roofline_and_names_unreadable_ones(
     named as unreadable; the profile written loads."""
     rows = [line(id=f"r{i}", batch=str(2 ** i), value=str(v))
             for i, v in enumerate((120, 115, 105, 95, 80, 60))]
-    path = csv_file(tmp_path, *rows, line(id="fast", batch="1", context_len="100", value="240"),
+    path = csv_file(tmp_path, *rows, line(id="fast", batch="1", context_len="128", value="240"),
                     line(id="neg", value="-150"))
     out = tmp_path / "p.json"
     code, text, _ = run(capsys, "calibrate", str(path), "-o", str(out))
@@ -187,3 +187,22 @@ def test_calibrate_leaves_out_rows_past_the_roofline_and_names_unreadable_ones(
                      name="fast.csv")
     code, _, err = run(capsys, "calibrate", str(every), "-o", str(tmp_path / "q.json"))
     assert code == 2 and "every row is past its roofline" in err
+
+
+def test_a_context_shorter_than_its_own_prompt_and_output_is_unreadable(
+        tmp_path: Path) -> None:
+    """context_len is the sequence at the phase's end: 99 tokens cannot hold a 610-token
+    prompt and 422 outputs (an audit found such a row scored). A TTFT row ends at its
+    prompt, and a KV-capacity row's context_len is max_model_len, so neither is held to it."""
+    path = csv_file(tmp_path,
+                    line(id="short", input_len="610", output_len="422", context_len="99"),
+                    line(id="ttft", input_len="1024", output_len="1", context_len="1024",
+                         metric="ttft_ms", unit="ms"),
+                    line(id="kv", input_len="610", output_len="422", context_len="99",
+                         metric="kv_cache_tokens", unit="tokens", value="100000"),
+                    line(id="deep", input_len="512", output_len="0", context_len="4608"))
+    result = read_measurements(path)
+    assert [r.id for r in result.rows] == ["ttft", "kv", "deep"]
+    (error,) = result.errors
+    assert error.startswith("short:") and "context_len 99 is shorter than the 1,032 tokens" \
+        in error

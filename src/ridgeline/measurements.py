@@ -180,14 +180,20 @@ def parse_row(raw: dict[str, str]) -> Measurement:
     tp = _int(raw["tp"], "tp", 1, MAX_GPUS) or 1
     if num_gpus % tp:
         raise ValueError(f"num_gpus {num_gpus} is not a multiple of tp {tp}")
+    input_len = _int(raw["input_len"], "input_len", 0, MAX_TOKENS)
+    output_len = _int(raw["output_len"], "output_len", 0, MAX_TOKENS)
+    context_len = _int(raw["context_len"], "context_len", 0, MAX_TOKENS)
+    # the sequence at the phase's end holds what it read and wrote (a TTFT row: the prompt)
+    held = (input_len or 0) + (0 if metric == "ttft_ms" else output_len or 0)
+    if metric not in KV_METRICS and context_len is not None and context_len < held:
+        raise ValueError(f"context_len {context_len:,} is shorter than the {held:,} tokens "
+                         "input_len + output_len put in the cache")
     return Measurement(
         id=raw["id"].strip(), model=raw["model"].strip(),
         weights_dtype=raw["weights_dtype"].strip().lower(), kv_dtype=raw["kv_dtype"].strip(),
         gpu=raw["gpu"].strip(), num_gpus=num_gpus, tp=tp,
         batch=_int(raw["batch"], "batch", 1, MAX_BATCH),
-        input_len=_int(raw["input_len"], "input_len", 0, MAX_TOKENS),
-        output_len=_int(raw["output_len"], "output_len", 0, MAX_TOKENS),
-        context_len=_int(raw["context_len"], "context_len", 0, MAX_TOKENS), metric=metric,
+        input_len=input_len, output_len=output_len, context_len=context_len, metric=metric,
         value=value,
         unit=unit, engine=raw["engine"].strip(), source=raw.get("source", ""),
         notes=raw.get("notes", "") or "",
