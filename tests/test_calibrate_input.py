@@ -183,7 +183,7 @@ def test_calibrate_leaves_out_rows_past_the_roofline_and_names_unreadable_ones(
     code, _, err = run(capsys, "calibrate", str(path), "-o", str(strict), "--strict")
     assert code == 2 and "--strict: 1 row unreadable and 1 past the roofline" in err
     assert not strict.exists()
-    every = csv_file(tmp_path, line(id="fast", batch="1", context_len="100", value="5000"),
+    every = csv_file(tmp_path, line(id="fast", batch="1", context_len="128", value="5000"),
                      name="fast.csv")
     code, _, err = run(capsys, "calibrate", str(every), "-o", str(tmp_path / "q.json"))
     assert code == 2 and "every row is past its roofline" in err
