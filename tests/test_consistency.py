@@ -105,7 +105,14 @@ def test_prefill_gives_no_engine_time_where_the_engine_cannot_hold_the_prompts(
     assert dec["engine_max_batch"][0]["batch"] == 53
     assert main(["prefill", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8",
                  "--prompt-len", "8"]) == 0
-    assert "it would refuse to start" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "it would refuse to start" in out
+    # the floor's time is the article's arithmetic; a throughput would say it runs
+    assert "(arithmetic only: vllm would not run this)" in out and "21.1 ms" in out
+    assert "throughput none: it does not run" in out and "prompt tok/s" not in out
+    assert main(["prefill", "llama-3.1-70b", "--gpu", "h100", "--prompt-len", "4000"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("DOES NOT FIT") and "prompt tok/s" not in out
 
 
 def test_llama_cpp_attends_over_every_token_of_a_gguf_it_gives_no_window(

@@ -578,9 +578,12 @@ class PrefillReport:
         lines += [
             _deployment_line(self.deployment),
             f"prefill floor, {f.batch} x {f.prompt_len:,}-token prompt"
-            + (":" if f.fit.fits else " (arithmetic only: no engine can run this):"),
+            + (":" if self.runs else " (arithmetic only: no engine can run this):"
+               if not f.fit.fits else f" (arithmetic only: {e.engine} would not run this):"),
             f"  time       {f.time_s * 1e3:,.1f} ms (bound by {f.bound}) = TTFT floor",
-            f"  throughput {f.tokens_per_s:,.0f} prompt tok/s",
+            # a deployment that cannot run gets no throughput, as decode gives it none
+            f"  throughput {f.tokens_per_s:,.0f} prompt tok/s" if self.runs else
+            "  throughput none: it does not run",
             f"  intensity  {f.weight_intensity_flop_per_byte:,.0f} FLOP per byte of weights, "
             f"{f.intensity_flop_per_byte:,.0f} over all bytes ({ridge})",
         ]
