@@ -346,3 +346,14 @@ def test_the_fit_chart_sizes_each_context_with_every_knob_fit_was_given() -> Non
         chart = chart_for(report)
         drawn = dict(zip(chart.series[0].x, chart.series[0].y))
         assert 8192 in CONTEXTS and drawn[8192.0] == report.batch, version
+
+
+def test_utilization_reads_an_idle_engine_as_observe_does(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """vllm:num_requests_running 0 is a normal reading (observe takes it): utilization
+    answers 0 % instead of refusing it, for a dense model and for an MoE one, whose experts
+    see no tokens."""
+    for model in ("llama-3.1-8b", "qwen3-30b-a3b"):
+        data = run_json(capsys, "utilization", "--gpu", "h100", "--running", "0", "--model",
+                        model, "--context", "2000")
+        assert data["running"] == 0 and data["fraction_of_arithmetic"] == 0.0

@@ -8,6 +8,7 @@ from typing import Any
 from ridgeline.cli import (
     MAX_BATCH,
     MAX_MEMORY_GIB,
+    _count,
     _count_list,
     _engine,
     _formats,
@@ -298,7 +299,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("utilization", help="the running batch an engine reports vs the ridge")
     _gpu(p)
     _pipeline(p)
-    p.add_argument("--running", type=_positive_count("running requests"), required=True,
+    p.add_argument("--running", type=_count("running requests"), required=True,
                    help="vllm:num_requests_running, or N in 'Running: N reqs'")
     p.add_argument("--compute-dtype", choices=["bf16", "fp16", "fp8", "int8", "fp4"])
     p.add_argument("--model", type=_not_empty("model name"),

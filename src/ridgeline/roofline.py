@@ -55,7 +55,7 @@ def decode_attention_intensity(spec: ModelSpec, kv_bytes_per_element: float) -> 
 def expert_intensity(batch: int, spec: ModelSpec, bytes_per_weight: float) -> float:
     """Tokens each touched expert sees, as FLOP per byte: 2·B·k / (E_touched(B) · bytes)."""
     moe = spec.moe
-    if moe is None:
+    if moe is None or batch == 0:  # no tokens: no expert read, no arithmetic
         return weight_intensity(batch, bytes_per_weight)
     touched = expected_experts_touched(moe.num_experts, moe.experts_per_token, batch)
     return 2.0 * batch * moe.experts_per_token / (touched * bytes_per_weight)
