@@ -138,3 +138,12 @@ def test_decode_attention_sits_on_the_caches_roof(capsys: pytest.CaptureFixture[
         / h100.peak("bf16"))
     assert attention["fraction_of_peak"] == pytest.approx(0.819, abs=0.001)
     assert "its matmuls at bf16" in attention["note"]
+
+
+def test_the_header_counts_the_cards_the_fit_line_counts(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--num-gpus 8: the fit is judged on all eight; the ridge is each card's, and the same."""
+    assert main(["roofline", "--gpu", "h100", "--num-gpus", "8", "--model", "llama-3.1-70b",
+                 "--batch", "64"]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    assert head.startswith("8 x h100-sxm, each 989.4 TFLOP/s") and "ridge at 295" in head

@@ -37,6 +37,7 @@ class RooflineReport:
     steps: tuple[Step, ...]
     fit: str = ""  # where --model's weights overflow the card: the DOES NOT FIT line
     caution: str = ""  # --model with a prompt past its trained context
+    num_gpus: int = 1  # --model's deployment: the fit line counts them all; the ridge is each's
 
     @property
     def ridge(self) -> float:
@@ -61,8 +62,11 @@ class RooflineReport:
         a = self.accelerator
         dtype = a.resolve_dtype(self.compute_dtype)
         lines = [*([self.fit] if self.fit else []),
-            f"{a.id}: {a.peak(dtype) / 1e12:,.1f} TFLOP/s ({dtype}, dense) ÷ "
-            f"{a.bandwidth_tb_s:.3g} TB/s = ridge at {self.ridge:,.0f} FLOP/byte",
+            (f"{self.num_gpus} x {a.id}, each " if self.num_gpus > 1 else f"{a.id}: ")
+            + f"{a.peak(dtype) / 1e12:,.1f} TFLOP/s ({dtype}, dense) ÷ "
+            f"{a.bandwidth_tb_s:.3g} TB/s = ridge at {self.ridge:,.0f} FLOP/byte"
+            + (" (tensor parallelism adds peak and bandwidth alike: the same ridge)"
+               if self.num_gpus > 1 else ""),
             f"batch {self.batch}" + (f", model {self.model}" if self.model else "")
             + f", prompt {self.prompt_len} tokens", "",
         ]
@@ -242,4 +246,4 @@ def roofline_report(
                                       prompt_len) if dep is not None else ""
     return RooflineReport(acc, compute_dtype, batch, prompt_len,
                           dep.model.name if dep else None, tuple(points), tuple(steps), overflow,
-                          caution)
+                          caution, dep.num_gpus if dep else 1)
