@@ -176,7 +176,7 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
                    band_high=max(1.0, _quantile(ratios, 0.9)),
                    fitted_rows=len(mine), fitted_ids=tuple(r.id for r in mine),
                    fitted_groups=dict(sorted(groups.items())),
-                   source=_fit_source(mine))
+                   source=_fit_source(mine), compute_rows=len(compute_rows))
 
 
 def condition(row: Measurement) -> tuple[object, ...]:

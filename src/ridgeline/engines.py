@@ -67,6 +67,14 @@ class EngineProfile:
     prefill_layer_overhead_s: float | None = None
     # fitted rows per accelerator group (engines.accelerator_group): where the fit has data
     fitted_groups: Mapping[str, int] = field(default_factory=dict, hash=False)
+    # the prefill/TTFT rows among them (0: compute_efficiency held at its prior, unfitted;
+    # None: a profile written before this was recorded)
+    compute_rows: int | None = None
+
+    @property
+    def compute_fitted(self) -> bool:
+        """Whether any compute-bound row (a prefill, a TTFT) set compute_efficiency."""
+        return self.compute_rows != 0
 
     def overhead_s(self, layers: int, prefill: bool) -> float:
         """Fixed cost of one forward pass: per step, plus per layer (prefill steps' own rate)."""
@@ -130,6 +138,8 @@ class EngineProfile:
                                dict(data.get("fitted_groups") or {}).items()},
                 prefill_layer_overhead_s=f.optional("prefill_layer_overhead_s", 0,
                                                     MAX_OVERHEAD_S),
+                compute_rows=None if (rows := f.optional("compute_rows", 0, 1e9)) is None
+                else int(rows),
             )
         except (TypeError, ValueError) as exc:
             if isinstance(exc, InputError):

@@ -91,6 +91,7 @@ class Expectation:
     high_s: float
     source: str
     steps: tuple[Step, ...] = ()  # how time_s follows from the profile (for --explain)
+    compute_fitted: bool = True  # a compute-bound row set the profile's compute efficiency
 
     @classmethod
     def of(cls, dep: Deployment, batch: list[Seq], profile: EngineProfile) -> Expectation:
@@ -99,7 +100,7 @@ class Expectation:
         # the band's fast edge never beats the floor
         low = min(t, max(t / profile.band_high, floor_time_s(dep, batch)))
         return cls(profile.engine, t, low, t / profile.band_low, profile.source,
-                   _expectation_steps(dep, batch, profile, cost))
+                   _expectation_steps(dep, batch, profile, cost), profile.compute_fitted)
 
     @classmethod
     def of_prefill(cls, dep: Deployment, prompt: int, batch: int,
@@ -126,7 +127,8 @@ class Expectation:
                      q("ubatches", ubatches, "", f"{batch} x ⌈{prompt:,} ÷ {ubatch}⌉"))
         floor = prefill_floor(dep, prompt, batch, ubatch).time_s
         low = min(t, max(t / profile.band_high, floor))
-        return cls(profile.engine, t, low, t / profile.band_low, profile.source, (*head, total))
+        return cls(profile.engine, t, low, t / profile.band_low, profile.source, (*head, total),
+                   profile.compute_fitted)
 
     def to_dict(self) -> dict[str, Any]:
         return {"engine": self.engine, "time_s": self.time_s, "low_s": self.low_s,
@@ -548,6 +550,10 @@ class PrefillReport:
                        "llama.cpp's ideal: on 8 x A100 its pipelining PR (#6017) measured a "
                        "2,048-token prompt 38 % under it (validation/pipeline.csv), so read the "
                        "expectation as optimistic, the more so the more stages")
+        if self.runs and not self.expected.compute_fitted:
+            out.append(f"the {self.expected.engine} profile was fitted on decode rows only: its "
+                       "compute efficiency is the prior's, and its band is decode's, not a "
+                       "prompt's (calibrate with prefill or TTFT rows to fit it)")
         return [c for c in out if c]
 
     @property
