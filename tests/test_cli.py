@@ -151,6 +151,8 @@ BAD = [
     (["evalstats", "--pct-a", "39.03", "--n", "164"], "give --pct-b"),
     (["evalstats", "--discordant=-1,3"], "negative"),
     (["prefix", "--tokens-a", "1,x", "--tokens-b", "1"], "token ids"),
+    (["amdahl", "--fraction", "0.5", "--speedup", "nan"], "--speedup: speedup must be"),
+    (["amdahl", "--fraction", "0.5", "--target", "inf"], "--target: target speedup must"),
     (["hardware", "--gpu-file", "/nonexistent.json"], "no such"),
     (["model", "/tmp"], "no such config"),
     (["fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "8k",

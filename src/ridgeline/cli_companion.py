@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ridgeline.amdahl import FractionSource
 from ridgeline.errors import InputError
 from ridgeline.explain import Step
+from ridgeline.units import plural
 
 if TYPE_CHECKING:
     from ridgeline.evalstats import PercentageCount
@@ -242,9 +243,11 @@ def cmd_prefix(args: argparse.Namespace) -> LinesReport:
     else:
         raise InputError("give --tokens-a and --tokens-b (token ids), or --text-a/--text-b")
     r = prefix_reuse(a, b, args.block_size)
-    lines = (f"common prefix {r.common_prefix_tokens} tokens; with block_size {r.block_size}: "
-             f"{r.full_blocks_reused} full block{'' if r.full_blocks_reused == 1 else 's'} = "
-             f"{r.tokens_reused} tokens reused "
+    common, reused = r.common_prefix_tokens, r.tokens_reused
+    lines = (f"common prefix {common} {plural(common, 'token')}; with block_size "
+             f"{r.block_size}: {r.full_blocks_reused} full "
+             f"{plural(r.full_blocks_reused, 'block')} = {reused} {plural(reused, 'token')} "
+             "reused "
              f"({r.fraction_of_b_reused:.1%} of prompt B), {r.tokens_to_recompute} recomputed",)
     return LinesReport((named(r),), lines)
 
@@ -313,8 +316,10 @@ def add_companion_commands(
 
     p = sub.add_parser("amdahl", help="what speeding up one part of the step is worth")
     p.add_argument("--fraction", type=float, help="share of the time the part takes, 0–1")
-    p.add_argument("--speedup", type=float, help="how much faster the part gets")
-    p.add_argument("--target", type=float, help="end-to-end speedup wanted")
+    p.add_argument("--speedup", type=_positive_float("speedup"),
+                   help="how much faster the part gets")
+    p.add_argument("--target", type=_positive_float("target speedup"),
+                   help="end-to-end speedup wanted")
     p.add_argument("--model", type=_not_empty("model name"),
                    help="take the fraction from this model's decode step")
     p.add_argument("--gpu", type=_not_empty("accelerator name"))

@@ -200,7 +200,7 @@ class PlanReport:
     def text_lines(self) -> list[str]:
         r = self.result
         slo = r.slo
-        head = (f"{self.model.name} at {r.load.rate:g} req/s (input {r.load.input_len}, output "
+        head = (f"{self.model.name} at {r.load.rate:.4g} req/s (input {r.load.input_len}, output "
                 f"{r.load.output_len}); SLO {_pct(slo.percentile)} TTFT ≤ {slo.ttft_s * 1e3:g} ms, "
                 f"TPOT ≤ {slo.tpot_s * 1e3:g} ms; {r.searched} configurations searched, "
                 f"pools sized as {r.engine} sizes them")
