@@ -13,7 +13,7 @@ from ridgeline.catalog import all_model_ids, resolve_model
 from ridgeline.cli import main
 from ridgeline.deployment import tensor_parallel_problem
 from ridgeline.hardware import catalog
-from tests.conftest import MEASUREMENTS, run_cli
+from tests.conftest import MEASUREMENTS, ROOT, run_cli
 
 ARTICLE = ["decode", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8", "--kv-dtype", "bf16",
            "--batch", "32", "--context", "2000"]
@@ -155,6 +155,8 @@ BAD = [
     (["amdahl", "--fraction", "0.5", "--target", "inf"], "--target: target speedup must"),
     (["hardware", "--gpu-file", "/nonexistent.json"], "no such"),
     (["model", "/tmp"], "no such config"),
+    (["model", str(ROOT / "validation/h200/2026-11-29-run1.accelerator.json")],
+     "is an accelerator record, not a model's config.json (give it to --gpu-file)"),
     (["fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "8k",
       "--gpu-memory-utilization", "1.5"], "memory fraction"),
     (["fit", "llama-3.1-8b", "--gpu", "h100"], "--max-model-len"),

@@ -140,6 +140,9 @@ def parse_config_text(text: str, origin: str) -> Mapping[str, Any]:
         raise InputError(f"{origin}: a number in it is more than 4,300 digits long") from None
     if not isinstance(config, dict):
         raise InputError(f"{origin} is not a config.json: expected a JSON object")
+    if "memory_bandwidth_bytes_per_s" in config and "peak_flops" in config:
+        raise InputError(f"{origin} is an accelerator record, not a model's config.json "
+                         "(give it to --gpu-file)")
     return config
 
 
