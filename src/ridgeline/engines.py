@@ -222,7 +222,3 @@ def load_profile_file(path: str) -> dict[str, EngineProfile]:
     if not isinstance(engines, dict) or not engines:
         raise InputError(f"{path}: expected {{\"engines\": {{name: profile}}}}")
     return {engine_id(e): EngineProfile.from_dict(p, path) for e, p in engines.items()}
-
-
-def with_values(profile: EngineProfile, **values: float) -> EngineProfile:
-    return replace(profile, **values)  # type: ignore[arg-type]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ridgeline.hardware import Accelerator
 from ridgeline.layouts import ATTENTION_MIXERS, FULL, LINEAR, MAMBA, WINDOW_MIXERS
 from ridgeline.model import Layer, ModelSpec
 from ridgeline.units import require_positive
@@ -131,7 +130,3 @@ def conversations_that_fit(budget_bytes: float, bytes_per_sequence: float) -> in
     if budget_bytes <= 0 or bytes_per_sequence <= 0:
         return 0
     return int(budget_bytes // bytes_per_sequence)
-
-
-def memory_budget_bytes(acc: Accelerator, num_gpus: int) -> float:
-    return acc.memory_bytes * num_gpus

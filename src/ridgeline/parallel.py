@@ -84,11 +84,6 @@ def all_reduce_time_s(message_bytes: float, ranks: int, acc: Accelerator) -> flo
     return t
 
 
-def all_gather_time_s(message_bytes: float, ranks: int, acc: Accelerator) -> float:
-    """Ring all-gather of a message of ``message_bytes`` in total: half an all-reduce."""
-    return all_reduce_time_s(message_bytes, ranks, acc) / 2
-
-
 def all_to_all_time_s(message_bytes: float, ranks: int, acc: Accelerator) -> float:
     """Expert-parallel dispatch or combine: each rank sends (n−1)/n of its tokens away."""
     if ranks <= 1 or message_bytes <= 0:

@@ -85,22 +85,6 @@ def require_positive(value: float, what: str) -> float:
     return value
 
 
-def require_non_negative(value: float, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InputError(f"{what} must be a number, got {value!r}")
-    if not math.isfinite(value) or value < 0:
-        raise InputError(f"{what} must be zero or more, got {value!r}")
-    return value
-
-
-def fmt_bytes(n_bytes: float) -> str:
-    """Decimal bytes for display: 7.05e10 -> '70.5 GB' (GiB is shown where asked for)."""
-    for unit, factor in (("TB", TB), ("GB", GB), ("MB", MB), ("KB", KB)):
-        if abs(n_bytes) >= factor:
-            return f"{n_bytes / factor:.3g} {unit}"
-    return f"{n_bytes:.0f} B"
-
-
 def fmt_binary_bytes(n_bytes: float) -> str:
     """Binary bytes for display: 36864 -> '36 KiB'."""
     for unit, factor in (("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
@@ -115,18 +99,6 @@ def fmt_count(n: float) -> str:
         if abs(n) >= factor:
             return f"{n / factor:.4g}{unit}"
     return f"{n:.0f}"
-
-
-def fmt_flops(flops_per_s: float) -> str:
-    return f"{flops_per_s / TERA:.4g} TFLOP/s"
-
-
-def fmt_time_s(seconds: float) -> str:
-    if seconds >= 1:
-        return f"{seconds:.3g} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.3g} ms"
-    return f"{seconds * 1e6:.3g} µs"
 
 
 def usd_per_million_tokens(usd_per_hour: float | None, tok_s: float) -> float | None:
