@@ -112,7 +112,7 @@ def test_row_split_is_refused_as_unmodelled_and_a_split_needs_gpus(
 def test_a_layer_split_pipelines_a_prompts_ubatches() -> None:
     """llama.cpp PR #6017: the ubatches of one llama_decode call (-b 2048: four of 512) move
     through the stages one behind the other."""
-    from ridgeline.predict import pipelined_s, prefill_time
+    from ridgeline.llamacpp_batching import pipelined_s, prefill_time
 
     assert pipelined_s([1.0, 1.0, 1.0, 1.0], 2) == pytest.approx(2.5)  # (4 + 1) halves
     assert pipelined_s([1.0], 4) == 1.0 and pipelined_s([1.0, 2.0], 1) == 3.0

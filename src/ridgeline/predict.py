@@ -31,6 +31,7 @@ from ridgeline.engines import EngineProfile, engine_id, llamacpp_build, profile_
 from ridgeline.errors import InputError
 from ridgeline.floors import raw_fit
 from ridgeline.hardware import resolve_accelerator
+from ridgeline.llamacpp_batching import LLAMA_CPP_UBATCH, prefill_time
 from ridgeline.measurements import KV_METRICS, UNITS, Measurement
 from ridgeline.memory import EngineSettings, engine_defaults, kv_pool, max_batch
 from ridgeline.model import ModelSpec
@@ -40,7 +41,6 @@ from ridgeline.vllm_memory import parse_version
 
 _WEIGHTS = {"f16": "fp16", "f32": "fp32", "fp8": "fp8", "bf16": "bf16", "int8": "int8",
             "nvfp4": "nvfp4", "mxfp4": "mxfp4"}
-LLAMA_CPP_UBATCH = 512
 # NVIDIA's Model Optimizer exports (nvidia/*-FP8, nvidia/*-FP4 checkpoints) write
 # "kv_cache_quant_algo": "FP8" into hf_quant_config.json, and TensorRT-LLM and vLLM follow it
 # when the KV dtype is left on auto: a row that names such a checkpoint and leaves the KV dtype
@@ -222,48 +222,6 @@ def decode_step_time(dep: Deployment, profile: EngineProfile, batch: int, start:
     """Mean decode step time while contexts grow from ``start`` to ``start + generated``."""
     mid = max(1, start + generated // 2)
     return step_time_s(dep, decode_batch(batch, mid), profile)
-
-
-def prefill_time(dep: Deployment, profile: EngineProfile, prompt: int, depth: int = 0,
-                 batch: int = 1, chunk: int | None = LLAMA_CPP_UBATCH) -> float:
-    """Prefill of ``batch`` prompts of ``prompt`` tokens after ``depth`` cached ones.
-
-    llama.cpp cuts the work into ubatches of 512 tokens, whichever prompts they come from
-    (each ubatch re-reads the weights); engines with chunk=None run each prompt's tokens
-    in one pass.
-    """
-    if not dep.engine.startswith("llama.cpp") or chunk is None:
-        return step_time_s(dep, [Seq(prompt, depth)] * batch, profile)
-    stages = dep.pipeline_parallel_size
-    per_call = max(1, llamacpp_n_batch() // chunk)  # ubatches one llama_decode call holds
-    total = 0.0
-    for _ in range(batch):
-        done, call = 0, []
-        while done < prompt:
-            n = min(chunk, prompt - done)
-            call.append(step_time_s(dep, [Seq(n, depth + done)], profile))
-            done += n
-            if len(call) == per_call or done >= prompt:
-                total += pipelined_s(call, stages)
-                call = []
-    return total
-
-
-def llamacpp_n_batch() -> int:
-    """llama.cpp's -b: the tokens one llama_decode call takes (default 2048)."""
-    from ridgeline.memory import engine_defaults
-
-    return int(engine_defaults("llama.cpp")["n_batch"])
-
-
-def pipelined_s(ubatches: list[float], stages: int) -> float:
-    """One llama_decode call's ubatches through a layer split of ``stages`` GPUs: llama.cpp
-    pipelines them (PR #6017: GGML_SCHED_MAX_COPIES = 4 copies of the graph inputs), each
-    ubatch a stage behind the last, so the call takes its ubatches' stage times plus the
-    (stages − 1) stages the last one waits behind; one GPU, or one ubatch, runs them in turn."""
-    if stages <= 1 or len(ubatches) <= 1:
-        return sum(ubatches)
-    return (sum(ubatches) + (stages - 1) * max(ubatches)) / stages
 
 
 def output_throughput(row: Measurement, dep: Deployment, profile: EngineProfile) -> float | None:

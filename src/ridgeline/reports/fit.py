@@ -15,6 +15,7 @@ from ridgeline.engine_windows import has_windows
 from ridgeline.errors import InputError
 from ridgeline.explain import Step, q, step
 from ridgeline.layouts import CHUNKED
+from ridgeline.llamacpp_batching import llamacpp_n_batch
 from ridgeline.memory import (
     EngineSettings,
     KVPool,
@@ -55,7 +56,6 @@ NON_CUDA_VENDORS = ("google", "intel")  # TPU (JAX/XLA) and Gaudi backends: no C
 DOES_NOT_FIT = "does not fit"
 UNDER_RIDGE = "fits, under the ridge"
 CLEARS_RIDGE = "clears the ridge"
-LLAMA_SERVER_N_BATCH = 2048  # llama-server -b default: a larger -ub needs -b raised with it
 
 
 @dataclass(frozen=True)
@@ -338,7 +338,9 @@ class FitReport:
         if is_llamacpp(p) and self.batch:
             ub = self.settings.max_num_batched_tokens
             flags = "".join((
-                (f" -b {ub}" if ub and ub > LLAMA_SERVER_N_BATCH else "") + (f" -ub {ub}" if ub else ""),
+                # -b rises with a -ub past it
+                (f" -b {ub}" if ub and ub > llamacpp_n_batch() else "")
+                + (f" -ub {ub}" if ub else ""),
                 "" if self.settings.flash_attn else " -fa off",
                 "" if d.kv.id in ("fp16", "f16") else f" -ctk {d.kv.id} -ctv {d.kv.id}",
                 _offload_flags(d)))

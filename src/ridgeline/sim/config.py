@@ -72,7 +72,7 @@ def sim_config(dep: Deployment, settings: object | None = None,
         blocks = min(blocks, cells // block_size)
     budget, ubatch = pool.profile_tokens, 0
     if dep.engine.startswith("llama.cpp"):  # llama-server fills one llama_decode call up to
-        from ridgeline.predict import llamacpp_n_batch  # -b and runs it as -ub ubatches
+        from ridgeline.llamacpp_batching import llamacpp_n_batch  # -b, runs it as -ub ubatches
 
         budget, ubatch = max(llamacpp_n_batch(), pool.profile_tokens), pool.profile_tokens
     return SimConfig(num_blocks=blocks, block_size=block_size,

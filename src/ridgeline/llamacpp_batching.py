@@ -1,0 +1,61 @@
+"""llama.cpp's prompt batching: one llama_decode call takes up to -b tokens (n_batch) and
+runs them as ubatches of -ub tokens (n_ubatch), each re-reading the weights, pipelined over
+a layer split's stages. One owner for validate's rows, decode's expectation, the prefill
+floor's pipelining and the simulator's llama-server (defaults from data/engines.json)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ridgeline.cost import Seq, step_time_s
+from ridgeline.datafiles import load_data
+from ridgeline.deployment import Deployment
+from ridgeline.engines import EngineProfile
+
+
+def _defaults() -> dict[str, Any]:
+    data: dict[str, Any] = load_data("engines.json")["llama.cpp"]
+    return data
+
+
+LLAMA_CPP_UBATCH = int(_defaults()["n_ubatch"])  # -ub: llama.cpp's default, 512
+
+
+def llamacpp_n_batch() -> int:
+    """llama.cpp's -b: the tokens one llama_decode call takes (default 2048)."""
+    return int(_defaults()["n_batch"])
+
+
+def pipelined_s(ubatches: list[float], stages: int) -> float:
+    """One llama_decode call's ubatches through a layer split of ``stages`` GPUs: llama.cpp
+    pipelines them (PR #6017: GGML_SCHED_MAX_COPIES = 4 copies of the graph inputs), each
+    ubatch a stage behind the last, so the call takes its ubatches' stage times plus the
+    (stages − 1) stages the last one waits behind; one GPU, or one ubatch, runs them in turn."""
+    if stages <= 1 or len(ubatches) <= 1:
+        return sum(ubatches)
+    return (sum(ubatches) + (stages - 1) * max(ubatches)) / stages
+
+
+def prefill_time(dep: Deployment, profile: EngineProfile, prompt: int, depth: int = 0,
+                 batch: int = 1, chunk: int | None = LLAMA_CPP_UBATCH) -> float:
+    """Prefill of ``batch`` prompts of ``prompt`` tokens after ``depth`` cached ones.
+
+    llama.cpp cuts the work into ubatches of 512 tokens, whichever prompts they come from
+    (each ubatch re-reads the weights); engines with chunk=None run each prompt's tokens
+    in one pass.
+    """
+    if not dep.engine.startswith("llama.cpp") or chunk is None:
+        return step_time_s(dep, [Seq(prompt, depth)] * batch, profile)
+    stages = dep.pipeline_parallel_size
+    per_call = max(1, llamacpp_n_batch() // chunk)  # ubatches one llama_decode call holds
+    total = 0.0
+    for _ in range(batch):
+        done, call = 0, []
+        while done < prompt:
+            n = min(chunk, prompt - done)
+            call.append(step_time_s(dep, [Seq(n, depth + done)], profile))
+            done += n
+            if len(call) == per_call or done >= prompt:
+                total += pipelined_s(call, stages)
+                call = []
+    return total
