@@ -11,7 +11,7 @@ from ridgeline.hardware import Accelerator
 from ridgeline.kvcache import kv_replication
 from ridgeline.layouts import FULL, WINDOW_MIXERS
 from ridgeline.model import ModelSpec
-from ridgeline.offload import HostOffload
+from ridgeline.offload import HostOffload, check_host_memory
 from ridgeline.params import count_params
 from ridgeline.precision import (
     KVDtype,
@@ -262,9 +262,7 @@ class Deployment:
                              "auto (its --fit balances the split) or --cpu-moe")
         dep = replace(self, offload=offload)
         if check_host:  # the weights here; commands add the cache at their -c
-            from ridgeline.memory import check_host_memory_for
-
-            check_host_memory_for(dep, 0)
+            check_host_memory(dep)
         return dep
 
     def __hash__(self) -> int:

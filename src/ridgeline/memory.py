@@ -30,7 +30,7 @@ from ridgeline.kvcache import KVFootprint, kv_footprint
 from ridgeline.kvgroups import KVGroups, vllm_kv_groups
 from ridgeline.layouts import DENSE, FULL, LINEAR, MAMBA, MOE, WINDOW_MIXERS
 from ridgeline.llamacpp_memory import cells_that_fit, compute_buffer_bytes, slot_cache_bytes
-from ridgeline.offload import gpu_share, gpu_weight_bytes, host_weight_bytes
+from ridgeline.offload import check_host_memory, gpu_share, gpu_weight_bytes
 from ridgeline.sglang_memory import (
     sglang_max_running_requests,
     sglang_memory_defaults,
@@ -447,15 +447,7 @@ def host_cache_bytes(dep: Deployment, cells: int, engine_version: str | None = N
 def check_host_memory_for(dep: Deployment, cells: int) -> None:
     """Refuse a split whose host share, its weights and its layers' cache for ``cells`` cells,
     overflows the host's RAM, where given."""
-    o = dep.offload
-    if o is None or o.host_memory_bytes is None:
-        return
-    weights, cache = host_weight_bytes(dep), host_cache_bytes(dep, cells)
-    if weights + cache > o.host_memory_bytes:
-        held = f"{weights / GIB:,.1f} GiB of weights" + (
-            f" and {cache / GIB:,.1f} GiB of KV cache ({cells:,} cells)" if cells else "")
-        raise InputError(f"does not fit: {held} stay in host memory, more than the host's "
-                         f"{o.host_memory_bytes / GIB:,.1f} GiB")
+    check_host_memory(dep, host_cache_bytes(dep, cells), cells)
 
 
 def _llamacpp_pool(dep: Deployment, s: EngineSettings, total: float, weights: float,

@@ -26,6 +26,7 @@ from ridgeline.errors import InputError
 from ridgeline.layouts import ATTENTION_MIXERS, MOE
 from ridgeline.params import layer_params
 from ridgeline.quantization import EMBEDDING, ROUTED
+from ridgeline.units import GIB
 
 if TYPE_CHECKING:
     from ridgeline.deployment import Deployment
@@ -185,6 +186,20 @@ def host_weight_bytes(dep: Deployment) -> float:
     tied = dep.model.tie_word_embeddings  # a tied output layer is the embedding table
     return host + (0.0 if tied else dep.bytes_by_category[EMBEDDING])
 
+
+
+def check_host_memory(dep: Deployment, cache_bytes: float = 0.0, cells: int = 0) -> None:
+    """Refuse a split whose host share, its weights and ``cache_bytes`` of its layers' cache
+    (``cells`` cells of -c), overflows the host's RAM, where given."""
+    o = dep.offload
+    if o is None or o.host_memory_bytes is None:
+        return
+    weights = host_weight_bytes(dep)
+    if weights + cache_bytes > o.host_memory_bytes:
+        held = f"{weights / GIB:,.1f} GiB of weights" + (
+            f" and {cache_bytes / GIB:,.1f} GiB of KV cache ({cells:,} cells)" if cells else "")
+        raise InputError(f"does not fit: {held} stay in host memory, more than the host's "
+                         f"{o.host_memory_bytes / GIB:,.1f} GiB")
 
 def gpu_weight_bytes(dep: Deployment) -> float:
     """Bytes of weights on the GPUs: all of them for a serving engine; llama.cpp keeps the
