@@ -11,6 +11,7 @@ from ridgeline.cost import (
     IDEAL,
     Seq,
     decode_batch,
+    mean_decode_context,
     step_cost,
     step_time_s,
 )
@@ -241,3 +242,11 @@ def test_attention_multiplies_the_cache_at_its_own_rate() -> None:
     gguf = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("rtx-4090"),
                             "q4_k_m", None, 1, engine="llama.cpp-cuda")
     assert gguf.attention_compute_dtype == "fp16"
+
+
+def test_one_mean_decode_context_for_plan_validate_and_observe() -> None:
+    """The step at a request's mean context: its prompt and half its output, whole tokens
+    (1,000 in and 250 out: 1,125; 251 out rounds down alike for counts and means)."""
+    assert mean_decode_context(1000, 250) == 1125
+    assert mean_decode_context(1000, 251) == mean_decode_context(1000.0, 251.0) == 1125
+    assert mean_decode_context(0, 1) == 1  # never an empty context

@@ -74,6 +74,13 @@ def decode_batch(batch: int, context: int) -> list[Seq]:
     return [Seq(1, context)] * batch
 
 
+def mean_decode_context(prompt_tokens: float, output_tokens: float) -> int:
+    """The context a request's decode steps average: its prompt and half its output. A
+    step's time is linear in its context, so the mean step is the step at the mean context
+    (1,000 in, 250 out: 1,125 tokens)."""
+    return max(1, int(prompt_tokens + output_tokens / 2))
+
+
 @dataclass(frozen=True)
 class OpCost:
     name: str

@@ -26,7 +26,7 @@ from statistics import NormalDist
 from typing import Any
 
 from ridgeline.calibrate import MIN_GROUP_ROWS
-from ridgeline.cost import Seq, decode_batch, step_time_s
+from ridgeline.cost import Seq, decode_batch, mean_decode_context, step_time_s
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile, accelerator_group, profile_for
 from ridgeline.errors import InputError
@@ -300,7 +300,7 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
     prompts = max(1, budget // isl)  # whole prompts a step packs, or one budget-long chunk
     packed = step_time_s(dep, [Seq(min(budget, isl), 0)] * prompts, profile)
     most_rate = lanes * prompts * min(budget, isl) / packed / (isl + osl)
-    ctx = isl + osl // 2
+    ctx = mean_decode_context(isl, osl)
     if mean_out < 2:  # one output token each: no TPOT to keep, the prompts are the load
         return lanes, step_time_s(dep, decode_batch(1, ctx), profile), ttft_floor, most_rate
     # B decodes and the B·in/out prompt tokens that keep B requests flowing share the budget:
@@ -692,7 +692,7 @@ def _disaggregated(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], 
             # prefill pool: keep utilisation ≤ 0.7 so queueing leaves TTFT within the SLO
             x = max(1, math.ceil(load.rate * prefill_s / 0.7))
             lo, hi = 1, cap
-            ctx = isl + osl // 2
+            ctx = mean_decode_context(isl, osl)
             if step_time_s(dep, decode_batch(1, ctx), profile) > slo.tpot_s:
                 continue
             while lo < hi:
@@ -721,7 +721,7 @@ def _pareto(model: ModelSpec, feasible: list[Candidate], load: Load,
             engine: str = "vllm") -> list[tuple[float, float, str]]:
     """Non-dominated (tok/s per GPU, tok/s per user) points over batch, per configuration."""
     mean_in, mean_out = load.means()
-    ctx = round(mean_in + mean_out / 2)
+    ctx = mean_decode_context(mean_in, mean_out)
     points = []
     seen = set()
     profile = profile_for(engine)
@@ -767,7 +767,7 @@ def _closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],
             if max_batch(dep, context, EngineSettings(max_model_len=context)) < 1:
                 break  # the widest group does not hold the model: no narrower one will
             ttft = step_time_s(dep, [Seq(max(1, round(mean_in)), 0)], profile)
-            tpot = step_time_s(dep, decode_batch(1, round(mean_in + mean_out / 2)), profile)
+            tpot = step_time_s(dep, decode_batch(1, mean_decode_context(mean_in, mean_out)), profile)
             miss = max(ttft / slo.ttft_s, tpot / slo.tpot_s)
             text = (f"{tp} x {acc.id}: TTFT ≥ {ttft * 1e3:,.0f} ms, TPOT ≥ {tpot * 1e3:,.1f} ms "
                     "even unloaded")

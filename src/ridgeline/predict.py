@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from ridgeline.catalog import resolve_model
-from ridgeline.cost import Seq, decode_batch, step_time_s
+from ridgeline.cost import Seq, decode_batch, mean_decode_context, step_time_s
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile, engine_id, llamacpp_build, profile_for
 from ridgeline.errors import InputError
@@ -220,7 +220,7 @@ def _decode_span(row: Measurement) -> tuple[int, int]:
 def decode_step_time(dep: Deployment, profile: EngineProfile, batch: int, start: int,
                      generated: int) -> float:
     """Mean decode step time while contexts grow from ``start`` to ``start + generated``."""
-    mid = max(1, start + generated // 2)
+    mid = mean_decode_context(start, generated)
     return step_time_s(dep, decode_batch(batch, mid), profile)
 
 

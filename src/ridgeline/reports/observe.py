@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ridgeline.catalog import model_entry, normalise
-from ridgeline.cost import decode_batch, step_cost
+from ridgeline.cost import decode_batch, mean_decode_context, step_cost
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.errors import InputError
@@ -298,7 +298,7 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
     if context is None:
         held = context_from_kv_usage(obs, dep)
         if obs.mean_prompt_tokens is not None and obs.mean_output_tokens is not None:
-            context = max(1, round(obs.mean_prompt_tokens + obs.mean_output_tokens / 2))
+            context = mean_decode_context(obs.mean_prompt_tokens, obs.mean_output_tokens)
             source = "mean prompt + half the mean output, from the source"
         elif held is not None:
             context, source = held
