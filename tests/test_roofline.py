@@ -147,3 +147,25 @@ def test_the_header_counts_the_cards_the_fit_line_counts(
                  "--batch", "64"]) == 0
     head = capsys.readouterr().out.splitlines()[0]
     assert head.startswith("8 x h100-sxm, each 989.4 TFLOP/s") and "ridge at 295" in head
+
+
+def test_one_expert_ridge_batch_for_moe_fit_roofline_and_utilization(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The article's ≈ 9,500: Qwen3.6-35B-A3B's experts at bf16 on an H100 reach the ridge
+    near batch 295 ÷ (8/256) = 9,451, and every command that names it names that one."""
+    from ridgeline.roofline import expert_ridge_batch
+
+    h100 = resolve_accelerator("h100")
+    batch = expert_ridge_batch(h100, "bf16", 2.0, 8 / 256)
+    assert batch == pytest.approx(295.34 * 32, rel=1e-3) and round(batch) == 9451
+    argv = ["--gpu", "h100", "--weights", "bf16"]
+    assert main(["moe", "qwen3.6-35b-a3b", *argv, "--json"]) == 0
+    moe = json.loads(capsys.readouterr().out)
+    assert main(["fit", "qwen3.6-35b-a3b", *argv, "--num-gpus", "2", "--max-model-len",
+                 "8192", "--json"]) == 0
+    fit = json.loads(capsys.readouterr().out)
+    assert moe["article_batch_to_ridge"] == pytest.approx(batch)
+    assert fit["expert_ridge_batch"] == pytest.approx(batch)
+    assert main(["utilization", "--running", "64", "--model", "qwen3.6-35b-a3b", *argv,
+                 "--num-gpus", "2", "--context", "8192"]) == 0
+    assert f"near batch {batch:,.0f}" in capsys.readouterr().out

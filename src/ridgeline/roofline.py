@@ -35,6 +35,15 @@ def batch_for_intensity(intensity: float, bytes_per_weight: float) -> float:
     return intensity * bytes_per_weight / 2.0
 
 
+def expert_ridge_batch(acc: Accelerator, expert_dtype: str, expert_bytes_per_weight: float,
+                       routed_fraction: float) -> float:
+    """The article's batch at which an MoE model's routed experts reach the ridge: the ridge
+    batch at the experts' matmul dtype and bytes per weight ÷ (k/E), each expert seeing k/E
+    of the batch (Qwen3.6-35B-A3B at bf16 on an H100: 295 ÷ (8/256) ≈ 9,450)."""
+    ridge = ridge_point(acc.peak(expert_dtype), acc.memory_bandwidth_bytes_per_s)
+    return batch_for_intensity(ridge, expert_bytes_per_weight) / routed_fraction
+
+
 def decode_attention_intensity(spec: ModelSpec, kv_bytes_per_element: float) -> float:
     """FLOP per KV byte in decode attention; constant in batch (each user has their own cache).
 

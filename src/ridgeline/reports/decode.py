@@ -32,8 +32,8 @@ from ridgeline.llamacpp_batching import LLAMA_CPP_UBATCH, prefill_time
 from ridgeline.model import trained_context_caution
 from ridgeline.render import table
 from ridgeline.roofline import (
-    batch_for_intensity,
     expert_intensity,
+    expert_ridge_batch,
     ridge_point,
     ridge_step,
     weight_intensity,
@@ -755,8 +755,8 @@ def utilization_report(
         moe = dep.model.moe
         expert_ridge = ridge_point(acc.peak(dep.expert_compute_dtype),
                                    acc.memory_bandwidth_bytes_per_s)
-        expert_batch = batch_for_intensity(expert_ridge, dep.bytes_per_weight_split[1]) \
-            / moe.routed_fraction
+        expert_batch = expert_ridge_batch(acc, dep.expert_compute_dtype,
+                                          dep.bytes_per_weight_split[1], moe.routed_fraction)
         share = expert_intensity(per_stage, dep.model, dep.bytes_per_weight_split[1]) \
             / expert_ridge
         experts = (f"the routed experts see {per_stage:,} × {moe.routed_fraction:.3f} tokens each: "

@@ -45,7 +45,7 @@ from ridgeline.reports.fit_budget import (
     weights_note,
     window_rule,
 )
-from ridgeline.roofline import batch_for_intensity, ridge_step
+from ridgeline.roofline import batch_for_intensity, expert_ridge_batch, ridge_step
 from ridgeline.sglang_memory import past_checked
 from ridgeline.stages import micro_batch, micro_batches, pipeline_stages
 from ridgeline.units import GIB, plural
@@ -92,10 +92,8 @@ class FitReport:
         if moe is None:
             return self.ridge_batch
         d = self.deployment
-        dense_bpw, expert_bpw = d.bytes_per_weight_split
-        peaks = d.accelerator.peak(d.expert_compute_dtype) / d.accelerator.peak(
-            d.dense_compute_dtype)  # the experts' ridge against the dense weights'
-        return self.ridge_batch * peaks * expert_bpw / dense_bpw / moe.routed_fraction
+        return expert_ridge_batch(d.accelerator, d.expert_compute_dtype,
+                                  d.bytes_per_weight_split[1], moe.routed_fraction)
 
     @property
     def verdict(self) -> str:

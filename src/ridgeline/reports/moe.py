@@ -11,7 +11,12 @@ from ridgeline.explain import Step, q, step
 from ridgeline.floors import device_fit, weight_bytes_read
 from ridgeline.moe import article_expert_intensity, expected_experts_touched, routed_fraction
 from ridgeline.render import table
-from ridgeline.roofline import batch_for_intensity, expert_intensity, ridge_point, ridge_step
+from ridgeline.roofline import (
+    expert_intensity,
+    expert_ridge_batch,
+    ridge_point,
+    ridge_step,
+)
 from ridgeline.units import GB
 
 TABLE_BATCHES = (1, 8, 32, 128, 512, 2048)
@@ -89,8 +94,8 @@ def moe_report(dep: Deployment, batch: int) -> MoEReport:
     bpw = dep.bytes_per_weight_split[1]  # the experts' own format
     ridge = ridge_point(dep.accelerator.peak(dep.expert_compute_dtype),
                         dep.accelerator.memory_bandwidth_bytes_per_s)
-    ridge_batch = batch_for_intensity(ridge, bpw)
-    article_batch = ridge_batch / moe.routed_fraction
+    article_batch = expert_ridge_batch(dep.accelerator, dep.expert_compute_dtype, bpw,
+                                       moe.routed_fraction)
     better = _batch_reaching(ridge, dep)
     batches = sorted({*TABLE_BATCHES, batch})
     rows = tuple(

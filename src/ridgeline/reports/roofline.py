@@ -17,6 +17,7 @@ from ridgeline.roofline import (
     batch_for_intensity,
     decode_attention_intensity,
     expert_intensity,
+    expert_ridge_batch,
     operating_point,
     ridge_point,
     ridge_step,
@@ -210,9 +211,7 @@ def roofline_report(
     if dep is not None and moe is not None:
         e_i = expert_intensity(batch, dep.model, expert_bpw)
         article = article_expert_intensity(batch, moe.experts_per_token, moe.num_experts)
-        expert_ridge = batch_for_intensity(
-            ridge_point(acc.peak(expert_dtype), acc.memory_bandwidth_bytes_per_s),
-            expert_bpw) / moe.routed_fraction
+        expert_ridge = expert_ridge_batch(acc, expert_dtype, expert_bpw, moe.routed_fraction)
         points.append(operating_point(
             "MoE expert layers", e_i, acc, expert_dtype, expert_ridge,
             f"B × k tokens over the experts they touch (the article's B × k/E = {article:,.2f} "
