@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from ridgeline.engines import EngineProfile, accelerator_group, engine_id
+from ridgeline.engines import MIN_GROUP_ROWS, EngineProfile, accelerator_group, engine_id
 from ridgeline.errors import InputError
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.measurements import KV_METRICS, Measurement
@@ -27,7 +27,6 @@ START = EngineProfile("start", 0.7, 0.5, 3e-4, 5e-6, source="fit start")
 # SGLang have no offline-throughput rows, TensorRT-LLM no low-batch decode rows).
 SERVING_ENGINES = ("trtllm", "vllm", "sglang")
 HUBER_DELTA = 0.25  # log-ratio beyond which a row counts linearly (≈ 28% error)
-MIN_GROUP_ROWS = 8  # a group gets its own multiplier only with this many rows
 GROUP_PRIOR = 0.002  # a gentle pull of group multipliers towards 1 (squared log)
 # Without prefill or TTFT rows nothing pins the compute efficiency, and a fit on decode rows
 # alone would bend it to absorb other costs: then it is pulled towards the start (squared

@@ -147,6 +147,7 @@ class EngineProfile:
             raise InputError(f"{origin}: not an engine profile ({exc})") from None
 
 
+MIN_GROUP_ROWS = 8  # a group gets its own multiplier only with this many rows
 MAX_OVERHEAD_S = 10.0  # a fixed cost per step or layer past this is not an engine's
 MAX_MULTIPLIER = 100.0  # a group's efficiency multiplier, a band's upper edge
 

@@ -35,38 +35,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ridgeline.engine_metrics import (
+    E2E,
+    GENERATION_SECONDS,
+    GENERATION_TOKENS,
+    ITL,
+    KV_USAGE,
+    LLAMACPP_KV_TOKENS,
+    PREEMPTIONS,
+    PREFILL_MODES,
+    PROMPT_TOKENS,
+    REALTIME_TOKENS,
+    REQUESTS,
+    RUNNING,
+    TTFT,
+    WAITING,
+    WAITING_BY_REASON,
+)
 from ridgeline.errors import InputError, shorten
 from ridgeline.prometheus import Histogram, Scrape, parse_scrape, split_scrapes
 from ridgeline.userfiles import read_bounded
 
 MAX_BYTES = 16 * 2**20
-RUNNING = ("vllm:num_requests_running", "sglang:num_running_reqs", "llamacpp:requests_processing")
-WAITING = ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "llamacpp:requests_deferred")
-# older llama-server builds: the KV cells in use, beside kv_cache_usage_ratio, which is their
-# share of -c (the context it was started with), not of the memory (removed by PR #13660)
-LLAMACPP_KV_TOKENS = "llamacpp:kv_cache_tokens"
-# vLLM splits its waiting queue by why (vllm/v1/metrics/loggers.py): "capacity" waits for the
-# batch; "deferred" for a KV transfer, a LoRA budget or a blocked status
-WAITING_BY_REASON = "vllm:num_requests_waiting_by_reason"
-KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage",
-            "llamacpp:kv_cache_usage_ratio")
-# SGLang's num_retracted_reqs is a gauge (the last interval's); its counter is named
-# "requests" (python/sglang/srt/metrics/collector.py)
-PREEMPTIONS = ("vllm:num_preemptions_total", "sglang:num_retracted_requests_total")
-PROMPT_TOKENS = ("vllm:prompt_tokens_total", "sglang:prompt_tokens_total",
-                 "llamacpp:prompt_tokens_total")
-GENERATION_TOKENS = ("vllm:generation_tokens_total", "sglang:generation_tokens_total",
-                     "llamacpp:tokens_predicted_total")
-GENERATION_SECONDS = ("llamacpp:tokens_predicted_seconds_total",)
-# SGLang's scheduler counts tokens as each step runs them, by mode; its prompt_tokens_total and
-# generation_tokens_total move only when a request finishes (metrics/collector.py)
-REALTIME_TOKENS = "sglang:realtime_tokens_total"
-PREFILL_MODES = ("prefill_compute", "prefill")  # computed prompt tokens, not cache hits
-REQUESTS = ("vllm:request_success_total", "sglang:num_requests_total")
-TTFT = ("vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds")
-ITL = ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds",
-       "sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds")
-E2E = ("vllm:e2e_request_latency_seconds", "sglang:e2e_request_latency_seconds")
 MAX_REQUESTS = 10_000_000  # running or waiting: far past any engine's max_num_seqs
 MAX_COUNT = 1e18  # a counter or a histogram series: tokens, requests, seconds
 # What each metric may hold (the bounds included; NaN never): a value outside is a broken

@@ -25,10 +25,9 @@ from functools import lru_cache
 from statistics import NormalDist
 from typing import Any
 
-from ridgeline.calibrate import MIN_GROUP_ROWS
 from ridgeline.cost import Seq, decode_batch, mean_decode_context, step_time_s
 from ridgeline.deployment import Deployment
-from ridgeline.engines import EngineProfile, accelerator_group, profile_for
+from ridgeline.engines import MIN_GROUP_ROWS, EngineProfile, accelerator_group, profile_for
 from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator, resolve_accelerator
 from ridgeline.kvcache import kv_footprint

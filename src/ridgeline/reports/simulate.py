@@ -317,7 +317,7 @@ def _ms_q(name: str, seconds: float) -> Quantity:
 
 def _running_metric(engine: str) -> str:
     """The engine's own gauge of the running batch, as `observe` reads it, or ""."""
-    from ridgeline.observe import RUNNING
+    from ridgeline.engine_metrics import RUNNING
 
     prefix = "llamacpp" if engine.startswith("llama.cpp") else engine
     name = next((m for m in RUNNING if m.startswith(prefix + ":")), None)
