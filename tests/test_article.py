@@ -141,3 +141,32 @@ def test_4000_token_prompt_is_about_4000_flop_per_byte_at_2_byte_weights() -> No
     assert weight_intensity(4000, 2.0) == 4000
     assert floor.weight_intensity_flop_per_byte == pytest.approx(4000, rel=0.1)
     assert floor.bound == "compute"
+
+
+@pytest.mark.parametrize(("argv", "printed"), [
+    (["roofline", "--gpu", "h100", "--batch", "32"], "weight matrices (decode)       32.0    107.2"
+     "    10.8%             295"),
+    (["roofline", "--gpu", "h100", "--batch", "32"], "decode attention                8.0"
+     "     26.8     2.7%"),
+    (["roofline", "--gpu", "h100", "--prompt-len", "4000"], "prefill                     4,000.0"),
+    (["utilization", "--gpu", "h100", "--running", "8"], "2.7% of the arithmetic"),
+    (["moe", "qwen3.6-35b-a3b", "--weights", "bf16"], "= B × 0.031; reaching the h100-sxm ridge "
+     "(295) needs a batch near 9,451"),
+    (["moe", "qwen3.6-35b-a3b"], "the article's own figures are at 2-byte experts: B × 0.031, "
+     "a batch near 9,451"),
+    (["moe", "qwen3.6-35b-a3b", "--weights", "bf16", "--batch", "200"], "200              255.6"),
+    (["prefill", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8", "--prompt-len", "8"],
+     "time       21.1 ms"),
+    (["decode", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8", "--kv-dtype", "bf16",
+      "--batch", "32", "--context", "2000", "--explain"], "batch 1 = 47.03 tok/s  [one sequence "
+     "at the same 2,000-token context: 1 ÷ 21.26 ms]"),
+    (["decode", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8", "--kv-dtype", "bf16",
+      "--batch", "32", "--context", "2000", "--explain"], "=> gain = 24.78 x"),
+])
+def test_the_cli_prints_the_articles_figures(capsys: pytest.CaptureFixture[str],
+                                             argv: list[str], printed: str) -> None:
+    """The figures README's article table cites, as the commands it names print them."""
+    from ridgeline.cli import main
+
+    assert main(argv) == 0
+    assert printed in capsys.readouterr().out

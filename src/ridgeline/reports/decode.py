@@ -262,8 +262,15 @@ class DecodeReport:
 
     @property
     def steps(self) -> tuple[Step, ...]:
-        f = self.floors[0][0]
-        return f.steps + (self.expected[0].steps if self.engine_runs(f) else ())
+        f, base = self.floors[0]
+        gain = () if f.batch == 1 else (step(
+            "gain over batch 1", "aggregate ÷ batch 1's aggregate, at the same context",
+            q("gain", f.aggregate_tok_s / base.aggregate_tok_s, "x"),
+            q("aggregate", f.aggregate_tok_s, "tok/s", f"batch {f.batch:,}"),
+            q("batch 1", base.aggregate_tok_s, "tok/s",
+              f"one sequence at the same {f.context:,}-token context: 1 ÷ "
+              f"{base.step_time_s * 1e3:,.4g} ms")),)
+        return f.steps + gain + (self.expected[0].steps if self.engine_runs(f) else ())
 
     def engine_runs(self, f: DecodeFloor) -> bool:
         """Whether the engine can run this point: it fits, and the KV pool seats the batch."""

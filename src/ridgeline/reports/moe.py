@@ -49,6 +49,8 @@ class MoEReport:
     batch: int
     steps: tuple[Step, ...]
     fit: str = ""  # where the weights overflow the card: the DOES NOT FIT line
+    # the article's batch at its 2-byte (bf16) experts, where these are stored narrower
+    article_bf16_batch_to_ridge: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = {k: v for k, v in vars(self).items() if k not in ("rows", "steps", "fit")}
@@ -64,10 +66,15 @@ class MoEReport:
             *([self.fit] if self.fit else []),
             f"{self.model}: {self.experts_per_token} of {self.num_experts} routed experts per "
             f"token (k/E = {self.routed_fraction:.4f}), {self.shared_experts} shared",
-            f"  article: expert intensity ≈ B × k/E × 2 ÷ {self.expert_bytes_per_weight:.2f} B "
-            f"per expert weight = B × {2 * self.routed_fraction / self.expert_bytes_per_weight:.3f}"
+            f"  the article's rule: expert intensity ≈ B × k/E × 2 ÷ "
+            f"{self.expert_bytes_per_weight:.2f} B per expert weight = B × "
+            f"{2 * self.routed_fraction / self.expert_bytes_per_weight:.3f}"
             f"; reaching the {self.accelerator} ridge ({self.ridge:,.0f}) needs a batch near "
             f"{self.article_batch_to_ridge:,.0f}",
+            *([f"  (the article's own figures are at 2-byte experts: B × "
+               f"{self.routed_fraction:.3f}, a batch near "
+               f"{self.article_bf16_batch_to_ridge:,.0f}; `--weights bf16` shows them)"]
+              if self.article_bf16_batch_to_ridge is not None else []),
             f"  with the experts a batch really touches, E·(1 − (1 − k/E)^B): batch "
             f"{self.better_batch_to_ridge:,.0f}",
             "",
@@ -123,7 +130,10 @@ def moe_report(dep: Deployment, batch: int) -> MoEReport:
         "figures below are arithmetic only")
     return MoEReport(spec.name, dep.accelerator.id, moe.num_experts, moe.experts_per_token,
                      moe.num_shared_experts, moe.routed_fraction, ridge, article_batch, better,
-                     dep.weight_bytes, dep.expert_bytes, bpw, rows, batch, steps, overflow)
+                     dep.weight_bytes, dep.expert_bytes, bpw, rows, batch, steps, overflow,
+                     None if bpw == 2.0 else expert_ridge_batch(
+                         dep.accelerator, dep.accelerator.first_supported(("bf16", "fp16")),
+                         2.0, moe.routed_fraction))
 
 
 def _batch_reaching(ridge: float, dep: Deployment) -> float:
