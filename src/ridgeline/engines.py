@@ -76,6 +76,11 @@ class EngineProfile:
         """Whether any compute-bound row (a prefill, a TTFT) set compute_efficiency."""
         return self.compute_rows != 0
 
+    def band_s(self, time_s: float) -> tuple[float, float]:
+        """A predicted time's band: measured ÷ predicted rates ran band_low..band_high in the
+        fit, so the time runs time ÷ band_high .. time ÷ band_low."""
+        return time_s / self.band_high, time_s / self.band_low
+
     def overhead_s(self, layers: int, prefill: bool) -> float:
         """Fixed cost of one forward pass: per step, plus per layer (prefill steps' own rate)."""
         per_layer = self.layer_overhead_s

@@ -141,9 +141,8 @@ def predict(row: Measurement, profiles: Mapping[str, EngineProfile] | None = Non
         return Prediction(row.id, row.metric, row.value, None, "not enough conditions stated")
     if row.metric in KV_METRICS:
         return Prediction(row.id, row.metric, row.value, value, caveat=kv_caveat(row, dep))
-    low, high = value * profile.band_low, value * profile.band_high
-    if row.metric == "ttft_ms":  # a time: the band inverts
-        low, high = value / profile.band_high, value / profile.band_low
+    low, high = profile.band_s(value) if row.metric == "ttft_ms" else (
+        value * profile.band_low, value * profile.band_high)  # a rate's band, or a time's
     caveat = speed_caveat(dep) or (eager_caution(dep) if ran_eager(row) else "") \
         or offload_caution(dep)
     return Prediction(row.id, row.metric, row.value, value, "", low, high, caveat=caveat)

@@ -98,9 +98,9 @@ class Expectation:
     def of(cls, dep: Deployment, batch: list[Seq], profile: EngineProfile) -> Expectation:
         cost = step_cost(dep, batch, profile)
         t = cost.time_s
-        # the band's fast edge never beats the floor
-        low = min(t, max(t / profile.band_high, floor_time_s(dep, batch)))
-        return cls(profile.engine, t, low, t / profile.band_low, profile.source,
+        fast, slow = profile.band_s(t)
+        low = min(t, max(fast, floor_time_s(dep, batch)))  # its fast edge never beats the floor
+        return cls(profile.engine, t, low, slow, profile.source,
                    _expectation_steps(dep, batch, profile, cost), profile.compute_fitted)
 
     @classmethod
@@ -125,8 +125,9 @@ class Expectation:
                        else "llama.cpp default (-ub)"),
                      q("ubatches", ubatches, "", f"{batch} x ⌈{prompt:,} ÷ {ubatch}⌉"))
         floor = prefill_floor(dep, prompt, batch, ubatch).time_s
-        low = min(t, max(t / profile.band_high, floor))
-        return cls(profile.engine, t, low, t / profile.band_low, profile.source, (*head, total),
+        fast, slow = profile.band_s(t)
+        low = min(t, max(fast, floor))
+        return cls(profile.engine, t, low, slow, profile.source, (*head, total),
                    profile.compute_fitted)
 
     def to_dict(self) -> dict[str, Any]:
