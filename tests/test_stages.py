@@ -163,4 +163,7 @@ def test_observe_and_utilization_size_a_pipelines_pool(capsys: pytest.CaptureFix
     code, staged, _ = run_cli(capsys, *base, "-pp", "2")
     assert code == 0 and json.loads(staged)["pool_batch"] > json.loads(flat)["pool_batch"]
     code, _, err = run_cli(capsys, "utilization", "--gpu", "h100", "--running", "8", "-pp", "2")
-    assert code == 2 and "apply with --model" in err
+    assert code == 2 and "splits the running batch over a model's layer stages" in err
+    code, _, err = run_cli(capsys, "utilization", "--gpu", "h100", "--running", "8", "--context",
+                           "2000")
+    assert code == 2 and "--context size a model's KV pool: give --model" in err

@@ -208,9 +208,11 @@ def cmd_utilization(args: argparse.Namespace) -> Any:
     dep = load_deployment(args) if args.model else None
     if dep is not None and args.context is None:
         raise InputError("--model needs --context to say how many conversations the KV holds")
-    if dep is None and (args.kv_dtype or args.context or args.pipeline_parallel_size):
-        raise InputError("--kv-dtype, --context and --pipeline-parallel-size apply with --model "
-                         "(its KV budget)")
+    if dep is None and args.pipeline_parallel_size:
+        raise InputError("--pipeline-parallel-size splits the running batch over a model's "
+                         "layer stages: give --model (and --context)")
+    if dep is None and (args.kv_dtype or args.context):
+        raise InputError("--kv-dtype and --context size a model's KV pool: give --model")
     bpw = 2.0 if dep else _element_bytes(args)[0]
     dtype = args.compute_dtype or (dep.dense_compute_dtype if dep else _matmul_dtype(args, acc))
     return utilization_report(acc, args.running, dtype, bpw, dep, args.context)
