@@ -170,3 +170,17 @@ def test_burstiness_is_the_gamma_shape_vllm_bench_serve_takes(burstiness: float)
     mean = statistics.fmean(sample)
     assert mean == pytest.approx(1 / 5.0, rel=0.03)
     assert statistics.pstdev(sample) / mean == pytest.approx(burstiness ** -0.5, rel=0.05)
+
+
+def test_a_header_only_trace_names_the_columns_it_lacks_or_its_missing_rows(
+        tmp_path: Path) -> None:
+    """A header alone said only "no trace rows" (an audit found it): with wrong columns it
+    names them, as a trace with one row does; with the right ones it says the rows are
+    missing."""
+    wrong, right = tmp_path / "wrong.csv", tmp_path / "right.csv"
+    wrong.write_text("a,b,c\n")
+    right.write_text("arrival_s,prompt_tokens,output_tokens\n")
+    with pytest.raises(InputError, match=r"no column among arrival_s.*its columns: a, b, c"):
+        read_trace(str(wrong))
+    with pytest.raises(InputError, match="a header and no trace rows under it"):
+        read_trace(str(right))

@@ -296,6 +296,12 @@ def read_trace(path: str) -> list[Request]:
             rows = [(reader.line_num, row) for row in reader]
         except csv.Error as exc:  # a field past the csv module's 131,072 characters
             raise InputError(f"{path}, line {reader.line_num}: {exc}") from None
+    header = getattr(reader, "fieldnames", None) if file.suffix not in (".json", ".jsonl") \
+        else None
+    if not rows and header:  # a header alone: name the columns it lacks, else the rows
+        for names in _PLAIN:
+            _column(dict.fromkeys(header, ""), names, path)
+        raise InputError(f"{path}: a header and no trace rows under it")
     if not rows or not isinstance(rows[0][1], dict):
         raise InputError(f"{path}: no trace rows")
     columns = [_column(rows[0][1], names, path) for names in _PLAIN]
