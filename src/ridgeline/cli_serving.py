@@ -456,43 +456,12 @@ def cmd_plan(args: argparse.Namespace) -> Any:
     result = plan(model, load, slo, gpus, args.max_gpus, prices, workers=args.workers,
                   executor=args.executor, engine_version=args.engine_version,
                   engine=args.engine)
-    _, mean_out = load.means()
     from ridgeline.catalog import model_entries
 
     hf = next((e.hf_id for e in model_entries() if e.id == model.name), args.model)
     limit = model.max_position_embeddings
-    return PlanReport(model, hf, result, load.max_model_len(limit), plan_steps(result, mean_out),
-                      load.refused_share(limit),
+    return PlanReport(model, hf, result, load.max_model_len(limit), load.refused_share(limit),
                       args.model, bool(args.fetch))
-
-def plan_steps(result: Any, mean_out: float) -> tuple[Any, ...]:
-    from ridgeline.explain import q, step
-
-    win = result.winner
-    if win is None:
-        return ()
-    tok_s = result.load.rate * mean_out
-    return (
-        step("one replica's rate", "batch ÷ (output tokens × TPOT at that batch)",
-             q("rate", win.replica_rate, "req/s"), q("batch", win.batch),
-             q("output tokens (mean)", mean_out), q("TPOT", win.tpot_s * 1e3, "ms",
-                                                     "step_cost, mixed decode + prefill step")),
-        step("replicas, analytic", "ceil(rate ÷ one replica's rate)",
-             q("replicas", win.analytic_replicas if win.verified else win.replicas),
-             q("rate", result.load.rate, "req/s"), q("one replica's rate", win.replica_rate,
-                                                     "req/s")),
-        *((step("replicas, simulated", "the fewest replicas whose simulated percentiles meet "
-                "the SLO (each replica at its share of the load)",
-                q("replicas", win.replicas),
-                q(f"p{result.slo.percentile:g} TTFT", (win.sim_ttft_s or 0.0) * 1e3, "ms",
-                  f"SLO {result.slo.ttft_s * 1e3:g} ms"),
-                q(f"p{result.slo.percentile:g} TPOT", (win.sim_tpot_s or 0.0) * 1e3, "ms",
-                  f"SLO {result.slo.tpot_s * 1e3:g} ms")),) if win.verified else ()),
-        step("cost per million output tokens", "$/h ÷ (output tok/s × 3600) × 1e6",
-             q("cost", win.cost_per_million_tokens(tok_s) or 0.0, "$/M tok"),
-             q("$/h", win.cost_per_hour or 0.0, "", "GPUs × price per GPU-hour"),
-             q("output tok/s", tok_s)),
-    )
 
 def _seconds(text: str) -> float:
     text = str(text).strip().lower()

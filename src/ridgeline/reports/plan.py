@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import math
 import shlex
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from ridgeline.explain import Step
+from ridgeline.explain import Step, q, step
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.memory import device_memory_bytes, engine_defaults
 from ridgeline.model import ModelSpec
@@ -122,13 +122,41 @@ class PlanReport:
     model_id: str
     result: PlanResult
     max_len: int
-    steps: tuple[Step, ...] = field(default=())
     refused_share: float = 0.0  # requests longer than the model's context
     model_arg: str = ""  # MODEL as the user gave it (the check command repeats it) …
     fetched: bool = False  # … and whether it came from the Hub (--fetch)
 
     def _tok_s(self) -> float:
         return self.result.load.rate * self.result.mean_output_tokens
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        """How the winner's replicas and price follow from its TPOT, for --explain."""
+        result, win = self.result, self.result.winner
+        if win is None:
+            return ()
+        mean_out, tok_s = result.mean_output_tokens, self._tok_s()
+        return (
+            step("one replica's rate", "batch ÷ (output tokens × TPOT at that batch)",
+                 q("rate", win.replica_rate, "req/s"), q("batch", win.batch),
+                 q("output tokens (mean)", mean_out),
+                 q("TPOT", win.tpot_s * 1e3, "ms", "step_cost, mixed decode + prefill step")),
+            step("replicas, analytic", "ceil(rate ÷ one replica's rate)",
+                 q("replicas", win.analytic_replicas if win.verified else win.replicas),
+                 q("rate", result.load.rate, "req/s"),
+                 q("one replica's rate", win.replica_rate, "req/s")),
+            *((step("replicas, simulated", "the fewest replicas whose simulated percentiles "
+                    "meet the SLO (each replica at its share of the load)",
+                    q("replicas", win.replicas),
+                    q(f"p{result.slo.percentile:g} TTFT", (win.sim_ttft_s or 0.0) * 1e3, "ms",
+                      f"SLO {result.slo.ttft_s * 1e3:g} ms"),
+                    q(f"p{result.slo.percentile:g} TPOT", (win.sim_tpot_s or 0.0) * 1e3, "ms",
+                      f"SLO {result.slo.tpot_s * 1e3:g} ms")),) if win.verified else ()),
+            step("cost per million output tokens", "$/h ÷ (output tok/s × 3600) × 1e6",
+                 q("cost", win.cost_per_million_tokens(tok_s) or 0.0, "$/M tok"),
+                 q("$/h", win.cost_per_hour or 0.0, "", "GPUs × price per GPU-hour"),
+                 q("output tok/s", tok_s)),
+        )
 
     def _row(self, c: Candidate) -> dict[str, Any]:
         data = asdict(c)
