@@ -187,7 +187,6 @@ def host_weight_bytes(dep: Deployment) -> float:
     return host + (0.0 if tied else dep.bytes_by_category[EMBEDDING])
 
 
-
 def check_host_memory(dep: Deployment, cache_bytes: float = 0.0, cells: int = 0) -> None:
     """Refuse a split whose host share, its weights and ``cache_bytes`` of its layers' cache
     (``cells`` cells of -c), overflows the host's RAM, where given."""
