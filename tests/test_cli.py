@@ -180,7 +180,8 @@ BAD = [
     # an option the chosen mode would ignore is refused, not dropped
     (["amdahl", "--fraction", "0.5", "--speedup", "2", "--gpu", "h100"], "--gpu applies only"),
     (["amdahl", "--fraction", "0.5", "--model", "llama-3.1-8b"], "pass one"),
-    (["utilization", "--gpu", "h100", "--running", "8", "--kv-dtype", "fp8"], "with --model"),
+    (["utilization", "--gpu", "h100", "--running", "8", "--kv-dtype", "fp8"],
+     "size a model's KV pool: give --model"),
     (["roofline", "--gpu", "h100", "--weights", "auto"], "need --model"),
     # vLLM refuses to start: a max_model_len its pool cannot hold, odd blocks, a tiny budget
     (["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "1", "--max-model-len", "500000"],
