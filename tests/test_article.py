@@ -170,3 +170,24 @@ def test_the_cli_prints_the_articles_figures(capsys: pytest.CaptureFixture[str],
 
     assert main(argv) == 0
     assert printed in capsys.readouterr().out
+
+
+def test_the_articles_table_notes_hold_in_the_catalog(capsys: pytest.CaptureFixture[str]) -> None:
+    """The notes under the article's ridge table: the H100's dense 990 is NVIDIA's sparse
+    1,979 halved; the A100 PCIe card has less bandwidth and a higher ridge (161) than the SXM
+    part (153); and the L40S is the cheaper card per hour than the H100."""
+    import json
+
+    from ridgeline.cli import main
+
+    h100 = resolve_accelerator("h100")
+    assert h100.peak("bf16") == pytest.approx(1979e12 / 2, rel=1e-3)
+    assert "BF16/FP16 1,979*" in h100.notes and "are sparse; halved here" in h100.notes
+    pcie, sxm = resolve_accelerator("a100-pcie-80gb"), resolve_accelerator("a100-sxm-80gb")
+    assert pcie.memory_bandwidth_bytes_per_s < sxm.memory_bandwidth_bytes_per_s
+    assert (round(ridge("a100-pcie-80gb")), round(ridge("a100-sxm-80gb"))) == (161, 153)
+    prices = {}
+    for gpu in ("l40s", "h100"):
+        assert main(["hardware", gpu, "--json"]) == 0
+        prices[gpu] = json.loads(capsys.readouterr().out)["price_per_hour_usd"]
+    assert prices["l40s"] < prices["h100"]
