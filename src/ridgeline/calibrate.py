@@ -315,12 +315,10 @@ def error_stats(predictions: Sequence[Prediction], key: Callable[[Prediction], s
     """Median and p90 |error| per group of predictions that have a prediction, and the
     median bias, read the same way for times, rates and capacities (Prediction.optimism)."""
     groups: dict[str, list[float]] = {}
-    for p in predictions:
-        if p.error is not None:
-            groups.setdefault(key(p), []).append(p.error)
     optimism: dict[str, list[float]] = {}
     for p in predictions:
-        if p.optimism is not None:
+        if p.error is not None and p.optimism is not None:  # both exist with a prediction
+            groups.setdefault(key(p), []).append(p.error)
             optimism.setdefault(key(p), []).append(p.optimism)
     out = []
     for group, errors in sorted(groups.items()):

@@ -543,15 +543,14 @@ def cmd_observe(args: argparse.Namespace) -> Any:
     from dataclasses import replace
 
     from ridgeline.engines import engine_id
-    from ridgeline.observe import read_source
+    from ridgeline.observe import is_url, read_source
     from ridgeline.reports.observe import observe_report
 
     args.fetch = False
     model = load_model(args)
-    polled = args.source.startswith(("http://", "https://"))
     given = [flag for flag, value in (("--duration", args.duration), ("--interval", args.interval))
              if value is not None]
-    if given and not polled:  # a saved file's window is the one its scrapes span
+    if given and not is_url(args.source):  # a saved file's window is the one its scrapes span
         raise InputError(f"{' and '.join(given)} poll a URL; {args.source} is read as saved "
                          "(its window is the span of its timed scrapes)")
     obs = read_source(args.source, 60.0 if args.duration is None else args.duration,

@@ -26,7 +26,7 @@ from ridgeline.cost import (
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Step, q, step
 from ridgeline.kvcache import kv_footprint
-from ridgeline.llamacpp_batching import LLAMA_CPP_UBATCH, llamacpp_n_batch
+from ridgeline.llamacpp_batching import llamacpp_n_batch, llamacpp_n_ubatch
 from ridgeline.moe import expected_experts_touched
 from ridgeline.offload import gpu_attention_share, gpu_weight_bytes, placed_layers
 from ridgeline.params import count_params, layer_params
@@ -326,7 +326,7 @@ def pipelined_stages(dep: Deployment, tokens: int, ubatch: int | None = None) ->
         # request's next chunk waits for its last to leave the pipeline); the other
         # requests' batches in flight raise throughput, not this prompt's TTFT
         return 1.0
-    size = ubatch or LLAMA_CPP_UBATCH  # a short last ubatch counts for its share
+    size = ubatch or llamacpp_n_ubatch()  # a short last ubatch counts for its share
     k = max(1.0, min(tokens / size, max(1, llamacpp_n_batch() // size)))
     return stages * k / (k + stages - 1)
 

@@ -18,7 +18,10 @@ def _defaults() -> dict[str, Any]:
     return data
 
 
-LLAMA_CPP_UBATCH = int(_defaults()["n_ubatch"])  # -ub: llama.cpp's default, 512
+def llamacpp_n_ubatch() -> int:
+    """llama.cpp's -ub: the tokens one ubatch (one pass over the weights) takes (default 512);
+    read when asked, not at import."""
+    return int(_defaults()["n_ubatch"])
 
 
 def llamacpp_n_batch() -> int:
@@ -37,15 +40,16 @@ def pipelined_s(ubatches: list[float], stages: int) -> float:
 
 
 def prefill_time(dep: Deployment, profile: EngineProfile, prompt: int, depth: int = 0,
-                 batch: int = 1, chunk: int | None = LLAMA_CPP_UBATCH) -> float:
+                 batch: int = 1, chunk: int | None = 0) -> float:
     """Prefill of ``batch`` prompts of ``prompt`` tokens after ``depth`` cached ones.
 
-    llama.cpp cuts the work into ubatches of 512 tokens, whichever prompts they come from
-    (each ubatch re-reads the weights); engines with chunk=None run each prompt's tokens
-    in one pass.
+    llama.cpp cuts the work into ubatches of ``chunk`` tokens (0: its default -ub, 512),
+    whichever prompts they come from (each ubatch re-reads the weights); engines, or
+    chunk=None, run each prompt's tokens in one pass.
     """
     if not dep.engine.startswith("llama.cpp") or chunk is None:
         return step_time_s(dep, [Seq(prompt, depth)] * batch, profile)
+    chunk = chunk or llamacpp_n_ubatch()
     stages = dep.pipeline_parallel_size
     per_call = max(1, llamacpp_n_batch() // chunk)  # ubatches one llama_decode call holds
     total = 0.0

@@ -187,8 +187,13 @@ def poll(url: str, duration_s: float, interval_s: float,
     return from_scrapes(scrapes, url)
 
 
+def is_url(source: str) -> bool:
+    """A source observe polls over HTTP, rather than a saved file it reads."""
+    return source.startswith(("http://", "https://"))
+
+
 def read_source(source: str, duration_s: float = 60.0, interval_s: float = 1.0) -> Observation:
-    if source.startswith(("http://", "https://")):
+    if is_url(source):
         return poll(source, duration_s, interval_s)
     path = Path(source).expanduser()
     try:

@@ -31,7 +31,7 @@ from ridgeline.engines import EngineProfile, engine_id, llamacpp_build, profile_
 from ridgeline.errors import InputError
 from ridgeline.floors import raw_fit
 from ridgeline.hardware import resolve_accelerator
-from ridgeline.llamacpp_batching import LLAMA_CPP_UBATCH, prefill_time
+from ridgeline.llamacpp_batching import llamacpp_n_ubatch, prefill_time
 from ridgeline.measurements import KV_METRICS, UNITS, Measurement
 from ridgeline.memory import EngineSettings, engine_defaults, kv_pool, max_batch
 from ridgeline.model import ModelSpec
@@ -193,7 +193,7 @@ def _predict_value(row: Measurement, dep: Deployment, profile: EngineProfile) ->
         if prompt <= 0:
             return None
         depth = max(0, (row.context_len or prompt) - prompt)
-        ubatch = int(row.setting_number("n_ubatch") or LLAMA_CPP_UBATCH)  # llama-bench -ub
+        ubatch = int(row.setting_number("n_ubatch") or llamacpp_n_ubatch())  # llama-bench -ub
         return (row.batch or 1) * prompt / prefill_time(dep, profile, prompt, depth,
                                                         row.batch or 1, ubatch)
     if m in ("output_throughput_tok_s", "output_throughput_tok_s_per_gpu"):

@@ -28,7 +28,7 @@ from ridgeline.floors import (
     prefill_floor,
 )
 from ridgeline.hardware import Accelerator
-from ridgeline.llamacpp_batching import LLAMA_CPP_UBATCH, prefill_time
+from ridgeline.llamacpp_batching import llamacpp_n_ubatch, prefill_time
 from ridgeline.model import trained_context_caution
 from ridgeline.render import table
 from ridgeline.roofline import (
@@ -110,7 +110,7 @@ class Expectation:
         512), each after the cache the ones before it filled (what `validate` scores); other
         engines in one pass."""
         given = ubatch is not None
-        ubatch = ubatch or LLAMA_CPP_UBATCH
+        ubatch = ubatch or llamacpp_n_ubatch()
         if not dep.engine.startswith("llama.cpp") or prompt <= ubatch:
             return cls.of(dep, [Seq(prompt, 0)] * batch, profile)
         first = [Seq(ubatch, 0)]
@@ -542,7 +542,7 @@ class PrefillReport:
     def cautions(self) -> list[str]:
         out = [context_caution(self.deployment, self.floor.prompt_len)]
         o = self.deployment.offload
-        step = min(self.ubatch or LLAMA_CPP_UBATCH, self.floor.prompt_len)
+        step = min(self.ubatch or llamacpp_n_ubatch(), self.floor.prompt_len)
         from ridgeline.offload import op_offload_min_batch
 
         if o is not None and o.moves_weights(self.deployment.model.num_layers) \
