@@ -430,8 +430,6 @@ def load_accelerator(args: argparse.Namespace) -> Any:
 
 
 def load_deployment(args: argparse.Namespace, model: Any = None) -> Any:
-    from ridgeline.deployment import Deployment
-
     acc = load_accelerator(args)
     if acc is None:
         return None
@@ -439,10 +437,19 @@ def load_deployment(args: argparse.Namespace, model: Any = None) -> Any:
 
     given = getattr(args, "engine", None)  # engine-free commands leave it out
     engine = engine_id(given) if isinstance(given, str) else None
-    model = model or load_model(args)
+    return build_deployment(args, model or load_model(args), acc, engine)
+
+
+def build_deployment(args: argparse.Namespace, model: Any, acc: Any, engine: str | None,
+                     expert_parallel: bool = False) -> Any:
+    """The deployment the flags describe on ``acc`` for ``engine`` (None: no engine named):
+    --num-gpus × --pipeline-parallel-size cards, the formats, llama.cpp's knobs."""
+    from ridgeline.deployment import Deployment
+
     pp = pipeline_size(args, engine)
     return Deployment.build(model, acc, getattr(args, "weights", None),
                             getattr(args, "kv_dtype", None), args.num_gpus * pp, pp, engine=engine,
+                            expert_parallel=expert_parallel,
                             flash_attention=flash_attention(args, engine or "vllm"),
                             offload=host_offload(args, model, engine),
                             split_mode=getattr(args, "split_mode", None))

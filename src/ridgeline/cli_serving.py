@@ -26,11 +26,10 @@ from ridgeline.cli import (
     _typed,
     accelerator_names,
     auto_layers,
+    build_deployment,
     engine_settings,
     fitted,
     fitted_context,
-    flash_attention,
-    host_offload,
     load_accelerator,
     load_deployment,
     load_model,
@@ -58,7 +57,6 @@ def _prefix_caching(g: Any, help_text: str) -> None:
 def cmd_fit(args: argparse.Namespace) -> Any:
     from dataclasses import replace
 
-    from ridgeline.deployment import Deployment
     from ridgeline.engines import engine_id
     from ridgeline.memory import check_host_memory_for
     from ridgeline.reports.fit import fit_report, longest_context, slots_for_target
@@ -78,11 +76,7 @@ def cmd_fit(args: argparse.Namespace) -> Any:
     acc = load_accelerator(args)
     if len(engines) > 1:
         return _compare_engines(args, model, acc, engines)
-    pp = pipeline_size(args, engines[0])
-    dep = Deployment.build(model, acc, args.weights, args.kv_dtype, args.num_gpus * pp, pp,
-                           engine=engines[0], flash_attention=flash_attention(args, engines[0]),
-                           offload=host_offload(args, model, engines[0]),
-                           split_mode=args.split_mode)
+    dep = build_deployment(args, model, acc, engines[0])
     check_engine_flags(args, engines[0])
     if args.enforce_eager and engines[0] != "vllm":
         raise InputError(f"--enforce-eager sizes vLLM's pool without its CUDA-graph memory; "
@@ -111,7 +105,6 @@ def cmd_fit(args: argparse.Namespace) -> Any:
 
 def _compare_accelerators(args: argparse.Namespace, model: Any, cards: list[str],
                           engines: list[str]) -> Any:
-    from ridgeline.deployment import Deployment
     from ridgeline.engines import engine_id
     from ridgeline.reports.fit import FitComparison, fit_report, slots_for_target
 
@@ -126,11 +119,7 @@ def _compare_accelerators(args: argparse.Namespace, model: Any, cards: list[str]
         one = one_card(args, card)
         acc = load_accelerator(one)
         engine = engine_id(one.engine) if len(engines) == 1 else engines[0]  # the card's build
-        pp = pipeline_size(args, engine)
-        dep = Deployment.build(model, acc, args.weights, args.kv_dtype, args.num_gpus * pp, pp,
-                               engine=engine, flash_attention=flash_attention(args, engine),
-                               offload=host_offload(args, model, engine),
-                               split_mode=args.split_mode)
+        dep = build_deployment(args, model, acc, engine)
         slots = slots_for_target(dep, settings, args.target_concurrency)
         dep = fitted(args, dep, slots, args.max_model_len, args.target_concurrency or 1)
         reports.append(fit_report(dep, args.max_model_len, slots, args.target_concurrency))
@@ -148,7 +137,6 @@ ENGINE_KNOBS = ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_token
 
 
 def _compare_engines(args: argparse.Namespace, model: Any, acc: Any, engines: list[str]) -> Any:
-    from ridgeline.deployment import Deployment
     from ridgeline.memory import EngineSettings
     from ridgeline.reports.fit import FitComparison, fit_report
 
@@ -168,10 +156,7 @@ def _compare_engines(args: argparse.Namespace, model: Any, acc: Any, engines: li
         raise InputError("an engine is named twice in --engine")
     settings = EngineSettings(max_model_len=args.max_model_len, usage=args.usage or "serve")
     return FitComparison(tuple(
-        fit_report(Deployment.build(model, acc, args.weights, args.kv_dtype,
-                                    args.num_gpus * pipeline_size(args, engine),
-                                    pipeline_size(args, engine), engine=engine),
-                   args.max_model_len, settings,
+        fit_report(build_deployment(args, model, acc, engine), args.max_model_len, settings,
                    args.target_concurrency) for engine in engines))
 
 def cmd_simulate(args: argparse.Namespace) -> Any:
@@ -179,7 +164,6 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     import json
     from dataclasses import replace
 
-    from ridgeline.deployment import Deployment
     from ridgeline.engines import engine_id
     from ridgeline.memory import context_refusal, kv_pool, refuses_to_start
     from ridgeline.reports.simulate import SimulateReport
@@ -202,11 +186,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         raise InputError(f"--enable-expert-parallel: {engine} has no expert parallelism (its "
                          "-sm splits layers or tensors; --cpu-moe/--n-cpu-moe place experts on "
                          "the host)")
-    dep = Deployment.build(model, acc, args.weights, args.kv_dtype, args.num_gpus * pp, pp,
-                           engine=engine, expert_parallel=args.expert_parallel,
-                           flash_attention=flash_attention(args, engine),
-                           offload=host_offload(args, model, engine),
-                           split_mode=args.split_mode)
+    dep = build_deployment(args, model, acc, engine, expert_parallel=args.expert_parallel)
     stray = [flag for flag, value in (("--spec-acceptance", args.spec_acceptance),
                                       ("--spec-draft-cost", args.spec_draft_cost))
              if value is not None and not args.spec_tokens]
