@@ -26,6 +26,9 @@ START = EngineProfile("start", 0.7, 0.5, 3e-4, 5e-6, source="fit start")
 # The bundled fit pools these: CUDA-graph serving engines with a few rows each (vLLM and
 # SGLang have no offline-throughput rows, TensorRT-LLM no low-batch decode rows).
 SERVING_ENGINES = ("trtllm", "vllm", "sglang")
+CAP_START_SHARE = 2.0  # a ceiling's fit starts at this multiple of the fastest card's bandwidth
+AIC_PER_PARAMETER = 2.0  # what a parameter costs in Akaike's criterion
+CAP_SPAN = 3.0  # the spread of rated bandwidths, fastest ÷ slowest card, that pins a ceiling
 HUBER_DELTA = 0.25  # log-ratio beyond which a row counts linearly (≈ 28% error)
 GROUP_PRIOR = 0.002  # a gentle pull of group multipliers towards 1 (squared log)
 # Without prefill or TTFT rows nothing pins the compute efficiency, and a fit on decode rows
@@ -56,6 +59,20 @@ def _group(row: Measurement) -> str:
         return "other"
 
 
+def _rated_bandwidth(row: Measurement) -> float | None:
+    try:
+        return resolve_accelerator(row.gpu).memory_bandwidth_bytes_per_s
+    except InputError:
+        return None
+
+
+def _spans_bandwidths(decode_rows: Sequence[Measurement]) -> bool:
+    """Whether decode rows pin an absolute bandwidth ceiling: enough of them, on cards whose
+    rated bandwidths differ by CAP_SPAN or more (on one card a ceiling is a share)."""
+    rated = [b for b in map(_rated_bandwidth, decode_rows) if b]
+    return len(rated) >= MIN_GROUP_ROWS and max(rated) >= CAP_SPAN * min(rated)
+
+
 @dataclass(frozen=True)
 class _Space:
     """Maps a parameter vector (logs) to a profile."""
@@ -66,6 +83,7 @@ class _Space:
     dequant: bool  # fit a dequantization factor (the data have both kinds of weights)
     prefill_overhead: bool  # fit prefill steps' own per-layer cost (the data have prompts)
     compute_prior: bool = False  # hold compute efficiency near the start (no compute rows)
+    cap: bool = False  # an absolute bandwidth ceiling: the vector's last entry
 
     @property
     def _core(self) -> int:
@@ -92,10 +110,12 @@ class _Space:
             group_compute={g: math.exp(v) for g, v in zip(self.compute_groups,
                                                            x[k + n:k + n + m])},
             dequant_compute=min(1.0, math.exp(x[k + n + m])) if self.dequant else 1.0,
+            bandwidth_cap_bytes_per_s=math.exp(x[-1]) if self.cap else None,
         )
 
     def penalty(self, x: Sequence[float], rows: int) -> float:
-        groups = GROUP_PRIOR * sum(v * v for v in x[self._core:])
+        multipliers = x[self._core:len(x) - self.cap]
+        groups = GROUP_PRIOR * sum(v * v for v in multipliers)
         if not self.compute_prior:
             return groups
         pull = x[1] - math.log(self.base.compute_efficiency)
@@ -153,19 +173,27 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
                          f"lengths, metric), but its fit sets {parameters} parameters: measure "
                          f"at least {parameters} different ones (batches, prompt lengths)")
 
-    def loss(x: Sequence[float]) -> float:
-        profile = space.profile(x)
-        table = {m: profile for m in members}
-        total = 0.0
-        for row in mine:
-            p = predict(row, table)
-            if p.predicted is None:
-                continue
-            total += _huber(math.log(p.predicted / p.measured))
-        return total / len(mine) + space.penalty(x, len(mine))
+    def loss_in(within: _Space) -> Callable[[Sequence[float]], float]:
+        def loss(x: Sequence[float]) -> float:
+            profile = within.profile(x)
+            table = {m: profile for m in members}
+            total = 0.0
+            for row in mine:
+                p = predict(row, table)
+                if p.predicted is None:
+                    continue
+                total += _huber(math.log(p.predicted / p.measured))
+            return total / len(mine) + within.penalty(x, len(mine))
+        return loss
 
-    best = nelder_mead(loss, space.start(), step=0.5, iterations=400)
-    best = nelder_mead(loss, best, step=0.15, iterations=300)
+    best = _minimise(loss_in(space), space.start())
+    decode = [r for r in mine if r.metric == "decode_tok_s_per_user"]
+    if _spans_bandwidths(decode):  # try a ceiling; keep it only where the rows ask for it
+        capped = replace(space, cap=True)
+        fastest = max(b for b in map(_rated_bandwidth, decode) if b)
+        tried = _minimise(loss_in(capped), [*best, math.log(CAP_START_SHARE * fastest)])
+        if _earns_parameter(loss_in(space)(best), loss_in(capped)(tried), len(mine)):
+            space, best = capped, tried
     fitted = space.profile(best)
     table = {m: fitted for m in members}
     ratios = sorted(p.measured / p.predicted for p in (predict(r, table) for r in mine)
@@ -255,6 +283,18 @@ def fit_same_kernels(rows: Sequence[Measurement], engine: str,
                          strict=strict)
     return replace(profile, source=f"{profile.source}; compute efficiency from {owner.engine}'s "
                                    "rows (the same kernels) where its own have no prefill")
+
+
+def _minimise(loss: Callable[[Sequence[float]], float], x0: Sequence[float]) -> list[float]:
+    """Nelder–Mead from x0 in broad steps, then again in fine ones from where it stopped."""
+    best = nelder_mead(loss, x0, step=0.5, iterations=400)
+    return nelder_mead(loss, best, step=0.15, iterations=300)
+
+
+def _earns_parameter(loss_without: float, loss_with: float, rows: int) -> bool:
+    """Whether one more parameter lowers the fit's mean loss enough to keep (Akaike's
+    criterion on a Gaussian likelihood: rows × ln(loss ratio) above 2)."""
+    return loss_with > 0 and rows * math.log(loss_without / loss_with) > AIC_PER_PARAMETER
 
 
 def nelder_mead(f: Callable[[Sequence[float]], float], x0: Sequence[float],

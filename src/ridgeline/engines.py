@@ -70,6 +70,10 @@ class EngineProfile:
     # the prefill/TTFT rows among them (0: compute_efficiency held at its prior, unfitted;
     # None: a profile written before this was recorded)
     compute_rows: int | None = None
+    # the most bytes per second the streams reach on any card, however fast its memory
+    # (None: no ceiling). A batch-1 matrix-vector kernel keeps a bounded number of bytes in
+    # flight, so by Little's law its rate stops growing with the card's rated bandwidth.
+    bandwidth_cap_bytes_per_s: float | None = None
 
     @property
     def compute_fitted(self) -> bool:
@@ -99,9 +103,14 @@ class EngineProfile:
                        "step's per-layer cost")
 
     def bandwidth_for(self, acc: Accelerator) -> float:
-        """Bandwidth efficiency on this accelerator (group multiplier where fitted)."""
-        return min(1.0, self.bandwidth_efficiency * self.group_bandwidth.get(
+        """Bandwidth efficiency on this accelerator (group multiplier where fitted), combined
+        with the engine's absolute ceiling as two rates in series: 1/share + rated/ceiling."""
+        share = min(1.0, self.bandwidth_efficiency * self.group_bandwidth.get(
             accelerator_group(acc), 1.0))
+        if self.bandwidth_cap_bytes_per_s is None:
+            return share
+        return 1.0 / (1.0 / share + acc.memory_bandwidth_bytes_per_s
+                      / self.bandwidth_cap_bytes_per_s)
 
     def compute_for(self, acc: Accelerator) -> float:
         """Compute efficiency on this accelerator (group multiplier where fitted)."""
@@ -145,6 +154,8 @@ class EngineProfile:
                                                     MAX_OVERHEAD_S),
                 compute_rows=None if (rows := f.optional("compute_rows", 0, 1e9)) is None
                 else int(rows),
+                bandwidth_cap_bytes_per_s=f.optional("bandwidth_cap_bytes_per_s", 0,
+                                                     MAX_BANDWIDTH_BYTES_PER_S, open_low=True),
             )
         except (TypeError, ValueError) as exc:
             if isinstance(exc, InputError):
@@ -155,6 +166,7 @@ class EngineProfile:
 MIN_GROUP_ROWS = 8  # a group gets its own multiplier only with this many rows
 MAX_OVERHEAD_S = 10.0  # a fixed cost per step or layer past this is not an engine's
 MAX_MULTIPLIER = 100.0  # a group's efficiency multiplier, a band's upper edge
+MAX_BANDWIDTH_BYTES_PER_S = 1e15  # a ceiling past a petabyte per second is no ceiling
 
 
 # 'llama.cpp' unqualified: the build a card's vendor runs (else the CUDA build)

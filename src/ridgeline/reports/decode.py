@@ -160,7 +160,7 @@ def _expectation_steps(dep: Deployment, batch: list[Seq], profile: EngineProfile
                    f"{src}: {_share_source(profile.compute_efficiency, profile.group_compute, acc)}"
                    f"; {profile.source}"),
                  q("bandwidth share", profile.bandwidth_for(acc), "",
-                   f"{src}: {_share_source(profile.bandwidth_efficiency, profile.group_bandwidth, acc)}"),
+                   f"{src}: {_bandwidth_source(profile, acc)}"),
                  q("compute-bound operators", by["compute"] * 1e3, "ms"),
                  q("memory-bound operators", by["memory"] * 1e3, "ms"),
                  q("collectives", by["link"] * 1e3, "ms"),
@@ -187,6 +187,17 @@ def _share_source(base: float, groups: Mapping[str, float], acc: Accelerator) ->
     if group not in groups:
         return f"{base:.4g}, no multiplier fitted for {group}"
     return f"{base:.4g} × {groups[group]:.4g} for {group} (at most 1)"
+
+
+def _bandwidth_source(profile: EngineProfile, acc: Accelerator) -> str:
+    """The bandwidth share's source: the share, and the engine's ceiling in series if fitted."""
+    share = _share_source(profile.bandwidth_efficiency, profile.group_bandwidth, acc)
+    cap = profile.bandwidth_cap_bytes_per_s
+    if cap is None:
+        return share
+    return (f"{share}, in series with the engine's {cap / 1e12:.3g} TB/s ceiling: "
+            f"1 ÷ (1 ÷ that + {acc.memory_bandwidth_bytes_per_s / 1e12:.3g} TB/s rated ÷ "
+            f"{cap / 1e12:.3g} TB/s)")
 
 
 def _fitted(seconds: float, source: str) -> str:

@@ -204,6 +204,8 @@ class CalibrationReport:
                          + (f" ({p.prefill_layer_overhead_s * 1e6:,.1f} in a prefill step)"
                             if p.prefill_layer_overhead_s is not None else "")
                          + (f"; bandwidth by group: {groups}" if groups else "")
+                         + (f"; bandwidth ceiling {p.bandwidth_cap_bytes_per_s / 1e12:.2f} TB/s"
+                            if p.bandwidth_cap_bytes_per_s is not None else "")
                          + f"; band {p.band_low:.2f}–{p.band_high:.2f}")
         lines.append("")
         before = {s.group: s for s in self.before}
