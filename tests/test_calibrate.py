@@ -286,3 +286,67 @@ def test_a_profile_fitted_on_decode_alone_says_its_compute_is_the_prior(
     assert "fitted on decode rows only" in capsys.readouterr().out
     assert main(["prefill", "llama-3.1-8b", "--gpu", "h100", "--prompt-len", "4000"]) == 0
     assert "fitted on decode rows only" not in capsys.readouterr().out  # the bundled fit
+
+
+def test_a_bandwidth_ceiling_binds_on_fast_memory_and_fades_on_slow() -> None:
+    """The ceiling and the share are two rates in series: on a card far below the ceiling
+    the streams reach about the share of rated; on one near it, much less."""
+    from dataclasses import replace
+
+    from ridgeline.hardware import resolve_accelerator
+
+    plain = EngineProfile("llama.cpp-cuda", 0.8, 0.5, 0.0, 0.0)
+    capped = replace(plain, bandwidth_cap_bytes_per_s=4e12)
+    slow, fast = resolve_accelerator("rtx-3060"), resolve_accelerator("h100-sxm")
+    for acc in (slow, fast):
+        reached = acc.memory_bandwidth_bytes_per_s * capped.bandwidth_for(acc)
+        assert 1 / reached == pytest.approx(1 / (0.8 * acc.memory_bandwidth_bytes_per_s) + 1 / 4e12)
+    assert capped.bandwidth_for(slow) > 0.9 * plain.bandwidth_for(slow)
+    assert capped.bandwidth_for(fast) < 0.6 * plain.bandwidth_for(fast)
+    again = EngineProfile.from_dict(json.loads(json.dumps(capped.to_dict())))
+    assert again.bandwidth_cap_bytes_per_s == 4e12
+
+
+@pytest.mark.parametrize("cap", [0, -1e12, "fast"])
+def test_a_profile_with_a_nonsense_ceiling_is_refused(cap: object) -> None:
+    from ridgeline.errors import InputError
+
+    data = {**EngineProfile("vllm", 0.8, 0.5, 0.0, 0.0).to_dict(),
+            "bandwidth_cap_bytes_per_s": cap}
+    with pytest.raises(InputError, match="bandwidth_cap_bytes_per_s"):
+        EngineProfile.from_dict(data)
+
+
+def _decode_rows(gpus: tuple[str, ...]) -> list:
+    return [r for r in read_measurements(MEASUREMENTS).rows
+            if r.metric == "decode_tok_s_per_user" and r.engine == "llama.cpp-cuda"
+            and r.num_gpus == 1 and r.gpu in gpus]
+
+
+def test_a_fit_finds_the_ceiling_its_rows_were_made_with() -> None:
+    """Decode rows spanning a 273 GB/s GB10 to an H100 PCIe's 2 TB/s, their values set by a
+    profile with a 1.5 TB/s ceiling: the fit recovers the ceiling; the same rows made
+    without one get none."""
+    from dataclasses import replace
+
+    rows = _decode_rows(("rtx-4090", "h100-pcie", "a100-sxm-80gb", "rtx-3090", "dgx-spark-gb10",
+                         "rtx-a6000"))
+    gpus = {r.gpu for r in rows}
+    assert len(rows) >= 12 and len(gpus) >= 4, gpus
+    truth = EngineProfile("llama.cpp-cuda", 0.85, 0.5, 1e-3, 2e-5,
+                          bandwidth_cap_bytes_per_s=1.5e12)
+    for cap in (1.5e12, None):
+        made = replace(truth, bandwidth_cap_bytes_per_s=cap)
+        synthetic = [replace(r, value=predict(r, {"llama.cpp-cuda": made}).predicted)
+                     for r in rows]
+        fitted = fit_engine(synthetic, "llama.cpp-cuda")
+        if cap is None:
+            assert fitted.bandwidth_cap_bytes_per_s is None
+        else:
+            assert fitted.bandwidth_cap_bytes_per_s == pytest.approx(cap, rel=0.15)
+
+
+def test_rows_on_one_card_fit_no_ceiling() -> None:
+    rows = _decode_rows(("dgx-spark-gb10",))
+    assert rows
+    assert fit_engine(rows, "llama.cpp-cuda").bandwidth_cap_bytes_per_s is None
