@@ -384,7 +384,7 @@ class _Rates:
 
     def __init__(self, dep: Deployment, profile: EngineProfile) -> None:
         acc = dep.accelerator
-        self.flops_per_s = acc.peak(dep.compute_dtype) * profile.compute_for(acc)
+        self.flops_per_s = dep.peak_at(dep.compute_dtype) * profile.compute_for(acc)
         if dep.dequantizes:
             self.flops_per_s *= profile.dequant_compute
         self.bytes_per_s = acc.memory_bandwidth_bytes_per_s * profile.bandwidth_for(acc)

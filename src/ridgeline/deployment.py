@@ -320,7 +320,7 @@ class Deployment:
         dtype ÷ its bandwidth (gpt-oss on a B200: bf16's 281, not its experts' fp4 1,125)."""
         from ridgeline.roofline import ridge_point
 
-        return ridge_point(self.accelerator.peak(self.dense_compute_dtype),
+        return ridge_point(self.peak_at(self.dense_compute_dtype),
                            self.accelerator.memory_bandwidth_bytes_per_s)
 
     @property
@@ -354,8 +354,7 @@ class Deployment:
     def attention_slowdown(self) -> float:
         """Peak at the step's compute dtype ÷ peak at attention's (DeepSeek-V3 as stored on an
         H100: fp8 weights, a bf16 cache: 2; below 1 where the cache's rate is the faster)."""
-        acc = self.accelerator
-        return acc.peak(self.compute_dtype) / acc.peak(self.attention_compute_dtype)
+        return self.peak_at(self.compute_dtype) / self.peak_at(self.attention_compute_dtype)
 
     @property
     def matmuls_label(self) -> str:
@@ -379,19 +378,40 @@ class Deployment:
         """(category, factor) for the weight categories whose matmuls run slower than the
         step's compute dtype: peak at the step's dtype ÷ peak at theirs (gpt-oss's attention
         on a B200: fp4 ÷ bf16 = 4)."""
-        acc, step = self.accelerator, self.compute_dtype
+        step = self.compute_dtype
         out = []
         for category, n in self.bytes_by_category.items():
             dtype = self.compute_dtype_of(category) if n else step
-            if dtype != step and acc.peak(dtype) < acc.peak(step):
-                out.append((category, acc.peak(step) / acc.peak(dtype)))
+            if dtype != step and self.peak_at(dtype) < self.peak_at(step):
+                out.append((category, self.peak_at(step) / self.peak_at(dtype)))
         return tuple(out)
+
+    def peak_at(self, dtype: str) -> float:
+        """One GPU's dense peak at a matmul dtype, as this engine's kernels run it: the
+        catalog's, except that llama.cpp's CUDA build multiplies fp16 with fp16 accumulation
+        (ggml-cuda's cuBLAS path asks for CUBLAS_COMPUTE_16F), which a GeForce card runs at
+        twice its FP32-accumulate rate (RTX 4090: 330.3 against 165.2 TFLOPS)."""
+        acc = self.accelerator
+        fast = acc.fp16_accumulate_flops
+        if fast and self.engine == "llama.cpp-cuda" and acc.resolve_dtype(dtype) == "fp16":
+            return fast
+        return acc.peak(dtype)
+
+    @property
+    def peak_note(self) -> str:
+        """Where the step's peak differs from the catalog's figure, why; else ""."""
+        acc, dtype = self.accelerator, self.compute_dtype
+        if self.peak_at(dtype) == acc.peak(dtype):
+            return ""
+        return (f"fp16 with fp16 accumulate, as llama.cpp's cuBLAS path asks: "
+                f"{self.peak_at(dtype) / 1e12:,.4g} TFLOP/s per GPU, where the catalog's "
+                f"{acc.peak(dtype) / 1e12:,.4g} accumulates in fp32")
 
     @property
     def peak_flops_per_s(self) -> float:
         """What one step can use: a step passes the pipeline stages one after another, so
         it has one stage's tensor-parallel GPUs at a time (llama.cpp's layer split too)."""
-        return self.accelerator.peak(self.compute_dtype) * self.tensor_parallel_size
+        return self.peak_at(self.compute_dtype) * self.tensor_parallel_size
 
     @property
     def bandwidth_bytes_per_s(self) -> float:

@@ -275,7 +275,8 @@ def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
                [q("FLOPs at the step dtype's pace", work.paced_flops / 1e12, "TFLOP",
                   f"{work.flops / 1e12:,.4g} TFLOP with matmuls at {dep.matmuls_label}: each "
                   "kept wider counted × its slowdown")]),
-             q(f"peak {dep.compute_dtype}", dep.peak_flops_per_s / 1e12, "TFLOP/s", src)),
+             q(f"peak {dep.compute_dtype}", dep.peak_flops_per_s / 1e12, "TFLOP/s",
+               "; ".join(filter(None, (src, dep.peak_note))))),
         *_host_steps(dep, work),
         step("step time", "max(compute time, memory time)" + (
              " + host time" if work.host_bytes else ""), q("step", step_s * 1e3, "ms")),
@@ -384,6 +385,7 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
                   f"matmuls at {dep.matmuls_label}: each kept wider counted × its slowdown")]),
              q(f"peak {dep.compute_dtype}", peak / 1e12, "TFLOP/s",
                f"{tp} x {dep.accelerator.id}" + (" in tensor parallel" if tp > 1 else "")
+               + (f"; {dep.peak_note}" if dep.peak_note else "")
                + (f" × {stages:.2g} of {pp} pipeline stages busy on average: the ubatches of a "
                   "call pipelined over them" if pp > 1 and dep.engine.startswith("llama.cpp")
                   else f"; its {pp} pipeline stages one after another" if pp > 1 else "")),

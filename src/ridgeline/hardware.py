@@ -68,6 +68,9 @@ class Accelerator:
     # under what nvidia-smi shows (H100: 79.18 GiB); a unified-memory part lends the GPU its
     # RAM less what the OS and firmware keep (DGX Spark: 121.69 of 128 GiB).
     runtime_total_bytes: float | None = None
+    # dense FP16 tensor FLOP/s with FP16 accumulation, where faster than peak_flops' fp16
+    # (which is the FP32-accumulate rate): a GeForce card runs FP32 accumulate at half rate
+    fp16_accumulate_flops: float | None = None
 
     def __post_init__(self) -> None:
         require_positive(self.memory_bytes, f"{self.id}: memory")
@@ -95,6 +98,11 @@ class Accelerator:
             if self.runtime_total_bytes > self.memory_bytes:
                 raise InputError(f"{self.id}: runtime total memory exceeds the memory on the "
                                  "device")
+        if self.fp16_accumulate_flops is not None:
+            fp16 = self.peak_flops.get("fp16")
+            if fp16 is None or not fp16 <= self.fp16_accumulate_flops <= 4 * fp16:
+                raise InputError(f"{self.id}: fp16_accumulate_flops {self.fp16_accumulate_flops:.3g}"
+                                 " is not a faster rate of the fp16 peak (between it and 4x it)")
         require_positive(self.memory_bandwidth_bytes_per_s, f"{self.id}: memory bandwidth")
         if not self.peak_flops:
             raise InputError(f"{self.id}: needs at least one peak FLOP/s figure")
@@ -201,6 +209,8 @@ class Accelerator:
             ecc_visible_bytes=f.optional("ecc_visible_bytes", 0, MAX_MEMORY_BYTES, open_low=True),
             runtime_total_bytes=f.optional("runtime_total_bytes", 0, MAX_MEMORY_BYTES,
                                            open_low=True),
+            fp16_accumulate_flops=f.optional("fp16_accumulate_flops", 0, math.inf,
+                                             open_low=True),
         )
 
 
