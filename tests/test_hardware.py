@@ -200,3 +200,41 @@ def test_fit_on_a_dgx_spark_warns_that_free_memory_is_what_the_os_leaves(
     assert "vLLM refuses to start unless 0.92 × 121.69 GiB = 112.0 GiB is free" in out
     assert main(["fit", "qwen3-30b-a3b", "--gpu", "h100", "--max-model-len", "32k"]) == 0
     assert "shares its memory with the OS" not in capsys.readouterr().out
+
+
+def test_geforce_cards_record_their_fp16_accumulate_rate_at_twice_the_fp32_one() -> None:
+    """GeForce tensor cores run FP32 accumulate at half rate; the catalog's fp16 is that rate,
+    and fp16_accumulate_flops the full one. Other cards accumulate in fp32 at full rate."""
+    for acc in catalog().values():
+        if acc.vendor == "nvidia" and acc.form == "consumer":
+            assert acc.fp16_accumulate_flops == pytest.approx(2 * acc.peak("fp16"), rel=0.01)
+        else:
+            assert acc.fp16_accumulate_flops is None, acc.id
+
+
+@pytest.mark.parametrize("rate", [1e12, 1e16])
+def test_an_fp16_accumulate_rate_that_is_not_a_faster_fp16_is_refused(rate: float) -> None:
+    record = {"id": "odd", "memory_bytes": 24e9, "memory_bandwidth_bytes_per_s": 1e12,
+              "peak_flops": {"fp16": 100e12}, "fp16_accumulate_flops": rate}
+    with pytest.raises(InputError, match="fp16_accumulate_flops"):
+        Accelerator.from_record(record)
+
+
+def test_llama_cpp_cuda_multiplies_fp16_at_the_fp16_accumulate_rate_on_geforce_only() -> None:
+    """ggml-cuda's cuBLAS path asks for CUBLAS_COMPUTE_16F: twice the catalog's rate on an RTX
+    4090, the catalog's own on an H100 (full rate either way) and for vLLM on the 4090."""
+    from ridgeline.catalog import resolve_model
+    from ridgeline.deployment import Deployment
+
+    model = resolve_model("llama-3.1-8b")
+    rtx, h100 = resolve_accelerator("rtx-4090"), resolve_accelerator("h100-pcie")
+    llama = Deployment.build(model, rtx, "q4_k_m", engine="llama.cpp-cuda")
+    assert llama.peak_flops_per_s == pytest.approx(2 * rtx.peak("fp16"))
+    assert "fp16 accumulate" in llama.peak_note
+    # the ridge stays the spec sheet's
+    assert llama.dense_ridge_flop_per_byte == pytest.approx(
+        rtx.peak("fp16") / rtx.memory_bandwidth_bytes_per_s)
+    datacenter = Deployment.build(model, h100, "q4_k_m", engine="llama.cpp-cuda")
+    assert datacenter.peak_flops_per_s == h100.peak("fp16") and not datacenter.peak_note
+    vllm = Deployment.build(model, rtx, engine="vllm")
+    assert vllm.peak_flops_per_s == rtx.peak(vllm.compute_dtype) and not vllm.peak_note

@@ -320,7 +320,7 @@ class Deployment:
         dtype ÷ its bandwidth (gpt-oss on a B200: bf16's 281, not its experts' fp4 1,125)."""
         from ridgeline.roofline import ridge_point
 
-        return ridge_point(self.peak_at(self.dense_compute_dtype),
+        return ridge_point(self.accelerator.peak(self.dense_compute_dtype),
                            self.accelerator.memory_bandwidth_bytes_per_s)
 
     @property
@@ -390,7 +390,8 @@ class Deployment:
         """One GPU's dense peak at a matmul dtype, as this engine's kernels run it: the
         catalog's, except that llama.cpp's CUDA build multiplies fp16 with fp16 accumulation
         (ggml-cuda's cuBLAS path asks for CUBLAS_COMPUTE_16F), which a GeForce card runs at
-        twice its FP32-accumulate rate (RTX 4090: 330.3 against 165.2 TFLOPS)."""
+        twice its FP32-accumulate rate (RTX 4090: 330.3 against 165.2 TFLOPS). The step's
+        cost runs at this peak; the ridge stays the spec sheet's, as the article defines it."""
         acc = self.accelerator
         fast = acc.fp16_accumulate_flops
         if fast and self.engine == "llama.cpp-cuda" and acc.resolve_dtype(dtype) == "fp16":

@@ -43,7 +43,7 @@ def _combo(model_id: str, gpu: str, count: int, weights: str, kv: str,
                            engine=engine)  # InputError: a combination that cannot run
     profile = profile_for(engine)
     # the weights every token reads (an MoE model's experts apart), at their matmul dtype
-    peak = dep.peak_at(dep.dense_compute_dtype) * dep.tensor_parallel_size
+    peak = acc.peak(dep.dense_compute_dtype) * dep.tensor_parallel_size
     bw = dep.bandwidth_bytes_per_s
     bpw = dep.bytes_per_weight_split[0]
     ridge = ridge_point(peak, bw)
