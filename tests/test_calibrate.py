@@ -354,3 +354,24 @@ def test_rows_on_one_card_fit_no_ceiling() -> None:
     rows = _decode_rows(("dgx-spark-gb10",))
     assert rows
     assert fit_engine(rows, "llama.cpp-cuda").bandwidth_cap_bytes_per_s is None
+
+
+def test_the_bundled_llama_cpp_cuda_profile_reads_as_the_readme_says() -> None:
+    """A ceiling near 3.7 TB/s: an H100 PCIe's 2 TB/s reaches about 1.1 under llama.cpp, an
+    RTX 4090's 1 TB/s about 0.8; the GeForce compute multiplier near 1.4, not 2.6, once the
+    fp16-accumulate rate is the peak; the serving engines carry no ceiling."""
+    from ridgeline.hardware import resolve_accelerator
+
+    cuda = profile_for("llama.cpp-cuda")
+    assert cuda.bandwidth_cap_bytes_per_s == pytest.approx(3.7e12, rel=0.05)
+
+    def reached_tb_s(gpu: str) -> float:
+        acc = resolve_accelerator(gpu)
+        return acc.memory_bandwidth_bytes_per_s * cuda.bandwidth_for(acc) / 1e12
+
+    assert reached_tb_s("h100-pcie") == pytest.approx(1.1, abs=0.05)
+    assert reached_tb_s("rtx-4090") == pytest.approx(0.8, abs=0.05)
+    assert cuda.group_compute["nvidia-geforce"] == pytest.approx(1.4, abs=0.1)
+    assert profile_for("llama.cpp-metal").bandwidth_cap_bytes_per_s == pytest.approx(4.9e12,
+                                                                                      rel=0.05)
+    assert profile_for("vllm").bandwidth_cap_bytes_per_s is None
