@@ -4,8 +4,10 @@ The fit minimises a robust loss (Huber on the log ratio predicted/measured) over
 engine's throughput and latency rows, in log-parameter space, by Nelder–Mead. Few
 parameters, each physical: bandwidth and compute efficiency, a per-step and a per-layer
 overhead (a step carrying prompt tokens gets its own per-layer cost: engines replay CUDA
-graphs only for decode-only steps), and a multiplier per accelerator group that has enough
-rows. The band is the 10th–90th percentile of the fit's own ratios measured/predicted.
+graphs only for decode-only steps), a multiplier per accelerator group that has enough
+rows, and an absolute bandwidth ceiling where the rows are matrix-vector steps on cards far
+enough apart in bandwidth to show one. The band is the 10th–90th percentile of the fit's
+own ratios measured/predicted.
 """
 
 from __future__ import annotations
@@ -208,7 +210,7 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
     # far enough apart to show it, from the fit without it, and dropped only where it buys
     # nothing; an engine fitted with one pays it on its larger batches too. (Akaike's
     # criterion was tried: holding out the source with the datacenter rows, it rejected a
-    # ceiling, 3.30 TB/s, that the full fit puts at 3.66 TB/s.)
+    # ceiling, 3.30 TB/s, that the full fit puts at 3.73 TB/s.)
     if _shows_ceiling(mine):
         capped = replace(space, cap=True)
         fastest = max(b for b in map(_rated_bandwidth, mine) if b)

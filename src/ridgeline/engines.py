@@ -3,10 +3,10 @@
 A profile is four physically meaningful numbers — the fraction of rated memory bandwidth
 its weight and KV streams reach, the fraction of dense peak its matmuls reach, a fixed
 cost per forward pass and a fixed cost per layer — plus, where the data support it, a
-bandwidth multiplier per accelerator group (llama.cpp streams weights at ~half the rated
-bandwidth on an H100 and at over 80% on a GeForce card). ``scripts/fit_profiles.py`` fits
-them to ``validation/measurements.csv``; ``data/profiles.json`` records the rows each came
-from. Engines without measurements carry a stated prior.
+bandwidth multiplier per accelerator group and an absolute bandwidth ceiling (llama.cpp's
+batch-1 kernels reach about 1.1 TB/s of an H100 PCIe's 2 and 0.8 of an RTX 4090's 1).
+``scripts/fit_profiles.py`` fits them to ``validation/measurements.csv``;
+``data/profiles.json`` records the rows each came from. Engines without measurements carry a stated prior.
 """
 
 from __future__ import annotations
