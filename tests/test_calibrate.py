@@ -375,3 +375,23 @@ def test_the_bundled_llama_cpp_cuda_profile_reads_as_the_readme_says() -> None:
     assert profile_for("llama.cpp-metal").bandwidth_cap_bytes_per_s == pytest.approx(4.9e12,
                                                                                       rel=0.05)
     assert profile_for("vllm").bandwidth_cap_bytes_per_s is None
+
+
+@pytest.mark.parametrize("command", [
+    ["decode"],
+    ["simulate", "--max-model-len", "4096", "--num-requests", "20", "--rate", "1"],
+])
+def test_explain_derives_the_bandwidth_share_from_the_share_and_the_ceiling(
+        capsys: pytest.CaptureFixture[str], command: list[str]) -> None:
+    """decode and simulate give one account of llama.cpp's bandwidth share on an H100 PCIe:
+    its fitted share in series with the ceiling, the rated 2 TB/s against it."""
+    cuda = profile_for("llama.cpp-cuda")
+    assert cuda.bandwidth_cap_bytes_per_s is not None
+    argv = [command[0], "llama-3.1-8b", "--gpu", "h100-pcie", "--engine", "llama.cpp-cuda",
+            "--weights", "q4_k_m", *command[1:], "--explain"]
+    assert main(argv) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "bandwidth share =" in x)
+    cap_tb_s = cuda.bandwidth_cap_bytes_per_s / 1e12
+    assert f"{cap_tb_s:.3g} TB/s ceiling" in line and "2 TB/s rated" in line
+    shown = float(line.split("=")[1].split()[0])
+    assert shown == pytest.approx(1 / (1 / cuda.bandwidth_efficiency + 2 / cap_tb_s), rel=1e-3)

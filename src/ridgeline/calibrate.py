@@ -204,7 +204,8 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
             return total / len(mine) + within.penalty(x, len(mine))
         return loss
 
-    best = _minimise(loss_in(space), space.start())
+    plain = loss_in(space)
+    best = _minimise(plain, space.start())
     # The ceiling is structure, not a free knob: a batch-1 matrix-vector kernel keeps a
     # bounded number of bytes in flight. It is fitted where the rows are such steps on cards
     # far enough apart to show it, from the fit without it, and dropped only where it buys
@@ -215,7 +216,7 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
         capped = replace(space, cap=True)
         fastest = max(b for b in map(_rated_bandwidth, mine) if b)
         tried = _minimise(loss_in(capped), [*best, math.log(CAP_START_SHARE * fastest)])
-        if loss_in(capped)(tried) < loss_in(space)(best):
+        if loss_in(capped)(tried) < plain(best):
             space, best = capped, tried
     fitted = space.profile(best)
     table = {m: fitted for m in members}

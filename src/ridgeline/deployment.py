@@ -406,7 +406,7 @@ class Deployment:
             return ""
         return (f"fp16 with fp16 accumulate, as llama.cpp's cuBLAS path asks: "
                 f"{self.peak_at(dtype) / 1e12:,.4g} TFLOP/s per GPU, where the catalog's "
-                f"{acc.peak(dtype) / 1e12:,.4g} accumulates in fp32")
+                f"{acc.peak(dtype) / 1e12:,.4g} TFLOP/s accumulates in fp32")
 
     @property
     def peak_flops_per_s(self) -> float:

@@ -117,6 +117,20 @@ class EngineProfile:
         return min(1.0, self.compute_efficiency * self.group_compute.get(
             accelerator_group(acc), 1.0))
 
+    def compute_story(self, acc: Accelerator) -> str:
+        """Where compute_for's share comes from, for --explain."""
+        return _share_story(self.compute_efficiency, self.group_compute, acc)
+
+    def bandwidth_story(self, acc: Accelerator) -> str:
+        """Where bandwidth_for's share comes from: the share, and the ceiling in series."""
+        share = _share_story(self.bandwidth_efficiency, self.group_bandwidth, acc)
+        cap = self.bandwidth_cap_bytes_per_s
+        if cap is None:
+            return share
+        return (f"{share}, in series with the engine's {cap / 1e12:.3g} TB/s ceiling: "
+                f"1 ÷ (1 ÷ that + {acc.memory_bandwidth_bytes_per_s / 1e12:.3g} TB/s rated ÷ "
+                f"{cap / 1e12:.3g} TB/s)")
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["group_bandwidth"] = dict(self.group_bandwidth)
@@ -161,6 +175,14 @@ class EngineProfile:
             if isinstance(exc, InputError):
                 raise
             raise InputError(f"{origin}: not an engine profile ({exc})") from None
+
+
+def _share_story(base: float, groups: Mapping[str, float], acc: Accelerator) -> str:
+    """A profile's share on this card: its base, times its group's fitted multiplier if any."""
+    group = accelerator_group(acc)
+    if group not in groups:
+        return f"{base:.4g}, no multiplier fitted for {group}"
+    return f"{base:.4g} × {groups[group]:.4g} for {group} (at most 1)"
 
 
 MIN_GROUP_ROWS = 8  # a group gets its own multiplier only with this many rows

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -157,10 +156,10 @@ def _expectation_steps(dep: Deployment, batch: list[Seq], profile: EngineProfile
                  "(bandwidth × bandwidth share)) + collectives + overhead",
                  q("expected", cost.time_s * 1e3, "ms"),
                  q("compute share", profile.compute_for(acc), "",
-                   f"{src}: {_share_source(profile.compute_efficiency, profile.group_compute, acc)}"
+                   f"{src}: {profile.compute_story(acc)}"
                    f"; {profile.source}"),
                  q("bandwidth share", profile.bandwidth_for(acc), "",
-                   f"{src}: {_bandwidth_source(profile, acc)}"),
+                   f"{src}: {profile.bandwidth_story(acc)}"),
                  q("compute-bound operators", by["compute"] * 1e3, "ms"),
                  q("memory-bound operators", by["memory"] * 1e3, "ms"),
                  q("collectives", by["link"] * 1e3, "ms"),
@@ -177,27 +176,6 @@ def _expectation_steps(dep: Deployment, batch: list[Seq], profile: EngineProfile
                   q("bytes per pair", SCORE_BYTES_PER_PAIR, "B",
                     "f32 scores written, read and written by softmax, read again as f16 by P·V"))
     return scores, *steps
-
-
-def _share_source(base: float, groups: Mapping[str, float], acc: Accelerator) -> str:
-    """A profile's share on this card: its base, times its group's fitted multiplier if any."""
-    from ridgeline.engines import accelerator_group
-
-    group = accelerator_group(acc)
-    if group not in groups:
-        return f"{base:.4g}, no multiplier fitted for {group}"
-    return f"{base:.4g} × {groups[group]:.4g} for {group} (at most 1)"
-
-
-def _bandwidth_source(profile: EngineProfile, acc: Accelerator) -> str:
-    """The bandwidth share's source: the share, and the engine's ceiling in series if fitted."""
-    share = _share_source(profile.bandwidth_efficiency, profile.group_bandwidth, acc)
-    cap = profile.bandwidth_cap_bytes_per_s
-    if cap is None:
-        return share
-    return (f"{share}, in series with the engine's {cap / 1e12:.3g} TB/s ceiling: "
-            f"1 ÷ (1 ÷ that + {acc.memory_bandwidth_bytes_per_s / 1e12:.3g} TB/s rated ÷ "
-            f"{cap / 1e12:.3g} TB/s)")
 
 
 def _fitted(seconds: float, source: str) -> str:

@@ -293,8 +293,10 @@ class SimulateReport:
                 q("busy time", r.busy_s, "s", "simulated time less the idle gaps"
                   + (f", summed over the {self.lanes} pipeline lanes" if self.lanes > 1 else "")),
                 q("steps", r.steps),
-                q("compute share", profile.compute_for(acc), "", f"{src}: {profile.source}"),
-                q("bandwidth share", profile.bandwidth_for(acc), "", src),
+                q("compute share", profile.compute_for(acc), "",
+                  f"{src}: {profile.compute_story(acc)}; {profile.source}"),
+                q("bandwidth share", profile.bandwidth_for(acc), "",
+                  f"{src}: {profile.bandwidth_story(acc)}"),
                 _overhead_q("per step", profile.step_overhead_s, src),
                 _overhead_q("per layer", profile.layer_overhead_s, f"{src}, decode steps"),
                 *([] if profile.prefill_layer_overhead_s is None else [
