@@ -238,3 +238,24 @@ def test_llama_cpp_cuda_multiplies_fp16_at_the_fp16_accumulate_rate_on_geforce_o
     assert datacenter.peak_flops_per_s == h100.peak("fp16") and not datacenter.peak_note
     vllm = Deployment.build(model, rtx, engine="vllm")
     assert vllm.peak_flops_per_s == rtx.peak(vllm.compute_dtype) and not vllm.peak_note
+
+
+def test_roofline_names_llama_cpp_cudas_own_ridge_on_a_geforce_card(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The ridge stays the spec sheet's, but on a GeForce card roofline also says where
+    llama.cpp's fp16-accumulate matmuls meet it: twice as far out. Not on an H100, and not
+    for an fp8 step (llama.cpp has none)."""
+    from ridgeline.cli import main
+
+    rtx = resolve_accelerator("rtx-4090")
+    assert main(["roofline", "--gpu", "rtx-4090", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    catalog_ridge = rtx.peak("fp16") / rtx.memory_bandwidth_bytes_per_s
+    assert data["ridge_flop_per_byte"] == pytest.approx(catalog_ridge)
+    assert data["llama_cpp_cuda_ridge_flop_per_byte"] == pytest.approx(2 * catalog_ridge,
+                                                                        rel=0.01)
+    assert main(["roofline", "--gpu", "rtx-4090"]) == 0
+    assert f"its ridge is at {2 * catalog_ridge:,.0f} FLOP/byte" in capsys.readouterr().out
+    for argv in (["--gpu", "h100"], ["--gpu", "rtx-4090", "--compute-dtype", "fp8"]):
+        assert main(["roofline", *argv, "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["llama_cpp_cuda_ridge_flop_per_byte"] is None

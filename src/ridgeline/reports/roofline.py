@@ -45,13 +45,26 @@ class RooflineReport:
         a = self.accelerator
         return ridge_point(a.peak(self.compute_dtype), a.memory_bandwidth_bytes_per_s)
 
+    @property
+    def llamacpp_ridge(self) -> float | None:
+        """The ridge llama.cpp's CUDA build meets on a 16-bit step: it multiplies fp16 with
+        fp16 accumulation, which a GeForce card runs at twice the rate its spec sheet
+        quotes with fp32 accumulation (Deployment.peak_at). None where the card has no such
+        rate or the dtype is not 16-bit."""
+        a = self.accelerator
+        fast = a.fp16_accumulate_flops
+        if fast is None or a.resolve_dtype(self.compute_dtype) not in ("fp16", "bf16"):
+            return None
+        return ridge_point(fast, a.memory_bandwidth_bytes_per_s)
+
     def to_dict(self) -> dict[str, Any]:
         a = self.accelerator
         return {
             "accelerator": a.id, "compute_dtype": a.resolve_dtype(self.compute_dtype),
             "peak_flops_per_s": a.peak(self.compute_dtype),
             "memory_bandwidth_bytes_per_s": a.memory_bandwidth_bytes_per_s,
-            "ridge_flop_per_byte": self.ridge, "batch": self.batch,
+            "ridge_flop_per_byte": self.ridge,
+            "llama_cpp_cuda_ridge_flop_per_byte": self.llamacpp_ridge, "batch": self.batch,
             "prompt_len": self.prompt_len, "model": self.model,
             "points": [{("intensity_flop_per_byte" if k == "intensity" else k): v
                         for k, v in vars(p).items()} for p in self.points],
@@ -68,6 +81,10 @@ class RooflineReport:
             f"{a.bandwidth_tb_s:.3g} TB/s = ridge at {self.ridge:,.0f} FLOP/byte"
             + (" (tensor parallelism adds peak and bandwidth alike: the same ridge)"
                if self.num_gpus > 1 else ""),
+            *([] if (fast := self.llamacpp_ridge) is None else [
+                f"  llama.cpp's CUDA build multiplies fp16 with fp16 accumulation, "
+                f"{a.fp16_accumulate_flops / 1e12:,.1f} TFLOP/s here: its ridge is at "
+                f"{fast:,.0f} FLOP/byte"]),
             f"batch {self.batch}" + (f", model {self.model}" if self.model else "")
             + f", prompt {self.prompt_len} tokens", "",
         ]
