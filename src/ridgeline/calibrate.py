@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ridgeline.engines import (
+    MATVEC_TOKENS,
     MAX_BANDWIDTH_BYTES_PER_S,
     MIN_GROUP_ROWS,
     EngineProfile,
@@ -35,9 +36,6 @@ START = EngineProfile("start", 0.7, 0.5, 3e-4, 5e-6, source="fit start")
 # SGLang have no offline-throughput rows, TensorRT-LLM no low-batch decode rows).
 SERVING_ENGINES = ("trtllm", "vllm", "sglang")
 CAP_START_SHARE = 2.0  # a ceiling's fit starts at this multiple of the fastest card's bandwidth
-MATVEC_BATCH = 8  # llama.cpp's matrix-vector kernels take batches up to 8 (MMVQ_MAX_BATCH_SIZE)
-STREAMING_METRICS = ("decode_tok_s_per_user", "output_throughput_tok_s",
-                     "output_throughput_tok_s_per_gpu")
 CAP_SPAN = 3.0  # the spread of rated bandwidths, fastest ÷ slowest card, that pins a ceiling
 HUBER_DELTA = 0.25  # log-ratio beyond which a row counts linearly (≈ 28% error)
 GROUP_PRIOR = 0.002  # a gentle pull of group multipliers towards 1 (squared log)
@@ -77,15 +75,11 @@ def _rated_bandwidth(row: Measurement) -> float | None:
 
 
 def _shows_ceiling(rows: Sequence[Measurement]) -> bool:
-    """Whether the rows pin an absolute bandwidth ceiling: most of those that stream the
-    weights are matrix-vector steps (batch ≤ MATVEC_BATCH, the regime the ceiling describes),
-    and enough decode rows among them ran on cards whose rated bandwidths differ by CAP_SPAN
-    or more (on cards alike a ceiling is only a share)."""
-    streaming = [r for r in rows if r.metric in STREAMING_METRICS]
-    small = [r for r in streaming if r.batch is not None and r.batch <= MATVEC_BATCH]
-    if 2 * len(small) < len(streaming):
-        return False
-    rated = [b for r in small if r.metric == "decode_tok_s_per_user"
+    """Whether the rows pin an absolute bandwidth ceiling on matrix-vector steps: enough
+    decode rows of at most MATVEC_TOKENS sequences (the steps it prices) ran on cards whose
+    rated bandwidths differ by CAP_SPAN or more (on cards alike a ceiling is only a share)."""
+    rated = [b for r in rows if r.metric == "decode_tok_s_per_user"
+             and r.batch is not None and r.batch <= MATVEC_TOKENS
              if (b := _rated_bandwidth(r))]
     return len(rated) >= MIN_GROUP_ROWS and max(rated) >= CAP_SPAN * min(rated)
 
@@ -206,10 +200,10 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
 
     plain = loss_in(space)
     best = _minimise(plain, space.start())
-    # The ceiling is structure, not a free knob: a batch-1 matrix-vector kernel keeps a
-    # bounded number of bytes in flight. It is fitted where the rows are such steps on cards
-    # far enough apart to show it, from the fit without it, and dropped only where it buys
-    # nothing; an engine fitted with one pays it on its larger batches too. (Akaike's
+    # The ceiling is structure, not a free knob: a matrix-vector kernel keeps a bounded
+    # number of bytes in flight. It is fitted where enough rows are such steps on cards far
+    # enough apart to show it, from the fit without it, and dropped only where it buys
+    # nothing; it prices only steps of at most MATVEC_TOKENS tokens. (Akaike's
     # criterion was tried: holding out the source with the datacenter rows, it rejected a
     # ceiling, 3.30 TB/s, that the full fit puts at 3.73 TB/s.)
     if _shows_ceiling(mine):

@@ -158,8 +158,8 @@ def _expectation_steps(dep: Deployment, batch: list[Seq], profile: EngineProfile
                  q("compute share", profile.compute_for(acc), "",
                    f"{src}: {profile.compute_story(acc)}"
                    f"; {profile.source}"),
-                 q("bandwidth share", profile.bandwidth_for(acc), "",
-                   f"{src}: {profile.bandwidth_story(acc)}"),
+                 q("bandwidth share", profile.bandwidth_for(acc, cost.tokens), "",
+                   f"{src}: {profile.bandwidth_story(acc, cost.tokens)}"),
                  q("compute-bound operators", by["compute"] * 1e3, "ms"),
                  q("memory-bound operators", by["memory"] * 1e3, "ms"),
                  q("collectives", by["link"] * 1e3, "ms"),
@@ -544,7 +544,8 @@ class PrefillReport:
                 and self.floor.prompt_len * self.floor.batch > step:
             out.append(f"the ubatches' overlap over {dep.pipeline_parallel_size} stages is "
                        "llama.cpp's ideal: on 8 x A100 its pipelining PR (#6017) measured a "
-                       "2,048-token prompt 38 % under it (validation/pipeline.csv), so read the "
+                       "2,048-token prompt about a quarter under it (validation/pipeline.csv), so "
+                       "read the "
                        "expectation as optimistic, the more so the more stages")
         if self.runs and not self.expected.compute_fitted:
             out.append(f"the {self.expected.engine} profile was fitted on decode rows only: its "

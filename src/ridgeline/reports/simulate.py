@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ridgeline.deployment import Deployment
+from ridgeline.engines import MATVEC_TOKENS, EngineProfile
 from ridgeline.explain import Quantity, Step, q, step
+from ridgeline.hardware import Accelerator
 from ridgeline.render import table
 from ridgeline.sim.config import SimConfig
 from ridgeline.sim.metrics import STEADY_LIFETIMES, SimResult
@@ -295,8 +297,7 @@ class SimulateReport:
                 q("steps", r.steps),
                 q("compute share", profile.compute_for(acc), "",
                   f"{src}: {profile.compute_story(acc)}; {profile.source}"),
-                q("bandwidth share", profile.bandwidth_for(acc), "",
-                  f"{src}: {profile.bandwidth_story(acc)}"),
+                *_bandwidth_qs(profile, acc),
                 _overhead_q("per step", profile.step_overhead_s, src),
                 _overhead_q("per layer", profile.layer_overhead_s, f"{src}, decode steps"),
                 *([] if profile.prefill_layer_overhead_s is None else [
@@ -304,6 +305,20 @@ class SimulateReport:
                       "µs", f"{src}: no CUDA graph")]),
                 q("layers", d.model.num_layers, "", "config.json num_hidden_layers")))
         return tuple(out)
+
+
+def _bandwidth_qs(profile: EngineProfile, acc: Accelerator) -> list[Quantity]:
+    """The bandwidth share a step reaches: one figure, or, where the engine has a ceiling on
+    matrix-vector steps, one for those steps and one for larger ones."""
+    src = f"{profile.engine} profile"
+    larger = MATVEC_TOKENS + 1
+    shares = [q("bandwidth share", profile.bandwidth_for(acc, larger), "",
+                f"{src}: {profile.bandwidth_story(acc, larger)}")]
+    if profile.bandwidth_cap_bytes_per_s is not None:
+        shares.insert(0, q(f"bandwidth share, steps of ≤ {MATVEC_TOKENS} tokens",
+                           profile.bandwidth_for(acc, 1), "",
+                           f"{src}: {profile.bandwidth_story(acc, 1)}"))
+    return shares
 
 
 def _overhead_q(name: str, seconds: float, source: str) -> Quantity:
