@@ -83,8 +83,8 @@ class RooflineReport:
                if self.num_gpus > 1 else ""),
             *([] if (fast := self.llamacpp_ridge) is None else [
                 f"  llama.cpp's CUDA build multiplies fp16 with fp16 accumulation, "
-                f"{a.fp16_accumulate_flops / 1e12:,.1f} TFLOP/s here: its ridge is at "
-                f"{fast:,.0f} FLOP/byte"]),
+                f"{fast * a.memory_bandwidth_bytes_per_s / 1e12:,.1f} TFLOP/s here: its "
+                f"ridge is at {fast:,.0f} FLOP/byte"]),
             f"batch {self.batch}" + (f", model {self.model}" if self.model else "")
             + f", prompt {self.prompt_len} tokens", "",
         ]
