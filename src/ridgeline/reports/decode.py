@@ -30,6 +30,7 @@ from ridgeline.hardware import Accelerator
 from ridgeline.llamacpp_batching import llamacpp_n_ubatch, prefill_time
 from ridgeline.model import trained_context_caution
 from ridgeline.render import table
+from ridgeline.reports.profile_story import overhead_q, share_qs
 from ridgeline.roofline import (
     expert_intensity,
     expert_ridge_batch,
@@ -138,7 +139,6 @@ def _expectation_steps(dep: Deployment, batch: list[Seq], profile: EngineProfile
                        cost: StepCost) -> tuple[Step, ...]:
     """The calibrated step: every operator at the engine's share of peak and bandwidth, plus
     the links, plus the engine's fixed costs."""
-    acc = dep.accelerator
     by = {kind: sum(op.time_s for op in cost.ops if op.bound == kind)
           for kind in ("compute", "memory", "link", "overhead", "host")}
     prefill = cost.tokens > cost.sequences
@@ -148,18 +148,13 @@ def _expectation_steps(dep: Deployment, batch: list[Seq], profile: EngineProfile
     overhead = step("engine overhead", "per step + layers × per layer"
                     + (" (a step with prompt tokens: no CUDA graph)" if prefill else ""),
                     q("overhead", by["overhead"] * 1e3, "ms"),
-                    q("per step", profile.step_overhead_s * 1e6, "µs", _fitted(
-                        profile.step_overhead_s, src)),
+                    overhead_q("per step", profile.step_overhead_s, src),
                     q("layers", dep.model.num_layers, "", "config.json num_hidden_layers"),
-                    q("per layer", per_layer * 1e6, "µs", _fitted(per_layer, src)))
+                    overhead_q("per layer", per_layer, src))
     total = step("expected step", "Σ operators max(FLOPs ÷ (peak × compute share), bytes ÷ "
                  "(bandwidth × bandwidth share)) + collectives + overhead",
                  q("expected", cost.time_s * 1e3, "ms"),
-                 q("compute share", profile.compute_for(acc), "",
-                   f"{src}: {profile.compute_story(acc)}"
-                   f"; {profile.source}"),
-                 q("bandwidth share", profile.bandwidth_for(acc, cost.tokens), "",
-                   f"{src}: {profile.bandwidth_story(acc, cost.tokens)}"),
+                 *share_qs(profile, dep.accelerator, cost.tokens),
                  q("compute-bound operators", by["compute"] * 1e3, "ms"),
                  q("memory-bound operators", by["memory"] * 1e3, "ms"),
                  q("collectives", by["link"] * 1e3, "ms"),
@@ -176,13 +171,6 @@ def _expectation_steps(dep: Deployment, batch: list[Seq], profile: EngineProfile
                   q("bytes per pair", SCORE_BYTES_PER_PAIR, "B",
                     "f32 scores written, read and written by softmax, read again as f16 by P·V"))
     return scores, *steps
-
-
-def _fitted(seconds: float, source: str) -> str:
-    """A fitted fixed cost's source; one the fit drove to nothing says so."""
-    if seconds < 1e-7:
-        return f"{source}: fitted to nothing (the data need no such cost)"
-    return source
 
 
 def _host_step(dep: Deployment, cost: StepCost) -> tuple[Step, ...]:

@@ -7,10 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ridgeline.deployment import Deployment
-from ridgeline.engines import MATVEC_TOKENS, EngineProfile
 from ridgeline.explain import Quantity, Step, q, step
-from ridgeline.hardware import Accelerator
 from ridgeline.render import table
+from ridgeline.reports.profile_story import overhead_q, share_qs
 from ridgeline.sim.config import SimConfig
 from ridgeline.sim.metrics import STEADY_LIFETIMES, SimResult
 
@@ -286,7 +285,6 @@ class SimulateReport:
         profile = r.profile
         if profile is not None and r.steps:
             src = f"{profile.engine} profile"
-            acc = d.accelerator
             out.append(step(
                 "step time", "each step's batch through step_cost: Σ operators max(FLOPs ÷ "
                 "(peak × compute share), bytes ÷ (bandwidth × bandwidth share)) + collectives + "
@@ -295,37 +293,14 @@ class SimulateReport:
                 q("busy time", r.busy_s, "s", "simulated time less the idle gaps"
                   + (f", summed over the {self.lanes} pipeline lanes" if self.lanes > 1 else "")),
                 q("steps", r.steps),
-                q("compute share", profile.compute_for(acc), "",
-                  f"{src}: {profile.compute_story(acc)}; {profile.source}"),
-                *_bandwidth_qs(profile, acc),
-                _overhead_q("per step", profile.step_overhead_s, src),
-                _overhead_q("per layer", profile.layer_overhead_s, f"{src}, decode steps"),
+                *share_qs(profile, d.accelerator),
+                overhead_q("per step", profile.step_overhead_s, src),
+                overhead_q("per layer", profile.layer_overhead_s, f"{src}, decode steps"),
                 *([] if profile.prefill_layer_overhead_s is None else [
-                    q("per layer with prompt tokens", profile.prefill_layer_overhead_s * 1e6,
-                      "µs", f"{src}: no CUDA graph")]),
+                    overhead_q("per layer with prompt tokens", profile.prefill_layer_overhead_s,
+                               f"{src}: no CUDA graph")]),
                 q("layers", d.model.num_layers, "", "config.json num_hidden_layers")))
         return tuple(out)
-
-
-def _bandwidth_qs(profile: EngineProfile, acc: Accelerator) -> list[Quantity]:
-    """The bandwidth share a step reaches: one figure, or, where the engine has a ceiling on
-    matrix-vector steps, one for those steps and one for larger ones."""
-    src = f"{profile.engine} profile"
-    larger = MATVEC_TOKENS + 1
-    shares = [q("bandwidth share", profile.bandwidth_for(acc, larger), "",
-                f"{src}: {profile.bandwidth_story(acc, larger)}")]
-    if profile.bandwidth_cap_bytes_per_s is not None:
-        shares.insert(0, q(f"bandwidth share, steps of ≤ {MATVEC_TOKENS} tokens",
-                           profile.bandwidth_for(acc, 1), "",
-                           f"{src}: {profile.bandwidth_story(acc, 1)}"))
-    return shares
-
-
-def _overhead_q(name: str, seconds: float, source: str) -> Quantity:
-    """A fitted overhead in µs; one the fit drove to (next to) zero reads as 0."""
-    if seconds * 1e6 < 1e-3:
-        return q(name, 0.0, "µs", f"{source}; the fit drove it to zero")
-    return q(name, seconds * 1e6, "µs", source)
 
 
 def _ms_q(name: str, seconds: float) -> Quantity:
