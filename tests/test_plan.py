@@ -83,6 +83,8 @@ def test_plan_cli_prints_engine_commands_with_real_flags(capsys: pytest.CaptureF
     assert "--gpu-memory-utilization 0.9" in vllm and "--max-model-len" in vllm
     assert list(data["commands"]) == ["vllm"]  # the engine whose pools were sized
     assert data["winner"]["cost_per_million_output_tokens"] > 0
+    # the frontier says at what context its decode figures hold: the default 1,000 in, 250 out
+    assert data["pareto_context_tokens"] == 1000 + 250 // 2
 
 
 def test_plan_sizes_pools_as_the_named_engine_does(capsys: pytest.CaptureFixture[str]) -> None:

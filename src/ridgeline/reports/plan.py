@@ -7,6 +7,7 @@ import shlex
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ridgeline.cost import mean_decode_context
 from ridgeline.explain import Step, q, step
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.memory import device_memory_bytes, engine_defaults
@@ -181,6 +182,7 @@ class PlanReport:
             "disaggregated": [self._row(c) for c in r.disaggregated],
             "pareto": [{"tok_s_per_gpu": a, "tok_s_per_user": b, "point": p}
                        for a, b, p in r.pareto],
+            "pareto_context_tokens": mean_decode_context(*r.load.means()),
             "closest_miss": r.closest_miss or None,
             "max_model_len": self.max_len, "refused_share": self.refused_share,
             "cautions": [*r.cautions, *([NOT_SIMULATED] if win and not win.verified else [])],
@@ -305,6 +307,9 @@ class PlanReport:
             lines.append(f"disaggregated, {c.label}: {c.gpus} {plural(c.gpus, 'GPU')}, {cost} "
                          f"({how}; KV hand-off over a 400 Gb/s link)")
         if r.pareto:
-            lines += ["", "Pareto frontier (tok/s per GPU vs tok/s per user):"]
-            lines += [f"  {a:>9,.0f}  {b:>7,.1f}  {p}" for a, b, p in r.pareto[:12]]
+            ctx = mean_decode_context(*r.load.means())
+            lines += ["", f"Pareto frontier, decode at a {ctx:,}-token context (the prompt and "
+                      "half the output, a response's mean):",
+                      f"  {'tok/s/GPU':>9}  {'tok/s/user':>10}  configuration, batch"]
+            lines += [f"  {a:>9,.0f}  {b:>10,.1f}  {p}" for a, b, p in r.pareto[:12]]
         return lines
