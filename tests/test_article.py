@@ -117,7 +117,11 @@ def test_batch_32_uses_a_tenth_of_an_h100_and_295_reaches_the_ridge() -> None:
 
 
 def test_batch_8_on_h100_is_under_3_percent_of_the_arithmetic() -> None:
-    assert weight_intensity(8, 2.0) / ridge("h100-sxm") < 0.03
+    from ridgeline.roofline import arithmetic_share
+
+    assert arithmetic_share(8, 2.0, ridge("h100-sxm")) < 0.03
+    assert arithmetic_share(32, 2.0, ridge("h100-sxm")) == pytest.approx(0.108, abs=0.005)
+    assert arithmetic_share(1024, 2.0, ridge("h100-sxm")) == 1.0  # past the ridge: all of it
 
 
 def test_qwen3_6_routes_8_of_256_so_ridge_needs_batch_near_9500() -> None:

@@ -30,6 +30,12 @@ def weight_intensity(tokens: float, bytes_per_weight: float) -> float:
     return 2.0 * tokens / bytes_per_weight
 
 
+def arithmetic_share(tokens: float, bytes_per_weight: float, ridge: float) -> float:
+    """The share of the arithmetic a step of ``tokens`` sharing each weight read puts to use:
+    its weight intensity ÷ the ridge, at most 1 (batch 32 at bf16 on an H100: 32/295 = 11 %)."""
+    return min(1.0, weight_intensity(tokens, bytes_per_weight) / ridge)
+
+
 def batch_for_intensity(intensity: float, bytes_per_weight: float) -> float:
     """Tokens per weight read needed for an intensity (inverse of weight_intensity)."""
     return intensity * bytes_per_weight / 2.0

@@ -32,11 +32,11 @@ from ridgeline.model import trained_context_caution
 from ridgeline.render import table
 from ridgeline.reports.profile_story import overhead_q, share_qs
 from ridgeline.roofline import (
+    arithmetic_share,
     expert_intensity,
     expert_ridge_batch,
     ridge_point,
     ridge_step,
-    weight_intensity,
 )
 from ridgeline.stages import micro_batch, micro_batches, split_batch
 from ridgeline.units import GB, GIB, plural, usd_per_million_tokens
@@ -654,7 +654,7 @@ class UtilizationReport:
 
     @property
     def fraction_of_arithmetic(self) -> float:
-        return min(1.0, weight_intensity(self.stage_batch, self.bytes_per_weight) / self.ridge)
+        return arithmetic_share(self.stage_batch, self.bytes_per_weight, self.ridge)
 
     def to_dict(self) -> dict[str, Any]:
         return {"accelerator": self.accelerator.id, "running": self.running,
@@ -726,12 +726,12 @@ def utilization_report(
     ridge = ridge_point(acc.peak(compute_dtype), acc.memory_bandwidth_bytes_per_s)
     stages = 1 if dep is None else micro_batches(dep)
     per_stage = split_batch(running, stages)  # a pipeline's stages each multiply one
-    intensity = weight_intensity(per_stage, bytes_per_weight)
     steps = (ridge_step(acc, compute_dtype),
              step("share of the arithmetic in use",
                   "(2 × running ÷ bytes per weight) ÷ ridge" if stages == 1 else
                   f"(2 × ⌈running ÷ {stages} micro-batches⌉ ÷ bytes per weight) ÷ ridge",
-                  q("fraction", min(1.0, intensity / ridge)), q("running", running, "",
+                  q("fraction", arithmetic_share(per_stage, bytes_per_weight, ridge)),
+                  q("running", running, "",
                                                                 "vllm:num_requests_running"),
                   *([q("micro-batch", per_stage, "", f"one in each of {stages} pipeline "
                        "stages")] if stages > 1 else []),

@@ -18,7 +18,11 @@ from ridgeline.explain import Step, q, step
 from ridgeline.memory import EngineSettings, kv_pool, max_batch
 from ridgeline.observe import Observation, stats
 from ridgeline.render import table
-from ridgeline.roofline import batch_for_intensity, ridge_step, weight_intensity
+from ridgeline.roofline import (
+    arithmetic_share,
+    batch_for_intensity,
+    ridge_step,
+)
 from ridgeline.stages import micro_batch, micro_batches
 
 CAPACITY = "capacity"
@@ -64,8 +68,7 @@ class ObserveReport:
         bpw = self.deployment.bytes_per_weight_split[0]  # MoE: all but the routed experts
         # under pipeline parallelism each stage multiplies one micro-batch of the running batch
         stages = micro_batches(self.deployment)  # a mean running batch: ⌈ ⌉ as fit rounds
-        return min(1.0, weight_intensity(math.ceil(b / stages) if stages > 1 else b, bpw)
-                   / self.ridge)
+        return arithmetic_share(math.ceil(b / stages) if stages > 1 else b, bpw, self.ridge)
 
     @property
     def pool_batch(self) -> int:

@@ -14,6 +14,7 @@ from ridgeline.moe import article_expert_intensity, expected_experts_touched
 from ridgeline.render import table
 from ridgeline.roofline import (
     OperatingPoint,
+    arithmetic_share,
     batch_for_intensity,
     decode_attention_intensity,
     expert_intensity,
@@ -219,7 +220,7 @@ def roofline_report(
              step("batch to reach the ridge", "ridge × bytes per weight ÷ 2",
                   q("batch", to_ridge), q("ridge", ridge, "FLOP/byte")),
              step("share of the arithmetic in use", "min(1, intensity ÷ ridge)",
-                  q("fraction", min(1.0, w / ridge))),
+                  q("fraction", arithmetic_share(batch, bytes_per_weight, ridge))),
              att_step,
              step("prefill intensity", "2 × prompt tokens ÷ bytes per weight (every token of "
                   "the prompt shares one read of the weights)",
