@@ -155,21 +155,23 @@ def batch_shape(dep: Deployment, batch: Sequence[Seq]) -> BatchShape:
             return float(sum(decodes) + len(decodes))
         return float(sum(min(c + 1, window) for c in decodes))
 
-    return _shape(_windows(dep), len(decodes), decode_keys, chunks)
+    return shape_of(attention_windows(dep), len(decodes), decode_keys, chunks)
 
 
-def _decode_kv(keys: float, decodes: int) -> float:
+def decode_kv_tokens(keys: float, decodes: int) -> float:
     """KV tokens decodes touch: each reads its keys and writes its one new token."""
     return keys + decodes
 
 
-def _shape(windows: tuple[int | None, ...], decodes: int,
-           decode_keys: Callable[[int | None], float], chunks: Sequence[Seq]) -> BatchShape:
+def shape_of(windows: tuple[int | None, ...], decodes: int,
+             decode_keys: Callable[[int | None], float], chunks: Sequence[Seq]) -> BatchShape:
+    """A step's shape from ``decodes`` one-token sequences reading ``decode_keys(window)``
+    keys in all per attention window, plus multi-token ``chunks``."""
     tokens = decodes + sum(s.new_tokens for s in chunks)
     loads = []
     for w in windows:
         decode_pairs = decode_keys(w)
-        kv = _decode_kv(decode_pairs, decodes)
+        kv = decode_kv_tokens(decode_pairs, decodes)
         prefill_pairs = 0.0
         for s in chunks:
             prefill_pairs += _pairs(s.context_tokens, s.new_tokens, w)
@@ -180,13 +182,14 @@ def _shape(windows: tuple[int | None, ...], decodes: int,
 
 
 @lru_cache(maxsize=256)
-def _windows(dep: Deployment) -> tuple[int | None, ...]:
+def attention_windows(dep: Deployment) -> tuple[int | None, ...]:
+    """The model's distinct attention windows, full attention (None) first."""
     return tuple(sorted({layer.window_tokens for layer in dep.model.layers
                          if layer.mixer in ATTENTION_MIXERS}, key=lambda w: w or 0))
 
 
 @lru_cache(maxsize=256)
-def _layer_kinds(dep: Deployment) -> tuple[tuple[Layer, int], ...]:
+def layer_kinds(dep: Deployment) -> tuple[tuple[Layer, int], ...]:
     """Distinct layers and how many of each: an 80-layer Llama is one kind, 80 times."""
     counts: dict[Layer, int] = {}
     for layer in dep.model.layers:
@@ -220,13 +223,13 @@ def step_terms(dep: Deployment, shape: BatchShape) -> StepTerms:
     work: list[tuple[str, float, float, int]] = []
     host: list[tuple[str, float, float, int, float]] = []
     link: dict[str, float] = {}
-    kv_per_token = _attention_rates(dep)[2]
+    kv_per_token = attention_rates(dep)[2]
     for layer, where, count in placed_layers(dep):
         ops = list(_token_ops(dep, layer, tokens))
         if layer.mixer in ATTENTION_MIXERS:
             ops.append(("attention", *_attention_work(dep, loads[layer.window_tokens], tokens)))
         elif layer.mixer in (LINEAR, MAMBA):
-            ops.append(("recurrent state", *_state_work(dep, layer, shape)))
+            ops.append(("recurrent state", *state_work(dep, layer, shape)))
         for name, f, b in ops:
             if not on_host(where, name):
                 work.append((name, f, b, count))
@@ -262,7 +265,7 @@ def step_terms(dep: Deployment, shape: BatchShape) -> StepTerms:
 def step_cost(dep: Deployment, batch: Sequence[Seq], profile: EngineProfile = IDEAL) -> StepCost:
     """Cost of one forward pass over ``batch`` on ``dep`` as ``profile``'s engine runs it."""
     terms = step_terms(dep, batch_shape(dep, batch))
-    rate = _Rates(dep, profile, terms.tokens)
+    rate = StepRates(dep, profile, terms.tokens)
     ops: dict[str, list[float]] = {}
     for name, flops, nbytes, count in terms.work:
         acc = ops.setdefault(name, [0.0, 0.0, 0.0, 0.0])
@@ -290,7 +293,7 @@ def step_cost(dep: Deployment, batch: Sequence[Seq], profile: EngineProfile = ID
 def shape_time_s(dep: Deployment, shape: BatchShape, profile: EngineProfile = IDEAL) -> float:
     """The time of a step of this shape: step_cost's total, without the breakdown."""
     terms = step_terms(dep, shape)
-    rate = _Rates(dep, profile, terms.tokens)
+    rate = StepRates(dep, profile, terms.tokens)
     w = rate.bytes_per_s
     total = sum(count * max(flops / rate.flops_rate(name), nbytes / w)
                 for name, flops, nbytes, count in terms.work)
@@ -307,7 +310,7 @@ WEIGHT_OPS = ("attention projections", "linear attention", "mamba", "router", "e
               "shared experts", "mlp", "lm head")
 
 
-def _host_ops(dep: Deployment, terms: StepTerms, rate: _Rates, share: float | None = None,
+def _host_ops(dep: Deployment, terms: StepTerms, rate: StepRates, share: float | None = None,
               gpu_flops: bool = True) -> list[tuple[str, float, float, int, float, str]]:
     """(name, FLOPs, bytes, count, time, where) of the work on weights in host memory.
 
@@ -378,7 +381,7 @@ def op_slowdown(dep: Deployment, op: str) -> float:
     return dict(dep.matmul_slowdowns).get(category, 1.0) if category else 1.0
 
 
-class _Rates:
+class StepRates:
     """Per-rank peak and bandwidth after the engine's efficiencies, for a step of ``tokens``
     tokens (a matrix-vector step meets the engine's bandwidth ceiling); a weight matmul whose
     format cannot run at the step's compute dtype gets its own, slower peak."""
@@ -459,11 +462,12 @@ def _attention_work(dep: Deployment, load: AttentionLoad, tokens: int) -> tuple[
     once and the new tokens' K and V written. MLA decode uses the absorbed weights: every
     head works in the latent space.
     """
-    return _attention_flops_bytes(_attention_rates(dep), load, tokens)
+    return attention_flops_bytes(attention_rates(dep), load, tokens)
 
 
-def _attention_flops_bytes(rates: tuple[float, float, float, float, float],
-                           load: AttentionLoad, tokens: int) -> tuple[float, float]:
+def attention_flops_bytes(rates: tuple[float, float, float, float, float],
+                          load: AttentionLoad, tokens: int) -> tuple[float, float]:
+    """One attention layer's FLOPs and bytes under ``load``, from attention_rates."""
     decode_flops, prefill_flops, kv_bytes, query_bytes, _ = rates
     flops = decode_flops * load.decode_pairs + prefill_flops * load.prefill_pairs
     return flops, kv_bytes * load.kv_tokens + query_bytes * tokens + _scores(rates, load)
@@ -475,7 +479,7 @@ def _scores(rates: tuple[float, float, float, float, float], load: AttentionLoad
 
 
 @lru_cache(maxsize=256)
-def _attention_rates(dep: Deployment) -> tuple[float, float, float, float, float]:
+def attention_rates(dep: Deployment) -> tuple[float, float, float, float, float]:
     """Per TP rank and attention layer: FLOPs per decode and per prefill query-key pair,
     bytes per KV token read or written, activation bytes per new token (Q in, O out), and
     bytes per query-key pair of scores written and read back (0 with flash attention)."""
@@ -497,27 +501,27 @@ def _attention_rates(dep: Deployment) -> tuple[float, float, float, float, float
 def attention_activation_bytes(dep: Deployment, tokens: int) -> float:
     """Bytes per TP rank the attention layers move besides the cache: each new token's query
     in and output out, in every attention layer (in the attention operator's bytes)."""
-    layers = sum(count for layer, count in _layer_kinds(dep) if layer.mixer in ATTENTION_MIXERS)
-    return _attention_rates(dep)[3] * tokens * layers
+    layers = sum(count for layer, count in layer_kinds(dep) if layer.mixer in ATTENTION_MIXERS)
+    return attention_rates(dep)[3] * tokens * layers
 
 
 def host_floor_s(dep: Deployment, batch: Sequence[Seq]) -> float:
     """The time a step spends moving what lives in host memory, at the rated host bandwidth
     and link: the floor's share of a partial offload (its FLOPs are in the compute term)."""
     terms = step_terms(dep, batch_shape(dep, batch))
-    ops = _host_ops(dep, terms, _Rates(dep, IDEAL, terms.tokens), 1.0, gpu_flops=False)
+    ops = _host_ops(dep, terms, StepRates(dep, IDEAL, terms.tokens), 1.0, gpu_flops=False)
     return sum(count * t for *_, count, t, _ in ops)
 
 
 def score_bytes(dep: Deployment, batch: Sequence[Seq]) -> float:
     """Bytes per TP rank the attention scores of a step write and read back: heads ×
     query-key pairs × SCORE_BYTES_PER_PAIR over every attention layer, 0 with flash attention."""
-    rates = _attention_rates(dep)
+    rates = attention_rates(dep)
     if not rates[4]:
         return 0.0
     loads = {a.window: a for a in batch_shape(dep, batch).attention}
     return sum(count * _scores(rates, loads[layer.window_tokens])
-               for layer, count in _layer_kinds(dep) if layer.mixer in ATTENTION_MIXERS)
+               for layer, count in layer_kinds(dep) if layer.mixer in ATTENTION_MIXERS)
 
 
 def _pairs(cached: int, new: int, window: int | None) -> float:
@@ -532,7 +536,7 @@ def _pairs(cached: int, new: int, window: int | None) -> float:
     return total
 
 
-def _state_work(dep: Deployment, layer: Layer, shape: BatchShape) -> tuple[float, float]:
+def state_work(dep: Deployment, layer: Layer, shape: BatchShape) -> tuple[float, float]:
     """Linear-attention / SSM recurrence: read and write each sequence's state once."""
     state = state_bytes_per_sequence(dep.model, layer) / dep.tensor_parallel_size
     flops = 2.0 * shape.tokens * state  # ~ a multiply-add per state element per token

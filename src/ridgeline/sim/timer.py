@@ -13,15 +13,15 @@ from ridgeline.cost import (
     AttentionLoad,
     BatchShape,
     Seq,
-    _attention_flops_bytes,
-    _attention_rates,
-    _decode_kv,
-    _layer_kinds,
-    _Rates,
-    _shape,
-    _state_work,
-    _windows,
+    StepRates,
+    attention_flops_bytes,
+    attention_rates,
+    attention_windows,
+    decode_kv_tokens,
+    layer_kinds,
+    shape_of,
     shape_time_s,
+    state_work,
     step_terms,
 )
 from ridgeline.deployment import Deployment
@@ -45,28 +45,28 @@ class StepTimer:
         # partial offload: steps priced whole by shape_time_s (its host terms), not remembered
         self._exact = dep.offload is not None
         # a matrix-vector step's rates, and a larger one's (the same unless a ceiling binds)
-        self._matvec, self._matmul = (_Rates(dep, profile, 1),
-                                      _Rates(dep, profile, MATVEC_TOKENS + 1))
+        self._matvec, self._matmul = (StepRates(dep, profile, 1),
+                                      StepRates(dep, profile, MATVEC_TOKENS + 1))
         self._p = self._matvec.flops_per_s
         self._pa = self._matvec.flops_rate("attention")  # QKᵀ and PV at the cache's rate
         layers = dep.model.num_layers
         self._overhead = (profile.overhead_s(layers, False), profile.overhead_s(layers, True))
-        kinds = _layer_kinds(dep)
+        kinds = layer_kinds(dep)
         self._attention = [(layer.window_tokens, n) for layer, n in kinds
                            if layer.mixer in ATTENTION_MIXERS]
         self._states = [(layer, n) for layer, n in kinds if layer.mixer in (LINEAR, MAMBA)]
         self._by_tokens: dict[int, float] = {}
         self._by_rows: dict[tuple[int, bool], float] = {}
-        self._rates = _attention_rates(dep)
-        self.windows = _windows(dep)
+        self._rates = attention_rates(dep)
+        self.windows = attention_windows(dep)
         self.full_attention = all(w is None for w in self.windows)
         self._attention_layers = sum(n for _, n in self._attention)
         self._decode_base: dict[int, float] = {}
 
-    def _rate(self, tokens: int) -> _Rates:
+    def _rate(self, tokens: int) -> StepRates:
         return self._matvec if tokens <= MATVEC_TOKENS else self._matmul
 
-    def _terms_time(self, tokens: int, rows: int, per_row: bool, rate: _Rates) -> float:
+    def _terms_time(self, tokens: int, rows: int, per_row: bool, rate: StepRates) -> float:
         zero = tuple(AttentionLoad(w, 0.0, 0.0, 0.0) for w in self.windows)
         terms = step_terms(self.dep, BatchShape(tokens, rows, zero))
         context_free = [(name, flops, nbytes, count) for name, flops, nbytes, count in terms.work
@@ -93,7 +93,7 @@ class StepTimer:
             p, w = self._p, rate.bytes_per_s
             shape = BatchShape(tokens, rows, ())
             for layer, count in self._states:
-                flops, nbytes = _state_work(self.dep, layer, shape)
+                flops, nbytes = state_work(self.dep, layer, shape)
                 total += count * max(flops / p, nbytes / w)
         return total
 
@@ -108,7 +108,7 @@ class StepTimer:
         if self._attention:
             loads = {a.window: a for a in shape.attention}
             for window, count in self._attention:
-                flops, nbytes = _attention_flops_bytes(self._rates, loads[window], tokens)
+                flops, nbytes = attention_flops_bytes(self._rates, loads[window], tokens)
                 total += count * max(flops / p, nbytes / w)
         return total
 
@@ -121,8 +121,8 @@ class StepTimer:
         if base is None:
             base = self._decode_base[decodes] = self._context_free(decodes, decodes)
         keys = float(decode_context + decodes)
-        load = AttentionLoad(None, keys, 0.0, _decode_kv(keys, decodes))
-        flops, nbytes = _attention_flops_bytes(self._rates, load, decodes)
+        load = AttentionLoad(None, keys, 0.0, decode_kv_tokens(keys, decodes))
+        flops, nbytes = attention_flops_bytes(self._rates, load, decodes)
         w = self._rate(decodes).bytes_per_s
         return base + self._attention_layers * max(flops / self._pa, nbytes / w)
 
@@ -130,11 +130,11 @@ class StepTimer:
                     chunks: Sequence[Seq] = ()) -> float:
         """time_s of ``decodes`` one-token sequences reading ``keys[window]`` keys in all
         per attention window (sliding windows capped per sequence), plus ``chunks``."""
-        return self.time_s(_shape(self.windows, decodes, keys.__getitem__, chunks))
+        return self.time_s(shape_of(self.windows, decodes, keys.__getitem__, chunks))
 
     def bulk_time_s(self, decodes: int, decode_context: int, chunks: Sequence[Seq] = ()) -> float:
         """time_s of ``decodes`` one-token sequences whose cached contexts sum to
         ``decode_context``, plus multi-token ``chunks``: what a simulator that keeps its
         decodes as a count and a sum can ask. Full attention (a window needs keys_time_s)."""
         keys = float(decode_context + decodes)
-        return self.time_s(_shape(self.windows, decodes, lambda _: keys, chunks))
+        return self.time_s(shape_of(self.windows, decodes, lambda _: keys, chunks))
