@@ -26,7 +26,7 @@ from ridgeline.cost import (
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Step, q, step
 from ridgeline.kvcache import kv_footprint
-from ridgeline.llamacpp_batching import llamacpp_n_batch, llamacpp_n_ubatch
+from ridgeline.llamacpp_batching import llamacpp_n_batch, llamacpp_n_ubatch, pipeline_span
 from ridgeline.moe import expected_experts_touched
 from ridgeline.offload import gpu_attention_share, gpu_weight_bytes, placed_layers
 from ridgeline.params import count_params, layer_params
@@ -329,7 +329,7 @@ def pipelined_stages(dep: Deployment, tokens: int, ubatch: int | None = None) ->
         return 1.0
     size = ubatch or llamacpp_n_ubatch()  # a short last ubatch counts for its share
     k = max(1.0, min(tokens / size, max(1, llamacpp_n_batch() // size)))
-    return stages * k / (k + stages - 1)
+    return k / pipeline_span(k, 1.0, stages)  # k ubatch-times of work over the span
 
 
 def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,

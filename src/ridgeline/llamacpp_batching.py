@@ -36,7 +36,15 @@ def pipelined_s(ubatches: list[float], stages: int) -> float:
     (stages − 1) stages the last one waits behind; one GPU, or one ubatch, runs them in turn."""
     if stages <= 1 or len(ubatches) <= 1:
         return sum(ubatches)
-    return (sum(ubatches) + (stages - 1) * max(ubatches)) / stages
+    return pipeline_span(sum(ubatches), max(ubatches), stages)
+
+
+def pipeline_span(total: float, longest: float, stages: int) -> float:
+    """Work of ``total`` stage-times, in pieces of at most ``longest``, through ``stages``
+    stages a piece apart: each stage does its share, and the last piece waits behind the
+    (stages − 1) before it: (total + (stages − 1) × longest) ÷ stages. Four equal ubatches
+    over two stages take 2.5 ubatch-times, not 4."""
+    return (total + (stages - 1) * longest) / stages
 
 
 def prefill_time(dep: Deployment, profile: EngineProfile, prompt: int, depth: int = 0,
