@@ -289,25 +289,20 @@ def test_a_profile_fitted_on_decode_alone_says_its_compute_is_the_prior(
 
 
 def test_a_bandwidth_ceiling_binds_on_fast_memory_and_fades_on_slow() -> None:
-    """The ceiling and the share are two rates in series on a matrix-vector step: on a card
-    far below the ceiling the streams reach about the share of rated; on one near it, much
-    less. A step of more than MATVEC_TOKENS tokens reaches the share whatever the card."""
+    """The ceiling and the share are two rates in series: on a card far below the ceiling
+    the streams reach about the share of rated; on one near it, much less."""
     from dataclasses import replace
 
-    from ridgeline.engines import MATVEC_TOKENS
     from ridgeline.hardware import resolve_accelerator
 
     plain = EngineProfile("llama.cpp-cuda", 0.8, 0.5, 0.0, 0.0)
     capped = replace(plain, bandwidth_cap_bytes_per_s=4e12)
     slow, fast = resolve_accelerator("rtx-3060"), resolve_accelerator("h100-sxm")
     for acc in (slow, fast):
-        for tokens in (1, MATVEC_TOKENS):
-            reached = acc.memory_bandwidth_bytes_per_s * capped.bandwidth_for(acc, tokens)
-            assert 1 / reached == pytest.approx(1 / (0.8 * acc.memory_bandwidth_bytes_per_s)
-                                                + 1 / 4e12)
-        assert capped.bandwidth_for(acc, MATVEC_TOKENS + 1) == 0.8
-    assert capped.bandwidth_for(slow, 1) > 0.9 * plain.bandwidth_for(slow, 1)
-    assert capped.bandwidth_for(fast, 1) < 0.6 * plain.bandwidth_for(fast, 1)
+        reached = acc.memory_bandwidth_bytes_per_s * capped.bandwidth_for(acc)
+        assert 1 / reached == pytest.approx(1 / (0.8 * acc.memory_bandwidth_bytes_per_s) + 1 / 4e12)
+    assert capped.bandwidth_for(slow) > 0.9 * plain.bandwidth_for(slow)
+    assert capped.bandwidth_for(fast) < 0.6 * plain.bandwidth_for(fast)
     again = EngineProfile.from_dict(json.loads(json.dumps(capped.to_dict())))
     assert again.bandwidth_cap_bytes_per_s == 4e12
 
@@ -349,9 +344,8 @@ def test_a_fit_finds_the_ceiling_its_rows_were_made_with() -> None:
         fitted = fit_engine(synthetic, "llama.cpp-cuda")
         if cap is None:  # no ceiling, or one that costs the fastest card next to nothing
             h100 = resolve_accelerator("h100-pcie")
-            assert fitted.bandwidth_for(h100, 1) == pytest.approx(
-                replace(fitted, bandwidth_cap_bytes_per_s=None).bandwidth_for(h100, 1),
-                rel=0.03)
+            assert fitted.bandwidth_for(h100) == pytest.approx(
+                replace(fitted, bandwidth_cap_bytes_per_s=None).bandwidth_for(h100), rel=0.03)
         else:
             assert fitted.bandwidth_cap_bytes_per_s == pytest.approx(cap, rel=0.15)
 
@@ -363,26 +357,22 @@ def test_rows_on_one_card_fit_no_ceiling() -> None:
 
 
 def test_the_bundled_llama_cpp_cuda_profile_reads_as_the_readme_says() -> None:
-    """A ceiling on matrix-vector steps near 5.1 TB/s: at batch 1 an H100 PCIe's 2 TB/s reaches
-    about 1.2 under llama.cpp, an RTX 4090's 1 TB/s about 0.84, while a step of more than 8
-    tokens reaches the share of rated alone; the GeForce compute multiplier near 1.4, not 2.6,
-    once the fp16-accumulate rate is the peak; the serving engines carry no ceiling."""
-    from ridgeline.engines import MATVEC_TOKENS
+    """A ceiling near 3.7 TB/s: an H100 PCIe's 2 TB/s reaches about 1.1 under llama.cpp, an
+    RTX 4090's 1 TB/s about 0.8; the GeForce compute multiplier near 1.4, not 2.6, once the
+    fp16-accumulate rate is the peak; the serving engines carry no ceiling."""
     from ridgeline.hardware import resolve_accelerator
 
     cuda = profile_for("llama.cpp-cuda")
-    assert cuda.bandwidth_cap_bytes_per_s == pytest.approx(5.1e12, rel=0.05)
+    assert cuda.bandwidth_cap_bytes_per_s == pytest.approx(3.7e12, rel=0.05)
 
-    def reached_tb_s(gpu: str, tokens: int = 1) -> float:
+    def reached_tb_s(gpu: str) -> float:
         acc = resolve_accelerator(gpu)
-        return acc.memory_bandwidth_bytes_per_s * cuda.bandwidth_for(acc, tokens) / 1e12
+        return acc.memory_bandwidth_bytes_per_s * cuda.bandwidth_for(acc) / 1e12
 
-    assert reached_tb_s("h100-pcie") == pytest.approx(1.2, abs=0.05)
-    assert reached_tb_s("rtx-4090") == pytest.approx(0.84, abs=0.03)
-    assert reached_tb_s("h100-pcie", MATVEC_TOKENS + 1) == pytest.approx(
-        2.0 * cuda.bandwidth_efficiency)
+    assert reached_tb_s("h100-pcie") == pytest.approx(1.1, abs=0.05)
+    assert reached_tb_s("rtx-4090") == pytest.approx(0.8, abs=0.05)
     assert cuda.group_compute["nvidia-geforce"] == pytest.approx(1.4, abs=0.1)
-    assert profile_for("llama.cpp-metal").bandwidth_cap_bytes_per_s == pytest.approx(5.2e12,
+    assert profile_for("llama.cpp-metal").bandwidth_cap_bytes_per_s == pytest.approx(4.9e12,
                                                                                       rel=0.05)
     assert profile_for("vllm").bandwidth_cap_bytes_per_s is None
 
@@ -393,22 +383,33 @@ def test_the_bundled_llama_cpp_cuda_profile_reads_as_the_readme_says() -> None:
 ])
 def test_explain_derives_the_bandwidth_share_from_the_share_and_the_ceiling(
         capsys: pytest.CaptureFixture[str], command: list[str]) -> None:
-    """decode and simulate give one account of llama.cpp's bandwidth share on an H100 PCIe
-    for a step of one token: its fitted share in series with the ceiling, the rated 2 TB/s
-    against it. simulate, whose steps are of every size, gives the larger steps' share too."""
+    """decode and simulate give one account of llama.cpp's bandwidth share on an H100 PCIe:
+    its fitted share in series with the ceiling, the rated 2 TB/s against it."""
     cuda = profile_for("llama.cpp-cuda")
     assert cuda.bandwidth_cap_bytes_per_s is not None
     argv = [command[0], "llama-3.1-8b", "--gpu", "h100-pcie", "--engine", "llama.cpp-cuda",
             "--weights", "q4_k_m", *command[1:], "--explain"]
     assert main(argv) == 0
-    out = capsys.readouterr().out.splitlines()
-    line = next(x for x in out if x.strip().startswith("bandwidth share"))
-    if command[0] == "simulate":
-        larger = next(x for x in out if x.strip().startswith("bandwidth share ="))
-        assert float(larger.split("=")[1].split()[0]) == pytest.approx(cuda.bandwidth_efficiency,
-                                                                         rel=1e-3)
-        assert "prices only steps of at most 8 tokens" in larger
+    line = next(x for x in capsys.readouterr().out.splitlines() if "bandwidth share =" in x)
     cap_tb_s = cuda.bandwidth_cap_bytes_per_s / 1e12
     assert f"{cap_tb_s:.3g} TB/s ceiling" in line and "2 TB/s rated" in line
     shown = float(line.split("=")[1].split()[0])
     assert shown == pytest.approx(1 / (1 / cuda.bandwidth_efficiency + 2 / cap_tb_s), rel=1e-3)
+
+
+def test_a_serving_engine_gets_no_ceiling_even_from_rows_made_with_one() -> None:
+    """The ceiling belongs to engines that decode through their own matrix-vector kernels
+    (llama.cpp's builds). Rows priced with a ceiling but labelled vLLM fit none: a fold left
+    with a serving engine's single-sequence rows must not price its large batches with one."""
+    from dataclasses import replace
+
+    from ridgeline.engines import has_matvec_ceiling
+
+    rows = _decode_rows(("rtx-4090", "h100-pcie", "a100-sxm-80gb", "rtx-3090", "dgx-spark-gb10",
+                         "rtx-a6000"))
+    made = EngineProfile("vllm", 0.85, 0.5, 1e-3, 2e-5, bandwidth_cap_bytes_per_s=1.5e12)
+    synthetic = [replace(r, engine="vllm", value=predict(replace(r, engine="vllm"),
+                                                         {"vllm": made}).predicted)
+                 for r in rows]
+    assert not has_matvec_ceiling("vllm") and has_matvec_ceiling("llama.cpp-metal")
+    assert fit_engine(synthetic, "vllm").bandwidth_cap_bytes_per_s is None

@@ -25,6 +25,7 @@ from ridgeline.engines import (
     EngineProfile,
     accelerator_group,
     engine_id,
+    has_matvec_ceiling,
 )
 from ridgeline.errors import InputError
 from ridgeline.hardware import resolve_accelerator
@@ -74,10 +75,13 @@ def _rated_bandwidth(row: Measurement) -> float | None:
         return None
 
 
-def _shows_ceiling(rows: Sequence[Measurement]) -> bool:
-    """Whether the rows pin an absolute bandwidth ceiling on matrix-vector steps: enough
-    decode rows of at most MATVEC_TOKENS sequences (the steps it prices) ran on cards whose
-    rated bandwidths differ by CAP_SPAN or more (on cards alike a ceiling is only a share)."""
+def _shows_ceiling(rows: Sequence[Measurement], engine: str) -> bool:
+    """Whether the rows pin an absolute bandwidth ceiling: the engine decodes through its own
+    matrix-vector kernels (has_matvec_ceiling), and enough of its decode rows are such steps
+    (at most MATVEC_TOKENS sequences) on cards whose rated bandwidths differ by CAP_SPAN or
+    more (on cards alike a ceiling is only a share)."""
+    if not has_matvec_ceiling(engine):
+        return False
     rated = [b for r in rows if r.metric == "decode_tok_s_per_user"
              and r.batch is not None and r.batch <= MATVEC_TOKENS
              if (b := _rated_bandwidth(r))]
@@ -201,12 +205,14 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
     plain = loss_in(space)
     best = _minimise(plain, space.start())
     # The ceiling is structure, not a free knob: a matrix-vector kernel keeps a bounded
-    # number of bytes in flight. It is fitted where enough rows are such steps on cards far
-    # enough apart to show it, from the fit without it, and dropped only where it buys
-    # nothing; it prices only steps of at most MATVEC_TOKENS tokens. (Akaike's
+    # number of bytes in flight. It is fitted for an engine with such kernels where enough
+    # rows are such steps on cards far enough apart to show it, from the fit without it,
+    # and dropped only where it buys nothing; the engine pays it on every step (pricing it
+    # on steps of at most 8 tokens alone was tried: a batch-9 step then ran faster than a
+    # batch-8 one, and llama.cpp-cuda held out by source went from 11.4 % to 16.1 %). (Akaike's
     # criterion was tried: holding out the source with the datacenter rows, it rejected a
     # ceiling, 3.30 TB/s, that the full fit puts at 3.73 TB/s.)
-    if _shows_ceiling(mine):
+    if _shows_ceiling(mine, key):
         capped = replace(space, cap=True)
         fastest = max(b for b in map(_rated_bandwidth, mine) if b)
         tried = _minimise(loss_in(capped), [*best, math.log(CAP_START_SHARE * fastest)])

@@ -265,7 +265,7 @@ def step_terms(dep: Deployment, shape: BatchShape) -> StepTerms:
 def step_cost(dep: Deployment, batch: Sequence[Seq], profile: EngineProfile = IDEAL) -> StepCost:
     """Cost of one forward pass over ``batch`` on ``dep`` as ``profile``'s engine runs it."""
     terms = step_terms(dep, batch_shape(dep, batch))
-    rate = StepRates(dep, profile, terms.tokens)
+    rate = StepRates(dep, profile)
     ops: dict[str, list[float]] = {}
     for name, flops, nbytes, count in terms.work:
         acc = ops.setdefault(name, [0.0, 0.0, 0.0, 0.0])
@@ -293,7 +293,7 @@ def step_cost(dep: Deployment, batch: Sequence[Seq], profile: EngineProfile = ID
 def shape_time_s(dep: Deployment, shape: BatchShape, profile: EngineProfile = IDEAL) -> float:
     """The time of a step of this shape: step_cost's total, without the breakdown."""
     terms = step_terms(dep, shape)
-    rate = StepRates(dep, profile, terms.tokens)
+    rate = StepRates(dep, profile)
     w = rate.bytes_per_s
     total = sum(count * max(flops / rate.flops_rate(name), nbytes / w)
                 for name, flops, nbytes, count in terms.work)
@@ -382,16 +382,15 @@ def op_slowdown(dep: Deployment, op: str) -> float:
 
 
 class StepRates:
-    """Per-rank peak and bandwidth after the engine's efficiencies, for a step of ``tokens``
-    tokens (a matrix-vector step meets the engine's bandwidth ceiling); a weight matmul whose
+    """Per-rank peak and bandwidth after the engine's efficiencies; a weight matmul whose
     format cannot run at the step's compute dtype gets its own, slower peak."""
 
-    def __init__(self, dep: Deployment, profile: EngineProfile, tokens: int) -> None:
+    def __init__(self, dep: Deployment, profile: EngineProfile) -> None:
         acc = dep.accelerator
         self.flops_per_s = dep.peak_at(dep.compute_dtype) * profile.compute_for(acc)
         if dep.dequantizes:
             self.flops_per_s *= profile.dequant_compute
-        self.bytes_per_s = acc.memory_bandwidth_bytes_per_s * profile.bandwidth_for(acc, tokens)
+        self.bytes_per_s = acc.memory_bandwidth_bytes_per_s * profile.bandwidth_for(acc)
         slowdowns = {op: op_slowdown(dep, op)
                      for op in (*OP_CATEGORIES, "lm head", "attention")}
         self.op_flops_per_s = {op: self.flops_per_s / factor
@@ -509,7 +508,7 @@ def host_floor_s(dep: Deployment, batch: Sequence[Seq]) -> float:
     """The time a step spends moving what lives in host memory, at the rated host bandwidth
     and link: the floor's share of a partial offload (its FLOPs are in the compute term)."""
     terms = step_terms(dep, batch_shape(dep, batch))
-    ops = _host_ops(dep, terms, StepRates(dep, IDEAL, terms.tokens), 1.0, gpu_flops=False)
+    ops = _host_ops(dep, terms, StepRates(dep, IDEAL), 1.0, gpu_flops=False)
     return sum(count * t for *_, count, t, _ in ops)
 
 

@@ -3,9 +3,9 @@
 A profile is four physically meaningful numbers — the fraction of rated memory bandwidth
 its weight and KV streams reach, the fraction of dense peak its matmuls reach, a fixed
 cost per forward pass and a fixed cost per layer — plus, where the data support it, a
-bandwidth multiplier per accelerator group and an absolute bandwidth ceiling on steps of a
-few tokens (llama.cpp's matrix-vector kernels reach about 1.1 TB/s of an H100 PCIe's 2 and
-0.8 of an RTX 4090's 1).
+bandwidth multiplier per accelerator group and, for llama.cpp, an absolute bandwidth ceiling
+(its matrix-vector kernels reach about 1.1 TB/s of an H100 PCIe's 2 and 0.8 of an RTX 4090's
+1)
 ``scripts/fit_profiles.py`` fits them to ``validation/measurements.csv``;
 ``data/profiles.json`` records the rows each came from. Engines without measurements carry a stated prior.
 """
@@ -71,10 +71,9 @@ class EngineProfile:
     # the prefill/TTFT rows among them (0: compute_efficiency held at its prior, unfitted;
     # None: a profile written before this was recorded)
     compute_rows: int | None = None
-    # the most bytes per second a step of at most MATVEC_TOKENS tokens reaches on any card,
-    # however fast its memory (None: no ceiling). A matrix-vector kernel keeps a bounded
-    # number of bytes in flight, so by Little's law its rate stops growing with the card's
-    # rated bandwidth; a larger step's matrix-matrix kernels keep more.
+    # the most bytes per second the streams reach on any card, however fast its memory
+    # (None: no ceiling). A matrix-vector kernel keeps a bounded number of bytes in flight,
+    # so by Little's law its rate stops growing with the card's rated bandwidth.
     bandwidth_cap_bytes_per_s: float | None = None
 
     @property
@@ -104,14 +103,12 @@ class EngineProfile:
                        source=f"{self.source}; without CUDA graphs: every layer at a prefill "
                        "step's per-layer cost")
 
-    def bandwidth_for(self, acc: Accelerator, tokens: int) -> float:
-        """Bandwidth efficiency on this accelerator (group multiplier where fitted) for a step
-        of ``tokens`` tokens. A matrix-vector step (at most MATVEC_TOKENS) meets the engine's
-        absolute ceiling too, the two rates in series: 1/share + rated/ceiling; a larger step
-        runs matrix-matrix kernels, whose bytes in flight grow with the batch."""
+    def bandwidth_for(self, acc: Accelerator) -> float:
+        """Bandwidth efficiency on this accelerator (group multiplier where fitted), combined
+        with the engine's absolute ceiling as two rates in series: 1/share + rated/ceiling."""
         share = min(1.0, self.bandwidth_efficiency * self.group_bandwidth.get(
             accelerator_group(acc), 1.0))
-        if self.bandwidth_cap_bytes_per_s is None or tokens > MATVEC_TOKENS:
+        if self.bandwidth_cap_bytes_per_s is None:
             return share
         return 1.0 / (1.0 / share + acc.memory_bandwidth_bytes_per_s
                       / self.bandwidth_cap_bytes_per_s)
@@ -125,18 +122,14 @@ class EngineProfile:
         """Where compute_for's share comes from, for --explain."""
         return _share_story(self.compute_efficiency, self.group_compute, acc)
 
-    def bandwidth_story(self, acc: Accelerator, tokens: int) -> str:
+    def bandwidth_story(self, acc: Accelerator) -> str:
         """Where bandwidth_for's share comes from: the share, and the ceiling in series."""
         share = _share_story(self.bandwidth_efficiency, self.group_bandwidth, acc)
         cap = self.bandwidth_cap_bytes_per_s
         if cap is None:
             return share
-        if tokens > MATVEC_TOKENS:
-            return (f"{share}; the engine's {cap / 1e12:.3g} TB/s ceiling prices only steps "
-                    f"of at most {MATVEC_TOKENS} tokens (matrix-vector kernels)")
-        return (f"{share}, in series with the engine's {cap / 1e12:.3g} TB/s ceiling on a "
-                f"step of at most {MATVEC_TOKENS} tokens: 1 ÷ (1 ÷ that + "
-                f"{acc.memory_bandwidth_bytes_per_s / 1e12:.3g} TB/s rated ÷ "
+        return (f"{share}, in series with the engine's {cap / 1e12:.3g} TB/s ceiling: "
+                f"1 ÷ (1 ÷ that + {acc.memory_bandwidth_bytes_per_s / 1e12:.3g} TB/s rated ÷ "
                 f"{cap / 1e12:.3g} TB/s)")
 
     def to_dict(self) -> dict[str, Any]:
@@ -197,9 +190,18 @@ MIN_GROUP_ROWS = 8  # a group gets its own multiplier only with this many rows
 MAX_OVERHEAD_S = 10.0  # a fixed cost per step or layer past this is not an engine's
 MAX_MULTIPLIER = 100.0  # a group's efficiency multiplier, a band's upper edge
 MAX_BANDWIDTH_BYTES_PER_S = 1e15  # a ceiling past a petabyte per second is no ceiling
-# the most tokens a step has that the bandwidth ceiling prices: llama.cpp runs batches up to
-# 8 through its matrix-vector kernels (MMVQ_MAX_BATCH_SIZE in ggml-cuda/mmvq.cuh)
+# llama.cpp runs batches of up to 8 through its matrix-vector kernels (MMVQ_MAX_BATCH_SIZE
+# in ggml-cuda/mmvq.cuh): decode rows that small show its bandwidth ceiling
 MATVEC_TOKENS = 8
+
+
+def has_matvec_ceiling(engine: str) -> bool:
+    """Whether an engine's decode runs its own matrix-vector kernels, whose bounded bytes in
+    flight cap the bandwidth they reach (llama.cpp's builds: ggml's MMVQ and GEMV kernels,
+    used at every batch its decode rows have). The serving engines' GEMM libraries choose a
+    kernel per shape; fitted on all their rows they show no ceiling, and a fold left with
+    only their single-sequence rows must not invent one for their large batches."""
+    return engine.startswith("llama.cpp")
 
 
 # 'llama.cpp' unqualified: the build a card's vendor runs (else the CUDA build)

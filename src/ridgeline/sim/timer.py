@@ -25,7 +25,7 @@ from ridgeline.cost import (
     step_terms,
 )
 from ridgeline.deployment import Deployment
-from ridgeline.engines import MATVEC_TOKENS, EngineProfile
+from ridgeline.engines import EngineProfile
 from ridgeline.layouts import ATTENTION_MIXERS, LINEAR, MAMBA
 
 
@@ -34,21 +34,17 @@ class StepTimer:
 
     A step's weight matmuls, elementwise work and collectives depend on its token count
     alone, and the LM head on its sequence count alone: both are computed once per count
-    from step_terms and remembered (the head per count and per kind of step: a step of at
-    most MATVEC_TOKENS tokens meets the engine's bandwidth ceiling). Only attention and
-    recurrent state read the batch's contexts; they are evaluated on every call. Equal to
-    shape_time_s (tested).
+    from step_terms and remembered. Only attention and recurrent state read the batch's
+    contexts; they are evaluated on every call. Equal to shape_time_s (tested).
     """
 
     def __init__(self, dep: Deployment, profile: EngineProfile = IDEAL) -> None:
         self.dep, self.profile = dep, profile
         # partial offload: steps priced whole by shape_time_s (its host terms), not remembered
         self._exact = dep.offload is not None
-        # a matrix-vector step's rates, and a larger one's (the same unless a ceiling binds)
-        self._matvec, self._matmul = (StepRates(dep, profile, 1),
-                                      StepRates(dep, profile, MATVEC_TOKENS + 1))
-        self._p = self._matvec.flops_per_s
-        self._pa = self._matvec.flops_rate("attention")  # QKᵀ and PV at the cache's rate
+        rate = self._rate = StepRates(dep, profile)
+        self._p, self._w = rate.flops_per_s, rate.bytes_per_s
+        self._pa = rate.flops_rate("attention")  # QKᵀ and PV at the cache's rate
         layers = dep.model.num_layers
         self._overhead = (profile.overhead_s(layers, False), profile.overhead_s(layers, True))
         kinds = layer_kinds(dep)
@@ -56,23 +52,21 @@ class StepTimer:
                            if layer.mixer in ATTENTION_MIXERS]
         self._states = [(layer, n) for layer, n in kinds if layer.mixer in (LINEAR, MAMBA)]
         self._by_tokens: dict[int, float] = {}
-        self._by_rows: dict[tuple[int, bool], float] = {}
+        self._by_rows: dict[int, float] = {}
         self._rates = attention_rates(dep)
         self.windows = attention_windows(dep)
         self.full_attention = all(w is None for w in self.windows)
         self._attention_layers = sum(n for _, n in self._attention)
         self._decode_base: dict[int, float] = {}
 
-    def _rate(self, tokens: int) -> StepRates:
-        return self._matvec if tokens <= MATVEC_TOKENS else self._matmul
-
-    def _terms_time(self, tokens: int, rows: int, per_row: bool, rate: StepRates) -> float:
+    def _terms_time(self, tokens: int, rows: int, per_row: bool) -> float:
         zero = tuple(AttentionLoad(w, 0.0, 0.0, 0.0) for w in self.windows)
         terms = step_terms(self.dep, BatchShape(tokens, rows, zero))
         context_free = [(name, flops, nbytes, count) for name, flops, nbytes, count in terms.work
                         if (name == "lm head") == per_row
                         and name not in ("attention", "recurrent state")]
-        total: float = sum(count * max(f / rate.flops_rate(name), b / rate.bytes_per_s)
+        rate = self._rate
+        total: float = sum(count * max(f / rate.flops_rate(name), b / self._w)
                            for name, f, b, count in context_free)
         return total if per_row else total + sum(t for _, t in terms.link)
 
@@ -80,17 +74,15 @@ class StepTimer:
         """Everything but attention: per-token and per-row work, overheads, state. graphed:
         a decode step's overhead (CUDA graphs) or a prompt step's; by default, whether every
         row has one token."""
-        rate = self._rate(tokens)
         fixed = self._by_tokens.get(tokens)
         if fixed is None:
-            fixed = self._by_tokens[tokens] = self._terms_time(tokens, 1, False, rate)
-        matvec = tokens <= MATVEC_TOKENS
-        head = self._by_rows.get((rows, matvec))
+            fixed = self._by_tokens[tokens] = self._terms_time(tokens, 1, per_row=False)
+        head = self._by_rows.get(rows)
         if head is None:
-            head = self._by_rows[rows, matvec] = self._terms_time(1, rows, True, rate)
+            head = self._by_rows[rows] = self._terms_time(1, rows, per_row=True)
         total = fixed + head + self._overhead[tokens > rows if graphed is None else not graphed]
         if self._states:
-            p, w = self._p, rate.bytes_per_s
+            p, w = self._p, self._w
             shape = BatchShape(tokens, rows, ())
             for layer, count in self._states:
                 flops, nbytes = state_work(self.dep, layer, shape)
@@ -104,7 +96,7 @@ class StepTimer:
             return shape_time_s(self.dep, shape, self.profile)
         tokens = shape.tokens
         total = self._context_free(tokens, shape.sequences, graphed)
-        p, w = self._pa, self._rate(tokens).bytes_per_s
+        p, w = self._pa, self._w
         if self._attention:
             loads = {a.window: a for a in shape.attention}
             for window, count in self._attention:
@@ -123,8 +115,7 @@ class StepTimer:
         keys = float(decode_context + decodes)
         load = AttentionLoad(None, keys, 0.0, decode_kv_tokens(keys, decodes))
         flops, nbytes = attention_flops_bytes(self._rates, load, decodes)
-        w = self._rate(decodes).bytes_per_s
-        return base + self._attention_layers * max(flops / self._pa, nbytes / w)
+        return base + self._attention_layers * max(flops / self._pa, nbytes / self._w)
 
     def keys_time_s(self, decodes: int, keys: Mapping[int | None, float],
                     chunks: Sequence[Seq] = ()) -> float:
