@@ -1,0 +1,195 @@
+"""`ridgeline fit`'s levers: the changes that would hold more conversations, each with its
+number (a smaller cache format, more GPUs, half the context, smaller weights, llama.cpp's
+flash attention, slots and host offload, TensorRT-LLM's seats), and the fewest GPUs that
+hold the target when no single lever does."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from ridgeline.deployment import Deployment, tensor_parallel_problem, weights_platform_problem
+from ridgeline.errors import InputError
+from ridgeline.memory import EngineSettings, conversations, held_conversations, kv_pool
+from ridgeline.parallel import node_size
+from ridgeline.precision import kv_dtype, weight_plan
+from ridgeline.reports.fit_budget import is_llamacpp
+from ridgeline.units import GIB
+
+if TYPE_CHECKING:
+    from ridgeline.reports.fit import FitReport
+
+
+@dataclass(frozen=True)
+class Lever:
+    name: str
+    conversations: int
+    batch: int
+
+
+SMALLER_WEIGHTS = {"bf16": "fp8", "fp16": "fp8", "fp8": "awq-int4", "int8": "awq-int4"}
+SMALLER_GGUF = {"bf16": "q8_0", "fp16": "q8_0", "q8_0": "q4_k_m", "q6_k": "q4_k_m",
+                "q5_k_m": "q4_k_m", "q5_k_s": "q4_k_m"}
+
+
+def _offload_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSettings]]:
+    """llama.cpp's ways out when the weights crowd out the cache: for an MoE model the fewest
+    layers' experts kept on the host (--n-cpu-moe), and the most GPU layers (-ngl), at which
+    the target conversations fit; the rest is streamed from host memory."""
+    from ridgeline.offload import HostOffload, host_weight_bytes
+
+    d, s, need = r.deployment, r.settings, max(1, r.target or 1)
+    if r.conversations >= need:
+        return []
+    n = d.model.num_layers
+
+    def holds(offload: HostOffload) -> Deployment | None:
+        try:
+            dep = d.offloaded(offload, check_host=False)
+        except InputError:  # --n-cpu-moe over several GPUs: an uneven split
+            return None
+        pool = kv_pool(dep, replace(s, max_model_len=r.context))
+        return dep if conversations(pool, dep, r.context) >= need else None
+
+    levers = []
+    from ridgeline.llamacpp_fit import fit_placement
+
+    try:  # what llama.cpp does by itself since Dec 2025
+        fit = fit_placement(d, replace(s, max_model_len=r.context), r.context, need,
+                            HostOffload(n + 1))
+    except InputError:
+        fit = None
+    if fit is not None and fit.offload is not None:
+        levers.append((f"llama.cpp --fit ({host_weight_bytes(fit) / GIB:,.1f} GiB on host)",
+                       fit, r.context, s))
+    if d.model.moe is not None:  # experts first: every token still runs its layers on the GPU
+        for experts in range(1, n + 1):
+            dep = holds(HostOffload(n + 1, experts))
+            if dep is not None:
+                flag = "--cpu-moe" if experts == n else f"--n-cpu-moe {experts}"
+                levers.append((f"{flag} ({host_weight_bytes(dep) / GIB:,.1f} GiB on host)",
+                               dep, r.context, s))
+                break
+    for ngl in range(n, -1, -1):
+        dep = holds(HostOffload(ngl))
+        if dep is not None:
+            levers.append((f"-ngl {ngl} ({host_weight_bytes(dep) / GIB:,.1f} GiB weights on "
+                           "host)", dep, r.context, s))
+            break
+    return levers
+
+
+def levers(r: FitReport) -> list[Lever]:
+    d, s = r.deployment, r.settings
+    gguf = is_llamacpp(r.pool)
+    options: list[tuple[str, Deployment, int, EngineSettings]] = []
+    small_kv = ("q8_0", "q8_0 KV cache (-ctk q8_0 -ctv q8_0)") if gguf else (
+        "fp8", "fp8 KV cache (--kv-cache-dtype fp8)")
+    if d.kv.bytes_per_element > kv_dtype(small_kv[0]).bytes_per_element:
+        options.append((small_kv[1], replace(d, kv=kv_dtype(small_kv[0])), r.context, s))
+    doubled = d.tensor_parallel_size * 2
+    if d.accelerator.vendor == "apple":
+        pass  # one GPU per Mac: no second card to add
+    elif gguf and d.offload is None:  # llama.cpp's default split: more stages of layers
+        more = replace(d, pipeline_parallel_size=d.pipeline_parallel_size * 2) \
+            if d.pipeline_parallel_size > 1 or d.tensor_parallel_size == 1 \
+            else replace(d, tensor_parallel_size=doubled)
+        options.append((f"{2 * d.num_gpus} GPUs ("
+                        f"{'layer split' if more.pipeline_parallel_size > 1 else '-sm tensor'})",
+                        more, r.context, s))
+    elif d.offload is None and doubled <= node_size(d.accelerator) \
+            and not tensor_parallel_problem(d.model, doubled):
+        options.append((f"{2 * d.num_gpus} GPUs (tensor parallel)" if d.pipeline_parallel_size == 1
+                        else f"{2 * d.num_gpus} GPUs (TP{doubled} × PP{d.pipeline_parallel_size})",
+                        replace(d, tensor_parallel_size=doubled), r.context, s))
+    elif d.offload is None and 2 * d.pipeline_parallel_size <= d.model.num_layers:
+        # past one node's NVLink domain: more pipeline stages, as vLLM's docs advise
+        more = replace(d, pipeline_parallel_size=2 * d.pipeline_parallel_size)
+        options.append((f"{2 * d.num_gpus} GPUs (TP{d.tensor_parallel_size} × "
+                        f"PP{more.pipeline_parallel_size})", more, r.context, s))
+    node = node_size(d.accelerator)
+    if not gguf and d.offload is None and d.tensor_parallel_size > node \
+            and d.tensor_parallel_size % node == 0 \
+            and d.pipeline_parallel_size * d.tensor_parallel_size // node <= d.model.num_layers:
+        # TP past one node's NVLink domain: the same GPUs as a node's TP × stages
+        split = replace(d, tensor_parallel_size=node, pipeline_parallel_size=(
+            d.pipeline_parallel_size * d.tensor_parallel_size // node))
+        options.append((f"the same {d.num_gpus} GPUs as TP{node} × "
+                        f"PP{split.pipeline_parallel_size}", split, r.context, s))
+    options.append((f"half the context ({r.context // 2:,} tokens)", d, max(1, r.context // 2),
+                    s))
+    smaller = SMALLER_GGUF if gguf else SMALLER_WEIGHTS
+    current = d.weights.label
+    if current in smaller or (current == "as stored" and d.bytes_per_weight >= 1.9):
+        fmt = smaller.get(current, "q8_0" if gguf else "fp8")
+        plan = weight_plan(d.model, fmt)
+        if not weights_platform_problem(plan, d.accelerator, d.engine, True):
+            options.append((f"{fmt} weights", replace(d, weights=plan), r.context, s))
+    if gguf and not s.flash_attn:
+        options.append(("flash attention (-fa on)", d, r.context, replace(s, flash_attn=True)))
+    if gguf and r.conversations > r.pool.max_num_seqs:
+        options.append((f"{r.conversations} slots (-np {r.conversations} --kv-unified)", d,
+                        r.context, replace(s, max_num_seqs=r.conversations)))
+    if r.pool.engine_buffers:
+        options += _seats_lever(r)
+    if gguf and d.offload is None and d.tensor_parallel_size == 1 and not (
+            d.accelerator.vendor == "apple" or d.accelerator.form == "soc"):
+        options += _offload_lever(r)
+    levers = []
+    for name, dep, context, settings in options:
+        pool = kv_pool(dep, replace(settings, max_model_len=context))
+        n = held_conversations(pool, dep, context)
+        lever = Lever(name, n, min(n, pool.max_num_seqs))
+        if lever.conversations > r.conversations or lever.batch > r.batch:
+            levers.append(lever)  # one that gains nothing is no way out
+    return levers
+
+
+MOST_GPUS = 64  # how far gpus_needed looks
+
+
+def gpus_needed(r: FitReport) -> str:
+    """The fewest GPUs of this card that hold the target at this context and format, doubling
+    tensor parallelism within a node and pipeline stages past it."""
+    d, target = r.deployment, max(1, r.target or 1)
+    node = 1 if is_llamacpp(r.pool) else node_size(d.accelerator)
+    tp, pp = d.tensor_parallel_size, d.pipeline_parallel_size
+    while tp * pp < MOST_GPUS:
+        if tp < node and not tensor_parallel_problem(d.model, 2 * tp):
+            tp *= 2
+        elif 2 * pp <= d.model.num_layers:
+            pp *= 2
+        else:
+            break
+        more = replace(d, tensor_parallel_size=tp, pipeline_parallel_size=pp)
+        try:
+            pool = kv_pool(more, replace(r.settings, max_model_len=r.context))
+            held = held_conversations(pool, more, r.context)
+        except InputError:  # a split the engine or the model refuses
+            continue
+        if held >= target:
+            return (f"{more.num_gpus} GPUs of {d.accelerator.id} ({more.gpus_label.split('(')[-1]}"
+                    if more.pipeline_parallel_size > 1 else
+                    f"{more.num_gpus} GPUs of {d.accelerator.id} (tensor parallel)") + \
+                f" hold {held:,} at this context and weight format"
+    return (f"not even {MOST_GPUS} GPUs of {d.accelerator.id} hold {target:,} at this context "
+            "and weight format: a larger card, a smaller format and a shorter context together")
+
+
+def _seats_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSettings]]:
+    """TensorRT-LLM's engine backend keeps vocabulary-sized buffers for every seat: as many
+    seats as the conversations that then fit (a power of two, as engines are built), where that
+    is fewer than it has."""
+    seats = r.pool.max_num_seqs
+    want = max(r.conversations, r.target or 1, 1)
+    for _ in range(4):  # fewer seats free memory for more conversations: settle the count
+        fewer = 1 << (want - 1).bit_length()
+        if fewer >= seats:
+            return []
+        s = replace(r.settings, max_num_seqs=fewer, max_model_len=r.context)
+        held = held_conversations(kv_pool(r.deployment, s), r.deployment, r.context)
+        if held <= fewer:
+            break
+        want = held
+    return [(f"{fewer:,} seats (--max_batch_size {fewer})", r.deployment, r.context,
+             replace(r.settings, max_num_seqs=fewer))]
