@@ -250,3 +250,38 @@ def test_one_mean_decode_context_for_plan_validate_and_observe() -> None:
     assert mean_decode_context(1000, 250) == 1125
     assert mean_decode_context(1000, 251) == mean_decode_context(1000.0, 251.0) == 1125
     assert mean_decode_context(0, 1) == 1  # never an empty context
+
+
+def test_k_quant_weights_unpacked_on_the_alus_set_a_floor_under_each_weight_matmul() -> None:
+    """A profile pricing 30 operations per K-quant weight: a batch-1 Llama-3.1-70B Q4_K_M
+    step on an M1 Max (10.4 TFLOP/s fp16) takes at least 70 B weights × 30 ÷ 10.4e12 ≈ 0.2 s,
+    though its 42 GB read at 400 GB/s takes 0.11; Q4_0 weights (no K-quant) and a
+    512-token prompt (the unpacking spread over its tokens) are as without it."""
+    from dataclasses import replace
+
+    from ridgeline.cost import kquant_ops, step_cost
+    from ridgeline.engines import EngineProfile
+    from ridgeline.precision import weight_formats
+
+    formats = weight_formats()
+    assert formats["q4_k_m"].k_quant and formats["q6_k"].k_quant and formats["q3_k_s"].k_quant
+    assert not any(formats[f].k_quant for f in ("q4_0", "q8_0", "iq4_xs", "mxfp4", "fp8"))
+    m1 = resolve_accelerator("apple-m1-max-32c")
+    plain = EngineProfile("llama.cpp-metal", 0.9, 0.7, 0.0, 0.0)
+    unpacking = replace(plain, kquant_ops_per_weight=30.0)
+    kquant = Deployment.build(resolve_model("llama-3.1-70b"), m1, "q4_k_m",
+                              engine="llama.cpp-metal")
+    assert "mlp" in kquant_ops(kquant) and "attention projections" in kquant_ops(kquant)
+    one = decode_batch(1, 256)
+    weights = kquant.matmul_params_per_token  # every weight multiplied once per token
+    floor_s = weights * 30 / m1.peak("fp16")
+    assert step_cost(kquant, one, plain).time_s < 0.8 * floor_s
+    assert step_cost(kquant, one, unpacking).time_s == pytest.approx(floor_s, rel=0.1)
+    assert step_cost(kquant, one, unpacking).ops[0].bound == "compute"
+    legacy = Deployment.build(resolve_model("llama-3.1-70b"), m1, "q4_0",
+                              engine="llama.cpp-metal")
+    assert not kquant_ops(legacy)
+    assert step_cost(legacy, one, unpacking).time_s == step_cost(legacy, one, plain).time_s
+    prompt = [Seq(512, 0)]
+    assert step_cost(kquant, prompt, unpacking).time_s == pytest.approx(
+        step_cost(kquant, prompt, plain).time_s, rel=0.05)

@@ -57,3 +57,20 @@ def test_a_batch_summed_to_counts_and_sums_costs_what_the_batch_costs(
 def test_only_full_attention_models_are_timed_from_a_context_sum() -> None:
     assert not StepTimer(dep("gemma-3-27b")).full_attention
     assert StepTimer(dep("jamba-1.5-mini")).full_attention  # Mamba layers read no context
+
+
+@settings(max_examples=25, deadline=None)
+@given(batch=batches)
+def test_the_step_timer_prices_k_quant_unpacking_as_shape_time_does(
+        batch: list[tuple[int, int]]) -> None:
+    """On Metal with K-quant weights the weight matmuls carry an unpacking floor: the timer's
+    per-token and per-row memos (the LM head counts rows) match the formula."""
+    from ridgeline import Deployment, resolve_accelerator, resolve_model
+
+    d = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("apple-m1-max-32c"),
+                         "q4_k_m", engine="llama.cpp-metal")
+    profile = profile_for("llama.cpp-metal")
+    assert profile.kquant_ops_per_weight > 0
+    shape = batch_shape(d, [Seq(new, ctx) for new, ctx in batch])
+    assert StepTimer(d, profile).time_s(shape) == pytest.approx(
+        shape_time_s(d, shape, profile), rel=1e-12)

@@ -18,13 +18,16 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from ridgeline.cost import kquant_ops
 from ridgeline.engines import (
     MATVEC_TOKENS,
     MAX_BANDWIDTH_BYTES_PER_S,
+    MAX_OPS_PER_WEIGHT,
     MIN_GROUP_ROWS,
     EngineProfile,
     accelerator_group,
     engine_id,
+    has_alu_matmuls,
     has_matvec_ceiling,
 )
 from ridgeline.errors import InputError
@@ -37,6 +40,7 @@ START = EngineProfile("start", 0.7, 0.5, 3e-4, 5e-6, source="fit start")
 # SGLang have no offline-throughput rows, TensorRT-LLM no low-batch decode rows).
 SERVING_ENGINES = ("trtllm", "vllm", "sglang")
 CAP_START_SHARE = 2.0  # a ceiling's fit starts at this multiple of the fastest card's bandwidth
+UNPACK_START_OPS = 20.0  # the unpacking fit starts at this many operations per weight
 CAP_SPAN = 3.0  # the spread of rated bandwidths, fastest ÷ slowest card, that pins a ceiling
 HUBER_DELTA = 0.25  # log-ratio beyond which a row counts linearly (≈ 28% error)
 GROUP_PRIOR = 0.002  # a gentle pull of group multipliers towards 1 (squared log)
@@ -88,6 +92,20 @@ def _shows_ceiling(rows: Sequence[Measurement], engine: str) -> bool:
     return len(rated) >= MIN_GROUP_ROWS and max(rated) >= CAP_SPAN * min(rated)
 
 
+def _kquant(row: Measurement) -> bool:
+    try:
+        return bool(kquant_ops(deployment_for(row)))
+    except InputError:
+        return False
+
+
+def _shows_unpacking(rows: Sequence[Measurement], engine: str) -> bool:
+    """Whether the rows pin K-quant unpacking: the engine multiplies on the vector ALUs
+    (has_alu_matmuls), and enough of its decode rows have K-quant weights."""
+    return has_alu_matmuls(engine) and sum(
+        1 for r in rows if r.metric == "decode_tok_s_per_user" and _kquant(r)) >= MIN_GROUP_ROWS
+
+
 @dataclass(frozen=True)
 class _Space:
     """Maps a parameter vector (logs) to a profile."""
@@ -98,7 +116,8 @@ class _Space:
     dequant: bool  # fit a dequantization factor (the data have both kinds of weights)
     prefill_overhead: bool  # fit prefill steps' own per-layer cost (the data have prompts)
     compute_prior: bool = False  # hold compute efficiency near the start (no compute rows)
-    cap: bool = False  # an absolute bandwidth ceiling: the vector's last entry
+    cap: bool = False  # an absolute bandwidth ceiling: the vector's last entry but unpack's
+    unpack: bool = False  # K-quant unpacking, operations per weight: the vector's last entry
 
     @property
     def _core(self) -> int:
@@ -125,12 +144,14 @@ class _Space:
             group_compute={g: math.exp(v) for g, v in zip(self.compute_groups,
                                                            x[k + n:k + n + m])},
             dequant_compute=min(1.0, math.exp(x[k + n + m])) if self.dequant else 1.0,
-            bandwidth_cap_bytes_per_s=min(MAX_BANDWIDTH_BYTES_PER_S, math.exp(x[-1]))
-            if self.cap else None,
+            bandwidth_cap_bytes_per_s=min(MAX_BANDWIDTH_BYTES_PER_S,
+                                          math.exp(x[-1 - self.unpack])) if self.cap else None,
+            kquant_ops_per_weight=min(MAX_OPS_PER_WEIGHT, math.exp(x[-1])) if self.unpack
+            else 0.0,
         )
 
     def penalty(self, x: Sequence[float], rows: int) -> float:
-        multipliers = x[self._core:len(x) - self.cap]
+        multipliers = x[self._core:len(x) - self.cap - self.unpack]
         groups = GROUP_PRIOR * sum(v * v for v in multipliers)
         if not self.compute_prior:
             return groups
@@ -218,6 +239,15 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
         tried = _minimise(loss_in(capped), [*best, math.log(CAP_START_SHARE * fastest)])
         if loss_in(capped)(tried) < plain(best):
             space, best = capped, tried
+    # Unpacking a K-quant weight is arithmetic too: where the matmuls run on the vector ALUs
+    # (Metal), a matrix-vector step of K-quant weights takes at least weights × operations
+    # per weight ÷ the fp16 peak. Fitted where enough decode rows have K-quant weights,
+    # from the fit so far, and kept where it lowers the loss.
+    if _shows_unpacking(mine, key):
+        unpacked = replace(space, unpack=True)
+        tried = _minimise(loss_in(unpacked), [*best, math.log(UNPACK_START_OPS)])
+        if loss_in(unpacked)(tried) < loss_in(space)(best):
+            space, best = unpacked, tried
     fitted = space.profile(best)
     table = {m: fitted for m in members}
     ratios = sorted(p.measured / p.predicted for p in (predict(r, table) for r in mine)

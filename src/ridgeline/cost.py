@@ -271,8 +271,8 @@ def step_cost(dep: Deployment, batch: Sequence[Seq], profile: EngineProfile = ID
         acc = ops.setdefault(name, [0.0, 0.0, 0.0, 0.0])
         acc[0] += flops * count
         acc[1] += nbytes * count
-        compute, memory = flops / rate.flops_rate(name), nbytes / rate.bytes_per_s
-        acc[2] += max(compute, memory) * count
+        compute = rate.compute_s(name, flops, _columns(terms, name))
+        acc[2] += max(compute, nbytes / rate.bytes_per_s) * count
         acc[3] += compute * count
     out = [OpCost(name, f, b, t, "compute" if c * 2 > t else "memory")
            for name, (f, b, t, c) in ops.items() if t > 0]
@@ -294,12 +294,16 @@ def shape_time_s(dep: Deployment, shape: BatchShape, profile: EngineProfile = ID
     """The time of a step of this shape: step_cost's total, without the breakdown."""
     terms = step_terms(dep, shape)
     rate = StepRates(dep, profile)
-    w = rate.bytes_per_s
-    total = sum(count * max(flops / rate.flops_rate(name), nbytes / w)
+    total = sum(count * rate.op_time_s(name, flops, nbytes, _columns(terms, name))
                 for name, flops, nbytes, count in terms.work)
     total += sum(t for _, t in terms.link)
     total += sum(count * t for _, _, _, count, t, _ in _host_ops(dep, terms, rate))
     return total + profile.overhead_s(terms.layers, terms.tokens > terms.sequences)
+
+
+def _columns(terms: StepTerms, op: str) -> int:
+    """The columns an operator's matmul has: the step's tokens, the LM head's rows."""
+    return terms.sequences if op == "lm head" else terms.tokens
 
 
 # where a partial offload's operator runs: step_cost names it "<operator> (<where>)"
@@ -381,9 +385,19 @@ def op_slowdown(dep: Deployment, op: str) -> float:
     return dict(dep.matmul_slowdowns).get(category, 1.0) if category else 1.0
 
 
+def kquant_ops(dep: Deployment) -> tuple[str, ...]:
+    """The weight matmuls whose weights are K-quants (the LM head: the embedding when tied)."""
+    head = EMBEDDING if dep.model.tie_word_embeddings else LM_HEAD
+    return tuple(op for op, category in (*OP_CATEGORIES.items(), ("lm head", head))
+                 if dep.bytes_by_category.get(category)
+                 and dep.weights.format_of(category).k_quant)
+
+
 class StepRates:
     """Per-rank peak and bandwidth after the engine's efficiencies; a weight matmul whose
-    format cannot run at the step's compute dtype gets its own, slower peak."""
+    format cannot run at the step's compute dtype gets its own, slower peak, and one of
+    K-quant weights, where the engine unpacks them on the vector ALUs, a floor of its
+    weights × the profile's operations per weight ÷ the fp16 peak."""
 
     def __init__(self, dep: Deployment, profile: EngineProfile) -> None:
         acc = dep.accelerator
@@ -395,9 +409,25 @@ class StepRates:
                      for op in (*OP_CATEGORIES, "lm head", "attention")}
         self.op_flops_per_s = {op: self.flops_per_s / factor
                                for op, factor in slowdowns.items() if factor != 1.0}
+        unpack = profile.kquant_ops_per_weight
+        self.unpack_s_per_weight = {op: unpack / dep.peak_at("fp16")
+                                    for op in kquant_ops(dep)} if unpack else {}
 
     def flops_rate(self, op: str) -> float:
         return self.op_flops_per_s.get(op, self.flops_per_s)
+
+    def compute_s(self, op: str, flops: float, columns: int) -> float:
+        """An operator's arithmetic: its FLOPs at its rate, or, for a K-quant weight matmul
+        the engine unpacks, its weights' unpacking if longer (2 FLOPs per weight per column:
+        the weights one column multiplies, each unpacked once per step)."""
+        compute = flops / self.flops_rate(op)
+        unpack = self.unpack_s_per_weight.get(op)
+        return max(compute, flops / (2 * columns) * unpack) if unpack else compute
+
+    def op_time_s(self, op: str, flops: float, nbytes: float, columns: int) -> float:
+        """Per-rank work (the caller has already divided by the TP degree): the longer of its
+        arithmetic and its memory traffic. columns: the tokens (the LM head: the rows)."""
+        return max(self.compute_s(op, flops, columns), nbytes / self.bytes_per_s)
 
     def time(self, flops: float, nbytes: float, op: str = "") -> float:
         """Per-rank work: the caller has already divided by the TP degree."""

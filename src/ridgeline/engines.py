@@ -75,6 +75,10 @@ class EngineProfile:
     # (None: no ceiling). A matrix-vector kernel keeps a bounded number of bytes in flight,
     # so by Little's law its rate stops growing with the card's rated bandwidth.
     bandwidth_cap_bytes_per_s: float | None = None
+    # vector operations a step spends per K-quant weight it multiplies, unpacking it (0: not
+    # priced). Where matmuls run on the GPU's vector ALUs (Apple's GPUs have no matrix
+    # units), a weight matmul takes at least weights × this ÷ the fp16 peak.
+    kquant_ops_per_weight: float = 0.0
 
     @property
     def compute_fitted(self) -> bool:
@@ -171,6 +175,8 @@ class EngineProfile:
                 else int(rows),
                 bandwidth_cap_bytes_per_s=f.optional("bandwidth_cap_bytes_per_s", 0,
                                                      MAX_BANDWIDTH_BYTES_PER_S, open_low=True),
+                kquant_ops_per_weight=f.number("kquant_ops_per_weight", 0, MAX_OPS_PER_WEIGHT,
+                                               default=0.0),
             )
         except (TypeError, ValueError) as exc:
             if isinstance(exc, InputError):
@@ -190,9 +196,17 @@ MIN_GROUP_ROWS = 8  # a group gets its own multiplier only with this many rows
 MAX_OVERHEAD_S = 10.0  # a fixed cost per step or layer past this is not an engine's
 MAX_MULTIPLIER = 100.0  # a group's efficiency multiplier, a band's upper edge
 MAX_BANDWIDTH_BYTES_PER_S = 1e15  # a ceiling past a petabyte per second is no ceiling
+MAX_OPS_PER_WEIGHT = 1000.0  # unpacking a weight costs tens of operations, not thousands
 # llama.cpp runs batches of up to 8 through its matrix-vector kernels (MMVQ_MAX_BATCH_SIZE
 # in ggml-cuda/mmvq.cuh): decode rows that small show its bandwidth ceiling
 MATVEC_TOKENS = 8
+
+
+def has_alu_matmuls(engine: str) -> bool:
+    """Whether an engine's matmuls run on the GPU's vector ALUs, so that unpacking a K-quant
+    weight competes with multiplying it: llama.cpp's Metal build (Apple's GPUs through M4
+    have no matrix units; the catalog's fp16 peak is their ALUs')."""
+    return engine == "llama.cpp-metal"
 
 
 def has_matvec_ceiling(engine: str) -> bool:

@@ -37,6 +37,13 @@ class WeightFormat:
     def bytes_per_weight(self) -> float:
         return self.bits_per_weight / 8
 
+    @property
+    def k_quant(self) -> bool:
+        """A GGUF K-quant (q2_k … q6_k, and their _s/_m/_l mixes): 256-weight super-blocks
+        whose sub-block scales and mins are packed in 6 or 4 bits, so a kernel spends more
+        arithmetic unpacking each weight than for Q4_0 or Q8_0 (ggml-common.h block_q4_K)."""
+        return self.id.startswith("q") and "_k" in self.id
+
 
 @dataclass(frozen=True)
 class KVDtype:

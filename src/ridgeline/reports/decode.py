@@ -154,7 +154,7 @@ def _expectation_steps(dep: Deployment, batch: list[Seq], profile: EngineProfile
     total = step("expected step", "Σ operators max(FLOPs ÷ (peak × compute share), bytes ÷ "
                  "(bandwidth × bandwidth share)) + collectives + overhead",
                  q("expected", cost.time_s * 1e3, "ms"),
-                 *share_qs(profile, dep.accelerator),
+                 *share_qs(profile, dep),
                  q("compute-bound operators", by["compute"] * 1e3, "ms"),
                  q("memory-bound operators", by["memory"] * 1e3, "ms"),
                  q("collectives", by["link"] * 1e3, "ms"),

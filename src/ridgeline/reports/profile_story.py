@@ -3,9 +3,10 @@ card, and its fitted fixed costs. decode, prefill and simulate give one account 
 
 from __future__ import annotations
 
+from ridgeline.cost import kquant_ops
+from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.explain import Quantity, q
-from ridgeline.hardware import Accelerator
 
 NOTHING_S = 1e-7  # a fitted fixed cost under 0.1 µs: the fit drove it to nothing
 
@@ -17,10 +18,18 @@ def overhead_q(name: str, seconds: float, source: str) -> Quantity:
     return q(name, seconds * 1e6, "µs", source)
 
 
-def share_qs(profile: EngineProfile, acc: Accelerator) -> list[Quantity]:
-    """The compute share and the bandwidth share a step reaches on this card."""
+def share_qs(profile: EngineProfile, dep: Deployment) -> list[Quantity]:
+    """The compute share and the bandwidth share a step reaches on this card, and where the
+    engine unpacks this deployment's K-quant weights on its ALUs, what that costs."""
     src = f"{profile.engine} profile"
-    return [q("compute share", profile.compute_for(acc), "",
-              f"{src}: {profile.compute_story(acc)}; {profile.source}"),
-            q("bandwidth share", profile.bandwidth_for(acc), "",
-              f"{src}: {profile.bandwidth_story(acc)}")]
+    acc = dep.accelerator
+    out = [q("compute share", profile.compute_for(acc), "",
+             f"{src}: {profile.compute_story(acc)}; {profile.source}"),
+           q("bandwidth share", profile.bandwidth_for(acc), "",
+             f"{src}: {profile.bandwidth_story(acc)}")]
+    ops = kquant_ops(dep)
+    if profile.kquant_ops_per_weight and ops:
+        out.append(q("K-quant unpacking", profile.kquant_ops_per_weight, "ops per weight",
+                     f"{src}: {', '.join(ops)} take at least weights × this ÷ the "
+                     f"{dep.peak_at('fp16') / 1e12:,.4g} TFLOP/s fp16 peak (the GPU's ALUs)"))
+    return out

@@ -293,7 +293,7 @@ class SimulateReport:
                 q("busy time", r.busy_s, "s", "simulated time less the idle gaps"
                   + (f", summed over the {self.lanes} pipeline lanes" if self.lanes > 1 else "")),
                 q("steps", r.steps),
-                *share_qs(profile, d.accelerator),
+                *share_qs(profile, d),
                 overhead_q("per step", profile.step_overhead_s, src),
                 overhead_q("per layer", profile.layer_overhead_s, f"{src}, decode steps"),
                 *([] if profile.prefill_layer_overhead_s is None else [

@@ -66,7 +66,7 @@ class StepTimer:
                         if (name == "lm head") == per_row
                         and name not in ("attention", "recurrent state")]
         rate = self._rate
-        total: float = sum(count * max(f / rate.flops_rate(name), b / self._w)
+        total: float = sum(count * rate.op_time_s(name, f, b, rows if per_row else tokens)
                            for name, f, b, count in context_free)
         return total if per_row else total + sum(t for _, t in terms.link)
 
