@@ -345,12 +345,14 @@ def _host_ops(dep: Deployment, terms: StepTerms, rate: StepRates, share: float |
     link = min(link_bytes_per_s(dep), host_rate) if host_rate else link_bytes_per_s(dep)
     for name, flops, nbytes, count, resident in terms.host:
         if resident >= nbytes:  # a weight matmul: copied, then multiplied on the GPU
-            gpu = rate.time(flops, nbytes, name) if gpu_flops else 0.0
+            gpu = rate.op_time_s(name, flops, nbytes, _columns(terms, name)) if gpu_flops \
+                else 0.0
             ops.append((name, flops, nbytes, count, nbytes / link + gpu, OVER_HOST_LINK))
             continue
         # the scheduler keeps what follows an offloaded matmul on the GPU; a cache it reads
         # from host memory crosses the link first
-        gpu = rate.time(flops, nbytes - resident, name) if gpu_flops else 0.0
+        gpu = rate.op_time_s(name, flops, nbytes - resident, _columns(terms, name)) \
+            if gpu_flops else 0.0
         ops.append((name, flops, nbytes - resident, count, gpu, ON_GPU))
         if resident:
             ops.append((name, 0.0, resident, count, resident / link, OVER_HOST_LINK))
@@ -428,11 +430,6 @@ class StepRates:
         """Per-rank work (the caller has already divided by the TP degree): the longer of its
         arithmetic and its memory traffic. columns: the tokens (the LM head: the rows)."""
         return max(self.compute_s(op, flops, columns), nbytes / self.bytes_per_s)
-
-    def time(self, flops: float, nbytes: float, op: str = "") -> float:
-        """Per-rank work: the caller has already divided by the TP degree."""
-        return max(flops / self.flops_rate(op), nbytes / self.bytes_per_s)
-
 
 
 @lru_cache(maxsize=4096)

@@ -5,7 +5,7 @@ its weight and KV streams reach, the fraction of dense peak its matmuls reach, a
 cost per forward pass and a fixed cost per layer — plus, where the data support it, a
 bandwidth multiplier per accelerator group and, for llama.cpp, an absolute bandwidth ceiling
 (its matrix-vector kernels reach about 1.1 TB/s of an H100 PCIe's 2 and 0.8 of an RTX 4090's
-1)
+1), and, for llama.cpp on Metal, the operations unpacking a K-quant weight costs.
 ``scripts/fit_profiles.py`` fits them to ``validation/measurements.csv``;
 ``data/profiles.json`` records the rows each came from. Engines without measurements carry a stated prior.
 """
