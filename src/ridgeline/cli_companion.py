@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ridgeline.amdahl import FractionSource
 from ridgeline.errors import InputError
 from ridgeline.explain import Step
+from ridgeline.step_share import OP_GROUPS
 from ridgeline.units import plural
 
 if TYPE_CHECKING:
@@ -100,55 +101,26 @@ def cmd_amdahl(args: argparse.Namespace) -> LinesReport:
     return LinesReport(tuple(results), tuple(lines), tuple(notes))
 
 
-OP_GROUPS = {
-    "attention": ("attention",),
-    "weights": ("attention projections", "mlp", "experts", "shared experts", "router",
-                "linear attention", "mamba", "lm head"),
-    "communication": ("tp all-reduce", "ep all-to-all", "pipeline send"),
-}
-
-
 def _fraction_from_model(args: argparse.Namespace) -> tuple[FractionSource, str]:
     """The part's share of the model's decode step, and the caution a context past the
     model's trained one earns (or "")."""
     from ridgeline.cli import load_deployment
-    from ridgeline.cost import decode_batch, step_cost
     from ridgeline.engines import chosen_profile
-    from ridgeline.floors import decode_floor
     from ridgeline.reports.decode import context_caution
+    from ridgeline.step_share import decode_share
 
     if not (args.model and args.gpu):
         raise InputError("give --fraction, or --model, --gpu and --op to take it from the step")
-    op_defaulted = args.op is None
-    for name, default in AMDAHL_STEP_DEFAULTS.items():
-        if getattr(args, name) is None:
-            setattr(args, name, default)
-    args.fetch, args.gpu_file, args.peak_tflops, args.bandwidth_gbs = False, None, None, None
-    args.gpu_memory_gib, args.gpu_required = None, True
-    dep = load_deployment(args)
-    fit = decode_floor(dep, args.batch, args.context).fit
-    if not fit.fits:  # a step that cannot run has no share to speed up
-        raise InputError(f"{fit.headline()} (batch {args.batch}, context {args.context:,})")
-    from ridgeline.memory import context_refusal, engine_holds
-
-    held = engine_holds(dep, args.context)
-    if held is not None and held < args.batch:  # the engine's step, as decode asks it
-        raise InputError("does not fit: " + (
-            context_refusal(dep, args.context)
-            or f"{dep.engine}'s KV pool runs {held:,} of batch {args.batch:,} at "
-            f"{args.context:,} tokens of context (`ridgeline fit"
-            + (" --usage offline" if dep.engine == "vllm" else "") + "` for the breakdown)"))
-    cost = step_cost(dep, decode_batch(args.batch, args.context),
-                     chosen_profile(args.engine, args.profile))
-    ops = OP_GROUPS[args.op]
-    fraction = cost.share(*ops)
-    caution = context_caution(dep, args.context)
-    return FractionSource(
-        fraction, given=False, model=dep.model.name, gpu=dep.accelerator.id,
-        num_gpus=args.num_gpus, weights=dep.weights.label, kv_dtype=dep.kv.id,
-        engine=args.engine, profile=args.profile, op=args.op, op_defaulted=op_defaulted,
-        ops=ops, batch=args.batch, context=args.context,
-        part_time_s=fraction * cost.time_s, step_time_s=cost.time_s), caution
+    given = {name: value for name, value in vars(args).items() if value is not None}
+    step = argparse.Namespace(**{
+        **vars(args), **AMDAHL_STEP_DEFAULTS, **given, "fetch": False, "gpu_file": None,
+        "peak_tflops": None, "bandwidth_gbs": None, "gpu_memory_gib": None,
+        "gpu_required": True})
+    dep = load_deployment(step)
+    source = decode_share(dep, step.op, step.batch, step.context,
+                          chosen_profile(step.engine, step.profile), step.profile,
+                          op_defaulted=args.op is None)
+    return source, context_caution(dep, step.context)
 
 
 def cmd_evalstats(args: argparse.Namespace) -> LinesReport:

@@ -1,0 +1,61 @@
+"""Amdahl's P taken from a model: the share of one decode step an operator group takes.
+
+P = time in the group's operators / the step's time, both from step_cost (ridgeline.cost),
+for a step the deployment can run: one whose weights and KV cache fit, and whose batch the
+engine's KV pool holds at that context.
+"""
+
+from __future__ import annotations
+
+from ridgeline.amdahl import FractionSource
+from ridgeline.cost import decode_batch, step_cost
+from ridgeline.deployment import Deployment
+from ridgeline.engines import EngineProfile
+from ridgeline.errors import InputError
+from ridgeline.floors import decode_floor
+
+# The operator groups a user names (--op) and the step_cost operators each adds up.
+OP_GROUPS = {
+    "attention": ("attention",),
+    "weights": ("attention projections", "mlp", "experts", "shared experts", "router",
+                "linear attention", "mamba", "lm head"),
+    "communication": ("tp all-reduce", "ep all-to-all", "pipeline send"),
+}
+
+
+def decode_refusal(dep: Deployment, batch: int, context: int) -> str | None:
+    """Why a decode step of ``batch`` sequences at ``context`` tokens cannot run, or None:
+    the weights and cache do not fit, or the engine's KV pool holds fewer sequences."""
+    from ridgeline.memory import context_refusal, engine_holds  # the engines' memory: heavy
+
+    fit = decode_floor(dep, batch, context).fit
+    if not fit.fits:
+        return f"{fit.headline()} (batch {batch:,}, context {context:,})"
+    held = engine_holds(dep, context)
+    if held is None or held >= batch:
+        return None
+    usage = " --usage offline" if dep.engine == "vllm" else ""
+    return "does not fit: " + (
+        context_refusal(dep, context)
+        or f"{dep.engine}'s KV pool runs {held:,} of batch {batch:,} at {context:,} tokens "
+        f"of context (`ridgeline fit{usage}` for the breakdown)")
+
+
+def decode_share(dep: Deployment, op: str, batch: int, context: int, profile: EngineProfile,
+                 profile_file: str | None = None, op_defaulted: bool = False) -> FractionSource:
+    """The share of the decode step that ``op``'s operators take, with the times behind it.
+    A step that cannot run has no share to speed up: InputError names why."""
+    if op not in OP_GROUPS:
+        raise InputError(f"unknown operator group {op!r} (one of {', '.join(OP_GROUPS)})")
+    refusal = decode_refusal(dep, batch, context)
+    if refusal:
+        raise InputError(refusal)
+    cost = step_cost(dep, decode_batch(batch, context), profile)
+    ops = OP_GROUPS[op]
+    fraction = cost.share(*ops)
+    return FractionSource(
+        fraction, given=False, model=dep.model.name, gpu=dep.accelerator.id,
+        num_gpus=dep.num_gpus, weights=dep.weights.label, kv_dtype=dep.kv.id,
+        engine=dep.engine, profile=profile_file, op=op, op_defaulted=op_defaulted, ops=ops,
+        batch=batch, context=context, part_time_s=fraction * cost.time_s,
+        step_time_s=cost.time_s)
