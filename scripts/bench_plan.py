@@ -13,7 +13,8 @@ import sys
 import time
 
 from ridgeline.catalog import resolve_model
-from ridgeline.plan import Load, Slo, plan
+from ridgeline.plan import plan
+from ridgeline.serving_load import Load, Slo
 
 
 def main() -> int:

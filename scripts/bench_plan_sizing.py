@@ -16,11 +16,13 @@ import math
 import statistics
 import sys
 
+from ridgeline.candidate import Candidate, replica_deployment
 from ridgeline.catalog import resolve_model
 from ridgeline.engines import profile_for
 from ridgeline.errors import InputError
 from ridgeline.hardware import resolve_accelerator
-from ridgeline.plan import Candidate, Load, Slo, _deployment, _verify, size_replica
+from ridgeline.plan import _verify, size_replica
+from ridgeline.serving_load import Load, Slo
 
 # (model, rate req/s, input, output, SLO TTFT s, SLO TPOT s)
 LOADS = (
@@ -50,7 +52,7 @@ def main() -> int:
         load, slo = Load(rate, isl, osl), Slo(ttft, tpot)
         for gpu, tp in SHAPES:
             try:
-                dep = _deployment(model, resolve_accelerator(gpu), tp, 1, "fp8", "fp8",
+                dep = replica_deployment(model, resolve_accelerator(gpu), tp, 1, "fp8", "fp8",
                                   engine=engine)
             except InputError:
                 continue

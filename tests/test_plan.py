@@ -11,7 +11,8 @@ import pytest
 from ridgeline.catalog import resolve_model
 from ridgeline.cli import main
 from ridgeline.errors import InputError
-from ridgeline.plan import Load, Slo, plan
+from ridgeline.plan import plan
+from ridgeline.serving_load import Load, Slo
 
 MODEL = resolve_model("llama-3.1-8b")
 LOAD = Load(4.0, "lognormal:800,0.6", "lognormal:200,0.6")
@@ -88,9 +89,9 @@ def test_plan_cli_prints_engine_commands_with_real_flags(capsys: pytest.CaptureF
 
 
 def test_plan_sizes_pools_as_the_named_engine_does(capsys: pytest.CaptureFixture[str]) -> None:
+    from ridgeline.candidate import replica_deployment
     from ridgeline.hardware import resolve_accelerator
     from ridgeline.memory import EngineSettings, max_batch
-    from ridgeline.plan import _deployment
 
     args = ["plan", "llama-3.1-70b", "--rate", "2", "--slo-ttft-ms", "3000", "--slo-tpot-ms",
             "60", "--gpus", "h100", "--workers", "1", "--json"]
@@ -104,7 +105,7 @@ def test_plan_sizes_pools_as_the_named_engine_does(capsys: pytest.CaptureFixture
     assert commands["trtllm"] == {}  # no launch flags modelled: none printed
     # SGLang's static fraction leaves a smaller pool than vLLM's 0.9 on the same card
     acc = resolve_accelerator("h100")
-    seats = {e: max_batch(_deployment(MODEL, acc, 1, 1, "bf16", "bf16", engine=e), 4096,
+    seats = {e: max_batch(replica_deployment(MODEL, acc, 1, 1, "bf16", "bf16", engine=e), 4096,
                           EngineSettings(max_model_len=4096)) for e in ("vllm", "sglang")}
     assert seats["sglang"] < seats["vllm"]
     assert main([*args, "--engine", "sglang", "--engine-version", "b9400"]) == 2
@@ -175,8 +176,8 @@ def test_disaggregated_pools_are_simulated_and_meet_the_slo() -> None:
 
 def test_a_decode_pool_receives_the_prompt_cached() -> None:
     from ridgeline import Deployment, resolve_accelerator
+    from ridgeline.disaggregated import handed_off
     from ridgeline.engines import profile_for
-    from ridgeline.plan import _handed_off
     from ridgeline.sim.config import sim_config
     from ridgeline.sim.simulator import Simulator
     from ridgeline.sim.workload import Workload
@@ -184,7 +185,7 @@ def test_a_decode_pool_receives_the_prompt_cached() -> None:
     dep = Deployment.build(MODEL, resolve_accelerator("h100"), "bf16")
     work = Workload(50, "4000", "50", rate=1.0, seed=3)
     full = Simulator(dep, profile_for("vllm"), sim_config(dep)).run(iter(work))
-    joined = Simulator(dep, profile_for("vllm"), sim_config(dep)).run(_handed_off(work))
+    joined = Simulator(dep, profile_for("vllm"), sim_config(dep)).run(handed_off(work))
     assert joined.completed == full.completed == 50
     # Its first token costs a decode step, not a 4,000-token prefill.
     assert joined.percentiles("ttft")["p50"] < full.percentiles("ttft")["p50"] / 5
@@ -219,7 +220,8 @@ def test_plan_replays_a_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 
 
 def test_moe_models_are_searched_with_and_without_expert_parallelism() -> None:
-    from ridgeline.plan import Candidate, search_space
+    from ridgeline.candidate import Candidate
+    from ridgeline.plan import search_space
     from ridgeline.reports.plan import command_line
 
     moe = resolve_model("qwen3-30b-a3b")
@@ -252,7 +254,8 @@ def test_the_token_budget_caps_a_prefill_heavy_replica() -> None:
 
 
 def test_the_token_budget_is_a_searched_knob_and_reaches_the_launch_flags() -> None:
-    from ridgeline.plan import ENGINE_KNOBS, Candidate, search_space
+    from ridgeline.candidate import Candidate
+    from ridgeline.plan import ENGINE_KNOBS, search_space
     from ridgeline.reports.plan import command_line
 
     budgets = {knobs[1] for *_, knobs, _ep in search_space(MODEL, ["h100-sxm"], 8)}
@@ -266,7 +269,7 @@ def test_the_token_budget_is_a_searched_knob_and_reaches_the_launch_flags() -> N
 
 def test_the_kv_hand_off_is_the_prompt_cache_over_the_inter_node_links() -> None:
     from ridgeline import Deployment, resolve_accelerator
-    from ridgeline.plan import handoff_s
+    from ridgeline.disaggregated import handoff_s
 
     one = Deployment.build(MODEL, resolve_accelerator("h100"), "bf16")
     two = Deployment.build(MODEL, resolve_accelerator("h100"), "bf16", num_gpus=2)
@@ -374,7 +377,7 @@ def test_a_short_run_reads_an_overloaded_replica_as_fine_and_the_steady_run_does
 
 def test_the_steady_window_skips_the_warm_up_and_the_drain() -> None:
     load = Load(10.0, "1000", "200")
-    from ridgeline.plan import SIM_REQUESTS
+    from ridgeline.serving_load import SIM_REQUESTS
 
     work, (start, end) = load.steady(2, 4.0)  # 5 req/s a replica, a 4 s lifetime
     arrivals = [r.arrival_s for r in work]
@@ -404,10 +407,10 @@ def test_the_winner_has_the_fewest_replicas_that_hold_in_the_steady_state() -> N
     """Fewer replicas than the analytic count are tried too: the check finds the edge."""
     from dataclasses import replace
 
+    from ridgeline.candidate import replica_deployment
     from ridgeline.engines import profile_for
     from ridgeline.hardware import resolve_accelerator
     from ridgeline.memory import EngineSettings
-    from ridgeline.plan import _deployment
     from ridgeline.sim.config import sim_config
     from ridgeline.sim.lanes import pipeline_lane
     from ridgeline.sim.simulator import Simulator
@@ -415,7 +418,7 @@ def test_the_winner_has_the_fewest_replicas_that_hold_in_the_steady_state() -> N
     load, slo = Load(60.0, "lognormal:1000,0.8", "lognormal:300,0.8"), Slo(1.0, 0.05, 90)
     win = plan(MODEL, load, slo, ["h100-sxm"], workers=1).winner
     assert win is not None and win.verified and win.analytic_replicas
-    dep = _deployment(MODEL, resolve_accelerator(win.accelerator), win.tp, win.pp, win.weights,
+    dep = replica_deployment(MODEL, resolve_accelerator(win.accelerator), win.tp, win.pp, win.weights,
                       win.kv, win.expert_parallel, engine="vllm")
     config = pipeline_lane(sim_config(dep, EngineSettings(
         max_num_seqs=win.max_num_seqs, max_num_batched_tokens=win.max_num_batched_tokens,
@@ -548,16 +551,16 @@ def test_one_token_outputs_state_no_tpot_in_json(capsys: pytest.CaptureFixture[s
 def test_no_candidate_has_a_launch_vllm_would_refuse() -> None:
     """Long prompts on L40S: a replica whose pool cannot hold the launch's --max-model-len is
     not a candidate, analytic or simulated."""
+    from ridgeline.candidate import replica_deployment
     from ridgeline.hardware import resolve_accelerator
     from ridgeline.memory import EngineSettings, kv_pool, refuses_to_start
-    from ridgeline.plan import _deployment
 
     model, load = resolve_model("llama-3.1-70b"), Load(0.3, "lognormal:8000,0.8", "200")
     result = plan(model, load, Slo(20.0, 0.15), gpus=["l40s"], workers=1)
     max_len = load.max_model_len(model.max_position_embeddings)
     assert result.candidates
     for c in result.candidates:
-        dep = _deployment(model, resolve_accelerator(c.accelerator), c.tp, c.pp, c.weights,
+        dep = replica_deployment(model, resolve_accelerator(c.accelerator), c.tp, c.pp, c.weights,
                           c.kv, c.expert_parallel)
         settings = EngineSettings(max_model_len=max_len, max_num_seqs=c.max_num_seqs,
                                   max_num_batched_tokens=c.max_num_batched_tokens)
@@ -666,7 +669,7 @@ def test_a_check_that_rejects_requests_reruns_with_them_counted_as_misses(
 def test_a_check_command_is_given_only_where_simulate_can_rerun_it() -> None:
     from dataclasses import replace
 
-    from ridgeline.plan import Candidate
+    from ridgeline.candidate import Candidate
     from ridgeline.reports.plan import check_line
 
     c = Candidate("h100-sxm", 4, 1, "bf16", "fp8", 128, 64, 0.02, 0.1, 5.0, 3, 2.99, True,
@@ -695,14 +698,15 @@ def test_sglangs_analytic_sizing_counts_its_prompt_steps_whole(gpu: str, tp: int
     2), and it asks for more than vLLM's sizing of the same shape."""
     import math
 
+    from ridgeline.candidate import Candidate, replica_deployment
     from ridgeline.engines import profile_for
     from ridgeline.hardware import resolve_accelerator
-    from ridgeline.plan import Candidate, _deployment, _verify, size_replica
+    from ridgeline.plan import _verify, size_replica
 
     moe, load, slo = resolve_model("qwen3-30b-a3b"), Load(30, "200", "1000"), Slo(0.5, 0.02)
     counts = {}
     for engine in ("sglang", "vllm"):
-        dep = _deployment(moe, resolve_accelerator(gpu), tp, 1, "fp8", "fp8", engine=engine)
+        dep = replica_deployment(moe, resolve_accelerator(gpu), tp, 1, "fp8", "fp8", engine=engine)
         sized = size_replica(dep, profile_for(engine), load, slo, None)
         assert sized is not None
         batch, mean_tpot, floor, rate = sized
@@ -773,11 +777,12 @@ def _sized(model: Any, gpu: str, tp: int, pp: int, weights: str, kv: str, load: 
     """A candidate as plan's analytic sizing gives it, unchecked."""
     import math
 
+    from ridgeline.candidate import Candidate, replica_deployment
     from ridgeline.engines import profile_for
     from ridgeline.hardware import resolve_accelerator
-    from ridgeline.plan import Candidate, _deployment, size_replica
+    from ridgeline.plan import size_replica
 
-    dep = _deployment(model, resolve_accelerator(gpu), tp, pp, weights, kv)
+    dep = replica_deployment(model, resolve_accelerator(gpu), tp, pp, weights, kv)
     batch, tpot, floor, rate = size_replica(dep, profile_for("vllm"), load, slo, None) or (
         0, 0.0, 0.0, 1.0)
     return Candidate(gpu, tp, pp, weights, kv, None, batch, tpot, floor, rate,

@@ -388,8 +388,9 @@ def check_load_flags(args: argparse.Namespace) -> None:
 def cmd_plan(args: argparse.Namespace) -> Any:
     from ridgeline.deployment import engine_platform_problem
     from ridgeline.hardware import MAX_PRICE_USD, resolve_accelerator
-    from ridgeline.plan import DEFAULT_GPUS, Load, Slo, plan
+    from ridgeline.plan import DEFAULT_GPUS, plan
     from ridgeline.reports.plan import PlanReport
+    from ridgeline.serving_load import Load, Slo
 
     model = load_model(args)
     gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus \

@@ -17,248 +17,39 @@ from __future__ import annotations
 
 import math
 import os
-import random
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from statistics import NormalDist
 from typing import Any
 
+from ridgeline.candidate import Candidate, fastest_weights, replica_deployment, weight_choices
 from ridgeline.cost import Seq, decode_batch, mean_decode_context, step_time_s
 from ridgeline.deployment import Deployment
+from ridgeline.disaggregated import (
+    DISAGGREGATED_CHECKS,
+    disaggregated_candidates,
+    verify_disaggregated,
+)
 from ridgeline.engines import MIN_GROUP_ROWS, EngineProfile, accelerator_group, profile_for
 from ridgeline.errors import InputError
-from ridgeline.hardware import Accelerator, resolve_accelerator
-from ridgeline.kvcache import kv_footprint
+from ridgeline.hardware import resolve_accelerator
 from ridgeline.memory import EngineSettings, kv_pool, max_batch, refuses_to_start
 from ridgeline.model import ModelSpec
-from ridgeline.parallel import INTER_NODE_BYTES_PER_S, node_size
+from ridgeline.parallel import node_size
+from ridgeline.serving_load import Load, Slo
 from ridgeline.sim.config import sim_config
 from ridgeline.sim.lanes import pipeline_lane, run_lanes
-from ridgeline.sim.metrics import STEADY_LIFETIMES
-from ridgeline.sim.request import Request
 from ridgeline.sim.simulator import Simulator
-from ridgeline.sim.workload import Workload, length_sampler, read_trace
 from ridgeline.stages import micro_batch
-from ridgeline.units import usd_per_million_tokens
 
 RAY_CHUNK = 8  # candidates per Ray task: each takes milliseconds, a task's overhead about as much
 DEFAULT_GPUS = ("h100-sxm", "h200-sxm", "b200", "mi300x", "l40s")
-# At least this many requests per checked replica: some 1,200 arrive in the window, so the
-# keep-up test's two Poisson deviations (2/√n) come to 6 % — a queue growing that fast is
-# caught (with 400, a 10 % overload of a short-lived load passed: plan audit, 2026-11-30) …
-SIM_REQUESTS = 1600
-MAX_SIM_REQUESTS = 6000  # … and up to this many, to reach the steady state
-TAIL_REQUESTS = 10  # a trace's requests past the SLO's percentile, fewest to rest it on
-# A check's arrivals span STEADY_SPANS request lifetimes (analytic TTFT + output × TPOT); the
-# latencies counted are of those arriving after WARMUP_SPANS lifetimes and at least one before
-# the last arrival: a short run measures the batch still filling up (or draining) and reads
-# an overloaded replica as fine (Llama-3.1-8B on one H100 at 40 req/s: p90 TPOT 43 ms over
-# 400 requests, 69 ms over 4,000, where it serves 18 req/s).
-STEADY_SPANS = 10
-WARMUP_SPANS = 2
 CONFIRM_DRAW = 1  # the seed offset of the second draw a check's count must also hold on
 # (max_num_seqs, max_num_batched_tokens) tried per configuration, None the engine's default:
 # fewer seats bound the batch (and TPOT); a smaller token budget cuts prefill chunks, so
 # decodes stall less behind long prompts, at the price of a lower steady-state batch.
 ENGINE_KNOBS: tuple[tuple[int | None, int | None], ...] = ((None, None), (64, None), (None, 2048))
-DISAGGREGATED_CHECKS = 2  # cheapest xPyD candidates checked by simulating both pools
-
-
-@dataclass(frozen=True)
-class Slo:
-    ttft_s: float
-    tpot_s: float
-    percentile: float = 90.0
-
-
-@dataclass(frozen=True)
-class Load:
-    rate: float  # requests per second
-    input_len: str
-    output_len: str
-    seed: int = 0
-    trace: tuple[tuple[float, int, int], ...] = ()  # (arrival s, prompt, output), if replayed
-    trace_path: str = ""  # … and the file they came from
-
-    @classmethod
-    def from_trace(cls, path: str, seed: int = 0) -> Load:
-        """A recorded load: its mean rate and lengths for sizing, its requests for checking."""
-        rows = tuple((r.arrival_s, r.prompt_tokens, r.output_tokens) for r in read_trace(path))
-        span = rows[-1][0] - rows[0][0]
-        if len(rows) < 2 or span <= 0:
-            raise InputError(f"{path}: a trace needs at least two requests at different times")
-        load = cls((len(rows) - 1) / span, path, path, seed, rows)
-        mean_in, mean_out = load.means()
-        return replace(load, input_len=f"{path} (mean {mean_in:,.0f})",
-                       output_len=f"mean {mean_out:,.0f}", trace_path=path)
-
-    def samples(self) -> list[tuple[int, int]]:
-        """(prompt, output) of every request of a trace, or of 2,000 drawn from the load."""
-        return list(_samples(self))
-
-    def means(self) -> tuple[float, float]:
-        drawn = self.samples()
-        n = len(drawn)
-        return sum(p for p, _ in drawn) / n, sum(o for _, o in drawn) / n
-
-    def max_model_len(self, limit: int | None = None) -> int:
-        """The --max-model-len to run it with: the longest request sampled (of a trace, the
-        longest of all), so the engine refuses none, capped at the model's context ``limit``."""
-        longest = max(p + o for p, o in self.samples()) + 16
-        return min(longest, limit) if limit else longest
-
-    def refused_share(self, limit: int | None) -> float:
-        """The share of requests longer than the model's context: an engine refuses them."""
-        if not limit:
-            return 0.0
-        drawn = self.samples()
-        return sum(p + o > limit for p, o in drawn) / len(drawn)
-
-    def for_sizing(self) -> Load:
-        """The same means without the trace rows (what the candidate workers need)."""
-        if not self.trace:
-            return self
-        mean_in, mean_out = self.means()
-        return Load(self.rate, str(max(1, round(mean_in))), str(max(1, round(mean_out))),
-                    self.seed)
-
-    def share(self, replicas: int, first_token_only: bool = False,
-              count: int = SIM_REQUESTS) -> Iterator[Request]:
-        """What one of ``replicas`` replicas receives: its share of the synthetic load, or
-        every replicas-th request of the trace (round-robin), ``count`` of them."""
-        if not self.trace:
-            return iter(Workload(count, self.input_len,
-                                 "1" if first_token_only else self.output_len,
-                                 self.rate / replicas, seed=self.seed))
-        rows = self.trace[:count * replicas:replicas]
-        return (Request(i, t, p, 1 if first_token_only else o) for i, (t, p, o) in enumerate(rows))
-
-    def steady(self, replicas: int, lifetime_s: float, first_token_only: bool = False
-               ) -> tuple[list[Request], tuple[float, float]]:
-        """One replica's share, long enough to reach the steady state, and the arrival window
-        whose latencies count: past the warm-up, and (set from the requests' own arrivals)
-        ending before the last of them, so that it holds no drain."""
-        rate = self.rate / replicas
-        life = max(lifetime_s, 1e-3)
-        count = int(min(MAX_SIM_REQUESTS, max(SIM_REQUESTS, math.ceil(rate * STEADY_SPANS * life))))
-        if self.trace:
-            count = min(count, -(-len(self.trace) // replicas))
-        work = list(self.share(replicas, first_token_only, count))
-        start, span = work[0].arrival_s, work[-1].arrival_s - work[0].arrival_s
-        warm, tail = min(WARMUP_SPANS * life, 0.3 * span), min(life, 0.2 * span)
-        window = _inward(start + warm, start + span - tail)  # short figures for a command
-        if self.trace and sum(window[0] <= r.arrival_s <= window[1] for r in work) < count / 2:
-            window = (-math.inf, math.inf)  # a burst: no steady part to keep (plan says so)
-        return work, window
-
-    def transient(self, lifetime_s: float) -> str:
-        """What to say of a trace too short, or too bursty, to reach a steady state, or ""."""
-        if not self.trace:
-            return ""
-        span = self.trace[-1][0] - self.trace[0][0]
-        if span >= STEADY_LIFETIMES * lifetime_s:
-            return ""
-        return (f"the trace's arrivals span {span:,.1f} s, under {STEADY_LIFETIMES} request "
-                f"lifetimes ({lifetime_s:,.1f} s): the checks read its batch filling up and "
-                "draining, lighter than a steady load of the same rate")
-
-    def thin(self, percentile: float) -> str:
-        """What to say of a trace with too few requests past ``percentile`` to rest a
-        percentile on (fewer than TAIL_REQUESTS), or ""."""
-        if not self.trace:
-            return ""
-        tail = len(self.trace) * (1 - percentile / 100)
-        if tail >= TAIL_REQUESTS:
-            return ""
-        return (f"the trace holds {len(self.trace):,} requests: {tail:,.1f} of them lie past "
-                f"p{percentile:g}, too few to rest that percentile on (record at least "
-                f"{math.ceil(TAIL_REQUESTS / (1 - percentile / 100)):,})")
-
-
-def _inward(low: float, high: float) -> tuple[float, float]:
-    """(low, high) rounded inward to four figures of their span (23.45, 105.5): short to
-    print in a command line, and never wider than asked."""
-    if not high > low:
-        return low, high
-    digits = 3 - math.floor(math.log10(high - low))
-    quantum = 10.0 ** -digits
-    return (round(math.ceil(low / quantum - 1e-9) * quantum, digits),  # 1e-9: 0.072 is
-            round(math.floor(high / quantum + 1e-9) * quantum, digits))  # 7,200 quanta
-
-
-@lru_cache(maxsize=32)
-def _samples(load: Load) -> tuple[tuple[int, int], ...]:
-    if load.trace:
-        return tuple((p, o) for _, p, o in load.trace)
-    rng = random.Random(load.seed)
-    draw_in, draw_out = length_sampler(load.input_len, "input"), length_sampler(
-        load.output_len, "output")
-    n = 2000
-    prompts = [draw_in(rng) for _ in range(n)]
-    return tuple(zip(prompts, [draw_out(rng) for _ in range(n)]))
-
-
-@dataclass(frozen=True)
-class Candidate:
-    accelerator: str
-    tp: int
-    pp: int
-    weights: str
-    kv: str
-    max_num_seqs: int | None
-    batch: int  # per replica, analytic
-    tpot_s: float  # analytic mean at that batch (its percentile meets the SLO)
-    ttft_floor_s: float
-    replica_rate: float  # requests/s one replica sustains within the TPOT SLO
-    replicas: int
-    price_per_gpu_hour: float | None
-    calibrated: bool
-    calibration_note: str
-    band: tuple[float, float]
-    verified: bool = False
-    sim_ttft_s: float | None = None
-    sim_tpot_s: float | None = None
-    disaggregated: str = ""  # "xPyD" when prefill and decode pools are split
-    prefill_replicas: int = 0  # x of xPyD (replicas counts both pools)
-    expert_parallel: bool = False  # MoE experts spread over the TP ranks
-    analytic_replicas: int = 0  # simulated ones: the count the analytic sizing gave
-    max_num_batched_tokens: int | None = None  # None: the engine's default
-    # simulated ones: the check that held — its requests and arrival window (seconds)
-    sim_requests: int = 0
-    sim_window_s: tuple[float, float] | None = None
-
-    @property
-    def gpus(self) -> int:
-        return self.replicas * self.tp * self.pp
-
-    @property
-    def cost_per_hour(self) -> float | None:
-        return None if self.price_per_gpu_hour is None else self.gpus * self.price_per_gpu_hour
-
-    def cost_per_million_tokens(self, output_tok_s: float) -> float | None:
-        return usd_per_million_tokens(self.cost_per_hour, output_tok_s)
-
-    @property
-    def label(self) -> str:
-        split = f" × PP{self.pp}" if self.pp > 1 else ""
-        split += " EP" if self.expert_parallel else ""
-        seqs = f", max_num_seqs {self.max_num_seqs}" if self.max_num_seqs else ""
-        if self.max_num_batched_tokens:
-            seqs += f", max_num_batched_tokens {self.max_num_batched_tokens}"
-        if self.disaggregated:
-            return (f"{self.disaggregated} pools of {self.tp} x {self.accelerator} (TP{self.tp}, "
-                    f"{self.weights})")
-        return (f"{self.replicas} replica{'s' if self.replicas > 1 else ''} of "
-                f"{self.tp * self.pp} x {self.accelerator} (TP{self.tp}{split}, {self.weights}, "
-                f"KV {self.kv}{seqs})")
-
-
-def _deployment(model: ModelSpec, acc: Accelerator, c_tp: int, pp: int, weights: str,
-                kv: str, expert_parallel: bool = False, engine: str = "vllm") -> Deployment:
-    w = None if weights == "as stored" else weights
-    return Deployment.build(model, acc, w, kv, c_tp * pp, pp, engine, expert_parallel)
 
 
 def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
@@ -355,7 +146,7 @@ def _evaluate(args: tuple[ModelSpec, str, int, int, str, str, tuple[int | None, 
      engine, max_len) = args
     acc = resolve_accelerator(gpu)
     try:
-        dep = _deployment(model, acc, tp, pp, weights, kv, ep, engine=engine)
+        dep = replica_deployment(model, acc, tp, pp, weights, kv, ep, engine=engine)
     except InputError:
         return None
     launch = EngineSettings(max_model_len=max_len, max_num_seqs=seqs,
@@ -398,18 +189,6 @@ class PlanResult:
     @property
     def winner(self) -> Candidate | None:
         return self.candidates[0] if self.candidates else None
-
-
-def weight_choices(model: ModelSpec) -> list[str]:
-    """The weight formats a plan serves: a quantized checkpoint as stored (it is the file the
-    serve command names; re-quantizing it is another checkpoint), a bf16 one as is or at fp8."""
-    return ["as stored"] if model.stored_formats else ["bf16", "fp8"]
-
-
-def fastest_weights(model: ModelSpec, acc: Accelerator) -> str:
-    """The lightest of weight_choices this card runs: fp8 where it has fp8 matmuls."""
-    choices = weight_choices(model)
-    return "fp8" if "fp8" in choices and acc.has("fp8") else choices[0]
 
 
 def search_space(model: ModelSpec, gpus: Sequence[str], max_gpus: int
@@ -481,8 +260,8 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
                                       engine)
     _, mean_out = load.means()
     miss = "" if feasible else _closest_miss(model, load, slo, gpus, max_gpus, engine)
-    split = _disaggregated(model, load, slo, gpus, max_gpus, table, engine_version, engine)
-    checked = [_verify_disaggregated(model, c, load, slo, max_gpus, engine_version, engine)
+    split = disaggregated_candidates(model, load, slo, gpus, max_gpus, table, engine_version, engine)
+    checked = [verify_disaggregated(model, c, load, slo, max_gpus, engine_version, engine)
                for c in split[:DISAGGREGATED_CHECKS]]  # None: no size within max_gpus holds
     split = [c for c in checked if c is not None] + split[DISAGGREGATED_CHECKS:]
     candidates = tuple(verified + rest)
@@ -552,7 +331,7 @@ def _verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
             ) -> Candidate | None:
     """Simulate one replica at its share of the rate; add replicas until the SLO holds."""
     acc = resolve_accelerator(c.accelerator)
-    dep = _deployment(model, acc, c.tp, c.pp, c.weights, c.kv, c.expert_parallel, engine=engine)
+    dep = replica_deployment(model, acc, c.tp, c.pp, c.weights, c.kv, c.expert_parallel, engine=engine)
     settings = EngineSettings(max_num_seqs=c.max_num_seqs,
                               max_num_batched_tokens=c.max_num_batched_tokens,
                               max_model_len=load.max_model_len(model.max_position_embeddings),
@@ -606,116 +385,6 @@ def _verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
                    sim_window_s=window if math.isfinite(window[0]) else None)
 
 
-def _handed_off(work: Iterable[Request]) -> Iterator[Request]:
-    """Requests as a decode pool receives them: the prompt's KV already there but for the last
-    token, which the first step runs to sample the first output token."""
-    for r in work:
-        r.num_computed = max(0, r.prompt_tokens - 1)
-        yield r
-
-
-def handoff_s(dep: Deployment, prompt_tokens: int) -> float:
-    """Moving one prompt's KV cache from a prefill replica to a decode replica: its bytes over
-    the inter-node link, one link per tensor-parallel rank."""
-    kv = kv_footprint(dep.model, prompt_tokens, dep.kv.bytes_per_element).bytes_per_sequence
-    return kv / (INTER_NODE_BYTES_PER_S * dep.tensor_parallel_size)
-
-
-def _verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
-                          max_gpus: int, engine_version: str | None = None,
-                          engine: str = "vllm") -> Candidate | None:
-    """Simulate both pools of an xPyD candidate, growing the one that misses, until the SLO
-    holds: TTFT = prefill pool's TTFT + KV hand-off + the decode pool's first step (their
-    percentiles added, an upper bound); TPOT from the decode pool."""
-    acc = resolve_accelerator(c.accelerator)
-    dep = _deployment(model, acc, c.tp, 1, c.weights, c.kv, engine=engine)
-    mean_in, _ = load.means()
-    config = sim_config(dep, EngineSettings(max_model_len=load.max_model_len(
-        model.max_position_embeddings),
-                                            engine_version=engine_version))
-    profile = profile_for(engine)
-    transfer_s = handoff_s(dep, max(1, round(mean_in)))
-    x, y = c.prefill_replicas, c.replicas - c.prefill_replicas
-    _, mean_out = load.means()
-    while (x + y) * c.tp <= max_gpus:  # each pool in its steady state (Load.steady)
-        work, window = load.steady(x, c.ttft_floor_s, first_token_only=True)
-        prefill = Simulator(dep, profile, config).run(iter(work), window=window)
-        work, window = load.steady(y, mean_out * c.tpot_s)
-        decode = Simulator(dep, profile, config).run(_handed_off(work), window=window)
-        first = prefill.latency_at("ttft", slo.percentile)
-        joined = decode.latency_at("ttft", slo.percentile)
-        ttft, tpot = first + transfer_s + joined, decode.latency_at("tpot", slo.percentile)
-        tpot_ok = (math.isnan(tpot) or tpot <= slo.tpot_s) and decode.rec.keeps_up
-        ttft_ok = ttft <= slo.ttft_s and prefill.rec.keeps_up  # a growing queue misses, given time
-        if ttft_ok and tpot_ok:
-            return replace(c, replicas=x + y, prefill_replicas=x, disaggregated=f"{x}P{y}D",
-                           verified=True, sim_ttft_s=ttft, sim_tpot_s=tpot)
-        grow_x = not ttft_ok and (not first < joined or not prefill.rec.keeps_up)
-        grow_y = not tpot_ok or (not ttft_ok and not joined <= first)
-        if not (grow_x or grow_y):
-            return None
-        x += max(1, x // 4) if grow_x else 0
-        y += max(1, y // 4) if grow_y else 0
-    return None
-
-
-def _disaggregated(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus: int,
-                   prices: dict[str, float | None], engine_version: str | None = None,
-                   engine: str = "vllm"
-                   ) -> list[Candidate]:
-    """xPyD: x prefill replicas sized for the prompt rate, y decode replicas for TPOT alone
-    (none for a load of one output token per request: there is no decode to split off)."""
-    mean_in, mean_out = load.means()
-    if mean_out < 2:
-        return []
-    isl, osl = max(1, round(mean_in)), max(1, round(mean_out))
-    out: list[Candidate] = []
-    profile = profile_for(engine)
-    for gpu in gpus:
-        acc = resolve_accelerator(gpu)
-        weights = fastest_weights(model, acc)
-        best: Candidate | None = None
-        for tp in (1, 2, 4, 8):
-            try:
-                dep = _deployment(model, acc, tp, 1, weights, "bf16", engine=engine)
-            except InputError:
-                continue
-            cap = max_batch(dep, isl + osl, EngineSettings(max_model_len=isl + osl,
-                                                           engine_version=engine_version))
-            if cap < 1:
-                continue
-            prefill_s = step_time_s(dep, [Seq(isl, 0)], profile)
-            transfer_s = handoff_s(dep, isl)
-            if prefill_s + transfer_s > slo.ttft_s:
-                continue
-            # prefill pool: keep utilisation ≤ 0.7 so queueing leaves TTFT within the SLO
-            x = max(1, math.ceil(load.rate * prefill_s / 0.7))
-            lo, hi = 1, cap
-            ctx = mean_decode_context(isl, osl)
-            if step_time_s(dep, decode_batch(1, ctx), profile) > slo.tpot_s:
-                continue
-            while lo < hi:
-                mid = (lo + hi + 1) // 2
-                if step_time_s(dep, decode_batch(mid, ctx), profile) <= slo.tpot_s:
-                    lo = mid
-                else:
-                    hi = mid - 1
-            tpot = step_time_s(dep, decode_batch(lo, ctx), profile)
-            y = max(1, math.ceil(load.rate / (lo / (osl * tpot))))
-            if (x + y) * tp > max_gpus:
-                continue
-            c = Candidate(acc.id, tp, 1, weights, "bf16", None, lo, tpot,
-                          prefill_s + transfer_s, lo / (osl * tpot), x + y,
-                          prices.get(acc.id), False, profile.source,
-                          (profile.band_low, profile.band_high), disaggregated=f"{x}P{y}D",
-                          prefill_replicas=x)
-            if best is None or c.gpus < best.gpus:
-                best = c
-        if best is not None:
-            out.append(best)
-    return sorted(out, key=lambda c: (c.cost_per_hour is None, c.cost_per_hour or 0.0, c.gpus))
-
-
 def _pareto(model: ModelSpec, feasible: list[Candidate], load: Load,
             engine: str = "vllm") -> list[tuple[float, float, str]]:
     """Non-dominated (tok/s per GPU, tok/s per user) points over batch, per configuration."""
@@ -729,7 +398,7 @@ def _pareto(model: ModelSpec, feasible: list[Candidate], load: Load,
         if key in seen:
             continue
         seen.add(key)
-        dep = _deployment(model, resolve_accelerator(c.accelerator), c.tp, c.pp, c.weights, c.kv,
+        dep = replica_deployment(model, resolve_accelerator(c.accelerator), c.tp, c.pp, c.weights, c.kv,
                           c.expert_parallel, engine=engine)
         b = 1
         while b <= max(1, c.batch):
@@ -759,7 +428,7 @@ def _closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],
         acc = resolve_accelerator(gpu)
         for tp in (n for n in (8, 4, 2, 1) if n <= max_gpus):  # the most the limit allows
             try:
-                dep = _deployment(model, acc, tp, 1, fastest_weights(model, acc), "bf16",
+                dep = replica_deployment(model, acc, tp, 1, fastest_weights(model, acc), "bf16",
                                   engine=engine)
             except InputError:
                 continue

@@ -7,13 +7,15 @@ import shlex
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ridgeline.candidate import Candidate
 from ridgeline.cost import mean_decode_context
 from ridgeline.explain import Step, q, step
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.memory import device_memory_bytes, engine_defaults
 from ridgeline.model import ModelSpec
-from ridgeline.plan import Candidate, Load, PlanResult, Slo
+from ridgeline.plan import PlanResult
 from ridgeline.render import table
+from ridgeline.serving_load import Load, Slo
 from ridgeline.sglang_memory import sglang_memory_defaults
 from ridgeline.units import plural
 from ridgeline.vllm_memory import vllm_accounting

@@ -1,0 +1,83 @@
+"""A candidate deployment of a plan: one configuration of replicas, as sized and checked."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ridgeline.deployment import Deployment
+from ridgeline.hardware import Accelerator
+from ridgeline.model import ModelSpec
+from ridgeline.units import usd_per_million_tokens
+
+
+@dataclass(frozen=True)
+class Candidate:
+    accelerator: str
+    tp: int
+    pp: int
+    weights: str
+    kv: str
+    max_num_seqs: int | None
+    batch: int  # per replica, analytic
+    tpot_s: float  # analytic mean at that batch (its percentile meets the SLO)
+    ttft_floor_s: float
+    replica_rate: float  # requests/s one replica sustains within the TPOT SLO
+    replicas: int
+    price_per_gpu_hour: float | None
+    calibrated: bool
+    calibration_note: str
+    band: tuple[float, float]
+    verified: bool = False
+    sim_ttft_s: float | None = None
+    sim_tpot_s: float | None = None
+    disaggregated: str = ""  # "xPyD" when prefill and decode pools are split
+    prefill_replicas: int = 0  # x of xPyD (replicas counts both pools)
+    expert_parallel: bool = False  # MoE experts spread over the TP ranks
+    analytic_replicas: int = 0  # simulated ones: the count the analytic sizing gave
+    max_num_batched_tokens: int | None = None  # None: the engine's default
+    # simulated ones: the check that held — its requests and arrival window (seconds)
+    sim_requests: int = 0
+    sim_window_s: tuple[float, float] | None = None
+
+    @property
+    def gpus(self) -> int:
+        return self.replicas * self.tp * self.pp
+
+    @property
+    def cost_per_hour(self) -> float | None:
+        return None if self.price_per_gpu_hour is None else self.gpus * self.price_per_gpu_hour
+
+    def cost_per_million_tokens(self, output_tok_s: float) -> float | None:
+        return usd_per_million_tokens(self.cost_per_hour, output_tok_s)
+
+    @property
+    def label(self) -> str:
+        split = f" × PP{self.pp}" if self.pp > 1 else ""
+        split += " EP" if self.expert_parallel else ""
+        seqs = f", max_num_seqs {self.max_num_seqs}" if self.max_num_seqs else ""
+        if self.max_num_batched_tokens:
+            seqs += f", max_num_batched_tokens {self.max_num_batched_tokens}"
+        if self.disaggregated:
+            return (f"{self.disaggregated} pools of {self.tp} x {self.accelerator} (TP{self.tp}, "
+                    f"{self.weights})")
+        return (f"{self.replicas} replica{'s' if self.replicas > 1 else ''} of "
+                f"{self.tp * self.pp} x {self.accelerator} (TP{self.tp}{split}, {self.weights}, "
+                f"KV {self.kv}{seqs})")
+
+
+def replica_deployment(model: ModelSpec, acc: Accelerator, c_tp: int, pp: int, weights: str,
+                kv: str, expert_parallel: bool = False, engine: str = "vllm") -> Deployment:
+    w = None if weights == "as stored" else weights
+    return Deployment.build(model, acc, w, kv, c_tp * pp, pp, engine, expert_parallel)
+
+
+def weight_choices(model: ModelSpec) -> list[str]:
+    """The weight formats a plan serves: a quantized checkpoint as stored (it is the file the
+    serve command names; re-quantizing it is another checkpoint), a bf16 one as is or at fp8."""
+    return ["as stored"] if model.stored_formats else ["bf16", "fp8"]
+
+
+def fastest_weights(model: ModelSpec, acc: Accelerator) -> str:
+    """The lightest of weight_choices this card runs: fp8 where it has fp8 matmuls."""
+    choices = weight_choices(model)
+    return "fp8" if "fp8" in choices and acc.has("fp8") else choices[0]

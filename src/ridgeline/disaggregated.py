@@ -1,0 +1,136 @@
+"""Disaggregated prefill and decode pools (xPyD): x prefill replicas sized for the prompt
+rate, y decode replicas for TPOT alone, each prompt's KV cache handed off over the
+inter-node link; the cheapest checked by simulating both pools."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
+
+from ridgeline.candidate import Candidate, fastest_weights, replica_deployment
+from ridgeline.cost import Seq, decode_batch, mean_decode_context, step_time_s
+from ridgeline.deployment import Deployment
+from ridgeline.engines import profile_for
+from ridgeline.errors import InputError
+from ridgeline.hardware import resolve_accelerator
+from ridgeline.kvcache import kv_footprint
+from ridgeline.memory import EngineSettings, max_batch
+from ridgeline.model import ModelSpec
+from ridgeline.parallel import INTER_NODE_BYTES_PER_S
+from ridgeline.serving_load import Load, Slo
+from ridgeline.sim.config import sim_config
+from ridgeline.sim.request import Request
+from ridgeline.sim.simulator import Simulator
+
+DISAGGREGATED_CHECKS = 2  # cheapest xPyD candidates checked by simulating both pools
+
+
+def handed_off(work: Iterable[Request]) -> Iterator[Request]:
+    """Requests as a decode pool receives them: the prompt's KV already there but for the last
+    token, which the first step runs to sample the first output token."""
+    for r in work:
+        r.num_computed = max(0, r.prompt_tokens - 1)
+        yield r
+
+
+def handoff_s(dep: Deployment, prompt_tokens: int) -> float:
+    """Moving one prompt's KV cache from a prefill replica to a decode replica: its bytes over
+    the inter-node link, one link per tensor-parallel rank."""
+    kv = kv_footprint(dep.model, prompt_tokens, dep.kv.bytes_per_element).bytes_per_sequence
+    return kv / (INTER_NODE_BYTES_PER_S * dep.tensor_parallel_size)
+
+
+def verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
+                          max_gpus: int, engine_version: str | None = None,
+                          engine: str = "vllm") -> Candidate | None:
+    """Simulate both pools of an xPyD candidate, growing the one that misses, until the SLO
+    holds: TTFT = prefill pool's TTFT + KV hand-off + the decode pool's first step (their
+    percentiles added, an upper bound); TPOT from the decode pool."""
+    acc = resolve_accelerator(c.accelerator)
+    dep = replica_deployment(model, acc, c.tp, 1, c.weights, c.kv, engine=engine)
+    mean_in, _ = load.means()
+    config = sim_config(dep, EngineSettings(max_model_len=load.max_model_len(
+        model.max_position_embeddings),
+                                            engine_version=engine_version))
+    profile = profile_for(engine)
+    transfer_s = handoff_s(dep, max(1, round(mean_in)))
+    x, y = c.prefill_replicas, c.replicas - c.prefill_replicas
+    _, mean_out = load.means()
+    while (x + y) * c.tp <= max_gpus:  # each pool in its steady state (Load.steady)
+        work, window = load.steady(x, c.ttft_floor_s, first_token_only=True)
+        prefill = Simulator(dep, profile, config).run(iter(work), window=window)
+        work, window = load.steady(y, mean_out * c.tpot_s)
+        decode = Simulator(dep, profile, config).run(handed_off(work), window=window)
+        first = prefill.latency_at("ttft", slo.percentile)
+        joined = decode.latency_at("ttft", slo.percentile)
+        ttft, tpot = first + transfer_s + joined, decode.latency_at("tpot", slo.percentile)
+        tpot_ok = (math.isnan(tpot) or tpot <= slo.tpot_s) and decode.rec.keeps_up
+        ttft_ok = ttft <= slo.ttft_s and prefill.rec.keeps_up  # a growing queue misses, given time
+        if ttft_ok and tpot_ok:
+            return replace(c, replicas=x + y, prefill_replicas=x, disaggregated=f"{x}P{y}D",
+                           verified=True, sim_ttft_s=ttft, sim_tpot_s=tpot)
+        grow_x = not ttft_ok and (not first < joined or not prefill.rec.keeps_up)
+        grow_y = not tpot_ok or (not ttft_ok and not joined <= first)
+        if not (grow_x or grow_y):
+            return None
+        x += max(1, x // 4) if grow_x else 0
+        y += max(1, y // 4) if grow_y else 0
+    return None
+
+
+def disaggregated_candidates(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus: int,
+                   prices: dict[str, float | None], engine_version: str | None = None,
+                   engine: str = "vllm"
+                   ) -> list[Candidate]:
+    """xPyD: x prefill replicas sized for the prompt rate, y decode replicas for TPOT alone
+    (none for a load of one output token per request: there is no decode to split off)."""
+    mean_in, mean_out = load.means()
+    if mean_out < 2:
+        return []
+    isl, osl = max(1, round(mean_in)), max(1, round(mean_out))
+    out: list[Candidate] = []
+    profile = profile_for(engine)
+    for gpu in gpus:
+        acc = resolve_accelerator(gpu)
+        weights = fastest_weights(model, acc)
+        best: Candidate | None = None
+        for tp in (1, 2, 4, 8):
+            try:
+                dep = replica_deployment(model, acc, tp, 1, weights, "bf16", engine=engine)
+            except InputError:
+                continue
+            cap = max_batch(dep, isl + osl, EngineSettings(max_model_len=isl + osl,
+                                                           engine_version=engine_version))
+            if cap < 1:
+                continue
+            prefill_s = step_time_s(dep, [Seq(isl, 0)], profile)
+            transfer_s = handoff_s(dep, isl)
+            if prefill_s + transfer_s > slo.ttft_s:
+                continue
+            # prefill pool: keep utilisation ≤ 0.7 so queueing leaves TTFT within the SLO
+            x = max(1, math.ceil(load.rate * prefill_s / 0.7))
+            lo, hi = 1, cap
+            ctx = mean_decode_context(isl, osl)
+            if step_time_s(dep, decode_batch(1, ctx), profile) > slo.tpot_s:
+                continue
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                if step_time_s(dep, decode_batch(mid, ctx), profile) <= slo.tpot_s:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            tpot = step_time_s(dep, decode_batch(lo, ctx), profile)
+            y = max(1, math.ceil(load.rate / (lo / (osl * tpot))))
+            if (x + y) * tp > max_gpus:
+                continue
+            c = Candidate(acc.id, tp, 1, weights, "bf16", None, lo, tpot,
+                          prefill_s + transfer_s, lo / (osl * tpot), x + y,
+                          prices.get(acc.id), False, profile.source,
+                          (profile.band_low, profile.band_high), disaggregated=f"{x}P{y}D",
+                          prefill_replicas=x)
+            if best is None or c.gpus < best.gpus:
+                best = c
+        if best is not None:
+            out.append(best)
+    return sorted(out, key=lambda c: (c.cost_per_hour is None, c.cost_per_hour or 0.0, c.gpus))

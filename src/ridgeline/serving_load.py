@@ -1,0 +1,163 @@
+"""The load a plan serves and the SLO it keeps: request rate and lengths (drawn, or replayed
+from a trace), and how one replica's share of it is simulated to a steady state."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+from ridgeline.errors import InputError
+from ridgeline.sim.metrics import STEADY_LIFETIMES
+from ridgeline.sim.request import Request
+from ridgeline.sim.workload import Workload, length_sampler, read_trace
+
+# At least this many requests per checked replica: some 1,200 arrive in the window, so the
+# keep-up test's two Poisson deviations (2/√n) come to 6 % — a queue growing that fast is
+# caught (with 400, a 10 % overload of a short-lived load passed: plan audit, 2026-11-30) …
+SIM_REQUESTS = 1600
+MAX_SIM_REQUESTS = 6000  # … and up to this many, to reach the steady state
+TAIL_REQUESTS = 10  # a trace's requests past the SLO's percentile, fewest to rest it on
+# A check's arrivals span STEADY_SPANS request lifetimes (analytic TTFT + output × TPOT); the
+# latencies counted are of those arriving after WARMUP_SPANS lifetimes and at least one before
+# the last arrival: a short run measures the batch still filling up (or draining) and reads
+# an overloaded replica as fine (Llama-3.1-8B on one H100 at 40 req/s: p90 TPOT 43 ms over
+# 400 requests, 69 ms over 4,000, where it serves 18 req/s).
+STEADY_SPANS = 10
+WARMUP_SPANS = 2
+
+
+@dataclass(frozen=True)
+class Slo:
+    ttft_s: float
+    tpot_s: float
+    percentile: float = 90.0
+
+
+@dataclass(frozen=True)
+class Load:
+    rate: float  # requests per second
+    input_len: str
+    output_len: str
+    seed: int = 0
+    trace: tuple[tuple[float, int, int], ...] = ()  # (arrival s, prompt, output), if replayed
+    trace_path: str = ""  # … and the file they came from
+
+    @classmethod
+    def from_trace(cls, path: str, seed: int = 0) -> Load:
+        """A recorded load: its mean rate and lengths for sizing, its requests for checking."""
+        rows = tuple((r.arrival_s, r.prompt_tokens, r.output_tokens) for r in read_trace(path))
+        span = rows[-1][0] - rows[0][0]
+        if len(rows) < 2 or span <= 0:
+            raise InputError(f"{path}: a trace needs at least two requests at different times")
+        load = cls((len(rows) - 1) / span, path, path, seed, rows)
+        mean_in, mean_out = load.means()
+        return replace(load, input_len=f"{path} (mean {mean_in:,.0f})",
+                       output_len=f"mean {mean_out:,.0f}", trace_path=path)
+
+    def samples(self) -> list[tuple[int, int]]:
+        """(prompt, output) of every request of a trace, or of 2,000 drawn from the load."""
+        return list(_samples(self))
+
+    def means(self) -> tuple[float, float]:
+        drawn = self.samples()
+        n = len(drawn)
+        return sum(p for p, _ in drawn) / n, sum(o for _, o in drawn) / n
+
+    def max_model_len(self, limit: int | None = None) -> int:
+        """The --max-model-len to run it with: the longest request sampled (of a trace, the
+        longest of all), so the engine refuses none, capped at the model's context ``limit``."""
+        longest = max(p + o for p, o in self.samples()) + 16
+        return min(longest, limit) if limit else longest
+
+    def refused_share(self, limit: int | None) -> float:
+        """The share of requests longer than the model's context: an engine refuses them."""
+        if not limit:
+            return 0.0
+        drawn = self.samples()
+        return sum(p + o > limit for p, o in drawn) / len(drawn)
+
+    def for_sizing(self) -> Load:
+        """The same means without the trace rows (what the candidate workers need)."""
+        if not self.trace:
+            return self
+        mean_in, mean_out = self.means()
+        return Load(self.rate, str(max(1, round(mean_in))), str(max(1, round(mean_out))),
+                    self.seed)
+
+    def share(self, replicas: int, first_token_only: bool = False,
+              count: int = SIM_REQUESTS) -> Iterator[Request]:
+        """What one of ``replicas`` replicas receives: its share of the synthetic load, or
+        every replicas-th request of the trace (round-robin), ``count`` of them."""
+        if not self.trace:
+            return iter(Workload(count, self.input_len,
+                                 "1" if first_token_only else self.output_len,
+                                 self.rate / replicas, seed=self.seed))
+        rows = self.trace[:count * replicas:replicas]
+        return (Request(i, t, p, 1 if first_token_only else o) for i, (t, p, o) in enumerate(rows))
+
+    def steady(self, replicas: int, lifetime_s: float, first_token_only: bool = False
+               ) -> tuple[list[Request], tuple[float, float]]:
+        """One replica's share, long enough to reach the steady state, and the arrival window
+        whose latencies count: past the warm-up, and (set from the requests' own arrivals)
+        ending before the last of them, so that it holds no drain."""
+        rate = self.rate / replicas
+        life = max(lifetime_s, 1e-3)
+        count = int(min(MAX_SIM_REQUESTS, max(SIM_REQUESTS, math.ceil(rate * STEADY_SPANS * life))))
+        if self.trace:
+            count = min(count, -(-len(self.trace) // replicas))
+        work = list(self.share(replicas, first_token_only, count))
+        start, span = work[0].arrival_s, work[-1].arrival_s - work[0].arrival_s
+        warm, tail = min(WARMUP_SPANS * life, 0.3 * span), min(life, 0.2 * span)
+        window = _inward(start + warm, start + span - tail)  # short figures for a command
+        if self.trace and sum(window[0] <= r.arrival_s <= window[1] for r in work) < count / 2:
+            window = (-math.inf, math.inf)  # a burst: no steady part to keep (plan says so)
+        return work, window
+
+    def transient(self, lifetime_s: float) -> str:
+        """What to say of a trace too short, or too bursty, to reach a steady state, or ""."""
+        if not self.trace:
+            return ""
+        span = self.trace[-1][0] - self.trace[0][0]
+        if span >= STEADY_LIFETIMES * lifetime_s:
+            return ""
+        return (f"the trace's arrivals span {span:,.1f} s, under {STEADY_LIFETIMES} request "
+                f"lifetimes ({lifetime_s:,.1f} s): the checks read its batch filling up and "
+                "draining, lighter than a steady load of the same rate")
+
+    def thin(self, percentile: float) -> str:
+        """What to say of a trace with too few requests past ``percentile`` to rest a
+        percentile on (fewer than TAIL_REQUESTS), or ""."""
+        if not self.trace:
+            return ""
+        tail = len(self.trace) * (1 - percentile / 100)
+        if tail >= TAIL_REQUESTS:
+            return ""
+        return (f"the trace holds {len(self.trace):,} requests: {tail:,.1f} of them lie past "
+                f"p{percentile:g}, too few to rest that percentile on (record at least "
+                f"{math.ceil(TAIL_REQUESTS / (1 - percentile / 100)):,})")
+
+
+def _inward(low: float, high: float) -> tuple[float, float]:
+    """(low, high) rounded inward to four figures of their span (23.45, 105.5): short to
+    print in a command line, and never wider than asked."""
+    if not high > low:
+        return low, high
+    digits = 3 - math.floor(math.log10(high - low))
+    quantum = 10.0 ** -digits
+    return (round(math.ceil(low / quantum - 1e-9) * quantum, digits),  # 1e-9: 0.072 is
+            round(math.floor(high / quantum + 1e-9) * quantum, digits))  # 7,200 quanta
+
+
+@lru_cache(maxsize=32)
+def _samples(load: Load) -> tuple[tuple[int, int], ...]:
+    if load.trace:
+        return tuple((p, o) for _, p, o in load.trace)
+    rng = random.Random(load.seed)
+    draw_in, draw_out = length_sampler(load.input_len, "input"), length_sampler(
+        load.output_len, "output")
+    n = 2000
+    prompts = [draw_in(rng) for _ in range(n)]
+    return tuple(zip(prompts, [draw_out(rng) for _ in range(n)]))
