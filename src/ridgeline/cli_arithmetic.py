@@ -202,7 +202,7 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
     return one(args)
 
 def cmd_utilization(args: argparse.Namespace) -> Any:
-    from ridgeline.reports.decode import utilization_report
+    from ridgeline.reports.utilization import utilization_report
 
     acc = load_accelerator(args)
     dep = load_deployment(args) if args.model else None

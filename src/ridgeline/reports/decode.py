@@ -1,4 +1,5 @@
-"""`ridgeline decode`, `prefill` and `utilization`: the article's floors, one division each."""
+"""`ridgeline decode` and `prefill`: the article's floors, one division each, beside what
+the engine is expected to take."""
 
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ from ridgeline.cost import (
 )
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
-from ridgeline.errors import InputError
 from ridgeline.explain import Step, q, step
 from ridgeline.floors import (
     DecodeFloor,
@@ -26,20 +26,15 @@ from ridgeline.floors import (
     floor_time_s,
     prefill_floor,
 )
-from ridgeline.hardware import Accelerator
 from ridgeline.llamacpp_batching import llamacpp_n_ubatch, prefill_time
 from ridgeline.model import trained_context_caution
 from ridgeline.render import table
 from ridgeline.reports.profile_story import overhead_q, share_qs
 from ridgeline.roofline import (
-    arithmetic_share,
-    expert_intensity,
-    expert_ridge_batch,
     ridge_point,
-    ridge_step,
 )
-from ridgeline.stages import micro_batch, micro_batches, split_batch
-from ridgeline.units import GB, GIB, plural, usd_per_million_tokens
+from ridgeline.stages import micro_batch, micro_batches
+from ridgeline.units import GB, plural, usd_per_million_tokens
 
 _NO_EXPECTATION = ("expected on {engine}: nothing: this deployment does not fit, so it runs at "
                    "no speed (`ridgeline fit` for the levers)")
@@ -625,130 +620,3 @@ class PrefillComparison(_ByCard):
                               "ridge", "bound"]),
                 *placement_lines([r.deployment for r in self.reports]),
                 "", "`--gpu NAME` alone for one card's breakdown"]
-
-
-@dataclass(frozen=True)
-class UtilizationReport:
-    accelerator: Accelerator
-    compute_dtype: str
-    running: int
-    bytes_per_weight: float
-    kv_batch_limit: int | None
-    context: int | None
-    model: str | None
-    steps: tuple[Step, ...]
-    caution: str = ""  # a context past the model's trained one
-    experts: str = ""  # an MoE model: what the routed experts' share is
-    refusal: str = ""  # why the engine would not start at this context
-    micro_batches: int = 1  # pipeline parallel: the running batch split over the stages
-
-    @property
-    def ridge(self) -> float:
-        a = self.accelerator
-        return ridge_point(a.peak(self.compute_dtype), a.memory_bandwidth_bytes_per_s)
-
-    @property
-    def stage_batch(self) -> int:
-        return split_batch(self.running, self.micro_batches)
-
-    @property
-    def fraction_of_arithmetic(self) -> float:
-        return arithmetic_share(self.stage_batch, self.bytes_per_weight, self.ridge)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"accelerator": self.accelerator.id, "running": self.running,
-                "stage_batch": self.stage_batch,
-                "ridge_flop_per_byte": self.ridge,
-                "fraction_of_arithmetic": self.fraction_of_arithmetic,
-                "bytes_per_weight": self.bytes_per_weight,
-                "kv_batch_limit": self.kv_batch_limit, "context": self.context,
-                "model": self.model, "experts": self.experts or None,
-                "refusal": self.refusal or None,
-                "cautions": [self.caution] if self.caution else []}
-
-    def text_lines(self) -> list[str]:
-        lines = [
-            f"{self.running} running against a ridge of {self.ridge:,.0f} on "
-            f"{self.accelerator.id}: {self.fraction_of_arithmetic:.1%} of the arithmetic "
-            "you are billed for" + (" (the weights every token reads)" if self.experts else "")
-            + (f", each of {self.micro_batches} pipeline stages multiplying a micro-batch of "
-               f"{self.stage_batch:,}" if self.micro_batches > 1 else ""),
-            *([f"  {self.experts}"] if self.experts else []),
-        ]
-        if self.kv_batch_limit is not None:
-            engine = "llama.cpp" if self.accelerator.vendor == "apple" else "vLLM"
-            n = self.kv_batch_limit
-            lines.append(f"{engine}'s KV pool for {self.model} (its "
-                         f"{'vllm serve ' if engine == 'vLLM' else ''}defaults) holds "
-                         f"{n:,} {plural(n, 'conversation')} of {self.context:,} tokens"
-                         + (f": {self.refusal}" if self.refusal else ""))
-            if not self.refusal and self.kv_batch_limit < self.running:
-                lines.append("  the running batch exceeds what the pool holds at this context: "
-                             "expect preemption, or the real contexts are shorter")
-            elif not self.refusal and self.running < self.kv_batch_limit:
-                lines.append("  there is room for more: the batch is capped by traffic or by "
-                             "settings (--max-num-seqs), not by memory")
-        lines.append("Read it from vllm:num_requests_running on /metrics, or 'Running: N reqs' "
-                     "in vLLM's log; --max-num-seqs is only a ceiling.")
-        return lines + ([f"caution: {self.caution}"] if self.caution else [])
-
-
-def utilization_report(
-    acc: Accelerator, running: int, compute_dtype: str = "bf16", bytes_per_weight: float = 2.0,
-    dep: Deployment | None = None, context: int | None = None,
-) -> UtilizationReport:
-    from ridgeline.memory import (
-        EngineSettings,
-        context_refusal,
-        held_conversations,
-        kv_pool,
-        refuses_to_start,
-    )
-
-    limit, refusal = None, ""
-    if dep is not None and context is not None:  # the engine's pool at its defaults
-        engine = "llama.cpp-metal" if acc.vendor == "apple" else "vllm"  # no vLLM on Metal
-        dep = replace(dep, engine=engine)
-        pool = kv_pool(dep, EngineSettings(max_model_len=context))
-        if pool.rest_bytes < 0:  # nothing runs: no batch to read against the ridge
-            raise InputError(f"does not fit: {dep.model.name}'s weights "
-                             f"({pool.weight_bytes / GIB:,.1f} GiB per GPU) and {engine}'s "
-                             f"start-up overheads overflow {dep.num_gpus} x {acc.id} (see "
-                             "`ridgeline fit`)")
-        refusal = context_refusal(dep, context) or (
-            f"{engine} would refuse to start, one {context:,}-token request being more than its "
-            "pool (`ridgeline fit` for the levers)" if refuses_to_start(pool, dep, context)
-            else "")
-        limit = held_conversations(pool, dep, context)
-        bytes_per_weight = dep.bytes_per_weight_split[0]  # the weights every token reads
-        compute_dtype = dep.dense_compute_dtype
-    ridge = ridge_point(acc.peak(compute_dtype), acc.memory_bandwidth_bytes_per_s)
-    stages = 1 if dep is None else micro_batches(dep)
-    per_stage = split_batch(running, stages)  # a pipeline's stages each multiply one
-    steps = (ridge_step(acc, compute_dtype),
-             step("share of the arithmetic in use",
-                  "(2 × running ÷ bytes per weight) ÷ ridge" if stages == 1 else
-                  f"(2 × ⌈running ÷ {stages} micro-batches⌉ ÷ bytes per weight) ÷ ridge",
-                  q("fraction", arithmetic_share(per_stage, bytes_per_weight, ridge)),
-                  q("running", running, "",
-                                                                "vllm:num_requests_running"),
-                  *([q("micro-batch", per_stage, "", f"one in each of {stages} pipeline "
-                       "stages")] if stages > 1 else []),
-                  q("ridge", ridge, "FLOP/byte"), q("bytes per weight", bytes_per_weight, "B")),)
-    experts = ""
-    if dep is not None and dep.model.moe is not None:
-        moe = dep.model.moe
-        expert_ridge = ridge_point(acc.peak(dep.expert_compute_dtype),
-                                   acc.memory_bandwidth_bytes_per_s)
-        expert_batch = expert_ridge_batch(acc, dep.expert_compute_dtype,
-                                          dep.bytes_per_weight_split[1], moe.routed_fraction)
-        share = expert_intensity(per_stage, dep.model, dep.bytes_per_weight_split[1]) \
-            / expert_ridge
-        experts = (f"the routed experts see {per_stage:,} × {moe.routed_fraction:.3f} tokens each: "
-                   f"{min(1.0, share):.1%} of their arithmetic (they reach the ridge near batch "
-                   f"{expert_batch:,.0f})")
-    return UtilizationReport(acc, compute_dtype, running, bytes_per_weight, limit, context,
-                             dep.model.name if dep else None, steps,
-                             context_caution(dep, context) if dep and context
-                             and not context_refusal(dep, context) else "", experts, refusal,
-                             stages)
