@@ -987,3 +987,42 @@ def test_the_summed_decodes_hold_what_each_member_has_left_clipped(
             dset.discard(r, g)
         assert dset.held(g) == sum(min(r.output_tokens - (r.decode_gen + g), clip)
                                    for r in live)
+
+
+# --- whether the simulated engine starts at all (sim/config.start_refusal) ---
+
+
+def test_an_engine_whose_pool_holds_the_context_starts() -> None:
+    from ridgeline.memory import EngineSettings
+    from ridgeline.sim.config import start_refusal
+
+    dep = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"),
+                           engine="vllm")
+    settings = EngineSettings(max_model_len=8192)
+    assert start_refusal(dep, settings, sim_config(dep, settings)) is None
+
+
+def test_vllm_left_at_its_default_length_refuses_where_the_pool_is_short_of_it() -> None:
+    """An A10G's 24 GB leave Llama-3.1-8B less than one 131,072-token sequence; a stated
+    8K length starts."""
+    from ridgeline.memory import EngineSettings
+    from ridgeline.sim.config import start_refusal
+
+    dep = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("a10g"),
+                           engine="vllm")
+    default = start_refusal(dep, EngineSettings(), sim_config(dep, EngineSettings()))
+    assert default is not None and "default max_model_len, the model's 131,072" in default
+    short = EngineSettings(max_model_len=8192)
+    assert start_refusal(dep, short, sim_config(dep, short)) is None
+
+
+def test_weights_that_leave_no_pool_say_so_before_anything_else() -> None:
+    from ridgeline.memory import EngineSettings
+    from ridgeline.sim.config import start_refusal
+
+    dep = Deployment.build(resolve_model("llama-3.1-70b"), resolve_accelerator("h100"),
+                           engine="vllm")  # 141 GB of bf16 weights on one 80 GB card
+    settings = EngineSettings(max_model_len=8192)
+    refusal = start_refusal(dep, settings, sim_config(dep, settings))
+    assert refusal is not None and refusal.startswith("does not fit: llama-3.1-70b leaves no "
+                                                      "KV pool on 1 x h100-sxm")

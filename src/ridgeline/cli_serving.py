@@ -165,9 +165,9 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     from dataclasses import replace
 
     from ridgeline.engines import engine_id
-    from ridgeline.memory import context_refusal, kv_pool, refuses_to_start
+    from ridgeline.memory import kv_pool
     from ridgeline.reports.simulate import SimulateReport
-    from ridgeline.sim.config import sim_config
+    from ridgeline.sim.config import sim_config, start_refusal
     from ridgeline.sim.lanes import pipeline_lane, run_lanes
     from ridgeline.sim.simulator import Simulator
     from ridgeline.sim.workload import Workload, read_trace
@@ -217,31 +217,13 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                         cells=settings.max_model_len if story else None)
     if args.ignore_eos:
         config = replace(config, ignore_eos=True)
-    if config.num_blocks < 1:
-        hint = ("; llama.cpp's --fit would keep layers in host memory: -ngl auto "
-                "--host-bandwidth-gbs GB/s" if engine.startswith("llama.cpp")
-                and dep.offload is None and acc.vendor != "apple" and acc.form != "soc" else "")
-        raise InputError(f"does not fit: {dep.model.name} leaves no KV pool on "
-                         f"{dep.num_gpus} x {acc.id} (see `ridgeline fit`{hint})")
-    if not auto_layers(args):  # the host's RAM holds the host layers' cache for the pool
-        from ridgeline.memory import check_host_memory_for
+    refusal = start_refusal(dep, settings, config)
+    if config.num_blocks >= 1 and not auto_layers(args):  # the host's RAM holds the host
+        from ridgeline.memory import check_host_memory_for  # layers' cache for the pool
 
         check_host_memory_for(dep, config.num_blocks * config.block_size)
-    if settings.max_model_len and context_refusal(dep, settings.max_model_len):
-        raise InputError(context_refusal(dep, settings.max_model_len))
-    if settings.max_model_len and refuses_to_start(kv_pool(dep, settings), dep,
-                                                   settings.max_model_len):
-        raise InputError(f"does not fit: {engine} would refuse to start, its KV pool holding "
-                         f"less than one {settings.max_model_len:,}-token sequence (see "
-                         "`ridgeline fit`)")
-    if not settings.max_model_len and engine == "vllm":  # vLLM's default: the model's context
-        default_len = config.max_model_len
-        if refuses_to_start(kv_pool(dep, replace(settings, max_model_len=default_len)), dep,
-                            default_len):
-            raise InputError(f"does not fit: vllm would refuse to start at its default "
-                             f"max_model_len, the model's {default_len:,} tokens, its KV pool "
-                             "holding less than one such sequence; give --max-model-len "
-                             "(`ridgeline fit --target-concurrency 1` finds the longest)")
+    if refusal:
+        raise InputError(refusal)
     if args.trace and args.rate is not None:
         raise InputError("--trace replays its own arrival times; drop --rate")
     if args.rate is not None and args.concurrency is not None:

@@ -83,3 +83,38 @@ def sim_config(dep: Deployment, settings: object | None = None,
                      spec_acceptance=spec_acceptance, spec_draft_cost=spec_draft_cost,
                      fast_path=fast_path, reserve_full=dep.engine == "trtllm",
                      prefill_first=dep.engine == "sglang", token_ratio=dep.engine == "sglang")
+
+
+def start_refusal(dep: Deployment, settings: object, config: SimConfig) -> str | None:
+    """Why the engine behind ``config`` would not start, as the user would read it, or None:
+    no KV pool beside the weights; a context the model cannot take; a pool smaller than one
+    --max-model-len sequence (vLLM: one of its default, the model's whole context)."""
+    from dataclasses import replace
+
+    from ridgeline.memory import EngineSettings, context_refusal, kv_pool, refuses_to_start
+
+    s = settings if isinstance(settings, EngineSettings) else EngineSettings()
+    where = f"{dep.num_gpus} x {dep.accelerator.id}"
+    if config.num_blocks < 1:
+        acc = dep.accelerator
+        hint = ("; llama.cpp's --fit would keep layers in host memory: -ngl auto "
+                "--host-bandwidth-gbs GB/s" if dep.engine.startswith("llama.cpp")
+                and dep.offload is None and acc.vendor != "apple" and acc.form != "soc" else "")
+        return f"does not fit: {dep.model.name} leaves no KV pool on {where} (see " \
+               f"`ridgeline fit`{hint})"
+    if s.max_model_len:
+        refusal = context_refusal(dep, s.max_model_len)
+        if refusal:
+            return refusal
+        if refuses_to_start(kv_pool(dep, s), dep, s.max_model_len):
+            return (f"does not fit: {dep.engine} would refuse to start, its KV pool holding "
+                    f"less than one {s.max_model_len:,}-token sequence (see `ridgeline fit`)")
+    elif dep.engine == "vllm":  # vLLM's default: the model's whole context
+        default_len = config.max_model_len
+        if refuses_to_start(kv_pool(dep, replace(s, max_model_len=default_len)), dep,
+                            default_len):
+            return (f"does not fit: vllm would refuse to start at its default max_model_len, "
+                    f"the model's {default_len:,} tokens, its KV pool holding less than one "
+                    "such sequence; give --max-model-len (`ridgeline fit "
+                    "--target-concurrency 1` finds the longest)")
+    return None
