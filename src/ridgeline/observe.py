@@ -25,15 +25,12 @@ Network reads are bounded in size and time; only this module and hub.py touch th
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import re
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ridgeline.engine_metrics import (
     E2E,
@@ -53,24 +50,27 @@ from ridgeline.engine_metrics import (
     WAITING_BY_REASON,
 )
 from ridgeline.errors import InputError, shorten
+from ridgeline.observation import (
+    MAX_COUNT,
+    MAX_REQUESTS,
+    MAX_TOKENS,
+    REQUEST_TOKENS_RANGE,
+    REQUESTS_RANGE,
+    Observation,
+    checked,
+)
+from ridgeline.observe_bench import from_bench
 from ridgeline.prometheus import Histogram, Scrape, parse_scrape, split_scrapes
 from ridgeline.userfiles import read_bounded
 
 MAX_BYTES = 16 * 2**20
-MAX_REQUESTS = 10_000_000  # running or waiting: far past any engine's max_num_seqs
-MAX_COUNT = 1e18  # a counter or a histogram series: tokens, requests, seconds
-# What each metric may hold (the bounds included; NaN never): a value outside is a broken
-# exporter or a hand-edited file, and the arithmetic downstream would turn it into nonsense.
-_REQUESTS = f"a number of requests, 0 to {MAX_REQUESTS:,}"
 _FRACTION = "the fraction of the KV pool in use, 0 to 1"
 _COUNTER = f"a counter, 0 to {MAX_COUNT:g}"
 _HISTOGRAMS = tuple(f"{n}{part}" for n in TTFT + ITL + E2E for part in ("_bucket", "_sum",
                                                                           "_count"))
 MAX_ENGINES = 4096  # data-parallel engines one log line may aggregate
-MAX_TOKENS = 1e9  # a request's tokens, or a server's KV cells in use: past any context
-_REQUEST_TOKENS = f"a request's tokens, 0 to {MAX_TOKENS:g}"
 _LIMITS: tuple[tuple[tuple[str, ...], float, float, str], ...] = (
-    (RUNNING + WAITING + (WAITING_BY_REASON,), 0.0, MAX_REQUESTS, _REQUESTS),
+    (RUNNING + WAITING + (WAITING_BY_REASON,), 0.0, MAX_REQUESTS, REQUESTS_RANGE),
     (KV_USAGE, 0.0, 1.0, _FRACTION),
     ((LLAMACPP_KV_TOKENS,), 0.0, MAX_TOKENS, f"a number of KV cells, 0 to {MAX_TOKENS:g}"),
     (PREEMPTIONS + PROMPT_TOKENS + GENERATION_TOKENS + GENERATION_SECONDS + REQUESTS
@@ -91,50 +91,6 @@ _LOG = re.compile(
 _V0_PREEMPTED = re.compile(r"is preempted by .*?total_num_cumulative_preemption=(\d+)")
 
 
-@dataclass
-class Observation:
-    source: str
-    kind: str  # metrics | log | bench
-    running: list[float] = field(default_factory=list)
-    waiting: list[float] = field(default_factory=list)
-    kv_usage: list[float] = field(default_factory=list)  # 0–1
-    preemptions: float | None = None
-    prompt_tok_s: float | None = None
-    generation_tok_s: float | None = None
-    latency_ms: dict[str, dict[str, float]] = field(default_factory=dict)  # ttft/itl/e2e
-    mean_prompt_tokens: float | None = None
-    mean_output_tokens: float | None = None
-    duration_s: float | None = None
-    notes: list[str] = field(default_factory=list)
-    model_names: list[str] = field(default_factory=list)  # as the engine labels its metrics
-    engine_family: str | None = None  # vllm, sglang or llama.cpp: whose metric names these are
-    engines: int = 1  # vLLM data-parallel engine cores (the "engine" label): figures are each's
-    kv_tokens: list[float] = field(default_factory=list)  # llama-server's cells in use (older)
-
-    @property
-    def batch(self) -> float | None:
-        """The running batch: the mean the engine reported, or Little's law from a bench."""
-        if self.running:
-            return statistics.fmean(self.running)
-        itl = self.latency_ms.get("itl", {}).get("mean")
-        if self.generation_tok_s and itl and not math.isnan(itl):
-            return self.generation_tok_s * itl / 1e3
-        return None
-
-
-def stats(values: list[float]) -> dict[str, float]:
-    if not values:
-        return {}
-    ordered = sorted(values)
-
-    def pick(q: float) -> float:
-        return ordered[min(len(ordered) - 1, int(q * (len(ordered) - 1) + 0.5))]
-
-    return {"mean": statistics.fmean(values), "p50": pick(0.5), "p90": pick(0.9),
-            "max": ordered[-1]}
-
-
-# -- reading ----------------------------------------------------------------------------
 def fetch(url: str, timeout_s: float = 5.0) -> str:
     """GET a URL with a bounded size and a deadline; clear errors for every way it fails."""
     import http.client
@@ -209,13 +165,6 @@ def read_source(source: str, duration_s: float = 60.0, interval_s: float = 1.0) 
     if _LOG.search(text):
         return from_log(text, source)
     return from_scrapes(split_scrapes(text), source)
-
-
-def checked(value: float, source: str, name: str, low: float, high: float, what: str) -> float:
-    """``value`` when it lies in [low, high]; else an error naming the source and the metric."""
-    if not low <= value <= high:  # NaN fails both
-        raise InputError(f"{source}: {name} is {value:g}; it must be {what}")
-    return value
 
 
 def check_scrape(scrape: Scrape, source: str) -> None:
@@ -344,7 +293,7 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
         for attr, value, name in (("mean_prompt_tokens", prompt, PROMPT_TOKENS[0]),
                                   ("mean_output_tokens", gen, GENERATION_TOKENS[0])):
             setattr(obs, attr, checked(value / total, source, f"{name} ÷ requests", 0.0,
-                                       MAX_TOKENS, _REQUEST_TOKENS))
+                                       MAX_TOKENS, REQUEST_TOKENS_RANGE))
     return obs
 
 
@@ -520,9 +469,9 @@ def from_log(text: str, source: str) -> Observation:
                         f"a number of engines, 1 to {MAX_ENGINES:,}"))
         obs.engines = max(obs.engines, k)
         obs.running.append(checked(number("running", "Running"), source, "Running", 0.0,
-                                   MAX_REQUESTS * k, _REQUESTS) / k)
+                                   MAX_REQUESTS * k, REQUESTS_RANGE) / k)
         obs.waiting.append(checked(number("waiting", "Waiting"), source, "Waiting", 0.0,
-                                   MAX_REQUESTS * k, _REQUESTS) / k)
+                                   MAX_REQUESTS * k, REQUESTS_RANGE) / k)
         kv = number("kv", "GPU KV cache usage") / 100
         obs.kv_usage.append(checked(kv, source, "GPU KV cache usage (as a fraction)", 0.0, 1.0,
                                     _FRACTION))
@@ -557,194 +506,3 @@ def from_log(text: str, source: str) -> Observation:
     return obs
 
 
-# vllm bench serve's names; SGLang's bench_serving names end-to-end e2e_latency_ms
-_BENCH_KEYS = {"ttft": ("ttft_ms",), "itl": ("itl_ms",), "tpot": ("tpot_ms",),
-               "e2e": ("e2el_ms", "e2e_latency_ms")}
-_GENAI = {"ttft": "time_to_first_token", "itl": "inter_token_latency",
-          "e2e": "request_latency"}
-
-
-def from_bench(text: str, source: str) -> Observation:
-    """`vllm bench serve --save-result`, SGLang bench_serving, or genai-perf/aiperf JSON."""
-    runs = 1
-    try:
-        data: Any = json.loads(text)
-    except ValueError:  # not JSON, or a number past Python's 4,300 digits
-        lines = [ln for ln in text.splitlines() if ln.strip()]
-        try:  # SGLang, and vllm bench serve --append-result, add one JSON object per run
-            data = json.loads(lines[-1])
-        except (ValueError, IndexError):
-            raise InputError(f"{source} is not a benchmark result JSON, nor a log with vLLM's "
-                             "stats lines") from None
-        runs = sum(1 for ln in lines if ln.lstrip().startswith("{"))
-    if isinstance(data, list) and data:
-        data, runs = data[-1], len(data)
-    if not isinstance(data, dict):
-        raise InputError(f"{source} is not a benchmark result JSON object")
-    obs = Observation(source, "bench")
-    if runs > 1:
-        obs.notes.append(f"{runs} runs in the file: the last one read"
-                         + (f" (max concurrency {data['max_concurrency']})"
-                            if data.get("max_concurrency") is not None else ""))
-    if "output_throughput" in data:  # vLLM / SGLang
-        def field(key: str, high: float, what: str) -> float | None:
-            return _bench_field(data, key, source, high, what)
-
-        obs.generation_tok_s = field("output_throughput", MAX_COUNT, "tokens per second")
-        obs.duration_s = field("duration", MAX_BENCH_S, "seconds")
-        if obs.duration_s == 0:
-            raise InputError(f"{source}: duration is 0; a benchmark lasts some seconds")
-        done = field("completed", MAX_COUNT, "requests")
-        if done == 0 and obs.generation_tok_s:
-            raise InputError(f"{source}: completed is 0 while output_throughput is "
-                             f"{obs.generation_tok_s:,.1f} tok/s: no request finished to "
-                             "measure")
-        produced = field("total_output_tokens", MAX_COUNT, "tokens")
-        if produced and obs.generation_tok_s == 0:
-            raise InputError(f"{source}: output_throughput is 0 while {produced:,.0f} output "
-                             "tokens were produced")
-        if done is not None and done != round(done):
-            raise InputError(f"{source}: completed is {done:g}; requests complete whole")
-        if done:
-            for attr, key in (("mean_prompt_tokens", "total_input_tokens"),
-                              ("mean_output_tokens", "total_output_tokens")):
-                setattr(obs, attr, checked((field(key, MAX_COUNT, "tokens") or 0) / done,
-                                           source, f"{key} ÷ completed", 0.0, MAX_TOKENS,
-                                           _REQUEST_TOKENS))
-        for key, stems in _BENCH_KEYS.items():
-            stem = next((st for st in stems if f"mean_{st}" in data or f"median_{st}" in data),
-                        stems[0])
-            values = {stat: field(f"{stat}_{stem}", MAX_BENCH_S * 1e3, "milliseconds")
-                      for stat in ("mean", "median", "p90", "p99")}
-            found = {("p50" if k == "median" else k): v for k, v in values.items() if v is not None}
-            _rising(found, stem, source)
-            if found:
-                obs.latency_ms[key] = found
-        if "itl" not in obs.latency_ms and "tpot" in obs.latency_ms:
-            obs.latency_ms["itl"] = obs.latency_ms["tpot"]
-    elif "time_to_first_token" in data:  # genai-perf / aiperf
-        def stat(stem: str, key: str, high: float, what: str) -> float | None:
-            return _genai_stat(data, stem, key, source, high, what)
-
-        obs.generation_tok_s = stat("output_token_throughput", "avg", MAX_COUNT,
-                                    "tokens per second")
-        for key, stem in _GENAI.items():
-            scale = _genai_ms(data, stem, source)
-            found = {k: v * scale for k, v in
-                     ((k, stat(stem, f, MAX_BENCH_S * 1e3 / scale, "a latency"))
-                      for k, f in (("mean", "avg"), ("p50", "p50"), ("p90", "p90"),
-                                   ("p99", "p99"))) if v is not None}
-            _rising(found, stem, source)
-            if found:
-                obs.latency_ms[key] = found
-        count = stat("request_count", "avg", MAX_COUNT, "requests")
-        if count is not None and count < 1:
-            raise InputError(f"{source}: request_count is {count:g}; a run counts whole "
-                             "requests, at least 1")
-        for attr, stem, total in (("mean_prompt_tokens", "input_sequence_length", "total_isl"),
-                                  ("mean_output_tokens", "output_sequence_length", "total_osl")):
-            length = stat(stem, "avg", MAX_TOKENS, "tokens")  # genai-perf: each request's
-            summed = stat(total, "avg", MAX_COUNT, "tokens")  # aiperf: the run's sum
-            if length is None and summed is not None and count:
-                length = checked(summed / count, source, f"{total} ÷ request_count", 0.0,
-                                 MAX_TOKENS, _REQUEST_TOKENS)
-            if length is not None:
-                setattr(obs, attr, length)
-        config = data.get("input_config")
-        endpoint = config.get("endpoint") if isinstance(config, dict) else None
-        names = endpoint.get("model_names") if isinstance(endpoint, dict) else None
-        if isinstance(names, list):
-            obs.model_names += [n.strip() for n in names if isinstance(n, str) and n.strip()]
-    else:
-        raise InputError(f"{source}: not a vLLM, SGLang or genai-perf benchmark result "
-                         "(no output_throughput or time_to_first_token)")
-    if obs.generation_tok_s is None:
-        raise InputError(f"{source}: the benchmark result has no output throughput")
-    itl = obs.latency_ms.get("itl", {}).get("mean")
-    if itl is not None and itl < MIN_ITL_MS:
-        raise InputError(f"{source}: the mean inter-token latency is {itl:g} ms: under a "
-                         "microsecond is not a measurement")
-    checked(obs.generation_tok_s, source, "the output throughput", 0.0, MAX_COUNT,
-            f"tokens per second, 0 to {MAX_COUNT:g}")
-    batch = obs.batch
-    if batch is not None:
-        checked(batch, source, "the running batch (output tok/s × mean ITL)", 0.0, MAX_REQUESTS,
-                _REQUESTS)
-    model = data.get("model_id")
-    if isinstance(model, str) and model.strip():
-        obs.model_names.append(model.strip())
-    backend = str(data.get("backend") or "").strip().lower()
-    if backend.startswith(("vllm", "sglang")):  # the server the benchmark ran against
-        obs.engine_family = "sglang" if backend.startswith("sglang") else "vllm"
-    obs.notes.append("running batch estimated by Little's law: output tok/s × mean ITL")
-    return obs
-
-
-MAX_BENCH_S = 1e7  # a benchmark's duration or a request's latency: under four months
-MIN_ITL_MS = 1e-3  # a token a microsecond: past any engine
-
-
-def _rising(found: dict[str, float], stem: str, source: str) -> None:
-    """A result's percentiles rise with their rank, or the file is refused."""
-    ranked = [found[k] for k in ("p50", "p90", "p99") if k in found]
-    if any(b < a * (1 - 1e-6) for a, b in itertools.pairwise(ranked)):
-        raise InputError(f"{source}: the {stem} percentiles fall as they rise "
-                         f"(p50 ≤ p90 ≤ p99 expected): {ranked}")
-
-
-_TIME_UNITS_MS = {"ns": 1e-6, "us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1e3, "sec": 1e3}
-
-
-def _genai_ms(data: dict[str, Any], stem: str, source: str) -> float:
-    """Milliseconds per unit of a genai-perf/aiperf latency entry (ms when it names none)."""
-    entry = data.get(stem)
-    unit = entry.get("unit") if isinstance(entry, dict) else None
-    if unit is None:
-        return 1.0
-    if unit not in _TIME_UNITS_MS:
-        raise InputError(f"{source}: {stem} has unit {shorten(str(unit))!r}, not a time unit "
-                         f"({', '.join(_TIME_UNITS_MS)})")
-    return _TIME_UNITS_MS[unit]
-
-
-def _genai_stat(data: dict[str, Any], stem: str, key: str, source: str, high: float,
-                what: str) -> float | None:
-    """genai-perf/aiperf's {stem: {key: number}}: absent is None; anything else but a number
-    from 0 to ``high`` is refused naming the field."""
-    entry = data.get(stem)
-    if entry is None:
-        return None
-    if not isinstance(entry, dict):
-        raise InputError(f"{source}: {stem} must be an object of statistics (avg, p50, …), got "
-                         f"{shorten(repr(entry))}")
-    if entry.get(key) is None:
-        return None
-    number = _num(entry[key])
-    if number is None:
-        raise InputError(f"{source}: {stem}.{key} must be a number ({what}), got "
-                         f"{shorten(repr(entry[key]))}")
-    return checked(number, source, f"{stem}.{key}", 0.0, high, f"{what}, 0 to {high:g}")
-
-
-def _bench_field(data: dict[str, Any], key: str, source: str, high: float,
-                 what: str) -> float | None:
-    """A benchmark result's number: absent is None; present, it must be a number from 0 to
-    ``high``, or the file is refused naming the field."""
-    value = data.get(key)
-    if value is None:
-        return None
-    number = _num(value)
-    if number is None:
-        raise InputError(f"{source}: {key} must be a number ({what}), got {value!r}")
-    return checked(number, source, key, 0.0, high, f"{what}, 0 to {high:g}")
-
-
-def _num(value: object) -> float | None:
-    """A JSON number as a float (an integer too long for one is infinite); None otherwise."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:
-        return math.inf
-    return None if math.isnan(number) else number

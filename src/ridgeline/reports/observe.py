@@ -16,7 +16,7 @@ from ridgeline.engines import EngineProfile
 from ridgeline.errors import InputError
 from ridgeline.explain import Step, q, step
 from ridgeline.memory import EngineSettings, kv_pool, max_batch
-from ridgeline.observe import Observation, stats
+from ridgeline.observation import Observation, stats
 from ridgeline.render import table
 from ridgeline.roofline import (
     arithmetic_share,

@@ -1,0 +1,71 @@
+"""One observation of a running engine, whatever it was read from (/metrics, a log, a
+benchmark's JSON), and the bounds every reading must lie within."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+
+from ridgeline.errors import InputError
+
+MAX_REQUESTS = 10_000_000  # running or waiting: far past any engine's max_num_seqs
+MAX_COUNT = 1e18  # a counter or a histogram series: tokens, requests, seconds
+# What each metric may hold (the bounds included; NaN never): a value outside is a broken
+# exporter or a hand-edited file, and the arithmetic downstream would turn it into nonsense.
+REQUESTS_RANGE = f"a number of requests, 0 to {MAX_REQUESTS:,}"
+MAX_TOKENS = 1e9  # a request's tokens, or a server's KV cells in use: past any context
+REQUEST_TOKENS_RANGE = f"a request's tokens, 0 to {MAX_TOKENS:g}"
+
+
+@dataclass
+class Observation:
+    source: str
+    kind: str  # metrics | log | bench
+    running: list[float] = field(default_factory=list)
+    waiting: list[float] = field(default_factory=list)
+    kv_usage: list[float] = field(default_factory=list)  # 0–1
+    preemptions: float | None = None
+    prompt_tok_s: float | None = None
+    generation_tok_s: float | None = None
+    latency_ms: dict[str, dict[str, float]] = field(default_factory=dict)  # ttft/itl/e2e
+    mean_prompt_tokens: float | None = None
+    mean_output_tokens: float | None = None
+    duration_s: float | None = None
+    notes: list[str] = field(default_factory=list)
+    model_names: list[str] = field(default_factory=list)  # as the engine labels its metrics
+    engine_family: str | None = None  # vllm, sglang or llama.cpp: whose metric names these are
+    engines: int = 1  # vLLM data-parallel engine cores (the "engine" label): figures are each's
+    kv_tokens: list[float] = field(default_factory=list)  # llama-server's cells in use (older)
+
+    @property
+    def batch(self) -> float | None:
+        """The running batch: the mean the engine reported, or Little's law from a bench."""
+        if self.running:
+            return statistics.fmean(self.running)
+        itl = self.latency_ms.get("itl", {}).get("mean")
+        if self.generation_tok_s and itl and not math.isnan(itl):
+            return self.generation_tok_s * itl / 1e3
+        return None
+
+
+def stats(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {}
+    ordered = sorted(values)
+
+    def pick(q: float) -> float:
+        return ordered[min(len(ordered) - 1, int(q * (len(ordered) - 1) + 0.5))]
+
+    return {"mean": statistics.fmean(values), "p50": pick(0.5), "p90": pick(0.9),
+            "max": ordered[-1]}
+
+
+# -- reading ----------------------------------------------------------------------------
+
+
+def checked(value: float, source: str, name: str, low: float, high: float, what: str) -> float:
+    """``value`` when it lies in [low, high]; else an error naming the source and the metric."""
+    if not low <= value <= high:  # NaN fails both
+        raise InputError(f"{source}: {name} is {value:g}; it must be {what}")
+    return value
