@@ -7,9 +7,10 @@ from __future__ import annotations
 import pytest
 
 from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.capacity import conversation_bytes
 from ridgeline.engine_windows import honours_windows, sglang_swa_ratio, token_bytes
 from ridgeline.kvcache import attention_kv_bytes_per_token
-from ridgeline.memory import EngineSettings, conversation_bytes, kv_pool
+from ridgeline.memory import EngineSettings, kv_pool
 
 
 def _dep(model: str, engine: str, gpus: int = 1) -> Deployment:
@@ -51,8 +52,8 @@ def test_the_same_model_holds_more_long_conversations_where_windows_are_kept() -
 
 
 def test_a_smaller_swa_ratio_holds_more_long_conversations_on_sglang() -> None:
+    from ridgeline.capacity import conversations
     from ridgeline.errors import InputError
-    from ridgeline.memory import conversations
 
     dep = _dep("gpt-oss-120b", "sglang", gpus=2)
     held = {r: conversations(kv_pool(dep, EngineSettings(max_model_len=32768,

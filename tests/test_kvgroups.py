@@ -7,17 +7,12 @@ from dataclasses import replace
 import pytest
 
 from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.capacity import conversations, sequence_bytes_per_gpu
 from ridgeline.cli import main
 from ridgeline.kvcache import attention_kv_bytes_per_token, state_bytes_per_sequence
 from ridgeline.kvgroups import vllm_kv_groups
 from ridgeline.layouts import FULL, MAMBA
-from ridgeline.memory import (
-    EngineSettings,
-    KVPool,
-    conversations,
-    kv_pool,
-    sequence_bytes_per_gpu,
-)
+from ridgeline.memory import EngineSettings, KVPool, kv_pool
 from ridgeline.sim.config import sim_config
 
 

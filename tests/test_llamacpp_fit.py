@@ -288,7 +288,8 @@ def test_fit_ctx_is_for_an_unset_context(capsys: pytest.CaptureFixture[str],
 def test_every_layer_on_the_host_leaves_the_gpu_any_number_of_cells() -> None:
     """-ngl 0: the cache lives with the layers on the host; the GPU is left the compute
     buffer, whose mask grows with -c, and --fit can place a batch of 16 at 8K."""
-    from ridgeline.memory import conversations, kv_pool
+    from ridgeline.capacity import conversations
+    from ridgeline.memory import kv_pool
 
     dep = whole("llama-3.1-8b", "rtx-3060", "q8_0").offloaded(HostOffload(0, 0, DDR5_4800_DUAL))
     pool = kv_pool(dep, EngineSettings(max_model_len=131072))
@@ -411,7 +412,7 @@ def test_a_placement_seats_no_more_than_the_cells_it_was_placed_for() -> None:
     """--fit placed llama-3.1-70b for -c 4096: llama-server allocates those 4,096 cells and no
     more, so decode's batch is 4 at 1,024 tokens (not the 10 a 1,024-token pool would give)
     and none at 8,192."""
-    from ridgeline.memory import engine_holds
+    from ridgeline.capacity import engine_holds
 
     placed = place(whole("llama-3.1-70b", "rtx-4090"), 4096)
     assert [engine_holds(placed, c) for c in (1024, 2048, 4096, 8192)] == [4, 2, 1, 0]

@@ -10,13 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.capacity import conversations
 from ridgeline.catalog import all_model_ids
 from ridgeline.cli import main
 from ridgeline.deployment import NO_VULKAN_FAMILIES
 from ridgeline.hardware import catalog
 from ridgeline.kvcache import kv_footprint
 from ridgeline.llamacpp_memory import cells_that_fit, compute_buffer_bytes, logits_bytes
-from ridgeline.memory import EngineSettings, conversations, kv_pool
+from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.model import ModelSpec
 from ridgeline.reports.fit import fit_report
 from ridgeline.units import MIB
@@ -301,7 +302,7 @@ def test_decode_and_fit_count_a_slot_at_what_one_more_slot_adds() -> None:
     """A slot costs its window (or its context, if shorter) and its state; the n_ubatch cells
     every window layer keeps once are not a slot's. Gemma-3-4B on two L40S at 8,000 tokens:
     decode had charged each sequence those cells too and held 226 against fit's 261."""
-    from ridgeline.memory import engine_holds
+    from ridgeline.capacity import engine_holds
     from ridgeline.reports.fit import fit_report
 
     dep = Deployment.build(resolve_model("gemma-3-4b"), resolve_accelerator("l40s"), None,

@@ -90,8 +90,9 @@ def test_plan_cli_prints_engine_commands_with_real_flags(capsys: pytest.CaptureF
 
 def test_plan_sizes_pools_as_the_named_engine_does(capsys: pytest.CaptureFixture[str]) -> None:
     from ridgeline.candidate import replica_deployment
+    from ridgeline.capacity import max_batch
     from ridgeline.hardware import resolve_accelerator
-    from ridgeline.memory import EngineSettings, max_batch
+    from ridgeline.memory import EngineSettings
 
     args = ["plan", "llama-3.1-70b", "--rate", "2", "--slo-ttft-ms", "3000", "--slo-tpot-ms",
             "60", "--gpus", "h100", "--workers", "1", "--json"]
@@ -240,8 +241,9 @@ def test_moe_models_are_searched_with_and_without_expert_parallelism() -> None:
 
 def test_the_token_budget_caps_a_prefill_heavy_replica() -> None:
     from ridgeline import Deployment, resolve_accelerator
+    from ridgeline.capacity import max_batch
     from ridgeline.engines import profile_for
-    from ridgeline.memory import EngineSettings, kv_pool, max_batch
+    from ridgeline.memory import EngineSettings, kv_pool
     from ridgeline.plan import size_replica
 
     dep = Deployment.build(MODEL, resolve_accelerator("h200"), "bf16")
@@ -552,8 +554,9 @@ def test_no_candidate_has_a_launch_vllm_would_refuse() -> None:
     """Long prompts on L40S: a replica whose pool cannot hold the launch's --max-model-len is
     not a candidate, analytic or simulated."""
     from ridgeline.candidate import replica_deployment
+    from ridgeline.capacity import refuses_to_start
     from ridgeline.hardware import resolve_accelerator
-    from ridgeline.memory import EngineSettings, kv_pool, refuses_to_start
+    from ridgeline.memory import EngineSettings, kv_pool
 
     model, load = resolve_model("llama-3.1-70b"), Load(0.3, "lognormal:8000,0.8", "200")
     result = plan(model, load, Slo(20.0, 0.15), gpus=["l40s"], workers=1)

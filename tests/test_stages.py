@@ -7,8 +7,9 @@ import json
 import pytest
 
 from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.capacity import conversations
 from ridgeline.errors import InputError
-from ridgeline.memory import EngineSettings, conversations, kv_pool, stage_pools
+from ridgeline.memory import EngineSettings, kv_pool, stage_pools
 from ridgeline.quantization import EMBEDDING, LM_HEAD
 from ridgeline.stages import pipeline_stages, stage_layers, stage_weight_bytes
 from tests.conftest import run_cli

@@ -180,7 +180,8 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
     from ridgeline.reports.decode import Expectation, PrefillComparison, PrefillReport
 
     def one(a: argparse.Namespace) -> PrefillReport:
-        from ridgeline.memory import EngineSettings, engine_holds
+        from ridgeline.capacity import engine_holds
+        from ridgeline.memory import EngineSettings
 
         dep = load_deployment(a)
         no_fit_ctx(a)

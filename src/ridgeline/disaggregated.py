@@ -9,13 +9,14 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 
 from ridgeline.candidate import Candidate, fastest_weights, replica_deployment
+from ridgeline.capacity import max_batch
 from ridgeline.cost import Seq, decode_batch, mean_decode_context, step_time_s
 from ridgeline.deployment import Deployment
 from ridgeline.engines import profile_for
 from ridgeline.errors import InputError
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.kvcache import kv_footprint
-from ridgeline.memory import EngineSettings, max_batch
+from ridgeline.memory import EngineSettings
 from ridgeline.model import ModelSpec
 from ridgeline.parallel import INTER_NODE_BYTES_PER_S
 from ridgeline.serving_load import Load, Slo

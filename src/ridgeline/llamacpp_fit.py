@@ -49,7 +49,8 @@ def default_fit_target_bytes() -> float:
 def holds(dep: Deployment, settings: EngineSettings, context: int, sequences: int,
           margin_bytes: float) -> bool:
     """Whether ``sequences`` conversations of ``context`` cells fit with ``margin_bytes`` free."""
-    from ridgeline.memory import conversations, kv_pool
+    from ridgeline.capacity import conversations
+    from ridgeline.memory import kv_pool
 
     total = device_memory_bytes(dep.accelerator) - margin_bytes
     if total <= 0:

@@ -11,6 +11,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from ridgeline.capacity import held_conversations
 from ridgeline.catalog import resolve_model
 from ridgeline.cost import decode_batch, step_time_s
 from ridgeline.deployment import Deployment
@@ -19,7 +20,7 @@ from ridgeline.errors import InputError
 from ridgeline.floors import decode_floor
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.kvcache import kv_footprint
-from ridgeline.memory import EngineSettings, held_conversations, kv_pool
+from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.plots import html_page
 from ridgeline.precision import kv_dtype
 from ridgeline.roofline import (

@@ -24,6 +24,7 @@ from statistics import NormalDist
 from typing import Any
 
 from ridgeline.candidate import Candidate, fastest_weights, replica_deployment, weight_choices
+from ridgeline.capacity import max_batch, refuses_to_start
 from ridgeline.cost import Seq, decode_batch, mean_decode_context, step_time_s
 from ridgeline.deployment import Deployment
 from ridgeline.disaggregated import (
@@ -34,7 +35,7 @@ from ridgeline.disaggregated import (
 from ridgeline.engines import MIN_GROUP_ROWS, EngineProfile, accelerator_group, profile_for
 from ridgeline.errors import InputError
 from ridgeline.hardware import resolve_accelerator
-from ridgeline.memory import EngineSettings, kv_pool, max_batch, refuses_to_start
+from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.model import ModelSpec
 from ridgeline.parallel import node_size
 from ridgeline.serving_load import Load, Slo

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
+from ridgeline.capacity import max_batch
 from ridgeline.catalog import resolve_model
 from ridgeline.cost import Seq, decode_batch, mean_decode_context, step_time_s
 from ridgeline.deployment import Deployment
@@ -33,7 +34,7 @@ from ridgeline.floors import raw_fit
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.llamacpp_batching import llamacpp_n_ubatch, prefill_time
 from ridgeline.measurements import KV_METRICS, UNITS, Measurement
-from ridgeline.memory import EngineSettings, engine_defaults, kv_pool, max_batch
+from ridgeline.memory import EngineSettings, engine_defaults, kv_pool
 from ridgeline.model import ModelSpec
 from ridgeline.offload import offload_caution
 from ridgeline.units import GIB

@@ -26,7 +26,7 @@ OP_GROUPS = {
 def decode_refusal(dep: Deployment, batch: int, context: int) -> str | None:
     """Why a decode step of ``batch`` sequences at ``context`` tokens cannot run, or None:
     the weights and cache do not fit, or the engine's KV pool holds fewer sequences."""
-    from ridgeline.memory import context_refusal, engine_holds  # the engines' memory: heavy
+    from ridgeline.capacity import context_refusal, engine_holds  # the engines' memory: heavy
 
     fit = decode_floor(dep, batch, context).fit
     if not fit.fits:

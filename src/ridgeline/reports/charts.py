@@ -6,11 +6,12 @@ from dataclasses import replace
 from functools import singledispatch
 from typing import Any
 
+from ridgeline.capacity import held_conversations
 from ridgeline.cost import decode_batch, step_cost
 from ridgeline.errors import InputError
 from ridgeline.floors import decode_floor
 from ridgeline.kvcache import kv_footprint
-from ridgeline.memory import held_conversations, kv_pool
+from ridgeline.memory import kv_pool
 from ridgeline.moe import expected_experts_touched
 from ridgeline.plots import Chart, Series
 from ridgeline.reports.decode import DecodeReport

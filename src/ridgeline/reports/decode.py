@@ -337,7 +337,7 @@ class DecodeReport:
         return [*self._seat_lines(engine), *(f"caution: {c}" for c in self.cautions)]
 
     def _seat_lines(self, engine: str) -> list[str]:
-        from ridgeline.memory import context_refusal
+        from ridgeline.capacity import context_refusal
 
         # a batch run, as vLLM's offline LLM class sizes it (its defaults differ from serve's)
         fit = "`ridgeline fit --usage offline`" if engine == "vllm" else "`ridgeline fit`"
@@ -359,7 +359,7 @@ class DecodeReport:
 
 def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
                   profile: EngineProfile, enforce_eager: bool = False) -> DecodeReport:
-    from ridgeline.memory import engine_holds
+    from ridgeline.capacity import engine_holds
 
     floors, expected = [], []
     held = [(c, engine_holds(dep, c, enforce_eager)) for c in contexts]
@@ -576,7 +576,7 @@ class PrefillReport:
         if not f.fit.fits:
             return [*lines, *_no_expectation(self.deployment, e.engine)]
         if not self.runs:
-            from ridgeline.memory import context_refusal
+            from ridgeline.capacity import context_refusal
 
             fit = "`ridgeline fit --usage offline`" if e.engine == "vllm" else "`ridgeline fit`"
             held = self.pool_batch or 0

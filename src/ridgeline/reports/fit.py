@@ -10,24 +10,19 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ridgeline.capacity import (
+    context_refusal,
+    conversation_bytes,
+    held_conversations,
+    past_trained_context,
+    refuses_to_start,
+)
 from ridgeline.deployment import Deployment
 from ridgeline.engine_windows import has_windows
 from ridgeline.explain import Step, q, step
 from ridgeline.layouts import CHUNKED
 from ridgeline.llamacpp_batching import llamacpp_n_batch
-from ridgeline.memory import (
-    EngineSettings,
-    KVPool,
-    context_refusal,
-    conversation_bytes,
-    device_memory_note,
-    engine_defaults,
-    held_conversations,
-    kv_pool,
-    past_trained_context,
-    refuses_to_start,
-    stage_pools,
-)
+from ridgeline.memory import EngineSettings, KVPool, device_memory_note, engine_defaults, kv_pool, stage_pools
 from ridgeline.render import table
 from ridgeline.reports.fit_budget import (
     accounting_quantity,

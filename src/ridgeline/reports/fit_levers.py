@@ -8,9 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from ridgeline.capacity import conversations, held_conversations
 from ridgeline.deployment import Deployment, tensor_parallel_problem, weights_platform_problem
 from ridgeline.errors import InputError
-from ridgeline.memory import EngineSettings, conversations, held_conversations, kv_pool
+from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.parallel import node_size
 from ridgeline.precision import kv_dtype, weight_plan
 from ridgeline.reports.fit_budget import is_llamacpp

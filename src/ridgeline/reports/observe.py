@@ -9,13 +9,14 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from ridgeline.capacity import max_batch
 from ridgeline.catalog import model_entry, normalise
 from ridgeline.cost import decode_batch, mean_decode_context, step_cost
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.errors import InputError
 from ridgeline.explain import Step, q, step
-from ridgeline.memory import EngineSettings, kv_pool, max_batch
+from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.observation import Observation, stats
 from ridgeline.render import table
 from ridgeline.roofline import (

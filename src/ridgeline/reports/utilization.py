@@ -92,13 +92,8 @@ def utilization_report(
     acc: Accelerator, running: int, compute_dtype: str = "bf16", bytes_per_weight: float = 2.0,
     dep: Deployment | None = None, context: int | None = None,
 ) -> UtilizationReport:
-    from ridgeline.memory import (
-        EngineSettings,
-        context_refusal,
-        held_conversations,
-        kv_pool,
-        refuses_to_start,
-    )
+    from ridgeline.capacity import context_refusal, held_conversations, refuses_to_start
+    from ridgeline.memory import EngineSettings, kv_pool
 
     limit, refusal = None, ""
     if dep is not None and context is not None:  # the engine's pool at its defaults

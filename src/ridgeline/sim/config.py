@@ -91,7 +91,8 @@ def start_refusal(dep: Deployment, settings: object, config: SimConfig) -> str |
     --max-model-len sequence (vLLM: one of its default, the model's whole context)."""
     from dataclasses import replace
 
-    from ridgeline.memory import EngineSettings, context_refusal, kv_pool, refuses_to_start
+    from ridgeline.capacity import context_refusal, refuses_to_start
+    from ridgeline.memory import EngineSettings, kv_pool
 
     s = settings if isinstance(settings, EngineSettings) else EngineSettings()
     where = f"{dep.num_gpus} x {dep.accelerator.id}"

@@ -1,0 +1,113 @@
+"""What an engine's KV pool holds: conversations of a context at once, the batch it runs,
+and the refusals (a pool short of one sequence, a length past the model's positions) that
+fit, decode, prefill, utilization, simulate and the planner all give alike."""
+
+from __future__ import annotations
+
+from ridgeline.deployment import Deployment
+from ridgeline.kvcache import KVFootprint, kv_footprint
+from ridgeline.memory import EngineSettings, KVPool, kv_pool
+
+
+def sequence_bytes_per_gpu(dep: Deployment, context: int) -> float:
+    """One conversation's cache on one GPU: full layers × context, windows, states."""
+    footprint: KVFootprint = kv_footprint(dep.model, context, dep.kv.bytes_per_element)
+    return footprint.stored_bytes(dep.kv_replication) / dep.num_gpus
+
+
+def conversation_bytes(pool: KVPool, dep: Deployment, context: int) -> float:
+    """One conversation's cache on one GPU as the engine holds it: vLLM's blocks of every
+    group (windows, padded states and layers), else the bytes themselves."""
+    if pool.groups is not None:
+        return pool.groups.decode_blocks(context) * pool.page_bytes
+    if pool.windows_apart and pool.kv_bytes_per_token:  # windows sized apart (slots, ratio)
+        return pool.kv_bytes_per_token * context
+    if pool.host_cells:  # -ngl left every growing layer, and its cache, on the host
+        return 0.0
+    return sequence_bytes_per_gpu(dep, context) * pool.kv_share
+
+
+def conversations(pool: KVPool, dep: Deployment, context: int) -> int:
+    """Conversations of ``context`` tokens the pool holds at once, decoding."""
+    if pool.groups is not None:
+        return pool.blocks // pool.groups.decode_blocks(context)
+    if pool.windows_apart:  # tokens of the growing pool; windows held apart
+        if pool.host_cells:  # the growing cache all in host memory (-ngl)
+            return pool.host_cells // context if pool.rest_bytes >= pool.slot_cache_bytes else 0
+        if not pool.kv_bytes_per_token:
+            return pool.max_num_seqs if pool.rest_bytes >= pool.slot_cache_bytes else 0
+        held = pool.tokens // context
+        if pool.slot_bytes_each:
+            # llama.cpp: each conversation needs a slot, and each slot its window and state
+            # cache: at most what the cache holds with one slot per conversation (-np N)
+            cache = pool.tokens * pool.kv_bytes_per_token \
+                + pool.max_num_seqs * pool.slot_bytes_each
+            held = min(held, int(cache // (context * pool.kv_bytes_per_token
+                                           + pool.slot_bytes_each)))
+        return held
+    per_seq = sequence_bytes_per_gpu(dep, context) * pool.kv_share
+    return int(pool.pool_bytes // per_seq) if per_seq else 0
+
+
+def refuses_to_start(pool: KVPool, dep: Deployment, max_model_len: int) -> bool:
+    """Whether the engine refuses a pool that cannot hold one max_model_len sequence (vLLM:
+    'To serve at least one request with the model's max seq len … more than the available
+    KV cache memory'); a model without full attention holds any length in its windows."""
+    if pool.groups is not None:
+        return pool.concurrency(max_model_len) < 1
+    return pool.tokens < max_model_len and bool(dep.model.count(mixer="full"))
+
+
+def past_trained_context(dep: Deployment, context: int) -> bool:
+    """A serving engine (vLLM, SGLang, TRT-LLM) refuses a max_model_len past the model's
+    max_position_embeddings; llama.cpp runs -c past n_ctx_train with a warning."""
+    limit = dep.model.max_position_embeddings
+    return limit is not None and context > limit and not dep.engine.startswith("llama.cpp")
+
+
+def context_refusal(dep: Deployment, context: int) -> str:
+    """Why the engine refuses this max_model_len outright (past the model's positions), or
+    "": one message for decode, prefill, fit and simulate."""
+    if not past_trained_context(dep, context):
+        return ""
+    return (f"{dep.engine} refuses --max-model-len {context:,}, past {dep.model.name}'s "
+            f"{dep.model.max_position_embeddings:,} positions (max_position_embeddings)"
+            + ("; VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 overrides it, for a model not trained that "
+               "long" if dep.engine == "vllm" else ""))
+
+
+def held_conversations(pool: KVPool, dep: Deployment, context: int,
+                       max_model_len: int | None = None) -> int:
+    """Conversations of ``context`` tokens the engine holds at once, started at
+    ``max_model_len`` (``context`` unless given): none where it refuses to start or refuses
+    the length; with llama.cpp's --fit placement, no more than the -c it placed for. The one
+    answer fit, decode, utilization, the page and the planner give."""
+    length = context if max_model_len is None else max_model_len
+    if refuses_to_start(pool, dep, length) or past_trained_context(dep, length):
+        return 0
+    held = conversations(pool, dep, context)
+    if dep.offload is not None and dep.offload.fit_cells:  # llama-server allocates -c, no more
+        held = min(held, dep.offload.fit_cells // context)
+    return held
+
+
+def engine_holds(dep: Deployment, context: int, enforce_eager: bool = False) -> int | None:
+    """Sequences of ``context`` tokens the deployment's engine runs at once, as ``decode``
+    and ``prefill`` ask (vLLM's offline usage); llama.cpp given one slot per sequence; None
+    for an engine without a memory model."""
+    if dep.engine in ("vllm", "sglang", "trtllm"):
+        return max_batch(dep, context, EngineSettings(max_model_len=context, usage="offline",
+                                                      enforce_eager=enforce_eager))
+    if dep.engine.startswith("llama.cpp"):
+        settings = EngineSettings(max_model_len=context, max_num_seqs=1,
+                                  flash_attn=dep.flash_attention)
+        return held_conversations(kv_pool(dep, settings), dep, context)
+    return None
+
+
+def max_batch(dep: Deployment, context: int, settings: EngineSettings | None = None) -> int:
+    """Sequences of ``context`` tokens the engine runs at once: the pool, then its seat limit."""
+    s = settings or EngineSettings(max_model_len=context, usage="offline")
+    pool = kv_pool(dep, s)
+    return max(0, min(pool.max_num_seqs,
+                      held_conversations(pool, dep, context, s.max_model_len or context)))
