@@ -209,7 +209,7 @@ def test_an_expectations_fast_edge_never_beats_the_floor(gpu: str, count: int,
     from ridgeline.cost import decode_batch
     from ridgeline.engines import profile_for
     from ridgeline.offload import HostOffload
-    from ridgeline.reports.decode import Expectation
+    from ridgeline.reports.expectation import Expectation
 
     offload = None if ngl is None else HostOffload(ngl, host_bandwidth_bytes_per_s=76.8e9)
     dep = Deployment.build(resolve_model("llama-2-7b"), resolve_accelerator(gpu), None, None,

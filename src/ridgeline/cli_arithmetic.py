@@ -177,7 +177,8 @@ def _decode_deployment(args: argparse.Namespace) -> Any:
 
 def cmd_prefill(args: argparse.Namespace) -> Any:
     from ridgeline.floors import prefill_floor
-    from ridgeline.reports.decode import Expectation, PrefillComparison, PrefillReport
+    from ridgeline.reports.expectation import Expectation
+    from ridgeline.reports.prefill import PrefillComparison, PrefillReport
 
     def one(a: argparse.Namespace) -> PrefillReport:
         from ridgeline.capacity import engine_holds

@@ -106,7 +106,7 @@ def _fraction_from_model(args: argparse.Namespace) -> tuple[FractionSource, str]
     model's trained one earns (or "")."""
     from ridgeline.cli import load_deployment
     from ridgeline.engines import chosen_profile
-    from ridgeline.reports.decode import context_caution
+    from ridgeline.reports.expectation import context_caution
     from ridgeline.step_share import decode_share
 
     if not (args.model and args.gpu):

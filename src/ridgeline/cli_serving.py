@@ -300,7 +300,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
             raise InputError(f"cannot write {args.export}: {exc}") from None
     from ridgeline.offload import offload_caution
     from ridgeline.predict import eager_caution
-    from ridgeline.reports.decode import context_caution
+    from ridgeline.reports.expectation import context_caution
     from ridgeline.reports.simulate import warmup_caution
 
     span: float | None

@@ -102,7 +102,7 @@ class FitReport:
     @property
     def cautions(self) -> list[str]:
         """What holds the conversations back besides memory, or makes the context suspect."""
-        from ridgeline.reports.decode import context_caution
+        from ridgeline.reports.expectation import context_caution
 
         out = [c for c in (context_caution(self.deployment, self.context),
                            self.deployment.model.architecture_caution) if c]

@@ -10,7 +10,7 @@ from ridgeline.deployment import Deployment
 from ridgeline.errors import InputError
 from ridgeline.explain import Step, q, step
 from ridgeline.hardware import Accelerator
-from ridgeline.reports.decode import context_caution
+from ridgeline.reports.expectation import context_caution
 from ridgeline.roofline import (
     arithmetic_share,
     expert_intensity,

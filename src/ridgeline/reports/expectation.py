@@ -1,0 +1,231 @@
+"""What an engine is expected to take (step_cost with its calibrated profile), and what the
+decode and prefill reports share: the deployment's line, the fit, the cautions, the
+side-by-side of several cards."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from ridgeline.cost import (
+    OVER_HOST_LINK,
+    SCORE_BYTES_PER_PAIR,
+    Seq,
+    StepCost,
+    score_bytes,
+    step_cost,
+)
+from ridgeline.deployment import Deployment
+from ridgeline.engines import EngineProfile
+from ridgeline.explain import Step, q, step
+from ridgeline.floors import DecodeFloor, PrefillFloor, floor_time_s, prefill_floor
+from ridgeline.llamacpp_batching import llamacpp_n_ubatch, prefill_time
+from ridgeline.model import trained_context_caution
+from ridgeline.reports.profile_story import overhead_q, share_qs
+from ridgeline.units import GB
+
+
+class CardReport(Protocol):
+    """One card's report, as a side-by-side of several cards reads it."""
+
+    @property
+    def deployment(self) -> Deployment: ...
+
+    @property
+    def steps(self) -> tuple[Step, ...]: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+_NO_EXPECTATION = ("expected on {engine}: nothing: this deployment does not fit, so it runs at "
+                   "no speed (`ridgeline fit` for the levers)")
+
+
+_FIT_HINT = ("  llama.cpp's --fit (on by default since Dec 2025) would keep layers in host memory "
+             "instead: -ngl auto --host-bandwidth-gbs GB/s prices that")
+
+
+def no_expectation(dep: Deployment, engine: str) -> list[str]:
+    """The line for a deployment that does not fit, and for llama.cpp on one discrete GPU
+    what its --fit would do instead."""
+    lines = [_NO_EXPECTATION.format(engine=engine)]
+    acc = dep.accelerator
+    if (engine.startswith("llama.cpp") and dep.offload is None and dep.num_gpus == 1
+            and acc.vendor != "apple" and acc.form != "soc"):
+        lines.append(_FIT_HINT)
+    return lines
+
+
+def _split(dep: Deployment) -> str:
+    """llama.cpp's split over several GPUs, as its -sm names it."""
+    if dep.pipeline_parallel_size > 1:
+        return " (-sm layer: a step passes the GPUs' layers one after another)"
+    return " (-sm tensor: each layer split over the GPUs)"
+
+
+def deployment_line(dep: Deployment) -> str:
+    line = (f"{dep.model.name} on {dep.gpus_label}"
+            + (_split(dep) if dep.num_gpus > 1 and dep.engine.startswith("llama.cpp") else "")
+            + ", weights "
+            f"{dep.weights.label}, KV {dep.kv.id}, matmuls at {dep.matmuls_label}"
+            + ("" if dep.flash_attention else ", no flash attention"))
+    if dep.offload is not None:
+        host = dep.offload.host_bandwidth_bytes_per_s
+        line += f"; {dep.offload.describe(dep.model)}" + (
+            f"; host memory {host / 1e9:,.1f} GB/s" if host else "")
+    return line
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What an engine is expected to take: step_cost with its calibrated profile."""
+
+    engine: str
+    time_s: float
+    low_s: float  # the band, from the profile's fit residuals
+    high_s: float
+    source: str
+    steps: tuple[Step, ...] = ()  # how time_s follows from the profile (for --explain)
+    compute_fitted: bool = True  # a compute-bound row set the profile's compute efficiency
+
+    @classmethod
+    def of(cls, dep: Deployment, batch: list[Seq], profile: EngineProfile) -> Expectation:
+        cost = step_cost(dep, batch, profile)
+        t = cost.time_s
+        fast, slow = profile.band_s(t)
+        low = min(t, max(fast, floor_time_s(dep, batch)))  # its fast edge never beats the floor
+        return cls(profile.engine, t, low, slow, profile.source,
+                   _expectation_steps(dep, batch, profile, cost), profile.compute_fitted)
+
+    @classmethod
+    def of_prefill(cls, dep: Deployment, prompt: int, batch: int,
+                   profile: EngineProfile, ubatch: int | None = None) -> Expectation:
+        """A prompt as the engine runs it: llama.cpp in n_ubatch-token ubatches (default
+        512), each after the cache the ones before it filled (what `validate` scores); other
+        engines in one pass."""
+        given = ubatch is not None
+        ubatch = ubatch or llamacpp_n_ubatch()
+        if not dep.engine.startswith("llama.cpp") or prompt <= ubatch:
+            return cls.of(dep, [Seq(prompt, 0)] * batch, profile)
+        first = [Seq(ubatch, 0)]
+        t = prefill_time(dep, profile, prompt, 0, batch, ubatch)
+        ubatches = batch * -(-prompt // ubatch)
+        head = tuple(replace(st, label=f"first ubatch: {st.label}") for st in
+                     _expectation_steps(dep, first, profile, step_cost(dep, first, profile)))
+        total = step("prefill in ubatches", "Σ over the ubatches of step_cost(ubatch, after "
+                     "the tokens before it): each re-reads the weights and attends to a longer "
+                     "cache", q("expected", t * 1e3, "ms"),
+                     q("n_ubatch", ubatch, "tokens", "--ubatch-size" if given
+                       else "llama.cpp default (-ub)"),
+                     q("ubatches", ubatches, "", f"{batch} x ⌈{prompt:,} ÷ {ubatch}⌉"))
+        floor = prefill_floor(dep, prompt, batch, ubatch).time_s
+        fast, slow = profile.band_s(t)
+        low = min(t, max(fast, floor))
+        return cls(profile.engine, t, low, slow, profile.source, (*head, total),
+                   profile.compute_fitted)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"engine": self.engine, "time_s": self.time_s, "low_s": self.low_s,
+                "high_s": self.high_s, "profile": self.source}
+
+
+def _expectation_steps(dep: Deployment, batch: list[Seq], profile: EngineProfile,
+                       cost: StepCost) -> tuple[Step, ...]:
+    """The calibrated step: every operator at the engine's share of peak and bandwidth, plus
+    the links, plus the engine's fixed costs."""
+    by = {kind: sum(op.time_s for op in cost.ops if op.bound == kind)
+          for kind in ("compute", "memory", "link", "overhead", "host")}
+    prefill = cost.tokens > cost.sequences
+    per_layer = profile.prefill_layer_overhead_s if prefill and \
+        profile.prefill_layer_overhead_s is not None else profile.layer_overhead_s
+    src = f"{profile.engine} profile"
+    overhead = step("engine overhead", "per step + layers × per layer"
+                    + (" (a step with prompt tokens: no CUDA graph)" if prefill else ""),
+                    q("overhead", by["overhead"] * 1e3, "ms"),
+                    overhead_q("per step", profile.step_overhead_s, src),
+                    q("layers", dep.model.num_layers, "", "config.json num_hidden_layers"),
+                    overhead_q("per layer", per_layer, src))
+    total = step("expected step", "Σ operators max(FLOPs ÷ (peak × compute share), bytes ÷ "
+                 "(bandwidth × bandwidth share)) + collectives + overhead",
+                 q("expected", cost.time_s * 1e3, "ms"),
+                 *share_qs(profile, dep),
+                 q("compute-bound operators", by["compute"] * 1e3, "ms"),
+                 q("memory-bound operators", by["memory"] * 1e3, "ms"),
+                 q("collectives", by["link"] * 1e3, "ms"),
+                 q("overhead", by["overhead"] * 1e3, "ms"),
+                 *([q("host operators", by["host"] * 1e3, "ms", "below")] if by["host"] else []))
+    steps = (overhead, total, *_host_step(dep, cost))
+    if dep.flash_attention or dep.model.attention is None:
+        return steps
+    scores = step("attention scores", "written and read back without flash attention: per "
+                  "layer, heads × query-key pairs × bytes per pair (in the memory-bound operators)",
+                  q("scores", score_bytes(dep, batch) / GB, "GB"),
+                  q("heads", dep.model.attention.num_heads / dep.tensor_parallel_size, "",
+                    "config.json num_attention_heads ÷ TP"),
+                  q("bytes per pair", SCORE_BYTES_PER_PAIR, "B",
+                    "f32 scores written, read and written by softmax, read again as f16 by P·V"))
+    return scores, *steps
+
+
+def _host_step(dep: Deployment, cost: StepCost) -> tuple[Step, ...]:
+    """How a partial offload's host operators are priced, or nothing without one."""
+    host = [op for op in cost.ops if op.bound == "host"]
+    if not host or dep.offload is None:
+        return ()
+    from ridgeline.offload import host_bandwidth_share, offload_constants, op_offload_min_batch
+
+    over_link = any(op.name.endswith(f"({OVER_HOST_LINK})") for op in host)
+    if over_link:
+        formula = (f"a step of ≥ {op_offload_min_batch()} tokens: host weights over the link, "
+                   "then their matmuls and the operators between them on the GPU")
+        inputs = [q("bytes over the link", sum(op.bytes for op in host
+                                               if op.name.endswith(f"({OVER_HOST_LINK})"))
+                          / GB, "GB"),
+                  q("host link", link_gbs(dep), "GB/s", "--host-link-gbs or the card's PCIe")]
+    else:
+        formula = ("bytes in host memory ÷ (host bandwidth × the share llama.cpp's CPU layers "
+                   "reach)")
+        inputs = [q("bytes", sum(op.bytes for op in host) / GB, "GB"),
+                  q("host bandwidth", dep.offload.host_bandwidth_bytes_per_s / 1e9, "GB/s",
+                    "--host-bandwidth-gbs"),
+                  q("host share", host_bandwidth_share(), "",
+                    offload_constants()["sources"][0])]
+    return (step("host operators", formula,
+                 q("host operators", sum(op.time_s for op in host) * 1e3, "ms"), *inputs,
+                 q("placement", dep.offload.describe(dep.model))),)
+
+
+def link_gbs(dep: Deployment) -> float:
+    from ridgeline.offload import link_bytes_per_s
+
+    return link_bytes_per_s(dep) / 1e9
+
+
+def fit_dict(f: DecodeFloor | PrefillFloor) -> dict[str, Any]:
+    return {"fits": f.fit.fits, "weight_bytes": f.fit.weight_bytes, "kv_bytes": f.fit.kv_bytes,
+            "capacity_bytes": f.fit.capacity_bytes, "shortfall_bytes": f.fit.shortfall_bytes}
+
+
+def context_caution(dep: Deployment, tokens: int) -> str:
+    """What to say of a context past the model's trained length, or ""."""
+    return trained_context_caution(dep.model.name, dep.model.max_position_embeddings, tokens)
+
+
+@dataclass(frozen=True)
+class ByCard:
+    """One question's reports on several cards: --explain steps labelled with the card, and
+    each card's own JSON with its id and catalog price."""
+
+    reports: tuple[CardReport, ...]
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        return tuple(replace(st, label=f"{r.deployment.accelerator.id}: {st.label}")
+                     for r in self.reports for st in r.steps)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"accelerators": [
+            {"accelerator": r.deployment.accelerator.id,
+             "price_per_device_hour_usd": r.deployment.accelerator.price_per_hour_usd,
+             "ridge_flop_per_byte": r.deployment.dense_ridge_flop_per_byte,
+             **r.to_dict()} for r in self.reports]}

@@ -1,0 +1,150 @@
+"""`ridgeline prefill`: the article's prefill floor (time to first token) beside what the
+engine is expected to take, for one card or several side by side."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ridgeline.deployment import Deployment
+from ridgeline.explain import Step
+from ridgeline.floors import PrefillFloor, bound_label
+from ridgeline.llamacpp_batching import llamacpp_n_ubatch
+from ridgeline.render import table
+from ridgeline.reports.expectation import (
+    ByCard,
+    Expectation,
+    context_caution,
+    deployment_line,
+    fit_dict,
+    no_expectation,
+)
+from ridgeline.roofline import ridge_point
+from ridgeline.units import plural
+
+
+@dataclass(frozen=True)
+class PrefillReport:
+    deployment: Deployment
+    floor: PrefillFloor
+    expected: Expectation
+    ubatch: int | None = None  # llama.cpp -ub, where given
+    pool_batch: int | None = None  # prompts of this length the serving engine's pool holds
+
+    @property
+    def runs(self) -> bool:
+        """Whether the engine runs this prefill at once: it fits, and the serving engine's
+        pool holds the batch's prompts (as decode asks of its batch)."""
+        return self.floor.fit.fits and (self.pool_batch is None
+                                        or self.pool_batch >= self.floor.batch)
+
+    @property
+    def cautions(self) -> list[str]:
+        out = [context_caution(self.deployment, self.floor.prompt_len)]
+        o = self.deployment.offload
+        step = min(self.ubatch or llamacpp_n_ubatch(), self.floor.prompt_len)
+        from ridgeline.offload import op_offload_min_batch
+
+        if o is not None and o.moves_weights(self.deployment.model.num_layers) \
+                and step < op_offload_min_batch():
+            out.append(f"ubatches of {step} tokens run the host's layers on the CPU, whose "
+                       "arithmetic is not priced (only its memory traffic): read the "
+                       "expectation as a lower bound")
+        dep = self.deployment
+        if dep.engine.startswith("llama.cpp") and dep.pipeline_parallel_size > 1 \
+                and self.floor.prompt_len * self.floor.batch > step:
+            out.append(f"the ubatches' overlap over {dep.pipeline_parallel_size} stages is "
+                       "llama.cpp's ideal: on 8 x A100 its pipelining PR (#6017) measured a "
+                       "2,048-token prompt about a quarter under it (validation/pipeline.csv), so "
+                       "read the expectation as optimistic, the more so the more stages")
+        if self.runs and not self.expected.compute_fitted:
+            out.append(f"the {self.expected.engine} profile was fitted on decode rows only: its "
+                       "compute efficiency is the prior's, and its band is decode's, not a "
+                       "prompt's (calibrate with prefill or TTFT rows to fit it)")
+        return [c for c in out if c]
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        return self.floor.steps + (self.expected.steps if self.runs else ())
+
+    def to_dict(self) -> dict[str, Any]:
+        f = self.floor
+        return {"deployment": deployment_line(self.deployment),
+                "kind": "floor (the article's lower bound: time_s, tokens_per_s) and the "
+                "engine's calibrated expectation (expected)", "prompt_len": f.prompt_len,
+                "batch": f.batch, "time_s": f.time_s, "tokens_per_s": f.tokens_per_s,
+                "bound": f.bound, "flops": f.flops, "bytes_moved": f.bytes_moved,
+                "intensity_flop_per_byte": f.intensity_flop_per_byte,
+                "weight_intensity_flop_per_byte": f.weight_intensity_flop_per_byte,
+                "expected": {**self.expected.to_dict(), "tokens_per_s": f.batch * f.prompt_len
+                             / self.expected.time_s} if self.runs else None,
+                "engine_max_batch": self.pool_batch,
+                "cautions": self.cautions, **fit_dict(f)}
+
+    def text_lines(self) -> list[str]:
+        f, dep, e = self.floor, self.deployment, self.expected
+        ridge = f"ridge {dep.dense_ridge_flop_per_byte:,.0f}"
+        step_ridge = ridge_point(dep.peak_flops_per_s, dep.bandwidth_bytes_per_s)
+        if dep.compute_dtype != dep.dense_compute_dtype:  # gpt-oss: bf16 attention, fp4 experts
+            ridge += f" at {dep.dense_compute_dtype}, {step_ridge:,.0f} at {dep.compute_dtype}"
+        lines = [] if f.fit.fits else [f.fit.headline()]
+        lines += [
+            deployment_line(self.deployment),
+            f"prefill floor, {f.batch} x {f.prompt_len:,}-token prompt"
+            + (":" if self.runs else " (arithmetic only: no engine can run this):"
+               if not f.fit.fits else f" (arithmetic only: {e.engine} would not run this):"),
+            f"  time       {f.time_s * 1e3:,.1f} ms (bound by {f.bound}) = TTFT floor",
+            # a deployment that cannot run gets no throughput, as decode gives it none
+            f"  throughput {f.tokens_per_s:,.0f} prompt tok/s" if self.runs else
+            "  throughput none: it does not run",
+            f"  intensity  {f.weight_intensity_flop_per_byte:,.0f} FLOP per byte of weights, "
+            f"{f.intensity_flop_per_byte:,.0f} over all bytes ({ridge})",
+        ]
+        lines += [f"caution: {c}" for c in self.cautions]
+        if not f.fit.fits:
+            return [*lines, *no_expectation(self.deployment, e.engine)]
+        if not self.runs:
+            from ridgeline.capacity import context_refusal
+
+            fit = "`ridgeline fit --usage offline`" if e.engine == "vllm" else "`ridgeline fit`"
+            held = self.pool_batch or 0
+            return [*lines, f"expected on {e.engine}: nothing: " + (
+                context_refusal(self.deployment, f.prompt_len) or
+                f"{e.engine} cannot hold one {f.prompt_len:,}-token prompt beside these weights: "
+                f"it would refuse to start ({fit} for the breakdown)" if not held else
+                f"its KV pool holds {held:,} {plural(held, 'prompt')} of {f.prompt_len:,} tokens "
+                f"at once, not {f.batch:,} ({fit} for the breakdown)")]
+        return [*lines,
+                f"expected on {e.engine}: {e.time_s * 1e3:,.1f} ms ({e.low_s * 1e3:,.1f}–"
+                f"{e.high_s * 1e3:,.1f}) = TTFT, {f.batch * f.prompt_len / e.time_s:,.0f} prompt "
+                f"tok/s  [{e.source}]"]
+
+
+@dataclass(frozen=True)
+class PrefillComparison(ByCard):
+    """The same prompt on several accelerators: floor and expected time to first token."""
+
+    reports: tuple[PrefillReport, ...]
+
+    def text_lines(self) -> list[str]:
+        first = self.reports[0]
+        d, f0 = first.deployment, first.floor
+        rows = []
+        for r in self.reports:
+            f, e = r.floor, r.expected
+            tokens = f.batch * f.prompt_len
+            rows.append([r.deployment.gpus_label,
+                         f"{f.time_s * 1e3:,.1f}",
+                         f"{e.time_s * 1e3:,.1f}" if r.runs else
+                         "pool too small" if f.fit.fits else "does not fit",
+                         f"{tokens / e.time_s:,.0f}" if r.runs else "",
+                         f"{r.deployment.dense_ridge_flop_per_byte:,.0f}", bound_label(f.bound)])
+        from ridgeline.offload import placement_lines
+
+        return [f"{d.model.name}, weights {d.weights.label}: {f0.batch} x {f0.prompt_len:,}-token "
+                f"prompt on {', '.join(dict.fromkeys(r.expected.engine for r in self.reports))}, "
+                "one row per accelerator", "",
+                *table(rows, ["accelerator", "floor ms", "expected TTFT ms", "prompt tok/s",
+                              "ridge", "bound"]),
+                *placement_lines([r.deployment for r in self.reports]),
+                "", "`--gpu NAME` alone for one card's breakdown"]
