@@ -3,7 +3,7 @@
 
     python scripts/crossval.py            # prints the tables, writes docs/accuracy.md
 
-Rows: validation/measurements.csv and validation/lowbatch.csv, fitted as
+Rows: validation/measurements.csv, validation/lowbatch.csv and validation/rocm.csv, fitted as
 scripts/fit_profiles.py fits them (the serving engines together). Leave one accelerator
 out: fit every engine on the rows of all other accelerators, predict the held-out
 accelerator's rows. Leave one source out: the same by source (S1…S6).
@@ -29,7 +29,7 @@ from ridgeline.reports.validation import figure
 
 ROOT = Path(__file__).resolve().parent.parent
 CSVS = (ROOT / "validation" / "measurements.csv", ROOT / "validation" / "lowbatch.csv",
-        ROOT / "validation" / "kvlogs.csv")
+        ROOT / "validation" / "rocm.csv", ROOT / "validation" / "kvlogs.csv")
 OUT = ROOT / "docs" / "accuracy.md"
 PRIOR = EngineProfile("prior", 0.8, 0.5, 3e-4, 5e-6, source="generic prior")
 TARGETS = {"decode_tok_s_per_user": 0.10, "prefill_tok_s": 0.10, "output_throughput_tok_s": 0.15,

@@ -4,7 +4,8 @@
     python scripts/fit_profiles.py            # writes src/ridgeline/data/profiles.json
 
 Rows: validation/measurements.csv (the shared published measurements),
-validation/lowbatch.csv (low-batch serving figures collected for ridgeline) and
+validation/lowbatch.csv (low-batch serving figures collected for ridgeline),
+validation/rocm.csv (llama.cpp's ROCm backend on Radeon cards, from llama.cpp's pull requests) and
 validation/h200/ (`ridgeline measure` on an H200: the torch-eager and torch-cudagraph rows of
 dense models; its MoE rows are not fitted, see to_fit). The llama.cpp
 backends are fitted one by one; TensorRT-LLM, vLLM and SGLang together (SERVING_ENGINES:
@@ -27,7 +28,7 @@ from ridgeline.predict import harness_moe, row_engine
 
 ROOT = Path(__file__).resolve().parent.parent
 CSVS = (ROOT / "validation" / "measurements.csv", ROOT / "validation" / "lowbatch.csv",
-        *sorted((ROOT / "validation" / "h200").glob("*.csv")))
+        ROOT / "validation" / "rocm.csv", *sorted((ROOT / "validation" / "h200").glob("*.csv")))
 OUT = ROOT / "src" / "ridgeline" / "data" / "profiles.json"
 # engine without rows -> the fitted engine it borrows from, and why
 BORROW = {

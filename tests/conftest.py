@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 MEASUREMENTS = ROOT / "validation" / "measurements.csv"
 LOWBATCH = ROOT / "validation" / "lowbatch.csv"
 EAGER = ROOT / "validation" / "eager.csv"
+ROCM = ROOT / "validation" / "rocm.csv"
 
 
 @pytest.fixture(scope="session")

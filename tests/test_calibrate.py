@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from ridgeline.cli import main
 from ridgeline.engines import EngineProfile, profile_for
 from ridgeline.measurements import read_measurements
 from ridgeline.predict import predict
-from tests.conftest import EAGER, LOWBATCH, MEASUREMENTS
+from tests.conftest import EAGER, LOWBATCH, MEASUREMENTS, ROCM
 
 
 def test_nelder_mead_finds_a_quadratic_minimum() -> None:
@@ -120,6 +121,21 @@ def test_profiles_name_their_fit() -> None:
     # the serving engines are fitted together, on TensorRT-LLM's and the low-batch rows
     assert "trtllm, vllm together" in profile_for("vllm").source
     assert profile_for("vllm").fitted_ids == profile_for("trtllm").fitted_ids
+
+
+def test_llamacpp_rocm_is_fitted_on_its_own_rows_not_borrowed_from_vulkan() -> None:
+    """validation/rocm.csv (Radeon cards, llama.cpp's PRs): the bundled ROCm profile is fitted
+    on every one of them, and predicts them far better than Vulkan's profile, which it
+    borrowed before (its prompts ran at a quarter of the measured speed)."""
+    rows = read_measurements(ROCM).rows
+    rocm = profile_for("llama.cpp-rocm")
+    assert rocm.fitted_rows == len(performance_rows(rows)) == len(rows) >= 16
+    assert set(rocm.fitted_ids) == {r.id for r in rows}
+    assert rocm.source.startswith("fitted on") and "borrowed" not in rocm.source
+    vulkan = {"llama.cpp-rocm": replace(profile_for("llama.cpp-vulkan"), engine="llama.cpp-rocm")}
+    own = error_stats(validate(rows), lambda p: "all")[0]
+    borrowed = error_stats(validate(rows, vulkan), lambda p: "all")[0]
+    assert own.median_abs_error < 0.2 < 0.5 < borrowed.median_abs_error
 
 
 def test_serving_engines_fitted_together_share_one_profile_over_their_rows() -> None:
