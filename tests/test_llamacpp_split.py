@@ -112,7 +112,7 @@ def test_row_split_is_refused_as_unmodelled_and_a_split_needs_gpus(
 def test_a_layer_split_pipelines_a_prompts_ubatches() -> None:
     """llama.cpp PR #6017: the ubatches of one llama_decode call (-b 2048: four of 512) move
     through the stages one behind the other."""
-    from ridgeline.llamacpp_batching import pipelined_s, prefill_time
+    from ridgeline.llamacpp_batching import pipelined_s, prefill_time_s
 
     assert pipelined_s([1.0, 1.0, 1.0, 1.0], 2) == pytest.approx(2.5)  # (4 + 1) halves
     assert pipelined_s([1.0], 4) == 1.0 and pipelined_s([1.0, 2.0], 1) == 3.0
@@ -120,8 +120,8 @@ def test_a_layer_split_pipelines_a_prompts_ubatches() -> None:
     profile = profile_for("llama.cpp-cuda")
     one, two = (Deployment.build(model, acc, "q4_k_m", None, n, engine="llama.cpp-cuda")
                 for n in (1, 2))
-    assert prefill_time(two, profile, 512) >= prefill_time(one, profile, 512)  # one ubatch
-    long_one, long_two = prefill_time(one, profile, 8192), prefill_time(two, profile, 8192)
+    assert prefill_time_s(two, profile, 512) >= prefill_time_s(one, profile, 512)  # one ubatch
+    long_one, long_two = prefill_time_s(one, profile, 8192), prefill_time_s(two, profile, 8192)
     assert 1.4 < long_one / long_two < 1.7  # 4 ubatches a call: 4 × 2 / (4 + 1) = 1.6
 
 

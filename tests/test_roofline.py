@@ -11,7 +11,7 @@ from ridgeline.cli import main
 from ridgeline.params import count_params
 from ridgeline.reports.roofline import roofline_report
 from ridgeline.roofline import (
-    attainable_flops,
+    attainable_flops_per_s,
     batch_for_intensity,
     decode_attention_intensity,
     expert_intensity,
@@ -20,8 +20,8 @@ from ridgeline.roofline import (
 
 
 def test_attainable_flops_is_the_ramp_then_the_roof() -> None:
-    assert attainable_flops(990e12, 3.35e12, 100) == pytest.approx(335e12)
-    assert attainable_flops(990e12, 3.35e12, 1000) == 990e12
+    assert attainable_flops_per_s(990e12, 3.35e12, 100) == pytest.approx(335e12)
+    assert attainable_flops_per_s(990e12, 3.35e12, 1000) == 990e12
 
 
 def test_fp8_weights_double_the_intensity_of_the_same_batch() -> None:

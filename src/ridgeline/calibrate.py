@@ -72,7 +72,7 @@ def _group(row: Measurement) -> str:
         return "other"
 
 
-def _rated_bandwidth(row: Measurement) -> float | None:
+def _rated_bytes_per_s(row: Measurement) -> float | None:
     try:
         return resolve_accelerator(row.gpu).memory_bandwidth_bytes_per_s
     except InputError:
@@ -88,7 +88,7 @@ def _shows_ceiling(rows: Sequence[Measurement], engine: str) -> bool:
         return False
     rated = [b for r in rows if r.metric == "decode_tok_s_per_user"
              and r.batch is not None and r.batch <= MATVEC_TOKENS
-             if (b := _rated_bandwidth(r))]
+             if (b := _rated_bytes_per_s(r))]
     return len(rated) >= MIN_GROUP_ROWS and max(rated) >= CAP_SPAN * min(rated)
 
 
@@ -235,7 +235,7 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
     # ceiling, 3.30 TB/s, that the full fit puts at 3.73 TB/s.)
     if _shows_ceiling(mine, key):
         capped = replace(space, cap=True)
-        fastest = max(b for b in map(_rated_bandwidth, mine) if b)
+        fastest = max(b for b in map(_rated_bytes_per_s, mine) if b)
         tried = _minimise(loss_in(capped), [*best, math.log(CAP_START_SHARE * fastest)])
         if loss_in(capped)(tried) < plain(best):
             space, best = capped, tried

@@ -21,7 +21,7 @@ class Candidate:
     batch: int  # per replica, analytic
     tpot_s: float  # analytic mean at that batch (its percentile meets the SLO)
     ttft_floor_s: float
-    replica_rate: float  # requests/s one replica sustains within the TPOT SLO
+    replica_rate_req_s: float  # requests/s one replica sustains within the TPOT SLO
     replicas: int
     price_per_gpu_hour: float | None
     calibrated: bool

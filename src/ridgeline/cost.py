@@ -126,7 +126,7 @@ IDEAL = EngineProfile("floor", 1.0, 1.0, 0.0, 0.0, source="the article's floor")
 class AttentionLoad(NamedTuple):
     """What a batch asks of the attention layers with one window (None: full attention)."""
 
-    window: int | None
+    window_tokens: int | None
     decode_pairs: float  # query-key pairs of one-token (decode) sequences
     prefill_pairs: float  # query-key pairs of multi-token (prefill) sequences
     kv_tokens: float  # cached tokens read plus new tokens written
@@ -150,10 +150,10 @@ def batch_shape(dep: Deployment, batch: Sequence[Seq]) -> BatchShape:
     decodes = [s.context_tokens for s in batch if s.new_tokens == 1]
     chunks = [s for s in batch if s.new_tokens > 1]
 
-    def decode_keys(window: int | None) -> float:  # a decode sees c + 1 keys (window-capped)
-        if window is None:
+    def decode_keys(window_tokens: int | None) -> float:  # a decode sees c + 1 keys (window-capped)
+        if window_tokens is None:
             return float(sum(decodes) + len(decodes))
-        return float(sum(min(c + 1, window) for c in decodes))
+        return float(sum(min(c + 1, window_tokens) for c in decodes))
 
     return shape_of(attention_windows(dep), len(decodes), decode_keys, chunks)
 
@@ -219,7 +219,7 @@ def step_terms(dep: Deployment, shape: BatchShape) -> StepTerms:
     tp = dep.tensor_parallel_size
     tokens = shape.tokens
     act = tokens * h * ACTIVATION_BYTES
-    loads = {a.window: a for a in shape.attention}
+    loads = {a.window_tokens: a for a in shape.attention}
     work: list[tuple[str, float, float, int]] = []
     host: list[tuple[str, float, float, int, float]] = []
     link: dict[str, float] = {}
@@ -545,7 +545,7 @@ def score_bytes(dep: Deployment, batch: Sequence[Seq]) -> float:
     rates = attention_rates(dep)
     if not rates[4]:
         return 0.0
-    loads = {a.window: a for a in batch_shape(dep, batch).attention}
+    loads = {a.window_tokens: a for a in batch_shape(dep, batch).attention}
     return sum(count * _scores(rates, loads[layer.window_tokens])
                for layer, count in layer_kinds(dep) if layer.mixer in ATTENTION_MIXERS)
 

@@ -47,7 +47,7 @@ def pipeline_span(total: float, longest: float, stages: int) -> float:
     return (total + (stages - 1) * longest) / stages
 
 
-def prefill_time(dep: Deployment, profile: EngineProfile, prompt: int, depth: int = 0,
+def prefill_time_s(dep: Deployment, profile: EngineProfile, prompt: int, depth: int = 0,
                  batch: int = 1, chunk: int | None = 0) -> float:
     """Prefill of ``batch`` prompts of ``prompt`` tokens after ``depth`` cached ones.
 

@@ -16,7 +16,7 @@ def routed_fraction(experts_per_token: int, num_experts: int) -> float:
     return experts_per_token / num_experts
 
 
-def article_expert_intensity(batch: float, experts_per_token: int, num_experts: int) -> float:
+def article_tokens_per_expert(batch: float, experts_per_token: int, num_experts: int) -> float:
     """The article's estimate: B × k/E (each expert's share of a batch of B)."""
     return batch * routed_fraction(experts_per_token, num_experts)
 

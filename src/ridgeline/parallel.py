@@ -50,7 +50,7 @@ def link_latency_s(acc: Accelerator) -> float:
     return DEFAULT_LATENCY_S
 
 
-def link_bandwidth(acc: Accelerator) -> float:
+def interconnect_bytes_per_s(acc: Accelerator) -> float:
     return acc.link_bytes_per_s or PCIE4_X16_BYTES_PER_S
 
 
@@ -75,9 +75,9 @@ def all_reduce_time_s(message_bytes: float, ranks: int, acc: Accelerator) -> flo
     if ranks <= 1 or message_bytes <= 0:
         return 0.0
     local = min(ranks, node_size(acc))
-    t = _ring(message_bytes, local, link_latency_s(acc), link_bandwidth(acc))
+    t = _ring(message_bytes, local, link_latency_s(acc), interconnect_bytes_per_s(acc))
     if local > 1 and (acc.link_kind or "").lower().startswith(LOW_LATENCY_FABRICS):
-        t = min(t, _shots(message_bytes, local, link_bandwidth(acc)))
+        t = min(t, _shots(message_bytes, local, interconnect_bytes_per_s(acc)))
     nodes = -(-ranks // local)
     if nodes > 1:
         t += _ring(message_bytes, nodes, INTER_NODE_LATENCY_S, INTER_NODE_BYTES_PER_S)
@@ -91,7 +91,7 @@ def all_to_all_time_s(message_bytes: float, ranks: int, acc: Accelerator) -> flo
     if ranks > node_size(acc):  # most partners sit on other nodes
         return (ranks - 1) * (INTER_NODE_LATENCY_S + message_bytes / (ranks
                                                                       * INTER_NODE_BYTES_PER_S))
-    return (ranks - 1) * (link_latency_s(acc) + message_bytes / (ranks * link_bandwidth(acc)))
+    return (ranks - 1) * (link_latency_s(acc) + message_bytes / (ranks * interconnect_bytes_per_s(acc)))
 
 
 def send_time_s(message_bytes: float, acc: Accelerator, inter_node: bool = False) -> float:
@@ -100,7 +100,7 @@ def send_time_s(message_bytes: float, acc: Accelerator, inter_node: bool = False
         return 0.0
     if inter_node:
         return INTER_NODE_LATENCY_S + message_bytes / INTER_NODE_BYTES_PER_S
-    return link_latency_s(acc) + message_bytes / link_bandwidth(acc)
+    return link_latency_s(acc) + message_bytes / interconnect_bytes_per_s(acc)
 
 
 def pipeline_hops(tp: int, pp: int, acc: Accelerator) -> tuple[int, int]:

@@ -32,7 +32,7 @@ from ridgeline.engines import EngineProfile, engine_id, llamacpp_build, profile_
 from ridgeline.errors import InputError
 from ridgeline.floors import raw_fit
 from ridgeline.hardware import resolve_accelerator
-from ridgeline.llamacpp_batching import llamacpp_n_ubatch, prefill_time
+from ridgeline.llamacpp_batching import llamacpp_n_ubatch, prefill_time_s
 from ridgeline.measurements import KV_METRICS, UNITS, Measurement
 from ridgeline.memory import EngineSettings, engine_defaults, kv_pool
 from ridgeline.model import ModelSpec
@@ -188,14 +188,14 @@ def speed_caveat(dep: Deployment) -> str:
 def _predict_value(row: Measurement, dep: Deployment, profile: EngineProfile) -> float | None:
     m = row.metric
     if m == "decode_tok_s_per_user":
-        return 1.0 / decode_step_time(dep, profile, row.batch or 1, *_decode_span(row))
+        return 1.0 / decode_step_time_s(dep, profile, row.batch or 1, *_decode_span(row))
     if m == "prefill_tok_s":
         prompt = row.input_len or 0
         if prompt <= 0:
             return None
         depth = max(0, (row.context_len or prompt) - prompt)
         ubatch = int(row.setting_number("n_ubatch") or llamacpp_n_ubatch())  # llama-bench -ub
-        return (row.batch or 1) * prompt / prefill_time(dep, profile, prompt, depth,
+        return (row.batch or 1) * prompt / prefill_time_s(dep, profile, prompt, depth,
                                                         row.batch or 1, ubatch)
     if m in ("output_throughput_tok_s", "output_throughput_tok_s_per_gpu"):
         value = output_throughput(row, dep, profile)
@@ -206,7 +206,7 @@ def _predict_value(row: Measurement, dep: Deployment, profile: EngineProfile) ->
         ttft_prompt = row.input_len or row.context_len
         if not ttft_prompt:
             return None
-        return 1e3 * prefill_time(dep, profile, ttft_prompt, 0, 1, chunk=None)
+        return 1e3 * prefill_time_s(dep, profile, ttft_prompt, 0, 1, chunk=None)
     return _kv_metric(row, dep)
 
 
@@ -217,7 +217,7 @@ def _decode_span(row: Measurement) -> tuple[int, int]:
     return max(0, end - out), out
 
 
-def decode_step_time(dep: Deployment, profile: EngineProfile, batch: int, start: int,
+def decode_step_time_s(dep: Deployment, profile: EngineProfile, batch: int, start: int,
                      generated: int) -> float:
     """Mean decode step time while contexts grow from ``start`` to ``start + generated``."""
     mid = mean_decode_context(start, generated)
@@ -230,20 +230,20 @@ def output_throughput(row: Measurement, dep: Deployment, profile: EngineProfile)
         return None
     if "S_TG" in row.notes:  # llama-batched-bench: decode steps only
         sequences = row.batch or 1
-        return sequences / decode_step_time(dep, profile, sequences, isl, osl)
+        return sequences / decode_step_time_s(dep, profile, sequences, isl, osl)
     batch = row.batch or 0
     if not batch:
         batch = max_batch(dep, isl + osl)
         if batch < 1:
             raise InputError("does not fit: the KV pool holds no full sequence")
-    decode = osl * decode_step_time(dep, profile, batch, isl, osl)
+    decode = osl * decode_step_time_s(dep, profile, batch, isl, osl)
     prefill = 0.0
     if isl > 0:
-        prefill = batch_prefill_time(dep, profile, batch, isl)
+        prefill = batch_prefill_time_s(dep, profile, batch, isl)
     return batch * osl / (prefill + decode)
 
 
-def batch_prefill_time(dep: Deployment, profile: EngineProfile, batch: int, isl: int) -> float:
+def batch_prefill_time_s(dep: Deployment, profile: EngineProfile, batch: int, isl: int) -> float:
     """Prompts of a batch, packed into steps of the engine's token budget."""
     budget = int(engine_defaults(dep.engine).get("max_num_tokens",
                                                  engine_defaults(dep.engine).get(

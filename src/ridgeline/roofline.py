@@ -20,7 +20,7 @@ def ridge_point(peak_flops_per_s: float, bandwidth_bytes_per_s: float) -> float:
     return peak_flops_per_s / bandwidth_bytes_per_s
 
 
-def attainable_flops(peak_flops_per_s: float, bandwidth_bytes_per_s: float, intensity: float) -> float:
+def attainable_flops_per_s(peak_flops_per_s: float, bandwidth_bytes_per_s: float, intensity: float) -> float:
     """min(peak, intensity × bandwidth): the roof and the ramp."""
     return min(peak_flops_per_s, intensity * bandwidth_bytes_per_s)
 
@@ -104,7 +104,7 @@ def operating_point(
 ) -> OperatingPoint:
     peak = acc.peak(dtype)
     bandwidth = acc.memory_bandwidth_bytes_per_s
-    attainable = attainable_flops(peak, bandwidth, intensity)
+    attainable = attainable_flops_per_s(peak, bandwidth, intensity)
     return OperatingPoint(name, intensity, attainable, attainable / peak, batch_to_ridge, note)
 
 

@@ -19,7 +19,7 @@ from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.explain import Step, q, step
 from ridgeline.floors import DecodeFloor, PrefillFloor, floor_time_s, prefill_floor
-from ridgeline.llamacpp_batching import llamacpp_n_ubatch, prefill_time
+from ridgeline.llamacpp_batching import llamacpp_n_ubatch, prefill_time_s
 from ridgeline.model import trained_context_caution
 from ridgeline.reports.profile_story import overhead_q, share_qs
 from ridgeline.units import GB
@@ -108,7 +108,7 @@ class Expectation:
         if not dep.engine.startswith("llama.cpp") or prompt <= ubatch:
             return cls.of(dep, [Seq(prompt, 0)] * batch, profile)
         first = [Seq(ubatch, 0)]
-        t = prefill_time(dep, profile, prompt, 0, batch, ubatch)
+        t = prefill_time_s(dep, profile, prompt, 0, batch, ubatch)
         ubatches = batch * -(-prompt // ubatch)
         head = tuple(replace(st, label=f"first ubatch: {st.label}") for st in
                      _expectation_steps(dep, first, profile, step_cost(dep, first, profile)))

@@ -9,7 +9,7 @@ from ridgeline.deployment import Deployment
 from ridgeline.errors import InputError
 from ridgeline.explain import Step, q, step
 from ridgeline.floors import device_fit, weight_bytes_read
-from ridgeline.moe import article_expert_intensity, expected_experts_touched, routed_fraction
+from ridgeline.moe import article_tokens_per_expert, expected_experts_touched, routed_fraction
 from ridgeline.render import table
 from ridgeline.roofline import (
     expert_intensity,
@@ -26,7 +26,7 @@ TABLE_BATCHES = (1, 8, 32, 128, 512, 2048)
 class MoERow:
     batch: int
     experts_touched: float
-    article_intensity: float  # tokens per expert, B·k/E
+    article_tokens_per_expert: float  # tokens per expert, B·k/E
     intensity_flop_per_byte: float
     weight_bytes_read: float
 
@@ -55,9 +55,7 @@ class MoEReport:
     def to_dict(self) -> dict[str, Any]:
         data = {k: v for k, v in vars(self).items() if k not in ("rows", "steps", "fit")}
         data["ridge_flop_per_byte"] = data.pop("ridge")
-        # the article's figure is tokens per expert (B·k/E), not FLOP per byte
-        data["rows"] = [{("article_tokens_per_expert" if k == "article_intensity" else k): v
-                         for k, v in vars(r).items()} for r in self.rows]
+        data["rows"] = [dict(vars(r)) for r in self.rows]
         data["weights_fit"] = not self.fit
         return data
 
@@ -79,7 +77,7 @@ class MoEReport:
             f"{self.better_batch_to_ridge:,.0f}",
             "",
         ]
-        rows = [[str(r.batch), f"{r.experts_touched:,.1f}", f"{r.article_intensity:,.2f}",
+        rows = [[str(r.batch), f"{r.experts_touched:,.1f}", f"{r.article_tokens_per_expert:,.2f}",
                  f"{r.intensity_flop_per_byte:,.1f}", f"{r.weight_bytes_read / GB:,.1f} GB"]
                 for r in self.rows]
         lines += table(rows, ["batch", "experts touched", "B·k/E", "expert FLOP/byte",
@@ -107,7 +105,7 @@ def moe_report(dep: Deployment, batch: int) -> MoEReport:
     batches = sorted({*TABLE_BATCHES, batch})
     rows = tuple(
         MoERow(b, expected_experts_touched(moe.num_experts, moe.experts_per_token, b),
-               article_expert_intensity(b, moe.experts_per_token, moe.num_experts),
+               article_tokens_per_expert(b, moe.experts_per_token, moe.num_experts),
                expert_intensity(b, spec, bpw), weight_bytes_read(dep, b))
         for b in batches
     )

@@ -141,13 +141,13 @@ class PlanReport:
         mean_out, tok_s = result.mean_output_tokens, self._tok_s()
         return (
             step("one replica's rate", "batch ÷ (output tokens × TPOT at that batch)",
-                 q("rate", win.replica_rate, "req/s"), q("batch", win.batch),
+                 q("rate", win.replica_rate_req_s, "req/s"), q("batch", win.batch),
                  q("output tokens (mean)", mean_out),
                  q("TPOT", win.tpot_s * 1e3, "ms", "step_cost, mixed decode + prefill step")),
             step("replicas, analytic", "ceil(rate ÷ one replica's rate)",
                  q("replicas", win.analytic_replicas if win.verified else win.replicas),
                  q("rate", result.load.rate, "req/s"),
-                 q("one replica's rate", win.replica_rate, "req/s")),
+                 q("one replica's rate", win.replica_rate_req_s, "req/s")),
             *((step("replicas, simulated", "the fewest replicas whose simulated percentiles "
                     "meet the SLO (each replica at its share of the load)",
                     q("replicas", win.replicas),
@@ -163,7 +163,6 @@ class PlanReport:
 
     def _row(self, c: Candidate) -> dict[str, Any]:
         data = asdict(c)
-        data["replica_rate_req_s"] = data.pop("replica_rate")
         data.update(label=c.label, gpus=c.gpus, cost_per_hour=c.cost_per_hour,
                     cost_per_million_output_tokens=c.cost_per_million_tokens(self._tok_s()))
         if self.result.mean_output_tokens < 2:  # one output token: no TPOT to state
@@ -253,7 +252,7 @@ class PlanReport:
                  f"{_usd(per_m)} per million output tokens",
                  f"  per replica: batch {win.batch}, mean TPOT "
                  f"{_tpot_ms(win.tpot_s if r.mean_output_tokens >= 2 else None)} (expected; "
-                 f"band ×{win.band[0]:.2f}–×{win.band[1]:.2f}), {win.replica_rate:,.2f} req/s"]
+                 f"band ×{win.band[0]:.2f}–×{win.band[1]:.2f}), {win.replica_rate_req_s:,.2f} req/s"]
         if win.verified:
             lines.append(f"  simulated at {_rate(r.load.rate / win.replicas)} req/s per replica: "
                          f"{_pct(slo.percentile)} TTFT {(win.sim_ttft_s or 0) * 1e3:,.0f} ms, "

@@ -10,7 +10,7 @@ from ridgeline.explain import Step, q, step
 from ridgeline.floors import device_fit
 from ridgeline.hardware import Accelerator
 from ridgeline.model import trained_context_caution
-from ridgeline.moe import article_expert_intensity, expected_experts_touched
+from ridgeline.moe import article_tokens_per_expert, expected_experts_touched
 from ridgeline.render import table
 from ridgeline.roofline import (
     OperatingPoint,
@@ -228,7 +228,7 @@ def roofline_report(
                   q("bytes per weight", bytes_per_weight, "B"))]
     if dep is not None and moe is not None:
         e_i = expert_intensity(batch, dep.model, expert_bpw)
-        article = article_expert_intensity(batch, moe.experts_per_token, moe.num_experts)
+        article = article_tokens_per_expert(batch, moe.experts_per_token, moe.num_experts)
         expert_ridge = expert_ridge_batch(acc, expert_dtype, expert_bpw, moe.routed_fraction)
         points.append(operating_point(
             "MoE expert layers", e_i, acc, expert_dtype, expert_ridge,

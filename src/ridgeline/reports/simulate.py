@@ -106,7 +106,7 @@ class SimulateReport:
             "queue_s": r.percentiles("queue"),
             "request_rate": r.request_rate, "output_tok_s": r.output_tok_s,
             "output_tok_s_per_gpu": r.output_tok_s / d.num_gpus,
-            "goodput_req_s": r.goodput,
+            "goodput_req_s": r.goodput_req_s,
             "at_percentile": None if self.percentile is None else {
                 "percentile": self.percentile, "ttft_s": r.latency_at("ttft", self.percentile),
                 "tpot_s": r.latency_at("tpot", self.percentile),
@@ -163,12 +163,12 @@ class SimulateReport:
             lines.append(self._percentile_line())
         if self.has_window and (self.slo_ttft_s is not None or self.slo_tpot_s is not None):
             low, high = rec.measured_window
-            lines.append(f"goodput: {r.goodput:,.2f} req/s meet the SLO ({r.good:,} requests "
+            lines.append(f"goodput: {r.goodput_req_s:,.2f} req/s meet the SLO ({r.good:,} requests "
                          f"over the window's {high - low:,.6g} s of arrivals: "
                          f"{_share(r.good, rec.windowed)} of the {rec.windowed:,} completed in "
                          "it)")
         elif self.slo_ttft_s is not None or self.slo_tpot_s is not None:
-            lines.append(f"goodput: {r.goodput:,.2f} req/s meet the SLO ({r.good:,} requests: "
+            lines.append(f"goodput: {r.goodput_req_s:,.2f} req/s meet the SLO ({r.good:,} requests: "
                          f"{_share(r.good, r.completed)} of completed, "
                          f"{_share(r.good, self.requests)} of all {self.requests:,})")
         return lines + self._rejected_lines() + [f"caution: {c}" for c in self.cautions]
@@ -268,14 +268,14 @@ class SimulateReport:
             low, high = r.rec.measured_window
             out.append(step(
                 "goodput", "requests arriving in the window that completed and met every SLO "
-                "given ÷ the window's length", q("goodput", r.goodput, "req/s"),
+                "given ÷ the window's length", q("goodput", r.goodput_req_s, "req/s"),
                 q("met the SLO", r.good, "requests", "TTFT ≤ SLO and TPOT ≤ SLO"),
                 q("window", high - low, "s", f"--window {r.rec.window[0]:g},"
                   f"{r.rec.window[1]:g}, as far as arrivals reach")))
         elif self.slo_ttft_s is not None or self.slo_tpot_s is not None:
             out.append(step(
                 "goodput", "completed requests that met every SLO given ÷ simulated time "
-                "(a rejected request met none)", q("goodput", r.goodput, "req/s"),
+                "(a rejected request met none)", q("goodput", r.goodput_req_s, "req/s"),
                 q("met the SLO", r.good, "requests", "TTFT ≤ SLO and TPOT ≤ SLO"),
                 q("completed", r.completed, "requests"),
                 q("all requests", self.requests, "requests", f"{r.rejected:,} rejected"),

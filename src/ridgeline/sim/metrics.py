@@ -319,7 +319,7 @@ class SimResult:
         return self.rec.good
 
     @property
-    def goodput(self) -> float:
+    def goodput_req_s(self) -> float:
         """Completed requests per second that met every SLO the run was given: of the run's
         duration, or, with a window, of the window's arrivals per second of it."""
         low, high = self.rec.measured_window

@@ -98,7 +98,7 @@ class StepTimer:
         total = self._context_free(tokens, shape.sequences, graphed)
         p, w = self._pa, self._w
         if self._attention:
-            loads = {a.window: a for a in shape.attention}
+            loads = {a.window_tokens: a for a in shape.attention}
             for window, count in self._attention:
                 flops, nbytes = attention_flops_bytes(self._rates, loads[window], tokens)
                 total += count * max(flops / p, nbytes / w)
