@@ -21,7 +21,7 @@ import sys
 from functools import partial
 from typing import Any
 
-from ridgeline.device_probes import timed  # warm-up, CUDA events, the median
+from ridgeline.device_probes import timed_s  # warm-up, CUDA events, the median
 
 # name: (experts, experts per token, hidden, expert intermediate), from the catalog's configs
 SHAPES = {"qwen3-30b-a3b": (128, 8, 2048, 768), "mixtral-8x7b": (8, 2, 4096, 14336),
@@ -74,14 +74,14 @@ def main() -> int:
             nbytes = touched * 2 * inter * hidden * up_t.element_size()
             grouped = [partial(torch._grouped_mm, rows, up_t, offs=ends)
                        for rows, ends, _, _ in draw]
-            seconds = timed(torch, device, partial(run_all, torch, grouped), repeats=30, warmup=3) / draws
+            seconds = timed_s(torch, device, partial(run_all, torch, grouped), repeats=30, warmup=3) / draws
             # the same bytes as one dense weight, rows as many as the fullest group
             rows_dense = max(m for _, _, _, m in draw)
             n = round(touched * 2 * inter)
             big = torch.randn(draws * n, hidden, device=device, dtype=dtype)
             x = torch.randn(rows_dense, hidden, device=device, dtype=dtype)
             dense = [partial(torch.matmul, x, big[i * n:(i + 1) * n].T) for i in range(draws)]
-            dense_s = timed(torch, device, partial(run_all, torch, dense), repeats=30, warmup=3) / draws
+            dense_s = timed_s(torch, device, partial(run_all, torch, dense), repeats=30, warmup=3) / draws
             print(f"{name:14s} {batch:5d} {touched:8.1f} {nbytes / 1e6:8.1f} {seconds * 1e6:11.1f} "
                   f"{nbytes / seconds / 1e9:13.0f} {dense_s * 1e6:9.1f} "
                   f"{nbytes / dense_s / 1e9:11.0f}")

@@ -430,7 +430,7 @@ def test_the_winner_has_the_fewest_replicas_that_hold_in_the_steady_state() -> N
     def p90(replicas: int, seed: int = 0) -> tuple[float, float]:
         work, window = replace(load, seed=seed).steady(replicas, lifetime)
         result = Simulator(dep, profile_for("vllm"), config).run(iter(work), window=window)
-        return result.latency_at("ttft", 90), result.latency_at("tpot", 90)
+        return result.latency_s_at("ttft", 90), result.latency_s_at("tpot", 90)
 
     ttft, tpot = p90(win.replicas)
     assert (ttft, tpot) == (win.sim_ttft_s, win.sim_tpot_s)
@@ -451,15 +451,15 @@ def test_a_rejected_request_is_a_miss_and_any_percentile_is_read() -> None:
         r.finish_s, r.num_generated = i + 1.0, 10
         rec.finish(r)
     result = SimResult(rec, 100.0, 0, 0, 100)
-    assert result.latency_at("ttft", 99.9) > result.latency_at("ttft", 99) > \
-        result.latency_at("ttft", 90)  # p99.9 is read, not rounded to p90
-    assert result.latency_at("ttft", 75) == pytest.approx(0.075, rel=0.02)
+    assert result.latency_s_at("ttft", 99.9) > result.latency_s_at("ttft", 99) > \
+        result.latency_s_at("ttft", 90)  # p99.9 is read, not rounded to p90
+    assert result.latency_s_at("ttft", 75) == pytest.approx(0.075, rel=0.02)
     for i in range(20):  # 20 of 120 never answered: past p83
         r = Request(100 + i, 50.0, 100_000, 10)
         r.reason = "too long"
         rec.reject(r)
-    assert result.latency_at("ttft", 90) == float("inf")
-    assert result.latency_at("ttft", 50) == pytest.approx(0.060, rel=0.02)
+    assert result.latency_s_at("ttft", 90) == float("inf")
+    assert result.latency_s_at("ttft", 50) == pytest.approx(0.060, rel=0.02)
 
 
 def test_a_windowed_check_counts_the_rejections_of_its_window_only() -> None:
@@ -483,7 +483,7 @@ def test_a_windowed_check_counts_the_rejections_of_its_window_only() -> None:
     result = SimResult(rec, 100.0, 0, 0, 100)
     assert rec.windowed == 81 and rec.windowed_rejected == 1
     h = rec.hist["ttft"]
-    assert result.latency_at("ttft", 90) == h.percentile(90 * 82 / 81)
+    assert result.latency_s_at("ttft", 90) == h.percentile(90 * 82 / 81)
 
 
 def test_a_short_trace_is_planned_with_a_caution(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """Timing on a device, and probes of its two ceilings: memory bandwidth and matmul rate.
 
-``timed`` is the one timer (warm-up, synchronisation, CUDA events where there is CUDA, the
+``timed_s`` is the one timer (warm-up, synchronisation, CUDA events where there is CUDA, the
 median of repeats); ``graph_replay`` captures a step in a CUDA graph. The probes: a large
 device-to-device copy and a read-only reduction (bandwidth), and dense matmuls per dtype over
 square and skinny decode-shaped (M = batch) problems, fp8 through torch._scaled_mm on sm_89+.
@@ -33,8 +33,8 @@ def _sync(torch: Any, device: Any) -> Callable[[], None]:
     return lambda: None
 
 
-def timed(torch: Any, device: Any, fn: Callable[[], Any], repeats: int = 5,
-          warmup: int = 2) -> float:
+def timed_s(torch: Any, device: Any, fn: Callable[[], Any], repeats: int = 5,
+            warmup: int = 2) -> float:
     """Median seconds of ``fn`` after warm-up; CUDA events where there is CUDA."""
     sync = _sync(torch, device)
     for _ in range(warmup):
@@ -60,8 +60,8 @@ def timed(torch: Any, device: Any, fn: Callable[[], Any], repeats: int = 5,
 def bandwidth_probes(torch: Any, device: Any, n_bytes: int) -> list[Probe]:
     src = torch.empty(n_bytes // 4, dtype=torch.float32, device=device).uniform_()
     dst = torch.empty_like(src)
-    copy_s = timed(torch, device, lambda: dst.copy_(src))
-    read_s = timed(torch, device, lambda: src.sum())
+    copy_s = timed_s(torch, device, lambda: dst.copy_(src))
+    read_s = timed_s(torch, device, lambda: src.sum())
     return [Probe("copy bandwidth", 2 * n_bytes / copy_s, f"{n_bytes / 2**20:.0f} MiB copied"),
             Probe("read bandwidth", n_bytes / read_s, f"{n_bytes / 2**20:.0f} MiB summed")]
 
@@ -74,14 +74,14 @@ def matmul_probes(torch: Any, device: Any, dtypes: list[str], big: int,
         try:
             a = torch.randn(big, big, device=device, dtype=dt)
             b = torch.randn(big, big, device=device, dtype=dt)
-            seconds = timed(torch, device, partial(torch.matmul, a, b))
+            seconds = timed_s(torch, device, partial(torch.matmul, a, b))
         except (RuntimeError, TypeError) as exc:
             out.append(Probe(f"{name} matmul", 0.0, f"unsupported: {exc}"))
             continue
         out.append(Probe(f"{name} matmul {big}³", 2 * big**3 / seconds, "square"))
         for m in batches:  # skinny: M = batch, left of the ridge
             x = torch.randn(m, big, device=device, dtype=dt)
-            seconds = timed(torch, device, partial(torch.matmul, x, b))
+            seconds = timed_s(torch, device, partial(torch.matmul, x, b))
             out.append(Probe(f"{name} matmul M={m}", 2 * m * big * big / seconds,
                              f"{m}x{big} @ {big}x{big}"))
     return out
@@ -103,12 +103,12 @@ def fp8_matmul_probes(torch: Any, device: Any, big: int, batches: tuple[int, ...
 
     try:
         b = operand(big).t()  # the second operand column-major, as _scaled_mm requires
-        seconds = timed(torch, device, partial(run, operand(big), b))
+        seconds = timed_s(torch, device, partial(run, operand(big), b))
     except (RuntimeError, TypeError) as exc:
         return [Probe("float8_e4m3fn matmul", 0.0, f"unsupported: {exc}")]
     out = [Probe(f"float8_e4m3fn matmul {big}³", 2 * big**3 / seconds, "square, bf16 out")]
     for m in batches:
-        seconds = timed(torch, device, partial(run, operand(m), b))
+        seconds = timed_s(torch, device, partial(run, operand(m), b))
         out.append(Probe(f"float8_e4m3fn matmul M={m}", 2 * m * big * big / seconds,
                          f"{m}x{big} @ {big}x{big}, bf16 out"))
     return out

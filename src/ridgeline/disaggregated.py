@@ -63,9 +63,9 @@ def verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
         prefill = Simulator(dep, profile, config).run(iter(work), window=window)
         work, window = load.steady(y, mean_out * c.tpot_s)
         decode = Simulator(dep, profile, config).run(handed_off(work), window=window)
-        first = prefill.latency_at("ttft", slo.percentile)
-        joined = decode.latency_at("ttft", slo.percentile)
-        ttft, tpot = first + transfer_s + joined, decode.latency_at("tpot", slo.percentile)
+        first = prefill.latency_s_at("ttft", slo.percentile)
+        joined = decode.latency_s_at("ttft", slo.percentile)
+        ttft, tpot = first + transfer_s + joined, decode.latency_s_at("tpot", slo.percentile)
         tpot_ok = (math.isnan(tpot) or tpot <= slo.tpot_s) and decode.rec.keeps_up
         ttft_ok = ttft <= slo.ttft_s and prefill.rec.keeps_up  # a growing queue misses, given time
         if ttft_ok and tpot_ok:

@@ -28,7 +28,7 @@ from ridgeline.device_probes import (
     graph_replay,
     probe_device,
     sm_clock_note,
-    timed,
+    timed_s,
 )
 from ridgeline.errors import InputError
 from ridgeline.layouts import MOE
@@ -147,7 +147,7 @@ def measure(device: str = "cpu", quick: bool = True, model: str = "llama-3.2-1b"
                                   f"{need / 2**30:,.1f} GiB, {room / 2**30:,.1f} GiB free")
             continue
         prompt = torch.zeros(1, context, dtype=torch.long, device=dev)
-        seconds = timed(torch, dev, partial(rm.step, prompt, None), repeats=3, warmup=1)
+        seconds = timed_s(torch, dev, partial(rm.step, prompt, None), repeats=3, warmup=1)
         result.rows.append(_row(hf, weights, gid, 1, context, 0, context, "prefill_tok_s",
                                 context / seconds, "tok/s",
                                 notes + ", median of 3" + sm_clock_note(torch, dev), kv=kv))
@@ -164,7 +164,7 @@ def _decode_point(torch: Any, dev: Any, rm: RandomModel, batch: int, context: in
     graphs are still worth trying."""
     cache = rm.kv_cache(batch, context)
     step = partial(rm.step, torch.zeros(batch, 1, dtype=torch.long, device=dev), cache)
-    seconds = timed(torch, dev, step, repeats=3, warmup=1)
+    seconds = timed_s(torch, dev, step, repeats=3, warmup=1)
     result.rows.append(row(seconds, notes=notes + ", eager, median of 3"
                            + sm_clock_note(torch, dev), engine="torch-eager"))
     if graphs:
@@ -186,7 +186,7 @@ def _graph_row(torch: Any, dev: Any, step: Callable[[], Any], result: MeasureRes
     replay: Callable[[], Any] | None = None
     try:
         replay = graph_replay(torch, step)
-        seconds = timed(torch, dev, replay, repeats=10, warmup=2)
+        seconds = timed_s(torch, dev, replay, repeats=10, warmup=2)
     except RuntimeError as exc:
         result.skipped.append(f"CUDA-graph decode: capture failed ({str(exc).splitlines()[0]})")
         return False

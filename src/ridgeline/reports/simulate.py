@@ -108,8 +108,8 @@ class SimulateReport:
             "output_tok_s_per_gpu": r.output_tok_s / d.num_gpus,
             "goodput_req_s": r.goodput_req_s,
             "at_percentile": None if self.percentile is None else {
-                "percentile": self.percentile, "ttft_s": r.latency_at("ttft", self.percentile),
-                "tpot_s": r.latency_at("tpot", self.percentile),
+                "percentile": self.percentile, "ttft_s": r.latency_s_at("ttft", self.percentile),
+                "tpot_s": r.latency_s_at("tpot", self.percentile),
                 "rejected_counted": r.rec.windowed_rejected},
             "window_s": list(r.rec.window) if self.has_window else None,
             "windowed_requests": r.rec.windowed if self.has_window else None,
@@ -177,7 +177,7 @@ class SimulateReport:
         """--percentile: the latencies there, the rejected counted as misses (plan's reading)."""
         r, p = self.result, self.percentile
         assert p is not None
-        ttft, tpot = r.latency_at("ttft", p), r.latency_at("tpot", p)
+        ttft, tpot = r.latency_s_at("ttft", p), r.latency_s_at("tpot", p)
         n = r.rec.windowed_rejected
         counted = (f", the {n:,} rejected counted as misses (as plan reads its checks)" if n
                    else "")

@@ -327,7 +327,7 @@ class SimResult:
             return self.rec.good / (high - low) if high > low else math.nan
         return self.rec.good / self.duration_s if self.duration_s else 0.0
 
-    def latency_at(self, name: str, percentile: float) -> float:
+    def latency_s_at(self, name: str, percentile: float) -> float:
         """The ``name`` latency at ``percentile`` (any, not only the p50/p90/p95/p99 a report
         prints), a request the engine rejected counting as one that never got its answer (of a
         window, those arriving in it): with more rejected than the percentile spares,
