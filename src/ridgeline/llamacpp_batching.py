@@ -48,7 +48,7 @@ def pipeline_span(total: float, longest: float, stages: int) -> float:
 
 
 def prefill_time_s(dep: Deployment, profile: EngineProfile, prompt: int, depth: int = 0,
-                 batch: int = 1, chunk: int | None = 0) -> float:
+                   batch: int = 1, chunk: int | None = 0) -> float:
     """Prefill of ``batch`` prompts of ``prompt`` tokens after ``depth`` cached ones.
 
     llama.cpp cuts the work into ubatches of ``chunk`` tokens (0: its default -ub, 512),

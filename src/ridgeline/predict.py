@@ -196,7 +196,7 @@ def _predict_value(row: Measurement, dep: Deployment, profile: EngineProfile) ->
         depth = max(0, (row.context_len or prompt) - prompt)
         ubatch = int(row.setting_number("n_ubatch") or llamacpp_n_ubatch())  # llama-bench -ub
         return (row.batch or 1) * prompt / prefill_time_s(dep, profile, prompt, depth,
-                                                        row.batch or 1, ubatch)
+                                                          row.batch or 1, ubatch)
     if m in ("output_throughput_tok_s", "output_throughput_tok_s_per_gpu"):
         value = output_throughput(row, dep, profile)
         if value is None:
@@ -218,7 +218,7 @@ def _decode_span(row: Measurement) -> tuple[int, int]:
 
 
 def decode_step_time_s(dep: Deployment, profile: EngineProfile, batch: int, start: int,
-                     generated: int) -> float:
+                       generated: int) -> float:
     """Mean decode step time while contexts grow from ``start`` to ``start + generated``."""
     mid = mean_decode_context(start, generated)
     return step_time_s(dep, decode_batch(batch, mid), profile)

@@ -20,7 +20,8 @@ def ridge_point(peak_flops_per_s: float, bandwidth_bytes_per_s: float) -> float:
     return peak_flops_per_s / bandwidth_bytes_per_s
 
 
-def attainable_flops_per_s(peak_flops_per_s: float, bandwidth_bytes_per_s: float, intensity: float) -> float:
+def attainable_flops_per_s(peak_flops_per_s: float, bandwidth_bytes_per_s: float,
+                           intensity: float) -> float:
     """min(peak, intensity × bandwidth): the roof and the ramp."""
     return min(peak_flops_per_s, intensity * bandwidth_bytes_per_s)
 
