@@ -197,7 +197,7 @@ def test_plan_replays_a_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     rows = [f"{i * 0.25:.2f},{800 + 40 * (i % 5)},{150 + 10 * (i % 3)}" for i in range(200)]
     trace.write_text("arrival_s,prompt_tokens,output_tokens\n" + "\n".join(rows) + "\n")
     load = Load.from_trace(str(trace))
-    assert load.rate == pytest.approx(4.0)  # 199 gaps over 49.75 s
+    assert load.rate_req_s == pytest.approx(4.0)  # 199 gaps over 49.75 s
     assert load.means() == pytest.approx((880.0, 159.95))
     assert load.max_model_len() >= 960 + 170  # the longest request fits
     assert [r.arrival_s for r in load.share(4)][:3] == [0.0, 1.0, 2.0]  # round-robin
@@ -713,7 +713,7 @@ def test_sglangs_analytic_sizing_counts_its_prompt_steps_whole(gpu: str, tp: int
         sized = size_replica(dep, profile_for(engine), load, slo, None)
         assert sized is not None
         batch, mean_tpot, floor, rate = sized
-        counts[engine] = replicas = math.ceil(load.rate / rate * 1.0001)
+        counts[engine] = replicas = math.ceil(load.rate_req_s / rate * 1.0001)
         if engine == "sglang":
             c = Candidate(gpu, tp, 1, "fp8", "fp8", None, batch, mean_tpot, floor, rate,
                           replicas, None, True, "", (1.0, 1.0))
@@ -741,7 +741,7 @@ def test_a_checks_count_must_hold_on_a_second_draw_of_the_requests(
                                first_token_only: bool = False) -> Any:
         seen.append((self.seed, replicas))
         if self.seed == 1 and replicas == first.replicas:  # this draw misses at that count
-            self = replace(self, rate=self.rate * 3)
+            self = replace(self, rate_req_s=self.rate_req_s * 3)
         return steady(self, replicas, lifetime_s, first_token_only)
 
     monkeypatch.setattr(Load, "steady", second_draw_overloaded)
@@ -789,4 +789,4 @@ def _sized(model: Any, gpu: str, tp: int, pp: int, weights: str, kv: str, load: 
     batch, tpot, floor, rate = size_replica(dep, profile_for("vllm"), load, slo, None) or (
         0, 0.0, 0.0, 1.0)
     return Candidate(gpu, tp, pp, weights, kv, None, batch, tpot, floor, rate,
-                     math.ceil(load.rate / rate), None, True, "", (1.0, 1.0))
+                     math.ceil(load.rate_req_s / rate), None, True, "", (1.0, 1.0))

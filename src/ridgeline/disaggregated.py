@@ -110,7 +110,7 @@ def disaggregated_candidates(model: ModelSpec, load: Load, slo: Slo, gpus: Seque
             if prefill_s + transfer_s > slo.ttft_s:
                 continue
             # prefill pool: keep utilisation ≤ 0.7 so queueing leaves TTFT within the SLO
-            x = max(1, math.ceil(load.rate * prefill_s / 0.7))
+            x = max(1, math.ceil(load.rate_req_s * prefill_s / 0.7))
             lo, hi = 1, cap
             ctx = mean_decode_context(isl, osl)
             if step_time_s(dep, decode_batch(1, ctx), profile) > slo.tpot_s:
@@ -122,7 +122,7 @@ def disaggregated_candidates(model: ModelSpec, load: Load, slo: Slo, gpus: Seque
                 else:
                     hi = mid - 1
             tpot = step_time_s(dep, decode_batch(lo, ctx), profile)
-            y = max(1, math.ceil(load.rate / (lo / (osl * tpot))))
+            y = max(1, math.ceil(load.rate_req_s / (lo / (osl * tpot))))
             if (x + y) * tp > max_gpus:
                 continue
             c = Candidate(acc.id, tp, 1, weights, "bf16", None, lo, tpot,

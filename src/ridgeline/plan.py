@@ -159,7 +159,7 @@ def _evaluate(args: tuple[ModelSpec, str, int, int, str, str, tuple[int | None, 
     if sized is None:
         return None
     batch, tpot, ttft, rate = sized
-    replicas = max(1, math.ceil(load.rate / rate * 1.0001))
+    replicas = max(1, math.ceil(load.rate_req_s / rate * 1.0001))
     if replicas * tp * pp > max_gpus:
         return None
     group = accelerator_group(acc)
@@ -223,7 +223,7 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
     """The cheapest deployment of ``model`` meeting ``slo`` for ``load``, each replica's pool
     sized by ``engine``'s memory rules (vLLM, SGLang or TensorRT-LLM) at ``engine_version``
     (default: the newest modelled)."""
-    if load.rate <= 0:
+    if load.rate_req_s <= 0:
         raise InputError("the request rate must be positive")
     limit = model.max_position_embeddings
     if load.refused_share(limit) > 0.5:
@@ -443,7 +443,7 @@ def _closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],
             if miss <= 1:
                 text = (f"{tp} x {acc.id} meets the SLO unloaded (TTFT {ttft * 1e3:,.0f} ms, "
                         f"TPOT {tpot * 1e3:,.1f} ms), but no batch sustaining "
-                        f"{load.rate:g} req/s within {max_gpus} GPU{'s' if max_gpus > 1 else ''} "
+                        f"{load.rate_req_s:g} req/s within {max_gpus} GPU{'s' if max_gpus > 1 else ''} "
                         "keeps the p"
                         f"{slo.percentile:g} latencies under it: the load is the miss")
             if best is None or miss < best[0]:

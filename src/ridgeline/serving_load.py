@@ -38,7 +38,7 @@ class Slo:
 
 @dataclass(frozen=True)
 class Load:
-    rate: float  # requests per second
+    rate_req_s: float
     input_len: str
     output_len: str
     seed: int = 0
@@ -84,7 +84,7 @@ class Load:
         if not self.trace:
             return self
         mean_in, mean_out = self.means()
-        return Load(self.rate, str(max(1, round(mean_in))), str(max(1, round(mean_out))),
+        return Load(self.rate_req_s, str(max(1, round(mean_in))), str(max(1, round(mean_out))),
                     self.seed)
 
     def share(self, replicas: int, first_token_only: bool = False,
@@ -94,7 +94,7 @@ class Load:
         if not self.trace:
             return iter(Workload(count, self.input_len,
                                  "1" if first_token_only else self.output_len,
-                                 self.rate / replicas, seed=self.seed))
+                                 self.rate_req_s / replicas, seed=self.seed))
         rows = self.trace[:count * replicas:replicas]
         return (Request(i, t, p, 1 if first_token_only else o) for i, (t, p, o) in enumerate(rows))
 
@@ -103,7 +103,7 @@ class Load:
         """One replica's share, long enough to reach the steady state, and the arrival window
         whose latencies count: past the warm-up, and (set from the requests' own arrivals)
         ending before the last of them, so that it holds no drain."""
-        rate = self.rate / replicas
+        rate = self.rate_req_s / replicas
         life = max(lifetime_s, 1e-3)
         count = int(min(MAX_SIM_REQUESTS, max(SIM_REQUESTS, math.ceil(rate * STEADY_SPANS * life))))
         if self.trace:

@@ -82,7 +82,7 @@ def check_line(model_arg: str, load: Load, slo: Slo, engine: str, engine_version
         parts += ["--max-num-batched-tokens", str(c.max_num_batched_tokens)]
     parts += ["--max-model-len", str(max_len)]
     parts += ["--trace", load.trace_path] if load.trace else [
-        "--rate", _exact(load.rate / c.replicas), "--num-requests", str(c.sim_requests),
+        "--rate", _exact(load.rate_req_s / c.replicas), "--num-requests", str(c.sim_requests),
         "--input-len", load.input_len, "--output-len", load.output_len, "--seed", str(load.seed)]
     parts += ["--window", f"{_exact(max(low, 0.0))},{_exact(high)}",
               "--slo-ttft-ms", _exact(slo.ttft_s * 1e3), "--slo-tpot-ms", _exact(slo.tpot_s * 1e3),
@@ -130,7 +130,7 @@ class PlanReport:
     fetched: bool = False  # … and whether it came from the Hub (--fetch)
 
     def _tok_s(self) -> float:
-        return self.result.load.rate * self.result.mean_output_tokens
+        return self.result.load.rate_req_s * self.result.mean_output_tokens
 
     @property
     def steps(self) -> tuple[Step, ...]:
@@ -146,7 +146,7 @@ class PlanReport:
                  q("TPOT", win.tpot_s * 1e3, "ms", "step_cost, mixed decode + prefill step")),
             step("replicas, analytic", "ceil(rate ÷ one replica's rate)",
                  q("replicas", win.analytic_replicas if win.verified else win.replicas),
-                 q("rate", result.load.rate, "req/s"),
+                 q("rate", result.load.rate_req_s, "req/s"),
                  q("one replica's rate", win.replica_rate_req_s, "req/s")),
             *((step("replicas, simulated", "the fewest replicas whose simulated percentiles "
                     "meet the SLO (each replica at its share of the load)",
@@ -173,7 +173,7 @@ class PlanReport:
         r = self.result
         win = r.winner
         return {
-            "model": self.model.name, "rate_req_s": r.load.rate, "input_len": r.load.input_len,
+            "model": self.model.name, "rate_req_s": r.load.rate_req_s, "input_len": r.load.input_len,
             "output_len": r.load.output_len, "slo": asdict(r.slo), "searched": r.searched,
             "winner": self._row(win) if win else None,
             "commands": self.commands() if win else None,
@@ -231,7 +231,7 @@ class PlanReport:
     def text_lines(self) -> list[str]:
         r = self.result
         slo = r.slo
-        head = (f"{self.model.name} at {r.load.rate:.4g} req/s (input {r.load.input_len}, output "
+        head = (f"{self.model.name} at {r.load.rate_req_s:.4g} req/s (input {r.load.input_len}, output "
                 f"{r.load.output_len}); SLO {_pct(slo.percentile)} TTFT ≤ {slo.ttft_s * 1e3:g} ms, "
                 f"TPOT ≤ {slo.tpot_s * 1e3:g} ms; {r.searched} configurations searched, "
                 f"pools sized as {r.engine} sizes them")
@@ -254,7 +254,7 @@ class PlanReport:
                  f"{_tpot_ms(win.tpot_s if r.mean_output_tokens >= 2 else None)} (expected; "
                  f"band ×{win.band[0]:.2f}–×{win.band[1]:.2f}), {win.replica_rate_req_s:,.2f} req/s"]
         if win.verified:
-            lines.append(f"  simulated at {_rate(r.load.rate / win.replicas)} req/s per replica: "
+            lines.append(f"  simulated at {_rate(r.load.rate_req_s / win.replicas)} req/s per replica: "
                          f"{_pct(slo.percentile)} TTFT {(win.sim_ttft_s or 0) * 1e3:,.0f} ms, "
                          f"TPOT {_tpot_ms(win.sim_tpot_s)}"
                          + (f" ({win.sim_requests:,} requests, the latencies of those arriving "
