@@ -475,3 +475,23 @@ def test_a_profile_with_nonsense_unpacking_is_refused(ops: object) -> None:
             "kquant_ops_per_weight": ops}
     with pytest.raises(InputError, match="kquant_ops_per_weight"):
         EngineProfile.from_dict(data)
+
+
+def test_instinct_and_radeon_are_apart_and_a_profile_says_which_it_never_saw() -> None:
+    """llama.cpp's ROCm rows are Radeon cards: on an MI300X (matrix cores, another kernel
+    path) the profile says its expectation is another class of card's; on an RX 7900 XTX it
+    says nothing. vLLM's 94 rows hold 4 on Instinct cards, too few for a multiplier."""
+    from ridgeline.engines import MIN_GROUP_ROWS, accelerator_group
+    from ridgeline.hardware import resolve_accelerator
+
+    mi300x, radeon = resolve_accelerator("mi300x"), resolve_accelerator("rx-7900-xtx")
+    assert (accelerator_group(mi300x), accelerator_group(radeon)) == ("amd-instinct",
+                                                                      "amd-radeon")
+    rocm = profile_for("llama.cpp-rocm")
+    assert rocm.calibration_caution(radeon) == ""
+    said = rocm.calibration_caution(mi300x)
+    assert "saw 0 rows on amd-instinct cards" in said and "amd-radeon 16" in said
+    vllm = profile_for("vllm")
+    assert 0 < vllm.fitted_groups["amd-instinct"] < MIN_GROUP_ROWS
+    assert "saw 4 rows" in vllm.calibration_caution(mi300x)
+    assert vllm.calibration_caution(resolve_accelerator("h100")) == ""

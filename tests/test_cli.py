@@ -1132,3 +1132,18 @@ def test_user_files_are_read_with_a_bound_and_their_lines_named(
     array.write_text(json.dumps([{"arrival_s": 0, "prompt_tokens": 10, "output_tokens": 5}]))
     code, out, _ = run(capsys, "simulate", "llama-3.1-8b", "--gpu", "h100", "--trace", str(array))
     assert code == 0 and "completed 1 of 1" in out
+
+
+@pytest.mark.parametrize("command", [
+    ["decode", "qwen3-8b", "--weights", "q4_k_m", "--context", "512"],
+    ["prefill", "qwen3-8b", "--weights", "q4_k_m", "--prompt-len", "512"],
+    ["simulate", "qwen3-8b", "--weights", "q4_k_m", "--max-model-len", "4096", "--rate", "1",
+     "--num-requests", "20", "--input-len", "256", "--output-len", "32"]])
+def test_an_expectation_on_a_class_of_card_the_profile_never_saw_says_so(
+        capsys: pytest.CaptureFixture[str], command: list[str]) -> None:
+    """llama.cpp's ROCm profile is fitted on Radeon cards: decode, prefill and simulate on an
+    MI300X say so; on an RX 7900 XTX they do not."""
+    code, out, _ = run_cli(capsys, *command, "--gpu", "mi300x", "--engine", "llama.cpp")
+    assert code == 0 and "caution: the llama.cpp-rocm profile saw 0 rows on amd-instinct" in out
+    code, out, _ = run_cli(capsys, *command, "--gpu", "rx-7900-xtx", "--engine", "llama.cpp")
+    assert code == 0 and "profile saw" not in out

@@ -319,7 +319,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                                  eager_caution(dep) if args.enforce_eager else "",
                                  offload_caution(dep),
                                  warmup_caution(span, result.percentiles("e2e")["mean"],
-                                                args.rate)) if c)
+                                                args.rate),
+                                 profile.calibration_caution(dep.accelerator)) if c)
     return SimulateReport(replace(dep), lane, result, count, load, slo_ttft, slo_tpot,
                           cautions=cautions, percentile=args.percentile, lanes=pp,
                           engine_config=config)

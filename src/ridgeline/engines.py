@@ -32,7 +32,8 @@ _ALIASES = {"tensorrt-llm": "trtllm", "trt-llm": "trtllm", "llama.cpp": "llama.c
 
 
 def accelerator_group(acc: Accelerator) -> str:
-    """apple | nvidia-datacenter | nvidia-workstation | nvidia-geforce | nvidia-soc | amd | …
+    """apple | nvidia-datacenter | nvidia-workstation | nvidia-geforce | nvidia-soc |
+    amd-instinct | amd-radeon | intel-gaudi | intel-arc | …
 
     GeForce cards get their own group: their tensor cores run FP16 matmuls with FP32
     accumulation at half rate (the catalog records that rate), while llama.cpp's cuBLAS
@@ -45,6 +46,10 @@ def accelerator_group(acc: Accelerator) -> str:
     if acc.vendor == "nvidia":
         return {"datacenter": "nvidia-datacenter", "consumer": "nvidia-geforce",
                 "soc": "nvidia-soc"}.get(acc.form, "nvidia-workstation")
+    if acc.vendor == "amd":  # Instinct (CDNA, matrix cores) apart from Radeon (RDNA)
+        return "amd-instinct" if acc.form == "datacenter" else "amd-radeon"
+    if acc.vendor == "intel":
+        return "intel-gaudi" if acc.form == "datacenter" else "intel-arc"
     return acc.vendor or "other"
 
 
@@ -84,6 +89,21 @@ class EngineProfile:
     def compute_fitted(self) -> bool:
         """Whether any compute-bound row (a prefill, a TTFT) set compute_efficiency."""
         return self.compute_rows != 0
+
+    def calibration_caution(self, acc: Accelerator) -> str:
+        """What to say where the fit saw fewer than MIN_GROUP_ROWS rows on this class of card,
+        or "": the expectation then carries other cards' efficiencies (llama.cpp's ROCm rows
+        are Radeon cards; an Instinct's matrix cores run its kernels another way)."""
+        group = accelerator_group(acc)
+        here = self.fitted_groups.get(group, 0)
+        if here >= MIN_GROUP_ROWS or (self.fitted_rows and not self.fitted_groups):
+            return ""  # (a profile written before its groups were recorded: unknown)
+        seen = ", ".join(f"{g} {n}" for g, n in sorted(self.fitted_groups.items()))
+        rows = f"{here} row{'' if here == 1 else 's'}"
+        return (f"the {self.engine} profile saw {rows} on {group} cards "
+                f"({'its rows: ' + seen if seen else 'it was fitted on none'}): the "
+                "expectation carries other cards' efficiencies; calibrate on this one "
+                "(`ridgeline calibrate`)")
 
     def band_s(self, time_s: float) -> tuple[float, float]:
         """A predicted time's band: measured ÷ predicted rates ran band_low..band_high in the

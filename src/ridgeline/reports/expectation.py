@@ -87,6 +87,7 @@ class Expectation:
     source: str
     steps: tuple[Step, ...] = ()  # how time_s follows from the profile (for --explain)
     compute_fitted: bool = True  # a compute-bound row set the profile's compute efficiency
+    calibration: str = ""  # where the profile saw too few rows on this class of card
 
     @classmethod
     def of(cls, dep: Deployment, batch: list[Seq], profile: EngineProfile) -> Expectation:
@@ -95,7 +96,8 @@ class Expectation:
         fast, slow = profile.band_s(t)
         low = min(t, max(fast, floor_time_s(dep, batch)))  # its fast edge never beats the floor
         return cls(profile.engine, t, low, slow, profile.source,
-                   _expectation_steps(dep, batch, profile, cost), profile.compute_fitted)
+                   _expectation_steps(dep, batch, profile, cost), profile.compute_fitted,
+                   profile.calibration_caution(dep.accelerator))
 
     @classmethod
     def of_prefill(cls, dep: Deployment, prompt: int, batch: int,
@@ -122,7 +124,7 @@ class Expectation:
         fast, slow = profile.band_s(t)
         low = min(t, max(fast, floor))
         return cls(profile.engine, t, low, slow, profile.source, (*head, total),
-                   profile.compute_fitted)
+                   profile.compute_fitted, profile.calibration_caution(dep.accelerator))
 
     def to_dict(self) -> dict[str, Any]:
         return {"engine": self.engine, "time_s": self.time_s, "low_s": self.low_s,

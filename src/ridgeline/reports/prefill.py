@@ -57,6 +57,8 @@ class PrefillReport:
                        "llama.cpp's ideal: on 8 x A100 its pipelining PR (#6017) measured a "
                        "2,048-token prompt about a quarter under it (validation/pipeline.csv), so "
                        "read the expectation as optimistic, the more so the more stages")
+        if self.runs and self.expected.calibration:
+            out.append(self.expected.calibration)
         if self.runs and not self.expected.compute_fitted:
             out.append(f"the {self.expected.engine} profile was fitted on decode rows only: its "
                        "compute efficiency is the prior's, and its band is decode's, not a "
