@@ -364,7 +364,7 @@ def _steady_p90(rate: float, requests: int | None = None) -> tuple[float, float]
     config = sim_config(dep, EngineSettings(max_model_len=load.max_model_len(131072)))
     if requests is None:
         work, window = load.steady(1, 12.0)  # a request lives about 12 s here
-        result = Simulator(dep, profile_for("vllm"), config).run(work, window=window)
+        result = Simulator(dep, profile_for("vllm"), config).run(work, window_s=window)
     else:
         result = Simulator(dep, profile_for("vllm"), config).run(load.share(1, count=requests))
     return result.percentiles("ttft")["p90"], result.percentiles("tpot")["p90"]
@@ -395,7 +395,7 @@ def test_latencies_outside_the_window_are_not_counted() -> None:
     from ridgeline.sim.request import Request
 
     rec = Recorder(1)
-    rec.window = (10.0, 20.0)
+    rec.window_s = (10.0, 20.0)
     for i, arrival in enumerate((5.0, 15.0, 25.0)):
         r = Request(i, arrival, 100, 10)
         r.first_token_s, r.first_scheduled_s = arrival + 0.1 * (i + 1), arrival
@@ -429,7 +429,7 @@ def test_the_winner_has_the_fewest_replicas_that_hold_in_the_steady_state() -> N
 
     def p90(replicas: int, seed: int = 0) -> tuple[float, float]:
         work, window = replace(load, seed=seed).steady(replicas, lifetime)
-        result = Simulator(dep, profile_for("vllm"), config).run(iter(work), window=window)
+        result = Simulator(dep, profile_for("vllm"), config).run(iter(work), window_s=window)
         return result.latency_s_at("ttft", 90), result.latency_s_at("tpot", 90)
 
     ttft, tpot = p90(win.replicas)
@@ -470,7 +470,7 @@ def test_a_windowed_check_counts_the_rejections_of_its_window_only() -> None:
     from ridgeline.sim.request import Request
 
     rec = Recorder(1)
-    rec.window = (10.0, 90.0)
+    rec.window_s = (10.0, 90.0)
     for i in range(100):
         r = Request(i, float(i), 100, 10)
         r.first_token_s, r.first_scheduled_s = i + (i % 50 + 1) / 1000, float(i)
@@ -612,7 +612,7 @@ def test_a_check_that_cannot_keep_up_with_its_arrivals_fails_however_its_window_
     from ridgeline.sim.request import Request
 
     rec = Recorder(1)
-    rec.window = (50.0, 99.875)  # to the last arrival: it holds no drain
+    rec.window_s = (50.0, 99.875)  # to the last arrival: it holds no drain
     for i in range(400):  # 400 arrive in the window, 180 finish inside it
         r = Request(i, 50 + i / 8, 10, 2)
         r.first_token_s = r.first_scheduled_s = r.arrival_s + 0.1

@@ -269,7 +269,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     def run_lane(work: Any, users: int) -> Any:
         return Simulator(dep, profile, lane).run(work, closed_loop=users,
                                                  keep_rows=bool(args.export),
-                                                 slo=(slo_ttft, slo_tpot), window=args.window)
+                                                 slo=(slo_ttft, slo_tpot), window_s=args.window)
 
     result = run_lanes(run_lane, requests, pp, args.concurrency or 0)
     if result.rejected and not result.completed:  # nothing ran: no latency to report

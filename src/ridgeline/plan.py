@@ -352,7 +352,7 @@ def _verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
             drawn = replace(load, seed=load.seed + draw) if draw else load
             work, window = drawn.steady(replicas, lifetime)  # a replica's share, over its lanes
             result = run_lanes(lambda lane, _: Simulator(dep, profile, config).run(
-                lane, window=window), work, c.pp)
+                lane, window_s=window), work, c.pp)
             ttft, tpot = (result.latency_s_at(name, slo.percentile) for name in ("ttft", "tpot"))
             checked[replicas, draw] = ttft <= slo.ttft_s and (
                 math.isnan(tpot) or tpot <= slo.tpot_s) \

@@ -111,7 +111,7 @@ class SimulateReport:
                 "percentile": self.percentile, "ttft_s": r.latency_s_at("ttft", self.percentile),
                 "tpot_s": r.latency_s_at("tpot", self.percentile),
                 "rejected_counted": r.rec.windowed_rejected},
-            "window_s": list(r.rec.window) if self.has_window else None,
+            "window_s": list(r.rec.window_s) if self.has_window else None,
             "windowed_requests": r.rec.windowed if self.has_window else None,
             "keeps_up": self.kept_up,
             "running_batch": r.running_batch, "preemptions": r.preemptions,
@@ -162,7 +162,7 @@ class SimulateReport:
         if self.percentile is not None:
             lines.append(self._percentile_line())
         if self.has_window and (self.slo_ttft_s is not None or self.slo_tpot_s is not None):
-            low, high = rec.measured_window
+            low, high = rec.measured_window_s
             lines.append(f"goodput: {r.goodput_req_s:,.2f} req/s meet the SLO ({r.good:,} requests "
                          f"over the window's {high - low:,.6g} s of arrivals: "
                          f"{_share(r.good, rec.windowed)} of the {rec.windowed:,} completed in "
@@ -186,7 +186,7 @@ class SimulateReport:
     @property
     def has_window(self) -> bool:
         """Whether --window chose the requests whose latencies count."""
-        return math.isfinite(self.result.rec.window[0])
+        return math.isfinite(self.result.rec.window_s[0])
 
     @property
     def kept_up(self) -> bool | None:
@@ -202,7 +202,7 @@ class SimulateReport:
         if not self.has_window:
             return []
         rec = self.result.rec
-        low, high = rec.window
+        low, high = rec.window_s
         lines = [f"window: the latencies above (but ITL, every token's) are of the "
                  f"{rec.windowed:,} completed requests arriving {low:,.6g}–{high:,.6g} s; the "
                  "others warm the engine up and drain it"]
@@ -210,7 +210,7 @@ class SimulateReport:
             lines.append(f"  only {rec.windowed:,} requests arrived in it: percentiles and "
                          "goodput resting on so few are noise")
         if rec.runs_past_arrivals:
-            first, last = rec.measured_window
+            first, last = rec.measured_window_s
             lines.append(f"  the window runs past the last arrival ({rec.arrived_s[1]:,.6g} s): "
                          "it holds the drain, where an overloaded engine's backlog "
                          "finishes, so whether it keeps up is not read; goodput is over "
@@ -265,13 +265,13 @@ class SimulateReport:
                  q("simulated time", r.duration_s, "s", "first arrival to last finish")),
         ]
         if self.has_window and (self.slo_ttft_s is not None or self.slo_tpot_s is not None):
-            low, high = r.rec.measured_window
+            low, high = r.rec.measured_window_s
             out.append(step(
                 "goodput", "requests arriving in the window that completed and met every SLO "
                 "given ÷ the window's length", q("goodput", r.goodput_req_s, "req/s"),
                 q("met the SLO", r.good, "requests", "TTFT ≤ SLO and TPOT ≤ SLO"),
-                q("window", high - low, "s", f"--window {r.rec.window[0]:g},"
-                  f"{r.rec.window[1]:g}, as far as arrivals reach")))
+                q("window", high - low, "s", f"--window {r.rec.window_s[0]:g},"
+                  f"{r.rec.window_s[1]:g}, as far as arrivals reach")))
         elif self.slo_ttft_s is not None or self.slo_tpot_s is not None:
             out.append(step(
                 "goodput", "completed requests that met every SLO given ÷ simulated time "

@@ -168,7 +168,7 @@ class Recorder:
         self.rows: list[tuple[int, float, int, int, float, float, float, int]] = []
         self.keep_rows = False  # per-request rows for export (memory grows with requests)
         # arrivals whose latencies the histograms keep (the steady state; default: all)
-        self.window: tuple[float, float] = (-math.inf, math.inf)
+        self.window_s: tuple[float, float] = (-math.inf, math.inf)
         self.finished_in_window = 0  # completed requests finishing in it (whenever they came)
         self.windowed = 0  # completed requests arriving in it: the histograms keep theirs …
         self.windowed_rejected = 0  # … and the rejected ones arriving in the window
@@ -176,7 +176,7 @@ class Recorder:
 
     def finish(self, r: Request) -> None:
         self.completed += 1
-        low, high = self.window
+        low, high = self.window_s
         self.finished_in_window += low <= r.finish_s <= high
         self.output_tokens += r.num_generated
         self.prompt_tokens += r.prompt_tokens
@@ -192,7 +192,7 @@ class Recorder:
             self.rows.append((r.id, r.arrival_s, r.prompt_tokens, r.num_generated, ttft, tpot,
                               e2e, r.preemptions))
         self._arrived(r)
-        if not self.window[0] <= r.arrival_s <= self.window[1]:
+        if not self.window_s[0] <= r.arrival_s <= self.window_s[1]:
             return
         self.windowed += 1
         self.hist["ttft"].add(ttft)
@@ -213,7 +213,7 @@ class Recorder:
         capacity, and its queue grows. The slack is the larger of 3 % and two Poisson
         deviations of the count."""
         n = self.windowed
-        if math.isinf(self.window[0]) or not n or self.runs_past_arrivals:
+        if math.isinf(self.window_s[0]) or not n or self.runs_past_arrivals:
             return True
         return self.finished_in_window >= n * (1 - max(KEEP_UP_SLACK, 2 / math.sqrt(n)))
 
@@ -221,7 +221,7 @@ class Recorder:
     def runs_past_arrivals(self) -> bool:
         """Whether the window reaches past the last arrival, into the drain, where the
         backlog of an overloaded engine finishes: keeping up cannot be read there."""
-        high = self.window[1]
+        high = self.window_s[1]
         return math.isfinite(high) and high > self.arrived_s[1]
 
     def _arrived(self, r: Request) -> None:
@@ -230,17 +230,17 @@ class Recorder:
             self.arrived_s = (min(first, r.arrival_s), max(last, r.arrival_s))
 
     @property
-    def measured_window(self) -> tuple[float, float]:
+    def measured_window_s(self) -> tuple[float, float]:
         """The window as far as arrivals reach into it: past the last arrival (or before the
         first) it holds the drain (or nothing), which no rate or keep-up reads can use."""
-        low, high = self.window
+        low, high = self.window_s
         first, last = self.arrived_s
         return max(low, first), min(high, last)
 
     def reject(self, r: Request, detail: str = "") -> None:
         """Count r under its reason; keep the first one's own numbers (``detail``)."""
         self._arrived(r)
-        self.windowed_rejected += self.window[0] <= r.arrival_s <= self.window[1]
+        self.windowed_rejected += self.window_s[0] <= r.arrival_s <= self.window_s[1]
         self.rejected[r.reason] = self.rejected.get(r.reason, 0) + 1
         if detail and r.reason not in self.rejected_first:
             self.rejected_first[r.reason] = detail
@@ -322,8 +322,8 @@ class SimResult:
     def goodput_req_s(self) -> float:
         """Completed requests per second that met every SLO the run was given: of the run's
         duration, or, with a window, of the window's arrivals per second of it."""
-        low, high = self.rec.measured_window
-        if math.isfinite(self.rec.window[0]):
+        low, high = self.rec.measured_window_s
+        if math.isfinite(self.rec.window_s[0]):
             return self.rec.good / (high - low) if high > low else math.nan
         return self.rec.good / self.duration_s if self.duration_s else 0.0
 

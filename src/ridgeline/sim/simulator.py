@@ -125,19 +125,19 @@ class Simulator:
     def run(self, workload: Iterator[Request], closed_loop: int = 0, keep_rows: bool = False,
             after_step: Callable[[Simulator], None] | None = None,
             slo: tuple[float | None, float | None] = (None, None),
-            window: tuple[float, float] | None = None) -> SimResult:
+            window_s: tuple[float, float] | None = None) -> SimResult:
         """Simulate until every request finished or was rejected.
 
         closed_loop > 0: keep that many requests in flight, each finish releasing the next
         (``vllm bench serve --max-concurrency``); arrival times in the workload are ignored.
         keep_rows: keep per-request rows for export. after_step: called after every step
-        (the invariant tests use it). window: (from, until) seconds of arrival whose
+        (the invariant tests use it). window_s: (from, until) seconds of arrival whose
         requests' latencies count (the steady state, past the warm-up and before the drain).
         """
         rec = Recorder(self.dep.num_gpus, *slo)
         rec.keep_rows = keep_rows
-        if window is not None:
-            rec.window = window
+        if window_s is not None:
+            rec.window_s = window_s
         pending: Request | None = None
         idle_s = 0.0  # simulated time with nothing to run
         source = iter(workload)
