@@ -239,3 +239,15 @@ def test_a_step_the_engines_pool_cannot_run_has_no_share(
     """As decode: a batch past what vLLM's pool runs at this context is no step to speed up."""
     code, _, err = run_cli(capsys, "amdahl", *argv, "--gpu", "h100", "--context", "2000")
     assert code == 2 and f"does not fit: {message}" in err
+
+
+def test_a_share_from_a_profile_that_never_saw_the_card_class_says_so(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """llama.cpp's ROCm profile is fitted on Radeon cards: its share on an MI300X is read
+    with the same caution decode gives."""
+    argv = ["--model", "qwen3-8b", "--engine", "llama.cpp", "--weights", "q4_k_m", "--op",
+            "weights"]
+    code, out, _ = _cli(capsys, *argv, "--gpu", "mi300x")
+    assert code == 0 and "caution: the llama.cpp-rocm profile saw 0 rows on amd-instinct" in out
+    code, out, _ = _cli(capsys, *argv, "--gpu", "rx-7900-xtx")
+    assert code == 0 and "profile saw" not in out

@@ -77,8 +77,8 @@ def cmd_amdahl(args: argparse.Namespace) -> LinesReport:
                              "model's step)")
         source = FractionSource(args.fraction + 0.0, given=True)  # -0 reads as 0
     else:
-        source, caution = _fraction_from_model(args)
-        notes += [f"caution: {caution}"] if caution else []
+        source, cautions = _fraction_from_model(args)
+        notes += [f"caution: {c}" for c in cautions]
         if source.op_defaulted:
             others = " or ".join(op for op in OP_GROUPS if op != source.op)
             notes.append(f"--op not given: the {source.op} share (--op {others} for another)")
@@ -101,9 +101,9 @@ def cmd_amdahl(args: argparse.Namespace) -> LinesReport:
     return LinesReport(tuple(results), tuple(lines), tuple(notes))
 
 
-def _fraction_from_model(args: argparse.Namespace) -> tuple[FractionSource, str]:
-    """The part's share of the model's decode step, and the caution a context past the
-    model's trained one earns (or "")."""
+def _fraction_from_model(args: argparse.Namespace) -> tuple[FractionSource, list[str]]:
+    """The part's share of the model's decode step, and the cautions it earns: a context past
+    the model's trained one, a profile that saw too few rows on this class of card."""
     from ridgeline.cli import load_deployment
     from ridgeline.engines import chosen_profile
     from ridgeline.reports.expectation import context_caution
@@ -117,10 +117,11 @@ def _fraction_from_model(args: argparse.Namespace) -> tuple[FractionSource, str]
         "peak_tflops": None, "bandwidth_gbs": None, "gpu_memory_gib": None,
         "gpu_required": True})
     dep = load_deployment(step)
-    source = decode_share(dep, step.op, step.batch, step.context,
-                          chosen_profile(step.engine, step.profile), step.profile,
+    profile = chosen_profile(step.engine, step.profile)
+    source = decode_share(dep, step.op, step.batch, step.context, profile, step.profile,
                           op_defaulted=args.op is None)
-    return source, context_caution(dep, step.context)
+    cautions = (context_caution(dep, step.context), profile.calibration_caution(dep.accelerator))
+    return source, [c for c in cautions if c]
 
 
 def cmd_evalstats(args: argparse.Namespace) -> LinesReport:
