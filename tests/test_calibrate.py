@@ -495,3 +495,18 @@ def test_instinct_and_radeon_are_apart_and_a_profile_says_which_it_never_saw() -
     assert 0 < vllm.fitted_groups["amd-instinct"] < MIN_GROUP_ROWS
     assert "saw 4 rows" in vllm.calibration_caution(mi300x)
     assert vllm.calibration_caution(resolve_accelerator("h100")) == ""
+
+
+def test_a_profile_file_from_before_the_split_keeps_its_amd_multiplier_on_both_halves() -> None:
+    """Profiles written before AMD's group split name one "amd" group: its multiplier and row
+    count now apply to Instinct and Radeon cards alike, rather than to neither."""
+    from ridgeline.hardware import resolve_accelerator
+
+    old = {**profile_for("vllm").to_dict(), "group_bandwidth": {"amd": 0.5},
+           "fitted_groups": {"amd": 12, "nvidia-datacenter": 90}}
+    loaded = EngineProfile.from_dict(old)
+    assert loaded.group_bandwidth == {"amd-instinct": 0.5, "amd-radeon": 0.5}
+    mi300x = resolve_accelerator("mi300x")
+    share = loaded.bandwidth_efficiency * 0.5
+    assert loaded.bandwidth_for(mi300x) == pytest.approx(min(1.0, share))
+    assert loaded.calibration_caution(mi300x) == ""  # 12 rows: enough for a multiplier

@@ -178,8 +178,10 @@ class EngineProfile:
                 compute_efficiency=f.number("compute_efficiency", 0, 1, open_low=True),
                 step_overhead_s=f.number("step_overhead_s", 0, MAX_OVERHEAD_S),
                 layer_overhead_s=f.number("layer_overhead_s", 0, MAX_OVERHEAD_S),
-                group_bandwidth=f.numbers("group_bandwidth", 0, MAX_MULTIPLIER, open_low=True),
-                group_compute=f.numbers("group_compute", 0, MAX_MULTIPLIER, open_low=True),
+                group_bandwidth=_current_groups(f.numbers("group_bandwidth", 0, MAX_MULTIPLIER,
+                                                          open_low=True)),
+                group_compute=_current_groups(f.numbers("group_compute", 0, MAX_MULTIPLIER,
+                                                        open_low=True)),
                 band_low=f.number("band_low", 0, 1, default=0.8, open_low=True),
                 band_high=f.number("band_high", 1, MAX_MULTIPLIER, default=1.25),
                 fitted_rows=int(f.number("fitted_rows", 0, 1e9, default=0)),
@@ -187,8 +189,8 @@ class EngineProfile:
                 fitted_ids=tuple(str(i) for i in data.get("fitted_ids") or ()),
                 dequant_compute=f.number("dequant_compute", 0, MAX_MULTIPLIER, default=1.0,
                                          open_low=True),
-                fitted_groups={str(k): int(v) for k, v in
-                               dict(data.get("fitted_groups") or {}).items()},
+                fitted_groups=_current_groups({str(k): int(v) for k, v in
+                                               dict(data.get("fitted_groups") or {}).items()}),
                 prefill_layer_overhead_s=f.optional("prefill_layer_overhead_s", 0,
                                                     MAX_OVERHEAD_S),
                 compute_rows=None if (rows := f.optional("compute_rows", 0, 1e9)) is None
@@ -202,6 +204,20 @@ class EngineProfile:
             if isinstance(exc, InputError):
                 raise
             raise InputError(f"{origin}: not an engine profile ({exc})") from None
+
+
+# Groups a profile written before 2026-12-01 may name: one group then for each vendor's
+# datacenter and client cards alike (a multiplier fitted on it applies to both halves).
+_SPLIT_GROUPS = {"amd": ("amd-instinct", "amd-radeon"), "intel": ("intel-gaudi", "intel-arc")}
+
+
+def _current_groups(groups: Mapping[str, Any]) -> dict[str, Any]:
+    """A profile file's per-group figures under today's group names."""
+    out: dict[str, Any] = {}
+    for name, value in groups.items():
+        for group in _SPLIT_GROUPS.get(name, (name,)):
+            out.setdefault(group, value)
+    return out
 
 
 def _share_story(base: float, groups: Mapping[str, float], acc: Accelerator) -> str:
