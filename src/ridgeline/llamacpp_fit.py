@@ -36,6 +36,15 @@ if TYPE_CHECKING:
     from ridgeline.offload import HostOffload
 
 
+def fit_could_offload(dep: Deployment, engine: str | None = None) -> bool:
+    """Whether llama.cpp's --fit could keep layers in host memory here: a llama.cpp build
+    (``engine``, else the deployment's) on a discrete card (not Apple's unified memory, not a
+    GB10's) with no placement given."""
+    acc = dep.accelerator
+    return ((engine or dep.engine).startswith("llama.cpp") and dep.offload is None
+            and acc.vendor != "apple" and acc.form != "soc")
+
+
 def fit_constants() -> dict[str, Any]:
     """The --fit block of engines.json: its margin, minimum context and sources."""
     return dict(load_data("engines.json")["llama.cpp"]["fit"])

@@ -48,10 +48,10 @@ _FIT_HINT = ("  llama.cpp's --fit (on by default since Dec 2025) would keep laye
 def no_expectation(dep: Deployment, engine: str) -> list[str]:
     """The line for a deployment that does not fit, and for llama.cpp on one discrete GPU
     what its --fit would do instead."""
+    from ridgeline.llamacpp_fit import fit_could_offload
+
     lines = [_NO_EXPECTATION.format(engine=engine)]
-    acc = dep.accelerator
-    if (engine.startswith("llama.cpp") and dep.offload is None and dep.num_gpus == 1
-            and acc.vendor != "apple" and acc.form != "soc"):
+    if dep.num_gpus == 1 and fit_could_offload(dep, engine):
         lines.append(_FIT_HINT)
     return lines
 

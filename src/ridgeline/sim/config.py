@@ -97,10 +97,10 @@ def start_refusal(dep: Deployment, settings: object, config: SimConfig) -> str |
     s = settings if isinstance(settings, EngineSettings) else EngineSettings()
     where = f"{dep.num_gpus} x {dep.accelerator.id}"
     if config.num_blocks < 1:
-        acc = dep.accelerator
+        from ridgeline.llamacpp_fit import fit_could_offload
+
         hint = ("; llama.cpp's --fit would keep layers in host memory: -ngl auto "
-                "--host-bandwidth-gbs GB/s" if dep.engine.startswith("llama.cpp")
-                and dep.offload is None and acc.vendor != "apple" and acc.form != "soc" else "")
+                "--host-bandwidth-gbs GB/s" if fit_could_offload(dep) else "")
         return f"does not fit: {dep.model.name} leaves no KV pool on {where} (see " \
                f"`ridgeline fit`{hint})"
     if s.max_model_len:
