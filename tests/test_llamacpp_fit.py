@@ -416,3 +416,31 @@ def test_a_placement_seats_no_more_than_the_cells_it_was_placed_for() -> None:
 
     placed = place(whole("llama-3.1-70b", "rtx-4090"), 4096)
     assert [engine_holds(placed, c) for c in (1024, 2048, 4096, 8192)] == [4, 2, 1, 0]
+
+
+def test_fit_could_offload_on_a_discrete_card_not_on_unified_memory_nor_a_given_split() -> None:
+    from ridgeline.llamacpp_fit import fit_could_offload
+
+    model = resolve_model("llama-3.1-70b")
+    geforce = Deployment.build(model, resolve_accelerator("rtx-4090"), engine="llama.cpp-cuda")
+    apple = Deployment.build(model, resolve_accelerator("apple-m2-ultra-76c"),
+                             engine="llama.cpp-metal")
+    spark = Deployment.build(model, resolve_accelerator("dgx-spark-gb10"),
+                             engine="llama.cpp-cuda")
+    assert fit_could_offload(geforce) and not fit_could_offload(apple)
+    assert not fit_could_offload(spark)  # the GB10's memory is the host's
+    assert not fit_could_offload(geforce, "vllm")  # another engine's expectation
+
+
+@pytest.mark.parametrize(("gpu", "hinted"), [("rtx-4090", True), ("apple-m2-ultra-76c", False)])
+def test_decode_and_simulate_name_the_fit_where_it_could_keep_layers_on_the_host(
+        capsys: pytest.CaptureFixture[str], gpu: str, hinted: bool) -> None:
+    from tests.conftest import run_cli
+
+    model = "llama-3.1-70b" if hinted else "llama-3.1-405b"  # neither fits its card
+    _, out, _ = run_cli(capsys, "decode", model, "--gpu", gpu, "--engine", "llama.cpp")
+    assert ("--fit (on by default since Dec 2025) would keep layers" in out) is hinted
+    code, _, err = run_cli(capsys, "simulate", model, "--gpu", gpu, "--engine", "llama.cpp",
+                           "--rate", "1", "--num-requests", "10")
+    assert code == 2 and "leaves no KV pool" in err
+    assert ("--fit would keep layers in host memory" in err) is hinted
