@@ -341,9 +341,9 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
 PIPELINE_FROM = (0, 5, 1)  # vLLM's first release with --pipeline-parallel-size (PR #4412)
 
 
-def _stage_pool(dep: Deployment, s: EngineSettings, total: float, weights: float,
+def _stage_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_bytes: float,
                 stage: Stage | None) -> KVPool:
-    """The pool of one GPU holding ``weights``: of one pipeline ``stage`` (its share of the
+    """The pool of one GPU holding ``weight_bytes``: of one pipeline ``stage`` (its share of the
     layers' cache; the sampler on the last), or of a deployment without a pipeline (None)."""
     engine = dep.engine
     d = engine_defaults(engine)
@@ -351,20 +351,21 @@ def _stage_pool(dep: Deployment, s: EngineSettings, total: float, weights: float
     non_torch = float(d.get("non_torch_gib", 0.4)) * GIB
     if engine == "vllm":  # windows and states: vLLM's own groups (kvgroups.py)
         footprint = kv_footprint(dep.model, 1, dep.kv.bytes_per_element)
-        per_token = footprint.bytes_per_token_growing * dep.kv_replication / dep.num_gpus
-        return _vllm_pool(dep, s, total, weights, per_token * share, stage)
-    per_token = token_bytes(dep, s.swa_full_tokens_ratio, s.engine_version) * share
+        kv_bytes_per_token = footprint.bytes_per_token_growing * dep.kv_replication / dep.num_gpus
+        return _vllm_pool(dep, s, total_bytes, weight_bytes, kv_bytes_per_token * share, stage)
+    kv_bytes_per_token = token_bytes(dep, s.swa_full_tokens_ratio, s.engine_version) * share
     if engine.startswith("llama.cpp") or engine not in ("sglang", "trtllm"):
-        return _llamacpp_pool(dep, s, total, weights, non_torch, per_token)
+        return _llamacpp_pool(dep, s, total_bytes, weight_bytes, non_torch, kv_bytes_per_token)
     if engine == "sglang":
-        rule = sglang_memory_defaults(total, dep.tensor_parallel_size, dep.pipeline_parallel_size,
+        rule = sglang_memory_defaults(total_bytes, dep.tensor_parallel_size,
+                                      dep.pipeline_parallel_size,
                                       s.max_num_batched_tokens, s.engine_version)
         tokens = rule.chunked_prefill_size
         fraction = s.gpu_memory_utilization or rule.mem_fraction_static
         # SGLang keeps activations and CUDA graphs in the memory it holds back, and applies
         # its fraction to what its distributed start-up leaves
-        pool = KVPool(engine, total, fraction, weights, 0.0,
-                      fraction * sglang_startup_bytes(dep), 0.0, 1.0, per_token,
+        pool = KVPool(engine, total_bytes, fraction, weight_bytes, 0.0,
+                      fraction * sglang_startup_bytes(dep), 0.0, 1.0, kv_bytes_per_token,
                       s.block_size or int(d["page_size"]), 1, tokens,
                       windows_apart=has_windows(dep), stage=stage, engine_era=rule.era)
         context = s.max_model_len or dep.model.max_position_embeddings or 131072
@@ -383,7 +384,8 @@ def _stage_pool(dep: Deployment, s: EngineSettings, total: float, weights: float
         context = s.max_model_len or dep.model.max_position_embeddings or 131072
         buffers = engine_buffer_bytes(dep.model, seqs, context, decoder=last)
     free_rest = s.gpu_memory_utilization or float(d["kv_cache_free_gpu_mem_fraction"])
-    return KVPool(engine, total, 1.0, weights, peak, non_torch, 0.0, free_rest, per_token,
+    return KVPool(engine, total_bytes, 1.0, weight_bytes, peak, non_torch, 0.0, free_rest,
+                  kv_bytes_per_token,
                   s.block_size or int(d["tokens_per_block"]), seqs, tokens, forward_bytes=forward,
                   stage=stage, seat_buffer_bytes=buffers)
 
@@ -450,8 +452,8 @@ def check_host_memory_for(dep: Deployment, cells: int) -> None:
     check_host_memory(dep, host_cache_bytes(dep, cells), cells)
 
 
-def _llamacpp_pool(dep: Deployment, s: EngineSettings, total: float, weights: float,
-                   non_torch: float, per_token: float) -> KVPool:
+def _llamacpp_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_bytes: float,
+                   non_torch: float, kv_bytes_per_token: float) -> KVPool:
     """llama.cpp (and engines without a paged pool): the weights, the CUDA context and the
     compute buffer, then a cache of single-token cells in what is left; the compute buffer
     is sized at the cells that fit, since without flash attention it grows with them."""
@@ -460,7 +462,7 @@ def _llamacpp_pool(dep: Deployment, s: EngineSettings, total: float, weights: fl
     seats = s.max_num_seqs or int(d.get("n_parallel", 1))
     windows = honours_windows(dep)
     growing, slot_sized = llamacpp_cache_on_gpu(dep)
-    per_token *= growing
+    kv_bytes_per_token *= growing
     per_gpu = dep.kv_replication / dep.num_gpus * slot_sized
 
     def slot_caches(slots: int) -> float:
@@ -470,12 +472,13 @@ def _llamacpp_pool(dep: Deployment, s: EngineSettings, total: float, weights: fl
 
     fixed = slot_caches(seats)
     each = slot_caches(seats + 1) - fixed
-    free = total - weights - non_torch - fixed
+    free = total_bytes - weight_bytes - non_torch - fixed
     outputs = llamacpp_outputs(seats, s.engine_version)
-    cells = cells_that_fit(free, per_token, dep.model, n_ubatch, s.flash_attn, outputs)
+    cells = cells_that_fit(free, kv_bytes_per_token, dep.model, n_ubatch, s.flash_attn, outputs)
     compute = compute_buffer_bytes(dep.model, n_ubatch, cells, s.flash_attn, outputs)
-    on_host = per_token == 0 and growing == 0 and dep.model.count(mixer=FULL) > 0
-    return KVPool(dep.engine, total, 1.0, weights, compute, non_torch, 0.0, 1.0, per_token,
+    on_host = kv_bytes_per_token == 0 and growing == 0 and dep.model.count(mixer=FULL) > 0
+    return KVPool(dep.engine, total_bytes, 1.0, weight_bytes, compute, non_torch, 0.0, 1.0,
+                  kv_bytes_per_token,
                   1, seats, n_ubatch, forward_bytes=compute, slot_cache_bytes=fixed,
                   slot_bytes_each=each, windows_apart=True, host_cells=cells if on_host else 0)
 
@@ -483,8 +486,8 @@ def _llamacpp_pool(dep: Deployment, s: EngineSettings, total: float, weights: fl
 VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)  # vLLM's CacheConfig BlockSize choices
 
 
-def _vllm_pool(dep: Deployment, s: EngineSettings, total: float, weights: float,
-               per_token: float, stage: Stage | None = None) -> KVPool:
+def _vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_bytes: float,
+               kv_bytes_per_token: float, stage: Stage | None = None) -> KVPool:
     """vLLM: total × gpu_memory_utilization − weights − the profiling pass's peak (the larger
     of the forward pass over the token budget and the sampler over max_num_seqs requests, a
     vision tower's images held beside them, or the tower's own pass if larger) − non-torch
@@ -548,12 +551,12 @@ def _vllm_pool(dep: Deployment, s: EngineSettings, total: float, weights: float,
     groups = vllm_kv_groups(paged, s.block_size or int(d["block_size"]),
                             align_state_blocks(dep, acc, s.prefix_caching))
     block = groups.block_size if groups else s.block_size or int(d["block_size"])
-    weights += mxfp4_padding_bytes(dep, stage, acc.version)
+    weight_bytes += mxfp4_padding_bytes(dep, stage, acc.version)
     if groups is not None and stage is not None:  # a block holds this stage's layers
         groups = replace(groups, page_bytes=groups.page_bytes * stage.kv_share)
-    return KVPool("vllm", total, fraction, weights, peak, non_torch_bytes(dep, acc),
-                  graphs, 1.0, per_token, block, seqs, tokens, groups, forward, sampler, acc,
-                  in_flight_batches=acc.in_flight_batches if s.async_scheduling else 1,
+    return KVPool("vllm", total_bytes, fraction, weight_bytes, peak, non_torch_bytes(dep, acc),
+                  graphs, 1.0, kv_bytes_per_token, block, seqs, tokens, groups, forward, sampler,
+                  acc, in_flight_batches=acc.in_flight_batches if s.async_scheduling else 1,
                   windows_in_full=paged is not dep, stage=stage, encoder_bytes=encoder,
                   encoder_held_bytes=held, encoder_images=images, seat_buffer_bytes=state,
                   runner=runner, compile_bytes=compile_peak, moe_workspace_bytes=workspace)

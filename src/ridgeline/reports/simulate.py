@@ -104,7 +104,7 @@ class SimulateReport:
             "ttft_s": r.percentiles("ttft"), "tpot_s": r.percentiles("tpot"),
             "itl_s": r.percentiles("itl"), "e2e_s": r.percentiles("e2e"),
             "queue_s": r.percentiles("queue"),
-            "request_rate": r.request_rate, "output_tok_s": r.output_tok_s,
+            "request_rate": r.request_rate_req_s, "output_tok_s": r.output_tok_s,
             "output_tok_s_per_gpu": r.output_tok_s / d.num_gpus,
             "goodput_req_s": r.goodput_req_s,
             "at_percentile": None if self.percentile is None else {
@@ -141,7 +141,7 @@ class SimulateReport:
         lines += [
             "",
             f"completed {r.completed:,} of {self.requests:,} requests in {r.duration_s:,.1f} s "
-            f"({r.steps:,} steps): {r.request_rate:,.2f} req/s, {r.output_tok_s:,.0f} output "
+            f"({r.steps:,} steps): {r.request_rate_req_s:,.2f} req/s, {r.output_tok_s:,.0f} output "
             f"tok/s ({r.output_tok_s / d.num_gpus:,.0f} per GPU)",
             f"running batch{_running_metric(d.engine)}: mean {batch['mean']:,.1f}, max "
             f"{batch['max']:,.0f}; preemptions {r.preemptions:,}; prefix-cache hits "
@@ -261,7 +261,7 @@ class SimulateReport:
                  _ms_q("TPOT p50", tpot["p50"]),
                  q("requests measured", hist["tpot"].total, "", "completed, output > 1 token")),
             step("request rate", "completed requests ÷ simulated time",
-                 q("request rate", r.request_rate, "req/s"), q("completed", r.completed),
+                 q("request rate", r.request_rate_req_s, "req/s"), q("completed", r.completed),
                  q("simulated time", r.duration_s, "s", "first arrival to last finish")),
         ]
         if self.has_window and (self.slo_ttft_s is not None or self.slo_tpot_s is not None):

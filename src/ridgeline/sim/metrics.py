@@ -306,7 +306,7 @@ class SimResult:
         return {f"p{q}": h.percentile(q) for q in (50, 90, 95, 99)} | {"mean": h.mean}
 
     @property
-    def request_rate(self) -> float:
+    def request_rate_req_s(self) -> float:
         return self.completed / self.duration_s if self.duration_s else 0.0
 
     @property
