@@ -6,7 +6,7 @@
 Rows: validation/measurements.csv, validation/lowbatch.csv and validation/rocm.csv, fitted as
 scripts/fit_profiles.py fits them (the serving engines together). Leave one accelerator
 out: fit every engine on the rows of all other accelerators, predict the held-out
-accelerator's rows. Leave one source out: the same by source (S1…S6).
+accelerator's rows. Leave one source out: the same by source (S1…S6, L1…L7, R1…R3).
 An engine with no training rows in a fold falls back to a generic prior, never to the
 bundled profile (which saw the held-out rows). KV-capacity rows (those files' and
 validation/kvlogs.csv's engine start-up logs) come from the memory model and need no fit.

@@ -9,8 +9,7 @@ validation/rocm.csv (llama.cpp's ROCm backend on Radeon cards, from llama.cpp's 
 validation/h200/ (`ridgeline measure` on an H200: the torch-eager and torch-cudagraph rows of
 dense models; its MoE rows are not fitted, see to_fit). The llama.cpp
 backends are fitted one by one; TensorRT-LLM, vLLM and SGLang together (SERVING_ENGINES:
-one profile fitted on all their rows); an engine with no rows borrows the closest fitted
-profile, and says so in its `source`.
+one profile fitted on all their rows); an engine with no rows gets a stated prior (PRIORS).
 """
 
 from __future__ import annotations
@@ -30,14 +29,9 @@ ROOT = Path(__file__).resolve().parent.parent
 CSVS = (ROOT / "validation" / "measurements.csv", ROOT / "validation" / "lowbatch.csv",
         ROOT / "validation" / "rocm.csv", *sorted((ROOT / "validation" / "h200").glob("*.csv")))
 OUT = ROOT / "src" / "ridgeline" / "data" / "profiles.json"
-# engine without rows -> the fitted engine it borrows from, and why
-BORROW = {
-    "llama.cpp-rocm": ("llama.cpp-vulkan", "llama.cpp on an AMD GPU; no ROCm rows, the Vulkan "
-                       "rows include Radeon"),
-}
 
 
-# engines with neither rows nor a close donor: a stated prior
+# engines without rows: a stated prior
 PRIORS = {
     "torch-eager": EngineProfile(
         "torch-eager", 0.6, 0.5, 1e-3, 1e-4, band_low=0.6, band_high=1.6,
@@ -71,10 +65,6 @@ def main() -> int:
     for engine in SERVING_ENGINES:
         fitted[engine] = replace(serving, engine=engine)
     profiles = dict(fitted)
-    for engine, (donor, why) in BORROW.items():
-        if engine not in profiles and donor in fitted:
-            profiles[engine] = replace(fitted[donor], engine=engine, fitted_rows=0, fitted_ids=(),
-                                       source=f"borrowed from {donor}: {why}")
     for engine, prior in PRIORS.items():
         profiles.setdefault(engine, prior)
     data = {

@@ -62,7 +62,7 @@ PROBE = DATA / "2026-11-29-grouped-mm-probe.txt"  # scripts/grouped_mm_probe.py 
 
 
 def step_ms(row: Measurement, value: float) -> float:
-    """A row's figure (tok/s) as the time of the step it timed_s, in ms."""
+    """A row's figure (tok/s) as the time of the step it timed, in ms."""
     if row.metric == "decode_tok_s_per_user":
         return 1e3 / value
     if row.metric == "output_throughput_tok_s":

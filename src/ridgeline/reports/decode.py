@@ -201,7 +201,7 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
 
     cautions = (eager_caution(dep) if enforce_eager else "", context_caution(dep, max(contexts)),
                 offload_caution(dep), split_caution(dep), dep.model.architecture_caution,
-                micro_batch_caution(dep), profile.calibration_caution(dep.accelerator))
+                micro_batch_caution(dep), expected[0].calibration)
     return DecodeReport(dep, tuple(floors), tuple(expected), pool_batch,
                         tuple(c for c in cautions if c))
 
