@@ -478,23 +478,39 @@ def test_a_profile_with_nonsense_unpacking_is_refused(ops: object) -> None:
 
 
 def test_instinct_and_radeon_are_apart_and_a_profile_says_which_it_never_saw() -> None:
-    """llama.cpp's ROCm rows are Radeon cards: on an MI300X (matrix cores, another kernel
-    path) the profile says its expectation is another class of card's; on an RX 7900 XTX it
-    says nothing. vLLM's 94 rows hold 4 on Instinct cards, too few for a multiplier."""
+    """An MI300X (matrix cores, another kernel path) and an RX 7900 XTX are different classes
+    of card: a profile fitted only on Radeon rows says, on an MI300X, that its expectation is
+    another class's; one with a few Instinct rows says how few; enough rows silence it."""
+    from dataclasses import replace
+
     from ridgeline.engines import MIN_GROUP_ROWS, accelerator_group
     from ridgeline.hardware import resolve_accelerator
 
     mi300x, radeon = resolve_accelerator("mi300x"), resolve_accelerator("rx-7900-xtx")
     assert (accelerator_group(mi300x), accelerator_group(radeon)) == ("amd-instinct",
                                                                       "amd-radeon")
-    rocm = profile_for("llama.cpp-rocm")
-    assert rocm.calibration_caution(radeon) == ""
-    said = rocm.calibration_caution(mi300x)
+    radeon_only = replace(profile_for("llama.cpp-rocm"), fitted_rows=16,
+                          fitted_groups={"amd-radeon": 16})
+    assert radeon_only.calibration_caution(radeon) == ""
+    said = radeon_only.calibration_caution(mi300x)
     assert "saw 0 rows on amd-instinct cards" in said and "amd-radeon 16" in said
-    vllm = profile_for("vllm")
-    assert 0 < vllm.fitted_groups["amd-instinct"] < MIN_GROUP_ROWS
-    assert "saw 4 rows" in vllm.calibration_caution(mi300x)
-    assert vllm.calibration_caution(resolve_accelerator("h100")) == ""
+    few = replace(profile_for("vllm"), fitted_rows=94,
+                  fitted_groups={"nvidia-datacenter": 90, "amd-instinct": MIN_GROUP_ROWS - 4})
+    assert f"saw {MIN_GROUP_ROWS - 4} rows" in few.calibration_caution(mi300x)
+    assert few.calibration_caution(resolve_accelerator("h100")) == ""
+    enough = replace(few, fitted_groups={"nvidia-datacenter": 90, "amd-instinct": MIN_GROUP_ROWS})
+    assert enough.calibration_caution(mi300x) == ""
+
+
+def test_the_shipped_profiles_count_their_rows_by_class_of_card() -> None:
+    """fitted_groups is what the fit saw: its counts add up to the rows fitted, by group."""
+    from ridgeline.engines import accelerator_group
+    from ridgeline.hardware import resolve_accelerator
+
+    for engine in ("vllm", "llama.cpp-rocm", "llama.cpp-cuda"):
+        prof = profile_for(engine)
+        assert sum(prof.fitted_groups.values()) == prof.fitted_rows == len(prof.fitted_ids)
+    assert accelerator_group(resolve_accelerator("mi300x")) in profile_for("vllm").fitted_groups
 
 
 def test_a_profile_file_from_before_the_split_keeps_its_amd_multiplier_on_both_halves() -> None:
@@ -510,3 +526,11 @@ def test_a_profile_file_from_before_the_split_keeps_its_amd_multiplier_on_both_h
     share = loaded.bandwidth_efficiency * 0.5
     assert loaded.bandwidth_for(mi300x) == pytest.approx(min(1.0, share))
     assert loaded.calibration_caution(mi300x) == ""  # 12 rows: enough for a multiplier
+
+
+def test_a_profiles_sources_read_in_order_with_runs_joined() -> None:
+    from ridgeline.calibrate import source_keys
+
+    assert source_keys(["L10", "L2", "L1", "S5", "L3"]) == "L1–L3, L10, S5"
+    assert source_keys(["R3", "R1", "R2", "R2"]) == "R1–R3"
+    assert source_keys(["S1", "S2", "ridgeline"]) == "S1, S2, ridgeline"

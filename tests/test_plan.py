@@ -285,10 +285,11 @@ def test_a_winner_off_the_fitted_accelerators_says_how_few_rows_it_rests_on() ->
     from ridgeline.engines import accelerator_group, profile_for
     from ridgeline.hardware import resolve_accelerator
 
-    result = plan(MODEL, LOAD, SLO, ["mi300x"], workers=1, verify=0)
+    result = plan(MODEL, LOAD, SLO, ["tpu-v5p"], workers=1, verify=0)
     win = result.winner
     assert win is not None and not win.calibrated
-    rows = profile_for("vllm").fitted_groups.get(accelerator_group(resolve_accelerator("mi300x")), 0)
+    rows = profile_for("vllm").fitted_groups.get(accelerator_group(resolve_accelerator("tpu-v5p")),
+                                                 0)
     assert f"has {rows} fitted row" in win.calibration_note
     h100 = plan(MODEL, LOAD, SLO, ["h100-sxm"], workers=1, verify=0).winner
     assert h100 is not None and h100.calibrated
@@ -333,7 +334,8 @@ def test_a_model_no_group_holds_is_a_does_not_fit_not_a_latency() -> None:
 
 
 def test_a_miss_under_the_floors_is_blamed_on_the_load() -> None:
-    result = plan(resolve_model("qwen2.5-7b"), Load(50.0, "1000", "200"), Slo(1.0, 0.004),
+    # 4.5 ms: just above the unloaded TPOT of the fastest split (4 x H100, about 4.1 ms)
+    result = plan(resolve_model("qwen2.5-7b"), Load(50.0, "1000", "200"), Slo(1.0, 0.0045),
                   gpus=["h100"], workers=1, max_gpus=8)
     assert result.winner is None and "the load is the miss" in result.closest_miss
 

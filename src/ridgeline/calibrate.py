@@ -301,8 +301,40 @@ def _predictable(rows: Sequence[Measurement], table: Mapping[str, EngineProfile]
     return usable
 
 
+def source_keys(keys: Iterable[str]) -> str:
+    """Source keys in reading order, runs of one letter joined: L1–L16, R1–R3, S5."""
+    def split(key: str) -> tuple[str, int | None]:
+        head = key.rstrip("0123456789")
+        return (head, int(key[len(head):])) if head != key else (key, None)
+
+    parts: list[str] = []
+    run: list[tuple[str, int]] = []
+
+    def close() -> None:
+        if run:
+            (head, first), (_, last) = run[0], run[-1]
+            if last - first > 1:
+                parts.append(f"{head}{first}–{head}{last}")
+            else:
+                parts.extend(f"{head}{n}" for n in range(first, last + 1))
+            run.clear()
+
+    for key in sorted(set(keys), key=lambda k: (split(k)[0], split(k)[1] or -1, k)):
+        head, number = split(key)
+        if number is not None and run and run[-1][0] == head and run[-1][1] == number - 1:
+            run.append((head, number))
+            continue
+        close()
+        if number is None:
+            parts.append(key)
+        else:
+            run.append((head, number))
+    close()
+    return ", ".join(parts)
+
+
 def _fit_source(rows: Sequence[Measurement]) -> str:
-    sources = ", ".join(sorted({r.source_key for r in rows}))
+    sources = source_keys(r.source_key for r in rows)
     engines = sorted({row_engine(r) for r in rows})
     if len(engines) > 1:
         return f"fitted on {len(rows)} rows of {', '.join(engines)} together ({sources})"
