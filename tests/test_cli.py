@@ -1147,3 +1147,26 @@ def test_an_expectation_on_a_class_of_card_the_profile_never_saw_says_so(
     assert code == 0 and "caution: the llama.cpp-rocm profile saw 0 rows on amd-instinct" in out
     code, out, _ = run_cli(capsys, *command, "--gpu", "rx-7900-xtx", "--engine", "llama.cpp")
     assert code == 0 and "profile saw" not in out
+
+
+@pytest.mark.parametrize(("model", "grows"), [("llama-3.1-8b", "context (the only term"),
+                                              ("qwen3-30b-a3b", "experts the batch touches")])
+def test_decodes_footer_names_what_grows_with_the_batch(
+        capsys: pytest.CaptureFixture[str], model: str, grows: str) -> None:
+    """A dense model's step grows with batch only through the cache; an MoE model's also
+    through the experts more tokens touch (Qwen3-30B-A3B on an H100: 6.1 GB of weights read
+    at batch 1, 59.5 GB at batch 64)."""
+    assert main(["decode", model, "--gpu", "h100", "--batch", "1,64", "--context", "1000"]) == 0
+    assert grows in capsys.readouterr().out
+
+
+def test_a_cache_copied_over_tp_ranks_says_so_where_its_bytes_are_counted(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """DeepSeek-V3's latent is kept whole on each of 8 ranks: one 4,000-token sequence is
+    (512 + 64) × 61 layers × 2 bytes × 4,000 = 281 MB, counted 8 times, and decode says so."""
+    code, out, _ = run(capsys, "decode", "deepseek-v3", "--gpu", "h200", "--num-gpus", "8",
+                       "--batch", "256", "--context", "4000", "--explain")
+    assert code == 0
+    one_copy = (512 + 64) * 61 * 2 * 4000 / 1e6
+    assert "(×8: copied over the tensor-parallel ranks)" in out.splitlines()[0]
+    assert f"(one copy: {one_copy:,.4g} MB)" in out

@@ -140,6 +140,30 @@ def test_plots_carry_the_models_numbers(tmp_path: Path) -> None:
     assert column[data[0].index(16)] == pytest.approx(floor)
 
 
+def test_a_decode_plot_draws_no_speed_for_a_batch_that_cannot_run(tmp_path: Path) -> None:
+    """Llama-3.1-8B on an H100 at 2,000 tokens: the engine's pool seats 220 sequences and the
+    memory 256 at most, so the expectation stops before batch 256 and the floor before 512;
+    the batches asked (here 300) are drawn among the sweep's."""
+    from ridgeline import Deployment, resolve_accelerator, resolve_model
+    from ridgeline.capacity import engine_holds
+
+    html = tmp_path / "decode.html"
+    assert main(["decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "1,300", "--context",
+                 "2000", "--plot", str(html)]) == 0
+    chart = json.loads(html.read_text().split("const CHARTS = ", 1)[1].split(";\n", 1)[0])[0]
+    data, names = chart["data"], [s["name"] for s in chart["series"]]
+    xs = data[0]
+    floor = data[1 + names.index("aggregate, floor")]
+    expected = data[1 + names.index("aggregate, expected (vllm)")]
+    seats = engine_holds(Deployment.build(resolve_model("llama-3.1-8b"),
+                                          resolve_accelerator("h100")), 2000)
+    assert seats is not None and 128 < seats < 256 and 300 in xs
+    drawn = [x for x, y in zip(xs, expected) if y is not None]
+    assert max(drawn) <= seats < min(x for x, y in zip(xs, expected) if y is None)
+    assert floor[xs.index(256)] is not None and floor[xs.index(512)] is None
+    assert any(f"stops at {seats:,} sequences" in n for n in chart["notes"])
+
+
 def test_png_plots_have_the_figure_size(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     import struct

@@ -109,3 +109,18 @@ def test_a_card_without_bf16_runs_a_bf16_checkpoint_in_fp16() -> None:
     assert (t4.weights.label, t4.kv.id) == ("fp16", "fp16")
     assert (h100.weights.label, h100.kv.id) == ("bf16", "bf16")
     assert t4.weight_bytes == h100.weight_bytes
+
+
+@pytest.mark.parametrize(("gpu", "dtype"), [("b200", "fp4"), ("h100", "bf16"), ("l40s", "bf16"),
+                                            ("a100", "bf16")])
+def test_nvfp4_runs_at_fp4_on_blackwell_and_weight_only_at_bf16_below_it(gpu: str,
+                                                                          dtype: str) -> None:
+    """Hopper and Ada have fp8 units but the engines run NVFP4 there through Marlin (W4A16),
+    so its matmuls are priced at bf16, never fp8: the same as the W4A16 checkpoint."""
+    from ridgeline import Deployment, resolve_accelerator
+
+    spec = resolve_model("llama-3.1-8b")
+    acc = resolve_accelerator(gpu)
+    assert Deployment.build(spec, acc, "nvfp4").compute_dtype == dtype
+    assert Deployment.build(spec, acc, "nvfp4-w4a16").compute_dtype == (
+        "bf16" if dtype == "fp4" else dtype)

@@ -130,7 +130,7 @@ def device_fit(dep: Deployment, kv_stored: float) -> FitCheck:
     the host's layers, and their share of the cache, out of it)."""
     tower = 0.0 if dep.engine.startswith("llama.cpp") else dep.model.vision_tower_bytes
     return FitCheck(gpu_weight_bytes(dep), kv_stored * gpu_attention_share(dep), dep.memory_bytes,
-                    tower)
+                    tower, dep.kv_replication)
 
 
 @dataclass(frozen=True)
@@ -139,6 +139,7 @@ class FitCheck:
     kv_bytes: float
     capacity_bytes: float
     vision_bytes: float = 0.0  # a multimodal checkpoint's tower: engines load it, not counted
+    kv_replication: float = 1.0  # the cache's copies over TP ranks, counted in kv_bytes
 
     @property
     def needed_bytes(self) -> float:
@@ -163,8 +164,11 @@ class FitCheck:
                     f"{self.capacity_bytes / GB:,.1f} GB (raw capacity, before engine overheads"
                     + (f"; a serving engine also loads the {self.vision_bytes / GB:.2f} GB "
                        "vision tower" if self.vision_bytes else "") + ")")
+        copies = (f" (×{self.kv_replication:g}: copied over the tensor-parallel ranks)"
+                  if self.kv_replication > 1 else "")
         return (f"DOES NOT FIT: {self.weight_bytes / GB:,.1f} GB of weights + "
-                f"{self.kv_bytes / GB:,.1f} GB of KV cache = {self.needed_bytes / GB:,.1f} GB "
+                f"{self.kv_bytes / GB:,.1f} GB of KV cache{copies} = "
+                f"{self.needed_bytes / GB:,.1f} GB "
                 f"> {self.capacity_bytes / GB:,.1f} GB of memory, short by "
                 f"{self.shortfall_bytes / GB:,.1f} GB")
 
@@ -252,7 +256,10 @@ def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
                + ", the new token's written" + (", its recurrent state read and written"
                                                  if footprint.state_bytes else "")
                + f"; the cache holds {footprint.stored_bytes(dep.kv_replication) / 1e6:,.4g}"
-               " MB")),
+               " MB" + (f", ×{dep.kv_replication:g} for the copies the TP"
+                        f"{dep.tensor_parallel_size} ranks each keep and read (one copy: "
+                        f"{footprint.stored_bytes(1.0) / 1e6:,.4g} MB)"
+                        if dep.kv_replication > 1 else ""))),
         step("memory time", "(weights + KV + activations" + (
              " − what the host reads or copies" if work.host_bytes or work.link_bytes else "")
              + ") ÷ bandwidth",

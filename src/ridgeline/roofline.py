@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from ridgeline.explain import Step, q, step
 from ridgeline.hardware import Accelerator
+from ridgeline.kvcache import kv_replication
 from ridgeline.model import ModelSpec
 from ridgeline.moe import expected_experts_touched
 
@@ -51,21 +52,27 @@ def expert_ridge_batch(acc: Accelerator, expert_dtype: str, expert_bytes_per_wei
     return batch_for_intensity(ridge, expert_bytes_per_weight) / routed_fraction
 
 
-def decode_attention_intensity(spec: ModelSpec, kv_bytes_per_element: float) -> float:
+def decode_attention_intensity(spec: ModelSpec, kv_bytes_per_element: float,
+                               tensor_parallel_size: int = 1) -> float:
     """FLOP per KV byte in decode attention; constant in batch (each user has their own cache).
 
     GQA: each K/V element serves `group` query heads with 2 FLOP (QKᵀ and PV):
     2·group / bytes = 8 for group 8 at bf16. MLA (absorbed): every head reads the shared
-    latent, n_heads · 2·(2·r_kv + d_rope) FLOP per (r_kv + d_rope) elements.
+    latent, n_heads · 2·(2·r_kv + d_rope) FLOP per (r_kv + d_rope) elements. Under tensor
+    parallelism the heads split over the ranks but a replicated cache is read on each of
+    them, so the intensity falls by the replication (kv_replication): DeepSeek-V3's latent at
+    TP8 serves 16 heads per rank, 241.8 ÷ 8 = 30.2 FLOP/byte at bf16.
     """
     att = spec.attention
     if att is None:
         return 0.0
+    replication = kv_replication(spec, tensor_parallel_size)
     if att.mla:
         m = att.mla
         flops = att.num_heads * 2 * (2 * m.kv_lora_rank + m.qk_rope_head_dim)
-        return flops / ((m.kv_lora_rank + m.qk_rope_head_dim) * kv_bytes_per_element)
-    return 2.0 * att.group_size / kv_bytes_per_element
+        return flops / ((m.kv_lora_rank + m.qk_rope_head_dim) * kv_bytes_per_element
+                        * replication)
+    return 2.0 * att.group_size / (kv_bytes_per_element * replication)
 
 
 def expert_intensity(batch: int, spec: ModelSpec, bytes_per_weight: float) -> float:

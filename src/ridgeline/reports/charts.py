@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from functools import singledispatch
 from typing import Any
@@ -9,7 +10,6 @@ from typing import Any
 from ridgeline.capacity import held_conversations
 from ridgeline.cost import decode_batch, step_cost
 from ridgeline.errors import InputError
-from ridgeline.floors import decode_floor
 from ridgeline.kvcache import kv_footprint
 from ridgeline.memory import kv_pool
 from ridgeline.moe import expected_experts_touched
@@ -33,25 +33,46 @@ def chart_for(report: Any) -> Chart:
 
 @chart_for.register
 def _(report: DecodeReport) -> Chart:
+    """The sweep of batches at the first context asked, the asked batches among them: the
+    floor stops where weights and KV outgrow the memory, the expectation where the engine's
+    pool runs out of seats (no speed is drawn for a batch that cannot run)."""
+    from ridgeline.engines import profile_for
+    from ridgeline.reports.decode import pipelined_floor
+    from ridgeline.stages import micro_batch
+
     dep = report.deployment
     context = report.floors[0][0].context
     engine = report.expected[0].engine
-    from ridgeline.engines import profile_for
-
-    profile = profile_for(engine)
-    floor = [decode_floor(dep, b, context) for b in BATCHES]
-    expected = [step_cost(dep, decode_batch(b, context), profile).time_s for b in BATCHES]
-    xs = tuple(float(b) for b in BATCHES)
+    profile = report.profile or profile_for(engine)
+    batches = sorted(set(BATCHES) | {f.batch for f, _ in report.floors if f.context == context})
+    seats = dict(report.pool_batch).get(context)
+    floors = [pipelined_floor(dep, b, context) for b in batches]
+    fits = [f.fit.fits for f in floors]
+    runs = [ok and (seats is None or b <= seats) for b, ok in zip(batches, fits)]
+    expected = [step_cost(dep, decode_batch(micro_batch(dep, b), context), profile).time_s
+                if ok else math.nan for b, ok in zip(batches, runs)]
+    xs = tuple(float(b) for b in batches)
+    nan = math.nan
+    notes = ["The card's output rises with batch; each user's speed falls."]
+    if not all(fits):
+        last = max((b for b, ok in zip(batches, fits) if ok), default=0)
+        notes.append(f"The floor stops at batch {last:,}: beyond it weights + KV cache "
+                     "outgrow the memory." if last else
+                     "No batch fits: the weights alone outgrow the memory.")
+    if seats is not None and seats < batches[-1]:
+        notes.append(f"The expectation stops at {seats:,} sequences: {engine}'s KV pool at "
+                     f"{context:,} tokens of context (`ridgeline fit`).")
     return Chart(
         f"{dep.model.name} on {dep.gpus_label}: decode at {context:,} tokens",
         "batch", "tokens/s",
-        (Series("aggregate, floor", xs, tuple(f.aggregate_tok_s for f in floor), "dashed"),
+        (Series("aggregate, floor", xs, tuple(f.aggregate_tok_s if ok else nan
+                                              for f, ok in zip(floors, fits)), "dashed"),
          Series(f"aggregate, expected ({engine})", xs,
-                tuple(b / t for b, t in zip(BATCHES, expected))),
-         Series("per user, floor", xs, tuple(f.per_user_tok_s for f in floor), "dashed"),
+                tuple(b / t for b, t in zip(batches, expected))),
+         Series("per user, floor", xs, tuple(f.per_user_tok_s if ok else nan
+                                             for f, ok in zip(floors, fits)), "dashed"),
          Series(f"per user, expected ({engine})", xs, tuple(1 / t for t in expected))),
-        log_x=True, log_y=True,
-        notes=("The card's output rises with batch; each user's speed falls.",))
+        log_x=True, log_y=True, notes=tuple(notes))
 
 
 @chart_for.register

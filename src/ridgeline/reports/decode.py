@@ -3,7 +3,7 @@ is expected to take, for one card or several side by side."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ridgeline.cost import (
@@ -58,6 +58,7 @@ class DecodeReport:
     expected: tuple[Expectation, ...]  # one per point
     pool_batch: tuple[tuple[int, int], ...] = ()  # (context, sequences the KV pool runs)
     cautions: tuple[str, ...] = ()  # what the expectation leaves out
+    profile: EngineProfile | None = field(default=None, compare=False)  # the expectation's
 
     @property
     def steps(self) -> tuple[Step, ...]:
@@ -152,7 +153,9 @@ class DecodeReport:
                      f"[{self.expected[0].source}]; tok/s columns use the expectation, gain the "
                      "floor.")
         lines.append("Card output rises with batch; each user's speed falls, by how much "
-                     "decided by context (the only term that grows).")
+                     + ("decided by context and by the experts the batch touches (the terms "
+                        "that grow)." if self.deployment.model.moe is not None else
+                        "decided by context (the only term that grows)."))
         lines += self._pool_lines()
         return lines
 
@@ -203,7 +206,7 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
                 offload_caution(dep), split_caution(dep), dep.model.architecture_caution,
                 micro_batch_caution(dep), expected[0].calibration)
     return DecodeReport(dep, tuple(floors), tuple(expected), pool_batch,
-                        tuple(c for c in cautions if c))
+                        tuple(c for c in cautions if c), profile)
 
 
 def pipelined_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:

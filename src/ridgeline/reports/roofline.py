@@ -146,22 +146,29 @@ def _attention_step(dep: Deployment, intensity: float, kv_bytes: float) -> Step:
     """The decode attention intensity of this model's attention, with its inputs."""
     att = dep.model.attention
     assert att is not None
+    replicated = dep.kv_replication > 1
+    copies = (q("KV replication", dep.kv_replication, "x",
+                f"TP{dep.tensor_parallel_size}: each rank reads its copy of the cache for its "
+                "share of the heads"),) if replicated else ()
     if att.mla:
         m = att.mla
         return step("decode attention intensity (MLA, absorbed)",
                     "heads × 2 × (2 × kv_lora_rank + qk_rope_head_dim) ÷ ((kv_lora_rank + "
-                    "qk_rope_head_dim) × KV bytes per element)",
+                    "qk_rope_head_dim) × KV bytes per element"
+                    + (" × KV replication)" if replicated else ")"),
                     q("intensity", intensity, "FLOP/byte"),
                     q("heads", att.num_heads, "", "num_attention_heads, config.json"),
                     q("kv_lora_rank", m.kv_lora_rank, "", "config.json"),
                     q("qk_rope_head_dim", m.qk_rope_head_dim, "", "config.json"),
-                    q("KV bytes per element", kv_bytes, "B"))
-    return step("decode attention intensity", "2 FLOP × GQA group ÷ KV bytes per element "
-                "(each K/V element serves the group's query heads)",
+                    q("KV bytes per element", kv_bytes, "B"), *copies)
+    return step("decode attention intensity", "2 FLOP × GQA group ÷ "
+                + ("(KV bytes per element × KV replication)" if replicated
+                   else "KV bytes per element")
+                + " (each K/V element serves the group's query heads)",
                 q("intensity", intensity, "FLOP/byte"),
                 q("GQA group", att.group_size, "",
                   "num_attention_heads ÷ num_key_value_heads, config.json"),
-                q("KV bytes per element", kv_bytes, "B"))
+                q("KV bytes per element", kv_bytes, "B"), *copies)
 
 
 def roofline_report(
@@ -196,18 +203,24 @@ def roofline_report(
                         q("GQA group", group, "", "the article's models"),
                         q("KV bytes per element", kv_bytes, "B"))
     else:
-        att_i = decode_attention_intensity(dep.model, kv_bytes)
+        att_i = decode_attention_intensity(dep.model, kv_bytes, dep.tensor_parallel_size)
         att = dep.model.attention
         att_note = ("MLA: every head reads the one latent" if att.mla
                     else f"GQA group {att.group_size}") + "; each user's cache is private, " \
             "so batching never moves it"
+        if dep.kv_replication > 1:
+            att_note += (f"; at TP{dep.tensor_parallel_size} each rank reads "
+                         + ("the whole latent" if att.mla else "a copied KV head")
+                         + f" for its share of the heads (÷ {dep.kv_replication:g})")
         att_step = _attention_step(dep, att_i, kv_bytes)
     att_dtype = compute_dtype if dep is None else dep.attention_compute_dtype
+    att_ridge = ridge_point(acc.peak(att_dtype), acc.memory_bandwidth_bytes_per_s)
     if att_dtype != compute_dtype:  # QKᵀ and PV multiply the cache, at its rate
-        att_note += (f"; its matmuls at {att_dtype} (the cache's), ridge "
-                     f"{ridge_point(acc.peak(att_dtype), acc.memory_bandwidth_bytes_per_s):,.0f}")
-    points.append(operating_point("decode attention", att_i, acc, att_dtype, None,
-                                  att_note + " ('-': no batch reaches the ridge)"))
+        att_note += f"; its matmuls at {att_dtype} (the cache's), ridge {att_ridge:,.0f}"
+    points.append(operating_point(
+        "decode attention", att_i, acc, att_dtype, None,
+        att_note + (" ('-': past the ridge at every batch)" if att_i >= att_ridge
+                    else " ('-': no batch reaches the ridge)")))
     prefill_i = weight_intensity(prompt_len, bytes_per_weight)
     points.append(operating_point(
         "prefill" + (" (dense weights)" if moe else ""), prefill_i, acc, compute_dtype,
