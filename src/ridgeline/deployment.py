@@ -58,8 +58,10 @@ def engine_platform_problem(engine: str, accelerator: Accelerator) -> str:
 # on compute capability ≥ 8.9 as W8A8 and ≥ 7.5 as weight-only W8A16 through FP8 Marlin
 # (vLLM docs, features/quantization/fp8: "FP8 models will run on compute capability >= 7.5
 # (Turing) as weight-only W8A16"), so not on Volta or Pascal; on AMD from MI300 (gfx942)
-# on, so not on CDNA 1-2 (MI100, MI200), which lack fp8 (vLLM quantization hardware table).
-NO_FP8_FAMILIES = ("pascal", "volta", "cdna", "cdna2")
+# on, so not on CDNA 1-2 (MI100, MI200), which lack fp8 (vLLM quantization hardware table),
+# nor on the Radeon generations before RDNA4 (GCN5 Vega 20, RDNA2, RDNA3, RDNA3.5), whose
+# matrix instructions take fp16, bf16 and integers only.
+NO_FP8_FAMILIES = ("pascal", "volta", "cdna", "cdna2", "gcn5", "rdna2", "rdna3", "rdna3.5")
 # TensorRT-LLM's support matrix: FP8 from compute capability 8.9 (Ada, Hopper, Blackwell),
 # NVFP4 on Blackwell only
 TRTLLM_NO_FP8_FAMILIES = ("pascal", "volta", "turing", "ampere")
