@@ -1148,8 +1148,8 @@ def test_an_expectation_on_a_class_of_card_the_profile_never_saw_says_so(
     seen = profile_for("llama.cpp-vulkan").fitted_groups.get("amd-radeon", 0)
     code, out, _ = run_cli(capsys, *command, "--gpu", "rx-7900-xtx", "--engine",
                            "llama.cpp-vulkan")
-    assert code == 0 and (f"caution: the llama.cpp-vulkan profile saw {seen} row"
-                          f"{'' if seen == 1 else 's'} on amd-radeon") in out
+    assert code == 0 and (f"caution: the llama.cpp-vulkan profile saw only {seen} row"
+                          f"{'' if seen == 1 else 's'} (fewer than 8) on amd-radeon") in out
     code, out, _ = run_cli(capsys, *command, "--gpu", "rx-7900-xtx", "--engine", "llama.cpp")
     assert code == 0 and "profile saw" not in out
 
@@ -1175,3 +1175,53 @@ def test_a_cache_copied_over_tp_ranks_says_so_where_its_bytes_are_counted(
     one_copy = (512 + 64) * 61 * 2 * 4000 / 1e6
     assert "(×8: copied over the tensor-parallel ranks)" in out.splitlines()[0]
     assert f"(one copy: {one_copy:,.4g} MB)" in out
+
+
+def test_every_flag_of_every_command_says_what_it_is() -> None:
+    """`--help` is where a user learns a flag: none is left bare."""
+    import argparse
+
+    from ridgeline.cli import build_parser
+
+    bare = []
+    for action in build_parser()._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                bare += [f"{name} {a.option_strings[0] if a.option_strings else a.dest}"
+                         for a in sub._actions
+                         if not a.help and not isinstance(a, argparse._HelpAction)]
+    assert bare == []
+
+
+@pytest.mark.parametrize("command", [["kv", "llama-3.1-8b", "--context", "4096"],
+                                     ["utilization", "--running", "4"]])
+def test_a_one_card_command_given_several_says_which_commands_take_several(
+        capsys: pytest.CaptureFixture[str], command: list[str]) -> None:
+    code, _, err = run_cli(capsys, *command, "--gpu", "h100,h200")
+    assert code == 2 and err.count("\n") == 1
+    assert "answers for one accelerator" in err and "unknown accelerator" not in err
+
+
+def test_decode_sizes_the_pool_with_the_engine_settings_given(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama-3.1-70B fp8 on one H100: vLLM's offline defaults leave no room for a 2,000-token
+    sequence, so decode prints no expectation; with the settings a serving engineer would
+    try (a 97 % budget, 16 seats, a 2,048-token profile, an fp8 cache) it runs, and the batch
+    decode allows is the one `fit` finds under the same settings."""
+    base = ["llama-3.1-70b", "--gpu", "h100", "--weights", "fp8", "--kv-dtype", "fp8",
+            "--context", "2000"]
+    code, out, _ = run(capsys, "decode", *base, "--json")
+    assert code == 0 and json.loads(out)["points"][0]["expected"] is None
+    tuned = ["--gpu-memory-utilization", "0.97", "--max-num-seqs", "16",
+             "--max-num-batched-tokens", "2048"]
+    code, out, _ = run(capsys, "decode", *base, *tuned, "--usage", "serve", "--json")
+    report = json.loads(out)
+    assert code == 0 and report["points"][0]["expected"] is not None
+    seats = report["engine_max_batch"][0]
+    assert "max_num_seqs 16" in seats["settings"]
+    code, out, _ = run(capsys, "fit", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8",
+                       "--kv-dtype", "fp8", "--max-model-len", "2000", *tuned, "--json")
+    assert code == 0 and json.loads(out)["batch"] == seats["batch"] == 16
+    code, _, err = run(capsys, "decode", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine",
+                       "llama.cpp", "--max-num-seqs", "4")
+    assert code == 2 and "sizes a serving engine's pool" in err

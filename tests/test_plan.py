@@ -504,7 +504,21 @@ def test_a_trace_with_few_requests_past_the_percentile_is_cautioned(tmp_path: Pa
     load = Load.from_trace(str(trace))
     assert load.thin(90) == ""  # 20 requests past p90
     assert "2.0 of them lie past p99" in load.thin(99) and "at least 1,000" in load.thin(99)
-    assert Load(4.0, "800", "150").thin(99.9) == ""  # a synthetic load draws enough
+    assert Load(4.0, "800", "150").thin(99.9) == ""  # a synthetic load draws enough …
+    synthetic = Load(4.0, "800", "150").thin(99.99, simulated=1600)  # … unless its check
+    assert "0.2 of them lie past p99.99" in synthetic and "100,000" in synthetic  # read few
+
+
+def test_simulate_cautions_a_percentile_its_requests_cannot_carry(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """1,600 requests leave 0.16 past p99.99: that figure is nearly the slowest request's."""
+    argv = ["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "5", "--num-requests",
+            "1600", "--input-len", "500", "--output-len", "50", "--percentile"]
+    assert main([*argv, "99.99"]) == 0
+    out = capsys.readouterr().out
+    assert "too few to rest that percentile on" in out and "--num-requests 100,000" in out
+    assert main([*argv, "90"]) == 0
+    assert "too few" not in capsys.readouterr().out
 
 
 def test_prompts_with_one_output_token_are_sized_by_prefill() -> None:

@@ -148,6 +148,8 @@ def test_the_header_counts_the_cards_the_fit_line_counts(
                  "--batch", "64"]) == 0
     head = capsys.readouterr().out.splitlines()[0]
     assert head.startswith("8 x h100-sxm, each 989.4 TFLOP/s") and "ridge at 295" in head
+    assert main(["roofline", "--gpu", "h100", "--num-gpus", "8"]) == 0  # no model: the same
+    assert capsys.readouterr().out.startswith("8 x h100-sxm, each 989.4 TFLOP/s")
 
 
 def test_one_expert_ridge_batch_for_moe_fit_roofline_and_utilization(

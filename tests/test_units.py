@@ -36,3 +36,12 @@ def test_usd_per_million_tokens_is_the_hourly_price_over_an_hours_tokens() -> No
     assert usd_per_million_tokens(2.99, 1000) == pytest.approx(2.99 / 3.6)  # 3.6 M tokens/h
     assert usd_per_million_tokens(None, 1000) is None
     assert usd_per_million_tokens(2.99, 0) is None
+
+
+def test_decimal_bytes_take_the_unit_that_keeps_them_short() -> None:
+    from ridgeline.units import fmt_decimal_bytes
+
+    assert fmt_decimal_bytes(65_536**2 * 2) == "8.59 GB"
+    assert fmt_decimal_bytes(1.717e18) == "1.72 EB"
+    assert fmt_decimal_bytes(3.0e14) == "300 TB"
+    assert fmt_decimal_bytes(512) == "512 B"

@@ -17,7 +17,7 @@ from ridgeline.explain import Step, q, step
 from ridgeline.kvcache import cached_tokens
 from ridgeline.layouts import ATTENTION_MIXERS
 from ridgeline.model import ModelSpec, trained_context_caution
-from ridgeline.units import GB, require_positive
+from ridgeline.units import GB, fmt_decimal_bytes, require_positive
 
 QUERY_TILE_ROWS = 128  # a typical FlashAttention-2 query block (Br) on Hopper/Ampere
 
@@ -83,15 +83,15 @@ class AttentionMemoryReport:
         return [
             f"{self.model}, a {self.context:,}-token prompt in one pass "
             f"({self.bytes_per_element:g}-byte scores):",
-            f"  naive score matrix   {self.per_head_per_layer_bytes / GB:,.2f} GB per head per "
+            f"  naive score matrix   {fmt_decimal_bytes(self.per_head_per_layer_bytes)} per head per "
             "attention layer",
             f"  over {self.num_heads} heads x {self.attention_layers} attention layers "
-            f"{self.total_score_bytes / GB:,.0f} GB of scores",
-            f"  HBM traffic, naive   {self.total_naive_bytes / GB:,.0f} GB (scores written, "
+            f"{fmt_decimal_bytes(self.total_score_bytes)} of scores",
+            f"  HBM traffic, naive   {fmt_decimal_bytes(self.total_naive_bytes)} (scores written, "
             "read for softmax, written, read for PV)",
-            f"  HBM traffic, tiled   {self.total_tiled_bytes / GB:,.1f} GB (flash-style: Q, O of "
+            f"  HBM traffic, tiled   {fmt_decimal_bytes(self.total_tiled_bytes)} (flash-style: Q, O of "
             f"{self.num_heads} heads and K, V of {self.num_kv_heads} KV heads once; scores on chip)",
-            f"                       {self.total_tiled_worst_bytes / GB:,.1f} GB if K and V were "
+            f"                       {fmt_decimal_bytes(self.total_tiled_worst_bytes)} if K and V were "
             f"re-read from HBM by each of the {self.num_heads} query heads for every "
             f"{QUERY_TILE_ROWS}-row query tile (a kernel that shares them across a KV head's "
             "group reads ÷ the group)",

@@ -4,6 +4,8 @@ fit, decode, prefill, utilization, simulate and the planner all give alike."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ridgeline.deployment import Deployment
 from ridgeline.kvcache import KVFootprint, kv_footprint
 from ridgeline.memory import EngineSettings, KVPool, kv_pool
@@ -91,13 +93,16 @@ def held_conversations(pool: KVPool, dep: Deployment, context: int,
     return held
 
 
-def engine_holds(dep: Deployment, context: int, enforce_eager: bool = False) -> int | None:
+def engine_holds(dep: Deployment, context: int, enforce_eager: bool = False,
+                 settings: EngineSettings | None = None) -> int | None:
     """Sequences of ``context`` tokens the deployment's engine runs at once, as ``decode``
-    and ``prefill`` ask (vLLM's offline usage); llama.cpp given one slot per sequence; None
-    for an engine without a memory model."""
+    and ``prefill`` ask (vLLM's offline usage, or the ``settings`` given, sized for this
+    context); llama.cpp given one slot per sequence; None for an engine without a memory
+    model."""
     if dep.engine in ("vllm", "sglang", "trtllm"):
-        return max_batch(dep, context, EngineSettings(max_model_len=context, usage="offline",
-                                                      enforce_eager=enforce_eager))
+        base = settings or EngineSettings(usage="offline")
+        return max_batch(dep, context, replace(base, max_model_len=context,
+                                               enforce_eager=enforce_eager or base.enforce_eager))
     if dep.engine.startswith("llama.cpp"):
         settings = EngineSettings(max_model_len=context, max_num_seqs=1,
                                   flash_attn=dep.flash_attention)

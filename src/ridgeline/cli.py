@@ -136,6 +136,20 @@ def _not_empty(what: str) -> Callable[[str], str]:
     return _typed(parse)
 
 
+def _one_accelerator() -> Callable[[str], str]:
+    """--gpu where a command answers for one card: a comma list is refused, by name."""
+    def parse(text: str) -> str:
+        if not text.strip():
+            raise InputError("accelerator name is empty")
+        if "," in text:
+            raise InputError(f"--gpu {text}: this command answers for one accelerator (give one "
+                             "--gpu); decode, prefill, roofline and fit take several, "
+                             "comma-separated")
+        return text
+
+    return _typed(parse)
+
+
 # -- shared option groups ---------------------------------------------------------------
 def _output(p: argparse.ArgumentParser, plot: bool = False) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -156,7 +170,8 @@ def _model(p: argparse.ArgumentParser, optional: bool = False) -> None:
 
 def _gpu(p: argparse.ArgumentParser, required: bool = True, several: bool = False) -> None:
     g = p.add_argument_group("accelerator")
-    g.add_argument("--gpu", required=False, metavar="NAME", type=_not_empty("accelerator name"),
+    g.add_argument("--gpu", required=False, metavar="NAME",
+                   type=_not_empty("accelerator name") if several else _one_accelerator(),
                    help="catalog id or name (h100, 'NVIDIA H100 80GB HBM3')" +
                    ("" if required else "; optional") +
                    ("; several, comma-separated, side by side" if several else ""))
@@ -172,6 +187,24 @@ def _gpu(p: argparse.ArgumentParser, required: bool = True, several: bool = Fals
                    type=_positive_count("number of GPUs"),
                    help="accelerators in one tensor-parallel group (default 1)")
     p.set_defaults(gpu_required=required)
+
+
+def engine_sizes(g: Any) -> None:
+    """The pool's and the scheduler's sizes, under each engine's own name for them."""
+    g.add_argument("--gpu-memory-utilization", "--mem-fraction-static",
+                   "--kv-cache-free-gpu-mem-fraction", dest="gpu_memory_utilization",
+                   type=_positive_float("memory fraction"), metavar="F",
+                   help="memory share: vLLM of the card, SGLang static, TRT-LLM of what is free")
+    g.add_argument("--max-num-seqs", "--max-running-requests", "--max-batch-size", "--parallel",
+                   dest="max_num_seqs", type=_positive_count("max_num_seqs"), metavar="N",
+                   help="seats: vLLM, SGLang, TRT-LLM names; llama.cpp slots (-np)")
+    g.add_argument("--max-num-batched-tokens", "--chunked-prefill-size", "--max-num-tokens",
+                   "--ubatch-size", dest="max_num_batched_tokens", metavar="N",
+                   type=_positive_count("max_num_batched_tokens"),
+                   help="tokens per step (the profiled pass); llama.cpp n_ubatch (-ub)")
+    g.add_argument("--block-size", "--page-size", "--tokens-per-block", dest="block_size",
+                   type=_positive_count("block size"), metavar="N",
+                   help="tokens per KV block/page")
 
 
 def _pipeline(p: Any) -> None:  # a parser or an argument group

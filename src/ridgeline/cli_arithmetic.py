@@ -21,6 +21,7 @@ from ridgeline.cli import (
     _positive_count,
     _positive_float,
     accelerator_names,
+    engine_sizes,
     fitted,
     load_accelerator,
     load_deployment,
@@ -88,7 +89,7 @@ def cmd_roofline(args: argparse.Namespace) -> Any:
     dtype = args.compute_dtype or (dep.dense_compute_dtype if dep else _matmul_dtype(args, acc))
     experts = args.compute_dtype or (dep.expert_compute_dtype if dep else dtype)
     return roofline_report(acc, dtype, args.batch, args.prompt_len, dep, bpw, kvb, args.intensity,
-                           experts)
+                           experts, args.num_gpus)
 
 def cmd_moe(args: argparse.Namespace) -> Any:
     from ridgeline.reports.moe import moe_report
@@ -143,11 +144,33 @@ def cmd_decode(args: argparse.Namespace) -> Any:
             card = one_card(args, name)
             one = _decode_deployment(card)
             reports.append(_placed_once(args, one, decode_report(
-                one, args.batch, args.context, load_profile(card), args.enforce_eager)))
+                one, args.batch, args.context, load_profile(card), args.enforce_eager,
+                _pool_settings(args, one))))
         return DecodeComparison(tuple(reports))
     dep = _decode_deployment(args)
     return _placed_once(args, dep, decode_report(dep, args.batch, args.context,
-                                                 load_profile(args), args.enforce_eager))
+                                                 load_profile(args), args.enforce_eager,
+                                                 _pool_settings(args, dep)))
+
+
+def _pool_settings(args: argparse.Namespace, dep: Any) -> Any:
+    """decode's pool settings where any was given (None: vLLM's offline defaults); refused
+    for llama.cpp, which decode gives a slot per sequence."""
+    from ridgeline.memory import EngineSettings
+
+    given = [f"--{name.replace('_', '-')}" for name in (
+        "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens", "block_size",
+        "usage") if getattr(args, name) is not None]
+    if not given:
+        return None
+    if dep.engine.startswith("llama.cpp"):
+        raise InputError(f"{', '.join(given)} {'sizes' if len(given) == 1 else 'size'} a "
+                         "serving engine's pool (vLLM, SGLang, "
+                         "TensorRT-LLM); decode gives llama.cpp a slot per sequence")
+    return EngineSettings(gpu_memory_utilization=args.gpu_memory_utilization,
+                          max_num_seqs=args.max_num_seqs,
+                          max_num_batched_tokens=args.max_num_batched_tokens,
+                          block_size=args.block_size, usage=args.usage or "offline")
 
 
 def _placed_once(args: argparse.Namespace, dep: Any, report: Any) -> Any:
@@ -222,7 +245,8 @@ def cmd_utilization(args: argparse.Namespace) -> Any:
 def register(sub: Any) -> None:
 
     p = sub.add_parser("hardware", help="the accelerator catalog, or one record with sources")
-    p.add_argument("name", nargs="?", metavar="NAME")
+    p.add_argument("name", nargs="?", metavar="NAME",
+                   help="an accelerator id or alias (none: the whole catalog)")
     p.add_argument("--gpu-file", metavar="FILE", help="show a record from a JSON file")
     _output(p)
     p.set_defaults(handler=cmd_hardware)
@@ -236,9 +260,12 @@ def register(sub: Any) -> None:
     p = sub.add_parser("roofline", help="ridge point and where each part of a step sits")
     _gpu(p, several=True)
     p.add_argument("--compute-dtype", choices=["fp32", "tf32", "bf16", "fp16", "fp8", "int8",
-                                               "fp4"])
-    p.add_argument("--batch", type=_positive_count("batch", MAX_BATCH), default=1)
-    p.add_argument("--prompt-len", type=_positive_count("prompt length"), default=4000)
+                                               "fp4"],
+                   help="the peak the ridge divides (default: the weights' matmul dtype)")
+    p.add_argument("--batch", type=_positive_count("batch", MAX_BATCH), default=1,
+                   help="decode batch: tokens sharing each read of the weights (default 1)")
+    p.add_argument("--prompt-len", type=_positive_count("prompt length"), default=4000,
+                   help="prefill prompt tokens (default 4000)")
     p.add_argument("--intensity", type=_positive_float("intensity"),
                    help="also show the attainable FLOP/s at this many FLOP per byte")
     p.add_argument("--model", type=_not_empty("model name"),
@@ -252,13 +279,15 @@ def register(sub: Any) -> None:
     _model(p)
     _gpu(p, required=False)
     _formats(p)
-    p.add_argument("--batch", type=_positive_count("batch", MAX_BATCH), default=32)
+    p.add_argument("--batch", type=_positive_count("batch", MAX_BATCH), default=32,
+                   help="tokens in the decode step, one number (default 32)")
     _output(p, plot=True)
     p.set_defaults(handler=cmd_moe)
 
     p = sub.add_parser("kv", help="KV-cache bytes by layer kind and conversations that fit")
     _model(p)
-    p.add_argument("--context", type=_positive_count("context length"), required=True)
+    p.add_argument("--context", type=_positive_count("context length"), required=True,
+                   help="tokens each conversation holds (128k, 4096, …)")
     p.add_argument("--memory-gib", type=_positive_float("memory GiB", most=MAX_MEMORY_GIB),
                    help="a KV budget in GiB (instead of --gpu)")
     _gpu(p, required=False)
@@ -281,6 +310,12 @@ def register(sub: Any) -> None:
                    action="store_true", help="vLLM/SGLang without CUDA graphs: decode steps "
                    "launch every kernel (a prefill step's per-layer cost), and the pool keeps "
                    "the graphs' memory")
+    g = p.add_argument_group("serving engine's pool (the engine's own names; default: vLLM's "
+                             "offline LLM class, a batch run)")
+    engine_sizes(g)
+    g.add_argument("--usage", choices=["serve", "offline"],
+                   help="vLLM usage context whose defaults size the pool: vllm serve, or the "
+                   "offline LLM class (default)")
     _output(p, plot=True)
     p.set_defaults(handler=cmd_decode)
 
@@ -289,8 +324,10 @@ def register(sub: Any) -> None:
     _gpu(p, several=True)
     _pipeline(p)
     _formats(p)
-    p.add_argument("--prompt-len", type=_positive_count("prompt length"), required=True)
-    p.add_argument("--batch", type=_positive_count("batch", MAX_BATCH), default=1)
+    p.add_argument("--prompt-len", type=_positive_count("prompt length"), required=True,
+                   help="tokens in each prompt")
+    p.add_argument("--batch", type=_positive_count("batch", MAX_BATCH), default=1,
+                   help="prompts prefilled together (default 1)")
     _engine(p)
     p.add_argument("-ub", "--ubatch-size", dest="ubatch_size", metavar="N",
                    type=_positive_count("ubatch size"),
@@ -305,11 +342,13 @@ def register(sub: Any) -> None:
     _pipeline(p)
     p.add_argument("--running", type=_count("running requests"), required=True,
                    help="vllm:num_requests_running, or N in 'Running: N reqs'")
-    p.add_argument("--compute-dtype", choices=["bf16", "fp16", "fp8", "int8", "fp4"])
+    p.add_argument("--compute-dtype", choices=["bf16", "fp16", "fp8", "int8", "fp4"],
+                   help="the peak the ridge divides (default: the weights' matmul dtype)")
     p.add_argument("--model", type=_not_empty("model name"),
                    help="compare with the batch this model's KV budget allows")
     p.add_argument("--fetch", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--context", type=_positive_count("context length"))
+    p.add_argument("--context", type=_positive_count("context length"),
+                   help="with --model: tokens each running request holds")
     _formats(p)
     _output(p)
     p.set_defaults(handler=cmd_utilization)

@@ -110,7 +110,10 @@ def _fraction_from_model(args: argparse.Namespace) -> tuple[FractionSource, list
     from ridgeline.step_share import decode_share
 
     if not (args.model and args.gpu):
-        raise InputError("give --fraction, or --model, --gpu and --op to take it from the step")
+        missing = " and ".join(f for f, v in (("--model", args.model), ("--gpu", args.gpu))
+                               if not v)
+        raise InputError(f"give --fraction, or take it from a decode step: {missing} missing "
+                         "(--op picks the part, attention by default)")
     given = {name: value for name, value in vars(args).items() if value is not None}
     step = argparse.Namespace(**{
         **vars(args), **AMDAHL_STEP_DEFAULTS, **given, "fetch": False, "gpu_file": None,
@@ -295,7 +298,8 @@ def add_companion_commands(
                    help="end-to-end speedup wanted")
     p.add_argument("--model", type=_not_empty("model name"),
                    help="take the fraction from this model's decode step")
-    p.add_argument("--gpu", type=_not_empty("accelerator name"))
+    p.add_argument("--gpu", type=_not_empty("accelerator name"),
+                   help="with --model: the accelerator the step runs on")
     # With --model; left None here so that --fraction can refuse them (defaults in
     # AMDAHL_STEP_DEFAULTS).
     p.add_argument("--op", choices=sorted(OP_GROUPS), help="default: attention")
@@ -304,8 +308,9 @@ def add_companion_commands(
     p.add_argument("--batch", type=_positive_count("batch", MAX_BATCH), help="default: 1")
     p.add_argument("--context", type=_positive_count("context length"), help="default: 2000")
     p.add_argument("--num-gpus", type=_positive_count("number of GPUs"), help="default: 1")
-    p.add_argument("--weights", type=typed(_weight_name))
-    p.add_argument("--kv-dtype", type=typed(_kv_name))
+    p.add_argument("--weights", type=typed(_weight_name),
+                   help="weight format (default: as stored)")
+    p.add_argument("--kv-dtype", type=typed(_kv_name), help="KV-cache dtype (default: decode's)")
     output(p)
     p.set_defaults(handler=cmd_amdahl)
 
@@ -315,8 +320,10 @@ def add_companion_commands(
     p.add_argument("--n", type=_positive_count("number of items"), help="items in the benchmark")
     p.add_argument("--discordant", type=typed(_pair), metavar="B,C",
                    help="items only A got right, items only B got right")
-    p.add_argument("--alpha", type=typed(_open_unit("--alpha")), default=0.05)
-    p.add_argument("--power", type=typed(_open_unit("--power")), default=0.8)
+    p.add_argument("--alpha", type=typed(_open_unit("--alpha")), default=0.05,
+                   help="significance level, two-sided (default 0.05)")
+    p.add_argument("--power", type=typed(_open_unit("--power")), default=0.8,
+                   help="chance of detecting the difference, for the sizes (default 0.8)")
     p.add_argument("--discordance", type=typed(_open_unit("--discordance", top_closed=True)),
                    help="share of items the two models disagree on (for the paired size)")
     output(p)
@@ -325,20 +332,23 @@ def add_companion_commands(
     p = sub.add_parser("prefix", help="what prefix caching can reuse between two prompts")
     p.add_argument("--tokens-a", type=typed(_token_ids), metavar="IDS",
                    help="token ids of the prompt cached first, comma-separated: 1,2,3")
-    p.add_argument("--tokens-b", type=typed(_token_ids), metavar="IDS")
-    p.add_argument("--text-a")
-    p.add_argument("--text-b")
+    p.add_argument("--tokens-b", type=typed(_token_ids), metavar="IDS",
+                   help="token ids of the prompt that follows")
+    p.add_argument("--text-a", help="the first prompt as text (needs --tokenizer)")
+    p.add_argument("--text-b", help="the second prompt as text")
     p.add_argument("--tokenizer", type=_not_empty("tokenizer name"),
                    help="a local Hugging Face tokenizer or a tiktoken encoding")
-    p.add_argument("--block-size", type=_positive_count("block size"), default=16)
+    p.add_argument("--block-size", type=_positive_count("block size"), default=16,
+                   help="tokens per KV block: only whole blocks are reused (default 16)")
     output(p)
     p.set_defaults(handler=cmd_prefix)
 
     p = sub.add_parser("attention", help="the S×S scores naive attention would write")
-    p.add_argument("--model", required=True)
+    p.add_argument("--model", required=True, help="a bundled model, a config.json or a Hub id")
     p.add_argument("--fetch", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--context", type=_positive_count("context length"), required=True)
+    p.add_argument("--context", type=_positive_count("context length"), required=True,
+                   help="sequence length S")
     p.add_argument("--bytes-per-element", type=_positive_float("bytes per element", 0.125, 8),
-                   default=2.0)
+                   default=2.0, help="bytes per score (default 2: bf16)")
     output(p)
     p.set_defaults(handler=cmd_attention)

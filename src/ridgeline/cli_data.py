@@ -287,8 +287,11 @@ def register(sub: Any) -> None:
                    help="weight formats to offer")
     p.add_argument("--kv-dtypes", default="bf16,fp8", type=_name_list(_kv_name),
                    help="KV dtypes to offer")
-    p.add_argument("--engine", default="vllm", type=_typed(_engine_name))
-    p.add_argument("-o", "--output", default="roofline.html")
+    p.add_argument("--engine", default="vllm", type=_typed(_engine_name),
+                   help="the engine whose calibrated expectation and pool the page draws "
+                   "(default vllm)")
+    p.add_argument("-o", "--output", default="roofline.html",
+                   help="the HTML file to write (default roofline.html)")
     _output(p)
     p.set_defaults(handler=cmd_page)
 
@@ -317,7 +320,8 @@ def register(sub: Any) -> None:
                    "the machine's RAM on a CPU)")
     p.add_argument("--rated-gpu", type=_typed(_accelerator_name),
                    help="catalog accelerator to compare the probes with")
-    p.add_argument("-o", "--output", required=True, metavar="rows.csv")
+    p.add_argument("-o", "--output", required=True, metavar="rows.csv",
+                   help="measurements CSV to write (validation/README.md's format)")
     _output(p)
     p.set_defaults(handler=cmd_measure)
 

@@ -28,6 +28,7 @@ from ridgeline.cli import (
     auto_layers,
     build_deployment,
     engine_settings,
+    engine_sizes,
     fitted,
     fitted_context,
     load_accelerator,
@@ -302,6 +303,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     from ridgeline.predict import eager_caution
     from ridgeline.reports.expectation import context_caution
     from ridgeline.reports.simulate import warmup_caution
+    from ridgeline.serving_load import tail_caution
 
     span: float | None
     if args.concurrency or args.window:  # a closed loop holds its batch from the start; a
@@ -320,7 +322,11 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                                  offload_caution(dep),
                                  warmup_caution(span, result.percentiles("e2e")["mean"],
                                                 args.rate),
-                                 profile.calibration_caution(dep.accelerator)) if c)
+                                 profile.calibration_caution(dep.accelerator),
+                                 "" if args.percentile is None else tail_caution(
+                                     result.rec.windowed + result.rec.windowed_rejected,
+                                     args.percentile, "the percentiles read",
+                                     "--num-requests {n:,} or more")) if c)
     return SimulateReport(replace(dep), lane, result, count, load, slo_ttft, slo_tpot,
                           cautions=cautions, percentile=args.percentile, lanes=pp,
                           engine_config=config)
@@ -569,20 +575,7 @@ def register(sub: Any) -> None:
     p.set_defaults(engine_by_accelerator=True)
     g = p.add_argument_group("engine settings (the engine's own names; default: its default)")
     _split_mode(g)
-    g.add_argument("--gpu-memory-utilization", "--mem-fraction-static",
-                   "--kv-cache-free-gpu-mem-fraction", dest="gpu_memory_utilization",
-                   type=_positive_float("memory fraction"), metavar="F",
-                   help="memory share: vLLM of the card, SGLang static, TRT-LLM of what is free")
-    g.add_argument("--max-num-seqs", "--max-running-requests", "--max-batch-size", "--parallel",
-                   dest="max_num_seqs", type=_positive_count("max_num_seqs"), metavar="N",
-                   help="seats: vLLM, SGLang, TRT-LLM names; llama.cpp slots (-np)")
-    g.add_argument("--max-num-batched-tokens", "--chunked-prefill-size", "--max-num-tokens",
-                   "--ubatch-size", dest="max_num_batched_tokens", metavar="N",
-                   type=_positive_count("max_num_batched_tokens"),
-                   help="tokens per step (the profiled pass); llama.cpp n_ubatch (-ub)")
-    g.add_argument("--block-size", "--page-size", "--tokens-per-block", dest="block_size",
-                   type=_positive_count("block size"), metavar="N",
-                   help="tokens per KV block/page")
+    engine_sizes(g)
     g.add_argument("--enforce-eager", action="store_true", help="vLLM: no CUDA graphs")
     _prefix_caching(g, "vLLM: a hybrid with recurrent state (Qwen3-Next, Nemotron-H) runs "
                     "without it by default before v0.28; with it, a linear-attention hybrid "
@@ -632,7 +625,8 @@ def register(sub: Any) -> None:
                    help="requests share one of this many prompt prefixes")
     w.add_argument("--prefix-len", type=_count("prefix length"), default=0,
                    help="tokens of the shared prefix")
-    w.add_argument("--seed", type=int, default=0)
+    w.add_argument("--seed", type=int, default=0,
+                   help="the synthetic load's draw (default 0): the same seed, the same requests")
     w.add_argument("--trace", metavar="FILE", type=_not_empty("trace path"),
                    help="replay CSV/JSONL (arrival_s, prompt_tokens, output_tokens; or Azure's "
                    "TIMESTAMP, ContextTokens, GeneratedTokens)")
@@ -643,12 +637,11 @@ def register(sub: Any) -> None:
                    help="count the latencies of the requests arriving between these seconds "
                    "only (the steady state: the rest warm the engine up and drain it), and "
                    "check that the engine keeps up with them; plan's checks print theirs")
-    g = p.add_argument_group("engine settings (vLLM names)")
-    g.add_argument("--gpu-memory-utilization", type=_positive_float("memory fraction"))
-    g.add_argument("--max-model-len", type=_positive_count("max model length"))
-    g.add_argument("--max-num-seqs", type=_positive_count("max_num_seqs"))
-    g.add_argument("--max-num-batched-tokens", type=_positive_count("max_num_batched_tokens"))
-    g.add_argument("--block-size", type=_positive_count("block size"))
+    g = p.add_argument_group("engine settings (the engine's own names; default: its default)")
+    g.add_argument("--max-model-len", type=_positive_count("max model length"), metavar="N",
+                   help="longest request the engine admits (default: the model's context, as "
+                   "vLLM's)")
+    engine_sizes(g)
     g.add_argument("--enable-expert-parallel", "--ep", dest="expert_parallel",
                    action="store_true", help="MoE: each GPU holds whole experts, a share of "
                    "them, instead of a slice of every expert")
@@ -678,8 +671,11 @@ def register(sub: Any) -> None:
                    help="a drafter pass's cost as a share of the target model's time for "
                    "the same tokens: one pass over the step's tokens, then drafts − 1 of one "
                    f"token per sampling row (default {SPEC_DRAFT_COST})")
-    p.add_argument("--slo-ttft-ms", type=_positive_float("TTFT SLO"))
-    p.add_argument("--slo-tpot-ms", type=_positive_float("TPOT SLO"))
+    p.add_argument("--slo-ttft-ms", type=_positive_float("TTFT SLO"), metavar="MS",
+                   help="goodput: a request meets the SLO with its TTFT at most this")
+    p.add_argument("--slo-tpot-ms", type=_positive_float("TPOT SLO"), metavar="MS",
+                   help="… and its TPOT at most this (each request's own; plan reads them at "
+                   "--percentile)")
     p.add_argument("--export", metavar="FILE", type=_not_empty("export path"),
                    help="per-request CSV (or .json)")
     _output(p, plot=True)
@@ -698,8 +694,10 @@ def register(sub: Any) -> None:
                    "512, lognormal:median,sigma, …)")
     p.add_argument("--output-len", type=_not_empty("--output-len"),
                    help="output tokens, as --input-len (250 by default here)")
-    p.add_argument("--slo-ttft-ms", type=_positive_float("TTFT SLO"), required=True)
-    p.add_argument("--slo-tpot-ms", type=_positive_float("TPOT SLO"), required=True)
+    p.add_argument("--slo-ttft-ms", type=_positive_float("TTFT SLO"), required=True,
+                   metavar="MS", help="time to first token the --percentile request may take")
+    p.add_argument("--slo-tpot-ms", type=_positive_float("TPOT SLO"), required=True,
+                   metavar="MS", help="time per output token at the same percentile")
     p.add_argument("--percentile", type=_typed(_percentile), default=90.0,
                    help="the SLO's percentile, in percent (default 90: p90)")
     p.add_argument("--gpus", type=_name_list(_accelerator_name),
@@ -709,10 +707,11 @@ def register(sub: Any) -> None:
                    help="GPUs in all replicas together (default 64)")
     p.add_argument("--price", action="append", metavar="GPU=USD",
                    help="price per GPU-hour, repeatable (default: the catalog's)")
-    p.add_argument("--workers", type=_positive_count("workers", MAX_WORKERS), default=2)
+    p.add_argument("--workers", type=_positive_count("workers", MAX_WORKERS), default=2,
+                   help="processes evaluating candidates (default 2)")
     p.add_argument("--executor", choices=["process", "ray"], default="process",
                    help="local processes (default) or a Ray cluster (RAY_ADDRESS; extra ray)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="the synthetic load's draw (default 0)")
     p.add_argument("--engine", choices=PLAN_ENGINES, default="vllm",
                    help="the serving engine whose memory rules size each replica's pool "
                    "(default vllm)")
@@ -725,7 +724,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("observe", help="a live engine's batch on the roofline, and its wall")
     p.add_argument("source", metavar="SOURCE",
                    help="/metrics URL, saved metrics text, vLLM log, or bench result JSON")
-    p.add_argument("--model", required=True)
+    p.add_argument("--model", required=True, help="the model the engine serves")
     _gpu(p)
     _pipeline(p)
     _formats(p)

@@ -99,10 +99,11 @@ class EngineProfile:
         if here >= MIN_GROUP_ROWS or (self.fitted_rows and not self.fitted_groups):
             return ""  # (a profile written before its groups were recorded: unknown)
         seen = ", ".join(f"{g} {n}" for g, n in sorted(self.fitted_groups.items()))
-        rows = f"{here} row{'' if here == 1 else 's'}"
+        rows = "no rows" if here == 0 else \
+            f"only {here} row{'' if here == 1 else 's'} (fewer than {MIN_GROUP_ROWS})"
         return (f"the {self.engine} profile saw {rows} on {group} cards "
                 f"({'its rows: ' + seen if seen else 'it was fitted on none'}): the "
-                "expectation carries other cards' efficiencies; calibrate on this one "
+                "expectation leans on other cards' efficiencies; calibrate on this one "
                 "(`ridgeline calibrate`)")
 
     def band_s(self, time_s: float) -> tuple[float, float]:

@@ -268,7 +268,8 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
     candidates = tuple(verified + rest)
     win = candidates[0] if candidates else None
     note = load.transient(win.ttft_floor_s + mean_out * win.tpot_s) if win else ""
-    cautions = tuple(c for c in (note, load.thin(slo.percentile)) if c)
+    cautions = tuple(c for c in (note, load.thin(slo.percentile, win.sim_requests if win and
+                                                  win.sim_requests else None)) if c)
     return PlanResult(load, slo, candidates, tuple(_best_per_gpu(unpriced)),
                       tuple(sorted(split, key=lambda c: (not c.verified, c.cost_per_hour is None,
                                                          c.cost_per_hour or 0.0, c.gpus))),

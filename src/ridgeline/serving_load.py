@@ -127,17 +127,29 @@ class Load:
                 f"lifetimes ({lifetime_s:,.1f} s): the checks read its batch filling up and "
                 "draining, lighter than a steady load of the same rate")
 
-    def thin(self, percentile: float) -> str:
-        """What to say of a trace with too few requests past ``percentile`` to rest a
-        percentile on (fewer than TAIL_REQUESTS), or ""."""
-        if not self.trace:
+    def thin(self, percentile: float, simulated: int | None = None) -> str:
+        """What to say where too few requests lie past ``percentile`` to rest it on (fewer
+        than TAIL_REQUESTS), or "": a trace's own requests, or the ``simulated`` requests a
+        synthetic load's check read (a few thousand cannot carry p99.99)."""
+        if self.trace:
+            return tail_caution(len(self.trace), percentile, "the trace holds",
+                                "record at least {n:,}")
+        if simulated is None:
             return ""
-        tail = len(self.trace) * (1 - percentile / 100)
-        if tail >= TAIL_REQUESTS:
-            return ""
-        return (f"the trace holds {len(self.trace):,} requests: {tail:,.1f} of them lie past "
-                f"p{percentile:g}, too few to rest that percentile on (record at least "
-                f"{math.ceil(TAIL_REQUESTS / (1 - percentile / 100)):,})")
+        return tail_caution(simulated, percentile, "the check simulated",
+                            "check it with `ridgeline simulate --num-requests {n:,}`")
+
+
+def tail_caution(requests: int, percentile: float, held: str, more: str) -> str:
+    """What to say of ``requests`` with fewer than TAIL_REQUESTS past ``percentile``, or "":
+    there the percentile is nearly the slowest request's latency. ``more`` says how to get
+    enough, formatted with ``n``, the fewest that would do."""
+    tail = requests * (1 - percentile / 100)
+    if tail >= TAIL_REQUESTS:
+        return ""
+    return (f"{held} {requests:,} requests: {tail:,.1f} of them lie past p{percentile:g}, too "
+            f"few to rest that percentile on, nearly the slowest one's latency ("
+            + more.format(n=math.ceil(TAIL_REQUESTS / (1 - percentile / 100))) + ")")
 
 
 def _inward(low: float, high: float) -> tuple[float, float]:

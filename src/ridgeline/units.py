@@ -93,6 +93,16 @@ def fmt_binary_bytes(n_bytes: float) -> str:
     return f"{n_bytes:.0f} B"
 
 
+def fmt_decimal_bytes(n_bytes: float) -> str:
+    """Decimal bytes for display, in the unit that keeps the figure short: 8.59e9 -> '8.59 GB',
+    1.717e18 -> '1.72 EB'."""
+    for unit, factor in (("EB", 1e18), ("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6),
+                         ("kB", 1e3)):
+        if abs(n_bytes) >= factor:
+            return f"{n_bytes / factor:,.3g} {unit}"
+    return f"{n_bytes:.0f} B"
+
+
 def fmt_count(n: float) -> str:
     """Parameter-style counts: 70553706496 -> '70.55B'."""
     for unit, factor in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):

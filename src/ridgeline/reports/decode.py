@@ -11,6 +11,7 @@ from ridgeline.cost import (
 )
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
+from ridgeline.memory import EngineSettings
 from ridgeline.explain import Step, q, step
 from ridgeline.floors import (
     DecodeFloor,
@@ -59,6 +60,7 @@ class DecodeReport:
     pool_batch: tuple[tuple[int, int], ...] = ()  # (context, sequences the KV pool runs)
     cautions: tuple[str, ...] = ()  # what the expectation leaves out
     profile: EngineProfile | None = field(default=None, compare=False)  # the expectation's
+    pool_settings: str = ""  # the engine settings the pool is sized under ("": the defaults)
 
     @property
     def steps(self) -> tuple[Step, ...]:
@@ -98,7 +100,8 @@ class DecodeReport:
                 "kind": "floor (the article's lower bound) and the engine's calibrated expectation",
                 "points": points,
                 "engine_max_batch": [{"context": c, "batch": b,
-                                      "settings": _pool_settings(self.expected[0].engine)}
+                                      "settings": self.pool_settings
+                                      or _pool_settings(self.expected[0].engine)}
                                      for c, b in self.pool_batch],
                 "cautions": list(self.cautions)}
 
@@ -169,15 +172,18 @@ class DecodeReport:
         from ridgeline.capacity import context_refusal
 
         # a batch run, as vLLM's offline LLM class sizes it (its defaults differ from serve's)
-        fit = "`ridgeline fit --usage offline`" if engine == "vllm" else "`ridgeline fit`"
+        fit = "`ridgeline fit --usage offline`" if engine == "vllm" and not self.pool_settings \
+            else "`ridgeline fit` with the same settings" if self.pool_settings \
+            else "`ridgeline fit`"
         slots = ""
         if engine.startswith("llama.cpp"):
             from ridgeline.memory import engine_defaults
 
             default = int(engine_defaults(engine)["n_parallel"])
             slots = f", given a slot each (-np; llama-server's default runs {default})"
-        pool = f"{engine}'s KV pool" + (" (the offline LLM class's defaults, a batch run's)"
-                                         if engine == "vllm" else "")
+        pool = f"{engine}'s KV pool" + (f" ({self.pool_settings})" if self.pool_settings
+                                         else " (the offline LLM class's defaults, a batch "
+                                         "run's)" if engine == "vllm" else "")
         return [f"{pool} runs at most {b:,} {plural(b, 'sequence')} at {c:,} "
                 f"{plural(c, 'token')} of context{slots} ({fit} for the breakdown)" if b else
                 context_refusal(self.deployment, c) or
@@ -187,11 +193,14 @@ class DecodeReport:
 
 
 def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
-                  profile: EngineProfile, enforce_eager: bool = False) -> DecodeReport:
+                  profile: EngineProfile, enforce_eager: bool = False,
+                  settings: EngineSettings | None = None) -> DecodeReport:
+    """Each batch at each context: its floor, the engine's expectation, and the batch the
+    engine's pool runs (sized under ``settings``, or vLLM's offline defaults)."""
     from ridgeline.capacity import engine_holds
 
     floors, expected = [], []
-    held = [(c, engine_holds(dep, c, enforce_eager)) for c in contexts]
+    held = [(c, engine_holds(dep, c, enforce_eager, settings)) for c in contexts]
     pool_batch = tuple((c, n) for c, n in held if n is not None)
     for context in contexts:
         base = decode_floor(dep, 1, context)
@@ -206,7 +215,20 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
                 offload_caution(dep), split_caution(dep), dep.model.architecture_caution,
                 micro_batch_caution(dep), expected[0].calibration)
     return DecodeReport(dep, tuple(floors), tuple(expected), pool_batch,
-                        tuple(c for c in cautions if c), profile)
+                        tuple(c for c in cautions if c), profile,
+                        describe_settings(settings) if settings else "")
+
+
+def describe_settings(settings: EngineSettings) -> str:
+    """The settings a pool was sized under, in the engine's flag names: 'vllm serve's
+    defaults', or 'usage offline, gpu_memory_utilization 0.97, max_num_seqs 16'."""
+    given = [f"{name} {value:g}" if isinstance(value, float) else f"{name} {value}"
+             for name in ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens",
+                          "block_size") if (value := getattr(settings, name)) is not None]
+    if not given:
+        return "vllm serve's defaults" if settings.usage == "serve" else \
+            "the offline LLM class's defaults, a batch run's"
+    return ", ".join([f"usage {settings.usage}", *given])
 
 
 def pipelined_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:

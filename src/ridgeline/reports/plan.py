@@ -249,17 +249,20 @@ class PlanReport:
         lines = [head, "",
                  f"winner: {win.label} = {win.gpus} {plural(win.gpus, 'GPU')}, "
                  f"${win.cost_per_hour:,.2f}/h, "
-                 f"{_usd(per_m)} per million output tokens",
-                 f"  per replica: batch {win.batch}, mean TPOT "
-                 f"{_tpot_ms(win.tpot_s if r.mean_output_tokens >= 2 else None)} (expected; "
-                 f"band ×{win.band[0]:.2f}–×{win.band[1]:.2f}), {win.replica_rate_req_s:,.2f} req/s"]
-        if win.verified:
+                 f"{_usd(per_m)} per million output tokens"]
+        if win.verified:  # what the load sees first, then the capacity the search sized with
             lines.append(f"  simulated at {_rate(r.load.rate_req_s / win.replicas)} req/s per replica: "
                          f"{_pct(slo.percentile)} TTFT {(win.sim_ttft_s or 0) * 1e3:,.0f} ms, "
                          f"TPOT {_tpot_ms(win.sim_tpot_s)}"
                          + (f" ({win.sim_requests:,} requests, the latencies of those arriving "
                             f"{win.sim_window_s[0]:,.1f}–{win.sim_window_s[1]:,.1f} s)"
                             if win.sim_window_s else f" ({win.sim_requests:,} requests)"))
+        lines.append(f"  analytic capacity of a replica: {win.replica_rate_req_s:,.2f} req/s at "
+                     f"batch {win.batch}, mean TPOT "
+                     f"{_tpot_ms(win.tpot_s if r.mean_output_tokens >= 2 else None)} (expected; "
+                     f"band ×{win.band[0]:.2f}–×{win.band[1]:.2f})"
+                     + ("; the search sized with it, the simulation decides" if win.verified
+                        else ""))
         lines += [f"  caution: {c}" for c in r.cautions]
         if not win.calibrated:
             lines.append(f"  outside the calibrated range: {win.calibration_note}")

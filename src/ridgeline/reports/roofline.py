@@ -175,9 +175,11 @@ def roofline_report(
     acc: Accelerator, compute_dtype: str, batch: int, prompt_len: int,
     dep: Deployment | None = None, bytes_per_weight: float = 2.0, kv_bytes: float = 2.0,
     intensity: float | None = None, expert_compute_dtype: str | None = None,
+    num_gpus: int = 1,
 ) -> RooflineReport:
     """Operating points of a decode step at ``batch`` and of a prefill of ``prompt_len``; an
-    MoE model's experts at ``expert_compute_dtype`` (default: ``compute_dtype``)."""
+    MoE model's experts at ``expert_compute_dtype`` (default: ``compute_dtype``); without a
+    deployment, ``num_gpus`` cards named in the header (each with the same ridge)."""
     ridge = ridge_point(acc.peak(compute_dtype), acc.memory_bandwidth_bytes_per_s)
     expert_dtype = expert_compute_dtype or compute_dtype
     moe = dep.model.moe if dep is not None else None
@@ -276,4 +278,4 @@ def roofline_report(
                                       prompt_len) if dep is not None else ""
     return RooflineReport(acc, compute_dtype, batch, prompt_len,
                           dep.model.name if dep else None, tuple(points), tuple(steps), overflow,
-                          caution, dep.num_gpus if dep else 1)
+                          caution, dep.num_gpus if dep else num_gpus)
