@@ -11,13 +11,13 @@ from ridgeline.cost import (
 )
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
-from ridgeline.memory import EngineSettings
 from ridgeline.explain import Step, q, step
 from ridgeline.floors import (
     DecodeFloor,
     bound_label,
     decode_floor,
 )
+from ridgeline.memory import EngineSettings
 from ridgeline.render import table
 from ridgeline.reports.expectation import (
     ByCard,
