@@ -1225,3 +1225,36 @@ def test_decode_sizes_the_pool_with_the_engine_settings_given(
     code, _, err = run(capsys, "decode", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine",
                        "llama.cpp", "--max-num-seqs", "4")
     assert code == 2 and "sizes a serving engine's pool" in err
+
+
+def test_utilization_gives_the_whole_steps_share_beside_the_articles_headline(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """DeepSeek-V3 at 64 running on 8 H200s: the weights every token reads are at 29 % of the
+    ridge, but the step, routed experts and KV reads included, keeps under 5 % of the peak
+    busy; the whole-step figure is the step's FLOPs over its floor time × the cards' peak."""
+    from ridgeline import Deployment, decode_floor, resolve_accelerator, resolve_model
+
+    code, out, _ = run(capsys, "utilization", "--gpu", "h200", "--num-gpus", "8", "--running",
+                       "64", "--model", "deepseek-v3", "--context", "8192", "--json")
+    report = json.loads(out)
+    dep = Deployment.build(resolve_model("deepseek-v3"), resolve_accelerator("h200"),
+                           num_gpus=8)
+    f = decode_floor(dep, 64, 8192)
+    assert code == 0 and report["step_fraction_of_peak"] == pytest.approx(
+        f.flops / (f.step_time_s * dep.peak_flops_per_s))
+    assert report["step_fraction_of_peak"] < 0.05 < 0.25 < report["fraction_of_arithmetic"]
+
+
+def test_fit_offers_vllms_own_budget_settings_where_they_help(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama-3.1-70B fp8 on one H100 at 2,000 tokens: vLLM's 0.92 budget leaves no room for
+    one sequence; a 0.95 budget or a 2,048-token profiling pass are the first things to try,
+    and each lever's number is the pool those settings leave."""
+    code, out, _ = run(capsys, "fit", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8",
+                       "--max-model-len", "2000", "--json")
+    levers = {lv["name"]: lv["conversations"] for lv in json.loads(out)["levers"]}
+    code2, out2, _ = run(capsys, "fit", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8",
+                         "--max-model-len", "2000", "--gpu-memory-utilization", "0.95", "--json")
+    assert code == code2 == 0
+    assert levers["--gpu-memory-utilization 0.95"] == json.loads(out2)["conversations"] > 0
+    assert "--max-num-batched-tokens 2048" in levers

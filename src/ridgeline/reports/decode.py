@@ -151,10 +151,10 @@ class DecodeReport:
                  "yes" if f.fit.fits else "NO"]
                 for (f, b), e in zip(self.floors, self.expected)]
         lines += table(rows, ["batch", "context", "floor ms", "expected ms", "band",
-                              "tok/s/user", "tok/s total", "gain", "bound", "fits"])
+                              "tok/s/user", "tok/s total", "floor gain", "bound", "fits"])
         lines.append(f"expected: step_cost with the {self.expected[0].engine} profile "
-                     f"[{self.expected[0].source}]; tok/s columns use the expectation, gain the "
-                     "floor.")
+                     f"[{self.expected[0].source}]; tok/s columns use the expectation; floor "
+                     "gain is the floor's aggregate over batch 1's.")
         lines.append("Card output rises with batch; each user's speed falls, by how much "
                      + ("decided by context and by the experts the batch touches (the terms "
                         "that grow)." if self.deployment.model.moe is not None else

@@ -133,6 +133,8 @@ def levers(r: FitReport) -> list[Lever]:
                         r.context, replace(s, max_num_seqs=r.conversations)))
     if r.pool.engine_buffers:
         options += _seats_lever(r)
+    if d.engine == "vllm":
+        options += _budget_levers(r)
     if gguf and d.offload is None and d.tensor_parallel_size == 1 and not (
             d.accelerator.vendor == "apple" or d.accelerator.form == "soc"):
         options += _offload_lever(r)
@@ -175,6 +177,23 @@ def gpus_needed(r: FitReport) -> str:
                 f" hold {held:,} at this context and weight format"
     return (f"not even {MOST_GPUS} GPUs of {d.accelerator.id} hold {target:,} at this context "
             "and weight format: a larger card, a smaller format and a shorter context together")
+
+
+FULLER_BUDGET = 0.95  # a fraction vLLM users run at where nothing else shares the card
+SMALLER_PROFILE_TOKENS = 2048  # max_num_batched_tokens: the profiling pass's activations
+
+
+def _budget_levers(r: FitReport) -> list[tuple[str, Deployment, int, EngineSettings]]:
+    """vLLM's own settings, the first a serving engineer tries: a fuller memory budget, and a
+    smaller step (its profiling pass reserves activations for max_num_batched_tokens)."""
+    s, out = r.settings, []
+    if r.pool.reserved_fraction < FULLER_BUDGET:
+        out.append((f"--gpu-memory-utilization {FULLER_BUDGET:g}", r.deployment, r.context,
+                    replace(s, gpu_memory_utilization=FULLER_BUDGET)))
+    if r.pool.profile_tokens > SMALLER_PROFILE_TOKENS:
+        out.append((f"--max-num-batched-tokens {SMALLER_PROFILE_TOKENS}", r.deployment, r.context,
+                    replace(s, max_num_batched_tokens=SMALLER_PROFILE_TOKENS)))
+    return out
 
 
 def _seats_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSettings]]:

@@ -51,6 +51,7 @@ class MoEReport:
     fit: str = ""  # where the weights overflow the card: the DOES NOT FIT line
     # the article's batch at its 2-byte (bf16) experts, where these are stored narrower
     article_bf16_batch_to_ridge: float | None = None
+    article_bf16_ridge: float = 0.0  # the 16-bit ridge that batch is reckoned against
 
     def to_dict(self) -> dict[str, Any]:
         data = {k: v for k, v in vars(self).items() if k not in ("rows", "steps", "fit")}
@@ -69,8 +70,8 @@ class MoEReport:
             f"{2 * self.routed_fraction / self.expert_bytes_per_weight:.3f}"
             f"; reaching the {self.accelerator} ridge ({self.ridge:,.0f}) needs a batch near "
             f"{self.article_batch_to_ridge:,.0f}",
-            *([f"  (the article's own figures are at 2-byte experts: B × "
-               f"{self.routed_fraction:.3f}, a batch near "
+            *([f"  (the article's own figures are at 2-byte experts on the 16-bit ridge, "
+               f"{self.article_bf16_ridge:,.0f}: B × {self.routed_fraction:.3f}, a batch near "
                f"{self.article_bf16_batch_to_ridge:,.0f}; `--weights bf16` shows them)"]
               if self.article_bf16_batch_to_ridge is not None else []),
             f"  with the experts a batch really touches, E·(1 − (1 − k/E)^B): batch "
@@ -123,6 +124,7 @@ def moe_report(dep: Deployment, batch: int) -> MoEReport:
              q("experts", touched), q("B", batch)),
     )
     fits = device_fit(dep, 0.0)
+    sixteen = dep.accelerator.first_supported(("bf16", "fp16"))
     overflow = "" if fits.fits else (
         f"{fits.headline()} (the weights alone, on {dep.num_gpus} x {dep.accelerator.id}): the "
         "figures below are arithmetic only")
@@ -130,8 +132,9 @@ def moe_report(dep: Deployment, batch: int) -> MoEReport:
                      moe.num_shared_experts, moe.routed_fraction, ridge, article_batch, better,
                      dep.weight_bytes, dep.expert_bytes, bpw, rows, batch, steps, overflow,
                      None if bpw == 2.0 else expert_ridge_batch(
-                         dep.accelerator, dep.accelerator.first_supported(("bf16", "fp16")),
-                         2.0, moe.routed_fraction))
+                         dep.accelerator, sixteen, 2.0, moe.routed_fraction),
+                     ridge_point(dep.accelerator.peak(sixteen),
+                                 dep.accelerator.memory_bandwidth_bytes_per_s))
 
 
 def _batch_reaching(ridge: float, dep: Deployment) -> float:

@@ -205,7 +205,9 @@ class ObserveReport:
         else:
             lines.append(f"batch {b:,.1f} against a ridge of {self.ridge:,.0f} on "
                          f"{d.gpus_label}: {frac:.1%} of the arithmetic you "
-                         "are billed for")
+                         "are billed for" + (" in the weights every token reads (attention, "
+                                             "shared layers; the routed experts see far "
+                                             "fewer tokens each)" if d.model.moe else ""))
         if self.fits:
             lines.append(f"the KV pool allows {self.pool_batch:,} sequences of "
                          f"{self.context:,} tokens ({self.context_source})")

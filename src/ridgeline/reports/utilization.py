@@ -36,6 +36,9 @@ class UtilizationReport:
     experts: str = ""  # an MoE model: what the routed experts' share is
     refusal: str = ""  # why the engine would not start at this context
     micro_batches: int = 1  # pipeline parallel: the running batch split over the stages
+    # with a model and a context: the whole decode step's FLOPs over its floor time × the
+    # cards' peak (KV reads, attention and every expert included)
+    step_fraction_of_peak: float | None = None
 
     @property
     def ridge(self) -> float:
@@ -59,16 +62,21 @@ class UtilizationReport:
                 "kv_batch_limit": self.kv_batch_limit, "context": self.context,
                 "model": self.model, "experts": self.experts or None,
                 "refusal": self.refusal or None,
+                "step_fraction_of_peak": self.step_fraction_of_peak,
                 "cautions": [self.caution] if self.caution else []}
 
     def text_lines(self) -> list[str]:
         lines = [
             f"{self.running} running against a ridge of {self.ridge:,.0f} on "
             f"{self.accelerator.id}: {self.fraction_of_arithmetic:.1%} of the arithmetic "
-            "you are billed for" + (" (the weights every token reads)" if self.experts else "")
+            "you are billed for" + (" in the weights every token reads (attention, shared "
+                                    "layers)" if self.experts else "")
             + (f", each of {self.micro_batches} pipeline stages multiplying a micro-batch of "
                f"{self.stage_batch:,}" if self.micro_batches > 1 else ""),
             *([f"  {self.experts}"] if self.experts else []),
+            *([f"  the whole step, its KV reads included, keeps {self.step_fraction_of_peak:.1%} "
+               f"of the cards' peak busy at its floor (`ridgeline decode` for the breakdown)"]
+              if self.step_fraction_of_peak is not None else []),
         ]
         if self.kv_batch_limit is not None:
             engine = "llama.cpp" if self.accelerator.vendor == "apple" else "vLLM"
@@ -137,8 +145,21 @@ def utilization_report(
         experts = (f"the routed experts see {per_stage:,} × {moe.routed_fraction:.3f} tokens each: "
                    f"{min(1.0, share):.1%} of their arithmetic (they reach the ridge near batch "
                    f"{expert_batch:,.0f})")
+    whole = None
+    if dep is not None and context is not None and stages == 1 and running > 0:
+        from ridgeline.floors import decode_floor
+
+        f = decode_floor(dep, running, context)
+        whole = f.flops / (f.step_time_s * dep.peak_flops_per_s)
+        steps += (step("the whole step's share of peak", "step FLOPs ÷ (floor time × the "
+                       "cards' peak)", q("share", whole),
+                       q("FLOPs", f.flops / 1e12, "TFLOP", f"batch {running:,} at "
+                         f"{context:,} tokens of context"),
+                       q("floor time", f.step_time_s * 1e3, "ms", f"bound by {f.bound}"),
+                       q("peak", dep.peak_flops_per_s / 1e12, "TFLOP/s",
+                         f"{dep.num_gpus} x {acc.id}")),)
     return UtilizationReport(acc, compute_dtype, running, bytes_per_weight, limit, context,
                              dep.model.name if dep else None, steps,
                              context_caution(dep, context) if dep and context
                              and not context_refusal(dep, context) else "", experts, refusal,
-                             stages)
+                             stages, whole)
