@@ -813,3 +813,26 @@ def test_polling_flags_on_a_saved_file_are_refused(capsys: pytest.CaptureFixture
                      "--gpu", "h100", flag, "30s"])
         err = capsys.readouterr().err
         assert code == 2 and f"{flag} poll a URL" in err and err.count("\n") == 1
+
+
+def test_a_benchs_itl_is_predicted_with_the_prompt_work_its_steps_carry() -> None:
+    """A bench's mean ITL spans every step, those carrying prompt chunks too: in a steady
+    state each step holds batch × (mean input ÷ mean output) prompt tokens beside its
+    decodes, so the prediction is that mixed step, slower than a decode-only one."""
+    from ridgeline import Deployment, resolve_accelerator, resolve_model
+    from ridgeline.cost import Seq, decode_batch, step_cost
+    from ridgeline.engines import profile_for
+    from ridgeline.reports.observe import observe_report
+
+    obs = read_source(str(FIXTURES / "vllm_bench.json"))
+    dep = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"))
+    report = observe_report(obs, dep, profile_for("vllm"), None)
+    b = round(obs.batch or 0)
+    assert obs.mean_prompt_tokens and obs.mean_output_tokens and b > 0
+    chunk = round((obs.batch or 0) * obs.mean_prompt_tokens / obs.mean_output_tokens)
+    assert report.prompt_tokens_per_step == chunk
+    mixed = step_cost(dep, [*decode_batch(b, report.context),
+                            Seq(chunk, round(obs.mean_prompt_tokens / 2))], profile_for("vllm"))
+    decode_only = step_cost(dep, decode_batch(b, report.context), profile_for("vllm"))
+    assert report.predicted_itl_ms == pytest.approx(mixed.time_s * 1e3)
+    assert mixed.time_s > 1.2 * decode_only.time_s

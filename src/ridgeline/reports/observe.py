@@ -11,7 +11,7 @@ from typing import Any
 
 from ridgeline.capacity import max_batch
 from ridgeline.catalog import model_entry, normalise
-from ridgeline.cost import decode_batch, mean_decode_context, step_cost
+from ridgeline.cost import Seq, decode_batch, mean_decode_context, step_cost
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.errors import InputError
@@ -139,8 +139,31 @@ class ObserveReport:
         if b is None or b < 0.5 or not self.fits:
             return None
         micro = micro_batch(self.deployment, max(1, round(b)))  # a token's trip: one micro-batch
-        cost = step_cost(self.deployment, decode_batch(micro, self.context), self.profile)
+        work = decode_batch(micro, self.context)
+        chunk = self.prompt_tokens_per_step
+        if chunk:  # the prompt work the load spreads over its steps rides in them
+            work = [*work, Seq(chunk, round((self.obs.mean_prompt_tokens or 0) / 2))]
+        cost = step_cost(self.deployment, work, self.profile)
         return cost.time_s * 1e3
+
+    @property
+    def prompt_tokens_per_step(self) -> int:
+        """Prompt tokens an average step carries beside its decodes, where the source says
+        how much prompt the load brings per output token: in a steady state prompts arrive
+        at prompt tok/s ÷ generation tok/s of them per decode (a bench's mean input ÷ mean
+        output), each step holding the batch's share (capped at the engine's step budget)."""
+        o, b = self.obs, self.batch
+        if b is None or not o.mean_prompt_tokens:
+            return 0
+        if o.prompt_tok_s and o.generation_tok_s:
+            ratio = o.prompt_tok_s / o.generation_tok_s
+        elif o.mean_output_tokens:
+            ratio = o.mean_prompt_tokens / o.mean_output_tokens
+        else:
+            return 0
+        budget = kv_pool(self.deployment, EngineSettings(max_model_len=self.context)) \
+            .profile_tokens
+        return max(0, min(round(b * ratio), budget - round(b)))
 
     def gaps(self) -> dict[str, float]:
         out: dict[str, float] = {}
@@ -220,7 +243,10 @@ class ObserveReport:
         gaps = self.gaps()
         if predicted:
             measured = o.latency_ms.get("itl", {}).get("mean")
-            line = f"ridgeline predicts {predicted:,.1f} ms per token at this batch ({d.engine})"
+            chunk = self.prompt_tokens_per_step
+            line = (f"ridgeline predicts {predicted:,.1f} ms per token at this batch ({d.engine}"
+                    + (f"; each step a decode of the batch and the {chunk:,} prompt tokens the "
+                       "load brings per step, on average" if chunk else "") + ")")
             if "itl" in gaps and measured:
                 line += f"; measured {measured:,.1f} ms: {gaps['itl']:+.0%}"
             lines.append(line)
