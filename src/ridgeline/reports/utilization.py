@@ -123,7 +123,7 @@ def utilization_report(
     ridge = ridge_point(acc.peak(compute_dtype), acc.memory_bandwidth_bytes_per_s)
     stages = 1 if dep is None else micro_batches(dep)
     per_stage = split_batch(running, stages)  # a pipeline's stages each multiply one
-    steps = (ridge_step(acc, compute_dtype),
+    steps: tuple[Step, ...] = (ridge_step(acc, compute_dtype),
              step("share of the arithmetic in use",
                   "(2 × running ÷ bytes per weight) ÷ ridge" if stages == 1 else
                   f"(2 × ⌈running ÷ {stages} micro-batches⌉ ÷ bytes per weight) ÷ ridge",
