@@ -535,3 +535,14 @@ def test_a_profiles_sources_read_in_order_with_runs_joined() -> None:
     assert source_keys(["L10", "L2", "L1", "S5", "L3"]) == "L1–L3, L10, S5"
     assert source_keys(["R3", "R1", "R2", "R2"]) == "R1–R3"
     assert source_keys(["S1", "S2", "ridgeline"]) == "S1, S2, ridgeline"
+
+
+def test_calibrate_scores_only_the_engines_it_refitted(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """--engine vllm on a file of vLLM, SGLang and TensorRT-LLM rows: the before/after table
+    counts the vLLM rows alone (the others' predictions did not change)."""
+    vllm_rows = sum(r["engine"] == "vllm" for r in csv.DictReader(LOWBATCH.open()))
+    assert main(["calibrate", str(LOWBATCH), "--engine", "vllm", "-o",
+                 str(tmp_path / "p.json"), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert 0 < sum(s["rows"] for s in report["before"]) == vllm_rows

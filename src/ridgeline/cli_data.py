@@ -257,8 +257,11 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
     def by_metric(preds: list[Any]) -> tuple[Any, ...]:
         return tuple(error_stats(preds, lambda p: p.metric))
 
-    before = by_metric(validate(rows))
-    after = by_metric(validate(rows, profiles))
+    from ridgeline.predict import row_engine
+
+    scored = [r for r in rows if row_engine(r) in profiles]  # the engines this run refitted
+    before = by_metric(validate(scored))
+    after = by_metric(validate(scored, profiles))
     cautions = [f"{engine}: {name} efficiency fitted at 100 % of rated, which no engine reaches: "
                 "are the rows from a faster card than they name?"
                 for engine, p in profiles.items()
