@@ -321,6 +321,15 @@ BAD = [
      "TensorRT-LLM runs fp8 from compute capability 8.9"),
     (["decode", "llama-3.1-8b", "--gpu", "h100", "--engine", "trtllm", "--weights", "nvfp4"],
      "Blackwell only in TensorRT-LLM"),
+    (["decode", "llama-3.1-8b", "--gpu", "v100", "--weights", "nvfp4"],
+     "need compute capability 7.5+"),
+    (["decode", "llama-3.1-8b", "--gpu", "v100", "--weights", "awq-int4"],
+     "need compute capability 7.5+"),
+    (["decode", "gpt-oss-20b", "--gpu", "t4"], "Marlin's MXFP4 kernel needs compute capability"),
+    (["decode", "llama-3.1-8b", "--gpu", "mi50", "--engine", "vllm"],
+     "vllm's ROCm build does not run on mi50"),
+    (["decode", "llama-3.1-8b", "--gpu", "rx-7900-xtx", "--weights", "fp8"],
+     "runs no fp8 weights on rx-7900-xtx"),
     (["plan", "llama-3.1-8b", "--rate", "2", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "100",
       "--gpus", "h100", "--price", "h100=1e30"], "at most 1,000"),
     (["plan", "llama-3.1-8b", "--rate", "2", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "100",
@@ -1258,3 +1267,15 @@ def test_fit_offers_vllms_own_budget_settings_where_they_help(
     assert code == code2 == 0
     assert levers["--gpu-memory-utilization 0.95"] == json.loads(out2)["conversations"] > 0
     assert "--max-num-batched-tokens 2048" in levers
+
+
+@pytest.mark.parametrize(("gpu", "engine"), [("mi50", "llama.cpp-rocm"), ("radeon-vii", "llama.cpp-rocm"),
+                                             ("rx-6900-xt", "llama.cpp-rocm"), ("mi300x", "vllm"),
+                                             ("rx-7900-xtx", "vllm")])
+def test_the_default_engine_is_one_that_runs_on_the_card(
+        capsys: pytest.CaptureFixture[str], gpu: str, engine: str) -> None:
+    """vLLM's ROCm build leaves out Vega 20, MI100 and RDNA2: there the default is llama.cpp."""
+    code, out, err = run(capsys, "fit", "qwen3-8b", "--gpu", gpu, "--max-model-len", "4k",
+                         "--json")
+    assert code == 0, err
+    assert json.loads(out)["engine"] == engine

@@ -45,3 +45,9 @@ def test_decimal_bytes_take_the_unit_that_keeps_them_short() -> None:
     assert fmt_decimal_bytes(1.717e18) == "1.72 EB"
     assert fmt_decimal_bytes(3.0e14) == "300 TB"
     assert fmt_decimal_bytes(512) == "512 B"
+
+
+def test_decimal_bytes_past_the_largest_unit_stay_plain_numbers() -> None:
+    from ridgeline.units import fmt_decimal_bytes
+
+    assert fmt_decimal_bytes(2.25e21) == "2,250 EB"

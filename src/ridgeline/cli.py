@@ -189,19 +189,23 @@ def _gpu(p: argparse.ArgumentParser, required: bool = True, several: bool = Fals
     p.set_defaults(gpu_required=required)
 
 
-def engine_sizes(g: Any) -> None:
-    """The pool's and the scheduler's sizes, under each engine's own name for them."""
+def engine_sizes(g: Any, llamacpp: bool = True) -> None:
+    """The pool's and the scheduler's sizes, under each engine's own name for them (with
+    ``llamacpp``, llama.cpp's slots and ubatch too)."""
     g.add_argument("--gpu-memory-utilization", "--mem-fraction-static",
                    "--kv-cache-free-gpu-mem-fraction", dest="gpu_memory_utilization",
                    type=_positive_float("memory fraction"), metavar="F",
                    help="memory share: vLLM of the card, SGLang static, TRT-LLM of what is free")
-    g.add_argument("--max-num-seqs", "--max-running-requests", "--max-batch-size", "--parallel",
+    g.add_argument("--max-num-seqs", "--max-running-requests", "--max-batch-size",
+                   *(("--parallel",) if llamacpp else ()),
                    dest="max_num_seqs", type=_positive_count("max_num_seqs"), metavar="N",
-                   help="seats: vLLM, SGLang, TRT-LLM names; llama.cpp slots (-np)")
+                   help="seats: vLLM, SGLang, TRT-LLM names"
+                   + ("; llama.cpp slots (-np)" if llamacpp else ""))
     g.add_argument("--max-num-batched-tokens", "--chunked-prefill-size", "--max-num-tokens",
-                   "--ubatch-size", dest="max_num_batched_tokens", metavar="N",
-                   type=_positive_count("max_num_batched_tokens"),
-                   help="tokens per step (the profiled pass); llama.cpp n_ubatch (-ub)")
+                   *(("--ubatch-size",) if llamacpp else ()), dest="max_num_batched_tokens",
+                   metavar="N", type=_positive_count("max_num_batched_tokens"),
+                   help="tokens per step (the profiled pass)"
+                   + ("; llama.cpp n_ubatch (-ub)" if llamacpp else ""))
     g.add_argument("--block-size", "--page-size", "--tokens-per-block", dest="block_size",
                    type=_positive_count("block size"), metavar="N",
                    help="tokens per KV block/page")
@@ -231,7 +235,8 @@ def pipeline_size(args: argparse.Namespace, engine: str | None) -> int:
 def _engine(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", type=_typed(_engine_name),
                    help="engine whose calibrated profile gives the expectation (default vllm; "
-                   "llama.cpp-metal on Apple silicon): vllm, sglang, trtllm, llama.cpp-cuda, "
+                   "llama.cpp-metal on Apple silicon, llama.cpp-rocm on the AMD GPUs vLLM leaves "
+                   "out): vllm, sglang, trtllm, llama.cpp-cuda, "
                    "llama.cpp-metal, …")
     p.set_defaults(engine_by_accelerator=True)
     p.add_argument("--profile", metavar="FILE", help="profiles from `ridgeline calibrate`")
@@ -524,9 +529,9 @@ def one_card(args: argparse.Namespace, name: str) -> argparse.Namespace:
     return one
 
 
-def _vendor(args: argparse.Namespace) -> str:
-    """The vendor of the accelerator the command names, or "" (a bad --gpu or --gpu-file is
-    the command's to report, with its own words)."""
+def _named_accelerator(args: argparse.Namespace) -> Any:
+    """The accelerator the command names, or None (a bad --gpu or --gpu-file is the
+    command's to report, with its own words)."""
     from ridgeline.hardware import load_accelerator_file, resolve_accelerator
 
     try:
@@ -534,18 +539,34 @@ def _vendor(args: argparse.Namespace) -> str:
         if isinstance(path, list):  # calibrate takes several
             path = path[0] if path else None
         if path:
-            return load_accelerator_file(path).vendor or ""
+            return load_accelerator_file(path)
         if getattr(args, "gpu", None):
-            return resolve_accelerator(accelerator_names(args)[0]).vendor or ""
+            return resolve_accelerator(accelerator_names(args)[0])
     except InputError:
         pass
-    return ""
+    return None
+
+
+def _vendor(args: argparse.Namespace) -> str:
+    """The vendor of the accelerator the command names, or ""."""
+    acc = _named_accelerator(args)
+    return (acc.vendor or "") if acc is not None else ""
 
 
 def default_engine(args: argparse.Namespace) -> str:
     """The engine when none is named: llama.cpp's Metal build on Apple silicon (vLLM has no
-    Metal backend), vLLM elsewhere."""
-    return "llama.cpp-metal" if _vendor(args) == "apple" else "vllm"
+    Metal backend), its ROCm build on the AMD GPUs vLLM's ROCm build leaves out (Vega 20,
+    MI100, RDNA2), vLLM elsewhere."""
+    from ridgeline.deployment import VLLM_NO_ROCM_FAMILIES
+
+    acc = _named_accelerator(args)
+    if acc is None:
+        return "vllm"
+    if acc.vendor == "apple":
+        return "llama.cpp-metal"
+    if acc.vendor == "amd" and acc.family in VLLM_NO_ROCM_FAMILIES:
+        return "llama.cpp-rocm"
+    return "vllm"
 
 
 def llamacpp_builds_for(args: argparse.Namespace, asked: Any) -> Any:

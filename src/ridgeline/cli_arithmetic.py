@@ -167,6 +167,9 @@ def _pool_settings(args: argparse.Namespace, dep: Any) -> Any:
         raise InputError(f"{', '.join(given)} {'sizes' if len(given) == 1 else 'size'} a "
                          "serving engine's pool (vLLM, SGLang, "
                          "TensorRT-LLM); decode gives llama.cpp a slot per sequence")
+    if args.usage is not None and dep.engine != "vllm":
+        raise InputError(f"--usage is vLLM's (vllm serve or its offline LLM class); {dep.engine} "
+                         "has one set of defaults")
     return EngineSettings(gpu_memory_utilization=args.gpu_memory_utilization,
                           max_num_seqs=args.max_num_seqs,
                           max_num_batched_tokens=args.max_num_batched_tokens,
@@ -312,7 +315,7 @@ def register(sub: Any) -> None:
                    "the graphs' memory")
     g = p.add_argument_group("serving engine's pool (the engine's own names; default: vLLM's "
                              "offline LLM class, a batch run)")
-    engine_sizes(g)
+    engine_sizes(g, llamacpp=False)
     g.add_argument("--usage", choices=["serve", "offline"],
                    help="vLLM usage context whose defaults size the pool: vllm serve, or the "
                    "offline LLM class (default)")

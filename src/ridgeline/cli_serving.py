@@ -570,7 +570,8 @@ def register(sub: Any) -> None:
     p.add_argument("--target-concurrency", type=_positive_count("target concurrency"),
                    help="conversations that must fit at once")
     p.add_argument("--engine", type=_name_list(_engine_name),
-                   help="vllm (default; llama.cpp-metal on Apple silicon), sglang, trtllm, "
+                   help="vllm (default; llama.cpp-metal on Apple silicon, llama.cpp-rocm on the "
+                   "AMD GPUs vLLM leaves out), sglang, trtllm, "
                    "llama.cpp-…; several, comma-separated, to compare them")
     p.set_defaults(engine_by_accelerator=True)
     g = p.add_argument_group("engine settings (the engine's own names; default: its default)")

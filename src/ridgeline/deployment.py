@@ -38,12 +38,24 @@ ENGINE_VENDORS = {
 }
 
 
+# vLLM's ROCm requirements (docs, getting_started/installation/gpu.rocm.inc.md, v0.14 to
+# 2026): MI200s (gfx90a), MI300 (gfx942), MI350 (gfx950), Radeon RX 7900 (gfx1100/1101),
+# RX 9000 (gfx1200/1201), Ryzen AI MAX / AI 300 (gfx1151/1150): not Vega 20 (MI50, MI60,
+# Radeon VII), MI100 (gfx908) or RDNA2.
+VLLM_NO_ROCM_FAMILIES = ("gcn5", "cdna", "rdna2")
+
+
 def engine_platform_problem(engine: str, accelerator: Accelerator) -> str:
     """Why ``engine`` does not run on this accelerator's vendor, or "" (records without a
     catalog vendor, as measured or custom ones, are taken at their word)."""
     if engine == "llama.cpp-vulkan" and accelerator.family in NO_VULKAN_FAMILIES:
         return (f"{engine} needs a Vulkan driver, which {accelerator.id} "
                 f"({accelerator.family}) has none of; try --engine vllm")
+    if engine == "vllm" and accelerator.vendor == "amd" \
+            and accelerator.family in VLLM_NO_ROCM_FAMILIES:
+        return (f"vllm's ROCm build does not run on {accelerator.id} ({accelerator.family}): it "
+                "supports MI200/MI300/MI350 (gfx90a, gfx942, gfx950), RDNA3/3.5 (gfx1100/1101, "
+                "gfx1150/1151) and RDNA4 (gfx1200/1201); try --engine llama.cpp")
     vendors = ENGINE_VENDORS.get(engine)
     vendor = accelerator.vendor
     if not vendors or not vendor or vendor == "measured" or vendor in vendors:
@@ -66,6 +78,12 @@ NO_FP8_FAMILIES = ("pascal", "volta", "cdna", "cdna2", "gcn5", "rdna2", "rdna3",
 # NVFP4 on Blackwell only
 TRTLLM_NO_FP8_FAMILIES = ("pascal", "volta", "turing", "ampere")
 NVFP4_FAMILIES = ("blackwell",)
+# vLLM's quantization hardware table (docs, features/quantization): AWQ and the Marlin kernels
+# (GPTQ/AWQ/FP8/FP4, weight-only) need Turing (SM 7.5) or newer, so Volta and Pascal run
+# neither; "Turing does not support Marlin MXFP4". GPTQ's own kernels run on Volta.
+NO_MARLIN_FAMILIES = ("pascal", "volta")
+NO_MARLIN_MXFP4_FAMILIES = ("turing",)
+MARLIN_ONLY_PREFIXES = ("awq", "nvfp4", "mxfp4")
 NO_VULKAN_FAMILIES = ("tpu", "gaudi")  # accelerators without a Vulkan driver
 FP8_FORMATS = ("fp8", "fp8-block")
 GGUF_PLAIN = ("bf16", "fp16", "fp32", "mxfp4")  # besides the q*/iq* block types and mixes
@@ -96,6 +114,14 @@ def weights_platform_problem(plan: WeightPlan, accelerator: Accelerator, engine:
                 + ("; try --weights awq-int4" if accelerator.family in NO_FP8_FAMILIES or (
                     engine == "trtllm" and accelerator.family in TRTLLM_NO_FP8_FAMILIES)
                    else "; try --weights fp8 or awq-int4"))
+    marlin = sorted(f for f in formats if f.startswith(MARLIN_ONLY_PREFIXES))
+    if marlin and accelerator.family in NO_MARLIN_FAMILIES:
+        return (f"{engine} runs no {marlin[0]} weights on {accelerator.id} "
+                f"({accelerator.family}): its kernels (AWQ, Marlin FP4) need compute "
+                "capability 7.5+; try --weights gptq-int4 or bf16")
+    if "mxfp4" in formats and accelerator.family in NO_MARLIN_MXFP4_FAMILIES:
+        return (f"{engine} runs no mxfp4 weights on {accelerator.id} ({accelerator.family}): "
+                "Marlin's MXFP4 kernel needs compute capability 8.0+; try --weights bf16")
     if formats & set(FP8_FORMATS) and accelerator.family in NO_FP8_FAMILIES:
         return (f"{engine} runs no fp8 weights on {accelerator.id} ({accelerator.family}): fp8 "
                 "needs compute capability 7.5+ (weight-only through Marlin; W8A8 from 8.9) or "

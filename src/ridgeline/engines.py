@@ -46,8 +46,9 @@ def accelerator_group(acc: Accelerator) -> str:
     if acc.vendor == "nvidia":
         return {"datacenter": "nvidia-datacenter", "consumer": "nvidia-geforce",
                 "soc": "nvidia-soc"}.get(acc.form, "nvidia-workstation")
-    if acc.vendor == "amd":  # Instinct (CDNA, matrix cores) apart from Radeon (RDNA)
-        return "amd-instinct" if acc.form == "datacenter" else "amd-radeon"
+    if acc.vendor == "amd":  # Instinct's CDNA matrix cores (MFMA) apart from the rest:
+        # RDNA's WMMA, or none (Vega 20, sold as the Radeon VII and as the MI50 and MI60)
+        return "amd-instinct" if acc.family.startswith("cdna") else "amd-radeon"
     if acc.vendor == "intel":
         return "intel-gaudi" if acc.form == "datacenter" else "intel-arc"
     return acc.vendor or "other"

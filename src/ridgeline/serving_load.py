@@ -147,7 +147,8 @@ def tail_caution(requests: int, percentile: float, held: str, more: str) -> str:
     tail = requests * (1 - percentile / 100)
     if tail >= TAIL_REQUESTS:
         return ""
-    return (f"{held} {requests:,} requests: {tail:,.1f} of them lie past p{percentile:g}, too "
+    past = f"{tail:,.1f}" if tail >= 1 else f"{tail:.2g}"
+    return (f"{held} {requests:,} requests: {past} of them lie past p{percentile:g}, too "
             f"few to rest that percentile on, nearly the slowest one's latency ("
             + more.format(n=math.ceil(TAIL_REQUESTS / (1 - percentile / 100))) + ")")
 

@@ -99,7 +99,8 @@ def fmt_decimal_bytes(n_bytes: float) -> str:
     for unit, factor in (("EB", 1e18), ("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6),
                          ("kB", 1e3)):
         if abs(n_bytes) >= factor:
-            return f"{n_bytes / factor:,.3g} {unit}"
+            value = n_bytes / factor
+            return f"{value:,.0f} {unit}" if abs(value) >= 1000 else f"{value:,.3g} {unit}"
     return f"{n_bytes:.0f} B"
 
 

@@ -56,10 +56,20 @@ def _(report: DecodeReport) -> Chart:
     notes = ["The card's output rises with batch; each user's speed falls."]
     if not all(fits):
         last = max((b for b, ok in zip(batches, fits) if ok), default=0)
+        weights_alone = floors[0].fit.weight_bytes > floors[0].fit.capacity_bytes
         notes.append(f"The floor stops at batch {last:,}: beyond it weights + KV cache "
                      "outgrow the memory." if last else
-                     "No batch fits: the weights alone outgrow the memory.")
-    if seats is not None and seats < batches[-1]:
+                     "No batch fits: the weights alone outgrow the memory." if weights_alone
+                     else f"No batch fits: one sequence's {context:,}-token cache beside the "
+                     "weights outgrows the memory.")
+    asked = sorted({f.context for f, _ in report.floors})
+    if len(asked) > 1:
+        notes.append(f"Drawn at the first context asked ({context:,} tokens); one plot per "
+                     "context for the others.")
+    if seats == 0:
+        notes.append(f"No expectation: {engine}'s KV pool holds no sequence of {context:,} "
+                     "tokens (`ridgeline fit`).")
+    elif seats is not None and seats < batches[-1]:
         notes.append(f"The expectation stops at {seats:,} sequences: {engine}'s KV pool at "
                      f"{context:,} tokens of context (`ridgeline fit`).")
     return Chart(

@@ -82,7 +82,7 @@ class DecodeReport:
     def why_not(self, f: DecodeFloor) -> str:
         if not f.fit.fits:
             return "does not fit"
-        return f"pool holds {dict(self.pool_batch)[f.context]:,}"
+        return f"runs ≤ {dict(self.pool_batch)[f.context]:,}"  # its pool, then its seats
 
     def to_dict(self) -> dict[str, Any]:
         points = []
@@ -216,15 +216,17 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
                 micro_batch_caution(dep), expected[0].calibration)
     return DecodeReport(dep, tuple(floors), tuple(expected), pool_batch,
                         tuple(c for c in cautions if c), profile,
-                        describe_settings(settings) if settings else "")
+                        describe_settings(settings, dep.engine) if settings else "")
 
 
-def describe_settings(settings: EngineSettings) -> str:
-    """The settings a pool was sized under, in the engine's flag names: 'vllm serve's
-    defaults', or 'usage offline, gpu_memory_utilization 0.97, max_num_seqs 16'."""
+def describe_settings(settings: EngineSettings, engine: str) -> str:
+    """The settings a pool was sized under: 'vllm serve's defaults', or 'usage offline,
+    gpu_memory_utilization 0.97, max_num_seqs 16' (vLLM's names; the usage is vLLM's)."""
     given = [f"{name} {value:g}" if isinstance(value, float) else f"{name} {value}"
              for name in ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens",
                           "block_size") if (value := getattr(settings, name)) is not None]
+    if engine != "vllm":
+        return ", ".join(given)
     if not given:
         return "vllm serve's defaults" if settings.usage == "serve" else \
             "the offline LLM class's defaults, a batch run's"
