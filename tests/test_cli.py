@@ -1279,3 +1279,23 @@ def test_the_default_engine_is_one_that_runs_on_the_card(
                          "--json")
     assert code == 0, err
     assert json.loads(out)["engine"] == engine
+
+
+def test_a_strix_halo_of_less_ram_gives_its_gpu_the_same_share(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The catalog takes a 128 GiB Strix Halo's GPU to be given 96 GiB; a 64 GiB machine
+    gives it 48, as a Mac's working set shrinks with its RAM; and one chip has no second GPU
+    to add."""
+    code, out, _ = run(capsys, "fit", "llama-3.1-8b", "--gpu", "radeon-8060s",
+                       "--gpu-memory-gib", "64", "--max-model-len", "4k", "--json")
+    report = json.loads(out)
+    assert code == 0 and report["memory_bytes_per_gpu"] == 48 * 2**30
+    assert not any("GPUs" in lv["name"] for lv in report["levers"])
+
+
+def test_hardware_takes_gpu_as_every_other_command_spells_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "hardware", "--gpu", "h100")
+    assert code == 0 and out.startswith("h100-sxm:")
+    code, _, err = run(capsys, "hardware", "h100", "--gpu", "h200")
+    assert code == 2 and "give one" in err

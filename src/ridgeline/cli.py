@@ -461,9 +461,14 @@ def load_accelerator(args: argparse.Namespace) -> Any:
     if args.gpu_memory_gib:  # another memory configuration of the same part (a 32 GB M1 Max)
         from dataclasses import replace
 
+        # a unified-memory SoC's GPU share (Strix Halo's 96 of 128 GiB) scales with the RAM;
+        # a discrete card's runtime figure belongs to the configuration it was read on
+        share = acc.runtime_total_bytes / acc.memory_bytes \
+            if acc.form == "soc" and acc.runtime_total_bytes else None
         acc = replace(acc, memory_bytes=args.gpu_memory_gib * GIB, memory_size=args.gpu_memory_gib,
                       memory_unit="GiB", ecc_visible_bytes=None,
-                      runtime_total_bytes=None)
+                      runtime_total_bytes=None if share is None
+                      else args.gpu_memory_gib * GIB * share)
     return acc
 
 

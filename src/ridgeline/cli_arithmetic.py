@@ -37,6 +37,11 @@ def cmd_hardware(args: argparse.Namespace) -> Any:
     from ridgeline.hardware import load_accelerator_file, resolve_accelerator
     from ridgeline.reports.hardware import hardware_list, hardware_record
 
+    if args.gpu is not None:  # --gpu NAME, as every other command spells it
+        if args.name is not None and args.name != args.gpu:
+            raise InputError(f"NAME ({args.name!r}) and --gpu ({args.gpu!r}) both name the "
+                             "accelerator: give one")
+        args.name = args.gpu
     if args.gpu_file and args.name is not None:
         raise InputError(f"NAME ({args.name!r}) and --gpu-file both name the accelerator: give one")
     if args.gpu_file:
@@ -250,6 +255,8 @@ def register(sub: Any) -> None:
     p = sub.add_parser("hardware", help="the accelerator catalog, or one record with sources")
     p.add_argument("name", nargs="?", metavar="NAME",
                    help="an accelerator id or alias (none: the whole catalog)")
+    p.add_argument("--gpu", metavar="NAME", type=_not_empty("accelerator name"),
+                   help="the same as NAME")
     p.add_argument("--gpu-file", metavar="FILE", help="show a record from a JSON file")
     _output(p)
     p.set_defaults(handler=cmd_hardware)

@@ -89,8 +89,9 @@ def levers(r: FitReport) -> list[Lever]:
     if d.kv.bytes_per_element > kv_dtype(small_kv[0]).bytes_per_element:
         options.append((small_kv[1], replace(d, kv=kv_dtype(small_kv[0])), r.context, s))
     doubled = d.tensor_parallel_size * 2
-    if d.accelerator.vendor == "apple":
-        pass  # one GPU per Mac: no second card to add
+    if d.accelerator.vendor == "apple" or (d.accelerator.form == "soc"
+                                           and not d.accelerator.link_kind):
+        pass  # one GPU per machine (a Mac, a Strix Halo box) and no link: no second to add
     elif gguf and d.offload is None:  # llama.cpp's default split: more stages of layers
         more = replace(d, pipeline_parallel_size=d.pipeline_parallel_size * 2) \
             if d.pipeline_parallel_size > 1 or d.tensor_parallel_size == 1 \
