@@ -1299,3 +1299,13 @@ def test_hardware_takes_gpu_as_every_other_command_spells_it(
     assert code == 0 and out.startswith("h100-sxm:")
     code, _, err = run(capsys, "hardware", "h100", "--gpu", "h200")
     assert code == 2 and "give one" in err
+
+
+def test_decodes_footer_names_the_arithmetic_where_a_step_is_past_the_ridge(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """llama.cpp's Q4_K_M Llama-3.1-8B on an RX 7900 XTX turns compute-bound by batch 64: each
+    user's speed falls there because the arithmetic grows, not the context."""
+    code, out, _ = run(capsys, "decode", "llama-3.1-8b", "--gpu", "rx-7900-xtx", "--engine",
+                       "llama.cpp", "--weights", "q4_k_m", "--batch", "1,4,64", "--context",
+                       "128,4096")
+    assert code == 0 and "the arithmetic, once the step is past the ridge" in out

@@ -123,9 +123,11 @@ def weights_platform_problem(plan: WeightPlan, accelerator: Accelerator, engine:
         return (f"{engine} runs no mxfp4 weights on {accelerator.id} ({accelerator.family}): "
                 "Marlin's MXFP4 kernel needs compute capability 8.0+; try --weights bf16")
     if formats & set(FP8_FORMATS) and accelerator.family in NO_FP8_FAMILIES:
+        needs = ("an AMD GPU with fp8 matrix instructions: MI300-class (CDNA3) or newer, or "
+                 "RDNA4" if accelerator.vendor == "amd" else
+                 "compute capability 7.5+ (weight-only through Marlin; W8A8 from 8.9)")
         return (f"{engine} runs no fp8 weights on {accelerator.id} ({accelerator.family}): fp8 "
-                "needs compute capability 7.5+ (weight-only through Marlin; W8A8 from 8.9) or "
-                "an MI300-class AMD GPU; try --weights bf16")
+                f"needs {needs}; try --weights bf16")
     return ""
 
 

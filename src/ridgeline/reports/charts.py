@@ -44,8 +44,9 @@ def _(report: DecodeReport) -> Chart:
     context = report.floors[0][0].context
     engine = report.expected[0].engine
     profile = report.profile or profile_for(engine)
-    batches = sorted(set(BATCHES) | {f.batch for f, _ in report.floors if f.context == context})
     seats = dict(report.pool_batch).get(context)
+    batches = sorted(set(BATCHES) | {f.batch for f, _ in report.floors if f.context == context}
+                     | ({seats} if seats else set()))  # the last batch the engine runs, drawn
     floors = [pipelined_floor(dep, b, context) for b in batches]
     fits = [f.fit.fits for f in floors]
     runs = [ok and (seats is None or b <= seats) for b, ok in zip(batches, fits)]
@@ -70,8 +71,9 @@ def _(report: DecodeReport) -> Chart:
         notes.append(f"No expectation: {engine}'s KV pool holds no sequence of {context:,} "
                      "tokens (`ridgeline fit`).")
     elif seats is not None and seats < batches[-1]:
-        notes.append(f"The expectation stops at {seats:,} sequences: {engine}'s KV pool at "
-                     f"{context:,} tokens of context (`ridgeline fit`).")
+        notes.append(f"The expectation stops at {seats:,} sequences, the most {engine} runs at "
+                     f"{context:,} tokens of context: its KV pool, then its seats "
+                     "(`ridgeline fit`).")
     return Chart(
         f"{dep.model.name} on {dep.gpus_label}: decode at {context:,} tokens",
         "batch", "tokens/s",

@@ -155,10 +155,14 @@ class DecodeReport:
         lines.append(f"expected: step_cost with the {self.expected[0].engine} profile "
                      f"[{self.expected[0].source}]; tok/s columns use the expectation; floor "
                      "gain is the floor's aggregate over batch 1's.")
+        grows = ["context"]
+        if self.deployment.model.moe is not None:
+            grows.append("the experts the batch touches")
+        if any(f.bound == "compute" for f, _ in self.floors):
+            grows.append("the arithmetic, once the step is past the ridge")
         lines.append("Card output rises with batch; each user's speed falls, by how much "
-                     + ("decided by context and by the experts the batch touches (the terms "
-                        "that grow)." if self.deployment.model.moe is not None else
-                        "decided by context (the only term that grows)."))
+                     "decided by " + (grows[0] + " (the only term that grows)." if len(grows) == 1
+                                      else ", ".join(grows[:-1]) + " and " + grows[-1] + "."))
         lines += self._pool_lines()
         return lines
 
