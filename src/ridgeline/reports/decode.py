@@ -82,7 +82,8 @@ class DecodeReport:
     def why_not(self, f: DecodeFloor) -> str:
         if not f.fit.fits:
             return "does not fit"
-        return f"runs ≤ {dict(self.pool_batch)[f.context]:,}"  # its pool, then its seats
+        n = dict(self.pool_batch)[f.context]  # its pool, then its seats
+        return "pool holds 0" if n == 0 else f"runs ≤ {n:,}"
 
     def to_dict(self) -> dict[str, Any]:
         points = []
