@@ -310,3 +310,17 @@ def test_decode_and_fit_count_a_slot_at_what_one_more_slot_adds() -> None:
     held = engine_holds(dep, 8000)
     fitted = fit_report(dep, 8000, EngineSettings()).conversations
     assert held is not None and held >= 256 and abs(held - fitted) <= 0.01 * fitted
+
+
+def test_a_ubatch_past_the_batch_is_clamped_to_it_as_llama_cpp_does() -> None:
+    """llama_context takes n_ubatch = min(n_batch, n_ubatch): -ub 100000 with the default
+    -b 2048 runs 2,048-token ubatches, and the compute buffer is sized for them."""
+    from ridgeline import Deployment, resolve_accelerator, resolve_model
+    from ridgeline.memory import EngineSettings, kv_pool
+
+    dep = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("rtx-4090"),
+                           engine="llama.cpp-cuda")
+    huge = kv_pool(dep, EngineSettings(max_model_len=4096, max_num_batched_tokens=100_000))
+    batch = kv_pool(dep, EngineSettings(max_model_len=4096, max_num_batched_tokens=2048))
+    assert huge.profile_tokens == batch.profile_tokens == 2048
+    assert huge.activation_bytes == batch.activation_bytes

@@ -285,6 +285,7 @@ def add_companion_commands(
         _engine_name,
         _kv_name,
         _not_empty,
+        _one_accelerator,
         _positive_count,
         _positive_float,
         _weight_name,
@@ -298,7 +299,7 @@ def add_companion_commands(
                    help="end-to-end speedup wanted")
     p.add_argument("--model", type=_not_empty("model name"),
                    help="take the fraction from this model's decode step")
-    p.add_argument("--gpu", type=_not_empty("accelerator name"),
+    p.add_argument("--gpu", type=_one_accelerator(),
                    help="with --model: the accelerator the step runs on")
     # With --model; left None here so that --fraction can refuse them (defaults in
     # AMDAHL_STEP_DEFAULTS).

@@ -458,7 +458,10 @@ def _llamacpp_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weigh
     compute buffer, then a cache of single-token cells in what is left; the compute buffer
     is sized at the cells that fit, since without flash attention it grows with them."""
     d = engine_defaults(dep.engine)
-    n_ubatch = s.max_num_batched_tokens or int(d.get("n_ubatch", 512))
+    # llama_context clamps -ub to -b (n_ubatch = min(n_batch, n_ubatch), src/llama-context.cpp),
+    # and -b keeps its default here
+    n_ubatch = min(s.max_num_batched_tokens or int(d.get("n_ubatch", 512)),
+                   int(d.get("n_batch", 2048)))
     seats = s.max_num_seqs or int(d.get("n_parallel", 1))
     windows = honours_windows(dep)
     growing, slot_sized = llamacpp_cache_on_gpu(dep)
