@@ -1026,3 +1026,24 @@ def test_weights_that_leave_no_pool_say_so_before_anything_else() -> None:
     refusal = start_refusal(dep, settings, sim_config(dep, settings))
     assert refusal is not None and refusal.startswith("does not fit: llama-3.1-70b leaves no "
                                                       "KV pool on 1 x h100-sxm")
+
+
+@pytest.mark.parametrize("load", [["--concurrency", "8"], ["--rate", "4"], ["--rate", "0.5"]])
+def test_the_running_batch_is_littles_law(capsys: pytest.CaptureFixture[str],
+                                          load: list[str]) -> None:
+    """The gauge, as vLLM sets it after each step, averages each request's time on the engine
+    (end-to-end less its queueing) summed over the run, within the step it takes a newcomer
+    to show: near 8 at a closed loop of 8 users, whatever the steps do between finishes and
+    admissions (a run of identical decode steps reads the full batch after each of them)."""
+    from ridgeline.cli import main
+
+    assert main(["simulate", "llama-3.1-8b", "--gpu", "h100", *load, "--num-requests", "400",
+                 "--input-len", "lognormal:500,0.5", "--output-len", "lognormal:100,0.5",
+                 "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    on_engine_s = d["completed"] * (d["e2e_s"]["mean"] - d["queue_s"]["mean"])
+    first = min(p["t_s"] for p in d["time_series"])
+    littles = on_engine_s / (d["duration_s"] - first)
+    assert littles * 0.95 < d["running_batch"]["mean"] <= littles * 1.001
+    if load[0] == "--concurrency":
+        assert d["running_batch"]["max"] == 8 and d["running_batch"]["mean"] > 7.6

@@ -58,6 +58,7 @@ def merged(results: Sequence[SimResult]) -> SimResult:
     for other in results[1:]:
         rec.absorb(other.rec)
     rec.series = summed_series([r.rec.series for r in results])
+    rec.running_max = max((p[1] for p in rec.series.points), default=0)  # at the samples
     busy = [r.busy_s for r in results if not math.isnan(r.busy_s)]
     return SimResult(rec, max(r.duration_s for r in results),
                      sum(r.preemptions for r in results),

@@ -16,7 +16,6 @@ however many requests run; percentiles are good to that width.
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -165,6 +164,12 @@ class Recorder:
         self.grouped_prompt_tokens = 0  # … their prompts …
         self.shared_prefix_tokens = 0  # … and the shared prefixes inside them
         self.series = TimeSeries()
+        # vllm:num_requests_running as the scheduler sets it after each step (its finished
+        # requests gone), held until the next step's: its integral over time and its most,
+        # exact (the thinned series only draws it)
+        self.running_request_s = 0.0
+        self.running_max = 0
+        self.gauge = 0  # its value now
         self.rows: list[tuple[int, float, int, int, float, float, float, int]] = []
         self.keep_rows = False  # per-request rows for export (memory grows with requests)
         # arrivals whose latencies the histograms keep (the steady state; default: all)
@@ -250,6 +255,7 @@ class Recorder:
         series is summed apart (``summed_series``)."""
         for name, hist in other.hist.items():
             self.hist[name].absorb(hist)
+        self.running_request_s += other.running_request_s  # lanes side by side: summed
         for name in ("output_tokens", "completed", "good", "prompt_tokens", "grouped",
                      "grouped_prompt_tokens", "shared_prefix_tokens", "finished_in_window",
                      "windowed", "windowed_rejected"):
@@ -271,7 +277,26 @@ class Recorder:
         self.hist["itl"].add_line(first_s, last_s, steps, tokens)
 
     def sample(self, t: float, running: int, waiting: int, usage: float, preemptions: int) -> None:
+        """The gauges after the step that ended at ``t``."""
         self.series.add(t, running, waiting, usage, preemptions)
+        self.gauge = running
+        self.running_max = max(self.running_max, running)
+
+    def ran(self, start_s: float, end_s: float, steps: int, running: int, waiting: int,
+            usage: float, preemptions: int) -> None:
+        """``steps`` steps of ``running`` requests took start_s to end_s (a run of identical
+        decode steps, ended by a finish or an arrival): through the first the gauge still
+        reads the last step's value, after each of the others all of them (none finished
+        yet); the last one's, set by ``sample``, holds from end_s."""
+        if steps < 1 or end_s <= start_s:
+            return
+        first = (end_s - start_s) / steps
+        self.running_request_s += self.gauge * first + running * (end_s - start_s - first)
+        if steps > 1:
+            self.running_max = max(self.running_max, running)
+            self.series.add(start_s + first, running, waiting, usage, preemptions)
+        else:
+            self.series.add(start_s, self.gauge, waiting, usage, preemptions)
 
     def result(self, end_s: float, preemptions: int, prefix_hits: int, steps: int,
                busy_s: float = math.nan, profile: EngineProfile | None = None) -> SimResult:
@@ -341,14 +366,10 @@ class SimResult:
 
     @property
     def running_batch(self) -> dict[str, float]:
-        """What vllm:num_requests_running would have shown, time-weighted."""
-        pts = self.rec.series.points
-        if len(pts) < 2:
-            value = float(pts[0][1]) if pts else 0.0
-            return {"mean": value, "max": value}
-        total = weighted = 0.0
-        for (t0, running, *_), (t1, *_) in itertools.pairwise(pts):
-            weighted += running * (t1 - t0)
-            total += t1 - t0
-        return {"mean": weighted / total if total else 0.0,
-                "max": float(max(p[1] for p in pts))}
+        """What vllm:num_requests_running would have shown, time-weighted from the first
+        arrival to the last finish: each step's running requests × its time, summed."""
+        rec = self.rec
+        start = rec.arrived_s[0] if math.isfinite(rec.arrived_s[0]) else 0.0
+        span = self.duration_s - start
+        return {"mean": rec.running_request_s / span if span > 0 else 0.0,
+                "max": float(rec.running_max)}

@@ -173,7 +173,12 @@ class Simulator:
                 self.now_s = pending.arrival_s  # idle until the next arrival
                 continue
             next_arrival = pending.arrival_s if pending is not None else float("inf")
+            start_s, steps, waiting, usage, preempted = self.now_s, self.steps, len(s.waiting), \
+                self.pool.usage, s.preemptions
             finished = self._advance(next_arrival, rec)
+            # those that ran: the running set now and those that finished at its end
+            rec.ran(start_s, self.now_s, self.steps - steps, len(s.running) + len(finished),
+                    waiting, usage, preempted)
             rec.sample(self.now_s, len(s.running), len(s.waiting), self.pool.usage,
                        s.preemptions)
             if after_step is not None:
