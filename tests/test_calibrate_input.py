@@ -87,7 +87,7 @@ def test_a_csv_exported_with_a_byte_order_mark_is_read(tmp_path: Path,
     path.write_text("\ufeff" + HEADER + "\n" + line() + "\n", encoding="utf-8")
     assert [r.id for r in read_measurements(path).rows] == ["r1"]
     code, out, _ = run(capsys, "validate", str(path))
-    assert code == 0 and "1 rows scored" in out
+    assert code == 0 and "1 row scored" in out
 
 
 def test_validate_with_nothing_scored_exits_2_with_the_reasons(

@@ -194,3 +194,11 @@ def test_page_writes_only_html_and_never_over_a_file_it_did_not_write(
     args = ["page", "llama-3.1-8b", "--gpu", "h100", "--counts", "1", "--weights", "bf16",
             "-o", str(page)]
     assert main(args) == 0 and main(args) == 0  # its own page, rewritten
+
+
+def test_a_llama_cpp_page_offers_llama_cpps_own_formats(tmp_path: Path) -> None:
+    """Its defaults are GGUF weights and llama.cpp's cache types (it has no fp8 cache)."""
+    out = tmp_path / "p.html"
+    assert main(["page", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "llama.cpp", "-o",
+                 str(out)]) == 0
+    assert "q4_k_m" in out.read_text() and "q8_0" in out.read_text()

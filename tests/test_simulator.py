@@ -1047,3 +1047,21 @@ def test_the_running_batch_is_littles_law(capsys: pytest.CaptureFixture[str],
     assert littles * 0.95 < d["running_batch"]["mean"] <= littles * 1.001
     if load[0] == "--concurrency":
         assert d["running_batch"]["max"] == 8 and d["running_batch"]["mean"] > 7.6
+
+
+def test_the_json_export_is_strict_json_and_speculation_is_named(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """One-token requests have no TPOT: the JSON export writes null, which every parser
+    reads (a bare NaN is not JSON); a speculative run says how many tokens a step streams."""
+    from ridgeline.cli import main
+    from ridgeline.sim.config import tokens_per_step
+
+    out = tmp_path / "r.json"
+    assert main(["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "2", "--num-requests",
+                 "10", "--output-len", "1", "--export", str(out)]) == 0
+    rows = json.loads(out.read_text(), parse_constant=lambda c: pytest.fail(f"bare {c}"))
+    assert rows and all(r["tpot_s"] is None for r in rows)
+    assert main(["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "2", "--num-requests",
+                 "10", "--spec-tokens", "3", "--spec-acceptance", "0.7"]) == 0
+    assert tokens_per_step(3, 0.7) == pytest.approx(1 + 0.7 + 0.49 + 0.343)
+    assert "a step streams 2.53 tokens on average" in capsys.readouterr().out

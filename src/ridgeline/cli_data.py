@@ -44,8 +44,10 @@ def cmd_page(args: argparse.Namespace) -> Any:
     models = [args.model] if args.model else ["llama-3.1-70b", "llama-3.1-8b", "gpt-oss-120b"]
     gpus = [g.strip() for g in args.gpu.split(",")] if args.gpu else list(DEFAULT_GPUS)
     counts = list(args.counts)
-    weights = [w.strip() for w in args.weights.split(",")]
-    kvs = [k.strip() for k in args.kv_dtypes.split(",")]
+    gguf = str(args.engine).startswith("llama.cpp")  # GGUF files and llama.cpp's cache types
+    weights = [w.strip() for w in (args.weights or ("as stored,q8_0,q4_k_m" if gguf else
+                                                    "as stored,fp8,awq-int4")).split(",")]
+    kvs = [k.strip() for k in (args.kv_dtypes or ("f16,q8_0" if gguf else "bf16,fp8")).split(",")]
     for flag, values in (("--gpu", gpus), ("--counts", counts), ("--weights", weights),
                          ("--kv-dtypes", kvs)):
         if len(set(values)) < len(values):
@@ -286,10 +288,11 @@ def register(sub: Any) -> None:
                    help="accelerators to offer, comma-separated")
     p.add_argument("--counts", default=[1, 2, 4, 8], type=_count_list("accelerator count"),
                    help="accelerator counts to offer (default 1,2,4,8)")
-    p.add_argument("--weights", default="as stored,fp8,awq-int4", type=_name_list(_weight_name),
-                   help="weight formats to offer")
-    p.add_argument("--kv-dtypes", default="bf16,fp8", type=_name_list(_kv_name),
-                   help="KV dtypes to offer")
+    p.add_argument("--weights", type=_name_list(_weight_name),
+                   help="weight formats to offer (default: as stored, fp8, awq-int4; for "
+                   "llama.cpp as stored, q8_0, q4_k_m)")
+    p.add_argument("--kv-dtypes", type=_name_list(_kv_name),
+                   help="KV dtypes to offer (default: bf16, fp8; for llama.cpp f16, q8_0)")
     p.add_argument("--engine", default="vllm", type=_typed(_engine_name),
                    help="the engine whose calibrated expectation and pool the page draws "
                    "(default vllm)")

@@ -234,7 +234,9 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         raise InputError("--trace replays its own prompts; drop --prefix-groups/--prefix-len")
     if args.trace:
         requests: Any = read_trace(args.trace)
-        count, load = len(requests), f"trace {args.trace} ({len(requests):,} requests)"
+        count, load = len(requests), f"trace {args.trace} ({len(requests):,} requests)" + (
+            f", its lengths sent by a closed loop of {args.concurrency} users (its arrival "
+            "times unused)" if args.concurrency else "")
     else:
         if args.rate is None and args.concurrency is None:
             raise InputError("give --rate R (requests/s), --concurrency C, or --trace FILE")
@@ -291,8 +293,10 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                   "e2e_s", "preemptions"]
         try:
             with open(args.export, "w", newline="", encoding="utf-8") as handle:
-                if args.export.endswith(".json"):
-                    json.dump([dict(zip(header, r)) for r in rows], handle)
+                if args.export.lower().endswith(".json"):  # no TPOT (one token): null
+                    json.dump([{k: None if isinstance(v, float) and math.isnan(v) else v
+                                for k, v in zip(header, r)} for r in rows], handle,
+                              allow_nan=False)
                 else:
                     writer = csv.writer(handle)
                     writer.writerow(header)

@@ -10,8 +10,9 @@ from ridgeline.deployment import Deployment
 from ridgeline.explain import Quantity, Step, q, step
 from ridgeline.render import table
 from ridgeline.reports.profile_story import overhead_q, share_qs
-from ridgeline.sim.config import SimConfig
+from ridgeline.sim.config import SimConfig, tokens_per_step
 from ridgeline.sim.metrics import STEADY_LIFETIMES, SimResult
+from ridgeline.units import plural
 
 
 def _ms(x: float) -> str:
@@ -331,10 +332,17 @@ def _policy(c: SimConfig) -> str:
 
 
 def _engine_line(c: SimConfig) -> str:
-    """The simulated engine's limits, in the engine's own terms (llama-server: slots, -b, -ub)."""
+    """The simulated engine's limits, in the engine's own terms (llama-server: slots, -b, -ub),
+    and its speculative decoding where it drafts."""
+    spec = (f"; speculative decoding: {c.spec_tokens} draft {plural(c.spec_tokens, 'token')} a "
+            f"step, each accepted with chance {c.spec_acceptance:g}, so a step streams "
+            f"{tokens_per_step(c.spec_tokens, c.spec_acceptance):.2f} tokens on average (TPOT "
+            "counts them all; ITL is per streamed chunk)") if c.spec_tokens else ""
     if c.ubatch_tokens:
         return (f"engine: {c.num_blocks:,} KV cells, {c.max_num_seqs} slots (-np), batch "
-                f"{c.max_num_batched_tokens:,} (-b) run as ubatches of {c.ubatch_tokens:,} (-ub)")
+                f"{c.max_num_batched_tokens:,} (-b) run as ubatches of {c.ubatch_tokens:,} (-ub)"
+                + spec)
     return (f"engine: {c.num_blocks:,} KV blocks of {c.block_size}, max_num_seqs "
             f"{c.max_num_seqs}, max_num_batched_tokens {c.max_num_batched_tokens:,}; "
-            f"{_policy(c)}")
+            f"{_policy(c)}" + spec)
+

@@ -167,7 +167,8 @@ class ValidationReport:
         lines.append("error = predicted ÷ measured − 1 (a time's + is slower); bias: + where the "
                      "prediction promises more than measured (faster, or more capacity)")
         unpredicted = sum(1 for p in self.predictions if p.predicted is None)
-        lines.append(f"{len(self.predictions) - unpredicted} rows scored, {unpredicted} without a "
+        scored = len(self.predictions) - unpredicted
+        lines.append(f"{scored} {plural(scored, 'row')} scored, {unpredicted} without a "
                      f"prediction (reason given), {len(self.read_errors)} unreadable")
         lines += [f"  unreadable: {e}" for e in self.read_errors]
         return lines

@@ -8,6 +8,12 @@ from dataclasses import dataclass
 from ridgeline.deployment import Deployment
 
 
+def tokens_per_step(drafts: int, acceptance: float) -> float:
+    """Tokens a speculative verify step streams on average: 1 + a + a² + … + a^k, the
+    target model's own token and each draft kept only while all before it were (Leviathan
+    et al. 2023); 1 without drafts."""
+    return sum(acceptance**i for i in range(drafts + 1)) if drafts else 1.0
+
 @dataclass(frozen=True)
 class SimConfig:
     num_blocks: int

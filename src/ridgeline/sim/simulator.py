@@ -24,7 +24,7 @@ from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.errors import InputError
 from ridgeline.sim.blocks import BlockPool
-from ridgeline.sim.config import SimConfig
+from ridgeline.sim.config import SimConfig, tokens_per_step
 from ridgeline.sim.decodes import DecodeSet
 from ridgeline.sim.metrics import Recorder, SimResult
 from ridgeline.sim.request import FINISHED, REJECTED, Request
@@ -71,9 +71,7 @@ class Simulator:
         self.scheduler.decoding_held = self._decoding_held
         self.now_s = 0.0
         self.steps = 0
-        a, k = config.spec_acceptance, config.spec_tokens
-        # expected tokens per verify step: 1 + a + a² + … + a^k (Leviathan et al. 2023)
-        self.tokens_per_step = sum(a**i for i in range(k + 1)) if k else 1.0
+        self.tokens_per_step = tokens_per_step(config.spec_tokens, config.spec_acceptance)
         self._carry: dict[int, float] = {}  # fractional accepted tokens per request
         self._line = (0.0, 0.0)  # the fast path's step-time line: (first step, slope)
         self.timer = StepTimer(dep, profile)
