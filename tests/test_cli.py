@@ -1309,3 +1309,15 @@ def test_decodes_footer_names_the_arithmetic_where_a_step_is_past_the_ridge(
                        "llama.cpp", "--weights", "q4_k_m", "--batch", "1,4,64", "--context",
                        "128,4096")
     assert code == 0 and "the arithmetic, once the step is past the ridge" in out
+
+
+def test_an_moe_that_clears_the_ridge_says_its_experts_do_not(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """DeepSeek-V3 on 8 H200s at 2,000 tokens: 351 conversations clear the ridge of the
+    weights every token reads, while its routed experts, at B × 8/256 tokens each, stay far
+    under theirs; the headline says both, as decode's memory-bound step would."""
+    code, out, _ = run(capsys, "fit", "deepseek-v3", "--gpu", "h200", "--num-gpus", "8",
+                       "--max-model-len", "2k")
+    head = out.splitlines()[0]
+    assert code == 0 and head.startswith("clears the ridge")
+    assert "the routed experts stay bandwidth-bound" in head

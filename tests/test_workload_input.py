@@ -72,6 +72,7 @@ def test_simulate_refuses_a_nan_trace_in_one_line_with_exit_2(
     "zipf:1.1,1000000000", "zipf:nan,100", "zipf:0,100", "zipf:1e9,100", "zipf:1.1,inf",
     "uniform:1,1e12", "uniform:nan,5", "uniform:-5,5", "uniform:5,1",
     "normal:512,inf", "normal:nan,1", "normal:-5,3", "normal:1e300,1", "normal:512,-1",
+    "normal:100,500",
     "lognormal:512,1e300", "lognormal:inf,1", "lognormal:0.5,1", "lognormal:512,-1",
     "0", "-3", "99999999999", "foo:1,2", "uniform:1,2,3"])
 def test_a_length_spec_with_a_bad_parameter_is_refused(spec: str) -> None:
@@ -184,3 +185,10 @@ def test_a_header_only_trace_names_the_columns_it_lacks_or_its_missing_rows(
         read_trace(str(wrong))
     with pytest.raises(InputError, match="a header and no trace rows under it"):
         read_trace(str(right))
+
+
+def test_a_normal_spec_mostly_under_one_token_says_its_mean_would_move() -> None:
+    """normal:100,500 draws under one token 42 % of the time: clipped, its mean is ~250."""
+    with pytest.raises(InputError, match="42% of the time"):
+        length_sampler("normal:100,500", "input length")
+    assert length_sampler("normal:500,128", "input length") is not None  # 0.01 % clipped

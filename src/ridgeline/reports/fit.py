@@ -282,6 +282,10 @@ class FitReport:
                          f"({self.ridge_batch:,.0f})")
         else:
             headline += f"; a batch of {self.batch:,} reaches the ridge ({self.ridge_batch:,.0f})"
+        if self.verdict == CLEARS_RIDGE and d.model.moe is not None \
+                and self.stage_batch < self.expert_ridge_batch:
+            headline += (" in the weights every token reads; the routed experts stay "
+                         "bandwidth-bound (caution below)")
         engine = p.engine if p.accounting is None else (
             f"vLLM {p.accounting.version} ({runner_label(p)} memory accounting)")
         if p.accounting is None and self.settings.engine_version:

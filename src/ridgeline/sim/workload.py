@@ -37,6 +37,9 @@ MAX_ARRIVAL_S = 1e11  # the year 5000 in unix seconds; float seconds stay exact 
 BURSTINESS = (0.01, 100.0)  # gamma shape: gaps' coefficient of variation 10 down to 0.1
 
 
+MAX_CLIPPED_SHARE = 0.05  # a normal spec whose draws fall under one token more often: refused
+
+
 def length_sampler(spec: str, what: str) -> Sampler:
     """Parse a length spec into a function drawing a token count from 1 to MAX_LENGTH_TOKENS.
 
@@ -71,6 +74,11 @@ def length_sampler(spec: str, what: str) -> Sampler:
     if kind == "normal":
         _tokens(a, what, "the mean", whole=False)
         _within(b, 0, MAX_LENGTH_TOKENS, what, "the standard deviation")
+        below = 0.5 * (1 + math.erf((0.5 - a) / (b * math.sqrt(2)))) if b > 0 else 0.0
+        if below > MAX_CLIPPED_SHARE:
+            raise InputError(f"{what}: normal:{_show(a)},{_show(b)} draws under one token "
+                             f"{below:.0%} of the time; clipped to 1 its mean would not be "
+                             f"{_show(a)} (a long tail is lognormal:median,sigma)")
         return _Normal(a, b)
     if kind == "lognormal":
         _tokens(a, what, "the median", whole=False)
