@@ -546,3 +546,14 @@ def test_calibrate_scores_only_the_engines_it_refitted(
                  str(tmp_path / "p.json"), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert 0 < sum(s["rows"] for s in report["before"]) == vllm_rows
+
+
+def test_calibrate_names_the_engines_a_file_holds_when_asked_for_another(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code = main(["calibrate", str(LOWBATCH), "--engine", "llama.cpp-metal", "-o",
+                 str(tmp_path / "p.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and "no rows of llama.cpp-metal (its engines: sglang, trtllm, vllm)" in err
+    code = main(["calibrate", str(LOWBATCH), "--engine", "vllm", "-o",
+                 str(tmp_path / "missing" / "p.json")])
+    assert code == 2 and "no folder" in capsys.readouterr().err  # before any fitting

@@ -125,7 +125,7 @@ def cmd_kv(args: argparse.Namespace) -> Any:
     if args.memory_gib is None and not given and args.num_gpus != 1:
         raise InputError("--num-gpus splits an accelerator's memory: give --gpu")
     if args.memory_gib is not None:
-        budget, label = args.memory_gib * GIB, f"{args.memory_gib:g} GiB given"
+        budget, label = args.memory_gib * GIB, f"{args.memory_gib:g} GiB given, for the cache alone"
     else:
         dep = load_deployment(args, model)
         if dep is not None:

@@ -223,6 +223,7 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
     from pathlib import Path
 
     from ridgeline.calibrate import beyond_roofline, error_stats, fit_profiles, validate
+    from ridgeline.engines import engine_id
     from ridgeline.measurements import read_measurement_files
     from ridgeline.reports.validation import CalibrationReport
     from ridgeline.units import plural
@@ -245,6 +246,19 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
         n, m = len(result.errors), len(skipped)
         raise InputError(f"--strict: {n} {plural(n, 'row')} unreadable and {m} past the "
                          f"roofline, no profile written: {(*result.errors, *skipped)[0]}")
+    from ridgeline.predict import row_engine
+
+    if args.engine:  # named engines the rows do not hold: say which the rows do hold
+        held = sorted({row_engine(r) for r in rows})
+        missing = [e for e in dict.fromkeys(engine_id(e) for e in args.engine) if e not in held]
+        if missing:
+            raise InputError(f"{files}: no rows of {', '.join(missing)} (its engines: "
+                             f"{', '.join(held)})")
+        args.engine = list(dict.fromkeys(args.engine))  # a repeated --engine fits once
+    # the output is checked before the fit, not after it
+    out_dir = Path(args.output).resolve().parent
+    if not out_dir.is_dir():
+        raise InputError(f"cannot write {args.output}: no folder {out_dir}")
     profiles = fit_profiles(rows, args.engine,
                             lambda line: print(f"calibrate: {line}", file=sys.stderr, flush=True))
     if not profiles:
@@ -258,8 +272,6 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
 
     def by_metric(preds: list[Any]) -> tuple[Any, ...]:
         return tuple(error_stats(preds, lambda p: p.metric))
-
-    from ridgeline.predict import row_engine
 
     scored = [r for r in rows if row_engine(r) in profiles]  # the engines this run refitted
     before = by_metric(validate(scored))

@@ -330,7 +330,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                                  "" if args.percentile is None else tail_caution(
                                      result.rec.windowed + result.rec.windowed_rejected,
                                      args.percentile, "the percentiles read",
-                                     "--num-requests {n:,} or more")) if c)
+                                     "a trace of {n:,} or more" if args.trace
+                                     else "--num-requests {n:,} or more")) if c)
     return SimulateReport(replace(dep), lane, result, count, load, slo_ttft, slo_tpot,
                           cautions=cautions, percentile=args.percentile, lanes=pp,
                           engine_config=config)
