@@ -1065,3 +1065,22 @@ def test_the_json_export_is_strict_json_and_speculation_is_named(
                  "10", "--spec-tokens", "3", "--spec-acceptance", "0.7"]) == 0
     assert tokens_per_step(3, 0.7) == pytest.approx(1 + 0.7 + 0.49 + 0.343)
     assert "a step streams 2.53 tokens on average" in capsys.readouterr().out
+
+
+def test_the_export_holds_every_request_the_rejected_with_why(tmp_path: Path) -> None:
+    """Requests longer than --max-model-len are refused: the CSV keeps them, in id order,
+    with no latencies and the reason."""
+    import csv
+
+    from ridgeline.cli import main
+
+    out = tmp_path / "r.csv"
+    assert main(["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "2", "--num-requests",
+                 "20", "--input-len", "uniform:1000,6000", "--max-model-len", "4096",
+                 "--export", str(out)]) == 0
+    rows = list(csv.DictReader(out.open()))
+    assert [int(r["id"]) for r in rows] == list(range(20))
+    rejected = [r for r in rows if r["status"].startswith("rejected")]
+    assert rejected and all(r["ttft_s"] == "" and int(r["prompt_tokens"]) + 128 > 4096
+                            for r in rejected)
+    assert all(r["status"] == "finished" for r in rows if r not in rejected)

@@ -288,19 +288,19 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                          f"request arrived in it (the run's arrived {earliest:,.6g}–"
                          f"{latest:,.6g} s)")
     if args.export:
-        rows = result.rec.rows
+        rows = sorted(result.rec.rows, key=lambda row: row[0])  # by request id
+        blank = [[None if isinstance(v, float) and math.isnan(v) else v for v in row]
+                 for row in rows]  # no latency (one token, or rejected): empty, null in JSON
         header = ["id", "arrival_s", "prompt_tokens", "output_tokens", "ttft_s", "tpot_s",
-                  "e2e_s", "preemptions"]
+                  "e2e_s", "preemptions", "status"]
         try:
             with open(args.export, "w", newline="", encoding="utf-8") as handle:
-                if args.export.lower().endswith(".json"):  # no TPOT (one token): null
-                    json.dump([{k: None if isinstance(v, float) and math.isnan(v) else v
-                                for k, v in zip(header, r)} for r in rows], handle,
-                              allow_nan=False)
+                if args.export.lower().endswith(".json"):
+                    json.dump([dict(zip(header, r)) for r in blank], handle, allow_nan=False)
                 else:
                     writer = csv.writer(handle)
                     writer.writerow(header)
-                    writer.writerows(rows)
+                    writer.writerows(blank)
         except OSError as exc:
             raise InputError(f"cannot write {args.export}: {exc}") from None
     from ridgeline.offload import offload_caution

@@ -144,8 +144,9 @@ class SimulateReport:
             f"completed {r.completed:,} of {self.requests:,} requests in {r.duration_s:,.1f} s "
             f"({r.steps:,} steps): {r.request_rate_req_s:,.2f} req/s, {r.output_tok_s:,.0f} output "
             f"tok/s ({r.output_tok_s / d.num_gpus:,.0f} per GPU)"
-            + ("" if self.has_window else "; over the whole run, the fill and the drain "
-               "included (`--window` reads the steady state)"),
+            + ("; over the whole run, the fill and the drain included"
+               + (" (the window's goodput below is per second of its arrivals)"
+                  if self.has_window else " (`--window` reads the steady state)")),
             f"running batch{_running_metric(d.engine)}: mean {batch['mean']:,.1f}, max "
             f"{batch['max']:,.0f}; preemptions {r.preemptions:,}; prefix-cache hits "
             f"{r.prefix_hit_blocks:,} blocks",

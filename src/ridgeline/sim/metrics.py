@@ -170,7 +170,8 @@ class Recorder:
         self.running_request_s = 0.0
         self.running_max = 0
         self.gauge = 0  # its value now
-        self.rows: list[tuple[int, float, int, int, float, float, float, int]] = []
+        # per request: id, arrival, prompt, output, TTFT, TPOT, e2e, preemptions, status
+        self.rows: list[tuple[int, float, int, int, float, float, float, int, str]] = []
         self.keep_rows = False  # per-request rows for export (memory grows with requests)
         # arrivals whose latencies the histograms keep (the steady state; default: all)
         self.window_s: tuple[float, float] = (-math.inf, math.inf)
@@ -195,7 +196,7 @@ class Recorder:
             if r.num_generated > 1 else math.nan
         if self.keep_rows:  # every request, whether or not its latencies count
             self.rows.append((r.id, r.arrival_s, r.prompt_tokens, r.num_generated, ttft, tpot,
-                              e2e, r.preemptions))
+                              e2e, r.preemptions, "finished"))
         self._arrived(r)
         if not self.window_s[0] <= r.arrival_s <= self.window_s[1]:
             return
@@ -245,6 +246,9 @@ class Recorder:
     def reject(self, r: Request, detail: str = "") -> None:
         """Count r under its reason; keep the first one's own numbers (``detail``)."""
         self._arrived(r)
+        if self.keep_rows:  # in the export too, with no latency and why
+            self.rows.append((r.id, r.arrival_s, r.prompt_tokens, 0, math.nan, math.nan,
+                              math.nan, 0, f"rejected: {r.reason}"))
         self.windowed_rejected += self.window_s[0] <= r.arrival_s <= self.window_s[1]
         self.rejected[r.reason] = self.rejected.get(r.reason, 0) + 1
         if detail and r.reason not in self.rejected_first:
