@@ -557,3 +557,16 @@ def test_calibrate_names_the_engines_a_file_holds_when_asked_for_another(
     code = main(["calibrate", str(LOWBATCH), "--engine", "vllm", "-o",
                  str(tmp_path / "missing" / "p.json")])
     assert code == 2 and "no folder" in capsys.readouterr().err  # before any fitting
+
+
+def test_validate_flags_a_row_faster_than_its_roofline(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """16,000 tok/s for one Llama-3.1-8B user on an H100 is past what its bytes allow
+    (about 220): validate still scores it, and says why calibrate would leave it out."""
+    header = MEASUREMENTS.read_text("utf-8").splitlines()[0]
+    row = ("X1,meta-llama/Llama-3.1-8B,bf16,bf16,h100-sxm,1,1,1,0,128,128,"
+           "decode_tok_s_per_user,16000,tok/s,vllm,T1 test,test")
+    path = tmp_path / "v.csv"
+    path.write_text(f"{header}\n{row}\n", "utf-8")
+    assert main(["validate", str(path)]) == 0
+    assert "X1: measured past the roofline's" in capsys.readouterr().out

@@ -201,7 +201,9 @@ def _check_output(output: str, inputs: list[str]) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> Any:
-    from ridgeline.calibrate import validate
+    from dataclasses import replace
+
+    from ridgeline.calibrate import beyond_roofline, validate
     from ridgeline.engines import load_profile_file
     from ridgeline.measurements import read_measurement_files
     from ridgeline.reports.validation import ValidationReport, prediction_steps
@@ -211,6 +213,14 @@ def cmd_validate(args: argparse.Namespace) -> Any:
     _require_rows(args.file, result.errors, result.rows)
     profiles = load_profile_file(args.profile) if args.profile else None
     predictions = validate(result.rows, profiles)
+    # a row faster than its deployment's roofline is scored, and flagged: calibrate leaves
+    # such rows out (a card named wrong, speculative decoding)
+    past = {r.id: floor for r, floor in beyond_roofline(result.rows)}
+    predictions = [p if p.id not in past else replace(
+        p, caveat="; ".join(c for c in (p.caveat, f"measured past the roofline's "
+                                       f"{past[p.id]:,.4g}: is the card right? speculative "
+                                       "decoding? (calibrate leaves it out)") if c))
+        for p in predictions]
     if all(p.predicted is None for p in predictions):
         raise InputError(f"{', '.join(args.file)}: no row could be predicted: "
                          + "; ".join(f"{p.id}: {p.reason}" for p in predictions[:3]))
