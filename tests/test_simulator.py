@@ -1084,3 +1084,16 @@ def test_the_export_holds_every_request_the_rejected_with_why(tmp_path: Path) ->
     assert rejected and all(r["ttft_s"] == "" and int(r["prompt_tokens"]) + 128 > 4096
                             for r in rejected)
     assert all(r["status"] == "finished" for r in rows if r not in rejected)
+
+
+def test_shared_prefixes_leave_the_same_seeds_lengths_and_arrivals() -> None:
+    """With and without --prefix-groups the same seed draws the same requests, so the two
+    runs compare prefix caching alone."""
+    from ridgeline.sim.workload import Workload
+
+    plain = list(Workload(50, "lognormal:800,0.5", "200", rate=3.0, seed=7))
+    grouped = list(Workload(50, "lognormal:800,0.5", "200", rate=3.0, seed=7,
+                            prefix_groups=4, prefix_len=300))
+    assert [(r.arrival_s, r.prompt_tokens, r.output_tokens) for r in plain] == \
+        [(r.arrival_s, r.prompt_tokens, r.output_tokens) for r in grouped]
+    assert len({r.prefix_group for r in grouped}) > 1

@@ -233,13 +233,15 @@ class Workload:
             raise InputError("the number of requests must be at least 1")
         self._check_prefix()
         rng = random.Random(self.seed)
+        groups = random.Random(f"{self.seed}:prefix-groups")  # its own stream: the same seed
+        # draws the same lengths and arrivals with shared prefixes or without (a paired test)
         prompt = length_sampler(self.input_len, "input length")
         output = length_sampler(self.output_len, "output length")
         gap = None if math.isinf(self.rate) else gaps(self.arrival, self.rate, self.burstiness)
         t = 0.0
         for i in range(self.num_requests):
             p, o = prompt(rng), output(rng)
-            group = rng.randrange(self.prefix_groups) if self.prefix_groups else -1
+            group = groups.randrange(self.prefix_groups) if self.prefix_groups else -1
             shared = min(self.prefix_len, p - 1) if group >= 0 else 0
             yield Request(i, t, p, o, group if shared else -1, shared)
             if gap is not None:
