@@ -313,7 +313,8 @@ class PlanReport:
         if r.pareto:
             ctx = mean_decode_context(*r.load.means())
             lines += ["", f"Pareto frontier, decode at a {ctx:,}-token context (the prompt and "
-                      "half the output, a response's mean):",
+                      "half the output, a response's mean), each configuration at batches 1, 2, "
+                      "4, … up to the batch that meets the SLO:",
                       f"  {'tok/s/GPU':>9}  {'tok/s/user':>10}  configuration, batch"]
             lines += [f"  {a:>9,.0f}  {b:>10,.1f}  {p}" for a, b, p in r.pareto[:12]]
         return lines
