@@ -235,6 +235,7 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
     from ridgeline.calibrate import beyond_roofline, error_stats, fit_profiles, validate
     from ridgeline.engines import engine_id
     from ridgeline.measurements import read_measurement_files
+    from ridgeline.predict import row_engine
     from ridgeline.reports.validation import CalibrationReport
     from ridgeline.units import plural
 
@@ -256,20 +257,18 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
         n, m = len(result.errors), len(skipped)
         raise InputError(f"--strict: {n} {plural(n, 'row')} unreadable and {m} past the "
                          f"roofline, no profile written: {(*result.errors, *skipped)[0]}")
-    from ridgeline.predict import row_engine
-
-    if args.engine:  # named engines the rows do not hold: say which the rows do hold
+    engines = list(dict.fromkeys(args.engine)) if args.engine else None  # each fitted once
+    if engines:  # named engines the rows do not hold: say which the rows do hold
         held = sorted({row_engine(r) for r in rows})
-        missing = [e for e in dict.fromkeys(engine_id(e) for e in args.engine) if e not in held]
+        missing = [e for e in dict.fromkeys(engine_id(e) for e in engines) if e not in held]
         if missing:
             raise InputError(f"{files}: no rows of {', '.join(missing)} (its engines: "
                              f"{', '.join(held)})")
-        args.engine = list(dict.fromkeys(args.engine))  # a repeated --engine fits once
     # the output is checked before the fit, not after it
     out_dir = Path(args.output).resolve().parent
     if not out_dir.is_dir():
         raise InputError(f"cannot write {args.output}: no folder {out_dir}")
-    profiles = fit_profiles(rows, args.engine,
+    profiles = fit_profiles(rows, engines,
                             lambda line: print(f"calibrate: {line}", file=sys.stderr, flush=True))
     if not profiles:
         raise InputError(f"{files}: no throughput or latency rows to fit")
