@@ -1321,3 +1321,16 @@ def test_an_moe_that_clears_the_ridge_says_its_experts_do_not(
     head = out.splitlines()[0]
     assert code == 0 and head.startswith("clears the ridge")
     assert "the routed experts stay bandwidth-bound" in head
+
+
+def test_prefill_sizes_the_pool_with_the_engine_settings_given(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """An 8,000-token prompt for Llama-3.1-70B fp8 on one H100: no room at vLLM's offline
+    defaults, a TTFT under a 97 % budget, a 2,048-token step and an fp8 cache."""
+    base = ["prefill", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8", "--prompt-len",
+            "8000", "--kv-dtype", "fp8"]
+    code, out, _ = run(capsys, *base)
+    assert code == 0 and "would refuse to start" in out
+    code, out, _ = run(capsys, *base, "--gpu-memory-utilization", "0.97",
+                       "--max-num-batched-tokens", "2048")
+    assert code == 0 and "= TTFT" in out and "refuse" not in out

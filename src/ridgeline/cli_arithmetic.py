@@ -171,7 +171,7 @@ def _pool_settings(args: argparse.Namespace, dep: Any) -> Any:
     if dep.engine.startswith("llama.cpp"):
         raise InputError(f"{', '.join(given)} {'sizes' if len(given) == 1 else 'size'} a "
                          "serving engine's pool (vLLM, SGLang, "
-                         "TensorRT-LLM); decode gives llama.cpp a slot per sequence")
+                         "TensorRT-LLM); decode and prefill give llama.cpp a slot per sequence")
     if args.usage is not None and dep.engine != "vllm":
         raise InputError(f"--usage is vLLM's (vllm serve or its offline LLM class); {dep.engine} "
                          "has one set of defaults")
@@ -225,7 +225,7 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
                              "one pass")
         profile = load_profile(a)
         expected = Expectation.of_prefill(dep, a.prompt_len, a.batch, profile, a.ubatch_size)
-        held = engine_holds(dep, a.prompt_len)  # as decode asks
+        held = engine_holds(dep, a.prompt_len, settings=_pool_settings(a, dep))  # as decode
         return PrefillReport(dep, prefill_floor(dep, a.prompt_len, a.batch, a.ubatch_size), expected,
                              a.ubatch_size, held)
 
@@ -249,6 +249,16 @@ def cmd_utilization(args: argparse.Namespace) -> Any:
     bpw = 2.0 if dep else _element_bytes(args)[0]
     dtype = args.compute_dtype or (dep.dense_compute_dtype if dep else _matmul_dtype(args, acc))
     return utilization_report(acc, args.running, dtype, bpw, dep, args.context)
+
+def _pool_flags(p: Any) -> None:
+    """decode's and prefill's serving-engine pool settings (the seats a context gets)."""
+    g = p.add_argument_group("serving engine's pool (the engine's own names; default: vLLM's "
+                             "offline LLM class, a batch run)")
+    engine_sizes(g, llamacpp=False)
+    g.add_argument("--usage", choices=["serve", "offline"],
+                   help="vLLM usage context whose defaults size the pool: vllm serve, or the "
+                   "offline LLM class (default)")
+
 
 def register(sub: Any) -> None:
 
@@ -320,12 +330,7 @@ def register(sub: Any) -> None:
                    action="store_true", help="vLLM/SGLang without CUDA graphs: decode steps "
                    "launch every kernel (a prefill step's per-layer cost), and the pool keeps "
                    "the graphs' memory")
-    g = p.add_argument_group("serving engine's pool (the engine's own names; default: vLLM's "
-                             "offline LLM class, a batch run)")
-    engine_sizes(g, llamacpp=False)
-    g.add_argument("--usage", choices=["serve", "offline"],
-                   help="vLLM usage context whose defaults size the pool: vllm serve, or the "
-                   "offline LLM class (default)")
+    _pool_flags(p)
     _output(p, plot=True)
     p.set_defaults(handler=cmd_decode)
 
@@ -344,6 +349,7 @@ def register(sub: Any) -> None:
                    help="llama.cpp: tokens per ubatch (default 512); each re-reads the weights, "
                    "and with partial offload copies the host's over the link")
     _offload(p)
+    _pool_flags(p)
     _output(p)
     p.set_defaults(handler=cmd_prefill)
 
