@@ -150,15 +150,15 @@ def cmd_decode(args: argparse.Namespace) -> Any:
             one = _decode_deployment(card)
             reports.append(_placed_once(args, one, decode_report(
                 one, args.batch, args.context, load_profile(card), args.enforce_eager,
-                _pool_settings(args, one))))
+                _engine_pool_settings(args, one))))
         return DecodeComparison(tuple(reports))
     dep = _decode_deployment(args)
     return _placed_once(args, dep, decode_report(dep, args.batch, args.context,
                                                  load_profile(args), args.enforce_eager,
-                                                 _pool_settings(args, dep)))
+                                                 _engine_pool_settings(args, dep)))
 
 
-def _pool_settings(args: argparse.Namespace, dep: Any) -> Any:
+def _engine_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
     """decode's pool settings where any was given (None: vLLM's offline defaults); refused
     for llama.cpp, which decode gives a slot per sequence."""
     from ridgeline.memory import EngineSettings
@@ -225,7 +225,7 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
                              "one pass")
         profile = load_profile(a)
         expected = Expectation.of_prefill(dep, a.prompt_len, a.batch, profile, a.ubatch_size)
-        held = engine_holds(dep, a.prompt_len, settings=_pool_settings(a, dep))  # as decode
+        held = engine_holds(dep, a.prompt_len, settings=_engine_pool_settings(a, dep))  # as decode
         return PrefillReport(dep, prefill_floor(dep, a.prompt_len, a.batch, a.ubatch_size), expected,
                              a.ubatch_size, held)
 

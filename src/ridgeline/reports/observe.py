@@ -7,6 +7,7 @@ import io
 import math
 import statistics
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from ridgeline.capacity import max_batch
@@ -146,7 +147,7 @@ class ObserveReport:
         cost = step_cost(self.deployment, work, self.profile)
         return cost.time_s * 1e3
 
-    @property
+    @cached_property  # read by the prediction, the gap and the text: one pool sizing
     def prompt_tokens_per_step(self) -> int:
         """Prompt tokens an average step carries beside its decodes, where the source says
         how much prompt the load brings per output token: in a steady state prompts arrive
