@@ -570,3 +570,22 @@ def test_validate_flags_a_row_faster_than_its_roofline(
     path.write_text(f"{header}\n{row}\n", "utf-8")
     assert main(["validate", str(path)]) == 0
     assert "X1: measured past the roofline's" in capsys.readouterr().out
+
+
+def test_a_fit_finds_the_cost_per_matmul_its_rows_were_made_with() -> None:
+    """The low-batch serving rows (Llamas at four matmuls a layer, DeepSeek-R1 at ten,
+    Qwen3-Next at nine, gpt-oss at five), their values set by a profile that charges 10 µs a
+    matmul beside 20 µs a layer: the fit recovers about 10 µs. Labelled llama.cpp, whose
+    graphs run each projection apart, the same rows are fitted no such cost."""
+    from ridgeline.calibrate import _shows_matmuls
+
+    rows = [r for r in read_measurements(LOWBATCH).rows
+            if r.engine in ("vllm", "sglang", "trtllm")]
+    assert _shows_matmuls(rows)
+    made = EngineProfile("vllm", 0.7, 0.5, 2e-4, 2e-5, matmul_overhead_s=1e-5)
+    synthetic = [replace(r, engine="vllm", value=predict(replace(r, engine="vllm"),
+                                                         {"vllm": made}).predicted)
+                 for r in rows]
+    assert fit_engine(synthetic, "vllm").matmul_overhead_s == pytest.approx(1e-5, rel=0.2)
+    cuda = [replace(r, engine="llama.cpp-cuda") for r in synthetic]
+    assert fit_engine(cuda, "llama.cpp-cuda").matmul_overhead_s == 0.0

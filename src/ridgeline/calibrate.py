@@ -5,8 +5,9 @@ engine's throughput and latency rows, in log-parameter space, by Nelder–Mead. 
 parameters, each physical: bandwidth and compute efficiency, a per-step and a per-layer
 overhead (a step carrying prompt tokens gets its own per-layer cost: engines replay CUDA
 graphs only for decode-only steps), a multiplier per accelerator group that has enough
-rows, and an absolute bandwidth ceiling where the rows are matrix-vector steps on cards far
-enough apart in bandwidth to show one. The band is the 10th–90th percentile of the fit's
+rows, an absolute bandwidth ceiling where the rows are matrix-vector steps on cards far
+enough apart in bandwidth to show one, and a cost per weight matmul where the rows' models
+launch different numbers of them per layer. The band is the 10th–90th percentile of the fit's
 own ratios measured/predicted.
 """
 
@@ -28,10 +29,12 @@ from ridgeline.engines import (
     accelerator_group,
     engine_id,
     has_alu_matmuls,
+    has_fused_projections,
     has_matvec_ceiling,
 )
 from ridgeline.errors import InputError
 from ridgeline.hardware import resolve_accelerator
+from ridgeline.launches import step_matmuls
 from ridgeline.measurements import KV_METRICS, Measurement
 from ridgeline.predict import Prediction, deployment_for, predict, row_engine
 
@@ -41,6 +44,7 @@ START = EngineProfile("start", 0.7, 0.5, 3e-4, 5e-6, source="fit start")
 SERVING_ENGINES = ("trtllm", "vllm", "sglang")
 CAP_START_SHARE = 2.0  # a ceiling's fit starts at this multiple of the fastest card's bandwidth
 UNPACK_START_OPS = 20.0  # the unpacking fit starts at this many operations per weight
+MATMUL_START_S = 5e-6  # the per-matmul fit starts at this cost
 CAP_SPAN = 3.0  # the spread of rated bandwidths, fastest ÷ slowest card, that pins a ceiling
 HUBER_DELTA = 0.25  # log-ratio beyond which a row counts linearly (≈ 28% error)
 GROUP_PRIOR = 0.002  # a gentle pull of group multipliers towards 1 (squared log)
@@ -106,6 +110,24 @@ def _shows_unpacking(rows: Sequence[Measurement], engine: str) -> bool:
         1 for r in rows if r.metric == "decode_tok_s_per_user" and _kquant(r)) >= MIN_GROUP_ROWS
 
 
+def _matmuls_per_layer(row: Measurement) -> float | None:
+    try:
+        model = deployment_for(row).model
+    except InputError:
+        return None
+    return step_matmuls(model) / model.num_layers
+
+
+def _shows_matmuls(rows: Sequence[Measurement]) -> bool:
+    """Whether the rows pin a cost per weight matmul apart from the cost per layer: at least
+    MIN_GROUP_ROWS decode rows of models that launch more matmuls per layer than the fewest
+    any row's model launches (a dense GQA layer's four, as a rule)."""
+    per_layer = [m for r in rows if r.metric == "decode_tok_s_per_user"
+                 and (m := _matmuls_per_layer(r)) is not None]
+    return bool(per_layer) and sum(1 for m in per_layer
+                                   if m > min(per_layer) + 0.5) >= MIN_GROUP_ROWS
+
+
 @dataclass(frozen=True)
 class _Space:
     """Maps a parameter vector (logs) to a profile."""
@@ -116,12 +138,25 @@ class _Space:
     dequant: bool  # fit a dequantization factor (the data have both kinds of weights)
     prefill_overhead: bool  # fit prefill steps' own per-layer cost (the data have prompts)
     compute_prior: bool = False  # hold compute efficiency near the start (no compute rows)
-    cap: bool = False  # an absolute bandwidth ceiling: the vector's last entry but unpack's
-    unpack: bool = False  # K-quant unpacking, operations per weight: the vector's last entry
+    # entries after the multipliers, in this order, each where set: an absolute bandwidth
+    # ceiling, K-quant unpacking (operations per weight), a cost per weight matmul
+    cap: bool = False
+    unpack: bool = False
+    matmul: bool = False
 
     @property
     def _core(self) -> int:
         return 4 + self.prefill_overhead
+
+    @property
+    def _tail(self) -> tuple[str, ...]:
+        return tuple(name for name, on in (("cap", self.cap), ("unpack", self.unpack),
+                                           ("matmul", self.matmul)) if on)
+
+    def _extra(self, x: Sequence[float], name: str) -> float | None:
+        """The tail entry ``name`` (a log), or None where the space does not fit it."""
+        tail = self._tail
+        return x[len(x) - len(tail) + tail.index(name)] if name in tail else None
 
     def start(self) -> list[float]:
         b = self.base
@@ -133,6 +168,7 @@ class _Space:
 
     def profile(self, x: Sequence[float]) -> EngineProfile:
         n, m, k = len(self.bw_groups), len(self.compute_groups), self._core
+        cap, unpack, matmul = (self._extra(x, name) for name in ("cap", "unpack", "matmul"))
         return replace(
             self.base,
             bandwidth_efficiency=min(1.0, math.exp(x[0])),
@@ -144,14 +180,15 @@ class _Space:
             group_compute={g: math.exp(v) for g, v in zip(self.compute_groups,
                                                            x[k + n:k + n + m])},
             dequant_compute=min(1.0, math.exp(x[k + n + m])) if self.dequant else 1.0,
-            bandwidth_cap_bytes_per_s=min(MAX_BANDWIDTH_BYTES_PER_S,
-                                          math.exp(x[-1 - self.unpack])) if self.cap else None,
-            kquant_ops_per_weight=min(MAX_OPS_PER_WEIGHT, math.exp(x[-1])) if self.unpack
-            else 0.0,
+            bandwidth_cap_bytes_per_s=None if cap is None
+            else min(MAX_BANDWIDTH_BYTES_PER_S, math.exp(cap)),
+            kquant_ops_per_weight=0.0 if unpack is None
+            else min(MAX_OPS_PER_WEIGHT, math.exp(unpack)),
+            matmul_overhead_s=0.0 if matmul is None else math.exp(matmul),
         )
 
     def penalty(self, x: Sequence[float], rows: int) -> float:
-        multipliers = x[self._core:len(x) - self.cap - self.unpack]
+        multipliers = x[self._core:len(x) - len(self._tail)]
         groups = GROUP_PRIOR * sum(v * v for v in multipliers)
         if not self.compute_prior:
             return groups
@@ -248,6 +285,14 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
         tried = _minimise(loss_in(unpacked), [*best, math.log(UNPACK_START_OPS)])
         if loss_in(unpacked)(tried) < loss_in(space)(best):
             space, best = unpacked, tried
+    # A kernel's ramp and tail: where the rows' models launch different numbers of weight
+    # matmuls per layer (a DeepSeek layer ten, a Llama layer four), a cost per matmul beside
+    # the cost per layer, from the fit so far, kept where it lowers the loss.
+    if has_fused_projections(key) and _shows_matmuls(mine):
+        counted = replace(space, matmul=True)
+        tried = _minimise(loss_in(counted), [*best, math.log(MATMUL_START_S)])
+        if loss_in(counted)(tried) < loss_in(space)(best):
+            space, best = counted, tried
     fitted = space.profile(best)
     table = {m: fitted for m in members}
     ratios = sorted(p.measured / p.predicted for p in (predict(r, table) for r in mine)

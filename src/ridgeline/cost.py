@@ -20,6 +20,7 @@ from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.errors import InputError
 from ridgeline.kvcache import attention_kv_bytes_per_token, state_bytes_per_sequence
+from ridgeline.launches import step_matmuls
 from ridgeline.layouts import ATTENTION_MIXERS, LINEAR, MAMBA, MOE, NONE
 from ridgeline.model import Layer
 from ridgeline.moe import expected_experts_touched
@@ -207,6 +208,7 @@ class StepTerms:
     layers: int
     tokens: int
     sequences: int
+    matmuls: int  # the weight matmuls the pass launches (launches.step_matmuls)
     # work on layers in host memory: (operator, FLOPs, bytes, count, of those bytes the ones
     # that live there: weights, a cache; what an operator run on the GPU copies over the link)
     host: tuple[tuple[str, float, float, int, float], ...] = ()
@@ -259,7 +261,7 @@ def step_terms(dep: Deployment, shape: BatchShape) -> StepTerms:
         link["pipeline send"] = (local * send_time_s(act, dep.accelerator)
                                  + remote * send_time_s(act, dep.accelerator, inter_node=True))
     return StepTerms(tuple(work), tuple((k, v) for k, v in link.items() if v > 0),
-                     model.num_layers, tokens, rows, tuple(host))
+                     model.num_layers, tokens, rows, step_matmuls(model), tuple(host))
 
 
 def step_cost(dep: Deployment, batch: Sequence[Seq], profile: EngineProfile = IDEAL) -> StepCost:
@@ -284,7 +286,7 @@ def step_cost(dep: Deployment, batch: Sequence[Seq], profile: EngineProfile = ID
         acc[1] += nbytes * count
         acc[2] += time_s * count
     out += [OpCost(name, f, b, t, "host") for name, (f, b, t) in host.items()]
-    overhead = profile.overhead_s(terms.layers, terms.tokens > terms.sequences)
+    overhead = profile.overhead_s(terms.layers, terms.tokens > terms.sequences, terms.matmuls)
     if overhead > 0:
         out.append(OpCost("overhead", 0.0, 0.0, overhead, "overhead"))
     return StepCost(tuple(out), terms.tokens, terms.sequences)
@@ -298,7 +300,8 @@ def shape_time_s(dep: Deployment, shape: BatchShape, profile: EngineProfile = ID
                 for name, flops, nbytes, count in terms.work)
     total += sum(t for _, t in terms.link)
     total += sum(count * t for _, _, _, count, t, _ in _host_ops(dep, terms, rate))
-    return total + profile.overhead_s(terms.layers, terms.tokens > terms.sequences)
+    return total + profile.overhead_s(terms.layers, terms.tokens > terms.sequences,
+                                      terms.matmuls)
 
 
 def _columns(terms: StepTerms, op: str) -> int:

@@ -2,7 +2,8 @@
 
 A profile is four physically meaningful numbers — the fraction of rated memory bandwidth
 its weight and KV streams reach, the fraction of dense peak its matmuls reach, a fixed
-cost per forward pass and a fixed cost per layer — plus, where the data support it, a
+cost per forward pass and a fixed cost per layer — plus, where the data support it, a cost
+per weight matmul launched (the serving engines: a DeepSeek layer runs ten, a Llama layer four), a
 bandwidth multiplier per accelerator group and, for llama.cpp, an absolute bandwidth ceiling
 (its matrix-vector kernels reach about 1.1 TB/s of an H100 PCIe's 2 and 0.8 of an RTX 4090's
 1), and, for llama.cpp on Metal, the operations unpacking a K-quant weight costs.
@@ -85,6 +86,10 @@ class EngineProfile:
     # priced). Where matmuls run on the GPU's vector ALUs (Apple's GPUs have no matrix
     # units), a weight matmul takes at least weights × this ÷ the fp16 peak.
     kquant_ops_per_weight: float = 0.0
+    # per weight matmul a forward pass launches (launches.step_matmuls), beside the per-layer
+    # cost: each kernel runs its own ramp and tail, and waits on the one before it, so at
+    # batch 1 a DeepSeek layer's ten matmuls cost more than a Llama layer's four (0: not priced)
+    matmul_overhead_s: float = 0.0
 
     @property
     def compute_fitted(self) -> bool:
@@ -112,12 +117,17 @@ class EngineProfile:
         fit, so the time runs time ÷ band_high .. time ÷ band_low."""
         return time_s / self.band_high, time_s / self.band_low
 
-    def overhead_s(self, layers: int, prefill: bool) -> float:
-        """Fixed cost of one forward pass: per step, plus per layer (prefill steps' own rate)."""
-        per_layer = self.layer_overhead_s
+    def overhead_s(self, layers: int, prefill: bool, matmuls: int = 0) -> float:
+        """Fixed cost of one forward pass: per step, plus per layer (prefill steps' own rate),
+        plus per weight matmul launched."""
+        return self.step_overhead_s + self.per_layer_s(prefill) * layers \
+            + self.matmul_overhead_s * matmuls
+
+    def per_layer_s(self, prefill: bool) -> float:
+        """The cost per layer of a step: a step with prompt tokens at its own rate if fitted."""
         if prefill and self.prefill_layer_overhead_s is not None:
-            per_layer = self.prefill_layer_overhead_s
-        return self.step_overhead_s + per_layer * layers
+            return self.prefill_layer_overhead_s
+        return self.layer_overhead_s
 
     def without_cuda_graphs(self) -> EngineProfile:
         """The engine with CUDA graphs off (vLLM --enforce-eager, SGLang --disable-cuda-graph):
@@ -201,6 +211,7 @@ class EngineProfile:
                                                      MAX_BANDWIDTH_BYTES_PER_S, open_low=True),
                 kquant_ops_per_weight=f.number("kquant_ops_per_weight", 0, MAX_OPS_PER_WEIGHT,
                                                default=0.0),
+                matmul_overhead_s=f.number("matmul_overhead_s", 0, MAX_OVERHEAD_S, default=0.0),
             )
         except (TypeError, ValueError) as exc:
             if isinstance(exc, InputError):
@@ -254,6 +265,13 @@ def has_matvec_ceiling(engine: str) -> bool:
     kernel per shape; fitted on all their rows they show no ceiling, and a fold left with
     only their single-sequence rows must not invent one for their large batches."""
     return engine.startswith("llama.cpp")
+
+
+def has_fused_projections(engine: str) -> bool:
+    """Whether launches.py's matmul counts describe an engine's kernels: the serving engines
+    fuse Q, K and V into one matmul and gate and up into another, as vLLM's model files do
+    (SGLang and TensorRT-LLM alike). llama.cpp's graphs run each projection apart."""
+    return engine in ("vllm", "sglang", "trtllm")
 
 
 # 'llama.cpp' unqualified: the build a card's vendor runs (else the CUDA build)

@@ -161,8 +161,8 @@ HARNESS_MOE_CAVEAT = ("the measure harness runs experts through torch._grouped_m
 # (vLLM PR #10058, SGLang PR #1401), about what a prefill step's per-layer cost adds
 EAGER_CAUTION = ("without CUDA graphs a MoE or tensor-parallel step launches many more kernels "
                  "and collectives than this prices: vLLM #45709 measured 3.4x the graphed TPOT "
-                 "(Qwen3-30B-A3B, TP4) where the per-layer cost predicts 1.18x; read the "
-                 "expectation as a lower bound")
+                 "(Qwen3-30B-A3B, TP4), far more than an ungraphed step's per-layer cost "
+                 "adds here; read the expectation as a lower bound")
 
 
 def eager_caution(dep: Deployment) -> str:

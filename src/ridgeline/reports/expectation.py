@@ -21,7 +21,7 @@ from ridgeline.explain import Step, q, step
 from ridgeline.floors import DecodeFloor, PrefillFloor, floor_time_s, prefill_floor
 from ridgeline.llamacpp_batching import llamacpp_n_ubatch, prefill_time_s
 from ridgeline.model import trained_context_caution
-from ridgeline.reports.profile_story import overhead_q, share_qs
+from ridgeline.reports.profile_story import matmul_qs, overhead_formula, overhead_q, share_qs
 from ridgeline.units import GB
 
 
@@ -138,15 +138,14 @@ def _expectation_steps(dep: Deployment, batch: list[Seq], profile: EngineProfile
     by = {kind: sum(op.time_s for op in cost.ops if op.bound == kind)
           for kind in ("compute", "memory", "link", "overhead", "host")}
     prefill = cost.tokens > cost.sequences
-    per_layer = profile.prefill_layer_overhead_s if prefill and \
-        profile.prefill_layer_overhead_s is not None else profile.layer_overhead_s
     src = f"{profile.engine} profile"
-    overhead = step("engine overhead", "per step + layers × per layer"
+    overhead = step("engine overhead", overhead_formula(profile)
                     + (" (a step with prompt tokens: no CUDA graph)" if prefill else ""),
                     q("overhead", by["overhead"] * 1e3, "ms"),
                     overhead_q("per step", profile.step_overhead_s, src),
                     q("layers", dep.model.num_layers, "", "config.json num_hidden_layers"),
-                    overhead_q("per layer", per_layer, src))
+                    overhead_q("per layer", profile.per_layer_s(prefill), src),
+                    *matmul_qs(profile, dep.model))
     total = step("expected step", "Σ operators max(FLOPs ÷ (peak × compute share), bytes ÷ "
                  "(bandwidth × bandwidth share)) + collectives + overhead",
                  q("expected", cost.time_s * 1e3, "ms"),

@@ -7,6 +7,8 @@ from ridgeline.cost import kquant_ops
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.explain import Quantity, q
+from ridgeline.launches import step_matmuls
+from ridgeline.model import ModelSpec
 
 NOTHING_S = 1e-7  # a fitted fixed cost under 0.1 µs: the fit drove it to nothing
 
@@ -33,3 +35,18 @@ def share_qs(profile: EngineProfile, dep: Deployment) -> list[Quantity]:
                      f"{src}: {', '.join(ops)} take at least weights × this ÷ the "
                      f"{dep.peak_at('fp16') / 1e12:,.4g} TFLOP/s fp16 peak (the GPU's ALUs)"))
     return out
+
+
+def matmul_qs(profile: EngineProfile, model: ModelSpec) -> list[Quantity]:
+    """Where the profile prices weight matmuls: how many a pass launches, and each one's cost."""
+    if not profile.matmul_overhead_s:
+        return []
+    return [q("weight matmuls", step_matmuls(model), "", "per pass, as vLLM's model files "
+              "launch them (launches.py)"),
+            overhead_q("per matmul", profile.matmul_overhead_s, f"{profile.engine} profile")]
+
+
+def overhead_formula(profile: EngineProfile) -> str:
+    """The fixed costs' formula, as --explain writes it."""
+    return "per step + layers × per layer" + (" + weight matmuls × per matmul"
+                                              if profile.matmul_overhead_s else "")

@@ -9,7 +9,7 @@ from typing import Any
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Quantity, Step, q, step
 from ridgeline.render import table
-from ridgeline.reports.profile_story import overhead_q, share_qs
+from ridgeline.reports.profile_story import matmul_qs, overhead_formula, overhead_q, share_qs
 from ridgeline.sim.config import SimConfig, tokens_per_step
 from ridgeline.sim.metrics import STEADY_LIFETIMES, SimResult
 from ridgeline.units import plural
@@ -292,7 +292,7 @@ class SimulateReport:
             out.append(step(
                 "step time", "each step's batch through step_cost: Σ operators max(FLOPs ÷ "
                 "(peak × compute share), bytes ÷ (bandwidth × bandwidth share)) + collectives + "
-                "per step + layers × per layer; the mean is busy time ÷ steps",
+                f"{overhead_formula(profile)}; the mean is busy time ÷ steps",
                 _ms_q("mean step", r.busy_s / r.steps),
                 q("busy time", r.busy_s, "s", "simulated time less the idle gaps"
                   + (f", summed over the {self.lanes} pipeline lanes" if self.lanes > 1 else "")),
@@ -303,7 +303,8 @@ class SimulateReport:
                 *([] if profile.prefill_layer_overhead_s is None else [
                     overhead_q("per layer with prompt tokens", profile.prefill_layer_overhead_s,
                                f"{src}: no CUDA graph")]),
-                q("layers", d.model.num_layers, "", "config.json num_hidden_layers")))
+                q("layers", d.model.num_layers, "", "config.json num_hidden_layers"),
+                *matmul_qs(profile, d.model)))
         return tuple(out)
 
 

@@ -204,6 +204,8 @@ class CalibrationReport:
                          f"{p.layer_overhead_s * 1e6:,.1f} µs/layer"
                          + (f" ({p.prefill_layer_overhead_s * 1e6:,.1f} in a prefill step)"
                             if p.prefill_layer_overhead_s is not None else "")
+                         + (f", {p.matmul_overhead_s * 1e6:,.1f} µs/weight matmul"
+                            if p.matmul_overhead_s else "")
                          + (f"; bandwidth by group: {groups}" if groups else "")
                          + (f"; bandwidth ceiling {p.bandwidth_cap_bytes_per_s / 1e12:.2f} TB/s"
                             if p.bandwidth_cap_bytes_per_s is not None else "")

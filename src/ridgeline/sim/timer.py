@@ -26,6 +26,7 @@ from ridgeline.cost import (
 )
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
+from ridgeline.launches import step_matmuls
 from ridgeline.layouts import ATTENTION_MIXERS, LINEAR, MAMBA
 
 
@@ -45,8 +46,9 @@ class StepTimer:
         rate = self._rate = StepRates(dep, profile)
         self._p, self._w = rate.flops_per_s, rate.bytes_per_s
         self._pa = rate.flops_rate("attention")  # QKᵀ and PV at the cache's rate
-        layers = dep.model.num_layers
-        self._overhead = (profile.overhead_s(layers, False), profile.overhead_s(layers, True))
+        layers, matmuls = dep.model.num_layers, step_matmuls(dep.model)
+        self._overhead = (profile.overhead_s(layers, False, matmuls),
+                          profile.overhead_s(layers, True, matmuls))
         kinds = layer_kinds(dep)
         self._attention = [(layer.window_tokens, n) for layer, n in kinds
                            if layer.mixer in ATTENTION_MIXERS]

@@ -1,0 +1,82 @@
+"""The weight matmuls a layer launches in a decode step, as the serving engines' model files
+write the layer.
+
+At batch 1 a step's bytes are few and its fixed costs are most of it. Under a CUDA graph a
+kernel costs no launch, but each still runs its own ramp and tail and waits on the one before
+it, so a layer that runs eleven matmuls costs more than one that runs four, whatever its bytes
+(docs/research/batch1-per-layer-cost.md). The profiles price that as a cost per matmul
+(EngineProfile.matmul_overhead_s) beside the cost per layer.
+
+Counts follow vLLM's model files (vllm/model_executor/models/;
+docs/research/matmuls-per-layer.md names each class, attribute and commit read): a projection
+the engine fuses (Q, K and V; gate and up) is one launch; MoE experts run as one grouped kernel
+per projection. SGLang writes these layers alike (it can fold DeepSeek's shared expert into
+the routed ones: two fewer).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from ridgeline.layouts import ATTENTION_MIXERS, DENSE, LINEAR, MAMBA, MOE
+from ridgeline.model import Layer, ModelSpec
+
+# Attention: qkv_proj (QKVParallelLinear, Q, K and V in one) and o_proj.
+GQA_MATMULS = 2
+# MLA decoding from the latent (DeepseekV2MLAAttention with the MLA backend): the fused
+# q_a + kv_a projection (fused_qkv_a_proj; q_proj and kv_a_proj_with_mqa where there is no
+# q_lora_rank), q_b_proj, the absorbed key up-projection (W_UK_T, a batched matmul), the
+# absorbed value up-projection (W_UV) and o_proj.
+MLA_MATMULS = 5
+# Gated DeltaNet (Qwen3NextGatedDeltaNet): in_proj_qkvz, in_proj_ba and out_proj; its
+# causal conv and the recurrent update are other kernels.
+LINEAR_ATTENTION_MATMULS = 3
+# Mamba-2 (NemotronH, MambaMixer2): in_proj and out_proj. Mamba-1 (Jamba, MambaMixer) adds
+# x_proj and dt_proj.
+MAMBA2_MATMULS = 2
+MAMBA1_MATMULS = 4
+# A dense MLP: gate_up_proj (MergedColumnParallelLinear) and down_proj; ungated, fc1 and fc2.
+MLP_MATMULS = 2
+# An MoE block: the router (gate) and the experts' two grouped projections (FusedMoE: w13,
+# then w2). A shared expert adds its own gate_up_proj and down_proj, and Qwen's sigmoid
+# shared_expert_gate one more.
+ROUTER_MATMULS = 1
+EXPERT_MATMULS = 2
+SHARED_EXPERT_MATMULS = 2
+SHARED_GATE_MATMULS = 1
+
+
+def mixer_matmuls(spec: ModelSpec, layer: Layer) -> int:
+    """The weight matmuls a layer's token mixer launches."""
+    if layer.mixer in ATTENTION_MIXERS:
+        return MLA_MATMULS if spec.attention is not None and spec.attention.mla else GQA_MATMULS
+    if layer.mixer == LINEAR:
+        return LINEAR_ATTENTION_MATMULS
+    if layer.mixer == MAMBA:
+        return MAMBA2_MATMULS if spec.mamba is not None and spec.mamba.version == 2 \
+            else MAMBA1_MATMULS
+    return 0
+
+
+def ffn_matmuls(spec: ModelSpec, layer: Layer) -> int:
+    """The weight matmuls a layer's feed-forward block launches."""
+    if layer.ffn == DENSE:
+        return MLP_MATMULS
+    if layer.ffn == MOE and spec.moe is not None:
+        moe = spec.moe
+        return (ROUTER_MATMULS + EXPERT_MATMULS
+                + SHARED_EXPERT_MATMULS * (moe.num_shared_experts > 0)
+                + SHARED_GATE_MATMULS * moe.shared_gate)
+    return 0
+
+
+def layer_matmuls(spec: ModelSpec, layer: Layer) -> int:
+    """A dense GQA layer: 2 + 2 = 4; a DeepSeek-V3 MoE layer: 5 + 5 = 10."""
+    return mixer_matmuls(spec, layer) + ffn_matmuls(spec, layer)
+
+
+@cache
+def step_matmuls(spec: ModelSpec) -> int:
+    """The weight matmuls one forward pass launches over every layer (the LM head aside:
+    every model has one)."""
+    return sum(layer_matmuls(spec, layer) for layer in spec.layers)

@@ -1,0 +1,79 @@
+"""The weight matmuls a layer launches, and what the serving profile charges for them."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+
+import pytest
+
+from ridgeline.catalog import resolve_model
+from ridgeline.cost import decode_batch, step_cost
+from ridgeline.deployment import Deployment
+from ridgeline.engines import profile_for
+from ridgeline.hardware import resolve_accelerator
+from ridgeline.launches import layer_matmuls, step_matmuls
+
+
+def kinds(name: str) -> Counter[int]:
+    model = resolve_model(name)
+    return Counter(layer_matmuls(model, layer) for layer in model.layers)
+
+
+def test_a_dense_gqa_layer_launches_four_matmuls() -> None:
+    """qkv_proj, o_proj, gate_up_proj, down_proj: Llama-3.1-70B's 80 layers launch 320."""
+    assert kinds("llama-3.1-70b") == Counter({4: 80})
+    assert step_matmuls(resolve_model("llama-3.1-70b")) == 320
+
+
+def test_deepseek_layers_launch_mla_and_a_shared_expert() -> None:
+    """MLA decode: fused q_a/kv_a, q_b, W_UK, W_UV, o_proj (5); the first
+    first_k_dense_replace = 3 layers add a dense MLP (2), the other 58 a router, two expert
+    projections and a shared expert's two (5)."""
+    assert kinds("deepseek-v3") == Counter({10: 58, 7: 3})
+    assert kinds("kimi-k2-instruct") == Counter({10: 60, 7: 1})  # first_k_dense_replace = 1
+
+
+def test_moe_blocks_count_their_router_experts_and_shared_parts() -> None:
+    assert kinds("gpt-oss-120b") == Counter({5: 36})  # no shared expert
+    assert kinds("mixtral-8x7b-v0.1") == Counter({5: 32})
+    # Llama-4: a shared expert; Maverick alternates MoE and dense layers, Scout does not
+    assert kinds("llama-4-maverick-17b-128e-instruct") == Counter({7: 24, 4: 24})
+    assert kinds("llama-4-scout-17b-16e-instruct") == Counter({7: 48})
+
+
+def test_hybrid_mixers_count_their_projections() -> None:
+    # Qwen3-Next: three Gated DeltaNet layers (in_proj_qkvz, in_proj_ba, out_proj) to one
+    # attention layer, each with router, experts, shared expert and its sigmoid gate (6)
+    assert kinds("qwen3-next-80b-a3b-thinking") == Counter({9: 36, 8: 12})
+    # Jamba: Mamba-1 mixers (in, x, dt, out) in 28 layers, attention in 4; MoE every other
+    assert kinds("ai21-jamba-1.5-mini") == Counter({7: 16, 6: 12, 4: 4})
+    # Nemotron-H: each layer one Mamba-2 mixer, attention or MLP: two matmuls apiece
+    assert kinds("nemotron-h-56b-base-8k") == Counter({2: 118})
+
+
+def test_the_serving_profile_prices_matmuls_so_a_deepseek_layer_costs_more() -> None:
+    """The bundled serving profile's fixed cost per layer is larger for a DeepSeek-V3 layer
+    (ten matmuls) than for a Llama layer (four), by six matmuls' cost."""
+    profile = profile_for("vllm")
+    assert profile.matmul_overhead_s > 0
+    llama = profile.overhead_s(80, False, 320) / 80
+    deepseek = profile.overhead_s(61, False, 601) / 61
+    step = profile.step_overhead_s
+    assert deepseek - llama == pytest.approx(
+        (601 / 61 - 4) * profile.matmul_overhead_s + step / 61 - step / 80)
+    assert profile_for("llama.cpp-cuda").matmul_overhead_s == 0  # unfused projections
+
+
+def test_step_cost_charges_the_models_matmuls() -> None:
+    """A decode step's overhead entry is the profile's fixed costs for this model's layers and
+    matmuls; without the per-matmul cost it falls by exactly matmuls × that cost."""
+    dep = Deployment.build(resolve_model("deepseek-v3"), resolve_accelerator("b200"), "fp8",
+                           None, 8)
+    profile = profile_for("vllm")
+    overhead = {op.name: op.time_s for op in step_cost(dep, decode_batch(1, 1000), profile).ops}
+    without = {op.name: op.time_s for op in step_cost(
+        dep, decode_batch(1, 1000), replace(profile, matmul_overhead_s=0.0)).ops}
+    assert overhead["overhead"] == pytest.approx(profile.overhead_s(61, False, 601))
+    assert overhead["overhead"] - without["overhead"] == pytest.approx(
+        601 * profile.matmul_overhead_s)
