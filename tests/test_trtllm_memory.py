@@ -95,3 +95,14 @@ def test_only_the_last_pipeline_stage_holds_the_decoder() -> None:
                                                 backend="tensorrt"))
     assert last.seat_buffer_bytes > 3 * first.seat_buffer_bytes > 0
     assert first.activation_bytes == first.forward_bytes < last.activation_bytes
+
+
+def test_tokens_per_block_is_a_power_of_two_above_one(capsys: pytest.CaptureFixture[str]) -> None:
+    """TensorRT-LLM's KV blocks hold a power of two tokens, more than one (its KV cache
+    docs): 64 sizes a pool of 64-token blocks, 48 and 1 are refused in one line."""
+    pool = kv_pool(trt(), EngineSettings(max_model_len=8192, block_size=64))
+    assert pool.block_size == 64 and pool.tokens == pool.blocks * 64
+    for bad in ("48", "1"):
+        code, _, err = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--engine",
+                               "trtllm", "--max-model-len", "8192", "--tokens-per-block", bad)
+        assert code == 2 and "power of two" in err and err.count("\n") == 1

@@ -373,6 +373,10 @@ def _stage_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
             pool.tokens, context, s.max_num_seqs, s.engine_version))
     # trtllm: its fraction applies to what is free after the engine, its activations and (the
     # TensorRT engine backend) its runtime buffers and decoder load
+    block = s.block_size
+    if block is not None and (block < 2 or block & (block - 1)):  # docs/source/features/kvcache.md
+        raise InputError(f"TensorRT-LLM's tokens_per_block must be a power of two greater than "
+                         f"1; got {block}")
     seqs = s.max_num_seqs or int(d["max_batch_size"])
     tokens = s.max_num_batched_tokens or int(d["max_num_tokens"])
     forward = tokens * activation_bytes_per_token(dep)
