@@ -24,6 +24,7 @@ from ridgeline.engines import (
     MATVEC_TOKENS,
     MAX_BANDWIDTH_BYTES_PER_S,
     MAX_OPS_PER_WEIGHT,
+    MAX_OVERHEAD_S,
     MIN_GROUP_ROWS,
     EngineProfile,
     accelerator_group,
@@ -184,7 +185,8 @@ class _Space:
             else min(MAX_BANDWIDTH_BYTES_PER_S, math.exp(cap)),
             kquant_ops_per_weight=0.0 if unpack is None
             else min(MAX_OPS_PER_WEIGHT, math.exp(unpack)),
-            matmul_overhead_s=0.0 if matmul is None else math.exp(matmul),
+            matmul_overhead_s=0.0 if matmul is None
+            else min(MAX_OVERHEAD_S, math.exp(matmul)),
         )
 
     def penalty(self, x: Sequence[float], rows: int) -> float:
