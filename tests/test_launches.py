@@ -93,3 +93,39 @@ def test_explain_shows_the_matmuls_behind_the_fixed_cost(
     profile = profile_for("vllm")
     shown = float(out.split("engine overhead:")[1].split("=> overhead = ")[1].split()[0])
     assert shown == pytest.approx(profile.overhead_s(61, False, 601) * 1e3, rel=1e-3)
+
+
+def test_sglang_folds_deepseeks_shared_expert_into_the_routed_ones() -> None:
+    """SGLang runs DeepSeek-V3/R1's one shared expert as one more routed expert (its
+    determine_num_fused_shared_experts): 58 MoE layers of 8 matmuls, not 10. Not for
+    Kimi-K2 (384 routed experts), not on a Turing card, not under NVIDIA expert parallelism,
+    and never in vLLM."""
+    from ridgeline.launches import deployment_matmuls, fuses_shared_expert
+
+    def dep(model: str, gpu: str, engine: str, ep: bool = False) -> Deployment:
+        return Deployment.build(resolve_model(model), resolve_accelerator(gpu), "fp8", None, 8,
+                                engine=engine, expert_parallel=ep)
+
+    assert deployment_matmuls(dep("deepseek-r1", "b200", "sglang")) == 3 * 7 + 58 * 8
+    assert deployment_matmuls(dep("deepseek-r1", "b200", "vllm")) == 601
+    assert fuses_shared_expert(dep("deepseek-r1", "mi300x", "sglang"))  # gfx942
+    assert not fuses_shared_expert(dep("deepseek-r1", "h100", "sglang", ep=True))
+    assert not fuses_shared_expert(dep("kimi-k2-instruct", "b200", "sglang"))
+    assert not fuses_shared_expert(dep("llama-3.1-70b", "b200", "sglang"))
+
+
+def test_a_calibration_on_one_model_keeps_the_bundled_cost_per_matmul() -> None:
+    """Rows of one model cannot tell a cost per matmul from a cost per layer: a calibration on
+    them keeps the bundled profile's per-matmul cost and says so, so that a DeepSeek layer
+    it then prices still costs more than the Llama layers it was fitted on."""
+    from ridgeline.calibrate import fit_profiles
+    from ridgeline.measurements import read_measurements
+    from tests.conftest import LOWBATCH
+
+    rows = [r for r in read_measurements(LOWBATCH).rows
+            if r.engine == "vllm" and "nightly-L3-8B" in r.id]
+    rows = [replace(r, id=f"{r.id}-{i}", batch=b, value=r.value * b / 8 * (0.97 + 0.01 * i))
+            for i, b in enumerate((1, 2, 4, 8, 16, 32)) for r in rows]
+    profile = fit_profiles(rows)["vllm"]
+    assert profile.matmul_overhead_s == profile_for("vllm").matmul_overhead_s > 0
+    assert "held at" in profile.source

@@ -61,3 +61,13 @@ def test_a_batch_the_pool_holds_is_no_refusal_and_one_past_it_is() -> None:
 def test_an_unknown_group_is_refused_by_name() -> None:
     with pytest.raises(InputError, match="'softmax'"):
         decode_share(_dep(), "softmax", 1, 2_000, VLLM)
+
+
+def test_the_engines_fixed_costs_are_named_beside_the_share() -> None:
+    """At batch 1 most of a step is the engine's fixed cost, in no operator group: the
+    source carries it (the profile's per step, layer and matmul costs) and says its share."""
+    dep = _dep()
+    source = decode_share(dep, "weights", 1, 2_000, VLLM)
+    fixed = VLLM.overhead_s(dep.model.num_layers, False, 32 * 4)  # Llama: 4 matmuls a layer
+    assert source.overhead_time_s == pytest.approx(fixed)
+    assert f"take {fixed / source.step_time_s:.0%} of it, in no group" in source.text()

@@ -37,14 +37,20 @@ class FractionSource:
     context: int | None = None
     part_time_s: float | None = None
     step_time_s: float | None = None
+    # the engine's fixed costs (per step, layer and weight matmul): in no operator group
+    overhead_time_s: float = 0.0
 
     def text(self) -> str:
         if self.given:
             return "given"
         gpus = f" x{self.num_gpus}" if self.num_gpus and self.num_gpus > 1 else ""
+        fixed = ""
+        if self.overhead_time_s and self.step_time_s:
+            fixed = (f"; the engine's fixed costs per step, layer and weight matmul take "
+                     f"{self.overhead_time_s / self.step_time_s:.0%} of it, in no group")
         return (f"{self.op} share of a decode step of {self.model} on {self.gpu}{gpus}, "
                 f"batch {self.batch}, context {self.context:,}, "
-                f"step_cost with the {self.engine} profile")
+                f"step_cost with the {self.engine} profile{fixed}")
 
     def explain_lines(self) -> list[str]:
         if self.part_time_s is None or self.step_time_s is None:

@@ -28,6 +28,7 @@ from ridgeline.engines import (
     MIN_GROUP_ROWS,
     EngineProfile,
     accelerator_group,
+    bundled_profiles,
     engine_id,
     has_alu_matmuls,
     has_fused_projections,
@@ -35,7 +36,7 @@ from ridgeline.engines import (
 )
 from ridgeline.errors import InputError
 from ridgeline.hardware import resolve_accelerator
-from ridgeline.launches import step_matmuls
+from ridgeline.launches import deployment_matmuls
 from ridgeline.measurements import KV_METRICS, Measurement
 from ridgeline.predict import Prediction, deployment_for, predict, row_engine
 
@@ -113,10 +114,10 @@ def _shows_unpacking(rows: Sequence[Measurement], engine: str) -> bool:
 
 def _matmuls_per_layer(row: Measurement) -> float | None:
     try:
-        model = deployment_for(row).model
+        dep = deployment_for(row)
     except InputError:
         return None
-    return step_matmuls(model) / model.num_layers
+    return deployment_matmuls(dep) / dep.model.num_layers
 
 
 def _shows_matmuls(rows: Sequence[Measurement]) -> bool:
@@ -185,7 +186,7 @@ class _Space:
             else min(MAX_BANDWIDTH_BYTES_PER_S, math.exp(cap)),
             kquant_ops_per_weight=0.0 if unpack is None
             else min(MAX_OPS_PER_WEIGHT, math.exp(unpack)),
-            matmul_overhead_s=0.0 if matmul is None
+            matmul_overhead_s=self.base.matmul_overhead_s if matmul is None
             else min(MAX_OVERHEAD_S, math.exp(matmul)),
         )
 
@@ -205,13 +206,16 @@ def _huber(r: float) -> float:
 
 def fit_engine(rows: Sequence[Measurement], engine: str,
                base: EngineProfile | None = None,
-               family: Iterable[str] | None = None, *, strict: bool = False) -> EngineProfile:
+               family: Iterable[str] | None = None, *, strict: bool = False,
+               held_matmul_s: float = 0.0) -> EngineProfile:
     """Fit one engine's profile to its performance rows (KV rows are memory, not speed).
 
     family: engines whose rows are fitted together into this one profile (the bundled fit
     pools the CUDA-graph serving engines, which have too few rows each).
     strict: refuse fewer predictable rows than the fit has parameters (`calibrate` on a
     user's file); the cross-validation folds fit the few rows a held-out group leaves.
+    held_matmul_s: the cost per weight matmul to keep where the rows cannot pin one (their
+    models all launch about as many per layer); 0 leaves it to the cost per layer.
     """
     key = engine_id(engine)
     members = {engine_id(e) for e in family} | {key} if family is not None else {key}
@@ -219,7 +223,8 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
     if not mine:
         raise InputError(f"no throughput or latency rows for engine {engine!r} to fit")
     start = base or START  # a fixed start: the fit is reproducible, whatever is bundled
-    start = replace(start, engine=key, group_bandwidth={}, group_compute={})
+    start = replace(start, engine=key, group_bandwidth={}, group_compute={},
+                    matmul_overhead_s=held_matmul_s if has_fused_projections(key) else 0.0)
     mine = _predictable(mine, {m: start for m in members}, key)
     groups = Counter(_group(r) for r in mine)
     decode_groups = Counter(_group(r) for r in mine if r.metric == "decode_tok_s_per_user")
@@ -300,11 +305,14 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
     ratios = sorted(p.measured / p.predicted for p in (predict(r, table) for r in mine)
                     if p.predicted)
     # the band brackets the expectation itself (the loader's rule: band_low ≤ 1 ≤ band_high)
+    held = "" if space.matmul or not fitted.matmul_overhead_s else (
+        f"; its cost per weight matmul held at {fitted.matmul_overhead_s * 1e6:.3g} µs (the "
+        "bundled profile's: these rows' models launch alike numbers per layer)")
     return replace(fitted, band_low=min(1.0, _quantile(ratios, 0.1)),
                    band_high=max(1.0, _quantile(ratios, 0.9)),
                    fitted_rows=len(mine), fitted_ids=tuple(r.id for r in mine),
                    fitted_groups=dict(sorted(groups.items())),
-                   source=_fit_source(mine), compute_rows=len(compute_rows))
+                   source=_fit_source(mine) + held, compute_rows=len(compute_rows))
 
 
 def condition(row: Measurement) -> tuple[object, ...]:
@@ -402,18 +410,27 @@ def fit_profiles(rows: Sequence[Measurement], engines: Iterable[str] | None = No
             n = sum(row_engine(r) == name for r in performance)
             progress(f"fitting {name} on {n} rows ({i} of {len(names)})")
         fitted[name] = fit_same_kernels(rows, name, fitted.get(SAME_KERNELS.get(name, "")),
-                                        strict=True)
+                                        strict=True, held_matmul_s=_bundled_matmul_s(name))
     return {name: fitted[name] for name in names}
 
 
+def _bundled_matmul_s(engine: str) -> float:
+    """The bundled profile's cost per weight matmul, kept by a user's calibration whose rows
+    cannot pin one (a file of one model): else the cost per layer would absorb it, and a
+    DeepSeek layer's ten matmuls would cost a Llama layer's four."""
+    bundled = bundled_profiles().get(engine)
+    return bundled.matmul_overhead_s if bundled is not None else 0.0
+
+
 def fit_same_kernels(rows: Sequence[Measurement], engine: str,
-                     owner: EngineProfile | None, *, strict: bool = False) -> EngineProfile:
+                     owner: EngineProfile | None, *, strict: bool = False,
+                     held_matmul_s: float = 0.0) -> EngineProfile:
     """fit_engine, with the compute efficiency pulled towards ``owner``'s (the engine whose
     kernels this one replays, SAME_KERNELS) where this engine's rows cannot pin it."""
     if owner is None:
-        return fit_engine(rows, engine, strict=strict)
+        return fit_engine(rows, engine, strict=strict, held_matmul_s=held_matmul_s)
     profile = fit_engine(rows, engine, replace(START, compute_efficiency=owner.compute_efficiency),
-                         strict=strict)
+                         strict=strict, held_matmul_s=held_matmul_s)
     return replace(profile, source=f"{profile.source}; compute efficiency from {owner.engine}'s "
                                    "rows (the same kernels) where its own have no prefill")
 

@@ -20,7 +20,7 @@ from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.errors import InputError
 from ridgeline.kvcache import attention_kv_bytes_per_token, state_bytes_per_sequence
-from ridgeline.launches import step_matmuls
+from ridgeline.launches import deployment_matmuls
 from ridgeline.layouts import ATTENTION_MIXERS, LINEAR, MAMBA, MOE, NONE
 from ridgeline.model import Layer
 from ridgeline.moe import expected_experts_touched
@@ -261,7 +261,7 @@ def step_terms(dep: Deployment, shape: BatchShape) -> StepTerms:
         link["pipeline send"] = (local * send_time_s(act, dep.accelerator)
                                  + remote * send_time_s(act, dep.accelerator, inter_node=True))
     return StepTerms(tuple(work), tuple((k, v) for k, v in link.items() if v > 0),
-                     model.num_layers, tokens, rows, step_matmuls(model), tuple(host))
+                     model.num_layers, tokens, rows, deployment_matmuls(dep), tuple(host))
 
 
 def step_cost(dep: Deployment, batch: Sequence[Seq], profile: EngineProfile = IDEAL) -> StepCost:

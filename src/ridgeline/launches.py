@@ -18,15 +18,16 @@ from __future__ import annotations
 
 from functools import cache
 
+from ridgeline.deployment import Deployment
 from ridgeline.layouts import ATTENTION_MIXERS, DENSE, LINEAR, MAMBA, MOE
 from ridgeline.model import Layer, ModelSpec
 
 # Attention: qkv_proj (QKVParallelLinear, Q, K and V in one) and o_proj.
 GQA_MATMULS = 2
 # MLA decoding from the latent (DeepseekV2MLAAttention with the MLA backend): the fused
-# q_a + kv_a projection (fused_qkv_a_proj; q_proj and kv_a_proj_with_mqa where there is no
-# q_lora_rank), q_b_proj, the absorbed key up-projection (W_UK_T, a batched matmul), the
-# absorbed value up-projection (W_UV) and o_proj.
+# q_a + kv_a projection (fused_qkv_a_proj) and q_b_proj, the absorbed key up-projection
+# (W_UK_T, a batched matmul), the absorbed value up-projection (W_UV) and o_proj. Without a
+# q_lora_rank (DeepSeek-V2-Lite) q_proj and kv_a_proj_with_mqa take the first two places.
 MLA_MATMULS = 5
 # Gated DeltaNet (Qwen3NextGatedDeltaNet): in_proj_qkvz, in_proj_ba and out_proj; its
 # causal conv and the recurrent update are other kernels.
@@ -58,25 +59,54 @@ def mixer_matmuls(spec: ModelSpec, layer: Layer) -> int:
     return 0
 
 
-def ffn_matmuls(spec: ModelSpec, layer: Layer) -> int:
-    """The weight matmuls a layer's feed-forward block launches."""
+def ffn_matmuls(spec: ModelSpec, layer: Layer, shared_fused: bool = False) -> int:
+    """The weight matmuls a layer's feed-forward block launches (shared_fused: the engine runs
+    the shared expert inside the routed experts' grouped matmuls)."""
     if layer.ffn == DENSE:
         return MLP_MATMULS
     if layer.ffn == MOE and spec.moe is not None:
         moe = spec.moe
         return (ROUTER_MATMULS + EXPERT_MATMULS
-                + SHARED_EXPERT_MATMULS * (moe.num_shared_experts > 0)
+                + SHARED_EXPERT_MATMULS * (moe.num_shared_experts > 0 and not shared_fused)
                 + SHARED_GATE_MATMULS * moe.shared_gate)
     return 0
 
 
-def layer_matmuls(spec: ModelSpec, layer: Layer) -> int:
-    """A dense GQA layer: 2 + 2 = 4; a DeepSeek-V3 MoE layer: 5 + 5 = 10."""
-    return mixer_matmuls(spec, layer) + ffn_matmuls(spec, layer)
+def layer_matmuls(spec: ModelSpec, layer: Layer, shared_fused: bool = False) -> int:
+    """A dense GQA layer: 2 + 2 = 4; a DeepSeek-V3 MoE layer: 5 + 5 = 10 (8 in SGLang)."""
+    return mixer_matmuls(spec, layer) + ffn_matmuls(spec, layer, shared_fused)
 
 
 @cache
-def step_matmuls(spec: ModelSpec) -> int:
+def step_matmuls(spec: ModelSpec, shared_fused: bool = False) -> int:
     """The weight matmuls one forward pass launches over every layer (the LM head aside:
     every model has one)."""
-    return sum(layer_matmuls(spec, layer) for layer in spec.layers)
+    return sum(layer_matmuls(spec, layer, shared_fused) for layer in spec.layers)
+
+
+# SGLang's determine_num_fused_shared_experts (python/sglang/srt/models/deepseek_v2.py and
+# glm4_moe.py): DeepSeek-V3/R1 (256 routed experts) and GLM-4.5/4.6, with one shared expert,
+# on an NVIDIA card of compute capability 8.0 or more or an AMD MI300-class (gfx942) or later,
+# and (on NVIDIA) without expert parallelism, run the shared expert as one more routed expert
+_FUSED_SHARED_MODELS = {"deepseek_v3": 256, "glm4_moe": None}  # model_type: routed experts
+_FUSED_SHARED_FAMILIES = {"ampere", "ada", "hopper", "blackwell", "cdna3", "cdna4"}
+
+
+def fuses_shared_expert(dep: Deployment) -> bool:
+    """Whether the deployment's engine folds the model's shared expert into the routed
+    experts' grouped matmuls (SGLang's default for DeepSeek-V3/R1 and GLM-4.5)."""
+    moe = dep.model.moe
+    if dep.engine != "sglang" or moe is None or moe.num_shared_experts != 1 \
+            or dep.model.model_type not in _FUSED_SHARED_MODELS:
+        return False
+    experts = _FUSED_SHARED_MODELS[dep.model.model_type]
+    if experts is not None and moe.num_experts != experts:  # Kimi-K2's 384: not fused
+        return False
+    acc = dep.accelerator
+    return acc.family in _FUSED_SHARED_FAMILIES and not (
+        dep.expert_parallel and acc.vendor == "nvidia")
+
+
+def deployment_matmuls(dep: Deployment) -> int:
+    """The weight matmuls one forward pass launches as this deployment's engine writes it."""
+    return step_matmuls(dep.model, fuses_shared_expert(dep))

@@ -58,4 +58,4 @@ def decode_share(dep: Deployment, op: str, batch: int, context: int, profile: En
         num_gpus=dep.num_gpus, weights=dep.weights.label, kv_dtype=dep.kv.id,
         engine=dep.engine, profile=profile_file, op=op, op_defaulted=op_defaulted, ops=ops,
         batch=batch, context=context, part_time_s=fraction * cost.time_s,
-        step_time_s=cost.time_s)
+        step_time_s=cost.time_s, overhead_time_s=cost.share("overhead") * cost.time_s)

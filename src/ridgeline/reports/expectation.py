@@ -145,7 +145,7 @@ def _expectation_steps(dep: Deployment, batch: list[Seq], profile: EngineProfile
                     overhead_q("per step", profile.step_overhead_s, src),
                     q("layers", dep.model.num_layers, "", "config.json num_hidden_layers"),
                     overhead_q("per layer", profile.per_layer_s(prefill), src),
-                    *matmul_qs(profile, dep.model))
+                    *matmul_qs(profile, dep))
     total = step("expected step", "Σ operators max(FLOPs ÷ (peak × compute share), bytes ÷ "
                  "(bandwidth × bandwidth share)) + collectives + overhead",
                  q("expected", cost.time_s * 1e3, "ms"),

@@ -7,8 +7,7 @@ from ridgeline.cost import kquant_ops
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.explain import Quantity, q
-from ridgeline.launches import step_matmuls
-from ridgeline.model import ModelSpec
+from ridgeline.launches import deployment_matmuls, fuses_shared_expert
 
 NOTHING_S = 1e-7  # a fitted fixed cost under 0.1 µs: the fit drove it to nothing
 
@@ -37,12 +36,14 @@ def share_qs(profile: EngineProfile, dep: Deployment) -> list[Quantity]:
     return out
 
 
-def matmul_qs(profile: EngineProfile, model: ModelSpec) -> list[Quantity]:
+def matmul_qs(profile: EngineProfile, dep: Deployment) -> list[Quantity]:
     """Where the profile prices weight matmuls: how many a pass launches, and each one's cost."""
     if not profile.matmul_overhead_s:
         return []
-    return [q("weight matmuls", step_matmuls(model), "", "per pass, as vLLM's model files "
-              "launch them (launches.py)"),
+    folded = " (it runs the shared expert inside the routed experts' matmuls)" \
+        if fuses_shared_expert(dep) else ""
+    return [q("weight matmuls", deployment_matmuls(dep), "", f"per pass, as {dep.engine}'s model "
+              f"files launch them{folded} (launches.py)"),
             overhead_q("per matmul", profile.matmul_overhead_s, f"{profile.engine} profile")]
 
 

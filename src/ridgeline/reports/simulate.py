@@ -304,7 +304,7 @@ class SimulateReport:
                     overhead_q("per layer with prompt tokens", profile.prefill_layer_overhead_s,
                                f"{src}: no CUDA graph")]),
                 q("layers", d.model.num_layers, "", "config.json num_hidden_layers"),
-                *matmul_qs(profile, d.model)))
+                *matmul_qs(profile, d)))
         return tuple(out)
 
 

@@ -26,7 +26,7 @@ from ridgeline.cost import (
 )
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
-from ridgeline.launches import step_matmuls
+from ridgeline.launches import deployment_matmuls
 from ridgeline.layouts import ATTENTION_MIXERS, LINEAR, MAMBA
 
 
@@ -46,7 +46,7 @@ class StepTimer:
         rate = self._rate = StepRates(dep, profile)
         self._p, self._w = rate.flops_per_s, rate.bytes_per_s
         self._pa = rate.flops_rate("attention")  # QKᵀ and PV at the cache's rate
-        layers, matmuls = dep.model.num_layers, step_matmuls(dep.model)
+        layers, matmuls = dep.model.num_layers, deployment_matmuls(dep)
         self._overhead = (profile.overhead_s(layers, False, matmuls),
                           profile.overhead_s(layers, True, matmuls))
         kinds = layer_kinds(dep)
