@@ -4,7 +4,8 @@ A batch is a list of sequences, each with new tokens this step and tokens alread
 (decode: 1 new; a prefill chunk: many). Each operator of each layer costs
 max(FLOPs ÷ (peak × compute efficiency), bytes ÷ (bandwidth × bandwidth efficiency)),
 per tensor-parallel rank; collectives cost α–β over the link; the engine adds a fixed
-cost per step and per layer (a step carrying prompt tokens has its own per-layer cost).
+cost per step, per layer (a step carrying prompt tokens has its own per-layer cost) and, for
+the serving engines, per weight matmul the pass launches (launches.py).
 With efficiencies of 1 and no overheads this is the article's floor (``floors.py``); the
 engine profile turns it into an expectation.
 """
