@@ -86,7 +86,7 @@ class EngineProfile:
     # priced). Where matmuls run on the GPU's vector ALUs (Apple's GPUs have no matrix
     # units), a weight matmul takes at least weights × this ÷ the fp16 peak.
     kquant_ops_per_weight: float = 0.0
-    # per weight matmul a forward pass launches (launches.step_matmuls), beside the per-layer
+    # per weight matmul a forward pass launches (launches.deployment_matmuls), beside the per-layer
     # cost: each kernel runs its own ramp and tail, and waits on the one before it, so at
     # batch 1 a DeepSeek layer's ten matmuls cost more than a Llama layer's four (0: not priced)
     matmul_overhead_s: float = 0.0

@@ -3,7 +3,7 @@ write the layer.
 
 At batch 1 a step's bytes are few and its fixed costs are most of it. Under a CUDA graph a
 kernel costs no launch, but each still runs its own ramp and tail and waits on the one before
-it, so a layer that runs eleven matmuls costs more than one that runs four, whatever its bytes
+it, so a layer that runs ten matmuls costs more than one that runs four, whatever its bytes
 (docs/research/batch1-per-layer-cost.md). The profiles price that as a cost per matmul
 (EngineProfile.matmul_overhead_s) beside the cost per layer.
 

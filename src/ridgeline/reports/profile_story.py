@@ -40,10 +40,10 @@ def matmul_qs(profile: EngineProfile, dep: Deployment) -> list[Quantity]:
     """Where the profile prices weight matmuls: how many a pass launches, and each one's cost."""
     if not profile.matmul_overhead_s:
         return []
-    folded = " (it runs the shared expert inside the routed experts' matmuls)" \
+    folded = "; SGLang runs the shared expert inside the routed experts' matmuls" \
         if fuses_shared_expert(dep) else ""
-    return [q("weight matmuls", deployment_matmuls(dep), "", f"per pass, as {dep.engine}'s model "
-              f"files launch them{folded} (launches.py)"),
+    return [q("weight matmuls", deployment_matmuls(dep), "",
+              f"per pass, as vLLM's model files launch them{folded} (launches.py)"),
             overhead_q("per matmul", profile.matmul_overhead_s, f"{profile.engine} profile")]
 
 
