@@ -836,3 +836,13 @@ def test_a_benchs_itl_is_predicted_with_the_prompt_work_its_steps_carry() -> Non
     decode_only = step_cost(dep, decode_batch(b, report.context), profile_for("vllm"))
     assert report.predicted_itl_ms == pytest.approx(mixed.time_s * 1e3)
     assert mixed.time_s > 1.2 * decode_only.time_s
+
+
+def test_a_llama_server_whose_requests_wait_names_its_slots_as_the_wall(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """llama-server's requests wait for a free slot (-np), not for the scheduler's seats:
+    the wall reads "slots" and its lever names -np, where vLLM's would name --max-num-seqs."""
+    assert main(["observe", str(FIXTURES / "llamacpp_metrics.txt"), "--model", "llama-3.1-8b",
+                 "--gpu", "rtx-4090", "--weights", "q4_k_m"]) == 0
+    out = capsys.readouterr().out
+    assert "wall: slots — requests wait for a free slot" in out and "--max-num-seqs" not in out

@@ -29,6 +29,7 @@ from ridgeline.stages import micro_batch, micro_batches
 
 CAPACITY = "capacity"
 LATENCY = "latency"
+SLOTS = "slots"  # llama-server's: requests wait for a free slot (-np), not for the pool
 NEITHER = "neither"
 RIDGE = "the ridge"
 NO_FIT = "does not fit"
@@ -39,6 +40,8 @@ LEVERS = {
               "weight format (see `ridgeline fit`)",
     LATENCY: "requests wait while the pool has room: raise --max-num-seqs or "
              "--max-num-batched-tokens, or relax the SLO that caps them",
+    SLOTS: "requests wait for a free slot: more slots (-np N with -c sized for N "
+           "conversations; `ridgeline fit --parallel N` says whether they fit)",
     RIDGE: "past it no sequence shares another's work: each adds its own arithmetic and KV "
            "read to the step, so more load adds latency more than tokens — more GPUs or "
            "replicas, fp8 matmuls or KV, or a faster card add throughput",
@@ -105,7 +108,9 @@ class ObserveReport:
         if (kv is not None and kv >= 0.9) or (o.preemptions or 0) > 0:
             return CAPACITY
         if waiting > 0:
-            return CAPACITY if kv is not None and kv >= 0.8 else LATENCY
+            if kv is not None and kv >= 0.8:
+                return CAPACITY
+            return SLOTS if self.deployment.engine.startswith("llama.cpp") else LATENCY
         b = self.batch or 0.0
         if o.kind == "bench" and b >= 0.9 * self.pool_batch:
             return CAPACITY
@@ -123,9 +128,6 @@ class ObserveReport:
 
     @property
     def lever(self) -> str:
-        if self.wall == LATENCY and self.deployment.engine.startswith("llama.cpp"):
-            return ("requests wait for a free slot: more slots (-np N with -c sized for N "
-                    "conversations; `ridgeline fit --parallel N` says whether they fit)")
         if self.wall == NEITHER:  # the engine runs all it is sent: below the ridge, load is cheap
             b = self.batch or 0.0
             return (f"neither pool nor queue limits it: it runs all it is sent ({b:,.0f} of "
