@@ -8,6 +8,7 @@ from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.explain import Quantity, q
 from ridgeline.launches import deployment_matmuls, fuses_shared_expert
+from ridgeline.model import KNOWN_MODEL_TYPES
 
 NOTHING_S = 1e-7  # a fitted fixed cost under 0.1 µs: the fit drove it to nothing
 
@@ -42,6 +43,8 @@ def matmul_qs(profile: EngineProfile, dep: Deployment) -> list[Quantity]:
         return []
     folded = "; SGLang runs the shared expert inside the routed experts' matmuls" \
         if fuses_shared_expert(dep) else ""
+    if dep.model.model_type not in KNOWN_MODEL_TYPES:  # its layers as ridgeline reads them
+        folded += f"; counted from the layers read from an unchecked {dep.model.model_type!r}"
     return [q("weight matmuls", deployment_matmuls(dep), "",
               f"per pass, as vLLM's model files launch them{folded} (launches.py)"),
             overhead_q("per matmul", profile.matmul_overhead_s, f"{profile.engine} profile")]
