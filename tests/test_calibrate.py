@@ -589,3 +589,19 @@ def test_a_fit_finds_the_cost_per_matmul_its_rows_were_made_with() -> None:
     assert fit_engine(synthetic, "vllm").matmul_overhead_s == pytest.approx(1e-5, rel=0.2)
     cuda = [replace(r, engine="llama.cpp-cuda") for r in synthetic]
     assert fit_engine(cuda, "llama.cpp-cuda").matmul_overhead_s == 0.0
+
+
+def test_a_fit_finds_the_expert_tile_its_rows_were_made_with() -> None:
+    """llama.cpp's ROCm prompt rows (17 of MoE models among them), their values set by a
+    profile whose expert matmuls run in 96-column tiles: the fit recovers about 96. The same
+    rows labelled vLLM, whose grouped MoE kernels are not llama.cpp's, are fitted none."""
+    from ridgeline.calibrate import _shows_expert_prompts
+
+    rows = [r for r in read_measurements(ROCM).rows if r.engine == "llama.cpp-rocm"]
+    assert _shows_expert_prompts(rows)
+    made = replace(profile_for("llama.cpp-rocm"), expert_tile_tokens=96.0)
+    synthetic = [replace(r, value=predict(r, {"llama.cpp-rocm": made}).predicted) for r in rows]
+    assert fit_engine(synthetic, "llama.cpp-rocm").expert_tile_tokens == pytest.approx(
+        96.0, rel=0.15)
+    vllm = [replace(r, engine="vllm") for r in synthetic]
+    assert fit_engine(vllm, "vllm").expert_tile_tokens == 0.0

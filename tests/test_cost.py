@@ -285,3 +285,25 @@ def test_k_quant_weights_unpacked_on_the_alus_set_a_floor_under_each_weight_matm
     prompt = [Seq(512, 0)]
     assert step_cost(kquant, prompt, unpacking).time_s == pytest.approx(
         step_cost(kquant, prompt, plain).time_s, rel=0.05)
+
+
+def test_thin_expert_matmuls_waste_their_tiles_in_a_prompt_not_in_a_decode() -> None:
+    """With 64-column expert tiles, a 512-token ubatch of DeepSeek-V3 (256 experts, top-8:
+    about 16 tokens an expert) costs the experts' arithmetic 4× its FLOPs; a decode step's
+    matrix-vector experts cost what they did."""
+    from dataclasses import replace
+
+    from ridgeline.cost import StepRates, expert_tile_waste
+    from ridgeline.engines import profile_for
+    from ridgeline.moe import expected_experts_touched
+
+    assert expert_tile_waste(16, 64) == 4.0 and expert_tile_waste(200, 64) == 1.0
+    dep = Deployment.build(resolve_model("deepseek-v3"), resolve_accelerator("mi300x"),
+                           "q4_k_m", None, 8, engine="llama.cpp-rocm")
+    plain = StepRates(dep, replace(profile_for("llama.cpp-rocm"), expert_tile_tokens=0.0))
+    tiled = StepRates(dep, replace(profile_for("llama.cpp-rocm"), expert_tile_tokens=64.0))
+    per_expert = 512 * 8 / expected_experts_touched(256, 8, 512)
+    assert tiled.compute_s("experts", 1e12, 512) == pytest.approx(
+        plain.compute_s("experts", 1e12, 512) * 64 / per_expert)
+    assert tiled.compute_s("experts", 1e12, 4) == plain.compute_s("experts", 1e12, 4)
+    assert tiled.compute_s("mlp", 1e12, 512) == plain.compute_s("mlp", 1e12, 512)

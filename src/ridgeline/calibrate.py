@@ -6,8 +6,9 @@ parameters, each physical: bandwidth and compute efficiency, a per-step and a pe
 overhead (a step carrying prompt tokens gets its own per-layer cost: engines replay CUDA
 graphs only for decode-only steps), a multiplier per accelerator group that has enough
 rows, an absolute bandwidth ceiling where the rows are matrix-vector steps on cards far
-enough apart in bandwidth to show one, and a cost per weight matmul where the rows' models
-launch different numbers of them per layer. The band is the 10th–90th percentile of the fit's
+enough apart in bandwidth to show one, a cost per weight matmul where the rows' models
+launch different numbers of them per layer, and (llama.cpp) the expert matmuls' tile width
+where enough prompt rows are of MoE models. The band is the 10th–90th percentile of the fit's
 own ratios measured/predicted.
 """
 
@@ -25,6 +26,7 @@ from ridgeline.engines import (
     MAX_BANDWIDTH_BYTES_PER_S,
     MAX_OPS_PER_WEIGHT,
     MAX_OVERHEAD_S,
+    MAX_TILE_TOKENS,
     MIN_GROUP_ROWS,
     EngineProfile,
     accelerator_group,
@@ -47,6 +49,7 @@ SERVING_ENGINES = ("trtllm", "vllm", "sglang")
 CAP_START_SHARE = 2.0  # a ceiling's fit starts at this multiple of the fastest card's bandwidth
 UNPACK_START_OPS = 20.0  # the unpacking fit starts at this many operations per weight
 MATMUL_START_S = 5e-6  # the per-matmul fit starts at this cost
+TILE_START_TOKENS = 32.0  # the expert tile fit starts at this width
 CAP_SPAN = 3.0  # the spread of rated bandwidths, fastest ÷ slowest card, that pins a ceiling
 HUBER_DELTA = 0.25  # log-ratio beyond which a row counts linearly (≈ 28% error)
 GROUP_PRIOR = 0.002  # a gentle pull of group multipliers towards 1 (squared log)
@@ -130,6 +133,20 @@ def _shows_matmuls(rows: Sequence[Measurement]) -> bool:
                                    if m > min(per_layer) + 0.5) >= MIN_GROUP_ROWS
 
 
+def _moe_prompt(row: Measurement) -> bool:
+    if row.metric not in ("prefill_tok_s", "ttft_ms"):
+        return False
+    try:
+        return deployment_for(row).model.moe is not None
+    except InputError:
+        return False
+
+
+def _shows_expert_prompts(rows: Sequence[Measurement]) -> bool:
+    """Whether the rows pin an expert tile width: MIN_GROUP_ROWS prompt rows of MoE models."""
+    return sum(map(_moe_prompt, rows)) >= MIN_GROUP_ROWS
+
+
 @dataclass(frozen=True)
 class _Space:
     """Maps a parameter vector (logs) to a profile."""
@@ -145,6 +162,7 @@ class _Space:
     cap: bool = False
     unpack: bool = False
     matmul: bool = False
+    tile: bool = False  # the expert matmuls' tile width, in tokens
 
     @property
     def _core(self) -> int:
@@ -153,7 +171,7 @@ class _Space:
     @property
     def _tail(self) -> tuple[str, ...]:
         return tuple(name for name, on in (("cap", self.cap), ("unpack", self.unpack),
-                                           ("matmul", self.matmul)) if on)
+                                           ("matmul", self.matmul), ("tile", self.tile)) if on)
 
     def _extra(self, x: Sequence[float], name: str) -> float | None:
         """The tail entry ``name`` (a log), or None where the space does not fit it."""
@@ -170,7 +188,8 @@ class _Space:
 
     def profile(self, x: Sequence[float]) -> EngineProfile:
         n, m, k = len(self.bw_groups), len(self.compute_groups), self._core
-        cap, unpack, matmul = (self._extra(x, name) for name in ("cap", "unpack", "matmul"))
+        cap, unpack, matmul, tile = (self._extra(x, name)
+                                     for name in ("cap", "unpack", "matmul", "tile"))
         return replace(
             self.base,
             bandwidth_efficiency=min(1.0, math.exp(x[0])),
@@ -188,6 +207,7 @@ class _Space:
             else min(MAX_OPS_PER_WEIGHT, math.exp(unpack)),
             matmul_overhead_s=self.base.matmul_overhead_s if matmul is None
             else min(MAX_OVERHEAD_S, math.exp(matmul)),
+            expert_tile_tokens=0.0 if tile is None else min(MAX_TILE_TOKENS, math.exp(tile)),
         )
 
     def penalty(self, x: Sequence[float], rows: int) -> float:
@@ -300,6 +320,14 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
         tried = _minimise(loss_in(counted), [*best, math.log(MATMUL_START_S)])
         if loss_in(counted)(tried) < loss_in(space)(best):
             space, best = counted, tried
+    # A prompt's experts in llama.cpp run one at a time over the tokens routed to each, in
+    # tiles of a fixed number of columns: where enough prompt rows are of MoE models, the tile
+    # width, from the fit so far, kept where it lowers the loss.
+    if has_matvec_ceiling(key) and _shows_expert_prompts(mine):
+        tiled = replace(space, tile=True)
+        tried = _minimise(loss_in(tiled), [*best, math.log(TILE_START_TOKENS)])
+        if loss_in(tiled)(tried) < loss_in(space)(best):
+            space, best = tiled, tried
     fitted = space.profile(best)
     table = {m: fitted for m in members}
     ratios = sorted(p.measured / p.predicted for p in (predict(r, table) for r in mine)

@@ -18,7 +18,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from ridgeline.deployment import Deployment
-from ridgeline.engines import EngineProfile
+from ridgeline.engines import MATVEC_TOKENS, EngineProfile
 from ridgeline.errors import InputError
 from ridgeline.kvcache import attention_kv_bytes_per_token, state_bytes_per_sequence
 from ridgeline.launches import deployment_matmuls
@@ -399,6 +399,12 @@ def kquant_ops(dep: Deployment) -> tuple[str, ...]:
                  and dep.weights.format_of(category).k_quant)
 
 
+def expert_tile_waste(tokens_per_expert: float, tile_tokens: float) -> float:
+    """How many times its FLOPs an expert matmul costs when each expert a step touches gets
+    fewer of its tokens than the kernel's tile is wide: 16 tokens in 64-column tiles, 4×."""
+    return max(1.0, tile_tokens / max(tokens_per_expert, 1e-9))
+
+
 class StepRates:
     """Per-rank peak and bandwidth after the engine's efficiencies; a weight matmul whose
     format cannot run at the step's compute dtype gets its own, slower peak, and one of
@@ -418,6 +424,8 @@ class StepRates:
         unpack = profile.kquant_ops_per_weight
         self.unpack_s_per_weight = {op: unpack / dep.peak_at("fp16")
                                     for op in kquant_ops(dep)} if unpack else {}
+        self.moe = dep.model.moe
+        self.expert_tile = profile.expert_tile_tokens if self.moe is not None else 0.0
 
     def flops_rate(self, op: str) -> float:
         return self.op_flops_per_s.get(op, self.flops_per_s)
@@ -427,6 +435,12 @@ class StepRates:
         the engine unpacks, its weights' unpacking if longer (2 FLOPs per weight per column:
         the weights one column multiplies, each unpacked once per step)."""
         compute = flops / self.flops_rate(op)
+        if op == "experts" and self.moe is not None and self.expert_tile \
+                and columns > MATVEC_TOKENS:
+            moe = self.moe
+            touched = expected_experts_touched(moe.num_experts, moe.experts_per_token, columns)
+            compute *= expert_tile_waste(columns * moe.experts_per_token / touched,
+                                         self.expert_tile)
         unpack = self.unpack_s_per_weight.get(op)
         return max(compute, flops / (2 * columns) * unpack) if unpack else compute
 

@@ -6,7 +6,8 @@ cost per forward pass and a fixed cost per layer — plus, where the data suppor
 per weight matmul launched (the serving engines: a DeepSeek layer runs ten, a Llama layer four), a
 bandwidth multiplier per accelerator group and, for llama.cpp, an absolute bandwidth ceiling
 (its matrix-vector kernels reach about 1.1 TB/s of an H100 PCIe's 2 and 0.8 of an RTX 4090's
-1), and, for llama.cpp on Metal, the operations unpacking a K-quant weight costs.
+1), for llama.cpp on Metal, the operations unpacking a K-quant weight costs, and for
+llama.cpp's MoE prompts, the tile width its expert matmuls waste on thin experts.
 ``scripts/fit_profiles.py`` fits them to ``validation/measurements.csv``;
 ``data/profiles.json`` records the rows each came from. Engines without measurements carry a stated prior.
 """
@@ -90,6 +91,10 @@ class EngineProfile:
     # cost: each kernel runs its own ramp and tail, and waits on the one before it, so at
     # batch 1 a DeepSeek layer's ten matmuls cost more than a Llama layer's four (0: not priced)
     matmul_overhead_s: float = 0.0
+    # the token columns a prompt step's expert matmul computes per tile (0: not priced): an
+    # expert given fewer of a step's tokens wastes the rest of its tiles, as llama.cpp's
+    # mul_mat_id over MMQ tiles does; matrix-vector steps (MATVEC_TOKENS or fewer) are apart
+    expert_tile_tokens: float = 0.0
 
     @property
     def compute_fitted(self) -> bool:
@@ -212,6 +217,8 @@ class EngineProfile:
                 kquant_ops_per_weight=f.number("kquant_ops_per_weight", 0, MAX_OPS_PER_WEIGHT,
                                                default=0.0),
                 matmul_overhead_s=f.number("matmul_overhead_s", 0, MAX_OVERHEAD_S, default=0.0),
+                expert_tile_tokens=f.number("expert_tile_tokens", 0, MAX_TILE_TOKENS,
+                                            default=0.0),
             )
         except (TypeError, ValueError) as exc:
             if isinstance(exc, InputError):
@@ -246,6 +253,7 @@ MAX_OVERHEAD_S = 10.0  # a fixed cost per step or layer past this is not an engi
 MAX_MULTIPLIER = 100.0  # a group's efficiency multiplier, a band's upper edge
 MAX_BANDWIDTH_BYTES_PER_S = 1e15  # a ceiling past a petabyte per second is no ceiling
 MAX_OPS_PER_WEIGHT = 1000.0  # unpacking a weight costs tens of operations, not thousands
+MAX_TILE_TOKENS = 4096.0  # a matmul kernel's tile is tens to hundreds of columns wide
 # llama.cpp runs batches of up to 8 through its matrix-vector kernels (MMVQ_MAX_BATCH_SIZE
 # in ggml-cuda/mmvq.cuh): decode rows that small show its bandwidth ceiling
 MATVEC_TOKENS = 8

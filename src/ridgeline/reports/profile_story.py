@@ -34,6 +34,10 @@ def share_qs(profile: EngineProfile, dep: Deployment) -> list[Quantity]:
         out.append(q("K-quant unpacking", profile.kquant_ops_per_weight, "ops per weight",
                      f"{src}: {', '.join(ops)} take at least weights × this ÷ the "
                      f"{dep.peak_at('fp16') / 1e12:,.4g} TFLOP/s fp16 peak (the GPU's ALUs)"))
+    if profile.expert_tile_tokens and dep.model.moe is not None:
+        out.append(q("expert tile", profile.expert_tile_tokens, "tokens",
+                     f"{src}: a prompt step runs each expert over the tokens routed to it in "
+                     "tiles this wide; an expert given fewer pays for the whole tile"))
     return out
 
 
