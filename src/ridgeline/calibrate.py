@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ridgeline.cost import kquant_ops
+from ridgeline.deployment import Deployment
 from ridgeline.engines import (
     MATVEC_TOKENS,
     MAX_BANDWIDTH_BYTES_PER_S,
@@ -35,6 +36,7 @@ from ridgeline.engines import (
     has_alu_matmuls,
     has_fused_projections,
     has_matvec_ceiling,
+    has_tiled_experts,
 )
 from ridgeline.errors import InputError
 from ridgeline.hardware import resolve_accelerator
@@ -67,11 +69,17 @@ def performance_rows(rows: Iterable[Measurement]) -> list[Measurement]:
     return [r for r in rows if r.metric not in KV_METRICS]
 
 
-def _dequantizes(row: Measurement) -> bool:
+def _deployment(row: Measurement) -> Deployment | None:
+    """The row's deployment, or None where the row names something ridgeline cannot build."""
     try:
-        return deployment_for(row).dequantizes
+        return deployment_for(row)
     except InputError:
-        return False
+        return None
+
+
+def _dequantizes(row: Measurement) -> bool:
+    dep = _deployment(row)
+    return dep is not None and dep.dequantizes
 
 
 def _group(row: Measurement) -> str:
@@ -102,10 +110,8 @@ def _shows_ceiling(rows: Sequence[Measurement], engine: str) -> bool:
 
 
 def _kquant(row: Measurement) -> bool:
-    try:
-        return bool(kquant_ops(deployment_for(row)))
-    except InputError:
-        return False
+    dep = _deployment(row)
+    return dep is not None and bool(kquant_ops(dep))
 
 
 def _shows_unpacking(rows: Sequence[Measurement], engine: str) -> bool:
@@ -116,11 +122,8 @@ def _shows_unpacking(rows: Sequence[Measurement], engine: str) -> bool:
 
 
 def _matmuls_per_layer(row: Measurement) -> float | None:
-    try:
-        dep = deployment_for(row)
-    except InputError:
-        return None
-    return deployment_matmuls(dep) / dep.model.num_layers
+    dep = _deployment(row)
+    return None if dep is None else deployment_matmuls(dep) / dep.model.num_layers
 
 
 def _shows_matmuls(rows: Sequence[Measurement]) -> bool:
@@ -136,10 +139,8 @@ def _shows_matmuls(rows: Sequence[Measurement]) -> bool:
 def _moe_prompt(row: Measurement) -> bool:
     if row.metric not in ("prefill_tok_s", "ttft_ms"):
         return False
-    try:
-        return deployment_for(row).model.moe is not None
-    except InputError:
-        return False
+    dep = _deployment(row)
+    return dep is not None and dep.model.moe is not None
 
 
 def _shows_expert_prompts(rows: Sequence[Measurement]) -> bool:
@@ -158,11 +159,12 @@ class _Space:
     prefill_overhead: bool  # fit prefill steps' own per-layer cost (the data have prompts)
     compute_prior: bool = False  # hold compute efficiency near the start (no compute rows)
     # entries after the multipliers, in this order, each where set: an absolute bandwidth
-    # ceiling, K-quant unpacking (operations per weight), a cost per weight matmul
+    # ceiling, K-quant unpacking (operations per weight), a cost per weight matmul, the
+    # expert matmuls' tile width (tokens)
     cap: bool = False
     unpack: bool = False
     matmul: bool = False
-    tile: bool = False  # the expert matmuls' tile width, in tokens
+    tile: bool = False
 
     @property
     def _core(self) -> int:
@@ -323,7 +325,7 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
     # A prompt's experts in llama.cpp run one at a time over the tokens routed to each, in
     # tiles of a fixed number of columns: where enough prompt rows are of MoE models, the tile
     # width, from the fit so far, kept where it lowers the loss.
-    if has_matvec_ceiling(key) and _shows_expert_prompts(mine):
+    if has_tiled_experts(key) and _shows_expert_prompts(mine):
         tiled = replace(space, tile=True)
         tried = _minimise(loss_in(tiled), [*best, math.log(TILE_START_TOKENS)])
         if loss_in(tiled)(tried) < loss_in(space)(best):

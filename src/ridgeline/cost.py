@@ -209,7 +209,7 @@ class StepTerms:
     layers: int
     tokens: int
     sequences: int
-    matmuls: int  # the weight matmuls the pass launches (launches.step_matmuls)
+    matmuls: int  # the weight matmuls the pass launches (launches.deployment_matmuls)
     # work on layers in host memory: (operator, FLOPs, bytes, count, of those bytes the ones
     # that live there: weights, a cache; what an operator run on the GPU copies over the link)
     host: tuple[tuple[str, float, float, int, float], ...] = ()

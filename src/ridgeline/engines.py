@@ -282,6 +282,13 @@ def has_fused_projections(engine: str) -> bool:
     return engine in ("vllm", "sglang", "trtllm")
 
 
+def has_tiled_experts(engine: str) -> bool:
+    """Whether a prompt step runs each expert apart over the tokens routed to it, in matmul
+    tiles of a fixed width (llama.cpp's mul_mat_id over its MMQ kernels); the serving engines'
+    grouped MoE kernels tile all experts' tokens together."""
+    return engine.startswith("llama.cpp")
+
+
 # 'llama.cpp' unqualified: the build a card's vendor runs (else the CUDA build)
 LLAMACPP_BUILDS = {"apple": "llama.cpp-metal", "amd": "llama.cpp-rocm",
                    "intel": "llama.cpp-vulkan"}
