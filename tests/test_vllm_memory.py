@@ -314,3 +314,92 @@ def test_the_fused_moe_workspace_is_held_through_the_sampler_from_the_modular_ke
     assert pool.activation_bytes == max(pool.forward_bytes,
                                         pool.moe_workspace_bytes + pool.sampler_bytes)
     assert pool.activation_bytes > pool.forward_bytes
+
+
+# --kv-cache-memory-bytes (vLLM PR #21489): the pool set, not profiled
+
+
+def test_a_set_pool_holds_its_bytes_in_blocks_whatever_the_fraction() -> None:
+    # Llama-3.1-8B in bf16 caches 32 layers × 8 KV heads × 128 × 2 (K, V) × 2 B = 128 KiB a
+    # token: 20 GiB hold 163,840 tokens, 10,240 blocks of 16
+    d = dep("llama-3.1-8b")
+    for fraction in (None, 0.5, 0.95):
+        pool = kv_pool(d, EngineSettings(kv_cache_memory_bytes=20 * 2**30,
+                                         gpu_memory_utilization=fraction))
+        assert (pool.pool_bytes, pool.blocks, pool.tokens) == (20 * GIB, 10_240, 163_840)
+        assert pool.reserved_fraction == 1.0 and pool.overflow_bytes == 0
+    profiled = kv_pool(d, EngineSettings())
+    room = kv_pool(d, EngineSettings(kv_cache_memory_bytes=1)).rest_bytes
+    # the room the card leaves is more than the profiled pool by the fraction held back
+    assert room > profiled.pool_bytes + 0.05 * profiled.total_bytes
+
+
+def test_a_set_pool_past_the_room_holds_nothing() -> None:
+    d = dep("llama-3.1-8b")
+    room = kv_pool(d, EngineSettings(kv_cache_memory_bytes=1)).rest_bytes
+    pool = kv_pool(d, EngineSettings(kv_cache_memory_bytes=int(room) + 2**30))
+    assert pool.pool_bytes == 0 and pool.blocks == 0
+    assert pool.overflow_bytes == pytest.approx(2**30, abs=1)
+
+
+def test_only_v1_vllm_sets_a_pool() -> None:
+    with pytest.raises(InputError, match="V0 engine"):
+        kv_pool(dep("llama-3.1-8b"), EngineSettings(kv_cache_memory_bytes=2**30,
+                                                    engine_version="0.8.5 V0"))
+    sglang = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"),
+                              engine="sglang")
+    with pytest.raises(InputError, match="vLLM's; sglang"):
+        kv_pool(sglang, EngineSettings(kv_cache_memory_bytes=2**30))
+
+
+def test_vllm_start_up_advice_is_its_logged_arithmetic() -> None:
+    # vLLM's worker log on an 80 GiB card (a 27B model): "Desired GPU memory utilization is
+    # (0.92, 73.6 GiB). Actual usage is 51.66 GiB for consumed memory (weights + non-torch),
+    # 2.4 GiB for peak activation, and 0.71 GiB for CUDAGraph memory. Replace
+    # gpu_memory_utilization config with --kv-cache-memory=20064085607 (18.69 GiB) to fit
+    # into requested memory, or --kv-cache-memory=26927570944 (25.08 GiB) to fully utilize"
+    from dataclasses import replace
+
+    from ridgeline.memory import vllm_pool_advice
+
+    d = dep("llama-3.1-8b")
+    pool = replace(kv_pool(d, EngineSettings()), total_bytes=80.0 * GIB, reserved_fraction=0.92,
+                   weight_bytes=51.66 * GIB, non_torch_bytes=0.0, activation_bytes=2.4 * GIB,
+                   cuda_graph_bytes=0.71 * GIB, seat_buffer_bytes=0.0)
+    advice = vllm_pool_advice(d, pool, EngineSettings())
+    assert advice is not None
+    requested, card = advice
+    assert requested / GIB == pytest.approx(18.69, abs=0.02)  # the log's inputs are rounded
+    assert card / GIB == pytest.approx(25.08, abs=0.02)
+    # where the budget counts the graphs (v0.29+ MRV2, v0.21+ V1), the advice to fit the
+    # requested memory is the profiled pool less vLLM's 150 MiB margin
+    default = kv_pool(d, EngineSettings())
+    advice = vllm_pool_advice(d, default, EngineSettings())
+    assert advice is not None
+    assert advice[0] == pytest.approx(default.pool_bytes - 150 * MIB)
+    assert advice[1] - advice[0] == pytest.approx(default.total_bytes
+                                                  * (1 - default.reserved_fraction))
+    assert vllm_pool_advice(d, kv_pool(d, EngineSettings(kv_cache_memory_bytes=GIB)),
+                            EngineSettings()) is None
+
+
+def test_fit_with_a_set_pool(capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.conftest import run_cli
+
+    code, out, _ = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len",
+                           "32k", "--kv-cache-memory-bytes", "20G", "--json")
+    report = json.loads(out)
+    assert code == 0 and report["pool_bytes_per_gpu"] == 20 * GIB
+    assert report["blocks_per_gpu"] == 10_240 and report["conversations"] == 5  # 3.9 GiB each
+    assert report["kv_cache_memory_bytes"]["overflow_bytes_per_gpu"] == 0
+    assert report["vllm_advice"] is None
+    code, out, _ = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len",
+                           "32k", "--kv-cache-memory-bytes", "70G")
+    assert code == 0 and out.startswith("DOES NOT FIT: the 70.00 GiB pool")
+    assert "would run out of memory" in out.splitlines()[0]
+    code, _, err = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len",
+                           "32k", "--kv-cache-memory-bytes", "20G", "--engine", "sglang")
+    assert code == 2 and "--kv-cache-memory-bytes is vLLM's" in err
+    code, out, _ = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len",
+                           "32k")
+    assert "vLLM's start-up advice: --kv-cache-memory-bytes" in out

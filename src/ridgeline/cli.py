@@ -206,6 +206,10 @@ def engine_sizes(g: Any, llamacpp: bool = True) -> None:
                    metavar="N", type=_positive_count("max_num_batched_tokens"),
                    help="tokens per step (the profiled pass)"
                    + ("; llama.cpp n_ubatch (-ub)" if llamacpp else ""))
+    g.add_argument("--kv-cache-memory-bytes", "--kv-cache-memory", dest="kv_cache_memory_bytes",
+                   metavar="N", type=_positive_count("kv_cache_memory_bytes"),
+                   help="vLLM: the KV pool per GPU in bytes (30G = 30 GiB, 30g = 30e9), set "
+                   "rather than profiled; gpu_memory_utilization is then ignored")
     g.add_argument("--block-size", "--page-size", "--tokens-per-block", dest="block_size",
                    type=_positive_count("block size"), metavar="N",
                    help="tokens per KV block/page")
@@ -621,7 +625,8 @@ def engine_settings(args: argparse.Namespace) -> Any:
         flash_attn=getattr(args, "flash_attn", None) != "off",
         swa_full_tokens_ratio=getattr(args, "swa_full_tokens_ratio", None),
         backend=getattr(args, "backend", None),
-        warm_compile_cache=getattr(args, "warm_compile_cache", False))
+        warm_compile_cache=getattr(args, "warm_compile_cache", False),
+        kv_cache_memory_bytes=getattr(args, "kv_cache_memory_bytes", None))
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from ridgeline.trtllm_memory import (
     engine_buffer_bytes,
     lm_head_output_bytes,
 )
-from ridgeline.units import GIB
+from ridgeline.units import GIB, MIB
 from ridgeline.vllm_hybrid import ssm_state_dtype, state_blocks
 from ridgeline.vllm_memory import (
     ACTIVATION_BYTES,
@@ -119,12 +119,15 @@ class EngineSettings:
     language_model_only: bool = False  # vLLM --language-model-only: no vision tower loaded
     warm_compile_cache: bool = False  # vLLM: torch.compile's cache from an earlier start found
     backend: str | None = None  # TensorRT-LLM --backend: pytorch (default) or tensorrt
+    # vLLM --kv-cache-memory-bytes: the pool per GPU, set; no profile check, no utilization
+    kv_cache_memory_bytes: int | None = None
 
     def __post_init__(self) -> None:
         u = self.gpu_memory_utilization
         if u is not None and not 0 < u <= 1:
             raise InputError(f"memory fraction must be in (0, 1], got {u}")
-        for name in ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size"):
+        for name in ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size",
+                     "kv_cache_memory_bytes"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise InputError(f"{name} must be at least 1, got {value}")
@@ -213,6 +216,9 @@ class KVPool:
     compile_bytes: float = 0.0  # vLLM MRV2: a cold torch.compile's transient in the peak
     moe_workspace_bytes: float = 0.0  # vLLM: the fused-MoE workspace held through the sampler
     engine_era: str = ""  # SGLang: which of its default rules sized it (sglang_memory.py)
+    # vLLM --kv-cache-memory-bytes: the pool as set (0: sized from the profile). vLLM skips
+    # its memory check then, so rest_bytes is the room the card leaves it (fraction 1)
+    set_pool_bytes: float = 0.0
 
     @property
     def engine_buffers(self) -> bool:
@@ -235,7 +241,18 @@ class KVPool:
 
     @property
     def pool_bytes(self) -> float:
+        """The KV pool per GPU: what is left (× TensorRT-LLM's fraction), or the pool set by
+        --kv-cache-memory-bytes — none where that overflows the card, which runs out of memory
+        rather than serve."""
+        if self.set_pool_bytes:
+            return 0.0 if self.overflow_bytes else self.set_pool_bytes
         return max(0.0, self.rest_bytes * self.free_fraction_of_rest)
+
+    @property
+    def overflow_bytes(self) -> float:
+        """How far a pool set by --kv-cache-memory-bytes overruns the room the card leaves it
+        (0 when it fits, or when the pool was sized from the profile)."""
+        return max(0.0, self.set_pool_bytes - self.rest_bytes) if self.set_pool_bytes else 0.0
 
     @property
     def page_bytes(self) -> float:
@@ -323,6 +340,8 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
                          "v0.5.1 (PR #4412; vLLM #6054)")
     if s.warm_compile_cache and engine != "vllm":
         raise InputError(f"--warm-compile-cache is vLLM's; {engine} has no such setting")
+    if s.kv_cache_memory_bytes is not None and engine != "vllm":
+        raise InputError(f"--kv-cache-memory-bytes is vLLM's; {engine} has no such setting")
     if s.backend is not None and engine != "trtllm":
         raise InputError(f"--backend is TensorRT-LLM's; {engine} has no such setting")
     if s.prefix_caching is not None and engine != "vllm" and engine != "sglang":
@@ -519,12 +538,21 @@ def _vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_by
         raise InputError(f"vLLM's --block-size is one of {', '.join(map(str, VLLM_BLOCK_SIZES))}; "
                          f"got {block}")
     fraction = s.gpu_memory_utilization or acc.gpu_memory_utilization
+    if s.kv_cache_memory_bytes is not None:
+        if acc.engine == "V0":
+            raise InputError(f"--kv-cache-memory-bytes is V1's (vLLM PR #21489): vLLM "
+                             f"{acc.version} runs the V0 engine, which sizes its pool only "
+                             "from the profile")
+        fraction = 1.0  # vLLM ignores gpu_memory_utilization for a set pool
     forward = tokens * activation_bytes_per_token(dep)
     # only the last pipeline stage samples (and so profiles the sampler)
     sampler = sampler_peak_bytes(dep, seqs, acc) if stage is None or stage.last else 0.0
     encoder, held, images = encoder_profile(dep, tokens) if acc.engine == "V1" \
         and not s.language_model_only and (stage is None or stage.first) else (0.0, 0.0, 0)
-    graphs = cuda_graph_bytes(dep, seqs, acc, s.enforce_eager, stage)
+    # a set pool is checked against the card with the graphs captured after it, whether or
+    # not this version's budget counts them
+    graphs = cuda_graph_bytes(dep, seqs, acc, s.enforce_eager, stage,
+                              counted=s.kv_cache_memory_bytes is not None)
     runner, compile_peak, state = model_runner(dep, acc), 0.0, 0.0
     if s.warm_compile_cache and runner != "MRV2":
         raise InputError(f"--warm-compile-cache changes nothing here: vLLM {acc.version} runs "
@@ -538,7 +566,7 @@ def _vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_by
         sampler = mrv2_sampler_bytes(dep, seqs, tokens) if sampler else 0.0
         if not acc.mrv2_encoder_profiled:
             encoder, held, images = 0.0, 0.0, 0
-        if not acc.mrv2_graphs_in_budget:
+        if not acc.mrv2_graphs_in_budget and s.kv_cache_memory_bytes is None:
             graphs = 0.0
         if acc.mrv2_state_counted and last:
             state = mrv2_state_bytes(dep, seqs, tokens)
@@ -566,7 +594,26 @@ def _vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_by
                   acc, in_flight_batches=acc.in_flight_batches if s.async_scheduling else 1,
                   windows_in_full=paged is not dep, stage=stage, encoder_bytes=encoder,
                   encoder_held_bytes=held, encoder_images=images, seat_buffer_bytes=state,
-                  runner=runner, compile_bytes=compile_peak, moe_workspace_bytes=workspace)
+                  runner=runner, compile_bytes=compile_peak, moe_workspace_bytes=workspace,
+                  set_pool_bytes=float(s.kv_cache_memory_bytes or 0))
+
+
+def vllm_pool_advice(dep: Deployment, pool: KVPool, settings: EngineSettings
+                     ) -> tuple[float, float] | None:
+    """The --kv-cache-memory-bytes vLLM's V1 worker advises at start-up when the flag is
+    unset: to fit the requested memory (total × gpu_memory_utilization), and to fill the card;
+    each less the weights, the profiled peak, non-torch memory, the CUDA graphs and a 150 MiB
+    margin (engines.json vllm.set_pool). None for another engine, V0, or a pool already set."""
+    acc = pool.accounting
+    if pool.engine != "vllm" or acc is None or acc.engine == "V0" or pool.set_pool_bytes:
+        return None
+    graphs = pool.cuda_graph_bytes or cuda_graph_bytes(
+        dep, pool.max_num_seqs, acc, settings.enforce_eager, pool.stage, counted=True)
+    taken = pool.weight_bytes + pool.activation_bytes + pool.non_torch_bytes + graphs \
+        + pool.seat_buffer_bytes
+    taken += float(engine_defaults("vllm")["set_pool"]["redundancy_mib"]) * MIB
+    return (max(0.0, pool.total_bytes * pool.reserved_fraction - taken),
+            max(0.0, pool.total_bytes - taken))
 
 
 def align_state_blocks(dep: Deployment, acc: VLLMAccounting, prefix_caching: bool | None

@@ -248,10 +248,12 @@ def capture_sizes(max_num_seqs: int) -> int:
 
 
 def cuda_graph_bytes(dep: Deployment, max_num_seqs: int, acc: VLLMAccounting,
-                     enforce_eager: bool, stage: Stage | None = None) -> float:
+                     enforce_eager: bool, stage: Stage | None = None,
+                     counted: bool = False) -> float:
     """The CUDA-graph estimate v0.21+ takes from the KV budget: layers on one pipeline
-    stage × captured sizes × 0.45 MiB (logged pools: 0.23–0.56 MiB per layer per size)."""
-    if enforce_eager or not acc.graphs_in_budget:
+    stage × captured sizes × 0.45 MiB (logged pools: 0.23–0.56 MiB per layer per size);
+    ``counted``: the same estimate in any V1 version, for what the graphs hold on the card."""
+    if enforce_eager or not (acc.graphs_in_budget or counted):
         return 0.0
     layers = dep.model.num_layers if stage is None else stage.layers
     per = float(vllm_data()["cuda_graph_mib_per_layer_per_size"]) * MIB

@@ -22,7 +22,15 @@ from ridgeline.engine_windows import has_windows
 from ridgeline.explain import Step, q, step
 from ridgeline.layouts import CHUNKED
 from ridgeline.llamacpp_batching import llamacpp_n_batch
-from ridgeline.memory import EngineSettings, KVPool, device_memory_note, engine_defaults, kv_pool, stage_pools
+from ridgeline.memory import (
+    EngineSettings,
+    KVPool,
+    device_memory_note,
+    engine_defaults,
+    kv_pool,
+    stage_pools,
+    vllm_pool_advice,
+)
 from ridgeline.render import table
 from ridgeline.reports.fit_budget import (
     accounting_quantity,
@@ -112,6 +120,10 @@ class FitReport:
                        f"{seats:,} run at once ({seats_name(self.pool)}): raise it to run "
                        "them together")
         p, d = self.pool, self.deployment
+        if p.set_pool_bytes and self.settings.gpu_memory_utilization is not None:
+            out.append("vLLM ignores --gpu-memory-utilization when --kv-cache-memory-bytes sets "
+                       "the pool (its worker logs 'This does not respect the "
+                       "gpu_memory_utilization config')")
         if d.accelerator.vendor in NON_CUDA_VENDORS and not is_llamacpp(p):
             out.append(f"{p.engine} on {d.accelerator.id} is sized with the CUDA accounting "
                        "(a CUDA context, CUDA graphs); no start-up log of its "
@@ -158,6 +170,9 @@ class FitReport:
         left after the weights and the profiling pass, so an overflow counts too."""
         p = self.pool
         need = max(max(1, self.target or 1) * self.per_conversation_bytes, self.start_bytes)
+        if p.set_pool_bytes:  # a set pool: the card short of it, or it short of the need
+            return max(need, p.set_pool_bytes) - p.rest_bytes if p.overflow_bytes \
+                else max(0.0, need - p.pool_bytes)
         return max(0.0, (need + p.slot_cache_bytes) / p.free_fraction_of_rest - p.rest_bytes)
 
     @property
@@ -215,6 +230,14 @@ class FitReport:
                               # TRT-LLM's engine runtime and decoder; vLLM MRV2's sampler state
                               "seat_buffers": p.seat_buffer_bytes},
             "slot_cache_bytes_per_gpu": p.slot_cache_bytes,
+            # vLLM --kv-cache-memory-bytes: the pool as set, the room the card leaves it, and
+            # (unset) the values vLLM's start-up log advises
+            "kv_cache_memory_bytes": {
+                "set": p.set_pool_bytes, "room_bytes_per_gpu": p.rest_bytes,
+                "overflow_bytes_per_gpu": p.overflow_bytes} if p.set_pool_bytes else None,
+            "vllm_advice": None if self.advice is None else {
+                "kv_cache_memory_bytes_requested": int(self.advice[0]),
+                "kv_cache_memory_bytes_card": int(self.advice[1])},
             "llama_server_c": self.launch_cells if is_llamacpp(p) and self.batch else None,
             "flash_attn": self.settings.flash_attn if is_llamacpp(p) else None,
             "profile": {"tokens": p.profile_tokens, "forward_bytes": p.forward_bytes,
@@ -244,6 +267,11 @@ class FitReport:
         }
 
     @property
+    def advice(self) -> tuple[float, float] | None:
+        """vLLM's start-up advice for --kv-cache-memory-bytes (requested memory, whole card)."""
+        return vllm_pool_advice(self.deployment, self.pool, self.settings)
+
+    @property
     def launch_cells(self) -> int:
         """The -c llama-server is started with: what --fit placed for, else the batch's."""
         o = self.deployment.offload
@@ -256,6 +284,13 @@ class FitReport:
                     f"{plural(self.conversations, 'conversation')} of {self.context:,} tokens")
         if self.verdict == DOES_NOT_FIT and context_refusal(d, self.context):
             headline = f"DOES NOT FIT: {context_refusal(d, self.context)}"
+        elif self.verdict == DOES_NOT_FIT and p.overflow_bytes:
+            headline = (f"DOES NOT FIT: the {p.set_pool_bytes / GIB:,.2f} GiB pool "
+                        f"--kv-cache-memory-bytes sets overruns the card by "
+                        f"{p.overflow_bytes / GIB:,.2f} GiB per GPU (the weights, the profiled "
+                        f"peak, non-torch memory and CUDA graphs leave "
+                        f"{max(0.0, p.rest_bytes) / GIB:,.2f} GiB); vLLM skips its memory "
+                        "check for a set pool, so it would run out of memory, not refuse")
         elif self.verdict == DOES_NOT_FIT:
             short = self.shortfall_bytes / GIB
             headline += (f" against a target of {max(1, self.target or 1):,}; the pool is short "
@@ -271,6 +306,12 @@ class FitReport:
             elif p.rest_bytes < 0 and is_llamacpp(p):
                 headline += (f" (the weights, the runtime and the compute buffer alone "
                              f"overflow its {p.total_bytes / GIB:,.1f} GiB)")
+            elif p.set_pool_bytes:
+                need = p.pool_bytes + self.shortfall_bytes
+                headline += (f" (--kv-cache-memory-bytes {int(need)}, {need / GIB:,.2f} GiB, "
+                             f"would hold it; the card "
+                             f"has room for {p.rest_bytes / GIB:,.2f} GiB)" if need <= p.rest_bytes
+                             else f" (the card has room for {p.rest_bytes / GIB:,.2f} GiB)")
             elif p.rest_bytes < 0:
                 headline += (f" (the weights and the profiling pass alone overflow the "
                              f"{p.total_bytes * p.reserved_fraction / GIB:,.1f} GiB it reserves)")
@@ -322,6 +363,11 @@ class FitReport:
                   f"batch the engine can run: min({self.conversations:,} "
                   f"{plural(self.conversations, 'conversation')}, "
                   f"{seats_name(p)} {p.max_num_seqs:,}) = {self.batch:,}"]
+        if self.advice is not None:
+            fit_requested, fill_card = self.advice
+            lines.append(f"vLLM's start-up advice: --kv-cache-memory-bytes {int(fit_requested)} "
+                         f"({fit_requested / GIB:,.2f} GiB) fits the memory requested, "
+                         f"{int(fill_card)} ({fill_card / GIB:,.2f} GiB) fills the card")
         if is_llamacpp(p) and self.batch:
             ub = self.settings.max_num_batched_tokens
             flags = "".join((
@@ -494,6 +540,7 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
     steps = (
         *_stage_steps(dep, s, pool),
         llamacpp_pool_step(dep, pool, s) if is_llamacpp(pool) else
+        _set_pool_step(dep, pool) if pool.set_pool_bytes else
         step("KV pool per GPU", "(total × reserved fraction − weights − activations − non-torch "
              "− graphs" + (" − runtime buffers" if pool.engine_buffers else "")
              + ") × free fraction of the rest" if pool.free_fraction_of_rest != 1 else
@@ -567,6 +614,29 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
     report = FitReport(dep, s, pool, context, target, n, per_seq, ridge_batch, (), steps)
     report = replace(report, levers=tuple(levers(report)))
     return replace(report, steps=(*steps, *_held_steps(report)))
+
+
+def _set_pool_step(dep: Deployment, pool: KVPool) -> Step:
+    """A pool --kv-cache-memory-bytes sets: vLLM takes it as given, unchecked; ridgeline checks
+    it against the room the card leaves (nothing held where it overruns it)."""
+    return step("KV pool per GPU", "as set by --kv-cache-memory-bytes, if it fits in the room: "
+                "total − weights − activations − non-torch − graphs"
+                + (" − sampler state" if pool.seat_buffer_bytes else ""),
+                q("pool", pool.pool_bytes / GIB, "GiB"),
+                q("set", pool.set_pool_bytes / GIB, "GiB",
+                  "--kv-cache-memory-bytes (vLLM PR #21489: no profile check, "
+                  "gpu_memory_utilization ignored)"),
+                q("room", pool.rest_bytes / GIB, "GiB"),
+                q("total", pool.total_bytes / GIB, "GiB", device_memory_note(dep.accelerator)),
+                q("weights per GPU", pool.weight_bytes / GIB, "GiB", weights_note(dep, pool)),
+                *peak_quantities(dep, pool),
+                q("non-torch", pool.non_torch_bytes / GIB, "GiB", "CUDA context"),
+                q("CUDA graphs", pool.cuda_graph_bytes / GIB, "GiB",
+                  f"layers × {capture_sizes(pool.max_num_seqs)} captured sizes × 0.45 MiB, "
+                  "captured after the pool"),
+                *([q("sampler state", pool.seat_buffer_bytes / GIB, "GiB",
+                     "Model Runner V2's persistent buffers")] if pool.seat_buffer_bytes else []),
+                accounting_quantity(pool))
 
 
 def _fraction_note(dep: Deployment, pool: KVPool, s: EngineSettings) -> str:

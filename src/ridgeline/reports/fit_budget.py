@@ -151,8 +151,9 @@ def budget_rows(p: KVPool, s: EngineSettings) -> list[list[str]]:
                  ["− CUDA context and TP communicators (x the fraction)",
                   gib(p.non_torch_bytes)]]
     else:
-        rows += [[f"reserved (x {p.reserved_fraction:g})", gib(p.total_bytes * p.reserved_fraction)],
-                 ["− weights", gib(p.weight_bytes)],
+        rows += [[f"reserved (x {p.reserved_fraction:g})", gib(p.total_bytes * p.reserved_fraction)]
+                 ] if not p.set_pool_bytes else []
+        rows += [["− weights", gib(p.weight_bytes)],
                  [f"− {peak_label(p)}", gib(p.activation_bytes)],
                  ["− non-torch (CUDA context, NCCL)", gib(p.non_torch_bytes)],
                  ["− CUDA graphs" + ("" if p.cuda_graph_bytes or p.accounting is None
@@ -164,6 +165,12 @@ def budget_rows(p: KVPool, s: EngineSettings) -> list[list[str]]:
                          gib(p.seat_buffer_bytes)])
     if p.free_fraction_of_rest != 1.0:
         rows.append([f"x kv_cache_free_gpu_mem_fraction {p.free_fraction_of_rest:g}", ""])
+    if p.set_pool_bytes:  # the pool as set; what is left is only the room it must fit
+        rows.append(["= room on the card", gib(p.rest_bytes)])
+        rows.append(["KV pool (--kv-cache-memory-bytes)", f"{gib(p.set_pool_bytes)} per GPU"
+                     + (f": {gib(p.overflow_bytes)} more than the room" if p.overflow_bytes
+                        else "")])
+        return rows
     rows.append(["= KV cache" if is_llamacpp(p) else "= KV pool",
                  f"{gib(p.pool_bytes)} per GPU"])
     return rows
