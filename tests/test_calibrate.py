@@ -605,3 +605,21 @@ def test_a_fit_finds_the_expert_tile_its_rows_were_made_with() -> None:
         96.0, rel=0.15)
     vllm = [replace(r, engine="vllm") for r in synthetic]
     assert fit_engine(vllm, "vllm").expert_tile_tokens == 0.0
+
+
+def test_a_card_of_an_unfitted_group_borrows_its_vendors_best_covered_group() -> None:
+    from ridgeline.hardware import resolve_accelerator
+
+    serving = profile_for("vllm")
+    workstation = resolve_accelerator("rtx-pro-6000-blackwell")
+    server = resolve_accelerator("rtx-pro-6000-blackwell-server")
+    assert serving.fitted_groups.get("nvidia-workstation", 0) == 0  # no rows on it
+    assert serving.stand_in_group(workstation) == "nvidia-datacenter"
+    assert serving.bandwidth_for(workstation) == serving.bandwidth_for(server)
+    # the same chip with the faster memory is then the faster card, as its spec sheet says
+    assert workstation.memory_bandwidth_bytes_per_s > server.memory_bandwidth_bytes_per_s
+    assert "nvidia-datacenter's (no nvidia-workstation rows fitted" \
+        in serving.bandwidth_story(workstation)
+    # a group the fit saw keeps its own; a vendor with no fitted group keeps the base
+    assert serving.stand_in_group(resolve_accelerator("mi300x")) == "amd-instinct"
+    assert serving.stand_in_group(resolve_accelerator("arc-b580")) == "intel-arc"

@@ -159,7 +159,6 @@ BAD = [
      "is an accelerator record, not a model's config.json (give it to --gpu-file)"),
     (["fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "8k",
       "--gpu-memory-utilization", "1.5"], "memory fraction"),
-    (["fit", "llama-3.1-8b", "--gpu", "h100"], "--max-model-len"),
     (["validate", "/nonexistent.csv"], "no such measurements file"),
     (["decode", "llama-3.1-8b", "--gpu", "h100", "--engine", "magic"], "unknown engine"),
     # a name is checked even where the command would not have used it
@@ -610,8 +609,12 @@ def test_fit_without_a_length_finds_the_longest_context_for_the_target(
     found = json.loads(out)
     assert found["conversations"] >= 32 and 32_000 < found["context"] < 131_072
     assert found["longest_context_search"].endswith(f"{found['context']:,} tokens")
-    for argv, message in ((["--gpu", "h100"], "--target-concurrency T alone"),
-                          (["--gpu", "h100,h200", "--target-concurrency", "4"], "one deployment"),
+    # neither a length nor a target: the model's trained context, as vllm serve defaults it
+    code, out, _ = run(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--json")
+    default = json.loads(out)
+    assert code == 0 and default["context"] == 131_072
+    assert default["longest_context_search"].startswith("--max-model-len not given: 131,072")
+    for argv, message in ((["--gpu", "h100,h200", "--target-concurrency", "4"], "one deployment"),
                           (["--gpu", "h100", "--engine", "vllm,sglang", "--target-concurrency",
                             "4"], "one deployment")):
         code, _, err = run(capsys, "fit", "llama-3.1-8b", *argv)
@@ -1334,3 +1337,23 @@ def test_prefill_sizes_the_pool_with_the_engine_settings_given(
     code, out, _ = run(capsys, *base, "--gpu-memory-utilization", "0.97",
                        "--max-num-batched-tokens", "2048")
     assert code == 0 and "= TTFT" in out and "refuse" not in out
+
+
+def test_a_table_where_some_points_run_says_how_many_do_not(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "decode", "llama-3.1-70b", "--gpu", "h100-sxm", "--num-gpus", "4",
+                       "--batch", "32,128", "--context", "8192")
+    assert code == 0
+    assert out.splitlines()[0].startswith("1 of 2 points do not fit; the worst, batch 128 at "
+                                          "8,192 tokens: ")
+
+
+def test_a_closed_loop_of_equal_lengths_cautions_that_it_runs_in_lockstep(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["simulate", "llama-3.1-8b", "--gpu", "h100", "--concurrency", "4",
+            "--num-requests", "40", "--output-len", "64", "--json"]
+    code, out, _ = run(capsys, *argv, "--input-len", "512")
+    fixed = json.loads(out)
+    assert code == 0 and any("lockstep" in c for c in fixed["cautions"])
+    code, out, _ = run(capsys, *argv, "--input-len", "uniform:400,600")
+    assert code == 0 and not any("lockstep" in c for c in json.loads(out)["cautions"])

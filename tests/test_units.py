@@ -51,3 +51,10 @@ def test_decimal_bytes_past_the_largest_unit_stay_plain_numbers() -> None:
     from ridgeline.units import fmt_decimal_bytes
 
     assert fmt_decimal_bytes(2.25e21) == "2,250 EB"
+
+
+def test_a_list_where_one_count_is_taken_is_named_as_such() -> None:
+    with pytest.raises(InputError, match="takes one whole number, not a list; got '4,8'"):
+        parse_count("4,8", "number of GPUs")
+    with pytest.raises(InputError, match="must be a whole number such as"):
+        parse_count("4,x", "number of GPUs")

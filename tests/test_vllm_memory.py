@@ -403,3 +403,28 @@ def test_fit_with_a_set_pool(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len",
                            "32k")
     assert "vLLM's start-up advice: --kv-cache-memory-bytes" in out
+
+
+def test_a_16_bit_weights_flag_is_the_dtype_the_cache_follows() -> None:
+    fp16 = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"), "fp16")
+    assert (fp16.kv.id, fp16.attention_compute_dtype) == ("fp16", "fp16")  # vLLM --dtype half
+    assert dep("llama-3.1-8b").kv.id == "bf16"  # as stored
+    assert Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"),
+                            "fp8").kv.id == "bf16"  # quantized weights: the activations' dtype
+
+
+def test_a_negative_pool_reads_as_vllm_logs_it(capsys: pytest.CaptureFixture[str]) -> None:
+    # vLLM #23278 (v0.10.1, one H100 PCIe): "Available KV cache memory: -2.14 GiB", then it
+    # stops; ridgeline's budget prints the signed figure the same way (its own, -0.62 GiB)
+    from tests.conftest import run_cli
+
+    code, out, _ = run_cli(capsys, "fit", "gpt-oss-120b", "--gpu", "h100-pcie",
+                           "--engine-version", "0.10.1", "--max-model-len", "131072", "--json")
+    report = json.loads(out)
+    assert code == 0 and report["verdict"] == "does not fit" and report["pool_bytes_per_gpu"] == 0
+    assert report["available_kv_bytes_per_gpu"] < 0
+    code, out, _ = run_cli(capsys, "fit", "gpt-oss-120b", "--gpu", "h100-pcie",
+                           "--engine-version", "0.10.1", "--max-model-len", "131072")
+    line = next(x for x in out.splitlines() if x.startswith("= KV pool"))
+    assert "negative: the engine stops at start-up" in line
+    assert f"{report['available_kv_bytes_per_gpu'] / GIB:,.2f} GiB" in line

@@ -62,11 +62,19 @@ def cmd_fit(args: argparse.Namespace) -> Any:
     from ridgeline.memory import check_host_memory_for
     from ridgeline.reports.fit import fit_report, longest_context, slots_for_target
 
+    model = load_model(args)
+    defaulted = ""
     if args.max_model_len is None and args.target_concurrency is None \
             and not auto_layers(args):
-        raise InputError("give --max-model-len L, or --target-concurrency T alone to find the "
-                         "longest context T conversations can have")
-    model = load_model(args)
+        if not model.max_position_embeddings:
+            raise InputError("give --max-model-len L (the config states no "
+                             "max_position_embeddings), or --target-concurrency T alone to "
+                             "find the longest context T conversations can have")
+        args.max_model_len = model.max_position_embeddings  # vllm serve's default, SGLang's,
+        # TensorRT-LLM's and llama-server's -c 0 alike: the model's trained context
+        defaulted = (f"--max-model-len not given: {args.max_model_len:,}, {model.name}'s "
+                     "max_position_embeddings, as the engines default it (--target-concurrency "
+                     "T alone finds the longest context T conversations can have)")
     engines = [engine_id(name.strip()) for name in args.engine.split(",")]
     cards = accelerator_names(args)
     if args.max_model_len is None and (len(engines) > 1 or len(cards) > 1):
@@ -101,7 +109,7 @@ def cmd_fit(args: argparse.Namespace) -> Any:
                  check_host=False)
     report = fit_report(dep, args.max_model_len, settings, args.target_concurrency)
     check_host_memory_for(dep, report.launch_cells)  # the -c it tells llama-server to take
-    return report
+    return replace(report, searched=defaulted) if defaulted else report
 
 
 def _compare_accelerators(args: argparse.Namespace, model: Any, cards: list[str],
@@ -321,7 +329,13 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                   f"({lane_tokens:,} tokens): a request longer than that is refused here, where "
                   f"{engine} shares one pool among its batches in flight") \
         if pp > 1 and config.max_model_len > lane_tokens else ""
-    cautions = tuple(c for c in (context_caution(dep, config.max_model_len), split_pool,
+    lockstep = ("every request has the same lengths in a closed loop: the waves run in "
+                "lockstep, so the percentiles all read alike; benchmarks draw lengths at random "
+                "(vllm bench serve's and SGLang's --random-range-ratio), which --input-len and "
+                "--output-len uniform:a,b reproduce") \
+        if args.concurrency and not args.trace and fixed_length(args.input_len) \
+        and fixed_length(args.output_len) and count > args.concurrency else ""
+    cautions = tuple(c for c in (context_caution(dep, config.max_model_len), split_pool, lockstep,
                                  eager_caution(dep) if args.enforce_eager else "",
                                  offload_caution(dep),
                                  warmup_caution(span, result.percentiles("e2e")["mean"],
@@ -335,6 +349,11 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     return SimulateReport(replace(dep), lane, result, count, load, slo_ttft, slo_tpot,
                           cautions=cautions, percentile=args.percentile, lanes=pp,
                           engine_config=config)
+
+def fixed_length(text: str | None) -> bool:
+    """Whether a length flag is one number (512, 2k), not a distribution."""
+    return text is not None and ":" not in text
+
 
 def check_engine_flags(args: argparse.Namespace, engine: str) -> None:
     """Refuse an engine setting the chosen engine has no use for, rather than drop it."""

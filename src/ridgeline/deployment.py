@@ -220,9 +220,10 @@ class Deployment:
         # "auto" falls back to float16 below compute capability 8.0 (same bytes)
         no_bf16 = accelerator.vendor in ("nvidia", "amd") and "bf16" not in \
             accelerator.peak_flops and "fp16" in accelerator.peak_flops
+        # a 16-bit --weights is the engine's --dtype, which its KV cache follows ("auto")
         kv_name = kv if kv not in (None, "auto") else (
             "fp16" if engine.startswith("llama.cpp") or (no_bf16 and model.dtype == "bf16")
-            else model.dtype)  # llama.cpp -ctk f16
+            else weights if weights in ("fp16", "bf16") else model.dtype)  # llama.cpp: f16
         assert kv_name is not None
         if isinstance(num_gpus, bool) or not isinstance(num_gpus, int) or num_gpus < 1:
             raise InputError(f"number of GPUs must be a whole number ≥ 1, got {num_gpus!r}")
@@ -378,6 +379,8 @@ class Deployment:
             return self._native_dtype(("fp16",))  # its attention kernels multiply in f16
         if self.kv.id.startswith("fp8"):
             return self._native_dtype(("fp8", "bf16", "fp16"))
+        if self.kv.id in ("fp16", "f16"):  # an fp16 cache (--dtype float16) multiplies in fp16
+            return self._native_dtype(("fp16", "bf16"))
         return self._native_dtype(("bf16", "fp16"))
 
     @property

@@ -147,8 +147,8 @@ class EngineProfile:
     def bandwidth_for(self, acc: Accelerator) -> float:
         """Bandwidth efficiency on this accelerator (group multiplier where fitted), combined
         with the engine's absolute ceiling as two rates in series: 1/share + rated/ceiling."""
-        share = min(1.0, self.bandwidth_efficiency * self.group_bandwidth.get(
-            accelerator_group(acc), 1.0))
+        share = min(1.0, self.bandwidth_efficiency
+                    * self.group_bandwidth.get(self.stand_in_group(acc), 1.0))
         if self.bandwidth_cap_bytes_per_s is None:
             return share
         return 1.0 / (1.0 / share + acc.memory_bandwidth_bytes_per_s
@@ -156,16 +156,32 @@ class EngineProfile:
 
     def compute_for(self, acc: Accelerator) -> float:
         """Compute efficiency on this accelerator (group multiplier where fitted)."""
-        return min(1.0, self.compute_efficiency * self.group_compute.get(
-            accelerator_group(acc), 1.0))
+        return min(1.0, self.compute_efficiency
+                   * self.group_compute.get(self.stand_in_group(acc), 1.0))
+
+    def stand_in_group(self, acc: Accelerator) -> str:
+        """The group whose efficiencies this card takes: its own where the fit saw it (as a
+        multiplier, or as the base every multiplier is relative to), else the same vendor's
+        group with the most fitted rows (an RTX PRO workstation card under a profile fitted
+        on H100s and MI300Xs takes the H100s' share, not the MI300Xs'), else its own."""
+        group = accelerator_group(acc)
+        if group in self.group_bandwidth or group in self.group_compute \
+                or self.fitted_groups.get(group, 0) >= MIN_GROUP_ROWS:
+            return group
+        vendor = group.split("-")[0] + "-"
+        kin = [(rows, g) for g, rows in self.fitted_groups.items()
+               if g.startswith(vendor) and rows >= MIN_GROUP_ROWS]
+        return max(kin)[1] if kin else group
 
     def compute_story(self, acc: Accelerator) -> str:
         """Where compute_for's share comes from, for --explain."""
-        return _share_story(self.compute_efficiency, self.group_compute, acc)
+        return _share_story(self.compute_efficiency, self.group_compute, acc,
+                            self.stand_in_group(acc))
 
     def bandwidth_story(self, acc: Accelerator) -> str:
         """Where bandwidth_for's share comes from: the share, and the ceiling in series."""
-        share = _share_story(self.bandwidth_efficiency, self.group_bandwidth, acc)
+        share = _share_story(self.bandwidth_efficiency, self.group_bandwidth, acc,
+                             self.stand_in_group(acc))
         cap = self.bandwidth_cap_bytes_per_s
         if cap is None:
             return share
@@ -240,12 +256,16 @@ def _current_groups(groups: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _share_story(base: float, groups: Mapping[str, float], acc: Accelerator) -> str:
-    """A profile's share on this card: its base, times its group's fitted multiplier if any."""
+def _share_story(base: float, groups: Mapping[str, float], acc: Accelerator,
+                 stand_in: str) -> str:
+    """A profile's share on this card: its base, times its group's fitted multiplier if any
+    (``stand_in``: the group it borrows, where its own was not fitted)."""
     group = accelerator_group(acc)
-    if group not in groups:
-        return f"{base:.4g}, no multiplier fitted for {group}"
-    return f"{base:.4g} × {groups[group]:.4g} for {group} (at most 1)"
+    borrowed = "" if stand_in == group else \
+        f", {stand_in}'s (no {group} rows fitted; the same vendor's best-covered group)"
+    if stand_in not in groups:
+        return f"{base:.4g}, no multiplier fitted for {stand_in}{borrowed}"
+    return f"{base:.4g} × {groups[stand_in]:.4g} for {stand_in}{borrowed} (at most 1)"
 
 
 MIN_GROUP_ROWS = 8  # a group gets its own multiplier only with this many rows

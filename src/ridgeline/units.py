@@ -40,6 +40,9 @@ def parse_count(text: str, what: str = "count") -> int:
     match = _COUNT_RE.match(str(text))
     if not match and _COUNT_RE.match(str(text).strip().removeprefix("-")):
         raise InputError(f"{what} cannot be negative, got {text!r}")
+    if not match and "," in str(text) and all(
+            _COUNT_RE.match(part) for part in str(text).split(",")):
+        raise InputError(f"{what} takes one whole number, not a list; got {text!r}")
     if not match:
         raise InputError(f"{what} must be a whole number such as 4096, 128k or 128K, got {text!r}")
     number, suffix = match.groups()

@@ -111,9 +111,14 @@ class DecodeReport:
         lines: list[str] = []
         if unfit:
             worst = max(unfit, key=lambda f: f.fit.shortfall_bytes)
-            lines.append(worst.fit.headline() + (f" (batch {worst.batch}, context "
-                                                 f"{worst.context:,})" if len(self.floors) > 1
-                                                 else ""))
+            if len(unfit) < len(self.floors):  # some points run: say which do not, first
+                lines.append(f"{len(unfit)} of {len(self.floors)} points do not fit; the worst, "
+                             f"batch {worst.batch} at {worst.context:,} tokens: "
+                             + worst.fit.headline().removeprefix("DOES NOT FIT: "))
+            else:
+                lines.append(worst.fit.headline() + (f" (batch {worst.batch}, context "
+                                                     f"{worst.context:,})"
+                                                     if len(self.floors) > 1 else ""))
         lines.append(deployment_line(self.deployment))
         if len(self.floors) == 1:
             f, base = self.floors[0]

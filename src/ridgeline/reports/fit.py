@@ -210,6 +210,9 @@ class FitReport:
             "reserved_bytes_per_gpu": p.total_bytes * p.reserved_fraction,
             # TensorRT-LLM: the pool is this share of what is left (kv_cache_free_gpu_mem_fraction)
             "free_fraction_of_rest": p.free_fraction_of_rest,
+            # vLLM's "Available KV cache memory": negative where nothing is left
+            "available_kv_bytes_per_gpu": p.rest_bytes * p.free_fraction_of_rest
+            if not p.set_pool_bytes else p.pool_bytes,
             "pool_bytes_per_gpu": p.pool_bytes, "pool_gib_total": p.pool_bytes
             * self.deployment.num_gpus / GIB, "tokens": p.logged_tokens(self.context),
             "blocks_per_gpu": p.blocks, "vllm_max_concurrency": None if p.groups is None

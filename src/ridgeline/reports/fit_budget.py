@@ -171,6 +171,11 @@ def budget_rows(p: KVPool, s: EngineSettings) -> list[list[str]]:
                      + (f": {gib(p.overflow_bytes)} more than the room" if p.overflow_bytes
                         else "")])
         return rows
+    if p.rest_bytes < 0 and not is_llamacpp(p):  # as vLLM logs it: "Available KV cache
+        # memory: -2.14 GiB", then it stops ("No available memory for the cache blocks")
+        rows.append(["= KV pool (negative: the engine stops at start-up)",
+                     f"{gib(p.rest_bytes * p.free_fraction_of_rest)} per GPU"])
+        return rows
     rows.append(["= KV cache" if is_llamacpp(p) else "= KV pool",
                  f"{gib(p.pool_bytes)} per GPU"])
     return rows
