@@ -5,11 +5,14 @@
 
 Rows: validation/measurements.csv (the shared published measurements),
 validation/lowbatch.csv (low-batch serving figures collected for ridgeline),
-validation/rocm.csv (llama.cpp's ROCm backend on Radeon cards, from llama.cpp's pull requests) and
+validation/rocm.csv (llama.cpp's ROCm backend on Radeon cards, from llama.cpp's pull requests),
+validation/cuda.csv (llama.cpp's CUDA backend: MoE models and datacenter cards, collected for ridgeline) and
 validation/h200/ (`ridgeline measure` on an H200: the torch-eager and torch-cudagraph rows of
 dense models; its MoE rows are not fitted, see to_fit). The llama.cpp
 backends are fitted one by one; TensorRT-LLM, vLLM and SGLang together (SERVING_ENGINES:
 one profile fitted on all their rows); an engine with no rows gets a stated prior (PRIORS).
+validation/serving.csv (serving benchmarks at a concurrency) is never fitted: it is the serving
+profile's out-of-sample check (scripts/crossval.py scores it, `ridgeline validate` too).
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ from ridgeline.predict import harness_moe, row_engine
 
 ROOT = Path(__file__).resolve().parent.parent
 CSVS = (ROOT / "validation" / "measurements.csv", ROOT / "validation" / "lowbatch.csv",
-        ROOT / "validation" / "rocm.csv", *sorted((ROOT / "validation" / "h200").glob("*.csv")))
+        ROOT / "validation" / "rocm.csv", ROOT / "validation" / "cuda.csv",
+        *sorted((ROOT / "validation" / "h200").glob("*.csv")))
 OUT = ROOT / "src" / "ridgeline" / "data" / "profiles.json"
 
 

@@ -20,6 +20,8 @@ MEASUREMENTS = ROOT / "validation" / "measurements.csv"
 LOWBATCH = ROOT / "validation" / "lowbatch.csv"
 EAGER = ROOT / "validation" / "eager.csv"
 ROCM = ROOT / "validation" / "rocm.csv"
+CUDA = ROOT / "validation" / "cuda.csv"
+SERVING = ROOT / "validation" / "serving.csv"
 
 
 @pytest.fixture(scope="session")

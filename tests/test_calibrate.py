@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 
 from ridgeline.calibrate import error_stats, fit_engine, nelder_mead, performance_rows, validate
+from ridgeline.catalog import resolve_model
 from ridgeline.cli import main
 from ridgeline.engines import EngineProfile, profile_for
 from ridgeline.measurements import read_measurements
 from ridgeline.predict import predict
-from tests.conftest import EAGER, LOWBATCH, MEASUREMENTS, ROCM
+from tests.conftest import CUDA, EAGER, LOWBATCH, MEASUREMENTS, ROCM, SERVING
 
 
 def test_nelder_mead_finds_a_quadratic_minimum() -> None:
@@ -373,20 +374,21 @@ def test_rows_on_one_card_fit_no_ceiling() -> None:
 
 
 def test_the_bundled_llama_cpp_cuda_profile_reads_as_the_readme_says() -> None:
-    """A ceiling near 3.7 TB/s: an H100 PCIe's 2 TB/s reaches about 1.1 under llama.cpp, an
-    RTX 4090's 1 TB/s about 0.8; the GeForce compute multiplier near 1.4, not 2.6, once the
-    fp16-accumulate rate is the peak; the serving engines carry no ceiling."""
+    """A ceiling near 8.4 TB/s (3.7 before cuda.csv): an H100 PCIe's 2 TB/s reaches about 1.3
+    under llama.cpp, an RTX 4090's 1 TB/s about 0.9; the GeForce compute multiplier near 1.4,
+    not 2.6, once the fp16-accumulate rate is the peak; the serving engines carry no
+    ceiling."""
     from ridgeline.hardware import resolve_accelerator
 
     cuda = profile_for("llama.cpp-cuda")
-    assert cuda.bandwidth_cap_bytes_per_s == pytest.approx(3.7e12, rel=0.05)
+    assert cuda.bandwidth_cap_bytes_per_s == pytest.approx(8.4e12, rel=0.05)
 
     def reached_tb_s(gpu: str) -> float:
         acc = resolve_accelerator(gpu)
         return acc.memory_bandwidth_bytes_per_s * cuda.bandwidth_for(acc) / 1e12
 
-    assert reached_tb_s("h100-pcie") == pytest.approx(1.1, abs=0.05)
-    assert reached_tb_s("rtx-4090") == pytest.approx(0.8, abs=0.05)
+    assert reached_tb_s("h100-pcie") == pytest.approx(1.3, abs=0.05)
+    assert reached_tb_s("rtx-4090") == pytest.approx(0.9, abs=0.05)
     assert cuda.group_compute["nvidia-geforce"] == pytest.approx(1.4, abs=0.1)
     # Metal's ceiling rose from 4.9 to 7.2 TB/s once K-quant unpacking took the slow rows
     assert profile_for("llama.cpp-metal").bandwidth_cap_bytes_per_s == pytest.approx(7.2e12,
@@ -623,3 +625,42 @@ def test_a_card_of_an_unfitted_group_borrows_its_vendors_best_covered_group() ->
     # a group the fit saw keeps its own; a vendor with no fitted group keeps the base
     assert serving.stand_in_group(resolve_accelerator("mi300x")) == "amd-instinct"
     assert serving.stand_in_group(resolve_accelerator("arc-b580")) == "intel-arc"
+
+
+def test_the_cuda_rows_are_fitted_and_price_llamacpps_expert_tiles() -> None:
+    """validation/cuda.csv: llama.cpp CUDA rows, most of them MoE prompts; the CUDA profile is
+    fitted on every one, and with them it prices mul_mat_id's tiles (it had too few before)."""
+    rows = read_measurements(CUDA).rows
+    cuda = profile_for("llama.cpp-cuda")
+    assert {r.id for r in rows} <= set(cuda.fitted_ids)
+    moe_prompts = [r for r in rows if r.metric == "prefill_tok_s"
+                   and resolve_model(r.model).moe is not None]
+    assert len(moe_prompts) >= 8 and cuda.expert_tile_tokens > 0
+
+
+def test_the_serving_rows_are_scored_and_never_fitted() -> None:
+    """validation/serving.csv is the serving profile's out-of-sample check: every row gets a
+    prediction, and none of them is among the profile's fitted rows."""
+    rows = read_measurements(SERVING).rows
+    predictions = validate(rows)
+    assert len(predictions) == len(rows) >= 40
+    assert all(p.predicted is not None for p in predictions)
+    assert not {r.id for r in rows} & set(profile_for("vllm").fitted_ids)
+
+
+def test_fp8_and_mxfp4_moe_on_cdna3_carry_the_measured_gap() -> None:
+    from ridgeline import Deployment, resolve_accelerator
+    from ridgeline.predict import cdna3_moe_caution
+
+    def said(model: str, gpu: str, n: int = 1, weights: str | None = None,
+             engine: str = "vllm") -> bool:
+        dep = Deployment.build(resolve_model(model), resolve_accelerator(gpu), weights, None, n,
+                               engine=engine)
+        return bool(cdna3_moe_caution(dep))
+
+    assert said("deepseek-r1", "mi325x", 8) and said("gpt-oss-120b", "mi300x")
+    assert not said("gpt-oss-120b", "h100")  # NVIDIA: within the band
+    assert not said("llama-3.1-70b", "mi300x", 1, "fp8")  # dense FP8 on MI300X is priced well
+    assert not said("llama-4-scout", "mi300x", 8)  # bf16 experts (SGLang's rows: within 10 %)
+    assert not said("gpt-oss-120b", "mi355x")  # CDNA4's MXFP4 rows: within the band
+    assert not said("gpt-oss-120b", "mi300x", engine="llama.cpp-rocm")

@@ -312,7 +312,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         except OSError as exc:
             raise InputError(f"cannot write {args.export}: {exc}") from None
     from ridgeline.offload import offload_caution
-    from ridgeline.predict import eager_caution
+    from ridgeline.predict import cdna3_moe_caution, eager_caution
     from ridgeline.reports.expectation import context_caution
     from ridgeline.reports.simulate import warmup_caution
     from ridgeline.serving_load import tail_caution
@@ -337,7 +337,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         and fixed_length(args.output_len) and count > args.concurrency else ""
     cautions = tuple(c for c in (context_caution(dep, config.max_model_len), split_pool, lockstep,
                                  eager_caution(dep) if args.enforce_eager else "",
-                                 offload_caution(dep),
+                                 offload_caution(dep), cdna3_moe_caution(dep),
                                  warmup_caution(span, result.percentiles("e2e")["mean"],
                                                 args.rate),
                                  profile.calibration_caution(dep.accelerator),

@@ -37,6 +37,7 @@ from ridgeline.measurements import KV_METRICS, UNITS, Measurement
 from ridgeline.memory import EngineSettings, engine_defaults, kv_pool
 from ridgeline.model import ModelSpec
 from ridgeline.offload import offload_caution
+from ridgeline.quantization import EXPERTS
 from ridgeline.units import GIB
 from ridgeline.vllm_memory import parse_version
 
@@ -180,9 +181,30 @@ def harness_moe(engine: str, model: ModelSpec) -> bool:
     return engine_id(engine).startswith("torch-") and model.moe is not None
 
 
+# validation/serving.csv (InferenceX, never fitted): DeepSeek-R1-0528 FP8 on 8 × MI325X (SGLang
+# 0.5.9-0.5.19) decoded 1.6-2.1x slower than priced, gpt-oss-120b MXFP4 on one MI300X (vLLM 0.17)
+# 1.4x at 64 concurrent to 2.1x at 256, where the same models on H100, H200 and B200 came within
+# about 25 %; lowbatch.csv's Kimi-K2 FP8 on 8 × MI300X (SGLang 0.5.7) ran 3.7x slower at batch 1
+CDNA3_MOE_CAUTION = ("the serving engines' FP8 and MXFP4 MoE paths on CDNA3 (MI300X, MI325X) have "
+                     "run slower than this prices: DeepSeek-R1 FP8 on 8 x MI325X (SGLang) decoded "
+                     "1.6-2.1x slower, gpt-oss-120b MXFP4 on one MI300X (vLLM 0.17) 1.4x at 64 "
+                     "concurrent to 2.1x at 256 (validation/serving.csv, out of sample); read the "
+                     "expectation as optimistic")
+
+
+def cdna3_moe_caution(dep: Deployment) -> str:
+    """The caution a serving engine's FP8 or MXFP4 MoE model on a CDNA3 card carries, or ""."""
+    moe = dep.model.moe is not None and dep.bytes_by_category.get(EXPERTS, 0) > 0
+    if not moe or dep.accelerator.family != "cdna3" \
+            or engine_id(dep.engine) not in ("vllm", "sglang", "trtllm"):
+        return ""
+    expert_format = dep.weights.format_of(EXPERTS).id
+    return CDNA3_MOE_CAUTION if expert_format.startswith(("fp8", "mxfp4")) else ""
+
+
 def speed_caveat(dep: Deployment) -> str:
     """What the row's engine does that the step-cost model leaves out, or ""."""
-    return HARNESS_MOE_CAVEAT if harness_moe(dep.engine, dep.model) else ""
+    return HARNESS_MOE_CAVEAT if harness_moe(dep.engine, dep.model) else cdna3_moe_caution(dep)
 
 
 def _predict_value(row: Measurement, dep: Deployment, profile: EngineProfile) -> float | None:

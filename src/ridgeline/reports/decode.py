@@ -219,9 +219,10 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
             expected.append(Expectation.of(dep, decode_batch(micro_batch(dep, b), context),
                                            profile))
     from ridgeline.offload import offload_caution
-    from ridgeline.predict import eager_caution
+    from ridgeline.predict import cdna3_moe_caution, eager_caution
 
     cautions = (eager_caution(dep) if enforce_eager else "", context_caution(dep, max(contexts)),
+                cdna3_moe_caution(dep),
                 offload_caution(dep), split_caution(dep), dep.model.architecture_caution,
                 micro_batch_caution(dep), expected[0].calibration)
     return DecodeReport(dep, tuple(floors), tuple(expected), pool_batch,
