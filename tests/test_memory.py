@@ -446,3 +446,22 @@ def test_a_moe_forward_holds_the_fused_experts_caches_of_every_top_k_copy() -> N
     assert activation_bytes_per_token(dep) == 2 * (8 * (4096 + 384) + 3 * 4096)
     dense = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"))
     assert activation_bytes_per_token(dense) == 2 * (3 * 14336 + 3 * 4096)
+
+
+def test_a_token_cap_bounds_sglangs_and_tensorrt_llms_pools() -> None:
+    # SGLang --max-total-tokens: min(profiled, cap) (its _apply_token_constraints);
+    # TensorRT-LLM kv_cache_config.max_tokens: "memory corresponding to the minimum"
+    for engine, block in (("sglang", 1), ("trtllm", 32)):
+        d = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"),
+                             engine=engine)
+        free = kv_pool(d, EngineSettings(max_model_len=8192))
+        capped = kv_pool(d, EngineSettings(max_model_len=8192, max_total_tokens=100_000))
+        assert free.tokens > 100_000 and not free.capped
+        assert capped.capped and capped.tokens == 100_000 // block * block
+        assert capped.pool_bytes == pytest.approx(100_000 // block * block * 128 * 1024)
+        loose = kv_pool(d, EngineSettings(max_model_len=8192, max_total_tokens=10**7))
+        assert loose.tokens == free.tokens and not loose.capped  # the smaller one holds
+        report = fit_report(d, 8192, EngineSettings(max_total_tokens=100_000))
+        assert report.conversations == 100_000 // block * block // 8192
+    with pytest.raises(InputError, match="--kv-cache-memory-bytes sets vLLM's pool"):
+        kv_pool(dep("llama-3.1-8b"), EngineSettings(max_total_tokens=1000))

@@ -428,3 +428,27 @@ def test_a_negative_pool_reads_as_vllm_logs_it(capsys: pytest.CaptureFixture[str
     line = next(x for x in out.splitlines() if x.startswith("= KV pool"))
     assert "negative: the engine stops at start-up" in line
     assert f"{report['available_kv_bytes_per_gpu'] / GIB:,.2f} GiB" in line
+
+
+def test_gpt_oss_on_hopper_takes_marlin_until_v0_12_as_the_logs_show() -> None:
+    # vLLM #23278, v0.10.1 on one H100 PCIe, the Marlin kernel: "Model loading took 65.9651
+    # GiB", then "Available KV cache memory: -2.14 GiB"; #33155, v0.14.1 on one H100 with the
+    # Triton backend: 64.38 GiB; #27508 (2025-10-31, v0.10.2 or v0.11.0: the same rule; the H100
+    # variant not stated, SXM taken) at --gpu-memory-utilization 0.95 --max-num-batched-tokens
+    # 1024: "Available KV cache memory: 1.71 GiB"
+    from ridgeline.vllm_memory import mxfp4_kernel
+
+    h100 = resolve_accelerator("h100")
+    assert mxfp4_kernel(h100, (0, 11, 2)) == "marlin" and mxfp4_kernel(h100, (0, 12)) \
+        == "triton-hopper"
+    pcie = kv_pool(dep("gpt-oss-120b", "h100-pcie"), EngineSettings(
+        engine_version="0.10.1", max_model_len=131072))
+    assert pcie.weight_bytes / GIB == pytest.approx(65.9651, rel=0.002)
+    assert pcie.rest_bytes / GIB == pytest.approx(-2.14, abs=0.1)
+    triton = kv_pool(dep("gpt-oss-120b"), EngineSettings(engine_version="0.14.1",
+                                                         max_model_len=5120))
+    assert triton.weight_bytes / GIB == pytest.approx(64.38, rel=0.002)
+    tight = kv_pool(dep("gpt-oss-120b"), EngineSettings(
+        engine_version="0.11.0", gpu_memory_utilization=0.95, max_num_batched_tokens=1024,
+        max_model_len=131072))
+    assert tight.pool_bytes / GIB == pytest.approx(1.71, abs=0.05)

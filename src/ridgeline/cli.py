@@ -210,6 +210,10 @@ def engine_sizes(g: Any, llamacpp: bool = True) -> None:
                    metavar="N", type=_positive_count("kv_cache_memory_bytes"),
                    help="vLLM: the KV pool per GPU in bytes (30G = 30 GiB, 30g = 30e9), set "
                    "rather than profiled; gpu_memory_utilization is then ignored")
+    g.add_argument("--max-total-tokens", "--kv-cache-max-tokens", dest="max_total_tokens",
+                   metavar="N", type=_positive_count("max_total_tokens"),
+                   help="SGLang, TensorRT-LLM (kv_cache_config.max_tokens): the most tokens the "
+                   "pool holds; the engine keeps the smaller of it and what memory leaves")
     g.add_argument("--block-size", "--page-size", "--tokens-per-block", dest="block_size",
                    type=_positive_count("block size"), metavar="N",
                    help="tokens per KV block/page")
@@ -626,7 +630,8 @@ def engine_settings(args: argparse.Namespace) -> Any:
         swa_full_tokens_ratio=getattr(args, "swa_full_tokens_ratio", None),
         backend=getattr(args, "backend", None),
         warm_compile_cache=getattr(args, "warm_compile_cache", False),
-        kv_cache_memory_bytes=getattr(args, "kv_cache_memory_bytes", None))
+        kv_cache_memory_bytes=getattr(args, "kv_cache_memory_bytes", None),
+        max_total_tokens=getattr(args, "max_total_tokens", None))
 
 
 @dataclass(frozen=True)

@@ -165,7 +165,7 @@ def _engine_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
 
     given = [f"--{name.replace('_', '-')}" for name in (
         "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens", "block_size",
-        "usage", "kv_cache_memory_bytes") if getattr(args, name) is not None]
+        "usage", "kv_cache_memory_bytes", "max_total_tokens") if getattr(args, name) is not None]
     if not given:
         return None
     if dep.engine.startswith("llama.cpp"):
@@ -179,7 +179,8 @@ def _engine_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
                           max_num_seqs=args.max_num_seqs,
                           max_num_batched_tokens=args.max_num_batched_tokens,
                           block_size=args.block_size, usage=args.usage or "offline",
-                          kv_cache_memory_bytes=args.kv_cache_memory_bytes)
+                          kv_cache_memory_bytes=args.kv_cache_memory_bytes,
+                          max_total_tokens=args.max_total_tokens)
 
 
 def _placed_once(args: argparse.Namespace, dep: Any, report: Any) -> Any:

@@ -121,13 +121,16 @@ class EngineSettings:
     backend: str | None = None  # TensorRT-LLM --backend: pytorch (default) or tensorrt
     # vLLM --kv-cache-memory-bytes: the pool per GPU, set; no profile check, no utilization
     kv_cache_memory_bytes: int | None = None
+    # SGLang --max-total-tokens, TensorRT-LLM kv_cache_config.max_tokens: a cap on the pool's
+    # tokens; each engine keeps the smaller of it and what its memory rule leaves
+    max_total_tokens: int | None = None
 
     def __post_init__(self) -> None:
         u = self.gpu_memory_utilization
         if u is not None and not 0 < u <= 1:
             raise InputError(f"memory fraction must be in (0, 1], got {u}")
         for name in ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size",
-                     "kv_cache_memory_bytes"):
+                     "kv_cache_memory_bytes", "max_total_tokens"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise InputError(f"{name} must be at least 1, got {value}")
@@ -219,6 +222,9 @@ class KVPool:
     # vLLM --kv-cache-memory-bytes: the pool as set (0: sized from the profile). vLLM skips
     # its memory check then, so rest_bytes is the room the card leaves it (fraction 1)
     set_pool_bytes: float = 0.0
+    # SGLang --max-total-tokens, TensorRT-LLM max_tokens: the pool holds at most this many
+    # tokens (0: no cap), whatever memory is left
+    token_cap: int = 0
 
     @property
     def engine_buffers(self) -> bool:
@@ -246,7 +252,19 @@ class KVPool:
         rather than serve."""
         if self.set_pool_bytes:
             return 0.0 if self.overflow_bytes else self.set_pool_bytes
-        return max(0.0, self.rest_bytes * self.free_fraction_of_rest)
+        left = max(0.0, self.rest_bytes * self.free_fraction_of_rest)
+        return min(left, self.capped_bytes) if self.token_cap else left
+
+    @property
+    def capped_bytes(self) -> float:
+        """The memory a token cap (--max-total-tokens) allows: its whole blocks."""
+        return self.token_cap // self.block_size * self.page_bytes
+
+    @property
+    def capped(self) -> bool:
+        """Whether the token cap, not the memory, sized the pool."""
+        return bool(self.token_cap) and self.capped_bytes \
+            < max(0.0, self.rest_bytes * self.free_fraction_of_rest)
 
     @property
     def overflow_bytes(self) -> float:
@@ -342,6 +360,11 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
         raise InputError(f"--warm-compile-cache is vLLM's; {engine} has no such setting")
     if s.kv_cache_memory_bytes is not None and engine != "vllm":
         raise InputError(f"--kv-cache-memory-bytes is vLLM's; {engine} has no such setting")
+    if s.max_total_tokens is not None and engine not in ("sglang", "trtllm"):
+        raise InputError(f"--max-total-tokens caps SGLang's pool (TensorRT-LLM's "
+                         f"kv_cache_config.max_tokens); {engine} has no such setting"
+                         + (" (--kv-cache-memory-bytes sets vLLM's pool)" if engine == "vllm"
+                            else ""))
     if s.backend is not None and engine != "trtllm":
         raise InputError(f"--backend is TensorRT-LLM's; {engine} has no such setting")
     if s.prefix_caching is not None and engine != "vllm" and engine != "sglang":
@@ -386,7 +409,8 @@ def _stage_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
         pool = KVPool(engine, total_bytes, fraction, weight_bytes, 0.0,
                       fraction * sglang_startup_bytes(dep), 0.0, 1.0, kv_bytes_per_token,
                       s.block_size or int(d["page_size"]), 1, tokens,
-                      windows_apart=has_windows(dep), stage=stage, engine_era=rule.era)
+                      windows_apart=has_windows(dep), stage=stage, engine_era=rule.era,
+                      token_cap=s.max_total_tokens or 0)
         context = s.max_model_len or dep.model.max_position_embeddings or 131072
         return replace(pool, max_num_seqs=sglang_max_running_requests(
             pool.tokens, context, s.max_num_seqs, s.engine_version))
@@ -410,7 +434,7 @@ def _stage_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
     return KVPool(engine, total_bytes, 1.0, weight_bytes, peak, non_torch, 0.0, free_rest,
                   kv_bytes_per_token,
                   s.block_size or int(d["tokens_per_block"]), seqs, tokens, forward_bytes=forward,
-                  stage=stage, seat_buffer_bytes=buffers)
+                  stage=stage, seat_buffer_bytes=buffers, token_cap=s.max_total_tokens or 0)
 
 
 def llamacpp_build(text: str) -> int | None:

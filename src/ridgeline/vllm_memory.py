@@ -274,6 +274,14 @@ SM12X_MARLIN_FROM = (0, 13)
 # the loaded scales stayed registered beside the swizzled copy (v0.25 deletes them); v0.17 to
 # v0.21's bundled kernels also padded both stored dims of the values to 64.
 HOPPER_SCALES_FREED_FROM = (0, 25)
+# Hopper took Marlin until vLLM bundled OpenAI's triton_kernels: gpt-oss came in v0.10.1, where
+# Triton needed triton_kernels installed by hand (PR #27370: "have to install triton_kernels
+# manually"; #27523: as a dependency it "caused SM90 to default to Triton instead of Marlin"),
+# and PR #28788 vendored it into vllm/third_party after v0.11.1 was tagged, so v0.12.0 is the
+# first release whose wheel and image pick Triton. Logged: v0.10.1 on an H100 PCIe, Marlin,
+# "Model loading took 65.9651 GiB" (vLLM #23278); v0.14.1 on an H100, "Using Triton backend",
+# 64.38 GiB (#33155). VLLM_MXFP4_USE_MARLIN=1 (or --moe-backend marlin) still forces Marlin.
+HOPPER_TRITON_FROM = (0, 12)
 HOPPER_VALUE_PAD = ((0, 17), (0, 22))
 
 
@@ -283,11 +291,12 @@ def _round_up(value: int, multiple: int) -> int:
 
 def mxfp4_kernel(acc: Accelerator, version: tuple[int, ...]) -> str | None:
     """The MXFP4 MoE path vLLM ``version`` takes on ``acc``: marlin, triton-hopper,
-    flashinfer, or None where it is not known (ROCm, SM12x before v0.13)."""
+    flashinfer, or None where it is not known (ROCm, SM12x before v0.13); Hopper's is Marlin
+    before v0.12 (HOPPER_TRITON_FROM)."""
     if acc.family in ("ampere", "ada"):
         return "marlin"
     if acc.family == "hopper":
-        return "triton-hopper"
+        return "triton-hopper" if version >= HOPPER_TRITON_FROM else "marlin"
     if acc.family != "blackwell":
         return None
     sm12x = "RTX" in acc.name or acc.form in ("consumer", "workstation", "soc")

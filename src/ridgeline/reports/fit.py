@@ -120,6 +120,10 @@ class FitReport:
                        f"{seats:,} run at once ({seats_name(self.pool)}): raise it to run "
                        "them together")
         p, d = self.pool, self.deployment
+        if p.token_cap and not p.capped:
+            out.append(f"--max-total-tokens {p.token_cap:,} is more than the memory leaves "
+                       f"({p.blocks * p.block_size:,} tokens): the engine keeps the smaller, as "
+                       "SGLang warns ('Use the profiled value instead')")
         if p.set_pool_bytes and self.settings.gpu_memory_utilization is not None:
             out.append("vLLM ignores --gpu-memory-utilization when --kv-cache-memory-bytes sets "
                        "the pool (its worker logs 'This does not respect the "
@@ -235,6 +239,8 @@ class FitReport:
             "slot_cache_bytes_per_gpu": p.slot_cache_bytes,
             # vLLM --kv-cache-memory-bytes: the pool as set, the room the card leaves it, and
             # (unset) the values vLLM's start-up log advises
+            "max_total_tokens": {"cap": p.token_cap, "binds": p.capped} if p.token_cap
+            else None,
             "kv_cache_memory_bytes": {
                 "set": p.set_pool_bytes, "room_bytes_per_gpu": p.rest_bytes,
                 "overflow_bytes_per_gpu": p.overflow_bytes} if p.set_pool_bytes else None,

@@ -176,6 +176,11 @@ def budget_rows(p: KVPool, s: EngineSettings) -> list[list[str]]:
         rows.append(["= KV pool (negative: the engine stops at start-up)",
                      f"{gib(p.rest_bytes * p.free_fraction_of_rest)} per GPU"])
         return rows
+    if p.capped:  # --max-total-tokens, below what the memory leaves
+        rows.append([f"= KV pool, capped at --max-total-tokens {p.token_cap:,} (memory leaves "
+                     f"{gib(max(0.0, p.rest_bytes * p.free_fraction_of_rest))})",
+                     f"{gib(p.pool_bytes)} per GPU"])
+        return rows
     rows.append(["= KV cache" if is_llamacpp(p) else "= KV pool",
                  f"{gib(p.pool_bytes)} per GPU"])
     return rows
