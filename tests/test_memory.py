@@ -465,3 +465,11 @@ def test_a_token_cap_bounds_sglangs_and_tensorrt_llms_pools() -> None:
         assert report.conversations == 100_000 // block * block // 8192
     with pytest.raises(InputError, match="--kv-cache-memory-bytes sets vLLM's pool"):
         kv_pool(dep("llama-3.1-8b"), EngineSettings(max_total_tokens=1000))
+
+
+def test_a_pool_flag_is_refused_where_engines_are_compared_at_their_defaults(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    for flag, value in (("--max-total-tokens", "200000"), ("--kv-cache-memory-bytes", "20G")):
+        code = main(["fit", "llama-3.1-70b", "--gpu", "h100", "--num-gpus", "4",
+                     "--max-model-len", "32k", "--engine", "sglang,trtllm", flag, value])
+        assert code == 2 and f"{flag} names one engine's settings" in capsys.readouterr().err

@@ -142,7 +142,7 @@ ENGINE_KNOBS = ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_token
                 "split_mode", "gpu_layers", "n_cpu_moe", "cpu_moe", "host_bandwidth_gbs",
                 "host_link_gbs", "host_memory_gib", "output_layer_last", "fit_target_mib",
                 "fit_ctx", "no_async_scheduling", "prefix_caching", "language_model_only",
-                "backend", "warm_compile_cache")
+                "backend", "warm_compile_cache", "kv_cache_memory_bytes", "max_total_tokens")
 
 
 def _compare_engines(args: argparse.Namespace, model: Any, acc: Any, engines: list[str]) -> Any:
