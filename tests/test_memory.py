@@ -473,3 +473,35 @@ def test_a_pool_flag_is_refused_where_engines_are_compared_at_their_defaults(
         code = main(["fit", "llama-3.1-70b", "--gpu", "h100", "--num-gpus", "4",
                      "--max-model-len", "32k", "--engine", "sglang,trtllm", flag, value])
         assert code == 2 and f"{flag} names one engine's settings" in capsys.readouterr().err
+
+
+def test_a_pool_that_holds_none_says_why_and_names_the_way_out(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # vLLM at the model's whole context on a 24 GB card refuses to start and names the longest
+    # context that fits ("the estimated maximum model length is …"): fit offers it as a lever,
+    # and prints no start-up advice, which vLLM never gets to log
+    code = main(["fit", "llama-3.1-8b", "--gpu", "rtx-4090", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["verdict"] == DOES_NOT_FIT and report["vllm_advice"] is None
+    longest = [lv for lv in report["levers"] if lv["name"].startswith("--max-model-len ")]
+    assert longest and longest[0]["conversations"] == 1
+    context = int(longest[0]["name"].split()[1].replace(",", ""))
+    assert 8192 < context < 131_072
+    # SGLang starts with a pool shorter than the context, capping a request at the pool
+    sglang = dep("llama-3.1-8b", engine="sglang")
+    small = kv_pool(sglang, EngineSettings(max_model_len=65_536, max_total_tokens=32_000))
+    from ridgeline.capacity import no_sequence_reason, refuses_to_start
+
+    assert not refuses_to_start(small, sglang, 65_536)
+    assert "caps a request at its pool's 31,999 tokens" in no_sequence_reason(small, sglang,
+                                                                              65_536)
+    # a set pool past the room: the reason, and the lever that sizes it to the room
+    over = kv_pool(dep("llama-3.1-8b"), EngineSettings(max_model_len=32_000,
+                                                       kv_cache_memory_bytes=70 * 2**30))
+    assert "overruns the room the card leaves" in no_sequence_reason(over, dep("llama-3.1-8b"),
+                                                                      32_000)
+    code = main(["fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "32k",
+                 "--kv-cache-memory-bytes", "70G", "--json"])
+    names = [lv["name"] for lv in json.loads(capsys.readouterr().out)["levers"]]
+    assert any(n.startswith("--kv-cache-memory-bytes ") and "the card's room" in n
+               for n in names)

@@ -58,3 +58,10 @@ def test_a_list_where_one_count_is_taken_is_named_as_such() -> None:
         parse_count("4,8", "number of GPUs")
     with pytest.raises(InputError, match="must be a whole number such as"):
         parse_count("4,x", "number of GPUs")
+
+
+def test_a_decimal_with_a_binary_suffix_is_refused_as_vllm_refuses_it() -> None:
+    # vLLM's human_readable_int: "Decimals are not allowed with binary suffixes like K"
+    assert parse_count("25.6k") == 25_600 and parse_count("32K") == 32_768
+    with pytest.raises(InputError, match="decimals are not allowed with binary suffixes"):
+        parse_count("1.5G", "kv_cache_memory_bytes")

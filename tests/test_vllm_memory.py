@@ -343,7 +343,7 @@ def test_a_set_pool_past_the_room_holds_nothing() -> None:
 
 
 def test_only_v1_vllm_sets_a_pool() -> None:
-    with pytest.raises(InputError, match="V0 engine"):
+    with pytest.raises(InputError, match="sizes its pool only from the profile"):
         kv_pool(dep("llama-3.1-8b"), EngineSettings(kv_cache_memory_bytes=2**30,
                                                     engine_version="0.8.5 V0"))
     sglang = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"),

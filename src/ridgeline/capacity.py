@@ -51,13 +51,34 @@ def conversations(pool: KVPool, dep: Deployment, context: int) -> int:
     return int(pool.pool_bytes // per_seq) if per_seq else 0
 
 
+SGLANG_LEAST_TOKENS = 7  # max_req_input_len = min(context − 1, tokens − 1) − 5 must be > 0
+
+
 def refuses_to_start(pool: KVPool, dep: Deployment, max_model_len: int) -> bool:
     """Whether the engine refuses a pool that cannot hold one max_model_len sequence (vLLM:
     'To serve at least one request with the model's max seq len … more than the available
-    KV cache memory'); a model without full attention holds any length in its windows."""
+    KV cache memory'); a model without full attention holds any length in its windows.
+    SGLang starts anyway, capping a request at the pool (its max_req_len = min(context_len − 1,
+    max_total_num_tokens − 1), asserting only that something is left)."""
     if pool.groups is not None:
         return pool.concurrency(max_model_len) < 1
+    if pool.engine == "sglang":
+        return pool.tokens < SGLANG_LEAST_TOKENS
     return pool.tokens < max_model_len and bool(dep.model.count(mixer="full"))
+
+
+def no_sequence_reason(pool: KVPool, dep: Deployment, context: int) -> str:
+    """Why the engine runs no sequence of ``context`` tokens, as a clause after "cannot hold
+    one …": the pool --kv-cache-memory-bytes set overrunning the card, SGLang capping a request
+    at its pool, or a refusal to start."""
+    if pool.overflow_bytes:
+        return (f"its --kv-cache-memory-bytes pool ({pool.set_pool_bytes / 2**30:,.2f} GiB) "
+                f"overruns the room the card leaves ({max(0.0, pool.rest_bytes) / 2**30:,.2f} "
+                "GiB): vLLM would run out of memory")
+    if pool.engine == "sglang" and not refuses_to_start(pool, dep, context):
+        return (f"SGLang starts, but caps a request at its pool's {pool.tokens - 1:,} tokens "
+                "(max_req_len)")
+    return "it would refuse to start"
 
 
 def past_trained_context(dep: Deployment, context: int) -> bool:
@@ -108,6 +129,18 @@ def engine_holds(dep: Deployment, context: int, enforce_eager: bool = False,
                                   flash_attn=dep.flash_attention)
         return held_conversations(kv_pool(dep, settings), dep, context)
     return None
+
+
+def engine_none_reason(dep: Deployment, context: int, enforce_eager: bool = False,
+                       settings: EngineSettings | None = None) -> str:
+    """Why ``engine_holds`` finds no sequence of ``context`` tokens, under the same settings
+    (``no_sequence_reason``)."""
+    if dep.engine in ("vllm", "sglang", "trtllm"):
+        base = settings or EngineSettings(usage="offline")
+        s = replace(base, max_model_len=context, enforce_eager=enforce_eager or base.enforce_eager)
+    else:
+        s = EngineSettings(max_model_len=context, max_num_seqs=1, flash_attn=dep.flash_attention)
+    return no_sequence_reason(kv_pool(dep, s), dep, context)
 
 
 def max_batch(dep: Deployment, context: int, settings: EngineSettings | None = None) -> int:

@@ -214,7 +214,7 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
     from ridgeline.reports.prefill import PrefillComparison, PrefillReport
 
     def one(a: argparse.Namespace) -> PrefillReport:
-        from ridgeline.capacity import engine_holds
+        from ridgeline.capacity import engine_holds, engine_none_reason
         from ridgeline.memory import EngineSettings
 
         dep = load_deployment(a)
@@ -227,9 +227,11 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
                              "one pass")
         profile = load_profile(a)
         expected = Expectation.of_prefill(dep, a.prompt_len, a.batch, profile, a.ubatch_size)
-        held = engine_holds(dep, a.prompt_len, settings=_engine_pool_settings(a, dep))  # as decode
+        pool_settings = _engine_pool_settings(a, dep)
+        held = engine_holds(dep, a.prompt_len, settings=pool_settings)  # as decode
+        why = engine_none_reason(dep, a.prompt_len, settings=pool_settings) if held == 0 else ""
         return PrefillReport(dep, prefill_floor(dep, a.prompt_len, a.batch, a.ubatch_size), expected,
-                             a.ubatch_size, held)
+                             a.ubatch_size, held, why)
 
     names = accelerator_names(args)
     if len(names) > 1:  # the same prompt on several cards, side by side

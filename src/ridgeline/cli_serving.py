@@ -66,15 +66,21 @@ def cmd_fit(args: argparse.Namespace) -> Any:
     defaulted = ""
     if args.max_model_len is None and args.target_concurrency is None \
             and not auto_layers(args):
+        if any(engine_id(e.strip()).startswith("llama.cpp") for e in args.engine.split(",")):
+            raise InputError("give --max-model-len L (llama-server's -c), -ngl auto for its "
+                             "default -c 0 under --fit (the context that fits), or "
+                             "--target-concurrency T alone for the longest context T "
+                             "conversations can have")
         if not model.max_position_embeddings:
             raise InputError("give --max-model-len L (the config states no "
                              "max_position_embeddings), or --target-concurrency T alone to "
                              "find the longest context T conversations can have")
-        args.max_model_len = model.max_position_embeddings  # vllm serve's default, SGLang's,
-        # TensorRT-LLM's and llama-server's -c 0 alike: the model's trained context
+        args.max_model_len = model.max_position_embeddings  # vllm serve's default, SGLang's
+        # and TensorRT-LLM's alike: the model's trained context
         defaulted = (f"--max-model-len not given: {args.max_model_len:,}, {model.name}'s "
-                     "max_position_embeddings, as the engines default it (--target-concurrency "
-                     "T alone finds the longest context T conversations can have)")
+                     "max_position_embeddings, as vLLM, SGLang and TensorRT-LLM default it "
+                     "(--target-concurrency T alone finds the longest context T conversations "
+                     "can have)")
     engines = [engine_id(name.strip()) for name in args.engine.split(",")]
     cards = accelerator_names(args)
     if args.max_model_len is None and (len(engines) > 1 or len(cards) > 1):

@@ -563,10 +563,10 @@ def _vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_by
                          f"got {block}")
     fraction = s.gpu_memory_utilization or acc.gpu_memory_utilization
     if s.kv_cache_memory_bytes is not None:
-        if acc.engine == "V0":
-            raise InputError(f"--kv-cache-memory-bytes is V1's (vLLM PR #21489): vLLM "
-                             f"{acc.version} runs the V0 engine, which sizes its pool only "
-                             "from the profile")
+        if acc.engine == "V0" or parse_version(acc.version) < SET_POOL_FROM:
+            raise InputError(f"--kv-cache-memory-bytes came with vLLM PR #21489 (still in "
+                             f"review at v0.10.0's release): vLLM {acc.version} sizes its pool "
+                             "only from the profile")
         fraction = 1.0  # vLLM ignores gpu_memory_utilization for a set pool
     forward = tokens * activation_bytes_per_token(dep)
     # only the last pipeline stage samples (and so profiles the sampler)
@@ -622,6 +622,12 @@ def _vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_by
                   set_pool_bytes=float(s.kv_cache_memory_bytes or 0))
 
 
+# vLLM PR #21489 (--kv-cache-memory-bytes and the start-up advice) was in review on 2025-07-24,
+# after v0.10.0; v0.10.1 (2025-08-18) is the first release that can hold it (not confirmed in
+# its tag: the earliest logs read are v0.11's)
+SET_POOL_FROM = (0, 10, 1)
+
+
 def vllm_pool_advice(dep: Deployment, pool: KVPool, settings: EngineSettings
                      ) -> tuple[float, float] | None:
     """The --kv-cache-memory-bytes vLLM's V1 worker advises at start-up when the flag is
@@ -629,7 +635,8 @@ def vllm_pool_advice(dep: Deployment, pool: KVPool, settings: EngineSettings
     each less the weights, the profiled peak, non-torch memory, the CUDA graphs and a 150 MiB
     margin (engines.json vllm.set_pool). None for another engine, V0, or a pool already set."""
     acc = pool.accounting
-    if pool.engine != "vllm" or acc is None or acc.engine == "V0" or pool.set_pool_bytes:
+    if pool.engine != "vllm" or acc is None or acc.engine == "V0" or pool.set_pool_bytes \
+            or parse_version(acc.version) < SET_POOL_FROM:
         return None
     graphs = pool.cuda_graph_bytes or cuda_graph_bytes(
         dep, pool.max_num_seqs, acc, settings.enforce_eager, pool.stage, counted=True)

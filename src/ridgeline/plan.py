@@ -269,12 +269,29 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
     win = candidates[0] if candidates else None
     note = load.transient(win.ttft_floor_s + mean_out * win.tpot_s) if win else ""
     cautions = tuple(c for c in (note, load.thin(slo.percentile, win.sim_requests if win and
-                                                  win.sim_requests else None)) if c)
+                                                  win.sim_requests else None),
+                                 _winner_caution(model, win, engine)) if c)
     return PlanResult(load, slo, candidates, tuple(_best_per_gpu(unpriced)),
                       tuple(sorted(split, key=lambda c: (not c.verified, c.cost_per_hour is None,
                                                          c.cost_per_hour or 0.0, c.gpus))),
                       tuple(_pareto(model, feasible, load, engine)), len(jobs), mean_out, miss,
                       engine, cautions, engine_version)
+
+
+def _winner_caution(model: ModelSpec, win: Candidate | None, engine: str) -> str:
+    """What the measurements say of the winner's deployment that its pricing leaves out:
+    FP8 and MXFP4 MoE on CDNA3 (predict.cdna3_moe_caution), or ""."""
+    from ridgeline.predict import cdna3_moe_caution
+
+    if win is None or win.disaggregated:
+        return ""
+    acc = resolve_accelerator(win.accelerator)
+    if acc.family != "cdna3" or model.moe is None:
+        return ""
+    dep = replica_deployment(model, acc, win.tp, win.pp, win.weights, win.kv,
+                             win.expert_parallel, engine)
+    caution = cdna3_moe_caution(dep)
+    return f"the winner: {caution}" if caution else ""
 
 
 def _ray_map(jobs: list[tuple[Any, ...]]) -> list[Candidate | None]:

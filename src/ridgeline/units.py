@@ -46,6 +46,9 @@ def parse_count(text: str, what: str = "count") -> int:
     if not match:
         raise InputError(f"{what} must be a whole number such as 4096, 128k or 128K, got {text!r}")
     number, suffix = match.groups()
+    if suffix in _BINARY and "." in number:  # as vLLM's human_readable_int refuses it
+        raise InputError(f"{what}: decimals are not allowed with binary suffixes like "
+                         f"{suffix}, got {text!r} (did you mean {number}{suffix.lower()}?)")
     factor = _DECIMAL.get(suffix) or _BINARY.get(suffix) or 1
     value = float(number) * factor
     if value > MAX_COUNT:

@@ -61,6 +61,7 @@ class DecodeReport:
     cautions: tuple[str, ...] = ()  # what the expectation leaves out
     profile: EngineProfile | None = field(default=None, compare=False)  # the expectation's
     pool_settings: str = ""  # the engine settings the pool is sized under ("": the defaults)
+    none_reasons: tuple[tuple[int, str], ...] = ()  # (context, why the pool runs none of it)
 
     @property
     def steps(self) -> tuple[Step, ...]:
@@ -198,8 +199,8 @@ class DecodeReport:
                 f"{plural(c, 'token')} of context{slots} ({fit} for the breakdown)" if b else
                 context_refusal(self.deployment, c) or
                 f"{engine} cannot hold one sequence of {c:,} {plural(c, 'token')} "
-                f"beside these weights: it would refuse to start ({fit} for the breakdown)"
-                for c, b in self.pool_batch]
+                f"beside these weights: {dict(self.none_reasons).get(c, '')} ({fit} for the "
+                "breakdown)" for c, b in self.pool_batch]
 
 
 def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
@@ -207,11 +208,13 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
                   settings: EngineSettings | None = None) -> DecodeReport:
     """Each batch at each context: its floor, the engine's expectation, and the batch the
     engine's pool runs (sized under ``settings``, or vLLM's offline defaults)."""
-    from ridgeline.capacity import engine_holds
+    from ridgeline.capacity import engine_holds, engine_none_reason
 
     floors, expected = [], []
     held = [(c, engine_holds(dep, c, enforce_eager, settings)) for c in contexts]
     pool_batch = tuple((c, n) for c, n in held if n is not None)
+    none_reasons = tuple((c, engine_none_reason(dep, c, enforce_eager, settings))
+                         for c, n in pool_batch if n == 0)
     for context in contexts:
         base = decode_floor(dep, 1, context)
         for b in batches:
@@ -227,7 +230,8 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
                 micro_batch_caution(dep), expected[0].calibration)
     return DecodeReport(dep, tuple(floors), tuple(expected), pool_batch,
                         tuple(c for c in cautions if c), profile,
-                        describe_settings(settings, dep.engine) if settings else "")
+                        describe_settings(settings, dep.engine) if settings else "",
+                        none_reasons)
 
 
 def describe_settings(settings: EngineSettings, engine: str) -> str:

@@ -177,6 +177,8 @@ class FitReport:
         if p.set_pool_bytes:  # a set pool: the card short of it, or it short of the need
             return max(need, p.set_pool_bytes) - p.rest_bytes if p.overflow_bytes \
                 else max(0.0, need - p.pool_bytes)
+        if p.capped:  # a token cap binds: the pool short of the need, as far as memory allows
+            return max(0.0, need + p.slot_cache_bytes - p.pool_bytes)
         return max(0.0, (need + p.slot_cache_bytes) / p.free_fraction_of_rest - p.rest_bytes)
 
     @property
@@ -277,7 +279,11 @@ class FitReport:
 
     @property
     def advice(self) -> tuple[float, float] | None:
-        """vLLM's start-up advice for --kv-cache-memory-bytes (requested memory, whole card)."""
+        """vLLM's start-up advice for --kv-cache-memory-bytes (requested memory, whole card);
+        None where vLLM would not get as far as printing it (it logs the advice after
+        capturing CUDA graphs, so not where it refuses to start or cannot load)."""
+        if self.refused_start or self.pool.rest_bytes <= 0 or self.conversations == 0:
+            return None
         return vllm_pool_advice(self.deployment, self.pool, self.settings)
 
     @property
@@ -299,7 +305,9 @@ class FitReport:
                         f"{p.overflow_bytes / GIB:,.2f} GiB per GPU (the weights, the profiled "
                         f"peak, non-torch memory and CUDA graphs leave "
                         f"{max(0.0, p.rest_bytes) / GIB:,.2f} GiB); vLLM skips its memory "
-                        "check for a set pool, so it would run out of memory, not refuse")
+                        "check for a set pool, so it would run out of memory (allocating the "
+                        "cache or capturing graphs at start-up, or later under load) rather "
+                        "than refuse")
         elif self.verdict == DOES_NOT_FIT:
             short = self.shortfall_bytes / GIB
             headline += (f" against a target of {max(1, self.target or 1):,}; the pool is short "
@@ -315,6 +323,15 @@ class FitReport:
             elif p.rest_bytes < 0 and is_llamacpp(p):
                 headline += (f" (the weights, the runtime and the compute buffer alone "
                              f"overflow its {p.total_bytes / GIB:,.1f} GiB)")
+            elif p.capped:
+                tokens = -(-int(self.per_conversation_bytes * max(1, self.target or 1))
+                           // int(p.page_bytes)) * p.block_size
+                room = int(max(0.0, p.rest_bytes * p.free_fraction_of_rest) // p.page_bytes) \
+                    * p.block_size
+                headline += (f" (--max-total-tokens caps it at {p.token_cap:,} tokens; "
+                             + (f"{tokens:,} would hold it, and the memory leaves room for "
+                                f"{room:,})" if tokens <= room else
+                                f"the memory leaves room for only {room:,})"))
             elif p.set_pool_bytes:
                 need = p.pool_bytes + self.shortfall_bytes
                 headline += (f" (--kv-cache-memory-bytes {int(need)}, {need / GIB:,.2f} GiB, "
@@ -394,7 +411,8 @@ class FitReport:
         lines += [f"caution: {c}" for c in self.cautions]
         if self.levers:
             lines += ["", "levers:"]
-            lines += [f"  {lv.name:<34} {lv.conversations:>8,} "
+            width = max(34, *(len(lv.name) for lv in self.levers))
+            lines += [f"  {lv.name:<{width}} {lv.conversations:>8,} "
                       f"{plural(lv.conversations, 'conversation')}, batch {lv.batch:,}"
                       for lv in self.levers]
         if self.verdict == DOES_NOT_FIT and not past_trained_context(d, self.context) \
@@ -587,6 +605,12 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
                   f"vocab {dep.model.vocab_size:,} + 8 × vocab ÷ 32 + 17,924) B + 13 B × "
                   f"{pool.profile_tokens:,} tokens, held from start-up and counted from v0.27")]
                if pool.seat_buffer_bytes and not pool.engine_buffers else []),
+             *([q("token cap", pool.token_cap, "tokens",
+                  ("TensorRT-LLM's kv_cache_config.max_tokens" if pool.engine == "trtllm" else
+                   "SGLang's --max-total-tokens") + (": it binds, the pool is its blocks"
+                                                     if pool.capped else ": above what memory "
+                                                     "leaves, so it does not bind"))]
+               if pool.token_cap else []),
              *([q("free fraction of the rest", pool.free_fraction_of_rest, "",
                   "kv_cache_free_gpu_mem_fraction: TensorRT-LLM's share of the memory free "
                   "after the engine loads")] if pool.free_fraction_of_rest != 1 else []),

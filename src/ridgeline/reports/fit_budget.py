@@ -177,7 +177,8 @@ def budget_rows(p: KVPool, s: EngineSettings) -> list[list[str]]:
                      f"{gib(p.rest_bytes * p.free_fraction_of_rest)} per GPU"])
         return rows
     if p.capped:  # --max-total-tokens, below what the memory leaves
-        rows.append([f"= KV pool, capped at --max-total-tokens {p.token_cap:,} (memory leaves "
+        flag = "kv_cache_config.max_tokens" if p.engine == "trtllm" else "--max-total-tokens"
+        rows.append([f"= KV pool, capped at {flag} {p.token_cap:,} (memory leaves "
                      f"{gib(max(0.0, p.rest_bytes * p.free_fraction_of_rest))})",
                      f"{gib(p.pool_bytes)} per GPU"])
         return rows

@@ -134,8 +134,10 @@ def levers(r: FitReport) -> list[Lever]:
                         r.context, replace(s, max_num_seqs=r.conversations)))
     if r.pool.engine_buffers:
         options += _seats_lever(r)
-    if d.engine == "vllm":
+    if d.engine == "vllm" and not r.pool.set_pool_bytes:
         options += _budget_levers(r)
+    options += _pool_flag_levers(r)
+    options += _longest_context_lever(r)
     if gguf and d.offload is None and d.tensor_parallel_size == 1 and not (
             d.accelerator.vendor == "apple" or d.accelerator.form == "soc"):
         options += _offload_lever(r)
@@ -195,6 +197,49 @@ def _budget_levers(r: FitReport) -> list[tuple[str, Deployment, int, EngineSetti
         out.append((f"--max-num-batched-tokens {SMALLER_PROFILE_TOKENS}", r.deployment, r.context,
                     replace(s, max_num_batched_tokens=SMALLER_PROFILE_TOKENS)))
     return out
+
+
+def _pool_flag_levers(r: FitReport) -> list[tuple[str, Deployment, int, EngineSettings]]:
+    """A pool the user sized: vLLM's --kv-cache-memory-bytes at the most the card holds
+    (its own 'fill the card' figure, less its 150 MiB margin), and the token cap lifted."""
+    from ridgeline.memory import engine_defaults
+
+    p, s, out = r.pool, r.settings, []
+    if p.set_pool_bytes:
+        margin = float(engine_defaults("vllm")["set_pool"]["redundancy_mib"]) * 2**20
+        room = int(p.rest_bytes - margin)
+        if room > 0 and room != int(p.set_pool_bytes):
+            out.append((f"--kv-cache-memory-bytes {room} ({room / GIB:,.2f} GiB, the card's "
+                        "room)", r.deployment, r.context, replace(s, kv_cache_memory_bytes=room)))
+    if p.capped:
+        out.append(("--max-total-tokens unset (the memory's own pool)", r.deployment, r.context,
+                    replace(s, max_total_tokens=None)))
+    return out
+
+
+def _longest_context_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSettings]]:
+    """Where the target does not fit: the longest --max-model-len at which it does (what
+    vLLM's start-up error names, 'the estimated maximum model length is …')."""
+    from ridgeline.capacity import past_trained_context
+
+    d, s, target = r.deployment, r.settings, max(1, r.target or 1)
+    if r.conversations >= target or past_trained_context(d, r.context) or r.context < 2:
+        return []
+
+    def holds(context: int) -> bool:
+        pool = kv_pool(d, replace(s, max_model_len=context))
+        return held_conversations(pool, d, context) >= target
+
+    if not holds(1):
+        return []
+    low, high = 1, r.context - 1
+    while low < high:  # holds(low)
+        mid = (low + high + 1) // 2
+        if holds(mid):
+            low = mid
+        else:
+            high = mid - 1
+    return [(f"--max-model-len {low:,} (the longest that holds {target:,})", d, low, s)]
 
 
 def _seats_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSettings]]:

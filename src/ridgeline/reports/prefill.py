@@ -30,6 +30,7 @@ class PrefillReport:
     expected: Expectation
     ubatch: int | None = None  # llama.cpp -ub, where given
     pool_batch: int | None = None  # prompts of this length the serving engine's pool holds
+    none_reason: str = ""  # why the pool holds none (capacity.no_sequence_reason)
 
     @property
     def runs(self) -> bool:
@@ -113,7 +114,8 @@ class PrefillReport:
             return [*lines, f"expected on {e.engine}: nothing: " + (
                 context_refusal(self.deployment, f.prompt_len) or
                 f"{e.engine} cannot hold one {f.prompt_len:,}-token prompt beside these weights: "
-                f"it would refuse to start ({fit} for the breakdown)" if not held else
+                f"{self.none_reason or 'it would refuse to start'} ({fit} for the breakdown)"
+                if not held else
                 f"its KV pool holds {held:,} {plural(held, 'prompt')} of {f.prompt_len:,} tokens "
                 f"at once, not {f.batch:,} ({fit} for the breakdown)")]
         return [*lines,

@@ -102,6 +102,11 @@ def start_refusal(dep: Deployment, settings: object, config: SimConfig) -> str |
 
     s = settings if isinstance(settings, EngineSettings) else EngineSettings()
     where = f"{dep.num_gpus} x {dep.accelerator.id}"
+    if config.num_blocks < 1 and kv_pool(dep, s).overflow_bytes:
+        from ridgeline.capacity import no_sequence_reason
+
+        return f"does not fit on {where}: " + no_sequence_reason(
+            kv_pool(dep, s), dep, config.max_model_len) + " (see `ridgeline fit`)"
     if config.num_blocks < 1:
         from ridgeline.llamacpp_fit import fit_could_offload
 
