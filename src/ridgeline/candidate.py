@@ -52,17 +52,28 @@ class Candidate:
 
     @property
     def label(self) -> str:
+        return self.label_for("vllm")
+
+    def label_for(self, engine: str) -> str:
+        """The candidate in ``engine``'s own names for its seats and its step's tokens."""
+        seats_name, tokens_name = ENGINE_KNOB_NAMES.get(engine, ENGINE_KNOB_NAMES["vllm"])
         split = f" × PP{self.pp}" if self.pp > 1 else ""
         split += " EP" if self.expert_parallel else ""
-        seqs = f", max_num_seqs {self.max_num_seqs}" if self.max_num_seqs else ""
+        seqs = f", {seats_name} {self.max_num_seqs}" if self.max_num_seqs else ""
         if self.max_num_batched_tokens:
-            seqs += f", max_num_batched_tokens {self.max_num_batched_tokens}"
+            seqs += f", {tokens_name} {self.max_num_batched_tokens}"
         if self.disaggregated:
             return (f"{self.disaggregated} pools of {self.tp} x {self.accelerator} (TP{self.tp}, "
                     f"{self.weights})")
         return (f"{self.replicas} replica{'s' if self.replicas > 1 else ''} of "
                 f"{self.tp * self.pp} x {self.accelerator} (TP{self.tp}{split}, {self.weights}, "
                 f"KV {self.kv}{seqs})")
+
+
+# each engine's names for the seats and the step's token budget a candidate sets
+ENGINE_KNOB_NAMES = {"vllm": ("max_num_seqs", "max_num_batched_tokens"),
+                     "sglang": ("max_running_requests", "chunked_prefill_size"),
+                     "trtllm": ("max_batch_size", "max_num_tokens")}
 
 
 def replica_deployment(model: ModelSpec, acc: Accelerator, c_tp: int, pp: int, weights: str,

@@ -123,6 +123,9 @@ def _accelerator_name(text: str) -> str:
 def _engine_name(text: str) -> str:
     from ridgeline.engines import engine_id
 
+    if "," in text:  # a command that compares engines takes _name_list(_engine_name)
+        raise InputError(f"this command runs one engine, got {text!r} (`ridgeline fit` "
+                         "compares several)")
     engine_id(text)
     return text
 

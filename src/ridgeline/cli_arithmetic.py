@@ -169,9 +169,11 @@ def _engine_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
     if not given:
         return None
     if dep.engine.startswith("llama.cpp"):
-        raise InputError(f"{', '.join(given)} {'sizes' if len(given) == 1 else 'size'} a "
-                         "serving engine's pool (vLLM, SGLang, "
-                         "TensorRT-LLM); decode and prefill give llama.cpp a slot per sequence")
+        owner = ("vLLM's pool" if given == ["--kv-cache-memory-bytes"] else
+                 "SGLang's and TensorRT-LLM's pools" if given == ["--max-total-tokens"] else
+                 "a serving engine's pool (vLLM, SGLang, TensorRT-LLM)")
+        raise InputError(f"{', '.join(given)} {'sizes' if len(given) == 1 else 'size'} "
+                         f"{owner}; decode and prefill give llama.cpp a slot per sequence")
     if args.usage is not None and dep.engine != "vllm":
         raise InputError(f"--usage is vLLM's (vllm serve or its offline LLM class); {dep.engine} "
                          "has one set of defaults")

@@ -104,8 +104,9 @@ class FitReport:
         pp = micro_batches(self.deployment)
         if pp == 1:
             return f"{self.batch:,}"
-        return (f"{self.batch:,}: {pp} micro-batches of {self.stage_batch:,}, one in each "
-                "pipeline stage")
+        even = self.batch == pp * self.stage_batch
+        return (f"{self.batch:,}: {pp} micro-batches of {'' if even else 'up to '}"
+                f"{self.stage_batch:,}, one in each pipeline stage")
 
     @property
     def cautions(self) -> list[str]:
@@ -338,6 +339,10 @@ class FitReport:
                              f"would hold it; the card "
                              f"has room for {p.rest_bytes / GIB:,.2f} GiB)" if need <= p.rest_bytes
                              else f" (the card has room for {p.rest_bytes / GIB:,.2f} GiB)")
+            elif p.weight_bytes > p.total_bytes:
+                headline += (f" (the weights alone, {p.weight_bytes / GIB:,.1f} GiB per GPU, "
+                             f"exceed the card's {p.total_bytes / GIB:,.1f} GiB: it could not "
+                             "load them)")
             elif p.rest_bytes < 0:
                 headline += (f" (the weights and the profiling pass alone overflow the "
                              f"{p.total_bytes * p.reserved_fraction / GIB:,.1f} GiB it reserves)")
@@ -695,9 +700,12 @@ def _held_steps(r: FitReport) -> tuple[Step, ...]:
     """The pool in blocks, the shortfall and the levers, each with its division."""
     p = r.pool
     unit = "cells" if is_llamacpp(p) else "blocks"
-    out = [step(f"{unit} the pool holds", "floor((pool − slots' window cache) ÷ bytes per "
-                f"{unit[:-1]})", q(unit, p.blocks), q("pool", p.pool_bytes / GIB, "GiB"),
-                q("slots' window cache", p.slot_cache_bytes / GIB, "GiB"),
+    slots = [q("slots' window cache", p.slot_cache_bytes / GIB, "GiB")] \
+        if is_llamacpp(p) else []
+    out = [step(f"{unit} the pool holds", ("floor((pool − slots' window cache) ÷ bytes per "
+                                            f"{unit[:-1]})") if slots else
+                f"floor(pool ÷ bytes per {unit[:-1]})", q(unit, p.blocks),
+                q("pool", p.pool_bytes / GIB, "GiB"), *slots,
                 q(f"bytes per {unit[:-1]}", p.page_bytes / 2**20, "MiB",
                   f"{p.block_size} token(s) × KV bytes per token per GPU"
                   + (" across every KV-cache group" if p.groups else "")))]

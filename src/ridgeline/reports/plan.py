@@ -163,7 +163,7 @@ class PlanReport:
 
     def _row(self, c: Candidate) -> dict[str, Any]:
         data = asdict(c)
-        data.update(label=c.label, gpus=c.gpus, cost_per_hour=c.cost_per_hour,
+        data.update(label=c.label_for(self.result.engine), gpus=c.gpus, cost_per_hour=c.cost_per_hour,
                     cost_per_million_output_tokens=c.cost_per_million_tokens(self._tok_s()))
         if self.result.mean_output_tokens < 2:  # one output token: no TPOT to state
             data["tpot_s"] = None
@@ -243,11 +243,11 @@ class PlanReport:
                 lines.append(f"closest: {r.closest_miss}")
             if r.unpriced:
                 lines.append("feasible but unpriced (pass --price GPU=USD): "
-                             + ", ".join(c.label for c in r.unpriced))
+                             + ", ".join(c.label_for(r.engine) for c in r.unpriced))
             return lines
         per_m = win.cost_per_million_tokens(self._tok_s())
         lines = [head, "",
-                 f"winner: {win.label} = {win.gpus} {plural(win.gpus, 'GPU')}, "
+                 f"winner: {win.label_for(r.engine)} = {win.gpus} {plural(win.gpus, 'GPU')}, "
                  f"${win.cost_per_hour:,.2f}/h, "
                  f"{_usd(per_m)} per million output tokens"]
         if win.verified:  # what the load sees first, then the capacity the search sized with
@@ -289,7 +289,7 @@ class PlanReport:
             lines[-1:-1] = [f"(its check replayed every {win.replicas}th request of the trace, "
                             f"the first {win.sim_requests:,}: simulate --trace replays a whole "
                             "file)"]
-        rows = [[c.label, str(c.gpus), f"${c.cost_per_hour:,.2f}",
+        rows = [[c.label_for(r.engine), str(c.gpus), f"${c.cost_per_hour:,.2f}",
                  _usd(c.cost_per_million_tokens(self._tok_s())),
                  "simulated" if c.verified else "analytic"] for c in self.runners_up()]
         if rows:
@@ -298,7 +298,8 @@ class PlanReport:
                 lines.append(f"  (analytic: not simulated; {self._moved()})")
             lines.append("")
         for c in r.unpriced:
-            lines.append(f"{c.label} = {c.gpus} {plural(c.gpus, 'GPU')}, no price: it wins below "
+            lines.append(f"{c.label_for(r.engine)} = {c.gpus} {plural(c.gpus, 'GPU')}, "
+                         "no price: it wins below "
                          f"${(win.cost_per_hour or 0) / c.gpus:,.2f} per GPU-hour "
                          f"(--price {c.accelerator}=USD)")
         if r.disaggregated and not any(c.verified for c in r.disaggregated):
@@ -308,7 +309,7 @@ class PlanReport:
             cost = f"${c.cost_per_hour:,.2f}/h" if c.cost_per_hour is not None else "no price"
             how = (f"simulated: {_pct(r.slo.percentile)} TTFT {(c.sim_ttft_s or 0) * 1e3:,.0f} ms, "
                    f"TPOT {_tpot_ms(c.sim_tpot_s)}" if c.verified else "analytic")
-            lines.append(f"disaggregated, {c.label}: {c.gpus} {plural(c.gpus, 'GPU')}, {cost} "
+            lines.append(f"disaggregated, {c.label_for(r.engine)}: {c.gpus} {plural(c.gpus, 'GPU')}, {cost} "
                          f"({how}; KV hand-off over a 400 Gb/s link)")
         if r.pareto:
             ctx = mean_decode_context(*r.load.means())
