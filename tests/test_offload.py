@@ -351,7 +351,7 @@ def test_the_hosts_share_must_fit_its_ram_where_given(capsys: pytest.CaptureFixt
 
 
 def test_expert_offload_carries_its_caution(capsys: pytest.CaptureFixture[str]) -> None:
-    """The one published --n-cpu-moe run with its host stated decoded a third slower than
+    """The one published --n-cpu-moe run with its host stated decoded about a quarter slower than
     whole-layer streaming predicts: every expectation with host experts says so."""
     from ridgeline.offload import offload_caution
 

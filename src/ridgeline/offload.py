@@ -239,11 +239,12 @@ HOST_LINK_BY_FAMILY = {
 
 # llmfit PR #755 (validation/offload.csv OF-llmfit755-*): Qwen3-30B-A3B Q4_K_M with
 # --n-cpu-moe 36 on an RTX 2080 and quad-channel DDR4 decoded at 36.7 tok/s where the dense
-# layers' host share predicts 54.9: a CPU reads many small experts less well than whole layers
+# layers' host share predicts 50.1 (54.9 before the 2026-12-01 refit): a CPU reads many small
+# experts less well than whole layers
 EXPERT_OFFLOAD_CAUTION = ("experts on the host are priced like whole layers streamed from its "
                           "memory; the one published run with its host stated (llmfit #755, "
-                          "Qwen3-30B-A3B --n-cpu-moe 36 on an RTX 2080) decoded a third slower "
-                          "than this predicts: read the expectation as optimistic")
+                          "Qwen3-30B-A3B --n-cpu-moe 36 on an RTX 2080) decoded about a quarter "
+                          "slower than this predicts: read the expectation as optimistic")
 
 
 def offload_caution(dep: Deployment) -> str:
