@@ -9,6 +9,7 @@ from dataclasses import replace
 from ridgeline.deployment import Deployment
 from ridgeline.kvcache import KVFootprint, kv_footprint
 from ridgeline.memory import EngineSettings, KVPool, kv_pool
+from ridgeline.units import GIB
 
 
 def sequence_bytes_per_gpu(dep: Deployment, context: int) -> float:
@@ -72,8 +73,8 @@ def no_sequence_reason(pool: KVPool, dep: Deployment, context: int) -> str:
     one …": the pool --kv-cache-memory-bytes set overrunning the card, SGLang capping a request
     at its pool, or a refusal to start."""
     if pool.overflow_bytes:
-        return (f"its --kv-cache-memory-bytes pool ({pool.set_pool_bytes / 2**30:,.2f} GiB) "
-                f"overruns the room the card leaves ({max(0.0, pool.rest_bytes) / 2**30:,.2f} "
+        return (f"its --kv-cache-memory-bytes pool ({pool.set_pool_bytes / GIB:,.2f} GiB) "
+                f"overruns the room the card leaves ({max(0.0, pool.rest_bytes) / GIB:,.2f} "
                 "GiB): vLLM would run out of memory")
     if pool.engine == "sglang" and not refuses_to_start(pool, dep, context):
         return (f"SGLang starts, but caps a request at its pool's {pool.tokens - 1:,} tokens "
