@@ -160,6 +160,8 @@ BAD = [
     (["fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "8k",
       "--gpu-memory-utilization", "1.5"], "memory fraction"),
     (["validate", "/nonexistent.csv"], "no such measurements file"),
+    (["fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "sglang", "--max-model-len", "8k",
+      "--chunked-prefill-size", "-1"], "chunked prefill off, which is not modelled"),
     (["decode", "llama-3.1-8b", "--gpu", "h100", "--engine", "magic"], "unknown engine"),
     # a name is checked even where the command would not have used it
     (["kv", "llama-3.1-8b", "--context", "8k", "--weights", "int3"], "unknown weight format"),

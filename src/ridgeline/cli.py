@@ -44,6 +44,16 @@ def _positive_count(what: str, most: int | None = None) -> Callable[[str], int]:
     return _typed(lambda t: _at_most(int(require_positive(parse_count(t, what), what)), most, what))
 
 
+def _step_tokens(text: str) -> int:
+    """A step's token budget; SGLang's -1 (chunked prefill off) named as not modelled."""
+    if text.strip() == "-1":
+        raise argparse.ArgumentTypeError(
+            "-1 is SGLang's --chunked-prefill-size for chunked prefill off, which is not "
+            "modelled: give the tokens a prefill step may take (its --max-prefill-tokens, 16384 "
+            "by default)")
+    return _positive_count("max_num_batched_tokens")(text)
+
+
 def _count(what: str) -> Callable[[str], int]:
     """A whole number ≥ 0 (a prefix length, a draft length)."""
     return _typed(lambda t: parse_count(t, what))
@@ -206,7 +216,7 @@ def engine_sizes(g: Any, llamacpp: bool = True) -> None:
                    + ("; llama.cpp slots (-np)" if llamacpp else ""))
     g.add_argument("--max-num-batched-tokens", "--chunked-prefill-size", "--max-num-tokens",
                    *(("--ubatch-size",) if llamacpp else ()), dest="max_num_batched_tokens",
-                   metavar="N", type=_positive_count("max_num_batched_tokens"),
+                   metavar="N", type=_step_tokens,
                    help="tokens per step (the profiled pass)"
                    + ("; llama.cpp n_ubatch (-ub)" if llamacpp else ""))
     g.add_argument("--kv-cache-memory-bytes", "--kv-cache-memory", dest="kv_cache_memory_bytes",
