@@ -24,6 +24,7 @@ def dep(model: str, gpu: str = "h100", n: int = 1, weights: str | None = None,
 def test_versions_parse_and_pick_their_era() -> None:
     assert parse_version("v0.6.4.post1") == (0, 6, 4)
     assert parse_version("0.10") == (0, 10)
+    assert parse_version("v0.10.1.1") == (0, 10, 1, 1)  # a real release
     assert vllm_accounting("0.2.4").non_torch_gib == 0  # before PR #2031: torch only
     assert vllm_accounting("0.2.5").non_torch_gib > 0
     assert vllm_accounting("0.7.3").engine == "V0"
@@ -340,6 +341,16 @@ def test_a_set_pool_past_the_room_holds_nothing() -> None:
     pool = kv_pool(d, EngineSettings(kv_cache_memory_bytes=int(room) + 2**30))
     assert pool.pool_bytes == 0 and pool.blocks == 0
     assert pool.overflow_bytes == pytest.approx(2**30, abs=1)
+
+
+def test_only_v1_vllm_from_v0_10_2_sets_a_pool() -> None:
+    # PR #21489 first shipped in v0.10.2 (the 0.10.1.1 source tarball has no such field)
+    for version in ("0.10.1", "0.10.1.1"):
+        with pytest.raises(InputError, match=r"came in vLLM v0\.10\.2"):
+            kv_pool(dep("llama-3.1-8b"), EngineSettings(kv_cache_memory_bytes=2**30,
+                                                        engine_version=version))
+    assert kv_pool(dep("llama-3.1-8b"), EngineSettings(
+        kv_cache_memory_bytes=2**30, engine_version="0.10.2")).pool_bytes == 2**30
 
 
 def test_only_v1_vllm_sets_a_pool() -> None:

@@ -564,9 +564,8 @@ def _vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_by
     fraction = s.gpu_memory_utilization or acc.gpu_memory_utilization
     if s.kv_cache_memory_bytes is not None:
         if acc.engine == "V0" or parse_version(acc.version) < SET_POOL_FROM:
-            raise InputError(f"--kv-cache-memory-bytes came with vLLM PR #21489 (still in "
-                             f"review at v0.10.0's release): vLLM {acc.version} sizes its pool "
-                             "only from the profile")
+            raise InputError(f"--kv-cache-memory-bytes came in vLLM v0.10.2 (PR #21489): "
+                             f"vLLM {acc.version} sizes its pool only from the profile")
         fraction = 1.0  # vLLM ignores gpu_memory_utilization for a set pool
     forward = tokens * activation_bytes_per_token(dep)
     # only the last pipeline stage samples (and so profiles the sampler)
@@ -622,10 +621,11 @@ def _vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_by
                   set_pool_bytes=float(s.kv_cache_memory_bytes or 0))
 
 
-# vLLM PR #21489 (--kv-cache-memory-bytes and the start-up advice) was in review on 2025-07-24,
-# after v0.10.0; v0.10.1 (2025-08-18) is the first release that can hold it (not confirmed in
-# its tag: the earliest logs read are v0.11's)
-SET_POOL_FROM = (0, 10, 1)
+# vLLM PR #21489 (--kv-cache-memory-bytes and the start-up advice): first released in v0.10.2.
+# The PyPI source tarballs of 0.10.1 and 0.10.1.1 hold no kv_cache_memory_bytes; 0.10.2's has
+# it (vllm/config/cache.py, engine/arg_utils.py "--kv-cache-memory-bytes", and the worker's
+# "as specified by kv_cache_memory_bytes config" log and "--kv-cache-memory=" advice)
+SET_POOL_FROM = (0, 10, 2)
 
 
 def vllm_pool_advice(dep: Deployment, pool: KVPool, settings: EngineSettings
