@@ -4,6 +4,7 @@ fit, decode, prefill, utilization, simulate and the planner all give alike."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from ridgeline.deployment import Deployment
@@ -142,6 +143,18 @@ def engine_none_reason(dep: Deployment, context: int, enforce_eager: bool = Fals
     else:
         s = EngineSettings(max_model_len=context, max_num_seqs=1, flash_attn=dep.flash_attention)
     return no_sequence_reason(kv_pool(dep, s), dep, context)
+
+
+def longest_holding(holds: Callable[[int], bool], low: int, high: int) -> int:
+    """The largest context in [low, high] that ``holds``, by bisection: ``holds(low)`` is
+    true, and a pool holds no more conversations as they grow."""
+    while low < high:
+        mid = (low + high + 1) // 2
+        if holds(mid):
+            low = mid
+        else:
+            high = mid - 1
+    return low
 
 
 def max_batch(dep: Deployment, context: int, settings: EngineSettings | None = None) -> int:

@@ -628,6 +628,12 @@ def _vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_by
 SET_POOL_FROM = (0, 10, 2)
 
 
+def set_pool_margin_bytes() -> float:
+    """The margin vLLM leaves below its --kv-cache-memory-bytes advice (redundancy_buffer_memory,
+    150 MiB; engines.json vllm.set_pool)."""
+    return float(engine_defaults("vllm")["set_pool"]["redundancy_mib"]) * MIB
+
+
 def vllm_pool_advice(dep: Deployment, pool: KVPool, settings: EngineSettings
                      ) -> tuple[float, float] | None:
     """The --kv-cache-memory-bytes vLLM's V1 worker advises at start-up when the flag is
@@ -642,7 +648,7 @@ def vllm_pool_advice(dep: Deployment, pool: KVPool, settings: EngineSettings
         dep, pool.max_num_seqs, acc, settings.enforce_eager, pool.stage, counted=True)
     taken = pool.weight_bytes + pool.activation_bytes + pool.non_torch_bytes + graphs \
         + pool.seat_buffer_bytes
-    taken += float(engine_defaults("vllm")["set_pool"]["redundancy_mib"]) * MIB
+    taken += set_pool_margin_bytes()
     return (max(0.0, pool.total_bytes * pool.reserved_fraction - taken),
             max(0.0, pool.total_bytes - taken))
 

@@ -285,12 +285,9 @@ def _winner_caution(model: ModelSpec, win: Candidate | None, engine: str) -> str
 
     if win is None or win.disaggregated:
         return ""
-    acc = resolve_accelerator(win.accelerator)
-    if acc.family != "cdna3" or model.moe is None:
-        return ""
-    dep = replica_deployment(model, acc, win.tp, win.pp, win.weights, win.kv,
-                             win.expert_parallel, engine)
-    caution = cdna3_moe_caution(dep)
+    caution = cdna3_moe_caution(replica_deployment(
+        model, resolve_accelerator(win.accelerator), win.tp, win.pp, win.weights, win.kv,
+        win.expert_parallel, engine))
     return f"the winner: {caution}" if caution else ""
 
 

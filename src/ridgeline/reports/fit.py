@@ -14,6 +14,7 @@ from ridgeline.capacity import (
     context_refusal,
     conversation_bytes,
     held_conversations,
+    longest_holding,
     past_trained_context,
     refuses_to_start,
 )
@@ -35,6 +36,7 @@ from ridgeline.render import table
 from ridgeline.reports.fit_budget import (
     accounting_quantity,
     budget_rows,
+    cap_flag,
     is_llamacpp,
     llamacpp_pool_step,
     peak_quantities,
@@ -122,9 +124,10 @@ class FitReport:
                        "them together")
         p, d = self.pool, self.deployment
         if p.token_cap and not p.capped:
-            out.append(f"--max-total-tokens {p.token_cap:,} is more than the memory leaves "
-                       f"({p.blocks * p.block_size:,} tokens): the engine keeps the smaller, as "
-                       "SGLang warns ('Use the profiled value instead')")
+            out.append(f"{cap_flag(p)} {p.token_cap:,} is more than the memory leaves "
+                       f"({p.blocks * p.block_size:,} tokens): the engine keeps the smaller"
+                       + (", as SGLang warns ('Use the profiled value instead')"
+                          if p.engine == "sglang" else ""))
         if p.set_pool_bytes and self.settings.gpu_memory_utilization is not None:
             out.append("vLLM ignores --gpu-memory-utilization when --kv-cache-memory-bytes sets "
                        "the pool (its worker logs 'This does not respect the "
@@ -329,7 +332,7 @@ class FitReport:
                            // int(p.page_bytes)) * p.block_size
                 room = int(max(0.0, p.rest_bytes * p.free_fraction_of_rest) // p.page_bytes) \
                     * p.block_size
-                headline += (f" (--max-total-tokens caps it at {p.token_cap:,} tokens; "
+                headline += (f" ({cap_flag(p)} caps it at {p.token_cap:,} tokens; "
                              + (f"{tokens:,} would hold it, and the memory leaves room for "
                                 f"{room:,})" if tokens <= room else
                                 f"the memory leaves room for only {room:,})"))
@@ -530,15 +533,7 @@ def longest_context(dep: Deployment, settings: EngineSettings, target: int) -> F
         short = fit_report(dep, min(SHORTEST_CONTEXT, limit), settings, target)
         return replace(short, searched=f"no context holds {target:,} conversations at once; "
                        f"at {short.context:,} tokens:")
-    low, high = 1, limit
-    if holds(limit):
-        low = limit
-    while low < high:  # holds(low), and not holds(high) unless low == high
-        mid = (low + high + 1) // 2
-        if holds(mid):
-            low = mid
-        else:
-            high = mid - 1
+    low = longest_holding(holds, 1, limit)
     report = fit_report(dep, low, settings, target)
     cap = "" if low != limit else " (the model's limit)" if dep.model.max_position_embeddings \
         else " (as far as the search goes: the config states no context length)"
@@ -611,8 +606,7 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
                   f"{pool.profile_tokens:,} tokens, held from start-up and counted from v0.27")]
                if pool.seat_buffer_bytes and not pool.engine_buffers else []),
              *([q("token cap", pool.token_cap, "tokens",
-                  ("TensorRT-LLM's kv_cache_config.max_tokens" if pool.engine == "trtllm" else
-                   "SGLang's --max-total-tokens") + (": it binds, the pool is its blocks"
+                  cap_flag(pool) + (": it binds, the pool is its blocks"
                                                      if pool.capped else ": above what memory "
                                                      "leaves, so it does not bind"))]
                if pool.token_cap else []),

@@ -123,6 +123,11 @@ def window_rule(dep: Deployment, s: EngineSettings) -> str:
             "of slots × context), apart from -c")
 
 
+def cap_flag(p: KVPool) -> str:
+    """The engine's own name for the cap on its pool's tokens."""
+    return "kv_cache_config.max_tokens" if p.engine == "trtllm" else "--max-total-tokens"
+
+
 def is_llamacpp(p: KVPool) -> bool:
     return p.engine.startswith("llama.cpp")
 
@@ -177,8 +182,7 @@ def budget_rows(p: KVPool, s: EngineSettings) -> list[list[str]]:
                      f"{gib(p.rest_bytes * p.free_fraction_of_rest)} per GPU"])
         return rows
     if p.capped:  # --max-total-tokens, below what the memory leaves
-        flag = "kv_cache_config.max_tokens" if p.engine == "trtllm" else "--max-total-tokens"
-        rows.append([f"= KV pool, capped at {flag} {p.token_cap:,} (memory leaves "
+        rows.append([f"= KV pool, capped at {cap_flag(p)} {p.token_cap:,} (memory leaves "
                      f"{gib(max(0.0, p.rest_bytes * p.free_fraction_of_rest))})",
                      f"{gib(p.pool_bytes)} per GPU"])
         return rows

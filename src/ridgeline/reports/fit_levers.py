@@ -8,13 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from ridgeline.capacity import conversations, held_conversations
+from ridgeline.capacity import conversations, held_conversations, longest_holding
 from ridgeline.deployment import Deployment, tensor_parallel_problem, weights_platform_problem
 from ridgeline.errors import InputError
-from ridgeline.memory import EngineSettings, kv_pool
+from ridgeline.memory import EngineSettings, kv_pool, set_pool_margin_bytes
 from ridgeline.parallel import node_size
 from ridgeline.precision import kv_dtype, weight_plan
-from ridgeline.reports.fit_budget import is_llamacpp
+from ridgeline.reports.fit_budget import cap_flag, is_llamacpp
 from ridgeline.units import GIB
 
 if TYPE_CHECKING:
@@ -202,17 +202,14 @@ def _budget_levers(r: FitReport) -> list[tuple[str, Deployment, int, EngineSetti
 def _pool_flag_levers(r: FitReport) -> list[tuple[str, Deployment, int, EngineSettings]]:
     """A pool the user sized: vLLM's --kv-cache-memory-bytes at the most the card holds
     (its own 'fill the card' figure, less its 150 MiB margin), and the token cap lifted."""
-    from ridgeline.memory import engine_defaults
-
     p, s, out = r.pool, r.settings, []
     if p.set_pool_bytes:
-        margin = float(engine_defaults("vllm")["set_pool"]["redundancy_mib"]) * 2**20
-        room = int(p.rest_bytes - margin)
+        room = int(p.rest_bytes - set_pool_margin_bytes())
         if room > 0 and room != int(p.set_pool_bytes):
             out.append((f"--kv-cache-memory-bytes {room} ({room / GIB:,.2f} GiB, the card's "
                         "room)", r.deployment, r.context, replace(s, kv_cache_memory_bytes=room)))
     if p.capped:
-        out.append(("--max-total-tokens unset (the memory's own pool)", r.deployment, r.context,
+        out.append((f"{cap_flag(p)} unset (the memory's own pool)", r.deployment, r.context,
                     replace(s, max_total_tokens=None)))
     return out
 
@@ -232,13 +229,7 @@ def _longest_context_lever(r: FitReport) -> list[tuple[str, Deployment, int, Eng
 
     if not holds(1):
         return []
-    low, high = 1, r.context - 1
-    while low < high:  # holds(low)
-        mid = (low + high + 1) // 2
-        if holds(mid):
-            low = mid
-        else:
-            high = mid - 1
+    low = longest_holding(holds, 1, r.context - 1)
     return [(f"--max-model-len {low:,} (the longest that holds {target:,})", d, low, s)]
 
 

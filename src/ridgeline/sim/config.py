@@ -97,17 +97,16 @@ def start_refusal(dep: Deployment, settings: object, config: SimConfig) -> str |
     --max-model-len sequence (vLLM: one of its default, the model's whole context)."""
     from dataclasses import replace
 
-    from ridgeline.capacity import context_refusal, refuses_to_start
+    from ridgeline.capacity import context_refusal, no_sequence_reason, refuses_to_start
     from ridgeline.memory import EngineSettings, kv_pool
 
     s = settings if isinstance(settings, EngineSettings) else EngineSettings()
     where = f"{dep.num_gpus} x {dep.accelerator.id}"
-    if config.num_blocks < 1 and kv_pool(dep, s).overflow_bytes:
-        from ridgeline.capacity import no_sequence_reason
-
-        return f"does not fit on {where}: " + no_sequence_reason(
-            kv_pool(dep, s), dep, config.max_model_len) + " (see `ridgeline fit`)"
     if config.num_blocks < 1:
+        pool = kv_pool(dep, s)
+        if pool.overflow_bytes:  # a --kv-cache-memory-bytes pool past the card's room
+            return f"does not fit on {where}: " + no_sequence_reason(
+                pool, dep, config.max_model_len) + " (see `ridgeline fit`)"
         from ridgeline.llamacpp_fit import fit_could_offload
 
         hint = ("; llama.cpp's --fit would keep layers in host memory: -ngl auto "
