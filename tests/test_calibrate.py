@@ -367,6 +367,23 @@ def test_a_fit_finds_the_ceiling_its_rows_were_made_with() -> None:
             assert fitted.bandwidth_cap_bytes_per_s == pytest.approx(cap, rel=0.15)
 
 
+def test_a_ceiling_needs_fast_cards_running_models_of_different_sizes() -> None:
+    """A ceiling costs bytes ÷ ceiling, a per-layer cost layers × cost: on fast cards that run
+    one model, the two are the same slowdown. Rows made with a 1.5 TB/s ceiling, whose fast
+    cards (an H100 PCIe, an A100) run only Llama-3-8B at Q4_K_M, fit no ceiling; the same
+    cards running 8B and 70B at Q4_K_M and F16 show it (the test above)."""
+    from dataclasses import replace
+
+    fast = ("h100-pcie", "a100-sxm-80gb", "a100-pcie-80gb")
+    rows = [r for r in _decode_rows(("rtx-4090", "rtx-3090", "dgx-spark-gb10", "rtx-a6000", *fast))
+            if r.gpu not in fast or (r.model.endswith("-8B") and r.weights_dtype == "q4_k_m")]
+    assert sum(1 for r in rows if r.gpu in fast) >= 4
+    truth = EngineProfile("llama.cpp-cuda", 0.85, 0.5, 1e-3, 2e-5,
+                          bandwidth_cap_bytes_per_s=1.5e12)
+    synthetic = [replace(r, value=predict(r, {"llama.cpp-cuda": truth}).predicted) for r in rows]
+    assert fit_engine(synthetic, "llama.cpp-cuda").bandwidth_cap_bytes_per_s is None
+
+
 def test_rows_on_one_card_fit_no_ceiling() -> None:
     rows = _decode_rows(("dgx-spark-gb10",))
     assert rows
@@ -394,6 +411,8 @@ def test_the_bundled_llama_cpp_cuda_profile_reads_as_the_readme_says() -> None:
     assert profile_for("llama.cpp-metal").bandwidth_cap_bytes_per_s == pytest.approx(7.2e12,
                                                                                       rel=0.05)
     assert profile_for("vllm").bandwidth_cap_bytes_per_s is None
+    # ROCm's fast card, an MI300X, has five dense decode rows: too few to tell a ceiling
+    assert profile_for("llama.cpp-rocm").bandwidth_cap_bytes_per_s is None
 
 
 @pytest.mark.parametrize("command", [

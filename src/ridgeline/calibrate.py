@@ -96,17 +96,37 @@ def _rated_bytes_per_s(row: Measurement) -> float | None:
         return None
 
 
+def _dense_bytes_per_layer(row: Measurement) -> float | None:
+    """A dense model's weight bytes per layer: what a matrix-vector step streams per layer
+    (None for an MoE model, whose steps carry routing and expert launches of their own)."""
+    dep = _deployment(row)
+    if dep is None or dep.model.is_moe:
+        return None
+    return dep.weight_bytes / dep.model.num_layers
+
+
 def _shows_ceiling(rows: Sequence[Measurement], engine: str) -> bool:
     """Whether the rows pin an absolute bandwidth ceiling: the engine decodes through its own
     matrix-vector kernels (has_matvec_ceiling), and enough of its decode rows are such steps
     (at most MATVEC_TOKENS sequences) on cards whose rated bandwidths differ by CAP_SPAN or
-    more (on cards alike a ceiling is only a share)."""
+    more (on cards alike a ceiling is only a share). And on the fast cards (at least half the
+    fastest one's bandwidth), where a ceiling bites, at least MIN_GROUP_ROWS of them are dense
+    models whose bytes per layer differ by CAP_SPAN or more: a ceiling costs bytes ÷ ceiling and
+    the per-layer cost layers × cost, so only models of different bytes per layer on the same
+    fast cards tell the two apart. (Holding out the source with those rows, S2, the fit
+    without this test chose a 1.24 TB/s ceiling over a per-layer cost and read S2's decode
+    30 % slow: docs/research/cuda-ceiling-without-s2.md.)"""
     if not has_matvec_ceiling(engine):
         return False
-    rated = [b for r in rows if r.metric == "decode_tok_s_per_user"
+    steps = [(r, b) for r in rows if r.metric == "decode_tok_s_per_user"
              and r.batch is not None and r.batch <= MATVEC_TOKENS
              if (b := _rated_bytes_per_s(r))]
-    return len(rated) >= MIN_GROUP_ROWS and max(rated) >= CAP_SPAN * min(rated)
+    rated = [b for _, b in steps]
+    if len(rated) < MIN_GROUP_ROWS or max(rated) < CAP_SPAN * min(rated):
+        return False
+    per_layer = [size for r, b in steps if b >= max(rated) / 2
+                 if (size := _dense_bytes_per_layer(r))]
+    return len(per_layer) >= MIN_GROUP_ROWS and max(per_layer) >= CAP_SPAN * min(per_layer)
 
 
 def _kquant(row: Measurement) -> bool:
