@@ -78,6 +78,14 @@ def test_article_example_says_it_does_not_fit_in_the_first_line(
     assert first.startswith("DOES NOT FIT") and "short by" in first
     assert "  step       27." in out
     assert "expected on vllm: nothing" in out and "tok/s per user" not in out
+    # the step is the article's arithmetic; a speed for a batch that cannot run is not
+    assert "  per user" not in out and "  aggregate" not in out
+    assert "  tok/s      none: the batch does not fit in memory" in out
+    # the article's "twenty-four times" is the steps' ratio, and stays
+    assert "  gain       24.8x batch 1's output, each user at 77% of batch 1's speed" in out
+    code, explained, _ = run(capsys, *ARTICLE, "--explain")
+    assert "=> gain = 24.8" in explained and "tok/s" not in explained.replace(
+        "  tok/s      none", "")
 
 
 def test_no_engine_speed_is_printed_for_a_batch_the_engine_cannot_run(
@@ -93,6 +101,7 @@ def test_no_engine_speed_is_printed_for_a_batch_the_engine_cannot_run(
         price / 3600 / points[64]["expected"]["aggregate_tok_s"] * 1e6)
     assert points[120]["fits"] and points[120]["expected"] is None  # the KV pool seats 106
     assert not points[2000]["fits"] and points[2000]["expected"] is None
+    assert points[2000]["aggregate_tok_s"] is None and points[2000]["per_user_tok_s"] is None
     _code, text, _ = run(capsys, *base[:-1], "--batch", "120")
     assert "cannot run a batch of 120" in text
 

@@ -38,10 +38,12 @@ def _floor_dict(f: DecodeFloor, base: DecodeFloor, micro: int | None = None
                 ) -> dict[str, Any]:
     """One point's floor; under pipeline parallelism its work figures (FLOPs, bytes read,
     intensity) are one ``micro``-batch's trip."""
+    runs = f.fit.fits  # a batch that does not fit has a step's arithmetic, not a speed
     return {
         "batch": f.batch, "context": f.context, "step_time_s": f.step_time_s,
         "micro_batch": micro if micro is not None and micro != f.batch else None,
-        "per_user_tok_s": f.per_user_tok_s, "aggregate_tok_s": f.aggregate_tok_s,
+        "per_user_tok_s": f.per_user_tok_s if runs else None,
+        "aggregate_tok_s": f.aggregate_tok_s if runs else None,
         "gain_over_batch_1": f.aggregate_tok_s / base.aggregate_tok_s,
         "per_user_vs_batch_1": f.per_user_tok_s / base.per_user_tok_s,
         "bound": f.bound, "flops": f.flops, "weight_bytes_read": f.weight_bytes_read,
@@ -66,6 +68,14 @@ class DecodeReport:
     @property
     def steps(self) -> tuple[Step, ...]:
         f, base = self.floors[0]
+        if not f.fit.fits:  # the step's arithmetic, without the speeds it would give
+            return tuple(s for s in f.steps if s.result.unit != "tok/s") + (
+                () if f.batch == 1 else (step(
+                    "gain over batch 1", "batch × batch 1's step ÷ this step, at the same "
+                    "context (the output's ratio; neither runs as a speed)",
+                    q("gain", f.aggregate_tok_s / base.aggregate_tok_s, "x"),
+                    q("batch", f.batch), q("batch 1's step", base.step_time_s * 1e3, "ms"),
+                    q("step", f.step_time_s * 1e3, "ms")),))
         gain = () if f.batch == 1 else (step(
             "gain over batch 1", "aggregate ÷ batch 1's aggregate, at the same context",
             q("gain", f.aggregate_tok_s / base.aggregate_tok_s, "x"),
@@ -132,14 +142,20 @@ class DecodeReport:
                 + (f", then host {f.host_time_s * 1e3:,.2f} ms" if f.host_time_s else "") + ")",
                 f"  reads      {f.weight_bytes_read / GB:,.1f} GB of weights + "
                 f"{f.kv_bytes_read / GB:,.2f} GB of KV cache",
+            ]
+            if not f.fit.fits:  # a step's arithmetic, but no speed: the batch cannot run
+                return [*lines, "  tok/s      none: the batch does not fit in memory",
+                        *([f"  gain       {f.aggregate_tok_s / base.aggregate_tok_s:,.1f}x "
+                           "batch 1's output, each user at "
+                           f"{f.per_user_tok_s / base.per_user_tok_s:.0%} of batch 1's speed "
+                           "(the steps' ratio)"] if f.batch > 1 else []),
+                        *no_expectation(self.deployment, e.engine), *self._pool_lines()]
+            lines += [
                 f"  per user   {f.per_user_tok_s:,.1f} tok/s "
                 f"({f.per_user_tok_s / base.per_user_tok_s:.0%} of batch 1)",
                 f"  aggregate  {f.aggregate_tok_s:,.0f} tok/s "
                 f"({f.aggregate_tok_s / base.aggregate_tok_s:,.1f}x batch 1)",
             ]
-            if not f.fit.fits:
-                return [*lines, *no_expectation(self.deployment, e.engine),
-                        *self._pool_lines()]
             if not self.engine_runs(f):
                 return [*lines, _NOT_REACHED.format(engine=e.engine, batch=f.batch),
                         "  " + f.fit.headline(), *self._pool_lines()]
