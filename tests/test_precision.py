@@ -111,6 +111,26 @@ def test_a_card_without_bf16_runs_a_bf16_checkpoint_in_fp16() -> None:
     assert t4.weight_bytes == h100.weight_bytes
 
 
+def test_a_float32_checkpoint_is_served_at_16_bits_unless_asked_for_fp32() -> None:
+    """vLLM's dtype auto serves a float32 checkpoint in the platform's 16-bit type (bf16 on
+    an H100, fp16 on a T4), and its KV cache follows: half the bytes of fp32. --weights fp32
+    (vLLM's --dtype float32) keeps 4 bytes, and the cache follows that."""
+    from dataclasses import replace
+
+    from ridgeline import Deployment, resolve_accelerator
+
+    bf16 = resolve_model("llama-3.1-8b")
+    fp32 = replace(bf16, dtype="fp32")
+    h100 = Deployment.build(fp32, resolve_accelerator("h100"))
+    t4 = Deployment.build(fp32, resolve_accelerator("t4"))
+    assert (h100.weights.label, h100.kv.id) == ("bf16", "bf16")
+    assert (t4.weights.label, t4.kv.id) == ("fp16", "fp16")
+    assert h100.weight_bytes == Deployment.build(bf16, resolve_accelerator("h100")).weight_bytes
+    asked = Deployment.build(fp32, resolve_accelerator("h100"), "fp32")
+    assert (asked.weights.label, asked.kv.id) == ("fp32", "fp32")
+    assert asked.weight_bytes == pytest.approx(2 * h100.weight_bytes)
+
+
 @pytest.mark.parametrize(("gpu", "dtype"), [("b200", "fp4"), ("h100", "bf16"), ("l40s", "bf16"),
                                             ("a100", "bf16")])
 def test_nvfp4_runs_at_fp4_on_blackwell_and_weight_only_at_bf16_below_it(gpu: str,

@@ -220,10 +220,14 @@ class Deployment:
         # "auto" falls back to float16 below compute capability 8.0 (same bytes)
         no_bf16 = accelerator.vendor in ("nvidia", "amd") and "bf16" not in \
             accelerator.peak_flops and "fp16" in accelerator.peak_flops
-        # a 16-bit --weights is the engine's --dtype, which its KV cache follows ("auto")
+        # a float32 checkpoint is served at 16 bits: vLLM's --dtype "auto" takes the platform's
+        # first 16-bit type for it (bf16 where the card has it; its docs before v0.5: fp16),
+        # SGLang's the same, and llama.cpp's converter writes F16 by default
+        served = "bf16" if model.dtype == "fp32" else model.dtype
+        # a float --weights is the engine's --dtype, which its KV cache follows ("auto")
         kv_name = kv if kv not in (None, "auto") else (
-            "fp16" if engine.startswith("llama.cpp") or (no_bf16 and model.dtype == "bf16")
-            else weights if weights in ("fp16", "bf16") else model.dtype)  # llama.cpp: f16
+            "fp16" if engine.startswith("llama.cpp") or (no_bf16 and served == "bf16")
+            else weights if weights in ("fp16", "bf16", "fp32") else served)  # llama.cpp: f16
         assert kv_name is not None
         if isinstance(num_gpus, bool) or not isinstance(num_gpus, int) or num_gpus < 1:
             raise InputError(f"number of GPUs must be a whole number ≥ 1, got {num_gpus!r}")
@@ -246,6 +250,10 @@ class Deployment:
                              "backend runs on one device (several Macs over RPC are not "
                              "modelled)")
         plan = weight_plan(model, weights)
+        if (weights is None or is_stored_format(weights)) \
+                and any(f == "fp32" for _, f in plan.formats):
+            plan = WeightPlan(tuple((c, "bf16" if f == "fp32" else f) for c, f in plan.formats),
+                              "bf16" if plan.label == "fp32" else plan.label)
         if no_bf16 and (weights is None or is_stored_format(weights)) \
                 and any(f == "bf16" for _, f in plan.formats):
             plan = WeightPlan(tuple((c, "fp16" if f == "bf16" else f) for c, f in plan.formats),
