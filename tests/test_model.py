@@ -254,6 +254,24 @@ def test_an_moe_architecture_without_experts_is_refused_not_read_as_dense(
     assert not ModelSpec.from_hf_config({**copy.deepcopy(BASE), "num_experts": 0}, "ok").is_moe
 
 
+def test_an_expert_width_of_its_own_is_required_where_the_architecture_has_one() -> None:
+    """Qwen3-MoE sizes its experts by moe_intermediate_size (768 for Qwen3-30B-A3B) beside a
+    dense intermediate_size (6,144): a config without the first is refused, not read as
+    experts eight times wider. Mixtral's experts are intermediate_size wide, and stay so."""
+    config = next(c for c in CONFIGS if c.get("model_type") == "qwen3_moe")
+    spec = ModelSpec.from_hf_config(config, "qwen3")
+    assert spec.moe is not None
+    assert spec.moe.expert_intermediate_size == config["moe_intermediate_size"]
+    missing = {k: v for k, v in config.items() if k != "moe_intermediate_size"}
+    with pytest.raises(InputError, match="sizes its experts by moe_intermediate_size"):
+        ModelSpec.from_hf_config(missing, "bad")
+    mixtral = ModelSpec.from_hf_config(
+        {**copy.deepcopy(BASE), "model_type": "mixtral", "architectures": ["MixtralForCausalLM"],
+         "num_local_experts": 8, "num_experts_per_tok": 2}, "mixtral")
+    assert mixtral.moe is not None
+    assert mixtral.moe.expert_intermediate_size == BASE["intermediate_size"]
+
+
 def test_truncated_config_file_is_refused(tmp_path: Any) -> None:
     path = tmp_path / "config.json"
     path.write_text(json.dumps(BASE)[:200])

@@ -566,6 +566,10 @@ class _Reader:
             raise InputError(
                 f"{self.name}: num_experts_per_tok ({per_token}) exceeds the {experts} experts"
             )
+        if self.model_type in _OWN_EXPERT_WIDTH and "moe_intermediate_size" not in self.c:
+            raise InputError(f"{self.name}: a {self.model_type} config sizes its experts by "
+                             "moe_intermediate_size, and this one has none (its "
+                             "intermediate_size is the dense layers' width)")
         expert_size = self.int_("moe_intermediate_size", "intermediate_size")
         shared_size = self.int_("shared_expert_intermediate_size", default=0, minimum=0)
         if shared_size:  # Qwen: one shared expert of its own width
@@ -587,6 +591,15 @@ class _Reader:
             router_bias=self.model_type in ("gpt_oss", "glm4_moe")
             or self.c.get("topk_method") == "noaux_tc",
         )
+
+
+# MoE configs whose experts have a width of their own, moe_intermediate_size, beside the dense
+# layers' intermediate_size (transformers' Qwen2Moe/Qwen3Moe/Qwen3Next/Qwen3.5-MoE,
+# DeepseekV2/V3, Glm4Moe config classes; Kimi-K2 ships DeepSeek-V3's). Mixtral, gpt-oss,
+# Llama 4, Jamba and others size their experts by intermediate_size itself.
+_OWN_EXPERT_WIDTH = frozenset({
+    "qwen2_moe", "qwen3_moe", "qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_vl_moe",
+    "qwen3_vl_moe_text", "deepseek_v2", "deepseek_v3", "kimi_k2", "glm4_moe", "glm4v_moe"})
 
 
 def _first(value: Any) -> str | None:
