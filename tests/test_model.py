@@ -232,6 +232,8 @@ BASE = load_data("models/meta-llama--Llama-3.1-8B.json")
          r"group_size must be a whole number"),
         ({"quantization_config": {"quant_method": "fp8", "weight_block_size": "x"}},
          r"weight_block_size must be two whole numbers"),
+        ({"qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "kv_lora_rank": None},
+         "DeepSeek's attention without its latent KV"),
     ],
 )
 def test_bad_configs_get_a_message_naming_the_problem(change: dict[str, Any], message: str) -> None:

@@ -478,6 +478,12 @@ class _Reader:
                 f"num_key_value_heads ({kv_heads})"
             )
         mla = None
+        if self.c.get("kv_lora_rank") is None and "qk_rope_head_dim" in self.c:
+            # DeepSeek's attention without the latent: heads of qk_nope + qk_rope dimensions
+            # for K and v_head_dim for V, not hidden ÷ heads; not modelled
+            raise InputError(f"{self.name}: kv_lora_rank is missing or null, but the config "
+                             "has qk_rope_head_dim: DeepSeek's attention without its latent KV "
+                             "(MLA) is not modelled; give kv_lora_rank")
         if self.c.get("kv_lora_rank") is not None:
             mla = MLA(
                 q_lora_rank=self.opt_int("q_lora_rank"),
