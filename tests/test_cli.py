@@ -632,6 +632,26 @@ def test_fit_without_a_length_finds_the_longest_context_for_the_target(
         assert code == 2 and message in err
 
 
+def test_fit_defaults_to_the_context_each_engine_derives_from_a_yarn_config(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Qwen3-8B with Qwen's YaRN block: vllm serve defaults --max-model-len to 131,072 and
+    runs it; SGLang defaults to 40,960 and refuses 131,072 without its override."""
+    from ridgeline.catalog import load_data, model_entry
+
+    config = {**load_data(f"models/{model_entry('qwen3-8b').file}"), "rope_scaling": {
+        "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32_768}}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    code, out, _ = run(capsys, "fit", str(path), "--gpu", "h100", "--json")
+    assert code == 0 and json.loads(out)["context"] == 131_072
+    code, out, _ = run(capsys, "fit", str(path), "--gpu", "h100", "--engine", "sglang")
+    assert code == 0 and out.startswith("--max-model-len not given: 40,960")
+    code, out, _ = run(capsys, "fit", str(path), "--gpu", "h100", "--engine", "sglang",
+                       "--max-model-len", "131072")
+    assert code == 0 and out.startswith("DOES NOT FIT: sglang refuses --max-model-len 131,072")
+    assert "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1" in out
+
+
 def test_kv_takes_any_engines_cache_format(capsys: pytest.CaptureFixture[str]) -> None:
     """`kv` is engine-free arithmetic: llama.cpp's q8_0 and vLLM's fp8 both size a budget."""
     for dtype in ("q8_0", "fp8"):

@@ -234,6 +234,18 @@ BASE = load_data("models/meta-llama--Llama-3.1-8B.json")
          r"weight_block_size must be two whole numbers"),
         ({"qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "kv_lora_rank": None},
          "DeepSeek's attention without its latent KV"),
+        ({"rope_scaling": "yarn"}, "rope_scaling must be a JSON object"),
+        ({"rope_scaling": {"factor": 4}}, "rope_scaling has no type or rope_type"),
+        ({"rope_scaling": {"rope_type": "yarn", "factor": -8,
+                           "original_max_position_embeddings": 8192}},
+         "rope_scaling's factor must be a positive number"),
+        ({"rope_scaling": {"rope_type": "linear", "factor": float("nan")}},
+         "rope_scaling's factor must be a positive number"),
+        ({"rope_scaling": {"rope_type": "yarn", "factor": 4,
+                           "original_max_position_embeddings": "32k"}},
+         "original_max_position_embeddings must be a whole number"),
+        ({"rope_scaling": {"rope_type": "yarn", "factor": 1e9,
+                           "original_max_position_embeddings": 8192}}, "stretches 8,192"),
     ],
 )
 def test_bad_configs_get_a_message_naming_the_problem(change: dict[str, Any], message: str) -> None:
@@ -430,3 +442,32 @@ def test_model_without_a_name_lists_the_bundled_models(
     assert "`ridgeline model` lists them" in capsys.readouterr().err
     assert main(["model", "someorg/some-model"]) == 2
     assert "--fetch reads its config.json" in capsys.readouterr().err
+
+
+def test_each_engine_reads_its_serving_context_from_rope_scaling_its_own_way() -> None:
+    """Qwen3-8B (40,960 positions) given the YaRN block Qwen's card gives for 131,072 tokens:
+    vLLM derives original_max_position_embeddings × factor = 131,072; SGLang keeps 40,960
+    (it ignores the factor where the block names the original length); llama.cpp's
+    n_ctx_train is the config's own. A linear ×2 with no original length doubles the
+    positions in both. Llama 3's and Gemma 3's stated positions already count theirs."""
+    from ridgeline.model import positions_label, served_positions
+
+    qwen = resolve_model("qwen3-8b")
+    assert qwen.max_position_embeddings == 40_960 and qwen.rope_scaling is None
+    config = load_data(f"models/{model_entry('qwen3-8b').file}")
+    yarn = ModelSpec.from_hf_config({**config, "rope_scaling": {
+        "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32_768}},
+        "qwen3-yarn")
+    assert served_positions(yarn, "vllm") == 131_072
+    assert positions_label(yarn, "vllm") == ("original_max_position_embeddings 32,768 × "
+                                             "rope_scaling yarn factor 4")
+    assert served_positions(yarn, "sglang") == 40_960
+    assert served_positions(yarn, "llama.cpp-cuda") == 40_960
+    linear = ModelSpec.from_hf_config({**BASE, "rope_scaling": {"type": "linear",
+                                                                "factor": 2}}, "linear")
+    assert served_positions(linear, "vllm") == served_positions(linear, "sglang") == 262_144
+    for name, positions in (("llama-3.1-8b", 131_072), ("deepseek-v3", 163_840),
+                            ("gpt-oss-120b", 131_072), ("gemma-3-27b", 131_072)):
+        spec = resolve_model(name)
+        assert spec.rope_scaling is not None
+        assert {served_positions(spec, e) for e in ("vllm", "sglang")} == {positions}, name

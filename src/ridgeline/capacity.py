@@ -10,6 +10,7 @@ from dataclasses import replace
 from ridgeline.deployment import Deployment
 from ridgeline.kvcache import KVFootprint, kv_footprint
 from ridgeline.memory import EngineSettings, KVPool, kv_pool
+from ridgeline.model import positions_label, served_positions
 from ridgeline.units import GIB
 
 
@@ -86,7 +87,7 @@ def no_sequence_reason(pool: KVPool, dep: Deployment, context: int) -> str:
 def past_trained_context(dep: Deployment, context: int) -> bool:
     """A serving engine (vLLM, SGLang, TRT-LLM) refuses a max_model_len past the model's
     max_position_embeddings; llama.cpp runs -c past n_ctx_train with a warning."""
-    limit = dep.model.max_position_embeddings
+    limit = served_positions(dep.model, dep.engine)
     return limit is not None and context > limit and not dep.engine.startswith("llama.cpp")
 
 
@@ -96,9 +97,12 @@ def context_refusal(dep: Deployment, context: int) -> str:
     if not past_trained_context(dep, context):
         return ""
     return (f"{dep.engine} refuses --max-model-len {context:,}, past {dep.model.name}'s "
-            f"{dep.model.max_position_embeddings:,} positions (max_position_embeddings)"
+            f"{served_positions(dep.model, dep.engine) or 0:,} positions "
+            f"({positions_label(dep.model, dep.engine)})"
             + ("; VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 overrides it, for a model not trained that "
-               "long" if dep.engine == "vllm" else ""))
+               "long" if dep.engine == "vllm" else
+               "; SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 lets --context-length past it"
+               if dep.engine == "sglang" else ""))
 
 
 def held_conversations(pool: KVPool, dep: Deployment, context: int,

@@ -40,6 +40,7 @@ from ridgeline.cli import (
     pipeline_size,
 )
 from ridgeline.errors import InputError, shorten
+from ridgeline.model import positions_label, served_positions
 
 MAX_REQUESTS = 10_000_000  # a simulation that finishes: about 10 minutes at 10 million
 SPEC_ACCEPTANCE, SPEC_DRAFT_COST = 0.7, 0.05  # simulate's speculative-decoding defaults
@@ -71,14 +72,21 @@ def cmd_fit(args: argparse.Namespace) -> Any:
                              "default -c 0 under --fit (the context that fits), or "
                              "--target-concurrency T alone for the longest context T "
                              "conversations can have")
-        if not model.max_position_embeddings:
+        # vllm serve's default, SGLang's and TensorRT-LLM's alike: the context each derives
+        # from the config (served_positions); comparing engines, the shortest of theirs
+        named = [engine_id(e.strip()) for e in args.engine.split(",")]
+        served = [(served_positions(model, e), e) for e in named]
+        if any(n is None for n, _ in served):
             raise InputError("give --max-model-len L (the config states no "
                              "max_position_embeddings), or --target-concurrency T alone to "
                              "find the longest context T conversations can have")
-        args.max_model_len = model.max_position_embeddings  # vllm serve's default, SGLang's
-        # and TensorRT-LLM's alike: the model's trained context
+        positions, first = min((n or 0, e) for n, e in served)
+        args.max_model_len = positions
+        alike = len({served_positions(model, e) for e in ("vllm", "sglang", "trtllm")}) == 1
+        engines_named = ("vLLM, SGLang and TensorRT-LLM default it" if alike
+                         else f"{first} defaults it")
         defaulted = (f"--max-model-len not given: {args.max_model_len:,}, {model.name}'s "
-                     "max_position_embeddings, as vLLM, SGLang and TensorRT-LLM default it "
+                     f"{positions_label(model, first)}, as {engines_named} "
                      "(--target-concurrency T alone finds the longest context T conversations "
                      "can have)")
     engines = [engine_id(name.strip()) for name in args.engine.split(",")]
@@ -459,7 +467,7 @@ def cmd_plan(args: argparse.Namespace) -> Any:
     from ridgeline.catalog import model_entries
 
     hf = next((e.hf_id for e in model_entries() if e.id == model.name), args.model)
-    limit = model.max_position_embeddings
+    limit = served_positions(model, args.engine)  # plan takes vllm, sglang or trtllm
     return PlanReport(model, hf, result, load.max_model_len(limit), load.refused_share(limit),
                       args.model, bool(args.fetch))
 

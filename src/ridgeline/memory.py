@@ -30,6 +30,7 @@ from ridgeline.kvcache import kv_footprint
 from ridgeline.kvgroups import KVGroups, vllm_kv_groups
 from ridgeline.layouts import DENSE, FULL, LINEAR, MAMBA, MOE, WINDOW_MIXERS
 from ridgeline.llamacpp_memory import cells_that_fit, compute_buffer_bytes, slot_cache_bytes
+from ridgeline.model import served_positions
 from ridgeline.offload import check_host_memory, gpu_share, gpu_weight_bytes
 from ridgeline.sglang_memory import (
     sglang_max_running_requests,
@@ -411,7 +412,7 @@ def _stage_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
                       s.block_size or int(d["page_size"]), 1, tokens,
                       windows_apart=has_windows(dep), stage=stage, engine_era=rule.era,
                       token_cap=s.max_total_tokens or 0)
-        context = s.max_model_len or dep.model.max_position_embeddings or 131072
+        context = s.max_model_len or served_positions(dep.model, dep.engine) or 131072
         return replace(pool, max_num_seqs=sglang_max_running_requests(
             pool.tokens, context, s.max_num_seqs, s.engine_version))
     # trtllm: its fraction applies to what is free after the engine, its activations and (the
@@ -428,7 +429,7 @@ def _stage_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
         last = stage is None or stage.last  # the decoder and the lm_head: the last stage's
         if last:
             peak = max(forward, lm_head_output_bytes(dep.model, seqs, dep.tensor_parallel_size))
-        context = s.max_model_len or dep.model.max_position_embeddings or 131072
+        context = s.max_model_len or served_positions(dep.model, dep.engine) or 131072
         buffers = engine_buffer_bytes(dep.model, seqs, context, decoder=last)
     free_rest = s.gpu_memory_utilization or float(d["kv_cache_free_gpu_mem_fraction"])
     return KVPool(engine, total_bytes, 1.0, weight_bytes, peak, non_torch, 0.0, free_rest,

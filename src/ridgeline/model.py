@@ -87,6 +87,16 @@ class MLA:
 
 
 @dataclass(frozen=True)
+class RopeScaling:
+    """config.json's rope_scaling: its type, factor and (YaRN, Llama 3) the positions it was
+    trained at before the stretch. Engines read a serving context from it (served_positions)."""
+
+    type: str
+    factor: float
+    original_positions: int | None
+
+
+@dataclass(frozen=True)
 class Attention:
     num_heads: int
     num_kv_heads: int
@@ -221,6 +231,7 @@ class ModelSpec:
     vision_params: int = 0
     ssm_cache_dtype_named: bool = False  # the config names mamba_ssm_cache_dtype
     vision_item: VisionItem | None = None  # a fixed-size tower's image, as engines profile it
+    rope_scaling: RopeScaling | None = None  # config.json's rope_scaling, where it has one
 
     def __hash__(self) -> int:
         # Cheap and consistent with equality (equal specs share these); the full field
@@ -377,6 +388,7 @@ class _Reader:
             max_position_embeddings=self.opt_int(
                 "max_position_embeddings", "n_positions", "max_sequence_length"
             ),
+            rope_scaling=self._rope_scaling(),
             dtype=dtype,
             state_dtype=state_dtype,
             ssm_cache_dtype_named=str(cache_named) in _DTYPES,
@@ -565,6 +577,38 @@ class _Reader:
             bias=self.model_type == "gptj" or self.bool_("mlp_bias"),
         )
 
+    def _rope_scaling(self) -> RopeScaling | None:
+        """rope_scaling, checked as the engines read it: a JSON object with a type (vLLM
+        refuses one without), a positive factor (1 where absent), and YaRN's original
+        positions as a whole number."""
+        rs = self.c.get("rope_scaling")
+        if rs is None:
+            return None
+        if not isinstance(rs, Mapping):
+            raise InputError(f"{self.name}: rope_scaling must be a JSON object, got "
+                             f"{shorten(repr(rs))}")
+        kind = rs.get("rope_type", rs.get("type"))
+        if not isinstance(kind, str) or not kind:
+            raise InputError(f"{self.name}: rope_scaling has no type or rope_type")
+        factor = rs.get("factor")
+        if factor is None:
+            factor = 1.0
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)) \
+                or not math.isfinite(factor) or factor <= 0:
+            raise InputError(f"{self.name}: rope_scaling's factor must be a positive number, "
+                             f"got {shorten(repr(factor))}")
+        original = _Reader({"original_max_position_embeddings":
+                            rs.get("original_max_position_embeddings")}, self.name,
+                           defaults=False).opt_int("original_max_position_embeddings")
+        if kind == "yarn" and original is None and self.c.get("max_position_embeddings") is None:
+            raise InputError(f"{self.name}: rope_scaling yarn has no "
+                             "original_max_position_embeddings")
+        base = original or self.opt_int("max_position_embeddings") or 1
+        if base * factor > MAX_FIELD:
+            raise InputError(f"{self.name}: rope_scaling's factor {factor:g} stretches "
+                             f"{base:,} positions past {MAX_FIELD:,}")
+        return RopeScaling(kind, float(factor), original)
+
     def _moe(self) -> MoE:
         experts = self.int_("n_routed_experts", "num_local_experts", "num_experts")
         per_token = self.int_("num_experts_per_tok", "experts_per_token", "moe_topk")
@@ -641,10 +685,54 @@ def vit_params(v: _Reader, text_hidden: int) -> int:
     return layers * per_layer + embed + projector
 
 
-def trained_context_caution(model: str, limit: int | None, tokens: int) -> str:
-    """``tokens`` past ``limit`` (max_position_embeddings), or ""."""
+# rope types whose factor vLLM does not apply to max_position_embeddings (the config's
+# positions already count the stretch): vLLM's _get_and_verify_max_len
+_VLLM_UNSCALED_ROPE = ("su", "longrope", "llama3")
+
+
+def served_positions(spec: ModelSpec, engine: str) -> int | None:
+    """The longest max_model_len an engine derives from the config (its default, and the
+    most it accepts without an override), or None where the config states no positions.
+
+    vLLM (and TensorRT-LLM's PyTorch flow, which reads the same field): with rope_scaling of
+    a type other than su/longrope/llama3, max_position_embeddings × factor, and for YaRN
+    original_max_position_embeddings × factor (vllm/config.py _get_and_verify_max_len), so a
+    Qwen3 config given Qwen's YaRN block (factor 4, original 32,768) serves 131,072. SGLang
+    (hf_transformers_utils.get_context_length): × factor, unless the block states
+    original_max_position_embeddings or is llama3 — Qwen3 with YaRN stays at 40,960 there
+    until --context-length. llama.cpp: n_ctx_train, the config's own positions."""
+    raw = spec.max_position_embeddings
+    rs = spec.rope_scaling
+    # Gemma 3's 131,072 positions already count its linear ×8 (its card: a 128K context);
+    # vLLM skips its factor by name, and ridgeline takes SGLang to serve the same context
+    if rs is None or engine.startswith("llama.cpp") or "gemma3" in spec.architecture.lower():
+        return raw
+    if engine == "sglang":
+        if raw is None or rs.original_positions is not None or rs.type == "llama3":
+            return raw
+        return int(raw * rs.factor)
+    if rs.type in _VLLM_UNSCALED_ROPE:
+        return raw
+    base = rs.original_positions if rs.type == "yarn" and rs.original_positions else raw
+    return None if base is None else int(base * rs.factor)
+
+
+def positions_label(spec: ModelSpec, engine: str) -> str:
+    """Where served_positions' number comes from, for a message."""
+    served, raw, rs = served_positions(spec, engine), spec.max_position_embeddings, \
+        spec.rope_scaling
+    if served == raw or rs is None:
+        return "max_position_embeddings"
+    base = rs.original_positions if served != int((raw or 0) * rs.factor) else raw
+    field = "original_max_position_embeddings" if base != raw else "max_position_embeddings"
+    return f"{field} {base or 0:,} × rope_scaling {rs.type} factor {rs.factor:g}"
+
+
+def trained_context_caution(model: str, limit: int | None, tokens: int,
+                            label: str = "max_position_embeddings") -> str:
+    """``tokens`` past ``limit`` (max_position_embeddings, or what ``label`` names), or ""."""
     if not limit or tokens <= limit:
         return ""
     return (f"{tokens:,} tokens exceed {model}'s {limit:,}-token context "
-            "(max_position_embeddings): engines refuse a longer max_model_len, and the model "
+            f"({label}): engines refuse a longer max_model_len, and the model "
             "was not trained for it")

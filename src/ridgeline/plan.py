@@ -36,7 +36,7 @@ from ridgeline.engines import MIN_GROUP_ROWS, EngineProfile, accelerator_group, 
 from ridgeline.errors import InputError
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.memory import EngineSettings, kv_pool
-from ridgeline.model import ModelSpec
+from ridgeline.model import ModelSpec, served_positions
 from ridgeline.parallel import node_size
 from ridgeline.serving_load import Load, Slo
 from ridgeline.sim.config import sim_config
@@ -225,7 +225,7 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
     (default: the newest modelled)."""
     if load.rate_req_s <= 0:
         raise InputError("the request rate must be positive")
-    limit = model.max_position_embeddings
+    limit = served_positions(model, engine)
     if load.refused_share(limit) > 0.5:
         mean_in, mean_out = load.means()
         raise InputError(f"most requests of this load (mean {mean_in + mean_out:,.0f} tokens) are "
@@ -350,7 +350,8 @@ def _verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
     dep = replica_deployment(model, acc, c.tp, c.pp, c.weights, c.kv, c.expert_parallel, engine=engine)
     settings = EngineSettings(max_num_seqs=c.max_num_seqs,
                               max_num_batched_tokens=c.max_num_batched_tokens,
-                              max_model_len=load.max_model_len(model.max_position_embeddings),
+                              max_model_len=load.max_model_len(served_positions(model,
+                                                                                engine)),
                               engine_version=engine_version)
     if refuses_to_start(kv_pool(dep, settings), dep, settings.max_model_len or 0):
         return None  # the launch command's --max-model-len would not start

@@ -35,7 +35,7 @@ from ridgeline.hardware import resolve_accelerator
 from ridgeline.llamacpp_batching import llamacpp_n_ubatch, prefill_time_s
 from ridgeline.measurements import KV_METRICS, UNITS, Measurement
 from ridgeline.memory import EngineSettings, engine_defaults, kv_pool
-from ridgeline.model import ModelSpec
+from ridgeline.model import ModelSpec, served_positions
 from ridgeline.offload import offload_caution
 from ridgeline.quantization import EXPERTS
 from ridgeline.units import GIB
@@ -315,7 +315,7 @@ def _kv_metric(row: Measurement, dep: Deployment) -> float | None:
     total = row.setting_number("total_gpu_memory")
     total_bytes = total * GIB if total else None
     stated = kv_row_settings(row)
-    max_len = row.context_len or dep.model.max_position_embeddings or 4096
+    max_len = row.context_len or served_positions(dep.model, dep.engine) or 4096
     settings = replace(stated, max_model_len=max_len)
     pool = kv_pool(dep, settings, total_bytes)
     if row.metric == "kv_cache_tokens":

@@ -20,7 +20,7 @@ from ridgeline.engines import EngineProfile
 from ridgeline.explain import Step, q, step
 from ridgeline.floors import DecodeFloor, PrefillFloor, floor_time_s, prefill_floor
 from ridgeline.llamacpp_batching import llamacpp_n_ubatch, prefill_time_s
-from ridgeline.model import trained_context_caution
+from ridgeline.model import positions_label, served_positions, trained_context_caution
 from ridgeline.reports.profile_story import matmul_qs, overhead_formula, overhead_q, share_qs
 from ridgeline.units import GB
 
@@ -209,7 +209,8 @@ def fit_dict(f: DecodeFloor | PrefillFloor) -> dict[str, Any]:
 
 def context_caution(dep: Deployment, tokens: int) -> str:
     """What to say of a context past the model's trained length, or ""."""
-    return trained_context_caution(dep.model.name, dep.model.max_position_embeddings, tokens)
+    return trained_context_caution(dep.model.name, served_positions(dep.model, dep.engine),
+                                   tokens, positions_label(dep.model, dep.engine))
 
 
 @dataclass(frozen=True)

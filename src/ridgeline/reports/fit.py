@@ -32,6 +32,7 @@ from ridgeline.memory import (
     stage_pools,
     vllm_pool_advice,
 )
+from ridgeline.model import served_positions
 from ridgeline.render import table
 from ridgeline.reports.fit_budget import (
     accounting_quantity,
@@ -524,7 +525,7 @@ def longest_context(dep: Deployment, settings: EngineSettings, target: int) -> F
     (bisection: the pool shrinks, or stays, as conversations grow), up to the model's
     max_position_embeddings; where none does, the fit at a short conversation says by how
     much it falls short."""
-    limit = dep.model.max_position_embeddings or 1 << 20
+    limit = served_positions(dep.model, dep.engine) or 1 << 20
 
     def holds(context: int) -> bool:
         return fit_report(dep, context, settings, target).conversations >= target
@@ -535,7 +536,8 @@ def longest_context(dep: Deployment, settings: EngineSettings, target: int) -> F
                        f"at {short.context:,} tokens:")
     low = longest_holding(holds, 1, limit)
     report = fit_report(dep, low, settings, target)
-    cap = "" if low != limit else " (the model's limit)" if dep.model.max_position_embeddings \
+    cap = "" if low != limit else " (the model's limit)" if served_positions(dep.model,
+                                                                            dep.engine) \
         else " (as far as the search goes: the config states no context length)"
     return replace(report, searched=f"longest context at which {target:,} "
                    f"{plural(target, 'conversation')} {'fits' if target == 1 else 'fit'} at "

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ridgeline.deployment import Deployment
+from ridgeline.model import served_positions
 
 
 def tokens_per_step(drafts: int, acceptance: float) -> float:
@@ -53,7 +54,7 @@ def sim_config(dep: Deployment, settings: object | None = None,
 
         version = vllm_accounting(s.engine_version).version
         prefix_caching = vllm_prefix_caching(dep.model, s.prefix_caching, version)
-    max_len = s.max_model_len or dep.model.max_position_embeddings or 131072
+    max_len = s.max_model_len or served_positions(dep.model, dep.engine) or 131072
     pool = kv_pool(dep, s)
     blocks, block_size, overhead = pool.blocks, pool.block_size, 0
     g = pool.groups
