@@ -303,6 +303,8 @@ BAD = [
      "max model length cannot be negative, got '-8k'"),
     (["fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "8k", "--engine", "sglang",
       "--engine-version", "0.2.9"], "older than any version ridgeline models"),
+    (["fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "8k", "--engine", "sglang",
+      "--engine-version", "9.9"], "SGLang 9.9 is no release ridgeline knows of"),
     (["hardware", "h100", "--gpu-file", "a.json"], "give one"),
     (["page", "llama-3.1-8b", "--gpu", "h100", "--counts", "3", "-o", "p.html"],
      "does not split llama-3.1-8b's 32 attention heads"),

@@ -631,7 +631,7 @@ def register(sub: Any) -> None:
                    help="vLLM usage context: vllm serve (default) or the offline LLM class")
     g.add_argument("--engine-version", metavar="V",
                    help="engine version whose memory rules to follow, any release within an "
-                   "era: vLLM 0.2.5 ... 0.32 (add V0 for VLLM_USE_V1=0), SGLang 0.3 ... "
+                   "era: vLLM 0.1 ... 0.32 (add V0 for VLLM_USE_V1=0), SGLang 0.3 ... "
                    "0.5.9, llama.cpp a build (b9400); default: the newest modelled")
     _offload(p)
     _output(p, plot=True)

@@ -42,6 +42,10 @@ def sglang_era(version: str | None) -> str:
     if version is None:
         return RESERVED_MIB
     d, wanted = sglang_data(), _release(version)
+    newest = str(d["newest_checked"])
+    if wanted[0] > parse_version(newest)[0]:
+        raise InputError(f"SGLang {version} is no release ridgeline knows of (the newest "
+                         f"modelled is {newest}; later 0.x releases follow its rules)")
     if wanted < _release(d["legacy_fraction"]["from"]):
         raise InputError(f"SGLang {version} is older than any version ridgeline models (its "
                          f"memory defaults are read from {d['legacy_fraction']['from']} on)")
