@@ -351,6 +351,17 @@ def test_a_miss_under_the_floors_is_blamed_on_the_load() -> None:
     assert result.winner is None and "the load is the miss" in result.closest_miss
 
 
+def test_a_model_that_fits_with_the_searchs_knobs_is_no_does_not_fit() -> None:
+    """Llama-3.1-70B fp8 on one H100: vLLM's default 1,024 seats leave no pool at 0.92, 64
+    seats (a knob the search tries) leave one, and the winner at 0.5 req/s runs so. At 1
+    req/s the miss is the load, not the memory."""
+    model, load_at = resolve_model("llama-3.1-70b"), (0.5, 1.0)
+    found = [plan(model, Load(rate, "1000", "250"), Slo(1.0, 0.05), gpus=["h100-sxm"],
+                  max_gpus=1, workers=1) for rate in load_at]
+    assert found[0].winner is not None
+    assert found[1].winner is None and "the load is the miss" in found[1].closest_miss
+
+
 def test_the_suggested_max_model_len_holds_the_load_within_the_models_context() -> None:
     load = Load(1.0, "lognormal:1000,1.5", "200")
     longest = max(p + o for p, o in load.samples())

@@ -34,7 +34,7 @@ from ridgeline.disaggregated import (
 )
 from ridgeline.engines import MIN_GROUP_ROWS, EngineProfile, accelerator_group, profile_for
 from ridgeline.errors import InputError
-from ridgeline.hardware import resolve_accelerator
+from ridgeline.hardware import Accelerator, resolve_accelerator
 from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.model import ModelSpec, served_positions
 from ridgeline.parallel import node_size
@@ -435,6 +435,29 @@ def _pareto(model: ModelSpec, feasible: list[Candidate], load: Load,
     return frontier
 
 
+def _holding(model: ModelSpec, acc: Accelerator, tp: int, context: int,
+             engine: str) -> tuple[bool, Deployment | None]:
+    """(whether any TP``tp`` group of ``acc`` builds, the first the search could launch
+    whose pool holds one request of ``context`` tokens or None): the fastest weights first,
+    then the search's other formats, fp8 KV where the card has it, each with the search's
+    engine knobs (vLLM's default 1,024 seats can leave no pool where 64 leave one)."""
+    fastest = fastest_weights(model, acc)
+    built = False
+    for weights in [fastest, *(w for w in weight_choices(model) if w != fastest)]:
+        for kv in ("fp8", "bf16") if acc.has("fp8") else ("bf16",):
+            try:
+                dep = replica_deployment(model, acc, tp, 1, weights, kv, engine=engine)
+            except InputError:
+                continue
+            built = True
+            for seqs, tokens in ENGINE_KNOBS:
+                settings = EngineSettings(max_model_len=context, max_num_seqs=seqs,
+                                          max_num_batched_tokens=tokens)
+                if max_batch(dep, context, settings) >= 1:
+                    return True, dep
+    return built, None
+
+
 def _closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],
                   max_gpus: int, engine: str = "vllm") -> str:
     mean_in, mean_out = load.means()
@@ -444,12 +467,10 @@ def _closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],
     for gpu in gpus:
         acc = resolve_accelerator(gpu)
         for tp in (n for n in (8, 4, 2, 1) if n <= max_gpus):  # the most the limit allows
-            try:
-                dep = replica_deployment(model, acc, tp, 1, fastest_weights(model, acc), "bf16",
-                                  engine=engine)
-            except InputError:
-                continue
-            if max_batch(dep, context, EngineSettings(max_model_len=context)) < 1:
+            built, dep = _holding(model, acc, tp, context, engine)
+            if not built:
+                continue  # no such split (heads that do not divide by tp)
+            if dep is None:
                 break  # the widest group does not hold the model: no narrower one will
             ttft = step_time_s(dep, [Seq(max(1, round(mean_in)), 0)], profile)
             tpot = step_time_s(dep, decode_batch(1, mean_decode_context(mean_in, mean_out)), profile)
