@@ -34,6 +34,9 @@ LOADS = (
     ("llama-3.1-70b", 10, "lognormal:1000,0.8", "lognormal:250,0.8", 1.0, 0.05),
     ("qwen3-30b-a3b", 100, "uniform:200,3000", "uniform:50,800", 1.0, 0.03),
     ("qwen3-30b-a3b", 30, "200", "1000", 0.5, 0.02),
+    # long prompts whose unloaded TTFT nears the SLO: the prompt queue sets the rate
+    ("llama-3.1-70b", 2, "32000", "500", 3.0, 0.06),
+    ("llama-3.1-8b", 4, "lognormal:24000,0.5", "300", 2.0, 0.04),
 )
 SHAPES = (("h100-sxm", 1), ("h100-sxm", 2), ("l40s", 1))  # fp8 weights and cache
 

@@ -566,8 +566,8 @@ def test_a_winner_no_simulation_reached_says_so(capsys: pytest.CaptureFixture[st
     the answer only with a NOT SIMULATED line."""
     from ridgeline.reports.plan import PlanReport
 
-    result = plan(MODEL, Load(40.0, "lognormal:1000,0.8", "lognormal:300,0.8"),
-                  Slo(0.05, 0.01, 99), ["h100-sxm"], workers=1, verify=1)
+    result = plan(MODEL, Load(20.0, "lognormal:2000,1.0", "lognormal:300,0.8"),
+                  Slo(0.3, 0.012, 99), ["h100-sxm"], workers=1, verify=1)
     if result.winner is None:
         pytest.skip("no candidate sized: nothing to show")
     assert not result.winner.verified
@@ -842,3 +842,25 @@ def test_a_cdna3_moe_winner_carries_the_measured_gap() -> None:
     assert any("CDNA3" in c for c in on_amd.cautions)
     on_nvidia = plan(moe, Load(1.0, "500", "200"), SLO, ["h200-sxm"], workers=1)
     assert not any("CDNA3" in c for c in on_nvidia.cautions)
+
+
+def test_the_prompt_queue_load_keeps_the_waits_past_the_headroom_to_the_tail() -> None:
+    """Exponential prompt times (cv² 1): the share returned is the M/M/1 load at which a
+    tenth of the prompts wait more than the headroom; a random queue run at that load shows
+    it (Lindley's recursion). Less headroom, less load; none, none."""
+    import random
+
+    from ridgeline.plan import prompt_queue_load
+
+    service, headroom, tail = 2.4, 0.6, 0.1
+    rho = prompt_queue_load(service, headroom, tail, 1.0)
+    assert 0.1 < rho < 0.2  # a 2.4 s prefill against 0.6 s of headroom: about a sixth
+    rng, wait, late, n = random.Random(5), 0.0, 0, 200_000
+    for _ in range(n):
+        gap = rng.expovariate(rho / service)
+        wait = max(0.0, wait + rng.expovariate(1 / service) - gap)
+        late += wait > headroom
+    assert late / n == pytest.approx(tail, rel=0.1)
+    assert prompt_queue_load(service, headroom / 2, tail, 1.0) < rho
+    assert prompt_queue_load(service, 0.0, tail, 1.0) == 0.0
+    assert prompt_queue_load(0.05, 1.0, tail, 0.5) > 0.9  # short prompts: the queue barely binds

@@ -137,7 +137,33 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
         else:
             hi = mid - 1
     mean = tpot(lo, at_percentile=False)
-    return lanes * lo, mean, ttft_floor, min(lanes * lo / (osl * mean), most_rate)
+    return lanes * lo, mean, ttft_floor, min(lanes * lo / (osl * mean), most_rate,
+                                             lanes * prompt_queue_load(
+                                                 ttft_floor, slo.ttft_s - ttft_floor,
+                                                 1 - slo.percentile / 100, cv2) / ttft_floor)
+
+
+def prompt_queue_load(service_s: float, headroom_s: float, tail: float, cv2: float) -> float:
+    """The largest share of time a replica can spend prefilling (ρ, prompts arriving at
+    random) while no more than ``tail`` of them wait past ``headroom_s`` (the TTFT SLO less
+    the unloaded TTFT) for the prompts ahead. Prompts queue for the prefill one after another:
+    a prompt waits with probability ρ, and then, for a service time ``service_s`` of squared
+    coefficient of variation ``cv2`` (the prompt lengths'), about exponentially with the
+    Pollaczek–Khinchine mean ρ·S·(1 + cv²) ÷ (2(1 − ρ)) over ρ: P(wait > h) ≈
+    ρ·exp(−2h(1 − ρ) ÷ (S(1 + cv²))) (exact for exponential service). Where the unloaded
+    TTFT nears the SLO this, not the TPOT, sets the rate: a 32k-token prompt taking 2.4 s
+    against a p90 3 s SLO leaves a replica prefilling about a sixth of the time."""
+    if headroom_s <= 0:
+        return 0.0
+
+    def late(rho: float) -> float:
+        return rho * math.exp(-2 * headroom_s * (1 - rho) / (service_s * (1 + cv2)))
+
+    lo, hi = 0.0, 1.0
+    for _ in range(50):  # late() rises with ρ: the largest ρ whose tail is within ``tail``
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if late(mid) <= tail else (lo, mid)
+    return lo
 
 
 def _evaluate(args: tuple[ModelSpec, str, int, int, str, str, tuple[int | None, int | None],
