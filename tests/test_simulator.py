@@ -741,6 +741,22 @@ def test_a_window_says_whether_the_engine_keeps_up(capsys: pytest.CaptureFixture
     assert "it keeps up:" in capsys.readouterr().out
 
 
+def test_a_run_the_engine_falls_behind_says_it_is_overloaded(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Without a window too: 100 req/s offered to one H100 (about 20 served) is OVERLOADED,
+    with both rates, and no advice to run longer; 5 req/s is not."""
+    argv = ["simulate", "llama-3.1-8b", "--gpu", "h100", "--num-requests", "1500",
+            "--input-len", "1000", "--output-len", "200"]
+    assert main([*argv, "--rate", "100", "--json"]) == 0
+    swamped = json.loads(capsys.readouterr().out)["overloaded"]
+    assert swamped["offered_req_s"] > 90 and swamped["served_req_s"] < 30
+    assert main([*argv, "--rate", "100"]) == 0
+    text = capsys.readouterr().out
+    assert "OVERLOADED: requests arrive at" in text and "spans about ten" not in text
+    assert main([*argv[:5], "300", *argv[6:], "--rate", "5", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["overloaded"] is None
+
+
 @pytest.mark.parametrize(("window", "said"), [
     ("5,3", "0 ≤ FROM < UNTIL"), ("nan,3", "0 ≤ FROM < UNTIL"), ("-1,3", "0 ≤ FROM < UNTIL"),
     ("1,2,3", "FROM,UNTIL"), ("a,b", "FROM,UNTIL"), ("5000,6000", "no completed request"),

@@ -328,7 +328,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     from ridgeline.offload import offload_caution
     from ridgeline.predict import cdna3_moe_caution, eager_caution
     from ridgeline.reports.expectation import context_caution
-    from ridgeline.reports.simulate import warmup_caution
+    from ridgeline.reports.simulate import overload_rates, warmup_caution
     from ridgeline.serving_load import tail_caution
 
     span: float | None
@@ -352,8 +352,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     cautions = tuple(c for c in (context_caution(dep, config.max_model_len), split_pool, lockstep,
                                  eager_caution(dep) if args.enforce_eager else "",
                                  offload_caution(dep), cdna3_moe_caution(dep),
-                                 warmup_caution(span, result.percentiles("e2e")["mean"],
-                                                args.rate),
+                                 "" if overload_rates(result, count) else warmup_caution(
+                                     span, result.percentiles("e2e")["mean"], args.rate),
                                  profile.calibration_caution(dep.accelerator),
                                  "" if args.percentile is None else tail_caution(
                                      result.rec.windowed + result.rec.windowed_rejected,

@@ -34,6 +34,21 @@ def _share(n: int, total: int) -> str:
 
 MOST_SUGGESTED = 10_000_000  # a --num-requests past this is no advice
 FEW_IN_WINDOW = 30  # a --window with fewer completed requests is cautioned
+OVERLOAD_SHARE = 0.85  # completing under this share of the arrival rate: overloaded
+
+
+def overload_rates(r: SimResult, requests: int) -> tuple[float, float] | None:
+    """(offered, served req/s) where the engine fell behind the arrivals: it completes under
+    OVERLOAD_SHARE of the rate they came at, and its backlog outlasts their span by half
+    again (a closed loop, whose arrivals follow completions, never does); else None."""
+    first, last = r.rec.arrived_s
+    span = last - first
+    if not (math.isfinite(span) and span > 0 and r.completed and requests > 1):
+        return None
+    offered, served = (requests - 1) / span, r.completed / r.duration_s
+    if served < OVERLOAD_SHARE * offered and r.duration_s > 1.5 * span:
+        return offered, served
+    return None
 
 
 def warmup_caution(span_s: float | None, mean_e2e_s: float, rate: float | None) -> str:
@@ -115,6 +130,8 @@ class SimulateReport:
             "window_s": list(r.rec.window_s) if self.has_window else None,
             "windowed_requests": r.rec.windowed if self.has_window else None,
             "keeps_up": self.kept_up,
+            "overloaded": None if (o := self.overloaded) is None else {
+                "offered_req_s": o[0], "served_req_s": o[1]},
             "running_batch": r.running_batch, "preemptions": r.preemptions,
             "prefix_cache_hit_blocks": r.prefix_hit_blocks,
             "time_series": [{"t_s": t, "running": n, "waiting": w, "kv_usage": u,
@@ -151,6 +168,14 @@ class SimulateReport:
             f"{batch['max']:,.0f}; preemptions {r.preemptions:,}; prefix-cache hits "
             f"{r.prefix_hit_blocks:,} blocks",
         ]
+        swamped = self.overloaded
+        if swamped is not None:
+            offered, served = swamped
+            lines.append(f"OVERLOADED: requests arrive at {offered:,.2f} req/s and the engine "
+                         f"completes {served:,.2f} req/s; the queue grows for as long as they "
+                         "arrive, so the latencies above grow with the run's length, not "
+                         "towards a steady state: lower the rate, or add replicas (`ridgeline "
+                         "plan` sizes them)")
         if batch["max"] == 0 and r.completed:
             lines.append("  (the gauge is read after each step, once the requests it finished "
                          "have left, as vLLM's scheduler reads it: a 1-token request leaves "
@@ -186,6 +211,10 @@ class SimulateReport:
         counted = (f", the {n:,} rejected counted as misses (as plan reads its checks)" if n
                    else "")
         return f"p{p:.10g}{counted}: TTFT {_ms_or_never(ttft)}, TPOT {_ms_or_never(tpot)}"
+
+    @property
+    def overloaded(self) -> tuple[float, float] | None:
+        return overload_rates(self.result, self.requests)
 
     @property
     def has_window(self) -> bool:
