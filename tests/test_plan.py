@@ -864,3 +864,12 @@ def test_the_prompt_queue_load_keeps_the_waits_past_the_headroom_to_the_tail() -
     assert prompt_queue_load(service, headroom / 2, tail, 1.0) < rho
     assert prompt_queue_load(service, 0.0, tail, 1.0) == 0.0
     assert prompt_queue_load(0.05, 1.0, tail, 0.5) > 0.9  # short prompts: the queue barely binds
+
+
+def test_an_engine_version_without_pipeline_parallelism_drops_those_shapes() -> None:
+    """vLLM 0.4 had no pipeline parallelism (it came in 0.5.1): plan searches its TP shapes
+    and leaves out the TP × PP ones it would otherwise try, rather than refusing the run."""
+    result = plan(resolve_model("llama-3.1-70b"), Load(4.0, "1000", "200"), Slo(1.0, 0.05),
+                  gpus=["h100-sxm"], max_gpus=16, workers=1, engine_version="0.4.0")
+    assert result.winner is not None
+    assert all(c.pp == 1 for c in (result.winner, *result.candidates))

@@ -178,7 +178,11 @@ def _evaluate(args: tuple[ModelSpec, str, int, int, str, str, tuple[int | None, 
         return None
     launch = EngineSettings(max_model_len=max_len, max_num_seqs=seqs,
                             max_num_batched_tokens=budget, engine_version=version)
-    if refuses_to_start(kv_pool(dep, launch), dep, max_len):
+    try:
+        pool = kv_pool(dep, launch)
+    except InputError:  # a shape this engine version cannot launch (vLLM's PP before 0.5.1)
+        return None
+    if refuses_to_start(pool, dep, max_len):
         return None  # the launch command's --max-model-len would not start
     profile = profile_for(engine)
     sized = size_replica(dep, profile, load, slo, seqs, budget, version)
