@@ -1113,3 +1113,13 @@ def test_shared_prefixes_leave_the_same_seeds_lengths_and_arrivals() -> None:
     assert [(r.arrival_s, r.prompt_tokens, r.output_tokens) for r in plain] == \
         [(r.arrival_s, r.prompt_tokens, r.output_tokens) for r in grouped]
     assert len({r.prefix_group for r in grouped}) > 1
+
+
+def test_a_v0_vllm_is_simulated_with_a_caution_on_its_scheduler(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The pool follows vLLM 0.4's rules; the steps follow V1's scheduler, and it says so."""
+    argv = ["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "2", "--num-requests", "50"]
+    assert main([*argv, "--engine-version", "0.4.0"]) == 0
+    assert "schedules with its V0 engine" in capsys.readouterr().out
+    assert main([*argv, "--engine-version", "0.10"]) == 0
+    assert "V0 engine" not in capsys.readouterr().out

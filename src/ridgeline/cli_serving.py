@@ -349,7 +349,16 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                 "--output-len uniform:a,b reproduce") \
         if args.concurrency and not args.trace and fixed_length(args.input_len) \
         and fixed_length(args.output_len) and count > args.concurrency else ""
+    v0 = ""
+    if engine == "vllm" and args.engine_version:
+        from ridgeline.vllm_memory import vllm_accounting
+
+        if vllm_accounting(args.engine_version).engine == "V0":
+            v0 = (f"vLLM {args.engine_version} schedules with its V0 engine (prompts before "
+                  "decodes; V1 became the default in 0.8.0): the pool is sized by its rules, "
+                  "the steps are scheduled by V1's (one token budget, decodes first)")
     cautions = tuple(c for c in (context_caution(dep, config.max_model_len), split_pool, lockstep,
+                                 v0,
                                  eager_caution(dep) if args.enforce_eager else "",
                                  offload_caution(dep), cdna3_moe_caution(dep),
                                  "" if overload_rates(result, count) else warmup_caution(
