@@ -744,12 +744,14 @@ def test_a_window_says_whether_the_engine_keeps_up(capsys: pytest.CaptureFixture
 def test_a_run_the_engine_falls_behind_says_it_is_overloaded(
         capsys: pytest.CaptureFixture[str]) -> None:
     """Without a window too: 100 req/s offered to one H100 (about 20 served) is OVERLOADED,
-    with both rates, and no advice to run longer; 5 req/s is not."""
+    with both rates and the queue left when the last request arrived, and no advice to run
+    longer; 5 req/s is not."""
     argv = ["simulate", "llama-3.1-8b", "--gpu", "h100", "--num-requests", "1500",
             "--input-len", "1000", "--output-len", "200"]
     assert main([*argv, "--rate", "100", "--json"]) == 0
     swamped = json.loads(capsys.readouterr().out)["overloaded"]
-    assert swamped["offered_req_s"] > 90 and swamped["served_req_s"] < 30
+    assert swamped["offered_req_s"] > 90 and swamped["taken_on_req_s"] < 40
+    assert swamped["waiting_at_last_arrival"] > 300
     assert main([*argv, "--rate", "100"]) == 0
     text = capsys.readouterr().out
     assert "OVERLOADED: requests arrive at" in text and "spans about ten" not in text

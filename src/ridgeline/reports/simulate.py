@@ -34,21 +34,25 @@ def _share(n: int, total: int) -> str:
 
 MOST_SUGGESTED = 10_000_000  # a --num-requests past this is no advice
 FEW_IN_WINDOW = 30  # a --window with fewer completed requests is cautioned
-OVERLOAD_SHARE = 0.85  # completing under this share of the arrival rate: overloaded
+OVERLOAD_SHARE = 0.2  # this share of the requests waiting at the last arrival: overloaded
+OVERLOAD_WAITING = 20  # … and at least this many
 
 
-def overload_rates(r: SimResult, requests: int) -> tuple[float, float] | None:
-    """(offered, served req/s) where the engine fell behind the arrivals: it completes under
-    OVERLOAD_SHARE of the rate they came at, and its backlog outlasts their span by half
-    again (a closed loop, whose arrivals follow completions, never does); else None."""
+def overload_rates(r: SimResult, requests: int) -> tuple[float, float, int] | None:
+    """(offered req/s, req/s the engine took on, requests still waiting) where the engine fell
+    behind the arrivals: when the last request arrived, more than OVERLOAD_SHARE of all the
+    requests (and at least OVERLOAD_WAITING) were still waiting to start. A stable engine's
+    queue stays short however short the run (a closed loop's arrivals follow its
+    completions); else None."""
     first, last = r.rec.arrived_s
     span = last - first
-    if not (math.isfinite(span) and span > 0 and r.completed and requests > 1):
+    points = [p for p in r.rec.series.points if p[0] <= last]
+    if not (math.isfinite(span) and span > 0 and requests > 1 and points):
         return None
-    offered, served = (requests - 1) / span, r.completed / r.duration_s
-    if served < OVERLOAD_SHARE * offered and r.duration_s > 1.5 * span:
-        return offered, served
-    return None
+    waiting = points[-1][2]
+    if waiting < max(OVERLOAD_WAITING, OVERLOAD_SHARE * requests):
+        return None
+    return (requests - 1) / span, (requests - waiting) / span, waiting
 
 
 def warmup_caution(span_s: float | None, mean_e2e_s: float, rate: float | None) -> str:
@@ -131,7 +135,7 @@ class SimulateReport:
             "windowed_requests": r.rec.windowed if self.has_window else None,
             "keeps_up": self.kept_up,
             "overloaded": None if (o := self.overloaded) is None else {
-                "offered_req_s": o[0], "served_req_s": o[1]},
+                "offered_req_s": o[0], "taken_on_req_s": o[1], "waiting_at_last_arrival": o[2]},
             "running_batch": r.running_batch, "preemptions": r.preemptions,
             "prefix_cache_hit_blocks": r.prefix_hit_blocks,
             "time_series": [{"t_s": t, "running": n, "waiting": w, "kv_usage": u,
@@ -170,12 +174,13 @@ class SimulateReport:
         ]
         swamped = self.overloaded
         if swamped is not None:
-            offered, served = swamped
+            offered, taken, waiting = swamped
             lines.append(f"OVERLOADED: requests arrive at {offered:,.2f} req/s and the engine "
-                         f"completes {served:,.2f} req/s; the queue grows for as long as they "
-                         "arrive, so the latencies above grow with the run's length, not "
-                         "towards a steady state: lower the rate, or add replicas (`ridgeline "
-                         "plan` sizes them)")
+                         f"takes them on at about {taken:,.2f} req/s ({waiting:,} still waiting "
+                         "when the last arrived); the queue grows for as long as they arrive, "
+                         "so the latencies above grow with the run's length, not towards a "
+                         "steady state: lower the rate, or add replicas (`ridgeline plan` "
+                         "sizes them)")
         if batch["max"] == 0 and r.completed:
             lines.append("  (the gauge is read after each step, once the requests it finished "
                          "have left, as vLLM's scheduler reads it: a 1-token request leaves "
@@ -213,7 +218,7 @@ class SimulateReport:
         return f"p{p:.10g}{counted}: TTFT {_ms_or_never(ttft)}, TPOT {_ms_or_never(tpot)}"
 
     @property
-    def overloaded(self) -> tuple[float, float] | None:
+    def overloaded(self) -> tuple[float, float, int] | None:
         return overload_rates(self.result, self.requests)
 
     @property
