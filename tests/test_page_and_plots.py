@@ -36,6 +36,22 @@ def test_page_data_come_from_the_python_model() -> None:
     assert data["start"] == ["llama-3.1-70b", "h100-sxm", "2", "fp8", "bf16"]
 
 
+def test_a_picker_combination_that_cannot_run_says_why(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """A V100 has no fp8: its picks stay in the pickers, and the page and the command say
+    why they cannot run, instead of a bare "not computable"."""
+    data = page_data(["llama-3.1-8b"], ["h100-sxm", "v100"], [1], ["fp8"], ["bf16"])
+    assert "llama-3.1-8b|h100-sxm|1|fp8|bf16" in data["combos"]
+    assert "no fp8 weights on v100" in data["left_out"]["llama-3.1-8b|v100|1|fp8|bf16"]
+    out = tmp_path / "roofline.html"
+    assert main(["page", "llama-3.1-8b", "--gpu", "h100,v100", "--counts", "1", "--weights",
+                 "fp8", "--kv-dtypes", "bf16", "-o", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "1 picker combination cannot run (the page says why; the first, llama-3.1-8b " \
+        "v100 1 fp8 bf16:" in said
+    assert "no fp8 weights on v100" in out.read_text()
+
+
 def test_the_page_is_one_offline_file_with_sliders(tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "roofline.html"

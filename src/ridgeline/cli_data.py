@@ -59,8 +59,13 @@ def cmd_page(args: argparse.Namespace) -> Any:
         Path(args.output).write_text(page_html(data, "ridgeline: the roofline"), "utf-8")
     except OSError as exc:
         raise InputError(f"cannot write {args.output}: {exc}") from None
+    left = data["left_out"]
     return WroteFile(args.output, f"{len(data['combos'])} deployments, batch and context "
-                     "sliders; open it in any browser (offline)")
+                     "sliders; open it in any browser (offline)"
+                     + (f"; {len(left)} picker combination{'s' if len(left) > 1 else ''} "
+                        f"cannot run (the page says why; the first, "
+                        f"{next(iter(left)).replace('|', ' ')}: {next(iter(left.values()))})"
+                        if left else ""))
 
 def _check_page_output(output: str) -> None:
     """The page is HTML: refuse another suffix, and an existing file that is not a page

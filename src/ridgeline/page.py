@@ -89,25 +89,28 @@ def page_data(models: Sequence[str], gpus: Sequence[str], counts: Sequence[int],
             if not kv_dtype(k).cached_by(build):
                 raise InputError(f"{build} has no {k} KV cache; offer --kv-dtypes it caches in")
     combos: dict[str, Any] = {}
-    why: list[str] = []  # what kept each left-out combination from running
+    why: dict[str, str] = {}  # what kept each left-out combination from running
     for m in models:
         for g in gpus:
             for n in counts:
                 for w in weights:
                     for k in kvs:
+                        key = f"{m}|{g}|{n}|{w}|{k}"
                         try:
-                            combos[f"{m}|{g}|{n}|{w}|{k}"] = _combo(m, g, n, w, k, builds[g])
+                            combos[key] = _combo(m, g, n, w, k, builds[g])
                         except InputError as exc:
-                            why.append(str(exc))
+                            why[key] = str(exc)
     if not combos:
-        raise InputError(f"no combination of the pickers can be computed ({why[0]})")
+        raise InputError(f"no combination of the pickers can be computed "
+                         f"({next(iter(why.values()))})")
     # the page opens on the first combination whose pool runs the starting batch and context
     # (a picture of an empty chart explains nothing); the pickers' first entries otherwise
     start = next((key for key, c in combos.items() if c["fits"][START_CONTEXT][START_BATCH]),
                  next(iter(combos)))
     return {"models": list(models), "gpus": list(gpus), "counts": list(counts),
             "weights": list(weights), "kvs": list(kvs), "batches": list(BATCHES),
-            "contexts": list(CONTEXTS), "combos": combos, "start": start.split("|"),
+            "contexts": list(CONTEXTS), "combos": combos, "left_out": why,
+            "start": start.split("|"),
             "start_batch": START_BATCH, "start_context": START_CONTEXT}
 
 
@@ -142,7 +145,8 @@ function update() {
   const b = D.batches[bi], ctx = D.contexts[ci];
   document.getElementById("batchv").textContent = b;
   document.getElementById("contextv").textContent = ctx.toLocaleString();
-  if (!c) { document.getElementById("summary").textContent = "not computable"; return; }
+  if (!c) { document.getElementById("summary").textContent = "not computable: "
+             + (D.left_out[key] || "this combination"); return; }
   const xs = []; for (let e = -1; e <= 5; e += 0.05) xs.push(Math.pow(10, e));
   const pts = {"weight matrices (decode)": c.w_int[bi], "decode attention": c.att_int,
                "prefill (prompt = context)": c.prefill_int[ci]};
