@@ -295,8 +295,16 @@ def test_explained_shares_roofline_experts_and_renamed_keys_repeat(
                                              "--explain")["explain"]}
     share = next(i for i in steps["expected step"]["inputs"] if i["name"] == "compute share")
     vllm = profile_for("vllm")
-    assert f"{vllm.compute_efficiency:.4g} ×" in share["source"]
+    assert f"{vllm.compute_efficiency:.4g}" in share["source"]
     assert share["value"] == pytest.approx(vllm.compute_for(resolve_accelerator("h100")))
+    # where the card's group has a multiplier (llama.cpp on GeForce), the base × it
+    cuda = profile_for("llama.cpp-cuda")
+    geforce = {s["label"]: s for s in run_json(
+        capsys, "decode", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "llama.cpp-cuda",
+        "--weights", "q4_k_m", "--explain")["explain"]}
+    mixed = next(i for i in geforce["expected step"]["inputs"] if i["name"] == "compute share")
+    assert f"{cuda.compute_efficiency:.4g} ×" in mixed["source"]
+    assert mixed["value"] == pytest.approx(cuda.compute_for(resolve_accelerator("rtx-4090")))
     per_step = next(i for i in steps["engine overhead"]["inputs"] if i["name"] == "per step")
     assert ("fitted to nothing" in per_step["source"]) == (vllm.step_overhead_s < 1e-7)
     roof = run_json(capsys, "roofline", "--gpu", "h100", "--model", "deepseek-v3", "--batch",

@@ -277,6 +277,15 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
         bw = bw[1:]  # one group is the reference: the global efficiency is its value
     if len(cg) == len({g for g in groups}) and cg:
         cg = cg[1:]
+    # the global value is the groups' without a multiplier: where none of their rows is of
+    # the multiplier's kind, the best-covered group is the reference instead (else the global
+    # value wanders, its group's multiplier following: the serving engines' compute once went
+    # 0.55 → 1.0 with the datacenter multiplier 1.02 → 0.57, for no prompt row of an
+    # Instinct card, and moved only the Instinct cards' prompts)
+    if cg and not any(n for g, n in compute_groups.items() if g not in cg):
+        cg = tuple(g for g in cg if g != max(cg, key=lambda g: compute_groups[g]))
+    if bw and not any(n for g, n in decode_groups.items() if g not in bw):
+        bw = tuple(g for g in bw if g != max(bw, key=lambda g: decode_groups[g]))
     compute_rows = [r for r in mine if r.metric in ("prefill_tok_s", "ttft_ms")]
     quantized = sum(1 for r in compute_rows if _dequantizes(r))
     dequant = MIN_GROUP_ROWS <= quantized <= len(compute_rows) - MIN_GROUP_ROWS
