@@ -683,3 +683,20 @@ def test_fp8_and_mxfp4_moe_on_cdna3_carry_the_measured_gap() -> None:
     assert not said("llama-4-scout", "mi300x", 8)  # bf16 experts (SGLang's rows: within 10 %)
     assert not said("gpt-oss-120b", "mi355x")  # CDNA4's MXFP4 rows: within the band
     assert not said("gpt-oss-120b", "mi300x", engine="llama.cpp-rocm")
+
+
+def test_a_group_multiplier_needs_rows_of_its_kind_on_the_other_groups() -> None:
+    """The profile's own share is the groups' without a multiplier: with prompt rows on the
+    datacenter cards alone, they are the reference (no multiplier); with a few Instinct
+    prompt rows beside them, the datacenter cards keep theirs."""
+    from collections import Counter
+
+    from ridgeline.calibrate import _pinned_groups
+
+    alone = Counter({"nvidia-datacenter": 30, "amd-instinct": 0})
+    assert _pinned_groups(("nvidia-datacenter",), alone) == ()
+    beside = Counter({"nvidia-datacenter": 30, "amd-instinct": 3})
+    assert _pinned_groups(("nvidia-datacenter",), beside) == ("nvidia-datacenter",)
+    two = Counter({"nvidia-datacenter": 30, "nvidia-geforce": 12})
+    assert _pinned_groups(("nvidia-datacenter", "nvidia-geforce"), two) == ("nvidia-geforce",)
+    assert _pinned_groups((), two) == ()

@@ -129,6 +129,19 @@ def _shows_ceiling(rows: Sequence[Measurement], engine: str) -> bool:
     return len(per_layer) >= MIN_GROUP_ROWS and max(per_layer) >= CAP_SPAN * min(per_layer)
 
 
+def _pinned_groups(chosen: tuple[str, ...], rows: Counter[str]) -> tuple[str, ...]:
+    """The groups of ``chosen`` that keep a multiplier. The profile's own value is that of
+    the groups without one: where none of those has a row of the multiplier's kind (``rows``
+    counts them by group), nothing pins it, so the best-covered group becomes the reference
+    instead. Else the global value wanders, its group's multiplier following: the serving
+    engines' compute went 0.55 → 1.0 with the datacenter multiplier 1.02 → 0.57, for no
+    prompt row of an Instinct card, and moved only the Instinct cards' prompts."""
+    if not chosen or any(n for g, n in rows.items() if g not in chosen):
+        return chosen
+    best = max(chosen, key=lambda g: rows[g])
+    return tuple(g for g in chosen if g != best)
+
+
 def _kquant(row: Measurement) -> bool:
     dep = _deployment(row)
     return dep is not None and bool(kquant_ops(dep))
@@ -277,15 +290,7 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
         bw = bw[1:]  # one group is the reference: the global efficiency is its value
     if len(cg) == len({g for g in groups}) and cg:
         cg = cg[1:]
-    # the global value is the groups' without a multiplier: where none of their rows is of
-    # the multiplier's kind, the best-covered group is the reference instead (else the global
-    # value wanders, its group's multiplier following: the serving engines' compute once went
-    # 0.55 → 1.0 with the datacenter multiplier 1.02 → 0.57, for no prompt row of an
-    # Instinct card, and moved only the Instinct cards' prompts)
-    if cg and not any(n for g, n in compute_groups.items() if g not in cg):
-        cg = tuple(g for g in cg if g != max(cg, key=lambda g: compute_groups[g]))
-    if bw and not any(n for g, n in decode_groups.items() if g not in bw):
-        bw = tuple(g for g in bw if g != max(bw, key=lambda g: decode_groups[g]))
+    cg, bw = _pinned_groups(cg, compute_groups), _pinned_groups(bw, decode_groups)
     compute_rows = [r for r in mine if r.metric in ("prefill_tok_s", "ttft_ms")]
     quantized = sum(1 for r in compute_rows if _dequantizes(r))
     dequant = MIN_GROUP_ROWS <= quantized <= len(compute_rows) - MIN_GROUP_ROWS
