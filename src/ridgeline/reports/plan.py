@@ -249,7 +249,8 @@ class PlanReport:
         lines = [head, "",
                  f"winner: {win.label_for(r.engine)} = {win.gpus} {plural(win.gpus, 'GPU')}, "
                  f"${win.cost_per_hour:,.2f}/h, "
-                 f"{_usd(per_m)} per million output tokens"]
+                 f"{_usd(per_m)} per million output tokens at this load (the GPUs' hour over "
+                 "the output tokens it serves, idle time included)"]
         if win.verified:  # what the load sees first, then the capacity the search sized with
             lines.append(f"  simulated at {_rate(r.load.rate_req_s / win.replicas)} req/s per replica: "
                          f"{_pct(slo.percentile)} TTFT {(win.sim_ttft_s or 0) * 1e3:,.0f} ms, "
