@@ -690,42 +690,49 @@ def vit_params(v: _Reader, text_hidden: int) -> int:
 _VLLM_UNSCALED_ROPE = ("su", "longrope", "llama3")
 
 
+def _served(spec: ModelSpec, engine: str) -> tuple[int | None, str]:
+    """(served_positions, where it comes from for a message)."""
+    raw, rs = spec.max_position_embeddings, spec.rope_scaling
+    plain = (raw, "max_position_embeddings")
+    # Gemma 3's 131,072 positions already count its linear ×8 (its card: a 128K context);
+    # vLLM skips its factor by name, and ridgeline takes SGLang to serve the same context
+    if rs is None or engine.startswith("llama.cpp") or "gemma3" in spec.architecture.lower():
+        return plain
+    if engine == "sglang":
+        if raw is None or rs.original_positions is not None or rs.type == "llama3":
+            return plain
+        base, field = raw, "max_position_embeddings"
+    elif rs.type in _VLLM_UNSCALED_ROPE:
+        return plain
+    elif rs.type == "yarn" and rs.original_positions:
+        base, field = rs.original_positions, "original_max_position_embeddings"
+    elif raw is None:
+        return plain
+    else:
+        base, field = raw, "max_position_embeddings"
+    served = int(base * rs.factor)
+    if served == raw:
+        return plain
+    return served, f"{field} {base:,} × rope_scaling {rs.type} factor {rs.factor:g}"
+
+
 def served_positions(spec: ModelSpec, engine: str) -> int | None:
     """The longest max_model_len an engine derives from the config (its default, and the
     most it accepts without an override), or None where the config states no positions.
 
-    vLLM (and TensorRT-LLM's PyTorch flow, which reads the same field): with rope_scaling of
-    a type other than su/longrope/llama3, max_position_embeddings × factor, and for YaRN
-    original_max_position_embeddings × factor (vllm/config.py _get_and_verify_max_len), so a
-    Qwen3 config given Qwen's YaRN block (factor 4, original 32,768) serves 131,072. SGLang
-    (hf_transformers_utils.get_context_length): × factor, unless the block states
+    vLLM: with rope_scaling of a type other than su/longrope/llama3, max_position_embeddings
+    × factor, and for YaRN original_max_position_embeddings × factor (vllm/config.py
+    _get_and_verify_max_len), so a Qwen3 config given Qwen's YaRN block (factor 4, original
+    32,768) serves 131,072; TensorRT-LLM is taken to read it as vLLM does (not checked).
+    SGLang (hf_transformers_utils.get_context_length): × factor, unless the block states
     original_max_position_embeddings or is llama3 — Qwen3 with YaRN stays at 40,960 there
     until --context-length. llama.cpp: n_ctx_train, the config's own positions."""
-    raw = spec.max_position_embeddings
-    rs = spec.rope_scaling
-    # Gemma 3's 131,072 positions already count its linear ×8 (its card: a 128K context);
-    # vLLM skips its factor by name, and ridgeline takes SGLang to serve the same context
-    if rs is None or engine.startswith("llama.cpp") or "gemma3" in spec.architecture.lower():
-        return raw
-    if engine == "sglang":
-        if raw is None or rs.original_positions is not None or rs.type == "llama3":
-            return raw
-        return int(raw * rs.factor)
-    if rs.type in _VLLM_UNSCALED_ROPE:
-        return raw
-    base = rs.original_positions if rs.type == "yarn" and rs.original_positions else raw
-    return None if base is None else int(base * rs.factor)
+    return _served(spec, engine)[0]
 
 
 def positions_label(spec: ModelSpec, engine: str) -> str:
     """Where served_positions' number comes from, for a message."""
-    served, raw, rs = served_positions(spec, engine), spec.max_position_embeddings, \
-        spec.rope_scaling
-    if served == raw or rs is None:
-        return "max_position_embeddings"
-    base = rs.original_positions if served != int((raw or 0) * rs.factor) else raw
-    field = "original_max_position_embeddings" if base != raw else "max_position_embeddings"
-    return f"{field} {base or 0:,} × rope_scaling {rs.type} factor {rs.factor:g}"
+    return _served(spec, engine)[1]
 
 
 def trained_context_caution(model: str, limit: int | None, tokens: int,
