@@ -250,14 +250,10 @@ class Deployment:
                              "backend runs on one device (several Macs over RPC are not "
                              "modelled)")
         plan = weight_plan(model, weights)
-        if (weights is None or is_stored_format(weights)) \
-                and any(f == "fp32" for _, f in plan.formats):
-            plan = WeightPlan(tuple((c, "bf16" if f == "fp32" else f) for c, f in plan.formats),
-                              "bf16" if plan.label == "fp32" else plan.label)
-        if no_bf16 and (weights is None or is_stored_format(weights)) \
-                and any(f == "bf16" for _, f in plan.formats):
-            plan = WeightPlan(tuple((c, "fp16" if f == "bf16" else f) for c, f in plan.formats),
-                              "fp16" if plan.label == "bf16" else plan.label)
+        if weights is None or is_stored_format(weights):  # the engine's dtype "auto"
+            served_as = {"fp32": "fp16", "bf16": "fp16"} if no_bf16 else {"fp32": "bf16"}
+            plan = WeightPlan(tuple((c, served_as.get(f, f)) for c, f in plan.formats),
+                              served_as.get(plan.label, plan.label))
         fmt_problem = weights_platform_problem(plan, accelerator, engine,
                                                weights is not None and not is_stored_format(weights))
         if fmt_problem:
