@@ -25,6 +25,16 @@ GENERATION_SECONDS = ("llamacpp:tokens_predicted_seconds_total",)
 # generation_tokens_total move only when a request finishes (metrics/collector.py)
 REALTIME_TOKENS = "sglang:realtime_tokens_total"
 PREFILL_MODES = ("prefill_compute", "prefill")  # computed prompt tokens, not cache hits
+# prompt tokens served from the prefix cache, which the prompt counters above include:
+# vLLM V1's prefix_cache_hits (tokens; vllm/v1/metrics/loggers.py), SGLang's cached_tokens
+# (summed over its cache_source label: device, host, storage)
+CACHED_PROMPT_TOKENS = ("vllm:prefix_cache_hits_total", "sglang:cached_tokens_total")
+# V0's requests swapped out to CPU memory for want of KV blocks (vllm/engine/metrics.py)
+SWAPPED = ("vllm:num_requests_swapped",)
+# the pool as the engine sized it: vLLM's cache_config_info (labels num_gpu_blocks and
+# block_size, value 1), SGLang's max_total_num_tokens
+CACHE_CONFIG = "vllm:cache_config_info"
+POOL_TOKENS = ("sglang:max_total_num_tokens",)
 REQUESTS = ("vllm:request_success_total", "sglang:num_requests_total")
 TTFT = ("vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds")
 ITL = ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds",

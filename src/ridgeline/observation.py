@@ -37,6 +37,13 @@ class Observation:
     engine_family: str | None = None  # vllm, sglang or llama.cpp: whose metric names these are
     engines: int = 1  # vLLM data-parallel engine cores (the "engine" label): figures are each's
     kv_tokens: list[float] = field(default_factory=list)  # llama-server's cells in use (older)
+    swapped: list[float] = field(default_factory=list)  # vLLM V0: requests swapped out to CPU
+    # data-parallel engines: each engine's (KV usage, waiting) at each scrape
+    core_pressure: list[tuple[float | None, float]] = field(default_factory=list)
+    pool_tokens: float | None = None  # each engine's pool, as the engine reports it
+    pool_block_size: int | None = None  # vLLM's block size, from cache_config_info
+    cached_prompt_share: float | None = None  # of the prompt tokens, served by the prefix cache
+    client_concurrency: float | None = None  # a benchmark client's cap on requests in flight
 
     @property
     def batch(self) -> float | None:

@@ -7,9 +7,13 @@ vLLM ``vllm:num_requests_running``, ``vllm:num_requests_waiting``, ``vllm:kv_cac
 ``vllm:prompt_tokens_total``, ``vllm:generation_tokens_total``, histograms
 ``vllm:time_to_first_token_seconds``, ``vllm:inter_token_latency_seconds`` (older:
 ``vllm:time_per_output_token_seconds``), ``vllm:e2e_request_latency_seconds``;
-``vllm:num_requests_waiting_by_reason`` (its "deferred" share is no queue for the batch);
+``vllm:num_requests_waiting_by_reason`` (its "deferred" share is no queue for the batch),
+``vllm:prefix_cache_hits_total`` (prompt tokens the prefix cache served, not computed),
+``vllm:cache_config_info`` (the pool's blocks, as its labels), V0's
+``vllm:num_requests_swapped``;
 SGLang ``sglang:num_running_reqs``, ``sglang:num_queue_reqs``, ``sglang:token_usage``,
-``sglang:num_retracted_requests_total``, ``sglang:realtime_tokens_total`` (per step, by mode;
+``sglang:num_retracted_requests_total``, ``sglang:cached_tokens_total``,
+``sglang:max_total_num_tokens``, ``sglang:realtime_tokens_total`` (per step, by mode;
 else ``sglang:prompt_tokens_total`` and ``sglang:generation_tokens_total``, which move when a
 request finishes), ``sglang:time_to_first_token_seconds``,
 ``sglang:inter_token_latency_seconds``, ``sglang:e2e_request_latency_seconds``;
@@ -33,18 +37,22 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ridgeline.engine_metrics import (
+    CACHE_CONFIG,
+    CACHED_PROMPT_TOKENS,
     E2E,
     GENERATION_SECONDS,
     GENERATION_TOKENS,
     ITL,
     KV_USAGE,
     LLAMACPP_KV_TOKENS,
+    POOL_TOKENS,
     PREEMPTIONS,
     PREFILL_MODES,
     PROMPT_TOKENS,
     REALTIME_TOKENS,
     REQUESTS,
     RUNNING,
+    SWAPPED,
     TTFT,
     WAITING,
     WAITING_BY_REASON,
@@ -70,11 +78,12 @@ _HISTOGRAMS = tuple(f"{n}{part}" for n in TTFT + ITL + E2E for part in ("_bucket
                                                                           "_count"))
 MAX_ENGINES = 4096  # data-parallel engines one log line may aggregate
 _LIMITS: tuple[tuple[tuple[str, ...], float, float, str], ...] = (
-    (RUNNING + WAITING + (WAITING_BY_REASON,), 0.0, MAX_REQUESTS, REQUESTS_RANGE),
+    (RUNNING + WAITING + SWAPPED + (WAITING_BY_REASON,), 0.0, MAX_REQUESTS, REQUESTS_RANGE),
     (KV_USAGE, 0.0, 1.0, _FRACTION),
-    ((LLAMACPP_KV_TOKENS,), 0.0, MAX_TOKENS, f"a number of KV cells, 0 to {MAX_TOKENS:g}"),
+    ((LLAMACPP_KV_TOKENS, *POOL_TOKENS), 0.0, MAX_TOKENS,
+     f"a number of KV cells, 0 to {MAX_TOKENS:g}"),
     (PREEMPTIONS + PROMPT_TOKENS + GENERATION_TOKENS + GENERATION_SECONDS + REQUESTS
-     + (REALTIME_TOKENS,) + _HISTOGRAMS, 0.0, MAX_COUNT, _COUNTER),
+     + CACHED_PROMPT_TOKENS + (REALTIME_TOKENS,) + _HISTOGRAMS, 0.0, MAX_COUNT, _COUNTER),
 )
 _READ = frozenset(n for names, *_ in _LIMITS for n in names) | set(TTFT + ITL + E2E)
 # vLLM's periodic stats line, V0 and V1 (vllm/v1/metrics/loggers.py): "N Engines
@@ -83,9 +92,13 @@ _READ = frozenset(n for names, *_ in _LIMITS for n in names) | set(TTFT + ITL + 
 _LOG = re.compile(
     r"(?:(?P<engines>\d+) Engines Aggregated: )?"
     r"Avg prompt throughput: (?P<prompt>[\d.]+) tokens/s, Avg generation throughput: "
-    r"(?P<gen>[\d.]+) tokens/s, Running: (?P<running>\d+) reqs,(?P<v0> Swapped: \d+ reqs,)? "
+    r"(?P<gen>[\d.]+) tokens/s, Running: (?P<running>\d+) reqs,(?P<v0> Swapped: "
+    r"(?P<swapped>\d+) reqs,)? "
     r"(?:Pending|Waiting): (?P<waiting>\d+) reqs,(?: Deferred: (?P<deferred>\d+) reqs,)?"
-    r"(?: Preemptions: (?P<preempted>\d+),)? GPU KV cache usage: (?P<kv>[\d.]+)%")
+    r"(?: Preemptions: (?P<preempted>\d+),)? GPU KV cache usage: (?P<kv>[\d.]+)%"
+    r"(?:, (?:GPU )?[Pp]refix cache hit rate: (?P<hit>[\d.]+)%)?")
+# V1's per-engine lines under data parallelism, when not aggregated: "Engine 000: Avg …"
+_LOG_ENGINE = re.compile(r"Engine (\d+): Avg prompt throughput")
 # V0 warns at the 1st, 51st, 101st … preemption (vllm/core/scheduler.py), with the total so
 # far; builds before that throttle warned at every one, with no total
 _V0_PREEMPTED = re.compile(r"is preempted by .*?total_num_cumulative_preemption=(\d+)")
@@ -134,13 +147,32 @@ def poll(url: str, duration_s: float, interval_s: float,
         raise InputError("interval must be positive and duration not negative")
     scrapes: list[Scrape] = []
     start = clock()
+    stopped = ""
     while True:
         now = clock()
-        scrapes.append(parse_scrape(fetch(url, timeout_s=max(1.0, interval_s * 5)), now - start))
+        try:
+            scrapes.append(parse_scrape(fetch(url, timeout_s=max(1.0, interval_s * 5)),
+                                        now - start))
+        except (InputError, KeyboardInterrupt) as exc:
+            if len(scrapes) < 2:  # nothing to make a window of
+                raise
+            stopped = (f"interrupted after {now - start:,.0f} s" if isinstance(
+                exc, KeyboardInterrupt) else f"stopped after {now - start:,.0f} s: {exc}")
+            break
         if now - start >= duration_s:
             break
-        sleep(interval_s)
-    return from_scrapes(scrapes, url)
+        try:
+            sleep(interval_s)
+        except KeyboardInterrupt:
+            if len(scrapes) < 2:
+                raise
+            stopped = f"interrupted after {clock() - start:,.0f} s"
+            break
+    obs = from_scrapes(scrapes, url)
+    if stopped:
+        obs.notes.append(f"polling {stopped}; the window is the {len(scrapes)} scrapes taken "
+                         "before")
+    return obs
 
 
 def is_url(source: str) -> bool:
@@ -201,7 +233,8 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
     if k > 1:
         obs.notes.append(f"{k} data-parallel engines (the 'engine' or 'dp_rank' label): the "
                          "batch, the queue, the KV usage and the token rates are each engine's "
-                         "mean")
+                         "mean, the preemptions all engines' together; the wall is the "
+                         "fullest engine's")
     deferred = 0.0
     gap = max((g for s in scrapes if running_name is not None
                and (g := _rank_gap(s.samples.get(running_name, []))) is not None),
@@ -215,21 +248,30 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
         cells = s.value(LLAMACPP_KV_TOKENS)
         if cells is not None:
             obs.kv_tokens.append(cells)
-        for series, names in ((obs.running, RUNNING), (obs.waiting, WAITING),
-                              (obs.kv_usage, KV_USAGE)):
+        for series, names in ((obs.running, RUNNING), (obs.kv_usage, KV_USAGE),
+                              (obs.swapped, SWAPPED)):
             value = _gauge(s, names, obs.engine_family)
             if value is not None:
                 series.append(value)
-        if WAITING_BY_REASON in s.samples and obs.waiting:  # the queue the engine could run:
-            deferred_by_core = _by_core(s.samples[WAITING_BY_REASON],
-                                        lambda labels: labels.get("reason") == "deferred")
-            held = sum(deferred_by_core) / k
-            if held > obs.waiting[-1] * (1 + 1e-9):  # not KV transfers, LoRA budgets
+        waiting = _gauge_by_core(s, WAITING, obs.engine_family)
+        if WAITING_BY_REASON in s.samples and waiting:  # the queue the engine could run:
+            by_core = _core_values(s.samples[WAITING_BY_REASON],
+                                   lambda labels: labels.get("reason") == "deferred")
+            held = sum(by_core.values()) / k
+            queued = sum(waiting.values()) / len(waiting)
+            if held > queued * (1 + 1e-9):  # not KV transfers, LoRA budgets
                 raise InputError(f"{source}: {held:,.0f} requests deferred "
-                                 f"({WAITING_BY_REASON}) but {obs.waiting[-1]:,.0f} waiting: "
+                                 f"({WAITING_BY_REASON}) but {queued:,.0f} waiting: "
                                  "the deferred are among the waiting")
-            obs.waiting[-1] -= held
+            waiting = {core: max(0.0, v - by_core.get(core, 0.0)) for core, v in waiting.items()}
             deferred = max(deferred, held)
+        if waiting:
+            obs.waiting.append(sum(waiting.values()) / len(waiting))
+        if k > 1:  # each engine's own fill and queue: the wall is the fullest engine's
+            kv = _gauge_by_core(s, KV_USAGE, obs.engine_family)
+            obs.core_pressure += [(kv.get(core), waiting.get(core, 0.0))
+                                  for core in dict.fromkeys([*kv, *waiting])]
+    _read_pool(scrapes[-1], obs)
     if deferred:
         obs.notes.append(f"up to {deferred:,.0f} waiting requests deferred (a KV transfer, a "
                          "LoRA budget: vllm:num_requests_waiting_by_reason) are not counted as "
@@ -261,13 +303,18 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
                              "rates read low (0 if none finished), and high when several do")
         obs.prompt_tok_s = None if prompt_rate is None else prompt_rate / k
         obs.generation_tok_s = None if generation_rate is None else generation_rate / k
-        preempted = _increase(scrapes, PREEMPTIONS, obs)
-        obs.preemptions = None if preempted is None else preempted / k
+        cached_rate = None if live else _rate(scrapes, CACHED_PROMPT_TOKENS, obs)
+        if cached_rate is not None and prompt_rate:
+            obs.cached_prompt_share = min(1.0, cached_rate / prompt_rate)
+        obs.preemptions = _increase(scrapes, PREEMPTIONS, obs)  # in all, every engine's
     else:
         lifetime = _counter(last, PREEMPTIONS)
         obs.notes.append("a single scrape: no rates; histograms cover the server's lifetime"
                          + (f"; {lifetime:,.0f} preemptions since it started, not read as "
                             "current" if lifetime else ""))
+        cached, prompted = _counter(last, CACHED_PROMPT_TOKENS), _counter(last, PROMPT_TOKENS)
+        if cached is not None and prompted:
+            obs.cached_prompt_share = min(1.0, cached / prompted)
     families: tuple[tuple[str, tuple[str, ...]], ...] = (("ttft", TTFT), ("itl", ITL),
                                                          ("e2e", E2E))
     for key, family in families:
@@ -312,7 +359,7 @@ def _core(labels: dict[str, str]) -> tuple[str | None, ...]:
 
 def _ranks_by_core(series: list[tuple[dict[str, str], float]],
                    keep: Callable[[dict[str, str]], bool] = lambda _: True
-                   ) -> list[list[float]]:
+                   ) -> dict[tuple[str | None, ...], list[float]]:
     """A metric's values per data-parallel core, one per rank, its API-server shares summed."""
     cores: dict[tuple[str | None, ...], dict[tuple[str | None, ...], float]] = {}
     for labels, v in series:
@@ -320,21 +367,28 @@ def _ranks_by_core(series: list[tuple[dict[str, str], float]],
             ranks = cores.setdefault(_core(labels), {})
             rank = tuple(labels.get(label) for label in RANK_LABELS)
             ranks[rank] = ranks.get(rank, 0.0) + v
-    return [list(ranks.values()) for ranks in cores.values()]
+    return {core: list(ranks.values()) for core, ranks in cores.items()}
+
+
+def _core_values(series: list[tuple[dict[str, str], float]],
+                 keep: Callable[[dict[str, str]], bool] = lambda _: True
+                 ) -> dict[tuple[str | None, ...], float]:
+    """A metric's value per data-parallel core: its API-server shares summed, its ranks (which
+    report the same requests, or export the same counters) averaged."""
+    return {core: sum(ranks) / len(ranks)
+            for core, ranks in _ranks_by_core(series, keep).items()}
 
 
 def _by_core(series: list[tuple[dict[str, str], float]],
              keep: Callable[[dict[str, str]], bool] = lambda _: True) -> list[float]:
-    """A metric's value per data-parallel core: its API-server shares summed, its ranks (which
-    report the same requests, or export the same counters) averaged."""
-    return [sum(ranks) / len(ranks) for ranks in _ranks_by_core(series, keep)]
+    return list(_core_values(series, keep).values())
 
 
 def _rank_gap(series: list[tuple[dict[str, str], float]]) -> tuple[float, float] | None:
     """The widest gap between ranks of one core (lowest, highest) where they disagree past
     what scraping them a moment apart explains (more than 2 and a half apart), or None."""
     worst = None
-    for ranks in _ranks_by_core(series):
+    for ranks in _ranks_by_core(series).values():
         lo, hi = min(ranks), max(ranks)
         if hi - lo > 2 and hi > 1.5 * lo and (worst is None or hi - lo > worst[1] - worst[0]):
             worst = (lo, hi)
@@ -344,22 +398,35 @@ def _rank_gap(series: list[tuple[dict[str, str], float]]) -> tuple[float, float]
 def _gauge(scrape: Scrape, names: tuple[str, ...], family: str | None) -> float | None:
     """A gauge per core, the cores' values averaged (a gauge with no core label is the one
     engine's). The first name of the engine family's present wins."""
+    values = list(_gauge_by_core(scrape, names, family).values())
+    return sum(values) / len(values) if values else None
+
+
+def _gauge_by_core(scrape: Scrape, names: tuple[str, ...], family: str | None
+                   ) -> dict[tuple[str | None, ...], float]:
+    """A gauge's value per core (empty where the scrape has none of ``names``)."""
     prefix = {"llama.cpp": "llamacpp"}.get(family or "", family or "")
     for name in names:
         if name in scrape.samples and name.startswith(prefix):
-            values = _by_core(scrape.samples[name])
-            return sum(values) / len(values)
+            return _core_values(scrape.samples[name])
+    return {}
+
+
+def _counter_by_core(scrape: Scrape, names: tuple[str, ...], modes: tuple[str, ...] = ()
+                     ) -> dict[tuple[str | None, ...], float] | None:
+    """A counter per core, each core's ranks counted once; only its series of these ``mode``
+    labels, if given. The first name present wins."""
+    for name in names:
+        if name in scrape.samples:
+            return _core_values(scrape.samples[name],
+                                lambda labels: not modes or labels.get("mode") in modes)
     return None
 
 
 def _counter(scrape: Scrape, names: tuple[str, ...], modes: tuple[str, ...] = ()) -> float | None:
-    """A counter summed over the cores, each core's ranks counted once; only its series of
-    these ``mode`` labels, if given. The first name present wins."""
-    for name in names:
-        if name in scrape.samples:
-            return sum(_by_core(scrape.samples[name],
-                                lambda labels: not modes or labels.get("mode") in modes))
-    return None
+    """A counter summed over the cores."""
+    cores = _counter_by_core(scrape, names, modes)
+    return None if cores is None else sum(cores.values())
 
 
 def _check_one_server(scrape: Scrape, source: str) -> None:
@@ -375,6 +442,23 @@ def _check_one_server(scrape: Scrape, source: str) -> None:
                 raise InputError(f"{source}: {name} has series for {len(values)} values of "
                                  f"'{label}' ({shown}): observe reads one server's scrape at a "
                                  "time; save one file per server")
+
+
+def _read_pool(scrape: Scrape, obs: Observation) -> None:
+    """The pool's tokens per engine as the engine sized it, where its metrics say: vLLM's
+    cache_config_info (num_gpu_blocks × block_size, from its labels), SGLang's
+    max_total_num_tokens."""
+    for labels, _ in scrape.samples.get(CACHE_CONFIG, [])[:1]:
+        try:
+            blocks, size = int(labels.get("num_gpu_blocks", "")), int(labels.get("block_size", ""))
+        except ValueError:  # "None" before the engine has profiled its pool
+            return
+        if 0 < blocks <= MAX_TOKENS and 0 < size <= 4096:
+            obs.pool_tokens, obs.pool_block_size = float(blocks * size), size
+        return
+    values = list(_gauge_by_core(scrape, POOL_TOKENS, obs.engine_family).values())
+    if values and min(values) > 0:
+        obs.pool_tokens = min(values)
 
 
 def _slot_itl(scrapes: list[Scrape], obs: Observation, timed: bool) -> bool:
@@ -395,35 +479,50 @@ def _slot_itl(scrapes: list[Scrape], obs: Observation, timed: bool) -> bool:
 
 
 def _window(scrapes: list[Scrape], names: tuple[str, ...]) -> Histogram:
-    """A histogram's observations over the window, scrape to scrape, as _increase counts a
-    counter: a restart between two scrapes keeps the later one's whole."""
-    hists = [s.histogram(*names) for s in scrapes]
-    last = hists[-1]
-    assert last is not None
+    """A histogram's observations over the window, scrape to scrape and core by core, as
+    _increase counts a counter: a restart of one data-parallel engine between two scrapes
+    keeps that engine's later histogram whole, and leaves the others' subtracted."""
+    name = next(n for n in names if scrapes[-1].histogram(n) is not None)
+    cores = list(dict.fromkeys(_core(labels) for s in scrapes
+                               for labels, _ in s.samples.get(f"{name}_bucket", [])))
     window: Histogram | None = None
-    for before, after in itertools.pairwise(hists):
-        if after is not None:
-            part = after.minus(before)
-            window = part if window is None else window.plus(part)
+    for core in cores:
+        hists = [s.histogram(name, keep=_of_core(core)) for s in scrapes]
+        for before, after in itertools.pairwise(hists):
+            if after is not None:
+                part = after.minus(before)
+                window = part if window is None else window.plus(part)
+    last = scrapes[-1].histogram(name)
+    assert last is not None
     return window or last
+
+
+def _of_core(core: tuple[str | None, ...]) -> Callable[[dict[str, str]], bool]:
+    """Whether a series belongs to ``core``."""
+    return lambda labels: _core(labels) == core
 
 
 def _increase(scrapes: list[Scrape], names: tuple[str, ...], obs: Observation,
               modes: tuple[str, ...] = ()) -> float | None:
     """A counter's increase over the window (only its series of these ``mode`` labels, if
-    given); a drop is a restart, counted from zero."""
-    values = [_counter(s, names, modes) for s in scrapes]
+    given), core by core as Prometheus' rate() takes each series: a drop is that core's
+    restart, counted from zero; a core that appears mid-window counts from zero too."""
+    values = [_counter_by_core(s, names, modes) for s in scrapes]
     if any(v is None for v in values):
         return None
     name = next(n for n in names if n in scrapes[-1].samples)
     total = 0.0
     for before, after in itertools.pairwise(values):
         assert before is not None and after is not None
-        if after < before:
-            obs.notes.append(f"{name} went down mid-window (a restart): counted from zero")
-            total += after
-        else:
-            total += after - before
+        for core, value in after.items():
+            was = before.get(core, 0.0)
+            if value < was:
+                note = f"{name} went down mid-window (a restart): counted from zero"
+                if note not in obs.notes:
+                    obs.notes.append(note)
+                total += value
+            else:
+                total += value - was
     return total
 
 
@@ -458,6 +557,7 @@ def from_log(text: str, source: str) -> Observation:
     prompt: list[float] = []
     gen: list[float] = []
     preempted: list[float] = []
+    hits: list[float] = []
     v0 = False
     for match in _LOG.finditer(text):
         def number(group: str, field: str, m: re.Match[str] = match) -> float:
@@ -481,13 +581,29 @@ def from_log(text: str, source: str) -> Observation:
                                   f"tokens per second, 0 to {MAX_COUNT:g}") / k)
         if match.group("preempted"):
             preempted.append(checked(number("preempted", "Preemptions"), source, "Preemptions",
-                                     0.0, MAX_COUNT, _COUNTER) / k)
+                                     0.0, MAX_COUNT, _COUNTER))
+        if match.group("swapped"):
+            obs.swapped.append(checked(number("swapped", "Swapped"), source, "Swapped", 0.0,
+                                       MAX_REQUESTS * k, REQUESTS_RANGE) / k)
+        if match.group("hit"):
+            hits.append(checked(number("hit", "Prefix cache hit rate") / 100, source,
+                                "Prefix cache hit rate (as a fraction)", 0.0, 1.0,
+                                "a share of the prompt tokens, 0 to 1"))
         v0 = v0 or bool(match.group("v0"))
     obs.prompt_tok_s = statistics.fmean(prompt)
     obs.generation_tok_s = statistics.fmean(gen)
+    if hits:  # the share of queried prompt tokens the cache held, over each line's interval
+        obs.cached_prompt_share = statistics.fmean(hits)
     if obs.engines > 1:
         obs.notes.append(f"'{obs.engines} Engines Aggregated' lines: the batch, the queue and "
-                         "the token rates are each engine's mean")
+                         "the token rates are each engine's mean, the preemptions all "
+                         "engines' together")
+    apart = len(set(_LOG_ENGINE.findall(text)))
+    if apart > 1 and obs.engines == 1:  # each line one engine's: their means are per engine
+        obs.engines = apart
+        obs.notes.append(f"{apart} data-parallel engines, a stats line each ('Engine 000: …'): "
+                         "the batch, the queue and the token rates are each engine's mean, the "
+                         "preemptions all engines' together")
     warned = [checked(float(n), source, "total_num_cumulative_preemption", 0.0, MAX_COUNT,
                       _COUNTER) for n in _V0_PREEMPTED.findall(text)]
     if preempted:

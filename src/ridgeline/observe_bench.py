@@ -53,6 +53,7 @@ def from_bench(text: str, source: str) -> Observation:
             return _bench_field(data, key, source, high, what)
 
         obs.generation_tok_s = field("output_throughput", MAX_COUNT, "tokens per second")
+        obs.client_concurrency = field("max_concurrency", MAX_COUNT, "requests") or None
         obs.duration_s = field("duration", MAX_BENCH_S, "seconds")
         if obs.duration_s == 0:
             raise InputError(f"{source}: duration is 0; a benchmark lasts some seconds")

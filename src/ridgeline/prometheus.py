@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ridgeline.errors import InputError
@@ -46,6 +47,11 @@ class Scrape:
         found = (labels.get(label) for series in self.samples.values() for labels, _ in series)
         return list(dict.fromkeys(v for v in found if v))
 
+    def _total(self, name: str, keep: Callable[[dict[str, str]], bool] | None) -> float | None:
+        if name not in self.samples:
+            return None
+        return sum(v for labels, v in self.samples[name] if keep is None or keep(labels))
+
     def value(self, *names: str) -> float | None:
         """Sum of a gauge or counter over its label sets; the first name present wins."""
         for name in names:
@@ -53,10 +59,14 @@ class Scrape:
                 return sum(v for _, v in self.samples[name])
         return None
 
-    def histogram(self, *names: str) -> Histogram | None:
+    def histogram(self, *names: str,
+                  keep: Callable[[dict[str, str]], bool] | None = None) -> Histogram | None:
+        """The first of ``names`` present, its series summed (only those ``keep`` accepts)."""
         for name in names:
             buckets: dict[float, float] = {}
             for labels, v in self.samples.get(f"{name}_bucket", []):
+                if keep is not None and not keep(labels):
+                    continue
                 le = labels.get("le", "")
                 try:
                     edge = float(le)  # "+Inf" included
@@ -66,8 +76,8 @@ class Scrape:
                     raise InputError(f"{name}_bucket has le={le!r}, not a bucket's edge")
                 buckets[edge] = buckets.get(edge, 0.0) + v
             if buckets:
-                total = self.value(f"{name}_sum") or 0.0
-                count = self.value(f"{name}_count") or buckets.get(math.inf, 0.0)
+                total = self._total(f"{name}_sum", keep) or 0.0
+                count = self._total(f"{name}_count", keep) or buckets.get(math.inf, 0.0)
                 return _checked(Histogram(name, tuple(sorted(buckets.items())), total, count))
         return None
 

@@ -31,6 +31,7 @@ CAPACITY = "capacity"
 LATENCY = "latency"
 SLOTS = "slots"  # llama-server's: requests wait for a free slot (-np), not for the pool
 NEITHER = "neither"
+CLIENT = "the client's cap"  # a benchmark run at --max-concurrency: the batch is the client's
 RIDGE = "the ridge"
 NO_FIT = "does not fit"
 LEVERS = {
@@ -42,6 +43,9 @@ LEVERS = {
              "--max-num-batched-tokens, or relax the SLO that caps them",
     SLOTS: "requests wait for a free slot: more slots (-np N with -c sized for N "
            "conversations; `ridgeline fit --parallel N` says whether they fit)",
+    CLIENT: "the benchmark client held at most {cap:,.0f} requests in flight "
+            "(--max-concurrency {cap:,.0f}): the engine ran all it was sent; raise the cap to "
+            "find its own wall",
     RIDGE: "past it no sequence shares another's work: each adds its own arithmetic and KV "
            "read to the step, so more load adds latency more than tokens — more GPUs or "
            "replicas, fp8 matmuls or KV, or a faster card add throughput",
@@ -77,7 +81,13 @@ class ObserveReport:
 
     @property
     def pool_batch(self) -> int:
-        return max_batch(self.deployment, self.context)
+        """Sequences of the context the pool holds: the engine's own pool where its metrics
+        report it (vLLM's blocks, whole blocks a sequence; SGLang's tokens), else modelled."""
+        reported = self.obs.pool_tokens
+        if reported is None:
+            return max_batch(self.deployment, self.context)
+        size = self.obs.pool_block_size or 1
+        return int(reported // size) // math.ceil(self.context / size)
 
     @property
     def fits(self) -> bool:
@@ -103,17 +113,27 @@ class ObserveReport:
         if not self.fits:
             return NO_FIT
         o = self.obs
-        kv = max(o.kv_usage) if o.kv_usage else None
-        waiting = max(o.waiting) if o.waiting else 0.0
-        if (kv is not None and kv >= 0.9) or (o.preemptions or 0) > 0:
+        # (KV usage, waiting) readings: each data-parallel engine's at each scrape, where the
+        # engines report apart (an engine with a queue is judged by its own pool, not by the
+        # mean of a full one and an idle one); else the window's highest of each
+        readings = o.core_pressure or [(max(o.kv_usage) if o.kv_usage else None,
+                                        max(o.waiting) if o.waiting else 0.0)]
+        swapped = max(o.swapped) if o.swapped else 0.0
+        if any(kv is not None and kv >= 0.9 for kv, _ in readings) \
+                or (o.preemptions or 0) > 0 or swapped > 0:
             return CAPACITY
-        if waiting > 0:
-            if kv is not None and kv >= 0.8:
+        queued = [kv for kv, waiting in readings if waiting > 0]
+        if queued:
+            if any(kv is not None and kv >= 0.8 for kv in queued):
                 return CAPACITY
             return SLOTS if self.deployment.engine.startswith("llama.cpp") else LATENCY
         b = self.batch or 0.0
         if o.kind == "bench" and b >= 0.9 * self.pool_batch:
             return CAPACITY
+        # a client holding N requests in flight: each spends its first token's wait outside
+        # the decoding batch, so the batch reads somewhat under N
+        if o.client_concurrency and b >= 0.8 * o.client_concurrency:
+            return CLIENT
         if (self.fraction or 0.0) >= 1.0:  # nothing waits, and the batch reads past the ridge
             return RIDGE
         return NEITHER
@@ -130,11 +150,15 @@ class ObserveReport:
     def lever(self) -> str:
         if self.wall == NEITHER:  # the engine runs all it is sent: below the ridge, load is cheap
             b = self.batch or 0.0
-            return (f"neither pool nor queue limits it: it runs all it is sent ({b:,.0f} of "
-                    f"the {self.pool_batch:,} sequences its pool holds), under the ridge near "
-                    f"batch {self.ridge_batch:,.0f}, where each added sequence shares the "
-                    "weights' read — send more load, or serve it on fewer GPUs or replicas")
-        return LEVERS[self.wall]
+            held = (f"{b:,.0f} running, more than the {self.pool_batch:,} sequences of "
+                    f"{self.context:,} tokens its pool holds: their contexts are shorter, or "
+                    "share prefixes" if b > self.pool_batch else
+                    f"{b:,.0f} of the {self.pool_batch:,} sequences its pool holds")
+            return (f"neither pool nor queue limits it: it runs all it is sent ({held}), under "
+                    f"the ridge near batch {self.ridge_batch:,.0f}, where each added sequence "
+                    "shares the weights' read — send more load, or serve it on fewer GPUs or "
+                    "replicas")
+        return LEVERS[self.wall].format(cap=self.obs.client_concurrency or 0.0)
 
     @property
     def predicted_itl_ms(self) -> float | None:
@@ -164,12 +188,17 @@ class ObserveReport:
             ratio = o.mean_prompt_tokens / o.mean_output_tokens
         else:
             return 0
+        ratio *= 1 - (o.cached_prompt_share or 0.0)  # a prefix-cache hit is not computed
         budget = kv_pool(self.deployment, EngineSettings(max_model_len=self.context)) \
             .profile_tokens
         return max(0, min(round(b * ratio), budget - round(b)))
 
     def gaps(self) -> dict[str, float]:
+        """Predicted ÷ measured − 1; none from a single scrape, whose latency histograms cover
+        the server's lifetime and whose batch is one instant's."""
         out: dict[str, float] = {}
+        if self.single_scrape:
+            return out
         predicted = self.predicted_itl_ms
         measured = self.obs.latency_ms.get("itl", {}).get("mean")
         if predicted and measured and not math.isnan(measured):
@@ -186,7 +215,10 @@ class ObserveReport:
             "running": stats(o.running), "waiting": stats(o.waiting),
             "kv_usage": stats(o.kv_usage), "preemptions": o.preemptions,
             "prompt_tok_s": o.prompt_tok_s, "generation_tok_s": o.generation_tok_s,
-            "latency_ms": o.latency_ms, "batch": self.batch, "ridge_flop_per_byte": self.ridge,
+            "latency_ms": o.latency_ms, "engines": o.engines, "swapped": stats(o.swapped),
+            "cached_prompt_share": o.cached_prompt_share, "pool_tokens_reported": o.pool_tokens,
+            "prompt_tokens_per_step": self.prompt_tokens_per_step,
+            "batch": self.batch, "ridge_flop_per_byte": self.ridge,
             "fraction_of_arithmetic": self.fraction, "pool_batch": self.pool_batch,
             "context": self.context, "context_source": self.context_source,
             "wall": self.wall, "lever": self.lever,
@@ -204,6 +236,7 @@ class ObserveReport:
         rows = []
         for label, values, fmt in (("running", o.running, "{:,.1f}"),
                                    ("waiting", o.waiting, "{:,.1f}"),
+                                   ("swapped", o.swapped if any(o.swapped) else [], "{:,.1f}"),
                                    ("KV usage", o.kv_usage, "{:.0%}")):
             s = stats(values)
             if s:
@@ -211,12 +244,18 @@ class ObserveReport:
         if rows:
             lines += table(rows, ["", "mean", "p50", "p90", "max"])
         rates = []
+        each = f" per engine ({o.engines} engines: {{:,.0f}} in all)" if o.engines > 1 else ""
         if o.prompt_tok_s is not None:
-            rates.append(f"prompt {o.prompt_tok_s:,.0f} tok/s")
+            cached = o.cached_prompt_share
+            rates.append(f"prompt {o.prompt_tok_s:,.0f} tok/s" + each.format(
+                o.prompt_tok_s * o.engines) + (f" ({cached:.0%} from the prefix cache)"
+                                               if cached else ""))
         if o.generation_tok_s is not None:
-            rates.append(f"generation {o.generation_tok_s:,.0f} tok/s")
+            rates.append(f"generation {o.generation_tok_s:,.0f} tok/s" + each.format(
+                o.generation_tok_s * o.engines))
         if o.preemptions is not None:
-            rates.append(f"preemptions {o.preemptions:,.0f}")
+            rates.append(f"preemptions {o.preemptions:,.0f}" + (" (all engines)"
+                                                                 if o.engines > 1 else ""))
         if rates:
             lines.append(", ".join(rates))
         for key, label in (("ttft", "TTFT"), ("itl", "ITL/TPOT"), ("e2e", "end-to-end")):
@@ -235,8 +274,11 @@ class ObserveReport:
                                              "shared layers; the routed experts see far "
                                              "fewer tokens each)" if d.model.moe else ""))
         if self.fits:
+            pool = (f"the engine's pool of {o.pool_tokens:,.0f} tokens, as its metrics report it"
+                    if o.pool_tokens is not None else None)
             lines.append(f"the KV pool allows {self.pool_batch:,} sequences of "
-                         f"{self.context:,} tokens ({self.context_source})")
+                         f"{self.context:,} tokens ({self.context_source}"
+                         + (f"; {pool}" if pool else "") + ")")
         else:
             lines.append(f"{d.model.name} does not fit on {d.gpus_label} as "
                          f"described: the KV pool holds no sequence of {self.context:,} tokens "
@@ -252,6 +294,9 @@ class ObserveReport:
                        "load brings per step, on average" if chunk else "") + ")")
             if "itl" in gaps and measured:
                 line += f"; measured {measured:,.1f} ms: {gaps['itl']:+.0%}"
+            elif measured and self.single_scrape:
+                line += (f"; not set against the scrape's {measured:,.1f} ms, the mean over the "
+                         "server's lifetime (scrape twice for a window)")
             lines.append(line)
         lines += [f"note: {n}" for n in o.notes]
         return lines
@@ -317,15 +362,19 @@ def context_from_kv_usage(obs: Observation, dep: Deployment) -> tuple[int, str] 
     usage, running = statistics.fmean(obs.kv_usage), statistics.fmean(obs.running)
     if usage <= 0 or running < 1:
         return None
-    try:
-        pool = kv_pool(dep, EngineSettings())
-    except InputError:
+    pool_tokens = obs.pool_tokens
+    whose = "the engine's reported"
+    if pool_tokens is None:
+        whose = "the modelled"
+        try:
+            pool_tokens = kv_pool(dep, EngineSettings()).tokens
+        except InputError:
+            return None
+    if not pool_tokens:
         return None
-    if not pool.tokens:
-        return None
-    tokens = round(usage * pool.tokens / running)
-    return max(1, tokens), (f"from the KV cache's fill: {usage:.0%} of the pool's "
-                            f"{pool.tokens:,} tokens over {running:,.1f} running requests")
+    tokens = round(usage * pool_tokens / running)
+    return max(1, tokens), (f"from the KV cache's fill: {usage:.0%} of {whose} pool of "
+                            f"{pool_tokens:,.0f} tokens over {running:,.1f} running requests")
 
 
 def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
@@ -335,6 +384,14 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
         if obs.mean_prompt_tokens is not None and obs.mean_output_tokens is not None:
             context = mean_decode_context(obs.mean_prompt_tokens, obs.mean_output_tokens)
             source = "mean prompt + half the mean output, from the source"
+            counted = ObserveReport(obs, dep, profile, context, source)
+            if held is not None and (obs.batch or 0.0) > counted.pool_batch:
+                # the running batch could not be held at the counters' mean: shared prefixes
+                # (cached once, counted in every prompt) or a mix the mean misreads; the live
+                # fill of the pool says what each running request holds
+                source = (f"{held[1]}; the counters' mean of {context:,} tokens would hold "
+                          f"only {counted.pool_batch:,} of the {obs.batch:,.1f} running")
+                context = held[0]
         elif held is not None:
             context, source = held
         else:

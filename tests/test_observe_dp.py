@@ -1,0 +1,221 @@
+"""observe on data-parallel engines, prefix caches, swapped requests and the pool an engine
+reports: each series read per engine, as Prometheus' own rate() reads it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ridgeline.cli import main
+from ridgeline.observe import from_log, from_scrapes, read_source
+from ridgeline.prometheus import split_scrapes
+
+MODEL = 'model_name="meta-llama/Llama-3.1-8B-Instruct"'
+EDGES = (0.01, 0.025, 0.05, 0.1)
+
+
+def series(name: str, engine: str, value: float, extra: str = "") -> str:
+    return f'{name}{{engine="{engine}",{MODEL}{extra}}} {value}'
+
+
+def itl(engine: str, observations: float, seconds: float) -> list[str]:
+    """An ITL histogram of ``observations`` all at ``seconds`` (cumulative buckets)."""
+    lines = [series("vllm:inter_token_latency_seconds_bucket", engine,
+                    observations if seconds <= edge else 0, f',le="{edge}"') for edge in EDGES]
+    lines.append(series("vllm:inter_token_latency_seconds_bucket", engine, observations,
+                        ',le="+Inf"'))
+    lines.append(series("vllm:inter_token_latency_seconds_sum", engine, observations * seconds))
+    lines.append(series("vllm:inter_token_latency_seconds_count", engine, observations))
+    return lines
+
+
+def scrape(time_s: float, engines: dict[str, dict[str, float]]) -> str:
+    lines = [f"# scrape_time {time_s}"]
+    for engine, values in engines.items():
+        for name, value in values.items():
+            if name == "itl":
+                continue
+            lines.append(series(name, engine, value))
+        if "itl" in values:
+            lines += itl(engine, values["itl"], 0.03)
+    return "\n".join(lines) + "\n"
+
+
+def gauges(running: float, waiting: float, kv: float) -> dict[str, float]:
+    return {"vllm:num_requests_running": running, "vllm:num_requests_waiting": waiting,
+            "vllm:kv_cache_usage_perc": kv}
+
+
+def test_one_engine_restarting_counts_only_its_own_tokens_from_zero() -> None:
+    """Engine 1 restarts mid-window: its lifetime 1M tokens fall to 30k. Summed first, the
+    drop had read as a restart of both, counting engine 0's whole lifetime in the window."""
+    text = scrape(1764500000, {
+        "0": {**gauges(40, 0, 0.5), "vllm:generation_tokens_total": 1_000_000},
+        "1": {**gauges(40, 0, 0.5), "vllm:generation_tokens_total": 1_000_000}})
+    text += scrape(1764500060, {
+        "0": {**gauges(40, 0, 0.5), "vllm:generation_tokens_total": 1_060_000},
+        "1": {**gauges(40, 0, 0.5), "vllm:generation_tokens_total": 30_000}})
+    obs = from_scrapes(split_scrapes(text), "t")
+    assert obs.engines == 2
+    assert obs.generation_tok_s == pytest.approx((60_000 + 30_000) / 60 / 2)
+    assert any("restart" in n for n in obs.notes)
+
+
+def test_one_engine_restarting_keeps_the_others_histogram_window() -> None:
+    """Every observation in the window is 30 ms; engine 0's lifetime histogram (at 10 ms)
+    must not leak in when engine 1 restarts."""
+    first = scrape(1764500000, {"0": {**gauges(40, 0, 0.5)}, "1": {**gauges(40, 0, 0.5)}})
+    first += "\n".join(itl("0", 1000, 0.01) + itl("1", 1000, 0.01)) + "\n"
+    second = scrape(1764500060, {"0": {**gauges(40, 0, 0.5)}, "1": {**gauges(40, 0, 0.5)}})
+    later = itl("0", 1000, 0.01)  # engine 0: 1000 at 10 ms, then 500 more at 30 ms
+    later = [line.replace('le="0.025"} 1000', 'le="0.025"} 1000')
+             for line in later]
+    engine0 = [series("vllm:inter_token_latency_seconds_bucket", "0", c, f',le="{e}"')
+               for e, c in ((0.01, 1000), (0.025, 1000), (0.05, 1500), (0.1, 1500))]
+    engine0 += [series("vllm:inter_token_latency_seconds_bucket", "0", 1500, ',le="+Inf"'),
+                series("vllm:inter_token_latency_seconds_sum", "0", 10 + 15),
+                series("vllm:inter_token_latency_seconds_count", "0", 1500)]
+    second += "\n".join(engine0 + itl("1", 200, 0.03)) + "\n"  # engine 1 restarted
+    obs = from_scrapes(split_scrapes(first + second), "t")
+    assert obs.latency_ms["itl"]["mean"] == pytest.approx(30.0)
+    assert obs.latency_ms["itl"]["count"] == pytest.approx(700)
+
+
+def test_the_wall_is_the_fullest_engines_not_the_mean() -> None:
+    """Engine 0 is full with a queue, engine 1 half empty: averaged, 69 % and 3 waiting had
+    read as the latency wall ('raise --max-num-seqs'); engine 0's own pool is the wall."""
+    text = scrape(1764500000, {"0": gauges(90, 6, 0.98), "1": gauges(70, 0, 0.40)})
+    text += scrape(1764500060, {"0": gauges(90, 6, 0.98), "1": gauges(70, 0, 0.40)})
+    path_obs = from_scrapes(split_scrapes(text), "t")
+    from ridgeline import Deployment, resolve_accelerator, resolve_model
+    from ridgeline.engines import profile_for
+    from ridgeline.reports.observe import CAPACITY, LATENCY, observe_report
+
+    dep = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"))
+    report = observe_report(path_obs, dep, profile_for("vllm"), 2000)
+    assert max(path_obs.kv_usage) == pytest.approx(0.69)  # the table's mean stays the mean
+    assert report.wall == CAPACITY
+    # the same queue on an engine with room is the latency wall
+    roomy = scrape(1764500000, {"0": gauges(90, 6, 0.50), "1": gauges(70, 0, 0.85)})
+    roomy += scrape(1764500060, {"0": gauges(90, 6, 0.50), "1": gauges(70, 0, 0.85)})
+    obs = from_scrapes(split_scrapes(roomy), "t")
+    assert observe_report(obs, dep, profile_for("vllm"), 2000).wall == LATENCY
+
+
+def test_preemptions_are_the_engines_total(capsys: pytest.CaptureFixture[str],
+                                           tmp_path: Path) -> None:
+    text = scrape(1764500000, {"0": {**gauges(40, 0, 0.5), "vllm:num_preemptions_total": 3},
+                               "1": {**gauges(40, 0, 0.5), "vllm:num_preemptions_total": 0}})
+    text += scrape(1764500060, {"0": {**gauges(40, 0, 0.5), "vllm:num_preemptions_total": 4},
+                                "1": {**gauges(40, 0, 0.5), "vllm:num_preemptions_total": 0}})
+    path = tmp_path / "m.prom"
+    path.write_text(text)
+    assert main(["observe", str(path), "--model", "llama-3.1-8b", "--gpu", "h100",
+                 "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["preemptions"] == 1 and data["engines"] == 2 and data["wall"] == "capacity"
+
+
+def prefix_load(hits: float) -> str:
+    """64 running at half the pool; the lifetime counters say 20k-token prompts, most of
+    them a shared prefix the cache holds once."""
+    def at(t: float, scale: float) -> dict[str, float]:
+        return {**gauges(64, 0, 0.5), "vllm:prompt_tokens_total": 2_400_000 * scale,
+                "vllm:prefix_cache_hits_total": 2_400_000 * scale * hits,
+                "vllm:generation_tokens_total": 120_000 * scale,
+                "vllm:request_success_total": 120 * scale}
+    return (scrape(1764500000, {"0": at(0, 1.0)})
+            + scrape(1764500060, {"0": at(60, 2.0)})).replace('engine="0",', "")
+
+
+def test_prefix_cache_hits_are_not_prompt_work_and_the_live_fill_wins() -> None:
+    from ridgeline import Deployment, resolve_accelerator, resolve_model
+    from ridgeline.engines import profile_for
+    from ridgeline.reports.observe import observe_report
+
+    dep = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"))
+    cached = observe_report(from_scrapes(split_scrapes(prefix_load(0.9)), "t"), dep,
+                            profile_for("vllm"), None)
+    plain = observe_report(from_scrapes(split_scrapes(prefix_load(0.0)), "t"), dep,
+                           profile_for("vllm"), None)
+    assert cached.obs.cached_prompt_share == pytest.approx(0.9)
+    # 40,000 prompt tok/s ÷ 2,000 generated = 20 per decode; a tenth of them computed
+    assert plain.prompt_tokens_per_step == 64 * 20
+    assert cached.prompt_tokens_per_step == 64 * 2
+    # the counters' 20,000-token mean would hold fewer than the 64 running: the fill is read
+    assert cached.context < 20_000 and "KV cache's fill" in cached.context_source
+    assert cached.pool_batch >= 64
+
+
+def test_a_single_scrape_sets_no_gap(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "one.prom"
+    path.write_text(scrape(1764500000, {"0": {**gauges(32, 0, 0.25), "itl": 500}})
+                    .replace('engine="0",', ""))
+    assert main(["observe", str(path), "--model", "llama-3.1-8b", "--gpu", "h100",
+                 "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["gap"] == {} and data["predicted_itl_ms"] > 0
+
+
+def test_swapped_requests_are_the_capacity_wall(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """vLLM V0 swaps requests to CPU memory when the pool runs out."""
+    path = tmp_path / "v0.prom"
+    path.write_text(scrape(1764500000, {"0": {**gauges(120, 0, 0.87),
+                                              "vllm:num_requests_swapped": 14}})
+                    .replace('engine="0",', "").replace("kv_cache_usage_perc",
+                                                        "gpu_cache_usage_perc"))
+    assert main(["observe", str(path), "--model", "llama-3.1-8b", "--gpu", "h100"]) == 0
+    out = capsys.readouterr().out
+    assert "wall: capacity" in out and "swapped" in out
+    log = ("INFO 03-01 10:00:00 metrics.py:345] Avg prompt throughput: 100.0 tokens/s, Avg "
+           "generation throughput: 900.0 tokens/s, Running: 120 reqs, Swapped: 14 reqs, "
+           "Pending: 0 reqs, GPU KV cache usage: 87.0%, CPU KV cache usage: 3.0%.\n")
+    assert from_log(log, "t").swapped == [14]
+
+
+def test_per_engine_log_lines_are_counted_as_engines() -> None:
+    line = ("(APIServer pid=1) INFO 11-02 10:00:{s:02d} [loggers.py:123] Engine 00{e}: Avg "
+            "prompt throughput: 8000.0 tokens/s, Avg generation throughput: 2000.0 tokens/s, "
+            "Running: 60 reqs, Waiting: 0 reqs, GPU KV cache usage: 40.0%, Prefix cache hit "
+            "rate: 50.0%\n")
+    obs = from_log("".join(line.format(s=s, e=e) for s in (0, 10) for e in (0, 1)), "t")
+    assert obs.engines == 2 and obs.generation_tok_s == 2000
+    assert obs.cached_prompt_share == pytest.approx(0.5)
+
+
+def test_a_benchmark_at_its_client_cap_says_so(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps({
+        "duration": 100.0, "completed": 1000, "total_input_tokens": 1_000_000,
+        "total_output_tokens": 250_000, "output_throughput": 2500.0, "max_concurrency": 64,
+        "mean_tpot_ms": 23.0, "mean_itl_ms": 23.0, "mean_ttft_ms": 150.0}))
+    assert main(["observe", str(path), "--model", "llama-3.1-8b", "--gpu", "h100"]) == 0
+    out = capsys.readouterr().out
+    assert "wall: the client's cap" in out and "--max-concurrency" in out
+
+
+def test_the_pool_an_engine_reports_sizes_the_batch() -> None:
+    """vLLM's cache_config_info names its blocks: 10,000 blocks of 16 hold 39 sequences of
+    4,096 tokens (256 blocks each), whatever the model of the deployment says."""
+    from ridgeline import Deployment, resolve_accelerator, resolve_model
+    from ridgeline.engines import profile_for
+    from ridgeline.reports.observe import observe_report
+
+    info = ('vllm:cache_config_info{block_size="16",cache_dtype="auto",num_gpu_blocks="10000",'
+            'gpu_memory_utilization="0.9"} 1.0\n')
+    text = scrape(1764500000, {"0": gauges(8, 0, 0.1)}).replace('engine="0",', "") + info
+    obs = from_scrapes(split_scrapes(text), "t")
+    assert obs.pool_tokens == 160_000 and obs.pool_block_size == 16
+    dep = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"))
+    report = observe_report(obs, dep, profile_for("vllm"), 4096)
+    assert report.pool_batch == 10_000 // 256
+
+
+def test_read_source_accepts_the_files_written_here(tmp_path: Path) -> None:
+    path = tmp_path / "w.prom"
+    path.write_text(prefix_load(0.5))
+    assert read_source(str(path)).cached_prompt_share == pytest.approx(0.5)
