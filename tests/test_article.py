@@ -110,10 +110,11 @@ def test_longer_contexts_pull_per_user_speed_down_further() -> None:
     assert long.per_user_tok_s < short.per_user_tok_s
 
 
-def test_batch_32_uses_a_tenth_of_an_h100_and_295_reaches_the_ridge() -> None:
+def test_batch_32_uses_a_tenth_of_an_h100_and_296_reaches_the_ridge() -> None:
+    """The ridge batch is 295.3: 295 stops at 99.9 %, 296 is the first whole batch past it."""
     r = ridge("h100-sxm")
     assert weight_intensity(32, 2.0) / r == pytest.approx(0.108, abs=0.005)
-    assert round(batch_for_intensity(r, 2.0)) == 295
+    assert 295 < batch_for_intensity(r, 2.0) < 296
 
 
 def test_batch_8_on_h100_is_under_3_percent_of_the_arithmetic() -> None:
@@ -149,7 +150,7 @@ def test_4000_token_prompt_is_about_4000_flop_per_byte_at_2_byte_weights() -> No
 
 @pytest.mark.parametrize(("argv", "printed"), [
     (["roofline", "--gpu", "h100", "--batch", "32"], "weight matrices (decode)       32.0    107.2"
-     "    10.8%             295"),
+     "    10.8%             296"),
     (["roofline", "--gpu", "h100", "--batch", "32"], "decode attention                8.0"
      "     26.8     2.7%"),
     (["roofline", "--gpu", "h100", "--prompt-len", "4000"], "prefill                     4,000.0"),

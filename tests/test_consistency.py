@@ -365,3 +365,23 @@ def test_utilization_reads_an_idle_engine_as_observe_does(
         data = run_json(capsys, "utilization", "--gpu", "h100", "--running", "0", "--model",
                         model, "--context", "2000")
         assert data["running"] == 0 and data["fraction_of_arithmetic"] == 0.0
+
+
+def test_kv_caches_a_float32_checkpoint_as_the_engine_serves_it(
+        capsys: pytest.CaptureFixture[str], tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A float32 checkpoint is served at 16 bits and its cache follows: kv had priced its
+    cache at fp32 (256 KiB per token for Llama-3.1-8B, 33 conversations of 8k on an H100)
+    while decode, model and roofline read bf16 (128 KiB)."""
+    import pathlib
+
+    config = json.loads(next(pathlib.Path("src/ridgeline/data/models").glob(
+        "meta-llama--Llama-3.1-8B.json")).read_text())
+    config["torch_dtype"] = "float32"
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    kv = run_json(capsys, "kv", str(path), "--context", "8000", "--gpu", "h100")
+    model = run_json(capsys, "model", str(path))
+    assert kv["kv_dtype"] == "bf16"
+    assert kv["bytes_per_token"] == 2 * 32 * 8 * 128 * 2 == model["kv_bytes_per_token_bf16"]
+    plain = run_json(capsys, "kv", "llama-3.1-8b", "--context", "8000", "--gpu", "h100")
+    assert kv["conversations_that_fit"] == plain["conversations_that_fit"] == 66

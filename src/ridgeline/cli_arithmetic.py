@@ -104,6 +104,7 @@ def cmd_moe(args: argparse.Namespace) -> Any:
     return moe_report(load_deployment(args), args.batch)
 
 def cmd_kv(args: argparse.Namespace) -> Any:
+    from ridgeline.deployment import served_dtype
     from ridgeline.floors import device_fit
     from ridgeline.kvcache import kv_replication
     from ridgeline.precision import kv_dtype
@@ -111,7 +112,7 @@ def cmd_kv(args: argparse.Namespace) -> Any:
     from ridgeline.units import GIB
 
     model = load_model(args)
-    kv = kv_dtype(args.kv_dtype or model.dtype)
+    kv = kv_dtype(args.kv_dtype or served_dtype(model))
     budget, label, replication = None, "", 1.0
     given = [flag for flag, value in (("--gpu", args.gpu), ("--gpu-file", args.gpu_file),
                                       ("--peak-tflops", args.peak_tflops))
@@ -134,6 +135,7 @@ def cmd_kv(args: argparse.Namespace) -> Any:
             label = (f"{dep.num_gpus} x {dep.accelerator.id} ({room.capacity_bytes / 1e9:,.1f} "
                      f"GB) − {room.weight_bytes / 1e9:,.1f} GB of weights ({dep.weights.label})")
             replication = kv_replication(model, dep.num_gpus)
+            kv = dep.kv  # the cache the engine keeps on this card (fp16 where it lacks bf16)
     return kv_report(model, args.context, kv, budget, label, replication)
 
 def cmd_decode(args: argparse.Namespace) -> Any:

@@ -157,6 +157,14 @@ MAX_TP_HINT = 64  # tensor-parallel sizes named in the hint: a node or a rack, n
 LLAMACPP_SPLIT_MODES = ("layer", "row", "tensor")  # llama.cpp -sm (row: refused, not modelled)
 
 
+
+def served_dtype(model: ModelSpec) -> str:
+    """The dtype an engine serves a checkpoint at, and keeps its KV cache in, by default: a
+    float32 checkpoint at 16 bits (vLLM's --dtype "auto" takes the platform's first 16-bit type
+    for it, bf16 where the card has it; its docs before v0.5: fp16; SGLang's the same, and
+    llama.cpp's converter writes F16 by default), any other as stored."""
+    return "bf16" if model.dtype == "fp32" else model.dtype
+
 @dataclass(frozen=True)
 class Deployment:
     model: ModelSpec
@@ -220,10 +228,7 @@ class Deployment:
         # "auto" falls back to float16 below compute capability 8.0 (same bytes)
         no_bf16 = accelerator.vendor in ("nvidia", "amd") and "bf16" not in \
             accelerator.peak_flops and "fp16" in accelerator.peak_flops
-        # a float32 checkpoint is served at 16 bits: vLLM's --dtype "auto" takes the platform's
-        # first 16-bit type for it (bf16 where the card has it; its docs before v0.5: fp16),
-        # SGLang's the same, and llama.cpp's converter writes F16 by default
-        served = "bf16" if model.dtype == "fp32" else model.dtype
+        served = served_dtype(model)
         # a float --weights is the engine's --dtype, which its KV cache follows ("auto")
         kv_name = kv if kv not in (None, "auto") else (
             "fp16" if engine.startswith("llama.cpp") or (no_bf16 and served == "bf16")
