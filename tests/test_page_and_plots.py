@@ -218,3 +218,27 @@ def test_a_llama_cpp_page_offers_llama_cpps_own_formats(tmp_path: Path) -> None:
     assert main(["page", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "llama.cpp", "-o",
                  str(out)]) == 0
     assert "q4_k_m" in out.read_text() and "q8_0" in out.read_text()
+
+
+def test_validate_plot_with_no_speed_rows_keeps_the_report(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """KV-capacity rows alone: nothing in tok/s to draw. The report prints, and the run ends
+    with one line saying why there is no chart (it had ended in 'min() arg is an empty
+    sequence', the report lost)."""
+    import csv
+
+    source = Path(__file__).resolve().parent.parent / "validation" / "measurements.csv"
+    with source.open(encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        rows = [r for r in reader if r["metric"] in ("kv_cache_tokens", "gpu_blocks")][:3]
+        columns = reader.fieldnames
+    assert rows and columns
+    path = tmp_path / "kv.csv"
+    with path.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    assert main(["validate", str(path), "--plot", str(tmp_path / "kv.html")]) == 2
+    captured = capsys.readouterr()
+    assert "rows scored" in captured.out
+    assert "no row measures tok/s" in captured.err and not (tmp_path / "kv.html").exists()

@@ -726,12 +726,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.engine_asked = args.engine  # a comparison picks each card's llama.cpp build
             args.engine = llamacpp_builds_for(args, args.engine)
         report = args.handler(args)
-        if getattr(args, "plot", None):
-            from ridgeline.plots import save
+        print(render(report, as_json=args.json, explain=args.explain))
+        if getattr(args, "plot", None):  # after the report: a chart that cannot be drawn
+            from ridgeline.plots import save  # (or a missing extra) leaves the report standing
             from ridgeline.reports.charts import chart_for
 
             save(chart_for(report), args.plot)
-        print(render(report, as_json=args.json, explain=args.explain))
         failure = getattr(report, "failure", "")
         if failure:  # the report stands, and the run still fails (validate --strict)
             print(f"ridgeline: error: {failure}", file=sys.stderr)

@@ -11,9 +11,11 @@ from ridgeline.capacity import held_conversations
 from ridgeline.cost import decode_batch, step_cost
 from ridgeline.errors import InputError
 from ridgeline.kvcache import kv_footprint
+from ridgeline.measurements import UNITS
 from ridgeline.memory import kv_pool
 from ridgeline.moe import expected_experts_touched
 from ridgeline.plots import Chart, Series
+from ridgeline.predict import row_engine
 from ridgeline.reports.decode import DecodeReport
 from ridgeline.reports.fit import FitReport
 from ridgeline.reports.kv import KVReport
@@ -135,12 +137,15 @@ def _(report: MoEReport) -> Chart:
 def _(report: ValidationReport) -> Chart:
     engines: dict[str, tuple[list[float], list[float]]] = {}
     lookup = {r.id: r for r in report.rows}
-    for p in report.predictions:
-        if p.predicted is None or p.metric in ("gpu_blocks", "kv_cache_tokens"):
+    for p in report.predictions:  # speeds alone: one unit on each axis, faster up and right
+        if p.predicted is None or UNITS.get(p.metric) != "tok/s":
             continue
-        xs, ys = engines.setdefault(lookup[p.id].engine, ([], []))
+        xs, ys = engines.setdefault(row_engine(lookup[p.id]), ([], []))
         xs.append(p.measured)
         ys.append(p.predicted)
+    if not engines:
+        raise InputError("--plot draws predicted against measured tok/s, and no row measures "
+                         "tok/s with a prediction (the report above stands)")
     lo = min(min(v[0]) for v in engines.values())
     hi = max(max(v[0]) for v in engines.values())
     diag = (lo, hi)
@@ -148,8 +153,8 @@ def _(report: ValidationReport) -> Chart:
     series += [Series("predicted = measured", diag, diag),
                Series("+10%", diag, (lo * 1.1, hi * 1.1), "dashed"),
                Series("−10%", diag, (lo * 0.9, hi * 0.9), "dashed")]
-    return Chart("ridgeline vs published measurements", "measured", "predicted", tuple(series),
-                 log_x=True, log_y=True)
+    return Chart("ridgeline's predictions against the measurements (tok/s)", "measured tok/s",
+                 "predicted tok/s", tuple(series), log_x=True, log_y=True)
 
 
 @chart_for.register
