@@ -700,3 +700,49 @@ def test_a_group_multiplier_needs_rows_of_its_kind_on_the_other_groups() -> None
     two = Counter({"nvidia-datacenter": 30, "nvidia-geforce": 12})
     assert _pinned_groups(("nvidia-datacenter", "nvidia-geforce"), two) == ("nvidia-geforce",)
     assert _pinned_groups((), two) == ()
+
+
+def test_a_decode_only_calibration_leaves_prompts_as_bundled(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Eight decode rows of one model on an H100, 20 % faster than the bundled profile reads
+    them: the rows pin the bandwidth share and the step costs, nothing about prompts. The
+    compute share and the prompt steps' cost per layer stay the bundled profile's (they had
+    fallen to the fit's start, and a 128-token TTFT moved 37 % on no evidence)."""
+    bundled = profile_for("vllm")
+    model = resolve_model("llama-3.1-8b-instruct")
+    path = tmp_path / "decode.csv"
+    columns = ["id", "model", "weights_dtype", "kv_dtype", "gpu", "num_gpus", "tp", "batch",
+               "input_len", "output_len", "context_len", "metric", "value", "unit", "engine",
+               "source", "notes"]
+    rows = []
+    from ridgeline.measurements import parse_row
+    for batch in (1, 4, 16, 64):
+        for prompt in (512, 4096):
+            row = {"id": f"d-b{batch}-i{prompt}", "model": model.name, "weights_dtype": "bf16",
+                   "kv_dtype": "bf16", "gpu": "h100-sxm", "num_gpus": "1", "tp": "1",
+                   "batch": str(batch), "input_len": str(prompt), "output_len": "256",
+                   "context_len": str(prompt + 256), "metric": "decode_tok_s_per_user",
+                   "value": "1", "unit": "tok/s", "engine": "vllm", "source": "U1 mine",
+                   "notes": ""}
+            predicted = predict(parse_row(row), {"vllm": bundled}).predicted
+            assert predicted is not None
+            rows.append({**row, "value": f"{predicted * 1.2:.4g}"})
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    out = tmp_path / "p.json"
+    assert main(["calibrate", str(path), "-o", str(out)]) == 0
+    fitted = EngineProfile.from_dict(json.loads(out.read_text())["engines"]["vllm"])
+    assert fitted.prefill_layer_overhead_s == bundled.prefill_layer_overhead_s
+    assert fitted.compute_efficiency == pytest.approx(bundled.compute_efficiency, rel=0.1)
+    assert "held near" in fitted.source
+    capsys.readouterr()
+    for prompt in ("128", "2048"):
+        main(["prefill", "llama-3.1-8b-instruct", "--gpu", "h100", "--prompt-len", prompt,
+              "--json"])
+        before = json.loads(capsys.readouterr().out)["expected"]["time_s"]
+        main(["prefill", "llama-3.1-8b-instruct", "--gpu", "h100", "--prompt-len", prompt,
+              "--json", "--profile", str(out)])
+        after = json.loads(capsys.readouterr().out)["expected"]["time_s"]
+        assert after == pytest.approx(before, rel=0.2)

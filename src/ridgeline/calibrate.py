@@ -231,7 +231,8 @@ class _Space:
             compute_efficiency=min(1.0, math.exp(x[1])),
             step_overhead_s=math.exp(x[2]),
             layer_overhead_s=math.exp(x[3]),
-            prefill_layer_overhead_s=math.exp(x[4]) if self.prefill_overhead else None,
+            prefill_layer_overhead_s=math.exp(x[4]) if self.prefill_overhead
+            else self.base.prefill_layer_overhead_s,
             group_bandwidth={g: math.exp(v) for g, v in zip(self.bw_groups, x[k:k + n])},
             group_compute={g: math.exp(v) for g, v in zip(self.compute_groups,
                                                            x[k + n:k + n + m])},
@@ -262,7 +263,8 @@ def _huber(r: float) -> float:
 def fit_engine(rows: Sequence[Measurement], engine: str,
                base: EngineProfile | None = None,
                family: Iterable[str] | None = None, *, strict: bool = False,
-               held_matmul_s: float = 0.0) -> EngineProfile:
+               held_matmul_s: float = 0.0,
+               prior: EngineProfile | None = None) -> EngineProfile:
     """Fit one engine's profile to its performance rows (KV rows are memory, not speed).
 
     family: engines whose rows are fitted together into this one profile (the bundled fit
@@ -271,6 +273,10 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
     user's file); the cross-validation folds fit the few rows a held-out group leaves.
     held_matmul_s: the cost per weight matmul to keep where the rows cannot pin one (their
     models all launch about as many per layer); 0 leaves it to the cost per layer.
+    prior: the profile whose values stand where the rows cannot pin them (`calibrate` passes
+    the bundled one): with no prompt rows, its compute efficiency (the fit held near it) and
+    with no time-to-first-token rows, its prefill steps' own cost per layer. Without it, the
+    fixed start stands there, as the bundled fit wants (reproducible, whatever is bundled).
     """
     key = engine_id(engine)
     members = {engine_id(e) for e in family} | {key} if family is not None else {key}
@@ -292,6 +298,10 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
         cg = cg[1:]
     cg, bw = _pinned_groups(cg, compute_groups), _pinned_groups(bw, decode_groups)
     compute_rows = [r for r in mine if r.metric in ("prefill_tok_s", "ttft_ms")]
+    if prior is not None and not compute_rows:
+        start = replace(start, compute_efficiency=prior.compute_efficiency)
+    if prior is not None and not any(r.metric == "ttft_ms" for r in mine):
+        start = replace(start, prefill_layer_overhead_s=prior.prefill_layer_overhead_s)
     quantized = sum(1 for r in compute_rows if _dequantizes(r))
     dequant = MIN_GROUP_ROWS <= quantized <= len(compute_rows) - MIN_GROUP_ROWS
     # a prefill step's own per-layer cost shows in time-to-first-token at batch 1
@@ -372,6 +382,11 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
     held = "" if space.matmul or not fitted.matmul_overhead_s else (
         f"; its cost per weight matmul held at {fitted.matmul_overhead_s * 1e6:.3g} µs (the "
         "bundled profile's: these rows' models launch alike numbers per layer)")
+    if prior is not None and not compute_rows:
+        held += (f"; its compute share held near {prior.compute_efficiency:.3g} and its prompt "
+                 "steps' cost per layer at the bundled profile's (no prompt rows)")
+    elif prior is not None and not prefill:
+        held += "; its prompt steps' cost per layer held at the bundled profile's (no TTFT rows)"
     return replace(fitted, band_low=min(1.0, _quantile(ratios, 0.1)),
                    band_high=max(1.0, _quantile(ratios, 0.9)),
                    fitted_rows=len(mine), fitted_ids=tuple(r.id for r in mine),
@@ -461,9 +476,11 @@ def _fit_source(rows: Sequence[Measurement]) -> str:
 
 
 def fit_profiles(rows: Sequence[Measurement], engines: Iterable[str] | None = None,
-                 progress: Callable[[str], None] | None = None) -> dict[str, EngineProfile]:
+                 progress: Callable[[str], None] | None = None,
+                 priors: Mapping[str, EngineProfile] | None = None) -> dict[str, EngineProfile]:
     """A profile per engine that has performance rows, at least as many as it has parameters
-    (InputError otherwise); ``progress`` hears of each engine as its fit starts."""
+    (InputError otherwise); ``progress`` hears of each engine as its fit starts; ``priors``
+    (by engine) stand where an engine's rows cannot pin a value (fit_engine's prior)."""
     performance = performance_rows(rows)
     names = sorted({row_engine(r) for r in performance})
     if engines is not None:
@@ -474,7 +491,8 @@ def fit_profiles(rows: Sequence[Measurement], engines: Iterable[str] | None = No
             n = sum(row_engine(r) == name for r in performance)
             progress(f"fitting {name} on {n} rows ({i} of {len(names)})")
         fitted[name] = fit_same_kernels(rows, name, fitted.get(SAME_KERNELS.get(name, "")),
-                                        strict=True, held_matmul_s=_bundled_matmul_s(name))
+                                        strict=True, held_matmul_s=_bundled_matmul_s(name),
+                                        prior=(priors or {}).get(name))
     return {name: fitted[name] for name in names}
 
 
@@ -488,13 +506,15 @@ def _bundled_matmul_s(engine: str) -> float:
 
 def fit_same_kernels(rows: Sequence[Measurement], engine: str,
                      owner: EngineProfile | None, *, strict: bool = False,
-                     held_matmul_s: float = 0.0) -> EngineProfile:
+                     held_matmul_s: float = 0.0,
+                     prior: EngineProfile | None = None) -> EngineProfile:
     """fit_engine, with the compute efficiency pulled towards ``owner``'s (the engine whose
     kernels this one replays, SAME_KERNELS) where this engine's rows cannot pin it."""
     if owner is None:
-        return fit_engine(rows, engine, strict=strict, held_matmul_s=held_matmul_s)
+        return fit_engine(rows, engine, strict=strict, held_matmul_s=held_matmul_s, prior=prior)
+    owned = replace(prior, compute_efficiency=owner.compute_efficiency) if prior else None
     profile = fit_engine(rows, engine, replace(START, compute_efficiency=owner.compute_efficiency),
-                         strict=strict, held_matmul_s=held_matmul_s)
+                         strict=strict, held_matmul_s=held_matmul_s, prior=owned)
     return replace(profile, source=f"{profile.source}; compute efficiency from {owner.engine}'s "
                                    "rows (the same kernels) where its own have no prefill")
 

@@ -238,7 +238,7 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
     from pathlib import Path
 
     from ridgeline.calibrate import beyond_roofline, error_stats, fit_profiles, validate
-    from ridgeline.engines import engine_id
+    from ridgeline.engines import bundled_profiles, engine_id
     from ridgeline.measurements import read_measurement_files
     from ridgeline.predict import row_engine
     from ridgeline.reports.validation import CalibrationReport
@@ -274,7 +274,8 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
     if not out_dir.is_dir():
         raise InputError(f"cannot write {args.output}: no folder {out_dir}")
     profiles = fit_profiles(rows, engines,
-                            lambda line: print(f"calibrate: {line}", file=sys.stderr, flush=True))
+                            lambda line: print(f"calibrate: {line}", file=sys.stderr, flush=True),
+                            priors=bundled_profiles())  # where the rows pin nothing, as bundled
     if not profiles:
         raise InputError(f"{files}: no throughput or latency rows to fit")
     data = {"_about": f"ridgeline profile fitted on {files}",
