@@ -746,3 +746,28 @@ def test_a_decode_only_calibration_leaves_prompts_as_bundled(
               "--json", "--profile", str(out)])
         after = json.loads(capsys.readouterr().out)["expected"]["time_s"]
         assert after == pytest.approx(before, rel=0.2)
+
+
+def test_calibrate_names_the_rows_it_cannot_predict(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A row of a model not bundled and one of an unknown card cannot steer the fit: the
+    report names each with what to do, and --strict writes nothing (the fit had dropped them
+    without a word, the progress line counting them in)."""
+    path = _subset(tmp_path, "llama.cpp-cuda", 40)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    header = lines[0].split(",")
+    model, gpu = header.index("model"), header.index("gpu")
+    first = lines[1].split(",")
+    second = lines[2].split(",")
+    first[model] = "meta-llama/Llama-9-8B"
+    second[gpu] = "h100-sxm-fake"
+    path.write_text("\n".join([lines[0], ",".join(first), ",".join(second), *lines[3:]]) + "\n",
+                    encoding="utf-8")
+    out = tmp_path / "p.json"
+    assert main(["calibrate", str(path), "-o", str(out), "--strict"]) == 2
+    assert "2 left out" in capsys.readouterr().err and not out.exists()
+    assert main(["calibrate", str(path), "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "no prediction (unknown model 'meta-llama/Llama-9-8B'" in text
+    assert "give a path to its config.json in the model column" in text
+    assert "--gpu-file adds a card's record" in text

@@ -237,7 +237,13 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
     import json
     from pathlib import Path
 
-    from ridgeline.calibrate import beyond_roofline, error_stats, fit_profiles, validate
+    from ridgeline.calibrate import (
+        beyond_roofline,
+        error_stats,
+        fit_profiles,
+        performance_rows,
+        validate,
+    )
     from ridgeline.engines import bundled_profiles, engine_id
     from ridgeline.measurements import read_measurement_files
     from ridgeline.predict import row_engine
@@ -258,10 +264,20 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
                     "decoding?)" for r, floor in beyond)
     if not rows:
         raise InputError(f"{files}: every row is past its roofline ({skipped[0]})")
+    # rows the model cannot predict (an unknown model or card, a deployment that does not fit)
+    # cannot steer the fit: named and left out, as the fit leaves them
+    unpredicted = {p.id: p.reason for p in validate(performance_rows(rows))
+                   if p.predicted is None}
+    skipped += tuple(f"{row_id}: no prediction ({reason})"
+                     for row_id, reason in unpredicted.items())
+    rows = [r for r in rows if r.id not in unpredicted]
+    if not rows:
+        raise InputError(f"{files}: no row can be predicted ({skipped[0]})")
     if args.strict and (result.errors or skipped):  # for CI: nothing written from a partial set
         n, m = len(result.errors), len(skipped)
-        raise InputError(f"--strict: {n} {plural(n, 'row')} unreadable and {m} past the "
-                         f"roofline, no profile written: {(*result.errors, *skipped)[0]}")
+        raise InputError(f"--strict: {n} {plural(n, 'row')} unreadable and {m} left out "
+                         f"(past the roofline, or with no prediction), no profile written: "
+                         f"{(*result.errors, *skipped)[0]}")
     engines = list(dict.fromkeys(args.engine)) if args.engine else None  # each fitted once
     if engines:  # named engines the rows do not hold: say which the rows do hold
         held = sorted({row_engine(r) for r in rows})

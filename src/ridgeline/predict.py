@@ -138,7 +138,7 @@ def predict(row: Measurement, profiles: Mapping[str, EngineProfile] | None = Non
             profile = profile.without_cuda_graphs()
         value = _predict_value(row, dep, profile)
     except InputError as exc:
-        return Prediction(row.id, row.metric, row.value, None, str(exc))
+        return Prediction(row.id, row.metric, row.value, None, _row_hint(str(exc)))
     if value is None:
         return Prediction(row.id, row.metric, row.value, None, "not enough conditions stated")
     if row.metric in KV_METRICS:
@@ -325,3 +325,14 @@ def _kv_metric(row: Measurement, dep: Deployment) -> float | None:
     if row.metric == "gpu_blocks":
         return float(pool.blocks)
     return pool.concurrency(max_len)
+
+
+def _row_hint(reason: str) -> str:
+    """A resolution error's hint as a measurements file can act on it: a row names a model
+    not bundled by a config.json path in its model column (validate and calibrate fetch
+    nothing), and an unknown card by a record given with --gpu-file."""
+    reason = reason.replace("--fetch reads its config.json from the Hugging Face Hub",
+                            "give a path to its config.json in the model column")
+    if reason.startswith("unknown accelerator"):
+        reason += "; --gpu-file adds a card's record"
+    return reason
