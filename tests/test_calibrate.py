@@ -94,9 +94,13 @@ def test_bad_rows_are_named_and_good_rows_still_scored(tmp_path: Path,
     broken[header.index("unit")] = "ms"  # units that disagree with the metric
     lines.append(",".join(broken).replace(broken[0], "BROKEN", 1))
     lines.append("NEGATIVE" + lines[2][lines[2].index(","):].replace(",1,1,", ",1,1,", 1))
+    other = lines[3].split(",")
+    other[0], other[header.index("engine")] = "TGI-ROW", "TGI"  # an engine ridgeline lacks
+    lines.append(",".join(other))
     path.write_text("\n".join(lines) + "\n")
     result = read_measurements(path)
     assert any(e.startswith("BROKEN:") and "tok/s" in e for e in result.errors)
+    assert any(e.startswith("TGI-ROW: engine: unknown engine 'TGI'") for e in result.errors)
     assert len(result.rows) >= 5
     assert main(["validate", str(path), "--summary"]) == 0
     assert "unreadable: BROKEN" in capsys.readouterr().out

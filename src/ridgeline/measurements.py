@@ -11,6 +11,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ridgeline.engines import engine_id, llamacpp_build
 from ridgeline.errors import InputError, shorten
 from ridgeline.offload import HostOffload
 from ridgeline.userfiles import read_text
@@ -188,6 +189,11 @@ def parse_row(raw: dict[str, str]) -> Measurement:
     if metric not in KV_METRICS and context_len is not None and context_len < held:
         raise ValueError(f"context_len {context_len:,} is shorter than the {held:,} tokens "
                          "input_len + output_len put in the cache")
+    engine = raw["engine"].strip()
+    try:  # 'llama.cpp' unqualified names its vendor's build, resolved when the row is predicted
+        engine_id(llamacpp_build(engine, ""))
+    except InputError as exc:
+        raise ValueError(f"engine: {exc}") from None
     return Measurement(
         id=raw["id"].strip(), model=raw["model"].strip(),
         weights_dtype=raw["weights_dtype"].strip().lower(), kv_dtype=raw["kv_dtype"].strip(),
@@ -195,7 +201,7 @@ def parse_row(raw: dict[str, str]) -> Measurement:
         batch=_int(raw["batch"], "batch", 1, MAX_BATCH),
         input_len=input_len, output_len=output_len, context_len=context_len, metric=metric,
         value=value,
-        unit=unit, engine=raw["engine"].strip(), source=raw.get("source", ""),
+        unit=unit, engine=engine, source=raw.get("source", ""),
         notes=raw.get("notes", "") or "",
     )
 
