@@ -775,3 +775,17 @@ def test_calibrate_names_the_rows_it_cannot_predict(
     assert "no prediction (unknown model 'meta-llama/Llama-9-8B'" in text
     assert "give a path to its config.json in the model column" in text
     assert "--gpu-file adds a card's record" in text
+
+
+def test_validate_summary_still_names_the_rows_without_a_prediction(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _subset(tmp_path, "trtllm", 5)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    gpu = lines[0].split(",").index("gpu")
+    row = lines[1].split(",")
+    row[gpu] = "h100-sxm-fake"
+    path.write_text("\n".join([lines[0], ",".join(row), *lines[2:]]) + "\n", encoding="utf-8")
+    assert main(["validate", str(path), "--summary", "--strict"]) == 2
+    captured = capsys.readouterr()
+    assert f"no prediction: {row[0]}: unknown accelerator 'h100-sxm-fake'" in captured.out
+    assert "each named above" in captured.err

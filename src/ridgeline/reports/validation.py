@@ -122,7 +122,7 @@ class ValidationReport:
             return ""
         n = len(self.read_errors)
         return (f"--strict: {n} {plural(n, 'row')} unreadable and {missing} without a "
-                "prediction (listed above)")
+                "prediction (each named above)")
 
     def _by(self, column: str) -> list[ErrorStats]:
         lookup = {r.id: r for r in self.rows}
@@ -171,6 +171,9 @@ class ValidationReport:
         lines.append(f"{scored} {plural(scored, 'row')} scored, {unpredicted} without a "
                      f"prediction (reason given), {len(self.read_errors)} unreadable")
         lines += [f"  unreadable: {e}" for e in self.read_errors]
+        if not self.show_rows:  # --summary: the rows' table is not shown, their reasons are
+            lines += [f"  no prediction: {p.id}: {p.reason}" for p in self.predictions
+                      if p.predicted is None]
         return lines
 
 
