@@ -324,3 +324,23 @@ def test_a_ubatch_past_the_batch_is_clamped_to_it_as_llama_cpp_does() -> None:
     batch = kv_pool(dep, EngineSettings(max_model_len=4096, max_num_batched_tokens=2048))
     assert huge.profile_tokens == batch.profile_tokens == 2048
     assert huge.activation_bytes == batch.activation_bytes
+
+
+def test_recurrent_state_is_f32_in_llama_cpp() -> None:
+    """llama.cpp creates its recurrent memory with GGML_TYPE_F32 for both states, whatever
+    the model's dtype: Nemotron-H-56B's Mamba-2 layers hold (conv + SSM) elements × 4 B a
+    slot, twice what the bf16 reading had charged."""
+    from ridgeline.catalog import resolve_model
+    from ridgeline.kvcache import state_bytes_per_sequence
+    from ridgeline.llamacpp_memory import slot_cache_bytes
+    from ridgeline.model import MAMBA
+
+    model = resolve_model("nemotron-h-56b")
+    m = model.mamba
+    assert m is not None and m.version == 2
+    elements = (m.d_inner + 2 * m.n_groups * m.d_state) * (m.conv_kernel - 1) \
+        + m.num_heads * m.head_dim * m.d_state
+    layers = sum(1 for layer in model.layers if layer.mixer == MAMBA)
+    assert slot_cache_bytes(model, 2.0, 1, 512) == elements * 4 * layers
+    assert state_bytes_per_sequence(model, next(
+        layer for layer in model.layers if layer.mixer == MAMBA)) < elements * 4

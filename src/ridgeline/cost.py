@@ -20,7 +20,11 @@ from typing import NamedTuple
 from ridgeline.deployment import Deployment
 from ridgeline.engines import MATVEC_TOKENS, EngineProfile
 from ridgeline.errors import InputError
-from ridgeline.kvcache import attention_kv_bytes_per_token, state_bytes_per_sequence
+from ridgeline.kvcache import (
+    LLAMACPP_STATE_BYTES,
+    attention_kv_bytes_per_token,
+    state_bytes_per_sequence,
+)
 from ridgeline.launches import deployment_matmuls
 from ridgeline.layouts import ATTENTION_MIXERS, LINEAR, MAMBA, MOE, NONE
 from ridgeline.model import Layer
@@ -582,6 +586,7 @@ def _pairs(cached: int, new: int, window: int | None) -> float:
 
 def state_work(dep: Deployment, layer: Layer, shape: BatchShape) -> tuple[float, float]:
     """Linear-attention / SSM recurrence: read and write each sequence's state once."""
-    state = state_bytes_per_sequence(dep.model, layer) / dep.tensor_parallel_size
+    fixed = LLAMACPP_STATE_BYTES if dep.engine.startswith("llama.cpp") else None
+    state = state_bytes_per_sequence(dep.model, layer, fixed) / dep.tensor_parallel_size
     flops = 2.0 * shape.tokens * state  # ~ a multiply-add per state element per token
     return flops, 2 * state * shape.sequences

@@ -29,14 +29,23 @@ def attention_kv_bytes_per_token(spec: ModelSpec, kv_bytes_per_element: float) -
     return (k + v) * kv_bytes_per_element
 
 
-def state_bytes_per_sequence(spec: ModelSpec, layer: Layer) -> float:
-    """Constant recurrent state of one linear-attention or Mamba layer, per sequence.
+# llama.cpp keeps both recurrent states (conv and SSM) in f32 whatever the model's dtype:
+# llama_memory_recurrent / llama_memory_hybrid are created with GGML_TYPE_F32 for both (src/
+# llama-model.cpp, create_memory)
+LLAMACPP_STATE_BYTES = 4.0
+
+
+def state_bytes_per_sequence(spec: ModelSpec, layer: Layer,
+                             element_bytes: float | None = None) -> float:
+    """Constant recurrent state of one linear-attention or Mamba layer, per sequence; both
+    states at ``element_bytes`` each where the engine fixes their dtype (llama.cpp), else the
+    conv state at the model's dtype and the SSM state at its state dtype.
 
     Gated DeltaNet: conv state (2·key_dim + value_dim)·(kernel−1) + S state nv·dk·dv.
     Mamba-2: conv (d_inner + 2·groups·d_state)·(kernel−1) + SSM heads·head_dim·d_state.
     """
-    state = _STATE_BYTES.get(spec.state_dtype, 2)
-    conv = _STATE_BYTES.get(spec.dtype, 2)
+    state = element_bytes or _STATE_BYTES.get(spec.state_dtype, 2)
+    conv = element_bytes or _STATE_BYTES.get(spec.dtype, 2)
     if layer.mixer == LINEAR and spec.linear_attention:
         la = spec.linear_attention
         conv_elems = (2 * la.key_dim + la.value_dim) * (la.conv_kernel - 1)

@@ -33,7 +33,11 @@ at 512 and 32,768 cells 140 (132.5). ``outputs`` None is the older rule.
 
 from __future__ import annotations
 
-from ridgeline.kvcache import attention_kv_bytes_per_token, state_bytes_per_sequence
+from ridgeline.kvcache import (
+    LLAMACPP_STATE_BYTES,
+    attention_kv_bytes_per_token,
+    state_bytes_per_sequence,
+)
 from ridgeline.layouts import FULL, WINDOW_MIXERS
 from ridgeline.model import ModelSpec
 
@@ -121,7 +125,8 @@ def slot_cache_bytes(model: ModelSpec, kv_bytes_per_element: float, slots: int,
     """The caches llama.cpp sizes by slots rather than by -c: each sliding-window layer keeps
     n_swa × slots + n_ubatch cells (llama-kv-cache-iswa with --kv-unified, without
     --swa-full), but never more than the -c cells ``n_ctx`` where it is known; each recurrent
-    layer one state per slot. Gemma-3-27B, f16, 4 slots: 52 layers × 4,608 cells × 8 KiB.
+    layer one state per slot, in f32. Gemma-3-27B, f16, 4 slots: 52 layers × 4,608 cells ×
+    8 KiB.
     ``windows`` False: the architecture has no window in llama.cpp, its layers grow with -c."""
     per_cell = attention_kv_bytes_per_token(model, kv_bytes_per_element)
     total = 0.0
@@ -131,5 +136,5 @@ def slot_cache_bytes(model: ModelSpec, kv_bytes_per_element: float, slots: int,
                 cells = layer.window_tokens * slots + n_ubatch
                 total += per_cell * (cells if n_ctx is None else min(cells, n_ctx))
         elif layer.mixer != FULL:
-            total += state_bytes_per_sequence(model, layer) * slots
+            total += state_bytes_per_sequence(model, layer, LLAMACPP_STATE_BYTES) * slots
     return total
