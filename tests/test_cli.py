@@ -308,6 +308,10 @@ BAD = [
     (["hardware", "h100", "--gpu-file", "a.json"], "give one"),
     (["page", "llama-3.1-8b", "--gpu", "h100", "--counts", "3", "-o", "p.html"],
      "does not split llama-3.1-8b's 32 attention heads"),
+    # 40 divides Scout's 40 heads and 8 KV heads, not its MLPs' 8,192 width
+    (["fit", "llama-4-scout", "--gpu", "h100", "--num-gpus", "40", "--max-model-len", "8k"],
+     "does not split llama-4-scout's MLP width (8,192) evenly; engines shard them across GPUs:"
+     " use 1, 2, 4, 8 GPUs per replica"),
     (["measure", "--quick", "--skip-probes", "-o", "/nonexistent/x.csv"],
      "its folder does not exist"),
     (["decode", "llama-3.1-8b", "--gpu", "h100", "--engine", "llama.cpp-cuda", "-ngl", "10",

@@ -138,9 +138,16 @@ def tensor_parallel_problem(model: ModelSpec, tp: int) -> str:
     if att is None or tp == 1:
         return ""
     heads, kv = att.num_heads, att.num_kv_heads
+    # the MLPs' widths are split across the ranks too (vLLM's column-parallel layers divide
+    # them exactly): Llama-4 Scout's 8,192 splits over 1, 2, 4, 8, 16, not 40
+    widths = [w for w in ((model.dense_mlp.intermediate_size if model.dense_mlp else 0),
+                          *((model.moe.expert_intermediate_size,
+                             model.moe.shared_intermediate_size * model.moe.num_shared_experts)
+                            if model.moe else ())) if w]
 
     def fits(n: int) -> bool:
-        return heads % n == 0 and (att.mla is not None or (kv % n == 0 if kv >= n else n % kv == 0))
+        return heads % n == 0 and all(w % n == 0 for w in widths) and (
+            att.mla is not None or (kv % n == 0 if kv >= n else n % kv == 0))
 
     if fits(tp):
         return ""
@@ -148,9 +155,13 @@ def tensor_parallel_problem(model: ModelSpec, tp: int) -> str:
     ok = ", ".join(map(str, sizes))
     hint = (f"use {ok} GPUs per replica" if len(sizes) > 1 else
             "only 1 GPU per replica splits them: scale out with replicas")
-    return (f"tensor parallel {tp} does not split {model.name}'s {heads} attention heads "
-            f"({kv} KV {'head' if kv == 1 else 'heads'}) evenly; engines shard them across "
-            f"GPUs: {hint}")
+    what = (f"{heads} attention heads ({kv} KV {'head' if kv == 1 else 'heads'})"
+            if heads % tp or not (att.mla is not None or (kv % tp == 0 if kv >= tp
+                                                         else tp % kv == 0))
+            else f"MLP width{'s' if len(set(widths)) > 1 else ''} "
+                 f"({', '.join(f'{w:,}' for w in dict.fromkeys(widths))})")
+    return (f"tensor parallel {tp} does not split {model.name}'s {what} evenly; engines shard "
+            f"them across GPUs: {hint}")
 
 
 MAX_TP_HINT = 64  # tensor-parallel sizes named in the hint: a node or a rack, not 71 GPUs
