@@ -1077,7 +1077,7 @@ def test_validate_strict_fails_a_run_with_an_unreadable_row(
     code, out, err = run(capsys, "validate", str(path), "--summary", "--strict")
     assert code == 2 and "1 unreadable" in out
     assert err == "ridgeline: error: --strict: 1 row unreadable and 0 without a prediction " \
-        "(listed above)\n"
+        "(each named above)\n"
 
 
 def test_an_nvfp4_checkpoint_is_refused_off_nvidia_and_plan_skips_it(
