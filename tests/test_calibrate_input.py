@@ -104,7 +104,7 @@ def test_calibrate_with_no_predictable_row_writes_nothing(
     path = csv_file(tmp_path, *(line(id=f"r{i}", model="nobody/nothing-7b") for i in range(6)))
     out = tmp_path / "p.json"
     code, _, err = run(capsys, "calibrate", str(path), "-o", str(out))
-    assert code == 2 and "no row could be predicted for engine vllm: r0: unknown model" in err
+    assert code == 2 and f"{path}: no row can be predicted (r0: no prediction (unknown model" in err
     assert not out.exists()
 
 
@@ -181,7 +181,7 @@ def test_calibrate_leaves_out_rows_past_the_roofline_and_names_unreadable_ones(
     assert code == 0
     strict = tmp_path / "strict.json"
     code, _, err = run(capsys, "calibrate", str(path), "-o", str(strict), "--strict")
-    assert code == 2 and "--strict: 1 row unreadable and 1 past the roofline" in err
+    assert code == 2 and "--strict: 1 row unreadable and 1 left out (past the roofline" in err
     assert not strict.exists()
     every = csv_file(tmp_path, line(id="fast", batch="1", context_len="128", value="5000"),
                      name="fast.csv")

@@ -17,7 +17,7 @@ from ridgeline.explain import Step, q, step
 from ridgeline.kvcache import cached_tokens
 from ridgeline.layouts import ATTENTION_MIXERS
 from ridgeline.model import ModelSpec, trained_context_caution
-from ridgeline.units import GB, fmt_decimal_bytes, require_positive
+from ridgeline.units import GB, fmt_decimal_bytes, indefinite, require_positive
 
 QUERY_TILE_ROWS = 128  # a typical FlashAttention-2 query block (Br) on Hopper/Ampere
 
@@ -81,7 +81,7 @@ class AttentionMemoryReport:
 
     def text_lines(self) -> list[str]:
         return [
-            f"{self.model}, a {self.context:,}-token prompt in one pass "
+            f"{self.model}, {indefinite(self.context)} {self.context:,}-token prompt in one pass "
             f"({self.bytes_per_element:g}-byte scores):",
             f"  naive score matrix   {fmt_decimal_bytes(self.per_head_per_layer_bytes)} per head per "
             "attention layer",

@@ -185,7 +185,7 @@ def cmd_evalstats(args: argparse.Namespace) -> LinesReport:
                              f"{paired.num_items:,}")
     if not results:
         raise InputError("give --pct-a A --pct-b B --n N, or --discordant B,C")
-    return LinesReport(tuple(results), tuple(lines), (*notes, ev.OVERLAPPING_INTERVALS_NOTE))
+    return LinesReport(tuple(results), tuple(lines), (*notes, ev.overlapping_intervals_note(alpha)))
 
 
 def _count_notes(a: PercentageCount, b: PercentageCount) -> list[str]:

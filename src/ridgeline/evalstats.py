@@ -14,6 +14,13 @@ from decimal import Decimal, InvalidOperation
 
 from ridgeline.errors import InputError
 
+
+def overlapping_intervals_note(alpha: float = 0.05) -> str:
+    """Why overlapping intervals at level 1 − alpha settle nothing, at the level asked."""
+    return OVERLAPPING_INTERVALS_NOTE.replace("95%", f"{(1 - alpha) * 100:g}%").replace(
+        "at 0.05", f"at {alpha:g}")
+
+
 OVERLAPPING_INTERVALS_NOTE = (
     "Overlapping confidence intervals do not mean 'no difference'. Two 95% intervals can "
     "overlap while the difference between the scores is significant at 0.05: the interval "

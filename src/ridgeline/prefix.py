@@ -106,6 +106,11 @@ def explain_lines(result: PrefixReuse) -> list[str]:
     return result.explain_lines()
 
 
+# tiktoken's own encodings (tiktoken.list_encoding_names()), named when it is not installed
+TIKTOKEN_ENCODINGS = ("gpt2", "r50k_base", "p50k_base", "p50k_edit", "cl100k_base", "o200k_base",
+                      "o200k_harmony")
+
+
 def tokenize(text: str, tokenizer_name: str, add_special_tokens: bool = True) -> list[int]:
     """Token ids of `text` from a tokenizer already on this machine; never guesses one.
 
@@ -117,6 +122,11 @@ def tokenize(text: str, tokenizer_name: str, add_special_tokens: bool = True) ->
     tiktoken = _optional_module("tiktoken")
     if tiktoken is not None and tokenizer_name in tiktoken.list_encoding_names():
         return list(tiktoken.get_encoding(tokenizer_name).encode_ordinary(text))
+    if tiktoken is None and tokenizer_name in TIKTOKEN_ENCODINGS:
+        raise InputError(f"cannot tokenize with {tokenizer_name!r}: it is a tiktoken encoding, "
+                         f"and tiktoken is not installed. Install the extra: pip install "
+                         f"'{TOKENIZE_EXTRA}' (or pip install tiktoken), or pass token ids "
+                         "directly")
     transformers = _optional_module("transformers")
     if transformers is None:
         found = "tiktoken is installed but has no such encoding; " if tiktoken else ""

@@ -95,7 +95,8 @@ def fmt_binary_bytes(n_bytes: float) -> str:
     """Binary bytes for display: 36864 -> '36 KiB'."""
     for unit, factor in (("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
         if abs(n_bytes) >= factor:
-            return f"{n_bytes / factor:.4g} {unit}"
+            value = n_bytes / factor
+            return f"{value:,.0f} {unit}" if abs(value) >= 1000 else f"{value:.4g} {unit}"
     return f"{n_bytes:.0f} B"
 
 
@@ -129,3 +130,10 @@ def usd_per_million_tokens(usd_per_hour: float | None, tok_s: float) -> float | 
 def plural(n: float, word: str) -> str:
     """The word for ``n`` of it: 1 token, 2 tokens."""
     return word if n == 1 else f"{word}s"
+
+
+def indefinite(n: int) -> str:
+    """'a' or 'an' before ``n`` as it is read aloud with thousands separators: an 8,000-token
+    prompt, an 11-layer model, a 1,024-token window."""
+    lead = int(f"{abs(n):,}".split(",")[0])
+    return "an" if lead in (8, 11, 18) or 80 <= lead <= 89 or 800 <= lead <= 899 else "a"

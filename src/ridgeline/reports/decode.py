@@ -211,10 +211,14 @@ class DecodeReport:
         pool = f"{engine}'s KV pool" + (f" ({self.pool_settings})" if self.pool_settings
                                          else " (the offline LLM class's defaults, a batch "
                                          "run's)" if engine == "vllm" else "")
+        # the offline class sizes its pool otherwise than vllm serve (its larger step budget
+        # profiles a larger activation peak): a refusal names the mode it was judged in
+        mode = (" (as the offline LLM class sizes its pool; --usage serve for vllm serve's)"
+                if engine == "vllm" and not self.pool_settings else "")
         return [f"{pool} runs at most {b:,} {plural(b, 'sequence')} at {c:,} "
                 f"{plural(c, 'token')} of context{slots} ({fit} for the breakdown)" if b else
                 context_refusal(self.deployment, c) or
-                f"{engine} cannot hold one sequence of {c:,} {plural(c, 'token')} "
+                f"{engine}{mode} cannot hold one sequence of {c:,} {plural(c, 'token')} "
                 f"beside these weights: {dict(self.none_reasons).get(c, '')} ({fit} for the "
                 "breakdown)" for c, b in self.pool_batch]
 
