@@ -873,3 +873,44 @@ def test_an_engine_version_without_pipeline_parallelism_drops_those_shapes() -> 
                   gpus=["h100-sxm"], max_gpus=16, workers=1, engine_version="0.4.0")
     assert result.winner is not None
     assert all(c.pp == 1 for c in (result.winner, *result.candidates))
+
+
+def _slow_profile(tmp_path: Path) -> Path:
+    """The bundled vLLM profile with its bandwidth share halved: a user's calibration on a
+    cluster whose decode runs at half the bundled expectation."""
+    from dataclasses import replace
+
+    from ridgeline.engines import profile_for
+
+    slow = replace(profile_for("vllm"), bandwidth_efficiency=profile_for("vllm")
+                   .bandwidth_efficiency / 2, source="test: half the bandwidth")
+    path = tmp_path / "slow.json"
+    path.write_text(json.dumps({"engines": {"vllm": slow.to_dict()}}))
+    return path
+
+
+def test_plan_and_page_take_a_calibrated_profile(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`calibrate` exists to size deployments: plan times its candidates with the user's
+    profile, says so, and its check command carries it; the page draws with it."""
+    slow = _slow_profile(tmp_path)
+    argv = ["plan", "llama-3.1-8b", "--rate", "20", "--slo-ttft-ms", "500", "--slo-tpot-ms",
+            "20", "--gpus", "h100-sxm", "--json"]
+    assert main(argv) == 0
+    bundled = json.loads(capsys.readouterr().out)
+    assert main([*argv, "--profile", str(slow)]) == 0
+    mine = json.loads(capsys.readouterr().out)
+    assert mine["profile_file"] == str(slow) and bundled["profile_file"] is None
+    assert mine["winner"] != bundled["winner"]  # half the bandwidth: a dearer deployment
+    assert mine["winner"]["cost_per_hour"] >= bundled["winner"]["cost_per_hour"]
+    assert main([*argv[:-1], "--profile", str(slow)]) == 0
+    text = capsys.readouterr().out
+    assert f"steps timed by the profile in {slow}" in text
+    assert f"--profile {slow}" in text  # the simulate check reruns it on the same profile
+    page = tmp_path / "p.html"
+    assert main(["page", "llama-3.1-8b", "--gpu", "h100", "--counts", "1", "--profile",
+                 str(slow), "-o", str(page)]) == 0
+    plain = tmp_path / "q.html"
+    assert main(["page", "llama-3.1-8b", "--gpu", "h100", "--counts", "1", "-o",
+                 str(plain)]) == 0
+    assert page.read_text() != plain.read_text()

@@ -53,8 +53,19 @@ def cmd_page(args: argparse.Namespace) -> Any:
         if len(set(values)) < len(values):
             raise InputError(f"{flag} names something twice")
     # an unqualified 'llama.cpp' is each card's build, as in the comparisons
+    profiles = None
+    if args.profile:  # a user's calibrated profiles draw the expectation
+        from ridgeline.engines import engine_id, load_profile_file
+
+        profiles = load_profile_file(args.profile)
+        asked = engine_id(args.engine)
+        if not any(name == asked or (asked.startswith("llama.cpp")
+                                     and name.startswith("llama.cpp")) for name in profiles):
+            raise InputError(f"{args.profile} holds no profile for {asked} (it has "
+                             f"{', '.join(sorted(profiles))}): calibrate on {asked} rows, or "
+                             "name one of those with --engine")
     data = page_data(models, gpus, counts, weights, kvs,
-                     getattr(args, "engine_asked", None) or args.engine)
+                     getattr(args, "engine_asked", None) or args.engine, profiles)
     try:
         Path(args.output).write_text(page_html(data, "ridgeline: the roofline"), "utf-8")
     except OSError as exc:
@@ -339,6 +350,8 @@ def register(sub: Any) -> None:
     p.add_argument("--engine", default="vllm", type=_typed(_engine_name),
                    help="the engine whose calibrated expectation and pool the page draws "
                    "(default vllm)")
+    p.add_argument("--profile", metavar="FILE",
+                   help="engine profiles from `ridgeline calibrate` (default: the bundled ones)")
     p.add_argument("-o", "--output", default="roofline.html",
                    help="the HTML file to write (default roofline.html)")
     _output(p)

@@ -472,13 +472,13 @@ def cmd_plan(args: argparse.Namespace) -> Any:
         check_engine_version(args.engine, args.engine_version)
     result = plan(model, load, slo, gpus, args.max_gpus, prices, workers=args.workers,
                   executor=args.executor, engine_version=args.engine_version,
-                  engine=args.engine)
+                  engine=args.engine, profile=load_profile(args))
     from ridgeline.catalog import model_entries
 
     hf = next((e.hf_id for e in model_entries() if e.id == model.name), args.model)
     limit = served_positions(model, args.engine)  # plan takes vllm, sglang or trtllm
     return PlanReport(model, hf, result, load.max_model_len(limit), load.refused_share(limit),
-                      args.model, bool(args.fetch))
+                      args.model, bool(args.fetch), args.profile or "")
 
 def _seconds(text: str) -> float:
     text = str(text).strip().lower()
@@ -766,6 +766,9 @@ def register(sub: Any) -> None:
     p.add_argument("--engine-version", metavar="V",
                    help="that engine's version whose memory accounting sizes the pools (vLLM, "
                    "SGLang; default: newest)")
+    p.add_argument("--profile", metavar="FILE",
+                   help="the engine's profile from `ridgeline calibrate` (default: the bundled "
+                   "one) that times each candidate's steps")
     _output(p, plot=True)
     p.set_defaults(handler=cmd_plan)
 

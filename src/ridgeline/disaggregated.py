@@ -12,7 +12,7 @@ from ridgeline.candidate import Candidate, fastest_weights, replica_deployment
 from ridgeline.capacity import max_batch
 from ridgeline.cost import Seq, decode_batch, mean_decode_context, step_time_s
 from ridgeline.deployment import Deployment
-from ridgeline.engines import profile_for
+from ridgeline.engines import EngineProfile, profile_for
 from ridgeline.errors import InputError
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.kvcache import kv_footprint
@@ -44,7 +44,8 @@ def handoff_s(dep: Deployment, prompt_tokens: int) -> float:
 
 def verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
                           max_gpus: int, engine_version: str | None = None,
-                          engine: str = "vllm") -> Candidate | None:
+                          engine: str = "vllm", profile: EngineProfile | None = None
+                          ) -> Candidate | None:
     """Simulate both pools of an xPyD candidate, growing the one that misses, until the SLO
     holds: TTFT = prefill pool's TTFT + KV hand-off + the decode pool's first step (their
     percentiles added, an upper bound); TPOT from the decode pool."""
@@ -54,7 +55,7 @@ def verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
     config = sim_config(dep, EngineSettings(max_model_len=load.max_model_len(
         model.max_position_embeddings),
                                             engine_version=engine_version))
-    profile = profile_for(engine)
+    profile = profile or profile_for(engine)
     transfer_s = handoff_s(dep, max(1, round(mean_in)))
     x, y = c.prefill_replicas, c.replicas - c.prefill_replicas
     _, mean_out = load.means()
@@ -82,7 +83,7 @@ def verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
 
 def disaggregated_candidates(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus: int,
                    prices: dict[str, float | None], engine_version: str | None = None,
-                   engine: str = "vllm"
+                   engine: str = "vllm", profile: EngineProfile | None = None
                    ) -> list[Candidate]:
     """xPyD: x prefill replicas sized for the prompt rate, y decode replicas for TPOT alone
     (none for a load of one output token per request: there is no decode to split off)."""
@@ -91,7 +92,7 @@ def disaggregated_candidates(model: ModelSpec, load: Load, slo: Slo, gpus: Seque
         return []
     isl, osl = max(1, round(mean_in)), max(1, round(mean_out))
     out: list[Candidate] = []
-    profile = profile_for(engine)
+    profile = profile or profile_for(engine)
     for gpu in gpus:
         acc = resolve_accelerator(gpu)
         weights = fastest_weights(model, acc)

@@ -8,14 +8,14 @@ them (uPlot, inlined). Nothing is fetched: the file opens offline.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ridgeline.capacity import held_conversations
 from ridgeline.catalog import resolve_model
 from ridgeline.cost import decode_batch, step_time_s
 from ridgeline.deployment import Deployment
-from ridgeline.engines import engine_id, llamacpp_build, profile_for
+from ridgeline.engines import EngineProfile, engine_id, llamacpp_build, profile_for
 from ridgeline.errors import InputError
 from ridgeline.floors import decode_floor
 from ridgeline.hardware import resolve_accelerator
@@ -37,12 +37,12 @@ DEFAULT_GPUS = ("h100-sxm", "h200-sxm", "b200", "a100-sxm-80gb", "l40s", "mi300x
 
 
 def _combo(model_id: str, gpu: str, count: int, weights: str, kv: str,
-           engine: str) -> dict[str, Any]:
+           engine: str, profiles: Mapping[str, EngineProfile] | None = None) -> dict[str, Any]:
     model = resolve_model(model_id)
     acc = resolve_accelerator(gpu)
     dep = Deployment.build(model, acc, None if weights == "as stored" else weights, kv, count,
                            engine=engine)  # InputError: a combination that cannot run
-    profile = profile_for(engine)
+    profile = profile_for(engine, profiles)
     # the weights every token reads (an MoE model's experts apart), at their matmul dtype
     peak = acc.peak(dep.dense_compute_dtype) * dep.tensor_parallel_size
     bw = dep.bandwidth_bytes_per_s
@@ -82,7 +82,10 @@ def _combo(model_id: str, gpu: str, count: int, weights: str, kv: str,
 
 
 def page_data(models: Sequence[str], gpus: Sequence[str], counts: Sequence[int],
-              weights: Sequence[str], kvs: Sequence[str], engine: str = "vllm") -> dict[str, Any]:
+              weights: Sequence[str], kvs: Sequence[str], engine: str = "vllm",
+              profiles: Mapping[str, EngineProfile] | None = None) -> dict[str, Any]:
+    """Every picker combination's roofline and expectation (``profiles``: a user's calibrated
+    ones, by engine; the bundled ones where they have none)."""
     builds = {g: engine_id(llamacpp_build(engine, resolve_accelerator(g).vendor)) for g in gpus}
     for k in kvs:  # a cache format the engine lacks would silently empty every picker
         for build in sorted(set(builds.values())):
@@ -97,7 +100,7 @@ def page_data(models: Sequence[str], gpus: Sequence[str], counts: Sequence[int],
                     for k in kvs:
                         key = f"{m}|{g}|{n}|{w}|{k}"
                         try:
-                            combos[key] = _combo(m, g, n, w, k, builds[g])
+                            combos[key] = _combo(m, g, n, w, k, builds[g], profiles)
                         except InputError as exc:
                             why[key] = str(exc)
     if not combos:

@@ -167,10 +167,11 @@ def prompt_queue_load(service_s: float, headroom_s: float, tail: float, cv2: flo
 
 
 def _evaluate(args: tuple[ModelSpec, str, int, int, str, str, tuple[int | None, int | None],
-                          bool, Load, Slo, int, float | None, str | None, str, int]
+                          bool, Load, Slo, int, float | None, str | None, str, int,
+                          EngineProfile]
               ) -> Candidate | None:
     (model, gpu, tp, pp, weights, kv, (seqs, budget), ep, load, slo, max_gpus, price, version,
-     engine, max_len) = args
+     engine, max_len, profile) = args
     acc = resolve_accelerator(gpu)
     try:
         dep = replica_deployment(model, acc, tp, pp, weights, kv, ep, engine=engine)
@@ -184,7 +185,6 @@ def _evaluate(args: tuple[ModelSpec, str, int, int, str, str, tuple[int | None, 
         return None
     if refuses_to_start(pool, dep, max_len):
         return None  # the launch command's --max-model-len would not start
-    profile = profile_for(engine)
     sized = size_replica(dep, profile, load, slo, seqs, budget, version)
     if sized is None:
         return None
@@ -249,10 +249,13 @@ def search_space(model: ModelSpec, gpus: Sequence[str], max_gpus: int
 def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_GPUS,
          max_gpus: int = 64, prices: dict[str, float] | None = None, workers: int = 2,
          verify: int = 16, executor: str = "process",
-         engine_version: str | None = None, engine: str = "vllm") -> PlanResult:
+         engine_version: str | None = None, engine: str = "vllm",
+         profile: EngineProfile | None = None) -> PlanResult:
     """The cheapest deployment of ``model`` meeting ``slo`` for ``load``, each replica's pool
     sized by ``engine``'s memory rules (vLLM, SGLang or TensorRT-LLM) at ``engine_version``
-    (default: the newest modelled)."""
+    (default: the newest modelled), its steps timed by ``profile`` (default: the engine's
+    bundled one; `calibrate` writes a user's)."""
+    profile = profile or profile_for(engine)
     if load.rate_req_s <= 0:
         raise InputError("the request rate must be positive")
     limit = served_positions(model, engine)
@@ -275,7 +278,7 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
     sizing = load.for_sizing()
     max_len = load.max_model_len(limit)  # the launch command's, for every candidate
     jobs = [(model, g, tp, pp, w, kv, knobs, ep, sizing, slo, max_gpus, table[g], engine_version,
-             engine, max_len) for g, tp, pp, w, kv, knobs, ep in space]
+             engine, max_len, profile) for g, tp, pp, w, kv, knobs, ep in space]
     if executor == "ray":
         found = _ray_map(jobs)
     elif workers > 1 and len(jobs) > 16:
@@ -288,11 +291,13 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
                     key=lambda c: (c.cost_per_hour or 0.0, c.gpus))
     unpriced = sorted((c for c in feasible if c.cost_per_hour is None), key=lambda c: c.gpus)
     verified, rest = _verify_cheapest(model, priced, load, slo, max_gpus, verify, engine_version,
-                                      engine)
+                                      engine, profile)
     _, mean_out = load.means()
-    miss = "" if feasible else _closest_miss(model, load, slo, gpus, max_gpus, engine)
-    split = disaggregated_candidates(model, load, slo, gpus, max_gpus, table, engine_version, engine)
-    checked = [verify_disaggregated(model, c, load, slo, max_gpus, engine_version, engine)
+    miss = "" if feasible else _closest_miss(model, load, slo, gpus, max_gpus, engine, profile)
+    split = disaggregated_candidates(model, load, slo, gpus, max_gpus, table, engine_version, engine,
+                                     profile)
+    checked = [verify_disaggregated(model, c, load, slo, max_gpus, engine_version, engine,
+                                    profile)
                for c in split[:DISAGGREGATED_CHECKS]]  # None: no size within max_gpus holds
     split = [c for c in checked if c is not None] + split[DISAGGREGATED_CHECKS:]
     candidates = tuple(verified + rest)
@@ -304,7 +309,8 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
     return PlanResult(load, slo, candidates, tuple(_best_per_gpu(unpriced)),
                       tuple(sorted(split, key=lambda c: (not c.verified, c.cost_per_hour is None,
                                                          c.cost_per_hour or 0.0, c.gpus))),
-                      tuple(_pareto(model, feasible, load, engine)), len(jobs), mean_out, miss,
+                      tuple(_pareto(model, feasible, load, engine, profile)), len(jobs), mean_out,
+                      miss,
                       engine, cautions, engine_version)
 
 
@@ -349,7 +355,7 @@ def _best_per_gpu(cands: list[Candidate]) -> list[Candidate]:
 
 def _verify_cheapest(model: ModelSpec, priced: list[Candidate], load: Load, slo: Slo,
                      max_gpus: int, limit: int, engine_version: str | None = None,
-                     engine: str = "vllm"
+                     engine: str = "vllm", profile: EngineProfile | None = None
                      ) -> tuple[list[Candidate], list[Candidate]]:
     """Simulate candidates cheapest first until the next one's analytic price, shrunk as much
     as simulation has shrunk any checked so far, is no lower than the cheapest that held,
@@ -361,7 +367,7 @@ def _verify_cheapest(model: ModelSpec, priced: list[Candidate], load: Load, slo:
         if i >= limit or (c.cost_per_hour or 0.0) * shrink >= best:
             rest = priced[i:]
             break
-        checked = _verify(model, c, load, slo, max_gpus, engine_version, engine)
+        checked = _verify(model, c, load, slo, max_gpus, engine_version, engine, profile)
         if checked is not None:
             verified.append(checked)
             best = min(best, checked.cost_per_hour or 0.0)
@@ -373,8 +379,8 @@ def _verify_cheapest(model: ModelSpec, priced: list[Candidate], load: Load, slo:
 
 
 def _verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
-            max_gpus: int, engine_version: str | None = None, engine: str = "vllm"
-            ) -> Candidate | None:
+            max_gpus: int, engine_version: str | None = None, engine: str = "vllm",
+            profile: EngineProfile | None = None) -> Candidate | None:
     """Simulate one replica at its share of the rate; add replicas until the SLO holds."""
     acc = resolve_accelerator(c.accelerator)
     dep = replica_deployment(model, acc, c.tp, c.pp, c.weights, c.kv, c.expert_parallel, engine=engine)
@@ -386,7 +392,7 @@ def _verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
     if refuses_to_start(kv_pool(dep, settings), dep, settings.max_model_len or 0):
         return None  # the launch command's --max-model-len would not start
     config = pipeline_lane(sim_config(dep, settings), c.pp)
-    profile = profile_for(engine)
+    profile = profile or profile_for(engine)
     lifetime = c.ttft_floor_s + load.means()[1] * c.tpot_s
     checked: dict[tuple[int, int], bool] = {}
     runs: dict[int, tuple[float, float, int, tuple[float, float]]] = {}  # the first draw's
@@ -433,13 +439,14 @@ def _verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
 
 
 def _pareto(model: ModelSpec, feasible: list[Candidate], load: Load,
-            engine: str = "vllm") -> list[tuple[float, float, str]]:
+            engine: str = "vllm", profile: EngineProfile | None = None
+            ) -> list[tuple[float, float, str]]:
     """Non-dominated (tok/s per GPU, tok/s per user) points over batch, per configuration."""
     mean_in, mean_out = load.means()
     ctx = mean_decode_context(mean_in, mean_out)
     points = []
     seen = set()
-    profile = profile_for(engine)
+    profile = profile or profile_for(engine)
     for c in feasible:
         key = (c.accelerator, c.tp, c.pp, c.weights, c.kv, c.expert_parallel)
         if key in seen:
@@ -489,11 +496,12 @@ def _holding(model: ModelSpec, acc: Accelerator, tp: int, context: int,
 
 
 def _closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],
-                  max_gpus: int, engine: str = "vllm") -> str:
+                  max_gpus: int, engine: str = "vllm", profile: EngineProfile | None = None
+                  ) -> str:
     mean_in, mean_out = load.means()
     context = round(mean_in + mean_out)
     best: tuple[float, str] | None = None
-    profile = profile_for(engine)
+    profile = profile or profile_for(engine)
     for gpu in gpus:
         acc = resolve_accelerator(gpu)
         for tp in (n for n in (8, 4, 2, 1) if n <= max_gpus):  # the most the limit allows

@@ -56,7 +56,7 @@ def _exact(x: float) -> str:
 
 
 def check_line(model_arg: str, load: Load, slo: Slo, engine: str, engine_version: str | None,
-               c: Candidate, max_len: int, fetched: bool = False) -> str:
+               c: Candidate, max_len: int, fetched: bool = False, profile_file: str = "") -> str:
     """The `ridgeline simulate` command that reruns a candidate's check (one replica's share
     of the load, the same requests and seed, its steady window, its pipeline lanes), or ""
     where simulate cannot (a trace dealt to several replicas or cut short, split pools, an
@@ -72,6 +72,8 @@ def check_line(model_arg: str, load: Load, slo: Slo, engine: str, engine_version
     if c.weights != "as stored":
         parts += ["--weights", c.weights]
     parts += ["--kv-dtype", c.kv, "--engine", engine]
+    if profile_file:
+        parts += ["--profile", profile_file]
     if engine_version:
         parts += ["--engine-version", engine_version]
     if c.expert_parallel:
@@ -128,6 +130,7 @@ class PlanReport:
     refused_share: float = 0.0  # requests longer than the model's context
     model_arg: str = ""  # MODEL as the user gave it (the check command repeats it) …
     fetched: bool = False  # … and whether it came from the Hub (--fetch)
+    profile_file: str = ""  # --profile: the user's calibrated profile that timed the steps
 
     def _tok_s(self) -> float:
         return self.result.load.rate_req_s * self.result.mean_output_tokens
@@ -175,6 +178,7 @@ class PlanReport:
         return {
             "model": self.model.name, "rate_req_s": r.load.rate_req_s, "input_len": r.load.input_len,
             "output_len": r.load.output_len, "slo": asdict(r.slo), "searched": r.searched,
+            "profile_file": self.profile_file or None,
             "winner": self._row(win) if win else None,
             "commands": self.commands() if win else None,
             "check_command": (self.check_command(win) or None) if win else None,
@@ -226,7 +230,7 @@ class PlanReport:
         """The simulate command that reruns ``c``'s check, or ""."""
         r = self.result
         return check_line(self.model_arg or self.model_id, r.load, r.slo, r.engine,
-                          r.engine_version, c, self.max_len, self.fetched)
+                          r.engine_version, c, self.max_len, self.fetched, self.profile_file)
 
     def text_lines(self) -> list[str]:
         r = self.result
@@ -234,7 +238,9 @@ class PlanReport:
         head = (f"{self.model.name} at {r.load.rate_req_s:.4g} req/s (input {r.load.input_len}, output "
                 f"{r.load.output_len}); SLO {_pct(slo.percentile)} TTFT ≤ {slo.ttft_s * 1e3:g} ms, "
                 f"TPOT ≤ {slo.tpot_s * 1e3:g} ms; {r.searched} configurations searched, "
-                f"pools sized as {r.engine} sizes them")
+                f"pools sized as {r.engine} sizes them" + (
+                    f", steps timed by the profile in {self.profile_file}"
+                    if self.profile_file else ""))
         win = r.winner
         if win is None:
             lines = [head, "", "NO PRICED DEPLOYMENT within the limits meets this SLO."
