@@ -157,8 +157,8 @@ def test_4000_token_prompt_is_about_4000_flop_per_byte_at_2_byte_weights() -> No
     (["utilization", "--gpu", "h100", "--running", "8"], "2.7% of the arithmetic"),
     (["moe", "qwen3.6-35b-a3b", "--weights", "bf16"], "= B × 0.031; reaching the h100-sxm ridge "
      "(295) needs a batch near 9,451"),
-    (["moe", "qwen3.6-35b-a3b"], "the article's own figures are at 2-byte experts on the "
-     "16-bit ridge, 295: B × 0.031, a batch near 9,451"),
+    (["moe", "qwen3.6-35b-a3b"], "the article reckons at 2-byte experts on the 16-bit ridge, "
+     "here 295: B × 0.031, a batch near 9,451"),
     (["moe", "qwen3.6-35b-a3b", "--weights", "bf16", "--batch", "200"], "200              255.6"),
     (["prefill", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8", "--prompt-len", "8"],
      "time       21.1 ms"),

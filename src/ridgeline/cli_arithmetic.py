@@ -133,7 +133,9 @@ def cmd_kv(args: argparse.Namespace) -> Any:
             room = device_fit(dep, 0.0)  # the weights on the GPUs, as decode's fit counts them
             budget = room.kv_room_bytes
             label = (f"{dep.num_gpus} x {dep.accelerator.id} ({room.capacity_bytes / 1e9:,.1f} "
-                     f"GB) − {room.weight_bytes / 1e9:,.1f} GB of weights ({dep.weights.label})")
+                     f"GB) − {room.weight_bytes / 1e9:,.1f} GB of weights ({dep.weights.label})"
+                     + (f"; a serving engine also loads the {room.vision_bytes / 1e9:,.2f} GB "
+                        "vision tower, left out here" if room.vision_bytes else ""))
             replication = kv_replication(model, dep.num_gpus)
             kv = dep.kv  # the cache the engine keeps on this card (fp16 where it lacks bf16)
     return kv_report(model, args.context, kv, budget, label, replication)

@@ -70,9 +70,9 @@ class MoEReport:
             f"{2 * self.routed_fraction / self.expert_bytes_per_weight:.3f}"
             f"; reaching the {self.accelerator} ridge ({self.ridge:,.0f}) needs a batch near "
             f"{self.article_batch_to_ridge:,.0f}",
-            *([f"  (the article's own figures are at 2-byte experts on the 16-bit ridge, "
+            *([f"  (the article reckons at 2-byte experts on the 16-bit ridge, here "
                f"{self.article_bf16_ridge:,.0f}: B × {self.routed_fraction:.3f}, a batch near "
-               f"{self.article_bf16_batch_to_ridge:,.0f}; `--weights bf16` shows them)"]
+               f"{self.article_bf16_batch_to_ridge:,.0f}; `--weights bf16` shows that reckoning)"]
               if self.article_bf16_batch_to_ridge is not None else []),
             f"  with the experts a batch really touches, E·(1 − (1 − k/E)^B): batch "
             f"{self.better_batch_to_ridge:,.0f}",
