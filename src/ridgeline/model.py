@@ -253,6 +253,11 @@ class ModelSpec:
         architecture is not one a bundled config names (engines pick the implementation by
         architecture, ridgeline reads the layout by model_type), or ""."""
         if self.model_type in KNOWN_MODEL_TYPES:
+            if self.architecture.endswith("ForConditionalGeneration") and not self.vision_params:
+                return (f"{self.name} names the multimodal {self.architecture}, but its config "
+                        "carries no vision_config: the vision tower a serving engine loads "
+                        "and profiles beside the text model is not counted (a text-only "
+                        "launch: vLLM's --language-model-only; else give the full config)")
             if not self.architecture or _same_family(self.architecture, self.model_type) \
                     or (self.model_type, self.architecture) in bundled_architectures():
                 return ""
