@@ -122,3 +122,26 @@ def test_only_the_cache_dtype_key_keeps_nemotron_h_state_at_its_dtype() -> None:
     assert ssm_state_dtype(ssm_only, "0.26") == "fp32"
     cache = ModelSpec.from_hf_config({**raw, "mamba_ssm_cache_dtype": "bfloat16"}, name="n")
     assert cache.ssm_cache_dtype_named and ssm_state_dtype(cache, "0.26") == "bf16"
+
+
+def test_llama4_chunked_layers_are_cached_in_full_from_v0_10_1_to_v0_13() -> None:
+    """vLLM PR #21761 turned the hybrid KV-cache manager off for chunked local attention
+    unless VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1, whose default became "1" in
+    v0.14: Scout at 128K on 4 H100s holds 2 conversations at v0.11 (every layer a full one),
+    7 at v0.10.0 and v0.14 (the chunked layers paged as windows)."""
+    from ridgeline import Deployment, resolve_accelerator, resolve_model
+    from ridgeline.capacity import held_conversations
+    from ridgeline.memory import EngineSettings, kv_pool
+
+    dep = Deployment.build(resolve_model("llama-4-scout"), resolve_accelerator("h100"),
+                           num_gpus=4)
+
+    def held(version: str) -> tuple[int, bool]:
+        settings = EngineSettings(max_model_len=131072, engine_version=version)
+        pool = kv_pool(dep, settings)
+        return held_conversations(pool, dep, 131072), pool.windows_in_full
+
+    assert held("0.10") == (7, False)
+    for version in ("0.10.1", "0.11", "0.13"):
+        assert held(version) == (2, True)
+    assert held("0.14") == (7, False) and not held("0.32")[1]

@@ -45,7 +45,7 @@ from ridgeline.trtllm_memory import (
     lm_head_output_bytes,
 )
 from ridgeline.units import GIB, MIB
-from ridgeline.vllm_hybrid import ssm_state_dtype, state_blocks
+from ridgeline.vllm_hybrid import chunked_in_full, ssm_state_dtype, state_blocks
 from ridgeline.vllm_memory import (
     ACTIVATION_BYTES,
     VLLMAccounting,
@@ -602,7 +602,8 @@ def _vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_by
     peak = max(encoder, held + max(forward + compile_peak, workspace + sampler))
     paged = dep  # before the hybrid allocator, a model mixing windows and full attention
     kinds = {layer.mixer for layer in dep.model.layers}  # cached every layer in full
-    if not acc.hybrid_allocator and FULL in kinds and kinds & set(WINDOW_MIXERS):
+    if (not acc.hybrid_allocator or chunked_in_full(dep.model, acc.version)) \
+            and FULL in kinds and kinds & set(WINDOW_MIXERS):
         paged = replace(dep, model=windows_as_full(dep.model))
     state_dtype = ssm_state_dtype(dep.model, acc.version)
     if state_dtype != dep.model.state_dtype:  # Nemotron-H: vLLM's own SSM cache dtype

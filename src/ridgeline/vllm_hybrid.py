@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ridgeline.layouts import LINEAR, MAMBA
+from ridgeline.layouts import CHUNKED, LINEAR, MAMBA
 from ridgeline.model import ModelSpec
 from ridgeline.vllm_memory import parse_version, vllm_data
 
@@ -86,3 +86,13 @@ def ssm_state_dtype(model: ModelSpec, version: str) -> str:
             and parse_version(version) >= parse_version(str(rule["from"])):
         return str(rule["dtype"])
     return model.state_dtype
+
+
+def chunked_in_full(model: ModelSpec, version: str) -> bool:
+    """Whether vLLM ``version`` caches a chunked-local-attention model (Llama 4) in full,
+    its hybrid KV-cache manager disabled by VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE's
+    default of "0" (v0.10.1 to v0.13)."""
+    rule = dict(vllm_data()["chunked_local_hybrid"])
+    v = parse_version(version)
+    return any(layer.mixer == CHUNKED for layer in model.layers) \
+        and parse_version(str(rule["full_from"])) <= v < parse_version(str(rule["paged_again_from"]))

@@ -48,7 +48,11 @@ def accounting_quantity(p: KVPool) -> Quantity:
                  "the CUDA-graph estimate taken from the budget" if a.graphs_in_budget
                  else "CUDA graphs captured after sizing"]
         g = p.groups
-        if p.windows_in_full:
+        if p.windows_in_full and a.hybrid_allocator:  # the manager there, off for chunks
+            rules.append("chunked-attention layers cached in full (the hybrid KV-cache manager "
+                         "off for chunked attention by default, v0.10.1 to v0.13: "
+                         "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 pages them)")
+        elif p.windows_in_full:
             rules.append("window layers cached in full beside full attention (the hybrid "
                          "KV-cache manager came in v0.10)")
         if g is not None and g.windows and p.in_flight_batches > 1:
