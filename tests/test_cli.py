@@ -590,7 +590,8 @@ def test_fit_compares_accelerators_under_one_engine(capsys: pytest.CaptureFixtur
     assert "does not fit" in text and "fits, under the ridge" in text
     # settings apply to every card; two axes at once, a repeated card or a plot are refused
     code, out, _ = run(capsys, *argv, "--gpu", "h100,h200", "--kv-dtype", "fp8", "--json")
-    assert json.loads(out)["accelerators"][0]["conversations"] == 35  # bf16's 17, twice over
+    # twice bf16's blocks; a prompt's admission charge (its window's prefill room) paid once
+    assert json.loads(out)["accelerators"][0]["conversations"] == 34
     for extra, message in ((["--gpu", "h100,h200", "--engine", "vllm,sglang"], "not both"),
                            (["--gpu", "h100,h100"], "named twice"),
                            (["--gpu", "h100,h200", "--plot", "x.png"], "give one --gpu")):

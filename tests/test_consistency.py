@@ -167,14 +167,18 @@ def test_decode_gives_no_speed_where_vllm_would_refuse_to_start(
     assert check["window_batches_in_flight"] == 2 and fit["vision_tower_bytes_per_gpu"] > 0
 
 
-def test_fit_cautions_chunked_attention_where_vllm_may_cache_it_in_full(
+def test_fit_sizes_chunked_attention_in_full_where_vllm_caches_it_so(
         capsys: pytest.CaptureFixture[str]) -> None:
-    old = run_json(capsys, "fit", "llama-4-scout", "--gpu", "h100", "--num-gpus", "4",
-                   "--max-model-len", "131072", "--engine-version", "0.13")
-    assert any("PR #21761" in c for c in old["cautions"])
-    new = run_json(capsys, "fit", "llama-4-scout", "--gpu", "h100", "--num-gpus", "4",
-                   "--max-model-len", "131072")
-    assert not any("PR #21761" in c for c in new["cautions"])
+    """v0.10.1 to v0.13 turned the hybrid KV-cache manager off for chunked attention (PR
+    #21761): once a caution, now the sizing itself, which --explain names."""
+    argv = ["fit", "llama-4-scout", "--gpu", "h100", "--num-gpus", "4", "--max-model-len",
+            "131072"]
+    old = run_json(capsys, *argv, "--engine-version", "0.13")
+    new = run_json(capsys, *argv)
+    assert old["conversations"] < new["conversations"]
+    assert main([*argv, "--engine-version", "0.13", "--explain"]) == 0
+    assert "chunked-attention layers cached in full" in capsys.readouterr().out
+    assert not any("PR #21761" in c for c in old["cautions"] + new["cautions"])
 
 
 def test_fit_cautions_a_mamba_hybrid_under_prefix_caching(

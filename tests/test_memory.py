@@ -69,7 +69,9 @@ def test_the_fp8_ridge_batch_is_near_the_bf16_one_not_double() -> None:
 def test_levers_each_carry_their_number() -> None:
     report = fit_report(dep("gpt-oss-120b", n=2), 131_072, EngineSettings(), target=32)
     by_name = {lv.name.split(" (")[0]: lv.conversations for lv in report.levers}
-    assert by_name["fp8 KV cache"] == pytest.approx(2 * report.conversations, abs=1)
+    # half the bytes a block: twice the blocks; the admission charge (a prompt is admitted
+    # only with its window groups' prefill room free, vLLM v0.19+) is paid once, not twice
+    assert 2 * report.conversations - 1 <= by_name["fp8 KV cache"] <= 2 * report.conversations + 2
     assert by_name["half the context"] >= 2 * report.conversations
     assert by_name["4 GPUs"] > report.conversations
 

@@ -1125,3 +1125,44 @@ def test_a_v0_vllm_is_simulated_with_a_caution_on_its_scheduler(
     assert "schedules with its V0 engine" in capsys.readouterr().out
     assert main([*argv, "--engine-version", "0.10"]) == 0
     assert "V0 engine" not in capsys.readouterr().out
+
+
+def test_vllm_v0_19_admits_a_prompt_only_with_its_whole_blocks_free() -> None:
+    """scheduler_reserve_full_isl: beside a decode holding three of five blocks, a 64-token
+    prompt whose first chunk fits the two free blocks, but not its four, waits; before v0.19
+    its first chunk got it in."""
+    def step(gate: bool) -> list[tuple[int, int]]:
+        pool = BlockPool(5, 16, prefix_caching=False)
+        config = SchedulerConfig(max_num_seqs=64, max_num_batched_tokens=17,
+                                 admission_extra=(lambda n: 0) if gate else (lambda n: None))
+        s = Scheduler(config, pool)
+        a, b = Request(0, 0.0, 17, 40), Request(1, 0.0, 64, 5)
+        s.add(a)
+        assert [(x.request.id, x.tokens) for x in s.schedule(0.0)] == [(0, 17)]
+        pool.grow(a, 48)  # a's cache grown to three blocks, decoding
+        a.num_computed, a.num_generated = 17, 1
+        s.add(b)
+        return [(x.request.id, x.tokens) for x in s.schedule(0.1)]
+
+    assert step(gate=False) == [(0, 1), (1, 16)]  # one block for its first 16 tokens
+    assert step(gate=True) == [(0, 1)]
+
+
+def test_sim_config_charges_the_window_groups_admission_room() -> None:
+    """Gemma-3-27B at 32K on an H100 (vLLM 0.32): one full group and six window groups of
+    1,024 tokens; a 32K prompt's gate asks each window group cdiv(1,023 + the tokens in
+    flight, 16) + 1 blocks where decoding holds 65; v0.19 asked the whole prompt of each, and
+    v0.18 asked nothing more than the first chunk."""
+    from ridgeline.memory import EngineSettings, kv_pool
+
+    dep = Deployment.build(resolve_model("gemma-3-27b"), resolve_accelerator("h100"))
+    newest = EngineSettings(max_model_len=32_768)
+    config, pool = sim_config(dep, newest), kv_pool(dep, newest)
+    assert config.whole_prompt_gate and config.gate_full_groups == 1
+    flight = pool.window_budget_tokens
+    assert config.admission_extra(32_768) == 6 * (-(-(1023 + flight) // 16) + 1) - 6 * 65
+    assert config.admission_extra(100) == 0  # a short prompt: its windows hold it all
+    old = sim_config(dep, EngineSettings(max_model_len=32_768, engine_version="0.19"))
+    assert old.admission_extra(32_768) == 6 * 2048 - 6 * 65
+    assert sim_config(dep, EngineSettings(max_model_len=32_768, engine_version="0.18")) \
+        .admission_extra(32_768) is None

@@ -35,7 +35,16 @@ def conversation_bytes(pool: KVPool, dep: Deployment, context: int) -> float:
 def conversations(pool: KVPool, dep: Deployment, context: int) -> int:
     """Conversations of ``context`` tokens the pool holds at once, decoding."""
     if pool.groups is not None:
-        return pool.blocks // pool.groups.decode_blocks(context)
+        decoding = pool.groups.decode_blocks(context)
+        held = pool.blocks // decoding
+        # vLLM v0.19+ admits a prompt only with its whole admission charge free; where that
+        # is more than a decoding request holds (window groups keep a prefill's room), the
+        # last admitted finds the others decoding: 1 + (blocks − admission) ÷ decoding
+        admission = pool.admission_blocks(context)
+        if admission is not None and admission > decoding:
+            held = 0 if pool.blocks < admission \
+                else min(held, 1 + (pool.blocks - admission) // decoding)
+        return held
     if pool.windows_apart:  # tokens of the growing pool; windows held apart
         if pool.host_cells:  # the growing cache all in host memory (-ngl)
             return pool.host_cells // context if pool.rest_bytes >= pool.slot_cache_bytes else 0

@@ -62,6 +62,12 @@ class KVGroups:
             n += groups * (-(-min(window - 1 + budget_tokens, tokens) // bs) + 1)
         return n + self.states * self.state_blocks
 
+    def whole_prompt_blocks(self, tokens: int) -> int:
+        """Blocks vLLM v0.19's admission gate charged a prompt of ``tokens`` tokens: every
+        attention group, window groups too, its whole length (issue #39734)."""
+        attention = self.full + sum(g for _, g in self.windows)
+        return attention * -(-tokens // self.block_size) + self.states * self.state_blocks
+
     def decode_blocks(self, tokens: int) -> int:
         """Blocks a request of ``tokens`` tokens holds while it decodes: its window groups
         have freed what fell out of their windows and hold no prefill chunk."""

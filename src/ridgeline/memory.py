@@ -61,6 +61,7 @@ from ridgeline.vllm_memory import (
     parse_version,
     sampler_peak_bytes,
     vllm_accounting,
+    vllm_data,
 )
 
 # What the driver keeps from the nominal capacity: torch reports 23.58 GiB total on a
@@ -316,6 +317,22 @@ class KVPool:
         if self.groups is None:
             return 0
         return self.groups.blocks_per_request(max_model_len, self.window_budget_tokens)
+
+    def admission_blocks(self, prompt_tokens: int) -> int | None:
+        """Free blocks vLLM's admission gate asks before it admits a prompt of
+        ``prompt_tokens`` tokens (scheduler_reserve_full_isl, on from v0.19): v0.19's charged
+        every window group the whole prompt, later ones what the start-up check charges; None
+        where no such gate runs (other engines, vLLM before v0.19, no KV-cache groups)."""
+        a = self.accounting
+        if self.engine != "vllm" or self.groups is None or a is None or a.engine == "V0":
+            return None
+        rule = vllm_data()["full_prompt_admission"]
+        version = parse_version(a.version)
+        if version < parse_version(str(rule["from"])):
+            return None
+        if version < parse_version(str(rule["windows_capped_from"])):
+            return self.groups.whole_prompt_blocks(prompt_tokens)
+        return self.request_blocks(prompt_tokens)
 
     def concurrency(self, max_model_len: int) -> float:
         """Full-length sequences that fit (vLLM's 'Maximum concurrency'): tokens ÷

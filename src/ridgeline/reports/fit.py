@@ -21,7 +21,6 @@ from ridgeline.capacity import (
 from ridgeline.deployment import Deployment
 from ridgeline.engine_windows import has_windows
 from ridgeline.explain import Step, q, step
-from ridgeline.layouts import CHUNKED
 from ridgeline.llamacpp_batching import llamacpp_n_batch
 from ridgeline.memory import (
     EngineSettings,
@@ -53,7 +52,7 @@ from ridgeline.sglang_memory import past_checked
 from ridgeline.stages import micro_batch, micro_batches, pipeline_stages
 from ridgeline.units import GIB, plural
 from ridgeline.vllm_hybrid import cache_mode
-from ridgeline.vllm_memory import capture_sizes, parse_version, past_modelled
+from ridgeline.vllm_memory import capture_sizes, past_modelled
 
 NON_CUDA_VENDORS = ("google", "intel")  # TPU (JAX/XLA) and Gaudi backends: no CUDA graphs
 DOES_NOT_FIT = "does not fit"
@@ -159,13 +158,6 @@ class FitReport:
                        "start-up check counts a state block per block of tokens, so it holds "
                        "fewer conversations than this sizing, which --no-prefix-caching (its "
                        "default before v0.28) matches")
-        if p.accounting is not None and any(layer.mixer == CHUNKED for layer in d.model.layers) \
-                and CHUNKED_HMA_OFF[0] <= parse_version(p.accounting.version) < CHUNKED_HMA_OFF[1]:
-            out.append(f"vLLM {p.accounting.version} may run chunked attention without its "
-                       "hybrid KV-cache manager: v0.10.1 turned it off by default (PR #21761) and "
-                       "a later release turned it back on (PR #29627, by v0.23); off, every layer "
-                       "caches every token and the pool holds fewer conversations than these "
-                       "chunked groups do")
         moe = d.model.moe
         if moe and self.verdict == CLEARS_RIDGE and self.stage_batch < self.expert_ridge_batch:
             out.append(f"MoE: the routed experts see B × {moe.routed_fraction:.3f} tokens each "
@@ -178,13 +170,36 @@ class FitReport:
         """Extra memory per GPU the target needs (0 when it fits), counted from what is
         left after the weights and the profiling pass, so an overflow counts too."""
         p = self.pool
-        need = max(max(1, self.target or 1) * self.per_conversation_bytes, self.start_bytes)
+        need = max(max(1, self.target or 1) * self.per_conversation_bytes, self.start_bytes,
+                   self.admitted_bytes)
         if p.set_pool_bytes:  # a set pool: the card short of it, or it short of the need
             return max(need, p.set_pool_bytes) - p.rest_bytes if p.overflow_bytes \
                 else max(0.0, need - p.pool_bytes)
         if p.capped:  # a token cap binds: the pool short of the need, as far as memory allows
             return max(0.0, need + p.slot_cache_bytes - p.pool_bytes)
         return max(0.0, (need + p.slot_cache_bytes) / p.free_fraction_of_rest - p.rest_bytes)
+
+    @property
+    def admitted_bytes(self) -> float:
+        """What the target needs per GPU under vLLM's whole-prompt admission gate (v0.19+):
+        the last one's admission charge beside the others decoding (0 where no gate, or
+        where the charge is no more than a decoding request holds)."""
+        p = self.pool
+        admission = p.admission_blocks(self.context)
+        if admission is None or p.groups is None:
+            return 0.0
+        decoding = p.groups.decode_blocks(self.context)
+        if admission <= decoding:
+            return 0.0
+        return (admission + (max(1, self.target or 1) - 1) * decoding) * p.page_bytes
+
+    @property
+    def never_admitted(self) -> bool:
+        """vLLM v0.19 starts, but its gate charges a prompt of the context more blocks than
+        the pool holds: no such request is ever admitted (issue #39734)."""
+        p = self.pool
+        admission = p.admission_blocks(self.context)
+        return admission is not None and not self.refused_start and p.blocks < admission
 
     @property
     def start_blocks(self) -> int | None:
@@ -209,6 +224,7 @@ class FitReport:
         p = self.pool
         refusal = context_refusal(self.deployment, self.context)
         return {
+            "admission_blocks": p.admission_blocks(self.context),
             "model": self.deployment.model.name, "accelerator": self.deployment.accelerator.id,
             "num_gpus": self.deployment.num_gpus,
             "tensor_parallel_size": self.deployment.tensor_parallel_size,
@@ -325,6 +341,13 @@ class FitReport:
                                 + ("max_num_batched_tokens)" if p.in_flight_batches == 1 else
                                    f"{p.in_flight_batches} × max_num_batched_tokens in flight)")
                                 if windows else ")"))
+            elif self.never_admitted:
+                headline += (f" (vLLM {p.accounting.version if p.accounting else ''} starts, "
+                             f"but its admission gate charges a {self.context:,}-token prompt "
+                             f"{p.admission_blocks(self.context):,} blocks, its window layers the "
+                             f"whole prompt, and the pool holds {p.blocks:,}: such a request "
+                             "waits forever (issue #39734; v0.20 charges a window its window "
+                             "and a prefill's room)")
             elif p.rest_bytes < 0 and is_llamacpp(p):
                 headline += (f" (the weights, the runtime and the compute buffer alone "
                              f"overflow its {p.total_bytes / GIB:,.1f} GiB)")
@@ -393,8 +416,17 @@ class FitReport:
         if is_llamacpp(p) and p.slot_bytes_each:
             slot = (f", plus {p.slot_bytes_each / GIB:,.3f} GiB for its "
                     "slot's window and state cache")
+        admission = p.admission_blocks(self.context)
+        gated = ""
+        if admission is not None and p.groups is not None \
+                and admission > (decoding := p.groups.decode_blocks(self.context)) \
+                and p.blocks >= admission:
+            gated = (f"; vLLM admits a {self.context:,}-token prompt only with {admission:,} "
+                     f"blocks free (scheduler_reserve_full_isl), and one decoding holds "
+                     f"{decoding:,}: 1 + ({p.blocks:,} − {admission:,}) ÷ {decoding:,} = "
+                     f"{1 + (p.blocks - admission) // decoding:,} at once")
         lines += ["", f"{held}; one conversation of {self.context:,} tokens takes "
-                  f"{self.per_conversation_bytes / GIB:,.3f} GiB per GPU{slot}",
+                  f"{self.per_conversation_bytes / GIB:,.3f} GiB per GPU{slot}{gated}",
                   f"batch the engine can run: min({self.conversations:,} "
                   f"{plural(self.conversations, 'conversation')}, "
                   f"{seats_name(p)} {p.max_num_seqs:,}) = {self.batch:,}"]
@@ -759,7 +791,6 @@ def _stage_steps(dep: Deployment, s: EngineSettings, pool: KVPool) -> tuple[Step
                  q("blocks by stage", ", ".join(f"{p.blocks:,}" for p in pools))),)
 
 
-CHUNKED_HMA_OFF = ((0, 10, 1), (0, 23))  # releases that may cache chunked layers in full
 
 
 def _start_steps(pool: KVPool, dep: Deployment, context: int) -> tuple[Step, ...]:

@@ -92,14 +92,19 @@ class BlockPool:
         self.hits += len(keys)
         return len(keys) * self.block_size
 
-    def could_admit(self, r: Request, budget: int, reserved: int = 0) -> bool:
+    def could_admit(self, r: Request, budget: int, reserved: int = 0,
+                    whole: int | None = None) -> bool:
         """Would r (waiting, holding nothing) get its first chunk's blocks, ``reserved``
-        blocks being taken first? admit + grow, without changing anything."""
+        blocks being taken first? admit + grow, without changing anything. ``whole``: vLLM
+        v0.19+'s gate, which also asks its whole known sequence's blocks free, with these
+        blocks more (its window groups' prefill room, in this table's blocks)."""
         keys = self.cached_prefix(r)
         computed = len(keys) * self.block_size if not r.shared and not r.num_computed \
             else r.num_computed
         new = min(r.known_tokens - computed, budget)
         need = self.blocks_for(computed + new) - len(keys) - len(r.shared)
+        if whole is not None:
+            need = max(need, self.blocks_for(r.known_tokens) - len(keys) - len(r.shared) + whole)
         reused = sum(1 for key in keys if self.refs[key] == 0)  # leave the evictable list
         return need + reserved <= self.available - reused
 

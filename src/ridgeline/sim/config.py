@@ -34,6 +34,27 @@ class SimConfig:
     token_ratio: bool = False  # SGLang: admission by new_token_ratio (sim/token_ratio.py) …
     ignore_eos: bool = False  # … the running outputs held whole (ignore_eos requests)
     ubatch_tokens: int = 0  # llama.cpp: a step (-b tokens) runs as passes of this many (-ub)
+    # vLLM v0.19+ (scheduler_reserve_full_isl): a waiting request starts only with its whole
+    # known sequence's blocks free, and its window groups' admission charge beyond what the
+    # fixed charge counts: (window tokens, groups) with the tokens in flight a window keeps
+    # (0: v0.19, which charged a window group the whole prompt), over the full groups
+    whole_prompt_gate: bool = False
+    gate_windows: tuple[tuple[int, int], ...] = ()
+    gate_in_flight: int = 0
+    gate_full_groups: int = 1
+    gate_fixed_blocks: int = 0  # the window groups' blocks the fixed charge already counts
+
+    def admission_extra(self, prompt_tokens: int) -> int | None:
+        """Blocks of this table the gate asks beyond a request's own for a prompt of
+        ``prompt_tokens`` tokens (None: no gate)."""
+        if not self.whole_prompt_gate:
+            return None
+        bs, need = self.block_size, 0
+        for window, groups in self.gate_windows:
+            tokens = prompt_tokens if not self.gate_in_flight \
+                else min(window - 1 + self.gate_in_flight, prompt_tokens)
+            need += groups * (-(-tokens // bs) + (1 if self.gate_in_flight else 0))
+        return max(0, -(-(need - self.gate_fixed_blocks) // self.gate_full_groups))
 
 
 def sim_config(dep: Deployment, settings: object | None = None,
@@ -77,6 +98,17 @@ def sim_config(dep: Deployment, settings: object | None = None,
         cells = min(cells or dep.offload.fit_cells, dep.offload.fit_cells)
     if cells:
         blocks = min(blocks, cells // block_size)
+    gate: dict[str, object] = {}
+    admission = pool.admission_blocks(max_len)  # vLLM v0.19+: its whole-prompt gate
+    if admission is not None and g is not None and g.full and g.block_size == block_size:
+        capped = admission == pool.request_blocks(max_len)  # v0.20+: a window's own room
+        fixed = g.decode_blocks(max_len) - g.full * -(-max_len // g.block_size) \
+            - g.states * g.state_blocks
+        gate = {"whole_prompt_gate": True, "gate_windows": g.windows,
+                "gate_in_flight": pool.window_budget_tokens if capped else 0,
+                "gate_full_groups": g.full, "gate_fixed_blocks": fixed}
+    elif admission is not None:  # windows alone, grown uncapped: the whole prompt
+        gate = {"whole_prompt_gate": True}
     budget, ubatch = pool.profile_tokens, 0
     if dep.engine.startswith("llama.cpp"):  # llama-server fills one llama_decode call up to
         from ridgeline.llamacpp_batching import llamacpp_n_batch  # -b, runs it as -ub ubatches
@@ -89,7 +121,8 @@ def sim_config(dep: Deployment, settings: object | None = None,
                      prefix_caching=prefix_caching, spec_tokens=spec_tokens,
                      spec_acceptance=spec_acceptance, spec_draft_cost=spec_draft_cost,
                      fast_path=fast_path, reserve_full=dep.engine == "trtllm",
-                     prefill_first=dep.engine == "sglang", token_ratio=dep.engine == "sglang")
+                     prefill_first=dep.engine == "sglang", token_ratio=dep.engine == "sglang",
+                     **gate)  # type: ignore[arg-type]
 
 
 def start_refusal(dep: Deployment, settings: object, config: SimConfig) -> str | None:

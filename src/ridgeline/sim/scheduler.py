@@ -38,6 +38,10 @@ def _ignore(r: Request) -> None:
     return None
 
 
+def _no_gate(prompt_tokens: int) -> int | None:
+    return None
+
+
 @dataclass
 class SchedulerConfig:
     max_num_seqs: int
@@ -58,6 +62,9 @@ class SchedulerConfig:
     token_ratio: bool = False
     # requests sent with ignore_eos: SGLang holds their remaining output whole (ratio 1)
     ignore_eos: bool = False
+    # vLLM v0.19+: the blocks its whole-prompt gate asks beyond a request's own, for a prompt
+    # of so many tokens (None: no gate; SimConfig.admission_extra)
+    admission_extra: Callable[[int], int | None] = _no_gate
 
 
 @dataclass
@@ -208,7 +215,8 @@ class Scheduler:
     def _room_for(self, r: Request, budget: int, prefilling: int = 0) -> bool:
         """Whether r gets its first chunk's blocks (and, under token_ratio, passes SGLang's
         test); under token_ratio a refusal with requests running sets the batch full."""
-        if self.pool.could_admit(r, budget) and self.fits_ratio(r, prefilling):
+        if self.pool.could_admit(r, budget, whole=self.config.admission_extra(r.known_tokens)) \
+                and self.fits_ratio(r, prefilling):
             return True
         if self.config.token_ratio:
             self.batch_full = bool(self.running)

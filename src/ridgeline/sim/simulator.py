@@ -64,7 +64,7 @@ class Simulator:
                                                    config.max_num_batched_tokens,
                                                    config.spec_tokens, config.reserve_full,
                                                    config.prefill_first, config.token_ratio,
-                                                   config.ignore_eos),
+                                                   config.ignore_eos, config.admission_extra),
                                    self.pool)
         self.scheduler.sync = self._sync_decodes
         self.scheduler.leaving = self._leave_decodes
@@ -443,8 +443,10 @@ class Simulator:
             return False
         if not s.fits_reservation(s.waiting[0]):
             return False  # it waits for a finish, which ends any run of steps
-        return self.pool.could_admit(s.waiting[0], self.config.max_num_batched_tokens - decodes,
-                                     self.decodes.blocks_next_step(self._g))
+        head = s.waiting[0]
+        return self.pool.could_admit(head, self.config.max_num_batched_tokens - decodes,
+                                     self.decodes.blocks_next_step(self._g),
+                                     self.config.admission_extra(head.known_tokens))
 
     def _bulk_steps(self, next_arrival: float) -> int:
         """How many decode steps can run before a finish, a window filling, an arrival or a
