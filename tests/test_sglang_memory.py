@@ -87,3 +87,28 @@ def test_fit_does_not_list_sglang_activations_it_keeps_outside_the_fraction(
     assert "activations, CUDA graphs in the rest" in out
     assert "− activations" not in out and "forward pass =" not in out
     assert "SGLang holds back" in out
+
+
+def test_a_recurrent_hybrid_gets_its_state_pool_first() -> None:
+    """SGLang carves rest × 0.9 ÷ 1.9 out for whole requests' recurrent state before the KV
+    cache (mamba_full_memory_ratio, 0.9 from 0.5.3.post3): Qwen3-Next at 128K on four H100s
+    holds 9 conversations, not the 17 its whole pool as KV cache had read; older releases
+    sized no such pool."""
+    from ridgeline import Deployment, resolve_accelerator, resolve_model
+    from ridgeline.capacity import held_conversations
+    from ridgeline.kvcache import state_bytes_per_sequence
+    from ridgeline.layouts import LINEAR
+    from ridgeline.memory import EngineSettings, kv_pool
+
+    model = resolve_model("qwen3-next-80b-a3b")
+    dep = Deployment.build(model, resolve_accelerator("h100"), num_gpus=4, engine="sglang")
+    pool = kv_pool(dep, EngineSettings(max_model_len=131072))
+    per_request = sum(state_bytes_per_sequence(model, layer) for layer in model.layers
+                      if layer.mixer == LINEAR) / 4
+    assert pool.state_slots == int(pool.pool_bytes * 0.9 / 1.9 // per_request)
+    assert pool.slot_cache_bytes == pool.state_slots * per_request
+    assert pool.blocks == int((pool.pool_bytes - pool.slot_cache_bytes)
+                              // (pool.kv_bytes_per_token * pool.block_size))
+    assert held_conversations(pool, dep, 131072) == 9
+    old = kv_pool(dep, EngineSettings(max_model_len=131072, engine_version="0.5.2"))
+    assert old.state_slots == 0 and old.slot_cache_bytes == 0

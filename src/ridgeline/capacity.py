@@ -51,6 +51,8 @@ def conversations(pool: KVPool, dep: Deployment, context: int) -> int:
         if not pool.kv_bytes_per_token:
             return pool.max_num_seqs if pool.rest_bytes >= pool.slot_cache_bytes else 0
         held = pool.tokens // context
+        if pool.state_slots:  # SGLang's state pool: a request a slot, carved out first
+            held = min(held, pool.state_slots)
         if pool.slot_bytes_each:
             # llama.cpp: each conversation needs a slot, and each slot its window and state
             # cache: at most what the cache holds with one slot per conversation (-np N)

@@ -26,15 +26,17 @@ from ridgeline.deployment import Deployment, windows_as_full
 from ridgeline.engine_windows import has_windows, honours_windows, token_bytes
 from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator
-from ridgeline.kvcache import kv_footprint
+from ridgeline.kvcache import kv_footprint, state_bytes_per_sequence
 from ridgeline.kvgroups import KVGroups, vllm_kv_groups
 from ridgeline.layouts import DENSE, FULL, LINEAR, MAMBA, MOE, WINDOW_MIXERS
 from ridgeline.llamacpp_memory import cells_that_fit, compute_buffer_bytes, slot_cache_bytes
 from ridgeline.model import served_positions
 from ridgeline.offload import check_host_memory, gpu_share, gpu_weight_bytes
 from ridgeline.sglang_memory import (
+    sglang_data,
     sglang_max_running_requests,
     sglang_memory_defaults,
+    sglang_release,
     sglang_startup_bytes,
 )
 from ridgeline.stages import Stage, pipeline_stages, stage_weight_bytes
@@ -227,6 +229,9 @@ class KVPool:
     # SGLang --max-total-tokens, TensorRT-LLM max_tokens: the pool holds at most this many
     # tokens (0: no cap), whatever memory is left
     token_cap: int = 0
+    # SGLang's hybrid (recurrent-state) models: the requests its state pool holds, carved out
+    # of the pool before the KV cache (slot_cache_bytes); 0: no such pool
+    state_slots: int = 0
 
     @property
     def engine_buffers(self) -> bool:
@@ -429,9 +434,11 @@ def _stage_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
                       s.block_size or int(d["page_size"]), 1, tokens,
                       windows_apart=has_windows(dep), stage=stage, engine_era=rule.era,
                       token_cap=s.max_total_tokens or 0)
+        pool = sglang_state_pool(dep, pool, s.engine_version)
         context = s.max_model_len or served_positions(dep.model, dep.engine) or 131072
-        return replace(pool, max_num_seqs=sglang_max_running_requests(
-            pool.tokens, context, s.max_num_seqs, s.engine_version))
+        seats = sglang_max_running_requests(pool.tokens, context, s.max_num_seqs,
+                                            s.engine_version)
+        return replace(pool, max_num_seqs=min(seats, pool.state_slots or seats))
     # trtllm: its fraction applies to what is free after the engine, its activations and (the
     # TensorRT engine backend) its runtime buffers and decoder load
     block = s.block_size
@@ -453,6 +460,25 @@ def _stage_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
                   kv_bytes_per_token,
                   s.block_size or int(d["tokens_per_block"]), seqs, tokens, forward_bytes=forward,
                   stage=stage, seat_buffer_bytes=buffers, token_cap=s.max_total_tokens or 0)
+
+
+def sglang_state_pool(dep: Deployment, pool: KVPool, version: str | None) -> KVPool:
+    """SGLang's state pool for a hybrid with recurrent-state layers, carved out first: rest ×
+    mamba_full_memory_ratio ÷ (1 + ratio) as whole requests' states, the KV cache the rest
+    (engines.json sglang.mamba_pool); the pool unchanged for other models and older
+    releases."""
+    rule = sglang_data()["mamba_pool"]
+    if version is not None and sglang_release(version) < sglang_release(str(rule["from"])):
+        return pool
+    tp = dep.tensor_parallel_size
+    per_request = sum(state_bytes_per_sequence(dep.model, layer) for layer in dep.model.layers
+                      if layer.mixer in (LINEAR, MAMBA)) / tp * pool.kv_share
+    if not per_request:
+        return pool
+    ratio = float(rule["mamba_full_memory_ratio"])
+    slots = int(pool.pool_bytes * ratio / (1 + ratio) // per_request)
+    return replace(pool, state_slots=max(0, slots), slot_cache_bytes=max(0, slots) * per_request,
+                   windows_apart=True)
 
 
 def llamacpp_build(text: str) -> int | None:

@@ -32,7 +32,7 @@ def sglang_data() -> dict[str, Any]:
     return data
 
 
-def _release(version: str) -> tuple[int, ...]:
+def sglang_release(version: str) -> tuple[int, ...]:
     """A release's order, a .post release after its base (0.4.7 < 0.4.7.post1 < 0.4.8)."""
     return (*parse_version(version), 1 if "post" in version else 0)
 
@@ -41,17 +41,17 @@ def sglang_era(version: str | None) -> str:
     """Which default rule SGLang ``version`` follows (default: the newest)."""
     if version is None:
         return RESERVED_MIB
-    d, wanted = sglang_data(), _release(version)
+    d, wanted = sglang_data(), sglang_release(version)
     newest = str(d["newest_checked"])
     if wanted[0] > parse_version(newest)[0]:
         raise InputError(f"SGLang {version} is no release ridgeline knows of (the newest "
                          f"modelled is {newest}; later 0.x releases follow its rules)")
-    if wanted < _release(d["legacy_fraction"]["from"]):
+    if wanted < sglang_release(d["legacy_fraction"]["from"]):
         raise InputError(f"SGLang {version} is older than any version ridgeline models (its "
                          f"memory defaults are read from {d['legacy_fraction']['from']} on)")
-    if wanted < _release(d["legacy_fraction"]["before"]):
+    if wanted < sglang_release(d["legacy_fraction"]["before"]):
         return TP_TABLE
-    if wanted < _release(d["tier_reserve"]["before"]):
+    if wanted < sglang_release(d["tier_reserve"]["before"]):
         return TIER_RESERVE
     return RESERVED_MIB
 

@@ -16,6 +16,7 @@ from ridgeline.memory import (
     engine_defaults,
     llamacpp_outputs,
 )
+from ridgeline.sglang_memory import sglang_data
 from ridgeline.stages import stage_weight_bytes
 from ridgeline.units import GIB
 
@@ -189,6 +190,13 @@ def budget_rows(p: KVPool, s: EngineSettings) -> list[list[str]]:
         rows.append([f"= KV pool, capped at {cap_flag(p)} {p.token_cap:,} (memory leaves "
                      f"{gib(max(0.0, p.rest_bytes * p.free_fraction_of_rest))})",
                      f"{gib(p.pool_bytes)} per GPU"])
+        return rows
+    if p.state_slots:  # SGLang's state pool, carved out before the KV cache
+        rows.append(["= static pool", f"{gib(p.pool_bytes)} per GPU"])
+        ratio = sglang_data()["mamba_pool"]["mamba_full_memory_ratio"]
+        rows.append([f"− state pool ({p.state_slots:,} requests' recurrent state, "
+                     f"mamba_full_memory_ratio {ratio:g})", gib(p.slot_cache_bytes)])
+        rows.append(["= KV pool", f"{gib(p.pool_bytes - p.slot_cache_bytes)} per GPU"])
         return rows
     rows.append(["= KV cache" if is_llamacpp(p) else "= KV pool",
                  f"{gib(p.pool_bytes)} per GPU"])
