@@ -145,3 +145,19 @@ def test_llama4_chunked_layers_are_cached_in_full_from_v0_10_1_to_v0_13() -> Non
     for version in ("0.10.1", "0.11", "0.13"):
         assert held(version) == (2, True)
     assert held("0.14") == (7, False) and not held("0.32")[1]
+
+
+def test_a_hybrid_block_grows_in_steps_of_the_block_size_asked_from_v0_20() -> None:
+    """Qwen3-Next on 4 H100s: a page must hold a linear-attention state. Steps of 16 give
+    272-token blocks; from v0.20 (PR #37467) --block-size 64 makes the steps 64: 320."""
+    d = Deployment.build(resolve_model("qwen3-next-80b-a3b"), resolve_accelerator("h100"),
+                         num_gpus=4)
+
+    def block(version: str, asked: int | None) -> int:
+        pool = kv_pool(d, EngineSettings(max_model_len=131072, engine_version=version,
+                                         block_size=asked))
+        assert pool.groups is not None
+        return pool.groups.block_size
+
+    assert block("0.32", None) == 272 and block("0.19", 64) == 272
+    assert block("0.20", 64) == block("0.32", 64) == 320

@@ -82,9 +82,11 @@ class KVGroups:
         return blocks // self.count * self.block_size if self.count else 0
 
 
-def vllm_kv_groups(dep: Deployment, block_size: int, state_blocks: int = 1) -> KVGroups | None:
+def vllm_kv_groups(dep: Deployment, block_size: int, state_blocks: int = 1,
+                   alignment: int = KERNEL_BLOCK_ALIGNMENT) -> KVGroups | None:
     """The groups vLLM V1 forms for ``dep``, each state group holding ``state_blocks`` blocks
-    per request; None for a model with no cache at all."""
+    per request, a hybrid's attention block grown in steps of ``alignment`` tokens until its
+    page holds a state; None for a model with no cache at all."""
     model = dep.model
     types: dict[tuple[str, int], int] = {}
     state_bytes = 0.0
@@ -107,8 +109,8 @@ def vllm_kv_groups(dep: Deployment, block_size: int, state_blocks: int = 1) -> K
     state_rank = state_bytes / tp
     attention = any(kind != "state" for kind, _ in types)
     if state_rank and attention and per_token_rank:
-        step = KERNEL_BLOCK_ALIGNMENT * per_token_rank
-        block_size = max(block_size, KERNEL_BLOCK_ALIGNMENT * int(-(-state_rank // step)))
+        step = alignment * per_token_rank
+        block_size = max(block_size, alignment * int(-(-state_rank // step)))
     fewest, most = min(types.values()), max(types.values())
     per_group = most if most < PAD_TO_LARGEST * fewest else fewest
     groups = {key: -(-n // per_group) for key, n in types.items()}

@@ -27,7 +27,7 @@ from ridgeline.engine_windows import has_windows, honours_windows, token_bytes
 from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator
 from ridgeline.kvcache import kv_footprint, state_bytes_per_sequence
-from ridgeline.kvgroups import KVGroups, vllm_kv_groups
+from ridgeline.kvgroups import KERNEL_BLOCK_ALIGNMENT, KVGroups, vllm_kv_groups
 from ridgeline.layouts import DENSE, FULL, LINEAR, MAMBA, MOE, WINDOW_MIXERS
 from ridgeline.llamacpp_memory import cells_that_fit, compute_buffer_bytes, slot_cache_bytes
 from ridgeline.model import served_positions
@@ -404,6 +404,9 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
 
 
 PIPELINE_FROM = (0, 5, 1)  # vLLM's first release with --pipeline-parallel-size (PR #4412)
+# vLLM's first release aligning a hybrid's attention block to the block size asked (PR
+# #37467, read in the v0.19.1 and v0.20.0 wheels)
+HYBRID_ALIGN_ASKED = (0, 20)
 
 
 def _stage_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_bytes: float,
@@ -651,8 +654,12 @@ def _vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_by
     state_dtype = ssm_state_dtype(dep.model, acc.version)
     if state_dtype != dep.model.state_dtype:  # Nemotron-H: vLLM's own SSM cache dtype
         paged = replace(paged, model=replace(paged.model, state_dtype=state_dtype))
+    # from v0.20 a hybrid's attention block grows in steps of the block size asked
+    # (--block-size), not of 16 (Platform._align_hybrid_block_size, PR #37467)
+    steps = max(KERNEL_BLOCK_ALIGNMENT, s.block_size or 0) \
+        if parse_version(acc.version) >= HYBRID_ALIGN_ASKED else KERNEL_BLOCK_ALIGNMENT
     groups = vllm_kv_groups(paged, s.block_size or int(d["block_size"]),
-                            align_state_blocks(dep, acc, s.prefix_caching))
+                            align_state_blocks(dep, acc, s.prefix_caching), steps)
     block = groups.block_size if groups else s.block_size or int(d["block_size"])
     weight_bytes += mxfp4_padding_bytes(dep, stage, acc.version)
     if groups is not None and stage is not None:  # a block holds this stage's layers
