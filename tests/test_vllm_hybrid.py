@@ -161,3 +161,15 @@ def test_a_hybrid_block_grows_in_steps_of_the_block_size_asked_from_v0_20() -> N
 
     assert block("0.32", None) == 272 and block("0.19", 64) == 272
     assert block("0.20", 64) == block("0.32", 64) == 320
+
+
+def test_trtllm_fit_names_the_seats_state_it_leaves_out(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """TensorRT-LLM's Python Mamba manager allocates state for every seat before its fraction:
+    2,048 seats of Qwen3-Next at TP4 is 18.8 GiB a GPU, which fit names rather than hides."""
+    _, out, _ = run_cli(capsys, "fit", "qwen3-next-80b-a3b", "--gpu", "h100", "--num-gpus",
+                        "4", "--max-model-len", "131072", "--engine", "trtllm")
+    assert "2,048 seats × 9.4 MiB = 18.8 GiB per GPU" in out
+    _, plain, _ = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len",
+                          "8192", "--engine", "trtllm")
+    assert "Mamba cache manager" not in plain

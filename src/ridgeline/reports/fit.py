@@ -21,6 +21,8 @@ from ridgeline.capacity import (
 from ridgeline.deployment import Deployment
 from ridgeline.engine_windows import has_windows
 from ridgeline.explain import Step, q, step
+from ridgeline.kvcache import state_bytes_per_sequence
+from ridgeline.layouts import LINEAR, MAMBA
 from ridgeline.llamacpp_batching import llamacpp_n_batch
 from ridgeline.memory import (
     EngineSettings,
@@ -123,6 +125,15 @@ class FitReport:
                        f"{seats:,} run at once ({seats_name(self.pool)}): raise it to run "
                        "them together")
         p, d = self.pool, self.deployment
+        state = sum(state_bytes_per_sequence(d.model, layer) for layer in d.model.layers
+                    if layer.mixer in (LINEAR, MAMBA)) / d.tensor_parallel_size
+        if p.engine == "trtllm" and state:
+            out.append(f"TensorRT-LLM's Python Mamba cache manager allocates every seat's "
+                       f"recurrent state up front ({p.max_num_seqs:,} seats × "
+                       f"{state / 2**20:,.1f} MiB = {p.max_num_seqs * state / GIB:,.1f} GiB per "
+                       "GPU, before its free-memory fraction), which this sizing leaves out; "
+                       "later releases keep the state inside the KV pool (PR #12185), as it is "
+                       "counted here, a request at a time")
         if p.token_cap and not p.capped:
             out.append(f"{cap_flag(p)} {p.token_cap:,} is more than the memory leaves "
                        f"({p.blocks * p.block_size:,} tokens): the engine keeps the smaller"
