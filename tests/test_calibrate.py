@@ -789,3 +789,35 @@ def test_validate_summary_still_names_the_rows_without_a_prediction(
     captured = capsys.readouterr()
     assert f"no prediction: {row[0]}: unknown accelerator 'h100-sxm-fake'" in captured.out
     assert "each named above" in captured.err
+
+
+def test_calibrate_keeps_other_engines_flags_unit_slips_and_widens_a_thin_band(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A second calibration into the same file keeps the first's engines (and says so); rows
+    read 20× slow are named as a possible unit slip; a profile fitted on a handful of rows
+    keeps at least the bundled profile's band."""
+    out = tmp_path / "p.json"
+    first = _subset(tmp_path, "trtllm", 30)
+    assert main(["calibrate", str(first), "-o", str(out)]) == 0
+    capsys.readouterr()
+    second = tmp_path / "cuda.csv"
+    with MEASUREMENTS.open(newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        rows = [r for r in reader if r["engine"] == "llama.cpp-cuda"][:40]
+        fields = reader.fieldnames
+    assert fields is not None
+    for r in rows[:3]:  # three rows' values a twentieth of what they were: a unit slipped
+        r["value"] = f"{float(r['value']) / 20:.6g}"
+    with second.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    assert main(["calibrate", str(second), "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    engines = json.loads(out.read_text())["engines"]
+    assert {"trtllm", "llama.cpp-cuda"} <= set(engines)
+    assert f"{out} held profiles for trtllm: kept" in text
+    assert "read more than 5× off the bundled prediction" in text and rows[0]["id"] in text
+    fitted = EngineProfile.from_dict(engines["trtllm"])
+    bundled = profile_for("trtllm")
+    assert fitted.band_low <= bundled.band_low and fitted.band_high >= bundled.band_high

@@ -387,8 +387,12 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
                  "steps' cost per layer at the bundled profile's (no prompt rows)")
     elif prior is not None and not prefill:
         held += "; its prompt steps' cost per layer held at the bundled profile's (no TTFT rows)"
-    return replace(fitted, band_low=min(1.0, _quantile(ratios, 0.1)),
-                   band_high=max(1.0, _quantile(ratios, 0.9)),
+    low, high = min(1.0, _quantile(ratios, 0.1)), max(1.0, _quantile(ratios, 0.9))
+    if prior is not None:  # a user's rows measure the fit's own error, not a new model's or
+        # card's: the band is at least the bundled profile's, fitted on many of each
+        low, high = min(low, prior.band_low), max(high, prior.band_high)
+        held += "; its band at least the bundled profile's"
+    return replace(fitted, band_low=low, band_high=high,
                    fitted_rows=len(mine), fitted_ids=tuple(r.id for r in mine),
                    fitted_groups=dict(sorted(groups.items())),
                    source=_fit_source(mine) + held, compute_rows=len(compute_rows))

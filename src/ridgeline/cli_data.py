@@ -194,14 +194,15 @@ def _require_rows(files: list[str], errors: tuple[str, ...], rows: tuple[Any, ..
             else " (a header and nothing under it)"))
 
 
-def _check_output(output: str, inputs: list[str]) -> None:
-    """Refuse to write the profile over an input, or over a file that is not a profile."""
+def _check_output(output: str, inputs: list[str]) -> dict[str, Any]:
+    """Refuse to write the profile over an input, or over a file that is not a profile; the
+    profiles an existing profile file holds, by engine (none for a new file)."""
     import json
     from pathlib import Path
 
     out = Path(output).expanduser()
     if not out.exists():
-        return
+        return {}
     for name in inputs:
         path = Path(name).expanduser()
         if path.exists() and out.samefile(path):
@@ -214,6 +215,7 @@ def _check_output(output: str, inputs: list[str]) -> None:
     if not (isinstance(data, dict) and isinstance(data.get("engines"), dict)):
         raise InputError(f"-o {output} exists and is not a profile JSON: not overwriting it "
                          "(remove it or choose another name)")
+    return dict(data["engines"])
 
 
 def cmd_validate(args: argparse.Namespace) -> Any:
@@ -261,7 +263,7 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
     from ridgeline.reports.validation import CalibrationReport
     from ridgeline.units import plural
 
-    _check_output(args.output, args.file)
+    existing = _check_output(args.output, args.file)
     _register_gpu_files(args)
     result = read_measurement_files(args.file)
     files = ", ".join(args.file)
@@ -305,8 +307,9 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
                             priors=bundled_profiles())  # where the rows pin nothing, as bundled
     if not profiles:
         raise InputError(f"{files}: no throughput or latency rows to fit")
+    kept = {e: p for e, p in existing.items() if e not in profiles}  # other engines' fits
     data = {"_about": f"ridgeline profile fitted on {files}",
-            "engines": {e: p.to_dict() for e, p in profiles.items()}}
+            "engines": {**kept, **{e: p.to_dict() for e, p in profiles.items()}}}
     try:
         Path(args.output).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     except OSError as exc:
@@ -318,7 +321,16 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
     scored = [r for r in rows if row_engine(r) in profiles]  # the engines this run refitted
     before = by_metric(validate(scored))
     after = by_metric(validate(scored, profiles))
-    cautions = [f"{engine}: {name} efficiency fitted at 100 % of rated, which no engine reaches: "
+    far = [p for p in validate(scored) if p.predicted is not None and p.error is not None
+           and not 0.2 <= p.predicted / p.measured <= 5]
+    cautions = [f"{len(far)} {plural(len(far), 'row')} read more than 5× off the bundled "
+                f"prediction ({', '.join(p.id for p in far[:3])}{', …' if len(far) > 3 else ''}): "
+                "a unit slipped (ms written as tok/s, seconds as ms)? the wrong card or model?"
+                ] if far else []
+    if kept:
+        cautions.append(f"{args.output} held profiles for {', '.join(sorted(kept))}: kept beside "
+                        "this run's (remove the file to start afresh)")
+    cautions += [f"{engine}: {name} efficiency fitted at 100 % of rated, which no engine reaches: "
                 "are the rows from a faster card than they name?"
                 for engine, p in profiles.items()
                 for name, value in (("bandwidth", p.bandwidth_efficiency),
