@@ -219,3 +219,17 @@ def test_read_source_accepts_the_files_written_here(tmp_path: Path) -> None:
     path = tmp_path / "w.prom"
     path.write_text(prefix_load(0.5))
     assert read_source(str(path)).cached_prompt_share == pytest.approx(0.5)
+
+
+def test_prefix_hits_past_the_prompt_tokens_are_not_read() -> None:
+    """vLLM's prompt counter includes cached tokens: hits beyond it are counters from
+    different sources, and pricing nothing as computed would hide the prompt work."""
+    def at(t: float, prompt: float, hits: float) -> str:
+        return scrape(t, {"0": {**gauges(64, 0, 0.5), "vllm:prompt_tokens_total": prompt,
+                                "vllm:prefix_cache_hits_total": hits,
+                                "vllm:generation_tokens_total": t}}).replace('engine="0",', "")
+
+    obs = from_scrapes(split_scrapes(at(1764500000, 1e6, 0) + at(1764500060, 1.24e6, 2.16e6)),
+                       "t")
+    assert obs.cached_prompt_share is None
+    assert any("outrun the prompt tokens" in n and "9.0×" in n for n in obs.notes)

@@ -601,7 +601,12 @@ def cmd_observe(args: argparse.Namespace) -> Any:
         except OSError as exc:
             raise InputError(f"cannot write {args.emit_measurements}: {exc}") from None
         obs.notes.append(f"wrote {count} {'row' if count == 1 else 'rows'} for `ridgeline "
-                         f"calibrate` to {args.emit_measurements}")
+                         f"calibrate` to {args.emit_measurements}"
+                         + (f"; its inter-token latency includes the {chunk:,} prompt tokens "
+                            "each step carries on average, which calibrate reads as decode "
+                            "alone (a little slow): measure a window with few arrivals for a "
+                            "clean decode row" if (chunk := report.prompt_tokens_per_step)
+                            else ""))
     return report
 
 def register(sub: Any) -> None:

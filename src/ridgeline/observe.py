@@ -305,7 +305,7 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
         obs.generation_tok_s = None if generation_rate is None else generation_rate / k
         cached_rate = None if live else _rate(scrapes, CACHED_PROMPT_TOKENS, obs)
         if cached_rate is not None and prompt_rate:
-            obs.cached_prompt_share = min(1.0, cached_rate / prompt_rate)
+            obs.cached_prompt_share = _cached_share(cached_rate, prompt_rate, obs)
         obs.preemptions = _increase(scrapes, PREEMPTIONS, obs)  # in all, every engine's
     else:
         lifetime = _counter(last, PREEMPTIONS)
@@ -314,7 +314,7 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
                             "current" if lifetime else ""))
         cached, prompted = _counter(last, CACHED_PROMPT_TOKENS), _counter(last, PROMPT_TOKENS)
         if cached is not None and prompted:
-            obs.cached_prompt_share = min(1.0, cached / prompted)
+            obs.cached_prompt_share = _cached_share(cached, prompted, obs)
     families: tuple[tuple[str, tuple[str, ...]], ...] = (("ttft", TTFT), ("itl", ITL),
                                                          ("e2e", E2E))
     for key, family in families:
@@ -442,6 +442,18 @@ def _check_one_server(scrape: Scrape, source: str) -> None:
                 raise InputError(f"{source}: {name} has series for {len(values)} values of "
                                  f"'{label}' ({shown}): observe reads one server's scrape at a "
                                  "time; save one file per server")
+
+
+def _cached_share(cached: float, prompted: float, obs: Observation) -> float | None:
+    """The share of prompt tokens the prefix cache served; None (with a note) where the hits
+    outrun the prompt tokens, which count every prompt token, cached or not: the two counters
+    are not one server's, or a preempted request's hits were counted twice over."""
+    if cached > prompted * 1.05:
+        obs.notes.append(f"prefix-cache hits outrun the prompt tokens that include them "
+                         f"({cached / prompted:,.1f}×): not read (every prompt token priced as "
+                         "computed)")
+        return None
+    return min(1.0, cached / prompted)
 
 
 def _read_pool(scrape: Scrape, obs: Observation) -> None:
