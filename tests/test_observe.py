@@ -788,7 +788,9 @@ def test_emitting_measurements_says_what_it_wrote(tmp_path: Path,
     assert main(["observe", str(timed_window(tmp_path)), "--model", "gpt-oss-20b",
                  "--gpu", "h100", "--emit-measurements", str(out), "--json"]) == 0
     notes = json.loads(capsys.readouterr().out)["notes"]
-    assert f"wrote 1 row for `ridgeline calibrate` to {out}" in notes
+    wrote = next(n for n in notes if n.startswith("wrote 1 row"))
+    assert wrote.startswith(f"wrote 1 row for `ridgeline calibrate` to {out}")
+    assert "prompt tokens each step carries" in wrote  # the window's load brings prompts
     single = tmp_path / "single.csv"
     assert main(["observe", str(FIXTURES / "vllm_metrics.txt"), "--model", "llama-3.1-8b",
                  "--gpu", "h100", "--emit-measurements", str(single), "--json"]) == 0
