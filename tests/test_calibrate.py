@@ -101,6 +101,11 @@ def test_bad_rows_are_named_and_good_rows_still_scored(tmp_path: Path,
     result = read_measurements(path)
     assert any(e.startswith("BROKEN:") and "tok/s" in e for e in result.errors)
     assert any(e.startswith("TGI-ROW: engine: unknown engine 'TGI'") for e in result.errors)
+    blank = lines[-1].split(",")
+    blank[0] = ""  # a row with no id is unreadable, named by its line
+    path.write_text("\n".join([*lines, ",".join(blank)]) + "\n")
+    assert any("id is empty" in e and e.startswith("line ") for e in
+               read_measurements(path).errors)
     assert len(result.rows) >= 5
     assert main(["validate", str(path), "--summary"]) == 0
     assert "unreadable: BROKEN" in capsys.readouterr().out

@@ -164,6 +164,8 @@ def _int(text: str, column: str, minimum: int, maximum: int) -> int | None:
 
 def parse_row(raw: dict[str, str]) -> Measurement:
     """One CSV row; ValueError naming the column when it is not what it claims."""
+    if not (raw.get("id") or "").strip():
+        raise ValueError("id is empty: each row needs its own, to be named in the reports")
     metric = raw["metric"].strip()
     if metric not in UNITS:
         raise ValueError(f"unknown metric {metric!r}")
