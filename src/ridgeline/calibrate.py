@@ -55,6 +55,7 @@ TILE_START_TOKENS = 32.0  # the expert tile fit starts at this width
 CAP_SPAN = 3.0  # the spread of rated bandwidths, fastest ÷ slowest card, that pins a ceiling
 HUBER_DELTA = 0.25  # log-ratio beyond which a row counts linearly (≈ 28% error)
 GROUP_PRIOR = 0.002  # a gentle pull of group multipliers towards 1 (squared log)
+CLAMP_PULL = 1.0  # the pull of a log efficiency past 0 (the 100 % clamp) back to it
 # Without prefill or TTFT rows nothing pins the compute efficiency, and a fit on decode rows
 # alone would bend it to absorb other costs: then it is pulled towards the start (squared
 # log, worth about one row).
@@ -249,6 +250,10 @@ class _Space:
     def penalty(self, x: Sequence[float], rows: int) -> float:
         multipliers = x[self._core:len(x) - len(self._tail)]
         groups = GROUP_PRIOR * sum(v * v for v in multipliers)
+        # the efficiencies are clamped at 100 %: past it the loss is flat, and a simplex that
+        # wandered there stopped where its other steps had been taken for nothing (a refit
+        # read llama.cpp-cuda's rows worse than parameters inside the clamp); a pull back
+        groups += CLAMP_PULL * (max(0.0, x[0]) ** 2 + max(0.0, x[1]) ** 2)
         if not self.compute_prior:
             return groups
         pull = x[1] - math.log(self.base.compute_efficiency)
