@@ -268,3 +268,19 @@ def test_fit_says_a_window_only_model_s_tokens_are_vllm_s_logged_figure(
     out = capsys.readouterr().out
     assert "tokens as vLLM logs them (its maximum concurrency" in out
     assert "shared by 1 KV-cache group (0 full, 1 windowed, 0 state)" in out
+
+
+def test_v0_19_never_admits_a_long_prompt_its_window_groups_are_charged_whole(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """vLLM v0.19's admission gate charged every window group the whole prompt (issue
+    #39734): Gemma-3-27B at 32K on an H100 asks 7 × 2,048 blocks of a pool of fewer, so such
+    a request waits forever; v0.20 charges a window its window and a prefill's room."""
+    from tests.conftest import run_cli
+
+    argv = ["fit", "gemma-3-27b", "--gpu", "h100", "--max-model-len", "32768"]
+    code, out, _ = run_cli(capsys, *argv, "--engine-version", "0.19")
+    assert code == 0 and out.startswith("DOES NOT FIT: 0 conversations")
+    assert "admission gate charges a 32,768-token prompt 14,336 blocks" in out
+    assert "waits forever" in out
+    code, out, _ = run_cli(capsys, *argv, "--engine-version", "0.20")
+    assert out.startswith("fits")
