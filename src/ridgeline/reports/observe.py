@@ -84,8 +84,9 @@ class ObserveReport:
         """Sequences of the context the pool holds: the engine's own pool where its metrics
         report it (vLLM's blocks, whole blocks a sequence; SGLang's tokens), else modelled."""
         reported = self.obs.pool_tokens
-        if reported is None:
-            return max_batch(self.deployment, self.context)
+        if reported is None:  # a live engine is a server: vllm serve's defaults, not offline's
+            return max_batch(self.deployment, self.context,
+                             EngineSettings(max_model_len=self.context))
         size = self.obs.pool_block_size or 1
         return int(reported // size) // math.ceil(self.context / size)
 
@@ -409,5 +410,24 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
                       q("bytes per weight", dep.bytes_per_weight_split[0], "B",
                         "the weights every token reads" + (" (all but the routed experts)"
                                                            if dep.model.moe else "")),
-                      q("ridge", report.ridge, "FLOP/byte")),)
+                      q("ridge", report.ridge, "FLOP/byte")),
+                 step("tokens each running request holds", "as its source says",
+                      q("context", context, "tokens", source)),
+                 step("sequences the pool holds", "the pool's tokens ÷ the context (vLLM: "
+                      "whole blocks a sequence; at most its seats)", q("pool batch", report.pool_batch),
+                      q("pool", obs.pool_tokens if obs.pool_tokens is not None
+                        else kv_pool(dep, EngineSettings(max_model_len=context)).tokens,
+                        "tokens", "as the engine reports it" if obs.pool_tokens is not None
+                        else "modelled: the engine's defaults on this deployment"),
+                      q("context", context, "tokens")))
+        predicted = report.predicted_itl_ms
+        if predicted is not None:
+            steps += (step("the engine's step at this batch", "step_cost(the batch's decodes at "
+                           "the context + the prompt tokens a step carries), one micro-batch",
+                           q("predicted ITL", predicted, "ms", f"{profile.engine} profile"),
+                           q("batch", b, "", "running requests, mean over the window"),
+                           q("context", context, "tokens"),
+                           q("prompt tokens per step", report.prompt_tokens_per_step, "",
+                             "prompt tok/s ÷ generation tok/s × batch, less prefix-cache "
+                             "hits, within the step budget")),)
     return ObserveReport(obs, dep, profile, context, source, steps)
