@@ -34,7 +34,7 @@ def test_the_overlap_note_names_the_level_asked(capsys: pytest.CaptureFixture[st
 def test_a_tiktoken_encoding_without_tiktoken_names_tiktoken(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(prefix, "_optional_module", lambda name: None)
-    with pytest.raises(InputError, match="cl100k_base.*tiktoken encoding.*not installed"):
+    with pytest.raises(InputError, match=r"cl100k_base.*tiktoken encoding.*not installed"):
         prefix.tokenize("a b", "cl100k_base")
     with pytest.raises(InputError, match="Hugging Face tokenizers need transformers"):
         prefix.tokenize("a b", "meta-llama/Llama-3.1-8B")
