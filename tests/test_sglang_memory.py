@@ -112,3 +112,18 @@ def test_a_recurrent_hybrid_gets_its_state_pool_first() -> None:
     assert held_conversations(pool, dep, 131072) == 9
     old = kv_pool(dep, EngineSettings(max_model_len=131072, engine_version="0.5.2"))
     assert old.state_slots == 0 and old.slot_cache_bytes == 0
+
+
+def test_a_recurrent_hybrids_shortfall_counts_its_state_pools_share() -> None:
+    """The state pool takes 0.9 ÷ 1.9 of whatever the static pool holds, so 32 conversations
+    of Qwen3-Next at 128K need 1.9 × their KV cache in the pool, not the KV cache alone."""
+    from ridgeline import Deployment, resolve_accelerator, resolve_model
+    from ridgeline.memory import EngineSettings
+    from ridgeline.reports.fit import fit_report
+
+    dep = Deployment.build(resolve_model("qwen3-next-80b-a3b"), resolve_accelerator("h100"),
+                           num_gpus=4, engine="sglang")
+    report = fit_report(dep, 131072, EngineSettings(max_model_len=131072), target=32)
+    p = report.pool
+    assert report.shortfall_bytes == pytest.approx(
+        32 * report.per_conversation_bytes * 1.9 / p.free_fraction_of_rest - p.rest_bytes)

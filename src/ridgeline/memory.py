@@ -38,6 +38,7 @@ from ridgeline.sglang_memory import (
     sglang_memory_defaults,
     sglang_release,
     sglang_startup_bytes,
+    sglang_state_ratio,
 )
 from ridgeline.stages import Stage, pipeline_stages, stage_weight_bytes
 from ridgeline.trtllm_memory import (
@@ -478,7 +479,7 @@ def sglang_state_pool(dep: Deployment, pool: KVPool, version: str | None) -> KVP
                       if layer.mixer in (LINEAR, MAMBA)) / tp * pool.kv_share
     if not per_request:
         return pool
-    ratio = float(rule["mamba_full_memory_ratio"])
+    ratio = sglang_state_ratio()
     slots = int(pool.pool_bytes * ratio / (1 + ratio) // per_request)
     return replace(pool, state_slots=max(0, slots), slot_cache_bytes=max(0, slots) * per_request,
                    windows_apart=True)

@@ -32,6 +32,11 @@ def sglang_data() -> dict[str, Any]:
     return data
 
 
+def sglang_state_ratio() -> float:
+    """mamba_full_memory_ratio: a recurrent hybrid's state pool ÷ its KV cache (0.9)."""
+    return float(sglang_data()["mamba_pool"]["mamba_full_memory_ratio"])
+
+
 def sglang_release(version: str) -> tuple[int, ...]:
     """A release's order, a .post release after its base (0.4.7 < 0.4.7.post1 < 0.4.8)."""
     return (*parse_version(version), 1 if "post" in version else 0)

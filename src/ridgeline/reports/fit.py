@@ -50,7 +50,7 @@ from ridgeline.reports.fit_budget import (
 )
 from ridgeline.reports.fit_levers import Lever, gpus_needed, levers
 from ridgeline.roofline import batch_for_intensity, expert_ridge_batch, ridge_step
-from ridgeline.sglang_memory import past_checked
+from ridgeline.sglang_memory import past_checked, sglang_state_ratio
 from ridgeline.stages import micro_batch, micro_batches, pipeline_stages
 from ridgeline.units import GIB, plural
 from ridgeline.vllm_hybrid import cache_mode
@@ -186,9 +186,12 @@ class FitReport:
         if p.set_pool_bytes:  # a set pool: the card short of it, or it short of the need
             return max(need, p.set_pool_bytes) - p.rest_bytes if p.overflow_bytes \
                 else max(0.0, need - p.pool_bytes)
+        # SGLang's state pool takes a fixed share of whatever the static pool holds: the KV
+        # cache needed, grown by that share; llama.cpp's slot caches, a fixed size beside it
+        held = need * (1 + sglang_state_ratio()) if p.state_slots else need + p.slot_cache_bytes
         if p.capped:  # a token cap binds: the pool short of the need, as far as memory allows
-            return max(0.0, need + p.slot_cache_bytes - p.pool_bytes)
-        return max(0.0, (need + p.slot_cache_bytes) / p.free_fraction_of_rest - p.rest_bytes)
+            return max(0.0, held - p.pool_bytes)
+        return max(0.0, held / p.free_fraction_of_rest - p.rest_bytes)
 
     @property
     def admitted_bytes(self) -> float:

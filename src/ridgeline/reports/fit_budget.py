@@ -16,7 +16,7 @@ from ridgeline.memory import (
     engine_defaults,
     llamacpp_outputs,
 )
-from ridgeline.sglang_memory import sglang_data
+from ridgeline.sglang_memory import sglang_state_ratio
 from ridgeline.stages import stage_weight_bytes
 from ridgeline.units import GIB
 
@@ -193,7 +193,7 @@ def budget_rows(p: KVPool, s: EngineSettings) -> list[list[str]]:
         return rows
     if p.state_slots:  # SGLang's state pool, carved out before the KV cache
         rows.append(["= static pool", f"{gib(p.pool_bytes)} per GPU"])
-        ratio = sglang_data()["mamba_pool"]["mamba_full_memory_ratio"]
+        ratio = sglang_state_ratio()
         rows.append([f"− state pool ({p.state_slots:,} requests' recurrent state, "
                      f"mamba_full_memory_ratio {ratio:g})", gib(p.slot_cache_bytes)])
         rows.append(["= KV pool", f"{gib(p.pool_bytes - p.slot_cache_bytes)} per GPU"])
