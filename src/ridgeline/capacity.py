@@ -32,16 +32,24 @@ def conversation_bytes(pool: KVPool, dep: Deployment, context: int) -> float:
     return sequence_bytes_per_gpu(dep, context) * pool.kv_share
 
 
+def admission_gate(pool: KVPool, context: int) -> tuple[int, int] | None:
+    """(blocks vLLM v0.19+ asks free to admit a prompt of ``context`` tokens, blocks such a
+    request holds decoding) where the first is more (window groups keep a prefill's room);
+    None where no gate runs or it asks no more than a decoding request holds."""
+    admission = pool.admission_blocks(context)
+    if admission is None or pool.groups is None:
+        return None
+    decoding = pool.groups.decode_blocks(context)
+    return (admission, decoding) if admission > decoding else None
+
+
 def conversations(pool: KVPool, dep: Deployment, context: int) -> int:
     """Conversations of ``context`` tokens the pool holds at once, decoding."""
     if pool.groups is not None:
-        decoding = pool.groups.decode_blocks(context)
-        held = pool.blocks // decoding
-        # vLLM v0.19+ admits a prompt only with its whole admission charge free; where that
-        # is more than a decoding request holds (window groups keep a prefill's room), the
-        # last admitted finds the others decoding: 1 + (blocks − admission) ÷ decoding
-        admission = pool.admission_blocks(context)
-        if admission is not None and admission > decoding:
+        held = pool.blocks // pool.groups.decode_blocks(context)
+        gate = admission_gate(pool, context)
+        if gate is not None:  # the last admitted finds the others decoding
+            admission, decoding = gate
             held = 0 if pool.blocks < admission \
                 else min(held, 1 + (pool.blocks - admission) // decoding)
         return held

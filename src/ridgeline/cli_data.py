@@ -319,9 +319,10 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
         return tuple(error_stats(preds, lambda p: p.metric))
 
     scored = [r for r in rows if row_engine(r) in profiles]  # the engines this run refitted
-    before = by_metric(validate(scored))
+    bundled = validate(scored)
+    before = by_metric(bundled)
     after = by_metric(validate(scored, profiles))
-    far = [p for p in validate(scored) if p.predicted is not None and p.error is not None
+    far = [p for p in bundled if p.predicted is not None and p.error is not None
            and not 0.2 <= p.predicted / p.measured <= 5]
     cautions = [f"{len(far)} {plural(len(far), 'row')} read more than 5× off the bundled "
                 f"prediction ({', '.join(p.id for p in far[:3])}{', …' if len(far) > 3 else ''}): "

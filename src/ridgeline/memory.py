@@ -26,7 +26,7 @@ from ridgeline.deployment import Deployment, windows_as_full
 from ridgeline.engine_windows import has_windows, honours_windows, token_bytes
 from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator
-from ridgeline.kvcache import kv_footprint, state_bytes_per_sequence
+from ridgeline.kvcache import kv_footprint
 from ridgeline.kvgroups import KERNEL_BLOCK_ALIGNMENT, KVGroups, vllm_kv_groups
 from ridgeline.layouts import DENSE, FULL, LINEAR, MAMBA, MOE, WINDOW_MIXERS
 from ridgeline.llamacpp_memory import cells_that_fit, compute_buffer_bytes, slot_cache_bytes
@@ -474,9 +474,8 @@ def sglang_state_pool(dep: Deployment, pool: KVPool, version: str | None) -> KVP
     rule = sglang_data()["mamba_pool"]
     if version is not None and sglang_release(version) < sglang_release(str(rule["from"])):
         return pool
-    tp = dep.tensor_parallel_size
-    per_request = sum(state_bytes_per_sequence(dep.model, layer) for layer in dep.model.layers
-                      if layer.mixer in (LINEAR, MAMBA)) / tp * pool.kv_share
+    per_request = kv_footprint(dep.model, 1, dep.kv.bytes_per_element).state_bytes \
+        / dep.tensor_parallel_size * pool.kv_share
     if not per_request:
         return pool
     ratio = sglang_state_ratio()

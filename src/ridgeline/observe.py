@@ -379,11 +379,6 @@ def _core_values(series: list[tuple[dict[str, str], float]],
             for core, ranks in _ranks_by_core(series, keep).items()}
 
 
-def _by_core(series: list[tuple[dict[str, str], float]],
-             keep: Callable[[dict[str, str]], bool] = lambda _: True) -> list[float]:
-    return list(_core_values(series, keep).values())
-
-
 def _rank_gap(series: list[tuple[dict[str, str], float]]) -> tuple[float, float] | None:
     """The widest gap between ranks of one core (lowest, highest) where they disagree past
     what scraping them a moment apart explains (more than 2 and a half apart), or None."""

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ridgeline.capacity import (
+    admission_gate,
     context_refusal,
     conversation_bytes,
     held_conversations,
@@ -21,8 +22,7 @@ from ridgeline.capacity import (
 from ridgeline.deployment import Deployment
 from ridgeline.engine_windows import has_windows
 from ridgeline.explain import Step, q, step
-from ridgeline.kvcache import state_bytes_per_sequence
-from ridgeline.layouts import LINEAR, MAMBA
+from ridgeline.kvcache import kv_footprint
 from ridgeline.llamacpp_batching import llamacpp_n_batch
 from ridgeline.memory import (
     EngineSettings,
@@ -52,7 +52,7 @@ from ridgeline.reports.fit_levers import Lever, gpus_needed, levers
 from ridgeline.roofline import batch_for_intensity, expert_ridge_batch, ridge_step
 from ridgeline.sglang_memory import past_checked, sglang_state_ratio
 from ridgeline.stages import micro_batch, micro_batches, pipeline_stages
-from ridgeline.units import GIB, plural
+from ridgeline.units import GIB, MIB, plural
 from ridgeline.vllm_hybrid import cache_mode
 from ridgeline.vllm_memory import capture_sizes, past_modelled
 
@@ -125,12 +125,12 @@ class FitReport:
                        f"{seats:,} run at once ({seats_name(self.pool)}): raise it to run "
                        "them together")
         p, d = self.pool, self.deployment
-        state = sum(state_bytes_per_sequence(d.model, layer) for layer in d.model.layers
-                    if layer.mixer in (LINEAR, MAMBA)) / d.tensor_parallel_size
+        state = kv_footprint(d.model, 1, d.kv.bytes_per_element).state_bytes \
+            / d.tensor_parallel_size
         if p.engine == "trtllm" and state:
             out.append(f"TensorRT-LLM's Python Mamba cache manager allocates every seat's "
                        f"recurrent state up front ({p.max_num_seqs:,} seats × "
-                       f"{state / 2**20:,.1f} MiB = {p.max_num_seqs * state / GIB:,.1f} GiB per "
+                       f"{state / MIB:,.1f} MiB = {p.max_num_seqs * state / GIB:,.1f} GiB per "
                        "GPU, before its free-memory fraction), which this sizing leaves out; "
                        "later releases keep the state inside the KV pool (PR #12185), as it is "
                        "counted here, a request at a time")
@@ -198,14 +198,11 @@ class FitReport:
         """What the target needs per GPU under vLLM's whole-prompt admission gate (v0.19+):
         the last one's admission charge beside the others decoding (0 where no gate, or
         where the charge is no more than a decoding request holds)."""
-        p = self.pool
-        admission = p.admission_blocks(self.context)
-        if admission is None or p.groups is None:
+        gate = admission_gate(self.pool, self.context)
+        if gate is None:
             return 0.0
-        decoding = p.groups.decode_blocks(self.context)
-        if admission <= decoding:
-            return 0.0
-        return (admission + (max(1, self.target or 1) - 1) * decoding) * p.page_bytes
+        admission, decoding = gate
+        return (admission + (max(1, self.target or 1) - 1) * decoding) * self.pool.page_bytes
 
     @property
     def never_admitted(self) -> bool:
@@ -360,7 +357,7 @@ class FitReport:
                              f"but its admission gate charges a {self.context:,}-token prompt "
                              f"{p.admission_blocks(self.context):,} blocks, its window layers the "
                              f"whole prompt, and the pool holds {p.blocks:,}: such a request "
-                             "waits forever (issue #39734; v0.20 charges a window its window "
+                             "waits forever, issue #39734; v0.20 charges a window its window "
                              "and a prefill's room)")
             elif p.rest_bytes < 0 and is_llamacpp(p):
                 headline += (f" (the weights, the runtime and the compute buffer alone "
@@ -430,11 +427,10 @@ class FitReport:
         if is_llamacpp(p) and p.slot_bytes_each:
             slot = (f", plus {p.slot_bytes_each / GIB:,.3f} GiB for its "
                     "slot's window and state cache")
-        admission = p.admission_blocks(self.context)
+        gate = admission_gate(p, self.context)
         gated = ""
-        if admission is not None and p.groups is not None \
-                and admission > (decoding := p.groups.decode_blocks(self.context)) \
-                and p.blocks >= admission:
+        if gate is not None and p.blocks >= gate[0]:
+            admission, decoding = gate
             gated = (f"; vLLM admits a {self.context:,}-token prompt only with {admission:,} "
                      f"blocks free (scheduler_reserve_full_isl), and one decoding holds "
                      f"{decoding:,}: 1 + ({p.blocks:,} − {admission:,}) ÷ {decoding:,} = "
@@ -803,8 +799,6 @@ def _stage_steps(dep: Deployment, s: EngineSettings, pool: KVPool) -> tuple[Step
                  q("weights per GPU by stage",
                    ", ".join(f"{p.weight_bytes / GIB:,.2f}" for p in pools), "GiB"),
                  q("blocks by stage", ", ".join(f"{p.blocks:,}" for p in pools))),)
-
-
 
 
 def _start_steps(pool: KVPool, dep: Deployment, context: int) -> tuple[Step, ...]:
