@@ -15,6 +15,7 @@ from ridgeline.cli import main
 from ridgeline.engines import EngineProfile, profile_for
 from ridgeline.measurements import read_measurements
 from ridgeline.predict import predict
+from ridgeline.reports.validation import METRIC_FORMULAS
 from tests.conftest import CUDA, EAGER, LOWBATCH, MEASUREMENTS, ROCM, SERVING
 
 
@@ -576,6 +577,37 @@ def test_calibrate_scores_only_the_engines_it_refitted(
                  str(tmp_path / "p.json"), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert 0 < sum(s["rows"] for s in report["before"]) == vllm_rows
+
+
+def test_calibrate_explain_shows_each_profile_and_every_row_through_it(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """--explain: per engine, the step-time formula with the coefficients written to the
+    profile (each saying whether fitted or held), then each fitted row predicted by it."""
+    out = tmp_path / "p.json"
+    assert main(["calibrate", str(LOWBATCH), "--engine", "vllm", "-o", str(out), "--json",
+                 "--explain"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    written = json.loads(out.read_text())["engines"]["vllm"]
+    profile, *rows = report["explain"]
+    assert profile["label"] == "vllm profile"
+    shown = {i["name"]: i for i in profile["inputs"]}
+    assert shown["bandwidth share"]["value"] == pytest.approx(written["bandwidth_efficiency"])
+    assert shown["per layer"]["value"] == pytest.approx(written["layer_overhead_s"] * 1e6,
+                                                        abs=0.01)
+    # no prompt row in the file: the compute share was held, and says so
+    assert shown["compute share"]["source"].startswith("held")
+    assert shown["rows fitted"]["value"] == written["fitted_rows"] == len(rows)
+    # each row's step is the prediction the after column scores
+    after = report["after"][0]
+    errors = sorted(abs(r["result"]["value"] / next(
+        i["value"] for i in r["inputs"] if i["name"] == "measured") - 1) for r in rows
+        if r["formula"] == METRIC_FORMULAS[after["group"]])
+    assert len(errors) == after["rows"]
+    assert errors[len(errors) // 2] == pytest.approx(after["median_abs_error"], abs=0.03)
+    assert main(["calibrate", str(LOWBATCH), "--engine", "vllm", "-o", str(out),
+                 "--explain"]) == 0
+    text = capsys.readouterr().out
+    assert "no worked steps" not in text and "vllm profile: step time = per step" in text
 
 
 def test_calibrate_names_the_engines_a_file_holds_when_asked_for_another(

@@ -260,7 +260,11 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
     from ridgeline.engines import bundled_profiles, engine_id
     from ridgeline.measurements import read_measurement_files
     from ridgeline.predict import row_engine
-    from ridgeline.reports.validation import CalibrationReport
+    from ridgeline.reports.validation import (
+        CalibrationReport,
+        prediction_steps,
+        profile_steps,
+    )
     from ridgeline.units import plural
 
     existing = _check_output(args.output, args.file)
@@ -321,7 +325,8 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
     scored = [r for r in rows if row_engine(r) in profiles]  # the engines this run refitted
     bundled = validate(scored)
     before = by_metric(bundled)
-    after = by_metric(validate(scored, profiles))
+    refitted = validate(scored, profiles)
+    after = by_metric(refitted)
     far = [p for p in bundled if p.predicted is not None and p.error is not None
            and not 0.2 <= p.predicted / p.measured <= 5]
     cautions = [f"{len(far)} {plural(len(far), 'row')} read more than 5× off the bundled "
@@ -342,7 +347,10 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
                  "the rows disagree with each other (one condition measured far apart?)"
                  for s in after if s.group in worse
                  and s.median_abs_error > worse[s.group].median_abs_error]
-    return CalibrationReport(profiles, before, after, args.output,
+    # --explain: each profile's formula and coefficients, then every row through it
+    steps = (*profile_steps(profiles), *prediction_steps(scored, refitted, profiles)) \
+        if args.explain else ()
+    return CalibrationReport(profiles, before, after, args.output, steps=steps,
                              unreadable=tuple(result.errors), skipped=skipped,
                              cautions=tuple(cautions))
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-from ridgeline.calibrate import ErrorStats, error_stats
+from ridgeline.calibrate import GROUP_PRIOR, HUBER_DELTA, ErrorStats, error_stats
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile, profile_for
 from ridgeline.errors import InputError
@@ -66,6 +66,53 @@ def prediction_steps(rows: Sequence[Measurement], predictions: Sequence[Predicti
             q("engine profile", dep.engine, "", profile_for(dep.engine, profiles).source),
             measured))
     return tuple(steps)
+
+
+def profile_steps(profiles: Mapping[str, EngineProfile]) -> tuple[Step, ...]:
+    """One step per fitted engine: the step-time formula its rows were fitted through, the
+    objective, and each coefficient with where it came from (fitted, or held)."""
+    steps = []
+    for engine, p in profiles.items():
+        compute = "fitted" if p.compute_fitted else "held near the bundled profile's: no prompt rows"
+        inputs = [
+            q("rows fitted", p.fitted_rows, "", ", ".join(f"{g} {n}" for g, n in
+                                                     p.fitted_groups.items())),
+            q("bandwidth share", p.bandwidth_efficiency, "of rated", "fitted"),
+            q("compute share", p.compute_efficiency, "of dense peak", compute),
+            q("per step", _us(p.step_overhead_s), "µs", "fitted"),
+            q("per layer", _us(p.layer_overhead_s), "µs", "fitted"),
+        ]
+        if p.prefill_layer_overhead_s is not None:
+            held = "cost per layer at the bundled" in p.source  # fit_engine's note
+            inputs.append(q("per layer of a prompt step", _us(p.prefill_layer_overhead_s), "µs",
+                            "the bundled profile's: no TTFT rows" if held else "fitted"))
+        if p.matmul_overhead_s:
+            held = "per weight matmul held" in p.source
+            inputs.append(q("per weight matmul", _us(p.matmul_overhead_s), "µs",
+                            "the bundled profile's: the rows' models launch alike numbers"
+                            if held else "fitted"))
+        if p.bandwidth_cap_bytes_per_s is not None:
+            inputs.append(q("bandwidth ceiling", p.bandwidth_cap_bytes_per_s / 1e12, "TB/s",
+                            "fitted: a matrix-vector kernel's bytes in flight"))
+        inputs += [q(f"bandwidth share on {g}", v, "x the share above",
+                     f"fitted, pulled towards 1 by {GROUP_PRIOR} × ln²")
+                   for g, v in p.group_bandwidth.items()]
+        inputs.append(q("objective", f"mean Huber(ln(predicted ÷ measured), δ {HUBER_DELTA}) "
+                        "over the rows, minimised by Nelder–Mead"))
+        steps.append(step(
+            f"{engine} profile",
+            "step time = per step + layers × per layer (+ weight matmuls × per matmul) + Σ over "
+            "operators max(FLOPs ÷ (peak × compute share), bytes ÷ (bandwidth × bandwidth "
+            "share)) + collectives",
+            q("band", f"{p.band_low:.2f}–{p.band_high:.2f}", "× the expectation",
+              "p10–p90 of measured ÷ predicted over the rows"),
+            *inputs))
+    return tuple(steps)
+
+
+def _us(seconds: float) -> float:
+    """Seconds as µs to two decimals (a fitted 5e-12 µs reads 0)."""
+    return round(seconds * 1e6, 2)
 
 
 def _kv_step(row: Measurement, p: Prediction, dep: Deployment, measured: Quantity) -> Step:
