@@ -463,3 +463,46 @@ def test_gpt_oss_on_hopper_takes_marlin_until_v0_12_as_the_logs_show() -> None:
         engine_version="0.11.0", gpu_memory_utilization=0.95, max_num_batched_tokens=1024,
         max_model_len=131072))
     assert tight.pool_bytes / GIB == pytest.approx(1.71, abs=0.05)
+
+
+@pytest.mark.parametrize(("gpu", "version", "asked", "block"), [
+    ("h200", "0.7.3", None, 16),    # V0's Triton MLA: the default kept
+    ("h200", "0.8.0", None, 64),    # FlashMLA on Hopper: the block forced to 64 ...
+    ("h200", "0.11.0", 128, 64),    # ... even over a --block-size of 128 before v0.11.1
+    ("h200", "0.12", 128, 128),     # from v0.11.1 a multiple of 64 is kept
+    ("h200", "0.12", 16, 64),       # another is not
+    ("h200", "0.18", None, 16),     # v0.18: the backend first (FlashAttention MLA), its 16
+    ("b200", "0.10.0", None, 16),   # CUTLASS MLA opt-in only: Triton MLA
+    ("b200", "0.11.0", None, 128),  # CUTLASS MLA forces 128
+    ("b300", "0.12", None, 16),     # not 10.0 exactly: not forced before v0.13
+    ("b300", "0.13", None, 128),    # the capability family from v0.13
+    ("b200", "0.15", 32, 32),       # FlashInfer MLA (DeepSeek's 128-wide nope heads) takes 32
+    ("b200", "0.15", None, 64),     # ... or forces 64
+    ("b200", "0.33", None, 32),     # v0.18+: FlashInfer MLA's smallest block
+    ("b200", "0.33", 16, 16),       # v0.18+: a --block-size given is never overwritten
+    ("a100", "0.12", None, 16),     # Triton MLA on Ampere takes any block
+])
+def test_an_mla_cache_is_paged_in_the_block_its_kernel_takes(
+        gpu: str, version: str, asked: int | None, block: int) -> None:
+    """DeepSeek-V3 on 8 GPUs: the block vLLM runs the MLA cache in, by GPU and release
+    (read from each release's platforms/cuda.py), and the pool counted in it."""
+    d = dep("deepseek-v3", gpu, 8, "fp8")
+    settings = EngineSettings(max_model_len=32_000, engine_version=version, block_size=asked)
+    pool = kv_pool(d, settings)
+    assert pool.block_size == block
+    assert pool.tokens == pool.blocks * block
+
+
+def test_fit_says_when_the_mla_kernel_overwrote_the_block_asked(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from ridgeline.cli import main
+    args = ["fit", "deepseek-v3", "--gpu", "h200", "--num-gpus", "8", "--max-model-len", "32k",
+            "--weights", "fp8", "--engine-version", "0.11"]
+    assert main([*args, "--block-size", "16"]) == 0
+    out = capsys.readouterr().out
+    assert "blocks of 64" in out and "FlashMLA and sets its blocks to 64 tokens, not the 16" in out
+    assert main([*args, "--block-size", "64"]) == 0
+    assert "not the" not in capsys.readouterr().out  # kept: nothing to say
+    # an fp8 cache on Hopper runs on FlashMLA from v0.18 too
+    assert main([*args[:-2], "--kv-dtype", "fp8"]) == 0
+    assert "blocks of 64" in capsys.readouterr().out

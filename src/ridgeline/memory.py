@@ -55,6 +55,7 @@ from ridgeline.vllm_memory import (
     compile_transient_bytes,
     cuda_graph_bytes,
     encoder_profile,
+    mla_block_size,
     model_runner,
     moe_workspace_bytes,
     mrv2_sampler_bytes,
@@ -658,9 +659,11 @@ def _vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_by
     # (--block-size), not of 16 (Platform._align_hybrid_block_size, PR #37467)
     steps = max(KERNEL_BLOCK_ALIGNMENT, s.block_size or 0) \
         if parse_version(acc.version) >= HYBRID_ALIGN_ASKED else KERNEL_BLOCK_ALIGNMENT
-    groups = vllm_kv_groups(paged, s.block_size or int(d["block_size"]),
-                            align_state_blocks(dep, acc, s.prefix_caching), steps)
-    block = groups.block_size if groups else s.block_size or int(d["block_size"])
+    block = s.block_size or int(d["block_size"])
+    if dep.model.attention is not None and dep.model.attention.mla is not None:
+        block = mla_block_size(dep, acc.version, s.block_size)[0]  # the MLA kernel's block
+    groups = vllm_kv_groups(paged, block, align_state_blocks(dep, acc, s.prefix_caching), steps)
+    block = groups.block_size if groups else block
     weight_bytes += mxfp4_padding_bytes(dep, stage, acc.version)
     if groups is not None and stage is not None:  # a block holds this stage's layers
         groups = replace(groups, page_bytes=groups.page_bytes * stage.kv_share)

@@ -54,7 +54,7 @@ from ridgeline.sglang_memory import past_checked, sglang_state_ratio
 from ridgeline.stages import micro_batch, micro_batches, pipeline_stages
 from ridgeline.units import GIB, MIB, plural
 from ridgeline.vllm_hybrid import cache_mode
-from ridgeline.vllm_memory import capture_sizes, past_modelled
+from ridgeline.vllm_memory import capture_sizes, mla_block_size, past_modelled
 
 NON_CUDA_VENDORS = ("google", "intel")  # TPU (JAX/XLA) and Gaudi backends: no CUDA graphs
 DOES_NOT_FIT = "does not fit"
@@ -155,6 +155,12 @@ class FitReport:
                        "start-up, and what the OS, its page cache and other processes hold "
                        "counts against that (drop the caches, or lower "
                        "--gpu-memory-utilization)")
+        asked = self.settings.block_size
+        if p.accounting is not None and asked and d.model.attention is not None \
+                and d.model.attention.mla is not None:
+            block, why = mla_block_size(d, p.accounting.version, asked)
+            if block != asked:  # the MLA kernel overwrote the --block-size given
+                out.append(why)
         if p.accounting is not None and past_modelled(p.accounting):
             out.append(past_modelled(p.accounting))
         if p.engine == "sglang" and past_checked(self.settings.engine_version):
