@@ -478,3 +478,49 @@ def test_each_engine_reads_its_serving_context_from_rope_scaling_its_own_way() -
         spec = resolve_model(name)
         assert spec.rope_scaling is not None
         assert {served_positions(spec, e) for e in ("vllm", "sglang")} == {positions}, name
+
+
+@pytest.mark.parametrize(("config", "what"), [
+    ({"model_type": "bert", "architectures": ["BertModel"], "hidden_size": 768,
+      "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072,
+      "vocab_size": 30522}, "is an encoder"),
+    ({"model_type": "t5", "d_model": 512, "num_layers": 6, "num_heads": 8, "d_ff": 2048,
+      "vocab_size": 32128, "is_encoder_decoder": True}, "is an encoder-decoder model"),
+    ({"model_type": "xlm-roberta", "hidden_size": 768}, "is an encoder"),
+    ({"model_type": "clip", "text_config": {"model_type": "clip_text_model"}}, "is an encoder"),
+    ({"model_type": "mamba", "hidden_size": 768, "num_hidden_layers": 24,
+      "vocab_size": 50280}, "pure recurrent"),
+])
+def test_a_model_that_is_not_a_decoder_llm_is_refused_by_name(config: dict[str, Any],
+                                                               what: str) -> None:
+    """BERT read as a decoder was 160M parameters with a KV cache it does not have; a T5 or
+    a Mamba failed on a field it never had. Each is named for what it is."""
+    with pytest.raises(InputError, match=what):
+        ModelSpec.from_hf_config(config, "m")
+
+
+def test_gpt2_reads_its_library_defaults() -> None:
+    """openai-community/gpt2's config leaves n_inner null (4 × hidden) and tie_word_embeddings
+    out (tied, the library default): 124M parameters on its card."""
+    config = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 768,
+              "n_head": 12, "n_layer": 12, "n_positions": 1024, "vocab_size": 50257,
+              "n_inner": None}
+    spec = ModelSpec.from_hf_config(config, "gpt2")
+    assert spec.layers[0].ffn == "dense" and spec.tie_word_embeddings
+    assert count_params(spec).total == pytest.approx(124e6, rel=0.01)
+
+
+def test_an_all_window_model_reports_what_its_windows_hold(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Mistral-7B's 32 layers all slide over 4,096 tokens: nothing grows per token, and a
+    sequence holds at most 32 layers × 4,096 tokens × 8 KV heads × 128 × 2 (K, V) × 2 bytes."""
+    from ridgeline.cli import main
+    assert main(["model", "mistral-7b", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["kv_bytes_per_token_bf16"] == 0
+    assert data["kv_windowed_bytes_per_sequence_max_bf16"] == 32 * 4096 * 8 * 128 * 2 * 2
+    assert main(["model", "mistral-7b"]) == 0
+    assert "at most 512 MiB bf16 per sequence, once its 32 windowed layers hold their windows" \
+        in capsys.readouterr().out
+    assert main(["model", "llama-3.1-8b", "--json"]) == 0  # no windows: none held
+    assert json.loads(capsys.readouterr().out)["kv_windowed_bytes_per_sequence_max_bf16"] == 0

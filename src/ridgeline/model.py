@@ -50,6 +50,16 @@ KNOWN_MODEL_TYPES = {
     "gemma3_text", "phi3", "deepseek_v3", "kimi_k2", "glm4_moe", "gpt_oss", "gptj", "falcon",
     "jamba", "nemotron_h", "llama4", "llama4_text", *_UNGATED_MLP,
 }
+# model_types that are not decoder-only LLMs (transformers' names, "-" read as "_"): refused
+ENCODER_TYPES = {
+    "bert", "roberta", "xlm_roberta", "distilbert", "albert", "electra", "deberta",
+    "deberta_v2", "modernbert", "camembert", "mpnet", "clip", "clip_text_model",
+    "clip_vision_model", "siglip", "siglip_text_model", "siglip_vision_model", "vit",
+    "wav2vec2", "hubert",
+}
+ENCODER_DECODER_TYPES = {"t5", "mt5", "umt5", "longt5", "bart", "mbart", "pegasus", "marian",
+                         "whisper", "led", "encoder_decoder"}
+RECURRENT_TYPES = {"mamba", "mamba2", "falcon_mamba", "rwkv", "rwkv5", "rwkv6", "rwkv7"}
 _DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "bf16": "bf16",
            "fp16": "fp16", "fp32": "fp32", "half": "fp16", "float": "fp32"}
 
@@ -298,7 +308,8 @@ class ModelSpec:
 class _Reader:
     """Reads one config; nested ``text_config`` overrides the top level."""
 
-    def __init__(self, config: Mapping[str, Any], name: str, defaults: bool = True) -> None:
+    def __init__(self, config: Mapping[str, Any], name: str, defaults: bool = True,
+                 decoder: bool = True) -> None:
         self.name = name
         self.raw = config
         merged: dict[str, Any] = {k: v for k, v in config.items() if k != "vision_config"}
@@ -312,8 +323,29 @@ class _Reader:
             merged["outer_model_type"] = outer_type
         self.c = merged
         self.model_type = str(self.c.get("model_type") or "")
+        if decoder:  # a vision tower's config is an encoder's, read as one
+            self._refuse_non_decoders(str(config.get("model_type") or ""))
         for key, value in (model_type_defaults(self.model_type) if defaults else {}).items():
             self.c.setdefault(key, value)
+
+    def _refuse_non_decoders(self, outer_type: str) -> None:
+        """An encoder, an encoder-decoder or a pure recurrent model is not a decoder LLM
+        with a KV cache growing a token at a time: refused, by name, not read as one."""
+        kinds = {t.replace("-", "_") for t in (self.model_type, outer_type) if t}
+        if self.c.get("is_encoder_decoder") is True or kinds & ENCODER_DECODER_TYPES:
+            what = "an encoder-decoder model"
+        elif kinds & ENCODER_TYPES:
+            what = "an encoder (no causal decoder, no KV cache to serve)"
+        elif kinds & RECURRENT_TYPES:
+            what = ("a pure recurrent (state-space) model: ridgeline sizes decoders with "
+                    "attention, hybrids with Mamba or linear attention among them (Jamba, "
+                    "Nemotron-H, Qwen3-Next)")
+        else:
+            return
+        kind = sorted(kinds)[0]
+        raise InputError(f"{self.name}: model_type {kind!r} is {what}"
+                         + ("" if "recurrent" in what else
+                            ", not a decoder-only LLM, which is what ridgeline sizes"))
 
     # -- typed field access -------------------------------------------------------------
     def int_(self, *keys: str, default: int | None = None, minimum: int = 1,
@@ -416,7 +448,7 @@ class _Reader:
         vision, tokens = self.raw.get("vision_config"), self.raw.get("mm_tokens_per_image")
         if not isinstance(vision, Mapping):
             return None
-        v = _Reader(vision, f"{self.name} vision_config", defaults=False)
+        v = _Reader(vision, f"{self.name} vision_config", defaults=False, decoder=False)
         outer = self.raw.get("model_type")  # the multimodal wrapper's, not its text model's
         max_pixels = model_type_defaults(str(outer or self.model_type)).get("vision_max_pixels")
         try:
@@ -442,13 +474,14 @@ class _Reader:
         if not isinstance(vision, Mapping):
             raise InputError(f"{self.name}: vision_config must be a JSON object")
         try:
-            return vit_params(_Reader(vision, f"{self.name} vision_config", defaults=False),
+            return vit_params(_Reader(vision, f"{self.name} vision_config", defaults=False,
+                                      decoder=False),
                               text_hidden)
         except InputError:  # a tower described in a layout not read here: left uncounted
             return 0
 
     def _tied(self) -> bool:
-        default = self.model_type in ("gemma2", "gemma3", "gemma3_text", "falcon")
+        default = self.model_type in ("gemma2", "gemma3", "gemma3_text", "falcon", "gpt2")
         return self.bool_("tie_word_embeddings", default)
 
     def _norms_per_layer(self) -> int:
@@ -572,7 +605,7 @@ class _Reader:
     def _dense_mlp(self, hidden: int) -> DenseMLP:
         if self.model_type in ("llama4", "llama4_text"):
             size = self.int_("intermediate_size_mlp")
-        elif self.model_type in ("gptj", "falcon"):
+        elif self.model_type in ("gptj", "falcon", "gpt2"):  # n_inner null: 4 × hidden
             size = self.int_("n_inner", "ffn_hidden_size", default=4 * hidden)
         else:
             size = self.int_("intermediate_size", "n_inner", "ffn_hidden_size")

@@ -9,13 +9,13 @@ from typing import Any
 from ridgeline.catalog import ModelEntry, model_entries
 from ridgeline.explain import Step, q, step
 from ridgeline.kvcache import KVFootprint, kv_footprint
-from ridgeline.layouts import NONE
+from ridgeline.layouts import NONE, WINDOW_MIXERS
 from ridgeline.model import ModelSpec
 from ridgeline.params import ParamCount, count_params
 from ridgeline.precision import kv_dtype, weight_bytes, weight_plan
 from ridgeline.quantization import ROUTED
 from ridgeline.render import table
-from ridgeline.units import GB, fmt_binary_bytes, fmt_count
+from ridgeline.units import GB, fmt_binary_bytes, fmt_count, plural
 
 COMMON_FORMATS = ("bf16", "fp8", "int8", "awq-int4", "nvfp4", "mxfp4", "q8_0", "q4_k_m")
 BYTES_PER_PARAM = (2.0, 1.0, 0.5)
@@ -30,6 +30,9 @@ class ModelReport:
     kv_bf16: KVFootprint
     kv_fp8: KVFootprint
     steps: tuple[Step, ...]
+    # the windowed layers' cache of one sequence once every window is full (bf16): the most
+    # they ever hold, however long the context (0: no windowed layers)
+    windowed_full_bf16: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         s, att, moe = self.spec, self.spec.attention, self.spec.moe
@@ -73,6 +76,7 @@ class ModelReport:
             "kv_bytes_per_token_bf16_naive": self.kv_bf16.bytes_per_token_naive,
             "kv_bytes_per_token_fp8": self.kv_fp8.bytes_per_token_growing,
             "kv_constant_bytes_per_sequence_bf16": self.kv_bf16.state_bytes,
+            "kv_windowed_bytes_per_sequence_max_bf16": self.windowed_full_bf16,
             "mtp_layers_not_counted": s.mtp_layers,
             "vision_params_not_counted": s.vision_params,
             "max_position_embeddings": s.max_position_embeddings,
@@ -143,6 +147,11 @@ class ModelReport:
             lines.append(f"                 naive all-layers figure: "
                          f"{fmt_binary_bytes(kv.bytes_per_token_naive)} bf16; windowed layers "
                          f"stop growing at their window")
+        if self.windowed_full_bf16:
+            windowed = [layer for layer in s.layers if layer.mixer in WINDOW_MIXERS]
+            lines.append(f"  windowed       at most {fmt_binary_bytes(self.windowed_full_bf16)} "
+                         f"bf16 per sequence, once its {len(windowed)} windowed "
+                         f"{plural(len(windowed), 'layer')} hold their windows")
         if kv.state_bytes:
             lines.append(f"  state per seq  {fmt_binary_bytes(kv.state_bytes)} constant "
                          "(linear-attention / SSM layers)")
@@ -172,6 +181,10 @@ def model_report(spec: ModelSpec) -> ModelReport:
         weight_gb[f"{bpp:g} B/param (all)"] = params.total * bpp / GB
     kv_bf16 = kv_footprint(spec, 1, kv_dtype("bf16").bytes_per_element)
     kv_fp8 = kv_footprint(spec, 1, kv_dtype("fp8").bytes_per_element)
+    longest = max((layer.window_tokens or 0 for layer in spec.layers
+                   if layer.mixer in WINDOW_MIXERS), default=0)
+    windowed = kv_footprint(spec, longest, kv_dtype("bf16").bytes_per_element).windowed_bytes \
+        if longest else 0.0
     categories = [q(c, n / 1e9, "B params", "config.json") for c, n in
                   params.by_category.items() if n]
     steps = [step("total parameters", "Σ over categories (embedding, attention, MLP, experts, …)",
@@ -203,7 +216,8 @@ def model_report(spec: ModelSpec) -> ModelReport:
                           q("kv_lora_rank", att.mla.kv_lora_rank, "", "config.json"),
                           q("qk_rope_head_dim", att.mla.qk_rope_head_dim, "", "config.json"),
                           q("layers", spec.count(mixer="full"))))
-    return ModelReport(spec, params, entry, weight_gb, kv_bf16, kv_fp8, tuple(steps))
+    return ModelReport(spec, params, entry, weight_gb, kv_bf16, kv_fp8, tuple(steps),
+                       windowed)
 
 
 @dataclass(frozen=True)
