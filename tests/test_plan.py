@@ -914,3 +914,19 @@ def test_plan_and_page_take_a_calibrated_profile(
     assert main(["page", "llama-3.1-8b", "--gpu", "h100", "--counts", "1", "-o",
                  str(plain)]) == 0
     assert page.read_text() != plain.read_text()
+
+
+def test_a_long_trace_is_checked_on_its_heaviest_stretch() -> None:
+    """8,000 requests, the last 2,000 arriving 30 times as fast: a check of 1,600 requests
+    takes them from the burst, not from the calm start, and numbers them by their place."""
+    calm = [(i * 0.5, 1000, 250) for i in range(6000)]
+    burst = [(3000 + i / 60, 1000, 250) for i in range(2000)]
+    load = Load(2.67, "trace", "trace", 0, tuple(calm + burst), "t.csv")
+    first = load.heaviest(1, 1600)
+    assert first >= 6000 - 1  # inside the burst (a calm request's gap may lead it)
+    work, _ = load.steady(1, 10.0)
+    assert work[0].id == first and work[0].arrival_s >= 2999
+    assert len(work) == 1600
+    # dealt round-robin to two replicas, a replica's share holds every other request
+    assert load.heaviest(2, 800) >= 3000 - 1
+    assert Load(2.67, "t", "t", 0, tuple(calm[:100]), "t.csv").heaviest(1, 1600) == 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ridgeline.errors import InputError
-from ridgeline.units import GIB, parse_bytes, parse_count, parse_count_list
+from ridgeline.units import GIB, ordinal, parse_bytes, parse_count, parse_count_list
 
 
 def test_lower_case_k_is_decimal_and_upper_case_is_binary_like_vllm() -> None:
@@ -65,3 +65,8 @@ def test_a_decimal_with_a_binary_suffix_is_refused_as_vllm_refuses_it() -> None:
     assert parse_count("25.6k") == 25_600 and parse_count("32K") == 32_768
     with pytest.raises(InputError, match="decimals are not allowed with binary suffixes"):
         parse_count("1.5G", "kv_cache_memory_bytes")
+
+
+def test_ordinals_read_as_spoken() -> None:
+    assert [ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 112, 1001)] == \
+        ["1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "112th", "1,001st"]

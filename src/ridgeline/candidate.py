@@ -37,6 +37,7 @@ class Candidate:
     max_num_batched_tokens: int | None = None  # None: the engine's default
     # simulated ones: the check that held — its requests and arrival window (seconds)
     sim_requests: int = 0
+    sim_first: int = 0  # of a trace, where in the replica's share the check began
     sim_window_s: tuple[float, float] | None = None
 
     @property

@@ -395,7 +395,7 @@ def _verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
     profile = profile or profile_for(engine)
     lifetime = c.ttft_floor_s + load.means()[1] * c.tpot_s
     checked: dict[tuple[int, int], bool] = {}
-    runs: dict[int, tuple[float, float, int, tuple[float, float]]] = {}  # the first draw's
+    runs: dict[int, tuple[float, float, int, int, tuple[float, float]]] = {}  # the first draw's
 
     def holds(replicas: int, draw: int = 0) -> bool:
         """Whether ``replicas`` replicas meet the SLO in the steady state, on the load's
@@ -410,7 +410,8 @@ def _verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
                 math.isnan(tpot) or tpot <= slo.tpot_s) \
                 and result.rec.keeps_up  # a queue that grows misses the SLO, given time
             if not draw:
-                runs[replicas] = (ttft, tpot, len(work), window)
+                runs[replicas] = (ttft, tpot, len(work), work[0].id if load.trace else 0,
+                                  window)
         return checked[replicas, draw]
 
     low, high = 0, c.replicas  # the most replicas known to miss, a count to try
@@ -432,9 +433,9 @@ def _verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
         high += 1
         if high * c.tp * c.pp > max_gpus:
             return None
-    ttft, tpot, count, window = runs[high]
+    ttft, tpot, count, first, window = runs[high]
     return replace(c, replicas=high, verified=True, sim_ttft_s=ttft, sim_tpot_s=tpot,
-                   analytic_replicas=c.replicas, sim_requests=count,
+                   analytic_replicas=c.replicas, sim_requests=count, sim_first=first,
                    sim_window_s=window if math.isfinite(window[0]) else None)
 
 

@@ -88,15 +88,35 @@ class Load:
                     self.seed)
 
     def share(self, replicas: int, first_token_only: bool = False,
-              count: int = SIM_REQUESTS) -> Iterator[Request]:
+              count: int = SIM_REQUESTS, first: int = 0) -> Iterator[Request]:
         """What one of ``replicas`` replicas receives: its share of the synthetic load, or
-        every replicas-th request of the trace (round-robin), ``count`` of them."""
+        every replicas-th request of the trace (round-robin), ``count`` of them from the
+        ``first`` of that share on (each request numbered by its place in the share)."""
         if not self.trace:
             return iter(Workload(count, self.input_len,
                                  "1" if first_token_only else self.output_len,
                                  self.rate_req_s / replicas, seed=self.seed))
-        rows = self.trace[:count * replicas:replicas]
-        return (Request(i, t, p, 1 if first_token_only else o) for i, (t, p, o) in enumerate(rows))
+        rows = self.trace[::replicas][first:first + count]
+        return (Request(i, t, p, 1 if first_token_only else o)
+                for i, (t, p, o) in enumerate(rows, start=first))
+
+    def heaviest(self, replicas: int, count: int) -> int:
+        """Where in one replica's share of a trace its heaviest ``count`` consecutive requests
+        start: the most prompt and output tokens per second of their arrivals. A check of
+        the first ``count`` alone passed a trace whose burst came later (plan audit,
+        2026-12-01: p90 TTFT 40 ms checked, 32 s over the whole file)."""
+        rows = self.trace[::replicas]
+        if len(rows) <= count:
+            return 0
+        tokens = [0]
+        for _, p, o in rows:
+            tokens.append(tokens[-1] + p + o)
+
+        def weight(i: int) -> float:
+            span = rows[i + count - 1][0] - rows[i][0]
+            held = tokens[i + count] - tokens[i]
+            return held / span if span > 0 else math.inf
+        return max(range(len(rows) - count + 1), key=weight)
 
     def steady(self, replicas: int, lifetime_s: float, first_token_only: bool = False
                ) -> tuple[list[Request], tuple[float, float]]:
@@ -106,9 +126,11 @@ class Load:
         rate = self.rate_req_s / replicas
         life = max(lifetime_s, 1e-3)
         count = int(min(MAX_SIM_REQUESTS, max(SIM_REQUESTS, math.ceil(rate * STEADY_SPANS * life))))
-        if self.trace:
+        first = 0
+        if self.trace:  # of a long trace, its heaviest stretch
             count = min(count, -(-len(self.trace) // replicas))
-        work = list(self.share(replicas, first_token_only, count))
+            first = self.heaviest(replicas, count)
+        work = list(self.share(replicas, first_token_only, count, first))
         start, span = work[0].arrival_s, work[-1].arrival_s - work[0].arrival_s
         warm, tail = min(WARMUP_SPANS * life, 0.3 * span), min(life, 0.2 * span)
         window = _inward(start + warm, start + span - tail)  # short figures for a command

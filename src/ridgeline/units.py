@@ -132,6 +132,13 @@ def plural(n: float, word: str) -> str:
     return word if n == 1 else f"{word}s"
 
 
+def ordinal(n: int) -> str:
+    """1st, 2nd, 3rd, 4th, 11th, 12th, 13th, 21st, 112th."""
+    if n % 100 in (11, 12, 13):
+        return f"{n:,}th"
+    return f"{n:,}" + {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+
+
 def indefinite(n: int) -> str:
     """'a' or 'an' before ``n`` as it is read aloud with thousands separators: an 8,000-token
     prompt, an 11-layer model, a 1,024-token window."""

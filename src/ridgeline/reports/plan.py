@@ -17,7 +17,7 @@ from ridgeline.plan import PlanResult
 from ridgeline.render import table
 from ridgeline.serving_load import Load, Slo
 from ridgeline.sglang_memory import sglang_memory_defaults
-from ridgeline.units import plural
+from ridgeline.units import ordinal, plural
 from ridgeline.vllm_memory import vllm_accounting
 
 
@@ -293,9 +293,14 @@ class PlanReport:
         if check:
             lines[-1:-1] = ["check it with (one replica's share of the load):", f"  {check}"]
         elif win.verified and r.load.trace and win.sim_window_s is not None:
-            lines[-1:-1] = [f"(its check replayed every {win.replicas}th request of the trace, "
-                            f"the first {win.sim_requests:,}: simulate --trace replays a whole "
-                            "file)"]
+            share = -(-len(r.load.trace) // win.replicas)
+            dealt = "the trace's requests" if win.replicas == 1 else \
+                f"every {ordinal(win.replicas)} request of the trace (one replica's share)"
+            held = f"all {share:,}" if win.sim_requests >= share else (
+                f"its heaviest {win.sim_requests:,} in a row, from the "
+                f"{ordinal(win.sim_first + 1)} of {share:,} on")
+            lines[-1:-1] = [f"(its check replayed {dealt}, {held}: simulate --trace replays "
+                            "a whole file)"]
         rows = [[c.label_for(r.engine), str(c.gpus), f"${c.cost_per_hour:,.2f}",
                  _usd(c.cost_per_million_tokens(self._tok_s())),
                  "simulated" if c.verified else "analytic"] for c in self.runners_up()]
