@@ -930,3 +930,16 @@ def test_a_long_trace_is_checked_on_its_heaviest_stretch() -> None:
     # dealt round-robin to two replicas, a replica's share holds every other request
     assert load.heaviest(2, 800) >= 3000 - 1
     assert Load(2.67, "t", "t", 0, tuple(calm[:100]), "t.csv").heaviest(1, 1600) == 0
+
+
+def test_the_closest_miss_looks_at_the_layouts_the_search_tried(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama-3.1-405B on L40S: the search holds it on 16 (TP16, or TP8 × PP2), so a TPOT it
+    cannot reach is the miss, not "does not fit" (closest looked only as far as TP8)."""
+    assert main(["plan", "llama-3.1-405b", "--rate", "1", "--slo-ttft-ms", "1000",
+                 "--slo-tpot-ms", "40", "--gpus", "l40s"]) == 0
+    out = capsys.readouterr().out
+    assert "closest: 16 x l40s" in out and "TPOT ≥" in out and "does not fit" not in out
+    assert main(["plan", "llama-3.1-405b", "--rate", "1", "--slo-ttft-ms", "1000",
+                 "--slo-tpot-ms", "40", "--gpus", "l40s", "--max-gpus", "4"]) == 0
+    assert "no group of up to 4 GPUs (l40s) holds llama-3.1-405b" in capsys.readouterr().out

@@ -106,3 +106,23 @@ def test_tokens_per_block_is_a_power_of_two_above_one(capsys: pytest.CaptureFixt
         code, _, err = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--engine",
                                "trtllm", "--max-model-len", "8192", "--tokens-per-block", bad)
         assert code == 2 and "power of two" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("model", ["mistral-7b", "gemma-2-9b"])
+def test_window_layers_are_counted_growing_alike_in_fit_and_simulate(model: str) -> None:
+    """TensorRT-LLM counts its blocks as if every layer were full attention. Mistral-7B, all
+    window layers, held no block at all (its full layers' cost per token is 0), and Gemma-2's
+    simulated pool left its window layers out: 42 running where fit found 27."""
+    from ridgeline.capacity import conversations
+    from ridgeline.kvcache import kv_footprint
+    from ridgeline.sim.config import sim_config
+
+    dep = Deployment.build(resolve_model(model), resolve_accelerator("h100"), None, None, 1,
+                           engine="trtllm")
+    settings = EngineSettings(max_model_len=8192)
+    pool = kv_pool(dep, settings)
+    every_layer = kv_footprint(dep.model, 1, dep.kv.bytes_per_element).bytes_per_token_naive
+    assert pool.kv_bytes_per_token == every_layer > 0
+    assert pool.tokens > 0 and conversations(pool, dep, 8192) == pool.tokens // 8192
+    config = sim_config(dep, settings)
+    assert config.num_blocks * config.block_size == pool.tokens

@@ -9,6 +9,8 @@ context then costs a pool sized in tokens.
 - llama.cpp keeps a window cache (window × slots + n_ubatch cells, at most -c) for the architectures it
   gives a window type; a GGUF of any other architecture (Mistral-7B-v0.1 loads as "llama")
   caches every token in every layer.
+- TensorRT-LLM sizes its pool as if every layer were full attention, each window size then
+  given a fixed share of it: counted here as every layer growing.
 The lists are data, with their sources, in ``engines.json``.
 """
 
@@ -41,7 +43,10 @@ def honours_windows(dep: Deployment, engine_version: str | None = None) -> bool:
         return arch in hybrid["architectures"]
     if dep.engine.startswith("llama.cpp"):
         return dep.model.model_type in engines["llama.cpp"]["swa_model_types"]
-    return True
+    # TensorRT-LLM counts its blocks "as assuming all layers as full attention"
+    # (kvCacheManager.cpp, beside BlockManager::calculateWindowSizeToShare, which then splits
+    # them among the window sizes' pools at start-up, statically: docs features/kvcache.md)
+    return dep.engine != "trtllm"
 
 
 def sglang_swa_ratio() -> float:

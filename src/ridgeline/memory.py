@@ -464,7 +464,8 @@ def _stage_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
     return KVPool(engine, total_bytes, 1.0, weight_bytes, peak, non_torch, 0.0, free_rest,
                   kv_bytes_per_token,
                   s.block_size or int(d["tokens_per_block"]), seqs, tokens, forward_bytes=forward,
-                  stage=stage, seat_buffer_bytes=buffers, token_cap=s.max_total_tokens or 0)
+                  stage=stage, seat_buffer_bytes=buffers, token_cap=s.max_total_tokens or 0,
+                  windows_apart=has_windows(dep))  # windows counted whole (engine_windows.py)
 
 
 def sglang_state_pool(dep: Deployment, pool: KVPool, version: str | None) -> KVPool:

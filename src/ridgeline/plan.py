@@ -43,6 +43,7 @@ from ridgeline.sim.config import sim_config
 from ridgeline.sim.lanes import pipeline_lane, run_lanes
 from ridgeline.sim.simulator import Simulator
 from ridgeline.stages import micro_batch
+from ridgeline.units import plural
 
 RAY_CHUNK = 8  # candidates per Ray task: each takes milliseconds, a task's overhead about as much
 DEFAULT_GPUS = ("h100-sxm", "h200-sxm", "b200", "mi300x", "l40s")
@@ -235,15 +236,25 @@ def search_space(model: ModelSpec, gpus: Sequence[str], max_gpus: int
             for kv in ("bf16", "fp8"):
                 if kv == "fp8" and not acc.has("fp8"):
                     continue
-                for tp in (1, 2, 4, 8, 16):
-                    for pp in (1, 2):
-                        if tp * pp > min(max_gpus, 2 * node) or (pp > 1 and tp < min(8, node)):
-                            continue
-                        if tp > node and pp > 1:
-                            continue  # cross-node TP is allowed (and priced), not with PP too
-                        for knobs in ENGINE_KNOBS:
-                            for ep in (False, True) if model.moe and tp > 1 else (False,):
-                                yield acc.id, tp, pp, weights, kv, knobs, ep
+                for tp, pp in layouts(node, max_gpus):
+                    for knobs in ENGINE_KNOBS:
+                        for ep in (False, True) if model.moe and tp > 1 else (False,):
+                            yield acc.id, tp, pp, weights, kv, knobs, ep
+
+
+def layouts(node: int, max_gpus: int) -> list[tuple[int, int]]:
+    """The (tensor, pipeline) parallel sizes the search tries on a card with ``node`` GPUs
+    a node, fewest GPUs first: TP up to 16, and a pipeline of two stages of full-node TP
+    groups; cross-node TP is allowed (and priced), not with a pipeline too."""
+    out = []
+    for tp in (1, 2, 4, 8, 16):
+        for pp in (1, 2):
+            if tp * pp > min(max_gpus, 2 * node) or (pp > 1 and tp < min(8, node)):
+                continue
+            if tp > node and pp > 1:
+                continue
+            out.append((tp, pp))
+    return sorted(out, key=lambda layout: layout[0] * layout[1])
 
 
 def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_GPUS,
@@ -392,6 +403,8 @@ def _verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
     if refuses_to_start(kv_pool(dep, settings), dep, settings.max_model_len or 0):
         return None  # the launch command's --max-model-len would not start
     config = pipeline_lane(sim_config(dep, settings), c.pp)
+    if config.num_blocks < 1:  # a lane whose pool holds no block cannot run a request
+        return None
     profile = profile or profile_for(engine)
     lifetime = c.ttft_floor_s + load.means()[1] * c.tpot_s
     checked: dict[tuple[int, int], bool] = {}
@@ -473,9 +486,9 @@ def _pareto(model: ModelSpec, feasible: list[Candidate], load: Load,
     return frontier
 
 
-def _holding(model: ModelSpec, acc: Accelerator, tp: int, context: int,
+def _holding(model: ModelSpec, acc: Accelerator, tp: int, pp: int, context: int,
              engine: str) -> tuple[bool, Deployment | None]:
-    """(whether any TP``tp`` group of ``acc`` builds, the first the search could launch
+    """(whether any TP``tp`` × PP``pp`` group of ``acc`` builds, the first the search could launch
     whose pool holds one request of ``context`` tokens or None): the fastest weights first,
     then the search's other formats, fp8 KV where the card has it, each with the search's
     engine knobs (vLLM's default 1,024 seats can leave no pool where 64 leave one)."""
@@ -484,7 +497,7 @@ def _holding(model: ModelSpec, acc: Accelerator, tp: int, context: int,
     for weights in [fastest, *(w for w in weight_choices(model) if w != fastest)]:
         for kv in ("fp8", "bf16") if acc.has("fp8") else ("bf16",):
             try:
-                dep = replica_deployment(model, acc, tp, 1, weights, kv, engine=engine)
+                dep = replica_deployment(model, acc, tp, pp, weights, kv, engine=engine)
             except InputError:
                 continue
             built = True
@@ -505,19 +518,25 @@ def _closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],
     profile = profile or profile_for(engine)
     for gpu in gpus:
         acc = resolve_accelerator(gpu)
-        for tp in (n for n in (8, 4, 2, 1) if n <= max_gpus):  # the most the limit allows
-            built, dep = _holding(model, acc, tp, context, engine)
+        # the search's layouts, the most GPUs the limit allows first
+        short_at = 0  # the GPUs of a group that built and held no request
+        for tp, pp in reversed(layouts(node_size(acc), max_gpus)):
+            if tp * pp < short_at:
+                break  # the widest groups do not hold the model: no narrower one will
+            built, dep = _holding(model, acc, tp, pp, context, engine)
             if not built:
                 continue  # no such split (heads that do not divide by tp)
             if dep is None:
-                break  # the widest group does not hold the model: no narrower one will
+                short_at = tp * pp
+                continue
             ttft = step_time_s(dep, [Seq(max(1, round(mean_in)), 0)], profile)
             tpot = step_time_s(dep, decode_batch(1, mean_decode_context(mean_in, mean_out)), profile)
             miss = max(ttft / slo.ttft_s, tpot / slo.tpot_s)
-            text = (f"{tp} x {acc.id}: TTFT ≥ {ttft * 1e3:,.0f} ms, TPOT ≥ {tpot * 1e3:,.1f} ms "
+            group = f"{tp * pp} x {acc.id}" + (f" (TP{tp} × PP{pp})" if pp > 1 else "")
+            text = (f"{group}: TTFT ≥ {ttft * 1e3:,.0f} ms, TPOT ≥ {tpot * 1e3:,.1f} ms "
                     "even unloaded")
             if miss <= 1:
-                text = (f"{tp} x {acc.id} meets the SLO unloaded (TTFT {ttft * 1e3:,.0f} ms, "
+                text = (f"{group} meets the SLO unloaded (TTFT {ttft * 1e3:,.0f} ms, "
                         f"TPOT {tpot * 1e3:,.1f} ms), but no batch sustaining "
                         f"{load.rate_req_s:g} req/s within {max_gpus} GPU{'s' if max_gpus > 1 else ''} "
                         "keeps the p"
@@ -526,6 +545,8 @@ def _closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],
                 best = (miss, text)
             break
     if best is None:
-        return (f"does not fit: no group of up to {min(8, max_gpus)} GPUs "
+        widest = max((tp * pp for gpu in gpus for tp, pp in
+                      layouts(node_size(resolve_accelerator(gpu)), max_gpus)), default=1)
+        return (f"does not fit: no group of up to {widest} {plural(widest, 'GPU')} "
                 f"({', '.join(gpus)}) holds {model.name} with room for one request")
     return best[1]

@@ -118,6 +118,9 @@ def llamacpp_pool_step(dep: Deployment, p: KVPool, s: EngineSettings) -> Step:
 
 def window_rule(dep: Deployment, s: EngineSettings) -> str:
     """How this engine keeps the model's window layers (``engine_windows.py``)."""
+    if dep.engine == "trtllm":
+        return ("TensorRT-LLM counts its blocks as if every layer were full attention, then "
+                "splits them among the window sizes' pools: every layer counted growing")
     if not honours_windows(dep, s.engine_version):
         return f"{dep.engine} keeps no window for {dep.model.architecture}: every layer grows"
     if dep.engine == "sglang":
