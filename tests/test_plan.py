@@ -752,7 +752,7 @@ def test_sglangs_analytic_sizing_counts_its_prompt_steps_whole(gpu: str, tp: int
         dep = replica_deployment(moe, resolve_accelerator(gpu), tp, 1, "fp8", "fp8", engine=engine)
         sized = size_replica(dep, profile_for(engine), load, slo, None)
         assert sized is not None
-        batch, mean_tpot, floor, rate = sized
+        batch, mean_tpot, floor, rate = sized[:4]
         counts[engine] = replicas = math.ceil(load.rate_req_s / rate * 1.0001)
         if engine == "sglang":
             c = Candidate(gpu, tp, 1, "fp8", "fp8", None, batch, mean_tpot, floor, rate,
@@ -943,3 +943,21 @@ def test_the_closest_miss_looks_at_the_layouts_the_search_tried(
     assert main(["plan", "llama-3.1-405b", "--rate", "1", "--slo-ttft-ms", "1000",
                  "--slo-tpot-ms", "40", "--gpus", "l40s", "--max-gpus", "4"]) == 0
     assert "no group of up to 4 GPUs (l40s) holds llama-3.1-405b" in capsys.readouterr().out
+
+
+def test_the_rate_a_replica_is_sized_at_says_which_limit_binds(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """32k-token prompts on one H100: the batch's TPOT allows more than the prompts' queue
+    within the TTFT SLO; --explain lists the three limits, and the rate is their least (it
+    showed batch ÷ (output × TPOT) alone, a sum whose inputs did not give its result)."""
+    assert main(["plan", "llama-3.1-8b", "--rate", "2", "--input-len", "32000",
+                 "--output-len", "50", "--slo-ttft-ms", "5000", "--slo-tpot-ms", "100",
+                 "--gpus", "h100", "--json", "--explain"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    rate = next(s for s in data["explain"] if s["label"] == "one replica's rate")
+    shown = {i["name"]: i["value"] for i in rate["inputs"]}
+    tpot_rate = shown["batch"] / (shown["output tokens (mean)"] * shown["TPOT"] / 1e3)
+    assert shown["batch ÷ (output × TPOT)"] == pytest.approx(tpot_rate, rel=1e-3)
+    limits = [shown["batch ÷ (output × TPOT)"], shown["the step's token budget"],
+              shown["the prompts' queue"]]
+    assert rate["result"]["value"] == pytest.approx(min(limits)) and min(limits) < tpot_rate

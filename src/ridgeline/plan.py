@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from statistics import NormalDist
-from typing import Any
+from typing import Any, NamedTuple
 
 from ridgeline.candidate import Candidate, fastest_weights, replica_deployment, weight_choices
 from ridgeline.capacity import max_batch, refuses_to_start
@@ -54,10 +54,21 @@ CONFIRM_DRAW = 1  # the seed offset of the second draw a check's count must also
 ENGINE_KNOBS: tuple[tuple[int | None, int | None], ...] = ((None, None), (64, None), (None, 2048))
 
 
+class ReplicaSizing(NamedTuple):
+    batch: int
+    tpot_s: float  # mean, at that batch
+    ttft_floor_s: float
+    rate_req_s: float  # the least of the three limits
+    # req/s within the TPOT SLO at that batch, through the step's token budget, and with the
+    # prompts' queue keeping the TTFT SLO (inf: no TPOT to keep)
+    limits: tuple[float, float, float]
+
+
 def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
                  max_num_seqs: int | None, max_num_batched_tokens: int | None = None,
-                 engine_version: str | None = None) -> tuple[int, float, float, float] | None:
-    """(batch, mean TPOT, TTFT floor, sustainable rate) of one replica, or None if it cannot.
+                 engine_version: str | None = None) -> ReplicaSizing | None:
+    """(batch, mean TPOT, TTFT floor, sustainable rate, its three limits) of one replica, or
+    None if it cannot.
 
     The batch is the largest whose TPOT at the SLO's percentile meets the SLO: each request's
     decode steps cost the decode of the batch (at the batch's own percentile: arrivals are
@@ -94,7 +105,8 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
     most_rate = lanes * prompts * min(budget, isl) / packed / (isl + osl)
     ctx = mean_decode_context(isl, osl)
     if mean_out < 2:  # one output token each: no TPOT to keep, the prompts are the load
-        return lanes, step_time_s(dep, decode_batch(1, ctx), profile), ttft_floor, most_rate
+        return ReplicaSizing(lanes, step_time_s(dep, decode_batch(1, ctx), profile), ttft_floor,
+                             most_rate, (math.inf, most_rate, math.inf))
     # B decodes and the B·in/out prompt tokens that keep B requests flowing share the budget:
     # B·(1 + in/out) ≤ budget, one request at least
     cap = min(cap, max(1, budget * osl // (isl + osl)))
@@ -138,10 +150,10 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
         else:
             hi = mid - 1
     mean = tpot(lo, at_percentile=False)
-    return lanes * lo, mean, ttft_floor, min(lanes * lo / (osl * mean), most_rate,
-                                             lanes * prompt_queue_load(
-                                                 ttft_floor, slo.ttft_s - ttft_floor,
-                                                 1 - slo.percentile / 100, cv2) / ttft_floor)
+    limits = (lanes * lo / (osl * mean), most_rate,
+              lanes * prompt_queue_load(ttft_floor, slo.ttft_s - ttft_floor,
+                                        1 - slo.percentile / 100, cv2) / ttft_floor)
+    return ReplicaSizing(lanes * lo, mean, ttft_floor, min(limits), limits)
 
 
 def prompt_queue_load(service_s: float, headroom_s: float, tail: float, cv2: float) -> float:
@@ -189,7 +201,7 @@ def _evaluate(args: tuple[ModelSpec, str, int, int, str, str, tuple[int | None, 
     sized = size_replica(dep, profile, load, slo, seqs, budget, version)
     if sized is None:
         return None
-    batch, tpot, ttft, rate = sized
+    batch, tpot, ttft, rate, limits = sized
     replicas = max(1, math.ceil(load.rate_req_s / rate * 1.0001))
     if replicas * tp * pp > max_gpus:
         return None
@@ -200,7 +212,7 @@ def _evaluate(args: tuple[ModelSpec, str, int, int, str, str, tuple[int | None, 
            f"{group} accelerators ({profile.source})")
     return Candidate(acc.id, tp, pp, weights, kv, seqs, batch, tpot, ttft, rate, replicas, price,
                      calibrated, why, (profile.band_low, profile.band_high),
-                     expert_parallel=ep, max_num_batched_tokens=budget)
+                     expert_parallel=ep, max_num_batched_tokens=budget, rate_limits=limits)
 
 
 @dataclass(frozen=True)

@@ -97,6 +97,18 @@ NOT_SIMULATED = ("every cheaper candidate the simulation budget reached missed t
                  "and the SLO may be out of reach")
 
 
+def _binding(c: Candidate) -> str:
+    """What caps a replica's analytic rate where it is not its batch over the TPOT: the
+    step's token budget or the prompts' queue (a batch of 3 at 34 ms a token serves 1.76
+    req/s of 50-token outputs; the queue of 32k-token prompts allows 1.22)."""
+    if len(c.rate_limits) != 3 or c.replica_rate_req_s >= c.rate_limits[0]:
+        return ""
+    name = "the step's token budget" if c.rate_limits[1] <= c.rate_limits[2] \
+        else "the prompts' queue within the TTFT SLO"
+    return (f"; capped by {name}, under the {c.rate_limits[0]:,.2f} req/s its batch's TPOT "
+            "allows")
+
+
 def _pct(percentile: float) -> str:
     """p90, p99.9: the percentile as asked, not rounded to p100."""
     return f"p{percentile:.10g}"
@@ -142,11 +154,20 @@ class PlanReport:
         if win is None:
             return ()
         mean_out, tok_s = result.mean_output_tokens, self._tok_s()
+        limits = win.rate_limits or (win.replica_rate_req_s, math.inf, math.inf)
+        capped = [q(name, value, "req/s", why) for name, value, why in (
+            ("the step's token budget", limits[1], "prompt and output tokens a step takes"),
+            ("the prompts' queue", limits[2], "prefilling within the TTFT SLO at its "
+             "percentile")) if math.isfinite(value)]
         return (
-            step("one replica's rate", "batch ÷ (output tokens × TPOT at that batch)",
+            step("one replica's rate", "min(batch ÷ (output tokens × TPOT at that batch), the "
+                 "step's token budget, the prompts' queue)" if capped else
+                 "batch ÷ (output tokens × TPOT at that batch)",
                  q("rate", win.replica_rate_req_s, "req/s"), q("batch", win.batch),
                  q("output tokens (mean)", mean_out),
-                 q("TPOT", win.tpot_s * 1e3, "ms", "step_cost, mixed decode + prefill step")),
+                 q("TPOT", win.tpot_s * 1e3, "ms", "step_cost, mixed decode + prefill step"),
+                 *([q("batch ÷ (output × TPOT)", limits[0], "req/s")] if capped else []),
+                 *capped),
             step("replicas, analytic", "ceil(rate ÷ one replica's rate)",
                  q("replicas", win.analytic_replicas if win.verified else win.replicas),
                  q("rate", result.load.rate_req_s, "req/s"),
@@ -267,7 +288,7 @@ class PlanReport:
         lines.append(f"  analytic capacity of a replica: {win.replica_rate_req_s:,.2f} req/s at "
                      f"batch {win.batch}, mean TPOT "
                      f"{_tpot_ms(win.tpot_s if r.mean_output_tokens >= 2 else None)} (expected; "
-                     f"band ×{win.band[0]:.2f}–×{win.band[1]:.2f})"
+                     f"band ×{win.band[0]:.2f}–×{win.band[1]:.2f})" + _binding(win)
                      + ("; the search sized with it, the simulation decides" if win.verified
                         else ""))
         lines += [f"  caution: {c}" for c in r.cautions]
