@@ -65,6 +65,9 @@ def test_a_smaller_swa_ratio_holds_more_long_conversations_on_sglang() -> None:
         kv_pool(_dep("gpt-oss-120b", "vllm", gpus=2), EngineSettings(swa_full_tokens_ratio=0.2))
     with pytest.raises(InputError, match=r"\(0, 1\]"):
         EngineSettings(swa_full_tokens_ratio=1.5)
+    # Gemma-3 gets no hybrid pool on SGLang: the ratio would be dropped, so it is refused
+    with pytest.raises(InputError, match="hybrid-SWA pool, which Gemma3ForConditionalGeneration"):
+        kv_pool(_dep("gemma-3-27b", "sglang"), EngineSettings(swa_full_tokens_ratio=0.2))
 
 
 def test_sglang_turns_gpt_oss_window_pool_off_on_data_center_blackwell() -> None:

@@ -100,9 +100,15 @@ def test_the_simulator_reuses_prompts_as_the_engine_does() -> None:
 
 def test_prefix_caching_flags_are_one_line_errors_where_they_do_not_apply(
         capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len",
-                           "8192", "--engine", "trtllm", "--enable-prefix-caching")
+    code, _, err = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "rtx-4090", "--max-model-len",
+                           "8192", "--engine", "llama.cpp", "--enable-prefix-caching")
     assert code == 2 and "--enable-prefix-caching is vLLM's and SGLang's" in err
+    # TensorRT-LLM has it, as kv_cache_config.enable_block_reuse, and its simulation reuses
+    # prompts unless told not to
+    trt = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"),
+                           engine="trtllm")
+    assert sim_config(trt).prefix_caching
+    assert not sim_config(trt, EngineSettings(prefix_caching=False)).prefix_caching
     code, _, err = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len",
                            "8192", "--enable-prefix-caching", "--no-prefix-caching")
     assert code == 2 and len(err.strip().splitlines()) == 1

@@ -53,7 +53,8 @@ def _prefix_caching(g: Any, help_text: str) -> None:
     switch.add_argument("--enable-prefix-caching", dest="prefix_caching", action="store_const",
                         const=True, help=help_text + " (default: the engine's)")
     switch.add_argument("--no-prefix-caching", dest="prefix_caching", action="store_const",
-                        const=False, help="the engine without prefix caching")
+                        const=False, help="the engine without prefix caching (TensorRT-LLM: "
+                        "kv_cache_config.enable_block_reuse false)")
 
 
 def cmd_fit(args: argparse.Namespace) -> Any:

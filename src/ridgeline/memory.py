@@ -375,6 +375,11 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
         raise InputError(f"--language-model-only is vLLM's; {engine} has no such setting")
     if s.swa_full_tokens_ratio is not None and engine != "sglang":
         raise InputError(f"--swa-full-tokens-ratio is SGLang's; {engine} has no such setting")
+    if s.swa_full_tokens_ratio is not None and not (
+            has_windows(dep) and honours_windows(dep, s.engine_version)):
+        raise InputError(f"--swa-full-tokens-ratio sizes SGLang's hybrid-SWA pool, which "
+                         f"{dep.model.architecture} on {dep.accelerator.id} does not get: "
+                         "SGLang caches every layer's tokens in one pool for it")
     if not s.async_scheduling and engine != "vllm":
         raise InputError(f"--no-async-scheduling is vLLM's; {engine} has no such setting")
     if engine == "vllm" and dep.pipeline_parallel_size > 1 and s.engine_version \
@@ -392,9 +397,10 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
                             else ""))
     if s.backend is not None and engine != "trtllm":
         raise InputError(f"--backend is TensorRT-LLM's; {engine} has no such setting")
-    if s.prefix_caching is not None and engine != "vllm" and engine != "sglang":
+    if s.prefix_caching is not None and engine not in ("vllm", "sglang", "trtllm"):
         flag = "--enable-prefix-caching" if s.prefix_caching else "--no-prefix-caching"
-        raise InputError(f"{flag} is vLLM's and SGLang's; {engine} has no such setting")
+        raise InputError(f"{flag} is vLLM's and SGLang's (TensorRT-LLM's "
+                         f"kv_cache_config.enable_block_reuse); {engine} has no such setting")
     on_gpus = gpu_weight_bytes(dep)  # all of them, but for llama.cpp's -ngl
     # llama.cpp's vision projector (mmproj) is a file apart
     vision = 0.0 if engine.startswith("llama.cpp") or s.language_model_only \
