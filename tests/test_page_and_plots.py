@@ -86,6 +86,14 @@ def test_every_answer_can_be_drawn(tmp_path: Path, suffix: str) -> None:
 def test_a_plot_to_an_unknown_format_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["decode", "llama-3.1-8b", "--gpu", "h100", "--plot", "x.gif"]) == 2
     assert ".png, .svg or .html" in capsys.readouterr().err
+    # refused before the run: no report printed for a run that then fails
+    assert main(["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "2",
+                 "--num-requests", "20", "--json", "--plot", "out.txt"]) == 2
+    assert capsys.readouterr().out == ""
+    assert main(["decode", "llama-3.1-8b", "--gpu", "h100", "--plot",
+                 "/no/such/folder/x.html"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "no folder /no/such/folder" in captured.err
 
 
 def test_html_charts_align_series_on_one_x_axis(tmp_path: Path) -> None:

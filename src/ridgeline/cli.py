@@ -725,6 +725,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "engine", None) is not None:
             args.engine_asked = args.engine  # a comparison picks each card's llama.cpp build
             args.engine = llamacpp_builds_for(args, args.engine)
+        if getattr(args, "plot", None):
+            from ridgeline.plots import check_target
+
+            check_target(args.plot)
         report = args.handler(args)
         print(render(report, as_json=args.json, explain=args.explain))
         if getattr(args, "plot", None):  # after the report: a chart that cannot be drawn

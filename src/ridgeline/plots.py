@@ -36,6 +36,17 @@ class Chart:
     notes: tuple[str, ...] = field(default=())
 
 
+def check_target(path: str) -> None:
+    """Refuse, before any work, a --plot file that could not be written: a format not
+    drawn, or a folder that does not exist (found after a minutes-long run, it left the
+    report printed and the run failed)."""
+    if Path(path).suffix.lower() not in (".png", ".svg", ".html"):
+        raise InputError(f"--plot takes a .png, .svg or .html file, got {path!r}")
+    folder = Path(path).resolve().parent
+    if not folder.is_dir():
+        raise InputError(f"--plot {path}: no folder {folder}")
+
+
 def save(chart: Chart, path: str) -> str:
     """Write ``chart`` by the file's extension: .png, .svg or .html."""
     suffix = Path(path).suffix.lower()
