@@ -961,3 +961,19 @@ def test_the_rate_a_replica_is_sized_at_says_which_limit_binds(
     limits = [shown["batch ÷ (output × TPOT)"], shown["the step's token budget"],
               shown["the prompts' queue"]]
     assert rate["result"]["value"] == pytest.approx(min(limits)) and min(limits) < tpot_rate
+
+
+def test_a_local_config_launches_from_its_folder_and_a_v0_version_is_cautioned(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`vllm serve cfg.json` cannot start: an engine loads a folder (config and weights) or
+    a Hub id. And a V0 release's plan says its scheduling is not what was simulated."""
+    from ridgeline.catalog import model_entry
+    from ridgeline.datafiles import load_data
+
+    config = load_data(f"models/{model_entry('qwen3-8b').file}")
+    (tmp_path / "config.json").write_text(json.dumps(config), "utf-8")
+    assert main(["plan", str(tmp_path / "config.json"), "--rate", "2", "--slo-ttft-ms", "1000",
+                 "--slo-tpot-ms", "50", "--gpus", "h100", "--engine-version", "0.6.3"]) == 0
+    out = capsys.readouterr().out
+    assert f"vllm serve {tmp_path} --tensor-parallel-size" in out
+    assert "vLLM 0.6.3 schedules with its V0 engine" in out

@@ -331,6 +331,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     from ridgeline.reports.expectation import context_caution
     from ridgeline.reports.simulate import overload_rates, warmup_caution
     from ridgeline.serving_load import tail_caution
+    from ridgeline.sim.config import v0_scheduling_caution
 
     span: float | None
     if args.concurrency or args.window:  # a closed loop holds its batch from the start; a
@@ -350,14 +351,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                 "--output-len uniform:a,b reproduce") \
         if args.concurrency and not args.trace and fixed_length(args.input_len) \
         and fixed_length(args.output_len) and count > args.concurrency else ""
-    v0 = ""
-    if engine == "vllm" and args.engine_version:
-        from ridgeline.vllm_memory import vllm_accounting
-
-        if vllm_accounting(args.engine_version).engine == "V0":
-            v0 = (f"vLLM {args.engine_version} schedules with its V0 engine (prompts before "
-                  "decodes; V1 became the default in 0.8.0): the pool is sized by its rules, "
-                  "the steps are scheduled by V1's (one token budget, decodes first)")
+    v0 = v0_scheduling_caution(engine, args.engine_version)
     cautions = tuple(c for c in (context_caution(dep, config.max_model_len), split_pool, lockstep,
                                  v0,
                                  eager_caution(dep) if args.enforce_eager else "",
@@ -477,6 +471,10 @@ def cmd_plan(args: argparse.Namespace) -> Any:
     from ridgeline.catalog import model_entries
 
     hf = next((e.hf_id for e in model_entries() if e.id == model.name), args.model)
+    if hf.lower().endswith(".json"):  # an engine loads a folder (config and weights), or an id
+        from pathlib import Path
+
+        hf = str(Path(hf).parent)
     limit = served_positions(model, args.engine)  # plan takes vllm, sglang or trtllm
     return PlanReport(model, hf, result, load.max_model_len(limit), load.refused_share(limit),
                       args.model, bool(args.fetch), args.profile or "")

@@ -42,6 +42,9 @@ def handoff_s(dep: Deployment, prompt_tokens: int) -> float:
     return kv / (INTER_NODE_BYTES_PER_S * dep.tensor_parallel_size)
 
 
+NO_GAIN = 0.95  # a prefill pool grown whose TTFT fell by less than this share: not the fix
+
+
 def verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
                           max_gpus: int, engine_version: str | None = None,
                           engine: str = "vllm", profile: EngineProfile | None = None
@@ -59,6 +62,7 @@ def verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
     transfer_s = handoff_s(dep, max(1, round(mean_in)))
     x, y = c.prefill_replicas, c.replicas - c.prefill_replicas
     _, mean_out = load.means()
+    grown_from: float | None = None  # the prefill pool's TTFT before it last grew
     while (x + y) * c.tp <= max_gpus:  # each pool in its steady state (Load.steady)
         work, window = load.steady(x, c.ttft_floor_s, first_token_only=True)
         prefill = Simulator(dep, profile, config).run(iter(work), window_s=window)
@@ -76,6 +80,12 @@ def verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
         grow_y = not tpot_ok or (not ttft_ok and not joined <= first)
         if not (grow_x or grow_y):
             return None
+        if grow_x and prefill.rec.keeps_up and grown_from is not None \
+                and first > NO_GAIN * grown_from:
+            # more prefill replicas did not shorten its TTFT: the long prompts' own prefill is
+            # the miss, which no replica count fixes (it grew to 33P5D, $229/h, listed first)
+            return None
+        grown_from = first if grow_x else grown_from
         x += max(1, x // 4) if grow_x else 0
         y += max(1, y // 4) if grow_y else 0
     return None

@@ -39,7 +39,7 @@ from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.model import ModelSpec, served_positions
 from ridgeline.parallel import node_size
 from ridgeline.serving_load import Load, Slo
-from ridgeline.sim.config import sim_config
+from ridgeline.sim.config import sim_config, v0_scheduling_caution
 from ridgeline.sim.lanes import pipeline_lane, run_lanes
 from ridgeline.sim.simulator import Simulator
 from ridgeline.stages import micro_batch
@@ -328,7 +328,8 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
     note = load.transient(win.ttft_floor_s + mean_out * win.tpot_s) if win else ""
     cautions = tuple(c for c in (note, load.thin(slo.percentile, win.sim_requests if win and
                                                   win.sim_requests else None),
-                                 _winner_caution(model, win, engine)) if c)
+                                 _winner_caution(model, win, engine),
+                                 v0_scheduling_caution(engine, engine_version)) if c)
     return PlanResult(load, slo, candidates, tuple(_best_per_gpu(unpriced)),
                       tuple(sorted(split, key=lambda c: (not c.verified, c.cost_per_hour is None,
                                                          c.cost_per_hour or 0.0, c.gpus))),

@@ -163,3 +163,17 @@ def start_refusal(dep: Deployment, settings: object, config: SimConfig) -> str |
                     "such sequence; give --max-model-len (`ridgeline fit "
                     "--target-concurrency 1` finds the longest)")
     return None
+
+
+def v0_scheduling_caution(engine: str, version: str | None) -> str:
+    """What to say where the vLLM ``version`` asked schedules with its V0 engine, which the
+    simulator does not model, or ""."""
+    if engine != "vllm" or not version:
+        return ""
+    from ridgeline.vllm_memory import vllm_accounting
+
+    if vllm_accounting(version).engine != "V0":
+        return ""
+    return (f"vLLM {version} schedules with its V0 engine (prompts before decodes; V1 became "
+            "the default in 0.8.0): the pool is sized by its rules, the steps are scheduled by "
+            "V1's (one token budget, decodes first)")
