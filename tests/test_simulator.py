@@ -341,7 +341,13 @@ def test_simulate_cli_reports_percentiles_goodput_and_settings(
     assert code == 0
     data = json.loads(capsys.readouterr().out)
     assert data["completed"] == 50 and data["goodput_req_s"] > 0
+    assert data["goodput_over"] == "simulated_time"
     assert set(data["ttft_s"]) == {"p50", "p90", "p95", "p99", "mean"}
+    # no SLO: nothing to meet, no goodput (it read as every request good)
+    assert main(["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "5",
+                 "--num-requests", "20", "--json"]) == 0
+    unjudged = json.loads(capsys.readouterr().out)
+    assert unjudged["goodput_req_s"] is None and unjudged["good_requests"] is None
     assert data["settings"]["max_num_seqs"] == 1024
     assert len(out.read_text().splitlines()) == 51
 

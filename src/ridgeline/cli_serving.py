@@ -195,6 +195,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     from ridgeline.sim.lanes import pipeline_lane, run_lanes
     from ridgeline.sim.simulator import Simulator
     from ridgeline.sim.workload import Workload, read_trace
+    from ridgeline.units import plural
 
     if args.gpu and "," in args.gpu:
         raise InputError("simulate runs one deployment: give one --gpu (decode, prefill and "
@@ -268,7 +269,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                             args.arrival, args.burstiness, args.prefix_groups, args.prefix_len,
                             args.seed)
         count = args.num_requests
-        load = (f"{args.num_requests:,} requests, input {args.input_len}, output "
+        load = (f"{args.num_requests:,} {plural(args.num_requests, 'request')}, input "
+                f"{args.input_len}, output "
                 f"{args.output_len}, " + (f"concurrency {args.concurrency}"
                                           if args.concurrency else
                                           f"{args.arrival} arrivals at {args.rate:g}/s"))

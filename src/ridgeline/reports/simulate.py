@@ -118,7 +118,8 @@ class SimulateReport:
             "requests": self.requests, "completed": r.completed, "rejected": r.rejected,
             "rejected_reasons": dict(r.rec.rejected),
             "rejected_first": dict(r.rec.rejected_first),
-            "good_requests": r.good,
+            # no SLO given: nothing to meet, so no goodput (it read as every request good)
+            "good_requests": r.good if self._has_slo else None,
             "prompt_tokens_mean": r.rec.prompt_tokens / r.completed if r.completed else None,
             "shared_prefix_tokens_mean": (r.rec.shared_prefix_tokens / r.rec.grouped
                                           if r.rec.grouped else None),
@@ -129,7 +130,10 @@ class SimulateReport:
             "queue_s": r.percentiles("queue"),
             "request_rate": r.request_rate_req_s, "output_tok_s": r.output_tok_s,
             "output_tok_s_per_gpu": r.output_tok_s / d.num_gpus,
-            "goodput_req_s": r.goodput_req_s,
+            "goodput_req_s": r.goodput_req_s if self._has_slo else None,
+            # goodput's denominator: the window's span of arrivals, or the simulated time
+            "goodput_over": None if not self._has_slo else
+            "window_arrivals" if self.has_window else "simulated_time",
             "at_percentile": None if self.percentile is None else {
                 "percentile": self.percentile, "ttft_s": r.latency_s_at("ttft", self.percentile),
                 "tpot_s": r.latency_s_at("tpot", self.percentile),
@@ -165,15 +169,17 @@ class SimulateReport:
         batch = r.running_batch
         lines += [
             "",
-            f"completed {r.completed:,} of {self.requests:,} requests in {r.duration_s:,.1f} s "
-            f"({r.steps:,} steps): {r.request_rate_req_s:,.2f} req/s, {r.output_tok_s:,.0f} output "
+            f"completed {r.completed:,} of {self.requests:,} {plural(self.requests, 'request')} "
+            f"in {r.duration_s:,.1f} s ({r.steps:,} {plural(r.steps, 'step')}): "
+            f"{r.request_rate_req_s:,.2f} req/s, {r.output_tok_s:,.0f} output "
             f"tok/s ({r.output_tok_s / d.num_gpus:,.0f} per GPU)"
             + ("; over the whole run, the fill and the drain included"
                + (" (the window's goodput below is per second of its arrivals)"
                   if self.has_window else " (`--window` reads the steady state)")),
             f"running batch{_running_metric(d.engine)}: mean {batch['mean']:,.1f}, max "
             f"{batch['max']:,.0f}; preemptions {r.preemptions:,}; prefix-cache hits "
-            f"{r.prefix_hit_blocks:,} blocks",
+            + (f"{r.prefix_hit_blocks:,} tokens" if c.block_size == 1 else
+               f"{r.prefix_hit_blocks:,} blocks ({r.prefix_hit_blocks * c.block_size:,} tokens)"),
         ]
         swamped = self.overloaded
         if swamped is not None:
@@ -223,6 +229,10 @@ class SimulateReport:
     @property
     def overloaded(self) -> tuple[float, float, int] | None:
         return overload_rates(self.result, self.requests)
+
+    @property
+    def _has_slo(self) -> bool:
+        return self.slo_ttft_s is not None or self.slo_tpot_s is not None
 
     @property
     def has_window(self) -> bool:
