@@ -192,3 +192,15 @@ def test_a_normal_spec_mostly_under_one_token_says_its_mean_would_move() -> None
     with pytest.raises(InputError, match="42% of the time"):
         length_sampler("normal:100,500", "input length")
     assert length_sampler("normal:500,128", "input length") is not None  # 0.01 % clipped
+
+
+def test_a_fixed_length_reads_as_the_other_counts_do() -> None:
+    """--max-model-len took 8k and --input-len refused 2k: both read 2k as 2,000 and 2K as
+    2,048 now."""
+    import random
+
+    rng = random.Random(0)
+    assert length_sampler("2k", "input length")(rng) == 2000
+    assert length_sampler("2K", "input length")(rng) == 2048
+    with pytest.raises(InputError, match="'2x' is not a length"):
+        length_sampler("2x", "input length")

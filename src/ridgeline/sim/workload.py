@@ -25,6 +25,7 @@ from pathlib import Path
 
 from ridgeline.errors import InputError, shorten
 from ridgeline.sim.request import Request
+from ridgeline.units import parse_count
 from ridgeline.userfiles import read_text
 
 Sampler = Callable[[random.Random], int]
@@ -51,9 +52,11 @@ def length_sampler(spec: str, what: str) -> Sampler:
     kind, _, args = text.partition(":")
     if not args:
         try:
-            n = int(text)
-        except ValueError:
-            raise InputError(f"{what}: {spec!r} is not a length (512, uniform:128,1024, …)") \
+            n = parse_count(text, what)  # 512, 2k (2,000), 2K (2,048)
+        except InputError:
+            if text.startswith("-"):
+                raise
+            raise InputError(f"{what}: {spec!r} is not a length (512, 2k, uniform:128,1024, …)") \
                 from None
         return _fixed(_tokens(n, what, "a fixed length"))
     if kind == "file":
