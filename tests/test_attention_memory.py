@@ -86,3 +86,15 @@ def test_the_worst_case_rereads_k_and_v_for_each_query_heads_tiles() -> None:
                                   query_tile_rows=128)
     q_and_o = tiled_attention_bytes(1024, 128, 128, 2, num_heads=4, num_kv_heads=0)
     assert worst - q_and_o == pytest.approx(4 * 8 * (one_pass - q_and_o))  # 4 heads x 8 tiles
+
+
+def test_fp32_scores_double_the_scores_not_q_k_v_and_o() -> None:
+    """An eager fp32 softmax keeps its scores at 4 bytes; Q, K, V and O stay bf16. The tiled
+    kernel never writes scores, so its traffic does not move; the naive one's S² terms
+    double and its Q/K/V/O terms do not."""
+    spec = resolve_model("llama-3.1-8b")
+    bf16, fp32 = attention_memory(spec, 8192, 2.0), attention_memory(spec, 8192, 4.0)
+    assert fp32.total_tiled_bytes == bf16.total_tiled_bytes
+    assert fp32.total_score_bytes == 2 * bf16.total_score_bytes
+    qkvo = 32 * 32 * 2 * 8192 * (128 + 128) * 2  # layers × heads × 2·S·(d_qk + d_v) × 2 B
+    assert fp32.total_naive_bytes - qkvo == pytest.approx(2 * (bf16.total_naive_bytes - qkvo))

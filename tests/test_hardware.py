@@ -259,3 +259,14 @@ def test_roofline_names_llama_cpp_cudas_own_ridge_on_a_geforce_card(
     for argv in (["--gpu", "h100"], ["--gpu", "rtx-4090", "--compute-dtype", "fp8"]):
         assert main(["roofline", *argv, "--json"]) == 0
         assert json.loads(capsys.readouterr().out)["llama_cpp_cuda_ridge_flop_per_byte"] is None
+
+
+def test_a_record_giving_memory_in_bytes_alone_states_it_in_gb() -> None:
+    """A --gpu-file record with memory_bytes and no memory_size showed '0 GB = 10,000,000,000
+    bytes'."""
+    from ridgeline.hardware import Accelerator
+
+    acc = Accelerator.from_record({"id": "x", "name": "X", "memory_bytes": 1e10,
+                                   "memory_bandwidth_bytes_per_s": 1e12,
+                                   "peak_flops": {"bf16": 1e14}})
+    assert (acc.memory_size, acc.memory_unit) == (10.0, "GB")

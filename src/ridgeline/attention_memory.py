@@ -19,6 +19,9 @@ from ridgeline.layouts import ATTENTION_MIXERS
 from ridgeline.model import ModelSpec, trained_context_caution
 from ridgeline.units import GB, fmt_decimal_bytes, indefinite, require_positive
 
+# Q, K, V and O in bf16 whatever the scores are kept in (an eager fp32 softmax upcasts the
+# scores alone)
+ACTIVATION_BYTES = 2.0
 QUERY_TILE_ROWS = 128  # a typical FlashAttention-2 query block (Br) on Hopper/Ampere
 
 
@@ -27,13 +30,15 @@ def score_matrix_bytes(queries: int, keys: int, bytes_per_element: float) -> flo
     return queries * keys * bytes_per_element
 
 
-def naive_attention_bytes(seq_len: int, qk_dim: int, v_dim: int, bytes_per_element: float) -> float:
+def naive_attention_bytes(seq_len: int, qk_dim: int, v_dim: int, bytes_per_element: float,
+                          activation_bytes: float = ACTIVATION_BYTES) -> float:
     """HBM bytes of one query head, unfused: scores written, read for softmax, probabilities
-    written, read for PV (4 passes over S × S), plus Q and K read at ``qk_dim``, V read and
-    O written at ``v_dim`` (K and V per query head: an unfused path expands them to every
-    head, as repeat_kv does). A window or chunk changes only the mask: the scores are S × S."""
+    written, read for PV (4 passes over S × S at ``bytes_per_element``), plus Q and K read at
+    ``qk_dim``, V read and O written at ``v_dim``, at ``activation_bytes`` (K and V per query
+    head: an unfused path expands them to every head, as repeat_kv does). A window or chunk
+    changes only the mask: the scores are S × S."""
     scores = 4 * score_matrix_bytes(seq_len, seq_len, bytes_per_element)
-    return scores + 2 * seq_len * (qk_dim + v_dim) * bytes_per_element
+    return scores + 2 * seq_len * (qk_dim + v_dim) * activation_bytes
 
 
 def tiled_attention_bytes(
@@ -115,10 +120,10 @@ def attention_memory(spec: ModelSpec, context: int, bytes_per_element: float = 2
     qk, v, h, h_kv = att.head_dim, att.v_head_dim, att.num_heads, att.num_kv_heads
     scores = h * per_head * len(layers)
     naive = h * naive_attention_bytes(context, qk, v, bytes_per_element) * len(layers)
-    tiled = worst = 0.0
+    tiled = worst = 0.0  # a tiled kernel keeps its scores on chip: Q, K, V and O alone
     for layer in layers:
-        tiled += tiled_attention_bytes(context, qk, v, bytes_per_element, h, h_kv)
-        worst += tiled_attention_bytes(context, qk, v, bytes_per_element, h, h_kv,
+        tiled += tiled_attention_bytes(context, qk, v, ACTIVATION_BYTES, h, h_kv)
+        worst += tiled_attention_bytes(context, qk, v, ACTIVATION_BYTES, h, h_kv,
                                        cached_tokens(layer, context), QUERY_TILE_ROWS)
     steps = (
         step("score matrix per head per layer", "context² × bytes per element",
@@ -127,16 +132,20 @@ def attention_memory(spec: ModelSpec, context: int, bytes_per_element: float = 2
         step("all heads and layers", "heads × attention layers × score matrix",
              q("total", scores / GB, "GB"), q("heads", att.num_heads, "", "num_attention_heads"),
              q("attention layers", len(layers))),
-        step("naive traffic", "attention layers × heads × (4 × S² + 2·S·(d_qk + d_v)) × bytes",
+        step("naive traffic", "attention layers × heads × (4 × S² × score bytes + "
+             "2·S·(d_qk + d_v) × activation bytes)",
              q("total", naive / GB, "GB"), q("attention layers", len(layers)),
              q("heads", h, "", "num_attention_heads"), q("S", context, "tokens"),
              q("d_qk", qk, "", "config.json"), q("d_v", v, "", "config.json"),
-             q("bytes", bytes_per_element, "B")),
-        step("tiled traffic", "attention layers × S·(heads + KV heads)·(d_qk + d_v) × bytes",
+             q("score bytes", bytes_per_element, "B"),
+             q("activation bytes", ACTIVATION_BYTES, "B", "Q, K, V and O in bf16")),
+        step("tiled traffic", "attention layers × S·(heads + KV heads)·(d_qk + d_v) × "
+             "activation bytes (the scores stay on chip)",
              q("total", tiled / GB, "GB"), q("attention layers", len(layers)),
              q("S", context, "tokens"), q("heads", h, "", "num_attention_heads"),
              q("KV heads", h_kv, "", "num_key_value_heads"), q("d_qk", qk, "", "config.json"),
-             q("d_v", v, "", "config.json"), q("bytes", bytes_per_element, "B")),
+             q("d_v", v, "", "config.json"),
+             q("activation bytes", ACTIVATION_BYTES, "B", "Q, K, V and O in bf16")),
     )
     return AttentionMemoryReport(spec.name, context, bytes_per_element, per_head, scores, naive,
                                  tiled, worst, len(layers), h, h_kv, steps,

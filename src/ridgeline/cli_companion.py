@@ -350,6 +350,7 @@ def add_companion_commands(
     p.add_argument("--context", type=_positive_count("context length"), required=True,
                    help="sequence length S")
     p.add_argument("--bytes-per-element", type=_positive_float("bytes per element", 0.125, 8),
-                   default=2.0, help="bytes per score (default 2: bf16)")
+                   default=2.0, help="bytes per score (default 2: bf16; 4: an eager fp32 "
+                   "softmax); Q, K, V and O stay bf16")
     output(p)
     p.set_defaults(handler=cmd_attention)

@@ -76,6 +76,9 @@ class Accelerator:
         require_positive(self.memory_bytes, f"{self.id}: memory")
         if self.memory_unit not in ("GB", "GiB"):
             raise InputError(f"{self.id}: memory_unit must be GB or GiB, got {self.memory_unit!r}")
+        if not self.memory_size:  # a record giving bytes alone: stated in GB from them
+            object.__setattr__(self, "memory_size", float(f"{self.memory_bytes / 1e9:.4g}"))
+            object.__setattr__(self, "memory_unit", "GB")
         if self.memory_size:
             stated = self.memory_size * (GIB if self.memory_unit == "GiB" else 1e9)
             if abs(self.memory_bytes / stated - 1) > 0.01:
