@@ -396,3 +396,18 @@ def test_large_discordant_counts_are_summed_in_floats_as_the_integers_would() ->
     assert mcnemar_exact(60_001, 40_000).p_value < 1e-100  # a 20,000-item gap
     assert mcnemar_exact(50_001, 50_000).p_value == pytest.approx(1.0, abs=1e-6)
     assert 0.01 < mcnemar_exact(10**11, 10**11 - 10**6).p_value < 0.05
+
+
+def test_a_benchmark_to_come_is_sized_for_the_gap_reported(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """39.02 % against 41.5 % on 500 items: the tests use the counts (195 and 208), but the
+    benchmark that would resolve the reported 2.48 points is sized for 0.3902 and 0.415, not
+    the 2.6 points the counts round to."""
+    from ridgeline.cli import main
+
+    assert main(["evalstats", "--pct-a", "39.02", "--pct-b", "41.5", "--n", "500",
+                 "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    need = data["unpaired_items_needed"]
+    assert need["num_items"] == items_needed_unpaired(0.3902, 0.415).num_items
+    assert need["num_items"] > items_needed_unpaired(195 / 500, 208 / 500).num_items

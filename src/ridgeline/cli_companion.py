@@ -170,16 +170,19 @@ def cmd_evalstats(args: argparse.Namespace) -> LinesReport:
                      f"B [{wb.low:.3f}, {wb.high:.3f}]")
         lines.append(f"unpaired two-proportion test: z = {test.z:.2f}, p = {test.p_value:.4g}"
                      + (" (significant)" if test.significant else " (not significant)"))
-        if wa.proportion == wb.proportion:
-            lines.append("equal counts: no gap for a benchmark of any size to detect")
+        # a benchmark to come is sized for the gap reported, not the one its items round to
+        # (39.02 % and 41.5 % of 500 round to 0.390 and 0.416: 5,586 items, not 6,137)
+        pa, pb = a.percent / 100, b2.percent / 100
+        if pa == pb:
+            lines.append("equal scores: no gap for a benchmark of any size to detect")
         else:
-            need = ev.items_needed_unpaired(wa.proportion, wb.proportion, alpha, args.power)
+            need = ev.items_needed_unpaired(pa, pb, alpha, args.power)
             results.append(named(need))
             lines.append(f"items needed to detect this gap (alpha {alpha:g}, power "
                          f"{args.power:g}): {need.num_items:,} per model, unpaired")
             if args.discordance is not None:
-                paired = ev.items_needed_paired(abs(wa.proportion - wb.proportion),
-                                                args.discordance, alpha, args.power)
+                paired = ev.items_needed_paired(abs(pa - pb), args.discordance, alpha,
+                                                args.power)
                 results.append(named(paired))
                 lines.append(f"  paired, with {args.discordance:.0%} of items disagreeing: "
                              f"{paired.num_items:,}")
@@ -260,6 +263,10 @@ def _open_unit(flag: str, top_closed: bool = False) -> Callable[[str], float]:
         if not (0.0 < value < 1.0 or (top_closed and value == 1.0)):  # also rejects NaN
             bounds = "above 0 and at most 1" if top_closed else "strictly between 0 and 1"
             raise InputError(f"{flag} must be {bounds}, got {text}")
+        if not top_closed and (1.0 - value == 1.0 or 1.0 - value == 0.0):
+            # its complement (a confidence, a miss rate) would round to 1 or 0
+            raise InputError(f"{flag} {text} is too close to 0 or 1 to compute with "
+                             "(between 1e-15 and 1 - 1e-15)")
         return value
 
     return parse
