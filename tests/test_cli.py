@@ -1395,3 +1395,15 @@ def test_a_closed_loop_of_equal_lengths_cautions_that_it_runs_in_lockstep(
     assert code == 0 and any("lockstep" in c for c in fixed["cautions"])
     code, out, _ = run(capsys, *argv, "--input-len", "uniform:400,600")
     assert code == 0 and not any("lockstep" in c for c in json.loads(out)["cautions"])
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["--model", "deepseek-v3"], "deepseek-v3: MLA and attention-free models are not built"),
+    (["--model", "qwen3-30b-a3b", "--fp8"], "fp8 weights are built for dense models only"),
+])
+def test_measure_refuses_a_model_it_cannot_build_before_touching_the_device(
+        argv: list[str], said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Refused before the device probes' minutes, and without PyTorch installed at all."""
+    assert main(["measure", *argv, "-o", str(tmp_path / "rows.csv")]) == 2
+    err = capsys.readouterr().err
+    assert said in err and len(err.strip().splitlines()) == 1

@@ -127,8 +127,10 @@ def cmd_measure(args: argparse.Namespace) -> Any:
 
     from ridgeline.catalog import resolve_model
     from ridgeline.measure import accelerator_record, measure, write_record, write_rows
+    from ridgeline.torch_model import check_buildable
 
-    resolve_model(args.model)  # what can be refused before minutes of measuring
+    # what can be refused before minutes of measuring: the model, and whether it is built
+    check_buildable(resolve_model(args.model), args.fp8)
     if args.gpu_id:
         from ridgeline.hardware import catalog_id_named
 

@@ -32,8 +32,10 @@ from ridgeline.device_probes import (
 )
 from ridgeline.errors import InputError
 from ridgeline.layouts import MOE
+from ridgeline.params import count_params
 from ridgeline.torch_model import RandomModel, import_torch
 
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 COLUMNS = ("id", "model", "weights_dtype", "kv_dtype", "gpu", "num_gpus", "tp", "batch",
            "input_len", "output_len", "context_len", "metric", "value", "unit", "engine",
            "source", "notes")
@@ -97,15 +99,26 @@ def measure(device: str = "cpu", quick: bool = True, model: str = "llama-3.2-1b"
             platform.processor() or platform.machine())
     result = MeasureResult(device, name, memory_bytes=device_total_bytes(torch, dev))
     dt = dtype or ("float32" if dev.type == "cpu" else "bfloat16")
+    spec = resolve_model(model)  # refused before the probes' minutes: a model that cannot run
+    if fp8 and dev.type == "cuda" and torch.cuda.get_device_capability(dev) < (8, 9):
+        raise InputError("--fp8: fp8 matmuls need an sm_89+ GPU (Ada, Hopper, Blackwell)")
+    weights_bytes = count_params(spec).total * DTYPE_BYTES.get(dt, 2)
+    if result.memory_bytes and weights_bytes > result.memory_bytes:
+        raise InputError(f"does not fit: {spec.name}'s {weights_bytes / 1e9:,.1f} GB of {dt} "
+                         f"weights exceed the device's {result.memory_bytes / 1e9:,.1f} GB "
+                         "(a smaller --model, or --dtype)")
     if probes:
         result.probes += probe_device(torch, dev, quick, result.skipped)
-    spec = resolve_model(model)
     # a catalog model is recorded by its Hugging Face id, a config file by its path
     hf = next((e.hf_id for e in model_entries() if e.id == spec.name), model)
     gid = gpu_id or f"measured-{dev.type}"
-    if fp8 and dev.type == "cuda" and torch.cuda.get_device_capability(dev) < (8, 9):
-        raise InputError("--fp8: fp8 matmuls need an sm_89+ GPU (Ada, Hopper, Blackwell)")
-    rm = RandomModel.build(spec, device, dt, fp8=fp8)
+    try:
+        rm = RandomModel.build(spec, device, dt, fp8=fp8)
+    except RuntimeError as exc:  # torch's OutOfMemoryError is one: the model, not a bug
+        if "out of memory" not in str(exc).lower():
+            raise
+        raise InputError(f"does not fit: building {spec.name} in {dt} ran the device out of "
+                         "memory (a smaller --model, or --dtype)") from None
     kv = _WEIGHTS.get(dt, dt)
     weights = "fp8" if fp8 else kv
     notes = f"random weights, PyTorch {torch.__version__}, {name}, {dt}"

@@ -28,12 +28,15 @@ def import_torch() -> Any:
     return torch
 
 
-def check_buildable(spec: ModelSpec) -> None:
+def check_buildable(spec: ModelSpec, fp8: bool = False) -> None:
+    """Refuse a model ``measure`` cannot build, before any device work."""
     att = spec.attention
     if att is None or att.mla is not None:
         raise InputError(f"{spec.name}: MLA and attention-free models are not built by measure")
     if any(layer.mixer not in ATTENTION_MIXERS for layer in spec.layers):
         raise InputError(f"{spec.name}: linear-attention and Mamba layers are not built by measure")
+    if fp8 and spec.moe is not None:
+        raise InputError(f"{spec.name}: fp8 weights are built for dense models only")
 
 
 def grouped_mm_runs(torch: Any, device: Any, dtype: Any) -> bool:
@@ -72,10 +75,8 @@ class RandomModel:
         """``fp8``: the linear layers' weights in float8 e4m3, as an FP8 checkpoint's, and
         their inputs cast to it (per-tensor scales of 1); the LM head, the embeddings, the
         activations between layers and the KV cache stay in ``dtype``."""
-        check_buildable(spec)
+        check_buildable(spec, fp8)
         torch = import_torch()
-        if fp8 and spec.moe is not None:
-            raise InputError(f"{spec.name}: fp8 weights are built for dense models only")
         if fp8 and not hasattr(torch, "float8_e4m3fn"):
             raise InputError("fp8 weights need a PyTorch with float8 (2.1+)")
         torch.manual_seed(seed)
