@@ -1407,3 +1407,24 @@ def test_measure_refuses_a_model_it_cannot_build_before_touching_the_device(
     assert main(["measure", *argv, "-o", str(tmp_path / "rows.csv")]) == 2
     err = capsys.readouterr().err
     assert said in err and len(err.strip().splitlines()) == 1
+
+
+def test_an_id_not_bundled_is_hinted_at_as_the_command_can_take_it(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """--fetch where the command takes it (amdahl now does); where it does not (measure,
+    page), the path to a config.json, and how to fetch one."""
+    assert main(["amdahl", "--model", "foo/bar", "--gpu", "h100", "--speedup", "2"]) == 2
+    assert "--fetch reads its config.json" in capsys.readouterr().err
+    assert main(["measure", "--model", "foo/bar", "-o", str(tmp_path / "r.csv")]) == 2
+    assert "give the path to its config.json (`ridgeline model foo/bar --fetch`" \
+        in capsys.readouterr().err
+    assert main(["amdahl", "--fraction", "0.3", "--speedup", "2", "--fetch"]) == 2
+    assert "--fetch applies only with --model" in capsys.readouterr().err
+
+
+def test_fetch_refuses_a_local_file_before_going_to_the_hub(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    config.write_text("{}")
+    assert main(["model", str(config), "--fetch"]) == 2
+    assert "is a local file: drop --fetch" in capsys.readouterr().err

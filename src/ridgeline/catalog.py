@@ -93,8 +93,9 @@ def catalog_model(model_id: str) -> ModelSpec:
     return ModelSpec.from_hf_config(load_data(f"models/{entry.file}"), name=entry.id)
 
 
-def resolve_model(name: str) -> ModelSpec:
-    """A catalog alias, a Hugging Face id in the catalog, or a path to a config.json."""
+def resolve_model(name: str, fetchable: bool = True) -> ModelSpec:
+    """A catalog alias, a Hugging Face id in the catalog, or a path to a config.json.
+    ``fetchable``: whether the command asking takes --fetch (its hint for an id not bundled)."""
     if not name or not name.strip():
         raise InputError("model name is empty")
     path = Path(name).expanduser()
@@ -104,8 +105,10 @@ def resolve_model(name: str) -> ModelSpec:
         return catalog_model(resolve_name(name, _model_names(), "model", "ridgeline model"))
     except InputError as exc:
         if "/" in name.strip("/") and not name.startswith((".", "/", "~")):
-            raise InputError(f"{exc}; {shorten(name)!r} is not bundled: --fetch reads its "
-                             "config.json from the Hugging Face Hub") from None
+            fetch = "--fetch reads its config.json from the Hugging Face Hub" if fetchable \
+                else (f"give the path to its config.json (`ridgeline model {shorten(name)} "
+                      "--fetch` reads it from the Hugging Face Hub)")
+            raise InputError(f"{exc}; {shorten(name)!r} is not bundled: {fetch}") from None
         raise
 
 

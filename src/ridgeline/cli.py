@@ -446,11 +446,17 @@ def load_model(args: argparse.Namespace) -> Any:
     from ridgeline.catalog import resolve_model
 
     if getattr(args, "fetch", False):
+        from pathlib import Path
+
         from ridgeline.hub import fetch_config
         from ridgeline.model import ModelSpec
 
+        if args.model.endswith(".json") or Path(args.model).expanduser().exists():
+            raise InputError(f"--fetch downloads a Hub id's config.json; {args.model} is a "
+                             "local file: drop --fetch")
+
         return ModelSpec.from_hf_config(fetch_config(args.model), name=args.model)
-    return resolve_model(args.model)
+    return resolve_model(args.model, fetchable=hasattr(args, "fetch"))
 
 
 def load_accelerator(args: argparse.Namespace) -> Any:

@@ -70,7 +70,7 @@ def cmd_amdahl(args: argparse.Namespace) -> LinesReport:
                              "pass one")
         stray = [f"--{name.replace('_', '-')}" for name in (
             "gpu", "num_gpus", "weights", "kv_dtype", "engine", "profile", "op", "batch",
-            "context") if getattr(args, name) is not None]
+            "context") if getattr(args, name) is not None] + (["--fetch"] if args.fetch else [])
         if stray:
             verb = "applies" if len(stray) == 1 else "apply"
             raise InputError(f"{', '.join(stray)} {verb} only with --model (the share from a "
@@ -116,7 +116,7 @@ def _fraction_from_model(args: argparse.Namespace) -> tuple[FractionSource, list
                          "(--op picks the part, attention by default)")
     given = {name: value for name, value in vars(args).items() if value is not None}
     step = argparse.Namespace(**{
-        **vars(args), **AMDAHL_STEP_DEFAULTS, **given, "fetch": False, "gpu_file": None,
+        **vars(args), **AMDAHL_STEP_DEFAULTS, **given, "gpu_file": None,
         "peak_tflops": None, "bandwidth_gbs": None, "gpu_memory_gib": None,
         "gpu_required": True})
     dep = load_deployment(step)
@@ -306,6 +306,8 @@ def add_companion_commands(
                    help="end-to-end speedup wanted")
     p.add_argument("--model", type=_not_empty("model name"),
                    help="take the fraction from this model's decode step")
+    p.add_argument("--fetch", action="store_true",
+                   help="with --model: download its config.json from the Hugging Face Hub")
     p.add_argument("--gpu", type=_one_accelerator(),
                    help="with --model: the accelerator the step runs on")
     # With --model; left None here so that --fraction can refuse them (defaults in

@@ -130,7 +130,7 @@ def cmd_measure(args: argparse.Namespace) -> Any:
     from ridgeline.torch_model import check_buildable
 
     # what can be refused before minutes of measuring: the model, and whether it is built
-    check_buildable(resolve_model(args.model), args.fp8)
+    check_buildable(resolve_model(args.model, fetchable=False), args.fp8)
     if args.gpu_id:
         from ridgeline.hardware import catalog_id_named
 

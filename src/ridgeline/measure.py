@@ -99,7 +99,8 @@ def measure(device: str = "cpu", quick: bool = True, model: str = "llama-3.2-1b"
             platform.processor() or platform.machine())
     result = MeasureResult(device, name, memory_bytes=device_total_bytes(torch, dev))
     dt = dtype or ("float32" if dev.type == "cpu" else "bfloat16")
-    spec = resolve_model(model)  # refused before the probes' minutes: a model that cannot run
+    # refused before the probes' minutes: a model that cannot run
+    spec = resolve_model(model, fetchable=False)
     if fp8 and dev.type == "cuda" and torch.cuda.get_device_capability(dev) < (8, 9):
         raise InputError("--fp8: fp8 matmuls need an sm_89+ GPU (Ada, Hopper, Blackwell)")
     weights_bytes = count_params(spec).total * DTYPE_BYTES.get(dt, 2)

@@ -38,7 +38,7 @@ DEFAULT_GPUS = ("h100-sxm", "h200-sxm", "b200", "a100-sxm-80gb", "l40s", "mi300x
 
 def _combo(model_id: str, gpu: str, count: int, weights: str, kv: str,
            engine: str, profiles: Mapping[str, EngineProfile] | None = None) -> dict[str, Any]:
-    model = resolve_model(model_id)
+    model = resolve_model(model_id, fetchable=False)
     acc = resolve_accelerator(gpu)
     dep = Deployment.build(model, acc, None if weights == "as stored" else weights, kv, count,
                            engine=engine)  # InputError: a combination that cannot run
