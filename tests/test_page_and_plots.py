@@ -250,3 +250,25 @@ def test_validate_plot_with_no_speed_rows_keeps_the_report(
     captured = capsys.readouterr()
     assert "rows scored" in captured.out
     assert "no row measures tok/s" in captured.err and not (tmp_path / "kv.html").exists()
+
+
+def test_page_explains_its_opening_view_and_refuses_a_page_where_nothing_runs(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--explain shows the ridge and the batch to reach it for the view the page opens on
+    (it printed no step); a page where no deployment holds a conversation is "does not fit"
+    (it wrote six empty charts and exited 0); an unknown model is named as itself."""
+    out = tmp_path / "p.html"
+    assert main(["page", "llama-3.1-8b", "--gpu", "h100", "--counts", "1", "-o", str(out),
+                 "--json", "--explain"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    ridge = next(s for s in data["explain"] if s["label"].startswith("ridge point"))
+    shown = {i["name"]: i["value"] for i in ridge["inputs"]}
+    assert ridge["result"]["value"] == pytest.approx(shown["peak"] / shown["bandwidth"])
+    assert data["ridge_batch"] == pytest.approx(data["ridge_flop_per_byte"])  # bf16: 2 B
+    assert data["opening"]["count"] == 1 and data["deployments"] == 6
+    assert main(["page", "deepseek-v3", "--gpu", "l4", "--counts", "1",
+                 "-o", str(tmp_path / "q.html")]) == 2
+    assert "does not fit: none of the 6 deployments" in capsys.readouterr().err
+    assert not (tmp_path / "q.html").exists()
+    assert main(["page", "foo/bar", "-o", str(tmp_path / "r.html")]) == 2
+    assert capsys.readouterr().err.startswith("ridgeline: error: unknown model 'foo/bar'")

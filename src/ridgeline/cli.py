@@ -658,9 +658,10 @@ class WroteFile:
     path: str
     what: str
     steps: tuple[Any, ...] = ()
+    facts: tuple[tuple[str, Any], ...] = ()  # what --json adds: counts, the opening view
 
     def to_dict(self) -> dict[str, Any]:
-        return {"wrote": self.path, "what": self.what}
+        return {"wrote": self.path, "what": self.what, **dict(self.facts)}
 
     def text_lines(self) -> list[str]:
         if "\n" in self.what:
