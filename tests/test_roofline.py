@@ -190,3 +190,19 @@ def test_a_cache_copied_over_tensor_parallel_ranks_lowers_decode_attentions_inte
     report = roofline_report(h200, "fp8", 64, 4000, dep)
     attention = next(p for p in report.points if p.name == "decode attention")
     assert attention.intensity == pytest.approx(per_rank) and attention.fraction_of_peak < 0.2
+
+
+def test_utilization_counts_an_moe_batch_per_touched_expert(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """gpt-oss-120b at 32 running: 32 × 4 picks land on about 82 of its 128 experts, 1.57
+    tokens each. It said '32 × 0.031 tokens each' (1 token) beside a share worked from 1.57."""
+    from ridgeline.cli import main
+    from ridgeline.moe import expected_experts_touched
+
+    assert main(["utilization", "--gpu", "h100", "--running", "32", "--model", "gpt-oss-120b",
+                 "--context", "4096", "--json"]) == 0
+    moe = json.loads(capsys.readouterr().out)["moe"]
+    touched = expected_experts_touched(128, 4, 32)
+    assert moe["experts_touched"] == pytest.approx(touched)
+    assert moe["tokens_per_touched_expert"] * touched == pytest.approx(32 * 4)
+    assert 0 < moe["expert_fraction_of_arithmetic"] < 0.05

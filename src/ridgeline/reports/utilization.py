@@ -3,6 +3,7 @@ ridge, and how many conversations the engine's pool holds at a context."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -10,6 +11,7 @@ from ridgeline.deployment import Deployment
 from ridgeline.errors import InputError
 from ridgeline.explain import Step, q, step
 from ridgeline.hardware import Accelerator
+from ridgeline.moe import expected_experts_touched
 from ridgeline.reports.expectation import context_caution
 from ridgeline.roofline import (
     arithmetic_share,
@@ -39,6 +41,8 @@ class UtilizationReport:
     # with a model and a context: the whole decode step's FLOPs over its floor time × the
     # cards' peak (KV reads, attention and every expert included)
     step_fraction_of_peak: float | None = None
+    # an MoE model: experts touched, tokens each, their share of arithmetic, the batch at ridge
+    expert_figures: Mapping[str, float] | None = None
 
     @property
     def ridge(self) -> float:
@@ -61,6 +65,7 @@ class UtilizationReport:
                 "bytes_per_weight": self.bytes_per_weight,
                 "kv_batch_limit": self.kv_batch_limit, "context": self.context,
                 "model": self.model, "experts": self.experts or None,
+                **({"moe": dict(self.expert_figures)} if self.expert_figures else {}),
                 "refusal": self.refusal or None,
                 "step_fraction_of_peak": self.step_fraction_of_peak,
                 "cautions": [self.caution] if self.caution else []}
@@ -134,6 +139,7 @@ def utilization_report(
                        "stages")] if stages > 1 else []),
                   q("ridge", ridge, "FLOP/byte"), q("bytes per weight", bytes_per_weight, "B")),)
     experts = ""
+    expert_figures: dict[str, float] | None = None
     if dep is not None and dep.model.moe is not None:
         moe = dep.model.moe
         expert_ridge = ridge_point(acc.peak(dep.expert_compute_dtype),
@@ -142,9 +148,23 @@ def utilization_report(
                                           dep.bytes_per_weight_split[1], moe.routed_fraction)
         share = expert_intensity(per_stage, dep.model, dep.bytes_per_weight_split[1]) \
             / expert_ridge
-        experts = (f"the routed experts see {per_stage:,} × {moe.routed_fraction:.3f} tokens each: "
+        touched = expected_experts_touched(moe.num_experts, moe.experts_per_token, per_stage)
+        each = per_stage * moe.experts_per_token / touched if touched else 0.0
+        expert_figures = {"experts_touched": touched, "tokens_per_touched_expert": each,
+                          "expert_fraction_of_arithmetic": min(1.0, share),
+                          "expert_ridge_batch": expert_batch}
+        experts = (f"the routed experts: {per_stage:,} × {moe.experts_per_token} picks touch "
+                   f"{touched:,.1f} of {moe.num_experts}, {each:,.2f} tokens each: "
                    f"{min(1.0, share):.1%} of their arithmetic (they reach the ridge near batch "
                    f"{expert_batch:,.0f})")
+        steps += (step("the routed experts' share of their arithmetic",
+                       "(batch × picks ÷ experts touched) × 2 FLOP ÷ bytes per weight ÷ ridge",
+                       q("share", min(1.0, share)), q("batch", per_stage),
+                       q("picks", moe.experts_per_token, "", "num_experts_per_tok"),
+                       q("experts touched", touched, f"of {moe.num_experts}",
+                         "1 − (1 − k/E)^B of them, expected"),
+                       q("bytes per weight", dep.bytes_per_weight_split[1], "B"),
+                       q("ridge", expert_ridge, "FLOP/byte")),)
     whole = None
     if dep is not None and context is not None and stages == 1 and running > 0:
         from ridgeline.floors import decode_floor
@@ -162,4 +182,4 @@ def utilization_report(
                              dep.model.name if dep else None, steps,
                              context_caution(dep, context) if dep and context
                              and not context_refusal(dep, context) else "", experts, refusal,
-                             stages, whole)
+                             stages, whole, expert_figures)
