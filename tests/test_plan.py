@@ -826,8 +826,8 @@ def _sized(model: Any, gpu: str, tp: int, pp: int, weights: str, kv: str, load: 
     from ridgeline.plan import size_replica
 
     dep = replica_deployment(model, resolve_accelerator(gpu), tp, pp, weights, kv)
-    batch, tpot, floor, rate = size_replica(dep, profile_for("vllm"), load, slo, None) or (
-        0, 0.0, 0.0, 1.0)
+    sized = size_replica(dep, profile_for("vllm"), load, slo, None)
+    batch, tpot, floor, rate = sized[:4] if sized else (0, 0.0, 0.0, 1.0)
     return Candidate(gpu, tp, pp, weights, kv, None, batch, tpot, floor, rate,
                      math.ceil(load.rate_req_s / rate), None, True, "", (1.0, 1.0))
 
