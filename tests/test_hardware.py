@@ -270,3 +270,8 @@ def test_a_record_giving_memory_in_bytes_alone_states_it_in_gb() -> None:
                                    "memory_bandwidth_bytes_per_s": 1e12,
                                    "peak_flops": {"bf16": 1e14}})
     assert (acc.memory_size, acc.memory_unit) == (10.0, "GB")
+
+
+def test_a_name_without_its_separators_finds_the_one_id_it_spells() -> None:
+    assert resolve_accelerator("rtx4090").id == "rtx-4090"
+    assert resolve_accelerator("H100SXM").id == "h100-sxm"

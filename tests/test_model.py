@@ -524,3 +524,12 @@ def test_an_all_window_model_reports_what_its_windows_hold(
         in capsys.readouterr().out
     assert main(["model", "llama-3.1-8b", "--json"]) == 0  # no windows: none held
     assert json.loads(capsys.readouterr().out)["kv_windowed_bytes_per_sequence_max_bf16"] == 0
+
+
+def test_more_kv_heads_than_query_heads_is_named_as_such() -> None:
+    config = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 2,
+              "num_attention_heads": 32, "num_key_value_heads": 64, "intermediate_size": 8192,
+              "vocab_size": 1000}
+    with pytest.raises(InputError, match=r"num_key_value_heads \(64\) exceeds "
+                                         r"num_attention_heads \(32\)"):
+        ModelSpec.from_hf_config(config, "m")

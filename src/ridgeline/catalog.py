@@ -34,6 +34,10 @@ def resolve_name(name: str, table: Mapping[str, str], what: str, listing: str = 
     if key in table:
         return table[key]
     ids = sorted(set(table.values()))
+    # The name without its separators, where one id's alias reads so ("rtx4090" -> "rtx-4090")
+    bare = sorted({i for a, i in table.items() if a.replace("-", "") == key.replace("-", "")})
+    if len(bare) == 1:
+        return bare[0]
     # A unique id that starts with or contains the name is taken ("h200" -> "h200-sxm").
     matches = sorted({i for a, i in table.items() if a.startswith(key + "-") or a == key})
     if len(matches) == 1:
@@ -138,7 +142,8 @@ def parse_config_text(text: str, origin: str) -> Mapping[str, Any]:
     try:
         config = json.loads(text)  # accepts the bare Infinity HF writes (Nemotron-H)
     except json.JSONDecodeError as exc:
-        raise InputError(f"{origin} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+        raise InputError(f"{origin} is not valid JSON: {exc.msg} (line {exc.lineno}, column "
+                         f"{exc.colno})") from None
     except ValueError:  # an integer past Python's 4,300 digits
         raise InputError(f"{origin}: a number in it is more than 4,300 digits long") from None
     if not isinstance(config, dict):

@@ -522,6 +522,10 @@ class _Reader:
             kv_heads = 1 if multi_query and not new_arch else heads
         else:
             kv_heads = self.int_("num_key_value_heads", "num_kv_heads", "n_head_kv", default=heads)
+        if kv_heads > heads:
+            raise InputError(f"{self.name}: num_key_value_heads ({kv_heads}) exceeds "
+                             f"num_attention_heads ({heads}): each KV head serves one or more "
+                             "query heads")
         if heads % kv_heads:
             raise InputError(
                 f"{self.name}: num_attention_heads ({heads}) is not a multiple of "
