@@ -188,7 +188,9 @@ def cmd_evalstats(args: argparse.Namespace) -> LinesReport:
                              f"{paired.num_items:,}")
     if not results:
         raise InputError("give --pct-a A --pct-b B --n N, or --discordant B,C")
-    return LinesReport(tuple(results), tuple(lines), (*notes, ev.overlapping_intervals_note(alpha)))
+    # the note reads the Wilson intervals: shown only where they are
+    overlap = (ev.overlapping_intervals_note(alpha),) if scores else ()
+    return LinesReport(tuple(results), tuple(lines), (*notes, *overlap))
 
 
 def _count_notes(a: PercentageCount, b: PercentageCount) -> list[str]:
