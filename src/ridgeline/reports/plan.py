@@ -236,7 +236,11 @@ class PlanReport:
             return "the steady-state simulation may add or remove replicas"
         low, high = min(ratios) - 1, max(ratios) - 1
         span = f"{low:+.0%}" if abs(high - low) < 0.005 else f"{low:+.0%} to {high:+.0%}"
-        return f"the steady-state simulation moved the checked ones' replicas by {span}"
+        n = len(ratios)
+        checked = "the one it checked" if n == 1 else f"the {n} it checked"
+        return (f"the steady-state simulation moved the replicas of {checked} by {span}; an "
+                "analytic count sits at the capacity edge, where one more replica is often "
+                "what the percentile needs")
 
     def commands(self) -> dict[str, str]:
         win = self.result.winner
