@@ -1428,3 +1428,39 @@ def test_fetch_refuses_a_local_file_before_going_to_the_hub(
     config.write_text("{}")
     assert main(["model", str(config), "--fetch"]) == 2
     assert "is a local file: drop --fetch" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("model", "gpu", "context", "argv"), [
+    ("qwen2.5-72b", "apple-m2-ultra-76c", "32768", []),   # llama.cpp keeps the embedding off
+    ("mistral-7b", "apple-m2-ultra-76c", "32768", []),    # … and caches Mistral's windows whole
+    ("llama-3.1-70b", "h100", "8192", ["--num-gpus", "2"]),
+])
+def test_kv_and_decode_count_a_cards_memory_alike(
+        model: str, gpu: str, context: str, argv: list[str],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """kv counted a vLLM deployment where decode counted the card's own engine (llama.cpp on
+    a Mac): Qwen2.5-72B at 32K did not fit for kv and fit for decode. The largest batch kv
+    says fits, decode fits too, and one more does not."""
+    assert main(["kv", model, "--gpu", gpu, "--context", context, *argv, "--json"]) == 0
+    held = json.loads(capsys.readouterr().out)["conversations_that_fit"]
+    assert held >= 1
+    for batch, fits in ((held, True), (held + 1, False)):
+        assert main(["decode", model, "--gpu", gpu, "--context", context, *argv,
+                     "--batch", str(batch), "--json"]) == 0
+        point = json.loads(capsys.readouterr().out)["points"][0]
+        assert point["fits"] is fits, (batch, point)
+
+
+@pytest.mark.parametrize("argv", [
+    ["kv", "qwen3.6-35b-a3b", "--gpu", "mi300x", "--context", "4096"],
+    ["roofline", "--model", "qwen3.6-35b-a3b", "--gpu", "mi300x"],
+    ["moe", "qwen3.6-35b-a3b", "--gpu", "mi300x"],
+])
+def test_engine_free_arithmetic_takes_a_format_no_kernel_of_the_card_runs(
+        argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """An NVFP4 checkpoint on an MI300X: kv, roofline and moe run no kernel and take no
+    --engine, so vLLM's NVFP4 kernels being NVIDIA's refused nothing they compute (exit 2)."""
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert main(["decode", "qwen3.6-35b-a3b", "--gpu", "mi300x"]) == 2  # vLLM's, named
+    assert "NVFP4 kernels are NVIDIA's" in capsys.readouterr().err

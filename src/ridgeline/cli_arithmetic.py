@@ -21,6 +21,8 @@ from ridgeline.cli import (
     _positive_count,
     _positive_float,
     accelerator_names,
+    build_deployment,
+    default_engine,
     engine_sizes,
     fitted,
     load_accelerator,
@@ -128,12 +130,21 @@ def cmd_kv(args: argparse.Namespace) -> Any:
     if args.memory_gib is not None:
         budget, label = args.memory_gib * GIB, f"{args.memory_gib:g} GiB given, for the cache alone"
     else:
-        dep = load_deployment(args, model)
+        # where the card's own engine is llama.cpp (Apple silicon, Vega 20, MI100, RDNA2), the
+        # memory is counted as it runs there, as decode and fit count it: its input embedding
+        # on the host, windows only for the architectures it keeps them for
+        engine = default_engine(args)
+        acc = load_accelerator(args)
+        dep = None if acc is None else build_deployment(
+            args, model, acc, engine if engine.startswith("llama.cpp") else None)
         if dep is not None:
+            model = dep.model
             room = device_fit(dep, 0.0)  # the weights on the GPUs, as decode's fit counts them
             budget = room.kv_room_bytes
             label = (f"{dep.num_gpus} x {dep.accelerator.id} ({room.capacity_bytes / 1e9:,.1f} "
-                     f"GB) − {room.weight_bytes / 1e9:,.1f} GB of weights ({dep.weights.label})"
+                     f"GB) − {room.weight_bytes / 1e9:,.1f} GB of weights ({dep.weights.label}"
+                     + (f", as {dep.engine} holds them" if engine.startswith("llama.cpp")
+                        else "") + ")"
                      + (f"; a serving engine also loads the {room.vision_bytes / 1e9:,.2f} GB "
                         "vision tower, left out here" if room.vision_bytes else ""))
             replication = kv_replication(model, dep.num_gpus)

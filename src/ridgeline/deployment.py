@@ -270,8 +270,11 @@ class Deployment:
             served_as = {"fp32": "fp16", "bf16": "fp16"} if no_bf16 else {"fp32": "bf16"}
             plan = WeightPlan(tuple((c, served_as.get(f, f)) for c, f in plan.formats),
                               served_as.get(plan.label, plan.label))
-        fmt_problem = weights_platform_problem(plan, accelerator, engine,
-                                               weights is not None and not is_stored_format(weights))
+        # no engine named (kv, roofline, moe): the arithmetic runs no kernel, so no kernel's
+        # platform refuses the format (NVFP4 on an MI300X sizes as its bytes say)
+        fmt_problem = weights_platform_problem(
+            plan, accelerator, engine, weights is not None and not is_stored_format(weights)) \
+            if named else ""
         if fmt_problem:
             raise InputError(fmt_problem)
         cache = kv_dtype(kv_name)
