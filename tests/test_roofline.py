@@ -206,3 +206,18 @@ def test_utilization_counts_an_moe_batch_per_touched_expert(
     assert moe["experts_touched"] == pytest.approx(touched)
     assert moe["tokens_per_touched_expert"] * touched == pytest.approx(32 * 4)
     assert 0 < moe["expert_fraction_of_arithmetic"] < 0.05
+
+
+def test_each_part_says_whose_peak_its_share_is_of(capsys: pytest.CaptureFixture[str]) -> None:
+    """DeepSeek-V3 fp8 on an H100: the header's peak is fp8's, decode attention multiplies the
+    bf16 cache at bf16's. Its share is of bf16's peak, and its point says so."""
+    from ridgeline.cli import main
+
+    assert main(["roofline", "--model", "deepseek-v3", "--gpu", "h100", "--batch", "64",
+                 "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    attention = next(p for p in data["points"] if p["name"] == "decode attention")
+    assert attention["dtype"] == "bf16" and data["compute_dtype"] == "fp8"
+    assert attention["fraction_of_peak"] == pytest.approx(
+        attention["attainable_flops_per_s"] / attention["peak_flops_per_s"])
+    assert attention["peak_flops_per_s"] < data["peak_flops_per_s"]

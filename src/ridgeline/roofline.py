@@ -92,6 +92,8 @@ class OperatingPoint:
     fraction_of_peak: float  # share of the card's arithmetic this part can use
     batch_to_ridge: float | None  # batch at which this part reaches the ridge; None = never
     note: str = ""
+    dtype: str = ""  # the matmuls' dtype, whose peak fraction_of_peak is of
+    peak_flops_per_s: float = 0.0  # that peak
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,8 @@ def operating_point(
     peak = acc.peak(dtype)
     bandwidth = acc.memory_bandwidth_bytes_per_s
     attainable = attainable_flops_per_s(peak, bandwidth, intensity)
-    return OperatingPoint(name, intensity, attainable, attainable / peak, batch_to_ridge, note)
+    return OperatingPoint(name, intensity, attainable, attainable / peak, batch_to_ridge, note,
+                          acc.resolve_dtype(dtype), peak)
 
 
 def ridge_step(acc: Accelerator, dtype: str) -> Step:

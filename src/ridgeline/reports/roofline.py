@@ -90,8 +90,11 @@ class RooflineReport:
             f"batch {self.batch}" + (f", model {self.model}" if self.model else "")
             + f", prompt {self.prompt_len} tokens", "",
         ]
+        # a part whose matmuls run at another dtype (attention at the cache's) is a share of
+        # that dtype's peak, said so
         rows = [[p.name, f"{p.intensity:,.1f}", f"{p.attainable_flops_per_s / 1e12:,.1f}",
-                 f"{p.fraction_of_peak:.1%}",
+                 f"{p.fraction_of_peak:.1%}" + (f" of {p.dtype}" if p.dtype and p.dtype != dtype
+                                                else ""),
                  "-" if p.batch_to_ridge is None else whole_batch(p.batch_to_ridge)]
                 for p in self.points]
         lines += table(rows, ["part of the step", "FLOP/byte", "TFLOP/s", "of peak",
