@@ -31,7 +31,7 @@ from ridgeline.moe import expected_experts_touched
 from ridgeline.offload import gpu_attention_share, gpu_weight_bytes, placed_layers
 from ridgeline.params import count_params, layer_params
 from ridgeline.quantization import EMBEDDING, LM_HEAD, OTHER, ROUTED
-from ridgeline.units import GB, plural, require_positive
+from ridgeline.units import GB, fmt_decimal_bytes, plural, require_positive
 
 _KV_OPS = ("attention", "recurrent state")
 _WEIGHT_OPS = tuple(op for op in WEIGHT_OPS if op != "lm head")  # its logits are activations
@@ -255,10 +255,10 @@ def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
                + (" (window layers: the window)" if footprint.windowed_bytes else "")
                + ", the new token's written" + (", its recurrent state read and written"
                                                  if footprint.state_bytes else "")
-               + f"; the cache holds {footprint.stored_bytes(dep.kv_replication) / 1e6:,.4g}"
-               " MB" + (f", ×{dep.kv_replication:g} for the copies the TP"
-                        f"{dep.tensor_parallel_size} ranks each keep and read (one copy: "
-                        f"{footprint.stored_bytes(1.0) / 1e6:,.4g} MB)"
+               + f"; the cache holds {fmt_decimal_bytes(footprint.stored_bytes(dep.kv_replication))}"
+               + (f", ×{dep.kv_replication:g} for the copies the TP"
+                  f"{dep.tensor_parallel_size} ranks each keep and read (one copy: "
+                  f"{fmt_decimal_bytes(footprint.stored_bytes(1.0))})"
                         if dep.kv_replication > 1 else ""))),
         step("memory time", "(weights + KV + activations" + (
              " − what the host reads or copies" if work.host_bytes or work.link_bytes else "")

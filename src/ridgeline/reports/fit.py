@@ -771,7 +771,8 @@ def _held_steps(r: FitReport) -> tuple[Step, ...]:
         out.append(step("levers", "this fit re-run with one change each: conversations held "
                         "(vLLM's start-up check included), batch = min(them, seats)",
                         q("levers", len(r.levers)),
-                        *(q(lv.name, lv.conversations, "conversations") for lv in r.levers)))
+                        *(q(lv.name, lv.conversations, plural(lv.conversations, "conversation"))
+                          for lv in r.levers)))
     return tuple(out)
 
 

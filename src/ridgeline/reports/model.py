@@ -185,7 +185,7 @@ def model_report(spec: ModelSpec) -> ModelReport:
                    if layer.mixer in WINDOW_MIXERS), default=0)
     windowed = kv_footprint(spec, longest, kv_dtype("bf16").bytes_per_element).windowed_bytes \
         if longest else 0.0
-    categories = [q(c, n / 1e9, "B params", "config.json") for c, n in
+    categories = [q(c, n, "params", "config.json") for c, n in
                   params.by_category.items() if n]
     steps = [step("total parameters", "Σ over categories (embedding, attention, MLP, experts, …)",
                   q("total", params.total / 1e9, "B params"), *categories)]
