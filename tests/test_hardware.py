@@ -275,3 +275,15 @@ def test_a_record_giving_memory_in_bytes_alone_states_it_in_gb() -> None:
 def test_a_name_without_its_separators_finds_the_one_id_it_spells() -> None:
     assert resolve_accelerator("rtx4090").id == "rtx-4090"
     assert resolve_accelerator("H100SXM").id == "h100-sxm"
+
+
+def test_an_implausible_flag_is_said_in_the_flags_units() -> None:
+    """--bandwidth-gbs 1e12 was refused as 'memory bandwidth 1e+21 ... in base units'."""
+    from ridgeline.hardware import custom_accelerator
+
+    with pytest.raises(InputError, match=r"--bandwidth-gbs 1e\+12 is not a plausible figure "
+                                         r"\(an H100 SXM: 3350"):
+        custom_accelerator("c", 989.4, 1e12, 80)
+    with pytest.raises(InputError, match=r"--peak-tflops 1e\+09"):
+        custom_accelerator("c", 1e9, 3350, 80)
+    assert custom_accelerator("c", 989.4, 3350, 80).memory_bandwidth_bytes_per_s == 3.35e12

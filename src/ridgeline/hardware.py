@@ -300,6 +300,13 @@ def custom_accelerator(
     require_positive(peak_tflops, "peak TFLOP/s")
     require_positive(bandwidth_gb_s, "bandwidth GB/s")
     require_positive(memory_gib, "memory GiB")
+    # the record's own check, said in the units the flags take
+    for flag, value, low, high, example in (
+            ("--bandwidth-gbs", bandwidth_gb_s, 0.1, 1e5, "an H100 SXM: 3350"),
+            ("--peak-tflops", peak_tflops, 1e-3, 1e5, "an H100 SXM bf16: 989.4")):
+        if not low <= value <= high:
+            raise InputError(f"{flag} {value:g} is not a plausible figure ({example}; between "
+                             f"{low:g} and {high:g})")
     return Accelerator(
         id=name, name=name, memory_bytes=memory_gib * GIB,
         memory_bandwidth_bytes_per_s=bandwidth_gb_s * GB,
