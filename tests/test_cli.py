@@ -1224,7 +1224,7 @@ def test_a_cache_copied_over_tp_ranks_says_so_where_its_bytes_are_counted(
     assert code == 0
     one_copy = (512 + 64) * 61 * 2 * 4000 / 1e6
     assert "(×8: copied over the tensor-parallel ranks)" in out.splitlines()[0]
-    assert f"(one copy: {one_copy:,.4g} MB)" in out
+    assert f"(one copy: {one_copy:,.3g} MB)" in out
 
 
 def test_every_flag_of_every_command_says_what_it_is() -> None:

@@ -112,6 +112,10 @@ def test_sglang_folds_deepseeks_shared_expert_into_the_routed_ones() -> None:
     assert not fuses_shared_expert(dep("deepseek-r1", "h100", "sglang", ep=True))
     assert not fuses_shared_expert(dep("kimi-k2-instruct", "b200", "sglang"))
     assert not fuses_shared_expert(dep("llama-3.1-70b", "b200", "sglang"))
+    # TensorRT-LLM runs DeepSeek's shared expert on an auxiliary stream: off the critical path
+    assert deployment_matmuls(dep("deepseek-r1", "b200", "trtllm")) == 3 * 7 + 58 * 8
+    assert deployment_matmuls(dep("qwen3-235b-a22b", "b200", "trtllm")) == \
+        deployment_matmuls(dep("qwen3-235b-a22b", "b200", "vllm"))  # no shared expert
 
 
 def test_a_calibration_on_one_model_keeps_the_bundled_cost_per_matmul() -> None:

@@ -92,10 +92,22 @@ _FUSED_SHARED_MODELS = {"deepseek_v3": 256, "glm4_moe": None}  # model_type: rou
 _FUSED_SHARED_FAMILIES = {"ampere", "ada", "hopper", "blackwell", "cdna3", "cdna4"}
 
 
+# TensorRT-LLM's PyTorch backend runs DeepSeek-V3/R1's shared expert on an auxiliary CUDA
+# stream beside the routed experts (tensorrt_llm/_torch/models/modeling_deepseekv3.py,
+# Deepseekv3MoE.forward: maybe_execute_in_parallel on AuxStreamType.MoeShared): its launches
+# are off the step's critical path, as SGLang's fused ones are (its bytes still stream)
+_OVERLAPPED_SHARED_MODELS = ("deepseek_v3",)
+
+
 def fuses_shared_expert(dep: Deployment) -> bool:
-    """Whether the deployment's engine folds the model's shared expert into the routed
-    experts' grouped matmuls (SGLang's default for DeepSeek-V3/R1 and GLM-4.5)."""
+    """Whether the deployment's engine keeps the model's shared expert's launches off the
+    step's critical path: SGLang folds it into the routed experts' grouped matmuls (its
+    default for DeepSeek-V3/R1 and GLM-4.5), TensorRT-LLM runs it on a stream of its own
+    (DeepSeek-V3/R1)."""
     moe = dep.model.moe
+    if dep.engine == "trtllm" and moe is not None and moe.num_shared_experts \
+            and dep.model.model_type in _OVERLAPPED_SHARED_MODELS:
+        return True
     if dep.engine != "sglang" or moe is None or moe.num_shared_experts != 1 \
             or dep.model.model_type not in _FUSED_SHARED_MODELS:
         return False

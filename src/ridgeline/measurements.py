@@ -77,6 +77,13 @@ class Measurement:
                 raise InputError(f"{name} in the notes is not a number: {text!r}") from None
         return None
 
+    def serving_tpot(self) -> bool:
+        """Whether the row is a serving benchmark's TPOT at a concurrency above one (its notes
+        name the TPOT it was read from): per request (latency − TTFT) ÷ (output − 1), so the
+        steps in which the engine prefilled the other requests count in it."""
+        return self.metric == "decode_tok_s_per_user" and (self.batch or 1) > 1 \
+            and (self.input_len or 0) > 0 and re.search(r"\bTPOT\b", self.notes) is not None
+
     def flash_attention(self) -> bool | None:
         """Whether the notes say the run used flash attention ('fa=1', 'flash_attn 1',
         'FA off', 'no-FA column'); None when they do not say."""

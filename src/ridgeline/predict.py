@@ -210,7 +210,10 @@ def speed_caveat(dep: Deployment) -> str:
 def _predict_value(row: Measurement, dep: Deployment, profile: EngineProfile) -> float | None:
     m = row.metric
     if m == "decode_tok_s_per_user":
-        return 1.0 / decode_step_time_s(dep, profile, row.batch or 1, *_decode_span(row))
+        step = decode_step_time_s(dep, profile, row.batch or 1, *_decode_span(row))
+        if row.serving_tpot():  # the others' prompts, prefilled among its decode steps
+            step += others_prompts_s(dep, profile, row)
+        return 1.0 / step
     if m == "prefill_tok_s":
         prompt = row.input_len or 0
         if prompt <= 0:
@@ -237,6 +240,30 @@ def _decode_span(row: Measurement) -> tuple[int, int]:
     out = row.output_len or 1
     end = row.context_len or ((row.input_len or 0) + out)
     return max(0, end - out), out
+
+
+def others_prompts_s(dep: Deployment, profile: EngineProfile, row: Measurement) -> float:
+    """What the other requests' prompts add to each of a request's decode steps in a serving
+    benchmark at concurrency c: over a request's life each of the c seats takes a new request,
+    so c − 1 other prompts are prefilled among its output − 1 steps, each in chunks of the
+    engine's token budget riding on a decode step (what the chunk adds to that step). Static
+    batches (benchmark_latency, llama-bench) prefill before they decode: no such term."""
+    batch, isl, osl = row.batch or 1, row.input_len or 0, row.output_len or 1
+    if batch < 2 or isl < 1 or osl < 2:
+        return 0.0
+    start, generated = _decode_span(row)
+    decoding = decode_batch(batch - 1, mean_decode_context(start, generated))
+    chunks = -(-isl // step_token_budget(dep.engine))
+    chunk = -(-isl // chunks)
+    alone = step_time_s(dep, decoding, profile)
+    carried = step_time_s(dep, [*decoding, Seq(chunk, 0)], profile)
+    return (batch - 1) * chunks * (carried - alone) / (osl - 1)
+
+
+def step_token_budget(engine: str) -> int:
+    """The engine's default tokens a step takes (max_num_tokens, max_num_batched_tokens)."""
+    d = engine_defaults(engine)
+    return int(d.get("max_num_tokens", d.get("max_num_batched_tokens", 8192)))
 
 
 def decode_step_time_s(dep: Deployment, profile: EngineProfile, batch: int, start: int,
@@ -267,10 +294,7 @@ def output_throughput(row: Measurement, dep: Deployment, profile: EngineProfile)
 
 def batch_prefill_time_s(dep: Deployment, profile: EngineProfile, batch: int, isl: int) -> float:
     """Prompts of a batch, packed into steps of the engine's token budget."""
-    budget = int(engine_defaults(dep.engine).get("max_num_tokens",
-                                                 engine_defaults(dep.engine).get(
-                                                     "max_num_batched_tokens", 8192)))
-    per_step = max(1, budget // isl)
+    per_step = max(1, step_token_budget(dep.engine) // isl)
     steps, rest = divmod(batch, per_step)
     time = steps * step_time_s(dep, [Seq(isl, 0)] * per_step, profile) if steps else 0.0
     if rest:

@@ -45,8 +45,9 @@ def matmul_qs(profile: EngineProfile, dep: Deployment) -> list[Quantity]:
     """Where the profile prices weight matmuls: how many a pass launches, and each one's cost."""
     if not profile.matmul_overhead_s:
         return []
-    folded = "; SGLang runs the shared expert inside the routed experts' matmuls" \
-        if fuses_shared_expert(dep) else ""
+    folded = "" if not fuses_shared_expert(dep) else \
+        "; TensorRT-LLM runs the shared expert on a stream of its own" if dep.engine == "trtllm" \
+        else "; SGLang runs the shared expert inside the routed experts' matmuls"
     if dep.model.model_type not in KNOWN_MODEL_TYPES:  # its layers as ridgeline reads them
         folded += f"; counted from the layers read from an unchecked {dep.model.model_type!r}"
     return [q("weight matmuls", deployment_matmuls(dep), "",
