@@ -858,3 +858,26 @@ def test_calibrate_keeps_other_engines_flags_unit_slips_and_widens_a_thin_band(
     fitted = EngineProfile.from_dict(engines["trtllm"])
     bundled = profile_for("trtllm")
     assert fitted.band_low <= bundled.band_low and fitted.band_high >= bundled.band_high
+
+
+def test_a_serving_tpot_counts_the_other_requests_prompts() -> None:
+    """A serving benchmark's TPOT at concurrency 64 is (latency − TTFT) ÷ (output − 1): the
+    63 other requests' prompts are prefilled among its decode steps. H200 DeepSeek-R1 8k/1k at
+    64 (V5): priced 38.6 ms for the decodes alone against 49.3 ms measured. A static batch
+    (the same row without a TPOT in its notes) is priced on its decode steps alone, and so is
+    concurrency 1, where no other request runs."""
+    from ridgeline.predict import deployment_for, others_prompts_s
+
+    rows = [r for r in read_measurements(SERVING).rows if r.serving_tpot()
+            and (r.batch or 0) >= 64 and (r.input_len or 0) > 4000]
+    assert rows
+    row = rows[0]
+    served = predict(row).predicted
+    static = predict(replace(row, notes="")).predicted
+    assert served is not None and static is not None and served < static
+    dep = deployment_for(row)
+    profile = profile_for(dep.engine)
+    added = others_prompts_s(dep, profile, row)
+    assert 1 / served == pytest.approx(1 / static + added)
+    assert added > 0.1 / static  # at 8k in, the prompts are more than a tenth of a step
+    assert not replace(row, batch=1).serving_tpot()
