@@ -598,7 +598,7 @@ def test_calibrate_explain_shows_each_profile_and_every_row_through_it(
     assert shown["compute share"]["source"].startswith("held")
     assert shown["rows fitted"]["value"] == written["fitted_rows"] == len(rows)
     # each row's step is the prediction the after column scores
-    after = report["after"][0]
+    after = next(a for a in report["after"] if a["group"] == "output_throughput_tok_s")
     errors = sorted(abs(r["result"]["value"] / next(
         i["value"] for i in r["inputs"] if i["name"] == "measured") - 1) for r in rows
         if r["formula"] == METRIC_FORMULAS[after["group"]])

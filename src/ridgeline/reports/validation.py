@@ -58,8 +58,12 @@ def prediction_steps(rows: Sequence[Measurement], predictions: Sequence[Predicti
         conditions = ", ".join(f"{name} {value:,}" for name, value in (
             ("batch", row.batch), ("input", row.input_len), ("output", row.output_len),
             ("context", row.context_len)) if value is not None)
+        formula = METRIC_FORMULAS.get(row.metric, row.metric)
+        if row.serving_tpot():  # a serving harness's TPOT: the others' prompts among its steps
+            formula = ("1 ÷ (decode step time + the other c − 1 requests' prompts prefilled "
+                       "among its output − 1 steps), as a serving TPOT counts them")
         steps.append(step(
-            row.id, METRIC_FORMULAS.get(row.metric, row.metric),
+            row.id, formula,
             _predicted(row, p), q("deployment", _deployment(dep)),
             q("conditions", conditions or "none stated"),
             q("attention", attention),
