@@ -908,7 +908,8 @@ def test_simulate_reads_any_percentile_with_the_rejected_as_misses(
     share = 75 * (answered + data["rejected"]) / answered
     assert data["ttft_s"]["p50"] < at["ttft_s"] and share < 100
     assert main([*argv, "--percentile", "99.9"]) == 0
-    assert json.loads(capsys.readouterr().out)["at_percentile"]["ttft_s"] is None  # never
+    never = json.loads(capsys.readouterr().out)["at_percentile"]
+    assert never["ttft_s"] is None and never["ttft_none_because"] == "never"
     from tests.conftest import run_cli
 
     code, _, err = run_cli(capsys, *argv, "--percentile", "0")

@@ -58,6 +58,14 @@ def overload_rates(r: SimResult, requests: int) -> tuple[float, float, int] | No
     return (requests - 1) / span, r.request_rate_req_s, waiting
 
 
+def _none_because(seconds: float) -> str | None:
+    """Why a latency at a percentile is not a number, as --json writes it null: 'never'
+    (more requests rejected than the percentile spares), 'none' (no request has one)."""
+    if math.isinf(seconds):
+        return "never"
+    return "none" if math.isnan(seconds) else None
+
+
 def warmup_caution(span_s: float | None, mean_e2e_s: float, rate: float | None) -> str:
     """What to say of a run whose arrivals end before the batch has settled, or "" (and for
     a closed loop, ``span_s`` None, which holds its batch from the start)."""
@@ -137,6 +145,10 @@ class SimulateReport:
             "at_percentile": None if self.percentile is None else {
                 "percentile": self.percentile, "ttft_s": r.latency_s_at("ttft", self.percentile),
                 "tpot_s": r.latency_s_at("tpot", self.percentile),
+                # what a null above means: never reached (more rejected than the percentile
+                # spares), or none to have (1-token outputs have no TPOT)
+                **{f"{name}_none_because": _none_because(r.latency_s_at(name, self.percentile))
+                   for name in ("ttft", "tpot")},
                 "rejected_counted": r.rec.windowed_rejected},
             "window_s": list(r.rec.window_s) if self.has_window else None,
             "windowed_requests": r.rec.windowed if self.has_window else None,
