@@ -547,13 +547,13 @@ def test_the_shipped_profiles_count_their_rows_by_class_of_card() -> None:
 
 def test_a_profile_file_from_before_the_split_keeps_its_amd_multiplier_on_both_halves() -> None:
     """Profiles written before AMD's group split name one "amd" group: its multiplier and row
-    count now apply to Instinct and Radeon cards alike, rather than to neither."""
+    count now apply to Instinct, Radeon and APU cards alike, rather than to none."""
     from ridgeline.hardware import resolve_accelerator
 
     old = {**profile_for("vllm").to_dict(), "group_bandwidth": {"amd": 0.5},
            "fitted_groups": {"amd": 12, "nvidia-datacenter": 90}}
     loaded = EngineProfile.from_dict(old)
-    assert loaded.group_bandwidth == {"amd-instinct": 0.5, "amd-radeon": 0.5}
+    assert loaded.group_bandwidth == {"amd-instinct": 0.5, "amd-radeon": 0.5, "amd-soc": 0.5}
     mi300x = resolve_accelerator("mi300x")
     share = loaded.bandwidth_efficiency * 0.5
     assert loaded.bandwidth_for(mi300x) == pytest.approx(min(1.0, share))
@@ -881,3 +881,17 @@ def test_a_serving_tpot_counts_the_other_requests_prompts() -> None:
     assert 1 / served == pytest.approx(1 / static + added)
     assert added > 0.1 / static  # at 8k in, the prompts are more than a tenth of a step
     assert not replace(row, batch=1).serving_tpot()
+
+
+def test_an_amd_apu_is_fitted_apart_from_the_discrete_radeons() -> None:
+    """Strix Halo's Radeon 8060S shares LPDDR5X with its CPU and reaches about half the share
+    of its fp16 peak on llama.cpp's prompts that a discrete RDNA3 card does: one multiplier
+    for both over-priced the one and under-priced the other (rocm.csv)."""
+    from ridgeline.engines import accelerator_group
+    from ridgeline.hardware import resolve_accelerator
+
+    apu, card = resolve_accelerator("radeon-8060s"), resolve_accelerator("rx-7900-xtx")
+    assert (accelerator_group(apu), accelerator_group(card)) == ("amd-soc", "amd-radeon")
+    rocm = profile_for("llama.cpp-rocm")
+    assert rocm.fitted_groups["amd-soc"] >= 8 and rocm.fitted_groups["amd-radeon"] >= 8
+    assert rocm.compute_for(apu) < rocm.compute_for(card)

@@ -35,7 +35,7 @@ _ALIASES = {"tensorrt-llm": "trtllm", "trt-llm": "trtllm", "llama.cpp": "llama.c
 
 def accelerator_group(acc: Accelerator) -> str:
     """apple | nvidia-datacenter | nvidia-workstation | nvidia-geforce | nvidia-soc |
-    amd-instinct | amd-radeon | intel-gaudi | intel-arc | …
+    amd-instinct | amd-radeon | amd-soc | intel-gaudi | intel-arc | …
 
     GeForce cards get their own group: their tensor cores run FP16 matmuls with FP32
     accumulation at half rate (the catalog records that rate), while llama.cpp's cuBLAS
@@ -49,8 +49,13 @@ def accelerator_group(acc: Accelerator) -> str:
         return {"datacenter": "nvidia-datacenter", "consumer": "nvidia-geforce",
                 "soc": "nvidia-soc"}.get(acc.form, "nvidia-workstation")
     if acc.vendor == "amd":  # Instinct's CDNA matrix cores (MFMA) apart from the rest:
-        # RDNA's WMMA, or none (Vega 20, sold as the Radeon VII and as the MI50 and MI60)
-        return "amd-instinct" if acc.family.startswith("cdna") else "amd-radeon"
+        # RDNA's WMMA, or none (Vega 20, sold as the Radeon VII and as the MI50 and MI60);
+        # an APU (Strix Halo's Radeon 8060S) apart from the discrete Radeons: its GPU shares
+        # LPDDR5X with the CPU and reaches about half the share of its peak they do on
+        # llama.cpp's prompts (0.16 against 0.29–0.42, rocm.csv)
+        if acc.family.startswith("cdna"):
+            return "amd-instinct"
+        return "amd-soc" if acc.form == "soc" else "amd-radeon"
     if acc.vendor == "intel":
         return "intel-gaudi" if acc.form == "datacenter" else "intel-arc"
     return acc.vendor or "other"
@@ -244,7 +249,8 @@ class EngineProfile:
 
 # Groups a profile written before 2026-12-01 may name: one group then for each vendor's
 # datacenter and client cards alike (a multiplier fitted on it applies to both halves).
-_SPLIT_GROUPS = {"amd": ("amd-instinct", "amd-radeon"), "intel": ("intel-gaudi", "intel-arc")}
+_SPLIT_GROUPS = {"amd": ("amd-instinct", "amd-radeon", "amd-soc"),
+                 "intel": ("intel-gaudi", "intel-arc")}
 
 
 def _current_groups(groups: Mapping[str, Any]) -> dict[str, Any]:
