@@ -62,7 +62,7 @@ def main() -> int:
             sized = size_replica(dep, profile, load, slo, None)
             if sized is None:
                 continue
-            batch, mean_tpot, ttft_floor, per_replica = sized
+            batch, mean_tpot, ttft_floor, per_replica = sized[:4]
             replicas = max(1, math.ceil(rate / per_replica * 1.0001))
             c = Candidate(gpu, tp, 1, "fp8", "fp8", None, batch, mean_tpot, ttft_floor,
                           per_replica, replicas, None, True, "", (1.0, 1.0))
