@@ -21,7 +21,6 @@ from ridgeline.cli import (
     _weight_name,
 )
 from ridgeline.errors import InputError, shorten
-from ridgeline.explain import q, step
 
 
 def _device_id(text: str) -> str:
@@ -37,14 +36,13 @@ def _device_id(text: str) -> str:
 def cmd_page(args: argparse.Namespace) -> Any:
     from pathlib import Path
 
-    from ridgeline.page import DEFAULT_GPUS, page_data, page_html
+    from ridgeline.catalog import resolve_model
+    from ridgeline.page import DEFAULT_GPUS, opening_facts, opening_steps, page_data, page_html
 
     if args.model is not None and not args.model.strip():
         raise InputError("model name is empty (leave MODEL out for the three default models)")
     _check_page_output(args.output)
     models = [args.model] if args.model else ["llama-3.1-70b", "llama-3.1-8b", "gpt-oss-120b"]
-    from ridgeline.catalog import resolve_model
-
     for m in models:  # an unknown name said as itself, not as "no combination computes"
         resolve_model(m, fetchable=False)
     gpus = [g.strip() for g in args.gpu.split(",")] if args.gpu else list(DEFAULT_GPUS)
@@ -82,38 +80,15 @@ def cmd_page(args: argparse.Namespace) -> Any:
         raise InputError(f"cannot write {args.output}: {exc}") from None
     left = data["left_out"]
     idle = len(data["combos"]) - len(running)
-    start = "|".join(str(part) for part in data["start"])
-    opening = data["combos"][start]
-    batch = data["batches"][data["start_batch"]]
-    context = data["contexts"][data["start_context"]]
-    steps = (
-        step("ridge point, the page's opening view", "peak FLOP/s ÷ bandwidth",
-             q("ridge", opening["ridge"], "FLOP/byte"),
-             q("deployment", start.replace("|", " ")),
-             q("peak", opening["peak"] / 1e12, "TFLOP/s", "the catalog, × TP"),
-             q("bandwidth", opening["bw"] / 1e12, "TB/s", "the catalog, × TP")),
-        step("batch to reach it", "ridge × bytes per weight ÷ 2 FLOP per weight per token",
-             q("batch", opening["ridge_batch"], "tokens"), q("ridge", opening["ridge"]),
-             q("bytes per weight", opening["bpw"], "B")),
-        step(f"conversations of {context:,} tokens the pool holds",
-             f"the {opening['engine']} KV pool ÷ one conversation's cache (`ridgeline fit`)",
-             q("conversations", opening["conversations"][data["start_context"]]),
-             q("one conversation", opening["kv_gib"][data["start_context"]], "GiB"),
-             q("opening batch", batch)),
-    )
-    facts = (("deployments", len(data["combos"])), ("holding_none", idle),
-             ("left_out", len(left)),
-             ("opening", dict(zip(("model", "gpu", "count", "weights", "kv"),
-                                  (*data["start"][:2], int(data["start"][2]),
-                                   *data["start"][3:]), strict=True))),
-             ("ridge_flop_per_byte", opening["ridge"]), ("ridge_batch", opening["ridge_batch"]))
     return WroteFile(args.output, f"{len(data['combos'])} deployments"
                      + (f" ({idle} of them hold no conversation at any context)" if idle else "")
                      + ", batch and context sliders; open it in any browser (offline)"
                      + (f"; {len(left)} picker combination{'s' if len(left) > 1 else ''} "
                         f"cannot run (the page says why; the first, "
                         f"{next(iter(left)).replace('|', ' ')}: {next(iter(left.values()))})"
-                        if left else ""), steps, facts)
+                        if left else ""), opening_steps(data),
+                     (("deployments", len(data["combos"])), ("holding_none", idle),
+                      ("left_out", len(left)), *opening_facts(data)))
 
 def _check_page_output(output: str) -> None:
     """The page is HTML: refuse another suffix, and an existing file that is not a page

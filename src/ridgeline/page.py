@@ -17,6 +17,7 @@ from ridgeline.cost import decode_batch, step_time_s
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile, engine_id, llamacpp_build, profile_for
 from ridgeline.errors import InputError
+from ridgeline.explain import Step, q, step
 from ridgeline.floors import decode_floor
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.kvcache import kv_footprint
@@ -115,6 +116,41 @@ def page_data(models: Sequence[str], gpus: Sequence[str], counts: Sequence[int],
             "contexts": list(CONTEXTS), "combos": combos, "left_out": why,
             "start": start.split("|"),
             "start_batch": START_BATCH, "start_context": START_CONTEXT}
+
+
+def _opening(data: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    key = "|".join(str(part) for part in data["start"])
+    return key, data["combos"][key]
+
+
+def opening_steps(data: Mapping[str, Any]) -> tuple[Step, ...]:
+    """--explain for the view the page opens on: its ridge, the batch to reach it, and the
+    conversations its engine's pool holds at the opening context."""
+    key, opening = _opening(data)
+    at = data["start_context"]
+    return (
+        step("ridge point, the page's opening view", "peak FLOP/s ÷ bandwidth",
+             q("ridge", opening["ridge"], "FLOP/byte"), q("deployment", key.replace("|", " ")),
+             q("peak", opening["peak"] / 1e12, "TFLOP/s", "the catalog, × TP"),
+             q("bandwidth", opening["bw"] / 1e12, "TB/s", "the catalog, × TP")),
+        step("batch to reach it", "ridge × bytes per weight ÷ 2 FLOP per weight per token",
+             q("batch", opening["ridge_batch"], "tokens"), q("ridge", opening["ridge"]),
+             q("bytes per weight", opening["bpw"], "B")),
+        step(f"conversations of {data['contexts'][at]:,} tokens the pool holds",
+             f"the {opening['engine']} KV pool ÷ one conversation's cache (`ridgeline fit`)",
+             q("conversations", opening["conversations"][at]),
+             q("one conversation", opening["kv_gib"][at], "GiB"),
+             q("opening batch", data["batches"][data["start_batch"]])),
+    )
+
+
+def opening_facts(data: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """--json's view the page opens on, and its ridge."""
+    _, opening = _opening(data)
+    model, gpu, count, weights, kv = data["start"]
+    return (("opening", {"model": model, "gpu": gpu, "count": int(count), "weights": weights,
+                         "kv": kv}),
+            ("ridge_flop_per_byte", opening["ridge"]), ("ridge_batch", opening["ridge_batch"]))
 
 
 _CONTROLS = """
