@@ -411,3 +411,12 @@ def test_a_benchmark_to_come_is_sized_for_the_gap_reported(
     need = data["unpaired_items_needed"]
     assert need["num_items"] == items_needed_unpaired(0.3902, 0.415).num_items
     assert need["num_items"] > items_needed_unpaired(195 / 500, 208 / 500).num_items
+
+
+def test_power_without_scores_to_size_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """McNemar's verdict on --discordant alone sizes nothing: a --power there was ignored."""
+    from ridgeline.cli import main
+
+    assert main(["evalstats", "--discordant", "20,33", "--power", "0.9"]) == 2
+    assert "--power sizes a benchmark" in capsys.readouterr().err
+    assert main(["evalstats", "--discordant", "20,33"]) == 0

@@ -135,6 +135,10 @@ def cmd_evalstats(args: argparse.Namespace) -> LinesReport:
     notes: list[str] = []
     alpha = args.alpha
     scores = args.pct_a is not None or args.pct_b is not None
+    if args.power is not None and not scores:  # McNemar's verdict has no size to power
+        raise InputError("--power sizes a benchmark for the gap between --pct-a and --pct-b; "
+                         "give them and --n")
+    power = 0.8 if args.power is None else args.power
     if args.discordance is not None and not scores:
         raise InputError("--discordance sizes a paired benchmark for the gap between "
                          "--pct-a and --pct-b; give them and --n")
@@ -176,13 +180,13 @@ def cmd_evalstats(args: argparse.Namespace) -> LinesReport:
         if pa == pb:
             lines.append("equal scores: no gap for a benchmark of any size to detect")
         else:
-            need = ev.items_needed_unpaired(pa, pb, alpha, args.power)
+            need = ev.items_needed_unpaired(pa, pb, alpha, power)
             results.append(named(need))
             lines.append(f"items needed to detect this gap (alpha {alpha:g}, power "
-                         f"{args.power:g}): {need.num_items:,} per model, unpaired")
+                         f"{power:g}): {need.num_items:,} per model, unpaired")
             if args.discordance is not None:
                 paired = ev.items_needed_paired(abs(pa - pb), args.discordance, alpha,
-                                                args.power)
+                                                power)
                 results.append(named(paired))
                 lines.append(f"  paired, with {args.discordance:.0%} of items disagreeing: "
                              f"{paired.num_items:,}")
@@ -334,7 +338,7 @@ def add_companion_commands(
                    help="items only A got right, items only B got right")
     p.add_argument("--alpha", type=typed(_open_unit("--alpha")), default=0.05,
                    help="significance level, two-sided (default 0.05)")
-    p.add_argument("--power", type=typed(_open_unit("--power")), default=0.8,
+    p.add_argument("--power", type=typed(_open_unit("--power")),
                    help="chance of detecting the difference, for the sizes (default 0.8)")
     p.add_argument("--discordance", type=typed(_open_unit("--discordance", top_closed=True)),
                    help="share of items the two models disagree on (for the paired size)")
