@@ -43,6 +43,12 @@ def metal_working_set_bytes(ram_bytes: float) -> float:
     return ram_bytes * share
 
 
+# the plausible figures a record may give, in base units (an H100 SXM: 3.35e12 B/s, 9.894e14
+# bf16 FLOP/s); a figure outside them is a unit slip
+BANDWIDTH_RANGE = (1e8, 1e14)
+FLOPS_RANGE = (1e9, 1e17)
+
+
 @dataclass(frozen=True)
 class Accelerator:
     id: str
@@ -85,9 +91,9 @@ class Accelerator:
                 raise InputError(f"{self.id}: memory_bytes {self.memory_bytes:,.0f} is not "
                                  f"{self.memory_size:g} {self.memory_unit} ({stated:,.0f} bytes)")
         for what, value, low, high, example in (
-                ("memory bandwidth", self.memory_bandwidth_bytes_per_s, 1e8, 1e14,
+                ("memory bandwidth", self.memory_bandwidth_bytes_per_s, *BANDWIDTH_RANGE,
                  "an H100 SXM: 3.35e12"),
-                *((f"peak {d} FLOP/s", v, 1e9, 1e17, "an H100 SXM bf16: 9.894e14")
+                *((f"peak {d} FLOP/s", v, *FLOPS_RANGE, "an H100 SXM bf16: 9.894e14")
                   for d, v in self.peak_flops.items())):
             if value > 0 and not low <= value <= high:
                 raise InputError(f"{self.id}: {what} {value:.3g} is not a plausible figure in "
@@ -302,8 +308,10 @@ def custom_accelerator(
     require_positive(memory_gib, "memory GiB")
     # the record's own check, said in the units the flags take
     for flag, value, low, high, example in (
-            ("--bandwidth-gbs", bandwidth_gb_s, 0.1, 1e5, "an H100 SXM: 3350"),
-            ("--peak-tflops", peak_tflops, 1e-3, 1e5, "an H100 SXM bf16: 989.4")):
+            ("--bandwidth-gbs", bandwidth_gb_s, BANDWIDTH_RANGE[0] / GB, BANDWIDTH_RANGE[1] / GB,
+             "an H100 SXM: 3350"),
+            ("--peak-tflops", peak_tflops, FLOPS_RANGE[0] / 1e12, FLOPS_RANGE[1] / 1e12,
+             "an H100 SXM bf16: 989.4")):
         if not low <= value <= high:
             raise InputError(f"{flag} {value:g} is not a plausible figure ({example}; between "
                              f"{low:g} and {high:g})")
