@@ -68,8 +68,10 @@ class RooflineReport:
             "ridge_flop_per_byte": self.ridge,
             "llama_cpp_cuda_ridge_flop_per_byte": self.llamacpp_ridge, "batch": self.batch,
             "prompt_len": self.prompt_len, "model": self.model,
-            "points": [{("intensity_flop_per_byte" if k == "intensity" else k): v
-                        for k, v in vars(p).items()} for p in self.points],
+            "points": [{**{("intensity_flop_per_byte" if k == "intensity" else k): v
+                           for k, v in vars(p).items()},
+                        "whole_batch_to_ridge": None if p.batch_to_ridge is None
+                        else first_whole_batch(p.batch_to_ridge)} for p in self.points],
             "weights_fit": not self.fit,
             "cautions": [self.caution] if self.caution else [],
         }
@@ -93,7 +95,7 @@ class RooflineReport:
         # a part whose matmuls run at another dtype (attention at the cache's) is a share of
         # that dtype's peak, said so
         rows = [[p.name, f"{p.intensity:,.1f}", f"{p.attainable_flops_per_s / 1e12:,.1f}",
-                 f"{p.fraction_of_peak:.1%}" + (f" of {p.dtype}" if p.dtype and p.dtype != dtype
+                 share_text(p.fraction_of_peak) + (f" of {p.dtype}" if p.dtype and p.dtype != dtype
                                                 else ""),
                  "-" if p.batch_to_ridge is None else whole_batch(p.batch_to_ridge)]
                 for p in self.points]
@@ -125,7 +127,7 @@ class RooflineComparison:
             a, weights = r.accelerator, r.points[0]
             dtype = a.resolve_dtype(r.compute_dtype)
             rows.append([a.id, f"{a.peak(dtype) / 1e12:,.1f} {dtype}", f"{a.bandwidth_tb_s:.3g}",
-                         f"{r.ridge:,.0f}", f"{weights.fraction_of_peak:.1%}",
+                         f"{r.ridge:,.0f}", share_text(weights.fraction_of_peak),
                          "-" if weights.batch_to_ridge is None
                          else whole_batch(weights.batch_to_ridge)])
         return [f"ridge = peak FLOP/s ÷ bandwidth; decode at batch {first.batch}"
@@ -236,8 +238,10 @@ def roofline_report(
              step("weight-matrix intensity", "2 × batch ÷ bytes per weight",
                   q("intensity", w, "FLOP/byte"), q("batch", batch),
                   q("bytes per weight", bytes_per_weight, "B")),
-             step("batch to reach the ridge", "ridge × bytes per weight ÷ 2",
-                  q("batch", to_ridge), q("ridge", ridge, "FLOP/byte")),
+             step("batch to reach the ridge", "⌈ridge × bytes per weight ÷ 2⌉: the first whole "
+                  "batch at or past it", q("batch", first_whole_batch(to_ridge)),
+                  q("ridge", ridge, "FLOP/byte"), q("bytes per weight", bytes_per_weight, "B"),
+                  q("ridge × bytes per weight ÷ 2", f"{to_ridge:,.2f}")),
              step("share of the arithmetic in use", "min(1, intensity ÷ ridge)",
                   q("fraction", arithmetic_share(batch, bytes_per_weight, ridge))),
              att_step,
@@ -285,7 +289,18 @@ def roofline_report(
                           caution, dep.num_gpus if dep else num_gpus)
 
 
-def whole_batch(batch: float) -> str:
+def first_whole_batch(batch: float) -> int:
     """The first whole batch at or past a fractional one (295.3 on an H100: 296 reaches the
     ridge, 295 stops at 99.9 %)."""
-    return f"{math.ceil(batch - 1e-9):,}"
+    return math.ceil(batch - 1e-9)
+
+
+def whole_batch(batch: float) -> str:
+    return f"{first_whole_batch(batch):,}"
+
+
+def share_text(fraction: float) -> str:
+    """A share of peak as a percentage that never reads 100.0 % short of the ridge (an A100
+    at batch 153 keeps 99.99 % busy: 99.9 %, since 154 is the batch that reaches it)."""
+    text = f"{fraction:.1%}"
+    return "99.9%" if fraction < 1 and text == "100.0%" else text
