@@ -197,7 +197,7 @@ def test_a_context_shorter_than_its_own_prompt_and_output_is_unreadable(
     path = csv_file(tmp_path,
                     line(id="short", input_len="610", output_len="422", context_len="99"),
                     line(id="ttft", input_len="1024", output_len="1", context_len="1024",
-                         metric="ttft_ms", unit="ms"),
+                         metric="ttft_ms", unit="ms", batch="1"),
                     line(id="kv", input_len="610", output_len="422", context_len="99",
                          metric="kv_cache_tokens", unit="tokens", value="100000"),
                     line(id="deep", input_len="512", output_len="0", context_len="4608"))

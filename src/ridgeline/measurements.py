@@ -6,12 +6,13 @@ A bad row gets a message naming its id and the problem; good rows are still read
 from __future__ import annotations
 
 import csv
+import io
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ridgeline.engines import engine_id, llamacpp_build
+from ridgeline.engines import engine_id, llamacpp_build, names_plain_llamacpp
 from ridgeline.errors import InputError, shorten
 from ridgeline.offload import HostOffload
 from ridgeline.userfiles import read_text
@@ -32,6 +33,9 @@ MAX_VALUE = 1e15
 MAX_BATCH = 1_000_000
 MAX_TOKENS = 100_000_000  # input_len, output_len, context_len
 MAX_GPUS = 100_000
+_NUMBER = r"[0-9][0-9.]*(?:[eE][+-]?[0-9]+)?"  # '0.9.1' taken whole, to be refused
+_MEMORY_UNIT = r"(?:GiB|GB|MiB|MB)\b"
+MIB_PER_GIB = 1024
 
 
 @dataclass(frozen=True)
@@ -59,30 +63,53 @@ class Measurement:
         return self.source.split()[0] if self.source else ""
 
     def setting(self, name: str) -> str | None:
-        """A value from the notes' engine settings, e.g. setting('gpu_memory_utilization')."""
-        match = re.search(rf"{re.escape(name)}\s*[=:]?\s*([0-9.]+\s*(?:GiB|GB)?)", self.notes)
+        """A value from the notes' engine settings, e.g. setting('gpu_memory_utilization'),
+        written as the notes have it: 'gpu_memory_utilization 0.7', the flag
+        '--gpu-memory-utilization 0.7', or vLLM's log "{'gpu_memory_utilization': 0.7}"."""
+        spelled = re.escape(name).replace("_", "[_ -]")
+        match = re.search(rf"(?<![a-z0-9_]){spelled}['\"]?\s*[=:]?\s*"
+                          rf"({_NUMBER}(?:\s*{_MEMORY_UNIT})?)", self.notes, re.IGNORECASE)
         return match.group(1) if match else None
 
     def setting_number(self, *names: str) -> float | None:
         """The first of ``names`` the notes give a number for ('max_num_seqs default' gives
-        none); a figure with a unit must be in GiB (SGLang's logs print GiB as 'GB')."""
+        none); a figure with a unit is memory, in GiB (SGLang's logs print GiB as 'GB';
+        nvidia-smi's MiB are converted)."""
         for name in names:
             text = self.setting(name)
             if text is None:
                 continue
-            number = text.replace("GiB", "").replace("GB", "").strip()
+            unit = re.search(_MEMORY_UNIT, text)
+            number = (text[:unit.start()] if unit else text).strip()
+            number = number[:-1] if number.endswith(".") else number  # a sentence's end
             try:
-                return float(number)
+                value = float(number)
             except ValueError:
                 raise InputError(f"{name} in the notes is not a number: {text!r}") from None
+            return value / MIB_PER_GIB if unit and unit.group(0).startswith("M") else value
+        return None
+
+    def setting_count(self, *names: str, minimum: int = 1) -> int | None:
+        """setting_number for a count (tokens, sequences, a block's size): a whole number of
+        at least ``minimum``, refused otherwise rather than truncated or passed over."""
+        for name in names:
+            value = self.setting_number(name)
+            if value is None:
+                continue
+            if value != int(value) or value < minimum:
+                raise InputError(f"{name} in the notes must be a whole number ≥ {minimum}, "
+                                 f"got {value:g}")
+            return int(value)
         return None
 
     def serving_tpot(self) -> bool:
         """Whether the row is a serving benchmark's TPOT at a concurrency above one (its notes
-        name the TPOT it was read from): per request (latency − TTFT) ÷ (output − 1), so the
-        steps in which the engine prefilled the other requests count in it."""
+        name the TPOT or the inter-token latency it was read from: 'TPOT', 'mean_tpot_ms',
+        'ITL'): per request (latency − TTFT) ÷ (output − 1), so the steps in which the engine
+        prefilled the other requests count in it, as they do in the gaps between tokens."""
         return self.metric == "decode_tok_s_per_user" and (self.batch or 1) > 1 \
-            and (self.input_len or 0) > 0 and re.search(r"\bTPOT\b", self.notes) is not None
+            and (self.input_len or 0) > 0 \
+            and re.search(r"(?<![a-z])(?:tpot|itl)(?![a-z])", self.notes, re.I) is not None
 
     def flash_attention(self) -> bool | None:
         """Whether the notes say the run used flash attention ('fa=1', 'flash_attn 1',
@@ -134,7 +161,7 @@ class Measurement:
         if ngl is None:
             raise InputError("the notes give a host bandwidth but no ngl")
         link = self.setting_number("host_link_gbs")
-        experts = self.setting_number("n_cpu_moe")
+        experts = self.setting_count("n_cpu_moe", minimum=0)
         return HostOffload(int(ngl.group(1)), int(experts or 0), host * 1e9,
                            link * 1e9 if link else None,
                            re.search(r"ngl_rule\s*=\s*before-18148", self.notes) is None)
@@ -186,8 +213,13 @@ def parse_row(raw: dict[str, str]) -> Measurement:
     if not 0 < value < MAX_VALUE:  # NaN fails too
         raise ValueError(f"value must be a positive number below {MAX_VALUE:g}, "
                          f"got {raw['value']!r}")
-    num_gpus = _int(raw["num_gpus"], "num_gpus", 1, MAX_GPUS) or 1
-    tp = _int(raw["tp"], "tp", 1, MAX_GPUS) or 1
+    tp_stated = _int(raw["tp"], "tp", 1, MAX_GPUS)
+    num_gpus = _int(raw["num_gpus"], "num_gpus", 1, MAX_GPUS) or tp_stated or 1
+    if tp_stated is None and num_gpus > 1:  # tensor parallel, or stages of a pipeline?
+        raise ValueError(f"tp is empty but num_gpus is {num_gpus}: state the tensor-parallel "
+                         "degree (num_gpus ÷ tp GPUs are pipeline stages, or llama.cpp's layer "
+                         "split when tp is 1)")
+    tp = tp_stated or 1
     if num_gpus % tp:
         raise ValueError(f"num_gpus {num_gpus} is not a multiple of tp {tp}")
     input_len = _int(raw["input_len"], "input_len", 0, MAX_TOKENS)
@@ -198,16 +230,23 @@ def parse_row(raw: dict[str, str]) -> Measurement:
     if metric not in KV_METRICS and context_len is not None and context_len < held:
         raise ValueError(f"context_len {context_len:,} is shorter than the {held:,} tokens "
                          "input_len + output_len put in the cache")
+    batch = _int(raw["batch"], "batch", 1, MAX_BATCH)
+    if metric == "ttft_ms" and (batch or 1) > 1:
+        raise ValueError(f"ttft_ms is one prompt's prefill alone (batch 1), got batch {batch}: "
+                         "a TTFT under load waits in the engine's queue (`ridgeline simulate` "
+                         "prices that)")
     engine = raw["engine"].strip()
     try:  # 'llama.cpp' unqualified names its vendor's build, resolved when the row is predicted
         engine_id(llamacpp_build(engine, ""))
     except InputError as exc:
         raise ValueError(f"engine: {exc}") from None
+    # one spelling per engine ('vLLM', 'TensorRT-LLM'), as every rule keyed on it reads it
+    engine = engine.lower() if names_plain_llamacpp(engine) else engine_id(engine)
     return Measurement(
         id=raw["id"].strip(), model=raw["model"].strip(),
         weights_dtype=raw["weights_dtype"].strip().lower(), kv_dtype=raw["kv_dtype"].strip(),
         gpu=raw["gpu"].strip(), num_gpus=num_gpus, tp=tp,
-        batch=_int(raw["batch"], "batch", 1, MAX_BATCH),
+        batch=batch,
         input_len=input_len, output_len=output_len, context_len=context_len, metric=metric,
         value=value,
         unit=unit, engine=engine, source=raw.get("source", ""),
@@ -234,7 +273,9 @@ def read_measurements(path: str | Path) -> ReadResult:
         raise InputError(f"no such measurements file: {path}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path} is not a readable CSV file ({exc})") from None
-    reader = csv.DictReader(text.splitlines())
+    # the csv module splits lines itself: str.splitlines() would also break a row at a form
+    # feed, U+2028 or NEL inside its notes
+    reader = csv.DictReader(io.StringIO(text, newline=""))
     missing = [c for c in COLUMNS if c not in (reader.fieldnames or []) and c != "notes"]
     if missing:
         raise InputError(f"{path} is not a measurements CSV: missing columns {', '.join(missing)}")

@@ -211,6 +211,8 @@ def speed_caveat(dep: Deployment) -> str:
 def _predict_value(row: Measurement, dep: Deployment, profile: EngineProfile) -> float | None:
     m = row.metric
     if m == "decode_tok_s_per_user":
+        if not (row.context_len or row.input_len or row.output_len):
+            return None  # a decode speed at no stated context is unfinished
         step = decode_step_time_s(dep, profile, row.batch or 1, *_decode_span(row))
         if row.serving_tpot():  # the others' prompts, prefilled among its decode steps
             step += others_prompts_s(dep, profile, row)
@@ -220,7 +222,7 @@ def _predict_value(row: Measurement, dep: Deployment, profile: EngineProfile) ->
         if prompt <= 0:
             return None
         depth = max(0, (row.context_len or prompt) - prompt)
-        ubatch = int(row.setting_number("n_ubatch") or llamacpp_n_ubatch())  # llama-bench -ub
+        ubatch = row.setting_count("n_ubatch") or llamacpp_n_ubatch()  # llama-bench -ub
         return (row.batch or 1) * prompt / prefill_time_s(dep, profile, prompt, depth,
                                                           row.batch or 1, ubatch)
     if m in ("output_throughput_tok_s", "output_throughput_tok_s_per_gpu"):
@@ -312,14 +314,12 @@ def kv_row_settings(row: Measurement) -> EngineSettings:
         version = "0.2.5"
     fraction = row.setting_number("gpu_memory_utilization", "mem_fraction_static",
                                   "kv_cache_free_gpu_mem_fraction")
-    tokens = row.setting_number("max_num_batched_tokens", "chunked_prefill_size", "max_num_tokens")
-    seqs = row.setting_number("max_num_seqs", "max_running_requests", "max_batch_size")
-    block = row.setting_number("block_size", "page_size", "tokens_per_block")
+    tokens = row.setting_count("max_num_batched_tokens", "chunked_prefill_size", "max_num_tokens")
+    seqs = row.setting_count("max_num_seqs", "max_running_requests", "max_batch_size")
+    block = row.setting_count("block_size", "page_size", "tokens_per_block")
     return EngineSettings(
         gpu_memory_utilization=fraction, max_model_len=row.context_len,
-        max_num_seqs=int(seqs) if seqs else None,
-        max_num_batched_tokens=int(tokens) if tokens else None,
-        block_size=int(block) if block else None,
+        max_num_seqs=seqs, max_num_batched_tokens=tokens, block_size=block,
         enforce_eager=ran_eager(row),
         prefix_caching=row.prefix_caching() if row.engine == "vllm" else None,
         engine_version=version, flash_attn=row.flash_attention() is not False,
@@ -336,8 +336,15 @@ def kv_caveat(row: Measurement, dep: Deployment) -> str:
     return f"vLLM {accounting.version} {accounting.tp_caveat}"
 
 
+MIN_DEVICE_GIB, MAX_DEVICE_GIB = 0.5, 100_000  # what a stated device total can be
+
+
 def _kv_metric(row: Measurement, dep: Deployment) -> float | None:
     total = row.setting_number("total_gpu_memory")
+    if total is not None and not MIN_DEVICE_GIB <= total <= MAX_DEVICE_GIB:
+        raise InputError(f"total_gpu_memory in the notes is {total:g} GiB: a device's memory "
+                         f"is {MIN_DEVICE_GIB:g}–{MAX_DEVICE_GIB:,} GiB (nvidia-smi's MiB are "
+                         "read as written: '81559MiB')")
     total_bytes = total * GIB if total else None
     stated = kv_row_settings(row)
     max_len = row.context_len or served_positions(dep.model, dep.engine) or 4096
