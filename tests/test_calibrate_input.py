@@ -29,6 +29,9 @@ def csv_file(tmp_path: Path, *lines: str, name: str = "rows.csv") -> Path:
     return path
 
 
+LLAMA_8B_CONFIG = "meta-llama--Llama-3.1-8B.json"
+
+
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     return run_cli(capsys, *args)
 
@@ -206,3 +209,48 @@ def test_a_context_shorter_than_its_own_prompt_and_output_is_unreadable(
     (error,) = result.errors
     assert error.startswith("short:") and "context_len 99 is shorter than the 1,032 tokens" \
         in error
+
+
+def test_a_calibration_on_few_rows_says_its_figures_are_in_sample(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Four rows fitted 'from 15 % to 0.6 %' had read as the profile's error; it is how far
+    the profile bends to its own rows. And a profile fitted on these cards alone does not
+    tell `decode` to calibrate on them."""
+    path = csv_file(tmp_path, *(line(id=f"b{b}", batch=str(b), value=str(v))
+                                for b, v in ((1, 120), (4, 110), (16, 95), (64, 60))))
+    out_file = tmp_path / "p.json"
+    code, out, _ = run(capsys, "calibrate", str(path), "-o", str(out_file))
+    assert code == 0 and "(in sample)" in out
+    assert "vllm: fitted on 4 rows: the 'after' column is how far the profile bends" in out
+    code, out, err = run(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "8",
+                         "--context", "2000", "--profile", str(out_file))
+    assert code == 0 and "calibrate on this one" not in out + err
+
+
+def test_validate_says_when_a_profile_serves_no_row(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    profile = tmp_path / "sglang.json"
+    profile.write_text(json.dumps({"engines": {"sglang": {
+        "engine": "sglang", "bandwidth_efficiency": 0.7, "compute_efficiency": 0.5,
+        "step_overhead_s": 0.0, "layer_overhead_s": 1e-5}}}), encoding="utf-8")
+    path = csv_file(tmp_path, line())
+    code, out, _ = run(capsys, "validate", str(path), "--profile", str(profile))
+    assert code == 0 and "no row here is of that engine: every row was read with the " \
+        "bundled profiles" in out
+    code, out, _ = run(capsys, "validate", str(path))
+    assert "note:" not in out
+
+
+def test_a_relative_config_path_is_read_beside_the_csv(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    bundled = Path(__file__).parent.parent / "src/ridgeline/data/models" / LLAMA_8B_CONFIG
+    (folder / "config.json").write_text(bundled.read_text(encoding="utf-8"), encoding="utf-8")
+    path = csv_file(folder, line(model="config.json"))
+    monkeypatch.chdir(tmp_path)  # not the CSV's folder
+    (row,) = read_measurements(path).rows
+    assert row.model == str(folder / "config.json")
+    code, out, _ = run(capsys, "validate", str(path))
+    assert code == 0 and "1 row scored" in out

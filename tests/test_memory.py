@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -508,3 +509,34 @@ def test_a_pool_that_holds_none_says_why_and_names_the_way_out(
     names = [lv["name"] for lv in json.loads(capsys.readouterr().out)["levers"]]
     assert any(n.startswith("--kv-cache-memory-bytes ") and "the card's room" in n
                for n in names)
+
+
+def test_a_pool_overflowed_by_the_graphs_names_them_not_the_profiling_pass(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The article's deployment, Llama-3.1-70B FP8 on one H100 under the LLM class: the
+    weights and the profiling pass fit the 0.92 budget; the CUDA graphs and the sampler's
+    seats are what overflow it (an audit found the headline blaming the first two)."""
+    from tests.conftest import run_cli
+    code, out, _ = run_cli(capsys, "fit", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8",
+                           "--max-model-len", "2000", "--usage", "offline")
+    head = out.splitlines()[0]
+    assert code == 0 and head.startswith("DOES NOT FIT")
+    taken, budget = map(float, re.findall(r"take ([\d.]+) of the ([\d.]+) GiB", head)[0])
+    assert taken < budget and "the CUDA graphs and the sampler's seats" in head
+    code, out, _ = run_cli(capsys, "fit", "llama-3.1-70b", "--gpu", "h100",
+                           "--max-model-len", "2000")
+    assert "the weights alone" in out.splitlines()[0]
+
+
+def test_prefill_gives_a_throughput_where_decode_gives_one(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A deployment that fits the card but that vLLM would not start: decode prints its
+    floor's speed, and so does prefill, saying the engine would not run it; one that does not
+    fit has none, in the text and in --json alike (the JSON had carried 6,960 tok/s)."""
+    from tests.conftest import run_cli
+    _, out, _ = run_cli(capsys, "prefill", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8",
+                        "--prompt-len", "8")
+    assert "prompt tok/s (the floor's; vllm would not run it)" in out
+    _, out, _ = run_cli(capsys, "prefill", "llama-3.1-70b", "--gpu", "h100", "--prompt-len",
+                        "4000", "--json")
+    assert json.loads(out)["tokens_per_s"] is None and json.loads(out)["fits"] is False

@@ -114,6 +114,8 @@ class EngineProfile:
         here = self.fitted_groups.get(group, 0)
         if here >= MIN_GROUP_ROWS or (self.fitted_rows and not self.fitted_groups):
             return ""  # (a profile written before its groups were recorded: unknown)
+        if here and here == self.fitted_rows:  # a calibration on these cards alone: nothing
+            return ""  # of other cards' in it (calibrate says what few rows are worth)
         seen = ", ".join(f"{g} {n}" for g, n in sorted(self.fitted_groups.items()))
         rows = "no rows" if here == 0 else \
             f"only {here} row{'' if here == 1 else 's'} (fewer than {MIN_GROUP_ROWS})"

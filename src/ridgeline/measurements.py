@@ -9,7 +9,7 @@ import csv
 import io
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ridgeline.engines import engine_id, llamacpp_build, names_plain_llamacpp
@@ -263,6 +263,15 @@ def _rows(reader: csv.DictReader[str], path: str | Path) -> Iterator[dict[str, s
         raise InputError(f"{path}, line {reader.line_num}: {exc}") from None
 
 
+def _beside(row: Measurement, folder: Path) -> Measurement:
+    """A row whose model is a relative path to a config.json next to the CSV, read from
+    there (as the file was written), not from wherever the command runs."""
+    named = Path(row.model)
+    if named.is_absolute() or named.exists() or not (folder / named).exists():
+        return row
+    return replace(row, model=str(folder / named))
+
+
 def read_measurements(path: str | Path) -> ReadResult:
     """All rows of a measurements CSV; a file that is not one, or that gives an id twice (which
     of the two is the measurement?), raises InputError."""
@@ -292,7 +301,7 @@ def read_measurements(path: str | Path) -> ReadResult:
         try:
             if None in raw.values() or None in raw:
                 raise ValueError("wrong number of columns")
-            rows.append(parse_row(raw))
+            rows.append(_beside(parse_row(raw), file.parent))
         except (ValueError, KeyError) as exc:
             errors.append(f"{row_id}: {exc}")
     return ReadResult(tuple(rows), tuple(errors))

@@ -62,6 +62,22 @@ UNDER_RIDGE = "fits, under the ridge"
 CLEARS_RIDGE = "clears the ridge"
 
 
+def _overflow(p: KVPool) -> str:
+    """Which of what comes before the cache overflow the memory reserved: the weights and the
+    profiling pass, or, after them, the CUDA graphs and the sampler's seats."""
+    budget = p.total_bytes * p.reserved_fraction
+    first = p.weight_bytes + p.activation_bytes + p.non_torch_bytes
+    if first > budget:
+        return f"the weights and the profiling pass alone overflow the {budget / GIB:,.1f} GiB " \
+               "it reserves"
+    rest = " and the ".join(name for name, size in (("CUDA graphs", p.cuda_graph_bytes),
+                                                    ("sampler's seats", p.seat_buffer_bytes))
+                            if size > 0)
+    return (f"the weights and the profiling pass take {first / GIB:,.2f} of the "
+            f"{budget / GIB:,.2f} GiB it reserves, and the {rest} "
+            f"({(p.cuda_graph_bytes + p.seat_buffer_bytes) / GIB:,.2f} GiB) overflow it")
+
+
 @dataclass(frozen=True)
 class FitReport:
     deployment: Deployment
@@ -388,8 +404,7 @@ class FitReport:
                              f"exceed the card's {p.total_bytes / GIB:,.1f} GiB: it could not "
                              "load them)")
             elif p.rest_bytes < 0:
-                headline += (f" (the weights and the profiling pass alone overflow the "
-                             f"{p.total_bytes * p.reserved_fraction / GIB:,.1f} GiB it reserves)")
+                headline += f" ({_overflow(p)})"
         elif self.verdict == UNDER_RIDGE:
             headline += (f"; the batch they allow ({self._batch_label()}) is under the ridge "
                          f"({self.ridge_batch:,.0f}): bandwidth-bound at any load")

@@ -75,7 +75,8 @@ class PrefillReport:
         return {"deployment": deployment_line(self.deployment),
                 "kind": "floor (the article's lower bound: time_s, tokens_per_s) and the "
                 "engine's calibrated expectation (expected)", "prompt_len": f.prompt_len,
-                "batch": f.batch, "time_s": f.time_s, "tokens_per_s": f.tokens_per_s,
+                "batch": f.batch, "time_s": f.time_s,
+                "tokens_per_s": f.tokens_per_s if f.fit.fits else None,
                 "bound": f.bound, "flops": f.flops, "bytes_moved": f.bytes_moved,
                 "intensity_flop_per_byte": f.intensity_flop_per_byte,
                 "weight_intensity_flop_per_byte": f.weight_intensity_flop_per_byte,
@@ -97,9 +98,11 @@ class PrefillReport:
             + (":" if self.runs else " (arithmetic only: no engine can run this):"
                if not f.fit.fits else f" (arithmetic only: {e.engine} would not run this):"),
             f"  time       {f.time_s * 1e3:,.1f} ms (bound by {f.bound}) = TTFT floor",
-            # a deployment that cannot run gets no throughput, as decode gives it none
-            f"  throughput {f.tokens_per_s:,.0f} prompt tok/s" if self.runs else
-            "  throughput none: it does not run",
+            # a deployment that does not fit gets no throughput, as decode gives it none; one
+            # that fits but an engine would not start has its floor's, as decode's floor does
+            f"  throughput {f.tokens_per_s:,.0f} prompt tok/s" + (
+                "" if self.runs else f" (the floor's; {e.engine} would not run it)")
+            if f.fit.fits else "  throughput none: it does not run",
             f"  intensity  {f.weight_intensity_flop_per_byte:,.0f} FLOP per byte of weights, "
             f"{f.intensity_flop_per_byte:,.0f} over all bytes ({ridge})",
         ]

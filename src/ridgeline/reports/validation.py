@@ -164,6 +164,7 @@ class ValidationReport:
     show_rows: bool = True
     steps: tuple[Step, ...] = ()
     strict: bool = False  # --strict: a row unread or unpredicted fails the run
+    notes: tuple[str, ...] = ()  # about the run as a whole (a --profile no row used)
 
     @property
     def failure(self) -> str:
@@ -191,6 +192,7 @@ class ValidationReport:
             "summary": {column: [vars(s) for s in self._by(column)]
                         for column in ("metric", "engine", "gpu")},
             "read_errors": list(self.read_errors),
+            "notes": list(self.notes),
         }
 
     def text_lines(self) -> list[str]:
@@ -222,6 +224,7 @@ class ValidationReport:
         lines.append(f"{scored} {plural(scored, 'row')} scored, {unpredicted} without a "
                      f"prediction (reason given), {len(self.read_errors)} unreadable")
         lines += [f"  unreadable: {e}" for e in self.read_errors]
+        lines += [f"note: {n}" for n in self.notes]
         if not self.show_rows:  # --summary: the rows' table is not shown, their reasons are
             lines += [f"  no prediction: {p.id}: {p.reason}" for p in self.predictions
                       if p.predicted is None]
@@ -269,6 +272,7 @@ class CalibrationReport:
         rows = [[s.group, str(s.rows), f"{before[s.group].median_abs_error:.1%}"
                  if s.group in before else "-", f"{s.median_abs_error:.1%}"] for s in self.after]
         lines += table(rows, ["metric", "rows", "before (bundled)", "after (this profile)"])
+        lines.append("median |error| over the rows the profile was fitted on (in sample)")
         lines += [f"  unreadable: {e}" for e in self.unreadable]
         lines += [f"  left out: {e}" for e in self.skipped]
         lines += [f"caution: {c}" for c in self.cautions]
