@@ -1,4 +1,5 @@
-"""`ridgeline measure` on the CPU with tiny shapes (skipped, saying why, without PyTorch)."""
+"""`ridgeline measure` on the CPU with tiny shapes (skipped, saying why, without PyTorch);
+its outputs, their names and the next step it prints, without PyTorch."""
 
 from __future__ import annotations
 
@@ -14,7 +15,12 @@ from ridgeline.cli import main
 from ridgeline.errors import InputError
 from ridgeline.model import ModelSpec
 
-torch = pytest.importorskip("torch", reason="PyTorch is an optional extra (ridgeline[measure])")
+try:
+    import torch
+except ImportError:
+    torch = None
+needs_torch = pytest.mark.skipif(torch is None,
+                                 reason="PyTorch is an optional extra (ridgeline[measure])")
 
 TINY: dict[str, Any] = {
     "model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64,
@@ -38,6 +44,7 @@ def build(config: dict[str, Any]) -> Any:
     return RandomModel.build(ModelSpec.from_hf_config(config, "tiny"))
 
 
+@needs_torch
 def test_a_gqa_model_decodes_against_its_cache() -> None:
     model = build(TINY)
     cache = model.kv_cache(batch=3, context=10)
@@ -48,6 +55,7 @@ def test_a_gqa_model_decodes_against_its_cache() -> None:
     assert prefill.shape == (1, 256)
 
 
+@needs_torch
 def test_moe_runs_only_the_experts_a_batch_picks() -> None:
     config = {**TINY, "model_type": "mixtral", "num_local_experts": 8, "num_experts_per_tok": 2}
     model = build(config)
@@ -57,12 +65,14 @@ def test_moe_runs_only_the_experts_a_batch_picks() -> None:
     assert model.step(torch.zeros(2, 1, dtype=torch.long), model.kv_cache(2, 5)).shape == (2, 256)
 
 
+@needs_torch
 def test_sliding_window_layers_keep_only_their_window() -> None:
     config = {**TINY, "model_type": "mistral", "sliding_window": 8}
     model = build(config)
     assert model.kv_cache(1, 100)[0][0].shape[2] == 8  # window − 1 cached + the new token
 
 
+@needs_torch
 def test_mla_and_ssm_models_are_refused_clearly() -> None:
     from ridgeline.catalog import resolve_model
     from ridgeline.torch_model import check_buildable
@@ -72,6 +82,7 @@ def test_mla_and_ssm_models_are_refused_clearly() -> None:
             check_buildable(resolve_model(name))
 
 
+@needs_torch
 def test_probes_measure_something_real() -> None:
     from ridgeline.device_probes import bandwidth_probes, matmul_probes
 
@@ -82,6 +93,7 @@ def test_probes_measure_something_real() -> None:
     assert len(mm) == 3 and all(p.value > 1e6 for p in mm)
 
 
+@needs_torch
 def test_the_fp8_probe_runs_scaled_matmuls_or_says_why_not() -> None:
     from ridgeline.device_probes import fp8_matmul_probes
 
@@ -93,6 +105,7 @@ def test_the_fp8_probe_runs_scaled_matmuls_or_says_why_not() -> None:
         assert all(p.value > 0 for p in probes)
 
 
+@needs_torch
 def test_the_grid_skips_what_the_device_cannot_hold(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     """A cache larger than the device's free memory is skipped with its size, not allocated."""
@@ -113,6 +126,7 @@ def test_the_grid_skips_what_the_device_cannot_hold(tmp_path: Path, monkeypatch:
     assert sum("the cache needs" in s for s in result.skipped) == 3
 
 
+@needs_torch
 def test_measure_writes_rows_that_validate(tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "config.json"
@@ -131,6 +145,7 @@ def test_measure_writes_rows_that_validate(tmp_path: Path,
     assert all(r["predicted"] for r in data["rows"])
 
 
+@needs_torch
 def test_a_graph_replayed_step_gets_its_own_row_or_says_why_not(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """CUDA graphs need a GPU; here the capture is stood in for, once working and once
@@ -160,6 +175,7 @@ def test_a_graph_replayed_step_gets_its_own_row_or_says_why_not(
                               "stream is capturing)"]
 
 
+@needs_torch
 def test_the_grid_and_the_probes_can_be_chosen(tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "config.json"
@@ -180,6 +196,7 @@ def test_the_grid_and_the_probes_can_be_chosen(tmp_path: Path,
         refused(["measure", "--model", str(config), *bad, "-o", str(rows)], message, capsys)
 
 
+@needs_torch
 def test_a_windowed_layer_prefills_as_a_band_of_the_full_causal_attention() -> None:
     """The chunked windowed prefill equals full attention under a band mask (each position
     sees itself and the window − 1 before it), and differs from plain causal attention."""
@@ -196,6 +213,7 @@ def test_a_windowed_layer_prefills_as_a_band_of_the_full_causal_attention() -> N
     assert model.step(torch.zeros(1, 29, dtype=torch.long), None).shape == (1, 256)
 
 
+@needs_torch
 def test_grouped_experts_compute_what_one_matmul_per_expert_does() -> None:
     """The grouped path (torch._grouped_mm, capturable in a CUDA graph) against the loop,
     and an expert nobody picked is never read: changing its weights changes nothing."""
@@ -222,6 +240,7 @@ def test_grouped_experts_compute_what_one_matmul_per_expert_does() -> None:
     assert model.step(torch.zeros(3, 1, dtype=torch.long), model.kv_cache(3, 4)).shape == (3, 256)
 
 
+@needs_torch
 def test_fp8_weights_run_through_scaled_matmuls_and_say_so_in_the_rows(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """--fp8: the linear weights in e4m3 (a quarter of f32's bytes), products within e4m3's
@@ -254,6 +273,7 @@ def test_fp8_weights_run_through_scaled_matmuls_and_say_so_in_the_rows(
     assert "dense models only" in capsys.readouterr().err
 
 
+@needs_torch
 def test_a_grid_the_device_cannot_hold_is_refused_before_it_allocates(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A prompt too long for memory is skipped like a cache too large; a grid with nothing
@@ -277,6 +297,7 @@ def test_a_grid_the_device_cannot_hold_is_refused_before_it_allocates(
     assert RandomModel.prefill_bytes(spec, 1000, 4) == int(1.5 * 4 * 1000 * per_token)
 
 
+@needs_torch
 def test_the_device_record_holds_the_memory_the_runtime_reports(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Not a default of 80 GiB whatever the card: the runtime's figure (a CPU's RAM here),
@@ -295,3 +316,158 @@ def test_the_device_record_holds_the_memory_the_runtime_reports(
     assert main(["measure", "--model", str(config), "--quick", "--batches", "1", "--contexts",
                  "8", "--memory-gib", "24", "-o", str(rows)]) == 0
     assert json.loads(record.read_text())["memory_bytes"] == 24 * 2**30
+
+
+def stand_in_for_measuring(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The minutes of measuring stood in for (no PyTorch): the probes ``probe_device`` runs
+    for the device and dtype, named as it names them, and rows from measure's own builders."""
+    from functools import partial
+
+    from ridgeline import measure as m
+    from ridgeline.device_probes import Probe, matmul_dtypes
+
+    def measured(device: str, quick: bool, model: str, dtype: str | None, gpu_id: str | None,
+                 batches: Any, contexts: Any, probes: bool, fp8: bool) -> m.MeasureResult:
+        kind = device.split(":")[0]
+        dt = dtype or ("float32" if kind == "cpu" else "bfloat16")
+        gid = gpu_id or f"measured-{kind}"
+        result = m.MeasureResult(device, "stand-in", memory_bytes=16 * 2**30, gpu_id=gid)
+        if probes:
+            result.probes = [Probe("copy bandwidth", 2e10, "256 MiB copied"),
+                             *(Probe(f"{d} matmul 1024³", 1e11, "square")
+                               for d in matmul_dtypes(kind, dt))]
+        w = m._WEIGHTS[dt]
+        decode = partial(m._decode_row, model, w, gid, notes="random weights",
+                         engine="torch-eager", kv=w)
+        for context, prefill_tok_s in ((128, 4e4), (512, 1.2e5)):  # the quick grid's
+            result.rows += [decode(1, context, 2.5e-3), decode(4, context, 2.7e-3),
+                            m._row(model, w, gid, 1, context, 0, context, "prefill_tok_s",
+                                   prefill_tok_s, "tok/s", "random weights", kv=w)]
+        return result
+
+    monkeypatch.setattr(m, "measure", measured)
+
+
+def tiny_config(tmp_path: Path) -> str:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(TINY))
+    return str(config)
+
+
+def next_step(out: str) -> list[str]:
+    """The command measure's last line says to run next, as argv for ``main``."""
+    import shlex
+
+    argv = shlex.split(out.strip().splitlines()[-1].split("next: ", 1)[1])
+    assert argv[:2] == ["ridgeline", "validate"]
+    return argv[1:]
+
+
+@pytest.mark.parametrize(("device", "dtype", "peaks"), [
+    ("cpu", None, {"fp32", "bf16"}),  # a CPU's f32 cache: attention priced at bf16
+    ("cpu", "bfloat16", {"bf16"}),
+    ("cpu", "float16", {"fp16"}),
+    ("cuda:1", None, {"bf16", "fp16"}),
+    ("cuda", "float32", {"fp32", "bf16", "fp16"}),
+])
+def test_the_next_step_measure_prints_validates_and_calibrates(
+        device: str, dtype: str | None, peaks: set[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The record holds a peak for every matmul the rows are priced at (the weights' and
+    the cache's attention), so the printed `validate` predicts every row and `calibrate`
+    fits them: a CPU-only machine completes measure → validate → calibrate."""
+    stand_in_for_measuring(monkeypatch)
+    rows = tmp_path / "rows.csv"
+    argv = ["measure", "--device", device, "--model", tiny_config(tmp_path), "-o", str(rows)]
+    assert main([*argv, *(["--dtype", dtype] if dtype else [])]) == 0
+    validate = next_step(capsys.readouterr().out)
+    record = tmp_path / "rows.accelerator.json"
+    assert validate == ["validate", str(rows), "--gpu-file", str(record)]
+    assert set(json.loads(record.read_text())["peak_flops"]) == peaks
+    assert main([*validate, "--json"]) == 0
+    assert all(r["predicted"] for r in json.loads(capsys.readouterr().out)["rows"])
+    assert main(["calibrate", str(rows), "--gpu-file", str(record), "-o",
+                 str(tmp_path / "profile.json")]) == 0
+    assert "torch-eager" in json.loads((tmp_path / "profile.json").read_text())["engines"]
+
+
+def test_the_device_record_lands_beside_the_rows_whatever_their_name(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """rows.csv → rows.accelerator.json; a name without .csv keeps all of itself, and a dot
+    in a folder's name never moves the record out of the folder."""
+    from ridgeline.measure import record_path
+
+    for rows, record in (("rows.csv", "rows.accelerator.json"),
+                         ("RUN.CSV", "RUN.accelerator.json"),
+                         ("./rows", "rows.accelerator.json"),
+                         ("x.v2/rows", "x.v2/rows.accelerator.json"),
+                         ("run.2024", "run.2024.accelerator.json")):
+        assert record_path(Path(rows)) == Path(record)
+    stand_in_for_measuring(monkeypatch)
+    (tmp_path / "x.v2").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert main(["measure", "--model", tiny_config(tmp_path), "-o", "x.v2/rows"]) == 0
+    assert main(["measure", "--model", tiny_config(tmp_path), "-o", "./rows"]) == 0
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == [
+        "config.json", "rows", "rows.accelerator.json", "x.v2", "x.v2/rows",
+        "x.v2/rows.accelerator.json"]
+    assert main(next_step(capsys.readouterr().out)) == 0
+
+
+def test_measure_overwrites_only_what_it_wrote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """An existing CSV that is not measure's rows, or a record beside it that is not
+    measure's, is refused before measuring (one line, exit 2) and left as it was; measure's
+    own rows and record are measured over again."""
+    stand_in_for_measuring(monkeypatch)
+    config = tiny_config(tmp_path)
+    precious = tmp_path / "precious.csv"
+    precious.write_text("id,model,metric,value\nmine,llama-3.1-8b,ttft_ms,12\n")
+    refused(["measure", "--model", config, "-o", str(precious)],
+            "exists and is not rows `ridgeline measure` wrote: not overwriting", capsys)
+    refused(["measure", "--model", config, "-o", config], "not overwriting", capsys)
+    assert precious.read_text().startswith("id,model,metric")
+    rows, record = tmp_path / "rows.csv", tmp_path / "rows.accelerator.json"
+    card = json.dumps({"id": "lab-card", "vendor": "nvidia", "peak_flops": {"bf16": 1e15}})
+    record.write_text(card)
+    refused(["measure", "--model", config, "-o", str(rows)],
+            "(the device record beside -o", capsys)
+    assert not rows.exists() and record.read_text() == card
+    # --skip-probes writes no record, so another file there is not in the way
+    assert main(["measure", "--model", config, "--skip-probes", "-o", str(rows)]) == 0
+    assert "give --gpu-file a record of measured-cpu" in capsys.readouterr().out
+    assert record.read_text() == card
+    record.unlink()
+    for _ in range(2):  # its own rows and record, written again
+        assert main(["measure", "--model", config, "-o", str(rows)]) == 0
+    capsys.readouterr()
+    # rows without probes, beside the record an earlier run wrote: that record is the next step
+    assert main(["measure", "--model", config, "--skip-probes", "-o", str(rows)]) == 0
+    assert main(next_step(capsys.readouterr().out)) == 0
+
+
+def test_a_device_that_is_not_there_is_named_as_asked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--device cuda:1 is refused as cuda:1, not as 'cuda'; an index past the visible GPUs
+    says which are visible. torch stood in for: the refusal comes before any device work."""
+    from types import SimpleNamespace
+
+    from ridgeline import measure as m
+
+    def fake_torch(count: int) -> Any:
+        def device(text: str) -> Any:
+            kind, _, index = text.partition(":")
+            return SimpleNamespace(type=kind, index=int(index) if index else None)
+
+        return SimpleNamespace(device=device, cuda=SimpleNamespace(
+            is_available=lambda: count > 0, device_count=lambda: count))
+
+    config, rows = tiny_config(tmp_path), str(tmp_path / "rows.csv")
+    for count, device, message in ((0, "cuda:1", "--device cuda:1: no CUDA device is visible"),
+                                   (1, "cuda:1", "--device cuda:1: only cuda:0 is visible"),
+                                   (2, "cuda:3", "--device cuda:3: only cuda:0 to cuda:1 are")):
+        monkeypatch.setattr(m, "import_torch", lambda count=count: fake_torch(count))
+        refused(["measure", "--device", device, "--model", config, "-o", rows], message, capsys)
+    assert not Path(rows).exists()

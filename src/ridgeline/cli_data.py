@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import math
 import re
+import shlex
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ridgeline.cli import (
     MAX_BATCH,
@@ -21,6 +23,14 @@ from ridgeline.cli import (
     _weight_name,
 )
 from ridgeline.errors import InputError, shorten
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+# fewer rows than this for an engine: its in-sample figures say little about new rows (a
+# profile sets at least five numbers: two shares, the step's, a layer's and a prompt layer's)
+FEW_ROWS = 12
 
 
 def _device_id(text: str) -> str:
@@ -138,7 +148,14 @@ def cmd_measure(args: argparse.Namespace) -> Any:
     from pathlib import Path
 
     from ridgeline.catalog import resolve_model
-    from ridgeline.measure import accelerator_record, measure, write_record, write_rows
+    from ridgeline.measure import (
+        accelerator_record,
+        measure,
+        measured_record,
+        record_path,
+        write_record,
+        write_rows,
+    )
     from ridgeline.torch_model import check_buildable
 
     # what can be refused before minutes of measuring: the model, and whether it is built
@@ -154,26 +171,23 @@ def cmd_measure(args: argparse.Namespace) -> Any:
         from ridgeline.hardware import resolve_accelerator
 
         resolve_accelerator(args.rated_gpu)
-    out = Path(args.output).expanduser()
-    if out.is_dir() or not out.parent.is_dir():
-        raise InputError(f"-o {args.output}: " + ("a folder, not a CSV file" if out.is_dir()
-                                                  else "its folder does not exist"))
     if args.skip_probes and args.memory_gib:
         raise InputError("--memory-gib sizes the device record, which --skip-probes does not "
                          "write")
+    out = Path(args.output).expanduser()
+    record = record_path(out)
+    _check_measure_output(args.output, out, None if args.skip_probes else record)
     result = measure(args.device, args.quick, args.model, args.dtype, args.gpu_id,
                      tuple(args.batches or ()), tuple(args.contexts or ()), not args.skip_probes,
                      args.fp8)
-    gid = args.gpu_id or f"measured-{args.device}"
-    write_rows(result.rows, args.output)
-    record_path = str(args.output).rsplit(".", 1)[0] + ".accelerator.json"
+    write_rows(result.rows, out)
     memory: float | None = None
     if result.probes:
         memory = args.memory_gib * 2**30 if args.memory_gib else result.memory_bytes
         if memory is None:
             raise InputError(f"{args.device}: the runtime reports no memory size; give "
-                             "--memory-gib")
-        write_record(accelerator_record(result, gid, memory), record_path)
+                             f"--memory-gib (the rows are written, to {args.output})")
+        write_record(accelerator_record(result, memory), record)
     rated = None
     if args.rated_gpu:
         from ridgeline.hardware import resolve_accelerator
@@ -192,14 +206,37 @@ def cmd_measure(args: argparse.Namespace) -> Any:
                      + ("--memory-gib" if args.memory_gib else "as the runtime reports it")
                      + ")")
     lines += [f"  skipped: {s}" for s in result.skipped]
-    if result.probes:
+    validate = (f"ridgeline validate {shlex.quote(args.output)} --gpu-file "
+                f"{shlex.quote(str(record))}")
+    if memory is not None:
         lines.append(f"wrote {len(result.rows)} rows to {args.output} and the measured device "
-                     f"to {record_path}; next: ridgeline validate {args.output} --gpu-file "
-                     f"{record_path}")
-    else:
+                     f"to {record}; next: {validate}")
+    else:  # the rows name a device no catalog holds: validate needs a record of it
+        earlier = measured_record(record)
         lines.append(f"wrote {len(result.rows)} rows to {args.output} (no probes: no device "
-                     f"record); next: ridgeline validate {args.output}")
+                     "record); " + (f"an earlier run's record is beside them; next: {validate}"
+                                    if earlier and earlier.get("id") == result.gpu_id else
+                                    f"to validate them, give --gpu-file a record of "
+                                    f"{result.gpu_id} (a run without --skip-probes writes one)"))
     return WroteFile(args.output, "\n".join(lines))
+
+
+def _check_measure_output(output: str, out: Path, record: Path | None) -> None:
+    """Before minutes of measuring: the CSV's folder exists, and neither the CSV nor the
+    device record beside it (``record``; None with --skip-probes) is a file this command did
+    not write (a measurements file or a catalog record would be lost)."""
+    from ridgeline.measure import measured_record, wrote_rows
+
+    if out.is_dir() or not out.parent.is_dir():
+        raise InputError(f"-o {output}: " + ("a folder, not a CSV file" if out.is_dir()
+                                             else "its folder does not exist"))
+    if out.exists() and not wrote_rows(out):
+        raise InputError(f"-o {output} exists and is not rows `ridgeline measure` wrote: not "
+                         "overwriting it (remove it or choose another name)")
+    if record is not None and record.exists() and measured_record(record) is None:
+        raise InputError(f"{record} (the device record beside -o {output}) exists and is not "
+                         "one `ridgeline measure` wrote: not overwriting it (remove it or "
+                         "choose another name)")
 
 def _require_rows(files: list[str], errors: tuple[str, ...], rows: tuple[Any, ...]) -> None:
     if not rows:
@@ -238,6 +275,7 @@ def cmd_validate(args: argparse.Namespace) -> Any:
     from ridgeline.calibrate import beyond_roofline, validate
     from ridgeline.engines import load_profile_file
     from ridgeline.measurements import read_measurement_files
+    from ridgeline.predict import row_engine
     from ridgeline.reports.validation import ValidationReport, prediction_steps
 
     _register_gpu_files(args)
@@ -250,15 +288,23 @@ def cmd_validate(args: argparse.Namespace) -> Any:
     past = {r.id: floor for r, floor in beyond_roofline(result.rows)}
     predictions = [p if p.id not in past else replace(
         p, caveat="; ".join(c for c in (p.caveat, f"measured past the roofline's "
-                                       f"{past[p.id]:,.4g}: is the card right? speculative "
-                                       "decoding? (calibrate leaves it out)") if c))
+                                       f"{past[p.id]:,.4g}: " + (
+                                           "a TTFT under a millisecond: seconds written as ms?"
+                                           if p.metric == "ttft_ms" and p.measured < 1 else
+                                           "is the card right? speculative decoding?")
+                                       + " (calibrate leaves it out)") if c))
         for p in predictions]
     if all(p.predicted is None for p in predictions):
         raise InputError(f"{', '.join(args.file)}: no row could be predicted: "
                          + "; ".join(f"{p.id}: {p.reason}" for p in predictions[:3]))
     steps = prediction_steps(result.rows, predictions, profiles) if args.explain else ()
+    notes: tuple[str, ...] = ()
+    if profiles and not {row_engine(r) for r in result.rows} & set(profiles):
+        notes = (f"{args.profile} holds {', '.join(sorted(profiles))}, and no row here is of "
+                 f"{'that engine' if len(profiles) == 1 else 'those engines'}: every row was "
+                 "read with the bundled profiles",)
     return ValidationReport(result.rows, tuple(predictions), result.errors, not args.summary,
-                            steps, args.strict)
+                            steps, args.strict, notes)
 
 def cmd_calibrate(args: argparse.Namespace) -> Any:
     import json
@@ -356,11 +402,27 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
                 for name, value in (("bandwidth", p.bandwidth_efficiency),
                                     ("compute", p.compute_efficiency)) if value >= 0.999]
     worse = {s.group: s for s in before}
+
+    def squared_log(preds: list[Any]) -> float:  # the fit's objective, near enough
+        logs = [math.log(p.predicted / p.measured) ** 2 for p in preds
+                if p.predicted and p.measured]
+        return sum(logs) / len(logs) if logs else 0.0
+
+    closer = squared_log(refitted) < squared_log(bundled)
     cautions += [f"{s.group}: this profile misses its own rows by {s.median_abs_error:.1%} "
-                 f"(median) against the bundled profile's {worse[s.group].median_abs_error:.1%}: "
-                 "the rows disagree with each other (one condition measured far apart?)"
+                 f"(median) against the bundled profile's {worse[s.group].median_abs_error:.1%}"
+                 + (": it fits them closer on the whole (mean squared log error "
+                    f"{squared_log(bundled):.4f} → {squared_log(refitted):.4f}), a few far rows "
+                    "pulling it; where the bundled profile already reads them this well, keep it"
+                    if closer else ": the rows disagree with each other (one condition "
+                    "measured far apart?)")
                  for s in after if s.group in worse
                  and s.median_abs_error > worse[s.group].median_abs_error]
+    few = {e: p.fitted_rows for e, p in profiles.items() if p.fitted_rows < FEW_ROWS}
+    cautions += [f"{engine}: fitted on {n} {plural(n, 'row')}: the 'after' column is how far "
+                 "the profile bends to its own rows, not its error on new ones; hold some rows "
+                 "out of the file and score them with `ridgeline validate --profile`"
+                 for engine, n in few.items()]
     # --explain: each profile's formula and coefficients, then every row through it
     steps = (*profile_steps(profiles), *prediction_steps(scored, refitted, profiles)) \
         if args.explain else ()

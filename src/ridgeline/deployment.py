@@ -404,6 +404,8 @@ class Deployment:
             return self._native_dtype(("fp8", "bf16", "fp16"))
         if self.kv.id in ("fp16", "f16"):  # an fp16 cache (--dtype float16) multiplies in fp16
             return self._native_dtype(("fp16", "bf16"))
+        if self.kv.id == "fp32":  # an f32 cache (measure's float32 rows) multiplies in fp32
+            return self._native_dtype(("fp32", "bf16", "fp16"))
         return self._native_dtype(("bf16", "fp16"))
 
     @property

@@ -163,12 +163,28 @@ def device_total_bytes(torch: Any, device: Any) -> float | None:
         return None
 
 
-def probe_device(torch: Any, dev: Any, quick: bool, skipped: list[str]) -> list[Probe]:
-    """Every probe this device runs; what it cannot run is named in ``skipped``."""
+def matmul_dtypes(device_type: str, dtype: str) -> list[str]:
+    """The matmul peaks the device record needs for rows of a ``dtype`` model: the model's
+    own (its weights' matmuls), and the 16-bit rate an f32 cache's QKᵀ and PV are priced at
+    (``Deployment.attention_compute_dtype``: bf16, else fp16). A CPU's default float32
+    model: float32 and bfloat16; a GPU: both 16-bit rates, and float32 where asked."""
+    if device_type != "cpu":
+        extra = ["bfloat16", "float16"]  # both, as the catalog's GPU records state them
+    elif dtype == "float32":
+        extra = ["bfloat16"]  # the rate its f32 cache's attention is priced at
+    else:
+        extra = []  # a 16-bit cache is priced at its own rate, the model's
+    return [dtype, *(d for d in extra if d != dtype)]
+
+
+def probe_device(torch: Any, dev: Any, quick: bool, skipped: list[str],
+                 dtype: str = "float32") -> list[Probe]:
+    """Every probe this device runs for a ``dtype`` model; what it cannot run is named in
+    ``skipped``."""
     # big enough to leave every cache: 256 MiB on a CPU, 1 GiB on a GPU (4x with the full run)
     n_bytes = (256 if dev.type == "cpu" else 1024) * 2**20 * (1 if quick else 4)
     probes = bandwidth_probes(torch, dev, n_bytes)
-    dtypes = ["float32"] if dev.type == "cpu" else ["bfloat16", "float16"]
+    dtypes = matmul_dtypes(dev.type, dtype)
     big = 1024 if dev.type == "cpu" else (4096 if quick else 8192)
     probes += matmul_probes(torch, dev, dtypes, big, (1, 8, 64))
     if dev.type == "cuda" and torch.cuda.get_device_capability(dev) >= (8, 9):

@@ -50,6 +50,7 @@ class MeasureResult:
     rows: list[dict[str, str]] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     memory_bytes: float | None = None  # the device's total, as its runtime reports it
+    gpu_id: str = ""  # the id the rows name the device by, and its record's
 
 
 def _row(model_hf: str, weights: str, gpu_id: str, batch: int, input_len: int, output_len: int,
@@ -92,12 +93,18 @@ def measure(device: str = "cpu", quick: bool = True, model: str = "llama-3.2-1b"
     torch = import_torch()
     dev = torch.device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise InputError("--device cuda: no CUDA device is visible")
+        raise InputError(f"--device {device}: no CUDA device is visible")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        count = torch.cuda.device_count()
+        raise InputError(f"--device {device}: only " + ("cuda:0 is" if count == 1 else
+                                                        f"cuda:0 to cuda:{count - 1} are")
+                         + " visible")
     if dev.type == "mps" and not torch.backends.mps.is_available():
-        raise InputError("--device mps: no Metal device is visible")
+        raise InputError(f"--device {device}: no Metal device is visible")
     name = (torch.cuda.get_device_name(dev) if dev.type == "cuda" else
             platform.processor() or platform.machine())
-    result = MeasureResult(device, name, memory_bytes=device_total_bytes(torch, dev))
+    gid = gpu_id or f"measured-{dev.type}"
+    result = MeasureResult(device, name, memory_bytes=device_total_bytes(torch, dev), gpu_id=gid)
     dt = dtype or ("float32" if dev.type == "cpu" else "bfloat16")
     # refused before the probes' minutes: a model that cannot run
     spec = resolve_model(model, fetchable=False)
@@ -109,10 +116,9 @@ def measure(device: str = "cpu", quick: bool = True, model: str = "llama-3.2-1b"
                          f"weights exceed the device's {result.memory_bytes / 1e9:,.1f} GB "
                          "(a smaller --model, or --dtype)")
     if probes:
-        result.probes += probe_device(torch, dev, quick, result.skipped)
+        result.probes += probe_device(torch, dev, quick, result.skipped, dt)
     # a catalog model is recorded by its Hugging Face id, a config file by its path
     hf = next((e.hf_id for e in model_entries() if e.id == spec.name), model)
-    gid = gpu_id or f"measured-{dev.type}"
     try:
         rm = RandomModel.build(spec, device, dt, fp8=fp8)
     except RuntimeError as exc:  # torch's OutOfMemoryError is one: the model, not a bug
@@ -213,8 +219,9 @@ def _graph_row(torch: Any, dev: Any, step: Callable[[], Any], result: MeasureRes
     return True
 
 
-def accelerator_record(result: MeasureResult, gpu_id: str, memory_bytes: float) -> dict[str, Any]:
-    """The measured device as a catalog record: its measured bandwidth and best matmul."""
+def accelerator_record(result: MeasureResult, memory_bytes: float) -> dict[str, Any]:
+    """The measured device as a catalog record, under the id its rows name: its measured
+    bandwidth and best matmul per dtype."""
     bandwidth = max(p.value for p in result.probes if "bandwidth" in p.name)
     best: dict[str, float] = {}
     for p in result.probes:
@@ -222,17 +229,55 @@ def accelerator_record(result: MeasureResult, gpu_id: str, memory_bytes: float) 
             dtype = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16",
                      "float8_e4m3fn": "fp8"}[p.name.split()[0]]
             best[dtype] = max(best.get(dtype, 0.0), p.value)
-    return {"id": gpu_id, "name": result.device_name, "vendor": "measured", "form": "measured",
-            "memory_bytes": memory_bytes, "memory_size": memory_bytes / 2**30,
+    return {"id": result.gpu_id, "name": result.device_name, "vendor": "measured",
+            "form": "measured", "memory_bytes": memory_bytes, "memory_size": memory_bytes / 2**30,
             "memory_unit": "GiB", "memory_bandwidth_bytes_per_s": bandwidth, "peak_flops": best,
             "sources": [f"ridgeline measure {date.today().isoformat()}"],
             "notes": "measured figures, not a spec sheet: efficiencies fitted against it are "
                      "relative to what the probes reached"}
 
 
-def write_rows(rows: list[dict[str, str]], path: str) -> None:
+def record_path(rows: Path) -> Path:
+    """The device record beside the rows: rows.csv → rows.accelerator.json, and a name
+    without .csv keeps its own (x.v2/rows → x.v2/rows.accelerator.json)."""
+    stem = rows.stem if rows.suffix.lower() == ".csv" else rows.name
+    return rows.with_name(stem + ".accelerator.json")
+
+
+def wrote_rows(path: Path) -> bool:
+    """Whether ``path`` holds rows this command wrote (its header, every row's source
+    'ridgeline measure …'): a file that may be measured over again."""
     try:
-        with Path(path).open("w", newline="", encoding="utf-8") as handle:
+        if path.stat().st_size > 2**24:
+            return False
+        with path.open(newline="", encoding="utf-8") as handle:
+            reader = csv.DictReader(handle)
+            rows = list(reader)
+            header = tuple(reader.fieldnames or ())
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return False
+    return header == COLUMNS and bool(rows) and all(
+        (r.get("source") or "").startswith("ridgeline measure ") for r in rows)
+
+
+def measured_record(path: Path) -> dict[str, Any] | None:
+    """The device record at ``path`` where this command wrote it (vendor and form
+    'measured'), else None (no file, or another kind of file)."""
+    try:
+        if path.stat().st_size > 2**20:
+            return None
+        record = json.loads(path.read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not (isinstance(record, dict) and record.get("vendor") == "measured"
+            and record.get("form") == "measured"):
+        return None
+    return record
+
+
+def write_rows(rows: list[dict[str, str]], path: Path) -> None:
+    try:
+        with path.open("w", newline="", encoding="utf-8") as handle:
             writer = csv.DictWriter(handle, fieldnames=COLUMNS)
             writer.writeheader()
             writer.writerows(rows)
@@ -240,5 +285,8 @@ def write_rows(rows: list[dict[str, str]], path: str) -> None:
         raise InputError(f"cannot write {path}: {exc}") from None
 
 
-def write_record(record: dict[str, Any], path: str) -> None:
-    Path(path).write_text(json.dumps(record, indent=1), encoding="utf-8")
+def write_record(record: dict[str, Any], path: Path) -> None:
+    try:
+        path.write_text(json.dumps(record, indent=1), encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc}") from None
