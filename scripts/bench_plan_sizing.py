@@ -73,8 +73,10 @@ def main() -> int:
             errors.append(error)
             print(f"{name:14} {rate:>5g} {isl:20} {f'{tp} x {gpu}':12} {replicas:>8} "
                   f"{checked.replicas:>9} {error:>+7.2f}")
+    exact = sum(1 for e in errors if e == 0)
     print(f"{len(errors)} replicas: median |error| {statistics.median(map(abs, errors)):.2f}, "
-          f"from {min(errors):+.2f} to {max(errors):+.2f} (log ratio; 0.10 ≈ 10 %)")
+          f"mean {statistics.fmean(map(abs, errors)):.3f}, from {min(errors):+.2f} to "
+          f"{max(errors):+.2f} (log ratio; 0.10 ≈ 10 %); {exact} exact")
     return 0
 
 

@@ -567,7 +567,7 @@ def test_a_winner_no_simulation_reached_says_so(capsys: pytest.CaptureFixture[st
     from ridgeline.reports.plan import PlanReport
 
     result = plan(MODEL, Load(20.0, "lognormal:2000,1.0", "lognormal:300,0.8"),
-                  Slo(0.3, 0.012, 99), ["h100-sxm"], workers=1, verify=1)
+                  Slo(0.25, 0.012, 99), ["h100-sxm"], workers=1, verify=1)
     if result.winner is None:
         pytest.skip("no candidate sized: nothing to show")
     assert not result.winner.verified
@@ -844,26 +844,43 @@ def test_a_cdna3_moe_winner_carries_the_measured_gap() -> None:
     assert not any("CDNA3" in c for c in on_nvidia.cautions)
 
 
-def test_the_prompt_queue_load_keeps_the_waits_past_the_headroom_to_the_tail() -> None:
-    """Exponential prompt times (cv² 1): the share returned is the M/M/1 load at which a
-    tenth of the prompts wait more than the headroom; a random queue run at that load shows
-    it (Lindley's recursion). Less headroom, less load; none, none."""
+def test_the_prompt_queue_load_keeps_the_late_first_tokens_to_the_tail() -> None:
+    """Prompts of lognormal prefill times queue one after another: at the share returned, a
+    random queue (Lindley's recursion) has a tenth of its first tokens, each its own prefill
+    plus its wait, past the SLO. Less room, less load; with more than a tenth of the prompts
+    past the SLO alone, none; short prompts barely bind."""
     import random
 
     from ridgeline.plan import prompt_queue_load
 
-    service, headroom, tail = 2.4, 0.6, 0.1
-    rho = prompt_queue_load(service, headroom, tail, 1.0)
-    assert 0.1 < rho < 0.2  # a 2.4 s prefill against 0.6 s of headroom: about a sixth
-    rng, wait, late, n = random.Random(5), 0.0, 0, 200_000
+    rng = random.Random(5)
+    services = [0.8 * rng.lognormvariate(0.0, 0.5) for _ in range(64)]
+    slo, tail = 3.0, 0.1
+    rho = prompt_queue_load(services, slo, tail)
+    assert 0.2 < rho < 0.8
+    mean = sum(services) / len(services)
+    wait, late, n = 0.0, 0, 200_000
     for _ in range(n):
-        gap = rng.expovariate(rho / service)
-        wait = max(0.0, wait + rng.expovariate(1 / service) - gap)
-        late += wait > headroom
-    assert late / n == pytest.approx(tail, rel=0.1)
-    assert prompt_queue_load(service, headroom / 2, tail, 1.0) < rho
-    assert prompt_queue_load(service, 0.0, tail, 1.0) == 0.0
-    assert prompt_queue_load(0.05, 1.0, tail, 0.5) > 0.9  # short prompts: the queue barely binds
+        gap = rng.expovariate(rho / mean)
+        service = rng.choice(services)
+        late += wait + service > slo
+        wait = max(0.0, wait + service - gap)
+    assert late / n == pytest.approx(tail, rel=0.2)
+    assert prompt_queue_load(services, slo / 2, tail) < rho
+    assert prompt_queue_load([2.0, 4.0], slo, tail) == 0.0  # half the prompts late alone
+    assert prompt_queue_load([0.05] * 8, 1.0, tail) > 0.9
+
+
+def test_prompt_lengths_are_priced_in_slices_that_keep_their_mean() -> None:
+    """A heavy tail's far end stays in: each slice's mean, not its middle (the middle of the
+    top sixteenth of a lognormal σ 1 sits well under its mean)."""
+    from ridgeline.plan import length_quantiles
+
+    lengths = [1, 2, 3, 4, 5, 6, 7, 100]
+    assert length_quantiles(lengths, 4) == [2, 4, 6, 54]
+    assert sum(length_quantiles(lengths, 4)) / 4 == pytest.approx(sum(lengths) / 8, rel=0.05)
+    assert length_quantiles([500] * 10, 16) == [500] * 10  # no empty slice
+    assert length_quantiles([7], 16) == [7]
 
 
 def test_an_engine_version_without_pipeline_parallelism_drops_those_shapes() -> None:

@@ -20,6 +20,7 @@ import os
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
+from itertools import pairwise
 from statistics import NormalDist
 from typing import Any, NamedTuple
 
@@ -64,6 +65,17 @@ class ReplicaSizing(NamedTuple):
     limits: tuple[float, float, float]
 
 
+PROMPT_QUANTILES = 16  # prompt lengths a replica's queue and its decodes' share are priced at
+
+
+def length_quantiles(lengths: Sequence[int], n: int) -> list[int]:
+    """``lengths`` in ``n`` equal slices, shortest first, each slice's mean: their mean is the
+    lengths' mean (a slice's middle would leave out a heavy tail's far end)."""
+    ordered = sorted(lengths)
+    cuts = [round(i * len(ordered) / n) for i in range(n + 1)]
+    return [max(1, round(sum(ordered[a:b]) / (b - a))) for a, b in pairwise(cuts) if b > a]
+
+
 def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
                  max_num_seqs: int | None, max_num_batched_tokens: int | None = None,
                  engine_version: str | None = None) -> ReplicaSizing | None:
@@ -98,6 +110,11 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
     ttft_floor = step_time_s(dep, [Seq(isl, 0)], profile)
     if ttft_floor > slo.ttft_s:
         return None
+    # the load's prompts in slices of their lengths, each slice's prefill: a prompt's
+    # attention grows with its square, so the mean prefill outruns the mean prompt's
+    services = [step_time_s(dep, [Seq(length, 0)], profile) for length in
+                length_quantiles([p for p, _ in drawn], PROMPT_QUANTILES)]
+    prefill_ratio = sum(services) / len(services) / ttft_floor  # mean prefill ÷ mean prompt's
     # A step does at most the token budget (max_num_batched_tokens) of work, and a request
     # brings in + out tokens of it: the most requests a replica can take on, prompts packed.
     prompts = max(1, budget // isl)  # whole prompts a step packs, or one budget-long chunk
@@ -134,6 +151,7 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
             chunk = max(1, round(isl / chunks))
             with_chunk = step_time_s(dep, [*decode_batch(b, ctx), Seq(chunk, 0)], profile)
             per_prompt = chunks * (with_chunk - decode)
+        per_prompt *= prefill_ratio  # the load's prompts, not one of the mean length
         if not at_percentile:
             return decode + b * per_prompt / osl
         busy = max(b, round(b + z * math.sqrt(b)))
@@ -150,28 +168,35 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
         else:
             hi = mid - 1
     mean = tpot(lo, at_percentile=False)
+    queue = prompt_queue_load(services, slo.ttft_s, 1 - slo.percentile / 100)
+    if queue <= 0:  # more prompts than the percentile spares outlast the TTFT SLO alone
+        return None
     limits = (lanes * lo / (osl * mean), most_rate,
-              lanes * prompt_queue_load(ttft_floor, slo.ttft_s - ttft_floor,
-                                        1 - slo.percentile / 100, cv2) / ttft_floor)
+              lanes * queue / (sum(services) / len(services)))
     return ReplicaSizing(lanes * lo, mean, ttft_floor, min(limits), limits)
 
 
-def prompt_queue_load(service_s: float, headroom_s: float, tail: float, cv2: float) -> float:
+def prompt_queue_load(services_s: Sequence[float], slo_s: float, tail: float) -> float:
     """The largest share of time a replica can spend prefilling (ρ, prompts arriving at
-    random) while no more than ``tail`` of them wait past ``headroom_s`` (the TTFT SLO less
-    the unloaded TTFT) for the prompts ahead. Prompts queue for the prefill one after another:
-    a prompt waits with probability ρ, and then, for a service time ``service_s`` of squared
-    coefficient of variation ``cv2`` (the prompt lengths'), about exponentially with the
-    Pollaczek–Khinchine mean ρ·S·(1 + cv²) ÷ (2(1 − ρ)) over ρ: P(wait > h) ≈
-    ρ·exp(−2h(1 − ρ) ÷ (S(1 + cv²))) (exact for exponential service). Where the unloaded
-    TTFT nears the SLO this, not the TPOT, sets the rate: a 32k-token prompt taking 2.4 s
+    random) while no more than ``tail`` of the prompts reach their first token past
+    ``slo_s``: a prompt's own prefill (``services_s``: the load's prompts' prefill times,
+    equally likely) plus its wait for the prompts ahead. Prompts queue for the prefill one
+    after another: a prompt waits with probability ρ, and then about exponentially, with the
+    Pollaczek–Khinchine mean E[S]·(1 + cv²) ÷ (2(1 − ρ)) over ρ (cv²: the prefill times'
+    squared coefficient of variation; exact for exponential service). A long prompt has
+    both the longest prefill and the least headroom left: a 32k-token prompt taking 2.4 s
     against a p90 3 s SLO leaves a replica prefilling about a sixth of the time."""
-    if headroom_s <= 0:
-        return 0.0
+    n = len(services_s)
+    mean = sum(services_s) / n
+    cv2 = sum((t - mean) ** 2 for t in services_s) / n / mean ** 2
 
     def late(rho: float) -> float:
-        return rho * math.exp(-2 * headroom_s * (1 - rho) / (service_s * (1 + cv2)))
+        waited = mean * (1 + cv2) / (2 * (1 - rho))  # a wait's mean, given one
+        return sum(1.0 if t >= slo_s else rho * math.exp(-(slo_s - t) / waited)
+                   for t in services_s) / n
 
+    if late(0.0) > tail:  # more than the tail are late with no queue at all
+        return 0.0
     lo, hi = 0.0, 1.0
     for _ in range(50):  # late() rises with ρ: the largest ρ whose tail is within ``tail``
         mid = (lo + hi) / 2
