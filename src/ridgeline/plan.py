@@ -83,9 +83,10 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
     None if it cannot.
 
     The batch is the largest whose TPOT at the SLO's percentile meets the SLO: each request's
-    decode steps cost the decode of the batch (at the batch's own percentile: arrivals are
-    Poisson, so B requests in flight vary by √B) plus its share of the prompts that arrive
-    while it decodes. By Little's law B of them arrive, more or fewer by √(B·(1 + cv²)) (cv:
+    decode steps cost the decode of the batch it sees, itself and the B others a Poisson
+    arrival finds (at the batch's own percentile: B in flight vary by √B), plus its share of
+    the prompts that arrive while it decodes, priced over slices of the load's lengths.
+    By Little's law B of them arrive, more or fewer by √(B·(1 + cv²)) (cv:
     the prompt lengths' coefficient of variation) over a request of the mean output; a short
     request sees a rougher share, and the percentile is set by the short ones, so the spread
     is scaled by √(mean ÷ the output at the percentile's far end). A prompt shorter than the step's token
@@ -137,7 +138,9 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
                                               profile)
 
     def tpot(b: int, at_percentile: bool = True) -> float:
-        decode = step_time_s(dep, decode_batch(b, ctx), profile)
+        # b requests on average (Little's law), but a request decodes beside the others: by
+        # Poisson arrivals b of them on average, so its steps carry b + 1
+        decode = step_time_s(dep, decode_batch(b + 1, ctx), profile)
         chunks = math.ceil(isl / max(1, budget - b))
         if alone:  # each prompt's steps (whole, or in budget-long chunks) are the decodes'
             # wait; prompts arriving together share a step (packed: its weights read once)
@@ -154,7 +157,7 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
         per_prompt *= prefill_ratio  # the load's prompts, not one of the mean length
         if not at_percentile:
             return decode + b * per_prompt / osl
-        busy = max(b, round(b + z * math.sqrt(b)))
+        busy = max(b + 1, round(b + 1 + z * math.sqrt(b)))
         arrivals = b + z * math.sqrt(b * (1 + cv2) * osl / short)
         return step_time_s(dep, decode_batch(busy, ctx), profile) + arrivals * per_prompt / osl
 
