@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import http.server
 import json
 import re
@@ -14,6 +15,7 @@ import pytest
 
 from ridgeline.cli import main
 from ridgeline.errors import InputError
+from ridgeline.observation import Observation
 from ridgeline.observe import fetch, poll, read_source
 from ridgeline.prometheus import parse_scrape, split_scrapes
 
@@ -35,10 +37,12 @@ def scrape_with(running: int, waiting: int, kv: float, generated: float,
 
 
 def timed_window(tmp_path: Path) -> Path:
-    """Two timed scrapes of the vLLM fixture, ten seconds apart, the ITL histogram doubled
-    in the second: a window whose latency and batch come from the same ten seconds."""
+    """Two timed scrapes of the vLLM fixture, ten seconds apart, the ITL histogram and the
+    token and request counters doubled in the second: a window whose latency, batch and
+    lengths come from the same ten seconds."""
     def doubled(line: str) -> str:
-        if not line.startswith("vllm:inter_token_latency_seconds"):
+        if not line.startswith(("vllm:inter_token_latency_seconds", "vllm:prompt_tokens_total",
+                                "vllm:generation_tokens_total", "vllm:request_success_total")):
             return line
         name, value = line.rsplit(" ", 1)
         return f"{name} {2 * float(value)}"
@@ -47,6 +51,34 @@ def timed_window(tmp_path: Path) -> Path:
     path = tmp_path / "window.txt"
     path.write_text(f"# scrape_time 0\n{METRICS}\n# scrape_time 10\n{later}\n")
     return path
+
+
+class FakeClock:
+    """poll's clock, moved only by its sleeps: a window of whole seconds, run at once."""
+
+    def __init__(self) -> None:
+        self.now_s = 0.0
+
+    def clock(self) -> float:
+        return self.now_s
+
+    def sleep(self, seconds: float) -> None:
+        self.now_s += seconds
+
+
+def quick_poll(url: str, duration_s: float, interval_s: float = 1.0) -> Observation:
+    """poll over a window of ``duration_s`` seconds, at once."""
+    fake = FakeClock()
+    return poll(url, duration_s, interval_s, clock=fake.clock, sleep=fake.sleep)
+
+
+@pytest.fixture
+def instant_polls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """observe's polls (the CLI's too) over a fake clock: a window of seconds, run at once."""
+    import ridgeline.observe
+
+    monkeypatch.setattr(ridgeline.observe, "poll", lambda url, duration_s, interval_s:
+                        quick_poll(url, duration_s, interval_s))
 
 
 @contextmanager
@@ -89,8 +121,8 @@ def test_prometheus_parsing_reads_gauges_counters_and_histograms() -> None:
 def test_polling_a_live_endpoint_measures_rates_and_the_batch() -> None:
     bodies = [scrape_with(8 + 4 * i, 0, 0.2, 25600.0 + 1000 * i) for i in range(6)]
     with serve(lambda n: (200, "text/plain", bodies[min(n, 5)].encode())) as url:
-        obs = poll(url, duration_s=0.25, interval_s=0.05)
-    assert len(obs.running) >= 3
+        obs = quick_poll(url, duration_s=5)
+    assert len(obs.running) == 6
     assert obs.generation_tok_s is not None and obs.generation_tok_s > 0
     assert obs.running[-1] > obs.running[0]
 
@@ -104,18 +136,19 @@ def test_a_poll_that_fails_midway_keeps_the_scrapes_it_took() -> None:
         return (200, "text/plain", bodies[n].encode()) if n < 3 else (503, "text/plain", b"")
 
     with serve(answer) as url:
-        obs = poll(url, duration_s=5.0, interval_s=0.05)
+        obs = quick_poll(url, duration_s=10)
     assert len(obs.running) == 3 and obs.generation_tok_s is not None
     assert any("stopped after" in n and "HTTP 503" in n for n in obs.notes)
     with serve(lambda n: (503, "text/plain", b"")) as url, pytest.raises(InputError):
-        poll(url, duration_s=1.0, interval_s=0.05)
+        quick_poll(url, duration_s=2)
 
 
-def test_observe_cli_on_a_live_endpoint(capsys: pytest.CaptureFixture[str]) -> None:
+def test_observe_cli_on_a_live_endpoint(capsys: pytest.CaptureFixture[str],
+                                        instant_polls: None) -> None:
     body = scrape_with(40, 12, 0.97, 30000.0, preempted=3).encode()
     with serve(lambda n: (200, "text/plain", body)) as url:
         code = main(["observe", url, "--model", "llama-3.1-8b", "--gpu", "h100", "--duration",
-                     "0.2", "--interval", "0.1", "--json"])
+                     "2", "--interval", "1", "--json"])
     assert code == 0
     data = json.loads(capsys.readouterr().out)
     assert data["wall"] == "capacity"
@@ -199,7 +232,7 @@ def test_bad_endpoints_get_a_clear_message(
     respond: Callable[[int], tuple[int, str, bytes]], message: str
 ) -> None:
     with serve(respond) as url, pytest.raises(InputError, match=message):
-        poll(url, duration_s=0, interval_s=0.1)
+        poll(url, duration_s=0, interval_s=1)
 
 
 def test_connection_refused_and_huge_responses(capsys: pytest.CaptureFixture[str]) -> None:
@@ -866,3 +899,170 @@ def test_a_llama_server_whose_requests_wait_names_its_slots_as_the_wall(
                  "--gpu", "rtx-4090", "--weights", "q4_k_m"]) == 0
     out = capsys.readouterr().out
     assert "wall: slots — requests wait for a free slot" in out and "--max-num-seqs" not in out
+
+
+def counters(t: float, requests: float, prompt: float, generated: float, running: float = 20,
+             kv: float = 0.03, itl_count: float = 0.0) -> str:
+    """One timed vLLM scrape: the batch, the KV fill, the token and request counters, and an
+    ITL histogram of ``itl_count`` observations at 13 ms."""
+    m = 'model_name="m"'
+    return (f"# scrape_time {t}\n"
+            f"vllm:num_requests_running{{{m}}} {running}\n"
+            f"vllm:num_requests_waiting{{{m}}} 0\n"
+            f"vllm:kv_cache_usage_perc{{{m}}} {kv}\n"
+            f"vllm:prompt_tokens_total{{{m}}} {prompt}\n"
+            f"vllm:generation_tokens_total{{{m}}} {generated}\n"
+            f"vllm:request_success_total{{{m}}} {requests}\n"
+            f'vllm:inter_token_latency_seconds_bucket{{{m},le="0.02"}} {itl_count}\n'
+            f'vllm:inter_token_latency_seconds_bucket{{{m},le="+Inf"}} {itl_count}\n'
+            f"vllm:inter_token_latency_seconds_sum{{{m}}} {itl_count * 0.013}\n"
+            f"vllm:inter_token_latency_seconds_count{{{m}}} {itl_count}\n")
+
+
+def test_a_windows_context_comes_from_the_windows_counters_not_the_lifetime(
+        tmp_path: Path) -> None:
+    """Earlier traffic had 8k-token prompts; over the 60 s window the counters add 50,000
+    prompt and 30,000 output tokens over 100 requests: 500 + 300 ÷ 2 = 650 tokens a request
+    (the KV fill agrees: 3 % of 432,000 over 20 running is 648), not the lifetime's 7,422.
+    The row written for calibrate carries the window's context too."""
+    path = tmp_path / "mix.prom"
+    path.write_text(counters(1764500000, 1000, 8_000_000, 450_000, itl_count=1e6)
+                    + counters(1764500060, 1100, 8_050_000, 480_000, itl_count=1.03e6))
+    obs = read_source(str(path))
+    assert obs.mean_prompt_tokens == 500 and obs.mean_output_tokens == 300
+    rows = tmp_path / "rows.csv"
+    assert main(["observe", str(path), "--model", "llama-3.1-8b", "--gpu", "h100",
+                 "--emit-measurements", str(rows)]) == 0
+    (row,) = list(csv.DictReader(rows.open()))
+    assert row["context_len"] == "650"
+    one = tmp_path / "one.prom"  # a single scrape has only the lifetime: 8,000,000 ÷ 1,000
+    one.write_text(counters(1764500000, 1000, 8_000_000, 450_000))
+    assert read_source(str(one)).mean_prompt_tokens == 8_000
+
+
+def test_a_counter_born_mid_window_counts_from_zero(tmp_path: Path) -> None:
+    """SGLang creates its labelled counters at the first finished request: a fresh server's
+    first scrape has none. Counted from zero over the 100 s window: 600,000 prompt and
+    150,000 output tokens are 6,000 and 1,500 tok/s, not no rates at all."""
+    head = ('sglang:num_running_reqs{model_name="m",tp_rank="0"} 60\n'
+            'sglang:num_queue_reqs{model_name="m",tp_rank="0"} 0\n'
+            'sglang:token_usage{model_name="m",tp_rank="0"} 0.5\n')
+    later = ('sglang:prompt_tokens_total{model_name="m"} 600000\n'
+             'sglang:generation_tokens_total{model_name="m"} 150000\n'
+             'sglang:num_requests_total{model_name="m"} 300\n')
+    path = tmp_path / "fresh.prom"
+    path.write_text(f"# scrape_time 1764500000\n{head}# scrape_time 1764500100\n{head}{later}")
+    obs = read_source(str(path))
+    assert obs.prompt_tok_s == pytest.approx(6_000)
+    assert obs.generation_tok_s == pytest.approx(1_500)
+    assert obs.mean_prompt_tokens == 2_000 and obs.mean_output_tokens == 500
+    path.write_text(f"# scrape_time 1764500000\n{head}# scrape_time 1764500100\n{head}")
+    notes = read_source(str(path)).notes  # no counter at all: said, not silently dropped
+    assert any(n.startswith("no prompt-token counter") for n in notes)
+    assert any(n.startswith("no generation-token counter") for n in notes)
+
+
+def test_a_pipelines_explain_reproduces_its_fraction_with_the_micro_batch(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Under -pp 2 each stage multiplies ⌈8 ÷ 2⌉ = 4 sequences: the formula --explain shows,
+    and the text, say so, and their inputs give the fraction printed."""
+    argv = ["observe", str(FIXTURES / "vllm_metrics.txt"), "--model", "llama-3.1-70b", "--gpu",
+            "h100", "--num-gpus", "2", "-pp", "2"]
+    assert main([*argv, "--explain"]) == 0
+    out = capsys.readouterr().out
+    assert "(2 × ⌈batch ÷ 2 micro-batches⌉ ÷ bytes per weight) ÷ ridge" in out
+    assert "micro-batch = 4" in out
+    assert "each of 2 pipeline stages multiplying a micro-batch of 4" in out
+    assert main([*argv, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["stage_batch"] == 4
+    assert data["fraction_of_arithmetic"] == pytest.approx(2 * 4 / 2 / data["ridge_flop_per_byte"])
+
+
+def trtllm_page(t: float, running: float, generated: float, requests: float,
+                tpot_count: float) -> str:
+    """trtllm-serve's /prometheus/metrics (tensorrt_llm/metrics/collector.py): its iteration
+    gauges, its per-request counters and TPOT histogram (one observation a request, 15 ms)."""
+    m = 'engine_type="trtllm",model_name="meta-llama/Llama-3.1-8B-Instruct"'
+    return (f"# scrape_time {t}\n"
+            f"trtllm_num_requests_running{{{m}}} {running}\n"
+            f"trtllm_num_requests_waiting{{{m}}} 0.0\n"
+            f"trtllm_kv_cache_utilization{{{m}}} 0.41\n"
+            f'trtllm_request_success_total{{{m},finished_reason="stop"}} {requests}\n'
+            f"trtllm_prompt_tokens_total{{{m}}} {4 * generated}\n"
+            f"trtllm_generation_tokens_total{{{m}}} {generated}\n"
+            f'trtllm_time_per_output_token_seconds_bucket{{{m},le="0.025"}} {tpot_count}\n'
+            f'trtllm_time_per_output_token_seconds_bucket{{{m},le="+Inf"}} {tpot_count}\n'
+            f"trtllm_time_per_output_token_seconds_count{{{m}}} {tpot_count}\n"
+            f"trtllm_time_per_output_token_seconds_sum{{{m}}} {tpot_count * 0.015}\n")
+
+
+def test_tensorrt_llms_prometheus_page_is_read(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """trtllm-serve's running gauge, KV utilization (used ÷ max blocks), token counters and
+    TPOT histogram are read: 48 running, 30,000 output tokens in 10 s is 3,000 tok/s, TPOT
+    15 ms. Without --engine, the page's metric names choose TensorRT-LLM; another engine
+    named is said to size the pool instead."""
+    path = tmp_path / "trtllm.prom"
+    path.write_text(trtllm_page(1764500000, 48, 300_000, 1200, 1200)
+                    + trtllm_page(1764500010, 48, 330_000, 1300, 1300))
+    obs = read_source(str(path))
+    assert obs.engine_family == "trtllm" and obs.running == [48, 48]
+    assert obs.kv_usage == [0.41, 0.41] and obs.generation_tok_s == pytest.approx(3_000)
+    assert obs.latency_ms["itl"]["mean"] == pytest.approx(15)
+    assert obs.mean_output_tokens == 300 and obs.mean_prompt_tokens == 1_200
+    assert any("one observation per finished request" in n for n in obs.notes)
+    base = ["observe", str(path), "--model", "llama-3.1-8b", "--gpu", "h100", "--json"]
+    assert main([*base, "--engine", "trtllm"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["predicted_itl_ms"] > 0 and "itl" in data["gap"]
+    assert main(base) == 0
+    assert json.loads(capsys.readouterr().out)["predicted_itl_ms"] == data["predicted_itl_ms"]
+    assert main([*base, "--engine", "vllm"]) == 0
+    assert any("the source carries trtllm's metrics, but --engine vllm sizes the pool" in n
+               for n in json.loads(capsys.readouterr().out)["notes"])
+    bare = tmp_path / "bare.prom"  # TensorRT-LLM 1.1: request latencies only
+    bare.write_text('trtllm_request_success_total{finished_reason="stop"} 3\n')
+    with pytest.raises(InputError, match="enable_iter_perf_stats"):
+        read_source(str(bare))
+
+
+def test_a_poll_times_each_scrape_when_its_response_is_in(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server counts 1,000 tokens a second; its first answer takes half a second (and
+    ridgeline's first fetch loads the HTTP client). Timed before each fetch, the window ran
+    from before the first response and the rate read low; timed as each response comes in,
+    it is 1,000."""
+    import ridgeline.observe
+
+    fake = FakeClock()
+    delays = iter([0.5] + [0.01] * 10)
+
+    def answer(url: str, timeout_s: float) -> str:
+        fake.now_s += next(delays)
+        return scrape_with(8, 0, 0.2, 1000 * fake.now_s)
+
+    monkeypatch.setattr(ridgeline.observe, "fetch", answer)
+    obs = poll("http://127.0.0.1:1/metrics", duration_s=3, interval_s=1, clock=fake.clock,
+               sleep=fake.sleep)
+    assert obs.generation_tok_s == pytest.approx(1000)
+
+
+def test_a_merged_histogram_window_is_checked_again() -> None:
+    """One engine's +Inf bucket with no _count or _sum of its own passes in the scrape it
+    shares with the other engine's count, but not in the window: refused, not 'p99 inf ms'."""
+    def at(t: float, n: float, broken: bool) -> str:
+        lines = [f"# scrape_time {t}",
+                 'vllm:num_requests_running{engine="0"} 32',
+                 f'vllm:time_to_first_token_seconds_bucket{{engine="0",le="0.5"}} {n}',
+                 f'vllm:time_to_first_token_seconds_count{{engine="0"}} {n}',
+                 f'vllm:time_to_first_token_seconds_sum{{engine="0"}} {n * 0.2}']
+        lines.append(f'vllm:time_to_first_token_seconds_bucket{{engine="{int(broken)}",'
+                     f'le="+Inf"}} {n}')
+        return "\n".join(lines) + "\n"
+
+    assert read_source_text(at(1764500000, 2000, False) + at(1764500010, 2040, False)
+                            ).latency_ms["ttft"]["mean"] == pytest.approx(200)
+    with pytest.raises(InputError, match="its \\+Inf bucket holds"):
+        read_source_text(at(1764500000, 2000, False) + at(1764500010, 2040, True))
+

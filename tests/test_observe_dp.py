@@ -4,11 +4,14 @@ reports: each series read per engine, as Prometheus' own rate() reads it."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
 
 from ridgeline.cli import main
+from ridgeline.deployment import Deployment
+from ridgeline.engines import EngineProfile
 from ridgeline.observe import from_log, from_scrapes, read_source
 from ridgeline.prometheus import split_scrapes
 
@@ -233,3 +236,103 @@ def test_prefix_hits_past_the_prompt_tokens_are_not_read() -> None:
                        "t")
     assert obs.cached_prompt_share is None
     assert any("outrun the prompt tokens" in n and "9.0×" in n for n in obs.notes)
+
+
+def cache_info(blocks: int, engine: str = "0") -> str:
+    """vLLM's cache_config_info: the pool it profiled, as labels (blocks of 16 tokens)."""
+    return (f'vllm:cache_config_info{{block_size="16",engine="{engine}",'
+            f'num_gpu_blocks="{blocks}"}} 1.0\n')
+
+
+def vllm_8b() -> tuple[Deployment, EngineProfile]:
+    from ridgeline import resolve_accelerator, resolve_model
+    from ridgeline.engines import profile_for
+
+    return (Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100")),
+            profile_for("vllm"))
+
+
+def test_a_reported_pool_is_capped_at_the_engines_seats() -> None:
+    """432,000 reported tokens hold 3,857 sequences of 100 tokens (7 blocks each), but vllm
+    serve seats 1,024 on an H100, as the modelled pool is capped; SGLang's 400,000 tokens
+    hold 40,000 of 10, its max_running_requests 4,096."""
+    from ridgeline.reports.observe import observe_report
+
+    dep, profile = vllm_8b()
+    text = scrape(1764500000, {"0": gauges(32, 0, 0.1)}) + cache_info(27_000)
+    report = observe_report(from_scrapes(split_scrapes(text), "t"), dep, profile, 100)
+    assert report.pool_batch == 1_024 < 27_000 // 7
+    assert report.seats == 1_024
+    sglang = ('sglang:num_running_reqs{tp_rank="0"} 32\n'
+              'sglang:max_total_num_tokens{tp_rank="0"} 400000\n')
+    from dataclasses import replace
+
+    from ridgeline.engines import profile_for
+    obs = from_scrapes(split_scrapes(sglang), "t")
+    report = observe_report(obs, replace(dep, engine="sglang"), profile_for("sglang"), 10)
+    assert report.pool_batch == report.seats == 4_096
+
+
+def test_a_full_reported_pool_reads_the_context_off_its_fill() -> None:
+    """KV 98 % of the engine's 192,000 tokens over 47.5 running is 3,961 tokens each; the
+    counters' mean (1,000 + 200 ÷ 2 = 1,100) had the pool 'allow' 174 sequences beside a
+    full cache. More than twice the mean, the fill is read: 48 sequences."""
+    from ridgeline.reports.observe import observe_report
+
+    dep, profile = vllm_8b()
+    def at(t: float, n: float, running: float) -> str:
+        return scrape(t, {"0": {**gauges(running, 4, 0.98), "vllm:prompt_tokens_total": 1000 * n,
+                                "vllm:generation_tokens_total": 200 * n,
+                                "vllm:request_success_total": n}}) + cache_info(12_000)
+
+    obs = from_scrapes(split_scrapes(at(1764500000, 5000, 47) + at(1764500010, 5100, 48)), "t")
+    report = observe_report(obs, dep, profile, None)
+    assert obs.mean_prompt_tokens == 1000 and obs.mean_output_tokens == 200
+    assert report.context == round(0.98 * 192_000 / 47.5) == 3_961
+    assert "3.6× the counters' mean of 1,100 tokens" in report.context_source
+    assert report.pool_batch == 12_000 // math.ceil(3_961 / 16) == 48
+
+
+def test_an_idle_engines_missing_log_lines_are_idle_rounds_not_skipped() -> None:
+    """vLLM logs an idle engine's stats line at debug level: engine 000 logs 6 rounds at
+    1,000 tok/s, engine 001 only the first. Per engine over the 6 rounds: 7,000 ÷ 12 = 583,
+    1,167 in all — the lines' mean × 2 engines had read 2,000."""
+    line = ("(APIServer pid=7) INFO 11-20 10:{m:02d}:{s:02d} [loggers.py:236] Engine 00{e}: "
+            "Avg prompt throughput: 4000.0 tokens/s, Avg generation throughput: 1000.0 "
+            "tokens/s, Running: 32 reqs, Waiting: 0 reqs, GPU KV cache usage: 40.0%, Prefix "
+            "cache hit rate: 0.0%\n")
+    log = line.format(m=0, s=0, e=0) + line.format(m=0, s=0, e=1) + "".join(
+        line.format(m=0, s=10 * r, e=0) for r in range(1, 6))
+    obs = from_log(log, "t")
+    assert obs.engines == 2 and len(obs.running) == 6
+    assert obs.generation_tok_s * obs.engines == pytest.approx(7_000 / 6)
+    assert obs.running == [32, 16, 16, 16, 16, 16]
+    assert max(kv for kv, _ in obs.core_pressure) == pytest.approx(0.4)  # each engine's own
+    # engine 001 alone in the next interval (its line 10 s after 000's) is a second round
+    obs = from_log(line.format(m=0, s=0, e=0) + line.format(m=0, s=10, e=1), "t")
+    assert len(obs.running) == 2 and obs.generation_tok_s == pytest.approx(500)
+
+
+def test_vllms_prompt_tokens_by_source_give_the_cached_share() -> None:
+    """prefix_cache_hits counts a waiting request's lookup again at each step it is not
+    scheduled (90 % here); vLLM's prompt tokens by source count each prompt once: 8,000 of
+    40,000 from the cache, 20 %. prompt_tokens_cached is read next, the hits last."""
+    def at(t: float, n: float, by_source: bool) -> str:
+        values = {**gauges(120, 30, 0.93), "vllm:prompt_tokens_total": 40_000 * n,
+                  "vllm:prefix_cache_hits_total": 36_000 * n,
+                  "vllm:generation_tokens_total": 20_000 * n}
+        if not by_source:
+            values["vllm:prompt_tokens_cached_total"] = 10_000 * n
+        text = scrape(t, {"0": values})
+        if by_source:
+            text += "".join(series("vllm:prompt_tokens_by_source_total", "0", v * n,
+                                   f',source="{k}"') + "\n" for k, v in (
+                ("local_compute", 32_000), ("local_cache_hit", 8_000),
+                ("external_kv_transfer", 0)))
+        return text
+
+    obs = from_scrapes(split_scrapes(at(1764500000, 100, True) + at(1764500010, 101, True)), "t")
+    assert obs.cached_prompt_share == pytest.approx(0.2)
+    obs = from_scrapes(split_scrapes(at(1764500000, 100, False) + at(1764500010, 101, False)),
+                       "t")
+    assert obs.cached_prompt_share == pytest.approx(0.25)

@@ -165,3 +165,62 @@ def test_a_stats_line_with_a_malformed_number_names_its_line_and_field(tmp_path:
     with pytest.raises(InputError, match=r"vllm.log, line 2: Avg prompt throughput reads "
                                          r"'1.2.3', not a number"):
         read_source(str(log))
+
+
+def test_a_reported_pool_does_not_hide_weights_that_cannot_load(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A 70B server at TP4 observed with --num-gpus forgotten: its live 960,000-token pool
+    cannot exist on one H100, whose 79.2 GiB the weights' 131.4 GiB overflow. The deployment
+    as described does not fit, and the report says --num-gpus or --weights are likely wrong,
+    with no prediction and no gap (it used to predict 112.8 ms, +351 %)."""
+    def at(t: float, n: float) -> str:
+        m = 'engine="0",model_name="meta-llama/Llama-3.1-70B-Instruct"'
+        return (f"# scrape_time {t}\n"
+                f"vllm:num_requests_running{{{m}}} 64\n"
+                f"vllm:num_requests_waiting{{{m}}} 0\n"
+                f"vllm:kv_cache_usage_perc{{{m}}} 0.4\n"
+                f"vllm:generation_tokens_total{{{m}}} {2560 * n}\n"
+                f'vllm:inter_token_latency_seconds_bucket{{{m},le="+Inf"}} {2560 * n}\n'
+                f"vllm:inter_token_latency_seconds_sum{{{m}}} {64 * n}\n"
+                f"vllm:inter_token_latency_seconds_count{{{m}}} {2560 * n}\n"
+                f'vllm:cache_config_info{{block_size="16",{m},num_gpu_blocks="60000"}} 1\n')
+
+    path = tmp_path / "tp4.prom"
+    path.write_text(at(1764500000, 100) + at(1764500010, 110))
+    code, out, _ = observe(capsys, str(path), "--model", "llama-3.1-70b", "--gpu", "h100")
+    assert code == 0
+    assert ("llama-3.1-70b does not fit on 1 x h100-sxm as described: the weights alone, "
+            "131.4 GiB per GPU, exceed the card's 79.2 GiB") in out
+    assert "--num-gpus or --weights are probably not what the server runs" in out
+    assert "wall: does not fit" in out and "ridgeline predicts" not in out
+    code, out, _ = observe(capsys, str(path), "--model", "llama-3.1-70b", "--gpu", "h100",
+                           "--json")
+    data = json.loads(out)
+    assert data["fits"] is False and data["pool_batch"] == 0
+    assert data["predicted_itl_ms"] is None and data["gap"] == {}
+    code, out, _ = observe(capsys, str(path), "--model", "llama-3.1-70b", "--gpu", "h100",
+                           "--num-gpus", "4", "--json")
+    data = json.loads(out)
+    assert data["fits"] is True and data["predicted_itl_ms"] > 0 and "itl" in data["gap"]
+
+
+def test_polling_faster_than_saved_scrapes_may_be_is_refused(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Saved scrapes under a second apart are refused (a rate over them is noise): so is a
+    poll at --interval 0.2, before any request is sent."""
+    from ridgeline.observe import poll
+
+    with pytest.raises(InputError, match="at least 1 s apart"):
+        poll("http://127.0.0.1:9/metrics", duration_s=5, interval_s=0.2)
+    with pytest.raises(InputError, match="at least 1 s apart"):
+        read_source_scrapes("# scrape_time 1000\nvllm:num_requests_running 1\n"
+                            "# scrape_time 1000.2\nvllm:num_requests_running 1\n")
+    code, _, err = observe(capsys, "http://127.0.0.1:9/metrics", "--model", "llama-3.1-8b",
+                           "--gpu", "h100", "--interval", "0.2")
+    assert code == 2 and "--interval 0.2 s" in err and "cannot reach" not in err
+
+
+def read_source_scrapes(text: str) -> None:
+    from ridgeline.prometheus import split_scrapes
+
+    split_scrapes(text)

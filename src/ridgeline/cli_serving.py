@@ -546,12 +546,13 @@ def _trtllm_backend(g: Any) -> None:
 
 def engine_for_metrics(family: str | None, args: argparse.Namespace) -> str:
     """The engine a source's metric names point to: llama-server's build for the card
-    (Metal on Apple silicon, ROCm on AMD, CUDA otherwise), SGLang, or the default."""
+    (Metal on Apple silicon, ROCm on AMD, CUDA otherwise), SGLang, TensorRT-LLM, or the
+    default."""
     from ridgeline.cli import default_engine, load_accelerator
     from ridgeline.engines import llamacpp_build
 
-    if family == "sglang":
-        return "sglang"
+    if family in ("sglang", "trtllm"):
+        return family
     if family == "llama.cpp":
         return llamacpp_build("llama.cpp", load_accelerator(args).vendor)
     return default_engine(args)
@@ -588,6 +589,8 @@ def cmd_observe(args: argparse.Namespace) -> Any:
         if not count:
             obs.notes.append(f"--emit-measurements wrote nothing: {args.source} gives no row "
                              "`calibrate` takes (" + (
+                                 "the deployment as described does not fit, so a row would "
+                                 "price another than the server runs" if not report.fits else
                                  "one scrape's latency histogram covers the server's lifetime, "
                                  "not the batch it shows: scrape a window, a URL with "
                                  "--duration or a file of timed scrapes"
@@ -789,7 +792,7 @@ def register(sub: Any) -> None:
     p.add_argument("--duration", type=_typed(_seconds),
                    help="polling window for a URL (60s)")
     p.add_argument("--interval", type=_typed(_positive_seconds),
-                   help="time between scrapes of a URL (1s)")
+                   help="time between scrapes of a URL, at least 1 s (1s)")
     p.add_argument("--context", type=_positive_count("context"),
                    help="typical tokens per sequence (default: from the source, else 2000)")
     p.add_argument("--emit-measurements", metavar="FILE", type=_not_empty("output path"),

@@ -1,10 +1,17 @@
 """The metric names each engine exports on /metrics, as `observe` reads them (vLLM, SGLang,
-llama-server): data shared by the reader and the reports that name a gauge."""
+llama-server, TensorRT-LLM's trtllm-serve at /prometheus/metrics): data shared by the reader
+and the reports that name a gauge."""
 
 from __future__ import annotations
 
-RUNNING = ("vllm:num_requests_running", "sglang:num_running_reqs", "llamacpp:requests_processing")
-WAITING = ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "llamacpp:requests_deferred")
+# TensorRT-LLM (tensorrt_llm/metrics/collector.py): its running and waiting gauges are the
+# executor's numActiveRequests and numQueuedRequests, its KV utilization used ÷ max blocks, all
+# from iteration stats (trtllm-serve with enable_iter_perf_stats: true); its token counters and
+# histograms move when a request finishes (return_perf_metrics: true)
+RUNNING = ("vllm:num_requests_running", "sglang:num_running_reqs", "llamacpp:requests_processing",
+           "trtllm_num_requests_running")
+WAITING = ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "llamacpp:requests_deferred",
+           "trtllm_num_requests_waiting")
 # older llama-server builds: the KV cells in use, beside kv_cache_usage_ratio, which is their
 # share of -c (the context it was started with), not of the memory (removed by PR #13660)
 LLAMACPP_KV_TOKENS = "llamacpp:kv_cache_tokens"
@@ -12,31 +19,43 @@ LLAMACPP_KV_TOKENS = "llamacpp:kv_cache_tokens"
 # batch; "deferred" for a KV transfer, a LoRA budget or a blocked status
 WAITING_BY_REASON = "vllm:num_requests_waiting_by_reason"
 KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage",
-            "llamacpp:kv_cache_usage_ratio")
+            "llamacpp:kv_cache_usage_ratio", "trtllm_kv_cache_utilization")
 # SGLang's num_retracted_reqs is a gauge (the last interval's); its counter is named
 # "requests" (python/sglang/srt/metrics/collector.py)
 PREEMPTIONS = ("vllm:num_preemptions_total", "sglang:num_retracted_requests_total")
 PROMPT_TOKENS = ("vllm:prompt_tokens_total", "sglang:prompt_tokens_total",
-                 "llamacpp:prompt_tokens_total")
+                 "llamacpp:prompt_tokens_total", "trtllm_prompt_tokens_total")
 GENERATION_TOKENS = ("vllm:generation_tokens_total", "sglang:generation_tokens_total",
-                     "llamacpp:tokens_predicted_total")
+                     "llamacpp:tokens_predicted_total", "trtllm_generation_tokens_total")
 GENERATION_SECONDS = ("llamacpp:tokens_predicted_seconds_total",)
 # SGLang's scheduler counts tokens as each step runs them, by mode; its prompt_tokens_total and
 # generation_tokens_total move only when a request finishes (metrics/collector.py)
 REALTIME_TOKENS = "sglang:realtime_tokens_total"
 PREFILL_MODES = ("prefill_compute", "prefill")  # computed prompt tokens, not cache hits
-# prompt tokens served from the prefix cache, which the prompt counters above include:
-# vLLM V1's prefix_cache_hits (tokens; vllm/v1/metrics/loggers.py), SGLang's cached_tokens
-# (summed over its cache_source label: device, host, storage)
-CACHED_PROMPT_TOKENS = ("vllm:prefix_cache_hits_total", "sglang:cached_tokens_total")
+# prompt tokens served from the prefix cache, which the prompt counters above include, the
+# first present read: vLLM's prompt_tokens_cached (each prompt's once); its prefix_cache_hits
+# (tokens; vllm/v1/metrics/loggers.py), which counts a waiting request's lookup again at every
+# step it fails to be scheduled; SGLang's cached_tokens (summed over its cache_source label:
+# device, host, storage); TensorRT-LLM's prompt_cached_tokens
+CACHED_PROMPT_TOKENS = ("vllm:prompt_tokens_cached_total", "vllm:prefix_cache_hits_total",
+                        "sglang:cached_tokens_total", "trtllm_prompt_cached_tokens_total")
+# vLLM's prompt tokens by where their KV came from (label "source"): computed here
+# (local_compute), the prefix cache (local_cache_hit), a KV transfer (external_kv_transfer)
+PROMPT_BY_SOURCE = "vllm:prompt_tokens_by_source_total"
+COMPUTED_SOURCE = "local_compute"
 # V0's requests swapped out to CPU memory for want of KV blocks (vllm/engine/metrics.py)
 SWAPPED = ("vllm:num_requests_swapped",)
 # the pool as the engine sized it: vLLM's cache_config_info (labels num_gpu_blocks and
 # block_size, value 1), SGLang's max_total_num_tokens
 CACHE_CONFIG = "vllm:cache_config_info"
 POOL_TOKENS = ("sglang:max_total_num_tokens",)
-REQUESTS = ("vllm:request_success_total", "sglang:num_requests_total")
-TTFT = ("vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds")
+REQUESTS = ("vllm:request_success_total", "sglang:num_requests_total",
+            "trtllm_request_success_total")
+TTFT = ("vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds",
+        "trtllm_time_to_first_token_seconds")
+# TensorRT-LLM's time_per_output_token: one observation per finished request, its mean
 ITL = ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds",
-       "sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds")
-E2E = ("vllm:e2e_request_latency_seconds", "sglang:e2e_request_latency_seconds")
+       "sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds",
+       "trtllm_time_per_output_token_seconds")
+E2E = ("vllm:e2e_request_latency_seconds", "sglang:e2e_request_latency_seconds",
+       "trtllm_e2e_request_latency_seconds")

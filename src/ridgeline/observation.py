@@ -16,6 +16,8 @@ MAX_COUNT = 1e18  # a counter or a histogram series: tokens, requests, seconds
 REQUESTS_RANGE = f"a number of requests, 0 to {MAX_REQUESTS:,}"
 MAX_TOKENS = 1e9  # a request's tokens, or a server's KV cells in use: past any context
 REQUEST_TOKENS_RANGE = f"a request's tokens, 0 to {MAX_TOKENS:g}"
+FRACTION_RANGE = "the fraction of the KV pool in use, 0 to 1"
+COUNTER_RANGE = f"a counter, 0 to {MAX_COUNT:g}"
 
 
 @dataclass

@@ -8,7 +8,9 @@ vLLM ``vllm:num_requests_running``, ``vllm:num_requests_waiting``, ``vllm:kv_cac
 ``vllm:time_to_first_token_seconds``, ``vllm:inter_token_latency_seconds`` (older:
 ``vllm:time_per_output_token_seconds``), ``vllm:e2e_request_latency_seconds``;
 ``vllm:num_requests_waiting_by_reason`` (its "deferred" share is no queue for the batch),
-``vllm:prefix_cache_hits_total`` (prompt tokens the prefix cache served, not computed),
+prompt tokens not computed: ``vllm:prompt_tokens_by_source_total`` (all but
+``source="local_compute"``), else ``vllm:prompt_tokens_cached_total``, else
+``vllm:prefix_cache_hits_total`` (which counts a blocked request's lookups again),
 ``vllm:cache_config_info`` (the pool's blocks, as its labels), V0's
 ``vllm:num_requests_swapped``;
 SGLang ``sglang:num_running_reqs``, ``sglang:num_queue_reqs``, ``sglang:token_usage``,
@@ -22,7 +24,16 @@ llama-server (``--metrics``) ``llamacpp:requests_processing``, ``llamacpp:reques
 a share of -c), ``llamacpp:prompt_tokens_total``,
 ``llamacpp:tokens_predicted_total`` and ``llamacpp:tokens_predicted_seconds_total``, the
 slots' summed generation time, whose increase per generated token is the mean time between a
-slot's tokens (it has no latency histograms).
+slot's tokens (it has no latency histograms);
+TensorRT-LLM (trtllm-serve's /prometheus/metrics) ``trtllm_num_requests_running``,
+``trtllm_num_requests_waiting``, ``trtllm_kv_cache_utilization`` (iteration stats),
+``trtllm_prompt_tokens_total``, ``trtllm_generation_tokens_total``,
+``trtllm_request_success_total``, ``trtllm_prompt_cached_tokens_total``, histograms
+``trtllm_time_to_first_token_seconds``, ``trtllm_time_per_output_token_seconds`` (one per
+request), ``trtllm_e2e_request_latency_seconds``.
+Over a window every counter is its increase, the lengths a finished request brought too; a
+counter absent from earlier scrapes (a labelled counter is born at its first increment)
+counts from zero.
 Network reads are bounded in size and time; only this module and hub.py touch the network.
 """
 
@@ -31,7 +42,6 @@ from __future__ import annotations
 import itertools
 import math
 import re
-import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -39,6 +49,7 @@ from pathlib import Path
 from ridgeline.engine_metrics import (
     CACHE_CONFIG,
     CACHED_PROMPT_TOKENS,
+    COMPUTED_SOURCE,
     E2E,
     GENERATION_SECONDS,
     GENERATION_TOKENS,
@@ -48,6 +59,7 @@ from ridgeline.engine_metrics import (
     POOL_TOKENS,
     PREEMPTIONS,
     PREFILL_MODES,
+    PROMPT_BY_SOURCE,
     PROMPT_TOKENS,
     REALTIME_TOKENS,
     REQUESTS,
@@ -59,6 +71,8 @@ from ridgeline.engine_metrics import (
 )
 from ridgeline.errors import InputError, shorten
 from ridgeline.observation import (
+    COUNTER_RANGE,
+    FRACTION_RANGE,
     MAX_COUNT,
     MAX_REQUESTS,
     MAX_TOKENS,
@@ -68,40 +82,29 @@ from ridgeline.observation import (
     checked,
 )
 from ridgeline.observe_bench import from_bench
-from ridgeline.prometheus import Histogram, Scrape, parse_scrape, split_scrapes
+from ridgeline.observe_log import STATS_LINE, from_log
+from ridgeline.prometheus import (
+    MIN_SCRAPE_GAP_S,
+    Histogram,
+    Scrape,
+    parse_scrape,
+    split_scrapes,
+)
 from ridgeline.userfiles import read_bounded
 
 MAX_BYTES = 16 * 2**20
-_FRACTION = "the fraction of the KV pool in use, 0 to 1"
-_COUNTER = f"a counter, 0 to {MAX_COUNT:g}"
 _HISTOGRAMS = tuple(f"{n}{part}" for n in TTFT + ITL + E2E for part in ("_bucket", "_sum",
                                                                           "_count"))
-MAX_ENGINES = 4096  # data-parallel engines one log line may aggregate
 _LIMITS: tuple[tuple[tuple[str, ...], float, float, str], ...] = (
     (RUNNING + WAITING + SWAPPED + (WAITING_BY_REASON,), 0.0, MAX_REQUESTS, REQUESTS_RANGE),
-    (KV_USAGE, 0.0, 1.0, _FRACTION),
+    (KV_USAGE, 0.0, 1.0, FRACTION_RANGE),
     ((LLAMACPP_KV_TOKENS, *POOL_TOKENS), 0.0, MAX_TOKENS,
      f"a number of KV cells, 0 to {MAX_TOKENS:g}"),
     (PREEMPTIONS + PROMPT_TOKENS + GENERATION_TOKENS + GENERATION_SECONDS + REQUESTS
-     + CACHED_PROMPT_TOKENS + (REALTIME_TOKENS,) + _HISTOGRAMS, 0.0, MAX_COUNT, _COUNTER),
+     + CACHED_PROMPT_TOKENS + (REALTIME_TOKENS, PROMPT_BY_SOURCE) + _HISTOGRAMS, 0.0, MAX_COUNT,
+     COUNTER_RANGE),
 )
 _READ = frozenset(n for names, *_ in _LIMITS for n in names) | set(TTFT + ITL + E2E)
-# vLLM's periodic stats line, V0 and V1 (vllm/v1/metrics/loggers.py): "N Engines
-# Aggregated: " sums DP engines (--aggregate-engine-logging); "Deferred" and "Preemptions"
-# appear, when non-zero, in builds since Nov 2025 (PR #28522).
-_LOG = re.compile(
-    r"(?:(?P<engines>\d+) Engines Aggregated: )?"
-    r"Avg prompt throughput: (?P<prompt>[\d.]+) tokens/s, Avg generation throughput: "
-    r"(?P<gen>[\d.]+) tokens/s, Running: (?P<running>\d+) reqs,(?P<v0> Swapped: "
-    r"(?P<swapped>\d+) reqs,)? "
-    r"(?:Pending|Waiting): (?P<waiting>\d+) reqs,(?: Deferred: (?P<deferred>\d+) reqs,)?"
-    r"(?: Preemptions: (?P<preempted>\d+),)? GPU KV cache usage: (?P<kv>[\d.]+)%"
-    r"(?:, (?:GPU )?[Pp]refix cache hit rate: (?P<hit>[\d.]+)%)?")
-# V1's per-engine lines under data parallelism, when not aggregated: "Engine 000: Avg …"
-_LOG_ENGINE = re.compile(r"Engine (\d+): Avg prompt throughput")
-# V0 warns at the 1st, 51st, 101st … preemption (vllm/core/scheduler.py), with the total so
-# far; builds before that throttle warned at every one, with no total
-_V0_PREEMPTED = re.compile(r"is preempted by .*?total_num_cumulative_preemption=(\d+)")
 
 
 def fetch(url: str, timeout_s: float = 5.0) -> str:
@@ -142,31 +145,38 @@ def fetch(url: str, timeout_s: float = 5.0) -> str:
 def poll(url: str, duration_s: float, interval_s: float,
          clock: Callable[[], float] = time.monotonic,
          sleep: Callable[[float], None] = time.sleep) -> Observation:
-    """Scrape ``url`` every ``interval_s`` for ``duration_s`` seconds."""
+    """Scrape ``url`` every ``interval_s`` for ``duration_s`` seconds. Each scrape is timed
+    when its response is in (the first fetch also pays for loading the HTTP client), and
+    scrapes are at least a second apart, as saved ones must be (prometheus.MIN_SCRAPE_GAP_S)."""
     if interval_s <= 0 or duration_s < 0:
         raise InputError("interval must be positive and duration not negative")
+    if interval_s < MIN_SCRAPE_GAP_S:
+        raise InputError(f"--interval {interval_s:g} s: scrapes must be at least "
+                         f"{MIN_SCRAPE_GAP_S:g} s apart for a rate, as saved ones must be "
+                         "(under a second, a counter's step is noise)")
     scrapes: list[Scrape] = []
-    start = clock()
+    taken_s: list[float] = []  # the clock as each response came in
     stopped = ""
     while True:
-        now = clock()
         try:
-            scrapes.append(parse_scrape(fetch(url, timeout_s=max(1.0, interval_s * 5)),
-                                        now - start))
+            text = fetch(url, timeout_s=max(1.0, interval_s * 5))
+            taken_s.append(clock())
+            scrapes.append(parse_scrape(text, taken_s[-1] - taken_s[0]))
         except (InputError, KeyboardInterrupt) as exc:
             if len(scrapes) < 2:  # nothing to make a window of
                 raise
-            stopped = (f"interrupted after {now - start:,.0f} s" if isinstance(
-                exc, KeyboardInterrupt) else f"stopped after {now - start:,.0f} s: {exc}")
+            after = clock() - taken_s[0]
+            stopped = (f"interrupted after {after:,.0f} s" if isinstance(
+                exc, KeyboardInterrupt) else f"stopped after {after:,.0f} s: {exc}")
             break
-        if now - start >= duration_s:
+        if taken_s[-1] - taken_s[0] >= duration_s:
             break
         try:
             sleep(interval_s)
         except KeyboardInterrupt:
             if len(scrapes) < 2:
                 raise
-            stopped = f"interrupted after {clock() - start:,.0f} s"
+            stopped = f"interrupted after {clock() - taken_s[0]:,.0f} s"
             break
     obs = from_scrapes(scrapes, url)
     if stopped:
@@ -192,9 +202,9 @@ def read_source(source: str, duration_s: float = 60.0, interval_s: float = 1.0) 
         raise InputError(f"cannot read {source} ({exc})") from None
     text = data.decode("utf-8-sig", errors="replace")
     head = text.lstrip()[:1]
-    if head in ("{", "[") and not (head == "[" and _LOG.search(text)):
+    if head in ("{", "[") and not (head == "[" and STATS_LINE.search(text)):
         return from_bench(text, source)  # a log may start "[Gloo] Rank 0 is connected…"
-    if _LOG.search(text):
+    if STATS_LINE.search(text):
         return from_log(text, source)
     return from_scrapes(split_scrapes(text), source)
 
@@ -221,7 +231,9 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
         obs.model_names += [m for m in s.label_values("model_name") if m not in obs.model_names]
     running_name = next((n for n in RUNNING if n in scrapes[-1].samples), None)
     if running_name is not None:
-        obs.engine_family = running_name.split(":")[0].replace("llamacpp", "llama.cpp")
+        maker = re.match(r"[a-z]+", running_name)  # vllm: sglang: llamacpp: trtllm_
+        assert maker is not None
+        obs.engine_family = maker[0].replace("llamacpp", "llama.cpp")
         # vLLM V1 exports each data-parallel engine core's gauges apart (an "engine" label),
         # SGLang each DP-attention rank's ("dp_rank"): the sum of their KV fractions is no
         # fraction, and each core runs its own batch
@@ -280,9 +292,15 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
         raise InputError(f"{source}: the KV usage adds up to {max(obs.kv_usage):.0%} of one pool: "
                          "its series are not one engine's")
     if not obs.running:
-        known = ", ".join(sorted(scrapes[-1].samples)[:6])
+        found = sorted(scrapes[-1].samples)
+        if any(n.startswith("trtllm_") for n in found):  # its per-request metrics alone
+            raise InputError(f"{source}: TensorRT-LLM's page has no trtllm_num_requests_running:"
+                             " trtllm-serve exports its running and waiting requests and KV "
+                             "use from iteration stats, with enable_iter_perf_stats: true among "
+                             "its LLM API options (TensorRT-LLM 1.1 exported request latencies "
+                             "only)")
         raise InputError(f"{source}: no running-requests metric ({' or '.join(RUNNING)}); "
-                         f"found {known}, …")
+                         f"found {', '.join(found[:6])}, …")
     if _gauge(scrapes[-1], KV_USAGE, obs.engine_family) is None:
         obs.notes.append(f"no KV-usage metric ({', '.join(KV_USAGE)})")
     first, last = scrapes[0], scrapes[-1]
@@ -290,31 +308,39 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
     if timed:
         assert first.time_s is not None and last.time_s is not None
         obs.duration_s = last.time_s - first.time_s
+        # SGLang's per-step counter, by mode, where every scrape has it (one that appears
+        # mid-window leaves the rates to the completion counters, which every scrape has)
         live = all(any(labels.get("mode") == "decode" for labels, _ in
-                       s.samples.get(REALTIME_TOKENS, [])) for s in scrapes)  # SGLang's, by mode
+                       s.samples.get(REALTIME_TOKENS, [])) for s in scrapes)
         prompt_rate = _rate(scrapes, (REALTIME_TOKENS,), obs, PREFILL_MODES) if live else \
             _rate(scrapes, PROMPT_TOKENS, obs)
         generation_rate = _rate(scrapes, (REALTIME_TOKENS,), obs, ("decode",)) if live else \
             _rate(scrapes, GENERATION_TOKENS, obs)
-        if not live and obs.engine_family in ("sglang", "llama.cpp") and (
+        if not live and obs.engine_family in ("sglang", "llama.cpp", "trtllm") and (
                 prompt_rate is not None or generation_rate is not None):
             obs.notes.append(f"{obs.engine_family} adds a request's tokens to its counters when "
                              "it finishes: over a window shorter than its requests the token "
                              "rates read low (0 if none finished), and high when several do")
+        for rate, what, names in ((prompt_rate, "prompt", PROMPT_TOKENS),
+                                  (generation_rate, "generation", GENERATION_TOKENS)):
+            if rate is None:
+                obs.notes.append(f"no {what}-token counter ({' or '.join(names)}): no {what} "
+                                 "rate")
         obs.prompt_tok_s = None if prompt_rate is None else prompt_rate / k
         obs.generation_tok_s = None if generation_rate is None else generation_rate / k
-        cached_rate = None if live else _rate(scrapes, CACHED_PROMPT_TOKENS, obs)
-        if cached_rate is not None and prompt_rate:
-            obs.cached_prompt_share = _cached_share(cached_rate, prompt_rate, obs)
         obs.preemptions = _increase(scrapes, PREEMPTIONS, obs)  # in all, every engine's
+        if obs.preemptions is None and obs.engine_family != "llama.cpp":  # it preempts none
+            obs.notes.append(f"no preemption counter ({' or '.join(PREEMPTIONS)}): SGLang's "
+                             "appears at its first retraction; TensorRT-LLM exports none")
     else:
+        live = False
         lifetime = _counter(last, PREEMPTIONS)
         obs.notes.append("a single scrape: no rates; histograms cover the server's lifetime"
                          + (f"; {lifetime:,.0f} preemptions since it started, not read as "
                             "current" if lifetime else ""))
-        cached, prompted = _counter(last, CACHED_PROMPT_TOKENS), _counter(last, PROMPT_TOKENS)
-        if cached is not None and prompted:
-            obs.cached_prompt_share = _cached_share(cached, prompted, obs)
+    cached = None if live else _cached_prompt_tokens(scrapes, obs, timed)
+    if cached is not None and cached[1]:
+        obs.cached_prompt_share = _cached_share(*cached, obs)
     families: tuple[tuple[str, tuple[str, ...]], ...] = (("ttft", TTFT), ("itl", ITL),
                                                          ("e2e", E2E))
     for key, family in families:
@@ -333,15 +359,61 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
             obs.notes.append("latency percentiles are interpolated within the histograms' "
                              "buckets, as Prometheus's histogram_quantile does; the means "
                              "are exact")
-    prompt = _counter(last, PROMPT_TOKENS)
-    gen = _counter(last, GENERATION_TOKENS)
-    total = _counter(last, REQUESTS)
-    if total and prompt is not None and gen is not None:
-        for attr, value, name in (("mean_prompt_tokens", prompt, PROMPT_TOKENS[0]),
-                                  ("mean_output_tokens", gen, GENERATION_TOKENS[0])):
-            setattr(obs, attr, checked(value / total, source, f"{name} ÷ requests", 0.0,
-                                       MAX_TOKENS, REQUEST_TOKENS_RANGE))
+        if key == "itl" and hist.name.startswith("trtllm_"):
+            obs.notes.append("ITL: TensorRT-LLM's time per output token, one observation per "
+                             "finished request (its mean): requests weigh alike, whatever "
+                             "their length")
+    _read_lengths(scrapes, obs, timed)
     return obs
+
+
+def _read_lengths(scrapes: list[Scrape], obs: Observation, timed: bool) -> None:
+    """The mean prompt and output of a finished request: the window's prompt and generation
+    tokens over its finished requests, as the rates are taken (the server's lifetime would
+    mix in traffic long gone: 50,000 prompt and 30,000 output tokens over 100 requests is
+    500 and 300); the lifetime's only from a single scrape."""
+    if timed:
+        prompt, gen, total = (_increase(scrapes, names, obs)
+                              for names in (PROMPT_TOKENS, GENERATION_TOKENS, REQUESTS))
+    else:
+        prompt, gen, total = (_counter(scrapes[-1], names)
+                              for names in (PROMPT_TOKENS, GENERATION_TOKENS, REQUESTS))
+    if prompt is None or gen is None or total is None:
+        return
+    if not total:
+        if timed:
+            obs.notes.append("no request finished in the window: no mean prompt and output "
+                             "length from the counters")
+        return
+    for attr, value, name in (("mean_prompt_tokens", prompt, PROMPT_TOKENS[0]),
+                              ("mean_output_tokens", gen, GENERATION_TOKENS[0])):
+        setattr(obs, attr, checked(value / total, obs.source, f"{name} ÷ requests", 0.0,
+                                   MAX_TOKENS, REQUEST_TOKENS_RANGE))
+
+
+def _cached_prompt_tokens(scrapes: list[Scrape], obs: Observation, timed: bool
+                          ) -> tuple[float, float] | None:
+    """(prompt tokens not computed here, all prompt tokens), over the window or, from one
+    scrape, the server's lifetime: vLLM's prompt tokens by source where it exports them (all
+    but local_compute: its prefix cache and KV transfers), else a cached-tokens counter
+    against the prompt counter; None without either."""
+    def count(names: tuple[str, ...], keep: tuple[str, ...] = ()) -> float | None:
+        if timed:
+            return _increase(scrapes, names, obs, keep, label="source")
+        return _counter(scrapes[-1], names, keep, label="source")
+
+    by_source = (PROMPT_BY_SOURCE,)
+    if any(PROMPT_BY_SOURCE in s.samples for s in scrapes):
+        everything, computed = count(by_source), count(by_source, (COMPUTED_SOURCE,))
+        if everything is not None and computed is not None:
+            moved = count(by_source, ("external_kv_transfer",)) or 0.0
+            if moved:
+                obs.notes.append(f"{moved / everything:.0%} of the prompt tokens came by KV "
+                                 f"transfer ({PROMPT_BY_SOURCE}): counted with the prefix "
+                                 "cache's as not computed here")
+            return everything - computed, everything
+    cached, prompted = count(CACHED_PROMPT_TOKENS), count(PROMPT_TOKENS)
+    return None if cached is None or prompted is None else (cached, prompted)
 
 
 # Labels of a gauge's series in one server's scrape: a data-parallel core's own batch
@@ -407,20 +479,22 @@ def _gauge_by_core(scrape: Scrape, names: tuple[str, ...], family: str | None
     return {}
 
 
-def _counter_by_core(scrape: Scrape, names: tuple[str, ...], modes: tuple[str, ...] = ()
-                     ) -> dict[tuple[str | None, ...], float] | None:
-    """A counter per core, each core's ranks counted once; only its series of these ``mode``
-    labels, if given. The first name present wins."""
+def _counter_by_core(scrape: Scrape, names: tuple[str, ...], modes: tuple[str, ...] = (),
+                     label: str = "mode") -> dict[tuple[str | None, ...], float] | None:
+    """A counter per core, each core's ranks counted once; only its series whose ``label``
+    (SGLang's mode, vLLM's source) is one of ``modes``, if given. The first name present
+    wins."""
     for name in names:
         if name in scrape.samples:
             return _core_values(scrape.samples[name],
-                                lambda labels: not modes or labels.get("mode") in modes)
+                                lambda labels: not modes or labels.get(label) in modes)
     return None
 
 
-def _counter(scrape: Scrape, names: tuple[str, ...], modes: tuple[str, ...] = ()) -> float | None:
+def _counter(scrape: Scrape, names: tuple[str, ...], modes: tuple[str, ...] = (),
+             label: str = "mode") -> float | None:
     """A counter summed over the cores."""
-    cores = _counter_by_core(scrape, names, modes)
+    cores = _counter_by_core(scrape, names, modes, label)
     return None if cores is None else sum(cores.values())
 
 
@@ -488,7 +562,9 @@ def _slot_itl(scrapes: list[Scrape], obs: Observation, timed: bool) -> bool:
 def _window(scrapes: list[Scrape], names: tuple[str, ...]) -> Histogram:
     """A histogram's observations over the window, scrape to scrape and core by core, as
     _increase counts a counter: a restart of one data-parallel engine between two scrapes
-    keeps that engine's later histogram whole, and leaves the others' subtracted."""
+    keeps that engine's later histogram whole, and leaves the others' subtracted. The sum is
+    checked as each scrape's histogram is: one core's +Inf bucket with no _count of its own
+    (a broken exporter) passes in the scrape it shares, not in the window."""
     name = next(n for n in names if scrapes[-1].histogram(n) is not None)
     cores = list(dict.fromkeys(_core(labels) for s in scrapes
                                for labels, _ in s.samples.get(f"{name}_bucket", [])))
@@ -501,7 +577,7 @@ def _window(scrapes: list[Scrape], names: tuple[str, ...]) -> Histogram:
                 window = part if window is None else window.plus(part)
     last = scrapes[-1].histogram(name)
     assert last is not None
-    return window or last
+    return last if window is None else window.checked()
 
 
 def _of_core(core: tuple[str | None, ...]) -> Callable[[dict[str, str]], bool]:
@@ -510,19 +586,20 @@ def _of_core(core: tuple[str | None, ...]) -> Callable[[dict[str, str]], bool]:
 
 
 def _increase(scrapes: list[Scrape], names: tuple[str, ...], obs: Observation,
-              modes: tuple[str, ...] = ()) -> float | None:
-    """A counter's increase over the window (only its series of these ``mode`` labels, if
-    given), core by core as Prometheus' rate() takes each series: a drop is that core's
-    restart, counted from zero; a core that appears mid-window counts from zero too."""
-    values = [_counter_by_core(s, names, modes) for s in scrapes]
-    if any(v is None for v in values):
+              modes: tuple[str, ...] = (), label: str = "mode") -> float | None:
+    """A counter's increase over the window (only its series whose ``label`` is one of
+    ``modes``, if given), core by core as Prometheus' rate() takes each series: a drop is that
+    core's restart, counted from zero; a core, or the whole counter, that appears mid-window
+    counts from zero too (SGLang and TensorRT-LLM create a labelled counter at its first
+    increment: a fresh server's first finished request). None where no scrape has it."""
+    values = [_counter_by_core(s, names, modes, label) for s in scrapes]
+    name = next((n for n in names for s in scrapes if n in s.samples), None)
+    if name is None:
         return None
-    name = next(n for n in names if n in scrapes[-1].samples)
     total = 0.0
     for before, after in itertools.pairwise(values):
-        assert before is not None and after is not None
-        for core, value in after.items():
-            was = before.get(core, 0.0)
+        for core, value in (after or {}).items():
+            was = (before or {}).get(core, 0.0)
             if value < was:
                 note = f"{name} went down mid-window (a restart): counted from zero"
                 if note not in obs.notes:
@@ -547,85 +624,3 @@ def _hist_ms(h: Histogram) -> dict[str, float]:
     shown = {"mean": h.mean * 1e3, "p50": h.quantile(0.5) * 1e3, "p90": h.quantile(0.9) * 1e3,
              "p99": h.quantile(0.99) * 1e3}  # a histogram with no finite bucket: the mean only
     return {**{k: v for k, v in shown.items() if not math.isnan(v)}, "count": h.count}
-
-
-def _log_number(match: re.Match[str], group: str, field: str, source: str, text: str) -> float:
-    """A stats line's number, or the file refused naming its line and field ('1.2.3')."""
-    try:
-        return float(match[group])
-    except ValueError:
-        line = text.count("\n", 0, match.start()) + 1
-        raise InputError(f"{source}, line {line}: {field} reads {match[group]!r}, not a "
-                         "number") from None
-
-
-def from_log(text: str, source: str) -> Observation:
-    obs = Observation(source, "log")
-    prompt: list[float] = []
-    gen: list[float] = []
-    preempted: list[float] = []
-    hits: list[float] = []
-    v0 = False
-    for match in _LOG.finditer(text):
-        def number(group: str, field: str, m: re.Match[str] = match) -> float:
-            return _log_number(m, group, field, source, text)
-
-        # an aggregated line sums its engines' batches and rates (and averages KV usage)
-        k = int(checked(number("engines", "Engines Aggregated") if match.group("engines")
-                        else 1.0, source, "Engines Aggregated", 1.0, MAX_ENGINES,
-                        f"a number of engines, 1 to {MAX_ENGINES:,}"))
-        obs.engines = max(obs.engines, k)
-        obs.running.append(checked(number("running", "Running"), source, "Running", 0.0,
-                                   MAX_REQUESTS * k, REQUESTS_RANGE) / k)
-        obs.waiting.append(checked(number("waiting", "Waiting"), source, "Waiting", 0.0,
-                                   MAX_REQUESTS * k, REQUESTS_RANGE) / k)
-        kv = number("kv", "GPU KV cache usage") / 100
-        obs.kv_usage.append(checked(kv, source, "GPU KV cache usage (as a fraction)", 0.0, 1.0,
-                                    _FRACTION))
-        for series, group, name in ((prompt, "prompt", "Avg prompt throughput"),
-                                    (gen, "gen", "Avg generation throughput")):
-            series.append(checked(number(group, name), source, name, 0.0, MAX_COUNT,
-                                  f"tokens per second, 0 to {MAX_COUNT:g}") / k)
-        if match.group("preempted"):
-            preempted.append(checked(number("preempted", "Preemptions"), source, "Preemptions",
-                                     0.0, MAX_COUNT, _COUNTER))
-        if match.group("swapped"):
-            obs.swapped.append(checked(number("swapped", "Swapped"), source, "Swapped", 0.0,
-                                       MAX_REQUESTS * k, REQUESTS_RANGE) / k)
-        if match.group("hit"):
-            hits.append(checked(number("hit", "Prefix cache hit rate") / 100, source,
-                                "Prefix cache hit rate (as a fraction)", 0.0, 1.0,
-                                "a share of the prompt tokens, 0 to 1"))
-        v0 = v0 or bool(match.group("v0"))
-    obs.prompt_tok_s = statistics.fmean(prompt)
-    obs.generation_tok_s = statistics.fmean(gen)
-    if hits:  # the share of queried prompt tokens the cache held, over each line's interval
-        obs.cached_prompt_share = statistics.fmean(hits)
-    if obs.engines > 1:
-        obs.notes.append(f"'{obs.engines} Engines Aggregated' lines: the batch, the queue and "
-                         "the token rates are each engine's mean, the preemptions all "
-                         "engines' together")
-    apart = len(set(_LOG_ENGINE.findall(text)))
-    if apart > 1 and obs.engines == 1:  # each line one engine's: their means are per engine
-        obs.engines = apart
-        obs.notes.append(f"{apart} data-parallel engines, a stats line each ('Engine 000: …'): "
-                         "the batch, the queue and the token rates are each engine's mean, the "
-                         "preemptions all engines' together")
-    warned = [checked(float(n), source, "total_num_cumulative_preemption", 0.0, MAX_COUNT,
-                      _COUNTER) for n in _V0_PREEMPTED.findall(text)]
-    if preempted:
-        obs.preemptions = sum(preempted)
-    elif warned:  # V0 warns every 50th: its running total is the count
-        obs.preemptions = float(max(warned))
-        obs.notes.append(f"preemptions: V0's running total, {max(warned):,} when last warned "
-                         "(it warns at every 50th)")
-    elif v0 or "is preempted by" in text:  # V0 warns at the first one (early builds at each)
-        obs.preemptions = float(text.count("is preempted by"))
-    else:
-        obs.preemptions = None
-        obs.notes.append("preemptions: not in these stats lines (vLLM logs them, when any, "
-                         "from Nov 2025 on)")
-    obs.notes.append(f"{len(obs.running)} periodic stats lines")
-    return obs
-
-

@@ -127,6 +127,11 @@ class Histogram:
                              "a bucket falls: not one histogram's observations")
         return part
 
+    def checked(self) -> Histogram:
+        """This histogram, its parts agreeing (see _checked): a window merged from several
+        cores' differences is checked again, as each scrape's was."""
+        return _checked(self)
+
     def plus(self, other: Histogram) -> Histogram:
         """Two windows' observations together (the parts of a window a restart split)."""
         edges = dict(self.buckets)

@@ -17,7 +17,7 @@ from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.errors import InputError
 from ridgeline.explain import Step, q, step
-from ridgeline.memory import EngineSettings, kv_pool
+from ridgeline.memory import EngineSettings, KVPool, kv_pool
 from ridgeline.observation import Observation, stats
 from ridgeline.render import table
 from ridgeline.roofline import (
@@ -25,7 +25,9 @@ from ridgeline.roofline import (
     batch_for_intensity,
     ridge_step,
 )
+from ridgeline.sglang_memory import sglang_max_running_requests
 from ridgeline.stages import micro_batch, micro_batches
+from ridgeline.units import GIB
 
 CAPACITY = "capacity"
 LATENCY = "latency"
@@ -35,8 +37,8 @@ CLIENT = "the client's cap"  # a benchmark run at --max-concurrency: the batch i
 RIDGE = "the ridge"
 NO_FIT = "does not fit"
 LEVERS = {
-    NO_FIT: "no prediction: check --model, --gpu, --weights and --context against what the "
-            "engine serves (`ridgeline fit` sizes the pool)",
+    NO_FIT: "no prediction: check --model, --gpu, --num-gpus, --weights and --context against "
+            "what the engine serves (`ridgeline fit` sizes the pool)",
     CAPACITY: "the KV pool is full: fp8 KV cache, more GPUs, shorter contexts or a smaller "
               "weight format (see `ridgeline fit`)",
     LATENCY: "requests wait while the pool has room: raise --max-num-seqs or "
@@ -70,29 +72,66 @@ class ObserveReport:
         return self.deployment.dense_ridge_flop_per_byte  # the weights every token reads
 
     @property
-    def fraction(self) -> float | None:
+    def stage_batch(self) -> float | None:
+        """The sequences each pipeline stage multiplies: the running batch split into one
+        micro-batch per stage, ⌈batch ÷ stages⌉ as fit rounds (47.5 over PP2: 24); the batch
+        itself without a pipeline."""
         b = self.batch
+        stages = micro_batches(self.deployment)
+        return b if b is None or stages == 1 else math.ceil(b / stages)
+
+    @property
+    def fraction(self) -> float | None:
+        b = self.stage_batch
         if b is None:
             return None
         bpw = self.deployment.bytes_per_weight_split[0]  # MoE: all but the routed experts
-        # under pipeline parallelism each stage multiplies one micro-batch of the running batch
-        stages = micro_batches(self.deployment)  # a mean running batch: ⌈ ⌉ as fit rounds
-        return arithmetic_share(math.ceil(b / stages) if stages > 1 else b, bpw, self.ridge)
+        return arithmetic_share(b, bpw, self.ridge)
+
+    @cached_property  # read by the fit, the seats, the step budget and the text: sized once
+    def modelled_pool(self) -> KVPool:
+        """The pool the engine's defaults leave on the deployment as described (a live engine
+        is a server: vllm serve's defaults, not offline's)."""
+        return kv_pool(self.deployment, EngineSettings(max_model_len=self.context))
+
+    @property
+    def weights_overflow(self) -> bool:
+        """The deployment as described cannot load its weights (more per GPU than the card
+        holds), though the engine reports a pool: it serves on another deployment (more GPUs,
+        a smaller format) than --num-gpus and --weights say. Where no pool is reported, the
+        modelled pool's own verdict (pool_batch 0) says it."""
+        pool = self.modelled_pool
+        return self.obs.pool_tokens is not None and pool.weight_bytes > pool.total_bytes
+
+    @property
+    def seats(self) -> int:
+        """The sequences the engine runs at once at most: vLLM's max_num_seqs; SGLang's
+        max_running_requests, from the pool it reports where it does (512 per context of
+        its tokens, 2,048 to 4,096, at most half of them)."""
+        reported = self.obs.pool_tokens
+        if reported is not None and self.deployment.engine == "sglang":
+            return sglang_max_running_requests(int(reported), self.context)
+        return self.modelled_pool.max_num_seqs
 
     @property
     def pool_batch(self) -> int:
-        """Sequences of the context the pool holds: the engine's own pool where its metrics
-        report it (vLLM's blocks, whole blocks a sequence; SGLang's tokens), else modelled."""
+        """Sequences of the context the pool holds, at most the engine's seats: the engine's
+        own pool where its metrics report it (vLLM's blocks, whole blocks a sequence; SGLang's
+        tokens) and the deployment as described can load its weights, else modelled. 432,000
+        tokens in blocks of 16 hold 3,857 sequences of 100 tokens; vllm serve seats 1,024."""
         reported = self.obs.pool_tokens
-        if reported is None:  # a live engine is a server: vllm serve's defaults, not offline's
+        if reported is None:
             return max_batch(self.deployment, self.context,
                              EngineSettings(max_model_len=self.context))
+        if self.weights_overflow:
+            return 0
         size = self.obs.pool_block_size or 1
-        return int(reported // size) // math.ceil(self.context / size)
+        return min(self.seats, int(reported // size) // math.ceil(self.context / size))
 
     @property
     def fits(self) -> bool:
-        """The deployment as described holds at least one sequence of the context."""
+        """The deployment as described loads its weights and holds at least one sequence of
+        the context."""
         return self.pool_batch > 0
 
     @property
@@ -190,8 +229,7 @@ class ObserveReport:
         else:
             return 0
         ratio *= 1 - (o.cached_prompt_share or 0.0)  # a prefix-cache hit is not computed
-        budget = kv_pool(self.deployment, EngineSettings(max_model_len=self.context)) \
-            .profile_tokens
+        budget = self.modelled_pool.profile_tokens
         return max(0, min(round(b * ratio), budget - round(b)))
 
     def gaps(self) -> dict[str, float]:
@@ -219,7 +257,8 @@ class ObserveReport:
             "latency_ms": o.latency_ms, "engines": o.engines, "swapped": stats(o.swapped),
             "cached_prompt_share": o.cached_prompt_share, "pool_tokens_reported": o.pool_tokens,
             "prompt_tokens_per_step": self.prompt_tokens_per_step,
-            "batch": self.batch, "ridge_flop_per_byte": self.ridge,
+            "batch": self.batch, "stage_batch": self.stage_batch,
+            "ridge_flop_per_byte": self.ridge, "fits": self.fits,
             "fraction_of_arithmetic": self.fraction, "pool_batch": self.pool_batch,
             "context": self.context, "context_source": self.context_source,
             "wall": self.wall, "lever": self.lever,
@@ -269,17 +308,28 @@ class ObserveReport:
         if b is None:
             lines.append("no running batch in this source")
         else:
+            stages = micro_batches(d)
             lines.append(f"batch {b:,.1f} against a ridge of {self.ridge:,.0f} on "
                          f"{d.gpus_label}: {frac:.1%} of the arithmetic you "
                          "are billed for" + (" in the weights every token reads (attention, "
                                              "shared layers; the routed experts see far "
-                                             "fewer tokens each)" if d.model.moe else ""))
+                                             "fewer tokens each)" if d.model.moe else "")
+                         + (f", each of {stages} pipeline stages multiplying a micro-batch of "
+                            f"{self.stage_batch:,.0f}" if stages > 1 else ""))
         if self.fits:
             pool = (f"the engine's pool of {o.pool_tokens:,.0f} tokens, as its metrics report it"
-                    if o.pool_tokens is not None else None)
+                    + (f", at most its {self.seats:,} seats" if self.pool_batch == self.seats
+                       else "") if o.pool_tokens is not None else None)
             lines.append(f"the KV pool allows {self.pool_batch:,} sequences of "
                          f"{self.context:,} tokens ({self.context_source}"
                          + (f"; {pool}" if pool else "") + ")")
+        elif self.weights_overflow:
+            p = self.modelled_pool
+            lines.append(f"{d.model.name} does not fit on {d.gpus_label} as described: the "
+                         f"weights alone, {p.weight_bytes / GIB:,.1f} GiB per GPU, exceed the "
+                         f"card's {p.total_bytes / GIB:,.1f} GiB; yet the engine reports a live "
+                         f"pool of {o.pool_tokens:,.0f} tokens, so --num-gpus or --weights are "
+                         "probably not what the server runs")
         else:
             lines.append(f"{d.model.name} does not fit on {d.gpus_label} as "
                          f"described: the KV pool holds no sequence of {self.context:,} tokens "
@@ -309,7 +359,8 @@ class ObserveReport:
 
     def measurement_rows(self, model_id: str) -> str:
         """What was observed, as rows `ridgeline calibrate` reads: none from a single scrape,
-        whose lifetime latency would be paired with one instant's batch."""
+        whose lifetime latency would be paired with one instant's batch, nor for a deployment
+        that does not fit as described (the row would price another than the server runs)."""
         o, d = self.obs, self.deployment
         out = io.StringIO()
         columns = ["id", "model", "weights_dtype", "kv_dtype", "gpu", "num_gpus", "tp", "batch",
@@ -319,7 +370,7 @@ class ObserveReport:
         writer.writerow(columns)
         itl = o.latency_ms.get("itl", {}).get("mean")
         b = self.batch
-        if itl and b and not math.isnan(itl) and not self.single_scrape:
+        if itl and b and not math.isnan(itl) and not self.single_scrape and self.fits:
             weights = d.weights.label
             if weights == "as stored":  # the checkpoint's own format, as validate names it
                 stored = d.model.stored_format_map
@@ -378,6 +429,12 @@ def context_from_kv_usage(obs: Observation, dep: Deployment) -> tuple[int, str] 
                             f"{pool_tokens:,.0f} tokens over {running:,.1f} running requests")
 
 
+# the reported pool's KV fill is read instead of the counters' mean where it says a running
+# request holds more than this many times the mean: a lifetime's mix, or a running set that
+# long requests dominate (each stays in it for as many steps as it has output tokens)
+FILL_OVER_MEAN = 2.0
+
+
 def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
                    context: int | None) -> ObserveReport:
     if context is None:
@@ -386,13 +443,22 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
             context = mean_decode_context(obs.mean_prompt_tokens, obs.mean_output_tokens)
             source = "mean prompt + half the mean output, from the source"
             counted = ObserveReport(obs, dep, profile, context, source)
-            if held is not None and (obs.batch or 0.0) > counted.pool_batch:
-                # the running batch could not be held at the counters' mean: shared prefixes
-                # (cached once, counted in every prompt) or a mix the mean misreads; the live
-                # fill of the pool says what each running request holds
-                source = (f"{held[1]}; the counters' mean of {context:,} tokens would hold "
-                          f"only {counted.pool_batch:,} of the {obs.batch:,.1f} running")
-                context = held[0]
+            if held is not None and not counted.weights_overflow:
+                # the live fill of the pool says what each running request holds where the
+                # counters' mean cannot be right: the running batch could not be held at it
+                # (shared prefixes, cached once, counted in every prompt), or the fill of the
+                # pool the engine reports holds far more a request (a mix the mean misreads:
+                # a full pool beside one "allowing" several times the batch). A modelled
+                # pool's fill is only as good as the deployment described, so a mere
+                # disagreement with it is not read as the counters' fault
+                if (obs.batch or 0.0) > counted.pool_batch:
+                    source = (f"{held[1]}; the counters' mean of {context:,} tokens would hold "
+                              f"only {counted.pool_batch:,} of the {obs.batch:,.1f} running")
+                    context = held[0]
+                elif obs.pool_tokens is not None and held[0] > FILL_OVER_MEAN * context:
+                    source = (f"{held[1]}; {held[0] / context:,.1f}× the counters' mean of "
+                              f"{context:,} tokens")
+                    context = held[0]
         elif held is not None:
             context, source = held
         else:
@@ -403,10 +469,15 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
     b = report.batch
     steps: tuple[Step, ...] = ()
     if b is not None:
+        stages = micro_batches(dep)
         steps = (ridge_step(dep.accelerator, dep.dense_compute_dtype),
-                 step("share of the arithmetic in use", "(2 × batch ÷ bytes per weight) ÷ ridge",
+                 step("share of the arithmetic in use",
+                      "(2 × batch ÷ bytes per weight) ÷ ridge" if stages == 1 else
+                      f"(2 × ⌈batch ÷ {stages} micro-batches⌉ ÷ bytes per weight) ÷ ridge",
                       q("fraction", report.fraction or 0.0),
                       q("batch", b, "", "running requests, mean over the window"),
+                      *([q("micro-batch", report.stage_batch or 0, "",
+                           f"one in each of {stages} pipeline stages")] if stages > 1 else []),
                       q("bytes per weight", dep.bytes_per_weight_split[0], "B",
                         "the weights every token reads" + (" (all but the routed experts)"
                                                            if dep.model.moe else "")),
@@ -414,12 +485,15 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
                  step("tokens each running request holds", "as its source says",
                       q("context", context, "tokens", source)),
                  step("sequences the pool holds", "the pool's tokens ÷ the context (vLLM: "
-                      "whole blocks a sequence; at most its seats)", q("pool batch", report.pool_batch),
+                      "whole blocks a sequence; at most its seats)",
+                      q("pool batch", report.pool_batch),
                       q("pool", obs.pool_tokens if obs.pool_tokens is not None
-                        else kv_pool(dep, EngineSettings(max_model_len=context)).tokens,
+                        else report.modelled_pool.tokens,
                         "tokens", "as the engine reports it" if obs.pool_tokens is not None
                         else "modelled: the engine's defaults on this deployment"),
-                      q("context", context, "tokens")))
+                      q("context", context, "tokens"),
+                      q("seats", report.seats, "", "max_num_seqs (SGLang: "
+                        "max_running_requests)")))
         predicted = report.predicted_itl_ms
         if predicted is not None:
             steps += (step("the engine's step at this batch", "step_cost(the batch's decodes at "

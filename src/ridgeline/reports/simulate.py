@@ -376,7 +376,7 @@ def _running_metric(engine: str) -> str:
     from ridgeline.engine_metrics import RUNNING
 
     prefix = "llamacpp" if engine.startswith("llama.cpp") else engine
-    name = next((m for m in RUNNING if m.startswith(prefix + ":")), None)
+    name = next((m for m in RUNNING if m.startswith((prefix + ":", prefix + "_"))), None)
     return f" ({name})" if name else ""
 
 
