@@ -383,7 +383,7 @@ def test_the_running_batch_is_labelled_with_the_engines_own_gauge(
     from ridgeline.cli import main
 
     gauges = {"vllm": "(vllm:num_requests_running)", "sglang": "(sglang:num_running_reqs)",
-              "trtllm": "running batch: mean"}
+              "trtllm": "(trtllm_num_requests_running)"}
     for engine, label in gauges.items():
         assert main(["simulate", "llama-3.1-8b", "--gpu", "h100", "--engine", engine, "--rate",
                      "2", "--num-requests", "5"]) == 0
