@@ -165,15 +165,10 @@ def device_total_bytes(torch: Any, device: Any) -> float | None:
 
 def matmul_dtypes(device_type: str, dtype: str) -> list[str]:
     """The matmul peaks the device record needs for rows of a ``dtype`` model: the model's
-    own (its weights' matmuls), and the 16-bit rate an f32 cache's QKᵀ and PV are priced at
-    (``Deployment.attention_compute_dtype``: bf16, else fp16). A CPU's default float32
-    model: float32 and bfloat16; a GPU: both 16-bit rates, and float32 where asked."""
-    if device_type != "cpu":
-        extra = ["bfloat16", "float16"]  # both, as the catalog's GPU records state them
-    elif dtype == "float32":
-        extra = ["bfloat16"]  # the rate its f32 cache's attention is priced at
-    else:
-        extra = []  # a 16-bit cache is priced at its own rate, the model's
+    own, which its weights' matmuls and its cache's QKᵀ and PV run at
+    (``Deployment.attention_compute_dtype``: an f32 cache at fp32, a 16-bit one at its own);
+    a GPU's record states both 16-bit rates, as the catalog's GPU records do."""
+    extra = ["bfloat16", "float16"] if device_type != "cpu" else []
     return [dtype, *(d for d in extra if d != dtype)]
 
 
