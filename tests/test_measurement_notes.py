@@ -112,3 +112,30 @@ def test_line_breaks_other_than_newlines_stay_inside_the_notes(tmp_path: Path) -
     result = read_measurements(path)
     assert [r.id for r in result.rows] == ["r0", "r1", "r2"] and not result.errors
     assert all(r.serving_tpot() for r in result.rows)
+
+
+def test_headers_and_dtypes_are_read_whatever_their_case(tmp_path: Path) -> None:
+    """' Metric' and 'KV_DTYPE' name their columns; 'Unknown' is the unknown cache."""
+    header = ",".join(c.upper() if i % 2 else f" {c}" for i, c in enumerate(COLUMNS))
+    line = ",".join({**ROW, "kv_dtype": "Unknown"}[c] for c in COLUMNS)
+    path = tmp_path / "rows.csv"
+    path.write_text(f"{header}\n{line}\n", encoding="utf-8")
+    (read,) = read_measurements(path).rows
+    assert read.kv_dtype == "unknown" and predict(read).predicted is not None
+
+
+def test_a_row_of_the_wrong_width_says_how_many_cells(tmp_path: Path) -> None:
+    cells = [{**ROW, "notes": "a, b"}[c] for c in COLUMNS]  # the comma left unquoted
+    short = [{**ROW, "id": "r2"}[c] for c in COLUMNS][:-3]
+    path = tmp_path / "rows.csv"
+    path.write_text(",".join(COLUMNS) + "\n" + ",".join(cells) + "\n" + ",".join(short)
+                    + "\n", encoding="utf-8")
+    errors = read_measurements(path).errors
+    assert errors[0].endswith(f"wrong number of columns: {len(COLUMNS) + 1} where the header "
+                              f"has {len(COLUMNS)} (a comma in a field that is not quoted?)")
+    assert f"wrong number of columns: {len(COLUMNS) - 3} where" in errors[1]
+
+
+def test_a_vanishing_value_is_refused_not_scored_as_infinitely_off() -> None:
+    with pytest.raises(ValueError, match="from 1e-09"):
+        row(value="1e-320")

@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from ridgeline.engines import engine_id, llamacpp_build, names_plain_llamacpp
 from ridgeline.errors import InputError, shorten
@@ -30,6 +31,7 @@ KV_METRICS = ("kv_cache_tokens", "kv_cache_gib", "gpu_blocks", "max_concurrency"
 # The largest figure a row may state: past these it is a typo or a unit slip, and a batch of a
 # billion would have the cost model build a billion sequences before saying anything.
 MAX_VALUE = 1e15
+MIN_VALUE = 1e-9  # below it a figure is a unit slip, and its error's ratio overflows
 MAX_BATCH = 1_000_000
 MAX_TOKENS = 100_000_000  # input_len, output_len, context_len
 MAX_GPUS = 100_000
@@ -210,9 +212,9 @@ def parse_row(raw: dict[str, str]) -> Measurement:
         value = float(raw["value"])
     except ValueError:
         raise ValueError(f"value must be a number, got {raw['value']!r}") from None
-    if not 0 < value < MAX_VALUE:  # NaN fails too
-        raise ValueError(f"value must be a positive number below {MAX_VALUE:g}, "
-                         f"got {raw['value']!r}")
+    if not MIN_VALUE <= value < MAX_VALUE:  # NaN fails too
+        raise ValueError(f"value must be a positive number from {MIN_VALUE:g} to below "
+                         f"{MAX_VALUE:g}, got {raw['value']!r}")
     tp_stated = _int(raw["tp"], "tp", 1, MAX_GPUS)
     num_gpus = _int(raw["num_gpus"], "num_gpus", 1, MAX_GPUS) or tp_stated or 1
     if tp_stated is None and num_gpus > 1:  # tensor parallel, or stages of a pipeline?
@@ -244,7 +246,8 @@ def parse_row(raw: dict[str, str]) -> Measurement:
     engine = engine.lower() if names_plain_llamacpp(engine) else engine_id(engine)
     return Measurement(
         id=raw["id"].strip(), model=raw["model"].strip(),
-        weights_dtype=raw["weights_dtype"].strip().lower(), kv_dtype=raw["kv_dtype"].strip(),
+        weights_dtype=raw["weights_dtype"].strip().lower(),
+        kv_dtype=raw["kv_dtype"].strip().lower(),
         gpu=raw["gpu"].strip(), num_gpus=num_gpus, tp=tp,
         batch=batch,
         input_len=input_len, output_len=output_len, context_len=context_len, metric=metric,
@@ -261,6 +264,13 @@ def _rows(reader: csv.DictReader[str], path: str | Path) -> Iterator[dict[str, s
         yield from reader
     except csv.Error as exc:
         raise InputError(f"{path}, line {reader.line_num}: {exc}") from None
+
+
+def _cells(raw: dict[Any, Any]) -> int:
+    """A CSV line's cells as csv.DictReader hands them over: the extra ones listed under
+    None, the missing ones given as None."""
+    named = sum(1 for key, value in raw.items() if key is not None and value is not None)
+    return named + len(raw.get(None) or ())
 
 
 def _beside(row: Measurement, folder: Path) -> Measurement:
@@ -285,6 +295,8 @@ def read_measurements(path: str | Path) -> ReadResult:
     # the csv module splits lines itself: str.splitlines() would also break a row at a form
     # feed, U+2028 or NEL inside its notes
     reader = csv.DictReader(io.StringIO(text, newline=""))
+    if reader.fieldnames:  # ' Metric' or 'METRIC' is the column it names
+        reader.fieldnames = [name.strip().lower() for name in reader.fieldnames]
     missing = [c for c in COLUMNS if c not in (reader.fieldnames or []) and c != "notes"]
     if missing:
         raise InputError(f"{path} is not a measurements CSV: missing columns {', '.join(missing)}")
@@ -300,7 +312,9 @@ def read_measurements(path: str | Path) -> ReadResult:
         seen[row_id] = number
         try:
             if None in raw.values() or None in raw:
-                raise ValueError("wrong number of columns")
+                raise ValueError(f"wrong number of columns: {_cells(raw)} where the header has "
+                                 f"{len(reader.fieldnames or ())} (a comma in a field that is "
+                                 "not quoted?)")
             rows.append(_beside(parse_row(raw), file.parent))
         except (ValueError, KeyError) as exc:
             errors.append(f"{row_id}: {exc}")
