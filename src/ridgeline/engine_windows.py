@@ -43,9 +43,11 @@ def honours_windows(dep: Deployment, engine_version: str | None = None) -> bool:
         return arch in hybrid["architectures"]
     if dep.engine.startswith("llama.cpp"):
         return dep.model.model_type in engines["llama.cpp"]["swa_model_types"]
-    # TensorRT-LLM counts its blocks "as assuming all layers as full attention"
-    # (kvCacheManager.cpp, beside BlockManager::calculateWindowSizeToShare, which then splits
-    # them among the window sizes' pools at start-up, statically: docs features/kvcache.md)
+    # TensorRT-LLM's PyTorch backend keeps one pool of max_seq_len windows unless
+    # kv_cache_config.max_attention_window is set (KvCacheCreator in _torch/pyexecutor/
+    # _util.py; only Gemma-4 gets windows of its own): every token in every layer. With
+    # windows set, each window size's pool gets an equal share of the memory (from v1.2.0rc2;
+    # before it, shares weighted by window), not modelled here
     return dep.engine != "trtllm"
 
 
