@@ -37,7 +37,7 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 
 
 @pytest.mark.parametrize(("column", "text", "message"), [
-    ("value", "1e300", "value must be a positive number below 1e+15, got '1e300'"),
+    ("value", "1e300", "value must be a positive number from 1e-09 to below 1e+15, got '1e300'"),
     ("value", "nan", "value must be a positive number"),
     ("value", "inf", "value must be a positive number"),
     ("batch", "1000000000", "batch must be ≤ 1,000,000, got 1,000,000,000"),
