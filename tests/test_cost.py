@@ -50,11 +50,35 @@ def test_an_engine_is_never_faster_than_the_floor() -> None:
             assert step_time_s(dep(), batch, profile) >= step_time_s(dep(), batch, IDEAL)
 
 
-def test_tensor_parallel_adds_all_reduce_and_moe_with_ep_adds_all_to_all() -> None:
+def test_tensor_parallel_adds_all_reduce_and_expert_parallel_no_all_to_all() -> None:
+    """TP + EP without data parallelism all-reduces the MoE output as TP does (vLLM runs
+    all-to-all kernels only with DP); its busiest rank reads more than its share of the
+    experts a small batch touches."""
     tp = step_cost(dep("llama-3.1-70b", n=4), decode_batch(16, 1000))
     assert any(op.name == "tp all-reduce" and op.bound == "link" for op in tp.ops)
-    ep = step_cost(dep("qwen3-30b-a3b", n=4, ep=True), decode_batch(16, 1000))
-    assert any(op.name == "ep all-to-all" for op in ep.ops)
+    batch = decode_batch(1, 1000)
+    ep = step_cost(dep("qwen3-30b-a3b", n=8, ep=True), batch)
+    sliced = step_cost(dep("qwen3-30b-a3b", n=8), batch)
+    assert {op.name for op in ep.ops} == {op.name for op in sliced.ops}
+    link = {op.name: op.time_s for op in ep.ops if op.bound == "link"}
+    assert link == {op.name: op.time_s for op in sliced.ops if op.bound == "link"}
+    ep_bytes = next(op.bytes for op in ep.ops if op.name == "experts")
+    tp_bytes = next(op.bytes for op in sliced.ops if op.name == "experts")
+    assert ep_bytes / tp_bytes == pytest.approx(2.51, rel=0.02)  # 8 of 128 on 8 ranks
+
+
+def test_the_busiest_expert_parallel_rank() -> None:
+    """E[max of R binomials]: 8 of 128 experts touched on 8 ranks, 1 a rank and 2.5 on the
+    busiest; every expert touched, all 16; Mixtral's 8 over 16 GPUs, one whole expert each
+    on eight."""
+    from ridgeline.parallel import busiest_rank_experts, ep_rank_experts
+
+    assert busiest_rank_experts(128, 8, 8) == pytest.approx(2.51, abs=0.01)
+    assert busiest_rank_experts(128, 8, 128) == 16
+    assert busiest_rank_experts(128, 8, 0) == 0
+    assert 1.2 < busiest_rank_experts(128, 8, 64) / 8 < 1.4  # half touched: 10.8 of 8
+    assert ep_rank_experts(8, 16) == 1 and ep_rank_experts(128, 8) == 16
+    assert ep_rank_experts(60, 8) == 8
 
 
 def test_pipeline_stages_pay_a_hand_off() -> None:

@@ -798,6 +798,22 @@ def test_expert_parallel_spreads_a_moes_experts_and_a_dense_model_refuses_it(
     code = main(["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "3",
                  "--enable-expert-parallel"])
     assert code == 2 and "is dense" in capsys.readouterr().err
+    code = main(["simulate", "qwen3-30b-a3b", "--gpu", "h100", "--rate", "3",
+                 "--enable-expert-parallel"])  # one GPU: nothing to spread
+    assert code == 2 and "with one there is nothing to spread" in capsys.readouterr().err
+
+
+def test_an_expert_parallel_pool_holds_the_busiest_ranks_whole_experts(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Mixtral's 8 experts over 16 GPUs: vLLM puts one whole expert on each of eight, an
+    eighth of the experts' bytes where slicing puts a sixteenth, so the pool is smaller."""
+    argv = ["simulate", "mixtral-8x22b", "--gpu", "h100", "--num-gpus", "16", "--rate", "1",
+            "--num-requests", "10", "--json"]
+    assert main(argv) == 0
+    sliced = json.loads(capsys.readouterr().out)["settings"]["num_blocks"]
+    assert main([*argv, "--enable-expert-parallel"]) == 0
+    spread = json.loads(capsys.readouterr().out)["settings"]["num_blocks"]
+    assert 0.6 < spread / sliced < 0.8
 
 
 def test_sglangs_new_token_ratio_decays_and_restarts_as_sglang_sets_it() -> None:

@@ -212,6 +212,10 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                          "-sm splits layers or tensors; --cpu-moe/--n-cpu-moe place experts on "
                          "the host)")
     dep = build_deployment(args, model, acc, engine, expert_parallel=args.expert_parallel)
+    if args.expert_parallel and dep.tensor_parallel_size < 2:
+        raise InputError("--enable-expert-parallel spreads the experts over the tensor-parallel "
+                         "GPUs: with one there is nothing to spread (vLLM's expert "
+                         "parallelism is off at TP × DP = 1)")
     stray = [flag for flag, value in (("--spec-acceptance", args.spec_acceptance),
                                       ("--spec-draft-cost", args.spec_draft_cost))
              if value is not None and not args.spec_tokens]

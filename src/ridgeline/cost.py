@@ -40,7 +40,7 @@ from ridgeline.offload import (
 from ridgeline.parallel import (
     EP_IMBALANCE,
     all_reduce_time_s,
-    all_to_all_time_s,
+    busiest_rank_experts,
     pipeline_hops,
     send_time_s,
 )
@@ -249,10 +249,6 @@ def step_terms(dep: Deployment, shape: BatchShape) -> StepTerms:
             reductions = (layer.mixer != NONE) + (layer.ffn != NONE)
             t = count * reductions * all_reduce_time_s(act, tp, dep.accelerator)
             link["tp all-reduce"] = link.get("tp all-reduce", 0.0) + t
-        if layer.ffn == MOE and dep.expert_parallel and tp > 1 and model.moe:
-            dispatch = tokens * model.moe.experts_per_token * h * ACTIVATION_BYTES
-            t = count * 2 * all_to_all_time_s(dispatch, tp, dep.accelerator)
-            link["ep all-to-all"] = link.get("ep all-to-all", 0.0) + t
     rows = shape.sequences  # one logits row per sequence
     head_bytes = _category_bytes(dep, LM_HEAD if not model.tie_word_embeddings else EMBEDDING)
     head = ("lm head", 2 * rows * h * model.vocab_size / tp,
@@ -490,10 +486,15 @@ def _token_ops(dep: Deployment, layer: Layer, tokens: int) -> tuple[tuple[str, f
         moe = model.moe
         touched = expected_experts_touched(moe.num_experts, moe.experts_per_token, tokens)
         linear("router", ROUTER)
-        # expert parallelism: the busiest rank holds more than its share of the tokens
-        skew = EP_IMBALANCE if dep.expert_parallel and tp > 1 else 1.0
-        linear("experts", EXPERTS, moe.routed_fraction * skew, touched / moe.num_experts,
-               EXPERT_BIAS)
+        # expert parallelism: the busiest rank holds more than its share of the tokens, and
+        # reads more than its share of the experts a step touches (each rank whole experts;
+        # under TP + EP the MoE output is all-reduced as under TP, no all-to-all: vLLM runs
+        # all-to-all kernels only with data parallelism, which is not modelled)
+        ep = dep.expert_parallel and tp > 1
+        skew = EP_IMBALANCE if ep else 1.0
+        read = busiest_rank_experts(moe.num_experts, tp, touched) * tp / moe.num_experts \
+            if ep else touched / moe.num_experts
+        linear("experts", EXPERTS, moe.routed_fraction * skew, read, EXPERT_BIAS)
         linear("shared experts", SHARED_EXPERTS)
     else:
         linear("mlp", MLP)

@@ -32,6 +32,8 @@ from ridgeline.layouts import DENSE, FULL, LINEAR, MAMBA, MOE, WINDOW_MIXERS
 from ridgeline.llamacpp_memory import cells_that_fit, compute_buffer_bytes, slot_cache_bytes
 from ridgeline.model import served_positions
 from ridgeline.offload import check_host_memory, gpu_share, gpu_weight_bytes
+from ridgeline.parallel import ep_rank_experts
+from ridgeline.quantization import EXPERTS
 from ridgeline.sglang_memory import (
     sglang_data,
     sglang_max_running_requests,
@@ -406,9 +408,22 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
     vision = 0.0 if engine.startswith("llama.cpp") or s.language_model_only \
         else dep.model.vision_tower_bytes
     if dep.pipeline_parallel_size > 1 and not engine.startswith("llama.cpp"):
-        return tuple(_stage_pool(dep, s, total, stage_weight_bytes(dep, stage, vision), stage)
+        return tuple(_stage_pool(dep, s, total, stage_weight_bytes(dep, stage, vision)
+                                 + ep_extra_bytes(dep, stage.expert_share), stage)
                      for stage in pipeline_stages(dep))
-    return (_stage_pool(dep, s, total, (on_gpus + vision) / dep.num_gpus, None),)
+    return (_stage_pool(dep, s, total, (on_gpus + vision) / dep.num_gpus
+                        + ep_extra_bytes(dep), None),)
+
+
+def ep_extra_bytes(dep: Deployment, share: float = 1.0) -> float:
+    """What the busiest expert-parallel rank holds beyond an even share of the experts: whole
+    experts, ⌈E ÷ R⌉ of them (Mixtral's 8 over 16 GPUs: an eighth each on eight, not a
+    sixteenth); of a pipeline stage, its MoE layers' ``share``."""
+    moe, ranks = dep.model.moe, dep.tensor_parallel_size
+    if moe is None or not dep.expert_parallel or ranks < 2:
+        return 0.0
+    experts = dep.bytes_by_category.get(EXPERTS, 0.0) * share / dep.pipeline_parallel_size
+    return experts * (ep_rank_experts(moe.num_experts, ranks) / moe.num_experts - 1 / ranks)
 
 
 PIPELINE_FROM = (0, 5, 1)  # vLLM's first release with --pipeline-parallel-size (PR #4412)

@@ -35,7 +35,7 @@ DEFAULT_NODE_SIZE = 8
 # for 512 B–32 KB at TP 2/4/8 (SGLang PR #2904, without CUDA graphs; SGLang's own 3.7–7.8 µs).
 LOW_LATENCY_ALL_REDUCE_S = 8e-6
 LOW_LATENCY_FABRICS = ("nvlink", "infinity-fabric")
-EP_IMBALANCE = 1.2  # busiest expert-parallel rank's share over the mean: a stated factor
+EP_IMBALANCE = 1.2  # busiest expert-parallel rank's tokens over the mean: a stated factor
 
 
 def node_size(acc: Accelerator) -> int:
@@ -84,16 +84,6 @@ def all_reduce_time_s(message_bytes: float, ranks: int, acc: Accelerator) -> flo
     return t
 
 
-def all_to_all_time_s(message_bytes: float, ranks: int, acc: Accelerator) -> float:
-    """Expert-parallel dispatch or combine: each rank sends (n−1)/n of its tokens away."""
-    if ranks <= 1 or message_bytes <= 0:
-        return 0.0
-    if ranks > node_size(acc):  # most partners sit on other nodes
-        return (ranks - 1) * (INTER_NODE_LATENCY_S + message_bytes / (ranks
-                                                                      * INTER_NODE_BYTES_PER_S))
-    return (ranks - 1) * (link_latency_s(acc) + message_bytes / (ranks * interconnect_bytes_per_s(acc)))
-
-
 def send_time_s(message_bytes: float, acc: Accelerator, inter_node: bool = False) -> float:
     """Point-to-point activation hand-off between pipeline stages."""
     if message_bytes <= 0:
@@ -110,3 +100,29 @@ def pipeline_hops(tp: int, pp: int, acc: Accelerator) -> tuple[int, int]:
     per_node = max(1, node_size(acc) // tp)  # stages that fit in one node
     inter = (pp - 1) // per_node if per_node < pp else 0
     return pp - 1 - inter, inter
+
+
+def ep_rank_experts(num_experts: int, ranks: int) -> int:
+    """The most experts one expert-parallel rank holds: vLLM's determine_expert_map gives each
+    ⌊E ÷ R⌋ and the remainder to the first ranks (Mixtral's 8 over 16 GPUs: one whole expert
+    on each of eight)."""
+    return -(-num_experts // ranks)
+
+
+def busiest_rank_experts(num_experts: int, ranks: int, touched: float) -> float:
+    """The experts the busiest of ``ranks`` expert-parallel ranks reads in a step, expected,
+    when a step touches ``touched`` of ``num_experts``: each rank holds up to ⌈E ÷ R⌉, each
+    touched alike and apart (probability touched ÷ E), and the step waits for the rank that
+    touched most, E[max of R binomials] = Σₖ (1 − F(k)^R). One token's 8 of 128 experts on 8
+    ranks: 1 a rank on average, 2.5 on the busiest."""
+    held = ep_rank_experts(num_experts, ranks)
+    p = min(1.0, max(0.0, touched / num_experts))
+    if p in (0.0, 1.0):
+        return held * p
+    expected, cdf, term = 0.0, 0.0, (1 - p) ** held
+    for k in range(held):  # term: P(X = k); cdf: P(X ≤ k)
+        cdf += term
+        expected += 1 - min(1.0, cdf) ** min(ranks, num_experts)  # ranks that hold any
+        term *= (held - k) / (k + 1) * p / (1 - p)
+    return expected
+
