@@ -168,3 +168,32 @@ def test_observe_and_utilization_size_a_pipelines_pool(capsys: pytest.CaptureFix
     code, _, err = run_cli(capsys, "utilization", "--gpu", "h100", "--running", "8", "--context",
                            "2000")
     assert code == 2 and "--context size a model's KV pool: give --model" in err
+
+
+def test_tensor_parallelism_past_a_node_is_said_and_its_lever_named(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """TP16 on H100s crosses the network between two nodes on every all-reduce: decode,
+    prefill and fit say so, and name TP8 × PP2; TP8 says nothing."""
+    from tests.conftest import run_cli
+
+    for command in (["decode", "llama-3.1-70b", "--gpu", "h100", "--batch", "32"],
+                    ["prefill", "llama-3.1-70b", "--gpu", "h100", "--prompt-len", "2000"],
+                    ["fit", "llama-3.1-70b", "--gpu", "h100", "--max-model-len", "8k"]):
+        _, out, _ = run_cli(capsys, *command, "--num-gpus", "16")
+        assert "TP16 spans 2 nodes of 8 h100-sxm" in out and "TP8 × PP2 (-pp 2)" in out
+        _, out, _ = run_cli(capsys, *command, "--num-gpus", "8")
+        assert "spans" not in out
+
+
+def test_llamacpps_tensor_split_is_in_its_start_command(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """llama-server splits by layer unless told: the command fit prints for -sm tensor says
+    so, and the header names the split either way."""
+    from tests.conftest import run_cli
+
+    argv = ["fit", "llama-3.1-70b", "--gpu", "l40s", "--num-gpus", "2", "--engine",
+            "llama.cpp-cuda", "--weights", "q4_k_m", "--max-model-len", "16k"]
+    _, out, _ = run_cli(capsys, *argv, "--split-mode", "tensor")
+    assert "llama.cpp-cuda -sm tensor," in out and "--kv-unified -sm tensor" in out
+    _, out, _ = run_cli(capsys, *argv)
+    assert "llama.cpp-cuda -sm layer," in out and "-sm tensor" not in out

@@ -106,6 +106,7 @@ def _fraction_from_model(args: argparse.Namespace) -> tuple[FractionSource, list
     the model's trained one, a profile that saw too few rows on this class of card."""
     from ridgeline.cli import load_deployment
     from ridgeline.engines import chosen_profile
+    from ridgeline.parallel import cross_node_caution
     from ridgeline.reports.expectation import context_caution
     from ridgeline.step_share import decode_share
 
@@ -123,7 +124,8 @@ def _fraction_from_model(args: argparse.Namespace) -> tuple[FractionSource, list
     profile = chosen_profile(step.engine, step.profile)
     source = decode_share(dep, step.op, step.batch, step.context, profile, step.profile,
                           op_defaulted=args.op is None)
-    cautions = (context_caution(dep, step.context), profile.calibration_caution(dep.accelerator))
+    cautions = (context_caution(dep, step.context), profile.calibration_caution(dep.accelerator),
+                cross_node_caution(dep.tensor_parallel_size, dep.accelerator, dep.engine))
     return source, [c for c in cautions if c]
 
 

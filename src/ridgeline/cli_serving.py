@@ -333,6 +333,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         except OSError as exc:
             raise InputError(f"cannot write {args.export}: {exc}") from None
     from ridgeline.offload import offload_caution
+    from ridgeline.parallel import cross_node_caution
     from ridgeline.predict import cdna3_moe_caution, eager_caution
     from ridgeline.reports.expectation import context_caution
     from ridgeline.reports.simulate import overload_rates, warmup_caution
@@ -362,6 +363,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                                  v0,
                                  eager_caution(dep) if args.enforce_eager else "",
                                  offload_caution(dep), cdna3_moe_caution(dep),
+                                 cross_node_caution(dep.tensor_parallel_size, dep.accelerator,
+                                                    dep.engine),
                                  "" if overload_rates(result, count) else warmup_caution(
                                      span, result.percentiles("e2e")["mean"], args.rate),
                                  profile.calibration_caution(dep.accelerator),

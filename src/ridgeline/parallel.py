@@ -42,6 +42,20 @@ def node_size(acc: Accelerator) -> int:
     return NODE_SIZE.get(acc.id, DEFAULT_NODE_SIZE)
 
 
+def cross_node_caution(tp: int, acc: Accelerator, engine: str) -> str:
+    """What to say of tensor parallelism past one node, or "": every all-reduce then crosses
+    the network between nodes, priced so; vLLM's docs advise TP inside a node and PP across
+    (llama.cpp splits layers, not tensors, unless -sm tensor asks)."""
+    node = node_size(acc)
+    if tp <= node or engine.startswith("llama.cpp"):
+        return ""
+    nodes = -(-tp // node)
+    return (f"TP{tp} spans {nodes} nodes of {node} {acc.id}: every all-reduce crosses the "
+            f"network between them (priced at {INTER_NODE_BYTES_PER_S * 8 / 1e9:,.0f} Gb/s; "
+            f"`--explain` shows its share); TP{node} × PP{nodes} (-pp {nodes}) keeps them "
+            "inside a node")
+
+
 def link_latency_s(acc: Accelerator) -> float:
     kind = (acc.link_kind or "").lower()
     for prefix, latency in LINK_LATENCY_S.items():

@@ -18,6 +18,7 @@ from ridgeline.floors import (
     decode_floor,
 )
 from ridgeline.memory import EngineSettings
+from ridgeline.parallel import cross_node_caution
 from ridgeline.render import table
 from ridgeline.reports.expectation import (
     ByCard,
@@ -247,7 +248,7 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
     cautions = (eager_caution(dep) if enforce_eager else "", context_caution(dep, max(contexts)),
                 cdna3_moe_caution(dep),
                 offload_caution(dep), split_caution(dep), dep.model.architecture_caution,
-                micro_batch_caution(dep), expected[0].calibration)
+                micro_batch_caution(dep), deployment_caution(dep), expected[0].calibration)
     return DecodeReport(dep, tuple(floors), tuple(expected), pool_batch,
                         tuple(c for c in cautions if c), profile,
                         describe_settings(settings, dep.engine) if settings else "",
@@ -295,7 +296,14 @@ def micro_batch_caution(dep: Deployment) -> str:
         return ""
     return (f"pipeline parallel: a batch runs as {pp} micro-batches, one in each stage; a "
             f"token's step is one micro-batch's trip through all {pp} stages, and the total "
-            "is the whole batch's tokens over it (as `simulate -pp` runs it)")
+            "is the whole batch's tokens over it (as `simulate -pp` runs it): an upper bound, "
+            "since vLLM V1 fills its micro-batches greedily rather than evenly (vLLM #41682) "
+            "and the slowest stage, not the mean trip, sets the pace")
+
+
+def deployment_caution(dep: Deployment) -> str:
+    """What to say of the deployment's layout itself, or "": tensor parallelism past a node."""
+    return cross_node_caution(dep.tensor_parallel_size, dep.accelerator, dep.engine)
 
 
 def split_caution(dep: Deployment) -> str:

@@ -34,6 +34,7 @@ from ridgeline.memory import (
     vllm_pool_advice,
 )
 from ridgeline.model import served_positions
+from ridgeline.parallel import cross_node_caution
 from ridgeline.render import table
 from ridgeline.reports.fit_budget import (
     accounting_quantity,
@@ -133,8 +134,10 @@ class FitReport:
         """What holds the conversations back besides memory, or makes the context suspect."""
         from ridgeline.reports.expectation import context_caution
 
-        out = [c for c in (context_caution(self.deployment, self.context),
-                           self.deployment.model.architecture_caution) if c]
+        d = self.deployment
+        out = [c for c in (context_caution(d, self.context), d.model.architecture_caution,
+                           cross_node_caution(d.tensor_parallel_size, d.accelerator, d.engine))
+               if c]
         seats = self.pool.max_num_seqs
         if self.target and self.target > seats and self.conversations >= self.target:
             out.append(f"the pool holds the {self.target:,} conversations, but at most "
@@ -423,6 +426,8 @@ class FitReport:
             engine += f" {self.settings.engine_version}"
         if p.engine_buffers:
             engine += " (TensorRT engine backend)"
+        if is_llamacpp(p) and d.num_gpus > 1:
+            engine += " -sm " + ("layer" if d.pipeline_parallel_size > 1 else "tensor")
         lines = [*([self.searched] if self.searched else []), headline,
                  f"{d.model.name} on {d.gpus_label}, {engine}, weights "
                  f"{d.weights.label}, KV {d.kv.id}",
@@ -474,6 +479,8 @@ class FitReport:
                 + (f" -ub {ub}" if ub else ""),
                 "" if self.settings.flash_attn else " -fa off",
                 "" if d.kv.id in ("fp16", "f16") else f" -ctk {d.kv.id} -ctv {d.kv.id}",
+                # llama-server's default split is by layer; a tensor split must be asked
+                " -sm tensor" if d.num_gpus > 1 and d.pipeline_parallel_size == 1 else "",
                 _offload_flags(d)))
             lines.append(f"start it with: llama-server -c {self.launch_cells} "
                          f"-np {p.max_num_seqs} --kv-unified{flags} ({p.max_num_seqs} slots share "

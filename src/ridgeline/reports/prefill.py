@@ -10,6 +10,7 @@ from ridgeline.deployment import Deployment
 from ridgeline.explain import Step
 from ridgeline.floors import PrefillFloor, bound_label
 from ridgeline.llamacpp_batching import llamacpp_n_ubatch
+from ridgeline.parallel import cross_node_caution
 from ridgeline.render import table
 from ridgeline.reports.expectation import (
     ByCard,
@@ -58,6 +59,7 @@ class PrefillReport:
                        "llama.cpp's ideal: on 8 x A100 its pipelining PR (#6017) measured a "
                        "2,048-token prompt about a quarter under it (validation/pipeline.csv), so "
                        "read the expectation as optimistic, the more so the more stages")
+        out.append(cross_node_caution(dep.tensor_parallel_size, dep.accelerator, dep.engine))
         if self.runs and self.expected.calibration:
             out.append(self.expected.calibration)
         if self.runs and not self.expected.compute_fitted:
