@@ -179,6 +179,28 @@ def test_small_all_reduces_inside_nvlink_pay_a_fixed_latency_not_a_ring() -> Non
     assert all_reduce_time_s(16e3, 8, l40s) > 2 * 7 * link_latency_s(l40s)
 
 
+def test_infinity_fabric_reaches_only_the_links_to_the_peers_it_talks_to() -> None:
+    """An MI300X's 448 GB/s a direction is seven point-to-point links of 64, one a peer: a
+    TP2 pair all-reduces a prefill's 131 MB over one link, a TP8 group over all seven, and a
+    pipeline hand-off goes over one. NVLink is switched: any peers get it all."""
+    from ridgeline.parallel import (
+        LOW_LATENCY_ALL_REDUCE_S,
+        all_reduce_time_s,
+        interconnect_bytes_per_s,
+    )
+
+    mi300x, h100 = resolve_accelerator("mi300x"), resolve_accelerator("h100")
+    assert interconnect_bytes_per_s(mi300x, 1) == pytest.approx(64e9)
+    assert interconnect_bytes_per_s(mi300x, 3) == pytest.approx(192e9)
+    assert interconnect_bytes_per_s(mi300x) == interconnect_bytes_per_s(mi300x, 7) == 448e9
+    assert interconnect_bytes_per_s(h100, 1) == interconnect_bytes_per_s(h100) == 450e9
+    message = 8000 * 8192 * 2  # Llama-3.1-70B's 8,000-token prompt, one layer's activations
+    assert all_reduce_time_s(message, 2, mi300x) == pytest.approx(
+        LOW_LATENCY_ALL_REDUCE_S + message / 64e9)
+    assert all_reduce_time_s(message, 8, mi300x) == pytest.approx(
+        LOW_LATENCY_ALL_REDUCE_S + 2 * 7 / 8 * message / 448e9)
+
+
 def test_pcie_all_reduces_take_what_nccl_measured_on_pcie_only_machines() -> None:
     """docs/collectives.md: NCCL all-reduces took 13-17 µs at 8-16 KB on 2 PCIe GPUs, and
     15-33 µs on 4 and 19-71 µs on 8 at 8-64 KB. Around 1 MB the model runs ahead of them (72 µs on 4 cards

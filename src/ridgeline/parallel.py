@@ -35,6 +35,7 @@ DEFAULT_NODE_SIZE = 8
 # for 512 B–32 KB at TP 2/4/8 (SGLang PR #2904, without CUDA graphs; SGLang's own 3.7–7.8 µs).
 LOW_LATENCY_ALL_REDUCE_S = 8e-6
 LOW_LATENCY_FABRICS = ("nvlink", "infinity-fabric")
+MESH_FABRICS = ("infinity-fabric",)  # point-to-point links, one a peer, not switched
 EP_IMBALANCE = 1.2  # busiest expert-parallel rank's tokens over the mean: a stated factor
 
 
@@ -64,8 +65,17 @@ def link_latency_s(acc: Accelerator) -> float:
     return DEFAULT_LATENCY_S
 
 
-def interconnect_bytes_per_s(acc: Accelerator) -> float:
-    return acc.link_bytes_per_s or PCIE4_X16_BYTES_PER_S
+def interconnect_bytes_per_s(acc: Accelerator, peers: int | None = None) -> float:
+    """What one GPU moves per second to ``peers`` others of its node (all of them by default).
+    NVLink runs through switches, so any peers get it all; AMD's Infinity Fabric is a full
+    mesh of point-to-point links, one a peer, so a GPU reaches only the links to the peers
+    it talks to: an MI300X's 448 GB/s a direction is 7 links of 64, one between a TP2 pair."""
+    total = acc.link_bytes_per_s or PCIE4_X16_BYTES_PER_S
+    links = node_size(acc) - 1
+    if peers is None or not (acc.link_kind or "").lower().startswith(MESH_FABRICS) \
+            or links < 1:
+        return total
+    return total * min(peers, links) / links
 
 
 def _ring(message_bytes: float, ranks: int, latency_s: float, bytes_per_s: float) -> float:
@@ -89,9 +99,10 @@ def all_reduce_time_s(message_bytes: float, ranks: int, acc: Accelerator) -> flo
     if ranks <= 1 or message_bytes <= 0:
         return 0.0
     local = min(ranks, node_size(acc))
-    t = _ring(message_bytes, local, link_latency_s(acc), interconnect_bytes_per_s(acc))
+    reach = interconnect_bytes_per_s(acc, local - 1)
+    t = _ring(message_bytes, local, link_latency_s(acc), reach)
     if local > 1 and (acc.link_kind or "").lower().startswith(LOW_LATENCY_FABRICS):
-        t = min(t, _shots(message_bytes, local, interconnect_bytes_per_s(acc)))
+        t = min(t, _shots(message_bytes, local, reach))
     nodes = -(-ranks // local)
     if nodes > 1:
         t += _ring(message_bytes, nodes, INTER_NODE_LATENCY_S, INTER_NODE_BYTES_PER_S)
@@ -104,7 +115,7 @@ def send_time_s(message_bytes: float, acc: Accelerator, inter_node: bool = False
         return 0.0
     if inter_node:
         return INTER_NODE_LATENCY_S + message_bytes / INTER_NODE_BYTES_PER_S
-    return link_latency_s(acc) + message_bytes / interconnect_bytes_per_s(acc)
+    return link_latency_s(acc) + message_bytes / interconnect_bytes_per_s(acc, 1)
 
 
 def pipeline_hops(tp: int, pp: int, acc: Accelerator) -> tuple[int, int]:
