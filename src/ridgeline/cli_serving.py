@@ -310,7 +310,9 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         raise InputError(f"the engine refused every request ({n:,} of {result.rejected:,}: "
                          f"{reason}" + (f"; first: {first}" if first else "") + ")"
                          + (f"; each of the {pp} pipeline lanes is simulated with 1/{pp} of "
-                            "the pool" if pp > 1 else ""))
+                            f"the {config.num_blocks:,} blocks, where {engine} shares one pool "
+                            "among its batches in flight (`ridgeline fit` sizes that pool)"
+                            if pp > 1 else ""))
     if args.window and result.completed and not result.rec.windowed:
         earliest, latest = result.rec.arrived_s
         raise InputError(f"--window {args.window[0]:g},{args.window[1]:g}: no completed "

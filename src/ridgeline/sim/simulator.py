@@ -116,7 +116,7 @@ class Simulator:
                     f"request {r.id}, {r.prompt_tokens + r.output_tokens:,} tokens")
         need = self.pool.blocks_for(r.max_cached_tokens + self.config.spec_tokens)
         if need > self.pool.total:  # a verify step caches its drafts too
-            return (f"needs more KV blocks than the whole pool's {self.pool.total:,}",
+            return (f"needs more KV blocks than its pool's {self.pool.total:,}",
                     f"request {r.id}, {need:,} blocks")
         return "", ""
 
