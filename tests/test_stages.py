@@ -197,3 +197,21 @@ def test_llamacpps_tensor_split_is_in_its_start_command(
     assert "llama.cpp-cuda -sm tensor," in out and "--kv-unified -sm tensor" in out
     _, out, _ = run_cli(capsys, *argv)
     assert "llama.cpp-cuda -sm layer," in out and "-sm tensor" not in out
+
+
+def test_a_hybrids_page_on_a_stage_is_its_largest_group_there() -> None:
+    """vLLM groups gpt-oss-120b's layers over the whole model (18 full, 18 windowed) and
+    sizes each PP4 stage's block by its largest group there: nine layers alternate, five of
+    one kind, so five layers a page, not the even 4.5; a uniform model's stage holds its
+    own layers either way."""
+    from ridgeline.kvgroups import stage_group_layers
+
+    dep = Deployment.build(resolve_model("gpt-oss-120b"), resolve_accelerator("h100"), None,
+                           None, 8, 4, "vllm")
+    assert [stage_group_layers(dep, 18, 9 * i, 9) for i in range(4)] == [5, 5, 5, 5]
+    llama = Deployment.build(resolve_model("llama-3.1-70b"), resolve_accelerator("h100"),
+                             None, None, 4, 2, "vllm")
+    assert stage_group_layers(llama, 80, 0, 40) == 40
+    pools = stage_pools(dep, EngineSettings(max_model_len=131072))
+    assert all(p.groups is not None and p.groups.page_bytes == pytest.approx(
+        16 * 5 * 1024) for p in pools)

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from ridgeline.deployment import Deployment
 from ridgeline.kvcache import attention_kv_bytes_per_token, state_bytes_per_sequence
 from ridgeline.layouts import FULL, LINEAR, MAMBA, WINDOW_MIXERS
+from ridgeline.model import Layer
 
 KERNEL_BLOCK_ALIGNMENT = 16  # attention blocks grow for Mamba pages in steps of 16 tokens
 PAD_TO_LARGEST = 1.5  # group by the largest type when it has under 1.5× the smallest's layers
@@ -82,6 +83,37 @@ class KVGroups:
         return blocks // self.count * self.block_size if self.count else 0
 
 
+def _layer_kind(layer: Layer) -> tuple[str, int] | None:
+    """The cache type a layer's group is formed by: full attention, a window of so many
+    tokens, or recurrent state; None for a layer that caches nothing."""
+    if layer.mixer == FULL:
+        return (FULL, 0)
+    if layer.mixer in WINDOW_MIXERS and layer.window_tokens:
+        return ("window", layer.window_tokens)
+    if layer.mixer in (LINEAR, MAMBA):
+        return ("state", 0)
+    return None
+
+
+def stage_group_layers(dep: Deployment, per_group: int, start: int, count: int) -> int:
+    """The most layers of one KV-cache group on the pipeline stage holding layers
+    [start, start + count): vLLM forms the groups over the whole model, each type's layers
+    in order, ``per_group`` a group, and sizes each stage's block by its largest group
+    (_project_kv_cache_groups_to_worker, get_kv_cache_config_from_groups). gpt-oss-120b at
+    PP4: nine layers a stage, five of one kind, so five layers a page, not 4.5."""
+    seen: dict[tuple[str, int], int] = {}
+    held: dict[tuple[tuple[str, int], int], int] = {}
+    for index, layer in enumerate(dep.model.layers):
+        kind = _layer_kind(layer)
+        if kind is None:
+            continue
+        group = (kind, seen.get(kind, 0) // per_group)
+        seen[kind] = seen.get(kind, 0) + 1
+        if start <= index < start + count:
+            held[group] = held.get(group, 0) + 1
+    return max(held.values(), default=0)
+
+
 def vllm_kv_groups(dep: Deployment, block_size: int, state_blocks: int = 1,
                    alignment: int = KERNEL_BLOCK_ALIGNMENT) -> KVGroups | None:
     """The groups vLLM V1 forms for ``dep``, each state group holding ``state_blocks`` blocks
@@ -91,15 +123,11 @@ def vllm_kv_groups(dep: Deployment, block_size: int, state_blocks: int = 1,
     types: dict[tuple[str, int], int] = {}
     state_bytes = 0.0
     for layer in model.layers:
-        if layer.mixer == FULL:
-            key = (FULL, 0)
-        elif layer.mixer in WINDOW_MIXERS and layer.window_tokens:
-            key = ("window", layer.window_tokens)
-        elif layer.mixer in (LINEAR, MAMBA):
-            key = ("state", 0)
-            state_bytes = max(state_bytes, state_bytes_per_sequence(model, layer))
-        else:
+        key = _layer_kind(layer)
+        if key is None:
             continue
+        if key[0] == "state":
+            state_bytes = max(state_bytes, state_bytes_per_sequence(model, layer))
         types[key] = types.get(key, 0) + 1
     if not types:
         return None

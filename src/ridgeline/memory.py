@@ -27,7 +27,12 @@ from ridgeline.engine_windows import has_windows, honours_windows, token_bytes
 from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator
 from ridgeline.kvcache import kv_footprint
-from ridgeline.kvgroups import KERNEL_BLOCK_ALIGNMENT, KVGroups, vllm_kv_groups
+from ridgeline.kvgroups import (
+    KERNEL_BLOCK_ALIGNMENT,
+    KVGroups,
+    stage_group_layers,
+    vllm_kv_groups,
+)
 from ridgeline.layouts import DENSE, FULL, LINEAR, MAMBA, MOE, WINDOW_MIXERS
 from ridgeline.llamacpp_memory import cells_that_fit, compute_buffer_bytes, slot_cache_bytes
 from ridgeline.model import served_positions
@@ -687,8 +692,10 @@ def _vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_by
     groups = vllm_kv_groups(paged, block, align_state_blocks(dep, acc, s.prefix_caching), steps)
     block = groups.block_size if groups else block
     weight_bytes += mxfp4_padding_bytes(dep, stage, acc.version)
-    if groups is not None and stage is not None:  # a block holds this stage's layers
-        groups = replace(groups, page_bytes=groups.page_bytes * stage.kv_share)
+    if groups is not None and stage is not None:  # a block holds this stage's largest group
+        layers = stage_group_layers(dep, groups.layers_per_group, stage.start, stage.layers)
+        layer_page = groups.page_bytes * dep.pipeline_parallel_size / groups.layers_per_group
+        groups = replace(groups, page_bytes=layer_page * layers)
     return KVPool("vllm", total_bytes, fraction, weight_bytes, peak, non_torch_bytes(dep, acc),
                   graphs, 1.0, kv_bytes_per_token, block, seqs, tokens, groups, forward, sampler,
                   acc, in_flight_batches=acc.in_flight_batches if s.async_scheduling else 1,
