@@ -254,6 +254,11 @@ class KVPool:
         return 1.0 if self.stage is None else self.stage.kv_share
 
     @property
+    def weights_overflow(self) -> bool:
+        """The weights alone take more than the card holds: the engine could not load them."""
+        return self.weight_bytes > self.total_bytes
+
+    @property
     def rest_bytes(self) -> float:
         """The reserved memory less everything taken before the cache; negative when the
         weights and the profiling pass already overflow it."""

@@ -231,9 +231,8 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
         obs.model_names += [m for m in s.label_values("model_name") if m not in obs.model_names]
     running_name = next((n for n in RUNNING if n in scrapes[-1].samples), None)
     if running_name is not None:
-        maker = re.match(r"[a-z]+", running_name)  # vllm: sglang: llamacpp: trtllm_
-        assert maker is not None
-        obs.engine_family = maker[0].replace("llamacpp", "llama.cpp")
+        maker = re.split(r"[:_]", running_name)[0]  # vllm: sglang: llamacpp: trtllm_
+        obs.engine_family = maker.replace("llamacpp", "llama.cpp")
         # vLLM V1 exports each data-parallel engine core's gauges apart (an "engine" label),
         # SGLang each DP-attention rank's ("dp_rank"): the sum of their KV fractions is no
         # fraction, and each core runs its own batch

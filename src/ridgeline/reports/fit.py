@@ -402,7 +402,7 @@ class FitReport:
                              f"would hold it; the card "
                              f"has room for {p.rest_bytes / GIB:,.2f} GiB)" if need <= p.rest_bytes
                              else f" (the card has room for {p.rest_bytes / GIB:,.2f} GiB)")
-            elif p.weight_bytes > p.total_bytes:
+            elif p.weights_overflow:
                 headline += (f" (the weights alone, {p.weight_bytes / GIB:,.1f} GiB per GPU, "
                              f"exceed the card's {p.total_bytes / GIB:,.1f} GiB: it could not "
                              "load them)")

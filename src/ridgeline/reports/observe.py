@@ -100,8 +100,7 @@ class ObserveReport:
         holds), though the engine reports a pool: it serves on another deployment (more GPUs,
         a smaller format) than --num-gpus and --weights say. Where no pool is reported, the
         modelled pool's own verdict (pool_batch 0) says it."""
-        pool = self.modelled_pool
-        return self.obs.pool_tokens is not None and pool.weight_bytes > pool.total_bytes
+        return self.obs.pool_tokens is not None and self.modelled_pool.weights_overflow
 
     @property
     def seats(self) -> int:
