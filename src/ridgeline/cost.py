@@ -44,7 +44,7 @@ from ridgeline.parallel import (
     pipeline_hops,
     send_time_s,
 )
-from ridgeline.params import layer_params
+from ridgeline.params import layer_params, rank_params
 from ridgeline.quantization import (
     ATTENTION,
     EMBEDDING,
@@ -471,10 +471,14 @@ def _token_ops(dep: Deployment, layer: Layer, tokens: int) -> tuple[tuple[str, f
                read_fraction: float = 1.0, with_category: str = "") -> None:
         n = params[category]
         if n:
+            # the share one rank holds: 1/TP, but for what the ranks keep whole (the router,
+            # MLA's down-projections, K/V heads past their count)
+            share = rank_params(model, layer, category, tp) / n
             nbytes = _category_bytes_per_layer(dep, layer, category)
             if with_category:  # weights read alongside, with no matmul of their own
                 nbytes += _category_bytes_per_layer(dep, layer, with_category)
-            ops.append((name, 2 * tokens * n * active_fraction / tp, nbytes * read_fraction / tp))
+            ops.append((name, 2 * tokens * n * active_fraction * share,
+                        nbytes * read_fraction * share))
 
     if layer.mixer in ATTENTION_MIXERS:
         linear("attention projections", ATTENTION)

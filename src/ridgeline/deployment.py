@@ -10,9 +10,9 @@ from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator
 from ridgeline.kvcache import kv_replication
 from ridgeline.layouts import FULL, WINDOW_MIXERS
-from ridgeline.model import ModelSpec
+from ridgeline.model import Layer, ModelSpec
 from ridgeline.offload import HostOffload, check_host_memory
-from ridgeline.params import count_params
+from ridgeline.params import count_params, layer_params, rank_params
 from ridgeline.precision import (
     KVDtype,
     WeightPlan,
@@ -513,6 +513,27 @@ class Deployment:
         if self.model.tie_word_embeddings:
             return float(params.active)
         return float(params.active - params.embedding)
+
+    @cached_property
+    def tp_copies_bytes(self) -> float:
+        """Weights the tensor-parallel ranks hold beyond one copy, over the whole model
+        (``layer_tp_copies_bytes``): DeepSeek-V3 at TP8 keeps its routers and MLA
+        down-projections whole on each of the 8 ranks."""
+        counts: dict[Layer, int] = {}
+        for layer in self.model.layers:
+            counts[layer] = counts.get(layer, 0) + 1
+        return sum(n * self.layer_tp_copies_bytes(layer) for layer, n in counts.items())
+
+    def layer_tp_copies_bytes(self, layer: Layer) -> float:
+        """One layer's weights its tensor-parallel ranks hold beyond one copy: what
+        ``rank_params`` keeps whole, less the share a split would have given each rank."""
+        tp = self.tensor_parallel_size
+        if tp == 1:
+            return 0.0
+        params = layer_params(self.model, layer)
+        return sum((rank_params(self.model, layer, c, tp) * tp - n)
+                   * self.weights.format_of(c).bytes_per_weight
+                   for c, n in params.items() if n)
 
     @property
     def kv_replication(self) -> float:

@@ -47,8 +47,10 @@ def experts_fraction_read(dep: Deployment, tokens: float) -> float:
 
 
 def weight_bytes_read(dep: Deployment, tokens: float) -> float:
-    """Every dense weight once, plus the experts this many tokens touch."""
-    return dep.non_expert_bytes_read + dep.expert_bytes * experts_fraction_read(dep, tokens)
+    """Every dense weight once, plus the experts this many tokens touch, plus the copies of
+    what each tensor-parallel rank keeps whole."""
+    return dep.non_expert_bytes_read + dep.expert_bytes * experts_fraction_read(dep, tokens) \
+        + dep.tp_copies_bytes
 
 
 @dataclass(frozen=True)
@@ -408,21 +410,29 @@ def _weight_step(dep: Deployment, work: Work, batch: int) -> Step:
     token reads, plus the share of the routed experts the batch's tokens touch."""
     result = q("weights read", work.weight_bytes / GB, "GB")
     moe = dep.model.moe
+    copies = dep.tp_copies_bytes
+    kept = (" + what the tensor-parallel ranks each keep whole",) if copies else ()
+    tp = dep.tensor_parallel_size
+    copies_term = (q("copies kept whole", copies / GB, "GB",
+                     f"{tp - 1} more copies of what each of the {tp} tensor-parallel ranks "
+                     "holds and reads whole: routers, MLA's down-projections, K/V heads past "
+                     "their count"),) if copies else ()
     if moe is None:
-        return step("weight bytes read", "params a step can read × bytes per weight", result,
+        return step("weight bytes read", "params a step can read × bytes per weight"
+                    + "".join(kept), result,
                     q("params a step can read", dep.params_a_step_reads / 1e9, "B params",
                       "all but the input embedding, config.json"),
                     q("bytes per weight (average read)", dep.bytes_per_weight, "B",
                       f"{dep.weights.label}, with the layers it leaves as the checkpoint keeps "
-                      "them (lm_head, norms)"))
+                      "them (lm_head, norms)"), *copies_term)
     counts = count_params(dep.model).by_category
     routed = sum(counts.get(c, 0) for c in ROUTED)
     dense_bpw, expert_bpw = dep.bytes_per_weight_split
     dense = dep.params_a_step_reads - routed
-    share = (work.weight_bytes - dense * dense_bpw) / (routed * expert_bpw)
+    share = (work.weight_bytes - copies - dense * dense_bpw) / (routed * expert_bpw)
     touched = expected_experts_touched(moe.num_experts, moe.experts_per_token, batch)
     return step("weight bytes read", "params every token reads × their bytes per weight + "
-                "routed expert params × share touched × theirs", result,
+                "routed expert params × share touched × theirs" + "".join(kept), result,
                 q("params every token reads", dense / 1e9, "B params",
                   "all but the routed experts and the input embedding"),
                 q("every-token bytes per weight", dense_bpw, "B", dep.weights.label),
@@ -430,15 +440,17 @@ def _weight_step(dep: Deployment, work: Work, batch: int) -> Step:
                 q("share touched", share, "", f"{touched:,.1f} of {moe.num_experts} experts a "
                   f"layer expected under {batch:,} {plural(batch, 'token')} × {moe.experts_per_token} "
                   "routed each"),
-                q("expert bytes per weight", expert_bpw, "B"))
+                q("expert bytes per weight", expert_bpw, "B"), *copies_term)
 
 
 def _weights_read_source(dep: Deployment, work: Work) -> str:
     """How the weights a step read add up: every weight once, or the experts' share."""
     every = dep.params_a_step_reads * dep.bytes_per_weight
-    if abs(work.weight_bytes - every) <= 1e-3 * every:
+    if abs(work.weight_bytes - dep.tp_copies_bytes - every) <= 1e-3 * every:
         return (f"{dep.params_a_step_reads / 1e9:,.4g} B params (all but the input embedding) "
-                f"× {dep.bytes_per_weight:.4g} B average ({dep.weights.label})")
+                f"× {dep.bytes_per_weight:.4g} B average ({dep.weights.label})"
+                + (f" + {dep.tp_copies_bytes / GB:,.3g} GB the TP ranks each keep whole"
+                   if dep.tp_copies_bytes else ""))
     return "Σ params × bytes per weight; of the routed experts, those the tokens touch"
 
 

@@ -201,14 +201,16 @@ def check_host_memory(dep: Deployment, cache_bytes: float = 0.0, cells: int = 0)
                          f"{o.host_memory_bytes / GIB:,.1f} GiB")
 
 def gpu_weight_bytes(dep: Deployment) -> float:
-    """Bytes of weights on the GPUs: all of them for a serving engine; llama.cpp keeps the
+    """Bytes of weights on the GPUs: all of them for a serving engine, with the copies its
+    tensor-parallel ranks keep (``Deployment.tp_copies_bytes``); llama.cpp keeps the
     token embeddings on the CPU even with every layer offloaded (its log's 'CPU_Mapped model
     buffer', 281.81 MiB for a Llama-3-8B Q4_K_M: 128,256 × 4,096 at Q4_K)."""
+    on_gpus = dep.weight_bytes + dep.tp_copies_bytes  # what each TP rank keeps whole, too
     if dep.offload is not None:
-        return dep.weight_bytes - host_weight_bytes(dep)
+        return on_gpus - host_weight_bytes(dep)
     if dep.engine.startswith("llama.cpp") and not dep.model.tie_word_embeddings:
-        return dep.weight_bytes - dep.bytes_by_category[EMBEDDING]
-    return dep.weight_bytes
+        return on_gpus - dep.bytes_by_category[EMBEDDING]
+    return on_gpus
 
 
 def gpu_share(dep: Deployment, mixers: tuple[str, ...] = ATTENTION_MIXERS) -> float:

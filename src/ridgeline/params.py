@@ -107,6 +107,32 @@ def layer_params(spec: ModelSpec, layer: Layer) -> dict[str, int]:
     return counts
 
 
+def rank_params(spec: ModelSpec, layer: Layer, category: str, tensor_parallel_size: int) -> float:
+    """One layer's ``category`` weights that one tensor-parallel rank holds.
+
+    vLLM, SGLang and TensorRT-LLM split a layer's matrices over the ranks but keep some of
+    them whole on every rank: the MoE router (a replicated linear), MLA's down-projections
+    (q_a, kv_a: DeepSeek-V3's 7,168 × (1,536 + 576) a layer), and, with more ranks than KV
+    heads, a K/V head's projections (each rank one head, as its cache).
+    """
+    n = layer_params(spec, layer)[category]
+    tp = tensor_parallel_size
+    if tp == 1 or not n:
+        return float(n)
+    if category == ROUTER:
+        return float(n)
+    att = spec.attention
+    if category == ATTENTION and att is not None:
+        h = spec.hidden_size
+        if att.mla:
+            whole = h * (att.mla.q_lora_rank or 0) + h * (att.mla.kv_lora_rank
+                                                            + att.mla.qk_rope_head_dim)
+            return (n - whole) / tp + whole
+        kv = 2 * h * att.num_kv_heads * att.head_dim
+        return (n - kv) / tp + kv * max(1, att.num_kv_heads // tp) / att.num_kv_heads
+    return n / tp
+
+
 def mlp_params(hidden: int, intermediate: int, gated: bool) -> int:
     """Gated (SwiGLU): gate, up, down = 3 h F; plain: up, down = 2 h F."""
     matrices = 3 if gated else 2

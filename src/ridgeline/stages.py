@@ -105,12 +105,15 @@ def _layer_bytes(dep: Deployment) -> tuple[float, ...]:
 def stage_weight_bytes(dep: Deployment, stage: Stage, vision_bytes: float) -> float:
     """Weights on one GPU of ``stage``: its own layers', the embedding (and a vision tower,
     ``vision_bytes``) on the first stage, the lm_head and the final norm on the last (a tied
-    embedding read there as the lm_head); all split over the stage's tensor-parallel ranks."""
+    embedding read there as the lm_head); all split over the stage's tensor-parallel ranks,
+    but for what each rank keeps whole (``Deployment.layer_tp_copies_bytes``)."""
     by = dep.bytes_by_category
     embedding = by.get(EMBEDDING, 0.0)
     head = embedding if dep.model.tie_word_embeddings else by.get(LM_HEAD, 0.0)
     per_layer = _layer_bytes(dep)
     held = sum(per_layer[stage.start:stage.start + stage.layers])
+    held += sum(dep.layer_tp_copies_bytes(layer)
+                for layer in dep.model.layers[stage.start:stage.start + stage.layers])
     if stage.first:
         held += embedding + vision_bytes
     if stage.last:

@@ -302,8 +302,9 @@ def weights_note(dep: Deployment, pool: KVPool) -> str:
         parse_version,
     )
 
+    whole = _kept_whole_note(dep, pool)
     share = f"{checkpoint_share_bytes(dep, pool) / GIB:,.2f} GiB of {dep.weights.label} " \
-        "weights per GPU" + (f" of {pool.stage.describe()}" if pool.stage else "")
+        "weights per GPU" + (f" of {pool.stage.describe()}" if pool.stage else "") + whole
     vision = vision_bytes_in_pool(dep, pool)
     if vision > 0:
         share += (f" + {vision / GIB:,.2f} GiB of vision tower ("
@@ -325,7 +326,26 @@ def weights_note(dep: Deployment, pool: KVPool) -> str:
     if is_llamacpp(pool) and pool.weight_bytes < dep.weight_bytes / dep.num_gpus:
         return (f"{share}, less what stays in host memory: the input embedding"
                 + (" and -ngl's host layers" if dep.offload is not None else ""))
-    return f"{dep.weights.label}, the checkpoint's share"
+    return f"{dep.weights.label}, the checkpoint's share{whole}"
+
+
+def _kept_whole_note(dep: Deployment, pool: KVPool) -> str:
+    """What of the weights per GPU each tensor-parallel rank keeps whole, where it shows."""
+    tp = dep.tensor_parallel_size
+    if tp == 1 or is_llamacpp(pool):
+        return ""
+    layers = dep.model.layers if pool.stage is None \
+        else dep.model.layers[pool.stage.start:pool.stage.start + pool.stage.layers]
+    extra = sum(dep.layer_tp_copies_bytes(layer) for layer in layers) / tp
+    if extra < 0.005 * GIB:
+        return ""
+    att = dep.model.attention
+    what = [name for name, held in (
+        ("the MoE routers", dep.model.moe is not None),
+        ("MLA's q_a/kv_a down-projections", att is not None and att.mla is not None),
+        ("a K/V head's projections (more ranks than KV heads)",
+         att is not None and att.mla is None and tp > att.num_kv_heads)) if held]
+    return f", {extra / GIB:,.2f} GiB of it kept whole on every rank: {', '.join(what)}"
 
 
 def _version(pool: KVPool) -> str | None:
@@ -349,5 +369,5 @@ def checkpoint_share_bytes(dep: Deployment, pool: KVPool) -> float:
     """The checkpoint's weights on one GPU of the pool's deployment (of its binding pipeline
     stage), before a vision tower or padding."""
     if pool.stage is None:
-        return dep.weight_bytes / dep.num_gpus
+        return (dep.weight_bytes + dep.tp_copies_bytes) / dep.num_gpus
     return stage_weight_bytes(dep, pool.stage, 0.0)
