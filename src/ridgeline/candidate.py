@@ -68,7 +68,7 @@ class Candidate:
             seqs += f", {tokens_name} {self.max_num_batched_tokens}"
         if self.disaggregated:
             return (f"{self.disaggregated} pools of {self.tp} x {self.accelerator} (TP{self.tp}, "
-                    f"{self.weights})")
+                    f"{self.weights}, KV {self.kv})")
         return (f"{self.replicas} replica{'s' if self.replicas > 1 else ''} of "
                 f"{self.tp * self.pp} x {self.accelerator} (TP{self.tp}{split}, {self.weights}, "
                 f"KV {self.kv}{seqs})")

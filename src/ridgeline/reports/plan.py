@@ -348,6 +348,14 @@ class PlanReport:
                    f"TPOT {_tpot_ms(c.sim_tpot_s)}" if c.verified else "analytic")
             lines.append(f"disaggregated, {c.label_for(r.engine)}: {c.gpus} {plural(c.gpus, 'GPU')}, {cost} "
                          f"({how}; KV hand-off over a 400 Gb/s link)")
+        cheaper = [c for c in r.disaggregated if c.verified and c.cost_per_hour is not None
+                   and win.cost_per_hour is not None and c.cost_per_hour < win.cost_per_hour]
+        if cheaper:
+            c = cheaper[0]
+            lines.append(f"  the {c.disaggregated} split costs less than the winner "
+                         f"(${c.cost_per_hour:,.2f}/h against ${win.cost_per_hour:,.2f}/h) where "
+                         "the engines can hand each prompt's KV cache from node to node (vLLM's "
+                         "disaggregated-prefill KV connectors); the winner needs none")
         if r.pareto:
             ctx = mean_decode_context(*r.load.means())
             lines += ["", f"Pareto frontier, decode at a {ctx:,}-token context (the prompt and "
