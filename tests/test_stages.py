@@ -34,6 +34,26 @@ def test_layers_split_as_vllm_splits_them(layers: int, stages: int,
     assert sum(split) == layers
 
 
+@pytest.mark.parametrize(("layers", "stages", "split"), [
+    (61, 2, (31, 30)),
+    (126, 4, (32, 32, 31, 31)),  # Llama-3.1-405B: the first two stages take the extra layers
+    (7, 4, (2, 2, 2, 1)),
+])
+def test_tensorrt_llm_gives_the_remainder_to_the_first_stages(
+        layers: int, stages: int, split: tuple[int, ...]) -> None:
+    assert stage_layers(layers, stages, "trtllm") == split
+
+
+def test_a_tensorrt_llm_pipeline_binds_on_its_first_stage() -> None:
+    """405B over TRT-LLM's PP4: the first stage holds 32 layers and the embedding, where
+    vLLM's first holds 31: its pool, per block of its own layers, is smaller."""
+    trt, vllm = dep("llama-3.1-405b", 8, 4, "trtllm"), dep("llama-3.1-405b", 8, 4)
+    assert [s.layers for s in pipeline_stages(trt)] == [32, 32, 31, 31]
+    assert [s.layers for s in pipeline_stages(vllm)] == [31, 32, 32, 31]
+    first_trt, first_vllm = pipeline_stages(trt)[0], pipeline_stages(vllm)[0]
+    assert stage_weight_bytes(trt, first_trt, 0.0) > stage_weight_bytes(vllm, first_vllm, 0.0)
+
+
 def test_stage_weights_sum_to_the_model_and_the_embedding_sits_first() -> None:
     d = dep("llama-3.1-405b", 8, 2)
     by = d.bytes_by_category

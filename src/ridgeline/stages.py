@@ -6,7 +6,8 @@ goes one layer each to the stages before the last, from the second-to-last backw
 last holds the final norm and the lm_head; with a remainder up to pp − 2 the first, which
 holds the embedding, is spared too): 61 layers over 2 stages are [31, 30], 126 over 4 are
 [31, 32, 32, 31] (vllm/distributed/utils.py, get_pp_indices; VLLM_PP_LAYER_PARTITION
-overrides it). The input embedding lives on the first stage and the lm_head on the last
+overrides it; SGLang's copy splits the same; TensorRT-LLM gives the remainder to the first
+stages). The input embedding lives on the first stage and the lm_head on the last
 (a tied embedding on both), each split over the stage's tensor-parallel ranks; a vision
 tower runs before the first layer, on the first stage.
 
@@ -63,11 +64,18 @@ class Stage:
         return f"stage {self.index + 1} of {self.count} ({listed})"
 
 
-def stage_layers(num_layers: int, stages: int) -> tuple[int, ...]:
-    """vLLM's split of ``num_layers`` over ``stages``: even, the remainder one each to the
-    stages before the last, second-to-last first (61 over 2 → (31, 30))."""
+def stage_layers(num_layers: int, stages: int, engine: str = "vllm") -> tuple[int, ...]:
+    """The engine's split of ``num_layers`` over ``stages``: even, the remainder one each to
+    the stages before the last, second-to-last first, in vLLM and SGLang (its get_pp_indices
+    is vLLM's; 61 over 2 → (31, 30)); to the first stages in TensorRT-LLM (Mapping.pp_layers,
+    torch.tensor_split: 61 over 2 → (31, 30), 126 over 4 → (32, 32, 31, 31))."""
     split = [num_layers // stages] * stages
-    for i in range(2, num_layers % stages + 2):
+    extra = num_layers % stages
+    if engine == "trtllm":
+        for i in range(extra):
+            split[i] += 1
+        return tuple(split)
+    for i in range(2, extra + 2):
         split[-i] += 1
     return tuple(split)
 
@@ -85,7 +93,7 @@ def pipeline_stages(dep: Deployment) -> tuple[Stage, ...]:
     """The deployment's stages, first to last (one for a deployment without a pipeline)."""
     layers, pp = dep.model.layers, dep.pipeline_parallel_size
     out, start = [], 0
-    for i, n in enumerate(stage_layers(len(layers), pp)):
+    for i, n in enumerate(stage_layers(len(layers), pp, dep.engine)):
         out.append(Stage(i, pp, start, n,
                          _share(layers, start, n, pp, lambda layer: layer.mixer != NONE),
                          _share(layers, start, n, pp, lambda layer: layer.ffn == MOE)))
