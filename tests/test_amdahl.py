@@ -252,3 +252,31 @@ def test_a_share_from_a_profile_that_never_saw_the_card_class_says_so(
     assert "on amd-radeon cards" in out
     code, out, _ = _cli(capsys, *argv, "--engine", "llama.cpp")
     assert code == 0 and "profile saw" not in out
+
+
+@pytest.mark.parametrize("flag", ["--target", "--speedup"])
+@pytest.mark.parametrize("tiny", ["1e-320", "1e-10"])
+def test_a_speedup_too_small_to_compute_is_a_one_line_error(
+        capsys: pytest.CaptureFixture[str], flag: str, tiny: str) -> None:
+    """--target 1e-320 made 1/G overflow to inf, a required S of 0 and a ZeroDivisionError
+    (exit 1); --speedup 1e-320 printed '0.00x end to end'. Both stop at MIN_SPEEDUP."""
+    from ridgeline.amdahl import MIN_SPEEDUP
+
+    code, out, err = _cli(capsys, "--fraction", "0.5", flag, tiny)
+    assert code == 2 and not out and len(err.strip().splitlines()) == 1
+    assert f"must be at least {MIN_SPEEDUP:g}" in err
+    with pytest.raises(ValueError, match="at least"):
+        required_part_speedup(0.5, float(tiny))
+    with pytest.raises(ValueError, match="at least"):
+        end_to_end_speedup(0.5, float(tiny))
+
+
+def test_a_billionfold_slowdown_is_the_least_read_and_stays_finite(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """G = 1e-9 at P = 0.5: S = 0.5 / (1e9 − 0.5), a 2e9x slowdown budget; S = 1e-9 on the
+    part gives 1 / (0.5 + 0.5e9) = 2e-9 end to end, shown as such, not 0.00x."""
+    need = required_part_speedup(0.5, 1e-9)
+    assert need.required_part_speedup == pytest.approx(0.5 / (1e9 - 0.5))
+    assert "2e+09x slower" in need.verdict
+    code, out, _ = _cli(capsys, "--fraction", "0.5", "--speedup", "1e-9")
+    assert code == 0 and f"-> {1 / (0.5 + 0.5 / 1e-9):.3g}x end to end" in out

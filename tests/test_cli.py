@@ -733,12 +733,14 @@ def test_utilization_compares_with_the_engines_pool(capsys: pytest.CaptureFixtur
 def test_utilization_holds_nothing_where_the_engine_would_not_start(
         capsys: pytest.CaptureFixture[str], model: str, context: str, reason: str) -> None:
     """As fit says: one conversation the pool cannot hold, or a context past the model's
-    positions, is no pool of 1 or 2 with 'room for more'."""
-    argv = ["--gpu", "h100", "--json"]
-    util = json.loads(run(capsys, "utilization", "--model", model, "--context", context,
-                          "--running", "1", *argv)[1])
-    fit = json.loads(run(capsys, "fit", model, "--max-model-len", context, *argv)[1])
-    assert util["kv_batch_limit"] == fit["conversations"] == 0 and reason in util["refusal"]
+    positions, is no running batch to read at all: a one-line 'does not fit' (exit 2), with
+    the engine's reason, where fit holds 0 conversations."""
+    code, out, err = run(capsys, "utilization", "--model", model, "--context", context,
+                         "--running", "1", "--gpu", "h100")
+    fit = json.loads(run(capsys, "fit", model, "--max-model-len", context, "--gpu", "h100",
+                         "--json")[1])
+    assert code == 2 and not out and "does not fit" in err and reason in err
+    assert len(err.strip().splitlines()) == 1 and fit["conversations"] == 0
 
 
 def test_a_context_past_the_models_length_is_flagged(capsys: pytest.CaptureFixture[str]) -> None:
@@ -899,13 +901,13 @@ def test_a_closed_loop_wider_than_the_requests_runs_them_all(
     (["amdahl", "--model", "llama-2-7b", "--gpu", "h100", "--context", "8000", "--speedup", "2"],
      2, "vllm refuses --max-model-len 8,000, past llama-2-7b's 4,096 positions"),
     (["utilization", "--gpu", "h100", "--running", "8", "--model", "llama-2-7b", "--context",
-      "8000"], 0, "vllm refuses --max-model-len 8,000, past llama-2-7b's 4,096 positions"),
+      "8000"], 2, "vllm refuses --max-model-len 8,000, past llama-2-7b's 4,096 positions"),
     (["kv", "llama-2-7b", "--context", "8000"], 0, "exceed llama-2-7b's 4,096-token context"),
 ])
 def test_a_context_past_the_trained_one_is_cautioned_or_refused_as_the_engine_would(
         capsys: pytest.CaptureFixture[str], argv: list[str], code_past: int, said: str) -> None:
     """kv is arithmetic: a caution. amdahl and utilization read vLLM's step and pool, and
-    vLLM refuses the length, as decode and fit say."""
+    vLLM refuses the length, as decode and fit say: they stop (exit 2)."""
     code, out, err = run_cli(capsys, *argv)
     assert code == code_past and said in out + err
     code, out, _ = run_cli(capsys, *[("4000" if a == "8000" else a) for a in argv])

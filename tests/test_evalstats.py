@@ -420,3 +420,67 @@ def test_power_without_scores_to_size_is_refused(capsys: pytest.CaptureFixture[s
     assert main(["evalstats", "--discordant", "20,33", "--power", "0.9"]) == 2
     assert "--power sizes a benchmark" in capsys.readouterr().err
     assert main(["evalstats", "--discordant", "20,33"]) == 0
+
+
+# --- the discordant counts and the discordance the two scores allow ---
+
+
+def test_items_only_b_got_right_cannot_outnumber_the_items_a_got_wrong(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """90% and 95% of 100: A got 100 − 90 = 10 items wrong and B 100 − 95 = 5. c = 45 items
+    only B got right are 45 items A got wrong (45 > 10); b = 40 are 40 B got wrong (40 > 5).
+    b − c = −5 matches the gap and b ≤ 90, c ≤ 95, so only these two checks catch it."""
+    a, b = count_from_percentage(90, 100), count_from_percentage(95, 100)
+    conflicts = discordant_conflicts(a, b, 40, 45)
+    assert any(f"leaves at most {100 - 90} items A got wrong" in w for w in conflicts)
+    assert any(f"leaves at most {100 - 95} items B got wrong" in w for w in conflicts)
+    assert len(conflicts) == 2  # the gap and the right-answer bounds hold
+    assert discordant_conflicts(a, b, 5, 10) == []  # at the limits: b = 5, c = 10 can be
+    assert discordant_conflicts(a, b, 6, 11) != []
+    code, out, err = _cli(capsys, "--pct-a", "90", "--pct-b", "95", "--n", "100",
+                          "--discordant", "40,45")
+    assert code == 2 and not out and len(err.splitlines()) == 1
+    assert "c = 45 items only B got right, but A's 90% of 100 leaves at most 10" in err
+
+
+def test_a_discordance_the_scores_cannot_reach_is_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """With p_a = 0.90 and p_b = 0.95 both are right on at least 0.85 of the items, so they
+    disagree on at most 2 − 0.90 − 0.95 = 0.15; at 0.40 and 0.50 on at most 0.90. At the
+    largest, Connor's size is (z_a √0.15 + z_b √(0.15 − 0.05²))² / 0.05²."""
+    from ridgeline.evalstats import max_discordance
+
+    assert max_discordance(0.90, 0.95) == pytest.approx(2 - 0.90 - 0.95)
+    assert max_discordance(0.40, 0.50) == pytest.approx(0.40 + 0.50)
+    with pytest.raises(ValueError, match="at most min"):
+        items_needed_paired(0.05, 0.5, proportions=(0.90, 0.95))
+    z_a, z_b = normal_quantile(0.975), normal_quantile(0.8)
+    at_most = (z_a * math.sqrt(0.15) + z_b * math.sqrt(0.15 - 0.05**2)) ** 2 / 0.05**2
+    assert items_needed_paired(0.05, 0.15, proportions=(0.90, 0.95)).num_items == \
+        math.ceil(at_most)
+    code, out, err = _cli(capsys, "--pct-a", "90", "--pct-b", "95", "--n", "100",
+                          "--discordance", "0.5")
+    assert code == 2 and not out and len(err.splitlines()) == 1
+    assert "discordance 0.5" in err and "0.15" in err
+    code, out, _ = _cli(capsys, "--pct-a", "90", "--pct-b", "95", "--n", "100",
+                        "--discordance", "0.15")  # the bound itself, despite float noise
+    assert code == 0 and f"disagreeing: {math.ceil(at_most):,}" in out
+    code, _, err = _cli(capsys, "--pct-a", "40", "--pct-b", "50", "--n", "100",
+                        "--discordance", "1")
+    assert code == 2 and "0.9" in err
+
+
+def test_scores_print_back_with_the_digits_typed_and_items_pluralised(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = _cli(capsys, "--pct-a", "40%", "--pct-b", "50.0", "--n", "100")
+    assert code == 0
+    assert "A: 40% of 100 = 40 items" in out and "40.0%" not in out.split("B:")[0]
+    assert "B: 50.0% of 100 = 50 items" in out
+    assert count_from_percentage("39.02", 164).printed_percent == "39.02"
+    code, out, _ = _cli(capsys, "--pct-a", "100", "--pct-b", "0", "--n", "1")
+    assert code == 0 and "A: 100% of 1 = 1 item\n" in out and "B: 0% of 1 = 0 items" in out
+    code, _, err = _cli(capsys, "--pct-a", "33.3", "--pct-b", "40", "--n", "3")
+    assert code == 2 and "both 1 item:" in err and "1 items" not in err

@@ -101,3 +101,22 @@ def test_below_its_window_every_layer_of_gemma_3_grows() -> None:
     assert short.bytes_per_token_now == short.footprint.bytes_per_token_naive == 496 * 1024
     assert long.bytes_per_token_now == long.footprint.bytes_per_token_growing == 80 * 1024
     assert "496 KiB a token at 512" in "\n".join(short.text_lines())
+
+
+def test_nemotron_h_state_is_conv_at_bf16_plus_ssm_at_the_dtype_given() -> None:
+    """Nemotron-H-56B, a Mamba-2 layer: conv (kernel 4 − 1)·(16,384 + 2·8·256) = 61,440
+    elements, SSM 256 heads·64·256 = 4,194,304. At the checkpoint's bf16: 8,511,488 B; with
+    the SSM state in fp32, as vLLM keeps it from v0.20: 61,440·2 + 4,194,304·4 = 16,900,096 B."""
+    from dataclasses import replace
+
+    from ridgeline.kvcache import state_bytes_per_sequence, state_elements
+
+    spec = resolve_model("nemotron-h-56b")
+    mamba = next(layer for layer in spec.layers if layer.mixer == "mamba")
+    assert state_elements(spec, mamba) == (3 * (16_384 + 2 * 8 * 256), 256 * 64 * 256)
+    assert state_bytes_per_sequence(spec, mamba) == (61_440 + 4_194_304) * 2
+    fp32 = replace(spec, state_dtype="fp32")
+    assert state_bytes_per_sequence(fp32, mamba) == 61_440 * 2 + 4_194_304 * 4
+    assert kv_footprint(fp32, 1, 2).state_bytes == 54 * (61_440 * 2 + 4_194_304 * 4)
+    # llama.cpp's f32 for both, as fit and decode size it on a llama.cpp engine
+    assert kv_footprint(spec, 1, 2, 4.0).state_bytes == 54 * (61_440 + 4_194_304) * 4

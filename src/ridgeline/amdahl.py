@@ -134,7 +134,7 @@ def end_to_end_speedup(fraction: float, part_speedup: float) -> EndToEndSpeedup:
     at 85% of the time: 1 / (0.15 + 0.425) = 1.74x.
     """
     _check_fraction(fraction)
-    _check_positive("part_speedup", part_speedup)
+    check_speedup("part_speedup", part_speedup)
     new_time_fraction = (1.0 - fraction) + fraction / part_speedup
     return EndToEndSpeedup(
         fraction=fraction,
@@ -163,7 +163,7 @@ def required_part_speedup(fraction: float, target_speedup: float) -> RequiredPar
     A target below 1 is a slowdown budget: S < 1 says how much slower the part may get.
     """
     _check_fraction(fraction)
-    _check_positive("target_speedup", target_speedup)
+    check_speedup("target_speedup", target_speedup)
     ceiling = speedup_ceiling(fraction).ceiling_speedup
     if fraction == 0.0:
         # The part takes no time: no S changes anything, so only G = 1 is "reached".
@@ -216,6 +216,17 @@ def _check_fraction(fraction: float) -> None:
         )
 
 
-def _check_positive(name: str, value: float) -> None:
+# A part or a step a billion times slower is the least speedup read: below it 1/S and P/S
+# overflow (1e-320 gives 1/G = inf, a required S of 0 and a division by zero)
+MIN_SPEEDUP = 1e-9
+
+
+def check_speedup(name: str, value: float) -> float:
+    """A speedup (of the part, or the target end to end): positive, finite, at least
+    MIN_SPEEDUP; ``name`` is what the message calls it (a flag at the CLI)."""
     if not (value > 0.0) or math.isinf(value):  # also rejects NaN
         raise InputError(f"{name} must be a positive finite number, got {value!r}")
+    if value < MIN_SPEEDUP:
+        raise InputError(f"{name} must be at least {MIN_SPEEDUP:g} (a billionfold slowdown), "
+                         f"got {value:g}")
+    return value

@@ -4,7 +4,8 @@ A naive attention materialises the score matrix: S² elements per head per layer
 (64K tokens in bf16: 65,536² × 2 B = 8.6 GB). FlashAttention-style tiling keeps each
 tile of scores on chip and streams K and V past each block of queries, so HBM sees
 Q and O of every query head and K and V of every KV head (fewer, with GQA), plus at
-worst one re-read of K and V per query tile (Dao et al. 2022, §3.2).
+worst one re-read of K and V per query tile, of the keys the causal mask lets it see
+(Dao et al. 2022, §3.2).
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from dataclasses import dataclass
 from ridgeline.errors import InputError
 from ridgeline.explain import Step, q, step
 from ridgeline.kvcache import cached_tokens
-from ridgeline.layouts import ATTENTION_MIXERS
+from ridgeline.layouts import ATTENTION_MIXERS, CHUNKED
 from ridgeline.model import ModelSpec, trained_context_caution
-from ridgeline.units import GB, fmt_decimal_bytes, indefinite, require_positive
+from ridgeline.units import GB, fmt_decimal_bytes, indefinite, plural, require_positive
 
 # Q, K, V and O in bf16 whatever the scores are kept in (an eager fp32 softmax upcasts the
 # scores alone)
@@ -41,25 +42,65 @@ def naive_attention_bytes(seq_len: int, qk_dim: int, v_dim: int, bytes_per_eleme
     return scores + 2 * seq_len * (qk_dim + v_dim) * activation_bytes
 
 
+def causal_keys_read(seq_len: int, query_tile_rows: int, window: int | None = None,
+                     chunk: int | None = None) -> int:
+    """Keys one query head reads over all its query tiles, the tiles the causal mask hides
+    skipped: tile i (rows i·Br to min((i+1)·Br, S) − 1) reads keys start_i to end_i − 1, with
+    end_i = min((i+1)·Br, S) and start_i = 0 (full attention), max(0, i·Br − W + 1) (a
+    sliding window of W keys) or ⌊i·Br / C⌋·C (chunks of C). Summed over T = ⌈S / Br⌉ tiles:
+    Σ end_i = Br·T·(T − 1)/2 + S. Full attention at 65,536 tokens in 128-row tiles:
+    128·512·511/2 + 65,536 = 16,809,984 keys, 32,832 a tile: about half of S.
+    """
+    tiles = math.ceil(seq_len / query_tile_rows)
+    ends = query_tile_rows * tiles * (tiles - 1) // 2 + seq_len
+    starts = 0
+    if window is not None and window < seq_len:
+        first = math.ceil((window - 1) / query_tile_rows)  # the first tile past key 0
+        if first < tiles:
+            n = tiles - first
+            starts = query_tile_rows * (first + tiles - 1) * n // 2 - (window - 1) * n
+    elif chunk is not None and chunk < seq_len:
+        starts = chunk * _floor_sum(tiles, chunk, query_tile_rows)
+    return ends - starts
+
+
+def _floor_sum(n: int, m: int, a: int) -> int:
+    """Σ_{i=0}^{n−1} ⌊a·i / m⌋ in O(log) steps (the Euclid-like reduction of AtCoder Library's
+    floor_sum), for a tile count in the billions: each chunk's tiles start at its first key."""
+    total, b = 0, 0
+    while True:
+        if a >= m:
+            total += (n - 1) * n // 2 * (a // m)
+            a %= m
+        if b >= m:
+            total += n * (b // m)
+            b %= m
+        top = a * n + b
+        if top < m:
+            return total
+        n, b, m, a = top // m, top % m, a, m
+
+
 def tiled_attention_bytes(
     seq_len: int, qk_dim: int, v_dim: int, bytes_per_element: float,
     num_heads: int, num_kv_heads: int, keys_per_query: int | None = None,
-    query_tile_rows: int | None = None,
+    query_tile_rows: int | None = None, chunked: bool = False,
 ) -> float:
     """HBM bytes of one layer with tiling: Q read and O written per query head, K and V of
     every token read once per KV head: S·(H_q + H_kv)·(d_qk + d_v)·bytes.
 
     llama-3.1-70b at 8,192 tokens, bf16: 8192·(64 + 8)·(128 + 128)·2 B = 0.30 GB a layer.
     With ``query_tile_rows`` the worst case: each query head re-reads, for every query tile,
-    the keys its rows can see (``keys_per_query``, the window, plus the tile's own rows; all
-    S for full attention); in practice those re-reads hit L2.
+    the keys its rows can see under the causal mask (causal_keys_read: ``keys_per_query``
+    is the window, or with ``chunked`` the chunk; None for full attention); in practice those
+    re-reads hit L2.
     """
     q_and_o = seq_len * num_heads
     if query_tile_rows is None:
         k_and_v = seq_len * num_kv_heads
     else:
-        seen = seq_len if keys_per_query is None else min(seq_len, keys_per_query + query_tile_rows - 1)
-        k_and_v = seen * num_heads * math.ceil(seq_len / query_tile_rows)
+        window, chunk = (None, keys_per_query) if chunked else (keys_per_query, None)
+        k_and_v = num_heads * causal_keys_read(seq_len, query_tile_rows, window, chunk)
     return (q_and_o + k_and_v) * (qk_dim + v_dim) * bytes_per_element
 
 
@@ -98,8 +139,8 @@ class AttentionMemoryReport:
             f"{self.num_heads} heads and K, V of {self.num_kv_heads} KV heads once; scores on chip)",
             f"                       {fmt_decimal_bytes(self.total_tiled_worst_bytes)} if K and V were "
             f"re-read from HBM by each of the {self.num_heads} query heads for every "
-            f"{QUERY_TILE_ROWS}-row query tile (a kernel that shares them across a KV head's "
-            "group reads ÷ the group)",
+            f"{QUERY_TILE_ROWS}-row query tile, up to the causal diagonal (a kernel that "
+            "shares them across a KV head's group reads ÷ the group)",
             f"  naive ÷ tiled        {self.total_naive_bytes / self.total_tiled_bytes:,.0f}x",
             *([f"  {self.windowed_layers} of the layers attend within a window: an unfused kernel "
                "still writes S×S and masks it; a tiled one skips the tiles outside the window"]
@@ -121,10 +162,18 @@ def attention_memory(spec: ModelSpec, context: int, bytes_per_element: float = 2
     scores = h * per_head * len(layers)
     naive = h * naive_attention_bytes(context, qk, v, bytes_per_element) * len(layers)
     tiled = worst = 0.0  # a tiled kernel keeps its scores on chip: Q, K, V and O alone
+    keys_read: dict[str, tuple[int, int]] = {}  # layer kind -> (layers, keys a head reads)
     for layer in layers:
         tiled += tiled_attention_bytes(context, qk, v, ACTIVATION_BYTES, h, h_kv)
-        worst += tiled_attention_bytes(context, qk, v, ACTIVATION_BYTES, h, h_kv,
-                                       cached_tokens(layer, context), QUERY_TILE_ROWS)
+        kept, chunked = cached_tokens(layer, context), layer.mixer == CHUNKED
+        worst += tiled_attention_bytes(context, qk, v, ACTIVATION_BYTES, h, h_kv, kept,
+                                       QUERY_TILE_ROWS, chunked)
+        kind = ("full attention" if kept >= context else
+                f"{'chunk' if chunked else 'window'} {layer.window_tokens:,}")
+        window, chunk = (None, kept) if chunked else (kept, None)
+        count = keys_read.get(kind, (0, 0))[0] + 1
+        keys_read[kind] = (count, causal_keys_read(context, QUERY_TILE_ROWS, window, chunk))
+    tiles = math.ceil(context / QUERY_TILE_ROWS)
     steps = (
         step("score matrix per head per layer", "context² × bytes per element",
              q("scores", per_head / GB, "GB"), q("context", context, "tokens"),
@@ -146,6 +195,24 @@ def attention_memory(spec: ModelSpec, context: int, bytes_per_element: float = 2
              q("KV heads", h_kv, "", "num_key_value_heads"), q("d_qk", qk, "", "config.json"),
              q("d_v", v, "", "config.json"),
              q("activation bytes", ACTIVATION_BYTES, "B", "Q, K, V and O in bf16")),
+        step("tiled traffic, K and V re-read per query tile (the worst case)",
+             "Σ over attention layers of S·heads·(d_qk + d_v) × activation bytes (Q, O) + "
+             "heads × keys read × (d_qk + d_v) × activation bytes; keys read = Σ over the "
+             "T = ⌈S ÷ tile rows⌉ query tiles of the keys each tile's rows see under the "
+             "causal mask = tile rows·T·(T − 1)/2 + S for full attention, less the keys "
+             "before a window or chunk",
+             q("total", worst / GB, "GB"), q("S", context, "tokens"),
+             q("query tile rows", QUERY_TILE_ROWS, "", "a FlashAttention-2 query block"),
+             q("query tiles", tiles),
+             *(q(f"keys read per head, {kind}", keys, "keys",
+                 f"{n} {plural(n, 'layer')}; {keys / tiles:,.0f} a tile of the {context:,}")
+               for kind, (n, keys) in keys_read.items()),
+             q("heads", h, "", "num_attention_heads"), q("d_qk", qk, "", "config.json"),
+             q("d_v", v, "", "config.json"),
+             q("activation bytes", ACTIVATION_BYTES, "B", "Q, K, V and O in bf16")),
+        step("naive ÷ tiled", "naive traffic ÷ tiled traffic",
+             q("ratio", naive / tiled, "x"), q("naive", naive / GB, "GB"),
+             q("tiled", tiled / GB, "GB")),
     )
     return AttentionMemoryReport(spec.name, context, bytes_per_element, per_head, scores, naive,
                                  tiled, worst, len(layers), h, h_kv, steps,

@@ -149,7 +149,8 @@ def cmd_kv(args: argparse.Namespace) -> Any:
                         "vision tower, left out here" if room.vision_bytes else ""))
             replication = kv_replication(model, dep.num_gpus)
             kv = dep.kv  # the cache the engine keeps on this card (fp16 where it lacks bf16)
-    return kv_report(model, args.context, kv, budget, label, replication)
+    engine = "vllm" if args.memory_gib is not None else default_engine(args)
+    return kv_report(model, args.context, kv, budget, label, replication, engine)
 
 def cmd_decode(args: argparse.Namespace) -> Any:
 
@@ -267,6 +268,14 @@ def cmd_utilization(args: argparse.Namespace) -> Any:
                          "layer stages: give --model (and --context)")
     if dep is None and (args.kv_dtype or args.context):
         raise InputError("--kv-dtype and --context size a model's KV pool: give --model")
+    if dep is not None and args.compute_dtype not in (None, dep.dense_compute_dtype):
+        # an engine's matmuls run at the dtype its weights are served in: fp8 matmuls on bf16
+        # weights is no deployment, so the flag would price one that does not exist
+        formats = {"fp4": "nvfp4 or mxfp4"}.get(args.compute_dtype, args.compute_dtype)
+        raise InputError(f"--compute-dtype {args.compute_dtype} with --model: an engine runs "
+                         f"{dep.model.name}'s matmuls at the dtype its weights are served in "
+                         f"({dep.dense_compute_dtype}, weights {dep.weights.label}); serve it "
+                         f"quantized with --weights {formats} instead")
     bpw = 2.0 if dep else _element_bytes(args)[0]
     dtype = args.compute_dtype or (dep.dense_compute_dtype if dep else _matmul_dtype(args, acc))
     return utilization_report(acc, args.running, dtype, bpw, dep, args.context)

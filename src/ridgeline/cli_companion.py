@@ -88,7 +88,9 @@ def cmd_amdahl(args: argparse.Namespace) -> LinesReport:
     if args.speedup is not None:
         gain = end_to_end_speedup(fraction, args.speedup)
         results.append(named(gain))
-        lines.append(f"  {args.speedup:g}x on the part -> {gain.end_to_end_speedup:.2f}x end to end")
+        times = gain.end_to_end_speedup
+        shown = f"{times:.2f}x" if times >= 0.01 else f"{times:.3g}x"  # not 0.00x
+        lines.append(f"  {args.speedup:g}x on the part -> {shown} end to end")
     ceiling = speedup_ceiling(fraction)
     results.append(named(ceiling))
     shown = ("unbounded (the part is the whole step)" if math.isinf(ceiling.ceiling_speedup)
@@ -163,7 +165,8 @@ def cmd_evalstats(args: argparse.Namespace) -> LinesReport:
         results += [named(a, "_a"), named(b2, "_b")]
         for label, r in (("A", a), ("B", b2)):
             flag = "" if r.is_whole_count else "  <- no whole number of items gives this"
-            lines.append(f"{label}: {r.percent}% of {n} = {r.nearest_count} items{flag}")
+            lines.append(f"{label}: {r.printed_percent}% of {n} = {r.nearest_count} "
+                         f"{plural(r.nearest_count, 'item')}{flag}")
         notes += _count_notes(a, b2)
         conflicts = ev.discordant_conflicts(a, b2, *args.discordant) if args.discordant else []
         if conflicts:  # both cannot describe the same items: no verdict from either
@@ -188,7 +191,7 @@ def cmd_evalstats(args: argparse.Namespace) -> LinesReport:
                          f"{power:g}): {need.num_items:,} per model, unpaired")
             if args.discordance is not None:
                 paired = ev.items_needed_paired(abs(pa - pb), args.discordance, alpha,
-                                                power)
+                                                power, proportions=(pa, pb))
                 results.append(named(paired))
                 lines.append(f"  paired, with {args.discordance:.0%} of items disagreeing: "
                              f"{paired.num_items:,}")
@@ -204,10 +207,12 @@ def _count_notes(a: PercentageCount, b: PercentageCount) -> list[str]:
     n = a.num_items
     off = [(label, r) for label, r in (("A", a), ("B", b)) if not r.is_whole_count]
     if off and a.nearest_count == b.nearest_count and a.percent != b.percent:
-        raise InputError(f"{a.percent:g}% and {b.percent:g}% of --n {n} items are both "
-                         f"{a.nearest_count} items: the gap is under one item, and no whole "
-                         f"number of {n} items prints as {off[0][1].percent:g}%; check --n")
-    return [f"{label}'s {r.percent:g}% is not k/{n} for any whole k: the tests use the nearest "
+        raise InputError(f"{a.printed_percent}% and {b.printed_percent}% of --n {n} "
+                         f"{plural(n, 'item')} are both {a.nearest_count} "
+                         f"{plural(a.nearest_count, 'item')}: the gap is under one item, and "
+                         f"no whole number of {n} {plural(n, 'item')} prints as "
+                         f"{off[0][1].printed_percent}%; check --n")
+    return [f"{label}'s {r.printed_percent}% is not k/{n} for any whole k: the tests use the nearest "
             f"count, {r.nearest_count} ({r.nearest_count_percent:g}%); check --n,"
             " or whether the score averages several runs" for label, r in off]
 
@@ -280,6 +285,15 @@ def _open_unit(flag: str, top_closed: bool = False) -> Callable[[str], float]:
     return parse
 
 
+def _speedup(what: str, positive_float: Callable[..., Callable[[str], float]]
+             ) -> Callable[[str], float]:
+    """A speedup flag: a positive number (cli's own parser), at least amdahl.MIN_SPEEDUP."""
+    from ridgeline.amdahl import check_speedup
+
+    number = positive_float(what)
+    return lambda text: check_speedup(what, number(text))
+
+
 def _pair(text: str) -> tuple[int, int]:
     parts = text.split(",")
     try:
@@ -308,9 +322,9 @@ def add_companion_commands(
 
     p = sub.add_parser("amdahl", help="what speeding up one part of the step is worth")
     p.add_argument("--fraction", type=float, help="share of the time the part takes, 0–1")
-    p.add_argument("--speedup", type=_positive_float("speedup"),
+    p.add_argument("--speedup", type=typed(_speedup("speedup", _positive_float)),
                    help="how much faster the part gets")
-    p.add_argument("--target", type=_positive_float("target speedup"),
+    p.add_argument("--target", type=typed(_speedup("target speedup", _positive_float)),
                    help="end-to-end speedup wanted")
     p.add_argument("--model", type=_not_empty("model name"),
                    help="take the fraction from this model's decode step")

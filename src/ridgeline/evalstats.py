@@ -64,6 +64,13 @@ class PercentageCount:
     consistent_count_low: int | None  # every count in [low, high] prints as `percent`
     consistent_count_high: int | None
 
+    @property
+    def printed_percent(self) -> str:
+        """The percentage with the digits it was given with: "40" stays "40", "40.0" stays
+        "40.0" and "39.02" stays "39.02"; a `decimals` that drops digits gives the value."""
+        text = f"{self.percent:.{self.decimals}f}"
+        return text if float(text) == self.percent else f"{self.percent:g}"
+
     def explain_lines(self) -> list[str]:
         p, n, k = self.percent, self.num_items, self.nearest_count
         verdict = (
@@ -330,9 +337,11 @@ def discordant_conflicts(
 ) -> list[str]:
     """Ways the discordant counts b, c contradict the two scores on the same N items.
 
-    On shared items, A's count - B's count = b - c exactly (both-right items cancel), and
-    A got at least b items right, B at least c.  Each count may be anything that prints as
-    its percentage.  Example: 40% vs 50% of 100 is a gap of -10 items, but b=15, c=5 say +10.
+    On shared items, A's count - B's count = b - c exactly (both-right items cancel);
+    A got at least b items right and at least c wrong (c <= N - count_A), B at least c right
+    and b wrong (b <= N - count_B).  Each count may be anything that prints as its
+    percentage.  Example: 40% vs 50% of 100 is a gap of -10 items, but b=15, c=5 say +10;
+    90% vs 95% of 100 leave A 10 wrong items and B 5, so b=40, c=45 cannot be.
     """
     if count_a.num_items != count_b.num_items:
         raise InputError("both scores must be out of the same items to compare with b and c")
@@ -342,7 +351,7 @@ def discordant_conflicts(
     out: list[str] = []
     gap_low, gap_high = low_a - high_b, high_a - low_b
     if not gap_low <= b - c <= gap_high:
-        scores = f"{count_a.percent:g}% vs {count_b.percent:g}% of {n}"
+        scores = f"{count_a.printed_percent}% vs {count_b.printed_percent}% of {n}"
         gap = f"{gap_low:+d}" if gap_low == gap_high else f"{gap_low:+d} to {gap_high:+d}"
         ahead = {True: "A ahead", False: "B ahead"}
         side = (
@@ -355,11 +364,19 @@ def discordant_conflicts(
             f" {gap} items{side}; on the same items the two must agree"
         )
     if b > high_a:
-        out.append(f"b = {b} items only A got right, but A's {count_a.percent:g}% of {n} is"
-                   f" at most {high_a} items")
+        out.append(f"b = {b} items only A got right, but A's {count_a.printed_percent}% of {n}"
+                   f" is at most {high_a} items")
     if c > high_b:
-        out.append(f"c = {c} items only B got right, but B's {count_b.percent:g}% of {n} is"
-                   f" at most {high_b} items")
+        out.append(f"c = {c} items only B got right, but B's {count_b.printed_percent}% of {n}"
+                   f" is at most {high_b} items")
+    # the other side of each: an item only B got right is one A got wrong, and A got at
+    # most N - (its lowest count) wrong
+    if c > n - low_a:
+        out.append(f"c = {c} items only B got right, but A's {count_a.printed_percent}% of {n}"
+                   f" leaves at most {n - low_a} items A got wrong")
+    if b > n - low_b:
+        out.append(f"b = {b} items only A got right, but B's {count_b.printed_percent}% of {n}"
+                   f" leaves at most {n - low_b} items B got wrong")
     return out
 
 
@@ -449,14 +466,29 @@ class PairedItemsNeeded:
         ]
 
 
+def max_discordance(proportion_a: float, proportion_b: float) -> float:
+    """The largest share of items two models with these scores can disagree on.
+
+    psi = p_a + p_b - 2 p_11, and p_11 (both right) is at least p_a + p_b - 1 and at least 0,
+    so psi <= min(p_a + p_b, 2 - p_a - p_b).
+    Example: 90% and 95% both right on at least 85% of items: psi <= 0.15.
+    """
+    for name, value in (("proportion_a", proportion_a), ("proportion_b", proportion_b)):
+        if not (0.0 <= value <= 1.0):
+            raise InputError(f"{name} must be between 0 and 1, got {value!r}")
+    return min(proportion_a + proportion_b, 2.0 - proportion_a - proportion_b)
+
+
 def items_needed_paired(
-    gap: float, discordance: float, alpha: float = 0.05, power: float = 0.8
+    gap: float, discordance: float, alpha: float = 0.05, power: float = 0.8,
+    proportions: tuple[float, float] | None = None,
 ) -> PairedItemsNeeded:
     """Items for McNemar's test to detect an accuracy gap d given discordance psi.
 
     n = (z_{1-a/2} sqrt(psi) + z_{1-b} sqrt(psi - d^2))^2 / d^2, with d = p_10 - p_01 and
     psi = p_10 + p_01 (R. J. Connor, Biometrics 43 (1987) 207-211).
     Example: gap 0.08, models disagree on 20% of items, alpha 0.05, power 0.8: 243 items.
+    With the two scores as `proportions`, psi must also be one they allow (max_discordance).
     """
     if not (0.0 < abs(gap) <= 1.0):
         raise InputError(f"gap must be non-zero and between -1 and 1, got {gap!r}")
@@ -465,6 +497,15 @@ def items_needed_paired(
             f"discordance must be between |gap| = {abs(gap):g} and 1 (the models disagree on"
             f" at least the items that make the gap), got {discordance!r}"
         )
+    if proportions is not None:
+        most = max_discordance(*proportions)
+        if discordance > most + 1e-12:  # slack: 2 - 0.9 - 0.95 is 0.15 plus float noise
+            pa, pb = proportions
+            raise InputError(
+                f"discordance {discordance:g} is impossible for scores of {100 * pa:.4g}% and"
+                f" {100 * pb:.4g}%: they disagree on at most min(p_a + p_b, 2 - p_a - p_b) ="
+                f" {most:.4g} of the items"
+            )
     _check_open_unit("alpha", alpha)
     _check_open_unit("power", power)
     z_alpha, z_beta = normal_quantile(1 - alpha / 2), normal_quantile(power)

@@ -35,32 +35,45 @@ def attention_kv_bytes_per_token(spec: ModelSpec, kv_bytes_per_element: float) -
 LLAMACPP_STATE_BYTES = 4.0
 
 
-def state_bytes_per_sequence(spec: ModelSpec, layer: Layer,
-                             element_bytes: float | None = None) -> float:
-    """Constant recurrent state of one linear-attention or Mamba layer, per sequence; both
-    states at ``element_bytes`` each where the engine fixes their dtype (llama.cpp), else the
-    conv state at the model's dtype and the SSM state at its state dtype.
+def state_elements(spec: ModelSpec, layer: Layer) -> tuple[int, int]:
+    """(conv state, SSM state) elements of one linear-attention or Mamba layer, per sequence;
+    (0, 0) for any other layer.
 
     Gated DeltaNet: conv state (2·key_dim + value_dim)·(kernel−1) + S state nv·dk·dv.
-    Mamba-2: conv (d_inner + 2·groups·d_state)·(kernel−1) + SSM heads·head_dim·d_state.
+    Mamba-2: conv (d_inner + 2·groups·d_state)·(kernel−1) + SSM heads·head_dim·d_state;
+    Nemotron-H-56B: 3·(16,384 + 2·8·256) = 61,440 and 256·64·256 = 4,194,304.
     """
-    state = element_bytes or _STATE_BYTES.get(spec.state_dtype, 2)
-    conv = element_bytes or _STATE_BYTES.get(spec.dtype, 2)
     if layer.mixer == LINEAR and spec.linear_attention:
         la = spec.linear_attention
-        conv_elems = (2 * la.key_dim + la.value_dim) * (la.conv_kernel - 1)
-        ssm_elems = la.num_value_heads * la.key_head_dim * la.value_head_dim
-        return conv_elems * conv + ssm_elems * state
+        return ((2 * la.key_dim + la.value_dim) * (la.conv_kernel - 1),
+                la.num_value_heads * la.key_head_dim * la.value_head_dim)
     if layer.mixer == MAMBA and spec.mamba:
         m = spec.mamba
         if m.version == 2:
-            conv_elems = (m.d_inner + 2 * m.n_groups * m.d_state) * (m.conv_kernel - 1)
-            ssm_elems = m.num_heads * m.head_dim * m.d_state
-        else:
-            conv_elems = m.d_inner * (m.conv_kernel - 1)
-            ssm_elems = m.d_inner * m.d_state
-        return conv_elems * conv + ssm_elems * state
-    return 0.0
+            return ((m.d_inner + 2 * m.n_groups * m.d_state) * (m.conv_kernel - 1),
+                    m.num_heads * m.head_dim * m.d_state)
+        return m.d_inner * (m.conv_kernel - 1), m.d_inner * m.d_state
+    return 0, 0
+
+
+def state_bytes_per_element(spec: ModelSpec, element_bytes: float | None = None
+                            ) -> tuple[float, float]:
+    """(conv, SSM) bytes per state element: both ``element_bytes`` where the engine fixes
+    them (llama.cpp), else the conv state at the model's dtype and the SSM state at its
+    state dtype (bf16 and fp32 for a config naming mamba_ssm_dtype float32)."""
+    return (element_bytes or _STATE_BYTES.get(spec.dtype, 2),
+            element_bytes or _STATE_BYTES.get(spec.state_dtype, 2))
+
+
+def state_bytes_per_sequence(spec: ModelSpec, layer: Layer,
+                             element_bytes: float | None = None) -> float:
+    """Constant recurrent state of one linear-attention or Mamba layer, per sequence: conv
+    elements × conv bytes + SSM elements × SSM bytes (state_elements, state_bytes_per_element).
+    Nemotron-H-56B with its SSM state in fp32: 61,440 × 2 + 4,194,304 × 4 = 16,900,096 B.
+    """
+    conv_elems, ssm_elems = state_elements(spec, layer)
+    conv, state = state_bytes_per_element(spec, element_bytes)
+    return conv_elems * conv + ssm_elems * state
 
 
 def cached_tokens(layer: Layer, context: int) -> int:
@@ -93,8 +106,11 @@ class KVFootprint:
         return attention * replication + self.state_bytes
 
 
-def kv_footprint(spec: ModelSpec, context: int, kv_bytes_per_element: float) -> KVFootprint:
-    """One sequence at ``context`` tokens: gpt-oss-120b bf16 grows 36 KiB per token, not 72."""
+def kv_footprint(spec: ModelSpec, context: int, kv_bytes_per_element: float,
+                 state_element_bytes: float | None = None) -> KVFootprint:
+    """One sequence at ``context`` tokens: gpt-oss-120b bf16 grows 36 KiB per token, not 72.
+    Recurrent states as state_bytes_per_sequence keeps them (``state_element_bytes``: both
+    states at that size, as llama.cpp keeps them)."""
     require_positive(context, "context length")
     per_layer = attention_kv_bytes_per_token(spec, kv_bytes_per_element)
     growing = windowed = state = 0.0
@@ -107,7 +123,7 @@ def kv_footprint(spec: ModelSpec, context: int, kv_bytes_per_element: float) -> 
         elif layer.mixer in WINDOW_MIXERS:
             windowed += per_layer * cached_tokens(layer, context)
         else:
-            state += state_bytes_per_sequence(spec, layer)
+            state += state_bytes_per_sequence(spec, layer, state_element_bytes)
     return KVFootprint(
         bytes_per_token_growing=growing,
         bytes_per_token_naive=per_layer * attention_layers,

@@ -2,23 +2,95 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ridgeline.explain import Step, q, step
 from ridgeline.kvcache import (
+    LLAMACPP_STATE_BYTES,
     KVFootprint,
     attention_kv_bytes_per_token,
     cached_tokens,
     conversations_that_fit,
     kv_footprint,
+    state_bytes_per_element,
     state_bytes_per_sequence,
+    state_elements,
 )
 from ridgeline.layouts import ATTENTION_MIXERS, CHUNKED, FULL, LINEAR, MAMBA, SLIDING
 from ridgeline.model import ModelSpec
 from ridgeline.precision import KVDtype
 from ridgeline.render import table
 from ridgeline.units import GB, GIB, fmt_binary_bytes
+
+
+@dataclass(frozen=True)
+class StateDtypes:
+    """The dtypes an engine keeps a model's recurrent (conv and SSM) states in, and why."""
+
+    conv: str
+    ssm: str
+    rule: str  # where they come from: an engine's rule, the config, the checkpoint
+    element_bytes: float | None = None  # both states at this size (llama.cpp), else by dtype
+
+    def label(self) -> str:
+        return f"SSM state {self.ssm}, conv state {self.conv}"
+
+
+def served_state(spec: ModelSpec, engine: str = "vllm") -> tuple[ModelSpec, StateDtypes]:
+    """The model with its recurrent states at the dtypes ``engine`` keeps them in: llama.cpp
+    both in f32; vLLM (its newest modelled release, as `fit` defaults to) the SSM state as
+    vllm_hybrid.ssm_state_dtype says (Nemotron-H's in fp32 from v0.20: 4,194,304 × 4 B a
+    layer, not × 2), the conv state at the model's dtype."""
+    if engine.startswith("llama.cpp"):
+        return spec, StateDtypes("fp32", "fp32", "llama.cpp keeps both states in f32",
+                                 LLAMACPP_STATE_BYTES)
+    from ridgeline.vllm_hybrid import ssm_state_dtype
+    from ridgeline.vllm_memory import vllm_accounting
+
+    version = vllm_accounting().version
+    dtype = ssm_state_dtype(spec, version)
+    if dtype != spec.state_dtype:
+        rule = (f"vLLM {version} keeps {spec.model_type}'s SSM state in {dtype} "
+                "(the config names no mamba_ssm_cache_dtype)")
+        spec = replace(spec, state_dtype=dtype)
+    elif spec.state_dtype != spec.dtype:
+        rule = "the config's mamba_ssm_cache_dtype / mamba_ssm_dtype, which vLLM keeps"
+    else:
+        rule = "the checkpoint's dtype, which vLLM keeps"
+    return spec, StateDtypes(spec.dtype, spec.state_dtype, rule)
+
+
+_STATE_RULES = {  # kvcache.state_elements, in words: (conv state, SSM state)
+    LINEAR: ("(2·key_dim + value_dim)·(conv kernel − 1)", "value heads·key dim·value dim"),
+    f"{MAMBA}2": ("(d_inner + 2·groups·d_state)·(conv kernel − 1)", "heads·head_dim·d_state"),
+    f"{MAMBA}1": ("d_inner·(conv kernel − 1)", "d_inner·d_state"),
+}
+
+
+def state_step(spec: ModelSpec, dtypes: StateDtypes) -> Step | None:
+    """The recurrent states of one sequence, each layer kind's elements at their dtypes."""
+    conv_bytes, ssm_bytes = state_bytes_per_element(spec, dtypes.element_bytes)
+    inputs, total = [], 0.0
+    for kind in (LINEAR, MAMBA):
+        layers = [layer for layer in spec.layers if layer.mixer == kind]
+        if not layers:
+            continue
+        conv, ssm = state_elements(spec, layers[0])
+        total += sum(state_bytes_per_sequence(spec, layer, dtypes.element_bytes)
+                     for layer in layers)
+        conv_rule, ssm_rule = _STATE_RULES[kind if kind == LINEAR or spec.mamba is None
+                                           else f"{kind}{spec.mamba.version}"]
+        inputs += [q(f"{_NAMES[kind]} layers", len(layers)),
+                   q("conv elements", conv, "a layer", conv_rule),
+                   q("SSM elements", ssm, "a layer", ssm_rule)]
+    if not inputs:
+        return None
+    return step("recurrent states per sequence",
+                "layers × (conv elements × conv bytes + SSM elements × SSM bytes)",
+                q("states", total / GB, "GB"), *inputs,
+                q("conv bytes", conv_bytes, "B", dtypes.conv),
+                q("SSM bytes", ssm_bytes, "B", f"{dtypes.ssm}: {dtypes.rule}"))
 
 
 @dataclass(frozen=True)
@@ -43,13 +115,15 @@ class KVReport:
     steps: tuple[Step, ...]
     trained_context: int | None = None  # max_position_embeddings
     bytes_per_token_now: float | None = None  # what the next token adds (windows still filling)
+    state_dtypes: StateDtypes | None = None  # with linear-attention or Mamba layers
+    architecture_caution: str = ""  # a model_type ridgeline has not checked
 
     @property
     def cautions(self) -> list[str]:
         from ridgeline.model import trained_context_caution
 
         caution = trained_context_caution(self.model, self.trained_context, self.context)
-        return [caution] if caution else []
+        return [c for c in (caution, self.architecture_caution) if c]
 
     @property
     def bytes_per_sequence(self) -> float:
@@ -78,6 +152,7 @@ class KVReport:
             "bytes_per_token_naive": f.bytes_per_token_naive,
             "windowed_bytes_per_sequence": f.windowed_bytes,
             "state_bytes_per_sequence": f.state_bytes,
+            "state_dtypes": None if self.state_dtypes is None else vars(self.state_dtypes),
             "bytes_per_sequence": self.bytes_per_sequence,
             "tp_replication": self.replication,
             "layer_kinds": [vars(r) for r in self.rows],
@@ -96,7 +171,9 @@ class KVReport:
 
     def text_lines(self) -> list[str]:
         f = self.footprint
-        lines = [f"{self.model}, {self.kv_dtype} cache, {self.context:,} tokens of context", ""]
+        state = f", {self.state_dtypes.label()}" if self.state_dtypes else ""
+        lines = [f"{self.model}, {self.kv_dtype} cache{state}, {self.context:,} tokens of "
+                 "context", ""]
         rows = [[r.kind, str(r.layers), fmt_binary_bytes(r.bytes_per_token),
                  f"{r.tokens_kept:,}" if r.kind not in ("linear attention", "Mamba") else "state",
                  fmt_binary_bytes(r.bytes_at_context)] for r in self.rows]
@@ -137,9 +214,12 @@ _NAMES = {FULL: "full attention", SLIDING: "sliding window", CHUNKED: "chunked a
 
 def kv_report(
     spec: ModelSpec, context: int, kv: KVDtype, budget_bytes: float | None = None,
-    budget_label: str = "", replication: float = 1.0,
+    budget_label: str = "", replication: float = 1.0, engine: str = "vllm",
 ) -> KVReport:
-    footprint = kv_footprint(spec, context, kv.bytes_per_element)
+    """One sequence's cache by layer kind; recurrent states at the dtypes ``engine`` keeps
+    them in (served_state)."""
+    spec, dtypes = served_state(spec, engine)
+    footprint = kv_footprint(spec, context, kv.bytes_per_element, dtypes.element_bytes)
     per_layer = attention_kv_bytes_per_token(spec, kv.bytes_per_element)
     rows = []
     for kind, name in _NAMES.items():
@@ -147,7 +227,8 @@ def kv_report(
         if not layers:
             continue
         if kind in (LINEAR, MAMBA):
-            state = sum(state_bytes_per_sequence(spec, layer) for layer in layers)
+            state = sum(state_bytes_per_sequence(spec, layer, dtypes.element_bytes)
+                        for layer in layers)
             rows.append(LayerKindRow(name, len(layers), 0.0, 0, state))
             continue
         kept = cached_tokens(layers[0], context)
@@ -173,6 +254,8 @@ def kv_report(
     windowed = [r for r in rows if r.bytes_per_token
                 and r.kind in (_NAMES[SLIDING], _NAMES[CHUNKED])]
     states = sum(r.bytes_at_context for r in rows if not r.bytes_per_token)
+    states_step = state_step(spec, dtypes)
+    steps += [states_step] if states_step else []
     steps.append(step("bytes per sequence",
                       "(per layer × (full layers × context + window layers × their window)) × "
                       "TP copies + recurrent states",
@@ -185,7 +268,8 @@ def kv_report(
                       q("TP copies", replication, "", "KV heads (an MLA latent: all of it) "
                         "copied where tensor parallelism outnumbers them"),
                       q("recurrent states", states / GB, "GB", "fixed per sequence, sharded "
-                        "over the ranks, not copied")))
+                        "over the ranks, not copied" + (f"; {dtypes.label()}" if states_step
+                                                        else ""))))
     if budget_bytes is not None:
         steps.append(step("conversations that fit", "floor(budget ÷ bytes per sequence)",
                           q("conversations", conversations_that_fit(
@@ -196,4 +280,4 @@ def kv_report(
               and cached_tokens(layer, context + 1) > cached_tokens(layer, context))
     return KVReport(spec.name, kv.id, context, footprint, tuple(rows), budget_bytes,
                     budget_label, replication, tuple(steps), spec.max_position_embeddings,
-                    now)
+                    now, dtypes if states_step else None, spec.architecture_caution)

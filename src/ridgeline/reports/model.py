@@ -15,6 +15,7 @@ from ridgeline.params import ParamCount, count_params
 from ridgeline.precision import kv_dtype, weight_bytes, weight_plan
 from ridgeline.quantization import ROUTED
 from ridgeline.render import table
+from ridgeline.reports.kv import StateDtypes, served_state, state_step
 from ridgeline.units import GB, fmt_binary_bytes, fmt_count, plural
 
 COMMON_FORMATS = ("bf16", "fp8", "int8", "awq-int4", "nvfp4", "mxfp4", "q8_0", "q4_k_m")
@@ -33,6 +34,7 @@ class ModelReport:
     # the windowed layers' cache of one sequence once every window is full (bf16): the most
     # they ever hold, however long the context (0: no windowed layers)
     windowed_full_bf16: float = 0.0
+    state_dtypes: StateDtypes | None = None  # with linear-attention or Mamba layers
 
     def to_dict(self) -> dict[str, Any]:
         s, att, moe = self.spec, self.spec.attention, self.spec.moe
@@ -75,7 +77,9 @@ class ModelReport:
             "kv_bytes_per_token_bf16": self.kv_bf16.bytes_per_token_growing,
             "kv_bytes_per_token_bf16_naive": self.kv_bf16.bytes_per_token_naive,
             "kv_bytes_per_token_fp8": self.kv_fp8.bytes_per_token_growing,
+            # the recurrent states at the dtypes vLLM keeps them in (not bf16 for Nemotron-H)
             "kv_constant_bytes_per_sequence_bf16": self.kv_bf16.state_bytes,
+            "state_dtypes": None if self.state_dtypes is None else vars(self.state_dtypes),
             "kv_windowed_bytes_per_sequence_max_bf16": self.windowed_full_bf16,
             "mtp_layers_not_counted": s.mtp_layers,
             "vision_params_not_counted": s.vision_params,
@@ -153,8 +157,9 @@ class ModelReport:
                          f"bf16 per sequence, once its {len(windowed)} windowed "
                          f"{plural(len(windowed), 'layer')} hold their windows")
         if kv.state_bytes:
+            dtypes = f"; {self.state_dtypes.label()}" if self.state_dtypes else ""
             lines.append(f"  state per seq  {fmt_binary_bytes(kv.state_bytes)} constant "
-                         "(linear-attention / SSM layers)")
+                         f"(linear-attention / SSM layers{dtypes})")
         if s.architecture_caution:
             lines.append(f"caution: {s.architecture_caution}")
         return lines
@@ -179,8 +184,9 @@ def model_report(spec: ModelSpec) -> ModelReport:
         weight_gb[fmt] = weight_bytes(spec, weight_plan(spec, fmt)) / GB
     for bpp in BYTES_PER_PARAM:
         weight_gb[f"{bpp:g} B/param (all)"] = params.total * bpp / GB
-    kv_bf16 = kv_footprint(spec, 1, kv_dtype("bf16").bytes_per_element)
-    kv_fp8 = kv_footprint(spec, 1, kv_dtype("fp8").bytes_per_element)
+    served, dtypes = served_state(spec)  # the states as vLLM keeps them (kv's rule)
+    kv_bf16 = kv_footprint(served, 1, kv_dtype("bf16").bytes_per_element)
+    kv_fp8 = kv_footprint(served, 1, kv_dtype("fp8").bytes_per_element)
     longest = max((layer.window_tokens or 0 for layer in spec.layers
                    if layer.mixer in WINDOW_MIXERS), default=0)
     windowed = kv_footprint(spec, longest, kv_dtype("bf16").bytes_per_element).windowed_bytes \
@@ -216,8 +222,10 @@ def model_report(spec: ModelSpec) -> ModelReport:
                           q("kv_lora_rank", att.mla.kv_lora_rank, "", "config.json"),
                           q("qk_rope_head_dim", att.mla.qk_rope_head_dim, "", "config.json"),
                           q("layers", spec.count(mixer="full"))))
+    states = state_step(served, dtypes)
+    steps += [states] if states else []
     return ModelReport(spec, params, entry, weight_gb, kv_bf16, kv_fp8, tuple(steps),
-                       windowed)
+                       windowed, dtypes if states else None)
 
 
 @dataclass(frozen=True)

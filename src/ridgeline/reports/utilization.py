@@ -76,8 +76,11 @@ class UtilizationReport:
             f"{self.accelerator.id}: {self.fraction_of_arithmetic:.1%} of the arithmetic "
             "you are billed for" + (" in the weights every token reads (attention, shared "
                                     "layers)" if self.experts else "")
-            + (f", each of {self.micro_batches} pipeline stages multiplying a micro-batch of "
-               f"{self.stage_batch:,}" if self.micro_batches > 1 else ""),
+            + (f", each of {self.micro_batches} pipeline stages multiplying "
+               + (f"a micro-batch of {self.stage_batch:,}"
+                  if self.running % self.micro_batches == 0 else
+                  f"micro-batches of up to {self.stage_batch:,}")
+               if self.micro_batches > 1 else ""),
             *([f"  {self.experts}"] if self.experts else []),
             *([f"  the whole step, its KV reads included, keeps {self.step_fraction_of_peak:.1%} "
                f"of the cards' peak busy at its floor (`ridgeline decode` for the breakdown)"]
@@ -123,6 +126,12 @@ def utilization_report(
             "pool (`ridgeline fit` for the levers)" if refuses_to_start(pool, dep, context)
             else "")
         limit = held_conversations(pool, dep, context)
+        if limit == 0:  # the engine runs no conversation this long: no batch to read
+            why = refusal or f"one {context:,}-token conversation is more than its pool"
+            raise InputError(f"does not fit: {engine}'s KV pool for {dep.model.name} on "
+                             f"{dep.num_gpus} x {acc.id} holds 0 conversations of {context:,} "
+                             f"tokens: {why}" + ("" if "`ridgeline fit`" in why else
+                                                 " (`ridgeline fit` for the levers)"))
         bytes_per_weight = dep.bytes_per_weight_split[0]  # the weights every token reads
         compute_dtype = dep.dense_compute_dtype
     ridge = ridge_point(acc.peak(compute_dtype), acc.memory_bandwidth_bytes_per_s)
