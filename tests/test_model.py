@@ -501,13 +501,15 @@ def test_a_model_that_is_not_a_decoder_llm_is_refused_by_name(config: dict[str, 
 
 def test_gpt2_reads_its_library_defaults() -> None:
     """openai-community/gpt2's config leaves n_inner null (4 × hidden) and tie_word_embeddings
-    out (tied, the library default): 124M parameters on its card."""
+    out (tied, the library default): 124,439,808 parameters, its published total, with the
+    learned position table (1,024 × 768) and every Conv1D's bias."""
     config = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 768,
               "n_head": 12, "n_layer": 12, "n_positions": 1024, "vocab_size": 50257,
               "n_inner": None}
     spec = ModelSpec.from_hf_config(config, "gpt2")
     assert spec.layers[0].ffn == "dense" and spec.tie_word_embeddings
-    assert count_params(spec).total == pytest.approx(124e6, rel=0.01)
+    assert count_params(spec).total == 124_439_808
+    assert count_params(spec).embedding == (50257 + 1024) * 768
 
 
 def test_an_all_window_model_reports_what_its_windows_hold(

@@ -133,11 +133,16 @@ def weights_platform_problem(plan: WeightPlan, accelerator: Accelerator, engine:
 
 def tensor_parallel_problem(model: ModelSpec, tp: int) -> str:
     """Why ``tp`` ranks cannot split this model's attention evenly (vLLM, SGLang and
-    TensorRT-LLM shard query heads, and KV heads or replicas of them, across ranks), or ""."""
-    att = model.attention
-    if att is None or tp == 1:
+    TensorRT-LLM shard query heads, and KV heads or replicas of them, across ranks), or "".
+
+    Gated DeltaNet layers shard too: vLLM gives each rank num_k_heads // tp key heads and
+    num_v_heads // tp value heads (qwen3_next.py, qwen3_5.py), so tp must divide both:
+    Qwen3.5-397B-A17B's 16 key and 64 value heads split over 1, 2, 4, 8, 16, not 32."""
+    att, la = model.attention, model.linear_attention
+    if (att is None and la is None) or tp == 1:
         return ""
-    heads, kv = att.num_heads, att.num_kv_heads
+    heads = att.num_heads if att else 0
+    kv = att.num_kv_heads if att else 0
     # the MLPs' widths are split across the ranks too (vLLM's column-parallel layers divide
     # them exactly): Llama-4 Scout's 8,192 splits over 1, 2, 4, 8, 16, not 40
     widths = [w for w in ((model.dense_mlp.intermediate_size if model.dense_mlp else 0),
@@ -145,21 +150,31 @@ def tensor_parallel_problem(model: ModelSpec, tp: int) -> str:
                              model.moe.shared_intermediate_size * model.moe.num_shared_experts)
                             if model.moe else ())) if w]
 
+    def splits_attention(n: int) -> bool:
+        return att is None or (heads % n == 0 and (
+            att.mla is not None or (kv % n == 0 if kv >= n else n % kv == 0)))
+
+    def splits_linear(n: int) -> bool:
+        return la is None or (la.num_key_heads % n == 0 and la.num_value_heads % n == 0)
+
     def fits(n: int) -> bool:
-        return heads % n == 0 and all(w % n == 0 for w in widths) and (
-            att.mla is not None or (kv % n == 0 if kv >= n else n % kv == 0))
+        return splits_attention(n) and splits_linear(n) and all(w % n == 0 for w in widths)
 
     if fits(tp):
         return ""
-    sizes = [n for n in range(1, min(heads, MAX_TP_HINT) + 1) if fits(n)]
+    most = min(heads or (la.num_value_heads if la else 1), MAX_TP_HINT)
+    sizes = [n for n in range(1, most + 1) if fits(n)]
     ok = ", ".join(map(str, sizes))
     hint = (f"use {ok} GPUs per replica" if len(sizes) > 1 else
             "only 1 GPU per replica splits them: scale out with replicas")
-    what = (f"{heads} attention heads ({kv} KV {'head' if kv == 1 else 'heads'})"
-            if heads % tp or not (att.mla is not None or (kv % tp == 0 if kv >= tp
-                                                         else tp % kv == 0))
-            else f"MLP width{'s' if len(set(widths)) > 1 else ''} "
-                 f"({', '.join(f'{w:,}' for w in dict.fromkeys(widths))})")
+    if not splits_attention(tp):
+        what = f"{heads} attention heads ({kv} KV {'head' if kv == 1 else 'heads'})"
+    elif la is not None and not splits_linear(tp):
+        what = (f"{la.num_key_heads} linear-attention key heads ({la.num_value_heads} value "
+                "heads)")
+    else:
+        what = (f"MLP width{'s' if len(set(widths)) > 1 else ''} "
+                f"({', '.join(f'{w:,}' for w in dict.fromkeys(widths))})")
     return (f"tensor parallel {tp} does not split {model.name}'s {what} evenly; engines shard "
             f"them across GPUs: {hint}")
 

@@ -47,7 +47,14 @@ def mixer_kinds(c: Mapping[str, Any], model_type: str, n: int, name: str) -> lis
         pattern = str(c["hybrid_override_pattern"])
         _check_pattern(pattern, name)
         return [_PATTERN[ch][0] for ch in pattern]
+    if model_type == "nemotron_h":  # no all-attention reading: transformers' class default
+        # pattern is 52 layers long, so HF and vLLM take a layout the config never states
+        raise InputError(f"{name}: a nemotron_h config names each layer's kind (Mamba-2, "
+                         "attention, MLP) in hybrid_override_pattern, and this one has none")
     layer_types = c.get("layer_types")
+    cycle = c.get("layer_types_cycle")  # model_type_defaults.json: gpt-oss's repeat
+    if layer_types is None and isinstance(cycle, list) and cycle:
+        layer_types = [cycle[i % len(cycle)] for i in range(n)]
     if layer_types is not None:
         if not isinstance(layer_types, list):
             raise InputError(f"{name}: layer_types must be a list")
@@ -69,9 +76,9 @@ def mixer_kinds(c: Mapping[str, Any], model_type: str, n: int, name: str) -> lis
     if model_type in ("gemma3", "gemma3_text"):  # Gemma 3: 5 local then 1 global
         k = _positive(c, "sliding_window_pattern", name)
         return [FULL if (i + 1) % k == 0 else SLIDING for i in range(n)]
-    if c.get("attention_chunk_size") is not None:  # Llama 4: every 4th layer global NoPE
-        interval = _int(c, "no_rope_layer_interval", name, 4, minimum=1)
-        return [FULL if (i + 1) % interval == 0 else CHUNKED for i in range(n)]
+    if c.get("attention_chunk_size") is not None:  # Llama 4: RoPE layers chunked, NoPE global
+        rope = _no_rope_layers(c, n, name)
+        return [CHUNKED if uses_rope else FULL for uses_rope in rope]
     if "use_sliding_window" in c:  # Qwen2/3: layers from max_window_layers on, when enabled
         if not c.get("use_sliding_window") or c.get("sliding_window") is None:
             return [FULL] * n
@@ -114,6 +121,8 @@ def ffn_kinds(
         first = _int(c, "first_k_dense_replace", name)
         freq = _int(c, "moe_layer_freq", name, 1, minimum=1)
         return [MOE if i >= first and i % freq == 0 else DENSE for i in range(n)]
+    if model_type in ("llama4", "llama4_text") and c.get("moe_layers") is not None:
+        return [MOE if i in _moe_layers(c, n, name) else DENSE for i in range(n)]
     if c.get("interleave_moe_layer_step") is not None:  # Llama 4
         step = _positive(c, "interleave_moe_layer_step", name)
         return [MOE if (i + 1) % step == 0 else DENSE for i in range(n)]
@@ -127,6 +136,36 @@ def ffn_kinds(
             MOE if i not in dense_only and (i + 1) % step == 0 else DENSE for i in range(n)
         ]
     return [MOE] * n  # Mixtral, gpt-oss: every layer
+
+
+def _no_rope_layers(c: Mapping[str, Any], n: int, name: str) -> list[bool]:
+    """Whether each Llama-4 layer uses RoPE (and so chunked attention): the explicit
+    no_rope_layers flags where given (transformers' Llama4TextConfig and vLLM's llama4.py read
+    is_nope = no_rope_layers[i] == 0; an empty list means the default), else every
+    no_rope_layer_interval-th layer (4) is NoPE and global."""
+    flags = c.get("no_rope_layers")
+    if not flags:
+        interval = _int(c, "no_rope_layer_interval", name, 4, minimum=1)
+        return [(i + 1) % interval != 0 for i in range(n)]
+    if not isinstance(flags, list) or any(type(f) is not int or f not in (0, 1)
+                                          for f in flags):
+        raise InputError(f"{name}: no_rope_layers must be a list of 0 (NoPE) and 1 (RoPE) "
+                         "flags, one a layer")
+    if len(flags) != n:
+        raise InputError(f"{name}: no_rope_layers has {len(flags)} flags but "
+                         f"num_hidden_layers is {n}")
+    return [f == 1 for f in flags]
+
+
+def _moe_layers(c: Mapping[str, Any], n: int, name: str) -> set[int]:
+    """Llama 4's explicit moe_layers: the numbers of the layers that route to experts
+    (transformers' Llama4TextConfig, in place of interleave_moe_layer_step's rule)."""
+    layers = c.get("moe_layers")
+    if not isinstance(layers, list) or not all(
+            isinstance(i, int) and not isinstance(i, bool) and 0 <= i < n for i in layers):
+        raise InputError(f"{name}: moe_layers must be a list of layer numbers from 0 to "
+                         f"{n - 1}")
+    return set(layers)
 
 
 def _positive(c: Mapping[str, Any], key: str, name: str) -> int:

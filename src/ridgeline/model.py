@@ -41,14 +41,24 @@ _FOUR_NORMS = {"gemma2", "gemma3", "gemma3_text"}
 _QK_NORM = {"qwen3", "qwen3_moe", "qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text", "gemma3",
             "gemma3_text", "qwen3_5", "qwen3_5_text"}
 _OUTPUT_GATED_ATTENTION = {"qwen3_next"}
+# Architectures whose attention projections always carry biases (GPT-2's Conv1D layers;
+# GPT-NeoX's come from attention_bias, true by default: model_type_defaults.json)
+_ATTENTION_BIAS = {"gpt2"}
+# Architectures whose two-matrix MLP always carries biases (nn.Linear's, Conv1D's)
+_MLP_BIAS = {"gptj", "gpt2", "gpt_neox"}
+# Not read field by field: OPT (ffn_dim, a position table offset by 2, a projection when
+# word_embed_proj_dim differs) and BLOOM (ALiBi, an FFN of 4 × hidden named by no field, an
+# embedding LayerNorm); left out of the checked set so a readable one carries the caution
+_UNCHECKED_UNGATED = {"opt", "bloom"}
 # model_types whose layout ridgeline reads field by field and has checked against a real
 # config's parameter count (the bundled ones, their multimodal and base variants, and the
-# Llama-shaped families); any other is read as a decoder of the fields it has, with a caution
+# Llama-shaped families; GPT-2 small 124,439,808 and Pythia-160m 162,322,944, the published
+# totals); any other is read as a decoder of the fields it has, with a caution
 KNOWN_MODEL_TYPES = {
     "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next",
     "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "gemma2", "gemma3",
     "gemma3_text", "phi3", "deepseek_v3", "kimi_k2", "glm4_moe", "gpt_oss", "gptj", "falcon",
-    "jamba", "nemotron_h", "llama4", "llama4_text", *_UNGATED_MLP,
+    "jamba", "nemotron_h", "llama4", "llama4_text", *(_UNGATED_MLP - _UNCHECKED_UNGATED),
 }
 # model_types that are not decoder-only LLMs (transformers' names, "-" read as "_"): refused
 ENCODER_TYPES = {
@@ -79,9 +89,9 @@ def bundled_architectures() -> frozenset[tuple[str, str]]:
 
 def _same_family(architecture: str, model_type: str) -> bool:
     """Whether an architecture's name is its model_type's, as transformers names its classes
-    (Gemma3ForCausalLM for gemma3_text, GPTNeoXForCausalLM for gpt_neox; not
-    Qwen2MoeForCausalLM for qwen2)."""
-    family = architecture.split("For", 1)[0].replace("_", "").lower()
+    (Gemma3ForCausalLM for gemma3_text, GPTNeoXForCausalLM for gpt_neox, GPT2LMHeadModel
+    for gpt2; not Qwen2MoeForCausalLM for qwen2)."""
+    family = architecture.split("For", 1)[0].split("LMHead", 1)[0].replace("_", "").lower()
     return bool(family) and model_type.replace("_", "").lower().startswith(family)
 
 
@@ -242,6 +252,7 @@ class ModelSpec:
     ssm_cache_dtype_named: bool = False  # the config names mamba_ssm_cache_dtype
     vision_item: VisionItem | None = None  # a fixed-size tower's image, as engines profile it
     rope_scaling: RopeScaling | None = None  # config.json's rope_scaling, where it has one
+    learned_positions: int = 0  # GPT-2's wpe: rows of a learned position table (n_positions)
 
     def __hash__(self) -> int:
         # Cheap and consistent with equality (equal specs share these); the full field
@@ -322,6 +333,11 @@ class _Reader:
             merged.update(text)
             merged["outer_model_type"] = outer_type
         self.c = merged
+        if decoder:  # model_type is a name, as every other field has its type
+            for kind in (config.get("model_type"), merged.get("model_type")):
+                if kind is not None and not isinstance(kind, str):
+                    raise InputError(f"{name}: model_type must be a string, got "
+                                     f"{shorten(repr(kind))}")
         self.model_type = str(self.c.get("model_type") or "")
         if decoder:  # a vision tower's config is an encoder's, read as one
             self._refuse_non_decoders(str(config.get("model_type") or ""))
@@ -437,6 +453,8 @@ class _Reader:
             ),
             vision_params=self.vision_params(hidden),
             vision_item=self.vision_item(),
+            learned_positions=self.int_("n_positions", "max_position_embeddings")
+            if self.model_type == "gpt2" else 0,
         )
 
     def vision_item(self) -> VisionItem | None:
@@ -557,7 +575,8 @@ class _Reader:
             if mla
             else self.int_("head_dim", "attention_head_dim", default=default_head)
         )
-        bias = self.bool_("attention_bias") or self.bool_("bias")
+        bias = self.model_type in _ATTENTION_BIAS or self.bool_("attention_bias") \
+            or self.bool_("bias")
         qkv_bias = bias or self.model_type == "qwen2"
         o_bias = bias and self.model_type not in ("glm4_moe", "qwen2")
         return Attention(
@@ -575,9 +594,15 @@ class _Reader:
         )
 
     def _linear_attention(self) -> LinearAttention:
+        key_heads = self.int_("linear_num_key_heads")
+        value_heads = self.int_("linear_num_value_heads")
+        if value_heads % key_heads:  # vLLM and transformers: num_v_heads // num_k_heads each
+            raise InputError(f"{self.name}: linear_num_value_heads ({value_heads}) is not a "
+                             f"multiple of linear_num_key_heads ({key_heads}): each key head "
+                             "serves a whole number of value heads")
         return LinearAttention(
-            num_key_heads=self.int_("linear_num_key_heads"),
-            num_value_heads=self.int_("linear_num_value_heads"),
+            num_key_heads=key_heads,
+            num_value_heads=value_heads,
             key_head_dim=self.int_("linear_key_head_dim"),
             value_head_dim=self.int_("linear_value_head_dim"),
             conv_kernel=self.int_("linear_conv_kernel_dim", default=4),
@@ -587,10 +612,15 @@ class _Reader:
         if self.c.get("mamba_num_heads") is not None:  # Mamba-2 (Nemotron-H)
             heads = self.int_("mamba_num_heads")
             head_dim = self.int_("mamba_head_dim")
+            groups = self.int_("n_groups", default=1)
+            if heads % groups:  # each group's B and C serve heads ÷ groups heads
+                raise InputError(f"{self.name}: mamba_num_heads ({heads}) is not a multiple "
+                                 f"of n_groups ({groups}): each group of B/C states serves a "
+                                 "whole number of heads")
             return Mamba(
                 version=2, d_inner=heads * head_dim, d_state=self.int_("ssm_state_size"),
                 conv_kernel=self.int_("conv_kernel", default=4), num_heads=heads,
-                head_dim=head_dim, n_groups=self.int_("n_groups", default=1), dt_rank=0,
+                head_dim=head_dim, n_groups=groups, dt_rank=0,
                 conv_bias=self.bool_("use_conv_bias", True),
                 proj_bias=self.bool_("mamba_proj_bias"),
             )
@@ -616,7 +646,7 @@ class _Reader:
         return DenseMLP(
             intermediate_size=size,
             gated=self.model_type not in _UNGATED_MLP,
-            bias=self.model_type == "gptj" or self.bool_("mlp_bias"),
+            bias=self.model_type in _MLP_BIAS or self.bool_("mlp_bias"),
         )
 
     def _rope_scaling(self) -> RopeScaling | None:

@@ -57,6 +57,7 @@ def count_params(spec: ModelSpec) -> ParamCount:
     counts = dict.fromkeys(CATEGORIES, 0)
     h = spec.hidden_size
     counts[EMBEDDING] = spec.vocab_size * h
+    counts[EMBEDDING] += spec.learned_positions * h  # GPT-2's wpe: 1,024 × 768 = 786,432
     if not spec.tie_word_embeddings:
         counts[LM_HEAD] = spec.vocab_size * h
     if spec.lm_head_bias:
