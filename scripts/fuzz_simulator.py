@@ -3,7 +3,8 @@
 
     python scripts/fuzz_simulator.py [--cases 400] [--start 0] [--spec]
 
-Each case draws a model (dense, MoE, Mamba hybrid, two sliding-window models), a pool
+Each case draws a model (dense, MoE, Mamba hybrid, two sliding-window models), an engine's
+policy (vLLM, TensorRT-LLM with whole contexts, SGLang, llama.cpp), a pool
 (30 to 20,000 blocks of 16 or 32 tokens, with or without a fixed per-request charge), seats,
 a token budget and a workload (lengths, arrival process, prefix groups), runs both paths and
 compares durations, counts and every percentile. Prints the cases beyond 0.5 % and the worst
@@ -78,11 +79,16 @@ def main() -> int:
                                 max_num_batched_tokens=rng.choice([256, 512, 2048]),
                                 max_model_len=32768, overhead_blocks=rng.choice([0, 0, 1, 3]),
                                 spec_tokens=spec, spec_acceptance=0.6, spec_draft_cost=0.05,
-                                # the engines' capacity policies: vLLM, TensorRT-LLM, SGLang
-                                **rng.choice([{}, {"reserve_full": True},
-                                              {"prefill_first": True},
-                                              {"prefill_first": True, "token_ratio": True},
-                                              {"ubatch_tokens": rng.choice([64, 128])}]))
+                                # the engines' capacity policies: vLLM, TensorRT-LLM (its
+                                # contexts whole), SGLang, llama.cpp; all but vLLM publish a
+                                # prompt's blocks after the step
+                                **rng.choice([{}, {"reserve_full": True, "chunked_prefill": False,
+                                                   "cache_on_schedule": False},
+                                              {"prefill_first": True, "cache_on_schedule": False},
+                                              {"prefill_first": True, "token_ratio": True,
+                                               "cache_on_schedule": False},
+                                              {"ubatch_tokens": rng.choice([64, 128]),
+                                               "cache_on_schedule": False}]))
         slow_config = replace(fast_config, fast_path=False)
         a, b = run(deps[model], fast_config, work), run(deps[model], slow_config, work)
         if isinstance(a, str) or isinstance(b, str):

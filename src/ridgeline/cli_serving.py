@@ -191,7 +191,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     from ridgeline.engines import engine_id
     from ridgeline.memory import kv_pool
     from ridgeline.reports.simulate import SimulateReport
-    from ridgeline.sim.config import sim_config, start_refusal
+    from ridgeline.sim.config import llamacpp_context, sim_config, start_refusal
     from ridgeline.sim.lanes import pipeline_lane, run_lanes
     from ridgeline.sim.simulator import Simulator
     from ridgeline.sim.workload import Workload, read_trace
@@ -242,11 +242,15 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         no_fit_ctx(args)
         dep = fitted(args, dep, settings, settings.max_model_len,
                      kv_pool(dep, settings).max_num_seqs)
+    # llama-server allocates -c cells and no more: the context --fit chose, else the one asked
+    # for (--max-model-len × slots), else its -c 0, the trained context
+    cells = None if not engine.startswith("llama.cpp") else (
+        (settings.max_model_len, "--fit") if story else llamacpp_context(dep, settings))
     config = sim_config(dep, settings, args.spec_tokens, args.spec_acceptance, args.spec_draft_cost,
-                        cells=settings.max_model_len if story else None)
+                        cells=cells[0] if cells else None)
     if args.ignore_eos:
         config = replace(config, ignore_eos=True)
-    refusal = start_refusal(dep, settings, config)
+    refusal = start_refusal(dep, settings, config, None if story else cells)
     if config.num_blocks >= 1 and not auto_layers(args):  # the host's RAM holds the host
         from ridgeline.memory import check_host_memory_for  # layers' cache for the pool
 
@@ -338,7 +342,12 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     from ridgeline.parallel import cross_node_caution
     from ridgeline.predict import cdna3_moe_caution, eager_caution
     from ridgeline.reports.expectation import context_caution
-    from ridgeline.reports.simulate import overload_rates, warmup_caution
+    from ridgeline.reports.simulate import (
+        full_cache_caution,
+        overload_rates,
+        warmup_caution,
+        whole_context_caution,
+    )
     from ridgeline.serving_load import tail_caution
     from ridgeline.sim.config import v0_scheduling_caution
 
@@ -362,7 +371,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         and fixed_length(args.output_len) and count > args.concurrency else ""
     v0 = v0_scheduling_caution(engine, args.engine_version)
     cautions = tuple(c for c in (context_caution(dep, config.max_model_len), split_pool, lockstep,
-                                 v0,
+                                 v0, full_cache_caution(engine, result.preemptions),
+                                 whole_context_caution(config, result.rec.over_budget_prompts),
                                  eager_caution(dep) if args.enforce_eager else "",
                                  offload_caution(dep), cdna3_moe_caution(dep),
                                  cross_node_caution(dep.tensor_parallel_size, dep.accelerator,

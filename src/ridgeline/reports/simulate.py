@@ -20,7 +20,10 @@ def _ms(x: float) -> str:
 
 
 def _ms_or_never(x: float) -> str:
-    """A latency at a percentile: "never" where more were rejected than the percentile spares."""
+    """A latency at a percentile: "never" where more were rejected than the percentile spares,
+    "none" where no request has one (TPOT of 1-token outputs)."""
+    if math.isnan(x):
+        return "none (no request had a second token)"
     return "never (too many rejected)" if math.isinf(x) else f"{_ms(x)} ms"
 
 
@@ -40,17 +43,21 @@ OVERLOAD_WAITING = 20  # … and at least this many
 
 def overload_rates(r: SimResult, requests: int) -> tuple[float, float, int] | None:
     """(offered req/s, req/s the engine served, requests still waiting) where the engine fell
-    behind the arrivals: when the last request arrived, more than OVERLOAD_SHARE of all the
-    requests (and at least OVERLOAD_WAITING) were still waiting to start. A stable engine's
-    queue stays short however short the run (a closed loop's arrivals follow its
-    completions); else None."""
+    behind the arrivals; else None. Behind: its backlog grew through the second half of the
+    arrivals, past the batch's filling (``Recorder.falls_behind``: fewer left than came, by
+    more than 5 % and noise), however slight the overload (llama.cpp at 1.05 req/s offered,
+    0.92 served); or, in a run too short to read that, more than OVERLOAD_SHARE of all the
+    requests (and at least OVERLOAD_WAITING) were still waiting to start when the last one
+    arrived. A stable engine's queue stays level however short the run, and a closed loop's
+    arrivals follow its completions."""
     first, last = r.rec.arrived_s
     span = last - first
     points = [p for p in r.rec.series.points if p[0] <= last]
     if not (math.isfinite(span) and span > 0 and requests > 1 and points):
         return None
     waiting = points[-1][2]
-    if waiting < max(OVERLOAD_WAITING, OVERLOAD_SHARE * requests):
+    if r.rec.falls_behind() is None \
+            and waiting < max(OVERLOAD_WAITING, OVERLOAD_SHARE * requests):
         return None
     # what it serves: its completions over the run, busy throughout (the requests started by
     # the last arrival, over the arrivals' span, counted the batch's first filling as service:
@@ -78,6 +85,33 @@ def warmup_caution(span_s: float | None, mean_e2e_s: float, rate: float | None) 
     return (f"the arrivals span {span_s:,.1f} s, under {STEADY_LIFETIMES} request lifetimes "
             f"(mean end-to-end {mean_e2e_s:,.1f} s): much of the run is the batch filling up "
             f"and draining, so the latencies read lighter than the steady state{more}")
+
+
+def full_cache_caution(engine: str, preemptions: int) -> str:
+    """What to say where llama.cpp's cache ran out mid-run, or "". llama-server does not
+    preempt: with no free cells it clears idle slots' cached prompts, halves its batch down
+    to one token, then fails every request in the batch ("Context size has been exceeded",
+    tools/server/server-context.cpp); the simulator recomputes them as vLLM would."""
+    if not engine.startswith("llama.cpp") or not preemptions:
+        return ""
+    return (f"llama-server does not preempt: where its cache (-c cells) ran out here it would "
+            f"halve its batch down to one token and then fail the requests in it with "
+            f"\"Context size has been exceeded\"; here {preemptions:,} "
+            f"{plural(preemptions, 'preemption')} recomputed them as vLLM would, so these "
+            "latencies are of requests llama-server would have answered with errors: give "
+            "-c room for every slot's longest request (--max-model-len, which sizes -c as "
+            "--max-model-len × slots) or fewer slots (--parallel)")
+
+
+def whole_context_caution(config: SimConfig, over_budget: int) -> str:
+    """What to say where prompts outran the step's whole token budget of an engine that runs
+    contexts whole (TensorRT-LLM, enable_chunked_prefill off by default), or ""."""
+    if config.chunked_prefill or not over_budget:
+        return ""
+    return (f"{over_budget:,} {plural(over_budget, 'prompt')} longer than max_num_tokens "
+            f"{config.max_num_batched_tokens:,}: TensorRT-LLM runs a context whole (its "
+            "enable_chunked_prefill is off by default) and would not run these; they are "
+            "chunked here as if it were on (or give --max-num-tokens past the longest prompt)")
 
 
 @dataclass(frozen=True)
@@ -266,7 +300,7 @@ class SimulateReport:
             return []
         rec = self.result.rec
         low, high = rec.window_s
-        lines = [f"window: the latencies above (but ITL, every token's) are of the "
+        lines = [f"window: the latencies above (but ITL, every streamed chunk's) are of the "
                  f"{rec.windowed:,} completed requests arriving {low:,.6g}–{high:,.6g} s; the "
                  "others warm the engine up and drain it"]
         if rec.windowed < FEW_IN_WINDOW:
@@ -383,7 +417,9 @@ def _running_metric(engine: str) -> str:
 def _policy(c: SimConfig) -> str:
     """How the simulated engine admits and schedules, as its own docs name it."""
     if c.reserve_full:
-        return "GUARANTEED_NO_EVICT (TensorRT-LLM)"
+        return "GUARANTEED_NO_EVICT" + ("" if c.chunked_prefill else
+                                        ", contexts whole (no chunked prefill)") \
+            + " (TensorRT-LLM)"
     if c.prefill_first and c.token_ratio:
         held = "whole (ignore_eos)" if c.ignore_eos else "× new_token_ratio"
         return f"prefill first, no mixed chunk, running outputs held {held} (SGLang)"

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ridgeline.deployment import Deployment
+from ridgeline.errors import InputError
 from ridgeline.model import served_positions
 
 
@@ -43,6 +44,10 @@ class SimConfig:
     gate_in_flight: int = 0
     gate_full_groups: int = 1
     gate_fixed_blocks: int = 0  # the window groups' blocks the fixed charge already counts
+    # vLLM V1: a request's full prefix blocks enter the prefix cache when they are scheduled,
+    # not when computed (SGLang, TensorRT-LLM, llama.cpp: after the step; SchedulerConfig)
+    cache_on_schedule: bool = True
+    chunked_prefill: bool = True  # TensorRT-LLM's default is off: contexts run whole
 
     def admission_extra(self, prompt_tokens: int) -> int | None:
         """Blocks of this table the gate asks beyond a request's own for a prompt of
@@ -122,13 +127,43 @@ def sim_config(dep: Deployment, settings: object | None = None,
                      spec_acceptance=spec_acceptance, spec_draft_cost=spec_draft_cost,
                      fast_path=fast_path, reserve_full=dep.engine == "trtllm",
                      prefill_first=dep.engine == "sglang", token_ratio=dep.engine == "sglang",
+                     cache_on_schedule=dep.engine == "vllm",
+                     chunked_prefill=dep.engine != "trtllm",
                      **gate)  # type: ignore[arg-type]
 
 
-def start_refusal(dep: Deployment, settings: object, config: SimConfig) -> str | None:
+def llamacpp_context(dep: Deployment, settings: object | None = None) -> tuple[int, str]:
+    """llama-server's -c, the cells of its unified cache, where --fit does not choose it: for
+    --max-model-len L, L × slots, or L × the conversations of L that fit where fewer do (as
+    `fit` starts it: L 8192 and 4 slots are -c 32768 -np 4 --kv-unified; Qwen2.5-32B Q4_K_M
+    on an RTX 4090, 2 conversations, -c 16384); else its default -c 0, the model's trained
+    context (131,072 cells for Llama-3.1-8B). It allocates that many cells, and no more.
+    Returns (cells, how they were chosen)."""
+    from ridgeline.capacity import conversations
+    from ridgeline.memory import EngineSettings, kv_pool
+
+    s = settings if isinstance(settings, EngineSettings) else EngineSettings()
+    if s.max_model_len:
+        pool = kv_pool(dep, s)
+        slots = pool.max_num_seqs
+        held = max(1, min(slots, conversations(pool, dep, s.max_model_len)))
+        how = f"{slots} {'slot' if slots == 1 else 'slots'}" if held == slots else \
+            f"the {held} of its {slots} slots that fit, as `fit` starts it"
+        return s.max_model_len * held, f"--max-model-len {s.max_model_len:,} × {how}"
+    trained = dep.model.max_position_embeddings or served_positions(dep.model, dep.engine)
+    if not trained:
+        raise InputError(f"{dep.model.name} states no trained context "
+                         "(max_position_embeddings) for llama-server's -c 0: give --max-model-len")
+    return trained, "its default -c 0, the model's trained context"
+
+
+def start_refusal(dep: Deployment, settings: object, config: SimConfig,
+                  cells: tuple[int, str] | None = None) -> str | None:
     """Why the engine behind ``config`` would not start, as the user would read it, or None:
     no KV pool beside the weights; a context the model cannot take; a pool smaller than one
-    --max-model-len sequence (vLLM: one of its default, the model's whole context)."""
+    --max-model-len sequence (vLLM: one of its default, the model's whole context); llama.cpp:
+    a -c (``cells``, from ``llamacpp_context``) whose cache does not fit beside the weights
+    (llama-server allocates it whole at start-up, or fails)."""
     from dataclasses import replace
 
     from ridgeline.capacity import context_refusal, no_sequence_reason, refuses_to_start
@@ -147,6 +182,13 @@ def start_refusal(dep: Deployment, settings: object, config: SimConfig) -> str |
                 "--host-bandwidth-gbs GB/s" if fit_could_offload(dep) else "")
         return f"does not fit: {dep.model.name} leaves no KV pool on {where} (see " \
                f"`ridgeline fit`{hint})"
+    if cells is not None and dep.engine.startswith("llama.cpp"):
+        room = kv_pool(dep, s).blocks
+        if cells[0] > room:
+            return (f"does not fit on {where}: llama-server's -c {cells[0]:,} ({cells[1]}) "
+                    f"needs more KV cells than the {room:,} {dep.model.name} leaves beside "
+                    "its weights; give a smaller --max-model-len or fewer slots (--parallel), "
+                    "or -ngl auto (--fit shrinks -c 0 to what fits; see `ridgeline fit`)")
     if s.max_model_len:
         refusal = context_refusal(dep, s.max_model_len)
         if refusal:

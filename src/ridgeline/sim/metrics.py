@@ -3,10 +3,10 @@
 Definitions (one place, used by every report):
 - TTFT: first token time − arrival. Queueing delay: first scheduled − arrival.
 - TPOT: (finish − first token) ÷ (output tokens − 1), per request (undefined for 1 token).
-- ITL: the gap between a request's successive tokens (what a streaming client sees between
-  chunks, as `vllm bench serve` times it: a preemption's stall is one long gap), counted once
-  per token the step gives. With speculative decoding a step gives several tokens, so ITL
-  exceeds TPOT; without it a request's gaps sum to its finish − first token.
+- ITL: the gap between a request's successive streamed chunks (what a streaming client sees,
+  as `vllm bench serve` times it: one ITL per chunk, a preemption's stall one long gap). A
+  step streams a request's tokens as one chunk, so with speculative decoding (several tokens
+  a step) ITL exceeds TPOT; without it a request's gaps sum to its finish − first token.
 Every distribution is kept in a log histogram with 0.23%-wide bins, so memory stays flat
 however many requests run; percentiles are good to that width.
 - End-to-end: finish − arrival.
@@ -90,6 +90,12 @@ class Histogram:
                 return min(max(centre, self.low), self.high)
         return math.nan
 
+    def count_to(self, value: float) -> float:
+        """The samples at or below ``value``, to its bin (0.23%): the bin holding it counts
+        whole."""
+        top = _bin(value)
+        return sum(count for index, count in self.counts.items() if index <= top)
+
     @property
     def mean(self) -> float:
         return self.sum / self.total if self.total else math.nan
@@ -144,6 +150,12 @@ def summed_series(series: list[TimeSeries]) -> TimeSeries:
 
 
 STEADY_LIFETIMES = 5  # arrivals spanning fewer request lifetimes than this: mostly warm-up
+# overload without a window (Recorder.falls_behind): of the second half of the arrivals, past
+# the batch's filling (this many mean service times), the share more arriving than leaving …
+FILL_LIFETIMES = 3
+OVERLOAD_SLACK = 0.05  # (healthy loads at 8-10 req/s on one H100, 1,000 arriving: under 5 %)
+OVERLOAD_DEVIATIONS = 2.5  # … or this many Poisson deviations of the count, if more
+OVERLOAD_BACKLOG = 20  # … and at least this many requests
 
 
 class Recorder:
@@ -179,6 +191,13 @@ class Recorder:
         self.windowed = 0  # completed requests arriving in it: the histograms keep theirs …
         self.windowed_rejected = 0  # … and the rejected ones arriving in the window
         self.arrived_s = (math.inf, -math.inf)  # the first and last arrival (run or rejected)
+        # when each request arrived, and when it left (finished, or rejected as it came): how
+        # many had come and gone by any time, for the overload test (``falls_behind``)
+        self.arrivals = Histogram()
+        self.departures = Histogram()
+        # without chunked prefill (TensorRT-LLM's default): prompts longer than the step's
+        # whole token budget, which that engine cannot run (the simulator chunks them)
+        self.over_budget_prompts = 0
 
     def finish(self, r: Request) -> None:
         self.completed += 1
@@ -198,6 +217,7 @@ class Recorder:
             self.rows.append((r.id, r.arrival_s, r.prompt_tokens, r.num_generated, ttft, tpot,
                               e2e, r.preemptions, "finished"))
         self._arrived(r)
+        self.departures.add(r.finish_s)
         if not self.window_s[0] <= r.arrival_s <= self.window_s[1]:
             return
         self.windowed += 1
@@ -230,7 +250,33 @@ class Recorder:
         high = self.window_s[1]
         return math.isfinite(high) and high > self.arrived_s[1]
 
+    def falls_behind(self) -> tuple[int, int, float] | None:
+        """(arrived, left, seconds) over the second half of the arrivals, where fewer
+        requests left the engine (finished, or rejected) than arrived, by more than the
+        larger of OVERLOAD_SLACK and 2.5 Poisson deviations of the count, and by at least
+        OVERLOAD_BACKLOG: its queue grew while they came, so it serves less than is offered.
+        A stable engine's backlog stays level once the batch has filled: the half starts no
+        sooner than FILL_LIFETIMES mean service times (end-to-end less queueing) in, and a
+        run too short for that is not read (None). Else None.
+        Llama.cpp's 4 slots at 1.05 req/s of lognormal:1000,0.8 / 250,0.8 serve 0.92: of
+        the 4,966 arriving in the second half 4,438 left, 528 (11 %) fewer."""
+        first, last = self.arrived_s
+        service = self.hist["e2e"].mean - self.hist["queue"].mean
+        if not (math.isfinite(last) and last > first and service > 0):
+            return None
+        start = max(first + (last - first) / 2, first + FILL_LIFETIMES * service)
+        if start >= last:
+            return None
+        arrived = round(self.arrivals.count_to(last) - self.arrivals.count_to(start))
+        left = round(self.departures.count_to(last) - self.departures.count_to(start))
+        short = arrived - left
+        if arrived < 1 or short < max(OVERLOAD_BACKLOG, arrived * max(
+                OVERLOAD_SLACK, OVERLOAD_DEVIATIONS / math.sqrt(arrived))):
+            return None
+        return arrived, left, last - start
+
     def _arrived(self, r: Request) -> None:
+        self.arrivals.add(r.arrival_s)
         first, last = self.arrived_s
         if not first <= r.arrival_s <= last:
             self.arrived_s = (min(first, r.arrival_s), max(last, r.arrival_s))
@@ -246,6 +292,7 @@ class Recorder:
     def reject(self, r: Request, detail: str = "") -> None:
         """Count r under its reason; keep the first one's own numbers (``detail``)."""
         self._arrived(r)
+        self.departures.add(r.arrival_s)  # it leaves as it comes
         if self.keep_rows:  # in the export too, with no latency and why
             self.rows.append((r.id, r.arrival_s, r.prompt_tokens, 0, math.nan, math.nan,
                               math.nan, 0, f"rejected: {r.reason}"))
@@ -259,10 +306,12 @@ class Recorder:
         series is summed apart (``summed_series``)."""
         for name, hist in other.hist.items():
             self.hist[name].absorb(hist)
+        self.arrivals.absorb(other.arrivals)
+        self.departures.absorb(other.departures)
         self.running_request_s += other.running_request_s  # lanes side by side: summed
         for name in ("output_tokens", "completed", "good", "prompt_tokens", "grouped",
                      "grouped_prompt_tokens", "shared_prefix_tokens", "finished_in_window",
-                     "windowed", "windowed_rejected"):
+                     "windowed", "windowed_rejected", "over_budget_prompts"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for reason, n in other.rejected.items():
             self.rejected[reason] = self.rejected.get(reason, 0) + n
@@ -272,13 +321,15 @@ class Recorder:
         self.arrived_s = (min(self.arrived_s[0], other.arrived_s[0]),
                           max(self.arrived_s[1], other.arrived_s[1]))
 
-    def itl(self, seconds: float, tokens: float) -> None:
-        self.hist["itl"].add(seconds, tokens)
+    def itl(self, seconds: float, chunks: float) -> None:
+        """``chunks`` streamed chunks (a request's tokens of one step) ``seconds`` after
+        their requests' last."""
+        self.hist["itl"].add(seconds, chunks)
 
-    def itl_line(self, first_s: float, last_s: float, steps: int, tokens: float) -> None:
-        """``steps`` steps whose times run linearly from first_s to last_s, each giving
-        ``tokens`` tokens."""
-        self.hist["itl"].add_line(first_s, last_s, steps, tokens)
+    def itl_line(self, first_s: float, last_s: float, steps: int, chunks: float) -> None:
+        """``steps`` steps whose times run linearly from first_s to last_s, each streaming
+        ``chunks`` chunks."""
+        self.hist["itl"].add_line(first_s, last_s, steps, chunks)
 
     def sample(self, t: float, running: int, waiting: int, usage: float, preemptions: int) -> None:
         """The gauges after the step that ended at ``t``."""

@@ -8,15 +8,20 @@ request, the most recently admitted running request is preempted — its blocks 
 tokens to be recomputed — until it fits. Then, unless this step preempted, waiting requests
 are admitted first come, first served while budget, ``max_num_seqs`` seats and blocks last;
 the first one that cannot get its blocks stops admission (vllm/v1/core/sched/scheduler.py).
+A request's full prefix blocks enter the prefix cache as they are scheduled (allocate_slots →
+cache_blocks), so one admitted later in the same step already hits them.
 
 Simplified: one token budget and no separate limit on partial prefills; no priority
 scheduling; preempted requests recompute (V1's only mode), never swap. TensorRT-LLM's default
 capacity policy (``reserve_full``) admits a request only with its whole output's blocks
-reserved, and so never preempts. SGLang's (``prefill_first``) runs a step of prompts alone
-whenever there is one to run, the running decodes waiting, and a step of decodes otherwise;
-it admits by its new_token_ratio estimate (``token_ratio``, sim/token_ratio.py); short of
-blocks for a decode step it retracts the request with the fewest outputs (ties: the longest
-prompt) until the rest fit, keeping one, and a retracted request queues at the back.
+reserved, and so never preempts; without chunked prefill (its default) a context runs whole
+within what the step's max_num_tokens has left, or waits. SGLang's (``prefill_first``) runs a
+step of prompts alone whenever there is one to run, the running decodes waiting, and a step of
+decodes otherwise; it admits by its new_token_ratio estimate (``token_ratio``,
+sim/token_ratio.py); short of blocks for a decode step it retracts the request with the
+fewest outputs (ties: the longest prompt) until the rest fit, keeping one, and a retracted
+request queues at the back. Both publish a prompt's blocks only once it is computed (after
+the step).
 """
 
 from __future__ import annotations
@@ -65,6 +70,15 @@ class SchedulerConfig:
     # vLLM v0.19+: the blocks its whole-prompt gate asks beyond a request's own, for a prompt
     # of so many tokens (None: no gate; SimConfig.admission_extra)
     admission_extra: Callable[[int], int | None] = _no_gate
+    # vLLM V1 publishes a request's full blocks when they are scheduled (allocate_slots ends in
+    # cache_blocks), so a request admitted later in the same step hits them; SGLang inserts
+    # into its radix tree after the forward (cache_unfinished_req), TensorRT-LLM stores a
+    # context's blocks once it is computed: False, published after the step
+    cache_on_schedule: bool = True
+    # TensorRT-LLM's default, enable_chunked_prefill False: a context request runs whole,
+    # within what the step's max_num_tokens has left, or waits (one longer than the whole
+    # budget could not run at all: it is chunked here, and the report cautions it)
+    chunked_prefill: bool = True
 
 
 @dataclass
@@ -212,9 +226,35 @@ class Scheduler:
             return False
         return self._room_for(self.waiting[0], budget)
 
+    def cache_scheduled(self, r: Request, tokens: int) -> None:
+        """vLLM V1 (cache_on_schedule): r was given blocks for ``tokens`` more tokens this
+        step; publish the full blocks of its group's prefix among them now, as allocate_slots
+        does (cache_blocks up to num_computed + num_new_tokens), so that a request admitted
+        after it in this step hits them. Eight users of one 800-token prefix starting
+        together: the first computes 1,000 tokens, the other seven 200 each."""
+        if self.config.cache_on_schedule and r.prefix_group >= 0 \
+                and r.num_computed < r.prefix_tokens:  # a chunk inside its prefix (a decode
+            # keeping a private copy retries after the step, as before)
+            self.pool.register(r, min(r.num_computed + tokens, r.prefix_tokens))
+
+    def fits_whole(self, r: Request, budget: int) -> bool:
+        """Without chunked prefill (TensorRT-LLM's default), whether waiting r's context —
+        its prompt less its cached prefix — runs whole within ``budget``. A context longer
+        than the whole max_num_tokens could never run so: it is let through, to be chunked."""
+        if self.config.chunked_prefill:
+            return True
+        pool = self.pool
+        cached = len(pool.cached_prefix(r)) * pool.block_size if not r.shared \
+            and not r.num_computed else r.num_computed
+        tokens = r.known_tokens - cached
+        return tokens <= budget or tokens > self.config.max_num_batched_tokens
+
     def _room_for(self, r: Request, budget: int, prefilling: int = 0) -> bool:
         """Whether r gets its first chunk's blocks (and, under token_ratio, passes SGLang's
-        test); under token_ratio a refusal with requests running sets the batch full."""
+        test; without chunked prefill, runs whole within ``budget``); under token_ratio a
+        refusal with requests running sets the batch full."""
+        if not self.fits_whole(r, budget):
+            return False
         if self.pool.could_admit(r, budget, whole=self.config.admission_extra(r.known_tokens)) \
                 and self.fits_ratio(r, prefilling):
             return True
@@ -258,6 +298,7 @@ class Scheduler:
                 n += spec
             n = min(n, budget)
             if self.pool.blocks_for(r.num_computed + n) <= r.private_blocks + len(r.shared):
+                self.cache_scheduled(r, n)
                 out.append(Scheduled(r, n, r.num_computed))  # its blocks have room
                 budget -= n
                 i += 1
@@ -269,6 +310,7 @@ class Scheduler:
                     break
             if r.status != RUNNING:
                 break  # r itself was preempted: nothing behind it can run either
+            self.cache_scheduled(r, n)
             out.append(Scheduled(r, n, r.num_computed))
             budget -= n
             i += 1
@@ -292,6 +334,7 @@ class Scheduler:
                 r.num_computed = self.pool.admit(r)
             n = min(r.to_compute, budget)
             self.pool.grow(r, r.num_computed + n)
+            self.cache_scheduled(r, n)
             self.waiting.popleft()
             r.status = RUNNING
             if r.first_scheduled_s < 0:

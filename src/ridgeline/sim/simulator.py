@@ -64,7 +64,9 @@ class Simulator:
                                                    config.max_num_batched_tokens,
                                                    config.spec_tokens, config.reserve_full,
                                                    config.prefill_first, config.token_ratio,
-                                                   config.ignore_eos, config.admission_extra),
+                                                   config.ignore_eos, config.admission_extra,
+                                                   config.cache_on_schedule,
+                                                   config.chunked_prefill),
                                    self.pool)
         self.scheduler.sync = self._sync_decodes
         self.scheduler.leaving = self._leave_decodes
@@ -197,6 +199,9 @@ class Simulator:
             r.status, r.reason = REJECTED, reason
             rec.reject(r, detail)
             return False
+        if not self.config.chunked_prefill and r.prompt_tokens > \
+                self.config.max_num_batched_tokens:  # the engine would need chunked prefill
+            rec.over_budget_prompts += 1
         self.scheduler.add(r)
         return True
 
@@ -276,6 +281,7 @@ class Simulator:
         chunks: list[Scheduled] = []
         if partial is not None and n > 0:
             pool.grow(partial, partial.num_computed + n)
+            s.cache_scheduled(partial, n)  # before the admissions, as the plain step orders it
             chunks.append(Scheduled(partial, n, partial.num_computed))
         if not preempted and not cfg.prefill_first:  # as the plain step: a step that
             s.admit_waiting(budget - count - n, self.now_s, chunks)  # preempted admits nobody
@@ -317,6 +323,7 @@ class Simulator:
             if pool.blocks_for(partial.num_computed + n) - partial.blocks_held > pool.available:
                 return None  # a shortage: the plain step preempts
             pool.grow(partial, partial.num_computed + n)
+            s.cache_scheduled(partial, n)
             chunks.append(Scheduled(partial, n, partial.num_computed))
         s.admit_waiting(budget - n, self.now_s, chunks)
         if not chunks:
@@ -364,7 +371,7 @@ class Simulator:
             if r.num_generated == 0:
                 r.first_token_s = self.now_s
             else:  # a preempted request's recompute ends in its next token: the gap since
-                self._gap(r, rec, 1)  # its last one holds the stall
+                self._gap(r, rec)  # its last one holds the stall
             r.num_generated += 1
             r.last_token_s = self.now_s
             if r.prefix_group >= 0:
@@ -444,6 +451,8 @@ class Simulator:
         if not s.fits_reservation(s.waiting[0]):
             return False  # it waits for a finish, which ends any run of steps
         head = s.waiting[0]
+        if not s.fits_whole(head, self.config.max_num_batched_tokens - decodes):
+            return False  # a context that waits for a step with room for it whole
         return self.pool.could_admit(head, self.config.max_num_batched_tokens - decodes,
                                      self.decodes.blocks_next_step(self._g),
                                      self.config.admission_extra(head.known_tokens))
@@ -534,7 +543,7 @@ class Simulator:
         self.steps += 1
         finished = []
         spec = self.config.spec_tokens
-        itl_tokens = 0
+        streamed = 0  # requests whose token(s) came out a step after their last ones
         for b in batch:
             r = b.request
             if r.known_tokens - r.num_computed == 1:  # decode: the fed token + accepted drafts
@@ -550,23 +559,25 @@ class Simulator:
             if r.num_generated == 0:
                 r.first_token_s = self.now_s
             elif r.last_token_s == started_s:
-                itl_tokens += gained  # it had a token from the step before: the gap is dt
+                streamed += 1  # it had a token from the step before: the gap is dt, one
+                # streamed chunk however many drafts it accepted (vllm bench serve: one ITL
+                # per chunk)
             else:  # back from preemption, or left out of a step the budget ran out in
-                self._gap(r, rec, gained)
+                self._gap(r, rec)
             r.num_generated += gained
             r.last_token_s = self.now_s
             if r.prefix_group >= 0:
                 self.pool.register(r)
             if r.num_generated >= r.output_tokens:
                 finished.append(self._finish(r))
-        if itl_tokens:
-            rec.itl(dt, itl_tokens)
+        if streamed:
+            rec.itl(dt, streamed)
         return finished
 
-    def _gap(self, r: Request, rec: Recorder, tokens: float) -> None:
+    def _gap(self, r: Request, rec: Recorder) -> None:
         """An inter-token gap that is not just this step: the client waited since r's last
         token (a preemption's stall, or steps r sat out), as `vllm bench serve` times it."""
-        rec.itl(self.now_s - r.last_token_s, tokens)
+        rec.itl(self.now_s - r.last_token_s, 1)
 
     def _accepted(self, r: Request) -> int:
         carry = self._carry.get(r.id, 0.0) + self.tokens_per_step

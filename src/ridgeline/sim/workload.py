@@ -315,8 +315,12 @@ def read_trace(path: str) -> list[Request]:
         for names in _PLAIN:
             _column(dict.fromkeys(header, ""), names, path)
         raise InputError(f"{path}: a header and no trace rows under it")
-    if not rows or not isinstance(rows[0][1], dict):
+    if not rows:
         raise InputError(f"{path}: no trace rows")
+    if not isinstance(rows[0][1], dict):  # [1, 2, 3]: rows, but not objects
+        raise InputError(f"{path}, line {rows[0][0]}: trace rows must be objects "
+                         f"({{\"arrival_s\": …, \"prompt_tokens\": …, \"output_tokens\": …}}), "
+                         f"got {type(rows[0][1]).__name__}")
     columns = [_column(rows[0][1], names, path) for names in _PLAIN]
     out = []
     for number, row in rows:
