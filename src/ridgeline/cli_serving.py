@@ -639,9 +639,10 @@ def register(sub: Any) -> None:
     _gpu(p, several=True)
     _pipeline(p)
     _formats(p)
-    p.add_argument("--max-model-len", type=_positive_count("max model length"),
-                   help="conversation length to size for (vLLM --max-model-len); leave it out "
-                   "with --target-concurrency to find the longest context that many fit at")
+    p.add_argument("--max-model-len", type=_positive_count("max model length"), metavar="N",
+                   help="tokens per conversation to size for (vLLM --max-model-len; 32k = "
+                   "32,000, 32K = 32,768); leave it out with --target-concurrency to find the "
+                   "longest context that many fit at")
     p.add_argument("--target-concurrency", type=_positive_count("target concurrency"),
                    help="conversations that must fit at once")
     p.add_argument("--engine", type=_name_list(_engine_name),
@@ -727,7 +728,9 @@ def register(sub: Any) -> None:
     g.add_argument("--usage", choices=["serve", "offline"],
                    help="vLLM usage context: vllm serve (default) or the offline LLM class")
     g.add_argument("--engine-version", metavar="V",
-                   help="engine version whose memory rules to follow (vLLM, SGLang)")
+                   help="engine version whose memory and scheduling rules to follow: vLLM "
+                   "0.1 ... 0.32, SGLang 0.3 ... 0.5.9, llama.cpp a build (b9400); default: "
+                   "the newest modelled")
     g.add_argument("--swa-full-tokens-ratio", type=_positive_float("swa_full_tokens_ratio"),
                    metavar="R", help="SGLang hybrid-SWA models: window pool ÷ full pool (0.8)")
     _prefix_caching(g, "prompt reuse between requests; vLLM runs a hybrid with recurrent "
