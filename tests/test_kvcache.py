@@ -120,3 +120,20 @@ def test_nemotron_h_state_is_conv_at_bf16_plus_ssm_at_the_dtype_given() -> None:
     assert kv_footprint(fp32, 1, 2).state_bytes == 54 * (61_440 * 2 + 4_194_304 * 4)
     # llama.cpp's f32 for both, as fit and decode size it on a llama.cpp engine
     assert kv_footprint(spec, 1, 2, 4.0).state_bytes == 54 * (61_440 + 4_194_304) * 4
+
+
+def test_a_vllm_decode_step_reads_nemotron_h_state_at_fp32() -> None:
+    """The step cost reads and writes the SSM state at the dtype vLLM keeps it in, as fit
+    and kv size it: Nemotron-H-56B's 61,440 conv elements at bf16 and 4,194,304 SSM
+    elements at fp32 a Mamba layer, per sequence; llama.cpp keeps both at f32."""
+    from ridgeline import Deployment, resolve_accelerator
+    from ridgeline.cost import Seq, batch_shape, state_work
+
+    spec = resolve_model("nemotron-h-56b")
+    mamba = next(layer for layer in spec.layers if layer.mixer == "mamba")
+    vllm = Deployment.build(spec, resolve_accelerator("h200"))
+    _, nbytes = state_work(vllm, mamba, batch_shape(vllm, [Seq(1, 1000)] * 4))
+    assert nbytes == 2 * 4 * (61_440 * 2 + 4_194_304 * 4)
+    cpp = Deployment.build(spec, resolve_accelerator("h200"), "q8_0", engine="llama.cpp")
+    _, nbytes = state_work(cpp, mamba, batch_shape(cpp, [Seq(1, 1000)] * 4))
+    assert nbytes == 2 * 4 * (61_440 + 4_194_304) * 4

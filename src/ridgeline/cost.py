@@ -13,7 +13,7 @@ engine profile turns it into an expectation.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -27,7 +27,7 @@ from ridgeline.kvcache import (
 )
 from ridgeline.launches import deployment_matmuls
 from ridgeline.layouts import ATTENTION_MIXERS, LINEAR, MAMBA, MOE, NONE
-from ridgeline.model import Layer
+from ridgeline.model import Layer, ModelSpec
 from ridgeline.moe import expected_experts_touched
 from ridgeline.offload import (
     host_bandwidth_share,
@@ -589,9 +589,25 @@ def _pairs(cached: int, new: int, window: int | None) -> float:
     return total
 
 
+@lru_cache(maxsize=64)
+def served_state_model(model: ModelSpec, engine: str) -> ModelSpec:
+    """The model with its SSM state at the dtype vLLM keeps it in (its newest modelled
+    release, as `fit` and `kv` count it: Nemotron-H's in fp32 from v0.20, twice the bytes a
+    step reads and writes); the others' as the config says."""
+    if engine != "vllm":
+        return model
+    from ridgeline.vllm_hybrid import ssm_state_dtype
+    from ridgeline.vllm_memory import vllm_accounting
+
+    dtype = ssm_state_dtype(model, vllm_accounting().version)
+    return model if dtype == model.state_dtype else replace(model, state_dtype=dtype)
+
+
 def state_work(dep: Deployment, layer: Layer, shape: BatchShape) -> tuple[float, float]:
-    """Linear-attention / SSM recurrence: read and write each sequence's state once."""
+    """Linear-attention / SSM recurrence: read and write each sequence's state once, at the
+    dtypes the engine keeps it in."""
     fixed = LLAMACPP_STATE_BYTES if dep.engine.startswith("llama.cpp") else None
-    state = state_bytes_per_sequence(dep.model, layer, fixed) / dep.tensor_parallel_size
+    model = served_state_model(dep.model, dep.engine)
+    state = state_bytes_per_sequence(model, layer, fixed) / dep.tensor_parallel_size
     flops = 2.0 * shape.tokens * state  # ~ a multiply-add per state element per token
     return flops, 2 * state * shape.sequences
