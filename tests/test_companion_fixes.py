@@ -1,4 +1,4 @@
-"""Audit fixes in the companion and arithmetic commands: attention's causal worst case,
+"""The companion and arithmetic commands: attention's causal worst case,
 utilization's flags and pipeline wording, kv's and model's recurrent-state dtype, kv's
 caution for a model_type ridgeline has not checked."""
 

@@ -61,7 +61,7 @@ LLAMA4 = {"model_type": "llama4_text", "hidden_size": 64, "num_hidden_layers": 4
           "interleave_moe_layer_step": 1}
 
 
-# -- W2: a layout field left out takes transformers' config-class default ---------------
+# -- a layout field left out takes transformers' config-class default ---------------
 
 def test_gpt_oss_without_layer_types_alternates_sliding_128_and_full_as_gpt_oss_config() -> None:
     """GptOssConfig: 'sliding_attention' if (i + 1) % 2 else 'full_attention', window 128.
@@ -131,7 +131,7 @@ def test_each_model_type_default_names_its_source() -> None:
         assert "transformers" in defaults[model_type]["_source"], model_type
 
 
-# -- W4: tensor parallelism must split the Gated DeltaNet heads -------------------------
+# -- tensor parallelism must split the Gated DeltaNet heads -------------------------
 
 def test_tensor_parallel_must_divide_the_linear_attention_key_and_value_heads(
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -153,7 +153,7 @@ def test_tensor_parallel_must_divide_the_linear_attention_key_and_value_heads(
     assert tensor_parallel_problem(small, 4) == ""
 
 
-# -- W5: Llama 4's explicit no_rope_layers and moe_layers -------------------------------
+# -- Llama 4's explicit no_rope_layers and moe_layers -------------------------------
 
 def test_llama4_no_rope_layers_decide_which_layers_are_chunked() -> None:
     """is_nope = no_rope_layers[i] == 0 (transformers, vLLM): a NoPE layer is global, a RoPE
@@ -201,7 +201,7 @@ def test_scout_and_maverick_read_the_same_with_their_lists_spelled_out() -> None
         assert count_params(spelled).total == count_params(bundled).total
 
 
-# -- W6: head geometry no engine can build ----------------------------------------------
+# -- head geometry no engine can build ----------------------------------------------
 
 def test_mamba2_heads_must_split_into_its_groups() -> None:
     assert spec_of(NEMOTRON_H).mamba is not None
@@ -216,7 +216,7 @@ def test_gated_deltanet_value_heads_must_be_a_multiple_of_its_key_heads() -> Non
         spec_of({**QWEN3_NEXT, "linear_num_value_heads": 3})
 
 
-# -- M1: model_type is a string ---------------------------------------------------------
+# -- model_type is a string ---------------------------------------------------------
 
 @pytest.mark.parametrize("kind", [5, ["llama"], {"a": 1}, 1.5, True])
 def test_a_model_type_that_is_not_a_string_is_refused(
@@ -238,7 +238,7 @@ def test_an_unknown_model_type_string_is_still_read_with_a_caution() -> None:
     assert "which ridgeline has not checked" in spec.architecture_caution
 
 
-# -- W3: the ungated-MLP families ridgeline calls checked -------------------------------
+# -- the ungated-MLP families ridgeline calls checked -------------------------------
 
 def per_layer_with_biases(h: int) -> int:
     """One GPT-2 / GPT-NeoX block: QKV h·3h + 3h, out h·h + h, up h·4h + 4h, down 4h·h + h,

@@ -1,5 +1,5 @@
-"""The simulator's audit fixes (audit of `ridgeline simulate`): each engine's prefix-cache
-timing, overload read without a window, llama-server's -c pool, TensorRT-LLM's whole
+"""`ridgeline simulate` as the engines run: each engine's prefix-cache timing, overload
+read without a window, llama-server's -c pool, TensorRT-LLM's whole
 contexts, one ITL per streamed chunk, and two messages."""
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def test_sglang_and_trtllm_publish_a_prompt_only_once_it_is_computed() -> None:
 
 
 def test_eight_users_of_one_prefix_hit_350_blocks_and_a_third_of_the_ttft() -> None:
-    """The audit's reproducer: 8 × 1,000 tokens, 800 shared, 8 users at once. Seven hit the
+    """8 × 1,000 tokens, 800 shared, 8 users at once. Seven hit the
     prefix's 50 blocks (350), and the first step computes 1,000 + 7 × 200 tokens, not 8,000."""
     work = [Request(i, 0.0, 1000, 5, prefix_group=0, prefix_tokens=800) for i in range(8)]
     config = sim_config(DEP)
