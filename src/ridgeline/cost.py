@@ -473,7 +473,7 @@ def _token_ops(dep: Deployment, layer: Layer, tokens: int) -> tuple[tuple[str, f
         if n:
             # the share one rank holds: 1/TP, but for what the ranks keep whole (the router,
             # MLA's down-projections, K/V heads past their count)
-            share = rank_params(model, layer, category, tp) / n
+            share = rank_params(model, layer, category, tp, n) / n
             nbytes = _category_bytes_per_layer(dep, layer, category)
             if with_category:  # weights read alongside, with no matmul of their own
                 nbytes += _category_bytes_per_layer(dep, layer, with_category)

@@ -534,21 +534,27 @@ class Deployment:
         """Weights the tensor-parallel ranks hold beyond one copy, over the whole model
         (``layer_tp_copies_bytes``): DeepSeek-V3 at TP8 keeps its routers and MLA
         down-projections whole on each of the 8 ranks."""
-        counts: dict[Layer, int] = {}
-        for layer in self.model.layers:
-            counts[layer] = counts.get(layer, 0) + 1
-        return sum(n * self.layer_tp_copies_bytes(layer) for layer, n in counts.items())
+        return sum(self.layer_tp_copies_bytes(layer) for layer in self.model.layers)
 
     def layer_tp_copies_bytes(self, layer: Layer) -> float:
         """One layer's weights its tensor-parallel ranks hold beyond one copy: what
         ``rank_params`` keeps whole, less the share a split would have given each rank."""
+        return self._tp_copies_by_layer.get(layer, 0.0)
+
+    @cached_property
+    def _tp_copies_by_layer(self) -> dict[Layer, float]:
+        """``layer_tp_copies_bytes`` of each distinct layer, worked once a deployment (a
+        model's layers repeat a few kinds)."""
         tp = self.tensor_parallel_size
         if tp == 1:
-            return 0.0
-        params = layer_params(self.model, layer)
-        return sum((rank_params(self.model, layer, c, tp) * tp - n)
-                   * self.weights.format_of(c).bytes_per_weight
-                   for c, n in params.items() if n)
+            return {}
+        out: dict[Layer, float] = {}
+        for layer in dict.fromkeys(self.model.layers):
+            params = layer_params(self.model, layer)
+            out[layer] = sum((rank_params(self.model, layer, c, tp, n) * tp - n)
+                             * self.weights.format_of(c).bytes_per_weight
+                             for c, n in params.items() if n)
+        return out
 
     @property
     def kv_replication(self) -> float:

@@ -108,15 +108,17 @@ def layer_params(spec: ModelSpec, layer: Layer) -> dict[str, int]:
     return counts
 
 
-def rank_params(spec: ModelSpec, layer: Layer, category: str, tensor_parallel_size: int) -> float:
+def rank_params(spec: ModelSpec, layer: Layer, category: str, tensor_parallel_size: int,
+                count: int | None = None) -> float:
     """One layer's ``category`` weights that one tensor-parallel rank holds.
 
     vLLM, SGLang and TensorRT-LLM split a layer's matrices over the ranks but keep some of
     them whole on every rank: the MoE router (a replicated linear), MLA's down-projections
     (q_a, kv_a: DeepSeek-V3's 7,168 × (1,536 + 576) a layer), and, with more ranks than KV
-    heads, a K/V head's projections (each rank one head, as its cache).
+    heads, a K/V head's projections (each rank one head, as its cache). ``count``: the
+    layer's ``category`` weights where the caller has them (layer_params).
     """
-    n = layer_params(spec, layer)[category]
+    n = layer_params(spec, layer)[category] if count is None else count
     tp = tensor_parallel_size
     if tp == 1 or not n:
         return float(n)
