@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from ridgeline.explain import Step, q, step
@@ -45,15 +45,14 @@ def served_state(spec: ModelSpec, engine: str = "vllm") -> tuple[ModelSpec, Stat
     if engine.startswith("llama.cpp"):
         return spec, StateDtypes("fp32", "fp32", "llama.cpp keeps both states in f32",
                                  LLAMACPP_STATE_BYTES)
-    from ridgeline.vllm_hybrid import ssm_state_dtype
+    from ridgeline.cost import served_state_model
     from ridgeline.vllm_memory import vllm_accounting
 
-    version = vllm_accounting().version
-    dtype = ssm_state_dtype(spec, version)
-    if dtype != spec.state_dtype:
-        rule = (f"vLLM {version} keeps {spec.model_type}'s SSM state in {dtype} "
-                "(the config names no mamba_ssm_cache_dtype)")
-        spec = replace(spec, state_dtype=dtype)
+    served = served_state_model(spec, "vllm")
+    if served.state_dtype != spec.state_dtype:
+        rule = (f"vLLM {vllm_accounting().version} keeps {spec.model_type}'s SSM state in "
+                f"{served.state_dtype} (the config names no mamba_ssm_cache_dtype)")
+        spec = served
     elif spec.state_dtype != spec.dtype:
         rule = "the config's mamba_ssm_cache_dtype / mamba_ssm_dtype, which vLLM keeps"
     else:
