@@ -153,6 +153,24 @@ def test_tensor_parallel_must_divide_the_linear_attention_key_and_value_heads(
     assert tensor_parallel_problem(small, 4) == ""
 
 
+def test_tensor_parallel_must_split_mamba2_heads_and_groups(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """vLLM's MambaMixer2 needs heads % tp == 0 and groups % tp == 0 unless there is one
+    group: Nemotron-H-56B's 8 groups stop at TP8, where its attention would split 16 ways; a
+    single-group Mamba-2 splits as far as its heads."""
+    spec = resolve_model("nemotron-h-56b")
+    assert tensor_parallel_problem(spec, 8) == ""
+    problem = tensor_parallel_problem(spec, 16)
+    assert "256 Mamba heads in 8 groups" in problem and "use 1, 2, 4, 8 GPUs" in problem
+    code, out, err = run_cli(capsys, "fit", "nemotron-h-56b", "--gpu", "h100", "--num-gpus",
+                             "16", "--max-model-len", "8k")
+    assert code == 2 and not out and "Mamba heads" in err
+    one_group = spec_of({**NEMOTRON_H, "n_groups": 1, "num_attention_heads": 16,
+                         "num_key_value_heads": 16})
+    assert tensor_parallel_problem(one_group, 4) == ""  # 8 heads over 4, the one group copied
+    assert "Mamba heads" in tensor_parallel_problem(one_group, 16)  # 8 heads over 16: no
+
+
 # -- Llama 4's explicit no_rope_layers and moe_layers -------------------------------
 
 def test_llama4_no_rope_layers_decide_which_layers_are_chunked() -> None:

@@ -137,9 +137,13 @@ def tensor_parallel_problem(model: ModelSpec, tp: int) -> str:
 
     Gated DeltaNet layers shard too: vLLM gives each rank num_k_heads // tp key heads and
     num_v_heads // tp value heads (qwen3_next.py, qwen3_5.py), so tp must divide both:
-    Qwen3.5-397B-A17B's 16 key and 64 value heads split over 1, 2, 4, 8, 16, not 32."""
-    att, la = model.attention, model.linear_attention
-    if (att is None and la is None) or tp == 1:
+    Qwen3.5-397B-A17B's 16 key and 64 value heads split over 1, 2, 4, 8, 16, not 32. So do
+    Mamba-2 layers: vLLM's MambaMixer2 asserts heads % tp == 0 and groups % tp == 0 unless
+    there is one group (Nemotron-H-56B's 8 groups: TP up to 8)."""
+    att, la, mamba = model.attention, model.linear_attention, model.mamba
+    if mamba is not None and mamba.version != 2:
+        mamba = None  # Mamba-1 (Jamba) splits its d_inner, which the widths below do not cover
+    if (att is None and la is None and mamba is None) or tp == 1:
         return ""
     heads = att.num_heads if att else 0
     kv = att.num_kv_heads if att else 0
@@ -157,12 +161,18 @@ def tensor_parallel_problem(model: ModelSpec, tp: int) -> str:
     def splits_linear(n: int) -> bool:
         return la is None or (la.num_key_heads % n == 0 and la.num_value_heads % n == 0)
 
+    def splits_mamba(n: int) -> bool:
+        return mamba is None or (mamba.num_heads % n == 0
+                                 and (mamba.n_groups % n == 0 or mamba.n_groups == 1))
+
     def fits(n: int) -> bool:
-        return splits_attention(n) and splits_linear(n) and all(w % n == 0 for w in widths)
+        return splits_attention(n) and splits_linear(n) and splits_mamba(n) \
+            and all(w % n == 0 for w in widths)
 
     if fits(tp):
         return ""
-    most = min(heads or (la.num_value_heads if la else 1), MAX_TP_HINT)
+    most = min(heads or (la.num_value_heads if la else mamba.num_heads if mamba else 1),
+               MAX_TP_HINT)
     sizes = [n for n in range(1, most + 1) if fits(n)]
     ok = ", ".join(map(str, sizes))
     hint = (f"use {ok} GPUs per replica" if len(sizes) > 1 else
@@ -172,6 +182,8 @@ def tensor_parallel_problem(model: ModelSpec, tp: int) -> str:
     elif la is not None and not splits_linear(tp):
         what = (f"{la.num_key_heads} linear-attention key heads ({la.num_value_heads} value "
                 "heads)")
+    elif mamba is not None and not splits_mamba(tp):
+        what = f"{mamba.num_heads} Mamba heads in {mamba.n_groups} groups"
     else:
         what = (f"MLP width{'s' if len(set(widths)) > 1 else ''} "
                 f"({', '.join(f'{w:,}' for w in dict.fromkeys(widths))})")
