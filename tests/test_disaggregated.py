@@ -63,3 +63,11 @@ def test_plan_says_when_a_split_undercuts_the_winner(
     costs = [float(line.split("$")[1].split("/h")[0]) for line in splits]
     cheaper = [c for c in costs if c < win]
     assert ("costs less than the winner" in out) == bool(cheaper)
+
+
+def test_a_latency_summed_with_itself_thrice_is_carried_in_quantiles() -> None:
+    """Three draws of the same wait (one list passed three times): the p90 of their sum, where
+    a third of the draws take the long wait at least once."""
+    wait = [0.2] * round(0.91 * GRID) + [1.0] * round(0.09 * GRID)
+    assert chained_percentile_s((wait, wait, wait), 90) == pytest.approx(1.4)
+    assert chained_percentile_s((wait,), 90) == pytest.approx(0.2)

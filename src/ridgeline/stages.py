@@ -120,14 +120,22 @@ def stage_weight_bytes(dep: Deployment, stage: Stage, vision_bytes: float) -> fl
     head = embedding if dep.model.tie_word_embeddings else by.get(LM_HEAD, 0.0)
     per_layer = _layer_bytes(dep)
     held = sum(per_layer[stage.start:stage.start + stage.layers])
-    held += sum(dep.layer_tp_copies_bytes(layer)
-                for layer in dep.model.layers[stage.start:stage.start + stage.layers])
+    held += stage_tp_copies_bytes(dep, stage)
     if stage.first:
         held += embedding + vision_bytes
     if stage.last:
         rest = dep.weight_bytes - embedding - by.get(LM_HEAD, 0.0) - sum(per_layer)  # final norm
         held += rest + (head if not stage.first or not dep.model.tie_word_embeddings else 0.0)
     return held / dep.tensor_parallel_size
+
+
+def stage_tp_copies_bytes(dep: Deployment, stage: Stage | None) -> float:
+    """What the tensor-parallel ranks of ``stage`` (None: the whole model) hold beyond one
+    copy of its layers' weights (``Deployment.layer_tp_copies_bytes``)."""
+    if stage is None:
+        return dep.tp_copies_bytes
+    return sum(dep.layer_tp_copies_bytes(layer)
+               for layer in dep.model.layers[stage.start:stage.start + stage.layers])
 
 
 def micro_batches(dep: Deployment) -> int:

@@ -17,7 +17,7 @@ from ridgeline.memory import (
     llamacpp_outputs,
 )
 from ridgeline.sglang_memory import sglang_state_ratio
-from ridgeline.stages import stage_weight_bytes
+from ridgeline.stages import stage_tp_copies_bytes, stage_weight_bytes
 from ridgeline.units import GIB
 
 
@@ -334,9 +334,7 @@ def _kept_whole_note(dep: Deployment, pool: KVPool) -> str:
     tp = dep.tensor_parallel_size
     if tp == 1 or is_llamacpp(pool):
         return ""
-    layers = dep.model.layers if pool.stage is None \
-        else dep.model.layers[pool.stage.start:pool.stage.start + pool.stage.layers]
-    extra = sum(dep.layer_tp_copies_bytes(layer) for layer in layers) / tp
+    extra = stage_tp_copies_bytes(dep, pool.stage) / tp
     if extra < 0.005 * GIB:
         return ""
     att = dep.model.attention
