@@ -301,7 +301,8 @@ def test_a_search_past_a_config_without_a_context_length_says_where_it_stopped(
 def test_decode_and_fit_count_a_slot_at_what_one_more_slot_adds() -> None:
     """A slot costs its window (or its context, if shorter) and its state; the n_ubatch cells
     every window layer keeps once are not a slot's. Gemma-3-4B on two L40S at 8,000 tokens:
-    decode had charged each sequence those cells too and held 226 against fit's 261."""
+    decode had charged each sequence those cells too and held 226 against fit's 261 (then of
+    an even split; the first GPU holds layers 0-17, 3 of the 5 global layers, and binds)."""
     from ridgeline.capacity import engine_holds
     from ridgeline.reports.fit import fit_report
 
@@ -309,7 +310,7 @@ def test_decode_and_fit_count_a_slot_at_what_one_more_slot_adds() -> None:
                            None, 2, engine="llama.cpp-cuda")
     held = engine_holds(dep, 8000)
     fitted = fit_report(dep, 8000, EngineSettings()).conversations
-    assert held is not None and held >= 256 and abs(held - fitted) <= 0.01 * fitted
+    assert held is not None and held >= 245 and abs(held - fitted) <= 0.01 * fitted
 
 
 def test_a_ubatch_past_the_batch_is_clamped_to_it_as_llama_cpp_does() -> None:

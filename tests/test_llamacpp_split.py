@@ -209,3 +209,162 @@ def test_a_tensor_split_lever_is_named_as_such(capsys: pytest.CaptureFixture[str
                            "2", "--weights", "q8_0", "--engine", "llama.cpp-cuda", "-sm",
                            "tensor", "--max-model-len", "8192")
     assert code == 0 and "4 GPUs (-sm tensor)" in out and "row split" not in out
+
+
+# -- which GPU holds which layers: llama.cpp's rule (src/llama-model.cpp, load_tensors, read at
+# ggml-org/llama.cpp commit 00342301 and in the b9993/b10437 copies: act_gpu_layers =
+# min(-ngl, n_layer + 1) slots, the output layer the last, slot il on the first device whose
+# cumulative -ts split point exceeds (il - i_gpu_start) / act_gpu_layers, by upper_bound)
+
+def by_rule(n_layer: int, shares: list[int], n_gpu_layers: int | None = None,
+            output_first: bool = True) -> list[int | None]:
+    """The rule worked by hand in exact fractions: the devices of slots 0..n_layer."""
+    from fractions import Fraction
+
+    ngl = n_layer + 1 if n_gpu_layers is None else n_gpu_layers
+    first = max((n_layer + 1 if output_first else n_layer) - ngl, 0)
+    slots = min(ngl, n_layer + 1)
+    bounds = [Fraction(sum(shares[:k + 1]), sum(shares)) for k in range(len(shares))]
+    out: list[int | None] = []
+    for il in range(n_layer + 1):
+        if il < first or il - first >= slots:
+            out.append(None)
+        else:
+            out.append(next(k for k, b in enumerate(bounds) if Fraction(il - first, slots) < b))
+    return out
+
+
+def test_llamacpp_counts_the_output_layer_as_one_more_slot_of_the_split() -> None:
+    """80 layers and the output over two equal GPUs: 81 slots, slot il on the first GPU while
+    il / 81 < 1/2, so layers 0-40 (41) there and 39 with the output layer on the second —
+    not 40 and 40."""
+    from collections import Counter
+
+    from ridgeline.llamacpp_memory import layer_devices
+
+    where = layer_devices(80, 2)
+    assert list(where) == by_rule(80, [1, 1])
+    assert Counter(where[:80]) == {0: 41, 1: 39} and where[80] == 1
+    # three GPUs, 126 layers (Llama-3.1-405B): 127 slots cut at 1/3 and 2/3, in f32
+    assert list(layer_devices(126, 3)) == by_rule(126, [1, 1, 1])
+    assert Counter(layer_devices(126, 3)[:126]) == {0: 43, 1: 42, 2: 41}
+
+
+def test_an_explicit_tensor_split_deals_the_slots_by_its_shares() -> None:
+    """-ts 3,1 on 80 layers: the first GPU takes slots il / 81 < 3/4, layers 0-60 (61), the
+    second 19 and the output; a zero share leaves a GPU nothing."""
+    from collections import Counter
+
+    from ridgeline.llamacpp_memory import layer_devices, split_points
+
+    assert split_points([3, 1]) == (0.75, 1.0)
+    where = layer_devices(80, 2, [3, 1])
+    assert list(where) == by_rule(80, [3, 1])
+    assert Counter(where[:80]) == {0: 61, 1: 19} and where[80] == 1
+    assert set(layer_devices(80, 2, [1, 0])) == {0}
+    for bad in ([0, 0], [1, -1]):
+        with pytest.raises(InputError, match="tensor-split"):
+            split_points(bad)
+    with pytest.raises(InputError, match="3 shares for 2 GPUs"):
+        layer_devices(80, 2, [1, 1, 1])
+
+
+def test_partial_offload_splits_the_gpu_slots_only() -> None:
+    """-ngl 41 on 80 layers (PR #18148, output first): slots 40..80 on the GPUs, 41 of them,
+    halved at 41 / 2: layers 40-60 on the first, 61-79 and the output on the second, 0-39 on
+    the host. The rule before it put the last 41 layers there and the output on the host."""
+    from ridgeline.llamacpp_memory import layer_devices
+
+    assert list(layer_devices(80, 2, n_gpu_layers=41)) == by_rule(80, [1, 1], 41)
+    assert layer_devices(80, 2, n_gpu_layers=41)[40:42] == (0, 0)
+    assert layer_devices(80, 2, n_gpu_layers=41)[:40] == (None,) * 40
+    old = layer_devices(80, 2, n_gpu_layers=41, output_first=False)
+    assert list(old) == by_rule(80, [1, 1], 41, output_first=False)
+    assert old[80] is None and old[39] == 0
+
+
+def test_each_gpu_of_the_split_holds_its_own_layers_weights_and_cache() -> None:
+    """Llama-3.1-70B Q4_K_M on two GPUs: the first holds 41 layers' weights and 41/80 of the
+    cache, the second 39 layers', the final norm and the lm_head; together every weight the
+    GPUs hold (the input embedding stays on the host)."""
+    from ridgeline.llamacpp_memory import split_devices
+    from ridgeline.offload import gpu_weight_bytes
+    from ridgeline.quantization import LM_HEAD
+    from ridgeline.stages import _layer_bytes
+
+    dep = Deployment.build(resolve_model("llama-3.1-70b"), resolve_accelerator("rtx-3090"),
+                           "q4_k_m", None, 2, engine="llama.cpp-cuda")
+    first, second = split_devices(dep)
+    layer = _layer_bytes(dep)[0]
+    assert (first.layers, first.output, second.layers, second.output) == (41, False, 39, True)
+    assert first.weight_bytes == pytest.approx(41 * layer)
+    assert second.weight_bytes == pytest.approx(
+        39 * layer + dep.bytes_by_category[LM_HEAD], rel=1e-4)  # + the final norm
+    assert first.weight_bytes + second.weight_bytes == pytest.approx(gpu_weight_bytes(dep))
+    assert (first.growing_share, second.growing_share) == (41 / 80, 39 / 80)
+    assert second.describe() == "GPU 2 of 2 (39 layers and the output layer)"
+
+
+def test_a_tied_output_layer_is_the_embeddings_copy_on_the_last_gpu() -> None:
+    """Llama-3.2-1B ties its lm_head to the embedding: 17 slots over two GPUs put 9 layers on
+    the first, 7 and the embedding's copy (the output) on the second."""
+    from ridgeline.llamacpp_memory import split_devices
+    from ridgeline.quantization import EMBEDDING
+
+    dep = Deployment.build(resolve_model("llama-3.2-1b"), resolve_accelerator("rtx-4090"),
+                           "q8_0", None, 2, engine="llama.cpp-cuda")
+    first, second = split_devices(dep)
+    assert (first.layers, second.layers) == (9, 7)
+    assert second.weight_bytes - first.weight_bytes * 7 / 9 == pytest.approx(
+        dep.bytes_by_category[EMBEDDING], rel=1e-3)
+
+
+def test_host_experts_and_host_layers_leave_the_split_gpus_only_what_they_hold() -> None:
+    """Qwen3-30B-A3B, -ngl 30 and --cpu-moe over two GPUs: the GPUs' weights add up to what
+    the deployment keeps on GPUs, and the host's layers hold no GPU's cache."""
+    from ridgeline.llamacpp_memory import split_devices
+    from ridgeline.memory import llamacpp_cache_on_gpu
+    from ridgeline.offload import HostOffload, gpu_weight_bytes
+
+    model = resolve_model("qwen3-30b-a3b")
+    dep = Deployment.build(model, resolve_accelerator("rtx-4090"), "q4_k_m", None, 2,
+                           engine="llama.cpp-cuda", offload=HostOffload(30, 48, 80e9))
+    devices = split_devices(dep)
+    assert sum(d.weight_bytes for d in devices) == pytest.approx(gpu_weight_bytes(dep))
+    assert sum(d.layers for d in devices) == 29  # the output layer took one slot of 30
+    assert sum(d.growing_share for d in devices) == pytest.approx(llamacpp_cache_on_gpu(dep)[0])
+
+
+def test_a_gpu_without_the_output_layer_reserves_no_logits() -> None:
+    """The logits live on the output layer's GPU: the others' compute buffer is one layer's
+    peak beside two hidden tensors (since PR #23861), or the FFN products where the older
+    rule reserved all n_ubatch logits."""
+    from ridgeline.llamacpp_memory import compute_buffer_bytes, ffn_peak_bytes, hidden_bytes
+
+    model = resolve_model("llama-3.1-8b")
+    with_head = compute_buffer_bytes(model, 512, 8192, True, outputs=4)
+    without = compute_buffer_bytes(model, 512, 8192, True, outputs=4, holds_output=False)
+    assert with_head - without == 4 * model.vocab_size * 4
+    assert compute_buffer_bytes(model, 512, 8192, True, None, holds_output=False) == \
+        hidden_bytes(model, 512) + ffn_peak_bytes(model, 512)
+
+
+def test_the_gpu_holding_more_layers_binds_the_cells() -> None:
+    """-c is one number for every GPU, so the pool is the tightest GPU's: Llama-3.1-70B Q4_K_M
+    on two RTX 3090s binds on the first (41 layers, 41/80 of each cell's KV), whose compute
+    buffer holds no logits; the second's holds the slots' logits on top."""
+    from ridgeline.kvcache import kv_footprint
+    from ridgeline.memory import EngineSettings, kv_pool, stage_pools
+
+    dep = Deployment.build(resolve_model("llama-3.1-70b"), resolve_accelerator("rtx-3090"),
+                           "q4_k_m", None, 2, engine="llama.cpp-cuda")
+    settings = EngineSettings(max_model_len=32768)
+    first, second = stage_pools(dep, settings)
+    pool = kv_pool(dep, settings)
+    assert pool == first and pool.split_device is not None and pool.split_device.index == 0
+    per_token = kv_footprint(dep.model, 1, dep.kv.bytes_per_element).bytes_per_token_growing
+    assert pool.kv_bytes_per_token == pytest.approx(per_token * 41 / 80)
+    assert first.blocks < second.blocks
+    slots = first.max_num_seqs
+    assert second.activation_bytes - first.activation_bytes == pytest.approx(
+        slots * dep.model.vocab_size * 4 + second.tokens * 512 * 2 - first.tokens * 512 * 2)

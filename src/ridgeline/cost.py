@@ -593,7 +593,12 @@ def _pairs(cached: int, new: int, window: int | None) -> float:
 def served_state_model(model: ModelSpec, engine: str) -> ModelSpec:
     """The model with its SSM state at the dtype vLLM keeps it in (its newest modelled
     release, as `fit` and `kv` count it: Nemotron-H's in fp32 from v0.20, twice the bytes a
-    step reads and writes); the others' as the config says."""
+    step reads and writes), or SGLang (sglang_state_dtypes: fp32 unless the config names
+    mamba_ssm_dtype); the others' as the config says."""
+    if engine == "sglang":
+        from ridgeline.sglang_memory import sglang_state_model
+
+        return sglang_state_model(model)
     if engine != "vllm":
         return model
     from ridgeline.vllm_hybrid import ssm_state_dtype

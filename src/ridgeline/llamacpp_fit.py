@@ -17,6 +17,11 @@ set is kept; llama-server's default ``-c 0`` (the trained context) is first shru
 The fit also tries to keep a third or two thirds of one more layer's experts on the GPU (its
 "partial layer"); ridgeline leaves that layer's experts on the host, so the placement is at
 most one layer's experts more pessimistic than llama.cpp's.
+
+Over several GPUs the fit also writes -ts, filling the devices back to front with whole layers
+(src/llama.cpp, llama_params_fit_impl, step 3; it refuses a -ts the user set). ridgeline
+prices the -ngl it finds under the default split's per-GPU counts
+(llamacpp_memory.layer_devices), so over several GPUs its -ngl can be a layer or so off.
 """
 
 from __future__ import annotations

@@ -15,11 +15,15 @@ whatever the context; without it every cell costs n_ubatch × n_head × 4 B of c
 buffer on top of its KV (half again for Llama-3.1-8B at f16). ``-fa`` defaults to auto,
 on wherever the backend supports it, since mid-2025 (llama.cpp PR #15746 era).
 
-Split over several GPUs by layer, each GPU reserves the peak of its own layers, and only the
-GPU holding the output layer adds the logits, as the larger of the two, not their sum (two
-GPUs at 1,080.00 MiB each, ik_llama.cpp #514; on 4 × P100 the output GPU grows with n_ubatch
-by the logits while the others stay small, miminashi/llm-server-ops 2026-04 reports). That
-GPU binds (it also holds the output layer's weights), so the pool is sized for it.
+Split over several GPUs by layer (-sm layer), llama.cpp deals the layers out by the
+cumulative -ts shares (by default each device's free memory: equal on identical cards) and
+counts the output layer as one more slot, the last (layer_devices): 80 layers on two GPUs
+put 41 on the first and 39 with the output layer on the second. Each GPU holds its own
+layers' weights and cache and reserves the peak of its own layers; only the one holding the
+output layer adds the logits, as the larger of the two, not their sum (two GPUs at 1,080.00
+MiB each, ik_llama.cpp #514; on 4 × P100 the output GPU grows with n_ubatch by the logits
+while the others stay small, miminashi/llm-server-ops 2026-04 reports). -c is one number for
+every GPU, so the GPU that holds the fewest cells binds (split_devices).
 
 llama-server builds since PR #23861 (merged 2026-06-01, about b9470) reserve logits for one
 row per slot (n_outputs_max), not every ubatch token (issue #23527), and since PR #23764 the
@@ -33,13 +37,28 @@ at 512 and 32,768 cells 140 (132.5). ``outputs`` None is the older rule.
 
 from __future__ import annotations
 
+import struct
+from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from ridgeline.engine_windows import honours_windows
+from ridgeline.errors import InputError
 from ridgeline.kvcache import (
     LLAMACPP_STATE_BYTES,
     attention_kv_bytes_per_token,
     state_bytes_per_sequence,
 )
-from ridgeline.layouts import FULL, WINDOW_MIXERS
+from ridgeline.layouts import FULL, LINEAR, MAMBA, WINDOW_MIXERS
 from ridgeline.model import ModelSpec
+from ridgeline.offload import GPU, HOST, HOST_EXPERTS, gpu_weight_bytes
+from ridgeline.params import layer_params
+from ridgeline.quantization import ROUTED
+
+if TYPE_CHECKING:
+    from ridgeline.deployment import Deployment
 
 F32_BYTES = 4
 # residual stream, normed input, attention output and FFN output, in f32, beside the peak
@@ -81,24 +100,27 @@ def mask_bytes_per_cell(n_ubatch: int, flash_attn: bool) -> float:
     return float(n_ubatch * (2 if flash_attn else F32_BYTES))
 
 
-def buffer_terms(model: ModelSpec, n_ubatch: int, flash_attn: bool,
-                 outputs: int | None) -> tuple[float, float, float, float]:
+def buffer_terms(model: ModelSpec, n_ubatch: int, flash_attn: bool, outputs: int | None,
+                 holds_output: bool = True) -> tuple[float, float, float, float]:
     """The compute buffer as c0 + max(c1, s × cells) + m × cells: (c0, c1, s, m).
     ``outputs`` None: the rule before PR #23861 (all n_ubatch logits, or the scores, beside
-    four hidden tensors); else the logits of ``outputs`` rows beside one layer's peak."""
+    four hidden tensors); else the logits of ``outputs`` rows beside one layer's peak.
+    ``holds_output`` False: a GPU of a layer split without the output layer, no logits (its
+    peak, under the older rule, one layer's FFN products)."""
     scores = scores_bytes_per_cell(model, n_ubatch, flash_attn)
     if outputs is None:
-        return hidden_bytes(model, n_ubatch), logits_bytes(model, n_ubatch), scores, 0.0
-    head = float(outputs * model.vocab_size * F32_BYTES)
+        peak = logits_bytes(model, n_ubatch) if holds_output else ffn_peak_bytes(model, n_ubatch)
+        return hidden_bytes(model, n_ubatch), peak, scores, 0.0
+    head = float(outputs * model.vocab_size * F32_BYTES) if holds_output else 0.0
     hidden = 2.0 * n_ubatch * model.hidden_size * F32_BYTES
     return (head + hidden, ffn_peak_bytes(model, n_ubatch), scores,
             mask_bytes_per_cell(n_ubatch, flash_attn))
 
 
 def compute_buffer_bytes(model: ModelSpec, n_ubatch: int, cells: int, flash_attn: bool,
-                         outputs: int | None = None) -> float:
+                         outputs: int | None = None, holds_output: bool = True) -> float:
     """The device compute buffer llama.cpp reserves at ``cells`` cells (buffer_terms)."""
-    fixed, peak, scores, mask = buffer_terms(model, n_ubatch, flash_attn, outputs)
+    fixed, peak, scores, mask = buffer_terms(model, n_ubatch, flash_attn, outputs, holds_output)
     return fixed + max(peak, cells * scores) + cells * mask
 
 
@@ -106,13 +128,13 @@ MAX_CELLS = 1 << 30  # a bound for -c where no GPU memory grows with it
 
 
 def cells_that_fit(free_bytes: float, cell_bytes: float, model: ModelSpec, n_ubatch: int,
-                   flash_attn: bool, outputs: int | None = None) -> int:
+                   flash_attn: bool, outputs: int | None = None, holds_output: bool = True) -> int:
     """The most n_ctx cells whose KV (``cell_bytes`` each) and compute buffer share
     ``free_bytes``: cells × (KV + m) + c0 + max(c1, cells × s) ≤ free, i.e. the smaller
     of (free − c0 − c1) ÷ (KV + m) and (free − c0) ÷ (KV + m + s)."""
     if cell_bytes < 0:
         return 0
-    fixed, peak, scores, mask = buffer_terms(model, n_ubatch, flash_attn, outputs)
+    fixed, peak, scores, mask = buffer_terms(model, n_ubatch, flash_attn, outputs, holds_output)
     room = free_bytes - fixed
     if cell_bytes + mask <= 0:  # nothing on the GPU grows with -c
         return MAX_CELLS if room >= peak else 0
@@ -138,3 +160,108 @@ def slot_cache_bytes(model: ModelSpec, kv_bytes_per_element: float, slots: int,
         elif layer.mixer != FULL:
             total += state_bytes_per_sequence(model, layer, LLAMACPP_STATE_BYTES) * slots
     return total
+
+
+def split_points(tensor_split: Sequence[float]) -> tuple[float, ...]:
+    """-ts as llama.cpp reads it: the shares summed and normalised into cumulative split
+    points, in f32 as its loader keeps them (src/llama-model.cpp, load_tensors): -ts 3,1 →
+    (0.75, 1.0). With -ts unset (all zero) the shares are each device's free memory."""
+    shares = [float(x) for x in tensor_split]
+    if any(not x >= 0 for x in shares) or not sum(shares) > 0:
+        raise InputError(f"--tensor-split takes shares ≥ 0, not all 0; got {list(tensor_split)}")
+    total, points = 0.0, []
+    for share in shares:
+        total = _f32(total + _f32(share))
+        points.append(total)
+    return tuple(_f32(p / total) for p in points)
+
+
+def layer_devices(n_layer: int, n_devices: int, tensor_split: Sequence[float] | None = None,
+                  n_gpu_layers: int | None = None, output_first: bool = True
+                  ) -> tuple[int | None, ...]:
+    """The device -sm layer puts each repeating layer on, and last the output layer (index
+    n_layer), None for the host. llama.cpp counts the output layer as one more slot: of
+    act = min(-ngl, n_layer + 1) slots from i0 = n_layer + 1 − -ngl (n_layer − -ngl before
+    PR #18148), slot il goes to the first device whose split point exceeds (il − i0) ÷ act
+    (upper_bound; src/llama-model.cpp load_tensors, get_layer_buft_list). 80 layers over
+    two equal GPUs: 81 slots, layers 0–40 (41; 40 ÷ 81 < ½) on the first, 41–79 (39) and
+    the output on the second. ``tensor_split`` None: equal shares (identical cards' free
+    memory); ``n_gpu_layers`` None: every layer (-ngl's default)."""
+    points = split_points(tensor_split if tensor_split is not None else [1.0] * n_devices)
+    if len(points) != n_devices:
+        raise InputError(f"--tensor-split gives {len(points)} shares for {n_devices} GPUs")
+    ngl = n_layer + 1 if n_gpu_layers is None else n_gpu_layers
+    first = max(n_layer + 1 - ngl if output_first else n_layer - ngl, 0)
+    slots = min(ngl, n_layer + 1) if n_devices else 0
+    where: list[int | None] = []
+    for il in range(n_layer + 1):
+        if il < first or il - first >= slots:
+            where.append(None)
+        else:
+            where.append(bisect_right(points, _f32(_f32(il - first) / _f32(slots))))
+    return tuple(where)
+
+
+@dataclass(frozen=True)
+class SplitDevice:
+    """One GPU of llama.cpp's layer split, as its own memory sees it."""
+
+    index: int
+    count: int  # GPUs in the split
+    layers: int  # repeating layers on it
+    output: bool  # the output layer (final norm, lm_head, the logits) too
+    weight_bytes: float  # the weights of its layers (less -ngl's host experts) and output
+    growing_share: float  # of the cache that grows with -c: its share of those layers
+    slot_share: float  # of the slot-sized caches (windows, recurrent states): its share
+
+    def describe(self) -> str:
+        """'GPU 2 of 2 (39 layers and the output layer)'."""
+        held = f"{self.layers} layer{'s' if self.layers != 1 else ''}"
+        return f"GPU {self.index + 1} of {self.count} ({held}" \
+            + (" and the output layer)" if self.output else ")")
+
+
+def _gpu_layer_bytes(dep: Deployment, index: int) -> float:
+    """Layer ``index``'s weights on its GPU: none on the host, all but the routed experts
+    where --n-cpu-moe keeps those on the host."""
+    n = dep.model.num_layers
+    where = GPU if dep.offload is None else dep.offload.placement(index, n)
+    if where == HOST:
+        return 0.0
+    layer = dep.model.layers[index]
+    return sum(count * dep.weights.format_of(category).bytes_per_weight
+               for category, count in layer_params(dep.model, layer).items()
+               if count and not (where == HOST_EXPERTS and category in ROUTED))
+
+
+@lru_cache(maxsize=256)
+def split_devices(dep: Deployment, tensor_split: tuple[float, ...] | None = None
+                  ) -> tuple[SplitDevice, ...]:
+    """The GPUs of ``dep``'s -sm layer split (layer_devices), each with its weights and its
+    shares of the two caches (a layer's cache lives on the layer's device). The output
+    device also holds what no layer does: the final norm and the lm_head (a tied one as the
+    embedding's copy; llama.cpp keeps the input embedding on the host)."""
+    n, count = dep.model.num_layers, dep.pipeline_parallel_size
+    o = dep.offload
+    where = layer_devices(n, count, tensor_split, None if o is None else o.gpu_layers,
+                          True if o is None else o.output_first)
+    per_layer = [_gpu_layer_bytes(dep, i) if where[i] is not None else 0.0 for i in range(n)]
+    growing_kinds = (FULL,) if honours_windows(dep) else (FULL, *WINDOW_MIXERS)
+    slot_kinds = (*(WINDOW_MIXERS if honours_windows(dep) else ()), LINEAR, MAMBA)
+
+    def share(device: int, kinds: tuple[str, ...]) -> float:
+        mine = [where[i] == device for i, layer in enumerate(dep.model.layers)
+                if layer.mixer in kinds]
+        return sum(mine) / len(mine) if mine else 0.0
+
+    outside = gpu_weight_bytes(dep) - sum(per_layer)  # the output layer's weights
+    return tuple(SplitDevice(
+        d, count, sum(1 for w in where[:n] if w == d), where[n] == d,
+        sum(b for b, w in zip(per_layer, where[:n], strict=True) if w == d)
+        + (outside if where[n] == d else 0.0),
+        share(d, growing_kinds), share(d, slot_kinds)) for d in range(count))
+
+
+def _f32(x: float) -> float:
+    """``x`` rounded to an IEEE single, as llama.cpp's split arithmetic runs."""
+    return float(struct.unpack("f", struct.pack("f", x))[0])

@@ -34,7 +34,13 @@ from ridgeline.kvgroups import (
     vllm_kv_groups,
 )
 from ridgeline.layouts import DENSE, FULL, LINEAR, MAMBA, MOE, WINDOW_MIXERS
-from ridgeline.llamacpp_memory import cells_that_fit, compute_buffer_bytes, slot_cache_bytes
+from ridgeline.llamacpp_memory import (
+    SplitDevice,
+    cells_that_fit,
+    compute_buffer_bytes,
+    slot_cache_bytes,
+    split_devices,
+)
 from ridgeline.model import served_positions
 from ridgeline.offload import check_host_memory, gpu_share, gpu_weight_bytes
 from ridgeline.parallel import ep_rank_experts
@@ -44,7 +50,9 @@ from ridgeline.sglang_memory import (
     sglang_max_running_requests,
     sglang_memory_defaults,
     sglang_release,
+    sglang_running_cap,
     sglang_startup_bytes,
+    sglang_state_model,
     sglang_state_ratio,
 )
 from ridgeline.stages import Stage, pipeline_stages, stage_weight_bytes
@@ -222,6 +230,7 @@ class KVPool:
     in_flight_batches: int = 1  # vLLM v0.26+ under async scheduling: window groups keep 2
     windows_in_full: bool = False  # vLLM before v0.10: a window+full model cached in full
     stage: Stage | None = None  # pipeline parallel: the stage whose pool binds (stages.py)
+    split_device: SplitDevice | None = None  # llama.cpp -sm layer: the GPU whose cells bind
     encoder_bytes: float = 0.0  # vLLM: the vision tower's profiled peak (encoder_profile)
     encoder_held_bytes: float = 0.0  # … its outputs, held through the text pass and sampler
     encoder_images: int = 0  # … the dummy images it ran
@@ -372,8 +381,9 @@ def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
 
 def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
                 total_bytes: float | None = None) -> tuple[KVPool, ...]:
-    """The pool each pipeline stage of a serving engine sizes, first to last; one pool for
-    a deployment without a pipeline, or for llama.cpp (its layer split is its own)."""
+    """The pool each pipeline stage of a serving engine sizes, first to last; of llama.cpp's
+    layer split, each GPU's (llamacpp_memory.split_devices); one pool for a deployment
+    without a pipeline."""
     s = settings or EngineSettings()
     engine = dep.engine
     if engine.startswith("torch-"):
@@ -417,7 +427,10 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
     # llama.cpp's vision projector (mmproj) is a file apart
     vision = 0.0 if engine.startswith("llama.cpp") or s.language_model_only \
         else dep.model.vision_tower_bytes
-    if dep.pipeline_parallel_size > 1 and not engine.startswith("llama.cpp"):
+    if dep.pipeline_parallel_size > 1 and engine.startswith("llama.cpp"):  # -sm layer
+        return tuple(_stage_pool(dep, s, total, device.weight_bytes, None, device)
+                     for device in split_devices(dep))
+    if dep.pipeline_parallel_size > 1:
         return tuple(_stage_pool(dep, s, total, stage_weight_bytes(dep, stage, vision)
                                  + ep_extra_bytes(dep, stage.expert_share), stage)
                      for stage in pipeline_stages(dep))
@@ -443,9 +456,10 @@ HYBRID_ALIGN_ASKED = (0, 20)
 
 
 def _stage_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_bytes: float,
-                stage: Stage | None) -> KVPool:
+                stage: Stage | None, device: SplitDevice | None = None) -> KVPool:
     """The pool of one GPU holding ``weight_bytes``: of one pipeline ``stage`` (its share of the
-    layers' cache; the sampler on the last), or of a deployment without a pipeline (None)."""
+    layers' cache; the sampler on the last), of one ``device`` of llama.cpp's layer split, or
+    of a deployment without a pipeline (None)."""
     engine = dep.engine
     d = engine_defaults(engine)
     share = 1.0 if stage is None else stage.kv_share
@@ -456,7 +470,8 @@ def _stage_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
         return _vllm_pool(dep, s, total_bytes, weight_bytes, kv_bytes_per_token * share, stage)
     kv_bytes_per_token = token_bytes(dep, s.swa_full_tokens_ratio, s.engine_version) * share
     if engine.startswith("llama.cpp") or engine not in ("sglang", "trtllm"):
-        return _llamacpp_pool(dep, s, total_bytes, weight_bytes, non_torch, kv_bytes_per_token)
+        return _llamacpp_pool(dep, s, total_bytes, weight_bytes, non_torch, kv_bytes_per_token,
+                              device)
     if engine == "sglang":
         rule = sglang_memory_defaults(total_bytes, dep.tensor_parallel_size,
                                       dep.pipeline_parallel_size,
@@ -474,7 +489,9 @@ def _stage_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
         context = s.max_model_len or served_positions(dep.model, dep.engine) or 131072
         seats = sglang_max_running_requests(pool.tokens, context, s.max_num_seqs,
                                             s.engine_version)
-        return replace(pool, max_num_seqs=min(seats, pool.state_slots or seats))
+        if pool.state_slots:  # the state pool keeps slots for the radix cache's prefixes too
+            seats = min(seats, sglang_running_cap(pool.state_slots, s.prefix_caching is not False))
+        return replace(pool, max_num_seqs=seats)
     # trtllm: its fraction applies to what is free after the engine, its activations and (the
     # TensorRT engine backend) its runtime buffers and decoder load
     block = s.block_size
@@ -507,8 +524,8 @@ def sglang_state_pool(dep: Deployment, pool: KVPool, version: str | None) -> KVP
     rule = sglang_data()["mamba_pool"]
     if version is not None and sglang_release(version) < sglang_release(str(rule["from"])):
         return pool
-    per_request = kv_footprint(dep.model, 1, dep.kv.bytes_per_element).state_bytes \
-        / dep.tensor_parallel_size * pool.kv_share
+    per_request = kv_footprint(sglang_state_model(dep.model), 1, dep.kv.bytes_per_element) \
+        .state_bytes / dep.tensor_parallel_size * pool.kv_share
     if not per_request:
         return pool
     ratio = sglang_state_ratio()
@@ -580,10 +597,12 @@ def check_host_memory_for(dep: Deployment, cells: int) -> None:
 
 
 def _llamacpp_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_bytes: float,
-                   non_torch: float, kv_bytes_per_token: float) -> KVPool:
+                   non_torch: float, kv_bytes_per_token: float,
+                   device: SplitDevice | None = None) -> KVPool:
     """llama.cpp (and engines without a paged pool): the weights, the CUDA context and the
     compute buffer, then a cache of single-token cells in what is left; the compute buffer
-    is sized at the cells that fit, since without flash attention it grows with them."""
+    is sized at the cells that fit, since without flash attention it grows with them. Of a
+    layer split, one ``device``: its own layers' caches, the logits only with the output."""
     d = engine_defaults(dep.engine)
     # llama_context clamps -ub to -b (n_ubatch = min(n_batch, n_ubatch), src/llama-context.cpp),
     # and -b keeps its default here
@@ -592,8 +611,13 @@ def _llamacpp_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weigh
     seats = s.max_num_seqs or int(d.get("n_parallel", 1))
     windows = honours_windows(dep)
     growing, slot_sized = llamacpp_cache_on_gpu(dep)
-    kv_bytes_per_token *= growing
-    per_gpu = dep.kv_replication / dep.num_gpus * slot_sized
+    if device is None:
+        kv_bytes_per_token *= growing
+        per_gpu = dep.kv_replication / dep.num_gpus * slot_sized
+    else:  # kv_bytes_per_token is an even share of every GPU-held layer's: take the device's
+        kv_bytes_per_token *= dep.num_gpus * device.growing_share
+        per_gpu = device.slot_share
+    output = device is None or device.output
 
     def slot_caches(slots: int) -> float:
         cells = slots * s.max_model_len if s.max_model_len else None  # -c: each slot's context
@@ -604,13 +628,15 @@ def _llamacpp_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weigh
     each = slot_caches(seats + 1) - fixed
     free = total_bytes - weight_bytes - non_torch - fixed
     outputs = llamacpp_outputs(seats, s.engine_version)
-    cells = cells_that_fit(free, kv_bytes_per_token, dep.model, n_ubatch, s.flash_attn, outputs)
-    compute = compute_buffer_bytes(dep.model, n_ubatch, cells, s.flash_attn, outputs)
+    cells = cells_that_fit(free, kv_bytes_per_token, dep.model, n_ubatch, s.flash_attn, outputs,
+                           output)
+    compute = compute_buffer_bytes(dep.model, n_ubatch, cells, s.flash_attn, outputs, output)
     on_host = kv_bytes_per_token == 0 and growing == 0 and dep.model.count(mixer=FULL) > 0
     return KVPool(dep.engine, total_bytes, 1.0, weight_bytes, compute, non_torch, 0.0, 1.0,
                   kv_bytes_per_token,
                   1, seats, n_ubatch, forward_bytes=compute, slot_cache_bytes=fixed,
-                  slot_bytes_each=each, windows_apart=True, host_cells=cells if on_host else 0)
+                  slot_bytes_each=each, windows_apart=True, host_cells=cells if on_host else 0,
+                  split_device=device)
 
 
 VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)  # vLLM's CacheConfig BlockSize choices

@@ -11,12 +11,13 @@ chunk, the CUDA-graph batch and the ranks (v0.5.3 on). The rules are data (engin
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ridgeline.datafiles import load_data
 from ridgeline.deployment import Deployment
 from ridgeline.errors import InputError
+from ridgeline.model import ModelSpec
 from ridgeline.parallel import LOW_LATENCY_FABRICS
 from ridgeline.units import GIB
 from ridgeline.vllm_memory import parse_version
@@ -35,6 +36,41 @@ def sglang_data() -> dict[str, Any]:
 def sglang_state_ratio() -> float:
     """mamba_full_memory_ratio: a recurrent hybrid's state pool ÷ its KV cache (0.9)."""
     return float(sglang_data()["mamba_pool"]["mamba_full_memory_ratio"])
+
+
+def sglang_state_dtypes(model: ModelSpec) -> tuple[str, str]:
+    """(conv, SSM) dtypes of the recurrent states SGLang keeps for a hybrid (mamba2_state_dtype,
+    engines.json sglang.mamba_pool): the conv state in bf16, the SSM state in fp32 unless the
+    config names mamba_ssm_dtype (PR #18532); not the model's own dtype, which vLLM keeps.
+    Qwen3-Next's linear layer at TP1: 24,576 × 2 + 524,288 × 4 B = 2,146,304 B, not 1,097,728.
+    A config naming mamba_ssm_dtype equal to its torch_dtype reads here as naming none."""
+    pool = sglang_data()["mamba_pool"]
+    named = model.state_dtype != model.dtype and not model.ssm_cache_dtype_named
+    return str(pool["conv_state_dtype"]), model.state_dtype if named else str(pool["ssm_state_dtype"])
+
+
+def sglang_state_model(model: ModelSpec) -> ModelSpec:
+    """``model`` with its states at SGLang's dtypes (sglang_state_dtypes), for sizing and
+    reading them; its weights are not this copy's to price."""
+    conv, ssm = sglang_state_dtypes(model)
+    if (conv, ssm) == (model.dtype, model.state_dtype):
+        return model
+    return replace(model, dtype=conv, state_dtype=ssm)
+
+
+def sglang_running_cap(state_slots: int, radix_cache: bool = True) -> int:
+    """The requests SGLang runs at once beside a state pool of ``state_slots`` requests:
+    slots ÷ 3 with its radix cache on (the default: two more slots a request for the cached
+    prefixes' states), slots ÷ 1 with --disable-radix-cache (engines.json
+    sglang.mamba_pool): 1,368 slots run 456."""
+    return state_slots // sglang_slots_per_request(radix_cache)
+
+
+def sglang_slots_per_request(radix_cache: bool = True) -> int:
+    """The state slots SGLang sets aside per running request (sglang_running_cap)."""
+    pool = sglang_data()["mamba_pool"]
+    return int(pool["slots_per_running_request" if radix_cache
+                    else "slots_per_running_request_no_radix"])
 
 
 def sglang_release(version: str) -> tuple[int, ...]:

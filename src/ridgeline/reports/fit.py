@@ -51,7 +51,7 @@ from ridgeline.reports.fit_budget import (
 )
 from ridgeline.reports.fit_levers import Lever, gpus_needed, levers
 from ridgeline.roofline import batch_for_intensity, expert_ridge_batch, ridge_step
-from ridgeline.sglang_memory import past_checked, sglang_state_ratio
+from ridgeline.sglang_memory import past_checked, sglang_slots_per_request, sglang_state_ratio
 from ridgeline.stages import micro_batch, micro_batches, pipeline_stages
 from ridgeline.units import GIB, MIB, plural
 from ridgeline.vllm_hybrid import cache_mode
@@ -111,8 +111,8 @@ class FitReport:
 
     @property
     def verdict(self) -> str:
-        if self.conversations < max(1, self.target or 1):
-            return DOES_NOT_FIT
+        if self.conversations < max(1, self.target or 1) or self.batch < 1:
+            return DOES_NOT_FIT  # (a batch of none: the engine would refuse to start)
         return CLEARS_RIDGE if self.stage_batch >= self.ridge_batch else UNDER_RIDGE
 
     @property
@@ -356,6 +356,14 @@ class FitReport:
                     f"{plural(self.conversations, 'conversation')} of {self.context:,} tokens")
         if self.verdict == DOES_NOT_FIT and context_refusal(d, self.context):
             headline = f"DOES NOT FIT: {context_refusal(d, self.context)}"
+        elif self.verdict == DOES_NOT_FIT and self.conversations and p.engine == "sglang" \
+                and p.state_slots and p.max_num_seqs < 1:
+            headline = (f"DOES NOT FIT: SGLang runs no request at once: its state pool's "
+                        f"{p.state_slots:,} {plural(p.state_slots, 'slot')} leave "
+                        f"max_running_requests at {p.state_slots:,} // "
+                        f"{sglang_slots_per_request(self.settings.prefix_caching is not False)}"
+                        " = 0 (a running request's state and its radix cache's), so it would "
+                        "refuse to start; a bigger pool or --disable-radix-cache")
         elif self.verdict == DOES_NOT_FIT and p.overflow_bytes:
             headline = (f"DOES NOT FIT: the {p.set_pool_bytes / GIB:,.2f} GiB pool "
                         f"--kv-cache-memory-bytes sets overruns the card by "

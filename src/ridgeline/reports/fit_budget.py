@@ -78,8 +78,9 @@ def accounting_quantity(p: KVPool) -> Quantity:
 def llamacpp_pool_step(dep: Deployment, p: KVPool, s: EngineSettings) -> Step:
     model, n_ubatch = dep.model, p.profile_tokens
     outputs = llamacpp_outputs(p.max_num_seqs, s.engine_version)
+    output = p.split_device is None or p.split_device.output  # the logits: its GPU's only
     fixed, peak, scores_per_cell, mask_per_cell = buffer_terms(model, n_ubatch, s.flash_attn,
-                                                               outputs)
+                                                               outputs, output)
     scores = p.tokens * scores_per_cell
     heads = model.attention.num_heads if model.attention else 0
     scores_q = q("scores", scores / GIB, "GiB",
@@ -94,8 +95,9 @@ def llamacpp_pool_step(dep: Deployment, p: KVPool, s: EngineSettings) -> Step:
         buffer = [q("compute buffer", p.activation_bytes / GIB, "GiB",
                     "slots' logits + 2 hidden tensors + max(FFN products, scores) + mask"),
                   q("slots' logits and hidden", fixed / GIB, "GiB",
-                    f"{outputs} × vocab {model.vocab_size:,} × 4 B + 2 × n_ubatch {n_ubatch} "
-                    f"× hidden {model.hidden_size:,} × 4 B"),
+                    (f"{outputs} × vocab {model.vocab_size:,} × 4 B + " if output else
+                     "no logits (the output layer's GPU holds them) + ")
+                    + f"2 × n_ubatch {n_ubatch} × hidden {model.hidden_size:,} × 4 B"),
                   q("FFN products", peak / GIB, "GiB",
                     f"gate, up and their product: 3 × n_ubatch {n_ubatch} × n_ff × 4 B"),
                   scores_q,
@@ -323,6 +325,10 @@ def weights_note(dep: Deployment, pool: KVPool) -> str:
                 + (", and the loaded scales beside them (until v0.25)" if kept else ""))
     if vision > 0 or pool.stage is not None:
         return share
+    if pool.split_device is not None:  # llama.cpp -sm layer: the binding GPU's own layers
+        return (f"{pool.weight_bytes / GIB:,.2f} GiB of {dep.weights.label} weights on "
+                f"{pool.split_device.describe()}: llama.cpp counts the output layer as one "
+                "more layer to split, the last")
     if is_llamacpp(pool) and pool.weight_bytes < dep.weight_bytes / dep.num_gpus:
         return (f"{share}, less what stays in host memory: the input embedding"
                 + (" and -ngl's host layers" if dep.offload is not None else ""))

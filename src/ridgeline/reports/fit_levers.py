@@ -146,8 +146,8 @@ def levers(r: FitReport) -> list[Lever]:
         pool = kv_pool(dep, replace(settings, max_model_len=context))
         n = held_conversations(pool, dep, context)
         lever = Lever(name, n, min(n, pool.max_num_seqs))
-        if lever.conversations > r.conversations or lever.batch > r.batch:
-            levers.append(lever)  # one that gains nothing is no way out
+        if lever.batch and (lever.conversations > r.conversations or lever.batch > r.batch):
+            levers.append(lever)  # one that gains nothing, or runs nothing, is no way out
     return levers
 
 
@@ -223,9 +223,9 @@ def _longest_context_lever(r: FitReport) -> list[tuple[str, Deployment, int, Eng
     if r.conversations >= target or past_trained_context(d, r.context) or r.context < 2:
         return []
 
-    def holds(context: int) -> bool:
+    def holds(context: int) -> bool:  # and runs: a pool of no seats runs none
         pool = kv_pool(d, replace(s, max_model_len=context))
-        return held_conversations(pool, d, context) >= target
+        return pool.max_num_seqs >= 1 and held_conversations(pool, d, context) >= target
 
     if not holds(1):
         return []

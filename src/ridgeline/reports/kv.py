@@ -45,6 +45,13 @@ def served_state(spec: ModelSpec, engine: str = "vllm") -> tuple[ModelSpec, Stat
     if engine.startswith("llama.cpp"):
         return spec, StateDtypes("fp32", "fp32", "llama.cpp keeps both states in f32",
                                  LLAMACPP_STATE_BYTES)
+    if engine == "sglang":
+        from ridgeline.sglang_memory import sglang_state_dtypes, sglang_state_model
+
+        conv, ssm = sglang_state_dtypes(spec)
+        return sglang_state_model(spec), StateDtypes(
+            conv, ssm, "SGLang's mamba2_state_dtype: the conv state in bf16, the SSM state in "
+            "fp32 unless the config names mamba_ssm_dtype")
     from ridgeline.cost import served_state_model
     from ridgeline.vllm_memory import vllm_accounting
 
