@@ -82,6 +82,8 @@ def main() -> int:
               f"step {p.step_overhead_s * 1e6:7.1f} µs layer {p.layer_overhead_s * 1e6:6.2f} µs "
               f"(prefill {(p.prefill_layer_overhead_s or p.layer_overhead_s) * 1e6:6.2f}) "
               + (f"matmul {p.matmul_overhead_s * 1e6:5.2f} µs " if p.matmul_overhead_s else "")
+              + (f"MoE layer {p.moe_layer_overhead_s * 1e6:6.2f} µs "
+                 if p.moe_layer_overhead_s else "")
               + f"band {p.band_low:.2f}-{p.band_high:.2f}"
               + (f" ceiling {p.bandwidth_cap_bytes_per_s / 1e12:.2f} TB/s"
                  if p.bandwidth_cap_bytes_per_s is not None else "") + f"  {p.source}")

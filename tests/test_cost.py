@@ -353,3 +353,27 @@ def test_thin_expert_matmuls_waste_their_tiles_in_a_prompt_not_in_a_decode() -> 
         plain.compute_s("experts", 1e12, 512) * 64 / per_expert)
     assert tiled.compute_s("experts", 1e12, 4) == plain.compute_s("experts", 1e12, 4)
     assert tiled.compute_s("mlp", 1e12, 512) == plain.compute_s("mlp", 1e12, 512)
+
+
+def test_a_routed_layer_pays_the_profiles_cost_per_moe_layer() -> None:
+    """A profile's cost per MoE layer lands on each routed-expert layer of a step, and on no
+    dense model's: Llama-4-Maverick routes in 24 of its 48 layers (every other one); Llama in
+    none. The simulator's timer charges the same."""
+    from dataclasses import replace
+
+    from ridgeline.cost import batch_shape
+    from ridgeline.sim.timer import StepTimer
+
+    base = profile_for("llama.cpp-cuda")
+    plain, routed = (replace(base, moe_layer_overhead_s=s) for s in (0.0, 5e-5))
+    moe = Deployment.build(resolve_model("llama-4-maverick"), resolve_accelerator("h200"),
+                           "q4_k_m", None, 2, engine="llama.cpp-cuda")
+    batch = decode_batch(1, 512)
+    extra = step_cost(moe, batch, routed).time_s - step_cost(moe, batch, plain).time_s
+    assert extra == pytest.approx(5e-5 * 24)
+    shape = batch_shape(moe, batch)
+    assert StepTimer(moe, routed).time_s(shape) - StepTimer(moe, plain).time_s(shape) \
+        == pytest.approx(extra)
+    dense = dep()
+    assert step_cost(dense, batch, routed).time_s == pytest.approx(
+        step_cost(dense, batch, plain).time_s)

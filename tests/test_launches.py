@@ -133,3 +133,14 @@ def test_a_calibration_on_one_model_keeps_the_bundled_cost_per_matmul() -> None:
     profile = fit_profiles(rows)["vllm"]
     assert profile.matmul_overhead_s == profile_for("vllm").matmul_overhead_s > 0
     assert "held at" in profile.source
+
+
+def test_moe_layers_counts_the_layers_that_route() -> None:
+    """DeepSeek-V3 keeps its first three layers dense (first_k_dense_replace): 58 of 61 route;
+    Qwen3-30B-A3B routes in all 48; a dense Llama in none."""
+    from ridgeline.launches import moe_layers
+
+    assert moe_layers(resolve_model("deepseek-v3")) == 61 - 3
+    qwen = resolve_model("qwen3-30b-a3b")
+    assert moe_layers(qwen) == qwen.num_layers == 48
+    assert moe_layers(resolve_model("llama-3.1-8b")) == 0

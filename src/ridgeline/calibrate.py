@@ -8,7 +8,8 @@ graphs only for decode-only steps), a multiplier per accelerator group that has 
 rows, an absolute bandwidth ceiling where the rows are matrix-vector steps on cards far
 enough apart in bandwidth to show one, a cost per weight matmul where the rows' models
 launch different numbers of them per layer, and (llama.cpp) the expert matmuls' tile width
-where enough prompt rows are of MoE models. The band is the 10th–90th percentile of the fit's
+where enough prompt rows are of MoE models and a cost per MoE layer where enough decode rows
+are of MoE models and of dense ones. The band is the 10th–90th percentile of the fit's
 own ratios measured/predicted.
 """
 
@@ -37,6 +38,7 @@ from ridgeline.engines import (
     has_fused_projections,
     has_matvec_ceiling,
     has_tiled_experts,
+    prices_moe_layers,
 )
 from ridgeline.errors import InputError
 from ridgeline.hardware import resolve_accelerator
@@ -51,6 +53,7 @@ SERVING_ENGINES = ("trtllm", "vllm", "sglang")
 CAP_START_SHARE = 2.0  # a ceiling's fit starts at this multiple of the fastest card's bandwidth
 UNPACK_START_OPS = 20.0  # the unpacking fit starts at this many operations per weight
 MATMUL_START_S = 5e-6  # the per-matmul fit starts at this cost
+MOE_LAYER_START_S = 20e-6  # the per-MoE-layer fit starts at this cost
 TILE_START_TOKENS = 32.0  # the expert tile fit starts at this width
 CAP_SPAN = 3.0  # the spread of rated bandwidths, fastest ÷ slowest card, that pins a ceiling
 HUBER_DELTA = 0.25  # log-ratio beyond which a row counts linearly (≈ 28% error)
@@ -177,6 +180,21 @@ def _moe_prompt(row: Measurement) -> bool:
     return dep is not None and dep.model.moe is not None
 
 
+def _moe_decode(row: Measurement) -> bool | None:
+    """Whether a decode row's model routes to experts (None: not a decode row, or unread)."""
+    if row.metric != "decode_tok_s_per_user":
+        return None
+    dep = _deployment(row)
+    return None if dep is None else dep.model.moe is not None
+
+
+def _shows_moe_layers(rows: Sequence[Measurement]) -> bool:
+    """Whether the rows pin a cost per MoE layer apart from the cost per layer: at least
+    MIN_GROUP_ROWS decode rows of MoE models and as many of dense ones."""
+    kinds = Counter(map(_moe_decode, rows))
+    return kinds[True] >= MIN_GROUP_ROWS and kinds[False] >= MIN_GROUP_ROWS
+
+
 def _shows_expert_prompts(rows: Sequence[Measurement]) -> bool:
     """Whether the rows pin an expert tile width: MIN_GROUP_ROWS prompt rows of MoE models."""
     return sum(map(_moe_prompt, rows)) >= MIN_GROUP_ROWS
@@ -194,11 +212,12 @@ class _Space:
     compute_prior: bool = False  # hold compute efficiency near the start (no compute rows)
     # entries after the multipliers, in this order, each where set: an absolute bandwidth
     # ceiling, K-quant unpacking (operations per weight), a cost per weight matmul, the
-    # expert matmuls' tile width (tokens)
+    # expert matmuls' tile width (tokens), a cost per routed-expert layer
     cap: bool = False
     unpack: bool = False
     matmul: bool = False
     tile: bool = False
+    moe: bool = False
 
     @property
     def _core(self) -> int:
@@ -207,7 +226,8 @@ class _Space:
     @property
     def _tail(self) -> tuple[str, ...]:
         return tuple(name for name, on in (("cap", self.cap), ("unpack", self.unpack),
-                                           ("matmul", self.matmul), ("tile", self.tile)) if on)
+                                           ("matmul", self.matmul), ("tile", self.tile),
+                                           ("moe", self.moe)) if on)
 
     def _extra(self, x: Sequence[float], name: str) -> float | None:
         """The tail entry ``name`` (a log), or None where the space does not fit it."""
@@ -224,8 +244,8 @@ class _Space:
 
     def profile(self, x: Sequence[float]) -> EngineProfile:
         n, m, k = len(self.bw_groups), len(self.compute_groups), self._core
-        cap, unpack, matmul, tile = (self._extra(x, name)
-                                     for name in ("cap", "unpack", "matmul", "tile"))
+        cap, unpack, matmul, tile, moe = (self._extra(x, name)
+                                          for name in ("cap", "unpack", "matmul", "tile", "moe"))
         return replace(
             self.base,
             bandwidth_efficiency=min(1.0, math.exp(x[0])),
@@ -245,6 +265,8 @@ class _Space:
             matmul_overhead_s=self.base.matmul_overhead_s if matmul is None
             else min(MAX_OVERHEAD_S, math.exp(matmul)),
             expert_tile_tokens=0.0 if tile is None else min(MAX_TILE_TOKENS, math.exp(tile)),
+            moe_layer_overhead_s=self.base.moe_layer_overhead_s if moe is None
+            else min(MAX_OVERHEAD_S, math.exp(moe)),
         )
 
     def penalty(self, x: Sequence[float], rows: int) -> float:
@@ -307,6 +329,8 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
         start = replace(start, compute_efficiency=prior.compute_efficiency)
     if prior is not None and not any(r.metric == "ttft_ms" for r in mine):
         start = replace(start, prefill_layer_overhead_s=prior.prefill_layer_overhead_s)
+    if prior is not None and prices_moe_layers(key):  # where the rows cannot pin it
+        start = replace(start, moe_layer_overhead_s=prior.moe_layer_overhead_s)
     quantized = sum(1 for r in compute_rows if _dequantizes(r))
     dequant = MIN_GROUP_ROWS <= quantized <= len(compute_rows) - MIN_GROUP_ROWS
     # a prefill step's own per-layer cost shows in time-to-first-token at batch 1
@@ -379,6 +403,14 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
         tried = _minimise(loss_in(tiled), [*best, math.log(TILE_START_TOKENS)])
         if loss_in(tiled)(tried) < loss_in(space)(best):
             space, best = tiled, tried
+    # A routed-expert layer runs more of llama.cpp's graph nodes than a dense one: where
+    # enough decode rows are of MoE models and enough of dense ones, a cost per MoE layer
+    # beside the cost per layer, from the fit so far, kept where it lowers the loss
+    if prices_moe_layers(key) and _shows_moe_layers(mine):
+        routed = replace(space, moe=True)
+        tried = _minimise(loss_in(routed), [*best, math.log(MOE_LAYER_START_S)])
+        if loss_in(routed)(tried) < loss_in(space)(best):
+            space, best = routed, tried
     fitted = space.profile(best)
     table = {m: fitted for m in members}
     ratios = sorted(p.measured / p.predicted for p in (predict(r, table) for r in mine)
@@ -392,6 +424,9 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
                  "steps' cost per layer at the bundled profile's (no prompt rows)")
     elif prior is not None and not prefill:
         held += "; its prompt steps' cost per layer held at the bundled profile's (no TTFT rows)"
+    if not space.moe and fitted.moe_layer_overhead_s:
+        held += (f"; its cost per MoE layer held at {fitted.moe_layer_overhead_s * 1e6:.3g} µs "
+                 "(the bundled profile's: too few decode rows of MoE and of dense models)")
     low, high = min(1.0, _quantile(ratios, 0.1)), max(1.0, _quantile(ratios, 0.9))
     if prior is not None:  # a user's rows measure the fit's own error, not a new model's or
         # card's: the band is at least the bundled profile's, fitted on many of each

@@ -25,7 +25,7 @@ from ridgeline.kvcache import (
     attention_kv_bytes_per_token,
     state_bytes_per_sequence,
 )
-from ridgeline.launches import deployment_matmuls
+from ridgeline.launches import deployment_matmuls, moe_layers
 from ridgeline.layouts import ATTENTION_MIXERS, LINEAR, MAMBA, MOE, NONE
 from ridgeline.model import Layer, ModelSpec
 from ridgeline.moe import expected_experts_touched
@@ -214,6 +214,7 @@ class StepTerms:
     tokens: int
     sequences: int
     matmuls: int  # the weight matmuls the pass launches (launches.deployment_matmuls)
+    moe_layers: int  # the layers that route to experts (launches.moe_layers)
     # work on layers in host memory: (operator, FLOPs, bytes, count, of those bytes the ones
     # that live there: weights, a cache; what an operator run on the GPU copies over the link)
     host: tuple[tuple[str, float, float, int, float], ...] = ()
@@ -262,7 +263,8 @@ def step_terms(dep: Deployment, shape: BatchShape) -> StepTerms:
         link["pipeline send"] = (local * send_time_s(act, dep.accelerator)
                                  + remote * send_time_s(act, dep.accelerator, inter_node=True))
     return StepTerms(tuple(work), tuple((k, v) for k, v in link.items() if v > 0),
-                     model.num_layers, tokens, rows, deployment_matmuls(dep), tuple(host))
+                     model.num_layers, tokens, rows, deployment_matmuls(dep), moe_layers(model),
+                     tuple(host))
 
 
 def step_cost(dep: Deployment, batch: Sequence[Seq], profile: EngineProfile = IDEAL) -> StepCost:
@@ -287,7 +289,8 @@ def step_cost(dep: Deployment, batch: Sequence[Seq], profile: EngineProfile = ID
         acc[1] += nbytes * count
         acc[2] += time_s * count
     out += [OpCost(name, f, b, t, "host") for name, (f, b, t) in host.items()]
-    overhead = profile.overhead_s(terms.layers, terms.tokens > terms.sequences, terms.matmuls)
+    overhead = profile.overhead_s(terms.layers, terms.tokens > terms.sequences, terms.matmuls,
+                                  terms.moe_layers)
     if overhead > 0:
         out.append(OpCost("overhead", 0.0, 0.0, overhead, "overhead"))
     return StepCost(tuple(out), terms.tokens, terms.sequences)
@@ -302,7 +305,7 @@ def shape_time_s(dep: Deployment, shape: BatchShape, profile: EngineProfile = ID
     total += sum(t for _, t in terms.link)
     total += sum(count * t for _, _, _, count, t, _ in _host_ops(dep, terms, rate))
     return total + profile.overhead_s(terms.layers, terms.tokens > terms.sequences,
-                                      terms.matmuls)
+                                      terms.matmuls, terms.moe_layers)
 
 
 def _columns(terms: StepTerms, op: str) -> int:

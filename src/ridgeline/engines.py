@@ -100,6 +100,12 @@ class EngineProfile:
     # expert given fewer of a step's tokens wastes the rest of its tiles, as llama.cpp's
     # mul_mat_id over MMQ tiles does; matrix-vector steps (MATVEC_TOKENS or fewer) are apart
     expert_tile_tokens: float = 0.0
+    # per routed-expert (MoE) layer a forward pass runs, beside the cost per layer (0: not
+    # priced). llama.cpp's graph runs a routed FFN as many more nodes than a dense one (the
+    # router's matmul, its softmax or sigmoid, the top-k, the gathered weights and their
+    # normalisation, three mul_mat_id, the weighted sum: llm_graph_context::build_moe_ffn),
+    # each a kernel that waits on the one before it, where a dense FFN runs four or five
+    moe_layer_overhead_s: float = 0.0
 
     @property
     def compute_fitted(self) -> bool:
@@ -129,11 +135,12 @@ class EngineProfile:
         fit, so the time runs time ÷ band_high .. time ÷ band_low."""
         return time_s / self.band_high, time_s / self.band_low
 
-    def overhead_s(self, layers: int, prefill: bool, matmuls: int = 0) -> float:
+    def overhead_s(self, layers: int, prefill: bool, matmuls: int = 0,
+                   moe_layers: int = 0) -> float:
         """Fixed cost of one forward pass: per step, plus per layer (prefill steps' own rate),
-        plus per weight matmul launched."""
+        plus per weight matmul launched, plus per routed-expert layer."""
         return self.step_overhead_s + self.per_layer_s(prefill) * layers \
-            + self.matmul_overhead_s * matmuls
+            + self.matmul_overhead_s * matmuls + self.moe_layer_overhead_s * moe_layers
 
     def per_layer_s(self, prefill: bool) -> float:
         """The cost per layer of a step: a step with prompt tokens at its own rate if fitted."""
@@ -229,8 +236,8 @@ class EngineProfile:
                 fitted_ids=tuple(str(i) for i in data.get("fitted_ids") or ()),
                 dequant_compute=f.number("dequant_compute", 0, MAX_MULTIPLIER, default=1.0,
                                          open_low=True),
-                fitted_groups=_current_groups({str(k): int(v) for k, v in
-                                               dict(data.get("fitted_groups") or {}).items()}),
+                fitted_groups=_current_groups({k: int(v) for k, v in f.numbers(
+                    "fitted_groups", 0, 1e9).items()}),
                 prefill_layer_overhead_s=f.optional("prefill_layer_overhead_s", 0,
                                                     MAX_OVERHEAD_S),
                 compute_rows=None if (rows := f.optional("compute_rows", 0, 1e9)) is None
@@ -242,6 +249,8 @@ class EngineProfile:
                 matmul_overhead_s=f.number("matmul_overhead_s", 0, MAX_OVERHEAD_S, default=0.0),
                 expert_tile_tokens=f.number("expert_tile_tokens", 0, MAX_TILE_TOKENS,
                                             default=0.0),
+                moe_layer_overhead_s=f.number("moe_layer_overhead_s", 0, MAX_OVERHEAD_S,
+                                              default=0.0),
             )
         except (TypeError, ValueError) as exc:
             if isinstance(exc, InputError):
@@ -308,6 +317,14 @@ def has_fused_projections(engine: str) -> bool:
     fuse Q, K and V into one matmul and gate and up into another, as vLLM's model files do
     (SGLang and TensorRT-LLM alike). llama.cpp's graphs run each projection apart."""
     return engine in ("vllm", "sglang", "trtllm")
+
+
+def prices_moe_layers(engine: str) -> bool:
+    """Whether a routed-expert layer costs an engine more than a dense one beside its bytes:
+    llama.cpp's graph runs its routing as nodes of their own (EngineProfile.
+    moe_layer_overhead_s); the serving engines' cost per weight matmul counts the router and
+    the grouped expert kernels (launches.py)."""
+    return engine.startswith("llama.cpp")
 
 
 def has_tiled_experts(engine: str) -> bool:

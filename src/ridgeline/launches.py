@@ -84,6 +84,12 @@ def step_matmuls(spec: ModelSpec, shared_fused: bool = False) -> int:
     return sum(layer_matmuls(spec, layer, shared_fused) for layer in spec.layers)
 
 
+@cache
+def moe_layers(spec: ModelSpec) -> int:
+    """The layers whose feed-forward block routes to experts (DeepSeek-V3: 58 of 61)."""
+    return sum(1 for layer in spec.layers if layer.ffn == MOE) if spec.moe is not None else 0
+
+
 # SGLang's determine_num_fused_shared_experts (python/sglang/srt/models/deepseek_v2.py and
 # glm4_moe.py): DeepSeek-V3/R1 (256 routed experts) and GLM-4.5/4.6, with one shared expert,
 # on an NVIDIA card of compute capability 8.0 or more or an AMD MI300-class (gfx942) or later,

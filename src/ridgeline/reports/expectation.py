@@ -21,7 +21,13 @@ from ridgeline.explain import Step, q, step
 from ridgeline.floors import DecodeFloor, PrefillFloor, floor_time_s, prefill_floor
 from ridgeline.llamacpp_batching import llamacpp_n_ubatch, prefill_time_s
 from ridgeline.model import positions_label, served_positions, trained_context_caution
-from ridgeline.reports.profile_story import matmul_qs, overhead_formula, overhead_q, share_qs
+from ridgeline.reports.profile_story import (
+    matmul_qs,
+    moe_layer_qs,
+    overhead_formula,
+    overhead_q,
+    share_qs,
+)
 from ridgeline.units import GB
 
 
@@ -145,7 +151,7 @@ def _expectation_steps(dep: Deployment, batch: list[Seq], profile: EngineProfile
                     overhead_q("per step", profile.step_overhead_s, src),
                     q("layers", dep.model.num_layers, "", "config.json num_hidden_layers"),
                     overhead_q("per layer", profile.per_layer_s(prefill), src),
-                    *matmul_qs(profile, dep))
+                    *matmul_qs(profile, dep), *moe_layer_qs(profile, dep))
     total = step("expected step", "Σ operators max(FLOPs ÷ (peak × compute share), bytes ÷ "
                  "(bandwidth × bandwidth share)) + collectives + overhead",
                  q("expected", cost.time_s * 1e3, "ms"),

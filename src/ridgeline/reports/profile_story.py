@@ -7,7 +7,7 @@ from ridgeline.cost import kquant_ops
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.explain import Quantity, q
-from ridgeline.launches import deployment_matmuls, fuses_shared_expert
+from ridgeline.launches import deployment_matmuls, fuses_shared_expert, moe_layers
 from ridgeline.model import KNOWN_MODEL_TYPES
 
 NOTHING_S = 1e-7  # a fitted fixed cost under 0.1 µs: the fit drove it to nothing
@@ -55,7 +55,19 @@ def matmul_qs(profile: EngineProfile, dep: Deployment) -> list[Quantity]:
             overhead_q("per matmul", profile.matmul_overhead_s, f"{profile.engine} profile")]
 
 
+def moe_layer_qs(profile: EngineProfile, dep: Deployment) -> list[Quantity]:
+    """Where the profile prices routed-expert layers and the model has them: how many, and
+    each one's cost."""
+    routed = moe_layers(dep.model)
+    if not profile.moe_layer_overhead_s or not routed:
+        return []
+    return [q("MoE layers", routed, "", "layers whose feed-forward block routes to experts"),
+            overhead_q("per MoE layer", profile.moe_layer_overhead_s,
+                       f"{profile.engine} profile: the routing's graph nodes")]
+
+
 def overhead_formula(profile: EngineProfile) -> str:
     """The fixed costs' formula, as --explain writes it."""
-    return "per step + layers × per layer" + (" + weight matmuls × per matmul"
-                                              if profile.matmul_overhead_s else "")
+    return "per step + layers × per layer" + (
+        " + weight matmuls × per matmul" if profile.matmul_overhead_s else "") + (
+        " + MoE layers × per MoE layer" if profile.moe_layer_overhead_s else "")

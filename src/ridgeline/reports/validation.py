@@ -95,6 +95,11 @@ def profile_steps(profiles: Mapping[str, EngineProfile]) -> tuple[Step, ...]:
             inputs.append(q("per weight matmul", _us(p.matmul_overhead_s), "µs",
                             "the bundled profile's: the rows' models launch alike numbers"
                             if held else "fitted"))
+        if p.moe_layer_overhead_s:
+            held = "per MoE layer held" in p.source
+            inputs.append(q("per MoE layer", _us(p.moe_layer_overhead_s), "µs",
+                            "the bundled profile's: too few MoE and dense decode rows"
+                            if held else "fitted"))
         if p.bandwidth_cap_bytes_per_s is not None:
             inputs.append(q("bandwidth ceiling", p.bandwidth_cap_bytes_per_s / 1e12, "TB/s",
                             "fitted: a matrix-vector kernel's bytes in flight"))
@@ -105,7 +110,8 @@ def profile_steps(profiles: Mapping[str, EngineProfile]) -> tuple[Step, ...]:
                         "over the rows, minimised by Nelder–Mead"))
         steps.append(step(
             f"{engine} profile",
-            "step time = per step + layers × per layer (+ weight matmuls × per matmul) + Σ over "
+            "step time = per step + layers × per layer (+ weight matmuls × per matmul, + MoE "
+            "layers × per MoE layer) + Σ over "
             "operators max(FLOPs ÷ (peak × compute share), bytes ÷ (bandwidth × bandwidth "
             "share)) + collectives",
             q("band", f"{p.band_low:.2f}–{p.band_high:.2f}", "× the expectation",
@@ -263,6 +269,8 @@ class CalibrationReport:
                             if p.prefill_layer_overhead_s is not None else "")
                          + (f", {p.matmul_overhead_s * 1e6:,.1f} µs/weight matmul"
                             if p.matmul_overhead_s else "")
+                         + (f", {p.moe_layer_overhead_s * 1e6:,.1f} µs/MoE layer"
+                            if p.moe_layer_overhead_s else "")
                          + (f"; bandwidth by group: {groups}" if groups else "")
                          + (f"; bandwidth ceiling {p.bandwidth_cap_bytes_per_s / 1e12:.2f} TB/s"
                             if p.bandwidth_cap_bytes_per_s is not None else "")

@@ -26,7 +26,7 @@ from ridgeline.cost import (
 )
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
-from ridgeline.launches import deployment_matmuls
+from ridgeline.launches import deployment_matmuls, moe_layers
 from ridgeline.layouts import ATTENTION_MIXERS, LINEAR, MAMBA
 
 
@@ -46,9 +46,10 @@ class StepTimer:
         rate = self._rate = StepRates(dep, profile)
         self._p, self._w = rate.flops_per_s, rate.bytes_per_s
         self._pa = rate.flops_rate("attention")  # QKᵀ and PV at the cache's rate
-        layers, matmuls = dep.model.num_layers, deployment_matmuls(dep)
-        self._overhead = (profile.overhead_s(layers, False, matmuls),
-                          profile.overhead_s(layers, True, matmuls))
+        layers, matmuls, routed = dep.model.num_layers, deployment_matmuls(dep), \
+            moe_layers(dep.model)
+        self._overhead = (profile.overhead_s(layers, False, matmuls, routed),
+                          profile.overhead_s(layers, True, matmuls, routed))
         kinds = layer_kinds(dep)
         self._attention = [(layer.window_tokens, n) for layer, n in kinds
                            if layer.mixer in ATTENTION_MIXERS]
