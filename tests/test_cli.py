@@ -1149,6 +1149,29 @@ def test_card_comparisons_say_which_card_cannot_hold_the_weights(
     assert l40s["expected"] is None and not l40s["fits"]
 
 
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="named pipes are POSIX")
+def test_a_named_pipe_nobody_writes_to_is_refused_rather_than_waited_on(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """validate on a FIFO with no writer had blocked forever in open(): it reads as empty,
+    a one-line error, exit 2; a pipe that was written (what <(cat file) gives) is read whole."""
+    import os
+
+    from ridgeline.userfiles import read_bounded
+
+    fifo = tmp_path / "pipe.csv"
+    os.mkfifo(fifo)
+    code, _, err = run(capsys, "validate", str(fifo))
+    assert code == 2 and "pipe.csv is not a measurements CSV" in err
+    if Path("/dev/fd").is_dir():
+        read_end, write_end = os.pipe()
+        os.write(write_end, b"id,model\n")
+        os.close(write_end)
+        try:
+            assert read_bounded(f"/dev/fd/{read_end}") == b"id,model\n"
+        finally:
+            os.close(read_end)
+
+
 def test_user_files_are_read_with_a_bound_and_their_lines_named(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """A file past the bound (a /dev/zero) is refused before it fills the memory; a CSV field

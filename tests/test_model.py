@@ -279,6 +279,8 @@ def test_an_expert_width_of_its_own_is_required_where_the_architecture_has_one()
     missing = {k: v for k, v in config.items() if k != "moe_intermediate_size"}
     with pytest.raises(InputError, match="sizes its experts by moe_intermediate_size"):
         ModelSpec.from_hf_config(missing, "bad")
+    with pytest.raises(InputError, match="sizes its experts by moe_intermediate_size"):
+        ModelSpec.from_hf_config({**config, "moe_intermediate_size": None}, "null")  # not 233B
     mixtral = ModelSpec.from_hf_config(
         {**copy.deepcopy(BASE), "model_type": "mixtral", "architectures": ["MixtralForCausalLM"],
          "num_local_experts": 8, "num_experts_per_tok": 2}, "mixtral")

@@ -688,7 +688,7 @@ class _Reader:
             raise InputError(
                 f"{self.name}: num_experts_per_tok ({per_token}) exceeds the {experts} experts"
             )
-        if self.model_type in _OWN_EXPERT_WIDTH and "moe_intermediate_size" not in self.c:
+        if self.model_type in _OWN_EXPERT_WIDTH and self.c.get("moe_intermediate_size") is None:
             raise InputError(f"{self.name}: a {self.model_type} config sizes its experts by "
                              "moe_intermediate_size, and this one has none (its "
                              "intermediate_size is the dense layers' width)")

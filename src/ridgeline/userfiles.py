@@ -3,6 +3,7 @@ past anything ridgeline reads is refused before it fills the memory."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ridgeline.errors import InputError, shorten
@@ -11,8 +12,13 @@ MAX_USER_FILE_BYTES = 256 * 2**20  # past any config, trace, measurements CSV or
 
 
 def read_bounded(path: str | Path, limit_bytes: int = MAX_USER_FILE_BYTES) -> bytes:
-    """The file's bytes; OSError as open() raises it; larger than the limit, an InputError."""
-    with Path(path).expanduser().open("rb") as handle:
+    """The file's bytes; OSError as open() raises it; larger than the limit, an InputError.
+    A named pipe no process writes to reads as empty rather than waiting for a writer (it is
+    opened without blocking, then read blocking: a pipe with a writer, as <(command) gives,
+    is read to its end)."""
+    fd = os.open(Path(path).expanduser(), os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as handle:
+        os.set_blocking(fd, True)
         data = handle.read(limit_bytes + 1)
     if len(data) > limit_bytes:
         raise InputError(f"{shorten(str(path))} is larger than {limit_bytes >> 20} MiB: not a "
