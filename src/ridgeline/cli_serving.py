@@ -805,7 +805,9 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser("observe", help="a live engine's batch on the roofline, and its wall")
     p.add_argument("source", metavar="SOURCE",
-                   help="/metrics URL, saved metrics text, vLLM log, or bench result JSON")
+                   help="/metrics URL, saved metrics text, a vLLM server log (its stats "
+                   "lines and start-up pool; other engines' logs are not read), or a bench "
+                   "result JSON")
     p.add_argument("--model", required=True, help="the model the engine serves")
     _gpu(p)
     _pipeline(p)

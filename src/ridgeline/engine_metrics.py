@@ -34,11 +34,18 @@ REALTIME_TOKENS = "sglang:realtime_tokens_total"
 PREFILL_MODES = ("prefill_compute", "prefill")  # computed prompt tokens, not cache hits
 # prompt tokens served from the prefix cache, which the prompt counters above include, the
 # first present read: vLLM's prompt_tokens_cached (each prompt's once); its prefix_cache_hits
-# (tokens; vllm/v1/metrics/loggers.py), which counts a waiting request's lookup again at every
-# step it fails to be scheduled; SGLang's cached_tokens (summed over its cache_source label:
-# device, host, storage); TensorRT-LLM's prompt_cached_tokens
+# (older: gpu_prefix_cache_hits, deprecated in 0.9.2, gone in 0.12; vllm/v1/metrics/loggers.py),
+# which counts a waiting request's lookup again at every step it fails to be scheduled;
+# SGLang's cached_tokens (summed over its cache_source label: device, host, storage);
+# TensorRT-LLM's prompt_cached_tokens
 CACHED_PROMPT_TOKENS = ("vllm:prompt_tokens_cached_total", "vllm:prefix_cache_hits_total",
-                        "sglang:cached_tokens_total", "trtllm_prompt_cached_tokens_total")
+                        "vllm:gpu_prefix_cache_hits_total", "sglang:cached_tokens_total",
+                        "trtllm_prompt_cached_tokens_total")
+# vLLM's prefix-cache lookups, in the hits' unit (tokens; V0's blocks): each recounted with
+# its hits at every step a request waits, so hits ÷ queries stays a share where hits ÷ prompt
+# tokens grows with the queue (vLLM's own log divides them for its "Prefix cache hit rate")
+PREFIX_CACHE_QUERIES = {"vllm:prefix_cache_hits_total": "vllm:prefix_cache_queries_total",
+                        "vllm:gpu_prefix_cache_hits_total": "vllm:gpu_prefix_cache_queries_total"}
 # vLLM's prompt tokens by where their KV came from (label "source"): computed here
 # (local_compute), the prefix cache (local_cache_hit), a KV transfer (external_kv_transfer)
 PROMPT_BY_SOURCE = "vllm:prompt_tokens_by_source_total"
@@ -46,7 +53,9 @@ COMPUTED_SOURCE = "local_compute"
 # V0's requests swapped out to CPU memory for want of KV blocks (vllm/engine/metrics.py)
 SWAPPED = ("vllm:num_requests_swapped",)
 # the pool as the engine sized it: vLLM's cache_config_info (labels num_gpu_blocks and
-# block_size, value 1), SGLang's max_total_num_tokens
+# block_size, value 1; under data parallelism the frontend's num_gpu_blocks is the sum of its
+# engines' — vllm/v1/engine/utils.py wait_for_engine_startup, "Sum values from all engines in
+# DP case" — on every engine's series), SGLang's max_total_num_tokens
 CACHE_CONFIG = "vllm:cache_config_info"
 POOL_TOKENS = ("sglang:max_total_num_tokens",)
 REQUESTS = ("vllm:request_success_total", "sglang:num_requests_total",

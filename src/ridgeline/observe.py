@@ -10,9 +10,10 @@ vLLM ``vllm:num_requests_running``, ``vllm:num_requests_waiting``, ``vllm:kv_cac
 ``vllm:num_requests_waiting_by_reason`` (its "deferred" share is no queue for the batch),
 prompt tokens not computed: ``vllm:prompt_tokens_by_source_total`` (all but
 ``source="local_compute"``), else ``vllm:prompt_tokens_cached_total``, else
-``vllm:prefix_cache_hits_total`` (which counts a blocked request's lookups again),
-``vllm:cache_config_info`` (the pool's blocks, as its labels), V0's
-``vllm:num_requests_swapped``;
+``vllm:prefix_cache_hits_total`` over ``vllm:prefix_cache_queries_total`` (each counts a
+blocked request's lookups again; older ``vllm:gpu_prefix_cache_*``),
+``vllm:cache_config_info`` (the pool's blocks, as its labels: under data parallelism all
+engines' sum), V0's ``vllm:num_requests_swapped``;
 SGLang ``sglang:num_running_reqs``, ``sglang:num_queue_reqs``, ``sglang:token_usage``,
 ``sglang:num_retracted_requests_total``, ``sglang:cached_tokens_total``,
 ``sglang:max_total_num_tokens``, ``sglang:realtime_tokens_total`` (per step, by mode;
@@ -59,6 +60,7 @@ from ridgeline.engine_metrics import (
     POOL_TOKENS,
     PREEMPTIONS,
     PREFILL_MODES,
+    PREFIX_CACHE_QUERIES,
     PROMPT_BY_SOURCE,
     PROMPT_TOKENS,
     REALTIME_TOKENS,
@@ -101,8 +103,8 @@ _LIMITS: tuple[tuple[tuple[str, ...], float, float, str], ...] = (
     ((LLAMACPP_KV_TOKENS, *POOL_TOKENS), 0.0, MAX_TOKENS,
      f"a number of KV cells, 0 to {MAX_TOKENS:g}"),
     (PREEMPTIONS + PROMPT_TOKENS + GENERATION_TOKENS + GENERATION_SECONDS + REQUESTS
-     + CACHED_PROMPT_TOKENS + (REALTIME_TOKENS, PROMPT_BY_SOURCE) + _HISTOGRAMS, 0.0, MAX_COUNT,
-     COUNTER_RANGE),
+     + CACHED_PROMPT_TOKENS + tuple(PREFIX_CACHE_QUERIES.values())
+     + (REALTIME_TOKENS, PROMPT_BY_SOURCE) + _HISTOGRAMS, 0.0, MAX_COUNT, COUNTER_RANGE),
 )
 _READ = frozenset(n for names, *_ in _LIMITS for n in names) | set(TTFT + ITL + E2E)
 
@@ -267,7 +269,7 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
         waiting = _gauge_by_core(s, WAITING, obs.engine_family)
         if WAITING_BY_REASON in s.samples and waiting:  # the queue the engine could run:
             by_core = _core_values(s.samples[WAITING_BY_REASON],
-                                   lambda labels: labels.get("reason") == "deferred")
+                                   lambda labels: labels.get("reason") == "deferred", gauge=True)
             held = sum(by_core.values()) / k
             queued = sum(waiting.values()) / len(waiting)
             if held > queued * (1 + 1e-9):  # not KV transfers, LoRA budgets
@@ -287,9 +289,13 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
         obs.notes.append(f"up to {deferred:,.0f} waiting requests deferred (a KV transfer, a "
                          "LoRA budget: vllm:num_requests_waiting_by_reason) are not counted as "
                          "waiting for the batch")
-    if any(u > 1 + 1e-9 for u in obs.kv_usage):
-        raise InputError(f"{source}: the KV usage adds up to {max(obs.kv_usage):.0%} of one pool: "
-                         "its series are not one engine's")
+    copied = next((name for name in KV_USAGE for s in scrapes
+                   if any(SHARE_LABEL in labels for labels, _ in s.samples.get(name, []))), None)
+    if copied is not None:
+        obs.notes.append(f"{copied} comes once per API-server process (a '{SHARE_LABEL}' label: "
+                         "vLLM before PR #28792 with --api-server-count > 1, the gauge not yet "
+                         "'mostrecent'): each is one process's last reading, the others' 0 or "
+                         "stale, so the highest is read, not their sum")
     if not obs.running:
         found = sorted(scrapes[-1].samples)
         if any(n.startswith("trtllm_") for n in found):  # its per-request metrics alone
@@ -391,11 +397,14 @@ def _read_lengths(scrapes: list[Scrape], obs: Observation, timed: bool) -> None:
 
 
 def _cached_prompt_tokens(scrapes: list[Scrape], obs: Observation, timed: bool
-                          ) -> tuple[float, float] | None:
-    """(prompt tokens not computed here, all prompt tokens), over the window or, from one
-    scrape, the server's lifetime: vLLM's prompt tokens by source where it exports them (all
-    but local_compute: its prefix cache and KV transfers), else a cached-tokens counter
-    against the prompt counter; None without either."""
+                          ) -> tuple[float, float, str] | None:
+    """(prompt tokens not computed here, the tokens they are a share of, what those are),
+    over the window or, from one scrape, the server's lifetime: vLLM's prompt tokens by
+    source where it exports them (all but local_compute: its prefix cache and KV transfers);
+    else vLLM's prefix-cache hits against its queries, both recounted at each step a
+    request waits (40 % of 10,000 prompt tokens cached, each looked up twice: 8,000 hits of
+    20,000 queries, 0.4 — against the prompt tokens, 0.8); else a cached-tokens counter
+    against the prompt counter; None without any."""
     def count(names: tuple[str, ...], keep: tuple[str, ...] = ()) -> float | None:
         if timed:
             return _increase(scrapes, names, obs, keep, label="source")
@@ -410,18 +419,32 @@ def _cached_prompt_tokens(scrapes: list[Scrape], obs: Observation, timed: bool
                 obs.notes.append(f"{moved / everything:.0%} of the prompt tokens came by KV "
                                  f"transfer ({PROMPT_BY_SOURCE}): counted with the prefix "
                                  "cache's as not computed here")
-            return everything - computed, everything
-    cached, prompted = count(CACHED_PROMPT_TOKENS), count(PROMPT_TOKENS)
-    return None if cached is None or prompted is None else (cached, prompted)
+            return everything - computed, everything, "the prompt tokens"
+    name = next((n for n in CACHED_PROMPT_TOKENS for s in scrapes if n in s.samples), None)
+    if name is None:
+        return None
+    queries = PREFIX_CACHE_QUERIES.get(name)
+    if queries is not None and any(queries in s.samples for s in scrapes):
+        hits, asked = count((name,)), count((queries,))
+        if hits is not None and asked is not None:
+            return hits, asked, f"the lookups ({queries})"
+    cached, prompted = count((name,)), count(PROMPT_TOKENS)
+    if cached is None or prompted is None:
+        return None
+    return cached, prompted, "the prompt tokens that include them"
 
 
-# Labels of a gauge's series in one server's scrape: a data-parallel core's own batch
+# Labels of a metric's series in one server's scrape: a data-parallel core's own batch
 # ("engine": vLLM V1; "dp_rank": SGLang's DP attention), ranks of one core that report the
 # same requests (SGLang's schedulers: the tensor, pipeline, expert and context ranks), and
-# vLLM's API-server processes (multiprocess mode), whose shares add up.
+# the process of prometheus_client's multiprocess mode ("pid"). That client sums a counter's
+# processes and drops the label; a gauge in its default "all" mode keeps one series per
+# process, each that process's last value — vLLM's kv_cache_usage_perc until PR #28792
+# (Nov 2025): with --api-server-count 8, one pid read 0.653 and seven 0.0 — so a gauge's
+# copies are read at their highest, and only a counter's (a hand-merged file) added.
 CORE_LABELS = ("engine", "dp_rank")
 RANK_LABELS = ("tp_rank", "pp_rank", "moe_ep_rank", "attn_tp_rank", "attn_cp_rank", "cp_rank")
-SHARE_LABELS = ("pid",)
+SHARE_LABEL = "pid"
 
 
 def _core(labels: dict[str, str]) -> tuple[str | None, ...]:
@@ -429,32 +452,35 @@ def _core(labels: dict[str, str]) -> tuple[str | None, ...]:
 
 
 def _ranks_by_core(series: list[tuple[dict[str, str], float]],
-                   keep: Callable[[dict[str, str]], bool] = lambda _: True
-                   ) -> dict[tuple[str | None, ...], list[float]]:
-    """A metric's values per data-parallel core, one per rank, its API-server shares summed."""
+                   keep: Callable[[dict[str, str]], bool] = lambda _: True,
+                   gauge: bool = False) -> dict[tuple[str | None, ...], list[float]]:
+    """A metric's values per data-parallel core, one per rank: a gauge's process copies at
+    their highest, a counter's added (CORE_LABELS' comment)."""
     cores: dict[tuple[str | None, ...], dict[tuple[str | None, ...], float]] = {}
     for labels, v in series:
         if keep(labels):
             ranks = cores.setdefault(_core(labels), {})
             rank = tuple(labels.get(label) for label in RANK_LABELS)
-            ranks[rank] = ranks.get(rank, 0.0) + v
+            was = ranks.get(rank)
+            ranks[rank] = v if was is None else max(was, v) if gauge else was + v
     return {core: list(ranks.values()) for core, ranks in cores.items()}
 
 
 def _core_values(series: list[tuple[dict[str, str], float]],
-                 keep: Callable[[dict[str, str]], bool] = lambda _: True
-                 ) -> dict[tuple[str | None, ...], float]:
-    """A metric's value per data-parallel core: its API-server shares summed, its ranks (which
-    report the same requests, or export the same counters) averaged."""
+                 keep: Callable[[dict[str, str]], bool] = lambda _: True,
+                 gauge: bool = False) -> dict[tuple[str | None, ...], float]:
+    """A metric's value per data-parallel core: its process copies as _ranks_by_core reads
+    them, its ranks (which report the same requests, or export the same counters)
+    averaged."""
     return {core: sum(ranks) / len(ranks)
-            for core, ranks in _ranks_by_core(series, keep).items()}
+            for core, ranks in _ranks_by_core(series, keep, gauge).items()}
 
 
 def _rank_gap(series: list[tuple[dict[str, str], float]]) -> tuple[float, float] | None:
     """The widest gap between ranks of one core (lowest, highest) where they disagree past
     what scraping them a moment apart explains (more than 2 and a half apart), or None."""
     worst = None
-    for ranks in _ranks_by_core(series).values():
+    for ranks in _ranks_by_core(series, gauge=True).values():
         lo, hi = min(ranks), max(ranks)
         if hi - lo > 2 and hi > 1.5 * lo and (worst is None or hi - lo > worst[1] - worst[0]):
             worst = (lo, hi)
@@ -474,7 +500,7 @@ def _gauge_by_core(scrape: Scrape, names: tuple[str, ...], family: str | None
     prefix = {"llama.cpp": "llamacpp"}.get(family or "", family or "")
     for name in names:
         if name in scrape.samples and name.startswith(prefix):
-            return _core_values(scrape.samples[name])
+            return _core_values(scrape.samples[name], gauge=True)
     return {}
 
 
@@ -500,7 +526,7 @@ def _counter(scrape: Scrape, names: tuple[str, ...], modes: tuple[str, ...] = ()
 def _check_one_server(scrape: Scrape, source: str) -> None:
     """The running gauge's series differ only by the labels one server's cores and ranks
     carry: a federated scrape (instance, job) or several models summed would be no batch."""
-    known = set(CORE_LABELS + RANK_LABELS + SHARE_LABELS)
+    known = {*CORE_LABELS, *RANK_LABELS, SHARE_LABEL}
     for name in RUNNING + WAITING + KV_USAGE:
         series = [labels for labels, _ in scrape.samples.get(name, [])]
         for label in sorted({key for labels in series for key in labels} - known):
@@ -512,28 +538,39 @@ def _check_one_server(scrape: Scrape, source: str) -> None:
                                  "time; save one file per server")
 
 
-def _cached_share(cached: float, prompted: float, obs: Observation) -> float | None:
-    """The share of prompt tokens the prefix cache served; None (with a note) where the hits
-    outrun the prompt tokens, which count every prompt token, cached or not: the two counters
-    are not one server's, or a preempted request's hits were counted twice over."""
+def _cached_share(cached: float, prompted: float, of: str, obs: Observation) -> float | None:
+    """The share of prompt tokens the prefix cache served, ``cached`` ÷ ``prompted``; None
+    (with a note) where the hits outrun what includes them: the two counters are not one
+    server's, or a preempted request's hits were counted twice over."""
     if cached > prompted * 1.05:
-        obs.notes.append(f"prefix-cache hits outrun the prompt tokens that include them "
-                         f"({cached / prompted:,.1f}×): not read (every prompt token priced as "
-                         "computed)")
+        obs.notes.append(f"prefix-cache hits outrun {of} ({cached / prompted:,.1f}×): not read "
+                         "(every prompt token priced as computed)")
         return None
     return min(1.0, cached / prompted)
 
 
 def _read_pool(scrape: Scrape, obs: Observation) -> None:
-    """The pool's tokens per engine as the engine sized it, where its metrics say: vLLM's
-    cache_config_info (num_gpu_blocks × block_size, from its labels), SGLang's
-    max_total_num_tokens."""
+    """The pool per engine as the engine sized it, where its metrics say: vLLM's
+    cache_config_info (num_gpu_blocks × block_size, from its labels: blocks, which the report
+    shares among the model's KV-cache groups), SGLang's max_total_num_tokens. Under data
+    parallelism vLLM's frontend adds up its engines' blocks and labels every engine's series
+    with that sum (vllm/v1/engine/utils.py wait_for_engine_startup; some builds label one
+    series engine=""), so it is divided by the engines the running gauge shows: 20,000 blocks
+    over 2 engines are 10,000 each."""
     for labels, _ in scrape.samples.get(CACHE_CONFIG, [])[:1]:
         try:
             blocks, size = int(labels.get("num_gpu_blocks", "")), int(labels.get("block_size", ""))
         except ValueError:  # "None" before the engine has profiled its pool
             return
-        if 0 < blocks <= MAX_TOKENS and 0 < size <= 4096:
+        if not (0 < blocks <= MAX_TOKENS and 0 < size <= 4096):
+            return
+        k = obs.engines
+        if k > 1:
+            obs.notes.append(f"{CACHE_CONFIG}: num_gpu_blocks={blocks:,} is the {k} "
+                             f"data-parallel engines' sum (vLLM adds them up at start-up): "
+                             f"{blocks // k:,} blocks each")
+            blocks //= k
+        if blocks:
             obs.pool_tokens, obs.pool_block_size = float(blocks * size), size
         return
     values = list(_gauge_by_core(scrape, POOL_TOKENS, obs.engine_family).values())

@@ -22,6 +22,16 @@ from ridgeline.observation import (
 # vllm bench serve's names; SGLang's bench_serving names end-to-end e2e_latency_ms
 _BENCH_KEYS = {"ttft": ("ttft_ms",), "itl": ("itl_ms",), "tpot": ("tpot_ms",),
                "e2e": ("e2el_ms", "e2e_latency_ms")}
+# Both benchmarks write np.mean(itls or 0) (and tpots, ttfts): 0.0 for a family they measured
+# nothing of — every request one token long, or a stream that never came (vllm/benchmarks/
+# serve.py calculate_metrics; SGLang's bench_serving alike); read as absent, not as 0 ms
+_ZERO_WHEN_NONE = ("ttft", "itl", "tpot")
+# The backend names the client's request format, not the server: `vllm bench serve`
+# defaults to "openai" and writes it as "backend" and "endpoint_type"; its "vllm" and
+# "sglang" post OpenAI completions, which any server answers. SGLang's bench_serving
+# "sglang" (or "sglang-native") posts to SGLang's own /generate: only that names the engine.
+_NATIVE_BACKENDS = {"sglang": "sglang", "sglang-native": "sglang"}
+PER_CHUNK_ITL = 1.5  # mean ITL over mean TPOT past which the stream carries several tokens
 _GENAI = {"ttft": "time_to_first_token", "itl": "inter_token_latency",
           "e2e": "request_latency"}
 
@@ -80,11 +90,14 @@ def from_bench(text: str, source: str) -> Observation:
             values = {stat: field(f"{stat}_{stem}", MAX_BENCH_S * 1e3, "milliseconds")
                       for stat in ("mean", "median", "p90", "p99")}
             found = {("p50" if k == "median" else k): v for k, v in values.items() if v is not None}
+            if key in _ZERO_WHEN_NONE and found and not any(found.values()):
+                obs.notes.append(f"{stem} is 0 throughout: nothing measured (single-token "
+                                 "outputs, or no streaming), read as absent")
+                continue
             _rising(found, stem, source)
             if found:
                 obs.latency_ms[key] = found
-        if "itl" not in obs.latency_ms and "tpot" in obs.latency_ms:
-            obs.latency_ms["itl"] = obs.latency_ms["tpot"]
+        _per_token_itl(data, obs, source)
     elif "time_to_first_token" in data:  # genai-perf / aiperf
         def stat(stem: str, key: str, high: float, what: str) -> float | None:
             return _genai_stat(data, stem, key, source, high, what)
@@ -137,10 +150,44 @@ def from_bench(text: str, source: str) -> Observation:
     if isinstance(model, str) and model.strip():
         obs.model_names.append(model.strip())
     backend = str(data.get("backend") or "").strip().lower()
-    if backend.startswith(("vllm", "sglang")):  # the server the benchmark ran against
-        obs.engine_family = "sglang" if backend.startswith("sglang") else "vllm"
-    obs.notes.append("running batch estimated by Little's law: output tok/s × mean ITL")
+    sglang_bench = any(k.endswith("_e2e_latency_ms") for k in data)  # vLLM's: e2el_ms
+    if sglang_bench and backend in _NATIVE_BACKENDS:  # SGLang's own /generate
+        obs.engine_family = _NATIVE_BACKENDS[backend]
+    elif backend:
+        obs.notes.append(f"backend {shorten(backend)!r} names the benchmark's request format, "
+                         "not the server it ran against: --engine names the engine (else "
+                         "the card's default)")
+    if batch is not None:
+        obs.notes.append("running batch estimated by Little's law: output tok/s × mean ITL")
     return obs
+
+
+def _per_token_itl(data: dict[str, Any], obs: Observation, source: str) -> None:
+    """The time per token per request, for Little's law and the comparison: the bench's ITL
+    is the gap between streamed chunks (vllm bench serve: itls += output.itl), a token each
+    only when each chunk carries one; its TPOT is (latency − TTFT) ÷ (output − 1), per token.
+    With speculative decoding (vLLM writes spec_decode_acceptance_length, the tokens per
+    step) TPOT is read; where the mean ITL is past PER_CHUNK_ITL × the mean TPOT without it,
+    a caution: 2,000 tok/s × a 60 ms chunk is a batch of 120, × a 20 ms token 40."""
+    latency = obs.latency_ms
+    if "itl" not in latency:
+        if "tpot" in latency:
+            latency["itl"] = latency["tpot"]
+        return
+    if "tpot" not in latency:
+        return
+    itl, tpot = latency["itl"].get("mean"), latency["tpot"].get("mean")
+    accepted = _bench_field(data, "spec_decode_acceptance_length", source, MAX_COUNT,
+                            "tokens per step")
+    if accepted is not None and accepted > 1:
+        latency["itl"] = latency["tpot"]
+        obs.notes.append(f"speculative decoding ({accepted:.2f} tokens a step): the bench's ITL "
+                         "is per streamed chunk, so its TPOT is read as the time per token")
+    elif itl and tpot and itl > PER_CHUNK_ITL * tpot:
+        obs.notes.append(f"caution: the mean ITL ({itl:,.1f} ms) is {itl / tpot:.1f}× the mean "
+                         f"TPOT ({tpot:,.1f} ms): the stream carries several tokens a chunk "
+                         "(speculative decoding, a server stream interval), and the batch read "
+                         "by Little's law, output tok/s × ITL, is that much too high")
 
 
 MAX_BENCH_S = 1e7  # a benchmark's duration or a request's latency: under four months

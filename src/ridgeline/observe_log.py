@@ -1,6 +1,7 @@
 """vLLM's periodic stats lines, read into an Observation: the batch, the queue, KV usage and
 token rates as the server logged them, per data-parallel engine where each logs its own line
-(vllm/v1/metrics/loggers.py; V0's vllm/engine/metrics.py)."""
+(vllm/v1/metrics/loggers.py; V0's vllm/engine/metrics.py); and the pool each engine sized,
+from its start-up lines (vllm/v1/core/kv_cache_utils.py; V0's executor_base.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from ridgeline.observation import (
     FRACTION_RANGE,
     MAX_COUNT,
     MAX_REQUESTS,
+    MAX_TOKENS,
     REQUESTS_RANGE,
     Observation,
     checked,
@@ -21,7 +23,12 @@ from ridgeline.observation import (
 MAX_ENGINES = 4096  # data-parallel engines one log line may aggregate
 # vLLM's periodic stats line, V0 and V1 (vllm/v1/metrics/loggers.py): "N Engines
 # Aggregated: " sums DP engines (--aggregate-engine-logging); "Deferred" and "Preemptions"
-# appear, when non-zero, in builds since Nov 2025 (PR #28522).
+# appear, when non-zero, in builds since Nov 2025 (PR #28522). "Waiting" is then
+# num_waiting_reqs + num_skipped_waiting_reqs and "Deferred" the skipped ones (a KV transfer,
+# a LoRA budget, a blocked status: LoggingStatLogger.log's total_waiting), which wait for no
+# room in the batch. "Avg prompt throughput" counts the prompt tokens computed, cached and
+# transferred ones left out, since Feb 2026 (PR #33290: prompt_token_stats.computed); every
+# prompt token before. "Prefix cache hit rate" is the prefix cache's hits ÷ queries.
 STATS_LINE = re.compile(
     r"(?:(?P<engines>\d+) Engines Aggregated: )?"
     r"Avg prompt throughput: (?P<prompt>[\d.]+) tokens/s, Avg generation throughput: "
@@ -39,6 +46,16 @@ ROUND_S = 2.0  # one logging round's lines, every engine's, written within this 
 # V0 warns at the 1st, 51st, 101st … preemption (vllm/core/scheduler.py), with the total so
 # far; builds before that throttle warned at every one, with no total
 _V0_PREEMPTED = re.compile(r"is preempted by .*?total_num_cumulative_preemption=(\d+)")
+# The pool each engine sized, logged once per engine process at start-up: V1's "GPU KV cache
+# size: 423,408 tokens" (vllm/v1/core/kv_cache_utils.py: blocks ÷ KV-cache groups ×
+# block_size; from v0.24 maximum concurrency × max_model_len, engines.json), after V0's
+# "# cuda blocks: 27000, # CPU blocks: 2048" (executor_base.py initialize_cache; "# GPU
+# blocks: N" in older V0 and early V1), whose "Maximum concurrency for 8192 tokens per
+# request: 52.73x" line next is blocks × block_size ÷ max_model_len, naming the block size.
+_KV_CACHE_TOKENS = re.compile(r"GPU KV cache size: ([\d,]+) tokens")
+_GPU_BLOCKS = re.compile(r"# (?!CPU\b)\w+ blocks: (\d+)")
+_MAX_CONCURRENCY = re.compile(
+    r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
 
 
 def _log_number(match: re.Match[str], group: str, field: str, source: str, text: str) -> float:
@@ -57,6 +74,7 @@ def from_log(text: str, source: str) -> Observation:
     gen: list[float] = []
     preempted: list[float] = []
     hits: list[float] = []
+    deferred = 0.0  # the most waiting requests one line deferred
     lines: list[tuple[str | None, float | None]] = []  # each stats line's engine and time
     v0 = False
     for match in STATS_LINE.finditer(text):
@@ -71,8 +89,15 @@ def from_log(text: str, source: str) -> Observation:
         obs.engines = max(obs.engines, k)
         obs.running.append(checked(number("running", "Running"), source, "Running", 0.0,
                                    MAX_REQUESTS * k, REQUESTS_RANGE) / k)
-        obs.waiting.append(checked(number("waiting", "Waiting"), source, "Waiting", 0.0,
-                                   MAX_REQUESTS * k, REQUESTS_RANGE) / k)
+        waiting = checked(number("waiting", "Waiting"), source, "Waiting", 0.0,
+                          MAX_REQUESTS * k, REQUESTS_RANGE)
+        held = number("deferred", "Deferred") if match.group("deferred") else 0.0
+        if held > waiting:
+            line = text.count("\n", 0, match.start()) + 1
+            raise InputError(f"{source}, line {line}: Deferred: {held:,.0f} reqs but Waiting: "
+                             f"{waiting:,.0f} reqs; vLLM counts the deferred among the waiting")
+        deferred = max(deferred, held)
+        obs.waiting.append((waiting - held) / k)
         kv = number("kv", "GPU KV cache usage") / 100
         obs.kv_usage.append(checked(kv, source, "GPU KV cache usage (as a fraction)", 0.0, 1.0,
                                     FRACTION_RANGE))
@@ -91,8 +116,17 @@ def from_log(text: str, source: str) -> Observation:
                                 "Prefix cache hit rate (as a fraction)", 0.0, 1.0,
                                 "a share of the prompt tokens, 0 to 1"))
         v0 = v0 or bool(match.group("v0"))
-    if hits:  # the share of queried prompt tokens the cache held, over each line's interval
-        obs.cached_prompt_share = statistics.fmean(hits)
+    if deferred:
+        obs.notes.append(f"up to {deferred:,.0f} waiting requests deferred ('Deferred: N reqs': "
+                         "a KV transfer, a LoRA budget) are not counted as waiting for the "
+                         "batch; vLLM's 'Waiting' includes them")
+    if hits and max(hits) > 0:
+        # not taken off the prompt rate, which since PR #33290 already leaves out the cached
+        # tokens; before it the rate counted them, and pricing them computed errs high
+        obs.notes.append(f"prefix cache hit rate {statistics.fmean(hits):.0%} (mean of the "
+                         "lines): not taken off the prompt rate, which vLLM logs as computed "
+                         "tokens alone since Feb 2026 (PR #33290); an older build's rate "
+                         "counts the cached tokens too, and they are priced as computed")
     if obs.engines > 1:
         obs.notes.append(f"'{obs.engines} Engines Aggregated' lines: the batch, the queue and "
                          "the token rates are each engine's mean, the preemptions all "
@@ -122,7 +156,41 @@ def from_log(text: str, source: str) -> Observation:
     obs.prompt_tok_s = statistics.fmean(prompt)
     obs.generation_tok_s = statistics.fmean(gen)
     obs.notes.append(f"{len(lines)} periodic stats lines")
+    _read_startup_pool(text, source, obs)
     return obs
+
+
+def _read_startup_pool(text: str, source: str, obs: Observation) -> None:
+    """Each engine's pool from its start-up lines, the smallest where several engines (or
+    restarts) logged one: V1's "GPU KV cache size" in tokens; else V0's block count ×
+    the block size its "Maximum concurrency" line implies (27,000 blocks at 52.73× of 8,192
+    tokens: 16 a block, 432,000 tokens). Left unset where neither is logged."""
+    sizes = [checked(float(m[1].replace(",", "")), source, "GPU KV cache size", 0.0,
+                     MAX_TOKENS, f"a number of tokens, 0 to {MAX_TOKENS:g}")
+             for m in _KV_CACHE_TOKENS.finditer(text)]
+    what = "'GPU KV cache size'"
+    if not sizes:
+        for m in _GPU_BLOCKS.finditer(text):
+            after = _MAX_CONCURRENCY.search(text, m.end())
+            if after is None:
+                continue
+            blocks = float(m[1])
+            length, times = float(after[1].replace(",", "")), float(after[2])
+            if not blocks:
+                continue
+            size = times * length / blocks
+            slack = 0.005 * length / blocks  # the concurrency is printed to 0.01
+            if round(size) >= 1 and slack < 0.5 and abs(size - round(size)) <= slack + 1e-9:
+                sizes.append(checked(blocks * round(size), source, "GPU blocks × block size",
+                                     0.0, MAX_TOKENS, f"a number of tokens, 0 to {MAX_TOKENS:g}"))
+        what = "'# GPU blocks' × the block size its 'Maximum concurrency' line implies"
+    sizes = [v for v in sizes if v > 0]
+    if not sizes:
+        return
+    obs.pool_tokens = min(sizes)
+    obs.notes.append(f"the pool: {obs.pool_tokens:,.0f} tokens an engine, from the start-up "
+                     f"log's {what}" + (f" (the smallest of {len(sizes)} lines)"
+                                        if len(sizes) > 1 else ""))
 
 
 def _log_engine_and_time(text: str, match: re.Match[str]) -> tuple[str | None, float | None]:

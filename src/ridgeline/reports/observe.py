@@ -17,6 +17,7 @@ from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.errors import InputError
 from ridgeline.explain import Step, q, step
+from ridgeline.kvgroups import KVGroups, vllm_kv_groups
 from ridgeline.memory import EngineSettings, KVPool, kv_pool
 from ridgeline.observation import Observation, stats
 from ridgeline.render import table
@@ -52,6 +53,98 @@ LEVERS = {
            "read to the step, so more load adds latency more than tokens — more GPUs or "
            "replicas, fp8 matmuls or KV, or a faster card add throughput",
 }
+
+
+@dataclass(frozen=True)
+class EnginePool:
+    """One engine's KV pool in the units the engine counts it: vLLM's blocks
+    (cache_config_info), which its hybrid allocator shares among the model's KV-cache groups
+    (kvgroups.py), or a token count (SGLang's max_total_num_tokens, vLLM's start-up log).
+    Gemma-3-27B's 60,000 blocks of 16 in 7 groups hold 92 sequences of 4,096 tokens
+    (decode_blocks: 256 + 6 × 65 = 646 each), not the 234 that 960,000 tokens ÷ 4,096 make."""
+
+    tokens: int  # vLLM's count of the blocks' tokens (blocks ÷ groups × block size), else the
+    blocks: int | None = None  # engine's own; blocks where the engine reports them
+    block_size: int = 1
+    groups: KVGroups | None = None  # the blocks' groups; None: one full-attention group
+
+    def sequences(self, context: int) -> int:
+        """Sequences of ``context`` tokens the pool holds, decoding: whole blocks each."""
+        if self.blocks is None:
+            return self.tokens // context
+        if self.groups is not None:
+            return self.blocks // self.groups.decode_blocks(context)
+        return self.blocks // math.ceil(context / self.block_size)
+
+    def tokens_held(self, share: float) -> int | None:
+        """The tokens a request holds when it holds ``share`` of the pool: of a pool of
+        several groups, the longest context whose decode_blocks fit its share of the blocks;
+        None where no full-attention group grows with the context (a window's stops)."""
+        if self.groups is None or self.blocks is None:
+            return max(1, round(share * self.tokens))
+        if not self.groups.full:
+            return None
+        held = share * self.blocks
+        low, high = 0, int(held) * self.groups.block_size + 1  # decode_blocks(high) > held
+        while high - low > 1:
+            mid = (low + high) // 2
+            low, high = (mid, high) if self.groups.decode_blocks(mid) <= held else (low, mid)
+        return max(1, low)
+
+    @property
+    def shown(self) -> str:
+        """The pool as a sentence's object: '60,000 blocks of 16 shared by 7 KV-cache groups
+        (137,136 tokens as vLLM counts them)', or its tokens."""
+        if self.groups is None or self.blocks is None:
+            return f"{self.tokens:,} tokens"
+        return (f"{self.blocks:,} blocks of {self.groups.block_size} shared by "
+                f"{self.groups.count} KV-cache groups ({self.tokens:,} tokens as vLLM counts "
+                "them)")
+
+    @classmethod
+    def modelled(cls, pool: KVPool) -> EnginePool:
+        """The modelled pool, counted as the engine counts it."""
+        return cls._of(pool.tokens, pool.blocks, pool.block_size, pool.groups)
+
+    @classmethod
+    def _of(cls, tokens: int, blocks: int, block_size: int,
+            groups: KVGroups | None) -> EnginePool:
+        if groups is None or (groups.count == 1 and groups.full == 1):
+            return cls(tokens, blocks, block_size)
+        return cls(groups.reported_tokens(blocks), blocks, groups.block_size, groups)
+
+
+def reported_pool(obs: Observation, dep: Deployment) -> EnginePool | None:
+    """The pool the source reports for one engine, for the model served; None where it
+    reports none, or only a vLLM log's token count for a model of several KV-cache groups,
+    which the log counts one way before v0.24 and another after (engines.json)."""
+    if obs.pool_tokens is None:
+        return None
+    size = obs.pool_block_size
+    if size is None:
+        if obs.kind == "log" and _several_groups(dep):
+            return None
+        return EnginePool(int(obs.pool_tokens))
+    blocks = int(obs.pool_tokens // size)
+    if obs.swapped:  # V0 (it swaps; V1 does not): one block table for every layer
+        return EnginePool(blocks * size, blocks, size)
+    try:
+        modelled = kv_pool(dep, EngineSettings()).groups
+    except InputError:
+        modelled = None
+    groups = vllm_kv_groups(dep, size, modelled.state_blocks if modelled else 1)
+    return EnginePool._of(blocks * size, blocks, size, groups)
+
+
+def _several_groups(dep: Deployment) -> bool:
+    groups = vllm_kv_groups(dep, 16)
+    return groups is not None and groups.count > 1
+
+
+LOG_POOL_UNREAD = ("the start-up log's 'GPU KV cache size' is not read as the pool: with "
+                   "several KV-cache groups vLLM logs it as blocks ÷ groups × block size "
+                   "before v0.24 and as maximum concurrency × max_model_len after; the pool "
+                   "is modelled")
 
 
 @dataclass(frozen=True)
@@ -94,38 +187,43 @@ class ObserveReport:
         is a server: vllm serve's defaults, not offline's)."""
         return kv_pool(self.deployment, EngineSettings(max_model_len=self.context))
 
+    @cached_property
+    def engine_pool(self) -> EnginePool | None:
+        """The pool the engine reports, per engine, for the model served."""
+        return reported_pool(self.obs, self.deployment)
+
     @property
     def weights_overflow(self) -> bool:
         """The deployment as described cannot load its weights (more per GPU than the card
         holds), though the engine reports a pool: it serves on another deployment (more GPUs,
         a smaller format) than --num-gpus and --weights say. Where no pool is reported, the
         modelled pool's own verdict (pool_batch 0) says it."""
-        return self.obs.pool_tokens is not None and self.modelled_pool.weights_overflow
+        return self.engine_pool is not None and self.modelled_pool.weights_overflow
 
     @property
     def seats(self) -> int:
         """The sequences the engine runs at once at most: vLLM's max_num_seqs; SGLang's
         max_running_requests, from the pool it reports where it does (512 per context of
         its tokens, 2,048 to 4,096, at most half of them)."""
-        reported = self.obs.pool_tokens
+        reported = self.engine_pool
         if reported is not None and self.deployment.engine == "sglang":
-            return sglang_max_running_requests(int(reported), self.context)
+            return sglang_max_running_requests(reported.tokens, self.context)
         return self.modelled_pool.max_num_seqs
 
     @property
     def pool_batch(self) -> int:
         """Sequences of the context the pool holds, at most the engine's seats: the engine's
-        own pool where its metrics report it (vLLM's blocks, whole blocks a sequence; SGLang's
-        tokens) and the deployment as described can load its weights, else modelled. 432,000
-        tokens in blocks of 16 hold 3,857 sequences of 100 tokens; vllm serve seats 1,024."""
-        reported = self.obs.pool_tokens
+        own pool where it reports it (vLLM's blocks, whole blocks a sequence in each of the
+        model's KV-cache groups; SGLang's tokens) and the deployment as described can load
+        its weights, else modelled. 432,000 tokens in blocks of 16 hold 3,857 sequences of
+        100 tokens; vllm serve seats 1,024."""
+        reported = self.engine_pool
         if reported is None:
             return max_batch(self.deployment, self.context,
                              EngineSettings(max_model_len=self.context))
         if self.weights_overflow:
             return 0
-        size = self.obs.pool_block_size or 1
-        return min(self.seats, int(reported // size) // math.ceil(self.context / size))
+        return min(self.seats, reported.sequences(self.context))
 
     @property
     def fits(self) -> bool:
@@ -247,14 +345,18 @@ class ObserveReport:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        o = self.obs
+        o, pool = self.obs, self.engine_pool
         return {
             "source": o.source, "kind": o.kind, "duration_s": o.duration_s,
             "running": stats(o.running), "waiting": stats(o.waiting),
             "kv_usage": stats(o.kv_usage), "preemptions": o.preemptions,
             "prompt_tok_s": o.prompt_tok_s, "generation_tok_s": o.generation_tok_s,
             "latency_ms": o.latency_ms, "engines": o.engines, "swapped": stats(o.swapped),
-            "cached_prompt_share": o.cached_prompt_share, "pool_tokens_reported": o.pool_tokens,
+            "cached_prompt_share": o.cached_prompt_share,
+            "pool_tokens_reported": None if pool is None else pool.tokens,
+            "pool_blocks_reported": None if pool is None else pool.blocks,
+            "kv_cache_groups": None if pool is None or pool.groups is None
+            else pool.groups.count,
             "prompt_tokens_per_step": self.prompt_tokens_per_step,
             "batch": self.batch, "stage_batch": self.stage_batch,
             "ridge_flop_per_byte": self.ridge, "fits": self.fits,
@@ -315,10 +417,12 @@ class ObserveReport:
                                              "fewer tokens each)" if d.model.moe else "")
                          + (f", each of {stages} pipeline stages multiplying a micro-batch of "
                             f"{self.stage_batch:,.0f}" if stages > 1 else ""))
+        reported = self.engine_pool
         if self.fits:
-            pool = (f"the engine's pool of {o.pool_tokens:,.0f} tokens, as its metrics report it"
+            pool = (f"the engine's pool of {reported.shown}, as its "
+                    + ("log" if o.kind == "log" else "metrics") + " report it"
                     + (f", at most its {self.seats:,} seats" if self.pool_batch == self.seats
-                       else "") if o.pool_tokens is not None else None)
+                       else "") if reported is not None else None)
             lines.append(f"the KV pool allows {self.pool_batch:,} sequences of "
                          f"{self.context:,} tokens ({self.context_source}"
                          + (f"; {pool}" if pool else "") + ")")
@@ -327,8 +431,8 @@ class ObserveReport:
             lines.append(f"{d.model.name} does not fit on {d.gpus_label} as described: the "
                          f"weights alone, {p.weight_bytes / GIB:,.1f} GiB per GPU, exceed the "
                          f"card's {p.total_bytes / GIB:,.1f} GiB; yet the engine reports a live "
-                         f"pool of {o.pool_tokens:,.0f} tokens, so --num-gpus or --weights are "
-                         "probably not what the server runs")
+                         f"pool of {reported.shown if reported else ''}, so --num-gpus or "
+                         "--weights are probably not what the server runs")
         else:
             lines.append(f"{d.model.name} does not fit on {d.gpus_label} as "
                          f"described: the KV pool holds no sequence of {self.context:,} tokens "
@@ -399,8 +503,9 @@ def same_model(label: str, names: tuple[str, ...]) -> bool:
 
 def context_from_kv_usage(obs: Observation, dep: Deployment) -> tuple[int, str] | None:
     """The tokens each running request holds, read off the KV cache's fill: usage × the
-    pool's tokens (vLLM's defaults on the deployment described) ÷ running requests. None
-    without both gauges, or with an idle engine."""
+    pool (the engine's where it reports it, else vLLM's defaults on the deployment described)
+    ÷ running requests, a pool of several KV-cache groups turned into tokens through them
+    (EnginePool.tokens_held). None without both gauges, or with an idle engine."""
     if obs.engine_family == "llama.cpp" or dep.engine.startswith("llama.cpp"):
         # its usage ratio is a share of -c, which /metrics does not give: its cells in use do
         if not (obs.kv_tokens and obs.running and statistics.fmean(obs.running) >= 1):
@@ -413,19 +518,21 @@ def context_from_kv_usage(obs: Observation, dep: Deployment) -> tuple[int, str] 
     usage, running = statistics.fmean(obs.kv_usage), statistics.fmean(obs.running)
     if usage <= 0 or running < 1:
         return None
-    pool_tokens = obs.pool_tokens
+    pool = reported_pool(obs, dep)
     whose = "the engine's reported"
-    if pool_tokens is None:
+    if pool is None:
         whose = "the modelled"
         try:
-            pool_tokens = kv_pool(dep, EngineSettings()).tokens
+            pool = EnginePool.modelled(kv_pool(dep, EngineSettings()))
         except InputError:
             return None
-    if not pool_tokens:
+    if not pool.tokens:
         return None
-    tokens = round(usage * pool_tokens / running)
-    return max(1, tokens), (f"from the KV cache's fill: {usage:.0%} of {whose} pool of "
-                            f"{pool_tokens:,.0f} tokens over {running:,.1f} running requests")
+    tokens = pool.tokens_held(usage / running)
+    if tokens is None:
+        return None
+    return tokens, (f"from the KV cache's fill: {usage:.0%} of {whose} pool of {pool.shown} "
+                    f"over {running:,.1f} running requests")
 
 
 # the reported pool's KV fill is read instead of the counters' mean where it says a running
@@ -436,6 +543,9 @@ FILL_OVER_MEAN = 2.0
 
 def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
                    context: int | None) -> ObserveReport:
+    if obs.kind == "log" and obs.pool_tokens is not None and reported_pool(obs, dep) is None \
+            and LOG_POOL_UNREAD not in obs.notes:
+        obs.notes.append(LOG_POOL_UNREAD)
     if context is None:
         held = context_from_kv_usage(obs, dep)
         if obs.mean_prompt_tokens is not None and obs.mean_output_tokens is not None:
@@ -454,7 +564,7 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
                     source = (f"{held[1]}; the counters' mean of {context:,} tokens would hold "
                               f"only {counted.pool_batch:,} of the {obs.batch:,.1f} running")
                     context = held[0]
-                elif obs.pool_tokens is not None and held[0] > FILL_OVER_MEAN * context:
+                elif counted.engine_pool is not None and held[0] > FILL_OVER_MEAN * context:
                     source = (f"{held[1]}; {held[0] / context:,.1f}× the counters' mean of "
                               f"{context:,} tokens")
                     context = held[0]
@@ -465,6 +575,7 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
     else:
         source = "given"
     report = ObserveReport(obs, dep, profile, context, source)
+    reported = report.engine_pool
     b = report.batch
     steps: tuple[Step, ...] = ()
     if b is not None:
@@ -484,11 +595,12 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
                  step("tokens each running request holds", "as its source says",
                       q("context", context, "tokens", source)),
                  step("sequences the pool holds", "the pool's tokens ÷ the context (vLLM: "
-                      "whole blocks a sequence; at most its seats)",
+                      "whole blocks a sequence in each KV-cache group; at most its seats)",
                       q("pool batch", report.pool_batch),
-                      q("pool", obs.pool_tokens if obs.pool_tokens is not None
+                      q("pool", reported.tokens if reported is not None
                         else report.modelled_pool.tokens,
-                        "tokens", "as the engine reports it" if obs.pool_tokens is not None
+                        "tokens", f"as the engine reports it: {reported.shown}"
+                        if reported is not None
                         else "modelled: the engine's defaults on this deployment"),
                       q("context", context, "tokens"),
                       q("seats", report.seats, "", "max_num_seqs (SGLang: "
