@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """How far plan's analytic replica count is from the steady-state simulation (a benchmark,
-not a test): for eight loads on three replica shapes, the replicas `size_replica` asks for
+not a test): for ten loads on three replica shapes, the replicas `size_replica` asks for
 against the fewest that meet the SLO when simulated in the steady state (`plan._verify`).
 
     python scripts/bench_plan_sizing.py [--engine sglang]
@@ -34,7 +34,9 @@ LOADS = (
     ("llama-3.1-70b", 10, "lognormal:1000,0.8", "lognormal:250,0.8", 1.0, 0.05),
     ("qwen3-30b-a3b", 100, "uniform:200,3000", "uniform:50,800", 1.0, 0.03),
     ("qwen3-30b-a3b", 30, "200", "1000", 0.5, 0.02),
-    # long prompts whose unloaded TTFT nears the SLO: the prompt queue sets the rate
+    # long prompts whose unloaded TTFT nears the SLO: the prompt queue sets the rate (each
+    # prompt chunked beside the decodes, every drawn length its own, the rest of the prefill
+    # under way its wait)
     ("llama-3.1-70b", 2, "32000", "500", 3.0, 0.06),
     ("llama-3.1-8b", 4, "lognormal:24000,0.5", "300", 2.0, 0.04),
 )

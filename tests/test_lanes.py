@@ -67,15 +67,21 @@ def test_lanes_merge_into_one_engine() -> None:
     assert whole.running_batch["max"] <= 2 * lane.max_num_seqs
 
 
-def test_simulate_runs_every_lane(capsys: pytest.CaptureFixture[str]) -> None:
+def test_simulate_runs_vllm_v1_as_one_pool_and_the_others_as_lanes(
+        capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["simulate", "llama-3.1-70b", "--gpu", "h100", "--num-gpus", "4", "-pp", "2",
             "--num-requests", "120", "--input-len", "800", "--output-len", "60",
             "--max-model-len", "4096"]
     code, out, _ = run_cli(capsys, *argv, "--rate", "3", "--json")
     report = json.loads(out)
-    assert code == 0 and report["settings"]["pipeline_lanes"] == 2
-    assert report["completed"] == 120
+    assert code == 0 and report["completed"] == 120
+    assert (report["settings"]["pipeline_lanes"], report["settings"]["micro_batches_in_flight"]) \
+        == (1, 2) and "per_lane" not in report
     code, out, _ = run_cli(capsys, *argv, "--concurrency", "3")
+    assert code == 0 and "completed 120 of 120" in out
+    assert "one pool and scheduler for up to 2 micro-batches in flight" in out
+    assert "micro-batches)" in out and "pipeline lanes" not in out
+    code, out, _ = run_cli(capsys, *argv, "--concurrency", "3", "--engine", "trtllm")
     assert code == 0 and "in each of 2 pipeline lanes" in out and "completed 120 of 120" in out
     code, _, err = run_cli(capsys, *argv, "--engine", "llama.cpp-cuda", "--rate", "1")
     assert code == 2 and "splits the layers over --num-gpus" in err
@@ -83,13 +89,14 @@ def test_simulate_runs_every_lane(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_a_closed_loop_that_does_not_divide_over_the_lanes_keeps_its_users_busy(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """6 users over 4 lanes run 2, 2, 1, 1: dealt requests by users, no lane runs dry early,
-    so throughput sits between 4 and 8 users' rather than below 4's."""
+    """6 users over 4 lanes (TensorRT-LLM) run 2, 2, 1, 1: dealt requests by users, no lane
+    runs dry early, so throughput sits between 4 and 8 users' rather than below 4's."""
     def tokens_per_s(users: int) -> float:
         code, out, _ = run_cli(capsys, "simulate", "llama-3.1-8b", "--gpu", "h100", "-pp", "4",
-                               "--concurrency", str(users), "--num-requests", "240",
-                               "--input-len", "200", "--output-len", "100", "--json")
-        assert code == 0
+                               "--engine", "trtllm", "--concurrency", str(users),
+                               "--num-requests", "240", "--input-len", "200", "--output-len",
+                               "100", "--json")
+        assert code == 0 and json.loads(out)["settings"]["pipeline_lanes"] == 4
         return float(json.loads(out)["output_tok_s"])
 
     four, six, eight = tokens_per_s(4), tokens_per_s(6), tokens_per_s(8)
@@ -101,21 +108,29 @@ def test_a_closed_loop_of_fewer_users_than_lanes_runs_every_request(
         capsys: pytest.CaptureFixture[str]) -> None:
     """One user keeps one micro-batch in flight: one lane busy, and it gets every request."""
     code, out, _ = run_cli(capsys, "simulate", "llama-3.1-70b", "--gpu", "h100", "--num-gpus",
-                           "4", "-pp", "2", "--concurrency", "1", "--num-requests", "10",
-                           "--input-len", "300", "--output-len", "10", "--max-model-len", "4096",
-                           "--json")
+                           "4", "-pp", "2", "--engine", "trtllm", "--concurrency", "1",
+                           "--num-requests", "10", "--input-len", "300", "--output-len", "10",
+                           "--max-model-len", "4096", "--json")
     assert code == 0 and json.loads(out)["completed"] == 10
     assert closed_loop_shares(1, 4) == [1, 0, 0, 0]
 
 
-def test_a_lane_holds_its_share_of_the_pool_and_says_so(
+def test_vllm_v1_runs_from_its_whole_pool_where_v0s_lanes_hold_half(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """Llama-3.1-70B on 2 H100s, one stage each, at 12,000 tokens: the pool holds one such
-    request (16,480 tokens), a lane half of it; vLLM V1 would run it from its one pool."""
+    """Llama-3.1-70B on 2 H100s, one stage each, at 12,000 tokens: vLLM V1 runs 10,000-token
+    prompts from its one pool (a request's 627 blocks of its 1,174); vLLM 0.6.3's V0 virtual
+    engines each hold half of its 1,118 blocks, so it refuses them, and says why."""
     argv = ["simulate", "llama-3.1-70b", "--gpu", "h100", "-pp", "2", "--rate", "1",
             "--num-requests", "4", "--output-len", "20", "--max-model-len", "12000"]
-    code, _, err = run_cli(capsys, *argv, "--input-len", "10000")
-    assert code == 2 and "each of the 2 pipeline lanes is simulated with 1/2 of the" in err
-    code, out, _ = run_cli(capsys, *argv, "--input-len", "2000", "--json")
+    code, out, _ = run_cli(capsys, *argv, "--input-len", "10000", "--json")
+    report = json.loads(out)
+    assert code == 0 and report["completed"] == 4 and report["settings"]["num_blocks"] == 1174
+    assert not any("pipeline lanes" in c for c in report["cautions"])
+    v0 = [*argv, "--engine-version", "0.6.3"]
+    code, _, err = run_cli(capsys, *v0, "--input-len", "10000")
+    assert code == 2 and "each of the 2 pipeline lanes is simulated with 1/2 of the 1,118" in err
+    assert "V0 virtual engines each hold 1/2" in err and "627 blocks" in err
+    assert "its pool's 559" in err
+    code, out, _ = run_cli(capsys, *v0, "--input-len", "2000", "--json")
     assert code == 0
     assert any("1/2 of the pool" in c and "refused here" in c for c in json.loads(out)["cautions"])

@@ -192,8 +192,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     from ridgeline.memory import kv_pool
     from ridgeline.reports.simulate import SimulateReport
     from ridgeline.sim.config import llamacpp_context, sim_config, start_refusal
-    from ridgeline.sim.lanes import pipeline_lane, run_lanes
-    from ridgeline.sim.simulator import Simulator
+    from ridgeline.sim.pipeline import lane_config, one_pool, run_replica
     from ridgeline.sim.workload import Workload, read_trace
     from ridgeline.units import plural
 
@@ -297,26 +296,28 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     profile = load_profile(args)
     slo_ttft = None if args.slo_ttft_ms is None else args.slo_ttft_ms / 1e3
     slo_tpot = None if args.slo_tpot_ms is None else args.slo_tpot_ms / 1e3
-    lane = pipeline_lane(config, pp)  # a micro-batch per stage in flight (sim/lanes.py)
+    # vLLM V1: one pool, pp micro-batches in flight (sim/pipeline.py); V0, SGLang and
+    # TensorRT-LLM: pp lanes, each 1/pp of it (sim/lanes.py)
+    split = pp > 1 and not one_pool(engine, args.engine_version)
+    lane = lane_config(config, pp, engine, args.engine_version)
+    # where the lanes split a pool the engine shares (SGLang, TensorRT-LLM), or split it as
+    # the engine does (vLLM V0's virtual engines)
+    shared = (f"where {engine} shares one pool among its batches in flight" if engine != "vllm"
+              else f"as vLLM {args.engine_version}'s V0 virtual engines each hold 1/{pp}")
     if lane.num_blocks < 1:
         raise InputError(f"does not fit: a pipeline lane's share of the KV pool (1/{pp} of "
                          f"{config.num_blocks:,} blocks) holds no block (see `ridgeline fit`)")
-
-    def run_lane(work: Any, users: int) -> Any:
-        return Simulator(dep, profile, lane).run(work, closed_loop=users,
-                                                 keep_rows=bool(args.export),
-                                                 slo=(slo_ttft, slo_tpot), window_s=args.window)
-
-    result = run_lanes(run_lane, requests, pp, args.concurrency or 0)
+    result = run_replica(dep, profile, config, requests, args.engine_version,
+                         closed_loop=args.concurrency or 0, keep_rows=bool(args.export),
+                         slo=(slo_ttft, slo_tpot), window_s=args.window)
     if result.rejected and not result.completed:  # nothing ran: no latency to report
         reason, n = max(result.rec.rejected.items(), key=lambda item: item[1])
         first = result.rec.rejected_first.get(reason)
         raise InputError(f"the engine refused every request ({n:,} of {result.rejected:,}: "
                          f"{reason}" + (f"; first: {first}" if first else "") + ")"
                          + (f"; each of the {pp} pipeline lanes is simulated with 1/{pp} of "
-                            f"the {config.num_blocks:,} blocks, where {engine} shares one pool "
-                            "among its batches in flight (`ridgeline fit` sizes that pool)"
-                            if pp > 1 else ""))
+                            f"the {config.num_blocks:,} blocks, {shared} (`ridgeline fit` "
+                            "sizes that pool)" if split else ""))
     if args.window and result.completed and not result.rec.windowed:
         earliest, latest = result.rec.arrived_s
         raise InputError(f"--window {args.window[0]:g},{args.window[1]:g}: no completed "
@@ -360,9 +361,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         span = count / args.rate
     lane_tokens = lane.num_blocks * lane.block_size
     split_pool = (f"each of the {pp} pipeline lanes holds 1/{pp} of the pool "
-                  f"({lane_tokens:,} tokens): a request longer than that is refused here, where "
-                  f"{engine} shares one pool among its batches in flight") \
-        if pp > 1 and config.max_model_len > lane_tokens else ""
+                  f"({lane_tokens:,} tokens): a request longer than that is refused here, "
+                  f"{shared}") if split and config.max_model_len > lane_tokens else ""
     lockstep = ("every request has the same lengths in a closed loop: the waves run in "
                 "lockstep, so the percentiles all read alike; benchmarks draw lengths at random "
                 "(vllm bench serve's and SGLang's --random-range-ratio), which --input-len and "
@@ -386,8 +386,9 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                                      "a trace of {n:,} or more" if args.trace
                                      else "--num-requests {n:,} or more")) if c)
     return SimulateReport(replace(dep), lane, result, count, load, slo_ttft, slo_tpot,
-                          cautions=cautions, percentile=args.percentile, lanes=pp,
-                          engine_config=config)
+                          cautions=cautions, percentile=args.percentile,
+                          lanes=pp if split else 1, engine_config=config,
+                          micro_batches=1 if split else pp)
 
 def fixed_length(text: str | None) -> bool:
     """Whether a length flag is one number (512, 2k), not a distribution."""

@@ -100,7 +100,7 @@ NOT_SIMULATED = ("every cheaper candidate the simulation budget reached missed t
 def _binding(c: Candidate) -> str:
     """What caps a replica's analytic rate where it is not its batch over the TPOT: the
     step's token budget or the prompts' queue (a batch of 3 at 34 ms a token serves 1.76
-    req/s of 50-token outputs; the queue of 32k-token prompts allows 1.22)."""
+    req/s of 50-token outputs; the queue of 32k-token prompts allows 1.07)."""
     if len(c.rate_limits) != 3 or c.replica_rate_req_s >= c.rate_limits[0]:
         return ""
     name = "the step's token budget" if c.rate_limits[1] <= c.rate_limits[2] \
@@ -157,8 +157,9 @@ class PlanReport:
         limits = win.rate_limits or (win.replica_rate_req_s, math.inf, math.inf)
         capped = [q(name, value, "req/s", why) for name, value, why in (
             ("the step's token budget", limits[1], "prompt and output tokens a step takes"),
-            ("the prompts' queue", limits[2], "prefilling within the TTFT SLO at its "
-             "percentile")) if math.isfinite(value)]
+            ("the prompts' queue", limits[2], "each prompt's wait and its prefill, chunked "
+             "beside the decodes, within the TTFT SLO at its percentile"))
+            if math.isfinite(value)]
         return (
             step("one replica's rate", "min(batch ÷ (output tokens × TPOT at that batch), the "
                  "step's token budget, the prompts' queue)" if capped else

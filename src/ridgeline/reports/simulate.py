@@ -127,6 +127,7 @@ class SimulateReport:
     percentile: float | None = None  # --percentile: also read there, rejections as misses
     lanes: int = 1  # pipeline parallel: micro-batch lanes, each with ``config`` (sim/lanes.py)
     engine_config: SimConfig | None = None  # … and the engine's whole pool and seats
+    micro_batches: int = 1  # … or vLLM V1: one pool, this many in flight (sim/pipeline.py)
 
     def to_dict(self) -> dict[str, Any]:
         r, d = self.result, self.deployment
@@ -139,6 +140,7 @@ class SimulateReport:
                          "num_gpus": d.num_gpus, "engine": d.engine, "weights": d.weights.label,
                          "kv_dtype": d.kv.id, "load": self.load,
                          "expert_parallel": d.expert_parallel, "pipeline_lanes": self.lanes,
+                         "micro_batches_in_flight": self.micro_batches,
                          "split": ("layer" if d.pipeline_parallel_size > 1 else "tensor")
                          if d.num_gpus > 1 else None,
                          "offload": None if d.offload is None else {
@@ -203,7 +205,10 @@ class SimulateReport:
                  + (f"; {d.offload.describe(d.model)}" if d.offload else "") + f"): {self.load}",
                  _engine_line(c) + (f" — in each of {self.lanes} pipeline lanes (a micro-batch "
                                     "per stage in flight), the requests dealt among them in "
-                                    "turn; their outcomes added up" if self.lanes > 1 else ""),
+                                    "turn; their outcomes added up" if self.lanes > 1 else "")
+                 + (f" — one pool and scheduler for up to {self.micro_batches} micro-batches "
+                    "in flight, each through every stage (vLLM V1's batch queue)"
+                    if self.micro_batches > 1 else ""),
                  ""]
         rows = []
         for name, label in (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"),
@@ -216,7 +221,9 @@ class SimulateReport:
         lines += [
             "",
             f"completed {r.completed:,} of {self.requests:,} {plural(self.requests, 'request')} "
-            f"in {r.duration_s:,.1f} s ({r.steps:,} {plural(r.steps, 'step')}): "
+            f"in {r.duration_s:,.1f} s ({r.steps:,} "
+            + (("micro-batch" if r.steps == 1 else "micro-batches") if self.micro_batches > 1
+               else plural(r.steps, "step")) + "): "
             f"{r.request_rate_req_s:,.2f} req/s, {r.output_tok_s:,.0f} output "
             f"tok/s ({r.output_tok_s / d.num_gpus:,.0f} per GPU)"
             + ("; over the whole run, the fill and the drain included"
@@ -385,8 +392,13 @@ class SimulateReport:
             out.append(step(
                 "step time", "each step's batch through step_cost: Σ operators max(FLOPs ÷ "
                 "(peak × compute share), bytes ÷ (bandwidth × bandwidth share)) + collectives + "
-                f"{overhead_formula(profile)}; the mean is busy time ÷ steps",
-                _ms_q("mean step", r.busy_s / r.steps),
+                f"{overhead_formula(profile)}; the mean is busy time ÷ steps"
+                + (f" (a step here is a micro-batch's trip through the {self.micro_batches} "
+                   "stages, one stage time in each; with several in flight, busy time ÷ "
+                   "micro-batches is the interval between them)"
+                   if self.micro_batches > 1 else ""),
+                _ms_q("mean step" if self.micro_batches == 1 else
+                      "mean interval between micro-batches", r.busy_s / r.steps),
                 q("busy time", r.busy_s, "s", "simulated time less the idle gaps"
                   + (f", summed over the {self.lanes} pipeline lanes" if self.lanes > 1 else "")),
                 q("steps", r.steps),

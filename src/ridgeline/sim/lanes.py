@@ -1,13 +1,18 @@
-"""A pipeline-parallel engine, simulated as lanes of micro-batches.
+"""A pipeline-parallel engine, simulated as lanes of micro-batches: vLLM V0, SGLang, TensorRT-LLM.
 
 With pp stages the engine keeps pp batches in flight, one per stage, so each stage works
-while the others do; vLLM's V0 scheduler gave each of these virtual engines
-num_gpu_blocks // pp of the cache (vllm/core/scheduler.py), and V1 schedules a batch per
-stage from one pool. A lane is simulated as an engine of its own: 1/pp of the blocks and
+while the others do. A lane is simulated as an engine of its own: 1/pp of the blocks and
 seats, every pp-th request (or 1/pp of a closed loop's users), every step the full trip
-through all stages. Bubbles from unequal micro-batches, and a request's freedom in V1 to
-join whichever batch goes next, are not modelled. The lanes' outcomes add up to the
-engine's (``merged``).
+through all stages; the lanes' outcomes add up to the engine's (``merged``). Bubbles from
+unequal micro-batches are not modelled.
+- vLLM V0 is this: its virtual engines each schedule from num_gpu_blocks // pp of the cache
+  (vllm/core/scheduler.py). vLLM V1 is not: one scheduler and pool (sim/pipeline.py).
+- SGLang (python/sglang/srt/managers/scheduler_pp_mixin.py, event_loop_pp) keeps one running
+  batch per micro-batch, a request staying in the one it joined, as lanes do, but over one
+  KV pool; TensorRT-LLM's PyTorch executor (tensorrt_llm/_torch/pyexecutor/py_executor.py)
+  keeps pp micro-batches and schedules around the requests in flight (inflight_req_ids),
+  over one KV cache manager. For both the 1/pp split of the pool is this model's
+  simplification, and the report says so.
 """
 
 from __future__ import annotations

@@ -9,7 +9,9 @@ tokens to be recomputed — until it fits. Then, unless this step preempted, wai
 are admitted first come, first served while budget, ``max_num_seqs`` seats and blocks last;
 the first one that cannot get its blocks stops admission (vllm/v1/core/sched/scheduler.py).
 A request's full prefix blocks enter the prefix cache as they are scheduled (allocate_slots →
-cache_blocks), so one admitted later in the same step already hits them.
+cache_blocks), so one admitted later in the same step already hits them. A running request with
+nothing to compute — its token still in flight down a pipeline (sim/pipeline.py) — is skipped,
+as V1 skips one whose num_new_tokens is 0.
 
 Simplified: one token budget and no separate limit on partial prefills; no priority
 scheduling; preempted requests recompute (V1's only mode), never swap. TensorRT-LLM's default
@@ -291,6 +293,9 @@ class Scheduler:
         while i < len(self.running) and budget > 0:
             r = self.running[i]
             n = r.prompt_tokens + r.num_generated - r.num_computed
+            if n <= 0:  # its token is in flight (a pipeline, sim/pipeline.py): V1 skips it
+                i += 1
+                continue
             if only is not None and (only == "decode") != (n == 1 and r.num_generated > 0):
                 i += 1  # a prefill step runs no decode, a decode step no prompt
                 continue

@@ -1,0 +1,238 @@
+"""A pipeline-parallel vLLM V1 replica: one scheduler and one KV pool, pp micro-batches in flight.
+
+What vLLM V1 does, read in its source (vllm-project/vllm on GitHub):
+- vllm/v1/engine/core.py: ``EngineCore`` keeps a ``batch_queue`` of
+  ``vllm_config.max_concurrent_batches`` scheduled batches; ``step_with_batch_queue``
+  schedules a new batch whenever the queue has room (filling it comes before reading
+  outputs), and otherwise blocks on the oldest batch's output and hands it to
+  ``scheduler.update_from_output``. One ``Scheduler``, one KV cache manager: no per-stage pool.
+- ``max_concurrent_batches`` is ``pipeline_parallel_size``: a property of the executor in
+  earlier releases (vllm/v1/executor/multiproc_executor.py, ray_distributed_executor.py), of
+  ``VllmConfig`` in the newest (vllm/config/vllm.py: "PP requires PP-size concurrent batches
+  to fill the pipeline").
+- vllm/v1/core/sched/scheduler.py: ``_update_after_schedule`` advances a request's
+  ``num_computed_tokens`` when it is scheduled, "allowing us to schedule the prefill request
+  again immediately in the next scheduling step"; a request with nothing left to compute
+  until its output returns is skipped ("num_new_tokens == 0 … PP>1 and we have already
+  scheduled all prompt tokens but they are not finished yet"). So a request whose in-flight
+  step samples a token (a decode, its last prompt chunk) is not scheduled again until that
+  step's output is back, while a long prompt's chunks may fill consecutive micro-batches.
+- ``max_num_seqs`` caps the running requests of the whole engine, not of a micro-batch, and
+  nothing balances the micro-batches (vLLM issues #27462, #41682): the first batch takes all
+  it can, and a load whose prompts all fit one token budget can leave the pipeline half empty.
+- The newest source also allows async scheduling with PP (a batch queue of pp + 1 under Model
+  Runner V2); earlier releases disabled it for pp > 1 ("Async scheduling is not yet supported
+  with pipeline_parallel_size > 1 and will be disabled"). The synchronous queue is modelled.
+
+The model: micro-batches are formed by the one scheduler from the requests not in flight,
+whenever fewer than pp are in flight (on an output's return, or an arrival). A micro-batch's
+trip is the step cost of its batch on the pipeline-parallel deployment (what a lane's step
+cost before: all stages, their hand-offs between), split evenly into pp stage times; it
+enters each stage once that stage is free, so a new one starts at stage 0 a stage time after
+the last (two equal decode micro-batches of B on a 2-stage trip of T: 2B tokens every T).
+vLLM V0 (virtual engines, num_gpu_blocks // pp each: vllm/core/scheduler.py), SGLang and
+TensorRT-LLM are still simulated as lanes (sim/lanes.py, ``run_replica``).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from ridgeline.deployment import Deployment
+from ridgeline.engines import EngineProfile
+from ridgeline.errors import InputError
+from ridgeline.sim.config import SimConfig
+from ridgeline.sim.lanes import pipeline_lane, run_lanes
+from ridgeline.sim.metrics import Recorder, SimResult
+from ridgeline.sim.request import RUNNING, Request
+from ridgeline.sim.scheduler import Scheduled
+from ridgeline.sim.simulator import Simulator
+
+
+def one_pool(engine: str, version: str | None = None) -> bool:
+    """Whether a pipeline-parallel replica of ``engine`` schedules its micro-batches from one
+    scheduler and pool, as vLLM V1 does (any version whose engine is V1; the default); V0,
+    SGLang and TensorRT-LLM are simulated as lanes."""
+    if engine != "vllm":
+        return False
+    if not version:
+        return True
+    from ridgeline.vllm_memory import vllm_accounting
+
+    return vllm_accounting(version).engine != "V0"
+
+
+def lane_config(config: SimConfig, pp: int, engine: str, version: str | None = None) -> SimConfig:
+    """What each of the replica's schedulers runs with: the whole pool and seats for one pool
+    (vLLM V1), a lane's 1/pp of them otherwise (``pipeline_lane``)."""
+    return config if pp <= 1 or one_pool(engine, version) else pipeline_lane(config, pp)
+
+
+@dataclass
+class MicroBatch:
+    """A scheduled batch in the pipeline: its rows, whether each samples a token on its
+    return, each request's preemption count when scheduled (a later one means it was
+    preempted in flight, its work lost), and when it leaves the last stage."""
+
+    rows: list[Scheduled]
+    samples: list[bool]
+    epochs: list[int]
+    end_s: float
+
+
+class PipelineSimulator(Simulator):
+    """vLLM V1 with ``stages`` pipeline stages: the plain step's scheduling and accounting,
+    event by event (a micro-batch scheduled, or one's output back), at most ``stages`` in
+    flight."""
+
+    def __init__(self, dep: Deployment, profile: EngineProfile, config: SimConfig,
+                 stages: int | None = None) -> None:
+        super().__init__(dep, profile, config)
+        self.stages = stages or dep.pipeline_parallel_size
+        self.stage_free_s = [0.0] * self.stages  # when each stage finishes its last batch
+        self.in_flight: deque[MicroBatch] = deque()
+
+    def run(self, workload: Iterator[Request], closed_loop: int = 0, keep_rows: bool = False,
+            after_step: Callable[[Simulator], None] | None = None,
+            slo: tuple[float | None, float | None] = (None, None),
+            window_s: tuple[float, float] | None = None) -> SimResult:
+        """As ``Simulator.run``; ``after_step`` is called after every event."""
+        rec = Recorder(self.dep.num_gpus, *slo)
+        rec.keep_rows = keep_rows
+        if window_s is not None:
+            rec.window_s = window_s
+        source = iter(workload)
+        pending: Request | None = None
+        idle_s = 0.0
+        s = self.scheduler
+
+        def admit_next() -> None:
+            """Closed loop: send the next request now (a rejected one frees its seat)."""
+            while (r := next(source, None)) is not None:
+                r.arrival_s = self.now_s
+                if self._arrive(r, rec):
+                    return
+
+        if closed_loop:
+            for _ in range(closed_loop):
+                admit_next()
+        else:
+            pending = next(source, None)
+        while True:
+            while pending is not None and pending.arrival_s <= self.now_s:
+                self._arrive(pending, rec)
+                pending = next(source, None)
+            room = len(self.in_flight) < self.stages
+            if room and (s.running or s.waiting):
+                batch = s.schedule(self.now_s)
+                if batch:
+                    self._launch(batch)
+                    self._event(after_step)
+                    continue
+            if self.in_flight:
+                done_s = self.in_flight[0].end_s
+                if room and pending is not None and pending.arrival_s < done_s:
+                    self._wait_until(pending.arrival_s, rec)  # a slot is free for it
+                    continue
+                self._wait_until(done_s, rec)
+                finished = self._land(self.in_flight.popleft(), rec)
+                rec.sample(self.now_s, len(s.running), len(s.waiting), self.pool.usage,
+                           s.preemptions)  # read as V1 reads it: on an output's return
+                self._event(after_step)
+                for r in finished:
+                    rec.finish(r)
+                    if closed_loop:
+                        admit_next()
+                continue
+            if s.running or s.waiting:
+                raise InputError("the engine cannot schedule: a request needs more blocks "
+                                 "than the pool frees")  # guarded by _reject_reason
+            if closed_loop or pending is None:
+                break
+            idle_s += pending.arrival_s - self.now_s
+            self.now_s = pending.arrival_s
+        return rec.result(self.now_s, s.preemptions, self.pool.hits, self.steps,
+                          self.now_s - idle_s, self.profile)
+
+    def _wait_until(self, t: float, rec: Recorder) -> None:
+        """Time passes to t, the running gauge held at its last reading."""
+        s = self.scheduler
+        rec.ran(self.now_s, t, 1, len(s.running), len(s.waiting), self.pool.usage,
+                s.preemptions)
+        self.now_s = t
+
+    def _event(self, after_step: Callable[[Simulator], None] | None) -> None:
+        if after_step is not None:
+            after_step(self)
+        if self.steps > self.config.max_steps:
+            raise InputError(f"stopped after {self.config.max_steps:,} steps")
+
+    def _launch(self, batch: list[Scheduled]) -> None:
+        """Send a scheduled batch down the pipeline: its requests' tokens count as computed
+        now (V1's _update_after_schedule), and it takes one stage time in each stage."""
+        samples, epochs = [], []
+        for b in batch:
+            r = b.request
+            sample = b.context + b.tokens >= r.known_tokens  # a decode, or its last chunk
+            r.num_computed = r.known_tokens if sample else r.num_computed + b.tokens
+            samples.append(sample)
+            epochs.append(r.preemptions)
+        stage_s = self._time(batch) / self.stages  # the trip, evenly over the stages
+        t = self.now_s
+        for k in range(self.stages):
+            t = max(t, self.stage_free_s[k]) + stage_s
+            self.stage_free_s[k] = t
+        self.in_flight.append(MicroBatch(batch, samples, epochs, t))
+        self.steps += 1
+
+    def _land(self, mb: MicroBatch, rec: Recorder) -> list[Request]:
+        """A micro-batch's output is back (now): each sampling row's token(s), as the plain
+        step counts them; rows preempted in flight are dropped (recomputed)."""
+        finished = []
+        spec = self.config.spec_tokens
+        for b, sample, epoch in zip(mb.rows, mb.samples, mb.epochs):
+            r = b.request
+            if r.preemptions != epoch or r.status != RUNNING:
+                continue
+            if not sample:  # a prompt chunk, more to come
+                self.pool.register(r)
+                continue
+            decode = b.context == r.known_tokens - 1
+            gained = self._accepted(r) if spec and decode else 1
+            gained = min(gained, r.output_tokens - r.num_generated)
+            r.num_computed += gained - 1  # accepted drafts are cached; the new token is not
+            if r.num_generated == 0:
+                r.first_token_s = self.now_s
+            else:
+                rec.itl(self.now_s - r.last_token_s, 1)
+            r.num_generated += gained
+            r.last_token_s = self.now_s
+            if r.prefix_group >= 0:
+                self.pool.register(r)
+            if r.num_generated >= r.output_tokens:
+                finished.append(self._finish(r))
+        return finished
+
+
+def run_replica(dep: Deployment, profile: EngineProfile, config: SimConfig,
+                requests: Iterable[Request], version: str | None = None, closed_loop: int = 0,
+                keep_rows: bool = False, slo: tuple[float | None, float | None] = (None, None),
+                window_s: tuple[float, float] | None = None) -> SimResult:
+    """One replica of ``dep`` with the engine's whole ``config``: pipeline-parallel vLLM V1
+    as one pool with pp micro-batches in flight, V0 and the other engines as pp lanes each
+    with 1/pp of it (``lane_config``), no pipeline as the plain simulator."""
+    pp = dep.pipeline_parallel_size
+    if pp > 1 and one_pool(dep.engine, version):
+        return PipelineSimulator(dep, profile, config, pp).run(
+            iter(requests), closed_loop=closed_loop, keep_rows=keep_rows, slo=slo,
+            window_s=window_s)
+    lane = lane_config(config, pp, dep.engine, version)
+
+    def run_one(work: Iterator[Request], users: int) -> SimResult:
+        return Simulator(dep, profile, lane).run(work, closed_loop=users, keep_rows=keep_rows,
+                                                 slo=slo, window_s=window_s)
+
+    return run_lanes(run_one, requests, pp, closed_loop)
+
