@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache, lru_cache
@@ -103,7 +104,7 @@ def resolve_model(name: str, fetchable: bool = True) -> ModelSpec:
     if not name or not name.strip():
         raise InputError("model name is empty")
     path = Path(name).expanduser()
-    if name.endswith(".json") or _on_disk(path):
+    if name.endswith(".json") or _on_disk(path) or _special(path):
         return ModelSpec.from_hf_config(read_config_file(path), name=path.stem)
     try:
         return catalog_model(resolve_name(name, _model_names(), "model", "ridgeline model"))
@@ -125,11 +126,27 @@ def _on_disk(path: Path) -> bool:
         return False
 
 
+def _special(path: Path) -> str | None:
+    """What a path that is there but is neither a file nor a folder is: "pipe" (as
+    <(command) gives, read like a file), "socket" or "device" (/dev/null); else None."""
+    try:
+        mode = path.stat().st_mode
+    except (OSError, RuntimeError, ValueError):
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    return "pipe" if stat.S_ISFIFO(mode) else "socket" if stat.S_ISSOCK(mode) else "device"
+
+
 def read_config_file(path: Path) -> Mapping[str, Any]:
     """Read a config.json (or a folder holding one); refuse anything that is not one."""
     if _on_disk(path) and path.is_dir():
         path = path / "config.json"
-    if not _on_disk(path) or path.is_dir():
+    kind = _special(path)
+    if kind not in (None, "pipe"):
+        raise InputError(f"{shorten(str(path))} is a {kind}, not a file: give a model's "
+                         "config.json")
+    if kind is None and (not _on_disk(path) or path.is_dir()):
         raise InputError(f"no such config file: {shorten(str(path))}")
     try:
         text = read_text(path)

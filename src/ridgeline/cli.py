@@ -79,6 +79,23 @@ def _positive_float(what: str, least: float | None = None,
     return _typed(parse)
 
 
+def _share(what: str) -> Callable[[str], float]:
+    """A share or a chance, 0 to 1 (amdahl --fraction): written in ASCII digits,
+    -0 read as 0 (it printed as "-0")."""
+    def parse(text: str) -> float:
+        try:
+            if not text.isascii() or "_" in text:  # "０.５" and "0_5" are Python's, not a user's
+                raise ValueError
+            value = float(text)
+        except ValueError:
+            raise InputError(f"{what} must be a number between 0 and 1, got {text!r}") from None
+        if not 0.0 <= value <= 1.0:  # NaN fails it too
+            raise InputError(f"{what} must be between 0 and 1, got {shorten(text)}")
+        return value + 0.0
+
+    return _typed(parse)
+
+
 MAX_MEMORY_GIB = 1e6  # a petabyte: past any one device's or host's memory
 GBS_RANGE = (0.1, 1e5)  # GB/s of a memory or a link: a slow DIMM to past any HBM
 
@@ -653,6 +670,43 @@ def engine_settings(args: argparse.Namespace) -> Any:
         max_total_tokens=getattr(args, "max_total_tokens", None))
 
 
+# the options that write a file, by attribute: none may name a file the command reads
+# (calibrate -o over its rows, simulate --export over its --trace, --plot over --gpu-file)
+OUTPUT_OPTIONS = {"output": "-o", "plot": "--plot", "export": "--export",
+                  "emit_measurements": "--emit-measurements"}
+
+
+def refuse_writing_over_input(args: argparse.Namespace) -> None:
+    """Refuse, before any work, an output that is one of the command's inputs: every other
+    option's value that names a file (``file:PATH`` as a length takes it, a model's folder
+    as its config.json) is compared with it as the file system sees them, so that
+    ``./sub/../rows.csv``, a link and a hard link are the same file."""
+    given = vars(args)
+    for key, flag in OUTPUT_OPTIONS.items():
+        output = given.get(key)
+        if not isinstance(output, str):
+            continue
+        for other, value in given.items():
+            if other in OUTPUT_OPTIONS:
+                continue
+            for name in value if isinstance(value, (list, tuple)) else (value,):
+                if isinstance(name, str) and _same_file(output, name):
+                    raise InputError(f"{flag} {output} is the input {name}: not "
+                                     "overwriting it (choose another name)")
+
+
+def _same_file(output: str, name: str) -> bool:
+    from pathlib import Path
+
+    path = Path(name.removeprefix("file:")).expanduser()
+    try:
+        if path.is_dir():  # a model's folder is read as its config.json
+            path = path / "config.json"
+        return path.exists() and os.path.samefile(Path(output).expanduser(), path)
+    except (OSError, ValueError):  # no such output yet, a name too long, a NUL in it
+        return False
+
+
 @dataclass(frozen=True)
 class WroteFile:
     path: str
@@ -671,10 +725,13 @@ class WroteFile:
 
 # -- the parser --------------------------------------------------------------------------
 class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line and exit code 2, and a value that starts like
-    a negative number ('-1,2', '-0.5') is a value to check, not an unknown option."""
+    """argparse, but a usage error is one line and exit code 2, a value that starts like
+    a negative number ('-1,2', '-0.5') is a value to check, not an unknown option, and a long
+    option is spelled whole: '--bat 8' is not --batch (nor llama.cpp's --swa-full SGLang's
+    --swa-full-tokens-ratio), and a later option cannot change what an old spelling means."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)  # each subcommand's parser is one of these
         super().__init__(*args, **kwargs)
         self._negative_number_matcher = re.compile(r"^-\.?\d[\d.,eE+-]*$")
 
@@ -736,6 +793,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from ridgeline.plots import check_target
 
             check_target(args.plot)
+        refuse_writing_over_input(args)
         report = args.handler(args)
         print(render(report, as_json=args.json, explain=args.explain))
         if getattr(args, "plot", None):  # after the report: a chart that cannot be drawn

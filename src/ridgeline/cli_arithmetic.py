@@ -316,7 +316,9 @@ def register(sub: Any) -> None:
                    help="decode batch: tokens sharing each read of the weights (default 1)")
     p.add_argument("--prompt-len", type=_positive_count("prompt length"), default=4000,
                    help="prefill prompt tokens (default 4000)")
-    p.add_argument("--intensity", type=_positive_float("intensity"),
+    # 1e-3 to 1e9 FLOP/byte: an fp32 vector add's 1/12 to a million-token prefill's, wide;
+    # 1e308 had printed a 400-digit row
+    p.add_argument("--intensity", type=_positive_float("intensity", 1e-3, 1e9),
                    help="also show the attainable FLOP/s at this many FLOP per byte")
     p.add_argument("--model", type=_not_empty("model name"),
                    help="place this model's attention and experts on the roofline")

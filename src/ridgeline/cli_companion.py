@@ -56,8 +56,8 @@ def named(result: Any, suffix: str = "") -> tuple[str, Any]:
     return "".join("_" + c.lower() if c.isupper() else c for c in name).lstrip("_") + suffix, result
 
 
-AMDAHL_STEP_DEFAULTS = {"op": "attention", "engine": "vllm", "batch": 1, "context": 2000,
-                        "num_gpus": 1}
+# the engine's default is decode's (cli.default_engine): llama.cpp-metal on Apple silicon
+AMDAHL_STEP_DEFAULTS = {"op": "attention", "batch": 1, "context": 2000, "num_gpus": 1}
 
 
 def cmd_amdahl(args: argparse.Namespace) -> LinesReport:
@@ -75,7 +75,7 @@ def cmd_amdahl(args: argparse.Namespace) -> LinesReport:
             verb = "applies" if len(stray) == 1 else "apply"
             raise InputError(f"{', '.join(stray)} {verb} only with --model (the share from a "
                              "model's step)")
-        source = FractionSource(args.fraction + 0.0, given=True)  # -0 reads as 0
+        source = FractionSource(args.fraction, given=True)
     else:
         source, cautions = _fraction_from_model(args)
         notes += [f"caution: {c}" for c in cautions]
@@ -106,7 +106,7 @@ def cmd_amdahl(args: argparse.Namespace) -> LinesReport:
 def _fraction_from_model(args: argparse.Namespace) -> tuple[FractionSource, list[str]]:
     """The part's share of the model's decode step, and the cautions it earns: a context past
     the model's trained one, a profile that saw too few rows on this class of card."""
-    from ridgeline.cli import load_deployment
+    from ridgeline.cli import default_engine, load_deployment
     from ridgeline.engines import chosen_profile
     from ridgeline.parallel import cross_node_caution
     from ridgeline.reports.expectation import context_caution
@@ -119,7 +119,8 @@ def _fraction_from_model(args: argparse.Namespace) -> tuple[FractionSource, list
                          "(--op picks the part, attention by default)")
     given = {name: value for name, value in vars(args).items() if value is not None}
     step = argparse.Namespace(**{
-        **vars(args), **AMDAHL_STEP_DEFAULTS, **given, "gpu_file": None,
+        **vars(args), **AMDAHL_STEP_DEFAULTS, "engine": default_engine(args), **given,
+        "gpu_file": None,
         "peak_tflops": None, "bandwidth_gbs": None, "gpu_memory_gib": None,
         "gpu_required": True})
     dep = load_deployment(step)
@@ -285,6 +286,29 @@ def _open_unit(flag: str, top_closed: bool = False) -> Callable[[str], float]:
     return parse
 
 
+MAX_SCORE_DECIMALS = 10  # a score to 1e-10 %: one item in 10^12, past any benchmark
+
+
+def _printed_percent(text: str) -> str:
+    """A score as a benchmark prints it (39.02, 39.02%), kept as text: its decimals are the
+    precision evalstats reads. ASCII digits, at most ten decimals ("1e-300" had printed a
+    300-digit score, "８" had read as 8)."""
+    from decimal import Decimal, InvalidOperation
+
+    body = text.strip().removesuffix("%").strip()
+    try:
+        if not body.isascii() or "_" in body:
+            raise InvalidOperation
+        exact = Decimal(body)
+    except InvalidOperation:
+        raise InputError(f"percent must be a number such as 39.02, got {text!r}") from None
+    exponent = exact.as_tuple().exponent
+    if isinstance(exponent, int) and -exponent > MAX_SCORE_DECIMALS:
+        raise InputError(f"percent {text.strip()[:40]} has more than {MAX_SCORE_DECIMALS} "
+                         "decimals: not a score as a benchmark prints it")
+    return text
+
+
 def _speedup(what: str, positive_float: Callable[..., Callable[[str], float]]
              ) -> Callable[[str], float]:
     """A speedup flag: a positive number (cli's own parser), at least amdahl.MIN_SPEEDUP."""
@@ -317,11 +341,13 @@ def add_companion_commands(
         _one_accelerator,
         _positive_count,
         _positive_float,
+        _share,
         _weight_name,
     )
 
     p = sub.add_parser("amdahl", help="what speeding up one part of the step is worth")
-    p.add_argument("--fraction", type=float, help="share of the time the part takes, 0–1")
+    p.add_argument("--fraction", type=_share("fraction"),
+                   help="share of the time the part takes, 0–1")
     p.add_argument("--speedup", type=typed(_speedup("speedup", _positive_float)),
                    help="how much faster the part gets")
     p.add_argument("--target", type=typed(_speedup("target speedup", _positive_float)),
@@ -335,7 +361,9 @@ def add_companion_commands(
     # With --model; left None here so that --fraction can refuse them (defaults in
     # AMDAHL_STEP_DEFAULTS).
     p.add_argument("--op", choices=sorted(OP_GROUPS), help="default: attention")
-    p.add_argument("--engine", type=typed(_engine_name), help="default: vllm")
+    p.add_argument("--engine", type=typed(_engine_name),
+                   help="default: vllm (llama.cpp-metal on Apple silicon, llama.cpp-rocm on the "
+                   "AMD GPUs vLLM leaves out)")
     p.add_argument("--profile", metavar="FILE", help="profiles from `ridgeline calibrate`")
     p.add_argument("--batch", type=_positive_count("batch", MAX_BATCH), help="default: 1")
     p.add_argument("--context", type=_positive_count("context length"), help="default: 2000")
@@ -347,8 +375,9 @@ def add_companion_commands(
     p.set_defaults(handler=cmd_amdahl)
 
     p = sub.add_parser("evalstats", help="can a benchmark resolve the difference reported")
-    p.add_argument("--pct-a", help="model A's score in percent, as printed (39.02)")
-    p.add_argument("--pct-b", help="model B's score in percent")
+    p.add_argument("--pct-a", type=typed(_printed_percent),
+                   help="model A's score in percent, as printed (39.02)")
+    p.add_argument("--pct-b", type=typed(_printed_percent), help="model B's score in percent")
     p.add_argument("--n", type=_positive_count("number of items"), help="items in the benchmark")
     p.add_argument("--discordant", type=typed(_pair), metavar="B,C",
                    help="items only A got right, items only B got right")

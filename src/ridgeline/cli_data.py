@@ -245,20 +245,16 @@ def _require_rows(files: list[str], errors: tuple[str, ...], rows: tuple[Any, ..
             else " (a header and nothing under it)"))
 
 
-def _check_output(output: str, inputs: list[str]) -> dict[str, Any]:
-    """Refuse to write the profile over an input, or over a file that is not a profile; the
-    profiles an existing profile file holds, by engine (none for a new file)."""
+def _check_output(output: str) -> dict[str, Any]:
+    """Refuse to write the profile over a file that is not a profile (an input is refused
+    before, as for every command: cli.refuse_writing_over_input); the profiles an existing
+    profile file holds, by engine (none for a new file)."""
     import json
     from pathlib import Path
 
     out = Path(output).expanduser()
     if not out.exists():
         return {}
-    for name in inputs:
-        path = Path(name).expanduser()
-        if path.exists() and out.samefile(path):
-            raise InputError(f"-o {output} is the input {name}: writing the profile would "
-                             "overwrite the measurements")
     try:
         data = json.loads(out.read_text("utf-8")) if out.stat().st_size < 2**24 else None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
@@ -327,7 +323,7 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
     )
     from ridgeline.units import plural
 
-    existing = _check_output(args.output, args.file)
+    existing = _check_output(args.output)
     _register_gpu_files(args)
     result = read_measurement_files(args.file)
     files = ", ".join(args.file)

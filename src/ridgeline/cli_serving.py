@@ -22,6 +22,7 @@ from ridgeline.cli import (
     _pipeline,
     _positive_count,
     _positive_float,
+    _share,
     _split_mode,
     _typed,
     accelerator_names,
@@ -528,6 +529,15 @@ def _arrival_window(text: str) -> tuple[float, float]:
     return low, high
 
 
+def _export_path(text: str) -> str:
+    """--export's file: .csv, or .json for a list of objects (out.xlsx had been written as
+    CSV text under a spreadsheet's name)."""
+    _not_empty("export path")(text)
+    if not text.lower().endswith((".csv", ".json")):
+        raise InputError(f"--export writes a .csv or a .json file, got {text!r}")
+    return text
+
+
 def _positive_seconds(text: str) -> float:
     value = _seconds(text)
     if value <= 0:
@@ -703,7 +713,7 @@ def register(sub: Any) -> None:
                    help="requests share one of this many prompt prefixes")
     w.add_argument("--prefix-len", type=_count("prefix length"), default=0,
                    help="tokens of the shared prefix")
-    w.add_argument("--seed", type=int, default=0,
+    w.add_argument("--seed", type=_count("seed"), default=0,
                    help="the synthetic load's draw (default 0): the same seed, the same requests")
     w.add_argument("--trace", metavar="FILE", type=_not_empty("trace path"),
                    help="replay CSV/JSONL (arrival_s, prompt_tokens, output_tokens; or Azure's "
@@ -745,7 +755,7 @@ def register(sub: Any) -> None:
                    "running request's whole remaining output, not × new_token_ratio")
     g.add_argument("--spec-tokens", type=_count("draft length"), default=0,
                    help="speculative decoding: draft length")
-    g.add_argument("--spec-acceptance", type=float,
+    g.add_argument("--spec-acceptance", type=_share("draft acceptance rate"),
                    help=f"chance each draft token is accepted (default {SPEC_ACCEPTANCE})")
     g.add_argument("--spec-draft-cost", type=float,
                    help="a drafter pass's cost as a share of the target model's time for "
@@ -756,7 +766,7 @@ def register(sub: Any) -> None:
     p.add_argument("--slo-tpot-ms", type=_positive_float("TPOT SLO"), metavar="MS",
                    help="… and its TPOT at most this (each request's own; plan reads them at "
                    "--percentile)")
-    p.add_argument("--export", metavar="FILE", type=_not_empty("export path"),
+    p.add_argument("--export", metavar="FILE", type=_typed(_export_path),
                    help="per-request CSV (or .json)")
     _output(p, plot=True)
     p.set_defaults(handler=cmd_simulate)
@@ -791,7 +801,8 @@ def register(sub: Any) -> None:
                    help="processes evaluating candidates (default 2)")
     p.add_argument("--executor", choices=["process", "ray"], default="process",
                    help="local processes (default) or a Ray cluster (RAY_ADDRESS; extra ray)")
-    p.add_argument("--seed", type=int, default=0, help="the synthetic load's draw (default 0)")
+    p.add_argument("--seed", type=_count("seed"), default=0,
+                   help="the synthetic load's draw (default 0)")
     p.add_argument("--engine", choices=PLAN_ENGINES, default="vllm",
                    help="the serving engine whose memory rules size each replica's pool "
                    "(default vllm)")

@@ -233,7 +233,7 @@ class EngineProfile:
                 band_high=f.number("band_high", 1, MAX_MULTIPLIER, default=1.25),
                 fitted_rows=int(f.number("fitted_rows", 0, 1e9, default=0)),
                 source=str(data.get("source", origin)),
-                fitted_ids=tuple(str(i) for i in data.get("fitted_ids") or ()),
+                fitted_ids=f.texts("fitted_ids"),
                 dequant_compute=f.number("dequant_compute", 0, MAX_MULTIPLIER, default=1.0,
                                          open_low=True),
                 fitted_groups=_current_groups({k: int(v) for k, v in f.numbers(

@@ -191,10 +191,6 @@ class Accelerator:
             raise InputError(f"{origin}: the record lacks 'peak_flops'")
         if not isinstance(peaks, Mapping):
             raise f.refuse("peak_flops", "an object of compute dtypes to FLOP/s", peaks)
-        sources, aliases = record.get("sources") or (), record.get("aliases") or ()
-        for key, value in (("sources", sources), ("aliases", aliases)):
-            if not isinstance(value, (list, tuple)):
-                raise f.refuse(key, "a list of strings", value)
         ident = f.text("id")
         return cls(
             id=ident,
@@ -203,18 +199,18 @@ class Accelerator:
             memory_bandwidth_bytes_per_s=f.number("memory_bandwidth_bytes_per_s", 0, math.inf,
                                                   open_low=True),
             peak_flops=f.numbers("peak_flops", 0, math.inf, open_low=True),
-            vendor=f.text("vendor", ""),
+            vendor=f.choice("vendor", VENDORS),
             family=f.text("family", ""),
-            form=f.text("form", ""),
+            form=f.choice("form", FORMS),
             memory_size=f.number("memory_size", 0, MAX_MEMORY_BYTES, default=0),
             memory_unit=f.text("memory_unit", "GB"),
             link_kind=None if link.get("kind") is None else wire.text("kind"),
             link_bytes_per_s=wire.optional("bytes_per_s_per_direction", 1e8, 1e14),
             price_per_hour_usd=f.optional("price_per_hour_usd", 0, MAX_PRICE_USD, open_low=True),
             tdp_w=f.optional("tdp_w", 0, MAX_TDP_W, open_low=True),
-            sources=tuple(str(x) for x in sources),
+            sources=f.texts("sources"),
             notes=f.text("notes", ""),
-            aliases=tuple(str(a) for a in aliases),
+            aliases=f.texts("aliases"),
             ecc_visible_bytes=f.optional("ecc_visible_bytes", 0, MAX_MEMORY_BYTES, open_low=True),
             runtime_total_bytes=f.optional("runtime_total_bytes", 0, MAX_MEMORY_BYTES,
                                            open_low=True),
@@ -223,6 +219,9 @@ class Accelerator:
         )
 
 
+# the words data/accelerators/SCHEMA.md allows; 'measured' is a `ridgeline measure` record's
+VENDORS = ("nvidia", "amd", "intel", "apple", "google", "measured")
+FORMS = ("datacenter", "workstation", "consumer", "soc", "measured")
 MAX_MEMORY_BYTES = 1e15  # a petabyte: past any one accelerator's memory
 MAX_PRICE_USD = 1000.0  # per device-hour
 MAX_TDP_W = 100_000.0  # a whole wafer-scale system draws tens of kW

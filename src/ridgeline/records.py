@@ -29,6 +29,26 @@ class Fields:
             raise self.refuse(key, "a non-empty string", value)
         return value
 
+    def texts(self, key: str) -> tuple[str, ...]:
+        """A list of strings (absent or null: empty); a number, a string or an object in its
+        place is refused by name, not iterated (a string's characters are not its ids)."""
+        value = self.data.get(key)
+        if value is None:
+            return ()
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+            raise self.refuse(key, "a list of strings", value)
+        return tuple(value)
+
+    def choice(self, key: str, allowed: tuple[str, ...]) -> str:
+        """One of ``allowed`` words, or "" where the field is absent, null or empty (not
+        said): a word outside them (a typo, another spelling) is refused, listing them."""
+        value = self.data.get(key)
+        if value is None or value == "":
+            return ""
+        if not isinstance(value, str) or value not in allowed:
+            raise self.refuse(key, f"one of {', '.join(allowed)}", value)
+        return value
+
     def number(self, key: str, low: float, high: float, default: float | None = None,
                open_low: bool = False) -> float:
         """A finite number in [low, high] ((low, high] with ``open_low``)."""

@@ -641,6 +641,9 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
     per_seq = conversation_bytes(pool, dep, context)
     n = held_conversations(pool, dep, context)
     acc = dep.accelerator
+    # the ridge only where a step can be timed, as decode and simulate time it: a record with
+    # no rate for the cache's attention matmuls (fp32 alone, a bf16 cache) is refused there
+    dep.attention_compute_dtype  # noqa: B018 (raises, naming the peaks the record has)
     ridge = dep.dense_ridge_flop_per_byte
     dense_bpw = dep.bytes_per_weight_split[0]
     ridge_batch = batch_for_intensity(ridge, dense_bpw)

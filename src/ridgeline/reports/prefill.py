@@ -69,6 +69,23 @@ class PrefillReport:
         return [c for c in out if c]
 
     @property
+    def ubatch_note(self) -> str:
+        """Where llama.cpp splits the prompts into ubatches, what the floor does not count:
+        the floor is the ideal, one read of the weights for the whole batch; each ubatch
+        (-ub, 512) reads them again, and the expectation counts every read (-ub 1 makes a
+        1,000-token prompt 1,000 passes, memory-bound, beside a compute-bound floor)."""
+        f, dep = self.floor, self.deployment
+        if not dep.engine.startswith("llama.cpp"):
+            return ""
+        ubatch = self.ubatch or llamacpp_n_ubatch()
+        passes = f.batch * -(-f.prompt_len // ubatch)  # each prompt's own ubatches
+        if passes <= 1:
+            return ""
+        return (f"the floor reads the weights once (the ideal); {dep.engine} runs "
+                f"{passes:,} ubatches of at most {ubatch:,} {plural(ubatch, 'token')} (-ub), "
+                "each reading them again, and the expectation counts them")
+
+    @property
     def steps(self) -> tuple[Step, ...]:
         return self.floor.steps + (self.expected.steps if self.runs else ())
 
@@ -108,6 +125,7 @@ class PrefillReport:
             f"  intensity  {f.weight_intensity_flop_per_byte:,.0f} FLOP per byte of weights, "
             f"{f.intensity_flop_per_byte:,.0f} over all bytes ({ridge})",
         ]
+        lines += [f"note: {self.ubatch_note}"] if self.ubatch_note else []
         lines += [f"caution: {c}" for c in self.cautions]
         if not f.fit.fits:
             return [*lines, *no_expectation(self.deployment, e.engine)]

@@ -18,6 +18,7 @@ import csv
 import json
 import math
 import random
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -365,6 +366,15 @@ def _column(row: dict[str, object], names: tuple[str, ...], path: str) -> str:
                      f"{', '.join(_AZURE)}); its columns: {found}")
 
 
+def _iso_date(text: str) -> datetime:
+    """An ISO date as Python 3.10's fromisoformat reads it: 'T' between date and time, the
+    fraction cut or padded to 6 digits (Azure's traces write 7, or 2), a 'Z' as +00:00; an
+    offset kept ("2023-11-16 18:15:46.68+00:00" had been cut at 26 characters, mid-offset)."""
+    text = re.sub(r"\.(\d+)", lambda m: "." + (m.group(1) + "00000")[:6],
+                  text.replace(" ", "T", 1), count=1)
+    return datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
+
+
 def _seconds(value: object) -> float:
     """Arrival seconds from a number or a date; finite and not negative."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -375,7 +385,7 @@ def _seconds(value: object) -> float:
             t = float(text)
         except ValueError:
             try:
-                t = datetime.fromisoformat(text.replace(" ", "T")[:26]).timestamp()
+                t = _iso_date(text).timestamp()
             except (ValueError, OverflowError, OSError):
                 raise ValueError(f"arrival time {value!r} is neither seconds nor a date") \
                     from None

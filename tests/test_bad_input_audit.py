@@ -1,0 +1,176 @@
+"""Bad input (audit): the same deployment gets the same answer from every command, a record's
+words are the schema's, a flag is spelled whole, a number is written as a user writes one, a
+path that is no file says so, and the prefill floor says what it leaves to the expectation."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+
+ROOT = Path(__file__).resolve().parent.parent
+ACCELERATORS = ROOT / "src/ridgeline/data/accelerators/datacenter.json"
+PROFILES = ROOT / "src/ridgeline/data/profiles.json"
+
+
+def card_file(tmp_path: Path, **changes: object) -> str:
+    """The catalog's H100 SXM as a --gpu-file record of its own id, with ``changes``."""
+    record = next(r for r in json.loads(ACCELERATORS.read_text("utf-8")) if r["id"] == "h100-sxm")
+    path = tmp_path / "card.json"
+    path.write_text(json.dumps({**record, "id": "my-h100", "aliases": [], **changes}), "utf-8")
+    return str(path)
+
+
+def refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """Exit 2, one line on stderr and no traceback; the line."""
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2, (argv, out, err)
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    return err
+
+
+# -- one deployment, one answer ------------------------------------------------------------
+def test_fit_refuses_a_card_with_only_an_fp32_peak_as_decode_does(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """fit said "clears the ridge (20)" on the fp32 ridge where decode, simulate and
+    utilization refuse: a bf16 cache's attention has no rate on the card."""
+    card = card_file(tmp_path, peak_flops={"fp32": 6.7e13})
+    said = refused(capsys, "decode", "llama-3.1-8b", "--gpu-file", card)
+    assert "my-h100 has no bf16 peak (it has fp32)" in said
+    assert refused(capsys, "fit", "llama-3.1-8b", "--gpu-file", card, "--max-model-len",
+                   "4k") == said
+    # an fp32 cache's attention runs at fp32: both take the card, at its fp32 ridge
+    for command in ("decode", "fit"):
+        code, _, err = run_cli(capsys, command, "llama-3.1-8b", "--gpu-file", card,
+                                 "--kv-cache-dtype", "fp32")
+        assert code == 0, err
+
+
+def test_amdahl_on_apple_silicon_takes_decodes_engine(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """amdahl defaulted to vllm and refused the M2 Ultra where decode picks llama.cpp-metal."""
+    code, out, err = run_cli(capsys, "amdahl", "--model", "llama-3.1-8b", "--gpu",
+                             "apple-m2-ultra-76c", "--speedup", "2")
+    assert code == 0, err
+    assert "with the llama.cpp-metal profile" in out
+    code, out, err = run_cli(capsys, "amdahl", "--model", "llama-3.1-8b", "--gpu", "h100",
+                             "--speedup", "2")
+    assert code == 0 and "with the vllm profile" in out, err
+
+
+# -- a record's words ------------------------------------------------------------------------
+@pytest.mark.parametrize(("key", "words"), [
+    ("vendor", "nvidia, amd, intel, apple, google, measured"),
+    ("form", "datacenter, workstation, consumer, soc, measured")])
+def test_a_vendor_or_form_outside_the_schema_is_refused_with_its_words(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], key: str, words: str) -> None:
+    """vendor "banana" ran, and decode then suggested llama.cpp-vulkan for it."""
+    said = refused(capsys, "hardware", "--gpu-file", card_file(tmp_path, **{key: "banana"}))
+    assert f"{key} must be one of {words}, got 'banana'" in said
+    refused(capsys, "decode", "llama-3.1-8b", "--gpu-file", card_file(tmp_path, **{key: 3}))
+    code, _, err = run_cli(capsys, "hardware", "--gpu-file", card_file(tmp_path, **{key: ""}))
+    assert code == 0, err  # not said: taken at its word, as a record without the field
+
+
+def test_a_profiles_fitted_ids_not_a_list_of_strings_is_named(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """fitted_ids 5 said "not an engine profile ('int' object is not iterable)"."""
+    bundled = json.loads(PROFILES.read_text("utf-8"))["engines"]["vllm"]
+    for bad, shown in ((5, "5"), ("r1", "'r1'"), ([{"id": 1}], "[{'id': 1}]")):
+        path = tmp_path / "profile.json"
+        path.write_text(json.dumps({"engines": {"vllm": {**bundled, "fitted_ids": bad}}}))
+        said = refused(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--profile", str(path))
+        assert f"fitted_ids must be a list of strings, got {shown}" in said
+        assert "iterable" not in said
+
+
+# -- a flag spelled whole, a number as a user writes it --------------------------------------
+def test_a_long_option_is_spelled_whole(capsys: pytest.CaptureFixture[str]) -> None:
+    """'--bat 8' ran as --batch 8."""
+    said = refused(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--bat", "8")
+    assert "unrecognized arguments: --bat 8" in said
+    code, _, err = run_cli(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "8")
+    assert code == 0, err
+
+
+@pytest.mark.parametrize("text", ["０.５", "0_5", "nan", "1.5"])
+def test_amdahls_fraction_is_a_share_in_ascii_digits(
+        capsys: pytest.CaptureFixture[str], text: str) -> None:
+    said = refused(capsys, "amdahl", "--fraction", text, "--speedup", "2")
+    assert "fraction must be" in said and "between 0 and 1" in said
+
+
+def test_amdahls_fraction_of_minus_zero_reads_as_zero(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "amdahl", "--fraction=-0", "--speedup", "2", "--json")
+    assert code == 0, err
+    assert "-0" not in out
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("８", "percent must be a number such as 39.02, got '８'"),
+    ("4_0", "percent must be a number such as 39.02"),
+    ("1e-300", "percent 1e-300 has more than 10 decimals")])
+def test_a_score_is_written_as_a_benchmark_prints_it(
+        capsys: pytest.CaptureFixture[str], text: str, message: str) -> None:
+    """'８' read as 8 %, and 1e-300 printed a score of 300 zeros."""
+    said = refused(capsys, "evalstats", "--pct-a", text, "--pct-b", "42", "--n", "1000")
+    assert message in said and "--pct-a" in said
+    code, out, err = run_cli(capsys, "evalstats", "--pct-a", "39.02%", "--pct-b", "42",
+                             "--n", "1000")
+    assert code == 0 and out.startswith("A: 39.02% of 1000"), err
+
+
+def test_roofline_intensity_past_any_step_is_refused(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--intensity 1e308 printed a 400-digit row."""
+    said = refused(capsys, "roofline", "--gpu", "h100", "--intensity", "1e308")
+    assert "intensity must be between 0.001 and 1e+09, got 1e+308" in said
+    code, out, err = run_cli(capsys, "roofline", "--gpu", "h100", "--intensity", "1e6")
+    assert code == 0 and "1,000,000" in out, err
+    assert max(len(line) for line in out.splitlines()) < 200
+
+
+# -- a path that is no file ------------------------------------------------------------------
+def test_a_device_given_as_a_model_is_named_as_a_device(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """/dev/null was "unknown model '/dev/null', and none of the 46 known is close"."""
+    said = refused(capsys, "model", os.devnull)
+    assert f"{os.devnull} is a device, not a file: give a model's config.json" in said
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_a_pipe_given_as_a_model_is_read_as_a_file(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A pipe (as <(command) gives) is read like any input, not looked up as a model's name:
+    one with no writer reads empty (FIFO.json had said "no such config file")."""
+    for name in ("pipe", "pipe.json"):
+        os.mkfifo(tmp_path / name)
+        said = refused(capsys, "model", str(tmp_path / name))
+        assert "is not valid JSON" in said and "unknown model" not in said
+        assert "no such config file" not in said
+
+
+# -- the prefill floor beside llama.cpp's ubatches -------------------------------------------
+def test_the_prefill_floor_says_the_ubatches_read_the_weights_again(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """-ub 1 left the floor "bound by compute, intensity 948" with no word that the
+    expectation's 1,000 passes each read the weights."""
+    argv = ("prefill", "llama-3.1-8b", "--gpu", "h100", "--prompt-len", "1000",
+            "--engine", "llama.cpp-cuda")
+    code, out, err = run_cli(capsys, *argv, "-ub", "1")
+    assert code == 0, err
+    assert ("note: the floor reads the weights once (the ideal); llama.cpp-cuda runs 1,000 "
+            "ubatches of at most 1 token (-ub), each reading them again, and the expectation "
+            "counts them") in out
+    code, out, _ = run_cli(capsys, *argv)  # -ub 512: two
+    assert "runs 2 ubatches of at most 512 tokens (-ub)" in out
+    code, out, _ = run_cli(capsys, *argv, "-ub", "1024")  # one pass: nothing to say
+    assert code == 0 and "note:" not in out
+    code, out, _ = run_cli(capsys, "prefill", "llama-3.1-8b", "--gpu", "h100", "--prompt-len",
+                           "1000")  # vLLM runs a prompt in one pass
+    assert code == 0 and "note:" not in out

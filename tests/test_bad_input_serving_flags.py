@@ -1,0 +1,42 @@
+"""Bad input (audit): simulate's and plan's flags read as a user writes them (to add with the
+cli_serving.py patch)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+
+LOAD = ("simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "2", "--num-requests", "5")
+
+
+def refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2 and not out, (argv, out, err)
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    return err
+
+
+@pytest.mark.parametrize("seed", ["１", "1_000", "-1"])
+def test_a_seed_is_a_whole_number_in_ascii_digits(capsys: pytest.CaptureFixture[str],
+                                                  seed: str) -> None:
+    assert "argument --seed: seed" in refused(capsys, *LOAD, f"--seed={seed}")
+    assert "argument --seed: seed" in refused(capsys, "plan", "llama-3.1-8b", f"--seed={seed}")
+
+
+def test_an_acceptance_of_minus_zero_prints_as_zero(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, *LOAD, "--spec-tokens", "2", "--spec-acceptance=-0.0")
+    assert code == 0, err
+    assert "each accepted with chance 0," in out and "-0" not in out
+    assert "draft acceptance rate must be" in refused(capsys, *LOAD, "--spec-tokens", "2",
+                                                     "--spec-acceptance", "０.５")
+
+
+def test_export_takes_a_csv_or_json_name(tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out.xlsx"
+    assert "--export writes a .csv or a .json file" in refused(capsys, *LOAD, "--export",
+                                                               str(out))
+    assert not out.exists()
