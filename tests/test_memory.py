@@ -540,3 +540,18 @@ def test_prefill_gives_a_throughput_where_decode_gives_one(
     _, out, _ = run_cli(capsys, "prefill", "llama-3.1-70b", "--gpu", "h100", "--prompt-len",
                         "4000", "--json")
     assert json.loads(out)["tokens_per_s"] is None and json.loads(out)["fits"] is False
+
+
+def test_a_context_lever_is_offered_only_where_it_is_a_way_out() -> None:
+    """Llama-3.1-8B on an L4 at 128K for two: 13,136 tokens hold them, a tenth of the ask, and
+    is offered; Llama-3.1-70B fp8 on one H100 at 8K holds one conversation only at a few dozen
+    tokens, which no one would serve, and is not."""
+    l4 = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("l4"))
+    short = fit_report(l4, 131072, EngineSettings(max_model_len=131072), target=2)
+    lever = next(lv for lv in short.levers if lv.name.startswith("--max-model-len"))
+    length = int(lever.name.split()[1].replace(",", ""))
+    assert 131072 // 16 <= length < 131072 and lever.conversations >= 2
+    h100 = Deployment.build(resolve_model("llama-3.1-70b"), resolve_accelerator("h100"), "fp8")
+    tight = fit_report(h100, 8192, EngineSettings(max_model_len=8192))
+    assert tight.verdict == DOES_NOT_FIT
+    assert not any(lv.name.startswith("--max-model-len") for lv in tight.levers)

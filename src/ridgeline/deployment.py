@@ -405,6 +405,14 @@ class Deployment:
                            self.accelerator.memory_bandwidth_bytes_per_s)
 
     @property
+    def dense_ridge_batch(self) -> float:
+        """The batch at which the dense weights' reads reach that ridge: ridge × bytes per
+        weight ÷ 2 (Llama-3.1-70B fp8 on an H200: 412 FLOP/byte is a batch of 206)."""
+        from ridgeline.roofline import batch_for_intensity
+
+        return batch_for_intensity(self.dense_ridge_flop_per_byte, self.bytes_per_weight_split[0])
+
+    @property
     def dense_compute_dtype(self) -> str:
         """The dtype of the matmuls every token runs: the largest linear category's other than
         the routed experts (gpt-oss: its bf16 attention; a dense model: the step's)."""

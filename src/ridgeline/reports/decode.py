@@ -347,7 +347,7 @@ class DecodeComparison(ByCard):
                              f"{f.batch / e.time_s:,.0f}" if runs else "",
                              _dollars_per_million(r.deployment, f.batch / e.time_s)
                              if runs else "",
-                             f"{r.deployment.dense_ridge_flop_per_byte:,.0f}",
+                             f"{r.deployment.dense_ridge_batch:,.0f}",
                              bound_label(f.bound)])
         cautions = dict.fromkeys(c for r in self.reports for c in r.cautions)
         from ridgeline.offload import placement_lines
@@ -356,11 +356,13 @@ class DecodeComparison(ByCard):
         return [f"{d.model.name}, weights {d.weights.label}, KV {d.kv.id}, decode on "
                 f"{engines}: one row per accelerator, batch and context", "",
                 *table(rows, ["accelerator", "batch", "context", "floor ms", "expected ms",
-                              "tok/s/user", "tok/s total", "$/M tok", "ridge", "bound"]),
+                              "tok/s/user", "tok/s total", "$/M tok", "ridge batch", "bound"]),
                 *placement_lines([r.deployment for r in self.reports]),
                 "", "expected: each card's step_cost with the engine's calibrated profile; "
                 "$/M tok: the catalog's price per device-hour over the output tokens of a "
-                "steady batch (no prefill); `--gpu NAME` alone for one card's breakdown",
+                "steady batch (no prefill); ridge batch: the batch at which the dense weights' reads "
+                "reach the card's ridge (ridge FLOP/byte × bytes per weight ÷ 2); `--gpu NAME` "
+                "alone for one card's breakdown",
                 *(f"caution: {c}" for c in cautions)]
 
 

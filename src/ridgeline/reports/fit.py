@@ -50,7 +50,7 @@ from ridgeline.reports.fit_budget import (
     window_rule,
 )
 from ridgeline.reports.fit_levers import Lever, gpus_needed, levers
-from ridgeline.roofline import batch_for_intensity, expert_ridge_batch, ridge_step
+from ridgeline.roofline import expert_ridge_batch, ridge_step
 from ridgeline.sglang_memory import past_checked, sglang_slots_per_request, sglang_state_ratio
 from ridgeline.stages import micro_batch, micro_batches, pipeline_stages
 from ridgeline.units import GIB, MIB, plural
@@ -646,7 +646,7 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
     dep.attention_compute_dtype  # noqa: B018 (raises, naming the peaks the record has)
     ridge = dep.dense_ridge_flop_per_byte
     dense_bpw = dep.bytes_per_weight_split[0]
-    ridge_batch = batch_for_intensity(ridge, dense_bpw)
+    ridge_batch = dep.dense_ridge_batch
     steps = (
         *_stage_steps(dep, s, pool),
         llamacpp_pool_step(dep, pool, s) if is_llamacpp(pool) else

@@ -230,7 +230,12 @@ def _longest_context_lever(r: FitReport) -> list[tuple[str, Deployment, int, Eng
     if not holds(1):
         return []
     low = longest_holding(holds, 1, r.context - 1)
+    if low < r.context // SHORTEST_CONTEXT_SHARE:  # 32 tokens for an 8K ask is no way out
+        return []
     return [(f"--max-model-len {low:,} (the longest that holds {target:,})", d, low, s)]
+
+
+SHORTEST_CONTEXT_SHARE = 16  # a context lever shorter than 1/16 of the ask is not offered
 
 
 def _seats_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSettings]]:
