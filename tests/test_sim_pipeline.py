@@ -200,3 +200,22 @@ def test_without_a_pipeline_a_replica_runs_as_before() -> None:
     now = run_replica(PP1, PROFILE, c, w, keep_rows=True)
     assert now.rec.rows == before.rec.rows and now.steps == before.steps
     assert now.duration_s == before.duration_s and now.preemptions == before.preemptions
+
+
+def test_a_request_arriving_while_the_core_waits_on_a_batch_joins_after_it_lands() -> None:
+    """vLLM V1's core, with nothing to schedule, blocks on the oldest batch's output and reads
+    new requests only after: a request arriving mid-trip is scheduled when that batch lands,
+    not at its arrival (the simulator had started it at once, reading TTFT a trip low)."""
+    trip_s = PipelineSimulator(PP2, PROFILE, config(1000)).run(
+        iter([Request(0, 0.0, 64, 4)])).percentiles("ttft")["p50"]  # a prompt's trip alone
+    sim = PipelineSimulator(PP2, PROFILE, config(1000))
+    launched: dict[int, float] = {}
+
+    def note(s: Simulator) -> None:
+        for mb in sim.in_flight:
+            for b in mb.rows:
+                launched.setdefault(b.request.id, s.now_s)
+
+    sim.run(iter([Request(0, 0.0, 64, 4), Request(1, trip_s / 2, 64, 4)]), after_step=note)
+    assert launched[0] == 0.0
+    assert launched[1] >= trip_s * 0.99  # when the first batch's output is back, not at half

@@ -25,7 +25,6 @@ from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.plots import html_page
 from ridgeline.precision import kv_dtype
 from ridgeline.roofline import (
-    batch_for_intensity,
     decode_attention_intensity,
     ridge_point,
     weight_intensity,
@@ -51,7 +50,7 @@ def _combo(model_id: str, gpu: str, count: int, weights: str, kv: str,
     ridge = ridge_point(peak, bw)
     out: dict[str, Any] = {
         "peak": peak, "bw": bw, "ridge": ridge, "bpw": bpw,
-        "ridge_batch": batch_for_intensity(ridge, bpw),
+        "ridge_batch": dep.dense_ridge_batch,
         "w_int": [weight_intensity(b, bpw) for b in BATCHES],
         "att_int": decode_attention_intensity(model, dep.kv.bytes_per_element,
                                               dep.tensor_parallel_size),

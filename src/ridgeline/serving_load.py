@@ -69,9 +69,11 @@ class Load:
     def max_model_len(self, limit: int | None = None) -> int:
         """The --max-model-len to run it with, capped at the model's context ``limit``: of a
         trace, its longest request; of a drawn load, the longest of LONGEST_DRAWS drawn apart
-        from the checks' requests, rounded up to MODEL_LEN_STEP tokens. A length drawn from a
-        lognormal has no longest: the 2,000 the sizing draws had set 6,231 for a lognormal
-        1,000/300 chat load, and its own check then refused 4 of 1,936 requests."""
+        from the checks' requests (about their 99.998th percentile), rounded up to
+        MODEL_LEN_STEP tokens. A length drawn from a lognormal has no longest: a request past
+        it, about 1 in 50,000, is refused, and a check counts it as a miss (the 2,000 the
+        sizing draws had set 6,231 for a lognormal 1,000/300 chat load, and its own check
+        then refused 4 of 1,936 requests)."""
         longest = _longest(self)
         return min(longest, limit) if limit else longest
 

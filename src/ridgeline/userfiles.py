@@ -16,9 +16,11 @@ def read_bounded(path: str | Path, limit_bytes: int = MAX_USER_FILE_BYTES) -> by
     A named pipe no process writes to reads as empty rather than waiting for a writer (it is
     opened without blocking, then read blocking: a pipe with a writer, as <(command) gives,
     is read to its end)."""
-    fd = os.open(Path(path).expanduser(), os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    nonblocking = getattr(os, "O_NONBLOCK", 0)  # POSIX; Windows has no named pipes to wait on
+    fd = os.open(Path(path).expanduser(), os.O_RDONLY | nonblocking)
     with os.fdopen(fd, "rb") as handle:
-        os.set_blocking(fd, True)
+        if nonblocking:
+            os.set_blocking(fd, True)
         data = handle.read(limit_bytes + 1)
     if len(data) > limit_bytes:
         raise InputError(f"{shorten(str(path))} is larger than {limit_bytes >> 20} MiB: not a "

@@ -23,7 +23,6 @@ from ridgeline.observation import Observation, stats
 from ridgeline.render import table
 from ridgeline.roofline import (
     arithmetic_share,
-    batch_for_intensity,
     ridge_step,
 )
 from ridgeline.sglang_memory import sglang_max_running_requests
@@ -279,9 +278,7 @@ class ObserveReport:
     def ridge_batch(self) -> float:
         """The running batch at which the weights every token reads meet the ridge (each
         pipeline stage multiplying one micro-batch of it)."""
-        dep = self.deployment
-        return batch_for_intensity(self.ridge, dep.bytes_per_weight_split[0]) \
-            * micro_batches(dep)
+        return self.deployment.dense_ridge_batch * micro_batches(self.deployment)
 
     @property
     def lever(self) -> str:

@@ -25,7 +25,10 @@ What vLLM V1 does, read in its source (vllm-project/vllm on GitHub):
   with pipeline_parallel_size > 1 and will be disabled"). The synchronous queue is modelled.
 
 The model: micro-batches are formed by the one scheduler from the requests not in flight,
-whenever fewer than pp are in flight (on an output's return, or an arrival). A micro-batch's
+whenever fewer than pp are in flight: after a batch is sent, on an output's return, or on an
+arrival while nothing is in flight. With nothing it can schedule, the core blocks on the
+oldest batch's output (``future.result()``) and reads its input queue only after, so a
+request arriving meanwhile waits for that batch to land. A micro-batch's
 trip is the step cost of its batch on the pipeline-parallel deployment (what a lane's step
 cost before: all stages, their hand-offs between), split evenly into pp stage times; it
 enters each stage once that stage is free, so a new one starts at stage 0 a stage time after
@@ -131,11 +134,10 @@ class PipelineSimulator(Simulator):
                     self._launch(batch)
                     self._event(after_step)
                     continue
-            if self.in_flight:
+            if self.in_flight:  # nothing to schedule: V1 blocks on the oldest batch's output,
+                # and a request that arrives meanwhile waits for it (the core reads its input
+                # queue between steps)
                 done_s = self.in_flight[0].end_s
-                if room and pending is not None and pending.arrival_s < done_s:
-                    self._wait_until(pending.arrival_s, rec)  # a slot is free for it
-                    continue
                 self._wait_until(done_s, rec)
                 finished = self._land(self.in_flight.popleft(), rec)
                 rec.sample(self.now_s, len(s.running), len(s.waiting), self.pool.usage,
