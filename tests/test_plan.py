@@ -364,9 +364,8 @@ def test_a_model_that_fits_with_the_searchs_knobs_is_no_does_not_fit() -> None:
 
 
 def test_the_suggested_max_model_len_holds_the_load_within_the_models_context() -> None:
-    """A drawn load's --max-model-len is the longest of 50,000 drawn apart, rounded to 256:
-    of the requests its checks draw, a few in 100,000 are past it (the sizing's 2,000 had
-    refused 4 of a lognormal chat check's 1,936)."""
+    """A drawn load's --max-model-len is the longest of the 2,000 the sizing draws, rounded
+    up to 256: of the requests its checks draw, about 1 in 2,000 is past it, and refused."""
     load = Load(1.0, "lognormal:1000,1.5", "200")
     longest = max(p + o for p, o in load.samples())
     assert load.max_model_len() >= longest and load.max_model_len() % 256 == 0
@@ -376,7 +375,7 @@ def test_the_suggested_max_model_len_holds_the_load_within_the_models_context() 
         work, _ = replace(chat, seed=draw).steady(1, 60.0)
         drawn += len(work)
         past += sum(r.prompt_tokens + r.output_tokens > chat.max_model_len() for r in work)
-    assert drawn > 10_000 and past <= drawn * 1e-3
+    assert drawn > 10_000 and 0 < past <= drawn * 2e-3
     assert load.max_model_len(4096) == 4096 and 0 < load.refused_share(4096) < 0.5
     with pytest.raises(InputError, match="longer than gpt-j-6b's 2,048-token context"):
         plan(resolve_model("gpt-j-6b"), Load(1.0, "4000", "200"), Slo(2.0, 0.1),

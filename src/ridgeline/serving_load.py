@@ -68,12 +68,14 @@ class Load:
 
     def max_model_len(self, limit: int | None = None) -> int:
         """The --max-model-len to run it with, capped at the model's context ``limit``: of a
-        trace, its longest request; of a drawn load, the longest of LONGEST_DRAWS drawn apart
-        from the checks' requests (about their 99.998th percentile), rounded up to
-        MODEL_LEN_STEP tokens. A length drawn from a lognormal has no longest: a request past
-        it, about 1 in 50,000, is refused, and a check counts it as a miss (the 2,000 the
-        sizing draws had set 6,231 for a lognormal 1,000/300 chat load, and its own check
-        then refused 4 of 1,936 requests)."""
+        trace, its longest request; of a drawn load, the longest of the 2,000 requests the
+        sizing draws (about their 99.95th percentile), rounded up to MODEL_LEN_STEP tokens. A
+        length drawn from a lognormal has no longest: a request past it, about 1 in 2,000,
+        is refused, as an engine started so would, and a check counts it as a miss (a
+        lognormal 1,000/300 chat load's check refused 4 of 1,936 requests at 6,231). Set
+        from 50,000 draws it would cover 1 in 50,000, but a lognormal 2,000-token load with a
+        σ of 1 then asks the model's whole 131,072 tokens, which 70B on two H100s cannot
+        start with: no one serves a chat load so."""
         longest = _longest(self)
         return min(longest, limit) if limit else longest
 
@@ -191,20 +193,15 @@ def _inward(low: float, high: float) -> tuple[float, float]:
             round(math.floor(high / quantum + 1e-9) * quantum, digits))  # 7,200 quanta
 
 
-LONGEST_DRAWS = 50_000  # a drawn load's requests its --max-model-len is set above
-MODEL_LEN_STEP = 256  # ... rounded up to a multiple of this
+MODEL_LEN_STEP = 256  # a drawn load's --max-model-len is rounded up to a multiple of this
 
 
-@lru_cache(maxsize=32)
 def _longest(load: Load) -> int:
-    """The longest request of a trace (+ 16), or of LONGEST_DRAWS drawn from the load on a
-    generator of their own, rounded up to MODEL_LEN_STEP."""
+    """The longest request of a trace (+ 16), or of the load's 2,000 drawn, rounded up to
+    MODEL_LEN_STEP."""
     if load.trace:
         return max(p + o for _, p, o in load.trace) + 16
-    rng = random.Random(f"max-model-len {load.seed}")
-    draw_in, draw_out = length_sampler(load.input_len, "input"), length_sampler(
-        load.output_len, "output")
-    longest = max(draw_in(rng) + draw_out(rng) for _ in range(LONGEST_DRAWS))
+    longest = max(p + o for p, o in load.samples())
     return -(-longest // MODEL_LEN_STEP) * MODEL_LEN_STEP
 
 
