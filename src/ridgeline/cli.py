@@ -59,18 +59,22 @@ def _count(what: str) -> Callable[[str], int]:
     return _typed(lambda t: parse_count(t, what))
 
 
+def _plain_float(text: str, refusal: str) -> float:
+    """A number as a user writes one: ASCII, no underscores ("１２" and "1_0" are Python's)."""
+    try:
+        if not text.isascii() or "_" in text:
+            raise ValueError
+        return float(text)
+    except ValueError:
+        raise InputError(f"{refusal}, got {text!r}") from None
+
+
 def _positive_float(what: str, least: float | None = None,
                     most: float | None = None) -> Callable[[str], float]:
     """A positive number; within [least, most] where given (a plausible figure, not 1e-300
     GB/s or 1e290 GiB)."""
     def parse(text: str) -> float:
-        try:
-            if not text.isascii() or "_" in text:  # "１２" and "1_0" are Python's, not a user's
-                raise ValueError
-            value = float(text)
-        except ValueError:
-            raise InputError(f"{what} must be a number, got {text!r}") from None
-        value = float(require_positive(value, what))
+        value = float(require_positive(_plain_float(text, f"{what} must be a number"), what))
         if (least is not None and value < least) or (most is not None and value > most):
             raise InputError(f"{what} must be between {least or 0:g} and {most or math.inf:g}, "
                              f"got {value:g}")
@@ -83,12 +87,7 @@ def _share(what: str) -> Callable[[str], float]:
     """A share or a chance, 0 to 1 (amdahl --fraction): written in ASCII digits,
     -0 read as 0 (it printed as "-0")."""
     def parse(text: str) -> float:
-        try:
-            if not text.isascii() or "_" in text:  # "０.５" and "0_5" are Python's, not a user's
-                raise ValueError
-            value = float(text)
-        except ValueError:
-            raise InputError(f"{what} must be a number between 0 and 1, got {text!r}") from None
+        value = _plain_float(text, f"{what} must be a number between 0 and 1")
         if not 0.0 <= value <= 1.0:  # NaN fails it too
             raise InputError(f"{what} must be between 0 and 1, got {shorten(text)}")
         return value + 0.0
