@@ -192,7 +192,7 @@ class PipelineSimulator(Simulator):
     def _land(self, mb: MicroBatch, rec: Recorder) -> list[Request]:
         """A micro-batch's output is back (now): each sampling row's token(s), as the plain
         step counts them; rows preempted in flight are dropped (recomputed)."""
-        finished = []
+        finished: list[Request] = []
         spec = self.config.spec_tokens
         for b, sample, epoch in zip(mb.rows, mb.samples, mb.epochs):
             r = b.request
@@ -209,12 +209,7 @@ class PipelineSimulator(Simulator):
                 r.first_token_s = self.now_s
             else:
                 rec.itl(self.now_s - r.last_token_s, 1)
-            r.num_generated += gained
-            r.last_token_s = self.now_s
-            if r.prefix_group >= 0:
-                self.pool.register(r)
-            if r.num_generated >= r.output_tokens:
-                finished.append(self._finish(r))
+            self._credit(r, gained, finished)
         return finished
 
 

@@ -541,7 +541,7 @@ class Simulator:
         started_s = self.now_s
         self.now_s += dt
         self.steps += 1
-        finished = []
+        finished: list[Request] = []
         spec = self.config.spec_tokens
         streamed = 0  # requests whose token(s) came out a step after their last ones
         for b in batch:
@@ -564,15 +564,20 @@ class Simulator:
                 # per chunk)
             else:  # back from preemption, or left out of a step the budget ran out in
                 self._gap(r, rec)
-            r.num_generated += gained
-            r.last_token_s = self.now_s
-            if r.prefix_group >= 0:
-                self.pool.register(r)
-            if r.num_generated >= r.output_tokens:
-                finished.append(self._finish(r))
+            self._credit(r, gained, finished)
         if streamed:
             rec.itl(dt, streamed)
         return finished
+
+    def _credit(self, r: Request, gained: int, finished: list[Request]) -> None:
+        """``gained`` tokens out for ``r`` now: its full blocks published to the prefix cache
+        (a shared prefix's), and ``r`` finished (into ``finished``) once its output is done."""
+        r.num_generated += gained
+        r.last_token_s = self.now_s
+        if r.prefix_group >= 0:
+            self.pool.register(r)
+        if r.num_generated >= r.output_tokens:
+            finished.append(self._finish(r))
 
     def _gap(self, r: Request, rec: Recorder) -> None:
         """An inter-token gap that is not just this step: the client waited since r's last
