@@ -660,7 +660,8 @@ def test_a_fit_finds_the_expert_tile_its_rows_were_made_with() -> None:
     rows labelled vLLM, whose grouped MoE kernels are not llama.cpp's, are fitted none."""
     from ridgeline.calibrate import _shows_expert_prompts
 
-    rows = [r for r in read_measurements(ROCM).rows if r.engine == "llama.cpp-rocm"]
+    rows = [r for r in read_measurements(ROCM).rows
+            if r.engine == "llama.cpp-rocm" and r.metric == "prefill_tok_s"]  # the prompts
     assert _shows_expert_prompts(rows)
     made = replace(profile_for("llama.cpp-rocm"), expert_tile_tokens=96.0)
     synthetic = [replace(r, value=predict(r, {"llama.cpp-rocm": made}).predicted) for r in rows]
@@ -915,8 +916,11 @@ def test_a_fit_finds_the_cost_per_moe_layer_its_rows_were_made_with() -> None:
     router and the grouped expert kernels, are fitted no such cost."""
     from ridgeline.calibrate import _shows_moe_layers
 
-    rows = [r for r in read_measurements(CUDA).rows + read_measurements(MEASUREMENTS).rows
-            if r.engine == "llama.cpp-cuda" and r.metric == "decode_tok_s_per_user"]
+    def decode(path: Path) -> list:
+        return [r for r in read_measurements(path).rows
+                if r.engine == "llama.cpp-cuda" and r.metric == "decode_tok_s_per_user"]
+
+    rows = decode(CUDA) + decode(MEASUREMENTS)[:16]  # MoE rows mostly, then dense ones
     assert _shows_moe_layers(rows)
     made = replace(profile_for("llama.cpp-cuda"), layer_overhead_s=5e-5,
                    moe_layer_overhead_s=6e-5)
@@ -933,7 +937,7 @@ def test_dense_rows_alone_pin_no_cost_per_moe_layer() -> None:
     from ridgeline.calibrate import _shows_moe_layers
 
     dense = [r for r in read_measurements(MEASUREMENTS).rows if r.engine == "llama.cpp-cuda"
-             and r.metric == "decode_tok_s_per_user" and resolve_model(r.model).moe is None]
+             and r.metric == "decode_tok_s_per_user" and resolve_model(r.model).moe is None][:20]
     assert not _shows_moe_layers(dense)
     assert fit_engine(dense, "llama.cpp-cuda").moe_layer_overhead_s == 0.0
     bundled = profile_for("llama.cpp-cuda")
