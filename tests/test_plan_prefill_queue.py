@@ -5,7 +5,6 @@ prompt_queue_load)."""
 
 from __future__ import annotations
 
-import json
 import math
 import random
 
@@ -13,7 +12,6 @@ import pytest
 
 from ridgeline.candidate import replica_deployment
 from ridgeline.catalog import resolve_model
-from ridgeline.cli import main
 from ridgeline.cost import Seq, decode_batch, step_time_s
 from ridgeline.deployment import Deployment
 from ridgeline.engines import profile_for
@@ -202,16 +200,3 @@ def test_long_prompt_loads_size_the_replicas_their_simulation_needs() -> None:
                         Load(2, "32000", "500"), Slo(3.0, 0.06), None)
     assert long is not None and math.ceil(2 / long.rate_req_s) == 57
 
-
-def test_the_explain_shows_the_queue_of_32k_prompts_allowing_1_07_req_s(
-        capsys: pytest.CaptureFixture[str]) -> None:
-    """reports.plan._binding's worked number: 32k-token prompts on one H100 against a 5 s
-    TTFT, the queue allows 1.07 req/s a replica (1.22 when each prompt was one step)."""
-    assert main(["plan", "llama-3.1-8b", "--rate", "2", "--input-len", "32000",
-                 "--output-len", "50", "--slo-ttft-ms", "5000", "--slo-tpot-ms", "100",
-                 "--gpus", "h100", "--json", "--explain"]) == 0
-    data = json.loads(capsys.readouterr().out)
-    rate = next(s for s in data["explain"] if s["label"] == "one replica's rate")
-    shown = {i["name"]: i["value"] for i in rate["inputs"]}
-    assert round(shown["the prompts' queue"], 2) == 1.07
-    assert rate["result"]["value"] == pytest.approx(shown["the prompts' queue"])
