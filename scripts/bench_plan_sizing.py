@@ -21,7 +21,8 @@ from ridgeline.catalog import resolve_model
 from ridgeline.engines import profile_for
 from ridgeline.errors import InputError
 from ridgeline.hardware import resolve_accelerator
-from ridgeline.plan import _verify, size_replica
+from ridgeline.plan import _verify
+from ridgeline.replica_sizing import size_replica
 from ridgeline.serving_load import Load, Slo
 
 # (model, rate req/s, input, output, SLO TTFT s, SLO TPOT s)

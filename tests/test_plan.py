@@ -148,7 +148,7 @@ def test_ray_executor_finds_what_the_process_pool_finds() -> None:
 def test_a_pipeline_stage_keeps_its_own_micro_batch_in_flight() -> None:
     from ridgeline import Deployment, resolve_accelerator
     from ridgeline.engines import profile_for
-    from ridgeline.plan import size_replica
+    from ridgeline.replica_sizing import size_replica
     from ridgeline.sim.config import sim_config
     from ridgeline.sim.lanes import pipeline_lane
 
@@ -245,7 +245,7 @@ def test_the_token_budget_caps_a_prefill_heavy_replica() -> None:
     from ridgeline.capacity import max_batch
     from ridgeline.engines import profile_for
     from ridgeline.memory import EngineSettings, kv_pool
-    from ridgeline.plan import size_replica
+    from ridgeline.replica_sizing import size_replica
 
     dep = Deployment.build(MODEL, resolve_accelerator("h200"), "bf16")
     settings = EngineSettings(max_model_len=4050)
@@ -302,7 +302,7 @@ def test_the_engine_version_sizes_the_replicas_pool() -> None:
     # the v0.21 accounting (a lighter sampler, the CUDA-graph estimate).
     from ridgeline import Deployment, resolve_accelerator
     from ridgeline.engines import profile_for
-    from ridgeline.plan import size_replica
+    from ridgeline.replica_sizing import size_replica
 
     dep = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"))
     load, slo = Load(2.0, "30000", "500"), Slo(60.0, 0.5, 90)
@@ -766,7 +766,8 @@ def test_sglangs_analytic_sizing_counts_its_prompt_steps_whole(gpu: str, tp: int
     from ridgeline.candidate import Candidate, replica_deployment
     from ridgeline.engines import profile_for
     from ridgeline.hardware import resolve_accelerator
-    from ridgeline.plan import _verify, size_replica
+    from ridgeline.plan import _verify
+    from ridgeline.replica_sizing import size_replica
 
     moe, load, slo = resolve_model("qwen3-30b-a3b"), Load(30, "200", "1000"), Slo(0.5, 0.02)
     counts = {}
@@ -845,7 +846,7 @@ def _sized(model: Any, gpu: str, tp: int, pp: int, weights: str, kv: str, load: 
     from ridgeline.candidate import Candidate, replica_deployment
     from ridgeline.engines import profile_for
     from ridgeline.hardware import resolve_accelerator
-    from ridgeline.plan import size_replica
+    from ridgeline.replica_sizing import size_replica
 
     dep = replica_deployment(model, resolve_accelerator(gpu), tp, pp, weights, kv)
     sized = size_replica(dep, profile_for("vllm"), load, slo, None)
@@ -873,7 +874,7 @@ def test_the_prompt_queue_load_keeps_the_late_first_tokens_to_the_tail() -> None
     past the SLO alone, none; short prompts barely bind."""
     import random
 
-    from ridgeline.plan import prompt_queue_load
+    from ridgeline.replica_sizing import prompt_queue_load
 
     rng = random.Random(5)
     services = [0.8 * rng.lognormvariate(0.0, 0.5) for _ in range(64)]
@@ -897,7 +898,7 @@ def test_the_prompt_queue_load_keeps_the_late_first_tokens_to_the_tail() -> None
 def test_prompt_lengths_are_priced_in_slices_that_keep_their_mean() -> None:
     """A heavy tail's far end stays in: each slice's mean, not its middle (the middle of the
     top sixteenth of a lognormal σ 1 sits well under its mean)."""
-    from ridgeline.plan import length_quantiles
+    from ridgeline.replica_sizing import length_quantiles
 
     lengths = [1, 2, 3, 4, 5, 6, 7, 100]
     assert length_quantiles(lengths, 4) == [2, 4, 6, 54]

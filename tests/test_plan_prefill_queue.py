@@ -1,6 +1,6 @@
-"""The prompts' queue of plan's sizing: each prompt prefilled as vLLM runs it (chunks of the
-budget the running decodes leave, beside them), every drawn prompt at its own length, and
-the wait behind the prefill under way (plan.ChunkedPrefill, length_groups,
+"""The prompts' queue of a replica's sizing: each prompt prefilled as vLLM runs it (chunks of
+the budget the running decodes leave, beside them), every drawn prompt at its own length,
+and the wait behind the prefill under way (replica_sizing.ChunkedPrefill, length_groups,
 prompt_queue_load)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from ridgeline.cost import Seq, decode_batch, step_time_s
 from ridgeline.deployment import Deployment
 from ridgeline.engines import profile_for
 from ridgeline.hardware import resolve_accelerator
-from ridgeline.plan import (
+from ridgeline.replica_sizing import (
     PROMPT_QUANTILES,
     ChunkedPrefill,
     length_groups,

@@ -40,7 +40,7 @@ class Candidate:
     sim_first: int = 0  # of a trace, where in the replica's share the check began
     sim_window_s: tuple[float, float] | None = None
     # the analytic rate's three limits, req/s: the TPOT SLO at the batch, the step's token
-    # budget, the prompts' queue within the TTFT SLO (plan.size_replica); () where not sized
+    # budget, the prompts' queue within the TTFT SLO (replica_sizing.size_replica); () where not sized
     rate_limits: tuple[float, ...] = ()
 
     @property

@@ -2,13 +2,11 @@
 
 Search: accelerator × tensor/pipeline parallel size × expert parallelism (MoE) × weight
 format × KV dtype × engine knobs (max_num_seqs, max_num_batched_tokens). Each candidate
-replica is first sized analytically — the largest batch whose TPOT at the SLO's percentile
-(B decodes, and the prompts that arrive while a request decodes, both with their Poisson
-spread; ``size_replica``) meets the SLO and fits the KV pool and the token budget — which
-prunes what cannot fit or cannot meet the SLO on its own; replicas cover the rate. The
-cheapest candidates are then simulated (``sim/``) in the steady state at their per-replica
-rate, and the fewest replicas that meet the SLO at the requested percentile kept. A
-pipeline-parallel replica keeps one micro-batch per stage in flight (``sim/lanes.py``).
+replica is first sized analytically (``replica_sizing``: ``size_replica``), which prunes
+what cannot fit or cannot meet the SLO on its own; replicas cover the rate. The cheapest
+candidates are then simulated (``sim/``) in the steady state at their per-replica rate, and
+the fewest replicas that meet the SLO at the requested percentile kept. A pipeline-parallel
+replica keeps one micro-batch per stage in flight (``sim/lanes.py``).
 Disaggregated prefill/decode pools (xPyD) are sized analytically, the KV hand-off priced over
 the inter-node link, and the cheapest simulated pool by pool.
 """
@@ -20,22 +18,11 @@ import os
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
-from functools import lru_cache
-from itertools import pairwise
-from statistics import NormalDist
-from typing import Any, NamedTuple
+from typing import Any
 
 from ridgeline.candidate import Candidate, fastest_weights, replica_deployment, weight_choices
 from ridgeline.capacity import max_batch, refuses_to_start
-from ridgeline.cost import (
-    Seq,
-    attention_windows,
-    decode_batch,
-    mean_decode_context,
-    shape_of,
-    shape_time_s,
-    step_time_s,
-)
+from ridgeline.cost import Seq, decode_batch, mean_decode_context, step_time_s
 from ridgeline.deployment import Deployment
 from ridgeline.disaggregated import (
     DISAGGREGATED_CHECKS,
@@ -48,6 +35,7 @@ from ridgeline.hardware import Accelerator, resolve_accelerator
 from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.model import ModelSpec, served_positions
 from ridgeline.parallel import node_size
+from ridgeline.replica_sizing import size_replica
 from ridgeline.serving_load import Load, Slo
 from ridgeline.sim.config import sim_config, v0_scheduling_caution
 from ridgeline.sim.pipeline import lane_config, run_replica
@@ -61,313 +49,6 @@ CONFIRM_DRAW = 1  # the seed offset of the second draw a check's count must also
 # fewer seats bound the batch (and TPOT); a smaller token budget cuts prefill chunks, so
 # decodes stall less behind long prompts, at the price of a lower steady-state batch.
 ENGINE_KNOBS: tuple[tuple[int | None, int | None], ...] = ((None, None), (64, None), (None, 2048))
-
-
-class ReplicaSizing(NamedTuple):
-    batch: int
-    tpot_s: float  # mean, at that batch
-    ttft_floor_s: float
-    rate_req_s: float  # the least of the three limits
-    # req/s within the TPOT SLO at that batch, through the step's token budget, and with the
-    # prompts' queue keeping the TTFT SLO (inf: no TPOT to keep)
-    limits: tuple[float, float, float]
-
-
-PROMPT_QUANTILES = 16  # prompt lengths the decodes' share of the prompts is priced at
-PREFILL_KNOTS = 12  # prompt lengths, evenly spaced, a replica's prefills are priced at
-LENGTH_GROUPS = 128  # equal-width groups of the load's prompt lengths the prompt queue reads
-HEADROOM_BINS = 64  # equal-width bins of the TTFT SLO the prompts' headrooms are summed in
-QUEUE_GROUPS = 32  # groups of the prompts' queue times their inner wait is summed over
-
-
-def length_quantiles(lengths: Sequence[int], n: int) -> list[int]:
-    """``lengths`` in ``n`` equal slices, shortest first, each slice's mean: their mean is the
-    lengths' mean (a slice's middle would leave out a heavy tail's far end)."""
-    ordered = sorted(lengths)
-    cuts = [round(i * len(ordered) / n) for i in range(n + 1)]
-    return [max(1, round(sum(ordered[a:b]) / (b - a))) for a, b in pairwise(cuts) if b > a]
-
-
-class ChunkedPrefill:
-    """A prompt's prefill as vLLM's scheduler runs it beside ``decodes`` running decodes of
-    ``decode_context`` tokens each: the decodes take a token of each step's budget
-    (max_num_batched_tokens), the prompt the rest, so it runs in chunks of budget − decodes,
-    each attending to the prompt's tokens before it, each step carrying the decodes
-    (``decodes`` 0: SGLang's prompt steps, run alone). Two times per prompt (``times_s``):
-
-    - own: its time to its first token when it waits for no other prompt, Σ over its chunks
-      of step(decodes + chunk);
-    - queue: the time it holds the steps from the prompts behind it, each chunk's
-      step(decodes + chunk) − step(decodes), plus its tokens' share of the decodes' step,
-      chunk ÷ (budget − decodes) of it: a whole chunk holds its whole step, a short prompt
-      packed with others a share.
-
-    Llama-3.1-70B fp8 on 2 × H100, budget 8,192: a 32,000-token prompt is four chunks, 2.91 s
-    against 2.87 s as one step (each chunk reads the keys before it), and beside four decodes
-    no slower: its compute hides their reads. Llama-3.1-8B fp8 on one H100 with a budget of
-    2,048: 0.76 s alone, 0.88 s beside 24 decodes of 32,000 tokens, whose reads each small
-    chunk's step waits for (1.16×)."""
-
-    def __init__(self, dep: Deployment, profile: EngineProfile, budget: int, decodes: int = 0,
-                 decode_context: int = 0) -> None:
-        self.dep, self.profile, self.decodes = dep, profile, decodes
-        self.chunk = max(1, budget - decodes)
-        self._windows = attention_windows(dep)
-        # the decodes' keys per attention window: each reads its context and its new token
-        self._keys = {w: float(decodes * (decode_context + 1 if w is None else
-                                          min(decode_context + 1, w))) for w in self._windows}
-        self.decode_s = self._step_s(()) if decodes else 0.0
-        self._full = [0.0]  # _full[k]: the steps of a prompt's first k whole chunks
-
-    def _step_s(self, chunks: Sequence[Seq]) -> float:
-        """step_time_s of the decodes and ``chunks``, its shape built in one sum, not B rows."""
-        shape = shape_of(self._windows, self.decodes, self._keys.__getitem__, chunks)
-        return shape_time_s(self.dep, shape, self.profile)
-
-    def times_s(self, prompt_tokens: int) -> tuple[float, float]:
-        """(own, queue) of a prompt of ``prompt_tokens`` tokens."""
-        whole, rest = divmod(prompt_tokens, self.chunk)
-        full = self._full
-        while len(full) <= whole:
-            full.append(full[-1] + self._step_s([Seq(self.chunk, (len(full) - 1) * self.chunk)]))
-        own = full[whole] + (self._step_s([Seq(rest, whole * self.chunk)]) if rest else 0.0)
-        steps = whole + (1 if rest else 0)
-        return own, own - self.decode_s * (steps - prompt_tokens / self.chunk)
-
-
-@lru_cache(maxsize=64)
-def length_groups(load: Load) -> tuple[tuple[float, int], ...]:
-    """The load's drawn prompt lengths in LENGTH_GROUPS equal-width groups from the shortest
-    to the longest, each non-empty one's (mean length, prompts): every prompt at about its
-    own length (a heavy tail's longest few keep theirs), in a few hundred sums."""
-    lengths = [p for p, _ in load.samples()]
-    low, high = min(lengths), max(lengths)
-    width = (high - low) / LENGTH_GROUPS or 1.0
-    sums: dict[int, list[float]] = {}
-    for p in lengths:
-        group = sums.setdefault(min(LENGTH_GROUPS - 1, int((p - low) / width)), [0.0, 0])
-        group[0] += p
-        group[1] += 1
-    return tuple((total / count, int(count)) for total, count in
-                 (sums[i] for i in sorted(sums)))
-
-
-def prompt_prefills_s(prefill: ChunkedPrefill, groups: Sequence[tuple[float, int]]
-                      ) -> list[tuple[float, float, int]]:
-    """(own_s, queue_s, prompts) of each group of prompt lengths (``length_groups``): priced
-    at PREFILL_KNOTS lengths evenly spaced from the shortest to the longest, linearly
-    between (a prefill grows smoothly with its length: its matmuls linearly, its attention
-    with the square; a chunk's fixed costs add a step's worth of milliseconds)."""
-    low, high = groups[0][0], groups[-1][0]
-    knots = sorted({round(low + (high - low) * i / (PREFILL_KNOTS - 1))
-                    for i in range(PREFILL_KNOTS)})
-    priced = [(k, *prefill.times_s(max(1, k))) for k in knots]
-    out, i = [], min(1, len(priced) - 1)
-    for length, count in groups:  # shortest first: the knot above each moves up
-        while i < len(priced) - 1 and priced[i][0] < length:
-            i += 1
-        (a, own_a, queue_a), (b, own_b, queue_b) = priced[max(0, i - 1)], priced[i]
-        f = (length - a) / (b - a) if b > a else 0.0
-        out.append((own_a + f * (own_b - own_a), queue_a + f * (queue_b - queue_a), count))
-    return out
-
-
-def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
-                 max_num_seqs: int | None, max_num_batched_tokens: int | None = None,
-                 engine_version: str | None = None) -> ReplicaSizing | None:
-    """(batch, mean TPOT, TTFT floor, sustainable rate, its three limits) of one replica, or
-    None if it cannot.
-
-    The batch is the largest whose TPOT at the SLO's percentile meets the SLO: each request's
-    decode steps cost the decode of the batch it sees, itself and the B others a Poisson
-    arrival finds (at the batch's own percentile: B in flight vary by √B), plus its share of
-    the prompts that arrive while it decodes, priced over slices of the load's lengths.
-    By Little's law B of them arrive, more or fewer by √(B·(1 + cv²)) (cv:
-    the prompt lengths' coefficient of variation) over a request of the mean output; a short
-    request sees a rougher share, and the percentile is set by the short ones, so the spread
-    is scaled by √(mean ÷ the output at the percentile's far end). A prompt shorter than the step's token
-    budget is prefilled whole in one step, a longer one in budget-sized chunks; only when
-    prompts overlap does every step carry some. Under SGLang, whose prompt steps run alone,
-    the decodes wait through each prompt's whole steps (packed with the prompts arriving
-    with it when they overlap), not a mixed step's margin. The rate follows from the mean TPOT, capped
-    by the prompt and output tokens a step's budget takes and by the prompts' queue within
-    the TTFT SLO (``prompt_queue_load``: every drawn prompt at its own length, prefilled in
-    chunks of the budget the batch's decodes leave, beside them: ``ChunkedPrefill``); a
-    load of one output token per request (no TPOT) is sized by the budget's cap alone."""
-    drawn = load.samples()
-    mean_in, mean_out = load.means()
-    isl, osl = max(1, round(mean_in)), max(1, round(mean_out))
-    cv2 = sum((p - mean_in) ** 2 for p, _ in drawn) / len(drawn) / mean_in ** 2
-    settings = EngineSettings(max_model_len=isl + osl, max_num_seqs=max_num_seqs,
-                              max_num_batched_tokens=max_num_batched_tokens,
-                              engine_version=engine_version)
-    lanes = dep.pipeline_parallel_size  # micro-batches in flight, one per stage
-    cap = max_batch(dep, isl + osl, settings) // lanes
-    if cap < 1:
-        return None
-    budget = kv_pool(dep, settings).profile_tokens
-    ttft_floor = step_time_s(dep, [Seq(isl, 0)], profile)
-    if ttft_floor > slo.ttft_s:
-        return None
-    # the load's prompts in slices of their lengths, each slice's prefill, for the decodes'
-    # share: a prompt's attention grows with its square, so the mean prefill outruns the
-    # mean prompt's
-    services = [step_time_s(dep, [Seq(length, 0)], profile) for length in
-                length_quantiles([p for p, _ in drawn], PROMPT_QUANTILES)]
-    prefill_ratio = sum(services) / len(services) / ttft_floor  # mean prefill ÷ mean prompt's
-    # A step does at most the token budget (max_num_batched_tokens) of work, and a request
-    # brings in + out tokens of it: the most requests a replica can take on, prompts packed.
-    prompts = max(1, budget // isl)  # whole prompts a step packs, or one budget-long chunk
-    packed = step_time_s(dep, [Seq(min(budget, isl), 0)] * prompts, profile)
-    most_rate = lanes * prompts * min(budget, isl) / packed / (isl + osl)
-    ctx = mean_decode_context(isl, osl)
-    if mean_out < 2:  # one output token each: no TPOT to keep, the prompts are the load
-        return ReplicaSizing(lanes, step_time_s(dep, decode_batch(1, ctx), profile), ttft_floor,
-                             most_rate, (math.inf, most_rate, math.inf))
-    # B decodes and the B·in/out prompt tokens that keep B requests flowing share the budget:
-    # B·(1 + in/out) ≤ budget, one request at least
-    cap = min(cap, max(1, budget * osl // (isl + osl)))
-    z = NormalDist().inv_cdf(slo.percentile / 100)
-    outs = sorted(o for _, o in drawn)  # the output at the SLO's far end: p10 for a p90 SLO
-    short = max(1, outs[int((1 - slo.percentile / 100) * (len(outs) - 1))])
-
-    alone = dep.engine == "sglang"  # prompt steps run alone, the decodes waiting
-    chunks_alone = math.ceil(isl / budget)
-    prompt_alone = chunks_alone * step_time_s(dep, [Seq(math.ceil(isl / chunks_alone), 0)],
-                                              profile)
-
-    def tpot(b: int, at_percentile: bool = True) -> float:
-        # b requests on average (Little's law), but a request decodes beside the others: by
-        # Poisson arrivals b of them on average, so its steps carry b + 1
-        decode = step_time_s(dep, decode_batch(b + 1, ctx), profile)
-        chunks = math.ceil(isl / max(1, budget - b))
-        if alone:  # each prompt's steps (whole, or in budget-long chunks) are the decodes'
-            # wait; prompts arriving together share a step (packed: its weights read once)
-            per_prompt = min(prompt_alone, packed / prompts * chunks_alone) \
-                if b * chunks_alone >= osl else prompt_alone
-        elif b * chunks >= osl:  # prompts overlap: each step carries B·in/out prompt tokens
-            spread = max(1, round(b * isl / osl))
-            with_prompt = step_time_s(dep, [*decode_batch(b, ctx), Seq(spread, 0)], profile)
-            per_prompt = (with_prompt - decode) * osl / b
-        else:  # now and then a step carries one prompt's chunk
-            chunk = max(1, round(isl / chunks))
-            with_chunk = step_time_s(dep, [*decode_batch(b, ctx), Seq(chunk, 0)], profile)
-            per_prompt = chunks * (with_chunk - decode)
-        per_prompt *= prefill_ratio  # the load's prompts, not one of the mean length
-        if not at_percentile:
-            return decode + b * per_prompt / osl
-        busy = max(b + 1, round(b + 1 + z * math.sqrt(b)))
-        arrivals = b + z * math.sqrt(b * (1 + cv2) * osl / short)
-        return step_time_s(dep, decode_batch(busy, ctx), profile) + arrivals * per_prompt / osl
-
-    if tpot(1) > slo.tpot_s:
-        return None
-    lo, hi = 1, cap
-    while lo < hi:  # largest batch whose percentile TPOT meets the SLO
-        mid = (lo + hi + 1) // 2
-        if tpot(mid) <= slo.tpot_s:
-            lo = mid
-        else:
-            hi = mid - 1
-    mean = tpot(lo, at_percentile=False)
-    # every prompt of the load at its own length, prefilled as the engine runs it: in chunks
-    # of the budget the batch's decodes leave, beside them (SGLang: alone, the decodes wait)
-    prefills = prompt_prefills_s(ChunkedPrefill(dep, profile, budget, 0 if alone else lo, ctx),
-                                 length_groups(load))
-    queue = prompt_queue_load(prefills, slo.ttft_s, 1 - slo.percentile / 100)
-    if queue <= 0:  # more prompts than the percentile spares outlast the TTFT SLO alone
-        return None
-    held = sum(q * n for _, q, n in prefills) / sum(n for *_, n in prefills)  # a prompt's mean
-    limits = (lanes * lo / (osl * mean), most_rate, lanes * queue / held)
-    return ReplicaSizing(lanes * lo, mean, ttft_floor, min(limits), limits)
-
-
-def prompt_queue_load(prompts: Sequence[tuple[float, float, int]], slo_s: float,
-                      tail: float) -> float:
-    """The largest share of time a replica's prompts can hold its steps (ρ, prompts arriving
-    at random) while no more than ``tail`` of them reach their first token past ``slo_s``.
-    ``prompts``: (own_s, queue_s, how many) of the load's prompts (``ChunkedPrefill``): a
-    prompt's first token comes its own prefill after its wait W for the prompts ahead, late
-    alone when its own prefill passes the SLO, else when W outlasts the headroom x left.
-
-    Prompts queue for the steps one after another (M/G/1, Q the queue times): a prompt waits
-    with probability ρ, and then the rest R of the prefill under way (density
-    P(Q > r) ÷ E[Q]) and the queue's other rests, a sum distributed as W again:
-    P(W > x) = ρ·P(R + W > x). The inner W is taken exponential with the Pollaczek–Khinchine
-    mean E[R] ÷ (1 − ρ) (E[R] = E[Q²] ÷ 2E[Q]); the rest is exact, so
-    P(R + W > x) = P(R > x) + ρ·(m ÷ E[Q])·(E[e^(−(x − Q)⁺/m)] − e^(−x/m)), m = E[R] ÷ (1 − ρ):
-    exact for exponential prefills, and for one long prompt length (a prefill's rest uniform
-    on its length) nearly every prompt that waits is late. A 32k-token prompt taking 2.91 s
-    against a p90 3 s SLO leaves a replica prefilling about a tenth of the time. Headrooms
-    are summed in HEADROOM_BINS bins of the SLO."""
-    n = sum(count for *_, count in prompts)
-    queue = sorted((q, count) for _, q, count in prompts)
-    mean = sum(q * count for q, count in queue) / n
-    rest = sum(q * q * count for q, count in queue) / n / (2 * mean)  # E[R]
-    alone = sum(count for own, _, count in prompts if own >= slo_s) / n
-    bins: dict[int, list[float]] = {}  # headroom bin: [prompts, Σ headroom]
-    for own, _, count in prompts:
-        if own < slo_s:
-            room = slo_s - own
-            b = bins.setdefault(min(HEADROOM_BINS - 1, int(room / slo_s * HEADROOM_BINS)),
-                                [0.0, 0.0])
-            b[0] += count
-            b[1] += count * room
-    rooms = sorted((total / count, count) for count, total in bins.values())
-    # P(R > x) = E[(Q − x)⁺] ÷ E[Q] at each headroom, the queue times above it summed once
-    beyond, above, held, i = [], float(n), mean * n, 0  # prompts and Σ queue time with Q ≥ x
-    for x, _ in rooms:
-        while i < len(queue) and queue[i][0] < x:
-            above -= queue[i][1]
-            held -= queue[i][0] * queue[i][1]
-            i += 1
-        beyond.append(((held - x * above) / (mean * n), above))
-
-    # the queue times in QUEUE_GROUPS groups for the inner wait's term (an integral over
-    # them, smooth in each), each its mean
-    size = max(1, math.ceil(len(queue) / QUEUE_GROUPS))
-    groups = [(sum(q * c for q, c in part) / sum(c for _, c in part), sum(c for _, c in part))
-              for part in (queue[k:k + size] for k in range(0, len(queue), size))]
-
-    def late(rho: float) -> float:
-        m = rest / (1 - rho)  # the inner wait's mean, given one
-        # E[e^(−(x − Q)⁺/m)] − e^(−x/m), summed without cancelling: a Q ≥ x gives
-        # 1 − e^(−x/m), a Q < x gives e^(−(x − Q)/m)·(1 − e^(−Q/m)) (below, kept as x grows)
-        total, below, last, j = 0.0, 0.0, 0.0, 0
-        for (x, count), (past, above) in zip(rooms, beyond):
-            below *= math.exp(-(x - last) / m)
-            last = x
-            while j < len(groups) and groups[j][0] < x:
-                q, c = groups[j]
-                below -= c * math.exp(-(x - q) / m) * math.expm1(-q / m)
-                j += 1
-            inner = (below - above * math.expm1(-x / m)) / n
-            total += count * (past + rho * m / mean * inner)
-        return alone + rho * total / n
-
-    # late() rises with ρ: the largest ρ whose tail is within ``tail``, by regula falsi
-    # (Illinois: the end that stays put has its excess halved), a few evaluations, not dozens
-    lo, hi = 0.0, 1.0 - 1e-9
-    f_lo, f_hi = late(lo) - tail, late(hi) - tail
-    if f_lo > 0:  # more than the tail are late with no queue at all
-        return 0.0
-    if f_hi <= 0:
-        return hi
-    side = 0
-    for _ in range(100):  # a dozen, as a rule
-        if hi - lo <= 1e-7:
-            break
-        mid = min(max((lo * f_hi - hi * f_lo) / (f_hi - f_lo), lo + 1e-9), hi - 1e-9)
-        f_mid = late(mid) - tail
-        if f_mid <= 0:
-            lo, f_lo = mid, f_mid
-            f_hi, side = (f_hi / 2, 1) if side == 1 else (f_hi, 1)
-        else:
-            hi, f_hi = mid, f_mid
-            f_lo, side = (f_lo / 2, -1) if side == -1 else (f_lo, -1)
-        if abs(f_mid) < 1e-9 * tail:
-            break
-    return lo
 
 
 def _evaluate(args: tuple[ModelSpec, str, int, int, str, str, tuple[int | None, int | None],
