@@ -131,7 +131,8 @@ def cmd_fit(args: argparse.Namespace) -> Any:
 def _compare_accelerators(args: argparse.Namespace, model: Any, cards: list[str],
                           engines: list[str]) -> Any:
     from ridgeline.engines import engine_id
-    from ridgeline.reports.fit import FitComparison, fit_report, slots_for_target
+    from ridgeline.reports.fit import fit_report, slots_for_target
+    from ridgeline.reports.fit_comparison import FitComparison
 
     if len(engines) > 1:
         raise InputError("compare engines or accelerators, not both: give one --engine or "
@@ -163,7 +164,8 @@ ENGINE_KNOBS = ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_token
 
 def _compare_engines(args: argparse.Namespace, model: Any, acc: Any, engines: list[str]) -> Any:
     from ridgeline.memory import EngineSettings
-    from ridgeline.reports.fit import FitComparison, fit_report
+    from ridgeline.reports.fit import fit_report
+    from ridgeline.reports.fit_comparison import FitComparison
 
     flag = {"gpu_layers": "-ngl", "fit_target_mib": "--fit-target",
             "prefix_caching": "--enable-prefix-caching" if args.prefix_caching

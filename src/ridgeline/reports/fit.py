@@ -20,42 +20,36 @@ from ridgeline.capacity import (
     refuses_to_start,
 )
 from ridgeline.deployment import Deployment
-from ridgeline.engine_windows import has_windows
 from ridgeline.explain import Step, q, step
 from ridgeline.kvcache import kv_footprint
 from ridgeline.llamacpp_batching import llamacpp_n_batch
 from ridgeline.memory import (
     EngineSettings,
     KVPool,
-    device_memory_note,
     engine_defaults,
     kv_pool,
-    stage_pools,
     vllm_pool_advice,
 )
 from ridgeline.model import served_positions
 from ridgeline.parallel import cross_node_caution
 from ridgeline.render import table
 from ridgeline.reports.fit_budget import (
-    accounting_quantity,
     budget_rows,
     cap_flag,
     is_llamacpp,
-    llamacpp_pool_step,
-    peak_quantities,
     runner_label,
     seats_name,
     vision_bytes_in_pool,
-    weights_note,
-    window_rule,
 )
 from ridgeline.reports.fit_levers import Lever, gpus_needed, levers
+from ridgeline.reports.fit_offload import host_bytes, offload_flags, offload_lines
+from ridgeline.reports.fit_steps import conversations_step, pool_step, stage_steps, start_steps
 from ridgeline.roofline import expert_ridge_batch, ridge_step
 from ridgeline.sglang_memory import past_checked, sglang_slots_per_request, sglang_state_ratio
 from ridgeline.stages import micro_batch, micro_batches, pipeline_stages
 from ridgeline.units import GIB, MIB, plural
 from ridgeline.vllm_hybrid import cache_mode
-from ridgeline.vllm_memory import capture_sizes, mla_block_size, past_modelled
+from ridgeline.vllm_memory import mla_block_size, past_modelled
 
 NON_CUDA_VENDORS = ("google", "intel")  # TPU (JAX/XLA) and Gaudi backends: no CUDA graphs
 DOES_NOT_FIT = "does not fit"
@@ -290,7 +284,7 @@ class FitReport:
             "per_conversation_bytes_per_gpu": self.per_conversation_bytes,
             "offload": None if self.deployment.offload is None else {
                 "placement": self.deployment.offload.describe(self.deployment.model),
-                "host_weight_bytes": _host_bytes(self.deployment)},
+                "host_weight_bytes": host_bytes(self.deployment)},
             "taken_bytes_per_gpu": {"weights": p.weight_bytes, "activations": p.activation_bytes,
                               "non_torch": p.non_torch_bytes, "cuda_graphs": p.cuda_graph_bytes,
                               # TRT-LLM's engine runtime and decoder; vLLM MRV2's sampler state
@@ -439,7 +433,7 @@ class FitReport:
         lines = [*([self.searched] if self.searched else []), headline,
                  f"{d.model.name} on {d.gpus_label}, {engine}, weights "
                  f"{d.weights.label}, KV {d.kv.id}",
-                 *_offload_lines(d, self.launch_cells), *_stage_lines(p, d), ""]
+                 *offload_lines(d, self.launch_cells), *_stage_lines(p, d), ""]
         lines += table(budget_rows(p, self.settings), ["", ""])[1:]
         held = f"holds {p.logged_tokens(self.context):,} tokens in {p.blocks:,} blocks of " \
             f"{p.block_size}"
@@ -489,7 +483,7 @@ class FitReport:
                 "" if d.kv.id in ("fp16", "f16") else f" -ctk {d.kv.id} -ctv {d.kv.id}",
                 # llama-server's default split is by layer; a tensor split must be asked
                 " -sm tensor" if d.num_gpus > 1 and d.pipeline_parallel_size == 1 else "",
-                _offload_flags(d)))
+                offload_flags(d)))
             lines.append(f"start it with: llama-server -c {self.launch_cells} "
                          f"-np {p.max_num_seqs} --kv-unified{flags} ({p.max_num_seqs} slots share "
                          f"the cache; {self.batch} {plural(self.batch, 'conversation')} of "
@@ -508,91 +502,6 @@ class FitReport:
                 if not self.levers else [f"  none alone holds {max(1, self.target or 1):,}; "
                                          + gpus_needed(self)]
         return lines
-
-
-def _host_bytes(d: Deployment) -> float:
-    from ridgeline.offload import host_weight_bytes
-
-    return host_weight_bytes(d)
-
-
-def _offload_flags(d: Deployment) -> str:
-    """llama-server's flags for the partial offload the fit was sized for."""
-    o = d.offload
-    if o is None:
-        return ""
-    if o.chosen_by_fit:  # its default: say so, for builds or scripts that turn it off
-        return " -ngl auto --fit on"
-    every = o.cpu_expert_layers >= d.model.num_layers
-    return (f" -ngl {o.gpu_layers}" + (" --cpu-moe" if every else
-                                       f" --n-cpu-moe {o.cpu_expert_layers}"
-                                       if o.cpu_expert_layers else ""))
-
-
-def _offload_lines(d: Deployment, cells: int) -> list[str]:
-    """What partial offload keeps off the GPU: its weights, and its layers' cache (in GiB for
-    ``cells`` cells: the batch the verdict allows)."""
-    if d.offload is None:
-        return []
-    from ridgeline.memory import host_cache_bytes, llamacpp_cache_on_gpu
-    from ridgeline.offload import host_weight_bytes
-
-    growing = llamacpp_cache_on_gpu(d)[0]
-    cache = host_cache_bytes(d, cells)
-    return [f"{d.offload.describe(d.model)}: {host_weight_bytes(d) / GIB:,.2f} GiB of weights "
-            f"and {1 - growing:.0%} of the growing KV cache stay in host memory"
-            + (f" ({cache / GIB:,.2f} GiB at {cells:,} cells: the host's RAM must hold both)"
-               if cache else "")]
-
-
-@dataclass(frozen=True)
-class FitComparison:
-    """The same model's capacity under several engines (each at its own defaults), or on
-    several accelerators under one engine."""
-
-    reports: tuple[FitReport, ...]
-    by: str = "engine"  # or "accelerator"
-
-    def _name(self, r: FitReport) -> str:
-        d = r.deployment
-        return r.pool.engine if self.by == "engine" else d.gpus_label
-
-    @property
-    def steps(self) -> tuple[Step, ...]:
-        return tuple(replace(st, label=f"{self._name(r)}: {st.label}")
-                     for r in self.reports for st in r.steps)
-
-    def to_dict(self) -> dict[str, Any]:
-        if self.by == "engine":
-            return {"engines": [r.to_dict() for r in self.reports]}
-        return {"accelerators": [{"accelerator": r.deployment.accelerator.id, **r.to_dict()}
-                                 for r in self.reports]}
-
-    def text_lines(self) -> list[str]:
-        first = self.reports[0]
-        d = first.deployment
-        rows = [[self._name(r), f"{r.pool.pool_bytes / GIB:,.2f}",
-                 f"{r.pool.logged_tokens(r.context):,}",
-                 f"{r.per_conversation_bytes / GIB:,.3f}", f"{r.conversations:,}",
-                 f"{r.batch:,}", r.verdict] for r in self.reports]
-        target = f", against a target of {first.target:,}" if first.target else ""
-        if self.by == "engine":
-            head = (f"{d.model.name} on {d.gpus_label}, weights "
-                    f"{d.weights.label}: conversations of {first.context:,} tokens by "
-                    f"engine{target}")
-            foot = ("each at its own defaults, tokens as each engine counts them; "
-                    "`--engine NAME` alone for one engine's breakdown and levers")
-        else:
-            engines = ", ".join(dict.fromkeys(r.pool.engine for r in self.reports))
-            head = (f"{d.model.name} on {engines}, weights {d.weights.label}: "
-                    f"conversations of {first.context:,} tokens by accelerator{target}")
-            foot = "`--gpu NAME` alone for one card's breakdown and levers"
-        from ridgeline.offload import placement_lines
-
-        cautions = [f"caution ({self._name(r)}): {c}" for r in self.reports for c in r.cautions]
-        return [head, "", *table(rows, [self.by, "KV GiB/GPU", "tokens", "GiB/conv",
-                                        "conversations", "batch", "verdict"]),
-                *placement_lines([r.deployment for r in self.reports]), *cautions, "", foot]
 
 
 SHORTEST_CONTEXT = 1024  # where a failed search reports: a short conversation
@@ -648,76 +557,10 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
     dense_bpw = dep.bytes_per_weight_split[0]
     ridge_batch = dep.dense_ridge_batch
     steps = (
-        *_stage_steps(dep, s, pool),
-        llamacpp_pool_step(dep, pool, s) if is_llamacpp(pool) else
-        _set_pool_step(dep, pool) if pool.set_pool_bytes else
-        step("KV pool per GPU", "(total × reserved fraction − weights − activations − non-torch "
-             "− graphs" + (" − runtime buffers" if pool.engine_buffers else "")
-             + ") × free fraction of the rest" if pool.free_fraction_of_rest != 1 else
-             "total × reserved fraction − weights − non-torch (activations and CUDA graphs "
-             "live in the 1 − mem_fraction_static SGLang holds back)" if pool.engine == "sglang"
-             else "total × reserved fraction − weights − activations − non-torch − graphs"
-             + (" − sampler state" if pool.seat_buffer_bytes else ""),
-             q("pool", pool.pool_bytes / GIB, "GiB"),
-             q("total", pool.total_bytes / GIB, "GiB",
-               device_memory_note(dep.accelerator)),
-             q("reserved fraction", pool.reserved_fraction, "", _fraction_note(dep, pool, s)),
-             q("weights per GPU", pool.weight_bytes / GIB, "GiB", weights_note(dep, pool)),
-             *(peak_quantities(dep, pool) if pool.engine != "sglang" else ()),
-             q("non-torch", pool.non_torch_bytes / GIB, "GiB",
-               "mem_fraction_static × (CUDA context + the TP communicators): SGLang applies "
-               "its fraction to the memory its distributed start-up leaves"
-               if pool.engine == "sglang" else
-               "CUDA context" + (", custom all-reduce buffers over NVLink"
-                                 if pool.accounting and pool.non_torch_bytes
-                                 > pool.accounting.non_torch_gib * GIB else "")),
-             *([q("CUDA graphs", pool.cuda_graph_bytes / GIB, "GiB",
-                  f"layers × {capture_sizes(pool.max_num_seqs)} captured sizes × 0.45 MiB "
-                  "(vLLM v0.21+ estimate"
-                  + ("; it stands in for Model Runner V2's trial capture, v0.29+)"
-                     if pool.runner == "MRV2" else ")")
-                  if pool.cuda_graph_bytes else "not taken from the budget")]
-               if pool.engine != "sglang" else []),
-             *([q("runtime buffers and decoder", pool.seat_buffer_bytes / GIB, "GiB",
-                  f"TensorRT engine backend: {pool.max_num_seqs:,} seats (max_batch_size) × "
-                  f"(4 × vocab {dep.model.vocab_size:,} × 4 B + top-k scratch + 15 × "
-                  "max_seq_len × 4 B), allocated before the cache is sized")]
-               if pool.engine_buffers else []),
-             *([q("sampler state", pool.seat_buffer_bytes / GIB, "GiB",
-                  f"Model Runner V2's persistent buffers: {pool.max_num_seqs:,} seats × (4 × "
-                  f"vocab {dep.model.vocab_size:,} + 8 × vocab ÷ 32 + 17,924) B + 13 B × "
-                  f"{pool.profile_tokens:,} tokens, held from start-up and counted from v0.27")]
-               if pool.seat_buffer_bytes and not pool.engine_buffers else []),
-             *([q("token cap", pool.token_cap, "tokens",
-                  cap_flag(pool) + (": it binds, the pool is its blocks"
-                                                     if pool.capped else ": above what memory "
-                                                     "leaves, so it does not bind"))]
-               if pool.token_cap else []),
-             *([q("free fraction of the rest", pool.free_fraction_of_rest, "",
-                  "kv_cache_free_gpu_mem_fraction: TensorRT-LLM's share of the memory free "
-                  "after the engine loads")] if pool.free_fraction_of_rest != 1 else []),
-             accounting_quantity(pool)),
-        step("conversations", f"none: {context_refusal(dep, context)}"
-             if past_trained_context(dep, context) else
-             "min(cells ÷ context, (cells' bytes + slots × per slot) ÷ "
-             "(per conversation + per slot)): each conversation a slot, each slot its windows"
-             if pool.slot_bytes_each else
-             "floor((pool − the slots' window and recurrent cache) ÷ bytes per conversation)"
-             if pool.slot_cache_bytes else
-             "floor(pool ÷ bytes per conversation)", q("conversations", n),
-             *([q("slots' window and recurrent cache", pool.slot_cache_bytes / GIB, "GiB",
-                  f"sized for {pool.max_num_seqs} slots (-np)")] if pool.slot_cache_bytes
-               else []),
-             *([q("per slot", pool.slot_bytes_each / GIB, "GiB", "what one more slot adds: "
-                  "its window (or context) cells and its state")] if pool.slot_bytes_each
-               else []),
-             q("per conversation", per_seq / GIB, "GiB", f"{context} tokens, {dep.kv.id}"
-               + (f"; {pool.groups.decode_blocks(context)} blocks of {pool.page_bytes / 2**20:,.2f}"
-                  f" MiB across vLLM's {pool.groups.count} KV-cache groups"
-                  if pool.groups and pool.groups.count > 1 else "")
-               + (f"; {window_rule(dep, s)}" if pool.windows_apart and has_windows(dep)
-                  else ""))),
-        *_start_steps(pool, dep, context),
+        *stage_steps(dep, s, pool),
+        pool_step(dep, pool, s),
+        conversations_step(dep, pool, s, context, n, per_seq),
+        *start_steps(pool, dep, context),
         ridge_step(acc, dep.dense_compute_dtype),
         step("ridge batch", "ridge × bytes per weight ÷ 2 FLOP (the batch whose tokens, "
              "sharing each read of the weights every token reads, reach the ridge)",
@@ -729,48 +572,6 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
     report = FitReport(dep, s, pool, context, target, n, per_seq, ridge_batch, (), steps)
     report = replace(report, levers=tuple(levers(report)))
     return replace(report, steps=(*steps, *_held_steps(report)))
-
-
-def _set_pool_step(dep: Deployment, pool: KVPool) -> Step:
-    """A pool --kv-cache-memory-bytes sets: vLLM takes it as given, unchecked; ridgeline checks
-    it against the room the card leaves (nothing held where it overruns it)."""
-    return step("KV pool per GPU", "as set by --kv-cache-memory-bytes, if it fits in the room: "
-                "total − weights − activations − non-torch − graphs"
-                + (" − sampler state" if pool.seat_buffer_bytes else ""),
-                q("pool", pool.pool_bytes / GIB, "GiB"),
-                q("set", pool.set_pool_bytes / GIB, "GiB",
-                  "--kv-cache-memory-bytes (vLLM PR #21489: no profile check, "
-                  "gpu_memory_utilization ignored)"),
-                q("room", pool.rest_bytes / GIB, "GiB"),
-                q("total", pool.total_bytes / GIB, "GiB", device_memory_note(dep.accelerator)),
-                q("weights per GPU", pool.weight_bytes / GIB, "GiB", weights_note(dep, pool)),
-                *peak_quantities(dep, pool),
-                q("non-torch", pool.non_torch_bytes / GIB, "GiB", "CUDA context"),
-                q("CUDA graphs", pool.cuda_graph_bytes / GIB, "GiB",
-                  f"layers × {capture_sizes(pool.max_num_seqs)} captured sizes × 0.45 MiB, "
-                  "captured after the pool"),
-                *([q("sampler state", pool.seat_buffer_bytes / GIB, "GiB",
-                     "Model Runner V2's persistent buffers")] if pool.seat_buffer_bytes else []),
-                accounting_quantity(pool))
-
-
-def _fraction_note(dep: Deployment, pool: KVPool, s: EngineSettings) -> str:
-    """Where the reserved fraction came from: the flag, or the engine's default (SGLang's
-    derived from the card, with its reserve)."""
-    if s.gpu_memory_utilization is not None:
-        return "the flag"
-    if pool.engine != "sglang":
-        return f"{pool.engine} default"
-    from ridgeline.sglang_memory import TP_TABLE, sglang_memory_defaults
-
-    rule = sglang_memory_defaults(pool.total_bytes, dep.tensor_parallel_size,
-                                  dep.pipeline_parallel_size, s.max_num_batched_tokens,
-                                  s.engine_version)
-    if rule.era == TP_TABLE:
-        return f"SGLang's default at TP{dep.tensor_parallel_size} (its table by TP size)"
-    return (f"SGLang's default: (memory − {rule.reserved_mib:,.0f} MiB reserved) ÷ memory, for "
-            f"a prefill chunk of {rule.chunked_prefill_size:,} tokens and CUDA graphs to batch "
-            f"{rule.cuda_graph_max_bs}")
 
 
 def _held_steps(r: FitReport) -> tuple[Step, ...]:
@@ -809,7 +610,6 @@ def _held_steps(r: FitReport) -> tuple[Step, ...]:
     return tuple(out)
 
 
-# the next smaller weight format a serving engineer would reach for, per engine family
 def _stage_lines(p: KVPool, d: Deployment) -> list[str]:
     """Which pipeline stage's pool binds, where the deployment has stages."""
     if p.stage is None:
@@ -818,41 +618,3 @@ def _stage_lines(p: KVPool, d: Deployment) -> list[str]:
     return [f"layers per stage {', '.join(map(str, layers))}; each stage sizes its own pool "
             "and the engine holds no more than its tightest, so the figures below are those "
             f"of {p.stage.describe()}"]
-
-
-def _stage_steps(dep: Deployment, s: EngineSettings, pool: KVPool) -> tuple[Step, ...]:
-    """The pipeline's stages, each pool's blocks, and the one that binds."""
-    if pool.stage is None:
-        return ()
-    pools = stage_pools(dep, s)
-    return (step("binding pipeline stage", "every stage sizes a pool from its own weights "
-                 "(its own layers', the embedding on the first, the lm_head on the last) and "
-                 "its own layers' blocks; the engine keeps the fewest blocks"
-                 + (" (vLLM V1 get_kv_cache_configs: the smallest num_blocks among workers)"
-                    if pool.engine == "vllm" else ""),
-                 q("binds", pool.stage.describe()),
-                 q("layers per stage", ", ".join(str(p.stage.layers) for p in pools if p.stage),
-                   "", "even, the remainder to the stages before the last (vLLM's "
-                   "get_pp_indices; read as the same split for " + pool.engine + ")"
-                   if pool.engine != "vllm" else
-                   "vLLM get_pp_indices: even, the remainder to the stages before the last"),
-                 q("weights per GPU by stage",
-                   ", ".join(f"{p.weight_bytes / GIB:,.2f}" for p in pools), "GiB"),
-                 q("blocks by stage", ", ".join(f"{p.blocks:,}" for p in pools))),)
-
-
-def _start_steps(pool: KVPool, dep: Deployment, context: int) -> tuple[Step, ...]:
-    """vLLM's start-up check, where its window groups make it more than one conversation."""
-    g = pool.groups
-    if g is None or not g.windows:
-        return ()
-    batches = pool.in_flight_batches
-    budget = "max_num_batched_tokens" if batches == 1 else \
-        f"{batches} × max_num_batched_tokens (batches in flight under async scheduling)"
-    return (step("start-up check (vLLM refuses a pool short of it)",
-                 "blocks one max_model_len request asks ≤ the pool's blocks; window groups at "
-                 f"min(window − 1 + {budget}, tokens)",
-                 q("starts", "yes" if not refuses_to_start(pool, dep, context) else "no"),
-                 q("blocks asked", pool.request_blocks(context)), q("pool blocks", pool.blocks),
-                 q("max_num_batched_tokens", pool.profile_tokens),
-                 *((q("batches in flight", batches),) if batches > 1 else ())),)

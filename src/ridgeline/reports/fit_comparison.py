@@ -1,0 +1,64 @@
+"""`ridgeline fit` across engines or accelerators: the same model's capacity under several
+engines (each at its own defaults), or on several accelerators under one engine, side by side."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from ridgeline.explain import Step
+from ridgeline.render import table
+from ridgeline.units import GIB
+
+if TYPE_CHECKING:
+    from ridgeline.reports.fit import FitReport
+
+
+@dataclass(frozen=True)
+class FitComparison:
+    """The same model's capacity under several engines (each at its own defaults), or on
+    several accelerators under one engine."""
+
+    reports: tuple[FitReport, ...]
+    by: str = "engine"  # or "accelerator"
+
+    def _name(self, r: FitReport) -> str:
+        d = r.deployment
+        return r.pool.engine if self.by == "engine" else d.gpus_label
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        return tuple(replace(st, label=f"{self._name(r)}: {st.label}")
+                     for r in self.reports for st in r.steps)
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.by == "engine":
+            return {"engines": [r.to_dict() for r in self.reports]}
+        return {"accelerators": [{"accelerator": r.deployment.accelerator.id, **r.to_dict()}
+                                 for r in self.reports]}
+
+    def text_lines(self) -> list[str]:
+        first = self.reports[0]
+        d = first.deployment
+        rows = [[self._name(r), f"{r.pool.pool_bytes / GIB:,.2f}",
+                 f"{r.pool.logged_tokens(r.context):,}",
+                 f"{r.per_conversation_bytes / GIB:,.3f}", f"{r.conversations:,}",
+                 f"{r.batch:,}", r.verdict] for r in self.reports]
+        target = f", against a target of {first.target:,}" if first.target else ""
+        if self.by == "engine":
+            head = (f"{d.model.name} on {d.gpus_label}, weights "
+                    f"{d.weights.label}: conversations of {first.context:,} tokens by "
+                    f"engine{target}")
+            foot = ("each at its own defaults, tokens as each engine counts them; "
+                    "`--engine NAME` alone for one engine's breakdown and levers")
+        else:
+            engines = ", ".join(dict.fromkeys(r.pool.engine for r in self.reports))
+            head = (f"{d.model.name} on {engines}, weights {d.weights.label}: "
+                    f"conversations of {first.context:,} tokens by accelerator{target}")
+            foot = "`--gpu NAME` alone for one card's breakdown and levers"
+        from ridgeline.offload import placement_lines
+
+        cautions = [f"caution ({self._name(r)}): {c}" for r in self.reports for c in r.cautions]
+        return [head, "", *table(rows, [self.by, "KV GiB/GPU", "tokens", "GiB/conv",
+                                        "conversations", "batch", "verdict"]),
+                *placement_lines([r.deployment for r in self.reports]), *cautions, "", foot]

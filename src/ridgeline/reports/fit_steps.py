@@ -1,0 +1,181 @@
+"""`ridgeline fit --explain`: the steps behind the pool and what it holds (the binding pipeline
+stage, the KV pool per GPU as each engine sizes it or as --kv-cache-memory-bytes sets it, the
+conversations it holds, and vLLM's start-up check), each with its inputs and their sources."""
+
+from __future__ import annotations
+
+from ridgeline.capacity import context_refusal, past_trained_context, refuses_to_start
+from ridgeline.deployment import Deployment
+from ridgeline.engine_windows import has_windows
+from ridgeline.explain import Step, q, step
+from ridgeline.memory import EngineSettings, KVPool, device_memory_note, stage_pools
+from ridgeline.reports.fit_budget import (
+    accounting_quantity,
+    cap_flag,
+    is_llamacpp,
+    llamacpp_pool_step,
+    peak_quantities,
+    weights_note,
+    window_rule,
+)
+from ridgeline.units import GIB
+from ridgeline.vllm_memory import capture_sizes
+
+
+def stage_steps(dep: Deployment, s: EngineSettings, pool: KVPool) -> tuple[Step, ...]:
+    """The pipeline's stages, each pool's blocks, and the one that binds."""
+    if pool.stage is None:
+        return ()
+    pools = stage_pools(dep, s)
+    return (step("binding pipeline stage", "every stage sizes a pool from its own weights "
+                 "(its own layers', the embedding on the first, the lm_head on the last) and "
+                 "its own layers' blocks; the engine keeps the fewest blocks"
+                 + (" (vLLM V1 get_kv_cache_configs: the smallest num_blocks among workers)"
+                    if pool.engine == "vllm" else ""),
+                 q("binds", pool.stage.describe()),
+                 q("layers per stage", ", ".join(str(p.stage.layers) for p in pools if p.stage),
+                   "", "even, the remainder to the stages before the last (vLLM's "
+                   "get_pp_indices; read as the same split for " + pool.engine + ")"
+                   if pool.engine != "vllm" else
+                   "vLLM get_pp_indices: even, the remainder to the stages before the last"),
+                 q("weights per GPU by stage",
+                   ", ".join(f"{p.weight_bytes / GIB:,.2f}" for p in pools), "GiB"),
+                 q("blocks by stage", ", ".join(f"{p.blocks:,}" for p in pools))),)
+
+
+def pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
+    """The KV pool per GPU: llama.cpp's, one --kv-cache-memory-bytes sets, or what the
+    engine's reserved fraction leaves after the weights, the profiled peak and the rest."""
+    return (llamacpp_pool_step(dep, pool, s) if is_llamacpp(pool) else
+            _set_pool_step(dep, pool) if pool.set_pool_bytes else
+            step("KV pool per GPU", "(total × reserved fraction − weights − activations − non-torch "
+                 "− graphs" + (" − runtime buffers" if pool.engine_buffers else "")
+                 + ") × free fraction of the rest" if pool.free_fraction_of_rest != 1 else
+                 "total × reserved fraction − weights − non-torch (activations and CUDA graphs "
+                 "live in the 1 − mem_fraction_static SGLang holds back)" if pool.engine == "sglang"
+                 else "total × reserved fraction − weights − activations − non-torch − graphs"
+                 + (" − sampler state" if pool.seat_buffer_bytes else ""),
+                 q("pool", pool.pool_bytes / GIB, "GiB"),
+                 q("total", pool.total_bytes / GIB, "GiB",
+                   device_memory_note(dep.accelerator)),
+                 q("reserved fraction", pool.reserved_fraction, "", _fraction_note(dep, pool, s)),
+                 q("weights per GPU", pool.weight_bytes / GIB, "GiB", weights_note(dep, pool)),
+                 *(peak_quantities(dep, pool) if pool.engine != "sglang" else ()),
+                 q("non-torch", pool.non_torch_bytes / GIB, "GiB",
+                   "mem_fraction_static × (CUDA context + the TP communicators): SGLang applies "
+                   "its fraction to the memory its distributed start-up leaves"
+                   if pool.engine == "sglang" else
+                   "CUDA context" + (", custom all-reduce buffers over NVLink"
+                                     if pool.accounting and pool.non_torch_bytes
+                                     > pool.accounting.non_torch_gib * GIB else "")),
+                 *([q("CUDA graphs", pool.cuda_graph_bytes / GIB, "GiB",
+                      f"layers × {capture_sizes(pool.max_num_seqs)} captured sizes × 0.45 MiB "
+                      "(vLLM v0.21+ estimate"
+                      + ("; it stands in for Model Runner V2's trial capture, v0.29+)"
+                         if pool.runner == "MRV2" else ")")
+                      if pool.cuda_graph_bytes else "not taken from the budget")]
+                   if pool.engine != "sglang" else []),
+                 *([q("runtime buffers and decoder", pool.seat_buffer_bytes / GIB, "GiB",
+                      f"TensorRT engine backend: {pool.max_num_seqs:,} seats (max_batch_size) × "
+                      f"(4 × vocab {dep.model.vocab_size:,} × 4 B + top-k scratch + 15 × "
+                      "max_seq_len × 4 B), allocated before the cache is sized")]
+                   if pool.engine_buffers else []),
+                 *([q("sampler state", pool.seat_buffer_bytes / GIB, "GiB",
+                      f"Model Runner V2's persistent buffers: {pool.max_num_seqs:,} seats × (4 × "
+                      f"vocab {dep.model.vocab_size:,} + 8 × vocab ÷ 32 + 17,924) B + 13 B × "
+                      f"{pool.profile_tokens:,} tokens, held from start-up and counted from v0.27")]
+                   if pool.seat_buffer_bytes and not pool.engine_buffers else []),
+                 *([q("token cap", pool.token_cap, "tokens",
+                      cap_flag(pool) + (": it binds, the pool is its blocks"
+                                                         if pool.capped else ": above what memory "
+                                                         "leaves, so it does not bind"))]
+                   if pool.token_cap else []),
+                 *([q("free fraction of the rest", pool.free_fraction_of_rest, "",
+                      "kv_cache_free_gpu_mem_fraction: TensorRT-LLM's share of the memory free "
+                      "after the engine loads")] if pool.free_fraction_of_rest != 1 else []),
+                 accounting_quantity(pool)))
+
+
+def _set_pool_step(dep: Deployment, pool: KVPool) -> Step:
+    """A pool --kv-cache-memory-bytes sets: vLLM takes it as given, unchecked; ridgeline checks
+    it against the room the card leaves (nothing held where it overruns it)."""
+    return step("KV pool per GPU", "as set by --kv-cache-memory-bytes, if it fits in the room: "
+                "total − weights − activations − non-torch − graphs"
+                + (" − sampler state" if pool.seat_buffer_bytes else ""),
+                q("pool", pool.pool_bytes / GIB, "GiB"),
+                q("set", pool.set_pool_bytes / GIB, "GiB",
+                  "--kv-cache-memory-bytes (vLLM PR #21489: no profile check, "
+                  "gpu_memory_utilization ignored)"),
+                q("room", pool.rest_bytes / GIB, "GiB"),
+                q("total", pool.total_bytes / GIB, "GiB", device_memory_note(dep.accelerator)),
+                q("weights per GPU", pool.weight_bytes / GIB, "GiB", weights_note(dep, pool)),
+                *peak_quantities(dep, pool),
+                q("non-torch", pool.non_torch_bytes / GIB, "GiB", "CUDA context"),
+                q("CUDA graphs", pool.cuda_graph_bytes / GIB, "GiB",
+                  f"layers × {capture_sizes(pool.max_num_seqs)} captured sizes × 0.45 MiB, "
+                  "captured after the pool"),
+                *([q("sampler state", pool.seat_buffer_bytes / GIB, "GiB",
+                     "Model Runner V2's persistent buffers")] if pool.seat_buffer_bytes else []),
+                accounting_quantity(pool))
+
+
+def _fraction_note(dep: Deployment, pool: KVPool, s: EngineSettings) -> str:
+    """Where the reserved fraction came from: the flag, or the engine's default (SGLang's
+    derived from the card, with its reserve)."""
+    if s.gpu_memory_utilization is not None:
+        return "the flag"
+    if pool.engine != "sglang":
+        return f"{pool.engine} default"
+    from ridgeline.sglang_memory import TP_TABLE, sglang_memory_defaults
+
+    rule = sglang_memory_defaults(pool.total_bytes, dep.tensor_parallel_size,
+                                  dep.pipeline_parallel_size, s.max_num_batched_tokens,
+                                  s.engine_version)
+    if rule.era == TP_TABLE:
+        return f"SGLang's default at TP{dep.tensor_parallel_size} (its table by TP size)"
+    return (f"SGLang's default: (memory − {rule.reserved_mib:,.0f} MiB reserved) ÷ memory, for "
+            f"a prefill chunk of {rule.chunked_prefill_size:,} tokens and CUDA graphs to batch "
+            f"{rule.cuda_graph_max_bs}")
+
+
+def conversations_step(dep: Deployment, pool: KVPool, s: EngineSettings, context: int,
+                       n: int, per_seq: float) -> Step:
+    """The conversations of ``context`` tokens the pool holds (none past the trained
+    context), and the bytes one takes."""
+    return step("conversations", f"none: {context_refusal(dep, context)}"
+                if past_trained_context(dep, context) else
+                "min(cells ÷ context, (cells' bytes + slots × per slot) ÷ "
+                "(per conversation + per slot)): each conversation a slot, each slot its windows"
+                if pool.slot_bytes_each else
+                "floor((pool − the slots' window and recurrent cache) ÷ bytes per conversation)"
+                if pool.slot_cache_bytes else
+                "floor(pool ÷ bytes per conversation)", q("conversations", n),
+                *([q("slots' window and recurrent cache", pool.slot_cache_bytes / GIB, "GiB",
+                     f"sized for {pool.max_num_seqs} slots (-np)")] if pool.slot_cache_bytes
+                  else []),
+                *([q("per slot", pool.slot_bytes_each / GIB, "GiB", "what one more slot adds: "
+                     "its window (or context) cells and its state")] if pool.slot_bytes_each
+                  else []),
+                q("per conversation", per_seq / GIB, "GiB", f"{context} tokens, {dep.kv.id}"
+                  + (f"; {pool.groups.decode_blocks(context)} blocks of {pool.page_bytes / 2**20:,.2f}"
+                     f" MiB across vLLM's {pool.groups.count} KV-cache groups"
+                     if pool.groups and pool.groups.count > 1 else "")
+                  + (f"; {window_rule(dep, s)}" if pool.windows_apart and has_windows(dep)
+                     else "")))
+
+
+def start_steps(pool: KVPool, dep: Deployment, context: int) -> tuple[Step, ...]:
+    """vLLM's start-up check, where its window groups make it more than one conversation."""
+    g = pool.groups
+    if g is None or not g.windows:
+        return ()
+    batches = pool.in_flight_batches
+    budget = "max_num_batched_tokens" if batches == 1 else \
+        f"{batches} × max_num_batched_tokens (batches in flight under async scheduling)"
+    return (step("start-up check (vLLM refuses a pool short of it)",
+                 "blocks one max_model_len request asks ≤ the pool's blocks; window groups at "
+                 f"min(window − 1 + {budget}, tokens)",
+                 q("starts", "yes" if not refuses_to_start(pool, dep, context) else "no"),
+                 q("blocks asked", pool.request_blocks(context)), q("pool blocks", pool.blocks),
+                 q("max_num_batched_tokens", pool.profile_tokens),
+                 *((q("batches in flight", batches),) if batches > 1 else ())),)
