@@ -12,17 +12,14 @@ import pytest
 
 from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.cli import main
+from ridgeline.engine_pool import LOG_POOL_UNREAD, context_from_kv_usage
 from ridgeline.engines import profile_for
 from ridgeline.errors import InputError
 from ridgeline.kvgroups import vllm_kv_groups
 from ridgeline.observe import from_log, from_scrapes, read_source
 from ridgeline.prometheus import split_scrapes
-from ridgeline.reports.observe import (
-    LOG_POOL_UNREAD,
-    NEITHER,
-    context_from_kv_usage,
-    observe_report,
-)
+from ridgeline.reports.observe import observe_report
+from ridgeline.reports.observe_verdict import NEITHER
 from tests.test_observe_dp import gauges, scrape, vllm_8b
 
 

@@ -12,7 +12,7 @@ import pytest
 from ridgeline.errors import InputError
 from ridgeline.observe import read_source
 from ridgeline.prometheus import parse_scrape
-from ridgeline.reports.observe import same_model
+from ridgeline.reports.observe_verdict import same_model
 from tests.conftest import run_cli
 
 FIXTURES = Path(__file__).parent / "fixtures"

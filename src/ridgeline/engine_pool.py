@@ -1,0 +1,140 @@
+"""The KV pool a live engine reports, in the units it counts it (vLLM's blocks shared by its
+KV-cache groups, or tokens), and the context each running request holds, read off its fill."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+from ridgeline.deployment import Deployment
+from ridgeline.errors import InputError
+from ridgeline.kvgroups import KVGroups, vllm_kv_groups
+from ridgeline.memory import EngineSettings, KVPool, kv_pool
+from ridgeline.observation import Observation
+
+
+@dataclass(frozen=True)
+class EnginePool:
+    """One engine's KV pool in the units the engine counts it: vLLM's blocks
+    (cache_config_info), which its hybrid allocator shares among the model's KV-cache groups
+    (kvgroups.py), or a token count (SGLang's max_total_num_tokens, vLLM's start-up log).
+    Gemma-3-27B's 60,000 blocks of 16 in 7 groups hold 92 sequences of 4,096 tokens
+    (decode_blocks: 256 + 6 × 65 = 646 each), not the 234 that 960,000 tokens ÷ 4,096 make."""
+
+    tokens: int  # vLLM's count of the blocks' tokens (blocks ÷ groups × block size), else the
+    blocks: int | None = None  # engine's own; blocks where the engine reports them
+    block_size: int = 1
+    groups: KVGroups | None = None  # the blocks' groups; None: one full-attention group
+
+    def sequences(self, context: int) -> int:
+        """Sequences of ``context`` tokens the pool holds, decoding: whole blocks each."""
+        if self.blocks is None:
+            return self.tokens // context
+        if self.groups is not None:
+            return self.blocks // self.groups.decode_blocks(context)
+        return self.blocks // math.ceil(context / self.block_size)
+
+    def tokens_held(self, share: float) -> int | None:
+        """The tokens a request holds when it holds ``share`` of the pool: of a pool of
+        several groups, the longest context whose decode_blocks fit its share of the blocks;
+        None where no full-attention group grows with the context (a window's stops)."""
+        if self.groups is None or self.blocks is None:
+            return max(1, round(share * self.tokens))
+        if not self.groups.full:
+            return None
+        held = share * self.blocks
+        low, high = 0, int(held) * self.groups.block_size + 1  # decode_blocks(high) > held
+        while high - low > 1:
+            mid = (low + high) // 2
+            low, high = (mid, high) if self.groups.decode_blocks(mid) <= held else (low, mid)
+        return max(1, low)
+
+    @property
+    def shown(self) -> str:
+        """The pool as a sentence's object: '60,000 blocks of 16 shared by 7 KV-cache groups
+        (137,136 tokens as vLLM counts them)', or its tokens."""
+        if self.groups is None or self.blocks is None:
+            return f"{self.tokens:,} tokens"
+        return (f"{self.blocks:,} blocks of {self.groups.block_size} shared by "
+                f"{self.groups.count} KV-cache groups ({self.tokens:,} tokens as vLLM counts "
+                "them)")
+
+    @classmethod
+    def modelled(cls, pool: KVPool) -> EnginePool:
+        """The modelled pool, counted as the engine counts it."""
+        return cls._of(pool.tokens, pool.blocks, pool.block_size, pool.groups)
+
+    @classmethod
+    def _of(cls, tokens: int, blocks: int, block_size: int,
+            groups: KVGroups | None) -> EnginePool:
+        if groups is None or (groups.count == 1 and groups.full == 1):
+            return cls(tokens, blocks, block_size)
+        return cls(groups.reported_tokens(blocks), blocks, groups.block_size, groups)
+
+
+def reported_pool(obs: Observation, dep: Deployment) -> EnginePool | None:
+    """The pool the source reports for one engine, for the model served; None where it
+    reports none, or only a vLLM log's token count for a model of several KV-cache groups,
+    which the log counts one way before v0.24 and another after (engines.json)."""
+    if obs.pool_tokens is None:
+        return None
+    size = obs.pool_block_size
+    if size is None:
+        if obs.kind == "log" and _several_groups(dep):
+            return None
+        return EnginePool(int(obs.pool_tokens))
+    blocks = int(obs.pool_tokens // size)
+    if obs.swapped:  # V0 (it swaps; V1 does not): one block table for every layer
+        return EnginePool(blocks * size, blocks, size)
+    try:
+        modelled = kv_pool(dep, EngineSettings()).groups
+    except InputError:
+        modelled = None
+    groups = vllm_kv_groups(dep, size, modelled.state_blocks if modelled else 1)
+    return EnginePool._of(blocks * size, blocks, size, groups)
+
+
+def _several_groups(dep: Deployment) -> bool:
+    groups = vllm_kv_groups(dep, 16)
+    return groups is not None and groups.count > 1
+
+
+LOG_POOL_UNREAD = ("the start-up log's 'GPU KV cache size' is not read as the pool: with "
+                   "several KV-cache groups vLLM logs it as blocks ÷ groups × block size "
+                   "before v0.24 and as maximum concurrency × max_model_len after; the pool "
+                   "is modelled")
+
+
+def context_from_kv_usage(obs: Observation, dep: Deployment) -> tuple[int, str] | None:
+    """The tokens each running request holds, read off the KV cache's fill: usage × the
+    pool (the engine's where it reports it, else vLLM's defaults on the deployment described)
+    ÷ running requests, a pool of several KV-cache groups turned into tokens through them
+    (EnginePool.tokens_held). None without both gauges, or with an idle engine."""
+    if obs.engine_family == "llama.cpp" or dep.engine.startswith("llama.cpp"):
+        # its usage ratio is a share of -c, which /metrics does not give: its cells in use do
+        if not (obs.kv_tokens and obs.running and statistics.fmean(obs.running) >= 1):
+            return None
+        cells, running = statistics.fmean(obs.kv_tokens), statistics.fmean(obs.running)
+        return max(1, round(cells / running)), (f"llama-server's {cells:,.0f} KV cells in use "
+                                                f"over {running:,.1f} busy slots")
+    if not obs.kv_usage or not obs.running:
+        return None
+    usage, running = statistics.fmean(obs.kv_usage), statistics.fmean(obs.running)
+    if usage <= 0 or running < 1:
+        return None
+    pool = reported_pool(obs, dep)
+    whose = "the engine's reported"
+    if pool is None:
+        whose = "the modelled"
+        try:
+            pool = EnginePool.modelled(kv_pool(dep, EngineSettings()))
+        except InputError:
+            return None
+    if not pool.tokens:
+        return None
+    tokens = pool.tokens_held(usage / running)
+    if tokens is None:
+        return None
+    return tokens, (f"from the KV cache's fill: {usage:.0%} of {whose} pool of {pool.shown} "
+                    f"over {running:,.1f} running requests")
