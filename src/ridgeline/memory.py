@@ -47,6 +47,7 @@ from ridgeline.parallel import ep_rank_experts
 from ridgeline.quantization import EXPERTS
 from ridgeline.sglang_memory import (
     sglang_data,
+    sglang_fixed_state_slots,
     sglang_max_running_requests,
     sglang_memory_defaults,
     sglang_release,
@@ -250,6 +251,9 @@ class KVPool:
     # SGLang's hybrid (recurrent-state) models: the requests its state pool holds, carved out
     # of the pool before the KV cache (slot_cache_bytes); 0: no such pool
     state_slots: int = 0
+    # … set at a number of requests (its radix cache off: --max-running-requests or 512)
+    # whatever the memory, not carved as mamba_full_memory_ratio's share
+    state_pool_fixed: bool = False
 
     @property
     def engine_buffers(self) -> bool:
@@ -485,12 +489,13 @@ def _stage_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
                       s.block_size or int(d["page_size"]), 1, tokens,
                       windows_apart=has_windows(dep), stage=stage, engine_era=rule.era,
                       token_cap=s.max_total_tokens or 0)
-        pool = sglang_state_pool(dep, pool, s.engine_version)
+        pool = sglang_state_pool(dep, pool, s)
         context = s.max_model_len or served_positions(dep.model, dep.engine) or 131072
         seats = sglang_max_running_requests(pool.tokens, context, s.max_num_seqs,
                                             s.engine_version)
         if pool.state_slots:  # the state pool keeps slots for the radix cache's prefixes too
-            seats = min(seats, sglang_running_cap(pool.state_slots, s.prefix_caching is not False))
+            seats = min(seats, sglang_running_cap(pool.state_slots, s.prefix_caching is not False,
+                                                  s.engine_version, dep.model))
         return replace(pool, max_num_seqs=seats)
     # trtllm: its fraction applies to what is free after the engine, its activations and (the
     # TensorRT engine backend) its runtime buffers and decoder load
@@ -516,19 +521,28 @@ def _stage_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
                   windows_apart=has_windows(dep))  # windows counted whole (engine_windows.py)
 
 
-def sglang_state_pool(dep: Deployment, pool: KVPool, version: str | None) -> KVPool:
-    """SGLang's state pool for a hybrid with recurrent-state layers, carved out first: rest ×
-    mamba_full_memory_ratio ÷ (1 + ratio) as whole requests' states, the KV cache the rest
-    (engines.json sglang.mamba_pool); the pool unchanged for other models and older
+def sglang_state_pool(dep: Deployment, pool: KVPool, s: EngineSettings) -> KVPool:
+    """SGLang's state pool for a hybrid with recurrent-state layers, sized first: rest ×
+    mamba_full_memory_ratio ÷ (1 + ratio) as whole requests' states (the ratio 0.2 in
+    0.5.3.post2, 0.9 from 0.5.3.post3), or, where SGLang sets it instead (its radix cache off:
+    before 0.5.9 --max-running-requests or 512, from 0.5.9 --max-running-requests where
+    given; sglang_fixed_state_slots), that many requests' states whatever the memory; the KV
+    cache gets the rest, and where a set pool leaves it nothing SGLang stops at start-up
+    (engines.json sglang.mamba_pool). The pool unchanged for other models and older
     releases."""
-    rule = sglang_data()["mamba_pool"]
+    rule, version = sglang_data()["mamba_pool"], s.engine_version
     if version is not None and sglang_release(version) < sglang_release(str(rule["from"])):
         return pool
     per_request = kv_footprint(sglang_state_model(dep.model), 1, dep.kv.bytes_per_element) \
         .state_bytes / dep.tensor_parallel_size * pool.kv_share
     if not per_request:
         return pool
-    ratio = sglang_state_ratio()
+    fixed = sglang_fixed_state_slots(s.prefix_caching is not False, version, dep.model,
+                                     s.max_num_seqs)
+    if fixed is not None:
+        return replace(pool, state_slots=fixed, slot_cache_bytes=fixed * per_request,
+                       windows_apart=True, state_pool_fixed=True)
+    ratio = sglang_state_ratio(version)
     slots = int(pool.pool_bytes * ratio / (1 + ratio) // per_request)
     return replace(pool, state_slots=max(0, slots), slot_cache_bytes=max(0, slots) * per_request,
                    windows_apart=True)

@@ -11,6 +11,7 @@ chunk, the CUDA-graph batch and the ranks (v0.5.3 on). The rules are data (engin
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -33,9 +34,14 @@ def sglang_data() -> dict[str, Any]:
     return data
 
 
-def sglang_state_ratio() -> float:
-    """mamba_full_memory_ratio: a recurrent hybrid's state pool ÷ its KV cache (0.9)."""
-    return float(sglang_data()["mamba_pool"]["mamba_full_memory_ratio"])
+def sglang_state_ratio(version: str | None = None) -> float:
+    """mamba_full_memory_ratio in SGLang ``version`` (default: the newest): a recurrent
+    hybrid's state pool ÷ its KV cache, 0.2 in 0.5.3.post2 and 0.9 from 0.5.3.post3
+    (engines.json sglang.mamba_pool)."""
+    pool = sglang_data()["mamba_pool"]
+    row = next((row for row in pool["mamba_full_memory_ratio_by_release"]
+                if _between(version, row)), None)
+    return float(pool["mamba_full_memory_ratio"] if row is None else row["ratio"])
 
 
 def sglang_state_dtypes(model: ModelSpec) -> tuple[str, str]:
@@ -58,24 +64,86 @@ def sglang_state_model(model: ModelSpec) -> ModelSpec:
     return replace(model, dtype=conv, state_dtype=ssm)
 
 
-def sglang_running_cap(state_slots: int, radix_cache: bool = True) -> int:
-    """The requests SGLang runs at once beside a state pool of ``state_slots`` requests:
-    slots ÷ 3 with its radix cache on (the default: two more slots a request for the cached
-    prefixes' states), slots ÷ 1 with --disable-radix-cache (engines.json
-    sglang.mamba_pool): 1,368 slots run 456."""
-    return state_slots // sglang_slots_per_request(radix_cache)
+def sglang_running_cap(state_slots: int, radix_cache: bool = True, version: str | None = None,
+                       model: ModelSpec | None = None) -> int:
+    """The requests SGLang ``version`` (default: the newest) runs at once beside a state pool
+    of ``state_slots`` requests: slots ÷ sglang_slots_per_request, 3 with its radix cache on
+    (the default: two more slots a request for the cached prefixes' states), 1 with it off
+    (engines.json sglang.mamba_pool): 1,368 slots run 456."""
+    return state_slots // sglang_slots_per_request(radix_cache, version, model)
 
 
-def sglang_slots_per_request(radix_cache: bool = True) -> int:
-    """The state slots SGLang sets aside per running request (sglang_running_cap)."""
+def sglang_radix_cache(radix_cache: bool = True, version: str | None = None,
+                       model: ModelSpec | None = None) -> bool:
+    """Whether SGLang ``version`` (default: the newest) keeps its radix cache for ``model``:
+    as asked, except that releases before 0.5.6.post1 turned it off for a model with Mamba
+    layers (Nemotron-H, Falcon-H1: Mamba-2), whatever the flags; gated DeltaNet's (Qwen3-Next)
+    kept it (engines.json sglang.mamba_pool.radix_cache_off_for_mamba)."""
+    if not radix_cache:
+        return False
+    if model is None or model.mamba is None:
+        return True
+    return not _between(version, sglang_data()["mamba_pool"]["radix_cache_off_for_mamba"])
+
+
+def sglang_slots_per_request(radix_cache: bool = True, version: str | None = None,
+                             model: ModelSpec | None = None) -> int:
+    """The state slots SGLang ``version`` (default: the newest) sets aside per running request
+    (sglang_running_cap): 3 with the radix cache on, but 5 in 0.5.7 (which added the extra
+    buffer's two slots under the default no_buffer strategy too); 1 with it off, as asked or,
+    before 0.5.6.post1, for a model with Mamba layers (sglang_radix_cache)."""
     pool = sglang_data()["mamba_pool"]
-    return int(pool["slots_per_running_request" if radix_cache
-                    else "slots_per_running_request_no_radix"])
+    if not sglang_radix_cache(radix_cache, version, model):
+        return int(pool["slots_per_running_request_no_radix"])
+    row = next((row for row in pool["slots_per_running_request_by_release"]
+                 if _between(version, row)), None)
+    return int(pool["slots_per_running_request"] if row is None else row["slots"])
+
+
+def sglang_fixed_state_slots(radix_cache: bool = True, version: str | None = None,
+                             model: ModelSpec | None = None,
+                             max_running_requests: int | None = None) -> int | None:
+    """The state slots SGLang ``version`` (default: the newest) gives a hybrid without carving
+    mamba_full_memory_ratio's share: with the radix cache off (sglang_radix_cache), before
+    0.5.9 --max-running-requests or 512 whatever the memory, from 0.5.9 --max-running-requests
+    where given; None where it carves (engines.json sglang.mamba_pool.state_pool_radix_off)."""
+    if sglang_radix_cache(radix_cache, version, model):
+        return None
+    rule = sglang_data()["mamba_pool"]["state_pool_radix_off"]
+    if _between(version, rule):
+        return max_running_requests or int(rule["slots"])
+    return max_running_requests
+
+
+def sglang_fixed_state_note(radix_cache: bool = True, version: str | None = None,
+                            model: ModelSpec | None = None,
+                            max_running_requests: int | None = None) -> str:
+    """Why SGLang ``version`` (default: the newest) gives the state pool a number of requests
+    rather than a share of memory (sglang_fixed_state_slots), in words: "SGLang 0.5.6 sizes
+    the state pool at --max-running-requests, default 512, with its radix cache off (…)"."""
+    pool = sglang_data()["mamba_pool"]
+    engine = f"SGLang {version}" if version else "SGLang"
+    size = (f"--max-running-requests {max_running_requests}" if max_running_requests
+            else f"--max-running-requests, default {int(pool['state_pool_radix_off']['slots'])},")
+    forced = pool["radix_cache_off_for_mamba"]
+    why = (f"turned off for a model with Mamba-2 layers before {forced['before']}"
+           if radix_cache and not sglang_radix_cache(radix_cache, version, model)
+           else "--disable-radix-cache, --no-prefix-caching here")
+    return f"{engine} sizes the state pool at {size} with its radix cache off ({why})"
+
+
+def _between(version: str | None, rule: dict[str, Any]) -> bool:
+    """Whether SGLang ``version`` (default: the newest checked) is one of ``rule``'s
+    releases: from its "from" up to, not including, its "before"."""
+    release = sglang_release(version or str(sglang_data()["newest_checked"]))
+    return sglang_release(str(rule["from"])) <= release < sglang_release(str(rule["before"]))
 
 
 def sglang_release(version: str) -> tuple[int, ...]:
-    """A release's order, a .post release after its base (0.4.7 < 0.4.7.post1 < 0.4.8)."""
-    return (*parse_version(version), 1 if "post" in version else 0)
+    """A release's order, a .post release after its base and the one before it (0.4.7 <
+    0.4.7.post1 < 0.4.8; 0.5.3.post2 < 0.5.3.post3)."""
+    post = re.search(r"post(\d+)", version)
+    return (*parse_version(version), int(post.group(1)) if post else 0)
 
 
 def sglang_era(version: str | None) -> str:

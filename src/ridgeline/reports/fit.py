@@ -36,16 +36,30 @@ from ridgeline.render import table
 from ridgeline.reports.fit_budget import (
     budget_rows,
     cap_flag,
+    fixed_state_size,
     is_llamacpp,
     runner_label,
     seats_name,
+    state_per_request_bytes,
+    state_pool_note,
     vision_bytes_in_pool,
 )
 from ridgeline.reports.fit_levers import Lever, gpus_needed, levers
 from ridgeline.reports.fit_offload import host_bytes, offload_flags, offload_lines
-from ridgeline.reports.fit_steps import conversations_step, pool_step, stage_steps, start_steps
+from ridgeline.reports.fit_steps import (
+    conversations_step,
+    pool_step,
+    stage_steps,
+    start_steps,
+    state_pool_steps,
+)
 from ridgeline.roofline import expert_ridge_batch, ridge_step
-from ridgeline.sglang_memory import past_checked, sglang_slots_per_request, sglang_state_ratio
+from ridgeline.sglang_memory import (
+    past_checked,
+    sglang_data,
+    sglang_slots_per_request,
+    sglang_state_ratio,
+)
 from ridgeline.stages import micro_batch, micro_batches, pipeline_stages
 from ridgeline.units import GIB, MIB, plural
 from ridgeline.vllm_hybrid import cache_mode
@@ -205,12 +219,44 @@ class FitReport:
         if p.set_pool_bytes:  # a set pool: the card short of it, or it short of the need
             return max(need, p.set_pool_bytes) - p.rest_bytes if p.overflow_bytes \
                 else max(0.0, need - p.pool_bytes)
-        # SGLang's state pool takes a fixed share of whatever the static pool holds: the KV
-        # cache needed, grown by that share; llama.cpp's slot caches, a fixed size beside it
-        held = need * (1 + sglang_state_ratio()) if p.state_slots else need + p.slot_cache_bytes
+        # SGLang's carved state pool takes a fixed share of whatever the static pool holds:
+        # the KV cache needed, grown by that share; a state pool SGLang sets at a number of
+        # requests, that many states beside it (a slot for each of the target's); llama.cpp's
+        # slot caches, a fixed size beside it
+        if p.state_pool_fixed:
+            held = need + max(p.state_slots, self.target or 1) * state_per_request_bytes(p)
+        elif p.state_slots:
+            held = need * (1 + sglang_state_ratio(self.settings.engine_version))
+        else:
+            held = need + p.slot_cache_bytes
         if p.capped:  # a token cap binds: the pool short of the need, as far as memory allows
             return max(0.0, held - p.pool_bytes)
         return max(0.0, held / p.free_fraction_of_rest - p.rest_bytes)
+
+    @property
+    def state_overrun(self) -> bool:
+        """SGLang set its state pool at a number of requests (its radix cache off) and their
+        states take the whole static pool: the KV cache gets no token, and SGLang stops at
+        start-up ('Not enough memory')."""
+        p = self.pool
+        return p.state_pool_fixed and p.pool_bytes > 0 and p.tokens < 1
+
+    def _state_overrun_reason(self) -> str:
+        """The state pool SGLang sets past the static pool: the one product, its refusal,
+        and the --max-running-requests that leaves room for the target."""
+        p, s, model = self.pool, self.settings, self.deployment.model
+        per, need = state_per_request_bytes(p), max(1, self.target or 1)
+        most = int((p.pool_bytes - need * self.per_conversation_bytes) // per) if per else 0
+        refusal = str(sglang_data()["mamba_pool"]["state_pool_radix_off"]["overrun"])
+        return (f"{state_pool_note(p, s, model)}, whatever the memory: {p.state_slots:,} "
+                f"requests' recurrent state × {per / GIB:,.4f} GiB = "
+                f"{p.slot_cache_bytes / GIB:,.2f} GiB per GPU, more than the "
+                f"{p.pool_bytes / GIB:,.2f} GiB static pool, which leaves the KV cache "
+                f"nothing, so it would refuse to start ('{refusal}'); "
+                + (f"--max-running-requests {most:,} or fewer leaves room for {need:,} "
+                   f"{plural(need, 'conversation')} of {self.context:,} tokens" if most >= need
+                   else f"no --max-running-requests leaves room for {need:,} "
+                   f"{plural(need, 'conversation')} of {self.context:,} tokens"))
 
     @property
     def admitted_bytes(self) -> float:
@@ -350,12 +396,15 @@ class FitReport:
                     f"{plural(self.conversations, 'conversation')} of {self.context:,} tokens")
         if self.verdict == DOES_NOT_FIT and context_refusal(d, self.context):
             headline = f"DOES NOT FIT: {context_refusal(d, self.context)}"
+        elif self.verdict == DOES_NOT_FIT and self.state_overrun:
+            headline = f"DOES NOT FIT: {self._state_overrun_reason()}"
         elif self.verdict == DOES_NOT_FIT and self.conversations and p.engine == "sglang" \
                 and p.state_slots and p.max_num_seqs < 1:
+            per = sglang_slots_per_request(self.settings.prefix_caching is not False,
+                                           self.settings.engine_version, d.model)
             headline = (f"DOES NOT FIT: SGLang runs no request at once: its state pool's "
                         f"{p.state_slots:,} {plural(p.state_slots, 'slot')} leave "
-                        f"max_running_requests at {p.state_slots:,} // "
-                        f"{sglang_slots_per_request(self.settings.prefix_caching is not False)}"
+                        f"max_running_requests at {p.state_slots:,} // {per}"
                         " = 0 (a running request's state and its radix cache's), so it would "
                         "refuse to start; a bigger pool or --disable-radix-cache")
         elif self.verdict == DOES_NOT_FIT and p.overflow_bytes:
@@ -386,6 +435,11 @@ class FitReport:
                              f"whole prompt, and the pool holds {p.blocks:,}: such a request "
                              "waits forever, issue #39734; v0.20 charges a window its window "
                              "and a prefill's room)")
+            elif p.state_pool_fixed and max(1, self.target or 1) > p.state_slots:
+                headline += (f" (and its state pool holds {p.state_slots:,} requests' "
+                             f"states, {fixed_state_size(self.settings)}: "
+                             f"--max-running-requests {max(1, self.target or 1):,} gives each "
+                             "conversation one, and the shortfall counts their states)")
             elif p.rest_bytes < 0 and is_llamacpp(p):
                 headline += (f" (the weights, the runtime and the compute buffer alone "
                              f"overflow its {p.total_bytes / GIB:,.1f} GiB)")
@@ -434,7 +488,7 @@ class FitReport:
                  f"{d.model.name} on {d.gpus_label}, {engine}, weights "
                  f"{d.weights.label}, KV {d.kv.id}",
                  *offload_lines(d, self.launch_cells), *_stage_lines(p, d), ""]
-        lines += table(budget_rows(p, self.settings), ["", ""])[1:]
+        lines += table(budget_rows(p, self.settings, d.model), ["", ""])[1:]
         held = f"holds {p.logged_tokens(self.context):,} tokens in {p.blocks:,} blocks of " \
             f"{p.block_size}"
         if is_llamacpp(p):
@@ -468,6 +522,9 @@ class FitReport:
                   f"batch the engine can run: min({self.conversations:,} "
                   f"{plural(self.conversations, 'conversation')}, "
                   f"{seats_name(p)} {p.max_num_seqs:,}) = {self.batch:,}"]
+        if p.state_pool_fixed and not self.state_overrun:
+            lines.append(f"{state_pool_note(p, self.settings, d.model)}, whatever the "
+                         "memory; a running request takes one slot")
         if self.advice is not None:
             fit_requested, fill_card = self.advice
             lines.append(f"vLLM's start-up advice: --kv-cache-memory-bytes {int(fit_requested)} "
@@ -559,6 +616,7 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
     steps = (
         *stage_steps(dep, s, pool),
         pool_step(dep, pool, s),
+        *state_pool_steps(dep, pool, s),
         conversations_step(dep, pool, s, context, n, per_seq),
         *start_steps(pool, dep, context),
         ridge_step(acc, dep.dense_compute_dtype),
@@ -579,15 +637,26 @@ def _held_steps(r: FitReport) -> tuple[Step, ...]:
     p = r.pool
     unit = "cells" if is_llamacpp(p) else "blocks"
     slots = [q("slots' window cache", p.slot_cache_bytes / GIB, "GiB")] \
-        if is_llamacpp(p) else []
-    out = [step(f"{unit} the pool holds", ("floor((pool − slots' window cache) ÷ bytes per "
+        if is_llamacpp(p) else [q("state pool", p.slot_cache_bytes / GIB, "GiB")] \
+        if p.state_pool_fixed else []
+    out = [step(f"{unit} the pool holds", (f"floor((pool − {slots[0].name}) ÷ bytes per "
                                             f"{unit[:-1]})") if slots else
                 f"floor(pool ÷ bytes per {unit[:-1]})", q(unit, p.blocks),
                 q("pool", p.pool_bytes / GIB, "GiB"), *slots,
                 q(f"bytes per {unit[:-1]}", p.page_bytes / 2**20, "MiB",
                   f"{p.block_size} token(s) × KV bytes per token per GPU"
                   + (" across every KV-cache group" if p.groups else "")))]
-    if r.verdict == DOES_NOT_FIT and not past_trained_context(r.deployment, r.context):
+    if r.verdict == DOES_NOT_FIT and p.state_pool_fixed \
+            and not past_trained_context(r.deployment, r.context):
+        need = max(1, r.target or 1)
+        out.append(step("shortfall per GPU", "target × per conversation + max(state slots, "
+                        "target) × state per request − the pool (each conversation a slot)",
+                        q("shortfall", r.shortfall_bytes / GIB, "GiB"), q("target", need),
+                        q("per conversation", r.per_conversation_bytes / GIB, "GiB"),
+                        q("state slots", p.state_slots),
+                        q("state per request", state_per_request_bytes(p) / GIB, "GiB"),
+                        q("pool", p.rest_bytes / GIB, "GiB")))
+    elif r.verdict == DOES_NOT_FIT and not past_trained_context(r.deployment, r.context):
         out.append(step("shortfall per GPU", "(max(target × per conversation, start-up blocks) "
                         "+ slots' window cache) ÷ share of the rest for the cache − the rest",
                         q("shortfall", r.shortfall_bytes / GIB, "GiB"),

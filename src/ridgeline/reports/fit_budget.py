@@ -16,7 +16,8 @@ from ridgeline.memory import (
     engine_defaults,
     llamacpp_outputs,
 )
-from ridgeline.sglang_memory import sglang_state_ratio
+from ridgeline.model import ModelSpec
+from ridgeline.sglang_memory import sglang_fixed_state_note, sglang_state_ratio
 from ridgeline.stages import stage_tp_copies_bytes, stage_weight_bytes
 from ridgeline.units import GIB
 
@@ -147,8 +148,29 @@ def seats_name(p: KVPool) -> str:
         p.engine, "slots (-np)" if is_llamacpp(p) else "max_num_seqs")
 
 
-def budget_rows(p: KVPool, s: EngineSettings) -> list[list[str]]:
-    """Memory per GPU, then each thing the engine takes before the cache, in its order."""
+def state_per_request_bytes(p: KVPool) -> float:
+    """SGLang: one request's recurrent state per GPU, as its state pool holds it."""
+    return p.slot_cache_bytes / p.state_slots if p.state_slots else 0.0
+
+
+def state_pool_note(p: KVPool, s: EngineSettings, model: ModelSpec | None) -> str:
+    """How SGLang sized its state pool: the share it carves, or the requests it sets it at."""
+    if p.state_pool_fixed:
+        return sglang_fixed_state_note(s.prefix_caching is not False, s.engine_version, model,
+                                       s.max_num_seqs)
+    return f"mamba_full_memory_ratio {sglang_state_ratio(s.engine_version):g}"
+
+
+def fixed_state_size(s: EngineSettings) -> str:
+    """What set the requests a fixed SGLang state pool holds: the flag, or its default."""
+    return (f"--max-running-requests {s.max_num_seqs:,}" if s.max_num_seqs
+            else "SGLang's default with its radix cache off")
+
+
+def budget_rows(p: KVPool, s: EngineSettings,
+                model: ModelSpec | None = None) -> list[list[str]]:
+    """Memory per GPU, then each thing the engine takes before the cache, in its order
+    (``model``: whose SGLang state pool, where SGLang set it by the model)."""
     def gib(value: float) -> str:
         return f"{value / GIB:,.2f} GiB"
 
@@ -196,12 +218,19 @@ def budget_rows(p: KVPool, s: EngineSettings) -> list[list[str]]:
                      f"{gib(max(0.0, p.rest_bytes * p.free_fraction_of_rest))})",
                      f"{gib(p.pool_bytes)} per GPU"])
         return rows
-    if p.state_slots:  # SGLang's state pool, carved out before the KV cache
+    if p.state_slots:  # SGLang's state pool, sized before the KV cache
         rows.append(["= static pool", f"{gib(p.pool_bytes)} per GPU"])
-        ratio = sglang_state_ratio()
-        rows.append([f"− state pool ({p.state_slots:,} requests' recurrent state, "
-                     f"mamba_full_memory_ratio {ratio:g})", gib(p.slot_cache_bytes)])
-        rows.append(["= KV pool", f"{gib(p.pool_bytes - p.slot_cache_bytes)} per GPU"])
+        if p.state_pool_fixed:  # a number of requests, whatever the memory: one product
+            rows.append([f"− state pool ({p.state_slots:,} requests' state × "
+                         f"{state_per_request_bytes(p) / GIB:,.4f} GiB: "
+                         f"{fixed_state_size(s)})", gib(p.slot_cache_bytes)])
+        else:
+            rows.append([f"− state pool ({p.state_slots:,} requests' recurrent state, "
+                         f"{state_pool_note(p, s, model)})", gib(p.slot_cache_bytes)])
+        kv = p.pool_bytes - p.slot_cache_bytes
+        rows.append(["= KV pool" + (" (none left: SGLang stops at start-up, 'Not enough "
+                                    "memory')" if p.tokens < 1 else ""),
+                     f"{gib(kv)} per GPU"])
         return rows
     rows.append(["= KV cache" if is_llamacpp(p) else "= KV pool",
                  f"{gib(p.pool_bytes)} per GPU"])

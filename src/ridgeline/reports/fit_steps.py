@@ -8,6 +8,7 @@ from ridgeline.capacity import context_refusal, past_trained_context, refuses_to
 from ridgeline.deployment import Deployment
 from ridgeline.engine_windows import has_windows
 from ridgeline.explain import Step, q, step
+from ridgeline.layouts import LINEAR, MAMBA
 from ridgeline.memory import EngineSettings, KVPool, device_memory_note, stage_pools
 from ridgeline.reports.fit_budget import (
     accounting_quantity,
@@ -15,9 +16,12 @@ from ridgeline.reports.fit_budget import (
     is_llamacpp,
     llamacpp_pool_step,
     peak_quantities,
+    state_per_request_bytes,
+    state_pool_note,
     weights_note,
     window_rule,
 )
+from ridgeline.sglang_memory import sglang_data, sglang_state_dtypes
 from ridgeline.units import GIB
 from ridgeline.vllm_memory import capture_sizes
 
@@ -96,6 +100,33 @@ def pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
                  accounting_quantity(pool)))
 
 
+def state_pool_steps(dep: Deployment, pool: KVPool, s: EngineSettings) -> tuple[Step, ...]:
+    """SGLang's state pool where it sets it at a number of requests (its radix cache off),
+    not a share of memory: slots × one request's state, and the KV cache the rest."""
+    if not pool.state_pool_fixed:
+        return ()
+    model = dep.model
+    layers = ", ".join(f"{n} {kind}" for n, kind in ((model.count(mixer=MAMBA), "Mamba"),
+                                                   (model.count(mixer=LINEAR), "linear"))
+                       if n)
+    conv, ssm = sglang_state_dtypes(model)
+    per = state_per_request_bytes(pool)
+    refusal = sglang_data()["mamba_pool"]["state_pool_radix_off"]["overrun"]
+    return (step("state pool per GPU", "slots × one request's recurrent state (SGLang sets the "
+                 "slots, not a share of the pool)",
+                 q("state pool", pool.slot_cache_bytes / GIB, "GiB"),
+                 q("slots", pool.state_slots, "", state_pool_note(pool, s, model)),
+                 q("state per request", per / GIB, "GiB",
+                   f"{layers} layers' conv state ({conv}) and SSM state ({ssm}) ÷ TP "
+                   f"{dep.tensor_parallel_size}"
+                   + (" × the stage's share" if pool.stage is not None else ""))),
+            step("KV cache beside the state pool", "pool − state pool (SGLang stops at start-up "
+                 f"where nothing is left: '{refusal}')",
+                 q("KV cache", (pool.pool_bytes - pool.slot_cache_bytes) / GIB, "GiB"),
+                 q("pool", pool.pool_bytes / GIB, "GiB"),
+                 q("state pool", pool.slot_cache_bytes / GIB, "GiB")))
+
+
 def _set_pool_step(dep: Deployment, pool: KVPool) -> Step:
     """A pool --kv-cache-memory-bytes sets: vLLM takes it as given, unchecked; ridgeline checks
     it against the room the card leaves (nothing held where it overruns it)."""
@@ -142,6 +173,13 @@ def conversations_step(dep: Deployment, pool: KVPool, s: EngineSettings, context
                        n: int, per_seq: float) -> Step:
     """The conversations of ``context`` tokens the pool holds (none past the trained
     context), and the bytes one takes."""
+    if pool.state_pool_fixed and not past_trained_context(dep, context):
+        return step("conversations", "min(floor((pool − state pool) ÷ bytes per conversation), "
+                    "state slots): each conversation holds a slot", q("conversations", n),
+                    q("state pool", pool.slot_cache_bytes / GIB, "GiB",
+                      f"{pool.state_slots:,} requests' recurrent state"),
+                    q("state slots", pool.state_slots),
+                    q("per conversation", per_seq / GIB, "GiB", f"{context} tokens, {dep.kv.id}"))
     return step("conversations", f"none: {context_refusal(dep, context)}"
                 if past_trained_context(dep, context) else
                 "min(cells ÷ context, (cells' bytes + slots × per slot) ÷ "

@@ -1,0 +1,294 @@
+"""How many requests SGLang runs at once beside a hybrid's state pool, release by release:
+max_num_reqs = min(max_num_reqs, max_mamba_cache_size // ratio), the ratio 3 with the radix
+cache on and 1 with it off, except that 0.5.7 added the extra buffer's two slots under the
+default no_buffer strategy too (a fifth), and that releases before 0.5.6.post1 turned the
+radix cache off for Mamba-2 models (Nemotron-H, Falcon-H1) whatever the flags, while gated
+DeltaNet's (Qwen3-Next) kept it. Read in the release wheels 0.5.3.post2-0.5.9
+(engines.json sglang.mamba_pool)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.memory import EngineSettings, kv_pool
+from ridgeline.sglang_memory import (
+    sglang_data,
+    sglang_fixed_state_slots,
+    sglang_radix_cache,
+    sglang_release,
+    sglang_running_cap,
+    sglang_slots_per_request,
+)
+
+QWEN3_NEXT, NEMOTRON_H = "qwen3-next-80b-a3b", "nemotron-h-56b"
+
+
+def fit_json(capsys: pytest.CaptureFixture[str], model: str, gpus: int, context: str,
+             version: str | None, *flags: str) -> dict[str, object]:
+    from ridgeline.cli import main
+
+    args = ["fit", model, "--gpu", "h100", "--num-gpus", str(gpus), "--max-model-len", context,
+            "--engine", "sglang", "--json", *flags]
+    if version is not None:
+        args += ["--engine-version", version]
+    assert main(args) == 0
+    data: dict[str, object] = json.loads(capsys.readouterr().out)
+    return data
+
+
+def state_slots(model: str, gpus: int, context: int, version: str | None) -> int:
+    dep = Deployment.build(resolve_model(model), resolve_accelerator("h100"), num_gpus=gpus,
+                           engine="sglang")
+    return kv_pool(dep, EngineSettings(max_model_len=context, engine_version=version)).state_slots
+
+
+def test_every_boundary_names_the_release_and_lines_it_was_read_in() -> None:
+    pool = sglang_data()["mamba_pool"]
+    rules = [*pool["slots_per_running_request_by_release"], pool["radix_cache_off_for_mamba"],
+             pool["state_pool_radix_off"]]
+    for rule in rules:
+        assert sglang_release(rule["from"]) < sglang_release(rule["before"])
+        assert re.search(r"\w\.py:\d+", rule["source"])  # file:line
+        assert re.search(r"\b0\.5\.\d+\b", rule["source"])  # the release it was read in
+        assert sglang_release(rule["before"]) <= sglang_release(sglang_data()["newest_checked"])
+    assert re.search(r"\.py:\d+", pool["slots_source"])
+
+
+def test_a_post_release_follows_the_one_before_it() -> None:
+    """0.5.3.post1 kept a fixed state pool of --max-running-requests (or 512) and no ratio;
+    0.5.3.post2 first carved mamba_full_memory_ratio's share: the .post numbers order them."""
+    assert sglang_release("0.5.3.post1") < sglang_release("0.5.3.post2") \
+        < sglang_release("0.5.3.post3") < sglang_release("0.5.4")
+    assert state_slots(QWEN3_NEXT, 4, 32768, "0.5.3.post1") == 0
+    assert state_slots(QWEN3_NEXT, 4, 32768, "0.5.3.post2") > 200  # its ratio 0.2, below
+
+
+def test_the_newest_release_keeps_todays_rule() -> None:
+    """No version: 0.5.9's ratio, 3 with the radix cache on and 1 with it off, for every
+    hybrid; 1,368 slots run 456."""
+    for name in (QWEN3_NEXT, NEMOTRON_H):
+        model = resolve_model(name)
+        for radix in (True, False):
+            assert sglang_slots_per_request(radix, None, model) \
+                == sglang_slots_per_request(radix, "0.5.9", model) == (3 if radix else 1)
+    assert sglang_running_cap(1368) == sglang_running_cap(1368, True, "0.5.9") == 456
+    assert sglang_running_cap(1368, False, "0.5.9") == 1368
+
+
+def test_qwen3_next_kept_its_radix_cache_and_runs_a_third_of_its_slots_but_in_0_5_7(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Qwen3-Next (gated DeltaNet) had the mamba radix cache (PR #11214) from 0.5.3.post2:
+    on four H100s at 32K it runs a third of its state slots under 0.5.3.post3 as under 0.5.9,
+    and a fifth under 0.5.7, whose default no_buffer strategy still took the extra buffer's
+    two slots (model_runner_kv_cache_mixin.py:291-304)."""
+    slots = state_slots(QWEN3_NEXT, 4, 32768, None)
+    assert slots > 300
+    for version, ratio in (("0.5.3.post3", 3), ("0.5.6.post2", 3), ("0.5.7", 5), ("0.5.8", 3),
+                           ("0.5.9", 3), (None, 3)):
+        assert state_slots(QWEN3_NEXT, 4, 32768, version) == slots
+        assert fit_json(capsys, QWEN3_NEXT, 4, "32k", version)["max_num_seqs"] == slots // ratio
+    # --no-prefix-caching (--disable-radix-cache): one slot a request in every release, the
+    # pool set at 512 requests before 0.5.9 (handle_max_mamba_cache), carved in 0.5.9
+    for version, pool in (("0.5.3.post3", 512), ("0.5.7", 512), ("0.5.9", slots)):
+        off = fit_json(capsys, QWEN3_NEXT, 4, "32k", version, "--no-prefix-caching")
+        assert off["max_num_seqs"] == pool
+
+
+def test_nemotron_h_ran_every_state_slot_until_0_5_6_post1(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """SGLang 0.5.3.post2-0.5.6 turned the radix cache off for Mamba-2 models (model_runner.py
+    'NemotronHConfig model detected, disable radix cache'), so its state pool was
+    --max-running-requests' (64 here) and max_mamba_cache_size // 1 of them ran: on eight H100s
+    at 8K Nemotron-H-56B runs every state slot; from 0.5.6.post1 (PR #13584) the pool is
+    carved and a third of it runs, in 0.5.7 a fifth."""
+    slots = state_slots(NEMOTRON_H, 8, 8192, None)
+    assert slots > 100
+    for version in ("0.5.3.post2", "0.5.5", "0.5.6"):
+        fixed = fit_json(capsys, NEMOTRON_H, 8, "8k", version, "--max-running-requests", "64")
+        assert fixed["max_num_seqs"] == fixed["conversations"] == 64
+    for version, ratio in (("0.5.6.post1", 3), ("0.5.7", 5), ("0.5.8.post1", 3), ("0.5.9", 3),
+                           (None, 3)):
+        assert fit_json(capsys, NEMOTRON_H, 8, "8k", version)["max_num_seqs"] == slots // ratio
+
+
+def test_only_models_with_mamba_layers_lost_the_radix_cache() -> None:
+    qwen, nemotron = resolve_model(QWEN3_NEXT), resolve_model(NEMOTRON_H)
+    assert qwen.mamba is None and qwen.linear_attention is not None and nemotron.mamba is not None
+    assert sglang_radix_cache(True, "0.5.6", qwen)
+    assert not sglang_radix_cache(True, "0.5.6", nemotron)
+    assert sglang_radix_cache(True, "0.5.6.post1", nemotron)
+    assert sglang_radix_cache(True, None, nemotron)  # the newest keeps it
+    assert sglang_radix_cache(True, "0.5.6")  # no model: nothing to turn it off for
+    assert not sglang_radix_cache(False, "0.5.9", qwen)
+
+
+def test_without_its_radix_cache_sglang_set_the_state_pool_at_512_before_0_5_9() -> None:
+    """handle_max_mamba_cache before 0.5.9: with the radix cache off, max_mamba_cache_size =
+    --max-running-requests, else 512, whatever the memory; 0.5.9 carves the ratio's share
+    unless --max-running-requests is given. None: the pool is carved."""
+    qwen, nemotron = resolve_model(QWEN3_NEXT), resolve_model(NEMOTRON_H)
+    assert sglang_fixed_state_slots(True, "0.5.5", nemotron) == 512
+    assert sglang_fixed_state_slots(True, "0.5.5", nemotron, 64) == 64
+    assert sglang_fixed_state_slots(True, "0.5.5", qwen) is None
+    assert sglang_fixed_state_slots(True, "0.5.6.post1", nemotron) is None
+    assert sglang_fixed_state_slots(False, "0.5.8.post1", qwen) == 512
+    assert sglang_fixed_state_slots(False, "0.5.9", qwen) is None
+    assert sglang_fixed_state_slots(False, None, qwen, 64) == 64
+
+
+GIB = 2**30
+ROW = re.compile(r"^− state pool \((.*)\)\s+([\d.,]+) GiB$", re.M)
+
+
+def fit_text(capsys: pytest.CaptureFixture[str], model: str, gpus: int, context: str,
+             version: str | None, *flags: str) -> str:
+    from ridgeline.cli import main
+
+    args = ["fit", model, "--gpu", "h100", "--num-gpus", str(gpus), "--max-model-len", context,
+            "--engine", "sglang", *flags]
+    if version is not None:
+        args += ["--engine-version", version]
+    assert main(args) == 0
+    return capsys.readouterr().out
+
+
+def test_sglang_0_5_6_cannot_start_nemotron_h_56b_on_eight_h100s_at_its_512_state_slots(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Before 0.5.6.post1 SGLang ran Nemotron-H without its radix cache, and without the radix
+    cache handle_max_mamba_cache (model_runner.py:1463-1469 in 0.5.6) sets the state pool at
+    --max-running-requests or 512 requests whatever the memory: 512 × 0.1062 GiB = 54.40 GiB
+    of state per GPU at TP8 against a 50.19 GiB static pool leaves the KV cache nothing, and
+    init_memory_pool raises 'Not enough memory' (:1748-1751). 0.5.6.post1 carves a share and
+    fits."""
+    for version in ("0.5.3.post2", "0.5.5", "0.5.6"):
+        r = fit_json(capsys, NEMOTRON_H, 8, "8k", version)
+        assert r["verdict"] == "does not fit" and r["conversations"] == 0 and r["tokens"] == 0
+        state, pool = r["slot_cache_bytes_per_gpu"], r["pool_bytes_per_gpu"]
+        assert round(state / GIB, 1) == 54.4 and round(pool / GIB, 1) == 50.2
+        assert r["shortfall_bytes_per_gpu"] == pytest.approx(
+            state + r["per_conversation_bytes_per_gpu"] - pool)
+    text = fit_text(capsys, NEMOTRON_H, 8, "8k", "0.5.6")
+    headline = text.splitlines()[0]
+    assert headline.startswith("DOES NOT FIT: SGLang 0.5.6 sizes the state pool at "
+                               "--max-running-requests, default 512, with its radix cache off "
+                               "(turned off for a model with Mamba-2 layers before 0.5.6.post1)")
+    assert "512 requests' recurrent state × 0.1062 GiB = 54.40 GiB per GPU, more than the " \
+        "50.19 GiB static pool" in headline
+    assert "'Not enough memory. Please try to increase --mem-fraction-static'" in headline
+    assert "--max-running-requests 472 or fewer leaves room for 1 conversation" in headline
+    row = ROW.search(text)
+    assert row is not None and row.groups() == (
+        "512 requests' state × 0.1062 GiB: SGLang's default with its radix cache off", "54.40")
+    assert "= KV pool (none left: SGLang stops at start-up, 'Not enough memory')" in text
+    assert fit_json(capsys, NEMOTRON_H, 8, "8k", "0.5.6.post1")["verdict"] != "does not fit"
+
+
+def test_fewer_running_requests_make_the_state_pool_fit(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--max-running-requests 64 sets 64 states (6.80 GiB) and the KV cache gets the rest; the
+    bound the refusal names holds: 472 leaves room for a conversation of 8K, 473 none."""
+    r = fit_json(capsys, NEMOTRON_H, 8, "8k", "0.5.6", "--max-running-requests", "64")
+    assert r["verdict"] != "does not fit" and r["max_num_seqs"] == r["conversations"] == 64
+    per_request = r["slot_cache_bytes_per_gpu"] / 64
+    assert round(per_request / GIB, 4) == 0.1062
+    assert r["blocks_per_gpu"] == int((r["pool_bytes_per_gpu"] - 64 * per_request)
+                                      // (r["per_conversation_bytes_per_gpu"] / 8000))
+    text = fit_text(capsys, NEMOTRON_H, 8, "8k", "0.5.6", "--max-running-requests", "64")
+    assert "− state pool (64 requests' state × 0.1062 GiB: --max-running-requests 64)" in text
+    assert "SGLang 0.5.6 sizes the state pool at --max-running-requests 64 with its radix cache " \
+        "off (turned off for a model with Mamba-2 layers before 0.5.6.post1), whatever the " \
+        "memory; a running request takes one slot" in text
+    assert fit_json(capsys, NEMOTRON_H, 8, "8k", "0.5.6", "--max-running-requests",
+                    "472")["conversations"] == 1
+    assert fit_json(capsys, NEMOTRON_H, 8, "8k", "0.5.6", "--max-running-requests",
+                    "473")["verdict"] == "does not fit"
+
+
+def test_a_set_state_pool_explains_its_one_product(capsys: pytest.CaptureFixture[str]) -> None:
+    """--explain: slots × state per request = the state pool, pool − state pool = the KV
+    cache, and the blocks and conversations counted beside it."""
+    text = fit_text(capsys, NEMOTRON_H, 8, "8k", "0.5.6", "--max-running-requests", "64",
+                    "--explain")
+    assert "state pool per GPU: slots × one request's recurrent state" in text
+    assert "slots = 64  [SGLang 0.5.6 sizes the state pool at --max-running-requests 64" in text
+    assert "state per request = 0.1062 GiB  [54 Mamba layers' conv state (bf16) and SSM " \
+        "state (fp32) ÷ TP 8]" in text
+    assert "=> state pool = 6.799 GiB" in text and "=> KV cache = 43.39 GiB" in text
+    assert "blocks the pool holds: floor((pool − state pool) ÷ bytes per block)" in text
+    overrun = fit_text(capsys, NEMOTRON_H, 8, "8k", "0.5.6", "--explain")
+    assert "=> state pool = 54.4 GiB" in overrun and "=> KV cache = -4.208 GiB" in overrun
+    assert "shortfall per GPU: target × per conversation + max(state slots, target) × state " \
+        "per request − the pool" in overrun
+
+
+def test_a_set_state_pool_short_of_the_target_counts_a_slot_for_each(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """64 slots hold 64 conversations; 600 need 600 states beside their KV cache, so the
+    shortfall is 600 × (per conversation + per request) − the pool, not the KV cache alone."""
+    r = fit_json(capsys, NEMOTRON_H, 8, "8k", "0.5.6", "--max-running-requests", "64",
+                 "--target-concurrency", "600")
+    per_request = r["slot_cache_bytes_per_gpu"] / 64
+    assert r["verdict"] == "does not fit" and r["conversations"] == 64
+    assert r["shortfall_bytes_per_gpu"] == pytest.approx(
+        600 * (r["per_conversation_bytes_per_gpu"] + per_request) - r["pool_bytes_per_gpu"])
+    headline = fit_text(capsys, NEMOTRON_H, 8, "8k", "0.5.6", "--max-running-requests", "64",
+                        "--target-concurrency", "600").splitlines()[0]
+    assert "its state pool holds 64 requests' states, --max-running-requests 64: " \
+        "--max-running-requests 600 gives each conversation one" in headline
+
+
+def test_without_its_radix_cache_qwen3_next_gets_512_states_until_0_5_9(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--no-prefix-caching on Qwen3-Next (four H100s, 32K): 512 states (9.21 GiB) under 0.5.8,
+    whatever the memory; 0.5.9 carves 0.9 ÷ 1.9 unless --max-running-requests sets it."""
+    r = fit_json(capsys, QWEN3_NEXT, 4, "32k", "0.5.8", "--no-prefix-caching")
+    assert round(r["slot_cache_bytes_per_gpu"] / GIB, 2) == 9.21 and r["max_num_seqs"] == 512
+    carved = fit_json(capsys, QWEN3_NEXT, 4, "32k", "0.5.9", "--no-prefix-caching")
+    per_request = r["slot_cache_bytes_per_gpu"] / 512
+    share = carved["pool_bytes_per_gpu"] * 0.9 / 1.9  # whole requests' states of it
+    assert 0 <= share - carved["slot_cache_bytes_per_gpu"] < per_request
+    given = fit_json(capsys, QWEN3_NEXT, 4, "32k", "0.5.9", "--no-prefix-caching",
+                     "--max-running-requests", "100")
+    assert given["slot_cache_bytes_per_gpu"] == pytest.approx(100 * per_request)
+    # with the radix cache on, 0.5.9 carves whatever --max-running-requests says
+    on = fit_json(capsys, QWEN3_NEXT, 4, "32k", "0.5.9", "--max-running-requests", "100")
+    assert on["slot_cache_bytes_per_gpu"] == carved["slot_cache_bytes_per_gpu"]
+
+
+def test_qwen3_next_under_0_5_3_post2_carves_a_sixth_of_the_pool(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """mamba_full_memory_ratio was 0.2 in 0.5.3.post2 (server_args.py:374) and 0.9 from
+    0.5.3.post3: the state pool is 0.2 ÷ 1.2 of the static pool, 246 requests' states on four
+    H100s at 32K, not 0.9 ÷ 1.9 (699), and a third of them run."""
+    from ridgeline.sglang_memory import sglang_state_ratio
+
+    assert sglang_state_ratio("0.5.3.post2") == 0.2
+    assert sglang_state_ratio("0.5.3.post3") == sglang_state_ratio() == 0.9
+    old = fit_json(capsys, QWEN3_NEXT, 4, "32k", "0.5.3.post2")
+    new = fit_json(capsys, QWEN3_NEXT, 4, "32k", "0.5.3.post3")
+    per_request = new["slot_cache_bytes_per_gpu"] / state_slots(QWEN3_NEXT, 4, 32768, None)
+    slots = int(old["pool_bytes_per_gpu"] * 0.2 / 1.2 // per_request)
+    assert slots == 246 == state_slots(QWEN3_NEXT, 4, 32768, "0.5.3.post2")
+    assert old["slot_cache_bytes_per_gpu"] == pytest.approx(slots * per_request)
+    assert old["max_num_seqs"] == 246 // 3 and old["conversations"] == 60
+    text = fit_text(capsys, QWEN3_NEXT, 4, "32k", "0.5.3.post2")
+    row = ROW.search(text)
+    assert row is not None and row.group(1) == \
+        "246 requests' recurrent state, mamba_full_memory_ratio 0.2"
+    short = fit_json(capsys, QWEN3_NEXT, 4, "32k", "0.5.3.post2", "--target-concurrency", "100")
+    assert short["shortfall_bytes_per_gpu"] == pytest.approx(
+        100 * short["per_conversation_bytes_per_gpu"] * 1.2 - short["pool_bytes_per_gpu"])
+
+
+def test_the_no_request_headline_divides_by_the_releases_slots(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Two state slots: 2 // 3 = 0 under 0.5.9, 2 // 5 = 0 under 0.5.7 (its no_buffer
+    strategy's extra two), both refusing to start."""
+    for version, per in (("0.5.9", 3), ("0.5.7", 5)):
+        head = fit_text(capsys, "qwen3.5-35b-a3b", 1, "2048", version, "--mem-fraction-static",
+                        "0.835").splitlines()[0]
+        assert f"max_running_requests at 2 // {per} = 0" in head
