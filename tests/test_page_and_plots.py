@@ -36,6 +36,22 @@ def test_page_data_come_from_the_python_model() -> None:
     assert data["start"] == ["llama-3.1-70b", "h100-sxm", "2", "fp8", "bf16"]
 
 
+def test_the_pages_band_is_decodes_band(capsys: pytest.CaptureFixture[str]) -> None:
+    # a rate's band is the time's band inverted: decode's 21.8–29.9 ms step is 1,071–1,470
+    # tok/s for 32 users; the page had divided the rate by the multipliers, drawing it ~8 % fast
+    data = page_data(["llama-3.1-70b"], ["h100-sxm"], [2], ["fp8"], ["bf16"])
+    combo = data["combos"]["llama-3.1-70b|h100-sxm|2|fp8|bf16"]
+    ci, bi = CONTEXTS.index(2048), BATCHES.index(32)
+    assert main(["decode", "llama-3.1-70b", "--gpu", "h100", "--num-gpus", "2", "--weights",
+                 "fp8", "--batch", "32", "--context", "2048", "--usage", "serve",
+                 "--json"]) == 0
+    expected = json.loads(capsys.readouterr().out)["points"][0]["expected"]
+    assert combo["agg_exp"][ci][bi] == pytest.approx(expected["aggregate_tok_s"])
+    assert combo["agg_low"][ci][bi] == pytest.approx(32 / expected["high_s"])
+    assert combo["agg_high"][ci][bi] == pytest.approx(32 / expected["low_s"])
+    assert combo["agg_low"][ci][bi] < combo["agg_exp"][ci][bi] < combo["agg_high"][ci][bi]
+
+
 def test_a_picker_combination_that_cannot_run_says_why(tmp_path: Path,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
     """A V100 has no fp8: its picks stay in the pickers, and the page and the command say

@@ -55,8 +55,9 @@ def _combo(model_id: str, gpu: str, count: int, weights: str, kv: str,
         "att_int": decode_attention_intensity(model, dep.kv.bytes_per_element,
                                               dep.tensor_parallel_size),
         "prefill_int": [weight_intensity(c, bpw) for c in CONTEXTS],
-        "band": [profile.band_low, profile.band_high], "engine": engine,
+        "engine": engine,
         "user_floor": [], "user_exp": [], "agg_floor": [], "agg_exp": [], "fits": [],
+        "agg_low": [], "agg_high": [],
         "kv_gib": [], "conversations": [],
     }
     for c in CONTEXTS:
@@ -74,6 +75,11 @@ def _combo(model_id: str, gpu: str, count: int, weights: str, kv: str,
         out["agg_floor"].append([f.aggregate_tok_s if f else None for f in floors])
         out["user_exp"].append([1 / t if t else None for t in expected])
         out["agg_exp"].append([b / t if t else None for b, t in zip(BATCHES, expected)])
+        # the band as decode gives it: the time's band (profile.band_s), as tokens/s
+        bands = [profile.band_s(t) if t else None for t in expected]
+        out["agg_low"].append([b / band[1] if band else None for b, band in zip(BATCHES, bands)])
+        out["agg_high"].append([b / band[0] if band else None
+                                for b, band in zip(BATCHES, bands)])
         out["fits"].append(runs)
         out["kv_gib"].append(kv_footprint(model, c, dep.kv.bytes_per_element)
                              .bytes_per_sequence / 2**30)
@@ -202,8 +208,7 @@ function update() {
     {title: "tokens/s against batch at " + ctx.toLocaleString() + " tokens of context",
      x: "batch", y: "tokens/s", logx: true, logy: true,
      data: [bx, c.agg_floor[ci], c.agg_exp[ci],
-            c.agg_exp[ci].map(v => v === null ? null : v / c.band[1]),
-            c.agg_exp[ci].map(v => v === null ? null : v / c.band[0]), c.user_floor[ci],
+            c.agg_low[ci], c.agg_high[ci], c.user_floor[ci],
             c.user_exp[ci]],
      series: [{name: "aggregate floor", style: "dashed"},
               {name: "aggregate expected (" + c.engine + ")", style: "line"},
