@@ -102,6 +102,24 @@ def test_validate_with_nothing_scored_exits_2_with_the_reasons(
     assert f"{path}: no row could be predicted: r1: unknown model" in err and "r2: " in err
 
 
+def test_a_row_without_a_prediction_keeps_its_reason_out_of_the_table(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # the reason once stood in the error column, widening every row to its length
+    path = csv_file(tmp_path, line(), *(line(id=f"x{i}", model="nobody/nothing-7b")
+                                        for i in range(5)))
+    code, out, _ = run(capsys, "validate", str(path))
+    table = out.split("\n\n")[0].splitlines()
+    assert code == 0 and all(len(row) == len(table[0]) for row in table)
+    assert "† no prediction:" in out
+    assert "x0, x1, x2 and 2 more: unknown model 'nobody/nothing-7b'" in out
+
+
+def test_a_directory_is_named_as_the_path_given(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "validate", str(tmp_path))
+    assert code == 2 and f"Is a directory: '{tmp_path}'" in err and len(err.splitlines()) == 1
+
+
 def test_calibrate_with_no_predictable_row_writes_nothing(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = csv_file(tmp_path, *(line(id=f"r{i}", model="nobody/nothing-7b") for i in range(6)))

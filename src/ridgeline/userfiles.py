@@ -3,7 +3,9 @@ past anything ridgeline reads is refused before it fills the memory."""
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from pathlib import Path
 
 from ridgeline.errors import InputError, shorten
@@ -18,6 +20,9 @@ def read_bounded(path: str | Path, limit_bytes: int = MAX_USER_FILE_BYTES) -> by
     is read to its end)."""
     nonblocking = getattr(os, "O_NONBLOCK", 0)  # POSIX; Windows has no named pipes to wait on
     fd = os.open(Path(path).expanduser(), os.O_RDONLY | nonblocking)
+    if stat.S_ISDIR(os.fstat(fd).st_mode):  # reading it would name the descriptor, not the path
+        os.close(fd)
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
     with os.fdopen(fd, "rb") as handle:
         if nonblocking:
             os.set_blocking(fd, True)

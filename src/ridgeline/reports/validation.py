@@ -206,10 +206,18 @@ class ValidationReport:
         if self.show_rows:
             rows = [[p.id, p.metric, figure(p.measured),
                      "-" if p.predicted is None else figure(p.predicted),
-                     p.reason if p.error is None else f"{p.error:+.1%}" + (" *" if p.caveat
-                                                                            else "")]
+                     "- †" if p.error is None else f"{p.error:+.1%}" + (" *" if p.caveat
+                                                                          else "")]
                     for p in self.predictions]
             lines += [*table(rows, ["id", "metric", "measured", "predicted", "error"]), ""]
+            reasons: dict[str, list[str]] = {}  # under the table: a reason in it would widen it
+            for p in self.predictions:
+                if p.error is None:
+                    reasons.setdefault(p.reason, []).append(p.id)
+            if reasons:
+                lines.append("† no prediction:")
+                lines += [f"  {_some(ids)}: {reason}" for reason, ids in reasons.items()]
+                lines.append("")
             caveats: dict[str, list[str]] = {}  # one line per caveat, with the rows it covers
             for p in self.predictions:
                 if p.caveat and p.error is not None:
@@ -235,6 +243,12 @@ class ValidationReport:
             lines += [f"  no prediction: {p.id}: {p.reason}" for p in self.predictions
                       if p.predicted is None]
         return lines
+
+
+def _some(ids: list[str], shown: int = 3) -> str:
+    """Up to ``shown`` row ids, and how many more: "a, b, c and 4 more"."""
+    more = f" and {len(ids) - shown} more" if len(ids) > shown else ""
+    return ", ".join(ids[:shown]) + more
 
 
 @dataclass(frozen=True)
