@@ -137,3 +137,23 @@ def test_a_vllm_decode_step_reads_nemotron_h_state_at_fp32() -> None:
     cpp = Deployment.build(spec, resolve_accelerator("h200"), "q8_0", engine="llama.cpp")
     _, nbytes = state_work(cpp, mamba, batch_shape(cpp, [Seq(1, 1000)] * 4))
     assert nbytes == 2 * 4 * (61_440 + 4_194_304) * 4
+
+
+def test_kv_budget_names_the_weights_tensor_parallel_ranks_copy(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """DeepSeek-V3 at TP8: model and moe say 673.2 GB of weights; kv's budget takes 681.1,
+    because each of the 8 ranks keeps its routers and MLA down-projections whole. The budget
+    line now says so, and its two parts add up to the figure it subtracts."""
+    import re
+
+    from ridgeline.cli import main
+
+    assert main(["kv", "deepseek-v3", "--context", "8192", "--gpu", "h200", "--num-gpus",
+                 "8"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("budget:"))
+    total, stored, copies = (float(x.replace(",", "")) for x in re.findall(
+        r"([\d,.]+) GB of weights \(as stored: ([\d,.]+) GB, and ([\d.]+) GB more", line)[0])
+    assert stored == pytest.approx(673.2) and total == pytest.approx(stored + copies, abs=0.15)
+    assert main(["kv", "llama-3.1-70b", "--context", "8192", "--gpu", "h100", "--num-gpus",
+                 "2"]) == 0
+    assert "GB more" not in capsys.readouterr().out  # no weight kept whole on both ranks

@@ -144,7 +144,10 @@ def cmd_kv(args: argparse.Namespace) -> Any:
             label = (f"{dep.num_gpus} x {dep.accelerator.id} ({room.capacity_bytes / 1e9:,.1f} "
                      f"GB) − {room.weight_bytes / 1e9:,.1f} GB of weights ({dep.weights.label}"
                      + (f", as {dep.engine} holds them" if engine.startswith("llama.cpp")
-                        else "") + ")"
+                        else "")
+                     + (f": {dep.weight_bytes / 1e9:,.1f} GB, and "
+                        f"{dep.tp_copies_bytes / 1e9:,.1f} GB more: the copies of what every tensor-parallel "
+                        "rank keeps whole" if dep.tp_copies_bytes else "") + ")"
                      + (f"; a serving engine also loads the {room.vision_bytes / 1e9:,.2f} GB "
                         "vision tower, left out here" if room.vision_bytes else ""))
             replication = kv_replication(model, dep.num_gpus)
