@@ -492,6 +492,13 @@ def test_each_engine_reads_its_serving_context_from_rope_scaling_its_own_way() -
     ({"model_type": "clip", "text_config": {"model_type": "clip_text_model"}}, "is an encoder"),
     ({"model_type": "mamba", "hidden_size": 768, "num_hidden_layers": 24,
       "vocab_size": 50280}, "pure recurrent"),
+    # no model_type: the class name says what it is (it had been read as a 160M decoder)
+    ({"architectures": ["BertForMaskedLM"], "hidden_size": 768, "num_hidden_layers": 12,
+      "num_attention_heads": 12, "intermediate_size": 3072, "vocab_size": 30522},
+     r"architecture 'BertForMaskedLM' \(a bert model; the config has no model_type\) is an "
+     "encoder"),
+    ({"architectures": ["XLMRobertaModel"], "hidden_size": 768}, "is an encoder"),
+    ({"architectures": ["T5ForConditionalGeneration"], "d_model": 512}, "encoder-decoder"),
 ])
 def test_a_model_that_is_not_a_decoder_llm_is_refused_by_name(config: dict[str, Any],
                                                                what: str) -> None:

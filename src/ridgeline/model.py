@@ -9,6 +9,7 @@ Parameter counts live in ``params.py``, KV bytes in ``kvcache.py``.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -348,6 +349,11 @@ class _Reader:
         """An encoder, an encoder-decoder or a pure recurrent model is not a decoder LLM
         with a KV cache growing a token at a time: refused, by name, not read as one."""
         kinds = {t.replace("-", "_") for t in (self.model_type, outer_type) if t}
+        named = "model_type {kind!r}"
+        if not kinds:  # no model_type: transformers' class name starts with it (BertForMaskedLM)
+            architecture = _first(self.c.get("architectures")) or ""
+            kinds = _types_named_by(architecture)
+            named = f"architecture {architecture!r} (a {{kind}} model; the config has no model_type)"
         if self.c.get("is_encoder_decoder") is True or kinds & ENCODER_DECODER_TYPES:
             what = "an encoder-decoder model"
         elif kinds & ENCODER_TYPES:
@@ -359,7 +365,7 @@ class _Reader:
         else:
             return
         kind = sorted(kinds)[0]
-        raise InputError(f"{self.name}: model_type {kind!r} is {what}"
+        raise InputError(f"{self.name}: {named.format(kind=kind)} is {what}"
                          + ("" if "recurrent" in what else
                             ", not a decoder-only LLM, which is what ridgeline sizes"))
 
@@ -722,6 +728,15 @@ class _Reader:
 _OWN_EXPERT_WIDTH = frozenset({
     "qwen2_moe", "qwen3_moe", "qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_vl_moe",
     "qwen3_vl_moe_text", "deepseek_v2", "deepseek_v3", "kimi_k2", "glm4_moe", "glm4v_moe"})
+
+
+def _types_named_by(architecture: str) -> set[str]:
+    """The refused model_types a transformers class name starts with, for a config without
+    model_type: "BertForMaskedLM" → {"bert"}, "XLMRobertaModel" → {"xlm_roberta"}; a
+    decoder's ("LlamaForCausalLM") → none."""
+    stem = re.split(r"For[A-Z]|Model$|Encoder", architecture)[0].lower()
+    return {t for t in ENCODER_TYPES | ENCODER_DECODER_TYPES | RECURRENT_TYPES
+            if stem and t.replace("_", "") == stem}
 
 
 def _first(value: Any) -> str | None:
