@@ -683,7 +683,7 @@ def test_engine_free_commands_take_any_cache_format_and_engines_only_their_own(
 
 def test_prefill_compares_accelerators_side_by_side(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["prefill", "llama-3.1-70b", "--num-gpus", "2", "--weights", "fp8", "--prompt-len",
-            "8000"]
+            "8000", "--max-model-len", "8000"]  # 2 x L40S would not start at 131,072
     code, out, _ = run(capsys, *argv, "--gpu", "h100,b200,l40s", "--json")
     assert code == 0
     cards = json.loads(out)["accelerators"]
@@ -1292,7 +1292,8 @@ def test_decode_sizes_the_pool_with_the_engine_settings_given(
     assert code == 0 and json.loads(out)["points"][0]["expected"] is None
     tuned = ["--gpu-memory-utilization", "0.97", "--max-num-seqs", "16",
              "--max-num-batched-tokens", "2048"]
-    code, out, _ = run(capsys, "decode", *base, *tuned, "--usage", "serve", "--json")
+    code, out, _ = run(capsys, "decode", *base, *tuned, "--usage", "serve", "--max-model-len",
+                       "2000", "--json")  # as fit's below: 131,072 would not start
     report = json.loads(out)
     assert code == 0 and report["points"][0]["expected"] is not None
     seats = report["engine_max_batch"][0]
@@ -1401,7 +1402,7 @@ def test_prefill_sizes_the_pool_with_the_engine_settings_given(
     code, out, _ = run(capsys, *base)
     assert code == 0 and "would refuse to start" in out
     code, out, _ = run(capsys, *base, "--gpu-memory-utilization", "0.97",
-                       "--max-num-batched-tokens", "2048")
+                       "--max-num-batched-tokens", "2048", "--max-model-len", "8000")
     assert code == 0 and "= TTFT" in out and "refuse" not in out
 
 

@@ -248,6 +248,13 @@ def engine_sizes(g: Any, llamacpp: bool = True) -> None:
                    help="tokens per KV block/page")
 
 
+def max_model_len_option(p: Any, help_text: str) -> None:  # a parser or an argument group
+    """--max-model-len as every command that takes it parses it (vLLM's name; 32k = 32,000,
+    32K = 32,768)."""
+    p.add_argument("--max-model-len", type=_positive_count("max model length"), metavar="N",
+                   help=help_text)
+
+
 def _pipeline(p: Any) -> None:  # a parser or an argument group
     p.add_argument("--pipeline-parallel-size", "-pp", dest="pipeline_parallel_size", metavar="PP",
                    type=_positive_count("pipeline-parallel size"),

@@ -29,6 +29,7 @@ from ridgeline.cli import (
     load_deployment,
     load_model,
     load_profile,
+    max_model_len_option,
     no_fit_ctx,
     one_card,
 )
@@ -169,12 +170,34 @@ def cmd_decode(args: argparse.Namespace) -> Any:
             one = _decode_deployment(card)
             reports.append(_placed_once(args, one, decode_report(
                 one, args.batch, args.context, load_profile(card), args.enforce_eager,
-                _engine_pool_settings(args, one))))
+                _engine_pool_settings(args, one), _max_model_len(args, one, args.context))))
         return DecodeComparison(tuple(reports))
     dep = _decode_deployment(args)
     return _placed_once(args, dep, decode_report(dep, args.batch, args.context,
                                                  load_profile(args), args.enforce_eager,
-                                                 _engine_pool_settings(args, dep)))
+                                                 _engine_pool_settings(args, dep),
+                                                 _max_model_len(args, dep, args.context)))
+
+
+def _max_model_len(args: argparse.Namespace, dep: Any, contexts: list[int],
+                   flag: str = "--context") -> int | None:
+    """--max-model-len where given, no shorter than the longest context asked (the engine
+    admits no longer request); refused for llama.cpp, whose context is -c, a slot's each."""
+    from ridgeline.reports.expectation import SERVING_ENGINES
+
+    length = args.max_model_len
+    if length is None:
+        return None
+    if dep.engine not in SERVING_ENGINES:
+        raise InputError("--max-model-len starts a serving engine (vLLM, SGLang, TensorRT-LLM); "
+                         + ("decode and prefill give llama.cpp a slot of each context (its -c)"
+                            if dep.engine.startswith("llama.cpp") else
+                            f"{dep.engine} keeps no KV pool to size"))
+    if max(contexts) > length:
+        raise InputError(f"{flag} {max(contexts):,} is past --max-model-len {length:,}: "
+                         f"{dep.engine} admits no longer request; give a --max-model-len of at "
+                         f"least {max(contexts):,}")
+    return int(length)
 
 
 def _engine_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
@@ -217,6 +240,15 @@ def _placed_once(args: argparse.Namespace, dep: Any, report: Any) -> Any:
     return replace(report, cautions=(*report.cautions, note))
 
 
+def _refuse_gguf(dep: Any) -> None:
+    """TensorRT-LLM loads no GGUF file: its expectation on one would price nothing real."""
+    from ridgeline.predict import gguf_refusal
+
+    refusal = gguf_refusal(dep)
+    if refusal:
+        raise InputError(refusal)
+
+
 def _decode_deployment(args: argparse.Namespace) -> Any:
     """The deployment decode prices; with -ngl auto, placed for its largest batch × context."""
     from dataclasses import replace
@@ -225,39 +257,49 @@ def _decode_deployment(args: argparse.Namespace) -> Any:
     from ridgeline.memory import EngineSettings
 
     dep = replace(load_deployment(args), engine=engine_id(args.engine))
+    _refuse_gguf(dep)
     no_fit_ctx(args)
     settings = EngineSettings(flash_attn=dep.flash_attention)
     return fitted(args, dep, settings, max(args.context), max(args.batch))
 
 def cmd_prefill(args: argparse.Namespace) -> Any:
     from ridgeline.floors import prefill_floor
-    from ridgeline.reports.expectation import Expectation
-    from ridgeline.reports.prefill import PrefillComparison, PrefillReport
+    from ridgeline.reports.expectation import Expectation, engine_seats
+    from ridgeline.reports.prefill import PrefillComparison, PrefillReport, PrefillSeries
 
-    def one(a: argparse.Namespace) -> PrefillReport:
-        from ridgeline.capacity import engine_holds, engine_none_reason
+    def one(a: argparse.Namespace) -> list[PrefillReport]:
         from ridgeline.memory import EngineSettings
+        from ridgeline.predict import shared_profile_caution
 
         dep = load_deployment(a)
+        _refuse_gguf(dep)
         no_fit_ctx(a)
-        dep = fitted(a, dep, EngineSettings(flash_attn=dep.flash_attention,
-                                            max_num_batched_tokens=a.ubatch_size),
-                     a.prompt_len, a.batch)
-        if a.ubatch_size and not dep.engine.startswith("llama.cpp"):
-            raise InputError(f"--ubatch-size is llama.cpp's -ub; {dep.engine} runs a prompt in "
-                             "one pass")
+        placed = fitted(a, dep, EngineSettings(flash_attn=dep.flash_attention,
+                                               max_num_batched_tokens=a.ubatch_size),
+                        max(a.prompt_len), a.batch)
+        if a.ubatch_size and not placed.engine.startswith("llama.cpp"):
+            raise InputError(f"--ubatch-size is llama.cpp's -ub; {placed.engine} runs a prompt "
+                             "in one pass")
         profile = load_profile(a)
-        expected = Expectation.of_prefill(dep, a.prompt_len, a.batch, profile, a.ubatch_size)
-        pool_settings = _engine_pool_settings(a, dep)
-        held = engine_holds(dep, a.prompt_len, settings=pool_settings)  # as decode
-        why = engine_none_reason(dep, a.prompt_len, settings=pool_settings) if held == 0 else ""
-        return PrefillReport(dep, prefill_floor(dep, a.prompt_len, a.batch, a.ubatch_size), expected,
-                             a.ubatch_size, held, why)
+        pool_settings = _engine_pool_settings(a, placed)
+        length = _max_model_len(a, placed, a.prompt_len, "--prompt-len")
+        once = placed.offload is not None and placed.offload.chosen_by_fit \
+            and len(a.prompt_len) > 1
+        notes = tuple(filter(None, (shared_profile_caution(profile), (
+            f"-ngl auto placed the weights once, for the longest prompt asked "
+            f"({max(a.prompt_len):,} tokens); a shorter one alone would keep more of them on "
+            "the GPU") if once else "")))
+        return [PrefillReport(placed, prefill_floor(placed, n, a.batch, a.ubatch_size),
+                              Expectation.of_prefill(placed, n, a.batch, profile, a.ubatch_size),
+                              a.ubatch_size, engine_seats(placed, n, settings=pool_settings,
+                                                          max_model_len=length), notes)
+                for n in a.prompt_len]
 
     names = accelerator_names(args)
-    if len(names) > 1:  # the same prompt on several cards, side by side
-        return PrefillComparison(tuple(one(one_card(args, name)) for name in names))
-    return one(args)
+    if len(names) > 1:  # the same prompts on several cards, side by side
+        return PrefillComparison(tuple(r for name in names for r in one(one_card(args, name))))
+    reports = one(args)
+    return reports[0] if len(reports) == 1 else PrefillSeries(tuple(reports))
 
 def cmd_utilization(args: argparse.Namespace) -> Any:
     from ridgeline.reports.utilization import utilization_report
@@ -288,6 +330,10 @@ def _pool_flags(p: Any) -> None:
     g = p.add_argument_group("serving engine's pool (the engine's own names; default: vLLM's "
                              "offline LLM class, a batch run)")
     engine_sizes(g, llamacpp=False)
+    max_model_len_option(g, "the longest request the engine admits, which its pool must hold "
+                         "one of to start (vLLM --max-model-len, SGLang --context-length, "
+                         "TensorRT-LLM max_seq_len; default: the model's context, as each "
+                         "defaults it)")
     g.add_argument("--usage", choices=["serve", "offline"],
                    help="vLLM usage context whose defaults size the pool: vllm serve, or the "
                    "offline LLM class (default)")
@@ -334,8 +380,8 @@ def register(sub: Any) -> None:
     _model(p)
     _gpu(p, required=False)
     _formats(p)
-    p.add_argument("--batch", type=_positive_count("batch", MAX_BATCH), default=32,
-                   help="tokens in the decode step, one number (default 32)")
+    p.add_argument("--batch", type=_count_list("batch", MAX_BATCH), default=[32],
+                   help="tokens in the decode step: one or a list, 1,16,64 (default 32)")
     _output(p, plot=True)
     p.set_defaults(handler=cmd_moe)
 
@@ -374,8 +420,8 @@ def register(sub: Any) -> None:
     _gpu(p, several=True)
     _pipeline(p)
     _formats(p)
-    p.add_argument("--prompt-len", type=_positive_count("prompt length"), required=True,
-                   help="tokens in each prompt")
+    p.add_argument("--prompt-len", type=_count_list("prompt length"), required=True,
+                   help="tokens in each prompt; one or a list: 1000,8000,32000")
     p.add_argument("--batch", type=_positive_count("batch", MAX_BATCH), default=1,
                    help="prompts prefilled together (default 1)")
     _engine(p)

@@ -203,6 +203,67 @@ def cdna3_moe_caution(dep: Deployment) -> str:
     return CDNA3_MOE_CAUTION if expert_format.startswith(("fp8", "mxfp4")) else ""
 
 
+# No row in validation/ measures a serving engine on GGUF weights: every q*/iq* row is
+# llama.cpp's. vLLM's docs (docs.vllm.ai, features/quantization/gguf) warn that its GGUF
+# support "is highly experimental and under-optimized"; SGLang loads a .gguf path with its
+# gguf load format (docs.sglang.io, advanced_features/model_loading); TensorRT-LLM's
+# quantization recipes (nvidia.github.io/TensorRT-LLM, features/quantization) list FP4, FP8,
+# INT8 and INT4 AWQ/GPTQ, and no GGUF loader.
+GGUF_CAUTION = {
+    "vllm": "vllm on GGUF weights ({label}) is priced like its other formats of that size, but "
+            "vLLM's docs call its GGUF support highly experimental and under-optimized "
+            "(docs.vllm.ai, features/quantization/gguf) and no measurement here is of it: "
+            "read the expectation as optimistic (GGUF's own engine: --engine llama.cpp)",
+    "sglang": "sglang on GGUF weights ({label}) is priced like its other formats of that size; "
+              "SGLang loads GGUF (its gguf load format: docs.sglang.io, model loading), but no "
+              "measurement here is of it, so the expectation is unchecked (GGUF's own engine: "
+              "--engine llama.cpp)"}
+
+
+def is_gguf(dep: Deployment) -> bool:
+    """Whether the weights are a GGUF file type: a block format that covers every tensor
+    (q4_k_m, q8_0, iq4_xs; formats.json applies_to "all"), alone or in a mix (mxfp4_moe)."""
+    from ridgeline.precision import weight_formats
+
+    return any(weight_formats()[f].applies_to == "all" for _, f in dep.weights.formats)
+
+
+def gguf_caution(dep: Deployment) -> str:
+    """What to say of vLLM or SGLang serving GGUF weights, or "": no serving profile row
+    measures it, and vLLM's own docs call the path experimental."""
+    if dep.engine not in GGUF_CAUTION or not is_gguf(dep):
+        return ""
+    return GGUF_CAUTION[dep.engine].format(label=dep.weights.label)
+
+
+def gguf_refusal(dep: Deployment) -> str:
+    """Why TensorRT-LLM cannot serve these weights, or "": it loads no GGUF file."""
+    if dep.engine != "trtllm" or not is_gguf(dep):
+        return ""
+    return (f"trtllm loads no GGUF file ({dep.weights.label}): TensorRT-LLM's quantization "
+            "recipes are FP4, FP8, INT8 and INT4 AWQ/GPTQ (nvidia.github.io/TensorRT-LLM, "
+            "features/quantization); give --weights fp8, nvfp4 or awq-int4, or --engine "
+            "llama.cpp")
+
+
+def shared_profile_caution(profile: EngineProfile) -> str:
+    """For an engine other than vLLM priced on a profile it shares with others (the bundled
+    serving profile, fitted on TensorRT-LLM's, vLLM's and SGLang's rows together): that its
+    step times are theirs, so comparing engines compares pools and scheduling; else ""."""
+    from ridgeline.engines import bundled_profiles
+
+    if profile.engine == "vllm":
+        return ""
+    twins = sorted(e for e, p in bundled_profiles().items()
+                   if e != profile.engine and replace(p, engine=profile.engine) == profile)
+    if not twins:
+        return ""
+    return (f"{', '.join(sorted((profile.engine, *twins)))} share one calibrated step-cost "
+            "profile, fitted on their rows together, so these step times are the same on each: "
+            "the engines differ in their KV pools and scheduling (`ridgeline fit`, `ridgeline "
+            "simulate`), and no engine comparison should be read into this figure")
+
+
 def speed_caveat(dep: Deployment) -> str:
     """What the row's engine does that the step-cost model leaves out, or ""."""
     return HARNESS_MOE_CAVEAT if harness_moe(dep.engine, dep.model) else cdna3_moe_caution(dep)

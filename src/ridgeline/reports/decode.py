@@ -22,6 +22,7 @@ from ridgeline.parallel import cross_node_caution
 from ridgeline.render import table
 from ridgeline.reports.expectation import (
     ByCard,
+    EngineSeats,
     Expectation,
     context_caution,
     deployment_line,
@@ -30,9 +31,6 @@ from ridgeline.reports.expectation import (
 )
 from ridgeline.stages import micro_batch, micro_batches
 from ridgeline.units import GB, plural, usd_per_million_tokens
-
-_NOT_REACHED = ("expected on {engine}: nothing: {engine} cannot run a batch of {batch:,} at this "
-                "context (below), so no step of that size happens")
 
 
 def _floor_dict(f: DecodeFloor, base: DecodeFloor, micro: int | None = None
@@ -60,11 +58,15 @@ class DecodeReport:
     deployment: Deployment
     floors: tuple[tuple[DecodeFloor, DecodeFloor], ...]  # (this point, batch 1 at its context)
     expected: tuple[Expectation, ...]  # one per point
-    pool_batch: tuple[tuple[int, int], ...] = ()  # (context, sequences the KV pool runs)
+    seats: tuple[EngineSeats, ...] = ()  # what the engine runs at each context
     cautions: tuple[str, ...] = ()  # what the expectation leaves out
     profile: EngineProfile | None = field(default=None, compare=False)  # the expectation's
     pool_settings: str = ""  # the engine settings the pool is sized under ("": the defaults)
-    none_reasons: tuple[tuple[int, str], ...] = ()  # (context, why the pool runs none of it)
+
+    @property
+    def pool_batch(self) -> tuple[tuple[int, int], ...]:
+        """(context, sequences the engine runs) where it has a memory model."""
+        return tuple((s.context, s.held) for s in self.seats if s.held is not None)
 
     @property
     def steps(self) -> tuple[Step, ...]:
@@ -91,11 +93,52 @@ class DecodeReport:
         seats = dict(self.pool_batch)
         return f.fit.fits and (f.context not in seats or f.batch <= seats[f.context])
 
+    def _seat(self, context: int) -> EngineSeats:
+        return next(s for s in self.seats if s.context == context)
+
     def why_not(self, f: DecodeFloor) -> str:
+        """The table's word for a point the engine does not run."""
         if not f.fit.fits:
             return "does not fit"
-        n = dict(self.pool_batch)[f.context]  # its pool, then its seats
-        return "pool holds 0" if n == 0 else f"runs ≤ {n:,}"
+        seat = self._seat(f.context)
+        if seat.held == 0:
+            return "won't start" if seat.start_refused else "pool holds 0"
+        return f"runs ≤ {seat.held:,}"
+
+    def none_reason(self, f: DecodeFloor) -> str:
+        """Why the engine gives this point no expectation, as the text says it (and the JSON
+        carries it); "" where it runs."""
+        if self.engine_runs(f):
+            return ""
+        if not f.fit.fits:
+            return "does not fit: " + f.fit.headline().removeprefix("DOES NOT FIT: ")
+        seat, engine = self._seat(f.context), self.expected[0].engine
+        if seat.held:
+            return (f"{engine} cannot run a batch of {f.batch:,} at {f.context:,} "
+                    f"{plural(f.context, 'token')} of context: its KV pool runs at most "
+                    f"{seat.held:,} {plural(seat.held, 'sequence')}, so no step of that size "
+                    "happens")
+        return self._none_clause(seat)
+
+    def none_code(self, f: DecodeFloor) -> str:
+        """none_reason's kind, for a program: does_not_fit, over_engine_pool (a batch past
+        the seats) or engine_runs_none (no sequence of this context: a refusal to start, a
+        length refused); "" where it runs."""
+        if self.engine_runs(f):
+            return ""
+        if not f.fit.fits:
+            return "does_not_fit"
+        return "over_engine_pool" if self._seat(f.context).held else "engine_runs_none"
+
+    def _none_clause(self, seat: EngineSeats) -> str:
+        """Why the engine runs no sequence of this context, naming the settings' mode."""
+        engine = self.expected[0].engine
+        # the offline class sizes its pool otherwise than vllm serve (its larger step budget
+        # profiles a larger activation peak): a refusal names the mode it was judged in
+        mode = (" (as the offline LLM class sizes its pool; --usage serve for vllm serve's)"
+                if engine == "vllm" and not self.pool_settings else "")
+        c = seat.context
+        return seat.why_none(engine + mode, f"sequence of {c:,} {plural(c, 'token')}")
 
     def to_dict(self) -> dict[str, Any]:
         points = []
@@ -108,14 +151,20 @@ class DecodeReport:
                                      None if price is None else price * self.deployment.num_gpus,
                                      f.batch / e.time_s)} \
                 if self.engine_runs(f) else None
+            if point["expected"] is None:
+                point["expected_none_reason"] = self.none_reason(f)
+                point["expected_none_code"] = self.none_code(f)
             points.append(point)
         return {"deployment": deployment_line(self.deployment),
                 "kind": "floor (the article's lower bound) and the engine's calibrated expectation",
                 "points": points,
-                "engine_max_batch": [{"context": c, "batch": b,
+                "engine_max_batch": [{"context": s.context, "batch": s.held,
+                                      "max_model_len": s.max_model_len,
                                       "settings": self.pool_settings
-                                      or _pool_settings(self.expected[0].engine)}
-                                     for c, b in self.pool_batch],
+                                      or _pool_settings(self.expected[0].engine),
+                                      **({"reason": self._none_clause(s)} if s.held == 0
+                                         else {})}
+                                     for s in self.seats if s.held is not None],
                 "cautions": list(self.cautions)}
 
     def text_lines(self) -> list[str]:
@@ -158,8 +207,11 @@ class DecodeReport:
                 f"({f.aggregate_tok_s / base.aggregate_tok_s:,.1f}x batch 1)",
             ]
             if not self.engine_runs(f):
-                return [*lines, _NOT_REACHED.format(engine=e.engine, batch=f.batch),
-                        "  " + f.fit.headline(), *self._pool_lines()]
+                held = self._seat(f.context).held  # none: the line says why, and not again
+                return [*lines, f"expected on {e.engine}: nothing: {self.none_reason(f)}"
+                        + ("" if held else f" ({self._fit_hint()} for the breakdown)"),
+                        "  " + f.fit.headline(),
+                        *self._pool_lines(None if held else f.context)]
             lines += [
                 f"expected on {e.engine}: {e.time_s * 1e3:,.2f} ms per step "
                 f"({e.low_s * 1e3:,.2f}–{e.high_s * 1e3:,.2f}), {1 / e.time_s:,.1f} tok/s per "
@@ -190,19 +242,22 @@ class DecodeReport:
         lines += self._pool_lines()
         return lines
 
-    def _pool_lines(self) -> list[str]:
-        """The batch the engine's pool runs at each context, then what the expectation leaves
-        out."""
+    def _pool_lines(self, said: int | None = None) -> list[str]:
+        """The batch the engine's pool runs at each context (but the ``said`` context, whose
+        refusal the expectation's line gave), then what the expectation leaves out."""
+        return [*self._seat_lines(said), *(f"caution: {c}" for c in self.cautions)]
+
+    def _fit_hint(self) -> str:
         engine = self.expected[0].engine
-        return [*self._seat_lines(engine), *(f"caution: {c}" for c in self.cautions)]
-
-    def _seat_lines(self, engine: str) -> list[str]:
-        from ridgeline.capacity import context_refusal
-
         # a batch run, as vLLM's offline LLM class sizes it (its defaults differ from serve's)
-        fit = "`ridgeline fit --usage offline`" if engine == "vllm" and not self.pool_settings \
-            else "`ridgeline fit` with the same settings" if self.pool_settings \
-            else "`ridgeline fit`"
+        return ("`ridgeline fit --usage offline`" if engine == "vllm" and not self.pool_settings
+                else "`ridgeline fit` with the same settings" if self.pool_settings
+                else "`ridgeline fit`")
+
+    def _seat_lines(self, said: int | None = None) -> list[str]:
+        """One line per context with a memory model (but ``said``): the sequences the pool
+        runs, or why none."""
+        engine = self.expected[0].engine
         slots = ""
         if engine.startswith("llama.cpp"):
             from ridgeline.memory import engine_defaults
@@ -212,30 +267,25 @@ class DecodeReport:
         pool = f"{engine}'s KV pool" + (f" ({self.pool_settings})" if self.pool_settings
                                          else " (the offline LLM class's defaults, a batch "
                                          "run's)" if engine == "vllm" else "")
-        # the offline class sizes its pool otherwise than vllm serve (its larger step budget
-        # profiles a larger activation peak): a refusal names the mode it was judged in
-        mode = (" (as the offline LLM class sizes its pool; --usage serve for vllm serve's)"
-                if engine == "vllm" and not self.pool_settings else "")
-        return [f"{pool} runs at most {b:,} {plural(b, 'sequence')} at {c:,} "
-                f"{plural(c, 'token')} of context{slots} ({fit} for the breakdown)" if b else
-                context_refusal(self.deployment, c) or
-                f"{engine}{mode} cannot hold one sequence of {c:,} {plural(c, 'token')} "
-                f"beside these weights: {dict(self.none_reasons).get(c, '')} ({fit} for the "
-                "breakdown)" for c, b in self.pool_batch]
+        fit = self._fit_hint()
+        return [f"{pool} runs at most {s.held:,} {plural(s.held, 'sequence')} at {s.context:,} "
+                f"{plural(s.context, 'token')} of context{slots} ({fit} for the breakdown)"
+                if s.held else f"{self._none_clause(s)} ({fit} for the breakdown)"
+                for s in self.seats if s.held is not None and s.context != said]
 
 
 def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
                   profile: EngineProfile, enforce_eager: bool = False,
-                  settings: EngineSettings | None = None) -> DecodeReport:
+                  settings: EngineSettings | None = None,
+                  max_model_len: int | None = None) -> DecodeReport:
     """Each batch at each context: its floor, the engine's expectation, and the batch the
-    engine's pool runs (sized under ``settings``, or vLLM's offline defaults)."""
-    from ridgeline.capacity import engine_holds, engine_none_reason
+    engine's pool runs (sized under ``settings``, or vLLM's offline defaults, and started at
+    ``max_model_len``, or the engine's default, the model's context)."""
+    from ridgeline.reports.expectation import engine_seats
 
     floors, expected = [], []
-    held = [(c, engine_holds(dep, c, enforce_eager, settings)) for c in contexts]
-    pool_batch = tuple((c, n) for c, n in held if n is not None)
-    none_reasons = tuple((c, engine_none_reason(dep, c, enforce_eager, settings))
-                         for c, n in pool_batch if n == 0)
+    seats = tuple(engine_seats(dep, c, enforce_eager, settings, max_model_len)
+                  for c in contexts)
     for context in contexts:
         base = decode_floor(dep, 1, context)
         for b in batches:
@@ -243,24 +293,33 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
             expected.append(Expectation.of(dep, decode_batch(micro_batch(dep, b), context),
                                            profile))
     from ridgeline.offload import offload_caution
-    from ridgeline.predict import cdna3_moe_caution, eager_caution
+    from ridgeline.predict import (
+        cdna3_moe_caution,
+        eager_caution,
+        gguf_caution,
+        shared_profile_caution,
+    )
 
     cautions = (eager_caution(dep) if enforce_eager else "", context_caution(dep, max(contexts)),
-                cdna3_moe_caution(dep),
+                cdna3_moe_caution(dep), gguf_caution(dep), shared_profile_caution(profile),
                 offload_caution(dep), split_caution(dep), dep.model.architecture_caution,
-                micro_batch_caution(dep), deployment_caution(dep), expected[0].calibration)
-    return DecodeReport(dep, tuple(floors), tuple(expected), pool_batch,
-                        tuple(c for c in cautions if c), profile,
-                        describe_settings(settings, dep.engine) if settings else "",
-                        none_reasons)
+                micro_batch_caution(dep, batches), deployment_caution(dep),
+                expected[0].calibration)
+    described = describe_settings(settings or EngineSettings(usage="offline"), dep.engine,
+                                  max_model_len) if settings or max_model_len else ""
+    return DecodeReport(dep, tuple(floors), tuple(expected), seats,
+                        tuple(c for c in cautions if c), profile, described)
 
 
-def describe_settings(settings: EngineSettings, engine: str) -> str:
+def describe_settings(settings: EngineSettings, engine: str,
+                      max_model_len: int | None = None) -> str:
     """The settings a pool was sized under: 'vllm serve's defaults', or 'usage offline,
-    gpu_memory_utilization 0.97, max_num_seqs 16' (vLLM's names; the usage is vLLM's)."""
+    gpu_memory_utilization 0.97, max_num_seqs 16, max_model_len 8192' (vLLM's names; the usage
+    is vLLM's)."""
     given = [f"{name} {value:g}" if isinstance(value, float) else f"{name} {value}"
              for name in ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens",
                           "block_size") if (value := getattr(settings, name)) is not None]
+    given += [f"max_model_len {max_model_len}"] if max_model_len else []
     if engine != "vllm":
         return ", ".join(given)
     if not given:
@@ -289,12 +348,18 @@ def pipelined_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
              q("aggregate", batch / trip.step_time_s, "tok/s"))))
 
 
-def micro_batch_caution(dep: Deployment) -> str:
-    """How a pipeline-parallel row is priced, or ""."""
+def micro_batch_caution(dep: Deployment, batches: list[int] | None = None) -> str:
+    """How a pipeline-parallel row is priced, or "": a batch of one cannot split, so it passes
+    the stages one after another; a larger one runs as up to PP micro-batches."""
     pp = micro_batches(dep)
     if pp == 1:
         return ""
-    return (f"pipeline parallel: a batch runs as {pp} micro-batches, one in each stage; a "
+    if batches and max(batches) == 1:
+        return (f"pipeline parallel: a batch of 1 cannot split, so it passes the {pp} stages "
+                f"one after another, each idle while the others work; a token's step is its "
+                f"trip through all {pp} (as `simulate -pp` runs it)")
+    return (f"pipeline parallel: a batch runs as up to {pp} micro-batches of ⌈batch ÷ {pp}⌉ "
+            f"sequences, one in each stage (a batch of fewer than {pp} leaves stages idle); a "
             f"token's step is one micro-batch's trip through all {pp} stages, and the total "
             "is the whole batch's tokens over it (as `simulate -pp` runs it): an upper bound, "
             "since vLLM V1 fills its micro-batches greedily rather than evenly (vLLM #41682) "
@@ -358,6 +423,8 @@ class DecodeComparison(ByCard):
                 *table(rows, ["accelerator", "batch", "context", "floor ms", "expected ms",
                               "tok/s/user", "tok/s total", "$/M tok", "ridge batch", "bound"]),
                 *placement_lines([r.deployment for r in self.reports]),
+                *dict.fromkeys(f"{r.deployment.gpus_label}: {r._none_clause(s)}"
+                               for r in self.reports for s in r.seats if s.held == 0),
                 "", "expected: each card's step_cost with the engine's calibrated profile; "
                 "$/M tok: the catalog's price per device-hour over the output tokens of a "
                 "steady batch (no prefill); ridge batch: the batch at which the dense weights' reads "

@@ -46,7 +46,7 @@ class MoEReport:
     expert_bytes: float
     expert_bytes_per_weight: float
     rows: tuple[MoERow, ...]
-    batch: int
+    batches: tuple[int, ...]  # the batches asked (--batch), among the table's rows
     steps: tuple[Step, ...]
     fit: str = ""  # where the weights overflow the card: the DOES NOT FIT line
     # the article's batch at its 2-byte (bf16) experts, where these are stored narrower
@@ -92,7 +92,8 @@ class MoEReport:
         return lines
 
 
-def moe_report(dep: Deployment, batch: int) -> MoEReport:
+def moe_report(dep: Deployment, batches: list[int]) -> MoEReport:
+    """Routing's arithmetic, its table at the usual batches and each of ``batches``."""
     spec = dep.model
     if spec.moe is None:
         raise InputError(f"{spec.name} is a dense model: it has no experts to route")
@@ -103,14 +104,12 @@ def moe_report(dep: Deployment, batch: int) -> MoEReport:
     article_batch = expert_ridge_batch(dep.accelerator, dep.expert_compute_dtype, bpw,
                                        moe.routed_fraction)
     better = _batch_reaching(ridge, dep)
-    batches = sorted({*TABLE_BATCHES, batch})
     rows = tuple(
         MoERow(b, expected_experts_touched(moe.num_experts, moe.experts_per_token, b),
                article_tokens_per_expert(b, moe.experts_per_token, moe.num_experts),
                expert_intensity(b, spec, bpw), weight_bytes_read(dep, b))
-        for b in batches
+        for b in sorted({*TABLE_BATCHES, *batches})
     )
-    touched = expected_experts_touched(moe.num_experts, moe.experts_per_token, batch)
     steps = (
         ridge_step(dep.accelerator, dep.expert_compute_dtype),
         step("routed fraction", "experts per token ÷ routed experts",
@@ -120,8 +119,10 @@ def moe_report(dep: Deployment, batch: int) -> MoEReport:
         step("article's batch to the ridge", "(ridge × bytes per expert weight ÷ 2) ÷ (k/E)",
              q("batch", article_batch), q("ridge", ridge, "FLOP/byte"),
              q("bytes per expert weight", bpw, "B")),
-        step("experts touched by the batch", "E × (1 − (1 − k/E)^B)",
-             q("experts", touched), q("B", batch)),
+        *(step("experts touched by the batch" + (f" of {b:,}" if len(batches) > 1 else ""),
+               "E × (1 − (1 − k/E)^B)",
+               q("experts", expected_experts_touched(moe.num_experts, moe.experts_per_token, b)),
+               q("B", b)) for b in batches),
     )
     fits = device_fit(dep, 0.0)
     sixteen = dep.accelerator.first_supported(("bf16", "fp16"))
@@ -130,7 +131,8 @@ def moe_report(dep: Deployment, batch: int) -> MoEReport:
         "figures below are arithmetic only")
     return MoEReport(spec.name, dep.accelerator.id, moe.num_experts, moe.experts_per_token,
                      moe.num_shared_experts, moe.routed_fraction, ridge, article_batch, better,
-                     dep.weight_bytes, dep.expert_bytes, bpw, rows, batch, steps, overflow,
+                     dep.weight_bytes, dep.expert_bytes, bpw, rows, tuple(batches), steps,
+                     overflow,
                      None if bpw == 2.0 else expert_ridge_batch(
                          dep.accelerator, sixteen, 2.0, moe.routed_fraction),
                      ridge_point(dep.accelerator.peak(sixteen),

@@ -14,6 +14,7 @@ from ridgeline.parallel import cross_node_caution
 from ridgeline.render import table
 from ridgeline.reports.expectation import (
     ByCard,
+    EngineSeats,
     Expectation,
     context_caution,
     deployment_line,
@@ -30,8 +31,13 @@ class PrefillReport:
     floor: PrefillFloor
     expected: Expectation
     ubatch: int | None = None  # llama.cpp -ub, where given
-    pool_batch: int | None = None  # prompts of this length the serving engine's pool holds
-    none_reason: str = ""  # why the pool holds none (capacity.no_sequence_reason)
+    seat: EngineSeats | None = None  # prompts of this length the engine's pool holds
+    more_cautions: tuple[str, ...] = ()  # from where it is built: a shared profile, a placement
+
+    @property
+    def pool_batch(self) -> int | None:
+        """Prompts of this length the engine's pool holds at once (None: no memory model)."""
+        return None if self.seat is None else self.seat.held
 
     @property
     def runs(self) -> bool:
@@ -60,6 +66,9 @@ class PrefillReport:
                        "2,048-token prompt about a quarter under it (validation/pipeline.csv), so "
                        "read the expectation as optimistic, the more so the more stages")
         out.append(cross_node_caution(dep.tensor_parallel_size, dep.accelerator, dep.engine))
+        from ridgeline.predict import gguf_caution
+
+        out += [gguf_caution(dep) if self.runs else "", *self.more_cautions]
         if self.runs and self.expected.calibration:
             out.append(self.expected.calibration)
         if self.runs and not self.expected.compute_fitted:
@@ -67,6 +76,39 @@ class PrefillReport:
                        "compute efficiency is the prior's, and its band is decode's, not a "
                        "prompt's (calibrate with prefill or TTFT rows to fit it)")
         return [c for c in out if c]
+
+    @property
+    def none_reason(self) -> str:
+        """Why the engine gives no expectation, as the text says it (and the JSON carries
+        it); "" where it runs."""
+        f, e = self.floor, self.expected
+        if self.runs:
+            return ""
+        if not f.fit.fits:
+            return "does not fit: " + f.fit.headline().removeprefix("DOES NOT FIT: ")
+        fit = "`ridgeline fit --usage offline`" if e.engine == "vllm" else "`ridgeline fit`"
+        held = self.pool_batch or 0
+        if held:
+            return (f"its KV pool holds {held:,} {plural(held, 'prompt')} of {f.prompt_len:,} "
+                    f"tokens at once, not {f.batch:,} ({fit} for the breakdown)")
+        assert self.seat is not None  # (a pool that holds none has a memory model)
+        return (self.seat.why_none(e.engine, f"{f.prompt_len:,}-token prompt")
+                + f" ({fit} for the breakdown)")
+
+    @property
+    def short_why(self) -> str:
+        """A table's word for a prompt the engine does not run."""
+        if not self.floor.fit.fits:
+            return "does not fit"
+        return "won't start" if self.seat is not None and self.seat.start_refused else \
+            "pool too small"
+
+    @property
+    def none_code(self) -> str:
+        """none_reason's kind, for a program: does_not_fit, over_engine_pool or
+        engine_runs_none; "" where it runs."""
+        return "" if self.runs else "does_not_fit" if not self.floor.fit.fits else \
+            "over_engine_pool" if self.pool_batch else "engine_runs_none"
 
     @property
     def ubatch_note(self) -> str:
@@ -101,7 +143,10 @@ class PrefillReport:
                 "weight_intensity_flop_per_byte": f.weight_intensity_flop_per_byte,
                 "expected": {**self.expected.to_dict(), "tokens_per_s": f.batch * f.prompt_len
                              / self.expected.time_s} if self.runs else None,
+                **({} if self.runs else {"expected_none_reason": self.none_reason,
+                                         "expected_none_code": self.none_code}),
                 "engine_max_batch": self.pool_batch,
+                "max_model_len": None if self.seat is None else self.seat.max_model_len,
                 "cautions": self.cautions, **fit_dict(f)}
 
     def text_lines(self) -> list[str]:
@@ -130,17 +175,7 @@ class PrefillReport:
         if not f.fit.fits:
             return [*lines, *no_expectation(self.deployment, e.engine)]
         if not self.runs:
-            from ridgeline.capacity import context_refusal
-
-            fit = "`ridgeline fit --usage offline`" if e.engine == "vllm" else "`ridgeline fit`"
-            held = self.pool_batch or 0
-            return [*lines, f"expected on {e.engine}: nothing: " + (
-                context_refusal(self.deployment, f.prompt_len) or
-                f"{e.engine} cannot hold one {f.prompt_len:,}-token prompt beside these weights: "
-                f"{self.none_reason or 'it would refuse to start'} ({fit} for the breakdown)"
-                if not held else
-                f"its KV pool holds {held:,} {plural(held, 'prompt')} of {f.prompt_len:,} tokens "
-                f"at once, not {f.batch:,} ({fit} for the breakdown)")]
+            return [*lines, f"expected on {e.engine}: nothing: {self.none_reason}"]
         return [*lines,
                 f"expected on {e.engine}: {e.time_s * 1e3:,.1f} ms ({e.low_s * 1e3:,.1f}–"
                 f"{e.high_s * 1e3:,.1f}) = TTFT, {f.batch * f.prompt_len / e.time_s:,.0f} prompt "
@@ -149,29 +184,93 @@ class PrefillReport:
 
 @dataclass(frozen=True)
 class PrefillComparison(ByCard):
-    """The same prompt on several accelerators: floor and expected time to first token."""
+    """The same prompts on several accelerators: floor and expected time to first token, a
+    row per card and prompt length."""
 
     reports: tuple[PrefillReport, ...]
 
     def text_lines(self) -> list[str]:
         first = self.reports[0]
         d, f0 = first.deployment, first.floor
+        prompts = list(dict.fromkeys(r.floor.prompt_len for r in self.reports))
+        several = len(prompts) > 1
         rows = []
         for r in self.reports:
             f, e = r.floor, r.expected
             tokens = f.batch * f.prompt_len
-            rows.append([r.deployment.gpus_label,
+            rows.append([r.deployment.gpus_label, *([f"{f.prompt_len:,}"] if several else []),
                          f"{f.time_s * 1e3:,.1f}",
-                         f"{e.time_s * 1e3:,.1f}" if r.runs else
-                         "pool too small" if f.fit.fits else "does not fit",
+                         f"{e.time_s * 1e3:,.1f}" if r.runs else r.short_why,
                          f"{tokens / e.time_s:,.0f}" if r.runs else "",
                          f"{r.deployment.dense_ridge_flop_per_byte:,.0f}", bound_label(f.bound)])
         from ridgeline.offload import placement_lines
 
-        return [f"{d.model.name}, weights {d.weights.label}: {f0.batch} x {f0.prompt_len:,}-token "
-                f"prompt on {', '.join(dict.fromkeys(r.expected.engine for r in self.reports))}, "
-                "one row per accelerator", "",
-                *table(rows, ["accelerator", "floor ms", "expected TTFT ms", "prompt tok/s",
-                              "ridge", "bound"]),
+        asked = (f"{f0.prompt_len:,}-token prompt" if not several else
+                 f"prompts of {', '.join(f'{n:,}' for n in prompts)} tokens")
+        return [f"{d.model.name}, weights {d.weights.label}: {f0.batch} x {asked} on "
+                f"{', '.join(dict.fromkeys(r.expected.engine for r in self.reports))}, "
+                "one row per accelerator" + (" and prompt" if several else ""), "",
+                *table(rows, ["accelerator", *(["prompt"] if several else []), "floor ms",
+                              "expected TTFT ms", "prompt tok/s", "ridge", "bound"]),
                 *placement_lines([r.deployment for r in self.reports]),
-                "", "`--gpu NAME` alone for one card's breakdown"]
+                *(f"{r.deployment.gpus_label}" + (f", {r.floor.prompt_len:,} tokens"
+                                                   if several else "")
+                  + f": {r.none_reason}" for r in self.reports if r.floor.fit.fits and not r.runs),
+                "", "`--gpu NAME` alone for one card's breakdown",
+                *(f"caution: {c}" for c in dict.fromkeys(
+                    c for r in self.reports for c in r.more_cautions))]
+
+
+@dataclass(frozen=True)
+class PrefillSeries:
+    """Several prompt lengths on one deployment: a row each, floor beside expectation."""
+
+    reports: tuple[PrefillReport, ...]
+
+    @property
+    def deployment(self) -> Deployment:
+        return self.reports[0].deployment
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        from dataclasses import replace
+
+        return tuple(replace(st, label=f"{r.floor.prompt_len:,}-token prompt: {st.label}")
+                     for r in self.reports for st in r.steps)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"deployment": deployment_line(self.deployment),
+                "prompts": [r.to_dict() for r in self.reports]}
+
+    def text_lines(self) -> list[str]:
+        dep, e0 = self.deployment, self.reports[0].expected
+        unfit = [r.floor for r in self.reports if not r.floor.fit.fits]
+        lines = [] if not unfit else [
+            f"{len(unfit)} of {len(self.reports)} prompts do not fit; the longest, "
+            f"{unfit[-1].prompt_len:,} tokens: "
+            + unfit[-1].fit.headline().removeprefix("DOES NOT FIT: ")]
+        rows = []
+        for r in self.reports:
+            f, e = r.floor, r.expected
+            tokens = f.batch * f.prompt_len
+            rows.append([f"{f.prompt_len:,}", f"{f.time_s * 1e3:,.1f}",
+                         *([f"{e.time_s * 1e3:,.1f}", f"{e.low_s * 1e3:,.1f}–"
+                            f"{e.high_s * 1e3:,.1f}", f"{tokens / e.time_s:,.0f}"] if r.runs
+                           else [r.short_why, "", ""]),
+                         f"{f.weight_intensity_flop_per_byte:,.0f}", bound_label(f.bound),
+                         "yes" if f.fit.fits else "NO"])
+        batch = self.reports[0].floor.batch
+        lines += [deployment_line(dep),
+                  *table(rows, ["prompt", "floor ms", "expected TTFT ms", "band",
+                                "prompt tok/s", "FLOP/byte", "bound", "fits"]),
+                  f"{batch} x each prompt; floor: the article's lower bound on time to first "
+                  f"token; expected: step_cost with the {e0.engine} profile [{e0.source}]; "
+                  f"FLOP/byte: per byte of weights (ridge "
+                  f"{dep.dense_ridge_flop_per_byte:,.0f}); a prompt alone for its breakdown",
+                  *(f"{r.floor.prompt_len:,} tokens: {r.none_reason}" for r in self.reports
+                    if r.floor.fit.fits and not r.runs),
+                  *(f"note: {n}" for n in dict.fromkeys(r.ubatch_note for r in self.reports
+                                                          if r.ubatch_note)),
+                  *(f"caution: {c}" for c in dict.fromkeys(c for r in self.reports
+                                                             for c in r.cautions))]
+        return lines

@@ -1,0 +1,245 @@
+"""decode, prefill and moe after the audit: vLLM's start-up check at the max_model_len in
+force, GGUF on the serving engines, the shared serving profile, the JSON's reasons, lists."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ridgeline.cli import main
+from ridgeline.engines import bundled_profiles
+
+TP2_70B = ["llama-3.1-70b", "--gpu", "h100", "--num-gpus", "2"]
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
+    code, out, err = run(capsys, *argv, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def longest_fit(capsys: pytest.CaptureFixture[str], *usage: str) -> int:
+    """The longest context `fit --target-concurrency 1` finds for 70B bf16 on 2 x H100."""
+    return int(run_json(capsys, "fit", *TP2_70B, "--target-concurrency", "1", *usage)["context"])
+
+
+# --- finding 3: the start-up check at the max_model_len in force -------------------------
+
+
+def test_decode_quotes_no_vllm_speed_where_its_default_max_model_len_would_not_start(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """70B bf16 on 2 x H100 leaves about 10k tokens of pool at the offline defaults: vLLM's
+    default max_model_len, the model's 131,072, fails its start-up check, so decode gives the
+    floor (engine-independent) and no expectation, saying why and what helps."""
+    report = run_json(capsys, "decode", *TP2_70B, "--batch", "1,64", "--context", "1100")
+    longest = longest_fit(capsys, "--usage", "offline")
+    for point in report["points"]:
+        assert point["expected"] is None and point["expected_none_code"] == "engine_runs_none"
+        assert point["per_user_tok_s"] > 0  # the floor still stands
+        assert "would refuse to start at its default max_model_len, the model's 131,072 " \
+            "tokens" in point["expected_none_reason"]
+        assert f"give --max-model-len ≤ {longest:,}" in point["expected_none_reason"]
+    (seats,) = report["engine_max_batch"]
+    assert seats["batch"] == 0 and seats["max_model_len"] == 131072
+    code, out, _ = run(capsys, "decode", *TP2_70B, "--batch", "1,64", "--context", "1100")
+    assert code == 0 and "won't start" in out and report["points"][0]["expected_none_reason"] in out
+
+
+def test_the_longest_max_model_len_decode_names_is_the_one_fit_finds_in_each_usage(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """vllm serve profiles a smaller step than the offline class, so its pool is larger and the
+    length it starts at longer: decode's advice follows the usage, as fit's search does."""
+    for usage in ("offline", "serve"):
+        longest = longest_fit(capsys, "--usage", usage)
+        reason = run_json(capsys, "decode", *TP2_70B, "--context", "1100", "--usage",
+                          usage)["points"][0]["expected_none_reason"]
+        assert reason.endswith(f"give --max-model-len ≤ {longest:,}")
+    assert longest_fit(capsys, "--usage", "serve") > longest_fit(capsys, "--usage", "offline")
+
+
+def test_max_model_len_at_the_longest_starts_and_one_token_more_does_not(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    longest = longest_fit(capsys, "--usage", "offline")
+    at = run_json(capsys, "decode", *TP2_70B, "--batch", "1,64", "--context", "1100",
+                  "--max-model-len", str(longest))
+    assert at["points"][0]["expected"]["per_user_tok_s"] > 0
+    assert at["points"][1]["expected"] is None  # 64 past the seats
+    assert at["points"][1]["expected_none_code"] == "over_engine_pool"
+    fit = run_json(capsys, "fit", *TP2_70B, "--max-model-len", "1100", "--usage", "offline")
+    assert at["engine_max_batch"][0]["batch"] == fit["conversations"] == 9
+    past = run_json(capsys, "decode", *TP2_70B, "--context", "1100", "--max-model-len",
+                    str(longest + 1))
+    assert past["points"][0]["expected"] is None
+    assert f"at --max-model-len {longest + 1:,}" in past["points"][0]["expected_none_reason"]
+
+
+def test_decode_and_simulate_agree_on_whether_vllm_serve_starts(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The audit's pair: simulate refused vllm serve's defaults while decode quoted 29.6
+    tok/s under the same defaults; now both refuse, and both run at the length fit names."""
+    code, _, err = run(capsys, "simulate", *TP2_70B, "--rate", "0.2", "--num-requests", "20")
+    assert code == 2 and "would refuse to start at its default max_model_len" in err
+    decode = run_json(capsys, "decode", *TP2_70B, "--context", "1100", "--usage", "serve")
+    assert decode["points"][0]["expected"] is None
+    longest = str(longest_fit(capsys, "--usage", "serve"))
+    code, _, err = run(capsys, "simulate", *TP2_70B, "--rate", "0.2", "--num-requests", "20",
+                       "--max-model-len", longest)
+    assert code == 0, err
+    decode = run_json(capsys, "decode", *TP2_70B, "--context", "1100", "--usage", "serve",
+                      "--max-model-len", longest)
+    assert decode["points"][0]["expected"]["per_user_tok_s"] == pytest.approx(29.6, abs=0.05)
+
+
+def test_a_single_h100_running_llama_8b_still_gets_its_speed_at_the_default_length(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """An 8B model leaves room for a 131,072-token sequence on one H100: nothing changes."""
+    point = run_json(capsys, "decode", "llama-3.1-8b", "--gpu", "h100")["points"][0]
+    assert point["expected"]["per_user_tok_s"] == pytest.approx(125.7, abs=0.05)
+    assert "expected_none_reason" not in point
+
+
+def test_prefill_quotes_no_ttft_where_vllm_would_not_start_and_says_so_in_json(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    report = run_json(capsys, "prefill", *TP2_70B, "--prompt-len", "2000")
+    assert report["expected"] is None and report["tokens_per_s"] > 0  # the floor's rate
+    assert report["expected_none_code"] == "engine_runs_none"
+    assert report["max_model_len"] == 131072
+    code, out, _ = run(capsys, "prefill", *TP2_70B, "--prompt-len", "2000")
+    assert code == 0 and f"expected on vllm: nothing: {report['expected_none_reason']}" in out
+    ran = run_json(capsys, "prefill", *TP2_70B, "--prompt-len", "2000", "--max-model-len", "8k")
+    assert ran["expected"]["time_s"] > report["time_s"]  # slower than the floor
+    assert ran["max_model_len"] == 8000
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["decode", *TP2_70B, "--context", "4000", "--max-model-len", "2000"],
+     "--context 4,000 is past --max-model-len 2,000"),
+    (["prefill", *TP2_70B, "--prompt-len", "1000,4000", "--max-model-len", "2000"],
+     "--prompt-len 4,000 is past --max-model-len 2,000"),
+    (["decode", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "llama.cpp",
+      "--max-model-len", "4096"], "decode and prefill give llama.cpp a slot of each context"),
+    (["decode", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "0"],
+     "max model length must be positive"),
+])
+def test_a_max_model_len_that_cannot_be_gets_one_line_and_exit_2(
+        capsys: pytest.CaptureFixture[str], argv: list[str], words: str) -> None:
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's own refusals exit from the parser
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and words in err and err.count("\n") == 1
+
+
+# --- finding 8: GGUF weights on the serving engines ---------------------------------------
+
+
+def test_vllm_on_gguf_weights_carries_its_docs_experimental_warning(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["decode", "llama-3.1-8b", "--gpu", "h100", "--context", "1000"]
+    cautions = run_json(capsys, *base, "--weights", "q4_k_m")["cautions"]
+    assert any("highly experimental and under-optimized" in c and "docs.vllm.ai" in c
+               for c in cautions)
+    sglang = run_json(capsys, *base, "--weights", "q4_k_m", "--engine", "sglang")["cautions"]
+    assert any("docs.sglang.io" in c and "unchecked" in c for c in sglang)
+    for other in (["--weights", "awq-int4"], ["--weights", "q4_k_m", "--engine", "llama.cpp"]):
+        assert not any("GGUF" in c for c in run_json(capsys, *base, *other)["cautions"])
+    prefill = run_json(capsys, "prefill", "llama-3.1-8b", "--gpu", "h100", "--prompt-len",
+                       "1000", "--weights", "q8_0")["cautions"]
+    assert any("highly experimental" in c for c in prefill)
+
+
+def test_tensorrt_llm_refuses_gguf_weights(capsys: pytest.CaptureFixture[str]) -> None:
+    for command in (["decode"], ["prefill", "--prompt-len", "1000"]):
+        code, out, err = run(capsys, *command, "llama-3.1-8b", "--gpu", "h100", "--weights",
+                             "q4_k_m", "--engine", "trtllm")
+        assert code == 2 and out == "" and "trtllm loads no GGUF file (q4_k_m)" in err
+
+
+# --- finding 9: one step-cost profile for the three serving engines -----------------------
+
+
+def test_sglang_and_trtllm_say_their_step_times_are_vllms(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    base = ["decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "1,64", "--context", "1000"]
+    vllm = run_json(capsys, *base)
+    assert not any("share one calibrated step-cost profile" in c for c in vllm["cautions"])
+    for engine in ("sglang", "trtllm"):
+        other = run_json(capsys, *base, "--engine", engine)
+        assert [p["expected"]["time_s"] for p in other["points"]] == \
+            [p["expected"]["time_s"] for p in vllm["points"]]
+        assert any(c.startswith("sglang, trtllm, vllm share one calibrated step-cost profile")
+                   for c in other["cautions"])
+    # a profile calibrated on SGLang's own rows is its own: no such caution
+    own = bundled_profiles()["sglang"].to_dict()
+    own["band_high"] = 1.2
+    path = tmp_path / "sglang.json"
+    path.write_text(json.dumps({"engines": {"sglang": own}}))
+    mine = run_json(capsys, *base, "--engine", "sglang", "--profile", str(path))
+    assert not any("share one calibrated" in c for c in mine["cautions"])
+
+
+# --- finding 12: a reason wherever expected is null ---------------------------------------
+
+
+def test_every_null_expectation_carries_the_texts_reason(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Past the pool's seats (256 at 2,048 tokens on one H100) and past the memory (2,000):
+    the JSON says what the text says."""
+    argv = ["decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "256", "--context", "2048"]
+    (point,) = run_json(capsys, *argv)["points"]
+    assert point["expected"] is None and point["expected_none_code"] == "over_engine_pool"
+    code, out, _ = run(capsys, *argv)
+    assert code == 0 and f"expected on vllm: nothing: {point['expected_none_reason']}" in out
+    assert "runs at most 215 sequences" in point["expected_none_reason"]
+    unfit = run_json(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "2000",
+                     "--context", "2048")["points"][0]
+    assert unfit["expected_none_code"] == "does_not_fit"
+    assert unfit["expected_none_reason"].startswith("does not fit: ")
+
+
+# --- finding 13: lists, and a batch of one under pipeline parallelism ---------------------
+
+
+def test_moe_takes_a_list_of_batches_as_decode_does(capsys: pytest.CaptureFixture[str]) -> None:
+    report = run_json(capsys, "moe", "qwen3-30b-a3b", "--batch", "1,16,64")
+    assert report["batches"] == [1, 16, 64]
+    assert {1, 16, 64} <= {r["batch"] for r in report["rows"]}
+    one = run_json(capsys, "moe", "qwen3-30b-a3b", "--batch", "16")
+    row = next(r for r in one["rows"] if r["batch"] == 16)
+    assert row in report["rows"]
+    code, out, _ = run(capsys, "moe", "qwen3-30b-a3b", "--batch", "1,16,64", "--explain")
+    assert code == 0 and all(f"experts touched by the batch of {b}" in out for b in (1, 16, 64))
+
+
+def test_prefill_takes_a_list_of_prompt_lengths_a_row_each(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["prefill", "llama-3.1-8b", "--gpu", "h100"]
+    series = run_json(capsys, *base, "--prompt-len", "1000,8000,32000")["prompts"]
+    assert [p["prompt_len"] for p in series] == [1000, 8000, 32000]
+    alone = run_json(capsys, *base, "--prompt-len", "8000")
+    assert series[1]["expected"] == alone["expected"] and series[1]["time_s"] == alone["time_s"]
+    code, out, _ = run(capsys, *base, "--prompt-len", "1000,8000,32000")
+    assert code == 0 and f"{alone['expected']['time_s'] * 1e3:,.1f}" in out
+    cards = run_json(capsys, *base[:2], "--gpu", "h100,h200", "--prompt-len", "1000,8000")
+    assert [(c["accelerator"], c["prompt_len"]) for c in cards["accelerators"]] == [
+        ("h100-sxm", 1000), ("h100-sxm", 8000), ("h200-sxm", 1000), ("h200-sxm", 8000)]
+
+
+def test_a_batch_of_one_under_pipeline_parallelism_is_not_said_to_split(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["decode", "llama-3.1-8b", "--gpu", "h100", "-pp", "3"]
+    (one,) = [c for c in run_json(capsys, *base, "--batch", "1")["cautions"]
+              if c.startswith("pipeline parallel")]
+    assert "a batch of 1 cannot split" in one and "micro-batches" not in one
+    (many,) = [c for c in run_json(capsys, *base, "--batch", "1,6")["cautions"]
+               if c.startswith("pipeline parallel")]
+    assert "up to 3 micro-batches of ⌈batch ÷ 3⌉" in many
