@@ -458,7 +458,8 @@ def test_the_report_says_the_shared_prefix_is_inside_the_prompt(
                  "30", "--prefix-groups", "3", "--prefix-len", "1000", "--input-len", "500",
                  "--export", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "30 completed requests share a mean 499 of their mean 500 prompt tokens" in text
+    assert "27 of the 30 requests follow an earlier request of their group" in text
+    assert "a completed request's prefix is a mean 499 of its mean 500 prompt tokens" in text
     assert "each prompt shared but its last token by 3 groups (--prefix-len 1,000 is past the " \
         "500-token prompts)" in text
     assert {line.split(",")[2] for line in out.read_text().splitlines()[1:]} == {"500"}

@@ -127,9 +127,9 @@ def test_healthy_loads_ending_in_a_drain_are_not_overloaded(
     assert _overloaded(capsys, *argv) is None
 
 
-def test_the_backlog_read_is_of_the_second_half_past_the_fill() -> None:
+def test_the_backlog_read_is_of_the_arrivals_past_the_fill() -> None:
     """Recorder.falls_behind: 14 req/s of the chat load on one H100 (about 11 served) leaves
-    more than 5 % of the second half's arrivals behind; 8 req/s leaves none to speak of."""
+    more than 5 % of the arrivals past the fill behind; 8 req/s leaves none to speak of."""
     def read(rate: float) -> tuple[int, int, float] | None:
         work = Workload(3000, "lognormal:1000,0.8", "lognormal:250,0.8", rate=rate, seed=1)
         return Simulator(DEP, profile_for("vllm"), sim_config(DEP)).run(

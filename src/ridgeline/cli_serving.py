@@ -194,7 +194,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     from ridgeline.engines import engine_id
     from ridgeline.memory import kv_pool
     from ridgeline.reports.simulate import SimulateReport
-    from ridgeline.sim.config import llamacpp_context, sim_config, start_refusal
+    from ridgeline.sim.config import llamacpp_context, sim_config, start_refusal, too_small_pool
     from ridgeline.sim.pipeline import lane_config, one_pool, run_replica
     from ridgeline.sim.workload import Workload, read_trace
     from ridgeline.units import plural
@@ -258,7 +258,13 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
 
         check_host_memory_for(dep, config.num_blocks * config.block_size)
     if refusal:
-        raise InputError(refusal)
+        from ridgeline.capacity import context_refusal
+        from ridgeline.reports.simulate import pool_levers
+
+        pool_too_small = not context_refusal(dep, config.max_model_len) \
+            and too_small_pool(dep, settings)  # no length rescues it: say what would
+        raise InputError(refusal + (pool_levers(dep, settings, config.max_model_len)
+                                    if pool_too_small else ""))
     if args.trace and args.rate is not None:
         raise InputError("--trace replays its own arrival times; drop --rate")
     if args.rate is not None and args.concurrency is not None:
@@ -291,9 +297,9 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                          f"groups (--prefix-len {args.prefix_len:,} is past the "
                          f"{int(fixed):,}-token prompts)")
             else:
-                load += (f", a {args.prefix_len:,}-token prefix shared by {args.prefix_groups} "
-                         "groups (inside the prompt; a shorter prompt shares all but its "
-                         "last token)")
+                load += (f", each request drawn into one of {args.prefix_groups:,} groups, "
+                         f"each group sharing its own {args.prefix_len:,}-token prefix (inside "
+                         "the prompt; a shorter prompt shares all but its last token)")
     if story:
         load += f"; {story}"
     profile = load_profile(args)
@@ -312,7 +318,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                          f"{config.num_blocks:,} blocks) holds no block (see `ridgeline fit`)")
     result = run_replica(dep, profile, config, requests, args.engine_version,
                          closed_loop=args.concurrency or 0, keep_rows=bool(args.export),
-                         slo=(slo_ttft, slo_tpot), window_s=args.window)
+                         slo=(slo_ttft, slo_tpot), window_s=args.window,
+                         stop_when_behind=True)
     if result.rejected and not result.completed:  # nothing ran: no latency to report
         reason, n = max(result.rec.rejected.items(), key=lambda item: item[1])
         first = result.rec.rejected_first.get(reason)
@@ -321,6 +328,13 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                          + (f"; each of the {pp} pipeline lanes is simulated with 1/{pp} of "
                             f"the {config.num_blocks:,} blocks, {shared} (`ridgeline fit` "
                             "sizes that pool)" if split else ""))
+    if args.window and result.completed and not result.rec.windowed \
+            and result.rec.stopped_early:
+        raise InputError(f"the engine fell hopelessly behind, finishing "
+                         f"{result.completed:,} requests in {result.duration_s:,.0f} s while "
+                         f"{round(result.rec.arrivals.total):,} arrived, and the run stopped "
+                         "early, before any request arriving in --window "
+                         f"{args.window[0]:g},{args.window[1]:g} had finished: lower --rate")
     if args.window and result.completed and not result.rec.windowed:
         earliest, latest = result.rec.arrived_s
         raise InputError(f"--window {args.window[0]:g},{args.window[1]:g}: no completed "
@@ -349,6 +363,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     from ridgeline.reports.simulate import (
         full_cache_caution,
         overload_rates,
+        version_cautions,
         warmup_caution,
         whole_context_caution,
     )
@@ -373,8 +388,10 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         if args.concurrency and not args.trace and fixed_length(args.input_len) \
         and fixed_length(args.output_len) and count > args.concurrency else ""
     v0 = v0_scheduling_caution(engine, args.engine_version)
+    pool = kv_pool(dep, settings)
     cautions = tuple(c for c in (context_caution(dep, config.max_model_len), split_pool, lockstep,
-                                 v0, full_cache_caution(engine, result.preemptions),
+                                 v0, *version_cautions(settings, pool),
+                                 full_cache_caution(engine, result.preemptions),
                                  whole_context_caution(config, result.rec.over_budget_prompts),
                                  eager_caution(dep) if args.enforce_eager else "",
                                  offload_caution(dep), cdna3_moe_caution(dep),
@@ -391,7 +408,11 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     return SimulateReport(replace(dep), lane, result, count, load, slo_ttft, slo_tpot,
                           cautions=cautions, percentile=args.percentile,
                           lanes=pp if split else 1, engine_config=config,
-                          micro_batches=1 if split else pp)
+                          micro_batches=1 if split else pp,
+                          engine_version=settings.engine_version if pool.accounting is None
+                          else pool.accounting.version,
+                          usage=settings.usage if engine == "vllm" else None,
+                          model_runner=pool.runner or None)
 
 def fixed_length(text: str | None) -> bool:
     """Whether a length flag is one number (512, 2k), not a distribution."""

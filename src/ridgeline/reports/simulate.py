@@ -43,13 +43,15 @@ OVERLOAD_WAITING = 20  # … and at least this many
 
 def overload_rates(r: SimResult, requests: int) -> tuple[float, float, int] | None:
     """(offered req/s, req/s the engine served, requests still waiting) where the engine fell
-    behind the arrivals; else None. Behind: its backlog grew through the second half of the
-    arrivals, past the batch's filling (``Recorder.falls_behind``: fewer left than came, by
-    more than 5 % and noise), however slight the overload (llama.cpp at 1.05 req/s offered,
-    0.92 served); or, in a run too short to read that, more than OVERLOAD_SHARE of all the
-    requests (and at least OVERLOAD_WAITING) were still waiting to start when the last one
-    arrived. A stable engine's queue stays level however short the run, and a closed loop's
-    arrivals follow its completions."""
+    behind the arrivals; else None. Behind: its backlog grew over the arrivals past the
+    batch's filling (``Recorder.falls_behind``: fewer left than came, by more than 5 % and
+    noise), however slight the overload (llama.cpp at 1.05 req/s offered, 0.92 served); or,
+    in a run too short to read that, more than OVERLOAD_SHARE of all the requests (and at
+    least OVERLOAD_WAITING) were still waiting to start when the last one arrived. A stable
+    engine's queue stays level however short the run, and a closed loop's arrivals follow
+    its completions. A run cut short offers the requests that had arrived by its end."""
+    if r.rec.stopped_early:
+        requests = round(r.rec.arrivals.total)
     first, last = r.rec.arrived_s
     span = last - first
     points = [p for p in r.rec.series.points if p[0] <= last]
@@ -63,6 +65,64 @@ def overload_rates(r: SimResult, requests: int) -> tuple[float, float, int] | No
     # the last arrival, over the arrivals' span, counted the batch's first filling as service:
     # 171 req/s "taken on" at 1,000 offered, where 44 complete)
     return (requests - 1) / span, r.request_rate_req_s, waiting
+
+
+def backlog_evidence(r: SimResult) -> str:
+    """How the queue grew, as a clause: of the requests arriving past the batch's filling,
+    how many had left by the last arrival, and how much longer the later ones queued than
+    the earlier; "" where the backlog test did not read it (a run too short)."""
+    behind = r.rec.falls_behind()
+    if behind is None:
+        return ""
+    arrived, left, _ = behind
+    start, last = r.rec.steady_s
+    text = (f"of the {arrived:,} requests arriving once the batch had filled ({start:,.1f}–"
+            f"{last:,.1f} s), {left:,} left the engine by the last arrival, "
+            f"{arrived - left:,} fewer")
+    trend = r.rec.queue_trend(start, last)
+    if trend is not None and trend[1] > trend[0]:
+        early, late = trend
+        times = f", {late / early:,.1f}× the {early:,.1f} s" if early > 0 else ""
+        text += (f"; those arriving in the second half of that time queued a mean "
+                 f"{late:,.1f} s{times} of those in the first")
+    return text
+
+
+def pool_levers(dep: Deployment, settings: Any, context: int) -> str:
+    """What would let the engine start where its pool is too small for any length worth
+    serving (``sim.config.too_small_pool``): `fit`'s levers at ``context`` (a second GPU,
+    smaller weights, a larger memory fraction, a smaller profiling budget, a set pool …),
+    each with the conversations it holds, as a clause; where none holds one, a pointer to
+    `ridgeline fit`."""
+    from dataclasses import replace
+
+    from ridgeline.errors import InputError
+    from ridgeline.reports.fit import fit_report
+
+    try:
+        found = fit_report(dep, context, replace(settings, max_model_len=context), 1).levers
+    except InputError:
+        return " (see `ridgeline fit`)"
+    if not found:
+        return " (see `ridgeline fit`)"
+    named = "; ".join(f"{lv.name}, {lv.conversations:,}" for lv in found)
+    return (f"; what would, in conversations of {context:,} tokens: {named} (`ridgeline fit "
+            f"--max-model-len {context}` shows the budget)")
+
+
+def version_cautions(settings: Any, pool: Any) -> list[str]:
+    """What `fit` cautions of the engine version asked: a vLLM release newer than the newest
+    whose memory accounting was checked (``vllm_memory.past_modelled``), an SGLang version
+    newer than the newest whose defaults were read (``sglang_memory.past_checked``)."""
+    from ridgeline.sglang_memory import past_checked
+    from ridgeline.vllm_memory import past_modelled
+
+    out = []
+    if pool.accounting is not None and past_modelled(pool.accounting):
+        out.append(past_modelled(pool.accounting))
+    if pool.engine == "sglang" and past_checked(settings.engine_version):
+        out.append(past_checked(settings.engine_version))
+    return out
 
 
 def _none_because(seconds: float) -> str | None:
@@ -128,6 +188,9 @@ class SimulateReport:
     lanes: int = 1  # pipeline parallel: micro-batch lanes, each with ``config`` (sim/lanes.py)
     engine_config: SimConfig | None = None  # … and the engine's whole pool and seats
     micro_batches: int = 1  # … or vLLM V1: one pool, this many in flight (sim/pipeline.py)
+    engine_version: str | None = None  # whose memory rules sized the pool (vLLM: its release)
+    usage: str | None = None  # vLLM's usage context: serve (vllm serve) or offline (LLM class)
+    model_runner: str | None = None  # vLLM's: V0, V1 or MRV2 (Model Runner V2)
 
     def to_dict(self) -> dict[str, Any]:
         r, d = self.result, self.deployment
@@ -137,7 +200,9 @@ class SimulateReport:
                  "lanes_summed": ["steps", "busy_s"]} if self.lanes > 1 else {}
         return {**lanes,
             "settings": {"model": d.model.name, "accelerator": d.accelerator.id,
-                         "num_gpus": d.num_gpus, "engine": d.engine, "weights": d.weights.label,
+                         "num_gpus": d.num_gpus, "engine": d.engine,
+                         "engine_version": self.engine_version, "usage": self.usage,
+                         "model_runner": self.model_runner, "weights": d.weights.label,
                          "kv_dtype": d.kv.id, "load": self.load,
                          "expert_parallel": d.expert_parallel, "pipeline_lanes": self.lanes,
                          "micro_batches_in_flight": self.micro_batches,
@@ -167,6 +232,8 @@ class SimulateReport:
             "prompt_tokens_mean": r.rec.prompt_tokens / r.completed if r.completed else None,
             "shared_prefix_tokens_mean": (r.rec.shared_prefix_tokens / r.rec.grouped
                                           if r.rec.grouped else None),
+            # requests arriving after another of their prefix group: the ones that can reuse it
+            "prefix_followers": r.rec.prefix_followers if r.rec.grouped_arrived else None,
             "cautions": list(self.cautions),
             "duration_s": r.duration_s, "steps": r.steps, "busy_s": r.busy_s,
             "ttft_s": r.percentiles("ttft"), "tpot_s": r.percentiles("tpot"),
@@ -190,12 +257,30 @@ class SimulateReport:
             "windowed_requests": r.rec.windowed if self.has_window else None,
             "keeps_up": self.kept_up,
             "overloaded": None if (o := self.overloaded) is None else {
-                "offered_req_s": o[0], "served_req_s": o[1], "waiting_at_last_arrival": o[2]},
+                "offered_req_s": o[0], "served_req_s": o[1], "waiting_at_last_arrival": o[2],
+                **self._backlog_dict()},
+            "stopped_early": {"at_s": r.duration_s, "steps": r.steps,
+                              "unfinished": self.requests - r.completed - r.rejected}
+            if r.rec.stopped_early else None,
             "running_batch": r.running_batch, "preemptions": r.preemptions,
             "prefix_cache_hit_blocks": r.prefix_hit_blocks,
+            "prefix_cache_hit_blocks_readmitted": r.rec.readmit_hit_blocks,
             "time_series": [{"t_s": t, "running": n, "waiting": w, "kv_usage": u,
                              "preemptions": p} for t, n, w, u, p in r.rec.series.points],
         }
+
+    def _backlog_dict(self) -> dict[str, Any]:
+        """The backlog test's counts and the queueing trend, for --json (empty where the
+        test did not read the run)."""
+        rec = self.result.rec
+        behind = rec.falls_behind()
+        if behind is None:
+            return {}
+        start, last = rec.steady_s
+        trend = rec.queue_trend(start, last)
+        return {"past_fill_s": [start, last], "arrived_past_fill": behind[0],
+                "left_past_fill": behind[1],
+                "queue_mean_s_halves": None if trend is None else list(trend)}
 
     def text_lines(self) -> list[str]:
         r, c, d = self.result, self.config, self.deployment
@@ -226,31 +311,47 @@ class SimulateReport:
                else plural(r.steps, "step")) + "): "
             f"{r.request_rate_req_s:,.2f} req/s, {r.output_tok_s:,.0f} output "
             f"tok/s ({r.output_tok_s / d.num_gpus:,.0f} per GPU)"
-            + ("; over the whole run, the fill and the drain included"
+            + ("; over the run until it stopped early" if r.rec.stopped_early else
+               "; over the whole run, the fill and the drain included"
                + (" (the window's goodput below is per second of its arrivals)"
                   if self.has_window else " (`--window` reads the steady state)")),
             f"running batch{_running_metric(d.engine)}: mean {batch['mean']:,.1f}, max "
             f"{batch['max']:,.0f}; preemptions {r.preemptions:,}; prefix-cache hits "
             + (f"{r.prefix_hit_blocks:,} tokens" if c.block_size == 1 else
-               f"{r.prefix_hit_blocks:,} blocks ({r.prefix_hit_blocks * c.block_size:,} tokens)"),
+               f"{r.prefix_hit_blocks:,} blocks ({r.prefix_hit_blocks * c.block_size:,} tokens)")
+            + _readmitted(r.rec.readmit_hit_blocks, r.prefix_hit_blocks, c.block_size),
         ]
         swamped = self.overloaded
         if swamped is not None:
             offered, taken, waiting = swamped
+            evidence = backlog_evidence(r)
             lines.append(f"OVERLOADED: requests arrive at {offered:,.2f} req/s and the engine "
-                         f"serves about {taken:,.2f} req/s, busy throughout ({waiting:,} still "
-                         "waiting when the last arrived); the queue grows for as long as they arrive, "
-                         "so the latencies above grow with the run's length, not towards a "
-                         "steady state: lower the rate, or add replicas (`ridgeline plan` "
-                         "sizes them)")
+                         f"serves about {taken:,.2f} req/s, busy throughout: "
+                         + (f"{evidence} ({waiting:,} still waiting when the last arrived)"
+                            if evidence else f"{waiting:,} still waiting when the last arrived")
+                         + "; the queue grows for as long as they arrive, so the latencies "
+                         "above grow with the run's length, not towards a steady state: lower "
+                         "the rate, or add replicas (`ridgeline plan` sizes them)")
+        if r.rec.stopped_early:
+            unfinished = self.requests - r.completed - r.rejected
+            lines.append(f"STOPPED EARLY at {r.duration_s:,.0f} s simulated ({r.steps:,} "
+                         "steps): under half of the requests arriving once the batch had "
+                         "filled had left the engine, so the rest of the run would only "
+                         f"lengthen the queue; {unfinished:,} of the {self.requests:,} "
+                         "requests did not finish here (queued, running or yet to arrive), and "
+                         f"the latencies above are of the {r.completed:,} that did, mostly the "
+                         "first to arrive, so they read short of a full run's")
         if batch["max"] == 0 and r.completed:
             lines.append("  (the gauge is read after each step, once the requests it finished "
                          "have left, as vLLM's scheduler reads it: a 1-token request leaves "
                          "within the step that prefills it)")
         rec = r.rec
         if rec.grouped:
-            lines.append(f"shared prefixes: {rec.grouped:,} completed requests share a mean "
-                         f"{rec.shared_prefix_tokens / rec.grouped:,.0f} of their mean "
+            lines.append(f"shared prefixes: {rec.prefix_followers:,} of the "
+                         f"{rec.grouped_arrived:,} requests follow an earlier request of their "
+                         "group, whose prefix they can find cached (the others are their "
+                         "group's first); a completed request's prefix is a mean "
+                         f"{rec.shared_prefix_tokens / rec.grouped:,.0f} of its mean "
                          f"{rec.grouped_prompt_tokens / rec.grouped:,.0f} prompt tokens (the "
                          "prefix is part of the prompt; a shorter prompt shares all but its "
                          "last token)")
@@ -297,6 +398,8 @@ class SimulateReport:
         """Whether the engine kept up with the window's arrivals; None where that cannot be
         read (no window, one reaching into the drain, or too few requests in it)."""
         rec = self.result.rec
+        if self.has_window and rec.stopped_early:
+            return False  # cut short, hopelessly behind
         if not self.has_window or rec.runs_past_arrivals or rec.windowed < FEW_IN_WINDOW:
             return None
         return rec.keeps_up
@@ -310,10 +413,13 @@ class SimulateReport:
         lines = [f"window: the latencies above (but ITL, every streamed chunk's) are of the "
                  f"{rec.windowed:,} completed requests arriving {low:,.6g}–{high:,.6g} s; the "
                  "others warm the engine up and drain it"]
-        if rec.windowed < FEW_IN_WINDOW:
+        if rec.windowed < FEW_IN_WINDOW and not rec.stopped_early:
             lines.append(f"  only {rec.windowed:,} requests arrived in it: percentiles and "
                          "goodput resting on so few are noise")
-        if rec.runs_past_arrivals:
+        if rec.stopped_early:
+            lines.append("  IT DOES NOT KEEP UP: the run was stopped early, the engine "
+                         "hopelessly behind (STOPPED EARLY above)")
+        elif rec.runs_past_arrivals:
             first, last = rec.measured_window_s
             lines.append(f"  the window runs past the last arrival ({rec.arrived_s[1]:,.6g} s): "
                          "it holds the drain, where an overloaded engine's backlog "
@@ -411,6 +517,16 @@ class SimulateReport:
                 q("layers", d.model.num_layers, "", "config.json num_hidden_layers"),
                 *matmul_qs(profile, d)))
         return tuple(out)
+
+
+def _readmitted(own: int, hits: int, block_size: int) -> str:
+    """Which of the prefix-cache hits were preempted requests finding their own blocks again
+    (recomputing only what was evicted), not a prefix shared with another request, or ""."""
+    if not own:
+        return ""
+    share = "all" if own == hits else f"{own:,}"
+    unit = "" if block_size == 1 or own == hits else " blocks"
+    return f", {share}{unit} of them preempted requests finding their own blocks again"
 
 
 def _ms_q(name: str, seconds: float) -> Quantity:

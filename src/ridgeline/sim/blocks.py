@@ -26,7 +26,8 @@ class BlockPool:
         self.held = 0  # blocks some request holds (a shared block counts once)
         self.refs: dict[tuple[int, int], int] = {}  # prefix key -> requests holding it
         self.evictable: OrderedDict[tuple[int, int], None] = OrderedDict()
-        self.hits = 0  # prefix blocks reused
+        self.hits = 0  # prefix blocks reused …
+        self.own_hits = 0  # … of them a preempted request's own, found again on its return
         self.version = 0  # bumped whenever a key enters or leaves the cache
         self._prefixes: dict[int, tuple[int, int, list[tuple[int, int]]]] = {}  # memo
 
@@ -90,6 +91,7 @@ class BlockPool:
             self.refs[key] += 1
             r.shared.append(key)
         self.hits += len(keys)
+        self.own_hits += sum(1 for key in keys if key[0] < 0)  # beyond any group's prefix
         return len(keys) * self.block_size
 
     def could_admit(self, r: Request, budget: int, reserved: int = 0,

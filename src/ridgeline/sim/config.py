@@ -195,16 +195,42 @@ def start_refusal(dep: Deployment, settings: object, config: SimConfig,
             return refusal
         if refuses_to_start(kv_pool(dep, s), dep, s.max_model_len):
             return (f"does not fit: {dep.engine} would refuse to start, its KV pool holding "
-                    f"less than one {s.max_model_len:,}-token sequence (see `ridgeline fit`)")
+                    f"less than one {s.max_model_len:,}-token sequence"
+                    + (too_small_pool(dep, s) or " (see `ridgeline fit`)"))
     elif dep.engine == "vllm":  # vLLM's default: the model's whole context
         default_len = config.max_model_len
         if refuses_to_start(kv_pool(dep, replace(s, max_model_len=default_len)), dep,
                             default_len):
             return (f"does not fit: vllm would refuse to start at its default max_model_len, "
                     f"the model's {default_len:,} tokens, its KV pool holding less than one "
-                    "such sequence; give --max-model-len (`ridgeline fit "
-                    "--target-concurrency 1` finds the longest)")
+                    "such sequence" + (too_small_pool(dep, s) or
+                                       "; give --max-model-len (`ridgeline fit "
+                                       "--target-concurrency 1` finds the longest)"))
     return None
+
+
+SHORT_REQUEST_TOKENS = 512  # a pool that cannot start at this --max-model-len serves nothing
+
+
+def too_small_pool(dep: Deployment, settings: object) -> str:
+    """Where the engine would refuse to start even at --max-model-len SHORT_REQUEST_TOKENS,
+    so that no length worth serving rescues it, a clause saying so (what the pool holds),
+    to follow a refusal; else "". Llama-3.1-70B in fp8 on one H100 at vLLM's defaults: a
+    0.01 GiB pool, 32 tokens."""
+    from dataclasses import replace
+
+    from ridgeline.capacity import refuses_to_start
+    from ridgeline.memory import EngineSettings, kv_pool
+    from ridgeline.units import GIB
+
+    s = settings if isinstance(settings, EngineSettings) else EngineSettings()
+    short = replace(s, max_model_len=SHORT_REQUEST_TOKENS)
+    pool = kv_pool(dep, short)
+    if not refuses_to_start(pool, dep, SHORT_REQUEST_TOKENS):
+        return ""
+    return (f", and no --max-model-len worth serving starts it: its pool holds "
+            f"{pool.tokens:,} tokens ({pool.pool_bytes / GIB:,.2f} GiB per GPU), under one "
+            f"{SHORT_REQUEST_TOKENS:,}-token request")
 
 
 def v0_scheduling_caution(engine: str, version: str | None) -> str:

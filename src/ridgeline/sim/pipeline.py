@@ -51,7 +51,7 @@ from ridgeline.sim.lanes import pipeline_lane, run_lanes
 from ridgeline.sim.metrics import Recorder, SimResult
 from ridgeline.sim.request import RUNNING, Request
 from ridgeline.sim.scheduler import Scheduled
-from ridgeline.sim.simulator import Simulator
+from ridgeline.sim.simulator import CHECK_STEPS, Simulator
 
 
 def one_pool(engine: str, version: str | None = None) -> bool:
@@ -100,8 +100,10 @@ class PipelineSimulator(Simulator):
     def run(self, workload: Iterator[Request], closed_loop: int = 0, keep_rows: bool = False,
             after_step: Callable[[Simulator], None] | None = None,
             slo: tuple[float | None, float | None] = (None, None),
-            window_s: tuple[float, float] | None = None) -> SimResult:
+            window_s: tuple[float, float] | None = None,
+            stop_when_behind: bool = False) -> SimResult:
         """As ``Simulator.run``; ``after_step`` is called after every event."""
+        self._next_check = self.steps + CHECK_STEPS
         rec = Recorder(self.dep.num_gpus, *slo)
         rec.keep_rows = keep_rows
         if window_s is not None:
@@ -133,6 +135,8 @@ class PipelineSimulator(Simulator):
                 if batch:
                     self._launch(batch)
                     self._event(after_step)
+                    if self._over_steps(rec, closed_loop, stop_when_behind):
+                        break
                     continue
             if self.in_flight:  # nothing to schedule: V1 blocks on the oldest batch's output,
                 # and a request that arrives meanwhile waits for it (the core reads its input
@@ -147,6 +151,8 @@ class PipelineSimulator(Simulator):
                     rec.finish(r)
                     if closed_loop:
                         admit_next()
+                if self._over_steps(rec, closed_loop, stop_when_behind):
+                    break
                 continue
             if s.running or s.waiting:
                 raise InputError("the engine cannot schedule: a request needs more blocks "
@@ -155,6 +161,7 @@ class PipelineSimulator(Simulator):
                 break
             idle_s += pending.arrival_s - self.now_s
             self.now_s = pending.arrival_s
+        rec.readmit_hit_blocks = self.pool.own_hits
         return rec.result(self.now_s, s.preemptions, self.pool.hits, self.steps,
                           self.now_s - idle_s, self.profile)
 
@@ -168,8 +175,6 @@ class PipelineSimulator(Simulator):
     def _event(self, after_step: Callable[[Simulator], None] | None) -> None:
         if after_step is not None:
             after_step(self)
-        if self.steps > self.config.max_steps:
-            raise InputError(f"stopped after {self.config.max_steps:,} steps")
 
     def _launch(self, batch: list[Scheduled]) -> None:
         """Send a scheduled batch down the pipeline: its requests' tokens count as computed
@@ -216,20 +221,23 @@ class PipelineSimulator(Simulator):
 def run_replica(dep: Deployment, profile: EngineProfile, config: SimConfig,
                 requests: Iterable[Request], version: str | None = None, closed_loop: int = 0,
                 keep_rows: bool = False, slo: tuple[float | None, float | None] = (None, None),
-                window_s: tuple[float, float] | None = None) -> SimResult:
+                window_s: tuple[float, float] | None = None,
+                stop_when_behind: bool = False) -> SimResult:
     """One replica of ``dep`` with the engine's whole ``config``: pipeline-parallel vLLM V1
     as one pool with pp micro-batches in flight, V0 and the other engines as pp lanes each
-    with 1/pp of it (``lane_config``), no pipeline as the plain simulator."""
+    with 1/pp of it (``lane_config``), no pipeline as the plain simulator. stop_when_behind:
+    an open loop may be cut short once hopelessly behind (``Simulator.run``)."""
     pp = dep.pipeline_parallel_size
     if pp > 1 and one_pool(dep.engine, version):
         return PipelineSimulator(dep, profile, config, pp).run(
             iter(requests), closed_loop=closed_loop, keep_rows=keep_rows, slo=slo,
-            window_s=window_s)
+            window_s=window_s, stop_when_behind=stop_when_behind)
     lane = lane_config(config, pp, dep.engine, version)
 
     def run_one(work: Iterator[Request], users: int) -> SimResult:
         return Simulator(dep, profile, lane).run(work, closed_loop=users, keep_rows=keep_rows,
-                                                 slo=slo, window_s=window_s)
+                                                 slo=slo, window_s=window_s,
+                                                 stop_when_behind=stop_when_behind)
 
     return run_lanes(run_one, requests, pp, closed_loop)
 

@@ -26,13 +26,14 @@ from ridgeline.errors import InputError
 from ridgeline.sim.blocks import BlockPool
 from ridgeline.sim.config import SimConfig, tokens_per_step
 from ridgeline.sim.decodes import DecodeSet
-from ridgeline.sim.metrics import Recorder, SimResult
+from ridgeline.sim.metrics import OVERLOAD_SLACK, Recorder, SimResult
 from ridgeline.sim.request import FINISHED, REJECTED, Request
 from ridgeline.sim.scheduler import Scheduled, Scheduler, SchedulerConfig
 from ridgeline.sim.timer import StepTimer
 from ridgeline.sim.token_ratio import CLIP_TOKENS
 
 MAX_FAST_STEPS = 4096
+CHECK_STEPS = 50_000  # how often a run that may stop early asks whether it is hopelessly behind
 
 
 MAX_DRAFT_TOKENS = 128  # past any proposer's draft length (EAGLE, n-gram, suffix decoding)
@@ -87,6 +88,7 @@ class Simulator:
         self._unpublished: list[Request] = []  # members holding private prefix copies
         self._stall_s = 0.0  # prefill_first: time the decodes have waited since their last step
         self._stall_joiners: list[Request] = []  # … and those that joined while they waited
+        self._next_check = CHECK_STEPS  # the step count at which to ask ``_over_steps`` next
 
     def _sync_decodes(self) -> None:
         """Write the running decodes' counters (kept as sums in the fast path) back."""
@@ -125,7 +127,8 @@ class Simulator:
     def run(self, workload: Iterator[Request], closed_loop: int = 0, keep_rows: bool = False,
             after_step: Callable[[Simulator], None] | None = None,
             slo: tuple[float | None, float | None] = (None, None),
-            window_s: tuple[float, float] | None = None) -> SimResult:
+            window_s: tuple[float, float] | None = None,
+            stop_when_behind: bool = False) -> SimResult:
         """Simulate until every request finished or was rejected.
 
         closed_loop > 0: keep that many requests in flight, each finish releasing the next
@@ -133,7 +136,10 @@ class Simulator:
         keep_rows: keep per-request rows for export. after_step: called after every step
         (the invariant tests use it). window_s: (from, until) seconds of arrival whose
         requests' latencies count (the steady state, past the warm-up and before the drain).
+        stop_when_behind: an open loop may stop early, its recorder marked ``stopped_early``,
+        once the engine is hopelessly behind (``_over_steps``).
         """
+        self._next_check = self.steps + CHECK_STEPS
         rec = Recorder(self.dep.num_gpus, *slo)
         rec.keep_rows = keep_rows
         if window_s is not None:
@@ -188,12 +194,30 @@ class Simulator:
                 rec.finish(r)
                 if closed_loop:
                     admit_next()
-            if self.steps > self.config.max_steps:
-                raise InputError(f"stopped after {self.config.max_steps:,} steps")
+            if self._over_steps(rec, closed_loop, stop_when_behind):
+                break
+        rec.readmit_hit_blocks = self.pool.own_hits
         return rec.result(self.now_s, s.preemptions, self.pool.hits, self.steps,
                           self.now_s - idle_s, self.profile)
 
+    def _over_steps(self, rec: Recorder, closed_loop: int, stop_when_behind: bool) -> bool:
+        """Past the step cap: an error saying what the engine serves of what is offered.
+        Every CHECK_STEPS steps of an open loop that may stop early: True (the recorder marked
+        ``stopped_early``) where the engine is hopelessly behind (``Recorder.hopelessly_behind``:
+        under half of the arrivals past the fill have left, and at least 1,000 are behind), so
+        that the rest of the run, the queue only lengthening, is not simulated. No run under
+        CHECK_STEPS steps, and none that keeps up, stops early."""
+        if self.steps > self.config.max_steps:
+            raise InputError(step_cap_message(rec, self.config.max_steps, self.now_s,
+                                              bool(closed_loop)))
+        if not stop_when_behind or closed_loop or self.steps < self._next_check:
+            return False
+        self._next_check = self.steps + CHECK_STEPS
+        rec.stopped_early = rec.hopelessly_behind(self.now_s)
+        return rec.stopped_early
+
     def _arrive(self, r: Request, rec: Recorder) -> bool:
+        rec.arrive(r)
         reason, detail = self._reject_reason(r)
         if reason:
             r.status, r.reason = REJECTED, reason
@@ -596,6 +620,24 @@ class Simulator:
         self.pool.release(r)
         self._carry.pop(r.id, None)
         return r
+
+
+def step_cap_message(rec: Recorder, max_steps: int, now_s: float, closed_loop: bool) -> str:
+    """Why a run stopped at the step cap, with what the engine served of what arrived and
+    what to change: a lower rate where it serves less than is offered, else fewer requests."""
+    first, last = rec.arrived_s
+    arrived = round(rec.arrivals.total)
+    span = now_s - first if math.isfinite(first) else 0.0
+    served = rec.completed / span if span > 0 else 0.0
+    text = (f"stopped after {max_steps:,} steps, {now_s:,.0f} s simulated: the engine had "
+            f"finished {rec.completed:,} of the {arrived:,} requests that had arrived, about "
+            f"{served:,.2f} req/s")
+    offered = (arrived - 1) / (last - first) if last > first else math.nan  # a burst: none
+    if not closed_loop and served < (1 - OVERLOAD_SLACK) * offered:  # (NaN compares False)
+        return (text + f" of the {offered:,.2f} req/s offered: its queue grows for as long as "
+                "requests arrive; lower --rate (or give fewer --num-requests) for a run that "
+                "finishes")
+    return text + "; a run this long needs fewer requests: give fewer --num-requests"
 
 
 def split_ubatches(batch: list[Seq], size: int) -> list[list[Seq]]:
