@@ -82,7 +82,8 @@ def test_the_page_is_one_offline_file_with_sliders(tmp_path: Path,
 
 
 @pytest.mark.parametrize("suffix", [".html", ".svg", ".png"])
-def test_every_answer_can_be_drawn(tmp_path: Path, suffix: str) -> None:
+def test_every_answer_can_be_drawn(tmp_path: Path, suffix: str,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
     if suffix != ".html":
         pytest.importorskip("matplotlib")
     commands = [
@@ -97,6 +98,7 @@ def test_every_answer_can_be_drawn(tmp_path: Path, suffix: str) -> None:
         path = tmp_path / f"plot{i}{suffix}"
         assert main([*argv, "--plot", str(path)]) == 0, argv
         assert path.stat().st_size > 1000
+        assert capsys.readouterr().err.startswith(f"wrote {path}: ")  # said where it went
 
 
 def test_a_plot_to_an_unknown_format_is_refused(capsys: pytest.CaptureFixture[str]) -> None:

@@ -806,7 +806,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             from ridgeline.plots import save  # (or a missing extra) leaves the report standing
             from ridgeline.reports.charts import chart_for
 
-            save(chart_for(report), args.plot)
+            chart = chart_for(report)
+            save(chart, args.plot)
+            print(f"wrote {args.plot}: {chart.title}", file=sys.stderr)  # stdout: the report
         failure = getattr(report, "failure", "")
         if failure:  # the report stands, and the run still fails (validate --strict)
             print(f"ridgeline: error: {failure}", file=sys.stderr)
