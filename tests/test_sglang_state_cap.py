@@ -183,7 +183,10 @@ def test_sglang_0_5_6_cannot_start_nemotron_h_56b_on_eight_h100s_at_its_512_stat
     row = ROW.search(text)
     assert row is not None and row.groups() == (
         "512 requests' state × 0.1062 GiB: SGLang's default with its radix cache off", "54.40")
-    assert "= KV pool (none left: SGLang stops at start-up, 'Not enough memory')" in text
+    # none, not a negative pool: the overrun in words, beside the product
+    assert re.search(r"^= KV pool \(none: the state pool is 4\.21 GiB more than the static pool; "
+                     r"SGLang stops at start-up, 'Not enough memory'\)\s+0\.00 GiB per GPU$",
+                     text, re.M)
     assert fit_json(capsys, NEMOTRON_H, 8, "8k", "0.5.6.post1")["verdict"] != "does not fit"
 
 
@@ -213,16 +216,19 @@ def test_a_set_state_pool_explains_its_one_product(capsys: pytest.CaptureFixture
     cache, and the blocks and conversations counted beside it."""
     text = fit_text(capsys, NEMOTRON_H, 8, "8k", "0.5.6", "--max-running-requests", "64",
                     "--explain")
-    assert "state pool per GPU: slots × one request's recurrent state" in text
-    assert "slots = 64  [SGLang 0.5.6 sizes the state pool at --max-running-requests 64" in text
+    assert "state pool per GPU: state slots × state per request (SGLang sets the slots, not a " \
+        "share of the pool)" in text
+    assert "state slots = 64  [SGLang 0.5.6 sizes the state pool at --max-running-requests 64" \
+        in text
     assert "state per request = 0.1062 GiB  [54 Mamba layers' conv state (bf16) and SSM " \
         "state (fp32) ÷ TP 8]" in text
     assert "=> state pool = 6.799 GiB" in text and "=> KV cache = 43.39 GiB" in text
-    assert "blocks the pool holds: floor((pool − state pool) ÷ bytes per block)" in text
+    assert "blocks the KV cache holds: floor(KV cache ÷ bytes per block)" in text
     overrun = fit_text(capsys, NEMOTRON_H, 8, "8k", "0.5.6", "--explain")
-    assert "=> state pool = 54.4 GiB" in overrun and "=> KV cache = -4.208 GiB" in overrun
+    assert "=> state pool = 54.4 GiB" in overrun and "=> KV cache = 0 GiB" in overrun
+    assert "the states are 4.208 GiB more than the static pool, so SGLang stops" in overrun
     assert "shortfall per GPU: target × per conversation + max(state slots, target) × state " \
-        "per request − the pool" in overrun
+        "per request − the static pool" in overrun
 
 
 def test_a_set_state_pool_short_of_the_target_counts_a_slot_for_each(
@@ -292,3 +298,255 @@ def test_the_no_request_headline_divides_by_the_releases_slots(
         head = fit_text(capsys, "qwen3.5-35b-a3b", 1, "2048", version, "--mem-fraction-static",
                         "0.835").splitlines()[0]
         assert f"max_running_requests at 2 // {per} = 0" in head
+
+
+STEP = re.compile(r"^  (\S[^:]*): (.*)$")
+QUANTITY = re.compile(r"^      (?:=> )?(.+?) = (-?[\d,.]+(?:e[-+]?\d+)?)\b")
+
+
+def explain_steps(text: str) -> dict[str, dict[str, float]]:
+    """--explain's steps: each step's label → its quantities (the result too) by name."""
+    steps: dict[str, dict[str, float]] = {}
+    current: dict[str, float] | None = None
+    for line in text.split("How each number was computed:", 1)[1].splitlines():
+        head, value = STEP.match(line), QUANTITY.match(line)
+        if head is not None:
+            current = steps.setdefault(head.group(1), {})
+        elif value is not None and current is not None:
+            current[value.group(1)] = float(value.group(2).replace(",", ""))
+    return steps
+
+
+def shown(value: float) -> float:
+    """A value as --explain shows it: four significant figures."""
+    return float(f"{value:.4g}")
+
+
+def test_a_carved_state_pool_explains_each_step_from_the_ones_above(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Qwen3-Next on four H100s at 32K under SGLang's defaults (the radix cache on): the
+    static pool, the ratio's whole slots, slots × one request's state, the KV cache the rest,
+    the conversations it holds beside a slot each, its blocks and the requests that run; each
+    number the one operation on the numbers above it (as printed, and exactly from --json),
+    and no llama.cpp slot wording."""
+    r = fit_json(capsys, QWEN3_NEXT, 4, "32k", None)
+    state = r["state_pool"]
+    assert isinstance(state, dict) and state["sized"] == "carved"
+    text = fit_text(capsys, QWEN3_NEXT, 4, "32k", None, "--explain")
+    steps = explain_steps(text)
+    assert "(-np)" not in text and "KV pool per GPU" not in steps
+    pool, per = state["static_pool_bytes_per_gpu"], state["bytes_per_request_per_gpu"]
+    assert pool == r["pool_bytes_per_gpu"]
+    # exactly, from the JSON
+    slots = int(pool * 0.9 / 1.9 // per)
+    kv = pool - slots * per
+    per_conversation = r["per_conversation_bytes_per_gpu"]
+    conversations = min(int(kv // per_conversation), slots)
+    assert (state["slots"], state["bytes_per_gpu"], state["kv_cache_bytes_per_gpu"]) \
+        == (slots, slots * per, kv)
+    assert r["conversations"] == conversations == 38
+    assert r["blocks_per_gpu"] == int(kv // (per_conversation / 32000))
+    assert r["max_num_seqs"] == min(4096, slots // 3) == 233  # 1.2M tokens: 4,096 asked
+    # as printed, each step from the printed numbers above it
+    static = steps["static pool per GPU"]["static pool"]
+    assert static == shown(pool / GIB)
+    carve = steps["state slots"]
+    assert carve["static pool"] == static and carve["ratio"] == 0.9
+    assert carve["state slots"] == slots == int(static * 0.9 / 1.9 / carve["state per request"])
+    product = steps["state pool per GPU"]
+    assert product["state slots"] == slots
+    assert product["state pool"] == shown(slots * product["state per request"])
+    rest = steps["KV cache beside the state pool"]
+    assert rest["static pool"] == static and rest["state pool"] == product["state pool"]
+    # within the printed precision: three numbers each rounded to 0.01 GiB
+    assert rest["KV cache"] == pytest.approx(static - rest["state pool"], abs=0.015)
+    held = steps["conversations"]
+    assert held["KV cache"] == rest["KV cache"] and held["state slots"] == slots
+    assert held["conversations"] == conversations \
+        == min(int(held["KV cache"] / held["per conversation"]), slots)
+    blocks = steps["blocks the KV cache holds"]
+    assert blocks["KV cache"] == rest["KV cache"]
+    assert blocks["blocks"] == r["blocks_per_gpu"]
+    assert blocks["blocks"] == pytest.approx(blocks["KV cache"] * 1024 / blocks["bytes per block"],
+                                             rel=1e-3)
+    running = steps["max_running_requests"]
+    assert running["state slots"] == slots and running["slots per running request"] == 3
+    assert running["max_running_requests"] == min(running["SGLang's own"], slots // 3) == 233
+    # the shortfall for 100: (1 + ratio) × the KV cache they need, against the static pool
+    short = fit_json(capsys, QWEN3_NEXT, 4, "32k", None, "--target-concurrency", "100")
+    assert short["shortfall_bytes_per_gpu"] == pytest.approx(
+        1.9 * 100 * short["per_conversation_bytes_per_gpu"] - short["pool_bytes_per_gpu"])
+    step_text = fit_text(capsys, QWEN3_NEXT, 4, "32k", None, "--explain",
+                         "--target-concurrency", "100")
+    shortfall = explain_steps(step_text)["shortfall per GPU"]
+    assert shortfall["shortfall"] == pytest.approx(
+        (1 + shortfall["ratio"]) * shortfall["target"] * shortfall["per conversation"]
+        - shortfall["static pool"], abs=0.01)
+
+
+def test_a_carved_pool_short_of_slots_counts_the_states_in_its_shortfall(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Nemotron-H-56B on eight H100s at 8K: a request's state (0.106 GiB) outweighs its 8K
+    conversation (0.038), so the 223 carved slots bind, not the KV cache. 300 conversations
+    need 300 states, 0.9 ÷ 1.9 of a static pool of 1.9 × 300 × per request ÷ 0.9 — not
+    (1 + 0.9) × their KV cache, which the pool already holds (a shortfall of 0.0 GiB)."""
+    r = fit_json(capsys, NEMOTRON_H, 8, "8k", None, "--target-concurrency", "300")
+    state = r["state_pool"]
+    assert isinstance(state, dict) and r["conversations"] == state["slots"] == 223
+    per = state["bytes_per_request_per_gpu"]
+    assert r["shortfall_bytes_per_gpu"] == pytest.approx(1.9 * 300 * per / 0.9
+                                                          - r["pool_bytes_per_gpu"])
+    assert round(r["shortfall_bytes_per_gpu"] / GIB, 1) == 17.1
+    # a static pool that much bigger holds them, one a little smaller does not: 230 (1.4 GiB
+    # short) on the same cards, the fraction raised by the shortfall ÷ what it applies to
+    # (the card less the start-up memory)
+    r = fit_json(capsys, NEMOTRON_H, 8, "8k", None, "--target-concurrency", "230")
+    assert r["conversations"] == 223 and 1 < r["shortfall_bytes_per_gpu"] / GIB < 2
+    reserved = r["reserved_fraction"]
+    applies = (r["reserved_bytes_per_gpu"] - r["taken_bytes_per_gpu"]["non_torch"]) / reserved
+    for margin, holds in ((0.02, True), (-0.05, False)):
+        raised = reserved + (r["shortfall_bytes_per_gpu"] + margin * GIB) / applies
+        bigger = fit_json(capsys, NEMOTRON_H, 8, "8k", None, "--target-concurrency", "230",
+                          "--mem-fraction-static", f"{raised:.4f}")
+        assert (bigger["conversations"] >= 230) is holds
+
+
+def test_an_overrun_state_pool_shows_the_requests_sglang_was_asked(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Where the fixed states fill the static pool SGLang stops at 'Not enough memory' with
+    the request pool it asked for (min(2,048, 512 slots // 1) = 512), before it halves the
+    tokens, so max_running_requests reads 512 (the flag's 600 where given), not 1."""
+    r = fit_json(capsys, NEMOTRON_H, 8, "8k", "0.5.6")
+    assert r["max_num_seqs"] == 512 and r["batch"] == 0 and r["tokens"] == 0
+    assert fit_json(capsys, NEMOTRON_H, 8, "8k", "0.5.6", "--max-running-requests",
+                    "600")["max_num_seqs"] == 600
+    text = fit_text(capsys, NEMOTRON_H, 8, "8k", "0.5.6")
+    assert "batch the engine can run: min(0 conversations, max_running_requests 512) = 0" in text
+    explain = explain_steps(fit_text(capsys, NEMOTRON_H, 8, "8k", "0.5.6", "--explain"))
+    running = explain["max_running_requests"]
+    assert running["SGLang's own"] == 2048 and running["slots per running request"] == 1
+    assert running["max_running_requests"] == min(2048, 512 // 1) == 512
+
+
+def test_an_overrun_state_pool_offers_the_max_running_requests_that_fits(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The lever is the headline's bound (472 for one 8K conversation, 436 for 100), and
+    the fit it names holds what the lever says."""
+    text = fit_text(capsys, NEMOTRON_H, 8, "8k", "0.5.6")
+    assert "--max-running-requests 472 or fewer leaves room" in text.splitlines()[0]
+    assert re.search(r"^  --max-running-requests 472\s+1 conversation, batch 1$", text, re.M)
+    levers = fit_json(capsys, NEMOTRON_H, 8, "8k", "0.5.6", "--target-concurrency",
+                      "100")["levers"]
+    assert isinstance(levers, list)
+    lever = next(lv for lv in levers if lv["name"].startswith("--max-running-requests"))
+    assert lever["name"] == "--max-running-requests 436"
+    held = fit_json(capsys, NEMOTRON_H, 8, "8k", "0.5.6", "--target-concurrency", "100",
+                    "--max-running-requests", "436")
+    assert held["verdict"] != "does not fit"
+    assert lever["conversations"] == held["conversations"] >= 100
+    assert fit_json(capsys, NEMOTRON_H, 8, "8k", "0.5.6", "--target-concurrency", "100",
+                    "--max-running-requests", "437")["verdict"] == "does not fit"
+    # a pool that fits its slots gets no such lever
+    names = [lv["name"] for lv in fit_json(capsys, NEMOTRON_H, 8, "8k", "0.5.6",
+                                            "--max-running-requests", "64")["levers"]]
+    assert not any(name.startswith("--max-running-requests") for name in names)
+
+
+def test_max_total_tokens_caps_what_the_state_pool_leaves(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """SGLang takes the state pool from the uncapped rest, then caps the tokens: Qwen3-Next
+    at --max-total-tokens 200,000 keeps the uncapped run's 699 slots, and its KV cache holds
+    200,000 tokens, six conversations of 32K; a cap above what the states leave binds
+    nothing. The budget shows the state rows before the cap."""
+    free = fit_json(capsys, QWEN3_NEXT, 4, "32k", None)
+    capped = fit_json(capsys, QWEN3_NEXT, 4, "32k", None, "--max-total-tokens", "200000")
+    state, free_state = capped["state_pool"], free["state_pool"]
+    assert isinstance(state, dict) and isinstance(free_state, dict)
+    assert state["slots"] == free_state["slots"] == 699
+    assert capped["pool_bytes_per_gpu"] == free["pool_bytes_per_gpu"]
+    assert capped["tokens"] == 200000 and capped["conversations"] == 200000 // 32000 == 6
+    assert capped["max_total_tokens"] == {"cap": 200000, "binds": True}
+    assert state["kv_cache_bytes_per_gpu"] == pytest.approx(
+        200000 * capped["per_conversation_bytes_per_gpu"] / 32000)
+    text = fit_text(capsys, QWEN3_NEXT, 4, "32k", None, "--max-total-tokens", "200000")
+    rows = [line for line in text.splitlines() if line.startswith(("= ", "− "))]
+    assert [row.split(" (")[0].split("  ")[0] for row in rows[-3:]] == \
+        ["= static pool", "− state pool", "= KV pool, capped at --max-total-tokens 200,000"]
+    assert "(the states leave 14.01 GiB)" in rows[-1] and rows[-1].endswith("2.29 GiB per GPU")
+    loose = fit_json(capsys, QWEN3_NEXT, 4, "32k", None, "--max-total-tokens", "2000000")
+    assert loose["max_total_tokens"] == {"cap": 2000000, "binds": False}
+    assert (loose["tokens"], loose["conversations"]) == (free["tokens"], free["conversations"])
+    short = fit_json(capsys, QWEN3_NEXT, 4, "32k", None, "--max-total-tokens", "200000",
+                     "--target-concurrency", "20")
+    assert short["shortfall_bytes_per_gpu"] == pytest.approx(
+        20 * short["per_conversation_bytes_per_gpu"] - state["kv_cache_bytes_per_gpu"])
+
+
+def test_json_says_how_the_state_pool_was_sized(capsys: pytest.CaptureFixture[str]) -> None:
+    """carved: mamba_full_memory_ratio's share (0.2 in 0.5.3.post2); fixed: slots SGLang set
+    with its radix cache off, and why; no key for a model without recurrent state."""
+    carved = fit_json(capsys, QWEN3_NEXT, 4, "32k", "0.5.3.post2")["state_pool"]
+    assert isinstance(carved, dict)
+    assert (carved["sized"], carved["mamba_full_memory_ratio"], carved["slots"],
+            carved["radix_cache"], carved["slots_per_running_request"]) \
+        == ("carved", 0.2, 246, True, 3)
+    fixed = fit_json(capsys, NEMOTRON_H, 8, "8k", "0.5.6", "--max-running-requests",
+                     "64")["state_pool"]
+    assert isinstance(fixed, dict)
+    assert (fixed["sized"], fixed["mamba_full_memory_ratio"], fixed["slots"],
+            fixed["radix_cache"], fixed["overrun_bytes_per_gpu"]) == ("fixed", None, 64, False, 0)
+    assert fixed["why"].startswith("SGLang 0.5.6 sizes the state pool at "
+                                   "--max-running-requests 64 with its radix cache off")
+    over = fit_json(capsys, NEMOTRON_H, 8, "8k", "0.5.6")["state_pool"]
+    assert isinstance(over, dict) and over["kv_cache_bytes_per_gpu"] == 0
+    assert over["overrun_bytes_per_gpu"] == pytest.approx(
+        over["bytes_per_gpu"] - over["static_pool_bytes_per_gpu"])
+    assert "state_pool" not in fit_json(capsys, "llama-3.1-8b", 1, "32k", None)
+
+
+def test_a_carved_pool_of_no_slots_runs_no_request(capsys: pytest.CaptureFixture[str]) -> None:
+    """Qwen3.5-35B-A3B on one H100 at --mem-fraction-static 0.832: 0.9 ÷ 1.9 of its 0.11 GiB
+    static pool is less than one request's state, so no slot, max_num_reqs = 0 // 3 = 0, and
+    SGLang asserts 'max_running_request is zero'; not a pool without a state pool that runs
+    2,048."""
+    r = fit_json(capsys, "qwen3.5-35b-a3b", 1, "2048", None, "--mem-fraction-static", "0.832")
+    state = r["state_pool"]
+    assert isinstance(state, dict) and state["slots"] == 0
+    assert state["static_pool_bytes_per_gpu"] * 0.9 / 1.9 < state["bytes_per_request_per_gpu"]
+    assert r["tokens"] > 2048  # the KV cache alone would hold a conversation
+    assert (r["max_num_seqs"], r["conversations"], r["batch"], r["verdict"]) \
+        == (0, 0, 0, "does not fit")
+    head = fit_text(capsys, "qwen3.5-35b-a3b", 1, "2048", None, "--mem-fraction-static",
+                    "0.832").splitlines()[0]
+    assert head.startswith("DOES NOT FIT: SGLang runs no request at once: its state pool "
+                           "holds no request's state (mamba_full_memory_ratio 0.9: 0.1111 GiB "
+                           "static pool × 0.9 ÷ 1.9 = 0.0526 GiB, less than one request's "
+                           "0.0600 GiB)")
+    assert "max_running_requests at 0 // 3 = 0" in head and "'max_running_request is zero'" in head
+    # its shortfall: a static pool whose share holds a running request's three slots
+    assert r["shortfall_bytes_per_gpu"] == pytest.approx(
+        1.9 * 3 * state["bytes_per_request_per_gpu"] / 0.9 - r["pool_bytes_per_gpu"])
+    # decode says why SGLang runs none: the slots, not a pool capping the request's length
+    from ridgeline.cli import main
+
+    assert main(["decode", "qwen3.5-35b-a3b", "--gpu", "h100", "--engine", "sglang",
+                 "--gpu-memory-utilization", "0.832", "--context", "2048"]) == 0
+    assert "its state pool's 0 slots are fewer than one running request takes, so " \
+        "max_running_requests is 0 and SGLang would refuse to start ('max_running_request is " \
+        "zero')" in capsys.readouterr().out
+
+
+def test_when_the_state_pool_caps_the_running_requests_the_flag_cannot_raise_them(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Qwen3-Next at 4K holds 305 conversations but runs 699 // 3 = 233: the caution names the
+    division, not --max-running-requests (which leaves 233), and the radix cache off runs a
+    request a slot."""
+    r = fit_json(capsys, QWEN3_NEXT, 4, "4k", None, "--target-concurrency", "300")
+    assert r["conversations"] >= 300 and r["max_num_seqs"] == 699 // 3
+    assert any(c.startswith("the pool holds the 300 conversations, but at most 233 run at once: "
+                            "max_running_requests is the state pool's 699 slots // 3")
+               for c in r["cautions"])
+    assert fit_json(capsys, QWEN3_NEXT, 4, "4k", None, "--target-concurrency", "300",
+                    "--max-running-requests", "300")["max_num_seqs"] == 233
+    assert fit_json(capsys, QWEN3_NEXT, 4, "4k", None, "--target-concurrency", "300",
+                    "--no-prefix-caching")["batch"] >= 300

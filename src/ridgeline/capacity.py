@@ -59,7 +59,7 @@ def conversations(pool: KVPool, dep: Deployment, context: int) -> int:
         if not pool.kv_bytes_per_token:
             return pool.max_num_seqs if pool.rest_bytes >= pool.slot_cache_bytes else 0
         held = pool.tokens // context
-        if pool.state_slots:  # SGLang's state pool: a request a slot, carved out first
+        if pool.state_request_bytes:  # SGLang's state pool: a request a slot (0 slots: none)
             held = min(held, pool.state_slots)
         if pool.slot_bytes_each:
             # llama.cpp: each conversation needs a slot, and each slot its window and state
@@ -97,6 +97,19 @@ def no_sequence_reason(pool: KVPool, dep: Deployment, context: int) -> str:
         return (f"its --kv-cache-memory-bytes pool ({pool.set_pool_bytes / GIB:,.2f} GiB) "
                 f"overruns the room the card leaves ({max(0.0, pool.rest_bytes) / GIB:,.2f} "
                 "GiB): vLLM would run out of memory")
+    if pool.engine == "sglang" and pool.state_request_bytes:  # SGLang's hybrid state pool
+        from ridgeline.sglang_memory import sglang_data
+
+        rule = sglang_data()["mamba_pool"]
+        if pool.max_num_seqs < 1:
+            return (f"its state pool's {pool.state_slots:,} slots are fewer than one running "
+                    "request takes, so max_running_requests is 0 and SGLang would refuse to "
+                    f"start ('{rule['no_running_request']}')")
+        if pool.tokens < 1 and pool.slot_cache_bytes > pool.pool_bytes > 0:
+            return (f"its state pool ({pool.state_slots:,} requests' states, "
+                    f"{pool.slot_cache_bytes / GIB:,.2f} GiB) is more than the "
+                    f"{pool.pool_bytes / GIB:,.2f} GiB static pool, so SGLang would refuse to "
+                    f"start ('{rule['state_pool_radix_off']['overrun']}')")
     if pool.engine == "sglang" and not refuses_to_start(pool, dep, context):
         return (f"SGLang starts, but caps a request at its pool's {pool.tokens - 1:,} tokens "
                 "(max_req_len)")

@@ -51,6 +51,7 @@ from ridgeline.sglang_memory import (
     sglang_max_running_requests,
     sglang_memory_defaults,
     sglang_release,
+    sglang_requests_asked,
     sglang_running_cap,
     sglang_startup_bytes,
     sglang_state_model,
@@ -254,6 +255,9 @@ class KVPool:
     # … set at a number of requests (its radix cache off: --max-running-requests or 512)
     # whatever the memory, not carved as mamba_full_memory_ratio's share
     state_pool_fixed: bool = False
+    # … one request's recurrent state per GPU; 0: no state pool (a pool of 0 slots is still
+    # one: it runs no request)
+    state_request_bytes: float = 0.0
 
     @property
     def engine_buffers(self) -> bool:
@@ -287,7 +291,10 @@ class KVPool:
         if self.set_pool_bytes:
             return 0.0 if self.overflow_bytes else self.set_pool_bytes
         left = max(0.0, self.rest_bytes * self.free_fraction_of_rest)
-        return min(left, self.capped_bytes) if self.token_cap else left
+        # SGLang's hybrid: the static pool its state pool is carved from; the cap binds on the
+        # KV cache beside it (state_kv_bytes)
+        return min(left, self.capped_bytes) if self.token_cap and not self.state_request_bytes \
+            else left
 
     @property
     def capped_bytes(self) -> float:
@@ -296,9 +303,21 @@ class KVPool:
 
     @property
     def capped(self) -> bool:
-        """Whether the token cap, not the memory, sized the pool."""
-        return bool(self.token_cap) and self.capped_bytes \
-            < max(0.0, self.rest_bytes * self.free_fraction_of_rest)
+        """Whether the token cap, not the memory, sized the pool (SGLang's hybrid: the KV
+        cache beside its state pool)."""
+        left = max(0.0, self.rest_bytes * self.free_fraction_of_rest)
+        if self.state_request_bytes:
+            left = max(0.0, left - self.slot_cache_bytes)
+        return bool(self.token_cap) and self.capped_bytes < left
+
+    @property
+    def state_kv_bytes(self) -> float:
+        """SGLang's hybrid: the KV cache beside its state pool, what the static pool leaves
+        after the states (none where they fill it), at most --max-total-tokens' whole pages:
+        SGLang takes the states from the uncapped rest, then caps the tokens
+        (handle_max_mamba_cache, then min(profiled, max_total_tokens))."""
+        kv = max(0.0, self.pool_bytes - self.slot_cache_bytes)
+        return min(kv, self.capped_bytes) if self.token_cap else kv
 
     @property
     def overflow_bytes(self) -> float:
@@ -319,6 +338,8 @@ class KVPool:
         page = self.page_bytes
         if not page:
             return self.host_cells
+        if self.state_request_bytes:
+            return int(self.state_kv_bytes // page)
         return max(0, int((self.pool_bytes - self.slot_cache_bytes) // page))
 
     @property
@@ -490,10 +511,8 @@ def _stage_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
                       windows_apart=has_windows(dep), stage=stage, engine_era=rule.era,
                       token_cap=s.max_total_tokens or 0)
         pool = sglang_state_pool(dep, pool, s)
-        context = s.max_model_len or served_positions(dep.model, dep.engine) or 131072
-        seats = sglang_max_running_requests(pool.tokens, context, s.max_num_seqs,
-                                            s.engine_version)
-        if pool.state_slots:  # the state pool keeps slots for the radix cache's prefixes too
+        seats = sglang_own_requests(dep, pool, s)
+        if pool.state_request_bytes:  # the state pool keeps slots for the radix cache's too
             seats = min(seats, sglang_running_cap(pool.state_slots, s.prefix_caching is not False,
                                                   s.engine_version, dep.model))
         return replace(pool, max_num_seqs=seats)
@@ -521,15 +540,27 @@ def _stage_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
                   windows_apart=has_windows(dep))  # windows counted whole (engine_windows.py)
 
 
+def sglang_own_requests(dep: Deployment, pool: KVPool, s: EngineSettings) -> int:
+    """max_running_requests as SGLang derives it from its KV cache's tokens (or takes it
+    from --max-running-requests), before a state pool caps it (sglang_max_running_requests);
+    where a state pool leaves the KV cache no token, the requests it asked for its request
+    pool (max_num_reqs): it stops ('Not enough memory') before it halves the tokens."""
+    context = s.max_model_len or served_positions(dep.model, dep.engine) or 131072
+    if pool.state_request_bytes and pool.tokens < 1:
+        return sglang_requests_asked(pool.tokens, context, s.max_num_seqs, s.engine_version)
+    return sglang_max_running_requests(pool.tokens, context, s.max_num_seqs, s.engine_version)
+
+
 def sglang_state_pool(dep: Deployment, pool: KVPool, s: EngineSettings) -> KVPool:
     """SGLang's state pool for a hybrid with recurrent-state layers, sized first: rest ×
     mamba_full_memory_ratio ÷ (1 + ratio) as whole requests' states (the ratio 0.2 in
     0.5.3.post2, 0.9 from 0.5.3.post3), or, where SGLang sets it instead (its radix cache off:
     before 0.5.9 --max-running-requests or 512, from 0.5.9 --max-running-requests where
     given; sglang_fixed_state_slots), that many requests' states whatever the memory; the KV
-    cache gets the rest, and where a set pool leaves it nothing SGLang stops at start-up
-    (engines.json sglang.mamba_pool). The pool unchanged for other models and older
-    releases."""
+    cache gets the rest (under --max-total-tokens, at most the cap: the states come out of
+    the uncapped rest), and where a set pool leaves it nothing SGLang stops at start-up
+    (engines.json sglang.mamba_pool). A carved pool of 0 slots is still a state pool: SGLang
+    runs no request beside it. The pool unchanged for other models and older releases."""
     rule, version = sglang_data()["mamba_pool"], s.engine_version
     if version is not None and sglang_release(version) < sglang_release(str(rule["from"])):
         return pool
@@ -537,15 +568,15 @@ def sglang_state_pool(dep: Deployment, pool: KVPool, s: EngineSettings) -> KVPoo
         .state_bytes / dep.tensor_parallel_size * pool.kv_share
     if not per_request:
         return pool
+    pool = replace(pool, state_request_bytes=per_request, windows_apart=True)
     fixed = sglang_fixed_state_slots(s.prefix_caching is not False, version, dep.model,
                                      s.max_num_seqs)
     if fixed is not None:
         return replace(pool, state_slots=fixed, slot_cache_bytes=fixed * per_request,
-                       windows_apart=True, state_pool_fixed=True)
-    ratio = sglang_state_ratio(version)
-    slots = int(pool.pool_bytes * ratio / (1 + ratio) // per_request)
-    return replace(pool, state_slots=max(0, slots), slot_cache_bytes=max(0, slots) * per_request,
-                   windows_apart=True)
+                       state_pool_fixed=True)
+    ratio = sglang_state_ratio(version)  # of the static pool, before any token cap
+    slots = max(0, int(pool.pool_bytes * ratio / (1 + ratio) // per_request))
+    return replace(pool, state_slots=slots, slot_cache_bytes=slots * per_request)
 
 
 def llamacpp_build(text: str) -> int | None:

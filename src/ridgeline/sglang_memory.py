@@ -234,17 +234,25 @@ def sglang_startup_bytes(dep: Deployment) -> float:
     return gib * GIB
 
 
-def sglang_max_running_requests(capacity_tokens: int, context_len: int,
-                                given: int | None = None, version: str | None = None) -> int:
-    """SGLang's max_running_requests: 512 per context_len of its token capacity, clamped to
-    2,048–4,096, or the value given; at most half the capacity, and at least one. Before v0.5
-    one more (the request pool's spare slot)."""
+def sglang_requests_asked(capacity_tokens: int, context_len: int, given: int | None = None,
+                          version: str | None = None) -> int:
+    """The requests SGLang sizes its request pool for (max_num_reqs), before it halves the
+    token capacity: 512 per context_len of its token capacity, clamped to 2,048–4,096, or
+    the value given. Before v0.5 one more (the request pool's spare slot)."""
     rule = sglang_data()["max_running_requests"]
     seats = given or min(max(int(capacity_tokens / context_len * rule["per_context"]),
                              rule["least"]), rule["most"])
     if given is None and version is not None and parse_version(version) < (0, 5):
         seats += 1
-    return max(1, min(seats, capacity_tokens // 2))
+    return int(seats)
+
+
+def sglang_max_running_requests(capacity_tokens: int, context_len: int,
+                                given: int | None = None, version: str | None = None) -> int:
+    """SGLang's max_running_requests: the requests it asks (sglang_requests_asked), at most
+    half the capacity, and at least one."""
+    return max(1, min(sglang_requests_asked(capacity_tokens, context_len, given, version),
+                      capacity_tokens // 2))
 
 
 def past_checked(version: str | None) -> str:

@@ -150,7 +150,7 @@ def seats_name(p: KVPool) -> str:
 
 def state_per_request_bytes(p: KVPool) -> float:
     """SGLang: one request's recurrent state per GPU, as its state pool holds it."""
-    return p.slot_cache_bytes / p.state_slots if p.state_slots else 0.0
+    return p.state_request_bytes
 
 
 def state_pool_note(p: KVPool, s: EngineSettings, model: ModelSpec | None) -> str:
@@ -213,12 +213,7 @@ def budget_rows(p: KVPool, s: EngineSettings,
         rows.append(["= KV pool (negative: the engine stops at start-up)",
                      f"{gib(p.rest_bytes * p.free_fraction_of_rest)} per GPU"])
         return rows
-    if p.capped:  # --max-total-tokens, below what the memory leaves
-        rows.append([f"= KV pool, capped at {cap_flag(p)} {p.token_cap:,} (memory leaves "
-                     f"{gib(max(0.0, p.rest_bytes * p.free_fraction_of_rest))})",
-                     f"{gib(p.pool_bytes)} per GPU"])
-        return rows
-    if p.state_slots:  # SGLang's state pool, sized before the KV cache
+    if p.state_request_bytes:  # SGLang's state pool, sized before the KV cache and its cap
         rows.append(["= static pool", f"{gib(p.pool_bytes)} per GPU"])
         if p.state_pool_fixed:  # a number of requests, whatever the memory: one product
             rows.append([f"− state pool ({p.state_slots:,} requests' state × "
@@ -227,10 +222,19 @@ def budget_rows(p: KVPool, s: EngineSettings,
         else:
             rows.append([f"− state pool ({p.state_slots:,} requests' recurrent state, "
                          f"{state_pool_note(p, s, model)})", gib(p.slot_cache_bytes)])
-        kv = p.pool_bytes - p.slot_cache_bytes
-        rows.append(["= KV pool" + (" (none left: SGLang stops at start-up, 'Not enough "
-                                    "memory')" if p.tokens < 1 else ""),
-                     f"{gib(kv)} per GPU"])
+        over = p.slot_cache_bytes - p.pool_bytes
+        stops = "SGLang stops at start-up, 'Not enough memory'"
+        rows.append(["= KV pool (none: the state pool is " + gib(over) + " more than the "
+                     f"static pool; {stops})" if over > 0 else
+                     f"= KV pool (none left: {stops})" if p.tokens < 1 else
+                     f"= KV pool, capped at {cap_flag(p)} {p.token_cap:,} (the states leave "
+                     f"{gib(p.pool_bytes - p.slot_cache_bytes)})" if p.capped else "= KV pool",
+                     f"{gib(p.state_kv_bytes)} per GPU"])
+        return rows
+    if p.capped:  # --max-total-tokens, below what the memory leaves
+        rows.append([f"= KV pool, capped at {cap_flag(p)} {p.token_cap:,} (memory leaves "
+                     f"{gib(max(0.0, p.rest_bytes * p.free_fraction_of_rest))})",
+                     f"{gib(p.pool_bytes)} per GPU"])
         return rows
     rows.append(["= KV cache" if is_llamacpp(p) else "= KV pool",
                  f"{gib(p.pool_bytes)} per GPU"])

@@ -136,6 +136,7 @@ def levers(r: FitReport) -> list[Lever]:
         options += _seats_lever(r)
     if d.engine == "vllm" and not r.pool.set_pool_bytes:
         options += _budget_levers(r)
+    options += _state_slots_lever(r)
     options += _pool_flag_levers(r)
     options += _longest_context_lever(r)
     if gguf and d.offload is None and d.tensor_parallel_size == 1 and not (
@@ -212,6 +213,21 @@ def _pool_flag_levers(r: FitReport) -> list[tuple[str, Deployment, int, EngineSe
         out.append((f"{cap_flag(p)} unset (the memory's own pool)", r.deployment, r.context,
                     replace(s, max_total_tokens=None)))
     return out
+
+
+def _state_slots_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSettings]]:
+    """SGLang's state pool set at a number of requests (its radix cache off: the flag or
+    512), whatever the memory, where that leaves the target no room or too few slots: the
+    largest --max-running-requests that holds it (FitReport.most_running_requests, the bound
+    the overrun headline names)."""
+    p, need = r.pool, max(1, r.target or 1)
+    if not p.state_pool_fixed or r.conversations >= need:
+        return []
+    most = r.most_running_requests
+    if most < need or most == p.state_slots:
+        return []
+    return [(f"--max-running-requests {most:,}", r.deployment, r.context,
+             replace(r.settings, max_num_seqs=most))]
 
 
 def _longest_context_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSettings]]:

@@ -16,12 +16,11 @@ from ridgeline.reports.fit_budget import (
     is_llamacpp,
     llamacpp_pool_step,
     peak_quantities,
-    state_per_request_bytes,
     state_pool_note,
     weights_note,
     window_rule,
 )
-from ridgeline.sglang_memory import sglang_data, sglang_state_dtypes
+from ridgeline.sglang_memory import sglang_data, sglang_state_dtypes, sglang_state_ratio
 from ridgeline.units import GIB
 from ridgeline.vllm_memory import capture_sizes
 
@@ -50,16 +49,18 @@ def stage_steps(dep: Deployment, s: EngineSettings, pool: KVPool) -> tuple[Step,
 def pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
     """The KV pool per GPU: llama.cpp's, one --kv-cache-memory-bytes sets, or what the
     engine's reserved fraction leaves after the weights, the profiled peak and the rest."""
+    static = bool(pool.state_request_bytes)  # SGLang's hybrid: its state pool comes out next
     return (llamacpp_pool_step(dep, pool, s) if is_llamacpp(pool) else
             _set_pool_step(dep, pool) if pool.set_pool_bytes else
-            step("KV pool per GPU", "(total × reserved fraction − weights − activations − non-torch "
+            step("static pool per GPU" if static else "KV pool per GPU",
+                 "(total × reserved fraction − weights − activations − non-torch "
                  "− graphs" + (" − runtime buffers" if pool.engine_buffers else "")
                  + ") × free fraction of the rest" if pool.free_fraction_of_rest != 1 else
                  "total × reserved fraction − weights − non-torch (activations and CUDA graphs "
                  "live in the 1 − mem_fraction_static SGLang holds back)" if pool.engine == "sglang"
                  else "total × reserved fraction − weights − activations − non-torch − graphs"
                  + (" − sampler state" if pool.seat_buffer_bytes else ""),
-                 q("pool", pool.pool_bytes / GIB, "GiB"),
+                 q("static pool" if static else "pool", pool.pool_bytes / GIB, "GiB"),
                  q("total", pool.total_bytes / GIB, "GiB",
                    device_memory_note(dep.accelerator)),
                  q("reserved fraction", pool.reserved_fraction, "", _fraction_note(dep, pool, s)),
@@ -93,7 +94,7 @@ def pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
                       cap_flag(pool) + (": it binds, the pool is its blocks"
                                                          if pool.capped else ": above what memory "
                                                          "leaves, so it does not bind"))]
-                   if pool.token_cap else []),
+                   if pool.token_cap and not static else []),
                  *([q("free fraction of the rest", pool.free_fraction_of_rest, "",
                       "kv_cache_free_gpu_mem_fraction: TensorRT-LLM's share of the memory free "
                       "after the engine loads")] if pool.free_fraction_of_rest != 1 else []),
@@ -101,30 +102,58 @@ def pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
 
 
 def state_pool_steps(dep: Deployment, pool: KVPool, s: EngineSettings) -> tuple[Step, ...]:
-    """SGLang's state pool where it sets it at a number of requests (its radix cache off),
-    not a share of memory: slots × one request's state, and the KV cache the rest."""
-    if not pool.state_pool_fixed:
+    """SGLang's state pool, taken from the static pool before the KV cache: the slots (the
+    ratio's share of the static pool in whole requests' states, or the requests SGLang sets
+    it at with its radix cache off), slots × one request's state, and the KV cache the
+    rest (at most --max-total-tokens, which SGLang applies after the states)."""
+    if not pool.state_request_bytes:
         return ()
     model = dep.model
     layers = ", ".join(f"{n} {kind}" for n, kind in ((model.count(mixer=MAMBA), "Mamba"),
                                                    (model.count(mixer=LINEAR), "linear"))
                        if n)
     conv, ssm = sglang_state_dtypes(model)
-    per = state_per_request_bytes(pool)
-    refusal = sglang_data()["mamba_pool"]["state_pool_radix_off"]["overrun"]
-    return (step("state pool per GPU", "slots × one request's recurrent state (SGLang sets the "
-                 "slots, not a share of the pool)",
-                 q("state pool", pool.slot_cache_bytes / GIB, "GiB"),
-                 q("slots", pool.state_slots, "", state_pool_note(pool, s, model)),
-                 q("state per request", per / GIB, "GiB",
-                   f"{layers} layers' conv state ({conv}) and SSM state ({ssm}) ÷ TP "
-                   f"{dep.tensor_parallel_size}"
-                   + (" × the stage's share" if pool.stage is not None else ""))),
-            step("KV cache beside the state pool", "pool − state pool (SGLang stops at start-up "
-                 f"where nothing is left: '{refusal}')",
-                 q("KV cache", (pool.pool_bytes - pool.slot_cache_bytes) / GIB, "GiB"),
-                 q("pool", pool.pool_bytes / GIB, "GiB"),
-                 q("state pool", pool.slot_cache_bytes / GIB, "GiB")))
+    per = q("state per request", pool.state_request_bytes / GIB, "GiB",
+            f"{layers} layers' conv state ({conv}) and SSM state ({ssm}) ÷ TP "
+            f"{dep.tensor_parallel_size}" + (" × the stage's share" if pool.stage is not None
+                                             else ""))
+    static = q("static pool", pool.pool_bytes / GIB, "GiB")
+    rule = sglang_data()["mamba_pool"]
+    out = []
+    if pool.state_pool_fixed:
+        slots = q("state slots", pool.state_slots, "", state_pool_note(pool, s, model))
+    else:
+        ratio = sglang_state_ratio(s.engine_version)
+        out.append(step("state slots", "floor(static pool × ratio ÷ (1 + ratio) ÷ state per "
+                        "request): the state pool is ratio × the KV cache, in whole requests' "
+                        "states", q("state slots", pool.state_slots), static,
+                        q("ratio", ratio, "", "mamba_full_memory_ratio, SGLang"
+                          + (f" {s.engine_version}" if s.engine_version else "") + "'s default"
+                          + (" (--max-running-requests sets no pool with the radix cache on)"
+                             if s.max_num_seqs else "")),
+                        per))
+        slots = q("state slots", pool.state_slots, "", "the step above")
+    out.append(step("state pool per GPU", "state slots × state per request"
+                    + (" (SGLang sets the slots, not a share of the pool)"
+                       if pool.state_pool_fixed else ""),
+                    q("state pool", pool.slot_cache_bytes / GIB, "GiB"), slots, per))
+    left = pool.pool_bytes - pool.slot_cache_bytes
+    refusal = rule["state_pool_radix_off"]["overrun"]
+    cap = [q("the cap's memory", pool.capped_bytes / GIB, "GiB",
+             f"{cap_flag(pool)} {pool.token_cap:,} tokens in whole pages of {pool.block_size} "
+             f"× KV bytes per token: " + ("it binds" if pool.capped else
+                                         "above what the states leave, so it does not bind")
+             + "; SGLang caps the tokens after taking the states from the uncapped rest")] \
+        if pool.token_cap else []
+    out.append(step("KV cache beside the state pool",
+                    ("min(max(0, static pool − state pool), the cap's memory)" if cap else
+                     "max(0, static pool − state pool)")
+                    + (f": the states are {-left / GIB:,.4g} GiB more than the static pool, "
+                       f"so SGLang stops at start-up ('{refusal}')" if left < 0 else
+                       f" (SGLang stops at start-up where nothing is left: '{refusal}')"),
+                    q("KV cache", pool.state_kv_bytes / GIB, "GiB"), static,
+                    q("state pool", pool.slot_cache_bytes / GIB, "GiB"), *cap))
+    return tuple(out)
 
 
 def _set_pool_step(dep: Deployment, pool: KVPool) -> Step:
@@ -173,13 +202,20 @@ def conversations_step(dep: Deployment, pool: KVPool, s: EngineSettings, context
                        n: int, per_seq: float) -> Step:
     """The conversations of ``context`` tokens the pool holds (none past the trained
     context), and the bytes one takes."""
-    if pool.state_pool_fixed and not past_trained_context(dep, context):
-        return step("conversations", "min(floor((pool − state pool) ÷ bytes per conversation), "
-                    "state slots): each conversation holds a slot", q("conversations", n),
-                    q("state pool", pool.slot_cache_bytes / GIB, "GiB",
-                      f"{pool.state_slots:,} requests' recurrent state"),
-                    q("state slots", pool.state_slots),
-                    q("per conversation", per_seq / GIB, "GiB", f"{context} tokens, {dep.kv.id}"))
+    if pool.state_request_bytes and not past_trained_context(dep, context):
+        kv = q("KV cache", pool.state_kv_bytes / GIB, "GiB", "beside the state pool, above")
+        slots = q("state slots", pool.state_slots, "", "each conversation holds one")
+        if pool.block_size == 1:
+            return step("conversations", "min(floor(KV cache ÷ bytes per conversation), state "
+                        "slots)", q("conversations", n), kv, slots,
+                        q("per conversation", per_seq / GIB, "GiB", f"{context} tokens, "
+                          f"{dep.kv.id}" + (f"; {window_rule(dep, s)}" if has_windows(dep)
+                                            else "")))
+        return step("conversations", "min(floor(floor(KV cache ÷ bytes per page) × page size "
+                    "÷ context), state slots)", q("conversations", n), kv, slots,
+                    q("bytes per page", pool.page_bytes / 2**20, "MiB",
+                      f"{pool.block_size} tokens × KV bytes per token per GPU"),
+                    q("page size", pool.block_size), q("context", context, "tokens"))
     return step("conversations", f"none: {context_refusal(dep, context)}"
                 if past_trained_context(dep, context) else
                 "min(cells ÷ context, (cells' bytes + slots × per slot) ÷ "
