@@ -270,3 +270,18 @@ def test_prefix_cache_hits_without_shared_prefixes_are_said_to_be_preempted_requ
     grouped = _simulate(capsys, "llama-3.1-8b", "--gpu", "h100", "--rate", "4",
                         "--num-requests", "200", "--prefix-groups", "2", "--prefix-len", "256")
     assert grouped["prefix_cache_hit_blocks"] > grouped["prefix_cache_hit_blocks_readmitted"]
+
+
+@pytest.mark.parametrize("fraction", ["0.832", "0.835"])
+def test_sglang_with_too_few_state_slots_does_not_fit_rather_than_hang(
+        fraction: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Qwen3.5-35B-A3B on one H100 at these fractions: 0 or 2 state slots, under the 3 a
+    running request takes, so SGLang runs no request; the simulator had admitted none and
+    looped for ever. It refuses, as fit does."""
+    argv = ["qwen3.5-35b-a3b", "--gpu", "h100", "--engine", "sglang", "--max-model-len",
+            "2048", "--mem-fraction-static", fraction]
+    assert main(["fit", *argv, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["verdict"] == "does not fit"
+    assert main(["simulate", *argv, "--rate", "1", "--num-requests", "20"]) == 2
+    err = capsys.readouterr().err
+    assert "does not fit" in err and "max_running_requests is 0" in err

@@ -206,6 +206,10 @@ def start_refusal(dep: Deployment, settings: object, config: SimConfig,
                     "such sequence" + (too_small_pool(dep, s) or
                                        "; give --max-model-len (`ridgeline fit "
                                        "--target-concurrency 1` finds the longest)"))
+    if config.max_num_seqs < 1:  # SGLang with too few state slots runs no request (a hang)
+        return (f"does not fit on {where}: "
+                + no_sequence_reason(kv_pool(dep, s), dep, config.max_model_len)
+                + " (see `ridgeline fit`)")
     return None
 
 
