@@ -555,3 +555,30 @@ def test_a_context_lever_is_offered_only_where_it_is_a_way_out() -> None:
     tight = fit_report(h100, 8192, EngineSettings(max_model_len=8192))
     assert tight.verdict == DOES_NOT_FIT
     assert not any(lv.name.startswith("--max-model-len") for lv in tight.levers)
+
+
+def test_a_batch_past_the_ridge_says_when_the_whole_step_stays_memory_bound(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama-3.1-8B on an H100 at 1,000 tokens: 444 conversations clear the 295 ridge in
+    the weights, but their private caches (58 GB) outweigh the weights (15 GB) four to one,
+    and decode calls that batch memory-bound; fit now says so beside its verdict."""
+    from ridgeline.cli import main
+
+    argv = ["llama-3.1-8b", "--gpu", "h100", "--max-model-len", "1000"]
+    assert main(["fit", *argv, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    batch = report["batch"]
+    assert report["verdict"] == "clears the ridge"
+    said = [c for c in report["cautions"] if "the whole step does not" in c]
+    assert len(said) == 1 and f"`ridgeline decode --batch {batch} --context 1000`" in said[0]
+    assert main(["decode", "llama-3.1-8b", "--gpu", "h100", "--batch", str(batch), "--context",
+                 "1000", "--json"]) == 0
+    point = json.loads(capsys.readouterr().out)["points"][0]
+    assert point["bound"] == "memory bandwidth"
+    assert f"read {point['kv_bytes_read'] / 1e9:,.1f} GB of KV cache" in said[0]
+    # where the cache is small beside the weights, the batch is compute-bound: no caution
+    assert main(["fit", "llama-3.1-70b", "--gpu", "h100", "--num-gpus", "8",
+                 "--max-model-len", "256", "--json"]) == 0
+    short = json.loads(capsys.readouterr().out)
+    assert short["verdict"] == "clears the ridge"
+    assert not any("the whole step does not" in c for c in short["cautions"])
