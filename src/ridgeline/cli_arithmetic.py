@@ -148,7 +148,8 @@ def cmd_kv(args: argparse.Namespace) -> Any:
                         else "")
                      + (f": {dep.weight_bytes / 1e9:,.1f} GB, and "
                         f"{dep.tp_copies_bytes / 1e9:,.1f} GB more: the copies of what every tensor-parallel "
-                        "rank keeps whole" if dep.tp_copies_bytes else "") + ")"
+                        "rank keeps whole" if dep.tp_copies_bytes >= 0.05e9  # shown as 0.1 GB or more
+                        else "") + ")"
                      + (f"; a serving engine also loads the {room.vision_bytes / 1e9:,.2f} GB "
                         "vision tower, left out here" if room.vision_bytes else ""))
             replication = kv_replication(model, dep.num_gpus)
