@@ -499,6 +499,13 @@ def test_each_engine_reads_its_serving_context_from_rope_scaling_its_own_way() -
      "encoder"),
     ({"architectures": ["XLMRobertaModel"], "hidden_size": 768}, "is an encoder"),
     ({"architectures": ["T5ForConditionalGeneration"], "d_model": 512}, "encoder-decoder"),
+    # a class name is text, not a template; a flag alone still names what it is
+    ({"architectures": ["BertForMasked{LM}"], "hidden_size": 768},
+     r"architecture 'BertForMasked\{LM\}' \(a bert model"),
+    ({"architectures": ["SomethingNew"], "is_encoder_decoder": True, "hidden_size": 768},
+     r"architecture 'SomethingNew' \(is_encoder_decoder: true\) is an encoder-decoder"),
+    ({"is_encoder_decoder": True, "hidden_size": 768},
+     r"its config \(is_encoder_decoder: true\) is an encoder-decoder"),
 ])
 def test_a_model_that_is_not_a_decoder_llm_is_refused_by_name(config: dict[str, Any],
                                                                what: str) -> None:

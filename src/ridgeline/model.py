@@ -349,11 +349,10 @@ class _Reader:
         """An encoder, an encoder-decoder or a pure recurrent model is not a decoder LLM
         with a KV cache growing a token at a time: refused, by name, not read as one."""
         kinds = {t.replace("-", "_") for t in (self.model_type, outer_type) if t}
-        named = "model_type {kind!r}"
+        architecture = ""
         if not kinds:  # no model_type: transformers' class name starts with it (BertForMaskedLM)
             architecture = _first(self.c.get("architectures")) or ""
             kinds = _types_named_by(architecture)
-            named = f"architecture {architecture!r} (a {{kind}} model; the config has no model_type)"
         if self.c.get("is_encoder_decoder") is True or kinds & ENCODER_DECODER_TYPES:
             what = "an encoder-decoder model"
         elif kinds & ENCODER_TYPES:
@@ -364,8 +363,14 @@ class _Reader:
                     "Nemotron-H, Qwen3-Next)")
         else:
             return
-        kind = sorted(kinds)[0]
-        raise InputError(f"{self.name}: {named.format(kind=kind)} is {what}"
+        kind = min(kinds) if kinds else ""
+        if not architecture:
+            named = f"model_type {kind!r}" if kind else "its config (is_encoder_decoder: true)"
+        elif kind:
+            named = f"architecture {architecture!r} (a {kind} model; the config has no model_type)"
+        else:
+            named = f"architecture {architecture!r} (is_encoder_decoder: true)"
+        raise InputError(f"{self.name}: {named} is {what}"
                          + ("" if "recurrent" in what else
                             ", not a decoder-only LLM, which is what ridgeline sizes"))
 
