@@ -570,12 +570,22 @@ def test_a_batch_past_the_ridge_says_when_the_whole_step_stays_memory_bound(
     batch = report["batch"]
     assert report["verdict"] == "clears the ridge"
     said = [c for c in report["cautions"] if "the whole step does not" in c]
-    assert len(said) == 1 and f"`ridgeline decode --batch {batch} --context 1000`" in said[0]
-    assert main(["decode", "llama-3.1-8b", "--gpu", "h100", "--batch", str(batch), "--context",
-                 "1000", "--json"]) == 0
+    flags = f"--batch {batch} --context 1000 --max-model-len 1000 --usage serve"
+    assert len(said) == 1 and f"`ridgeline decode {flags}`" in said[0]
+    # the command it names runs that batch, with fit's settings, and finds it memory-bound
+    assert main(["decode", "llama-3.1-8b", "--gpu", "h100", *flags.split(), "--json"]) == 0
     point = json.loads(capsys.readouterr().out)["points"][0]
-    assert point["bound"] == "memory bandwidth"
+    assert point["bound"] == "memory bandwidth" and point["expected"] is not None
     assert f"read {point['kv_bytes_read'] / 1e9:,.1f} GB of KV cache" in said[0]
+    # under PP the floor is a micro-batch's trip, as decode prices it
+    assert main(["fit", *argv, "--num-gpus", "2", "-pp", "2", "--json"]) == 0
+    piped = json.loads(capsys.readouterr().out)
+    trip = next(c for c in piped["cautions"] if "the whole step does not" in c)
+    assert main(["decode", "llama-3.1-8b", "--gpu", "h100", "--num-gpus", "2", "-pp", "2",
+                 "--batch", str(piped["batch"]), "--context", "1000", "--json"]) == 0
+    point = json.loads(capsys.readouterr().out)["points"][0]
+    assert f"read {point['kv_bytes_read'] / 1e9:,.1f} GB of KV cache" in trip
+    assert f"micro-batch of {point['micro_batch']:,} conversations" in trip
     # where the cache is small beside the weights, the batch is compute-bound: no caution
     assert main(["fit", "llama-3.1-70b", "--gpu", "h100", "--num-gpus", "8",
                  "--max-model-len", "256", "--json"]) == 0

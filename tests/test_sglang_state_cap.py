@@ -550,3 +550,16 @@ def test_when_the_state_pool_caps_the_running_requests_the_flag_cannot_raise_the
                     "--max-running-requests", "300")["max_num_seqs"] == 233
     assert fit_json(capsys, QWEN3_NEXT, 4, "4k", None, "--target-concurrency", "300",
                     "--no-prefix-caching")["batch"] >= 300
+
+
+def test_jambas_mamba1_layers_keep_the_radix_cache_in_the_releases_that_drop_nemotrons(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Before 0.5.6.post1 SGLang turned the radix cache off only for its mamba2_config's
+    architectures (Nemotron-H, Falcon-H1); Jamba's Mamba-1 layers kept a carved pool, and its
+    running cap stays slots // 3, where Nemotron-H's pool was fixed at 512 slots."""
+    jamba = fit_json(capsys, "jamba-1.5-mini", 2, "8000", "0.5.6")
+    assert jamba["state_pool"]["sized"] == "carved"
+    assert jamba["max_num_seqs"] <= jamba["state_pool"]["slots"] // 3
+    nemotron = fit_json(capsys, "nemotron-h-56b", 8, "8000", "0.5.6",
+                        "--max-running-requests", "64")
+    assert nemotron["state_pool"]["sized"] == "fixed"

@@ -76,14 +76,16 @@ def sglang_running_cap(state_slots: int, radix_cache: bool = True, version: str 
 def sglang_radix_cache(radix_cache: bool = True, version: str | None = None,
                        model: ModelSpec | None = None) -> bool:
     """Whether SGLang ``version`` (default: the newest) keeps its radix cache for ``model``:
-    as asked, except that releases before 0.5.6.post1 turned it off for a model with Mamba
-    layers (Nemotron-H, Falcon-H1: Mamba-2), whatever the flags; gated DeltaNet's (Qwen3-Next)
-    kept it (engines.json sglang.mamba_pool.radix_cache_off_for_mamba)."""
+    as asked, except that releases before 0.5.6.post1 turned it off for the architectures
+    its mamba2_config names (Nemotron-H, Falcon-H1: Mamba-2), whatever the flags; gated
+    DeltaNet's (Qwen3-Next) kept it, and so did Jamba's Mamba-1 layers (engines.json
+    sglang.mamba_pool.radix_cache_off_for_mamba)."""
     if not radix_cache:
         return False
-    if model is None or model.mamba is None:
+    rule = sglang_data()["mamba_pool"]["radix_cache_off_for_mamba"]
+    if model is None or model.mamba is None or model.architecture not in rule["architectures"]:
         return True
-    return not _between(version, sglang_data()["mamba_pool"]["radix_cache_off_for_mamba"])
+    return not _between(version, rule)
 
 
 def sglang_slots_per_request(radix_cache: bool = True, version: str | None = None,

@@ -21,7 +21,6 @@ from ridgeline.capacity import (
 )
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Quantity, Step, q, step
-from ridgeline.floors import decode_floor
 from ridgeline.kvcache import kv_footprint
 from ridgeline.llamacpp_batching import llamacpp_n_batch
 from ridgeline.memory import (
@@ -228,19 +227,27 @@ class FitReport:
         """Where the batch clears the ridge in the weights but the whole step, every cache read
         at the full context, stays memory-bound (the cache is private: batching never amortises
         it): Llama-3.1-8B on an H100 at 1,000 tokens, 444 conversations read 58.3 GB of cache
-        beside 15.0 GB of weights a step, 22.3 ms of memory against 7.0 of arithmetic."""
-        d, b = self.deployment, self.batch
-        floor = decode_floor(d, b, self.context)
+        beside 15.0 GB of weights a step, 22.3 ms of memory against 7.0 of arithmetic. The
+        floor is decode's (``pipelined_floor``: under PP, a micro-batch's trip)."""
+        from ridgeline.reports.decode import pipelined_floor
+
+        d, b, s = self.deployment, self.batch, self.settings
+        floor = pipelined_floor(d, b, self.context)
         if floor.bound != "memory bandwidth":
             return ""
+        micro = micro_batch(d, b)
+        who = f"{b:,} conversations" if micro == b else \
+            f"each micro-batch of {micro:,} conversations (of {b:,})"
+        flags = f"--batch {b} --context {self.context} --max-model-len {self.context}" + (
+            f" --usage {s.usage}" if d.engine == "vllm" else "")
         return (f"the matmuls over the weights every token reads reach the ridge at this batch, "
-                f"but the whole step does not: {b:,} conversations at {self.context:,} tokens read "
+                f"but the whole step does not: {who} at {self.context:,} tokens read "
                 f"{floor.kv_bytes_read / 1e9:,.1f} GB of KV cache beside "
                 f"{floor.weight_bytes_read / 1e9:,.1f} GB of weights a step, "
                 f"{floor.memory_time_s * 1e3:,.1f} ms of memory against "
                 f"{floor.compute_time_s * 1e3:,.1f} ms of arithmetic at the floor, so it stays "
                 "memory-bound; each cache is private, and batching never amortises it "
-                f"(`ridgeline decode --batch {b} --context {self.context}`)")
+                f"(`ridgeline decode {flags}` with this deployment and its engine settings)")
 
     @property
     def shortfall_bytes(self) -> float:
@@ -804,8 +811,10 @@ def _running_step(r: FitReport) -> Step:
     per = sglang_slots_per_request(radix, s.engine_version, d.model)
     own = sglang_own_requests(d, p, s)
     context = s.max_model_len or r.context
+    rule = sglang_data()["max_running_requests"]
     flag = f"--max-running-requests {s.max_num_seqs:,}" if s.max_num_seqs else \
-        f"clamp(int({p.tokens:,} tokens ÷ {context:,} × 512), 2,048, 4,096)"
+        (f"clamp(int({p.tokens:,} tokens ÷ {context:,} × {rule['per_context']:,}), "
+         f"{rule['least']:,}, {rule['most']:,})")
     own_note = (f"{flag}: the request pool SGLang asks; it stops ('Not enough memory') before "
                 "it halves the tokens" if p.tokens < 1 else
                 f"min({flag}, {p.tokens:,} tokens // 2), at least 1")
