@@ -200,7 +200,7 @@ def test_plan_replays_a_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     load = Load.from_trace(str(trace))
     assert load.rate_req_s == pytest.approx(4.0)  # 199 gaps over 49.75 s
     assert load.means() == pytest.approx((880.0, 159.95))
-    assert load.max_model_len() >= 960 + 170  # the longest request fits
+    assert load.refused_share(960 + 170) == 0 and load.refused_share(960 + 169) > 0
     assert [r.arrival_s for r in load.share(4)][:3] == [0.0, 1.0, 2.0]  # round-robin
     assert main(["plan", "llama-3.1-8b", "--trace", str(trace), "--slo-ttft-ms", "500",
                  "--slo-tpot-ms", "50", "--gpus", "h100", "--workers", "1", "--json"]) == 0
@@ -363,20 +363,20 @@ def test_a_model_that_fits_with_the_searchs_knobs_is_no_does_not_fit() -> None:
     assert found[1].winner is None and "the load is the miss" in found[1].closest_miss
 
 
-def test_the_suggested_max_model_len_holds_the_load_within_the_models_context() -> None:
-    """A drawn load's --max-model-len is the longest of the 2,000 the sizing draws, rounded
-    up to 256: of the requests its checks draw, about 1 in 2,000 is past it, and refused."""
-    load = Load(1.0, "lognormal:1000,1.5", "200")
-    longest = max(p + o for p, o in load.samples())
-    assert load.max_model_len() >= longest and load.max_model_len() % 256 == 0
+def test_a_lengths_refused_share_is_what_the_checks_draws_refuse() -> None:
+    """The share of a drawn load past a length is read from its distributions: the checks'
+    own draws (eight seeds, over 10,000 requests) refuse about as many."""
     chat = Load(20.0, "lognormal:1000,0.8", "lognormal:300,0.8")
+    length = 6144
     past = drawn = 0
     for draw in range(8):
         work, _ = replace(chat, seed=draw).steady(1, 60.0)
         drawn += len(work)
-        past += sum(r.prompt_tokens + r.output_tokens > chat.max_model_len() for r in work)
-    assert drawn > 10_000 and 0 < past <= drawn * 2e-3
-    assert load.max_model_len(4096) == 4096 and 0 < load.refused_share(4096) < 0.5
+        past += sum(r.prompt_tokens + r.output_tokens > length for r in work)
+    share = chat.refused_share(length)
+    assert drawn > 10_000 and past > 10
+    assert share == pytest.approx(past / drawn, rel=0.5)
+    assert chat.refused_share(2 * length) < share / 4 and chat.refused_share(None) == 0
     with pytest.raises(InputError, match="longer than gpt-j-6b's 2,048-token context"):
         plan(resolve_model("gpt-j-6b"), Load(1.0, "4000", "200"), Slo(2.0, 0.1),
              gpus=["h100"], workers=1)
@@ -395,7 +395,7 @@ def _steady_p90(rate: float, requests: int | None = None) -> tuple[float, float]
 
     dep = Deployment.build(MODEL, resolve_accelerator("h100-sxm"), "fp8", "fp8", engine="vllm")
     load = Load(rate, "lognormal:1000,0.8", "lognormal:300,0.8")
-    config = sim_config(dep, EngineSettings(max_model_len=load.max_model_len(131072)))
+    config = sim_config(dep, EngineSettings(max_model_len=131072))
     if requests is None:
         work, window = load.steady(1, 12.0)  # a request lives about 12 s here
         result = Simulator(dep, profile_for("vllm"), config).run(work, window_s=window)
@@ -458,7 +458,7 @@ def test_the_winner_has_the_fewest_replicas_that_hold_in_the_steady_state() -> N
                       win.kv, win.expert_parallel, engine="vllm")
     config = pipeline_lane(sim_config(dep, EngineSettings(
         max_num_seqs=win.max_num_seqs, max_num_batched_tokens=win.max_num_batched_tokens,
-        max_model_len=load.max_model_len(131072))), win.pp)
+        max_model_len=win.max_model_len)), win.pp)
     lifetime = win.ttft_floor_s + load.means()[1] * win.tpot_s
 
     def p90(replicas: int, seed: int = 0) -> tuple[float, float]:
@@ -620,14 +620,13 @@ def test_no_candidate_has_a_launch_vllm_would_refuse() -> None:
 
     model, load = resolve_model("llama-3.1-70b"), Load(0.3, "lognormal:8000,0.8", "200")
     result = plan(model, load, Slo(20.0, 0.15), gpus=["l40s"], workers=1)
-    max_len = load.max_model_len(model.max_position_embeddings)
     assert result.candidates
     for c in result.candidates:
         dep = replica_deployment(model, resolve_accelerator(c.accelerator), c.tp, c.pp, c.weights,
                           c.kv, c.expert_parallel)
-        settings = EngineSettings(max_model_len=max_len, max_num_seqs=c.max_num_seqs,
+        settings = EngineSettings(max_model_len=c.max_model_len, max_num_seqs=c.max_num_seqs,
                                   max_num_batched_tokens=c.max_num_batched_tokens)
-        assert not refuses_to_start(kv_pool(dep, settings), dep, max_len), c.label
+        assert not refuses_to_start(kv_pool(dep, settings), dep, c.max_model_len), c.label
 
 
 def test_a_plan_met_only_by_unpriced_cards_says_no_priced_deployment(
@@ -828,7 +827,7 @@ def test_a_pipeline_candidates_check_reruns_with_simulate_pp(
     checked = _verify(model, c, load, slo, 64)
     assert checked is not None and checked.verified
     line = check_line("llama-3.1-70b", load, slo, "vllm", None, checked,
-                      load.max_model_len(model.max_position_embeddings))  # as plan sizes it
+                      checked.max_model_len)  # as plan sizes it
     assert "--pipeline-parallel-size 2" in line
     assert main([*shlex.split(line)[1:], "--json"]) == 0
     sim = json.loads(capsys.readouterr().out)

@@ -190,8 +190,7 @@ def test_long_prompt_loads_size_the_replicas_their_simulation_needs() -> None:
     sized = size_replica(dep, VLLM, load, slo, None)
     assert sized is not None and math.ceil(4 / sized.rate_req_s) == 3
     assert sized.rate_req_s == sized.limits[2]  # the prompts' queue binds
-    settings = EngineSettings(max_model_len=load.max_model_len(
-        served_positions(dep.model, "vllm")))
+    settings = EngineSettings(max_model_len=served_positions(dep.model, "vllm"))
     work, window = load.steady(2, sized.ttft_floor_s + 300 * sized.tpot_s)
     two = Simulator(dep, VLLM, sim_config(dep, settings)).run(
         iter(work), window_s=window)

@@ -42,6 +42,10 @@ class Candidate:
     # the analytic rate's three limits, req/s: the TPOT SLO at the batch, the step's token
     # budget, the prompts' queue within the TTFT SLO (replica_sizing.size_replica); () where not sized
     rate_limits: tuple[float, ...] = ()
+    # the launch's --max-model-len (replica_sizing.launch_length; 0: not set) and the share of
+    # the load's requests longer than it, which the engine refuses
+    max_model_len: int = 0
+    refused_share: float = 0.0
 
     @property
     def gpus(self) -> int:
@@ -58,8 +62,9 @@ class Candidate:
     def label(self) -> str:
         return self.label_for("vllm")
 
-    def label_for(self, engine: str) -> str:
-        """The candidate in ``engine``'s own names for its seats and its step's tokens."""
+    def label_for(self, engine: str, weights_name: str = "") -> str:
+        """The candidate in ``engine``'s own names for its seats and its step's tokens, its
+        weights named ``weights_name`` where given (``stored_name``: "as stored (mxfp4)")."""
         seats_name, tokens_name = ENGINE_KNOB_NAMES.get(engine, ENGINE_KNOB_NAMES["vllm"])
         split = f" × PP{self.pp}" if self.pp > 1 else ""
         split += " EP" if self.expert_parallel else ""
@@ -68,9 +73,10 @@ class Candidate:
             seqs += f", {tokens_name} {self.max_num_batched_tokens}"
         if self.disaggregated:
             return (f"{self.disaggregated} pools of {self.tp} x {self.accelerator} (TP{self.tp}, "
-                    f"{self.weights}, KV {self.kv})")
+                f"{weights_name or self.weights}, KV {self.kv})")
         return (f"{self.replicas} replica{'s' if self.replicas > 1 else ''} of "
-                f"{self.tp * self.pp} x {self.accelerator} (TP{self.tp}{split}, {self.weights}, "
+                f"{self.tp * self.pp} x {self.accelerator} (TP{self.tp}{split}, "
+                f"{weights_name or self.weights}, "
                 f"KV {self.kv}{seqs})")
 
 
@@ -90,6 +96,18 @@ def weight_choices(model: ModelSpec) -> list[str]:
     """The weight formats a plan serves: a quantized checkpoint as stored (it is the file the
     serve command names; re-quantizing it is another checkpoint), a bf16 one as is or at fp8."""
     return ["as stored"] if model.stored_formats else ["bf16", "fp8"]
+
+
+def stored_name(model: ModelSpec) -> str:
+    """The formats a quantized checkpoint stores its weights in, named: "mxfp4" for
+    gpt-oss-120b (its MoE and MLP weights; the rest bf16), "" for a bf16 one."""
+    return "+".join(sorted({fmt for _, fmt in model.stored_formats}))
+
+
+def weights_name(model: ModelSpec, weights: str) -> str:
+    """A candidate's weight format as its label shows it: "as stored (mxfp4)", "fp8"."""
+    stored = stored_name(model) if weights == "as stored" else ""
+    return f"{weights} ({stored})" if stored else weights
 
 
 def fastest_weights(model: ModelSpec, acc: Accelerator) -> str:

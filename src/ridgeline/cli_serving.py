@@ -466,6 +466,7 @@ def cmd_plan(args: argparse.Namespace) -> Any:
     from ridgeline.deployment import engine_platform_problem
     from ridgeline.hardware import MAX_PRICE_USD, resolve_accelerator
     from ridgeline.plan import DEFAULT_GPUS, plan
+    from ridgeline.replica_sizing import DEFAULT_CONTEXT
     from ridgeline.reports.plan import PlanReport
     from ridgeline.serving_load import Load, Slo
 
@@ -521,8 +522,10 @@ def cmd_plan(args: argparse.Namespace) -> Any:
         from pathlib import Path
 
         hf = str(Path(hf).parent)
-    limit = served_positions(model, args.engine)  # plan takes vllm, sglang or trtllm
-    return PlanReport(model, hf, result, load.max_model_len(limit), load.refused_share(limit),
+    win = result.winner  # its launch's --max-model-len, else the model's context
+    max_len = win.max_model_len if win and win.max_model_len else \
+        served_positions(model, args.engine) or DEFAULT_CONTEXT
+    return PlanReport(model, hf, result, max_len, load.refused_share(max_len),
                       args.model, bool(args.fetch), args.profile or "")
 
 def _seconds(text: str) -> float:

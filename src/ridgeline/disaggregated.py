@@ -20,6 +20,7 @@ from ridgeline.kvcache import kv_footprint
 from ridgeline.memory import EngineSettings
 from ridgeline.model import ModelSpec
 from ridgeline.parallel import INTER_NODE_BYTES_PER_S
+from ridgeline.replica_sizing import launch_length
 from ridgeline.serving_load import Load, Slo
 from ridgeline.sim.config import sim_config
 from ridgeline.sim.request import Request
@@ -81,9 +82,10 @@ def verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
     step, the percentile of their sum (each drawn independently); TPOT from the decode pool."""
     acc = resolve_accelerator(c.accelerator)
     dep = replica_deployment(model, acc, c.tp, 1, c.weights, c.kv, engine=engine)
-    config = sim_config(dep, EngineSettings(max_model_len=load.max_model_len(
-        model.max_position_embeddings),
-                                            engine_version=engine_version))
+    max_len = c.max_model_len or launch_length(dep, EngineSettings(engine_version=engine_version))
+    if not max_len:
+        return None  # no --max-model-len starts it
+    config = sim_config(dep, EngineSettings(max_model_len=max_len, engine_version=engine_version))
     profile = profile or profile_for(engine)
     prompts = sorted(p for p, _ in load.samples())
     transfers = [handoff_s(dep, max(1, prompts[min(len(prompts) - 1,
@@ -146,8 +148,10 @@ def disaggregated_candidates(model: ModelSpec, load: Load, slo: Slo, gpus: Seque
                 dep = replica_deployment(model, acc, tp, 1, weights, kv, engine=engine)
             except InputError:
                 continue
-            cap = max_batch(dep, isl + osl, EngineSettings(max_model_len=isl + osl,
-                                                           engine_version=engine_version))
+            settings = EngineSettings(engine_version=engine_version)
+            max_len = launch_length(dep, settings)  # each pool's launch, as a replica's
+            cap = max_batch(dep, isl + osl, replace(settings, max_model_len=max_len)) \
+                if max_len else 0
             if cap < 1:
                 continue
             prefill_s = step_time_s(dep, [Seq(isl, 0)], profile)
@@ -174,7 +178,7 @@ def disaggregated_candidates(model: ModelSpec, load: Load, slo: Slo, gpus: Seque
                           prefill_s + transfer_s, lo / (osl * tpot), x + y,
                           prices.get(acc.id), False, profile.source,
                           (profile.band_low, profile.band_high), disaggregated=f"{x}P{y}D",
-                          prefill_replicas=x)
+                          prefill_replicas=x, max_model_len=max_len)
             if best is None or c.gpus < best.gpus:
                 best = c
         if best is not None:

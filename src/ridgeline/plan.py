@@ -20,8 +20,14 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ridgeline.candidate import Candidate, fastest_weights, replica_deployment, weight_choices
-from ridgeline.capacity import max_batch, refuses_to_start
+from ridgeline.candidate import (
+    Candidate,
+    fastest_weights,
+    replica_deployment,
+    weight_choices,
+    weights_name,
+)
+from ridgeline.capacity import max_batch
 from ridgeline.cost import Seq, decode_batch, mean_decode_context, step_time_s
 from ridgeline.deployment import Deployment
 from ridgeline.disaggregated import (
@@ -32,10 +38,10 @@ from ridgeline.disaggregated import (
 from ridgeline.engines import MIN_GROUP_ROWS, EngineProfile, accelerator_group, profile_for
 from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator, resolve_accelerator
-from ridgeline.memory import EngineSettings, kv_pool
+from ridgeline.memory import EngineSettings
 from ridgeline.model import ModelSpec, served_positions
 from ridgeline.parallel import node_size
-from ridgeline.replica_sizing import size_replica
+from ridgeline.replica_sizing import covers, launch_length, size_replica, starts_at
 from ridgeline.serving_load import Load, Slo
 from ridgeline.sim.config import sim_config, v0_scheduling_caution
 from ridgeline.sim.pipeline import lane_config, run_replica
@@ -52,31 +58,29 @@ ENGINE_KNOBS: tuple[tuple[int | None, int | None], ...] = ((None, None), (64, No
 
 
 def _evaluate(args: tuple[ModelSpec, str, int, int, str, str, tuple[int | None, int | None],
-                          bool, Load, Slo, int, float | None, str | None, str, int,
-                          EngineProfile]
+                          bool, Load, Slo, float | None, str | None, str, EngineProfile]
               ) -> Candidate | None:
-    (model, gpu, tp, pp, weights, kv, (seqs, budget), ep, load, slo, max_gpus, price, version,
-     engine, max_len, profile) = args
+    (model, gpu, tp, pp, weights, kv, (seqs, budget), ep, load, slo, price, version,
+     engine, profile) = args
     acc = resolve_accelerator(gpu)
     try:
         dep = replica_deployment(model, acc, tp, pp, weights, kv, ep, engine=engine)
     except InputError:
         return None
-    launch = EngineSettings(max_model_len=max_len, max_num_seqs=seqs,
-                            max_num_batched_tokens=budget, engine_version=version)
+    settings = EngineSettings(max_num_seqs=seqs, max_num_batched_tokens=budget,
+                              engine_version=version)
     try:
-        pool = kv_pool(dep, launch)
+        max_len = launch_length(dep, settings)
     except InputError:  # a shape this engine version cannot launch (vLLM's PP before 0.5.1)
         return None
-    if refuses_to_start(pool, dep, max_len):
-        return None  # the launch command's --max-model-len would not start
-    sized = size_replica(dep, profile, load, slo, seqs, budget, version)
+    if not max_len:
+        return None  # no --max-model-len starts it
+    sized = size_replica(dep, profile, load, slo, seqs, budget, version, max_len)
     if sized is None:
         return None
     batch, tpot, ttft, rate, limits = sized
-    replicas = max(1, math.ceil(load.rate_req_s / rate * 1.0001))
-    if replicas * tp * pp > max_gpus:
-        return None
+    replicas = max(1, math.ceil(load.rate_req_s / rate * 1.0001))  # past max_gpus too: the
+    # plan then says how many the load needs
     group = accelerator_group(acc)
     fitted_here = profile.fitted_groups.get(group, 0)
     calibrated = fitted_here >= MIN_GROUP_ROWS
@@ -84,7 +88,8 @@ def _evaluate(args: tuple[ModelSpec, str, int, int, str, str, tuple[int | None, 
            f"{group} accelerators ({profile.source})")
     return Candidate(acc.id, tp, pp, weights, kv, seqs, batch, tpot, ttft, rate, replicas, price,
                      calibrated, why, (profile.band_low, profile.band_high),
-                     expert_parallel=ep, max_num_batched_tokens=budget, rate_limits=limits)
+                     expert_parallel=ep, max_num_batched_tokens=budget, rate_limits=limits,
+                     max_model_len=max_len)
 
 
 @dataclass(frozen=True)
@@ -171,9 +176,8 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
         table[acc.id] = prices.get(acc.id, prices.get(gpu, acc.price_per_hour_usd))
     space = list(search_space(model, [resolve_accelerator(g).id for g in gpus], max_gpus))
     sizing = load.for_sizing()
-    max_len = load.max_model_len(limit)  # the launch command's, for every candidate
-    jobs = [(model, g, tp, pp, w, kv, knobs, ep, sizing, slo, max_gpus, table[g], engine_version,
-             engine, max_len, profile) for g, tp, pp, w, kv, knobs, ep in space]
+    jobs = [(model, g, tp, pp, w, kv, knobs, ep, sizing, slo, table[g], engine_version,
+             engine, profile) for g, tp, pp, w, kv, knobs, ep in space]
     if executor == "ray":
         found = _ray_map(jobs)
     elif workers > 1 and len(jobs) > 16:
@@ -181,26 +185,33 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
             found = list(pool.map(_evaluate, jobs, chunksize=8))
     else:
         found = [_evaluate(j) for j in jobs]
-    feasible = [c for c in found if c is not None]
+    sized = _covering([c for c in found if c is not None], load, slo)
+    feasible = [c for c in sized if c.gpus <= max_gpus]
+    beyond = min((c for c in sized if c.gpus > max_gpus), default=None,
+                 key=lambda c: (c.gpus, c.cost_per_hour or 0.0))
     priced = sorted((c for c in feasible if c.cost_per_hour is not None),
                     key=lambda c: (c.cost_per_hour or 0.0, c.gpus))
     unpriced = sorted((c for c in feasible if c.cost_per_hour is None), key=lambda c: c.gpus)
     verified, rest = _verify_cheapest(model, priced, load, slo, max_gpus, verify, engine_version,
                                       engine, profile)
     _, mean_out = load.means()
-    miss = "" if feasible else _closest_miss(model, load, slo, gpus, max_gpus, engine, profile)
+    miss = "" if feasible else _closest_miss(model, load, slo, gpus, max_gpus, engine, profile,
+                                             beyond)
     split = disaggregated_candidates(model, load, slo, gpus, max_gpus, table, engine_version, engine,
                                      profile)
     checked = [verify_disaggregated(model, c, load, slo, max_gpus, engine_version, engine,
                                     profile)
                for c in split[:DISAGGREGATED_CHECKS]]  # None: no size within max_gpus holds
     split = [c for c in checked if c is not None] + split[DISAGGREGATED_CHECKS:]
+    split = _covering(split, load, slo)
     candidates = tuple(verified + rest)
+    slowed, candidates = _measured_slowdown(model, candidates, load, slo, max_gpus,
+                                            engine_version, engine, profile)
     win = candidates[0] if candidates else None
     note = load.transient(win.ttft_floor_s + mean_out * win.tpot_s) if win else ""
     cautions = tuple(c for c in (note, load.thin(slo.percentile, win.sim_requests if win and
                                                   win.sim_requests else None),
-                                 _winner_caution(model, win, engine),
+                                 slowed,
                                  v0_scheduling_caution(engine, engine_version)) if c)
     return PlanResult(load, slo, candidates, tuple(_best_per_gpu(unpriced)),
                       tuple(sorted(split, key=lambda c: (not c.verified, c.cost_per_hour is None,
@@ -210,17 +221,92 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
                       engine, cautions, engine_version)
 
 
-def _winner_caution(model: ModelSpec, win: Candidate | None, engine: str) -> str:
-    """What the measurements say of the winner's deployment that its pricing leaves out:
-    FP8 and MXFP4 MoE on CDNA3 (predict.cdna3_moe_caution), or ""."""
+def _covering(cands: list[Candidate], load: Load, slo: Slo) -> list[Candidate]:
+    """The candidates whose --max-model-len refuses no more of the load than the SLO spares
+    (``covers``), each with the share it refuses; a pool shrunk below the model's context
+    can refuse some (the candidates' workers see the load's means alone)."""
+    out = []
+    for c in cands:
+        if c.max_model_len and not covers(load, slo, c.max_model_len):
+            continue
+        out.append(replace(c, refused_share=load.refused_share(c.max_model_len)))
+    return out
+
+
+# The low end of the slowdown validation/serving.csv measured on CDNA3's FP8 and MXFP4 MoE
+# paths (predict.CDNA3_MOE_CAUTION: gpt-oss-120b on one MI300X under vLLM 0.17 decoded 1.4x
+# slower than priced at 64 concurrent, 2.0x at 256; DeepSeek-R1 on MI325X 1.5-2.1x): a bound
+# on the TPOT such a winner keeps, not a fit.
+MEASURED_SLOWDOWN_LOW = 1.4
+UNCAUTIONED_CHECKS = 3  # candidates without the caution simulated to find one that holds
+
+
+def _moe_caution(model: ModelSpec, c: Candidate, engine: str) -> str:
+    """What the measurements say of ``c``'s deployment that its pricing leaves out: FP8 and
+    MXFP4 MoE on CDNA3 (predict.cdna3_moe_caution), or ""."""
     from ridgeline.predict import cdna3_moe_caution
 
-    if win is None or win.disaggregated:
+    if c.disaggregated:
         return ""
-    caution = cdna3_moe_caution(replica_deployment(
-        model, resolve_accelerator(win.accelerator), win.tp, win.pp, win.weights, win.kv,
-        win.expert_parallel, engine))
-    return f"the winner: {caution}" if caution else ""
+    return cdna3_moe_caution(replica_deployment(
+        model, resolve_accelerator(c.accelerator), c.tp, c.pp, c.weights, c.kv,
+        c.expert_parallel, engine))
+
+
+def _measured_slowdown(model: ModelSpec, candidates: tuple[Candidate, ...], load: Load,
+                       slo: Slo, max_gpus: int, engine_version: str | None, engine: str,
+                       profile: EngineProfile | None
+                       ) -> tuple[str, tuple[Candidate, ...]]:
+    """Where the cheapest candidate carries the CDNA3 MoE caution, what to say of it and the
+    candidates reordered: its simulated TPOT times the measured slowdown's low end is a floor
+    on the TPOT it keeps (queueing behind slower steps only adds); past the SLO, the cheapest
+    candidate without the caution that holds in simulation goes first. Either way the
+    caution's winner is named unverified, and that alternative named. ("", as given) where
+    the cheapest carries no caution."""
+    win = candidates[0] if candidates else None
+    caution = _moe_caution(model, win, engine) if win else ""
+    if not win or not caution:
+        return "", candidates
+    alternative = None
+    for c in [c for c in candidates if not _moe_caution(model, c, engine)][:UNCAUTIONED_CHECKS]:
+        checked = c if c.verified else _verify(model, c, load, slo, max_gpus, engine_version,
+                                                engine, profile)
+        if checked is not None:
+            alternative = checked
+            break
+    floor = (win.sim_tpot_s if win.verified else win.tpot_s) or math.nan
+    slow = floor * MEASURED_SLOWDOWN_LOW
+    misses = slow > slo.tpot_s
+    how = "simulated p" + f"{slo.percentile:g}" if win.verified else "analytic mean"
+    text = (f"the cheapest deployment, {_label(model, win, engine)}, is unverified: {caution}. At the "
+            f"measured slowdown's low end ({MEASURED_SLOWDOWN_LOW:g}×) its {how} TPOT of "
+            f"{floor * 1e3:,.1f} ms would be at least {slow * 1e3:,.1f} ms, "
+            + (f"past the {slo.tpot_s * 1e3:g} ms SLO" if misses else
+               f"within the {slo.tpot_s * 1e3:g} ms SLO before the slower steps' queueing, "
+               "which was not simulated"))
+    if alternative is None:
+        return text + "; no candidate without this caution holds within the search", candidates
+    text += (f"; the cheapest without it: {_label(model, alternative, engine)} = {alternative.gpus} "
+             f"{plural(alternative.gpus, 'GPU')}, ${alternative.cost_per_hour or 0.0:,.2f}/h"
+             + (f", simulated p{slo.percentile:g} TTFT {(alternative.sim_ttft_s or 0) * 1e3:,.0f}"
+                f" ms, TPOT {(alternative.sim_tpot_s or 0) * 1e3:,.1f} ms"
+                if alternative.verified else " (analytic)"))
+    if not misses:
+        return text, candidates
+    rest = tuple(c for c in candidates if c is not alternative and not (
+        c.verified is False and _same_shape(c, alternative)))
+    return text + ", ranked first", (alternative, *rest)
+
+
+def _label(model: ModelSpec, c: Candidate, engine: str) -> str:
+    return c.label_for(engine, weights_name(model, c.weights))
+
+
+def _same_shape(a: Candidate, b: Candidate) -> bool:
+    return (a.accelerator, a.tp, a.pp, a.weights, a.kv, a.expert_parallel, a.max_num_seqs,
+            a.max_num_batched_tokens) == (b.accelerator, b.tp, b.pp, b.weights, b.kv,
+                                          b.expert_parallel, b.max_num_seqs,
+                                          b.max_num_batched_tokens)
 
 
 def _ray_map(jobs: list[tuple[Any, ...]]) -> list[Candidate | None]:
@@ -282,11 +368,11 @@ def _verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
     dep = replica_deployment(model, acc, c.tp, c.pp, c.weights, c.kv, c.expert_parallel, engine=engine)
     settings = EngineSettings(max_num_seqs=c.max_num_seqs,
                               max_num_batched_tokens=c.max_num_batched_tokens,
-                              max_model_len=load.max_model_len(served_positions(model,
-                                                                                engine)),
                               engine_version=engine_version)
-    if refuses_to_start(kv_pool(dep, settings), dep, settings.max_model_len or 0):
-        return None  # the launch command's --max-model-len would not start
+    max_len = c.max_model_len or launch_length(dep, settings)
+    if not max_len or not starts_at(dep, settings, max_len) or not covers(load, slo, max_len):
+        return None  # the launch command's --max-model-len would not start, or refuses the load
+    settings = replace(settings, max_model_len=max_len)
     engine_config = sim_config(dep, settings)
     config = lane_config(engine_config, c.pp, engine, engine_version)
     if config.num_blocks < 1:  # a lane whose pool holds no block cannot run a request
@@ -334,6 +420,7 @@ def _verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
             return None
     ttft, tpot, count, first, window = runs[high]
     return replace(c, replicas=high, verified=True, sim_ttft_s=ttft, sim_tpot_s=tpot,
+                   max_model_len=max_len, refused_share=load.refused_share(max_len),
                    analytic_replicas=c.replicas, sim_requests=count, sim_first=first,
                    sim_window_s=window if math.isfinite(window[0]) else None)
 
@@ -345,24 +432,24 @@ def _pareto(model: ModelSpec, feasible: list[Candidate], load: Load,
     mean_in, mean_out = load.means()
     ctx = mean_decode_context(mean_in, mean_out)
     points = []
-    seen = set()
     profile = profile or profile_for(engine)
-    for c in feasible:
+    widest: dict[tuple[str, int, int, str, str, bool], Candidate] = {}  # the largest SLO
+    for c in feasible:  # batch of each configuration, over its engine knobs
         key = (c.accelerator, c.tp, c.pp, c.weights, c.kv, c.expert_parallel)
-        if key in seen:
-            continue
-        seen.add(key)
-        dep = replica_deployment(model, resolve_accelerator(c.accelerator), c.tp, c.pp, c.weights, c.kv,
-                          c.expert_parallel, engine=engine)
-        b = 1
-        while b <= max(1, c.batch):
+        if key not in widest or c.batch > widest[key].batch:
+            widest[key] = c
+    for c in widest.values():
+        dep = replica_deployment(model, resolve_accelerator(c.accelerator), c.tp, c.pp, c.weights,
+                                 c.kv, c.expert_parallel, engine=engine)
+        top = max(1, c.batch)
+        batches = [1 << k for k in range(top.bit_length()) if 1 << k < top] + [top]
+        for b in batches:  # 1, 2, 4, … and the batch that meets the SLO
             # a pipeline's batch runs as micro-batches: a token's step is one's trip
             t = step_time_s(dep, decode_batch(micro_batch(dep, b), ctx), profile)
             ep = " EP" if c.expert_parallel else ""
             pp = f" × PP{c.pp}" if c.pp > 1 else ""
             points.append((b / t / dep.num_gpus, 1 / t, f"{c.accelerator} TP{c.tp}{pp}{ep} "
                                                        f"{c.weights}, KV {c.kv}, b{b}"))
-            b *= 2
     points.sort(key=lambda p: (-p[1], -p[0]))
     frontier, best = [], -1.0
     for p in points:
@@ -396,29 +483,26 @@ def _holding(model: ModelSpec, acc: Accelerator, tp: int, pp: int, context: int,
 
 
 def _closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],
-                  max_gpus: int, engine: str = "vllm", profile: EngineProfile | None = None
-                  ) -> str:
+                  max_gpus: int, engine: str = "vllm", profile: EngineProfile | None = None,
+                  beyond: Candidate | None = None) -> str:
+    """The group nearest the SLO unloaded (the least of TTFT ÷ its SLO and TPOT ÷ its SLO, the
+    worse of the two), over every card and every layout of the search that holds the model;
+    where one meets it unloaded the load is the miss, and ``beyond``, the fewest GPUs the
+    analytic sizing found past ``max_gpus``, says how many it needs."""
     mean_in, mean_out = load.means()
     context = round(mean_in + mean_out)
-    best: tuple[float, str] | None = None
+    best: tuple[float, int, str] | None = None  # (miss, GPUs, text)
     profile = profile or profile_for(engine)
     for gpu in gpus:
         acc = resolve_accelerator(gpu)
-        # the search's layouts, the most GPUs the limit allows first
-        short_at = 0  # the GPUs of a group that built and held no request
-        for tp, pp in reversed(layouts(node_size(acc), max_gpus)):
-            if tp * pp < short_at:
-                break  # the widest groups do not hold the model: no narrower one will
-            built, dep = _holding(model, acc, tp, pp, context, engine)
-            if not built:
-                continue  # no such split (heads that do not divide by tp)
+        for tp, pp in layouts(node_size(acc), max_gpus):
+            _, dep = _holding(model, acc, tp, pp, context, engine)
             if dep is None:
-                short_at = tp * pp
-                continue
+                continue  # no such split, or none holds one request
             ttft = step_time_s(dep, [Seq(max(1, round(mean_in)), 0)], profile)
             tpot = step_time_s(dep, decode_batch(1, mean_decode_context(mean_in, mean_out)), profile)
             miss = max(ttft / slo.ttft_s, tpot / slo.tpot_s)
-            group = f"{tp * pp} x {acc.id}" + (f" (TP{tp} × PP{pp})" if pp > 1 else "")
+            group = f"{tp * pp} x {acc.id} (TP{tp}" + (f" × PP{pp}" if pp > 1 else "") + ")"
             text = (f"{group}: TTFT ≥ {ttft * 1e3:,.0f} ms, TPOT ≥ {tpot * 1e3:,.1f} ms "
                     "even unloaded")
             if miss <= 1:
@@ -427,12 +511,15 @@ def _closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],
                         f"{load.rate_req_s:g} req/s within {max_gpus} GPU{'s' if max_gpus > 1 else ''} "
                         "keeps the p"
                         f"{slo.percentile:g} latencies under it: the load is the miss")
-            if best is None or miss < best[0]:
-                best = (miss, text)
-            break
+                if beyond is not None:
+                    text += (f"; it needs about {beyond.gpus:,} GPUs ({_label(model, beyond, engine)}, "
+                             "sized analytically): raise --max-gpus")
+            # the nearest; of equal misses (all meeting it unloaded), the fewest GPUs
+            if best is None or (max(miss, 1.0), tp * pp) < (max(best[0], 1.0), best[1]):
+                best = (miss, tp * pp, text)
     if best is None:
         widest = max((tp * pp for gpu in gpus for tp, pp in
                       layouts(node_size(resolve_accelerator(gpu)), max_gpus)), default=1)
         return (f"does not fit: no group of up to {widest} {plural(widest, 'GPU')} "
                 f"({', '.join(gpus)}) holds {model.name} with room for one request")
-    return best[1]
+    return best[2]

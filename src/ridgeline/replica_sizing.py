@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import lru_cache
 from itertools import pairwise
 from statistics import NormalDist
 from typing import NamedTuple
 
-from ridgeline.capacity import max_batch
+from ridgeline.capacity import context_refusal, max_batch, refuses_to_start
 from ridgeline.cost import (
     Seq,
     attention_windows,
@@ -31,7 +32,48 @@ from ridgeline.cost import (
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.memory import EngineSettings, kv_pool
+from ridgeline.model import served_positions
 from ridgeline.serving_load import Load, Slo
+
+MODEL_LEN_STEP = 256  # a --max-model-len shrunk below the model's context: a multiple of this
+DEFAULT_CONTEXT = 131072  # a model whose config states no positions (as sim_config takes it)
+
+
+def model_context(dep: Deployment) -> int:
+    """The --max-model-len the engine starts with by default: the model's own context."""
+    return served_positions(dep.model, dep.engine) or DEFAULT_CONTEXT
+
+
+def starts_at(dep: Deployment, settings: EngineSettings, max_model_len: int) -> bool:
+    """Whether the engine starts at --max-model-len ``max_model_len``: the model takes that
+    length (context_refusal) and the pool holds one such sequence (refuses_to_start): the
+    checks fit, decode and simulate make."""
+    if context_refusal(dep, max_model_len):
+        return False
+    pool = kv_pool(dep, replace(settings, max_model_len=max_model_len))
+    return not refuses_to_start(pool, dep, max_model_len)
+
+
+def launch_length(dep: Deployment, settings: EngineSettings) -> int:
+    """The --max-model-len a replica launches with: the model's context, the engine's
+    default, where the pool starts with one such sequence (a paged pool reserves nothing per
+    request by it); else the longest multiple of MODEL_LEN_STEP that starts; 0 where none
+    does. Llama-3.1-8B on one H100 starts at its 131,072; Llama-3.1-70B in fp8 on one
+    starts at no length worth serving."""
+    context = model_context(dep)
+    if starts_at(dep, settings, context):
+        return context
+    lo, hi = 0, (context - 1) // MODEL_LEN_STEP  # steps known to start, and the most to try
+    while lo < hi:  # the pool holds longer sequences no better than shorter ones
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if starts_at(dep, settings, mid * MODEL_LEN_STEP) else (lo, mid - 1)
+    return lo * MODEL_LEN_STEP
+
+
+def covers(load: Load, slo: Slo, max_model_len: int) -> bool:
+    """Whether a launch at ``max_model_len`` refuses no more of the load's requests than the
+    SLO's percentile spares (a refused request is a miss)."""
+    return load.refused_share(max_model_len) <= (100 - slo.percentile) / 100
 
 
 class ReplicaSizing(NamedTuple):
@@ -145,7 +187,8 @@ def prompt_prefills_s(prefill: ChunkedPrefill, groups: Sequence[tuple[float, int
 
 def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
                  max_num_seqs: int | None, max_num_batched_tokens: int | None = None,
-                 engine_version: str | None = None) -> ReplicaSizing | None:
+                 engine_version: str | None = None, max_model_len: int | None = None
+                 ) -> ReplicaSizing | None:
     """(batch, mean TPOT, TTFT floor, sustainable rate, its three limits) of one replica, or
     None if it cannot.
 
@@ -164,14 +207,20 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
     by the prompt and output tokens a step's budget takes and by the prompts' queue within
     the TTFT SLO (``prompt_queue_load``: every drawn prompt at its own length, prefilled in
     chunks of the budget the batch's decodes leave, beside them: ``ChunkedPrefill``); a
-    load of one output token per request (no TPOT) is sized by the budget's cap alone."""
+    load of one output token per request (no TPOT) is sized by the budget's cap alone.
+    The pool is the one started at ``max_model_len`` (default: ``launch_length``), its
+    batch counted in sequences of the load's mean length."""
     drawn = load.samples()
     mean_in, mean_out = load.means()
     isl, osl = max(1, round(mean_in)), max(1, round(mean_out))
     cv2 = sum((p - mean_in) ** 2 for p, _ in drawn) / len(drawn) / mean_in ** 2
-    settings = EngineSettings(max_model_len=isl + osl, max_num_seqs=max_num_seqs,
+    settings = EngineSettings(max_num_seqs=max_num_seqs,
                               max_num_batched_tokens=max_num_batched_tokens,
                               engine_version=engine_version)
+    launch = launch_length(dep, settings) if max_model_len is None else max_model_len
+    if not launch or (max_model_len is None and not covers(load, slo, launch)):
+        return None
+    settings = replace(settings, max_model_len=launch)  # SGLang's seats follow it
     lanes = dep.pipeline_parallel_size  # micro-batches in flight, one per stage
     cap = max_batch(dep, isl + osl, settings) // lanes
     if cap < 1:

@@ -7,14 +7,15 @@ import shlex
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ridgeline.candidate import Candidate
+from ridgeline.candidate import Candidate, stored_name, weights_name
 from ridgeline.cost import mean_decode_context
 from ridgeline.explain import Step, q, step
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.memory import device_memory_bytes, engine_defaults
-from ridgeline.model import ModelSpec
+from ridgeline.model import ModelSpec, served_positions
 from ridgeline.plan import PlanResult
 from ridgeline.render import table
+from ridgeline.replica_sizing import DEFAULT_CONTEXT
 from ridgeline.serving_load import Load, Slo
 from ridgeline.sglang_memory import sglang_memory_defaults
 from ridgeline.units import ordinal, plural
@@ -92,6 +93,9 @@ def check_line(model_arg: str, load: Load, slo: Slo, engine: str, engine_version
     return "ridgeline simulate " + " ".join(shlex.quote(p) for p in parts)
 
 
+# --json's names for Candidate.rate_limits (req/s; null: no limit)
+RATE_LIMIT_KEYS = ("tpot_at_batch", "token_budget", "prompt_queue")
+
 NOT_SIMULATED = ("every cheaper candidate the simulation budget reached missed the SLO in "
                  "simulation, and this one was not reached; its price is the analytic estimate, "
                  "and the SLO may be out of reach")
@@ -101,8 +105,9 @@ def _binding(c: Candidate) -> str:
     """What caps a replica's analytic rate where it is not its batch over the TPOT: the
     step's token budget or the prompts' queue (a batch of 3 at 34 ms a token serves 1.76
     req/s of 50-token outputs; the queue of 32k-token prompts allows 1.07)."""
-    if len(c.rate_limits) != 3 or c.replica_rate_req_s >= c.rate_limits[0]:
-        return ""
+    if len(c.rate_limits) != 3 or c.replica_rate_req_s >= c.rate_limits[0] \
+            or not math.isfinite(c.rate_limits[0]):
+        return ""  # the TPOT's bound binds, or a load of 1-token outputs has none (inf)
     name = "the step's token budget" if c.rate_limits[1] <= c.rate_limits[2] \
         else "the prompts' queue within the TTFT SLO"
     return (f"; capped by {name}, under the {c.rate_limits[0]:,.2f} req/s its batch's TPOT "
@@ -147,6 +152,14 @@ class PlanReport:
     def _tok_s(self) -> float:
         return self.result.load.rate_req_s * self.result.mean_output_tokens
 
+    def _priced(self) -> tuple[str, float]:
+        """The tokens a million of which the text prices, and their rate: the output's, or
+        the prompts' for a load of one output token per request (its work is the prefill)."""
+        r = self.result
+        if r.mean_output_tokens < 2:
+            return "prompt", r.load.rate_req_s * r.load.means()[0]
+        return "output", self._tok_s()
+
     @property
     def steps(self) -> tuple[Step, ...]:
         """How the winner's replicas and price follow from its TPOT, for --explain."""
@@ -186,10 +199,19 @@ class PlanReport:
                  q("output tok/s", tok_s)),
         )
 
+    def _label(self, c: Candidate) -> str:
+        return c.label_for(self.result.engine, weights_name(self.model, c.weights))
+
     def _row(self, c: Candidate) -> dict[str, Any]:
         data = asdict(c)
-        data.update(label=c.label_for(self.result.engine), gpus=c.gpus, cost_per_hour=c.cost_per_hour,
-                    cost_per_million_output_tokens=c.cost_per_million_tokens(self._tok_s()))
+        limits = dict(zip(RATE_LIMIT_KEYS, (x if math.isfinite(x) else None
+                                            for x in c.rate_limits)))
+        data.update(label=self._label(c), gpus=c.gpus, cost_per_hour=c.cost_per_hour,
+                    cost_per_million_output_tokens=c.cost_per_million_tokens(self._tok_s()),
+                    cost_per_million_prompt_tokens=c.cost_per_million_tokens(
+                        self._priced()[1]) if self._priced()[0] == "prompt" else None,
+                    weights_format=stored_name(self.model) if c.weights == "as stored"
+                    else c.weights, rate_limits=limits or None)
         if self.result.mean_output_tokens < 2:  # one output token: no TPOT to state
             data["tpot_s"] = None
         return data
@@ -198,7 +220,8 @@ class PlanReport:
         r = self.result
         win = r.winner
         return {
-            "model": self.model.name, "rate_req_s": r.load.rate_req_s, "input_len": r.load.input_len,
+            "model": self.model.name, "engine": r.engine, "engine_version": r.engine_version,
+            "rate_req_s": r.load.rate_req_s, "input_len": r.load.input_len,
             "output_len": r.load.output_len, "slo": asdict(r.slo), "searched": r.searched,
             "profile_file": self.profile_file or None,
             "winner": self._row(win) if win else None,
@@ -249,14 +272,27 @@ class PlanReport:
         engine = self.result.engine
         if "cli" not in engine_defaults(engine):  # no launch flags modelled (TensorRT-LLM)
             return {}
-        return {engine: command_line(engine, self.model_id, win, self.max_len,
+        return {engine: command_line(engine, self.model_id, win, win.max_model_len or self.max_len,
                                      self.result.engine_version)}
+
+    def shrunk_note(self, c: Candidate) -> str:
+        """Where ``c``'s pool cannot start at the model's context, what its shorter
+        --max-model-len costs: the share of the load's requests it refuses, or ""."""
+        context = served_positions(self.model, self.result.engine) or DEFAULT_CONTEXT
+        if not c.max_model_len or c.max_model_len >= context:
+            return ""
+        share = "none" if not c.refused_share else f"{c.refused_share:.2%}" \
+            if c.refused_share >= 1e-4 else f"{c.refused_share:.1e}"
+        return (f"--max-model-len {c.max_model_len:,}: the longest its KV pool starts with, "
+                f"under {self.model.name}'s {context:,}-token context; it refuses {share} of "
+                "this load's requests (those longer), each a miss")
 
     def check_command(self, c: Candidate) -> str:
         """The simulate command that reruns ``c``'s check, or ""."""
         r = self.result
         return check_line(self.model_arg or self.model_id, r.load, r.slo, r.engine,
-                          r.engine_version, c, self.max_len, self.fetched, self.profile_file)
+                          r.engine_version, c, c.max_model_len or self.max_len, self.fetched,
+                          self.profile_file)
 
     def text_lines(self) -> list[str]:
         r = self.result
@@ -264,7 +300,8 @@ class PlanReport:
         head = (f"{self.model.name} at {r.load.rate_req_s:.4g} req/s (input {r.load.input_len}, output "
                 f"{r.load.output_len}); SLO {_pct(slo.percentile)} TTFT ≤ {slo.ttft_s * 1e3:g} ms, "
                 f"TPOT ≤ {slo.tpot_s * 1e3:g} ms; {r.searched} configurations searched, "
-                f"pools sized as {r.engine} sizes them" + (
+                f"pools sized as {r.engine}"
+                + (f" {r.engine_version}" if r.engine_version else "") + " sizes them" + (
                     f", steps timed by the profile in {self.profile_file}"
                     if self.profile_file else ""))
         win = r.winner
@@ -275,14 +312,15 @@ class PlanReport:
                 lines.append(f"closest: {r.closest_miss}")
             if r.unpriced:
                 lines.append("feasible but unpriced (pass --price GPU=USD): "
-                             + ", ".join(c.label_for(r.engine) for c in r.unpriced))
+                             + ", ".join(self._label(c) for c in r.unpriced))
             return lines
-        per_m = win.cost_per_million_tokens(self._tok_s())
+        priced, priced_tok_s = self._priced()
+        per_m = win.cost_per_million_tokens(priced_tok_s)
         lines = [head, "",
-                 f"winner: {win.label_for(r.engine)} = {win.gpus} {plural(win.gpus, 'GPU')}, "
+                 f"winner: {self._label(win)} = {win.gpus} {plural(win.gpus, 'GPU')}, "
                  f"${win.cost_per_hour:,.2f}/h, "
-                 f"{_usd(per_m)} per million output tokens at this load (the GPUs' hour over "
-                 "the output tokens it serves, idle time included)"]
+                 f"{_usd(per_m)} per million {priced} tokens at this load (the GPUs' hour over "
+                 f"the {priced} tokens it serves, idle time included)"]
         if win.verified:  # what the load sees first, then the capacity the search sized with
             lines.append(f"  simulated at {_rate(r.load.rate_req_s / win.replicas)} req/s per replica: "
                          f"{_pct(slo.percentile)} TTFT {(win.sim_ttft_s or 0) * 1e3:,.0f} ms, "
@@ -299,7 +337,7 @@ class PlanReport:
         lines += [f"  caution: {c}" for c in r.cautions]
         if not win.calibrated:
             lines.append(f"  outside the calibrated range: {win.calibration_note}")
-        if self.refused_share:
+        if self.refused_share and not self.shrunk_note(win):
             lines.append(f"  {self.refused_share:.1%} of the requests are longer than "
                          f"{self.model.name}'s {self.max_len:,}-token context: the engine "
                          "refuses them")
@@ -312,9 +350,11 @@ class PlanReport:
                          "budget of simulated candidates ran out): their price is the analytic "
                          "estimate, not a result")
         commands = self.commands()
-        lines += ["", "run it with:", *(f"  {c}" for c in commands.values()), ""] if commands \
+        shrunk = self.shrunk_note(win)
+        lines += ["", "run it with:", *(f"  {c}" for c in commands.values()),
+                  *([f"  ({shrunk})"] if shrunk else []), ""] if commands \
             else ["", f"({r.engine}'s launch flags are not modelled: size its engine with the "
-                  "batch above)", ""]
+                  "batch above" + (f"; {shrunk}" if shrunk else "") + ")", ""]
         check = self.check_command(win)
         if check:
             lines[-1:-1] = ["check it with (one replica's share of the load):", f"  {check}"]
@@ -327,27 +367,29 @@ class PlanReport:
                 f"{ordinal(win.sim_first + 1)} of {share:,} on")
             lines[-1:-1] = [f"(its check replayed {dealt}, {held}: simulate --trace replays "
                             "a whole file)"]
-        rows = [[c.label_for(r.engine), str(c.gpus), f"${c.cost_per_hour:,.2f}",
-                 _usd(c.cost_per_million_tokens(self._tok_s())),
+        rows = [[self._label(c), str(c.gpus), f"${c.cost_per_hour:,.2f}",
+                 _usd(c.cost_per_million_tokens(priced_tok_s)),
                  "simulated" if c.verified else "analytic"] for c in self.runners_up()]
         if rows:
-            lines += table(rows, ["runners-up", "GPUs", "$/h", "$/M tok", "checked"])
+            lines += table(rows, ["runners-up", "GPUs", "$/h",
+                                  "$/M tok" if priced == "output" else "$/M prompt tok",
+                                  "checked"])
             if any(row[-1] == "analytic" for row in rows):
                 lines.append(f"  (analytic: not simulated; {self._moved()})")
             lines.append("")
         for c in r.unpriced:
-            lines.append(f"{c.label_for(r.engine)} = {c.gpus} {plural(c.gpus, 'GPU')}, "
+            lines.append(f"{self._label(c)} = {c.gpus} {plural(c.gpus, 'GPU')}, "
                          "no price: it wins below "
                          f"${(win.cost_per_hour or 0) / c.gpus:,.2f} per GPU-hour "
                          f"(--price {c.accelerator}=USD)")
         if r.disaggregated and not any(c.verified for c in r.disaggregated):
-            lines.append("disaggregated pools, analytic only: the cheapest splits, simulated, "
-                         "held at no size within --max-gpus and were dropped")
+            lines.append("disaggregated pools: the cheapest splits were simulated and none held "
+                         "within --max-gpus; those below are analytic only")
         for c in r.disaggregated[:3]:
             cost = f"${c.cost_per_hour:,.2f}/h" if c.cost_per_hour is not None else "no price"
             how = (f"simulated: {_pct(r.slo.percentile)} TTFT {(c.sim_ttft_s or 0) * 1e3:,.0f} ms, "
                    f"TPOT {_tpot_ms(c.sim_tpot_s)}" if c.verified else "analytic")
-            lines.append(f"disaggregated, {c.label_for(r.engine)}: {c.gpus} {plural(c.gpus, 'GPU')}, {cost} "
+            lines.append(f"disaggregated, {self._label(c)}: {c.gpus} {plural(c.gpus, 'GPU')}, {cost} "
                          f"({how}; KV hand-off over a 400 Gb/s link)")
         cheaper = [c for c in r.disaggregated if c.verified and c.cost_per_hour is not None
                    and win.cost_per_hour is not None and c.cost_per_hour < win.cost_per_hour]
@@ -361,7 +403,10 @@ class PlanReport:
             ctx = mean_decode_context(*r.load.means())
             lines += ["", f"Pareto frontier, decode at a {ctx:,}-token context (the prompt and "
                       "half the output, a response's mean), each configuration at batches 1, 2, "
-                      "4, … up to the batch that meets the SLO:",
+                      "4, … and the batch that meets the SLO:",
                       f"  {'tok/s/GPU':>9}  {'tok/s/user':>10}  configuration, batch"]
-            lines += [f"  {a:>9,.0f}  {b:>10,.1f}  {p}" for a, b, p in r.pareto[:12]]
+            # past 12 points, the fastest per user and the 11 of the most tokens per GPU (the
+            # batches meeting the SLO among them)
+            shown = r.pareto if len(r.pareto) <= 12 else (r.pareto[0], *r.pareto[-11:])
+            lines += [f"  {a:>9,.0f}  {b:>10,.1f}  {p}" for a, b, p in shown]
         return lines

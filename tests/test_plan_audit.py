@@ -1,0 +1,152 @@
+"""plan after its 2026 audit: the launch length, the closest miss, the CDNA3 MoE winner, the
+JSON's names, the Pareto frontier's SLO batch, a prefill-only load's price."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from ridgeline.candidate import replica_deployment
+from ridgeline.catalog import resolve_model
+from ridgeline.cli import main
+from ridgeline.cost import decode_batch, mean_decode_context, step_time_s
+from ridgeline.engines import profile_for
+from ridgeline.hardware import resolve_accelerator
+from ridgeline.memory import EngineSettings
+from ridgeline.model import served_positions
+from ridgeline.plan import MEASURED_SLOWDOWN_LOW, plan
+from ridgeline.replica_sizing import MODEL_LEN_STEP, launch_length, starts_at
+from ridgeline.serving_load import Load, Slo
+from ridgeline.units import usd_per_million_tokens
+
+LLAMA_8B, LLAMA_70B = resolve_model("llama-3.1-8b"), resolve_model("llama-3.1-70b")
+
+
+def _run(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    assert main(["plan", *args, "--workers", "1"]) == 0
+    return capsys.readouterr().out
+
+
+# -- 1. the launch length ------------------------------------------------------------------
+def test_a_pool_that_holds_the_models_context_launches_at_it() -> None:
+    dep = replica_deployment(LLAMA_8B, resolve_accelerator("h100-sxm"), 1, 1, "fp8", "fp8")
+    assert launch_length(dep, EngineSettings()) == served_positions(LLAMA_8B, "vllm")
+
+
+def test_a_pool_too_small_for_the_context_shrinks_to_the_longest_length_that_starts() -> None:
+    dep = replica_deployment(LLAMA_70B, resolve_accelerator("l40s"), 2, 1, "fp8", "fp8")
+    settings = EngineSettings()
+    length = launch_length(dep, settings)
+    assert 0 < length < served_positions(LLAMA_70B, "vllm") and length % MODEL_LEN_STEP == 0
+    assert starts_at(dep, settings, length)
+    assert not starts_at(dep, settings, length + MODEL_LEN_STEP)
+    one_h100 = replica_deployment(LLAMA_70B, resolve_accelerator("h100-sxm"), 1, 1, "fp8", "fp8")
+    assert launch_length(one_h100, settings) == 0  # 70B's weights leave it no pool
+
+
+def test_the_sampled_length_refused_more_than_a_p99_9_slo_spares_and_the_context_none() -> None:
+    """The audit's p99.9 load: the old --max-model-len (the longest of 2,000 draws, 18,432)
+    refused about 0.2 % of its requests, twice what p99.9 spares; the model's context none."""
+    load = Load(10, "lognormal:1000,1", "lognormal:300,1")
+    assert load.refused_share(18432) > 0.001
+    assert load.refused_share(served_positions(LLAMA_8B, "vllm")) == 0
+
+
+def test_a_shrunk_launch_prints_the_share_of_the_load_it_refuses(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    out = _run(capsys, "llama-3.1-70b", "--rate", "0.3", "--input-len", "lognormal:8000,0.8",
+               "--output-len", "200", "--slo-ttft-ms", "20000", "--slo-tpot-ms", "150",
+               "--gpus", "l40s")
+    length = int(re.search(r"vllm serve .* --max-model-len (\d+)", out).group(1))  # type: ignore[union-attr]
+    assert length < served_positions(LLAMA_70B, "vllm")
+    share = Load(0.3, "lognormal:8000,0.8", "200").refused_share(length)
+    assert share > 0
+    assert f"--max-model-len {length:,}: the longest its KV pool starts with" in out
+    assert f"it refuses {share:.2%} of this load's requests" in out
+
+
+# -- 3. the closest miss -----------------------------------------------------------------
+def test_the_closest_miss_is_the_nearest_layout_not_the_widest() -> None:
+    """A 3 ms TPOT no card keeps: 8 x B200 at TP8 comes nearer than TP16 over two nodes."""
+    load = Load(10, "1000", "250")
+    result = plan(LLAMA_70B, load, Slo(1.0, 0.003), gpus=["b200"], workers=1)
+    assert result.winner is None
+    found = re.match(r"(\d+) x b200 \(TP(\d+)\): TTFT ≥ [\d,]+ ms, TPOT ≥ ([\d.]+) ms",
+                     result.closest_miss)
+    assert found, result.closest_miss
+    tp, tpot_ms = int(found.group(2)), float(found.group(3))
+    ctx = mean_decode_context(*load.means())
+    wide = replica_deployment(LLAMA_70B, resolve_accelerator("b200"), 16, 1, "fp8", "fp8")
+    assert tp < 16
+    assert tpot_ms < step_time_s(wide, decode_batch(1, ctx), profile_for("vllm")) * 1e3
+
+
+def test_a_load_past_max_gpus_says_how_many_gpus_it_needs() -> None:
+    load, slo = Load(3000, "1000", "250"), Slo(0.5, 0.04)
+    result = plan(LLAMA_8B, load, slo, gpus=["h100-sxm"], workers=1)
+    assert result.winner is None and "the load is the miss" in result.closest_miss
+    found = re.search(r"needs about ([\d,]+) GPUs .*raise --max-gpus", result.closest_miss)
+    assert found, result.closest_miss
+    needed = int(found.group(1).replace(",", ""))
+    assert needed > 64
+    enough = plan(LLAMA_8B, load, slo, gpus=["h100-sxm"], max_gpus=needed, workers=1, verify=0)
+    assert min(c.gpus for c in enough.candidates) == needed
+
+
+# -- 2. the CDNA3 MoE caution ------------------------------------------------------------
+def test_a_cautioned_winner_whose_slowed_tpot_misses_gives_way_to_one_without_it() -> None:
+    model, slo = resolve_model("gpt-oss-120b"), Slo(2.0, 0.03)
+    load = Load(10, "1000", "250")
+    alone = plan(model, load, slo, gpus=["mi300x"], workers=1)
+    cautioned = alone.winner
+    assert cautioned is not None and cautioned.sim_tpot_s is not None
+    assert cautioned.sim_tpot_s * MEASURED_SLOWDOWN_LOW > slo.tpot_s
+    assert any("is unverified" in c and "no candidate without this caution" in c
+               for c in alone.cautions)
+    both = plan(model, load, slo, gpus=["mi300x", "h100-sxm"], workers=1)
+    assert both.winner is not None and both.winner.accelerator == "h100-sxm"
+    assert both.winner.verified and both.winner.sim_tpot_s <= slo.tpot_s  # type: ignore[operator]
+    note = next(c for c in both.cautions if "is unverified" in c)
+    assert f"at least {cautioned.sim_tpot_s * MEASURED_SLOWDOWN_LOW * 1e3:,.1f} ms" in note
+    assert "ranked first" in note
+
+
+# -- 9. --json names -----------------------------------------------------------------------
+def test_json_names_the_engine_its_version_the_stored_format_and_the_rate_limits(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    args = ("gpt-oss-120b", "--rate", "10", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "30",
+            "--gpus", "h100", "--engine-version", "0.17.0")
+    data = json.loads(_run(capsys, *args, "--json"))
+    assert (data["engine"], data["engine_version"]) == ("vllm", "0.17.0")
+    win = data["winner"]
+    stored = {fmt for _, fmt in resolve_model("gpt-oss-120b").stored_formats}
+    assert win["weights"] == "as stored" and win["weights_format"] == "+".join(sorted(stored))
+    assert set(win["rate_limits"]) == {"tpot_at_batch", "token_budget", "prompt_queue"}
+    assert win["replica_rate_req_s"] == pytest.approx(min(win["rate_limits"].values()))
+    text = _run(capsys, *args)
+    assert "pools sized as vllm 0.17.0 sizes them" in text
+    assert f"as stored ({win['weights_format']})" in text
+
+
+# -- 10. the Pareto frontier ---------------------------------------------------------------
+def test_the_pareto_frontier_holds_the_batch_that_meets_the_slo() -> None:
+    result = plan(LLAMA_8B, Load(10, "1000", "250"), Slo(0.5, 0.04), gpus=["h100-sxm"],
+                  workers=1)
+    tp1 = max((c for c in result.candidates if (c.tp, c.weights, c.kv) == (1, "fp8", "fp8")),
+              key=lambda c: c.batch)
+    assert tp1.batch & (tp1.batch - 1)  # not a power of two: the doubling alone misses it
+    label = f"h100-sxm TP1 fp8, KV fp8, b{tp1.batch}"
+    assert any(p == label for *_, p in result.pareto)
+
+
+# -- 11. a prefill-only load ---------------------------------------------------------------
+def test_a_prefill_only_load_is_priced_per_prompt_token_with_no_infinite_bound(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    out = _run(capsys, "llama-3.1-8b", "--rate", "10", "--input-len", "1000", "--output-len", "1",
+               "--slo-ttft-ms", "500", "--slo-tpot-ms", "40", "--gpus", "h100")
+    assert "inf req/s" not in out
+    cost = float(re.search(r"\$([\d.]+)/h", out).group(1))  # type: ignore[union-attr]
+    per_m = usd_per_million_tokens(cost, 10 * 1000)
+    assert per_m is not None and f"${per_m:,.3f} per million prompt tokens" in out
