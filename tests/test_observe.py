@@ -370,7 +370,7 @@ def test_llama_server_metrics_pick_llama_cpp_when_no_engine_is_named(
     assert main(["observe", str(FIXTURES / "llamacpp_metrics.txt"), "--model", "llama-3.1-8b",
                  "--gpu", "rtx-4090", "--weights", "q4_k_m"]) == 0
     out = capsys.readouterr().out
-    assert "(llama.cpp-cuda)" in out and "more slots (-np N" in out
+    assert "at this batch (llama.cpp-cuda;" in out and "more slots (-np N" in out
 
 
 def test_a_bench_with_an_itl_under_a_microsecond_is_refused(tmp_path: Path) -> None:

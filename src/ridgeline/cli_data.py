@@ -308,7 +308,9 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
 
     from ridgeline.calibrate import (
         beyond_roofline,
+        coverage,
         error_stats,
+        fit_cautions,
         fit_profiles,
         performance_rows,
         validate,
@@ -369,7 +371,8 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
         raise InputError(f"{files}: no throughput or latency rows to fit")
     kept = {e: p for e, p in existing.items() if e not in profiles}  # other engines' fits
     data = {"_about": f"ridgeline profile fitted on {files}",
-            "engines": {**kept, **{e: p.to_dict() for e, p in profiles.items()}}}
+            "engines": {**kept, **{e: {**p.to_dict(), "coverage": coverage(rows, p).to_dict()}
+                                   for e, p in profiles.items()}}}
     try:
         Path(args.output).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     except OSError as exc:
@@ -419,12 +422,14 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
                  "the profile bends to its own rows, not its error on new ones; hold some rows "
                  "out of the file and score them with `ridgeline validate --profile`"
                  for engine, n in few.items()]
+    cautions += fit_cautions(profiles, rows, bundled_profiles())
     # --explain: each profile's formula and coefficients, then every row through it
     steps = (*profile_steps(profiles), *prediction_steps(scored, refitted, profiles)) \
         if args.explain else ()
     return CalibrationReport(profiles, before, after, args.output, steps=steps,
                              unreadable=tuple(result.errors), skipped=skipped,
-                             cautions=tuple(cautions))
+                             cautions=tuple(cautions),
+                             coverage={e: coverage(rows, p) for e, p in profiles.items()})
 
 def register(sub: Any) -> None:
 

@@ -614,7 +614,7 @@ class FitReport:
                  f"{d.model.name} on {d.gpus_label}, {engine}, weights "
                  f"{d.weights.label}, KV {d.kv.id}",
                  *offload_lines(d, self.launch_cells), *_stage_lines(p, d), ""]
-        lines += table(budget_rows(p, self.settings, d.model), ["", ""])[1:]
+        lines += table(budget_rows(p, self.settings, d.model, vendor=d.accelerator.vendor), ["", ""])[1:]
         held = f"holds {p.logged_tokens(self.context):,} tokens in {p.blocks:,} blocks of " \
             f"{p.block_size}"
         if is_llamacpp(p):

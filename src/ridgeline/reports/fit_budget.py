@@ -111,7 +111,10 @@ def llamacpp_pool_step(dep: Deployment, p: KVPool, s: EngineSettings) -> Step:
         q("total", p.total_bytes / GIB, "GiB",
           device_memory_note(dep.accelerator)),
         q("weights per GPU", p.weight_bytes / GIB, "GiB", weights_note(dep, p)),
-        q("runtime context", p.non_torch_bytes / GIB, "GiB", "CUDA/Metal context, libraries"),
+        q("runtime context", p.non_torch_bytes / GIB, "GiB",
+          "HIP (ROCm) context, libraries" if dep.engine == "llama.cpp-rocm"
+          else "Vulkan context, libraries" if dep.accelerator.vendor == "amd"
+          else "CUDA/Metal context, libraries"),
         *buffer,
         q("cells", p.tokens, "", "the most whose KV and compute buffer share what is left"),
         accounting_quantity(p) if s.engine_version is None else
@@ -167,12 +170,16 @@ def fixed_state_size(s: EngineSettings) -> str:
             else "SGLang's default with its radix cache off")
 
 
-def budget_rows(p: KVPool, s: EngineSettings,
-                model: ModelSpec | None = None) -> list[list[str]]:
+def budget_rows(p: KVPool, s: EngineSettings, model: ModelSpec | None = None,
+                vendor: str | None = None) -> list[list[str]]:
     """Memory per GPU, then each thing the engine takes before the cache, in its order
-    (``model``: whose SGLang state pool, where SGLang set it by the model)."""
+    (``model``: whose SGLang state pool, where SGLang set it by the model; ``vendor``: the
+    card's, whose runtime names the rows: ROCm's HIP context, RCCL and HIP graphs on AMD)."""
     def gib(value: float) -> str:
         return f"{value / GIB:,.2f} GiB"
+
+    amd = vendor == "amd"
+    graphs = "HIP graphs" if amd else "CUDA graphs"
 
     rows = [["memory per GPU", gib(p.total_bytes)]]
     if is_llamacpp(p):
@@ -182,19 +189,21 @@ def budget_rows(p: KVPool, s: EngineSettings,
                  [f"− compute buffer (n_ubatch {p.profile_tokens:,}; {attention})",
                   gib(p.activation_bytes)]]
     elif p.engine == "sglang":  # its activations and graphs live in what it holds back
-        rows += [[f"reserved (x {p.reserved_fraction:g}; activations, CUDA graphs in the rest)",
+        rows += [[f"reserved (x {p.reserved_fraction:g}; activations, {graphs} in the rest)",
                   gib(p.total_bytes * p.reserved_fraction)],
                  ["− weights", gib(p.weight_bytes)],
-                 ["− CUDA context and TP communicators (x the fraction)",
+                 [("− HIP context and TP communicators (RCCL)" if amd else
+                   "− CUDA context and TP communicators") + " (x the fraction)",
                   gib(p.non_torch_bytes)]]
     else:
         rows += [[f"reserved (x {p.reserved_fraction:g})", gib(p.total_bytes * p.reserved_fraction)]
                  ] if not p.set_pool_bytes else []
         rows += [["− weights", gib(p.weight_bytes)],
                  [f"− {peak_label(p)}", gib(p.activation_bytes)],
-                 ["− non-torch (CUDA context, NCCL)", gib(p.non_torch_bytes)],
-                 ["− CUDA graphs" + ("" if p.cuda_graph_bytes or p.accounting is None
-                                     else " (captured after sizing)"), gib(p.cuda_graph_bytes)]]
+                 ["− non-torch (HIP context, RCCL)" if amd else
+                  "− non-torch (CUDA context, NCCL)", gib(p.non_torch_bytes)],
+                 [f"− {graphs}" + ("" if p.cuda_graph_bytes or p.accounting is None
+                                   else " (captured after sizing)"), gib(p.cuda_graph_bytes)]]
         if p.seat_buffer_bytes:
             rows.append([f"− runtime buffers and decoder ({p.max_num_seqs:,} seats × vocab)"
                          if p.engine_buffers else

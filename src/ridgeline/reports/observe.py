@@ -15,7 +15,7 @@ from ridgeline.engines import EngineProfile
 from ridgeline.explain import Step, q, step
 from ridgeline.observation import Observation, stats
 from ridgeline.render import table
-from ridgeline.reports.observe_verdict import ObserveVerdict
+from ridgeline.reports.observe_verdict import RATES_APART, ObserveVerdict
 from ridgeline.roofline import ridge_step
 from ridgeline.stages import micro_batches
 from ridgeline.units import GIB
@@ -46,7 +46,10 @@ class ObserveReport(ObserveVerdict):
             "fraction_of_arithmetic": self.fraction, "pool_batch": self.pool_batch,
             "context": self.context, "context_source": self.context_source,
             "wall": self.wall, "lever": self.lever,
-            "predicted_itl_ms": self.predicted_itl_ms, "gap": self.gaps(), "notes": o.notes,
+            "predicted_itl_ms": self.predicted_itl_ms, "gap": self.gaps(),
+            "floor_itl_ms": self.floor_itl_ms, "queued_readings": list(self.queued),
+            "likely_weights": [name for name, _ in self.lighter_weights],
+            "cautions": self.cross_checks(), "notes": o.notes,
             "model_names": o.model_names, "caution": self.model_caution,
         }
 
@@ -93,29 +96,37 @@ class ObserveReport(ObserveVerdict):
             lines.append("no running batch in this source")
         else:
             stages = micro_batches(d)
-            lines.append(f"batch {b:,.1f} against a ridge of {self.ridge:,.0f} on "
-                         f"{d.gpus_label}: {frac:.1%} of the arithmetic you "
-                         "are billed for" + (" in the weights every token reads (attention, "
-                                             "shared layers; the routed experts see far "
-                                             "fewer tokens each)" if d.model.moe else "")
-                         + (f", each of {stages} pipeline stages multiplying a micro-batch of "
-                            f"{self.stage_batch:,.0f}" if stages > 1 else ""))
+            if self.weights_do_not_load:
+                lines.append(f"batch {b:,.1f}: no share of the arithmetic, the deployment as "
+                             "described cannot load")
+            else:
+                    lines.append(f"batch {b:,.1f} against a ridge of {self.ridge:,.0f} on "
+                             f"{d.gpus_label}: {frac:.1%} of the arithmetic you "
+                             "are billed for" + (" in the weights every token reads "
+                                                 "(attention, shared layers; the routed "
+                                                 "experts see far fewer tokens each)"
+                                                 if d.model.moe else "")
+                             + (f", each of {stages} pipeline stages multiplying a micro-batch "
+                                f"of {self.stage_batch:,.0f}" if stages > 1 else ""))
         reported = self.engine_pool
         if self.fits:
             pool = (f"the engine's pool of {reported.shown}, as its "
-                    + ("log" if o.kind == "log" else "metrics") + " report it"
+                    + ("log reports" if o.kind == "log" else "metrics report") + " it"
                     + (f", at most its {self.seats:,} seats" if self.pool_batch == self.seats
                        else "") if reported is not None else None)
             lines.append(f"the KV pool allows {self.pool_batch:,} sequences of "
                          f"{self.context:,} tokens ({self.context_source}"
                          + (f"; {pool}" if pool else "") + ")")
-        elif self.weights_overflow:
+        elif self.weights_do_not_load:
             p = self.modelled_pool
             lines.append(f"{d.model.name} does not fit on {d.gpus_label} as described: the "
                          f"weights alone, {p.weight_bytes / GIB:,.1f} GiB per GPU, exceed the "
-                         f"card's {p.total_bytes / GIB:,.1f} GiB; yet the engine reports a live "
-                         f"pool of {reported.shown if reported else ''}, so --num-gpus or "
-                         "--weights are probably not what the server runs")
+                         f"card's {p.total_bytes / GIB:,.1f} GiB" + (
+                             f"; yet the engine reports a live pool of {reported.shown}"
+                             if reported else f"; yet the server runs a batch of {b:,.1f}"
+                             if b else "")
+                         + (", so --num-gpus or --weights are probably not what the server runs"
+                            if reported or b else ""))
         else:
             lines.append(f"{d.model.name} does not fit on {d.gpus_label} as "
                          f"described: the KV pool holds no sequence of {self.context:,} tokens "
@@ -129,14 +140,53 @@ class ObserveReport(ObserveVerdict):
             line = (f"ridgeline predicts {predicted:,.1f} ms per token at this batch ({d.engine}"
                     + (f"; each step a decode of the batch and the {chunk:,} prompt tokens the "
                        "load brings per step, on average" if chunk else "") + ")")
+            implied = self.rate_itl_ms
             if "itl" in gaps and measured:
                 line += f"; measured {measured:,.1f} ms: {gaps['itl']:+.0%}"
             elif measured and self.single_scrape:
                 line += (f"; not set against the scrape's {measured:,.1f} ms, the mean over the "
                          "server's lifetime (scrape twice for a window)")
+            elif "generation_tok_s" in gaps and implied and b:
+                line += (f"; the generation rate, {o.generation_tok_s:,.0f} tok/s at batch "
+                         f"{b:,.1f}, implies {implied:,.1f} ms a token: "
+                         f"{predicted / implied - 1:+.0%} ({gaps['generation_tok_s']:+.0%} in "
+                         "tok/s)")
             lines.append(line)
+            lines += self.cross_checks()
         lines += [f"note: {n}" for n in o.notes]
         return lines
+
+    def cross_checks(self) -> list[str]:
+        """What the measured figures say against each other and against the floor: a latency
+        under decode's floor (the deployment is not what the server runs), and an ITL that
+        batch ÷ generation rate contradicts."""
+        out = []
+        apart = self.rates_apart
+        if apart is not None and apart > RATES_APART:
+            itl, implied, o = self.obs.latency_ms["itl"]["mean"], self.rate_itl_ms, self.obs
+            out.append(f"caution: the ITL histogram's {itl:,.1f} ms and the running batch over "
+                       f"the generation rate ({self.batch:,.1f} ÷ {o.generation_tok_s:,.0f} "
+                       f"tok/s = {implied:,.1f} ms) disagree {apart:,.1f}×: the gauge is read "
+                       "at each scrape, the counter and the histogram over the window, so a "
+                       "batch that moved between scrapes, or several tokens a step "
+                       "(speculative decoding), parts them; ridgeline sets its prediction "
+                       "against the histogram, which times the tokens themselves")
+        if self.below_floor:
+            measured, floor, d = self.measured_itl_ms, self.floor_itl_ms, self.deployment
+            assert measured is not None and floor is not None
+            lighter = self.lighter_weights
+            out.append(f"caution: the measured {measured:,.1f} ms a token is under the "
+                       f"{floor:,.1f} ms floor of this batch at {self.context:,} tokens on "
+                       f"{d.gpus_label} with {d.weights.label} weights (every byte at the "
+                       "card's rated bandwidth, no overhead): the server does not run what is "
+                       "described — " + (
+                           "likely a lighter weight format, one whose floor is under "
+                           f"{measured:,.1f} ms: " + " or ".join(
+                               f"--weights {name} (floor {ms:,.1f} ms)" for name, ms in lighter)
+                           + "; or more GPUs than --num-gpus says" if lighter else
+                           "check --weights, --num-gpus and --context against what it "
+                           "serves"))
+        return out
 
     def measurement_rows(self, model_id: str) -> str:
         """What was observed, as rows `ridgeline calibrate` reads: none from a single scrape,
@@ -235,8 +285,7 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
                         if reported is not None
                         else "modelled: the engine's defaults on this deployment"),
                       q("context", context, "tokens"),
-                      q("seats", report.seats, "", "max_num_seqs (SGLang: "
-                        "max_running_requests)")))
+                      q("seats", report.seats, "", report.seats_label)))
         predicted = report.predicted_itl_ms
         if predicted is not None:
             steps += (step("the engine's step at this batch", "step_cost(the batch's decodes at "
@@ -245,6 +294,9 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
                            q("batch", b, "", "running requests, mean over the window"),
                            q("context", context, "tokens"),
                            q("prompt tokens per step", report.prompt_tokens_per_step, "",
-                             "prompt tok/s ÷ generation tok/s × batch, less prefix-cache "
-                             "hits, within the step budget")),)
+                             (report.prompt_ratio[1] if report.prompt_ratio else
+                              "no prompt rate or mean lengths in the source: none")
+                             + " × batch, less prefix-cache hits, within the step budget"
+                             + (f"; each chunk after {report.chunk_context:,} tokens of its "
+                                "prompt" if report.prompt_tokens_per_step else ""))),)
     return ObserveReport(obs, dep, profile, context, source, steps)

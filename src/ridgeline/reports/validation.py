@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ridgeline.calibrate import GROUP_PRIOR, HUBER_DELTA, ErrorStats, error_stats
+from ridgeline.calibrate import GROUP_PRIOR, HUBER_DELTA, Coverage, ErrorStats, error_stats
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile, profile_for
 from ridgeline.errors import InputError
@@ -261,10 +261,12 @@ class CalibrationReport:
     unreadable: tuple[str, ...] = ()  # rows the reader refused, with why
     skipped: tuple[str, ...] = ()  # rows left out of the fit, with why (past the roofline)
     cautions: tuple[str, ...] = ()
+    coverage: Mapping[str, Coverage] = field(default_factory=dict)  # by engine
 
     def to_dict(self) -> dict[str, Any]:
         return {"output": self.output,
                 "profiles": {e: p.to_dict() for e, p in self.profiles.items()},
+                "coverage": {e: c.to_dict() for e, c in self.coverage.items()},
                 "before": [vars(s) for s in self.before], "after": [vars(s) for s in self.after],
                 "unreadable": list(self.unreadable), "skipped": list(self.skipped),
                 "cautions": list(self.cautions)}
@@ -289,6 +291,9 @@ class CalibrationReport:
                          + (f"; bandwidth ceiling {p.bandwidth_cap_bytes_per_s / 1e12:.2f} TB/s"
                             if p.bandwidth_cap_bytes_per_s is not None else "")
                          + f"; band {p.band_low:.2f}–{p.band_high:.2f}")
+            cover = self.coverage.get(engine)
+            if cover is not None:
+                lines.append(f"    fitted on {p.fitted_rows:,} rows: {cover.shown}")
         lines.append("")
         before = {s.group: s for s in self.before}
         rows = [[s.group, str(s.rows), f"{before[s.group].median_abs_error:.1%}"

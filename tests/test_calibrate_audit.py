@@ -1,0 +1,86 @@
+"""`ridgeline calibrate` says what its profile covers and cautions where a fit is unsafe to use
+beyond its rows: one model or one deployment, a bandwidth share no serving engine runs at, no
+fixed cost a step."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from ridgeline.calibrate import MIN_BANDWIDTH_SHARE, coverage, fit_cautions
+from ridgeline.engines import bundled_profiles
+from ridgeline.measurements import read_measurement_files
+from ridgeline.predict import row_engine
+from tests.conftest import run_cli
+
+SERVING = Path(__file__).parent.parent / "validation" / "serving.csv"
+
+
+def serving_rows(engine: str) -> list:
+    return [r for r in read_measurement_files([str(SERVING)]).rows if row_engine(r) == engine]
+
+
+def test_a_fit_on_one_models_rows_says_so_and_records_its_coverage(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """serving.csv's vLLM rows are all gpt-oss-120b: the fit (43 % of rated bandwidth, under
+    any bundled serving fit) had been written with no word of either."""
+    out_path = tmp_path / "vllm.json"
+    code, out, _ = run_cli(capsys, "calibrate", str(SERVING), "--engine", "vllm", "-o",
+                           str(out_path))
+    assert code == 0
+    rows = serving_rows("vllm")
+    models = sorted({r.model for r in rows})
+    assert len(models) == 1
+    record = json.loads(out_path.read_text())["engines"]["vllm"]
+    assert record["coverage"]["models"] == models
+    assert len(record["coverage"]["gpus"]) == len({r.gpu for r in rows})
+    # the source every command prints beside the profile's expectation names the one model
+    assert f"all of {models[0]}" in record["source"]
+    assert f"every fitted row is of one model, {models[0]} (MoE)" in out
+    assert f"fitted on {len(rows)} rows: 1 model ({models[0]}) on" in out
+    share = record["bandwidth_efficiency"]
+    assert share < MIN_BANDWIDTH_SHARE
+    assert f"bandwidth fitted at {round(share * 100)}% of rated" in out
+    code, out, _ = run_cli(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--profile",
+                           str(out_path), "--batch", "8", "--context", "1000")
+    assert code == 0 and f"all of {models[0]}" in out
+
+
+def test_coverage_counts_the_rows_the_profile_was_fitted_on() -> None:
+    rows = read_measurement_files([str(SERVING)]).rows
+    sglang = [r for r in rows if row_engine(r) == "sglang"]
+    profile = replace(bundled_profiles()["sglang"], fitted_ids=tuple(r.id for r in sglang))
+    cover = coverage(rows, profile)
+    assert cover.models == tuple(sorted({r.model for r in sglang}))
+    assert len(cover.models) > 1
+    assert len(cover.deployments) == len({(r.model, r.weights_dtype, r.kv_dtype, r.gpu,
+                                           r.num_gpus, r.tp) for r in sglang})
+    # several models: no one-model caution, and the bundled shares raise none either
+    assert fit_cautions({"sglang": profile}, rows) == []
+
+
+def test_implausible_shares_and_no_fixed_cost_are_cautioned() -> None:
+    rows = serving_rows("vllm")
+    one = rows[:1]
+    bundled = bundled_profiles()["vllm"]
+    slow = replace(bundled, bandwidth_efficiency=0.3, step_overhead_s=0.0,
+                   layer_overhead_s=0.0, matmul_overhead_s=0.0, moe_layer_overhead_s=0.0,
+                   fitted_ids=(one[0].id,), fitted_groups={}, group_bandwidth={})
+    cautions = fit_cautions({"vllm": slow}, rows, {"vllm": bundled})
+    assert any(c.startswith("vllm: every fitted row is one deployment (") for c in cautions)
+    assert any("bandwidth fitted at 30% of rated" in c
+               and f"the bundled vllm profile: {bundled.bandwidth_efficiency:.0%}" in c
+               for c in cautions)
+    assert any("no fixed cost a step fitted" in c for c in cautions)
+    # a group multiplier that carries one card group past all of its rated bandwidth
+    fast = replace(bundled, bandwidth_efficiency=0.8, fitted_ids=tuple(r.id for r in rows),
+                   fitted_groups={"amd-instinct": 8, "nvidia-datacenter": 10},
+                   group_bandwidth={"amd-instinct": 1.5})
+    cautions = fit_cautions({"vllm": fast}, rows)
+    assert any(c.startswith("vllm: bandwidth fitted at 120% of rated on amd-instinct cards")
+               for c in cautions)
+    assert not any("nvidia-datacenter" in c and "bandwidth" in c for c in cautions)
+    assert not any("no fixed cost" in c for c in cautions)
