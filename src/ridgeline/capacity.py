@@ -1,11 +1,12 @@
 """What an engine's KV pool holds: conversations of a context at once, the batch it runs,
-and the refusals (a pool short of one sequence, a length past the model's positions) that
-fit, decode, prefill, utilization, simulate and the planner all give alike."""
+and the refusals (a pool short of one sequence, a length past the model's positions, a
+start-up check failed at the max_model_len in force) that fit, decode, prefill,
+utilization, simulate and the planner all give alike."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ridgeline.deployment import Deployment
 from ridgeline.kvcache import KVFootprint, kv_footprint
@@ -70,7 +71,7 @@ def conversations(pool: KVPool, dep: Deployment, context: int) -> int:
                                            + pool.slot_bytes_each)))
         return held
     per_seq = sequence_bytes_per_gpu(dep, context) * pool.kv_share
-    return int(pool.pool_bytes // per_seq) if per_seq else 0
+    return int(pool.kv_cache_bytes // per_seq) if per_seq else 0
 
 
 SGLANG_LEAST_TOKENS = 7  # max_req_input_len = min(context − 1, tokens − 1) − 5 must be > 0
@@ -81,22 +82,37 @@ def refuses_to_start(pool: KVPool, dep: Deployment, max_model_len: int) -> bool:
     'To serve at least one request with the model's max seq len … more than the available
     KV cache memory'); a model without full attention holds any length in its windows.
     SGLang starts anyway, capping a request at the pool (its max_req_len = min(context_len − 1,
-    max_total_num_tokens − 1), asserting only that something is left)."""
+    max_total_num_tokens − 1), asserting only that something is left). TensorRT-LLM starts
+    too, with a block, trimming max_seq_len to what its pool holds (KVCacheManager: 'maxAttention
+    Window and maxSequenceLen are too large for at least one sequence to fit in kvCache. They
+    are reduced to …'; fail_fast_on_attention_window_too_large is off by default)."""
     if pool.groups is not None:
         return pool.concurrency(max_model_len) < 1
     if pool.engine == "sglang":
         return pool.tokens < SGLANG_LEAST_TOKENS
+    if pool.engine == "trtllm":
+        return pool.tokens < 1
     return pool.tokens < max_model_len and bool(dep.model.count(mixer="full"))
 
 
 def no_sequence_reason(pool: KVPool, dep: Deployment, context: int) -> str:
     """Why the engine runs no sequence of ``context`` tokens, as a clause after "cannot hold
-    one …": the pool --kv-cache-memory-bytes set overrunning the card, SGLang capping a request
-    at its pool, or a refusal to start."""
+    one …": weights larger than the card, the pool --kv-cache-memory-bytes set overrunning the
+    card, no pool left beside the weights, SGLang's state pool, SGLang capping a request at its
+    pool, or a refusal to start."""
+    if pool.weights_overflow:
+        return (f"its weights alone ({pool.weight_bytes / GIB:,.2f} GiB per GPU) are more than "
+                f"the card's {pool.total_bytes / GIB:,.2f} GiB, so {dep.engine} could not load "
+                "them")
     if pool.overflow_bytes:
         return (f"its --kv-cache-memory-bytes pool ({pool.set_pool_bytes / GIB:,.2f} GiB) "
                 f"overruns the room the card leaves ({max(0.0, pool.rest_bytes) / GIB:,.2f} "
                 "GiB): vLLM would run out of memory")
+    if pool.rest_bytes <= 0:  # SGLang: a static pool of nothing, its states carved from none
+        budget = pool.total_bytes * pool.reserved_fraction
+        return (f"the weights and what {dep.engine} takes before its cache overrun the "
+                f"{budget / GIB:,.2f} GiB it reserves by {-pool.rest_bytes / GIB:,.2f} GiB, "
+                "leaving no KV pool, so it would refuse to start")
     if pool.engine == "sglang" and pool.state_request_bytes:  # SGLang's hybrid state pool
         from ridgeline.sglang_memory import sglang_data
 
@@ -141,10 +157,14 @@ def held_conversations(pool: KVPool, dep: Deployment, context: int,
                        max_model_len: int | None = None) -> int:
     """Conversations of ``context`` tokens the engine holds at once, started at
     ``max_model_len`` (``context`` unless given): none where it refuses to start or refuses
-    the length; with llama.cpp's --fit placement, no more than the -c it placed for. The one
-    answer fit, decode, utilization, the page and the planner give."""
+    the length; with llama.cpp's --fit placement, no more than the -c it placed for. What fit,
+    utilization, the page and the planner give (each started at its own context), and decode
+    and simulate through ``engine_seats`` and ``start_check``."""
     length = context if max_model_len is None else max_model_len
     if refuses_to_start(pool, dep, length) or past_trained_context(dep, length):
+        return 0
+    if pool.engine == "trtllm" and pool.groups is None and context > pool.tokens \
+            and dep.model.count(mixer="full"):  # past max_seq_len, trimmed to the pool's blocks
         return 0
     held = conversations(pool, dep, context)
     if dep.offload is not None and dep.offload.fit_cells:  # llama-server allocates -c, no more
@@ -199,3 +219,123 @@ def max_batch(dep: Deployment, context: int, settings: EngineSettings | None = N
     pool = kv_pool(dep, s)
     return max(0, min(pool.max_num_seqs,
                       held_conversations(pool, dep, context, s.max_model_len or context)))
+
+
+SERVING_ENGINES = ("vllm", "sglang", "trtllm")  # each sizes its pool for a max_model_len
+
+
+def start_refusal_clause(engine: str, length: int, defaulted: bool, longest: int) -> str:
+    """The start-up refusal as decode, prefill and simulate word it: ``engine`` refuses to start
+    at ``length`` (``defaulted``: its default, the model's context), and where some shorter
+    length starts (``longest`` > 0), the longest."""
+    where = (f"its default max_model_len, the model's {length:,} tokens" if defaulted
+             else f"--max-model-len {length:,}")
+    return (f"{engine} would refuse to start at {where}, its KV pool holding less than one such "
+            "sequence" + (f": give --max-model-len ≤ {longest:,}" if longest else ""))
+
+
+@dataclass(frozen=True)
+class StartCheck:
+    """A serving engine's start-up check at the max_model_len in force: ``length``, the given
+    one or (``defaulted``) the model's context; whether it ``refused``; and where it did, the
+    longest max_model_len that starts (0: none)."""
+
+    length: int
+    defaulted: bool
+    refused: bool
+    longest: int = 0
+
+    def clause(self, engine: str) -> str:
+        return start_refusal_clause(engine, self.length, self.defaulted, self.longest)
+
+
+def start_check(dep: Deployment, settings: EngineSettings,
+                max_model_len: int | None = None) -> StartCheck | None:
+    """The start-up check of a serving engine (SERVING_ENGINES) started at ``max_model_len``,
+    else ``settings.max_model_len``, else its default, the model's context (served_positions),
+    under ``settings``: refuses_to_start on the pool sized at that length. None for an engine
+    without one (llama.cpp), a model that states no context, or a length the model refuses
+    (context_refusal says why). The one check decode, prefill and simulate make."""
+    given = max_model_len or settings.max_model_len
+    length = given or served_positions(dep.model, dep.engine)
+    if dep.engine not in SERVING_ENGINES or length is None or past_trained_context(dep, length):
+        return None
+    s = replace(settings, max_model_len=length)
+    refused = refuses_to_start(kv_pool(dep, s), dep, length)
+    return StartCheck(length, not given, refused, longest_start(dep, s) if refused else 0)
+
+
+def longest_start(dep: Deployment, settings: EngineSettings) -> int:
+    """The longest max_model_len at which the engine starts and holds one such sequence
+    (what `ridgeline fit --target-concurrency 1` finds, and vLLM's start-up error names as
+    'the estimated maximum model length'), up to the model's context; 0 where none does."""
+    def starts(length: int) -> bool:
+        s = replace(settings, max_model_len=length)
+        return held_conversations(kv_pool(dep, s), dep, length) >= 1
+
+    limit = served_positions(dep.model, dep.engine) or settings.max_model_len or 1
+    return longest_holding(starts, 1, limit) if starts(1) else 0
+
+
+@dataclass(frozen=True)
+class EngineSeats:
+    """What an engine runs of one context, started as it would be: ``held`` sequences at once
+    (None: an engine without a memory model); where none, why (``why_none``)."""
+
+    context: int
+    held: int | None
+    max_model_len: int | None = None  # the length a serving engine starts at; None: llama.cpp
+    defaulted: bool = False  # max_model_len is the engine's default, the model's context
+    refusal: str = ""  # a whole clause: the engine refuses this context or max_model_len
+    none_reason: str = ""  # else, why the pool holds none (no_sequence_reason)
+    longest: int = 0  # where the start-up check fails: the longest max_model_len that starts
+
+    @property
+    def start_refused(self) -> bool:
+        """The engine fails its start-up check at ``max_model_len``, where a shorter one, no
+        shorter than the context, would start: the refusal --max-model-len fixes."""
+        return self.held == 0 and self.longest >= self.context > 0
+
+    def why_none(self, engine: str, one: str) -> str:
+        """Why ``engine`` (its name, as the report words it) runs none of ``one`` ("sequence of
+        2,000 tokens"), a clause that names it; "" where it runs some."""
+        if self.held != 0:
+            return ""
+        if self.refusal:
+            return self.refusal
+        if self.start_refused:
+            return start_refusal_clause(engine, self.max_model_len or 0, self.defaulted,
+                                        self.longest)
+        return f"{engine} cannot hold one {one} beside these weights: {self.none_reason}"
+
+
+def engine_seats(dep: Deployment, context: int, enforce_eager: bool = False,
+                 settings: EngineSettings | None = None,
+                 max_model_len: int | None = None) -> EngineSeats:
+    """Sequences of ``context`` tokens the engine runs at once, as decode and prefill ask: a
+    serving engine started at ``max_model_len``, else at its default, the model's context
+    (served_positions), under ``settings`` (default vLLM's offline usage), its pool checked as
+    it checks it at start-up (max_batch, start_check); llama.cpp given a slot per sequence
+    (engine_holds). Llama-3.1-70B in bf16 on 2 x H100, offline: 9 of 1,100 tokens at
+    max_model_len 10,448, none at the default 131,072 (vLLM refuses to start)."""
+    length = max_model_len or served_positions(dep.model, dep.engine)
+    if dep.engine not in SERVING_ENGINES or length is None:
+        held = engine_holds(dep, context, enforce_eager, settings)
+        if held != 0:
+            return EngineSeats(context, held)
+        return EngineSeats(context, 0, refusal=context_refusal(dep, context),
+                           none_reason=engine_none_reason(dep, context, enforce_eager, settings))
+    defaulted = max_model_len is None
+    base = settings or EngineSettings(usage="offline")
+    s = replace(base, max_model_len=length, enforce_eager=enforce_eager or base.enforce_eager)
+    if context > length:  # a request past max_model_len is rejected, whatever the pool
+        return EngineSeats(context, 0, length, defaulted, context_refusal(dep, context) or (
+            f"{dep.engine} admits no sequence past its --max-model-len {length:,}"))
+    held = max_batch(dep, context, s)
+    if held:
+        return EngineSeats(context, held, length, defaulted)
+    refusal = context_refusal(dep, length)
+    check = None if refusal or length <= context else start_check(dep, s)
+    return EngineSeats(context, 0, length, defaulted, refusal,
+                       "" if refusal else no_sequence_reason(kv_pool(dep, s), dep, context),
+                       check.longest if check and check.refused else 0)

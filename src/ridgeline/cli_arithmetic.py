@@ -184,7 +184,7 @@ def _max_model_len(args: argparse.Namespace, dep: Any, contexts: list[int],
                    flag: str = "--context") -> int | None:
     """--max-model-len where given, no shorter than the longest context asked (the engine
     admits no longer request); refused for llama.cpp, whose context is -c, a slot's each."""
-    from ridgeline.reports.expectation import SERVING_ENGINES
+    from ridgeline.capacity import SERVING_ENGINES
 
     length = args.max_model_len
     if length is None:
@@ -241,15 +241,6 @@ def _placed_once(args: argparse.Namespace, dep: Any, report: Any) -> Any:
     return replace(report, cautions=(*report.cautions, note))
 
 
-def _refuse_gguf(dep: Any) -> None:
-    """TensorRT-LLM loads no GGUF file: its expectation on one would price nothing real."""
-    from ridgeline.predict import gguf_refusal
-
-    refusal = gguf_refusal(dep)
-    if refusal:
-        raise InputError(refusal)
-
-
 def _decode_deployment(args: argparse.Namespace) -> Any:
     """The deployment decode prices; with -ngl auto, placed for its largest batch × context."""
     from dataclasses import replace
@@ -258,14 +249,14 @@ def _decode_deployment(args: argparse.Namespace) -> Any:
     from ridgeline.memory import EngineSettings
 
     dep = replace(load_deployment(args), engine=engine_id(args.engine))
-    _refuse_gguf(dep)
     no_fit_ctx(args)
     settings = EngineSettings(flash_attn=dep.flash_attention)
     return fitted(args, dep, settings, max(args.context), max(args.batch))
 
 def cmd_prefill(args: argparse.Namespace) -> Any:
+    from ridgeline.capacity import engine_seats
     from ridgeline.floors import prefill_floor
-    from ridgeline.reports.expectation import Expectation, engine_seats
+    from ridgeline.reports.expectation import Expectation
     from ridgeline.reports.prefill import PrefillComparison, PrefillReport, PrefillSeries
 
     def one(a: argparse.Namespace) -> list[PrefillReport]:
@@ -273,7 +264,6 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
         from ridgeline.predict import shared_profile_caution
 
         dep = load_deployment(a)
-        _refuse_gguf(dep)
         no_fit_ctx(a)
         placed = fitted(a, dep, EngineSettings(flash_attn=dep.flash_attention,
                                                max_num_batched_tokens=a.ubatch_size),

@@ -22,6 +22,7 @@ from ridgeline.precision import (
     kv_dtypes,
     weight_bytes,
     weight_bytes_by_category,
+    weight_formats,
     weight_mixes,
     weight_plan,
 )
@@ -100,6 +101,13 @@ def weights_platform_problem(plan: WeightPlan, accelerator: Accelerator, engine:
             return (f"{', '.join(alien)} is not a GGUF tensor type: llama.cpp runs GGUF files "
                     "(q8_0, q4_k_m, … or bf16)")
         return ""
+    known = weight_formats()
+    gguf = any(f in known and known[f].applies_to == "all" for f in formats)  # q4_k_m, q8_0, …
+    if engine == "trtllm" and gguf:  # a GGUF file type: a block format over every tensor
+        return (f"trtllm loads no GGUF file ({plan.label}): TensorRT-LLM's quantization "
+                "recipes are FP4, FP8, INT8 and INT4 AWQ/GPTQ (nvidia.github.io/TensorRT-LLM, "
+                "features/quantization); give --weights fp8, nvfp4 or awq-int4, or --engine "
+                "llama.cpp")
     if engine == "trtllm" and formats & set(FP8_FORMATS) \
             and accelerator.family in TRTLLM_NO_FP8_FAMILIES:
         return (f"TensorRT-LLM runs fp8 from compute capability 8.9 (Ada, Hopper, Blackwell), "

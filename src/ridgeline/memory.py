@@ -320,6 +320,13 @@ class KVPool:
         return min(kv, self.capped_bytes) if self.token_cap else kv
 
     @property
+    def kv_cache_bytes(self) -> float:
+        """The KV cache itself per GPU, what a pool's size means wherever one is printed or
+        compared: SGLang's hybrid, what its state pool leaves of the static pool
+        (state_kv_bytes); any other, the pool (pool_bytes)."""
+        return self.state_kv_bytes if self.state_request_bytes else self.pool_bytes
+
+    @property
     def overflow_bytes(self) -> float:
         """How far a pool set by --kv-cache-memory-bytes overruns the room the card leaves it
         (0 when it fits, or when the pool was sized from the profile)."""

@@ -142,7 +142,8 @@ def opening_steps(data: Mapping[str, Any]) -> tuple[Step, ...]:
              q("batch", opening["ridge_batch"], "tokens"), q("ridge", opening["ridge"]),
              q("bytes per weight", opening["bpw"], "B")),
         step(f"conversations of {data['contexts'][at]:,} tokens the pool holds",
-             f"the {opening['engine']} KV pool ÷ one conversation's cache (`ridgeline fit`)",
+             f"the {opening['engine']} KV pool, started at max_model_len = this context, ÷ "
+             "one conversation's cache (`ridgeline fit`)",
              q("conversations", opening["conversations"][at]),
              q("one conversation", opening["kv_gib"][at], "GiB"),
              q("opening batch", data["batches"][data["start_batch"]])),
@@ -215,14 +216,15 @@ function update() {
               {name: "band low", style: "dashed"}, {name: "band high", style: "dashed"},
               {name: "per user floor", style: "dashed"}, {name: "per user expected", style: "line"}],
      notes: ["batches the engine's pool cannot run (no speed): "
-             + (bx.filter((v, i) => !fits[i]).join(", ") || "none")]},
+             + (bx.filter((v, i) => !fits[i]).join(", ") || "none"),
+             "the engine started at max_model_len " + ctx.toLocaleString() + ", this context"]},
     {title: "KV cache: conversations that fit, and GiB each", x: "context tokens",
      y: "count / GiB", logx: true, logy: true,
      data: [D.contexts, c.conversations.map(v => Math.max(v, 0.1)), c.kv_gib,
             D.contexts.map(() => c.ridge_batch)],
      series: [{name: "conversations that fit (engine pool)", style: "line"},
               {name: "GiB per conversation", style: "line"}, {name: "ridge batch", style: "dashed"}],
-     notes: []}];
+     notes: ["each context's pool is the engine's started at that max_model_len"]}];
   drawAll(charts);
   const i = bi;
   document.getElementById("summary").textContent = fits[i] ?

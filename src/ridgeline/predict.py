@@ -236,16 +236,6 @@ def gguf_caution(dep: Deployment) -> str:
     return GGUF_CAUTION[dep.engine].format(label=dep.weights.label)
 
 
-def gguf_refusal(dep: Deployment) -> str:
-    """Why TensorRT-LLM cannot serve these weights, or "": it loads no GGUF file."""
-    if dep.engine != "trtllm" or not is_gguf(dep):
-        return ""
-    return (f"trtllm loads no GGUF file ({dep.weights.label}): TensorRT-LLM's quantization "
-            "recipes are FP4, FP8, INT8 and INT4 AWQ/GPTQ (nvidia.github.io/TensorRT-LLM, "
-            "features/quantization); give --weights fp8, nvfp4 or awq-int4, or --engine "
-            "llama.cpp")
-
-
 def shared_profile_caution(profile: EngineProfile) -> str:
     """For an engine other than vLLM priced on a profile it shares with others (the bundled
     serving profile, fitted on TensorRT-LLM's, vLLM's and SGLang's rows together): that its
@@ -414,7 +404,7 @@ def _kv_metric(row: Measurement, dep: Deployment) -> float | None:
     if row.metric == "kv_cache_tokens":
         return float(pool.logged_tokens(max_len))
     if row.metric == "kv_cache_gib":
-        return pool.pool_bytes / GIB
+        return pool.kv_cache_bytes / GIB
     if row.metric == "gpu_blocks":
         return float(pool.blocks)
     return pool.concurrency(max_len)

@@ -38,7 +38,7 @@ def decode_refusal(dep: Deployment, batch: int, context: int) -> str | None:
     return "does not fit: " + (
         context_refusal(dep, context)
         or f"{dep.engine}'s KV pool runs {held:,} of batch {batch:,} at {context:,} tokens "
-        f"of context (`ridgeline fit{usage}` for the breakdown)")
+        f"of context, started at that max_model_len (`ridgeline fit{usage}` for the breakdown)")
 
 
 def decode_share(dep: Deployment, op: str, batch: int, context: int, profile: EngineProfile,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ridgeline.capacity import EngineSeats
 from ridgeline.cost import (
     decode_batch,
 )
@@ -22,7 +23,6 @@ from ridgeline.parallel import cross_node_caution
 from ridgeline.render import table
 from ridgeline.reports.expectation import (
     ByCard,
-    EngineSeats,
     Expectation,
     context_caution,
     deployment_line,
@@ -268,10 +268,12 @@ class DecodeReport:
                                          else " (the offline LLM class's defaults, a batch "
                                          "run's)" if engine == "vllm" else "")
         fit = self._fit_hint()
-        return [f"{pool} runs at most {s.held:,} {plural(s.held, 'sequence')} at {s.context:,} "
-                f"{plural(s.context, 'token')} of context{slots} ({fit} for the breakdown)"
-                if s.held else f"{self._none_clause(s)} ({fit} for the breakdown)"
-                for s in self.seats if s.held is not None and s.context != said]
+        # a refusal that names no context (a start-up check failed) is said once, not per context
+        return list(dict.fromkeys(
+            f"{pool} runs at most {s.held:,} {plural(s.held, 'sequence')} at {s.context:,} "
+            f"{plural(s.context, 'token')} of context{slots} ({fit} for the breakdown)"
+            if s.held else f"{self._none_clause(s)} ({fit} for the breakdown)"
+            for s in self.seats if s.held is not None and s.context != said))
 
 
 def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
@@ -281,7 +283,7 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
     """Each batch at each context: its floor, the engine's expectation, and the batch the
     engine's pool runs (sized under ``settings``, or vLLM's offline defaults, and started at
     ``max_model_len``, or the engine's default, the model's context)."""
-    from ridgeline.reports.expectation import engine_seats
+    from ridgeline.capacity import engine_seats
 
     floors, expected = [], []
     seats = tuple(engine_seats(dep, c, enforce_eager, settings, max_model_len)

@@ -20,7 +20,6 @@ from ridgeline.engines import EngineProfile
 from ridgeline.explain import Step, q, step
 from ridgeline.floors import DecodeFloor, PrefillFloor, floor_time_s, prefill_floor
 from ridgeline.llamacpp_batching import llamacpp_n_ubatch, prefill_time_s
-from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.model import positions_label, served_positions, trained_context_caution
 from ridgeline.reports.profile_story import (
     matmul_qs,
@@ -207,100 +206,6 @@ def link_gbs(dep: Deployment) -> float:
     from ridgeline.offload import link_bytes_per_s
 
     return link_bytes_per_s(dep) / 1e9
-
-
-SERVING_ENGINES = ("vllm", "sglang", "trtllm")  # each sizes its pool for a max_model_len
-
-
-@dataclass(frozen=True)
-class EngineSeats:
-    """What an engine runs of one context, started as it would be: ``held`` sequences at once
-    (None: an engine without a memory model); where none, why (``why_none``)."""
-
-    context: int
-    held: int | None
-    max_model_len: int | None = None  # the length a serving engine starts at; None: llama.cpp
-    defaulted: bool = False  # max_model_len is the engine's default, the model's context
-    refusal: str = ""  # a whole clause: the engine refuses this context or max_model_len
-    none_reason: str = ""  # else, why the pool holds none (capacity.no_sequence_reason)
-    longest: int = 0  # where the start-up check fails: the longest max_model_len that starts
-
-    @property
-    def start_refused(self) -> bool:
-        """The engine fails its start-up check at ``max_model_len``, where a shorter one, no
-        shorter than the context, would start: the refusal --max-model-len fixes."""
-        return self.held == 0 and self.longest >= self.context > 0
-
-    def why_none(self, engine: str, one: str) -> str:
-        """Why ``engine`` (its name, as the report words it) runs none of ``one`` ("sequence of
-        2,000 tokens"), a clause that names it; "" where it runs some."""
-        if self.held != 0:
-            return ""
-        if self.refusal:
-            return self.refusal
-        if self.start_refused:
-            where = (f"its default max_model_len, the model's {self.max_model_len or 0:,} tokens"
-                     if self.defaulted else f"--max-model-len {self.max_model_len or 0:,}")
-            return (f"{engine} would refuse to start at {where}, its KV pool holding less than "
-                    f"one such sequence: give --max-model-len ≤ {self.longest:,}")
-        return f"{engine} cannot hold one {one} beside these weights: {self.none_reason}"
-
-
-def engine_seats(dep: Deployment, context: int, enforce_eager: bool = False,
-                 settings: EngineSettings | None = None,
-                 max_model_len: int | None = None) -> EngineSeats:
-    """Sequences of ``context`` tokens the engine runs at once, as decode and prefill ask: a
-    serving engine started at ``max_model_len``, else at its default, the model's context
-    (served_positions), under ``settings`` (default vLLM's offline usage), its pool checked as
-    it checks it at start-up (capacity.max_batch, refuses_to_start); llama.cpp given a slot
-    per sequence (capacity.engine_holds). Llama-3.1-70B in bf16 on 2 x H100, offline: 9 of
-    1,100 tokens at max_model_len 10,448, none at the default 131,072 (vLLM refuses to start)."""
-    from ridgeline.capacity import (
-        context_refusal,
-        engine_holds,
-        engine_none_reason,
-        max_batch,
-        no_sequence_reason,
-        refuses_to_start,
-    )
-
-    length = max_model_len or served_positions(dep.model, dep.engine)
-    if dep.engine not in SERVING_ENGINES or length is None:
-        held = engine_holds(dep, context, enforce_eager, settings)
-        if held != 0:
-            return EngineSeats(context, held)
-        return EngineSeats(context, 0, refusal=context_refusal(dep, context),
-                           none_reason=engine_none_reason(dep, context, enforce_eager, settings))
-    defaulted = max_model_len is None
-    base = settings or EngineSettings(usage="offline")
-    s = replace(base, max_model_len=length, enforce_eager=enforce_eager or base.enforce_eager)
-    if context > length:  # a request past max_model_len is rejected, whatever the pool
-        return EngineSeats(context, 0, length, defaulted, context_refusal(dep, context) or (
-            f"{dep.engine} admits no sequence past its --max-model-len {length:,}"))
-    held = max_batch(dep, context, s)
-    if held:
-        return EngineSeats(context, held, length, defaulted)
-    refusal = context_refusal(dep, length)
-    pool = kv_pool(dep, s)
-    longest = 0
-    if not refusal and length > context and refuses_to_start(pool, dep, length):
-        longest = longest_start(dep, s)
-    return EngineSeats(context, 0, length, defaulted, refusal,
-                       "" if refusal else no_sequence_reason(pool, dep, context), longest)
-
-
-def longest_start(dep: Deployment, settings: EngineSettings) -> int:
-    """The longest max_model_len at which the engine starts and holds one such sequence
-    (what `ridgeline fit --target-concurrency 1` finds, and vLLM's start-up error names as
-    'the estimated maximum model length'), up to the model's context; 0 where none does."""
-    from ridgeline.capacity import held_conversations, longest_holding
-
-    def starts(length: int) -> bool:
-        s = replace(settings, max_model_len=length)
-        return held_conversations(kv_pool(dep, s), dep, length) >= 1
-
-    limit = served_positions(dep.model, dep.engine) or settings.max_model_len or 1
-    return longest_holding(starts, 1, limit) if starts(1) else 0
 
 
 def fit_dict(f: DecodeFloor | PrefillFloor) -> dict[str, Any]:

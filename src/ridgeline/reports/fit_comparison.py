@@ -40,7 +40,7 @@ class FitComparison:
     def text_lines(self) -> list[str]:
         first = self.reports[0]
         d = first.deployment
-        rows = [[self._name(r), f"{r.pool.pool_bytes / GIB:,.2f}",
+        rows = [[self._name(r), f"{r.pool.kv_cache_bytes / GIB:,.2f}",
                  f"{r.pool.logged_tokens(r.context):,}",
                  f"{r.per_conversation_bytes / GIB:,.3f}", f"{r.conversations:,}",
                  f"{r.batch:,}", r.verdict] for r in self.reports]

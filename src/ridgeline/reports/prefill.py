@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ridgeline.capacity import EngineSeats
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Step
 from ridgeline.floors import PrefillFloor, bound_label
@@ -14,7 +15,6 @@ from ridgeline.parallel import cross_node_caution
 from ridgeline.render import table
 from ridgeline.reports.expectation import (
     ByCard,
-    EngineSeats,
     Expectation,
     context_caution,
     deployment_line,

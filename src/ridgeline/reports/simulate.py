@@ -67,6 +67,9 @@ def overload_rates(r: SimResult, requests: int) -> tuple[float, float, int] | No
     return (requests - 1) / span, r.request_rate_req_s, waiting
 
 
+SHORT_QUEUE_S = 0.05  # a mean queueing under this prints as 0.0 s: no ratio is read to it
+
+
 def backlog_evidence(r: SimResult) -> str:
     """How the queue grew, as a clause: of the requests arriving past the batch's filling,
     how many had left by the last arrival, and how much longer the later ones queued than
@@ -82,9 +85,10 @@ def backlog_evidence(r: SimResult) -> str:
     trend = r.rec.queue_trend(start, last)
     if trend is not None and trend[1] > trend[0]:
         early, late = trend
-        times = f", {late / early:,.1f}× the {early:,.1f} s" if early > 0 else ""
-        text += (f"; those arriving in the second half of that time queued a mean "
-                 f"{late:,.1f} s{times} of those in the first")
+        text += (f"; those arriving in the second half of that time queued a mean {late:,.1f} s"
+                 + (f", {late / early:,.1f}× the {early:,.1f} s of those in the first"
+                    if early >= SHORT_QUEUE_S else
+                    f", where those in the first queued under {SHORT_QUEUE_S:g} s"))
     return text
 
 

@@ -90,7 +90,8 @@ class UtilizationReport:
             engine = "llama.cpp" if self.accelerator.vendor == "apple" else "vLLM"
             n = self.kv_batch_limit
             lines.append(f"{engine}'s KV pool for {self.model} (its "
-                         f"{'vllm serve ' if engine == 'vLLM' else ''}defaults) holds "
+                         f"{'vllm serve ' if engine == 'vLLM' else ''}defaults, started at "
+                         f"max_model_len {self.context:,}, this context) holds "
                          f"{n:,} {plural(n, 'conversation')} of {self.context:,} tokens"
                          + (f": {self.refusal}" if self.refusal else ""))
             if not self.refusal and self.kv_batch_limit < self.running:

@@ -3,7 +3,7 @@ from the engine-aware memory model (``sim_config``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ridgeline.deployment import Deployment
 from ridgeline.errors import InputError
@@ -160,26 +160,27 @@ def llamacpp_context(dep: Deployment, settings: object | None = None) -> tuple[i
 def start_refusal(dep: Deployment, settings: object, config: SimConfig,
                   cells: tuple[int, str] | None = None) -> str | None:
     """Why the engine behind ``config`` would not start, as the user would read it, or None:
-    no KV pool beside the weights; a context the model cannot take; a pool smaller than one
-    --max-model-len sequence (vLLM: one of its default, the model's whole context); llama.cpp:
-    a -c (``cells``, from ``llamacpp_context``) whose cache does not fit beside the weights
-    (llama-server allocates it whole at start-up, or fails)."""
-    from dataclasses import replace
-
-    from ridgeline.capacity import context_refusal, no_sequence_reason, refuses_to_start
+    no KV pool beside the weights (or why, where it is a set pool past its room or SGLang's
+    state pool); a context the model cannot take; a serving engine's start-up check
+    failed at the max_model_len in force, given or its default, the model's whole context
+    (capacity.start_check, as decode and prefill make it); llama.cpp: a -c (``cells``, from
+    ``llamacpp_context``) whose cache does not fit beside the weights (llama-server allocates
+    it whole at start-up, or fails)."""
+    from ridgeline.capacity import context_refusal, no_sequence_reason, start_check
     from ridgeline.memory import EngineSettings, kv_pool
 
     s = settings if isinstance(settings, EngineSettings) else EngineSettings()
     where = f"{dep.num_gpus} x {dep.accelerator.id}"
     if config.num_blocks < 1:
         pool = kv_pool(dep, s)
-        if pool.overflow_bytes:  # a --kv-cache-memory-bytes pool past the card's room
-            return f"does not fit on {where}: " + no_sequence_reason(
-                pool, dep, config.max_model_len) + " (see `ridgeline fit`)"
         from ridgeline.llamacpp_fit import fit_could_offload
 
         hint = ("; llama.cpp's --fit would keep layers in host memory: -ngl auto "
                 "--host-bandwidth-gbs GB/s" if fit_could_offload(dep) else "")
+        if pool.overflow_bytes or pool.state_request_bytes:
+            # a cause to name: a --kv-cache-memory-bytes pool, SGLang's states (or weights)
+            return f"does not fit on {where}: " + no_sequence_reason(
+                pool, dep, config.max_model_len) + f" (see `ridgeline fit`{hint})"
         return f"does not fit: {dep.model.name} leaves no KV pool on {where} (see " \
                f"`ridgeline fit`{hint})"
     if cells is not None and dep.engine.startswith("llama.cpp"):
@@ -189,23 +190,14 @@ def start_refusal(dep: Deployment, settings: object, config: SimConfig,
                     f"needs more KV cells than the {room:,} {dep.model.name} leaves beside "
                     "its weights; give a smaller --max-model-len or fewer slots (--parallel), "
                     "or -ngl auto (--fit shrinks -c 0 to what fits; see `ridgeline fit`)")
-    if s.max_model_len:
-        refusal = context_refusal(dep, s.max_model_len)
-        if refusal:
-            return refusal
-        if refuses_to_start(kv_pool(dep, s), dep, s.max_model_len):
-            return (f"does not fit: {dep.engine} would refuse to start, its KV pool holding "
-                    f"less than one {s.max_model_len:,}-token sequence"
-                    + (too_small_pool(dep, s) or " (see `ridgeline fit`)"))
-    elif dep.engine == "vllm":  # vLLM's default: the model's whole context
-        default_len = config.max_model_len
-        if refuses_to_start(kv_pool(dep, replace(s, max_model_len=default_len)), dep,
-                            default_len):
-            return (f"does not fit: vllm would refuse to start at its default max_model_len, "
-                    f"the model's {default_len:,} tokens, its KV pool holding less than one "
-                    "such sequence" + (too_small_pool(dep, s) or
-                                       "; give --max-model-len (`ridgeline fit "
-                                       "--target-concurrency 1` finds the longest)"))
+    refusal = context_refusal(dep, s.max_model_len) if s.max_model_len else ""
+    if refusal:
+        return refusal
+    check = start_check(dep, s)
+    if check is not None and check.refused:
+        small = too_small_pool(dep, s)  # no length worth serving starts it: say so, not one
+        return "does not fit: " + (replace(check, longest=0) if small else check).clause(
+            dep.engine) + small
     if config.max_num_seqs < 1:  # SGLang with too few state slots runs no request (a hang)
         return (f"does not fit on {where}: "
                 + no_sequence_reason(kv_pool(dep, s), dep, config.max_model_len)
@@ -221,8 +213,6 @@ def too_small_pool(dep: Deployment, settings: object) -> str:
     so that no length worth serving rescues it, a clause saying so (what the pool holds),
     to follow a refusal; else "". Llama-3.1-70B in fp8 on one H100 at vLLM's defaults: a
     0.01 GiB pool, 32 tokens."""
-    from dataclasses import replace
-
     from ridgeline.capacity import refuses_to_start
     from ridgeline.memory import EngineSettings, kv_pool
     from ridgeline.units import GIB
@@ -233,7 +223,7 @@ def too_small_pool(dep: Deployment, settings: object) -> str:
     if not refuses_to_start(pool, dep, SHORT_REQUEST_TOKENS):
         return ""
     return (f", and no --max-model-len worth serving starts it: its pool holds "
-            f"{pool.tokens:,} tokens ({pool.pool_bytes / GIB:,.2f} GiB per GPU), under one "
+            f"{pool.tokens:,} tokens ({pool.kv_cache_bytes / GIB:,.2f} GiB per GPU), under one "
             f"{SHORT_REQUEST_TOKENS:,}-token request")
 
 
