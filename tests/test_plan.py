@@ -800,11 +800,11 @@ def test_a_checks_count_must_hold_on_a_second_draw_of_the_requests(
     steady, seen = Load.steady, []
 
     def second_draw_overloaded(self: Load, replicas: int, lifetime_s: float,
-                               first_token_only: bool = False) -> Any:
+                               first_token_only: bool = False, percentile: float = 0.0) -> Any:
         seen.append((self.seed, replicas))
         if self.seed == 1 and replicas == first.replicas:  # this draw misses at that count
             self = replace(self, rate_req_s=self.rate_req_s * 3)
-        return steady(self, replicas, lifetime_s, first_token_only)
+        return steady(self, replicas, lifetime_s, first_token_only, percentile)
 
     monkeypatch.setattr(Load, "steady", second_draw_overloaded)
     bumped = _verify(MODEL, c, load, slo, 64)

@@ -150,3 +150,19 @@ def test_a_prefill_only_load_is_priced_per_prompt_token_with_no_infinite_bound(
     cost = float(re.search(r"\$([\d.]+)/h", out).group(1))  # type: ignore[union-attr]
     per_m = usd_per_million_tokens(cost, 10 * 1000)
     assert per_m is not None and f"${per_m:,.3f} per million prompt tokens" in out
+
+
+def test_a_check_at_p99_9_holds_ten_requests_past_its_percentile() -> None:
+    """At p99.9 the 1,600 requests a check drew put 1.6 past the percentile, the slowest one
+    deciding: plan asked 8 GPUs where 10,000 requests showed 2 holding. A check now draws
+    10 ÷ (1 − p) requests where that is more, so the tail the percentile reads is 10 deep;
+    p90 and p99 keep the 1,600 that reach the steady state."""
+    from ridgeline.serving_load import SIM_REQUESTS, TAIL_REQUESTS
+
+    load = Load(10, "lognormal:1000,1", "lognormal:300,1")
+    for percentile, least in ((90.0, SIM_REQUESTS), (99.0, SIM_REQUESTS), (99.9, 10_000)):
+        work, window = load.steady(1, 1.0, percentile=percentile)
+        assert len(work) == least
+        counted = sum(window[0] <= r.arrival_s <= window[1] for r in work)
+        if percentile == 99.9:  # the latencies counted hold most of the ten past p99.9
+            assert counted * (1 - percentile / 100) >= 0.5 * TAIL_REQUESTS

@@ -95,9 +95,10 @@ def verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
     _, mean_out = load.means()
     grown_from: float | None = None  # the prefill pool's TTFT before it last grew
     while (x + y) * c.tp <= max_gpus:  # each pool in its steady state (Load.steady)
-        work, window = load.steady(x, c.ttft_floor_s, first_token_only=True)
+        work, window = load.steady(x, c.ttft_floor_s, first_token_only=True,
+                                   percentile=slo.percentile)
         prefill = Simulator(dep, profile, config).run(iter(work), window_s=window)
-        work, window = load.steady(y, mean_out * c.tpot_s)
+        work, window = load.steady(y, mean_out * c.tpot_s, percentile=slo.percentile)
         decode = Simulator(dep, profile, config).run(handed_off(work), window_s=window)
         first = prefill.latency_s_at("ttft", slo.percentile)
         joined = decode.latency_s_at("ttft", slo.percentile)

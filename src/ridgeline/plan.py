@@ -387,7 +387,8 @@ def _verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
         requests or (``draw`` n) on another draw of them (memoised)."""
         if (replicas, draw) not in checked:
             drawn = replace(load, seed=load.seed + draw) if draw else load
-            work, window = drawn.steady(replicas, lifetime)  # a replica's share
+            work, window = drawn.steady(replicas, lifetime,  # a replica's share
+                                        percentile=slo.percentile)
             result = run_replica(dep, profile, engine_config, work, engine_version,
                                  window_s=window)
             ttft, tpot = (result.latency_s_at(name, slo.percentile) for name in ("ttft", "tpot"))

@@ -20,7 +20,11 @@ from ridgeline.sim.workload import Workload, length_sampler, read_trace
 # caught (with 400, a 10 % overload of a short-lived load passed: plan audit, 2026-11-30) …
 SIM_REQUESTS = 1600
 MAX_SIM_REQUESTS = 6000  # … and up to this many, to reach the steady state
-TAIL_REQUESTS = 10  # a trace's requests past the SLO's percentile, fewest to rest it on
+TAIL_REQUESTS = 10  # requests past the SLO's percentile, the fewest to rest it on
+# … and, at a percentile past p99.4, enough for TAIL_REQUESTS past it, up to this many: at
+# p99.9 1,600 requests put 1.6 past it, the slowest of them deciding (an 8 GPU answer where
+# 10,000 requests showed 2 GPUs holding; plan audit, 2026-12-02)
+MAX_TAIL_REQUESTS = 20_000
 # A check's arrivals span STEADY_SPANS request lifetimes (analytic TTFT + output × TPOT); the
 # latencies counted are of those arriving after WARMUP_SPANS lifetimes and at least one before
 # the last arrival: a short run measures the batch still filling up (or draining) and reads
@@ -117,14 +121,16 @@ class Load:
             return held / span if span > 0 else math.inf
         return max(range(len(rows) - count + 1), key=weight)
 
-    def steady(self, replicas: int, lifetime_s: float, first_token_only: bool = False
-               ) -> tuple[list[Request], tuple[float, float]]:
-        """One replica's share, long enough to reach the steady state, and the arrival window
-        whose latencies count: past the warm-up, and (set from the requests' own arrivals)
-        ending before the last of them, so that it holds no drain."""
+    def steady(self, replicas: int, lifetime_s: float, first_token_only: bool = False,
+               percentile: float = 0.0) -> tuple[list[Request], tuple[float, float]]:
+        """One replica's share, long enough to reach the steady state and to hold
+        TAIL_REQUESTS past ``percentile`` (tail_requests), and the arrival window whose
+        latencies count: past the warm-up, and (set from the requests' own arrivals) ending
+        before the last of them, so that it holds no drain."""
         rate = self.rate_req_s / replicas
         life = max(lifetime_s, 1e-3)
         count = int(min(MAX_SIM_REQUESTS, max(SIM_REQUESTS, math.ceil(rate * STEADY_SPANS * life))))
+        count = max(count, tail_requests(percentile))
         first = 0
         if self.trace:  # of a long trace, its heaviest stretch
             count = min(count, -(-len(self.trace) // replicas))
@@ -159,6 +165,15 @@ class Load:
             return ""
         return tail_caution(simulated, percentile, "the check simulated",
                             "check it with `ridgeline simulate --num-requests {n:,}`")
+
+
+def tail_requests(percentile: float) -> int:
+    """Requests a check needs for TAIL_REQUESTS past ``percentile``, at most MAX_TAIL_REQUESTS:
+    10 ÷ (1 − p/100), 10,000 at p99.9, 1,000 at p99 (under SIM_REQUESTS, which then holds)."""
+    if percentile <= 0:
+        return 0
+    return min(MAX_TAIL_REQUESTS,  # (1 − 0.999 is 0.000999…: rounded before the ceiling)
+               math.ceil(round(TAIL_REQUESTS / (1 - percentile / 100), 6)))
 
 
 def tail_caution(requests: int, percentile: float, held: str, more: str) -> str:
