@@ -563,3 +563,16 @@ def test_jambas_mamba1_layers_keep_the_radix_cache_in_the_releases_that_drop_nem
     nemotron = fit_json(capsys, "nemotron-h-56b", 8, "8000", "0.5.6",
                         "--max-running-requests", "64")
     assert nemotron["state_pool"]["sized"] == "fixed"
+
+
+def test_fit_json_names_the_kv_cache_apart_from_the_static_pool(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """For an SGLang hybrid pool_bytes_per_gpu is the static pool the states are carved from;
+    kv_cache_bytes_per_gpu is the cache beside them, as the budget's '= KV pool' line says
+    (Qwen3-Next on 4 x H100 at 32k: 26.58 and 14.01 GiB); elsewhere the two are one."""
+    hybrid = fit_json(capsys, "qwen3-next-80b-a3b", 4, "32k", None)
+    assert hybrid["kv_cache_bytes_per_gpu"] == pytest.approx(
+        hybrid["pool_bytes_per_gpu"] - hybrid["state_pool"]["bytes_per_gpu"])
+    assert hybrid["kv_cache_bytes_per_gpu"] == hybrid["state_pool"]["kv_cache_bytes_per_gpu"]
+    dense = fit_json(capsys, "llama-3.1-8b", 1, "32k", None)
+    assert dense["kv_cache_bytes_per_gpu"] == dense["pool_bytes_per_gpu"]

@@ -390,8 +390,10 @@ class FitReport:
             # vLLM's "Available KV cache memory": negative where nothing is left
             "available_kv_bytes_per_gpu": p.rest_bytes * p.free_fraction_of_rest
             if not p.set_pool_bytes else p.pool_bytes,
+            # SGLang's hybrids: the static pool their state pool is carved from (state_pool)
             "pool_bytes_per_gpu": p.pool_bytes, "pool_gib_total": p.pool_bytes
             * self.deployment.num_gpus / GIB, "tokens": p.logged_tokens(self.context),
+            "kv_cache_bytes_per_gpu": p.kv_cache_bytes,  # the KV cache itself, everywhere
             "blocks_per_gpu": p.blocks, "vllm_max_concurrency": None if p.groups is None
             else p.concurrency(self.context),
             "block_size": p.block_size, "conversations": self.conversations,
