@@ -85,8 +85,8 @@ def test_a_kv_bound_overload_is_flagged_whatever_the_seed(
     code, out, _ = run_cli(capsys, "simulate", *argv)
     assert code == 0
     line = next(x for x in out.splitlines() if x.startswith("OVERLOADED"))
-    assert f"of the {arrived:,} requests arriving once the batch had filled" in line
-    assert f"{left:,} left the engine by the last arrival, {arrived - left:,} fewer" in line
+    assert f"{arrived:,} requests arrived and {left:,} left the engine, " \
+        f"{arrived - left:,} fewer" in line
     assert f"queued a mean {late:,.1f} s, {late / early:,.1f}× the {early:,.1f} s" in line
 
 

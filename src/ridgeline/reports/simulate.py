@@ -79,8 +79,8 @@ def backlog_evidence(r: SimResult) -> str:
         return ""
     arrived, left, _ = behind
     start, last = r.rec.steady_s
-    text = (f"of the {arrived:,} requests arriving once the batch had filled ({start:,.1f}–"
-            f"{last:,.1f} s), {left:,} left the engine by the last arrival, "
+    text = (f"once the batch had filled ({start:,.1f}–{last:,.1f} s, to the last arrival), "
+            f"{arrived:,} requests arrived and {left:,} left the engine, "
             f"{arrived - left:,} fewer")
     trend = r.rec.queue_trend(start, last)
     if trend is not None and trend[1] > trend[0]:
@@ -339,8 +339,8 @@ class SimulateReport:
         if r.rec.stopped_early:
             unfinished = self.requests - r.completed - r.rejected
             lines.append(f"STOPPED EARLY at {r.duration_s:,.0f} s simulated ({r.steps:,} "
-                         "steps): under half of the requests arriving once the batch had "
-                         "filled had left the engine, so the rest of the run would only "
+                         "steps): once the batch had filled, fewer than half as many "
+                         "requests left the engine as arrived, so the rest of the run would only "
                          f"lengthen the queue; {unfinished:,} of the {self.requests:,} "
                          "requests did not finish here (queued, running or yet to arrive), and "
                          f"the latencies above are of the {r.completed:,} that did, mostly the "

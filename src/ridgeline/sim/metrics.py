@@ -322,8 +322,8 @@ class Recorder:
         return means[0], means[1]
 
     def hopelessly_behind(self, now_s: float) -> bool:
-        """Whether, of the requests arriving past the batch's filling up to ``now_s``, fewer
-        than CUT_SHARE have left the engine and at least CUT_BACKLOG are left behind: it
+        """Whether, past the batch's filling up to ``now_s``, the requests that left the
+        engine fall short of those that arrived by CUT_SHARE of them and CUT_BACKLOG: it
         serves under half of what is offered, and the rest of the run only lengthens the
         queue. An engine that keeps up has its arrivals leave within a lifetime of coming."""
         start = self.steady_s[0]
