@@ -155,6 +155,10 @@ def test_vllm_on_gguf_weights_carries_its_docs_experimental_warning(
     prefill = run_json(capsys, "prefill", "llama-3.1-8b", "--gpu", "h100", "--prompt-len",
                        "1000", "--weights", "q8_0")["cautions"]
     assert any("highly experimental" in c for c in prefill)
+    simulated = run_json(capsys, "simulate", "llama-3.1-8b", "--gpu", "h100", "--weights",
+                         "q4_k_m", "--max-model-len", "8192", "--rate", "2",
+                         "--num-requests", "50")["cautions"]
+    assert any("highly experimental" in c for c in simulated)  # its speeds are priced alike
 
 
 def test_tensorrt_llm_refuses_gguf_weights(capsys: pytest.CaptureFixture[str]) -> None:

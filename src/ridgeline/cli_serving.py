@@ -358,7 +358,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
             raise InputError(f"cannot write {args.export}: {exc}") from None
     from ridgeline.offload import offload_caution
     from ridgeline.parallel import cross_node_caution
-    from ridgeline.predict import cdna3_moe_caution, eager_caution
+    from ridgeline.predict import cdna3_moe_caution, eager_caution, gguf_caution
     from ridgeline.reports.expectation import context_caution
     from ridgeline.reports.simulate import (
         full_cache_caution,
@@ -394,7 +394,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                                  full_cache_caution(engine, result.preemptions),
                                  whole_context_caution(config, result.rec.over_budget_prompts),
                                  eager_caution(dep) if args.enforce_eager else "",
-                                 offload_caution(dep), cdna3_moe_caution(dep),
+                                 offload_caution(dep), cdna3_moe_caution(dep), gguf_caution(dep),
                                  cross_node_caution(dep.tensor_parallel_size, dep.accelerator,
                                                     dep.engine),
                                  "" if overload_rates(result, count) else warmup_caution(
