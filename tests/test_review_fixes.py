@@ -195,3 +195,21 @@ def test_utilization_says_its_pool_starts_at_the_context(
     code, out, _ = run_cli(capsys, "utilization", "--gpu", "h100", "--model", "llama-3.1-70b",
                            "--num-gpus", "2", "--running", "8", "--context", "2048")
     assert code == 0 and "started at max_model_len 2,048, this context" in out
+
+
+def test_trtllm_says_it_trims_max_seq_len_to_its_pool(capsys: pytest.CaptureFixture[str]) -> None:
+    """TensorRT-LLM starts where its pool holds less than the model's context, reducing
+    max_seq_len to what it holds: decode and prefill say so, with the length fit finds
+    (Llama-3.1-70B bf16 on 2 x H100: 71,008 tokens), and say nothing once it is given."""
+    from ridgeline.cli import main
+
+    base = ["llama-3.1-70b", "--gpu", "h100", "--num-gpus", "2", "--engine", "trtllm"]
+    assert main(["fit", *base, "--target-concurrency", "1", "--json"]) == 0
+    longest = json.loads(capsys.readouterr().out)["context"]
+    for argv in (["decode", *base, "--batch", "1", "--context", "1100"],
+                 ["prefill", *base, "--prompt-len", "1000"]):
+        assert main([*argv, "--json"]) == 0
+        said = [c for c in json.loads(capsys.readouterr().out)["cautions"] if "reducing" in c]
+        assert len(said) == 1 and f"the {longest:,} tokens its KV pool holds" in said[0]
+        assert main([*argv, "--max-model-len", "8192", "--json"]) == 0
+        assert not any("reducing" in c for c in json.loads(capsys.readouterr().out)["cautions"])

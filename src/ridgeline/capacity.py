@@ -265,6 +265,31 @@ def start_check(dep: Deployment, settings: EngineSettings,
     return StartCheck(length, not given, refused, longest_start(dep, s) if refused else 0)
 
 
+def start_trim_caution(dep: Deployment, settings: EngineSettings,
+                       max_model_len: int | None = None) -> str:
+    """Where SGLang or TensorRT-LLM starts at a max_model_len (start_check's) its pool cannot
+    hold one sequence of, what it trims a request to, or "": TensorRT-LLM reduces
+    max_seq_len to the pool (refuses_to_start), SGLang caps max_req_len at it; a longer
+    request is refused. Llama-3.1-70B bf16 on 2 x H100 under trtllm: 131,072 trimmed to the
+    pool's 71,008 tokens."""
+    check = start_check(dep, settings, max_model_len)
+    if dep.engine not in ("sglang", "trtllm") or check is None or check.refused:
+        return ""
+    pool = kv_pool(dep, replace(settings, max_model_len=check.length))
+    if pool.groups is not None or not dep.model.count(mixer="full") \
+            or pool.tokens >= check.length:
+        return ""
+    asked = "its default, the model's context" if check.defaulted else "as given"
+    if dep.engine == "trtllm":
+        return (f"trtllm starts at max_seq_len {check.length:,} ({asked}) by reducing it to the "
+                f"{pool.tokens:,} tokens its KV pool holds (its log: 'maxAttentionWindow and "
+                "maxSequenceLen are too large for at least one sequence to fit in kvCache. They "
+                "are reduced to …'): a longer request is refused")
+    return (f"sglang starts at context_len {check.length:,} ({asked}) but caps a request at "
+            f"the {pool.tokens - 1:,} tokens its KV pool holds (max_req_len = "
+            "min(context_len − 1, max_total_num_tokens − 1)): a longer request is refused")
+
+
 def longest_start(dep: Deployment, settings: EngineSettings) -> int:
     """The longest max_model_len at which the engine starts and holds one such sequence
     (what `ridgeline fit --target-concurrency 1` finds, and vLLM's start-up error names as

@@ -260,6 +260,7 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
     from ridgeline.reports.prefill import PrefillComparison, PrefillReport, PrefillSeries
 
     def one(a: argparse.Namespace) -> list[PrefillReport]:
+        from ridgeline.capacity import start_trim_caution
         from ridgeline.memory import EngineSettings
         from ridgeline.predict import shared_profile_caution
 
@@ -276,7 +277,9 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
         length = _max_model_len(a, placed, a.prompt_len, "--prompt-len")
         once = placed.offload is not None and placed.offload.chosen_by_fit \
             and len(a.prompt_len) > 1
-        notes = tuple(filter(None, (shared_profile_caution(profile), (
+        trim = start_trim_caution(placed, pool_settings or EngineSettings(usage="offline"),
+                                  length)
+        notes = tuple(filter(None, (shared_profile_caution(profile), trim, (
             f"-ngl auto placed the weights once, for the longest prompt asked "
             f"({max(a.prompt_len):,} tokens); a shorter one alone would keep more of them on "
             "the GPU") if once else "")))

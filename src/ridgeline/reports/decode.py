@@ -294,6 +294,7 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
             floors.append((pipelined_floor(dep, b, context), base))
             expected.append(Expectation.of(dep, decode_batch(micro_batch(dep, b), context),
                                            profile))
+    from ridgeline.capacity import start_trim_caution
     from ridgeline.offload import offload_caution
     from ridgeline.predict import (
         cdna3_moe_caution,
@@ -303,6 +304,8 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
     )
 
     cautions = (eager_caution(dep) if enforce_eager else "", context_caution(dep, max(contexts)),
+                start_trim_caution(dep, settings or EngineSettings(usage="offline"),
+                                   max_model_len),
                 cdna3_moe_caution(dep), gguf_caution(dep), shared_profile_caution(profile),
                 offload_caution(dep), split_caution(dep), dep.model.architecture_caution,
                 micro_batch_caution(dep, batches), deployment_caution(dep),
