@@ -20,7 +20,7 @@ from ridgeline.capacity import (
     refuses_to_start,
 )
 from ridgeline.deployment import Deployment
-from ridgeline.explain import Quantity, Step, q, step
+from ridgeline.explain import Step, q, step
 from ridgeline.kvcache import kv_footprint
 from ridgeline.llamacpp_batching import llamacpp_n_batch
 from ridgeline.memory import (
@@ -28,7 +28,6 @@ from ridgeline.memory import (
     KVPool,
     engine_defaults,
     kv_pool,
-    sglang_own_requests,
     vllm_pool_advice,
 )
 from ridgeline.model import served_positions
@@ -41,12 +40,21 @@ from ridgeline.reports.fit_budget import (
     is_llamacpp,
     runner_label,
     seats_name,
-    state_per_request_bytes,
     state_pool_note,
     vision_bytes_in_pool,
 )
 from ridgeline.reports.fit_levers import Lever, gpus_needed, levers
 from ridgeline.reports.fit_offload import host_bytes, offload_flags, offload_lines
+from ridgeline.reports.fit_state import (
+    most_running_requests,
+    running_slots,
+    running_step,
+    state_overrun,
+    state_overrun_reason,
+    state_pool_dict,
+    state_shortfall,
+    state_shortfall_step,
+)
 from ridgeline.reports.fit_steps import (
     conversations_step,
     pool_step,
@@ -58,7 +66,6 @@ from ridgeline.roofline import expert_ridge_batch, ridge_step
 from ridgeline.sglang_memory import (
     past_checked,
     sglang_data,
-    sglang_radix_cache,
     sglang_slots_per_request,
     sglang_state_ratio,
 )
@@ -149,7 +156,7 @@ class FitReport:
                            cross_node_caution(d.tensor_parallel_size, d.accelerator, d.engine))
                if c]
         seats, pool = self.pool.max_num_seqs, self.pool
-        per = self.running_slots if pool.state_request_bytes else 0
+        per = running_slots(self) if pool.state_request_bytes else 0
         if self.target and self.target > seats and self.conversations >= self.target \
                 and per and seats == pool.state_slots // per:  # SGLang's state pool caps it
             out.append(f"the pool holds the {self.target:,} conversations, but at most "
@@ -260,77 +267,16 @@ class FitReport:
             return max(need, p.set_pool_bytes) - p.rest_bytes if p.overflow_bytes \
                 else max(0.0, need - p.pool_bytes)
         if p.state_request_bytes:
-            return self._state_shortfall(need)
+            return state_shortfall(self, need)
         held = need + p.slot_cache_bytes  # llama.cpp's slot caches, a fixed size beside it
         if p.capped:  # a token cap binds: the pool short of the need, as far as memory allows
             return max(0.0, held - p.pool_bytes)
         return max(0.0, held / p.free_fraction_of_rest - p.rest_bytes)
 
-    def _state_shortfall(self, need: float) -> float:
-        """SGLang's hybrid: the static pool the target needs beside its state pool, less the
-        one it has. A carved pool takes ratio ÷ (1 + ratio) of the static pool, so that needs
-        (1 + ratio) × the larger of the KV cache needed and the target's states ÷ ratio (a
-        slot for each conversation, and at least a running request's slots); a pool SGLang
-        sets at a number of requests, the KV cache needed beside max(slots, target) states.
-        Where --max-total-tokens binds, at least the KV cache the cap withholds."""
-        p = self.pool
-        short = self.state_static_needed(need) - p.rest_bytes
-        if p.capped:
-            short = max(short, need - p.state_kv_bytes)
-        return max(0.0, short)
-
-    def state_static_needed(self, need: float) -> float:
-        """The static pool an SGLang state pool needs to hold ``need`` bytes of KV cache and
-        a slot for each of the target's conversations (_state_shortfall)."""
-        p, target = self.pool, max(1, self.target or 1)
-        per = p.state_request_bytes
-        if p.state_pool_fixed:
-            return need + max(p.state_slots, target) * per
-        ratio = sglang_state_ratio(self.settings.engine_version)
-        return (1 + ratio) * max(need, max(target, self.running_slots) * per / ratio)
-
-    @property
-    def running_slots(self) -> int:
-        """The state slots SGLang keeps per running request (sglang_slots_per_request): a
-        carved pool needs at least that many to run one."""
-        s = self.settings
-        return sglang_slots_per_request(s.prefix_caching is not False, s.engine_version,
-                                        self.deployment.model)
-
     @property
     def most_running_requests(self) -> int:
-        """The largest --max-running-requests whose state pool (SGLang sets it at that many
-        requests with its radix cache off) leaves room for the target's conversations:
-        floor((static pool − target × per conversation) ÷ state per request); below the
-        target where none does."""
-        p, need = self.pool, max(1, self.target or 1)
-        per = p.state_request_bytes
-        return int((p.pool_bytes - need * self.per_conversation_bytes) // per) if per else 0
-
-    @property
-    def state_overrun(self) -> bool:
-        """SGLang set its state pool at a number of requests (its radix cache off) and their
-        states take the whole static pool: the KV cache gets no token, and SGLang stops at
-        start-up ('Not enough memory')."""
-        p = self.pool
-        return p.state_pool_fixed and p.pool_bytes > 0 and p.tokens < 1
-
-    def _state_overrun_reason(self) -> str:
-        """The state pool SGLang sets past the static pool: the one product, its refusal,
-        and the --max-running-requests that leaves room for the target."""
-        p, s, model = self.pool, self.settings, self.deployment.model
-        per, need = state_per_request_bytes(p), max(1, self.target or 1)
-        most = self.most_running_requests
-        refusal = str(sglang_data()["mamba_pool"]["state_pool_radix_off"]["overrun"])
-        return (f"{state_pool_note(p, s, model)}, whatever the memory: {p.state_slots:,} "
-                f"requests' recurrent state × {per / GIB:,.4f} GiB = "
-                f"{p.slot_cache_bytes / GIB:,.2f} GiB per GPU, more than the "
-                f"{p.pool_bytes / GIB:,.2f} GiB static pool, which leaves the KV cache "
-                f"nothing, so it would refuse to start ('{refusal}'); "
-                + (f"--max-running-requests {most:,} or fewer leaves room for {need:,} "
-                   f"{plural(need, 'conversation')} of {self.context:,} tokens" if most >= need
-                   else f"no --max-running-requests leaves room for {need:,} "
-                   f"{plural(need, 'conversation')} of {self.context:,} tokens"))
+        """The largest --max-running-requests that leaves room for the target (fit_state)."""
+        return most_running_requests(self)
 
     @property
     def admitted_bytes(self) -> float:
@@ -450,34 +396,8 @@ class FitReport:
                 "blocks_per_conversation": p.groups.decode_blocks(self.context)},
         }
         if p.state_request_bytes:  # SGLang's hybrid: only where there is a state pool
-            out["state_pool"] = self._state_pool_dict()
+            out["state_pool"] = state_pool_dict(self)
         return out
-
-    def _state_pool_dict(self) -> dict[str, Any]:
-        """SGLang's state pool: carved (mamba_full_memory_ratio's share of the static pool) or
-        set at a number of requests (its radix cache off), with why, and what it leaves."""
-        p, s, model = self.pool, self.settings, self.deployment.model
-        radix = sglang_radix_cache(s.prefix_caching is not False, s.engine_version, model)
-        ratio = sglang_state_ratio(s.engine_version)
-        engine = f"SGLang {s.engine_version}" if s.engine_version else "SGLang"
-        return {
-            "sized": "fixed" if p.state_pool_fixed else "carved",
-            "mamba_full_memory_ratio": None if p.state_pool_fixed else ratio,
-            "slots": p.state_slots,
-            "why": state_pool_note(p, s, model) if p.state_pool_fixed else
-            f"{engine} carves mamba_full_memory_ratio {ratio:g} ÷ {1 + ratio:g} of the static "
-            "pool, in whole requests' states (floor(static pool × ratio ÷ (1 + ratio) ÷ state "
-            "per request))",
-            "radix_cache": radix,
-            "slots_per_running_request": sglang_slots_per_request(
-                s.prefix_caching is not False, s.engine_version, model),
-            "bytes_per_request_per_gpu": p.state_request_bytes,
-            "bytes_per_gpu": p.slot_cache_bytes,
-            "static_pool_bytes_per_gpu": p.pool_bytes,
-            "kv_cache_bytes_per_gpu": p.state_kv_bytes,
-            # a set pool past the static pool: SGLang stops at start-up ('Not enough memory')
-            "overrun_bytes_per_gpu": max(0.0, p.slot_cache_bytes - p.pool_bytes),
-        }
 
     @property
     def advice(self) -> tuple[float, float] | None:
@@ -501,8 +421,8 @@ class FitReport:
                     f"{plural(self.conversations, 'conversation')} of {self.context:,} tokens")
         if self.verdict == DOES_NOT_FIT and context_refusal(d, self.context):
             headline = f"DOES NOT FIT: {context_refusal(d, self.context)}"
-        elif self.verdict == DOES_NOT_FIT and self.state_overrun:
-            headline = f"DOES NOT FIT: {self._state_overrun_reason()}"
+        elif self.verdict == DOES_NOT_FIT and state_overrun(p):
+            headline = f"DOES NOT FIT: {state_overrun_reason(self)}"
         elif self.verdict == DOES_NOT_FIT and p.state_request_bytes and p.max_num_seqs < 1 \
                 and (self.conversations or (not p.state_slots and p.blocks > 0)):
             per = sglang_slots_per_request(self.settings.prefix_caching is not False,
@@ -650,7 +570,7 @@ class FitReport:
                   f"batch the engine can run: min({self.conversations:,} "
                   f"{plural(self.conversations, 'conversation')}, "
                   f"{seats_name(p)} {p.max_num_seqs:,}) = {self.batch:,}"]
-        if p.state_pool_fixed and not self.state_overrun:
+        if p.state_pool_fixed and not state_overrun(p):
             lines.append(f"{state_pool_note(p, self.settings, d.model)}, whatever the "
                          "memory; a running request takes one slot")
         if self.advice is not None:
@@ -778,10 +698,10 @@ def _held_steps(r: FitReport) -> tuple[Step, ...]:
                 f"floor(pool ÷ bytes per {unit[:-1]})", q(unit, p.blocks),
                 q("pool", p.pool_bytes / GIB, "GiB"), *slots, per_block)]
     if p.state_request_bytes:
-        out.append(_running_step(r))
+        out.append(running_step(r))
     if r.verdict == DOES_NOT_FIT and p.state_request_bytes \
             and not past_trained_context(r.deployment, r.context):
-        out.append(_state_shortfall_step(r))
+        out.append(state_shortfall_step(r))
     elif r.verdict == DOES_NOT_FIT and not past_trained_context(r.deployment, r.context):
         out.append(step("shortfall per GPU", "(max(target × per conversation, start-up blocks) "
                         "+ slots' window cache) ÷ share of the rest for the cache − the rest",
@@ -803,62 +723,6 @@ def _held_steps(r: FitReport) -> tuple[Step, ...]:
                         *(q(lv.name, lv.conversations, plural(lv.conversations, "conversation"))
                           for lv in r.levers)))
     return tuple(out)
-
-
-def _running_step(r: FitReport) -> Step:
-    """SGLang's max_running_requests beside a state pool: its own (from the KV cache's
-    tokens, or the flag), at most the state slots over the slots a running request takes."""
-    p, s, d = r.pool, r.settings, r.deployment
-    radix = s.prefix_caching is not False
-    per = sglang_slots_per_request(radix, s.engine_version, d.model)
-    own = sglang_own_requests(d, p, s)
-    context = s.max_model_len or r.context
-    rule = sglang_data()["max_running_requests"]
-    flag = f"--max-running-requests {s.max_num_seqs:,}" if s.max_num_seqs else \
-        (f"clamp(int({p.tokens:,} tokens ÷ {context:,} × {rule['per_context']:,}), "
-         f"{rule['least']:,}, {rule['most']:,})")
-    own_note = (f"{flag}: the request pool SGLang asks; it stops ('Not enough memory') before "
-                "it halves the tokens" if p.tokens < 1 else
-                f"min({flag}, {p.tokens:,} tokens // 2), at least 1")
-    on = sglang_radix_cache(radix, s.engine_version, d.model)
-    per_note = ("a running request's state and two for its radix cache's" if on and per == 3
-                else f"SGLang {s.engine_version}: a running request's state and four more (the "
-                "extra buffer's two under its default strategy too)" if on else
-                "its radix cache off: a running request's state alone")
-    return step("max_running_requests", "min(SGLang's own, state slots // slots per running "
-                "request)", q("max_running_requests", p.max_num_seqs),
-                q("SGLang's own", own, "", own_note), q("state slots", p.state_slots),
-                q("slots per running request", per, "", per_note))
-
-
-def _state_shortfall_step(r: FitReport) -> Step:
-    """The static pool the target needs beside SGLang's state pool, less the one it has (and
-    where --max-total-tokens binds, at least the KV cache the cap withholds)."""
-    p, s, need = r.pool, r.settings, max(1, r.target or 1)
-    common = (q("shortfall", r.shortfall_bytes / GIB, "GiB"), q("target", need),
-              q("per conversation", r.per_conversation_bytes / GIB, "GiB"))
-    per = q("state per request", p.state_request_bytes / GIB, "GiB")
-    static = q("static pool", p.rest_bytes / GIB, "GiB",
-               "negative: what comes before it overflows the fraction" if p.rest_bytes < 0
-               else "")
-    if p.state_pool_fixed:
-        formula = ("target × per conversation + max(state slots, target) × state per request "
-                   "− the static pool")
-        inputs: tuple[Quantity, ...] = (*common, q("state slots", p.state_slots), per, static)
-        why = "each conversation a slot"
-    else:
-        formula = ("(1 + ratio) × max(target × per conversation, max(target, slots per running "
-                   "request) × state per request ÷ ratio) − the static pool")
-        inputs = (*common, q("slots per running request", r.running_slots), per,
-                  q("ratio", sglang_state_ratio(s.engine_version), "",
-                    "mamba_full_memory_ratio"), static)
-        why = ("the state pool takes ratio ÷ (1 + ratio) of it; each conversation a slot, and "
-               "one running request its slots")
-    if p.capped:
-        return step("shortfall per GPU", f"max({formula}, target × per conversation − KV "
-                    f"cache) ({why}; {cap_flag(p)} binds on the KV cache)", *inputs,
-                    q("KV cache", p.state_kv_bytes / GIB, "GiB", "the cap's, above"))
-    return step("shortfall per GPU", f"{formula} ({why})", *inputs)
 
 
 def _stage_lines(p: KVPool, d: Deployment) -> list[str]:

@@ -1,0 +1,173 @@
+"""`ridgeline fit`'s SGLang hybrid state pool: the slots a running request takes, the static
+pool a target needs beside the state pool, a state pool set past the static pool (its
+overrun), the state pool's JSON, and its explain steps (max_running_requests, the
+shortfall)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ridgeline.explain import Quantity, Step, q, step
+from ridgeline.memory import KVPool, sglang_own_requests
+from ridgeline.reports.fit_budget import cap_flag, state_per_request_bytes, state_pool_note
+from ridgeline.sglang_memory import (
+    sglang_data,
+    sglang_radix_cache,
+    sglang_slots_per_request,
+    sglang_state_ratio,
+)
+from ridgeline.units import GIB, plural
+
+if TYPE_CHECKING:
+    from ridgeline.reports.fit import FitReport
+
+
+def running_slots(r: FitReport) -> int:
+    """The state slots SGLang keeps per running request (sglang_slots_per_request): a
+    carved pool needs at least that many to run one."""
+    s = r.settings
+    return sglang_slots_per_request(s.prefix_caching is not False, s.engine_version,
+                                    r.deployment.model)
+
+
+def state_static_needed(r: FitReport, need: float) -> float:
+    """The static pool an SGLang state pool needs to hold ``need`` bytes of KV cache and
+    a slot for each of the target's conversations (state_shortfall)."""
+    p, target = r.pool, max(1, r.target or 1)
+    per = p.state_request_bytes
+    if p.state_pool_fixed:
+        return need + max(p.state_slots, target) * per
+    ratio = sglang_state_ratio(r.settings.engine_version)
+    return (1 + ratio) * max(need, max(target, running_slots(r)) * per / ratio)
+
+
+def state_shortfall(r: FitReport, need: float) -> float:
+    """SGLang's hybrid: the static pool the target needs beside its state pool, less the
+    one it has. A carved pool takes ratio ÷ (1 + ratio) of the static pool, so that needs
+    (1 + ratio) × the larger of the KV cache needed and the target's states ÷ ratio (a
+    slot for each conversation, and at least a running request's slots); a pool SGLang
+    sets at a number of requests, the KV cache needed beside max(slots, target) states.
+    Where --max-total-tokens binds, at least the KV cache the cap withholds."""
+    p = r.pool
+    short = state_static_needed(r, need) - p.rest_bytes
+    if p.capped:
+        short = max(short, need - p.state_kv_bytes)
+    return max(0.0, short)
+
+
+def most_running_requests(r: FitReport) -> int:
+    """The largest --max-running-requests whose state pool (SGLang sets it at that many
+    requests with its radix cache off) leaves room for the target's conversations:
+    floor((static pool − target × per conversation) ÷ state per request); below the
+    target where none does."""
+    p, need = r.pool, max(1, r.target or 1)
+    per = p.state_request_bytes
+    return int((p.pool_bytes - need * r.per_conversation_bytes) // per) if per else 0
+
+
+def state_overrun(p: KVPool) -> bool:
+    """SGLang set its state pool at a number of requests (its radix cache off) and their
+    states take the whole static pool: the KV cache gets no token, and SGLang stops at
+    start-up ('Not enough memory')."""
+    return p.state_pool_fixed and p.pool_bytes > 0 and p.tokens < 1
+
+
+def state_overrun_reason(r: FitReport) -> str:
+    """The state pool SGLang sets past the static pool: the one product, its refusal,
+    and the --max-running-requests that leaves room for the target."""
+    p, s, model = r.pool, r.settings, r.deployment.model
+    per, need = state_per_request_bytes(p), max(1, r.target or 1)
+    most = most_running_requests(r)
+    refusal = str(sglang_data()["mamba_pool"]["state_pool_radix_off"]["overrun"])
+    return (f"{state_pool_note(p, s, model)}, whatever the memory: {p.state_slots:,} "
+            f"requests' recurrent state × {per / GIB:,.4f} GiB = "
+            f"{p.slot_cache_bytes / GIB:,.2f} GiB per GPU, more than the "
+            f"{p.pool_bytes / GIB:,.2f} GiB static pool, which leaves the KV cache "
+            f"nothing, so it would refuse to start ('{refusal}'); "
+            + (f"--max-running-requests {most:,} or fewer leaves room for {need:,} "
+               f"{plural(need, 'conversation')} of {r.context:,} tokens" if most >= need
+               else f"no --max-running-requests leaves room for {need:,} "
+               f"{plural(need, 'conversation')} of {r.context:,} tokens"))
+
+
+def state_pool_dict(r: FitReport) -> dict[str, Any]:
+    """SGLang's state pool: carved (mamba_full_memory_ratio's share of the static pool) or
+    set at a number of requests (its radix cache off), with why, and what it leaves."""
+    p, s, model = r.pool, r.settings, r.deployment.model
+    radix = sglang_radix_cache(s.prefix_caching is not False, s.engine_version, model)
+    ratio = sglang_state_ratio(s.engine_version)
+    engine = f"SGLang {s.engine_version}" if s.engine_version else "SGLang"
+    return {
+        "sized": "fixed" if p.state_pool_fixed else "carved",
+        "mamba_full_memory_ratio": None if p.state_pool_fixed else ratio,
+        "slots": p.state_slots,
+        "why": state_pool_note(p, s, model) if p.state_pool_fixed else
+        f"{engine} carves mamba_full_memory_ratio {ratio:g} ÷ {1 + ratio:g} of the static "
+        "pool, in whole requests' states (floor(static pool × ratio ÷ (1 + ratio) ÷ state "
+        "per request))",
+        "radix_cache": radix,
+        "slots_per_running_request": sglang_slots_per_request(
+            s.prefix_caching is not False, s.engine_version, model),
+        "bytes_per_request_per_gpu": p.state_request_bytes,
+        "bytes_per_gpu": p.slot_cache_bytes,
+        "static_pool_bytes_per_gpu": p.pool_bytes,
+        "kv_cache_bytes_per_gpu": p.state_kv_bytes,
+        # a set pool past the static pool: SGLang stops at start-up ('Not enough memory')
+        "overrun_bytes_per_gpu": max(0.0, p.slot_cache_bytes - p.pool_bytes),
+    }
+
+
+def running_step(r: FitReport) -> Step:
+    """SGLang's max_running_requests beside a state pool: its own (from the KV cache's
+    tokens, or the flag), at most the state slots over the slots a running request takes."""
+    p, s, d = r.pool, r.settings, r.deployment
+    radix = s.prefix_caching is not False
+    per = sglang_slots_per_request(radix, s.engine_version, d.model)
+    own = sglang_own_requests(d, p, s)
+    context = s.max_model_len or r.context
+    rule = sglang_data()["max_running_requests"]
+    flag = f"--max-running-requests {s.max_num_seqs:,}" if s.max_num_seqs else \
+        (f"clamp(int({p.tokens:,} tokens ÷ {context:,} × {rule['per_context']:,}), "
+         f"{rule['least']:,}, {rule['most']:,})")
+    own_note = (f"{flag}: the request pool SGLang asks; it stops ('Not enough memory') before "
+                "it halves the tokens" if p.tokens < 1 else
+                f"min({flag}, {p.tokens:,} tokens // 2), at least 1")
+    on = sglang_radix_cache(radix, s.engine_version, d.model)
+    per_note = ("a running request's state and two for its radix cache's" if on and per == 3
+                else f"SGLang {s.engine_version}: a running request's state and four more (the "
+                "extra buffer's two under its default strategy too)" if on else
+                "its radix cache off: a running request's state alone")
+    return step("max_running_requests", "min(SGLang's own, state slots // slots per running "
+                "request)", q("max_running_requests", p.max_num_seqs),
+                q("SGLang's own", own, "", own_note), q("state slots", p.state_slots),
+                q("slots per running request", per, "", per_note))
+
+
+def state_shortfall_step(r: FitReport) -> Step:
+    """The static pool the target needs beside SGLang's state pool, less the one it has (and
+    where --max-total-tokens binds, at least the KV cache the cap withholds)."""
+    p, s, need = r.pool, r.settings, max(1, r.target or 1)
+    common = (q("shortfall", r.shortfall_bytes / GIB, "GiB"), q("target", need),
+              q("per conversation", r.per_conversation_bytes / GIB, "GiB"))
+    per = q("state per request", p.state_request_bytes / GIB, "GiB")
+    static = q("static pool", p.rest_bytes / GIB, "GiB",
+               "negative: what comes before it overflows the fraction" if p.rest_bytes < 0
+               else "")
+    if p.state_pool_fixed:
+        formula = ("target × per conversation + max(state slots, target) × state per request "
+                   "− the static pool")
+        inputs: tuple[Quantity, ...] = (*common, q("state slots", p.state_slots), per, static)
+        why = "each conversation a slot"
+    else:
+        formula = ("(1 + ratio) × max(target × per conversation, max(target, slots per running "
+                   "request) × state per request ÷ ratio) − the static pool")
+        inputs = (*common, q("slots per running request", running_slots(r)), per,
+                  q("ratio", sglang_state_ratio(s.engine_version), "",
+                    "mamba_full_memory_ratio"), static)
+        why = ("the state pool takes ratio ÷ (1 + ratio) of it; each conversation a slot, and "
+               "one running request its slots")
+    if p.capped:
+        return step("shortfall per GPU", f"max({formula}, target × per conversation − KV "
+                    f"cache) ({why}; {cap_flag(p)} binds on the KV cache)", *inputs,
+                    q("KV cache", p.state_kv_bytes / GIB, "GiB", "the cap's, above"))
+    return step("shortfall per GPU", f"{formula} ({why})", *inputs)
