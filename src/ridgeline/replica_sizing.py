@@ -19,7 +19,7 @@ from itertools import pairwise
 from statistics import NormalDist
 from typing import NamedTuple
 
-from ridgeline.capacity import context_refusal, max_batch, refuses_to_start
+from ridgeline.capacity import context_refusal, longest_holding, max_batch, refuses_to_start
 from ridgeline.cost import (
     Seq,
     attention_windows,
@@ -63,11 +63,10 @@ def launch_length(dep: Deployment, settings: EngineSettings) -> int:
     context = model_context(dep)
     if starts_at(dep, settings, context):
         return context
-    lo, hi = 0, (context - 1) // MODEL_LEN_STEP  # steps known to start, and the most to try
-    while lo < hi:  # the pool holds longer sequences no better than shorter ones
-        mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if starts_at(dep, settings, mid * MODEL_LEN_STEP) else (lo, mid - 1)
-    return lo * MODEL_LEN_STEP
+    # in steps of MODEL_LEN_STEP (step 0 "starts": no length is the answer where none does)
+    steps = longest_holding(lambda k: k == 0 or starts_at(dep, settings, k * MODEL_LEN_STEP),
+                            0, (context - 1) // MODEL_LEN_STEP)
+    return steps * MODEL_LEN_STEP
 
 
 def covers(load: Load, slo: Slo, max_model_len: int) -> bool:
