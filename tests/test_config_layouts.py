@@ -13,16 +13,18 @@ from typing import Any
 import pytest
 
 from ridgeline.catalog import load_data, model_entry, resolve_model
+from ridgeline.config_reader import spec_from_hf_config
 from ridgeline.deployment import tensor_parallel_problem
 from ridgeline.errors import InputError
 from ridgeline.kvcache import attention_kv_bytes_per_token, state_elements
-from ridgeline.model import KNOWN_MODEL_TYPES, ModelSpec
+from ridgeline.model import ModelSpec
+from ridgeline.model_types import KNOWN_MODEL_TYPES
 from ridgeline.params import count_params
 from tests.conftest import run_cli
 
 
 def spec_of(config: dict[str, Any]) -> ModelSpec:
-    return ModelSpec.from_hf_config(config, "m")
+    return spec_from_hf_config(config, "m")
 
 
 def kinds(spec: ModelSpec, what: str = "mixer") -> list[str]:
@@ -214,7 +216,7 @@ def test_scout_and_maverick_read_the_same_with_their_lists_spelled_out() -> None
         n = text["num_hidden_layers"]
         text["no_rope_layers"] = [int((i + 1) % 4 != 0) for i in range(n)]
         text["moe_layers"] = list(range(step - 1, n, step))
-        spelled, bundled = ModelSpec.from_hf_config(config, name), resolve_model(name)
+        spelled, bundled = spec_from_hf_config(config, name), resolve_model(name)
         assert spelled.layers == bundled.layers
         assert count_params(spelled).total == count_params(bundled).total
 

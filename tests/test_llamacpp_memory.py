@@ -13,6 +13,7 @@ from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.capacity import conversations
 from ridgeline.catalog import all_model_ids
 from ridgeline.cli import main
+from ridgeline.config_reader import spec_from_hf_config
 from ridgeline.deployment import NO_VULKAN_FAMILIES
 from ridgeline.hardware import catalog
 from ridgeline.kvcache import kv_footprint
@@ -26,7 +27,7 @@ from ridgeline.units import MIB
 def _spec(name: str, vocab: int, hidden: int, layers: int, heads: int, kv_heads: int,
           ffn: int) -> ModelSpec:
     """A model from the shape a llama.cpp log prints (print_info lines)."""
-    return ModelSpec.from_hf_config({
+    return spec_from_hf_config({
         "model_type": "llama", "vocab_size": vocab, "hidden_size": hidden,
         "num_hidden_layers": layers, "num_attention_heads": heads,
         "num_key_value_heads": kv_heads, "intermediate_size": ffn,
@@ -333,8 +334,8 @@ def test_recurrent_state_is_f32_in_llama_cpp() -> None:
     slot, twice what the bf16 reading had charged."""
     from ridgeline.catalog import resolve_model
     from ridgeline.kvcache import state_bytes_per_sequence
+    from ridgeline.layouts import MAMBA
     from ridgeline.llamacpp_memory import slot_cache_bytes
-    from ridgeline.model import MAMBA
 
     model = resolve_model("nemotron-h-56b")
     m = model.mamba

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from ridgeline.cli import main
+from ridgeline.config_reader import spec_from_hf_config
 from ridgeline.errors import InputError
-from ridgeline.model import ModelSpec
 
 try:
     import torch
@@ -41,7 +41,7 @@ def refused(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -
 def build(config: dict[str, Any]) -> Any:
     from ridgeline.torch_model import RandomModel
 
-    return RandomModel.build(ModelSpec.from_hf_config(config, "tiny"))
+    return RandomModel.build(spec_from_hf_config(config, "tiny"))
 
 
 @needs_torch
@@ -110,10 +110,10 @@ def test_the_grid_skips_what_the_device_cannot_hold(tmp_path: Path, monkeypatch:
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     """A cache larger than the device's free memory is skipped with its size, not allocated."""
     from ridgeline import measure as m
-    from ridgeline.model import ModelSpec
+    from ridgeline.config_reader import spec_from_hf_config
     from ridgeline.torch_model import RandomModel
 
-    spec = ModelSpec.from_hf_config(TINY, "tiny")
+    spec = spec_from_hf_config(TINY, "tiny")
     one = RandomModel.cache_bytes(spec, 1, 128, 4)
     assert one == 2 * 2 * 16 * (128 + 1) * 2 * 4  # K and V, 2 heads × 16 dims, 2 layers, fp32
     # room for batch 1 at 128 tokens only
@@ -247,7 +247,7 @@ def test_fp8_weights_run_through_scaled_matmuls_and_say_so_in_the_rows(
     rounding of the full-precision ones; rows name fp8 weights and the cache's own dtype."""
     from ridgeline.torch_model import RandomModel
 
-    spec = ModelSpec.from_hf_config(TINY, "tiny")
+    spec = spec_from_hf_config(TINY, "tiny")
     full, fp8 = RandomModel.build(spec), RandomModel.build(spec, fp8=True)
     weight = fp8.layers[0]["qkv"]
     assert weight.dtype == torch.float8_e4m3fn and weight.element_size() == 1
@@ -288,10 +288,10 @@ def test_a_grid_the_device_cannot_hold_is_refused_before_it_allocates(
             (["--gpu-id", "H200"], "--gpu-id H200 is the catalog's h200-sxm"),
             (["--rated-gpu", "h2000"], "unknown accelerator")):
         refused(["measure", "--model", str(config), *argv, "-o", str(rows)], message, capsys)
-    from ridgeline.model import ModelSpec
+    from ridgeline.config_reader import spec_from_hf_config
     from ridgeline.torch_model import RandomModel
 
-    spec = ModelSpec.from_hf_config(TINY, "tiny")
+    spec = spec_from_hf_config(TINY, "tiny")
     # the hidden state, Q/K/V, attention output and gated MLP of 1,000 tokens, fp32, × 1.5
     per_token = 3 * 64 + (4 + 2 * 2) * 16 + 4 * 16 + 4 * 128
     assert RandomModel.prefill_bytes(spec, 1000, 4) == int(1.5 * 4 * 1000 * per_token)

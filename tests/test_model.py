@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ridgeline.catalog import load_data, model_entries, model_entry, resolve_model
+from ridgeline.config_reader import spec_from_hf_config
 from ridgeline.errors import InputError
 from ridgeline.model import ModelSpec
 from ridgeline.params import count_params
@@ -135,7 +136,7 @@ def test_a_jamba_offset_past_its_period_is_refused() -> None:
     config = {**copy.deepcopy(load_data("models/ai21labs--AI21-Jamba-1.5-Mini.json")),
               "attn_layer_offset": 100}
     with pytest.raises(InputError, match="attn_layer_offset 100 must be below its period 8"):
-        ModelSpec.from_hf_config(config, "jamba")
+        spec_from_hf_config(config, "jamba")
 
 
 def test_jamba_has_one_attention_layer_in_eight_and_moe_on_odd_layers() -> None:
@@ -252,7 +253,7 @@ def test_bad_configs_get_a_message_naming_the_problem(change: dict[str, Any], me
     config = {**copy.deepcopy(BASE), **change}
     config = {k: v for k, v in config.items() if v is not None}
     with pytest.raises(InputError, match=message):
-        ModelSpec.from_hf_config(config, "bad")
+        spec_from_hf_config(config, "bad")
 
 
 @pytest.mark.parametrize("experts", [0, None])
@@ -263,9 +264,9 @@ def test_an_moe_architecture_without_experts_is_refused_not_read_as_dense(
     if experts is not None:
         config["num_local_experts"] = experts
     with pytest.raises(InputError, match="routes each token to experts"):
-        ModelSpec.from_hf_config(config, "bad")
+        spec_from_hf_config(config, "bad")
     # a dense architecture without experts is dense
-    assert not ModelSpec.from_hf_config({**copy.deepcopy(BASE), "num_experts": 0}, "ok").is_moe
+    assert not spec_from_hf_config({**copy.deepcopy(BASE), "num_experts": 0}, "ok").is_moe
 
 
 def test_an_expert_width_of_its_own_is_required_where_the_architecture_has_one() -> None:
@@ -273,15 +274,15 @@ def test_an_expert_width_of_its_own_is_required_where_the_architecture_has_one()
     dense intermediate_size (6,144): a config without the first is refused, not read as
     experts eight times wider. Mixtral's experts are intermediate_size wide, and stay so."""
     config = next(c for c in CONFIGS if c.get("model_type") == "qwen3_moe")
-    spec = ModelSpec.from_hf_config(config, "qwen3")
+    spec = spec_from_hf_config(config, "qwen3")
     assert spec.moe is not None
     assert spec.moe.expert_intermediate_size == config["moe_intermediate_size"]
     missing = {k: v for k, v in config.items() if k != "moe_intermediate_size"}
     with pytest.raises(InputError, match="sizes its experts by moe_intermediate_size"):
-        ModelSpec.from_hf_config(missing, "bad")
+        spec_from_hf_config(missing, "bad")
     with pytest.raises(InputError, match="sizes its experts by moe_intermediate_size"):
-        ModelSpec.from_hf_config({**config, "moe_intermediate_size": None}, "null")  # not 233B
-    mixtral = ModelSpec.from_hf_config(
+        spec_from_hf_config({**config, "moe_intermediate_size": None}, "null")  # not 233B
+    mixtral = spec_from_hf_config(
         {**copy.deepcopy(BASE), "model_type": "mixtral", "architectures": ["MixtralForCausalLM"],
          "num_local_experts": 8, "num_experts_per_tok": 2}, "mixtral")
     assert mixtral.moe is not None
@@ -326,7 +327,7 @@ def test_fuzzed_configs_parse_or_raise_input_error(
     for key, value in zip(keys, values, strict=False):
         config[key] = value
     try:
-        spec = ModelSpec.from_hf_config(config, "fuzz")
+        spec = spec_from_hf_config(config, "fuzz")
     except InputError:
         return
     params = count_params(spec)  # a parsed spec must also count without crashing
@@ -339,13 +340,13 @@ def test_an_absurd_layer_count_is_refused_not_allocated() -> None:
               "num_hidden_layers": 4_994_427_557, "num_attention_heads": 4,
               "num_key_value_heads": 2, "vocab_size": 256}
     with pytest.raises(InputError, match="num_hidden_layers must be at most 10,000"):
-        ModelSpec.from_hf_config(config, "huge")
-    assert ModelSpec.from_hf_config({**config, "num_hidden_layers": 10_000}, "big").num_layers == 10_000
+        spec_from_hf_config(config, "huge")
+    assert spec_from_hf_config({**config, "num_hidden_layers": 10_000}, "big").num_layers == 10_000
 
 
 def test_a_torch_prefixed_dtype_is_read() -> None:
     config = {**copy.deepcopy(BASE), "torch_dtype": "torch.float16"}
-    assert ModelSpec.from_hf_config(config, "prefixed").dtype == "fp16"
+    assert spec_from_hf_config(config, "prefixed").dtype == "fp16"
 
 
 def test_explain_multiplies_the_parameters_by_the_article_bytes() -> None:
@@ -370,12 +371,12 @@ def test_a_vision_tower_is_counted_apart_from_the_text_model() -> None:
     qwen2_vl = {"depth": 32, "embed_dim": 1280, "mlp_ratio": 4, "num_heads": 16, "in_chans": 3,
                 "hidden_size": 3584, "patch_size": 14, "spatial_merge_size": 2,
                 "temporal_patch_size": 2}
-    spec = ModelSpec.from_hf_config({**base, "vision_config": qwen2_vl}, "t")
+    spec = spec_from_hf_config({**base, "vision_config": qwen2_vl}, "t")
     assert spec.vision_params == pytest.approx(675e6, rel=0.01)
     assert count_params(spec).total == count_params(
-        ModelSpec.from_hf_config(base, "t")).total
-    assert ModelSpec.from_hf_config({**base, "vision_config": {"hidden_size": 8}},
-                                    "t").vision_params == 0
+        spec_from_hf_config(base, "t")).total
+    assert spec_from_hf_config({**base, "vision_config": {"hidden_size": 8}},
+                               "t").vision_params == 0
 
 
 def test_gpt_oss_reads_the_biases_of_only_the_experts_a_token_is_sent_to() -> None:
@@ -459,12 +460,12 @@ def test_each_engine_reads_its_serving_context_from_rope_scaling_its_own_way() -
     (it ignores the factor where the block names the original length); llama.cpp's
     n_ctx_train is the config's own. A linear ×2 with no original length doubles the
     positions in both. Llama 3's and Gemma 3's stated positions already count theirs."""
-    from ridgeline.model import positions_label, served_positions
+    from ridgeline.context_length import positions_label, served_positions
 
     qwen = resolve_model("qwen3-8b")
     assert qwen.max_position_embeddings == 40_960 and qwen.rope_scaling is None
     config = load_data(f"models/{model_entry('qwen3-8b').file}")
-    yarn = ModelSpec.from_hf_config({**config, "rope_scaling": {
+    yarn = spec_from_hf_config({**config, "rope_scaling": {
         "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32_768}},
         "qwen3-yarn")
     assert served_positions(yarn, "vllm") == 131_072
@@ -472,8 +473,8 @@ def test_each_engine_reads_its_serving_context_from_rope_scaling_its_own_way() -
                                              "rope_scaling yarn factor 4")
     assert served_positions(yarn, "sglang") == 40_960
     assert served_positions(yarn, "llama.cpp-cuda") == 40_960
-    linear = ModelSpec.from_hf_config({**BASE, "rope_scaling": {"type": "linear",
-                                                                "factor": 2}}, "linear")
+    linear = spec_from_hf_config({**BASE, "rope_scaling": {"type": "linear",
+                                                           "factor": 2}}, "linear")
     assert served_positions(linear, "vllm") == served_positions(linear, "sglang") == 262_144
     for name, positions in (("llama-3.1-8b", 131_072), ("deepseek-v3", 163_840),
                             ("gpt-oss-120b", 131_072), ("gemma-3-27b", 131_072)):
@@ -512,7 +513,7 @@ def test_a_model_that_is_not_a_decoder_llm_is_refused_by_name(config: dict[str, 
     """BERT read as a decoder was 160M parameters with a KV cache it does not have; a T5 or
     a Mamba failed on a field it never had. Each is named for what it is."""
     with pytest.raises(InputError, match=what):
-        ModelSpec.from_hf_config(config, "m")
+        spec_from_hf_config(config, "m")
 
 
 def test_gpt2_reads_its_library_defaults() -> None:
@@ -522,7 +523,7 @@ def test_gpt2_reads_its_library_defaults() -> None:
     config = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 768,
               "n_head": 12, "n_layer": 12, "n_positions": 1024, "vocab_size": 50257,
               "n_inner": None}
-    spec = ModelSpec.from_hf_config(config, "gpt2")
+    spec = spec_from_hf_config(config, "gpt2")
     assert spec.layers[0].ffn == "dense" and spec.tie_word_embeddings
     assert count_params(spec).total == 124_439_808
     assert count_params(spec).embedding == (50257 + 1024) * 768
@@ -550,4 +551,13 @@ def test_more_kv_heads_than_query_heads_is_named_as_such() -> None:
               "vocab_size": 1000}
     with pytest.raises(InputError, match=r"num_key_value_heads \(64\) exceeds "
                                          r"num_attention_heads \(32\)"):
-        ModelSpec.from_hf_config(config, "m")
+        spec_from_hf_config(config, "m")
+
+
+def test_the_classmethod_reads_a_config_as_the_reader_does() -> None:
+    # ModelSpec.from_hf_config is the public route (STYLE.md); it must build the same spec
+    # and refuse the same bad input as config_reader's function.
+    config = copy.deepcopy(BASE)
+    assert ModelSpec.from_hf_config(config, "m") == spec_from_hf_config(config, "m")
+    with pytest.raises(InputError, match="config must be a JSON object"):
+        ModelSpec.from_hf_config([1, 2], "bad")

@@ -11,11 +11,11 @@ import pytest
 from ridgeline.candidate import replica_deployment
 from ridgeline.catalog import resolve_model
 from ridgeline.cli import main
+from ridgeline.context_length import served_positions
 from ridgeline.cost import decode_batch, mean_decode_context, step_time_s
 from ridgeline.engines import profile_for
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.memory import EngineSettings
-from ridgeline.model import served_positions
 from ridgeline.plan import MEASURED_SLOWDOWN_LOW, plan
 from ridgeline.replica_sizing import MODEL_LEN_STEP, launch_length, starts_at
 from ridgeline.serving_load import Load, Slo

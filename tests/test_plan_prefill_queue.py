@@ -180,8 +180,8 @@ def test_long_prompt_loads_size_the_replicas_their_simulation_needs() -> None:
     prompts at 4 req/s on 2 × H100 size 3 replicas (2 before; at 2 the simulated p90 TTFT is
     2.5 s against 2 s), and Llama-3.1-70B's 32,000-token prompts at 2 req/s 57 (53 before;
     the simulation needs 58–69 across draws)."""
+    from ridgeline.context_length import served_positions
     from ridgeline.memory import EngineSettings
-    from ridgeline.model import served_positions
     from ridgeline.sim.config import sim_config
     from ridgeline.sim.simulator import Simulator
 

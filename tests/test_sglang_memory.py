@@ -158,14 +158,14 @@ def test_sglang_reads_the_configs_mamba_ssm_dtype_not_vllms_key() -> None:
     import json
     from importlib import resources
 
-    from ridgeline.model import ModelSpec
+    from ridgeline.config_reader import spec_from_hf_config
     from ridgeline.sglang_memory import sglang_state_dtypes
 
     path = resources.files("ridgeline") / "data/models/Qwen--Qwen3-Next-80B-A3B-Thinking.json"
     config = json.loads(path.read_text())
-    half = ModelSpec.from_hf_config({**config, "mamba_ssm_dtype": "float16"})
+    half = spec_from_hf_config({**config, "mamba_ssm_dtype": "float16"})
     assert sglang_state_dtypes(half) == ("bf16", "fp16")
-    vllm_key = ModelSpec.from_hf_config({**config, "mamba_ssm_cache_dtype": "bfloat16"})
+    vllm_key = spec_from_hf_config({**config, "mamba_ssm_cache_dtype": "bfloat16"})
     assert sglang_state_dtypes(vllm_key) == ("bf16", "fp32")
 
 

@@ -120,13 +120,13 @@ def test_prefix_caching_flags_are_one_line_errors_where_they_do_not_apply(
 def test_only_the_cache_dtype_key_keeps_nemotron_h_state_at_its_dtype() -> None:
     """vLLM reads mamba_ssm_cache_dtype for Nemotron-H; a config naming mamba_ssm_dtype alone
     still gets float32 from v0.20 (Qwen3.5's mamba_ssm_dtype is read by its own rule)."""
+    from ridgeline.config_reader import spec_from_hf_config
     from ridgeline.datafiles import load_data
-    from ridgeline.model import ModelSpec
 
     raw = dict(load_data("models/nvidia--Nemotron-H-56B-Base-8K.json"))
-    ssm_only = ModelSpec.from_hf_config({**raw, "mamba_ssm_dtype": "bfloat16"}, name="n")
+    ssm_only = spec_from_hf_config({**raw, "mamba_ssm_dtype": "bfloat16"}, name="n")
     assert ssm_state_dtype(ssm_only, "0.26") == "fp32"
-    cache = ModelSpec.from_hf_config({**raw, "mamba_ssm_cache_dtype": "bfloat16"}, name="n")
+    cache = spec_from_hf_config({**raw, "mamba_ssm_cache_dtype": "bfloat16"}, name="n")
     assert cache.ssm_cache_dtype_named and ssm_state_dtype(cache, "0.26") == "bf16"
 
 

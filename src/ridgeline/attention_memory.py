@@ -13,11 +13,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ridgeline.context_length import trained_context_caution
 from ridgeline.errors import InputError
 from ridgeline.explain import Step, q, step
 from ridgeline.kvcache import cached_tokens
 from ridgeline.layouts import ATTENTION_MIXERS, CHUNKED
-from ridgeline.model import ModelSpec, trained_context_caution
+from ridgeline.model import ModelSpec
 from ridgeline.units import GB, fmt_decimal_bytes, indefinite, plural, require_positive
 
 # Q, K, V and O in bf16 whatever the scores are kept in (an eager fp32 softmax upcasts the

@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from ridgeline.context_length import positions_label, served_positions
 from ridgeline.deployment import Deployment
 from ridgeline.kvcache import KVFootprint, kv_footprint
 from ridgeline.memory import EngineSettings, KVPool, kv_pool
-from ridgeline.model import positions_label, served_positions
 from ridgeline.units import GIB
 
 

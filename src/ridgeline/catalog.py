@@ -17,6 +17,7 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
+from ridgeline.config_reader import spec_from_hf_config
 from ridgeline.datafiles import load_data
 from ridgeline.errors import InputError, shorten
 from ridgeline.model import ModelSpec
@@ -95,7 +96,7 @@ def model_entry(model_id: str) -> ModelEntry:
 @cache
 def catalog_model(model_id: str) -> ModelSpec:
     entry = model_entry(model_id)
-    return ModelSpec.from_hf_config(load_data(f"models/{entry.file}"), name=entry.id)
+    return spec_from_hf_config(load_data(f"models/{entry.file}"), name=entry.id)
 
 
 def resolve_model(name: str, fetchable: bool = True) -> ModelSpec:
@@ -105,7 +106,7 @@ def resolve_model(name: str, fetchable: bool = True) -> ModelSpec:
         raise InputError("model name is empty")
     path = Path(name).expanduser()
     if name.endswith(".json") or _on_disk(path) or _special(path):
-        return ModelSpec.from_hf_config(read_config_file(path), name=path.stem)
+        return spec_from_hf_config(read_config_file(path), name=path.stem)
     try:
         return catalog_model(resolve_name(name, _model_names(), "model", "ridgeline model"))
     except InputError as exc:

@@ -471,14 +471,14 @@ def load_model(args: argparse.Namespace) -> Any:
     if getattr(args, "fetch", False):
         from pathlib import Path
 
+        from ridgeline.config_reader import spec_from_hf_config
         from ridgeline.hub import fetch_config
-        from ridgeline.model import ModelSpec
 
         if args.model.endswith(".json") or Path(args.model).expanduser().exists():
             raise InputError(f"--fetch downloads a Hub id's config.json; {args.model} is a "
                              "local file: drop --fetch")
 
-        return ModelSpec.from_hf_config(fetch_config(args.model), name=args.model)
+        return spec_from_hf_config(fetch_config(args.model), name=args.model)
     return resolve_model(args.model, fetchable=hasattr(args, "fetch"))
 
 

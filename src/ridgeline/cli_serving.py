@@ -40,8 +40,8 @@ from ridgeline.cli import (
     one_card,
     pipeline_size,
 )
+from ridgeline.context_length import positions_label, served_positions
 from ridgeline.errors import InputError, shorten
-from ridgeline.model import positions_label, served_positions
 
 MAX_REQUESTS = 10_000_000  # a simulation that finishes: about 10 minutes at 10 million
 SPEC_ACCEPTANCE, SPEC_DRAFT_COST = 0.7, 0.05  # simulate's speculative-decoding defaults

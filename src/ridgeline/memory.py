@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ridgeline.context_length import served_positions
 from ridgeline.datafiles import load_data
 from ridgeline.deployment import Deployment, windows_as_full
 from ridgeline.engine_windows import has_windows, honours_windows, token_bytes
@@ -41,7 +42,6 @@ from ridgeline.llamacpp_memory import (
     slot_cache_bytes,
     split_devices,
 )
-from ridgeline.model import served_positions
 from ridgeline.offload import check_host_memory, gpu_share, gpu_weight_bytes
 from ridgeline.parallel import ep_rank_experts
 from ridgeline.quantization import EXPERTS

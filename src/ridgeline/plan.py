@@ -28,6 +28,7 @@ from ridgeline.candidate import (
     weights_name,
 )
 from ridgeline.capacity import max_batch
+from ridgeline.context_length import served_positions
 from ridgeline.cost import Seq, decode_batch, mean_decode_context, step_time_s
 from ridgeline.deployment import Deployment
 from ridgeline.disaggregated import (
@@ -39,7 +40,7 @@ from ridgeline.engines import MIN_GROUP_ROWS, EngineProfile, accelerator_group, 
 from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator, resolve_accelerator
 from ridgeline.memory import EngineSettings
-from ridgeline.model import ModelSpec, served_positions
+from ridgeline.model import ModelSpec
 from ridgeline.parallel import node_size
 from ridgeline.replica_sizing import covers, launch_length, size_replica, starts_at
 from ridgeline.serving_load import Load, Slo

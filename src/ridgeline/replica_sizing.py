@@ -20,6 +20,7 @@ from statistics import NormalDist
 from typing import NamedTuple
 
 from ridgeline.capacity import context_refusal, longest_holding, max_batch, refuses_to_start
+from ridgeline.context_length import served_positions
 from ridgeline.cost import (
     Seq,
     attention_windows,
@@ -32,7 +33,6 @@ from ridgeline.cost import (
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.memory import EngineSettings, kv_pool
-from ridgeline.model import served_positions
 from ridgeline.serving_load import Load, Slo
 
 MODEL_LEN_STEP = 256  # a --max-model-len shrunk below the model's context: a multiple of this

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from ridgeline.context_length import positions_label, served_positions, trained_context_caution
 from ridgeline.cost import (
     OVER_HOST_LINK,
     SCORE_BYTES_PER_PAIR,
@@ -20,7 +21,6 @@ from ridgeline.engines import EngineProfile
 from ridgeline.explain import Step, q, step
 from ridgeline.floors import DecodeFloor, PrefillFloor, floor_time_s, prefill_floor
 from ridgeline.llamacpp_batching import llamacpp_n_ubatch, prefill_time_s
-from ridgeline.model import positions_label, served_positions, trained_context_caution
 from ridgeline.reports.profile_story import (
     matmul_qs,
     moe_layer_qs,

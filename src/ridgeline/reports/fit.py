@@ -19,6 +19,7 @@ from ridgeline.capacity import (
     past_trained_context,
     refuses_to_start,
 )
+from ridgeline.context_length import served_positions
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Step, q, step
 from ridgeline.kvcache import kv_footprint
@@ -30,7 +31,6 @@ from ridgeline.memory import (
     kv_pool,
     vllm_pool_advice,
 )
-from ridgeline.model import served_positions
 from ridgeline.parallel import cross_node_caution
 from ridgeline.render import table
 from ridgeline.reports.fit_budget import (

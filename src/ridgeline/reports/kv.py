@@ -126,7 +126,7 @@ class KVReport:
 
     @property
     def cautions(self) -> list[str]:
-        from ridgeline.model import trained_context_caution
+        from ridgeline.context_length import trained_context_caution
 
         caution = trained_context_caution(self.model, self.trained_context, self.context)
         return [c for c in (caution, self.architecture_caution) if c]

@@ -8,11 +8,12 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ridgeline.candidate import Candidate, stored_name, weights_name
+from ridgeline.context_length import served_positions
 from ridgeline.cost import mean_decode_context
 from ridgeline.explain import Step, q, step
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.memory import device_memory_bytes, engine_defaults
-from ridgeline.model import ModelSpec, served_positions
+from ridgeline.model import ModelSpec
 from ridgeline.plan import PlanResult
 from ridgeline.render import table
 from ridgeline.replica_sizing import DEFAULT_CONTEXT

@@ -8,7 +8,7 @@ from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.explain import Quantity, q
 from ridgeline.launches import deployment_matmuls, fuses_shared_expert, moe_layers
-from ridgeline.model import KNOWN_MODEL_TYPES
+from ridgeline.model_types import KNOWN_MODEL_TYPES
 
 NOTHING_S = 1e-7  # a fitted fixed cost under 0.1 µs: the fit drove it to nothing
 

@@ -6,11 +6,11 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ridgeline.context_length import trained_context_caution
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Step, q, step
 from ridgeline.floors import device_fit
 from ridgeline.hardware import Accelerator
-from ridgeline.model import trained_context_caution
 from ridgeline.moe import article_tokens_per_expert, expected_experts_touched
 from ridgeline.render import table
 from ridgeline.roofline import (

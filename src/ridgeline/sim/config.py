@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ridgeline.context_length import served_positions
 from ridgeline.deployment import Deployment
 from ridgeline.errors import InputError
-from ridgeline.model import served_positions
 
 
 def tokens_per_step(drafts: int, acceptance: float) -> float:

@@ -1,0 +1,342 @@
+"""A Hugging Face ``config.json`` read into a ModelSpec: ``spec_from_hf_config(dict)``.
+
+It reads the geometry of attention (MHA, GQA, MQA, MLA), the kind of every layer (full,
+sliding-window, chunked, linear-attention, Mamba; ``layouts.py``), the MoE layout, the stored
+weight format (``quantization.py``) and the vision tower (``vision_tower.py``), each field
+through ``config_fields.py``, and refuses a config it cannot read in one line. It does no
+I/O; ``catalog.py`` reads files.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from ridgeline.config_fields import MAX_FIELD, ConfigFields
+from ridgeline.errors import InputError, shorten
+from ridgeline.layouts import (
+    CHUNKED,
+    LINEAR,
+    MAMBA,
+    MOE,
+    NONE,
+    SLIDING,
+    ffn_kinds,
+    mixer_kinds,
+)
+from ridgeline.model import (
+    MLA,
+    Attention,
+    DenseMLP,
+    Layer,
+    LinearAttention,
+    Mamba,
+    ModelSpec,
+    MoE,
+    RopeScaling,
+)
+from ridgeline.model_types import (
+    ATTENTION_BIAS,
+    FOUR_NORMS,
+    LAYER_NORM,
+    MLP_BIAS,
+    OUTPUT_GATED_ATTENTION,
+    OWN_EXPERT_WIDTH,
+    QK_NORM,
+    UNGATED_MLP,
+    first_architecture,
+)
+from ridgeline.quantization import stored_formats
+from ridgeline.vision_tower import vision_item, vision_params
+
+# Far above any real model (Llama-3.1-405B has 126 layers); a config that claims more is
+# malformed, and building its layer list would exhaust memory.
+MAX_LAYERS = 10_000
+# torch_dtype's spellings (torch. prefix dropped), each with the dtype id it names
+_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "bf16": "bf16",
+           "fp16": "fp16", "fp32": "fp32", "half": "fp16", "float": "fp32"}
+
+
+def spec_from_hf_config(config: Mapping[str, Any], name: str = "model") -> ModelSpec:
+    """Build a spec from a parsed config.json; raise InputError naming what is wrong."""
+    if not isinstance(config, Mapping):
+        raise InputError(f"{name}: config must be a JSON object, got {type(config).__name__}")
+    return _SpecReader(config, name).spec()
+
+
+class _SpecReader(ConfigFields):
+    """One config's fields, assembled into a ModelSpec."""
+
+    def spec(self) -> ModelSpec:
+        hidden = self.int_("hidden_size", "n_embd", "d_model")
+        num_layers = self.int_("num_hidden_layers", "n_layer", "num_layers", maximum=MAX_LAYERS)
+        vocab = self.int_("vocab_size", "padded_vocab_size")
+        mixers = self._mixers(num_layers)
+        ffns = self._ffns(num_layers, mixers)
+        windows = self._windows(mixers)
+        layers = tuple(Layer(m, f, w) for m, f, w in zip(mixers, ffns, windows, strict=False))
+        needs_attention = any(m not in (LINEAR, MAMBA, NONE) for m in mixers)
+        attention = self._attention(hidden) if needs_attention else None
+        moe = self._moe() if MOE in ffns else None
+        dense = self._dense_mlp(hidden) if "dense" in ffns else None
+        dtype_raw = self.c.get("torch_dtype") or self.c.get("dtype") or "bfloat16"
+        if str(dtype_raw).removeprefix("torch.") not in _DTYPES:
+            raise InputError(f"{self.name}: torch_dtype {dtype_raw!r} is not a dtype a checkpoint "
+                             f"is stored in ({', '.join(sorted(set(_DTYPES)))})")
+        dtype_raw = str(dtype_raw).removeprefix("torch.")
+        dtype = _DTYPES[dtype_raw]
+        cache_named = self.c.get("mamba_ssm_cache_dtype")
+        state_named = cache_named or self.c.get("mamba_ssm_dtype")
+        state_dtype = _DTYPES.get(str(state_named or dtype_raw), dtype)
+        return ModelSpec(
+            name=self.name,
+            architecture=first_architecture(self.c) or self.model_type,
+            model_type=self.model_type,
+            hidden_size=hidden,
+            vocab_size=vocab,
+            tie_word_embeddings=self._tied(),
+            layers=layers,
+            attention=attention,
+            linear_attention=self._linear_attention() if LINEAR in mixers else None,
+            mamba=self._mamba(hidden) if MAMBA in mixers else None,
+            dense_mlp=dense,
+            moe=moe,
+            layer_norm=self.model_type in LAYER_NORM,
+            norms_per_layer=self._norms_per_layer(),
+            parallel_block=self.model_type in ("gptj", "falcon") or self.bool_("parallel_attn"),
+            lm_head_bias=self.model_type == "gptj",
+            max_position_embeddings=self.opt_int(
+                "max_position_embeddings", "n_positions", "max_sequence_length"
+            ),
+            rope_scaling=self._rope_scaling(),
+            dtype=dtype,
+            state_dtype=state_dtype,
+            ssm_cache_dtype_named=str(cache_named) in _DTYPES,
+            stored_formats=tuple(
+                sorted(stored_formats(self.c.get("quantization_config"), self.name).items())
+            ),
+            mtp_layers=self.int_(
+                "num_nextn_predict_layers", "mtp_num_hidden_layers", default=0, minimum=0
+            ),
+            vision_params=vision_params(self, hidden),
+            vision_item=vision_item(self),
+            learned_positions=self.int_("n_positions", "max_position_embeddings")
+            if self.model_type == "gpt2" else 0,
+        )
+
+    def _tied(self) -> bool:
+        default = self.model_type in ("gemma2", "gemma3", "gemma3_text", "falcon", "gpt2")
+        return self.bool_("tie_word_embeddings", default)
+
+    def _norms_per_layer(self) -> int:
+        if self.model_type in FOUR_NORMS:
+            return 4
+        if self.model_type == "nemotron_h" or self.model_type in ("gptj", "falcon"):
+            return 1
+        return 2
+
+    def _mixers(self, num_layers: int) -> list[str]:
+        mixers = mixer_kinds(self.c, self.model_type, num_layers, self.name)
+        if len(mixers) != num_layers:
+            raise InputError(
+                f"{self.name}: the layer pattern describes {len(mixers)} layers "
+                f"but num_hidden_layers is {num_layers}"
+            )
+        return mixers
+
+    def _ffns(self, num_layers: int, mixers: list[str]) -> list[str]:
+        return ffn_kinds(self.c, self.model_type, num_layers, mixers, self.name)
+
+    def _windows(self, mixers: list[str]) -> list[int | None]:
+        windows: list[int | None] = []
+        for mixer in mixers:
+            if mixer == SLIDING:
+                windows.append(self.int_("sliding_window", "sliding_window_size"))
+            elif mixer == CHUNKED:
+                windows.append(self.int_("attention_chunk_size"))
+            else:
+                windows.append(None)
+        return windows
+
+    def _attention(self, hidden: int) -> Attention:
+        heads = self.int_("num_attention_heads", "n_head", "num_heads")
+        if self.model_type == "falcon" and self.c.get("num_kv_heads") is None:
+            multi_query = self.bool_("multi_query", True)
+            new_arch = self.bool_("new_decoder_architecture")
+            kv_heads = 1 if multi_query and not new_arch else heads
+        else:
+            kv_heads = self.int_("num_key_value_heads", "num_kv_heads", "n_head_kv", default=heads)
+        if kv_heads > heads:
+            raise InputError(f"{self.name}: num_key_value_heads ({kv_heads}) exceeds "
+                             f"num_attention_heads ({heads}): each KV head serves one or more "
+                             "query heads")
+        if heads % kv_heads:
+            raise InputError(
+                f"{self.name}: num_attention_heads ({heads}) is not a multiple of "
+                f"num_key_value_heads ({kv_heads})"
+            )
+        mla = None
+        if self.c.get("kv_lora_rank") is None and "qk_rope_head_dim" in self.c:
+            # DeepSeek's attention without the latent: heads of qk_nope + qk_rope dimensions
+            # for K and v_head_dim for V, not hidden ÷ heads; not modelled
+            raise InputError(f"{self.name}: kv_lora_rank is missing or null, but the config "
+                             "has qk_rope_head_dim: DeepSeek's attention without its latent KV "
+                             "(MLA) is not modelled; give kv_lora_rank")
+        if self.c.get("kv_lora_rank") is not None:
+            mla = MLA(
+                q_lora_rank=self.opt_int("q_lora_rank"),
+                kv_lora_rank=self.int_("kv_lora_rank"),
+                qk_nope_head_dim=self.int_("qk_nope_head_dim"),
+                qk_rope_head_dim=self.int_("qk_rope_head_dim"),
+                v_head_dim=self.int_("v_head_dim"),
+            )
+        default_head = hidden // heads
+        if mla is None and hidden % heads and self.c.get("head_dim") is None:
+            raise InputError(
+                f"{self.name}: hidden_size ({hidden}) is not a multiple of "
+                f"num_attention_heads ({heads}) and head_dim is not given"
+            )
+        head_dim = (
+            mla.qk_nope_head_dim + mla.qk_rope_head_dim
+            if mla
+            else self.int_("head_dim", "attention_head_dim", default=default_head)
+        )
+        bias = self.model_type in ATTENTION_BIAS or self.bool_("attention_bias") \
+            or self.bool_("bias")
+        qkv_bias = bias or self.model_type == "qwen2"
+        o_bias = bias and self.model_type not in ("glm4_moe", "qwen2")
+        return Attention(
+            num_heads=heads,
+            num_kv_heads=heads if mla else kv_heads,
+            head_dim=head_dim,
+            v_head_dim=mla.v_head_dim if mla else head_dim,
+            qkv_bias=qkv_bias,
+            o_bias=o_bias,
+            qk_norm=self.model_type in QK_NORM or (self.bool_("use_qk_norm")
+            and self.model_type not in ("llama4", "llama4_text")),  # Llama 4: weightless L2 norm
+            output_gate=self.bool_("attn_output_gate", self.model_type in OUTPUT_GATED_ATTENTION),
+            sinks=self.model_type == "gpt_oss",
+            mla=mla,
+        )
+
+    def _linear_attention(self) -> LinearAttention:
+        key_heads = self.int_("linear_num_key_heads")
+        value_heads = self.int_("linear_num_value_heads")
+        if value_heads % key_heads:  # vLLM and transformers: num_v_heads // num_k_heads each
+            raise InputError(f"{self.name}: linear_num_value_heads ({value_heads}) is not a "
+                             f"multiple of linear_num_key_heads ({key_heads}): each key head "
+                             "serves a whole number of value heads")
+        return LinearAttention(
+            num_key_heads=key_heads,
+            num_value_heads=value_heads,
+            key_head_dim=self.int_("linear_key_head_dim"),
+            value_head_dim=self.int_("linear_value_head_dim"),
+            conv_kernel=self.int_("linear_conv_kernel_dim", default=4),
+        )
+
+    def _mamba(self, hidden: int) -> Mamba:
+        if self.c.get("mamba_num_heads") is not None:  # Mamba-2 (Nemotron-H)
+            heads = self.int_("mamba_num_heads")
+            head_dim = self.int_("mamba_head_dim")
+            groups = self.int_("n_groups", default=1)
+            if heads % groups:  # each group's B and C serve heads ÷ groups heads
+                raise InputError(f"{self.name}: mamba_num_heads ({heads}) is not a multiple "
+                                 f"of n_groups ({groups}): each group of B/C states serves a "
+                                 "whole number of heads")
+            return Mamba(
+                version=2, d_inner=heads * head_dim, d_state=self.int_("ssm_state_size"),
+                conv_kernel=self.int_("conv_kernel", default=4), num_heads=heads,
+                head_dim=head_dim, n_groups=groups, dt_rank=0,
+                conv_bias=self.bool_("use_conv_bias", True),
+                proj_bias=self.bool_("mamba_proj_bias"),
+            )
+        expand = self.int_("mamba_expand", "expand", default=2)
+        d_inner = expand * hidden
+        dt_rank = self.c.get("mamba_dt_rank", "auto")
+        return Mamba(
+            version=1, d_inner=d_inner, d_state=self.int_("mamba_d_state", "state_size"),
+            conv_kernel=self.int_("mamba_d_conv", "conv_kernel", default=4), num_heads=0,
+            head_dim=0, n_groups=1,
+            dt_rank=math.ceil(hidden / 16) if dt_rank == "auto" else self.int_("mamba_dt_rank"),
+            conv_bias=self.bool_("mamba_conv_bias", True),
+            proj_bias=self.bool_("mamba_proj_bias"),
+        )
+
+    def _dense_mlp(self, hidden: int) -> DenseMLP:
+        if self.model_type in ("llama4", "llama4_text"):
+            size = self.int_("intermediate_size_mlp")
+        elif self.model_type in ("gptj", "falcon", "gpt2"):  # n_inner null: 4 × hidden
+            size = self.int_("n_inner", "ffn_hidden_size", default=4 * hidden)
+        else:
+            size = self.int_("intermediate_size", "n_inner", "ffn_hidden_size")
+        return DenseMLP(
+            intermediate_size=size,
+            gated=self.model_type not in UNGATED_MLP,
+            bias=self.model_type in MLP_BIAS or self.bool_("mlp_bias"),
+        )
+
+    def _rope_scaling(self) -> RopeScaling | None:
+        """rope_scaling, checked as the engines read it: a JSON object with a type (vLLM
+        refuses one without), a positive factor (1 where absent), and YaRN's original
+        positions as a whole number."""
+        rs = self.c.get("rope_scaling")
+        if rs is None:
+            return None
+        if not isinstance(rs, Mapping):
+            raise InputError(f"{self.name}: rope_scaling must be a JSON object, got "
+                             f"{shorten(repr(rs))}")
+        kind = rs.get("rope_type", rs.get("type"))
+        if not isinstance(kind, str) or not kind:
+            raise InputError(f"{self.name}: rope_scaling has no type or rope_type")
+        factor = rs.get("factor")
+        if factor is None:
+            factor = 1.0
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)) \
+                or not math.isfinite(factor) or factor <= 0:
+            raise InputError(f"{self.name}: rope_scaling's factor must be a positive number, "
+                             f"got {shorten(repr(factor))}")
+        original = ConfigFields({"original_max_position_embeddings":
+                                 rs.get("original_max_position_embeddings")}, self.name,
+                                defaults=False).opt_int("original_max_position_embeddings")
+        if kind == "yarn" and original is None and self.c.get("max_position_embeddings") is None:
+            raise InputError(f"{self.name}: rope_scaling yarn has no "
+                             "original_max_position_embeddings")
+        base = original or self.opt_int("max_position_embeddings") or 1
+        if base * factor > MAX_FIELD:
+            raise InputError(f"{self.name}: rope_scaling's factor {factor:g} stretches "
+                             f"{base:,} positions past {MAX_FIELD:,}")
+        return RopeScaling(kind, float(factor), original)
+
+    def _moe(self) -> MoE:
+        experts = self.int_("n_routed_experts", "num_local_experts", "num_experts")
+        per_token = self.int_("num_experts_per_tok", "experts_per_token", "moe_topk")
+        if per_token > experts:
+            raise InputError(
+                f"{self.name}: num_experts_per_tok ({per_token}) exceeds the {experts} experts"
+            )
+        if self.model_type in OWN_EXPERT_WIDTH and self.c.get("moe_intermediate_size") is None:
+            raise InputError(f"{self.name}: a {self.model_type} config sizes its experts by "
+                             "moe_intermediate_size, and this one has none (its "
+                             "intermediate_size is the dense layers' width)")
+        expert_size = self.int_("moe_intermediate_size", "intermediate_size")
+        shared_size = self.int_("shared_expert_intermediate_size", default=0, minimum=0)
+        if shared_size:  # Qwen: one shared expert of its own width
+            shared, per_shared = 1, shared_size
+        elif self.model_type in ("llama4", "llama4_text"):
+            shared, per_shared = 1, expert_size
+        else:
+            shared = self.int_("n_shared_experts", "num_shared_experts", default=0, minimum=0)
+            per_shared = expert_size
+        return MoE(
+            num_experts=experts,
+            experts_per_token=per_token,
+            expert_intermediate_size=expert_size,
+            num_shared_experts=shared,
+            shared_intermediate_size=per_shared if shared else 0,
+            shared_gate=bool(shared_size),
+            expert_bias=self.model_type == "gpt_oss",
+            # gpt-oss: router bias; DeepSeek-V3/Kimi-K2/GLM-4.5: e_score_correction_bias
+            router_bias=self.model_type in ("gpt_oss", "glm4_moe")
+            or self.c.get("topk_method") == "noaux_tc",
+        )

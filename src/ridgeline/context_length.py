@@ -1,0 +1,68 @@
+"""The context a model is served at and was trained for: the longest max_model_len each
+engine derives from the config (``served_positions``, with rope_scaling's stretch where the
+engine applies it), where that number comes from (``positions_label``), and the caution for a
+length past it (``trained_context_caution``).
+"""
+
+from __future__ import annotations
+
+from ridgeline.model import ModelSpec
+
+# rope types whose factor vLLM does not apply to max_position_embeddings (the config's
+# positions already count the stretch): vLLM's _get_and_verify_max_len
+_VLLM_UNSCALED_ROPE = ("su", "longrope", "llama3")
+
+
+def _served(spec: ModelSpec, engine: str) -> tuple[int | None, str]:
+    """(served_positions, where it comes from for a message)."""
+    raw, rs = spec.max_position_embeddings, spec.rope_scaling
+    plain = (raw, "max_position_embeddings")
+    # Gemma 3's 131,072 positions already count its linear ×8 (its card: a 128K context);
+    # vLLM skips its factor by name, and ridgeline takes SGLang to serve the same context
+    if rs is None or engine.startswith("llama.cpp") or "gemma3" in spec.architecture.lower():
+        return plain
+    if engine == "sglang":
+        if raw is None or rs.original_positions is not None or rs.type == "llama3":
+            return plain
+        base, field = raw, "max_position_embeddings"
+    elif rs.type in _VLLM_UNSCALED_ROPE:
+        return plain
+    elif rs.type == "yarn" and rs.original_positions:
+        base, field = rs.original_positions, "original_max_position_embeddings"
+    elif raw is None:
+        return plain
+    else:
+        base, field = raw, "max_position_embeddings"
+    served = int(base * rs.factor)
+    if served == raw:
+        return plain
+    return served, f"{field} {base:,} × rope_scaling {rs.type} factor {rs.factor:g}"
+
+
+def served_positions(spec: ModelSpec, engine: str) -> int | None:
+    """The longest max_model_len an engine derives from the config (its default, and the
+    most it accepts without an override), or None where the config states no positions.
+
+    vLLM: with rope_scaling of a type other than su/longrope/llama3, max_position_embeddings
+    × factor, and for YaRN original_max_position_embeddings × factor (vllm/config.py
+    _get_and_verify_max_len), so a Qwen3 config given Qwen's YaRN block (factor 4, original
+    32,768) serves 131,072; TensorRT-LLM is taken to read it as vLLM does (not checked).
+    SGLang (hf_transformers_utils.get_context_length): × factor, unless the block states
+    original_max_position_embeddings or is llama3 — Qwen3 with YaRN stays at 40,960 there
+    until --context-length. llama.cpp: n_ctx_train, the config's own positions."""
+    return _served(spec, engine)[0]
+
+
+def positions_label(spec: ModelSpec, engine: str) -> str:
+    """Where served_positions' number comes from, for a message."""
+    return _served(spec, engine)[1]
+
+
+def trained_context_caution(model: str, limit: int | None, tokens: int,
+                            label: str = "max_position_embeddings") -> str:
+    """``tokens`` past ``limit`` (max_position_embeddings, or what ``label`` names), or ""."""
+    if not limit or tokens <= limit:
+        return ""
+    return (f"{tokens:,} tokens exceed {model}'s {limit:,}-token context "
+            f"({label}): engines refuse a longer max_model_len, and the model "
+            "was not trained for it")

@@ -1,0 +1,83 @@
+"""A multimodal checkpoint's vision tower, from its ``vision_config``: the parameters a serving
+engine loads beside the text model (``vision_params``), and the image it profiles the tower
+with (``vision_item``). A tower described in a layout not read here is left uncounted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ridgeline.config_fields import ConfigFields
+from ridgeline.datafiles import model_type_defaults
+from ridgeline.errors import InputError
+from ridgeline.model import VisionItem
+
+
+def vision_item(config: ConfigFields) -> VisionItem | None:
+    """The image a serving engine profiles the tower with: a fixed-size tower's
+    (vision_config's image_size and patch_size, the top-level mm_tokens_per_image), or,
+    for a tower that takes any size (Qwen's), the processor's largest image
+    (model_type_defaults.json vision_max_pixels, over (patch × spatial merge)² pixels a
+    token); None without a tower, or for one whose largest image is not known."""
+    vision, tokens = config.raw.get("vision_config"), config.raw.get("mm_tokens_per_image")
+    if not isinstance(vision, Mapping):
+        return None
+    v = ConfigFields(vision, f"{config.name} vision_config", defaults=False, decoder=False)
+    outer = config.raw.get("model_type")  # the multimodal wrapper's, not its text model's
+    max_pixels = model_type_defaults(str(outer or config.model_type)).get("vision_max_pixels")
+    try:
+        if isinstance(tokens, int) and tokens >= 1:
+            side = v.int_("image_size") // v.int_("patch_size")
+            patches = side * side
+        elif isinstance(max_pixels, int):
+            merge = v.int_("spatial_merge_size")
+            tokens = max_pixels // (v.int_("patch_size") * merge) ** 2
+            patches = tokens * merge * merge
+        else:
+            return None
+        return VisionItem(patches, v.int_("hidden_size"), v.int_("intermediate_size"),
+                          tokens)
+    except InputError:
+        return None
+
+
+def vision_params(config: ConfigFields, text_hidden: int) -> int:
+    """The vision tower's parameters, from vision_config (0 without one)."""
+    vision = config.raw.get("vision_config")
+    if vision is None:
+        return 0
+    if not isinstance(vision, Mapping):
+        raise InputError(f"{config.name}: vision_config must be a JSON object")
+    try:
+        return vit_params(ConfigFields(vision, f"{config.name} vision_config", defaults=False,
+                                       decoder=False),
+                          text_hidden)
+    except InputError:  # a tower described in a layout not read here: left uncounted
+        return 0
+
+
+def vit_params(v: ConfigFields, text_hidden: int) -> int:
+    """A vision transformer's weights: per layer the attention (4 h² and biases), the MLP
+    (2 h i and biases) and two LayerNorms; the patch embedding (channels × temporal patch ×
+    patch² × h), the position table and a final LayerNorm; and the projector into the text
+    model, through a spatial merge of m² patches where there is one (in = h m²: in² + in × out)
+    or straight (h × out). Gemma-3's SigLIP: 423 M (the So400m tower, 428 M); Qwen3.5's: 447 M."""
+    h = v.int_("embed_dim", "hidden_size")  # Qwen2-VL: embed_dim is the tower's width
+    ratio = v.c.get("mlp_ratio")
+    inner = v.int_("intermediate_size", default=int(h * ratio) if isinstance(
+        ratio, (int, float)) and not isinstance(ratio, bool) and 0 < ratio < 64 else None)
+    layers = v.int_("num_hidden_layers", "depth")
+    patch = v.int_("patch_size")
+    channels = v.int_("in_channels", "in_chans", "num_channels", default=3)
+    temporal = v.int_("temporal_patch_size", default=1)
+    image = v.opt_int("image_size")
+    positions = v.int_("num_position_embeddings", default=(image // patch) ** 2 if image else 0,
+                       minimum=0)
+    merge = v.int_("spatial_merge_size", default=1)
+    out = v.int_("out_hidden_size", default=text_hidden)
+    per_layer = 4 * h * h + 4 * h + 2 * h * inner + inner + h + 4 * h
+    embed = channels * temporal * patch * patch * h + h + positions * h + 2 * h
+    width = h * merge * merge
+    # straight: Gemma-3's RMSNorm (a weight, no bias) then h × out
+    projector = (width * width + width + width * out + out) if merge > 1 else h * out + h
+    return layers * per_layer + embed + projector
