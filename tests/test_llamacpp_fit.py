@@ -221,7 +221,7 @@ def test_the_host_share_counts_the_host_layers_cache(capsys: pytest.CaptureFixtu
     assert code == 0
     code, out, err = run_cli(capsys, *argv, "--context", "131072")
     assert code == 2 and "does not fit" in err and "KV cache" in err and not out
-    from ridgeline.memory import host_cache_bytes
+    from ridgeline.llamacpp_pool import host_cache_bytes
     dep = whole("llama-3.1-70b", "rtx-4090").offloaded(HostOffload(40, 0, DDR5_4800_DUAL))
     per_layer = 2 * 8 * 128 * 2  # K and V, 8 KV heads of 128, fp16
     assert host_cache_bytes(dep, 131072) == pytest.approx(41 * per_layer * 131072)

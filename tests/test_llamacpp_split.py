@@ -323,7 +323,7 @@ def test_host_experts_and_host_layers_leave_the_split_gpus_only_what_they_hold()
     """Qwen3-30B-A3B, -ngl 30 and --cpu-moe over two GPUs: the GPUs' weights add up to what
     the deployment keeps on GPUs, and the host's layers hold no GPU's cache."""
     from ridgeline.llamacpp_memory import split_devices
-    from ridgeline.memory import llamacpp_cache_on_gpu
+    from ridgeline.llamacpp_pool import llamacpp_cache_on_gpu
     from ridgeline.offload import HostOffload, gpu_weight_bytes
 
     model = resolve_model("qwen3-30b-a3b")

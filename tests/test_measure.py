@@ -38,6 +38,13 @@ def refused(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -
     assert err.count("\n") == 1 and message in err and "Traceback" not in err
 
 
+def tiny_config(tmp_path: Path) -> str:
+    """TINY written as ``config.json`` in ``tmp_path``: the path to give ``--model``."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(TINY))
+    return str(config)
+
+
 def build(config: dict[str, Any]) -> Any:
     from ridgeline.torch_model import RandomModel
 
@@ -118,9 +125,8 @@ def test_the_grid_skips_what_the_device_cannot_hold(tmp_path: Path, monkeypatch:
     assert one == 2 * 2 * 16 * (128 + 1) * 2 * 4  # K and V, 2 heads × 16 dims, 2 layers, fp32
     # room for batch 1 at 128 tokens only
     monkeypatch.setattr(m, "device_memory_bytes", lambda torch, device: 2.0 * one)
-    config = tmp_path / "config.json"
-    config.write_text(json.dumps(TINY))
-    result = m.measure("cpu", True, str(config))
+    config = tiny_config(tmp_path)
+    result = m.measure("cpu", True, config)
     decode = [r for r in result.rows if r["metric"] != "prefill_tok_s"]
     assert [(r["batch"], r["context_len"]) for r in decode] == [("1", "129")]
     assert sum("the cache needs" in s for s in result.skipped) == 3
@@ -129,10 +135,9 @@ def test_the_grid_skips_what_the_device_cannot_hold(tmp_path: Path, monkeypatch:
 @needs_torch
 def test_measure_writes_rows_that_validate(tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
-    config = tmp_path / "config.json"
-    config.write_text(json.dumps(TINY))
+    config = tiny_config(tmp_path)
     rows = tmp_path / "rows.csv"
-    assert main(["measure", "--device", "cpu", "--quick", "--model", str(config), "-o",
+    assert main(["measure", "--device", "cpu", "--quick", "--model", config, "-o",
                  str(rows)]) == 0
     table = list(csv.DictReader(rows.open()))
     assert {r["metric"] for r in table} == {"decode_tok_s_per_user", "output_throughput_tok_s",
@@ -178,10 +183,9 @@ def test_a_graph_replayed_step_gets_its_own_row_or_says_why_not(
 @needs_torch
 def test_the_grid_and_the_probes_can_be_chosen(tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
-    config = tmp_path / "config.json"
-    config.write_text(json.dumps(TINY))
+    config = tiny_config(tmp_path)
     rows = tmp_path / "rows.csv"
-    assert main(["measure", "--model", str(config), "--batches", "1,3", "--contexts", "40",
+    assert main(["measure", "--model", config, "--batches", "1,3", "--contexts", "40",
                  "--skip-probes", "-o", str(rows)]) == 0
     out = capsys.readouterr().out
     assert "bandwidth" not in out and "no device record" in out
@@ -193,7 +197,7 @@ def test_the_grid_and_the_probes_can_be_chosen(tmp_path: Path,
     for bad, message in ((["--batches", "0"], "batch must be positive"),
                          (["--contexts", "1,,2"], "empty entry"),
                          (["--batches", "2000000"], "batch")):
-        refused(["measure", "--model", str(config), *bad, "-o", str(rows)], message, capsys)
+        refused(["measure", "--model", config, *bad, "-o", str(rows)], message, capsys)
 
 
 @needs_torch
@@ -257,10 +261,9 @@ def test_fp8_weights_run_through_scaled_matmuls_and_say_so_in_the_rows(
     exact = x @ weight.float().T
     error = (fp8._mm(x, weight) - exact).norm() / exact.norm()
     assert 0 < error < 0.1  # e4m3 inputs: a few per cent, never exact
-    config = tmp_path / "config.json"
-    config.write_text(json.dumps(TINY))
+    config = tiny_config(tmp_path)
     rows = tmp_path / "rows.csv"
-    assert main(["measure", "--model", str(config), "--fp8", "--batches", "2", "--contexts",
+    assert main(["measure", "--model", config, "--fp8", "--batches", "2", "--contexts",
                  "16", "--skip-probes", "-o", str(rows)]) == 0
     table = list(csv.DictReader(rows.open()))
     assert {(r["weights_dtype"], r["kv_dtype"]) for r in table} == {("fp8", "f32")}
@@ -278,8 +281,7 @@ def test_a_grid_the_device_cannot_hold_is_refused_before_it_allocates(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A prompt too long for memory is skipped like a cache too large; a grid with nothing
     left is a one-line error, exit 2; a device torch cannot name is refused at once."""
-    config = tmp_path / "config.json"
-    config.write_text(json.dumps(TINY))
+    config = tiny_config(tmp_path)
     rows = tmp_path / "rows.csv"
     for argv, message in (
             (["--contexts", "1000000000000", "--skip-probes"], "nothing in the grid fits"),
@@ -287,7 +289,7 @@ def test_a_grid_the_device_cannot_hold_is_refused_before_it_allocates(
             (["--gpu-id", ""], "gpu id is empty"),
             (["--gpu-id", "H200"], "--gpu-id H200 is the catalog's h200-sxm"),
             (["--rated-gpu", "h2000"], "unknown accelerator")):
-        refused(["measure", "--model", str(config), *argv, "-o", str(rows)], message, capsys)
+        refused(["measure", "--model", config, *argv, "-o", str(rows)], message, capsys)
     from ridgeline.config_reader import spec_from_hf_config
     from ridgeline.torch_model import RandomModel
 
@@ -304,16 +306,15 @@ def test_the_device_record_holds_the_memory_the_runtime_reports(
     or --memory-gib where given."""
     import os
 
-    config = tmp_path / "config.json"
-    config.write_text(json.dumps(TINY))
+    config = tiny_config(tmp_path)
     rows = tmp_path / "rows.csv"
     record = tmp_path / "rows.accelerator.json"
     ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    assert main(["measure", "--model", str(config), "--quick", "--batches", "1", "--contexts",
+    assert main(["measure", "--model", config, "--quick", "--batches", "1", "--contexts",
                  "8", "-o", str(rows)]) == 0
     assert json.loads(record.read_text())["memory_bytes"] == ram
     assert "as the runtime reports it" in capsys.readouterr().out
-    assert main(["measure", "--model", str(config), "--quick", "--batches", "1", "--contexts",
+    assert main(["measure", "--model", config, "--quick", "--batches", "1", "--contexts",
                  "8", "--memory-gib", "24", "-o", str(rows)]) == 0
     assert json.loads(record.read_text())["memory_bytes"] == 24 * 2**30
 
@@ -346,12 +347,6 @@ def stand_in_for_measuring(monkeypatch: pytest.MonkeyPatch) -> None:
         return result
 
     monkeypatch.setattr(m, "measure", measured)
-
-
-def tiny_config(tmp_path: Path) -> str:
-    config = tmp_path / "config.json"
-    config.write_text(json.dumps(TINY))
-    return str(config)
 
 
 def next_step(out: str) -> list[str]:

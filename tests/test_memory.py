@@ -11,11 +11,12 @@ from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.capacity import max_batch
 from ridgeline.cli import main
 from ridgeline.errors import InputError
-from ridgeline.memory import VISIBLE_MEMORY_FRACTION, EngineSettings, kv_pool, vllm_batch_defaults
+from ridgeline.memory import VISIBLE_MEMORY_FRACTION, EngineSettings, kv_pool
 from ridgeline.reports.fit import CLEARS_RIDGE, DOES_NOT_FIT, UNDER_RIDGE, fit_report
 from ridgeline.roofline import ridge_point
 from ridgeline.sglang_memory import sglang_memory_defaults
 from ridgeline.units import GIB
+from ridgeline.vllm_pool import vllm_batch_defaults
 
 
 def dep(model: str, gpu: str = "h100", n: int = 1, weights: str | None = None,
@@ -443,7 +444,7 @@ def test_a_moe_forward_holds_the_fused_experts_caches_of_every_top_k_copy() -> N
     and hidden) beside the activated product: at TP4, Qwen3-235B-A22B (hidden 4096, experts
     of 1536, top-8) holds 8 × (4096 + 384) + 3 × 4096 bf16 values a token, where the three
     MLP tensors alone would be 8 × 3 × 384 + 3 × 4096."""
-    from ridgeline.memory import activation_bytes_per_token
+    from ridgeline.vllm_memory import activation_bytes_per_token
 
     model = resolve_model("qwen3-235b-a22b")
     dep = Deployment.build(model, resolve_accelerator("h100"), "fp8", num_gpus=4)

@@ -292,7 +292,7 @@ def test_a_window_models_growing_cache_follows_its_full_layers() -> None:
     """Gemma-3-27B has a full-attention layer every sixth: with -ngl 58 the five layers left
     on the host are windowed, so every growing cell stays on the GPU."""
     from ridgeline.layouts import FULL
-    from ridgeline.memory import llamacpp_cache_on_gpu
+    from ridgeline.llamacpp_pool import llamacpp_cache_on_gpu
 
     dep = offloaded(58, model="gemma-3-27b", gpu="rtx-4090")
     host = [i for i in range(62) if not dep.offload.layer_on_gpu(i, 62)]  # type: ignore[union-attr]

@@ -69,6 +69,21 @@ def test_an_impossible_slo_is_answered_with_the_closest_miss() -> None:
     assert capped.closest_miss.startswith("2 x h100-sxm")
 
 
+def test_a_plan_no_deployment_meets_exits_1_after_printing_its_answer(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The answer is no, which is not bad input (2): exit 1, the report (or --json) printed."""
+    argv = ["plan", "llama-3.1-70b", "--rate", "10", "--slo-ttft-ms", "1000", "--slo-tpot-ms",
+            "3", "--gpus", "b200", "--max-gpus", "8", "--workers", "1"]
+    assert main(argv) == 1
+    out, err = capsys.readouterr()
+    assert "NO DEPLOYMENT within the limits meets this SLO" in out and "closest: " in out
+    assert not err
+    assert main([*argv, "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["winner"] is None and data["closest_miss"]
+    assert main([*argv[:-4], "--price", "b200=nan"]) == 2  # bad input keeps its own status
+
+
 def test_the_pareto_frontier_is_non_dominated() -> None:
     frontier = plan(MODEL, LOAD, SLO, ["h100-sxm"], workers=1).pareto
     assert len(frontier) >= 3
@@ -977,11 +992,11 @@ def test_the_closest_miss_looks_at_the_layouts_the_search_tried(
     """Llama-3.1-405B on L40S: the search holds it on 16 (TP16, or TP8 × PP2), so a TPOT it
     cannot reach is the miss, not "does not fit" (closest looked only as far as TP8)."""
     assert main(["plan", "llama-3.1-405b", "--rate", "1", "--slo-ttft-ms", "1000",
-                 "--slo-tpot-ms", "40", "--gpus", "l40s"]) == 0
+                 "--slo-tpot-ms", "40", "--gpus", "l40s"]) == 1  # no deployment: the answer is no
     out = capsys.readouterr().out
     assert "closest: 16 x l40s" in out and "TPOT ≥" in out and "does not fit" not in out
     assert main(["plan", "llama-3.1-405b", "--rate", "1", "--slo-ttft-ms", "1000",
-                 "--slo-tpot-ms", "40", "--gpus", "l40s", "--max-gpus", "4"]) == 0
+                 "--slo-tpot-ms", "40", "--gpus", "l40s", "--max-gpus", "4"]) == 1
     assert "no group of up to 4 GPUs (l40s) holds llama-3.1-405b" in capsys.readouterr().out
 
 

@@ -101,16 +101,86 @@ def test_a_cautioned_winner_whose_slowed_tpot_misses_gives_way_to_one_without_it
     load = Load(10, "1000", "250")
     alone = plan(model, load, slo, gpus=["mi300x"], workers=1)
     cautioned = alone.winner
-    assert cautioned is not None and cautioned.sim_tpot_s is not None
+    assert cautioned is not None and cautioned.sim_tpot_s is not None and alone.winner_unverified
     assert cautioned.sim_tpot_s * MEASURED_SLOWDOWN_LOW > slo.tpot_s
     assert any("is unverified" in c and "no candidate without this caution" in c
                for c in alone.cautions)
     both = plan(model, load, slo, gpus=["mi300x", "h100-sxm"], workers=1)
     assert both.winner is not None and both.winner.accelerator == "h100-sxm"
+    assert not both.winner_unverified
     assert both.winner.verified and both.winner.sim_tpot_s <= slo.tpot_s  # type: ignore[operator]
     note = next(c for c in both.cautions if "is unverified" in c)
     assert f"at least {cautioned.sim_tpot_s * MEASURED_SLOWDOWN_LOW * 1e3:,.1f} ms" in note
     assert "ranked first" in note
+
+
+def test_a_cautioned_cheapest_with_no_alternative_is_printed_unverified_not_as_winner(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    args = ("gpt-oss-120b", "--rate", "10", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "30",
+            "--gpus", "mi300x", "--max-gpus", "1")
+    data = json.loads(_run(capsys, *args, "--json"))
+    assert any("no candidate without this caution holds" in c for c in data["cautions"])
+    text = _run(capsys, *args)
+    assert not re.search(r"^winner:", text, re.M)
+    assert f"cheapest, unverified: {data['winner']['label']} = " in text
+    assert data["winner_unverified"] is True and data["winner"]["unverified"]
+
+
+def test_after_a_demotion_the_cheaper_runners_up_are_named_for_their_caution(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The cheapest (MI300X) gives way to an H100 without the caution: the runners-up cheaper
+    than that winner are the cautioned ones, not candidates the simulation budget missed."""
+    args = ("gpt-oss-120b", "--rate", "10", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "30",
+            "--gpus", "mi300x,h100", "--max-gpus", "2")
+    data = json.loads(_run(capsys, *args, "--json"))
+    win = data["winner"]
+    assert any("ranked first" in c for c in data["cautions"])
+    text = _run(capsys, *args)
+    assert f"winner: {win['label']} = " in text
+    assert "were not simulated" not in text
+    assert data["winner_unverified"] is False and not win["unverified"]
+    cheaper = [r for r in data["runners_up"] if r["cost_per_hour"] < win["cost_per_hour"]]
+    assert cheaper and all(r["unverified"] for r in cheaper)
+    demoted = next(r for r in cheaper if r["verified"])  # the cheapest, simulated
+    assert f"{len(cheaper)} cheaper runner-up(s) carry a measured caution" in text
+    assert re.search(re.escape(demoted["label"]) + r" .* simulated, unverified$", text, re.M)
+
+
+def test_the_alternative_a_cautioned_cheapest_names_is_listed_as_simulated(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """At a 40 ms TPOT the cheapest's slowed floor keeps the SLO, so it stays first,
+    unverified; the H100 its caution names as simulated is a simulated runner-up."""
+    data = json.loads(_run(capsys, "gpt-oss-120b", "--rate", "10", "--slo-ttft-ms", "2000",
+                           "--slo-tpot-ms", "40", "--gpus", "mi300x,h100", "--max-gpus", "1",
+                           "--json"))
+    note = next(c for c in data["cautions"] if "the cheapest without it" in c)
+    alternative = next(r for r in data["runners_up"] if f"without it: {r['label']} = " in note)
+    assert alternative["verified"]
+    assert data["winner_unverified"] is True and not alternative["unverified"]
+    assert f"TPOT {alternative['sim_tpot_s'] * 1e3:,.1f} ms" in note
+
+
+def test_a_candidate_the_search_for_an_alternative_saw_miss_leaves_the_list(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """gpt-oss-20b within 6 GPUs: the L40S pair needs four replicas in simulation, past the
+    limit; it had stayed in the list as an analytic runner-up after its check missed."""
+    import ridgeline.plan as planning
+
+    missed = []
+    check = planning._verify
+
+    def spy(model: object, c: object, *args: object, **kwargs: object) -> object:
+        held = check(model, c, *args, **kwargs)  # type: ignore[arg-type]
+        if held is None:
+            missed.append(c)
+        return held
+
+    monkeypatch.setattr(planning, "_verify", spy)
+    result = plan(resolve_model("gpt-oss-20b"), Load(20, "1000", "250"), Slo(1.0, 0.015),
+                  gpus=["mi300x", "l40s"], max_gpus=6, workers=1)
+    assert any(c.accelerator == "l40s" for c in missed)
+    assert not any(c in result.candidates for c in missed)
+    assert result.winner_unverified
 
 
 # -- 9. --json names -----------------------------------------------------------------------

@@ -371,7 +371,7 @@ def test_vllm_start_up_advice_is_its_logged_arithmetic() -> None:
     # into requested memory, or --kv-cache-memory=26927570944 (25.08 GiB) to fully utilize"
     from dataclasses import replace
 
-    from ridgeline.memory import vllm_pool_advice
+    from ridgeline.vllm_pool import vllm_pool_advice
 
     d = dep("llama-3.1-8b")
     pool = replace(kv_pool(d, EngineSettings()), total_bytes=80.0 * GIB, reserved_fraction=0.92,

@@ -362,8 +362,16 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
             return total / len(mine) + within.penalty(x, len(mine))
         return loss
 
-    plain = loss_in(space)
-    best = _minimise(plain, space.start())
+    def kept_if_better(narrow: _Space, best: list[float], wide: _Space,
+                       start: float) -> tuple[_Space, list[float]]:
+        """``wide`` (``narrow`` and one more parameter, its log starting at ``start``) fitted
+        from ``best``, where it lowers the loss; else ``narrow`` and ``best`` as they were."""
+        tried = _minimise(loss_in(wide), [*best, start])
+        if loss_in(wide)(tried) < loss_in(narrow)(best):
+            return wide, tried
+        return narrow, best
+
+    best = _minimise(loss_in(space), space.start())
     # The ceiling is structure, not a free knob: a matrix-vector kernel keeps a bounded
     # number of bytes in flight. It is fitted for an engine with such kernels where enough
     # rows are such steps on cards far enough apart to show it, from the fit without it,
@@ -373,44 +381,34 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
     # criterion was tried: holding out the source with the datacenter rows, it rejected a
     # ceiling, 3.30 TB/s, that the full fit puts at 3.73 TB/s.)
     if _shows_ceiling(mine, key):
-        capped = replace(space, cap=True)
         fastest = max(b for b in map(_rated_bytes_per_s, mine) if b)
-        tried = _minimise(loss_in(capped), [*best, math.log(CAP_START_SHARE * fastest)])
-        if loss_in(capped)(tried) < plain(best):
-            space, best = capped, tried
+        space, best = kept_if_better(space, best, replace(space, cap=True),
+                                     math.log(CAP_START_SHARE * fastest))
     # Unpacking a K-quant weight is arithmetic too: where the matmuls run on the vector ALUs
     # (Metal), a matrix-vector step of K-quant weights takes at least weights × operations
     # per weight ÷ the fp16 peak. Fitted where enough decode rows have K-quant weights,
     # from the fit so far, and kept where it lowers the loss.
     if _shows_unpacking(mine, key):
-        unpacked = replace(space, unpack=True)
-        tried = _minimise(loss_in(unpacked), [*best, math.log(UNPACK_START_OPS)])
-        if loss_in(unpacked)(tried) < loss_in(space)(best):
-            space, best = unpacked, tried
+        space, best = kept_if_better(space, best, replace(space, unpack=True),
+                                     math.log(UNPACK_START_OPS))
     # A kernel's ramp and tail: where the rows' models launch different numbers of weight
     # matmuls per layer (a DeepSeek layer ten, a Llama layer four), a cost per matmul beside
     # the cost per layer, from the fit so far, kept where it lowers the loss.
     if has_fused_projections(key) and _shows_matmuls(mine):
-        counted = replace(space, matmul=True)
-        tried = _minimise(loss_in(counted), [*best, math.log(MATMUL_START_S)])
-        if loss_in(counted)(tried) < loss_in(space)(best):
-            space, best = counted, tried
+        space, best = kept_if_better(space, best, replace(space, matmul=True),
+                                     math.log(MATMUL_START_S))
     # A prompt's experts in llama.cpp run one at a time over the tokens routed to each, in
     # tiles of a fixed number of columns: where enough prompt rows are of MoE models, the tile
     # width, from the fit so far, kept where it lowers the loss.
     if has_tiled_experts(key) and _shows_expert_prompts(mine):
-        tiled = replace(space, tile=True)
-        tried = _minimise(loss_in(tiled), [*best, math.log(TILE_START_TOKENS)])
-        if loss_in(tiled)(tried) < loss_in(space)(best):
-            space, best = tiled, tried
+        space, best = kept_if_better(space, best, replace(space, tile=True),
+                                     math.log(TILE_START_TOKENS))
     # A routed-expert layer runs more of llama.cpp's graph nodes than a dense one: where
     # enough decode rows are of MoE models and enough of dense ones, a cost per MoE layer
     # beside the cost per layer, from the fit so far, kept where it lowers the loss
     if prices_moe_layers(key) and _shows_moe_layers(mine):
-        routed = replace(space, moe=True)
-        tried = _minimise(loss_in(routed), [*best, math.log(MOE_LAYER_START_S)])
-        if loss_in(routed)(tried) < loss_in(space)(best):
-            space, best = routed, tried
+        space, best = kept_if_better(space, best, replace(space, moe=True),
+                                     math.log(MOE_LAYER_START_S))
     fitted = space.profile(best)
     table = {m: fitted for m in members}
     ratios = sorted(p.measured / p.predicted for p in (predict(r, table) for r in mine)

@@ -406,7 +406,7 @@ def fitted(args: argparse.Namespace, dep: Any, settings: Any, context: int,
     where -ngl auto asks for that, else as it is; either way a host share (weights and the
     host layers' cache) that overflows --host-memory-gib is refused, unless ``check_host`` is
     False (fit checks it at the -c it prints)."""
-    from ridgeline.memory import check_host_memory_for
+    from ridgeline.llamacpp_pool import check_host_memory_for
 
     if not auto_layers(args):
         if check_host:
@@ -426,7 +426,7 @@ def fitted_context(args: argparse.Namespace, dep: Any, settings: Any) -> tuple[i
     """-ngl auto with no context given: llama-server's -c 0 under --fit (the trained context,
     shrunk to what fits, down to --fit-ctx, before any weight leaves the GPU)."""
     from ridgeline.llamacpp_fit import fit_context
-    from ridgeline.memory import check_host_memory_for
+    from ridgeline.llamacpp_pool import check_host_memory_for
 
     margin = getattr(args, "fit_target_mib", None)
     context, placed = fit_context(dep, settings, _host_template(args, dep),
@@ -813,6 +813,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if failure:  # the report stands, and the run still fails (validate --strict)
             print(f"ridgeline: error: {failure}", file=sys.stderr)
             return 2
+        if getattr(report, "exit_status", 0):  # the report stands, and its answer is no
+            return int(report.exit_status)  # (plan: no deployment meets the SLO): exit 1
     except (InputError, ValueError) as exc:
         print(f"ridgeline: error: {shorten_runs(str(exc))}", file=sys.stderr)
         return 2

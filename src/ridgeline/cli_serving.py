@@ -62,7 +62,7 @@ def cmd_fit(args: argparse.Namespace) -> Any:
     from dataclasses import replace
 
     from ridgeline.engines import engine_id
-    from ridgeline.memory import check_host_memory_for
+    from ridgeline.llamacpp_pool import check_host_memory_for
     from ridgeline.reports.fit import fit_report, longest_context, slots_for_target
 
     model = load_model(args)
@@ -254,7 +254,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         config = replace(config, ignore_eos=True)
     refusal = start_refusal(dep, settings, config, None if story else cells)
     if config.num_blocks >= 1 and not auto_layers(args):  # the host's RAM holds the host
-        from ridgeline.memory import check_host_memory_for  # layers' cache for the pool
+        from ridgeline.llamacpp_pool import check_host_memory_for  # layers' cache for the pool
 
         check_host_memory_for(dep, config.num_blocks * config.block_size)
     if refusal:
@@ -509,7 +509,7 @@ def cmd_plan(args: argparse.Namespace) -> Any:
         else Load(args.rate, args.input_len or "1000", args.output_len or "250", args.seed)
     slo = Slo(args.slo_ttft_ms / 1e3, args.slo_tpot_ms / 1e3, args.percentile)
     if args.engine_version is not None:  # a bad version is named before the search
-        from ridgeline.memory import check_engine_version
+        from ridgeline.engine_versions import check_engine_version
 
         check_engine_version(args.engine, args.engine_version)
     result = plan(model, load, slo, gpus, args.max_gpus, prices, workers=args.workers,
@@ -797,7 +797,12 @@ def register(sub: Any) -> None:
     _output(p, plot=True)
     p.set_defaults(handler=cmd_simulate)
 
-    p = sub.add_parser("plan", help="the cheapest deployment that meets an SLO for a load")
+    p = sub.add_parser("plan", help="the cheapest deployment that meets an SLO for a load",
+                       epilog="Exit status: 0 with a deployment to run: the winner, the "
+                       "cheapest unverified one where a measured caution leaves it so, or "
+                       "cards that meet the SLO without a price (--price); 1 where no "
+                       "deployment within the limits meets the SLO (the report, or --json, "
+                       "is still printed, with the closest miss); 2 for bad input.")
     _model(p)
     load = p.add_mutually_exclusive_group(required=True)
     load.add_argument("--rate", type=_positive_float("request rate"),

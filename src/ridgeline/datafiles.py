@@ -25,3 +25,11 @@ def model_type_defaults(model_type: str) -> dict[str, Any]:
     """Fields transformers fills in for a model_type when config.json omits them."""
     entry = load_data("model_type_defaults.json").get(model_type, {})
     return {k: v for k, v in entry.items() if not k.startswith("_")}
+
+
+def engine_defaults(engine: str) -> dict[str, Any]:
+    """An engine's block of engines.json (every llama.cpp-… build shares llama.cpp's; {} for
+    an engine without one)."""
+    key = "llama.cpp" if engine.startswith("llama.cpp") else engine
+    data: dict[str, Any] = load_data("engines.json").get(key, {})
+    return data

@@ -211,7 +211,7 @@ class TwoProportionZTest:
             f" = {self.standard_error:.4f}",
             f"z = (p_a - p_b) / se = {pa - pb:.4f} / {self.standard_error:.4f} = {self.z:.3f}",
             f"two-sided p = erfc(|z| / sqrt 2) = {self.p_value:.3g}"
-            f" ({'<' if self.significant else '>='} alpha {self.alpha:g})",
+            f" ({_against_alpha(self.significant, self.alpha)})",
         ]
 
 
@@ -273,19 +273,19 @@ class McNemarExact:
         if n > EXACT_INTEGER_ITEMS:  # the float sum the test itself used
             lines.append(f"  = 2 x {_half_binomial_tail_float(n, k):.4g} (summed in floats past "
                          f"{EXACT_INTEGER_ITEMS:,} items): p {format_p(self.p_value)}")
-            lines.append(f"  {'<' if self.significant else '>='} alpha {self.alpha:g}")
-            return lines
-        tail = _half_binomial_tail_count(n, k)
-        if n <= 40:  # small enough to show as one division of whole numbers
-            terms = (
-                " + ".join(f"C({n},{i})" for i in range(k + 1))
-                if k <= 3
-                else f"C({n},0) + ... + C({n},{k})"
-            )
-            lines.append(f"  = 2 x ({terms}) / 2^{n} = 2 x {tail} / {2**n} = {self.p_value:.3g}")
         else:
-            lines.append(f"  = 2 x {tail / 2**n:.4g}: p {format_p(self.p_value)}")
-        lines.append(f"  {'<' if self.significant else '>='} alpha {self.alpha:g}")
+            tail = _half_binomial_tail_count(n, k)
+            if n <= 40:  # small enough to show as one division of whole numbers
+                terms = (
+                    " + ".join(f"C({n},{i})" for i in range(k + 1))
+                    if k <= 3
+                    else f"C({n},0) + ... + C({n},{k})"
+                )
+                lines.append(
+                    f"  = 2 x ({terms}) / 2^{n} = 2 x {tail} / {2**n} = {self.p_value:.3g}")
+            else:
+                lines.append(f"  = 2 x {tail / 2**n:.4g}: p {format_p(self.p_value)}")
+        lines.append(f"  {_against_alpha(self.significant, self.alpha)}")
         return lines
 
 
@@ -424,14 +424,10 @@ def items_needed_unpaired(
     pbar = (p_a + p_b)/2, no continuity correction (Fleiss, Statistical Methods for Rates
     and Proportions, 1981, sec. 3.2).  Example: 39% vs 47% at alpha 0.05, power 0.8: 600.
     """
-    for name, value in (("proportion_a", proportion_a), ("proportion_b", proportion_b)):
-        if not (0.0 <= value <= 1.0):
-            raise InputError(f"{name} must be between 0 and 1, got {value!r}")
+    _check_proportions(proportion_a, proportion_b)
     if proportion_a == proportion_b:
         raise InputError("proportion_a and proportion_b are equal: no gap to detect")
-    _check_open_unit("alpha", alpha)
-    _check_open_unit("power", power)
-    z_alpha, z_beta = normal_quantile(1 - alpha / 2), normal_quantile(power)
+    z_alpha, z_beta = _power_quantiles(alpha, power)
     pa, pb = proportion_a, proportion_b
     pbar = (pa + pb) / 2
     root = z_alpha * math.sqrt(2 * pbar * (1 - pbar)) + z_beta * math.sqrt(
@@ -473,9 +469,7 @@ def max_discordance(proportion_a: float, proportion_b: float) -> float:
     so psi <= min(p_a + p_b, 2 - p_a - p_b).
     Example: 90% and 95% both right on at least 85% of items: psi <= 0.15.
     """
-    for name, value in (("proportion_a", proportion_a), ("proportion_b", proportion_b)):
-        if not (0.0 <= value <= 1.0):
-            raise InputError(f"{name} must be between 0 and 1, got {value!r}")
+    _check_proportions(proportion_a, proportion_b)
     return min(proportion_a + proportion_b, 2.0 - proportion_a - proportion_b)
 
 
@@ -506,9 +500,7 @@ def items_needed_paired(
                 f" {100 * pb:.4g}%: they disagree on at most min(p_a + p_b, 2 - p_a - p_b) ="
                 f" {most:.4g} of the items"
             )
-    _check_open_unit("alpha", alpha)
-    _check_open_unit("power", power)
-    z_alpha, z_beta = normal_quantile(1 - alpha / 2), normal_quantile(power)
+    z_alpha, z_beta = _power_quantiles(alpha, power)
     root = z_alpha * math.sqrt(discordance) + z_beta * math.sqrt(discordance - gap * gap)
     exact = root * root / (gap * gap)
     return PairedItemsNeeded(
@@ -595,3 +587,22 @@ def _check_successes(
 def _check_open_unit(name: str, value: float) -> None:
     if not (0.0 < value < 1.0):  # also rejects NaN
         raise InputError(f"{name} must be strictly between 0 and 1, got {value!r}")
+
+
+def _check_proportions(proportion_a: float, proportion_b: float) -> None:
+    for name, value in (("proportion_a", proportion_a), ("proportion_b", proportion_b)):
+        if not (0.0 <= value <= 1.0):
+            raise InputError(f"{name} must be between 0 and 1, got {value!r}")
+
+
+def _power_quantiles(alpha: float, power: float) -> tuple[float, float]:
+    """(z_{1 - alpha/2}, z_{power}): the two z's of a two-sided test's sample size.
+    Example: alpha 0.05, power 0.8 give 1.959964 and 0.841621."""
+    _check_open_unit("alpha", alpha)
+    _check_open_unit("power", power)
+    return normal_quantile(1 - alpha / 2), normal_quantile(power)
+
+
+def _against_alpha(significant: bool, alpha: float) -> str:
+    """"< alpha 0.05" for a significant p-value, ">= alpha 0.05" for one that is not."""
+    return f"{'<' if significant else '>='} alpha {alpha:g}"

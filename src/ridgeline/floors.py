@@ -175,14 +175,18 @@ class FitCheck:
                 f"{self.shortfall_bytes / GB:,.1f} GB")
 
 
-class _Bounded:
-    """A time set by whichever of compute and memory takes longer, plus (partial offload)
-    the time on weights in host memory, which the GPU waits for."""
+@dataclass(frozen=True, kw_only=True)
+class _Floor:
+    """What a decode step's floor and a prefill's share: a time set by whichever of compute
+    and memory takes longer, plus (partial offload) the time on weights in host memory,
+    which the GPU waits for; the memory check; the --explain steps."""
 
     compute_time_s: float
     memory_time_s: float
-    host_time_s: float
-    host_bound: str
+    fit: FitCheck
+    steps: tuple[Step, ...]
+    host_time_s: float = 0.0
+    host_bound: str = "host memory"
 
     @property
     def time_s(self) -> float:
@@ -196,19 +200,13 @@ class _Bounded:
 
 
 @dataclass(frozen=True)
-class DecodeFloor(_Bounded):
+class DecodeFloor(_Floor):
     batch: int
     context: int
     flops: float
     weight_bytes_read: float
     kv_bytes_read: float
     activation_bytes: float
-    compute_time_s: float
-    memory_time_s: float
-    fit: FitCheck
-    steps: tuple[Step, ...]
-    host_time_s: float = 0.0
-    host_bound: str = "host memory"
 
     @property
     def step_time_s(self) -> float:
@@ -293,23 +291,18 @@ def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
         step("aggregate speed", "batch ÷ step time", q("aggregate", batch / step_s, "tok/s")),
     )
     return DecodeFloor(batch, context, work.flops, work.weight_bytes, work.kv_bytes,
-                       work.other_bytes, compute_s, memory_s, fit, steps, work.host_time_s,
-                       work.host_bound)
+                       work.other_bytes, compute_time_s=compute_s, memory_time_s=memory_s,
+                       fit=fit, steps=steps, host_time_s=work.host_time_s,
+                       host_bound=work.host_bound)
 
 
 @dataclass(frozen=True)
-class PrefillFloor(_Bounded):
+class PrefillFloor(_Floor):
     prompt_len: int
     batch: int
     flops: float
     bytes_moved: float
     weight_bytes_read: float
-    compute_time_s: float
-    memory_time_s: float
-    fit: FitCheck
-    steps: tuple[Step, ...]
-    host_time_s: float = 0.0
-    host_bound: str = "host memory"
 
     @property
     def tokens_per_s(self) -> float:
@@ -401,8 +394,9 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
              q("bandwidth", bandwidth / 1e12, "TB/s", dep.accelerator.source
                + ("; one stage at a time" if stages > 1 else ""))),
     )
-    return PrefillFloor(prompt_len, batch, work.flops, work.bytes, work.weight_bytes, compute_s,
-                        memory_s, fit, steps, work.host_time_s, work.host_bound)
+    return PrefillFloor(prompt_len, batch, work.flops, work.bytes, work.weight_bytes,
+                        compute_time_s=compute_s, memory_time_s=memory_s, fit=fit,
+                        steps=steps, host_time_s=work.host_time_s, host_bound=work.host_bound)
 
 
 def _weight_step(dep: Deployment, work: Work, batch: int) -> Step:

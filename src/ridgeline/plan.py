@@ -107,10 +107,25 @@ class PlanResult:
     engine: str = "vllm"  # whose memory rules sized the pools
     cautions: tuple[str, ...] = ()
     engine_version: str | None = None  # the version whose memory rules sized them
+    # the candidates (of ``candidates``) a measured caution leaves unverified, each with it:
+    # their price assumes a speed the measurements have not shown (CDNA3's MoE paths)
+    measured_cautions: tuple[tuple[Candidate, str], ...] = ()
 
     @property
     def winner(self) -> Candidate | None:
+        """The first candidate: the cheapest that holds in simulation, unless a measured
+        caution leaves it unverified (``winner_unverified``): then the cheapest, unverified,
+        where no candidate without the caution is ranked before it."""
         return self.candidates[0] if self.candidates else None
+
+    def unverified_by(self, c: Candidate) -> str:
+        """The measured caution that leaves ``c`` (one of ``candidates``) unverified, or ""."""
+        return next((why for d, why in self.measured_cautions if d is c), "")
+
+    @property
+    def winner_unverified(self) -> bool:
+        """Whether the first candidate is the cheapest but unverified, not a winner."""
+        return self.winner is not None and bool(self.unverified_by(self.winner))
 
 
 def search_space(model: ModelSpec, gpus: Sequence[str], max_gpus: int
@@ -208,6 +223,8 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
     candidates = tuple(verified + rest)
     slowed, candidates = _measured_slowdown(model, candidates, load, slo, max_gpus,
                                             engine_version, engine, profile)
+    measured = tuple((c, why) for c, why in ((c, _moe_caution(model, c, engine))
+                                             for c in candidates) if why)
     win = candidates[0] if candidates else None
     note = load.transient(win.ttft_floor_s + mean_out * win.tpot_s) if win else ""
     cautions = tuple(c for c in (note, load.thin(slo.percentile, win.sim_requests if win and
@@ -219,7 +236,7 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
                                                          c.cost_per_hour or 0.0, c.gpus))),
                       tuple(_pareto(model, feasible, load, engine, profile)), len(jobs), mean_out,
                       miss,
-                      engine, cautions, engine_version)
+                      engine, cautions, engine_version, measured)
 
 
 def _covering(cands: list[Candidate], load: Load, slo: Slo) -> list[Candidate]:
@@ -262,19 +279,27 @@ def _measured_slowdown(model: ModelSpec, candidates: tuple[Candidate, ...], load
     candidates reordered: its simulated TPOT times the measured slowdown's low end is a floor
     on the TPOT it keeps (queueing behind slower steps only adds); past the SLO, the cheapest
     candidate without the caution that holds in simulation goes first. Either way the
-    caution's winner is named unverified, and that alternative named. ("", as given) where
-    the cheapest carries no caution."""
+    cheapest is named unverified, and that alternative named. The candidates the search for
+    it simulated leave the list where they missed and stand in it as simulated where one
+    held. ("", as given) where the cheapest carries no caution."""
     win = candidates[0] if candidates else None
     caution = _moe_caution(model, win, engine) if win else ""
     if not win or not caution:
         return "", candidates
     alternative = None
-    for c in [c for c in candidates if not _moe_caution(model, c, engine)][:UNCAUTIONED_CHECKS]:
-        checked = c if c.verified else _verify(model, c, load, slo, max_gpus, engine_version,
-                                                engine, profile)
-        if checked is not None:
-            alternative = checked
+    checks: dict[int, Candidate | None] = {}  # by place in ``candidates``: the check's result
+    uncautioned = sorted((i for i, c in enumerate(candidates)
+                          if not _moe_caution(model, c, engine)),
+                         key=lambda i: (candidates[i].cost_per_hour or 0.0, candidates[i].gpus))
+    for i in uncautioned[:UNCAUTIONED_CHECKS]:  # cheapest first
+        c = candidates[i]
+        checks[i] = c if c.verified else _verify(model, c, load, slo, max_gpus, engine_version,
+                                                 engine, profile)
+        alternative = checks[i]
+        if alternative is not None:
             break
+    kept = [checks.get(i, c) for i, c in enumerate(candidates)]
+    others = [c for c in kept[1:] if c is not None and c is not alternative]
     floor = (win.sim_tpot_s if win.verified else win.tpot_s) or math.nan
     slow = floor * MEASURED_SLOWDOWN_LOW
     misses = slow > slo.tpot_s
@@ -286,28 +311,26 @@ def _measured_slowdown(model: ModelSpec, candidates: tuple[Candidate, ...], load
                f"within the {slo.tpot_s * 1e3:g} ms SLO before the slower steps' queueing, "
                "which was not simulated"))
     if alternative is None:
-        return text + "; no candidate without this caution holds within the search", candidates
+        return (text + "; no candidate without this caution holds within the search",
+                (win, *others))
     text += (f"; the cheapest without it: {_label(model, alternative, engine)} = {alternative.gpus} "
              f"{plural(alternative.gpus, 'GPU')}, ${alternative.cost_per_hour or 0.0:,.2f}/h"
              + (f", simulated p{slo.percentile:g} TTFT {(alternative.sim_ttft_s or 0) * 1e3:,.0f}"
                 f" ms, TPOT {(alternative.sim_tpot_s or 0) * 1e3:,.1f} ms"
                 if alternative.verified else " (analytic)"))
     if not misses:
-        return text, candidates
-    rest = tuple(c for c in candidates if c is not alternative and not (
-        c.verified is False and _same_shape(c, alternative)))
-    return text + ", ranked first", (alternative, *rest)
+        return text, (win, *_simulated_first([*others, alternative]))
+    return text + ", ranked first", (alternative, *_simulated_first([win, *others]))
+
+
+def _simulated_first(cands: list[Candidate]) -> list[Candidate]:
+    """The simulated candidates, cheapest first, then the rest, cheapest first: the order
+    ``_verify_cheapest`` leaves them in."""
+    return sorted(cands, key=lambda c: (not c.verified, c.cost_per_hour or 0.0, c.gpus))
 
 
 def _label(model: ModelSpec, c: Candidate, engine: str) -> str:
     return c.label_for(engine, weights_name(model, c.weights))
-
-
-def _same_shape(a: Candidate, b: Candidate) -> bool:
-    return (a.accelerator, a.tp, a.pp, a.weights, a.kv, a.expert_parallel, a.max_num_seqs,
-            a.max_num_batched_tokens) == (b.accelerator, b.tp, b.pp, b.weights, b.kv,
-                                          b.expert_parallel, b.max_num_seqs,
-                                          b.max_num_batched_tokens)
 
 
 def _ray_map(jobs: list[tuple[Any, ...]]) -> list[Candidate | None]:

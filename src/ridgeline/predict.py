@@ -28,6 +28,7 @@ from ridgeline.capacity import max_batch
 from ridgeline.catalog import resolve_model
 from ridgeline.context_length import served_positions
 from ridgeline.cost import Seq, decode_batch, mean_decode_context, step_time_s
+from ridgeline.datafiles import engine_defaults
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile, engine_id, llamacpp_build, profile_for
 from ridgeline.errors import InputError
@@ -35,7 +36,7 @@ from ridgeline.floors import raw_fit
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.llamacpp_batching import llamacpp_n_ubatch, prefill_time_s
 from ridgeline.measurements import KV_METRICS, UNITS, Measurement
-from ridgeline.memory import EngineSettings, engine_defaults, kv_pool
+from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.model import ModelSpec
 from ridgeline.offload import offload_caution
 from ridgeline.quantization import EXPERTS

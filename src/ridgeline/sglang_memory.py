@@ -6,22 +6,30 @@ start-up (the CUDA context and the tensor-parallel communicators), less the weig
 came from a table by tensor-parallel size (to v0.4.7), then from a reserve by card tier and
 parallel size (PR #7054, v0.4.7.post1 to v0.5.2), then from a reserve summed from the prefill
 chunk, the CUDA-graph batch and the ranks (v0.5.3 on). The rules are data (engines.json
-``sglang``), each with its source.
+``sglang``), each with its source. ``sglang_pool`` builds the KVPool, a recurrent hybrid's
+state pool carved out of it first (``sglang_state_pool``).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ridgeline.datafiles import load_data
+from ridgeline.datafiles import engine_defaults, load_data
 from ridgeline.deployment import Deployment
+from ridgeline.engine_windows import has_windows
 from ridgeline.errors import InputError
-from ridgeline.model import ModelSpec
+from ridgeline.kvcache import kv_footprint
+from ridgeline.kvpool import KVPool
+from ridgeline.model import ModelSpec, served_positions
 from ridgeline.parallel import LOW_LATENCY_FABRICS
+from ridgeline.stages import Stage
 from ridgeline.units import GIB
 from ridgeline.vllm_memory import parse_version
+
+if TYPE_CHECKING:
+    from ridgeline.memory import EngineSettings
 
 TP_TABLE, TIER_RESERVE, RESERVED_MIB = "tp-table", "tier-reserve", "reserved-mib"
 ERA_LABELS = {TP_TABLE: "v0.3-v0.4.7, a fraction by TP size",  # .post1 is the next era
@@ -265,3 +273,68 @@ def past_checked(version: str | None) -> str:
         return ""
     return (f"SGLang {version} is newer than {d['newest_checked']}, the newest whose memory "
             f"defaults ridgeline has read: {d['newest_checked_note']}")
+
+
+def sglang_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_bytes: float,
+                kv_bytes_per_token: float, stage: Stage | None) -> KVPool:
+    """SGLang: mem_fraction_static × (the card − what its distributed start-up takes) − the
+    weights, in pages of page_size tokens; a hybrid's state pool carved out first
+    (sglang_state_pool), then max_running_requests from the tokens left (sglang_own_requests)."""
+    d = engine_defaults("sglang")
+    rule = sglang_memory_defaults(total_bytes, dep.tensor_parallel_size,
+                                  dep.pipeline_parallel_size,
+                                  s.max_num_batched_tokens, s.engine_version)
+    tokens = rule.chunked_prefill_size
+    fraction = s.gpu_memory_utilization or rule.mem_fraction_static
+    # SGLang keeps activations and CUDA graphs in the memory it holds back, and applies
+    # its fraction to what its distributed start-up leaves
+    pool = KVPool("sglang", total_bytes, fraction, weight_bytes, 0.0,
+                  fraction * sglang_startup_bytes(dep), 0.0, 1.0, kv_bytes_per_token,
+                  s.block_size or int(d["page_size"]), 1, tokens,
+                  windows_apart=has_windows(dep), stage=stage, engine_era=rule.era,
+                  token_cap=s.max_total_tokens or 0)
+    pool = sglang_state_pool(dep, pool, s)
+    seats = sglang_own_requests(dep, pool, s)
+    if pool.state_request_bytes:  # the state pool keeps slots for the radix cache's too
+        seats = min(seats, sglang_running_cap(pool.state_slots, s.prefix_caching is not False,
+                                              s.engine_version, dep.model))
+    return replace(pool, max_num_seqs=seats)
+
+
+def sglang_own_requests(dep: Deployment, pool: KVPool, s: EngineSettings) -> int:
+    """max_running_requests as SGLang derives it from its KV cache's tokens (or takes it
+    from --max-running-requests), before a state pool caps it (sglang_max_running_requests);
+    where a state pool leaves the KV cache no token, the requests it asked for its request
+    pool (max_num_reqs): it stops ('Not enough memory') before it halves the tokens."""
+    context = s.max_model_len or served_positions(dep.model, dep.engine) or 131072
+    if pool.state_request_bytes and pool.tokens < 1:
+        return sglang_requests_asked(pool.tokens, context, s.max_num_seqs, s.engine_version)
+    return sglang_max_running_requests(pool.tokens, context, s.max_num_seqs, s.engine_version)
+
+
+def sglang_state_pool(dep: Deployment, pool: KVPool, s: EngineSettings) -> KVPool:
+    """SGLang's state pool for a hybrid with recurrent-state layers, sized first: rest ×
+    mamba_full_memory_ratio ÷ (1 + ratio) as whole requests' states (the ratio 0.2 in
+    0.5.3.post2, 0.9 from 0.5.3.post3), or, where SGLang sets it instead (its radix cache off:
+    before 0.5.9 --max-running-requests or 512, from 0.5.9 --max-running-requests where
+    given; sglang_fixed_state_slots), that many requests' states whatever the memory; the KV
+    cache gets the rest (under --max-total-tokens, at most the cap: the states come out of
+    the uncapped rest), and where a set pool leaves it nothing SGLang stops at start-up
+    (engines.json sglang.mamba_pool). A carved pool of 0 slots is still a state pool: SGLang
+    runs no request beside it. The pool unchanged for other models and older releases."""
+    rule, version = sglang_data()["mamba_pool"], s.engine_version
+    if version is not None and sglang_release(version) < sglang_release(str(rule["from"])):
+        return pool
+    per_request = kv_footprint(sglang_state_model(dep.model), 1, dep.kv.bytes_per_element) \
+        .state_bytes / dep.tensor_parallel_size * pool.kv_share
+    if not per_request:
+        return pool
+    pool = replace(pool, state_request_bytes=per_request, windows_apart=True)
+    fixed = sglang_fixed_state_slots(s.prefix_caching is not False, version, dep.model,
+                                     s.max_num_seqs)
+    if fixed is not None:
+        return replace(pool, state_slots=fixed, slot_cache_bytes=fixed * per_request,
+                       state_pool_fixed=True)
+    ratio = sglang_state_ratio(version)  # of the static pool, before any token cap
+    slots = max(0, int(pool.pool_bytes * ratio / (1 + ratio) // per_request))
+    return replace(pool, state_slots=slots, slot_cache_bytes=slots * per_request)

@@ -7,14 +7,25 @@ TensorRT engine backend (the prebuilt-engine path, trtllm-serve's default before
 allocates its runtime buffers and its C++ decoder first, and those are sized by
 ``max_batch_size`` × the vocabulary: at the default 2,048 seats and Llama-3's 128,256-token
 vocabulary, four fp32 buffers of 0.98 GiB each. The coefficients are data
-(engines.json ``trtllm.engine_backend_buffers``), with their sources.
+(engines.json ``trtllm.engine_backend_buffers``), with their sources. ``trtllm_pool`` builds
+the KVPool from them.
 """
 
 from __future__ import annotations
 
-from ridgeline.datafiles import load_data
+from typing import TYPE_CHECKING
+
+from ridgeline.datafiles import engine_defaults, load_data
+from ridgeline.deployment import Deployment
+from ridgeline.engine_windows import has_windows
 from ridgeline.errors import InputError
-from ridgeline.model import ModelSpec
+from ridgeline.kvpool import KVPool
+from ridgeline.model import ModelSpec, served_positions
+from ridgeline.stages import Stage
+from ridgeline.vllm_memory import activation_bytes_per_token
+
+if TYPE_CHECKING:
+    from ridgeline.memory import EngineSettings
 
 BACKENDS = ("pytorch", "tensorrt")
 
@@ -58,3 +69,31 @@ def lm_head_output_bytes(model: ModelSpec, max_batch_size: int, tensor_parallel_
     generation profile lets max_batch_size rows through): seats × vocab ÷ TP × 2 B."""
     return max_batch_size * model.vocab_size / tensor_parallel_size \
         * _coefficients()["lm_head_output_bytes"]
+
+
+def trtllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_bytes: float,
+                non_torch: float, kv_bytes_per_token: float, stage: Stage | None) -> KVPool:
+    """TensorRT-LLM: kv_cache_free_gpu_mem_fraction of the memory free once the weights, the
+    CUDA context, the profiled forward pass and (the engine backend) its per-seat buffers are
+    in place, in blocks of tokens_per_block."""
+    d = engine_defaults("trtllm")
+    block = s.block_size
+    if block is not None and (block < 2 or block & (block - 1)):  # docs/source/features/kvcache.md
+        raise InputError(f"TensorRT-LLM's tokens_per_block must be a power of two greater than "
+                         f"1; got {block}")
+    seqs = s.max_num_seqs or int(d["max_batch_size"])
+    tokens = s.max_num_batched_tokens or int(d["max_num_tokens"])
+    forward = tokens * activation_bytes_per_token(dep)
+    peak, buffers = forward, 0.0
+    if (s.backend or default_backend()) == "tensorrt":
+        last = stage is None or stage.last  # the decoder and the lm_head: the last stage's
+        if last:
+            peak = max(forward, lm_head_output_bytes(dep.model, seqs, dep.tensor_parallel_size))
+        context = s.max_model_len or served_positions(dep.model, dep.engine) or 131072
+        buffers = engine_buffer_bytes(dep.model, seqs, context, decoder=last)
+    free_rest = s.gpu_memory_utilization or float(d["kv_cache_free_gpu_mem_fraction"])
+    return KVPool("trtllm", total_bytes, 1.0, weight_bytes, peak, non_torch, 0.0, free_rest,
+                  kv_bytes_per_token,
+                  s.block_size or int(d["tokens_per_block"]), seqs, tokens, forward_bytes=forward,
+                  stage=stage, seat_buffer_bytes=buffers, token_cap=s.max_total_tokens or 0,
+                  windows_apart=has_windows(dep))  # windows counted whole (engine_windows.py)

@@ -24,7 +24,7 @@ from ridgeline.datafiles import load_data
 from ridgeline.deployment import Deployment
 from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator
-from ridgeline.layouts import LINEAR, MAMBA
+from ridgeline.layouts import DENSE, LINEAR, MAMBA, MOE
 from ridgeline.parallel import LOW_LATENCY_FABRICS
 from ridgeline.quantization import EXPERTS
 from ridgeline.stages import Stage
@@ -164,6 +164,31 @@ def past_modelled(acc: VLLMAccounting) -> str:
     return (f"vLLM {acc.version} is newer than {newest}, the newest release whose memory "
             f"accounting ridgeline has checked: it is sized by {newest}'s rules; "
             f"{data['newest_checked_note'].split('; ', 1)[1]}")
+
+
+def activation_bytes_per_token(dep: Deployment) -> float:
+    """Peak live activations per token in a forward pass, per TP rank.
+
+    The MLP holds gate and up outputs and their product (3 × intermediate) beside three
+    hidden-size tensors (residual, normed input, attention output): Llama-3.1-8B,
+    2 B × (3·14336 + 3·4096) = 110.6 KB per token. A routed MoE layer holds vLLM's
+    fused-experts caches for each of its top-k copies of the token: one buffer shared by
+    the gate-up output (2 × expert intermediate ÷ TP) and the down output (hidden), beside
+    the activated product (intermediate ÷ TP) (fused_moe.py fused_experts_impl:
+    intermediate_cache13 of M·topk·max(N, K), intermediate_cache2 of M·topk·N/2), and its
+    shared experts an MLP's three: Qwen3-235B-A22B at TP4, 8 × (4096 + 384) + 3 × 4096.
+    """
+    model = dep.model
+    tp = dep.tensor_parallel_size
+    widths = [0.0]
+    if model.dense_mlp and any(layer.ffn == DENSE for layer in model.layers):
+        widths.append(3 * model.dense_mlp.intermediate_size / tp)
+    if model.moe and any(layer.ffn == MOE for layer in model.layers):
+        moe = model.moe
+        i = moe.expert_intermediate_size / tp
+        widths.append(moe.experts_per_token * (max(2 * i, model.hidden_size) + i)
+                      + 3 * moe.num_shared_experts * moe.shared_intermediate_size / tp)
+    return ACTIVATION_BYTES * (max(widths) + 3 * model.hidden_size)
 
 
 def sampler_peak_bytes(dep: Deployment, max_num_seqs: int, acc: VLLMAccounting) -> float:

@@ -260,7 +260,7 @@ class DecodeReport:
         engine = self.expected[0].engine
         slots = ""
         if engine.startswith("llama.cpp"):
-            from ridgeline.memory import engine_defaults
+            from ridgeline.datafiles import engine_defaults
 
             default = int(engine_defaults(engine)["n_parallel"])
             slots = f", given a slot each (-np; llama-server's default runs {default})"

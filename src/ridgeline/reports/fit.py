@@ -20,17 +20,12 @@ from ridgeline.capacity import (
     refuses_to_start,
 )
 from ridgeline.context_length import served_positions
+from ridgeline.datafiles import engine_defaults
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Step, q, step
 from ridgeline.kvcache import kv_footprint
 from ridgeline.llamacpp_batching import llamacpp_n_batch
-from ridgeline.memory import (
-    EngineSettings,
-    KVPool,
-    engine_defaults,
-    kv_pool,
-    vllm_pool_advice,
-)
+from ridgeline.memory import EngineSettings, KVPool, kv_pool
 from ridgeline.parallel import cross_node_caution
 from ridgeline.render import table
 from ridgeline.reports.fit_budget import (
@@ -73,6 +68,7 @@ from ridgeline.stages import micro_batch, micro_batches, pipeline_stages
 from ridgeline.units import GIB, MIB, plural
 from ridgeline.vllm_hybrid import cache_mode
 from ridgeline.vllm_memory import mla_block_size, past_modelled
+from ridgeline.vllm_pool import vllm_pool_advice
 
 NON_CUDA_VENDORS = ("google", "intel")  # TPU (JAX/XLA) and Gaudi backends: no CUDA graphs
 DOES_NOT_FIT = "does not fit"

@@ -4,18 +4,14 @@ TensorRT-LLM's fractions, llama.cpp's compute buffer and slots)."""
 
 from __future__ import annotations
 
+from ridgeline.datafiles import engine_defaults
 from ridgeline.deployment import Deployment
 from ridgeline.engine_windows import honours_windows, sglang_swa_ratio
 from ridgeline.explain import Quantity, Step, q, step
 from ridgeline.layouts import DENSE, MOE
 from ridgeline.llamacpp_memory import buffer_terms
-from ridgeline.memory import (
-    EngineSettings,
-    KVPool,
-    device_memory_note,
-    engine_defaults,
-    llamacpp_outputs,
-)
+from ridgeline.llamacpp_pool import llamacpp_outputs
+from ridgeline.memory import EngineSettings, KVPool, device_memory_note
 from ridgeline.model import ModelSpec
 from ridgeline.sglang_memory import sglang_fixed_state_note, sglang_state_ratio
 from ridgeline.stages import stage_tp_copies_bytes, stage_weight_bytes

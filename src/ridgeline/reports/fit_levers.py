@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING
 from ridgeline.capacity import conversations, held_conversations, longest_holding
 from ridgeline.deployment import Deployment, tensor_parallel_problem, weights_platform_problem
 from ridgeline.errors import InputError
-from ridgeline.memory import EngineSettings, kv_pool, set_pool_margin_bytes
+from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.parallel import node_size
 from ridgeline.precision import kv_dtype, weight_plan
 from ridgeline.reports.fit_budget import cap_flag, is_llamacpp
 from ridgeline.units import GIB
+from ridgeline.vllm_pool import set_pool_margin_bytes
 
 if TYPE_CHECKING:
     from ridgeline.reports.fit import FitReport

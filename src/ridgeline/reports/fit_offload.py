@@ -31,7 +31,7 @@ def offload_lines(d: Deployment, cells: int) -> list[str]:
     ``cells`` cells: the batch the verdict allows)."""
     if d.offload is None:
         return []
-    from ridgeline.memory import host_cache_bytes, llamacpp_cache_on_gpu
+    from ridgeline.llamacpp_pool import host_cache_bytes, llamacpp_cache_on_gpu
     from ridgeline.offload import host_weight_bytes
 
     growing = llamacpp_cache_on_gpu(d)[0]

@@ -8,10 +8,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ridgeline.explain import Quantity, Step, q, step
-from ridgeline.memory import KVPool, sglang_own_requests
+from ridgeline.memory import KVPool
 from ridgeline.reports.fit_budget import cap_flag, state_per_request_bytes, state_pool_note
 from ridgeline.sglang_memory import (
     sglang_data,
+    sglang_own_requests,
     sglang_radix_cache,
     sglang_slots_per_request,
     sglang_state_ratio,

@@ -10,9 +10,10 @@ from typing import Any
 from ridgeline.candidate import Candidate, stored_name, weights_name
 from ridgeline.context_length import served_positions
 from ridgeline.cost import mean_decode_context
+from ridgeline.datafiles import engine_defaults
 from ridgeline.explain import Step, q, step
 from ridgeline.hardware import resolve_accelerator
-from ridgeline.memory import device_memory_bytes, engine_defaults
+from ridgeline.memory import device_memory_bytes
 from ridgeline.model import ModelSpec
 from ridgeline.plan import PlanResult
 from ridgeline.render import table
@@ -212,7 +213,8 @@ class PlanReport:
                     cost_per_million_prompt_tokens=c.cost_per_million_tokens(
                         self._priced()[1]) if self._priced()[0] == "prompt" else None,
                     weights_format=stored_name(self.model) if c.weights == "as stored"
-                    else c.weights, rate_limits=limits or None)
+                    else c.weights, rate_limits=limits or None,
+                    unverified=bool(self.result.unverified_by(c)))
         if self.result.mean_output_tokens < 2:  # one output token: no TPOT to state
             data["tpot_s"] = None
         return data
@@ -226,6 +228,7 @@ class PlanReport:
             "output_len": r.load.output_len, "slo": asdict(r.slo), "searched": r.searched,
             "profile_file": self.profile_file or None,
             "winner": self._row(win) if win else None,
+            "winner_unverified": r.winner_unverified if win else None,
             "commands": self.commands() if win else None,
             "check_command": (self.check_command(win) or None) if win else None,
             "runners_up": [self._row(c) for c in self.runners_up()],
@@ -238,6 +241,13 @@ class PlanReport:
             "max_model_len": self.max_len, "refused_share": self.refused_share,
             "cautions": [*r.cautions, *([NOT_SIMULATED] if win and not win.verified else [])],
         }
+
+    @property
+    def exit_status(self) -> int:
+        """1 where no deployment within the limits meets the SLO (the answer is no), else 0:
+        a winner, the cheapest unverified, or cards that meet it without a price."""
+        r = self.result
+        return 1 if r.winner is None and not r.unpriced else 0
 
     def runners_up(self, count: int = 5) -> list[Candidate]:
         """The next cheapest deployments that differ from the winner and from each other in
@@ -318,7 +328,8 @@ class PlanReport:
         priced, priced_tok_s = self._priced()
         per_m = win.cost_per_million_tokens(priced_tok_s)
         lines = [head, "",
-                 f"winner: {self._label(win)} = {win.gpus} {plural(win.gpus, 'GPU')}, "
+                 f"{'cheapest, unverified' if r.winner_unverified else 'winner'}: "
+                 f"{self._label(win)} = {win.gpus} {plural(win.gpus, 'GPU')}, "
                  f"${win.cost_per_hour:,.2f}/h, "
                  f"{_usd(per_m)} per million {priced} tokens at this load (the GPUs' hour over "
                  f"the {priced} tokens it serves, idle time included)"]
@@ -344,12 +355,17 @@ class PlanReport:
                          "refuses them")
         if not win.verified:
             lines.append(f"  NOT SIMULATED: {NOT_SIMULATED}")
-        cheaper = [c for c in self.runners_up() if not c.verified
-                   and (c.cost_per_hour or 0.0) < (win.cost_per_hour or 0.0)]
-        if cheaper:
-            lines.append(f"  {len(cheaper)} cheaper runner-up(s) were not simulated (the "
+        cheaper = [c for c in self.runners_up()
+                   if (c.cost_per_hour or 0.0) < (win.cost_per_hour or 0.0)]
+        unsimulated = [c for c in cheaper if not c.verified and not r.unverified_by(c)]
+        if unsimulated:
+            lines.append(f"  {len(unsimulated)} cheaper runner-up(s) were not simulated (the "
                          "budget of simulated candidates ran out): their price is the analytic "
                          "estimate, not a result")
+        held_back = [c for c in cheaper if r.unverified_by(c)]
+        if held_back and not r.winner_unverified:
+            lines.append(f"  {len(held_back)} cheaper runner-up(s) carry a measured caution "
+                         "(unverified, marked below): not ranked before this one")
         commands = self.commands()
         shrunk = self.shrunk_note(win)
         lines += ["", "run it with:", *(f"  {c}" for c in commands.values()),
@@ -368,15 +384,23 @@ class PlanReport:
                 f"{ordinal(win.sim_first + 1)} of {share:,} on")
             lines[-1:-1] = [f"(its check replayed {dealt}, {held}: simulate --trace replays "
                             "a whole file)"]
+        runners = self.runners_up()
         rows = [[self._label(c), str(c.gpus), f"${c.cost_per_hour:,.2f}",
                  _usd(c.cost_per_million_tokens(priced_tok_s)),
-                 "simulated" if c.verified else "analytic"] for c in self.runners_up()]
+                 ("simulated" if c.verified else "analytic")
+                 + (", unverified" if r.unverified_by(c) else "")] for c in runners]
         if rows:
             lines += table(rows, ["runners-up", "GPUs", "$/h",
                                   "$/M tok" if priced == "output" else "$/M prompt tok",
                                   "checked"])
-            if any(row[-1] == "analytic" for row in rows):
+            if not all(c.verified for c in runners):
                 lines.append(f"  (analytic: not simulated; {self._moved()})")
+            why = next((r.unverified_by(c) for c in runners if r.unverified_by(c)), "")
+            if why:
+                lines.append("  (unverified: " + ("the measured caution above covers these "
+                                                  "deployments too"
+                                                  if any(why in c for c in r.cautions) else why)
+                             + ")")
             lines.append("")
         for c in r.unpriced:
             lines.append(f"{self._label(c)} = {c.gpus} {plural(c.gpus, 'GPU')}, "
@@ -396,10 +420,11 @@ class PlanReport:
                    and win.cost_per_hour is not None and c.cost_per_hour < win.cost_per_hour]
         if cheaper:
             c = cheaper[0]
-            lines.append(f"  the {c.disaggregated} split costs less than the winner "
+            top = "the unverified cheapest" if r.winner_unverified else "the winner"
+            lines.append(f"  the {c.disaggregated} split costs less than {top} "
                          f"(${c.cost_per_hour:,.2f}/h against ${win.cost_per_hour:,.2f}/h) where "
                          "the engines can hand each prompt's KV cache from node to node (vLLM's "
-                         "disaggregated-prefill KV connectors); the winner needs none")
+                         f"disaggregated-prefill KV connectors); {top} needs none")
         if r.pareto:
             ctx = mean_decode_context(*r.load.means())
             lines += ["", f"Pareto frontier, decode at a {ctx:,}-token context (the prompt and "

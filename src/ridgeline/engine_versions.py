@@ -1,0 +1,39 @@
+"""What --engine-version takes: a build for llama.cpp (b9400), a release for vLLM and SGLang
+(0.11), nothing for the other engines."""
+
+from __future__ import annotations
+
+import re
+
+from ridgeline.errors import InputError
+from ridgeline.vllm_memory import parse_version, vllm_accounting
+
+
+def llamacpp_build(text: str) -> int | None:
+    """'b9400', 'B9400' or '9400' → 9400; None for anything else (a vLLM/SGLang version, or
+    build 0, which never was)."""
+    match = re.fullmatch(r"\s*[bB]?(\d+)\s*", text)
+    return int(match.group(1)) or None if match else None
+
+
+def check_engine_version(engine: str, version: str) -> None:
+    """The version is one this engine has and ridgeline models, or a one-line error."""
+    check_version_kind(engine, version)
+    if engine == "vllm":
+        vllm_accounting(version)
+    elif engine == "sglang":
+        parse_version(version)
+
+
+def check_version_kind(engine: str, version: str) -> None:
+    """llama.cpp takes a build (b9400), vLLM and SGLang a version (0.11), others neither."""
+    build = llamacpp_build(version) is not None
+    if engine.startswith("llama.cpp"):
+        if not build:
+            raise InputError(f"--engine-version {version}: llama.cpp's is a build, as b9400")
+    elif engine not in ("vllm", "sglang"):
+        raise InputError(f"--engine-version models vLLM's and SGLang's versions and llama.cpp's "
+                         f"builds; {engine} has none")
+    elif build:
+        raise InputError(f"--engine-version {version}: a llama.cpp build, not a {engine} "
+                         "version (e.g. 0.11)")

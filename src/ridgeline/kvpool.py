@@ -1,0 +1,213 @@
+"""KVPool: one GPU's KV pool, the memory taken before it, and what the pool holds.
+
+Each engine's builder fills one in (vllm_pool.py, sglang_memory.py, trtllm_memory.py,
+llamacpp_pool.py); memory.kv_pool keeps the pipeline stage, or the GPU of a layer split, that
+binds. Its properties turn what is left into blocks, tokens and vLLM's 'Maximum concurrency'.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ridgeline.kvgroups import KVGroups
+from ridgeline.llamacpp_memory import SplitDevice
+from ridgeline.stages import Stage
+from ridgeline.vllm_memory import VLLMAccounting, parse_version, vllm_data
+
+
+@dataclass(frozen=True)
+class KVPool:
+    """The KV pool of one GPU and everything that was taken before it."""
+
+    engine: str
+    total_bytes: float  # per GPU, as the driver reports it
+    reserved_fraction: float  # gpu_memory_utilization / mem_fraction_static / …
+    weight_bytes: float  # per GPU
+    activation_bytes: float
+    non_torch_bytes: float
+    cuda_graph_bytes: float
+    free_fraction_of_rest: float  # TRT-LLM: its fraction applies to what is left
+    kv_bytes_per_token: float  # per GPU, full-attention (growing) layers
+    block_size: int
+    max_num_seqs: int
+    profile_tokens: int
+    groups: KVGroups | None = None  # vLLM V1: the hybrid allocator's groups and page
+    forward_bytes: float = 0.0  # the profiled forward pass's activations (vLLM)
+    sampler_bytes: float = 0.0  # the profiled sampler's buffers (vLLM); activations = the larger
+    accounting: VLLMAccounting | None = None  # vLLM: the version whose accounting applies
+    slot_cache_bytes: float = 0.0  # llama.cpp: window and recurrent caches sized by slots
+    slot_bytes_each: float = 0.0  # of those, what one more slot adds (its window and state)
+    host_cells: int = 0  # llama.cpp with every growing layer on the host: the -c cells the
+    # GPU's compute buffer (its mask grows with -c) still leaves room for
+    windows_apart: bool = False  # llama.cpp, SGLang: a conversation costs tokens x context
+    in_flight_batches: int = 1  # vLLM v0.26+ under async scheduling: window groups keep 2
+    windows_in_full: bool = False  # vLLM before v0.10: a window+full model cached in full
+    stage: Stage | None = None  # pipeline parallel: the stage whose pool binds (stages.py)
+    split_device: SplitDevice | None = None  # llama.cpp -sm layer: the GPU whose cells bind
+    encoder_bytes: float = 0.0  # vLLM: the vision tower's profiled peak (encoder_profile)
+    encoder_held_bytes: float = 0.0  # … its outputs, held through the text pass and sampler
+    encoder_images: int = 0  # … the dummy images it ran
+    # buffers kept for every seat from start-up: TensorRT-LLM's engine backend (its runtime
+    # and decoder), vLLM's Model Runner V2 (its sampler state, counted from v0.27)
+    seat_buffer_bytes: float = 0.0
+    runner: str = ""  # vLLM: the GPU model runner whose profile sized it (V0, V1, MRV2)
+    compile_bytes: float = 0.0  # vLLM MRV2: a cold torch.compile's transient in the peak
+    moe_workspace_bytes: float = 0.0  # vLLM: the fused-MoE workspace held through the sampler
+    engine_era: str = ""  # SGLang: which of its default rules sized it (sglang_memory.py)
+    # vLLM --kv-cache-memory-bytes: the pool as set (0: sized from the profile). vLLM skips
+    # its memory check then, so rest_bytes is the room the card leaves it (fraction 1)
+    set_pool_bytes: float = 0.0
+    # SGLang --max-total-tokens, TensorRT-LLM max_tokens: the pool holds at most this many
+    # tokens (0: no cap), whatever memory is left
+    token_cap: int = 0
+    # SGLang's hybrid (recurrent-state) models: the requests its state pool holds, carved out
+    # of the pool before the KV cache (slot_cache_bytes); 0: no such pool
+    state_slots: int = 0
+    # … set at a number of requests (its radix cache off: --max-running-requests or 512)
+    # whatever the memory, not carved as mamba_full_memory_ratio's share
+    state_pool_fixed: bool = False
+    # … one request's recurrent state per GPU; 0: no state pool (a pool of 0 slots is still
+    # one: it runs no request)
+    state_request_bytes: float = 0.0
+
+    @property
+    def engine_buffers(self) -> bool:
+        """TensorRT-LLM's engine backend: runtime buffers and decoder kept for every seat."""
+        return self.engine == "trtllm" and self.seat_buffer_bytes > 0
+
+    @property
+    def kv_share(self) -> float:
+        """The binding pipeline stage's cache-holding layers over an even split's (1 without a
+        pipeline)."""
+        return 1.0 if self.stage is None else self.stage.kv_share
+
+    @property
+    def weights_overflow(self) -> bool:
+        """The weights alone take more than the card holds: the engine could not load them."""
+        return self.weight_bytes > self.total_bytes
+
+    @property
+    def rest_bytes(self) -> float:
+        """The reserved memory less everything taken before the cache; negative when the
+        weights and the profiling pass already overflow it."""
+        budget = self.total_bytes * self.reserved_fraction
+        return budget - self.weight_bytes - self.activation_bytes - self.non_torch_bytes \
+            - self.cuda_graph_bytes - self.seat_buffer_bytes
+
+    @property
+    def pool_bytes(self) -> float:
+        """The KV pool per GPU: what is left (× TensorRT-LLM's fraction), or the pool set by
+        --kv-cache-memory-bytes — none where that overflows the card, which runs out of memory
+        rather than serve."""
+        if self.set_pool_bytes:
+            return 0.0 if self.overflow_bytes else self.set_pool_bytes
+        left = max(0.0, self.rest_bytes * self.free_fraction_of_rest)
+        # SGLang's hybrid: the static pool its state pool is carved from; the cap binds on the
+        # KV cache beside it (state_kv_bytes)
+        return min(left, self.capped_bytes) if self.token_cap and not self.state_request_bytes \
+            else left
+
+    @property
+    def capped_bytes(self) -> float:
+        """The memory a token cap (--max-total-tokens) allows: its whole blocks."""
+        return self.token_cap // self.block_size * self.page_bytes
+
+    @property
+    def capped(self) -> bool:
+        """Whether the token cap, not the memory, sized the pool (SGLang's hybrid: the KV
+        cache beside its state pool)."""
+        left = max(0.0, self.rest_bytes * self.free_fraction_of_rest)
+        if self.state_request_bytes:
+            left = max(0.0, left - self.slot_cache_bytes)
+        return bool(self.token_cap) and self.capped_bytes < left
+
+    @property
+    def state_kv_bytes(self) -> float:
+        """SGLang's hybrid: the KV cache beside its state pool, what the static pool leaves
+        after the states (none where they fill it), at most --max-total-tokens' whole pages:
+        SGLang takes the states from the uncapped rest, then caps the tokens
+        (handle_max_mamba_cache, then min(profiled, max_total_tokens))."""
+        kv = max(0.0, self.pool_bytes - self.slot_cache_bytes)
+        return min(kv, self.capped_bytes) if self.token_cap else kv
+
+    @property
+    def kv_cache_bytes(self) -> float:
+        """The KV cache itself per GPU, what a pool's size means wherever one is printed or
+        compared: SGLang's hybrid, what its state pool leaves of the static pool
+        (state_kv_bytes); any other, the pool (pool_bytes)."""
+        return self.state_kv_bytes if self.state_request_bytes else self.pool_bytes
+
+    @property
+    def overflow_bytes(self) -> float:
+        """How far a pool set by --kv-cache-memory-bytes overruns the room the card leaves it
+        (0 when it fits, or when the pool was sized from the profile)."""
+        return max(0.0, self.set_pool_bytes - self.rest_bytes) if self.set_pool_bytes else 0.0
+
+    @property
+    def page_bytes(self) -> float:
+        """One block's memory per GPU."""
+        if self.groups is not None:
+            return self.groups.page_bytes
+        return self.kv_bytes_per_token * self.block_size
+
+    @property
+    def blocks(self) -> int:
+        """Blocks of the growing cache (llama.cpp: -c cells, beside its slot-sized caches)."""
+        page = self.page_bytes
+        if not page:
+            return self.host_cells
+        if self.state_request_bytes:
+            return int(self.state_kv_bytes // page)
+        return max(0, int((self.pool_bytes - self.slot_cache_bytes) // page))
+
+    @property
+    def tokens(self) -> int:
+        """Tokens of cache the pool holds, counted as vLLM did before v0.24 (blocks ÷ groups ×
+        block_size, so every group counted as growing); llama.cpp's cells."""
+        if self.groups is not None:
+            return self.groups.reported_tokens(self.blocks)
+        return self.blocks * self.block_size
+
+    def logged_tokens(self, max_model_len: int) -> int:
+        """The engine's own token figure ("GPU KV cache size"): from vLLM v0.24 its maximum
+        concurrency × max_model_len, before it ``tokens``."""
+        if self.groups is not None and self.accounting is not None \
+                and self.accounting.tokens_from_concurrency:
+            return int(self.concurrency(max_model_len) * max_model_len)
+        return self.tokens
+
+    @property
+    def window_budget_tokens(self) -> int:
+        """The prefill tokens a window group must keep blocks for, on top of its window:
+        max_num_batched_tokens per batch in flight (vLLM v0.26+ async scheduling: two)."""
+        return self.profile_tokens * self.in_flight_batches
+
+    def request_blocks(self, max_model_len: int) -> int:
+        """The most blocks one max_model_len request holds, as vLLM's start-up check and its
+        'Maximum concurrency' count them (0 without KV-cache groups)."""
+        if self.groups is None:
+            return 0
+        return self.groups.blocks_per_request(max_model_len, self.window_budget_tokens)
+
+    def admission_blocks(self, prompt_tokens: int) -> int | None:
+        """Free blocks vLLM's admission gate asks before it admits a prompt of
+        ``prompt_tokens`` tokens (scheduler_reserve_full_isl, on from v0.19): v0.19's charged
+        every window group the whole prompt, later ones what the start-up check charges; None
+        where no such gate runs (other engines, vLLM before v0.19, no KV-cache groups)."""
+        a = self.accounting
+        if self.engine != "vllm" or self.groups is None or a is None or a.engine == "V0":
+            return None
+        rule = vllm_data()["full_prompt_admission"]
+        version = parse_version(a.version)
+        if version < parse_version(str(rule["from"])):
+            return None
+        if version < parse_version(str(rule["windows_capped_from"])):
+            return self.groups.whole_prompt_blocks(prompt_tokens)
+        return self.request_blocks(prompt_tokens)
+
+    def concurrency(self, max_model_len: int) -> float:
+        """Full-length sequences that fit (vLLM's 'Maximum concurrency'): tokens ÷
+        max_model_len, or with groups blocks ÷ the blocks one such request holds."""
+        if self.groups is not None:
+            return self.blocks / self.request_blocks(max_model_len)
+        return self.tokens / max_model_len

@@ -1,0 +1,101 @@
+"""llama.cpp's pool: the weights, the CUDA context and the compute buffer, then a cache of
+single-token cells for -c in what is left, beside the caches sized by slots (windows,
+recurrent states); and, where -ngl leaves layers on the host, their share of the cache there.
+What each buffer holds is ``llamacpp_memory.py``'s.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ridgeline.datafiles import engine_defaults
+from ridgeline.deployment import Deployment
+from ridgeline.engine_versions import llamacpp_build
+from ridgeline.engine_windows import honours_windows, token_bytes
+from ridgeline.kvpool import KVPool
+from ridgeline.layouts import FULL, LINEAR, MAMBA, WINDOW_MIXERS
+from ridgeline.llamacpp_memory import (
+    SplitDevice,
+    cells_that_fit,
+    compute_buffer_bytes,
+    slot_cache_bytes,
+)
+from ridgeline.offload import check_host_memory, gpu_share
+
+if TYPE_CHECKING:
+    from ridgeline.memory import EngineSettings
+
+
+def llamacpp_outputs(slots: int, engine_version: str | None) -> int | None:
+    """The logits rows llama-server reserves: one per slot since PR #23861 (the newest, by
+    default), or every ubatch token (None) in builds before it."""
+    since = int(engine_defaults("llama.cpp")["outputs_per_slot_since_build"])
+    build = llamacpp_build(engine_version) if engine_version else None
+    return None if build is not None and build < since else slots
+
+
+def llamacpp_cache_on_gpu(dep: Deployment) -> tuple[float, float]:
+    """The shares of llama.cpp's two caches on the GPU under -ngl (a layer's cache stays with
+    it): the cells that grow with -c (full layers, and windowed ones where the build ignores
+    the window), and the slot-sized caches (windows, recurrent states)."""
+    windows = honours_windows(dep)
+    growing = gpu_share(dep, (FULL,) if windows else (FULL, *WINDOW_MIXERS))
+    return growing, gpu_share(dep, (*(WINDOW_MIXERS if windows else ()), LINEAR, MAMBA))
+
+
+def host_cache_bytes(dep: Deployment, cells: int, engine_version: str | None = None) -> float:
+    """The KV cache of the layers -ngl leaves on the host, for ``cells`` cells of -c: a
+    layer's cache lives with the layer (the slot-sized window and state caches left out)."""
+    if dep.offload is None:
+        return 0.0
+    growing = llamacpp_cache_on_gpu(dep)[0]
+    return token_bytes(dep, None, engine_version) * cells * (1.0 - growing)
+
+
+def check_host_memory_for(dep: Deployment, cells: int) -> None:
+    """Refuse a split whose host share, its weights and its layers' cache for ``cells`` cells,
+    overflows the host's RAM, where given."""
+    check_host_memory(dep, host_cache_bytes(dep, cells), cells)
+
+
+def llamacpp_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_bytes: float,
+                  non_torch: float, kv_bytes_per_token: float,
+                  device: SplitDevice | None = None) -> KVPool:
+    """llama.cpp (and engines without a paged pool): the weights, the CUDA context and the
+    compute buffer, then a cache of single-token cells in what is left; the compute buffer
+    is sized at the cells that fit, since without flash attention it grows with them. Of a
+    layer split, one ``device``: its own layers' caches, the logits only with the output."""
+    d = engine_defaults(dep.engine)
+    # llama_context clamps -ub to -b (n_ubatch = min(n_batch, n_ubatch), src/llama-context.cpp),
+    # and -b keeps its default here
+    n_ubatch = min(s.max_num_batched_tokens or int(d.get("n_ubatch", 512)),
+                   int(d.get("n_batch", 2048)))
+    seats = s.max_num_seqs or int(d.get("n_parallel", 1))
+    windows = honours_windows(dep)
+    growing, slot_sized = llamacpp_cache_on_gpu(dep)
+    if device is None:
+        kv_bytes_per_token *= growing
+        per_gpu = dep.kv_replication / dep.num_gpus * slot_sized
+    else:  # kv_bytes_per_token is an even share of every GPU-held layer's: take the device's
+        kv_bytes_per_token *= dep.num_gpus * device.growing_share
+        per_gpu = device.slot_share
+    output = device is None or device.output
+
+    def slot_caches(slots: int) -> float:
+        cells = slots * s.max_model_len if s.max_model_len else None  # -c: each slot's context
+        return slot_cache_bytes(dep.model, dep.kv.bytes_per_element, slots, n_ubatch, windows,
+                                cells) * per_gpu
+
+    fixed = slot_caches(seats)
+    each = slot_caches(seats + 1) - fixed
+    free = total_bytes - weight_bytes - non_torch - fixed
+    outputs = llamacpp_outputs(seats, s.engine_version)
+    cells = cells_that_fit(free, kv_bytes_per_token, dep.model, n_ubatch, s.flash_attn, outputs,
+                           output)
+    compute = compute_buffer_bytes(dep.model, n_ubatch, cells, s.flash_attn, outputs, output)
+    on_host = kv_bytes_per_token == 0 and growing == 0 and dep.model.count(mixer=FULL) > 0
+    return KVPool(dep.engine, total_bytes, 1.0, weight_bytes, compute, non_torch, 0.0, 1.0,
+                  kv_bytes_per_token,
+                  1, seats, n_ubatch, forward_bytes=compute, slot_cache_bytes=fixed,
+                  slot_bytes_each=each, windows_apart=True, host_cells=cells if on_host else 0,
+                  split_device=device)

@@ -1,0 +1,194 @@
+"""vLLM's KV pool: its batch defaults, the pool its profiling pass leaves, and the
+--kv-cache-memory-bytes it advises at start-up.
+
+The pool is total × gpu_memory_utilization − weights − the profile's peak − non-torch
+memory − (v0.21+) the CUDA graphs, paged in blocks of block_size tokens
+(vllm/v1/worker/gpu_worker.py determine_available_memory; V0 worker.py). What each release
+counts in those terms is ``vllm_memory.py``'s; its hybrid KV groups are ``kvgroups.py``'s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from ridgeline.datafiles import engine_defaults
+from ridgeline.deployment import Deployment, windows_as_full
+from ridgeline.errors import InputError
+from ridgeline.kvgroups import KERNEL_BLOCK_ALIGNMENT, stage_group_layers, vllm_kv_groups
+from ridgeline.kvpool import KVPool
+from ridgeline.layouts import FULL, WINDOW_MIXERS
+from ridgeline.stages import Stage
+from ridgeline.units import GIB, MIB
+from ridgeline.vllm_hybrid import chunked_in_full, ssm_state_dtype, state_blocks
+from ridgeline.vllm_memory import (
+    VLLMAccounting,
+    activation_bytes_per_token,
+    compile_transient_bytes,
+    cuda_graph_bytes,
+    encoder_profile,
+    mla_block_size,
+    model_runner,
+    moe_workspace_bytes,
+    mrv2_sampler_bytes,
+    mrv2_state_bytes,
+    mxfp4_padding_bytes,
+    non_torch_bytes,
+    parse_version,
+    sampler_peak_bytes,
+    vllm_accounting,
+)
+
+if TYPE_CHECKING:
+    from ridgeline.memory import EngineSettings
+
+# vLLM V0 (vllm/config.py SchedulerConfig, v0.6): without chunked prefill it profiles
+# max(max_model_len, 2048) tokens; chunked prefill is on by default past 32K tokens of
+# context, with a 2,048-token budget ("a balance between ITL and TTFT").
+V0_CHUNK_TOKENS = 2048
+V0_CHUNKED_ABOVE = 32 * 1024
+VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)  # vLLM's CacheConfig BlockSize choices
+# vLLM's first release aligning a hybrid's attention block to the block size asked (PR
+# #37467, read in the v0.19.1 and v0.20.0 wheels)
+HYBRID_ALIGN_ASKED = (0, 20)
+
+
+def vllm_batch_defaults(dep: Deployment, usage: str) -> dict[str, int]:
+    """vLLM's default max_num_seqs and max_num_batched_tokens for this accelerator."""
+    table = engine_defaults("vllm")["batch_defaults"]
+    acc = dep.accelerator
+    large = acc.memory_bytes >= table["large_memory_gib"] * GIB and not acc.id.startswith("a100")
+    return dict(table["large" if large else "other"][usage])
+
+def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_bytes: float,
+              kv_bytes_per_token: float, stage: Stage | None = None) -> KVPool:
+    """vLLM: total × gpu_memory_utilization − weights − the profiling pass's peak (the larger
+    of the forward pass over the token budget and the sampler over max_num_seqs requests, a
+    vision tower's images held beside them, or the tower's own pass if larger) − non-torch
+    memory − (v0.21+) the CUDA-graph estimate, as ``s.engine_version`` counts them; of one
+    pipeline ``stage``, its own layers (the sampler on the last, the tower on the first)."""
+    d = engine_defaults("vllm")
+    acc = vllm_accounting(s.engine_version)
+    defaults = vllm_batch_defaults(dep, s.usage)
+    if acc.engine == "V0":  # a whole max_model_len prompt over 256 seqs; chunks past 32K
+        seqs = s.max_num_seqs or 256
+        length = s.max_model_len or 0
+        tokens = s.max_num_batched_tokens or (V0_CHUNK_TOKENS if length > V0_CHUNKED_ABOVE
+                                               else max(length, V0_CHUNK_TOKENS))
+    else:
+        seqs = s.max_num_seqs or defaults["max_num_seqs"]
+        tokens = s.max_num_batched_tokens or defaults["max_num_batched_tokens"]
+        if tokens < seqs:  # vLLM's SchedulerConfig refuses this at start-up
+            raise InputError(f"max_num_batched_tokens ({tokens:,}) must be at least max_num_seqs "
+                             f"({seqs:,}): vLLM refuses to start otherwise")
+    block = s.block_size
+    if block is not None and block not in VLLM_BLOCK_SIZES:
+        raise InputError(f"vLLM's --block-size is one of {', '.join(map(str, VLLM_BLOCK_SIZES))}; "
+                         f"got {block}")
+    fraction = s.gpu_memory_utilization or acc.gpu_memory_utilization
+    if s.kv_cache_memory_bytes is not None:
+        if acc.engine == "V0" or parse_version(acc.version) < SET_POOL_FROM:
+            raise InputError(f"--kv-cache-memory-bytes came in vLLM v0.10.2 (PR #21489): "
+                             f"vLLM {acc.version} sizes its pool only from the profile")
+        fraction = 1.0  # vLLM ignores gpu_memory_utilization for a set pool
+    forward = tokens * activation_bytes_per_token(dep)
+    # only the last pipeline stage samples (and so profiles the sampler)
+    sampler = sampler_peak_bytes(dep, seqs, acc) if stage is None or stage.last else 0.0
+    encoder, held, images = encoder_profile(dep, tokens) if acc.engine == "V1" \
+        and not s.language_model_only and (stage is None or stage.first) else (0.0, 0.0, 0)
+    # a set pool is checked against the card with the graphs captured after it, whether or
+    # not this version's budget counts them
+    graphs = cuda_graph_bytes(dep, seqs, acc, s.enforce_eager, stage,
+                              counted=s.kv_cache_memory_bytes is not None)
+    runner, compile_peak, state = model_runner(dep, acc), 0.0, 0.0
+    if s.warm_compile_cache and runner != "MRV2":
+        raise InputError(f"--warm-compile-cache changes nothing here: vLLM {acc.version} runs "
+                         f"{dep.model.name} on its {runner} runner, whose profile ridgeline "
+                         "sizes without a cold compile (Model Runner V2, where the logs show "
+                         "one, runs dense models from v0.25.1 and every model from v0.29)")
+    if runner == "MRV2":  # Model Runner V2's own profile (vllm_memory.py); it builds its
+        # sampler, and with it the sampler state, on the last pipeline stage only
+        # (v1/worker/gpu/model_runner.py load_model: `if self.is_last_pp_rank`)
+        last = stage is None or stage.last
+        sampler = mrv2_sampler_bytes(dep, seqs, tokens) if sampler else 0.0
+        if not acc.mrv2_encoder_profiled:
+            encoder, held, images = 0.0, 0.0, 0
+        if not acc.mrv2_graphs_in_budget and s.kv_cache_memory_bytes is None:
+            graphs = 0.0
+        if acc.mrv2_state_counted and last:
+            state = mrv2_state_bytes(dep, seqs, tokens)
+        if not (s.warm_compile_cache or s.enforce_eager):
+            compile_peak = compile_transient_bytes()
+    # the tower runs first, its outputs kept; a fused-MoE workspace kept from the first MoE
+    # layer on is still held while the sampler runs
+    workspace = moe_workspace_bytes(dep, tokens, acc.version)
+    peak = max(encoder, held + max(forward + compile_peak, workspace + sampler))
+    paged = dep  # before the hybrid allocator, a model mixing windows and full attention
+    kinds = {layer.mixer for layer in dep.model.layers}  # cached every layer in full
+    if (not acc.hybrid_allocator or chunked_in_full(dep.model, acc.version)) \
+            and FULL in kinds and kinds & set(WINDOW_MIXERS):
+        paged = replace(dep, model=windows_as_full(dep.model))
+    state_dtype = ssm_state_dtype(dep.model, acc.version)
+    if state_dtype != dep.model.state_dtype:  # Nemotron-H: vLLM's own SSM cache dtype
+        paged = replace(paged, model=replace(paged.model, state_dtype=state_dtype))
+    # from v0.20 a hybrid's attention block grows in steps of the block size asked
+    # (--block-size), not of 16 (Platform._align_hybrid_block_size, PR #37467)
+    steps = max(KERNEL_BLOCK_ALIGNMENT, s.block_size or 0) \
+        if parse_version(acc.version) >= HYBRID_ALIGN_ASKED else KERNEL_BLOCK_ALIGNMENT
+    block = s.block_size or int(d["block_size"])
+    if dep.model.attention is not None and dep.model.attention.mla is not None:
+        block = mla_block_size(dep, acc.version, s.block_size)[0]  # the MLA kernel's block
+    groups = vllm_kv_groups(paged, block, align_state_blocks(dep, acc, s.prefix_caching), steps)
+    block = groups.block_size if groups else block
+    weight_bytes += mxfp4_padding_bytes(dep, stage, acc.version)
+    if groups is not None and stage is not None:  # a block holds this stage's largest group
+        layers = stage_group_layers(dep, groups.layers_per_group, stage.start, stage.layers)
+        layer_page = groups.page_bytes * dep.pipeline_parallel_size / groups.layers_per_group
+        groups = replace(groups, page_bytes=layer_page * layers)
+    return KVPool("vllm", total_bytes, fraction, weight_bytes, peak, non_torch_bytes(dep, acc),
+                  graphs, 1.0, kv_bytes_per_token, block, seqs, tokens, groups, forward, sampler,
+                  acc, in_flight_batches=acc.in_flight_batches if s.async_scheduling else 1,
+                  windows_in_full=paged is not dep, stage=stage, encoder_bytes=encoder,
+                  encoder_held_bytes=held, encoder_images=images, seat_buffer_bytes=state,
+                  runner=runner, compile_bytes=compile_peak, moe_workspace_bytes=workspace,
+                  set_pool_bytes=float(s.kv_cache_memory_bytes or 0))
+
+
+# vLLM PR #21489 (--kv-cache-memory-bytes and the start-up advice): first released in v0.10.2.
+# The PyPI source tarballs of 0.10.1 and 0.10.1.1 hold no kv_cache_memory_bytes; 0.10.2's has
+# it (vllm/config/cache.py, engine/arg_utils.py "--kv-cache-memory-bytes", and the worker's
+# "as specified by kv_cache_memory_bytes config" log and "--kv-cache-memory=" advice)
+SET_POOL_FROM = (0, 10, 2)
+
+
+def set_pool_margin_bytes() -> float:
+    """The margin vLLM leaves below its --kv-cache-memory-bytes advice (redundancy_buffer_memory,
+    150 MiB; engines.json vllm.set_pool)."""
+    return float(engine_defaults("vllm")["set_pool"]["redundancy_mib"]) * MIB
+
+
+def vllm_pool_advice(dep: Deployment, pool: KVPool, settings: EngineSettings
+                     ) -> tuple[float, float] | None:
+    """The --kv-cache-memory-bytes vLLM's V1 worker advises at start-up when the flag is
+    unset: to fit the requested memory (total × gpu_memory_utilization), and to fill the card;
+    each less the weights, the profiled peak, non-torch memory, the CUDA graphs and a 150 MiB
+    margin (engines.json vllm.set_pool). None for another engine, V0, or a pool already set."""
+    acc = pool.accounting
+    if pool.engine != "vllm" or acc is None or acc.engine == "V0" or pool.set_pool_bytes \
+            or parse_version(acc.version) < SET_POOL_FROM:
+        return None
+    graphs = pool.cuda_graph_bytes or cuda_graph_bytes(
+        dep, pool.max_num_seqs, acc, settings.enforce_eager, pool.stage, counted=True)
+    taken = pool.weight_bytes + pool.activation_bytes + pool.non_torch_bytes + graphs \
+        + pool.seat_buffer_bytes
+    taken += set_pool_margin_bytes()
+    return (max(0.0, pool.total_bytes * pool.reserved_fraction - taken),
+            max(0.0, pool.total_bytes - taken))
+
+
+def align_state_blocks(dep: Deployment, acc: VLLMAccounting, prefix_caching: bool | None
+                       ) -> int:
+    """State blocks a request holds per state group (vllm_hybrid.py): two in
+    mamba_cache_mode "align" (three for Mamba-2 from v0.32), else one — "all" mode, a state
+    per block, is not modelled."""
+    return state_blocks(dep.model, prefix_caching, acc.version, acc.linear_state_blocks)
