@@ -16,13 +16,14 @@ import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from ridgeline.context_length import served_positions
 from ridgeline.datafiles import engine_defaults, load_data
 from ridgeline.deployment import Deployment
 from ridgeline.engine_windows import has_windows
 from ridgeline.errors import InputError
 from ridgeline.kvcache import kv_footprint
 from ridgeline.kvpool import KVPool
-from ridgeline.model import ModelSpec, served_positions
+from ridgeline.model import ModelSpec
 from ridgeline.parallel import LOW_LATENCY_FABRICS
 from ridgeline.stages import Stage
 from ridgeline.units import GIB

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ridgeline.context_length import served_positions
 from ridgeline.datafiles import engine_defaults, load_data
 from ridgeline.deployment import Deployment
 from ridgeline.engine_windows import has_windows
 from ridgeline.errors import InputError
 from ridgeline.kvpool import KVPool
-from ridgeline.model import ModelSpec, served_positions
+from ridgeline.model import ModelSpec
 from ridgeline.stages import Stage
 from ridgeline.vllm_memory import activation_bytes_per_token
 
