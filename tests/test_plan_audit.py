@@ -236,3 +236,20 @@ def test_a_check_at_p99_9_holds_ten_requests_past_its_percentile() -> None:
         counted = sum(window[0] <= r.arrival_s <= window[1] for r in work)
         if percentile == 99.9:  # the latencies counted hold most of the ten past p99.9
             assert counted * (1 - percentile / 100) >= 0.5 * TAIL_REQUESTS
+
+
+def test_a_split_on_cdna3_carries_the_measured_caution_and_is_not_offered_as_cheaper(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The MI300X 1P1D split prices the same MXFP4 MoE path the caution demoted the single
+    MI300X for: it is marked unverified, and not named as costing less than the H100 winner."""
+    args = ("gpt-oss-120b", "--rate", "10", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "30",
+            "--gpus", "mi300x,h100", "--max-gpus", "2")
+    data = json.loads(_run(capsys, *args, "--json"))
+    splits = {r["label"]: r for r in data["disaggregated"]}
+    amd = [r for label, r in splits.items() if "mi300x" in label]
+    assert amd and all(r["unverified"] for r in amd)
+    assert not any(r["unverified"] for label, r in splits.items() if "h100" in label)
+    text = _run(capsys, *args)
+    assert "split costs less than the winner" not in text
+    assert re.search(r"^disaggregated, .*mi300x.*, unverified: the same measured caution", text,
+                     re.M)

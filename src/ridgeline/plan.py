@@ -107,7 +107,8 @@ class PlanResult:
     engine: str = "vllm"  # whose memory rules sized the pools
     cautions: tuple[str, ...] = ()
     engine_version: str | None = None  # the version whose memory rules sized them
-    # the candidates (of ``candidates``) a measured caution leaves unverified, each with it:
+    # the candidates (of ``candidates`` and ``disaggregated``) a measured caution leaves
+    # unverified, each with it:
     # their price assumes a speed the measurements have not shown (CDNA3's MoE paths)
     measured_cautions: tuple[tuple[Candidate, str], ...] = ()
 
@@ -119,7 +120,8 @@ class PlanResult:
         return self.candidates[0] if self.candidates else None
 
     def unverified_by(self, c: Candidate) -> str:
-        """The measured caution that leaves ``c`` (one of ``candidates``) unverified, or ""."""
+        """The measured caution that leaves ``c`` (one of ``candidates`` or ``disaggregated``)
+        unverified, or ""."""
         return next((why for d, why in self.measured_cautions if d is c), "")
 
     @property
@@ -224,7 +226,7 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
     slowed, candidates = _measured_slowdown(model, candidates, load, slo, max_gpus,
                                             engine_version, engine, profile)
     measured = tuple((c, why) for c, why in ((c, _moe_caution(model, c, engine))
-                                             for c in candidates) if why)
+                                             for c in (*candidates, *split)) if why)
     win = candidates[0] if candidates else None
     note = load.transient(win.ttft_floor_s + mean_out * win.tpot_s) if win else ""
     cautions = tuple(c for c in (note, load.thin(slo.percentile, win.sim_requests if win and
@@ -264,8 +266,6 @@ def _moe_caution(model: ModelSpec, c: Candidate, engine: str) -> str:
     MXFP4 MoE on CDNA3 (predict.cdna3_moe_caution), or ""."""
     from ridgeline.predict import cdna3_moe_caution
 
-    if c.disaggregated:
-        return ""
     return cdna3_moe_caution(replica_deployment(
         model, resolve_accelerator(c.accelerator), c.tp, c.pp, c.weights, c.kv,
         c.expert_parallel, engine))

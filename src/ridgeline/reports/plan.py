@@ -415,8 +415,13 @@ class PlanReport:
             how = (f"simulated: {_pct(r.slo.percentile)} TTFT {(c.sim_ttft_s or 0) * 1e3:,.0f} ms, "
                    f"TPOT {_tpot_ms(c.sim_tpot_s)}" if c.verified else "analytic")
             lines.append(f"disaggregated, {self._label(c)}: {c.gpus} {plural(c.gpus, 'GPU')}, {cost} "
-                         f"({how}; KV hand-off over a 400 Gb/s link)")
-        cheaper = [c for c in r.disaggregated if c.verified and c.cost_per_hour is not None
+                         f"({how}; KV hand-off over a 400 Gb/s link)"
+                         + (", unverified: the same measured caution (CDNA3's MoE paths)"
+                            if r.unverified_by(c) else ""))
+        # a split carrying the measured caution is no cheaper alternative than a cautioned
+        # single pool: its price assumes the same unmeasured speed
+        cheaper = [c for c in r.disaggregated if c.verified and not r.unverified_by(c)
+                   and c.cost_per_hour is not None
                    and win.cost_per_hour is not None and c.cost_per_hour < win.cost_per_hour]
         if cheaper:
             c = cheaper[0]
