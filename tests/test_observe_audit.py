@@ -15,7 +15,7 @@ from ridgeline.floors import decode_floor
 from ridgeline.observe import read_source
 from ridgeline.observe_log import from_log
 from ridgeline.reports.observe import observe_report
-from ridgeline.reports.observe_verdict import LATENCY, LEVERS, NEITHER
+from ridgeline.reports.observe_wall import LATENCY, LEVERS, NEITHER
 from tests.conftest import run_cli
 
 FIXTURES = Path(__file__).parent / "fixtures"

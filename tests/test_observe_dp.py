@@ -95,7 +95,7 @@ def test_the_wall_is_the_fullest_engines_not_the_mean() -> None:
     from ridgeline import Deployment, resolve_accelerator, resolve_model
     from ridgeline.engines import profile_for
     from ridgeline.reports.observe import observe_report
-    from ridgeline.reports.observe_verdict import CAPACITY, LATENCY
+    from ridgeline.reports.observe_wall import CAPACITY, LATENCY
 
     dep = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"))
     report = observe_report(path_obs, dep, profile_for("vllm"), 2000)

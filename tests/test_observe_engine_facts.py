@@ -19,7 +19,7 @@ from ridgeline.kvgroups import vllm_kv_groups
 from ridgeline.observe import from_log, from_scrapes, read_source
 from ridgeline.prometheus import split_scrapes
 from ridgeline.reports.observe import observe_report
-from ridgeline.reports.observe_verdict import NEITHER
+from ridgeline.reports.observe_wall import NEITHER
 from tests.test_observe_dp import gauges, scrape, vllm_8b
 
 

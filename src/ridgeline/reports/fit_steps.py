@@ -1,8 +1,11 @@
 """`ridgeline fit --explain`: the steps behind the pool and what it holds (the binding pipeline
 stage, the KV pool per GPU as each engine sizes it or as --kv-cache-memory-bytes sets it, the
-conversations it holds, and vLLM's start-up check), each with its inputs and their sources."""
+conversations it holds, vLLM's start-up check, the pool in blocks, the shortfall and the
+levers), each with its inputs and their sources."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from ridgeline.capacity import context_refusal, past_trained_context, refuses_to_start
 from ridgeline.deployment import Deployment
@@ -20,9 +23,14 @@ from ridgeline.reports.fit_budget import (
     weights_note,
     window_rule,
 )
+from ridgeline.reports.fit_state import running_step, state_shortfall_step
+from ridgeline.reports.fit_verdict import DOES_NOT_FIT
 from ridgeline.sglang_memory import sglang_data, sglang_state_dtypes, sglang_state_ratio
-from ridgeline.units import GIB
+from ridgeline.units import GIB, plural
 from ridgeline.vllm_memory import capture_sizes
+
+if TYPE_CHECKING:
+    from ridgeline.reports.fit import FitReport
 
 
 def stage_steps(dep: Deployment, s: EngineSettings, pool: KVPool) -> tuple[Step, ...]:
@@ -253,3 +261,48 @@ def start_steps(pool: KVPool, dep: Deployment, context: int) -> tuple[Step, ...]
                  q("blocks asked", pool.request_blocks(context)), q("pool blocks", pool.blocks),
                  q("max_num_batched_tokens", pool.profile_tokens),
                  *((q("batches in flight", batches),) if batches > 1 else ())),)
+
+
+def held_steps(r: FitReport) -> tuple[Step, ...]:
+    """The pool in blocks, the shortfall and the levers, each with its division."""
+    p = r.pool
+    unit = "cells" if is_llamacpp(p) else "blocks"
+    slots = [q("slots' window cache", p.slot_cache_bytes / GIB, "GiB")] \
+        if is_llamacpp(p) else []
+    per_block = q(f"bytes per {unit[:-1]}", p.page_bytes / 2**20, "MiB",
+                  f"{p.block_size} token(s) × KV bytes per token per GPU"
+                  + (" across every KV-cache group" if p.groups else ""))
+    out = [step("blocks the KV cache holds", "floor(KV cache ÷ bytes per block)",
+                q(unit, p.blocks), q("KV cache", p.state_kv_bytes / GIB, "GiB",
+                                     "beside the state pool, above"), per_block)
+           if p.state_request_bytes else
+           step(f"{unit} the pool holds", (f"floor((pool − {slots[0].name}) ÷ bytes per "
+                                            f"{unit[:-1]})") if slots else
+                f"floor(pool ÷ bytes per {unit[:-1]})", q(unit, p.blocks),
+                q("pool", p.pool_bytes / GIB, "GiB"), *slots, per_block)]
+    if p.state_request_bytes:
+        out.append(running_step(r))
+    if r.verdict == DOES_NOT_FIT and p.state_request_bytes \
+            and not past_trained_context(r.deployment, r.context):
+        out.append(state_shortfall_step(r))
+    elif r.verdict == DOES_NOT_FIT and not past_trained_context(r.deployment, r.context):
+        out.append(step("shortfall per GPU", "(max(target × per conversation, start-up blocks) "
+                        "+ slots' window cache) ÷ share of the rest for the cache − the rest",
+                        q("shortfall", r.shortfall_bytes / GIB, "GiB"),
+                        q("target", max(1, r.target or 1)),
+                        q("per conversation", r.per_conversation_bytes / GIB, "GiB"),
+                        q("start-up", r.start_bytes / GIB, "GiB"),
+                        q("share of the rest", p.free_fraction_of_rest),
+                        q("rest after weights and profiling", p.rest_bytes / GIB, "GiB")))
+    if is_llamacpp(p) and r.batch:
+        placed = r.deployment.offload is not None and bool(r.deployment.offload.fit_cells)
+        out.append(step("llama-server -c", "the cells --fit placed for" if placed else
+                        "batch × context: every running conversation its whole context",
+                        q("-c", r.launch_cells), q("batch", r.batch), q("context", r.context)))
+    if r.levers:
+        out.append(step("levers", "this fit re-run with one change each: conversations held "
+                        "(vLLM's start-up check included), batch = min(them, seats)",
+                        q("levers", len(r.levers)),
+                        *(q(lv.name, lv.conversations, plural(lv.conversations, "conversation"))
+                          for lv in r.levers)))
+    return tuple(out)

@@ -15,7 +15,8 @@ from ridgeline.engines import EngineProfile
 from ridgeline.explain import Step, q, step
 from ridgeline.observation import Observation, stats
 from ridgeline.render import table
-from ridgeline.reports.observe_verdict import RATES_APART, ObserveVerdict
+from ridgeline.reports.observe_latency import RATES_APART
+from ridgeline.reports.observe_verdict import ObserveVerdict
 from ridgeline.roofline import ridge_step
 from ridgeline.stages import micro_batches
 from ridgeline.units import GIB

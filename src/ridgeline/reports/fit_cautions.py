@@ -1,0 +1,134 @@
+"""`ridgeline fit`'s cautions: what holds the conversations back besides memory (seats, the
+state pool, a token cap), what makes the sizing approximate (an engine version or backend
+past what was checked), and a batch that clears the ridge in its weights but not in its step."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ridgeline.kvcache import kv_footprint
+from ridgeline.parallel import cross_node_caution
+from ridgeline.reports.fit_budget import cap_flag, is_llamacpp, seats_name
+from ridgeline.reports.fit_state import running_slots
+from ridgeline.reports.fit_verdict import CLEARS_RIDGE
+from ridgeline.sglang_memory import past_checked
+from ridgeline.stages import micro_batch
+from ridgeline.units import GIB, MIB
+from ridgeline.vllm_hybrid import cache_mode
+from ridgeline.vllm_memory import mla_block_size, past_modelled
+
+if TYPE_CHECKING:
+    from ridgeline.reports.fit import FitReport
+
+NON_CUDA_VENDORS = ("google", "intel")  # TPU (JAX/XLA) and Gaudi backends: no CUDA graphs
+
+
+def fit_cautions(r: FitReport) -> list[str]:
+    """What holds the conversations back besides memory, or makes the context suspect."""
+    from ridgeline.reports.expectation import context_caution
+
+    d = r.deployment
+    out = [c for c in (context_caution(d, r.context), d.model.architecture_caution,
+                       cross_node_caution(d.tensor_parallel_size, d.accelerator, d.engine))
+           if c]
+    seats, pool = r.pool.max_num_seqs, r.pool
+    per = running_slots(r) if pool.state_request_bytes else 0
+    if r.target and r.target > seats and r.conversations >= r.target \
+            and per and seats == pool.state_slots // per:  # SGLang's state pool caps it
+        out.append(f"the pool holds the {r.target:,} conversations, but at most "
+                   f"{seats:,} run at once: max_running_requests is the state pool's "
+                   f"{pool.state_slots:,} slots // {per} (the slots a running request "
+                   "takes), which --max-running-requests cannot raise; more state slots "
+                   "(a larger static pool"
+                   + (", or --disable-radix-cache: one slot a request" if per > 1 else "")
+                   + ") run more")
+    elif r.target and r.target > seats and r.conversations >= r.target:
+        out.append(f"the pool holds the {r.target:,} conversations, but at most "
+                   f"{seats:,} run at once ({seats_name(r.pool)}): raise it to run "
+                   "them together")
+    p, d = r.pool, r.deployment
+    state = kv_footprint(d.model, 1, d.kv.bytes_per_element).state_bytes \
+        / d.tensor_parallel_size
+    if p.engine == "trtllm" and state:
+        out.append(f"TensorRT-LLM's Python Mamba cache manager allocates every seat's "
+                   f"recurrent state up front ({p.max_num_seqs:,} seats × "
+                   f"{state / MIB:,.1f} MiB = {p.max_num_seqs * state / GIB:,.1f} GiB per "
+                   "GPU, before its free-memory fraction), which this sizing leaves out; "
+                   "later releases keep the state inside the KV pool (PR #12185), as it is "
+                   "counted here, a request at a time")
+    if p.token_cap and not p.capped:
+        out.append(f"{cap_flag(p)} {p.token_cap:,} is more than the memory leaves "
+                   f"({p.blocks * p.block_size:,} tokens): the engine keeps the smaller"
+                   + (", as SGLang warns ('Use the profiled value instead')"
+                      if p.engine == "sglang" else ""))
+    if p.set_pool_bytes and r.settings.gpu_memory_utilization is not None:
+        out.append("vLLM ignores --gpu-memory-utilization when --kv-cache-memory-bytes sets "
+                   "the pool (its worker logs 'This does not respect the "
+                   "gpu_memory_utilization config')")
+    if d.accelerator.vendor in NON_CUDA_VENDORS and not is_llamacpp(p):
+        out.append(f"{p.engine} on {d.accelerator.id} is sized with the CUDA accounting "
+                   "(a CUDA context, CUDA graphs); no start-up log of its "
+                   f"{d.accelerator.vendor} backend checks it: read the pool as approximate")
+    if d.accelerator.form == "soc" and d.accelerator.vendor != "apple" \
+            and p.accounting is not None:
+        out.append(f"{d.accelerator.id} shares its memory with the OS: vLLM refuses to "
+                   f"start unless {p.reserved_fraction:g} × {p.total_bytes / GIB:,.2f} GiB "
+                   f"= {p.reserved_fraction * p.total_bytes / GIB:,.1f} GiB is free at "
+                   "start-up, and what the OS, its page cache and other processes hold "
+                   "counts against that (drop the caches, or lower "
+                   "--gpu-memory-utilization)")
+    asked = r.settings.block_size
+    if p.accounting is not None and asked and d.model.attention is not None \
+            and d.model.attention.mla is not None:
+        block, why = mla_block_size(d, p.accounting.version, asked)
+        if block != asked:  # the MLA kernel overwrote the --block-size given
+            out.append(why)
+    if p.accounting is not None and past_modelled(p.accounting):
+        out.append(past_modelled(p.accounting))
+    if p.engine == "sglang" and past_checked(r.settings.engine_version):
+        out.append(past_checked(r.settings.engine_version))
+    if p.accounting is not None and p.accounting.tp_caveat and d.tensor_parallel_size > 1:
+        out.append(f"vLLM {p.accounting.version} {p.accounting.tp_caveat}")
+    if p.accounting is not None and cache_mode(
+            d.model, r.settings.prefix_caching, p.accounting.version) == "all":
+        out.append(f"vLLM {p.accounting.version} with prefix caching keeps "
+                   f"{d.model.name}'s Mamba state at every block (mamba_cache_mode 'all'), "
+                   "which is not modelled: its blocks round up to the Mamba chunk and its "
+                   "start-up check counts a state block per block of tokens, so it holds "
+                   "fewer conversations than this sizing, which --no-prefix-caching (its "
+                   "default before v0.28) matches")
+    moe = d.model.moe
+    if moe and r.verdict == CLEARS_RIDGE and r.stage_batch < r.expert_ridge_batch:
+        out.append(f"MoE: the routed experts see B × {moe.routed_fraction:.3f} tokens each "
+                   f"and reach the ridge only near batch {r.expert_ridge_batch:,.0f}; "
+                   f"at batch {r.batch_label()} they stay bandwidth-bound")
+    if r.verdict == CLEARS_RIDGE:
+        out += [c for c in (kv_bound_caution(r),) if c]
+    return out
+
+
+def kv_bound_caution(r: FitReport) -> str:
+    """Where the batch clears the ridge in the weights but the whole step, every cache read
+    at the full context, stays memory-bound (the cache is private: batching never amortises
+    it): Llama-3.1-8B on an H100 at 1,000 tokens, 444 conversations read 58.3 GB of cache
+    beside 15.0 GB of weights a step, 22.3 ms of memory against 7.0 of arithmetic. The
+    floor is decode's (``pipelined_floor``: under PP, a micro-batch's trip)."""
+    from ridgeline.reports.decode import pipelined_floor
+
+    d, b, s = r.deployment, r.batch, r.settings
+    floor = pipelined_floor(d, b, r.context)
+    if floor.bound != "memory bandwidth":
+        return ""
+    micro = micro_batch(d, b)
+    who = f"{b:,} conversations" if micro == b else \
+        f"each micro-batch of {micro:,} conversations (of {b:,})"
+    flags = f"--batch {b} --context {r.context} --max-model-len {r.context}" + (
+        f" --usage {s.usage}" if d.engine == "vllm" else "")
+    return (f"the matmuls over the weights every token reads reach the ridge at this batch, "
+            f"but the whole step does not: {who} at {r.context:,} tokens read "
+            f"{floor.kv_bytes_read / 1e9:,.1f} GB of KV cache beside "
+            f"{floor.weight_bytes_read / 1e9:,.1f} GB of weights a step, "
+            f"{floor.memory_time_s * 1e3:,.1f} ms of memory against "
+            f"{floor.compute_time_s * 1e3:,.1f} ms of arithmetic at the floor, so it stays "
+            "memory-bound; each cache is private, and batching never amortises it "
+            f"(`ridgeline decode {flags}` with this deployment and its engine settings)")

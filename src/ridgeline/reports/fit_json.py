@@ -1,0 +1,98 @@
+"""`ridgeline fit --json`: the pool, what it holds, the verdict and its levers as one object."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ridgeline.capacity import context_refusal
+from ridgeline.reports.fit_budget import is_llamacpp, vision_bytes_in_pool
+from ridgeline.reports.fit_offload import host_bytes
+from ridgeline.reports.fit_state import state_pool_dict
+from ridgeline.units import GIB
+
+if TYPE_CHECKING:
+    from ridgeline.reports.fit import FitReport
+
+
+def fit_dict(r: FitReport) -> dict[str, Any]:
+    p = r.pool
+    refusal = context_refusal(r.deployment, r.context)
+    out = {
+        "admission_blocks": p.admission_blocks(r.context),
+        "model": r.deployment.model.name, "accelerator": r.deployment.accelerator.id,
+        "num_gpus": r.deployment.num_gpus,
+        "tensor_parallel_size": r.deployment.tensor_parallel_size,
+        "pipeline_parallel_size": r.deployment.pipeline_parallel_size,
+        "binding_stage": None if p.stage is None else {
+            "index": p.stage.index, "layers": p.stage.layers,
+            "describe": p.stage.describe()},
+        "engine": p.engine, "context": r.context,
+        "memory_bytes_per_gpu": p.total_bytes, "reserved_fraction": p.reserved_fraction,
+        "reserved_bytes_per_gpu": p.total_bytes * p.reserved_fraction,
+        # TensorRT-LLM: the pool is this share of what is left (kv_cache_free_gpu_mem_fraction)
+        "free_fraction_of_rest": p.free_fraction_of_rest,
+        # vLLM's "Available KV cache memory": negative where nothing is left
+        "available_kv_bytes_per_gpu": p.rest_bytes * p.free_fraction_of_rest
+        if not p.set_pool_bytes else p.pool_bytes,
+        # SGLang's hybrids: the static pool their state pool is carved from (state_pool)
+        "pool_bytes_per_gpu": p.pool_bytes, "pool_gib_total": p.pool_bytes
+        * r.deployment.num_gpus / GIB, "tokens": p.logged_tokens(r.context),
+        "kv_cache_bytes_per_gpu": p.kv_cache_bytes,  # the KV cache itself, everywhere
+        "blocks_per_gpu": p.blocks, "vllm_max_concurrency": None if p.groups is None
+        else p.concurrency(r.context),
+        "block_size": p.block_size, "conversations": r.conversations,
+        "max_num_seqs": p.max_num_seqs, "batch": r.batch, "target": r.target,
+        "ridge_batch": r.ridge_batch, "verdict": r.verdict,
+        "stage_batch": r.stage_batch,  # under pipeline parallelism: a micro-batch
+        "expert_ridge_batch": r.expert_ridge_batch if r.deployment.model.moe else None,
+        "shortfall_bytes_per_gpu": None if refusal else r.shortfall_bytes,  # no memory
+        "refusal": refusal or None,  # rescues a length the engine refuses
+        "per_conversation_bytes_per_gpu": r.per_conversation_bytes,
+        "offload": None if r.deployment.offload is None else {
+            "placement": r.deployment.offload.describe(r.deployment.model),
+            "host_weight_bytes": host_bytes(r.deployment)},
+        "taken_bytes_per_gpu": {"weights": p.weight_bytes, "activations": p.activation_bytes,
+                          "non_torch": p.non_torch_bytes, "cuda_graphs": p.cuda_graph_bytes,
+                          # TRT-LLM's engine runtime and decoder; vLLM MRV2's sampler state
+                          "seat_buffers": p.seat_buffer_bytes},
+        "slot_cache_bytes_per_gpu": p.slot_cache_bytes,
+        # vLLM --kv-cache-memory-bytes: the pool as set, the room the card leaves it, and
+        # (unset) the values vLLM's start-up log advises
+        "max_total_tokens": {"cap": p.token_cap, "binds": p.capped} if p.token_cap
+        else None,
+        "kv_cache_memory_bytes": {
+            "set": p.set_pool_bytes, "room_bytes_per_gpu": p.rest_bytes,
+            "overflow_bytes_per_gpu": p.overflow_bytes} if p.set_pool_bytes else None,
+        "vllm_advice": None if r.advice is None else {
+            "kv_cache_memory_bytes_requested": int(r.advice[0]),
+            "kv_cache_memory_bytes_card": int(r.advice[1])},
+        "llama_server_c": r.launch_cells if is_llamacpp(p) and r.batch else None,
+        "flash_attn": r.settings.flash_attn if is_llamacpp(p) else None,
+        "profile": {"tokens": p.profile_tokens, "forward_bytes": p.forward_bytes,
+                    "sampler_bytes": p.sampler_bytes,
+                    # vLLM MRV2: a cold torch.compile, inside the activations
+                    "compile_bytes": p.compile_bytes},
+        "engine_version": r.settings.engine_version if p.accounting is None
+        else p.accounting.version,
+        "model_runner": p.runner or None,  # vLLM: V0, V1 or MRV2 (Model Runner V2)
+        # TensorRT-LLM: the backend that sized it; SGLang: its default rule's era
+        "backend": (r.settings.backend or "pytorch") if p.engine == "trtllm" else None,
+        "engine_era": p.engine_era or None,
+        "levers": [vars(lv) for lv in r.levers],
+        "longest_context_search": r.searched or None,
+        "cautions": r.cautions,
+        "start_up_check": None if p.groups is None else {
+            "blocks_asked": r.start_blocks, "pool_blocks": p.blocks,
+            "starts": not r.refused_start,
+            "window_batches_in_flight": p.in_flight_batches,
+            "state_blocks_per_request": p.groups.state_blocks},
+        "vision_tower_bytes_per_gpu": vision_bytes_in_pool(r.deployment, p),
+        "kv_cache_groups": None if p.groups is None else {
+            "layers_per_group": p.groups.layers_per_group, "full": p.groups.full,
+            "windows": [{"tokens": w, "groups": g} for w, g in p.groups.windows],
+            "states": p.groups.states, "page_bytes_per_gpu": p.groups.page_bytes,
+            "blocks_per_conversation": p.groups.decode_blocks(r.context)},
+    }
+    if p.state_request_bytes:  # SGLang's hybrid: only where there is a state pool
+        out["state_pool"] = state_pool_dict(r)
+    return out

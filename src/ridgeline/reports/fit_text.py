@@ -1,0 +1,127 @@
+"""`ridgeline fit` as text: the headline, the deployment, the memory budget, what the pool
+holds, the batch the engine runs, how to start llama-server, the cautions and the levers."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ridgeline.capacity import admission_gate, past_trained_context
+from ridgeline.deployment import Deployment
+from ridgeline.llamacpp_batching import llamacpp_n_batch
+from ridgeline.memory import KVPool
+from ridgeline.render import table
+from ridgeline.reports.fit_budget import (
+    budget_rows,
+    is_llamacpp,
+    runner_label,
+    seats_name,
+    state_pool_note,
+)
+from ridgeline.reports.fit_levers import gpus_needed
+from ridgeline.reports.fit_offload import offload_flags, offload_lines
+from ridgeline.reports.fit_state import state_overrun
+from ridgeline.reports.fit_verdict import DOES_NOT_FIT, verdict_line
+from ridgeline.stages import pipeline_stages
+from ridgeline.units import GIB, plural
+
+if TYPE_CHECKING:
+    from ridgeline.reports.fit import FitReport
+
+
+def fit_text_lines(r: FitReport) -> list[str]:
+    """The report as `ridgeline fit` prints it, the headline first (fit_verdict)."""
+    d, p = r.deployment, r.pool
+    headline = verdict_line(r)
+    engine = p.engine if p.accounting is None else (
+        f"vLLM {p.accounting.version} ({runner_label(p)} memory accounting)")
+    if p.accounting is None and r.settings.engine_version:
+        engine += f" {r.settings.engine_version}"
+    if p.engine_buffers:
+        engine += " (TensorRT engine backend)"
+    if is_llamacpp(p) and d.num_gpus > 1:
+        engine += " -sm " + ("layer" if d.pipeline_parallel_size > 1 else "tensor")
+    lines = [*([r.searched] if r.searched else []), headline,
+             f"{d.model.name} on {d.gpus_label}, {engine}, weights "
+             f"{d.weights.label}, KV {d.kv.id}",
+             *offload_lines(d, r.launch_cells), *_stage_lines(p, d), ""]
+    lines += table(budget_rows(p, r.settings, d.model, vendor=d.accelerator.vendor), ["", ""])[1:]
+    held = f"holds {p.logged_tokens(r.context):,} tokens in {p.blocks:,} blocks of " \
+        f"{p.block_size}"
+    if is_llamacpp(p):
+        held = f"holds {p.tokens:,} cells (-c up to {p.tokens:,})"
+        if p.slot_cache_bytes:
+            held += (f" beside {p.slot_cache_bytes / GIB:,.2f} GiB of sliding-window and "
+                     f"recurrent cache sized for {p.max_num_seqs} slots")
+    if p.groups is not None and (p.groups.count > 1 or p.groups.windows or p.groups.states):
+        held = (f"holds {p.logged_tokens(r.context):,} tokens as vLLM logs them "
+                f"(its maximum concurrency {p.concurrency(r.context):,.2f}x"
+                + (", a request charged its windows' prefill room" if p.groups.windows
+                   else "") + f"): {p.blocks:,} blocks of "
+                f"{p.block_size} tokens shared by {p.groups.count} KV-cache "
+                f"{plural(p.groups.count, 'group')} "
+                f"({p.groups.full} full, {p.groups.count - p.groups.full - p.groups.states}"
+                f" windowed, {p.groups.states} state)")
+    slot = ""
+    if is_llamacpp(p) and p.slot_bytes_each:
+        slot = (f", plus {p.slot_bytes_each / GIB:,.3f} GiB for its "
+                "slot's window and state cache")
+    gate = admission_gate(p, r.context)
+    gated = ""
+    if gate is not None and p.blocks >= gate[0]:
+        admission, decoding = gate
+        gated = (f"; vLLM admits a {r.context:,}-token prompt only with {admission:,} "
+                 f"blocks free (scheduler_reserve_full_isl), and one decoding holds "
+                 f"{decoding:,}: 1 + ({p.blocks:,} − {admission:,}) ÷ {decoding:,} = "
+                 f"{1 + (p.blocks - admission) // decoding:,} at once")
+    lines += ["", f"{held}; one conversation of {r.context:,} tokens takes "
+              f"{r.per_conversation_bytes / GIB:,.3f} GiB per GPU{slot}{gated}",
+              f"batch the engine can run: min({r.conversations:,} "
+              f"{plural(r.conversations, 'conversation')}, "
+              f"{seats_name(p)} {p.max_num_seqs:,}) = {r.batch:,}"]
+    if p.state_pool_fixed and not state_overrun(p):
+        lines.append(f"{state_pool_note(p, r.settings, d.model)}, whatever the "
+                     "memory; a running request takes one slot")
+    if r.advice is not None:
+        fit_requested, fill_card = r.advice
+        lines.append(f"vLLM's start-up advice: --kv-cache-memory-bytes {int(fit_requested)} "
+                     f"({fit_requested / GIB:,.2f} GiB) fits the memory requested, "
+                     f"{int(fill_card)} ({fill_card / GIB:,.2f} GiB) fills the card")
+    if is_llamacpp(p) and r.batch:
+        ub = r.settings.max_num_batched_tokens
+        flags = "".join((
+            # -b rises with a -ub past it
+            (f" -b {ub}" if ub and ub > llamacpp_n_batch() else "")
+            + (f" -ub {ub}" if ub else ""),
+            "" if r.settings.flash_attn else " -fa off",
+            "" if d.kv.id in ("fp16", "f16") else f" -ctk {d.kv.id} -ctv {d.kv.id}",
+            # llama-server's default split is by layer; a tensor split must be asked
+            " -sm tensor" if d.num_gpus > 1 and d.pipeline_parallel_size == 1 else "",
+            offload_flags(d)))
+        lines.append(f"start it with: llama-server -c {r.launch_cells} "
+                     f"-np {p.max_num_seqs} --kv-unified{flags} ({p.max_num_seqs} slots share "
+                     f"the cache; {r.batch} {plural(r.batch, 'conversation')} of "
+                     f"{r.context:,} tokens "
+                     f"{'fits' if r.batch == 1 else 'fit'} at once)")
+    lines += [f"caution: {c}" for c in r.cautions]
+    if r.levers:
+        lines += ["", "levers:"]
+        width = max(34, *(len(lv.name) for lv in r.levers))
+        lines += [f"  {lv.name:<{width}} {lv.conversations:>8,} "
+                  f"{plural(lv.conversations, 'conversation')}, batch {lv.batch:,}"
+                  for lv in r.levers]
+    if r.verdict == DOES_NOT_FIT and not past_trained_context(d, r.context) \
+            and all(lv.conversations < max(1, r.target or 1) for lv in r.levers):
+        lines += ["", "levers: none alone is enough; " + gpus_needed(r)] \
+            if not r.levers else [f"  none alone holds {max(1, r.target or 1):,}; "
+                                     + gpus_needed(r)]
+    return lines
+
+
+def _stage_lines(p: KVPool, d: Deployment) -> list[str]:
+    """Which pipeline stage's pool binds, where the deployment has stages."""
+    if p.stage is None:
+        return []
+    layers = [stage.layers for stage in pipeline_stages(d)]
+    return [f"layers per stage {', '.join(map(str, layers))}; each stage sizes its own pool "
+            "and the engine holds no more than its tightest, so the figures below are those "
+            f"of {p.stage.describe()}"]

@@ -1,0 +1,153 @@
+"""`ridgeline fit`'s verdict and its headline: does not fit, fits under the ridge, or clears
+it, with the one line that says why."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ridgeline.capacity import context_refusal
+from ridgeline.memory import KVPool
+from ridgeline.reports.fit_budget import cap_flag, fixed_state_size, is_llamacpp
+from ridgeline.reports.fit_state import state_overrun, state_overrun_reason
+from ridgeline.sglang_memory import sglang_data, sglang_slots_per_request, sglang_state_ratio
+from ridgeline.stages import micro_batches
+from ridgeline.units import GIB, plural
+
+if TYPE_CHECKING:
+    from ridgeline.reports.fit import FitReport
+
+DOES_NOT_FIT = "does not fit"
+UNDER_RIDGE = "fits, under the ridge"
+CLEARS_RIDGE = "clears the ridge"
+
+
+def verdict_line(r: FitReport) -> str:
+    """The verdict and what decides it: for a deployment that does not fit, what binds (a
+    length refused, the state pool, a pool set past the card, or memory short by how much);
+    for one that fits, whether its batch reaches the ridge."""
+    d, p = r.deployment, r.pool
+    verdict = r.verdict.upper() if r.verdict == DOES_NOT_FIT else r.verdict
+    headline = (f"{verdict}: {r.conversations:,} "
+                f"{plural(r.conversations, 'conversation')} of {r.context:,} tokens")
+    if r.verdict == DOES_NOT_FIT and context_refusal(d, r.context):
+        headline = f"DOES NOT FIT: {context_refusal(d, r.context)}"
+    elif r.verdict == DOES_NOT_FIT and state_overrun(p):
+        headline = f"DOES NOT FIT: {state_overrun_reason(r)}"
+    elif r.verdict == DOES_NOT_FIT and p.state_request_bytes and p.max_num_seqs < 1 \
+            and (r.conversations or (not p.state_slots and p.blocks > 0)):
+        per = sglang_slots_per_request(r.settings.prefix_caching is not False,
+                                       r.settings.engine_version, d.model)
+        zero = sglang_data()["mamba_pool"]["no_running_request"]
+        if p.state_slots:
+            headline = (f"DOES NOT FIT: SGLang runs no request at once: its state pool's "
+                        f"{p.state_slots:,} {plural(p.state_slots, 'slot')} leave "
+                        f"max_running_requests at {p.state_slots:,} // {per}"
+                        " = 0 (a running request's state and its radix cache's), so it "
+                        f"would refuse to start ('{zero}'); a bigger pool or "
+                        "--disable-radix-cache")
+        else:  # carved: the ratio's share of the static pool holds no request's state
+            ratio = sglang_state_ratio(r.settings.engine_version)
+            headline = (f"DOES NOT FIT: SGLang runs no request at once: its state pool "
+                        f"holds no request's state (mamba_full_memory_ratio {ratio:g}: "
+                        f"{p.pool_bytes / GIB:,.4f} GiB static pool × {ratio:g} ÷ "
+                        f"{1 + ratio:g} = {p.pool_bytes * ratio / (1 + ratio) / GIB:,.4f} "
+                        f"GiB, less than one request's "
+                        f"{p.state_request_bytes / GIB:,.4f} GiB), which leaves "
+                        f"max_running_requests at 0 // {per} = 0, so it would refuse to "
+                        f"start ('{zero}'); a bigger pool")
+    elif r.verdict == DOES_NOT_FIT and p.overflow_bytes:
+        headline = (f"DOES NOT FIT: the {p.set_pool_bytes / GIB:,.2f} GiB pool "
+                    f"--kv-cache-memory-bytes sets overruns the card by "
+                    f"{p.overflow_bytes / GIB:,.2f} GiB per GPU (the weights, the profiled "
+                    f"peak, non-torch memory and CUDA graphs leave "
+                    f"{max(0.0, p.rest_bytes) / GIB:,.2f} GiB); vLLM skips its memory "
+                    "check for a set pool, so it would run out of memory (allocating the "
+                    "cache or capturing graphs at start-up, or later under load) rather "
+                    "than refuse")
+    elif r.verdict == DOES_NOT_FIT and p.state_pool_fixed and not r.shortfall_bytes \
+            and max(1, r.target or 1) > p.state_slots:  # the slots bind, not the memory
+        want = max(1, r.target or 1)
+        headline += (f" against a target of {want:,}: its state pool holds "
+                     f"{p.state_slots:,} requests' states ({fixed_state_size(r.settings)})"
+                     f", a conversation each, and the memory is not short: "
+                     f"--max-running-requests {want:,} to {r.most_running_requests:,} "
+                     "holds them, a state slot each")
+    elif r.verdict == DOES_NOT_FIT:
+        short = r.shortfall_bytes / GIB
+        headline += (f" against a target of {max(1, r.target or 1):,}; the pool is short "
+                     f"by {short:,.{2 if 0 < short < 0.1 else 1}f} GiB per GPU")
+        if r.refused_start and r.start_blocks is not None and p.rest_bytes >= 0:
+            windows = p.groups is not None and bool(p.groups.windows)
+            headline += (f" (vLLM refuses to start: one {r.context:,}-token request "
+                         f"asks {r.start_blocks:,} blocks of the pool's {p.blocks:,}"
+                         + (", its window layers at window + "
+                            + ("max_num_batched_tokens)" if p.in_flight_batches == 1 else
+                               f"{p.in_flight_batches} × max_num_batched_tokens in flight)")
+                            if windows else ")"))
+        elif r.never_admitted:
+            headline += (f" (vLLM {p.accounting.version if p.accounting else ''} starts, "
+                         f"but its admission gate charges a {r.context:,}-token prompt "
+                         f"{p.admission_blocks(r.context):,} blocks, its window layers the "
+                         f"whole prompt, and the pool holds {p.blocks:,}: such a request "
+                         "waits forever, issue #39734; v0.20 charges a window its window "
+                         "and a prefill's room)")
+        elif p.state_pool_fixed and max(1, r.target or 1) > p.state_slots:
+            headline += (f" (and its state pool holds {p.state_slots:,} requests' "
+                         f"states, {fixed_state_size(r.settings)}: "
+                         f"--max-running-requests {max(1, r.target or 1):,} gives each "
+                         "conversation one, and the shortfall counts their states)")
+        elif p.rest_bytes < 0 and is_llamacpp(p):
+            headline += (f" (the weights, the runtime and the compute buffer alone "
+                         f"overflow its {p.total_bytes / GIB:,.1f} GiB)")
+        elif p.capped:
+            tokens = -(-int(r.per_conversation_bytes * max(1, r.target or 1))
+                       // int(p.page_bytes)) * p.block_size
+            left = max(0.0, p.rest_bytes * p.free_fraction_of_rest)
+            if p.state_request_bytes:  # SGLang caps what its state pool leaves
+                left = max(0.0, p.pool_bytes - p.slot_cache_bytes)
+            room = int(left // p.page_bytes) * p.block_size
+            headline += (f" ({cap_flag(p)} caps it at {p.token_cap:,} tokens; "
+                         + (f"{tokens:,} would hold it, and the memory leaves room for "
+                            f"{room:,})" if tokens <= room else
+                            f"the memory leaves room for only {room:,})"))
+        elif p.set_pool_bytes:
+            need = p.pool_bytes + r.shortfall_bytes
+            headline += (f" (--kv-cache-memory-bytes {int(need)}, {need / GIB:,.2f} GiB, "
+                         f"would hold it; the card "
+                         f"has room for {p.rest_bytes / GIB:,.2f} GiB)" if need <= p.rest_bytes
+                         else f" (the card has room for {p.rest_bytes / GIB:,.2f} GiB)")
+        elif p.weights_overflow:
+            headline += (f" (the weights alone, {p.weight_bytes / GIB:,.1f} GiB per GPU, "
+                         f"exceed the card's {p.total_bytes / GIB:,.1f} GiB: it could not "
+                         "load them)")
+        elif p.rest_bytes < 0:
+            headline += f" ({_overflow(p)})"
+    elif r.verdict == UNDER_RIDGE:
+        headline += (f"; the batch they allow ({r.batch_label()}) is under the ridge "
+                     f"({r.ridge_batch:,.0f}): bandwidth-bound at any load")
+    elif micro_batches(d) > 1:
+        headline += (f"; a batch of {r.batch_label()}, reaches the ridge "
+                     f"({r.ridge_batch:,.0f})")
+    else:
+        headline += f"; a batch of {r.batch:,} reaches the ridge ({r.ridge_batch:,.0f})"
+    if r.verdict == CLEARS_RIDGE and d.model.moe is not None \
+            and r.stage_batch < r.expert_ridge_batch:
+        headline += (" in the weights every token reads; the routed experts stay "
+                     "bandwidth-bound (caution below)")
+    return headline
+
+
+def _overflow(p: KVPool) -> str:
+    """Which of what comes before the cache overflow the memory reserved: the weights and the
+    profiling pass, or, after them, the CUDA graphs and the sampler's seats."""
+    budget = p.total_bytes * p.reserved_fraction
+    first = p.weight_bytes + p.activation_bytes + p.non_torch_bytes
+    if first > budget:
+        return f"the weights and the profiling pass alone overflow the {budget / GIB:,.1f} GiB " \
+               "it reserves"
+    rest = " and the ".join(name for name, size in (("CUDA graphs", p.cuda_graph_bytes),
+                                                    ("sampler's seats", p.seat_buffer_bytes))
+                            if size > 0)
+    return (f"the weights and the profiling pass take {first / GIB:,.2f} of the "
+            f"{budget / GIB:,.2f} GiB it reserves, and the {rest} "
+            f"({(p.cuda_graph_bytes + p.seat_buffer_bytes) / GIB:,.2f} GiB) overflow it")

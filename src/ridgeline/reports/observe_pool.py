@@ -1,0 +1,88 @@
+"""`ridgeline observe`'s pool check: the KV pool the engine reports, or the one the deployment
+described leaves, its seats, and the sequences of the context it holds — whether the
+deployment described fits at all."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from ridgeline.capacity import max_batch
+from ridgeline.deployment import Deployment
+from ridgeline.engine_pool import EnginePool, reported_pool
+from ridgeline.engines import EngineProfile
+from ridgeline.memory import EngineSettings, KVPool, kv_pool
+from ridgeline.observation import Observation
+from ridgeline.sglang_memory import sglang_max_running_requests
+
+
+@dataclass(frozen=True)
+class ObservedPool:
+    """The observation beside the deployment described, and the pool they hold: the first of
+    ObserveVerdict's checks (reports/observe_verdict.py)."""
+
+    obs: Observation
+    deployment: Deployment
+    profile: EngineProfile
+    context: int
+    context_source: str
+
+    @property
+    def batch(self) -> float | None:
+        return self.obs.batch
+
+    @cached_property  # read by the fit, the seats, the step budget and the text: sized once
+    def modelled_pool(self) -> KVPool:
+        """The pool the engine's defaults leave on the deployment as described (a live engine
+        is a server: vllm serve's defaults, not offline's)."""
+        return kv_pool(self.deployment, EngineSettings(max_model_len=self.context))
+
+    @cached_property
+    def engine_pool(self) -> EnginePool | None:
+        """The pool the engine reports, per engine, for the model served."""
+        return reported_pool(self.obs, self.deployment)
+
+    @property
+    def weights_overflow(self) -> bool:
+        """The deployment as described cannot load its weights (more per GPU than the card
+        holds), though the engine reports a pool: it serves on another deployment (more GPUs,
+        a smaller format) than --num-gpus and --weights say. Where no pool is reported, the
+        modelled pool's own verdict (pool_batch 0) says it."""
+        return self.engine_pool is not None and self.modelled_pool.weights_overflow
+
+    @property
+    def weights_do_not_load(self) -> bool:
+        """The deployment as described cannot load its weights (more per GPU than the card
+        holds), whether or not the engine reports a pool."""
+        return self.modelled_pool.weights_overflow
+
+    @property
+    def seats(self) -> int:
+        """The sequences the engine runs at once at most: vLLM's max_num_seqs; SGLang's
+        max_running_requests, from the pool it reports where it does (512 per context of
+        its tokens, 2,048 to 4,096, at most half of them)."""
+        reported = self.engine_pool
+        if reported is not None and self.deployment.engine == "sglang":
+            return sglang_max_running_requests(reported.tokens, self.context)
+        return self.modelled_pool.max_num_seqs
+
+    @property
+    def pool_batch(self) -> int:
+        """Sequences of the context the pool holds, at most the engine's seats: the engine's
+        own pool where it reports it (vLLM's blocks, whole blocks a sequence in each of the
+        model's KV-cache groups; SGLang's tokens) and the deployment as described can load
+        its weights, else modelled. 432,000 tokens in blocks of 16 hold 3,857 sequences of
+        100 tokens; vllm serve seats 1,024."""
+        reported = self.engine_pool
+        if reported is None:
+            return max_batch(self.deployment, self.context,
+                             EngineSettings(max_model_len=self.context))
+        if self.weights_overflow:
+            return 0
+        return min(self.seats, reported.sequences(self.context))
+
+    @property
+    def fits(self) -> bool:
+        """The deployment as described loads its weights and holds at least one sequence of
+        the context."""
+        return self.pool_batch > 0

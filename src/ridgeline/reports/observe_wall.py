@@ -1,0 +1,202 @@
+"""`ridgeline observe`'s wall check: the running batch on the roofline, the queue the readings
+show, the wall the engine hits (the pool, the seats or the step's token budget, llama-server's
+slots, the benchmark client's cap, the ridge, or none) and the lever that moves it."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ridgeline.candidate import ENGINE_KNOB_NAMES
+from ridgeline.reports.observe_latency import ObservedLatency
+from ridgeline.roofline import arithmetic_share
+from ridgeline.stages import micro_batches
+
+CAPACITY = "capacity"
+LATENCY = "latency"
+SLOTS = "slots"  # llama-server's: requests wait for a free slot (-np), not for the pool
+NEITHER = "neither"
+CLIENT = "the client's cap"  # a benchmark run at --max-concurrency: the batch is the client's
+RIDGE = "the ridge"
+NO_FIT = "does not fit"
+LEVERS = {
+    NO_FIT: "no prediction: check --model, --gpu, --num-gpus, --weights and --context against "
+            "what the engine serves (`ridgeline fit` sizes the pool)",
+    CAPACITY: "the KV pool is full: fp8 KV cache, more GPUs, shorter contexts or a smaller "
+              "weight format (see `ridgeline fit`)",
+    SLOTS: "requests wait for a free slot: more slots (-np N with -c sized for N "
+           "conversations; `ridgeline fit --parallel N` says whether they fit)",
+    CLIENT: "the benchmark client held at most {cap:,.0f} requests in flight "
+            "(--max-concurrency {cap:,.0f}): the engine ran all it was sent; raise the cap to "
+            "find its own wall",
+    RIDGE: "past it no sequence shares another's work: each adds its own arithmetic and KV "
+           "read to the step, so more load adds latency more than tokens — more GPUs or "
+           "replicas, fp8 matmuls or KV, or a faster card add throughput",
+}
+# the share of readings (scrapes, log lines; each data-parallel engine's apart) that must
+# show a queue before it is a wall: one reading's queue is a prompt that arrived between steps
+QUEUED_SHARE = 0.5
+NEAR_FULL = 0.9  # seats or a step's token budget this full are what the queue waits on
+
+
+@dataclass(frozen=True)
+class ObservedWall(ObservedLatency):
+    """The latency check, with the batch on the roofline and the wall it meets."""
+
+    @property
+    def ridge(self) -> float:
+        return self.deployment.dense_ridge_flop_per_byte  # the weights every token reads
+
+    @property
+    def stage_batch(self) -> float | None:
+        """The sequences each pipeline stage multiplies: the running batch split into one
+        micro-batch per stage, ⌈batch ÷ stages⌉ as fit rounds (47.5 over PP2: 24); the batch
+        itself without a pipeline."""
+        b = self.batch
+        stages = micro_batches(self.deployment)
+        return b if b is None or stages == 1 else math.ceil(b / stages)
+
+    @property
+    def fraction(self) -> float | None:
+        b = self.stage_batch
+        if b is None:
+            return None
+        bpw = self.deployment.bytes_per_weight_split[0]  # MoE: all but the routed experts
+        return arithmetic_share(b, bpw, self.ridge)
+
+    @property
+    def ridge_batch(self) -> float:
+        """The running batch at which the weights every token reads meet the ridge (each
+        pipeline stage multiplying one micro-batch of it)."""
+        return self.deployment.dense_ridge_batch * micro_batches(self.deployment)
+
+    @property
+    def readings(self) -> list[tuple[float | None, float]]:
+        """(KV usage, waiting) at each reading: each data-parallel engine's at each scrape,
+        where the engines report apart (an engine with a queue is judged by its own pool, not
+        by the mean of a full one and an idle one); else each scrape's or log line's, the
+        window's highest KV usage beside each where the two series do not pair up."""
+        o = self.obs
+        if o.core_pressure:
+            return o.core_pressure
+        if o.waiting and len(o.kv_usage) == len(o.waiting):
+            return list(zip(o.kv_usage, o.waiting, strict=True))
+        kv = max(o.kv_usage) if o.kv_usage else None
+        return [(kv, waiting) for waiting in o.waiting] or [(kv, 0.0)]
+
+    @property
+    def queued(self) -> tuple[int, int]:
+        """(readings with requests waiting, readings)."""
+        readings = self.readings
+        return sum(1 for _, waiting in readings if waiting > 0), len(readings)
+
+    @property
+    def queue_persists(self) -> bool:
+        """Requests wait in at least QUEUED_SHARE of the readings (of one engine's share of
+        them, with several): a lone reading's queue is a prompt caught between two steps."""
+        n, of = self.queued
+        engines = self.obs.engines if self.obs.core_pressure else 1  # readings of each apart
+        return n > 0 and (of == 1 or n / of >= QUEUED_SHARE / engines)
+
+    @property
+    def wall(self) -> str:
+        if not self.fits:
+            return NO_FIT
+        o = self.obs
+        readings = self.readings
+        swapped = max(o.swapped) if o.swapped else 0.0
+        if any(kv is not None and kv >= 0.9 for kv, _ in readings) \
+                or (o.preemptions or 0) > 0 or swapped > 0:
+            return CAPACITY
+        if self.queue_persists:
+            if any(kv is not None and kv >= 0.8 for kv, waiting in readings if waiting > 0):
+                return CAPACITY
+            if self.deployment.engine.startswith("llama.cpp"):
+                return SLOTS
+            if self.queue_cause != "room":
+                return LATENCY
+        b = self.batch or 0.0
+        if o.kind == "bench" and b >= 0.9 * self.pool_batch:
+            return CAPACITY
+        # a client holding N requests in flight: each spends its first token's wait outside
+        # the decoding batch, so the batch reads somewhat under N
+        if o.client_concurrency and b >= 0.8 * o.client_concurrency:
+            return CLIENT
+        if (self.fraction or 0.0) >= 1.0:  # nothing waits, and the batch reads past the ridge
+            return RIDGE
+        return NEITHER
+
+    @property
+    def peak_running(self) -> float:
+        return max(self.obs.running) if self.obs.running else self.batch or 0.0
+
+    @property
+    def queue_cause(self) -> str:
+        """What a queue with room in the pool waits on: "seats" where the running batch
+        reaches NEAR_FULL of them; "budget" where a step's decodes and the prompt tokens the
+        load brings it, on average, reach NEAR_FULL of the step's token budget; "unknown"
+        where the source gives no prompt rate over a window to tell; else "room" (both had room: prompts
+        that queued for a step or two as they arrived)."""
+        if self.peak_running >= NEAR_FULL * self.seats:
+            return "seats"
+        if self.prompt_ratio is None or self.single_scrape:  # lifetime means: not this instant
+            return "unknown"
+        used = (self.batch or 0.0) + self.prompt_tokens_per_step
+        return "budget" if used >= NEAR_FULL * self.step_budget else "room"
+
+    @property
+    def knob_flags(self) -> tuple[str, str]:
+        """The server's flags for its seats and its step's token budget."""
+        engine = self.deployment.engine
+        if engine == "trtllm":  # trtllm-serve spells its flags with underscores
+            return "--max_batch_size", "--max_num_tokens"
+        seats, budget = ENGINE_KNOB_NAMES.get(engine, ENGINE_KNOB_NAMES["vllm"])
+        return (f"--{seats.replace('_', '-')}", f"--{budget.replace('_', '-')}")
+
+    @property
+    def seats_label(self) -> str:
+        engine = self.deployment.engine
+        if engine.startswith("llama.cpp"):
+            return "llama-server's slots (-np)"
+        return ENGINE_KNOB_NAMES.get(engine, ENGINE_KNOB_NAMES["vllm"])[0]
+
+    @property
+    def lever(self) -> str:
+        seats_flag, budget_flag = self.knob_flags
+        running = f"{self.peak_running:,.0f} of {self.seats:,} taken"
+        used = round(self.batch or 0.0) + self.prompt_tokens_per_step
+        if self.wall == LATENCY:
+            cause = self.queue_cause
+            if cause == "seats":
+                return (f"requests wait while the pool has room and the batch fills its seats "
+                        f"({running}): raise {seats_flag}")
+            if cause == "budget":
+                return (f"requests wait while the pool and the seats have room ({running}) and "
+                        f"the steps' token budget is about full (the batch's decodes and the "
+                        f"prompt tokens the load brings a step, about {used:,} of "
+                        f"{self.step_budget:,} on average): raise {budget_flag}")
+            return (f"requests wait while the pool and the seats have room ({running}): the "
+                    f"steps' token budget ({budget_flag}, {self.step_budget:,} here) is what "
+                    "is left to hold them, but this source gives no prompt rate over a window "
+                    "to say how full it runs")
+        if self.wall == NEITHER:  # the engine runs all it is sent: below the ridge, load is cheap
+            b = self.batch or 0.0
+            held = (f"{b:,.0f} running, more than the {self.pool_batch:,} sequences of "
+                    f"{self.context:,} tokens its pool holds: their contexts are shorter, or "
+                    "share prefixes" if b > self.pool_batch else
+                    f"{b:,.0f} of the {self.pool_batch:,} sequences its pool holds")
+            n, of = self.queued
+            queue = ""
+            if n and self.queue_persists:
+                queue = (f"requests waited in {n} of {of} readings, but the seats ({running}), "
+                         f"the steps' token budget (about {used:,} of {self.step_budget:,} "
+                         "tokens a step) and the pool had room: prompts queued for a step as "
+                         "they arrived, no wall; ")
+            elif n:
+                queue = (f"requests waited in only {n} of {of} readings, too few to be a wall "
+                         "(a prompt that arrived between steps); ")
+            return (f"{queue}neither pool nor queue limits it: it runs all it is sent ({held}), "
+                    f"under the ridge near batch {self.ridge_batch:,.0f}, where each added "
+                    "sequence shares the weights' read — send more load, or serve it on fewer "
+                    "GPUs or replicas")
+        return LEVERS[self.wall].format(cap=self.obs.client_concurrency or 0.0)
