@@ -103,7 +103,7 @@ def test_a_cautioned_winner_whose_slowed_tpot_misses_gives_way_to_one_without_it
     cautioned = alone.winner
     assert cautioned is not None and cautioned.sim_tpot_s is not None and alone.winner_unverified
     assert cautioned.sim_tpot_s * MEASURED_SLOWDOWN_LOW > slo.tpot_s
-    assert any("is unverified" in c and "no candidate without this caution" in c
+    assert any("is unverified" in c and "no deployment without this caution meets the SLO" in c
                for c in alone.cautions)
     both = plan(model, load, slo, gpus=["mi300x", "h100-sxm"], workers=1)
     assert both.winner is not None and both.winner.accelerator == "h100-sxm"
@@ -119,7 +119,8 @@ def test_a_cautioned_cheapest_with_no_alternative_is_printed_unverified_not_as_w
     args = ("gpt-oss-120b", "--rate", "10", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "30",
             "--gpus", "mi300x", "--max-gpus", "1")
     data = json.loads(_run(capsys, *args, "--json"))
-    assert any("no candidate without this caution holds" in c for c in data["cautions"])
+    assert any("no deployment without this caution meets the SLO within the search" in c
+               for c in data["cautions"])
     text = _run(capsys, *args)
     assert not re.search(r"^winner:", text, re.M)
     assert f"cheapest, unverified: {data['winner']['label']} = " in text
@@ -253,3 +254,17 @@ def test_a_split_on_cdna3_carries_the_measured_caution_and_is_not_offered_as_che
     assert "split costs less than the winner" not in text
     assert re.search(r"^disaggregated, .*mi300x.*, unverified: the same measured caution", text,
                      re.M)
+
+
+def test_a_cautioned_cheapest_says_how_many_alternatives_were_simulated(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """With A100s beside the MI300X, the deployments without the caution exist and were
+    simulated and missed: the caution says that, not that the search held none."""
+    data = json.loads(_run(capsys, "gpt-oss-120b", "--rate", "10", "--slo-ttft-ms", "2000",
+                           "--slo-tpot-ms", "30", "--gpus", "mi300x,a100", "--max-gpus", "2",
+                           "--json"))
+    note = next(c for c in data["cautions"] if "is unverified" in c)
+    assert re.search(r"; (both deployments|all \d+ deployments|the only deployment|the \d+ "
+                     r"cheapest of the \d+ deployments) without this caution (was|were) "
+                     r"simulated and missed the SLO", note)
+    assert "within the search" not in note and data["winner_unverified"] is True

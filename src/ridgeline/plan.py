@@ -311,8 +311,16 @@ def _measured_slowdown(model: ModelSpec, candidates: tuple[Candidate, ...], load
                f"within the {slo.tpot_s * 1e3:g} ms SLO before the slower steps' queueing, "
                "which was not simulated"))
     if alternative is None:
-        return (text + "; no candidate without this caution holds within the search",
-                (win, *others))
+        tried = len(checks)
+        which = ("the only deployment" if len(uncautioned) == 1 else
+                 "both deployments" if tried == len(uncautioned) == 2 else
+                 f"all {tried} deployments" if tried == len(uncautioned) else
+                 f"the {tried} cheapest of the {len(uncautioned)} deployments")
+        why = ("no deployment without this caution meets the SLO within the search"
+               if not uncautioned else
+               f"{which} without this caution {'was' if tried == 1 else 'were'} simulated and "
+               "missed the SLO" + ("" if tried == len(uncautioned) else " (the rest are dearer)"))
+        return text + "; " + why, (win, *others)
     text += (f"; the cheapest without it: {_label(model, alternative, engine)} = {alternative.gpus} "
              f"{plural(alternative.gpus, 'GPU')}, ${alternative.cost_per_hour or 0.0:,.2f}/h"
              + (f", simulated p{slo.percentile:g} TTFT {(alternative.sim_ttft_s or 0) * 1e3:,.0f}"
