@@ -6,6 +6,7 @@ import json
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -215,6 +216,53 @@ def test_png_plots_have_the_figure_size(tmp_path: Path) -> None:
     header = png.read_bytes()[:24]
     assert header[:8] == b"\x89PNG\r\n\x1a\n"
     assert struct.unpack(">II", header[16:24]) == (800, 500)  # 8 x 5 inches at 100 dpi
+
+
+def test_a_png_plots_notes_sit_under_the_axes_and_overprint_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """decode's notes (four here: the floor stops, one context of two, no expectation) had
+    been stacked over the x-axis label and the tick labels; they sit in their own block
+    under them, first note on top, inside the figure, a long one wrapped to its width."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    drawn: dict[str, Any] = {}
+    savefig = Figure.savefig
+
+    def spy(fig: Figure, *args: Any, **kwargs: Any) -> None:
+        savefig(fig, *args, **kwargs)  # the figure as written, before it is closed
+        renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+        ax = fig.axes[0]
+        drawn["figure"] = fig.bbox
+        drawn["notes"] = [t.get_window_extent(renderer) for t in fig.texts]
+        drawn["texts"] = [t.get_text() for t in fig.texts]
+        drawn["axis"] = [ax.xaxis.label.get_window_extent(renderer),
+                         *(t.get_window_extent(renderer) for t in ax.get_xticklabels()
+                           if t.get_text())]
+
+    monkeypatch.setattr(Figure, "savefig", spy)
+    asked = ["decode", "llama-3.1-70b", "--gpu", "h100", "--num-gpus", "2", "--batch", "1,8",
+             "--context", "8000,32000", "--plot"]
+    html, png = tmp_path / "d.html", tmp_path / "d.png"
+    assert main([*asked, str(html)]) == 0 and main([*asked, str(png)]) == 0
+    notes_asked = json.loads(html.read_text().split("const CHARTS = ", 1)[1]
+                             .split(";\n", 1)[0])[0]["notes"]
+    assert len(notes_asked) >= 3 and png.exists()
+    figure, notes, axis = drawn["figure"], drawn["notes"], drawn["axis"]
+    assert notes and axis
+    for note in notes:
+        assert all(note.y1 < a.y0 for a in axis)
+        assert note.x0 >= 0 and note.x1 <= figure.x1 and note.y0 >= 0
+    text = " ".join(" ".join(drawn["texts"]).split())
+    assert all(note in text for note in notes_asked)  # every note, whole (wrapped or not)
+    assert text.index(notes_asked[0]) < text.index(notes_asked[-1])  # the first on top
+
+    long = Chart("t", "batch", "tok/s", (Series("a", (1.0, 2.0), (2.0, 1.0)),),
+                 notes=("word " * 300,))
+    save(long, str(tmp_path / "long.png"))
+    (block,) = drawn["notes"]
+    assert block.x1 <= drawn["figure"].x1
+    assert all(block.y1 < a.y0 for a in drawn["axis"])
 
 
 def test_page_writes_only_html_and_never_over_a_file_it_did_not_write(

@@ -584,6 +584,14 @@ def one_card(args: argparse.Namespace, name: str) -> argparse.Namespace:
     return one
 
 
+def card_id(name: str) -> str:
+    """The catalog id of a card a comparison names ('h100' is h100-sxm): what its rows and
+    a card left out of them are called."""
+    from ridgeline.hardware import resolve_accelerator
+
+    return resolve_accelerator(name).id
+
+
 def _named_accelerator(args: argparse.Namespace) -> Any:
     """The accelerator the command names, or None (a bad --gpu or --gpu-file is the
     command's to report, with its own words)."""

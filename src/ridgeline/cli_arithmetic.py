@@ -22,6 +22,7 @@ from ridgeline.cli import (
     _positive_float,
     accelerator_names,
     build_deployment,
+    card_id,
     default_engine,
     engine_sizes,
     fitted,
@@ -34,6 +35,7 @@ from ridgeline.cli import (
     one_card,
 )
 from ridgeline.errors import InputError
+from ridgeline.side_by_side import run_each
 
 
 def cmd_hardware(args: argparse.Namespace) -> Any:
@@ -90,7 +92,9 @@ def cmd_roofline(args: argparse.Namespace) -> Any:
     if len(names) > 1:
         from ridgeline.reports.roofline import RooflineComparison
 
-        return RooflineComparison(tuple(cmd_roofline(one_card(args, name)) for name in names))
+        reports, not_run = run_each(names, lambda name: cmd_roofline(one_card(args, name)),
+                                    card_id)
+        return RooflineComparison(tuple(reports), not_run)
     acc = load_accelerator(args)
     dep = load_deployment(args) if args.model else None
     bpw, kvb = (2.0, 2.0) if dep else _element_bytes(args)
@@ -165,14 +169,16 @@ def cmd_decode(args: argparse.Namespace) -> Any:
     if len(names) > 1:  # the same decode on several cards, side by side
         if args.plot:
             raise InputError("--plot draws one deployment; give one --gpu")
-        reports = []
-        for name in names:
+
+        def on(name: str) -> Any:
             card = one_card(args, name)
             one = _decode_deployment(card)
-            reports.append(_placed_once(args, one, decode_report(
+            return _placed_once(args, one, decode_report(
                 one, args.batch, args.context, load_profile(card), args.enforce_eager,
-                _engine_pool_settings(args, one), _max_model_len(args, one, args.context))))
-        return DecodeComparison(tuple(reports))
+                _engine_pool_settings(args, one), _max_model_len(args, one, args.context)))
+
+        reports, not_run = run_each(names, on, card_id)
+        return DecodeComparison(tuple(reports), not_run)
     dep = _decode_deployment(args)
     return _placed_once(args, dep, decode_report(dep, args.batch, args.context,
                                                  load_profile(args), args.enforce_eager,
@@ -291,7 +297,8 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
 
     names = accelerator_names(args)
     if len(names) > 1:  # the same prompts on several cards, side by side
-        return PrefillComparison(tuple(r for name in names for r in one(one_card(args, name))))
+        ran, not_run = run_each(names, lambda name: one(one_card(args, name)), card_id)
+        return PrefillComparison(tuple(r for reports in ran for r in reports), not_run)
     reports = one(args)
     return reports[0] if len(reports) == 1 else PrefillSeries(tuple(reports))
 

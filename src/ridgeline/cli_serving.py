@@ -28,6 +28,7 @@ from ridgeline.cli import (
     accelerator_names,
     auto_layers,
     build_deployment,
+    card_id,
     engine_settings,
     engine_sizes,
     fitted,
@@ -42,6 +43,7 @@ from ridgeline.cli import (
 )
 from ridgeline.context_length import positions_label, served_positions
 from ridgeline.errors import InputError, shorten
+from ridgeline.side_by_side import run_each
 
 MAX_REQUESTS = 10_000_000  # a simulation that finishes: about 10 minutes at 10 million
 SPEC_ACCEPTANCE, SPEC_DRAFT_COST = 0.7, 0.05  # simulate's speculative-decoding defaults
@@ -140,16 +142,18 @@ def _compare_accelerators(args: argparse.Namespace, model: Any, cards: list[str]
     if args.plot:
         raise InputError("--plot draws one deployment; give one --gpu")
     settings = engine_settings(args)
-    reports = []
-    for card in cards:
+
+    def on(card: str) -> Any:
         one = one_card(args, card)
         acc = load_accelerator(one)
         engine = engine_id(one.engine) if len(engines) == 1 else engines[0]  # the card's build
         dep = build_deployment(args, model, acc, engine)
         slots = slots_for_target(dep, settings, args.target_concurrency)
         dep = fitted(args, dep, slots, args.max_model_len, args.target_concurrency or 1)
-        reports.append(fit_report(dep, args.max_model_len, slots, args.target_concurrency))
-    return FitComparison(tuple(reports), by="accelerator")
+        return fit_report(dep, args.max_model_len, slots, args.target_concurrency)
+
+    reports, not_run = run_each(cards, on, card_id)
+    return FitComparison(tuple(reports), by="accelerator", not_run=not_run)
 
 
 PLAN_ENGINES = ("vllm", "sglang", "trtllm")  # the CUDA-graph serving engines plan sizes for
@@ -182,9 +186,10 @@ def _compare_engines(args: argparse.Namespace, model: Any, acc: Any, engines: li
     if len(set(engines)) < len(engines):
         raise InputError("an engine is named twice in --engine")
     settings = EngineSettings(max_model_len=args.max_model_len, usage=args.usage or "serve")
-    return FitComparison(tuple(
-        fit_report(build_deployment(args, model, acc, engine), args.max_model_len, settings,
-                   args.target_concurrency) for engine in engines))
+    reports, not_run = run_each(engines, lambda engine: fit_report(
+        build_deployment(args, model, acc, engine), args.max_model_len, settings,
+        args.target_concurrency))
+    return FitComparison(tuple(reports), not_run=not_run)
 
 def cmd_simulate(args: argparse.Namespace) -> Any:
     import csv

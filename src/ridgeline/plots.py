@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import textwrap
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -78,9 +79,7 @@ def save(chart: Chart, path: str) -> str:
     ax.set_ylabel(chart.y_label)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
-    for i, note in enumerate(chart.notes):
-        fig.text(0.01, 0.01 + 0.03 * i, note, fontsize=7)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0.0, _notes_below(fig, chart.notes), 1.0, 1.0))
     try:
         fig.savefig(path)
     except OSError as exc:
@@ -88,6 +87,25 @@ def save(chart: Chart, path: str) -> str:
     finally:
         plt.close(fig)
     return path
+
+
+NOTE_FONT_PT = 7
+MARGIN = 0.01  # of the figure, around the notes' block
+
+
+def _notes_below(fig: Any, notes: tuple[str, ...]) -> float:
+    """Draw ``notes`` as one block at the foot of ``fig``, first note on top, each wrapped
+    to the figure's width; return the block's height as a share of the figure's, where the
+    axes (their tick labels and x-axis label) must start so that no note overprints them."""
+    if not notes:
+        return 0.0
+    widest = max(notes, key=len)
+    block = fig.text(MARGIN, MARGIN, widest, fontsize=NOTE_FONT_PT, ha="left", va="bottom")
+    renderer = fig.canvas.get_renderer()
+    per_char_px = block.get_window_extent(renderer).width / len(widest)
+    room = int(0.95 * fig.bbox.width * (1 - 2 * MARGIN) / per_char_px)  # words vary in width
+    block.set_text("\n".join(line for note in notes for line in textwrap.wrap(note, room)))
+    return float(block.get_window_extent(renderer).height / fig.bbox.height) + 2 * MARGIN
 
 
 def _vendor(name: str) -> str:

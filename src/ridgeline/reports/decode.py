@@ -18,7 +18,9 @@ from ridgeline.floors import (
     bound_label,
     decode_floor,
 )
+from ridgeline.layouts import ATTENTION_MIXERS, CHUNKED, FULL, SLIDING, WINDOW_MIXERS
 from ridgeline.memory import EngineSettings
+from ridgeline.model import Layer, ModelSpec
 from ridgeline.parallel import cross_node_caution
 from ridgeline.render import table
 from ridgeline.reports.expectation import (
@@ -29,6 +31,7 @@ from ridgeline.reports.expectation import (
     fit_dict,
     no_expectation,
 )
+from ridgeline.side_by_side import NotRun, not_run_dict
 from ridgeline.stages import micro_batch, micro_batches
 from ridgeline.units import GB, plural, usd_per_million_tokens
 
@@ -231,14 +234,13 @@ class DecodeReport:
         lines.append(f"expected: step_cost with the {self.expected[0].engine} profile "
                      f"[{self.expected[0].source}]; tok/s columns use the expectation; floor "
                      "gain is the floor's aggregate over batch 1's.")
-        grows = ["context"]
+        more = []
         if self.deployment.model.moe is not None:
-            grows.append("the experts the batch touches")
+            more.append("the experts the batch touches")
         if any(f.bound == "compute" for f, _ in self.floors):
-            grows.append("the arithmetic, once the step is past the ridge")
-        lines.append("Card output rises with batch; each user's speed falls, by how much "
-                     "decided by " + (grows[0] + " (the only term that grows)." if len(grows) == 1
-                                      else ", ".join(grows[:-1]) + " and " + grows[-1] + "."))
+            more.append("the arithmetic, once the step is past the ridge")
+        lines.append(speed_note(self.deployment.model,
+                                sorted({f.context for f, _ in self.floors}), more))
         lines += self._pool_lines()
         return lines
 
@@ -274,6 +276,52 @@ class DecodeReport:
             f"{plural(s.context, 'token')} of context{slots} ({fit} for the breakdown)"
             if s.held else f"{self._none_clause(s)} ({fit} for the breakdown)"
             for s in self.seats if s.held is not None and s.context != said))
+
+
+def speed_note(model: ModelSpec, contexts: list[int], more: list[str]) -> str:
+    """The decode table's word on batch: card output rises, each user's speed falls, by how
+    much decided by the cache each sequence reads (its context, but where windowed layers
+    reach their window: Mistral-7B's 4,096-token window caps its cache, so rows at 4,096 and
+    32,000 tokens match) and by ``more`` (the experts touched, the arithmetic)."""
+    lead = "Card output rises with batch; each user's speed falls"
+    reached = [layer for layer in model.layers if layer.mixer in WINDOW_MIXERS
+               and layer.window_tokens and max(contexts) >= layer.window_tokens]
+    full = any(layer.mixer == FULL for layer in model.layers)
+    attention = any(layer.mixer in ATTENTION_MIXERS for layer in model.layers)
+    windows = [layer.window_tokens or 0 for layer in reached]
+    if not attention or (not full and windows and min(contexts) >= max(windows)):
+        why = (f"the {_window_phrase(reached)} caps each sequence's cache, and every context "
+               "asked reaches it" if attention else
+               "each sequence keeps a fixed recurrent state, whatever its context")
+        return (lead + (f", by how much decided by {_and(more)}" if more else "")
+                + f", alike at every context here: {why}.")
+    only = "the only term that grows" if not more else ""
+    if not reached:
+        term = "context" + (f" ({only})" if only else "")
+    elif full:  # a hybrid: its full layers' cache grows, its windowed layers' stops
+        term = (f"context ({only}{', ' if only else ''}in the full-attention layers' cache; "
+                f"the {len(reached)} windowed layers' cache stops at their "
+                f"{_window_phrase(reached)})")
+    else:
+        term = (f"context up to the {_window_phrase(reached)} (which caps each sequence's "
+                f"cache{'; ' if only else ''}{only})")
+    return f"{lead}, by how much decided by {_and([term, *more])}."
+
+
+def _window_phrase(layers: list[Layer]) -> str:
+    """'4,096-token sliding window', '8,192-token attention chunk', or 'sliding window of
+    512 and 4,096 tokens' where the layers' windows differ."""
+    kinds = {layer.mixer for layer in layers}
+    name = ("sliding window" if kinds == {SLIDING} else
+            "attention chunk" if kinds == {CHUNKED} else "window")
+    sizes = sorted({layer.window_tokens or 0 for layer in layers})
+    if len(sizes) == 1:
+        return f"{sizes[0]:,}-token {name}"
+    return f"{name} of {_and([f'{w:,}' for w in sizes])} tokens"
+
+
+def _and(terms: list[str]) -> str:
+    return terms[0] if len(terms) == 1 else ", ".join(terms[:-1]) + " and " + terms[-1]
 
 
 def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
@@ -402,6 +450,10 @@ class DecodeComparison(ByCard):
     """The same model, batch and context on several accelerators, side by side."""
 
     reports: tuple[DecodeReport, ...]
+    not_run: tuple[NotRun, ...] = ()  # the cards named that cannot run it, and why
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), **not_run_dict(self.not_run, "accelerator")}
 
     def text_lines(self) -> list[str]:
         first = self.reports[0]
@@ -427,6 +479,7 @@ class DecodeComparison(ByCard):
                 f"{engines}: one row per accelerator, batch and context", "",
                 *table(rows, ["accelerator", "batch", "context", "floor ms", "expected ms",
                               "tok/s/user", "tok/s total", "$/M tok", "ridge batch", "bound"]),
+                *(e.line for e in self.not_run),
                 *placement_lines([r.deployment for r in self.reports]),
                 *dict.fromkeys(f"{r.deployment.gpus_label}: {r._none_clause(s)}"
                                for r in self.reports for s in r.seats if s.held == 0),

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ridgeline.explain import Step
 from ridgeline.render import table
+from ridgeline.side_by_side import NotRun, not_run_dict
 from ridgeline.units import GIB
 
 if TYPE_CHECKING:
@@ -21,6 +22,7 @@ class FitComparison:
 
     reports: tuple[FitReport, ...]
     by: str = "engine"  # or "accelerator"
+    not_run: tuple[NotRun, ...] = ()  # the engines or cards named that cannot run it, and why
 
     def _name(self, r: FitReport) -> str:
         d = r.deployment
@@ -33,9 +35,11 @@ class FitComparison:
 
     def to_dict(self) -> dict[str, Any]:
         if self.by == "engine":
-            return {"engines": [r.to_dict() for r in self.reports]}
+            return {"engines": [r.to_dict() for r in self.reports],
+                    **not_run_dict(self.not_run, "engine")}
         return {"accelerators": [{"accelerator": r.deployment.accelerator.id, **r.to_dict()}
-                                 for r in self.reports]}
+                                 for r in self.reports],
+                **not_run_dict(self.not_run, "accelerator")}
 
     def text_lines(self) -> list[str]:
         first = self.reports[0]
@@ -61,4 +65,5 @@ class FitComparison:
         cautions = [f"caution ({self._name(r)}): {c}" for r in self.reports for c in r.cautions]
         return [head, "", *table(rows, [self.by, "KV GiB/GPU", "tokens", "GiB/conv",
                                         "conversations", "batch", "verdict"]),
+                *(e.line for e in self.not_run),
                 *placement_lines([r.deployment for r in self.reports]), *cautions, "", foot]

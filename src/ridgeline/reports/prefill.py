@@ -22,6 +22,7 @@ from ridgeline.reports.expectation import (
     no_expectation,
 )
 from ridgeline.roofline import ridge_point
+from ridgeline.side_by_side import NotRun, not_run_dict
 from ridgeline.units import plural
 
 
@@ -188,6 +189,10 @@ class PrefillComparison(ByCard):
     row per card and prompt length."""
 
     reports: tuple[PrefillReport, ...]
+    not_run: tuple[NotRun, ...] = ()  # the cards named that cannot run it, and why
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), **not_run_dict(self.not_run, "accelerator")}
 
     def text_lines(self) -> list[str]:
         first = self.reports[0]
@@ -212,6 +217,7 @@ class PrefillComparison(ByCard):
                 "one row per accelerator" + (" and prompt" if several else ""), "",
                 *table(rows, ["accelerator", *(["prompt"] if several else []), "floor ms",
                               "expected TTFT ms", "prompt tok/s", "ridge", "bound"]),
+                *(e.line for e in self.not_run),
                 *placement_lines([r.deployment for r in self.reports]),
                 *(f"{r.deployment.gpus_label}" + (f", {r.floor.prompt_len:,} tokens"
                                                    if several else "")

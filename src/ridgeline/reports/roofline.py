@@ -25,6 +25,7 @@ from ridgeline.roofline import (
     ridge_step,
     weight_intensity,
 )
+from ridgeline.side_by_side import NotRun, not_run_dict
 
 ARTICLE_GQA_GROUP = 8  # "eight of them, on the models in this series"
 
@@ -111,6 +112,7 @@ class RooflineComparison:
     """The same question on several accelerators: their ridges side by side."""
 
     reports: tuple[RooflineReport, ...]
+    not_run: tuple[NotRun, ...] = ()  # the cards named that cannot run it, and why
 
     @property
     def steps(self) -> tuple[Step, ...]:
@@ -118,7 +120,8 @@ class RooflineComparison:
                      for r in self.reports for st in r.steps)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"accelerators": [r.to_dict() for r in self.reports]}
+        return {"accelerators": [r.to_dict() for r in self.reports],
+                **not_run_dict(self.not_run, "accelerator")}
 
     def text_lines(self) -> list[str]:
         first = self.reports[0]
@@ -134,6 +137,7 @@ class RooflineComparison:
                 + (f", model {first.model}" if first.model else ""), "",
                 *table(rows, ["accelerator", "TFLOP/s (dense)", "TB/s", "ridge FLOP/byte",
                               "of peak", "batch to ridge"]),
+                *(e.line for e in self.not_run),
                 "", "of peak: the weight matrices' share of the arithmetic at this batch; "
                 "`--gpu NAME` alone for one card's every part of the step",
                 *(f"{r.accelerator.id}: " + r.fit.replace("the points below are", "its row is")
