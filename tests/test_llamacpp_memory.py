@@ -15,6 +15,7 @@ from ridgeline.catalog import all_model_ids
 from ridgeline.cli import main
 from ridgeline.config_reader import spec_from_hf_config
 from ridgeline.deployment import NO_VULKAN_FAMILIES
+from ridgeline.errors import InputError
 from ridgeline.hardware import catalog
 from ridgeline.kvcache import kv_footprint
 from ridgeline.llamacpp_memory import cells_that_fit, compute_buffer_bytes, logits_bytes
@@ -159,7 +160,12 @@ def test_what_llamacpp_allocates_never_exceeds_the_device(
     memory when any cell fits at all, and the conversations never need more cells than exist."""
     acc = resolve_accelerator(gpu)
     backend = {"nvidia": "cuda", "apple": "metal"}.get(acc.vendor, "vulkan")
-    dep = Deployment.build(resolve_model(model), acc, engine=f"llama.cpp-{backend}")
+    spec, engine = resolve_model(model), f"llama.cpp-{backend}"
+    try:
+        dep = Deployment.build(spec, acc, engine=engine)
+    except InputError as refused:  # an fp8 checkpoint: llama.cpp runs a GGUF made from it
+        assert "not a GGUF tensor type" in str(refused)
+        dep = Deployment.build(spec, acc, "q8_0", engine=engine)
     pool = kv_pool(dep, EngineSettings(max_model_len=context, max_num_seqs=slots,
                                        flash_attn=flash))
     report = fit_report(dep, context, EngineSettings(max_num_seqs=slots, flash_attn=flash))
@@ -303,7 +309,8 @@ def test_decode_and_fit_count_a_slot_at_what_one_more_slot_adds() -> None:
     """A slot costs its window (or its context, if shorter) and its state; the n_ubatch cells
     every window layer keeps once are not a slot's. Gemma-3-4B on two L40S at 8,000 tokens:
     decode had charged each sequence those cells too and held 226 against fit's 261 (then of
-    an even split; the first GPU holds layers 0-17, 3 of the 5 global layers, and binds)."""
+    an even split, one mask a GPU; the first GPU holds layers 0-17, 3 of the 5 global layers,
+    and binds; 203 with the pipelined split's four copies of the mask)."""
     from ridgeline.capacity import engine_holds
     from ridgeline.reports.fit import fit_report
 
@@ -311,7 +318,7 @@ def test_decode_and_fit_count_a_slot_at_what_one_more_slot_adds() -> None:
                            None, 2, engine="llama.cpp-cuda")
     held = engine_holds(dep, 8000)
     fitted = fit_report(dep, 8000, EngineSettings()).conversations
-    assert held is not None and held >= 245 and abs(held - fitted) <= 0.01 * fitted
+    assert held is not None and held >= 200 and abs(held - fitted) <= 0.01 * fitted
 
 
 def test_a_ubatch_past_the_batch_is_clamped_to_it_as_llama_cpp_does() -> None:

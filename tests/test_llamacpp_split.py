@@ -352,7 +352,8 @@ def test_a_gpu_without_the_output_layer_reserves_no_logits() -> None:
 def test_the_gpu_holding_more_layers_binds_the_cells() -> None:
     """-c is one number for every GPU, so the pool is the tightest GPU's: Llama-3.1-70B Q4_K_M
     on two RTX 3090s binds on the first (41 layers, 41/80 of each cell's KV), whose compute
-    buffer holds no logits; the second's holds the slots' logits on top."""
+    buffer holds no logits; the second's, sized at the same -c, holds the slots' logits on
+    top."""
     from ridgeline.kvcache import kv_footprint
     from ridgeline.memory import EngineSettings, kv_pool, stage_pools
 
@@ -366,5 +367,6 @@ def test_the_gpu_holding_more_layers_binds_the_cells() -> None:
     assert pool.kv_bytes_per_token == pytest.approx(per_token * 41 / 80)
     assert first.blocks < second.blocks
     slots = first.max_num_seqs
+    assert first.context_cells == second.context_cells <= first.tokens
     assert second.activation_bytes - first.activation_bytes == pytest.approx(
-        slots * dep.model.vocab_size * 4 + second.tokens * 512 * 2 - first.tokens * 512 * 2)
+        slots * dep.model.vocab_size * 4)

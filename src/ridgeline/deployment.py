@@ -90,16 +90,28 @@ FP8_FORMATS = ("fp8", "fp8-block")
 GGUF_PLAIN = ("bf16", "fp16", "fp32", "mxfp4")  # besides the q*/iq* block types and mixes
 
 
+GGUF_LEVER = "give --weights q8_0, bf16 or q4_k_m"  # the GGUF files a checkpoint becomes
+
+
 def weights_platform_problem(plan: WeightPlan, accelerator: Accelerator, engine: str,
                              named: bool) -> str:
     """Why this engine cannot run these weights on this accelerator, or "" (``named``: the
-    user named the format; as stored, a checkpoint is taken at its word)."""
+    user named the format; as stored, a checkpoint is taken at its word, but for llama.cpp,
+    which loads only GGUF tensor types: a checkpoint stored in another, fp8 or AWQ/GPTQ int4,
+    runs as the GGUF convert_hf_to_gguf.py writes from it, dequantized to --outtype and then
+    perhaps llama-quantize'd, a file of a format the user names; gpt-oss's MXFP4 experts
+    stay MXFP4, a GGUF type)."""
     formats = {f for _, f in plan.formats}
     if engine.startswith("llama.cpp"):
         alien = sorted(f for f in formats if not (f in GGUF_PLAIN or f.startswith(("q", "iq"))))
-        if named and alien and plan.label not in weight_mixes():
-            return (f"{', '.join(alien)} is not a GGUF tensor type: llama.cpp runs GGUF files "
-                    "(q8_0, q4_k_m, … or bf16)")
+        if alien and plan.label not in weight_mixes():
+            what = ("a GGUF tensor type" if len(alien) == 1 else "GGUF tensor types")
+            return ((f"{', '.join(alien)} {'is' if len(alien) == 1 else 'are'} not {what}"
+                     if named else
+                     f"the checkpoint stores {' and '.join(alien)} weights, not {what}")
+                    + ": llama.cpp runs GGUF files (q8_0, q4_k_m, … or bf16)"
+                    + ("" if named else ", converted from the checkpoint by "
+                       "convert_hf_to_gguf.py") + f"; {GGUF_LEVER}")
         return ""
     known = weight_formats()
     gguf = any(f in known and known[f].applies_to == "all" for f in formats)  # q4_k_m, q8_0, …

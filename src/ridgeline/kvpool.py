@@ -37,8 +37,10 @@ class KVPool:
     accounting: VLLMAccounting | None = None  # vLLM: the version whose accounting applies
     slot_cache_bytes: float = 0.0  # llama.cpp: window and recurrent caches sized by slots
     slot_bytes_each: float = 0.0  # of those, what one more slot adds (its window and state)
-    host_cells: int = 0  # llama.cpp with every growing layer on the host: the -c cells the
-    # GPU's compute buffer (its mask grows with -c) still leaves room for
+    host_cells: int = 0  # llama.cpp with every growing layer on the host (or, of a layer
+    # split, on other GPUs): the -c cells the GPU's compute buffer (its mask grows with -c)
+    # still leaves room for
+    context_cells: int = 0  # llama.cpp: the -c cells its compute buffer is sized at
     windows_apart: bool = False  # llama.cpp, SGLang: a conversation costs tokens x context
     in_flight_batches: int = 1  # vLLM v0.26+ under async scheduling: window groups keep 2
     windows_in_full: bool = False  # vLLM before v0.10: a window+full model cached in full

@@ -23,7 +23,17 @@ layers' weights and cache and reserves the peak of its own layers; only the one 
 output layer adds the logits, as the larger of the two, not their sum (two GPUs at 1,080.00
 MiB each, ik_llama.cpp #514; on 4 × P100 the output GPU grows with n_ubatch by the logits
 while the others stay small, miminashi/llm-server-ops 2026-04 reports). -c is one number for
-every GPU, so the GPU that holds the fewest cells binds (split_devices).
+every GPU: the GPU whose cache-growing layers allow the fewest cells binds, and every GPU's
+compute buffer is sized at that one -c (split_devices; memory.stage_pools).
+
+With every layer and the output on the GPUs of a layer split (and no tensor override, which
+--n-cpu-moe is), llama.cpp turns on pipeline parallelism (src/llama-context.cpp): the ggml
+scheduler then keeps GGML_SCHED_MAX_COPIES = 4 copies of each input a GPU's split reads from
+elsewhere, each marked an output so that none is reused (ggml-backend.cpp,
+ggml_backend_sched_split_graph). The mask is such an input, kept on the host: each GPU whose
+layers read it holds four copies (n_ctx × n_ubatch × 2 B each); a GPU holding none of the
+layers that read the -c cells (only Mamba or window layers) holds none. Four copies on each
+GPU is what unsloth measured (PR #7637: Kimi-K3 at 1M cells on 4 GPUs, 4.0 GiB a GPU).
 
 llama-server builds since PR #23861 (merged 2026-06-01, about b9470) reserve logits for one
 row per slot (n_outputs_max), not every ubatch token (issue #23527), and since PR #23764 the
@@ -101,26 +111,31 @@ def mask_bytes_per_cell(n_ubatch: int, flash_attn: bool) -> float:
 
 
 def buffer_terms(model: ModelSpec, n_ubatch: int, flash_attn: bool, outputs: int | None,
-                 holds_output: bool = True) -> tuple[float, float, float, float]:
+                 holds_output: bool = True, mask_copies: int = 1
+                 ) -> tuple[float, float, float, float]:
     """The compute buffer as c0 + max(c1, s × cells) + m × cells: (c0, c1, s, m).
     ``outputs`` None: the rule before PR #23861 (all n_ubatch logits, or the scores, beside
     four hidden tensors); else the logits of ``outputs`` rows beside one layer's peak.
     ``holds_output`` False: a GPU of a layer split without the output layer, no logits (its
-    peak, under the older rule, one layer's FFN products)."""
-    scores = scores_bytes_per_cell(model, n_ubatch, flash_attn)
+    peak, under the older rule, one layer's FFN products). ``mask_copies``: the copies of the
+    -c mask the GPU holds, 1 alone, 4 on a GPU of a pipelined split (split_input_copies), 0
+    on one whose layers read no -c cell (no scores of them either)."""
+    scores = scores_bytes_per_cell(model, n_ubatch, flash_attn) if mask_copies else 0.0
     if outputs is None:
         peak = logits_bytes(model, n_ubatch) if holds_output else ffn_peak_bytes(model, n_ubatch)
         return hidden_bytes(model, n_ubatch), peak, scores, 0.0
     head = float(outputs * model.vocab_size * F32_BYTES) if holds_output else 0.0
     hidden = 2.0 * n_ubatch * model.hidden_size * F32_BYTES
     return (head + hidden, ffn_peak_bytes(model, n_ubatch), scores,
-            mask_bytes_per_cell(n_ubatch, flash_attn))
+            mask_copies * mask_bytes_per_cell(n_ubatch, flash_attn))
 
 
 def compute_buffer_bytes(model: ModelSpec, n_ubatch: int, cells: int, flash_attn: bool,
-                         outputs: int | None = None, holds_output: bool = True) -> float:
+                         outputs: int | None = None, holds_output: bool = True,
+                         mask_copies: int = 1) -> float:
     """The device compute buffer llama.cpp reserves at ``cells`` cells (buffer_terms)."""
-    fixed, peak, scores, mask = buffer_terms(model, n_ubatch, flash_attn, outputs, holds_output)
+    fixed, peak, scores, mask = buffer_terms(model, n_ubatch, flash_attn, outputs, holds_output,
+                                             mask_copies)
     return fixed + max(peak, cells * scores) + cells * mask
 
 
@@ -128,13 +143,15 @@ MAX_CELLS = 1 << 30  # a bound for -c where no GPU memory grows with it
 
 
 def cells_that_fit(free_bytes: float, cell_bytes: float, model: ModelSpec, n_ubatch: int,
-                   flash_attn: bool, outputs: int | None = None, holds_output: bool = True) -> int:
+                   flash_attn: bool, outputs: int | None = None, holds_output: bool = True,
+                   mask_copies: int = 1) -> int:
     """The most n_ctx cells whose KV (``cell_bytes`` each) and compute buffer share
     ``free_bytes``: cells × (KV + m) + c0 + max(c1, cells × s) ≤ free, i.e. the smaller
     of (free − c0 − c1) ÷ (KV + m) and (free − c0) ÷ (KV + m + s)."""
     if cell_bytes < 0:
         return 0
-    fixed, peak, scores, mask = buffer_terms(model, n_ubatch, flash_attn, outputs, holds_output)
+    fixed, peak, scores, mask = buffer_terms(model, n_ubatch, flash_attn, outputs, holds_output,
+                                             mask_copies)
     room = free_bytes - fixed
     if cell_bytes + mask <= 0:  # nothing on the GPU grows with -c
         return MAX_CELLS if room >= peak else 0
@@ -213,12 +230,27 @@ class SplitDevice:
     weight_bytes: float  # the weights of its layers (less -ngl's host experts) and output
     growing_share: float  # of the cache that grows with -c: its share of those layers
     slot_share: float  # of the slot-sized caches (windows, recurrent states): its share
+    mask_copies: int = 1  # of the -c mask: 0 where no layer of its reads it (buffer_terms)
 
     def describe(self) -> str:
         """'GPU 2 of 2 (39 layers and the output layer)'."""
         held = f"{self.layers} layer{'s' if self.layers != 1 else ''}"
         return f"GPU {self.index + 1} of {self.count} ({held}" \
             + (" and the output layer)" if self.output else ")")
+
+
+SCHED_MAX_COPIES = 4  # ggml's GGML_SCHED_MAX_COPIES: a pipelined scheduler's input copies
+
+
+def split_input_copies(dep: Deployment) -> int:
+    """The copies the ggml scheduler keeps of each input of a GPU's part of the graph: 4
+    (GGML_SCHED_MAX_COPIES) where llama.cpp pipelines a layer split, else 1. It pipelines
+    when more than one device holds layers, -ngl exceeds the layer count (every layer and
+    the output on the GPUs), the split is by layer, the KV cache is offloaded and no tensor
+    is overridden (--n-cpu-moe is an override): src/llama-context.cpp, pipeline_parallel."""
+    o = dep.offload
+    on_gpus = o is None or (o.gpu_layers > dep.model.num_layers and not o.cpu_expert_layers)
+    return SCHED_MAX_COPIES if dep.pipeline_parallel_size > 1 and on_gpus else 1
 
 
 def _gpu_layer_bytes(dep: Deployment, index: int) -> float:
@@ -255,11 +287,16 @@ def split_devices(dep: Deployment, tensor_split: tuple[float, ...] | None = None
         return sum(mine) / len(mine) if mine else 0.0
 
     outside = gpu_weight_bytes(dep) - sum(per_layer)  # the output layer's weights
+    copies = split_input_copies(dep)
+    # the -c mask on a GPU whose layers read it; where -ngl left every such layer on the host,
+    # one on each GPU, as on one GPU (KVPool.host_cells)
+    growing = [share(d, growing_kinds) for d in range(count)]
     return tuple(SplitDevice(
         d, count, sum(1 for w in where[:n] if w == d), where[n] == d,
         sum(b for b, w in zip(per_layer, where[:n], strict=True) if w == d)
         + (outside if where[n] == d else 0.0),
-        share(d, growing_kinds), share(d, slot_kinds)) for d in range(count))
+        growing[d], share(d, slot_kinds),
+        copies if growing[d] else 0 if any(growing) else 1) for d in range(count))
 
 
 def _f32(x: float) -> float:

@@ -60,11 +60,13 @@ def check_host_memory_for(dep: Deployment, cells: int) -> None:
 
 def llamacpp_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_bytes: float,
                   non_torch: float, kv_bytes_per_token: float,
-                  device: SplitDevice | None = None) -> KVPool:
+                  device: SplitDevice | None = None, cells: int | None = None) -> KVPool:
     """llama.cpp (and engines without a paged pool): the weights, the CUDA context and the
     compute buffer, then a cache of single-token cells in what is left; the compute buffer
-    is sized at the cells that fit, since without flash attention it grows with them. Of a
-    layer split, one ``device``: its own layers' caches, the logits only with the output."""
+    is sized at the cells that fit, since its mask (and without flash attention its scores)
+    grows with them. Of a layer split, one ``device``: its own layers' caches, the logits
+    only with the output, the mask's copies (SplitDevice.mask_copies); ``cells``: the -c the
+    split runs at (its binding GPU's, memory.stage_pools), None: the most this GPU holds."""
     d = engine_defaults(dep.engine)
     # llama_context clamps -ub to -b (n_ubatch = min(n_batch, n_ubatch), src/llama-context.cpp),
     # and -b keeps its default here
@@ -80,6 +82,7 @@ def llamacpp_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight
         kv_bytes_per_token *= dep.num_gpus * device.growing_share
         per_gpu = device.slot_share
     output = device is None or device.output
+    copies = 1 if device is None else device.mask_copies
 
     def slot_caches(slots: int) -> float:
         cells = slots * s.max_model_len if s.max_model_len else None  # -c: each slot's context
@@ -90,12 +93,19 @@ def llamacpp_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight
     each = slot_caches(seats + 1) - fixed
     free = total_bytes - weight_bytes - non_torch - fixed
     outputs = llamacpp_outputs(seats, s.engine_version)
-    cells = cells_that_fit(free, kv_bytes_per_token, dep.model, n_ubatch, s.flash_attn, outputs,
-                           output)
-    compute = compute_buffer_bytes(dep.model, n_ubatch, cells, s.flash_attn, outputs, output)
+    most = cells_that_fit(free, kv_bytes_per_token, dep.model, n_ubatch, s.flash_attn, outputs,
+                          output, copies)
+    cells = most if cells is None else cells
+    compute = compute_buffer_bytes(dep.model, n_ubatch, cells, s.flash_attn, outputs, output,
+                                   copies)
+    # no growing layer on the GPU, its cache on the host: the cells stand for its blocks; of a
+    # split GPU whose growing layers are on the others, the most it would allow (no fewer than
+    # the binding GPU's unless it cannot start)
     on_host = kv_bytes_per_token == 0 and growing == 0 and dep.model.count(mixer=FULL) > 0
+    elsewhere = device is not None and kv_bytes_per_token == 0 and growing > 0
     return KVPool(dep.engine, total_bytes, 1.0, weight_bytes, compute, non_torch, 0.0, 1.0,
                   kv_bytes_per_token,
                   1, seats, n_ubatch, forward_bytes=compute, slot_cache_bytes=fixed,
-                  slot_bytes_each=each, windows_apart=True, host_cells=cells if on_host else 0,
-                  split_device=device)
+                  slot_bytes_each=each, windows_apart=True,
+                  host_cells=most if elsewhere else cells if on_host else 0,
+                  split_device=device, context_cells=cells)

@@ -127,9 +127,12 @@ def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
             total_bytes: float | None = None) -> KVPool:
     """The per-GPU KV pool of ``dep.engine`` under ``settings``: of a pipeline, the stage
     whose pool holds the fewest blocks (every stage sizes its own; the engine keeps the
-    fewest, stages.py)."""
+    fewest, stages.py); of llama.cpp's layer split, a GPU holding cache before one holding
+    none at the same cells."""
     pools = stage_pools(dep, settings, total_bytes)
-    return min(pools, key=lambda pool: (pool.blocks, pool.rest_bytes))
+    return min(pools, key=lambda pool: (
+        pool.blocks, pool.split_device is not None and not pool.kv_bytes_per_token,
+        pool.rest_bytes))
 
 
 def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
@@ -181,8 +184,12 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
     vision = 0.0 if engine.startswith("llama.cpp") or s.language_model_only \
         else dep.model.vision_tower_bytes
     if dep.pipeline_parallel_size > 1 and engine.startswith("llama.cpp"):  # -sm layer
-        return tuple(_stage_pool(dep, s, total, device.weight_bytes, None, device)
-                     for device in split_devices(dep))
+        # -c is one number: the fewest cells any GPU holds, and every GPU sized at it
+        devices = split_devices(dep)
+        cells = min(_stage_pool(dep, s, total, device.weight_bytes, None, device).context_cells
+                    for device in devices)
+        return tuple(_stage_pool(dep, s, total, device.weight_bytes, None, device, cells)
+                     for device in devices)
     if dep.pipeline_parallel_size > 1:
         return tuple(_stage_pool(dep, s, total, stage_weight_bytes(dep, stage, vision)
                                  + ep_extra_bytes(dep, stage.expert_share), stage)
@@ -206,10 +213,12 @@ PIPELINE_FROM = (0, 5, 1)  # vLLM's first release with --pipeline-parallel-size 
 
 
 def _stage_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_bytes: float,
-                stage: Stage | None, device: SplitDevice | None = None) -> KVPool:
+                stage: Stage | None, device: SplitDevice | None = None,
+                cells: int | None = None) -> KVPool:
     """The pool of one GPU holding ``weight_bytes``: of one pipeline ``stage`` (its share of the
-    layers' cache; the sampler on the last), of one ``device`` of llama.cpp's layer split, or
-    of a deployment without a pipeline (None)."""
+    layers' cache; the sampler on the last), of one ``device`` of llama.cpp's layer split (at
+    the split's ``cells``, None: the most it holds), or of a deployment without a pipeline
+    (None)."""
     engine = dep.engine
     d = engine_defaults(engine)
     share = 1.0 if stage is None else stage.kv_share
@@ -221,7 +230,7 @@ def _stage_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
     kv_bytes_per_token = token_bytes(dep, s.swa_full_tokens_ratio, s.engine_version) * share
     if engine.startswith("llama.cpp") or engine not in ("sglang", "trtllm"):
         return llamacpp_pool(dep, s, total_bytes, weight_bytes, non_torch, kv_bytes_per_token,
-                             device)
+                             device, cells)
     if engine == "sglang":
         return sglang_pool(dep, s, total_bytes, weight_bytes, kv_bytes_per_token, stage)
     return trtllm_pool(dep, s, total_bytes, weight_bytes, non_torch, kv_bytes_per_token, stage)

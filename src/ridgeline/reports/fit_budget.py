@@ -75,14 +75,23 @@ def accounting_quantity(p: KVPool) -> Quantity:
 def llamacpp_pool_step(dep: Deployment, p: KVPool, s: EngineSettings) -> Step:
     model, n_ubatch = dep.model, p.profile_tokens
     outputs = llamacpp_outputs(p.max_num_seqs, s.engine_version)
-    output = p.split_device is None or p.split_device.output  # the logits: its GPU's only
+    device = p.split_device
+    output = device is None or device.output  # the logits: its GPU's only
+    copies = 1 if device is None else device.mask_copies
     fixed, peak, scores_per_cell, mask_per_cell = buffer_terms(model, n_ubatch, s.flash_attn,
-                                                               outputs, output)
-    scores = p.tokens * scores_per_cell
+                                                               outputs, output, copies)
+    cells = p.context_cells  # the -c its buffer is sized at (of a split, the binding GPU's)
+    scores = cells * scores_per_cell
     heads = model.attention.num_heads if model.attention else 0
     scores_q = q("scores", scores / GIB, "GiB",
                  "flash attention: none materialised" if s.flash_attn else
-                 f"{p.tokens:,} cells × n_ubatch {n_ubatch} × {heads} heads × 4 B")
+                 "none: no layer on this GPU reads the -c cells" if not copies else
+                 f"{cells:,} cells × n_ubatch {n_ubatch} × {heads} heads × 4 B")
+    mask_dtype = f"{2 if s.flash_attn else 4} B"
+    mask_note = (f"{cells:,} cells × n_ubatch {n_ubatch} × {mask_dtype}" if copies == 1 else
+                 "none: no layer on this GPU reads the -c cells" if not copies else
+                 f"{copies} copies × {cells:,} cells × n_ubatch {n_ubatch} × {mask_dtype} "
+                 "(a pipelined layer split keeps 4 copies of each input)")
     if outputs is None:  # builds before PR #23861
         buffer = [q("compute buffer", p.activation_bytes / GIB, "GiB",
                     "max(logits, scores) + 4 × n_ubatch × hidden × 4 B (builds before #23861)"),
@@ -98,9 +107,7 @@ def llamacpp_pool_step(dep: Deployment, p: KVPool, s: EngineSettings) -> Step:
                   q("FFN products", peak / GIB, "GiB",
                     f"gate, up and their product: 3 × n_ubatch {n_ubatch} × n_ff × 4 B"),
                   scores_q,
-                  q("mask", p.tokens * mask_per_cell / GIB, "GiB",
-                    f"{p.tokens:,} cells × n_ubatch {n_ubatch} × "
-                    f"{2 if s.flash_attn else 4} B")]
+                  q("mask", cells * mask_per_cell / GIB, "GiB", mask_note)]
     return step(
         "KV cache per GPU", "total − weights − runtime context − compute buffer",
         q("KV cache", p.pool_bytes / GIB, "GiB"),
@@ -112,7 +119,9 @@ def llamacpp_pool_step(dep: Deployment, p: KVPool, s: EngineSettings) -> Step:
           else "Vulkan context, libraries" if dep.accelerator.vendor == "amd"
           else "CUDA/Metal context, libraries"),
         *buffer,
-        q("cells", p.tokens, "", "the most whose KV and compute buffer share what is left"),
+        q("cells", cells, "", "the most whose KV and compute buffer share what is left"
+          + ("" if device is None else " on the GPU that binds: -c is one number for every "
+             "GPU of the split")),
         accounting_quantity(p) if s.engine_version is None else
         q("accounting", f"{p.engine} build {s.engine_version}", "",
           str(engine_defaults(p.engine).get("memory_rule", ""))))
