@@ -37,30 +37,22 @@ def _share(n: int, total: int) -> str:
 
 MOST_SUGGESTED = 10_000_000  # a --num-requests past this is no advice
 FEW_IN_WINDOW = 30  # a --window with fewer completed requests is cautioned
-OVERLOAD_SHARE = 0.2  # this share of the requests waiting at the last arrival: overloaded
-OVERLOAD_WAITING = 20  # … and at least this many
 
 
 def overload_rates(r: SimResult, requests: int) -> tuple[float, float, int] | None:
-    """(offered req/s, req/s the engine served, requests still waiting) where the engine fell
-    behind the arrivals; else None. Behind: its backlog grew over the arrivals past the
-    batch's filling (``Recorder.falls_behind``: fewer left than came, by more than 5 % and
-    noise), however slight the overload (llama.cpp at 1.05 req/s offered, 0.92 served); or,
-    in a run too short to read that, more than OVERLOAD_SHARE of all the requests (and at
-    least OVERLOAD_WAITING) were still waiting to start when the last one arrived. A stable
-    engine's queue stays level however short the run, and a closed loop's arrivals follow
-    its completions. A run cut short offers the requests that had arrived by its end."""
+    """(offered req/s, req/s the engine served, requests still waiting when the last arrived)
+    where the engine fell behind the arrivals (``Recorder.overloaded``: a queue beyond the
+    noise of the arrivals' count, or fewer leaving than arriving past the batch's filling,
+    however slight the overload: llama.cpp at 1.05 req/s offered, 0.92 served); else None. A
+    burst that ends before the batch has filled is read by its queue alone. A run cut short
+    offers the requests that had arrived by its end."""
     if r.rec.stopped_early:
         requests = round(r.rec.arrivals.total)
     first, last = r.rec.arrived_s
     span = last - first
-    points = [p for p in r.rec.series.points if p[0] <= last]
-    if not (math.isfinite(span) and span > 0 and requests > 1 and points):
+    if not (math.isfinite(span) and span > 0 and requests > 1 and r.rec.overloaded()):
         return None
-    waiting = points[-1][2]
-    if r.rec.falls_behind() is None \
-            and waiting < max(OVERLOAD_WAITING, OVERLOAD_SHARE * requests):
-        return None
+    waiting = r.rec.waiting_at_arrival
     # what it serves: its completions over the run, busy throughout (the requests started by
     # the last arrival, over the arrivals' span, counted the batch's first filling as service:
     # 171 req/s "taken on" at 1,000 offered, where 44 complete)
@@ -90,6 +82,22 @@ def backlog_evidence(r: SimResult) -> str:
                     if early >= SHORT_QUEUE_S else
                     f", where those in the first queued under {SHORT_QUEUE_S:g} s"))
     return text
+
+
+def _why_stopped(r: SimResult, requests: int) -> str:
+    """Which reading cut the run short (``Recorder.hopelessly_behind``), as a clause."""
+    rec = r.rec
+    if rec.behind_past_fill(r.duration_s):
+        return ("once the batch had filled, fewer than half as many requests left the engine as "
+                "arrived, so the rest of the run would only lengthen the queue")
+    arrived = round(rec.arrivals.total)
+    if arrived >= requests:
+        return (f"when the last of its {arrived:,} requests arrived, {rec.waiting_at_arrival:,} "
+                "were still waiting to start, so the rest of the run would only work through "
+                "that queue")
+    return (f"when the latest of the {arrived:,} requests so far arrived, "
+            f"{rec.waiting_at_arrival:,} were still waiting to start, so the rest of the run "
+            "would only lengthen that queue")
 
 
 def pool_levers(dep: Deployment, settings: Any, context: int) -> str:
@@ -339,9 +347,8 @@ class SimulateReport:
         if r.rec.stopped_early:
             unfinished = self.requests - r.completed - r.rejected
             lines.append(f"STOPPED EARLY at {r.duration_s:,.0f} s simulated ({r.steps:,} "
-                         "steps): once the batch had filled, fewer than half as many "
-                         "requests left the engine as arrived, so the rest of the run would only "
-                         f"lengthen the queue; {unfinished:,} of the {self.requests:,} "
+                         f"steps): {_why_stopped(r, self.requests)}; {unfinished:,} of the "
+                         f"{self.requests:,} "
                          "requests did not finish here (queued, running or yet to arrive), and "
                          f"the latencies above are of the {r.completed:,} that did, mostly the "
                          "first to arrive, so they read short of a full run's")

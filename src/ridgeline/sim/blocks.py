@@ -90,8 +90,9 @@ class BlockPool:
                 self.held += 1
             self.refs[key] += 1
             r.shared.append(key)
-        self.hits += len(keys)
-        self.own_hits += sum(1 for key in keys if key[0] < 0)  # beyond any group's prefix
+        if keys:  # (most admissions hit nothing: no generator for them)
+            self.hits += len(keys)
+            self.own_hits += sum(1 for key in keys if key[0] < 0)  # beyond any group's prefix
         return len(keys) * self.block_size
 
     def could_admit(self, r: Request, budget: int, reserved: int = 0,

@@ -46,12 +46,17 @@ class Histogram:
         self.high = -math.inf
 
     def add(self, value: float, weight: float = 1.0) -> None:
-        index = _bin(value)
-        self.counts[index] = self.counts.get(index, 0.0) + weight
+        # _bin written out, and comparisons for min/max: a few adds per request and step,
+        # the simulator's most frequent call
+        index = int((math.log10(value) - _LOG_LOW) * _BINS_PER_DECADE) if value > _LOW else 0
+        counts = self.counts
+        counts[index] = counts.get(index, 0.0) + weight
         self.total += weight
         self.sum += value * weight
-        self.low = min(self.low, value)
-        self.high = max(self.high, value)
+        if value < self.low:
+            self.low = value
+        if value > self.high:
+            self.high = value
 
     def add_line(self, first: float, last: float, n: int, weight: float = 1.0) -> None:
         """n samples evenly spaced from first to last (first ≤ last), each of ``weight``:
@@ -157,9 +162,18 @@ OVERLOAD_SLACK = 0.05  # (healthy loads at 8-10 req/s on one H100, 2,000 request
 OVERLOAD_DEVIATIONS = 2.5  # … or this many Poisson deviations of the count, if more
 OVERLOAD_BACKLOG = 20  # … and at least this many requests
 # a run cut short (Recorder.hopelessly_behind): past the fill, fewer than half the requests
-# arriving have left, and at least this many are left behind
+# arriving have left, or more than half of all that came are waiting to start, and at least
+# this many are left behind
 CUT_SHARE = 0.5
 CUT_BACKLOG = 1000
+
+
+def beyond_noise(short: float, count: float) -> bool:
+    """Whether ``short`` of ``count`` requests (more arriving than leaving, or waiting to
+    start) is more than noise: at least OVERLOAD_BACKLOG, and the larger of OVERLOAD_SLACK and
+    OVERLOAD_DEVIATIONS Poisson deviations of the count (of 2,000: 112)."""
+    return count >= 1 and short >= max(OVERLOAD_BACKLOG, count * max(
+        OVERLOAD_SLACK, OVERLOAD_DEVIATIONS / math.sqrt(count)))
 
 
 class Recorder:
@@ -211,6 +225,10 @@ class Recorder:
         self._groups_seen: set[int] = set()  # … and the groups that have had one
         self.readmit_hit_blocks = 0  # prefix-cache hits of preempted requests on their own blocks
         self.stopped_early = False  # the run was cut short (``hopelessly_behind``)
+        # the requests waiting to start just after the latest arrival (it included), set by
+        # the simulator as each comes: at the run's end, the queue the last one joined
+        self.waiting_at_arrival = 0
+        self.closed_loop = False  # each arrival follows a completion: no backlog to read
         # without chunked prefill (TensorRT-LLM's default): prompts longer than the step's
         # whole token budget, which that engine cannot run (the simulator chunks them)
         self.over_budget_prompts = 0
@@ -291,11 +309,36 @@ class Recorder:
             return None
         arrived = round(self.arrivals.count_to(last) - self.arrivals.count_to(start))
         left = round(self.departures.count_to(last) - self.departures.count_to(start))
-        short = arrived - left
-        if arrived < 1 or short < max(OVERLOAD_BACKLOG, arrived * max(
-                OVERLOAD_SLACK, OVERLOAD_DEVIATIONS / math.sqrt(arrived))):
+        if not beyond_noise(arrived - left, arrived):
             return None
         return arrived, left, last - start
+
+    def overloaded(self) -> bool:
+        """Whether the engine fell behind its arrivals (simulate's OVERLOADED). A stable
+        engine starts each request about as it comes (its batch has room: rate × service time
+        under the batch), so its queue stays level near none however short the run; an
+        overloaded one's grows while they arrive. Read two ways, each needing a queue when the
+        last arrived (``waiting_at_arrival``):
+        - the queue alone, beyond the noise of all the arrivals' count (``beyond_noise``):
+          started from none, it grew over the arrivals. The one reading of a burst that ends
+          before the batch has filled, where no arrival is past the fill: Llama-3.1-8B on one
+          H100 (about 17 req/s served) given 990 chat requests at 22 req/s, all in by 47 s
+          and the fill read at 53 s or later, leaves 88 to 135 waiting (seeds 0-2) against 79;
+          at 15 req/s, 1 or 2;
+        - fewer leaving than arriving past the fill (``falls_behind``), with at least
+          OVERLOAD_BACKLOG waiting: the shortfall a queue, not a batch still filling (a short
+          run's fill, from a mean service time that early light batches shorten, can come
+          early: 765 requests at 17 req/s, which that engine keeps up with, read 313 arrived
+          and 250 left over the 18 s past it, with 3 waiting).
+        A run cut short (``hopelessly_behind``: the same readings past a higher bar) is.
+        Never a closed loop (its arrivals follow its completions), nor arrivals spanning no
+        time (no rate is offered)."""
+        first, last = self.arrived_s
+        if self.closed_loop or not first < last:
+            return False
+        waiting = self.waiting_at_arrival
+        return self.stopped_early or beyond_noise(waiting, self.arrivals.total) or (
+            waiting >= OVERLOAD_BACKLOG and self.falls_behind() is not None)
 
     @property
     def steady_s(self) -> tuple[float, float]:
@@ -322,16 +365,33 @@ class Recorder:
         return means[0], means[1]
 
     def hopelessly_behind(self, now_s: float) -> bool:
+        """Whether by ``now_s`` the engine serves under half of what is offered, so that the
+        rest of the run only lengthens the queue, or works through it: the two readings of
+        ``overloaded`` with CUT_SHARE and at least CUT_BACKLOG requests behind for its noise.
+        Past the batch's filling, fewer left than arrived (``behind_past_fill``); or more than
+        half of all that came were waiting to start when the latest did (``swamped``), the
+        reading that holds where the arrivals end before the fill (200,000 requests of
+        100,000-token prompts sent to one H100 in 2 s had run on to the step cap). An engine that
+        keeps up has its arrivals leave within a lifetime of coming, and its queue level."""
+        return self.behind_past_fill(now_s) or self.swamped
+
+    def behind_past_fill(self, now_s: float) -> bool:
         """Whether, past the batch's filling up to ``now_s``, the requests that left the
-        engine fall short of those that arrived by CUT_SHARE of them and CUT_BACKLOG: it
-        serves under half of what is offered, and the rest of the run only lengthens the
-        queue. An engine that keeps up has its arrivals leave within a lifetime of coming."""
+        engine fall short of those that arrived by CUT_SHARE of them and CUT_BACKLOG."""
         start = self.steady_s[0]
         if not start < now_s:
             return False
         arrived = self.arrivals.count_to(now_s) - self.arrivals.count_to(start)
         left = self.departures.count_to(now_s) - self.departures.count_to(start)
         return arrived - left >= max(CUT_BACKLOG, CUT_SHARE * arrived)
+
+    @property
+    def swamped(self) -> bool:
+        """Whether more than CUT_SHARE of the requests that have come, and CUT_BACKLOG, were
+        waiting to start when the latest came, those spanning some time (a rate offered)."""
+        first, last = self.arrived_s
+        return first < last and self.waiting_at_arrival >= max(
+            CUT_BACKLOG, CUT_SHARE * self.arrivals.total)
 
     def arrive(self, r: Request) -> None:
         """r has come (run or rejected): counted now, whether or not the run lets it leave."""
@@ -382,12 +442,13 @@ class Recorder:
                              (self.queued_by_arrival, other.queued_by_arrival)):
             mine.absorb(theirs)
         self.stopped_early = self.stopped_early or other.stopped_early
+        self.closed_loop = self.closed_loop or other.closed_loop
         self.running_request_s += other.running_request_s  # lanes side by side: summed
         for name in ("output_tokens", "completed", "good", "prompt_tokens", "grouped",
                      "grouped_prompt_tokens", "shared_prefix_tokens", "finished_in_window",
                      "windowed", "windowed_rejected", "over_budget_prompts",
                      "grouped_arrived", "prefix_followers", "readmit_hit_blocks",
-                     "service_s"):
+                     "service_s", "waiting_at_arrival"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for reason, n in other.rejected.items():
             self.rejected[reason] = self.rejected.get(reason, 0) + n

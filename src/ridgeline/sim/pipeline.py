@@ -51,7 +51,7 @@ from ridgeline.sim.lanes import pipeline_lane, run_lanes
 from ridgeline.sim.metrics import Recorder, SimResult
 from ridgeline.sim.request import RUNNING, Request
 from ridgeline.sim.scheduler import Scheduled
-from ridgeline.sim.simulator import CHECK_STEPS, Simulator
+from ridgeline.sim.simulator import Simulator
 
 
 def one_pool(engine: str, version: str | None = None) -> bool:
@@ -103,39 +103,18 @@ class PipelineSimulator(Simulator):
             window_s: tuple[float, float] | None = None,
             stop_when_behind: bool = False) -> SimResult:
         """As ``Simulator.run``; ``after_step`` is called after every event."""
-        self._next_check = self.steps + CHECK_STEPS
-        rec = Recorder(self.dep.num_gpus, *slo)
-        rec.keep_rows = keep_rows
-        if window_s is not None:
-            rec.window_s = window_s
-        source = iter(workload)
-        pending: Request | None = None
-        idle_s = 0.0
-        s = self.scheduler
-
-        def admit_next() -> None:
-            """Closed loop: send the next request now (a rejected one frees its seat)."""
-            while (r := next(source, None)) is not None:
-                r.arrival_s = self.now_s
-                if self._arrive(r, rec):
-                    return
-
-        if closed_loop:
-            for _ in range(closed_loop):
-                admit_next()
-        else:
-            pending = next(source, None)
+        run = self._begin(workload, closed_loop, keep_rows, after_step, slo, window_s,
+                          stop_when_behind)
+        rec, s = run.rec, self.scheduler
         while True:
-            while pending is not None and pending.arrival_s <= self.now_s:
-                self._arrive(pending, rec)
-                pending = next(source, None)
+            run.arrive_due()
             room = len(self.in_flight) < self.stages
             if room and (s.running or s.waiting):
                 batch = s.schedule(self.now_s)
                 if batch:
                     self._launch(batch)
-                    self._event(after_step)
-                    if self._over_steps(rec, closed_loop, stop_when_behind):
+                    self._hook(run)
+                    if self._over_steps(run):
                         break
                     continue
             if self.in_flight:  # nothing to schedule: V1 blocks on the oldest batch's output,
@@ -144,26 +123,16 @@ class PipelineSimulator(Simulator):
                 done_s = self.in_flight[0].end_s
                 self._wait_until(done_s, rec)
                 finished = self._land(self.in_flight.popleft(), rec)
-                rec.sample(self.now_s, len(s.running), len(s.waiting), self.pool.usage,
-                           s.preemptions)  # read as V1 reads it: on an output's return
-                self._event(after_step)
-                for r in finished:
-                    rec.finish(r)
-                    if closed_loop:
-                        admit_next()
-                if self._over_steps(rec, closed_loop, stop_when_behind):
+                # the gauges read as V1 reads them: on an output's return
+                if self._stepped(run, finished):
                     break
                 continue
             if s.running or s.waiting:
                 raise InputError("the engine cannot schedule: a request needs more blocks "
                                  "than the pool frees")  # guarded by _reject_reason
-            if closed_loop or pending is None:
+            if not run.idle():
                 break
-            idle_s += pending.arrival_s - self.now_s
-            self.now_s = pending.arrival_s
-        rec.readmit_hit_blocks = self.pool.own_hits
-        return rec.result(self.now_s, s.preemptions, self.pool.hits, self.steps,
-                          self.now_s - idle_s, self.profile)
+        return self._result(run)
 
     def _wait_until(self, t: float, rec: Recorder) -> None:
         """Time passes to t, the running gauge held at its last reading."""
@@ -171,10 +140,6 @@ class PipelineSimulator(Simulator):
         rec.ran(self.now_s, t, 1, len(s.running), len(s.waiting), self.pool.usage,
                 s.preemptions)
         self.now_s = t
-
-    def _event(self, after_step: Callable[[Simulator], None] | None) -> None:
-        if after_step is not None:
-            after_step(self)
 
     def _launch(self, batch: list[Scheduled]) -> None:
         """Send a scheduled batch down the pipeline: its requests' tokens count as computed

@@ -139,94 +139,99 @@ class Simulator:
         stop_when_behind: an open loop may stop early, its recorder marked ``stopped_early``,
         once the engine is hopelessly behind (``_over_steps``).
         """
+        run = self._begin(workload, closed_loop, keep_rows, after_step, slo, window_s,
+                          stop_when_behind)
+        rec, s = run.rec, self.scheduler
+        while True:
+            run.arrive_due()
+            if not s.running and not s.waiting:
+                s.ratio.reset()  # SGLang's estimate starts over when the engine is idle
+                if not run.idle():
+                    break
+                continue
+            start_s, steps, waiting, usage, preempted = self.now_s, self.steps, len(s.waiting), \
+                self.pool.usage, s.preemptions
+            finished = self._advance(run.next_arrival_s, rec)
+            # those that ran: the running set now and those that finished at its end
+            rec.ran(start_s, self.now_s, self.steps - steps, len(s.running) + len(finished),
+                    waiting, usage, preempted)
+            if self._stepped(run, finished):
+                break
+        return self._result(run)
+
+    # -- a run's frame, shared with the pipeline's event loop (sim/pipeline.py) ---------------
+    def _begin(self, workload: Iterator[Request], closed_loop: int, keep_rows: bool,
+               after_step: Callable[[Simulator], None] | None,
+               slo: tuple[float | None, float | None], window_s: tuple[float, float] | None,
+               stop_when_behind: bool) -> Run:
+        """A run's recorder and requests (``run``'s arguments), its first requests sent."""
         self._next_check = self.steps + CHECK_STEPS
         rec = Recorder(self.dep.num_gpus, *slo)
         rec.keep_rows = keep_rows
         if window_s is not None:
             rec.window_s = window_s
-        pending: Request | None = None
-        idle_s = 0.0  # simulated time with nothing to run
-        source = iter(workload)
+        rec.closed_loop = closed_loop > 0
+        return Run(self, workload, closed_loop, rec, after_step, stop_when_behind)
 
-        def next_request() -> Request | None:
-            return next(source, None)
-
-        def admit_next() -> bool:
-            """Closed loop: send the next request now; a rejected one frees its seat at once.
-            False once the workload has no more."""
-            while (r := next_request()) is not None:
-                r.arrival_s = self.now_s
-                if self._arrive(r, rec):
-                    return True
-            return False
-
-        if closed_loop:
-            for _ in range(closed_loop):  # seats past the workload's requests stay empty
-                if not admit_next():
-                    break
-        else:
-            pending = next_request()
+    def _stepped(self, run: Run, finished: list[Request]) -> bool:
+        """After a step (in the pipeline, a micro-batch's output back): the gauges read, the
+        after-step hook called, the finished recorded (a closed loop sending the next for
+        each); True where the run stops here (``_over_steps``)."""
         s = self.scheduler
-        while True:
-            while pending is not None and pending.arrival_s <= self.now_s:
-                self._arrive(pending, rec)
-                pending = next_request()
-            if not s.running and not s.waiting:
-                s.ratio.reset()  # SGLang's estimate starts over when the engine is idle
-                if closed_loop or pending is None:
-                    break
-                idle_s += pending.arrival_s - self.now_s
-                self.now_s = pending.arrival_s  # idle until the next arrival
-                continue
-            next_arrival = pending.arrival_s if pending is not None else float("inf")
-            start_s, steps, waiting, usage, preempted = self.now_s, self.steps, len(s.waiting), \
-                self.pool.usage, s.preemptions
-            finished = self._advance(next_arrival, rec)
-            # those that ran: the running set now and those that finished at its end
-            rec.ran(start_s, self.now_s, self.steps - steps, len(s.running) + len(finished),
-                    waiting, usage, preempted)
-            rec.sample(self.now_s, len(s.running), len(s.waiting), self.pool.usage,
+        run.rec.sample(self.now_s, len(s.running), len(s.waiting), self.pool.usage,
                        s.preemptions)
-            if after_step is not None:
-                self.decodes.sync_all(self._g)
-                after_step(self)
-            for r in finished:
-                rec.finish(r)
-                if closed_loop:
-                    admit_next()
-            if self._over_steps(rec, closed_loop, stop_when_behind):
-                break
+        if run.after_step is not None:
+            self._hook(run)
+        if finished:
+            run.finish(finished)
+        return self._over_steps(run)
+
+    def _hook(self, run: Run) -> None:
+        """The run's after-step hook, if any, the running decodes' counters written back
+        first."""
+        if run.after_step is not None:
+            self.decodes.sync_all(self._g)
+            run.after_step(self)
+
+    def _result(self, run: Run) -> SimResult:
+        s, rec = self.scheduler, run.rec
         rec.readmit_hit_blocks = self.pool.own_hits
         return rec.result(self.now_s, s.preemptions, self.pool.hits, self.steps,
-                          self.now_s - idle_s, self.profile)
+                          self.now_s - run.idle_s, self.profile)
 
-    def _over_steps(self, rec: Recorder, closed_loop: int, stop_when_behind: bool) -> bool:
+    def _over_steps(self, run: Run) -> bool:
         """Past the step cap: an error saying what the engine serves of what is offered.
         Every CHECK_STEPS steps of an open loop that may stop early: True (the recorder marked
         ``stopped_early``) where the engine is hopelessly behind (``Recorder.hopelessly_behind``:
-        under half of the arrivals past the fill have left, and at least 1,000 are behind), so
-        that the rest of the run, the queue only lengthening, is not simulated. No run under
-        CHECK_STEPS steps, and none that keeps up, stops early."""
+        under half of the arrivals past the fill have left, or more than half of all that came
+        wait to start, and at least 1,000 are behind), so that the rest of the run, the queue
+        only lengthening or being worked through, is not simulated. No run under CHECK_STEPS
+        steps, and none that keeps up, stops early."""
+        rec = run.rec
         if self.steps > self.config.max_steps:
             raise InputError(step_cap_message(rec, self.config.max_steps, self.now_s,
-                                              bool(closed_loop)))
-        if not stop_when_behind or closed_loop or self.steps < self._next_check:
+                                              bool(run.closed_loop)))
+        if not run.stop_when_behind or run.closed_loop or self.steps < self._next_check:
             return False
         self._next_check = self.steps + CHECK_STEPS
         rec.stopped_early = rec.hopelessly_behind(self.now_s)
         return rec.stopped_early
 
-    def _arrive(self, r: Request, rec: Recorder) -> bool:
+    def arrive(self, r: Request, rec: Recorder) -> bool:
+        """r comes: recorded, then refused with its reason or queued, the queue it joined
+        noted (``Recorder.waiting_at_arrival``); False if refused."""
         rec.arrive(r)
         reason, detail = self._reject_reason(r)
         if reason:
             r.status, r.reason = REJECTED, reason
             rec.reject(r, detail)
+            rec.waiting_at_arrival = len(self.scheduler.waiting)
             return False
         if not self.config.chunked_prefill and r.prompt_tokens > \
                 self.config.max_num_batched_tokens:  # the engine would need chunked prefill
             rec.over_budget_prompts += 1
         self.scheduler.add(r)
+        rec.waiting_at_arrival = len(self.scheduler.waiting)
         return True
 
     def _advance(self, next_arrival: float, rec: Recorder) -> list[Request]:
@@ -620,6 +625,69 @@ class Simulator:
         self.pool.release(r)
         self._carry.pop(r.id, None)
         return r
+
+
+class Run:
+    """One run's requests and records, for the step loop (``Simulator.run``) and the
+    pipeline's event loop alike: its recorder; the requests still to come, an open loop's at
+    their arrival times (``arrive_due``), a closed loop's one as each finishes (seats past the
+    workload's requests stay empty); the simulated time spent idle; the after-step hook, and
+    whether the run may stop early."""
+
+    def __init__(self, sim: Simulator, workload: Iterator[Request], closed_loop: int,
+                 rec: Recorder, after_step: Callable[[Simulator], None] | None,
+                 stop_when_behind: bool) -> None:
+        self.sim = sim
+        self.rec = rec
+        self.closed_loop = closed_loop
+        self.after_step = after_step
+        self.stop_when_behind = stop_when_behind
+        self.idle_s = 0.0  # simulated time with nothing to run
+        self.source = iter(workload)
+        self.pending: Request | None = None  # an open loop's next arrival
+        if closed_loop:
+            for _ in range(closed_loop):
+                if not self.send_next():
+                    break
+        else:
+            self.pending = next(self.source, None)
+
+    @property
+    def next_arrival_s(self) -> float:
+        return self.pending.arrival_s if self.pending is not None else math.inf
+
+    def arrive_due(self) -> None:
+        """An open loop's requests whose arrival time has come, in order."""
+        sim, pending = self.sim, self.pending
+        while pending is not None and pending.arrival_s <= sim.now_s:
+            sim.arrive(pending, self.rec)
+            pending = next(self.source, None)
+        self.pending = pending
+
+    def send_next(self) -> bool:
+        """Closed loop: send the next request now; a rejected one frees its seat at once.
+        False once the workload has no more."""
+        while (r := next(self.source, None)) is not None:
+            r.arrival_s = self.sim.now_s
+            if self.sim.arrive(r, self.rec):
+                return True
+        return False
+
+    def finish(self, finished: list[Request]) -> None:
+        """Record the requests a step finished; a closed loop sends the next for each."""
+        for r in finished:
+            self.rec.finish(r)
+            if self.closed_loop:
+                self.send_next()
+
+    def idle(self) -> bool:
+        """Nothing runs: time passes, idle, to the next arrival; False where none is to come
+        (a closed loop's come only as others finish)."""
+        if self.closed_loop or self.pending is None:
+            return False
+        self.idle_s += self.pending.arrival_s - self.sim.now_s
+        self.sim.now_s = self.pending.arrival_s  # idle until the next arrival
+        return True
 
 
 def step_cap_message(rec: Recorder, max_steps: int, now_s: float, closed_loop: bool) -> str:

@@ -1,0 +1,138 @@
+"""What OVERLOADED and the early stop mean for a finite burst, one whose arrivals end before the
+batch has filled (no arrival past the fill, where the flows test reads): the queue the last
+request joined, against the noise of all the arrivals' count; a run cut short is one the
+verdict calls overloaded; a closed loop never is."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.cli import main
+from ridgeline.engines import profile_for
+from ridgeline.reports.simulate import overload_rates
+from ridgeline.sim.config import sim_config
+from ridgeline.sim.metrics import SimResult, beyond_noise
+from ridgeline.sim.pipeline import run_replica
+from ridgeline.sim.simulator import CHECK_STEPS
+from ridgeline.sim.workload import Workload
+from tests.conftest import run_cli
+
+DEP = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"), "bf16")
+CHAT = ("1000", "300")  # about 17 req/s served on one H100 once its batch is full
+HOPELESS = ["llama-3.1-8b", "--gpu", "h100", "--input-len", "100000", "--output-len", "10000",
+            "--max-model-len", "131072"]  # about 0.01 req/s served, four at a time
+
+
+def _run(n: int, rate: float, seed: int) -> SimResult:
+    work = Workload(n, *CHAT, rate=rate, seed=seed)
+    return run_replica(DEP, profile_for("vllm"), sim_config(DEP), work, stop_when_behind=True)
+
+
+def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
+    assert main(["simulate", *argv, "--json"]) == 0
+    out: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return out
+
+
+def test_the_noise_bar_is_the_larger_of_five_percent_and_two_and_a_half_deviations() -> None:
+    assert beyond_noise(112, 2000) and not beyond_noise(111, 2000)  # 2.5 √2000 = 111.8
+    assert beyond_noise(500, 10_000) and not beyond_noise(499, 10_000)  # 5 %
+    assert not beyond_noise(19, 20) and not beyond_noise(5, 0)  # at least 20, of some
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_burst_over_what_the_engine_serves_is_overloaded_before_its_batch_fills(
+        seed: int) -> None:
+    """990 requests at 22 req/s, all in before the fill: no arrival past it to read, the
+    queue the last joined holds more than noise (it had passed as a warm-up, under the 20 %
+    of all requests then asked); the same rate run five times longer falls behind by the
+    flows past the fill, as the burst said."""
+    burst = _run(990, 22.0, seed)
+    rec, flag = burst.rec, overload_rates(burst, 990)
+    assert flag is not None and flag[1] < 0.9 * flag[0]
+    assert rec.steady_s[0] > rec.arrived_s[1] and rec.falls_behind() is None
+    assert flag[2] == rec.waiting_at_arrival
+    assert beyond_noise(rec.waiting_at_arrival, 990) and rec.waiting_at_arrival < 0.2 * 990
+    longer = _run(5000, 22.0, seed).rec
+    assert longer.falls_behind() is not None and longer.overloaded()
+
+
+@pytest.mark.parametrize(("rate", "seed"), [(16.0, 2), (17.0, 0)])
+def test_a_burst_the_engine_keeps_up_with_is_not_overloaded_by_a_batch_still_filling(
+        rate: float, seed: int) -> None:
+    """45 s of arrivals at 16 or 17 req/s: past a fill read early (the mean service time of a
+    short run, its first batches light), more arrived than left, but the growth is the
+    batch's: a few wait when the last arrives. It had been called OVERLOADED; the same rate
+    run 6,000 requests long is not, by either reading."""
+    n = round(rate * 45)
+    burst = _run(n, rate, seed)
+    assert overload_rates(burst, n) is None
+    rec = burst.rec
+    assert rec.falls_behind() is not None and rec.waiting_at_arrival < 20
+    longer = _run(6000, rate, seed).rec
+    assert not longer.overloaded() and longer.falls_behind() is None
+
+
+def test_a_hopeless_burst_stops_early_and_is_overloaded(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """5,000 requests in 0.05 s, each 100,000 tokens in and 10,000 out: the engine starts the
+    first as it comes and every other waits. It had run all 12.5 million steps with no
+    OVERLOADED (no gauge sample before the last arrival) and a warm-up caution; 200,000 had
+    ended at the step cap. Now both stop at the first check, the queue saying why."""
+    for n in (5000, 200_000):
+        out = _json(capsys, *HOPELESS, "--rate", "100000", "--num-requests", str(n))
+        stop, flag = out["stopped_early"], out["overloaded"]
+        assert stop is not None and CHECK_STEPS <= stop["steps"] < 2 * CHECK_STEPS
+        assert flag is not None and flag["waiting_at_last_arrival"] == n - 1
+        assert not any("warm" in c or "lighter" in c for c in out["cautions"])
+    code, text, _ = run_cli(capsys, "simulate", *HOPELESS, "--rate", "100000",
+                            "--num-requests", "5000")
+    assert code == 0
+    assert ("when the last of its 5,000 requests arrived, 4,999 were still waiting to start, "
+            "so the rest of the run would only work through that queue") in text
+
+
+def test_a_pipelines_burst_is_read_by_its_queue_too(capsys: pytest.CaptureFixture[str]) -> None:
+    """vLLM V1 with two stages, one pool: 300 requests of 20,000-token prompts in 0.03 s.
+    The first starts as it comes, and the core waits on its micro-batch while the others
+    arrive: all but it wait (it had read no OVERLOADED, and a warm-up caution)."""
+    out = _json(capsys, "llama-3.1-8b", "--gpu", "h100", "-pp", "2", "--rate", "10000",
+                "--num-requests", "300", "--input-len", "20000", "--output-len", "500",
+                "--max-model-len", "32768")
+    assert out["settings"]["micro_batches_in_flight"] == 2
+    assert out["overloaded"]["waiting_at_last_arrival"] == 300 - 1
+    assert out["stopped_early"] is None and out["completed"] == 300
+    assert not out["cautions"]
+
+
+def test_a_hopeless_burst_stops_early_in_pipeline_lanes(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """SGLang's two lanes, each its own run cut short, their queues summed."""
+    out = _json(capsys, *HOPELESS, "--rate", "100000", "--num-requests", "5000", "-pp", "2",
+                "--engine", "sglang")
+    assert out["stopped_early"] is not None and out["overloaded"] is not None
+    assert out["overloaded"]["waiting_at_last_arrival"] > 0.9 * 5000
+
+
+def test_a_hopeless_run_is_still_cut_by_its_flows_past_the_fill(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """100 req/s of the same requests arrive for 2,000 s, past the fill: the cut and its
+    words are the flows'."""
+    code, text, _ = run_cli(capsys, "simulate", *HOPELESS, "--rate", "100",
+                            "--num-requests", "200000")
+    assert code == 0 and "STOPPED EARLY" in text
+    assert "once the batch had filled, fewer than half as many requests left" in text
+
+
+def test_a_closed_loop_with_more_users_than_seats_is_not_overloaded(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """1,000 users over 256 seats keep 744 waiting, a queue that does not grow: each arrival
+    follows a completion (it had read OVERLOADED at 25 req/s offered)."""
+    out = _json(capsys, "llama-3.1-8b", "--gpu", "h100", "--concurrency", "1000",
+                "--num-requests", "3000", "--max-num-seqs", "256", "--input-len", CHAT[0],
+                "--output-len", CHAT[1])
+    assert out["overloaded"] is None and out["completed"] == 3000
