@@ -20,6 +20,7 @@ from ridgeline.kvcache import attention_kv_bytes_per_token, state_elements
 from ridgeline.model import ModelSpec
 from ridgeline.model_types import KNOWN_MODEL_TYPES
 from ridgeline.params import count_params
+from ridgeline.units import GIB
 from tests.conftest import run_cli
 
 
@@ -304,3 +305,104 @@ def test_opt_and_bloom_are_not_called_checked() -> None:
     assert "model_type 'opt', which ridgeline has not checked" in spec_of(opt).architecture_caution
     counts = Counter(kinds(spec_of(opt)))
     assert counts == Counter(full=12)
+
+
+# -- interleaved sliding windows, read by sliding_window_pattern as transformers does --
+
+# Command R7B's shape (CohereForAI/c4ai-command-r7b-12-2024): 32 layers, GQA 32/8, head 128
+COHERE2 = {"model_type": "cohere2", "architectures": ["Cohere2ForCausalLM"],
+           "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+           "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 256000,
+           "max_position_embeddings": 131072, "sliding_window": 4096,
+           "sliding_window_pattern": 4}
+
+
+def test_cohere2_keeps_every_fourth_layer_global_as_its_config_class_builds_them() -> None:
+    """Cohere2Config: 'sliding_attention' if (i + 1) % sliding_window_pattern else
+    'full_attention'. At 128K: 8 global layers × 4 KiB × 131,072 = 4 GiB, and 24 windowed ×
+    4 KiB × 4,096 = 384 MiB: 4.375 GiB a conversation. Every layer was read as windowed
+    (Mistral v0.1's reading): 512 MiB, 8.75× too little."""
+    spec = spec_of(COHERE2)
+    assert [i for i, kind in enumerate(kinds(spec)) if kind == "full"] == [3, 7, 11, 15, 19, 23,
+                                                                          27, 31]
+    per_layer = attention_kv_bytes_per_token(spec, 2)  # 2 × 8 heads × 128 × 2 B = 4 KiB
+    assert per_layer == 2 * 8 * 128 * 2
+    assert (spec.count(mixer="full"), spec.count(mixer="sliding")) == (8, 24)
+    assert {layer.window_tokens for layer in spec.layers if layer.mixer == "sliding"} == {4096}
+
+
+def test_cohere2_per_sequence_kv_at_128k_counts_its_global_layers(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(COHERE2))
+    code, out, err = run_cli(capsys, "kv", str(path), "--context", "131072", "--memory-gib",
+                             "100", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    by_kind = {row["kind"]: row for row in report["layer_kinds"]}
+    assert by_kind["full attention"]["tokens_kept"] == 131072
+    assert by_kind["sliding window"]["tokens_kept"] == 4096
+    assert report["bytes_per_sequence"] == sum(r["bytes_at_context"] for r in by_kind.values())
+    assert report["bytes_per_sequence"] / GIB == 4.375
+
+
+@pytest.mark.parametrize(("model_type", "pattern", "global_layers"), [
+    ("exaone4", 4, [3, 7]),  # Exaone4Config: the same rule, default 4
+    ("gemma3_text", 6, [5]),  # Gemma 3: 5 local, then 1 global
+    ("frobnicator", 2, [1, 3, 5, 7]),  # any config that states the field: the same rule
+])
+def test_sliding_window_pattern_is_read_alike_in_every_family(
+        model_type: str, pattern: int, global_layers: list[int]) -> None:
+    spec = spec_of({**COHERE2, "model_type": model_type, "num_hidden_layers": 8,
+                    "sliding_window_pattern": pattern})
+    assert [i for i, kind in enumerate(kinds(spec)) if kind == "full"] == global_layers
+
+
+def test_layer_types_outrank_sliding_window_pattern_as_in_transformers() -> None:
+    """Cohere2Config builds layer_types from the pattern only where the config has none."""
+    stated = ["sliding_attention", "full_attention"] * 16
+    spec = spec_of({**COHERE2, "layer_types": stated})
+    assert kinds(spec) == ["sliding", "full"] * 16
+
+
+def test_a_cohere2_window_without_its_pattern_is_refused_not_read_as_every_layer() -> None:
+    config = {k: v for k, v in COHERE2.items() if k != "sliding_window_pattern"}
+    with pytest.raises(InputError, match=r"neither that nor layer_types \(transformers' "
+                                         r"default: 4\)"):
+        spec_of(config)
+
+
+@pytest.mark.parametrize("pattern", ["LLLG", 0, True, 2.5])
+def test_a_sliding_window_pattern_that_is_not_a_layer_count_is_refused(pattern: Any) -> None:
+    with pytest.raises(InputError, match="sliding_window_pattern must be a whole number"):
+        spec_of({**COHERE2, "sliding_window_pattern": pattern})
+
+
+@pytest.mark.parametrize(("extra", "named"), [
+    # MiMo-V2-Flash: 1 marks a windowed layer, whose heads differ from the global ones'
+    ({"hybrid_layer_pattern": [0, 1, 1, 1] * 8}, "hybrid_layer_pattern"),
+    ({"swa_num_key_value_heads": 4}, "swa_num_key_value_heads"),
+    ({"interleaved_sliding_window": 4096}, "interleaved_sliding_window"),
+])
+def test_a_window_field_ridgeline_does_not_read_is_refused_by_name(
+        extra: dict[str, Any], named: str) -> None:
+    base = {k: v for k, v in COHERE2.items() if k != "sliding_window_pattern"}
+    with pytest.raises(InputError, match=f"does not read the window field {named}, so"):
+        spec_of({**base, "model_type": "mistral", **extra})
+
+
+def test_an_unread_window_field_left_off_is_no_reason_to_refuse() -> None:
+    """MiMo-style flags set false or null say nothing: Mistral's every-layer window stands."""
+    base = {k: v for k, v in COHERE2.items() if k != "sliding_window_pattern"}
+    spec = spec_of({**base, "model_type": "mistral", "add_swa_attention_sink_bias": False,
+                    "swa_head_dim": None})
+    assert set(kinds(spec)) == {"sliding"}
+
+
+@pytest.mark.parametrize("model_type", ["cohere2", "gemma3_text"])
+def test_a_pattern_with_its_window_set_to_null_windows_nothing(model_type: str) -> None:
+    """"sliding_window": null leaves the pattern's 'sliding' layers no window to keep (their
+    attention takes config.sliding_window, None): every layer holds the whole context. A
+    Gemma 3 config saying so was refused as having no sliding_window."""
+    spec = spec_of({**COHERE2, "model_type": model_type, "sliding_window": None})
+    assert set(kinds(spec)) == {"full"}

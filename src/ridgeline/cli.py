@@ -210,8 +210,8 @@ def _gpu(p: argparse.ArgumentParser, required: bool = True, several: bool = Fals
     g.add_argument("--bandwidth-gbs", type=_positive_float("bandwidth GB/s"),
                    help="custom accelerator: memory bandwidth in GB/s")
     g.add_argument("--gpu-memory-gib", type=_positive_float("GPU memory GiB", most=MAX_MEMORY_GIB),
-                   help="memory in GiB: another configuration of --gpu (a 32 GB M1 Max), or a "
-                   "custom accelerator's (default 80)")
+                   help="memory in GiB: a smaller configuration of --gpu (a 32 GB M1 Max; at "
+                   "most the catalog's size), or a custom accelerator's (needed with a model)")
     g.add_argument("--num-gpus", "--tensor-parallel-size", dest="num_gpus", default=1,
                    type=_positive_count("number of GPUs"),
                    help="accelerators in one tensor-parallel group (default 1)")
@@ -483,7 +483,12 @@ def load_model(args: argparse.Namespace) -> Any:
 
 
 def load_accelerator(args: argparse.Namespace) -> Any:
-    from ridgeline.hardware import custom_accelerator, load_accelerator_file, resolve_accelerator
+    from ridgeline.hardware import (
+        custom_accelerator,
+        load_accelerator_file,
+        resolve_accelerator,
+        with_memory_gib,
+    )
 
     if args.gpu_file:
         given = [flag for flag, value in (("--gpu", args.gpu), ("--peak-tflops", args.peak_tflops),
@@ -499,6 +504,10 @@ def load_accelerator(args: argparse.Namespace) -> Any:
             raise InputError(f"--gpu {args.gpu} is a catalog accelerator; --peak-tflops and "
                              "--bandwidth-gbs describe a custom one (name it with --gpu "
                              "something else, or drop them)")
+        if args.gpu_memory_gib is None and getattr(args, "model", None):
+            raise InputError("a custom accelerator holding a model needs --gpu-memory-gib, its "
+                             "memory in GiB (an H100's: 80)")
+        # without a model only the peak and bandwidth are read: the memory is a placeholder
         return custom_accelerator(args.gpu or "custom", args.peak_tflops, args.bandwidth_gbs,
                                   args.gpu_memory_gib or 80.0)
     if not args.gpu:
@@ -509,16 +518,11 @@ def load_accelerator(args: argparse.Namespace) -> Any:
         return None
     acc = resolve_accelerator(args.gpu)
     if args.gpu_memory_gib:  # another memory configuration of the same part (a 32 GB M1 Max)
-        from dataclasses import replace
-
-        # a unified-memory SoC's GPU share (Strix Halo's 96 of 128 GiB) scales with the RAM;
-        # a discrete card's runtime figure belongs to the configuration it was read on
-        share = acc.runtime_total_bytes / acc.memory_bytes \
-            if acc.form == "soc" and acc.runtime_total_bytes else None
-        acc = replace(acc, memory_bytes=args.gpu_memory_gib * GIB, memory_size=args.gpu_memory_gib,
-                      memory_unit="GiB", ecc_visible_bytes=None,
-                      runtime_total_bytes=None if share is None
-                      else args.gpu_memory_gib * GIB * share)
+        acc, caution = with_memory_gib(acc, args.gpu_memory_gib)
+        said = vars(args).setdefault("cautions_said", [])  # a command may load it twice
+        if caution and caution not in said:
+            said.append(caution)
+            print(f"ridgeline: caution: {caution}", file=sys.stderr)
     return acc
 
 

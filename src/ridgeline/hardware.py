@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -295,6 +295,37 @@ def load_accelerator_file(path: str) -> Accelerator:
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected one accelerator record (a JSON object)")
     return Accelerator.from_record(data, path)
+
+
+def with_memory_gib(acc: Accelerator, memory_gib: float) -> tuple[Accelerator, str]:
+    """``acc`` holding ``memory_gib`` GiB (``--gpu-memory-gib``), and a caution, or "".
+
+    A record's memory is the most its part carries: a discrete card's one size, a SoC's
+    largest configuration (the M1 Max record is the 64 GB machine; 32 GB ones exist), so
+    more is refused. Less on a SoC is another configuration of the same chip, its GPU share
+    (Strix Halo's 96 of 128 GiB) scaled with the RAM. Less on a discrete card keeps the whole
+    card's FLOP/s and bandwidth, which a MIG slice would share out too: cautioned. The
+    record's own size returns the record, its ECC and runtime figures kept."""
+    require_positive(memory_gib, "--gpu-memory-gib")
+    soc = acc.form == "soc"
+    if memory_gib * GIB > acc.memory_bytes * (1 + 1e-9):
+        carries = (f"comes with at most {acc.memory_gib:g} GiB, its largest configuration"
+                   if soc else f"carries {acc.memory_gib:g} GiB, its only size")
+        raise InputError(f"--gpu-memory-gib {memory_gib:g}: {acc.id} {carries}; give at most "
+                         "that, or describe a larger part with --gpu-file")
+    if memory_gib * GIB >= acc.memory_bytes * (1 - 1e-9):
+        return acc, ""
+    share = acc.runtime_total_bytes / acc.memory_bytes \
+        if soc and acc.runtime_total_bytes else None
+    sized = replace(acc, memory_bytes=memory_gib * GIB, memory_size=memory_gib,
+                    memory_unit="GiB", ecc_visible_bytes=None,
+                    runtime_total_bytes=None if share is None else memory_gib * GIB * share)
+    if soc:
+        return sized, ""
+    return sized, (f"{acc.id} counted with {memory_gib:g} of its {acc.memory_gib:g} GiB, its "
+                   "FLOP/s and bandwidth still the whole card's (a MIG slice has a share of "
+                   "those too: --gpu-file); an engine given part of the card is "
+                   "--gpu-memory-utilization")
 
 
 def custom_accelerator(

@@ -41,8 +41,17 @@ _LAYER_TYPE_NAMES = {
 _PATTERN = {"M": (MAMBA, NONE), "*": (FULL, NONE), "-": (NONE, DENSE), "E": (NONE, MOE)}
 
 
+# transformers families whose config builds windowed and global layers from
+# sliding_window_pattern (Gemma 3's default, 6, comes from model_type_defaults.json)
+_PATTERN_TYPES = {"gemma3": 6, "gemma3_text": 6, "cohere2": 4, "exaone4": 4}
+# the fields that say where windows are, as this module and config_reader read them
+_WINDOW_FIELDS_READ = {"sliding_window", "sliding_window_size", "sliding_window_pattern",
+                       "use_sliding_window", "max_window_layers"}
+
+
 def mixer_kinds(c: Mapping[str, Any], model_type: str, n: int, name: str) -> list[str]:
     """The token mixer of each of the n layers."""
+    _refuse_unread_window_fields(c, name)
     if c.get("hybrid_override_pattern") is not None:
         pattern = str(c["hybrid_override_pattern"])
         _check_pattern(pattern, name)
@@ -73,8 +82,14 @@ def mixer_kinds(c: Mapping[str, Any], model_type: str, n: int, name: str) -> lis
         return [FULL if (i + 1) % k == 0 else LINEAR for i in range(n)]
     if model_type in ("gemma2",):  # Gemma 2: sliding on even layers, global on odd
         return [SLIDING if (i + 1) % 2 else FULL for i in range(n)]
-    if model_type in ("gemma3", "gemma3_text"):  # Gemma 3: 5 local then 1 global
-        k = _positive(c, "sliding_window_pattern", name)
+    if model_type in _PATTERN_TYPES or c.get("sliding_window_pattern") is not None:
+        # Gemma 3 (5 local, then 1 global), Cohere2 (Command R7B) and EXAONE 4 (3, then 1):
+        # transformers' configs build layer_types as "full_attention" where
+        # (i + 1) % sliding_window_pattern == 0, else "sliding_attention"
+        if "sliding_window" in c and c["sliding_window"] is None \
+                and c.get("sliding_window_size") is None:
+            return [FULL] * n  # windowed layers with no window attend to everything
+        k = _window_pattern(c, model_type, name)
         return [FULL if (i + 1) % k == 0 else SLIDING for i in range(n)]
     if c.get("attention_chunk_size") is not None:  # Llama 4: RoPE layers chunked, NoPE global
         rope = _no_rope_layers(c, n, name)
@@ -136,6 +151,37 @@ def ffn_kinds(
             MOE if i not in dense_only and (i + 1) % step == 0 else DENSE for i in range(n)
         ]
     return [MOE] * n  # Mixtral, gpt-oss: every layer
+
+
+def _window_pattern(c: Mapping[str, Any], model_type: str, name: str) -> int:
+    """sliding_window_pattern: every k-th layer global, the rest windowed. A family that
+    interleaves them by it refuses a config without it rather than read every layer as
+    windowed (transformers would take its default, named in the message)."""
+    value = c.get("sliding_window_pattern")
+    if value is None:
+        raise InputError(f"{name}: a {model_type} config puts a global layer among windowed "
+                         "ones every sliding_window_pattern layers, and this one gives neither "
+                         "that nor layer_types (transformers' default: "
+                         f"{_PATTERN_TYPES[model_type]})")
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(f"{name}: sliding_window_pattern must be a whole number ≥ 1 (every "
+                         f"k-th layer global), got {value!r}: give layer_types, one entry a "
+                         "layer, for any other layout")
+    return value
+
+
+def _refuse_unread_window_fields(c: Mapping[str, Any], name: str) -> None:
+    """A field that says something of windowed layers ridgeline does not read (MiMo-V2's
+    hybrid_layer_pattern, its swa_num_key_value_heads) would leave the cache misread: which
+    layers keep a window, or their shape. Refused by name."""
+    unread = sorted(k for k, v in c.items() if k not in _WINDOW_FIELDS_READ
+                    and v not in (None, False, 0, "", [])
+                    and ("window" in k or "swa" in k.split("_") or k == "hybrid_layer_pattern"))
+    if unread:
+        fields = "the window field" + ("s" if len(unread) > 1 else "")
+        raise InputError(f"{name}: ridgeline does not read {fields} {', '.join(unread)}, so "
+                         "it cannot tell which layers keep a window, or what each holds (it "
+                         f"reads layer_types, {', '.join(sorted(_WINDOW_FIELDS_READ))})")
 
 
 def _no_rope_layers(c: Mapping[str, Any], n: int, name: str) -> list[bool]:
