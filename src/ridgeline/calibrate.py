@@ -10,7 +10,11 @@ enough apart in bandwidth to show one, a cost per weight matmul where the rows' 
 launch different numbers of them per layer, and (llama.cpp) the expert matmuls' tile width
 where enough prompt rows are of MoE models and a cost per MoE layer where enough decode rows
 are of MoE models and of dense ones. The band is the 10th–90th percentile of the fit's
-own ratios measured/predicted.
+own ratios measured/predicted. A calibration (`calibrate`, fitted with the bundled profile as
+its prior) fits only what its rows pin: rows of prompt steps alone leave the decode side
+(DECODE_SIDE) as bundled, rows of decode steps alone the prompt side (PROMPT_SIDE), and each
+structural term the rows cannot show stays the bundled one (held_parameters says which).
+A row UNREADABLE_PAST_ROOFLINE times past its roofline is refused as unreadable.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import statistics
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from ridgeline.cost import kquant_ops
 from ridgeline.deployment import Deployment
@@ -43,7 +48,7 @@ from ridgeline.engines import (
 from ridgeline.errors import InputError
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.launches import deployment_matmuls
-from ridgeline.measurements import KV_METRICS, Measurement
+from ridgeline.measurements import KV_METRICS, Measurement, ReadResult
 from ridgeline.predict import Prediction, deployment_for, predict, row_engine
 
 START = EngineProfile("start", 0.7, 0.5, 3e-4, 5e-6, source="fit start")
@@ -63,6 +68,31 @@ CLAMP_PULL = 1.0  # the pull of a log efficiency past 0 (the 100 % clamp) back t
 # alone would bend it to absorb other costs: then it is pulled towards the start (squared
 # log, worth about one row).
 COMPUTE_PRIOR_ROWS = 0.2
+# What only a decode step's time shows, and what only a prompt step's (cost.step_cost): by
+# field, in words. A decode step (one new token a sequence) streams the weights and the cache:
+# its time is bytes ÷ (rated × bandwidth share, its card group's multiplier, the ceiling in
+# series) or the K-quant unpacking, plus the fixed costs a step, a layer, a weight matmul and
+# a MoE layer. A prompt step (hundreds of tokens) pays those too, but its time is its arithmetic
+# (peak × compute share, its group's multiplier, the dequantization factor, the expert tiles):
+# beside it they are a percent or two, and prompt rows fitting them bend them to absorb what
+# the arithmetic misses (82 llama-bench pp rows fitted 10.6 ms a step and 174 µs a layer, and
+# Llama-3.1-8B's decode on an RTX 4090 went from 131 to 42 tok/s). So rows with decode steps
+# (decode, throughput) pin DECODE_SIDE and prompt rows (prefill, TTFT) PROMPT_SIDE; where a
+# calibration's rows have none of one kind, that side stands at the bundled profile's.
+PROMPT_METRICS = ("prefill_tok_s", "ttft_ms")
+DECODE_SIDE = {"bandwidth_efficiency": "bandwidth share",
+               "group_bandwidth": "bandwidth by card group",
+               "bandwidth_cap_bytes_per_s": "bandwidth ceiling",
+               "kquant_ops_per_weight": "K-quant unpacking",
+               "step_overhead_s": "cost per step", "layer_overhead_s": "cost per layer",
+               "matmul_overhead_s": "cost per weight matmul",
+               "moe_layer_overhead_s": "cost per MoE layer"}
+PROMPT_SIDE = {"compute_efficiency": "compute share", "group_compute": "compute by card group",
+               "dequant_compute": "dequantization factor",
+               "expert_tile_tokens": "expert tile width",
+               "prefill_layer_overhead_s": "cost per layer of a prompt step"}
+ALL_SIDES = {**DECODE_SIDE, **PROMPT_SIDE}
+UNPRICED = {"dequant_compute": 1.0}  # a field's value that prices nothing, where not 0 or None
 # An engine that replays another's kernels, launched differently: `measure` times decode steps
 # both eager and from a CUDA graph, and prefill eager only, so the graph rows never reach the
 # compute roof and their compute efficiency comes from the eager rows (the same cuBLAS calls).
@@ -202,7 +232,7 @@ def _shows_expert_prompts(rows: Sequence[Measurement]) -> bool:
 
 @dataclass(frozen=True)
 class _Space:
-    """Maps a parameter vector (logs) to a profile."""
+    """Maps a parameter vector (logs) to a profile; what it does not fit is ``base``'s."""
 
     base: EngineProfile
     bw_groups: tuple[str, ...]
@@ -210,6 +240,9 @@ class _Space:
     dequant: bool  # fit a dequantization factor (the data have both kinds of weights)
     prefill_overhead: bool  # fit prefill steps' own per-layer cost (the data have prompts)
     compute_prior: bool = False  # hold compute efficiency near the start (no compute rows)
+    # fit the bandwidth share, the cost per step and the cost per layer (False: the rows have
+    # no decode step to pin them, and base's stand: DECODE_SIDE)
+    decode_side: bool = True
     # entries after the multipliers, in this order, each where set: an absolute bandwidth
     # ceiling, K-quant unpacking (operations per weight), a cost per weight matmul, the
     # expert matmuls' tile width (tokens), a cost per routed-expert layer
@@ -220,8 +253,16 @@ class _Space:
     moe: bool = False
 
     @property
+    def _names(self) -> tuple[str, ...]:
+        """The entries before the multipliers, in vector order."""
+        decode = self.decode_side
+        return (*(("bandwidth",) if decode else ()), "compute",
+                *(("step", "layer") if decode else ()),
+                *(("prefill layer",) if self.prefill_overhead else ()))
+
+    @property
     def _core(self) -> int:
-        return 4 + self.prefill_overhead
+        return len(self._names)
 
     @property
     def _tail(self) -> tuple[str, ...]:
@@ -234,38 +275,59 @@ class _Space:
         tail = self._tail
         return x[len(x) - len(tail) + tail.index(name)] if name in tail else None
 
+    def _entry(self, x: Sequence[float], name: str) -> float | None:
+        """The entry ``name`` before the multipliers (a log), or None where it is not fitted."""
+        names = self._names
+        return x[names.index(name)] if name in names else None
+
     def start(self) -> list[float]:
         b = self.base
         layer = math.log(max(b.layer_overhead_s, 1e-8))
-        return [math.log(b.bandwidth_efficiency), math.log(b.compute_efficiency),
-                math.log(max(b.step_overhead_s, 1e-6)), layer,
-                *([layer] * self.prefill_overhead),
+        # a prompt step's own cost per layer starts at the decode steps' (a fit of both), or,
+        # where the decode side is held, at base's own where it has one
+        own = b.prefill_layer_overhead_s
+        prompt = math.log(max(own, 1e-8)) if own is not None and not self.decode_side else layer
+        start = {"bandwidth": math.log(b.bandwidth_efficiency),
+                 "compute": math.log(b.compute_efficiency),
+                 "step": math.log(max(b.step_overhead_s, 1e-6)), "layer": layer,
+                 "prefill layer": prompt}
+        return [*(start[name] for name in self._names),
                 *([0.0] * (len(self.bw_groups) + len(self.compute_groups) + self.dequant))]
 
     def profile(self, x: Sequence[float]) -> EngineProfile:
         n, m, k = len(self.bw_groups), len(self.compute_groups), self._core
         cap, unpack, matmul, tile, moe = (self._extra(x, name)
                                           for name in ("cap", "unpack", "matmul", "tile", "moe"))
+        bandwidth, compute, step, layer, prefill = (
+            self._entry(x, name) for name in ("bandwidth", "compute", "step", "layer",
+                                              "prefill layer"))
+        b = self.base
         return replace(
-            self.base,
-            bandwidth_efficiency=min(1.0, math.exp(x[0])),
-            compute_efficiency=min(1.0, math.exp(x[1])),
-            step_overhead_s=math.exp(x[2]),
-            layer_overhead_s=math.exp(x[3]),
-            prefill_layer_overhead_s=math.exp(x[4]) if self.prefill_overhead
-            else self.base.prefill_layer_overhead_s,
-            group_bandwidth={g: math.exp(v) for g, v in zip(self.bw_groups, x[k:k + n])},
+            b,
+            bandwidth_efficiency=b.bandwidth_efficiency if bandwidth is None
+            else min(1.0, math.exp(bandwidth)),
+            compute_efficiency=min(1.0, math.exp(compute)) if compute is not None
+            else b.compute_efficiency,
+            step_overhead_s=b.step_overhead_s if step is None else math.exp(step),
+            layer_overhead_s=b.layer_overhead_s if layer is None else math.exp(layer),
+            prefill_layer_overhead_s=b.prefill_layer_overhead_s if prefill is None
+            else math.exp(prefill),
+            group_bandwidth={g: math.exp(v) for g, v in zip(self.bw_groups, x[k:k + n])}
+            if n else b.group_bandwidth,
             group_compute={g: math.exp(v) for g, v in zip(self.compute_groups,
-                                                           x[k + n:k + n + m])},
-            dequant_compute=min(1.0, math.exp(x[k + n + m])) if self.dequant else 1.0,
-            bandwidth_cap_bytes_per_s=None if cap is None
+                                                           x[k + n:k + n + m])}
+            if m else b.group_compute,
+            dequant_compute=min(1.0, math.exp(x[k + n + m])) if self.dequant
+            else b.dequant_compute,
+            bandwidth_cap_bytes_per_s=b.bandwidth_cap_bytes_per_s if cap is None
             else min(MAX_BANDWIDTH_BYTES_PER_S, math.exp(cap)),
-            kquant_ops_per_weight=0.0 if unpack is None
+            kquant_ops_per_weight=b.kquant_ops_per_weight if unpack is None
             else min(MAX_OPS_PER_WEIGHT, math.exp(unpack)),
-            matmul_overhead_s=self.base.matmul_overhead_s if matmul is None
+            matmul_overhead_s=b.matmul_overhead_s if matmul is None
             else min(MAX_OVERHEAD_S, math.exp(matmul)),
-            expert_tile_tokens=0.0 if tile is None else min(MAX_TILE_TOKENS, math.exp(tile)),
-            moe_layer_overhead_s=self.base.moe_layer_overhead_s if moe is None
+            expert_tile_tokens=b.expert_tile_tokens if tile is None
+            else min(MAX_TILE_TOKENS, math.exp(tile)),
+            moe_layer_overhead_s=b.moe_layer_overhead_s if moe is None
             else min(MAX_OVERHEAD_S, math.exp(moe)),
         )
 
@@ -275,11 +337,117 @@ class _Space:
         # the efficiencies are clamped at 100 %: past it the loss is flat, and a simplex that
         # wandered there stopped where its other steps had been taken for nothing (a refit
         # read llama.cpp-cuda's rows worse than parameters inside the clamp); a pull back
-        groups += CLAMP_PULL * (max(0.0, x[0]) ** 2 + max(0.0, x[1]) ** 2)
+        compute = self._entry(x, "compute")
+        assert compute is not None  # every space fits the compute share
+        groups += CLAMP_PULL * (max(0.0, self._entry(x, "bandwidth") or 0.0) ** 2
+                                + max(0.0, compute) ** 2)
         if not self.compute_prior:
             return groups
-        pull = x[1] - math.log(self.base.compute_efficiency)
+        pull = compute - math.log(self.base.compute_efficiency)
         return groups + COMPUTE_PRIOR_ROWS * pull * pull / rows
+
+
+def _held_at_prior(start: EngineProfile, prior: EngineProfile, rows: Sequence[Measurement],
+                   key: str, *, dequant: bool) -> EngineProfile:
+    """``start`` with ``prior``'s value for each parameter ``rows`` cannot pin (DECODE_SIDE
+    without a row of decode steps, PROMPT_SIDE without a prompt row, and each structural term
+    where the rows cannot show it); the compute share is then held near the prior's (the
+    fit's penalty), not at it."""
+    held: dict[str, Any] = {}
+    if all(r.metric in PROMPT_METRICS for r in rows):
+        held.update((name, getattr(prior, name)) for name in DECODE_SIDE)
+    if not any(r.metric in PROMPT_METRICS for r in rows):
+        held.update((name, getattr(prior, name)) for name in PROMPT_SIDE)
+    # a prompt step's own cost per layer shows in TTFT rows alone; where they pin it, the
+    # prior's is the start of its fit beside a held decode side (_Space.start)
+    held["prefill_layer_overhead_s"] = prior.prefill_layer_overhead_s
+    if not dequant:
+        held["dequant_compute"] = prior.dequant_compute
+    if not _shows_ceiling(rows, key):
+        held["bandwidth_cap_bytes_per_s"] = prior.bandwidth_cap_bytes_per_s
+    if not _shows_unpacking(rows, key):
+        held["kquant_ops_per_weight"] = prior.kquant_ops_per_weight
+    if not (has_tiled_experts(key) and _shows_expert_prompts(rows)):
+        held["expert_tile_tokens"] = prior.expert_tile_tokens
+    if prices_moe_layers(key):  # the fit's start where the rows can pin it (_shows_moe_layers)
+        held["moe_layer_overhead_s"] = prior.moe_layer_overhead_s
+    return replace(start, **held)
+
+
+NO_DECODE_ROWS = "no decode or throughput rows: a prompt step's time is its arithmetic"
+NO_PROMPT_ROWS = "no prompt rows"
+# why a structural term stands at the prior's where its side has rows (fit_engine's tests)
+NOT_SHOWN = {"matmul_overhead_s": "these rows' models launch alike numbers per layer",
+             "moe_layer_overhead_s": "too few decode rows of MoE and of dense models",
+             "bandwidth_cap_bytes_per_s": "these rows' cards or models are too alike to show one",
+             "kquant_ops_per_weight": "too few decode rows of K-quant weights",
+             "dequant_compute": "too few prompt rows of quantized and of unquantized weights",
+             "expert_tile_tokens": "too few prompt rows of MoE models",
+             "prefill_layer_overhead_s": "no TTFT rows"}
+
+
+def _shown(name: str, value: float) -> str:
+    """A held parameter's value as the profile's source gives it."""
+    if name == "bandwidth_cap_bytes_per_s":
+        return f"{value / 1e12:.3g} TB/s"
+    if name.endswith("_s"):
+        return f"{value * 1e6:.3g} µs"
+    return f"{value:.3g}" + {"expert_tile_tokens": " tokens",
+                             "kquant_ops_per_weight": " operations a weight"}.get(name, "")
+
+
+def _held_notes(fitted: EngineProfile, space: _Space, prior: EngineProfile | None, *,
+                prompt_rows: bool) -> str:
+    """What the fit held rather than fitted, and why, for the profile's source (the bundled
+    fit, with no prior, holds only the cost per weight matmul it is given)."""
+    def term(name: str) -> str:
+        return (f"its {ALL_SIDES[name]} held at {_shown(name, getattr(fitted, name))} (the "
+                f"bundled profile's: {NOT_SHOWN[name]})")
+
+    notes = []
+    if prior is not None and not space.decode_side:
+        notes.append("its bandwidth share (with its multipliers by card group and its ceiling) "
+                     "and its costs per step, per layer, per weight matmul and per MoE layer "
+                     f"held at the bundled profile's ({NO_DECODE_ROWS})")
+    else:
+        tried = {"matmul_overhead_s": space.matmul, "moe_layer_overhead_s": space.moe,
+                 "bandwidth_cap_bytes_per_s": space.cap, "kquant_ops_per_weight": space.unpack}
+        notes += [term(name) for name, fits in tried.items() if not fits
+                  and getattr(fitted, name) and (prior is not None or name == "matmul_overhead_s")]
+    if prior is not None and not prompt_rows:
+        notes.append(f"its compute share held near {prior.compute_efficiency:.3g} and its "
+                     "compute multipliers by card group, dequantization factor, expert tile "
+                     "width and prompt steps' cost per layer at the bundled profile's "
+                     f"({NO_PROMPT_ROWS})")
+    elif prior is not None:
+        if not space.prefill_overhead and fitted.prefill_layer_overhead_s is not None:
+            notes.append("its prompt steps' cost per layer held at the bundled profile's "
+                         f"({NOT_SHOWN['prefill_layer_overhead_s']})")
+        notes += [term(name) for name, fits in (("dequant_compute", space.dequant),
+                                                ("expert_tile_tokens", space.tile))
+                  if not fits and getattr(fitted, name) not in (0.0, UNPRICED.get(name))]
+    return "".join(f"; {note}" for note in notes)
+
+
+def held_parameters(profile: EngineProfile, prior: EngineProfile | None
+                    ) -> tuple[tuple[str, str], ...]:
+    """(parameter, why) for each parameter of a calibrated ``profile`` that prices something
+    and stands at ``prior``'s value, its rows unable to pin it (fit_engine's prior); the
+    compute share first where no prompt row fitted it (held near the prior's, not at it)."""
+    if prior is None:
+        return ()
+    no_decode = profile.compute_rows is not None and profile.compute_rows == profile.fitted_rows
+    held = [] if profile.compute_fitted else [(ALL_SIDES["compute_efficiency"], NO_PROMPT_ROWS)]
+    for name, words in ALL_SIDES.items():
+        value = getattr(profile, name)
+        if name == "compute_efficiency" or value != getattr(prior, name) \
+                or value in (None, 0.0, {}, UNPRICED.get(name)):
+            continue
+        why = NO_DECODE_ROWS if no_decode and name in DECODE_SIDE else \
+            NO_PROMPT_ROWS if not profile.compute_fitted and name in PROMPT_SIDE else \
+            NOT_SHOWN.get(name, "")
+        held.append((words, why))
+    return tuple(held)
 
 
 def _huber(r: float) -> float:
@@ -301,9 +469,12 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
     held_matmul_s: the cost per weight matmul to keep where the rows cannot pin one (their
     models all launch about as many per layer); 0 leaves it to the cost per layer.
     prior: the profile whose values stand where the rows cannot pin them (`calibrate` passes
-    the bundled one): with no prompt rows, its compute efficiency (the fit held near it) and
-    with no time-to-first-token rows, its prefill steps' own cost per layer. Without it, the
-    fixed start stands there, as the bundled fit wants (reproducible, whatever is bundled).
+    the bundled one): with no decode or throughput rows, all of DECODE_SIDE; with no prompt
+    rows, PROMPT_SIDE (the compute share held near it, the rest at it); with no
+    time-to-first-token rows, its prompt steps' own cost per layer; and each structural term
+    (ceiling, unpacking, tile width, dequantization, costs per matmul and per MoE layer) the
+    rows cannot show. Without it, the fixed start stands there, as the bundled fit wants
+    (reproducible, whatever is bundled).
     """
     key = engine_id(engine)
     members = {engine_id(e) for e in family} | {key} if family is not None else {key}
@@ -324,18 +495,16 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
     if len(cg) == len({g for g in groups}) and cg:
         cg = cg[1:]
     cg, bw = _pinned_groups(cg, compute_groups), _pinned_groups(bw, decode_groups)
-    compute_rows = [r for r in mine if r.metric in ("prefill_tok_s", "ttft_ms")]
-    if prior is not None and not compute_rows:
-        start = replace(start, compute_efficiency=prior.compute_efficiency)
-    if prior is not None and not any(r.metric == "ttft_ms" for r in mine):
-        start = replace(start, prefill_layer_overhead_s=prior.prefill_layer_overhead_s)
-    if prior is not None and prices_moe_layers(key):  # where the rows cannot pin it
-        start = replace(start, moe_layer_overhead_s=prior.moe_layer_overhead_s)
+    compute_rows = [r for r in mine if r.metric in PROMPT_METRICS]
+    decode_side = len(compute_rows) < len(mine)  # a row with decode steps pins DECODE_SIDE
     quantized = sum(1 for r in compute_rows if _dequantizes(r))
     dequant = MIN_GROUP_ROWS <= quantized <= len(compute_rows) - MIN_GROUP_ROWS
     # a prefill step's own per-layer cost shows in time-to-first-token at batch 1
     prefill = any(r.metric == "ttft_ms" for r in mine)
-    space = _Space(start, bw, cg, dequant, prefill, compute_prior=not compute_rows)
+    if prior is not None:  # what the rows cannot pin stands at the prior's (held_parameters)
+        start = _held_at_prior(start, prior, mine, key, dequant=dequant)
+    space = _Space(start, bw, cg, dequant, prefill, compute_prior=not compute_rows,
+                   decode_side=decode_side or prior is None)
     parameters = len(space.start())
     if strict and len(mine) < parameters:  # the rows would not pin the parameters
         raise InputError(f"engine {key}: {len(mine)} predictable throughput or latency "
@@ -414,17 +583,7 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
     ratios = sorted(p.measured / p.predicted for p in (predict(r, table) for r in mine)
                     if p.predicted)
     # the band brackets the expectation itself (the loader's rule: band_low ≤ 1 ≤ band_high)
-    held = "" if space.matmul or not fitted.matmul_overhead_s else (
-        f"; its cost per weight matmul held at {fitted.matmul_overhead_s * 1e6:.3g} µs (the "
-        "bundled profile's: these rows' models launch alike numbers per layer)")
-    if prior is not None and not compute_rows:
-        held += (f"; its compute share held near {prior.compute_efficiency:.3g} and its prompt "
-                 "steps' cost per layer at the bundled profile's (no prompt rows)")
-    elif prior is not None and not prefill:
-        held += "; its prompt steps' cost per layer held at the bundled profile's (no TTFT rows)"
-    if not space.moe and fitted.moe_layer_overhead_s:
-        held += (f"; its cost per MoE layer held at {fitted.moe_layer_overhead_s * 1e6:.3g} µs "
-                 "(the bundled profile's: too few decode rows of MoE and of dense models)")
+    held = _held_notes(fitted, space, prior, prompt_rows=bool(compute_rows))
     low, high = min(1.0, _quantile(ratios, 0.1)), max(1.0, _quantile(ratios, 0.9))
     if prior is not None:  # a user's rows measure the fit's own error, not a new model's or
         # card's: the band is at least the bundled profile's, fitted on many of each
@@ -444,25 +603,57 @@ def condition(row: Measurement) -> tuple[object, ...]:
 
 LOWER_IS_FASTER = ("ttft_ms",)
 ROOFLINE_SLACK = 1.05  # a row this much past the roofline is not this deployment's
+# A row this many times past its deployment's roofline is no measurement of it: unreadable.
+# Nothing real gets there: speculative decoding's published speed-ups reach about 6× (EAGLE-3,
+# 6.5× at best), and a step verifying k drafted tokens streams the weights once for at most
+# k + 1 tokens, so even 32 drafts, every one accepted, stay under 33× the one-token roofline;
+# a card or model named wrong is off by its bandwidth or size ratio (an RTX 4090 named for a
+# B200: 8×; a 70B model for an 8B one, ~9×). Unit slips and typos land far past it: seconds
+# written as ms are 1,000× off, and 1e12 tok/s for Llama-3.1-8B on an H100 is nine orders of
+# magnitude past its roofline of 223.
+UNREADABLE_PAST_ROOFLINE = 100.0
+
+
+def _rooflines(rows: Sequence[Measurement]) -> list[tuple[Measurement, float]]:
+    """(row, the roofline's figure) for each performance row that has one: its metric on
+    its deployment with efficiencies of 1 and no overheads (cost.IDEAL)."""
+    from ridgeline.cost import IDEAL
+
+    table = {row_engine(r): replace(IDEAL, engine=row_engine(r)) for r in rows}
+    figures = ((row, predict(row, table).predicted) for row in performance_rows(rows))
+    return [(row, floor) for row, floor in figures if floor is not None]
+
+
+def times_past(row: Measurement, floor: float) -> float:
+    """How many times faster than the roofline's ``floor`` the row was measured (under 1:
+    slower, as every engine is)."""
+    return floor / row.value if row.metric in LOWER_IS_FASTER else row.value / floor
 
 
 def beyond_roofline(rows: Sequence[Measurement]) -> list[tuple[Measurement, float]]:
     """The rows measured faster than the roofline lets their deployment run (a card named
     wrong, speculative decoding): (row, the roofline's figure). An engine cannot beat it, so
     no efficiency up to 100 % fits them."""
-    from ridgeline.cost import IDEAL
+    return [(row, floor) for row, floor in _rooflines(rows)
+            if (row.value * ROOFLINE_SLACK < floor if row.metric in LOWER_IS_FASTER
+                else row.value > floor * ROOFLINE_SLACK)]
 
-    table = {row_engine(r): replace(IDEAL, engine=row_engine(r)) for r in rows}
-    out = []
-    for row in performance_rows(rows):
-        floor = predict(row, table).predicted
-        if floor is None:
-            continue
-        faster = row.value * ROOFLINE_SLACK < floor if row.metric in LOWER_IS_FASTER \
-            else row.value > floor * ROOFLINE_SLACK
-        if faster:
-            out.append((row, floor))
-    return out
+
+def refuse_past_roofline(result: ReadResult) -> ReadResult:
+    """``result`` with each row UNREADABLE_PAST_ROOFLINE or more times past its deployment's
+    roofline moved from its rows to its errors, named with why (as a negative value is):
+    `validate` would score it at −100 % and `calibrate` would have to leave it out."""
+    impossible = {row.id: (row, floor) for row, floor in _rooflines(result.rows)
+                  if times_past(row, floor) >= UNREADABLE_PAST_ROOFLINE}
+    if not impossible:
+        return result
+    errors = tuple(
+        f"{row.id}: {row.value:,.4g} {row.unit} is {times_past(row, floor):,.0f}× faster than "
+        f"the roofline's {floor:,.4g} for {row.model} on {row.num_gpus} x {row.gpu}; nothing "
+        f"real runs {UNREADABLE_PAST_ROOFLINE:g}× past its roofline, speculative decoding "
+        "included (a unit slip? a typo?)" for row, floor in impossible.values())
+    return ReadResult(tuple(r for r in result.rows if r.id not in impossible),
+                      result.errors + errors)
 
 
 def _predictable(rows: Sequence[Measurement], table: Mapping[str, EngineProfile],
@@ -576,7 +767,8 @@ def fit_cautions(profiles: Mapping[str, EngineProfile], rows: Sequence[Measureme
                  bundled: Mapping[str, EngineProfile] | None = None) -> list[str]:
     """What makes a fitted profile unsafe to use beyond its rows: a fit on one deployment
     or one model, a bandwidth share no serving engine runs at (under MIN_BANDWIDTH_SHARE of
-    rated, or over all of it, on a card group the rows are on), and no fixed cost a step."""
+    rated, or over all of it, on a card group the rows are on), and no fixed cost a step
+    (neither said of a value held at the bundled profile's: held_parameters)."""
     out = []
     for engine, p in profiles.items():
         cover, prior = coverage(rows, p), (bundled or {}).get(engine)
@@ -591,8 +783,10 @@ def fit_cautions(profiles: Mapping[str, EngineProfile], rows: Sequence[Measureme
                        f"on {', '.join(cover.gpus)}: its shares and costs are that model's; on "
                        "another (--profile in plan, decode, simulate) they may be far off — add "
                        "rows of other models, or keep this profile to that one")
+        held = dict(held_parameters(p, prior))  # the bundled profile's values: not fitted
         shares: dict[tuple[str, int], list[str]] = {}  # (low or high, share %) → groups
-        for group in sorted(p.fitted_groups) or [""]:
+        fitted_on = [] if "bandwidth share" in held else sorted(p.fitted_groups) or [""]
+        for group in fitted_on:
             share = p.bandwidth_efficiency * p.group_bandwidth.get(group, 1.0)
             if share < MIN_BANDWIDTH_SHARE:
                 shares.setdefault(("low", round(share * 100)), []).append(group)
@@ -610,7 +804,7 @@ def fit_cautions(profiles: Mapping[str, EngineProfile], rows: Sequence[Measureme
                 "name?"))
         fixed = (p.step_overhead_s, p.layer_overhead_s, p.matmul_overhead_s,
                  p.moe_layer_overhead_s)
-        if max(fixed) < NO_FIXED_COST_S:
+        if max(fixed) < NO_FIXED_COST_S and "cost per step" not in held:
             out.append(f"{engine}: no fixed cost a step fitted (0 µs a step, a layer and a weight "
                        "matmul), which every engine pays (scheduling, kernel launches): the rows "
                        "cannot tell it from the bandwidth share — add rows at batch 1 and at "

@@ -268,14 +268,14 @@ def _check_output(output: str) -> dict[str, Any]:
 def cmd_validate(args: argparse.Namespace) -> Any:
     from dataclasses import replace
 
-    from ridgeline.calibrate import beyond_roofline, validate
+    from ridgeline.calibrate import beyond_roofline, refuse_past_roofline, validate
     from ridgeline.engines import load_profile_file
     from ridgeline.measurements import read_measurement_files
     from ridgeline.predict import row_engine
     from ridgeline.reports.validation import ValidationReport, prediction_steps
 
     _register_gpu_files(args)
-    result = read_measurement_files(args.file)
+    result = refuse_past_roofline(read_measurement_files(args.file))  # absurd rows: unreadable
     _require_rows(args.file, result.errors, result.rows)
     profiles = load_profile_file(args.profile) if args.profile else None
     predictions = validate(result.rows, profiles)
@@ -312,7 +312,9 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
         error_stats,
         fit_cautions,
         fit_profiles,
+        held_parameters,
         performance_rows,
+        refuse_past_roofline,
         validate,
     )
     from ridgeline.engines import bundled_profiles, engine_id
@@ -327,7 +329,7 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
 
     existing = _check_output(args.output)
     _register_gpu_files(args)
-    result = read_measurement_files(args.file)
+    result = refuse_past_roofline(read_measurement_files(args.file))  # absurd rows: unreadable
     files = ", ".join(args.file)
     _require_rows(args.file, result.errors, result.rows)
     # rows faster than their deployment's roofline cannot be fitted: named and left out
@@ -399,7 +401,8 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
                 "are the rows from a faster card than they name?"
                 for engine, p in profiles.items()
                 for name, value in (("bandwidth", p.bandwidth_efficiency),
-                                    ("compute", p.compute_efficiency)) if value >= 0.999]
+                                    ("compute", p.compute_efficiency)) if value >= 0.999
+                and f"{name} share" not in dict(held_parameters(p, bundled_profiles().get(engine)))]
     worse = {s.group: s for s in before}
 
     def squared_log(preds: list[Any]) -> float:  # the fit's objective, near enough

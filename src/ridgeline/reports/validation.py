@@ -4,11 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
+from functools import partial
 from typing import Any
 
-from ridgeline.calibrate import GROUP_PRIOR, HUBER_DELTA, Coverage, ErrorStats, error_stats
+from ridgeline.calibrate import (
+    GROUP_PRIOR,
+    HUBER_DELTA,
+    Coverage,
+    ErrorStats,
+    error_stats,
+    held_parameters,
+)
 from ridgeline.deployment import Deployment
-from ridgeline.engines import EngineProfile, profile_for
+from ridgeline.engines import EngineProfile, bundled_profiles, profile_for
 from ridgeline.errors import InputError
 from ridgeline.explain import Quantity, Step, q, step
 from ridgeline.hardware import resolve_accelerator
@@ -77,34 +85,33 @@ def profile_steps(profiles: Mapping[str, EngineProfile]) -> tuple[Step, ...]:
     objective, and each coefficient with where it came from (fitted, or held)."""
     steps = []
     for engine, p in profiles.items():
+        held = dict(held_parameters(p, bundled_profiles().get(engine)))
+        source = partial(_source, held)
         compute = "fitted" if p.compute_fitted else "held near the bundled profile's: no prompt rows"
         inputs = [
             q("rows fitted", p.fitted_rows, "", ", ".join(f"{g} {n}" for g, n in
                                                      p.fitted_groups.items())),
-            q("bandwidth share", p.bandwidth_efficiency, "of rated", "fitted"),
+            q("bandwidth share", p.bandwidth_efficiency, "of rated", source("bandwidth share")),
             q("compute share", p.compute_efficiency, "of dense peak", compute),
-            q("per step", _us(p.step_overhead_s), "µs", "fitted"),
-            q("per layer", _us(p.layer_overhead_s), "µs", "fitted"),
+            q("per step", _us(p.step_overhead_s), "µs", source("cost per step")),
+            q("per layer", _us(p.layer_overhead_s), "µs", source("cost per layer")),
         ]
         if p.prefill_layer_overhead_s is not None:
-            held = "cost per layer at the bundled" in p.source  # fit_engine's note
             inputs.append(q("per layer of a prompt step", _us(p.prefill_layer_overhead_s), "µs",
-                            "the bundled profile's: no TTFT rows" if held else "fitted"))
+                            source("cost per layer of a prompt step")))
         if p.matmul_overhead_s:
-            held = "per weight matmul held" in p.source
             inputs.append(q("per weight matmul", _us(p.matmul_overhead_s), "µs",
-                            "the bundled profile's: the rows' models launch alike numbers"
-                            if held else "fitted"))
+                            source("cost per weight matmul")))
         if p.moe_layer_overhead_s:
-            held = "per MoE layer held" in p.source
             inputs.append(q("per MoE layer", _us(p.moe_layer_overhead_s), "µs",
-                            "the bundled profile's: too few MoE and dense decode rows"
-                            if held else "fitted"))
+                            source("cost per MoE layer")))
         if p.bandwidth_cap_bytes_per_s is not None:
             inputs.append(q("bandwidth ceiling", p.bandwidth_cap_bytes_per_s / 1e12, "TB/s",
-                            "fitted: a matrix-vector kernel's bytes in flight"))
+                            source("bandwidth ceiling",
+                                   "fitted: a matrix-vector kernel's bytes in flight")))
         inputs += [q(f"bandwidth share on {g}", v, "x the share above",
-                     f"fitted, pulled towards 1 by {GROUP_PRIOR} × ln²")
+                     source("bandwidth by card group",
+                            f"fitted, pulled towards 1 by {GROUP_PRIOR} × ln²"))
                    for g, v in p.group_bandwidth.items()]
         inputs.append(q("objective", f"mean Huber(ln(predicted ÷ measured), δ {HUBER_DELTA}) "
                         "over the rows, minimised by Nelder–Mead"))
@@ -118,6 +125,12 @@ def profile_steps(profiles: Mapping[str, EngineProfile]) -> tuple[Step, ...]:
               "p10–p90 of measured ÷ predicted over the rows"),
             *inputs))
     return tuple(steps)
+
+
+def _source(held: Mapping[str, str], words: str, fitted: str = "fitted") -> str:
+    """A coefficient's source: ``fitted``, or where the fit held it at the bundled profile's
+    (``held``: held_parameters, by parameter), why."""
+    return f"the bundled profile's: {held[words]}" if words in held else fitted
 
 
 def _us(seconds: float) -> float:
@@ -263,9 +276,16 @@ class CalibrationReport:
     cautions: tuple[str, ...] = ()
     coverage: Mapping[str, Coverage] = field(default_factory=dict)  # by engine
 
+    def held(self, engine: str) -> tuple[tuple[str, str], ...]:
+        """(parameter, why) for each of the engine's parameters the fit held at the bundled
+        profile's, its rows unable to pin it."""
+        return held_parameters(self.profiles[engine], bundled_profiles().get(engine))
+
     def to_dict(self) -> dict[str, Any]:
         return {"output": self.output,
                 "profiles": {e: p.to_dict() for e, p in self.profiles.items()},
+                "held": {e: [{"parameter": name, "why": why} for name, why in self.held(e)]
+                         for e in self.profiles},
                 "coverage": {e: c.to_dict() for e, c in self.coverage.items()},
                 "before": [vars(s) for s in self.before], "after": [vars(s) for s in self.after],
                 "unreadable": list(self.unreadable), "skipped": list(self.skipped),
@@ -294,6 +314,11 @@ class CalibrationReport:
             cover = self.coverage.get(engine)
             if cover is not None:
                 lines.append(f"    fitted on {p.fitted_rows:,} rows: {cover.shown}")
+            held: dict[str, list[str]] = {}  # the compute share's hold is said above
+            for name, why in self.held(engine)[0 if p.compute_fitted else 1:]:
+                held.setdefault(why, []).append(name)
+            lines += [f"    held at the bundled profile's ({why}): {', '.join(names)}"
+                      for why, names in held.items()]
         lines.append("")
         before = {s.group: s for s in self.before}
         rows = [[s.group, str(s.rows), f"{before[s.group].median_abs_error:.1%}"
