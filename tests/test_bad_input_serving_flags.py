@@ -1,5 +1,4 @@
-"""Bad input (audit): simulate's and plan's flags read as a user writes them (to add with the
-cli_serving.py patch)."""
+"""Bad input (audit): simulate's and plan's flags read as a user writes them."""
 
 from __future__ import annotations
 

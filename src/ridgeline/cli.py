@@ -95,6 +95,16 @@ def _share(what: str) -> Callable[[str], float]:
     return _typed(parse)
 
 
+def _percentile(text: str) -> float:
+    """A percentile in percent, as simulate and plan read it: from 1 to below 100 (0.9 would
+    be p0.9, not p90)."""
+    value = _positive_float("percentile")(text)
+    if not 1 <= value < 100:
+        raise InputError(f"a percentile in percent, from 1 to below 100 (90 for p90), got "
+                         f"{value:g}")
+    return value
+
+
 MAX_MEMORY_GIB = 1e6  # a petabyte: past any one device's or host's memory
 GBS_RANGE = (0.1, 1e5)  # GB/s of a memory or a link: a slow DIMM to past any HBM
 
@@ -464,6 +474,15 @@ def _formats(p: argparse.ArgumentParser) -> None:
                    "(llama.cpp: f16)")
 
 
+def _deployment_flags(p: argparse.ArgumentParser, several: bool = False) -> None:
+    """MODEL on its hardware: the accelerator and its count (with ``several``, cards side by
+    side, comma-separated), the pipeline stages, the weight and KV formats."""
+    _model(p)
+    _gpu(p, several=several)
+    _pipeline(p)
+    _formats(p)
+
+
 # -- resolution helpers --------------------------------------------------------------
 def load_model(args: argparse.Namespace) -> Any:
     from ridgeline.catalog import resolve_model
@@ -766,10 +785,17 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
 
-    from ridgeline import cli_arithmetic, cli_data, cli_serving
+    from ridgeline import (
+        cli_arithmetic,
+        cli_data,
+        cli_fit,
+        cli_observe,
+        cli_plan,
+        cli_simulate,
+    )
     from ridgeline.cli_companion import add_companion_commands
 
-    for module in (cli_arithmetic, cli_serving, cli_data):
+    for module in (cli_arithmetic, cli_fit, cli_simulate, cli_plan, cli_observe, cli_data):
         module.register(sub)
 
     add_companion_commands(sub, _output, _typed)

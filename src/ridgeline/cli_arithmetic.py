@@ -10,6 +10,7 @@ from ridgeline.cli import (
     MAX_MEMORY_GIB,
     _count,
     _count_list,
+    _deployment_flags,
     _engine,
     _formats,
     _gpu,
@@ -398,10 +399,7 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=cmd_kv)
 
     p = sub.add_parser("decode", help="decode step: floor and expected time, tok/s per user and total")
-    _model(p)
-    _gpu(p, several=True)
-    _pipeline(p)
-    _formats(p)
+    _deployment_flags(p, several=True)
     p.add_argument("--batch", type=_count_list("batch", MAX_BATCH), default=[1],
                    help="one batch or a list: 1,8,32,128,296")
     p.add_argument("--context", type=_count_list("context length"), default=[2000],
@@ -417,10 +415,7 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=cmd_decode)
 
     p = sub.add_parser("prefill", help="prefill floor (TTFT) of a prompt and its intensity")
-    _model(p)
-    _gpu(p, several=True)
-    _pipeline(p)
-    _formats(p)
+    _deployment_flags(p, several=True)
     p.add_argument("--prompt-len", type=_count_list("prompt length"), required=True,
                    help="tokens in each prompt; one or a list: 1000,8000,32000")
     p.add_argument("--batch", type=_positive_count("batch", MAX_BATCH), default=1,

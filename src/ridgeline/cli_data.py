@@ -434,6 +434,16 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
                              cautions=tuple(cautions),
                              coverage={e: coverage(rows, p) for e, p in profiles.items()})
 
+
+def _measurement_files(p: argparse.ArgumentParser, together: str) -> None:
+    """validate's and calibrate's inputs: measurement CSVs, ``together`` one set, and the
+    accelerator records their rows name."""
+    p.add_argument("file", metavar="FILE", nargs="+",
+                   help=f"CSVs in the format of validation/README.md ({together} together)")
+    p.add_argument("--gpu-file", action="append", metavar="FILE",
+                   help="accelerator records the rows refer to (e.g. from `measure`)")
+
+
 def register(sub: Any) -> None:
 
     p = sub.add_parser("page", help="an interactive roofline page with batch/context sliders")
@@ -489,10 +499,7 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=cmd_measure)
 
     p = sub.add_parser("validate", help="predict every row of measurements CSVs, with errors")
-    p.add_argument("file", metavar="FILE", nargs="+",
-                   help="CSVs in the format of validation/README.md (scored together)")
-    p.add_argument("--gpu-file", action="append", metavar="FILE",
-                   help="accelerator records the rows refer to (e.g. from `measure`)")
+    _measurement_files(p, "scored")
     p.add_argument("--profile", metavar="FILE", help="engine profiles from `ridgeline calibrate`")
     p.add_argument("--summary", action="store_true", help="only the error tables")
     p.add_argument("--strict", action="store_true",
@@ -501,10 +508,7 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=cmd_validate)
 
     p = sub.add_parser("calibrate", help="fit engine profiles to your own measurements")
-    p.add_argument("file", metavar="FILE", nargs="+",
-                   help="CSVs in the format of validation/README.md (fitted together)")
-    p.add_argument("--gpu-file", action="append", metavar="FILE",
-                   help="accelerator records the rows refer to (e.g. from `measure`)")
+    _measurement_files(p, "fitted")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="profile JSON to write")
     p.add_argument("--engine", action="append", type=_typed(_engine_name),
                    help="fit only this engine (repeatable)")

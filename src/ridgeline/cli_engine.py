@@ -1,0 +1,69 @@
+"""CLI: a serving engine's own settings as fit and simulate take them — the flags under the
+engine's names, and the refusal of one the chosen engine has no use for."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ridgeline.errors import InputError
+
+
+def _prefix_caching(g: Any, help_text: str) -> None:
+    switch = g.add_mutually_exclusive_group()
+    switch.add_argument("--enable-prefix-caching", dest="prefix_caching", action="store_const",
+                        const=True, help=help_text + " (default: the engine's)")
+    switch.add_argument("--no-prefix-caching", dest="prefix_caching", action="store_const",
+                        const=False, help="the engine without prefix caching (TensorRT-LLM: "
+                        "kv_cache_config.enable_block_reuse false)")
+
+
+def _vllm_memory_switches(g: Any) -> None:
+    """vLLM switches that change what its pool holds (fit and simulate)."""
+    g.add_argument("--no-async-scheduling", action="store_true",
+                   help="vLLM v0.26+: window layers keep blocks for one batch in flight, not two")
+    g.add_argument("--language-model-only", action="store_true",
+                   help="vLLM: a multimodal checkpoint without its vision tower")
+    g.add_argument("--warm-compile-cache", action="store_true",
+                   help="vLLM v0.25.1+ (Model Runner V2): torch.compile's cache from an earlier "
+                   "start is found, so the profile carries no cold compile (about 1 GiB more "
+                   "pool); default: a first start, as in a fresh container")
+
+
+def _trtllm_backend(g: Any) -> None:
+    """TensorRT-LLM's backend, which decides what it allocates before the cache."""
+    g.add_argument("--backend", choices=["pytorch", "tensorrt"],
+                   help="TensorRT-LLM (trtllm-serve --backend): pytorch (default from v1.0) or "
+                   "tensorrt, the prebuilt engine (default before v1.0), whose runtime and "
+                   "decoder keep vocabulary-sized buffers for every max_batch_size seat")
+
+
+def _usage_and_version(g: Any, rules: str, v0: bool = False) -> None:
+    """--usage (vLLM's usage context) and --engine-version, whose help says what the command
+    takes from the release (``rules``: "memory rules to follow") and, with ``v0``, how to
+    name vLLM's V0 engine."""
+    g.add_argument("--usage", choices=["serve", "offline"],
+                   help="vLLM usage context: vllm serve (default) or the offline LLM class")
+    g.add_argument("--engine-version", metavar="V",
+                   help=f"engine version whose {rules}: vLLM 0.1 ... 0.32"
+                   + (" (add V0 for VLLM_USE_V1=0)" if v0 else "") + ", SGLang 0.3 ... 0.5.9, "
+                   "llama.cpp a build (b9400); default: the newest modelled")
+
+
+def check_engine_flags(args: argparse.Namespace, engine: str) -> None:
+    """Refuse an engine setting the chosen engine has no use for, rather than drop it."""
+    problems = []
+    if engine.startswith("llama.cpp"):
+        if args.gpu_memory_utilization is not None:
+            problems.append("--gpu-memory-utilization: llama.cpp has no memory fraction; it "
+                            "allocates the cache -c asks for (--max-model-len × --parallel)")
+        if args.block_size is not None:
+            problems.append("--block-size: llama.cpp caches single-token cells")
+    if args.usage is not None and engine != "vllm":
+        problems.append(f"--usage is vLLM's usage context (vllm serve or the LLM class); "
+                        f"{engine} has none")
+    if getattr(args, "ignore_eos", False) and engine != "sglang":
+        problems.append(f"--ignore-eos changes only SGLang's admission estimate here ({engine} "
+                        "admits by free blocks, or reserves the whole output)")
+    if problems:
+        raise InputError("; ".join(problems))

@@ -1,0 +1,207 @@
+"""CLI: fit — the KV pool an engine leaves and the capacity verdict, for one deployment
+or several engines or cards side by side."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ridgeline.cli import (
+    _deployment_flags,
+    _engine_name,
+    _name_list,
+    _offload,
+    _output,
+    _positive_count,
+    _positive_float,
+    _split_mode,
+    accelerator_names,
+    auto_layers,
+    build_deployment,
+    card_id,
+    engine_settings,
+    engine_sizes,
+    fitted,
+    fitted_context,
+    load_accelerator,
+    load_model,
+    no_fit_ctx,
+    one_card,
+)
+from ridgeline.cli_engine import (
+    _prefix_caching,
+    _trtllm_backend,
+    _usage_and_version,
+    _vllm_memory_switches,
+    check_engine_flags,
+)
+from ridgeline.context_length import positions_label, served_positions
+from ridgeline.errors import InputError
+from ridgeline.side_by_side import run_each
+
+
+def cmd_fit(args: argparse.Namespace) -> Any:
+    from dataclasses import replace
+
+    from ridgeline.engines import engine_id
+    from ridgeline.llamacpp_pool import check_host_memory_for
+    from ridgeline.reports.fit import fit_report, longest_context, slots_for_target
+
+    model = load_model(args)
+    defaulted = ""
+    if args.max_model_len is None and args.target_concurrency is None \
+            and not auto_layers(args):
+        if any(engine_id(e.strip()).startswith("llama.cpp") for e in args.engine.split(",")):
+            raise InputError("give --max-model-len L (llama-server's -c), -ngl auto for its "
+                             "default -c 0 under --fit (the context that fits), or "
+                             "--target-concurrency T alone for the longest context T "
+                             "conversations can have")
+        # vllm serve's default, SGLang's and TensorRT-LLM's alike: the context each derives
+        # from the config (served_positions); comparing engines, the shortest of theirs
+        named = [engine_id(e.strip()) for e in args.engine.split(",")]
+        served = [(served_positions(model, e), e) for e in named]
+        if any(n is None for n, _ in served):
+            raise InputError("give --max-model-len L (the config states no "
+                             "max_position_embeddings), or --target-concurrency T alone to "
+                             "find the longest context T conversations can have")
+        positions, first = min((n or 0, e) for n, e in served)
+        args.max_model_len = positions
+        alike = len({served_positions(model, e) for e in ("vllm", "sglang", "trtllm")}) == 1
+        engines_named = ("vLLM, SGLang and TensorRT-LLM default it" if alike
+                         else f"{first} defaults it")
+        defaulted = (f"--max-model-len not given: {args.max_model_len:,}, {model.name}'s "
+                     f"{positions_label(model, first)}, as {engines_named} "
+                     "(--target-concurrency T alone finds the longest context T conversations "
+                     "can have)")
+    engines = [engine_id(name.strip()) for name in args.engine.split(",")]
+    cards = accelerator_names(args)
+    if args.max_model_len is None and (len(engines) > 1 or len(cards) > 1):
+        raise InputError("the longest-context search runs on one deployment: give one --engine "
+                         "and one --gpu, or --max-model-len to compare")
+    if len(cards) > 1:
+        return _compare_accelerators(args, model, cards, engines)
+    acc = load_accelerator(args)
+    if len(engines) > 1:
+        return _compare_engines(args, model, acc, engines)
+    dep = build_deployment(args, model, acc, engines[0])
+    check_engine_flags(args, engines[0])
+    if args.enforce_eager and engines[0] != "vllm":
+        raise InputError(f"--enforce-eager sizes vLLM's pool without its CUDA-graph memory; "
+                         f"{engines[0]}'s pool does not depend on it (`decode` and `simulate` "
+                         "take it, for the step time without graphs)")
+    settings = engine_settings(args)
+    if args.max_model_len is None and auto_layers(args):
+        if args.target_concurrency is not None:
+            raise InputError("-ngl auto places the layers for a context: give --max-model-len "
+                             "with --target-concurrency (or neither, for llama-server's -c 0)")
+        from ridgeline.llamacpp_fit import context_story
+
+        context, dep = fitted_context(args, dep, settings)
+        return replace(fit_report(dep, context, settings, None),
+                       searched=context_story(dep, context))
+    if args.max_model_len is None:
+        return longest_context(dep, settings, args.target_concurrency)
+    no_fit_ctx(args)
+    settings = slots_for_target(dep, settings, args.target_concurrency)  # before --fit places
+    dep = fitted(args, dep, settings, args.max_model_len, args.target_concurrency or 1,
+                 check_host=False)
+    report = fit_report(dep, args.max_model_len, settings, args.target_concurrency)
+    check_host_memory_for(dep, report.launch_cells)  # the -c it tells llama-server to take
+    return replace(report, searched=defaulted) if defaulted else report
+
+
+def _compare_accelerators(args: argparse.Namespace, model: Any, cards: list[str],
+                          engines: list[str]) -> Any:
+    from ridgeline.engines import engine_id
+    from ridgeline.reports.fit import fit_report, slots_for_target
+    from ridgeline.reports.fit_comparison import FitComparison
+
+    if len(engines) > 1:
+        raise InputError("compare engines or accelerators, not both: give one --engine or "
+                         "one --gpu")
+    if args.plot:
+        raise InputError("--plot draws one deployment; give one --gpu")
+    settings = engine_settings(args)
+
+    def on(card: str) -> Any:
+        one = one_card(args, card)
+        acc = load_accelerator(one)
+        engine = engine_id(one.engine) if len(engines) == 1 else engines[0]  # the card's build
+        dep = build_deployment(args, model, acc, engine)
+        slots = slots_for_target(dep, settings, args.target_concurrency)
+        dep = fitted(args, dep, slots, args.max_model_len, args.target_concurrency or 1)
+        return fit_report(dep, args.max_model_len, slots, args.target_concurrency)
+
+    reports, not_run = run_each(cards, on, card_id)
+    return FitComparison(tuple(reports), by="accelerator", not_run=not_run)
+
+
+# the settings that name one engine's knob: a comparison runs each engine at its defaults
+ENGINE_KNOBS = ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens",
+                "block_size", "engine_version", "flash_attn", "swa_full_tokens_ratio",
+                "split_mode", "gpu_layers", "n_cpu_moe", "cpu_moe", "host_bandwidth_gbs",
+                "host_link_gbs", "host_memory_gib", "output_layer_last", "fit_target_mib",
+                "fit_ctx", "no_async_scheduling", "prefix_caching", "language_model_only",
+                "backend", "warm_compile_cache", "kv_cache_memory_bytes", "max_total_tokens")
+
+
+def _compare_engines(args: argparse.Namespace, model: Any, acc: Any, engines: list[str]) -> Any:
+    from ridgeline.memory import EngineSettings
+    from ridgeline.reports.fit import fit_report
+    from ridgeline.reports.fit_comparison import FitComparison
+
+    flag = {"gpu_layers": "-ngl", "fit_target_mib": "--fit-target",
+            "prefix_caching": "--enable-prefix-caching" if args.prefix_caching
+            else "--no-prefix-caching"}
+    knobs = [flag.get(k, f"--{k.replace('_', '-')}") for k in ENGINE_KNOBS
+             if getattr(args, k, None) is not None
+             and (getattr(args, k) is not False or k == "prefix_caching")]
+    if knobs or args.enforce_eager or args.plot:
+        given = knobs + (["--enforce-eager"] if args.enforce_eager else []) + (
+            ["--plot"] if args.plot else [])
+        verb = "names" if len(given) == 1 else "name"
+        raise InputError(f"{', '.join(given)} {verb} one engine's settings; compare engines at "
+                         "their defaults, or give one --engine")
+    if len(set(engines)) < len(engines):
+        raise InputError("an engine is named twice in --engine")
+    settings = EngineSettings(max_model_len=args.max_model_len, usage=args.usage or "serve")
+    reports, not_run = run_each(engines, lambda engine: fit_report(
+        build_deployment(args, model, acc, engine), args.max_model_len, settings,
+        args.target_concurrency))
+    return FitComparison(tuple(reports), not_run=not_run)
+
+
+def register(sub: Any) -> None:
+
+    p = sub.add_parser("fit", help="the KV pool an engine leaves, and the capacity verdict")
+    _deployment_flags(p, several=True)
+    p.add_argument("--max-model-len", type=_positive_count("max model length"), metavar="N",
+                   help="tokens per conversation to size for (vLLM --max-model-len; 32k = "
+                   "32,000, 32K = 32,768); leave it out with --target-concurrency to find the "
+                   "longest context that many fit at")
+    p.add_argument("--target-concurrency", type=_positive_count("target concurrency"),
+                   help="conversations that must fit at once")
+    p.add_argument("--engine", type=_name_list(_engine_name),
+                   help="vllm (default; llama.cpp-metal on Apple silicon, llama.cpp-rocm on the "
+                   "AMD GPUs vLLM leaves out), sglang, trtllm, "
+                   "llama.cpp-…; several, comma-separated, to compare them")
+    p.set_defaults(engine_by_accelerator=True)
+    g = p.add_argument_group("engine settings (the engine's own names; default: its default)")
+    _split_mode(g)
+    engine_sizes(g)
+    g.add_argument("--enforce-eager", action="store_true", help="vLLM: no CUDA graphs")
+    _prefix_caching(g, "vLLM: a hybrid with recurrent state (Qwen3-Next, Nemotron-H) runs "
+                    "without it by default before v0.28; with it, a linear-attention hybrid "
+                    "keeps two state blocks per request, not one")
+    _vllm_memory_switches(g)
+    _trtllm_backend(g)
+    g.add_argument("--swa-full-tokens-ratio", type=_positive_float("swa_full_tokens_ratio"),
+                   metavar="R", help="SGLang hybrid-SWA models: window pool ÷ full pool "
+                   "(default 0.8); lower holds more long conversations")
+    g.add_argument("--flash-attn", choices=["on", "off", "auto"],
+                   help="llama.cpp -fa (default auto: on where supported); off sizes the "
+                   "attention scores into the compute buffer and costs their traffic")
+    _usage_and_version(g, "memory rules to follow, any release within an era", v0=True)
+    _offload(p)
+    _output(p, plot=True)
+    p.set_defaults(handler=cmd_fit)

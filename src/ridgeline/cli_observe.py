@@ -1,0 +1,142 @@
+"""CLI: observe — a live engine's batch on the roofline, from its metrics, log or bench
+result."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+from ridgeline.cli import (
+    _engine,
+    _formats,
+    _gpu,
+    _not_empty,
+    _output,
+    _pipeline,
+    _positive_count,
+    _typed,
+    default_engine,
+    load_accelerator,
+    load_deployment,
+    load_model,
+    load_profile,
+)
+from ridgeline.errors import InputError
+
+MAX_POLL_S = 86_400.0  # observe's window and interval against a live engine: a day
+
+
+def _seconds(text: str) -> float:
+    text = str(text).strip().lower()
+    factor = 60.0 if text.endswith("m") else 1.0
+    try:
+        value = float(text.rstrip("sm")) * factor
+    except ValueError:
+        raise InputError(f"a duration looks like 60s, 2m or 0.5, got {text!r}") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise InputError(f"a duration is a finite time ≥ 0 such as 60s or 2m, got {text!r}")
+    if value > MAX_POLL_S:
+        raise InputError(f"a polling time is at most a day ({MAX_POLL_S:,.0f} s), got {text!r}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    value = _seconds(text)
+    if value <= 0:
+        raise InputError(f"the time between scrapes must be above 0, got {text!r}")
+    return value
+
+
+def engine_for_metrics(family: str | None, args: argparse.Namespace) -> str:
+    """The engine a source's metric names point to: llama-server's build for the card
+    (Metal on Apple silicon, ROCm on AMD, CUDA otherwise), SGLang, TensorRT-LLM, or the
+    default."""
+    from ridgeline.engines import llamacpp_build
+
+    if family in ("sglang", "trtllm"):
+        return family
+    if family == "llama.cpp":
+        return llamacpp_build("llama.cpp", load_accelerator(args).vendor)
+    return default_engine(args)
+
+
+def cmd_observe(args: argparse.Namespace) -> Any:
+    from dataclasses import replace
+
+    from ridgeline.engines import engine_id
+    from ridgeline.observe import is_url, read_source
+    from ridgeline.reports.observe import observe_report
+
+    args.fetch = False
+    model = load_model(args)
+    given = [flag for flag, value in (("--duration", args.duration), ("--interval", args.interval))
+             if value is not None]
+    if given and not is_url(args.source):  # a saved file's window is the one its scrapes span
+        raise InputError(f"{' and '.join(given)} poll a URL; {args.source} is read as saved "
+                         "(its window is the span of its timed scrapes)")
+    obs = read_source(args.source, 60.0 if args.duration is None else args.duration,
+                      1.0 if args.interval is None else args.interval)
+    named = args.engine
+    if named is None:  # the engine whose metric names the source carries, else the default
+        args.engine = engine_for_metrics(obs.engine_family, args)
+    dep = replace(load_deployment(args, model), engine=engine_id(args.engine))
+    if named is not None and obs.engine_family and not engine_id(named).startswith(
+            obs.engine_family):
+        obs.notes.append(f"the source carries {obs.engine_family}'s metrics, but --engine "
+                         f"{named} sizes the pool and the prediction")
+    report = observe_report(obs, dep, load_profile(args), args.context)
+    if args.emit_measurements:
+        rows = report.measurement_rows(args.model)
+        count = len(rows.splitlines()) - 1  # below its header
+        if not count:
+            obs.notes.append(f"--emit-measurements wrote nothing: {args.source} gives no row "
+                             "`calibrate` takes (" + (
+                                 "the deployment as described does not fit, so a row would "
+                                 "price another than the server runs" if not report.fits else
+                                 "one scrape's latency histogram covers the server's lifetime, "
+                                 "not the batch it shows: scrape a window, a URL with "
+                                 "--duration or a file of timed scrapes"
+                                 if report.single_scrape else
+                                 "one needs a mean inter-token latency and a running batch "
+                                 "over the same window, which /metrics scrapes carry and a "
+                                 "log does not") + ")")
+            return report
+        try:
+            with open(args.emit_measurements, "w", encoding="utf-8", newline="") as handle:
+                handle.write(rows)
+        except OSError as exc:
+            raise InputError(f"cannot write {args.emit_measurements}: {exc}") from None
+        obs.notes.append(f"wrote {count} {'row' if count == 1 else 'rows'} for `ridgeline "
+                         f"calibrate` to {args.emit_measurements}"
+                         + (f"; its inter-token latency includes the {chunk:,} prompt tokens "
+                            "each step carries on average, which calibrate reads as decode "
+                            "alone (a little slow): measure a window with few arrivals for a "
+                            "clean decode row" if (chunk := report.prompt_tokens_per_step)
+                            else ""))
+    return report
+
+
+def register(sub: Any) -> None:
+
+    p = sub.add_parser("observe", help="a live engine's batch on the roofline, and its wall")
+    p.add_argument("source", metavar="SOURCE",
+                   help="/metrics URL, saved metrics text, a vLLM server log (its stats "
+                   "lines and start-up pool; other engines' logs are not read), or a bench "
+                   "result JSON")
+    p.add_argument("--model", required=True, help="the model the engine serves")
+    _gpu(p)
+    _pipeline(p)
+    _formats(p)
+    _engine(p)
+    p.add_argument("--duration", type=_typed(_seconds),
+                   help="polling window for a URL (60s)")
+    p.add_argument("--interval", type=_typed(_positive_seconds),
+                   help="time between scrapes of a URL, at least 1 s (1s)")
+    p.add_argument("--context", type=_positive_count("context"),
+                   help="typical tokens per sequence (default: from the source, else 2000)")
+    p.add_argument("--emit-measurements", metavar="FILE", type=_not_empty("output path"),
+                   help="write what was observed as measurement rows for `calibrate`")
+    _output(p)
+    # no --engine: the one whose metric names the source carries (cmd_observe)
+    p.set_defaults(handler=cmd_observe, engine_by_accelerator=False)

@@ -1,0 +1,145 @@
+"""CLI: plan — the cheapest deployment that meets an SLO for a load."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ridgeline.cli import (
+    _accelerator_name,
+    _count,
+    _model,
+    _name_list,
+    _not_empty,
+    _output,
+    _percentile,
+    _positive_count,
+    _positive_float,
+    _typed,
+    load_model,
+    load_profile,
+)
+from ridgeline.context_length import served_positions
+from ridgeline.errors import InputError, shorten
+
+PLAN_ENGINES = ("vllm", "sglang", "trtllm")  # the CUDA-graph serving engines plan sizes for
+MAX_WORKERS = 256  # processes plan may start on this machine (--executor ray: the cluster's)
+
+
+def cmd_plan(args: argparse.Namespace) -> Any:
+    from ridgeline.deployment import engine_platform_problem
+    from ridgeline.hardware import MAX_PRICE_USD, resolve_accelerator
+    from ridgeline.plan import DEFAULT_GPUS, plan
+    from ridgeline.replica_sizing import DEFAULT_CONTEXT
+    from ridgeline.reports.plan import PlanReport
+    from ridgeline.serving_load import Load, Slo
+
+    model = load_model(args)
+    gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus \
+        else [g for g in DEFAULT_GPUS  # the defaults the engine runs on (TRT-LLM: no AMD)
+              if not engine_platform_problem(args.engine, resolve_accelerator(g))]
+    cards = [resolve_accelerator(g) for g in gpus]
+    ids = [acc.id for acc in cards]
+    if len(set(ids)) < len(ids):
+        raise InputError("an accelerator is named twice in --gpus")
+    for acc in cards:  # plan sizes serving engines: none runs on Metal
+        problem = engine_platform_problem(args.engine, acc)
+        if problem:
+            raise InputError(problem.split("; try")[0] + ": plan sizes vLLM, SGLang and "
+                             "TensorRT-LLM deployments")
+    prices: dict[str, float] = {}
+    for item in args.price or []:
+        name, _, value = item.partition("=")
+        try:
+            price = float(value)
+        except ValueError:
+            raise InputError(f"--price takes GPU=USD_PER_HOUR, got {item!r}") from None
+        if not 0 < price <= MAX_PRICE_USD:
+            raise InputError(f"a price is USD per GPU-hour, above 0 and at most "
+                             f"{MAX_PRICE_USD:,.0f}, got {shorten(item)!r}")
+        card = resolve_accelerator(name.strip()).id
+        if card not in ids:
+            raise InputError(f"--price {shorten(item)}: {card} is not among the searched GPUs "
+                             f"({', '.join(ids)})")
+        if card in prices:
+            raise InputError(f"--price names {card} twice ({prices[card]:g} and {price:g}): "
+                             "give one")
+        prices[card] = price
+    given = [flag for flag, value in (("--input-len", args.input_len),
+                                      ("--output-len", args.output_len)) if value is not None]
+    if args.trace and given:
+        raise InputError(f"--trace replays its own lengths; drop {', '.join(given)}")
+    load = Load.from_trace(args.trace, args.seed) if args.trace \
+        else Load(args.rate, args.input_len or "1000", args.output_len or "250", args.seed)
+    slo = Slo(args.slo_ttft_ms / 1e3, args.slo_tpot_ms / 1e3, args.percentile)
+    if args.engine_version is not None:  # a bad version is named before the search
+        from ridgeline.engine_versions import check_engine_version
+
+        check_engine_version(args.engine, args.engine_version)
+    result = plan(model, load, slo, gpus, args.max_gpus, prices, workers=args.workers,
+                  executor=args.executor, engine_version=args.engine_version,
+                  engine=args.engine, profile=load_profile(args))
+    from ridgeline.catalog import model_entries
+
+    hf = next((e.hf_id for e in model_entries() if e.id == model.name), args.model)
+    if hf.lower().endswith(".json"):  # an engine loads a folder (config and weights), or an id
+        from pathlib import Path
+
+        hf = str(Path(hf).parent)
+    win = result.winner  # its launch's --max-model-len, else the model's context
+    max_len = win.max_model_len if win and win.max_model_len else \
+        served_positions(model, args.engine) or DEFAULT_CONTEXT
+    return PlanReport(model, hf, result, max_len, load.refused_share(max_len),
+                      args.model, bool(args.fetch), args.profile or "")
+
+
+def register(sub: Any) -> None:
+
+    p = sub.add_parser("plan", help="the cheapest deployment that meets an SLO for a load",
+                       epilog="Exit status: 0 with a deployment to run: the winner, the "
+                       "cheapest unverified one where a measured caution leaves it so, or "
+                       "cards that meet the SLO without a price (--price); 1 where no "
+                       "deployment within the limits meets the SLO (the report, or --json, "
+                       "is still printed, with the closest miss); 2 for bad input.")
+    _model(p)
+    load = p.add_mutually_exclusive_group(required=True)
+    load.add_argument("--rate", type=_positive_float("request rate"),
+                      help="requests/s, with --input-len and --output-len")
+    load.add_argument("--trace", metavar="FILE", type=_not_empty("trace path"),
+                      help="a recorded load (CSV/JSONL as in simulate, Azure layout too): its "
+                      "rate and lengths, replayed round-robin across replicas")
+    p.add_argument("--input-len", type=_not_empty("--input-len"),
+                   help="prompt tokens, as in simulate (1000 by default here; "
+                   "512, lognormal:median,sigma, …)")
+    p.add_argument("--output-len", type=_not_empty("--output-len"),
+                   help="output tokens, as --input-len (250 by default here)")
+    p.add_argument("--slo-ttft-ms", type=_positive_float("TTFT SLO"), required=True,
+                   metavar="MS", help="time to first token the --percentile request may take")
+    p.add_argument("--slo-tpot-ms", type=_positive_float("TPOT SLO"), required=True,
+                   metavar="MS", help="time per output token at the same percentile")
+    p.add_argument("--percentile", type=_typed(_percentile), default=90.0,
+                   help="the SLO's percentile, in percent (default 90: p90)")
+    p.add_argument("--gpus", type=_name_list(_accelerator_name),
+                   help="candidate accelerators, comma-separated "
+                   "(default h100-sxm,h200-sxm,b200,mi300x,l40s)")
+    p.add_argument("--max-gpus", type=_positive_count("max GPUs"), default=64,
+                   help="GPUs in all replicas together (default 64)")
+    p.add_argument("--price", action="append", metavar="GPU=USD",
+                   help="price per GPU-hour, repeatable (default: the catalog's)")
+    p.add_argument("--workers", type=_positive_count("workers", MAX_WORKERS), default=2,
+                   help="processes evaluating candidates (default 2)")
+    p.add_argument("--executor", choices=["process", "ray"], default="process",
+                   help="local processes (default) or a Ray cluster (RAY_ADDRESS; extra ray)")
+    p.add_argument("--seed", type=_count("seed"), default=0,
+                   help="the synthetic load's draw (default 0)")
+    p.add_argument("--engine", choices=PLAN_ENGINES, default="vllm",
+                   help="the serving engine whose memory rules size each replica's pool "
+                   "(default vllm)")
+    p.add_argument("--engine-version", metavar="V",
+                   help="that engine's version whose memory accounting sizes the pools (vLLM, "
+                   "SGLang; default: newest)")
+    p.add_argument("--profile", metavar="FILE",
+                   help="the engine's profile from `ridgeline calibrate` (default: the bundled "
+                   "one) that times each candidate's steps")
+    _output(p, plot=True)
+    p.set_defaults(handler=cmd_plan)

@@ -1,0 +1,404 @@
+"""CLI: simulate — continuous batching of a load on one deployment: TTFT, TPOT, goodput."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+from ridgeline.cli import (
+    MAX_BATCH,
+    _count,
+    _deployment_flags,
+    _engine,
+    _not_empty,
+    _offload,
+    _output,
+    _percentile,
+    _positive_count,
+    _positive_float,
+    _share,
+    _typed,
+    auto_layers,
+    build_deployment,
+    engine_settings,
+    engine_sizes,
+    fitted,
+    fitted_context,
+    load_accelerator,
+    load_model,
+    load_profile,
+    no_fit_ctx,
+    pipeline_size,
+)
+from ridgeline.cli_engine import (
+    _prefix_caching,
+    _trtllm_backend,
+    _usage_and_version,
+    _vllm_memory_switches,
+    check_engine_flags,
+)
+from ridgeline.errors import InputError
+
+MAX_REQUESTS = 10_000_000  # a simulation that finishes: about 10 minutes at 10 million
+SPEC_ACCEPTANCE, SPEC_DRAFT_COST = 0.7, 0.05  # simulate's speculative-decoding defaults
+
+
+def cmd_simulate(args: argparse.Namespace) -> Any:
+    import csv
+    import json
+    from dataclasses import replace
+
+    from ridgeline.engines import engine_id
+    from ridgeline.memory import kv_pool
+    from ridgeline.reports.simulate import SimulateReport
+    from ridgeline.sim.config import llamacpp_context, sim_config, start_refusal, too_small_pool
+    from ridgeline.sim.pipeline import lane_config, one_pool, run_replica
+    from ridgeline.sim.workload import Workload, read_trace
+    from ridgeline.units import plural
+
+    if args.gpu and "," in args.gpu:
+        raise InputError("simulate runs one deployment: give one --gpu (decode, prefill and "
+                         "fit compare several)")
+    acc = load_accelerator(args)
+    engine = engine_id(args.engine)
+    pp = pipeline_size(args, engine)
+    model = load_model(args)
+    if args.expert_parallel and not model.is_moe:
+        raise InputError(f"--enable-expert-parallel spreads a MoE's experts: {model.name} is "
+                         "dense")
+    if args.expert_parallel and engine.startswith("llama.cpp"):
+        raise InputError(f"--enable-expert-parallel: {engine} has no expert parallelism (its "
+                         "-sm splits layers or tensors; --cpu-moe/--n-cpu-moe place experts on "
+                         "the host)")
+    dep = build_deployment(args, model, acc, engine, expert_parallel=args.expert_parallel)
+    if args.expert_parallel and dep.tensor_parallel_size < 2:
+        raise InputError("--enable-expert-parallel spreads the experts over the tensor-parallel "
+                         "GPUs: with one there is nothing to spread (vLLM's expert "
+                         "parallelism is off at TP × DP = 1)")
+    stray = [flag for flag, value in (("--spec-acceptance", args.spec_acceptance),
+                                      ("--spec-draft-cost", args.spec_draft_cost))
+             if value is not None and not args.spec_tokens]
+    if stray:
+        raise InputError(f"{', '.join(stray)} describe{'s' if len(stray) == 1 else ''} "
+                         "speculative decoding: give --spec-tokens N, a draft of at least "
+                         "1 token")
+    check_load_flags(args)
+    if args.burstiness is not None and args.arrival != "gamma":
+        raise InputError("--burstiness shapes gamma arrivals: give --arrival gamma")
+    args.spec_acceptance = SPEC_ACCEPTANCE if args.spec_acceptance is None else args.spec_acceptance
+    args.spec_draft_cost = SPEC_DRAFT_COST if args.spec_draft_cost is None else args.spec_draft_cost
+    args.burstiness = 1.0 if args.burstiness is None else args.burstiness
+    check_engine_flags(args, engine)
+    settings = engine_settings(args)
+    story = ""
+    if auto_layers(args) and not settings.max_model_len:  # llama-server's -c 0 under --fit
+        from ridgeline.llamacpp_fit import context_story
+
+        context, dep = fitted_context(args, dep, settings)
+        settings = replace(settings, max_model_len=context)
+        story = context_story(dep, context)
+    elif auto_layers(args):  # --fit sizes for -c: every slot's max_model_len
+        no_fit_ctx(args)
+        dep = fitted(args, dep, settings, settings.max_model_len,
+                     kv_pool(dep, settings).max_num_seqs)
+    # llama-server allocates -c cells and no more: the context --fit chose, else the one asked
+    # for (--max-model-len × slots), else its -c 0, the trained context
+    cells = None if not engine.startswith("llama.cpp") else (
+        (settings.max_model_len, "--fit") if story else llamacpp_context(dep, settings))
+    config = sim_config(dep, settings, args.spec_tokens, args.spec_acceptance, args.spec_draft_cost,
+                        cells=cells[0] if cells else None)
+    if args.ignore_eos:
+        config = replace(config, ignore_eos=True)
+    refusal = start_refusal(dep, settings, config, None if story else cells)
+    if config.num_blocks >= 1 and not auto_layers(args):  # the host's RAM holds the host
+        from ridgeline.llamacpp_pool import check_host_memory_for  # layers' cache for the pool
+
+        check_host_memory_for(dep, config.num_blocks * config.block_size)
+    if refusal:
+        from ridgeline.capacity import context_refusal
+        from ridgeline.reports.simulate import pool_levers
+
+        pool_too_small = not context_refusal(dep, config.max_model_len) \
+            and too_small_pool(dep, settings)  # no length rescues it: say what would
+        raise InputError(refusal + (pool_levers(dep, settings, config.max_model_len)
+                                    if pool_too_small else ""))
+    if args.trace and args.rate is not None:
+        raise InputError("--trace replays its own arrival times; drop --rate")
+    if args.rate is not None and args.concurrency is not None:
+        raise InputError("--rate (open loop) and --concurrency (closed loop) are two loads; "
+                         "give one")
+    if args.trace and (args.prefix_groups or args.prefix_len):
+        raise InputError("--trace replays its own prompts; drop --prefix-groups/--prefix-len")
+    if args.trace:
+        requests: Any = read_trace(args.trace)
+        count, load = len(requests), f"trace {args.trace} ({len(requests):,} requests)" + (
+            f", its lengths sent by a closed loop of {args.concurrency} users (its arrival "
+            "times unused)" if args.concurrency else "")
+    else:
+        if args.rate is None and args.concurrency is None:
+            raise InputError("give --rate R (requests/s), --concurrency C, or --trace FILE")
+        rate = math.inf if args.rate is None else args.rate
+        requests = Workload(args.num_requests, args.input_len, args.output_len, rate,
+                            args.arrival, args.burstiness, args.prefix_groups, args.prefix_len,
+                            args.seed)
+        count = args.num_requests
+        load = (f"{args.num_requests:,} {plural(args.num_requests, 'request')}, input "
+                f"{args.input_len}, output "
+                f"{args.output_len}, " + (f"concurrency {args.concurrency}"
+                                          if args.concurrency else
+                                          f"{args.arrival} arrivals at {args.rate:g}/s"))
+        if args.prefix_groups:
+            fixed = args.input_len.strip()
+            if fixed.isdigit() and args.prefix_len >= int(fixed):  # the whole prompt but one
+                load += (f", each prompt shared but its last token by {args.prefix_groups} "
+                         f"groups (--prefix-len {args.prefix_len:,} is past the "
+                         f"{int(fixed):,}-token prompts)")
+            else:
+                load += (f", each request drawn into one of {args.prefix_groups:,} groups, "
+                         f"each group sharing its own {args.prefix_len:,}-token prefix (inside "
+                         "the prompt; a shorter prompt shares all but its last token)")
+    if story:
+        load += f"; {story}"
+    profile = load_profile(args)
+    slo_ttft = None if args.slo_ttft_ms is None else args.slo_ttft_ms / 1e3
+    slo_tpot = None if args.slo_tpot_ms is None else args.slo_tpot_ms / 1e3
+    # vLLM V1: one pool, pp micro-batches in flight (sim/pipeline.py); V0, SGLang and
+    # TensorRT-LLM: pp lanes, each 1/pp of it (sim/lanes.py)
+    split = pp > 1 and not one_pool(engine, args.engine_version)
+    lane = lane_config(config, pp, engine, args.engine_version)
+    # where the lanes split a pool the engine shares (SGLang, TensorRT-LLM), or split it as
+    # the engine does (vLLM V0's virtual engines)
+    shared = (f"where {engine} shares one pool among its batches in flight" if engine != "vllm"
+              else f"as vLLM {args.engine_version}'s V0 virtual engines each hold 1/{pp}")
+    if lane.num_blocks < 1:
+        raise InputError(f"does not fit: a pipeline lane's share of the KV pool (1/{pp} of "
+                         f"{config.num_blocks:,} blocks) holds no block (see `ridgeline fit`)")
+    result = run_replica(dep, profile, config, requests, args.engine_version,
+                         closed_loop=args.concurrency or 0, keep_rows=bool(args.export),
+                         slo=(slo_ttft, slo_tpot), window_s=args.window,
+                         stop_when_behind=True)
+    if result.rejected and not result.completed:  # nothing ran: no latency to report
+        reason, n = max(result.rec.rejected.items(), key=lambda item: item[1])
+        first = result.rec.rejected_first.get(reason)
+        raise InputError(f"the engine refused every request ({n:,} of {result.rejected:,}: "
+                         f"{reason}" + (f"; first: {first}" if first else "") + ")"
+                         + (f"; each of the {pp} pipeline lanes is simulated with 1/{pp} of "
+                            f"the {config.num_blocks:,} blocks, {shared} (`ridgeline fit` "
+                            "sizes that pool)" if split else ""))
+    if args.window and result.completed and not result.rec.windowed \
+            and result.rec.stopped_early:
+        raise InputError(f"the engine fell hopelessly behind, finishing "
+                         f"{result.completed:,} requests in {result.duration_s:,.0f} s while "
+                         f"{round(result.rec.arrivals.total):,} arrived, and the run stopped "
+                         "early, before any request arriving in --window "
+                         f"{args.window[0]:g},{args.window[1]:g} had finished: lower --rate")
+    if args.window and result.completed and not result.rec.windowed:
+        earliest, latest = result.rec.arrived_s
+        raise InputError(f"--window {args.window[0]:g},{args.window[1]:g}: no completed "
+                         f"request arrived in it (the run's arrived {earliest:,.6g}–"
+                         f"{latest:,.6g} s)")
+    if args.export:
+        rows = sorted(result.rec.rows, key=lambda row: row[0])  # by request id
+        blank = [[None if isinstance(v, float) and math.isnan(v) else v for v in row]
+                 for row in rows]  # no latency (one token, or rejected): empty, null in JSON
+        header = ["id", "arrival_s", "prompt_tokens", "output_tokens", "ttft_s", "tpot_s",
+                  "e2e_s", "preemptions", "status"]
+        try:
+            with open(args.export, "w", newline="", encoding="utf-8") as handle:
+                if args.export.lower().endswith(".json"):
+                    json.dump([dict(zip(header, r)) for r in blank], handle, allow_nan=False)
+                else:
+                    writer = csv.writer(handle)
+                    writer.writerow(header)
+                    writer.writerows(blank)
+        except OSError as exc:
+            raise InputError(f"cannot write {args.export}: {exc}") from None
+    from ridgeline.offload import offload_caution
+    from ridgeline.parallel import cross_node_caution
+    from ridgeline.predict import cdna3_moe_caution, eager_caution, gguf_caution
+    from ridgeline.reports.expectation import context_caution
+    from ridgeline.reports.simulate import (
+        full_cache_caution,
+        overload_rates,
+        version_cautions,
+        warmup_caution,
+        whole_context_caution,
+    )
+    from ridgeline.serving_load import tail_caution
+    from ridgeline.sim.config import v0_scheduling_caution
+
+    span: float | None
+    if args.concurrency or args.window:  # a closed loop holds its batch from the start; a
+        span = None  # window leaves out the filling up and the draining
+    elif args.trace:
+        span = requests[-1].arrival_s - requests[0].arrival_s if requests else 0.0
+    else:
+        span = count / args.rate
+    lane_tokens = lane.num_blocks * lane.block_size
+    split_pool = (f"each of the {pp} pipeline lanes holds 1/{pp} of the pool "
+                  f"({lane_tokens:,} tokens): a request longer than that is refused here, "
+                  f"{shared}") if split and config.max_model_len > lane_tokens else ""
+    lockstep = ("every request has the same lengths in a closed loop: the waves run in "
+                "lockstep, so the percentiles all read alike; benchmarks draw lengths at random "
+                "(vllm bench serve's and SGLang's --random-range-ratio), which --input-len and "
+                "--output-len uniform:a,b reproduce") \
+        if args.concurrency and not args.trace and fixed_length(args.input_len) \
+        and fixed_length(args.output_len) and count > args.concurrency else ""
+    v0 = v0_scheduling_caution(engine, args.engine_version)
+    pool = kv_pool(dep, settings)
+    cautions = tuple(c for c in (context_caution(dep, config.max_model_len), split_pool, lockstep,
+                                 v0, *version_cautions(settings, pool),
+                                 full_cache_caution(engine, result.preemptions),
+                                 whole_context_caution(config, result.rec.over_budget_prompts),
+                                 eager_caution(dep) if args.enforce_eager else "",
+                                 offload_caution(dep), cdna3_moe_caution(dep), gguf_caution(dep),
+                                 cross_node_caution(dep.tensor_parallel_size, dep.accelerator,
+                                                    dep.engine),
+                                 "" if overload_rates(result, count) else warmup_caution(
+                                     span, result.percentiles("e2e")["mean"], args.rate),
+                                 profile.calibration_caution(dep.accelerator),
+                                 "" if args.percentile is None else tail_caution(
+                                     result.rec.windowed + result.rec.windowed_rejected,
+                                     args.percentile, "the percentiles read",
+                                     "a trace of {n:,} or more" if args.trace
+                                     else "--num-requests {n:,} or more")) if c)
+    return SimulateReport(replace(dep), lane, result, count, load, slo_ttft, slo_tpot,
+                          cautions=cautions, percentile=args.percentile,
+                          lanes=pp if split else 1, engine_config=config,
+                          micro_batches=1 if split else pp,
+                          engine_version=settings.engine_version if pool.accounting is None
+                          else pool.accounting.version,
+                          usage=settings.usage if engine == "vllm" else None,
+                          model_runner=pool.runner or None)
+
+
+def fixed_length(text: str | None) -> bool:
+    """Whether a length flag is one number (512, 2k), not a distribution."""
+    return text is not None and ":" not in text
+
+
+def check_load_flags(args: argparse.Namespace) -> None:
+    """Refuse the load flags the chosen load ignores, then fill in the defaults: a trace
+    brings its own requests, lengths and arrivals; a closed loop has no arrivals."""
+    if args.trace:
+        given = [flag for flag, value in (("--num-requests", args.num_requests),
+                                          ("--input-len", args.input_len),
+                                          ("--output-len", args.output_len),
+                                          ("--arrival", args.arrival),
+                                          ("--burstiness", args.burstiness)) if value is not None]
+        if given:
+            raise InputError(f"--trace replays its own requests, lengths and arrival times; "
+                             f"drop {', '.join(given)}")
+    if args.concurrency is not None:
+        given = [flag for flag, value in (("--arrival", args.arrival),
+                                          ("--burstiness", args.burstiness)) if value is not None]
+        if given:
+            raise InputError(f"--concurrency is a closed loop: each request arrives as one "
+                             f"finishes; drop {', '.join(given)}")
+    args.num_requests = 1000 if args.num_requests is None else args.num_requests
+    args.input_len = args.input_len or "512"
+    args.output_len = args.output_len or "128"
+    args.arrival = args.arrival or "poisson"
+
+
+def _arrival_window(text: str) -> tuple[float, float]:
+    """--window FROM,UNTIL: seconds of arrival, 0 ≤ FROM < UNTIL, both finite."""
+    parts = str(text).split(",")
+    try:
+        low, high = (float(x) for x in parts) if len(parts) == 2 else (math.nan, math.nan)
+    except ValueError:
+        low = high = math.nan
+    if not (math.isfinite(low) and math.isfinite(high) and 0 <= low < high):
+        raise InputError(f"--window is FROM,UNTIL, seconds of arrival with 0 ≤ FROM < UNTIL "
+                         f"(10,90), got {text!r}")
+    return low, high
+
+
+def _export_path(text: str) -> str:
+    """--export's file: .csv, or .json for a list of objects (out.xlsx had been written as
+    CSV text under a spreadsheet's name)."""
+    _not_empty("export path")(text)
+    if not text.lower().endswith((".csv", ".json")):
+        raise InputError(f"--export writes a .csv or a .json file, got {text!r}")
+    return text
+
+
+def register(sub: Any) -> None:
+
+    p = sub.add_parser("simulate", help="continuous batching under a load: TTFT/TPOT, goodput")
+    _deployment_flags(p)
+    _engine(p)
+    _offload(p)
+    w = p.add_argument_group("workload")
+    w.add_argument("--rate", type=_positive_float("request rate"), help="requests per second")
+    w.add_argument("--concurrency", type=_positive_count("concurrency", MAX_BATCH),
+                   help="closed loop: keep this many requests in flight")
+    w.add_argument("--num-requests", type=_positive_count("number of requests", MAX_REQUESTS),
+                   help="requests to run (default 1000)")
+    w.add_argument("--input-len", type=_not_empty("--input-len"),
+                   help="512 (default), uniform:a,b, normal:mean,sd, lognormal:median,sigma, "
+                   "zipf:s,max, file:PATH")
+    w.add_argument("--output-len", type=_not_empty("--output-len"),
+                   help="as --input-len (default 128)")
+    w.add_argument("--arrival", choices=["poisson", "gamma", "constant"],
+                   help="open-loop arrivals (default poisson)")
+    w.add_argument("--burstiness", type=_positive_float("burstiness"),
+                   help="gamma arrivals' shape, as vllm bench serve's: below 1 burstier "
+                   "than Poisson (gaps' coefficient of variation 1/√burstiness)")
+    w.add_argument("--prefix-groups", type=_count("prefix groups"), default=0,
+                   help="requests share one of this many prompt prefixes")
+    w.add_argument("--prefix-len", type=_count("prefix length"), default=0,
+                   help="tokens of the shared prefix")
+    w.add_argument("--seed", type=_count("seed"), default=0,
+                   help="the synthetic load's draw (default 0): the same seed, the same requests")
+    w.add_argument("--trace", metavar="FILE", type=_not_empty("trace path"),
+                   help="replay CSV/JSONL (arrival_s, prompt_tokens, output_tokens; or Azure's "
+                   "TIMESTAMP, ContextTokens, GeneratedTokens)")
+    w.add_argument("--percentile", type=_typed(_percentile),
+                   metavar="P", help="also read the latencies at this percentile (in percent), "
+                   "a request the engine rejected counting as a miss, as plan reads its checks")
+    w.add_argument("--window", metavar="FROM,UNTIL", type=_typed(_arrival_window),
+                   help="count the latencies of the requests arriving between these seconds "
+                   "only (the steady state: the rest warm the engine up and drain it), and "
+                   "check that the engine keeps up with them; plan's checks print theirs")
+    g = p.add_argument_group("engine settings (the engine's own names; default: its default)")
+    g.add_argument("--max-model-len", type=_positive_count("max model length"), metavar="N",
+                   help="longest request the engine admits (default: the model's context, as "
+                   "vLLM's)")
+    engine_sizes(g)
+    g.add_argument("--enable-expert-parallel", "--ep", dest="expert_parallel",
+                   action="store_true", help="MoE: each GPU holds whole experts, a share of "
+                   "them, instead of a slice of every expert")
+    g.add_argument("--enforce-eager", "--disable-cuda-graph", dest="enforce_eager",
+                   action="store_true", help="no CUDA graphs: decode steps pay a prefill step's "
+                   "per-layer cost; the pool keeps the graphs' memory")
+    _usage_and_version(g, "memory and scheduling rules to follow")
+    g.add_argument("--swa-full-tokens-ratio", type=_positive_float("swa_full_tokens_ratio"),
+                   metavar="R", help="SGLang hybrid-SWA models: window pool ÷ full pool (0.8)")
+    _prefix_caching(g, "prompt reuse between requests; vLLM runs a hybrid with recurrent "
+                    "state without it by default before v0.28, and with it a linear-attention "
+                    "hybrid keeps two state blocks per request")
+    _vllm_memory_switches(g)
+    _trtllm_backend(g)
+    g.add_argument("--ignore-eos", action="store_true",
+                   help="SGLang: the requests ask for exactly their output (sglang.bench_serving "
+                   "sends ignore_eos unless --disable-ignore-eos), so admission holds each "
+                   "running request's whole remaining output, not × new_token_ratio")
+    g.add_argument("--spec-tokens", type=_count("draft length"), default=0,
+                   help="speculative decoding: draft length")
+    g.add_argument("--spec-acceptance", type=_share("draft acceptance rate"),
+                   help=f"chance each draft token is accepted (default {SPEC_ACCEPTANCE})")
+    g.add_argument("--spec-draft-cost", type=float,
+                   help="a drafter pass's cost as a share of the target model's time for "
+                   "the same tokens: one pass over the step's tokens, then drafts − 1 of one "
+                   f"token per sampling row (default {SPEC_DRAFT_COST})")
+    p.add_argument("--slo-ttft-ms", type=_positive_float("TTFT SLO"), metavar="MS",
+                   help="goodput: a request meets the SLO with its TTFT at most this")
+    p.add_argument("--slo-tpot-ms", type=_positive_float("TPOT SLO"), metavar="MS",
+                   help="… and its TPOT at most this (each request's own; plan reads them at "
+                   "--percentile)")
+    p.add_argument("--export", metavar="FILE", type=_typed(_export_path),
+                   help="per-request CSV (or .json)")
+    _output(p, plot=True)
+    p.set_defaults(handler=cmd_simulate)
