@@ -372,10 +372,31 @@ def test_a_cohere2_window_without_its_pattern_is_refused_not_read_as_every_layer
         spec_of(config)
 
 
-@pytest.mark.parametrize("pattern", ["LLLG", 0, True, 2.5])
+@pytest.mark.parametrize("pattern", ["LLXG", "", 0, True, 2.5])
 def test_a_sliding_window_pattern_that_is_not_a_layer_count_is_refused(pattern: Any) -> None:
     with pytest.raises(InputError, match="sliding_window_pattern must be a whole number"):
         spec_of({**COHERE2, "sliding_window_pattern": pattern})
+
+
+def test_exaone4s_letter_pattern_lays_out_windows_with_the_last_layer_global() -> None:
+    """EXAONE 4's "LLLG": L windowed, G global, by layer i's letter pattern[i % 4]; the last
+    layer global whatever its letter (TensorRT-LLM's check_is_sliding)."""
+    spec = spec_of({**COHERE2, "model_type": "exaone4", "num_hidden_layers": 10,
+                    "sliding_window_pattern": "LLLG"})
+    assert [i for i, kind in enumerate(kinds(spec)) if kind == "full"] == [3, 7, 9]
+
+
+def test_the_private_pattern_transformers_saves_beside_layer_types_is_read() -> None:
+    """transformers 4.53+ saves Gemma 3 configs with _sliding_window_pattern (gemma-3-270m):
+    read as sliding_window_pattern, not refused as an unknown window field."""
+    base = {k: v for k, v in COHERE2.items() if k != "sliding_window_pattern"}
+    alone = spec_of({**base, "model_type": "gemma3_text", "num_hidden_layers": 12,
+                     "_sliding_window_pattern": 6})
+    assert [i for i, kind in enumerate(kinds(alone)) if kind == "full"] == [5, 11]
+    stated = ["sliding_attention"] * 5 + ["full_attention"]
+    beside = spec_of({**base, "model_type": "gemma3_text", "num_hidden_layers": 12,
+                      "_sliding_window_pattern": 6, "layer_types": stated * 2})
+    assert kinds(beside) == kinds(alone)
 
 
 @pytest.mark.parametrize(("extra", "named"), [

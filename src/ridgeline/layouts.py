@@ -46,7 +46,7 @@ _PATTERN = {"M": (MAMBA, NONE), "*": (FULL, NONE), "-": (NONE, DENSE), "E": (NON
 _PATTERN_TYPES = {"gemma3": 6, "gemma3_text": 6, "cohere2": 4, "exaone4": 4}
 # the fields that say where windows are, as this module and config_reader read them
 _WINDOW_FIELDS_READ = {"sliding_window", "sliding_window_size", "sliding_window_pattern",
-                       "use_sliding_window", "max_window_layers"}
+                       "_sliding_window_pattern", "use_sliding_window", "max_window_layers"}
 
 
 def mixer_kinds(c: Mapping[str, Any], model_type: str, n: int, name: str) -> list[str]:
@@ -82,15 +82,14 @@ def mixer_kinds(c: Mapping[str, Any], model_type: str, n: int, name: str) -> lis
         return [FULL if (i + 1) % k == 0 else LINEAR for i in range(n)]
     if model_type in ("gemma2",):  # Gemma 2: sliding on even layers, global on odd
         return [SLIDING if (i + 1) % 2 else FULL for i in range(n)]
-    if model_type in _PATTERN_TYPES or c.get("sliding_window_pattern") is not None:
+    if model_type in _PATTERN_TYPES or _pattern_field(c) is not None:
         # Gemma 3 (5 local, then 1 global), Cohere2 (Command R7B) and EXAONE 4 (3, then 1):
         # transformers' configs build layer_types as "full_attention" where
         # (i + 1) % sliding_window_pattern == 0, else "sliding_attention"
         if "sliding_window" in c and c["sliding_window"] is None \
                 and c.get("sliding_window_size") is None:
             return [FULL] * n  # windowed layers with no window attend to everything
-        k = _window_pattern(c, model_type, name)
-        return [FULL if (i + 1) % k == 0 else SLIDING for i in range(n)]
+        return _pattern_mixers(c, model_type, n, name)
     if c.get("attention_chunk_size") is not None:  # Llama 4: RoPE layers chunked, NoPE global
         rope = _no_rope_layers(c, n, name)
         return [CHUNKED if uses_rope else FULL for uses_rope in rope]
@@ -153,21 +152,34 @@ def ffn_kinds(
     return [MOE] * n  # Mixtral, gpt-oss: every layer
 
 
-def _window_pattern(c: Mapping[str, Any], model_type: str, name: str) -> int:
-    """sliding_window_pattern: every k-th layer global, the rest windowed. A family that
-    interleaves them by it refuses a config without it rather than read every layer as
-    windowed (transformers would take its default, named in the message)."""
+def _pattern_field(c: Mapping[str, Any]) -> Any:
+    """sliding_window_pattern, or the private ``_sliding_window_pattern`` transformers 4.53 and
+    later save beside layer_types (google/gemma-3-270m's config.json)."""
     value = c.get("sliding_window_pattern")
+    return c.get("_sliding_window_pattern") if value is None else value
+
+
+def _pattern_mixers(c: Mapping[str, Any], model_type: str, n: int, name: str) -> list[str]:
+    """The layers sliding_window_pattern lays out. A whole number k: every k-th layer global,
+    the rest windowed (transformers' Gemma 3, Cohere2, EXAONE 4 configs). A string of L and G
+    (EXAONE 4's "LLLG"): layer i windowed where its letter, pattern[i % len], is L, the last
+    layer global whatever its letter (TensorRT-LLM's modeling_exaone4 check_is_sliding). A
+    family that interleaves them by it refuses a config without it rather than read every
+    layer as windowed (transformers would take its default, named in the message)."""
+    value = _pattern_field(c)
     if value is None:
         raise InputError(f"{name}: a {model_type} config puts a global layer among windowed "
                          "ones every sliding_window_pattern layers, and this one gives neither "
                          "that nor layer_types (transformers' default: "
                          f"{_PATTERN_TYPES[model_type]})")
+    if isinstance(value, str) and value and set(value) <= {"L", "G"}:
+        return [SLIDING if i != n - 1 and value[i % len(value)] == "L" else FULL
+                for i in range(n)]
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InputError(f"{name}: sliding_window_pattern must be a whole number ≥ 1 (every "
-                         f"k-th layer global), got {value!r}: give layer_types, one entry a "
-                         "layer, for any other layout")
-    return value
+                         f"k-th layer global) or a string of L (windowed) and G (global), got "
+                         f"{value!r}: give layer_types, one entry a layer, for any other layout")
+    return [FULL if (i + 1) % value == 0 else SLIDING for i in range(n)]
 
 
 def _refuse_unread_window_fields(c: Mapping[str, Any], name: str) -> None:
