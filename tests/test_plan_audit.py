@@ -252,7 +252,7 @@ def test_a_split_on_cdna3_carries_the_measured_caution_and_is_not_offered_as_che
     assert not any(r["unverified"] for label, r in splits.items() if "h100" in label)
     text = _run(capsys, *args)
     assert "split costs less than the winner" not in text
-    assert re.search(r"^disaggregated, .*mi300x.*, unverified: the same measured caution", text,
+    assert re.search(r"^disaggregated, .*mi300x.*, unverified: CDNA3.s FP8 and MXFP4 MoE", text,
                      re.M)
 
 
@@ -268,3 +268,21 @@ def test_a_cautioned_cheapest_says_how_many_alternatives_were_simulated(
                      r"cheapest of the \d+ deployments) without this caution (was|were) "
                      r"simulated and missed the SLO", note)
     assert "within the search" not in note and data["winner_unverified"] is True
+
+
+def test_where_only_split_pools_hold_plan_names_them_and_exits_0(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """20,000-token prompts under an 8 ms TPOT: no single H100 pool within 8 GPUs holds, a
+    simulated 3P3D split does; that is an answer (exit 0), not NO DEPLOYMENT (exit 1)."""
+    args = ["plan", "llama-3.1-8b", "--rate", "5", "--input-len", "20000", "--output-len",
+            "200", "--slo-ttft-ms", "5000", "--slo-tpot-ms", "8", "--gpus", "h100",
+            "--max-gpus", "8", "--workers", "1"]
+    code = main(args)
+    text = capsys.readouterr().out
+    assert code == 0
+    assert "NO SINGLE-POOL DEPLOYMENT within the limits meets this SLO; split" in text
+    data_code = main([*args, "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert data_code == 0 and data["winner"] is None
+    held = [r for r in data["disaggregated"] if r["verified"] and not r["unverified"]]
+    assert held and all(f"  {r['label']}: {r['gpus']} GPUs" in text for r in held[:3])

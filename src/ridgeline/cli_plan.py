@@ -98,7 +98,9 @@ def register(sub: Any) -> None:
     p = sub.add_parser("plan", help="the cheapest deployment that meets an SLO for a load",
                        epilog="Exit status: 0 with a deployment to run: the winner, the "
                        "cheapest unverified one where a measured caution leaves it so, or "
-                       "cards that meet the SLO without a price (--price); 1 where no "
+                       "cards that meet the SLO without a price (--price), or split prefill and "
+                       "decode pools that held in simulation where no single pool does; 1 "
+                       "where no "
                        "deployment within the limits meets the SLO (the report, or --json, "
                        "is still printed, with the closest miss); 2 for bad input.")
     _model(p)

@@ -247,7 +247,13 @@ class PlanReport:
         """1 where no deployment within the limits meets the SLO (the answer is no), else 0:
         a winner, the cheapest unverified, or cards that meet it without a price."""
         r = self.result
-        return 1 if r.winner is None and not r.unpriced else 0
+        return 1 if r.winner is None and not r.unpriced and not self.held_splits() else 0
+
+    def held_splits(self) -> list[Candidate]:
+        """The disaggregated splits that held in simulation with no measured caution: an
+        answer where no single pool meets the SLO."""
+        r = self.result
+        return [c for c in r.disaggregated if c.verified and not r.unverified_by(c)]
 
     def runners_up(self, count: int = 5) -> list[Candidate]:
         """The next cheapest deployments that differ from the winner and from each other in
@@ -317,8 +323,19 @@ class PlanReport:
                     if self.profile_file else ""))
         win = r.winner
         if win is None:
+            splits = self.held_splits()
             lines = [head, "", "NO PRICED DEPLOYMENT within the limits meets this SLO."
-                     if r.unpriced else "NO DEPLOYMENT within the limits meets this SLO."]
+                     if r.unpriced else "NO SINGLE-POOL DEPLOYMENT within the limits meets "
+                     "this SLO; split prefill and decode pools do:" if splits
+                     else "NO DEPLOYMENT within the limits meets this SLO."]
+            lines += [f"  {self._label(c)}: {c.gpus} {plural(c.gpus, 'GPU')}, "
+                      + (f"${c.cost_per_hour:,.2f}/h" if c.cost_per_hour is not None
+                         else "no price")
+                      + f" (simulated: {_pct(r.slo.percentile)} TTFT "
+                      f"{(c.sim_ttft_s or 0) * 1e3:,.0f} ms, TPOT {_tpot_ms(c.sim_tpot_s)}; KV "
+                      "hand-off over a 400 Gb/s link, where the engines can pass each prompt's "
+                      "KV cache from node to node: vLLM's disaggregated-prefill KV connectors)"
+                      for c in splits[:3]]
             if r.closest_miss:
                 lines.append(f"closest: {r.closest_miss}")
             if r.unpriced:
@@ -416,7 +433,8 @@ class PlanReport:
                    f"TPOT {_tpot_ms(c.sim_tpot_s)}" if c.verified else "analytic")
             lines.append(f"disaggregated, {self._label(c)}: {c.gpus} {plural(c.gpus, 'GPU')}, {cost} "
                          f"({how}; KV hand-off over a 400 Gb/s link)"
-                         + (", unverified: the same measured caution (CDNA3's MoE paths)"
+                         + (", unverified: CDNA3's FP8 and MXFP4 MoE paths have measured 1.4–2.1× "
+                            "slower than priced (validation/serving.csv)"
                             if r.unverified_by(c) else ""))
         # a split carrying the measured caution is no cheaper alternative than a cautioned
         # single pool: its price assumes the same unmeasured speed
