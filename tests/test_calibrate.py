@@ -302,11 +302,11 @@ def test_the_summary_reads_one_card_once_and_one_bias_for_times_and_rates(
 def test_a_profile_fitted_on_decode_alone_says_its_compute_is_the_prior(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """lowbatch.csv's vLLM rows are all decode at batch ≤ 16: memory-bound, silent about
-    compute. calibrate says the compute efficiency it prints was held at its prior, the
+    compute. calibrate says the compute efficiency it prints was held near its prior, the
     profile records it, and a prefill priced with it carries a caution."""
     out = tmp_path / "decode-only.json"
     assert main(["calibrate", str(LOWBATCH), "--engine", "vllm", "-o", str(out)]) == 0
-    assert "(held at its prior: no prefill or TTFT row to fit it)" in capsys.readouterr().out
+    assert "(held near its prior: no prefill or TTFT row to fit it)" in capsys.readouterr().out
     assert json.loads(out.read_text())["engines"]["vllm"]["compute_rows"] == 0
     assert main(["prefill", "llama-3.1-8b", "--gpu", "h100", "--prompt-len", "4000",
                  "--profile", str(out)]) == 0

@@ -124,3 +124,13 @@ def test_run_each_keeps_order_and_raises_the_first_refusal() -> None:
         run_each(["x1", "x2"], run)
     with pytest.raises(ZeroDivisionError):  # a bug is not a refusal: it is not set aside
         run_each(["a"], lambda name: 1 // 0)
+
+
+def test_an_entry_is_named_unless_its_error_names_it_as_a_whole_word() -> None:
+    """'l4' inside 'l40s' does not name the L4: its line leads with its own name."""
+    from ridgeline.side_by_side import NotRun
+
+    assert NotRun("l4", "fp8 KV is not supported on l40s").line.startswith("l4: ")
+    assert NotRun("a10", "a100 refuses it").line == "a10: a100 refuses it"
+    named = "trtllm does not run on mi300x (amd); try --engine vllm"
+    assert NotRun("trtllm", named).line == named

@@ -182,8 +182,10 @@ class ModelSpec:
 
     @classmethod
     def from_hf_config(cls, config: Any, name: str = "model") -> ModelSpec:
-        """The spec a Hugging Face config.json (already parsed) describes; config_reader.py
-        does the reading (imported here, as it builds this type)."""
+        """The spec a Hugging Face config.json (already parsed) describes. config_reader.py
+        does the reading; it builds this type, so it is imported here, when called: the one
+        import from a spec module back to its reader, kept so the constructor lives on the
+        type (STYLE.md); library code calls config_reader.spec_from_hf_config."""
         from ridgeline.config_reader import spec_from_hf_config
         return spec_from_hf_config(config, name)
 

@@ -8,6 +8,7 @@ fails with the first entry's error, as that entry alone would.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -28,7 +29,8 @@ class NotRun:
     def line(self) -> str:
         """The entry's line under the table: its error where that names it ('trtllm does not
         run on mi300x (amd); try --engine vllm'), else the name, then the error."""
-        return self.error if self.name in self.error else f"{self.name}: {self.error}"
+        named = re.search(rf"(?<![\w.-]){re.escape(self.name)}(?![\w.-])", self.error)
+        return self.error if named else f"{self.name}: {self.error}"
 
     def to_dict(self, key: str) -> dict[str, Any]:
         return {key: self.name, "error": self.error}

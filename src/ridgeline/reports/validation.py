@@ -297,7 +297,7 @@ class CalibrationReport:
             groups = ", ".join(f"{g} x{v:.2f}" for g, v in p.group_bandwidth.items())
             lines.append(f"  {engine}: bandwidth {p.bandwidth_efficiency:.0%}, compute "
                          f"{p.compute_efficiency:.0%}"
-                         + ("" if p.compute_fitted else " (held at its prior: no prefill or "
+                         + ("" if p.compute_fitted else " (held near its prior: no prefill or "
                             "TTFT row to fit it)")
                          + f", {p.step_overhead_s * 1e6:,.0f} µs/step, "
                          f"{p.layer_overhead_s * 1e6:,.1f} µs/layer"
