@@ -81,3 +81,15 @@ def test_a_custom_card_holding_a_model_needs_its_memory_given(
     code, out, _ = run_cli(capsys, "roofline", "--peak-tflops", "990", "--bandwidth-gbs",
                            "3350")
     assert code == 0 and "ridge at 296 FLOP/byte" in out
+
+
+def test_the_resized_card_caution_reaches_a_json_reader(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--json carries the caution stderr gives, first among the report's own."""
+    _, caution = with_memory_gib(resolve_accelerator("h100"), 40)
+    code, out, _ = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--gpu-memory-gib",
+                           "40", "--max-model-len", "8192", "--json")
+    assert code == 0 and json.loads(out)["cautions"][0] == caution
+    code, out, _ = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100",
+                           "--max-model-len", "8192", "--json")
+    assert caution not in json.loads(out)["cautions"]

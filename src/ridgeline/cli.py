@@ -839,7 +839,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_target(args.plot)
         refuse_writing_over_input(args)
         report = args.handler(args)
-        print(render(report, as_json=args.json, explain=args.explain))
+        print(render(report, as_json=args.json, explain=args.explain,
+                     input_cautions=vars(args).get("cautions_said", ())))
         if getattr(args, "plot", None):  # after the report: a chart that cannot be drawn
             from ridgeline.plots import save  # (or a missing extra) leaves the report standing
             from ridgeline.reports.charts import chart_for

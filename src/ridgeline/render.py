@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -21,9 +22,15 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def render(report: Report, as_json: bool = False, explain: bool = False) -> str:
+def render(report: Report, as_json: bool = False, explain: bool = False,
+           input_cautions: Sequence[str] = ()) -> str:
+    """The report as text or one JSON object. ``input_cautions``: what the command line's own
+    reading cautioned (a card resized by --gpu-memory-gib), said on stderr for text and put
+    first among the JSON's cautions, so a reader of either learns it."""
     if as_json:
         data = report.to_dict()
+        if input_cautions and isinstance(data, dict):
+            data["cautions"] = [*input_cautions, *(data.get("cautions") or [])]
         if explain:
             own = getattr(report, "explain_lines", None)
             data["explain"] = own() if own else [asdict(s) for s in report.steps]
