@@ -30,7 +30,6 @@ import sys
 import time
 from dataclasses import dataclass, replace
 
-from ridgeline.calibrate import error_stats
 from ridgeline.engines import profile_for
 from ridgeline.errors import InputError
 from ridgeline.measurements import Measurement, read_measurements
@@ -43,6 +42,7 @@ from ridgeline.predict import (
     predict,
     ran_eager,
 )
+from ridgeline.scoring import error_stats
 from ridgeline.sim import build
 from ridgeline.sim.config import sim_config, start_refusal
 from ridgeline.sim.lanes import pipeline_lane, run_lanes
@@ -197,7 +197,7 @@ def _stats_cells(preds: list[Prediction]) -> str:
 
 def summary(title: str, groups: dict[str, list[str]], kinds: dict[str, dict[str, Prediction]]
             ) -> None:
-    """Median |error|, p90 |error| and median signed error (calibrate.error_stats, as
+    """Median |error|, p90 |error| and median signed error (scoring.error_stats, as
     validate prints them) per group of row ids, for each estimate over the same rows."""
     print(f"\n{'':38}" + "".join(f"  {name:^22}" for name in kinds))
     print(f"{title:32} {'rows':>5}" + f"  {'median':>7} {'p90':>6} {'bias':>7}" * len(kinds))

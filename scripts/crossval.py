@@ -22,11 +22,12 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from ridgeline.calibrate import SERVING_ENGINES, _quantile, fit_engine, performance_rows
+from ridgeline.calibrate import SERVING_ENGINES, fit_engine
 from ridgeline.engines import EngineProfile
-from ridgeline.measurements import KV_METRICS, Measurement, read_measurements
+from ridgeline.measurements import KV_METRICS, Measurement, performance_rows, read_measurements
 from ridgeline.predict import Prediction, predict, row_engine
 from ridgeline.reports.validation import figure
+from ridgeline.scoring import quantile
 
 ROOT = Path(__file__).resolve().parent.parent
 CSVS = (ROOT / "validation" / "measurements.csv", ROOT / "validation" / "lowbatch.csv",
@@ -78,7 +79,7 @@ def table(preds: Sequence[Prediction], rows: dict[str, Measurement],
     for g, errs in sorted(groups.items()):
         errs.sort()
         out.append(f"| {g} | {len(errs)} | {statistics.median(errs):.1%} | "
-                   f"{_quantile(errs, 0.9):.1%} |")
+                   f"{quantile(errs, 0.9):.1%} |")
     return out
 
 

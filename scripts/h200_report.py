@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from ridgeline.calibrate import SAME_KERNELS, _quantile, fit_same_kernels
+from ridgeline.calibrate import SAME_KERNELS, fit_same_kernels
 from ridgeline.catalog import resolve_model
 from ridgeline.cost import IDEAL
 from ridgeline.engines import EngineProfile, profile_for
@@ -36,6 +36,7 @@ from ridgeline.measure import _decode_row
 from ridgeline.measurements import Measurement, parse_row, read_measurements
 from ridgeline.moe import expected_experts_touched
 from ridgeline.predict import predict
+from ridgeline.scoring import quantile
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "validation" / "h200"
@@ -84,7 +85,7 @@ def short(model: str) -> str:
 def stats(errors: Sequence[float]) -> str:
     absolute = sorted(abs(e) for e in errors)
     return (f"{len(errors):>4} rows  median |err| {100 * statistics.median(absolute):5.1f} %  "
-            f"p90 {100 * _quantile(absolute, 0.9):5.1f} %  median {100 * statistics.median(errors):+6.1f} %")
+            f"p90 {100 * quantile(absolute, 0.9):5.1f} %  median {100 * statistics.median(errors):+6.1f} %")
 
 
 def write_predictions(run: str) -> int:

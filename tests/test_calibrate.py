@@ -9,13 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from ridgeline.calibrate import error_stats, fit_engine, nelder_mead, performance_rows, validate
+from ridgeline.calibrate import fit_engine
 from ridgeline.catalog import resolve_model
 from ridgeline.cli import main
 from ridgeline.engines import EngineProfile, profile_for
-from ridgeline.measurements import read_measurements
+from ridgeline.measurements import performance_rows, read_measurements
+from ridgeline.nelder_mead import nelder_mead
 from ridgeline.predict import predict
 from ridgeline.reports.validation import METRIC_FORMULAS
+from ridgeline.scoring import error_stats, validate
 from tests.conftest import CUDA, EAGER, LOWBATCH, MEASUREMENTS, ROCM, SERVING
 
 
@@ -476,7 +478,7 @@ def test_a_fit_finds_the_k_quant_unpacking_its_rows_were_made_with() -> None:
     build multiplies on tensor cores and is never fitted one."""
     from dataclasses import replace
 
-    from ridgeline.calibrate import _kquant
+    from ridgeline.calibrate_rows import _kquant
 
     rows = _metal_decode_rows()
     assert sum(map(_kquant, rows)) >= 8 and not all(map(_kquant, rows))
@@ -640,11 +642,11 @@ def test_a_fit_finds_the_cost_per_matmul_its_rows_were_made_with() -> None:
     Qwen3-Next at nine, gpt-oss at five), their values set by a profile that charges 10 µs a
     matmul beside 20 µs a layer: the fit recovers about 10 µs. Labelled llama.cpp, whose
     graphs run each projection apart, the same rows are fitted no such cost."""
-    from ridgeline.calibrate import _shows_matmuls
+    from ridgeline.calibrate_rows import shows_matmuls
 
     rows = [r for r in read_measurements(LOWBATCH).rows
             if r.engine in ("vllm", "sglang", "trtllm")]
-    assert _shows_matmuls(rows)
+    assert shows_matmuls(rows)
     made = EngineProfile("vllm", 0.7, 0.5, 2e-4, 2e-5, matmul_overhead_s=1e-5)
     synthetic = [replace(r, engine="vllm", value=predict(replace(r, engine="vllm"),
                                                          {"vllm": made}).predicted)
@@ -658,11 +660,11 @@ def test_a_fit_finds_the_expert_tile_its_rows_were_made_with() -> None:
     """llama.cpp's ROCm prompt rows (17 of MoE models among them), their values set by a
     profile whose expert matmuls run in 96-column tiles: the fit recovers about 96. The same
     rows labelled vLLM, whose grouped MoE kernels are not llama.cpp's, are fitted none."""
-    from ridgeline.calibrate import _shows_expert_prompts
+    from ridgeline.calibrate_rows import shows_expert_prompts
 
     rows = [r for r in read_measurements(ROCM).rows
             if r.engine == "llama.cpp-rocm" and r.metric == "prefill_tok_s"]  # the prompts
-    assert _shows_expert_prompts(rows)
+    assert shows_expert_prompts(rows)
     made = replace(profile_for("llama.cpp-rocm"), expert_tile_tokens=96.0)
     synthetic = [replace(r, value=predict(r, {"llama.cpp-rocm": made}).predicted) for r in rows]
     assert fit_engine(synthetic, "llama.cpp-rocm").expert_tile_tokens == pytest.approx(
@@ -734,15 +736,15 @@ def test_a_group_multiplier_needs_rows_of_its_kind_on_the_other_groups() -> None
     prompt rows beside them, the datacenter cards keep theirs."""
     from collections import Counter
 
-    from ridgeline.calibrate import _pinned_groups
+    from ridgeline.calibrate_rows import pinned_groups
 
     alone = Counter({"nvidia-datacenter": 30, "amd-instinct": 0})
-    assert _pinned_groups(("nvidia-datacenter",), alone) == ()
+    assert pinned_groups(("nvidia-datacenter",), alone) == ()
     beside = Counter({"nvidia-datacenter": 30, "amd-instinct": 3})
-    assert _pinned_groups(("nvidia-datacenter",), beside) == ("nvidia-datacenter",)
+    assert pinned_groups(("nvidia-datacenter",), beside) == ("nvidia-datacenter",)
     two = Counter({"nvidia-datacenter": 30, "nvidia-geforce": 12})
-    assert _pinned_groups(("nvidia-datacenter", "nvidia-geforce"), two) == ("nvidia-geforce",)
-    assert _pinned_groups((), two) == ()
+    assert pinned_groups(("nvidia-datacenter", "nvidia-geforce"), two) == ("nvidia-geforce",)
+    assert pinned_groups((), two) == ()
 
 
 def test_a_decode_only_calibration_leaves_prompts_as_bundled(
@@ -914,14 +916,14 @@ def test_a_fit_finds_the_cost_per_moe_layer_its_rows_were_made_with() -> None:
     that charges 60 µs per routed-expert layer beside 50 µs per layer: the fit recovers
     about 60 µs. The same rows labelled vLLM, whose cost per weight matmul already counts the
     router and the grouped expert kernels, are fitted no such cost."""
-    from ridgeline.calibrate import _shows_moe_layers
+    from ridgeline.calibrate_rows import shows_moe_layers
 
     def decode(path: Path) -> list:
         return [r for r in read_measurements(path).rows
                 if r.engine == "llama.cpp-cuda" and r.metric == "decode_tok_s_per_user"]
 
     rows = decode(CUDA) + decode(MEASUREMENTS)[:16]  # MoE rows mostly, then dense ones
-    assert _shows_moe_layers(rows)
+    assert shows_moe_layers(rows)
     made = replace(profile_for("llama.cpp-cuda"), layer_overhead_s=5e-5,
                    moe_layer_overhead_s=6e-5)
     synthetic = [replace(r, value=predict(r, {"llama.cpp-cuda": made}).predicted) for r in rows]
@@ -934,11 +936,11 @@ def test_a_fit_finds_the_cost_per_moe_layer_its_rows_were_made_with() -> None:
 def test_dense_rows_alone_pin_no_cost_per_moe_layer() -> None:
     """Without MoE decode rows the fit cannot tell a routed layer's cost from a dense one's:
     none is fitted, and calibrating on them keeps the bundled profile's, and says so."""
-    from ridgeline.calibrate import _shows_moe_layers
+    from ridgeline.calibrate_rows import shows_moe_layers
 
     dense = [r for r in read_measurements(MEASUREMENTS).rows if r.engine == "llama.cpp-cuda"
              and r.metric == "decode_tok_s_per_user" and resolve_model(r.model).moe is None][:20]
-    assert not _shows_moe_layers(dense)
+    assert not shows_moe_layers(dense)
     assert fit_engine(dense, "llama.cpp-cuda").moe_layer_overhead_s == 0.0
     bundled = profile_for("llama.cpp-cuda")
     assert bundled.moe_layer_overhead_s > 0

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ridgeline.calibrate import MIN_BANDWIDTH_SHARE, coverage, fit_cautions
+from ridgeline.calibrate_audit import MIN_BANDWIDTH_SHARE, coverage, fit_cautions
 from ridgeline.engines import bundled_profiles
 from ridgeline.measurements import read_measurement_files
 from ridgeline.predict import row_engine

@@ -1,5 +1,5 @@
 """`calibrate` fits only what its rows can pin: rows of prompt steps alone leave the decode side
-(calibrate.DECODE_SIDE) as bundled, rows of decode steps alone the prompt side (PROMPT_SIDE),
+(calibrate_held.DECODE_SIDE) as bundled, rows of decode steps alone the prompt side (PROMPT_SIDE),
 and it says what it held. `validate` and `calibrate` refuse a row orders of magnitude past its
 deployment's roofline as unreadable, as they refuse a negative one."""
 
@@ -13,18 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from ridgeline.calibrate import (
-    DECODE_SIDE,
-    PROMPT_SIDE,
-    SERVING_ENGINES,
-    UNREADABLE_PAST_ROOFLINE,
-    fit_engine,
-    refuse_past_roofline,
-    times_past,
-)
+from ridgeline.calibrate import SERVING_ENGINES, fit_engine
+from ridgeline.calibrate_held import DECODE_SIDE, PROMPT_SIDE
 from ridgeline.cost import IDEAL
 from ridgeline.engines import EngineProfile, profile_for
 from ridgeline.measurements import Measurement, ReadResult, read_measurements
+from ridgeline.past_roofline import UNREADABLE_PAST_ROOFLINE, refuse_past_roofline, times_past
 from ridgeline.predict import deployment_for, predict
 from tests.conftest import MEASUREMENTS, ROOT, run_cli
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from ridgeline.calibrate import validate
 from ridgeline.catalog import resolve_model
 from ridgeline.engines import profile_for
 from ridgeline.hardware import load_accelerator_file, resolve_accelerator
 from ridgeline.measurements import read_measurements
+from ridgeline.scoring import validate
 
 DATA = Path(__file__).resolve().parent.parent / "validation" / "h200"
 RUNS = sorted(DATA.glob("*.csv"))

@@ -268,11 +268,12 @@ def _check_output(output: str) -> dict[str, Any]:
 def cmd_validate(args: argparse.Namespace) -> Any:
     from dataclasses import replace
 
-    from ridgeline.calibrate import beyond_roofline, refuse_past_roofline, validate
     from ridgeline.engines import load_profile_file
     from ridgeline.measurements import read_measurement_files
+    from ridgeline.past_roofline import beyond_roofline, refuse_past_roofline
     from ridgeline.predict import row_engine
     from ridgeline.reports.validation import ValidationReport, prediction_steps
+    from ridgeline.scoring import validate
 
     _register_gpu_files(args)
     result = refuse_past_roofline(read_measurement_files(args.file))  # absurd rows: unreadable
@@ -306,25 +307,19 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
     import json
     from pathlib import Path
 
-    from ridgeline.calibrate import (
-        beyond_roofline,
-        coverage,
-        error_stats,
-        fit_cautions,
-        fit_profiles,
-        held_parameters,
-        performance_rows,
-        refuse_past_roofline,
-        validate,
-    )
+    from ridgeline.calibrate import fit_profiles
+    from ridgeline.calibrate_audit import coverage, fit_cautions
+    from ridgeline.calibrate_held import held_parameters
     from ridgeline.engines import bundled_profiles, engine_id
-    from ridgeline.measurements import read_measurement_files
+    from ridgeline.measurements import performance_rows, read_measurement_files
+    from ridgeline.past_roofline import beyond_roofline, refuse_past_roofline
     from ridgeline.predict import row_engine
     from ridgeline.reports.validation import (
         CalibrationReport,
         prediction_steps,
         profile_steps,
     )
+    from ridgeline.scoring import error_stats, validate
     from ridgeline.units import plural
 
     existing = _check_output(args.output)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -182,6 +182,11 @@ class Measurement:
 class ReadResult:
     rows: tuple[Measurement, ...]
     errors: tuple[str, ...]  # "id: problem"
+
+
+def performance_rows(rows: Iterable[Measurement]) -> list[Measurement]:
+    """The rows that time an engine (throughput, latency), not those of its KV pool."""
+    return [r for r in rows if r.metric not in KV_METRICS]
 
 
 def _int(text: str, column: str, minimum: int, maximum: int) -> int | None:

@@ -7,14 +7,10 @@ from dataclasses import dataclass, field, fields
 from functools import partial
 from typing import Any
 
-from ridgeline.calibrate import (
-    GROUP_PRIOR,
-    HUBER_DELTA,
-    Coverage,
-    ErrorStats,
-    error_stats,
-    held_parameters,
-)
+from ridgeline.calibrate import HUBER_DELTA
+from ridgeline.calibrate_audit import Coverage
+from ridgeline.calibrate_held import held_parameters
+from ridgeline.calibrate_space import GROUP_PRIOR
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile, bundled_profiles, profile_for
 from ridgeline.errors import InputError
@@ -23,6 +19,7 @@ from ridgeline.hardware import resolve_accelerator
 from ridgeline.measurements import KV_METRICS, Measurement
 from ridgeline.predict import Prediction, deployment_for, kv_row_settings
 from ridgeline.render import table
+from ridgeline.scoring import ErrorStats, error_stats
 from ridgeline.units import plural
 
 # how predict.py turns step times into each metric (its docstring has the definitions)

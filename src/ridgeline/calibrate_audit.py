@@ -1,0 +1,116 @@
+"""Whether a fitted profile is safe beyond its rows: what those rows span, and the cautions.
+
+coverage says which models, cards and deployments a profile was fitted on; fit_cautions warns
+of a fit on one deployment or one model, of a bandwidth share no serving engine runs at, and
+of no fixed cost a step (none of them said of a value held at the bundled profile's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ridgeline.calibrate_held import held_parameters
+from ridgeline.calibrate_rows import row_deployment
+from ridgeline.engines import EngineProfile
+from ridgeline.measurements import Measurement
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """What a profile's fitted rows span: their models, cards and deployments (a model, its
+    weights and KV formats, a card and how many). A fit on one of each prices that one; on
+    another, its shares and costs are a guess."""
+
+    models: tuple[str, ...]
+    gpus: tuple[str, ...]
+    deployments: tuple[str, ...]
+    moe: tuple[bool, ...] = ()  # each model's, where the catalog knows it
+
+    @property
+    def shown(self) -> str:
+        """'1 model (openai/gpt-oss-120b) on 2 cards (h100-sxm, mi300x), 4 deployments'."""
+        def named(items: tuple[str, ...], noun: str) -> str:
+            listed = ", ".join(items[:4]) + (", …" if len(items) > 4 else "")
+            return f"{len(items)} {noun}{'' if len(items) == 1 else 's'} ({listed})"
+        n = len(self.deployments)
+        return (f"{named(self.models, 'model')} on {named(self.gpus, 'card')}, {n} "
+                f"deployment{'' if n == 1 else 's'}")
+
+    def to_dict(self) -> dict[str, list[str]]:
+        return {"models": list(self.models), "gpus": list(self.gpus),
+                "deployments": list(self.deployments)}
+
+
+def coverage(rows: Sequence[Measurement], profile: EngineProfile) -> Coverage:
+    """The coverage of the rows ``profile`` was fitted on (its fitted_ids among ``rows``)."""
+    ids = set(profile.fitted_ids)
+    mine = [r for r in rows if r.id in ids]
+    models: dict[str, bool | None] = {}
+    gpus, deployments = [], []
+    for r in mine:
+        dep = row_deployment(r)
+        gpu = dep.accelerator.id if dep is not None else r.gpu
+        models.setdefault(r.model, None if dep is None else dep.model.moe is not None)
+        gpus.append(gpu)
+        deployments.append(f"{r.model} {r.weights_dtype}/KV {r.kv_dtype} on {r.num_gpus} x {gpu}"
+                           + (f" TP{r.tp}" if r.tp != r.num_gpus else ""))
+    return Coverage(tuple(sorted(models)), tuple(sorted(set(gpus))),
+                    tuple(sorted(set(deployments))),
+                    tuple(moe for _, moe in sorted(models.items()) if moe is not None))
+
+
+# a serving engine's decode streams reach more than this share of the rated bandwidth on
+# every card the bundled profiles were fitted on (58 % for vLLM, SGLang and TensorRT-LLM
+# together, 74–94 % for llama.cpp's CUDA, ROCm and Metal builds)
+MIN_BANDWIDTH_SHARE = 0.5
+NO_FIXED_COST_S = 1e-9  # a step's fixed cost under this is none
+
+
+def fit_cautions(profiles: Mapping[str, EngineProfile], rows: Sequence[Measurement],
+                 bundled: Mapping[str, EngineProfile] | None = None) -> list[str]:
+    """What makes a fitted profile unsafe to use beyond its rows: a fit on one deployment
+    or one model, a bandwidth share no serving engine runs at (under MIN_BANDWIDTH_SHARE of
+    rated, or over all of it, on a card group the rows are on), and no fixed cost a step
+    (neither said of a value held at the bundled profile's: held_parameters)."""
+    out = []
+    for engine, p in profiles.items():
+        cover, prior = coverage(rows, p), (bundled or {}).get(engine)
+        if len(cover.deployments) == 1:
+            out.append(f"{engine}: every fitted row is one deployment ({cover.deployments[0]}): "
+                       "its shares and costs are that deployment's; on another model or card "
+                       "(--profile in plan, decode, simulate) they may be far off — add rows "
+                       "of other deployments, or keep this profile to that one")
+        elif len(cover.models) == 1:
+            kind = "" if not cover.moe else " (MoE)" if cover.moe[0] else " (dense)"
+            out.append(f"{engine}: every fitted row is of one model, {cover.models[0]}{kind}, "
+                       f"on {', '.join(cover.gpus)}: its shares and costs are that model's; on "
+                       "another (--profile in plan, decode, simulate) they may be far off — add "
+                       "rows of other models, or keep this profile to that one")
+        held = dict(held_parameters(p, prior))  # the bundled profile's values: not fitted
+        shares: dict[tuple[str, int], list[str]] = {}  # (low or high, share %) → groups
+        fitted_on = [] if "bandwidth share" in held else sorted(p.fitted_groups) or [""]
+        for group in fitted_on:
+            share = p.bandwidth_efficiency * p.group_bandwidth.get(group, 1.0)
+            if share < MIN_BANDWIDTH_SHARE:
+                shares.setdefault(("low", round(share * 100)), []).append(group)
+            elif share > 1.0 and p.bandwidth_efficiency < 0.999:  # ≥ 0.999: cmd_calibrate's
+                shares.setdefault(("high", round(share * 100)), []).append(group)
+        for (side, pct), groups in shares.items():
+            where = f" on {' and '.join(groups)} cards" if any(groups) else ""
+            bundled_share = f" (the bundled {engine} profile: {prior.bandwidth_efficiency:.0%})" \
+                if prior is not None else ""
+            out.append(f"{engine}: bandwidth fitted at {pct}% of rated{where}, " + (
+                f"under {MIN_BANDWIDTH_SHARE:.0%}{bundled_share}: the rows may have run "
+                "another deployment than they name (card, weights, GPUs), or work the model "
+                "does not price" if side == "low" else
+                "past what the card can move: are the rows from a faster card than they "
+                "name?"))
+        fixed = (p.step_overhead_s, p.layer_overhead_s, p.matmul_overhead_s,
+                 p.moe_layer_overhead_s)
+        if max(fixed) < NO_FIXED_COST_S and "cost per step" not in held:
+            out.append(f"{engine}: no fixed cost a step fitted (0 µs a step, a layer and a weight "
+                       "matmul), which every engine pays (scheduling, kernel launches): the rows "
+                       "cannot tell it from the bandwidth share — add rows at batch 1 and at "
+                       "large batches")
+    return out

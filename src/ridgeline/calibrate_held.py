@@ -1,0 +1,148 @@
+"""What a calibration holds at the bundled profile's rather than fits, and how it says so.
+
+A decode step's time and a prompt step's show different parameters (DECODE_SIDE and
+PROMPT_SIDE): rows of prompt steps alone leave the decode side as bundled, rows of decode
+steps alone the prompt side, and each structural term the rows cannot show (calibrate_rows)
+stays the bundled one. held_at_prior sets those values before the fit, held_notes words them
+for the profile's source, and held_parameters reads them back from a calibrated profile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from ridgeline.calibrate_rows import shows_ceiling, shows_expert_prompts, shows_unpacking
+from ridgeline.calibrate_space import ParameterSpace
+from ridgeline.engines import EngineProfile, has_tiled_experts, prices_moe_layers
+from ridgeline.measurements import Measurement
+
+# What only a decode step's time shows, and what only a prompt step's (cost.step_cost): by
+# field, in words. A decode step (one new token a sequence) streams the weights and the cache:
+# its time is bytes ÷ (rated × bandwidth share, its card group's multiplier, the ceiling in
+# series) or the K-quant unpacking, plus the fixed costs a step, a layer, a weight matmul and
+# a MoE layer. A prompt step (hundreds of tokens) pays those too, but its time is its arithmetic
+# (peak × compute share, its group's multiplier, the dequantization factor, the expert tiles):
+# beside it they are a percent or two, and prompt rows fitting them bend them to absorb what
+# the arithmetic misses (82 llama-bench pp rows fitted 10.6 ms a step and 174 µs a layer, and
+# Llama-3.1-8B's decode on an RTX 4090 went from 131 to 42 tok/s). So rows with decode steps
+# (decode, throughput) pin DECODE_SIDE and prompt rows (prefill, TTFT) PROMPT_SIDE; where a
+# calibration's rows have none of one kind, that side stands at the bundled profile's.
+PROMPT_METRICS = ("prefill_tok_s", "ttft_ms")
+DECODE_SIDE = {"bandwidth_efficiency": "bandwidth share",
+               "group_bandwidth": "bandwidth by card group",
+               "bandwidth_cap_bytes_per_s": "bandwidth ceiling",
+               "kquant_ops_per_weight": "K-quant unpacking",
+               "step_overhead_s": "cost per step", "layer_overhead_s": "cost per layer",
+               "matmul_overhead_s": "cost per weight matmul",
+               "moe_layer_overhead_s": "cost per MoE layer"}
+PROMPT_SIDE = {"compute_efficiency": "compute share", "group_compute": "compute by card group",
+               "dequant_compute": "dequantization factor",
+               "expert_tile_tokens": "expert tile width",
+               "prefill_layer_overhead_s": "cost per layer of a prompt step"}
+ALL_SIDES = {**DECODE_SIDE, **PROMPT_SIDE}
+UNPRICED = {"dequant_compute": 1.0}  # a field's value that prices nothing, where not 0 or None
+
+
+def held_at_prior(start: EngineProfile, prior: EngineProfile, rows: Sequence[Measurement],
+                  key: str, *, dequant: bool) -> EngineProfile:
+    """``start`` with ``prior``'s value for each parameter ``rows`` cannot pin (DECODE_SIDE
+    without a row of decode steps, PROMPT_SIDE without a prompt row, and each structural term
+    where the rows cannot show it); the compute share is then held near the prior's (the
+    fit's penalty), not at it."""
+    held: dict[str, Any] = {}
+    if all(r.metric in PROMPT_METRICS for r in rows):
+        held.update((name, getattr(prior, name)) for name in DECODE_SIDE)
+    if not any(r.metric in PROMPT_METRICS for r in rows):
+        held.update((name, getattr(prior, name)) for name in PROMPT_SIDE)
+    # a prompt step's own cost per layer shows in TTFT rows alone; where they pin it, the
+    # prior's is the start of its fit beside a held decode side (ParameterSpace.start)
+    held["prefill_layer_overhead_s"] = prior.prefill_layer_overhead_s
+    if not dequant:
+        held["dequant_compute"] = prior.dequant_compute
+    if not shows_ceiling(rows, key):
+        held["bandwidth_cap_bytes_per_s"] = prior.bandwidth_cap_bytes_per_s
+    if not shows_unpacking(rows, key):
+        held["kquant_ops_per_weight"] = prior.kquant_ops_per_weight
+    if not (has_tiled_experts(key) and shows_expert_prompts(rows)):
+        held["expert_tile_tokens"] = prior.expert_tile_tokens
+    if prices_moe_layers(key):  # the fit's start where the rows can pin it (shows_moe_layers)
+        held["moe_layer_overhead_s"] = prior.moe_layer_overhead_s
+    return replace(start, **held)
+
+
+NO_DECODE_ROWS = "no decode or throughput rows: a prompt step's time is its arithmetic"
+NO_PROMPT_ROWS = "no prompt rows"
+# why a structural term stands at the prior's where its side has rows (fit_engine's tests)
+NOT_SHOWN = {"matmul_overhead_s": "these rows' models launch alike numbers per layer",
+             "moe_layer_overhead_s": "too few decode rows of MoE and of dense models",
+             "bandwidth_cap_bytes_per_s": "these rows' cards or models are too alike to show one",
+             "kquant_ops_per_weight": "too few decode rows of K-quant weights",
+             "dequant_compute": "too few prompt rows of quantized and of unquantized weights",
+             "expert_tile_tokens": "too few prompt rows of MoE models",
+             "prefill_layer_overhead_s": "no TTFT rows"}
+
+
+def _shown(name: str, value: float) -> str:
+    """A held parameter's value as the profile's source gives it."""
+    if name == "bandwidth_cap_bytes_per_s":
+        return f"{value / 1e12:.3g} TB/s"
+    if name.endswith("_s"):
+        return f"{value * 1e6:.3g} µs"
+    return f"{value:.3g}" + {"expert_tile_tokens": " tokens",
+                             "kquant_ops_per_weight": " operations a weight"}.get(name, "")
+
+
+def held_notes(fitted: EngineProfile, space: ParameterSpace, prior: EngineProfile | None, *,
+               prompt_rows: bool) -> str:
+    """What the fit held rather than fitted, and why, for the profile's source (the bundled
+    fit, with no prior, holds only the cost per weight matmul it is given)."""
+    def term(name: str) -> str:
+        return (f"its {ALL_SIDES[name]} held at {_shown(name, getattr(fitted, name))} (the "
+                f"bundled profile's: {NOT_SHOWN[name]})")
+
+    notes = []
+    if prior is not None and not space.decode_side:
+        notes.append("its bandwidth share (with its multipliers by card group and its ceiling) "
+                     "and its costs per step, per layer, per weight matmul and per MoE layer "
+                     f"held at the bundled profile's ({NO_DECODE_ROWS})")
+    else:
+        tried = {"matmul_overhead_s": space.matmul, "moe_layer_overhead_s": space.moe,
+                 "bandwidth_cap_bytes_per_s": space.cap, "kquant_ops_per_weight": space.unpack}
+        notes += [term(name) for name, fits in tried.items() if not fits
+                  and getattr(fitted, name) and (prior is not None or name == "matmul_overhead_s")]
+    if prior is not None and not prompt_rows:
+        notes.append(f"its compute share held near {prior.compute_efficiency:.3g} and its "
+                     "compute multipliers by card group, dequantization factor, expert tile "
+                     "width and prompt steps' cost per layer at the bundled profile's "
+                     f"({NO_PROMPT_ROWS})")
+    elif prior is not None:
+        if not space.prefill_overhead and fitted.prefill_layer_overhead_s is not None:
+            notes.append("its prompt steps' cost per layer held at the bundled profile's "
+                         f"({NOT_SHOWN['prefill_layer_overhead_s']})")
+        notes += [term(name) for name, fits in (("dequant_compute", space.dequant),
+                                                ("expert_tile_tokens", space.tile))
+                  if not fits and getattr(fitted, name) not in (0.0, UNPRICED.get(name))]
+    return "".join(f"; {note}" for note in notes)
+
+
+def held_parameters(profile: EngineProfile, prior: EngineProfile | None
+                    ) -> tuple[tuple[str, str], ...]:
+    """(parameter, why) for each parameter of a calibrated ``profile`` that prices something
+    and stands at ``prior``'s value, its rows unable to pin it (fit_engine's prior); the
+    compute share first where no prompt row fitted it (held near the prior's, not at it)."""
+    if prior is None:
+        return ()
+    no_decode = profile.compute_rows is not None and profile.compute_rows == profile.fitted_rows
+    held = [] if profile.compute_fitted else [(ALL_SIDES["compute_efficiency"], NO_PROMPT_ROWS)]
+    for name, words in ALL_SIDES.items():
+        value = getattr(profile, name)
+        if name == "compute_efficiency" or value != getattr(prior, name) \
+                or value in (None, 0.0, {}, UNPRICED.get(name)):
+            continue
+        why = NO_DECODE_ROWS if no_decode and name in DECODE_SIDE else \
+            NO_PROMPT_ROWS if not profile.compute_fitted and name in PROMPT_SIDE else \
+            NOT_SHOWN.get(name, "")
+        held.append((words, why))
+    return tuple(held)
