@@ -6,6 +6,7 @@ verdict calls overloaded; a closed loop never is."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,9 +28,18 @@ HOPELESS = ["llama-3.1-8b", "--gpu", "h100", "--input-len", "100000", "--output-
             "--max-model-len", "131072"]  # about 0.01 req/s served, four at a time
 
 
-def _run(n: int, rate: float, seed: int) -> SimResult:
-    work = Workload(n, *CHAT, rate=rate, seed=seed)
+def _run(n: int, rate: float, seed: int, lengths: tuple[str, str] = CHAT,
+         **arrivals: Any) -> SimResult:
+    work = Workload(n, *lengths, rate=rate, seed=seed, **arrivals)
     return run_replica(DEP, profile_for("vllm"), sim_config(DEP), work, stop_when_behind=True)
+
+
+def _growth_in_a_lifetime(r: SimResult) -> float:
+    """How much the backlog grows within a mean service time, at its pace past the fill."""
+    behind = r.rec.falls_behind()
+    assert behind is not None
+    arrived, left, seconds = behind
+    return (arrived - left) / seconds * r.rec.service_s / r.rec.completed
 
 
 def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
@@ -73,6 +83,9 @@ def test_a_burst_the_engine_keeps_up_with_is_not_overloaded_by_a_batch_still_fil
     assert overload_rates(burst, n) is None
     rec = burst.rec
     assert rec.falls_behind() is not None and rec.waiting_at_arrival < 20
+    # the batch had room for more than it would grow by in a lifetime, and none was preempted
+    assert _growth_in_a_lifetime(burst) < rec.batch_room_at_arrival
+    assert rec.series.preempted_between(*rec.steady_s) == 0
     longer = _run(6000, rate, seed).rec
     assert not longer.overloaded() and longer.falls_behind() is None
 
@@ -89,11 +102,15 @@ def test_a_hopeless_burst_stops_early_and_is_overloaded(
         assert stop is not None and CHECK_STEPS <= stop["steps"] < 2 * CHECK_STEPS
         assert flag is not None and flag["waiting_at_last_arrival"] == n - 1
         assert not any("warm" in c or "lighter" in c for c in out["cautions"])
+        assert stop["reading"] == "queue"
     code, text, _ = run_cli(capsys, "simulate", *HOPELESS, "--rate", "100000",
                             "--num-requests", "5000")
     assert code == 0
-    assert ("when the last of its 5,000 requests arrived, 4,999 were still waiting to start, "
-            "so the rest of the run would only work through that queue") in text
+    reason = ("when the last of its 5,000 requests arrived, 4,999 were still waiting to start, "
+              "so the rest of the run would only work through that queue")
+    assert reason in text
+    assert _json(capsys, *HOPELESS, "--rate", "100000", "--num-requests",
+                 "5000")["stopped_early"]["reason"] == reason
 
 
 def test_a_pipelines_burst_is_read_by_its_queue_too(capsys: pytest.CaptureFixture[str]) -> None:
@@ -126,6 +143,40 @@ def test_a_hopeless_run_is_still_cut_by_its_flows_past_the_fill(
                             "--num-requests", "200000")
     assert code == 0 and "STOPPED EARLY" in text
     assert "once the batch had filled, fewer than half as many requests left" in text
+    stop = _json(capsys, *HOPELESS, "--rate", "100", "--num-requests", "200000")["stopped_early"]
+    assert stop["reading"] == "flows" and stop["reason"] in text
+
+
+def test_a_burst_is_not_cut_short_while_requests_are_still_to_come(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """2,000 requests in the first second to 8 seats, then 50 over 5,000-6,000 s: at the first
+    check nearly all that came wait, but the queue drains (by about 1,100 s) long before the
+    late ones come. It had been cut at 50,000 steps with 793 done, "the rest of the run would
+    only lengthen that queue"; it runs to the end, and its last arrival finds no queue."""
+    trace = tmp_path / "burst.csv"
+    rows = [f"{i * 0.0005:.4f},1000,500" for i in range(2000)]
+    rows += [f"{5000 + 20 * i},1000,500" for i in range(50)]
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n" + "\n".join(rows) + "\n")
+    out = _json(capsys, "llama-3.1-8b", "--gpu", "h100", "--trace", str(trace),
+                "--max-num-seqs", "8")
+    assert out["stopped_early"] is None and out["completed"] == 2050
+    assert out["steps"] > CHECK_STEPS and out["overloaded"] is None
+
+
+@pytest.mark.parametrize(("rate", "seed", "arrivals"), [
+    (48.0, 1, {}), (60.0, 0, {"arrival": "gamma", "burstiness": 0.02})])
+def test_a_running_batch_that_takes_on_the_excess_is_overloaded(
+        rate: float, seed: int, arrivals: dict[str, Any]) -> None:
+    """2,000 short chats (512 in, 128 out) where one H100 serves about 44 req/s: vLLM's batch
+    grows to the pool's edge and only a handful wait when the last arrives, yet past the fill
+    far fewer leave than arrive. Both had lost their OVERLOADED to the 20-waiting gate: at
+    48 req/s the growth within a lifetime overruns the batch's room; the gamma burst preempts."""
+    r = _run(2000, rate, seed, ("512", "128"), **arrivals)
+    flag = overload_rates(r, 2000)
+    assert flag is not None and flag[1] < flag[0] and flag[2] < 20
+    rec = r.rec
+    assert _growth_in_a_lifetime(r) > rec.batch_room_at_arrival \
+        or rec.series.preempted_between(*rec.steady_s) > 0
 
 
 def test_a_closed_loop_with_more_users_than_seats_is_not_overloaded(

@@ -108,9 +108,9 @@ def test_loads_the_engine_keeps_up_with_are_not_flagged_nor_cut(
 # -- finding 6: cut short once hopelessly behind; the step cap says why ------------------------
 
 def test_an_engine_serving_under_half_of_what_comes_is_hopelessly_behind() -> None:
-    assert _queue(3.0).hopelessly_behind(3000.0)
-    assert not _queue(1.1).hopelessly_behind(3000.0)  # behind, but not by half
-    assert not _queue(0.9).hopelessly_behind(3000.0)
+    assert _queue(3.0).hopelessly_behind(3000.0, True)
+    assert not _queue(1.1).hopelessly_behind(3000.0, True)  # behind, but not by half
+    assert not _queue(0.9).hopelessly_behind(3000.0, True)
 
 
 def test_a_hopeless_run_stops_early_and_says_what_its_figures_are(

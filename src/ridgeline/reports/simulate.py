@@ -11,7 +11,7 @@ from ridgeline.explain import Quantity, Step, q, step
 from ridgeline.render import table
 from ridgeline.reports.profile_story import matmul_qs, overhead_formula, overhead_q, share_qs
 from ridgeline.sim.config import SimConfig, tokens_per_step
-from ridgeline.sim.metrics import STEADY_LIFETIMES, SimResult
+from ridgeline.sim.metrics import FLOWS_CUT, STEADY_LIFETIMES, SimResult
 from ridgeline.units import plural
 
 
@@ -84,20 +84,15 @@ def backlog_evidence(r: SimResult) -> str:
     return text
 
 
-def _why_stopped(r: SimResult, requests: int) -> str:
+def _why_stopped(r: SimResult) -> str:
     """Which reading cut the run short (``Recorder.hopelessly_behind``), as a clause."""
     rec = r.rec
-    if rec.behind_past_fill(r.duration_s):
+    if rec.stop_reading == FLOWS_CUT:
         return ("once the batch had filled, fewer than half as many requests left the engine as "
                 "arrived, so the rest of the run would only lengthen the queue")
-    arrived = round(rec.arrivals.total)
-    if arrived >= requests:
-        return (f"when the last of its {arrived:,} requests arrived, {rec.waiting_at_arrival:,} "
-                "were still waiting to start, so the rest of the run would only work through "
-                "that queue")
-    return (f"when the latest of the {arrived:,} requests so far arrived, "
+    return (f"when the last of its {round(rec.arrivals.total):,} requests arrived, "
             f"{rec.waiting_at_arrival:,} were still waiting to start, so the rest of the run "
-            "would only lengthen that queue")
+            "would only work through that queue")
 
 
 def pool_levers(dep: Deployment, settings: Any, context: int) -> str:
@@ -272,7 +267,8 @@ class SimulateReport:
                 "offered_req_s": o[0], "served_req_s": o[1], "waiting_at_last_arrival": o[2],
                 **self._backlog_dict()},
             "stopped_early": {"at_s": r.duration_s, "steps": r.steps,
-                              "unfinished": self.requests - r.completed - r.rejected}
+                              "unfinished": self.requests - r.completed - r.rejected,
+                              "reading": r.rec.stop_reading, "reason": _why_stopped(r)}
             if r.rec.stopped_early else None,
             "running_batch": r.running_batch, "preemptions": r.preemptions,
             "prefix_cache_hit_blocks": r.prefix_hit_blocks,
@@ -347,7 +343,7 @@ class SimulateReport:
         if r.rec.stopped_early:
             unfinished = self.requests - r.completed - r.rejected
             lines.append(f"STOPPED EARLY at {r.duration_s:,.0f} s simulated ({r.steps:,} "
-                         f"steps): {_why_stopped(r, self.requests)}; {unfinished:,} of the "
+                         f"steps): {_why_stopped(r)}; {unfinished:,} of the "
                          f"{self.requests:,} "
                          "requests did not finish here (queued, running or yet to arrive), and "
                          f"the latencies above are of the {r.completed:,} that did, mostly the "

@@ -16,6 +16,7 @@ however many requests run; percentiles are good to that width.
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, field
 
@@ -46,9 +47,9 @@ class Histogram:
         self.high = -math.inf
 
     def add(self, value: float, weight: float = 1.0) -> None:
-        # _bin written out, and comparisons for min/max: a few adds per request and step,
-        # the simulator's most frequent call
-        index = int((math.log10(value) - _LOG_LOW) * _BINS_PER_DECADE) if value > _LOW else 0
+        # comparisons for min/max: a few adds per request and step, the simulator's most
+        # frequent call (calling _bin rather than writing it out costs 0.4 % of a run)
+        index = _bin(value)
         counts = self.counts
         counts[index] = counts.get(index, 0.0) + weight
         self.total += weight
@@ -132,6 +133,14 @@ class TimeSeries:
             self.every_s = max(self.every_s * 2, (self.points[-1][0] - self.points[0][0])
                                / self.limit)
 
+    def preempted_between(self, start_s: float, end_s: float) -> int:
+        """Preemptions from the sample at or before ``start_s`` to the one at or before
+        ``end_s`` (to the thinned samples' times)."""
+        def count_at(t: float) -> int:
+            i = bisect.bisect_right(self.points, t, key=lambda p: p[0])
+            return self.points[i - 1][4] if i else 0
+        return count_at(end_s) - count_at(start_s)
+
 
 def summed_series(series: list[TimeSeries]) -> TimeSeries:
     """Engines running side by side as one: at each sampled time the running, waiting and
@@ -166,6 +175,8 @@ OVERLOAD_BACKLOG = 20  # … and at least this many requests
 # this many are left behind
 CUT_SHARE = 0.5
 CUT_BACKLOG = 1000
+FLOWS_CUT = "flows"  # the reading that cut it: past the fill, fewer left than arrived …
+QUEUE_CUT = "queue"  # … or, all arrived, most of them waiting to start
 
 
 def beyond_noise(short: float, count: float) -> bool:
@@ -228,6 +239,10 @@ class Recorder:
         # the requests waiting to start just after the latest arrival (it included), set by
         # the simulator as each comes: at the run's end, the queue the last one joined
         self.waiting_at_arrival = 0
+        # … and the requests its running batch could still take then (``Simulator._note_queue``)
+        self.batch_room_at_arrival = 0.0
+        # which reading cut the run short (``hopelessly_behind``): FLOWS_CUT or QUEUE_CUT
+        self.stop_reading = ""
         self.closed_loop = False  # each arrival follows a completion: no backlog to read
         # without chunked prefill (TensorRT-LLM's default): prompts longer than the step's
         # whole token budget, which that engine cannot run (the simulator chunks them)
@@ -317,19 +332,27 @@ class Recorder:
         """Whether the engine fell behind its arrivals (simulate's OVERLOADED). A stable
         engine starts each request about as it comes (its batch has room: rate × service time
         under the batch), so its queue stays level near none however short the run; an
-        overloaded one's grows while they arrive. Read two ways, each needing a queue when the
-        last arrived (``waiting_at_arrival``):
+        overloaded one's grows while they arrive, in its queue or, while the pool has room, in
+        its running batch. Read two ways:
         - the queue alone, beyond the noise of all the arrivals' count (``beyond_noise``):
           started from none, it grew over the arrivals. The one reading of a burst that ends
           before the batch has filled, where no arrival is past the fill: Llama-3.1-8B on one
           H100 (about 17 req/s served) given 990 chat requests at 22 req/s, all in by 47 s
           and the fill read at 53 s or later, leaves 88 to 135 waiting (seeds 0-2) against 79;
           at 15 req/s, 1 or 2;
-        - fewer leaving than arriving past the fill (``falls_behind``), with at least
-          OVERLOAD_BACKLOG waiting: the shortfall a queue, not a batch still filling (a short
-          run's fill, from a mean service time that early light batches shorten, can come
-          early: 765 requests at 17 req/s, which that engine keeps up with, read 313 arrived
-          and 250 left over the 18 s past it, with 3 waiting).
+        - fewer leaving than arriving past the fill (``falls_behind``), the shortfall a queue,
+          not a batch still filling (a short run's fill, from a mean service time that early
+          light batches shorten, can come early: 765 requests at 17 req/s, which that engine
+          keeps up with, read 313 arrived and 250 left over the 18 s past it): at least
+          OVERLOAD_BACKLOG waiting; or preemptions past the fill (the batch outgrew its pool);
+          or, at the pace the backlog grew past the fill, more growth within a mean service
+          time (as long as a request holds its seat) than the running batch had room for when
+          the last arrived (``batch_room_at_arrival``), so that the excess must soon queue.
+          A filling batch's growth slows before its room runs out. vLLM at 48 req/s, 2,000
+          requests (44 served, seed 1): 255 short over 14 s, 168 more within 9.3 s, room for
+          71 (703 running at 91 % of the pool), 4 waiting; gamma arrivals at 60 req/s
+          (2,000, seed 0): 30 preempted; the 17 req/s run: 33 more within 9.1 s, room for 156
+          (230 running, 59 %).
         A run cut short (``hopelessly_behind``: the same readings past a higher bar) is.
         Never a closed loop (its arrivals follow its completions), nor arrivals spanning no
         time (no rate is offered)."""
@@ -337,8 +360,16 @@ class Recorder:
         if self.closed_loop or not first < last:
             return False
         waiting = self.waiting_at_arrival
-        return self.stopped_early or beyond_noise(waiting, self.arrivals.total) or (
-            waiting >= OVERLOAD_BACKLOG and self.falls_behind() is not None)
+        if self.stopped_early or beyond_noise(waiting, self.arrivals.total):
+            return True
+        behind = self.falls_behind()
+        if behind is None:
+            return False
+        arrived, left, seconds = behind
+        start, last = self.steady_s
+        service_s = self.service_s / self.completed  # steady_s needs one
+        return waiting >= OVERLOAD_BACKLOG or self.series.preempted_between(start, last) > 0 \
+            or (arrived - left) / seconds * service_s > self.batch_room_at_arrival
 
     @property
     def steady_s(self) -> tuple[float, float]:
@@ -364,16 +395,22 @@ class Recorder:
             means.append(waited / n)
         return means[0], means[1]
 
-    def hopelessly_behind(self, now_s: float) -> bool:
-        """Whether by ``now_s`` the engine serves under half of what is offered, so that the
-        rest of the run only lengthens the queue, or works through it: the two readings of
-        ``overloaded`` with CUT_SHARE and at least CUT_BACKLOG requests behind for its noise.
-        Past the batch's filling, fewer left than arrived (``behind_past_fill``); or more than
-        half of all that came were waiting to start when the latest did (``swamped``), the
-        reading that holds where the arrivals end before the fill (200,000 requests of
-        100,000-token prompts sent to one H100 in 2 s had run on to the step cap). An engine that
-        keeps up has its arrivals leave within a lifetime of coming, and its queue level."""
-        return self.behind_past_fill(now_s) or self.swamped
+    def hopelessly_behind(self, now_s: float, all_arrived: bool) -> str:
+        """Which reading says that by ``now_s`` the engine serves under half of what is
+        offered, so that the rest of the run only lengthens the queue, or works through it
+        (FLOWS_CUT, QUEUE_CUT; "" where neither): the two readings of ``overloaded`` with
+        CUT_SHARE and at least CUT_BACKLOG requests behind for its noise. Past the batch's
+        filling, fewer left than arrived (``behind_past_fill``); or, ``all_arrived`` (no
+        request still to come), more than half of them were waiting to start when the last came
+        (``swamped``), the reading that holds where the arrivals end before the fill (200,000
+        requests of 100,000-token prompts sent to one H100 in 2 s had run on to the step cap).
+        Not while requests are still to come: a burst's queue may drain before they do (2,000
+        requests in a second, then 50 over 5,000-6,000 s, to 8 seats: cleared by 1,100 s).
+        An engine that keeps up has its arrivals leave within a lifetime of coming, and its
+        queue level."""
+        if self.behind_past_fill(now_s):
+            return FLOWS_CUT
+        return QUEUE_CUT if all_arrived and self.swamped else ""
 
     def behind_past_fill(self, now_s: float) -> bool:
         """Whether, past the batch's filling up to ``now_s``, the requests that left the
@@ -443,12 +480,13 @@ class Recorder:
             mine.absorb(theirs)
         self.stopped_early = self.stopped_early or other.stopped_early
         self.closed_loop = self.closed_loop or other.closed_loop
+        self.stop_reading = self.stop_reading or other.stop_reading
         self.running_request_s += other.running_request_s  # lanes side by side: summed
         for name in ("output_tokens", "completed", "good", "prompt_tokens", "grouped",
                      "grouped_prompt_tokens", "shared_prefix_tokens", "finished_in_window",
                      "windowed", "windowed_rejected", "over_budget_prompts",
                      "grouped_arrived", "prefix_followers", "readmit_hit_blocks",
-                     "service_s", "waiting_at_arrival"):
+                     "service_s", "waiting_at_arrival", "batch_room_at_arrival"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for reason, n in other.rejected.items():
             self.rejected[reason] = self.rejected.get(reason, 0) + n

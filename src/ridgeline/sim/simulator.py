@@ -203,9 +203,9 @@ class Simulator:
         """Past the step cap: an error saying what the engine serves of what is offered.
         Every CHECK_STEPS steps of an open loop that may stop early: True (the recorder marked
         ``stopped_early``) where the engine is hopelessly behind (``Recorder.hopelessly_behind``:
-        under half of the arrivals past the fill have left, or more than half of all that came
-        wait to start, and at least 1,000 are behind), so that the rest of the run, the queue
-        only lengthening or being worked through, is not simulated. No run under CHECK_STEPS
+        under half of the arrivals past the fill have left, or, every request come, more than
+        half of them wait to start, and at least 1,000 are behind), so that the rest of the run,
+        the queue only lengthening or being worked through, is not simulated. No run under CHECK_STEPS
         steps, and none that keeps up, stops early."""
         rec = run.rec
         if self.steps > self.config.max_steps:
@@ -214,7 +214,8 @@ class Simulator:
         if not run.stop_when_behind or run.closed_loop or self.steps < self._next_check:
             return False
         self._next_check = self.steps + CHECK_STEPS
-        rec.stopped_early = rec.hopelessly_behind(self.now_s)
+        rec.stop_reading = rec.hopelessly_behind(self.now_s, run.pending is None)
+        rec.stopped_early = bool(rec.stop_reading)
         return rec.stopped_early
 
     def arrive(self, r: Request, rec: Recorder) -> bool:
@@ -225,14 +226,26 @@ class Simulator:
         if reason:
             r.status, r.reason = REJECTED, reason
             rec.reject(r, detail)
-            rec.waiting_at_arrival = len(self.scheduler.waiting)
+            self._note_queue(rec)
             return False
         if not self.config.chunked_prefill and r.prompt_tokens > \
                 self.config.max_num_batched_tokens:  # the engine would need chunked prefill
             rec.over_budget_prompts += 1
         self.scheduler.add(r)
-        rec.waiting_at_arrival = len(self.scheduler.waiting)
+        self._note_queue(rec)
         return True
+
+    def _note_queue(self, rec: Recorder) -> None:
+        """The queue an arrival joined, and the requests the running batch could still take
+        then: the seats under max_num_seqs, or the pool's free share at the running requests'
+        mean hold (703 running at 90.9 % of the pool: 70 more), whichever is fewer."""
+        s, usage = self.scheduler, self.pool.usage
+        rec.waiting_at_arrival = len(s.waiting)
+        running = len(s.running)
+        room = float(self.config.max_num_seqs - running)
+        if usage > 0:
+            room = min(room, running * (1 - usage) / usage)
+        rec.batch_room_at_arrival = max(0.0, room)
 
     def _advance(self, next_arrival: float, rec: Recorder) -> list[Request]:
         """Run one step, or several identical decode steps; return who finished."""
