@@ -3,6 +3,7 @@ graph allocator reserves, checked against the buffer sizes llama.cpp logs."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -164,7 +165,7 @@ def test_what_llamacpp_allocates_never_exceeds_the_device(
     try:
         dep = Deployment.build(spec, acc, engine=engine)
     except InputError as refused:  # an fp8 checkpoint: llama.cpp runs a GGUF made from it
-        assert "not a GGUF tensor type" in str(refused)
+        assert re.search(r"not (a )?GGUF tensor types?", str(refused))
         dep = Deployment.build(spec, acc, "q8_0", engine=engine)
     pool = kv_pool(dep, EngineSettings(max_model_len=context, max_num_seqs=slots,
                                        flash_attn=flash))
