@@ -367,16 +367,20 @@ class Recorder:
             return False
         arrived, left, seconds = behind
         start, last = self.steady_s
-        service_s = self.service_s / self.completed  # steady_s needs one
         return waiting >= OVERLOAD_BACKLOG or self.series.preempted_between(start, last) > 0 \
-            or (arrived - left) / seconds * service_s > self.batch_room_at_arrival
+            or (arrived - left) / seconds * self.mean_service_s > self.batch_room_at_arrival
+
+    @property
+    def mean_service_s(self) -> float:
+        """The completed requests' mean time from first scheduled to finish (nan: none)."""
+        return self.service_s / self.completed if self.completed else math.nan
 
     @property
     def steady_s(self) -> tuple[float, float]:
         """The arrivals past the batch's filling: from FILL_LIFETIMES mean service times after
         the first to the last; (nan, nan) where no service time has been seen."""
         first, last = self.arrived_s
-        service = self.service_s / self.completed if self.completed else math.nan
+        service = self.mean_service_s
         if not (math.isfinite(last) and last > first and service > 0):
             return math.nan, math.nan
         return first + FILL_LIFETIMES * service, last
