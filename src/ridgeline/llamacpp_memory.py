@@ -26,14 +26,18 @@ while the others stay small, miminashi/llm-server-ops 2026-04 reports). -c is on
 every GPU: the GPU whose cache-growing layers allow the fewest cells binds, and every GPU's
 compute buffer is sized at that one -c (split_devices; memory.stage_pools).
 
-With every layer and the output on the GPUs of a layer split (and no tensor override, which
---n-cpu-moe is), llama.cpp turns on pipeline parallelism (src/llama-context.cpp): the ggml
-scheduler then keeps GGML_SCHED_MAX_COPIES = 4 copies of each input a GPU's split reads from
-elsewhere, each marked an output so that none is reused (ggml-backend.cpp,
-ggml_backend_sched_split_graph). The mask is such an input, kept on the host: each GPU whose
-layers read it holds four copies (n_ctx × n_ubatch × 2 B each); a GPU holding none of the
-layers that read the -c cells (only Mamba or window layers) holds none. Four copies on each
-GPU is what unsloth measured (PR #7637: Kimi-K3 at 1M cells on 4 GPUs, 4.0 GiB a GPU).
+With every block and the output on the GPUs of a layer split (-ngl past the GGUF's block
+count, MTP blocks included: ``pipelines``) and no tensor override (--n-cpu-moe is one),
+llama.cpp turns on pipeline parallelism (src/llama-context.cpp): the ggml scheduler then
+keeps GGML_SCHED_MAX_COPIES = 4 copies of each input a GPU's split reads from elsewhere, each
+marked an output so that none is reused (ggml-backend.cpp, ggml_backend_sched_split_graph).
+The masks are such inputs, kept on the host: each GPU whose layers read the -c mask holds four
+copies (n_ctx × n_ubatch × 2 B each), and each holding a window layer four of the window
+cache's own mask (``window_mask_bytes``); a GPU holding none of the layers that read the -c
+cells (only Mamba or window layers) holds no -c mask. Four copies on each GPU is what unsloth
+measured (PR #7637: Kimi-K3 at 1M cells on 4 GPUs, 4.0 GiB a GPU). So is the hidden state each
+GPU receives, the embeddings from the host or the previous GPU's last layer
+(``incoming_hidden_bytes``: 64 MiB a GPU for Llama-3.1-70B at n_ubatch 512).
 
 llama-server builds since PR #23861 (merged 2026-06-01, about b9470) reserve logits for one
 row per slot (n_outputs_max), not every ubatch token (issue #23527), and since PR #23764 the
@@ -54,6 +58,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from ridgeline.datafiles import engine_defaults
 from ridgeline.engine_windows import honours_windows
 from ridgeline.errors import InputError
 from ridgeline.kvcache import (
@@ -110,32 +115,67 @@ def mask_bytes_per_cell(n_ubatch: int, flash_attn: bool) -> float:
     return float(n_ubatch * (2 if flash_attn else F32_BYTES))
 
 
+def incoming_hidden_bytes(model: ModelSpec, n_ubatch: int, copies: int) -> float:
+    """The copies a GPU of a pipelined split keeps of the hidden state it receives (the host's
+    embeddings for the first, the last layer's output of the one before for the others):
+    copies × n_ubatch × hidden × 4 B, never freed (marked outputs; ggml-backend.cpp,
+    ggml_backend_sched_split_graph). Llama-3.1-70B at 512: 4 × 512 × 8,192 × 4 B = 64 MiB.
+    One copy (no pipelining) is freed once the first layer has read it: 0 beside the peak."""
+    return float(copies * n_ubatch * model.hidden_size * F32_BYTES) if copies > 1 else 0.0
+
+
+def window_cache_cells(window_tokens: int, slots: int, n_ubatch: int,
+                       n_ctx: int | None = None) -> int:
+    """The cells of llama.cpp's window cache (src/llama-kv-cache-iswa.cpp, the constructor):
+    window × slots + n_ubatch with --kv-unified, at most the -c cells ``n_ctx`` where known
+    (it pads them to 256 too, not counted here). gpt-oss (window 128), 4 slots: 1,024."""
+    cells = window_tokens * slots + n_ubatch
+    return cells if n_ctx is None else min(cells, n_ctx)
+
+
+def window_mask_bytes(n_ubatch: int, flash_attn: bool, cells: int, copies: int) -> float:
+    """The window cache's own mask on a GPU holding a window layer: copies × its cells ×
+    n_ubatch × 2 B (f16 with flash attention, else 4 B), beside the -c mask
+    (src/llama-graph.cpp, build_attn_inp_kv_iswa builds one mask per cache with
+    build_attn_inp_kq_mask). Gemma-3 at 4 slots on a pipelined split: 4 × 4,608 × 512 × 2 B
+    = 18 MiB."""
+    return copies * cells * mask_bytes_per_cell(n_ubatch, flash_attn)
+
+
 def buffer_terms(model: ModelSpec, n_ubatch: int, flash_attn: bool, outputs: int | None,
-                 holds_output: bool = True, mask_copies: int = 1
-                 ) -> tuple[float, float, float, float]:
+                 holds_output: bool = True, mask_copies: int = 1, *, input_copies: int = 1,
+                 window_cells: int = 0) -> tuple[float, float, float, float]:
     """The compute buffer as c0 + max(c1, s × cells) + m × cells: (c0, c1, s, m).
     ``outputs`` None: the rule before PR #23861 (all n_ubatch logits, or the scores, beside
     four hidden tensors); else the logits of ``outputs`` rows beside one layer's peak.
     ``holds_output`` False: a GPU of a layer split without the output layer, no logits (its
     peak, under the older rule, one layer's FFN products). ``mask_copies``: the copies of the
     -c mask the GPU holds, 1 alone, 4 on a GPU of a pipelined split (split_input_copies), 0
-    on one whose layers read no -c cell (no scores of them either)."""
+    on one whose layers read no -c cell (no scores of them either). ``input_copies``: the
+    scheduler's copies of each input (4 pipelined: the hidden state received is kept 4
+    times); ``window_cells``: the cells of the window mask the GPU reads (0: no window layer
+    on it), ``input_copies`` copies of it. The older rule counts no mask: its peak, the
+    logits, comes after the last layer has read them."""
     scores = scores_bytes_per_cell(model, n_ubatch, flash_attn) if mask_copies else 0.0
+    received = incoming_hidden_bytes(model, n_ubatch, input_copies)
     if outputs is None:
         peak = logits_bytes(model, n_ubatch) if holds_output else ffn_peak_bytes(model, n_ubatch)
-        return hidden_bytes(model, n_ubatch), peak, scores, 0.0
+        return hidden_bytes(model, n_ubatch) + received, peak, scores, 0.0
     head = float(outputs * model.vocab_size * F32_BYTES) if holds_output else 0.0
     hidden = 2.0 * n_ubatch * model.hidden_size * F32_BYTES
-    return (head + hidden, ffn_peak_bytes(model, n_ubatch), scores,
+    window = window_mask_bytes(n_ubatch, flash_attn, window_cells, input_copies)
+    return (head + hidden + received + window, ffn_peak_bytes(model, n_ubatch), scores,
             mask_copies * mask_bytes_per_cell(n_ubatch, flash_attn))
 
 
 def compute_buffer_bytes(model: ModelSpec, n_ubatch: int, cells: int, flash_attn: bool,
                          outputs: int | None = None, holds_output: bool = True,
-                         mask_copies: int = 1) -> float:
+                         mask_copies: int = 1, *, input_copies: int = 1,
+                         window_cells: int = 0) -> float:
     """The device compute buffer llama.cpp reserves at ``cells`` cells (buffer_terms)."""
     fixed, peak, scores, mask = buffer_terms(model, n_ubatch, flash_attn, outputs, holds_output,
-                                             mask_copies)
+                                             mask_copies, input_copies=input_copies,
+                                             window_cells=window_cells)
     return fixed + max(peak, cells * scores) + cells * mask
 
 
@@ -144,14 +184,15 @@ MAX_CELLS = 1 << 30  # a bound for -c where no GPU memory grows with it
 
 def cells_that_fit(free_bytes: float, cell_bytes: float, model: ModelSpec, n_ubatch: int,
                    flash_attn: bool, outputs: int | None = None, holds_output: bool = True,
-                   mask_copies: int = 1) -> int:
+                   mask_copies: int = 1, *, input_copies: int = 1, window_cells: int = 0) -> int:
     """The most n_ctx cells whose KV (``cell_bytes`` each) and compute buffer share
     ``free_bytes``: cells × (KV + m) + c0 + max(c1, cells × s) ≤ free, i.e. the smaller
     of (free − c0 − c1) ÷ (KV + m) and (free − c0) ÷ (KV + m + s)."""
     if cell_bytes < 0:
         return 0
     fixed, peak, scores, mask = buffer_terms(model, n_ubatch, flash_attn, outputs, holds_output,
-                                             mask_copies)
+                                             mask_copies, input_copies=input_copies,
+                                             window_cells=window_cells)
     room = free_bytes - fixed
     if cell_bytes + mask <= 0:  # nothing on the GPU grows with -c
         return MAX_CELLS if room >= peak else 0
@@ -172,8 +213,7 @@ def slot_cache_bytes(model: ModelSpec, kv_bytes_per_element: float, slots: int,
     for layer in model.layers:
         if layer.mixer in WINDOW_MIXERS:
             if windows and layer.window_tokens:  # else cached per -c cell, as full layers are
-                cells = layer.window_tokens * slots + n_ubatch
-                total += per_cell * (cells if n_ctx is None else min(cells, n_ctx))
+                total += per_cell * window_cache_cells(layer.window_tokens, slots, n_ubatch, n_ctx)
         elif layer.mixer != FULL:
             total += state_bytes_per_sequence(model, layer, LLAMACPP_STATE_BYTES) * slots
     return total
@@ -231,6 +271,9 @@ class SplitDevice:
     growing_share: float  # of the cache that grows with -c: its share of those layers
     slot_share: float  # of the slot-sized caches (windows, recurrent states): its share
     mask_copies: int = 1  # of the -c mask: 0 where no layer of its reads it (buffer_terms)
+    input_copies: int = 1  # the scheduler's of each input it receives: 4 where pipelined
+    # (1 on a GPU that holds nothing and so receives nothing)
+    window_mask: bool = False  # holds a window layer, so reads the window cache's mask
 
     def describe(self) -> str:
         """'GPU 2 of 2 (39 layers and the output layer)'."""
@@ -242,15 +285,33 @@ class SplitDevice:
 SCHED_MAX_COPIES = 4  # ggml's GGML_SCHED_MAX_COPIES: a pipelined scheduler's input copies
 
 
+def gguf_block_count(model: ModelSpec) -> int:
+    """n_layer_all: the blocks of the model's GGUF, as convert_hf_to_gguf.py writes
+    block_count: the repeating layers, and the MTP (nextn) layers where the architecture's
+    converter keeps them (engines.json gguf_mtp_architectures: conversion/glm.py Glm4MoeModel,
+    conversion/qwen.py _Qwen35MtpMixin; DeepseekV2Model drops them). llama.cpp loads those as
+    blocks n_layer … n_layer_all − 1 (src/llama-hparams.h). GLM-4.5: 92 + 1 = 93."""
+    kept = engine_defaults("llama.cpp")["gguf_mtp_architectures"]
+    return model.num_layers + (model.mtp_layers if model.architecture in kept else 0)
+
+
+def pipelines(dep: Deployment) -> bool:
+    """Whether llama.cpp pipelines ``dep``'s layer split (src/llama-context.cpp, the
+    llama_context constructor's pipeline_parallel): more than one device, -ngl
+    (llama_model::n_gpu_layers(); unset, n_layer_all + 1) past n_layer_all (gguf_block_count:
+    MTP blocks included, so GLM-4.5's -ngl 93 does not pipeline, 94 does), the split by
+    layer, the KV cache offloaded and no tensor overridden (--n-cpu-moe is an override)."""
+    o = dep.offload
+    on_gpus = o is None or (o.gpu_layers > gguf_block_count(dep.model)
+                            and not o.cpu_expert_layers)
+    return dep.pipeline_parallel_size > 1 and on_gpus
+
+
 def split_input_copies(dep: Deployment) -> int:
     """The copies the ggml scheduler keeps of each input of a GPU's part of the graph: 4
-    (GGML_SCHED_MAX_COPIES) where llama.cpp pipelines a layer split, else 1. It pipelines
-    when more than one device holds layers, -ngl exceeds the layer count (every layer and
-    the output on the GPUs), the split is by layer, the KV cache is offloaded and no tensor
-    is overridden (--n-cpu-moe is an override): src/llama-context.cpp, pipeline_parallel."""
-    o = dep.offload
-    on_gpus = o is None or (o.gpu_layers > dep.model.num_layers and not o.cpu_expert_layers)
-    return SCHED_MAX_COPIES if dep.pipeline_parallel_size > 1 and on_gpus else 1
+    (GGML_SCHED_MAX_COPIES) where llama.cpp pipelines a layer split (``pipelines``), else 1
+    (ggml-backend.cpp, ggml_backend_sched_new: n_copies)."""
+    return SCHED_MAX_COPIES if pipelines(dep) else 1
 
 
 def _gpu_layer_bytes(dep: Deployment, index: int) -> float:
@@ -278,8 +339,9 @@ def split_devices(dep: Deployment, tensor_split: tuple[float, ...] | None = None
     where = layer_devices(n, count, tensor_split, None if o is None else o.gpu_layers,
                           True if o is None else o.output_first)
     per_layer = [_gpu_layer_bytes(dep, i) if where[i] is not None else 0.0 for i in range(n)]
-    growing_kinds = (FULL,) if honours_windows(dep) else (FULL, *WINDOW_MIXERS)
-    slot_kinds = (*(WINDOW_MIXERS if honours_windows(dep) else ()), LINEAR, MAMBA)
+    windows = WINDOW_MIXERS if honours_windows(dep) else ()
+    growing_kinds = (FULL,) if windows else (FULL, *WINDOW_MIXERS)
+    slot_kinds = (*windows, LINEAR, MAMBA)
 
     def share(device: int, kinds: tuple[str, ...]) -> float:
         mine = [where[i] == device for i, layer in enumerate(dep.model.layers)
@@ -291,12 +353,15 @@ def split_devices(dep: Deployment, tensor_split: tuple[float, ...] | None = None
     # the -c mask on a GPU whose layers read it; where -ngl left every such layer on the host,
     # one on each GPU, as on one GPU (KVPool.host_cells)
     growing = [share(d, growing_kinds) for d in range(count)]
+    held = [sum(1 for w in where[:n] if w == d) for d in range(count)]
     return tuple(SplitDevice(
-        d, count, sum(1 for w in where[:n] if w == d), where[n] == d,
+        d, count, held[d], where[n] == d,
         sum(b for b, w in zip(per_layer, where[:n], strict=True) if w == d)
         + (outside if where[n] == d else 0.0),
         growing[d], share(d, slot_kinds),
-        copies if growing[d] else 0 if any(growing) else 1) for d in range(count))
+        copies if growing[d] else 0 if any(growing) else 1,
+        copies if held[d] or where[n] == d else 1, share(d, windows) > 0)
+        for d in range(count))
 
 
 def _f32(x: float) -> float:

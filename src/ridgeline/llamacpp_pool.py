@@ -19,6 +19,7 @@ from ridgeline.llamacpp_memory import (
     cells_that_fit,
     compute_buffer_bytes,
     slot_cache_bytes,
+    window_cache_cells,
 )
 from ridgeline.offload import check_host_memory, gpu_share
 
@@ -43,6 +44,21 @@ def llamacpp_cache_on_gpu(dep: Deployment) -> tuple[float, float]:
     return growing, gpu_share(dep, (*(WINDOW_MIXERS if windows else ()), LINEAR, MAMBA))
 
 
+def window_mask_cells(dep: Deployment, device: SplitDevice | None, slots: int, n_ubatch: int,
+                      max_model_len: int | None) -> int:
+    """The cells of the window cache's mask the GPU (of a split, ``device``) reads: the
+    window cache's for ``slots`` slots of ``max_model_len`` (the widest window;
+    llamacpp_memory.window_cache_cells), 0 where no window layer whose window the build
+    keeps is on it."""
+    windowed = [layer.window_tokens for layer in dep.model.layers
+                if layer.mixer in WINDOW_MIXERS and layer.window_tokens]
+    if not windowed or not honours_windows(dep):
+        return 0
+    on_gpu = gpu_share(dep, WINDOW_MIXERS) > 0 if device is None else device.window_mask
+    n_ctx = slots * max_model_len if max_model_len else None  # -c: each slot's context
+    return window_cache_cells(max(windowed), slots, n_ubatch, n_ctx) if on_gpu else 0
+
+
 def host_cache_bytes(dep: Deployment, cells: int, engine_version: str | None = None) -> float:
     """The KV cache of the layers -ngl leaves on the host, for ``cells`` cells of -c: a
     layer's cache lives with the layer (the slot-sized window and state caches left out)."""
@@ -65,7 +81,8 @@ def llamacpp_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight
     compute buffer, then a cache of single-token cells in what is left; the compute buffer
     is sized at the cells that fit, since its mask (and without flash attention its scores)
     grows with them. Of a layer split, one ``device``: its own layers' caches, the logits
-    only with the output, the mask's copies (SplitDevice.mask_copies); ``cells``: the -c the
+    only with the output, the masks' and the received hidden state's copies
+    (SplitDevice.mask_copies, input_copies); ``cells``: the -c the
     split runs at (its binding GPU's, memory.stage_pools), None: the most this GPU holds."""
     d = engine_defaults(dep.engine)
     # llama_context clamps -ub to -b (n_ubatch = min(n_batch, n_ubatch), src/llama-context.cpp),
@@ -83,6 +100,7 @@ def llamacpp_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight
         per_gpu = device.slot_share
     output = device is None or device.output
     copies = 1 if device is None else device.mask_copies
+    inputs = 1 if device is None else device.input_copies
 
     def slot_caches(slots: int) -> float:
         cells = slots * s.max_model_len if s.max_model_len else None  # -c: each slot's context
@@ -93,11 +111,12 @@ def llamacpp_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight
     each = slot_caches(seats + 1) - fixed
     free = total_bytes - weight_bytes - non_torch - fixed
     outputs = llamacpp_outputs(seats, s.engine_version)
+    window = window_mask_cells(dep, device, seats, n_ubatch, s.max_model_len)
     most = cells_that_fit(free, kv_bytes_per_token, dep.model, n_ubatch, s.flash_attn, outputs,
-                          output, copies)
+                          output, copies, input_copies=inputs, window_cells=window)
     cells = most if cells is None else cells
     compute = compute_buffer_bytes(dep.model, n_ubatch, cells, s.flash_attn, outputs, output,
-                                   copies)
+                                   copies, input_copies=inputs, window_cells=window)
     # no growing layer on the GPU, its cache on the host: the cells stand for its blocks; of a
     # split GPU whose growing layers are on the others, the most it would allow (no fewer than
     # the binding GPU's unless it cannot start)

@@ -10,7 +10,7 @@ from ridgeline.engine_windows import honours_windows, sglang_swa_ratio
 from ridgeline.explain import Quantity, Step, q, step
 from ridgeline.layouts import DENSE, MOE
 from ridgeline.llamacpp_memory import buffer_terms
-from ridgeline.llamacpp_pool import llamacpp_outputs
+from ridgeline.llamacpp_pool import llamacpp_outputs, window_mask_cells
 from ridgeline.memory import EngineSettings, KVPool, device_memory_note
 from ridgeline.model import ModelSpec
 from ridgeline.sglang_memory import sglang_fixed_state_note, sglang_state_ratio
@@ -78,8 +78,15 @@ def llamacpp_pool_step(dep: Deployment, p: KVPool, s: EngineSettings) -> Step:
     device = p.split_device
     output = device is None or device.output  # the logits: its GPU's only
     copies = 1 if device is None else device.mask_copies
-    fixed, peak, scores_per_cell, mask_per_cell = buffer_terms(model, n_ubatch, s.flash_attn,
-                                                               outputs, output, copies)
+    inputs = 1 if device is None else device.input_copies  # 4 on a pipelined split
+    window = window_mask_cells(dep, device, p.max_num_seqs, n_ubatch, s.max_model_len)
+    fixed, peak, scores_per_cell, mask_per_cell = buffer_terms(
+        model, n_ubatch, s.flash_attn, outputs, output, copies, input_copies=inputs,
+        window_cells=window)
+    received = (f" + {inputs} copies × n_ubatch {n_ubatch} × hidden {model.hidden_size:,} × 4 B "
+                "received (a pipelined split keeps 4 of each input)" if inputs > 1 else "")
+    window_note = (f" + {inputs} × window mask {window:,} cells × n_ubatch {n_ubatch} × "
+                   f"{2 if s.flash_attn else 4} B" if window else "")
     cells = p.context_cells  # the -c its buffer is sized at (of a split, the binding GPU's)
     scores = cells * scores_per_cell
     heads = model.attention.num_heads if model.attention else 0
@@ -94,7 +101,8 @@ def llamacpp_pool_step(dep: Deployment, p: KVPool, s: EngineSettings) -> Step:
                  "(a pipelined layer split keeps 4 copies of each input)")
     if outputs is None:  # builds before PR #23861
         buffer = [q("compute buffer", p.activation_bytes / GIB, "GiB",
-                    "max(logits, scores) + 4 × n_ubatch × hidden × 4 B (builds before #23861)"),
+                    "max(logits, scores) + 4 × n_ubatch × hidden × 4 B (builds before #23861)"
+                    + received),
                   q("logits", peak / GIB, "GiB",
                     f"vocab {model.vocab_size:,} × n_ubatch {n_ubatch} × 4 B"), scores_q]
     else:
@@ -103,7 +111,8 @@ def llamacpp_pool_step(dep: Deployment, p: KVPool, s: EngineSettings) -> Step:
                   q("slots' logits and hidden", fixed / GIB, "GiB",
                     (f"{outputs} × vocab {model.vocab_size:,} × 4 B + " if output else
                      "no logits (the output layer's GPU holds them) + ")
-                    + f"2 × n_ubatch {n_ubatch} × hidden {model.hidden_size:,} × 4 B"),
+                    + f"2 × n_ubatch {n_ubatch} × hidden {model.hidden_size:,} × 4 B"
+                    + received + window_note),
                   q("FFN products", peak / GIB, "GiB",
                     f"gate, up and their product: 3 × n_ubatch {n_ubatch} × n_ff × 4 B"),
                   scores_q,
