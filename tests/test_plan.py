@@ -81,6 +81,7 @@ def test_a_plan_no_deployment_meets_exits_1_after_printing_its_answer(
     assert main([*argv, "--json"]) == 1
     data = json.loads(capsys.readouterr().out)
     assert data["winner"] is None and data["closest_miss"]
+    assert data["verdict"] == "none" and data["held_splits"] == []
     assert main([*argv[:-4], "--price", "b200=nan"]) == 2  # bad input keeps its own status
 
 

@@ -127,10 +127,11 @@ def test_a_cautioned_cheapest_with_no_alternative_is_printed_unverified_not_as_w
     assert data["winner_unverified"] is True and data["winner"]["unverified"]
 
 
-def test_after_a_demotion_the_cheaper_runners_up_are_named_for_their_caution(
+def test_after_a_demotion_the_cheaper_cautioned_deployments_are_listed_apart_from_runners_up(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """The cheapest (MI300X) gives way to an H100 without the caution: the runners-up cheaper
-    than that winner are the cautioned ones, not candidates the simulation budget missed."""
+    """The cheapest (MI300X) gives way to an H100 without the caution: the deployments cheaper
+    than that winner are the cautioned ones, listed as unverified with their TPOT at the
+    measured slowdown, not as runners-up nor as candidates the simulation budget missed."""
     args = ("gpt-oss-120b", "--rate", "10", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "30",
             "--gpus", "mi300x,h100", "--max-gpus", "2")
     data = json.loads(_run(capsys, *args, "--json"))
@@ -139,26 +140,62 @@ def test_after_a_demotion_the_cheaper_runners_up_are_named_for_their_caution(
     text = _run(capsys, *args)
     assert f"winner: {win['label']} = " in text
     assert "were not simulated" not in text
-    assert data["winner_unverified"] is False and not win["unverified"]
-    cheaper = [r for r in data["runners_up"] if r["cost_per_hour"] < win["cost_per_hour"]]
-    assert cheaper and all(r["unverified"] for r in cheaper)
+    assert data["verdict"] == "winner" and data["winner_unverified"] is False
+    assert not win["unverified"] and win["slowed_tpot_floor_s"] is None
+    assert not [r for r in data["runners_up"] if r["cost_per_hour"] < win["cost_per_hour"]]
+    cheaper = data["cheaper_unverified"]
+    assert cheaper and all(r["unverified"] and r["cost_per_hour"] < win["cost_per_hour"]
+                           for r in cheaper)
+    assert f"{len(cheaper)} cheaper deployment(s) carry a measured caution" in text
     demoted = next(r for r in cheaper if r["verified"])  # the cheapest, simulated
-    assert f"{len(cheaper)} cheaper runner-up(s) carry a measured caution" in text
-    assert re.search(re.escape(demoted["label"]) + r" .* simulated, unverified$", text, re.M)
+    assert demoted["slowed_tpot_floor_s"] == pytest.approx(
+        demoted["sim_tpot_s"] * MEASURED_SLOWDOWN_LOW)
+    row = re.search(re.escape(demoted["label"]) + r" .* simulated$", text, re.M)
+    assert row and f"{demoted['slowed_tpot_floor_s'] * 1e3:,.1f} ms, past the SLO" in row.group()
 
 
-def test_the_alternative_a_cautioned_cheapest_names_is_listed_as_simulated(
+def test_a_cautioned_cheapest_whose_slowed_floor_keeps_the_slo_still_gives_way(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """At a 40 ms TPOT the cheapest's slowed floor keeps the SLO, so it stays first,
-    unverified; the H100 its caution names as simulated is a simulated runner-up."""
-    data = json.loads(_run(capsys, "gpt-oss-120b", "--rate", "10", "--slo-ttft-ms", "2000",
-                           "--slo-tpot-ms", "40", "--gpus", "mi300x,h100", "--max-gpus", "1",
-                           "--json"))
-    note = next(c for c in data["cautions"] if "the cheapest without it" in c)
-    alternative = next(r for r in data["runners_up"] if f"without it: {r['label']} = " in note)
-    assert alternative["verified"]
-    assert data["winner_unverified"] is True and not alternative["unverified"]
-    assert f"TPOT {alternative['sim_tpot_s'] * 1e3:,.1f} ms" in note
+    """At a 40 ms TPOT the MI300X's simulated p90 × 1.4 (34 ms) keeps the SLO, but that is a
+    floor, not a result: the winner is the H100 that holds without the caution, and the
+    MI300X is listed cheaper, unverified, with its floor within the SLO."""
+    args = ("gpt-oss-120b", "--rate", "10", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "40",
+            "--gpus", "mi300x,h100", "--max-gpus", "1")
+    data = json.loads(_run(capsys, *args, "--json"))
+    win, slo_s = data["winner"], data["slo"]["tpot_s"]
+    assert win["accelerator"] == "h100-sxm" and win["verified"] and not win["unverified"]
+    assert data["winner_unverified"] is False and win["sim_tpot_s"] <= slo_s
+    (amd,) = data["cheaper_unverified"]
+    assert amd["accelerator"] == "mi300x" and amd["verified"]
+    assert amd["sim_tpot_s"] < amd["slowed_tpot_floor_s"] <= slo_s
+    note = next(c for c in data["cautions"] if "is unverified" in c)
+    assert f"the cheapest without it: {win['label']} = " in note
+    assert f"at least {amd['slowed_tpot_floor_s'] * 1e3:,.1f} ms, within the" in note
+    text = _run(capsys, *args)
+    row = re.search(r"^" + re.escape(amd["label"]) + r" .*$", text, re.M)
+    assert row and f"{amd['slowed_tpot_floor_s'] * 1e3:,.1f} ms" in row.group()
+    assert "past the SLO" not in row.group()
+
+
+def test_the_winner_is_the_cheapest_without_the_caution_that_holds_not_the_first_checked(
+        ) -> None:
+    """Mixtral-8x7B at 20 req/s within 4 GPUs: the cheapest without the caution, 1 x H100 at
+    $5.98/h analytic, needed 3 replicas in simulation ($8.97/h); the H100 pair at TP2, next at
+    $5.98/h, holds as one replica. The search for the winner goes on past the first that
+    holds while a candidate's analytic price is below it (it had stopped at the first)."""
+    model = resolve_model("mixtral-8x7b")
+    result = plan(model, Load(20, "1000", "250"), Slo(1.0, 0.03), gpus=["mi300x", "h100-sxm"],
+                  max_gpus=4, workers=1)
+    win = result.winner
+    assert win is not None and win.verified and not result.winner_unverified
+    held = [c for c in result.candidates if c.verified and not result.unverified_by(c)]
+    assert min(c.cost_per_hour or 0.0 for c in held) == win.cost_per_hour
+    grown = [c for c in held if c.replicas > c.analytic_replicas]  # priced past the winner
+    assert any((c.cost_per_hour or 0.0) > (win.cost_per_hour or 0.0) for c in grown)
+    cheaper = result.cheaper_unverified
+    assert cheaper and all((c.cost_per_hour or 0.0) < (win.cost_per_hour or 0.0) for c in cheaper)
+    assert all(result.unverified_by(c) for c in result.candidates
+               if (c.cost_per_hour or 0.0) < (win.cost_per_hour or 0.0))
 
 
 def test_a_candidate_the_search_for_an_alternative_saw_miss_leaves_the_list(
@@ -182,6 +219,26 @@ def test_a_candidate_the_search_for_an_alternative_saw_miss_leaves_the_list(
     assert any(c.accelerator == "l40s" for c in missed)
     assert not any(c in result.candidates for c in missed)
     assert result.winner_unverified
+
+
+def test_a_cautioned_cheapest_names_the_split_that_held_without_the_caution(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """gpt-oss-20b within 6 GPUs: every single pool without the caution (the L40Ss) missed, so
+    the MI300X stays first, unverified; an L40S split held in simulation, which --json names
+    (``held_splits``) and the text says beside the caution."""
+    args = ("gpt-oss-20b", "--rate", "20", "--slo-ttft-ms", "1000", "--slo-tpot-ms", "15",
+            "--gpus", "mi300x,l40s", "--max-gpus", "6")
+    data = json.loads(_run(capsys, *args, "--json"))
+    assert data["verdict"] == "cheapest unverified" and data["winner_unverified"] is True
+    assert data["cheaper_unverified"] == []  # nothing ranks before the cheapest
+    held = data["held_splits"]
+    assert held and all(r["verified"] and not r["unverified"] and r["accelerator"] == "l40s"
+                        for r in held)
+    assert held == [r for r in data["disaggregated"] if r["verified"] and not r["unverified"]]
+    text = _run(capsys, *args)
+    assert (f"  split prefill and decode pools without the caution held in simulation: "
+            f"{held[0]['label']} = {held[0]['gpus']} GPUs, ${held[0]['cost_per_hour']:,.2f}/h"
+            in text)
 
 
 # -- 9. --json names -----------------------------------------------------------------------
@@ -283,6 +340,8 @@ def test_where_only_split_pools_hold_plan_names_them_and_exits_0(
     assert "NO SINGLE-POOL DEPLOYMENT within the limits meets this SLO; split" in text
     data_code = main([*args, "--json"])
     data = json.loads(capsys.readouterr().out)
-    assert data_code == 0 and data["winner"] is None
+    assert data_code == 0 and data["winner"] is None and data["verdict"] == "split pools"
     held = [r for r in data["disaggregated"] if r["verified"] and not r["unverified"]]
-    assert held and all(f"  {r['label']}: {r['gpus']} GPUs" in text for r in held[:3])
+    assert held and data["held_splits"] == held
+    listed = re.findall(r"^  (\d+P\d+D pools of .*?): \d+ GPUs", text, re.M)
+    assert listed == [r["label"] for r in held]  # the text names the JSON's splits, all of them

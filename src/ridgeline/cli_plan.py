@@ -96,8 +96,9 @@ def cmd_plan(args: argparse.Namespace) -> Any:
 def register(sub: Any) -> None:
 
     p = sub.add_parser("plan", help="the cheapest deployment that meets an SLO for a load",
-                       epilog="Exit status: 0 with a deployment to run: the winner, the "
-                       "cheapest unverified one where a measured caution leaves it so, or "
+                       epilog="Exit status: 0 with a deployment to run: the winner (the "
+                       "cheapest that holds in simulation without a measured caution), the "
+                       "cheapest unverified one where none without it holds, or "
                        "cards that meet the SLO without a price (--price), or split prefill and "
                        "decode pools that held in simulation where no single pool does; 1 "
                        "where no "

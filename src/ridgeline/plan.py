@@ -97,7 +97,9 @@ def _evaluate(args: tuple[ModelSpec, str, int, int, str, str, tuple[int | None, 
 class PlanResult:
     load: Load
     slo: Slo
-    candidates: tuple[Candidate, ...]  # feasible, cheapest first (priced), verified first
+    # feasible and priced: verified first, each cheapest first; where a measured caution
+    # covers the cheapest, the cheapest without it that held first (``winner``)
+    candidates: tuple[Candidate, ...]
     unpriced: tuple[Candidate, ...]
     disaggregated: tuple[Candidate, ...]
     pareto: tuple[tuple[float, float, str], ...]  # (tok/s per GPU, tok/s per user, label)
@@ -114,10 +116,22 @@ class PlanResult:
 
     @property
     def winner(self) -> Candidate | None:
-        """The first candidate: the cheapest that holds in simulation, unless a measured
-        caution leaves it unverified (``winner_unverified``): then the cheapest, unverified,
-        where no candidate without the caution is ranked before it."""
+        """The first candidate: the cheapest that holds in simulation without a measured
+        caution; the cheaper ones a caution leaves unverified are ``cheaper_unverified``.
+        Where none without the caution holds, the cheapest, unverified
+        (``winner_unverified``)."""
         return self.candidates[0] if self.candidates else None
+
+    @property
+    def cheaper_unverified(self) -> tuple[Candidate, ...]:
+        """The candidates a measured caution leaves unverified that cost less than the winner,
+        in the candidates' order (simulated first, each cheapest first): the alternatives its
+        price would undercut, at a speed the measurements have not shown."""
+        win = self.winner
+        if win is None or win.cost_per_hour is None:
+            return ()
+        return tuple(c for c in self.candidates[1:] if self.unverified_by(c)
+                     and (c.cost_per_hour or 0.0) < win.cost_per_hour)
 
     def unverified_by(self, c: Candidate) -> str:
         """The measured caution that leaves ``c`` (one of ``candidates`` or ``disaggregated``)
@@ -271,42 +285,65 @@ def _moe_caution(model: ModelSpec, c: Candidate, engine: str) -> str:
         c.expert_parallel, engine))
 
 
+def slowed_tpot_floor_s(c: Candidate) -> float:
+    """The TPOT a candidate the CDNA3 MoE caution covers keeps at the least: its simulated
+    TPOT at the SLO's percentile (where not simulated, its analytic mean) × the measured
+    slowdown's low end, MEASURED_SLOWDOWN_LOW; queueing behind the slower steps only adds.
+    gpt-oss-120b on one MI300X at 10 req/s: a simulated p90 of 24.5 ms, at least 34.3 ms.
+    NaN where the load has no TPOT (one output token a request)."""
+    tpot_s = c.sim_tpot_s if c.verified else c.tpot_s
+    return (tpot_s if tpot_s is not None else math.nan) * MEASURED_SLOWDOWN_LOW
+
+
 def _measured_slowdown(model: ModelSpec, candidates: tuple[Candidate, ...], load: Load,
                        slo: Slo, max_gpus: int, engine_version: str | None, engine: str,
                        profile: EngineProfile | None
                        ) -> tuple[str, tuple[Candidate, ...]]:
     """Where the cheapest candidate carries the CDNA3 MoE caution, what to say of it and the
-    candidates reordered: its simulated TPOT times the measured slowdown's low end is a floor
-    on the TPOT it keeps (queueing behind slower steps only adds); past the SLO, the cheapest
-    candidate without the caution that holds in simulation goes first. Either way the
-    cheapest is named unverified, and that alternative named. The candidates the search for
-    it simulated leave the list where they missed and stand in it as simulated where one
-    held. ("", as given) where the cheapest carries no caution."""
+    candidates reordered: the cheapest without the caution that holds in simulation goes
+    first, the winner; the cautioned ones cheaper than it stay in the list, unverified
+    (``PlanResult.cheaper_unverified``), each with its TPOT floor (``slowed_tpot_floor_s``).
+    Those without it are simulated cheapest first as ``_verify_cheapest`` does, until the
+    next one's analytic price, shrunk as much as simulation has shrunk any, is no lower than
+    the cheapest that held, or UNCAUTIONED_CHECKS checks are spent: the first to hold need
+    not be the cheapest, where its check added replicas. Where none holds, the cheapest stays
+    first, unverified. The candidates simulated here leave the list where they missed and
+    stand in it as simulated where they held. ("", as given) where the cheapest carries no
+    caution."""
     win = candidates[0] if candidates else None
     caution = _moe_caution(model, win, engine) if win else ""
     if not win or not caution:
         return "", candidates
-    alternative = None
     checks: dict[int, Candidate | None] = {}  # by place in ``candidates``: the check's result
     uncautioned = sorted((i for i, c in enumerate(candidates)
                           if not _moe_caution(model, c, engine)),
                          key=lambda i: (candidates[i].cost_per_hour or 0.0, candidates[i].gpus))
-    for i in uncautioned[:UNCAUTIONED_CHECKS]:  # cheapest first
+    # the most simulation has shrunk a candidate's analytic count so far
+    shrink = min((c.replicas / c.analytic_replicas for c in candidates
+                  if c.verified and c.analytic_replicas), default=1.0)
+    alternative: Candidate | None = None  # the cheapest without the caution that held
+    for i in uncautioned:  # cheapest first
         c = candidates[i]
-        checks[i] = c if c.verified else _verify(model, c, load, slo, max_gpus, engine_version,
-                                                 engine, profile)
-        alternative = checks[i]
-        if alternative is not None:
+        best = math.inf if alternative is None else alternative.cost_per_hour or 0.0
+        if c.verified:
+            held: Candidate | None = c
+        elif len(checks) >= UNCAUTIONED_CHECKS or (c.cost_per_hour or 0.0) * shrink >= best:
             break
+        else:
+            held = checks[i] = _verify(model, c, load, slo, max_gpus, engine_version, engine,
+                                       profile)
+            if held is not None:
+                shrink = min(shrink, held.replicas / c.replicas)
+        if held is not None and (held.cost_per_hour or 0.0) < best:
+            alternative = held
     kept = [checks.get(i, c) for i, c in enumerate(candidates)]
-    others = [c for c in kept[1:] if c is not None and c is not alternative]
-    floor = (win.sim_tpot_s if win.verified else win.tpot_s) or math.nan
-    slow = floor * MEASURED_SLOWDOWN_LOW
-    misses = slow > slo.tpot_s
+    floor = slowed_tpot_floor_s(win)
+    misses = floor > slo.tpot_s
     how = "simulated p" + f"{slo.percentile:g}" if win.verified else "analytic mean"
     text = (f"the cheapest deployment, {_label(model, win, engine)}, is unverified: {caution}. At the "
             f"measured slowdown's low end ({MEASURED_SLOWDOWN_LOW:g}×) its {how} TPOT of "
-            f"{floor * 1e3:,.1f} ms would be at least {slow * 1e3:,.1f} ms, "
+            f"{floor / MEASURED_SLOWDOWN_LOW * 1e3:,.1f} ms would be at least "
+            f"{floor * 1e3:,.1f} ms, "
             + (f"past the {slo.tpot_s * 1e3:g} ms SLO" if misses else
                f"within the {slo.tpot_s * 1e3:g} ms SLO before the slower steps' queueing, "
                "which was not simulated"))
@@ -320,15 +357,13 @@ def _measured_slowdown(model: ModelSpec, candidates: tuple[Candidate, ...], load
                if not uncautioned else
                f"{which} without this caution {'was' if tried == 1 else 'were'} simulated and "
                "missed the SLO" + ("" if tried == len(uncautioned) else " (the rest are dearer)"))
-        return text + "; " + why, (win, *others)
+        return text + "; " + why, (win, *(c for c in kept[1:] if c is not None))
     text += (f"; the cheapest without it: {_label(model, alternative, engine)} = {alternative.gpus} "
-             f"{plural(alternative.gpus, 'GPU')}, ${alternative.cost_per_hour or 0.0:,.2f}/h"
-             + (f", simulated p{slo.percentile:g} TTFT {(alternative.sim_ttft_s or 0) * 1e3:,.0f}"
-                f" ms, TPOT {(alternative.sim_tpot_s or 0) * 1e3:,.1f} ms"
-                if alternative.verified else " (analytic)"))
-    if not misses:
-        return text, (win, *_simulated_first([*others, alternative]))
-    return text + ", ranked first", (alternative, *_simulated_first([win, *others]))
+             f"{plural(alternative.gpus, 'GPU')}, ${alternative.cost_per_hour or 0.0:,.2f}/h, "
+             f"simulated p{slo.percentile:g} TTFT {(alternative.sim_ttft_s or 0) * 1e3:,.0f} ms, "
+             f"TPOT {(alternative.sim_tpot_s or 0) * 1e3:,.1f} ms, ranked first")
+    others = [c for c in kept if c is not None and c is not alternative]
+    return text, (alternative, *_simulated_first(others))
 
 
 def _simulated_first(cands: list[Candidate]) -> list[Candidate]:

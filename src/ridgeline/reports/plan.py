@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import shlex
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -15,7 +16,7 @@ from ridgeline.explain import Step, q, step
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.memory import device_memory_bytes
 from ridgeline.model import ModelSpec
-from ridgeline.plan import PlanResult
+from ridgeline.plan import MEASURED_SLOWDOWN_LOW, PlanResult, slowed_tpot_floor_s
 from ridgeline.render import table
 from ridgeline.replica_sizing import DEFAULT_CONTEXT
 from ridgeline.serving_load import Load, Slo
@@ -116,6 +117,23 @@ def _binding(c: Candidate) -> str:
             "allows")
 
 
+def _shape(c: Candidate) -> tuple[str, int, int, str, bool]:
+    """What sets a deployment apart in the lists: accelerator, parallelism, weight format (the
+    same shape with another engine knob or cache format costs about the same)."""
+    return c.accelerator, c.tp, c.pp, c.weights, c.expert_parallel
+
+
+def _distinct(cands: Iterable[Candidate], seen: set[tuple[str, int, int, str, bool]]
+              ) -> list[Candidate]:
+    """The first of each shape in ``cands`` not already ``seen`` (which it adds to)."""
+    out = []
+    for c in cands:
+        if _shape(c) not in seen:
+            seen.add(_shape(c))
+            out.append(c)
+    return out
+
+
 def _pct(percentile: float) -> str:
     """p90, p99.9: the percentile as asked, not rounded to p100."""
     return f"p{percentile:.10g}"
@@ -214,9 +232,11 @@ class PlanReport:
                         self._priced()[1]) if self._priced()[0] == "prompt" else None,
                     weights_format=stored_name(self.model) if c.weights == "as stored"
                     else c.weights, rate_limits=limits or None,
-                    unverified=bool(self.result.unverified_by(c)))
+                    unverified=bool(self.result.unverified_by(c)),
+                    slowed_tpot_floor_s=slowed_tpot_floor_s(c)
+                    if self.result.unverified_by(c) else None)
         if self.result.mean_output_tokens < 2:  # one output token: no TPOT to state
-            data["tpot_s"] = None
+            data["tpot_s"] = data["slowed_tpot_floor_s"] = None
         return data
 
     def to_dict(self) -> dict[str, Any]:
@@ -227,13 +247,16 @@ class PlanReport:
             "rate_req_s": r.load.rate_req_s, "input_len": r.load.input_len,
             "output_len": r.load.output_len, "slo": asdict(r.slo), "searched": r.searched,
             "profile_file": self.profile_file or None,
+            "verdict": self.verdict,
             "winner": self._row(win) if win else None,
             "winner_unverified": r.winner_unverified if win else None,
             "commands": self.commands() if win else None,
             "check_command": (self.check_command(win) or None) if win else None,
+            "cheaper_unverified": [self._row(c) for c in self.cheaper_unverified()],
             "runners_up": [self._row(c) for c in self.runners_up()],
             "unpriced": [self._row(c) for c in r.unpriced],
             "disaggregated": [self._row(c) for c in r.disaggregated],
+            "held_splits": [self._row(c) for c in self.held_splits()],
             "pareto": [{"tok_s_per_gpu": a, "tok_s_per_user": b, "point": p}
                        for a, b, p in r.pareto],
             "pareto_context_tokens": mean_decode_context(*r.load.means()),
@@ -241,6 +264,19 @@ class PlanReport:
             "max_model_len": self.max_len, "refused_share": self.refused_share,
             "cautions": [*r.cautions, *([NOT_SIMULATED] if win and not win.verified else [])],
         }
+
+    @property
+    def verdict(self) -> str:
+        """The answer, as the text's first line after the header gives it: "winner" (the
+        cheapest that holds in simulation, or where none was reached the cheapest analytic
+        one, cautioned NOT SIMULATED), "cheapest unverified" (a measured caution covers it and
+        no single pool without one held), "unpriced" (NO PRICED DEPLOYMENT: cards meet it
+        without a price), "split pools" (NO SINGLE-POOL DEPLOYMENT: split prefill and decode
+        pools held, ``held_splits``), or "none" (NO DEPLOYMENT)."""
+        r = self.result
+        if r.winner is not None:
+            return "cheapest unverified" if r.winner_unverified else "winner"
+        return "unpriced" if r.unpriced else "split pools" if self.held_splits() else "none"
 
     @property
     def exit_status(self) -> int:
@@ -256,18 +292,23 @@ class PlanReport:
         return [c for c in r.disaggregated if c.verified and not r.unverified_by(c)]
 
     def runners_up(self, count: int = 5) -> list[Candidate]:
-        """The next cheapest deployments that differ from the winner and from each other in
-        accelerator, parallelism or weight format: the same shape with another engine knob
-        costs the same and says nothing new."""
-        seen, out = set(), []
-        for c in self.result.candidates:
-            shape = (c.accelerator, c.tp, c.pp, c.weights, c.expert_parallel)
-            if shape in seen:
-                continue
-            seen.add(shape)
-            out.append(c)
+        """The next cheapest deployments that differ from the winner, from each other and from
+        the cheaper unverified ones (``cheaper_unverified``) in accelerator, parallelism or
+        weight format: the same shape with another engine knob costs the same and says
+        nothing new."""
+        cheaper = self.result.cheaper_unverified
+        listed, seen = {id(c) for c in cheaper}, {_shape(c) for c in cheaper}
+        out = _distinct((c for c in self.result.candidates if id(c) not in listed),
+                        seen)  # the winner first
         # cheapest first; an unsimulated price is the analytic sizing's estimate
         return sorted(out[1:count + 1], key=lambda c: (c.cost_per_hour or 0.0, c.gpus))
+
+    def cheaper_unverified(self, count: int = 5) -> list[Candidate]:
+        """The deployments cheaper than the winner that a measured caution leaves unverified,
+        one of each shape (as ``runners_up``), cheapest first: the winner is the cheapest
+        that holds without the caution, these the alternatives its price assumes away."""
+        out = _distinct(self.result.cheaper_unverified, set())
+        return sorted(out[:count], key=lambda c: (c.cost_per_hour or 0.0, c.gpus))
 
     def _moved(self) -> str:
         """How far simulation moved the replicas of the candidates it checked."""
@@ -311,6 +352,31 @@ class PlanReport:
                           r.engine_version, c, c.max_model_len or self.max_len, self.fetched,
                           self.profile_file)
 
+    def _cheaper_unverified_lines(self, cands: list[Candidate], priced: str,
+                                  priced_tok_s: float) -> list[str]:
+        """The cheaper deployments a measured caution leaves unverified, each with its TPOT
+        at the measured slowdown's low end (``slowed_tpot_floor_s``) against the SLO."""
+        r = self.result
+        no_tpot = r.mean_output_tokens < 2
+
+        def floor(c: Candidate) -> str:
+            floor_s = slowed_tpot_floor_s(c)
+            return _tpot_ms(None if no_tpot else floor_s) + (
+                ", past the SLO" if not no_tpot and floor_s > r.slo.tpot_s else "")
+
+        rows = [[self._label(c), str(c.gpus), f"${c.cost_per_hour:,.2f}",
+                 _usd(c.cost_per_million_tokens(priced_tok_s)), floor(c),
+                 "simulated" if c.verified else "analytic"] for c in cands]
+        why = r.unverified_by(cands[0])
+        return [*table(rows, ["cheaper, unverified", "GPUs", "$/h",
+                              "$/M tok" if priced == "output" else "$/M prompt tok",
+                              f"TPOT × {MEASURED_SLOWDOWN_LOW:g}", "checked"]),
+                "  (unverified: " + ("the measured caution above covers these deployments"
+                                     if any(why in c for c in r.cautions) else why)
+                + f"; TPOT × {MEASURED_SLOWDOWN_LOW:g}: the simulated {_pct(r.slo.percentile)} "
+                "TPOT, or the analytic mean where not simulated, at the measured slowdown's "
+                "low end, a floor before the slower steps' queueing)", ""]
+
     def text_lines(self) -> list[str]:
         r = self.result
         slo = r.slo
@@ -335,7 +401,7 @@ class PlanReport:
                       f"{(c.sim_ttft_s or 0) * 1e3:,.0f} ms, TPOT {_tpot_ms(c.sim_tpot_s)}; KV "
                       "hand-off over a 400 Gb/s link, where the engines can pass each prompt's "
                       "KV cache from node to node: vLLM's disaggregated-prefill KV connectors)"
-                      for c in splits[:3]]
+                      for c in splits]
             if r.closest_miss:
                 lines.append(f"closest: {r.closest_miss}")
             if r.unpriced:
@@ -374,15 +440,26 @@ class PlanReport:
             lines.append(f"  NOT SIMULATED: {NOT_SIMULATED}")
         cheaper = [c for c in self.runners_up()
                    if (c.cost_per_hour or 0.0) < (win.cost_per_hour or 0.0)]
-        unsimulated = [c for c in cheaper if not c.verified and not r.unverified_by(c)]
+        # (the cautioned cheaper ones are not runners-up: ``cheaper_unverified``)
+        unsimulated = [c for c in cheaper if not c.verified]
         if unsimulated:
             lines.append(f"  {len(unsimulated)} cheaper runner-up(s) were not simulated (the "
                          "budget of simulated candidates ran out): their price is the analytic "
                          "estimate, not a result")
-        held_back = [c for c in cheaper if r.unverified_by(c)]
-        if held_back and not r.winner_unverified:
-            lines.append(f"  {len(held_back)} cheaper runner-up(s) carry a measured caution "
-                         "(unverified, marked below): not ranked before this one")
+        splits = self.held_splits()
+        if r.winner_unverified and splits:  # no single pool without the caution held; a split did
+            c = splits[0]
+            lines.append(f"  split prefill and decode pools without the caution held in "
+                         f"simulation: {self._label(c)} = {c.gpus} {plural(c.gpus, 'GPU')}, "
+                         + (f"${c.cost_per_hour:,.2f}/h" if c.cost_per_hour is not None
+                            else "no price")
+                         + " (listed below), where the engines can hand each prompt's KV cache "
+                         "from node to node")
+        held_back = self.cheaper_unverified()
+        if held_back:
+            lines.append(f"  {len(held_back)} cheaper deployment(s) carry a measured caution "
+                         "(listed below as unverified, each with its TPOT at the measured "
+                         "slowdown): not ranked before this one")
         commands = self.commands()
         shrunk = self.shrunk_note(win)
         lines += ["", "run it with:", *(f"  {c}" for c in commands.values()),
@@ -401,6 +478,8 @@ class PlanReport:
                 f"{ordinal(win.sim_first + 1)} of {share:,} on")
             lines[-1:-1] = [f"(its check replayed {dealt}, {held}: simulate --trace replays "
                             "a whole file)"]
+        if held_back:
+            lines += self._cheaper_unverified_lines(held_back, priced, priced_tok_s)
         runners = self.runners_up()
         rows = [[self._label(c), str(c.gpus), f"${c.cost_per_hour:,.2f}",
                  _usd(c.cost_per_million_tokens(priced_tok_s)),
