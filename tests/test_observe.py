@@ -638,7 +638,7 @@ def test_bench_results_of_sglang_aiperf_and_appended_runs_are_read_whole(
     """SGLang names end-to-end e2e_latency_ms; aiperf gives the run's summed input and output
     lengths and its model; a file of several runs says it read the last."""
     run = {"duration": 60, "completed": 500, "output_throughput": 2000, "mean_itl_ms": 20,
-           "total_input_tokens": 512000, "total_output_tokens": 64000, "backend": "sglang",
+           "total_input_tokens": 512000, "total_output_tokens": 120000, "backend": "sglang",
            "mean_e2e_latency_ms": 7330, "median_e2e_latency_ms": 7300, "max_concurrency": 64}
     sglang = tmp_path / "sglang.jsonl"
     sglang.write_text(json.dumps({**run, "max_concurrency": 16}) + "\n" + json.dumps(run) + "\n")
@@ -1048,7 +1048,7 @@ def test_a_poll_times_each_scrape_when_its_response_is_in(
 
 
 def test_a_merged_histogram_window_is_checked_again() -> None:
-    """One engine's +Inf bucket with no _count or _sum of its own passes in the scrape it
+    """One engine's +Inf bucket with no _count or _sum of its own passes in the scrapes it
     shares with the other engine's count, but not in the window: refused, not 'p99 inf ms'."""
     def at(t: float, n: float, broken: bool) -> str:
         lines = [f"# scrape_time {t}",
@@ -1063,5 +1063,5 @@ def test_a_merged_histogram_window_is_checked_again() -> None:
     assert read_source_text(at(1764500000, 2000, False) + at(1764500010, 2040, False)
                             ).latency_ms["ttft"]["mean"] == pytest.approx(200)
     with pytest.raises(InputError, match="its \\+Inf bucket holds"):
-        read_source_text(at(1764500000, 2000, False) + at(1764500010, 2040, True))
+        read_source_text(at(1764500000, 2000, True) + at(1764500010, 2040, True))
 

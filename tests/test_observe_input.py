@@ -85,7 +85,7 @@ def test_a_log_with_kv_usage_past_100_percent_is_refused(
     log.write_text("INFO Avg prompt throughput: 10.0 tokens/s, Avg generation throughput: 50.0 "
                    "tokens/s, Running: 4 reqs, Waiting: 0 reqs, GPU KV cache usage: 500.0%\n")
     code, _, err = observe(capsys, str(log), "--model", "llama-3.1-8b", "--gpu", "h100")
-    assert code == 2 and f"{log}: GPU KV cache usage" in err and "0 to 1" in err
+    assert code == 2 and f"{log}, line 1: GPU KV cache usage" in err and "0 to 1" in err
 
 
 def test_a_bench_result_implying_an_absurd_batch_is_refused(

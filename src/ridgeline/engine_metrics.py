@@ -68,3 +68,10 @@ ITL = ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds",
        "trtllm_time_per_output_token_seconds")
 E2E = ("vllm:e2e_request_latency_seconds", "sglang:e2e_request_latency_seconds",
        "trtllm_e2e_request_latency_seconds")
+# Engines that export every counter and histogram they have from start-up: vLLM's
+# PrometheusStatLogger makes each engine core's series (every finished reason, every source)
+# when it starts; llama-server prints each metric on every /metrics request. A series of
+# theirs absent from a scrape is missing, not yet born. SGLang and TensorRT-LLM make a
+# labelled series at its first increment (prometheus_client's .labels() on first use), so
+# theirs may appear mid-window, counted from zero.
+EAGER_PREFIXES = ("vllm:", "llamacpp:")

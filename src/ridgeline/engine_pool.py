@@ -95,6 +95,18 @@ def reported_pool(obs: Observation, dep: Deployment) -> EnginePool | None:
     return EnginePool._of(blocks * size, blocks, size, groups)
 
 
+def fill_pool(obs: Observation, dep: Deployment) -> tuple[EnginePool, str] | None:
+    """The pool a KV fill is a share of, and whose it is: the engine's reported one, else
+    the one vLLM's defaults leave on the deployment described; None where none can be sized."""
+    pool = reported_pool(obs, dep)
+    if pool is not None:
+        return pool, "the engine's reported"
+    try:
+        return EnginePool.modelled(kv_pool(dep, EngineSettings())), "the modelled"
+    except InputError:
+        return None
+
+
 def _several_groups(dep: Deployment) -> bool:
     groups = vllm_kv_groups(dep, 16)
     return groups is not None and groups.count > 1
@@ -123,14 +135,10 @@ def context_from_kv_usage(obs: Observation, dep: Deployment) -> tuple[int, str] 
     usage, running = statistics.fmean(obs.kv_usage), statistics.fmean(obs.running)
     if usage <= 0 or running < 1:
         return None
-    pool = reported_pool(obs, dep)
-    whose = "the engine's reported"
-    if pool is None:
-        whose = "the modelled"
-        try:
-            pool = EnginePool.modelled(kv_pool(dep, EngineSettings()))
-        except InputError:
-            return None
+    filled = fill_pool(obs, dep)
+    if filled is None:
+        return None
+    pool, whose = filled
     if not pool.tokens:
         return None
     tokens = pool.tokens_held(usage / running)

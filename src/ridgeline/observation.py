@@ -46,12 +46,17 @@ class Observation:
     pool_block_size: int | None = None  # vLLM's block size, from cache_config_info
     cached_prompt_share: float | None = None  # of the prompt tokens, served by the prefix cache
     client_concurrency: float | None = None  # a benchmark client's cap on requests in flight
+    finished_requests: float | None = None  # requests that finished over the window
+    estimated_batch: float | None = None  # a bench's batch as its reader settled it
 
     @property
     def batch(self) -> float | None:
-        """The running batch: the mean the engine reported, or Little's law from a bench."""
+        """The running batch: the mean the engine reported, else the one a bench's reader
+        settled (Little's law; observe_bench), else output tok/s × the mean ITL."""
         if self.running:
             return statistics.fmean(self.running)
+        if self.estimated_batch is not None:
+            return self.estimated_batch
         itl = self.latency_ms.get("itl", {}).get("mean")
         if self.generation_tok_s and itl and not math.isnan(itl):
             return self.generation_tok_s * itl / 1e3

@@ -32,15 +32,17 @@ TensorRT-LLM (trtllm-serve's /prometheus/metrics) ``trtllm_num_requests_running`
 ``trtllm_request_success_total``, ``trtllm_prompt_cached_tokens_total``, histograms
 ``trtllm_time_to_first_token_seconds``, ``trtllm_time_per_output_token_seconds`` (one per
 request), ``trtllm_e2e_request_latency_seconds``.
-Over a window every counter is its increase, the lengths a finished request brought too; a
-counter absent from earlier scrapes (a labelled counter is born at its first increment)
-counts from zero.
+Over a window every counter is its increase, the lengths a finished request brought too. A
+restart seen on any series of an engine core (a counter or histogram that falls) counts all of
+that core's series from zero after it; a series missing from a later scrape gives no window
+figure (not 0); one absent from the first scrape counts from zero where the engine makes it at
+its first increment (SGLang, TensorRT-LLM) and gives no window figure where the engine exports
+it from start-up (vLLM, llama-server): observe_window.py.
 Network reads are bounded in size and time; only this module and hub.py touch the network.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 import re
 import time
@@ -84,7 +86,24 @@ from ridgeline.observation import (
     checked,
 )
 from ridgeline.observe_bench import from_bench
-from ridgeline.observe_log import STATS_LINE, from_log
+from ridgeline.observe_log import STATS_HINT, from_log
+from ridgeline.observe_window import (
+    CORE_LABELS,
+    RANK_LABELS,
+    RESTART_SIGNS,
+    SHARE_LABEL,
+    Restarts,
+    core_of,
+    core_values,
+    counter_total,
+    find_restarts,
+    histogram_window,
+    note_restarts,
+    ranks_by_core,
+    series_present,
+    window_increase,
+    window_rate,
+)
 from ridgeline.prometheus import (
     MIN_SCRAPE_GAP_S,
     Histogram,
@@ -102,9 +121,7 @@ _LIMITS: tuple[tuple[tuple[str, ...], float, float, str], ...] = (
     (KV_USAGE, 0.0, 1.0, FRACTION_RANGE),
     ((LLAMACPP_KV_TOKENS, *POOL_TOKENS), 0.0, MAX_TOKENS,
      f"a number of KV cells, 0 to {MAX_TOKENS:g}"),
-    (PREEMPTIONS + PROMPT_TOKENS + GENERATION_TOKENS + GENERATION_SECONDS + REQUESTS
-     + CACHED_PROMPT_TOKENS + tuple(PREFIX_CACHE_QUERIES.values())
-     + (REALTIME_TOKENS, PROMPT_BY_SOURCE) + _HISTOGRAMS, 0.0, MAX_COUNT, COUNTER_RANGE),
+    (RESTART_SIGNS + _HISTOGRAMS, 0.0, MAX_COUNT, COUNTER_RANGE),
 )
 _READ = frozenset(n for names, *_ in _LIMITS for n in names) | set(TTFT + ITL + E2E)
 
@@ -163,7 +180,10 @@ def poll(url: str, duration_s: float, interval_s: float,
         try:
             text = fetch(url, timeout_s=max(1.0, interval_s * 5))
             taken_s.append(clock())
-            scrapes.append(parse_scrape(text, taken_s[-1] - taken_s[0]))
+            try:
+                scrapes.append(parse_scrape(text, taken_s[-1] - taken_s[0]))
+            except InputError as exc:
+                raise InputError(f"{url}: {exc}") from None
         except (InputError, KeyboardInterrupt) as exc:
             if len(scrapes) < 2:  # nothing to make a window of
                 raise
@@ -204,11 +224,15 @@ def read_source(source: str, duration_s: float = 60.0, interval_s: float = 1.0) 
         raise InputError(f"cannot read {source} ({exc})") from None
     text = data.decode("utf-8-sig", errors="replace")
     head = text.lstrip()[:1]
-    if head in ("{", "[") and not (head == "[" and STATS_LINE.search(text)):
+    if head in ("{", "[") and not (head == "[" and STATS_HINT.search(text)):
         return from_bench(text, source)  # a log may start "[Gloo] Rank 0 is connected…"
-    if STATS_LINE.search(text):
+    if STATS_HINT.search(text):
         return from_log(text, source)
-    return from_scrapes(split_scrapes(text), source)
+    try:
+        scrapes = split_scrapes(text)
+    except InputError as exc:
+        raise InputError(f"{source}: {exc}") from None
+    return from_scrapes(scrapes, source)
 
 
 def check_scrape(scrape: Scrape, source: str) -> None:
@@ -240,7 +264,7 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
         # fraction, and each core runs its own batch
         for s in scrapes:
             _check_one_server(s, source)
-        cores = {_core(labels) for labels, _ in scrapes[-1].samples[running_name]}
+        cores = {core_of(labels) for labels, _ in scrapes[-1].samples[running_name]}
         obs.engines = max(1, len(cores - {(None, None)}))
     k = obs.engines
     if k > 1:
@@ -268,8 +292,8 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
                 series.append(value)
         waiting = _gauge_by_core(s, WAITING, obs.engine_family)
         if WAITING_BY_REASON in s.samples and waiting:  # the queue the engine could run:
-            by_core = _core_values(s.samples[WAITING_BY_REASON],
-                                   lambda labels: labels.get("reason") == "deferred", gauge=True)
+            by_core = core_values(s.samples[WAITING_BY_REASON],
+                                  lambda labels: labels.get("reason") == "deferred", gauge=True)
             held = sum(by_core.values()) / k
             queued = sum(waiting.values()) / len(waiting)
             if held > queued * (1 + 1e-9):  # not KV transfers, LoRA budgets
@@ -310,17 +334,22 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
         obs.notes.append(f"no KV-usage metric ({', '.join(KV_USAGE)})")
     first, last = scrapes[0], scrapes[-1]
     timed = first.time_s is not None and last.time_s is not None and last.time_s > first.time_s
+    restarts: Restarts = {}
     if timed:
         assert first.time_s is not None and last.time_s is not None
         obs.duration_s = last.time_s - first.time_s
+        restarts = find_restarts(scrapes)
+        note_restarts(scrapes, restarts, obs)
         # SGLang's per-step counter, by mode, where every scrape has it (one that appears
         # mid-window leaves the rates to the completion counters, which every scrape has)
         live = all(any(labels.get("mode") == "decode" for labels, _ in
                        s.samples.get(REALTIME_TOKENS, [])) for s in scrapes)
-        prompt_rate = _rate(scrapes, (REALTIME_TOKENS,), obs, PREFILL_MODES) if live else \
-            _rate(scrapes, PROMPT_TOKENS, obs)
-        generation_rate = _rate(scrapes, (REALTIME_TOKENS,), obs, ("decode",)) if live else \
-            _rate(scrapes, GENERATION_TOKENS, obs)
+        prompt_names = (REALTIME_TOKENS,) if live else PROMPT_TOKENS
+        prompt_rate = window_rate(scrapes, prompt_names, obs, restarts,
+                                  PREFILL_MODES if live else ())
+        generation_rate = window_rate(scrapes, (REALTIME_TOKENS,), obs, restarts,
+                                      ("decode",)) if live else \
+            window_rate(scrapes, GENERATION_TOKENS, obs, restarts)
         if not live and obs.engine_family in ("sglang", "llama.cpp", "trtllm") and (
                 prompt_rate is not None or generation_rate is not None):
             obs.notes.append(f"{obs.engine_family} adds a request's tokens to its counters when "
@@ -328,60 +357,67 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
                              "rates read low (0 if none finished), and high when several do")
         for rate, what, names in ((prompt_rate, "prompt", PROMPT_TOKENS),
                                   (generation_rate, "generation", GENERATION_TOKENS)):
-            if rate is None:
+            if rate is None and not series_present(scrapes, names):  # else noted as missing
                 obs.notes.append(f"no {what}-token counter ({' or '.join(names)}): no {what} "
                                  "rate")
         obs.prompt_tok_s = None if prompt_rate is None else prompt_rate / k
         obs.generation_tok_s = None if generation_rate is None else generation_rate / k
-        obs.preemptions = _increase(scrapes, PREEMPTIONS, obs)  # in all, every engine's
-        if obs.preemptions is None and obs.engine_family != "llama.cpp":  # it preempts none
+        obs.preemptions = window_increase(scrapes, PREEMPTIONS, obs, restarts)  # all engines'
+        if obs.preemptions is None and not series_present(scrapes, PREEMPTIONS) \
+                and obs.engine_family != "llama.cpp":  # it preempts none
             obs.notes.append(f"no preemption counter ({' or '.join(PREEMPTIONS)}): SGLang's "
                              "appears at its first retraction; TensorRT-LLM exports none")
     else:
         live = False
-        lifetime = _counter(last, PREEMPTIONS)
+        lifetime = counter_total(last, PREEMPTIONS)
         obs.notes.append("a single scrape: no rates; histograms cover the server's lifetime"
                          + (f"; {lifetime:,.0f} preemptions since it started, not read as "
                             "current" if lifetime else ""))
-    cached = None if live else _cached_prompt_tokens(scrapes, obs, timed)
+    cached = None if live else _cached_prompt_tokens(scrapes, obs, timed, restarts)
     if cached is not None and cached[1]:
         obs.cached_prompt_share = _cached_share(*cached, obs)
     families: tuple[tuple[str, tuple[str, ...]], ...] = (("ttft", TTFT), ("itl", ITL),
                                                          ("e2e", E2E))
     for key, family in families:
-        hist = last.histogram(*family)
-        if hist is None and key == "itl" and _slot_itl(scrapes, obs, timed):
+        name = next((n for n in family for s in scrapes if f"{n}_bucket" in s.samples), None)
+        if name is None and key == "itl" and _slot_itl(scrapes, obs, timed, restarts):
             continue
-        if hist is None:
+        if name is None:
             obs.notes.append(f"no {key} histogram ({' or '.join(family)})")
             continue
         try:
-            window = _window(scrapes, family) if timed else hist
+            window = histogram_window(scrapes, name, obs, restarts) if timed \
+                else last.histogram(name)
         except InputError as exc:
             raise InputError(f"{source}: {exc}") from None
+        if window is None:  # missing from a scrape: noted
+            continue
         obs.latency_ms[key] = _hist_ms(window)
         if len(obs.latency_ms) == 1 and obs.latency_ms[key]:
             obs.notes.append("latency percentiles are interpolated within the histograms' "
                              "buckets, as Prometheus's histogram_quantile does; the means "
                              "are exact")
-        if key == "itl" and hist.name.startswith("trtllm_"):
+        if key == "itl" and name.startswith("trtllm_"):
             obs.notes.append("ITL: TensorRT-LLM's time per output token, one observation per "
                              "finished request (its mean): requests weigh alike, whatever "
                              "their length")
-    _read_lengths(scrapes, obs, timed)
+    _read_lengths(scrapes, obs, timed, restarts)
     return obs
 
 
-def _read_lengths(scrapes: list[Scrape], obs: Observation, timed: bool) -> None:
+def _read_lengths(scrapes: list[Scrape], obs: Observation, timed: bool,
+                  restarts: Restarts) -> None:
     """The mean prompt and output of a finished request: the window's prompt and generation
     tokens over its finished requests, as the rates are taken (the server's lifetime would
     mix in traffic long gone: 50,000 prompt and 30,000 output tokens over 100 requests is
-    500 and 300); the lifetime's only from a single scrape."""
+    500 and 300); the lifetime's only from a single scrape. None where a counter gives no
+    window figure (missing from a scrape): a length is never read off a part of the window."""
     if timed:
-        prompt, gen, total = (_increase(scrapes, names, obs)
+        prompt, gen, total = (window_increase(scrapes, names, obs, restarts)
                               for names in (PROMPT_TOKENS, GENERATION_TOKENS, REQUESTS))
+        obs.finished_requests = total
     else:
-        prompt, gen, total = (_counter(scrapes[-1], names)
+        prompt, gen, total = (counter_total(scrapes[-1], names)
                               for names in (PROMPT_TOKENS, GENERATION_TOKENS, REQUESTS))
     if prompt is None or gen is None or total is None:
         return
@@ -396,8 +432,8 @@ def _read_lengths(scrapes: list[Scrape], obs: Observation, timed: bool) -> None:
                                    MAX_TOKENS, REQUEST_TOKENS_RANGE))
 
 
-def _cached_prompt_tokens(scrapes: list[Scrape], obs: Observation, timed: bool
-                          ) -> tuple[float, float, str] | None:
+def _cached_prompt_tokens(scrapes: list[Scrape], obs: Observation, timed: bool,
+                          restarts: Restarts) -> tuple[float, float, str] | None:
     """(prompt tokens not computed here, the tokens they are a share of, what those are),
     over the window or, from one scrape, the server's lifetime: vLLM's prompt tokens by
     source where it exports them (all but local_compute: its prefix cache and KV transfers);
@@ -407,8 +443,8 @@ def _cached_prompt_tokens(scrapes: list[Scrape], obs: Observation, timed: bool
     against the prompt counter; None without any."""
     def count(names: tuple[str, ...], keep: tuple[str, ...] = ()) -> float | None:
         if timed:
-            return _increase(scrapes, names, obs, keep, label="source")
-        return _counter(scrapes[-1], names, keep, label="source")
+            return window_increase(scrapes, names, obs, restarts, keep, label="source")
+        return counter_total(scrapes[-1], names, keep, label="source")
 
     by_source = (PROMPT_BY_SOURCE,)
     if any(PROMPT_BY_SOURCE in s.samples for s in scrapes):
@@ -434,53 +470,11 @@ def _cached_prompt_tokens(scrapes: list[Scrape], obs: Observation, timed: bool
     return cached, prompted, "the prompt tokens that include them"
 
 
-# Labels of a metric's series in one server's scrape: a data-parallel core's own batch
-# ("engine": vLLM V1; "dp_rank": SGLang's DP attention), ranks of one core that report the
-# same requests (SGLang's schedulers: the tensor, pipeline, expert and context ranks), and
-# the process of prometheus_client's multiprocess mode ("pid"). That client sums a counter's
-# processes and drops the label; a gauge in its default "all" mode keeps one series per
-# process, each that process's last value — vLLM's kv_cache_usage_perc until PR #28792
-# (Nov 2025): with --api-server-count 8, one pid read 0.653 and seven 0.0 — so a gauge's
-# copies are read at their highest, and only a counter's (a hand-merged file) added.
-CORE_LABELS = ("engine", "dp_rank")
-RANK_LABELS = ("tp_rank", "pp_rank", "moe_ep_rank", "attn_tp_rank", "attn_cp_rank", "cp_rank")
-SHARE_LABEL = "pid"
-
-
-def _core(labels: dict[str, str]) -> tuple[str | None, ...]:
-    return tuple(labels.get(label) for label in CORE_LABELS)
-
-
-def _ranks_by_core(series: list[tuple[dict[str, str], float]],
-                   keep: Callable[[dict[str, str]], bool] = lambda _: True,
-                   gauge: bool = False) -> dict[tuple[str | None, ...], list[float]]:
-    """A metric's values per data-parallel core, one per rank: a gauge's process copies at
-    their highest, a counter's added (CORE_LABELS' comment)."""
-    cores: dict[tuple[str | None, ...], dict[tuple[str | None, ...], float]] = {}
-    for labels, v in series:
-        if keep(labels):
-            ranks = cores.setdefault(_core(labels), {})
-            rank = tuple(labels.get(label) for label in RANK_LABELS)
-            was = ranks.get(rank)
-            ranks[rank] = v if was is None else max(was, v) if gauge else was + v
-    return {core: list(ranks.values()) for core, ranks in cores.items()}
-
-
-def _core_values(series: list[tuple[dict[str, str], float]],
-                 keep: Callable[[dict[str, str]], bool] = lambda _: True,
-                 gauge: bool = False) -> dict[tuple[str | None, ...], float]:
-    """A metric's value per data-parallel core: its process copies as _ranks_by_core reads
-    them, its ranks (which report the same requests, or export the same counters)
-    averaged."""
-    return {core: sum(ranks) / len(ranks)
-            for core, ranks in _ranks_by_core(series, keep, gauge).items()}
-
-
 def _rank_gap(series: list[tuple[dict[str, str], float]]) -> tuple[float, float] | None:
     """The widest gap between ranks of one core (lowest, highest) where they disagree past
     what scraping them a moment apart explains (more than 2 and a half apart), or None."""
     worst = None
-    for ranks in _ranks_by_core(series, gauge=True).values():
+    for ranks in ranks_by_core(series, gauge=True).values():
         lo, hi = min(ranks), max(ranks)
         if hi - lo > 2 and hi > 1.5 * lo and (worst is None or hi - lo > worst[1] - worst[0]):
             worst = (lo, hi)
@@ -500,27 +494,8 @@ def _gauge_by_core(scrape: Scrape, names: tuple[str, ...], family: str | None
     prefix = {"llama.cpp": "llamacpp"}.get(family or "", family or "")
     for name in names:
         if name in scrape.samples and name.startswith(prefix):
-            return _core_values(scrape.samples[name], gauge=True)
+            return core_values(scrape.samples[name], gauge=True)
     return {}
-
-
-def _counter_by_core(scrape: Scrape, names: tuple[str, ...], modes: tuple[str, ...] = (),
-                     label: str = "mode") -> dict[tuple[str | None, ...], float] | None:
-    """A counter per core, each core's ranks counted once; only its series whose ``label``
-    (SGLang's mode, vLLM's source) is one of ``modes``, if given. The first name present
-    wins."""
-    for name in names:
-        if name in scrape.samples:
-            return _core_values(scrape.samples[name],
-                                lambda labels: not modes or labels.get(label) in modes)
-    return None
-
-
-def _counter(scrape: Scrape, names: tuple[str, ...], modes: tuple[str, ...] = (),
-             label: str = "mode") -> float | None:
-    """A counter summed over the cores."""
-    cores = _counter_by_core(scrape, names, modes, label)
-    return None if cores is None else sum(cores.values())
 
 
 def _check_one_server(scrape: Scrape, source: str) -> None:
@@ -578,7 +553,8 @@ def _read_pool(scrape: Scrape, obs: Observation) -> None:
         obs.pool_tokens = min(values)
 
 
-def _slot_itl(scrapes: list[Scrape], obs: Observation, timed: bool) -> bool:
+def _slot_itl(scrapes: list[Scrape], obs: Observation, timed: bool,
+              restarts: Restarts) -> bool:
     """llama-server: the mean time between a slot's tokens, its summed generation seconds per
     generated token (over the window, or the server's lifetime from one scrape)."""
     last = scrapes[-1]
@@ -586,72 +562,13 @@ def _slot_itl(scrapes: list[Scrape], obs: Observation, timed: bool) -> bool:
     if seconds is None or tokens is None:
         return False
     if timed:
-        seconds = _increase(scrapes, GENERATION_SECONDS, obs)
-        tokens = _increase(scrapes, GENERATION_TOKENS, obs)
+        seconds = window_increase(scrapes, GENERATION_SECONDS, obs, restarts)
+        tokens = window_increase(scrapes, GENERATION_TOKENS, obs, restarts)
     if not seconds or not tokens:
         return False
     obs.latency_ms["itl"] = {"mean": seconds / tokens * 1e3}
     obs.notes.append("ITL: llama-server's generation seconds per generated token (mean only)")
     return True
-
-
-def _window(scrapes: list[Scrape], names: tuple[str, ...]) -> Histogram:
-    """A histogram's observations over the window, scrape to scrape and core by core, as
-    _increase counts a counter: a restart of one data-parallel engine between two scrapes
-    keeps that engine's later histogram whole, and leaves the others' subtracted. The sum is
-    checked as each scrape's histogram is: one core's +Inf bucket with no _count of its own
-    (a broken exporter) passes in the scrape it shares, not in the window."""
-    name = next(n for n in names if scrapes[-1].histogram(n) is not None)
-    cores = list(dict.fromkeys(_core(labels) for s in scrapes
-                               for labels, _ in s.samples.get(f"{name}_bucket", [])))
-    window: Histogram | None = None
-    for core in cores:
-        hists = [s.histogram(name, keep=_of_core(core)) for s in scrapes]
-        for before, after in itertools.pairwise(hists):
-            if after is not None:
-                part = after.minus(before)
-                window = part if window is None else window.plus(part)
-    last = scrapes[-1].histogram(name)
-    assert last is not None
-    return last if window is None else window.checked()
-
-
-def _of_core(core: tuple[str | None, ...]) -> Callable[[dict[str, str]], bool]:
-    """Whether a series belongs to ``core``."""
-    return lambda labels: _core(labels) == core
-
-
-def _increase(scrapes: list[Scrape], names: tuple[str, ...], obs: Observation,
-              modes: tuple[str, ...] = (), label: str = "mode") -> float | None:
-    """A counter's increase over the window (only its series whose ``label`` is one of
-    ``modes``, if given), core by core as Prometheus' rate() takes each series: a drop is that
-    core's restart, counted from zero; a core, or the whole counter, that appears mid-window
-    counts from zero too (SGLang and TensorRT-LLM create a labelled counter at its first
-    increment: a fresh server's first finished request). None where no scrape has it."""
-    values = [_counter_by_core(s, names, modes, label) for s in scrapes]
-    name = next((n for n in names for s in scrapes if n in s.samples), None)
-    if name is None:
-        return None
-    total = 0.0
-    for before, after in itertools.pairwise(values):
-        for core, value in (after or {}).items():
-            was = (before or {}).get(core, 0.0)
-            if value < was:
-                note = f"{name} went down mid-window (a restart): counted from zero"
-                if note not in obs.notes:
-                    obs.notes.append(note)
-                total += value
-            else:
-                total += value - was
-    return total
-
-
-def _rate(scrapes: list[Scrape], names: tuple[str, ...], obs: Observation,
-          modes: tuple[str, ...] = ()) -> float | None:
-    increase = _increase(scrapes, names, obs, modes)
-    if increase is None or not obs.duration_s:
-        return None
-    return increase / obs.duration_s
 
 
 def _hist_ms(h: Histogram) -> dict[str, float]:

@@ -54,6 +54,7 @@ def from_bench(text: str, source: str) -> Observation:
     if not isinstance(data, dict):
         raise InputError(f"{source} is not a benchmark result JSON object")
     obs = Observation(source, "bench")
+    request_rate = None  # requests finished per second, for Little's law without an ITL
     if runs > 1:
         obs.notes.append(f"{runs} runs in the file: the last one read"
                          + (f" (max concurrency {data['max_concurrency']})"
@@ -78,6 +79,7 @@ def from_bench(text: str, source: str) -> Observation:
                              "tokens were produced")
         if done is not None and done != round(done):
             raise InputError(f"{source}: completed is {done:g}; requests complete whole")
+        obs.finished_requests = done
         if done:
             for attr, key in (("mean_prompt_tokens", "total_input_tokens"),
                               ("mean_output_tokens", "total_output_tokens")):
@@ -98,6 +100,15 @@ def from_bench(text: str, source: str) -> Observation:
             if found:
                 obs.latency_ms[key] = found
         _per_token_itl(data, obs, source)
+        itl = obs.latency_ms.get("itl", {}).get("mean")
+        for key in ("total_output_tokens", "output_throughput"):
+            if itl and field(key, MAX_COUNT, "a count") == 0:
+                raise InputError(f"{source}: {key} is 0, yet the mean time between a request's "
+                                 f"tokens is {itl:g} ms: there are no tokens to have gaps "
+                                 "between")
+        request_rate = field("request_throughput", MAX_COUNT, "requests per second")
+        if request_rate is None and done is not None and obs.duration_s:
+            request_rate = done / obs.duration_s
     elif "time_to_first_token" in data:  # genai-perf / aiperf
         def stat(stem: str, key: str, high: float, what: str) -> float | None:
             return _genai_stat(data, stem, key, source, high, what)
@@ -114,6 +125,7 @@ def from_bench(text: str, source: str) -> Observation:
             if found:
                 obs.latency_ms[key] = found
         count = stat("request_count", "avg", MAX_COUNT, "requests")
+        request_rate = stat("request_throughput", "avg", MAX_COUNT, "requests per second")
         if count is not None and count < 1:
             raise InputError(f"{source}: request_count is {count:g}; a run counts whole "
                              "requests, at least 1")
@@ -146,6 +158,8 @@ def from_bench(text: str, source: str) -> Observation:
     if batch is not None:
         checked(batch, source, "the running batch (output tok/s × mean ITL)", 0.0, MAX_REQUESTS,
                 REQUESTS_RANGE)
+    if "output_throughput" in data:
+        _counts_agree(data, obs, source)
     model = data.get("model_id")
     if isinstance(model, str) and model.strip():
         obs.model_names.append(model.strip())
@@ -157,9 +171,68 @@ def from_bench(text: str, source: str) -> Observation:
         obs.notes.append(f"backend {shorten(backend)!r} names the benchmark's request format, "
                          "not the server it ran against: --engine names the engine (else "
                          "the card's default)")
-    if batch is not None:
-        obs.notes.append("running batch estimated by Little's law: output tok/s × mean ITL")
+    _settle_batch(obs, request_rate)
     return obs
+
+
+def _counts_agree(data: dict[str, Any], obs: Observation, source: str) -> None:
+    """A vLLM or SGLang result's rates are its counts over its duration (serve.py
+    calculate_metrics: sum(output lens) ÷ duration, completed ÷ duration); a file where they
+    part by more than COUNTS_AGREE is refused: 20,000 output tok/s beside 128,000 tokens in
+    61.2 s (2,091.5 tok/s) would read as a batch ten times the one that ran."""
+    duration = obs.duration_s
+    if not duration:
+        return
+    for rate_key, count_key, unit in (("output_throughput", "total_output_tokens", "tok/s"),
+                                      ("request_throughput", "completed", "req/s")):
+        rate = _bench_field(data, rate_key, source, MAX_COUNT, unit)
+        count = _bench_field(data, count_key, source, MAX_COUNT, "a count")
+        if rate is None or count is None:
+            continue
+        expected = count / duration
+        if abs(rate - expected) > COUNTS_AGREE * max(rate, expected):
+            raise InputError(f"{source}: {rate_key} is {rate:,.1f} {unit}, but {count_key} ÷ "
+                             f"duration is {expected:,.1f} ({count:,.0f} ÷ {duration:g} s): the "
+                             "result contradicts itself")
+
+
+def _settle_batch(obs: Observation, request_rate: float | None) -> None:
+    """The running batch a bench implies, by Little's law: output tok/s × the mean time per
+    token where it measured one (2,091.5 × 28 ms = 58.6); else requests per second × the
+    time a request spends decoding, mean end-to-end − mean TTFT (8.17 × 7.15 s = 58.4); none
+    where every request had one output token or neither latency is there. A batch past the
+    client's cap on requests in flight (max_concurrency) is impossible: read as the cap,
+    with a caution."""
+    cap = obs.client_concurrency
+    itl = obs.latency_ms.get("itl", {}).get("mean")
+    if itl:
+        batch = obs.batch
+        if batch is None:  # no output throughput to multiply
+            return
+        how = "output tok/s × mean ITL"
+        obs.notes.append(f"running batch estimated by Little's law: {how}")
+    else:
+        e2e = obs.latency_ms.get("e2e", {}).get("mean")
+        ttft = obs.latency_ms.get("ttft", {}).get("mean", 0.0)
+        if obs.mean_output_tokens is not None and obs.mean_output_tokens <= 1:
+            obs.notes.append("one output token a request: no decode, so no running batch")
+            return
+        if request_rate is None or e2e is None:
+            obs.notes.append("no ITL or TPOT, and no request rate and end-to-end latency to "
+                             "read the running batch by: the batch is unknown")
+            return
+        decode_s = max(0.0, e2e - ttft) / 1e3
+        batch = obs.estimated_batch = request_rate * decode_s
+        how = "request_throughput × (mean end-to-end − mean TTFT)"
+        obs.notes.append(f"no ITL or TPOT in the result: the running batch is Little's law on "
+                         f"requests, {how} = {request_rate:,.2f} req/s × {decode_s:,.2f} s = "
+                         f"{batch:,.1f}")
+    if cap and batch > cap * (1 + COUNTS_AGREE):
+        obs.notes.append(f"caution: {how} gives a batch of {batch:,.1f}, past the client's cap "
+                         f"of {cap:,.0f} requests in flight (max_concurrency), which no batch "
+                         "passes: the stream carries several tokens a chunk, or a field is "
+                         "wrong; the batch is read as the cap")
+        obs.estimated_batch = cap
 
 
 def _per_token_itl(data: dict[str, Any], obs: Observation, source: str) -> None:
@@ -191,6 +264,7 @@ def _per_token_itl(data: dict[str, Any], obs: Observation, source: str) -> None:
 
 
 MAX_BENCH_S = 1e7  # a benchmark's duration or a request's latency: under four months
+COUNTS_AGREE = 0.05  # a rate and its counts over the duration, or a batch and the cap, past this
 MIN_ITL_MS = 1e-3  # a token a microsecond: past any engine
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import statistics
 
-from ridgeline.errors import InputError
+from ridgeline.errors import InputError, shorten
 from ridgeline.observation import (
     COUNTER_RANGE,
     FRACTION_RANGE,
@@ -29,14 +29,20 @@ MAX_ENGINES = 4096  # data-parallel engines one log line may aggregate
 # room in the batch. "Avg prompt throughput" counts the prompt tokens computed, cached and
 # transferred ones left out, since Feb 2026 (PR #33290: prompt_token_stats.computed); every
 # prompt token before. "Prefix cache hit rate" is the prefix cache's hits ÷ queries.
+# Its numbers are read with a sign, so that a negative one is refused by its line and field
+# rather than the line going unread.
+_NUM, _INT = r"[-+]?[\d.]+", r"[-+]?\d+"
 STATS_LINE = re.compile(
     r"(?:(?P<engines>\d+) Engines Aggregated: )?"
-    r"Avg prompt throughput: (?P<prompt>[\d.]+) tokens/s, Avg generation throughput: "
-    r"(?P<gen>[\d.]+) tokens/s, Running: (?P<running>\d+) reqs,(?P<v0> Swapped: "
-    r"(?P<swapped>\d+) reqs,)? "
-    r"(?:Pending|Waiting): (?P<waiting>\d+) reqs,(?: Deferred: (?P<deferred>\d+) reqs,)?"
-    r"(?: Preemptions: (?P<preempted>\d+),)? GPU KV cache usage: (?P<kv>[\d.]+)%"
-    r"(?:, (?:GPU )?[Pp]refix cache hit rate: (?P<hit>[\d.]+)%)?")
+    rf"Avg prompt throughput: (?P<prompt>{_NUM}) tokens/s, Avg generation throughput: "
+    rf"(?P<gen>{_NUM}) tokens/s, Running: (?P<running>{_INT}) reqs,(?P<v0> Swapped: "
+    rf"(?P<swapped>{_INT}) reqs,)? "
+    rf"(?:Pending|Waiting): (?P<waiting>{_INT}) reqs,(?: Deferred: (?P<deferred>{_INT}) reqs,)?"
+    rf"(?: Preemptions: (?P<preempted>{_INT}),)? GPU KV cache usage: (?P<kv>{_NUM})%"
+    rf"(?:, (?:GPU )?[Pp]refix cache hit rate: (?P<hit>{_NUM})%)?")
+# what makes a file a vLLM log: a line that has it but that STATS_LINE cannot read is refused,
+# naming the line, not skipped (nor the file read as a metrics page)
+STATS_HINT = re.compile(r"Avg prompt throughput:")
 # V1's per-engine lines under data parallelism, when not aggregated: "Engine 000: Avg …"
 _LOG_ENGINE = re.compile(r"Engine (\d+): Avg prompt throughput")
 _LOG_ENGINE_TAIL = re.compile(r"Engine (\d+): $")  # the line's text before STATS_LINE's match
@@ -68,7 +74,17 @@ def _log_number(match: re.Match[str], group: str, field: str, source: str, text:
                          "number") from None
 
 
+def _unread_stats_line(text: str, source: str) -> None:
+    """Refuse the first line that looks like a stats line (STATS_HINT) but is not one."""
+    for number, line in enumerate(text.splitlines(), 1):
+        if STATS_HINT.search(line) and not STATS_LINE.search(line):
+            raise InputError(f"{source}, line {number}: {shorten(line.strip())!r} is not a vLLM "
+                             "stats line ridgeline reads (a field missing, or a value that is "
+                             "not a number)")
+
+
 def from_log(text: str, source: str) -> Observation:
+    _unread_stats_line(text, source)
     obs = Observation(source, "log")
     prompt: list[float] = []
     gen: list[float] = []
@@ -77,42 +93,47 @@ def from_log(text: str, source: str) -> Observation:
     deferred = 0.0  # the most waiting requests one line deferred
     lines: list[tuple[str | None, float | None]] = []  # each stats line's engine and time
     v0 = False
+    line, counted_to = 1, 0  # the line each match starts on, counted on from the last
     for match in STATS_LINE.finditer(text):
         lines.append(_log_engine_and_time(text, match))
+        line += text.count("\n", counted_to, match.start())
+        counted_to = match.start()
+        where = f"{source}, line {line}"
+
         def number(group: str, field: str, m: re.Match[str] = match) -> float:
             return _log_number(m, group, field, source, text)
 
         # an aggregated line sums its engines' batches and rates (and averages KV usage)
         k = int(checked(number("engines", "Engines Aggregated") if match.group("engines")
-                        else 1.0, source, "Engines Aggregated", 1.0, MAX_ENGINES,
+                        else 1.0, where, "Engines Aggregated", 1.0, MAX_ENGINES,
                         f"a number of engines, 1 to {MAX_ENGINES:,}"))
         obs.engines = max(obs.engines, k)
-        obs.running.append(checked(number("running", "Running"), source, "Running", 0.0,
+        obs.running.append(checked(number("running", "Running"), where, "Running", 0.0,
                                    MAX_REQUESTS * k, REQUESTS_RANGE) / k)
-        waiting = checked(number("waiting", "Waiting"), source, "Waiting", 0.0,
+        waiting = checked(number("waiting", "Waiting"), where, "Waiting", 0.0,
                           MAX_REQUESTS * k, REQUESTS_RANGE)
-        held = number("deferred", "Deferred") if match.group("deferred") else 0.0
+        held = checked(number("deferred", "Deferred"), where, "Deferred", 0.0, MAX_REQUESTS * k,
+                       REQUESTS_RANGE) if match.group("deferred") else 0.0
         if held > waiting:
-            line = text.count("\n", 0, match.start()) + 1
-            raise InputError(f"{source}, line {line}: Deferred: {held:,.0f} reqs but Waiting: "
+            raise InputError(f"{where}: Deferred: {held:,.0f} reqs but Waiting: "
                              f"{waiting:,.0f} reqs; vLLM counts the deferred among the waiting")
         deferred = max(deferred, held)
         obs.waiting.append((waiting - held) / k)
         kv = number("kv", "GPU KV cache usage") / 100
-        obs.kv_usage.append(checked(kv, source, "GPU KV cache usage (as a fraction)", 0.0, 1.0,
+        obs.kv_usage.append(checked(kv, where, "GPU KV cache usage (as a fraction)", 0.0, 1.0,
                                     FRACTION_RANGE))
         for series, group, name in ((prompt, "prompt", "Avg prompt throughput"),
                                     (gen, "gen", "Avg generation throughput")):
-            series.append(checked(number(group, name), source, name, 0.0, MAX_COUNT,
+            series.append(checked(number(group, name), where, name, 0.0, MAX_COUNT,
                                   f"tokens per second, 0 to {MAX_COUNT:g}") / k)
         if match.group("preempted"):
-            preempted.append(checked(number("preempted", "Preemptions"), source, "Preemptions",
+            preempted.append(checked(number("preempted", "Preemptions"), where, "Preemptions",
                                      0.0, MAX_COUNT, COUNTER_RANGE))
         if match.group("swapped"):
-            obs.swapped.append(checked(number("swapped", "Swapped"), source, "Swapped", 0.0,
+            obs.swapped.append(checked(number("swapped", "Swapped"), where, "Swapped", 0.0,
                                        MAX_REQUESTS * k, REQUESTS_RANGE) / k)
         if match.group("hit"):
-            hits.append(checked(number("hit", "Prefix cache hit rate") / 100, source,
+            hits.append(checked(number("hit", "Prefix cache hit rate") / 100, where,
                                 "Prefix cache hit rate (as a fraction)", 0.0, 1.0,
                                 "a share of the prompt tokens, 0 to 1"))
         v0 = v0 or bool(match.group("v0"))

@@ -5,12 +5,18 @@ from __future__ import annotations
 import csv
 import io
 import math
+import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
 from ridgeline.cost import mean_decode_context
 from ridgeline.deployment import Deployment
-from ridgeline.engine_pool import LOG_POOL_UNREAD, context_from_kv_usage, reported_pool
+from ridgeline.engine_pool import (
+    LOG_POOL_UNREAD,
+    context_from_kv_usage,
+    fill_pool,
+    reported_pool,
+)
 from ridgeline.engines import EngineProfile
 from ridgeline.explain import Step, q, step
 from ridgeline.observation import Observation, stats
@@ -27,6 +33,9 @@ class ObserveReport(ObserveVerdict):
     """The verdict with its worked steps, as text, JSON and rows for `ridgeline calibrate`."""
 
     steps: tuple[Step, ...] = field(default=())
+    # the counters' mean context and the sequences of it the modelled pool holds, where that
+    # is fewer than the running batch and the context was read off the KV fill instead
+    unheld_mean: tuple[int, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         o, pool = self.obs, self.engine_pool
@@ -153,7 +162,7 @@ class ObserveReport(ObserveVerdict):
                          f"{predicted / implied - 1:+.0%} ({gaps['generation_tok_s']:+.0%} in "
                          "tok/s)")
             lines.append(line)
-            lines += self.cross_checks()
+        lines += self.cross_checks()
         lines += [f"note: {n}" for n in o.notes]
         return lines
 
@@ -172,8 +181,31 @@ class ObserveReport(ObserveVerdict):
                        "batch that moved between scrapes, or several tokens a step "
                        "(speculative decoding), parts them; ridgeline sets its prediction "
                        "against the histogram, which times the tokens themselves")
-        if self.below_floor:
-            measured, floor, d = self.measured_itl_ms, self.floor_itl_ms, self.deployment
+        d = self.deployment
+        if self.unheld_mean is not None:
+            mean, held = self.unheld_mean
+            out.append(f"caution: at the counters' mean of {mean:,} tokens a request, the KV "
+                       f"pool modelled for {d.model.name} on {d.gpus_label} with "
+                       f"{d.weights.label} weights holds only {held:,} of the "
+                       f"{self.batch or 0.0:,.1f} running: the server does not run what is "
+                       "described (check --weights, --num-gpus and --kv-dtype against what it "
+                       "serves), or its requests share prefixes its cache holds once; the "
+                       f"context of {self.context:,} tokens is read off that modelled pool's "
+                       "fill, only as good as the description")
+        remark = self.preemption_remark
+        if remark is not None:
+            out.append(f"caution: {remark}")
+        if self.unit_suspect:
+            measured, floor = self.measured_itl_ms, self.floor_itl_ms
+            assert measured is not None and floor is not None
+            out.append(f"caution: the mean time between tokens reads {measured:,.3g} ms, under "
+                       f"a hundredth of the {floor:,.1f} ms floor of this batch on "
+                       f"{d.gpus_label}: no deployment is that much faster than described, so "
+                       "the result's *_itl_ms and *_tpot_ms values are likely seconds (× 1,000: "
+                       f"{measured * 1e3:,.1f} ms), or --model and --gpu are not what it ran; "
+                       "the batch read from them is as far off")
+        elif self.below_floor:
+            measured, floor = self.measured_itl_ms, self.floor_itl_ms
             assert measured is not None and floor is not None
             lighter = self.lighter_weights
             out.append(f"caution: the measured {measured:,.1f} ms a token is under the "
@@ -229,10 +261,13 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
     if obs.kind == "log" and obs.pool_tokens is not None and reported_pool(obs, dep) is None \
             and LOG_POOL_UNREAD not in obs.notes:
         obs.notes.append(LOG_POOL_UNREAD)
+    unheld: tuple[int, int] | None = None
+    read = "given"  # where the context comes from: given, counters, fill or assumed
     if context is None:
         held = context_from_kv_usage(obs, dep)
         if obs.mean_prompt_tokens is not None and obs.mean_output_tokens is not None:
-            context = mean_decode_context(obs.mean_prompt_tokens, obs.mean_output_tokens)
+            context, read = mean_decode_context(obs.mean_prompt_tokens,
+                                                obs.mean_output_tokens), "counters"
             source = "mean prompt + half the mean output, from the source"
             counted = ObserveReport(obs, dep, profile, context, source)
             if held is not None and not counted.weights_overflow:
@@ -242,19 +277,23 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
                 # pool the engine reports holds far more a request (a mix the mean misreads:
                 # a full pool beside one "allowing" several times the batch). A modelled
                 # pool's fill is only as good as the deployment described, so a mere
-                # disagreement with it is not read as the counters' fault
+                # disagreement with it is not read as the counters' fault, and a modelled
+                # pool that cannot hold the batch at the mean is cautioned as a description
+                # that may be wrong (ObserveReport.cross_checks)
                 if (obs.batch or 0.0) > counted.pool_batch:
                     source = (f"{held[1]}; the counters' mean of {context:,} tokens would hold "
                               f"only {counted.pool_batch:,} of the {obs.batch:,.1f} running")
-                    context = held[0]
+                    if counted.engine_pool is None:
+                        unheld = (context, counted.pool_batch)
+                    context, read = held[0], "fill"
                 elif counted.engine_pool is not None and held[0] > FILL_OVER_MEAN * context:
                     source = (f"{held[1]}; {held[0] / context:,.1f}× the counters' mean of "
                               f"{context:,} tokens")
-                    context = held[0]
+                    context, read = held[0], "fill"
         elif held is not None:
-            context, source = held
+            (context, source), read = held, "fill"
         else:
-            context, source = 2000, "assumed: pass --context"
+            context, source, read = 2000, "assumed: pass --context", "assumed"
     else:
         source = "given"
     report = ObserveReport(obs, dep, profile, context, source)
@@ -275,8 +314,7 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
                         "the weights every token reads" + (" (all but the routed experts)"
                                                            if dep.model.moe else "")),
                       q("ridge", report.ridge, "FLOP/byte")),
-                 step("tokens each running request holds", "as its source says",
-                      q("context", context, "tokens", source)),
+                 _context_step(obs, dep, context, source, read),
                  step("sequences the pool holds", "the pool's tokens ÷ the context (vLLM: "
                       "whole blocks a sequence in each KV-cache group; at most its seats)",
                       q("pool batch", report.pool_batch),
@@ -300,4 +338,43 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
                              + " × batch, less prefix-cache hits, within the step budget"
                              + (f"; each chunk after {report.chunk_context:,} tokens of its "
                                 "prompt" if report.prompt_tokens_per_step else ""))),)
-    return ObserveReport(obs, dep, profile, context, source, steps)
+    return ObserveReport(obs, dep, profile, context, source, steps, unheld)
+
+
+def _context_step(obs: Observation, dep: Deployment, context: int, source: str,
+                  read: str) -> Step:
+    """The tokens each running request holds, with the inputs it was read from: the counters'
+    mean prompt and output (each a total over the finished requests), the KV fill (usage ×
+    the pool ÷ running), or --context."""
+    label = "tokens each running request holds"
+    result = q("context", context, "tokens", source)
+    if read == "counters":
+        prompt, output = obs.mean_prompt_tokens or 0.0, obs.mean_output_tokens or 0.0
+        n = obs.finished_requests
+        over = ("finished in the window (the counters' increases)" if obs.duration_s
+                else "finished in the server's lifetime (one scrape)")
+        if obs.kind == "bench":
+            over = "completed in the run"
+
+        def of(mean: float, what: str) -> str:
+            return (f"{mean * n:,.0f} {what} tokens ÷ {n:,.0f} requests {over}" if n
+                    else f"the source's mean {what} length")
+
+        return step(label, "mean prompt + mean output ÷ 2 (a request's decode steps average "
+                    "half its output)", result, q("mean prompt", prompt, "tokens",
+                                                  of(prompt, "prompt")),
+                    q("mean output", output, "tokens", of(output, "output")))
+    if read == "fill" and obs.kv_usage and obs.running and not obs.kv_tokens:
+        filled = fill_pool(obs, dep)
+        if filled is not None:
+            pool, whose = filled
+            groups = pool.groups is not None
+            return step(label, "KV usage × the pool's tokens ÷ running requests" + (
+                            ": the longest context whose blocks in each KV-cache group fit that "
+                            "share" if groups else ""), result,
+                        q("KV usage", statistics.fmean(obs.kv_usage), "", "mean of the readings"),
+                        q("pool", pool.tokens, "tokens",
+                          f"{whose} pool" + (f": {pool.shown}" if groups else "")),
+                        q("running", statistics.fmean(obs.running), "",
+                          "mean of the readings"))
+    return step(label, "--context" if read == "given" else "as its source says", result)

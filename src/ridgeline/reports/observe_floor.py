@@ -1,6 +1,7 @@
 """`ridgeline observe`'s floor check: decode's floor at the observed batch on the deployment
-described, a measured latency under it (the server runs something lighter than described), and
-the lighter weight formats whose floor the measurement clears."""
+described, a measured latency under it (the server runs something lighter than described), the
+lighter weight formats whose floor the measurement clears, and a bench latency so far under it
+that its unit is the likelier fault."""
 
 from __future__ import annotations
 
@@ -13,7 +14,10 @@ from ridgeline.floors import decode_floor
 from ridgeline.reports.observe_latency import ObservedLatency
 from ridgeline.stages import micro_batch
 
-BELOW_FLOOR = 0.9  # a latency this far under the floor is no rounding of the floor's inputs
+# a bench latency under this fraction of the floor is no deployment's but a unit's: seconds
+# written under an _ms name read 1,000× small, and no weight format or GPU count described
+# wrongly is a hundred times off (bf16 against fp4 on 8× the GPUs is 32×)
+UNIT_GAP = 0.01
 # lighter formats a server that outruns the described floor may run, heaviest first
 LIGHTER_WEIGHTS = {"llama.cpp": ("q8_0", "q6_k", "q5_k_m", "q4_k_m"),
                    "other": ("fp8", "awq-int4")}
@@ -26,9 +30,14 @@ class ObservedFloor(ObservedLatency):
     @cached_property
     def floor_itl_ms(self) -> float | None:
         """decode's floor for one micro-batch at the context on the deployment described (no
-        engine overhead, every byte at the card's rated bandwidth): no step can be faster."""
+        engine overhead, every byte at the card's rated bandwidth): no step can be faster. A
+        batch under one sequence (a bench's Little's law at a low rate) runs steps of one,
+        where a latency is measured to set against them (the time a rate implies over such a
+        batch is the gauge's sampling noise)."""
         b = self.batch
-        if b is None or b < 0.5 or not self.fits:
+        if b is None or not self.fits:
+            return None
+        if b < 0.5 and not self.obs.latency_ms.get("itl", {}).get("mean"):
             return None
         try:
             floor = decode_floor(self.deployment, micro_batch(self.deployment, max(1, round(b))),
@@ -39,17 +48,28 @@ class ObservedFloor(ObservedLatency):
 
     @property
     def below_floor(self) -> bool:
-        """The latency measured is under BELOW_FLOOR of the floor: the server does not run
-        what is described (a lighter weight format, more GPUs, a shorter context)."""
+        """The latency measured is under the floor, by any margin (the floor already reads
+        every byte at the card's rated bandwidth with no overhead, so nothing real rounds
+        under it): the server does not run what is described (a lighter weight format, more
+        GPUs, a shorter context)."""
         measured, floor = self.measured_itl_ms, self.floor_itl_ms
-        return bool(measured and floor and measured < BELOW_FLOOR * floor)
+        return bool(measured and floor and measured < floor)
+
+    @property
+    def unit_suspect(self) -> bool:
+        """A bench's mean ITL under UNIT_GAP of the floor: its *_itl_ms and *_tpot_ms values
+        are likelier seconds than a deployment a hundred times faster than described
+        (0.028 "ms" against a 4.5 ms floor: 28 ms, written in seconds)."""
+        measured, floor = self.measured_itl_ms, self.floor_itl_ms
+        return bool(self.obs.kind == "bench" and measured and floor
+                    and measured < UNIT_GAP * floor)
 
     @cached_property
     def lighter_weights(self) -> list[tuple[str, float]]:
         """(format, its floor in ms) for the heaviest lighter formats whose floor the
         measured latency clears, first the heaviest; empty where none does or the floor is
         not broken."""
-        if not self.below_floor or self.deployment.offload is not None:
+        if not self.below_floor or self.unit_suspect or self.deployment.offload is not None:
             return []
         d, b = self.deployment, max(1, round(self.batch or 1))
         measured = self.measured_itl_ms or 0.0

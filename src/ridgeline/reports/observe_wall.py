@@ -1,6 +1,7 @@
 """`ridgeline observe`'s wall check: the running batch on the roofline, the queue the readings
 show, the wall the engine hits (the pool, the seats or the step's token budget, llama-server's
-slots, the benchmark client's cap, the ridge, or none) and the lever that moves it."""
+slots, the benchmark client's cap, the ridge, none, or unknown without a batch) and the lever
+that moves it."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ NEITHER = "neither"
 CLIENT = "the client's cap"  # a benchmark run at --max-concurrency: the batch is the client's
 RIDGE = "the ridge"
 NO_FIT = "does not fit"
+UNKNOWN = "unknown"  # a source with no running batch (a bench without ITL or latencies)
 LEVERS = {
     NO_FIT: "no prediction: check --model, --gpu, --num-gpus, --weights and --context against "
             "what the engine serves (`ridgeline fit` sizes the pool)",
@@ -32,11 +34,18 @@ LEVERS = {
     RIDGE: "past it no sequence shares another's work: each adds its own arithmetic and KV "
            "read to the step, so more load adds latency more than tokens — more GPUs or "
            "replicas, fp8 matmuls or KV, or a faster card add throughput",
+    UNKNOWN: "the source gives no running batch to set against the pool, the seats or the "
+             "ridge",
 }
 # the share of readings (scrapes, log lines; each data-parallel engine's apart) that must
 # show a queue before it is a wall: one reading's queue is a prompt that arrived between steps
 QUEUED_SHARE = 0.5
 NEAR_FULL = 0.9  # seats or a step's token budget this full are what the queue waits on
+KV_FULL = 0.9  # a reading of the KV pool this full is the capacity wall
+KV_QUEUED = 0.8  # this full beside a queue, or beside preemptions, it is too
+# preemptions against the requests that finished over the window past which the pool filled
+# often enough to be the wall, whatever the readings saw (one in twenty requests preempted)
+PREEMPTED_SHARE = 0.05
 
 
 @dataclass(frozen=True)
@@ -99,23 +108,57 @@ class ObservedWall(ObservedLatency):
         return n > 0 and (of == 1 or n / of >= QUEUED_SHARE / engines)
 
     @property
+    def kv_peak(self) -> float | None:
+        """The fullest the readings saw the KV pool (None without a KV reading)."""
+        return max((kv for kv, _ in self.readings if kv is not None), default=None)
+
+    @property
+    def preemptions_fill_pool(self) -> bool:
+        """Preemptions say the pool filled, as the wall: where the readings saw it at least
+        KV_QUEUED full or saw no KV at all, or where they came often (PREEMPTED_SHARE of the
+        requests that finished, or however many where the source does not count those)
+        however empty the readings caught it. One preemption among 60 finished requests while
+        every reading shows 30% is a burst between readings."""
+        preempted, peak = self.obs.preemptions or 0.0, self.kv_peak
+        if not preempted:
+            return False
+        if peak is None or peak >= KV_QUEUED:
+            return True
+        finished = self.obs.finished_requests
+        return finished is None or preempted >= PREEMPTED_SHARE * finished
+
+    @property
+    def preemption_remark(self) -> str | None:
+        """What preemptions that did not make the wall say: the pool filled between readings,
+        too rarely to be the wall."""
+        preempted, peak = self.obs.preemptions or 0.0, self.kv_peak
+        if not preempted or self.preemptions_fill_pool or peak is None:
+            return None
+        return (f"{preempted:,.0f} {'preemption' if preempted == 1 else 'preemptions'} in the "
+                f"window against {self.obs.finished_requests or 0.0:,.0f} finished requests, "
+                f"though the readings saw the KV pool at most {peak:.0%} full: it filled "
+                "between readings, too rarely to be the wall (scrape more often to catch it)")
+
+    @property
     def wall(self) -> str:
         if not self.fits:
             return NO_FIT
         o = self.obs
         readings = self.readings
         swapped = max(o.swapped) if o.swapped else 0.0
-        if any(kv is not None and kv >= 0.9 for kv, _ in readings) \
-                or (o.preemptions or 0) > 0 or swapped > 0:
+        peak = self.kv_peak
+        if (peak is not None and peak >= KV_FULL) or self.preemptions_fill_pool or swapped > 0:
             return CAPACITY
         if self.queue_persists:
-            if any(kv is not None and kv >= 0.8 for kv, waiting in readings if waiting > 0):
+            if any(kv is not None and kv >= KV_QUEUED for kv, waiting in readings if waiting > 0):
                 return CAPACITY
             if self.deployment.engine.startswith("llama.cpp"):
                 return SLOTS
             if self.queue_cause != "room":
                 return LATENCY
-        b = self.batch or 0.0
+        if self.batch is None:
+            return UNKNOWN
+        b = self.batch
         if o.kind == "bench" and b >= 0.9 * self.pool_batch:
             return CAPACITY
         # a client holding N requests in flight: each spends its first token's wait outside
@@ -199,4 +242,17 @@ class ObservedWall(ObservedLatency):
                     f"under the ridge near batch {self.ridge_batch:,.0f}, where each added "
                     "sequence shares the weights' read — send more load, or serve it on fewer "
                     "GPUs or replicas")
-        return LEVERS[self.wall].format(cap=self.obs.client_concurrency or 0.0)
+        cap = self.obs.client_concurrency or 0.0
+        if self.wall == CAPACITY:
+            peak, o = self.kv_peak, self.obs
+            swapped = max(o.swapped) if o.swapped else 0.0
+            if peak is not None and peak < KV_QUEUED and not swapped:  # preemptions alone
+                return (f"the KV pool filled between readings: {o.preemptions:,.0f} preemptions"
+                        + (f" against {o.finished_requests:,.0f} finished requests"
+                           if o.finished_requests else "")
+                        + f", though the readings saw it at most {peak:.0%} full; "
+                        + LEVERS[CAPACITY].removeprefix("the KV pool is full: "))
+        if self.wall == UNKNOWN and cap:
+            return (LEVERS[UNKNOWN] + f"; the benchmark client held at most {cap:,.0f} requests "
+                    "in flight (--max-concurrency)")
+        return LEVERS[self.wall].format(cap=cap)

@@ -1,0 +1,237 @@
+"""A metric's series over a window of scrapes, engine core by engine core: which core and rank a
+series belongs to, the restarts the window holds, a series missing from a scrape, and a
+counter's increase and a histogram's observations over the window, as Prometheus' rate()
+takes each series. `observe` (observe.py) reads its rates, lengths and latencies through them.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+from ridgeline.engine_metrics import (
+    CACHED_PROMPT_TOKENS,
+    E2E,
+    EAGER_PREFIXES,
+    GENERATION_SECONDS,
+    GENERATION_TOKENS,
+    ITL,
+    PREEMPTIONS,
+    PREFIX_CACHE_QUERIES,
+    PROMPT_BY_SOURCE,
+    PROMPT_TOKENS,
+    REALTIME_TOKENS,
+    REQUESTS,
+    TTFT,
+)
+from ridgeline.observation import Observation
+from ridgeline.prometheus import Histogram, Scrape
+
+# the counters, and the histograms' counts, whose fall is a restart of their engine (a _sum or
+# bucket that falls while its _count rises is no restart but a broken histogram: refused)
+RESTART_SIGNS = (PREEMPTIONS + PROMPT_TOKENS + GENERATION_TOKENS + GENERATION_SECONDS
+                 + REQUESTS + CACHED_PROMPT_TOKENS + tuple(PREFIX_CACHE_QUERIES.values())
+                 + (REALTIME_TOKENS, PROMPT_BY_SOURCE)
+                 + tuple(f"{n}_count" for n in TTFT + ITL + E2E))
+
+# Labels of a metric's series in one server's scrape: a data-parallel core's own batch
+# ("engine": vLLM V1; "dp_rank": SGLang's DP attention), ranks of one core that report the
+# same requests (SGLang's schedulers: the tensor, pipeline, expert and context ranks), and
+# the process of prometheus_client's multiprocess mode ("pid"). That client sums a counter's
+# processes and drops the label; a gauge in its default "all" mode keeps one series per
+# process, each that process's last value — vLLM's kv_cache_usage_perc until PR #28792
+# (Nov 2025): with --api-server-count 8, one pid read 0.653 and seven 0.0 — so a gauge's
+# copies are read at their highest, and only a counter's (a hand-merged file) added.
+CORE_LABELS = ("engine", "dp_rank")
+RANK_LABELS = ("tp_rank", "pp_rank", "moe_ep_rank", "attn_tp_rank", "attn_cp_rank", "cp_rank")
+SHARE_LABEL = "pid"
+
+
+def core_of(labels: dict[str, str]) -> tuple[str | None, ...]:
+    return tuple(labels.get(label) for label in CORE_LABELS)
+
+
+def ranks_by_core(series: list[tuple[dict[str, str], float]],
+                  keep: Callable[[dict[str, str]], bool] = lambda _: True,
+                  gauge: bool = False) -> dict[tuple[str | None, ...], list[float]]:
+    """A metric's values per data-parallel core, one per rank: a gauge's process copies at
+    their highest, a counter's added (CORE_LABELS' comment)."""
+    cores: dict[tuple[str | None, ...], dict[tuple[str | None, ...], float]] = {}
+    for labels, v in series:
+        if keep(labels):
+            ranks = cores.setdefault(core_of(labels), {})
+            rank = tuple(labels.get(label) for label in RANK_LABELS)
+            was = ranks.get(rank)
+            ranks[rank] = v if was is None else max(was, v) if gauge else was + v
+    return {core: list(ranks.values()) for core, ranks in cores.items()}
+
+
+def core_values(series: list[tuple[dict[str, str], float]],
+                keep: Callable[[dict[str, str]], bool] = lambda _: True,
+                gauge: bool = False) -> dict[tuple[str | None, ...], float]:
+    """A metric's value per data-parallel core: its process copies as ranks_by_core reads
+    them, its ranks (which report the same requests, or export the same counters)
+    averaged."""
+    return {core: sum(ranks) / len(ranks)
+            for core, ranks in ranks_by_core(series, keep, gauge).items()}
+
+
+def counter_by_core(scrape: Scrape, names: tuple[str, ...], modes: tuple[str, ...] = (),
+                    label: str = "mode") -> dict[tuple[str | None, ...], float] | None:
+    """A counter per core, each core's ranks counted once; only its series whose ``label``
+    (SGLang's mode, vLLM's source) is one of ``modes``, if given. The first name present
+    wins."""
+    for name in names:
+        if name in scrape.samples:
+            return core_values(scrape.samples[name],
+                               lambda labels: not modes or labels.get(label) in modes)
+    return None
+
+
+def counter_total(scrape: Scrape, names: tuple[str, ...], modes: tuple[str, ...] = (),
+                  label: str = "mode") -> float | None:
+    """A counter summed over the cores."""
+    cores = counter_by_core(scrape, names, modes, label)
+    return None if cores is None else sum(cores.values())
+
+
+# (scrape pair, core) -> the series that fell between the two scrapes: that core restarted
+Restarts = dict[tuple[int, tuple[str | None, ...]], list[str]]
+
+
+def find_restarts(scrapes: list[Scrape]) -> Restarts:
+    """Each interval (index of its first scrape) in which an engine core restarted, with the
+    series that fell: any series of a counter, or a histogram's count, of the core that goes
+    down. A restart resets every series of the core at once (vLLM's, SGLang's and
+    llama-server's metrics live in the engine process), so all of them count from zero after
+    it — not only those that happen to have fallen below their old value: a counter at 50,000
+    that restarts and passes it by the next scrape would otherwise be subtracted across it."""
+    found: Restarts = {}
+    for i, (before, after) in enumerate(itertools.pairwise(scrapes)):
+        for name in RESTART_SIGNS:
+            was = {frozenset(labels.items()): v for labels, v in before.samples.get(name, [])}
+            for labels, value in after.samples.get(name, []):
+                old = was.get(frozenset(labels.items()))
+                if old is not None and value < old:
+                    fell = found.setdefault((i, core_of(labels)), [])
+                    family = name.removesuffix("_count") if name.endswith("_count") else name
+                    if family not in fell:
+                        fell.append(family)
+    return found
+
+
+def note_restarts(scrapes: list[Scrape], restarts: Restarts, obs: Observation) -> None:
+    start = scrapes[0].time_s or 0.0
+    for (i, core), fell in restarts.items():
+        shown = ", ".join(fell[:3]) + (", …" if len(fell) > 3 else "")
+        obs.notes.append(
+            f"{core_name(core) or 'the engine'} restarted between the scrapes "
+            f"{(scrapes[i].time_s or 0.0) - start:,.0f} s and "
+            f"{(scrapes[i + 1].time_s or 0.0) - start:,.0f} s into the window ({shown} went "
+            "down): every counter and histogram of it counts from zero after the restart, its "
+            "work between the earlier scrape and the restart unseen")
+
+
+def core_name(core: tuple[str | None, ...]) -> str:
+    """'engine 1' or 'dp_rank 1' for a data-parallel core's labels; '' for a server's one."""
+    return ", ".join(f"{label} {value}" for label, value in zip(CORE_LABELS, core, strict=True)
+                     if value is not None)
+
+
+def _note(obs: Observation, note: str) -> None:
+    if note not in obs.notes:
+        obs.notes.append(note)
+
+
+def series_present(scrapes: list[Scrape], names: tuple[str, ...]) -> bool:
+    return any(n in s.samples for n in names for s in scrapes)
+
+
+def _spans_window(name: str, core: tuple[str | None, ...], seen: list[bool],
+                  obs: Observation) -> bool:
+    """Whether a series' readings give a window figure, with a note where they do not: one
+    missing from a scrape after it appeared has an unknown increase (not 0); one absent from
+    the first scrape counts from zero only where its engine makes it at its first increment
+    (engine_metrics.EAGER_PREFIXES)."""
+    whose = f" ({core_name(core)})" if core_name(core) else ""
+    first = seen.index(True)
+    if not all(seen[first:]):
+        gap = seen.index(False, first) + 1
+        _note(obs, f"{name}{whose} is missing from scrape {gap} of {len(seen)}: what it "
+                   "counted over the window is unknown, so it is not read (not taken as 0)")
+        return False
+    if first:
+        if name.startswith(EAGER_PREFIXES):
+            _note(obs, f"{name}{whose} is missing from the first scrape, though "
+                       f"{name.split(':')[0]} exports it from start-up: the window has no start "
+                       "for it (its first value would be the server's lifetime), so it is not "
+                       "read")
+            return False
+        _note(obs, f"{name}{whose} first appears mid-window: counted from zero (the engine "
+                   "makes a labelled series at its first increment)")
+    return True
+
+
+def histogram_window(scrapes: list[Scrape], name: str, obs: Observation,
+                     restarts: Restarts) -> Histogram | None:
+    """A histogram's observations over the window, scrape to scrape and core by core, as
+    window_increase counts a counter: after a restart of a core (find_restarts) its later
+    histogram is whole, the other cores' subtracted; None (noted) where a core's histogram
+    does not span the window (_spans_window). The sum is checked as each scrape's histogram
+    is: one core's +Inf bucket with no _count of its own (a broken exporter) passes in the
+    scrape it shares, not in the window."""
+    cores = list(dict.fromkeys(core_of(labels) for s in scrapes
+                               for labels, _ in s.samples.get(f"{name}_bucket", [])))
+    window: Histogram | None = None
+    for core in cores:
+        hists = [s.histogram(name, keep=_of_core(core)) for s in scrapes]
+        if not _spans_window(name, core, [h is not None for h in hists], obs):
+            return None
+        for i, (before, after) in enumerate(itertools.pairwise(hists)):
+            if after is not None:
+                part = after if (i, core) in restarts else after.minus(before)
+                window = part if window is None else window.plus(part)
+    return None if window is None else window.checked()
+
+
+def _of_core(core: tuple[str | None, ...]) -> Callable[[dict[str, str]], bool]:
+    """Whether a series belongs to ``core``."""
+    return lambda labels: core_of(labels) == core
+
+
+def window_increase(scrapes: list[Scrape], names: tuple[str, ...], obs: Observation,
+                    restarts: Restarts, modes: tuple[str, ...] = (),
+                    label: str = "mode") -> float | None:
+    """A counter's increase over the window (only its series whose ``label`` is one of
+    ``modes``, if given), core by core as Prometheus' rate() takes each series: after a
+    restart of the core (find_restarts: any of its series fell) it counts from zero. None where
+    no scrape has it, or where a core's series does not span the window (_spans_window:
+    missing from a later scrape; absent from the first where the engine exports it from
+    start-up) — never 0 for what was not read."""
+    name = next((n for n in names for s in scrapes if n in s.samples), None)
+    if name is None:
+        return None
+    values = [counter_by_core(s, names, modes, label) or {} for s in scrapes]
+    for core in dict.fromkeys(core for v in values for core in v):
+        if not _spans_window(name, core, [core in v for v in values], obs):
+            return None
+    total = 0.0
+    for i, (before, after) in enumerate(itertools.pairwise(values)):
+        for core, value in after.items():
+            was = before.get(core)
+            if was is None or (i, core) in restarts:
+                total += value
+            elif value < was:  # a series of it gone (no fall of its own): counted from zero
+                _note(obs, f"{name} went down mid-window (a restart): counted from zero")
+                total += value
+            else:
+                total += value - was
+    return total
+
+
+def window_rate(scrapes: list[Scrape], names: tuple[str, ...], obs: Observation,
+                restarts: Restarts, modes: tuple[str, ...] = ()) -> float | None:
+    increase = window_increase(scrapes, names, obs, restarts, modes)
+    if increase is None or not obs.duration_s:
+        return None
+    return increase / obs.duration_s
