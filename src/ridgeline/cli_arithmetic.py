@@ -6,34 +6,36 @@ import argparse
 from typing import Any
 
 from ridgeline.cli import (
-    MAX_BATCH,
-    MAX_MEMORY_GIB,
-    _count,
-    _count_list,
     _deployment_flags,
     _engine,
     _formats,
     _gpu,
     _model,
-    _not_empty,
-    _offload,
     _output,
     _pipeline,
-    _positive_count,
-    _positive_float,
+    engine_sizes,
+    max_model_len_option,
+)
+from ridgeline.cli_load import (
     accelerator_names,
     build_deployment,
     card_id,
     default_engine,
-    engine_sizes,
-    fitted,
     load_accelerator,
     load_deployment,
     load_model,
     load_profile,
-    max_model_len_option,
-    no_fit_ctx,
     one_card,
+)
+from ridgeline.cli_offload import _offload, fitted, no_fit_ctx
+from ridgeline.cli_types import (
+    MAX_BATCH,
+    MAX_MEMORY_GIB,
+    _count,
+    _count_list,
+    _not_empty,
+    _positive_count,
+    _positive_float,
 )
 from ridgeline.errors import InputError
 from ridgeline.side_by_side import run_each

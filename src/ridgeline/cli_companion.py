@@ -56,7 +56,7 @@ def named(result: Any, suffix: str = "") -> tuple[str, Any]:
     return "".join("_" + c.lower() if c.isupper() else c for c in name).lstrip("_") + suffix, result
 
 
-# the engine's default is decode's (cli.default_engine): llama.cpp-metal on Apple silicon
+# the engine's default is decode's (cli_load.default_engine): llama.cpp-metal on Apple silicon
 AMDAHL_STEP_DEFAULTS = {"op": "attention", "batch": 1, "context": 2000, "num_gpus": 1}
 
 
@@ -106,7 +106,7 @@ def cmd_amdahl(args: argparse.Namespace) -> LinesReport:
 def _fraction_from_model(args: argparse.Namespace) -> tuple[FractionSource, list[str]]:
     """The part's share of the model's decode step, and the cautions it earns: a context past
     the model's trained one, a profile that saw too few rows on this class of card."""
-    from ridgeline.cli import default_engine, load_deployment
+    from ridgeline.cli_load import default_engine, load_deployment
     from ridgeline.engines import chosen_profile
     from ridgeline.parallel import cross_node_caution
     from ridgeline.reports.expectation import context_caution
@@ -247,7 +247,7 @@ def cmd_prefix(args: argparse.Namespace) -> LinesReport:
 
 def cmd_attention(args: argparse.Namespace) -> Any:
     from ridgeline.attention_memory import attention_memory
-    from ridgeline.cli import load_model
+    from ridgeline.cli_load import load_model
 
     return attention_memory(load_model(args), args.context, args.bytes_per_element)
 
@@ -333,7 +333,7 @@ def add_companion_commands(
     sub: Any, output: Callable[[argparse.ArgumentParser], None],
     typed: Callable[[Callable[[str], Any]], Callable[[str], Any]],
 ) -> None:
-    from ridgeline.cli import (
+    from ridgeline.cli_types import (
         MAX_BATCH,
         _engine_name,
         _kv_name,

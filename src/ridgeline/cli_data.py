@@ -9,15 +9,15 @@ import shlex
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ridgeline.cli import (
+from ridgeline.cli import _output
+from ridgeline.cli_output_files import WroteFile
+from ridgeline.cli_types import (
     MAX_BATCH,
-    WroteFile,
     _accelerator_name,
     _count_list,
     _engine_name,
     _kv_name,
     _name_list,
-    _output,
     _positive_float,
     _typed,
     _weight_name,
@@ -247,8 +247,8 @@ def _require_rows(files: list[str], errors: tuple[str, ...], rows: tuple[Any, ..
 
 def _check_output(output: str) -> dict[str, Any]:
     """Refuse to write the profile over a file that is not a profile (an input is refused
-    before, as for every command: cli.refuse_writing_over_input); the profiles an existing
-    profile file holds, by engine (none for a new file)."""
+    before, as for every command: cli_output_files.refuse_writing_over_input); the profiles an
+    existing profile file holds, by engine (none for a new file)."""
     import json
     from pathlib import Path
 

@@ -6,34 +6,36 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ridgeline.cli import (
-    _deployment_flags,
-    _engine_name,
-    _name_list,
-    _offload,
-    _output,
-    _positive_count,
-    _positive_float,
-    _split_mode,
-    accelerator_names,
-    auto_layers,
-    build_deployment,
-    card_id,
-    engine_settings,
-    engine_sizes,
-    fitted,
-    fitted_context,
-    load_accelerator,
-    load_model,
-    no_fit_ctx,
-    one_card,
-)
+from ridgeline.cli import _deployment_flags, _output, engine_sizes
 from ridgeline.cli_engine import (
     _prefix_caching,
     _trtllm_backend,
     _usage_and_version,
     _vllm_memory_switches,
     check_engine_flags,
+)
+from ridgeline.cli_load import (
+    accelerator_names,
+    build_deployment,
+    card_id,
+    engine_settings,
+    load_accelerator,
+    load_model,
+    one_card,
+)
+from ridgeline.cli_offload import (
+    _offload,
+    _split_mode,
+    auto_layers,
+    fitted,
+    fitted_context,
+    no_fit_ctx,
+)
+from ridgeline.cli_types import (
+    _engine_name,
+    _name_list,
+    _positive_count,
+    _positive_float,
 )
 from ridgeline.context_length import positions_label, served_positions
 from ridgeline.errors import InputError

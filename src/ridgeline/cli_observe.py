@@ -11,17 +11,17 @@ from ridgeline.cli import (
     _engine,
     _formats,
     _gpu,
-    _not_empty,
     _output,
     _pipeline,
-    _positive_count,
-    _typed,
+)
+from ridgeline.cli_load import (
     default_engine,
     load_accelerator,
     load_deployment,
     load_model,
     load_profile,
 )
+from ridgeline.cli_types import _not_empty, _positive_count, _typed
 from ridgeline.errors import InputError
 
 MAX_POLL_S = 86_400.0  # observe's window and interval against a live engine: a day

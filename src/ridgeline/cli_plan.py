@@ -5,19 +5,17 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ridgeline.cli import (
+from ridgeline.cli import _model, _output
+from ridgeline.cli_load import load_model, load_profile
+from ridgeline.cli_types import (
     _accelerator_name,
     _count,
-    _model,
     _name_list,
     _not_empty,
-    _output,
     _percentile,
     _positive_count,
     _positive_float,
     _typed,
-    load_model,
-    load_profile,
 )
 from ridgeline.context_length import served_positions
 from ridgeline.errors import InputError, shorten

@@ -7,29 +7,10 @@ import math
 from typing import Any
 
 from ridgeline.cli import (
-    MAX_BATCH,
-    _count,
     _deployment_flags,
     _engine,
-    _not_empty,
-    _offload,
     _output,
-    _percentile,
-    _positive_count,
-    _positive_float,
-    _share,
-    _typed,
-    auto_layers,
-    build_deployment,
-    engine_settings,
     engine_sizes,
-    fitted,
-    fitted_context,
-    load_accelerator,
-    load_model,
-    load_profile,
-    no_fit_ctx,
-    pipeline_size,
 )
 from ridgeline.cli_engine import (
     _prefix_caching,
@@ -37,6 +18,31 @@ from ridgeline.cli_engine import (
     _usage_and_version,
     _vllm_memory_switches,
     check_engine_flags,
+)
+from ridgeline.cli_load import (
+    build_deployment,
+    engine_settings,
+    load_accelerator,
+    load_model,
+    load_profile,
+    pipeline_size,
+)
+from ridgeline.cli_offload import (
+    _offload,
+    auto_layers,
+    fitted,
+    fitted_context,
+    no_fit_ctx,
+)
+from ridgeline.cli_types import (
+    MAX_BATCH,
+    _count,
+    _not_empty,
+    _percentile,
+    _positive_count,
+    _positive_float,
+    _share,
+    _typed,
 )
 from ridgeline.errors import InputError
 

@@ -1,0 +1,245 @@
+"""CLI: what the flags name, loaded — the model, the accelerator (or the cards a comparison
+puts side by side), the deployment, the engine when none is named, its profile and settings.
+The library modules are imported inside each function, so ``ridgeline --help`` stays fast."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from ridgeline.cli_offload import host_offload
+from ridgeline.errors import InputError
+
+
+def load_model(args: argparse.Namespace) -> Any:
+    from ridgeline.catalog import resolve_model
+
+    if getattr(args, "fetch", False):
+        from pathlib import Path
+
+        from ridgeline.config_reader import spec_from_hf_config
+        from ridgeline.hub import fetch_config
+
+        if args.model.endswith(".json") or Path(args.model).expanduser().exists():
+            raise InputError(f"--fetch downloads a Hub id's config.json; {args.model} is a "
+                             "local file: drop --fetch")
+
+        return spec_from_hf_config(fetch_config(args.model), name=args.model)
+    return resolve_model(args.model, fetchable=hasattr(args, "fetch"))
+
+
+def load_accelerator(args: argparse.Namespace) -> Any:
+    from ridgeline.hardware import (
+        custom_accelerator,
+        load_accelerator_file,
+        resolve_accelerator,
+        with_memory_gib,
+    )
+
+    if args.gpu_file:
+        given = [flag for flag, value in (("--gpu", args.gpu), ("--peak-tflops", args.peak_tflops),
+                                          ("--bandwidth-gbs", args.bandwidth_gbs),
+                                          ("--gpu-memory-gib", args.gpu_memory_gib)) if value]
+        if given:
+            raise InputError(f"--gpu-file describes the accelerator; drop {', '.join(given)}")
+        return load_accelerator_file(args.gpu_file)
+    if args.peak_tflops or args.bandwidth_gbs:
+        if not (args.peak_tflops and args.bandwidth_gbs):
+            raise InputError("a custom accelerator needs both --peak-tflops and --bandwidth-gbs")
+        if args.gpu and accelerator_known(args.gpu):
+            raise InputError(f"--gpu {args.gpu} is a catalog accelerator; --peak-tflops and "
+                             "--bandwidth-gbs describe a custom one (name it with --gpu "
+                             "something else, or drop them)")
+        if args.gpu_memory_gib is None and getattr(args, "model", None):
+            raise InputError("a custom accelerator holding a model needs --gpu-memory-gib, its "
+                             "memory in GiB (an H100's: 80)")
+        # without a model only the peak and bandwidth are read: the memory is a placeholder
+        return custom_accelerator(args.gpu or "custom", args.peak_tflops, args.bandwidth_gbs,
+                                  args.gpu_memory_gib or 80.0)
+    if not args.gpu:
+        if args.gpu_required:
+            raise InputError("name an accelerator with --gpu (see `ridgeline hardware`)")
+        if args.gpu_memory_gib:
+            raise InputError("--gpu-memory-gib sizes an accelerator named with --gpu")
+        return None
+    acc = resolve_accelerator(args.gpu)
+    if args.gpu_memory_gib:  # another memory configuration of the same part (a 32 GB M1 Max)
+        acc, caution = with_memory_gib(acc, args.gpu_memory_gib)
+        said = vars(args).setdefault("cautions_said", [])  # a command may load it twice
+        if caution and caution not in said:
+            said.append(caution)
+            print(f"ridgeline: caution: {caution}", file=sys.stderr)
+    return acc
+
+
+def load_deployment(args: argparse.Namespace, model: Any = None) -> Any:
+    acc = load_accelerator(args)
+    if acc is None:
+        return None
+    from ridgeline.engines import engine_id
+
+    given = getattr(args, "engine", None)  # engine-free commands leave it out
+    engine = engine_id(given) if isinstance(given, str) else None
+    return build_deployment(args, model or load_model(args), acc, engine)
+
+
+def build_deployment(args: argparse.Namespace, model: Any, acc: Any, engine: str | None,
+                     expert_parallel: bool = False) -> Any:
+    """The deployment the flags describe on ``acc`` for ``engine`` (None: no engine named):
+    --num-gpus × --pipeline-parallel-size cards, the formats, llama.cpp's knobs."""
+    from ridgeline.deployment import Deployment
+
+    pp = pipeline_size(args, engine)
+    return Deployment.build(model, acc, getattr(args, "weights", None),
+                            getattr(args, "kv_dtype", None), args.num_gpus * pp, pp, engine=engine,
+                            expert_parallel=expert_parallel,
+                            flash_attention=flash_attention(args, engine or "vllm"),
+                            offload=host_offload(args, model, engine),
+                            split_mode=getattr(args, "split_mode", None))
+
+
+def accelerator_known(name: str) -> bool:
+    from ridgeline.hardware import resolve_accelerator
+
+    try:
+        resolve_accelerator(name)
+    except InputError:
+        return False
+    return True
+
+
+def accelerator_names(args: argparse.Namespace) -> list[str]:
+    """--gpu read as a list: decode and fit put several cards side by side."""
+    names = [name.strip() for name in (args.gpu or "").split(",")]
+    if len(names) > 1 and not all(names):
+        raise InputError(f"--gpu {args.gpu!r} has an empty name between its commas")
+    if len(names) > 1:
+        from ridgeline.hardware import resolve_accelerator
+
+        ids = [resolve_accelerator(name).id for name in names]
+        for i, card in enumerate(ids):
+            if card in ids[:i]:
+                raise InputError(f"an accelerator is named twice in --gpu: "
+                                 f"{names[ids.index(card)]!r} and {names[i]!r} are both {card}")
+    return names
+
+
+def one_card(args: argparse.Namespace, name: str) -> argparse.Namespace:
+    """The arguments with --gpu narrowed to one of the cards a comparison names (and an
+    unqualified 'llama.cpp' to that card's build)."""
+    one = argparse.Namespace(**{**vars(args), "gpu": name})
+    asked = getattr(args, "engine_asked", None)
+    if asked is not None:
+        one.engine = llamacpp_builds_for(one, asked)
+    return one
+
+
+def card_id(name: str) -> str:
+    """The catalog id of a card a comparison names ('h100' is h100-sxm): what its rows and
+    a card left out of them are called."""
+    from ridgeline.hardware import resolve_accelerator
+
+    return resolve_accelerator(name).id
+
+
+def _named_accelerator(args: argparse.Namespace) -> Any:
+    """The accelerator the command names, or None (a bad --gpu or --gpu-file is the
+    command's to report, with its own words)."""
+    from ridgeline.hardware import load_accelerator_file, resolve_accelerator
+
+    try:
+        path = getattr(args, "gpu_file", None)
+        if isinstance(path, list):  # calibrate takes several
+            path = path[0] if path else None
+        if path:
+            return load_accelerator_file(path)
+        if getattr(args, "gpu", None):
+            return resolve_accelerator(accelerator_names(args)[0])
+    except InputError:
+        pass
+    return None
+
+
+def _vendor(args: argparse.Namespace) -> str:
+    """The vendor of the accelerator the command names, or ""."""
+    acc = _named_accelerator(args)
+    return (acc.vendor or "") if acc is not None else ""
+
+
+def default_engine(args: argparse.Namespace) -> str:
+    """The engine when none is named: llama.cpp's Metal build on Apple silicon (vLLM has no
+    Metal backend), its ROCm build on the AMD GPUs vLLM's ROCm build leaves out (Vega 20,
+    MI100, RDNA2), vLLM elsewhere."""
+    from ridgeline.deployment import VLLM_NO_ROCM_FAMILIES
+
+    acc = _named_accelerator(args)
+    if acc is None:
+        return "vllm"
+    if acc.vendor == "apple":
+        return "llama.cpp-metal"
+    if acc.vendor == "amd" and acc.family in VLLM_NO_ROCM_FAMILIES:
+        return "llama.cpp-rocm"
+    return "vllm"
+
+
+def llamacpp_builds_for(args: argparse.Namespace, asked: Any) -> Any:
+    """--engine as given (a name, or a repeated flag's list): an unqualified 'llama.cpp' as
+    the build for the accelerator's vendor (Metal on a Mac, ROCm on AMD), as the default
+    engine picks; a named build as given."""
+    from ridgeline.engines import llamacpp_build, names_plain_llamacpp
+
+    names = asked if isinstance(asked, list) else [asked]
+    if not any(isinstance(n, str) and names_plain_llamacpp(n) for n in names):
+        return asked
+    vendor = _vendor(args)
+    built = [llamacpp_build(n, vendor) for n in names]
+    return built if isinstance(asked, list) else built[0]
+
+
+def flash_attention(args: argparse.Namespace, engine: str) -> bool:
+    """--flash-attn, llama.cpp's switch: on unless turned off; refused for other engines."""
+    flag = getattr(args, "flash_attn", None)
+    if flag and not engine.startswith("llama.cpp"):
+        raise InputError(f"--flash-attn is llama.cpp's switch; {engine} has no such flag")
+    return bool(flag != "off")
+
+
+def pipeline_size(args: argparse.Namespace, engine: str | None) -> int:
+    """The pipeline stages asked for (1 by default), refused for llama.cpp, whose layer split
+    is --num-gpus with -sm layer."""
+    pp = getattr(args, "pipeline_parallel_size", None)
+    if pp is None:
+        return 1
+    if engine is not None and engine.startswith("llama.cpp"):
+        raise InputError("--pipeline-parallel-size is vLLM's, SGLang's and TensorRT-LLM's: "
+                         "llama.cpp splits the layers over --num-gpus itself (-sm layer, its "
+                         "default)")
+    return int(pp)
+
+
+def load_profile(args: argparse.Namespace) -> Any:
+    from ridgeline.engines import chosen_profile
+
+    profile = chosen_profile(args.engine, getattr(args, "profile", None))
+    return profile.without_cuda_graphs() if getattr(args, "enforce_eager", False) else profile
+
+
+def engine_settings(args: argparse.Namespace) -> Any:
+    from ridgeline.memory import EngineSettings
+
+    return EngineSettings(
+        gpu_memory_utilization=args.gpu_memory_utilization, max_model_len=args.max_model_len,
+        max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
+        block_size=args.block_size, enforce_eager=args.enforce_eager,
+        usage=args.usage or "serve",
+        engine_version=getattr(args, "engine_version", None),
+        async_scheduling=not getattr(args, "no_async_scheduling", False),
+        prefix_caching=getattr(args, "prefix_caching", None),
+        language_model_only=getattr(args, "language_model_only", False),
+        flash_attn=getattr(args, "flash_attn", None) != "off",
+        swa_full_tokens_ratio=getattr(args, "swa_full_tokens_ratio", None),
+        backend=getattr(args, "backend", None),
+        warm_compile_cache=getattr(args, "warm_compile_cache", False),
+        kv_cache_memory_bytes=getattr(args, "kv_cache_memory_bytes", None),
+        max_total_tokens=getattr(args, "max_total_tokens", None))
