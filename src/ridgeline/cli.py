@@ -216,7 +216,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         if getattr(args, "engine_by_accelerator", False) and args.engine is None:
-            args.engine = default_engine(args)
+            args.engine = default_engine(args)  # the first card's; one_card gives each its own
+            args.engine_defaulted = True
         if getattr(args, "engine", None) is not None:
             args.engine_asked = args.engine  # a comparison picks each card's llama.cpp build
             args.engine = llamacpp_builds_for(args, args.engine)

@@ -17,6 +17,7 @@ from ridgeline.cli_engine import (
 from ridgeline.cli_load import (
     accelerator_names,
     build_deployment,
+    card_engines,
     card_id,
     engine_settings,
     load_accelerator,
@@ -53,14 +54,14 @@ def cmd_fit(args: argparse.Namespace) -> Any:
     defaulted = ""
     if args.max_model_len is None and args.target_concurrency is None \
             and not auto_layers(args):
-        if any(engine_id(e.strip()).startswith("llama.cpp") for e in args.engine.split(",")):
+        if any(engine_id(e).startswith("llama.cpp") for e in card_engines(args)):
             raise InputError("give --max-model-len L (llama-server's -c), -ngl auto for its "
                              "default -c 0 under --fit (the context that fits), or "
                              "--target-concurrency T alone for the longest context T "
                              "conversations can have")
         # vllm serve's default, SGLang's and TensorRT-LLM's alike: the context each derives
         # from the config (served_positions); comparing engines, the shortest of theirs
-        named = [engine_id(e.strip()) for e in args.engine.split(",")]
+        named = [engine_id(e) for e in card_engines(args)]
         served = [(served_positions(model, e), e) for e in named]
         if any(n is None for n, _ in served):
             raise InputError("give --max-model-len L (the config states no "

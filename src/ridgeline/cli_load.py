@@ -126,13 +126,27 @@ def accelerator_names(args: argparse.Namespace) -> list[str]:
 
 
 def one_card(args: argparse.Namespace, name: str) -> argparse.Namespace:
-    """The arguments with --gpu narrowed to one of the cards a comparison names (and an
-    unqualified 'llama.cpp' to that card's build)."""
+    """The arguments with --gpu narrowed to one of the cards a comparison names: with no
+    --engine, that card's own default engine (llama.cpp-metal on an M2 Max beside vllm on an
+    H100); an unqualified 'llama.cpp' as that card's build."""
     one = argparse.Namespace(**{**vars(args), "gpu": name})
+    if getattr(args, "engine_defaulted", False):
+        one.engine = one.engine_asked = default_engine(one)
+        return one
     asked = getattr(args, "engine_asked", None)
     if asked is not None:
         one.engine = llamacpp_builds_for(one, asked)
     return one
+
+
+def card_engines(args: argparse.Namespace) -> list[str]:
+    """The engines a command runs, as named: --engine's, comma-separated; with none named,
+    each card's own default, once each (vllm and llama.cpp-metal for an H100 beside an M2
+    Max)."""
+    names = accelerator_names(args) if getattr(args, "engine_defaulted", False) else []
+    if len(names) > 1:
+        return list(dict.fromkeys(one_card(args, name).engine for name in names))
+    return [name.strip() for name in args.engine.split(",")]
 
 
 def card_id(name: str) -> str:
@@ -170,7 +184,8 @@ def _vendor(args: argparse.Namespace) -> str:
 def default_engine(args: argparse.Namespace) -> str:
     """The engine when none is named: llama.cpp's Metal build on Apple silicon (vLLM has no
     Metal backend), its ROCm build on the AMD GPUs vLLM's ROCm build leaves out (Vega 20,
-    MI100, RDNA2), vLLM elsewhere."""
+    MI100, RDNA2), vLLM elsewhere. Of the first card --gpu names; a comparison gives each
+    card its own (``one_card``)."""
     from ridgeline.deployment import VLLM_NO_ROCM_FAMILIES
 
     acc = _named_accelerator(args)

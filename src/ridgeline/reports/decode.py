@@ -458,11 +458,15 @@ class DecodeComparison(ByCard):
     def text_lines(self) -> list[str]:
         first = self.reports[0]
         d = first.deployment
+        per_card = self.engine_per_card
+        kv_per_card = len({r.deployment.kv.id for r in self.reports}) > 1
         rows = []
         for r in self.reports:
             for (f, _), e in zip(r.floors, r.expected):
                 runs = r.engine_runs(f)
                 rows.append([r.deployment.gpus_label,
+                             *([r.deployment.engine] if per_card else []),
+                             *([r.deployment.kv.id] if kv_per_card else []),
                              str(f.batch), f"{f.context:,}", f"{f.step_time_s * 1e3:,.2f}",
                              f"{e.time_s * 1e3:,.2f}" if runs else r.why_not(f),
                              f"{1 / e.time_s:,.1f}" if runs else "",
@@ -475,9 +479,13 @@ class DecodeComparison(ByCard):
         from ridgeline.offload import placement_lines
 
         engines = ", ".join(dict.fromkeys(r.expected[0].engine for r in self.reports))
-        return [f"{d.model.name}, weights {d.weights.label}, KV {d.kv.id}, decode on "
-                f"{engines}: one row per accelerator, batch and context", "",
-                *table(rows, ["accelerator", "batch", "context", "floor ms", "expected ms",
+        return [f"{d.model.name}, weights {d.weights.label}, "
+                + ("" if kv_per_card else f"KV {d.kv.id}, ") + "decode on "
+                f"{engines}{' (each card its own)' if per_card else ''}: one row per "
+                "accelerator, batch and context", "",
+                *table(rows, ["accelerator", *(["engine"] if per_card else []),
+                              *(["KV"] if kv_per_card else []), "batch", "context", "floor ms",
+                              "expected ms",
                               "tok/s/user", "tok/s total", "$/M tok", "ridge batch", "bound"]),
                 *(e.line for e in self.not_run),
                 *placement_lines([r.deployment for r in self.reports]),

@@ -231,9 +231,15 @@ class ByCard:
         return tuple(replace(st, label=f"{r.deployment.accelerator.id}: {st.label}")
                      for r in self.reports for st in r.steps)
 
+    @property
+    def engine_per_card(self) -> bool:
+        """Whether the cards run different engines (no --engine named: llama.cpp-metal on an
+        M2 Max beside vllm on an H100), so that each row names its own."""
+        return len({r.deployment.engine for r in self.reports}) > 1
+
     def to_dict(self) -> dict[str, Any]:
         return {"accelerators": [
-            {"accelerator": r.deployment.accelerator.id,
+            {"accelerator": r.deployment.accelerator.id, "engine": r.deployment.engine,
              "price_per_device_hour_usd": r.deployment.accelerator.price_per_hour_usd,
              "ridge_flop_per_byte": r.deployment.dense_ridge_flop_per_byte,
              **r.to_dict()} for r in self.reports]}

@@ -44,7 +44,10 @@ class FitComparison:
     def text_lines(self) -> list[str]:
         first = self.reports[0]
         d = first.deployment
-        rows = [[self._name(r), f"{r.pool.kv_cache_bytes / GIB:,.2f}",
+        engines = list(dict.fromkeys(r.pool.engine for r in self.reports))
+        per_card = self.by == "accelerator" and len(engines) > 1  # each card its own default
+        rows = [[self._name(r), *([r.pool.engine] if per_card else []),
+                 f"{r.pool.kv_cache_bytes / GIB:,.2f}",
                  f"{r.pool.logged_tokens(r.context):,}",
                  f"{r.per_conversation_bytes / GIB:,.3f}", f"{r.conversations:,}",
                  f"{r.batch:,}", r.verdict] for r in self.reports]
@@ -56,14 +59,15 @@ class FitComparison:
             foot = ("each at its own defaults, tokens as each engine counts them; "
                     "`--engine NAME` alone for one engine's breakdown and levers")
         else:
-            engines = ", ".join(dict.fromkeys(r.pool.engine for r in self.reports))
-            head = (f"{d.model.name} on {engines}, weights {d.weights.label}: "
+            head = (f"{d.model.name} on {', '.join(engines)}"
+                    f"{' (each card its own)' if per_card else ''}, weights {d.weights.label}: "
                     f"conversations of {first.context:,} tokens by accelerator{target}")
             foot = "`--gpu NAME` alone for one card's breakdown and levers"
         from ridgeline.offload import placement_lines
 
         cautions = [f"caution ({self._name(r)}): {c}" for r in self.reports for c in r.cautions]
-        return [head, "", *table(rows, [self.by, "KV GiB/GPU", "tokens", "GiB/conv",
+        return [head, "", *table(rows, [self.by, *(["engine"] if per_card else []),
+                                        "KV GiB/GPU", "tokens", "GiB/conv",
                                         "conversations", "batch", "verdict"]),
                 *(e.line for e in self.not_run),
                 *placement_lines([r.deployment for r in self.reports]), *cautions, "", foot]

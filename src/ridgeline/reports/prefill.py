@@ -203,7 +203,9 @@ class PrefillComparison(ByCard):
         for r in self.reports:
             f, e = r.floor, r.expected
             tokens = f.batch * f.prompt_len
-            rows.append([r.deployment.gpus_label, *([f"{f.prompt_len:,}"] if several else []),
+            rows.append([r.deployment.gpus_label,
+                         *([r.deployment.engine] if self.engine_per_card else []),
+                         *([f"{f.prompt_len:,}"] if several else []),
                          f"{f.time_s * 1e3:,.1f}",
                          f"{e.time_s * 1e3:,.1f}" if r.runs else r.short_why,
                          f"{tokens / e.time_s:,.0f}" if r.runs else "",
@@ -213,9 +215,11 @@ class PrefillComparison(ByCard):
         asked = (f"{f0.prompt_len:,}-token prompt" if not several else
                  f"prompts of {', '.join(f'{n:,}' for n in prompts)} tokens")
         return [f"{d.model.name}, weights {d.weights.label}: {f0.batch} x {asked} on "
-                f"{', '.join(dict.fromkeys(r.expected.engine for r in self.reports))}, "
-                "one row per accelerator" + (" and prompt" if several else ""), "",
-                *table(rows, ["accelerator", *(["prompt"] if several else []), "floor ms",
+                f"{', '.join(dict.fromkeys(r.expected.engine for r in self.reports))}"
+                + (" (each card its own)" if self.engine_per_card else "")
+                + ", one row per accelerator" + (" and prompt" if several else ""), "",
+                *table(rows, ["accelerator", *(["engine"] if self.engine_per_card else []),
+                              *(["prompt"] if several else []), "floor ms",
                               "expected TTFT ms", "prompt tok/s", "ridge", "bound"]),
                 *(e.line for e in self.not_run),
                 *placement_lines([r.deployment for r in self.reports]),
