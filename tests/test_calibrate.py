@@ -941,11 +941,14 @@ def test_dense_rows_alone_pin_no_cost_per_moe_layer() -> None:
     dense = [r for r in read_measurements(MEASUREMENTS).rows if r.engine == "llama.cpp-cuda"
              and r.metric == "decode_tok_s_per_user" and resolve_model(r.model).moe is None][:20]
     assert not shows_moe_layers(dense)
-    assert fit_engine(dense, "llama.cpp-cuda").moe_layer_overhead_s == 0.0
+    alone = fit_engine(dense, "llama.cpp-cuda")
+    assert alone.moe_layer_overhead_s == 0.0
+    assert alone.held == ()  # no prior: nothing held at one (the bundled fit's)
     bundled = profile_for("llama.cpp-cuda")
     assert bundled.moe_layer_overhead_s > 0
     held = fit_engine(dense, "llama.cpp-cuda", prior=bundled)
     assert held.moe_layer_overhead_s == bundled.moe_layer_overhead_s
+    assert held.held is not None and "moe_layer_overhead_s" in held.held
     assert "cost per MoE layer held" in held.source
 
 

@@ -1,6 +1,7 @@
 """`calibrate` fits only what its rows can pin: rows of prompt steps alone leave the decode side
 (calibrate_held.DECODE_SIDE) as bundled, rows of decode steps alone the prompt side (PROMPT_SIDE),
-and it says what it held. `validate` and `calibrate` refuse a row orders of magnitude past its
+and it says what it held, as the profile records it (EngineProfile.held), not by comparing values
+with the bundled profile's. `validate` and `calibrate` refuse a row orders of magnitude past its
 deployment's roofline as unreadable, as they refuse a negative one."""
 
 from __future__ import annotations
@@ -9,25 +10,40 @@ import csv
 import json
 import statistics
 from dataclasses import replace
+from functools import cache
 from pathlib import Path
 
 import pytest
 
 from ridgeline.calibrate import SERVING_ENGINES, fit_engine
-from ridgeline.calibrate_held import DECODE_SIDE, PROMPT_SIDE
+from ridgeline.calibrate_held import (
+    DECODE_SIDE,
+    NO_PROMPT_ROWS,
+    PROMPT_SIDE,
+    held_parameters,
+)
 from ridgeline.cost import IDEAL
 from ridgeline.engines import EngineProfile, profile_for
+from ridgeline.errors import InputError
 from ridgeline.measurements import Measurement, ReadResult, read_measurements
 from ridgeline.past_roofline import UNREADABLE_PAST_ROOFLINE, refuse_past_roofline, times_past
 from ridgeline.predict import deployment_for, predict
 from tests.conftest import MEASUREMENTS, ROOT, run_cli
 
 PIPELINE = ROOT / "validation" / "pipeline.csv"  # six llama-bench pp rows, Llama-2-7B F16
+H200 = ROOT / "validation" / "h200" / "2026-11-29-run1.csv"  # `ridgeline measure`'s rows
 
 
 def _rows(engine: str, *metrics: str) -> list[Measurement]:
     return [r for r in read_measurements(MEASUREMENTS).rows
             if r.engine == engine and r.metric in metrics]
+
+
+@cache
+def _decode_fit() -> EngineProfile:
+    """llama.cpp-cuda calibrated on 32 of its llama-bench tg rows, the bundled profile its prior."""
+    decode = _rows("llama.cpp-cuda", "decode_tok_s_per_user")[:32]
+    return fit_engine(decode, "llama.cpp-cuda", prior=profile_for("llama.cpp-cuda"))
 
 
 def _decode_s(capsys: pytest.CaptureFixture[str], *profile: str) -> float:
@@ -87,9 +103,8 @@ def test_decode_rows_alone_keep_the_prompt_side_and_barely_move_prompt_predictio
     same machines went from 12.0 % to 18.8 % median error (this subset moved them by 11 % at the
     median, 257 % at worst). Now the prompt side stands as bundled, and a prompt step moves only
     by what it shares with decode steps: the bandwidth share, the costs per step and per layer."""
-    decode = _rows("llama.cpp-cuda", "decode_tok_s_per_user")[:32]
     bundled = profile_for("llama.cpp-cuda")
-    fitted = fit_engine(decode, "llama.cpp-cuda", prior=bundled)
+    fitted = _decode_fit()
     assert fitted.bandwidth_efficiency != bundled.bandwidth_efficiency  # the decode side is fitted
     for name in PROMPT_SIDE:
         if name != "compute_efficiency":  # held near the bundled one: the fit's pull
@@ -107,6 +122,68 @@ def test_decode_rows_alone_keep_the_prompt_side_and_barely_move_prompt_predictio
         # with the bandwidth, and the rest with the fixed costs, under 1 % of a prompt step
         assert moved[-1] <= abs(streams - 1) + 0.01, row.id
     assert statistics.median(moved) < 0.01
+
+
+def test_decode_rows_alone_record_the_prompt_side_held_and_calibrate_reads_the_record() -> None:
+    """What the fit held is the profile's own record: read against any prior (or none), the
+    prompt side is said held, for want of prompt rows, and the fitted decode side is not."""
+    fitted = _decode_fit()
+    assert fitted.held is not None and set(PROMPT_SIDE) <= set(fitted.held)
+    assert not {"bandwidth_efficiency", "step_overhead_s", "layer_overhead_s"} & set(fitted.held)
+    said = dict(held_parameters(fitted, profile_for("llama.cpp-cuda")))
+    assert said == dict(held_parameters(fitted, None))  # the record, not the prior, says it
+    assert said == dict(held_parameters(fitted, profile_for("vllm")))
+    for name, words in PROMPT_SIDE.items():
+        if name in ("compute_efficiency", "group_compute", "dequant_compute"):  # each prices
+            assert said[words] == NO_PROMPT_ROWS, name  # something in the bundled profile
+    assert DECODE_SIDE["bandwidth_efficiency"] not in said
+
+
+def test_a_fitted_value_landing_on_the_priors_is_not_said_held() -> None:
+    """Comparing values had called a fitted share that landed on the bundled one held; a
+    profile written before the record is still read that way, and only that one."""
+    fitted = _decode_fit()
+    fitted_here = ("bandwidth_efficiency", "step_overhead_s", "layer_overhead_s")
+    landed = replace(profile_for("llama.cpp-cuda"),
+                     **{name: getattr(fitted, name) for name in fitted_here})
+    said = dict(held_parameters(fitted, landed))
+    assert not {DECODE_SIDE[name] for name in fitted_here} & set(said)
+    older = dict(held_parameters(replace(fitted, held=None), landed))
+    assert {DECODE_SIDE[name] for name in fitted_here} <= set(older)
+
+
+def test_a_profiles_record_of_what_it_held_round_trips_and_an_older_file_still_loads() -> None:
+    fitted = _decode_fit()
+    data = json.loads(json.dumps(fitted.to_dict()))
+    assert data["held"] == list(fitted.held or ())
+    assert EngineProfile.from_dict(data).held == fitted.held
+    older = {k: v for k, v in data.items() if k != "held"}  # written before the record
+    loaded = EngineProfile.from_dict(older)
+    assert loaded.held is None and "held" not in loaded.to_dict()
+    bundled = profile_for("llama.cpp-cuda")  # read by comparison: the prompt side still held
+    assert held_parameters(loaded, bundled) == held_parameters(fitted, bundled)
+    with pytest.raises(InputError, match="'held' names 'bandwidth'"):
+        EngineProfile.from_dict({**data, "held": ["bandwidth"]})
+
+
+def test_calibrate_cautions_a_bandwidth_share_fitted_at_100_percent_like_the_bundled_one(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`measure`'s torch-eager rows on an H200 fit the bandwidth share at its 100 % clamp, where
+    the bundled profile has it: calibrate had said it held (for no reason given) and kept its
+    caution back. Now it is fitted, and cautioned."""
+    out = tmp_path / "p.json"
+    code, text, _ = run_cli(capsys, "calibrate", str(H200), "--gpu-file",
+                            str(H200.with_suffix(".accelerator.json")), "-o", str(out), "--json")
+    assert code == 0
+    report = json.loads(text)
+    eager = report["profiles"]["torch-eager"]
+    assert eager["bandwidth_efficiency"] == profile_for("torch-eager").bandwidth_efficiency
+    assert "bandwidth_efficiency" not in eager["held"]
+    assert "bandwidth share" not in {h["parameter"] for h in report["held"]["torch-eager"]}
+    assert any(c.startswith("torch-eager: bandwidth efficiency fitted at 100 %")
+               for c in report["cautions"])
+    written = json.loads(out.read_text())["engines"]["torch-eager"]
+    assert EngineProfile.from_dict(written).held == tuple(eager["held"])
 
 
 def _roofline(row: Measurement) -> float:

@@ -9,7 +9,8 @@ that has enough rows, an absolute bandwidth ceiling where the rows are matrix-ve
 cards far enough apart in bandwidth to show one, a cost per weight matmul where the rows'
 models launch different numbers of them per layer, and (llama.cpp) the expert matmuls' tile
 width where enough prompt rows are of MoE models and a cost per MoE layer where enough decode
-rows are of MoE models and of dense ones (calibrate_rows says what the rows show). The band
+rows are of MoE models and of dense ones (calibrate_rows says what the rows show; the loss and
+those structural terms: calibrate_objective). The band
 is the 10th–90th percentile of the fit's own ratios measured/predicted. A calibration
 (`calibrate`, fitted with the bundled profile as its prior) fits only what its rows pin, the
 rest held at the bundled profile's (calibrate_held).
@@ -17,23 +18,13 @@ rest held at the bundled profile's (calibrate_held).
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 
-from ridgeline.calibrate_held import PROMPT_METRICS, held_at_prior, held_notes
-from ridgeline.calibrate_rows import (
-    dequantizes,
-    pinned_groups,
-    rated_bytes_per_s,
-    row_group,
-    shows_ceiling,
-    shows_expert_prompts,
-    shows_matmuls,
-    shows_moe_layers,
-    shows_unpacking,
-)
+from ridgeline.calibrate_held import PROMPT_METRICS, held_fields, held_notes, values_at_prior
+from ridgeline.calibrate_objective import Objective, with_structure
+from ridgeline.calibrate_rows import dequantizes, pinned_groups, row_group
 from ridgeline.calibrate_space import ParameterSpace
 from ridgeline.engines import (
     MIN_GROUP_ROWS,
@@ -41,8 +32,6 @@ from ridgeline.engines import (
     bundled_profiles,
     engine_id,
     has_fused_projections,
-    has_tiled_experts,
-    prices_moe_layers,
 )
 from ridgeline.errors import InputError
 from ridgeline.measurements import Measurement, performance_rows
@@ -54,22 +43,11 @@ START = EngineProfile("start", 0.7, 0.5, 3e-4, 5e-6, source="fit start")
 # The bundled fit pools these: CUDA-graph serving engines with a few rows each (vLLM and
 # SGLang have no offline-throughput rows, TensorRT-LLM no low-batch decode rows).
 SERVING_ENGINES = ("trtllm", "vllm", "sglang")
-CAP_START_SHARE = 2.0  # a ceiling's fit starts at this multiple of the fastest card's bandwidth
-UNPACK_START_OPS = 20.0  # the unpacking fit starts at this many operations per weight
-MATMUL_START_S = 5e-6  # the per-matmul fit starts at this cost
-MOE_LAYER_START_S = 20e-6  # the per-MoE-layer fit starts at this cost
-TILE_START_TOKENS = 32.0  # the expert tile fit starts at this width
-HUBER_DELTA = 0.25  # log-ratio beyond which a row counts linearly (≈ 28% error)
 
 # An engine that replays another's kernels, launched differently: `measure` times decode steps
 # both eager and from a CUDA graph, and prefill eager only, so the graph rows never reach the
 # compute roof and their compute efficiency comes from the eager rows (the same cuBLAS calls).
 SAME_KERNELS = {"torch-cudagraph": "torch-eager"}
-
-
-def _huber(r: float) -> float:
-    a = abs(r)
-    return 0.5 * a * a if a <= HUBER_DELTA else HUBER_DELTA * (a - 0.5 * HUBER_DELTA)
 
 
 def fit_engine(rows: Sequence[Measurement], engine: str,
@@ -84,24 +62,69 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
     strict: refuse fewer predictable rows than the fit has parameters (`calibrate` on a
     user's file); the cross-validation folds fit the few rows a held-out group leaves.
     held_matmul_s: the cost per weight matmul to keep where the rows cannot pin one (their
-    models all launch about as many per layer); 0 leaves it to the cost per layer.
+    models all launch about as many per layer); 0 leaves it to the cost per layer. With a
+    prior, it counts as held at the prior's (`calibrate` passes the bundled one's).
     prior: the profile whose values stand where the rows cannot pin them (`calibrate` passes
     the bundled one): with no decode or throughput rows, all of DECODE_SIDE; with no prompt
     rows, PROMPT_SIDE (the compute share held near it, the rest at it); with no
     time-to-first-token rows, its prompt steps' own cost per layer; and each structural term
     (ceiling, unpacking, tile width, dequantization, costs per matmul and per MoE layer) the
-    rows cannot show. Without it, the fixed start stands there, as the bundled fit wants
-    (reproducible, whatever is bundled).
+    rows cannot show. The profile records which (EngineProfile.held). Without it, the fixed
+    start stands there, as the bundled fit wants (reproducible, whatever is bundled), and the
+    profile holds nothing at a prior.
     """
     key = engine_id(engine)
     members = {engine_id(e) for e in family} | {key} if family is not None else {key}
-    mine = [r for r in performance_rows(rows) if row_engine(r) in members]
-    if not mine:
-        raise InputError(f"no throughput or latency rows for engine {engine!r} to fit")
+    mine = _engine_rows(rows, engine, members)
     start = base or START  # a fixed start: the fit is reproducible, whatever is bundled
     start = replace(start, engine=key, group_bandwidth={}, group_compute={},
                     matmul_overhead_s=held_matmul_s if has_fused_projections(key) else 0.0)
     mine = _predictable(mine, {m: start for m in members}, key)
+    space, given = _space(mine, key, start, prior)
+    if strict:
+        _require_pinned(mine, key, len(space.start()))
+    objective = Objective(mine, frozenset(members))
+    best = minimise(objective.of(space), space.start())
+    space, best = with_structure(objective, space, best, key)
+    held = () if prior is None else held_fields(space, given)
+    return _finished(objective, space, space.profile(best), prior, held)
+
+
+def _engine_rows(rows: Sequence[Measurement], engine: str,
+                 members: set[str]) -> list[Measurement]:
+    """The throughput and latency rows of ``members`` (an InputError where there are none)."""
+    mine = [r for r in performance_rows(rows) if row_engine(r) in members]
+    if not mine:
+        raise InputError(f"no throughput or latency rows for engine {engine!r} to fit")
+    return mine
+
+
+def _space(mine: Sequence[Measurement], key: str, start: EngineProfile,
+           prior: EngineProfile | None) -> tuple[ParameterSpace, frozenset[str]]:
+    """The space the rows are fitted in, before any structural term, and the fields set from
+    ``prior`` before the fit (the cost per weight matmul given with them: fit_engine's
+    held_matmul_s), where the rows cannot pin them."""
+    bw, cg = _multiplier_groups(mine)
+    compute_rows = [r for r in mine if r.metric in PROMPT_METRICS]
+    decode_side = len(compute_rows) < len(mine)  # a row with decode steps pins DECODE_SIDE
+    quantized = sum(1 for r in compute_rows if dequantizes(r))
+    dequant = MIN_GROUP_ROWS <= quantized <= len(compute_rows) - MIN_GROUP_ROWS
+    # a prefill step's own per-layer cost shows in time-to-first-token at batch 1
+    prefill = any(r.metric == "ttft_ms" for r in mine)
+    given: frozenset[str] = frozenset()
+    if prior is not None:  # what the rows cannot pin stands at the prior's (held_parameters)
+        values = values_at_prior(prior, mine, key, dequant=dequant)
+        start = replace(start, **values)
+        given = frozenset({*values, *(("matmul_overhead_s",) if has_fused_projections(key)
+                                      else ())})
+    space = ParameterSpace(start, bw, cg, dequant, prefill, compute_prior=not compute_rows,
+                           decode_side=decode_side or prior is None)
+    return space, given
+
+
+def _multiplier_groups(mine: Sequence[Measurement]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The card groups that get a bandwidth multiplier and a compute one: each with
+    MIN_GROUP_ROWS decode rows (prompt rows), less a reference where every group has one."""
     groups = Counter(row_group(r) for r in mine)
     decode_groups = Counter(row_group(r) for r in mine if r.metric == "decode_tok_s_per_user")
     compute_groups = Counter(row_group(r) for r in mine if r.metric in ("prefill_tok_s", "ttft_ms"))
@@ -111,105 +134,46 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
         bw = bw[1:]  # one group is the reference: the global efficiency is its value
     if len(cg) == len({g for g in groups}) and cg:
         cg = cg[1:]
-    cg, bw = pinned_groups(cg, compute_groups), pinned_groups(bw, decode_groups)
-    compute_rows = [r for r in mine if r.metric in PROMPT_METRICS]
-    decode_side = len(compute_rows) < len(mine)  # a row with decode steps pins DECODE_SIDE
-    quantized = sum(1 for r in compute_rows if dequantizes(r))
-    dequant = MIN_GROUP_ROWS <= quantized <= len(compute_rows) - MIN_GROUP_ROWS
-    # a prefill step's own per-layer cost shows in time-to-first-token at batch 1
-    prefill = any(r.metric == "ttft_ms" for r in mine)
-    if prior is not None:  # what the rows cannot pin stands at the prior's (held_parameters)
-        start = held_at_prior(start, prior, mine, key, dequant=dequant)
-    space = ParameterSpace(start, bw, cg, dequant, prefill, compute_prior=not compute_rows,
-                           decode_side=decode_side or prior is None)
-    parameters = len(space.start())
-    if strict and len(mine) < parameters:  # the rows would not pin the parameters
+    return pinned_groups(bw, decode_groups), pinned_groups(cg, compute_groups)
+
+
+def _require_pinned(mine: Sequence[Measurement], key: str, parameters: int) -> None:
+    """An InputError where the rows cannot pin a fit of ``parameters`` parameters: fewer rows,
+    or fewer distinct conditions (repeats of one setting pin one equation)."""
+    if len(mine) < parameters:
         raise InputError(f"engine {key}: {len(mine)} predictable throughput or latency "
                          f"row{'' if len(mine) == 1 else 's'}, but its fit sets {parameters} "
                          f"parameters: it needs at least {parameters} (measure more, or name "
                          "the other engines with --engine)")
     conditions = len({condition(r) for r in mine})
-    if strict and conditions < parameters:  # repeats of one setting pin one equation
+    if conditions < parameters:
         raise InputError(f"engine {key}: its {len(mine)} rows measure {conditions} distinct "
                          f"condition{'' if conditions == 1 else 's'} (model, GPU, batch, "
                          f"lengths, metric), but its fit sets {parameters} parameters: measure "
                          f"at least {parameters} different ones (batches, prompt lengths)")
 
-    def loss_in(within: ParameterSpace) -> Callable[[Sequence[float]], float]:
-        def loss(x: Sequence[float]) -> float:
-            profile = within.profile(x)
-            table = {m: profile for m in members}
-            total = 0.0
-            for row in mine:
-                p = predict(row, table)
-                if p.predicted is None:
-                    continue
-                total += _huber(math.log(p.predicted / p.measured))
-            return total / len(mine) + within.penalty(x, len(mine))
-        return loss
 
-    def kept_if_better(narrow: ParameterSpace, best: list[float], wide: ParameterSpace,
-                       start: float) -> tuple[ParameterSpace, list[float]]:
-        """``wide`` (``narrow`` and one more parameter, its log starting at ``start``) fitted
-        from ``best``, where it lowers the loss; else ``narrow`` and ``best`` as they were."""
-        tried = minimise(loss_in(wide), [*best, start])
-        if loss_in(wide)(tried) < loss_in(narrow)(best):
-            return wide, tried
-        return narrow, best
-
-    best = minimise(loss_in(space), space.start())
-    # The ceiling is structure, not a free knob: a matrix-vector kernel keeps a bounded
-    # number of bytes in flight. It is fitted for an engine with such kernels where enough
-    # rows are such steps on cards far enough apart to show it, from the fit without it,
-    # and dropped only where it buys nothing; the engine pays it on every step (pricing it
-    # on steps of at most 8 tokens alone was tried: a batch-9 step then ran faster than a
-    # batch-8 one, and llama.cpp-cuda held out by source went from 11.4 % to 16.1 %). (Akaike's
-    # criterion was tried: holding out the source with the datacenter rows, it rejected a
-    # ceiling, 3.30 TB/s, that the full fit puts at 3.73 TB/s.)
-    if shows_ceiling(mine, key):
-        fastest = max(b for b in map(rated_bytes_per_s, mine) if b)
-        space, best = kept_if_better(space, best, replace(space, cap=True),
-                                     math.log(CAP_START_SHARE * fastest))
-    # Unpacking a K-quant weight is arithmetic too: where the matmuls run on the vector ALUs
-    # (Metal), a matrix-vector step of K-quant weights takes at least weights × operations
-    # per weight ÷ the fp16 peak. Fitted where enough decode rows have K-quant weights,
-    # from the fit so far, and kept where it lowers the loss.
-    if shows_unpacking(mine, key):
-        space, best = kept_if_better(space, best, replace(space, unpack=True),
-                                     math.log(UNPACK_START_OPS))
-    # A kernel's ramp and tail: where the rows' models launch different numbers of weight
-    # matmuls per layer (a DeepSeek layer ten, a Llama layer four), a cost per matmul beside
-    # the cost per layer, from the fit so far, kept where it lowers the loss.
-    if has_fused_projections(key) and shows_matmuls(mine):
-        space, best = kept_if_better(space, best, replace(space, matmul=True),
-                                     math.log(MATMUL_START_S))
-    # A prompt's experts in llama.cpp run one at a time over the tokens routed to each, in
-    # tiles of a fixed number of columns: where enough prompt rows are of MoE models, the tile
-    # width, from the fit so far, kept where it lowers the loss.
-    if has_tiled_experts(key) and shows_expert_prompts(mine):
-        space, best = kept_if_better(space, best, replace(space, tile=True),
-                                     math.log(TILE_START_TOKENS))
-    # A routed-expert layer runs more of llama.cpp's graph nodes than a dense one: where
-    # enough decode rows are of MoE models and enough of dense ones, a cost per MoE layer
-    # beside the cost per layer, from the fit so far, kept where it lowers the loss
-    if prices_moe_layers(key) and shows_moe_layers(mine):
-        space, best = kept_if_better(space, best, replace(space, moe=True),
-                                     math.log(MOE_LAYER_START_S))
-    fitted = space.profile(best)
-    table = {m: fitted for m in members}
+def _finished(objective: Objective, space: ParameterSpace, fitted: EngineProfile,
+              prior: EngineProfile | None, held: tuple[str, ...]) -> EngineProfile:
+    """``fitted`` with its band, the rows it was fitted on, and what it held (``held``, its
+    source saying why)."""
+    mine = objective.rows
+    table = {m: fitted for m in objective.members}
     ratios = sorted(p.measured / p.predicted for p in (predict(r, table) for r in mine)
                     if p.predicted)
+    compute_rows = sum(1 for r in mine if r.metric in PROMPT_METRICS)
     # the band brackets the expectation itself (the loader's rule: band_low ≤ 1 ≤ band_high)
-    held = held_notes(fitted, space, prior, prompt_rows=bool(compute_rows))
+    notes = held_notes(fitted, space, prior, prompt_rows=bool(compute_rows))
     low, high = min(1.0, quantile(ratios, 0.1)), max(1.0, quantile(ratios, 0.9))
     if prior is not None:  # a user's rows measure the fit's own error, not a new model's or
         # card's: the band is at least the bundled profile's, fitted on many of each
         low, high = min(low, prior.band_low), max(high, prior.band_high)
-        held += "; its band at least the bundled profile's"
+        notes += "; its band at least the bundled profile's"
+    groups = Counter(row_group(r) for r in mine)
     return replace(fitted, band_low=low, band_high=high,
                    fitted_rows=len(mine), fitted_ids=tuple(r.id for r in mine),
                    fitted_groups=dict(sorted(groups.items())),
-                   source=_fit_source(mine) + held, compute_rows=len(compute_rows))
+                   source=_fit_source(mine) + notes, compute_rows=compute_rows, held=held)
 
 
 def condition(row: Measurement) -> tuple[object, ...]:

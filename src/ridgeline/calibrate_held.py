@@ -3,14 +3,14 @@
 A decode step's time and a prompt step's show different parameters (DECODE_SIDE and
 PROMPT_SIDE): rows of prompt steps alone leave the decode side as bundled, rows of decode
 steps alone the prompt side, and each structural term the rows cannot show (calibrate_rows)
-stays the bundled one. held_at_prior sets those values before the fit, held_notes words them
-for the profile's source, and held_parameters reads them back from a calibrated profile.
+stays the bundled one. values_at_prior gives those values before the fit, held_fields names
+what the fit then held (the profile records it: EngineProfile.held), held_notes words it for
+the profile's source, and held_parameters reads it back from a calibrated profile.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from ridgeline.calibrate_rows import shows_ceiling, shows_expert_prompts, shows_unpacking
@@ -45,12 +45,12 @@ ALL_SIDES = {**DECODE_SIDE, **PROMPT_SIDE}
 UNPRICED = {"dequant_compute": 1.0}  # a field's value that prices nothing, where not 0 or None
 
 
-def held_at_prior(start: EngineProfile, prior: EngineProfile, rows: Sequence[Measurement],
-                  key: str, *, dequant: bool) -> EngineProfile:
-    """``start`` with ``prior``'s value for each parameter ``rows`` cannot pin (DECODE_SIDE
+def values_at_prior(prior: EngineProfile, rows: Sequence[Measurement], key: str, *,
+                    dequant: bool) -> dict[str, Any]:
+    """``prior``'s value, by field, for each parameter ``rows`` cannot pin (DECODE_SIDE
     without a row of decode steps, PROMPT_SIDE without a prompt row, and each structural term
-    where the rows cannot show it); the compute share is then held near the prior's (the
-    fit's penalty), not at it."""
+    where the rows cannot show it), to start the fit at; the compute share is then held near
+    the prior's (the fit's penalty), not at it."""
     held: dict[str, Any] = {}
     if all(r.metric in PROMPT_METRICS for r in rows):
         held.update((name, getattr(prior, name)) for name in DECODE_SIDE)
@@ -69,7 +69,17 @@ def held_at_prior(start: EngineProfile, prior: EngineProfile, rows: Sequence[Mea
         held["expert_tile_tokens"] = prior.expert_tile_tokens
     if prices_moe_layers(key):  # the fit's start where the rows can pin it (shows_moe_layers)
         held["moe_layer_overhead_s"] = prior.moe_layer_overhead_s
-    return replace(start, **held)
+    return held
+
+
+def held_fields(space: ParameterSpace, given: Collection[str]) -> tuple[str, ...]:
+    """The fields a fit in ``space`` held, in ALL_SIDES' order: each of ``given`` (set from
+    the prior before the fit: values_at_prior) that the space does not fit, and the compute
+    share where the space pulls it towards the prior's (no prompt rows)."""
+    fitted = space.fitted_fields
+    return tuple(name for name in ALL_SIDES
+                 if (name in given and name not in fitted)
+                 or (name == "compute_efficiency" and space.compute_prior))
 
 
 NO_DECODE_ROWS = "no decode or throughput rows: a prompt step's time is its arithmetic"
@@ -130,19 +140,30 @@ def held_notes(fitted: EngineProfile, space: ParameterSpace, prior: EngineProfil
 def held_parameters(profile: EngineProfile, prior: EngineProfile | None
                     ) -> tuple[tuple[str, str], ...]:
     """(parameter, why) for each parameter of a calibrated ``profile`` that prices something
-    and stands at ``prior``'s value, its rows unable to pin it (fit_engine's prior); the
-    compute share first where no prompt row fitted it (held near the prior's, not at it)."""
-    if prior is None:
-        return ()
+    and that its fit held, its rows unable to pin it (EngineProfile.held); the compute share
+    first where no prompt row fitted it (held near the prior's, not at it). A profile that does
+    not record what it held (written before it was recorded) is read against ``prior``: each
+    value equal to the prior's counts as held, a fitted one that landed on it too."""
+    held = set(profile.held) if profile.held is not None else _equal_to_prior(profile, prior)
     no_decode = profile.compute_rows is not None and profile.compute_rows == profile.fitted_rows
-    held = [] if profile.compute_fitted else [(ALL_SIDES["compute_efficiency"], NO_PROMPT_ROWS)]
+    said = [(ALL_SIDES["compute_efficiency"], NO_PROMPT_ROWS)] \
+        if "compute_efficiency" in held else []
     for name, words in ALL_SIDES.items():
-        value = getattr(profile, name)
-        if name == "compute_efficiency" or value != getattr(prior, name) \
-                or value in (None, 0.0, {}, UNPRICED.get(name)):
+        if name == "compute_efficiency" or name not in held \
+                or getattr(profile, name) in (None, 0.0, {}, UNPRICED.get(name)):
             continue
         why = NO_DECODE_ROWS if no_decode and name in DECODE_SIDE else \
             NO_PROMPT_ROWS if not profile.compute_fitted and name in PROMPT_SIDE else \
             NOT_SHOWN.get(name, "")
-        held.append((words, why))
-    return tuple(held)
+        said.append((words, why))
+    return tuple(said)
+
+
+def _equal_to_prior(profile: EngineProfile, prior: EngineProfile | None) -> set[str]:
+    """What an older profile's fit held, as near as its values tell: each field equal to
+    ``prior``'s, and the compute share where no prompt row fitted it (nothing, with no prior)."""
+    if prior is None:
+        return set()
+    equal = {name for name in ALL_SIDES if name != "compute_efficiency"
+             and getattr(profile, name) == getattr(prior, name)}
+    return equal if profile.compute_fitted else equal | {"compute_efficiency"}

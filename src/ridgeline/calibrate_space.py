@@ -70,6 +70,20 @@ class ParameterSpace:
                                            ("matmul", self.matmul), ("tile", self.tile),
                                            ("moe", self.moe)) if on)
 
+    @property
+    def fitted_fields(self) -> frozenset[str]:
+        """The EngineProfile fields this space fits; every other one is ``base``'s."""
+        entries = {"bandwidth_efficiency": self.decode_side, "compute_efficiency": True,
+                   "step_overhead_s": self.decode_side, "layer_overhead_s": self.decode_side,
+                   "prefill_layer_overhead_s": self.prefill_overhead,
+                   "group_bandwidth": bool(self.bw_groups),
+                   "group_compute": bool(self.compute_groups),
+                   "dequant_compute": self.dequant,
+                   "bandwidth_cap_bytes_per_s": self.cap, "kquant_ops_per_weight": self.unpack,
+                   "matmul_overhead_s": self.matmul, "expert_tile_tokens": self.tile,
+                   "moe_layer_overhead_s": self.moe}
+        return frozenset(name for name, fitted in entries.items() if fitted)
+
     def _extra(self, x: Sequence[float], name: str) -> float | None:
         """The tail entry ``name`` (a log), or None where the space does not fit it."""
         tail = self._tail

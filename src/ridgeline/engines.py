@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from functools import lru_cache
 from typing import Any
 
@@ -106,6 +106,10 @@ class EngineProfile:
     # normalisation, three mul_mat_id, the weighted sum: llm_graph_context::build_moe_ffn),
     # each a kernel that waits on the one before it, where a dense FFN runs four or five
     moe_layer_overhead_s: float = 0.0
+    # the fields a calibration held at its prior's value rather than fitted, its rows unable
+    # to pin them (calibrate_held; the compute share: held near it). (): nothing held (a fit
+    # with no prior holds nothing at one); None: not recorded (a profile written before)
+    held: tuple[str, ...] | None = None
 
     @property
     def compute_fitted(self) -> bool:
@@ -209,6 +213,10 @@ class EngineProfile:
         data["group_compute"] = dict(self.group_compute)
         data["fitted_ids"] = list(self.fitted_ids)
         data["fitted_groups"] = dict(self.fitted_groups)
+        if self.held is None:  # not recorded: absent, as in a profile written before
+            del data["held"]
+        else:
+            data["held"] = list(self.held)
         return data
 
     @classmethod
@@ -251,11 +259,23 @@ class EngineProfile:
                                             default=0.0),
                 moe_layer_overhead_s=f.number("moe_layer_overhead_s", 0, MAX_OVERHEAD_S,
                                               default=0.0),
+                held=None if data.get("held") is None else _held_fields(f.texts("held"),
+                                                                        origin),
             )
         except (TypeError, ValueError) as exc:
             if isinstance(exc, InputError):
                 raise
             raise InputError(f"{origin}: not an engine profile ({exc})") from None
+
+
+def _held_fields(names: tuple[str, ...], origin: str) -> tuple[str, ...]:
+    """A profile file's ``held``: each entry one of EngineProfile's fields."""
+    known = {f.name for f in fields(EngineProfile)}
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise InputError(f"{origin}: 'held' names {unknown[0]!r}, which is no field of an "
+                         "engine profile")
+    return names
 
 
 # Groups a profile written before 2026-12-01 may name: one group then for each vendor's

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field, fields
 from functools import partial
 from typing import Any
 
-from ridgeline.calibrate import HUBER_DELTA
 from ridgeline.calibrate_audit import Coverage
 from ridgeline.calibrate_held import held_parameters
+from ridgeline.calibrate_objective import HUBER_DELTA
 from ridgeline.calibrate_space import GROUP_PRIOR
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile, bundled_profiles, profile_for
