@@ -85,7 +85,8 @@ def engine_sizes(g: Any, llamacpp: bool = True) -> None:
     g.add_argument("--max-num-batched-tokens", "--chunked-prefill-size", "--max-num-tokens",
                    *(("--ubatch-size",) if llamacpp else ()), dest="max_num_batched_tokens",
                    metavar="N", type=_step_tokens,
-                   help="tokens per step (the profiled pass)"
+                   help="tokens per step: the profiled pass, and the chunk a longer prompt runs "
+                   "in (prefill, simulate)"
                    + ("; llama.cpp n_ubatch (-ub)" if llamacpp else ""))
     g.add_argument("--kv-cache-memory-bytes", "--kv-cache-memory", dest="kv_cache_memory_bytes",
                    metavar="N", type=_positive_count("kv_cache_memory_bytes"),

@@ -266,10 +266,16 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
     from ridgeline.capacity import engine_seats
     from ridgeline.floors import prefill_floor
     from ridgeline.reports.expectation import Expectation
-    from ridgeline.reports.prefill import PrefillComparison, PrefillReport, PrefillSeries
+    from ridgeline.reports.prefill import (
+        PrefillComparison,
+        PrefillReport,
+        PrefillSeries,
+        engine_runs,
+    )
 
     def one(a: argparse.Namespace) -> list[PrefillReport]:
         from ridgeline.capacity import start_trim_caution
+        from ridgeline.chunked_prefill import step_budget
         from ridgeline.memory import EngineSettings
         from ridgeline.predict import shared_profile_caution
 
@@ -292,11 +298,21 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
             f"-ngl auto placed the weights once, for the longest prompt asked "
             f"({max(a.prompt_len):,} tokens); a shorter one alone would keep more of them on "
             "the GPU") if once else "")))
-        return [PrefillReport(placed, prefill_floor(placed, n, a.batch, a.ubatch_size),
-                              Expectation.of_prefill(placed, n, a.batch, profile, a.ubatch_size),
-                              a.ubatch_size, engine_seats(placed, n, settings=pool_settings,
-                                                          max_model_len=length), notes)
-                for n in a.prompt_len]
+        # a serving engine's prompt runs in steps of its token budget (vLLM V1 chunks by
+        # default), the budget its pool is sized with: the flag, else the engine's default
+        budget = None if placed.engine.startswith("llama.cpp") else step_budget(
+            placed, pool_settings or EngineSettings(usage="offline"))
+
+        def report(n: int) -> PrefillReport:
+            floor = prefill_floor(placed, n, a.batch, a.ubatch_size)
+            seat = engine_seats(placed, n, settings=pool_settings, max_model_len=length)
+            # the steps are priced where the engine runs the prompts (a prompt past every
+            # pool would be millions of steps, for an expectation nobody is shown)
+            expected = Expectation.of_prefill(placed, n, a.batch, profile, a.ubatch_size,
+                                              budget if engine_runs(floor, seat) else None)
+            return PrefillReport(placed, floor, expected, a.ubatch_size, seat, notes, budget)
+
+        return [report(n) for n in a.prompt_len]
 
     names = accelerator_names(args)
     if len(names) > 1:  # the same prompts on several cards, side by side
@@ -384,8 +400,9 @@ def register(sub: Any) -> None:
     _model(p)
     _gpu(p, required=False)
     _formats(p)
-    p.add_argument("--batch", type=_count_list("batch", MAX_BATCH), default=[32],
-                   help="tokens in the decode step: one or a list, 1,16,64 (default 32)")
+    p.add_argument("--batch", type=_count_list("batch", MAX_BATCH),
+                   help="tokens in the decode step: one or a list, 1,16,64, the table's rows "
+                   "(default: 1, 8, 32, 128, 512, 2048)")
     _output(p, plot=True)
     p.set_defaults(handler=cmd_moe)
 

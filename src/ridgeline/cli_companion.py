@@ -181,15 +181,27 @@ def cmd_evalstats(args: argparse.Namespace) -> LinesReport:
         lines.append(f"unpaired two-proportion test: z = {test.z:.2f}, p = {test.p_value:.4g}"
                      + (" (significant)" if test.significant else " (not significant)"))
         # a benchmark to come is sized for the gap reported, not the one its items round to
-        # (39.02 % and 41.5 % of 500 round to 0.390 and 0.416: 5,586 items, not 6,137)
+        # (39.02 % and 41.5 % of 500 round to 0.390 and 0.416: 5,586 items, not 6,137); where
+        # the tests above used counts the scores do not print as, the line says which gap it
+        # sized and what the counts' gap would need
         pa, pb = a.percent / 100, b2.percent / 100
         if pa == pb:
             lines.append("equal scores: no gap for a benchmark of any size to detect")
         else:
             need = ev.items_needed_unpaired(pa, pb, alpha, power)
             results.append(named(need))
-            lines.append(f"items needed to detect this gap (alpha {alpha:g}, power "
-                         f"{power:g}): {need.num_items:,} per model, unpaired")
+            guessed = not (a.is_whole_count and b2.is_whole_count)
+            gap = (f"the reported gap, {a.printed_percent}% vs {b2.printed_percent}%"
+                   if guessed else "this gap")
+            line = (f"items needed to detect {gap} (alpha {alpha:g}, power {power:g}): "
+                    f"{need.num_items:,} per model, unpaired")
+            ca, cb = a.nearest_count / n, b2.nearest_count / n
+            if guessed and ca != cb:
+                counts = ev.items_needed_unpaired(ca, cb, alpha, power)
+                results.append(named(counts, "_counts"))
+                line += (f"; the counts the tests use, {a.nearest_count_percent:g}% vs "
+                         f"{b2.nearest_count_percent:g}%, would need {counts.num_items:,}")
+            lines.append(line)
             if args.discordance is not None:
                 paired = ev.items_needed_paired(abs(pa - pb), args.discordance, alpha,
                                                 power, proportions=(pa, pb))

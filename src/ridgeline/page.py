@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ridgeline.capacity import held_conversations
+from ridgeline.capacity import conversation_bytes, held_conversations
 from ridgeline.catalog import resolve_model
 from ridgeline.cost import decode_batch, step_time_s
 from ridgeline.deployment import Deployment
@@ -24,11 +24,13 @@ from ridgeline.kvcache import kv_footprint
 from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.plots import html_page
 from ridgeline.precision import kv_dtype
+from ridgeline.reports.roofline import first_whole_batch
 from ridgeline.roofline import (
     decode_attention_intensity,
     ridge_point,
     weight_intensity,
 )
+from ridgeline.units import GIB, plural
 
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 CONTEXTS = (512, 2048, 8192, 32768, 131072)
@@ -36,12 +38,18 @@ START_BATCH, START_CONTEXT = 5, 1  # indices: batch 32 at 2,048 tokens
 DEFAULT_GPUS = ("h100-sxm", "h200-sxm", "b200", "a100-sxm-80gb", "l40s", "mi300x")
 
 
+def _deployment(model_id: str, gpu: str, count: int, weights: str, kv: str,
+                engine: str) -> Deployment:
+    """One picker combination (InputError: a combination that cannot run)."""
+    return Deployment.build(resolve_model(model_id, fetchable=False), resolve_accelerator(gpu),
+                            None if weights == "as stored" else weights, kv, count,
+                            engine=engine)
+
+
 def _combo(model_id: str, gpu: str, count: int, weights: str, kv: str,
            engine: str, profiles: Mapping[str, EngineProfile] | None = None) -> dict[str, Any]:
-    model = resolve_model(model_id, fetchable=False)
-    acc = resolve_accelerator(gpu)
-    dep = Deployment.build(model, acc, None if weights == "as stored" else weights, kv, count,
-                           engine=engine)  # InputError: a combination that cannot run
+    dep = _deployment(model_id, gpu, count, weights, kv, engine)
+    model, acc = dep.model, dep.accelerator
     profile = profile_for(engine, profiles)
     # the weights every token reads (an MoE model's experts apart), at their matmul dtype
     peak = acc.peak(dep.dense_compute_dtype) * dep.tensor_parallel_size
@@ -133,21 +141,45 @@ def opening_steps(data: Mapping[str, Any]) -> tuple[Step, ...]:
     conversations its engine's pool holds at the opening context."""
     key, opening = _opening(data)
     at = data["start_context"]
+    model, gpu, count, weights, kv = data["start"]
+    dep = _deployment(model, gpu, int(count), weights, kv, opening["engine"])
     return (
         step("ridge point, the page's opening view", "peak FLOP/s ÷ bandwidth",
              q("ridge", opening["ridge"], "FLOP/byte"), q("deployment", key.replace("|", " ")),
              q("peak", opening["peak"] / 1e12, "TFLOP/s", "the catalog, × TP"),
              q("bandwidth", opening["bw"] / 1e12, "TB/s", "the catalog, × TP")),
-        step("batch to reach it", "ridge × bytes per weight ÷ 2 FLOP per weight per token",
-             q("batch", opening["ridge_batch"], "tokens"), q("ridge", opening["ridge"]),
-             q("bytes per weight", opening["bpw"], "B")),
-        step(f"conversations of {data['contexts'][at]:,} tokens the pool holds",
-             f"the {opening['engine']} KV pool, started at max_model_len = this context, ÷ "
-             "one conversation's cache (`ridgeline fit`)",
-             q("conversations", opening["conversations"][at]),
-             q("one conversation", opening["kv_gib"][at], "GiB"),
-             q("opening batch", data["batches"][data["start_batch"]])),
+        step("batch to reach it", "⌈ridge × bytes per weight ÷ 2 FLOP per weight per token⌉: "
+             "the first whole batch at or past it",
+             q("batch", first_whole_batch(opening["ridge_batch"]), "tokens"),
+             q("ridge", opening["ridge"]), q("bytes per weight", opening["bpw"], "B"),
+             q("ridge × bytes per weight ÷ 2", opening["ridge_batch"])),
+        _conversations_step(dep, data["contexts"][at], opening["conversations"][at]),
     )
+
+
+def _conversations_step(dep: Deployment, context: int, held: int) -> Step:
+    """The conversations the opening view's pool holds, as a division its inputs reproduce:
+    the pool per GPU ÷ one conversation's cache on a GPU, rounded down (Llama-3.1-8B on an
+    H100 at 2,048 tokens: 54.64 GiB ÷ 0.25 GiB = 218)."""
+    pool = kv_pool(dep, EngineSettings(max_model_len=context))
+    per_conversation = conversation_bytes(pool, dep, context)
+    division = int(pool.kv_cache_bytes // per_conversation) if per_conversation else 0
+    blocks = pool.groups.decode_blocks(context) if pool.groups is not None else 0
+    return step(
+        f"conversations of {context:,} tokens the pool holds",
+        f"⌊the {dep.engine} KV pool per GPU, started at max_model_len = this context, ÷ one "
+        "conversation's cache on a GPU⌋ (`ridgeline fit` for the pool's breakdown)",
+        q("conversations", held),
+        q("pool", pool.kv_cache_bytes / GIB, "GiB per GPU",
+          f"{pool.blocks:,} blocks of {pool.block_size:,} {plural(pool.block_size, 'token')}"
+          if pool.page_bytes else ""),
+        q("one conversation", per_conversation / GIB, "GiB per GPU",
+          f"{blocks:,} blocks" if blocks else f"{context:,} tokens of KV cache"),
+        *([] if division == held else [q(
+            "pool ÷ one conversation", division, "", f"{dep.engine} holds {held:,}: what it "
+            "admits, starts with or places holds fewer (`ridgeline fit`)")]),
+        q("max_num_seqs", pool.max_num_seqs, "", "the engine's seats: the page runs a batch "
+          "up to the smaller of the two"))
 
 
 def opening_facts(data: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:

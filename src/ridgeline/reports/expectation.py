@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from ridgeline.chunked_prefill import chunks_prefill, prefill_steps, serving_prefill_time_s
 from ridgeline.context_length import positions_label, served_positions, trained_context_caution
 from ridgeline.cost import (
     OVER_HOST_LINK,
@@ -94,6 +95,7 @@ class Expectation:
     steps: tuple[Step, ...] = ()  # how time_s follows from the profile (for --explain)
     compute_fitted: bool = True  # a compute-bound row set the profile's compute efficiency
     calibration: str = ""  # where the profile saw too few rows on this class of card
+    prompt_steps: int = 1  # a prefill's passes over the weights: steps, or llama.cpp ubatches
 
     @classmethod
     def of(cls, dep: Deployment, batch: list[Seq], profile: EngineProfile) -> Expectation:
@@ -107,13 +109,17 @@ class Expectation:
 
     @classmethod
     def of_prefill(cls, dep: Deployment, prompt: int, batch: int,
-                   profile: EngineProfile, ubatch: int | None = None) -> Expectation:
+                   profile: EngineProfile, ubatch: int | None = None,
+                   budget: tuple[int, str] | None = None) -> Expectation:
         """A prompt as the engine runs it: llama.cpp in n_ubatch-token ubatches (default
-        512), each after the cache the ones before it filled (what `validate` scores); other
-        engines in one pass."""
+        512), each after the cache the ones before it filled (what `validate` scores); a
+        serving engine in steps of its token budget (``budget``: the tokens a step and where
+        they come from, ``chunked_prefill.step_budget``), in one pass without one."""
+        if not dep.engine.startswith("llama.cpp"):
+            return cls._of_steps(dep, prompt, batch, profile, budget)
         given = ubatch is not None
         ubatch = ubatch or llamacpp_n_ubatch()
-        if not dep.engine.startswith("llama.cpp") or prompt <= ubatch:
+        if prompt <= ubatch:
             return cls.of(dep, [Seq(prompt, 0)] * batch, profile)
         first = [Seq(ubatch, 0)]
         t = prefill_time_s(dep, profile, prompt, 0, batch, ubatch)
@@ -130,7 +136,40 @@ class Expectation:
         fast, slow = profile.band_s(t)
         low = min(t, max(fast, floor))
         return cls(profile.engine, t, low, slow, profile.source, (*head, total),
-                   profile.compute_fitted, profile.calibration_caution(dep.accelerator))
+                   profile.compute_fitted, profile.calibration_caution(dep.accelerator),
+                   ubatches)
+
+    @classmethod
+    def _of_steps(cls, dep: Deployment, prompt: int, batch: int, profile: EngineProfile,
+                  budget: tuple[int, str] | None) -> Expectation:
+        """A serving engine's prefill in steps of at most its token budget, each priced by
+        step_cost as the simulator prices it; one step where the prompts fit one."""
+        if budget is None:
+            return cls.of(dep, [Seq(prompt, 0)] * batch, profile)
+        tokens, source = budget
+        chunked = chunks_prefill(dep.engine) or prompt > tokens  # past it, chunked as simulate
+        steps = prefill_steps(prompt, batch, tokens, chunked)
+        if len(steps) == 1:
+            return cls.of(dep, steps[0], profile)
+        t = serving_prefill_time_s(dep, profile, steps)
+        head = tuple(replace(st, label=f"first step: {st.label}") for st in
+                     _expectation_steps(dep, steps[0], profile,
+                                        step_cost(dep, steps[0], profile)))
+        total = step("prefill in steps of the token budget",
+                     "Σ over the steps of step_cost(the step's prompt tokens): each step "
+                     "re-reads the weights" + (", and a prompt's later chunk attends to the "
+                                               "cache its earlier chunks filled"
+                                               if chunked else ""),
+                     q("expected", t * 1e3, "ms"),
+                     q("token budget", tokens, "tokens a step", source),
+                     q("steps", len(steps), "",
+                       f"⌈{batch} x {prompt:,} ÷ {tokens:,}⌉" if chunked else
+                       f"⌈{batch} ÷ ⌊{tokens:,} ÷ {prompt:,}⌋⌉: whole prompts a step"))
+        fast, slow = profile.band_s(t)
+        low = min(t, max(fast, prefill_floor(dep, prompt, batch).time_s))
+        return cls(profile.engine, t, low, slow, profile.source, (*head, total),
+                   profile.compute_fitted, profile.calibration_caution(dep.accelerator),
+                   len(steps))
 
     def to_dict(self) -> dict[str, Any]:
         return {"engine": self.engine, "time_s": self.time_s, "low_s": self.low_s,

@@ -19,7 +19,8 @@ from ridgeline.roofline import (
 )
 from ridgeline.units import GB
 
-TABLE_BATCHES = (1, 8, 32, 128, 512, 2048)
+TABLE_BATCHES = (1, 8, 32, 128, 512, 2048)  # the table's ladder where no batch is asked
+EXPLAIN_BATCH = 32  # … and the batch its --explain works through (the article's)
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ class MoEReport:
     expert_bytes: float
     expert_bytes_per_weight: float
     rows: tuple[MoERow, ...]
-    batches: tuple[int, ...]  # the batches asked (--batch), among the table's rows
+    batches: tuple[int, ...]  # the table's batches: those asked (--batch), else the ladder
     steps: tuple[Step, ...]
     fit: str = ""  # where the weights overflow the card: the DOES NOT FIT line
     # the article's batch at its 2-byte (bf16) experts, where these are stored narrower
@@ -92,8 +93,9 @@ class MoEReport:
         return lines
 
 
-def moe_report(dep: Deployment, batches: list[int]) -> MoEReport:
-    """Routing's arithmetic, its table at the usual batches and each of ``batches``."""
+def moe_report(dep: Deployment, batches: list[int] | None = None) -> MoEReport:
+    """Routing's arithmetic, its table at each of ``batches`` (None: the ladder
+    TABLE_BATCHES, its --explain at the article's batch of 32)."""
     spec = dep.model
     if spec.moe is None:
         raise InputError(f"{spec.name} is a dense model: it has no experts to route")
@@ -108,8 +110,9 @@ def moe_report(dep: Deployment, batches: list[int]) -> MoEReport:
         MoERow(b, expected_experts_touched(moe.num_experts, moe.experts_per_token, b),
                article_tokens_per_expert(b, moe.experts_per_token, moe.num_experts),
                expert_intensity(b, spec, bpw), weight_bytes_read(dep, b))
-        for b in sorted({*TABLE_BATCHES, *batches})
+        for b in (sorted(set(batches)) if batches else TABLE_BATCHES)
     )
+    explained = batches or [EXPLAIN_BATCH]
     steps = (
         ridge_step(dep.accelerator, dep.expert_compute_dtype),
         step("routed fraction", "experts per token ÷ routed experts",
@@ -119,10 +122,10 @@ def moe_report(dep: Deployment, batches: list[int]) -> MoEReport:
         step("article's batch to the ridge", "(ridge × bytes per expert weight ÷ 2) ÷ (k/E)",
              q("batch", article_batch), q("ridge", ridge, "FLOP/byte"),
              q("bytes per expert weight", bpw, "B")),
-        *(step("experts touched by the batch" + (f" of {b:,}" if len(batches) > 1 else ""),
+        *(step("experts touched by the batch" + (f" of {b:,}" if len(explained) > 1 else ""),
                "E × (1 − (1 − k/E)^B)",
                q("experts", expected_experts_touched(moe.num_experts, moe.experts_per_token, b)),
-               q("B", b)) for b in batches),
+               q("B", b, "", "--batch" if batches else "the article's batch")) for b in explained),
     )
     fits = device_fit(dep, 0.0)
     sixteen = dep.accelerator.first_supported(("bf16", "fp16"))
@@ -131,7 +134,8 @@ def moe_report(dep: Deployment, batches: list[int]) -> MoEReport:
         "figures below are arithmetic only")
     return MoEReport(spec.name, dep.accelerator.id, moe.num_experts, moe.experts_per_token,
                      moe.num_shared_experts, moe.routed_fraction, ridge, article_batch, better,
-                     dep.weight_bytes, dep.expert_bytes, bpw, rows, tuple(batches), steps,
+                     dep.weight_bytes, dep.expert_bytes, bpw, rows, tuple(r.batch for r in rows),
+                     steps,
                      overflow,
                      None if bpw == 2.0 else expert_ridge_batch(
                          dep.accelerator, sixteen, 2.0, moe.routed_fraction),

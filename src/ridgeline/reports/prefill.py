@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ridgeline.capacity import EngineSeats
+from ridgeline.chunked_prefill import chunks_prefill
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Step
 from ridgeline.floors import PrefillFloor, bound_label
@@ -26,6 +27,13 @@ from ridgeline.side_by_side import NotRun, not_run_dict
 from ridgeline.units import plural
 
 
+def engine_runs(floor: PrefillFloor, seat: EngineSeats | None) -> bool:
+    """Whether the engine runs this prefill at once: it fits, and the serving engine's pool
+    holds the batch's prompts (as decode asks of its batch)."""
+    held = None if seat is None else seat.held  # None: no memory model to ask
+    return floor.fit.fits and (held is None or held >= floor.batch)
+
+
 @dataclass(frozen=True)
 class PrefillReport:
     deployment: Deployment
@@ -34,6 +42,8 @@ class PrefillReport:
     ubatch: int | None = None  # llama.cpp -ub, where given
     seat: EngineSeats | None = None  # prompts of this length the engine's pool holds
     more_cautions: tuple[str, ...] = ()  # from where it is built: a shared profile, a placement
+    # a serving engine's token budget a step, and where it comes from (chunked_prefill.py)
+    step_budget: tuple[int, str] | None = None
 
     @property
     def pool_batch(self) -> int | None:
@@ -42,10 +52,7 @@ class PrefillReport:
 
     @property
     def runs(self) -> bool:
-        """Whether the engine runs this prefill at once: it fits, and the serving engine's
-        pool holds the batch's prompts (as decode asks of its batch)."""
-        return self.floor.fit.fits and (self.pool_batch is None
-                                        or self.pool_batch >= self.floor.batch)
+        return engine_runs(self.floor, self.seat)
 
     @property
     def cautions(self) -> list[str]:
@@ -67,6 +74,14 @@ class PrefillReport:
                        "2,048-token prompt about a quarter under it (validation/pipeline.csv), so "
                        "read the expectation as optimistic, the more so the more stages")
         out.append(cross_node_caution(dep.tensor_parallel_size, dep.accelerator, dep.engine))
+        budget = self.step_budget
+        if budget is not None and not chunks_prefill(dep.engine) and self.runs \
+                and self.floor.prompt_len > budget[0]:
+            out.append(f"a {self.floor.prompt_len:,}-token prompt is longer than max_num_tokens "
+                       f"{budget[0]:,}: TensorRT-LLM runs a context whole (its "
+                       "enable_chunked_prefill is off by default) and would not run it; it is "
+                       "priced in chunks here as if it were on, as `simulate` runs it (or give "
+                       "--max-num-tokens past the prompt)")
         from ridgeline.predict import gguf_caution
 
         out += [gguf_caution(dep) if self.runs else "", *self.more_cautions]
@@ -113,13 +128,14 @@ class PrefillReport:
 
     @property
     def ubatch_note(self) -> str:
-        """Where llama.cpp splits the prompts into ubatches, what the floor does not count:
-        the floor is the ideal, one read of the weights for the whole batch; each ubatch
-        (-ub, 512) reads them again, and the expectation counts every read (-ub 1 makes a
-        1,000-token prompt 1,000 passes, memory-bound, beside a compute-bound floor)."""
+        """Where the engine splits the prompts into passes over the weights, what the floor
+        does not count: the floor is the ideal, one read of the weights for the whole batch;
+        each llama.cpp ubatch (-ub, 512), or each step of a serving engine's token budget,
+        reads them again, and the expectation counts every read (-ub 1 makes a 1,000-token
+        prompt 1,000 passes, memory-bound, beside a compute-bound floor)."""
         f, dep = self.floor, self.deployment
         if not dep.engine.startswith("llama.cpp"):
-            return ""
+            return self._steps_note
         ubatch = self.ubatch or llamacpp_n_ubatch()
         passes = f.batch * -(-f.prompt_len // ubatch)  # each prompt's own ubatches
         if passes <= 1:
@@ -127,6 +143,21 @@ class PrefillReport:
         return (f"the floor reads the weights once (the ideal); {dep.engine} runs "
                 f"{passes:,} ubatches of at most {ubatch:,} {plural(ubatch, 'token')} (-ub), "
                 "each reading them again, and the expectation counts them")
+
+    @property
+    def _steps_note(self) -> str:
+        """A serving engine's prompts in more than one step of its token budget."""
+        f, steps, budget = self.floor, self.expected.prompt_steps, self.step_budget
+        if budget is None or steps <= 1 or not self.runs:
+            return ""
+        tokens, source = budget
+        prompts = (f"the {f.prompt_len:,}-token prompt" if f.batch == 1 else
+                   f"the {f.batch:,} prompts of {f.prompt_len:,} tokens")
+        chunked = chunks_prefill(self.deployment.engine) or f.prompt_len > tokens
+        return (f"the floor reads the weights once (the ideal); {self.expected.engine} runs "
+                f"{prompts} in {steps:,} steps of at most {tokens:,} tokens ({source}), each "
+                "reading them again" + (" and attending to the chunks before it" if chunked
+                                        else "") + ", and the expectation counts them")
 
     @property
     def steps(self) -> tuple[Step, ...]:
@@ -146,6 +177,8 @@ class PrefillReport:
                              / self.expected.time_s} if self.runs else None,
                 **({} if self.runs else {"expected_none_reason": self.none_reason,
                                          "expected_none_code": self.none_code}),
+                "step_budget_tokens": None if self.step_budget is None else self.step_budget[0],
+                "prompt_steps": self.expected.prompt_steps,
                 "engine_max_batch": self.pool_batch,
                 "max_model_len": None if self.seat is None else self.seat.max_model_len,
                 "cautions": self.cautions, **fit_dict(f)}
@@ -226,9 +259,22 @@ class PrefillComparison(ByCard):
                 *(f"{r.deployment.gpus_label}" + (f", {r.floor.prompt_len:,} tokens"
                                                    if several else "")
                   + f": {r.none_reason}" for r in self.reports if r.floor.fit.fits and not r.runs),
+                *self._passes_line(),
                 "", "`--gpu NAME` alone for one card's breakdown",
                 *(f"caution: {c}" for c in dict.fromkeys(
                     c for r in self.reports for c in r.more_cautions))]
+
+    def _passes_line(self) -> list[str]:
+        """Which rows' expectations count several passes over the weights (a serving
+        engine's steps of its token budget, llama.cpp's ubatches)."""
+        several = [f"{r.deployment.gpus_label} at {r.floor.prompt_len:,}: "
+                   f"{r.expected.prompt_steps:,}" + (
+                       f" steps of {r.step_budget[0]:,}" if r.step_budget else " ubatches")
+                   for r in self.reports if r.runs and r.expected.prompt_steps > 1]
+        if not several:
+            return []
+        return ["expected TTFT counts each pass the engine makes over the weights (steps of "
+                f"its token budget, or ubatches): {'; '.join(several)}"]
 
 
 @dataclass(frozen=True)

@@ -57,20 +57,50 @@ class UtilizationReport:
     def fraction_of_arithmetic(self) -> float:
         return arithmetic_share(self.stage_batch, self.bytes_per_weight, self.ridge)
 
+    @property
+    def over_pool(self) -> bool:
+        """The running batch is more than the engine's pool holds at this context: no batch
+        the engine runs at once, so no share of the arithmetic to give for it."""
+        return not self.refusal and self.kv_batch_limit is not None \
+            and self.kv_batch_limit < self.running
+
     def to_dict(self) -> dict[str, Any]:
+        over = self.over_pool
         return {"accelerator": self.accelerator.id, "running": self.running,
                 "stage_batch": self.stage_batch,
                 "ridge_flop_per_byte": self.ridge,
-                "fraction_of_arithmetic": self.fraction_of_arithmetic,
+                "fraction_of_arithmetic": None if over else self.fraction_of_arithmetic,
                 "bytes_per_weight": self.bytes_per_weight,
                 "kv_batch_limit": self.kv_batch_limit, "context": self.context,
-                "model": self.model, "experts": self.experts or None,
-                **({"moe": dict(self.expert_figures)} if self.expert_figures else {}),
+                "model": self.model, "experts": None if over else self.experts or None,
+                **({"moe": dict(self.expert_figures)}
+                   if self.expert_figures and not over else {}),
                 "refusal": self.refusal or None,
-                "step_fraction_of_peak": self.step_fraction_of_peak,
+                "over_pool": over,
+                "step_fraction_of_peak": None if over else self.step_fraction_of_peak,
                 "cautions": [self.caution] if self.caution else []}
 
+    def _pool_line(self) -> str:
+        engine = "llama.cpp" if self.accelerator.vendor == "apple" else "vLLM"
+        n = self.kv_batch_limit or 0
+        return (f"{engine}'s KV pool for {self.model} (its "
+                f"{'vllm serve ' if engine == 'vLLM' else ''}defaults, started at "
+                f"max_model_len {self.context:,}, this context) holds "
+                f"{n:,} {plural(n, 'conversation')} of {self.context:,} tokens"
+                + (f": {self.refusal}" if self.refusal else ""))
+
     def text_lines(self) -> list[str]:
+        if self.over_pool:  # as fit's DOES NOT FIT: the verdict leads, and no share follows
+            n = self.kv_batch_limit or 0
+            return [f"DOES NOT RUN AT ONCE: {self.running:,} running at {self.context:,} tokens "
+                    f"each is more than the {n:,} {plural(n, 'conversation')} the pool holds, "
+                    "so there is no share of the arithmetic to give for this batch: expect "
+                    "preemption, or the real contexts are shorter (give --context nearer "
+                    "theirs)",
+                    self._pool_line(),
+                    "Read it from vllm:num_requests_running on /metrics, or 'Running: N reqs' "
+                    "in vLLM's log; --max-num-seqs is only a ceiling.",
+                    *([f"caution: {self.caution}"] if self.caution else [])]
         lines = [
             f"{self.running} running against a ridge of {self.ridge:,.0f} on "
             f"{self.accelerator.id}: {self.fraction_of_arithmetic:.1%} of the arithmetic "
@@ -87,17 +117,8 @@ class UtilizationReport:
               if self.step_fraction_of_peak is not None else []),
         ]
         if self.kv_batch_limit is not None:
-            engine = "llama.cpp" if self.accelerator.vendor == "apple" else "vLLM"
-            n = self.kv_batch_limit
-            lines.append(f"{engine}'s KV pool for {self.model} (its "
-                         f"{'vllm serve ' if engine == 'vLLM' else ''}defaults, started at "
-                         f"max_model_len {self.context:,}, this context) holds "
-                         f"{n:,} {plural(n, 'conversation')} of {self.context:,} tokens"
-                         + (f": {self.refusal}" if self.refusal else ""))
-            if not self.refusal and self.kv_batch_limit < self.running:
-                lines.append("  the running batch exceeds what the pool holds at this context: "
-                             "expect preemption, or the real contexts are shorter")
-            elif not self.refusal and self.running < self.kv_batch_limit:
+            lines.append(self._pool_line())
+            if not self.refusal and self.running < self.kv_batch_limit:
                 lines.append("  there is room for more: the batch is capped by traffic or by "
                              "settings (--max-num-seqs), not by memory")
         lines.append("Read it from vllm:num_requests_running on /metrics, or 'Running: N reqs' "
@@ -176,7 +197,9 @@ def utilization_report(
                        q("bytes per weight", dep.bytes_per_weight_split[1], "B"),
                        q("ridge", expert_ridge, "FLOP/byte")),)
     whole = None
-    if dep is not None and context is not None and stages == 1 and running > 0:
+    if limit is not None and not refusal and limit < running:  # the pool cannot run it: no
+        steps = steps[:1]  # share to work out for it (the ridge alone), as the text gives none
+    elif dep is not None and context is not None and stages == 1 and running > 0:
         from ridgeline.floors import decode_floor
 
         f = decode_floor(dep, running, context)

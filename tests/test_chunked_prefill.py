@@ -1,0 +1,230 @@
+"""prefill prices a serving engine's prompt in steps of its token budget, as simulate runs it:
+--max-num-batched-tokens chunks a prompt longer than it (vLLM V1 by default at its own
+budget), each chunk a step that re-reads the weights and attends to the chunks before it."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ridgeline.catalog import resolve_model
+from ridgeline.chunked_prefill import (
+    MAX_PREFILL_STEPS,
+    prefill_steps,
+    serving_prefill_time_s,
+)
+from ridgeline.cost import Seq, step_time_s
+from ridgeline.deployment import Deployment
+from ridgeline.engines import profile_for
+from ridgeline.errors import InputError
+from ridgeline.hardware import resolve_accelerator
+from ridgeline.vllm_pool import vllm_batch_defaults
+from tests.conftest import run_cli
+
+TP4_70B = ["llama-3.1-70b", "--gpu", "h100", "--num-gpus", "4"]
+EIGHT_B = ["llama-3.1-8b", "--gpu", "h100"]
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
+    code, out, err = run_cli(capsys, *argv, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def deployment(model: str, count: int = 1, engine: str = "vllm") -> Deployment:
+    return Deployment.build(resolve_model(model, fetchable=False), resolve_accelerator("h100"),
+                            None, None, count, engine=engine)
+
+
+# --- the steps ------------------------------------------------------------------------------
+
+
+def test_a_32000_token_prompt_at_512_a_step_is_63_steps_the_last_of_256() -> None:
+    steps = prefill_steps(32_000, 1, 512)
+    assert len(steps) == math.ceil(32_000 / 512)
+    assert [s[0].new_tokens for s in steps[:-1]] == [512] * (len(steps) - 1)
+    assert steps[-1] == [Seq(32_000 - 512 * (len(steps) - 1), 512 * (len(steps) - 1))]
+    assert [s[0].context_tokens for s in steps] == [512 * i for i in range(len(steps))]
+
+
+@given(st.integers(1, 5_000), st.integers(1, 12), st.integers(1, 4_096), st.booleans())
+def test_every_prompt_token_runs_once_within_the_budget(prompt: int, batch: int, budget: int,
+                                                         chunked: bool) -> None:
+    """Tokens are conserved, no step passes the budget (a whole prompt longer than it runs in
+    chunks, as simulate lets it), and each prompt's chunks follow one another."""
+    steps = prefill_steps(prompt, batch, budget, chunked)
+    assert sum(s.new_tokens for step in steps for s in step) == batch * prompt
+    assert all(sum(s.new_tokens for s in step) <= budget for step in steps)
+    chunks = [s for step in steps for s in step]
+    done = 0
+    for s in chunks:  # first come, first served: a prompt's chunks before the next prompt's
+        assert s.context_tokens == done % prompt
+        done += s.new_tokens
+    whole = not chunked and prompt <= budget
+    assert len(steps) == (math.ceil(batch / (budget // prompt)) if whole
+                          else math.ceil(batch * prompt / budget))
+
+
+def test_prompts_that_fit_one_step_run_in_one() -> None:
+    assert prefill_steps(4_000, 4, 16_384) == [[Seq(4_000, 0)] * 4]
+
+
+def test_tensorrt_llm_packs_whole_prompts_into_its_steps() -> None:
+    """Without chunked prefill a step takes the prompts that fit whole: 8 of 4,000 tokens at
+    8,192 a step are 4 steps of 2, where chunking fills 4 steps of 8,192 and a last one."""
+    assert prefill_steps(4_000, 8, 8_192, chunked=False) == [[Seq(4_000, 0)] * 2] * 4
+    assert len(prefill_steps(4_000, 8, 8_192)) == math.ceil(8 * 4_000 / 8_192)
+
+
+def test_a_prompt_in_more_steps_than_are_priced_one_by_one_is_refused() -> None:
+    with pytest.raises(InputError, match="give a larger step token budget"):
+        prefill_steps(MAX_PREFILL_STEPS + 1, 1, 1)
+
+
+def test_the_steps_are_priced_by_the_one_step_cost() -> None:
+    dep, profile = deployment("llama-3.1-70b", 4), profile_for("vllm")
+    steps = prefill_steps(32_000, 1, 512)
+    assert serving_prefill_time_s(dep, profile, steps) == pytest.approx(
+        sum(step_time_s(dep, s, profile) for s in steps))
+    assert serving_prefill_time_s(dep, profile, steps) > step_time_s(dep, [Seq(32_000, 0)],
+                                                                      profile)
+
+
+# --- prefill --------------------------------------------------------------------------------
+
+
+def test_the_audits_32k_prompt_in_512_token_chunks_takes_what_simulate_times(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The audit's case: 70B on 4 x H100, one 32,000-token prompt at a budget of 512 had
+    printed one pass (2,927 ms) where simulate, one prompt at a time, takes 3,734 ms; prefill
+    now prices the 63 chunks, as simulate does, and the two agree."""
+    flags = ["--max-num-batched-tokens", "512", "--max-num-seqs", "256"]
+    prefill = run_json(capsys, "prefill", *TP4_70B, "--prompt-len", "32000", *flags)
+    sim = run_json(capsys, "simulate", *TP4_70B, "--input-len", "32000", "--output-len", "4",
+                   "--rate", "0.02", "--arrival", "constant", "--num-requests", "3", *flags)
+    assert prefill["expected"]["time_s"] == pytest.approx(sim["ttft_s"]["p50"], rel=1e-6)
+    dep, profile = deployment("llama-3.1-70b", 4), profile_for("vllm")
+    assert prefill["expected"]["time_s"] == pytest.approx(
+        serving_prefill_time_s(dep, profile, prefill_steps(32_000, 1, 512)))
+    assert prefill["prompt_steps"] == math.ceil(32_000 / 512)
+    assert prefill["step_budget_tokens"] == 512
+    one_pass = step_time_s(dep, [Seq(32_000, 0)], profile)
+    assert prefill["expected"]["time_s"] > 1.2 * one_pass
+
+
+def test_a_smaller_budget_costs_more_and_one_past_the_prompt_is_one_pass(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """8B, 32,000 tokens: the four budgets the audit tried had printed the same 1,331.8 ms."""
+    times = [run_json(capsys, "prefill", *EIGHT_B, "--prompt-len", "32000",
+                      "--max-num-batched-tokens", str(b), "--max-num-seqs", "256")
+             ["expected"]["time_s"] for b in (512, 2048, 8192, 65536)]
+    assert times == sorted(times, reverse=True) and len(set(times)) == 4
+    dep, profile = deployment("llama-3.1-8b"), profile_for("vllm")
+    assert times[-1] == pytest.approx(step_time_s(dep, [Seq(32_000, 0)], profile))
+
+
+@pytest.mark.parametrize("usage", ["offline", "serve"])
+def test_vllm_chunks_at_its_default_budget_for_the_card_and_usage(
+        capsys: pytest.CaptureFixture[str], usage: str) -> None:
+    """Without the flag, vLLM V1 chunks at its default max_num_batched_tokens (on an H100
+    16,384 for the offline LLM class, prefill's default, and 8,192 for vllm serve), which
+    the note names, with the other usage's."""
+    dep, profile = deployment("llama-3.1-8b"), profile_for("vllm")
+    budget = vllm_batch_defaults(dep, usage)["max_num_batched_tokens"]
+    other = vllm_batch_defaults(dep, "serve" if usage == "offline" else "offline")
+    flags = ["--usage", usage] if usage == "serve" else []
+    report = run_json(capsys, "prefill", *EIGHT_B, "--prompt-len", "32000", *flags)
+    assert report["step_budget_tokens"] == budget
+    assert report["prompt_steps"] == math.ceil(32_000 / budget) > 1
+    assert report["expected"]["time_s"] == pytest.approx(
+        serving_prefill_time_s(dep, profile, prefill_steps(32_000, 1, budget)))
+    code, out, _ = run_cli(capsys, "prefill", *EIGHT_B, "--prompt-len", "32000", *flags)
+    assert code == 0
+    assert (f"vllm runs the 32,000-token prompt in {report['prompt_steps']} steps of at most "
+            f"{budget:,} tokens (vLLM's default max_num_batched_tokens on h100-sxm") in out
+    assert f": {other['max_num_batched_tokens']:,})" in out
+
+
+def test_a_prompt_within_the_budget_is_priced_as_before(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    report = run_json(capsys, "prefill", *EIGHT_B, "--prompt-len", "4000")
+    dep, profile = deployment("llama-3.1-8b"), profile_for("vllm")
+    assert report["prompt_steps"] == 1
+    assert report["expected"]["time_s"] == pytest.approx(
+        step_time_s(dep, [Seq(4_000, 0)], profile))
+    code, out, _ = run_cli(capsys, "prefill", *EIGHT_B, "--prompt-len", "4000")
+    assert code == 0 and "steps of at most" not in out
+
+
+def test_explain_shows_the_budget_its_source_and_the_steps(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    report = run_json(capsys, "prefill", *TP4_70B, "--prompt-len", "32000",
+                      "--max-num-batched-tokens", "512", "--max-num-seqs", "256", "--explain")
+    total = next(s for s in report["explain"]
+                 if s["label"] == "prefill in steps of the token budget")
+    inputs = {i["name"]: i for i in total["inputs"]}
+    assert inputs["token budget"]["value"] == 512
+    assert inputs["token budget"]["source"] == "--max-num-batched-tokens"
+    assert inputs["steps"]["value"] == math.ceil(32_000 / 512)
+    assert total["result"]["value"] == pytest.approx(report["expected"]["time_s"] * 1e3)
+    assert any(s["label"].startswith("first step: ") for s in report["explain"])
+
+
+def test_a_batch_of_prompts_fills_the_budget_first_come_first_served(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """8 prompts of 4,000 tokens at vLLM's offline 16,384 a step: 2 steps, not one step of
+    32,000 tokens past the budget."""
+    report = run_json(capsys, "prefill", *EIGHT_B, "--prompt-len", "4000", "--batch", "8")
+    dep, profile = deployment("llama-3.1-8b"), profile_for("vllm")
+    budget = report["step_budget_tokens"]
+    assert report["prompt_steps"] == math.ceil(8 * 4_000 / budget) == 2
+    assert report["expected"]["time_s"] == pytest.approx(
+        serving_prefill_time_s(dep, profile, prefill_steps(4_000, 8, budget)))
+
+
+def test_tensorrt_llm_past_max_num_tokens_is_chunked_with_a_caution(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """TensorRT-LLM runs a context whole; a prompt past its max_num_tokens would not run, so
+    it is priced in chunks as simulate runs it, and cautioned as simulate cautions it."""
+    report = run_json(capsys, "prefill", *EIGHT_B, "--prompt-len", "32000", "--engine",
+                      "trtllm")
+    budget = report["step_budget_tokens"]
+    assert report["prompt_steps"] == math.ceil(32_000 / budget) > 1
+    assert any("TensorRT-LLM runs a context whole" in c for c in report["cautions"])
+    within = run_json(capsys, "prefill", *EIGHT_B, "--prompt-len", "4000", "--engine",
+                      "trtllm")
+    assert not any("runs a context whole" in c for c in within["cautions"])
+
+
+def test_several_cards_say_which_expectations_count_several_steps(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "prefill", "llama-3.1-8b", "--gpu", "h100,a100",
+                           "--prompt-len", "1000,32000")
+    dep = Deployment.build(resolve_model("llama-3.1-8b", fetchable=False),
+                           resolve_accelerator("a100"), None, None, 1, engine="vllm")
+    a100 = vllm_batch_defaults(dep, "offline")["max_num_batched_tokens"]
+    assert code == 0
+    assert f"1 x a100-sxm-80gb at 32,000: {math.ceil(32_000 / a100)} steps of {a100:,}" in out
+
+
+def test_llama_cpp_keeps_its_ubatches(capsys: pytest.CaptureFixture[str]) -> None:
+    """llama.cpp's prompt passes are its ubatches (-ub), not a serving engine's budget."""
+    report = run_json(capsys, "prefill", "llama-3.1-8b", "--gpu", "rtx-4090", "--weights",
+                      "q4_k_m", "--engine", "llama.cpp-cuda", "--prompt-len", "4000")
+    assert report["step_budget_tokens"] is None
+    assert report["prompt_steps"] == math.ceil(4_000 / 512)
+
+
+def test_a_prompt_no_pool_holds_is_not_priced_step_by_step(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A trillion-token prompt is 61 million steps of 16,384: it does not fit, so no step is
+    priced, and the answer is the one it had been (no expectation), not a refusal."""
+    prompt = 10**12
+    assert math.ceil(prompt / 16_384) > MAX_PREFILL_STEPS
+    report = run_json(capsys, "prefill", *EIGHT_B, "--prompt-len", str(prompt))
+    assert report["expected"] is None and report["expected_none_code"] == "does_not_fit"
+    assert report["prompt_steps"] == 1
