@@ -240,7 +240,8 @@ def test_llama_server_seats_are_its_slots_in_explain(capsys: pytest.CaptureFixtu
 
 def test_fit_budget_rows_name_rocms_runtime_on_amd_and_stay_as_they_were_elsewhere() -> None:
     from ridgeline.memory import EngineSettings, kv_pool
-    from ridgeline.reports.fit_budget import budget_rows, llamacpp_pool_step
+    from ridgeline.reports.fit_budget import budget_rows
+    from ridgeline.reports.fit_budget_steps import llamacpp_pool_step
 
     for engine in ("vllm", "sglang"):
         dep = Deployment.build(resolve_model("llama-3.1-70b"), resolve_accelerator("mi300x"),

@@ -139,7 +139,7 @@ def test_sglang_keeps_the_ssm_state_in_fp32_and_the_conv_state_in_bf16() -> None
     61,440 × 2 + 4,194,304 × 4 B; Qwen3.5 names float32, as SGLang keeps it."""
     from ridgeline import resolve_model
     from ridgeline.kvcache import state_bytes_per_sequence, state_elements
-    from ridgeline.sglang_memory import sglang_state_dtypes, sglang_state_model
+    from ridgeline.sglang_hybrid import sglang_state_dtypes, sglang_state_model
 
     for name in ("qwen3-next-80b-a3b", "nemotron-h-56b", "qwen3.5-35b-a3b"):
         model = resolve_model(name)
@@ -159,7 +159,7 @@ def test_sglang_reads_the_configs_mamba_ssm_dtype_not_vllms_key() -> None:
     from importlib import resources
 
     from ridgeline.config_reader import spec_from_hf_config
-    from ridgeline.sglang_memory import sglang_state_dtypes
+    from ridgeline.sglang_hybrid import sglang_state_dtypes
 
     path = resources.files("ridgeline") / "data/models/Qwen--Qwen3-Next-80B-A3B-Thinking.json"
     config = json.loads(path.read_text())
@@ -172,7 +172,8 @@ def test_sglang_reads_the_configs_mamba_ssm_dtype_not_vllms_key() -> None:
 def test_the_radix_cache_keeps_two_more_state_slots_a_running_request() -> None:
     """max_num_reqs = max_mamba_cache_size // 3 with the radix cache on (its default), // 1
     with --disable-radix-cache (model_runner_kv_cache_mixin.py, 0.5.9)."""
-    from ridgeline.sglang_memory import sglang_data, sglang_running_cap
+    from ridgeline.sglang_hybrid import sglang_running_cap
+    from ridgeline.sglang_memory import sglang_data
 
     pool = sglang_data()["mamba_pool"]
     assert pool["slots_per_running_request"] == 3

@@ -15,14 +15,13 @@ import pytest
 
 from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.memory import EngineSettings, kv_pool
-from ridgeline.sglang_memory import (
-    sglang_data,
+from ridgeline.sglang_hybrid import (
     sglang_fixed_state_slots,
     sglang_radix_cache,
-    sglang_release,
     sglang_running_cap,
     sglang_slots_per_request,
 )
+from ridgeline.sglang_memory import sglang_data, sglang_release
 
 QWEN3_NEXT, NEMOTRON_H = "qwen3-next-80b-a3b", "nemotron-h-56b"
 
@@ -270,7 +269,7 @@ def test_qwen3_next_under_0_5_3_post2_carves_a_sixth_of_the_pool(
     """mamba_full_memory_ratio was 0.2 in 0.5.3.post2 (server_args.py:374) and 0.9 from
     0.5.3.post3: the state pool is 0.2 ÷ 1.2 of the static pool, 246 requests' states on four
     H100s at 32K, not 0.9 ÷ 1.9 (699), and a third of them run."""
-    from ridgeline.sglang_memory import sglang_state_ratio
+    from ridgeline.sglang_hybrid import sglang_state_ratio
 
     assert sglang_state_ratio("0.5.3.post2") == 0.2
     assert sglang_state_ratio("0.5.3.post3") == sglang_state_ratio() == 0.9

@@ -163,7 +163,7 @@ def test_fit_warns_where_an_old_version_counted_more_than_the_model() -> None:
 
 
 def test_mxfp4_experts_are_padded_to_the_kernel_a_card_gets() -> None:
-    from ridgeline.vllm_memory import mxfp4_padding_bytes
+    from ridgeline.vllm_mxfp4 import mxfp4_padding_bytes
 
     a100 = dep("gpt-oss-20b", "a100-80gb")
     # Marlin: hidden 2,880 -> 3,072, intermediate 2,880 -> 2,944
@@ -186,7 +186,7 @@ def test_hopper_kept_the_mxfp4_scales_twice_until_v0_25() -> None:
     """vLLM's Triton path on Hopper swizzles the e8m0 scales into a copy padded to 256 rows
     and, before v0.25, keeps the loaded ones too; biases become fp32. llm-d logged 13.47 and
     64.38 GiB of weights for gpt-oss-20b and -120b on one H100 (checkpoints 12.8 and 60.8)."""
-    from ridgeline.vllm_memory import mxfp4_padding_bytes
+    from ridgeline.vllm_mxfp4 import mxfp4_padding_bytes
 
     for model, logged in (("gpt-oss-20b", 13.47), ("gpt-oss-120b", 64.38)):
         h100 = dep(model, "h100")
@@ -447,7 +447,7 @@ def test_gpt_oss_on_hopper_takes_marlin_until_v0_12_as_the_logs_show() -> None:
     # Triton backend: 64.38 GiB; #27508 (2025-10-31, v0.10.2 or v0.11.0: the same rule; the H100
     # variant not stated, SXM taken) at --gpu-memory-utilization 0.95 --max-num-batched-tokens
     # 1024: "Available KV cache memory: 1.71 GiB"
-    from ridgeline.vllm_memory import mxfp4_kernel
+    from ridgeline.vllm_mxfp4 import mxfp4_kernel
 
     h100 = resolve_accelerator("h100")
     assert mxfp4_kernel(h100, (0, 11, 2)) == "marlin" and mxfp4_kernel(h100, (0, 12)) \

@@ -177,13 +177,16 @@ def build_parser() -> argparse.ArgumentParser:
         cli_arithmetic,
         cli_data,
         cli_fit,
+        cli_measure,
         cli_observe,
+        cli_page,
         cli_plan,
         cli_simulate,
     )
     from ridgeline.cli_companion import add_companion_commands
 
-    for module in (cli_arithmetic, cli_fit, cli_simulate, cli_plan, cli_observe, cli_data):
+    for module in (cli_arithmetic, cli_fit, cli_simulate, cli_plan, cli_observe, cli_page,
+                   cli_measure, cli_data):
         module.register(sub)
 
     add_companion_commands(sub, _output, _typed)

@@ -599,7 +599,7 @@ def served_state_model(model: ModelSpec, engine: str) -> ModelSpec:
     step reads and writes), or SGLang (sglang_state_dtypes: fp32 unless the config names
     mamba_ssm_dtype); the others' as the config says."""
     if engine == "sglang":
-        from ridgeline.sglang_memory import sglang_state_model
+        from ridgeline.sglang_hybrid import sglang_state_model
 
         return sglang_state_model(model)
     if engine != "vllm":

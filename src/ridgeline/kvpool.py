@@ -1,6 +1,6 @@
 """KVPool: one GPU's KV pool, the memory taken before it, and what the pool holds.
 
-Each engine's builder fills one in (vllm_pool.py, sglang_memory.py, trtllm_memory.py,
+Each engine's builder fills one in (vllm_pool.py, sglang_pool.py, trtllm_memory.py,
 llamacpp_pool.py); memory.kv_pool keeps the pipeline stage, or the GPU of a layer split, that
 binds. Its properties turn what is left into blocks, tokens and vLLM's 'Maximum concurrency'.
 """

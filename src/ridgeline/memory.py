@@ -14,7 +14,7 @@ TensorRT-LLM gives
 kv_cache_free_gpu_mem_fraction of the memory free after the engine loads; llama.cpp
 allocates the KV cache for the whole n_ctx up front.
 
-Each engine's pool is built in its own module (vllm_pool.py, sglang_memory.py,
+Each engine's pool is built in its own module (vllm_pool.py, sglang_pool.py,
 trtllm_memory.py, llamacpp_pool.py) as a KVPool (kvpool.py); this one checks the settings
 against the engine, sizes each pipeline stage's weights and keeps the stage that binds.
 """
@@ -40,7 +40,7 @@ from ridgeline.llamacpp_pool import llamacpp_pool
 from ridgeline.offload import gpu_weight_bytes
 from ridgeline.parallel import ep_rank_experts
 from ridgeline.quantization import EXPERTS
-from ridgeline.sglang_memory import sglang_pool
+from ridgeline.sglang_pool import sglang_pool
 from ridgeline.stages import Stage, pipeline_stages, stage_weight_bytes
 from ridgeline.trtllm_memory import check_backend, trtllm_pool
 from ridgeline.units import GIB

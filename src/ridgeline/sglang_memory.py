@@ -6,31 +6,22 @@ start-up (the CUDA context and the tensor-parallel communicators), less the weig
 came from a table by tensor-parallel size (to v0.4.7), then from a reserve by card tier and
 parallel size (PR #7054, v0.4.7.post1 to v0.5.2), then from a reserve summed from the prefill
 chunk, the CUDA-graph batch and the ranks (v0.5.3 on). The rules are data (engines.json
-``sglang``), each with its source. ``sglang_pool`` builds the KVPool, a recurrent hybrid's
-state pool carved out of it first (``sglang_state_pool``).
+``sglang``), each with its source. sglang_pool.py builds the KVPool from these defaults, a
+recurrent hybrid's state pool carved out of it first (sglang_hybrid.py).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
-from ridgeline.context_length import served_positions
-from ridgeline.datafiles import engine_defaults, load_data
+from ridgeline.datafiles import load_data
 from ridgeline.deployment import Deployment
-from ridgeline.engine_windows import has_windows
 from ridgeline.errors import InputError
-from ridgeline.kvcache import kv_footprint
-from ridgeline.kvpool import KVPool
-from ridgeline.model import ModelSpec
 from ridgeline.parallel import LOW_LATENCY_FABRICS
-from ridgeline.stages import Stage
 from ridgeline.units import GIB
 from ridgeline.vllm_memory import parse_version
-
-if TYPE_CHECKING:
-    from ridgeline.memory import EngineSettings
 
 TP_TABLE, TIER_RESERVE, RESERVED_MIB = "tp-table", "tier-reserve", "reserved-mib"
 ERA_LABELS = {TP_TABLE: "v0.3-v0.4.7, a fraction by TP size",  # .post1 is the next era
@@ -41,113 +32,6 @@ ERA_LABELS = {TP_TABLE: "v0.3-v0.4.7, a fraction by TP size",  # .post1 is the n
 def sglang_data() -> dict[str, Any]:
     data: dict[str, Any] = load_data("engines.json")["sglang"]
     return data
-
-
-def sglang_state_ratio(version: str | None = None) -> float:
-    """mamba_full_memory_ratio in SGLang ``version`` (default: the newest): a recurrent
-    hybrid's state pool ÷ its KV cache, 0.2 in 0.5.3.post2 and 0.9 from 0.5.3.post3
-    (engines.json sglang.mamba_pool)."""
-    pool = sglang_data()["mamba_pool"]
-    row = next((row for row in pool["mamba_full_memory_ratio_by_release"]
-                if _between(version, row)), None)
-    return float(pool["mamba_full_memory_ratio"] if row is None else row["ratio"])
-
-
-def sglang_state_dtypes(model: ModelSpec) -> tuple[str, str]:
-    """(conv, SSM) dtypes of the recurrent states SGLang keeps for a hybrid (mamba2_state_dtype,
-    engines.json sglang.mamba_pool): the conv state in bf16, the SSM state in fp32 unless the
-    config names mamba_ssm_dtype (PR #18532); not the model's own dtype, which vLLM keeps.
-    Qwen3-Next's linear layer at TP1: 24,576 × 2 + 524,288 × 4 B = 2,146,304 B, not 1,097,728.
-    A config naming mamba_ssm_dtype equal to its torch_dtype reads here as naming none."""
-    pool = sglang_data()["mamba_pool"]
-    named = model.state_dtype != model.dtype and not model.ssm_cache_dtype_named
-    return str(pool["conv_state_dtype"]), model.state_dtype if named else str(pool["ssm_state_dtype"])
-
-
-def sglang_state_model(model: ModelSpec) -> ModelSpec:
-    """``model`` with its states at SGLang's dtypes (sglang_state_dtypes), for sizing and
-    reading them; its weights are not this copy's to price."""
-    conv, ssm = sglang_state_dtypes(model)
-    if (conv, ssm) == (model.dtype, model.state_dtype):
-        return model
-    return replace(model, dtype=conv, state_dtype=ssm)
-
-
-def sglang_running_cap(state_slots: int, radix_cache: bool = True, version: str | None = None,
-                       model: ModelSpec | None = None) -> int:
-    """The requests SGLang ``version`` (default: the newest) runs at once beside a state pool
-    of ``state_slots`` requests: slots ÷ sglang_slots_per_request, 3 with its radix cache on
-    (the default: two more slots a request for the cached prefixes' states), 1 with it off
-    (engines.json sglang.mamba_pool): 1,368 slots run 456."""
-    return state_slots // sglang_slots_per_request(radix_cache, version, model)
-
-
-def sglang_radix_cache(radix_cache: bool = True, version: str | None = None,
-                       model: ModelSpec | None = None) -> bool:
-    """Whether SGLang ``version`` (default: the newest) keeps its radix cache for ``model``:
-    as asked, except that releases before 0.5.6.post1 turned it off for the architectures
-    its mamba2_config names (Nemotron-H, Falcon-H1: Mamba-2), whatever the flags; gated
-    DeltaNet's (Qwen3-Next) kept it, and so did Jamba's Mamba-1 layers (engines.json
-    sglang.mamba_pool.radix_cache_off_for_mamba)."""
-    if not radix_cache:
-        return False
-    rule = sglang_data()["mamba_pool"]["radix_cache_off_for_mamba"]
-    if model is None or model.mamba is None or model.architecture not in rule["architectures"]:
-        return True
-    return not _between(version, rule)
-
-
-def sglang_slots_per_request(radix_cache: bool = True, version: str | None = None,
-                             model: ModelSpec | None = None) -> int:
-    """The state slots SGLang ``version`` (default: the newest) sets aside per running request
-    (sglang_running_cap): 3 with the radix cache on, but 5 in 0.5.7 (which added the extra
-    buffer's two slots under the default no_buffer strategy too); 1 with it off, as asked or,
-    before 0.5.6.post1, for a model with Mamba layers (sglang_radix_cache)."""
-    pool = sglang_data()["mamba_pool"]
-    if not sglang_radix_cache(radix_cache, version, model):
-        return int(pool["slots_per_running_request_no_radix"])
-    row = next((row for row in pool["slots_per_running_request_by_release"]
-                 if _between(version, row)), None)
-    return int(pool["slots_per_running_request"] if row is None else row["slots"])
-
-
-def sglang_fixed_state_slots(radix_cache: bool = True, version: str | None = None,
-                             model: ModelSpec | None = None,
-                             max_running_requests: int | None = None) -> int | None:
-    """The state slots SGLang ``version`` (default: the newest) gives a hybrid without carving
-    mamba_full_memory_ratio's share: with the radix cache off (sglang_radix_cache), before
-    0.5.9 --max-running-requests or 512 whatever the memory, from 0.5.9 --max-running-requests
-    where given; None where it carves (engines.json sglang.mamba_pool.state_pool_radix_off)."""
-    if sglang_radix_cache(radix_cache, version, model):
-        return None
-    rule = sglang_data()["mamba_pool"]["state_pool_radix_off"]
-    if _between(version, rule):
-        return max_running_requests or int(rule["slots"])
-    return max_running_requests
-
-
-def sglang_fixed_state_note(radix_cache: bool = True, version: str | None = None,
-                            model: ModelSpec | None = None,
-                            max_running_requests: int | None = None) -> str:
-    """Why SGLang ``version`` (default: the newest) gives the state pool a number of requests
-    rather than a share of memory (sglang_fixed_state_slots), in words: "SGLang 0.5.6 sizes
-    the state pool at --max-running-requests, default 512, with its radix cache off (…)"."""
-    pool = sglang_data()["mamba_pool"]
-    engine = f"SGLang {version}" if version else "SGLang"
-    size = (f"--max-running-requests {max_running_requests}" if max_running_requests
-            else f"--max-running-requests, default {int(pool['state_pool_radix_off']['slots'])},")
-    forced = pool["radix_cache_off_for_mamba"]
-    why = (f"turned off for a model with Mamba-2 layers before {forced['before']}"
-           if radix_cache and not sglang_radix_cache(radix_cache, version, model)
-           else "--disable-radix-cache, --no-prefix-caching here")
-    return f"{engine} sizes the state pool at {size} with its radix cache off ({why})"
-
-
-def _between(version: str | None, rule: dict[str, Any]) -> bool:
-    """Whether SGLang ``version`` (default: the newest checked) is one of ``rule``'s
-    releases: from its "from" up to, not including, its "before"."""
-    release = sglang_release(version or str(sglang_data()["newest_checked"]))
-    return sglang_release(str(rule["from"])) <= release < sglang_release(str(rule["before"]))
 
 
 def sglang_release(version: str) -> tuple[int, ...]:
@@ -274,68 +158,3 @@ def past_checked(version: str | None) -> str:
         return ""
     return (f"SGLang {version} is newer than {d['newest_checked']}, the newest whose memory "
             f"defaults ridgeline has read: {d['newest_checked_note']}")
-
-
-def sglang_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_bytes: float,
-                kv_bytes_per_token: float, stage: Stage | None) -> KVPool:
-    """SGLang: mem_fraction_static × (the card − what its distributed start-up takes) − the
-    weights, in pages of page_size tokens; a hybrid's state pool carved out first
-    (sglang_state_pool), then max_running_requests from the tokens left (sglang_own_requests)."""
-    d = engine_defaults("sglang")
-    rule = sglang_memory_defaults(total_bytes, dep.tensor_parallel_size,
-                                  dep.pipeline_parallel_size,
-                                  s.max_num_batched_tokens, s.engine_version)
-    tokens = rule.chunked_prefill_size
-    fraction = s.gpu_memory_utilization or rule.mem_fraction_static
-    # SGLang keeps activations and CUDA graphs in the memory it holds back, and applies
-    # its fraction to what its distributed start-up leaves
-    pool = KVPool("sglang", total_bytes, fraction, weight_bytes, 0.0,
-                  fraction * sglang_startup_bytes(dep), 0.0, 1.0, kv_bytes_per_token,
-                  s.block_size or int(d["page_size"]), 1, tokens,
-                  windows_apart=has_windows(dep), stage=stage, engine_era=rule.era,
-                  token_cap=s.max_total_tokens or 0)
-    pool = sglang_state_pool(dep, pool, s)
-    seats = sglang_own_requests(dep, pool, s)
-    if pool.state_request_bytes:  # the state pool keeps slots for the radix cache's too
-        seats = min(seats, sglang_running_cap(pool.state_slots, s.prefix_caching is not False,
-                                              s.engine_version, dep.model))
-    return replace(pool, max_num_seqs=seats)
-
-
-def sglang_own_requests(dep: Deployment, pool: KVPool, s: EngineSettings) -> int:
-    """max_running_requests as SGLang derives it from its KV cache's tokens (or takes it
-    from --max-running-requests), before a state pool caps it (sglang_max_running_requests);
-    where a state pool leaves the KV cache no token, the requests it asked for its request
-    pool (max_num_reqs): it stops ('Not enough memory') before it halves the tokens."""
-    context = s.max_model_len or served_positions(dep.model, dep.engine) or 131072
-    if pool.state_request_bytes and pool.tokens < 1:
-        return sglang_requests_asked(pool.tokens, context, s.max_num_seqs, s.engine_version)
-    return sglang_max_running_requests(pool.tokens, context, s.max_num_seqs, s.engine_version)
-
-
-def sglang_state_pool(dep: Deployment, pool: KVPool, s: EngineSettings) -> KVPool:
-    """SGLang's state pool for a hybrid with recurrent-state layers, sized first: rest ×
-    mamba_full_memory_ratio ÷ (1 + ratio) as whole requests' states (the ratio 0.2 in
-    0.5.3.post2, 0.9 from 0.5.3.post3), or, where SGLang sets it instead (its radix cache off:
-    before 0.5.9 --max-running-requests or 512, from 0.5.9 --max-running-requests where
-    given; sglang_fixed_state_slots), that many requests' states whatever the memory; the KV
-    cache gets the rest (under --max-total-tokens, at most the cap: the states come out of
-    the uncapped rest), and where a set pool leaves it nothing SGLang stops at start-up
-    (engines.json sglang.mamba_pool). A carved pool of 0 slots is still a state pool: SGLang
-    runs no request beside it. The pool unchanged for other models and older releases."""
-    rule, version = sglang_data()["mamba_pool"], s.engine_version
-    if version is not None and sglang_release(version) < sglang_release(str(rule["from"])):
-        return pool
-    per_request = kv_footprint(sglang_state_model(dep.model), 1, dep.kv.bytes_per_element) \
-        .state_bytes / dep.tensor_parallel_size * pool.kv_share
-    if not per_request:
-        return pool
-    pool = replace(pool, state_request_bytes=per_request, windows_apart=True)
-    fixed = sglang_fixed_state_slots(s.prefix_caching is not False, version, dep.model,
-                                     s.max_num_seqs)
-    if fixed is not None:
-        return replace(pool, state_slots=fixed, slot_cache_bytes=fixed * per_request,
-                       state_pool_fixed=True)
-    ratio = sglang_state_ratio(version)  # of the static pool, before any token cap
-    slots = max(0, int(pool.pool_bytes * ratio / (1 + ratio) // per_request))
-    return replace(pool, state_slots=slots, slot_cache_bytes=slots * per_request)

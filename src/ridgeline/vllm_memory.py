@@ -10,7 +10,9 @@ v0.21 also takes an estimate of the CUDA-graph pool. A fixed-size vision tower r
 the pass (``encoder_profile``). What it logs and checks moved too: v0.24 logs its token count
 as maximum concurrency × max_model_len, and v0.26 sizes a window group's worst case for two
 batches in flight; a hybrid's state blocks follow prefix caching (vllm_hybrid.py).
-The eras are data (engines.json ``memory_versions``), each with its source.
+The eras are data (engines.json ``memory_versions``), each with its source. What vLLM's
+kernels add to the weights is vllm_mxfp4.py's; the KV block an MLA cache runs in,
+vllm_mla_block.py's.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ from typing import Any
 from ridgeline.datafiles import load_data
 from ridgeline.deployment import Deployment
 from ridgeline.errors import InputError
-from ridgeline.hardware import Accelerator
 from ridgeline.layouts import DENSE, LINEAR, MAMBA, MOE
 from ridgeline.parallel import LOW_LATENCY_FABRICS
 from ridgeline.quantization import EXPERTS
@@ -285,149 +286,3 @@ def cuda_graph_bytes(dep: Deployment, max_num_seqs: int, acc: VLLMAccounting,
     layers = dep.model.num_layers if stage is None else stage.layers
     per = float(vllm_data()["cuda_graph_mib_per_layer_per_size"]) * MIB
     return layers * capture_sizes(max_num_seqs) * per
-
-
-# vLLM rounds MXFP4 expert dimensions up to what its MoE kernel needs (vllm/model_executor/
-# layers/fused_moe/oracle/mxfp4.py, mxfp4_round_up_hidden_size_and_intermediate_size): Marlin,
-# the path on GPUs without an FP4 kernel (Ampere, Ada; the SM12x Blackwells from v0.13, whose
-# Triton path needs capability below 11), to hidden × 256 and intermediate per rank × 128;
-# FlashInfer's TRT-LLM kernels, first choice on data-center Blackwell (SM100), both × 256.
-# (hidden, intermediate) multiples:
-MXFP4_ROUNDING = {"marlin": (256, 128), "flashinfer": (256, 256)}
-SM12X_MARLIN_FROM = (0, 13)
-# The Triton kernels Hopper uses round intermediate per rank × 64 and swizzle the weights and
-# the e8m0 scales (quantization/utils/mxfp4_utils.py _swizzle_mxfp4, triton_kernels
-# HopperMXScaleLayout: the scale copy's rows padded to 256); biases become fp32. Until v0.25
-# the loaded scales stayed registered beside the swizzled copy (v0.25 deletes them); v0.17 to
-# v0.21's bundled kernels also padded both stored dims of the values to 64.
-HOPPER_SCALES_FREED_FROM = (0, 25)
-# Hopper took Marlin until vLLM bundled OpenAI's triton_kernels: gpt-oss came in v0.10.1, where
-# Triton needed triton_kernels installed by hand (PR #27370: "have to install triton_kernels
-# manually"; #27523: as a dependency it "caused SM90 to default to Triton instead of Marlin"),
-# and PR #28788 vendored it into vllm/third_party after v0.11.1 was tagged, so v0.12.0 is the
-# first release whose wheel and image pick Triton. Logged: v0.10.1 on an H100 PCIe, Marlin,
-# "Model loading took 65.9651 GiB" (vLLM #23278); v0.14.1 on an H100, "Using Triton backend",
-# 64.38 GiB (#33155). VLLM_MXFP4_USE_MARLIN=1 (or --moe-backend marlin) still forces Marlin.
-HOPPER_TRITON_FROM = (0, 12)
-HOPPER_VALUE_PAD = ((0, 17), (0, 22))
-
-
-def _round_up(value: int, multiple: int) -> int:
-    return -(-value // multiple) * multiple
-
-
-def mxfp4_kernel(acc: Accelerator, version: tuple[int, ...]) -> str | None:
-    """The MXFP4 MoE path vLLM ``version`` takes on ``acc``: marlin, triton-hopper,
-    flashinfer, or None where it is not known (ROCm, SM12x before v0.13); Hopper's is Marlin
-    before v0.12 (HOPPER_TRITON_FROM)."""
-    if acc.family in ("ampere", "ada"):
-        return "marlin"
-    if acc.family == "hopper":
-        return "triton-hopper" if version >= HOPPER_TRITON_FROM else "marlin"
-    if acc.family != "blackwell":
-        return None
-    sm12x = "RTX" in acc.name or acc.form in ("consumer", "workstation", "soc")
-    if not sm12x:
-        return "flashinfer"
-    return "marlin" if version >= SM12X_MARLIN_FROM else None
-
-
-def _hopper_expert_bytes(hidden: int, per_rank: int, version: tuple[int, ...]) -> float:
-    """One expert's bytes on one rank after the Hopper Triton path loads it (gpt-oss at TP1,
-    hidden and intermediate 2,880: 14,060,160 B before v0.25 against 13,236,480 in the
-    checkpoint, +6.2 %; the llm-d H100 logs: 13.47 and 64.38 GiB for gpt-oss-20b and -120b)."""
-    inter = _round_up(per_rank, 64)
-    rows13, rows2, bytes13, bytes2 = 2 * inter, hidden, hidden // 2, inter // 2
-    if HOPPER_VALUE_PAD[0] <= version < HOPPER_VALUE_PAD[1]:
-        rows13, rows2 = _round_up(rows13, 64), _round_up(rows2, 64)
-        bytes13, bytes2 = _round_up(bytes13, 64), _round_up(bytes2, 64)
-    values = rows13 * bytes13 + rows2 * bytes2
-    swizzled_scales = _round_up(2 * inter, 256) * (hidden // 32) \
-        + _round_up(hidden, 256) * _round_up(inter // 32, 2)
-    loaded_scales = 0 if version >= HOPPER_SCALES_FREED_FROM else 3 * hidden * inter // 32
-    biases = (2 * inter + hidden) * 4
-    return values + swizzled_scales + loaded_scales + biases
-
-
-def mxfp4_padding_bytes(dep: Deployment, stage: Stage | None = None,
-                        version: str | None = None) -> float:
-    """Extra bytes per GPU vLLM ``version``'s MXFP4 experts take beyond the checkpoint's
-    (gpt-oss-20b on an A100: Marlin pads hidden 2,880 → 3,072 and intermediate 2,880 →
-    2,944, 9 % more experts, 0.85 GiB; vLLM logged 13.72 GiB of weights against 12.8 in the
-    checkpoint). Zero for other formats, or where the kernel a card gets is not known. Of a
-    pipeline ``stage``: its MoE layers' share."""
-    moe = dep.model.moe
-    if moe is None or dep.bytes_by_category.get(EXPERTS, 0) == 0:
-        return 0.0
-    if dep.weights.format_of(EXPERTS).id != "mxfp4":
-        return 0.0
-    wanted = parse_version(version or str(vllm_data()["default_version"]))
-    kernel = mxfp4_kernel(dep.accelerator, wanted)
-    if kernel is None:
-        return 0.0
-    hidden = dep.model.hidden_size
-    slices = 1 if dep.expert_parallel else dep.tensor_parallel_size  # EP keeps experts whole
-    per_rank = moe.expert_intermediate_size / slices
-    if kernel == "triton-hopper":
-        # the checkpoint's: values 4 bits, a 1-byte scale per 32, bf16 biases
-        stored = 3 * hidden * per_rank * (0.5 + 1 / 32) + (2 * per_rank + hidden) * 2
-        growth = _hopper_expert_bytes(hidden, int(per_rank), wanted) / stored - 1
-    else:
-        hidden_multiple, inter_multiple = MXFP4_ROUNDING[kernel]
-        padded = _round_up(hidden, hidden_multiple) * _round_up(int(per_rank), inter_multiple)
-        growth = padded / (hidden * per_rank) - 1
-    share = 1.0 if stage is None else stage.expert_share
-    return dep.bytes_by_category[EXPERTS] * growth / dep.num_gpus * share
-
-
-# vLLM's KV block for an MLA model (DeepSeek-V3/R1, Kimi-K2), read from every release's source
-# on PyPI: 0.8.0–0.17.x vllm/platforms/cuda.py check_and_update_config overwrites the block for
-# the MLA kernel it will pick (FlashMLA on Hopper: 64; CUTLASS MLA on B200/GB200, PRs #21626,
-# #22738: 128; FlashInfer MLA from 0.15, PR #32339: 64); from 0.18.0 (PR #35122,
-# platforms/interface.py update_block_size_for_backend) the backend is picked first and the
-# block is the smallest it takes — FlashAttention MLA on Hopper 16 (FlashMLA, fp8 KV: 64),
-# FlashInfer MLA on B200 32 — and a --block-size given is never overwritten.
-MLA_FORCED_FROM = (0, 8)
-CUTLASS_MLA_FROM = (0, 10, 1)
-MLA_MULTIPLES_FROM = (0, 11, 1)  # a block that is a multiple of the kernel's is kept
-CAPABILITY_FAMILY_FROM = (0, 13)  # B300 (10.3) takes B200's rule (is_device_capability_family)
-FLASHINFER_MLA_FROM = (0, 15)
-MLA_BACKEND_PICKS_FROM = (0, 18)
-SM103 = ("b300",)  # compute capability 10.3 (NVIDIA's CUDA GPUs table); B200, GB200: 10.0
-
-
-def mla_block_size(dep: Deployment, version: str, asked: int | None) -> tuple[int, str]:
-    """The tokens per KV block vLLM ``version`` runs ``dep``'s MLA cache in, and why (empty
-    where it is simply the one asked, or vLLM's default 16). Triton MLA (Ampere, Ada, GeForce
-    Blackwell, ROCm without AITER) takes any block."""
-    v, acc, default = parse_version(version), dep.accelerator, 16
-    mla = dep.model.attention.mla if dep.model.attention is not None else None
-    fp8 = dep.kv.bytes_per_element < 2
-    hopper = acc.vendor == "nvidia" and acc.family == "hopper"
-    b200 = acc.vendor == "nvidia" and acc.family == "blackwell" and acc.form == "datacenter" \
-        and (acc.id not in SM103 or v >= CAPABILITY_FAMILY_FROM)
-    if v < MLA_FORCED_FROM or not (hopper or b200):
-        return asked or default, ""
-    if v >= MLA_BACKEND_PICKS_FROM:
-        if asked:
-            return asked, ""
-        if hopper:
-            return (64, f"vLLM {version} runs an fp8 MLA cache on FlashMLA, whose blocks are "
-                    "64 tokens") if fp8 else (default, "")
-        if mla is not None and mla.qk_nope_head_dim != 128:
-            return 128, f"vLLM {version} runs this MLA cache on CUTLASS MLA, in blocks of 128"
-        return 32, (f"vLLM {version} runs MLA on {acc.id} on FlashInfer MLA, whose smallest "
-                    "block is 32 tokens")
-    kernel, name = 64, "FlashMLA"
-    if b200:
-        if v < CUTLASS_MLA_FROM:
-            return asked or default, ""
-        kernel, name = 128, "CUTLASS MLA"
-        if v >= FLASHINFER_MLA_FROM and mla is not None and mla.qk_nope_head_dim == 128:
-            kernel, name = 64, "FlashInfer MLA"
-            if asked == 32:
-                return asked, ""
-    if asked and (asked == kernel or (v >= MLA_MULTIPLES_FROM and asked % kernel == 0)):
-        return asked, ""
-    return kernel, (f"vLLM {version} runs MLA on {acc.id} on {name} and sets its blocks to "
-                    f"{kernel} tokens" + (f", not the {asked} asked" if asked else ""))

@@ -27,17 +27,17 @@ from ridgeline.vllm_memory import (
     compile_transient_bytes,
     cuda_graph_bytes,
     encoder_profile,
-    mla_block_size,
     model_runner,
     moe_workspace_bytes,
     mrv2_sampler_bytes,
     mrv2_state_bytes,
-    mxfp4_padding_bytes,
     non_torch_bytes,
     parse_version,
     sampler_peak_bytes,
     vllm_accounting,
 )
+from ridgeline.vllm_mla_block import mla_block_size
+from ridgeline.vllm_mxfp4 import mxfp4_padding_bytes
 
 if TYPE_CHECKING:
     from ridgeline.memory import EngineSettings

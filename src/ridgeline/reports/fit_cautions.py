@@ -8,14 +8,15 @@ from typing import TYPE_CHECKING
 
 from ridgeline.kvcache import kv_footprint
 from ridgeline.parallel import cross_node_caution
-from ridgeline.reports.fit_budget import cap_flag, is_llamacpp, seats_name
 from ridgeline.reports.fit_state import running_slots
+from ridgeline.reports.fit_terms import cap_flag, is_llamacpp, seats_name
 from ridgeline.reports.fit_verdict import CLEARS_RIDGE
 from ridgeline.sglang_memory import past_checked
 from ridgeline.stages import micro_batch
 from ridgeline.units import GIB, MIB
 from ridgeline.vllm_hybrid import cache_mode
-from ridgeline.vllm_memory import mla_block_size, past_modelled
+from ridgeline.vllm_memory import past_modelled
+from ridgeline.vllm_mla_block import mla_block_size
 
 if TYPE_CHECKING:
     from ridgeline.reports.fit import FitReport

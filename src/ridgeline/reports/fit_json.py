@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ridgeline.capacity import context_refusal
-from ridgeline.reports.fit_budget import is_llamacpp, vision_bytes_in_pool
 from ridgeline.reports.fit_offload import host_bytes
 from ridgeline.reports.fit_state import state_pool_dict
+from ridgeline.reports.fit_terms import is_llamacpp
+from ridgeline.reports.fit_weights import vision_bytes_in_pool
 from ridgeline.units import GIB
 
 if TYPE_CHECKING:

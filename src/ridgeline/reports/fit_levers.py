@@ -14,7 +14,7 @@ from ridgeline.errors import InputError
 from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.parallel import node_size
 from ridgeline.precision import kv_dtype, weight_plan
-from ridgeline.reports.fit_budget import cap_flag, is_llamacpp
+from ridgeline.reports.fit_terms import cap_flag, is_llamacpp
 from ridgeline.units import GIB
 from ridgeline.vllm_pool import set_pool_margin_bytes
 

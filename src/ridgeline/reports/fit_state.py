@@ -1,26 +1,47 @@
 """`ridgeline fit`'s SGLang hybrid state pool: the slots a running request takes, the static
 pool a target needs beside the state pool, a state pool set past the static pool (its
-overrun), the state pool's JSON, and its explain steps (max_running_requests, the
-shortfall)."""
+overrun), the state pool's JSON, its explain steps (max_running_requests, the shortfall),
+and the words the budget rows use for it."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from ridgeline.explain import Quantity, Step, q, step
-from ridgeline.memory import KVPool
-from ridgeline.reports.fit_budget import cap_flag, state_per_request_bytes, state_pool_note
-from ridgeline.sglang_memory import (
-    sglang_data,
-    sglang_own_requests,
+from ridgeline.memory import EngineSettings, KVPool
+from ridgeline.model import ModelSpec
+from ridgeline.reports.fit_terms import cap_flag
+from ridgeline.sglang_hybrid import (
+    sglang_fixed_state_note,
     sglang_radix_cache,
     sglang_slots_per_request,
     sglang_state_ratio,
 )
+from ridgeline.sglang_memory import sglang_data
+from ridgeline.sglang_pool import sglang_own_requests
 from ridgeline.units import GIB, plural
 
 if TYPE_CHECKING:
     from ridgeline.reports.fit import FitReport
+
+
+def state_per_request_bytes(p: KVPool) -> float:
+    """SGLang: one request's recurrent state per GPU, as its state pool holds it."""
+    return p.state_request_bytes
+
+
+def state_pool_note(p: KVPool, s: EngineSettings, model: ModelSpec | None) -> str:
+    """How SGLang sized its state pool: the share it carves, or the requests it sets it at."""
+    if p.state_pool_fixed:
+        return sglang_fixed_state_note(s.prefix_caching is not False, s.engine_version, model,
+                                       s.max_num_seqs)
+    return f"mamba_full_memory_ratio {sglang_state_ratio(s.engine_version):g}"
+
+
+def fixed_state_size(s: EngineSettings) -> str:
+    """What set the requests a fixed SGLang state pool holds: the flag, or its default."""
+    return (f"--max-running-requests {s.max_num_seqs:,}" if s.max_num_seqs
+            else "SGLang's default with its radix cache off")
 
 
 def running_slots(r: FitReport) -> int:

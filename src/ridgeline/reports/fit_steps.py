@@ -13,19 +13,18 @@ from ridgeline.engine_windows import has_windows
 from ridgeline.explain import Step, q, step
 from ridgeline.layouts import LINEAR, MAMBA
 from ridgeline.memory import EngineSettings, KVPool, device_memory_note, stage_pools
-from ridgeline.reports.fit_budget import (
+from ridgeline.reports.fit_budget_steps import (
     accounting_quantity,
-    cap_flag,
-    is_llamacpp,
     llamacpp_pool_step,
     peak_quantities,
-    state_pool_note,
-    weights_note,
     window_rule,
 )
-from ridgeline.reports.fit_state import running_step, state_shortfall_step
+from ridgeline.reports.fit_state import running_step, state_pool_note, state_shortfall_step
+from ridgeline.reports.fit_terms import cap_flag, is_llamacpp
 from ridgeline.reports.fit_verdict import DOES_NOT_FIT
-from ridgeline.sglang_memory import sglang_data, sglang_state_dtypes, sglang_state_ratio
+from ridgeline.reports.fit_weights import weights_note
+from ridgeline.sglang_hybrid import sglang_state_dtypes, sglang_state_ratio
+from ridgeline.sglang_memory import sglang_data
 from ridgeline.units import GIB, plural
 from ridgeline.vllm_memory import capture_sizes
 

@@ -10,16 +10,11 @@ from ridgeline.deployment import Deployment
 from ridgeline.llamacpp_batching import llamacpp_n_batch
 from ridgeline.memory import KVPool
 from ridgeline.render import table
-from ridgeline.reports.fit_budget import (
-    budget_rows,
-    is_llamacpp,
-    runner_label,
-    seats_name,
-    state_pool_note,
-)
+from ridgeline.reports.fit_budget import budget_rows
 from ridgeline.reports.fit_levers import gpus_needed
 from ridgeline.reports.fit_offload import offload_flags, offload_lines
-from ridgeline.reports.fit_state import state_overrun
+from ridgeline.reports.fit_state import state_overrun, state_pool_note
+from ridgeline.reports.fit_terms import is_llamacpp, runner_label, seats_name
 from ridgeline.reports.fit_verdict import DOES_NOT_FIT, verdict_line
 from ridgeline.stages import pipeline_stages
 from ridgeline.units import GIB, plural

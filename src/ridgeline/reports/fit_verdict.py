@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING
 
 from ridgeline.capacity import context_refusal
 from ridgeline.memory import KVPool
-from ridgeline.reports.fit_budget import cap_flag, fixed_state_size, is_llamacpp
-from ridgeline.reports.fit_state import state_overrun, state_overrun_reason
-from ridgeline.sglang_memory import sglang_data, sglang_slots_per_request, sglang_state_ratio
+from ridgeline.reports.fit_state import fixed_state_size, state_overrun, state_overrun_reason
+from ridgeline.reports.fit_terms import cap_flag, is_llamacpp
+from ridgeline.sglang_hybrid import sglang_slots_per_request, sglang_state_ratio
+from ridgeline.sglang_memory import sglang_data
 from ridgeline.stages import micro_batches
 from ridgeline.units import GIB, plural
 

@@ -46,7 +46,7 @@ def served_state(spec: ModelSpec, engine: str = "vllm") -> tuple[ModelSpec, Stat
         return spec, StateDtypes("fp32", "fp32", "llama.cpp keeps both states in f32",
                                  LLAMACPP_STATE_BYTES)
     if engine == "sglang":
-        from ridgeline.sglang_memory import sglang_state_dtypes, sglang_state_model
+        from ridgeline.sglang_hybrid import sglang_state_dtypes, sglang_state_model
 
         conv, ssm = sglang_state_dtypes(spec)
         return sglang_state_model(spec), StateDtypes(

@@ -1,0 +1,169 @@
+"""CLI: `ridgeline measure`, this device's bandwidth, matmuls and model steps as
+measurement rows (and a record of the device) that validate and calibrate read."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+from typing import TYPE_CHECKING, Any
+
+from ridgeline.cli import _output
+from ridgeline.cli_output_files import WroteFile
+from ridgeline.cli_types import (
+    MAX_BATCH,
+    _accelerator_name,
+    _count_list,
+    _positive_float,
+    _typed,
+)
+from ridgeline.errors import InputError, shorten
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def _device_id(text: str) -> str:
+    """A measured device's id: one word a measurements row can name (h200-run1)."""
+    if not text.strip():
+        raise InputError("gpu id is empty")
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", text):
+        raise InputError(f"gpu id {shorten(text)!r}: use letters, digits, '-', '_' and '.' "
+                         "(at most 64), as an accelerator id is written (h200-run1)")
+    return text
+
+
+def _torch_device(text: str) -> str:
+    """cpu, mps, cuda or cuda:N: checked before minutes of measuring, not after."""
+    import re
+
+    if not re.fullmatch(r"cpu|mps|cuda(:\d+)?", text.strip()):
+        raise InputError(f"unknown device {text!r}: use cpu, cuda, cuda:N or mps")
+    return text.strip()
+
+
+def cmd_measure(args: argparse.Namespace) -> Any:
+    from pathlib import Path
+
+    from ridgeline.catalog import resolve_model
+    from ridgeline.measure import (
+        accelerator_record,
+        measure,
+        measured_record,
+        record_path,
+        write_record,
+        write_rows,
+    )
+    from ridgeline.torch_model import check_buildable
+
+    # what can be refused before minutes of measuring: the model, and whether it is built
+    check_buildable(resolve_model(args.model, fetchable=False), args.fp8)
+    if args.gpu_id:
+        from ridgeline.hardware import catalog_id_named
+
+        taken = catalog_id_named(args.gpu_id)
+        if taken:
+            raise InputError(f"--gpu-id {args.gpu_id} is the catalog's {taken}: the measured "
+                             f"record needs an id of its own (e.g. my-{taken})")
+    if args.rated_gpu:
+        from ridgeline.hardware import resolve_accelerator
+
+        resolve_accelerator(args.rated_gpu)
+    if args.skip_probes and args.memory_gib:
+        raise InputError("--memory-gib sizes the device record, which --skip-probes does not "
+                         "write")
+    out = Path(args.output).expanduser()
+    record = record_path(out)
+    _check_measure_output(args.output, out, None if args.skip_probes else record)
+    result = measure(args.device, args.quick, args.model, args.dtype, args.gpu_id,
+                     tuple(args.batches or ()), tuple(args.contexts or ()), not args.skip_probes,
+                     args.fp8)
+    write_rows(result.rows, out)
+    memory: float | None = None
+    if result.probes:
+        memory = args.memory_gib * 2**30 if args.memory_gib else result.memory_bytes
+        if memory is None:
+            raise InputError(f"{args.device}: the runtime reports no memory size; give "
+                             f"--memory-gib (the rows are written, to {args.output})")
+        write_record(accelerator_record(result, memory), record)
+    rated = None
+    if args.rated_gpu:
+        from ridgeline.hardware import resolve_accelerator
+
+        rated = resolve_accelerator(args.rated_gpu)
+    lines = [f"{result.device_name} ({args.device})"]
+    for p in result.probes:
+        unit = "GB/s" if "bandwidth" in p.name else "TFLOP/s"
+        value = p.value / 1e9 if unit == "GB/s" else p.value / 1e12
+        line = f"  {p.name:<28} {value:>10,.2f} {unit}  ({p.detail})"
+        if rated and unit == "GB/s":
+            line += f"  rated {rated.memory_bandwidth_bytes_per_s / 1e9:,.0f} GB/s"
+        lines.append(line)
+    if memory is not None:
+        lines.append(f"  memory recorded {memory / 2**30:,.1f} GiB ("
+                     + ("--memory-gib" if args.memory_gib else "as the runtime reports it")
+                     + ")")
+    lines += [f"  skipped: {s}" for s in result.skipped]
+    validate = (f"ridgeline validate {shlex.quote(args.output)} --gpu-file "
+                f"{shlex.quote(str(record))}")
+    if memory is not None:
+        lines.append(f"wrote {len(result.rows)} rows to {args.output} and the measured device "
+                     f"to {record}; next: {validate}")
+    else:  # the rows name a device no catalog holds: validate needs a record of it
+        earlier = measured_record(record)
+        lines.append(f"wrote {len(result.rows)} rows to {args.output} (no probes: no device "
+                     "record); " + (f"an earlier run's record is beside them; next: {validate}"
+                                    if earlier and earlier.get("id") == result.gpu_id else
+                                    f"to validate them, give --gpu-file a record of "
+                                    f"{result.gpu_id} (a run without --skip-probes writes one)"))
+    return WroteFile(args.output, "\n".join(lines))
+
+
+def _check_measure_output(output: str, out: Path, record: Path | None) -> None:
+    """Before minutes of measuring: the CSV's folder exists, and neither the CSV nor the
+    device record beside it (``record``; None with --skip-probes) is a file this command did
+    not write (a measurements file or a catalog record would be lost)."""
+    from ridgeline.measure import measured_record, wrote_rows
+
+    if out.is_dir() or not out.parent.is_dir():
+        raise InputError(f"-o {output}: " + ("a folder, not a CSV file" if out.is_dir()
+                                             else "its folder does not exist"))
+    if out.exists() and not wrote_rows(out):
+        raise InputError(f"-o {output} exists and is not rows `ridgeline measure` wrote: not "
+                         "overwriting it (remove it or choose another name)")
+    if record is not None and record.exists() and measured_record(record) is None:
+        raise InputError(f"{record} (the device record beside -o {output}) exists and is not "
+                         "one `ridgeline measure` wrote: not overwriting it (remove it or "
+                         "choose another name)")
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("measure", help="measure this device: bandwidth, matmuls, model steps")
+    p.add_argument("--device", default="cpu", type=_typed(_torch_device),
+                   help="cpu, cuda, cuda:1, mps")
+    p.add_argument("--quick", action="store_true", help="a small grid (minutes, not tens)")
+    p.add_argument("--batches", type=_count_list("batch", MAX_BATCH),
+                   help="decode batches, comma-separated (default 1,8,32,64,128,256; 1,4 quick)")
+    p.add_argument("--contexts", type=_count_list("context"),
+                   help="contexts in tokens (default 512,2048,8192,32768; 128,512 quick)")
+    p.add_argument("--fp8", action="store_true",
+                   help="linear weights in fp8 e4m3, run by torch._scaled_mm (W8A8, as an FP8 "
+                   "checkpoint); the LM head and the cache stay in --dtype")
+    p.add_argument("--skip-probes", action="store_true",
+                   help="only the model's steps (no bandwidth or matmul probes, no device record)")
+    p.add_argument("--model", default="llama-3.2-1b",
+                   help="catalog model or config.json, built with random weights")
+    p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"],
+                   help="the model's weights, activations and cache (default float32 on a CPU, "
+                   "bfloat16 on a GPU)")
+    p.add_argument("--gpu-id", type=_typed(_device_id),
+                   help="id for the measured device in the rows (letters, digits, - _ .)")
+    p.add_argument("--memory-gib", type=_positive_float("memory GiB"),
+                   help="device memory to record (default: what CUDA or Metal reports, or "
+                   "the machine's RAM on a CPU)")
+    p.add_argument("--rated-gpu", type=_typed(_accelerator_name),
+                   help="catalog accelerator to compare the probes with")
+    p.add_argument("-o", "--output", required=True, metavar="rows.csv",
+                   help="measurements CSV to write (validation/README.md's format)")
+    _output(p)
+    p.set_defaults(handler=cmd_measure)

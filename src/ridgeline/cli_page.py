@@ -1,0 +1,122 @@
+"""CLI: `ridgeline page`, the interactive roofline page with batch and context sliders."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ridgeline.cli import _output
+from ridgeline.cli_output_files import WroteFile
+from ridgeline.cli_types import (
+    _accelerator_name,
+    _count_list,
+    _engine_name,
+    _kv_name,
+    _name_list,
+    _typed,
+    _weight_name,
+)
+from ridgeline.errors import InputError
+
+
+def cmd_page(args: argparse.Namespace) -> Any:
+    from pathlib import Path
+
+    from ridgeline.catalog import resolve_model
+    from ridgeline.page import DEFAULT_GPUS, opening_facts, opening_steps, page_data, page_html
+
+    if args.model is not None and not args.model.strip():
+        raise InputError("model name is empty (leave MODEL out for the three default models)")
+    _check_page_output(args.output)
+    models = [args.model] if args.model else ["llama-3.1-70b", "llama-3.1-8b", "gpt-oss-120b"]
+    for m in models:  # an unknown name said as itself, not as "no combination computes"
+        resolve_model(m, fetchable=False)
+    gpus = [g.strip() for g in args.gpu.split(",")] if args.gpu else list(DEFAULT_GPUS)
+    counts = list(args.counts)
+    gguf = str(args.engine).startswith("llama.cpp")  # GGUF files and llama.cpp's cache types
+    weights = [w.strip() for w in (args.weights or ("as stored,q8_0,q4_k_m" if gguf else
+                                                    "as stored,fp8,awq-int4")).split(",")]
+    kvs = [k.strip() for k in (args.kv_dtypes or ("f16,q8_0" if gguf else "bf16,fp8")).split(",")]
+    for flag, values in (("--gpu", gpus), ("--counts", counts), ("--weights", weights),
+                         ("--kv-dtypes", kvs)):
+        if len(set(values)) < len(values):
+            raise InputError(f"{flag} names something twice")
+    # an unqualified 'llama.cpp' is each card's build, as in the comparisons
+    profiles = None
+    if args.profile:  # a user's calibrated profiles draw the expectation
+        from ridgeline.engines import engine_id, load_profile_file
+
+        profiles = load_profile_file(args.profile)
+        asked = engine_id(args.engine)
+        if not any(name == asked or (asked.startswith("llama.cpp")
+                                     and name.startswith("llama.cpp")) for name in profiles):
+            raise InputError(f"{args.profile} holds no profile for {asked} (it has "
+                             f"{', '.join(sorted(profiles))}): calibrate on {asked} rows, or "
+                             "name one of those with --engine")
+    data = page_data(models, gpus, counts, weights, kvs,
+                     getattr(args, "engine_asked", None) or args.engine, profiles)
+    running = [key for key, c in data["combos"].items() if any(any(row) for row in c["fits"])]
+    if not running:
+        raise InputError(f"does not fit: none of the {len(data['combos'])} deployments holds "
+                         "one conversation at any of the page's contexts (more or larger "
+                         "GPUs, or a smaller weight format)")
+    try:
+        Path(args.output).write_text(page_html(data, "ridgeline: the roofline"), "utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot write {args.output}: {exc}") from None
+    left = data["left_out"]
+    idle = len(data["combos"]) - len(running)
+    return WroteFile(args.output, f"{len(data['combos'])} deployments"
+                     + (f" ({idle} of them hold no conversation at any context)" if idle else "")
+                     + ", batch and context sliders; open it in any browser (offline)"
+                     + (f"; {len(left)} picker combination{'s' if len(left) > 1 else ''} "
+                        f"cannot run (the page says why; the first, "
+                        f"{next(iter(left)).replace('|', ' ')}: {next(iter(left.values()))})"
+                        if left else ""), opening_steps(data),
+                     (("deployments", len(data["combos"])), ("holding_none", idle),
+                      ("left_out", len(left)), *opening_facts(data)))
+
+
+def _check_page_output(output: str) -> None:
+    """The page is HTML: refuse another suffix, and an existing file that is not a page
+    ridgeline wrote (a profile or a CSV would be lost), before minutes of computing."""
+    from pathlib import Path
+
+    out = Path(output).expanduser()
+    if out.suffix.lower() not in (".html", ".htm"):
+        raise InputError(f"-o takes an .html file (the page is HTML), got {output!r}")
+    if not out.exists():
+        return
+    try:
+        with out.open("rb") as f:
+            head = f.read(200)
+    except OSError as exc:
+        raise InputError(f"cannot read {output}: {exc}") from None
+    if not (out.is_file() and head.lower().startswith(b"<!doctype html>")
+            and b"<title>ridgeline" in head):
+        raise InputError(f"-o {output} exists and is not a page ridgeline wrote: not "
+                         "overwriting it (remove it or choose another name)")
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("page", help="an interactive roofline page with batch/context sliders")
+    p.add_argument("model", nargs="?", metavar="MODEL",
+                   help="catalog model (default: llama-3.1-70b, llama-3.1-8b, gpt-oss-120b)")
+    p.add_argument("--gpu", type=_name_list(_accelerator_name),
+                   help="accelerators to offer, comma-separated")
+    p.add_argument("--counts", default=[1, 2, 4, 8], type=_count_list("accelerator count"),
+                   help="accelerator counts to offer (default 1,2,4,8)")
+    p.add_argument("--weights", type=_name_list(_weight_name),
+                   help="weight formats to offer (default: as stored, fp8, awq-int4; for "
+                   "llama.cpp as stored, q8_0, q4_k_m)")
+    p.add_argument("--kv-dtypes", type=_name_list(_kv_name),
+                   help="KV dtypes to offer (default: bf16, fp8; for llama.cpp f16, q8_0)")
+    p.add_argument("--engine", default="vllm", type=_typed(_engine_name),
+                   help="the engine whose calibrated expectation and pool the page draws "
+                   "(default vllm)")
+    p.add_argument("--profile", metavar="FILE",
+                   help="engine profiles from `ridgeline calibrate` (default: the bundled ones)")
+    p.add_argument("-o", "--output", default="roofline.html",
+                   help="the HTML file to write (default roofline.html)")
+    _output(p)
+    p.set_defaults(handler=cmd_page)

@@ -1,0 +1,214 @@
+"""The memory budget behind `ridgeline fit --explain`: whose accounting rule sized the pool,
+llama.cpp's compute buffer term by term, the activation peak vLLM and TensorRT-LLM profile,
+and how each engine keeps a model's window layers."""
+
+from __future__ import annotations
+
+from ridgeline.datafiles import engine_defaults
+from ridgeline.deployment import Deployment
+from ridgeline.engine_windows import honours_windows, sglang_swa_ratio
+from ridgeline.explain import Quantity, Step, q, step
+from ridgeline.layouts import DENSE, MOE
+from ridgeline.llamacpp_memory import buffer_terms
+from ridgeline.llamacpp_pool import llamacpp_outputs, window_mask_cells
+from ridgeline.memory import EngineSettings, KVPool, device_memory_note
+from ridgeline.reports.fit_weights import weights_note
+from ridgeline.units import GIB
+
+
+def accounting_quantity(p: KVPool) -> Quantity:
+    """Whose memory rule sized the pool, with its source."""
+    a = p.accounting
+    if a is not None and p.runner == "MRV2":
+        rules = ["Model Runner V2 (by default from v0.25.1 for a model that is not MoE or a "
+                 "recurrent hybrid, from v0.29 for all): a profiled pass of "
+                 "max_num_batched_tokens" + (" carrying a cold torch.compile" if p.compile_bytes
+                                             else "") + ", a bf16-logits sampler over "
+                 "min(max_num_batched_tokens, max_num_seqs) rows",
+                 "the CUDA-graph estimate taken from the budget" if p.cuda_graph_bytes
+                 else "CUDA graphs captured after sizing",
+                 "its sampler state counted in the budget" if p.seat_buffer_bytes
+                 else "its sampler state left out of the budget (before v0.27)"]
+        return q("accounting", f"vLLM {a.version}", "",
+                 "; ".join(rules) + f" (engines.json memory_versions, era {a.era}+, and "
+                 "vllm.mrv2, each with its source)")
+    if a is not None:
+        rules = ["V0: one profiled pass" if a.engine == "V0" else
+                 f"V1: a profiled pass of max_num_batched_tokens, then the sampler over "
+                 f"max_num_seqs ({a.sampler_logit_copies:g} fp32 logit copies)",
+                 "the CUDA-graph estimate taken from the budget" if a.graphs_in_budget
+                 else "CUDA graphs captured after sizing"]
+        g = p.groups
+        if p.windows_in_full and a.hybrid_allocator:  # the manager there, off for chunks
+            rules.append("chunked-attention layers cached in full (the hybrid KV-cache manager "
+                         "off for chunked attention by default, v0.10.1 to v0.13: "
+                         "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 pages them)")
+        elif p.windows_in_full:
+            rules.append("window layers cached in full beside full attention (the hybrid "
+                         "KV-cache manager came in v0.10)")
+        if g is not None and g.windows and p.in_flight_batches > 1:
+            rules.append(f"window groups sized for {p.in_flight_batches} batches in flight")
+        if g is not None and g.states and g.state_blocks > 1:
+            rules.append(f"{g.state_blocks} state blocks a request (prefix caching, align mode)")
+        if a.tokens_from_concurrency:
+            rules.append("tokens logged as maximum concurrency × max_model_len")
+        return q("accounting", f"vLLM {a.version}", "",
+                 "; ".join(rules) + f" (engines.json memory_versions, era {a.era}+, each rule "
+                 "with its source)")
+    d = engine_defaults(p.engine)
+    if p.engine_era:  # SGLang: the default rule its version follows
+        from ridgeline.sglang_memory import ERA_LABELS
+
+        return q("accounting", f"{p.engine} {ERA_LABELS[p.engine_era]}", "",
+                 str(d.get("memory_rule", "")))
+    return q("accounting", f"{p.engine} {d.get('version', '')}".strip(), "",
+             str(d.get("memory_rule", "")))
+
+
+def llamacpp_pool_step(dep: Deployment, p: KVPool, s: EngineSettings) -> Step:
+    model, n_ubatch = dep.model, p.profile_tokens
+    outputs = llamacpp_outputs(p.max_num_seqs, s.engine_version)
+    device = p.split_device
+    output = device is None or device.output  # the logits: its GPU's only
+    copies = 1 if device is None else device.mask_copies
+    inputs = 1 if device is None else device.input_copies  # 4 on a pipelined split
+    window = window_mask_cells(dep, device, p.max_num_seqs, n_ubatch, s.max_model_len)
+    fixed, peak, scores_per_cell, mask_per_cell = buffer_terms(
+        model, n_ubatch, s.flash_attn, outputs, output, copies, input_copies=inputs,
+        window_cells=window)
+    received = (f" + {inputs} copies × n_ubatch {n_ubatch} × hidden {model.hidden_size:,} × 4 B "
+                "received (a pipelined split keeps 4 of each input)" if inputs > 1 else "")
+    window_note = (f" + {inputs} × window mask {window:,} cells × n_ubatch {n_ubatch} × "
+                   f"{2 if s.flash_attn else 4} B" if window else "")
+    cells = p.context_cells  # the -c its buffer is sized at (of a split, the binding GPU's)
+    scores = cells * scores_per_cell
+    heads = model.attention.num_heads if model.attention else 0
+    scores_q = q("scores", scores / GIB, "GiB",
+                 "flash attention: none materialised" if s.flash_attn else
+                 "none: no layer on this GPU reads the -c cells" if not copies else
+                 f"{cells:,} cells × n_ubatch {n_ubatch} × {heads} heads × 4 B")
+    mask_dtype = f"{2 if s.flash_attn else 4} B"
+    mask_note = (f"{cells:,} cells × n_ubatch {n_ubatch} × {mask_dtype}" if copies == 1 else
+                 "none: no layer on this GPU reads the -c cells" if not copies else
+                 f"{copies} copies × {cells:,} cells × n_ubatch {n_ubatch} × {mask_dtype} "
+                 "(a pipelined layer split keeps 4 copies of each input)")
+    if outputs is None:  # builds before PR #23861
+        buffer = [q("compute buffer", p.activation_bytes / GIB, "GiB",
+                    "max(logits, scores) + 4 × n_ubatch × hidden × 4 B (builds before #23861)"
+                    + received),
+                  q("logits", peak / GIB, "GiB",
+                    f"vocab {model.vocab_size:,} × n_ubatch {n_ubatch} × 4 B"), scores_q]
+    else:
+        buffer = [q("compute buffer", p.activation_bytes / GIB, "GiB",
+                    "slots' logits + 2 hidden tensors + max(FFN products, scores) + mask"),
+                  q("slots' logits and hidden", fixed / GIB, "GiB",
+                    (f"{outputs} × vocab {model.vocab_size:,} × 4 B + " if output else
+                     "no logits (the output layer's GPU holds them) + ")
+                    + f"2 × n_ubatch {n_ubatch} × hidden {model.hidden_size:,} × 4 B"
+                    + received + window_note),
+                  q("FFN products", peak / GIB, "GiB",
+                    f"gate, up and their product: 3 × n_ubatch {n_ubatch} × n_ff × 4 B"),
+                  scores_q,
+                  q("mask", cells * mask_per_cell / GIB, "GiB", mask_note)]
+    return step(
+        "KV cache per GPU", "total − weights − runtime context − compute buffer",
+        q("KV cache", p.pool_bytes / GIB, "GiB"),
+        q("total", p.total_bytes / GIB, "GiB",
+          device_memory_note(dep.accelerator)),
+        q("weights per GPU", p.weight_bytes / GIB, "GiB", weights_note(dep, p)),
+        q("runtime context", p.non_torch_bytes / GIB, "GiB",
+          "HIP (ROCm) context, libraries" if dep.engine == "llama.cpp-rocm"
+          else "Vulkan context, libraries" if dep.accelerator.vendor == "amd"
+          else "CUDA/Metal context, libraries"),
+        *buffer,
+        q("cells", cells, "", "the most whose KV and compute buffer share what is left"
+          + ("" if device is None else " on the GPU that binds: -c is one number for every "
+             "GPU of the split")),
+        accounting_quantity(p) if s.engine_version is None else
+        q("accounting", f"{p.engine} build {s.engine_version}", "",
+          str(engine_defaults(p.engine).get("memory_rule", ""))))
+
+
+def window_rule(dep: Deployment, s: EngineSettings) -> str:
+    """How this engine keeps the model's window layers (``engine_windows.py``)."""
+    if dep.engine == "trtllm":
+        return ("TensorRT-LLM counts its blocks as if every layer were full attention, then "
+                "splits them among the window sizes' pools: every layer counted growing")
+    if not honours_windows(dep, s.engine_version):
+        return f"{dep.engine} keeps no window for {dep.model.architecture}: every layer grows"
+    if dep.engine == "sglang":
+        ratio = s.swa_full_tokens_ratio or sglang_swa_ratio()
+        return (f"window layers in SGLang's hybrid-SWA pool at {ratio:g} of the full pool's "
+                "tokens (--swa-full-tokens-ratio)")
+    return ("window layers cached per slot (window × slots + n_ubatch cells, at most the -c "
+            "of slots × context), apart from -c")
+
+
+
+def forward_widths(dep: Deployment) -> str:
+    """What the forward pass's per-token peak holds besides three hidden-size tensors."""
+    moe = dep.model.moe
+    if moe is None or not any(layer.ffn == MOE for layer in dep.model.layers):
+        return "3 × intermediate ÷ TP"
+    dense = "the larger of 3 × intermediate ÷ TP and " if dep.model.dense_mlp and any(
+        layer.ffn == DENSE for layer in dep.model.layers) else ""
+    shared = " + 3 × shared ÷ TP" if moe.num_shared_experts else ""
+    return (f"{dense}top-{moe.experts_per_token} × (max(2 × expert intermediate ÷ TP, hidden) "
+            f"+ expert intermediate ÷ TP){shared}")
+
+
+def peak_quantities(dep: Deployment, p: KVPool) -> list[Quantity]:
+    forward = q("forward pass", p.forward_bytes / GIB, "GiB",
+                f"{p.profile_tokens} tokens × 2 B × ({forward_widths(dep)} + 3 × hidden)"
+                + ("; the top-k term: vLLM's fused-MoE caches" if dep.model.moe else ""))
+    if p.engine_buffers:
+        from ridgeline.trtllm_memory import lm_head_output_bytes
+
+        head = lm_head_output_bytes(dep.model, p.max_num_seqs, dep.tensor_parallel_size) \
+            if p.stage is None or p.stage.last else 0.0
+        return [forward, q("lm_head output", head / GIB, "GiB",
+                           f"{p.max_num_seqs:,} seats × vocab {dep.model.vocab_size:,} ÷ TP × "
+                           "2 B (the engine's generation profile), if larger"),
+                q("engine activations", p.activation_bytes / GIB, "GiB", "the larger of the two")]
+    if p.accounting is None:
+        return [forward]
+    rows = min(p.max_num_seqs, p.profile_tokens)
+    sampler = q("sampler", p.sampler_bytes / GIB, "GiB",
+                "none: only the last pipeline stage samples" if p.stage and not p.stage.last
+                else f"{rows:,} requests' bf16 logits (min(tokens, seats) × vocab "
+                f"{dep.model.vocab_size:,} × 2 B) beside the step's hidden states ("
+                f"{p.profile_tokens:,} tokens × hidden {dep.model.hidden_size:,} × 2 B; Model "
+                "Runner V2's greedy dummy sampler: no fp32 copy)" if p.runner == "MRV2"
+                else f"{p.accounting.sampler_logit_copies:g} × {p.max_num_seqs} requests × "
+                f"vocab {dep.model.vocab_size:,} × 4 B (vLLM {p.accounting.era}+ sampler)")
+    cold = [q("cold compile", p.compile_bytes / GIB, "GiB",
+              "torch.compile runs inside the profiled window on a first start: about 1 GiB in "
+              "both cold Model Runner V2 logs of 8B models, but how it grows with the model is "
+              "not known (0.47 GiB a GPU for a 32B TP2 in vLLM #54383, tens of GiB for a MoE "
+              "in #54122), so a first start's pool is uncertain by that much; "
+              "--warm-compile-cache leaves it out")] if p.compile_bytes else []
+    workspace = [q("MoE workspace", p.moe_workspace_bytes / GIB, "GiB",
+                   f"{p.profile_tokens:,} tokens × top-{dep.model.moe.experts_per_token} × 2 B × "
+                   "(max(expert intermediate ÷ TP, hidden) + max(2 × expert intermediate ÷ TP, "
+                   "hidden)): the fused-MoE kernel's two buffers, kept from the first MoE layer "
+                   "on, so still held while the sampler runs (vLLM's WorkspaceManager)")] \
+        if p.moe_workspace_bytes and dep.model.moe else []
+    if not p.encoder_images:
+        return [forward, *cold, *workspace, sampler,
+                q("activation peak", p.activation_bytes / GIB, "GiB",
+                  f"the larger of forward{' + cold compile' if cold else ''} and "
+                  f"{'the MoE workspace + ' if workspace else ''}the sampler")]
+    item = dep.model.vision_item
+    assert item is not None
+    return [forward, *cold, *workspace, sampler,
+            q("vision tower", p.encoder_bytes / GIB, "GiB",
+              f"{p.encoder_images} dummy images (max(max_num_batched_tokens, {item.tokens}) ÷ "
+              f"{item.tokens} tokens an image) × {item.patches:,} patches × 2 B × (2 × "
+              f"intermediate {item.intermediate_size:,} ÷ TP + 3 × hidden {item.hidden_size:,})"
+              "; run first"),
+            q("images held", p.encoder_held_bytes / GIB, "GiB",
+              f"{p.encoder_images} × {item.tokens} tokens × hidden {dep.model.hidden_size:,} × "
+              "2 B, kept through the text pass and the sampler"),
+            q("activation peak", p.activation_bytes / GIB, "GiB",
+              "max(vision tower, images held + the larger of forward and "
+              + ("the MoE workspace + " if workspace else "") + "sampler)")]

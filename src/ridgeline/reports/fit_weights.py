@@ -1,0 +1,90 @@
+"""`ridgeline fit`'s weights per GPU: the checkpoint's share, and where the pool's weights
+differ from it (vLLM's padded MXFP4 experts, a vision tower, what each tensor-parallel rank
+keeps whole, llama.cpp's layers and embedding in host memory)."""
+
+from __future__ import annotations
+
+from ridgeline.deployment import Deployment
+from ridgeline.memory import KVPool
+from ridgeline.reports.fit_terms import is_llamacpp
+from ridgeline.stages import stage_tp_copies_bytes, stage_weight_bytes
+from ridgeline.units import GIB
+
+
+def weights_note(dep: Deployment, pool: KVPool) -> str:
+    """Where the weights per GPU differ from the checkpoint's share: vLLM's padded MXFP4
+    experts; llama.cpp's input embedding (and -ngl's host layers) in host memory."""
+    from ridgeline.vllm_memory import parse_version
+    from ridgeline.vllm_mxfp4 import HOPPER_SCALES_FREED_FROM, mxfp4_kernel, mxfp4_padding_bytes
+
+    whole = _kept_whole_note(dep, pool)
+    share = f"{checkpoint_share_bytes(dep, pool) / GIB:,.2f} GiB of {dep.weights.label} " \
+        "weights per GPU" + (f" of {pool.stage.describe()}" if pool.stage else "") + whole
+    vision = vision_bytes_in_pool(dep, pool)
+    if vision > 0:
+        share += (f" + {vision / GIB:,.2f} GiB of vision tower ("
+                  + ("--language-model-only leaves it out" if pool.engine == "vllm"
+                     else "the engine loads it") + ")")
+    padding = mxfp4_padding_bytes(dep, pool.stage, _version(pool)) \
+        if pool.engine == "vllm" else 0.0
+    if padding:
+        kernel = mxfp4_kernel(dep.accelerator, parse_version(_version(pool) or "0.0"))
+        if kernel != "triton-hopper":
+            return (f"{share} + {padding / GIB:,.2f} GiB: vLLM pads the MXFP4 experts to its "
+                    f"{kernel} kernel's tile")
+        kept = parse_version(_version(pool) or "0.0") < HOPPER_SCALES_FREED_FROM
+        return (f"{share} + {padding / GIB:,.2f} GiB: vLLM's Hopper kernels hold the MXFP4 "
+                "experts' scales swizzled and padded, their biases in fp32"
+                + (", and the loaded scales beside them (until v0.25)" if kept else ""))
+    if vision > 0 or pool.stage is not None:
+        return share
+    if pool.split_device is not None:  # llama.cpp -sm layer: the binding GPU's own layers
+        return (f"{pool.weight_bytes / GIB:,.2f} GiB of {dep.weights.label} weights on "
+                f"{pool.split_device.describe()}: llama.cpp counts the output layer as one "
+                "more layer to split, the last")
+    if is_llamacpp(pool) and pool.weight_bytes < dep.weight_bytes / dep.num_gpus:
+        return (f"{share}, less what stays in host memory: the input embedding"
+                + (" and -ngl's host layers" if dep.offload is not None else ""))
+    return f"{dep.weights.label}, the checkpoint's share{whole}"
+
+
+def _kept_whole_note(dep: Deployment, pool: KVPool) -> str:
+    """What of the weights per GPU each tensor-parallel rank keeps whole, where it shows."""
+    tp = dep.tensor_parallel_size
+    if tp == 1 or is_llamacpp(pool):
+        return ""
+    extra = stage_tp_copies_bytes(dep, pool.stage) / tp
+    if extra < 0.005 * GIB:
+        return ""
+    att = dep.model.attention
+    what = [name for name, held in (
+        ("the MoE routers", dep.model.moe is not None),
+        ("MLA's q_a/kv_a down-projections", att is not None and att.mla is not None),
+        ("a K/V head's projections (more ranks than KV heads)",
+         att is not None and att.mla is None and tp > att.num_kv_heads)) if held]
+    return f", {extra / GIB:,.2f} GiB of it kept whole on every rank: {', '.join(what)}"
+
+
+def _version(pool: KVPool) -> str | None:
+    return None if pool.accounting is None else pool.accounting.version
+
+
+def vision_bytes_in_pool(dep: Deployment, pool: KVPool) -> float:
+    """The vision tower's bytes per GPU among the pool's weights (0 where the engine leaves it
+    out: llama.cpp, vLLM --language-model-only)."""
+    from ridgeline.vllm_mxfp4 import mxfp4_padding_bytes
+
+    if is_llamacpp(pool):
+        return 0.0
+    extra = pool.weight_bytes - checkpoint_share_bytes(dep, pool) \
+        - (mxfp4_padding_bytes(dep, pool.stage, _version(pool)) if pool.engine == "vllm"
+           else 0.0)
+    return max(0.0, extra)
+
+
+def checkpoint_share_bytes(dep: Deployment, pool: KVPool) -> float:
+    """The checkpoint's weights on one GPU of the pool's deployment (of its binding pipeline
+    stage), before a vision tower or padding."""
+    if pool.stage is None:
+        return (dep.weight_bytes + dep.tp_copies_bytes) / dep.num_gpus
+    return stage_weight_bytes(dep, pool.stage, 0.0)

@@ -1,0 +1,62 @@
+"""SGLang's KV pool: mem_fraction_static of the memory its distributed start-up leaves, less
+the weights (the defaults by release are sglang_memory.py's), a recurrent hybrid's state pool
+carved out of it first (sglang_hybrid.py), and the requests it runs beside them."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from ridgeline.context_length import served_positions
+from ridgeline.datafiles import engine_defaults
+from ridgeline.deployment import Deployment
+from ridgeline.engine_windows import has_windows
+from ridgeline.kvpool import KVPool
+from ridgeline.sglang_hybrid import sglang_running_cap, sglang_state_pool
+from ridgeline.sglang_memory import (
+    sglang_max_running_requests,
+    sglang_memory_defaults,
+    sglang_requests_asked,
+    sglang_startup_bytes,
+)
+from ridgeline.stages import Stage
+
+if TYPE_CHECKING:
+    from ridgeline.memory import EngineSettings
+
+
+def sglang_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_bytes: float,
+                kv_bytes_per_token: float, stage: Stage | None) -> KVPool:
+    """SGLang: mem_fraction_static × (the card − what its distributed start-up takes) − the
+    weights, in pages of page_size tokens; a hybrid's state pool carved out first
+    (sglang_state_pool), then max_running_requests from the tokens left (sglang_own_requests)."""
+    d = engine_defaults("sglang")
+    rule = sglang_memory_defaults(total_bytes, dep.tensor_parallel_size,
+                                  dep.pipeline_parallel_size,
+                                  s.max_num_batched_tokens, s.engine_version)
+    tokens = rule.chunked_prefill_size
+    fraction = s.gpu_memory_utilization or rule.mem_fraction_static
+    # SGLang keeps activations and CUDA graphs in the memory it holds back, and applies
+    # its fraction to what its distributed start-up leaves
+    pool = KVPool("sglang", total_bytes, fraction, weight_bytes, 0.0,
+                  fraction * sglang_startup_bytes(dep), 0.0, 1.0, kv_bytes_per_token,
+                  s.block_size or int(d["page_size"]), 1, tokens,
+                  windows_apart=has_windows(dep), stage=stage, engine_era=rule.era,
+                  token_cap=s.max_total_tokens or 0)
+    pool = sglang_state_pool(dep, pool, s)
+    seats = sglang_own_requests(dep, pool, s)
+    if pool.state_request_bytes:  # the state pool keeps slots for the radix cache's too
+        seats = min(seats, sglang_running_cap(pool.state_slots, s.prefix_caching is not False,
+                                              s.engine_version, dep.model))
+    return replace(pool, max_num_seqs=seats)
+
+
+def sglang_own_requests(dep: Deployment, pool: KVPool, s: EngineSettings) -> int:
+    """max_running_requests as SGLang derives it from its KV cache's tokens (or takes it
+    from --max-running-requests), before a state pool caps it (sglang_max_running_requests);
+    where a state pool leaves the KV cache no token, the requests it asked for its request
+    pool (max_num_reqs): it stops ('Not enough memory') before it halves the tokens."""
+    context = s.max_model_len or served_positions(dep.model, dep.engine) or 131072
+    if pool.state_request_bytes and pool.tokens < 1:
+        return sglang_requests_asked(pool.tokens, context, s.max_num_seqs, s.engine_version)
+    return sglang_max_running_requests(pool.tokens, context, s.max_num_seqs, s.engine_version)
