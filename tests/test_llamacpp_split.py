@@ -125,6 +125,52 @@ def test_a_layer_split_pipelines_a_prompts_ubatches() -> None:
     assert 1.4 < long_one / long_two < 1.7  # 4 ubatches a call: 4 × 2 / (4 + 1) = 1.6
 
 
+def test_a_split_llamacpp_does_not_pipeline_runs_a_prompts_ubatches_one_after_another() -> None:
+    """Llama-3.1-70B on two H100s: -ngl 81 (every layer and the output) pipelines, so a
+    2,048-token call's four ubatches take (Σ + the longest) ÷ 2, 2.5 ubatch-times of 4; -ngl
+    80 leaves a layer on the host, llama.cpp turns pipelining off, and the four pass the two
+    stages one after another: Σ, 4 of 4. --cpu-moe on a split (a tensor override) neither."""
+    from ridgeline.cost import Seq, step_time_s
+    from ridgeline.floors import busy_stages
+    from ridgeline.llamacpp_batching import pipelined_stages, prefill_time_s
+    from ridgeline.offload import HostOffload
+
+    model, h100 = resolve_model("llama-3.1-70b"), resolve_accelerator("h100")
+    profile = profile_for("llama.cpp-cuda")
+
+    def placed(ngl: int) -> Deployment:
+        return Deployment.build(model, h100, "q4_k_m", None, 2, engine="llama.cpp-cuda",
+                                offload=HostOffload(ngl, 0, 76.8e9))
+
+    every, short = placed(81), placed(80)
+    assert (pipelined_stages(every), pipelined_stages(short)) == (2, 1)
+
+    def ubatches(dep: Deployment) -> list[float]:
+        return [step_time_s(dep, [Seq(512, 512 * i)], profile) for i in range(4)]
+
+    u = ubatches(every)
+    assert prefill_time_s(every, profile, 2048) == pytest.approx((sum(u) + max(u)) / 2)
+    assert prefill_time_s(short, profile, 2048) == pytest.approx(sum(ubatches(short)))
+    assert busy_stages(every, 2048) == pytest.approx(2 * 4 / 5)
+    assert busy_stages(short, 2048) == 1.0
+    moe = Deployment.build(resolve_model("qwen3-30b-a3b"), h100, "q4_k_m", None, 2,
+                           engine="llama.cpp-cuda", offload=HostOffload(49, 48, 76.8e9))
+    assert pipelined_stages(moe) == 1
+
+
+def test_the_prefill_floor_and_caution_of_a_split_run_one_stage_at_a_time(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """-ngl 80 on two H100s: the floor keeps one stage busy (× 1, not × 1.6 of 2) and says
+    why, and the caution on the pipeline's ideal overlap is not given."""
+    args = ("prefill", "llama-3.1-70b", "--gpu", "h100", "--num-gpus", "2", "--weights",
+            "q4_k_m", "--engine", "llama.cpp-cuda", "--prompt-len", "2048",
+            "--host-bandwidth-gbs", "76.8")
+    code, out, _ = run_cli(capsys, *args, "-ngl", "81", "--explain")
+    assert code == 0 and "1.6 of 2 pipeline stages busy" in out and "#6017" in out
+    code, out, _ = run_cli(capsys, *args, "-ngl", "80", "--explain")
+    assert code == 0 and "its 2 stages one after another" in out and "#6017" not in out
+
+
 def test_the_prefill_floor_has_the_stages_the_ubatches_keep_busy(capsys: pytest.CaptureFixture[str]) -> None:
     times = []
     for gpus in ("1", "2", "4"):
@@ -175,12 +221,12 @@ def test_more_gpus_than_layers_is_refused() -> None:
 
 def test_a_short_last_ubatch_counts_for_its_share_in_the_floor() -> None:
     """513 tokens are one ubatch and a token: hardly anything to pipeline."""
-    from ridgeline.floors import pipelined_stages
+    from ridgeline.floors import busy_stages
 
     dep = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("rtx-4090"),
                            "q4_k_m", None, 8, engine="llama.cpp-cuda")
-    assert pipelined_stages(dep, 513) == pytest.approx(1.0, abs=0.01)
-    assert pipelined_stages(dep, 2048) == pytest.approx(8 * 4 / 11)
+    assert busy_stages(dep, 513) == pytest.approx(1.0, abs=0.01)
+    assert busy_stages(dep, 2048) == pytest.approx(8 * 4 / 11)
 
 
 def test_a_layer_split_overlaps_arithmetic_not_reads() -> None:
@@ -240,7 +286,7 @@ def test_llamacpp_counts_the_output_layer_as_one_more_slot_of_the_split() -> Non
     not 40 and 40."""
     from collections import Counter
 
-    from ridgeline.llamacpp_memory import layer_devices
+    from ridgeline.llamacpp_split import layer_devices
 
     where = layer_devices(80, 2)
     assert list(where) == by_rule(80, [1, 1])
@@ -255,7 +301,7 @@ def test_an_explicit_tensor_split_deals_the_slots_by_its_shares() -> None:
     second 19 and the output; a zero share leaves a GPU nothing."""
     from collections import Counter
 
-    from ridgeline.llamacpp_memory import layer_devices, split_points
+    from ridgeline.llamacpp_split import layer_devices, split_points
 
     assert split_points([3, 1]) == (0.75, 1.0)
     where = layer_devices(80, 2, [3, 1])
@@ -273,7 +319,7 @@ def test_partial_offload_splits_the_gpu_slots_only() -> None:
     """-ngl 41 on 80 layers (PR #18148, output first): slots 40..80 on the GPUs, 41 of them,
     halved at 41 / 2: layers 40-60 on the first, 61-79 and the output on the second, 0-39 on
     the host. The rule before it put the last 41 layers there and the output on the host."""
-    from ridgeline.llamacpp_memory import layer_devices
+    from ridgeline.llamacpp_split import layer_devices
 
     assert list(layer_devices(80, 2, n_gpu_layers=41)) == by_rule(80, [1, 1], 41)
     assert layer_devices(80, 2, n_gpu_layers=41)[40:42] == (0, 0)
@@ -287,7 +333,7 @@ def test_each_gpu_of_the_split_holds_its_own_layers_weights_and_cache() -> None:
     """Llama-3.1-70B Q4_K_M on two GPUs: the first holds 41 layers' weights and 41/80 of the
     cache, the second 39 layers', the final norm and the lm_head; together every weight the
     GPUs hold (the input embedding stays on the host)."""
-    from ridgeline.llamacpp_memory import split_devices
+    from ridgeline.llamacpp_split import split_devices
     from ridgeline.offload import gpu_weight_bytes
     from ridgeline.quantization import LM_HEAD
     from ridgeline.stages import _layer_bytes
@@ -308,7 +354,7 @@ def test_each_gpu_of_the_split_holds_its_own_layers_weights_and_cache() -> None:
 def test_a_tied_output_layer_is_the_embeddings_copy_on_the_last_gpu() -> None:
     """Llama-3.2-1B ties its lm_head to the embedding: 17 slots over two GPUs put 9 layers on
     the first, 7 and the embedding's copy (the output) on the second."""
-    from ridgeline.llamacpp_memory import split_devices
+    from ridgeline.llamacpp_split import split_devices
     from ridgeline.quantization import EMBEDDING
 
     dep = Deployment.build(resolve_model("llama-3.2-1b"), resolve_accelerator("rtx-4090"),
@@ -322,8 +368,8 @@ def test_a_tied_output_layer_is_the_embeddings_copy_on_the_last_gpu() -> None:
 def test_host_experts_and_host_layers_leave_the_split_gpus_only_what_they_hold() -> None:
     """Qwen3-30B-A3B, -ngl 30 and --cpu-moe over two GPUs: the GPUs' weights add up to what
     the deployment keeps on GPUs, and the host's layers hold no GPU's cache."""
-    from ridgeline.llamacpp_memory import split_devices
     from ridgeline.llamacpp_pool import llamacpp_cache_on_gpu
+    from ridgeline.llamacpp_split import split_devices
     from ridgeline.offload import HostOffload, gpu_weight_bytes
 
     model = resolve_model("qwen3-30b-a3b")

@@ -10,18 +10,20 @@ import re
 import pytest
 
 from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.gguf_blocks import gguf_block_count
 from ridgeline.llamacpp_memory import (
-    SCHED_MAX_COPIES,
     compute_buffer_bytes,
-    gguf_block_count,
     incoming_hidden_bytes,
-    pipelines,
-    split_devices,
-    split_input_copies,
     window_cache_cells,
     window_mask_bytes,
 )
 from ridgeline.llamacpp_pool import llamacpp_outputs, window_mask_cells
+from ridgeline.llamacpp_split import (
+    SCHED_MAX_COPIES,
+    pipelines,
+    split_devices,
+    split_input_copies,
+)
 from ridgeline.memory import EngineSettings, kv_pool, stage_pools
 from ridgeline.offload import HostOffload
 from ridgeline.reports.fit import fit_report

@@ -84,7 +84,7 @@ def auto_layers(args: argparse.Namespace) -> bool:
 def host_offload(args: argparse.Namespace, model: Any, engine: str | None) -> Any:
     """The weights' split between the GPU and host memory the offload flags ask for, or None
     (every weight on the GPU, and for -ngl auto until ``fitted`` places them)."""
-    from ridgeline.offload import HostOffload
+    from ridgeline.offload import HostOffload, every_layer_ngl
 
     ngl, experts = getattr(args, "gpu_layers", None), getattr(args, "n_cpu_moe", None)
     if ngl == ALL_LAYERS and not (engine or "vllm").startswith("llama.cpp"):
@@ -122,7 +122,7 @@ def host_offload(args: argparse.Namespace, model: Any, engine: str | None) -> An
     host = getattr(args, "host_bandwidth_gbs", None)
     link = getattr(args, "host_link_gbs", None)
     ram = getattr(args, "host_memory_gib", None)
-    return HostOffload(layers + 1 if ngl is None else ngl,
+    return HostOffload(every_layer_ngl(model) if ngl is None else ngl,  # n_layer_all + 1
                        layers if every_expert else (experts or 0),
                        (host or 0.0) * 1e9, link * 1e9 if link else None,
                        not getattr(args, "output_layer_last", False),
@@ -175,10 +175,10 @@ def no_fit_ctx(args: argparse.Namespace) -> None:
 
 def _host_template(args: argparse.Namespace, dep: Any) -> Any:
     """The host the flags describe, for --fit to place weights on."""
-    from ridgeline.offload import HostOffload
+    from ridgeline.offload import HostOffload, every_layer_ngl
 
     host = getattr(args, "host_bandwidth_gbs", None)
     link = getattr(args, "host_link_gbs", None)
     ram = getattr(args, "host_memory_gib", None)
-    return HostOffload(dep.model.num_layers + 1, 0, (host or 0.0) * 1e9,
+    return HostOffload(every_layer_ngl(dep.model), 0, (host or 0.0) * 1e9,
                        link * 1e9 if link else None, True, ram * GIB if ram else None)

@@ -26,7 +26,12 @@ from ridgeline.cost import (
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Step, q, step
 from ridgeline.kvcache import kv_footprint
-from ridgeline.llamacpp_batching import llamacpp_n_batch, llamacpp_n_ubatch, pipeline_span
+from ridgeline.llamacpp_batching import (
+    llamacpp_n_batch,
+    llamacpp_n_ubatch,
+    pipeline_span,
+    pipelined_stages,
+)
 from ridgeline.moe import expected_experts_touched
 from ridgeline.offload import gpu_attention_share, gpu_weight_bytes, placed_layers
 from ridgeline.params import count_params, layer_params
@@ -319,15 +324,16 @@ class PrefillFloor(_Floor):
         return self.flops / self.weight_bytes_read
 
 
-def pipelined_stages(dep: Deployment, tokens: int, ubatch: int | None = None) -> float:
-    """The pipeline stages a prompt keeps busy on average: llama.cpp pipelines the ubatches of
-    one llama_decode call (k of them) over pp stages, pp·k ÷ (k + pp − 1); one ubatch, or
-    one stage, passes them one at a time."""
-    stages = dep.pipeline_parallel_size
-    if stages <= 1 or not dep.engine.startswith("llama.cpp"):
-        # vLLM, SGLang, TensorRT-LLM: a micro-batch passes the stages one after another (a
-        # request's next chunk waits for its last to leave the pipeline); the other
-        # requests' batches in flight raise throughput, not this prompt's TTFT
+def busy_stages(dep: Deployment, tokens: int, ubatch: int | None = None) -> float:
+    """The pipeline stages a prompt keeps busy on average: where llama.cpp pipelines its
+    layer split (llamacpp_batching.pipelined_stages) the ubatches of one llama_decode call (k
+    of them) over pp stages, pp·k ÷ (k + pp − 1); one ubatch, one stage, or a split llama.cpp
+    does not pipeline (-ngl short of every block, --n-cpu-moe) passes them one at a time."""
+    # vLLM, SGLang, TensorRT-LLM: a micro-batch passes the stages one after another (a
+    # request's next chunk waits for its last to leave the pipeline); the other requests'
+    # batches in flight raise throughput, not this prompt's TTFT
+    stages = pipelined_stages(dep)
+    if stages <= 1:
         return 1.0
     size = ubatch or llamacpp_n_ubatch()  # a short last ubatch counts for its share
     k = max(1.0, min(tokens / size, max(1, llamacpp_n_batch() // size)))
@@ -337,15 +343,16 @@ def pipelined_stages(dep: Deployment, tokens: int, ubatch: int | None = None) ->
 def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
                   ubatch: int | None = None) -> PrefillFloor:
     """Prefill ``batch`` prompts of ``prompt_len`` tokens in one pass: the TTFT floor. Over
-    a layer split the ubatches (``ubatch`` tokens, llama.cpp's -ub) of one 2,048-token call
-    are pipelined, a stage apart: with k of them over pp stages, pp·k ÷ (k + pp − 1) of the
-    GPUs are busy on average."""
+    a layer split llama.cpp pipelines (``busy_stages``) the ubatches (``ubatch`` tokens,
+    llama.cpp's -ub) of one 2,048-token call are pipelined, a stage apart: with k of them
+    over pp stages, pp·k ÷ (k + pp − 1) of the GPUs are busy on average; over one it does not
+    pipeline, one."""
     require_positive(prompt_len, "prompt length")
     require_positive(batch, "batch")
     footprint = kv_footprint(dep.model, prompt_len, dep.kv.bytes_per_element)
     kv_stored = batch * footprint.stored_bytes(dep.kv_replication)
     work = step_work(dep, [Seq(prompt_len, 0)] * batch)
-    stages = pipelined_stages(dep, prompt_len * batch, ubatch)
+    stages = busy_stages(dep, prompt_len * batch, ubatch)
     # the stages' arithmetic overlaps; their reads do not lower the floor: the first ubatch
     # alone passes every stage's weights one stage after another (and each further ubatch
     # reads them again), so the weights once at one stage's bandwidth stay a lower bound
@@ -389,7 +396,10 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
                f"{tp} x {dep.accelerator.id}" + (" in tensor parallel" if tp > 1 else "")
                + (f"; {dep.peak_note}" if dep.peak_note else "")
                + (f" × {stages:.2g} of {pp} pipeline stages busy on average: the ubatches of a "
-                  "call pipelined over them" if pp > 1 and dep.engine.startswith("llama.cpp")
+                  "call pipelined over them" if pipelined_stages(dep) > 1
+                  else f"; its {pp} stages one after another, as llama.cpp runs a layer split "
+                  "short of every block and the output on the GPUs, or with --n-cpu-moe"
+                  if pp > 1 and dep.engine.startswith("llama.cpp")
                   else f"; its {pp} pipeline stages one after another" if pp > 1 else "")),
              q("bandwidth", bandwidth / 1e12, "TB/s", dep.accelerator.source
                + ("; one stage at a time" if stages > 1 else ""))),

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ridgeline.kvgroups import KVGroups
-from ridgeline.llamacpp_memory import SplitDevice
+from ridgeline.llamacpp_split import SplitDevice
 from ridgeline.stages import Stage
 from ridgeline.vllm_memory import VLLMAccounting, parse_version, vllm_data
 

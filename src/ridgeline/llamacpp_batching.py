@@ -1,7 +1,9 @@
 """llama.cpp's prompt batching: one llama_decode call takes up to -b tokens (n_batch) and
 runs them as ubatches of -ub tokens (n_ubatch), each re-reading the weights, pipelined over
-a layer split's stages. One owner for validate's rows, decode's expectation, the prefill
-floor's pipelining and the simulator's llama-server (defaults from data/engines.json)."""
+a layer split's stages where llama.cpp pipelines the split (llamacpp_split.pipelines: every
+block and the output on the GPUs, no tensor override), else one after another. One owner for
+validate's rows, decode's expectation, the prefill floor's pipelining and the simulator's
+llama-server (defaults from data/engines.json)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from ridgeline.cost import Seq, step_time_s
 from ridgeline.datafiles import load_data
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
+from ridgeline.llamacpp_split import pipelines
 
 
 def _defaults() -> dict[str, Any]:
@@ -29,11 +32,24 @@ def llamacpp_n_batch() -> int:
     return int(_defaults()["n_batch"])
 
 
+def pipelined_stages(dep: Deployment) -> int:
+    """The stages llama.cpp overlaps one call's ubatches over: a layer split's GPUs where it
+    pipelines the split (llamacpp_split.pipelines), else 1, each ubatch passing the stages
+    before the next starts (without pipeline_parallel, src/llama-context.cpp, the ggml
+    scheduler keeps one copy of each input, ggml-backend.cpp n_copies, reused only once the
+    last ubatch is done). Two GPUs with every layer on them: 2; with -ngl 70 of
+    Llama-3.1-70B's 81 slots: 1."""
+    if not dep.engine.startswith("llama.cpp") or not pipelines(dep):
+        return 1
+    return dep.pipeline_parallel_size
+
+
 def pipelined_s(ubatches: list[float], stages: int) -> float:
-    """One llama_decode call's ubatches through a layer split of ``stages`` GPUs: llama.cpp
-    pipelines them (PR #6017: GGML_SCHED_MAX_COPIES = 4 copies of the graph inputs), each
-    ubatch a stage behind the last, so the call takes its ubatches' stage times plus the
-    (stages − 1) stages the last one waits behind; one GPU, or one ubatch, runs them in turn."""
+    """One llama_decode call's ubatches through ``stages`` pipelined stages
+    (``pipelined_stages``): llama.cpp pipelines them (PR #6017: GGML_SCHED_MAX_COPIES = 4
+    copies of the graph inputs), each ubatch a stage behind the last, so the call takes its
+    ubatches' stage times plus the (stages − 1) stages the last one waits behind; one stage,
+    or one ubatch, runs them in turn."""
     if stages <= 1 or len(ubatches) <= 1:
         return sum(ubatches)
     return pipeline_span(sum(ubatches), max(ubatches), stages)
@@ -58,7 +74,7 @@ def prefill_time_s(dep: Deployment, profile: EngineProfile, prompt: int, depth: 
     if not dep.engine.startswith("llama.cpp") or chunk is None:
         return step_time_s(dep, [Seq(prompt, depth)] * batch, profile)
     chunk = chunk or llamacpp_n_ubatch()
-    stages = dep.pipeline_parallel_size
+    stages = pipelined_stages(dep)
     per_call = max(1, llamacpp_n_batch() // chunk)  # ubatches one llama_decode call holds
     total = 0.0
     for _ in range(batch):

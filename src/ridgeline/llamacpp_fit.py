@@ -21,7 +21,7 @@ most one layer's experts more pessimistic than llama.cpp's.
 Over several GPUs the fit also writes -ts, filling the devices back to front with whole layers
 (src/llama.cpp, llama_params_fit_impl, step 3; it refuses a -ts the user set). ridgeline
 prices the -ngl it finds under the default split's per-GPU counts
-(llamacpp_memory.layer_devices), so over several GPUs its -ngl can be a layer or so off.
+(llamacpp_split.layer_devices), so over several GPUs its -ngl can be a layer or so off.
 """
 
 from __future__ import annotations
@@ -105,7 +105,9 @@ def fit_placement(dep: Deployment, settings: EngineSettings, context: int, seque
         raise InputError(f"does not fit: {dep.model.name} and {sequences * context:,} cells "
                          f"of cache overflow {acc.id}, whose GPU and CPU share one memory, so "
                          "llama.cpp's --fit has nowhere to move weights")
-    n = dep.model.num_layers
+    from ridgeline.offload import every_layer_ngl
+
+    n, every = dep.model.num_layers, every_layer_ngl(dep.model)  # every block and the output
 
     def placed(gpu_layers: int, expert_layers: int) -> Deployment:
         offload = replace(template, gpu_layers=gpu_layers, cpu_expert_layers=expert_layers,
@@ -116,11 +118,11 @@ def fit_placement(dep: Deployment, settings: EngineSettings, context: int, seque
     def fits(candidate: Deployment) -> bool:
         return holds(candidate, settings, context, sequences, margin)
 
-    if dep.model.moe is not None and fits(placed(n + 1, n)):
-        fewest = n - (_most(0, n, lambda k: fits(placed(n + 1, n - k))) or 0)
-        return placed(n + 1, fewest)
+    if dep.model.moe is not None and fits(placed(every, n)):
+        fewest = n - (_most(0, n, lambda k: fits(placed(every, n - k))) or 0)
+        return placed(every, fewest)
     experts = n if dep.model.moe is not None else 0
-    most = _most(0, n + 1, lambda ngl: fits(placed(ngl, experts)))
+    most = _most(0, every, lambda ngl: fits(placed(ngl, experts)))
     if most is None:
         raise InputError(f"does not fit: with every layer of {dep.model.name} in host memory "
                          f"the GPU still cannot hold the compute buffer and the cache's "

@@ -1,7 +1,8 @@
 """llama.cpp's pool: the weights, the CUDA context and the compute buffer, then a cache of
 single-token cells for -c in what is left, beside the caches sized by slots (windows,
 recurrent states); and, where -ngl leaves layers on the host, their share of the cache there.
-What each buffer holds is ``llamacpp_memory.py``'s.
+What each buffer holds is ``llamacpp_memory.py``'s; the cache counts the MTP block GLM-4.5's
+GGUF keeps beside its layers (gguf_blocks.py).
 """
 
 from __future__ import annotations
@@ -12,15 +13,16 @@ from ridgeline.datafiles import engine_defaults
 from ridgeline.deployment import Deployment
 from ridgeline.engine_versions import llamacpp_build
 from ridgeline.engine_windows import honours_windows, token_bytes
+from ridgeline.gguf_blocks import gguf_block_count, mtp_cache_blocks, mtp_kv_bytes_per_token
 from ridgeline.kvpool import KVPool
 from ridgeline.layouts import FULL, LINEAR, MAMBA, WINDOW_MIXERS
 from ridgeline.llamacpp_memory import (
-    SplitDevice,
     cells_that_fit,
     compute_buffer_bytes,
     slot_cache_bytes,
     window_cache_cells,
 )
+from ridgeline.llamacpp_split import SplitDevice
 from ridgeline.offload import check_host_memory, gpu_share
 
 if TYPE_CHECKING:
@@ -35,12 +37,30 @@ def llamacpp_outputs(slots: int, engine_version: str | None) -> int | None:
     return None if build is not None and build < since else slots
 
 
+def mtp_cache_bytes_per_token(dep: Deployment) -> float:
+    """Per GPU, the cache llama.cpp keeps per -c cell for the GGUF's MTP blocks
+    (gguf_blocks.mtp_kv_bytes_per_token), spread as token_bytes spreads the layers': GLM-4.5
+    at f16, 4 KiB (its 93rd block) beside 368 KiB; 0 for other engines, which load no GGUF."""
+    if not dep.engine.startswith("llama.cpp"):
+        return 0.0
+    return mtp_kv_bytes_per_token(dep.model, dep.kv.bytes_per_element) * dep.kv_replication \
+        / dep.num_gpus
+
+
 def llamacpp_cache_on_gpu(dep: Deployment) -> tuple[float, float]:
     """The shares of llama.cpp's two caches on the GPU under -ngl (a layer's cache stays with
-    it): the cells that grow with -c (full layers, and windowed ones where the build ignores
-    the window), and the slot-sized caches (windows, recurrent states)."""
+    it): the cells that grow with -c (full layers, windowed ones where the build ignores the
+    window, and the MTP blocks that keep a cache, gguf_blocks.mtp_cache_blocks), and the
+    slot-sized caches (windows, recurrent states). GLM-4.5 at -ngl 80: of 92 layers and its
+    MTP block, 78 and the block on the GPU, 79 of 93."""
     windows = honours_windows(dep)
-    growing = gpu_share(dep, (FULL,) if windows else (FULL, *WINDOW_MIXERS))
+    kinds = (FULL,) if windows else (FULL, *WINDOW_MIXERS)
+    layers = sum(1 for layer in dep.model.layers if layer.mixer in kinds)
+    cached = mtp_cache_blocks(dep.model) if dep.engine.startswith("llama.cpp") else 0
+    o, n = dep.offload, dep.model.num_layers
+    on_gpu = cached if o is None else min(cached, o.mtp_on_gpu(n, gguf_block_count(dep.model)))
+    growing = (gpu_share(dep, kinds) * layers + on_gpu) / (layers + cached) \
+        if layers + cached else 1.0
     return growing, gpu_share(dep, (*(WINDOW_MIXERS if windows else ()), LINEAR, MAMBA))
 
 
@@ -65,7 +85,8 @@ def host_cache_bytes(dep: Deployment, cells: int, engine_version: str | None = N
     if dep.offload is None:
         return 0.0
     growing = llamacpp_cache_on_gpu(dep)[0]
-    return token_bytes(dep, None, engine_version) * cells * (1.0 - growing)
+    per_token = token_bytes(dep, None, engine_version) + mtp_cache_bytes_per_token(dep)
+    return per_token * cells * (1.0 - growing)
 
 
 def check_host_memory_for(dep: Deployment, cells: int) -> None:
@@ -78,9 +99,10 @@ def llamacpp_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight
                   non_torch: float, kv_bytes_per_token: float,
                   device: SplitDevice | None = None, cells: int | None = None) -> KVPool:
     """llama.cpp (and engines without a paged pool): the weights, the CUDA context and the
-    compute buffer, then a cache of single-token cells in what is left; the compute buffer
-    is sized at the cells that fit, since its mask (and without flash attention its scores)
-    grows with them. Of a layer split, one ``device``: its own layers' caches, the logits
+    compute buffer, then a cache of single-token cells in what is left, each the layers'
+    ``kv_bytes_per_token`` and the MTP blocks' (mtp_cache_bytes_per_token); the compute
+    buffer is sized at the cells that fit, since its mask (and without flash attention its
+    scores) grows with them. Of a layer split, one ``device``: its own layers' caches, the logits
     only with the output, the masks' and the received hidden state's copies
     (SplitDevice.mask_copies, input_copies); ``cells``: the -c the
     split runs at (its binding GPU's, memory.stage_pools), None: the most this GPU holds."""
@@ -92,6 +114,7 @@ def llamacpp_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight
     seats = s.max_num_seqs or int(d.get("n_parallel", 1))
     windows = honours_windows(dep)
     growing, slot_sized = llamacpp_cache_on_gpu(dep)
+    kv_bytes_per_token += mtp_cache_bytes_per_token(dep)
     if device is None:
         kv_bytes_per_token *= growing
         per_gpu = dep.kv_replication / dep.num_gpus * slot_sized

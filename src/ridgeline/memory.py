@@ -35,8 +35,8 @@ from ridgeline.kvcache import kv_footprint
 # KVPool lives beneath the engines' builders, which fill it in; this module, which calls
 # them, is where the pool's users take it from
 from ridgeline.kvpool import KVPool as KVPool
-from ridgeline.llamacpp_memory import SplitDevice, split_devices
 from ridgeline.llamacpp_pool import llamacpp_pool
+from ridgeline.llamacpp_split import SplitDevice, split_devices
 from ridgeline.offload import gpu_weight_bytes
 from ridgeline.parallel import ep_rank_experts
 from ridgeline.quantization import EXPERTS
@@ -138,7 +138,7 @@ def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
 def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
                 total_bytes: float | None = None) -> tuple[KVPool, ...]:
     """The pool each pipeline stage of a serving engine sizes, first to last; of llama.cpp's
-    layer split, each GPU's (llamacpp_memory.split_devices); one pool for a deployment
+    layer split, each GPU's (llamacpp_split.split_devices); one pool for a deployment
     without a pipeline."""
     s = settings or EngineSettings()
     engine = dep.engine

@@ -1,12 +1,14 @@
 """llama.cpp partial offload: which weights live in host memory, and what reading them costs.
 
-``-ngl N`` puts the output layer and the last N − 1 repeating layers on the GPU and the rest
+``-ngl N`` puts the output layer and the last N − 1 blocks of the GGUF on the GPU and the rest
 in host memory (llama.cpp PR #18148, Dec 2025: the output layer goes first). Builds before it,
-and the ik_llama.cpp fork, put the last N repeating layers there and the output layer only
-when N exceeds the layer count. ``-ngl 99`` is "everything" either way. The token embeddings
-stay on the host whatever N is (a lookup of a few rows). ``--n-cpu-moe N`` keeps the routed
-experts of the first N layers on the host; ``--cpu-moe`` keeps them all. A layer's KV cache
-lives with the layer.
+and the ik_llama.cpp fork, put the last N blocks there and the output layer only when N
+exceeds the block count. ``-ngl 99`` is "everything" either way. The blocks are the repeating
+layers and, last, the MTP blocks GLM-4.5's and Qwen3.5's GGUFs keep (gguf_blocks.py): those
+take -ngl's first slots, so GLM-4.5's ``-ngl 93`` leaves its first layer on the host. The
+token embeddings stay on the host whatever N is (a lookup of a few rows). ``--n-cpu-moe N``
+keeps the routed experts of the first N layers on the host; ``--cpu-moe`` keeps them all. A
+layer's KV cache lives with the layer.
 
 A decode step walks the host's layers on the CPU and the GPU's on the GPU, one after the
 other: the step is a sum, and the host's part is its bytes ÷ (rated host bandwidth × the
@@ -23,10 +25,11 @@ from typing import TYPE_CHECKING, Any
 
 from ridgeline.datafiles import load_data
 from ridgeline.errors import InputError
+from ridgeline.gguf_blocks import gguf_block_count, mtp_blocks
 from ridgeline.layouts import ATTENTION_MIXERS, MOE
 from ridgeline.params import layer_params
 from ridgeline.quantization import EMBEDDING, ROUTED
-from ridgeline.units import GIB
+from ridgeline.units import GIB, plural
 
 if TYPE_CHECKING:
     from ridgeline.deployment import Deployment
@@ -53,9 +56,11 @@ def op_offload_min_batch() -> int:
 
 @dataclass(frozen=True)
 class HostOffload:
-    """Where llama.cpp keeps the weights: ``gpu_layers`` (-ngl) of the repeating layers on
-    the GPU, the routed experts of the first ``cpu_expert_layers`` (--n-cpu-moe) on the host,
-    and the host's rated memory bandwidth and link to the GPU (None: the card's own link)."""
+    """Where llama.cpp keeps the weights: ``gpu_layers`` (-ngl) of the slots of the GGUF's
+    blocks and the output layer on the GPU (the methods take the block count where it keeps
+    MTP blocks, gguf_blocks.gguf_block_count; ``every_layer_ngl``: all of them), the routed
+    experts of the first ``cpu_expert_layers`` (--n-cpu-moe) on the host, and the host's
+    rated memory bandwidth and link to the GPU (None: the card's own link)."""
 
     gpu_layers: int
     cpu_expert_layers: int = 0
@@ -90,40 +95,61 @@ class HostOffload:
             raise InputError(f"{accelerator.id}'s GPU and CPU share one memory: there is no "
                              "host memory to offload to (every layer is already in it)")
 
-    def moves_weights(self, num_layers: int) -> bool:
-        """Whether any weight stays in host memory (tok_embd aside)."""
-        return (self.repeating_on_gpu(num_layers) < num_layers
-                or not self.output_on_gpu(num_layers) or self.cpu_expert_layers > 0)
+    def moves_weights(self, num_layers: int, blocks: int | None = None) -> bool:
+        """Whether any weight stays in host memory (tok_embd aside); ``blocks``: the GGUF's
+        block count where it keeps MTP blocks (gguf_block_count), which weigh nothing."""
+        return (self.repeating_on_gpu(num_layers, blocks) < num_layers
+                or not self.output_on_gpu(num_layers, blocks) or self.cpu_expert_layers > 0)
 
-    def repeating_on_gpu(self, num_layers: int) -> int:
-        """How many of the repeating layers (the last ones) -ngl puts on the GPU."""
-        n = self.gpu_layers - 1 if self.output_first and self.gpu_layers else self.gpu_layers
-        return min(n, num_layers)
+    def first_gpu_block(self, num_layers: int, blocks: int | None = None) -> int:
+        """i_gpu_start: the first block -ngl puts on the GPU, of ``blocks`` (the GGUF's block
+        count, MTP blocks included; None: ``num_layers``): blocks + 1 − ngl since PR #18148,
+        blocks − ngl before (src/llama-model.cpp, load_tensors). GLM-4.5's 93 blocks at -ngl
+        93: 1, its first layer on the host."""
+        b = num_layers if blocks is None else blocks
+        return max((b + 1 if self.output_first else b) - self.gpu_layers, 0)
 
-    def layer_on_gpu(self, index: int, num_layers: int) -> bool:
-        return index >= num_layers - self.repeating_on_gpu(num_layers)
+    def repeating_on_gpu(self, num_layers: int, blocks: int | None = None) -> int:
+        """How many of the repeating layers (the last ones) -ngl puts on the GPU: those from
+        ``first_gpu_block`` on. 48 layers at -ngl 8: 7; GLM-4.5's 92 (93 blocks) at -ngl 93: 91."""
+        return max(0, num_layers - self.first_gpu_block(num_layers, blocks))
 
-    def output_on_gpu(self, num_layers: int) -> bool:
-        return self.gpu_layers >= 1 if self.output_first else self.gpu_layers > num_layers
+    def mtp_on_gpu(self, num_layers: int, blocks: int | None = None) -> int:
+        """How many of the MTP blocks (the GGUF's last, after the ``num_layers`` repeating
+        ones) -ngl puts on the GPU: they are the first it takes after the output layer."""
+        b = num_layers if blocks is None else blocks
+        return max(0, b - max(num_layers, self.first_gpu_block(num_layers, blocks)))
 
-    def placement(self, index: int, num_layers: int) -> str:
-        if not self.layer_on_gpu(index, num_layers):
+    def layer_on_gpu(self, index: int, num_layers: int, blocks: int | None = None) -> bool:
+        return index >= self.first_gpu_block(num_layers, blocks)
+
+    def output_on_gpu(self, num_layers: int, blocks: int | None = None) -> bool:
+        """Whether -ngl puts the output layer on the GPU: any -ngl since PR #18148, one past
+        the block count before it."""
+        b = num_layers if blocks is None else blocks
+        return self.gpu_layers >= 1 if self.output_first else self.gpu_layers > b
+
+    def placement(self, index: int, num_layers: int, blocks: int | None = None) -> str:
+        if not self.layer_on_gpu(index, num_layers, blocks):
             return HOST
         first = num_layers - self.cpu_expert_layers if self.experts_last else 0
         return HOST_EXPERTS if first <= index < first + self.cpu_expert_layers else GPU
 
     def describe(self, model: ModelSpec) -> str:
-        n = model.num_layers
-        on_gpu = self.repeating_on_gpu(n)
-        if on_gpu == n and self.output_on_gpu(n):
+        n, blocks, mtp = model.num_layers, gguf_block_count(model), mtp_blocks(model)
+        on_gpu = self.repeating_on_gpu(n, blocks)
+        if on_gpu == n and self.output_on_gpu(n, blocks):
             text = f"all {n} layers and the output layer on the GPU"
         else:
             text = f"-ngl {self.gpu_layers}: {on_gpu} of {n} layers on the GPU"
-            text += (", the output layer too" if self.output_on_gpu(n)
+            if mtp and self.gpu_layers:
+                text += (f" (-ngl counts the GGUF's {mtp} {plural(mtp, 'MTP block')} too, taken "
+                         "first)")
+            text += (", the output layer too" if self.output_on_gpu(n, blocks)
                      else ", the output layer on the host")
         if not self.output_first:
             text += " (the rule before llama.cpp PR #18148)"
-        experts = len([i for i in range(n) if self.placement(i, n) == HOST_EXPERTS
+        experts = len([i for i in range(n) if self.placement(i, n, blocks) == HOST_EXPERTS
                        and model.layers[i].ffn == MOE])
         if experts and self.chosen_by_fit:
             text += (", every expert on the host" if self.cpu_expert_layers >= n
@@ -137,13 +163,20 @@ class HostOffload:
         return text
 
 
+def every_layer_ngl(model: ModelSpec) -> int:
+    """-ngl's default (-1): every block of the GGUF and the output layer, n_layer_all + 1
+    (llama_model::n_gpu_layers, src/llama-model.cpp). Llama-3.1-70B: 81; GLM-4.5: 94."""
+    return gguf_block_count(model) + 1
+
+
 @lru_cache(maxsize=256)
 def placed_layers(dep: Deployment) -> tuple[tuple[Layer, str, int], ...]:
     """Distinct (layer, where its weights live) and how many of each."""
     counts: dict[tuple[Layer, str], int] = {}
     layers = dep.model.layers
+    blocks = gguf_block_count(dep.model)
     for i, layer in enumerate(layers):
-        where = GPU if dep.offload is None else dep.offload.placement(i, len(layers))
+        where = GPU if dep.offload is None else dep.offload.placement(i, len(layers), blocks)
         if where == HOST_EXPERTS and layer.ffn != MOE:
             where = GPU
         counts[(layer, where)] = counts.get((layer, where), 0) + 1
@@ -164,7 +197,8 @@ def on_host(where: str, op: str) -> bool:
 
 
 def output_on_host(dep: Deployment) -> bool:
-    return dep.offload is not None and not dep.offload.output_on_gpu(dep.model.num_layers)
+    return dep.offload is not None and not dep.offload.output_on_gpu(
+        dep.model.num_layers, gguf_block_count(dep.model))
 
 
 @lru_cache(maxsize=256)

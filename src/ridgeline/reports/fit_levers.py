@@ -38,12 +38,12 @@ def _offload_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSetti
     """llama.cpp's ways out when the weights crowd out the cache: for an MoE model the fewest
     layers' experts kept on the host (--n-cpu-moe), and the most GPU layers (-ngl), at which
     the target conversations fit; the rest is streamed from host memory."""
-    from ridgeline.offload import HostOffload, host_weight_bytes
+    from ridgeline.offload import HostOffload, every_layer_ngl, host_weight_bytes
 
     d, s, need = r.deployment, r.settings, max(1, r.target or 1)
     if r.conversations >= need:
         return []
-    n = d.model.num_layers
+    n, every = d.model.num_layers, every_layer_ngl(d.model)  # every block and the output
 
     def holds(offload: HostOffload) -> Deployment | None:
         try:
@@ -58,7 +58,7 @@ def _offload_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSetti
 
     try:  # what llama.cpp does by itself since Dec 2025
         fit = fit_placement(d, replace(s, max_model_len=r.context), r.context, need,
-                            HostOffload(n + 1))
+                            HostOffload(every))
     except InputError:
         fit = None
     if fit is not None and fit.offload is not None:
@@ -66,13 +66,13 @@ def _offload_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSetti
                        fit, r.context, s))
     if d.model.moe is not None:  # experts first: every token still runs its layers on the GPU
         for experts in range(1, n + 1):
-            dep = holds(HostOffload(n + 1, experts))
+            dep = holds(HostOffload(every, experts))
             if dep is not None:
                 flag = "--cpu-moe" if experts == n else f"--n-cpu-moe {experts}"
                 levers.append((f"{flag} ({host_weight_bytes(dep) / GIB:,.1f} GiB on host)",
                                dep, r.context, s))
                 break
-    for ngl in range(n, -1, -1):
+    for ngl in range(every - 1, -1, -1):
         dep = holds(HostOffload(ngl))
         if dep is not None:
             levers.append((f"-ngl {ngl} ({host_weight_bytes(dep) / GIB:,.1f} GiB weights on "

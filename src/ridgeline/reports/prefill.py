@@ -11,7 +11,8 @@ from ridgeline.chunked_prefill import chunks_prefill
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Step
 from ridgeline.floors import PrefillFloor, bound_label
-from ridgeline.llamacpp_batching import llamacpp_n_ubatch
+from ridgeline.gguf_blocks import gguf_block_count
+from ridgeline.llamacpp_batching import llamacpp_n_ubatch, pipelined_stages
 from ridgeline.parallel import cross_node_caution
 from ridgeline.render import table
 from ridgeline.reports.expectation import (
@@ -61,14 +62,14 @@ class PrefillReport:
         step = min(self.ubatch or llamacpp_n_ubatch(), self.floor.prompt_len)
         from ridgeline.offload import op_offload_min_batch
 
-        if o is not None and o.moves_weights(self.deployment.model.num_layers) \
+        model = self.deployment.model
+        if o is not None and o.moves_weights(model.num_layers, gguf_block_count(model)) \
                 and step < op_offload_min_batch():
             out.append(f"ubatches of {step} tokens run the host's layers on the CPU, whose "
                        "arithmetic is not priced (only its memory traffic): read the "
                        "expectation as a lower bound")
         dep = self.deployment
-        if dep.engine.startswith("llama.cpp") and dep.pipeline_parallel_size > 1 \
-                and self.floor.prompt_len * self.floor.batch > step:
+        if pipelined_stages(dep) > 1 and self.floor.prompt_len * self.floor.batch > step:
             out.append(f"the ubatches' overlap over {dep.pipeline_parallel_size} stages is "
                        "llama.cpp's ideal: on 8 x A100 its pipelining PR (#6017) measured a "
                        "2,048-token prompt about a quarter under it (validation/pipeline.csv), so "
