@@ -365,11 +365,12 @@ def test_layer_types_outrank_sliding_window_pattern_as_in_transformers() -> None
     assert kinds(spec) == ["sliding", "full"] * 16
 
 
-def test_a_cohere2_window_without_its_pattern_is_refused_not_read_as_every_layer() -> None:
-    config = {k: v for k, v in COHERE2.items() if k != "sliding_window_pattern"}
-    with pytest.raises(InputError, match=r"neither that nor layer_types \(transformers' "
-                                         r"default: 4\)"):
-        spec_of(config)
+@pytest.mark.parametrize("model_type", ["cohere2", "exaone4", "gemma3_text"])
+def test_a_null_pattern_is_refused_not_read_as_every_layer_windowed(model_type: str) -> None:
+    """A pattern left out takes the family's default (test_config_cohere2.py); one set to
+    null names no layout (transformers' configs fail dividing by it), so it is refused."""
+    with pytest.raises(InputError, match="sets it to null and gives no layer_types"):
+        spec_of({**COHERE2, "model_type": model_type, "sliding_window_pattern": None})
 
 
 @pytest.mark.parametrize("pattern", ["LLXG", "", 0, True, 2.5])

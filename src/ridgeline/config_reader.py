@@ -43,6 +43,7 @@ from ridgeline.model_types import (
     MLP_BIAS,
     OUTPUT_GATED_ATTENTION,
     OWN_EXPERT_WIDTH,
+    PARALLEL_BLOCK,
     QK_NORM,
     UNGATED_MLP,
     first_architecture,
@@ -104,7 +105,7 @@ class _SpecReader(ConfigFields):
             moe=moe,
             layer_norm=self.model_type in LAYER_NORM,
             norms_per_layer=self._norms_per_layer(),
-            parallel_block=self.model_type in ("gptj", "falcon") or self.bool_("parallel_attn"),
+            parallel_block=self.model_type in PARALLEL_BLOCK or self.bool_("parallel_attn"),
             lm_head_bias=self.model_type == "gptj",
             max_position_embeddings=self.opt_int(
                 "max_position_embeddings", "n_positions", "max_sequence_length"
@@ -132,7 +133,7 @@ class _SpecReader(ConfigFields):
     def _norms_per_layer(self) -> int:
         if self.model_type in FOUR_NORMS:
             return 4
-        if self.model_type == "nemotron_h" or self.model_type in ("gptj", "falcon"):
+        if self.model_type == "nemotron_h" or self.model_type in PARALLEL_BLOCK:
             return 1
         return 2
 

@@ -42,8 +42,9 @@ _PATTERN = {"M": (MAMBA, NONE), "*": (FULL, NONE), "-": (NONE, DENSE), "E": (NON
 
 
 # transformers families whose config builds windowed and global layers from
-# sliding_window_pattern (Gemma 3's default, 6, comes from model_type_defaults.json)
-_PATTERN_TYPES = {"gemma3": 6, "gemma3_text": 6, "cohere2": 4, "exaone4": 4}
+# sliding_window_pattern where it has no layer_types; each one's default where the key is
+# absent (Gemma 3's 6, Cohere2's and EXAONE 4's 4) comes from model_type_defaults.json
+_PATTERN_TYPES = frozenset({"gemma3", "gemma3_text", "cohere2", "exaone4"})
 # the fields that say where windows are, as this module and config_reader read them
 _WINDOW_FIELDS_READ = {"sliding_window", "sliding_window_size", "sliding_window_pattern",
                        "_sliding_window_pattern", "use_sliding_window", "max_window_layers"}
@@ -154,7 +155,9 @@ def ffn_kinds(
 
 def _pattern_field(c: Mapping[str, Any]) -> Any:
     """sliding_window_pattern, or the private ``_sliding_window_pattern`` transformers 4.53 and
-    later save beside layer_types (google/gemma-3-270m's config.json)."""
+    later save beside layer_types (google/gemma-3-270m's config.json). A family with a default
+    pattern has it filled in before this reads (model_type_defaults.json), so there, as in
+    transformers, the private copy never sets the layout."""
     value = c.get("sliding_window_pattern")
     return c.get("_sliding_window_pattern") if value is None else value
 
@@ -164,14 +167,15 @@ def _pattern_mixers(c: Mapping[str, Any], model_type: str, n: int, name: str) ->
     the rest windowed (transformers' Gemma 3, Cohere2, EXAONE 4 configs). A string of L and G
     (EXAONE 4's "LLLG"): layer i windowed where its letter, pattern[i % len], is L, the last
     layer global whatever its letter (TensorRT-LLM's modeling_exaone4 check_is_sliding). A
-    family that interleaves them by it refuses a config without it rather than read every
-    layer as windowed (transformers would take its default, named in the message)."""
+    config that leaves the key out has its family's default by now (model_type_defaults.json);
+    one that sets it to null, or a family without a default, is refused rather than read as
+    every layer windowed (transformers' configs fail on a null: the layout divides by it)."""
     value = _pattern_field(c)
     if value is None:
+        given = "sets it to null" if "sliding_window_pattern" in c else "leaves it out"
         raise InputError(f"{name}: a {model_type} config puts a global layer among windowed "
-                         "ones every sliding_window_pattern layers, and this one gives neither "
-                         "that nor layer_types (transformers' default: "
-                         f"{_PATTERN_TYPES[model_type]})")
+                         f"ones every sliding_window_pattern layers, and this one {given} and "
+                         "gives no layer_types: give one or the other")
     if isinstance(value, str) and value and set(value) <= {"L", "G"}:
         return [SLIDING if i != n - 1 and value[i % len(value)] == "L" else FULL
                 for i in range(n)]

@@ -160,7 +160,7 @@ class ModelSpec:
     moe: MoE | None
     layer_norm: bool  # LayerNorm (weight+bias) rather than RMSNorm
     norms_per_layer: int
-    parallel_block: bool  # GPT-J/Falcon: attention and MLP share one input norm
+    parallel_block: bool  # GPT-J/Falcon/Cohere2: attention and MLP share one input norm
     lm_head_bias: bool
     max_position_embeddings: int | None
     dtype: str  # checkpoint storage dtype: bf16, fp16, fp32
