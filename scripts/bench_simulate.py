@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Simulator benchmarks (not tests): speed, memory, and saturated throughput vs measured.
+"""Simulator benchmarks (not tests): speed, memory, saturated throughput vs measured, and
+how simulate's OVERLOADED verdict reads loads around what the engine serves.
 
     python scripts/bench_simulate.py [--sizes 10000,100000,1000000] [--skip-speed]
+        [--skip-sanity] [--overload] [--overload-requests 2000] [--seeds 10]
 
 Speed: simulated requests per wall second for a chat-like workload (Llama-3.1-8B on one
 H100, vLLM defaults, Poisson arrivals at 8 req/s below saturation, log-normal prompts
@@ -10,6 +12,11 @@ same load (20,000 requests) on sliding-window, Mamba-hybrid and KV-bound deploym
 The build (Python, or compiled by scripts/compile_simulator.py) is printed first.
 Sanity: each offline max-throughput row of validation/measurements.csv (batch left to the
 engine) replayed as 1,000 requests queued at t = 0; simulated output tok/s beside measured.
+Overload (--overload): Llama-3.1-8B on one H100, simulate's default lengths (512 / 128,
+about 44.4 req/s served once the queue grows), Poisson and gamma arrivals at rates from
+well under that to well over, several seeds: each run's verdict from its own readings alone
+(``Recorder.overloaded``) and as simulate reads it (sim/overload.py: the batch-full rate
+where requests backed up, a burst's long queue), one character per seed.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from ridgeline.measurements import read_measurements
 from ridgeline.predict import deployment_for
 from ridgeline.sim import build
 from ridgeline.sim.config import sim_config
+from ridgeline.sim.pipeline import run_replica
 from ridgeline.sim.request import Request
 from ridgeline.sim.simulator import Simulator
 from ridgeline.sim.workload import Workload
@@ -78,11 +86,53 @@ def sanity() -> None:
               flush=True)
 
 
+OVERLOAD_RATES = (30.0, 35.0, 38.0, 40.0, 42.0, 44.0, 45.0, 46.0, 47.0, 48.0, 50.0, 55.0)
+OVERLOAD_ARRIVALS = (("poisson", {}), ("gamma 0.5", {"arrival": "gamma", "burstiness": 0.5}),
+                     ("gamma 2", {"arrival": "gamma", "burstiness": 2.0}))
+# a verdict's reading, one character: none, the run's queue, flows past the fill, cut short,
+# the batch-full rate, a burst
+MARKS = {"": ".", "queue": "Q", "flows": "F", "stopped_early": "S", "capacity": "C",
+         "burst": "B"}
+
+
+def overload(requests: int, seeds: int) -> None:
+    """The verdict, with and without the readings beyond the run's own counts, at each rate,
+    arrival process and seed (seeds left to right)."""
+    from ridgeline.reports.simulate import overload_rates
+    from ridgeline.sim.overload import backing_up, saturated_req_s
+
+    dep = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"), "bf16")
+    profile, config = profile_for("vllm"), sim_config(dep)
+    legend = ", ".join(f"{mark} {reading or 'none'}" for reading, mark in MARKS.items())
+    print(f"OVERLOADED, {requests:,} requests of 512 / 128 tokens, seeds 0-{seeds - 1}: "
+          f"{legend}")
+    print("| arrivals | req/s | own readings | as simulate reads it | flagged |")
+    print("|---|---:|---|---|---:|")
+    for name, arrivals in OVERLOAD_ARRIVALS:
+        for rate in OVERLOAD_RATES:
+            own, read = "", ""
+            for seed in range(seeds):
+                work = Workload(requests, "512", "128", rate=rate, seed=seed, **arrivals)
+                result = run_replica(dep, profile, config, work, stop_when_behind=True)
+                rec = result.rec
+                saturated = None if rec.overloaded() or not backing_up(rec) \
+                    else saturated_req_s(dep, profile, config, work)
+                flag = overload_rates(result, requests, saturated)
+                own += "Y" if rec.overloaded() else "."
+                read += MARKS["" if flag is None else flag.reading]
+            print(f"| {name} | {rate:g} | `{own}` | `{read}` | "
+                  f"{sum(m != '.' for m in read)}/{seeds} |", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="10000,100000,1000000")
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--skip-sanity", action="store_true")
+    parser.add_argument("--overload", action="store_true",
+                        help="also sweep simulate's OVERLOADED verdict around capacity")
+    parser.add_argument("--overload-requests", type=int, default=2000)
+    parser.add_argument("--seeds", type=int, default=10)
     args = parser.parse_args()
     print(f"simulator build: {build()} (Python {sys.version.split()[0]})\n")
     if not args.skip_speed:
@@ -92,6 +142,9 @@ def main() -> int:
     if not args.skip_sanity:
         print()
         sanity()
+    if args.overload:
+        print()
+        overload(args.overload_requests, args.seeds)
     return 0
 
 

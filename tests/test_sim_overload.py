@@ -16,7 +16,7 @@ from ridgeline.cli import main
 from ridgeline.engines import profile_for
 from ridgeline.reports.simulate import overload_rates
 from ridgeline.sim.config import sim_config
-from ridgeline.sim.metrics import SimResult, beyond_noise
+from ridgeline.sim.metrics import OVERLOAD_BACKLOG, SimResult, beyond_noise
 from ridgeline.sim.pipeline import run_replica
 from ridgeline.sim.simulator import CHECK_STEPS
 from ridgeline.sim.workload import Workload
@@ -103,6 +103,7 @@ def test_a_hopeless_burst_stops_early_and_is_overloaded(
         assert flag is not None and flag["waiting_at_last_arrival"] == n - 1
         assert not any("warm" in c or "lighter" in c for c in out["cautions"])
         assert stop["reading"] == "queue"
+        assert flag["reading"] == "stopped_early" and flag["grew"] == "queue"
     code, text, _ = run_cli(capsys, "simulate", *HOPELESS, "--rate", "100000",
                             "--num-requests", "5000")
     assert code == 0
@@ -147,20 +148,29 @@ def test_a_hopeless_run_is_still_cut_by_its_flows_past_the_fill(
     assert stop["reading"] == "flows" and stop["reason"] in text
 
 
+def _late_burst(tmp_path: Path) -> str:
+    """A trace: 2,000 requests of 1,000 / 500 tokens in the first second, then 50 over
+    5,000-6,000 s."""
+    trace = tmp_path / "burst.csv"
+    rows = [f"{i * 0.0005:.4f},1000,500" for i in range(2000)]
+    rows += [f"{5000 + 20 * i},1000,500" for i in range(50)]
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n" + "\n".join(rows) + "\n")
+    return str(trace)
+
+
 def test_a_burst_is_not_cut_short_while_requests_are_still_to_come(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """2,000 requests in the first second to 8 seats, then 50 over 5,000-6,000 s: at the first
     check nearly all that came wait, but the queue drains (by about 1,100 s) long before the
     late ones come. It had been cut at 50,000 steps with 793 done, "the rest of the run would
-    only lengthen that queue"; it runs to the end, and its last arrival finds no queue."""
-    trace = tmp_path / "burst.csv"
-    rows = [f"{i * 0.0005:.4f},1000,500" for i in range(2000)]
-    rows += [f"{5000 + 20 * i},1000,500" for i in range(50)]
-    trace.write_text("arrival_s,prompt_tokens,output_tokens\n" + "\n".join(rows) + "\n")
-    out = _json(capsys, "llama-3.1-8b", "--gpu", "h100", "--trace", str(trace),
+    only lengthen that queue"; it runs to the end, and its last arrival finds no queue (the
+    burst is still OVERLOADED, by its own queue: ``test_a_burst_worked_through_long_after_it
+    _ended_is_overloaded``)."""
+    out = _json(capsys, "llama-3.1-8b", "--gpu", "h100", "--trace", _late_burst(tmp_path),
                 "--max-num-seqs", "8")
     assert out["stopped_early"] is None and out["completed"] == 2050
-    assert out["steps"] > CHECK_STEPS and out["overloaded"] is None
+    assert out["steps"] > CHECK_STEPS
+    assert out["overloaded"]["waiting_at_last_arrival"] < OVERLOAD_BACKLOG
 
 
 @pytest.mark.parametrize(("rate", "seed", "arrivals"), [

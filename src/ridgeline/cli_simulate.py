@@ -233,6 +233,14 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     )
     from ridgeline.serving_load import tail_caution
     from ridgeline.sim.config import v0_scheduling_caution
+    from ridgeline.sim.overload import backing_up, saturated_req_s
+
+    # a run whose requests backed up, its own readings not calling it overloaded: the most
+    # the engine serves of these requests, its batch full, tells a filling batch from one
+    # that falls behind (sim/overload.py)
+    saturated = saturated_req_s(dep, profile, config, requests, args.engine_version) \
+        if not args.concurrency and not result.rec.overloaded() and backing_up(result.rec) \
+        else None
 
     span: float | None
     if args.concurrency or args.window:  # a closed loop holds its batch from the start; a
@@ -261,7 +269,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                                  offload_caution(dep), cdna3_moe_caution(dep), gguf_caution(dep),
                                  cross_node_caution(dep.tensor_parallel_size, dep.accelerator,
                                                     dep.engine),
-                                 "" if overload_rates(result, count) else warmup_caution(
+                                 "" if overload_rates(result, count, saturated) else warmup_caution(
                                      span, result.percentiles("e2e")["mean"], args.rate),
                                  profile.calibration_caution(dep.accelerator),
                                  "" if args.percentile is None else tail_caution(
@@ -276,7 +284,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                           engine_version=settings.engine_version if pool.accounting is None
                           else pool.accounting.version,
                           usage=settings.usage if engine == "vllm" else None,
-                          model_runner=pool.runner or None)
+                          model_runner=pool.runner or None, saturated_req_s=saturated)
 
 
 def fixed_length(text: str | None) -> bool:

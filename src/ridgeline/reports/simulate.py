@@ -4,14 +4,23 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Quantity, Step, q, step
 from ridgeline.render import table
 from ridgeline.reports.profile_story import matmul_qs, overhead_formula, overhead_q, share_qs
 from ridgeline.sim.config import SimConfig, tokens_per_step
-from ridgeline.sim.metrics import FLOWS_CUT, STEADY_LIFETIMES, SimResult
+from ridgeline.sim.metrics import FLOWS_CUT, OVERLOAD_BACKLOG, QUEUE_CUT, STEADY_LIFETIMES, SimResult
+from ridgeline.sim.overload import (
+    BURST_READ,
+    CAPACITY_READ,
+    STOPPED_READ,
+    Burst,
+    burst,
+    growth,
+    overload_reading,
+)
 from ridgeline.units import plural
 
 
@@ -39,24 +48,80 @@ MOST_SUGGESTED = 10_000_000  # a --num-requests past this is no advice
 FEW_IN_WINDOW = 30  # a --window with fewer completed requests is cautioned
 
 
-def overload_rates(r: SimResult, requests: int) -> tuple[float, float, int] | None:
-    """(offered req/s, req/s the engine served, requests still waiting when the last arrived)
-    where the engine fell behind the arrivals (``Recorder.overloaded``: a queue beyond the
-    noise of the arrivals' count, or fewer leaving than arriving past the batch's filling,
-    however slight the overload: llama.cpp at 1.05 req/s offered, 0.92 served); else None. A
-    burst that ends before the batch has filled is read by its queue alone. A run cut short
-    offers the requests that had arrived by its end."""
+class Overload(NamedTuple):
+    """Where the engine fell behind its arrivals (``overload_rates``)."""
+
+    offered_req_s: float
+    served_req_s: float
+    waiting: int  # when the last request arrived
+    reading: str  # which reading (sim.overload.overload_reading)
+    grew: str  # "queue", or "batch" where the running batch took the excess on
+    saturated_req_s: float | None  # the most it serves, its batch full, where that was read
+
+
+def overload_rates(r: SimResult, requests: int,
+                   saturated_req_s: float | None = None) -> Overload | None:
+    """Offered req/s, req/s the engine served, requests still waiting when the last arrived,
+    and the reading, where the engine fell behind the arrivals (``overload_reading``: a queue
+    beyond the noise of the arrivals' count, or fewer leaving than arriving past the batch's
+    filling, however slight the overload: llama.cpp at 1.05 req/s offered, 0.92 served; an
+    offered rate past ``saturated_req_s``, the most it serves with its batch full; a burst's
+    long queue); else None. A burst that ends before the batch has filled is read by its
+    queue alone. A run cut short offers the requests that had arrived by its end. What grew
+    is the queue where 20 or more waited when the last arrived (or the reading is of a queue),
+    else the running batch, whose steps slow as it grows."""
     if r.rec.stopped_early:
         requests = round(r.rec.arrivals.total)
     first, last = r.rec.arrived_s
     span = last - first
-    if not (math.isfinite(span) and span > 0 and requests > 1 and r.rec.overloaded()):
+    if not (math.isfinite(span) and span > 0 and requests > 1):
+        return None
+    reading = overload_reading(r.rec, saturated_req_s)
+    if not reading:
         return None
     waiting = r.rec.waiting_at_arrival
+    grew = "queue" if waiting >= OVERLOAD_BACKLOG or reading in (
+        STOPPED_READ, QUEUE_CUT, BURST_READ) else "batch"
     # what it serves: its completions over the run, busy throughout (the requests started by
     # the last arrival, over the arrivals' span, counted the batch's first filling as service:
     # 171 req/s "taken on" at 1,000 offered, where 44 complete)
-    return (requests - 1) / span, r.request_rate_req_s, waiting
+    return Overload((requests - 1) / span, r.request_rate_req_s, waiting, reading, grew,
+                    saturated_req_s if reading == CAPACITY_READ else None)
+
+
+def gauges_at(r: SimResult, t: float) -> tuple[int, int]:
+    """The running and waiting requests at time t, as the (thinned) time series last read
+    them."""
+    before = [p for p in r.rec.series.points if p[0] <= t]
+    return (before[-1][1], before[-1][2]) if before else (0, 0)
+
+
+def growth_evidence(r: SimResult) -> str:
+    """How the requests in the engine grew over the second half of the arrivals, and the
+    running batch with them, as a clause ("" where the arrivals span no time)."""
+    g = growth(r.rec)
+    if g is None:
+        return ""
+    running_from, _ = gauges_at(r, g.start_s)
+    running_to, _ = gauges_at(r, g.end_s)
+    return (f"over the second half of the arrivals ({g.start_s:,.1f}–{g.end_s:,.1f} s), "
+            f"{g.arrived:,.0f} arrived and the requests in the engine grew by {g.grown:,.0f} "
+            f"(a least-squares line), its running batch from {running_from:,} to "
+            f"{running_to:,}")
+
+
+def burst_line(r: SimResult, b: Burst) -> str:
+    """The OVERLOADED line of a burst that outran the engine (``sim.overload.burst``)."""
+    service = r.rec.mean_service_s
+    cleared = min(b.cleared_s, r.duration_s)
+    done = r.rec.departures.count_to(cleared) - r.rec.departures.count_to(b.at_s)
+    return (f"OVERLOADED by a burst: when the request arriving at {b.at_s:,.1f} s came, "
+            f"{b.waiting:,} of the {b.arrived:,.0f} arrived by then were waiting to start, and "
+            f"that queue took until {cleared:,.0f} s to clear, {(cleared - b.at_s) / service:,.0f} "
+            f"times a request's mean service time ({service:,.1f} s), the engine working "
+            f"through it at about {done / (cleared - b.at_s):,.2f} req/s: the arrivals came faster "
+            "than it serves while the burst lasted, and the latencies above are mostly that "
+            "queue's wait: spread the burst out, or add replicas (`ridgeline plan` sizes them)")
 
 
 SHORT_QUEUE_S = 0.05  # a mean queueing under this prints as 0.0 s: no ratio is read to it
@@ -198,6 +263,7 @@ class SimulateReport:
     engine_version: str | None = None  # whose memory rules sized the pool (vLLM: its release)
     usage: str | None = None  # vLLM's usage context: serve (vllm serve) or offline (LLM class)
     model_runner: str | None = None  # vLLM's: V0, V1 or MRV2 (Model Runner V2)
+    saturated_req_s: float | None = None  # the most it serves of these requests, batch full
 
     def to_dict(self) -> dict[str, Any]:
         r, d = self.result, self.deployment
@@ -264,8 +330,10 @@ class SimulateReport:
             "windowed_requests": r.rec.windowed if self.has_window else None,
             "keeps_up": self.kept_up,
             "overloaded": None if (o := self.overloaded) is None else {
-                "offered_req_s": o[0], "served_req_s": o[1], "waiting_at_last_arrival": o[2],
-                **self._backlog_dict()},
+                "offered_req_s": o.offered_req_s, "served_req_s": o.served_req_s,
+                "waiting_at_last_arrival": o.waiting, "reading": o.reading, "grew": o.grew,
+                "saturated_req_s": o.saturated_req_s, **self._backlog_dict(),
+                **self._growth_dict(o)},
             "stopped_early": {"at_s": r.duration_s, "steps": r.steps,
                               "unfinished": self.requests - r.completed - r.rejected,
                               "reading": r.rec.stop_reading, "reason": _why_stopped(r)}
@@ -289,6 +357,21 @@ class SimulateReport:
         return {"past_fill_s": [start, last], "arrived_past_fill": behind[0],
                 "left_past_fill": behind[1],
                 "queue_mean_s_halves": None if trend is None else list(trend)}
+
+    def _growth_dict(self, o: Overload) -> dict[str, Any]:
+        """The requests in the engine over the second half of the arrivals, and a burst's
+        queue, for --json (each null where not read)."""
+        r = self.result
+        g = growth(r.rec)
+        found = burst(r.rec) if o.reading == BURST_READ else None
+        return {"growth": None if g is None else {
+                    "from_s": g.start_s, "until_s": g.end_s, "arrived": g.arrived,
+                    "grown": g.grown, "running": [gauges_at(r, g.start_s)[0],
+                                                  gauges_at(r, g.end_s)[0]]},
+                "burst": None if found is None else {
+                    "at_s": found.at_s, "waiting": found.waiting, "arrived": found.arrived,
+                    "cleared_s": found.cleared_s if math.isfinite(found.cleared_s) else None,
+                    "mean_service_s": r.rec.mean_service_s}}
 
     def text_lines(self) -> list[str]:
         r, c, d = self.result, self.config, self.deployment
@@ -330,16 +413,11 @@ class SimulateReport:
             + _readmitted(r.rec.readmit_hit_blocks, r.prefix_hit_blocks, c.block_size),
         ]
         swamped = self.overloaded
-        if swamped is not None:
-            offered, taken, waiting = swamped
-            evidence = backlog_evidence(r)
-            lines.append(f"OVERLOADED: requests arrive at {offered:,.2f} req/s and the engine "
-                         f"serves about {taken:,.2f} req/s, busy throughout: "
-                         + (f"{evidence} ({waiting:,} still waiting when the last arrived)"
-                            if evidence else f"{waiting:,} still waiting when the last arrived")
-                         + "; the queue grows for as long as they arrive, so the latencies "
-                         "above grow with the run's length, not towards a steady state: lower "
-                         "the rate, or add replicas (`ridgeline plan` sizes them)")
+        found = burst(r.rec) if swamped is not None and swamped.reading == BURST_READ else None
+        if found is not None:
+            lines.append(burst_line(r, found))
+        elif swamped is not None:
+            lines.append(self._overload_line(swamped))
         if r.rec.stopped_early:
             unfinished = self.requests - r.completed - r.rejected
             lines.append(f"STOPPED EARLY at {r.duration_s:,.0f} s simulated ({r.steps:,} "
@@ -377,6 +455,25 @@ class SimulateReport:
                          f"{_share(r.good, self.requests)} of all {self.requests:,})")
         return lines + self._rejected_lines() + [f"caution: {c}" for c in self.cautions]
 
+    def _overload_line(self, o: Overload) -> str:
+        """OVERLOADED: the rates, the evidence, and what grows — the queue, or the running
+        batch that took the excess on (each step slower as it grows)."""
+        r = self.result
+        evidence = [e for e in (backlog_evidence(r),
+                                growth_evidence(r) if o.grew == "batch" else "") if e]
+        waiting = f"{o.waiting:,} still waiting when the last arrived"
+        most = "" if o.saturated_req_s is None else (
+            f", {o.saturated_req_s:,.2f} at most (these requests sent at once, its batch as "
+            "full as its pool and seats allow)")
+        grows = ("the queue grows for as long as they arrive" if o.grew == "queue" else
+                 "the running batch takes on the excess, each step slower as it grows, until "
+                 "its pool is full and the queue grows")
+        return (f"OVERLOADED: requests arrive at {o.offered_req_s:,.2f} req/s and the engine "
+                f"serves about {o.served_req_s:,.2f} req/s, busy throughout{most}: "
+                + (f"{'; '.join(evidence)} ({waiting})" if evidence else waiting)
+                + f"; {grows}, so the latencies above grow with the run's length, not towards "
+                "a steady state: lower the rate, or add replicas (`ridgeline plan` sizes them)")
+
     def _percentile_line(self) -> str:
         """--percentile: the latencies there, the rejected counted as misses (plan's reading)."""
         r, p = self.result, self.percentile
@@ -388,8 +485,8 @@ class SimulateReport:
         return f"p{p:.10g}{counted}: TTFT {_ms_or_never(ttft)}, TPOT {_ms_or_never(tpot)}"
 
     @property
-    def overloaded(self) -> tuple[float, float, int] | None:
-        return overload_rates(self.result, self.requests)
+    def overloaded(self) -> Overload | None:
+        return overload_rates(self.result, self.requests, self.saturated_req_s)
 
     @property
     def _has_slo(self) -> bool:

@@ -35,6 +35,11 @@ def _bin(value: float) -> int:
     return int((math.log10(value) - _LOG_LOW) * _BINS_PER_DECADE) if value > _LOW else 0
 
 
+def bin_top(index: int) -> float:
+    """The upper edge of a histogram bin: the least value of the next."""
+    return _LOW * 10 ** ((index + 1) / _BINS_PER_DECADE)
+
+
 class Histogram:
     """Log-binned weighted samples: percentiles within a bin width (0.23%), and never
     outside the smallest and largest sample seen (all equal samples: that value)."""
@@ -77,7 +82,7 @@ class Histogram:
         step = (last - first) / (n - 1)
         placed = 0
         for index in range(lo, hi):  # samples below the next bin's lower edge
-            edge = _LOW * 10 ** ((index + 1) / _BINS_PER_DECADE)
+            edge = bin_top(index)
             below = min(n, max(placed, math.ceil((edge - first) / step)))
             if below > placed:
                 counts[index] = counts.get(index, 0.0) + (below - placed) * weight
@@ -237,10 +242,18 @@ class Recorder:
         self.readmit_hit_blocks = 0  # prefix-cache hits of preempted requests on their own blocks
         self.stopped_early = False  # the run was cut short (``hopelessly_behind``)
         # the requests waiting to start just after the latest arrival (it included), set by
-        # the simulator as each comes: at the run's end, the queue the last one joined
+        # the simulator as each comes (``queued``): at the run's end, the queue the last one
+        # joined
         self.waiting_at_arrival = 0
         # … and the requests its running batch could still take then (``Simulator._note_queue``)
         self.batch_room_at_arrival = 0.0
+        # the largest queue beyond that room an arrival joined, as (beyond the room, the
+        # queue, when, requests arrived by then, of them since the queue was last empty), and
+        # when the queue was next empty (``sim.overload.burst``)
+        self.peak_queue: tuple[float, int, float, float, float] = (0.0, 0, math.nan, 0.0, 0.0)
+        self.peak_cleared_s = math.nan
+        self._peak_open = False  # the peak's queue has not yet emptied
+        self._arrived_when_empty = 0.0  # requests arrived when a step last left none waiting
         # which reading cut the run short (``hopelessly_behind``): FLOWS_CUT or QUEUE_CUT
         self.stop_reading = ""
         self.closed_loop = False  # each arrival follows a completion: no backlog to read
@@ -355,7 +368,8 @@ class Recorder:
           (230 running, 59 %).
         A run cut short (``hopelessly_behind``: the same readings past a higher bar) is.
         Never a closed loop (its arrivals follow its completions), nor arrivals spanning no
-        time (no rate is offered)."""
+        time (no rate is offered). ``sim.overload`` reads two more, beyond the counts: arrivals
+        past the most the engine serves with its batch full, and a burst's long queue."""
         first, last = self.arrived_s
         if self.closed_loop or not first < last:
             return False
@@ -434,6 +448,19 @@ class Recorder:
         return first < last and self.waiting_at_arrival >= max(
             CUT_BACKLOG, CUT_SHARE * self.arrivals.total)
 
+    def queued(self, now_s: float, waiting: int, room: float) -> None:
+        """An arrival at now_s (already counted) left ``waiting`` requests waiting to start,
+        the running batch room for ``room`` more: the latest queue, and the largest beyond
+        that room (``sim.overload.burst``)."""
+        self.waiting_at_arrival = waiting
+        self.batch_room_at_arrival = room
+        if waiting - room > self.peak_queue[0]:
+            arrived = self.arrivals.total
+            self.peak_queue = (waiting - room, waiting, now_s, arrived,
+                               arrived - self._arrived_when_empty)
+            self.peak_cleared_s = math.nan
+            self._peak_open = True
+
     def arrive(self, r: Request) -> None:
         """r has come (run or rejected): counted now, whether or not the run lets it leave."""
         self.counts_arrivals = True
@@ -492,6 +519,8 @@ class Recorder:
                      "grouped_arrived", "prefix_followers", "readmit_hit_blocks",
                      "service_s", "waiting_at_arrival", "batch_room_at_arrival"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
+        if other.peak_queue[0] > self.peak_queue[0]:  # lanes side by side: the longer one
+            self.peak_queue, self.peak_cleared_s = other.peak_queue, other.peak_cleared_s
         for reason, n in other.rejected.items():
             self.rejected[reason] = self.rejected.get(reason, 0) + n
         for reason, detail in other.rejected_first.items():
@@ -515,6 +544,11 @@ class Recorder:
         self.series.add(t, running, waiting, usage, preemptions)
         self.gauge = running
         self.running_max = max(self.running_max, running)
+        if not waiting:
+            self._arrived_when_empty = self.arrivals.total
+            if self._peak_open:
+                self.peak_cleared_s = t
+                self._peak_open = False
 
     def ran(self, start_s: float, end_s: float, steps: int, running: int, waiting: int,
             usage: float, preemptions: int) -> None:

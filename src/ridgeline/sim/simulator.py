@@ -240,12 +240,11 @@ class Simulator:
         then: the seats under max_num_seqs, or the pool's free share at the running requests'
         mean hold (703 running at 90.9 % of the pool: 70 more), whichever is fewer."""
         s, usage = self.scheduler, self.pool.usage
-        rec.waiting_at_arrival = len(s.waiting)
         running = len(s.running)
         room = float(self.config.max_num_seqs - running)
         if usage > 0:
             room = min(room, running * (1 - usage) / usage)
-        rec.batch_room_at_arrival = max(0.0, room)
+        rec.queued(self.now_s, len(s.waiting), max(0.0, room))
 
     def _advance(self, next_arrival: float, rec: Recorder) -> list[Request]:
         """Run one step, or several identical decode steps; return who finished."""

@@ -1,0 +1,197 @@
+"""OVERLOADED where a run's own counts miss it (sim/overload.py): a small, sustained overload
+that vLLM's batch takes on, read against the most the engine serves with its batch full; a
+burst the engine works through long after it ended; and the line says what grew."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.cli import main
+from ridgeline.engines import profile_for
+from ridgeline.reports.simulate import overload_rates
+from ridgeline.sim.config import sim_config
+from ridgeline.sim.metrics import OVERLOAD_BACKLOG, SimResult
+from ridgeline.sim.overload import (
+    BURST_LIFETIMES,
+    BURST_SHARE,
+    SATURATION_SLACK,
+    backing_up,
+    burst,
+    grows,
+    growth,
+    offered_req_s,
+    saturated_req_s,
+)
+from ridgeline.sim.pipeline import run_replica
+from ridgeline.sim.workload import Workload
+from tests.test_sim_overload import _late_burst
+
+DEP = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"), "bf16")
+SHORT = ("512", "128")  # simulate's default lengths: one H100 serves about 44.4 req/s of them
+AT_46 = ["llama-3.1-8b", "--gpu", "h100", "--rate", "46", "--num-requests", "2000",
+         "--seed", "2"]
+
+
+def _work(n: int, rate: float, seed: int, **arrivals: Any) -> Workload:
+    return Workload(n, *SHORT, rate=rate, seed=seed, **arrivals)
+
+
+def _run(work: Workload) -> SimResult:
+    return run_replica(DEP, profile_for("vllm"), sim_config(DEP), work, stop_when_behind=True)
+
+
+def _verdict(work: Workload) -> str:
+    """What simulate reads of the run: its own readings, else (where requests backed up) the
+    batch-full replay's; "" for none."""
+    r = _run(work)
+    saturated = None if r.rec.overloaded() or not backing_up(r.rec) else saturated_req_s(
+        DEP, profile_for("vllm"), sim_config(DEP), work)
+    flag = overload_rates(r, work.num_requests, saturated)
+    return "" if flag is None else flag.reading
+
+
+def _simulate(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[dict[str, Any], str]:
+    assert main(["simulate", *argv, "--json"]) == 0
+    out: dict[str, Any] = json.loads(capsys.readouterr().out)
+    assert main(["simulate", *argv]) == 0
+    return out, capsys.readouterr().out
+
+
+def test_the_batch_full_rate_is_within_its_slack_under_what_a_long_overloaded_run_serves() -> None:
+    """The replay of 46 req/s's requests sent at once serves 43.8 req/s; 20,000 requests offered
+    48 req/s serve 44.4 over the second half of their arrivals, its queue growing throughout.
+    Of 1,000 / 300 tokens: 16.8."""
+    saturated = saturated_req_s(DEP, profile_for("vllm"), sim_config(DEP), _work(2000, 46.0, 2))
+    assert saturated == pytest.approx(43.76, abs=0.01)
+    chat = Workload(765, "1000", "300", rate=17.0)  # 16.9-17.1 served by 20,000 offered more
+    assert saturated_req_s(DEP, profile_for("vllm"), sim_config(DEP), chat) == \
+        pytest.approx(16.79, abs=0.01)
+    rec = _run(_work(20_000, 48.0, 0)).rec
+    first, last = rec.arrived_s
+    mid = (first + last) / 2
+    served = (rec.departures.count_to(last) - rec.departures.count_to(mid)) / (last - mid)
+    assert (1 - SATURATION_SLACK) * served < saturated < served
+
+
+def test_a_sustained_overload_the_batch_takes_on_is_overloaded(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """46 req/s offered to one H100 serving 44.4: only 5 wait when the last arrives, and past
+    the fill the shortfall is under the noise its own readings ask, so it had passed. Its
+    requests in the engine grew by 174 of the 1,012 arriving over the second half, beyond
+    noise, and it is offered more than the 43.8 it serves at most: OVERLOADED, worded by what
+    grew, the running batch."""
+    rec = _run(_work(2000, 46.0, 2)).rec
+    g = growth(rec)
+    assert g is not None and g.arrived == 1012 and g.grown == pytest.approx(174, abs=1)
+    assert grows(rec) is not None and not rec.overloaded()
+    out, text = _simulate(capsys, *AT_46)
+    flag = out["overloaded"]
+    assert flag["reading"] == "capacity" and flag["grew"] == "batch"
+    assert flag["offered_req_s"] > (1 + SATURATION_SLACK) * flag["saturated_req_s"]
+    assert flag["waiting_at_last_arrival"] < OVERLOAD_BACKLOG
+    grown = flag["growth"]
+    assert grown["running"][1] > grown["running"][0]
+    line = next(x for x in text.splitlines() if x.startswith("OVERLOADED"))
+    assert f"{flag['saturated_req_s']:,.2f} at most (these requests sent at once" in line
+    assert f"its running batch from {grown['running'][0]:,} to {grown['running'][1]:,}" in line
+    assert "the running batch takes on the excess, each step slower as it grows" in line
+    assert "the queue grows for as long as they arrive" not in line
+
+
+def test_a_long_run_offered_a_little_more_than_it_serves_is_overloaded() -> None:
+    """20,000 requests at 46 req/s, 435 s: 276 wait when the last arrives, its pool full, but
+    past the fill 3.5 % fewer leave than arrive, under the 5 % the run's own readings ask (of
+    40,000, 870 s, 958 and 1,191 wait with seeds 1 and 0, and they still passed); the
+    batch-full rate reads it."""
+    work = _work(20_000, 46.0, 0)
+    rec = _run(work).rec
+    assert not rec.overloaded() and rec.waiting_at_arrival == 276
+    assert _verdict(work) == "capacity"
+
+
+def test_a_full_batch_with_a_queue_is_backing_up_though_it_grew_within_noise() -> None:
+    """5,000 requests at 48 req/s, seed 5: the batch sits at its pool's edge and the queue swings
+    over the second half of the arrivals, the requests in the engine growing by 40 of 2,442,
+    within noise; 194 waiting when the last arrives say they back up, and the batch-full rate
+    reads the overload the run's own readings miss."""
+    work = _work(5000, 48.0, 5)
+    rec = _run(work).rec
+    g = growth(rec)
+    assert g is not None and g.arrived == 2442 and g.grown == pytest.approx(40, abs=1)
+    assert grows(rec) is None and rec.waiting_at_arrival == 194 and backing_up(rec)
+    assert not rec.overloaded() and _verdict(work) == "capacity"
+
+
+@pytest.mark.parametrize("rate", [30.0, 35.0, 40.0])
+def test_loads_well_under_what_the_engine_serves_are_not_overloaded(rate: float) -> None:
+    """2,000 requests at 30-40 req/s (68-90 % of 44.4), Poisson and bursty gamma arrivals,
+    three seeds each: none is called overloaded."""
+    for seed in (0, 1, 2):
+        for arrivals in ({}, {"arrival": "gamma", "burstiness": 0.5}):
+            assert _verdict(_work(2000, rate, seed, **arrivals)) == ""
+
+
+def test_a_batch_still_filling_near_capacity_is_not_overloaded() -> None:
+    """1,000 requests at 40 req/s: over the second half of the arrivals the requests in the
+    engine grew by 149 of 527, beyond noise, as a near-capacity batch swings; the engine
+    serves 43.8 at most, more than the 40.6 offered."""
+    work = _work(1000, 40.0, 0)
+    rec = _run(work).rec
+    g = grows(rec)
+    assert g is not None and g.grown == pytest.approx(149, abs=1) and g.arrived == 527
+    assert offered_req_s(rec) < saturated_req_s(DEP, profile_for("vllm"), sim_config(DEP), work)
+    assert _verdict(work) == ""
+
+
+def test_a_burst_worked_through_long_after_it_ended_is_overloaded(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The burst to 8 seats: its last request finds 1,992 waiting, a queue the engine works
+    through until 1,096 s, 249 times a request's 4.4 s of service, at 1.82 req/s; the late
+    arrivals find none, and it had read no verdict (p99 end-to-end 1,090 s)."""
+    out, text = _simulate(capsys, "llama-3.1-8b", "--gpu", "h100", "--trace",
+                          _late_burst(tmp_path), "--max-num-seqs", "8")
+    assert out["stopped_early"] is None and out["completed"] == 2050
+    flag = out["overloaded"]
+    assert flag["reading"] == "burst" and flag["grew"] == "queue"
+    found = flag["burst"]
+    assert found["waiting"] == 1992 and found["arrived"] == 2000
+    assert found["cleared_s"] == pytest.approx(1096, abs=1)
+    lifetimes = (found["cleared_s"] - found["at_s"]) / found["mean_service_s"]
+    assert lifetimes == pytest.approx(249, abs=1) and lifetimes > BURST_LIFETIMES
+    line = next(x for x in text.splitlines() if x.startswith("OVERLOADED"))
+    assert line.startswith("OVERLOADED by a burst: when the request arriving at 1.0 s came, "
+                           "1,992 of the 2,000 arrived by then were waiting to start")
+    assert f"until {found['cleared_s']:,.0f} s to clear, {lifetimes:,.0f} times" in line
+    assert "working through it at about 1.82 req/s" in line
+
+
+def test_a_queue_wandering_near_capacity_is_no_burst() -> None:
+    """llama.cpp's 4 slots offered 0.88 req/s of the 0.92 they serve: 65 wait at 1,039 s and
+    the queue takes 525 s to clear, over a hundred service times, but it built over the 924
+    requests come since the queue was last empty: no burst."""
+    dep = replace(DEP, engine="llama.cpp")
+    work = Workload(2000, "lognormal:1000,0.8", "lognormal:250,0.8", rate=0.88, seed=0)
+    rec = run_replica(dep, profile_for("llama.cpp"), sim_config(dep, cells=32768), work,
+                      stop_when_behind=True).rec
+    _, waiting, at_s, _, since_empty = rec.peak_queue
+    assert waiting == 65 and since_empty == 924 and waiting < BURST_SHARE * since_empty
+    assert rec.peak_cleared_s - at_s > BURST_LIFETIMES * rec.mean_service_s
+    assert burst(rec) is None and not rec.overloaded()
+
+
+def test_a_queue_that_grows_is_worded_as_one(capsys: pytest.CaptureFixture[str]) -> None:
+    """990 chat requests at 22 req/s to an engine serving about 17: 135 wait when the last
+    arrives; the line says the queue grows, not the batch."""
+    out, text = _simulate(capsys, "llama-3.1-8b", "--gpu", "h100", "--rate", "22",
+                          "--num-requests", "990", "--input-len", "1000", "--output-len", "300")
+    flag = out["overloaded"]
+    assert flag["grew"] == "queue" and flag["waiting_at_last_arrival"] >= OVERLOAD_BACKLOG
+    line = next(x for x in text.splitlines() if x.startswith("OVERLOADED"))
+    assert "the queue grows for as long as they arrive" in line
+    assert "the running batch takes on the excess" not in line
