@@ -130,7 +130,8 @@ def test_nemotron_h_without_its_pattern_is_refused_naming_it(
 
 def test_each_model_type_default_names_its_source() -> None:
     defaults = load_data("model_type_defaults.json")
-    for model_type in ("gpt_oss", "qwen3_next", "jamba", "deepseek_v3", "gpt2", "gpt_neox"):
+    for model_type in ("gpt_oss", "qwen3_next", "jamba", "deepseek_v3", "gpt2", "gpt_neox",
+                       "falcon", "gemma3", "cohere", "cohere2", "exaone4"):
         assert "transformers" in defaults[model_type]["_source"], model_type
 
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ridgeline.config_fields import MAX_FIELD, ConfigFields
+from ridgeline.datafiles import model_type_defaults
 from ridgeline.errors import InputError, shorten
 from ridgeline.layouts import (
     CHUNKED,
@@ -44,6 +45,7 @@ from ridgeline.model_types import (
     OUTPUT_GATED_ATTENTION,
     OWN_EXPERT_WIDTH,
     PARALLEL_BLOCK,
+    PER_HEAD_QK_NORM,
     QK_NORM,
     UNGATED_MLP,
     first_architecture,
@@ -127,8 +129,11 @@ class _SpecReader(ConfigFields):
         )
 
     def _tied(self) -> bool:
-        default = self.model_type in ("gemma2", "gemma3", "gemma3_text", "falcon", "gpt2")
-        return self.bool_("tie_word_embeddings", default)
+        """tie_word_embeddings; where the config leaves it out or sets it to null, the
+        family's transformers default (model_type_defaults.json: Gemma 2/3, Falcon, GPT-2,
+        Cohere, Cohere2 tie), else untied (LlamaConfig's and most decoders' False)."""
+        default = model_type_defaults(self.model_type).get("tie_word_embeddings", False)
+        return self.bool_("tie_word_embeddings", default is True)
 
     def _norms_per_layer(self) -> int:
         if self.model_type in FOUR_NORMS:
@@ -219,6 +224,7 @@ class _SpecReader(ConfigFields):
             output_gate=self.bool_("attn_output_gate", self.model_type in OUTPUT_GATED_ATTENTION),
             sinks=self.model_type == "gpt_oss",
             mla=mla,
+            qk_norm_per_head=self.model_type in PER_HEAD_QK_NORM,
         )
 
     def _linear_attention(self) -> LinearAttention:

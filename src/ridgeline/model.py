@@ -49,6 +49,9 @@ class Attention:
     output_gate: bool  # Qwen3-Next/3.5: q_proj also emits a sigmoid gate (2x width)
     sinks: bool  # gpt-oss: one learned sink logit per head
     mla: MLA | None
+    # Cohere (Command R+): the q and k norms weigh each head apart, (heads + KV heads) ×
+    # head_dim weights, where the others share one head_dim vector each
+    qk_norm_per_head: bool = False
 
     @property
     def group_size(self) -> int:
@@ -160,7 +163,7 @@ class ModelSpec:
     moe: MoE | None
     layer_norm: bool  # LayerNorm (weight+bias) rather than RMSNorm
     norms_per_layer: int
-    parallel_block: bool  # GPT-J/Falcon/Cohere2: attention and MLP share one input norm
+    parallel_block: bool  # GPT-J/Falcon/Cohere/Cohere2: attention and MLP share one input norm
     lm_head_bias: bool
     max_position_embeddings: int | None
     dtype: str  # checkpoint storage dtype: bf16, fp16, fp32

@@ -18,19 +18,25 @@ from ridgeline.errors import InputError
 # Architectures whose MLP is two matrices (up, down) rather than gated SwiGLU/GeGLU (three).
 UNGATED_MLP = {"gptj", "falcon", "nemotron_h", "gpt2", "gpt_neox", "opt", "bloom", "starcoder2"}
 # Architectures normalised with LayerNorm (weight + bias) rather than RMSNorm (weight only).
-# Cohere2's LayerNorm centres like one but carries no bias (transformers Cohere2LayerNorm:
-# a weight only), so it counts as RMSNorm's h a norm and is not listed.
+# Cohere's and Cohere2's LayerNorm centres like one but carries no bias (transformers
+# CohereLayerNorm, Cohere2LayerNorm: a weight only), so each counts as RMSNorm's h a norm and
+# is not listed.
 LAYER_NORM = {"gptj", "falcon", "gpt2", "gpt_neox", "opt", "bloom", "starcoder2"}
 # Architectures whose attention and MLP both read one input norm and add to the residual
-# together: one norm a layer (GPT-J, Falcon; Cohere2's decoder layer has only its
-# input_layernorm)
-PARALLEL_BLOCK = {"gptj", "falcon", "cohere2"}
+# together: one norm a layer (GPT-J, Falcon; Cohere's and Cohere2's decoder layers have only
+# their input_layernorm)
+PARALLEL_BLOCK = {"gptj", "falcon", "cohere", "cohere2"}
 # Gemma 2/3 put a norm before and after both attention and MLP: four per layer.
 FOUR_NORMS = {"gemma2", "gemma3", "gemma3_text"}
 # Architectures with an RMSNorm of head_dim on each query and key head (q_norm, k_norm):
 # 2 × head_dim weights a layer (EXAONE 4: transformers' Exaone4Attention)
 QK_NORM = {"qwen3", "qwen3_moe", "qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text", "gemma3",
            "gemma3_text", "qwen3_5", "qwen3_5_text", "exaone4"}
+# Architectures whose query and key norms, where use_qk_norm turns them on, weigh every head
+# apart: (heads + KV heads) × head_dim a layer, not 2 × head_dim (transformers CohereAttention:
+# CohereLayerNorm over (num_attention_heads, head_dim) and (num_key_value_heads, head_dim);
+# Command R+)
+PER_HEAD_QK_NORM = frozenset({"cohere"})
 OUTPUT_GATED_ATTENTION = {"qwen3_next"}
 # Architectures whose attention projections always carry biases (GPT-2's Conv1D layers;
 # GPT-NeoX's come from attention_bias, true by default: model_type_defaults.json)
@@ -44,13 +50,15 @@ _UNCHECKED_UNGATED = {"opt", "bloom"}
 # model_types whose layout ridgeline reads field by field and has checked against a real
 # config's parameter count (the bundled ones, their multimodal and base variants, and the
 # Llama-shaped families; GPT-2 small 124,439,808 and Pythia-160m 162,322,944, the published
-# totals, and Command R7B's 8,028,033,024, its card's 8.03B); any other is read as a decoder
-# of the fields it has, with a caution
+# totals, Command R7B's 8,028,033,024, its card's 8.03B, and the Cohere family's safetensors
+# counts as leaderboard request files list them: Command R 34.981B, Command R+ 103.811B,
+# Aya Expanse 8.028B and 32.296B); any other is read as a decoder of the fields it has, with
+# a caution
 KNOWN_MODEL_TYPES = {
     "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next",
     "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "gemma2", "gemma3",
     "gemma3_text", "phi3", "deepseek_v3", "kimi_k2", "glm4_moe", "gpt_oss", "gptj", "falcon",
-    "jamba", "nemotron_h", "llama4", "llama4_text", "cohere2",
+    "jamba", "nemotron_h", "llama4", "llama4_text", "cohere", "cohere2",
     *(UNGATED_MLP - _UNCHECKED_UNGATED),
 }
 # model_types that are not decoder-only LLMs (transformers' names, "-" read as "_"): refused

@@ -171,11 +171,24 @@ def attention_params(att: Attention, hidden: int) -> tuple[int, int]:
         extra += q_out + kv_out
     if att.o_bias:
         extra += hidden
-    if att.qk_norm:
-        extra += 2 * d
+    extra += qk_norm_params(att)
     if att.sinks:
         extra += n
     return linear, extra
+
+
+def qk_norm_params(att: Attention) -> int:
+    """The query and key norms' weights in one attention layer (0 without them).
+
+    Shared across heads (Qwen3, Gemma 3): one head_dim vector each, 2 × 128 = 256.
+    Per head (Cohere's LayerNorm over (heads, head_dim)): (n + n_kv) × d, Command R+'s
+    (96 + 8) × 128 = 13,312.
+    """
+    if not att.qk_norm:
+        return 0
+    if att.qk_norm_per_head:
+        return (att.num_heads + att.num_kv_heads) * att.head_dim
+    return 2 * att.head_dim
 
 
 def linear_attention_params(la: LinearAttention, hidden: int) -> tuple[int, int]:
