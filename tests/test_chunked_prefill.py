@@ -8,7 +8,7 @@ import json
 import math
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from ridgeline.catalog import resolve_model
@@ -228,3 +228,27 @@ def test_a_prompt_no_pool_holds_is_not_priced_step_by_step(
     report = run_json(capsys, "prefill", *EIGHT_B, "--prompt-len", str(prompt))
     assert report["expected"] is None and report["expected_none_code"] == "does_not_fit"
     assert report["prompt_steps"] == 1
+
+
+@given(prompt=st.integers(1, 3_000), batch=st.integers(1, 40), budget=st.integers(1, 9_000))
+def test_a_prompt_is_said_split_exactly_when_a_step_carries_its_later_chunk(
+        prompt: int, batch: int, budget: int) -> None:
+    from ridgeline.chunked_prefill import splits_a_prompt
+
+    assume(-(-batch * prompt // budget) <= 2_000)
+    steps = prefill_steps(prompt, batch, budget)
+    cut = any(seq.context_tokens > 0 for step in steps for seq in step)
+    assert splits_a_prompt(prompt, batch, budget) == cut
+
+
+def test_whole_prompts_filling_the_budget_are_not_said_to_attend_to_earlier_chunks(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    def text(prompt: str, batch: str) -> str:
+        code, out, _ = run_cli(capsys, "prefill", *EIGHT_B, "--prompt-len", prompt, "--batch",
+                               batch, "--usage", "serve")
+        assert code == 0
+        return " ".join(out.split())
+
+    whole, cut = text("512", "32"), text("5000", "3")
+    assert "steps of at most 8,192" in whole and "attending to the chunks" not in whole
+    assert "attending to the chunks before it" in cut

@@ -4,7 +4,8 @@ max_num_tokens), first come, first served. With chunked prefill (vLLM V1's and S
 default) a prompt longer than the budget runs in chunks, one a step, each re-reading the
 weights and attending to the chunks before it; without it (TensorRT-LLM's default) a step
 takes whole prompts. Each step is priced by step_time_s, the step cost the simulator runs
-too, so `prefill` and `simulate` agree on one prompt. llama.cpp's ubatches are
+too, so `prefill` and `simulate` agree on one prompt at the same budget (simulate takes
+`vllm serve`'s default, prefill the offline class's unless given --usage serve). llama.cpp's ubatches are
 ``llamacpp_batching``'s."""
 
 from __future__ import annotations
@@ -30,6 +31,15 @@ def chunks_prefill(engine: str) -> bool:
     """Whether the engine cuts a prompt longer than its budget into chunks by default (vLLM
     V1, SGLang); TensorRT-LLM's enable_chunked_prefill is off, so it runs a context whole."""
     return engine != "trtllm"
+
+
+def splits_a_prompt(prompt: int, batch: int, budget_tokens: int) -> bool:
+    """Whether chunked steps (``prefill_steps``) cut some prompt between two steps: one longer
+    than the budget, or, with several, a step boundary landing inside one (``batch`` prompts
+    fill ``batch`` × ``prompt`` tokens; the boundaries fall at multiples of the budget). 32
+    prompts of 512 tokens at 8,192 a step fill two steps whole; 3 of 5,000 cut the second."""
+    return prompt > budget_tokens or (batch * prompt > budget_tokens
+                                      and budget_tokens % prompt != 0)
 
 
 def prefill_steps(prompt: int, batch: int, budget_tokens: int,
@@ -73,7 +83,7 @@ def serving_prefill_time_s(dep: Deployment, profile: EngineProfile, steps: list[
                            ) -> float:
     """Σ step_time_s over a prompt's steps (``prefill_steps``): Llama-3.1-70B bf16 on
     4 x H100 under vLLM's profile, a 32,000-token prompt takes 2.93 s in one step and
-    3.73 s in 63 steps of 512 tokens, as `simulate` times it."""
+    3.73 s in 63 steps of 512 tokens, as `simulate` times it at that budget."""
     return sum(step_time_s(dep, s, profile) for s in steps)
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ridgeline.capacity import EngineSeats
-from ridgeline.chunked_prefill import chunks_prefill
+from ridgeline.chunked_prefill import chunks_prefill, splits_a_prompt
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Step
 from ridgeline.floors import PrefillFloor, bound_label
@@ -154,7 +154,10 @@ class PrefillReport:
         tokens, source = budget
         prompts = (f"the {f.prompt_len:,}-token prompt" if f.batch == 1 else
                    f"the {f.batch:,} prompts of {f.prompt_len:,} tokens")
-        chunked = chunks_prefill(self.deployment.engine) or f.prompt_len > tokens
+        # a prompt cut between steps (TensorRT-LLM runs whole ones, priced in chunks only past
+        # its budget)
+        chunked = (splits_a_prompt(f.prompt_len, f.batch, tokens)
+                   if chunks_prefill(self.deployment.engine) else f.prompt_len > tokens)
         return (f"the floor reads the weights once (the ideal); {self.expected.engine} runs "
                 f"{prompts} in {steps:,} steps of at most {tokens:,} tokens ({source}), each "
                 "reading them again" + (" and attending to the chunks before it" if chunked

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import islice
 
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
@@ -181,7 +182,7 @@ def saturated_req_s(dep: Deployment, profile: EngineProfile, config: SimConfig,
     req/s of 512 / 128 tokens and 16.8 of 1,000 / 300, where long runs offered more serve
     44.3-44.5 (60,000 requests) and 16.9-17.1 (20,000)."""
     lengths = [(r.prompt_tokens, r.output_tokens, r.prefix_group, r.prefix_tokens)
-               for r in requests]
+               for r in islice(requests, SATURATION_REQUESTS)]  # the replay's; no more
     if not lengths:
         return 0.0
     replay = [Request(i, 0.0, *lengths[i % len(lengths)]) for i in range(SATURATION_REQUESTS)]
