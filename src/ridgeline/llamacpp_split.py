@@ -118,7 +118,8 @@ def pipelines(dep: Deployment) -> bool:
     llama_context constructor's pipeline_parallel): more than one device, -ngl
     (llama_model::n_gpu_layers(); unset, n_layer_all + 1) past n_layer_all (gguf_block_count:
     MTP blocks included, so GLM-4.5's -ngl 93 does not pipeline, 94 does), the split by
-    layer, the KV cache offloaded and no tensor overridden (--n-cpu-moe is an override)."""
+    layer, the KV cache offloaded (ridgeline models no --no-kv-offload, so always) and no
+    tensor overridden (--n-cpu-moe is an override)."""
     o = dep.offload
     on_gpus = o is None or (o.gpu_layers > gguf_block_count(dep.model)
                             and not o.cpu_expert_layers)
