@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -39,3 +40,26 @@ def test_export_takes_a_csv_or_json_name(tmp_path: Path,
     assert "--export writes a .csv or a .json file" in refused(capsys, *LOAD, "--export",
                                                                str(out))
     assert not out.exists()
+
+
+def test_enforce_eager_on_trtllm_names_its_own_switch(capsys: pytest.CaptureFixture[str]) -> None:
+    """TensorRT-LLM has no --enforce-eager: its PyTorch backend turns CUDA graphs off with
+    cuda_graph_config: null, which is what the flag prices, and the output says so; the
+    TensorRT engine backend, whose graphs are off by default, is refused."""
+    trt = ("--engine", "trtllm")
+    code, graphed, _ = run_cli(capsys, *LOAD, *trt)
+    code_eager, eager, err = run_cli(capsys, *LOAD, *trt, "--enforce-eager")
+    assert code == code_eager == 0, err
+    assert "cuda_graph_config: null" in eager and "cuda_graph_config" not in graphed
+    decode = ("decode", "llama-3.1-8b", "--gpu", "h100", *trt, "--json")
+    _, plain, _ = run_cli(capsys, *decode)
+    _, ungraphed, _ = run_cli(capsys, *decode, "--enforce-eager")
+    slow, fast = json.loads(ungraphed), json.loads(plain)
+    assert slow["points"][0]["expected"]["time_s"] > fast["points"][0]["expected"]["time_s"]
+    assert any("cuda_graph_config: null" in c for c in slow["cautions"])
+    assert not any("cuda_graph_config" in c for c in fast["cautions"])
+    err = refused(capsys, *LOAD, *trt, "--backend", "tensorrt", "--enforce-eager")
+    assert "TensorRT engine backend" in err and "cuda_graph_mode" in err
+    # vLLM and SGLang spell it themselves: no note
+    _, vllm, _ = run_cli(capsys, *LOAD, "--enforce-eager")
+    assert "cuda_graph_config" not in vllm

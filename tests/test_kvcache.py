@@ -7,7 +7,9 @@ import json
 import pytest
 
 from ridgeline.catalog import resolve_model
+from ridgeline.hardware import resolve_accelerator
 from ridgeline.kvcache import conversations_that_fit, kv_footprint, kv_replication
+from ridgeline.memory import device_memory_bytes
 from ridgeline.units import GIB, KIB
 
 
@@ -71,8 +73,9 @@ def test_kv_cautions_a_context_past_the_trained_one(capsys: pytest.CaptureFixtur
 
 def test_kv_says_does_not_fit_where_the_weights_fit_but_no_conversation_does(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """Llama-3.1-70B on 2 H100s at 128K: the weights fit (141.1 of 171.8 GB) and one
-    conversation needs 42.9 GB of the 30.7 left, as decode's DOES NOT FIT says."""
+    """Llama-3.1-70B on 2 H100s at 128K: the weights fit (141.1 of the 170.0 GB the runtime
+    reports, 2 × 79.18 GiB) and one conversation needs 42.9 GB of the 28.9 left, as decode's
+    DOES NOT FIT says."""
     from ridgeline.cli import main
 
     argv = ["kv", "llama-3.1-70b", "--context", "131072", "--gpu", "h100", "--num-gpus", "2"]
@@ -84,7 +87,11 @@ def test_kv_says_does_not_fit_where_the_weights_fit_but_no_conversation_does(
     assert data["fits"] is False and data["conversations_that_fit"] == 0
     assert data["shortfall_bytes"] == pytest.approx(
         data["bytes_per_sequence"] - data["budget_bytes"])
-    assert data["shortfall_bytes"] / 1e9 == pytest.approx(12.3, abs=0.05)
+    runtime = 2 * device_memory_bytes(resolve_accelerator("h100"))  # fit's memory per GPU
+    assert data["budget_bytes"] == pytest.approx(runtime - 141.1e9, abs=0.05e9)
+    assert data["shortfall_bytes"] / 1e9 == pytest.approx(42.95 - (runtime - 141.1e9) / 1e9,
+                                                          abs=0.1)
+    assert data["shortfall_bytes"] / 1e9 == pytest.approx(14.0, abs=0.05)
     assert main(["kv", "llama-3.1-70b", "--context", "8192", "--gpu", "h100", "--num-gpus",
                  "2", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["shortfall_bytes"] == 0.0

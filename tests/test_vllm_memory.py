@@ -182,6 +182,33 @@ def test_mxfp4_experts_are_padded_to_the_kernel_a_card_gets() -> None:
     assert plain.weight_bytes == pytest.approx(a100.weight_bytes + mxfp4_padding_bytes(a100))
 
 
+def test_rocm_pads_mxfp4_experts_to_256_from_v0_29() -> None:
+    """vLLM's MoE oracle rounds MXFP4 experts on ROCm, hidden and intermediate per rank, to
+    256 (fused_moe/oracle/mxfp4.py mxfp4_round_up_hidden_size_and_intermediate_size): gpt-oss
+    at TP1, 2,880 x 2,880 -> 3,072 x 3,072 (+13.8 %); at TP8, 2,880 x 360 -> 3,072 x 512
+    (+51.7 %, 3.67 GiB a GPU). Before v0.29 the rule moved between releases: not known."""
+    from ridgeline.vllm_mxfp4 import mxfp4_kernel, mxfp4_padding_bytes
+
+    for card in ("mi300x", "mi325x", "mi355x"):
+        assert mxfp4_kernel(resolve_accelerator(card), (0, 29)) == "rocm"
+        assert mxfp4_kernel(resolve_accelerator(card), (0, 28)) is None
+    one = dep("gpt-oss-120b", "mi300x")
+    experts = one.bytes_by_category["experts"]
+    assert mxfp4_padding_bytes(one, None, "0.29") == pytest.approx(
+        experts * (3072 * 3072 / 2880**2 - 1))
+    assert mxfp4_padding_bytes(one, None, "0.28") == 0
+    eight = dep("gpt-oss-120b", "mi300x", 8)
+    padded = mxfp4_padding_bytes(eight, None, "0.32")
+    assert padded == pytest.approx(experts * (3072 * 512 / (2880 * 360) - 1) / 8)
+    assert padded / GIB == pytest.approx(3.67, abs=0.01)
+    # the same multiples as FlashInfer's on a B200, so the same bytes
+    assert padded == pytest.approx(mxfp4_padding_bytes(dep("gpt-oss-120b", "b200", 8)))
+    # and the pool counts them among the weights
+    pool = kv_pool(eight, EngineSettings(engine_version="0.32"))
+    older = kv_pool(eight, EngineSettings(engine_version="0.28"))
+    assert pool.weight_bytes - older.weight_bytes == pytest.approx(padded)
+
+
 def test_hopper_kept_the_mxfp4_scales_twice_until_v0_25() -> None:
     """vLLM's Triton path on Hopper swizzles the e8m0 scales into a copy padded to 256 rows
     and, before v0.25, keeps the loaded ones too; biases become fp32. llm-d logged 13.47 and

@@ -114,8 +114,8 @@ def cmd_moe(args: argparse.Namespace) -> Any:
     return moe_report(load_deployment(args), args.batch)
 
 def cmd_kv(args: argparse.Namespace) -> Any:
+    from ridgeline.capacity import engine_fit
     from ridgeline.deployment import served_dtype
-    from ridgeline.floors import device_fit
     from ridgeline.kvcache import kv_replication
     from ridgeline.precision import kv_dtype
     from ridgeline.reports.kv import kv_report
@@ -147,10 +147,12 @@ def cmd_kv(args: argparse.Namespace) -> Any:
             args, model, acc, engine if engine.startswith("llama.cpp") else None)
         if dep is not None:
             model = dep.model
-            room = device_fit(dep, 0.0)  # the weights on the GPUs, as decode's fit counts them
+            # the weights on the GPUs against the memory the engine finds, as decode and fit
+            room = engine_fit(dep)
             budget = room.kv_room_bytes
             label = (f"{dep.num_gpus} x {dep.accelerator.id} ({room.capacity_bytes / 1e9:,.1f} "
-                     f"GB) − {room.weight_bytes / 1e9:,.1f} GB of weights ({dep.weights.label}"
+                     f"GB as the runtime reports it) − {room.weight_bytes / 1e9:,.1f} GB of "
+                     f"weights ({dep.weights.label}"
                      + (f", as {dep.engine} holds them" if engine.startswith("llama.cpp")
                         else "")
                      + (f": {dep.weight_bytes / 1e9:,.1f} GB, and "
@@ -263,7 +265,7 @@ def _decode_deployment(args: argparse.Namespace) -> Any:
     return fitted(args, dep, settings, max(args.context), max(args.batch))
 
 def cmd_prefill(args: argparse.Namespace) -> Any:
-    from ridgeline.capacity import engine_seats
+    from ridgeline.capacity import engine_seats, on_engine_memory
     from ridgeline.floors import prefill_floor
     from ridgeline.reports.expectation import Expectation
     from ridgeline.reports.prefill import (
@@ -304,7 +306,7 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
             placed, pool_settings or EngineSettings(usage="offline"))
 
         def report(n: int) -> PrefillReport:
-            floor = prefill_floor(placed, n, a.batch, a.ubatch_size)
+            floor = on_engine_memory(placed, prefill_floor(placed, n, a.batch, a.ubatch_size))
             seat = engine_seats(placed, n, settings=pool_settings, max_model_len=length)
             # the steps are priced where the engine runs the prompts (a prompt past every
             # pool would be millions of steps, for an expectation nobody is shown)
@@ -426,8 +428,9 @@ def register(sub: Any) -> None:
     _engine(p)
     _offload(p)
     p.add_argument("--enforce-eager", "--disable-cuda-graph", dest="enforce_eager",
-                   action="store_true", help="vLLM/SGLang without CUDA graphs: decode steps "
-                   "launch every kernel (a prefill step's per-layer cost), and the pool keeps "
+                   action="store_true", help="without CUDA graphs (vLLM --enforce-eager, SGLang "
+                   "--disable-cuda-graph, TensorRT-LLM's cuda_graph_config: null): decode steps "
+                   "launch every kernel (a prefill step's per-layer cost), and vLLM's pool keeps "
                    "the graphs' memory")
     _pool_flags(p)
     _output(p, plot=True)

@@ -62,6 +62,13 @@ def check_engine_flags(args: argparse.Namespace, engine: str) -> None:
     if args.usage is not None and engine != "vllm":
         problems.append(f"--usage is vLLM's usage context (vllm serve or the LLM class); "
                         f"{engine} has none")
+    if getattr(args, "enforce_eager", False) and engine == "trtllm" \
+            and getattr(args, "backend", None) == "tensorrt":
+        problems.append("--enforce-eager is TensorRT-LLM's PyTorch backend with "
+                        "cuda_graph_config: null; the TensorRT engine backend (--backend "
+                        "tensorrt) graphs only with extended_runtime_perf_knob_config."
+                        "cuda_graph_mode, off by default, and makes no eager PyTorch launches "
+                        "to price")
     if getattr(args, "ignore_eos", False) and engine != "sglang":
         problems.append(f"--ignore-eos changes only SGLang's admission estimate here ({engine} "
                         "admits by free blocks, or reserves the whole output)")

@@ -222,7 +222,12 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
             raise InputError(f"cannot write {args.export}: {exc}") from None
     from ridgeline.offload import offload_caution
     from ridgeline.parallel import cross_node_caution
-    from ridgeline.predict import cdna3_moe_caution, eager_caution, gguf_caution
+    from ridgeline.predict import (
+        cdna3_moe_caution,
+        eager_caution,
+        eager_switch_note,
+        gguf_caution,
+    )
     from ridgeline.reports.expectation import context_caution
     from ridgeline.reports.simulate import (
         full_cache_caution,
@@ -265,6 +270,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                                  v0, *version_cautions(settings, pool),
                                  full_cache_caution(engine, result.preemptions),
                                  whole_context_caution(config, result.rec.over_budget_prompts),
+                                 eager_switch_note(engine) if args.enforce_eager else "",
                                  eager_caution(dep) if args.enforce_eager else "",
                                  offload_caution(dep), cdna3_moe_caution(dep), gguf_caution(dep),
                                  cross_node_caution(dep.tensor_parallel_size, dep.accelerator,
@@ -385,8 +391,9 @@ def register(sub: Any) -> None:
                    action="store_true", help="MoE: each GPU holds whole experts, a share of "
                    "them, instead of a slice of every expert")
     g.add_argument("--enforce-eager", "--disable-cuda-graph", dest="enforce_eager",
-                   action="store_true", help="no CUDA graphs: decode steps pay a prefill step's "
-                   "per-layer cost; the pool keeps the graphs' memory")
+                   action="store_true", help="no CUDA graphs (vLLM --enforce-eager, SGLang "
+                   "--disable-cuda-graph, TensorRT-LLM's cuda_graph_config: null): decode steps "
+                   "pay a prefill step's per-layer cost; vLLM's pool keeps the graphs' memory")
     _usage_and_version(g, "memory and scheduling rules to follow")
     g.add_argument("--swa-full-tokens-ratio", type=_positive_float("swa_full_tokens_ratio"),
                    metavar="R", help="SGLang hybrid-SWA models: window pool ÷ full pool (0.8)")

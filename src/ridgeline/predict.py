@@ -173,6 +173,23 @@ def eager_caution(dep: Deployment) -> str:
     return EAGER_CAUTION if dep.model.moe is not None or dep.num_gpus > 1 else ""
 
 
+# TensorRT-LLM has no --enforce-eager: its PyTorch backend captures CUDA graphs for batches of
+# decoding requests only, unless its LLM API options set cuda_graph_config to null
+# (tensorrt_llm/llmapi/llm_args.py, TorchLlmArgs.cuda_graph_config: default_factory=
+# CudaGraphConfig, 1.x); the TensorRT engine backend's graphs are
+# extended_runtime_perf_knob_config.cuda_graph_mode, off by default (check_engine_flags)
+TRTLLM_EAGER_NOTE = ("TensorRT-LLM has no --enforce-eager: this prices its PyTorch backend "
+                     "with `cuda_graph_config: null` in the YAML trtllm-serve reads "
+                     "(--extra_llm_api_options; --config in later releases), which leaves "
+                     "its decode steps without CUDA graphs")
+
+
+def eager_switch_note(engine: str) -> str:
+    """How the engine itself turns CUDA graphs off, where its name for it is not the flag's
+    (vLLM --enforce-eager, SGLang --disable-cuda-graph): TensorRT-LLM's; else ""."""
+    return TRTLLM_EAGER_NOTE if engine == "trtllm" else ""
+
+
 def ran_eager(row: Measurement) -> bool:
     """Whether the row's engine ran without CUDA graphs (notes: 'enforce_eager=true')."""
     return re.search(r"enforce_eager\s*[=:]?\s*(yes|true)", row.notes, re.I) is not None

@@ -15,9 +15,21 @@ from ridgeline.vllm_memory import parse_version, vllm_data
 # the path on GPUs without an FP4 kernel (Ampere, Ada; the SM12x Blackwells from v0.13, whose
 # Triton path needs capability below 11), to hidden × 256 and intermediate per rank × 128;
 # FlashInfer's TRT-LLM kernels, first choice on data-center Blackwell (SM100), both × 256.
+# ROCm (its Triton kernels, or AITER's CK on gfx950), both × 256: the same function's
+# `current_platform.is_rocm()` branch, read in fused_moe/oracle/mxfp4.py and on main by
+# 2026-08-05 (PR #50597's diff keeps it, adding a SiTU case gpt-oss does not take), so in
+# v0.29.0 (tagged after 2026-08-31, engines.json's Model Runner V2 note) at the latest, and
+# still in the open PR #55104 (2026-09) that would relax it for AITER's W4A4 backend. The
+# layout adds no bytes on CDNA3: _swizzle_mxfp4 (quantization/utils/mxfp4_utils.py) keeps
+# values and scales strided there (gfx950 swizzles its scales, not counted here). Before that
+# the rule moved: #22421 (v0.10.1) rounded hidden × 256 on ROCm in fused_moe/layer.py; #28024
+# (Nov 2025) rounded intermediate by get_padding_alignment(), × 128 on gfx942 and × 256 on
+# gfx950; #34285 (Feb 2026) took hidden × 128 on gfx942 too; which release took × 256 back is
+# not pinned, so ROCm's padding before v0.29 stays not known (mxfp4_kernel gives None).
 # (hidden, intermediate) multiples:
-MXFP4_ROUNDING = {"marlin": (256, 128), "flashinfer": (256, 256)}
+MXFP4_ROUNDING = {"marlin": (256, 128), "flashinfer": (256, 256), "rocm": (256, 256)}
 SM12X_MARLIN_FROM = (0, 13)
+ROCM_ROUNDING_FROM = (0, 29)
 # The Triton kernels Hopper uses round intermediate per rank × 64 and swizzle the weights and
 # the e8m0 scales (quantization/utils/mxfp4_utils.py _swizzle_mxfp4, triton_kernels
 # HopperMXScaleLayout: the scale copy's rows padded to 256); biases become fp32. Until v0.25
@@ -41,8 +53,11 @@ def _round_up(value: int, multiple: int) -> int:
 
 def mxfp4_kernel(acc: Accelerator, version: tuple[int, ...]) -> str | None:
     """The MXFP4 MoE path vLLM ``version`` takes on ``acc``: marlin, triton-hopper,
-    flashinfer, or None where it is not known (ROCm, SM12x before v0.13); Hopper's is Marlin
-    before v0.12 (HOPPER_TRITON_FROM)."""
+    flashinfer, rocm (an AMD card, from v0.29: ROCM_ROUNDING_FROM), or None where it is not
+    known (ROCm before v0.29, SM12x before v0.13); Hopper's is Marlin before v0.12
+    (HOPPER_TRITON_FROM)."""
+    if acc.vendor == "amd":
+        return "rocm" if version >= ROCM_ROUNDING_FROM else None
     if acc.family in ("ampere", "ada"):
         return "marlin"
     if acc.family == "hopper":

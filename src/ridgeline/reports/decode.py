@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ridgeline.capacity import EngineSeats
+from ridgeline.capacity import EngineSeats, on_engine_memory
 from ridgeline.cost import (
     decode_batch,
 )
@@ -347,11 +347,13 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
     from ridgeline.predict import (
         cdna3_moe_caution,
         eager_caution,
+        eager_switch_note,
         gguf_caution,
         shared_profile_caution,
     )
 
-    cautions = (eager_caution(dep) if enforce_eager else "", context_caution(dep, max(contexts)),
+    cautions = (eager_switch_note(dep.engine) if enforce_eager else "",
+                eager_caution(dep) if enforce_eager else "", context_caution(dep, max(contexts)),
                 start_trim_caution(dep, settings or EngineSettings(usage="offline"),
                                    max_model_len),
                 cdna3_moe_caution(dep), gguf_caution(dep), shared_profile_caution(profile),
@@ -385,9 +387,10 @@ def pipelined_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
     """A decode step of ``batch`` sequences; under a serving engine's pipeline parallelism
     the batch runs as micro-batches, one in each stage, so a token's step is one
     micro-batch's trip through every stage (the floor of ⌈batch ÷ PP⌉ sequences) while the
-    memory check is the whole batch's."""
+    memory check is the whole batch's, against the memory the engine finds on the GPUs
+    (capacity.engine_memory_fit), as fit's."""
     micro = micro_batch(dep, batch)
-    whole = decode_floor(dep, batch, context)
+    whole = on_engine_memory(dep, decode_floor(dep, batch, context))
     if micro == batch:
         return whole
     trip = decode_floor(dep, micro, context)

@@ -30,8 +30,9 @@ def weights_note(dep: Deployment, pool: KVPool) -> str:
     if padding:
         kernel = mxfp4_kernel(dep.accelerator, parse_version(_version(pool) or "0.0"))
         if kernel != "triton-hopper":
+            tile = "ROCm MoE kernels' tiles" if kernel == "rocm" else f"{kernel} kernel's tile"
             return (f"{share} + {padding / GIB:,.2f} GiB: vLLM pads the MXFP4 experts to its "
-                    f"{kernel} kernel's tile")
+                    f"{tile}")
         kept = parse_version(_version(pool) or "0.0") < HOPPER_SCALES_FREED_FROM
         return (f"{share} + {padding / GIB:,.2f} GiB: vLLM's Hopper kernels hold the MXFP4 "
                 "experts' scales swizzled and padded, their biases in fp32"
