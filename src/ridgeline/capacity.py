@@ -41,9 +41,10 @@ def on_engine_memory(dep: Deployment, floor: Floor) -> Floor:
 
 
 def sequence_bytes_per_gpu(dep: Deployment, context: int) -> float:
-    """One conversation's cache on one GPU: full layers × context, windows, states."""
+    """One conversation's cache on one GPU: full layers × context, windows, states (spread
+    over the GPUs of the data-parallel rank that holds it)."""
     footprint: KVFootprint = kv_footprint(dep.model, context, dep.kv.bytes_per_element)
-    return footprint.stored_bytes(dep.kv_replication) / dep.num_gpus
+    return footprint.stored_bytes(dep.kv_replication) / dep.rank_gpus
 
 
 def conversation_bytes(pool: KVPool, dep: Deployment, context: int) -> float:
@@ -182,7 +183,8 @@ def held_conversations(pool: KVPool, dep: Deployment, context: int,
                        max_model_len: int | None = None) -> int:
     """Conversations of ``context`` tokens the engine holds at once, started at
     ``max_model_len`` (``context`` unless given): none where it refuses to start or refuses
-    the length; with llama.cpp's --fit placement, no more than the -c it placed for. What fit,
+    the length; with llama.cpp's --fit placement, no more than the -c it placed for; with
+    data-parallel attention, one rank's pool × the ranks. What fit,
     utilization, the page and the planner give (each started at its own context), and decode
     and simulate through ``engine_seats`` and ``start_check``."""
     length = context if max_model_len is None else max_model_len
@@ -194,7 +196,7 @@ def held_conversations(pool: KVPool, dep: Deployment, context: int,
     held = conversations(pool, dep, context)
     if dep.offload is not None and dep.offload.fit_cells:  # llama-server allocates -c, no more
         held = min(held, dep.offload.fit_cells // context)
-    return held
+    return held * dep.data_parallel_size
 
 
 def engine_holds(dep: Deployment, context: int, enforce_eager: bool = False,
@@ -242,8 +244,14 @@ def max_batch(dep: Deployment, context: int, settings: EngineSettings | None = N
     """Sequences of ``context`` tokens the engine runs at once: the pool, then its seat limit."""
     s = settings or EngineSettings(max_model_len=context, usage="offline")
     pool = kv_pool(dep, s)
-    return max(0, min(pool.max_num_seqs,
+    return max(0, min(engine_seat_limit(pool, dep),
                       held_conversations(pool, dep, context, s.max_model_len or context)))
+
+
+def engine_seat_limit(pool: KVPool, dep: Deployment) -> int:
+    """The requests the engine runs at once whatever its pool holds: its max_num_seqs (or
+    its own name for it), each data-parallel rank's."""
+    return pool.max_num_seqs * dep.data_parallel_size
 
 
 SERVING_ENGINES = ("vllm", "sglang", "trtllm")  # each sizes its pool for a max_model_len

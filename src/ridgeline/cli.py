@@ -139,6 +139,46 @@ def _formats(p: argparse.ArgumentParser) -> None:
                    "(llama.cpp: f16)")
 
 
+def data_parallel_flags(p: Any, sglang: bool = True, expert_parallel: bool = True,
+                        modelled: bool = True) -> None:
+    """Data-parallel attention in each engine's words (data_parallel.py): vLLM's
+    --data-parallel-size N, ranks of --tensor-parallel-size GPUs each; SGLang's --dp-size N
+    --enable-dp-attention over its --tp-size GPUs; and the experts' --enable-expert-parallel.
+    A command that does not model it (``modelled`` False) takes the flags to refuse them."""
+    refused = "; not modelled by this command yet (fit, decode and kv model it)"
+    p.add_argument("--data-parallel-size", "-dp", "--dp-size", "--dp", dest="data_parallel_size",
+                   metavar="N", type=_positive_count("data-parallel size"),
+                   help="data-parallel attention: N ranks, each with its own requests and KV "
+                   "pool and its own copy of the attention weights, a MoE's experts spread over "
+                   "all of them. vLLM --data-parallel-size: N ranks of --num-gpus "
+                   "(--tensor-parallel-size) GPUs each"
+                   + ("; SGLang --dp-size with --enable-dp-attention: --num-gpus (its --tp-size) "
+                      "GPUs in all, attention over --num-gpus ÷ N" if sglang else "")
+                   + ("" if modelled else refused))
+    if sglang:
+        p.add_argument("--enable-dp-attention", action="store_true",
+                       help="SGLang: attention data-parallel over --dp-size ranks (MoE models)"
+                       + ("" if modelled else refused))
+    if expert_parallel:
+        p.add_argument("--enable-expert-parallel", "--ep", dest="expert_parallel",
+                       action="store_true", help="MoE: each GPU holds whole experts, a share "
+                       "of them, instead of a slice of every expert (vLLM's switch; SGLang's "
+                       "--ep-size equal to its --tp-size)")
+
+
+def refuse_data_parallel(args: argparse.Namespace, command: str) -> None:
+    """A command that does not model data-parallel attention yet says so, rather than size
+    the deployment without it."""
+    given = [flag for flag, value in (("--data-parallel-size", getattr(args, "data_parallel_size", None)),
+                                      ("--enable-dp-attention",
+                                       getattr(args, "enable_dp_attention", False) or None))
+             if value is not None]
+    if given:
+        raise InputError(f"{command} does not model data-parallel attention yet "
+                         f"({', '.join(given)}: each rank's own scheduler and pool); `ridgeline "
+                         "fit`, `decode` and `kv` do")
+
+
 def _deployment_flags(p: argparse.ArgumentParser, several: bool = False) -> None:
     """MODEL on its hardware: the accelerator and its count (with ``several``, cards side by
     side, comma-separated), the pipeline stages, the weight and KV formats."""

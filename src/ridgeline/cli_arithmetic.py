@@ -13,6 +13,7 @@ from ridgeline.cli import (
     _model,
     _output,
     _pipeline,
+    data_parallel_flags,
     engine_sizes,
     max_model_len_option,
 )
@@ -135,6 +136,9 @@ def cmd_kv(args: argparse.Namespace) -> Any:
                          "every GPU: drop --num-gpus, or give --gpu to split a card's memory")
     if args.memory_gib is None and not given and args.num_gpus != 1:
         raise InputError("--num-gpus splits an accelerator's memory: give --gpu")
+    if args.data_parallel_size is not None and not given:
+        raise InputError("--data-parallel-size splits accelerators' memory into ranks: give "
+                         "--gpu")
     if args.memory_gib is not None:
         budget, label = args.memory_gib * GIB, f"{args.memory_gib:g} GiB given, for the cache alone"
     else:
@@ -156,12 +160,17 @@ def cmd_kv(args: argparse.Namespace) -> Any:
                      + (f", as {dep.engine} holds them" if engine.startswith("llama.cpp")
                         else "")
                      + (f": {dep.weight_bytes / 1e9:,.1f} GB, and "
-                        f"{dep.tp_copies_bytes / 1e9:,.1f} GB more: the copies of what every tensor-parallel "
-                        "rank keeps whole" if dep.tp_copies_bytes >= 0.05e9  # shown as 0.1 GB or more
+                        f"{dep.tp_copies_bytes / 1e9:,.1f} GB more: "
+                        + ("each data-parallel rank's own copy of all but the experts, and "
+                           "what every tensor-parallel rank keeps whole"
+                           if dep.data_parallel_size > 1 else
+                           "the copies of what every tensor-parallel rank keeps whole")
+                        if dep.tp_copies_bytes >= 0.05e9  # shown as 0.1 GB or more
                         else "") + ")"
                      + (f"; a serving engine also loads the {room.vision_bytes / 1e9:,.2f} GB "
                         "vision tower, left out here" if room.vision_bytes else ""))
-            replication = kv_replication(model, dep.num_gpus)
+            # a conversation's cache is copied over its own rank's GPUs only
+            replication = kv_replication(model, dep.num_gpus // dep.data_parallel_size)
             kv = dep.kv  # the cache the engine keeps on this card (fp16 where it lacks bf16)
     engine = "vllm" if args.memory_gib is not None else default_engine(args)
     return kv_report(model, args.context, kv, budget, label, replication, engine)
@@ -415,6 +424,7 @@ def register(sub: Any) -> None:
     p.add_argument("--memory-gib", type=_positive_float("memory GiB", most=MAX_MEMORY_GIB),
                    help="a KV budget in GiB (instead of --gpu)")
     _gpu(p, required=False)
+    data_parallel_flags(p, sglang=False, expert_parallel=False)
     _formats(p)
     _output(p, plot=True)
     p.set_defaults(handler=cmd_kv)
@@ -433,6 +443,7 @@ def register(sub: Any) -> None:
                    "launch every kernel (a prefill step's per-layer cost), and vLLM's pool keeps "
                    "the graphs' memory")
     _pool_flags(p)
+    data_parallel_flags(p)
     _output(p, plot=True)
     p.set_defaults(handler=cmd_decode)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ridgeline.cli import _deployment_flags, _output, engine_sizes
+from ridgeline.cli import _deployment_flags, _output, data_parallel_flags, engine_sizes
 from ridgeline.cli_engine import (
     _prefix_caching,
     _trtllm_backend,
@@ -145,7 +145,8 @@ ENGINE_KNOBS = ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_token
                 "split_mode", "gpu_layers", "n_cpu_moe", "cpu_moe", "host_bandwidth_gbs",
                 "host_link_gbs", "host_memory_gib", "output_layer_last", "fit_target_mib",
                 "fit_ctx", "no_async_scheduling", "prefix_caching", "language_model_only",
-                "backend", "warm_compile_cache", "kv_cache_memory_bytes", "max_total_tokens")
+                "backend", "warm_compile_cache", "kv_cache_memory_bytes", "max_total_tokens",
+                "data_parallel_size", "enable_dp_attention")
 
 
 def _compare_engines(args: argparse.Namespace, model: Any, acc: Any, engines: list[str]) -> Any:
@@ -192,6 +193,7 @@ def register(sub: Any) -> None:
     g = p.add_argument_group("engine settings (the engine's own names; default: its default)")
     _split_mode(g)
     engine_sizes(g)
+    data_parallel_flags(g)
     g.add_argument("--enforce-eager", action="store_true", help="vLLM: no CUDA graphs")
     _prefix_caching(g, "vLLM: a hybrid with recurrent state (Qwen3-Next, Nemotron-H) runs "
                     "without it by default before v0.28; with it, a linear-attention hybrid "

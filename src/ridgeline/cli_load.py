@@ -87,16 +87,71 @@ def load_deployment(args: argparse.Namespace, model: Any = None) -> Any:
 def build_deployment(args: argparse.Namespace, model: Any, acc: Any, engine: str | None,
                      expert_parallel: bool = False) -> Any:
     """The deployment the flags describe on ``acc`` for ``engine`` (None: no engine named):
-    --num-gpus × --pipeline-parallel-size cards, the formats, llama.cpp's knobs."""
+    --num-gpus × --pipeline-parallel-size cards, the formats, llama.cpp's knobs; the
+    data-parallel ranks and expert parallelism where the command takes them."""
     from ridgeline.deployment import Deployment
 
     pp = pipeline_size(args, engine)
-    return Deployment.build(model, acc, getattr(args, "weights", None),
-                            getattr(args, "kv_dtype", None), args.num_gpus * pp, pp, engine=engine,
-                            expert_parallel=expert_parallel,
-                            flash_attention=flash_attention(args, engine or "vllm"),
-                            offload=host_offload(args, model, engine),
-                            split_mode=getattr(args, "split_mode", None))
+    ep = expert_parallel or bool(getattr(args, "expert_parallel", False))
+    gpus, ranks = data_parallel_layout(args, model, engine)
+    dep = Deployment.build(model, acc, getattr(args, "weights", None),
+                           getattr(args, "kv_dtype", None), gpus * pp, pp, engine=engine,
+                           expert_parallel=ep,
+                           flash_attention=flash_attention(args, engine or "vllm"),
+                           offload=host_offload(args, model, engine),
+                           split_mode=getattr(args, "split_mode", None),
+                           data_parallel_size=ranks)
+    if ep:
+        check_expert_parallel(dep)
+    return dep
+
+
+def data_parallel_layout(args: argparse.Namespace, model: Any,
+                         engine: str | None) -> tuple[int, int]:
+    """(GPUs of one data-parallel rank, ranks) as the engine reads its flags: vLLM's
+    --data-parallel-size N ranks of --tensor-parallel-size (--num-gpus) GPUs; SGLang's --dp-size
+    N with --enable-dp-attention over its --tp-size (--num-gpus) GPUs in all, so N must divide
+    them. Without the flags, (--num-gpus, 1)."""
+    ranks = getattr(args, "data_parallel_size", None)
+    switch = bool(getattr(args, "enable_dp_attention", False))
+    gpus = int(args.num_gpus)
+    if switch and ranks is None:
+        raise InputError("--enable-dp-attention splits attention over --dp-size ranks: give "
+                         "--dp-size N")
+    if ranks is None or ranks == 1:  # SGLang: dp_size 1 turns DP attention off
+        return gpus, 1
+    if engine == "sglang":
+        if not switch:
+            raise InputError(f"SGLang's --dp-size {ranks} without --enable-dp-attention runs "
+                             f"{ranks} independent replicas behind its router, which ridgeline "
+                             "sizes one at a time (fit one replica's --tp-size), or add "
+                             "--enable-dp-attention")
+        if gpus % ranks:
+            raise InputError(f"SGLang's --tp-size (--num-gpus {gpus}) is every GPU of the "
+                             f"server, its attention split over --tp-size ÷ --dp-size: {ranks} "
+                             f"ranks do not divide {gpus} GPUs (it asserts tp_size % dp_size "
+                             "== 0)")
+        return gpus // ranks, ranks
+    if switch:
+        raise InputError(f"--enable-dp-attention is SGLang's switch; "
+                         f"{engine or 'vllm'}'s data-parallel attention is "
+                         "--data-parallel-size alone, each rank --tensor-parallel-size GPUs")
+    return gpus, ranks
+
+
+def check_expert_parallel(dep: Any) -> None:
+    """Refuse expert parallelism where there is nothing to spread, or no engine to spread it."""
+    if dep.model.moe is None:
+        raise InputError(f"--enable-expert-parallel spreads a MoE's experts: {dep.model.name} "
+                         "is dense")
+    if dep.engine.startswith("llama.cpp"):
+        raise InputError(f"--enable-expert-parallel: {dep.engine} has no expert parallelism "
+                         "(its -sm splits layers or tensors; --cpu-moe/--n-cpu-moe place "
+                         "experts on the host)")
+    if dep.expert_ranks < 2:
+        raise InputError("--enable-expert-parallel spreads the experts over the tensor-parallel "
+                         "GPUs: with one there is nothing to spread (vLLM's expert "
+                         "parallelism is off at TP × DP = 1)")
 
 
 def accelerator_known(name: str) -> bool:

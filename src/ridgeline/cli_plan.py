@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ridgeline.cli import _model, _output
+from ridgeline.cli import _model, _output, data_parallel_flags, refuse_data_parallel
 from ridgeline.cli_load import load_model, load_profile
 from ridgeline.cli_types import (
     _accelerator_name,
@@ -32,6 +32,7 @@ def cmd_plan(args: argparse.Namespace) -> Any:
     from ridgeline.reports.plan import PlanReport
     from ridgeline.serving_load import Load, Slo
 
+    refuse_data_parallel(args, "plan")
     model = load_model(args)
     gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus \
         else [g for g in DEFAULT_GPUS  # the defaults the engine runs on (TRT-LLM: no AMD)
@@ -142,5 +143,6 @@ def register(sub: Any) -> None:
     p.add_argument("--profile", metavar="FILE",
                    help="the engine's profile from `ridgeline calibrate` (default: the bundled "
                    "one) that times each candidate's steps")
+    data_parallel_flags(p, expert_parallel=False, modelled=False)
     _output(p, plot=True)
     p.set_defaults(handler=cmd_plan)

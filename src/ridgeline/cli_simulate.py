@@ -10,7 +10,9 @@ from ridgeline.cli import (
     _deployment_flags,
     _engine,
     _output,
+    data_parallel_flags,
     engine_sizes,
+    refuse_data_parallel,
 )
 from ridgeline.cli_engine import (
     _prefix_caching,
@@ -63,6 +65,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     from ridgeline.sim.workload import Workload, read_trace
     from ridgeline.units import plural
 
+    refuse_data_parallel(args, "simulate")
     if args.gpu and "," in args.gpu:
         raise InputError("simulate runs one deployment: give one --gpu (decode, prefill and "
                          "fit compare several)")
@@ -390,6 +393,7 @@ def register(sub: Any) -> None:
     g.add_argument("--enable-expert-parallel", "--ep", dest="expert_parallel",
                    action="store_true", help="MoE: each GPU holds whole experts, a share of "
                    "them, instead of a slice of every expert")
+    data_parallel_flags(g, expert_parallel=False, modelled=False)
     g.add_argument("--enforce-eager", "--disable-cuda-graph", dest="enforce_eager",
                    action="store_true", help="no CUDA graphs (vLLM --enforce-eager, SGLang "
                    "--disable-cuda-graph, TensorRT-LLM's cuda_graph_config: null): decode steps "

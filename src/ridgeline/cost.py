@@ -41,6 +41,7 @@ from ridgeline.parallel import (
     EP_IMBALANCE,
     all_reduce_time_s,
     busiest_rank_experts,
+    exchange_time_s,
     pipeline_hops,
     send_time_s,
 )
@@ -139,29 +140,36 @@ class AttentionLoad(NamedTuple):
 
 
 class BatchShape(NamedTuple):
-    """A batch reduced to what its cost depends on."""
+    """A batch reduced to what its cost depends on: with data-parallel attention, the
+    busiest rank's share of it, and the tokens of every rank (what the experts see)."""
 
     tokens: int
     sequences: int
     attention: tuple[AttentionLoad, ...]
+    all_tokens: int = 0  # every data-parallel rank's tokens (0: the same as ``tokens``)
 
 
 def batch_shape(dep: Deployment, batch: Sequence[Seq]) -> BatchShape:
-    """Reduce a batch to what its cost depends on (decodes summed in bulk: the hot path)."""
+    """Reduce a batch to what its cost depends on (decodes summed in bulk: the hot path).
+    With data-parallel attention the batch is dealt over the ranks, one sequence each in
+    turn, and the step is the first rank's, the busiest (⌈B ÷ N⌉ sequences)."""
     if not batch:
         raise InputError("a step needs at least one sequence")
     if any(s.new_tokens < 1 or s.context_tokens < 0 for s in batch):
         bad = next(s for s in batch if s.new_tokens < 1 or s.context_tokens < 0)
         raise InputError(f"a sequence needs ≥1 new token and ≥0 cached ones, got {bad}")
-    decodes = [s.context_tokens for s in batch if s.new_tokens == 1]
-    chunks = [s for s in batch if s.new_tokens > 1]
+    ranks = dep.data_parallel_size
+    rank = batch[::ranks] if ranks > 1 else batch
+    decodes = [s.context_tokens for s in rank if s.new_tokens == 1]
+    chunks = [s for s in rank if s.new_tokens > 1]
 
     def decode_keys(window_tokens: int | None) -> float:  # a decode sees c + 1 keys (window-capped)
         if window_tokens is None:
             return float(sum(decodes) + len(decodes))
         return float(sum(min(c + 1, window_tokens) for c in decodes))
 
-    return shape_of(attention_windows(dep), len(decodes), decode_keys, chunks)
+    shape = shape_of(attention_windows(dep), len(decodes), decode_keys, chunks)
+    return shape._replace(all_tokens=sum(s.new_tokens for s in batch)) if ranks > 1 else shape
 
 
 def decode_kv_tokens(keys: float, decodes: int) -> float:
@@ -218,6 +226,7 @@ class StepTerms:
     # work on layers in host memory: (operator, FLOPs, bytes, count, of those bytes the ones
     # that live there: weights, a cache; what an operator run on the GPU copies over the link)
     host: tuple[tuple[str, float, float, int, float], ...] = ()
+    all_tokens: int = 0  # data-parallel attention: every rank's tokens (0: ``tokens``)
 
 
 def step_terms(dep: Deployment, shape: BatchShape) -> StepTerms:
@@ -226,6 +235,7 @@ def step_terms(dep: Deployment, shape: BatchShape) -> StepTerms:
     h = model.hidden_size
     tp = dep.tensor_parallel_size
     tokens = shape.tokens
+    all_tokens = shape.all_tokens or tokens
     act = tokens * h * ACTIVATION_BYTES
     loads = {a.window_tokens: a for a in shape.attention}
     work: list[tuple[str, float, float, int]] = []
@@ -233,7 +243,7 @@ def step_terms(dep: Deployment, shape: BatchShape) -> StepTerms:
     link: dict[str, float] = {}
     kv_per_token = attention_rates(dep)[2]
     for layer, where, count in placed_layers(dep):
-        ops = list(_token_ops(dep, layer, tokens))
+        ops = list(_token_ops(dep, layer, tokens, all_tokens))
         if layer.mixer in ATTENTION_MIXERS:
             ops.append(("attention", *_attention_work(dep, loads[layer.window_tokens], tokens)))
         elif layer.mixer in (LINEAR, MAMBA):
@@ -246,14 +256,19 @@ def step_terms(dep: Deployment, shape: BatchShape) -> StepTerms:
                 host.append((name, f, b, count, kv))
             else:  # weights, or a recurrent state; the norms of "elementwise" are negligible
                 host.append((name, f, b, count, 0.0 if name == "elementwise" else b))
-        if tp > 1:
+        if dep.data_parallel_size > 1:
+            _add_exchanges(dep, layer, count, act, all_tokens * h * ACTIVATION_BYTES, link)
+        elif tp > 1:
             reductions = (layer.mixer != NONE) + (layer.ffn != NONE)
             t = count * reductions * all_reduce_time_s(act, tp, dep.accelerator)
             link["tp all-reduce"] = link.get("tp all-reduce", 0.0) + t
     rows = shape.sequences  # one logits row per sequence
-    head_bytes = _category_bytes(dep, LM_HEAD if not model.tie_word_embeddings else EMBEDDING)
+    head_category = LM_HEAD if not model.tie_word_embeddings else EMBEDDING
+    head_bytes = _category_bytes(dep, head_category)
+    # SGLang's DP attention splits the LM head over every GPU, each its share of all the
+    # ranks' rows: the same FLOPs a GPU as a rank's rows over its own GPUs, fewer weights
     head = ("lm head", 2 * rows * h * model.vocab_size / tp,
-            head_bytes / tp + rows * model.vocab_size * 4 / tp, 1)
+            head_bytes / dep.category_ranks(head_category) + rows * model.vocab_size * 4 / tp, 1)
     if output_on_host(dep):
         host.append((*head, head_bytes / tp))
     else:
@@ -264,7 +279,29 @@ def step_terms(dep: Deployment, shape: BatchShape) -> StepTerms:
                                  + remote * send_time_s(act, dep.accelerator, inter_node=True))
     return StepTerms(tuple(work), tuple((k, v) for k, v in link.items() if v > 0),
                      model.num_layers, tokens, rows, deployment_matmuls(dep), moe_layers(model),
-                     tuple(host))
+                     tuple(host), all_tokens)
+
+
+DP_EXCHANGE = "data-parallel exchange"  # the link operator of the ranks' gather and scatter
+
+
+def _add_exchanges(dep: Deployment, layer: Layer, count: int, act: float, all_act: float,
+                   link: dict[str, float]) -> None:
+    """A layer's collectives under data-parallel attention: the mixer's all-reduce over its
+    rank's TP GPUs; the FFN's over them too where each rank runs it on its own tokens, else
+    (the experts; SGLang's dense MLPs) the gather of every rank's tokens and the scatter of
+    the outputs over all the GPUs (``exchange_time_s``), of the whole batch's activations."""
+    tp, acc = dep.tensor_parallel_size, dep.accelerator
+    local = (layer.mixer != NONE) * all_reduce_time_s(act, tp, acc) if tp > 1 else 0.0
+    if layer.ffn == NONE:
+        pass
+    elif dep.gathered(EXPERTS if layer.ffn == MOE else MLP):
+        t = count * exchange_time_s(all_act, dep.expert_ranks, acc)
+        link[DP_EXCHANGE] = link.get(DP_EXCHANGE, 0.0) + t
+    elif tp > 1:
+        local += all_reduce_time_s(act, tp, acc)
+    if local:
+        link["tp all-reduce"] = link.get("tp all-reduce", 0.0) + count * local
 
 
 def step_cost(dep: Deployment, batch: Sequence[Seq], profile: EngineProfile = IDEAL) -> StepCost:
@@ -309,7 +346,10 @@ def shape_time_s(dep: Deployment, shape: BatchShape, profile: EngineProfile = ID
 
 
 def _columns(terms: StepTerms, op: str) -> int:
-    """The columns an operator's matmul has: the step's tokens, the LM head's rows."""
+    """The columns an operator's matmul has: the step's tokens, the LM head's rows; the
+    experts', with data-parallel attention, every rank's tokens."""
+    if op == "experts" and terms.all_tokens:
+        return terms.all_tokens
     return terms.sequences if op == "lm head" else terms.tokens
 
 
@@ -464,11 +504,15 @@ def _category_bytes(dep: Deployment, category: str) -> float:
 
 
 @lru_cache(maxsize=16384)
-def _token_ops(dep: Deployment, layer: Layer, tokens: int) -> tuple[tuple[str, float, float], ...]:
-    """(name, FLOPs, bytes) per TP rank of one layer's weight matmuls and elementwise work."""
+def _token_ops(dep: Deployment, layer: Layer, tokens: int,
+               all_tokens: int | None = None) -> tuple[tuple[str, float, float], ...]:
+    """(name, FLOPs, bytes) per TP rank of one layer's weight matmuls and elementwise work;
+    with data-parallel attention, per GPU, a category gathered over the ranks
+    (``Deployment.gathered``) on ``all_tokens``, every rank's, over all their GPUs."""
     model, tp = dep.model, dep.tensor_parallel_size
     params = layer_params(model, layer)
     ops: list[tuple[str, float, float]] = []
+    everyone = tokens if all_tokens is None else all_tokens
 
     def linear(name: str, category: str, active_fraction: float = 1.0,
                read_fraction: float = 1.0, with_category: str = "") -> None:
@@ -476,11 +520,13 @@ def _token_ops(dep: Deployment, layer: Layer, tokens: int) -> tuple[tuple[str, f
         if n:
             # the share one rank holds: 1/TP, but for what the ranks keep whole (the router,
             # MLA's down-projections, K/V heads past their count)
-            share = rank_params(model, layer, category, tp, n) / n
+            ranks = dep.category_ranks(category)
+            share = rank_params(model, layer, category, ranks, n) / n
             nbytes = _category_bytes_per_layer(dep, layer, category)
             if with_category:  # weights read alongside, with no matmul of their own
                 nbytes += _category_bytes_per_layer(dep, layer, with_category)
-            ops.append((name, 2 * tokens * n * active_fraction * share,
+            seen = everyone if dep.gathered(category) else tokens
+            ops.append((name, 2 * seen * n * active_fraction * share,
                         nbytes * read_fraction * share))
 
     if layer.mixer in ATTENTION_MIXERS:
@@ -491,15 +537,17 @@ def _token_ops(dep: Deployment, layer: Layer, tokens: int) -> tuple[tuple[str, f
         linear("mamba", SSM)
     if layer.ffn == MOE and model.moe:
         moe = model.moe
-        touched = expected_experts_touched(moe.num_experts, moe.experts_per_token, tokens)
+        # the experts see every data-parallel rank's tokens (all of them without DP)
+        touched = expected_experts_touched(moe.num_experts, moe.experts_per_token, everyone)
         linear("router", ROUTER)
         # expert parallelism: the busiest rank holds more than its share of the tokens, and
         # reads more than its share of the experts a step touches (each rank whole experts;
         # under TP + EP the MoE output is all-reduced as under TP, no all-to-all: vLLM runs
-        # all-to-all kernels only with data parallelism, which is not modelled)
-        ep = dep.expert_parallel and tp > 1
+        # all-to-all kernels only with data parallelism, priced in step_terms)
+        ranks = dep.expert_ranks
+        ep = dep.expert_parallel and ranks > 1
         skew = EP_IMBALANCE if ep else 1.0
-        read = busiest_rank_experts(moe.num_experts, tp, touched) * tp / moe.num_experts \
+        read = busiest_rank_experts(moe.num_experts, ranks, touched) * ranks / moe.num_experts \
             if ep else touched / moe.num_experts
         linear("experts", EXPERTS, moe.routed_fraction * skew, read, EXPERT_BIAS)
         linear("shared experts", SHARED_EXPERTS)

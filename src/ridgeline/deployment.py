@@ -236,9 +236,13 @@ class Deployment:
     # False: attention writes its scores to memory and reads them back (llama.cpp without -fa)
     flash_attention: bool = True
     offload: HostOffload | None = None  # llama.cpp: weights kept in host memory (offload.py)
+    # data-parallel attention (data_parallel.py): ranks of tensor_parallel_size GPUs, each
+    # with its own requests, its own KV pool and its own copy of the attention weights; a
+    # MoE's routed experts spread over every rank's GPUs
+    data_parallel_size: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("tensor_parallel_size", "pipeline_parallel_size"):
+        for name in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InputError(f"{name} must be a whole number ≥ 1, got {value!r}")
@@ -249,6 +253,7 @@ class Deployment:
         kv: str | None = None, num_gpus: int = 1, pipeline_parallel_size: int = 1,
         engine: str | None = None, expert_parallel: bool = False, flash_attention: bool = True,
         offload: HostOffload | None = None, split_mode: str | None = None,
+        data_parallel_size: int = 1,
     ) -> Deployment:
         """Weights default to the checkpoint's stored formats; KV to the model's dtype.
 
@@ -259,6 +264,8 @@ class Deployment:
         ``split_mode``: llama.cpp's -sm. Its default, ``layer``, makes each GPU a stage of whole
         layers run one after the other; ``tensor`` splits each layer (tensor parallel);
         ``row`` (deprecated in llama.cpp, its KV cache on the main GPU) is refused.
+        ``data_parallel_size``: ranks of ``num_gpus`` GPUs each, attention data-parallel
+        (vLLM's --data-parallel-size; data_parallel.py checks what each engine accepts).
         """
         named = engine is not None
         engine = engine or "vllm"
@@ -342,6 +349,13 @@ class Deployment:
         dep = cls(model, accelerator, plan, cache,
                   num_gpus // pipeline_parallel_size, pipeline_parallel_size, expert_parallel,
                   engine, flash_attention)
+        if data_parallel_size != 1:
+            from ridgeline.data_parallel import data_parallel_problem
+
+            problem = data_parallel_problem(dep, data_parallel_size, named)
+            if problem:
+                raise InputError(problem)
+            dep = replace(dep, data_parallel_size=data_parallel_size)
         return dep if offload is None else dep.offloaded(offload)
 
     def offloaded(self, offload: HostOffload, check_host: bool = True) -> Deployment:
@@ -369,17 +383,55 @@ class Deployment:
     def __hash__(self) -> int:
         return hash((self.model, self.accelerator.id, self.weights.label, self.kv.id,
                      self.tensor_parallel_size, self.pipeline_parallel_size,
-                     self.expert_parallel, self.engine, self.flash_attention, self.offload))
+                     self.expert_parallel, self.engine, self.flash_attention, self.offload,
+                     self.data_parallel_size))
 
     @property
     def num_gpus(self) -> int:
+        """Every GPU of the deployment: TP × PP, × the data-parallel ranks."""
+        return self.rank_gpus * self.data_parallel_size
+
+    @property
+    def rank_gpus(self) -> int:
+        """The GPUs one data-parallel rank spans, TP × PP (every GPU, without data
+        parallelism): those a sequence's cache is spread over."""
         return self.tensor_parallel_size * self.pipeline_parallel_size
+
+    @property
+    def expert_ranks(self) -> int:
+        """The GPUs a stage's routed experts are spread over: its tensor-parallel GPUs, × the
+        data-parallel ranks (vLLM's EP or MoE-TP group of DP × TP; SGLang's --tp-size)."""
+        return self.tensor_parallel_size * self.data_parallel_size
+
+    def gathered(self, category: str) -> bool:
+        """Whether a weight category runs on every data-parallel rank's tokens, gathered,
+        split over all the ranks' GPUs, rather than on one rank's own (data_parallel.py)."""
+        if self.data_parallel_size == 1:
+            return False
+        from ridgeline.data_parallel import gathered_categories
+
+        return category in gathered_categories(self.engine)
+
+    def category_ranks(self, category: str) -> int:
+        """The GPUs a weight category is split over: a stage's tensor-parallel GPUs, or, for
+        one gathered over the data-parallel ranks, all of them (``expert_ranks``)."""
+        return self.expert_ranks if self.gathered(category) else self.tensor_parallel_size
+
+    def rank_sequences(self, sequences: int) -> int:
+        """The sequences the busiest data-parallel rank runs of a batch dealt over the ranks:
+        ⌈batch ÷ ranks⌉ (the batch itself without data parallelism)."""
+        return -(-sequences // self.data_parallel_size)
 
     @property
     def gpus_label(self) -> str:
         """'8 x h100-sxm'; a serving engine's pipeline '16 x h100-sxm (TP8 × PP2)' (llama.cpp's
-        layer split is its own default over the GPUs)."""
+        layer split is its own default over the GPUs); data-parallel attention '8 x h200-sxm
+        (attention DP8 × TP1, experts EP8)'."""
         label = f"{self.num_gpus} x {self.accelerator.id}"
+        if self.data_parallel_size > 1:
+            from ridgeline.data_parallel import layout_label
+
+            return f"{label} ({layout_label(self)})"
         if self.pipeline_parallel_size > 1 and not self.engine.startswith("llama.cpp"):
             label += f" (TP{self.tensor_parallel_size} × PP{self.pipeline_parallel_size})"
         return label
@@ -573,8 +625,15 @@ class Deployment:
     def tp_copies_bytes(self) -> float:
         """Weights the tensor-parallel ranks hold beyond one copy, over the whole model
         (``layer_tp_copies_bytes``): DeepSeek-V3 at TP8 keeps its routers and MLA
-        down-projections whole on each of the 8 ranks."""
-        return sum(self.layer_tp_copies_bytes(layer) for layer in self.model.layers)
+        down-projections whole on each of the 8 ranks. With data-parallel attention, also
+        each rank's own copy of what it does not share with the others: the attention and
+        dense layers, the embedding and LM head (data_parallel.table_copies_bytes)."""
+        layers = sum(self.layer_tp_copies_bytes(layer) for layer in self.model.layers)
+        if self.data_parallel_size == 1:
+            return layers
+        from ridgeline.data_parallel import table_copies_bytes
+
+        return layers + table_copies_bytes(self)
 
     def layer_tp_copies_bytes(self, layer: Layer) -> float:
         """One layer's weights its tensor-parallel ranks hold beyond one copy: what
@@ -584,15 +643,16 @@ class Deployment:
     @cached_property
     def _tp_copies_by_layer(self) -> dict[Layer, float]:
         """``layer_tp_copies_bytes`` of each distinct layer, worked once a deployment (a
-        model's layers repeat a few kinds)."""
-        tp = self.tensor_parallel_size
-        if tp == 1:
+        model's layers repeat a few kinds): what one GPU holds of each category
+        (``rank_params`` over the GPUs it is split across) × a stage's GPUs, less one copy."""
+        gpus = self.expert_ranks  # a stage's GPUs: TP, × the data-parallel ranks
+        if gpus == 1:
             return {}
         out: dict[Layer, float] = {}
         for layer in dict.fromkeys(self.model.layers):
             params = layer_params(self.model, layer)
-            out[layer] = sum((rank_params(self.model, layer, c, tp, n) * tp - n)
-                             * self.weights.format_of(c).bytes_per_weight
+            out[layer] = sum((rank_params(self.model, layer, c, self.category_ranks(c), n)
+                              * gpus - n) * self.weights.format_of(c).bytes_per_weight
                              for c, n in params.items() if n)
         return out
 

@@ -73,4 +73,4 @@ def token_bytes(dep: Deployment, swa_ratio: float | None = None,
             * attention_kv_bytes_per_token(dep.model, dep.kv.bytes_per_element)
     else:
         per_token = footprint.bytes_per_token_growing
-    return per_token * dep.kv_replication / dep.num_gpus
+    return per_token * dep.kv_replication / dep.rank_gpus

@@ -72,6 +72,7 @@ class Work:
     host_bytes: float = 0.0  # of all these, what the CPU reads in host memory (offload)
     link_bytes: float = 0.0  # and what a prompt step copies over the host link
     host_time_s: float = 0.0  # moving both at the host's rated bandwidth and link
+    expert_weight_bytes: float = 0.0  # of the weights, the routed experts' (in weight_bytes)
 
     @property
     def bytes(self) -> float:
@@ -109,14 +110,19 @@ def step_work(dep: Deployment, batch: list[Seq]) -> Work:
     kv = sum(op.bytes for op in cost.ops if base(op.name) in _KV_OPS) * tp
     kv -= attention_activation_bytes(dep, cost.tokens) * tp  # queries in, outputs out
     head = "embedding" if dep.model.tie_word_embeddings else "lm_head"
-    weights += dep.bytes_by_category[head]  # lm head's weights (its logits are activations)
+    head_bytes = dep.bytes_by_category[head]  # lm head's weights (its logits are activations)
+    if dep.gathered(head):  # SGLang's DP attention: a rank's GPUs hold their share of it
+        head_bytes *= tp / dep.expert_ranks
+    weights += head_bytes
     weights += sum(count * layer_params(dep.model, layer)[OTHER] * NORM_BYTES
                    for layer, _, count in placed_layers(dep))  # norms and biases, read too
     host = sum(op.bytes for op in cost.ops if op.name.endswith(f"({IN_HOST_MEMORY})")) * tp
     link = sum(op.bytes for op in cost.ops if op.name.endswith(f"({OVER_HOST_LINK})")) * tp
     host_s = host_floor_s(dep, batch) if host or link else 0.0
     paced = sum(op.flops * op_slowdown(dep, op.name) for op in cost.ops) * tp
-    return Work(cost.flops * tp, weights, kv, total - weights - kv, paced, host, link, host_s)
+    experts = sum(op.bytes for op in cost.ops if base(op.name) == "experts") * tp
+    return Work(cost.flops * tp, weights, kv, total - weights - kv, paced, host, link, host_s,
+                experts)
 
 
 def head_params(dep: Deployment) -> float:
@@ -251,11 +257,17 @@ def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
     acc = dep.accelerator
     src = dep.accelerator.source
     step_s = max(compute_s, memory_s) + work.host_time_s
+    ranks = dep.data_parallel_size  # with data-parallel attention the step is one rank's
+    seqs = dep.rank_sequences(batch)
+    count = "batch" if ranks == 1 else "a rank's sequences"
+    rank = "" if ranks == 1 else " (one data-parallel rank's)"
     steps = (
-        _weight_step(dep, work, batch),
-        step("KV bytes read", "batch × KV traffic per sequence",
-             q("KV read", work.kv_bytes / GB, "GB"), q("batch", batch),
-             q("KV traffic per sequence", work.kv_bytes / batch / 1e6, "MB",
+        _weight_step(dep, work, batch) if ranks == 1 else _rank_weight_step(dep, work, batch),
+        step("KV bytes read", f"{count} × KV traffic per sequence",
+             q("KV read", work.kv_bytes / GB, "GB"),
+             q("batch", batch) if ranks == 1 else
+             q(count, seqs, "", f"⌈batch {batch:,} ÷ {ranks} data-parallel ranks⌉"),
+             q("KV traffic per sequence", work.kv_bytes / seqs / 1e6, "MB",
                f"its {context:,}-token {dep.kv.id} cache and the new token's K and V read"
                + (" (window layers: the window)" if footprint.windowed_bytes else "")
                + ", the new token's written" + (", its recurrent state read and written"
@@ -276,10 +288,10 @@ def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
                   "the layers in host memory: read by the CPU (host time below)")]
                if work.host_bytes or work.link_bytes else []),
              q("bandwidth", dep.bandwidth_bytes_per_s / 1e12, "TB/s",
-               f"{dep.tensor_parallel_size} x {acc.id}: {src}" + (
+               f"{dep.tensor_parallel_size} x {acc.id}{rank}: {src}" + (
                    f"; the step passes {dep.pipeline_parallel_size} stages of layers one "
                    "after another" if dep.pipeline_parallel_size > 1 else ""))),
-        step("compute time", "batch × (2 × params per token + attention FLOPs) ÷ peak"
+        step("compute time", f"{count} × (2 × params per token + attention FLOPs) ÷ peak"
              if work.paced_flops == work.flops else
              "FLOPs at the step dtype's pace ÷ peak",
              q("compute time", compute_s * 1e3, "ms"),
@@ -445,6 +457,32 @@ def _weight_step(dep: Deployment, work: Work, batch: int) -> Step:
                   f"layer expected under {batch:,} {plural(batch, 'token')} × {moe.experts_per_token} "
                   "routed each"),
                 q("expert bytes per weight", expert_bpw, "B"), *copies_term)
+
+
+def _rank_weight_step(dep: Deployment, work: Work, batch: int) -> Step:
+    """A decode step's weight bytes under data-parallel attention: one rank's own copy of all
+    but the routed experts, read by its share of the batch alone, and its GPUs' share of the
+    experts every rank's tokens touch (data_parallel.py)."""
+    experts = work.expert_weight_bytes
+    ranks, tp = dep.data_parallel_size, dep.tensor_parallel_size
+    own = q("a rank's own weights", (work.weight_bytes - experts) / GB, "GB",
+            f"all but the routed experts, each rank a copy over its {tp} "
+            f"GPU{'s' if tp > 1 else ''}, read for its ⌈{batch:,} ÷ {ranks}⌉ = "
+            f"{dep.rank_sequences(batch):,} sequences")
+    moe = dep.model.moe
+    if moe is None:
+        return step("weight bytes read", "a rank's own weights (a dense model's ranks are "
+                    "replicas)", q("weights read", work.weight_bytes / GB, "GB"), own)
+    touched = expected_experts_touched(moe.num_experts, moe.experts_per_token, batch)
+    spread = "each whole, the busiest's" if dep.expert_parallel else "a slice of each"
+    return step("weight bytes read", "a rank's own weights + its GPUs' share of the routed "
+                "experts every rank's tokens touch", q("weights read", work.weight_bytes / GB,
+                                                        "GB"), own,
+                q("its share of the experts", experts / GB, "GB",
+                  f"{touched:,.1f} of {moe.num_experts} experts a layer expected under the "
+                  f"whole batch's {batch:,} {plural(batch, 'token')} × "
+                  f"{moe.experts_per_token} routed each, spread over {dep.expert_ranks} GPUs "
+                  f"({spread})"))
 
 
 def _weights_read_source(dep: Deployment, work: Work) -> str:

@@ -194,15 +194,21 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
         return tuple(_stage_pool(dep, s, total, stage_weight_bytes(dep, stage, vision)
                                  + ep_extra_bytes(dep, stage.expert_share), stage)
                      for stage in pipeline_stages(dep))
-    return (_stage_pool(dep, s, total, (on_gpus + vision) / dep.num_gpus
-                        + ep_extra_bytes(dep), None),)
+    if dep.data_parallel_size > 1:  # each rank sizes its own pool, under its own share
+        from ridgeline.data_parallel import rank_settings
+
+        s = rank_settings(dep, s)
+    # each data-parallel rank loads its own vision tower
+    return (_stage_pool(dep, s, total, (on_gpus + vision * dep.data_parallel_size)
+                        / dep.num_gpus + ep_extra_bytes(dep), None),)
 
 
 def ep_extra_bytes(dep: Deployment, share: float = 1.0) -> float:
     """What the busiest expert-parallel rank holds beyond an even share of the experts: whole
     experts, ⌈E ÷ R⌉ of them (Mixtral's 8 over 16 GPUs: an eighth each on eight, not a
-    sixteenth); of a pipeline stage, its MoE layers' ``share``."""
-    moe, ranks = dep.model.moe, dep.tensor_parallel_size
+    sixteenth); of a pipeline stage, its MoE layers' ``share``. With data-parallel attention
+    the experts spread over every rank's GPUs."""
+    moe, ranks = dep.model.moe, dep.expert_ranks
     if moe is None or not dep.expert_parallel or ranks < 2:
         return 0.0
     experts = dep.bytes_by_category.get(EXPERTS, 0.0) * share / dep.pipeline_parallel_size
@@ -225,7 +231,7 @@ def _stage_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
     non_torch = float(d.get("non_torch_gib", 0.4)) * GIB
     if engine == "vllm":  # windows and states: vLLM's own groups (kvgroups.py)
         footprint = kv_footprint(dep.model, 1, dep.kv.bytes_per_element)
-        kv_bytes_per_token = footprint.bytes_per_token_growing * dep.kv_replication / dep.num_gpus
+        kv_bytes_per_token = footprint.bytes_per_token_growing * dep.kv_replication / dep.rank_gpus
         return vllm_pool(dep, s, total_bytes, weight_bytes, kv_bytes_per_token * share, stage)
     kv_bytes_per_token = token_bytes(dep, s.swa_full_tokens_ratio, s.engine_version) * share
     if engine.startswith("llama.cpp") or engine not in ("sglang", "trtllm"):

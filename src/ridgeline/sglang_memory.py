@@ -123,7 +123,7 @@ def sglang_startup_bytes(dep: Deployment) -> float:
     usage=… GB", SGLang's GB being GiB)."""
     s = sglang_data()["startup"]
     gib = float(s["context_gib"])
-    if dep.tensor_parallel_size > 1:
+    if dep.expert_ranks > 1:  # its --tp-size, data-parallel attention's ranks included
         nvlink = (dep.accelerator.link_kind or "").lower().startswith(LOW_LATENCY_FABRICS)
         gib += float(s["communicators_gib_nvlink" if nvlink else "communicators_gib_pcie"])
     return gib * GIB

@@ -31,7 +31,8 @@ def sglang_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
     weights, in pages of page_size tokens; a hybrid's state pool carved out first
     (sglang_state_pool), then max_running_requests from the tokens left (sglang_own_requests)."""
     d = engine_defaults("sglang")
-    rule = sglang_memory_defaults(total_bytes, dep.tensor_parallel_size,
+    # its --tp-size: every GPU of a stage, data-parallel attention's ranks included
+    rule = sglang_memory_defaults(total_bytes, dep.expert_ranks,
                                   dep.pipeline_parallel_size,
                                   s.max_num_batched_tokens, s.engine_version)
     tokens = rule.chunked_prefill_size

@@ -104,7 +104,7 @@ def mxfp4_padding_bytes(dep: Deployment, stage: Stage | None = None,
     if kernel is None:
         return 0.0
     hidden = dep.model.hidden_size
-    slices = 1 if dep.expert_parallel else dep.tensor_parallel_size  # EP keeps experts whole
+    slices = 1 if dep.expert_parallel else dep.expert_ranks  # EP keeps experts whole
     per_rank = moe.expert_intermediate_size / slices
     if kernel == "triton-hopper":
         # the checkpoint's: values 4 bits, a 1-byte scale per 32, bf16 biases

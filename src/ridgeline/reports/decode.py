@@ -10,6 +10,7 @@ from ridgeline.capacity import EngineSeats, on_engine_memory
 from ridgeline.cost import (
     decode_batch,
 )
+from ridgeline.data_parallel import data_parallel_cautions
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.explain import Step, q, step
@@ -194,7 +195,9 @@ class DecodeReport:
                 f"{f.compute_time_s * 1e3:,.2f} ms, memory {f.memory_time_s * 1e3:,.2f} ms"
                 + (f", then host {f.host_time_s * 1e3:,.2f} ms" if f.host_time_s else "") + ")",
                 f"  reads      {f.weight_bytes_read / GB:,.1f} GB of weights + "
-                f"{f.kv_bytes_read / GB:,.2f} GB of KV cache",
+                f"{f.kv_bytes_read / GB:,.2f} GB of KV cache"
+                + (" on each data-parallel rank" if self.deployment.data_parallel_size > 1
+                   else ""),
             ]
             if not f.fit.fits:  # a step's arithmetic, but no speed: the batch cannot run
                 return [*lines, "  tok/s      none: the batch does not fit in memory",
@@ -359,7 +362,7 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
                 cdna3_moe_caution(dep), gguf_caution(dep), shared_profile_caution(profile),
                 offload_caution(dep), split_caution(dep), dep.model.architecture_caution,
                 micro_batch_caution(dep, batches), deployment_caution(dep),
-                expected[0].calibration)
+                *data_parallel_cautions(dep, stepping=True), expected[0].calibration)
     described = describe_settings(settings or EngineSettings(usage="offline"), dep.engine,
                                   max_model_len) if settings or max_model_len else ""
     return DecodeReport(dep, tuple(floors), tuple(expected), seats,

@@ -16,6 +16,7 @@ from typing import Any
 from ridgeline.capacity import (
     admission_gate,
     conversation_bytes,
+    engine_seat_limit,
     held_conversations,
     longest_holding,
     refuses_to_start,
@@ -28,6 +29,7 @@ from ridgeline.memory import EngineSettings, KVPool, kv_pool
 from ridgeline.reports.fit_cautions import fit_cautions
 from ridgeline.reports.fit_json import fit_dict
 from ridgeline.reports.fit_levers import Lever, levers
+from ridgeline.reports.fit_ranks import rank_steps
 from ridgeline.reports.fit_state import most_running_requests, state_shortfall
 from ridgeline.reports.fit_steps import (
     conversations_step,
@@ -61,8 +63,9 @@ class FitReport:
 
     @property
     def batch(self) -> int:
-        """Sequences that can run at once: the pool, then the engine's seat limit."""
-        return min(self.conversations, self.pool.max_num_seqs)
+        """Sequences that can run at once: the pool, then the engine's seat limit (each
+        data-parallel rank's)."""
+        return min(self.conversations, engine_seat_limit(self.pool, self.deployment))
 
     @property
     def expert_ridge_batch(self) -> float:
@@ -83,11 +86,25 @@ class FitReport:
 
     @property
     def stage_batch(self) -> int:
-        """The batch a stage multiplies: under pipeline parallelism one micro-batch of it."""
+        """The batch a stage multiplies: under pipeline parallelism one micro-batch of it;
+        with data-parallel attention one rank's share, which alone reads its rank's dense
+        weights."""
+        return self.deployment.rank_sequences(micro_batch(self.deployment, self.batch))
+
+    @property
+    def expert_batch(self) -> int:
+        """The sequences a step's routed experts see: under pipeline parallelism one
+        micro-batch; with data-parallel attention every rank's."""
         return micro_batch(self.deployment, self.batch)
 
     def batch_label(self) -> str:
-        """The batch, and under pipeline parallelism its micro-batches."""
+        """The batch, and under pipeline parallelism its micro-batches (with data-parallel
+        attention, each rank's share)."""
+        ranks = self.deployment.data_parallel_size
+        if ranks > 1:
+            even = self.batch == ranks * self.stage_batch
+            return (f"{self.batch:,}: {'' if even else 'up to '}{self.stage_batch:,} on each "
+                    f"of {ranks} data-parallel ranks")
         pp = micro_batches(self.deployment)
         if pp == 1:
             return f"{self.batch:,}"
@@ -234,11 +251,13 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
     ridge = dep.dense_ridge_flop_per_byte
     dense_bpw = dep.bytes_per_weight_split[0]
     ridge_batch = dep.dense_ridge_batch
+    ranks = dep.data_parallel_size
     steps = (
         *stage_steps(dep, s, pool),
         pool_step(dep, pool, s),
         *state_pool_steps(dep, pool, s),
-        conversations_step(dep, pool, s, context, n, per_seq),
+        conversations_step(dep, pool, s, context, n // ranks, per_seq),
+        *rank_steps(dep, n),
         *start_steps(pool, dep, context),
         ridge_step(acc, dep.dense_compute_dtype),
         step("ridge batch", "ridge × bytes per weight ÷ 2 FLOP (the batch whose tokens, "

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ridgeline.capacity import engine_seat_limit
+from ridgeline.data_parallel import data_parallel_cautions
 from ridgeline.kvcache import kv_footprint
 from ridgeline.parallel import cross_node_caution
 from ridgeline.reports.fit_state import running_slots
@@ -30,9 +32,10 @@ def fit_cautions(r: FitReport) -> list[str]:
 
     d = r.deployment
     out = [c for c in (context_caution(d, r.context), d.model.architecture_caution,
-                       cross_node_caution(d.tensor_parallel_size, d.accelerator, d.engine))
+                       cross_node_caution(d.tensor_parallel_size, d.accelerator, d.engine),
+                       *data_parallel_cautions(d, stepping=False))
            if c]
-    seats, pool = r.pool.max_num_seqs, r.pool
+    seats, pool = engine_seat_limit(r.pool, r.deployment), r.pool
     per = running_slots(r) if pool.state_request_bytes else 0
     if r.target and r.target > seats and r.conversations >= r.target \
             and per and seats == pool.state_slots // per:  # SGLang's state pool caps it
@@ -99,7 +102,7 @@ def fit_cautions(r: FitReport) -> list[str]:
                    "fewer conversations than this sizing, which --no-prefix-caching (its "
                    "default before v0.28) matches")
     moe = d.model.moe
-    if moe and r.verdict == CLEARS_RIDGE and r.stage_batch < r.expert_ridge_batch:
+    if moe and r.verdict == CLEARS_RIDGE and r.expert_batch < r.expert_ridge_batch:
         out.append(f"MoE: the routed experts see B × {moe.routed_fraction:.3f} tokens each "
                    f"and reach the ridge only near batch {r.expert_ridge_batch:,.0f}; "
                    f"at batch {r.batch_label()} they stay bandwidth-bound")

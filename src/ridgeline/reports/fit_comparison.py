@@ -48,7 +48,8 @@ class FitComparison:
         per_card = self.by == "accelerator" and len(engines) > 1  # each card its own default
         rows = [[self._name(r), *([r.pool.engine] if per_card else []),
                  f"{r.pool.kv_cache_bytes / GIB:,.2f}",
-                 f"{r.pool.logged_tokens(r.context):,}",
+                 # every data-parallel rank's pool, as the conversations count them
+                 f"{r.pool.logged_tokens(r.context) * r.deployment.data_parallel_size:,}",
                  f"{r.per_conversation_bytes / GIB:,.3f}", f"{r.conversations:,}",
                  f"{r.batch:,}", r.verdict] for r in self.reports]
         target = f", against a target of {first.target:,}" if first.target else ""

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from ridgeline.capacity import context_refusal
 from ridgeline.reports.fit_offload import host_bytes
+from ridgeline.reports.fit_ranks import ranks_dict
 from ridgeline.reports.fit_state import state_pool_dict
 from ridgeline.reports.fit_terms import is_llamacpp
 from ridgeline.reports.fit_weights import vision_bytes_in_pool
@@ -94,6 +95,7 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
             "states": p.groups.states, "page_bytes_per_gpu": p.groups.page_bytes,
             "blocks_per_conversation": p.groups.decode_blocks(r.context)},
     }
+    out.update(ranks_dict(r))  # data-parallel attention: every rank's figures
     if p.state_request_bytes:  # SGLang's hybrid: only where there is a state pool
         out["state_pool"] = state_pool_dict(r)
     return out

@@ -8,7 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from ridgeline.capacity import conversations, held_conversations, longest_holding
+from ridgeline.capacity import (
+    conversations,
+    engine_seat_limit,
+    held_conversations,
+    longest_holding,
+)
+from ridgeline.data_parallel import layout_label
 from ridgeline.deployment import Deployment, tensor_parallel_problem, weights_platform_problem
 from ridgeline.errors import InputError
 from ridgeline.memory import EngineSettings, kv_pool
@@ -93,6 +99,10 @@ def levers(r: FitReport) -> list[Lever]:
     if d.accelerator.vendor == "apple" or (d.accelerator.form == "soc"
                                            and not d.accelerator.link_kind):
         pass  # one GPU per machine (a Mac, a Strix Halo box) and no link: no second to add
+    elif d.data_parallel_size > 1:  # more ranks: the experts spread thinner, a pool each
+        more = replace(d, data_parallel_size=2 * d.data_parallel_size)
+        options.append((f"{2 * d.num_gpus} GPUs ({layout_label(more).split(',')[0]})", more,
+                        r.context, s))
     elif gguf and d.offload is None:  # llama.cpp's default split: more stages of layers
         more = replace(d, pipeline_parallel_size=d.pipeline_parallel_size * 2) \
             if d.pipeline_parallel_size > 1 or d.tensor_parallel_size == 1 \
@@ -147,7 +157,7 @@ def levers(r: FitReport) -> list[Lever]:
     for name, dep, context, settings in options:
         pool = kv_pool(dep, replace(settings, max_model_len=context))
         n = held_conversations(pool, dep, context)
-        lever = Lever(name, n, min(n, pool.max_num_seqs))
+        lever = Lever(name, n, min(n, engine_seat_limit(pool, dep)))
         if lever.batch and (lever.conversations > r.conversations or lever.batch > r.batch):
             levers.append(lever)  # one that gains nothing, or runs nothing, is no way out
     return levers
@@ -160,6 +170,8 @@ def gpus_needed(r: FitReport) -> str:
     """The fewest GPUs of this card that hold the target at this context and format, doubling
     tensor parallelism within a node and pipeline stages past it."""
     d, target = r.deployment, max(1, r.target or 1)
+    if d.data_parallel_size > 1:
+        return _ranks_needed(r)
     node = 1 if is_llamacpp(r.pool) else node_size(d.accelerator)
     tp, pp = d.tensor_parallel_size, d.pipeline_parallel_size
     while tp * pp < MOST_GPUS:
@@ -180,6 +192,23 @@ def gpus_needed(r: FitReport) -> str:
                     if more.pipeline_parallel_size > 1 else
                     f"{more.num_gpus} GPUs of {d.accelerator.id} (tensor parallel)") + \
                 f" hold {held:,} at this context and weight format"
+    return (f"not even {MOST_GPUS} GPUs of {d.accelerator.id} hold {target:,} at this context "
+            "and weight format: a larger card, a smaller format and a shorter context together")
+
+
+def _ranks_needed(r: FitReport) -> str:
+    """gpus_needed for data-parallel attention: the fewest ranks (doubling) that hold the
+    target."""
+    d, target = r.deployment, max(1, r.target or 1)
+    ranks = d.data_parallel_size
+    while 2 * ranks * d.rank_gpus <= MOST_GPUS:
+        ranks *= 2
+        more = replace(d, data_parallel_size=ranks)
+        held = held_conversations(kv_pool(more, replace(r.settings, max_model_len=r.context)),
+                                  more, r.context)
+        if held >= target:
+            return (f"{more.num_gpus} GPUs of {d.accelerator.id} ({layout_label(more)}) hold "
+                    f"{held:,} at this context and weight format")
     return (f"not even {MOST_GPUS} GPUs of {d.accelerator.id} hold {target:,} at this context "
             "and weight format: a larger card, a smaller format and a shorter context together")
 

@@ -13,6 +13,7 @@ from ridgeline.render import table
 from ridgeline.reports.fit_budget import budget_rows
 from ridgeline.reports.fit_levers import gpus_needed
 from ridgeline.reports.fit_offload import offload_flags, offload_lines
+from ridgeline.reports.fit_ranks import pool_ranks_note, seats_ranks_note
 from ridgeline.reports.fit_state import state_overrun, state_pool_note
 from ridgeline.reports.fit_terms import is_llamacpp, runner_label, seats_name
 from ridgeline.reports.fit_verdict import DOES_NOT_FIT, verdict_line
@@ -68,11 +69,12 @@ def fit_text_lines(r: FitReport) -> list[str]:
                  f"blocks free (scheduler_reserve_full_isl), and one decoding holds "
                  f"{decoding:,}: 1 + ({p.blocks:,} − {admission:,}) ÷ {decoding:,} = "
                  f"{1 + (p.blocks - admission) // decoding:,} at once")
-    lines += ["", f"{held}; one conversation of {r.context:,} tokens takes "
+    lines += ["", f"{held}{pool_ranks_note(d, p, r.context)}; one conversation of "
+              f"{r.context:,} tokens takes "
               f"{r.per_conversation_bytes / GIB:,.3f} GiB per GPU{slot}{gated}",
               f"batch the engine can run: min({r.conversations:,} "
               f"{plural(r.conversations, 'conversation')}, "
-              f"{seats_name(p)} {p.max_num_seqs:,}) = {r.batch:,}"]
+              f"{seats_name(p)} {p.max_num_seqs:,}{seats_ranks_note(d)}) = {r.batch:,}"]
     if p.state_pool_fixed and not state_overrun(p):
         lines.append(f"{state_pool_note(p, r.settings, d.model)}, whatever the "
                      "memory; a running request takes one slot")

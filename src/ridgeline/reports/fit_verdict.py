@@ -126,13 +126,13 @@ def verdict_line(r: FitReport) -> str:
     elif r.verdict == UNDER_RIDGE:
         headline += (f"; the batch they allow ({r.batch_label()}) is under the ridge "
                      f"({r.ridge_batch:,.0f}): bandwidth-bound at any load")
-    elif micro_batches(d) > 1:
+    elif micro_batches(d) > 1 or d.data_parallel_size > 1:
         headline += (f"; a batch of {r.batch_label()}, reaches the ridge "
                      f"({r.ridge_batch:,.0f})")
     else:
         headline += f"; a batch of {r.batch:,} reaches the ridge ({r.ridge_batch:,.0f})"
     if r.verdict == CLEARS_RIDGE and d.model.moe is not None \
-            and r.stage_batch < r.expert_ridge_batch:
+            and r.expert_batch < r.expert_ridge_batch:
         headline += (" in the weights every token reads; the routed experts stay "
                      "bandwidth-bound (caution below)")
     return headline

@@ -5,7 +5,7 @@ keeps whole, llama.cpp's layers and embedding in host memory)."""
 from __future__ import annotations
 
 from ridgeline.deployment import Deployment
-from ridgeline.memory import KVPool
+from ridgeline.memory import KVPool, ep_extra_bytes
 from ridgeline.reports.fit_terms import is_llamacpp
 from ridgeline.stages import stage_tp_copies_bytes, stage_weight_bytes
 from ridgeline.units import GIB
@@ -50,8 +50,13 @@ def weights_note(dep: Deployment, pool: KVPool) -> str:
 
 
 def _kept_whole_note(dep: Deployment, pool: KVPool) -> str:
-    """What of the weights per GPU each tensor-parallel rank keeps whole, where it shows."""
+    """What of the weights per GPU each tensor-parallel rank keeps whole, where it shows;
+    with data-parallel attention, what each rank keeps a copy of."""
     tp = dep.tensor_parallel_size
+    if dep.data_parallel_size > 1:
+        copies = dep.tp_copies_bytes / dep.num_gpus
+        return (f", {copies / GIB:,.2f} GiB of it copies each data-parallel rank keeps of all "
+                f"but the routed experts (those split over all {dep.expert_ranks} GPUs)")
     if tp == 1 or is_llamacpp(pool):
         return ""
     extra = stage_tp_copies_bytes(dep, pool.stage) / tp
@@ -85,7 +90,7 @@ def vision_bytes_in_pool(dep: Deployment, pool: KVPool) -> float:
 
 def checkpoint_share_bytes(dep: Deployment, pool: KVPool) -> float:
     """The checkpoint's weights on one GPU of the pool's deployment (of its binding pipeline
-    stage), before a vision tower or padding."""
+    stage), before a vision tower or padding: with expert parallelism, its whole experts."""
     if pool.stage is None:
-        return (dep.weight_bytes + dep.tp_copies_bytes) / dep.num_gpus
+        return (dep.weight_bytes + dep.tp_copies_bytes) / dep.num_gpus + ep_extra_bytes(dep)
     return stage_weight_bytes(dep, pool.stage, 0.0)

@@ -1,0 +1,167 @@
+"""Data-parallel attention: N ranks, each with its own requests, KV pool and copy of the
+attention weights, sharing one MoE's experts spread over every rank's GPUs.
+
+vLLM (docs, serving/data_parallel_deployment.md and expert_parallel_deployment.md):
+``--data-parallel-size N`` runs N engine cores, one scheduler each (so ``--max-num-seqs`` and
+``--max-num-batched-tokens`` are a rank's), each of ``--tensor-parallel-size`` GPUs; "the
+expert layers form a (DP x TP) sized tensor parallel group", or with
+``--enable-expert-parallel`` an expert-parallel group of that size (EP_SIZE = TP × DP). The
+attention weights are replicated across the ranks (sharded by TP inside one), and so are the
+dense MLPs, the shared experts, the router, the embedding and the LM head (deepseek_v2.py: the
+shared experts are a DeepseekV2MLP over the attention's TP group, the gate a replicated
+linear). "This will work with both dense and MoE models": a dense model's ranks are
+independent replicas. A MoE's ranks step together, an idle one running a dummy pass; its
+default all-to-all backend, allgather_reducescatter, gathers every rank's tokens before the
+experts and reduce-scatters their outputs.
+
+SGLang (server_args.py _handle_data_parallelism; layers/dp_attention.py): ``--tp-size T
+--dp-size N --enable-dp-attention`` runs on T GPUs, attention over T ÷ N of them (tp_size %
+dp_size == 0 is asserted); each attention-DP rank keeps its own requests' cache; the MLP and
+MoE layers run over all T GPUs on the tokens gathered from every rank (dense MLPs, shared
+experts and the LM head tensor-parallel over T unless --moe-dense-tp-size 1 or
+--enable-dp-lm-head; the experts TP over T, or EP with --ep-size T); the embedding is kept whole
+on every GPU (VocabParallelEmbedding(enable_tp=not is_dp_attention_enabled())).
+--max-running-requests and --chunked-prefill-size are the server's, divided by dp_size per
+rank. Its help text: DP attention is for DeepSeek-style MoE models.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from ridgeline.errors import InputError
+from ridgeline.parallel import INTER_NODE_BYTES_PER_S, node_size
+from ridgeline.quantization import (
+    EMBEDDING,
+    EXPERT_BIAS,
+    EXPERTS,
+    LM_HEAD,
+    MLP,
+    ROUTER,
+    SHARED_EXPERTS,
+)
+
+if TYPE_CHECKING:
+    from ridgeline.deployment import Deployment
+    from ridgeline.memory import EngineSettings
+
+DATA_PARALLEL_ENGINES = ("vllm", "sglang")
+
+# the weight categories that run on every rank's tokens, gathered, split over all the GPUs
+_GATHERED = {"vllm": (EXPERTS, EXPERT_BIAS),
+             "sglang": (EXPERTS, EXPERT_BIAS, MLP, SHARED_EXPERTS, ROUTER, LM_HEAD)}
+
+
+def gathered_categories(engine: str) -> tuple[str, ...]:
+    """The weight categories ``engine`` runs over every data-parallel rank's tokens, split
+    across all the ranks' GPUs; the rest each rank runs on its own tokens over its own GPUs."""
+    return _GATHERED.get(engine, _GATHERED["vllm"])
+
+
+def data_parallel_problem(dep: Deployment, ranks: int, named: bool) -> str:
+    """Why ``ranks`` data-parallel ranks of ``dep`` are not modelled or not run, or ""
+    (``named``: the engine was named; without one, as vLLM)."""
+    engine = dep.engine if named else "vllm"
+    if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
+        return f"data_parallel_size must be a whole number ≥ 1, got {ranks!r}"
+    if engine.startswith("llama.cpp"):
+        return (f"{engine} has no data parallelism: run one llama-server per replica and size "
+                "one with --num-gpus")
+    if engine not in DATA_PARALLEL_ENGINES:
+        return (f"data-parallel attention is modelled for vLLM (--data-parallel-size) and "
+                f"SGLang (--dp-size with --enable-dp-attention), not {engine}'s (TensorRT-LLM's "
+                "enable_attention_dp is not modelled yet)")
+    if dep.pipeline_parallel_size > 1:
+        return ("data-parallel attention over pipeline stages is not modelled: give "
+                "--pipeline-parallel-size 1")
+    if engine == "sglang" and dep.model.moe is None:
+        return (f"SGLang's --enable-dp-attention splits attention from a MoE's expert layers "
+                f"(DeepSeek, Qwen MoE, …); {dep.model.name} is dense: --dp-size without it "
+                "runs independent replicas, each sized by `ridgeline fit` with its own "
+                "--tp-size")
+    return ""
+
+
+def rank_settings(dep: Deployment, settings: EngineSettings) -> EngineSettings:
+    """The settings one data-parallel rank's pool is sized under: vLLM's are each rank's as
+    given; SGLang's --max-running-requests is the server's, each rank taking its // dp_size
+    (pool_configurator: max_running_requests // dp_size). Its --chunked-prefill-size is
+    divided too, after the memory rule has read it whole, so the pool keeps it."""
+    n = dep.data_parallel_size
+    seats = settings.max_num_seqs
+    if dep.engine != "sglang" or n == 1 or seats is None:
+        return settings
+    if seats < n:
+        raise InputError(f"--max-running-requests {seats} is the server's, divided over the "
+                         f"{n} data-parallel ranks (// --dp-size): give at least {n}, one a "
+                         "rank")
+    return replace(settings, max_num_seqs=seats // n)
+
+
+def layout_label(dep: Deployment) -> str:
+    """'attention DP8 × TP1, experts EP8' for a MoE; 'DP4 × TP2' for a dense model."""
+    dp, tp = dep.data_parallel_size, dep.tensor_parallel_size
+    if dep.model.moe is None:
+        return f"DP{dp} × TP{tp}"
+    return (f"attention DP{dp} × TP{tp}, experts "
+            f"{'EP' if dep.expert_parallel else 'TP'}{dep.expert_ranks}")
+
+
+def table_copies_bytes(dep: Deployment) -> float:
+    """The embedding's and LM head's copies beyond one, over every GPU: vLLM splits each
+    over a rank's TP GPUs, one copy a rank; SGLang keeps the embedding whole on every GPU and
+    splits the LM head over all of them. DeepSeek-V3 on vLLM DP8: 7 × 2 × 129,280 × 7,168 ×
+    2 B = 26 GB, 3.2 GB a GPU."""
+    by = dep.bytes_by_category
+    ranks = dep.data_parallel_size
+    tables = {EMBEDDING: by.get(EMBEDDING, 0.0), LM_HEAD: by.get(LM_HEAD, 0.0)}
+    if dep.engine == "sglang":
+        return tables[EMBEDDING] * (dep.num_gpus - 1)
+    return sum(tables.values()) * (ranks - 1)
+
+
+def exchange_label(dep: Deployment) -> str:
+    """How a MoE step's exchange between the ranks is priced, in the engine's words."""
+    if dep.engine == "sglang":
+        return ("SGLang's gather of every rank's tokens before each MLP and MoE layer and "
+                "scatter after it")
+    return ("vLLM's default all-to-all backend (allgather_reducescatter): every rank's tokens "
+            "gathered before the experts, their outputs reduce-scattered after")
+
+
+def data_parallel_cautions(dep: Deployment, stepping: bool) -> tuple[str, ...]:
+    """What a data-parallel figure leaves out or assumes (``stepping``: a decode step's too),
+    or nothing without data parallelism."""
+    n = dep.data_parallel_size
+    if n == 1:
+        return ()
+    out = [f"data-parallel attention: each of the {n} ranks keeps its own requests' cache "
+           f"in its own pool, so the conversations are one rank's × {n}; the ranks' loads "
+           "are taken as even (a rank given more long requests fills first"
+           + (", and its step paces every rank's MoE layers" if dep.model.moe else "") + ")"]
+    if stepping:
+        out.append(f"a step of batch B runs ⌈B ÷ {n}⌉ sequences on each rank: their attention "
+                   "and the rank's own weights are one rank's, read on its "
+                   f"{dep.tensor_parallel_size} GPU{'s' if dep.tensor_parallel_size > 1 else ''}"
+                   + (", the experts once for every rank's tokens" if dep.model.moe else "")
+                   + "; the step's reads and FLOPs are one rank's, tok/s the whole batch's")
+    if dep.model.moe is not None and stepping:
+        out.append(f"the exchange between the ranks is priced as {exchange_label(dep)}: the "
+                   "bytes and steps of one all-reduce of the whole batch's activations over "
+                   f"the {dep.expert_ranks} GPUs per layer; DeepEP or pplx kernels send only "
+                   "each token's routed copies")
+    node = node_size(dep.accelerator)
+    if dep.model.moe is not None and stepping and dep.expert_ranks > node:
+        out.append(f"the experts' {dep.expert_ranks} GPUs span {-(-dep.expert_ranks // node)} "
+                   f"nodes of {node}: each MoE layer's exchange crosses the network between "
+                   f"them (priced at {INTER_NODE_BYTES_PER_S * 8 / 1e9:,.0f} Gb/s a GPU)")
+    if dep.model.moe is not None:
+        out.append("the buffers of DeepEP's or pplx's all-to-all kernels (GBs a GPU, where "
+                   "chosen over the default) are not counted in the pool")
+    if dep.engine == "sglang":
+        out.append("SGLang's --max-running-requests and --chunked-prefill-size are the "
+                   f"server's, divided by --dp-size ({n}) on each rank; the memory it holds "
+                   "back for DP attention's buffers beyond its mem_fraction_static rule is not "
+                   "modelled")
+    return tuple(out)

@@ -1,0 +1,208 @@
+"""Data-parallel attention (vLLM --data-parallel-size, SGLang --dp-size --enable-dp-attention):
+each rank its own requests, KV pool and copy of the attention weights; a MoE's experts spread
+over every rank's GPUs. DeepSeek-V3 as stored (fp8) on 8 x H200, TP8 against DP8 + EP8."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.capacity import engine_seat_limit, held_conversations, max_batch
+from ridgeline.cost import DP_EXCHANGE, decode_batch, step_cost
+from ridgeline.data_parallel import table_copies_bytes
+from ridgeline.floors import decode_floor
+from ridgeline.memory import EngineSettings, kv_pool
+from ridgeline.moe import expected_experts_touched
+from ridgeline.parallel import busiest_rank_experts, exchange_time_s
+from ridgeline.quantization import (
+    ATTENTION,
+    EMBEDDING,
+    EXPERTS,
+    LM_HEAD,
+    MLP,
+    OTHER,
+    ROUTER,
+    SHARED_EXPERTS,
+)
+from ridgeline.units import GIB
+from tests.conftest import run_cli
+
+CONTEXT = 32000
+SETTINGS = EngineSettings(max_model_len=CONTEXT)
+
+
+def deepseek(tp: int, dp: int = 1, engine: str = "vllm", ep: bool = False) -> Deployment:
+    return Deployment.build(resolve_model("deepseek-v3"), resolve_accelerator("h200"), None,
+                            None, tp, 1, engine, ep, data_parallel_size=dp)
+
+
+def test_deepseek_v3_dp8_holds_eight_pools_of_the_same_latent_per_gpu() -> None:
+    """TP8 keeps every request's MLA latent on each GPU (one head, not split): 687,888 tokens
+    in the deployment. DP8 + EP8 keeps a rank's own requests on its GPU: the same 68.62 KiB a
+    token a GPU, but eight pools. Each GPU's pool is smaller (the replicated attention weights
+    take room), so the tokens grow 8 × the pool ratio, about 5.35×, not the bare 8×."""
+    tp8, dp8 = deepseek(8), deepseek(1, 8, ep=True)
+    p_tp, p_dp = kv_pool(tp8, SETTINGS), kv_pool(dp8, SETTINGS)
+    assert p_dp.kv_bytes_per_token == pytest.approx(p_tp.kv_bytes_per_token)
+    assert p_dp.kv_bytes_per_token / 1024 == pytest.approx(68.62, abs=0.01)
+    ratio = 8 * p_dp.tokens / p_tp.tokens
+    assert ratio == pytest.approx(8 * p_dp.pool_bytes / p_tp.pool_bytes, rel=2e-3)
+    assert ratio == pytest.approx(5.35, abs=0.02)
+    per_rank = held_conversations(p_dp, replace(dp8, data_parallel_size=1), CONTEXT)
+    assert held_conversations(p_dp, dp8, CONTEXT) == 8 * per_rank
+    assert held_conversations(p_dp, dp8, CONTEXT) > 5 * held_conversations(p_tp, tp8, CONTEXT)
+
+
+def test_deepseek_v3_dp8_weights_per_gpu_are_all_but_the_experts_and_an_eighth_of_them() -> None:
+    """vLLM DP8 × TP1: each GPU keeps the whole model but the routed experts (attention, 11.4
+    GB of it; dense and shared MLPs, router, embedding, LM head) and 32 of the 256 experts:
+    93.9 GiB against TP8's 79.3 GiB."""
+    dp8, tp8 = deepseek(1, 8, ep=True), deepseek(8)
+    rank = kv_pool(dp8, SETTINGS).weight_bytes
+    assert rank == pytest.approx(dp8.weight_bytes - dp8.expert_bytes + dp8.expert_bytes / 8)
+    assert rank / GIB == pytest.approx(93.92, abs=0.01)
+    assert dp8.bytes_by_category[ATTENTION] / 1e9 == pytest.approx(11.4, abs=0.05)  # README
+    assert kv_pool(tp8, SETTINGS).weight_bytes / GIB == pytest.approx(79.29, abs=0.01)
+
+
+def test_sglang_dp_attention_splits_the_dense_layers_over_every_gpu() -> None:
+    """SGLang --tp 8 --dp 8 --enable-dp-attention: attention, router and norms whole on each
+    GPU, the embedding whole too (enable_tp off), the dense and shared MLPs, LM head and
+    experts over all 8."""
+    d = deepseek(1, 8, engine="sglang")
+    by = d.bytes_by_category
+    whole = by[ATTENTION] + by[ROUTER] + by[OTHER] + by[EMBEDDING]
+    spread = by[MLP] + by[SHARED_EXPERTS] + by[LM_HEAD] + by[EXPERTS]
+    assert kv_pool(d, SETTINGS).weight_bytes == pytest.approx(whole + spread / 8)
+
+
+def test_table_copies_are_seven_more_embeddings_and_lm_heads() -> None:
+    """DeepSeek-V3 on vLLM DP8: 7 × 2 × 129,280 × 7,168 × 2 B = 26 GB, 3.2 GB a GPU."""
+    d = deepseek(1, 8)
+    assert table_copies_bytes(d) == pytest.approx(7 * 2 * 129280 * 7168 * 2)
+    assert table_copies_bytes(d) / 8 / 1e9 == pytest.approx(3.24, abs=0.01)
+
+
+def test_a_dp8_step_is_one_ranks_share_with_the_experts_of_every_rank() -> None:
+    """Batch 512 over 8 ranks: the attention is a TP1 deployment's at batch 64; the experts
+    are read as the whole batch's 512 tokens touch them, the busiest GPU's 32; the exchange
+    is one all-reduce-sized collective of 512 tokens a MoE layer."""
+    dp8, one = deepseek(1, 8, ep=True), deepseek(1)
+    cost = step_cost(dp8, decode_batch(512, 4000))
+    ops = {op.name: op for op in cost.ops}
+    alone = {op.name: op for op in step_cost(one, decode_batch(64, 4000)).ops}
+    assert cost.sequences == 64
+    assert ops["attention"].bytes == pytest.approx(alone["attention"].bytes)
+    assert ops["attention projections"].bytes == pytest.approx(alone["attention projections"].bytes)
+    moe = dp8.model.moe
+    assert moe is not None
+    touched = expected_experts_touched(moe.num_experts, moe.experts_per_token, 512)
+    busiest = busiest_rank_experts(moe.num_experts, 8, touched)
+    assert ops["experts"].bytes == pytest.approx(dp8.bytes_by_category[EXPERTS]
+                                                 * busiest / moe.num_experts)
+    moe_layers = sum(1 for layer in dp8.model.layers if layer.ffn == "moe")
+    exchange = exchange_time_s(512 * 7168 * 2, 8, dp8.accelerator)
+    assert ops[DP_EXCHANGE].time_s == pytest.approx(moe_layers * exchange)
+    assert exchange * 1e6 == pytest.approx(37, abs=1)
+
+
+def test_dp8_decode_floor_reads_a_ranks_cache_and_counts_the_whole_batch() -> None:
+    """The floor's KV read is one rank's 64 sequences; its aggregate the whole 512."""
+    dp8, tp1 = deepseek(1, 8, ep=True), deepseek(1)
+    f = decode_floor(dp8, 512, 4000)
+    assert f.kv_bytes_read == pytest.approx(decode_floor(tp1, 64, 4000).kv_bytes_read)
+    assert f.aggregate_tok_s == pytest.approx(512 / f.step_time_s)
+
+
+def test_seats_are_each_ranks() -> None:
+    """vLLM's max_num_seqs is a rank's: 8 ranks run 8 × it; SGLang's --max-running-requests
+    is the server's, each rank taking its // dp_size."""
+    dp8 = deepseek(1, 8, ep=True)
+    pool = kv_pool(dp8, EngineSettings(max_model_len=4000, max_num_seqs=16))
+    assert pool.max_num_seqs == 16
+    assert engine_seat_limit(pool, dp8) == 128
+    assert max_batch(dp8, 4000, EngineSettings(max_model_len=4000, max_num_seqs=16)) == 128
+    sg = deepseek(1, 8, engine="sglang")
+    assert kv_pool(sg, EngineSettings(max_model_len=4000, max_num_seqs=64)).max_num_seqs == 8
+
+
+def test_a_dense_model_on_vllm_dp_is_replicas() -> None:
+    """Llama-3.1-70B, DP2 × TP4 on 8 H100s: each rank a TP4 replica, twice its
+    conversations, the same step for half the batch."""
+    model, acc = resolve_model("llama-3.1-70b"), resolve_accelerator("h100")
+    tp4 = Deployment.build(model, acc, None, None, 4, 1, "vllm")
+    dp2 = Deployment.build(model, acc, None, None, 4, 1, "vllm", data_parallel_size=2)
+    s = EngineSettings(max_model_len=8000)
+    assert held_conversations(kv_pool(dp2, s), dp2, 8000) \
+        == 2 * held_conversations(kv_pool(tp4, s), tp4, 8000)
+    assert step_cost(dp2, decode_batch(32, 2000)).time_s \
+        == pytest.approx(step_cost(tp4, decode_batch(16, 2000)).time_s)
+
+
+def test_fit_cli_reports_every_ranks_tokens(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "fit", "deepseek-v3", "--gpu", "h200",
+                           "--data-parallel-size", "8", "--enable-expert-parallel",
+                           "--max-model-len", "32k", "--json")
+    assert code == 0
+    report = json.loads(out)
+    dp = report["data_parallel"]
+    assert dp["size"] == 8 and dp["expert_ranks"] == 8 and dp["gpus_per_rank"] == 1
+    assert dp["tokens_all_ranks"] == 8 * report["tokens"]
+    assert report["conversations"] == 8 * dp["conversations_per_rank"]
+    code, text, _ = run_cli(capsys, "fit", "deepseek-v3", "--gpu", "h200", "--dp", "8",
+                            "--ep", "--max-model-len", "32k")
+    assert code == 0
+    assert "attention DP8 × TP1, experts EP8" in text
+    assert f"{dp['tokens_all_ranks']:,} tokens in all" in text
+
+
+def test_decode_and_kv_take_the_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "decode", "deepseek-v3", "--gpu", "h200", "-dp", "8",
+                           "--enable-expert-parallel", "--batch", "512", "--context", "4000",
+                           "--json")
+    assert code == 0
+    point = json.loads(out)["points"][0]
+    assert point["aggregate_tok_s"] == pytest.approx(512 / point["step_time_s"])
+    code, dp_kv, _ = run_cli(capsys, "kv", "deepseek-v3", "--context", "32k", "--gpu", "h200",
+                             "--data-parallel-size", "8", "--json")
+    code_tp, tp_kv, _ = run_cli(capsys, "kv", "deepseek-v3", "--context", "32k", "--gpu",
+                                "h200", "--num-gpus", "8", "--json")
+    assert code == code_tp == 0
+    assert json.loads(dp_kv)["tp_replication"] == 1
+    assert json.loads(tp_kv)["tp_replication"] == 8
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["fit", "deepseek-v3", "--gpu", "h200", "--num-gpus", "8", "--engine", "sglang",
+      "--dp-size", "3", "--enable-dp-attention", "--max-model-len", "8k"], "do not divide"),
+    (["fit", "llama-3.1-70b", "--gpu", "h100", "--num-gpus", "8", "--engine", "sglang",
+      "--dp-size", "4", "--enable-dp-attention", "--max-model-len", "8k"], "is dense"),
+    (["fit", "deepseek-v3", "--gpu", "h200", "--num-gpus", "8", "--engine", "sglang",
+      "--dp-size", "8", "--max-model-len", "8k"], "independent replicas"),
+    (["fit", "deepseek-v3", "--gpu", "h200", "--dp", "8", "--enable-dp-attention",
+      "--max-model-len", "8k"], "SGLang's switch"),
+    (["fit", "deepseek-v3", "--gpu", "h200", "--num-gpus", "8", "--enable-dp-attention",
+      "--max-model-len", "8k"], "give --dp-size"),
+    (["fit", "deepseek-v3", "--gpu", "h200", "--dp", "2", "--num-gpus", "4", "--engine",
+      "trtllm", "--max-model-len", "8k"], "not modelled yet"),
+    (["fit", "deepseek-v3", "--gpu", "h200", "--dp", "2", "--num-gpus", "4", "-pp", "2",
+      "--max-model-len", "8k"], "pipeline stages"),
+    (["fit", "llama-3.1-8b", "--gpu", "h100", "--dp", "2", "--enable-expert-parallel",
+      "--max-model-len", "8k"], "is dense"),
+    (["fit", "llama-3.1-8b", "--gpu", "h100", "--dp", "2", "--engine", "llama.cpp-cuda",
+      "--max-model-len", "8k"], "no data parallelism"),
+    (["kv", "deepseek-v3", "--context", "8k", "--dp", "8"], "give --gpu"),
+    (["simulate", "deepseek-v3", "--gpu", "h200", "--dp", "8", "--rate", "1"],
+     "does not model data-parallel attention yet"),
+    (["plan", "deepseek-v3", "--rate", "1", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "50",
+      "--data-parallel-size", "8"], "does not model data-parallel attention yet"),
+])
+def test_bad_data_parallel_input_is_one_line_and_exit_2(
+        capsys: pytest.CaptureFixture[str], argv: list[str], words: str) -> None:
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2 and not out
+    assert len(err.strip().splitlines()) == 1 and err.startswith("ridgeline: error:")
+    assert words in err
