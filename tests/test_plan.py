@@ -353,13 +353,13 @@ def test_a_model_no_group_holds_is_a_does_not_fit_not_a_latency() -> None:
 def test_a_miss_under_the_floors_is_blamed_on_the_load() -> None:
     """A TPOT SLO 3 % above the unloaded TPOT of the widest split (4 x H100: 28 heads do not
     split 8 ways): it meets the SLO alone, and no split does under 50 req/s."""
-    from ridgeline.candidate import fastest_weights, replica_deployment
+    from ridgeline.candidate import replica_deployment, weights_lightest_first
     from ridgeline.cost import decode_batch, mean_decode_context, step_time_s
     from ridgeline.engines import profile_for
     from ridgeline.hardware import resolve_accelerator
 
     model, h100 = resolve_model("qwen2.5-7b"), resolve_accelerator("h100")
-    dep = replica_deployment(model, h100, 4, 1, fastest_weights(model, h100), "bf16",
+    dep = replica_deployment(model, h100, 4, 1, weights_lightest_first(model)[0], "bf16",
                              engine="vllm")
     floor = step_time_s(dep, decode_batch(1, mean_decode_context(1000, 200)),
                         profile_for("vllm"))

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ridgeline.deployment import Deployment
-from ridgeline.hardware import Accelerator
+from ridgeline.hardware import Accelerator, resolve_accelerator
 from ridgeline.model import ModelSpec
+from ridgeline.parallel import node_size
 from ridgeline.units import usd_per_million_tokens
 
 
@@ -50,6 +51,18 @@ class Candidate:
     @property
     def gpus(self) -> int:
         return self.replicas * self.tp * self.pp
+
+    @property
+    def replica_nodes(self) -> int:
+        """Nodes one replica spans: ⌈TP × PP ÷ GPUs a node⌉ (TP16 of H100s: 2; a replica on
+        more than one needs a multi-node launch)."""
+        return -(-(self.tp * self.pp) // node_size(resolve_accelerator(self.accelerator)))
+
+    @property
+    def tp_crosses_nodes(self) -> bool:
+        """Whether its tensor parallelism spans nodes: every all-reduce then crosses the
+        network between them (priced so by parallel.all_reduce_time_s)."""
+        return self.tp > node_size(resolve_accelerator(self.accelerator))
 
     @property
     def cost_per_hour(self) -> float | None:
@@ -110,7 +123,10 @@ def weights_name(model: ModelSpec, weights: str) -> str:
     return f"{weights} ({stored})" if stored else weights
 
 
-def fastest_weights(model: ModelSpec, acc: Accelerator) -> str:
-    """The lightest of weight_choices this card runs: fp8 where it has fp8 matmuls."""
-    choices = weight_choices(model)
-    return "fp8" if "fp8" in choices and acc.has("fp8") else choices[0]
+def weights_lightest_first(model: ModelSpec) -> list[str]:
+    """weight_choices, the lightest first: fp8 before bf16. A card without fp8 matmul units
+    (Ampere's A100 and A10) still runs fp8 weights, weight-only (W8A16: vLLM's FP8 Marlin
+    kernels widen each weight to 16 bits inside the matmul), reading half the bytes; where an
+    engine runs no fp8 on a card (TensorRT-LLM before Ada, any engine on Volta) the
+    deployment is refused (``Deployment.build``) and the next format is the one to try."""
+    return sorted(weight_choices(model), key=lambda w: w != "fp8")

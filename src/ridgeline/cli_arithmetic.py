@@ -354,7 +354,8 @@ def cmd_utilization(args: argparse.Namespace) -> Any:
                          f"quantized with --weights {formats} instead")
     bpw = 2.0 if dep else _element_bytes(args)[0]
     dtype = args.compute_dtype or (dep.dense_compute_dtype if dep else _matmul_dtype(args, acc))
-    return utilization_report(acc, args.running, dtype, bpw, dep, args.context)
+    return utilization_report(acc, args.running, dtype, bpw, dep, args.context,
+                              tensor_parallel_size=args.num_gpus)  # --num-gpus: TP (× -pp)
 
 def _pool_flags(p: Any) -> None:
     """decode's and prefill's serving-engine pool settings (the seats a context gets)."""

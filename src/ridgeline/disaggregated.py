@@ -9,13 +9,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from functools import partial
 
-from ridgeline.candidate import Candidate, fastest_weights, replica_deployment
+from ridgeline.candidate import Candidate, replica_deployment, weights_lightest_first
 from ridgeline.capacity import max_batch
 from ridgeline.cost import Seq, decode_batch, mean_decode_context, step_time_s
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile, profile_for
 from ridgeline.errors import InputError
-from ridgeline.hardware import resolve_accelerator
+from ridgeline.hardware import Accelerator, resolve_accelerator
 from ridgeline.kvcache import kv_footprint
 from ridgeline.memory import EngineSettings
 from ridgeline.model import ModelSpec
@@ -132,7 +132,9 @@ def disaggregated_candidates(model: ModelSpec, load: Load, slo: Slo, gpus: Seque
                    engine: str = "vllm", profile: EngineProfile | None = None
                    ) -> list[Candidate]:
     """xPyD: x prefill replicas sized for the prompt rate, y decode replicas for TPOT alone
-    (none for a load of one output token per request: there is no decode to split off)."""
+    (none for a load of one output token per request: there is no decode to split off), each
+    card with the lightest weights its engine runs there (fp8, weight-only on a card without
+    fp8 units) and either cache format."""
     mean_in, mean_out = load.means()
     if mean_out < 2:
         return []
@@ -141,14 +143,8 @@ def disaggregated_candidates(model: ModelSpec, load: Load, slo: Slo, gpus: Seque
     profile = profile or profile_for(engine)
     for gpu in gpus:
         acc = resolve_accelerator(gpu)
-        weights = fastest_weights(model, acc)
         best: Candidate | None = None
-        for tp, kv in ((tp, kv) for tp in (1, 2, 4, 8)
-                       for kv in (("bf16", "fp8") if acc.has("fp8") else ("bf16",))):
-            try:
-                dep = replica_deployment(model, acc, tp, 1, weights, kv, engine=engine)
-            except InputError:
-                continue
+        for weights, tp, kv, dep in _splits(model, acc, engine):
             settings = EngineSettings(engine_version=engine_version)
             max_len = launch_length(dep, settings)  # each pool's launch, as a replica's
             cap = max_batch(dep, isl + osl, replace(settings, max_model_len=max_len)) \
@@ -185,3 +181,21 @@ def disaggregated_candidates(model: ModelSpec, load: Load, slo: Slo, gpus: Seque
         if best is not None:
             out.append(best)
     return sorted(out, key=lambda c: (c.cost_per_hour is None, c.cost_per_hour or 0.0, c.gpus))
+
+
+def _splits(model: ModelSpec, acc: Accelerator, engine: str
+            ) -> Iterator[tuple[str, int, str, Deployment]]:
+    """(weights, TP, KV dtype, the deployment) of each pool tried on ``acc``: the lightest weights the engine
+    builds on the card (fp8, else bf16 where it runs no fp8 there, as TensorRT-LLM on an
+    A100), at TP 1, 2, 4 and 8, in either cache format (one the engine refuses is dropped)."""
+    for weights in weights_lightest_first(model):
+        built = False
+        for tp, kv in ((tp, kv) for tp in (1, 2, 4, 8) for kv in ("bf16", "fp8")):
+            try:
+                dep = replica_deployment(model, acc, tp, 1, weights, kv, engine=engine)
+            except InputError:
+                continue
+            built = True
+            yield weights, tp, kv, dep
+        if built:
+            return

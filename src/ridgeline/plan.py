@@ -22,9 +22,9 @@ from typing import Any
 
 from ridgeline.candidate import (
     Candidate,
-    fastest_weights,
     replica_deployment,
     weight_choices,
+    weights_lightest_first,
     weights_name,
 )
 from ridgeline.capacity import max_batch
@@ -42,6 +42,7 @@ from ridgeline.hardware import Accelerator, resolve_accelerator
 from ridgeline.memory import EngineSettings
 from ridgeline.model import ModelSpec
 from ridgeline.parallel import node_size
+from ridgeline.plan_cautions import candidate_cautions
 from ridgeline.replica_sizing import covers, launch_length, size_replica, starts_at
 from ridgeline.serving_load import Load, Slo
 from ridgeline.sim.config import sim_config, v0_scheduling_caution
@@ -113,6 +114,10 @@ class PlanResult:
     # unverified, each with it:
     # their price assumes a speed the measurements have not shown (CDNA3's MoE paths)
     measured_cautions: tuple[tuple[Candidate, str], ...] = ()
+    # the candidates (of ``candidates``, ``unpriced`` and ``disaggregated``) whose deployment
+    # carries cautions of its own (plan_cautions: TP across nodes, a prompt speed near the
+    # TTFT SLO on a borrowed compute share), each with them
+    deployment_cautions: tuple[tuple[Candidate, tuple[str, ...]], ...] = ()
 
     @property
     def winner(self) -> Candidate | None:
@@ -133,6 +138,10 @@ class PlanResult:
         return tuple(c for c in self.candidates[1:] if self.unverified_by(c)
                      and (c.cost_per_hour or 0.0) < win.cost_per_hour)
 
+    def cautions_for(self, c: Candidate) -> tuple[str, ...]:
+        """What to say of ``c``'s own deployment (plan_cautions.candidate_cautions), or ()."""
+        return next((why for d, why in self.deployment_cautions if d is c), ())
+
     def unverified_by(self, c: Candidate) -> str:
         """The measured caution that leaves ``c`` (one of ``candidates`` or ``disaggregated``)
         unverified, or ""."""
@@ -144,23 +153,38 @@ class PlanResult:
         return self.winner is not None and bool(self.unverified_by(self.winner))
 
 
-def search_space(model: ModelSpec, gpus: Sequence[str], max_gpus: int
+def search_space(model: ModelSpec, gpus: Sequence[str], max_gpus: int, engine: str = "vllm"
                  ) -> Iterable[tuple[str, int, int, str, str, tuple[int | None, int | None],
                                      bool]]:
+    """Every weight format and KV dtype ``engine`` runs on each card, as ``decode``, ``fit``
+    and ``simulate`` take them: a card without fp8 matmul units (A100) runs fp8 weights
+    weight-only (W8A16, through FP8 Marlin) and an fp8 cache widened to 16 bits in attention
+    (vLLM's FlashInfer and Triton backends), step_cost pricing their matmuls at the 16-bit
+    rate on half the bytes; a pair the engine runs on no such card (TensorRT-LLM's fp8 before
+    Ada) is left out (``_engine_runs``)."""
     formats = weight_choices(model)
     for gpu in gpus:
         acc = resolve_accelerator(gpu)
         node = node_size(acc)
         for weights in formats:
-            if weights == "fp8" and not acc.has("fp8"):
-                continue
             for kv in ("bf16", "fp8"):
-                if kv == "fp8" and not acc.has("fp8"):
+                if not _engine_runs(model, acc, weights, kv, engine):
                     continue
                 for tp, pp in layouts(node, max_gpus):
                     for knobs in ENGINE_KNOBS:
                         for ep in (False, True) if model.moe and tp > 1 else (False,):
                             yield acc.id, tp, pp, weights, kv, knobs, ep
+
+
+def _engine_runs(model: ModelSpec, acc: Accelerator, weights: str, kv: str, engine: str) -> bool:
+    """Whether ``engine`` runs these weights and this cache on ``acc`` at all: a one-GPU
+    replica of them builds (``Deployment.build`` refuses a format the engine's kernels do not
+    run on the card; what a layout refuses, its own)."""
+    try:
+        replica_deployment(model, acc, 1, 1, weights, kv, engine=engine)
+    except InputError:
+        return False
+    return True
 
 
 def layouts(node: int, max_gpus: int) -> list[tuple[int, int]]:
@@ -206,7 +230,8 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
     for gpu in gpus:
         acc = resolve_accelerator(gpu)
         table[acc.id] = prices.get(acc.id, prices.get(gpu, acc.price_per_hour_usd))
-    space = list(search_space(model, [resolve_accelerator(g).id for g in gpus], max_gpus))
+    space = list(search_space(model, [resolve_accelerator(g).id for g in gpus], max_gpus,
+                              engine))
     sizing = load.for_sizing()
     jobs = [(model, g, tp, pp, w, kv, knobs, ep, sizing, slo, table[g], engine_version,
              engine, profile) for g, tp, pp, w, kv, knobs, ep in space]
@@ -221,8 +246,7 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
     feasible = [c for c in sized if c.gpus <= max_gpus]
     beyond = min((c for c in sized if c.gpus > max_gpus), default=None,
                  key=lambda c: (c.gpus, c.cost_per_hour or 0.0))
-    priced = sorted((c for c in feasible if c.cost_per_hour is not None),
-                    key=lambda c: (c.cost_per_hour or 0.0, c.gpus))
+    priced = sorted((c for c in feasible if c.cost_per_hour is not None), key=_cheapest)
     unpriced = sorted((c for c in feasible if c.cost_per_hour is None), key=lambda c: c.gpus)
     verified, rest = _verify_cheapest(model, priced, load, slo, max_gpus, verify, engine_version,
                                       engine, profile)
@@ -243,16 +267,21 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
                                              for c in (*candidates, *split)) if why)
     win = candidates[0] if candidates else None
     note = load.transient(win.ttft_floor_s + mean_out * win.tpot_s) if win else ""
+    unpriced_best = tuple(_best_per_gpu(unpriced))
+    split_sorted = tuple(sorted(split, key=lambda c: (not c.verified, c.cost_per_hour is None,
+                                                      c.cost_per_hour or 0.0, c.gpus)))
+    own = tuple((c, why) for c, why in ((c, candidate_cautions(c, engine, profile, slo))
+                                        for c in (*candidates, *unpriced_best, *split_sorted))
+                if why)
     cautions = tuple(c for c in (note, load.thin(slo.percentile, win.sim_requests if win and
                                                   win.sim_requests else None),
                                  slowed,
-                                 v0_scheduling_caution(engine, engine_version)) if c)
-    return PlanResult(load, slo, candidates, tuple(_best_per_gpu(unpriced)),
-                      tuple(sorted(split, key=lambda c: (not c.verified, c.cost_per_hour is None,
-                                                         c.cost_per_hour or 0.0, c.gpus))),
+                                 v0_scheduling_caution(engine, engine_version),
+                                 *(next((why for d, why in own if d is win), ()))) if c)
+    return PlanResult(load, slo, candidates, unpriced_best, split_sorted,
                       tuple(_pareto(model, feasible, load, engine, profile)), len(jobs), mean_out,
                       miss,
-                      engine, cautions, engine_version, measured)
+                      engine, cautions, engine_version, measured, own)
 
 
 def _covering(cands: list[Candidate], load: Load, slo: Slo) -> list[Candidate]:
@@ -369,7 +398,15 @@ def _measured_slowdown(model: ModelSpec, candidates: tuple[Candidate, ...], load
 def _simulated_first(cands: list[Candidate]) -> list[Candidate]:
     """The simulated candidates, cheapest first, then the rest, cheapest first: the order
     ``_verify_cheapest`` leaves them in."""
-    return sorted(cands, key=lambda c: (not c.verified, c.cost_per_hour or 0.0, c.gpus))
+    return sorted(cands, key=lambda c: (not c.verified, *_cheapest(c)))
+
+
+def _cheapest(c: Candidate) -> tuple[float, int, int, bool]:
+    """The order candidates rank in: cheapest, then fewest GPUs, then, at the same price
+    and count, the fewest nodes a replica spans and tensor parallelism kept inside a node (a
+    serving engineer's choice: one launch a replica, all-reduces on NVLink; TP8 × PP2
+    before TP16, whose all-reduces cross the network, priced at its 400 Gb/s)."""
+    return c.cost_per_hour or 0.0, c.gpus, c.replica_nodes, c.tp_crosses_nodes
 
 
 def _label(model: ModelSpec, c: Candidate, engine: str) -> str:
@@ -423,7 +460,7 @@ def _verify_cheapest(model: ModelSpec, priced: list[Candidate], load: Load, slo:
             shrink = min(shrink, checked.replicas / c.replicas)
     else:
         rest = []
-    verified.sort(key=lambda c: (c.cost_per_hour or 0.0, c.gpus))
+    verified.sort(key=_cheapest)
     return verified, rest
 
 
@@ -530,13 +567,12 @@ def _pareto(model: ModelSpec, feasible: list[Candidate], load: Load,
 def _holding(model: ModelSpec, acc: Accelerator, tp: int, pp: int, context: int,
              engine: str) -> tuple[bool, Deployment | None]:
     """(whether any TP``tp`` × PP``pp`` group of ``acc`` builds, the first the search could launch
-    whose pool holds one request of ``context`` tokens or None): the fastest weights first,
-    then the search's other formats, fp8 KV where the card has it, each with the search's
+    whose pool holds one request of ``context`` tokens or None): the lightest weights first,
+    then the search's other formats, fp8 KV first, each with the search's
     engine knobs (vLLM's default 1,024 seats can leave no pool where 64 leave one)."""
-    fastest = fastest_weights(model, acc)
     built = False
-    for weights in [fastest, *(w for w in weight_choices(model) if w != fastest)]:
-        for kv in ("fp8", "bf16") if acc.has("fp8") else ("bf16",):
+    for weights in weights_lightest_first(model):
+        for kv in ("fp8", "bf16"):
             try:
                 dep = replica_deployment(model, acc, tp, pp, weights, kv, engine=engine)
             except InputError:

@@ -16,6 +16,7 @@ from ridgeline.explain import Step, q, step
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.memory import device_memory_bytes
 from ridgeline.model import ModelSpec
+from ridgeline.parallel import node_size
 from ridgeline.plan import MEASURED_SLOWDOWN_LOW, PlanResult, slowed_tpot_floor_s
 from ridgeline.render import table
 from ridgeline.replica_sizing import DEFAULT_CONTEXT
@@ -26,9 +27,10 @@ from ridgeline.vllm_memory import vllm_accounting
 
 
 def command_line(engine: str, model_id: str, c: Candidate, max_len: int,
-                 version: str | None = None) -> str:
+                 version: str | None = None, node: int | None = None) -> str:
     """The launch command for a candidate, in the engine's own flags (engines.json), with the
-    memory share ``version`` (default: the newest modelled) sized it at."""
+    memory share ``version`` (default: the newest modelled) sized it at; for a replica over
+    several nodes, the one ``node`` (0, the head, serving; 1, …) runs (``node_commands``)."""
     f = engine_defaults(engine)["cli"]
     parts = [f["launch"], model_id, f["tp"], str(c.tp)]
     if c.pp > 1:
@@ -50,7 +52,47 @@ def command_line(engine: str, model_id: str, c: Candidate, max_len: int,
         parts += [f["kv_dtype"], f["kv_fp8"]]
     if c.weights == "fp8":
         parts += [f["quantization"], "fp8"]
+    if node is not None:
+        many = f["multi_node"]
+        parts += [many["nnodes"], str(c.replica_nodes), many["node_rank"], str(node),
+                  many["head"], many["head_address"]]
+        if node and "worker" in many:
+            parts.append(many["worker"])
     return " ".join(parts)
+
+
+def node_commands(engine: str, model_id: str, c: Candidate, max_len: int,
+                  version: str | None = None) -> list[str]:
+    """One launch command a node for a replica over several (``Candidate.replica_nodes``):
+    the engine's multi-node flags (engines.json cli.multi_node; vLLM's multiprocessing launch
+    across nodes, SGLang's --dist-init-addr), the head first; [] for a replica on one node, or
+    an engine whose multi-node launch is not modelled."""
+    cli = engine_defaults(engine).get("cli", {})
+    if c.replica_nodes < 2 or "multi_node" not in cli:
+        return []
+    return [command_line(engine, model_id, c, max_len, version, node)
+            for node in range(c.replica_nodes)]
+
+
+def multi_node_note(engine: str, c: Candidate) -> str:
+    """How a replica over several nodes is launched, for the line above its commands: "each
+    replica spans 2 nodes of 8 a100-sxm-80gb: …"; "" for a replica on one node."""
+    nodes = c.replica_nodes
+    if nodes < 2:
+        return ""
+    node = node_size(resolve_accelerator(c.accelerator))
+    many = engine_defaults(engine).get("cli", {}).get("multi_node")
+    text = (f"each replica spans {nodes} nodes of {node} {c.accelerator}, a multi-node launch")
+    if many is None:
+        return text
+    address = many["head_address"]
+    text += (f": one command on each node, node 0 first; {address} is node 0's address on the "
+             "network between them")
+    if "ray" in many:  # vLLM: the multiprocessing launch across nodes, or Ray
+        text += (f"; or, on a Ray cluster over the {nodes} nodes, node 0's command alone, "
+                 f"without {many['nnodes']}, {many['node_rank']} and {many['head']}, with "
+                 f"{many['ray']}")
+    return text
 
 
 def _exact(x: float) -> str:
@@ -234,7 +276,8 @@ class PlanReport:
                     else c.weights, rate_limits=limits or None,
                     unverified=bool(self.result.unverified_by(c)),
                     slowed_tpot_floor_s=slowed_tpot_floor_s(c)
-                    if self.result.unverified_by(c) else None)
+                    if self.result.unverified_by(c) else None,
+                    replica_nodes=c.replica_nodes, cautions=list(self.result.cautions_for(c)))
         if self.result.mean_output_tokens < 2:  # one output token: no TPOT to state
             data["tpot_s"] = data["slowed_tpot_floor_s"] = None
         return data
@@ -251,6 +294,7 @@ class PlanReport:
             "winner": self._row(win) if win else None,
             "winner_unverified": r.winner_unverified if win else None,
             "commands": self.commands() if win else None,
+            "node_commands": self.node_commands() or None if win else None,
             "check_command": (self.check_command(win) or None) if win else None,
             "cheaper_unverified": [self._row(c) for c in self.cheaper_unverified()],
             "runners_up": [self._row(c) for c in self.runners_up()],
@@ -325,13 +369,27 @@ class PlanReport:
                 "what the percentile needs")
 
     def commands(self) -> dict[str, str]:
+        """The winner's launch command by engine (over several nodes, the head's: node 0's
+        of ``node_commands``)."""
         win = self.result.winner
         assert win is not None
         engine = self.result.engine
         if "cli" not in engine_defaults(engine):  # no launch flags modelled (TensorRT-LLM)
             return {}
-        return {engine: command_line(engine, self.model_id, win, win.max_model_len or self.max_len,
-                                     self.result.engine_version)}
+        nodes = self.node_commands()
+        return {engine: nodes[engine][0] if nodes else command_line(
+            engine, self.model_id, win, win.max_model_len or self.max_len,
+            self.result.engine_version)}
+
+    def node_commands(self) -> dict[str, list[str]]:
+        """For a winner whose replica spans several nodes, its launch command on each node by
+        engine, node 0 first; {} otherwise."""
+        win = self.result.winner
+        assert win is not None
+        engine = self.result.engine
+        nodes = node_commands(engine, self.model_id, win, win.max_model_len or self.max_len,
+                              self.result.engine_version)
+        return {engine: nodes} if nodes else {}
 
     def shrunk_note(self, c: Candidate) -> str:
         """Where ``c``'s pool cannot start at the model's context, what its shorter
@@ -401,6 +459,7 @@ class PlanReport:
                       f"{(c.sim_ttft_s or 0) * 1e3:,.0f} ms, TPOT {_tpot_ms(c.sim_tpot_s)}; KV "
                       "hand-off over a 400 Gb/s link, where the engines can pass each prompt's "
                       "KV cache from node to node: vLLM's disaggregated-prefill KV connectors)"
+                      + "".join(f"; caution: {text}" for text in r.cautions_for(c))
                       for c in splits]
             if r.closest_miss:
                 lines.append(f"closest: {r.closest_miss}")
@@ -461,11 +520,16 @@ class PlanReport:
                          "(listed below as unverified, each with its TPOT at the measured "
                          "slowdown): not ranked before this one")
         commands = self.commands()
+        nodes = self.node_commands().get(r.engine, [])
         shrunk = self.shrunk_note(win)
-        lines += ["", "run it with:", *(f"  {c}" for c in commands.values()),
+        spans = multi_node_note(r.engine, win)
+        launch = [f"  node {i}: {c}" for i, c in enumerate(nodes)] if nodes \
+            else [f"  {c}" for c in commands.values()]
+        lines += ["", "run it with" + (f" ({spans})" if spans else "") + ":", *launch,
                   *([f"  ({shrunk})"] if shrunk else []), ""] if commands \
             else ["", f"({r.engine}'s launch flags are not modelled: size its engine with the "
-                  "batch above" + (f"; {shrunk}" if shrunk else "") + ")", ""]
+                  "batch above" + (f"; {spans}" if spans else "")
+                  + (f"; {shrunk}" if shrunk else "") + ")", ""]
         check = self.check_command(win)
         if check:
             lines[-1:-1] = ["check it with (one replica's share of the load):", f"  {check}"]
@@ -497,6 +561,8 @@ class PlanReport:
                                                   "deployments too"
                                                   if any(why in c for c in r.cautions) else why)
                              + ")")
+            lines += [f"  caution, {self._label(c)}: {text}" for c in runners
+                      for text in r.cautions_for(c)]
             lines.append("")
         for c in r.unpriced:
             lines.append(f"{self._label(c)} = {c.gpus} {plural(c.gpus, 'GPU')}, "
@@ -514,7 +580,8 @@ class PlanReport:
                          f"({how}; KV hand-off over a 400 Gb/s link)"
                          + (", unverified: CDNA3's FP8 and MXFP4 MoE paths have measured 1.4–2.1× "
                             "slower than priced (validation/serving.csv)"
-                            if r.unverified_by(c) else ""))
+                            if r.unverified_by(c) else "")
+                         + "".join(f"; caution: {text}" for text in r.cautions_for(c)))
         # a split carrying the measured caution is no cheaper alternative than a cautioned
         # single pool: its price assumes the same unmeasured speed
         cheaper = [c for c in r.disaggregated if c.verified and not r.unverified_by(c)

@@ -12,6 +12,7 @@ from ridgeline.errors import InputError
 from ridgeline.explain import Step, q, step
 from ridgeline.hardware import Accelerator
 from ridgeline.moe import expected_experts_touched
+from ridgeline.parallel import cross_node_caution
 from ridgeline.reports.expectation import context_caution
 from ridgeline.roofline import (
     arithmetic_share,
@@ -43,6 +44,11 @@ class UtilizationReport:
     step_fraction_of_peak: float | None = None
     # an MoE model: experts touched, tokens each, their share of arithmetic, the batch at ridge
     expert_figures: Mapping[str, float] | None = None
+    node_caution: str = ""  # tensor parallelism past one node (parallel.cross_node_caution)
+
+    @property
+    def cautions(self) -> tuple[str, ...]:
+        return tuple(c for c in (self.caution, self.node_caution) if c)
 
     @property
     def ridge(self) -> float:
@@ -78,7 +84,7 @@ class UtilizationReport:
                 "refusal": self.refusal or None,
                 "over_pool": over,
                 "step_fraction_of_peak": None if over else self.step_fraction_of_peak,
-                "cautions": [self.caution] if self.caution else []}
+                "cautions": list(self.cautions)}
 
     def _pool_line(self) -> str:
         engine = "llama.cpp" if self.accelerator.vendor == "apple" else "vLLM"
@@ -100,7 +106,7 @@ class UtilizationReport:
                     self._pool_line(),
                     "Read it from vllm:num_requests_running on /metrics, or 'Running: N reqs' "
                     "in vLLM's log; --max-num-seqs is only a ceiling.",
-                    *([f"caution: {self.caution}"] if self.caution else [])]
+                    *(f"caution: {c}" for c in self.cautions)]
         lines = [
             f"{self.running} running against a ridge of {self.ridge:,.0f} on "
             f"{self.accelerator.id}: {self.fraction_of_arithmetic:.1%} of the arithmetic "
@@ -123,13 +129,16 @@ class UtilizationReport:
                              "settings (--max-num-seqs), not by memory")
         lines.append("Read it from vllm:num_requests_running on /metrics, or 'Running: N reqs' "
                      "in vLLM's log; --max-num-seqs is only a ceiling.")
-        return lines + ([f"caution: {self.caution}"] if self.caution else [])
+        return lines + [f"caution: {c}" for c in self.cautions]
 
 
 def utilization_report(
     acc: Accelerator, running: int, compute_dtype: str = "bf16", bytes_per_weight: float = 2.0,
-    dep: Deployment | None = None, context: int | None = None,
+    dep: Deployment | None = None, context: int | None = None, tensor_parallel_size: int = 1,
 ) -> UtilizationReport:
+    """The running batch against the ridge; with ``dep`` and ``context``, against the pool its
+    engine holds too. ``tensor_parallel_size`` is the TP without a model (``dep``'s with one):
+    past a node it carries the cross-node caution fit, decode and simulate give."""
     from ridgeline.capacity import context_refusal, held_conversations, refuses_to_start
     from ridgeline.memory import EngineSettings, kv_pool
 
@@ -211,8 +220,10 @@ def utilization_report(
                        q("floor time", f.step_time_s * 1e3, "ms", f"bound by {f.bound}"),
                        q("peak", dep.peak_flops_per_s / 1e12, "TFLOP/s",
                          f"{dep.num_gpus} x {acc.id}")),)
+    tp = dep.tensor_parallel_size if dep is not None else tensor_parallel_size
     return UtilizationReport(acc, compute_dtype, running, bytes_per_weight, limit, context,
                              dep.model.name if dep else None, steps,
                              context_caution(dep, context) if dep and context
                              and not context_refusal(dep, context) else "", experts, refusal,
-                             stages, whole, expert_figures)
+                             stages, whole, expert_figures,
+                             cross_node_caution(tp, acc, dep.engine if dep else "vllm"))

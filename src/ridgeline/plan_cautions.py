@@ -1,0 +1,76 @@
+"""What plan says of a candidate's own deployment that its price takes on trust: tensor
+parallelism across nodes (every all-reduce on the network), and a TTFT near its SLO on a card
+whose prompt speed borrows another card group's compute share."""
+
+from __future__ import annotations
+
+from ridgeline.candidate import Candidate
+from ridgeline.engines import MIN_GROUP_ROWS, EngineProfile, accelerator_group
+from ridgeline.hardware import Accelerator, resolve_accelerator
+from ridgeline.parallel import cross_node_caution
+from ridgeline.serving_load import Slo
+
+# How much slower a card's prompts may run than priced where its compute share is another
+# group's. An MI300X's dense bf16 peak is 1.32x an H100's (1,307 against 989 TFLOP/s), so the
+# H100s' share prices its prompts 1.32x faster: `prefill llama-3.1-8b --gpu h100,mi300x
+# --prompt-len 8192` read 251.8 ms against 192.0 (1.31x), where vLLM's ROCm GEMMs and
+# attention reach a smaller share of peak and run prefill about even with an H100's. No
+# Instinct prompt row in the profile's data says which; 1.3 spans the gap.
+PROMPT_SHARE_UNCERTAINTY = 1.3
+
+
+def borrowed_compute_group(profile: EngineProfile, acc: Accelerator) -> str:
+    """The card group whose fitted compute share prices ``acc``'s prompts, where the card's
+    own group has rows enough to count as calibrated (MIN_GROUP_ROWS, so no other caution
+    says so) but no compute multiplier of its own, and is not the group the share was fitted
+    on (the most rows); else "". The bundled profiles: "nvidia-datacenter" for an MI300X
+    (10 Instinct rows, every prompt row NVIDIA's), "" for an H100."""
+    group = profile.stand_in_group(acc)
+    rows = profile.fitted_groups
+    if group in profile.group_compute or rows.get(accelerator_group(acc), 0) < MIN_GROUP_ROWS:
+        return ""
+    others = {g: n for g, n in rows.items() if g != group}
+    if not others:
+        return ""
+    reference = max(others, key=lambda g: (others[g], g))
+    return reference if others[reference] >= rows.get(group, 0) else ""
+
+
+def ttft_estimate_s(c: Candidate) -> tuple[float, str]:
+    """(the TTFT the candidate is judged on, what it is): its simulated one at the SLO's
+    percentile, else the analytic floor, a lower bound (a prompt's prefill unloaded, and for
+    split pools its KV hand-off)."""
+    if c.verified and c.sim_ttft_s is not None:
+        return c.sim_ttft_s, "simulated"
+    return c.ttft_floor_s, "analytic floor"
+
+
+def prompt_share_caution(c: Candidate, profile: EngineProfile, slo: Slo) -> str:
+    """Where ``c`` runs on a card whose prompt speed borrows another group's compute share
+    (``borrowed_compute_group``) and its TTFT × PROMPT_SHARE_UNCERTAINTY passes the SLO, what
+    to say; else "". One MI300X at a simulated p90 TTFT of 1,700 ms against a 2 s SLO: 2,210
+    ms at 1.3x, past it."""
+    acc = resolve_accelerator(c.accelerator)
+    reference = borrowed_compute_group(profile, acc)
+    ttft_s, how = ttft_estimate_s(c)
+    if not reference or ttft_s * PROMPT_SHARE_UNCERTAINTY <= slo.ttft_s:
+        return ""
+    name = f"{how} p{slo.percentile:.10g} TTFT" if how == "simulated" else f"TTFT's {how}"
+    return (f"{acc.id}'s prompt speed borrows the compute share the {profile.engine} profile "
+            f"fitted on {reference} cards (none of its own for {accelerator_group(acc)}): on an "
+            f"MI300X that prices prefill about {PROMPT_SHARE_UNCERTAINTY:g}x faster than on an "
+            "H100, where vLLM on ROCm has run it about even; at "
+            f"{PROMPT_SHARE_UNCERTAINTY:g}x its {name} of {ttft_s * 1e3:,.0f} ms would be "
+            f"{ttft_s * PROMPT_SHARE_UNCERTAINTY * 1e3:,.0f} ms, past the "
+            f"{slo.ttft_s * 1e3:g} ms SLO (a prompt measured on the card, `ridgeline "
+            "calibrate`, settles it)")
+
+
+def candidate_cautions(c: Candidate, engine: str, profile: EngineProfile,
+                       slo: Slo) -> tuple[str, ...]:
+    """What to say of ``c``'s deployment itself: TP across nodes (parallel.cross_node_caution,
+    as fit, decode, prefill and simulate say it), a TTFT within the borrowed compute share's
+    uncertainty of the SLO (``prompt_share_caution``)."""
+    acc = resolve_accelerator(c.accelerator)
+    return tuple(why for why in (cross_node_caution(c.tp, acc, engine),
+                                 prompt_share_caution(c, profile, slo)) if why)

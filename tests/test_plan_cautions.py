@@ -1,0 +1,194 @@
+"""plan on cards without fp8 units (weight-only fp8, an fp8 cache), replicas over several nodes
+(the cross-node caution, one launch command a node), and a prompt speed priced with another
+card group's compute share near the TTFT SLO."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from ridgeline.candidate import Candidate, replica_deployment
+from ridgeline.catalog import resolve_model
+from ridgeline.cli import main
+from ridgeline.disaggregated import disaggregated_candidates
+from ridgeline.engines import profile_for
+from ridgeline.hardware import resolve_accelerator
+from ridgeline.parallel import cross_node_caution, node_size
+from ridgeline.plan import PlanResult, _cheapest, plan, search_space
+from ridgeline.plan_cautions import (
+    PROMPT_SHARE_UNCERTAINTY,
+    borrowed_compute_group,
+    prompt_share_caution,
+)
+from ridgeline.reports.plan import PlanReport, node_commands
+from ridgeline.serving_load import Load, Slo
+
+LLAMA_405B = resolve_model("llama-3.1-405b")
+LLAMA_70B = resolve_model("llama-3.1-70b")
+A100 = resolve_accelerator("a100")
+H100 = resolve_accelerator("h100")
+
+
+def _candidate(gpu: str, tp: int, pp: int = 1, replicas: int = 1, **kw: object) -> Candidate:
+    """A candidate as the search sizes one (batch 16, 40 ms a token), priced $2 a GPU-hour."""
+    return replace(Candidate(gpu, tp, pp, "fp8", "bf16", None, 16, 0.04, 0.2, 1.0, replicas,
+                             2.0, True, "", (0.8, 1.2)), **kw)
+
+
+def _formats(gpu: str, engine: str) -> set[tuple[str, str]]:
+    return {(w, kv) for _, _, _, w, kv, _, _ in search_space(LLAMA_70B, [gpu], 8, engine)}
+
+
+def test_an_a100_is_searched_with_fp8_weights_and_cache_where_its_engine_runs_them() -> None:
+    # vLLM and SGLang run fp8 weights on Ampere weight-only (FP8 Marlin) and keep an fp8
+    # cache; TensorRT-LLM runs neither before compute capability 8.9, nor any engine fp8
+    # weights on Volta
+    everything = {(w, kv) for w in ("bf16", "fp8") for kv in ("bf16", "fp8")}
+    assert _formats(A100.id, "vllm") == _formats(A100.id, "sglang") == everything
+    assert _formats(A100.id, "trtllm") == {("bf16", "bf16")}
+    assert {w for w, _ in _formats("v100-sxm-32gb", "vllm")} == {"bf16"}
+
+
+def test_405b_fits_one_a100_node_at_fp8_where_bf16_needs_two() -> None:
+    """Llama-3.1-405B's 410 GB at 1 B a weight fit one 8 x A100 node, its 810 GB at bf16 do
+    not: within 8 GPUs the plan had answered NO DEPLOYMENT, never trying fp8 on the card."""
+    result = plan(LLAMA_405B, Load(0.3, "1000", "250"), Slo(3.0, 0.08), [A100.id], max_gpus=8,
+                  workers=1)
+    win = result.winner
+    assert win is not None and win.verified and win.sim_tpot_s is not None
+    assert win.weights == "fp8" and win.tp == 8 and win.replica_nodes == 1
+    assert win.sim_tpot_s <= 0.08
+    assert not any(c.weights == "bf16" for c in result.candidates)
+    # priced as decode prices it: W8A16, the matmuls at bf16 after the weights are widened
+    dep = replica_deployment(LLAMA_405B, A100, win.tp, win.pp, win.weights, win.kv)
+    assert dep.compute_dtype == "bf16" and dep.dequantizes
+
+
+def test_an_a100_split_takes_the_lightest_weights_its_engine_runs() -> None:
+    load, slo = Load(3.0, "1000", "250"), Slo(2.0, 0.06)
+    prices: dict[str, float | None] = {A100.id: 1.79}
+    (on_vllm,) = disaggregated_candidates(LLAMA_70B, load, slo, [A100.id], 64, prices)
+    (on_trtllm,) = disaggregated_candidates(LLAMA_70B, load, slo, [A100.id], 64, prices,
+                                            engine="trtllm")
+    assert on_vllm.weights == "fp8" and on_trtllm.weights == "bf16"
+
+
+def test_at_one_price_a_replica_on_fewer_nodes_ranks_first() -> None:
+    """16 GPUs at one price three ways: two one-node TP8 replicas, then TP8 × PP2 (its
+    all-reduces inside a node), then TP16 (every all-reduce on the network)."""
+    tp16, pp2, tp8 = _candidate(H100.id, 16), _candidate(H100.id, 8, 2), \
+        _candidate(H100.id, 8, replicas=2)
+    assert tp16.cost_per_hour == pp2.cost_per_hour == tp8.cost_per_hour
+    assert sorted([tp16, pp2, tp8], key=_cheapest) == [tp8, pp2, tp16]
+    assert (tp8.replica_nodes, pp2.replica_nodes, tp16.replica_nodes) == (1, 2, 2)
+    assert tp16.tp_crosses_nodes and not pp2.tp_crosses_nodes
+
+
+def test_tp16_runners_up_carry_the_cross_node_caution_fit_and_decode_give(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["plan", "llama-3.1-405b", "--rate", "2", "--slo-ttft-ms", "2000", "--slo-tpot-ms",
+            "50", "--gpus", "h100", "--workers", "1"]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert main([*args, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    caution = cross_node_caution(16, H100, "vllm")
+    assert data["winner"]["tp"] <= node_size(H100) and data["winner"]["cautions"] == []
+    tp16 = [row for row in data["runners_up"] if row["tp"] == 16]
+    assert tp16 and all(row["cautions"] == [caution] for row in tp16)
+    assert all(row["replica_nodes"] == 2 for row in tp16)
+    assert all(f"caution, {row['label']}: {caution}" in text for row in tp16)
+    assert not any(row["cautions"] for row in data["runners_up"] if row["tp"] <= 8)
+
+
+def test_a_tp16_winner_carries_the_caution_and_says_its_launch_spans_nodes(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """TensorRT-LLM runs no fp8 on an A100, so 405B at bf16 needs two nodes a replica."""
+    args = ["plan", "llama-3.1-405b", "--rate", "1", "--slo-ttft-ms", "3000", "--slo-tpot-ms",
+            "80", "--gpus", "a100", "--engine", "trtllm", "--workers", "1"]
+    assert main([*args, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["winner"]["tp"] == 16
+    caution = cross_node_caution(16, A100, "trtllm")
+    assert caution in data["cautions"] and data["winner"]["cautions"] == [caution]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert f"  caution: {caution}" in text
+    assert "each replica spans 2 nodes of 8 a100-sxm-80gb, a multi-node launch" in text
+
+
+def test_a_replica_over_two_nodes_is_launched_one_command_a_node() -> None:
+    c = _candidate(H100.id, 8, 2)
+    vllm = node_commands("vllm", "meta-llama/Llama-3.1-405B", c, 131072)
+    assert len(vllm) == c.replica_nodes == 2
+    assert vllm[0].endswith("--nnodes 2 --node-rank 0 --master-addr HEAD_NODE_IP")
+    assert vllm[1].endswith("--nnodes 2 --node-rank 1 --master-addr HEAD_NODE_IP --headless")
+    assert all("--tensor-parallel-size 8 --pipeline-parallel-size 2" in v for v in vllm)
+    sglang = node_commands("sglang", "meta-llama/Llama-3.1-405B", c, 131072)
+    assert [s.split("--nnodes")[1] for s in sglang] == [
+        f" 2 --node-rank {i} --dist-init-addr HEAD_NODE_IP:20000" for i in (0, 1)]
+    assert node_commands("trtllm", "meta-llama/Llama-3.1-405B", c, 131072) == []
+    assert node_commands("vllm", "meta-llama/Llama-3.1-405B", _candidate(H100.id, 8),
+                         131072) == []
+
+
+def test_a_two_node_winners_report_prints_and_returns_each_nodes_command() -> None:
+    win = _candidate(H100.id, 8, 2)
+    load, slo = Load(1.0, "1000", "250"), Slo(2.0, 0.05)
+    report = PlanReport(LLAMA_405B, "meta-llama/Llama-3.1-405B",
+                        PlanResult(load, slo, (win,), (), (), (), 1, 250.0, ""), 131072)
+    nodes = report.node_commands()["vllm"]
+    assert report.commands()["vllm"] == nodes[0]
+    assert report.to_dict()["node_commands"] == {"vllm": nodes}
+    lines = report.text_lines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("run it with ("))
+    assert "--distributed-executor-backend ray" in lines[start]  # or on a Ray cluster
+    assert lines[start + 1:start + 3] == [f"  node {i}: {cmd}" for i, cmd in enumerate(nodes)]
+
+
+def test_only_a_card_whose_prompt_speed_borrows_a_share_is_cautioned_near_its_ttft_slo() -> None:
+    profile = profile_for("vllm")
+    # every prompt row of the bundled profile is NVIDIA's: the Instinct cards borrow theirs
+    assert borrowed_compute_group(profile, resolve_accelerator("mi300x")) == "nvidia-datacenter"
+    assert borrowed_compute_group(profile, H100) == ""
+    slo = Slo(1.0, 0.05)
+    near = _candidate("mi300x", 1, verified=True, sim_ttft_s=0.8)
+    text = prompt_share_caution(near, profile, slo)
+    assert f"{0.8 * PROMPT_SHARE_UNCERTAINTY * 1e3:,.0f} ms" in text and "p90 TTFT" in text
+    assert prompt_share_caution(replace(near, sim_ttft_s=0.7), profile, slo) == ""  # 910 ms
+    assert prompt_share_caution(replace(near, accelerator=H100.id), profile, slo) == ""
+    # unsimulated: judged on its analytic floor, a lower bound
+    assert "analytic floor" in prompt_share_caution(
+        replace(near, verified=False, ttft_floor_s=0.9), profile, slo)
+    # a profile fitted on the card's own prompt rows has a share of its own
+    own = replace(profile, group_compute={"amd-instinct": 0.8})
+    assert prompt_share_caution(near, own, slo) == ""
+
+
+def test_an_mi300x_winner_near_its_ttft_slo_is_cautioned() -> None:
+    """Llama-3.1-70B, 4,000-token prompts at 5 req/s and a 600 ms p90 TTFT: the MI300X
+    winner's simulated p90 is within 1.3x of the SLO, which the H100s' share decides."""
+    slo = Slo(0.6, 0.06)
+    result = plan(LLAMA_70B, Load(5.0, "4000", "200"), slo, ["mi300x"], workers=1)
+    win = result.winner
+    assert win is not None and win.verified and win.sim_ttft_s is not None
+    assert win.sim_ttft_s * PROMPT_SHARE_UNCERTAINTY > slo.ttft_s
+    caution = prompt_share_caution(win, profile_for("vllm"), slo)
+    assert caution and caution in result.cautions and result.cautions_for(win) == (caution,)
+
+
+def test_utilization_past_one_node_carries_the_cross_node_caution(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    caution = cross_node_caution(16, H100, "vllm")
+    for extra in ([], ["--model", "llama-3.1-405b", "--context", "8000"]):
+        assert main(["utilization", "--gpu", "h100", "--num-gpus", "16", "--running", "32",
+                     *extra, "--json"]) == 0
+        assert caution in json.loads(capsys.readouterr().out)["cautions"]
+    assert main(["utilization", "--gpu", "h100", "--num-gpus", "16", "--running", "32",
+                 "--model", "llama-3.1-405b", "--context", "8000"]) == 0
+    assert f"caution: {caution}" in capsys.readouterr().out
+    assert main(["utilization", "--gpu", "h100", "--num-gpus", "8", "--running", "32",
+                 "--model", "llama-3.1-70b", "--context", "8000", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["cautions"] == []
