@@ -3,13 +3,18 @@
 how simulate's OVERLOADED verdict reads loads around what the engine serves.
 
     python scripts/bench_simulate.py [--sizes 10000,100000,1000000] [--skip-speed]
-        [--skip-sanity] [--overload] [--overload-requests 2000] [--seeds 10]
+        [--skip-sanity] [--pipeline] [--overload] [--overload-requests 2000] [--seeds 10]
 
 Speed: simulated requests per wall second for a chat-like workload (Llama-3.1-8B on one
 H100, vLLM defaults, Poisson arrivals at 8 req/s below saturation, log-normal prompts
 around 1,000 tokens and answers around 250), on one core; peak RSS alongside. Then the
 same load (20,000 requests) on sliding-window, Mamba-hybrid and KV-bound deployments.
 The build (Python, or compiled by scripts/compile_simulator.py) is printed first.
+Pipeline (--pipeline): the chat load on two and four stages of one H100 each, vLLM V1 (one
+pool, pp micro-batches in flight: sim/pipeline.py's event loop, a step per micro-batch) and
+SGLang (lanes, each with the fast path); then a backlog of 100,000-token prompts at 1 req/s
+on two stages, stopped early once hopelessly behind (its first checks at 50,000
+micro-batches each), whose waiting head keeps thousands of its own blocks cached.
 Sanity: each offline max-throughput row of validation/measurements.csv (batch left to the
 engine) replayed as 1,000 requests queued at t = 0; simulated output tok/s beside measured.
 Overload (--overload): Llama-3.1-8B on one H100, simulate's default lengths (512 / 128,
@@ -67,6 +72,27 @@ def other_models(n: int = 20_000) -> None:
         result = sim.run(iter(work))
         wall = time.perf_counter() - start
         print(f"| {name} | {gpus} | {n:,} | {n / wall:,.0f} | {result.preemptions:,} |", flush=True)
+
+
+def pipelines(n: int = 20_000) -> None:
+    model, h100 = resolve_model("llama-3.1-8b"), resolve_accelerator("h100")
+    print("| load | engine | pp | requests | wall s | simulated req/s per wall s | steps |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    cases = [("chat", "vllm", 2, Workload(n, "lognormal:1000,0.8", "lognormal:250,0.8",
+                                          rate=8.0, seed=1)),
+             ("chat", "vllm", 4, Workload(n, "lognormal:1000,0.8", "lognormal:250,0.8",
+                                          rate=8.0, seed=1)),
+             ("chat", "sglang", 2, Workload(n, "lognormal:1000,0.8", "lognormal:250,0.8",
+                                            rate=8.0, seed=1)),
+             ("backlog", "vllm", 2, Workload(5000, "100000", "10000", rate=1.0, seed=0))]
+    for load, engine, pp, work in cases:
+        dep = Deployment.build(model, h100, "bf16", None, pp, pp, engine)
+        start = time.perf_counter()
+        result = run_replica(dep, profile_for(engine), sim_config(dep), work,
+                             stop_when_behind=True)
+        wall = time.perf_counter() - start
+        print(f"| {load} | {engine} | {pp} | {work.num_requests:,} | {wall:,.1f} | "
+              f"{work.num_requests / wall:,.0f} | {result.steps:,} |", flush=True)
 
 
 def sanity() -> None:
@@ -129,6 +155,8 @@ def main() -> int:
     parser.add_argument("--sizes", default="10000,100000,1000000")
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--skip-sanity", action="store_true")
+    parser.add_argument("--pipeline", action="store_true",
+                        help="also time pipeline-parallel replicas (vLLM V1's event loop)")
     parser.add_argument("--overload", action="store_true",
                         help="also sweep simulate's OVERLOADED verdict around capacity")
     parser.add_argument("--overload-requests", type=int, default=2000)
@@ -142,6 +170,9 @@ def main() -> int:
     if not args.skip_sanity:
         print()
         sanity()
+    if args.pipeline:
+        print()
+        pipelines()
     if args.overload:
         print()
         overload(args.overload_requests, args.seeds)

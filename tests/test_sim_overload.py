@@ -18,7 +18,7 @@ from ridgeline.reports.simulate import overload_rates
 from ridgeline.sim.config import sim_config
 from ridgeline.sim.metrics import OVERLOAD_BACKLOG, SimResult, beyond_noise
 from ridgeline.sim.pipeline import run_replica
-from ridgeline.sim.simulator import CHECK_STEPS
+from ridgeline.sim.run import CHECK_STEPS
 from ridgeline.sim.workload import Workload
 from tests.conftest import run_cli
 

@@ -18,7 +18,8 @@ from ridgeline.sim.config import sim_config
 from ridgeline.sim.metrics import Recorder
 from ridgeline.sim.pipeline import run_replica
 from ridgeline.sim.request import Request
-from ridgeline.sim.simulator import CHECK_STEPS, Simulator
+from ridgeline.sim.run import CHECK_STEPS
+from ridgeline.sim.simulator import Simulator
 from ridgeline.sim.workload import Workload
 from tests.conftest import run_cli
 

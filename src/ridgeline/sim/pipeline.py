@@ -114,7 +114,7 @@ class PipelineSimulator(Simulator):
                 if batch:
                     self._launch(batch)
                     self._hook(run)
-                    if self._over_steps(run):
+                    if run.over_steps():
                         break
                     continue
             if self.in_flight:  # nothing to schedule: V1 blocks on the oldest batch's output,

@@ -135,9 +135,8 @@ class Scheduler:
             return True
         decoding = self.decoding_held()
         pool = self.pool
-        keys = pool.cached_prefix(r)
-        locked = sum(1 for key in keys if pool.refs[key] == 0)
-        cached = len(keys) * pool.block_size if not r.shared and not r.num_computed \
+        blocks, locked = pool.prefix_hit(r)
+        cached = blocks * pool.block_size if not r.shared and not r.num_computed \
             else r.num_computed
         ratio = 1.0 if self.config.ignore_eos else self.ratio.value
         room = (pool.available - locked) * pool.block_size - decoding * ratio - prefilling
@@ -246,7 +245,7 @@ class Scheduler:
         if self.config.chunked_prefill:
             return True
         pool = self.pool
-        cached = len(pool.cached_prefix(r)) * pool.block_size if not r.shared \
+        cached = pool.prefix_hit(r)[0] * pool.block_size if not r.shared \
             and not r.num_computed else r.num_computed
         tokens = r.known_tokens - cached
         return tokens <= budget or tokens > self.config.max_num_batched_tokens

@@ -1,0 +1,125 @@
+"""One run of the simulator: the requests still to come, its recorder, and when it stops.
+
+Shared by the step loop (``Simulator.run``) and the pipeline's event loop
+(``PipelineSimulator.run``): an open loop's requests arrive at their times, a closed loop's
+one as each finishes; after every step the run asks whether it is over — past the step cap
+(an error naming the served and offered rates) or, every CHECK_STEPS steps of an open loop
+that may stop early, hopelessly behind.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from ridgeline.errors import InputError
+from ridgeline.sim.metrics import OVERLOAD_SLACK, Recorder
+from ridgeline.sim.request import Request
+
+if TYPE_CHECKING:
+    from ridgeline.sim.simulator import Simulator
+
+CHECK_STEPS = 50_000  # how often a run that may stop early asks whether it is hopelessly behind
+
+
+class Run:
+    """One run's requests and records, for the step loop (``Simulator.run``) and the
+    pipeline's event loop alike: its recorder; the requests still to come, an open loop's at
+    their arrival times (``arrive_due``), a closed loop's one as each finishes (seats past the
+    workload's requests stay empty); the simulated time spent idle; the after-step hook; and
+    whether the run stops here (``over_steps``)."""
+
+    def __init__(self, sim: Simulator, workload: Iterator[Request], closed_loop: int,
+                 rec: Recorder, after_step: Callable[[Simulator], None] | None,
+                 stop_when_behind: bool) -> None:
+        self.sim = sim
+        self.rec = rec
+        self.closed_loop = closed_loop
+        self.after_step = after_step
+        self.stop_when_behind = stop_when_behind
+        self.next_check = sim.steps + CHECK_STEPS  # the step count at which to ask
+        # ``over_steps`` next whether the run is hopelessly behind
+        self.idle_s = 0.0  # simulated time with nothing to run
+        self.source = iter(workload)
+        self.pending: Request | None = None  # an open loop's next arrival
+        if closed_loop:
+            for _ in range(closed_loop):
+                if not self.send_next():
+                    break
+        else:
+            self.pending = next(self.source, None)
+
+    @property
+    def next_arrival_s(self) -> float:
+        return self.pending.arrival_s if self.pending is not None else math.inf
+
+    def arrive_due(self) -> None:
+        """An open loop's requests whose arrival time has come, in order."""
+        sim, pending = self.sim, self.pending
+        while pending is not None and pending.arrival_s <= sim.now_s:
+            sim.arrive(pending, self.rec)
+            pending = next(self.source, None)
+        self.pending = pending
+
+    def send_next(self) -> bool:
+        """Closed loop: send the next request now; a rejected one frees its seat at once.
+        False once the workload has no more."""
+        while (r := next(self.source, None)) is not None:
+            r.arrival_s = self.sim.now_s
+            if self.sim.arrive(r, self.rec):
+                return True
+        return False
+
+    def finish(self, finished: list[Request]) -> None:
+        """Record the requests a step finished; a closed loop sends the next for each."""
+        for r in finished:
+            self.rec.finish(r)
+            if self.closed_loop:
+                self.send_next()
+
+    def idle(self) -> bool:
+        """Nothing runs: time passes, idle, to the next arrival; False where none is to come
+        (a closed loop's come only as others finish)."""
+        if self.closed_loop or self.pending is None:
+            return False
+        self.idle_s += self.pending.arrival_s - self.sim.now_s
+        self.sim.now_s = self.pending.arrival_s  # idle until the next arrival
+        return True
+
+    def over_steps(self) -> bool:
+        """Past the step cap: an error saying what the engine serves of what is offered.
+        Every CHECK_STEPS steps of an open loop that may stop early: True (the recorder marked
+        ``stopped_early``) where the engine is hopelessly behind (``Recorder.hopelessly_behind``:
+        under half of the arrivals past the fill have left, or, every request come, more than
+        half of them wait to start, and at least 1,000 are behind), so that the rest of the run,
+        the queue only lengthening or being worked through, is not simulated. No run under
+        CHECK_STEPS steps, and none that keeps up, stops early."""
+        sim, rec = self.sim, self.rec
+        if sim.steps > sim.config.max_steps:
+            raise InputError(step_cap_message(rec, sim.config.max_steps, sim.now_s,
+                                              bool(self.closed_loop)))
+        if not self.stop_when_behind or self.closed_loop or sim.steps < self.next_check:
+            return False
+        self.next_check = sim.steps + CHECK_STEPS
+        rec.stop_reading = rec.hopelessly_behind(sim.now_s, self.pending is None)
+        rec.stopped_early = bool(rec.stop_reading)
+        return rec.stopped_early
+
+
+def step_cap_message(rec: Recorder, max_steps: int, now_s: float, closed_loop: bool) -> str:
+    """Why a run stopped at the step cap, with what the engine served of what arrived and
+    what to change: a lower rate where it serves less than is offered, else fewer requests."""
+    first, last = rec.arrived_s
+    arrived = round(rec.arrivals.total)
+    span = now_s - first if math.isfinite(first) else 0.0
+    served = rec.completed / span if span > 0 else 0.0
+    text = (f"stopped after {max_steps:,} steps, {now_s:,.0f} s simulated: the engine had "
+            f"finished {rec.completed:,} of the {arrived:,} requests that had arrived, about "
+            f"{served:,.2f} req/s")
+    offered = (arrived - 1) / (last - first) if last > first else math.nan  # a burst: none
+    if not closed_loop and served < (1 - OVERLOAD_SLACK) * offered:  # (NaN compares False)
+        return (text + f" of the {offered:,.2f} req/s offered: its queue grows for as long as "
+                "requests arrive; lower --rate (or give fewer --num-requests) for a run that "
+                "finishes")
+    return text + "; a run this long needs fewer requests: give fewer --num-requests"
