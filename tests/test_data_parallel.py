@@ -206,3 +206,19 @@ def test_bad_data_parallel_input_is_one_line_and_exit_2(
     assert code == 2 and not out
     assert len(err.strip().splitlines()) == 1 and err.startswith("ridgeline: error:")
     assert words in err
+
+
+def test_a_data_parallel_shortfall_is_one_ranks_share_of_the_target() -> None:
+    """Each rank holds its own conversations, so a target one past what DP8 holds (112 of
+    DeepSeek-V3's 32K conversations on 8 H200s, 14 a rank) puts one rank a conversation
+    short, not the whole target's worth on every GPU (the review's 398.8 GiB)."""
+    from ridgeline.reports.fit import fit_report
+
+    dep = Deployment.build(resolve_model("deepseek-v3"), resolve_accelerator("h200"),
+                           data_parallel_size=8, expert_parallel=True)
+    held = fit_report(dep, 32_000, EngineSettings())
+    assert held.conversations == 112
+    enough = fit_report(dep, 32_000, EngineSettings(), target=112)
+    over = fit_report(dep, 32_000, EngineSettings(), target=113)
+    assert enough.shortfall_bytes == 0 and over.rank_target == 15
+    assert 0 < over.shortfall_bytes <= 2 * over.per_conversation_bytes

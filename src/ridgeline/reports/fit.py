@@ -119,11 +119,19 @@ class FitReport:
         return fit_cautions(self)
 
     @property
+    def rank_target(self) -> int:
+        """The target's conversations one pool holds: under data-parallel attention the
+        busiest rank's share, ⌈target ÷ ranks⌉ (each rank has a pool of its own); else the
+        target."""
+        return self.deployment.rank_sequences(max(1, self.target or 1))
+
+    @property
     def shortfall_bytes(self) -> float:
         """Extra memory per GPU the target needs (0 when it fits), counted from what is
-        left after the weights and the profiling pass, so an overflow counts too."""
+        left after the weights and the profiling pass, so an overflow counts too; under
+        data-parallel attention, the busiest rank's share of it (rank_target)."""
         p = self.pool
-        need = max(max(1, self.target or 1) * self.per_conversation_bytes, self.start_bytes,
+        need = max(self.rank_target * self.per_conversation_bytes, self.start_bytes,
                    self.admitted_bytes)
         if p.set_pool_bytes:  # a set pool: the card short of it, or it short of the need
             return max(need, p.set_pool_bytes) - p.rest_bytes if p.overflow_bytes \
@@ -149,7 +157,7 @@ class FitReport:
         if gate is None:
             return 0.0
         admission, decoding = gate
-        return (admission + (max(1, self.target or 1) - 1) * decoding) * self.pool.page_bytes
+        return (admission + (self.rank_target - 1) * decoding) * self.pool.page_bytes
 
     @property
     def never_admitted(self) -> bool:

@@ -55,7 +55,7 @@ def running_slots(r: FitReport) -> int:
 def state_static_needed(r: FitReport, need: float) -> float:
     """The static pool an SGLang state pool needs to hold ``need`` bytes of KV cache and
     a slot for each of the target's conversations (state_shortfall)."""
-    p, target = r.pool, max(1, r.target or 1)
+    p, target = r.pool, r.rank_target  # one pool's share of the target
     per = p.state_request_bytes
     if p.state_pool_fixed:
         return need + max(p.state_slots, target) * per
@@ -168,7 +168,7 @@ def running_step(r: FitReport) -> Step:
 def state_shortfall_step(r: FitReport) -> Step:
     """The static pool the target needs beside SGLang's state pool, less the one it has (and
     where --max-total-tokens binds, at least the KV cache the cap withholds)."""
-    p, s, need = r.pool, r.settings, max(1, r.target or 1)
+    p, s, need = r.pool, r.settings, r.rank_target
     common = (q("shortfall", r.shortfall_bytes / GIB, "GiB"), q("target", need),
               q("per conversation", r.per_conversation_bytes / GIB, "GiB"))
     per = q("state per request", p.state_request_bytes / GIB, "GiB")
