@@ -222,3 +222,13 @@ def test_a_data_parallel_shortfall_is_one_ranks_share_of_the_target() -> None:
     over = fit_report(dep, 32_000, EngineSettings(), target=113)
     assert enough.shortfall_bytes == 0 and over.rank_target == 15
     assert 0 < over.shortfall_bytes <= 2 * over.per_conversation_bytes
+
+
+@pytest.mark.parametrize("engine", ["vllm", "trtllm"])
+def test_sglangs_dp_attention_switch_is_refused_elsewhere_even_with_one_rank(
+        capsys: pytest.CaptureFixture[str], engine: str) -> None:
+    code, _, err = run_cli(capsys, "fit", "deepseek-v3", "--gpu", "h200", "--num-gpus", "8",
+                           "--engine", engine, "--max-model-len", "4k", "--dp-size", "1",
+                           "--enable-dp-attention")
+    assert code == 2 and "--enable-dp-attention is SGLang's switch" in err
+    assert len(err.strip().splitlines()) == 1

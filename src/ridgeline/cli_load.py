@@ -118,6 +118,10 @@ def data_parallel_layout(args: argparse.Namespace, model: Any,
     if switch and ranks is None:
         raise InputError("--enable-dp-attention splits attention over --dp-size ranks: give "
                          "--dp-size N")
+    if switch and engine != "sglang":
+        raise InputError(f"--enable-dp-attention is SGLang's switch; "
+                         f"{engine or 'vllm'}'s data-parallel attention is "
+                         "--data-parallel-size alone, each rank --tensor-parallel-size GPUs")
     if ranks is None or ranks == 1:  # SGLang: dp_size 1 turns DP attention off
         return gpus, 1
     if engine == "sglang":
@@ -132,10 +136,6 @@ def data_parallel_layout(args: argparse.Namespace, model: Any,
                              f"ranks do not divide {gpus} GPUs (it asserts tp_size % dp_size "
                              "== 0)")
         return gpus // ranks, ranks
-    if switch:
-        raise InputError(f"--enable-dp-attention is SGLang's switch; "
-                         f"{engine or 'vllm'}'s data-parallel attention is "
-                         "--data-parallel-size alone, each rank --tensor-parallel-size GPUs")
     return gpus, ranks
 
 
