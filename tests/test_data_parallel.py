@@ -150,8 +150,11 @@ def test_fit_cli_reports_every_ranks_tokens(capsys: pytest.CaptureFixture[str]) 
     report = json.loads(out)
     dp = report["data_parallel"]
     assert dp["size"] == 8 and dp["expert_ranks"] == 8 and dp["gpus_per_rank"] == 1
-    assert dp["tokens_all_ranks"] == 8 * report["tokens"]
-    assert report["conversations"] == 8 * dp["conversations_per_rank"]
+    dep = Deployment.build(resolve_model("deepseek-v3"), resolve_accelerator("h200"),
+                           data_parallel_size=8, expert_parallel=True)
+    pool = kv_pool(dep, EngineSettings(max_model_len=32_000))  # one rank's, built apart
+    assert dp["tokens_all_ranks"] == 8 * pool.tokens
+    assert report["conversations"] == held_conversations(pool, dep, 32_000)  # every rank's
     code, text, _ = run_cli(capsys, "fit", "deepseek-v3", "--gpu", "h200", "--dp", "8",
                             "--ep", "--max-model-len", "32k")
     assert code == 0
