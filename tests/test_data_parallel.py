@@ -235,3 +235,17 @@ def test_sglangs_dp_attention_switch_is_refused_elsewhere_even_with_one_rank(
                            "--enable-dp-attention")
     assert code == 2 and "--enable-dp-attention is SGLang's switch" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_kv_holds_each_ranks_conversations_in_its_own_memory(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """kv -dp 8: the budget is dealt to the ranks, each holding whole conversations, so
+    DeepSeek-V3 at 32K on 8 H200s holds 8 × 21 = 168, where one pool of all the memory
+    would read 175 (the review's count)."""
+    code, out, _ = run_cli(capsys, "kv", "deepseek-v3", "--gpu", "h200", "-dp", "8",
+                           "--context", "32k", "--json")
+    assert code == 0
+    kv = json.loads(out)
+    per, budget = kv["bytes_per_sequence"], kv["budget_bytes"]
+    assert kv["conversations_that_fit"] == 8 * int(budget / 8 // per) == 168
+    assert int(budget // per) == 175  # the pooled count it no longer gives

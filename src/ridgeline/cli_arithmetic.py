@@ -125,6 +125,7 @@ def cmd_kv(args: argparse.Namespace) -> Any:
     model = load_model(args)
     kv = kv_dtype(args.kv_dtype or served_dtype(model))
     budget, label, replication = None, "", 1.0
+    dep: Any = None
     given = [flag for flag, value in (("--gpu", args.gpu), ("--gpu-file", args.gpu_file),
                                       ("--peak-tflops", args.peak_tflops))
              if value is not None]
@@ -173,7 +174,8 @@ def cmd_kv(args: argparse.Namespace) -> Any:
             replication = kv_replication(model, dep.num_gpus // dep.data_parallel_size)
             kv = dep.kv  # the cache the engine keeps on this card (fp16 where it lacks bf16)
     engine = "vllm" if args.memory_gib is not None else default_engine(args)
-    return kv_report(model, args.context, kv, budget, label, replication, engine)
+    return kv_report(model, args.context, kv, budget, label, replication, engine,
+                     ranks=1 if dep is None else dep.data_parallel_size)
 
 def cmd_decode(args: argparse.Namespace) -> Any:
 

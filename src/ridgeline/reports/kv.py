@@ -123,6 +123,7 @@ class KVReport:
     bytes_per_token_now: float | None = None  # what the next token adds (windows still filling)
     state_dtypes: StateDtypes | None = None  # with linear-attention or Mamba layers
     architecture_caution: str = ""  # a model_type ridgeline has not checked
+    ranks: int = 1  # data-parallel ranks, each holding its own conversations in its memory
 
     @property
     def cautions(self) -> list[str]:
@@ -139,7 +140,7 @@ class KVReport:
     def conversations(self) -> int | None:
         if self.budget_bytes is None:
             return None
-        return conversations_that_fit(self.budget_bytes, self.bytes_per_sequence)
+        return rank_conversations(self.budget_bytes, self.bytes_per_sequence, self.ranks)
 
     @property
     def shortfall_bytes(self) -> float | None:
@@ -209,7 +210,11 @@ class KVReport:
                              f"weights holds {self.budget_bytes / 1e9:,.1f} GB: short by "
                              f"{(self.shortfall_bytes or 0.0) / 1e9:,.1f} GB")
             lines.append(f"conversations of {self.context:,} tokens that fit: "
-                         f"{self.conversations:,} (raw memory, before any engine's overheads; "
+                         f"{self.conversations:,}"
+                         + (f" ({self.ranks} data-parallel ranks of "
+                            f"{(self.conversations or 0) // self.ranks:,}, each in its own "
+                            "memory)" if self.ranks > 1 else "")
+                         + " (raw memory, before any engine's overheads; "
                          "`ridgeline fit` sizes an engine's KV pool)")
         return lines + [f"caution: {c}" for c in self.cautions]
 
@@ -218,9 +223,17 @@ _NAMES = {FULL: "full attention", SLIDING: "sliding window", CHUNKED: "chunked a
           LINEAR: "linear attention", MAMBA: "Mamba"}
 
 
+def rank_conversations(budget_bytes: float, per_sequence_bytes: float, ranks: int) -> int:
+    """Conversations a budget over ``ranks`` data-parallel ranks holds: each rank keeps its
+    own in its share of the memory, ranks × floor(budget ÷ ranks ÷ bytes per sequence), so a
+    conversation never spans two ranks (DeepSeek-V3 fp8 on 8 H200s at 32K: 8 × 21 = 168,
+    where one pool of all of it would read 175)."""
+    return ranks * conversations_that_fit(budget_bytes / ranks, per_sequence_bytes)
+
+
 def kv_report(
     spec: ModelSpec, context: int, kv: KVDtype, budget_bytes: float | None = None,
-    budget_label: str = "", replication: float = 1.0, engine: str = "vllm",
+    budget_label: str = "", replication: float = 1.0, engine: str = "vllm", ranks: int = 1,
 ) -> KVReport:
     """One sequence's cache by layer kind; recurrent states at the dtypes ``engine`` keeps
     them in (served_state)."""
@@ -277,13 +290,22 @@ def kv_report(
                         "over the ranks, not copied" + (f"; {dtypes.label()}" if states_step
                                                         else ""))))
     if budget_bytes is not None:
-        steps.append(step("conversations that fit", "floor(budget ÷ bytes per sequence)",
-                          q("conversations", conversations_that_fit(
-                              budget_bytes, footprint.stored_bytes(replication))),
-                          q("budget", budget_bytes / GB, "GB", budget_label)))
+        per_sequence = footprint.stored_bytes(replication)
+        if ranks == 1:
+            steps.append(step("conversations that fit", "floor(budget ÷ bytes per sequence)",
+                              q("conversations", conversations_that_fit(
+                                  budget_bytes, per_sequence)),
+                              q("budget", budget_bytes / GB, "GB", budget_label)))
+        else:
+            steps.append(step("conversations that fit", "ranks × floor(budget ÷ ranks ÷ bytes "
+                              "per sequence): each data-parallel rank holds its own",
+                              q("conversations", rank_conversations(
+                                  budget_bytes, per_sequence, ranks)),
+                              q("ranks", ranks),
+                              q("budget", budget_bytes / GB, "GB", budget_label)))
     # the next token grows every layer whose cache has not yet filled its window
     now = sum(per_layer for layer in spec.layers if layer.mixer in ATTENTION_MIXERS
               and cached_tokens(layer, context + 1) > cached_tokens(layer, context))
     return KVReport(spec.name, kv.id, context, footprint, tuple(rows), budget_bytes,
                     budget_label, replication, tuple(steps), spec.max_position_embeddings,
-                    now, dtypes if states_step else None, spec.architecture_caution)
+                    now, dtypes if states_step else None, spec.architecture_caution, ranks)
