@@ -700,7 +700,7 @@ def test_memory_is_what_the_driver_shows(capsys: pytest.CaptureFixture[str]) -> 
     """An L40S keeps a sixteenth of its 48 GiB for ECC: kv and decode budget the rest, less
     what the runtime keeps of it, the memory fit's engines find (device_memory_bytes)."""
     from ridgeline import Deployment, resolve_accelerator
-    from ridgeline.memory import device_memory_bytes
+    from ridgeline.hardware import device_memory_bytes
 
     l40s = resolve_accelerator("l40s")
     dep = Deployment.build(resolve_model("llama-3.1-8b"), l40s)

@@ -1,5 +1,5 @@
 """One memory for "does it fit": every command's weights-and-cache check counts the memory an
-engine finds on the GPUs (memory.device_memory_bytes, what fit sizes its pool from), not the
+engine finds on the GPUs (hardware.device_memory_bytes, what fit sizes its pool from), not the
 nameplate. DeepSeek-V3/R1 as stored on 8 H100s keeps 79.29 GiB of weights a GPU: under 80 GiB,
 over the 79.18 GiB the runtime reports, so no command gives it a speed."""
 
@@ -10,10 +10,10 @@ import json
 import pytest
 
 from ridgeline import Deployment, resolve_accelerator, resolve_model
-from ridgeline.capacity import engine_fit, engine_memory_fit
 from ridgeline.cli import main
 from ridgeline.floors import device_fit
-from ridgeline.memory import EngineSettings, device_memory_bytes, kv_pool
+from ridgeline.hardware import device_memory_bytes
+from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.reports.fit import DOES_NOT_FIT, fit_report
 from ridgeline.units import GIB
 
@@ -36,15 +36,15 @@ def test_deepseek_r1_on_8_h100s_fits_the_nameplate_but_not_the_runtimes_memory()
     assert per_gpu / GIB == pytest.approx(79.29, abs=0.005)
     h100 = dep.accelerator
     assert device_memory_bytes(h100) / GIB == pytest.approx(79.18, abs=0.005)
-    assert device_fit(dep, 0.0).fits  # against 8 x 80 GiB it would pass, by 0.9 %
-    weights = engine_fit(dep)
+    assert 8 * per_gpu <= dep.memory_bytes  # against 8 x 80 GiB it would pass, by 0.9 %
+    weights = device_fit(dep)
     assert weights.capacity_bytes == pytest.approx(8 * device_memory_bytes(h100))
     assert not weights.fits
     assert weights.shortfall_bytes == pytest.approx(8 * (per_gpu - device_memory_bytes(h100)))
     # the pool fit sizes says the same: the engine could not load the weights
     assert kv_pool(dep, EngineSettings(max_model_len=4000)).weights_overflow
     # on 8 H200s both fit
-    assert engine_fit(r1("h200")).fits
+    assert device_fit(r1("h200")).fits
 
 
 def test_decode_gives_r1_on_8_h100s_no_speed(capsys: pytest.CaptureFixture[str]) -> None:
@@ -114,12 +114,11 @@ def test_a_deployment_well_inside_memory_keeps_its_speed(
     assert point["capacity_bytes"] / 1e9 == pytest.approx(85.02, abs=0.01)
 
 
-def test_the_check_keeps_what_it_counts_and_changes_only_the_memory() -> None:
+def test_the_check_counts_the_runtimes_memory_not_what_the_driver_shows() -> None:
     dep = Deployment.build(resolve_model("llama-3.1-70b"), resolve_accelerator("l40s"),
                            num_gpus=4)
-    raw = device_fit(dep, 3e9)
-    fit = engine_memory_fit(dep, raw)
-    assert (fit.weight_bytes, fit.kv_bytes, fit.vision_bytes) == \
-        (raw.weight_bytes, raw.kv_bytes, raw.vision_bytes)
+    fit = device_fit(dep, 3e9)
     assert fit.capacity_bytes == pytest.approx(4 * device_memory_bytes(dep.accelerator))
-    assert fit.capacity_bytes < raw.capacity_bytes  # the runtime keeps some of what ECC leaves
+    assert fit.capacity_bytes < dep.memory_bytes  # the runtime keeps some of what ECC leaves
+    assert fit.kv_bytes == pytest.approx(3e9) and fit.weight_bytes == pytest.approx(
+        dep.weight_bytes + dep.tp_copies_bytes)

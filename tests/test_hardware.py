@@ -144,7 +144,7 @@ def test_an_accelerator_file_must_agree_with_itself(tmp_path: Path, change: dict
 def test_b300_engines_find_what_its_driver_exposes_not_the_physical_288_gib() -> None:
     """nvidia-smi shows 275,040 MiB of the B300's 288 GiB; the runtime's total, what vLLM
     multiplies gpu_memory_utilization by, is 267.69 GiB in the logs."""
-    from ridgeline.memory import VISIBLE_MEMORY_FRACTION, device_memory_bytes
+    from ridgeline.hardware import VISIBLE_MEMORY_FRACTION, device_memory_bytes
 
     b300 = resolve_accelerator("b300")
     assert b300.memory_gib == 288
@@ -160,7 +160,8 @@ def test_a_dgx_spark_engine_finds_the_121_69_gib_cuda_reports_not_128() -> None:
     """GB10's 128 GiB is shared with the OS: vLLM multiplies gpu_memory_utilization by the
     device total CUDA reports ('Free memory on device (114.54/121.69 GiB)'), not by the RAM."""
     from ridgeline import Deployment, resolve_model
-    from ridgeline.memory import EngineSettings, device_memory_bytes, kv_pool
+    from ridgeline.hardware import device_memory_bytes
+    from ridgeline.memory import EngineSettings, kv_pool
 
     spark = resolve_accelerator("dgx spark")
     assert spark.memory_gib == 128

@@ -8,8 +8,7 @@ import json
 import pytest
 
 from ridgeline.errors import InputError
-from ridgeline.hardware import custom_accelerator, resolve_accelerator, with_memory_gib
-from ridgeline.memory import device_memory_bytes
+from ridgeline.hardware import custom_accelerator, device_memory_bytes, resolve_accelerator, with_memory_gib
 from ridgeline.units import GIB
 from tests.conftest import run_cli
 

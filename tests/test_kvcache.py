@@ -7,9 +7,8 @@ import json
 import pytest
 
 from ridgeline.catalog import resolve_model
-from ridgeline.hardware import resolve_accelerator
+from ridgeline.hardware import device_memory_bytes, resolve_accelerator
 from ridgeline.kvcache import conversations_that_fit, kv_footprint, kv_replication
-from ridgeline.memory import device_memory_bytes
 from ridgeline.units import GIB, KIB
 
 

@@ -11,7 +11,8 @@ from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.capacity import max_batch
 from ridgeline.cli import main
 from ridgeline.errors import InputError
-from ridgeline.memory import VISIBLE_MEMORY_FRACTION, EngineSettings, kv_pool
+from ridgeline.hardware import VISIBLE_MEMORY_FRACTION
+from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.reports.fit import CLEARS_RIDGE, DOES_NOT_FIT, UNDER_RIDGE, fit_report
 from ridgeline.roofline import ridge_point
 from ridgeline.sglang_memory import sglang_memory_defaults

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from ridgeline import Deployment, resolve_accelerator, resolve_model
-from ridgeline.memory import VISIBLE_MEMORY_FRACTION, EngineSettings, kv_pool
+from ridgeline.hardware import VISIBLE_MEMORY_FRACTION
+from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.sglang_memory import (
     RESERVED_MIB,
     TIER_RESERVE,

@@ -7,37 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TypeVar
 
 from ridgeline.context_length import positions_label, served_positions
 from ridgeline.deployment import Deployment
-from ridgeline.floors import DecodeFloor, FitCheck, PrefillFloor, device_fit
 from ridgeline.kvcache import KVFootprint, kv_footprint
-from ridgeline.memory import EngineSettings, KVPool, device_memory_bytes, kv_pool
+from ridgeline.memory import EngineSettings, KVPool, kv_pool
 from ridgeline.units import GIB
-
-Floor = TypeVar("Floor", DecodeFloor, PrefillFloor)
-
-
-def engine_memory_fit(dep: Deployment, fit: FitCheck) -> FitCheck:
-    """A weights-and-cache check (floors.device_fit's) against the memory an engine finds on
-    the GPUs: the device total the runtime reports (memory.device_memory_bytes), which fit
-    sizes its pool from, not the nameplate. DeepSeek-V3 as stored on 8 x H100 keeps 79.29
-    GiB of weights a GPU: under the nameplate 80 GiB, over the 79.18 GiB the runtime
-    reports, so it does not fit, as fit says (the engine could not load it)."""
-    return replace(fit, capacity_bytes=device_memory_bytes(dep.accelerator) * dep.num_gpus)
-
-
-def engine_fit(dep: Deployment, kv_stored_bytes: float = 0.0) -> FitCheck:
-    """The weights on the GPUs and ``kv_stored_bytes`` of cache against the memory the engine
-    finds (engine_memory_fit); with no cache, whether the weights alone load."""
-    return engine_memory_fit(dep, device_fit(dep, kv_stored_bytes))
-
-
-def on_engine_memory(dep: Deployment, floor: Floor) -> Floor:
-    """A decode or prefill floor whose memory check is engine_memory_fit's: a point the
-    engine could not load gets the step's arithmetic and no speed."""
-    return replace(floor, fit=engine_memory_fit(dep, floor.fit))
 
 
 def sequence_bytes_per_gpu(dep: Deployment, context: int) -> float:

@@ -115,8 +115,8 @@ def cmd_moe(args: argparse.Namespace) -> Any:
     return moe_report(load_deployment(args), args.batch)
 
 def cmd_kv(args: argparse.Namespace) -> Any:
-    from ridgeline.capacity import engine_fit
     from ridgeline.deployment import served_dtype
+    from ridgeline.floors import device_fit
     from ridgeline.kvcache import kv_replication
     from ridgeline.precision import kv_dtype
     from ridgeline.reports.kv import kv_report
@@ -153,7 +153,7 @@ def cmd_kv(args: argparse.Namespace) -> Any:
         if dep is not None:
             model = dep.model
             # the weights on the GPUs against the memory the engine finds, as decode and fit
-            room = engine_fit(dep)
+            room = device_fit(dep)
             budget = room.kv_room_bytes
             label = (f"{dep.num_gpus} x {dep.accelerator.id} ({room.capacity_bytes / 1e9:,.1f} "
                      f"GB as the runtime reports it) − {room.weight_bytes / 1e9:,.1f} GB of "
@@ -276,7 +276,7 @@ def _decode_deployment(args: argparse.Namespace) -> Any:
     return fitted(args, dep, settings, max(args.context), max(args.batch))
 
 def cmd_prefill(args: argparse.Namespace) -> Any:
-    from ridgeline.capacity import engine_seats, on_engine_memory
+    from ridgeline.capacity import engine_seats
     from ridgeline.floors import prefill_floor
     from ridgeline.reports.expectation import Expectation
     from ridgeline.reports.prefill import (
@@ -317,7 +317,7 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
             placed, pool_settings or EngineSettings(usage="offline"))
 
         def report(n: int) -> PrefillReport:
-            floor = on_engine_memory(placed, prefill_floor(placed, n, a.batch, a.ubatch_size))
+            floor = prefill_floor(placed, n, a.batch, a.ubatch_size)
             seat = engine_seats(placed, n, settings=pool_settings, max_model_len=length)
             # the steps are priced where the engine runs the prompts (a prompt past every
             # pool would be millions of steps, for an expectation nobody is shown)

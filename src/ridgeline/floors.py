@@ -25,6 +25,7 @@ from ridgeline.cost import (
 )
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Step, q, step
+from ridgeline.hardware import device_memory_bytes
 from ridgeline.kvcache import kv_footprint
 from ridgeline.llamacpp_batching import (
     llamacpp_n_batch,
@@ -138,12 +139,16 @@ def raw_fit(dep: Deployment, batch: int, context: int) -> FitCheck:
     return device_fit(dep, batch * footprint.stored_bytes(dep.kv_replication))
 
 
-def device_fit(dep: Deployment, kv_stored: float) -> FitCheck:
-    """The weights and KV cache the GPUs hold against their memory (partial offload keeps
-    the host's layers, and their share of the cache, out of it)."""
+def device_fit(dep: Deployment, kv_stored: float = 0.0) -> FitCheck:
+    """The weights and KV cache the GPUs hold against the memory an engine finds on them
+    (hardware.device_memory_bytes, the runtime's total that fit sizes its pool from, not the
+    nameplate: DeepSeek-V3 as stored on 8 x H100 keeps 79.29 GiB of weights a GPU, under 80
+    GiB but over the 79.18 the runtime reports); partial offload keeps the host's layers,
+    and their share of the cache, out of it. With no cache, whether the weights load."""
     tower = 0.0 if dep.engine.startswith("llama.cpp") else dep.model.vision_tower_bytes
-    return FitCheck(gpu_weight_bytes(dep), kv_stored * gpu_attention_share(dep), dep.memory_bytes,
-                    tower, dep.kv_replication)
+    return FitCheck(gpu_weight_bytes(dep), kv_stored * gpu_attention_share(dep),
+                    device_memory_bytes(dep.accelerator) * dep.num_gpus, tower,
+                    dep.kv_replication)
 
 
 @dataclass(frozen=True)

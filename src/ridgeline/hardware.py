@@ -351,3 +351,19 @@ def custom_accelerator(
         peak_flops={dtype: peak_tflops * 1e12}, memory_size=memory_gib, memory_unit="GiB",
         sources=("user flags",),
     )
+
+
+# What the driver keeps from the nominal capacity: torch reports 23.58 GiB total on a
+# 24 GiB RTX 3090 (vLLM issue #10517 log) and 79.2 GiB on an 80 GiB H100.
+VISIBLE_MEMORY_FRACTION = 0.985
+
+
+def device_memory_bytes(acc: Accelerator) -> float:
+    """What an engine finds on the device: the runtime's total where the catalog records
+    one from logs; else the driver's figure less what the runtime keeps on a discrete card
+    (× 0.985); Metal's working set is already that figure."""
+    if acc.runtime_total_bytes:
+        return acc.runtime_total_bytes
+    if acc.vendor == "apple":
+        return acc.visible_memory_bytes
+    return acc.visible_memory_bytes * VISIBLE_MEMORY_FRACTION

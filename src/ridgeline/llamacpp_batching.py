@@ -13,7 +13,6 @@ from ridgeline.cost import Seq, step_time_s
 from ridgeline.datafiles import load_data
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
-from ridgeline.llamacpp_split import pipelines
 
 
 def _defaults() -> dict[str, Any]:
@@ -39,6 +38,8 @@ def pipelined_stages(dep: Deployment) -> int:
     scheduler keeps one copy of each input, ggml-backend.cpp n_copies, reused only once the
     last ubatch is done). Two GPUs with every layer on them: 2; with -ngl 70 of
     Llama-3.1-70B's 81 slots: 1."""
+    from ridgeline.llamacpp_split import pipelines  # the split's memory: not at start-up
+
     if not dep.engine.startswith("llama.cpp") or not pipelines(dep):
         return 1
     return dep.pipeline_parallel_size

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from ridgeline.datafiles import load_data
 from ridgeline.errors import InputError
-from ridgeline.memory import device_memory_bytes
+from ridgeline.hardware import device_memory_bytes
 from ridgeline.units import MIB
 
 if TYPE_CHECKING:

@@ -29,7 +29,7 @@ from ridgeline.deployment import Deployment
 from ridgeline.engine_versions import check_version_kind, llamacpp_build
 from ridgeline.engine_windows import has_windows, honours_windows, token_bytes
 from ridgeline.errors import InputError
-from ridgeline.hardware import Accelerator
+from ridgeline.hardware import Accelerator, device_memory_bytes
 from ridgeline.kvcache import kv_footprint
 
 # KVPool lives beneath the engines' builders, which fill it in; this module, which calls
@@ -46,21 +46,6 @@ from ridgeline.trtllm_memory import check_backend, trtllm_pool
 from ridgeline.units import GIB
 from ridgeline.vllm_memory import parse_version
 from ridgeline.vllm_pool import vllm_pool
-
-# What the driver keeps from the nominal capacity: torch reports 23.58 GiB total on a
-# 24 GiB RTX 3090 (vLLM issue #10517 log) and 79.2 GiB on an 80 GiB H100.
-VISIBLE_MEMORY_FRACTION = 0.985
-
-
-def device_memory_bytes(acc: Accelerator) -> float:
-    """What an engine finds on the device: the runtime's total where the catalog records
-    one from logs; else the driver's figure less what the runtime keeps on a discrete card
-    (× 0.985); Metal's working set is already that figure."""
-    if acc.runtime_total_bytes:
-        return acc.runtime_total_bytes
-    if acc.vendor == "apple":
-        return acc.visible_memory_bytes
-    return acc.visible_memory_bytes * VISIBLE_MEMORY_FRACTION
 
 
 def device_memory_note(acc: Accelerator) -> str:

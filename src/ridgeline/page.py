@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ridgeline.capacity import conversation_bytes, held_conversations, on_engine_memory
+from ridgeline.capacity import conversation_bytes, held_conversations
 from ridgeline.catalog import resolve_model
 from ridgeline.cost import decode_batch, step_time_s
 from ridgeline.deployment import Deployment
@@ -73,7 +73,7 @@ def _combo(model_id: str, gpu: str, count: int, weights: str, kv: str,
         # a batch runs where the engine starts, its pool holds it and its seats seat it; one
         # that does not gets no speed (null: a gap in the charts), as decode gives it none
         held = held_conversations(pool, dep, c)
-        seated = [on_engine_memory(dep, decode_floor(dep, b, c))
+        seated = [decode_floor(dep, b, c)
                   if b <= min(held, pool.max_num_seqs) else None
                   for b in BATCHES]
         floors = [f if f and f.fit.fits else None for f in seated]

@@ -26,13 +26,9 @@ OP_GROUPS = {
 def decode_refusal(dep: Deployment, batch: int, context: int) -> str | None:
     """Why a decode step of ``batch`` sequences at ``context`` tokens cannot run, or None:
     the weights and cache do not fit, or the engine's KV pool holds fewer sequences."""
-    from ridgeline.capacity import (  # the engines' memory: heavy
-        context_refusal,
-        engine_holds,
-        engine_memory_fit,
-    )
+    from ridgeline.capacity import context_refusal, engine_holds  # the engines' memory: heavy
 
-    fit = engine_memory_fit(dep, decode_floor(dep, batch, context).fit)
+    fit = decode_floor(dep, batch, context).fit
     if not fit.fits:
         return f"{fit.headline()} (batch {batch:,}, context {context:,})"
     held = engine_holds(dep, context)

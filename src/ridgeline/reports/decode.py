@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ridgeline.capacity import EngineSeats, on_engine_memory
+from ridgeline.capacity import EngineSeats
 from ridgeline.cost import (
     decode_batch,
 )
@@ -391,9 +391,9 @@ def pipelined_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
     the batch runs as micro-batches, one in each stage, so a token's step is one
     micro-batch's trip through every stage (the floor of ⌈batch ÷ PP⌉ sequences) while the
     memory check is the whole batch's, against the memory the engine finds on the GPUs
-    (capacity.engine_memory_fit), as fit's."""
+    (floors.device_fit), as fit's."""
     micro = micro_batch(dep, batch)
-    whole = on_engine_memory(dep, decode_floor(dep, batch, context))
+    whole = decode_floor(dep, batch, context)
     if micro == batch:
         return whole
     trip = decode_floor(dep, micro, context)

@@ -5,11 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ridgeline.capacity import engine_fit
 from ridgeline.deployment import Deployment
 from ridgeline.errors import InputError
 from ridgeline.explain import Step, q, step
-from ridgeline.floors import weight_bytes_read
+from ridgeline.floors import device_fit, weight_bytes_read
 from ridgeline.moe import article_tokens_per_expert, expected_experts_touched, routed_fraction
 from ridgeline.render import table
 from ridgeline.roofline import (
@@ -128,7 +127,7 @@ def moe_report(dep: Deployment, batches: list[int] | None = None) -> MoEReport:
                q("experts", expected_experts_touched(moe.num_experts, moe.experts_per_token, b)),
                q("B", b, "", "--batch" if batches else "the article's batch")) for b in explained),
     )
-    fits = engine_fit(dep)
+    fits = device_fit(dep)
     sixteen = dep.accelerator.first_supported(("bf16", "fp16"))
     overflow = "" if fits.fits else (
         f"{fits.headline()} (the weights alone, on {dep.num_gpus} x {dep.accelerator.id}): the "

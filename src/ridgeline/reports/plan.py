@@ -13,8 +13,7 @@ from ridgeline.context_length import served_positions
 from ridgeline.cost import mean_decode_context
 from ridgeline.datafiles import engine_defaults
 from ridgeline.explain import Step, q, step
-from ridgeline.hardware import resolve_accelerator
-from ridgeline.memory import device_memory_bytes
+from ridgeline.hardware import device_memory_bytes, resolve_accelerator
 from ridgeline.model import ModelSpec
 from ridgeline.parallel import node_size
 from ridgeline.plan import MEASURED_SLOWDOWN_LOW, PlanResult, slowed_tpot_floor_s

@@ -6,10 +6,10 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ridgeline.capacity import engine_fit
 from ridgeline.context_length import trained_context_caution
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Step, q, step
+from ridgeline.floors import device_fit
 from ridgeline.hardware import Accelerator
 from ridgeline.moe import article_tokens_per_expert, expected_experts_touched
 from ridgeline.render import table
@@ -283,7 +283,7 @@ def roofline_report(
                           q("attainable", point.attainable_flops_per_s / 1e12, "TFLOP/s"),
                           q("intensity", intensity, "FLOP/byte")))
     overflow = ""
-    if dep is not None and not (fits := engine_fit(dep)).fits:
+    if dep is not None and not (fits := device_fit(dep)).fits:
         overflow = (f"{fits.headline()} (the weights alone, on {dep.num_gpus} x {acc.id}): the "
                     "points below are arithmetic only")
     caution = trained_context_caution(dep.model.name, dep.model.max_position_embeddings,
