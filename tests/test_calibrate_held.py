@@ -15,11 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from ridgeline.calibrate import SERVING_ENGINES, fit_engine
+from ridgeline.calibrate import SERVING_ENGINES, fit_engine, fit_profiles
 from ridgeline.calibrate_held import (
+    ALL_SIDES,
     DECODE_SIDE,
     NO_PROMPT_ROWS,
+    NOT_SHOWN,
     PROMPT_SIDE,
+    held_notes,
     held_parameters,
 )
 from ridgeline.cost import IDEAL
@@ -28,7 +31,8 @@ from ridgeline.errors import InputError
 from ridgeline.measurements import Measurement, ReadResult, read_measurements
 from ridgeline.past_roofline import UNREADABLE_PAST_ROOFLINE, refuse_past_roofline, times_past
 from ridgeline.predict import deployment_for, predict
-from tests.conftest import MEASUREMENTS, ROOT, run_cli
+from ridgeline.reports.validation import CalibrationReport
+from tests.conftest import LOWBATCH, MEASUREMENTS, ROOT, run_cli
 
 PIPELINE = ROOT / "validation" / "pipeline.csv"  # six llama-bench pp rows, Llama-2-7B F16
 H200 = ROOT / "validation" / "h200" / "2026-11-29-run1.csv"  # `ridgeline measure`'s rows
@@ -44,6 +48,30 @@ def _decode_fit() -> EngineProfile:
     """llama.cpp-cuda calibrated on 32 of its llama-bench tg rows, the bundled profile its prior."""
     decode = _rows("llama.cpp-cuda", "decode_tok_s_per_user")[:32]
     return fit_engine(decode, "llama.cpp-cuda", prior=profile_for("llama.cpp-cuda"))
+
+
+@cache
+def _one_model_fit() -> EngineProfile:
+    """vLLM fitted with no prior (as the bundled fit is) on decode and throughput rows of one
+    model at six batches: they cannot tell a cost per matmul from a cost per layer, so the fit
+    keeps the one it is given, the bundled profile's (fit_profiles' held_matmul_s)."""
+    rows = [r for r in read_measurements(LOWBATCH).rows
+            if r.engine == "vllm" and "nightly-L3-8B" in r.id]
+    rows = [replace(r, id=f"{r.id}-{i}", batch=b, value=r.value * b / 8 * (0.97 + 0.01 * i))
+            for i, b in enumerate((1, 2, 4, 8, 16, 32)) for r in rows]
+    return fit_profiles(rows)["vllm"]
+
+
+def _said_held(profile: EngineProfile) -> set[str]:
+    """The parameters a profile's source says its fit held, by their words (longest first,
+    so that "cost per layer" is not found inside "cost per layer of a prompt step")."""
+    notes = profile.source.partition("; ")[2]
+    said = set()
+    for words in sorted(ALL_SIDES.values(), key=len, reverse=True):
+        if words in notes:
+            said.add(words)
+            notes = notes.replace(words, "")
+    return said
 
 
 def _decode_s(capsys: pytest.CaptureFixture[str], *profile: str) -> float:
@@ -250,3 +278,54 @@ def test_calibrate_names_a_row_orders_past_its_roofline_unreadable(
     code, text, _ = run_cli(capsys, "calibrate", str(path), "-o", str(tmp_path / "p.json"))
     assert code == 0
     assert "  unreadable: k: 1e+12 tok/s is " in text and "left out: k" not in text
+
+
+def test_a_fit_with_no_prior_records_the_matmul_cost_it_keeps_and_its_source_reads_it() -> None:
+    """A fit with no prior keeps the cost per weight matmul it is given where its rows cannot
+    pin one: its source said so ("held at 14.4 µs") while its record said nothing held, and
+    calibrate's reading of the profile (held_parameters) missed it. Now the record holds it,
+    and the source words the record: the same profile with nothing recorded says nothing."""
+    profile = _one_model_fit()
+    assert profile.matmul_overhead_s == profile_for("vllm").matmul_overhead_s > 0
+    assert profile.held == ("matmul_overhead_s",)
+    assert held_parameters(profile, None) == ((ALL_SIDES["matmul_overhead_s"],
+                                               NOT_SHOWN["matmul_overhead_s"]),)
+    assert _said_held(profile) == {ALL_SIDES["matmul_overhead_s"]}
+    assert held_notes(profile, None) and held_notes(profile, None) in profile.source
+    assert held_notes(replace(profile, held=()), None) == ""
+
+
+@pytest.mark.parametrize("fit", ["one model, no prior", "decode rows", "TTFT rows"])
+def test_a_fits_source_says_held_exactly_what_its_record_holds(fit: str) -> None:
+    """The source had worded what was held from the fit's parameter space, apart from the
+    record: TTFT rows alone had it say a bandwidth ceiling and a cost per MoE layer held for a
+    serving engine that prices neither, and llama.cpp's decode rows alone a prompt step's own
+    cost per layer held where the engine has none. Now each parameter the source names held is one
+    held_parameters reads from the record, and each one it reads is named."""
+    if fit == "TTFT rows":
+        prior: EngineProfile | None = profile_for("trtllm")
+        profile = fit_engine(_rows("trtllm", "ttft_ms"), "trtllm", family=SERVING_ENGINES,
+                             prior=prior)
+    elif fit == "decode rows":
+        prior, profile = profile_for("llama.cpp-cuda"), _decode_fit()
+    else:
+        prior, profile = None, _one_model_fit()
+    read = {words for words, _ in held_parameters(profile, prior)}
+    assert read and _said_held(profile) == read
+
+
+def test_calibrates_text_skips_the_compute_share_by_name_not_by_place() -> None:
+    """The text says on the profile's own line that its compute share was held near its prior,
+    and had dropped the first held parameter for it, whatever that was: a profile with no
+    prompt rows whose record holds its cost per weight matmul but not the compute share (a fit
+    with no prior) lost the matmul's line. Now the compute share is left out by name."""
+    profile = _one_model_fit()
+    assert not profile.compute_fitted and "compute_efficiency" not in (profile.held or ())
+    text = CalibrationReport({"vllm": profile}, (), (), "p.json").text_lines()
+    assert "(held near its prior: no prefill or TTFT row to fit it)" in text[1]
+    assert f"    held at the bundled profile's ({NOT_SHOWN['matmul_overhead_s']}): " \
+           f"{ALL_SIDES['matmul_overhead_s']}" in text
+    decode = CalibrationReport({"llama.cpp-cuda": _decode_fit()}, (), (), "p.json").text_lines()
+    assert not any(ALL_SIDES["compute_efficiency"] in line for line in decode[2:])
+    assert any(line.startswith(f"    held at the bundled profile's ({NO_PROMPT_ROWS})")
+               for line in decode)

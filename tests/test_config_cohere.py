@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from ridgeline.config_reader import spec_from_hf_config
+from ridgeline.context_length import positions_label, served_positions
 from ridgeline.datafiles import model_type_defaults
 from ridgeline.kvcache import attention_kv_bytes_per_token, kv_footprint
 from ridgeline.model import ModelSpec
@@ -214,3 +215,61 @@ def test_families_tied_by_default_take_it_from_model_type_defaults(model_type: s
     assert not spec_of({**config, "tie_word_embeddings": False}).tie_word_embeddings
     assert "tie_word_embeddings" not in model_type_defaults("llama")
     assert not spec_of({**config, "model_type": "llama"}).tie_word_embeddings
+
+
+SERVING = ("vllm", "sglang", "trtllm", "llama.cpp-cuda")
+
+
+def test_command_r_serves_the_128k_its_model_max_length_states_in_every_engine() -> None:
+    """Command R's config states 8,192 max_position_embeddings beside model_max_length 131,072
+    (its card: a 128K context). vLLM takes model_max_length over every other length key
+    (_get_and_verify_max_len), SGLang reads it before max_position_embeddings
+    (get_context_length), and llama.cpp's converter writes it as Cohere's n_ctx_train
+    (CommandR2Model): each serves 131,072 by default. It had been read as 8,192. Aya Expanse
+    states no model_max_length: its 8,192 positions stand."""
+    for config in (COMMAND_R, COMMAND_R_PLUS):
+        spec = spec_of(config)
+        assert spec.max_position_embeddings == 8192
+        for engine in SERVING:
+            assert served_positions(spec, engine) == config["model_max_length"], engine
+            assert positions_label(spec, engine) == "model_max_length"
+    aya = spec_of(AYA_EXPANSE_8B)
+    assert aya.model_max_length is None
+    assert {served_positions(aya, e) for e in SERVING} == {aya.max_position_embeddings} == {8192}
+    assert positions_label(aya, "vllm") == "max_position_embeddings"
+
+
+def test_model_max_length_rules_vllm_for_any_family_and_llama_cpp_for_cohere_alone() -> None:
+    """vLLM's override is not Cohere's alone, and it replaces the positions rather than
+    taking the shorter: a Llama-shaped config stating model_max_length 4,096 beside 8,192
+    positions serves 4,096 under vLLM and SGLang, and its 8,192 under llama.cpp, whose
+    converter reads model_max_length for Cohere alone. A linear rope factor stretches
+    model_max_length in vLLM as it stretches the positions."""
+    llama = spec_of({**AYA_EXPANSE_8B, "model_type": "llama",
+                     "architectures": ["LlamaForCausalLM"], "model_max_length": 4096})
+    assert served_positions(llama, "vllm") == served_positions(llama, "sglang") == 4096
+    assert served_positions(llama, "llama.cpp-cuda") == llama.max_position_embeddings == 8192
+    stretched = spec_of({**COMMAND_R, "rope_scaling": {"type": "linear", "factor": 2}})
+    assert served_positions(stretched, "vllm") == 2 * COMMAND_R["model_max_length"]
+    assert positions_label(stretched, "vllm") == "model_max_length 131,072 × rope_scaling " \
+                                                   "linear factor 2"
+
+
+def test_fit_defaults_command_r_to_its_model_max_length(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """`fit` without --max-model-len takes the context the engines default to: Command R's
+    131,072, said as model_max_length; 100,000 tokens were refused as past 8,192 positions."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(COMMAND_R))
+    code, out, err = run_cli(capsys, "fit", str(path), "--gpu", "h200", "--num-gpus", "2")
+    assert code == 0, err
+    assert out.splitlines()[0].startswith(
+        "--max-model-len not given: 131,072, config's model_max_length, as vLLM, SGLang and "
+        "TensorRT-LLM default it")
+    code, out, err = run_cli(capsys, "fit", str(path), "--gpu", "h200", "--num-gpus", "2",
+                             "--max-model-len", "100000")
+    assert code == 0, err
+    assert "refuses" not in out and out.startswith("fits")
+    code, out, err = run_cli(capsys, "fit", str(path), "--gpu", "h200", "--num-gpus", "2",
+                             "--max-model-len", "140000")
+    assert "past config's 131,072 positions (model_max_length)" in out

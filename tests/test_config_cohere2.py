@@ -148,3 +148,21 @@ def test_exaone4_counts_its_query_and_key_norms() -> None:
              "sliding_window": None}
     difference = count_params(spec_of(exaone)).total - count_params(spec_of(llama)).total
     assert difference == 32 * 2 * 128
+
+
+def test_a_cohere2_config_that_states_head_dim_is_read_at_it_as_transformers_reads_it() -> None:
+    """Cohere2Config sets head_dim to hidden_size ÷ num_attention_heads, and then the base
+    config sets each key config.json gives beyond the class's own, head_dim among them (4.x:
+    PretrainedConfig.__init__'s kwargs after the subclass's assignment; 5.x: __post_init__'s);
+    Cohere2Attention reads config.head_dim. A stated head_dim rules: 256 beside Command R7B's
+    4,096 ÷ 32 = 128 widens q, k, v and o by 128 a head, 2 × 4,096 × 128 × (32 + 8) weights a
+    layer, and doubles the KV a token; a stated 128 changes nothing."""
+    plain, stated = spec_of(R7B), spec_of({**R7B, "head_dim": 256})
+    assert plain.attention is not None and stated.attention is not None
+    assert plain.attention.head_dim == R7B["hidden_size"] // R7B["num_attention_heads"] == 128
+    assert stated.attention.head_dim == stated.attention.v_head_dim == 256
+    wider = count_params(stated).total - count_params(plain).total
+    assert wider == 32 * 2 * 4096 * (256 - 128) * (32 + 8)
+    assert attention_kv_bytes_per_token(stated, KV_BYTES) == \
+        2 * attention_kv_bytes_per_token(plain, KV_BYTES)
+    assert spec_of({**R7B, "head_dim": 128}) == plain

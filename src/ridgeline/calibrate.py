@@ -62,16 +62,17 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
     strict: refuse fewer predictable rows than the fit has parameters (`calibrate` on a
     user's file); the cross-validation folds fit the few rows a held-out group leaves.
     held_matmul_s: the cost per weight matmul to keep where the rows cannot pin one (their
-    models all launch about as many per layer); 0 leaves it to the cost per layer. With a
-    prior, it counts as held at the prior's (`calibrate` passes the bundled one's).
+    models all launch about as many per layer); 0 leaves it to the cost per layer. Kept, it
+    counts as held, with a prior or without (`calibrate` passes the bundled one's).
     prior: the profile whose values stand where the rows cannot pin them (`calibrate` passes
     the bundled one): with no decode or throughput rows, all of DECODE_SIDE; with no prompt
     rows, PROMPT_SIDE (the compute share held near it, the rest at it); with no
     time-to-first-token rows, its prompt steps' own cost per layer; and each structural term
     (ceiling, unpacking, tile width, dequantization, costs per matmul and per MoE layer) the
-    rows cannot show. The profile records which (EngineProfile.held). Without it, the fixed
-    start stands there, as the bundled fit wants (reproducible, whatever is bundled), and the
-    profile holds nothing at a prior.
+    rows cannot show. The profile records which (EngineProfile.held), and its source says
+    so from that record (held_notes). Without it, the fixed start stands there, as the
+    bundled fit wants (reproducible, whatever is bundled), and the profile holds nothing at
+    a prior (at most the cost per weight matmul it is given).
     """
     key = engine_id(engine)
     members = {engine_id(e) for e in family} | {key} if family is not None else {key}
@@ -80,14 +81,13 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
     start = replace(start, engine=key, group_bandwidth={}, group_compute={},
                     matmul_overhead_s=held_matmul_s if has_fused_projections(key) else 0.0)
     mine = _predictable(mine, {m: start for m in members}, key)
-    space, given = _space(mine, key, start, prior)
+    space, given = _space(mine, key, start, prior, held_matmul_s)
     if strict:
         _require_pinned(mine, key, len(space.start()))
     objective = Objective(mine, frozenset(members))
     best = minimise(objective.of(space), space.start())
     space, best = with_structure(objective, space, best, key)
-    held = () if prior is None else held_fields(space, given)
-    return _finished(objective, space, space.profile(best), prior, held)
+    return _finished(objective, space.profile(best), prior, held_fields(space, given))
 
 
 def _engine_rows(rows: Sequence[Measurement], engine: str,
@@ -100,10 +100,11 @@ def _engine_rows(rows: Sequence[Measurement], engine: str,
 
 
 def _space(mine: Sequence[Measurement], key: str, start: EngineProfile,
-           prior: EngineProfile | None) -> tuple[ParameterSpace, frozenset[str]]:
-    """The space the rows are fitted in, before any structural term, and the fields set from
-    ``prior`` before the fit (the cost per weight matmul given with them: fit_engine's
-    held_matmul_s), where the rows cannot pin them."""
+           prior: EngineProfile | None,
+           held_matmul_s: float) -> tuple[ParameterSpace, frozenset[str]]:
+    """The space the rows are fitted in, before any structural term, and the fields set
+    before the fit, to stand where the rows cannot pin them: ``prior``'s, and the cost per
+    weight matmul given with it or given alone (fit_engine's held_matmul_s)."""
     bw, cg = _multiplier_groups(mine)
     compute_rows = [r for r in mine if r.metric in PROMPT_METRICS]
     decode_side = len(compute_rows) < len(mine)  # a row with decode steps pins DECODE_SIDE
@@ -115,8 +116,9 @@ def _space(mine: Sequence[Measurement], key: str, start: EngineProfile,
     if prior is not None:  # what the rows cannot pin stands at the prior's (held_parameters)
         values = values_at_prior(prior, mine, key, dequant=dequant)
         start = replace(start, **values)
-        given = frozenset({*values, *(("matmul_overhead_s",) if has_fused_projections(key)
-                                      else ())})
+        given = frozenset(values)
+    if has_fused_projections(key) and (prior is not None or held_matmul_s):
+        given |= {"matmul_overhead_s"}  # the start's (held_matmul_s), where not fitted
     space = ParameterSpace(start, bw, cg, dequant, prefill, compute_prior=not compute_rows,
                            decode_side=decode_side or prior is None)
     return space, given
@@ -153,27 +155,29 @@ def _require_pinned(mine: Sequence[Measurement], key: str, parameters: int) -> N
                          f"at least {parameters} different ones (batches, prompt lengths)")
 
 
-def _finished(objective: Objective, space: ParameterSpace, fitted: EngineProfile,
-              prior: EngineProfile | None, held: tuple[str, ...]) -> EngineProfile:
-    """``fitted`` with its band, the rows it was fitted on, and what it held (``held``, its
-    source saying why)."""
+def _finished(objective: Objective, fitted: EngineProfile, prior: EngineProfile | None,
+              held: tuple[str, ...]) -> EngineProfile:
+    """``fitted`` with its band, the rows it was fitted on, and what it held (``held``, the
+    record its source then words: held_notes)."""
     mine = objective.rows
     table = {m: fitted for m in objective.members}
     ratios = sorted(p.measured / p.predicted for p in (predict(r, table) for r in mine)
                     if p.predicted)
-    compute_rows = sum(1 for r in mine if r.metric in PROMPT_METRICS)
     # the band brackets the expectation itself (the loader's rule: band_low ≤ 1 ≤ band_high)
-    notes = held_notes(fitted, space, prior, prompt_rows=bool(compute_rows))
     low, high = min(1.0, quantile(ratios, 0.1)), max(1.0, quantile(ratios, 0.9))
     if prior is not None:  # a user's rows measure the fit's own error, not a new model's or
         # card's: the band is at least the bundled profile's, fitted on many of each
         low, high = min(low, prior.band_low), max(high, prior.band_high)
-        notes += "; its band at least the bundled profile's"
     groups = Counter(row_group(r) for r in mine)
-    return replace(fitted, band_low=low, band_high=high,
-                   fitted_rows=len(mine), fitted_ids=tuple(r.id for r in mine),
-                   fitted_groups=dict(sorted(groups.items())),
-                   source=_fit_source(mine) + notes, compute_rows=compute_rows, held=held)
+    profile = replace(fitted, band_low=low, band_high=high,
+                      fitted_rows=len(mine), fitted_ids=tuple(r.id for r in mine),
+                      fitted_groups=dict(sorted(groups.items())),
+                      compute_rows=sum(1 for r in mine if r.metric in PROMPT_METRICS),
+                      held=held)
+    notes = held_notes(profile, prior)  # the record, in words: one source for both
+    if prior is not None:
+        notes += "; its band at least the bundled profile's"
+    return replace(profile, source=_fit_source(mine) + notes)
 
 
 def condition(row: Measurement) -> tuple[object, ...]:

@@ -4,8 +4,9 @@ A decode step's time and a prompt step's show different parameters (DECODE_SIDE 
 PROMPT_SIDE): rows of prompt steps alone leave the decode side as bundled, rows of decode
 steps alone the prompt side, and each structural term the rows cannot show (calibrate_rows)
 stays the bundled one. values_at_prior gives those values before the fit, held_fields names
-what the fit then held (the profile records it: EngineProfile.held), held_notes words it for
-the profile's source, and held_parameters reads it back from a calibrated profile.
+what the fit then held (the profile records it: EngineProfile.held), held_parameters reads it
+back from a calibrated profile, and held_notes words that reading for the profile's source
+(one record: the source cannot say held what the record says fitted).
 """
 
 from __future__ import annotations
@@ -73,13 +74,13 @@ def values_at_prior(prior: EngineProfile, rows: Sequence[Measurement], key: str,
 
 
 def held_fields(space: ParameterSpace, given: Collection[str]) -> tuple[str, ...]:
-    """The fields a fit in ``space`` held, in ALL_SIDES' order: each of ``given`` (set from
-    the prior before the fit: values_at_prior) that the space does not fit, and the compute
-    share where the space pulls it towards the prior's (no prompt rows)."""
+    """The fields a fit in ``space`` held, in ALL_SIDES' order: each of ``given`` (set before
+    the fit: values_at_prior, and the cost per weight matmul fit_engine is given) that the
+    space does not fit, and the compute share, given, where the space pulls it towards the
+    prior's (no prompt rows)."""
     fitted = space.fitted_fields
-    return tuple(name for name in ALL_SIDES
-                 if (name in given and name not in fitted)
-                 or (name == "compute_efficiency" and space.compute_prior))
+    return tuple(name for name in ALL_SIDES if name in given and (
+        name not in fitted or (name == "compute_efficiency" and space.compute_prior)))
 
 
 NO_DECODE_ROWS = "no decode or throughput rows: a prompt step's time is its arithmetic"
@@ -104,37 +105,38 @@ def _shown(name: str, value: float) -> str:
                              "kquant_ops_per_weight": " operations a weight"}.get(name, "")
 
 
-def held_notes(fitted: EngineProfile, space: ParameterSpace, prior: EngineProfile | None, *,
-               prompt_rows: bool) -> str:
-    """What the fit held rather than fitted, and why, for the profile's source (the bundled
-    fit, with no prior, holds only the cost per weight matmul it is given)."""
-    def term(name: str) -> str:
-        return (f"its {ALL_SIDES[name]} held at {_shown(name, getattr(fitted, name))} (the "
-                f"bundled profile's: {NOT_SHOWN[name]})")
-
+def held_notes(profile: EngineProfile, prior: EngineProfile | None) -> str:
+    """What a fitted ``profile`` held rather than fitted, and why, for its source: its record
+    (EngineProfile.held, read by held_parameters) in words, grouped by why — each side its rows
+    could not show in one clause, each structural term with its value. The bundled fit, with
+    no prior, holds at most the cost per weight matmul it is given."""
+    by_why: dict[str, list[str]] = {}
+    for name, why in _held(profile, prior):
+        by_why.setdefault(why, []).append(name)
     notes = []
-    if prior is not None and not space.decode_side:
-        notes.append("its bandwidth share (with its multipliers by card group and its ceiling) "
-                     "and its costs per step, per layer, per weight matmul and per MoE layer "
-                     f"held at the bundled profile's ({NO_DECODE_ROWS})")
-    else:
-        tried = {"matmul_overhead_s": space.matmul, "moe_layer_overhead_s": space.moe,
-                 "bandwidth_cap_bytes_per_s": space.cap, "kquant_ops_per_weight": space.unpack}
-        notes += [term(name) for name, fits in tried.items() if not fits
-                  and getattr(fitted, name) and (prior is not None or name == "matmul_overhead_s")]
-    if prior is not None and not prompt_rows:
-        notes.append(f"its compute share held near {prior.compute_efficiency:.3g} and its "
-                     "compute multipliers by card group, dequantization factor, expert tile "
-                     "width and prompt steps' cost per layer at the bundled profile's "
-                     f"({NO_PROMPT_ROWS})")
-    elif prior is not None:
-        if not space.prefill_overhead and fitted.prefill_layer_overhead_s is not None:
-            notes.append("its prompt steps' cost per layer held at the bundled profile's "
-                         f"({NOT_SHOWN['prefill_layer_overhead_s']})")
-        notes += [term(name) for name, fits in (("dequant_compute", space.dequant),
-                                                ("expert_tile_tokens", space.tile))
-                  if not fits and getattr(fitted, name) not in (0.0, UNPRICED.get(name))]
+    for why, names in by_why.items():
+        if why == NO_DECODE_ROWS:
+            notes.append(f"its {_listed(names)} held at the bundled profile's ({why})")
+        elif why == NO_PROMPT_ROWS:  # the compute share pulled towards the prior's, not at it
+            parts = [f"its {ALL_SIDES[name]} held near "
+                     + (f"{prior.compute_efficiency:.3g}" if prior else "the fit's start")
+                     for name in names if name == "compute_efficiency"]
+            rest = [name for name in names if name != "compute_efficiency"]
+            if rest:
+                parts.append(f"its {_listed(rest)} {'at' if parts else 'held at'} the bundled "
+                             "profile's")
+            notes.append(" and ".join(parts) + f" ({why})")
+        else:
+            notes += [f"its {ALL_SIDES[name]} held at {_shown(name, getattr(profile, name))} "
+                      f"(the bundled profile's: {why})" for name in names]
     return "".join(f"; {note}" for note in notes)
+
+
+def _listed(names: Sequence[str]) -> str:
+    """Fields in words, the last after "and": bandwidth share, cost per step and cost per
+    layer."""
+    words = [ALL_SIDES[name] for name in names]
+    return ", ".join(words[:-1]) + f" and {words[-1]}" if len(words) > 1 else words[0]
 
 
 def held_parameters(profile: EngineProfile, prior: EngineProfile | None
@@ -144,19 +146,23 @@ def held_parameters(profile: EngineProfile, prior: EngineProfile | None
     first where no prompt row fitted it (held near the prior's, not at it). A profile that does
     not record what it held (written before it was recorded) is read against ``prior``: each
     value equal to the prior's counts as held, a fitted one that landed on it too."""
+    return tuple((ALL_SIDES[name], why) for name, why in _held(profile, prior))
+
+
+def _held(profile: EngineProfile, prior: EngineProfile | None) -> list[tuple[str, str]]:
+    """held_parameters by field name: (field, why), the compute share first."""
     held = set(profile.held) if profile.held is not None else _equal_to_prior(profile, prior)
     no_decode = profile.compute_rows is not None and profile.compute_rows == profile.fitted_rows
-    said = [(ALL_SIDES["compute_efficiency"], NO_PROMPT_ROWS)] \
-        if "compute_efficiency" in held else []
-    for name, words in ALL_SIDES.items():
+    said = [("compute_efficiency", NO_PROMPT_ROWS)] if "compute_efficiency" in held else []
+    for name in ALL_SIDES:
         if name == "compute_efficiency" or name not in held \
                 or getattr(profile, name) in (None, 0.0, {}, UNPRICED.get(name)):
             continue
         why = NO_DECODE_ROWS if no_decode and name in DECODE_SIDE else \
             NO_PROMPT_ROWS if not profile.compute_fitted and name in PROMPT_SIDE else \
             NOT_SHOWN.get(name, "")
-        said.append((words, why))
-    return tuple(said)
+        said.append((name, why))
+    return said
 
 
 def _equal_to_prior(profile: EngineProfile, prior: EngineProfile | None) -> set[str]:

@@ -126,6 +126,7 @@ class _SpecReader(ConfigFields):
             vision_item=vision_item(self),
             learned_positions=self.int_("n_positions", "max_position_embeddings")
             if self.model_type == "gpt2" else 0,
+            model_max_length=self.opt_int("model_max_length"),
         )
 
     def _tied(self) -> bool:

@@ -13,10 +13,24 @@ from ridgeline.model import ModelSpec
 _VLLM_UNSCALED_ROPE = ("su", "longrope", "llama3")
 
 
+def _stated(spec: ModelSpec, engine: str) -> tuple[int | None, str]:
+    """The config's own length an engine starts from, before any rope stretch, and its key.
+    vLLM takes model_max_length over every other key where a config states one (Command R's
+    131,072 over its 8,192 max_position_embeddings: _get_and_verify_max_len); SGLang reads it
+    before max_position_embeddings (get_context_length's CONTEXT_LENGTH_KEYS); llama.cpp's
+    n_ctx_train is model_max_length only for Cohere's converter (convert_hf_to_gguf's
+    CommandR2Model), max_position_embeddings for every other family."""
+    stated = spec.model_max_length
+    if stated is not None and (not engine.startswith("llama.cpp") or spec.model_type == "cohere"):
+        return stated, "model_max_length"
+    return spec.max_position_embeddings, "max_position_embeddings"
+
+
 def _served(spec: ModelSpec, engine: str) -> tuple[int | None, str]:
     """(served_positions, where it comes from for a message)."""
-    raw, rs = spec.max_position_embeddings, spec.rope_scaling
-    plain = (raw, "max_position_embeddings")
+    raw, key = _stated(spec, engine)
+    rs = spec.rope_scaling
+    plain = (raw, key)
     # Gemma 3's 131,072 positions already count its linear ×8 (its card: a 128K context);
     # vLLM skips its factor by name, and ridgeline takes SGLang to serve the same context
     if rs is None or engine.startswith("llama.cpp") or "gemma3" in spec.architecture.lower():
@@ -24,7 +38,7 @@ def _served(spec: ModelSpec, engine: str) -> tuple[int | None, str]:
     if engine == "sglang":
         if raw is None or rs.original_positions is not None or rs.type == "llama3":
             return plain
-        base, field = raw, "max_position_embeddings"
+        base, field = raw, key
     elif rs.type in _VLLM_UNSCALED_ROPE:
         return plain
     elif rs.type == "yarn" and rs.original_positions:
@@ -32,7 +46,7 @@ def _served(spec: ModelSpec, engine: str) -> tuple[int | None, str]:
     elif raw is None:
         return plain
     else:
-        base, field = raw, "max_position_embeddings"
+        base, field = raw, key
     served = int(base * rs.factor)
     if served == raw:
         return plain
@@ -43,13 +57,16 @@ def served_positions(spec: ModelSpec, engine: str) -> int | None:
     """The longest max_model_len an engine derives from the config (its default, and the
     most it accepts without an override), or None where the config states no positions.
 
-    vLLM: with rope_scaling of a type other than su/longrope/llama3, max_position_embeddings
-    × factor, and for YaRN original_max_position_embeddings × factor (vllm/config.py
-    _get_and_verify_max_len), so a Qwen3 config given Qwen's YaRN block (factor 4, original
-    32,768) serves 131,072; TensorRT-LLM is taken to read it as vLLM does (not checked).
-    SGLang (hf_transformers_utils.get_context_length): × factor, unless the block states
+    vLLM: model_max_length where the config states one, else max_position_embeddings; with
+    rope_scaling of a type other than su/longrope/llama3, that × factor, and for YaRN
+    original_max_position_embeddings × factor (vllm/config.py _get_and_verify_max_len), so a
+    Qwen3 config given Qwen's YaRN block (factor 4, original 32,768) serves 131,072, and
+    Command R (8,192 positions, model_max_length 131,072) serves 131,072; TensorRT-LLM is taken
+    to read it as vLLM does (not checked). SGLang (hf_transformers_utils.get_context_length):
+    model_max_length before max_position_embeddings, × factor unless the block states
     original_max_position_embeddings or is llama3 — Qwen3 with YaRN stays at 40,960 there
-    until --context-length. llama.cpp: n_ctx_train, the config's own positions."""
+    until --context-length. llama.cpp: n_ctx_train, the config's own positions (Cohere's
+    model_max_length, as its converter writes it)."""
     return _served(spec, engine)[0]
 
 

@@ -107,8 +107,9 @@ class EngineProfile:
     # each a kernel that waits on the one before it, where a dense FFN runs four or five
     moe_layer_overhead_s: float = 0.0
     # the fields a calibration held at its prior's value rather than fitted, its rows unable
-    # to pin them (calibrate_held; the compute share: held near it). (): nothing held (a fit
-    # with no prior holds nothing at one); None: not recorded (a profile written before)
+    # to pin them (calibrate_held; the compute share: held near it); its source words this
+    # record. (): nothing held (a fit with no prior holds nothing at one, bar a cost per
+    # weight matmul it is given); None: not recorded (a profile written before)
     held: tuple[str, ...] | None = None
 
     @property

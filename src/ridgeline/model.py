@@ -177,6 +177,9 @@ class ModelSpec:
     vision_item: VisionItem | None = None  # a fixed-size tower's image, as engines profile it
     rope_scaling: RopeScaling | None = None  # config.json's rope_scaling, where it has one
     learned_positions: int = 0  # GPT-2's wpe: rows of a learned position table (n_positions)
+    # config.json's model_max_length, where it states one: Command R's 131,072 beside its
+    # 8,192 max_position_embeddings, the context engines serve it at (context_length.py)
+    model_max_length: int | None = None
 
     def __hash__(self) -> int:
         # Cheap and consistent with equality (equal specs share these); the full field

@@ -8,7 +8,7 @@ from functools import partial
 from typing import Any
 
 from ridgeline.calibrate_audit import Coverage
-from ridgeline.calibrate_held import held_parameters
+from ridgeline.calibrate_held import ALL_SIDES, held_parameters
 from ridgeline.calibrate_objective import HUBER_DELTA
 from ridgeline.calibrate_space import GROUP_PRIOR
 from ridgeline.deployment import Deployment
@@ -22,6 +22,7 @@ from ridgeline.render import table
 from ridgeline.scoring import ErrorStats, error_stats
 from ridgeline.units import plural
 
+COMPUTE_SHARE = ALL_SIDES["compute_efficiency"]  # held_parameters' name for it
 # how predict.py turns step times into each metric (its docstring has the definitions)
 METRIC_FORMULAS = {
     "decode_tok_s_per_user": "1 ÷ decode step time, the batch's caches midway through the "
@@ -311,8 +312,10 @@ class CalibrationReport:
             cover = self.coverage.get(engine)
             if cover is not None:
                 lines.append(f"    fitted on {p.fitted_rows:,} rows: {cover.shown}")
-            held: dict[str, list[str]] = {}  # the compute share's hold is said above
-            for name, why in self.held(engine)[0 if p.compute_fitted else 1:]:
+            held: dict[str, list[str]] = {}
+            for name, why in self.held(engine):
+                if name == COMPUTE_SHARE and not p.compute_fitted:
+                    continue  # its hold is said above
                 held.setdefault(why, []).append(name)
             lines += [f"    held at the bundled profile's ({why}): {', '.join(names)}"
                       for why, names in held.items()]

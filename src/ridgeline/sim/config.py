@@ -150,7 +150,7 @@ def llamacpp_context(dep: Deployment, settings: object | None = None) -> tuple[i
         how = f"{slots} {'slot' if slots == 1 else 'slots'}" if held == slots else \
             f"the {held} of its {slots} slots that fit, as `fit` starts it"
         return s.max_model_len * held, f"--max-model-len {s.max_model_len:,} × {how}"
-    trained = dep.model.max_position_embeddings or served_positions(dep.model, dep.engine)
+    trained = served_positions(dep.model, dep.engine)  # n_ctx_train
     if not trained:
         raise InputError(f"{dep.model.name} states no trained context "
                          "(max_position_embeddings) for llama-server's -c 0: give --max-model-len")
