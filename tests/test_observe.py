@@ -179,7 +179,7 @@ def test_waiting_with_room_in_the_pool_is_the_latency_wall() -> None:
 
 
 def read_source_text(text: str) -> object:
-    from ridgeline.observe import from_scrapes
+    from ridgeline.observe_metrics import from_scrapes
     return from_scrapes(split_scrapes(text), "test")
 
 
@@ -594,10 +594,22 @@ def test_sglang_token_rates_come_from_its_per_step_counter(tmp_path: Path) -> No
     obs = read_source(str(path))
     assert obs.generation_tok_s == pytest.approx(2100) and obs.prompt_tok_s == pytest.approx(1000)
     assert not any("when it finishes" in n for n in obs.notes)
+    assert any(n.startswith("prompt tok/s: the prompt tokens SGLang computed") for n in obs.notes)
     path.write_text("".join(scrape(t, 0, 0).replace("realtime_tokens_total", "other_total")
                             for t in (1764500000, 1764500060)))
     obs = read_source(str(path))
     assert obs.generation_tok_s == 0 and any("when it finishes" in n for n in obs.notes)
+    # no prefill mode among its series (a renamed mode): the prompt rate is the completion
+    # counter's, with its note, not 0 tok/s summed over no series
+    path.write_text("".join(scrape(t, d, 0).replace('mode="prefill_compute"', 'mode="other"')
+                            .replace('mode="prefill_cache"', 'mode="other_cache"')
+                            .replace("prompt_tokens_total{model_name=\"m\"} 1.5e7",
+                                     f"prompt_tokens_total{{model_name=\"m\"}} {p}")
+                            for t, d, p in ((1764500000, 1e7, 1.5e7),
+                                            (1764500060, 1.0126e7, 1.506e7))))
+    obs = read_source(str(path))
+    assert obs.generation_tok_s == pytest.approx(2100) and obs.prompt_tok_s == pytest.approx(1000)
+    assert any("when it finishes" in n for n in obs.notes)
 
 
 def test_openmetrics_timestamps_and_exemplars_are_read_not_dropped() -> None:
@@ -939,22 +951,31 @@ def test_a_windows_context_comes_from_the_windows_counters_not_the_lifetime(
     assert read_source(str(one)).mean_prompt_tokens == 8_000
 
 
-def test_a_counter_born_mid_window_counts_from_zero(tmp_path: Path) -> None:
+def test_a_counter_born_mid_window_counts_only_when_the_server_started_inside_it(
+        tmp_path: Path) -> None:
     """SGLang creates its labelled counters at the first finished request: a fresh server's
-    first scrape has none. Counted from zero over the 100 s window: 600,000 prompt and
-    150,000 output tokens are 6,000 and 1,500 tok/s, not no rates at all."""
+    first scrape has none. Its start inside the 100 s window (process_start_time_seconds)
+    makes them the window's: 600,000 prompt and 150,000 output tokens are 6,000 and 1,500
+    tok/s. Without that start, a counter the first scrape lacks has no known start: no rates
+    and no lengths, rather than a lifetime read as the window."""
     head = ('sglang:num_running_reqs{model_name="m",tp_rank="0"} 60\n'
             'sglang:num_queue_reqs{model_name="m",tp_rank="0"} 0\n'
             'sglang:token_usage{model_name="m",tp_rank="0"} 0.5\n')
     later = ('sglang:prompt_tokens_total{model_name="m"} 600000\n'
              'sglang:generation_tokens_total{model_name="m"} 150000\n'
              'sglang:num_requests_total{model_name="m"} 300\n')
+    started = "process_start_time_seconds 1764500001\n"
     path = tmp_path / "fresh.prom"
-    path.write_text(f"# scrape_time 1764500000\n{head}# scrape_time 1764500100\n{head}{later}")
+    path.write_text(f"# scrape_time 1764500000\n{head}# scrape_time 1764500100\n{head}{later}"
+                    f"{started}")
     obs = read_source(str(path))
     assert obs.prompt_tok_s == pytest.approx(6_000)
     assert obs.generation_tok_s == pytest.approx(1_500)
     assert obs.mean_prompt_tokens == 2_000 and obs.mean_output_tokens == 500
+    path.write_text(f"# scrape_time 1764500000\n{head}# scrape_time 1764500100\n{head}{later}")
+    obs = read_source(str(path))
+    assert obs.prompt_tok_s is None and obs.generation_tok_s is None
+    assert obs.mean_prompt_tokens is None and obs.mean_output_tokens is None
     path.write_text(f"# scrape_time 1764500000\n{head}# scrape_time 1764500100\n{head}")
     notes = read_source(str(path)).notes  # no counter at all: said, not silently dropped
     assert any(n.startswith("no prompt-token counter") for n in notes)
@@ -1045,6 +1066,31 @@ def test_a_poll_times_each_scrape_when_its_response_is_in(
     obs = poll("http://127.0.0.1:1/metrics", duration_s=3, interval_s=1, clock=fake.clock,
                sleep=fake.sleep)
     assert obs.generation_tok_s == pytest.approx(1000)
+
+
+def test_a_poll_is_timed_in_unix_seconds_to_meet_the_servers_start(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A poll's scrapes carry the wall clock, as saved ones do, so a server's start can be
+    placed in the window: it restarts 1.2 s in (process_start_time_seconds), its generation
+    counter absent until then. Counted from zero, 500 then 1,500 tokens: 1,500 over the 3 s
+    window, not left unread."""
+    import ridgeline.observe
+
+    fake, start_unix_s = FakeClock(), 1764500000.0
+
+    def answer(url: str, timeout_s: float) -> str:
+        if fake.now_s < 1.2:  # the old process, before its counter was exported
+            return "\n".join(ln for ln in scrape_with(8, 0, 0.2, 0.0).splitlines()
+                             if "generation_tokens_total" not in ln) + "\n"
+        return (scrape_with(8, 0, 0.2, 1000 * fake.now_s - 1500)
+                + f"process_start_time_seconds {start_unix_s + 1.2}\n")
+
+    monkeypatch.setattr(ridgeline.observe, "fetch", answer)
+    obs = poll("http://127.0.0.1:1/metrics", duration_s=3, interval_s=1, clock=fake.clock,
+               sleep=fake.sleep, wall=lambda: start_unix_s)
+    assert any("first appears mid-window, after the server's process started 1 s into it"
+               in n for n in obs.notes)
+    assert obs.generation_tok_s == pytest.approx(1500 / 3)
 
 
 def test_a_merged_histogram_window_is_checked_again() -> None:

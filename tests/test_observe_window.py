@@ -160,18 +160,91 @@ def test_a_vllm_series_absent_from_the_first_scrape_is_not_read_as_the_window(
                for n in obs.notes)
 
 
-def test_an_sglang_counter_born_mid_window_still_counts_from_zero_and_says_so(
-        tmp_path: Path) -> None:
-    head = ('sglang:num_running_reqs{model_name="m"} 60\n'
-            'sglang:num_queue_reqs{model_name="m"} 0\n'
-            'sglang:token_usage{model_name="m"} 0.5\n')
+SGLANG_HEAD = ('sglang:num_running_reqs{model_name="m"} 60\n'
+               'sglang:num_queue_reqs{model_name="m"} 0\n'
+               'sglang:token_usage{model_name="m"} 0.5\n')
+TRTLLM_HEAD = ('trtllm_num_requests_running{model_name="m"} 48\n'
+               'trtllm_num_requests_waiting{model_name="m"} 0\n'
+               'trtllm_kv_cache_utilization{model_name="m"} 0.4\n')
+
+
+@pytest.mark.parametrize(("head", "counter"), [
+    (SGLANG_HEAD, "sglang:generation_tokens_total"),
+    (TRTLLM_HEAD, "trtllm_generation_tokens_total")])
+def test_a_counter_absent_from_the_first_scrape_is_not_read_whatever_the_engine(
+        tmp_path: Path, head: str, counter: str) -> None:
+    """SGLang and TensorRT-LLM make a labelled series at its first increment, but a series
+    the first scrape lacks has no known start: its 150,000 tokens may be the server's
+    lifetime. Not read, as vLLM's is not, and said so."""
     path = tmp_path / "fresh.prom"
     path.write_text(f"# scrape_time 1000\n{head}# scrape_time 1100\n{head}"
-                    'sglang:generation_tokens_total{model_name="m"} 150000\n')
+                    f'{counter}{{model_name="m"}} 150000\n')
     obs = read_source(str(path))
-    assert obs.generation_tok_s == pytest.approx(1_500)
-    assert any(n.startswith("sglang:generation_tokens_total first appears mid-window")
-               for n in obs.notes)
+    assert obs.generation_tok_s is None
+    assert any(n.startswith(f"{counter} is missing from the first scrape: the window has no "
+                            "start for it") for n in obs.notes)
+    assert not any("first appears mid-window" in n for n in obs.notes)
+
+
+@pytest.mark.parametrize("started", [900, 1150])
+def test_a_late_counter_of_a_server_started_inside_the_window_counts_from_zero(
+        tmp_path: Path, started: float) -> None:
+    """process_start_time_seconds at 1,050 puts the server's start inside the 1,000-1,100 s
+    window: all it counted is the window's, 150,000 tokens over 100 s. A start before the
+    window (900), or after the scrape that carries it (1,150: the clocks disagree), does not."""
+    def fresh(start: float) -> Path:
+        path = tmp_path / "fresh.prom"
+        path.write_text(f"# scrape_time 1000\n{SGLANG_HEAD}# scrape_time 1100\n{SGLANG_HEAD}"
+                        'sglang:generation_tokens_total{model_name="m"} 150000\n'
+                        f"process_start_time_seconds {start}\n")
+        return path
+
+    obs = read_source(str(fresh(1050)))
+    assert obs.generation_tok_s == pytest.approx(150_000 / 100)
+    assert any(n.startswith("sglang:generation_tokens_total first appears mid-window, after "
+                            "the server's process started 50 s into it") for n in obs.notes)
+    assert read_source(str(fresh(started))).generation_tok_s is None
+
+
+def test_a_label_value_born_mid_window_is_no_increase_of_the_summed_counter(
+        tmp_path: Path) -> None:
+    """TensorRT-LLM counts finished requests by reason, each reason's series made at its
+    first such request. A "length" series that appears with 40 is no 40 finished in the
+    window: the request count, and the mean lengths read from it, are not read."""
+    def page(t: float, stop: float, length: float | None) -> str:
+        return (f"# scrape_time {t}\n{TRTLLM_HEAD}"
+                f'trtllm_prompt_tokens_total{{model_name="m"}} {stop * 1000}\n'
+                f'trtllm_generation_tokens_total{{model_name="m"}} {stop * 200}\n'
+                f'trtllm_request_success_total{{model_name="m",finished_reason="stop"}} {stop}\n'
+                + ("" if length is None else 'trtllm_request_success_total{model_name="m",'
+                   f'finished_reason="length"}} {length}\n'))
+
+    path = tmp_path / "reasons.prom"
+    path.write_text(page(1000, 100, 5) + page(1060, 160, 5))
+    obs = read_source(str(path))
+    assert obs.finished_requests == 60 and obs.mean_output_tokens == pytest.approx(200)
+    path.write_text(page(1000, 100, None) + page(1060, 160, 40))
+    obs = read_source(str(path))
+    assert obs.finished_requests is None and obs.mean_output_tokens is None
+    assert obs.generation_tok_s == pytest.approx(60 * 200 / 60)  # its own series spans it
+    assert any(n.startswith("trtllm_request_success_total (finished_reason=length) is "
+                            "missing from the first scrape") for n in obs.notes)
+
+
+def test_a_process_start_that_moves_is_a_restart_though_no_counter_fell(
+        tmp_path: Path) -> None:
+    """The server restarts and its counters pass their old values by the next scrape: only
+    process_start_time_seconds moving says so. Counted from zero: 200,000 tokens in 60 s, not
+    the 50,000 between two lifetimes."""
+    before = scrape(1000, tokens(100_000, 150_000, 100)) + "process_start_time_seconds 500\n"
+    after = scrape(1060, tokens(110_000, 200_000, 110)) + "process_start_time_seconds 1030\n"
+    obs = read_source(str(window(tmp_path, before, after)))
+    assert obs.generation_tok_s == pytest.approx(200_000 / 60)
+    (note,) = [n for n in obs.notes if "restarted" in n]
+    assert "(process_start_time_seconds moved later)" in note
+    same = after.replace("process_start_time_seconds 1030", "process_start_time_seconds 500")
+    assert read_source(str(window(tmp_path, before, same))).generation_tok_s == \
+        pytest.approx(50_000 / 60)
 
 
 # -- a latency under the floor by a little, and a pool that cannot hold the batch --------------
@@ -204,6 +277,57 @@ def test_a_latency_just_under_the_floor_is_flagged_and_the_pool_misfit_cautioned
     # described as the 8B it is: neither caution
     code, out, _ = observe(capsys, str(path), "--model", "llama-3.1-8b", "--gpu", "h100")
     assert code == 0 and "caution" not in out.replace("caution: the engine labels", "")
+
+
+def test_a_misdescribed_deployment_gets_no_percentage_against_its_prediction(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The 8B's window described as 70B on two H100s runs under that deployment's floor: a
+    prediction for the 70B against the 8B's 20 ms measures the description ("+107%"). The
+    text and --json keep the prediction and the measurement but set no percentage between
+    them, saying why, and --emit-measurements writes no row pricing the wrong deployment."""
+    path = window(tmp_path, BEFORE, AFTER)
+    obs = read_source(str(path))
+    report = observe_report(obs, deployment("llama-3.1-70b", 2), profile_for("vllm"), None)
+    assert report.below_floor and "itl" in report.gaps()  # a comparison there is to withhold
+    argv = [str(path), "--model", "llama-3.1-70b", "--gpu", "h100", "--num-gpus", "2"]
+    code, out, _ = observe(capsys, *argv)
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("ridgeline predicts")]
+    assert code == 0 and f"{report.predicted_itl_ms:,.1f} ms per token" in line
+    assert "measured 20.0 ms: not compared, the measurement is under the floor" in line
+    assert "%" not in line
+    code, out, _ = observe(capsys, *argv, "--json")
+    data = json.loads(out)
+    assert data["gap"] == {} and data["gap_not_comparable"].startswith(
+        "the measurement is under the floor of the deployment described")
+    assert data["predicted_itl_ms"] == pytest.approx(report.predicted_itl_ms)
+    assert data["latency_ms"]["itl"]["mean"] == pytest.approx(20.0)
+    rows = tmp_path / "rows.csv"
+    code, out, _ = observe(capsys, *argv, "--emit-measurements", str(rows))
+    assert code == 0 and not rows.exists() and "wrote nothing" in out
+    # described as the 8B it is: compared, and the row written
+    argv = [str(path), "--model", "llama-3.1-8b", "--gpu", "h100"]
+    code, out, _ = observe(capsys, *argv, "--json")
+    data = json.loads(out)
+    assert "itl" in data["gap"] and data["gap_not_comparable"] is None
+    code, out, _ = observe(capsys, *argv, "--emit-measurements", str(rows))
+    assert code == 0 and len(rows.read_text().splitlines()) == 2
+
+
+def test_a_pool_that_cannot_hold_the_batch_sets_no_percentage_either(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """20,000-token prompts: the 8B's modelled pool holds fewer than the 32 running, the
+    description cautioned though the 20 ms clears its floor. The prediction is not compared."""
+    long = scrape(1060, tokens(100_000 + 60 * 20_000, 146_000, 160), (146_000, 0.02))
+    path = window(tmp_path, BEFORE, long)
+    report = observe_report(read_source(str(path)), deployment(), profile_for("vllm"), None)
+    assert report.unheld_mean is not None and not report.below_floor and report.gaps()
+    code, out, _ = observe(capsys, str(path), "--model", "llama-3.1-8b", "--gpu", "h100",
+                           "--json")
+    data = json.loads(out)
+    assert code == 0 and data["gap"] == {}
+    assert data["gap_not_comparable"].startswith("the pool modelled for the deployment "
+                                                 "described cannot hold the running batch")
+    assert any(c.startswith("caution: at the counters' mean of") for c in data["cautions"])
 
 
 # -- benchmark results -----------------------------------------------------------------------
@@ -289,9 +413,33 @@ def test_a_bench_itl_in_seconds_under_ms_names_gets_a_unit_caution(
     code, out, _ = observe(capsys, str(path), "--model", "llama-3.1-8b", "--gpu", "h100")
     assert code == 0 and "likely seconds" in out
     assert f"(× 1,000: {data['mean_itl_ms']:,.1f} ms)" in out
+    # the batch read from that ITL sets no wall and no share: said, not "0 of 388" and "0.0%"
+    assert report.wall == UNKNOWN and "wall: unknown — the running batch, output tok/s × a " \
+        "mean ITL whose unit is in doubt" in out
+    assert " 0 of " not in out and "0.0%" not in out and "no share of the arithmetic" in out
+    assert f"ITL/TPOT    mean {data['mean_itl_ms'] / 1e3:.2g} ms" in out  # not "0.0 ms"
+    rows = tmp_path / "rows.csv"
+    code, out, _ = observe(capsys, str(path), "--model", "llama-3.1-8b", "--gpu", "h100",
+                           "--emit-measurements", str(rows))
+    assert code == 0 and not rows.exists() and "unit is in doubt" in out
     clean = observe_report(read_source(str(FIXTURES / "vllm_bench.json")), deployment(),
                            profile_for("vllm"), None)
-    assert not clean.unit_suspect and not clean.below_floor
+    assert not clean.unit_suspect and not clean.below_floor and clean.wall != UNKNOWN
+
+
+def test_a_bench_batch_under_half_a_sequence_is_not_shown_as_0(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """10.7 output tok/s at 28 ms a token: a mean batch of 0.3, which the wall's lever says,
+    not '0 of the 388 sequences its pool holds'."""
+    data = json.loads((FIXTURES / "vllm_bench.json").read_text())
+    rate = 10.7
+    path = bench(tmp_path, output_throughput=rate,
+                 total_output_tokens=round(rate * data["duration"]))
+    report = observe_report(read_source(str(path)), deployment(), profile_for("vllm"), None)
+    assert report.batch == pytest.approx(rate * data["mean_itl_ms"] / 1e3)
+    code, out, _ = observe(capsys, str(path), "--model", "llama-3.1-8b", "--gpu", "h100")
+    assert code == 0 and f"({report.batch:,.1f} of the {report.pool_batch:,} sequences" in out
+    assert " 0 of " not in out
 
 
 # -- preemptions the readings did not see --------------------------------------------------------

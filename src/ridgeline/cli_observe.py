@@ -98,6 +98,8 @@ def cmd_observe(args: argparse.Namespace) -> Any:
                                  "not the batch it shows: scrape a window, a URL with "
                                  "--duration or a file of timed scrapes"
                                  if report.single_scrape else
+                                 f"{report.misdescribed}, as its cautions say"
+                                 if report.misdescribed else
                                  "one needs a mean inter-token latency and a running batch "
                                  "over the same window, which /metrics scrapes carry and a "
                                  "log does not") + ")")

@@ -70,8 +70,15 @@ E2E = ("vllm:e2e_request_latency_seconds", "sglang:e2e_request_latency_seconds",
        "trtllm_e2e_request_latency_seconds")
 # Engines that export every counter and histogram they have from start-up: vLLM's
 # PrometheusStatLogger makes each engine core's series (every finished reason, every source)
-# when it starts; llama-server prints each metric on every /metrics request. A series of
-# theirs absent from a scrape is missing, not yet born. SGLang and TensorRT-LLM make a
-# labelled series at its first increment (prometheus_client's .labels() on first use), so
-# theirs may appear mid-window, counted from zero.
+# when it starts; llama-server prints each metric on every /metrics request. SGLang and
+# TensorRT-LLM make a labelled series at its first increment (prometheus_client's .labels()
+# on first use). Either way a series absent from the first scrape has no known start in the
+# window (a lazily made one may also have been left out of that scrape, or be another
+# process's), so it gives no window figure — unless PROCESS_START puts the server's start
+# inside the window. The prefixes only word the note.
 EAGER_PREFIXES = ("vllm:", "llamacpp:")
+# prometheus_client's process collector (the default registry; not in multiprocess mode):
+# the serving process's start, unix seconds. A start after the first scrape is a server that
+# started inside the window, all its counts the window's; a start that moves between two
+# scrapes is a restart, whether or not a counter fell
+PROCESS_START = "process_start_time_seconds"

@@ -1,129 +1,24 @@
 """Observe a running engine: /metrics polled over a window, a saved scrape, a vLLM log, or a
-benchmark result JSON — reduced to one Observation.
-
-Metric names, old and new (looked up in each engine's metrics code):
-vLLM ``vllm:num_requests_running``, ``vllm:num_requests_waiting``, ``vllm:kv_cache_usage_perc``
-(V1; V0: ``vllm:gpu_cache_usage_perc``), ``vllm:num_preemptions_total``,
-``vllm:prompt_tokens_total``, ``vllm:generation_tokens_total``, histograms
-``vllm:time_to_first_token_seconds``, ``vllm:inter_token_latency_seconds`` (older:
-``vllm:time_per_output_token_seconds``), ``vllm:e2e_request_latency_seconds``;
-``vllm:num_requests_waiting_by_reason`` (its "deferred" share is no queue for the batch),
-prompt tokens not computed: ``vllm:prompt_tokens_by_source_total`` (all but
-``source="local_compute"``), else ``vllm:prompt_tokens_cached_total``, else
-``vllm:prefix_cache_hits_total`` over ``vllm:prefix_cache_queries_total`` (each counts a
-blocked request's lookups again; older ``vllm:gpu_prefix_cache_*``),
-``vllm:cache_config_info`` (the pool's blocks, as its labels: under data parallelism all
-engines' sum), V0's ``vllm:num_requests_swapped``;
-SGLang ``sglang:num_running_reqs``, ``sglang:num_queue_reqs``, ``sglang:token_usage``,
-``sglang:num_retracted_requests_total``, ``sglang:cached_tokens_total``,
-``sglang:max_total_num_tokens``, ``sglang:realtime_tokens_total`` (per step, by mode;
-else ``sglang:prompt_tokens_total`` and ``sglang:generation_tokens_total``, which move when a
-request finishes), ``sglang:time_to_first_token_seconds``,
-``sglang:inter_token_latency_seconds``, ``sglang:e2e_request_latency_seconds``;
-llama-server (``--metrics``) ``llamacpp:requests_processing``, ``llamacpp:requests_deferred``,
-``llamacpp:kv_cache_usage_ratio`` and ``llamacpp:kv_cache_tokens`` (older builds: the ratio is
-a share of -c), ``llamacpp:prompt_tokens_total``,
-``llamacpp:tokens_predicted_total`` and ``llamacpp:tokens_predicted_seconds_total``, the
-slots' summed generation time, whose increase per generated token is the mean time between a
-slot's tokens (it has no latency histograms);
-TensorRT-LLM (trtllm-serve's /prometheus/metrics) ``trtllm_num_requests_running``,
-``trtllm_num_requests_waiting``, ``trtllm_kv_cache_utilization`` (iteration stats),
-``trtllm_prompt_tokens_total``, ``trtllm_generation_tokens_total``,
-``trtllm_request_success_total``, ``trtllm_prompt_cached_tokens_total``, histograms
-``trtllm_time_to_first_token_seconds``, ``trtllm_time_per_output_token_seconds`` (one per
-request), ``trtllm_e2e_request_latency_seconds``.
-Over a window every counter is its increase, the lengths a finished request brought too. A
-restart seen on any series of an engine core (a counter or histogram that falls) counts all of
-that core's series from zero after it; a series missing from a later scrape gives no window
-figure (not 0); one absent from the first scrape counts from zero where the engine makes it at
-its first increment (SGLang, TensorRT-LLM) and gives no window figure where the engine exports
-it from start-up (vLLM, llama-server): observe_window.py.
+benchmark result JSON — each read by its reader (observe_metrics, observe_log,
+observe_bench) into one Observation.
 Network reads are bounded in size and time; only this module and hub.py touch the network.
 """
 
 from __future__ import annotations
 
-import math
-import re
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ridgeline.engine_metrics import (
-    CACHE_CONFIG,
-    CACHED_PROMPT_TOKENS,
-    COMPUTED_SOURCE,
-    E2E,
-    GENERATION_SECONDS,
-    GENERATION_TOKENS,
-    ITL,
-    KV_USAGE,
-    LLAMACPP_KV_TOKENS,
-    POOL_TOKENS,
-    PREEMPTIONS,
-    PREFILL_MODES,
-    PREFIX_CACHE_QUERIES,
-    PROMPT_BY_SOURCE,
-    PROMPT_TOKENS,
-    REALTIME_TOKENS,
-    REQUESTS,
-    RUNNING,
-    SWAPPED,
-    TTFT,
-    WAITING,
-    WAITING_BY_REASON,
-)
 from ridgeline.errors import InputError, shorten
-from ridgeline.observation import (
-    COUNTER_RANGE,
-    FRACTION_RANGE,
-    MAX_COUNT,
-    MAX_REQUESTS,
-    MAX_TOKENS,
-    REQUEST_TOKENS_RANGE,
-    REQUESTS_RANGE,
-    Observation,
-    checked,
-)
+from ridgeline.observation import Observation
 from ridgeline.observe_bench import from_bench
 from ridgeline.observe_log import STATS_HINT, from_log
-from ridgeline.observe_window import (
-    CORE_LABELS,
-    RANK_LABELS,
-    RESTART_SIGNS,
-    SHARE_LABEL,
-    Restarts,
-    core_of,
-    core_values,
-    counter_total,
-    find_restarts,
-    histogram_window,
-    note_restarts,
-    ranks_by_core,
-    series_present,
-    window_increase,
-    window_rate,
-)
-from ridgeline.prometheus import (
-    MIN_SCRAPE_GAP_S,
-    Histogram,
-    Scrape,
-    parse_scrape,
-    split_scrapes,
-)
+from ridgeline.observe_metrics import from_scrapes
+from ridgeline.prometheus import MIN_SCRAPE_GAP_S, Scrape, parse_scrape, split_scrapes
 from ridgeline.userfiles import read_bounded
 
 MAX_BYTES = 16 * 2**20
-_HISTOGRAMS = tuple(f"{n}{part}" for n in TTFT + ITL + E2E for part in ("_bucket", "_sum",
-                                                                          "_count"))
-_LIMITS: tuple[tuple[tuple[str, ...], float, float, str], ...] = (
-    (RUNNING + WAITING + SWAPPED + (WAITING_BY_REASON,), 0.0, MAX_REQUESTS, REQUESTS_RANGE),
-    (KV_USAGE, 0.0, 1.0, FRACTION_RANGE),
-    ((LLAMACPP_KV_TOKENS, *POOL_TOKENS), 0.0, MAX_TOKENS,
-     f"a number of KV cells, 0 to {MAX_TOKENS:g}"),
-    (RESTART_SIGNS + _HISTOGRAMS, 0.0, MAX_COUNT, COUNTER_RANGE),
-)
-_READ = frozenset(n for names, *_ in _LIMITS for n in names) | set(TTFT + ITL + E2E)
 
 
 def fetch(url: str, timeout_s: float = 5.0) -> str:
@@ -163,10 +58,13 @@ def fetch(url: str, timeout_s: float = 5.0) -> str:
 
 def poll(url: str, duration_s: float, interval_s: float,
          clock: Callable[[], float] = time.monotonic,
-         sleep: Callable[[float], None] = time.sleep) -> Observation:
+         sleep: Callable[[float], None] = time.sleep,
+         wall: Callable[[], float] = time.time) -> Observation:
     """Scrape ``url`` every ``interval_s`` for ``duration_s`` seconds. Each scrape is timed
     when its response is in (the first fetch also pays for loading the HTTP client), and
-    scrapes are at least a second apart, as saved ones must be (prometheus.MIN_SCRAPE_GAP_S)."""
+    scrapes are at least a second apart, as saved ones must be (prometheus.MIN_SCRAPE_GAP_S).
+    Its times are unix seconds (``wall`` at the first response, then ``clock``'s steps), as a
+    saved scrape's are, to set against the server's process start."""
     if interval_s <= 0 or duration_s < 0:
         raise InputError("interval must be positive and duration not negative")
     if interval_s < MIN_SCRAPE_GAP_S:
@@ -175,13 +73,16 @@ def poll(url: str, duration_s: float, interval_s: float,
                          "(under a second, a counter's step is noise)")
     scrapes: list[Scrape] = []
     taken_s: list[float] = []  # the clock as each response came in
+    start_unix_s = 0.0
     stopped = ""
     while True:
         try:
             text = fetch(url, timeout_s=max(1.0, interval_s * 5))
             taken_s.append(clock())
+            if len(taken_s) == 1:
+                start_unix_s = wall()
             try:
-                scrapes.append(parse_scrape(text, taken_s[-1] - taken_s[0]))
+                scrapes.append(parse_scrape(text, start_unix_s + taken_s[-1] - taken_s[0]))
             except InputError as exc:
                 raise InputError(f"{url}: {exc}") from None
         except (InputError, KeyboardInterrupt) as exc:
@@ -233,347 +134,3 @@ def read_source(source: str, duration_s: float = 60.0, interval_s: float = 1.0) 
     except InputError as exc:
         raise InputError(f"{source}: {exc}") from None
     return from_scrapes(scrapes, source)
-
-
-def check_scrape(scrape: Scrape, source: str) -> None:
-    """Every sample of the metrics observe reads, within what that metric can hold, and no
-    line of theirs unreadable (skipped, it would leave an engine or a reading out)."""
-    for line in scrape.unread:
-        lead = re.match(r"[a-zA-Z_:][a-zA-Z0-9_:]*", line)
-        if lead and lead[0].removesuffix("_bucket").removesuffix("_sum").removesuffix(
-                "_count") in _READ:
-            raise InputError(f"{source}: {shorten(line)!r} is not a Prometheus sample "
-                             "(name{labels} value [timestamp])")
-    for names, low, high, what in _LIMITS:
-        for name in names:
-            for _, value in scrape.samples.get(name, []):
-                checked(value, source, name, low, high, what)
-
-
-def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
-    obs = Observation(source, "metrics")
-    for s in scrapes:
-        check_scrape(s, source)
-        obs.model_names += [m for m in s.label_values("model_name") if m not in obs.model_names]
-    running_name = next((n for n in RUNNING if n in scrapes[-1].samples), None)
-    if running_name is not None:
-        maker = re.split(r"[:_]", running_name)[0]  # vllm: sglang: llamacpp: trtllm_
-        obs.engine_family = maker.replace("llamacpp", "llama.cpp")
-        # vLLM V1 exports each data-parallel engine core's gauges apart (an "engine" label),
-        # SGLang each DP-attention rank's ("dp_rank"): the sum of their KV fractions is no
-        # fraction, and each core runs its own batch
-        for s in scrapes:
-            _check_one_server(s, source)
-        cores = {core_of(labels) for labels, _ in scrapes[-1].samples[running_name]}
-        obs.engines = max(1, len(cores - {(None, None)}))
-    k = obs.engines
-    if k > 1:
-        obs.notes.append(f"{k} data-parallel engines (the 'engine' or 'dp_rank' label): the "
-                         "batch, the queue, the KV usage and the token rates are each engine's "
-                         "mean, the preemptions all engines' together; the wall is the "
-                         "fullest engine's")
-    deferred = 0.0
-    gap = max((g for s in scrapes if running_name is not None
-               and (g := _rank_gap(s.samples.get(running_name, []))) is not None),
-              key=lambda g: g[1] - g[0], default=None)
-    if gap is not None:
-        obs.notes.append(f"{running_name}: ranks of one engine read {gap[0]:,.0f} and "
-                         f"{gap[1]:,.0f} running requests (averaged): the ranks of one "
-                         "scheduler report the same requests, so their series may come from "
-                         "different servers")
-    for s in scrapes:
-        cells = s.value(LLAMACPP_KV_TOKENS)
-        if cells is not None:
-            obs.kv_tokens.append(cells)
-        for series, names in ((obs.running, RUNNING), (obs.kv_usage, KV_USAGE),
-                              (obs.swapped, SWAPPED)):
-            value = _gauge(s, names, obs.engine_family)
-            if value is not None:
-                series.append(value)
-        waiting = _gauge_by_core(s, WAITING, obs.engine_family)
-        if WAITING_BY_REASON in s.samples and waiting:  # the queue the engine could run:
-            by_core = core_values(s.samples[WAITING_BY_REASON],
-                                  lambda labels: labels.get("reason") == "deferred", gauge=True)
-            held = sum(by_core.values()) / k
-            queued = sum(waiting.values()) / len(waiting)
-            if held > queued * (1 + 1e-9):  # not KV transfers, LoRA budgets
-                raise InputError(f"{source}: {held:,.0f} requests deferred "
-                                 f"({WAITING_BY_REASON}) but {queued:,.0f} waiting: "
-                                 "the deferred are among the waiting")
-            waiting = {core: max(0.0, v - by_core.get(core, 0.0)) for core, v in waiting.items()}
-            deferred = max(deferred, held)
-        if waiting:
-            obs.waiting.append(sum(waiting.values()) / len(waiting))
-        if k > 1:  # each engine's own fill and queue: the wall is the fullest engine's
-            kv = _gauge_by_core(s, KV_USAGE, obs.engine_family)
-            obs.core_pressure += [(kv.get(core), waiting.get(core, 0.0))
-                                  for core in dict.fromkeys([*kv, *waiting])]
-    _read_pool(scrapes[-1], obs)
-    if deferred:
-        obs.notes.append(f"up to {deferred:,.0f} waiting requests deferred (a KV transfer, a "
-                         "LoRA budget: vllm:num_requests_waiting_by_reason) are not counted as "
-                         "waiting for the batch")
-    copied = next((name for name in KV_USAGE for s in scrapes
-                   if any(SHARE_LABEL in labels for labels, _ in s.samples.get(name, []))), None)
-    if copied is not None:
-        obs.notes.append(f"{copied} comes once per API-server process (a '{SHARE_LABEL}' label: "
-                         "vLLM before PR #28792 with --api-server-count > 1, the gauge not yet "
-                         "'mostrecent'): each is one process's last reading, the others' 0 or "
-                         "stale, so the highest is read, not their sum")
-    if not obs.running:
-        found = sorted(scrapes[-1].samples)
-        if any(n.startswith("trtllm_") for n in found):  # its per-request metrics alone
-            raise InputError(f"{source}: TensorRT-LLM's page has no trtllm_num_requests_running:"
-                             " trtllm-serve exports its running and waiting requests and KV "
-                             "use from iteration stats, with enable_iter_perf_stats: true among "
-                             "its LLM API options (TensorRT-LLM 1.1 exported request latencies "
-                             "only)")
-        raise InputError(f"{source}: no running-requests metric ({' or '.join(RUNNING)}); "
-                         f"found {', '.join(found[:6])}, …")
-    if _gauge(scrapes[-1], KV_USAGE, obs.engine_family) is None:
-        obs.notes.append(f"no KV-usage metric ({', '.join(KV_USAGE)})")
-    first, last = scrapes[0], scrapes[-1]
-    timed = first.time_s is not None and last.time_s is not None and last.time_s > first.time_s
-    restarts: Restarts = {}
-    if timed:
-        assert first.time_s is not None and last.time_s is not None
-        obs.duration_s = last.time_s - first.time_s
-        restarts = find_restarts(scrapes)
-        note_restarts(scrapes, restarts, obs)
-        # SGLang's per-step counter, by mode, where every scrape has it (one that appears
-        # mid-window leaves the rates to the completion counters, which every scrape has)
-        live = all(any(labels.get("mode") == "decode" for labels, _ in
-                       s.samples.get(REALTIME_TOKENS, [])) for s in scrapes)
-        prompt_names = (REALTIME_TOKENS,) if live else PROMPT_TOKENS
-        prompt_rate = window_rate(scrapes, prompt_names, obs, restarts,
-                                  PREFILL_MODES if live else ())
-        generation_rate = window_rate(scrapes, (REALTIME_TOKENS,), obs, restarts,
-                                      ("decode",)) if live else \
-            window_rate(scrapes, GENERATION_TOKENS, obs, restarts)
-        if not live and obs.engine_family in ("sglang", "llama.cpp", "trtllm") and (
-                prompt_rate is not None or generation_rate is not None):
-            obs.notes.append(f"{obs.engine_family} adds a request's tokens to its counters when "
-                             "it finishes: over a window shorter than its requests the token "
-                             "rates read low (0 if none finished), and high when several do")
-        for rate, what, names in ((prompt_rate, "prompt", PROMPT_TOKENS),
-                                  (generation_rate, "generation", GENERATION_TOKENS)):
-            if rate is None and not series_present(scrapes, names):  # else noted as missing
-                obs.notes.append(f"no {what}-token counter ({' or '.join(names)}): no {what} "
-                                 "rate")
-        obs.prompt_tok_s = None if prompt_rate is None else prompt_rate / k
-        obs.generation_tok_s = None if generation_rate is None else generation_rate / k
-        obs.preemptions = window_increase(scrapes, PREEMPTIONS, obs, restarts)  # all engines'
-        if obs.preemptions is None and not series_present(scrapes, PREEMPTIONS) \
-                and obs.engine_family != "llama.cpp":  # it preempts none
-            obs.notes.append(f"no preemption counter ({' or '.join(PREEMPTIONS)}): SGLang's "
-                             "appears at its first retraction; TensorRT-LLM exports none")
-    else:
-        live = False
-        lifetime = counter_total(last, PREEMPTIONS)
-        obs.notes.append("a single scrape: no rates; histograms cover the server's lifetime"
-                         + (f"; {lifetime:,.0f} preemptions since it started, not read as "
-                            "current" if lifetime else ""))
-    cached = None if live else _cached_prompt_tokens(scrapes, obs, timed, restarts)
-    if cached is not None and cached[1]:
-        obs.cached_prompt_share = _cached_share(*cached, obs)
-    families: tuple[tuple[str, tuple[str, ...]], ...] = (("ttft", TTFT), ("itl", ITL),
-                                                         ("e2e", E2E))
-    for key, family in families:
-        name = next((n for n in family for s in scrapes if f"{n}_bucket" in s.samples), None)
-        if name is None and key == "itl" and _slot_itl(scrapes, obs, timed, restarts):
-            continue
-        if name is None:
-            obs.notes.append(f"no {key} histogram ({' or '.join(family)})")
-            continue
-        try:
-            window = histogram_window(scrapes, name, obs, restarts) if timed \
-                else last.histogram(name)
-        except InputError as exc:
-            raise InputError(f"{source}: {exc}") from None
-        if window is None:  # missing from a scrape: noted
-            continue
-        obs.latency_ms[key] = _hist_ms(window)
-        if len(obs.latency_ms) == 1 and obs.latency_ms[key]:
-            obs.notes.append("latency percentiles are interpolated within the histograms' "
-                             "buckets, as Prometheus's histogram_quantile does; the means "
-                             "are exact")
-        if key == "itl" and name.startswith("trtllm_"):
-            obs.notes.append("ITL: TensorRT-LLM's time per output token, one observation per "
-                             "finished request (its mean): requests weigh alike, whatever "
-                             "their length")
-    _read_lengths(scrapes, obs, timed, restarts)
-    return obs
-
-
-def _read_lengths(scrapes: list[Scrape], obs: Observation, timed: bool,
-                  restarts: Restarts) -> None:
-    """The mean prompt and output of a finished request: the window's prompt and generation
-    tokens over its finished requests, as the rates are taken (the server's lifetime would
-    mix in traffic long gone: 50,000 prompt and 30,000 output tokens over 100 requests is
-    500 and 300); the lifetime's only from a single scrape. None where a counter gives no
-    window figure (missing from a scrape): a length is never read off a part of the window."""
-    if timed:
-        prompt, gen, total = (window_increase(scrapes, names, obs, restarts)
-                              for names in (PROMPT_TOKENS, GENERATION_TOKENS, REQUESTS))
-        obs.finished_requests = total
-    else:
-        prompt, gen, total = (counter_total(scrapes[-1], names)
-                              for names in (PROMPT_TOKENS, GENERATION_TOKENS, REQUESTS))
-    if prompt is None or gen is None or total is None:
-        return
-    if not total:
-        if timed:
-            obs.notes.append("no request finished in the window: no mean prompt and output "
-                             "length from the counters")
-        return
-    for attr, value, name in (("mean_prompt_tokens", prompt, PROMPT_TOKENS[0]),
-                              ("mean_output_tokens", gen, GENERATION_TOKENS[0])):
-        setattr(obs, attr, checked(value / total, obs.source, f"{name} ÷ requests", 0.0,
-                                   MAX_TOKENS, REQUEST_TOKENS_RANGE))
-
-
-def _cached_prompt_tokens(scrapes: list[Scrape], obs: Observation, timed: bool,
-                          restarts: Restarts) -> tuple[float, float, str] | None:
-    """(prompt tokens not computed here, the tokens they are a share of, what those are),
-    over the window or, from one scrape, the server's lifetime: vLLM's prompt tokens by
-    source where it exports them (all but local_compute: its prefix cache and KV transfers);
-    else vLLM's prefix-cache hits against its queries, both recounted at each step a
-    request waits (40 % of 10,000 prompt tokens cached, each looked up twice: 8,000 hits of
-    20,000 queries, 0.4 — against the prompt tokens, 0.8); else a cached-tokens counter
-    against the prompt counter; None without any."""
-    def count(names: tuple[str, ...], keep: tuple[str, ...] = ()) -> float | None:
-        if timed:
-            return window_increase(scrapes, names, obs, restarts, keep, label="source")
-        return counter_total(scrapes[-1], names, keep, label="source")
-
-    by_source = (PROMPT_BY_SOURCE,)
-    if any(PROMPT_BY_SOURCE in s.samples for s in scrapes):
-        everything, computed = count(by_source), count(by_source, (COMPUTED_SOURCE,))
-        if everything is not None and computed is not None:
-            moved = count(by_source, ("external_kv_transfer",)) or 0.0
-            if moved:
-                obs.notes.append(f"{moved / everything:.0%} of the prompt tokens came by KV "
-                                 f"transfer ({PROMPT_BY_SOURCE}): counted with the prefix "
-                                 "cache's as not computed here")
-            return everything - computed, everything, "the prompt tokens"
-    name = next((n for n in CACHED_PROMPT_TOKENS for s in scrapes if n in s.samples), None)
-    if name is None:
-        return None
-    queries = PREFIX_CACHE_QUERIES.get(name)
-    if queries is not None and any(queries in s.samples for s in scrapes):
-        hits, asked = count((name,)), count((queries,))
-        if hits is not None and asked is not None:
-            return hits, asked, f"the lookups ({queries})"
-    cached, prompted = count((name,)), count(PROMPT_TOKENS)
-    if cached is None or prompted is None:
-        return None
-    return cached, prompted, "the prompt tokens that include them"
-
-
-def _rank_gap(series: list[tuple[dict[str, str], float]]) -> tuple[float, float] | None:
-    """The widest gap between ranks of one core (lowest, highest) where they disagree past
-    what scraping them a moment apart explains (more than 2 and a half apart), or None."""
-    worst = None
-    for ranks in ranks_by_core(series, gauge=True).values():
-        lo, hi = min(ranks), max(ranks)
-        if hi - lo > 2 and hi > 1.5 * lo and (worst is None or hi - lo > worst[1] - worst[0]):
-            worst = (lo, hi)
-    return worst
-
-
-def _gauge(scrape: Scrape, names: tuple[str, ...], family: str | None) -> float | None:
-    """A gauge per core, the cores' values averaged (a gauge with no core label is the one
-    engine's). The first name of the engine family's present wins."""
-    values = list(_gauge_by_core(scrape, names, family).values())
-    return sum(values) / len(values) if values else None
-
-
-def _gauge_by_core(scrape: Scrape, names: tuple[str, ...], family: str | None
-                   ) -> dict[tuple[str | None, ...], float]:
-    """A gauge's value per core (empty where the scrape has none of ``names``)."""
-    prefix = {"llama.cpp": "llamacpp"}.get(family or "", family or "")
-    for name in names:
-        if name in scrape.samples and name.startswith(prefix):
-            return core_values(scrape.samples[name], gauge=True)
-    return {}
-
-
-def _check_one_server(scrape: Scrape, source: str) -> None:
-    """The running gauge's series differ only by the labels one server's cores and ranks
-    carry: a federated scrape (instance, job) or several models summed would be no batch."""
-    known = {*CORE_LABELS, *RANK_LABELS, SHARE_LABEL}
-    for name in RUNNING + WAITING + KV_USAGE:
-        series = [labels for labels, _ in scrape.samples.get(name, [])]
-        for label in sorted({key for labels in series for key in labels} - known):
-            values = list(dict.fromkeys(labels.get(label, "") for labels in series))
-            if len(values) > 1:
-                shown = ", ".join(values[:3]) + (", …" if len(values) > 3 else "")
-                raise InputError(f"{source}: {name} has series for {len(values)} values of "
-                                 f"'{label}' ({shown}): observe reads one server's scrape at a "
-                                 "time; save one file per server")
-
-
-def _cached_share(cached: float, prompted: float, of: str, obs: Observation) -> float | None:
-    """The share of prompt tokens the prefix cache served, ``cached`` ÷ ``prompted``; None
-    (with a note) where the hits outrun what includes them: the two counters are not one
-    server's, or a preempted request's hits were counted twice over."""
-    if cached > prompted * 1.05:
-        obs.notes.append(f"prefix-cache hits outrun {of} ({cached / prompted:,.1f}×): not read "
-                         "(every prompt token priced as computed)")
-        return None
-    return min(1.0, cached / prompted)
-
-
-def _read_pool(scrape: Scrape, obs: Observation) -> None:
-    """The pool per engine as the engine sized it, where its metrics say: vLLM's
-    cache_config_info (num_gpu_blocks × block_size, from its labels: blocks, which the report
-    shares among the model's KV-cache groups), SGLang's max_total_num_tokens. Under data
-    parallelism vLLM's frontend adds up its engines' blocks and labels every engine's series
-    with that sum (vllm/v1/engine/utils.py wait_for_engine_startup; some builds label one
-    series engine=""), so it is divided by the engines the running gauge shows: 20,000 blocks
-    over 2 engines are 10,000 each."""
-    for labels, _ in scrape.samples.get(CACHE_CONFIG, [])[:1]:
-        try:
-            blocks, size = int(labels.get("num_gpu_blocks", "")), int(labels.get("block_size", ""))
-        except ValueError:  # "None" before the engine has profiled its pool
-            return
-        if not (0 < blocks <= MAX_TOKENS and 0 < size <= 4096):
-            return
-        k = obs.engines
-        if k > 1:
-            obs.notes.append(f"{CACHE_CONFIG}: num_gpu_blocks={blocks:,} is the {k} "
-                             f"data-parallel engines' sum (vLLM adds them up at start-up): "
-                             f"{blocks // k:,} blocks each")
-            blocks //= k
-        if blocks:
-            obs.pool_tokens, obs.pool_block_size = float(blocks * size), size
-        return
-    values = list(_gauge_by_core(scrape, POOL_TOKENS, obs.engine_family).values())
-    if values and min(values) > 0:
-        obs.pool_tokens = min(values)
-
-
-def _slot_itl(scrapes: list[Scrape], obs: Observation, timed: bool,
-              restarts: Restarts) -> bool:
-    """llama-server: the mean time between a slot's tokens, its summed generation seconds per
-    generated token (over the window, or the server's lifetime from one scrape)."""
-    last = scrapes[-1]
-    seconds, tokens = last.value(*GENERATION_SECONDS), last.value(*GENERATION_TOKENS)
-    if seconds is None or tokens is None:
-        return False
-    if timed:
-        seconds = window_increase(scrapes, GENERATION_SECONDS, obs, restarts)
-        tokens = window_increase(scrapes, GENERATION_TOKENS, obs, restarts)
-    if not seconds or not tokens:
-        return False
-    obs.latency_ms["itl"] = {"mean": seconds / tokens * 1e3}
-    obs.notes.append("ITL: llama-server's generation seconds per generated token (mean only)")
-    return True
-
-
-def _hist_ms(h: Histogram) -> dict[str, float]:
-    if not h.count:
-        return {}
-    shown = {"mean": h.mean * 1e3, "p50": h.quantile(0.5) * 1e3, "p90": h.quantile(0.9) * 1e3,
-             "p99": h.quantile(0.99) * 1e3}  # a histogram with no finite bucket: the mean only
-    return {**{k: v for k, v in shown.items() if not math.isnan(v)}, "count": h.count}

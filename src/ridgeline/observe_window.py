@@ -1,7 +1,8 @@
 """A metric's series over a window of scrapes, engine core by engine core: which core and rank a
-series belongs to, the restarts the window holds, a series missing from a scrape, and a
-counter's increase and a histogram's observations over the window, as Prometheus' rate()
-takes each series. `observe` (observe.py) reads its rates, lengths and latencies through them.
+series belongs to, the restarts the window holds, a series missing from a scrape or absent
+from the first, and a counter's increase and a histogram's observations over the window, as
+Prometheus' rate() takes each series. `observe` (observe.py) reads its rates, lengths and
+latencies through them.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ridgeline.engine_metrics import (
     ITL,
     PREEMPTIONS,
     PREFIX_CACHE_QUERIES,
+    PROCESS_START,
     PROMPT_BY_SOURCE,
     PROMPT_TOKENS,
     REALTIME_TOKENS,
@@ -45,6 +47,7 @@ RESTART_SIGNS = (PREEMPTIONS + PROMPT_TOKENS + GENERATION_TOKENS + GENERATION_SE
 CORE_LABELS = ("engine", "dp_rank")
 RANK_LABELS = ("tp_rank", "pp_rank", "moe_ep_rank", "attn_tp_rank", "attn_cp_rank", "cp_rank")
 SHARE_LABEL = "pid"
+RESTART_MOVE_S = 1.0  # a process start that moves later by more than this is a new process
 
 
 def core_of(labels: dict[str, str]) -> tuple[str | None, ...]:
@@ -99,13 +102,21 @@ def counter_total(scrape: Scrape, names: tuple[str, ...], modes: tuple[str, ...]
 Restarts = dict[tuple[int, tuple[str | None, ...]], list[str]]
 
 
+def process_start_s(scrape: Scrape) -> float | None:
+    """When the serving process started (PROCESS_START, unix seconds): the earliest of its
+    series, so that every process exporting one had started by then; None without one."""
+    starts = [v for _, v in scrape.samples.get(PROCESS_START, [])]
+    return min(starts) if starts else None
+
+
 def find_restarts(scrapes: list[Scrape]) -> Restarts:
     """Each interval (index of its first scrape) in which an engine core restarted, with the
     series that fell: any series of a counter, or a histogram's count, of the core that goes
-    down. A restart resets every series of the core at once (vLLM's, SGLang's and
-    llama-server's metrics live in the engine process), so all of them count from zero after
-    it — not only those that happen to have fallen below their old value: a counter at 50,000
-    that restarts and passes it by the next scrape would otherwise be subtracted across it."""
+    down; or, for every core, the process's start time (PROCESS_START) moving later. A
+    restart resets every series of the core at once (vLLM's, SGLang's and llama-server's
+    metrics live in the engine process), so all of them count from zero after it — not only
+    those that happen to have fallen below their old value: a counter at 50,000 that restarts
+    and passes it by the next scrape would otherwise be subtracted across it."""
     found: Restarts = {}
     for i, (before, after) in enumerate(itertools.pairwise(scrapes)):
         for name in RESTART_SIGNS:
@@ -117,19 +128,28 @@ def find_restarts(scrapes: list[Scrape]) -> Restarts:
                     family = name.removesuffix("_count") if name.endswith("_count") else name
                     if family not in fell:
                         fell.append(family)
+        started, now = process_start_s(before), process_start_s(after)
+        if started is not None and now is not None and now > started + RESTART_MOVE_S:
+            cores = dict.fromkeys(core_of(labels) for name in RESTART_SIGNS
+                                  for labels, _ in after.samples.get(name, []))
+            for core in cores or [core_of({})]:
+                found.setdefault((i, core), []).append(PROCESS_START)
     return found
 
 
 def note_restarts(scrapes: list[Scrape], restarts: Restarts, obs: Observation) -> None:
     start = scrapes[0].time_s or 0.0
-    for (i, core), fell in restarts.items():
+    for (i, core), signs in restarts.items():
+        fell = [name for name in signs if name != PROCESS_START]
         shown = ", ".join(fell[:3]) + (", …" if len(fell) > 3 else "")
+        why = "; ".join([f"{shown} went down"] * bool(fell)
+                        + [f"{PROCESS_START} moved later"] * (PROCESS_START in signs))
         obs.notes.append(
             f"{core_name(core) or 'the engine'} restarted between the scrapes "
             f"{(scrapes[i].time_s or 0.0) - start:,.0f} s and "
-            f"{(scrapes[i + 1].time_s or 0.0) - start:,.0f} s into the window ({shown} went "
-            "down): every counter and histogram of it counts from zero after the restart, its "
-            "work between the earlier scrape and the restart unseen")
+            f"{(scrapes[i + 1].time_s or 0.0) - start:,.0f} s into the window ({why}): every "
+            "counter and histogram of it counts from zero after the restart, its work between "
+            "the earlier scrape and the restart unseen")
 
 
 def core_name(core: tuple[str | None, ...]) -> str:
@@ -147,28 +167,73 @@ def series_present(scrapes: list[Scrape], names: tuple[str, ...]) -> bool:
     return any(n in s.samples for n in names for s in scrapes)
 
 
-def _spans_window(name: str, core: tuple[str | None, ...], seen: list[bool],
+def started_inside_s(scrapes: list[Scrape], j: int) -> float | None:
+    """Seconds into the window the server that answered scrape ``j`` started, where its
+    process start (PROCESS_START) lies after the first scrape and by scrape ``j``: all it
+    counted is then the window's. None without a start time, with one before the window, or
+    with one after scrape ``j`` (the scrapes' clock and the server's disagree)."""
+    first, then, started = scrapes[0].time_s, scrapes[j].time_s, process_start_s(scrapes[j])
+    if first is None or then is None or started is None or not first < started <= then:
+        return None
+    return started - first
+
+
+def _series_spans(scrapes: list[Scrape], name: str, sample: str,
+                  keep: Callable[[dict[str, str]], bool], obs: Observation) -> bool:
+    """Whether every series (label set, a histogram's buckets as one) of ``sample`` that
+    ``keep`` accepts spans the window (_spans_window), each apart: a counter summed over its
+    series would take one born mid-window (TensorRT-LLM's finished_reason="length" at its
+    first such request) as an increase of its whole value."""
+    present = [dict.fromkeys(frozenset((k, v) for k, v in labels.items() if k != "le")
+                             for labels, _ in s.samples.get(sample, []) if keep(labels))
+               for s in scrapes]
+    series = list(dict.fromkeys(key for keys in present for key in keys))
+    values: dict[str, set[str]] = {}
+    for key in series:
+        for k, v in key:
+            values.setdefault(k, set()).add(v)
+    varying = [k for k in sorted(values) if len(values[k]) > 1 and k not in CORE_LABELS]
+    for key in series:
+        labels = dict(key)
+        whose = ", ".join(part for part in [core_name(core_of(labels))] + [
+            f"{k}={labels[k]}" for k in varying if k in labels] if part)
+        if not _spans_window(scrapes, name + (f" ({whose})" if whose else ""),
+                             [key in keys for keys in present], obs):
+            return False
+    return True
+
+
+def _spans_window(scrapes: list[Scrape], series: str, seen: list[bool],
                   obs: Observation) -> bool:
     """Whether a series' readings give a window figure, with a note where they do not: one
     missing from a scrape after it appeared has an unknown increase (not 0); one absent from
-    the first scrape counts from zero only where its engine makes it at its first increment
-    (engine_metrics.EAGER_PREFIXES)."""
-    whose = f" ({core_name(core)})" if core_name(core) else ""
+    the first scrape has an unknown start (its first value may hold counts from before the
+    window, whether its engine exports it from start-up or makes it at its first increment:
+    engine_metrics.EAGER_PREFIXES), so it counts from zero only where the server's process
+    started inside the window (started_inside_s)."""
     first = seen.index(True)
     if not all(seen[first:]):
         gap = seen.index(False, first) + 1
-        _note(obs, f"{name}{whose} is missing from scrape {gap} of {len(seen)}: what it "
+        _note(obs, f"{series} is missing from scrape {gap} of {len(seen)}: what it "
                    "counted over the window is unknown, so it is not read (not taken as 0)")
         return False
     if first:
-        if name.startswith(EAGER_PREFIXES):
-            _note(obs, f"{name}{whose} is missing from the first scrape, though "
-                       f"{name.split(':')[0]} exports it from start-up: the window has no start "
-                       "for it (its first value would be the server's lifetime), so it is not "
-                       "read")
-            return False
-        _note(obs, f"{name}{whose} first appears mid-window: counted from zero (the engine "
-                   "makes a labelled series at its first increment)")
+        started = started_inside_s(scrapes, first)
+        if started is not None:
+            _note(obs, f"{series} first appears mid-window, after the server's process "
+                       f"started {started:,.0f} s into it ({PROCESS_START}): counted from zero")
+            return True
+        if series.startswith(EAGER_PREFIXES):
+            _note(obs, f"{series} is missing from the first scrape, though "
+                       f"{series.split(':')[0]} exports it from start-up: the window has no "
+                       "start for it (its first value would be the server's lifetime), so it "
+                       "is not read")
+        else:
+            _note(obs, f"{series} is missing from the first scrape: the window has no start "
+                       "for it (the engine makes a series at its first increment, but nothing "
+                       f"says that came inside the window: no {PROCESS_START} after the first "
+                       "scrape), so it is not read (not counted from zero)")
+        return False
     return True
 
 
@@ -177,16 +242,16 @@ def histogram_window(scrapes: list[Scrape], name: str, obs: Observation,
     """A histogram's observations over the window, scrape to scrape and core by core, as
     window_increase counts a counter: after a restart of a core (find_restarts) its later
     histogram is whole, the other cores' subtracted; None (noted) where a core's histogram
-    does not span the window (_spans_window). The sum is checked as each scrape's histogram
+    does not span the window (_series_spans). The sum is checked as each scrape's histogram
     is: one core's +Inf bucket with no _count of its own (a broken exporter) passes in the
     scrape it shares, not in the window."""
+    if not _series_spans(scrapes, name, f"{name}_bucket", lambda _: True, obs):
+        return None
     cores = list(dict.fromkeys(core_of(labels) for s in scrapes
                                for labels, _ in s.samples.get(f"{name}_bucket", [])))
     window: Histogram | None = None
     for core in cores:
         hists = [s.histogram(name, keep=_of_core(core)) for s in scrapes]
-        if not _spans_window(name, core, [h is not None for h in hists], obs):
-            return None
         for i, (before, after) in enumerate(itertools.pairwise(hists)):
             if after is not None:
                 part = after if (i, core) in restarts else after.minus(before)
@@ -205,16 +270,16 @@ def window_increase(scrapes: list[Scrape], names: tuple[str, ...], obs: Observat
     """A counter's increase over the window (only its series whose ``label`` is one of
     ``modes``, if given), core by core as Prometheus' rate() takes each series: after a
     restart of the core (find_restarts: any of its series fell) it counts from zero. None where
-    no scrape has it, or where a core's series does not span the window (_spans_window:
-    missing from a later scrape; absent from the first where the engine exports it from
-    start-up) — never 0 for what was not read."""
+    no scrape has it, or where one of its series does not span the window (_series_spans:
+    missing from a later scrape; absent from the first, unless the server started inside the
+    window) — never 0 for what was not read."""
     name = next((n for n in names for s in scrapes if n in s.samples), None)
     if name is None:
         return None
+    if not _series_spans(scrapes, name, name,
+                         lambda labels: not modes or labels.get(label) in modes, obs):
+        return None
     values = [counter_by_core(s, names, modes, label) or {} for s in scrapes]
-    for core in dict.fromkeys(core for v in values for core in v):
-        if not _spans_window(name, core, [core in v for v in values], obs):
-            return None
     total = 0.0
     for i, (before, after) in enumerate(itertools.pairwise(values)):
         for core, value in after.items():

@@ -56,7 +56,9 @@ class ObserveReport(ObserveVerdict):
             "fraction_of_arithmetic": self.fraction, "pool_batch": self.pool_batch,
             "context": self.context, "context_source": self.context_source,
             "wall": self.wall, "lever": self.lever,
-            "predicted_itl_ms": self.predicted_itl_ms, "gap": self.gaps(),
+            "predicted_itl_ms": self.predicted_itl_ms,
+            "gap": {} if self.misdescribed else self.gaps(),
+            "gap_not_comparable": self.misdescribed if self.gaps() else None,
             "floor_itl_ms": self.floor_itl_ms, "queued_readings": list(self.queued),
             "likely_weights": [name for name, _ in self.lighter_weights],
             "cautions": self.cross_checks(), "notes": o.notes,
@@ -98,7 +100,7 @@ class ObserveReport(ObserveVerdict):
         for key, label in (("ttft", "TTFT"), ("itl", "ITL/TPOT"), ("e2e", "end-to-end")):
             v = o.latency_ms.get(key)
             if v:
-                lines.append(f"{label:<11} " + ", ".join(f"{k} {x:,.1f} ms" for k, x in v.items()
+                lines.append(f"{label:<11} " + ", ".join(f"{k} {_ms(x)} ms" for k, x in v.items()
                                                           if k != "count"))
         b, frac = self.batch, self.fraction
         lines.append("")
@@ -109,8 +111,11 @@ class ObserveReport(ObserveVerdict):
             if self.weights_do_not_load:
                 lines.append(f"batch {b:,.1f}: no share of the arithmetic, the deployment as "
                              "described cannot load")
+            elif self.unit_suspect:
+                lines.append(f"batch {b:,.1f}: no share of the arithmetic, the ITL it is read "
+                             "from is likely in seconds (the caution below)")
             else:
-                    lines.append(f"batch {b:,.1f} against a ridge of {self.ridge:,.0f} on "
+                lines.append(f"batch {b:,.1f} against a ridge of {self.ridge:,.0f} on "
                              f"{d.gpus_label}: {frac:.1%} of the arithmetic you "
                              "are billed for" + (" in the weights every token reads "
                                                  "(attention, shared layers; the routed "
@@ -151,7 +156,15 @@ class ObserveReport(ObserveVerdict):
                     + (f"; each step a decode of the batch and the {chunk:,} prompt tokens the "
                        "load brings per step, on average" if chunk else "") + ")")
             implied = self.rate_itl_ms
-            if "itl" in gaps and measured:
+            apart = self.misdescribed
+            if apart and measured and not self.single_scrape:
+                line += (f"; measured {measured:,.1f} ms: not compared, {apart} (the caution "
+                         "below)")
+            elif apart and "generation_tok_s" in gaps and implied and b:
+                line += (f"; the generation rate, {o.generation_tok_s:,.0f} tok/s at batch "
+                         f"{b:,.1f}, implies {implied:,.1f} ms a token: not compared, {apart} "
+                         "(the caution below)")
+            elif "itl" in gaps and measured:
                 line += f"; measured {measured:,.1f} ms: {gaps['itl']:+.0%}"
             elif measured and self.single_scrape:
                 line += (f"; not set against the scrape's {measured:,.1f} ms, the mean over the "
@@ -165,6 +178,24 @@ class ObserveReport(ObserveVerdict):
         lines += self.cross_checks()
         lines += [f"note: {n}" for n in o.notes]
         return lines
+
+    @property
+    def misdescribed(self) -> str | None:
+        """Why the prediction is not set against the measurement (nor written as a row for
+        calibrate), where the cautions say the deployment described is not the one that runs,
+        or the measurement's unit is in doubt: a percentage between a model of the wrong
+        deployment and the real one's latency measures the description, not the engine
+        (Llama-3.1-70B described on two H100s, measured under its floor: "+107%")."""
+        if self.unit_suspect:
+            return "the measured ITL's unit is in doubt"
+        if self.below_floor:
+            return ("the measurement is under the floor of the deployment described, so the "
+                    "prediction prices another than the server runs")
+        if self.unheld_mean is not None:
+            return ("the pool modelled for the deployment described cannot hold the running "
+                    "batch at the counters' mean, so the deployment described may not be the "
+                    "one that runs")
+        return None
 
     def cross_checks(self) -> list[str]:
         """What the measured figures say against each other and against the floor: a latency
@@ -224,7 +255,8 @@ class ObserveReport(ObserveVerdict):
     def measurement_rows(self, model_id: str) -> str:
         """What was observed, as rows `ridgeline calibrate` reads: none from a single scrape,
         whose lifetime latency would be paired with one instant's batch, nor for a deployment
-        that does not fit as described (the row would price another than the server runs)."""
+        that does not fit as described or that the cautions say is not the one that runs
+        (misdescribed: the row would price another than the server runs)."""
         o, d = self.obs, self.deployment
         out = io.StringIO()
         columns = ["id", "model", "weights_dtype", "kv_dtype", "gpu", "num_gpus", "tp", "batch",
@@ -234,7 +266,8 @@ class ObserveReport(ObserveVerdict):
         writer.writerow(columns)
         itl = o.latency_ms.get("itl", {}).get("mean")
         b = self.batch
-        if itl and b and not math.isnan(itl) and not self.single_scrape and self.fits:
+        if itl and b and not math.isnan(itl) and not self.single_scrape and self.fits \
+                and self.misdescribed is None:
             weights = d.weights.label
             if weights == "as stored":  # the checkpoint's own format, as validate names it
                 stored = d.model.stored_format_map
@@ -248,6 +281,12 @@ class ObserveReport(ObserveVerdict):
                              f"per-user decode speed at the observed running batch "
                              f"(context {self.context_source})"])
         return out.getvalue()
+
+
+def _ms(value: float) -> str:
+    """A latency in ms as the text shows it: one decimal, or two significant figures under
+    0.1 ms, where one decimal would print a bench's 0.028 as 0.0."""
+    return f"{value:,.1f}" if value >= 0.1 or value <= 0 else f"{value:.2g}"
 
 
 # the reported pool's KV fill is read instead of the counters' mean where it says a running

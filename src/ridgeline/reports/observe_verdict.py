@@ -1,6 +1,7 @@
 """`ridgeline observe`'s verdict: its checks together — the pool (observe_pool), the step's
 predicted and measured latency (observe_latency), decode's floor (observe_floor), the wall and
-its lever (observe_wall) — and whether the metrics name the model described."""
+its lever (observe_wall), each built on the one before — and whether the metrics name the
+model described."""
 
 from __future__ import annotations
 
@@ -8,12 +9,11 @@ from dataclasses import dataclass
 
 from ridgeline.catalog import model_entry, normalise
 from ridgeline.errors import InputError
-from ridgeline.reports.observe_floor import ObservedFloor
 from ridgeline.reports.observe_wall import ObservedWall
 
 
 @dataclass(frozen=True)
-class ObserveVerdict(ObservedWall, ObservedFloor):
+class ObserveVerdict(ObservedWall):
     """The figures and the wall, from the observation and the deployment described:
     ObserveReport (reports/observe.py) adds the worked steps and renders them."""
 

@@ -1,7 +1,7 @@
 """`ridgeline observe`'s wall check: the running batch on the roofline, the queue the readings
 show, the wall the engine hits (the pool, the seats or the step's token budget, llama-server's
-slots, the benchmark client's cap, the ridge, none, or unknown without a batch) and the lever
-that moves it."""
+slots, the benchmark client's cap, the ridge, none, or unknown without a batch to trust) and
+the lever that moves it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 
 from ridgeline.candidate import ENGINE_KNOB_NAMES
-from ridgeline.reports.observe_latency import ObservedLatency
+from ridgeline.reports.observe_floor import ObservedFloor
 from ridgeline.roofline import arithmetic_share
 from ridgeline.stages import micro_batches
 
@@ -20,7 +20,9 @@ NEITHER = "neither"
 CLIENT = "the client's cap"  # a benchmark run at --max-concurrency: the batch is the client's
 RIDGE = "the ridge"
 NO_FIT = "does not fit"
-UNKNOWN = "unknown"  # a source with no running batch (a bench without ITL or latencies)
+# a source with no running batch (a bench without ITL or latencies), or one read from an ITL
+# whose unit is in doubt (ObservedFloor.unit_suspect)
+UNKNOWN = "unknown"
 LEVERS = {
     NO_FIT: "no prediction: check --model, --gpu, --num-gpus, --weights and --context against "
             "what the engine serves (`ridgeline fit` sizes the pool)",
@@ -37,6 +39,8 @@ LEVERS = {
     UNKNOWN: "the source gives no running batch to set against the pool, the seats or the "
              "ridge",
 }
+UNIT_DOUBT = ("the running batch, output tok/s × a mean ITL whose unit is in doubt (the caution "
+              "below), is not set against the pool, the seats or the ridge")
 # the share of readings (scrapes, log lines; each data-parallel engine's apart) that must
 # show a queue before it is a wall: one reading's queue is a prompt that arrived between steps
 QUEUED_SHARE = 0.5
@@ -49,8 +53,9 @@ PREEMPTED_SHARE = 0.05
 
 
 @dataclass(frozen=True)
-class ObservedWall(ObservedLatency):
-    """The latency check, with the batch on the roofline and the wall it meets."""
+class ObservedWall(ObservedFloor):
+    """The floor check, with the batch on the roofline and the wall it meets (none read off a
+    batch whose ITL is likely in another unit)."""
 
     @property
     def ridge(self) -> float:
@@ -156,7 +161,7 @@ class ObservedWall(ObservedLatency):
                 return SLOTS
             if self.queue_cause != "room":
                 return LATENCY
-        if self.batch is None:
+        if self.batch is None or self.unit_suspect:
             return UNKNOWN
         b = self.batch
         if o.kind == "bench" and b >= 0.9 * self.pool_batch:
@@ -224,10 +229,11 @@ class ObservedWall(ObservedLatency):
                     "to say how full it runs")
         if self.wall == NEITHER:  # the engine runs all it is sent: below the ridge, load is cheap
             b = self.batch or 0.0
+            shown = f"{b:,.1f}" if 0 < b < 0.5 else f"{b:,.0f}"  # a bench's 0.3 is not 0
             held = (f"{b:,.0f} running, more than the {self.pool_batch:,} sequences of "
                     f"{self.context:,} tokens its pool holds: their contexts are shorter, or "
                     "share prefixes" if b > self.pool_batch else
-                    f"{b:,.0f} of the {self.pool_batch:,} sequences its pool holds")
+                    f"{shown} of the {self.pool_batch:,} sequences its pool holds")
             n, of = self.queued
             queue = ""
             if n and self.queue_persists:
@@ -252,7 +258,8 @@ class ObservedWall(ObservedLatency):
                            if o.finished_requests else "")
                         + f", though the readings saw it at most {peak:.0%} full; "
                         + LEVERS[CAPACITY].removeprefix("the KV pool is full: "))
-        if self.wall == UNKNOWN and cap:
-            return (LEVERS[UNKNOWN] + f"; the benchmark client held at most {cap:,.0f} requests "
-                    "in flight (--max-concurrency)")
+        if self.wall == UNKNOWN:
+            unknown = UNIT_DOUBT if self.unit_suspect else LEVERS[UNKNOWN]
+            return unknown + (f"; the benchmark client held at most {cap:,.0f} requests in "
+                              "flight (--max-concurrency)" if cap else "")
         return LEVERS[self.wall].format(cap=cap)
