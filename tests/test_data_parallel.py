@@ -155,7 +155,7 @@ def test_fit_cli_reports_every_ranks_tokens(capsys: pytest.CaptureFixture[str]) 
     pool = kv_pool(dep, EngineSettings(max_model_len=32_000))  # one rank's, built apart
     assert dp["tokens_all_ranks"] == 8 * pool.tokens
     assert report["conversations"] == held_conversations(pool, dep, 32_000)  # every rank's
-    code, text, _ = run_cli(capsys, "fit", "deepseek-v3", "--gpu", "h200", "--dp", "8",
+    code, text, _ = run_cli(capsys, "fit", "deepseek-v3", "--gpu", "h200", "-dp", "8",
                             "--ep", "--max-model-len", "32k")
     assert code == 0
     assert "attention DP8 × TP1, experts EP8" in text
@@ -184,16 +184,24 @@ def test_decode_and_kv_take_the_flag(capsys: pytest.CaptureFixture[str]) -> None
     (["fit", "llama-3.1-70b", "--gpu", "h100", "--num-gpus", "8", "--engine", "sglang",
       "--dp-size", "4", "--enable-dp-attention", "--max-model-len", "8k"], "is dense"),
     (["fit", "deepseek-v3", "--gpu", "h200", "--num-gpus", "8", "--engine", "sglang",
-      "--dp-size", "8", "--max-model-len", "8k"], "independent replicas"),
+      "--dp-size", "8", "--max-model-len", "8k"], "8 whole replicas"),
+    (["decode", "deepseek-v3", "--gpu", "h200", "--num-gpus", "8", "--engine", "sglang",
+      "--data-parallel-size", "8", "--batch", "64"], "8 whole replicas"),
+    (["fit", "deepseek-v3", "--gpu", "h200", "--dp", "8", "--max-model-len", "8k"],
+     "--dp is SGLang's flag"),
+    (["decode", "deepseek-v3", "--gpu", "h200", "--num-gpus", "8", "--dp-size", "8",
+      "--batch", "64"], "--dp-size is SGLang's flag"),
+    (["kv", "deepseek-v3", "--gpu", "h200", "--dp-size", "8", "--context", "32k"],
+     "--dp-size is SGLang's flag"),
     (["fit", "deepseek-v3", "--gpu", "h200", "--dp", "8", "--enable-dp-attention",
       "--max-model-len", "8k"], "SGLang's switch"),
     (["fit", "deepseek-v3", "--gpu", "h200", "--num-gpus", "8", "--enable-dp-attention",
       "--max-model-len", "8k"], "give --dp-size"),
     (["fit", "deepseek-v3", "--gpu", "h200", "--dp", "2", "--num-gpus", "4", "--engine",
       "trtllm", "--max-model-len", "8k"], "not modelled yet"),
-    (["fit", "deepseek-v3", "--gpu", "h200", "--dp", "2", "--num-gpus", "4", "-pp", "2",
+    (["fit", "deepseek-v3", "--gpu", "h200", "-dp", "2", "--num-gpus", "4", "-pp", "2",
       "--max-model-len", "8k"], "pipeline stages"),
-    (["fit", "llama-3.1-8b", "--gpu", "h100", "--dp", "2", "--enable-expert-parallel",
+    (["fit", "llama-3.1-8b", "--gpu", "h100", "-dp", "2", "--enable-expert-parallel",
       "--max-model-len", "8k"], "is dense"),
     (["fit", "llama-3.1-8b", "--gpu", "h100", "--dp", "2", "--engine", "llama.cpp-cuda",
       "--max-model-len", "8k"], "no data parallelism"),
@@ -249,3 +257,141 @@ def test_kv_holds_each_ranks_conversations_in_its_own_memory(
     per, budget = kv["bytes_per_sequence"], kv["budget_bytes"]
     assert kv["conversations_that_fit"] == 8 * int(budget / 8 // per) == 168
     assert int(budget // per) == 175  # the pooled count it no longer gives
+
+
+def test_decode_fits_a_batch_where_its_busiest_rank_holds_its_share(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Each data-parallel rank holds its own sequences in its own memory: kv -dp 8 counts 168
+    DeepSeek-V3 conversations of 32K in 8 H200s' raw memory (8 × 21), and decode's fits
+    judgement agrees: 168 fit, 169 put 22 on one rank and do not, though 169 caches would
+    fit all eight GPUs' memory pooled (the check it made before). The busiest rank's share
+    is the one fit's target is dealt by."""
+    from ridgeline.reports.fit import fit_report
+
+    code, out, _ = run_cli(capsys, "kv", "deepseek-v3", "--gpu", "h200", "-dp", "8",
+                           "--context", "32000", "--json")
+    assert code == 0
+    kv = json.loads(out)
+    held, per = kv["conversations_that_fit"], kv["bytes_per_sequence"]
+    assert (held + 1) * per <= kv["budget_bytes"]  # pooled, one more would have fit
+    dep = Deployment.build(resolve_model("deepseek-v3"), resolve_accelerator("h200"),
+                           data_parallel_size=8)
+    for batch, fits in ((held, True), (held + 1, False)):
+        code, out, _ = run_cli(capsys, "decode", "deepseek-v3", "--gpu", "h200", "-dp", "8",
+                               "--batch", str(batch), "--context", "32000", "--json")
+        assert code == 0
+        point = json.loads(out)["points"][0]
+        assert point["fits"] is fits
+        busiest = fit_report(dep, 32_000, EngineSettings(), target=batch).rank_target
+        assert point["fit_rank"] == {"data_parallel_ranks": 8, "sequences": busiest,
+                                     "gpus": 1}
+        assert point["capacity_bytes"] * 8 == pytest.approx(kv["budget_bytes"]
+                                                            + point["weight_bytes"] * 8)
+    code, text, _ = run_cli(capsys, "decode", "deepseek-v3", "--gpu", "h200", "-dp", "8",
+                            "--batch", str(held + 1), "--context", "32000")
+    assert text.startswith("DOES NOT FIT") and "busiest of 8 data-parallel ranks" in text
+
+
+def test_a_decode_without_data_parallelism_judges_the_whole_memory() -> None:
+    """Without data parallelism the memory check is every GPU's, and names no rank."""
+    fit = decode_floor(deepseek(8), 64, 4000).fit
+    assert fit.rank is None and "data-parallel" not in fit.headline()
+
+
+LAYOUT = r"(\d+) GPUs(?: \(| as )(?:attention )?DP(\d+) × TP(\d+)"
+
+
+@pytest.mark.parametrize("engine, flags", [
+    ("vllm", ["-dp", "2", "--num-gpus", "16"]),
+    ("sglang", ["--num-gpus", "32", "--dp-size", "2", "--enable-dp-attention"]),
+])
+def test_data_parallel_levers_are_layouts_the_flags_take_and_hold_what_they_say(
+        capsys: pytest.CaptureFixture[str], engine: str, flags: list[str]) -> None:
+    """DeepSeek-V3 at DP2 × TP16 on H100s (each rank over two nodes): no lever or caution
+    offers pipeline stages, which data-parallel attention refuses; the same 32 GPUs as DP4 ×
+    TP8 (a rank a node) and twice the ranks are offered, and each, given as flags in the
+    engine's words, holds the conversations its lever says."""
+    import re
+
+    base = ["fit", "deepseek-v3", "--gpu", "h100", "--engine", engine, "--max-model-len",
+            "32k"]
+    code, out, _ = run_cli(capsys, *base, *flags, "--json")
+    assert code == 0
+    report = json.loads(out)
+    names = [lever["name"] for lever in report["levers"]]
+    assert not [n for n in names if "PP" in n] and not [c for c in report["cautions"]
+                                                        if "-pp" in c or "× PP" in c]
+    assert any("the same 32 GPUs as attention DP4 × TP8" in n for n in names)
+    layouts = [(lever, re.search(LAYOUT, lever["name"])) for lever in report["levers"]]
+    tried = [(lever, m) for lever, m in layouts if m]
+    assert len(tried) >= 2
+    for lever, m in tried:
+        gpus, ranks, tp = (int(g) for g in m.groups())
+        assert gpus == ranks * tp
+        as_flags = (["-dp", str(ranks), "--num-gpus", str(tp)] if engine == "vllm" else
+                    ["--num-gpus", str(gpus), "--dp-size", str(ranks), "--enable-dp-attention"])
+        code, out, err = run_cli(capsys, *base, *as_flags, "--json")
+        assert code == 0, err
+        assert json.loads(out)["conversations"] == lever["conversations"]
+
+
+def test_cross_node_caution_under_data_parallelism_names_ranks_not_stages() -> None:
+    from ridgeline.parallel import cross_node_caution
+
+    h100 = resolve_accelerator("h100")
+    assert "-pp 2" in cross_node_caution(16, h100, "vllm")
+    ranked = cross_node_caution(16, h100, "vllm", ranks=2)
+    assert "-pp" not in ranked and "--data-parallel-size 4 --tensor-parallel-size 8" in ranked
+    assert "--dp-size 4" in cross_node_caution(16, h100, "sglang", ranks=2)
+
+
+def qwen3_next_dp4(running: int) -> tuple[Deployment, EngineSettings]:
+    """Qwen3-Next on 4 H100s, SGLang DP attention over 4 ranks, its radix cache off: the
+    state pool is set at --max-running-requests ÷ 4 requests on each rank."""
+    dep = Deployment.build(resolve_model("qwen3-next-80b-a3b"), resolve_accelerator("h100"),
+                           None, None, 1, 1, "sglang", data_parallel_size=4)
+    return dep, EngineSettings(prefix_caching=False, max_num_seqs=running)
+
+
+def test_sglang_most_running_requests_under_dp_attention_is_the_servers_flag() -> None:
+    """SGLang divides --max-running-requests over the DP-attention ranks (max_running_requests
+    // dp_size), so the largest flag leaving room for 40 conversations is each rank's most
+    (room for its 10) × 4: with it the target fits, a rank's next request more does not."""
+    from ridgeline.reports.fit import fit_report
+
+    dep, s = qwen3_next_dp4(4000)
+    over = fit_report(dep, 32_000, s, target=40)
+    assert over.conversations < 40
+    most = over.most_running_requests
+    assert most % 4 == 0 and most // 4 >= over.rank_target == 10
+    assert most == 924  # most_running_requests' worked number: 231 a rank
+    assert f"--max-running-requests {most:,} or fewer leaves room for 40" in over.text_lines()[0]
+    assert any(lever.name == f"--max-running-requests {most:,}" and lever.conversations >= 40
+               for lever in over.levers)
+    held = fit_report(dep, 32_000, replace(s, max_num_seqs=most), target=40)
+    assert held.conversations >= 40 and held.pool.state_slots == most // 4
+    assert fit_report(dep, 32_000, replace(s, max_num_seqs=most + 4), target=40) \
+        .conversations < 40
+    state = over.to_dict()["state_pool"]
+    assert state["per"] == "data-parallel rank" and state["most_running_requests"] == most
+    assert state["slots_all_ranks"] == 4 * state["slots"]
+
+
+def test_sglang_state_slots_under_dp_attention_are_each_ranks() -> None:
+    """--max-running-requests 20 over 4 DP-attention ranks sets 5 state slots a rank (Qwen3-Next
+    on 4 H200s, radix cache off): 30 conversations need 8 on the busiest rank, so the flag
+    that holds them starts at 4 × 8 = 32, not 30 (which leaves each rank 7)."""
+    from ridgeline.reports.fit import fit_report
+
+    dep = Deployment.build(resolve_model("qwen3-next-80b-a3b"), resolve_accelerator("h200"),
+                           None, None, 1, 1, "sglang", data_parallel_size=4)
+    s = EngineSettings(prefix_caching=False, max_num_seqs=20)
+    short = fit_report(dep, 4000, s, target=30)
+    assert short.pool.state_slots == 20 // 4 and short.conversations < 30
+    least = 4 * short.rank_target
+    assert f"--max-running-requests {least} to {short.most_running_requests:,} holds them" \
+        in short.text_lines()[0]
+    assert "5 requests' states on each of the 4 data-parallel ranks" in short.text_lines()[0]
+    assert fit_report(dep, 4000, replace(s, max_num_seqs=least), target=30).conversations >= 30
+    assert fit_report(dep, 4000, replace(s, max_num_seqs=least - 1), target=30) \
+        .conversations < 30

@@ -139,6 +139,16 @@ def _formats(p: argparse.ArgumentParser) -> None:
                    "(llama.cpp: f16)")
 
 
+class _Spelled(argparse.Action):
+    """Stores the value and the spelling given (``data_parallel_spelling``): SGLang's
+    --dp-size is not to be read as vLLM's --data-parallel-size (data_parallel.py)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, values)
+        namespace.data_parallel_spelling = option_string
+
+
 def data_parallel_flags(p: Any, sglang: bool = True, expert_parallel: bool = True,
                         modelled: bool = True) -> None:
     """Data-parallel attention in each engine's words (data_parallel.py): vLLM's
@@ -147,13 +157,16 @@ def data_parallel_flags(p: Any, sglang: bool = True, expert_parallel: bool = Tru
     A command that does not model it (``modelled`` False) takes the flags to refuse them."""
     refused = "; not modelled by this command yet (fit, decode and kv model it)"
     p.add_argument("--data-parallel-size", "-dp", "--dp-size", "--dp", dest="data_parallel_size",
-                   metavar="N", type=_positive_count("data-parallel size"),
+                   metavar="N", type=_positive_count("data-parallel size"), action=_Spelled,
                    help="data-parallel attention: N ranks, each with its own requests and KV "
                    "pool and its own copy of the attention weights, a MoE's experts spread over "
-                   "all of them. vLLM --data-parallel-size: N ranks of --num-gpus "
+                   "all of them. vLLM --data-parallel-size (-dp): N ranks of --num-gpus "
                    "(--tensor-parallel-size) GPUs each"
-                   + ("; SGLang --dp-size with --enable-dp-attention: --num-gpus (its --tp-size) "
-                      "GPUs in all, attention over --num-gpus ÷ N" if sglang else "")
+                   + ("; SGLang --dp-size with --enable-dp-attention and --engine sglang: "
+                      "--num-gpus (its --tp-size) GPUs in all, attention over --num-gpus ÷ N "
+                      "(its --dp-size alone runs whole replicas: size one with --num-gpus)"
+                      if sglang else "; SGLang's --dp-size is not read here (its replicas: "
+                      "size one with --num-gpus)")
                    + ("" if modelled else refused))
     if sglang:
         p.add_argument("--enable-dp-attention", action="store_true",

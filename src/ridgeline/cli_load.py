@@ -111,7 +111,10 @@ def data_parallel_layout(args: argparse.Namespace, model: Any,
     """(GPUs of one data-parallel rank, ranks) as the engine reads its flags: vLLM's
     --data-parallel-size N ranks of --tensor-parallel-size (--num-gpus) GPUs; SGLang's --dp-size
     N with --enable-dp-attention over its --tp-size (--num-gpus) GPUs in all, so N must divide
-    them. Without the flags, (--num-gpus, 1)."""
+    them; its --dp-size alone (whole replicas) and its spelling read as vLLM's are refused
+    (data_parallel.py). Without the flags, (--num-gpus, 1)."""
+    from ridgeline.data_parallel import sglang_replicas_problem, spelling_problem
+
     ranks = getattr(args, "data_parallel_size", None)
     switch = bool(getattr(args, "enable_dp_attention", False))
     gpus = int(args.num_gpus)
@@ -124,12 +127,12 @@ def data_parallel_layout(args: argparse.Namespace, model: Any,
                          "--data-parallel-size alone, each rank --tensor-parallel-size GPUs")
     if ranks is None or ranks == 1:  # SGLang: dp_size 1 turns DP attention off
         return gpus, 1
+    spelling = spelling_problem(getattr(args, "data_parallel_spelling", None), ranks, engine)
+    if spelling:
+        raise InputError(spelling)
     if engine == "sglang":
         if not switch:
-            raise InputError(f"SGLang's --dp-size {ranks} without --enable-dp-attention runs "
-                             f"{ranks} independent replicas behind its router, which ridgeline "
-                             "sizes one at a time (fit one replica's --tp-size), or add "
-                             "--enable-dp-attention")
+            raise InputError(sglang_replicas_problem(ranks, gpus))
         if gpus % ranks:
             raise InputError(f"SGLang's --tp-size (--num-gpus {gpus}) is every GPU of the "
                              f"server, its attention split over --tp-size ÷ --dp-size: {ranks} "

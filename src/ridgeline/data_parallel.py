@@ -22,7 +22,16 @@ experts and the LM head tensor-parallel over T unless --moe-dense-tp-size 1 or
 --enable-dp-lm-head; the experts TP over T, or EP with --ep-size T); the embedding is kept whole
 on every GPU (VocabParallelEmbedding(enable_tp=not is_dp_attention_enabled())).
 --max-running-requests and --chunked-prefill-size are the server's, divided by dp_size per
-rank. Its help text: DP attention is for DeepSeek-style MoE models.
+rank (model_runner: dp_size is server_args.dp_size with DP attention, else 1; max_num_reqs =
+max_running_requests // dp_size). Its help text: DP attention is for DeepSeek-style MoE models.
+
+SGLang's ``--dp-size N`` (or ``--data-parallel-size``) WITHOUT ``--enable-dp-attention`` is
+not this: its DataParallelController (launch_dp_schedulers) starts N whole replicas behind
+one endpoint, each a scheduler over its own ``--tp-size`` × ``--pp-size`` GPUs (N × TP GPUs
+in all), each its own model, experts included, its own pool and its whole
+--max-running-requests (dp_size is 1 inside a replica). ridgeline sizes one replica; a MoE's
+replicas share no experts, so reading them as vLLM's ranks would be wrong
+(sglang_replicas_problem).
 """
 
 from __future__ import annotations
@@ -81,6 +90,45 @@ def data_parallel_problem(dep: Deployment, ranks: int, named: bool) -> str:
                 "runs independent replicas, each sized by `ridgeline fit` with its own "
                 "--tp-size")
     return ""
+
+
+def sglang_replicas_problem(ranks: int, gpus: int) -> str:
+    """Why SGLang's --dp-size without --enable-dp-attention is refused: whole replicas,
+    which ridgeline sizes one at a time."""
+    return (f"SGLang's --dp-size {ranks} without --enable-dp-attention starts {ranks} whole "
+            f"replicas behind one endpoint, each of --tp-size {gpus} GPUs ({ranks * gpus} in "
+            "all) with its own copy of the model, pool and --max-running-requests: size one "
+            "with --num-gpus (its --tp-size) and no --dp-size, and take its conversations and "
+            f"throughput × {ranks}; or add --enable-dp-attention for attention data-parallel "
+            f"over the {gpus} GPUs")
+
+
+SGLANG_SPELLINGS = ("--dp-size", "--dp")  # vLLM's: --data-parallel-size, -dp
+
+
+def spelling_problem(spelling: str | None, ranks: int, engine: str | None) -> str:
+    """Why SGLang's own spelling of data parallelism (--dp-size, --dp) is refused where it
+    would be read as vLLM's --data-parallel-size (``engine`` "vllm", or None: a command that
+    names no engine, as kv), or "": SGLang's reading is its own (sglang_replicas_problem)."""
+    if spelling not in SGLANG_SPELLINGS or ranks == 1 or engine not in (None, "vllm"):
+        return ""
+    remedy = ("--engine sglang for SGLang's" if engine else
+              "one replica's size with --num-gpus and no data parallelism (this command "
+              "names no engine)")
+    return (f"{spelling} is SGLang's flag, whose {spelling} {ranks} without "
+            f"--enable-dp-attention runs {ranks} whole replicas, not the ranks of vLLM's "
+            f"--data-parallel-size it would be read as here: give -dp {ranks} for vLLM's "
+            f"layout, or {remedy}")
+
+
+def server_running_requests(dep: Deployment, per_rank: int) -> int:
+    """SGLang's --max-running-requests that gives each data-parallel rank ``per_rank`` (the
+    server's flag, which rank_settings divides by --dp-size: 4 ranks of 231 are 924);
+    ``per_rank`` itself without data parallelism or on vLLM (whose --max-num-seqs is a
+    rank's)."""
+    if dep.engine != "sglang":
+        return per_rank
+    return per_rank * dep.data_parallel_size
 
 
 def rank_settings(dep: Deployment, settings: EngineSettings) -> EngineSettings:

@@ -136,7 +136,25 @@ def raw_fit(dep: Deployment, batch: int, context: int) -> FitCheck:
     """Whether ``batch`` sequences of ``context`` tokens and the weights fit the GPUs' memory
     (no engine overheads): arithmetic only, so a batch of a billion costs nothing to ask."""
     footprint = kv_footprint(dep.model, context, dep.kv.bytes_per_element)
-    return device_fit(dep, batch * footprint.stored_bytes(dep.kv_replication))
+    return batch_fit(dep, batch, footprint.stored_bytes(dep.kv_replication))
+
+
+def batch_fit(dep: Deployment, sequences: int, per_sequence_bytes: float) -> FitCheck:
+    """Whether ``sequences`` caches of ``per_sequence_bytes`` each fit beside the weights
+    (device_fit). With data-parallel attention each rank holds its own sequences in its own
+    GPUs' memory, so the batch fits where the busiest rank's ⌈B ÷ N⌉ do beside its 1/N of
+    the weights in its 1/N of the memory (the ranks hold equal weights), as fit's pools
+    count them: DeepSeek-V3 on 8 H200s holds 168 conversations of 32K in raw memory, so 169
+    do not fit (22 on one rank), though 169 fit in all eight GPUs' memory pooled."""
+    ranks = dep.data_parallel_size
+    if ranks == 1:
+        return device_fit(dep, sequences * per_sequence_bytes)
+    busiest = dep.rank_sequences(sequences)
+    every = device_fit(dep, busiest * per_sequence_bytes * ranks)  # each rank as loaded
+    return replace(every, weight_bytes=every.weight_bytes / ranks,
+                   kv_bytes=every.kv_bytes / ranks,
+                   capacity_bytes=every.capacity_bytes / ranks,
+                   rank=RankShare(ranks, busiest, sequences, dep.rank_gpus))
 
 
 def device_fit(dep: Deployment, kv_stored: float = 0.0) -> FitCheck:
@@ -152,12 +170,32 @@ def device_fit(dep: Deployment, kv_stored: float = 0.0) -> FitCheck:
 
 
 @dataclass(frozen=True)
+class RankShare:
+    """The data-parallel rank a fit check is of: the busiest, its share of the batch."""
+
+    ranks: int
+    sequences: int  # the busiest rank's: ⌈batch ÷ ranks⌉
+    batch: int
+    gpus: int  # one rank's
+
+    def label(self, aside: bool = True) -> str:
+        """' on the busiest of 8 data-parallel ranks (22 of the 169 sequences on its 1 GPU)',
+        or, not an ``aside``, with a comma for the parentheses."""
+        share = (f"{self.sequences:,} of the {self.batch:,} {plural(self.batch, 'sequence')} "
+                 f"on its {self.gpus} {plural(self.gpus, 'GPU')}")
+        return (f" on the busiest of {self.ranks} data-parallel ranks"
+                + (f" ({share})" if aside else f", {share}"))
+
+
+@dataclass(frozen=True)
 class FitCheck:
     weight_bytes: float
     kv_bytes: float
     capacity_bytes: float
     vision_bytes: float = 0.0  # a multimodal checkpoint's tower: engines load it, not counted
     kv_replication: float = 1.0  # the cache's copies over TP ranks, counted in kv_bytes
+    # data-parallel attention: the figures are the busiest rank's (batch_fit)
+    rank: RankShare | None = None
 
     @property
     def needed_bytes(self) -> float:
@@ -178,16 +216,19 @@ class FitCheck:
 
     def headline(self) -> str:
         if self.fits:
+            where = self.rank.label(aside=False) if self.rank else ""
             return (f"fits: {self.needed_bytes / GB:,.1f} GB of weights and KV cache in "
-                    f"{self.capacity_bytes / GB:,.1f} GB (raw capacity, before engine overheads"
+                    f"{self.capacity_bytes / GB:,.1f} GB{where} (raw capacity, before engine "
+                    "overheads"
                     + (f"; a serving engine also loads the {self.vision_bytes / GB:.2f} GB "
                        "vision tower" if self.vision_bytes else "") + ")")
         copies = (f" (×{self.kv_replication:g}: copied over the tensor-parallel ranks)"
                   if self.kv_replication > 1 else "")
+        where = self.rank.label() if self.rank else ""
         return (f"DOES NOT FIT: {self.weight_bytes / GB:,.1f} GB of weights + "
                 f"{self.kv_bytes / GB:,.1f} GB of KV cache{copies} = "
                 f"{self.needed_bytes / GB:,.1f} GB "
-                f"> {self.capacity_bytes / GB:,.1f} GB of memory, short by "
+                f"> {self.capacity_bytes / GB:,.1f} GB of memory{where}, short by "
                 f"{self.shortfall_bytes / GB:,.1f} GB")
 
 
@@ -254,11 +295,10 @@ def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
     require_positive(batch, "batch")
     require_positive(context, "context length")
     footprint = kv_footprint(dep.model, context, dep.kv.bytes_per_element)
-    kv_stored = batch * footprint.stored_bytes(dep.kv_replication)
     work = step_work(dep, decode_batch(batch, context))
     compute_s = work.paced_flops / dep.peak_flops_per_s
     memory_s = work.gpu_bytes / dep.bandwidth_bytes_per_s
-    fit = device_fit(dep, kv_stored)
+    fit = batch_fit(dep, batch, footprint.stored_bytes(dep.kv_replication))
     acc = dep.accelerator
     src = dep.accelerator.source
     step_s = max(compute_s, memory_s) + work.host_time_s
@@ -367,7 +407,6 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
     require_positive(prompt_len, "prompt length")
     require_positive(batch, "batch")
     footprint = kv_footprint(dep.model, prompt_len, dep.kv.bytes_per_element)
-    kv_stored = batch * footprint.stored_bytes(dep.kv_replication)
     work = step_work(dep, [Seq(prompt_len, 0)] * batch)
     stages = busy_stages(dep, prompt_len * batch, ubatch)
     # the stages' arithmetic overlaps; their reads do not lower the floor: the first ubatch
@@ -376,7 +415,7 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
     peak, bandwidth = dep.peak_flops_per_s * stages, dep.bandwidth_bytes_per_s
     compute_s = work.paced_flops / peak
     memory_s = work.gpu_bytes / bandwidth
-    fit = device_fit(dep, kv_stored)
+    fit = batch_fit(dep, batch, footprint.stored_bytes(dep.kv_replication))
     body = dep.matmul_params_per_token - head_params(dep)
     matmuls = 2 * body * batch * prompt_len
     head = 2 * head_params(dep) * batch

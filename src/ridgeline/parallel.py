@@ -43,18 +43,25 @@ def node_size(acc: Accelerator) -> int:
     return NODE_SIZE.get(acc.id, DEFAULT_NODE_SIZE)
 
 
-def cross_node_caution(tp: int, acc: Accelerator, engine: str) -> str:
+def cross_node_caution(tp: int, acc: Accelerator, engine: str, ranks: int = 1) -> str:
     """What to say of tensor parallelism past one node, or "": every all-reduce then crosses
     the network between nodes, priced so; vLLM's docs advise TP inside a node and PP across
-    (llama.cpp splits layers, not tensors, unless -sm tensor asks)."""
+    (llama.cpp splits layers, not tensors, unless -sm tensor asks). Under data-parallel
+    attention (``ranks`` of ``tp`` GPUs each), which takes no pipeline stages, more ranks of
+    a node each keep them inside one."""
     node = node_size(acc)
     if tp <= node or engine.startswith("llama.cpp"):
         return ""
     nodes = -(-tp // node)
+    if ranks > 1:
+        flags = (f"--dp-size {ranks * nodes}, the same --tp-size" if engine == "sglang" else
+                 f"--data-parallel-size {ranks * nodes} --tensor-parallel-size {node}")
+        remedy = f"DP{ranks * nodes} × TP{node} ({flags}) keeps each rank's all-reduces"
+    else:
+        remedy = f"TP{node} × PP{nodes} (-pp {nodes}) keeps them"
     return (f"TP{tp} spans {nodes} nodes of {node} {acc.id}: every all-reduce crosses the "
             f"network between them (priced at {INTER_NODE_BYTES_PER_S * 8 / 1e9:,.0f} Gb/s; "
-            f"`--explain` shows its share); TP{node} × PP{nodes} (-pp {nodes}) keeps them "
-            "inside a node")
+            f"`--explain` shows its share); {remedy} inside a node")
 
 
 def link_latency_s(acc: Accelerator) -> float:

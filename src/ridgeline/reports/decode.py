@@ -427,7 +427,8 @@ def micro_batch_caution(dep: Deployment, batches: list[int] | None = None) -> st
 
 def deployment_caution(dep: Deployment) -> str:
     """What to say of the deployment's layout itself, or "": tensor parallelism past a node."""
-    return cross_node_caution(dep.tensor_parallel_size, dep.accelerator, dep.engine)
+    return cross_node_caution(dep.tensor_parallel_size, dep.accelerator, dep.engine,
+                              dep.data_parallel_size)
 
 
 def split_caution(dep: Deployment) -> str:

@@ -10,6 +10,7 @@ from ridgeline.capacity import engine_seat_limit
 from ridgeline.data_parallel import data_parallel_cautions
 from ridgeline.kvcache import kv_footprint
 from ridgeline.parallel import cross_node_caution
+from ridgeline.reports.fit_ranks import each_rank_note
 from ridgeline.reports.fit_state import running_slots
 from ridgeline.reports.fit_terms import cap_flag, is_llamacpp, seats_name
 from ridgeline.reports.fit_verdict import CLEARS_RIDGE
@@ -32,16 +33,18 @@ def fit_cautions(r: FitReport) -> list[str]:
 
     d = r.deployment
     out = [c for c in (context_caution(d, r.context), d.model.architecture_caution,
-                       cross_node_caution(d.tensor_parallel_size, d.accelerator, d.engine),
+                       cross_node_caution(d.tensor_parallel_size, d.accelerator, d.engine,
+                                          d.data_parallel_size),
                        *data_parallel_cautions(d, stepping=False))
            if c]
     seats, pool = engine_seat_limit(r.pool, r.deployment), r.pool
     per = running_slots(r) if pool.state_request_bytes else 0
     if r.target and r.target > seats and r.conversations >= r.target \
-            and per and seats == pool.state_slots // per:  # SGLang's state pool caps it
+            and per and pool.max_num_seqs == pool.state_slots // per:  # the state pool caps it
         out.append(f"the pool holds the {r.target:,} conversations, but at most "
                    f"{seats:,} run at once: max_running_requests is the state pool's "
-                   f"{pool.state_slots:,} slots // {per} (the slots a running request "
+                   f"{pool.state_slots:,} slots // {per}{each_rank_note(d)} (the slots a "
+                   "running request "
                    "takes), which --max-running-requests cannot raise; more state slots "
                    "(a larger static pool"
                    + (", or --disable-radix-cache: one slot a request" if per > 1 else "")

@@ -20,6 +20,7 @@ from ridgeline.errors import InputError
 from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.parallel import node_size
 from ridgeline.precision import kv_dtype, weight_plan
+from ridgeline.reports.fit_state import most_rank_requests
 from ridgeline.reports.fit_terms import cap_flag, is_llamacpp
 from ridgeline.units import GIB
 from ridgeline.vllm_pool import set_pool_margin_bytes
@@ -99,10 +100,8 @@ def levers(r: FitReport) -> list[Lever]:
     if d.accelerator.vendor == "apple" or (d.accelerator.form == "soc"
                                            and not d.accelerator.link_kind):
         pass  # one GPU per machine (a Mac, a Strix Halo box) and no link: no second to add
-    elif d.data_parallel_size > 1:  # more ranks: the experts spread thinner, a pool each
-        more = replace(d, data_parallel_size=2 * d.data_parallel_size)
-        options.append((f"{2 * d.num_gpus} GPUs ({layout_label(more).split(',')[0]})", more,
-                        r.context, s))
+    elif d.data_parallel_size > 1:
+        options += _rank_levers(d, r.context, s)
     elif gguf and d.offload is None:  # llama.cpp's default split: more stages of layers
         more = replace(d, pipeline_parallel_size=d.pipeline_parallel_size * 2) \
             if d.pipeline_parallel_size > 1 or d.tensor_parallel_size == 1 \
@@ -121,7 +120,9 @@ def levers(r: FitReport) -> list[Lever]:
         options.append((f"{2 * d.num_gpus} GPUs (TP{d.tensor_parallel_size} × "
                         f"PP{more.pipeline_parallel_size})", more, r.context, s))
     node = node_size(d.accelerator)
-    if not gguf and d.offload is None and d.tensor_parallel_size > node \
+    if d.data_parallel_size > 1:
+        pass  # no pipeline stages under data-parallel attention: _rank_levers splits ranks
+    elif not gguf and d.offload is None and d.tensor_parallel_size > node \
             and d.tensor_parallel_size % node == 0 \
             and d.pipeline_parallel_size * d.tensor_parallel_size // node <= d.model.num_layers:
         # TP past one node's NVLink domain: the same GPUs as a node's TP × stages
@@ -161,6 +162,33 @@ def levers(r: FitReport) -> list[Lever]:
         if lever.batch and (lever.conversations > r.conversations or lever.batch > r.batch):
             levers.append(lever)  # one that gains nothing, or runs nothing, is no way out
     return levers
+
+
+def _rank_levers(d: Deployment, context: int, s: EngineSettings
+                 ) -> list[tuple[str, Deployment, int, EngineSettings]]:
+    """Data-parallel attention's ways to more GPUs, each a layout the flags take (no pipeline
+    stages under it): twice the ranks (a pool each, a MoE's experts spread thinner), twice
+    each rank's GPUs within a node (its attention and share of the experts split further),
+    and a rank whose tensor parallelism spans nodes as more ranks of a node each (the same
+    GPUs, every rank's all-reduce inside a node)."""
+    node, tp = node_size(d.accelerator), d.tensor_parallel_size
+    out = []
+    more = replace(d, data_parallel_size=2 * d.data_parallel_size)
+    out.append((f"{2 * d.num_gpus} GPUs ({_ranks_label(more)})", more, context, s))
+    if 2 * tp <= node and not tensor_parallel_problem(d.model, 2 * tp):
+        wider = replace(d, tensor_parallel_size=2 * tp)
+        out.append((f"{2 * d.num_gpus} GPUs ({_ranks_label(wider)})", wider, context, s))
+    if tp > node and tp % node == 0 and not tensor_parallel_problem(d.model, node):
+        split = replace(d, tensor_parallel_size=node,
+                        data_parallel_size=d.data_parallel_size * tp // node)
+        out.append((f"the same {d.num_gpus} GPUs as {_ranks_label(split)}", split, context,
+                    s))
+    return out
+
+
+def _ranks_label(d: Deployment) -> str:
+    """'attention DP16 × TP1' (a dense model's 'DP4 × TP2'): the ranks and each one's GPUs."""
+    return layout_label(d).split(",")[0]
 
 
 MOST_GPUS = 64  # how far gpus_needed looks
@@ -253,8 +281,8 @@ def _state_slots_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineS
     p, need = r.pool, max(1, r.target or 1)
     if not p.state_pool_fixed or r.conversations >= need:
         return []
-    most = r.most_running_requests
-    if most < need or most == p.state_slots:
+    most, rank_most = r.most_running_requests, most_rank_requests(r)  # the server's, a pool's
+    if rank_most < r.rank_target or rank_most == p.state_slots:
         return []
     return [(f"--max-running-requests {most:,}", r.deployment, r.context,
              replace(r.settings, max_num_seqs=most))]

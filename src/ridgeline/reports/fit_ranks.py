@@ -36,6 +36,13 @@ def pool_ranks_note(dep: Deployment, pool: KVPool, context: int) -> str:
             f"{pool.logged_tokens(context) * ranks:,} tokens in all over the {ranks}")
 
 
+def each_rank_note(dep: Deployment) -> str:
+    """' on each of the 4 data-parallel ranks' after one pool's figure (its state slots,
+    their bytes), or ""."""
+    ranks = dep.data_parallel_size
+    return f" on each of the {ranks} data-parallel ranks" if ranks > 1 else ""
+
+
 def seats_ranks_note(dep: Deployment) -> str:
     """' × 8 ranks' after a rank's seat limit, or ""."""
     ranks = dep.data_parallel_size

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ridgeline.data_parallel import server_running_requests
 from ridgeline.explain import Quantity, Step, q, step
 from ridgeline.memory import EngineSettings, KVPool
 from ridgeline.model import ModelSpec
+from ridgeline.reports.fit_ranks import each_rank_note
 from ridgeline.reports.fit_terms import cap_flag
 from ridgeline.sglang_hybrid import (
     sglang_fixed_state_note,
@@ -77,14 +79,30 @@ def state_shortfall(r: FitReport, need: float) -> float:
     return max(0.0, short)
 
 
-def most_running_requests(r: FitReport) -> int:
-    """The largest --max-running-requests whose state pool (SGLang sets it at that many
-    requests with its radix cache off) leaves room for the target's conversations:
-    floor((static pool − target × per conversation) ÷ state per request); below the
-    target where none does."""
-    p, need = r.pool, max(1, r.target or 1)
+def most_rank_requests(r: FitReport) -> int:
+    """The most requests one pool's state pool can be set at (SGLang sets it at that many
+    with its radix cache off) and leave room for its share of the target's conversations
+    (rank_target: the whole target without data parallelism): floor((static pool − target ×
+    per conversation) ÷ state per request); below that share where none does."""
+    p, need = r.pool, r.rank_target
     per = p.state_request_bytes
     return int((p.pool_bytes - need * r.per_conversation_bytes) // per) if per else 0
+
+
+def most_running_requests(r: FitReport) -> int:
+    """The largest --max-running-requests whose state pool leaves room for the target's
+    conversations (most_rank_requests): under data-parallel attention the server's flag,
+    which SGLang divides over the ranks, so each rank's most × the ranks (Qwen3-Next on 4
+    H100s at DP4, a target of 40: 231 a rank, --max-running-requests 924)."""
+    return server_running_requests(r.deployment, most_rank_requests(r))
+
+
+def running_requests_for(r: FitReport, conversations: int) -> int:
+    """The --max-running-requests that gives each pool a state slot for its share of
+    ``conversations`` (the server's flag: under data-parallel attention ⌈conversations ÷
+    ranks⌉ × the ranks)."""
+    d = r.deployment
+    return server_running_requests(d, d.rank_sequences(conversations))
 
 
 def state_overrun(p: KVPool) -> bool:
@@ -99,17 +117,20 @@ def state_overrun_reason(r: FitReport) -> str:
     and the --max-running-requests that leaves room for the target."""
     p, s, model = r.pool, r.settings, r.deployment.model
     per, need = state_per_request_bytes(p), max(1, r.target or 1)
-    most = most_running_requests(r)
+    most, rank_most = most_running_requests(r), most_rank_requests(r)
+    d = r.deployment
     refusal = str(sglang_data()["mamba_pool"]["state_pool_radix_off"]["overrun"])
+    target = f"{need:,} {plural(need, 'conversation')} of {r.context:,} tokens"
+    a_rank = (f" ({rank_most:,} requests and {r.rank_target:,} conversations a rank)"
+              if d.data_parallel_size > 1 else "")
     return (f"{state_pool_note(p, s, model)}, whatever the memory: {p.state_slots:,} "
             f"requests' recurrent state × {per / GIB:,.4f} GiB = "
-            f"{p.slot_cache_bytes / GIB:,.2f} GiB per GPU, more than the "
+            f"{p.slot_cache_bytes / GIB:,.2f} GiB per GPU{each_rank_note(d)}, more than the "
             f"{p.pool_bytes / GIB:,.2f} GiB static pool, which leaves the KV cache "
             f"nothing, so it would refuse to start ('{refusal}'); "
-            + (f"--max-running-requests {most:,} or fewer leaves room for {need:,} "
-               f"{plural(need, 'conversation')} of {r.context:,} tokens" if most >= need
-               else f"no --max-running-requests leaves room for {need:,} "
-               f"{plural(need, 'conversation')} of {r.context:,} tokens"))
+            + (f"--max-running-requests {most:,} or fewer leaves room for {target}{a_rank}"
+               if rank_most >= r.rank_target
+               else f"no --max-running-requests leaves room for {target}"))
 
 
 def state_pool_dict(r: FitReport) -> dict[str, Any]:
@@ -136,7 +157,21 @@ def state_pool_dict(r: FitReport) -> dict[str, Any]:
         "kv_cache_bytes_per_gpu": p.state_kv_bytes,
         # a set pool past the static pool: SGLang stops at start-up ('Not enough memory')
         "overrun_bytes_per_gpu": max(0.0, p.slot_cache_bytes - p.pool_bytes),
+        **_ranks_state(r),
     }
+
+
+def _ranks_state(r: FitReport) -> dict[str, Any]:
+    """Under data-parallel attention, what the state pool's figures are: each rank's (its
+    slots and bytes), and the --max-running-requests that leaves room for the target, the
+    server's (most_running_requests); nothing without data parallelism."""
+    ranks = r.deployment.data_parallel_size
+    if ranks == 1:
+        return {}
+    return {"data_parallel_ranks": ranks, "per": "data-parallel rank",
+            "slots_all_ranks": r.pool.state_slots * ranks,
+            "most_running_requests": most_running_requests(r)
+            if r.pool.state_pool_fixed else None}
 
 
 def running_step(r: FitReport) -> Step:

@@ -7,7 +7,13 @@ from typing import TYPE_CHECKING
 
 from ridgeline.capacity import context_refusal
 from ridgeline.memory import KVPool
-from ridgeline.reports.fit_state import fixed_state_size, state_overrun, state_overrun_reason
+from ridgeline.reports.fit_ranks import each_rank_note
+from ridgeline.reports.fit_state import (
+    fixed_state_size,
+    running_requests_for,
+    state_overrun,
+    state_overrun_reason,
+)
 from ridgeline.reports.fit_terms import cap_flag, is_llamacpp
 from ridgeline.sglang_hybrid import sglang_slots_per_request, sglang_state_ratio
 from ridgeline.sglang_memory import sglang_data
@@ -66,13 +72,13 @@ def verdict_line(r: FitReport) -> str:
                     "cache or capturing graphs at start-up, or later under load) rather "
                     "than refuse")
     elif r.verdict == DOES_NOT_FIT and p.state_pool_fixed and not r.shortfall_bytes \
-            and max(1, r.target or 1) > p.state_slots:  # the slots bind, not the memory
+            and r.rank_target > p.state_slots:  # the slots bind, not the memory
         want = max(1, r.target or 1)
         headline += (f" against a target of {want:,}: its state pool holds "
-                     f"{p.state_slots:,} requests' states ({fixed_state_size(r.settings)})"
-                     f", a conversation each, and the memory is not short: "
-                     f"--max-running-requests {want:,} to {r.most_running_requests:,} "
-                     "holds them, a state slot each")
+                     f"{p.state_slots:,} requests' states{each_rank_note(d)} "
+                     f"({fixed_state_size(r.settings)}), a conversation each, and the memory "
+                     f"is not short: --max-running-requests {running_requests_for(r, want):,} "
+                     f"to {r.most_running_requests:,} holds them, a state slot each")
     elif r.verdict == DOES_NOT_FIT:
         short = r.shortfall_bytes / GIB
         headline += (f" against a target of {max(1, r.target or 1):,}; the pool is short "
@@ -92,10 +98,11 @@ def verdict_line(r: FitReport) -> str:
                          f"whole prompt, and the pool holds {p.blocks:,}: such a request "
                          "waits forever, issue #39734; v0.20 charges a window its window "
                          "and a prefill's room)")
-        elif p.state_pool_fixed and max(1, r.target or 1) > p.state_slots:
+        elif p.state_pool_fixed and r.rank_target > p.state_slots:
             headline += (f" (and its state pool holds {p.state_slots:,} requests' "
-                         f"states, {fixed_state_size(r.settings)}: "
-                         f"--max-running-requests {max(1, r.target or 1):,} gives each "
+                         f"states{each_rank_note(d)}, {fixed_state_size(r.settings)}: "
+                         f"--max-running-requests "
+                         f"{running_requests_for(r, max(1, r.target or 1)):,} gives each "
                          "conversation one, and the shortfall counts their states)")
         elif p.rest_bytes < 0 and is_llamacpp(p):
             headline += (f" (the weights, the runtime and the compute buffer alone "
