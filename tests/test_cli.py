@@ -201,7 +201,7 @@ BAD = [
     (["fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "8k", "--block-size", "7"],
      "--block-size is one of"),
     (["fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "8k",
-      "--max-num-batched-tokens", "100"], "at least max_num_seqs"),
+      "--max-num-batched-tokens", "100", "--max-num-seqs", "256"], "at least --max-num-seqs"),
     (["fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "8k", "--engine-version",
       "9.9"], "no release"),
     (["decode", "llama-3.1-8b", "--gpu", "h100", "--peak-tflops", "100", "--bandwidth-gbs",

@@ -46,7 +46,7 @@ def _usage_and_version(g: Any, rules: str, v0: bool = False) -> None:
                    help="vLLM usage context: vllm serve (default) or the offline LLM class")
     g.add_argument("--engine-version", metavar="V",
                    help=f"engine version whose {rules}: vLLM 0.1 ... 0.32"
-                   + (" (add V0 for VLLM_USE_V1=0)" if v0 else "") + ", SGLang 0.3 ... 0.5.9, "
+                   + (" (add V0 for VLLM_USE_V1=0, up to 0.10)" if v0 else "") + ", SGLang 0.3 ... 0.5.9, "
                    "llama.cpp a build (b9400); default: the newest modelled")
 
 

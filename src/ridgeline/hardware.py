@@ -77,6 +77,10 @@ class Accelerator:
     # dense FP16 tensor FLOP/s with FP16 accumulation, where faster than peak_flops' fp16
     # (which is the FP32-accumulate rate): a GeForce card runs FP32 accumulate at half rate
     fp16_accumulate_flops: float | None = None
+    # devices the runtime lists for one of these parts: ROCm shows each of an MI250's two
+    # dies (GCDs) as a GPU of its own, with half the memory and bandwidth; 1 for the rest
+    # (a B200's two dies are one CUDA device)
+    runtime_devices: int = 1
 
     def __post_init__(self) -> None:
         require_positive(self.memory_bytes, f"{self.id}: memory")
@@ -112,6 +116,10 @@ class Accelerator:
             if fp16 is None or not fp16 <= self.fp16_accumulate_flops <= 4 * fp16:
                 raise InputError(f"{self.id}: fp16_accumulate_flops {self.fp16_accumulate_flops:.3g}"
                                  " is not a faster rate of the fp16 peak (between it and 4x it)")
+        if isinstance(self.runtime_devices, bool) or not isinstance(self.runtime_devices, int) \
+                or self.runtime_devices < 1:
+            raise InputError(f"{self.id}: runtime_devices must be a whole number ≥ 1, got "
+                             f"{self.runtime_devices!r}")
         require_positive(self.memory_bandwidth_bytes_per_s, f"{self.id}: memory bandwidth")
         if not self.peak_flops:
             raise InputError(f"{self.id}: needs at least one peak FLOP/s figure")
@@ -216,6 +224,7 @@ class Accelerator:
                                            open_low=True),
             fp16_accumulate_flops=f.optional("fp16_accumulate_flops", 0, math.inf,
                                              open_low=True),
+            runtime_devices=f.whole("runtime_devices", 1, MAX_RUNTIME_DEVICES, default=1),
         )
 
 
@@ -225,6 +234,7 @@ FORMS = ("datacenter", "workstation", "consumer", "soc", "measured")
 MAX_MEMORY_BYTES = 1e15  # a petabyte: past any one accelerator's memory
 MAX_PRICE_USD = 1000.0  # per device-hour
 MAX_TDP_W = 100_000.0  # a whole wafer-scale system draws tens of kW
+MAX_RUNTIME_DEVICES = 8  # devices one part shows the runtime (an MI250: 2)
 
 
 @lru_cache(maxsize=1)
@@ -367,3 +377,23 @@ def device_memory_bytes(acc: Accelerator) -> float:
     if acc.vendor == "apple":
         return acc.visible_memory_bytes
     return acc.visible_memory_bytes * VISIBLE_MEMORY_FRACTION
+
+
+def runtime_device(acc: Accelerator) -> Accelerator:
+    """One of the devices the runtime lists for ``acc``: ``acc`` itself, or for a part shown
+    as several (``runtime_devices``) an equal share of its memory, bandwidth and peaks, as
+    ROCm shows an MI250's 128 GiB, 3.28 TB/s board as two 64 GiB, 1.64 TB/s GPUs."""
+    n = acc.runtime_devices
+    if n == 1:
+        return acc
+    share = 1 / n
+    return replace(
+        acc, memory_bytes=acc.memory_bytes * share, memory_size=acc.memory_size * share,
+        memory_bandwidth_bytes_per_s=acc.memory_bandwidth_bytes_per_s * share,
+        peak_flops={dtype: flops * share for dtype, flops in acc.peak_flops.items()},
+        ecc_visible_bytes=None if acc.ecc_visible_bytes is None else acc.ecc_visible_bytes * share,
+        runtime_total_bytes=None if acc.runtime_total_bytes is None
+        else acc.runtime_total_bytes * share,
+        fp16_accumulate_flops=None if acc.fp16_accumulate_flops is None
+        else acc.fp16_accumulate_flops * share,
+        runtime_devices=1)

@@ -7,7 +7,7 @@ binds. Its properties turn what is left into blocks, tokens and vLLM's 'Maximum 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ridgeline.kvgroups import KVGroups
 from ridgeline.llamacpp_split import SplitDevice
@@ -71,6 +71,30 @@ class KVPool:
     # … one request's recurrent state per GPU; 0: no state pool (a pool of 0 slots is still
     # one: it runs no request)
     state_request_bytes: float = 0.0
+    # vLLM on a part the runtime lists as several devices (an MI250's two GCDs): the devices
+    # whose own pools, one tensor-parallel rank each, this one adds up (across_devices)
+    runtime_devices: int = 1
+
+    def across_devices(self, n: int) -> KVPool:
+        """The pool of a part the runtime lists as ``n`` devices, each a tensor-parallel rank
+        that sizes this pool for itself: every byte n times, the blocks, tokens and seats the
+        same (each device holds its share of every token)."""
+        if n == 1:
+            return self
+        groups = None if self.groups is None \
+            else replace(self.groups, page_bytes=self.groups.page_bytes * n)
+        return replace(
+            self, total_bytes=self.total_bytes * n, weight_bytes=self.weight_bytes * n,
+            activation_bytes=self.activation_bytes * n, non_torch_bytes=self.non_torch_bytes * n,
+            cuda_graph_bytes=self.cuda_graph_bytes * n,
+            kv_bytes_per_token=self.kv_bytes_per_token * n, groups=groups,
+            forward_bytes=self.forward_bytes * n, sampler_bytes=self.sampler_bytes * n,
+            slot_cache_bytes=self.slot_cache_bytes * n, slot_bytes_each=self.slot_bytes_each * n,
+            encoder_bytes=self.encoder_bytes * n, encoder_held_bytes=self.encoder_held_bytes * n,
+            seat_buffer_bytes=self.seat_buffer_bytes * n, compile_bytes=self.compile_bytes * n,
+            moe_workspace_bytes=self.moe_workspace_bytes * n,
+            set_pool_bytes=self.set_pool_bytes * n,
+            state_request_bytes=self.state_request_bytes * n, runtime_devices=n)
 
     @property
     def engine_buffers(self) -> bool:

@@ -45,7 +45,7 @@ from ridgeline.stages import Stage, pipeline_stages, stage_weight_bytes
 from ridgeline.trtllm_memory import check_backend, trtllm_pool
 from ridgeline.units import GIB
 from ridgeline.vllm_memory import parse_version
-from ridgeline.vllm_pool import vllm_pool
+from ridgeline.vllm_pool import vllm_deployment, vllm_pool
 
 
 def device_memory_note(acc: Accelerator) -> str:
@@ -214,10 +214,14 @@ def _stage_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
     d = engine_defaults(engine)
     share = 1.0 if stage is None else stage.kv_share
     non_torch = float(d.get("non_torch_gib", 0.4)) * GIB
-    if engine == "vllm":  # windows and states: vLLM's own groups (kvgroups.py)
-        footprint = kv_footprint(dep.model, 1, dep.kv.bytes_per_element)
-        kv_bytes_per_token = footprint.bytes_per_token_growing * dep.kv_replication / dep.rank_gpus
-        return vllm_pool(dep, s, total_bytes, weight_bytes, kv_bytes_per_token * share, stage)
+    if engine == "vllm":  # windows and states: vLLM's own groups (kvgroups.py); a part the
+        # runtime lists as n devices (an MI250's two GCDs) runs n tensor-parallel ranks, each
+        # sizing its own pool of 1/n of the memory and weights: the part's is their sum
+        run, n = vllm_deployment(dep), dep.accelerator.runtime_devices
+        footprint = kv_footprint(run.model, 1, run.kv.bytes_per_element)
+        kv_bytes_per_token = footprint.bytes_per_token_growing * run.kv_replication / run.rank_gpus
+        return vllm_pool(run, s, total_bytes / n, weight_bytes / n, kv_bytes_per_token * share,
+                         stage).across_devices(n)
     kv_bytes_per_token = token_bytes(dep, s.swa_full_tokens_ratio, s.engine_version) * share
     if engine.startswith("llama.cpp") or engine not in ("sglang", "trtllm"):
         return llamacpp_pool(dep, s, total_bytes, weight_bytes, non_torch, kv_bytes_per_token,

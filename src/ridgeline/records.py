@@ -57,6 +57,13 @@ class Fields:
             raise InputError(f"{self.origin}: the record lacks {key!r}")
         return self.check(key, value, low, high, open_low)
 
+    def whole(self, key: str, low: int, high: int, default: int | None = None) -> int:
+        """A whole number in [low, high]."""
+        value = self.number(key, low, high, default)
+        if value != int(value):
+            raise self.refuse(key, f"a whole number in [{low}, {high}]", self.data.get(key))
+        return int(value)
+
     def optional(self, key: str, low: float, high: float, open_low: bool = False
                  ) -> float | None:
         """As ``number``, or None where the field is absent or null."""

@@ -32,6 +32,10 @@ from ridgeline.stages import Stage
 from ridgeline.units import GIB, MIB
 
 ACTIVATION_BYTES = 2  # bf16/fp16 activations
+# vLLM 0.11.0 has no V0 engine: vllm/engine/llm_engine.py is `LLMEngine = V1LLMEngine` and the
+# V0 worker is gone (0.10.1's source tarball still has vllm/worker/worker.py); with
+# VLLM_USE_V1=0 the V1 engine raises
+V0_REMOVED_IN = (0, 11)
 
 LOGIT_BYTES = 4  # the sampler upcasts logits to fp32
 
@@ -95,6 +99,14 @@ def vllm_accounting(version: str | None = None) -> VLLMAccounting:
         raise InputError(f"vLLM {asked} is older than any version ridgeline models")
     era = eras[-1]
     engine = "V0" if re.search(r"\bV0\b", asked) else str(era["engine"])
+    if engine == "V0" and wanted >= V0_REMOVED_IN:
+        raise InputError(f"vLLM {asked}: the V0 engine was removed in v0.11.0 (its LLMEngine "
+                         "is V1's, which VLLM_USE_V1=0 stops); V0 is 0.10 or earlier")
+    first_v1 = next(str(e["from"]) for e in data["memory_versions"] if e["engine"] == "V1")
+    if re.search(r"\bV1\b", asked) and wanted < parse_version(first_v1):
+        raise InputError(f"vLLM {asked}: V1 became the default engine in v{first_v1}, where "
+                         "ridgeline's V1 rules start; before it V1 was an opt-in preview "
+                         "(VLLM_USE_V1=1, from 0.6.4) whose memory ridgeline does not model")
     return VLLMAccounting(asked, str(era["from"]), engine, float(era["non_torch_gib"]),
                           float(era["non_torch_nvlink_tp_gib"]),
                           float(era["sampler_logit_copies"]), bool(era["graphs_in_budget"]),

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from ridgeline.datafiles import engine_defaults
 from ridgeline.deployment import Deployment, windows_as_full
 from ridgeline.errors import InputError
+from ridgeline.hardware import device_memory_bytes, runtime_device
 from ridgeline.kvgroups import KERNEL_BLOCK_ALIGNMENT, stage_group_layers, vllm_kv_groups
 from ridgeline.kvpool import KVPool
 from ridgeline.layouts import FULL, WINDOW_MIXERS
@@ -42,23 +43,101 @@ from ridgeline.vllm_mxfp4 import mxfp4_padding_bytes
 if TYPE_CHECKING:
     from ridgeline.memory import EngineSettings
 
-# vLLM V0 (vllm/config.py SchedulerConfig, v0.6): without chunked prefill it profiles
+# vLLM V0 (vllm/config.py SchedulerConfig): without chunked prefill it profiles
 # max(max_model_len, 2048) tokens; chunked prefill is on by default past 32K tokens of
-# context, with a 2,048-token budget ("a balance between ITL and TTFT").
+# context (engine/arg_utils.py use_long_context), with a 2,048-token budget from v0.6.5 ("a
+# balance between ITL and TTFT") and 512 before it ("the best balance between ITL and TTFT on
+# A100"): read in the PyPI source tarballs, 512 in 0.6.0 and 0.6.4, 2048 in 0.6.5, 0.6.6, 0.7.0
 V0_CHUNK_TOKENS = 2048
+V0_EARLY_CHUNK_TOKENS = 512
+V0_CHUNK_TOKENS_FROM = (0, 6, 5)
 V0_CHUNKED_ABOVE = 32 * 1024
+# From v0.10.1 a max_num_seqs left unset defaults to min(the device's default,
+# max_num_batched_tokens) (EngineArgs._set_default_args_v1, later
+# _set_default_max_num_seqs_and_batched_tokens_args); 0.9.1, 0.9.2 and 0.10.0 took the default
+# whole, and SchedulerConfig then refused a budget below it (PyPI source tarballs)
+SEATS_CLAMPED_FROM = (0, 10, 1)
 VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)  # vLLM's CacheConfig BlockSize choices
 # vLLM's first release aligning a hybrid's attention block to the block size asked (PR
 # #37467, read in the v0.19.1 and v0.20.0 wheels)
 HYBRID_ALIGN_ASKED = (0, 20)
 
 
+def vllm_deployment(dep: Deployment) -> Deployment:
+    """``dep`` as vLLM runs it: on a part the runtime lists as several devices (an MI250's two
+    64 GiB GCDs, hardware.runtime_device) each device is a GPU of its own and a tensor-parallel
+    rank, so 1 x MI250 runs at --tensor-parallel-size 2; any other part as it is."""
+    n = dep.accelerator.runtime_devices
+    if n == 1:
+        return dep
+    return replace(dep, accelerator=runtime_device(dep.accelerator),
+                   tensor_parallel_size=dep.tensor_parallel_size * n)
+
+
 def vllm_batch_defaults(dep: Deployment, usage: str) -> dict[str, int]:
-    """vLLM's default max_num_seqs and max_num_batched_tokens for this accelerator."""
+    """vLLM's default max_num_seqs and max_num_batched_tokens for this accelerator: the large
+    budgets where the device total vLLM queries is 70 GiB or more, an A100 aside (engines.json
+    vllm.batch_defaults). The device is one the runtime lists (an MI250's 64 GiB GCD: the
+    small budgets); a TPU's total vLLM cannot query, so it takes the small budgets too."""
     table = engine_defaults("vllm")["batch_defaults"]
-    acc = dep.accelerator
-    large = acc.memory_bytes >= table["large_memory_gib"] * GIB and not acc.id.startswith("a100")
+    acc = runtime_device(dep.accelerator)
+    memory = 0.0 if acc.vendor in table["memory_unknown_vendors"] else device_memory_bytes(acc)
+    large = memory >= table["large_memory_gib"] * GIB and not acc.id.startswith("a100")
     return dict(table["large" if large else "other"][usage])
+
+
+def v0_chunk_tokens(version: str) -> int:
+    """V0's token budget under chunked prefill: 2,048 from v0.6.5, 512 before."""
+    return V0_CHUNK_TOKENS if parse_version(version) >= V0_CHUNK_TOKENS_FROM \
+        else V0_EARLY_CHUNK_TOKENS
+
+
+def vllm_scheduler_budget(dep: Deployment, s: EngineSettings, acc: VLLMAccounting
+                          ) -> tuple[int, int]:
+    """max_num_seqs and max_num_batched_tokens as vLLM ``acc.version`` sets them: the flags,
+    else its defaults; from v0.10.1 a default max_num_seqs is lowered to a smaller token
+    budget (--max-num-batched-tokens 512 on an H100: 512 seats, not 1,024). InputError where
+    vLLM refuses to start, a budget below the seats."""
+    if acc.engine == "V0":  # a whole max_model_len prompt over 256 seqs; chunks past 32K
+        length = s.max_model_len or 0
+        chunk = v0_chunk_tokens(acc.version)
+        return s.max_num_seqs or 256, s.max_num_batched_tokens or (
+            chunk if length > V0_CHUNKED_ABOVE else max(length, V0_CHUNK_TOKENS))
+    defaults = vllm_batch_defaults(dep, s.usage)
+    seqs = s.max_num_seqs or defaults["max_num_seqs"]
+    tokens = s.max_num_batched_tokens or defaults["max_num_batched_tokens"]
+    if seats_clamped(s, acc, defaults["max_num_seqs"]):
+        seqs = tokens
+    if tokens < seqs:  # vLLM's SchedulerConfig refuses this at start-up
+        seats = f"--max-num-seqs ({seqs:,})" if s.max_num_seqs else \
+            f"vLLM {acc.version}'s default max_num_seqs ({seqs:,}; v0.10.1 and later lower it " \
+            "to the budget)"
+        budget = "--max-num-batched-tokens" if s.max_num_batched_tokens \
+            else "vLLM's default max_num_batched_tokens"
+        raise InputError(f"{budget} ({tokens:,}) must be at least {seats}: vLLM refuses to "
+                         "start otherwise")
+    return seqs, tokens
+
+
+def seats_clamped(s: EngineSettings, acc: VLLMAccounting, default_seqs: int) -> bool:
+    """Whether vLLM ``acc.version`` lowers its default max_num_seqs to the token budget asked:
+    max_num_seqs unset, --max-num-batched-tokens below the default, v0.10.1 or later."""
+    return acc.engine == "V1" and s.max_num_seqs is None \
+        and s.max_num_batched_tokens is not None and s.max_num_batched_tokens < default_seqs \
+        and parse_version(acc.version) >= SEATS_CLAMPED_FROM
+
+
+def vllm_seats_note(dep: Deployment, s: EngineSettings) -> str:
+    """How vLLM came to the seats it runs where it lowered its default to the token budget
+    (for --explain), else ""."""
+    acc = vllm_accounting(s.engine_version)
+    default = vllm_batch_defaults(dep, s.usage)["max_num_seqs"]
+    if not seats_clamped(s, acc, default):
+        return ""
+    return (f"vLLM's default of {default:,} lowered to --max-num-batched-tokens: with "
+            "max_num_seqs unset it takes min(default, max_num_batched_tokens) (engine/"
+            "arg_utils.py, from v0.10.1); earlier releases refuse to start")
+
 
 def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_bytes: float,
               kv_bytes_per_token: float, stage: Stage | None = None) -> KVPool:
@@ -69,18 +148,7 @@ def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_byt
     pipeline ``stage``, its own layers (the sampler on the last, the tower on the first)."""
     d = engine_defaults("vllm")
     acc = vllm_accounting(s.engine_version)
-    defaults = vllm_batch_defaults(dep, s.usage)
-    if acc.engine == "V0":  # a whole max_model_len prompt over 256 seqs; chunks past 32K
-        seqs = s.max_num_seqs or 256
-        length = s.max_model_len or 0
-        tokens = s.max_num_batched_tokens or (V0_CHUNK_TOKENS if length > V0_CHUNKED_ABOVE
-                                               else max(length, V0_CHUNK_TOKENS))
-    else:
-        seqs = s.max_num_seqs or defaults["max_num_seqs"]
-        tokens = s.max_num_batched_tokens or defaults["max_num_batched_tokens"]
-        if tokens < seqs:  # vLLM's SchedulerConfig refuses this at start-up
-            raise InputError(f"max_num_batched_tokens ({tokens:,}) must be at least max_num_seqs "
-                             f"({seqs:,}): vLLM refuses to start otherwise")
+    seqs, tokens = vllm_scheduler_budget(dep, s, acc)
     block = s.block_size
     if block is not None and block not in VLLM_BLOCK_SIZES:
         raise InputError(f"vLLM's --block-size is one of {', '.join(map(str, VLLM_BLOCK_SIZES))}; "
@@ -177,13 +245,14 @@ def vllm_pool_advice(dep: Deployment, pool: KVPool, settings: EngineSettings
     if pool.engine != "vllm" or acc is None or acc.engine == "V0" or pool.set_pool_bytes \
             or parse_version(acc.version) < SET_POOL_FROM:
         return None
-    graphs = pool.cuda_graph_bytes or cuda_graph_bytes(
+    n = pool.runtime_devices  # the flag is per device: a GCD of an MI250
+    graphs = pool.cuda_graph_bytes / n or cuda_graph_bytes(
         dep, pool.max_num_seqs, acc, settings.enforce_eager, pool.stage, counted=True)
-    taken = pool.weight_bytes + pool.activation_bytes + pool.non_torch_bytes + graphs \
-        + pool.seat_buffer_bytes
+    taken = (pool.weight_bytes + pool.activation_bytes + pool.non_torch_bytes
+             + pool.seat_buffer_bytes) / n + graphs
     taken += set_pool_margin_bytes()
-    return (max(0.0, pool.total_bytes * pool.reserved_fraction - taken),
-            max(0.0, pool.total_bytes - taken))
+    total = pool.total_bytes / n
+    return (max(0.0, total * pool.reserved_fraction - taken), max(0.0, total - taken))
 
 
 def align_state_blocks(dep: Deployment, acc: VLLMAccounting, prefix_caching: bool | None

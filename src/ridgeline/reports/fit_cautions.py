@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from ridgeline.capacity import engine_seat_limit
 from ridgeline.data_parallel import data_parallel_cautions
+from ridgeline.datafiles import engine_defaults
 from ridgeline.kvcache import kv_footprint
 from ridgeline.parallel import cross_node_caution
 from ridgeline.reports.fit_ranks import each_rank_note
@@ -72,10 +73,24 @@ def fit_cautions(r: FitReport) -> list[str]:
         out.append("vLLM ignores --gpu-memory-utilization when --kv-cache-memory-bytes sets "
                    "the pool (its worker logs 'This does not respect the "
                    "gpu_memory_utilization config')")
+    if p.runtime_devices > 1:
+        n, acc = p.runtime_devices, d.accelerator
+        out.append(f"{p.engine} runs each of a {acc.id}'s {n} dies as a GPU of its own "
+                   f"({p.total_bytes / n / GIB:,.2f} GiB), a tensor-parallel rank each "
+                   f"(--tensor-parallel-size {d.tensor_parallel_size * n} for "
+                   f"{d.tensor_parallel_size} x {acc.id}): its defaults are such a device's, "
+                   "each profiles, captures its graphs and keeps its sampler state, and the "
+                   f"rows above add the {n}")
     if d.accelerator.vendor in NON_CUDA_VENDORS and not is_llamacpp(p):
         out.append(f"{p.engine} on {d.accelerator.id} is sized with the CUDA accounting "
                    "(a CUDA context, CUDA graphs); no start-up log of its "
-                   f"{d.accelerator.vendor} backend checks it: read the pool as approximate")
+                   f"{d.accelerator.vendor} backend checks it: read the pool as approximate"
+                   + ("; vLLM cannot query a TPU's memory, so it takes a small GPU's "
+                      f"{p.max_num_seqs:,} seats and {p.profile_tokens:,}-token budget"
+                      if p.engine == "vllm" and d.accelerator.vendor
+                      in engine_defaults("vllm")["batch_defaults"]["memory_unknown_vendors"]
+                      and r.settings.max_num_seqs is None
+                      and r.settings.max_num_batched_tokens is None else ""))
     if d.accelerator.form == "soc" and d.accelerator.vendor != "apple" \
             and p.accounting is not None:
         out.append(f"{d.accelerator.id} shares its memory with the OS: vLLM refuses to "

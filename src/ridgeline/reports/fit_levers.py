@@ -262,9 +262,10 @@ def _pool_flag_levers(r: FitReport) -> list[tuple[str, Deployment, int, EngineSe
     """A pool the user sized: vLLM's --kv-cache-memory-bytes at the most the card holds
     (its own 'fill the card' figure, less its 150 MiB margin), and the token cap lifted."""
     p, s, out = r.pool, r.settings, []
-    if p.set_pool_bytes:
-        room = int(p.rest_bytes - set_pool_margin_bytes())
-        if room > 0 and room != int(p.set_pool_bytes):
+    if p.set_pool_bytes:  # the flag is per device (of an MI250, a GCD)
+        n = p.runtime_devices
+        room = int(p.rest_bytes / n - set_pool_margin_bytes())
+        if room > 0 and room != int(p.set_pool_bytes / n):
             out.append((f"--kv-cache-memory-bytes {room} ({room / GIB:,.2f} GiB, the card's "
                         "room)", r.deployment, r.context, replace(s, kv_cache_memory_bytes=room)))
     if p.capped:

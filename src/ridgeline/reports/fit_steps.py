@@ -27,6 +27,7 @@ from ridgeline.sglang_hybrid import sglang_state_dtypes, sglang_state_ratio
 from ridgeline.sglang_memory import sglang_data
 from ridgeline.units import GIB, plural
 from ridgeline.vllm_memory import capture_sizes
+from ridgeline.vllm_pool import vllm_seats_note
 
 if TYPE_CHECKING:
     from ridgeline.reports.fit import FitReport
@@ -73,6 +74,8 @@ def pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
                  q("reserved fraction", pool.reserved_fraction, "", _fraction_note(dep, pool, s)),
                  q("weights per GPU", pool.weight_bytes / GIB, "GiB", weights_note(dep, pool)),
                  *(peak_quantities(dep, pool) if pool.engine != "sglang" else ()),
+                 *([q("max_num_seqs", pool.max_num_seqs, "", note)]
+                   if pool.engine == "vllm" and (note := vllm_seats_note(dep, s)) else ()),
                  q("non-torch", pool.non_torch_bytes / GIB, "GiB",
                    "mem_fraction_static × (CUDA context + the TP communicators): SGLang applies "
                    "its fraction to the memory its distributed start-up leaves"

@@ -31,7 +31,9 @@ def command_line(engine: str, model_id: str, c: Candidate, max_len: int,
     memory share ``version`` (default: the newest modelled) sized it at; for a replica over
     several nodes, the one ``node`` (0, the head, serving; 1, …) runs (``node_commands``)."""
     f = engine_defaults(engine)["cli"]
-    parts = [f["launch"], model_id, f["tp"], str(c.tp)]
+    # vLLM makes each device the runtime lists a rank: an MI250's two GCDs, TP2 a board
+    devices = resolve_accelerator(c.accelerator).runtime_devices if engine == "vllm" else 1
+    parts = [f["launch"], model_id, f["tp"], str(c.tp * devices)]
     if c.pp > 1:
         parts += [f["pp"], str(c.pp)]
     if c.expert_parallel:  # vLLM's is a switch (EP = TP here); SGLang's takes the size

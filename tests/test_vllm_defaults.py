@@ -1,0 +1,178 @@
+"""vLLM's batch defaults and the versions it can run, as its source sets them: the device it
+queries (an MI250's GCD, a TPU it cannot query), V0's early chunk, the seats it lowers to a
+small token budget, and the engine/version pairs that never existed."""
+
+from __future__ import annotations
+
+import pytest
+
+from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.cli import main
+from ridgeline.errors import InputError
+from ridgeline.hardware import device_memory_bytes, runtime_device
+from ridgeline.memory import EngineSettings, kv_pool
+from ridgeline.units import GIB
+from ridgeline.vllm_pool import vllm_batch_defaults, vllm_pool_advice
+
+
+def dep(gpu: str, n: int = 1, model: str = "llama-3.1-8b") -> Deployment:
+    return Deployment.build(resolve_model(model), resolve_accelerator(gpu), None, None, n)
+
+
+def test_rocm_shows_an_mi250_as_two_gpus_of_half_the_board() -> None:
+    for part in ("mi250", "mi250x"):
+        board = resolve_accelerator(part)
+        gcd = runtime_device(board)
+        assert board.runtime_devices == 2 and gcd.runtime_devices == 1
+        assert gcd.memory_bytes * 2 == board.memory_bytes
+        assert gcd.memory_bandwidth_bytes_per_s * 2 == board.memory_bandwidth_bytes_per_s
+        assert device_memory_bytes(gcd) < 70 * GIB <= device_memory_bytes(board)
+    h100 = resolve_accelerator("h100")
+    assert runtime_device(h100) is h100
+
+
+def test_vllm_on_an_mi250_takes_the_budgets_of_its_64_gib_gcd_not_of_the_board() -> None:
+    small = vllm_batch_defaults(dep("l40s"), "serve")
+    assert vllm_batch_defaults(dep("mi250"), "serve") == small
+    assert vllm_batch_defaults(dep("mi250x"), "offline") == vllm_batch_defaults(dep("l40s"),
+                                                                                "offline")
+    assert vllm_batch_defaults(dep("mi300x"), "serve") != small  # one 192 GB device
+
+
+def test_an_mi250s_pool_adds_the_pools_its_two_gcds_size_at_tensor_parallel_2() -> None:
+    """1 x MI250 is vLLM at --tensor-parallel-size 2 over two 63 GiB GCDs: each profiles,
+    captures graphs and keeps its sampler state; the board's pool is the two added."""
+    board = kv_pool(dep("mi250"), EngineSettings(max_model_len=8192))
+    gcds = Deployment.build(resolve_model("llama-3.1-8b"), runtime_device(
+        resolve_accelerator("mi250")), None, None, 2)
+    gcd = kv_pool(gcds, EngineSettings(max_model_len=8192))
+    assert board.runtime_devices == 2
+    assert board.blocks == gcd.blocks and board.max_num_seqs == gcd.max_num_seqs
+    assert board.pool_bytes == pytest.approx(2 * gcd.pool_bytes)
+    assert board.total_bytes == pytest.approx(2 * gcd.total_bytes)
+    assert board.cuda_graph_bytes == pytest.approx(2 * gcd.cuda_graph_bytes)
+    # the --kv-cache-memory-bytes vLLM advises is per device: a GCD's
+    assert vllm_pool_advice(dep("mi250"), board, EngineSettings(max_model_len=8192)) == \
+        pytest.approx(vllm_pool_advice(gcds, gcd, EngineSettings(max_model_len=8192)))
+
+
+def test_the_mi250_fit_says_vllm_runs_its_gcds_at_tensor_parallel_2(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fit", "llama-3.1-8b", "--gpu", "mi250", "--max-model-len", "8k"]) == 0
+    out = capsys.readouterr().out
+    assert "each of a mi250's 2 dies as a GPU of its own" in out
+    assert "--tensor-parallel-size 2 for 1 x mi250" in out
+
+
+def test_vllm_on_a_tpu_takes_a_small_gpus_budgets_whatever_its_memory() -> None:
+    """vLLM cannot query a TPU's memory (NotImplementedError, taken as 0 bytes), and its
+    per-chip TPU rows compare 'V5P' with the 'TPU V5P' the platform reports: a 95 GB v5p gets
+    the 256 seats and 2,048 tokens of a card under 70 GiB, not an H100's."""
+    v5p = dep("tpu-v5p")
+    assert device_memory_bytes(v5p.accelerator) >= 70 * GIB
+    assert vllm_batch_defaults(v5p, "serve") == vllm_batch_defaults(dep("l40s"), "serve")
+    assert vllm_batch_defaults(v5p, "serve") != vllm_batch_defaults(dep("h100"), "serve")
+    pool = kv_pool(v5p, EngineSettings(max_model_len=8192))
+    assert pool.max_num_seqs == vllm_batch_defaults(dep("l40s"), "serve")["max_num_seqs"]
+
+
+def test_the_tpu_fit_says_its_memory_rules_are_the_gpus_and_its_budgets_a_small_gpus(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fit", "llama-3.1-8b", "--gpu", "tpu-v6e", "--max-model-len", "8k"]) == 0
+    out = capsys.readouterr().out
+    assert "sized with the CUDA accounting" in out
+    assert "vLLM cannot query a TPU's memory, so it takes a small GPU's 256 seats" in out
+
+
+def test_v0_chunks_long_prompts_by_512_tokens_before_0_6_5_and_2048_from_it() -> None:
+    """V0's SchedulerConfig under chunked prefill (on past 32K of context): 512 tokens in
+    0.6.0-0.6.4 ('the best balance between ITL and TTFT on A100'), 2,048 from 0.6.5."""
+    tokens = {v: kv_pool(dep("h100"), EngineSettings(max_model_len=65536, engine_version=v))
+              .profile_tokens for v in ("0.6.4", "0.6.4.post1", "0.6.5", "0.7.3")}
+    assert tokens == {"0.6.4": 512, "0.6.4.post1": 512, "0.6.5": 2048, "0.7.3": 2048}
+    early = kv_pool(dep("h100"), EngineSettings(max_model_len=65536, engine_version="0.6.4"))
+    later = kv_pool(dep("h100"), EngineSettings(max_model_len=65536, engine_version="0.6.5"))
+    assert 4 * early.forward_bytes == pytest.approx(later.forward_bytes)
+    # a prompt that fits unchunked profiles as before: max(max_model_len, 2048)
+    short = EngineSettings(max_model_len=8192, engine_version="0.6.4")
+    assert kv_pool(dep("h100"), short).profile_tokens == 8192
+
+
+@pytest.mark.parametrize("version, why", [
+    ("0.25 V0", "V0 engine was removed in v0.11.0"),
+    ("0.11.0 V0", "V0 engine was removed in v0.11.0"),
+    ("0.6 V1", "V1 became the default engine in v0.8"),
+    ("0.7.3 V1", "V1 became the default engine in v0.8"),
+])
+def test_an_engine_the_release_does_not_have_is_refused_in_one_line(
+        capsys: pytest.CaptureFixture[str], version: str, why: str) -> None:
+    code = main(["fit", "llama-3.1-8b", "--gpu", "h100-sxm", "--max-model-len", "8k",
+                 "--engine-version", version])
+    err = capsys.readouterr().err
+    assert code == 2 and why in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("version", ["0.10.2 V0", "0.8 V1", "0.8.5 V0", "0.6"])
+def test_an_engine_the_release_has_is_accepted(
+        capsys: pytest.CaptureFixture[str], version: str) -> None:
+    assert main(["fit", "llama-3.1-8b", "--gpu", "h100-sxm", "--max-model-len", "8k",
+                 "--engine-version", version]) == 0
+    capsys.readouterr()
+
+
+def test_a_token_budget_under_the_default_seats_lowers_them_from_0_10_1() -> None:
+    """vLLM 0.10.1+ sets an unset max_num_seqs to min(default, max_num_batched_tokens): an
+    H100 at --max-num-batched-tokens 512 runs 512 seats, not its default 1,024."""
+    default = vllm_batch_defaults(dep("h100"), "serve")["max_num_seqs"]
+    assert default > 512
+    for version in ("0.10.1", None):
+        pool = kv_pool(dep("h100"), EngineSettings(max_num_batched_tokens=512,
+                                                   engine_version=version))
+        assert (pool.max_num_seqs, pool.profile_tokens) == (512, 512)
+    with pytest.raises(InputError, match=r"v0\.10\.1 and later lower it"):
+        kv_pool(dep("h100"), EngineSettings(max_num_batched_tokens=512, engine_version="0.10.0"))
+    # a budget above the default leaves the default
+    assert kv_pool(dep("h100"), EngineSettings(max_num_batched_tokens=4096)).max_num_seqs \
+        == default
+
+
+def test_seats_and_a_budget_both_given_must_agree() -> None:
+    with pytest.raises(InputError, match=r"--max-num-batched-tokens \(512\) must be at least "
+                                         r"--max-num-seqs \(1,024\)"):
+        kv_pool(dep("h100"), EngineSettings(max_num_seqs=1024, max_num_batched_tokens=512))
+    # seats above the default budget vLLM does not raise: an A100's 2,048 tokens
+    with pytest.raises(InputError, match="default max_num_batched_tokens"):
+        kv_pool(dep("a100"), EngineSettings(max_num_seqs=4096))
+
+
+def test_fit_with_a_small_token_budget_runs_and_explains_the_lowered_seats(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["fit", "llama-3.1-8b", "--gpu", "h100-sxm", "--max-num-batched-tokens", "512"]
+    assert main(args) == 0
+    assert "max_num_seqs 512" in capsys.readouterr().out
+    assert main([*args, "--explain"]) == 0
+    explained = capsys.readouterr().out
+    assert "max_num_seqs = 512" in explained and "lowered to --max-num-batched-tokens" in explained
+    assert main([*args, "--max-num-seqs", "1024"]) == 2
+    assert "vLLM refuses to start" in capsys.readouterr().err
+
+
+def test_plan_launches_vllm_on_an_mi250_at_tensor_parallel_2_a_board(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "llama-3.1-8b", "--rate", "1", "--input-len", "1000", "--output-len",
+                 "100", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "100", "--gpus", "mi250",
+                 "--price", "mi250=2"]) == 0
+    out = capsys.readouterr().out
+    assert "1 replica of 1 x mi250" in out
+    assert "vllm serve meta-llama/Llama-3.1-8B --tensor-parallel-size 2 " in out
+
+
+@pytest.mark.parametrize("devices", [0, 1.5, 9, "2"])
+def test_a_record_with_an_impossible_device_count_is_refused(devices: object) -> None:
+    from ridgeline.hardware import Accelerator
+
+    record = {"id": "two-die", "memory_bytes": 64 * GIB, "memory_bandwidth_bytes_per_s": 2e12,
+              "peak_flops": {"bf16": 3e14}, "runtime_devices": devices}
+    with pytest.raises(InputError, match="runtime_devices"):
+        Accelerator.from_record(record, "test")
+    assert Accelerator.from_record({**record, "runtime_devices": 2}, "test").runtime_devices == 2
