@@ -30,6 +30,14 @@ def _vllm_memory_switches(g: Any) -> None:
                    "pool); default: a first start, as in a fresh container")
 
 
+def sglang_multimodal(g: Any) -> None:
+    """SGLang's switch for the models it serves text-only by default (fit and simulate)."""
+    g.add_argument("--enable-multimodal", action="store_true",
+                   help="SGLang: serve Gemma-3 or Llama-4 with their vision tower (text-only "
+                   "by default), which cuts its default mem_fraction_static as it does for "
+                   "other multimodal models")
+
+
 def _trtllm_backend(g: Any) -> None:
     """TensorRT-LLM's backend, which decides what it allocates before the cache."""
     g.add_argument("--backend", choices=["pytorch", "tensorrt"],

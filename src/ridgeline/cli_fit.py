@@ -13,6 +13,7 @@ from ridgeline.cli_engine import (
     _usage_and_version,
     _vllm_memory_switches,
     check_engine_flags,
+    sglang_multimodal,
 )
 from ridgeline.cli_load import (
     accelerator_names,
@@ -145,6 +146,7 @@ ENGINE_KNOBS = ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_token
                 "split_mode", "gpu_layers", "n_cpu_moe", "cpu_moe", "host_bandwidth_gbs",
                 "host_link_gbs", "host_memory_gib", "output_layer_last", "fit_target_mib",
                 "fit_ctx", "no_async_scheduling", "prefix_caching", "language_model_only",
+                "enable_multimodal",
                 "backend", "warm_compile_cache", "kv_cache_memory_bytes", "max_total_tokens",
                 "data_parallel_size", "enable_dp_attention")
 
@@ -203,6 +205,7 @@ def register(sub: Any) -> None:
     g.add_argument("--swa-full-tokens-ratio", type=_positive_float("swa_full_tokens_ratio"),
                    metavar="R", help="SGLang hybrid-SWA models: window pool ÷ full pool "
                    "(default 0.8); lower holds more long conversations")
+    sglang_multimodal(g)
     g.add_argument("--flash-attn", choices=["on", "off", "auto"],
                    help="llama.cpp -fa (default auto: on where supported); off sizes the "
                    "attention scores into the compute buffer and costs their traffic")

@@ -310,6 +310,7 @@ def engine_settings(args: argparse.Namespace) -> Any:
         async_scheduling=not getattr(args, "no_async_scheduling", False),
         prefix_caching=getattr(args, "prefix_caching", None),
         language_model_only=getattr(args, "language_model_only", False),
+        enable_multimodal=getattr(args, "enable_multimodal", False),
         flash_attn=getattr(args, "flash_attn", None) != "off",
         swa_full_tokens_ratio=getattr(args, "swa_full_tokens_ratio", None),
         backend=getattr(args, "backend", None),

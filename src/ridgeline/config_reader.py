@@ -51,7 +51,7 @@ from ridgeline.model_types import (
     first_architecture,
 )
 from ridgeline.quantization import stored_formats
-from ridgeline.vision_tower import vision_item, vision_params
+from ridgeline.vision_tower import vision_config, vision_item, vision_params
 
 # Far above any real model (Llama-3.1-405B has 126 layers); a config that claims more is
 # malformed, and building its layer list would exhaust memory.
@@ -123,6 +123,7 @@ class _SpecReader(ConfigFields):
                 "num_nextn_predict_layers", "mtp_num_hidden_layers", default=0, minimum=0
             ),
             vision_params=vision_params(self, hidden),
+            vision_config=vision_config(self),
             vision_item=vision_item(self),
             learned_positions=self.int_("n_positions", "max_position_embeddings")
             if self.model_type == "gpt2" else 0,

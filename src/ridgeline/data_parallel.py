@@ -123,7 +123,7 @@ def spelling_problem(spelling: str | None, ranks: int, engine: str | None) -> st
 
 def server_running_requests(dep: Deployment, per_rank: int) -> int:
     """SGLang's --max-running-requests that gives each data-parallel rank ``per_rank`` (the
-    server's flag, which rank_settings divides by --dp-size: 4 ranks of 231 are 924);
+    server's flag, which rank_settings divides by --dp-size: 4 ranks of 111 are 444);
     ``per_rank`` itself without data parallelism or on vLLM (whose --max-num-seqs is a
     rank's)."""
     if dep.engine != "sglang":
@@ -209,7 +209,8 @@ def data_parallel_cautions(dep: Deployment, stepping: bool) -> tuple[str, ...]:
                    "chosen over the default) are not counted in the pool")
     if dep.engine == "sglang":
         out.append("SGLang's --max-running-requests and --chunked-prefill-size are the "
-                   f"server's, divided by --dp-size ({n}) on each rank; the memory it holds "
-                   "back for DP attention's buffers beyond its mem_fraction_static rule is not "
-                   "modelled")
+                   f"server's, divided by --dp-size ({n}) on each rank; its default "
+                   "mem_fraction_static holds back more for DP attention's buffers (CUDA-graph "
+                   "batch × --dp-size × 3 MiB, × 4.5 above a batch of 300, from v0.5.3; 4 GiB "
+                   "in v0.4.7.post1–v0.5.2), and the pool is sized with it")
     return tuple(out)

@@ -74,6 +74,10 @@ class Accelerator:
     # under what nvidia-smi shows (H100: 79.18 GiB); a unified-memory part lends the GPU its
     # RAM less what the OS and firmware keep (DGX Spark: 121.69 of 128 GiB).
     runtime_total_bytes: float | None = None
+    # nvidia-smi's memory.total (MiB x 2^20), where a public nvidia-smi output pins it: what
+    # SGLang's default memory fraction reads (H100 80GB: 81,559 MiB), a little above the
+    # runtime's total; read by that rule alone (smi_total_bytes)
+    smi_total_bytes: float | None = None
     # dense FP16 tensor FLOP/s with FP16 accumulation, where faster than peak_flops' fp16
     # (which is the FP32-accumulate rate): a GeForce card runs FP32 accumulate at half rate
     fp16_accumulate_flops: float | None = None
@@ -110,6 +114,11 @@ class Accelerator:
             require_positive(self.runtime_total_bytes, f"{self.id}: runtime total memory")
             if self.runtime_total_bytes > self.memory_bytes:
                 raise InputError(f"{self.id}: runtime total memory exceeds the memory on the "
+                                 "device")
+        if self.smi_total_bytes is not None:
+            require_positive(self.smi_total_bytes, f"{self.id}: nvidia-smi total memory")
+            if self.smi_total_bytes > self.memory_bytes:
+                raise InputError(f"{self.id}: nvidia-smi total memory exceeds the memory on the "
                                  "device")
         if self.fp16_accumulate_flops is not None:
             fp16 = self.peak_flops.get("fp16")
@@ -220,6 +229,7 @@ class Accelerator:
             notes=f.text("notes", ""),
             aliases=f.texts("aliases"),
             ecc_visible_bytes=f.optional("ecc_visible_bytes", 0, MAX_MEMORY_BYTES, open_low=True),
+            smi_total_bytes=f.optional("smi_total_bytes", 0, MAX_MEMORY_BYTES, open_low=True),
             runtime_total_bytes=f.optional("runtime_total_bytes", 0, MAX_MEMORY_BYTES,
                                            open_low=True),
             fp16_accumulate_flops=f.optional("fp16_accumulate_flops", 0, math.inf,
@@ -328,7 +338,7 @@ def with_memory_gib(acc: Accelerator, memory_gib: float) -> tuple[Accelerator, s
     share = acc.runtime_total_bytes / acc.memory_bytes \
         if soc and acc.runtime_total_bytes else None
     sized = replace(acc, memory_bytes=memory_gib * GIB, memory_size=memory_gib,
-                    memory_unit="GiB", ecc_visible_bytes=None,
+                    memory_unit="GiB", ecc_visible_bytes=None, smi_total_bytes=None,
                     runtime_total_bytes=None if share is None else memory_gib * GIB * share)
     if soc:
         return sized, ""
@@ -366,6 +376,14 @@ def custom_accelerator(
 # What the driver keeps from the nominal capacity: torch reports 23.58 GiB total on a
 # 24 GiB RTX 3090 (vLLM issue #10517 log) and 79.2 GiB on an 80 GiB H100.
 VISIBLE_MEMORY_FRACTION = 0.985
+
+
+def smi_total_bytes(acc: Accelerator) -> float | None:
+    """The memory.total nvidia-smi shows, where the catalog pins it: the record's
+    smi_total_bytes, else on a card whose ECC keeps part of the memory its ECC-visible
+    figure, which is the one nvidia-smi shows (L40S: 46,068 MiB); None where not known.
+    H100 80GB: 81,559 MiB, where the runtime reports 81,080."""
+    return acc.smi_total_bytes or acc.ecc_visible_bytes
 
 
 def device_memory_bytes(acc: Accelerator) -> float:

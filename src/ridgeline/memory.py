@@ -76,6 +76,8 @@ class EngineSettings:
     # vLLM: None is its default (on; for a model with recurrent state, off before v0.28)
     prefix_caching: bool | None = None
     language_model_only: bool = False  # vLLM --language-model-only: no vision tower loaded
+    # SGLang --enable-multimodal: Gemma-3 and Llama-4 are served text-only without it
+    enable_multimodal: bool = False
     warm_compile_cache: bool = False  # vLLM: torch.compile's cache from an earlier start found
     backend: str | None = None  # TensorRT-LLM --backend: pytorch (default) or tensorrt
     # vLLM --kv-cache-memory-bytes: the pool per GPU, set; no profile check, no utilization
@@ -136,6 +138,8 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
     total = total_bytes or device_memory_bytes(dep.accelerator)
     if s.language_model_only and engine != "vllm":
         raise InputError(f"--language-model-only is vLLM's; {engine} has no such setting")
+    if s.enable_multimodal and engine != "sglang":
+        raise InputError(f"--enable-multimodal is SGLang's; {engine} has no such setting")
     if s.swa_full_tokens_ratio is not None and engine != "sglang":
         raise InputError(f"--swa-full-tokens-ratio is SGLang's; {engine} has no such setting")
     if s.swa_full_tokens_ratio is not None and not (

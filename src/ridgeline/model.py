@@ -148,6 +148,16 @@ class VisionItem:
 
 
 @dataclass(frozen=True)
+class VisionConfig:
+    """The depth and width a multimodal config's vision_config names under the usual keys,
+    num_hidden_layers and hidden_size (None where it names neither: Qwen's towers give
+    depth), as an engine reads them off the config: Gemma-3's SigLIP, 27 and 1,152."""
+
+    num_hidden_layers: int | None
+    hidden_size: int | None
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     name: str
     architecture: str
@@ -173,6 +183,7 @@ class ModelSpec:
     # a multimodal checkpoint's vision tower and projector: loaded by a serving engine beside
     # the text model, never read by a text token (vision_tower.py)
     vision_params: int = 0
+    vision_config: VisionConfig | None = None  # None: the config has no vision_config
     ssm_cache_dtype_named: bool = False  # the config names mamba_ssm_cache_dtype
     vision_item: VisionItem | None = None  # a fixed-size tower's image, as engines profile it
     rope_scaling: RopeScaling | None = None  # config.json's rope_scaling, where it has one

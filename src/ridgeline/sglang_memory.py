@@ -5,9 +5,12 @@ start-up (the CUDA context and the tensor-parallel communicators), less the weig
 1 − mem_fraction_static, holds activations and CUDA graphs. With the flag unset, the fraction
 came from a table by tensor-parallel size (to v0.4.7), then from a reserve by card tier and
 parallel size (PR #7054, v0.4.7.post1 to v0.5.2), then from a reserve summed from the prefill
-chunk, the CUDA-graph batch and the ranks (v0.5.3 on). The rules are data (engines.json
-``sglang``), each with its source. sglang_pool.py builds the KVPool from these defaults, a
-recurrent hybrid's state pool carved out of it first (sglang_hybrid.py).
+chunk, the CUDA-graph batch and the ranks (v0.5.3 on), each with a term more under
+data-parallel attention. The rules read the card's memory as nvidia-smi shows it (MiB), not as
+the runtime does. A model SGLang counts as multimodal gets the fraction cut for its vision
+tower (sglang_vision_cut). The rules are data (engines.json ``sglang``), each with its source.
+sglang_pool.py builds the KVPool from these defaults, a recurrent hybrid's state pool carved
+out of it first (sglang_hybrid.py).
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from typing import Any
 from ridgeline.datafiles import load_data
 from ridgeline.deployment import Deployment
 from ridgeline.errors import InputError
+from ridgeline.hardware import Accelerator, smi_total_bytes
+from ridgeline.model import ModelSpec
 from ridgeline.parallel import LOW_LATENCY_FABRICS
 from ridgeline.units import GIB
 from ridgeline.vllm_memory import parse_version
@@ -67,8 +72,9 @@ class SGLangMemoryDefaults:
     chunked_prefill_size: int
     cuda_graph_max_bs: int
     reserved_mib: float  # activations, CUDA graphs and buffers kept out of the static pool
-    mem_fraction_static: float
+    mem_fraction_static: float  # before any cut for a vision tower (sglang_vision_cut)
     era: str = RESERVED_MIB
+    dp_attention_mib: float = 0.0  # the part of reserved_mib data-parallel attention adds
 
 
 def _below(rows: list[list[Any]], gib: float) -> list[Any]:
@@ -78,11 +84,15 @@ def _below(rows: list[list[Any]], gib: float) -> list[Any]:
 
 def sglang_memory_defaults(total_bytes: float, tp: int = 1, pp: int = 1,
                            chunked_prefill_size: int | None = None,
-                           version: str | None = None) -> SGLangMemoryDefaults:
-    """SGLang ``version``'s defaults for a card of ``total_bytes``: the prefill chunk and
-    CUDA-graph batch by memory tier, then the memory it reserves for them and
-    ``mem_fraction_static`` = (memory − reserved) ÷ memory (before v0.4.7.post1: a table by
-    tensor-parallel size)."""
+                           version: str | None = None,
+                           dp_size: int = 1) -> SGLangMemoryDefaults:
+    """SGLang ``version``'s defaults for a card of ``total_bytes`` (nvidia-smi's, where
+    known: sglang_gpu_mem_bytes): the prefill chunk and CUDA-graph batch by memory tier, then
+    the memory it reserves for them and ``mem_fraction_static`` = (memory − reserved) ÷ memory
+    (before v0.4.7.post1: a table by tensor-parallel size). ``tp`` is its --tp-size, every GPU
+    of a stage; ``dp_size`` > 1 is --dp-size with --enable-dp-attention, which reserves
+    graph batch × dp_size × 3 MiB more from v0.5.3 (× 4.5 above a batch of 300; 4 GiB in
+    v0.4.7.post1–v0.5.2): an H200 at TP8, DP8 holds 33,280 MiB, 0.769 of 143,771."""
     d = sglang_data()
     gpu_mib = total_bytes / 2**20
     era = sglang_era(version)
@@ -97,23 +107,115 @@ def sglang_memory_defaults(total_bytes: float, tp: int = 1, pp: int = 1,
         t = d["tier_reserve"]
         gib = gpu_mib / 1024
         _, base, per_rank = _below(t["rows"], gib)
-        reserved = (base + per_rank * tp * pp) * 1024
+        dp_mib = float(t["dp_attention_gib"]) * 1024 if dp_size > 1 else 0.0
+        reserved = (base + per_rank * tp * pp) * 1024 + dp_mib
         chunk = chunked_prefill_size or int(_below(t["chunked_prefill_size"], gib)[1])
         graphs = int(t["cuda_graph_max_bs_below_35_gib"][tp >= 4]) if gib < 35 \
             else int(t["cuda_graph_max_bs"])
         return SGLangMemoryDefaults(chunk, graphs, reserved,
-                                    round((gpu_mib - reserved) / gpu_mib, 3), era)
+                                    round((gpu_mib - reserved) / gpu_mib, 3), era, dp_mib)
     tier = _below(d["memory_tiers"]["rows"], gpu_mib / 1024)
     _, tier_chunk, graphs_small_tp, graphs_large_tp = tier
     chunk = chunked_prefill_size or int(tier_chunk)
     graphs = int(graphs_small_tp if tp < 4 else graphs_large_tp)
     r = d["reserved_mib"]
+    dp_mib = _dp_attention_mib(graphs, dp_size)
     reserved = (r["base"] + r["per_prefill_token"] * max(chunk, r["min_prefill_tokens"])
-                + r["per_graph_batch"] * graphs + r["per_8_ranks"] * tp * pp / 8)
-    if gpu_mib > r["floor_above_gib"] * 1024:
+                + r["per_graph_batch"] * graphs + r["per_8_ranks"] * tp * pp / 8 + dp_mib)
+    if gpu_mib > r["floor_above_gib"] * 1024:  # the floor holds after the DP term
         reserved = max(reserved, r["floor_mib"])
     return SGLangMemoryDefaults(chunk, graphs, reserved, round((gpu_mib - reserved) / gpu_mib, 3),
-                                era)
+                                era, dp_mib)
+
+
+def _dp_attention_mib(graphs: int, dp_size: int) -> float:
+    """v0.5.3+'s reserve for data-parallel attention's padding: 3 MiB per CUDA-graph batch per
+    rank, 1.5 more above a graph batch of 300 (512 × 8 ranks: 12,288 + 6,144 MiB)."""
+    if dp_size <= 1:
+        return 0.0
+    d = sglang_data()["reserved_mib"]["dp_attention"]
+    per = d["per_graph_batch_per_rank"] + (d["per_graph_batch_per_rank_large"]
+                                           if graphs > d["large_graph_batch_above"] else 0)
+    return float(per * graphs * dp_size)
+
+
+def sglang_gpu_mem_bytes(acc: Accelerator, runtime_total_bytes: float) -> tuple[float, bool]:
+    """The card memory SGLang's default rule reads, and whether it is nvidia-smi's: the
+    smallest memory.total nvidia-smi shows (get_nvgpu_memory_capacity, MiB) where the catalog
+    pins it (hardware.smi_total_bytes), else ``runtime_total_bytes``, the runtime's total the
+    pool is sized from (an H100: 81,559 MiB, not 81,080)."""
+    smi = smi_total_bytes(acc)
+    return (smi, True) if smi else (runtime_total_bytes, False)
+
+
+@dataclass(frozen=True)
+class SGLangVisionCut:
+    """What SGLang multiplies mem_fraction_static by for a model's vision tower."""
+
+    factor: float = 1.0  # 1: no cut
+    given_too: bool = False  # before 0.4.9 the model runner cut a fraction the flag gave too
+    note: str = ""  # the rule or the reason there is none, for --explain
+
+
+def sglang_vision_cut(model: ModelSpec, version: str | None = None,
+                      enable_multimodal: bool = False) -> SGLangVisionCut:
+    """SGLang ``version``'s cut to mem_fraction_static for a model it counts as multimodal
+    (its architecture in engines.json sglang.vision_fraction, and not one it leaves text-only
+    without --enable-multimodal): from 0.4.9.post3, on its default only, 0.95 × clamp(1 − 0.1
+    × (L × H² ÷ (24 × 1024²) − 1), 0.8, 1.05), L and H the vision_config's num_hidden_layers
+    and hidden_size (24 and 1,024 where unnamed), no cut without a vision_config; before it a
+    flat 0.95, then 0.90 (from 0.4.4.post4). Gemma-3's SigLIP, 27 × 1,152: × 0.910; Qwen3.5's
+    tower names depth, not num_hidden_layers, so 24 × 1,152: × 0.925."""
+    d = sglang_data()["vision_fraction"]
+    if model.architecture not in d["architectures"]:
+        return SGLangVisionCut()
+    release = sglang_release(version or str(sglang_data()["newest_checked"]))
+    off = d["off_unless_enable_multimodal"]
+    if not enable_multimodal and model.architecture in off["architectures"] \
+            and release >= sglang_release(off["from"]):
+        would = sglang_vision_cut(model, version, enable_multimodal=True)
+        return SGLangVisionCut(note=f"SGLang serves {model.architecture} text-only unless "
+                               "--enable-multimodal, so no cut for the vision tower"
+                               + (f" (with it, × {would.factor:.4f})" if would.factor != 1
+                                  else ""))
+    if release < sglang_release(d["from"]):
+        flat = next(row for row in d["flat_by_release"]
+                    if release < sglang_release(row["before"]))
+        given_too = release < sglang_release(d["given_too_before"])
+        return SGLangVisionCut(float(flat["factor"]), given_too,
+                               f"× {flat['factor']} for a multimodal model, before v0.4.9.post3"
+                               + (", a fraction the flag gives too" if given_too else ""))
+    vision = model.vision_config
+    if vision is None:
+        return SGLangVisionCut(note=f"{model.architecture} is multimodal to SGLang, but its "
+                               "config has no vision_config, so no cut")
+    layers = vision.num_hidden_layers or int(d["baseline_layers"])
+    hidden = vision.hidden_size or int(d["baseline_hidden_size"])
+    ratio = layers * hidden**2 / (d["baseline_layers"] * d["baseline_hidden_size"] ** 2)
+    factor = d["base"] * min(max(1 - d["per_complexity"] * (ratio - 1), d["least"]), d["most"])
+    return SGLangVisionCut(factor, False, (
+        f"× {factor:.4f} for the vision tower (adjust_mem_fraction_for_vlm): {d['base']} × "
+        f"clamp(1 − {d['per_complexity']} × ({layers} × {hidden:,}² ÷ "
+        f"({d['baseline_layers']} × {d['baseline_hidden_size']:,}²) − 1), {d['least']}, "
+        f"{d['most']})" + ("" if vision.num_hidden_layers else
+                           f"; its vision_config names no num_hidden_layers, so SGLang's "
+                           f"{d['baseline_layers']}")))
+
+
+def sglang_fraction(rule: SGLangMemoryDefaults, cut: SGLangVisionCut,
+                    given: float | None = None) -> float:
+    """The mem_fraction_static SGLang sizes its pool at: ``given`` (--mem-fraction-static;
+    cut for a vision tower too before v0.4.9), else its rule's default × the vision cut."""
+    if given is not None:
+        return given * cut.factor if cut.given_too else given
+    return rule.mem_fraction_static * cut.factor
+
+
+def sglang_flag_fraction(rule: SGLangMemoryDefaults, cut: SGLangVisionCut) -> float:
+    """The --mem-fraction-static that gives the pool SGLang's default does (a plan writes it
+    out): the default after the vision cut, or before it where the release cuts a given
+    fraction too; to four places."""
+    return round(rule.mem_fraction_static if cut.given_too else sglang_fraction(rule, cut), 4)
 
 
 def sglang_startup_bytes(dep: Deployment) -> float:
@@ -144,9 +246,12 @@ def sglang_requests_asked(capacity_tokens: int, context_len: int, given: int | N
 
 def sglang_max_running_requests(capacity_tokens: int, context_len: int,
                                 given: int | None = None, version: str | None = None) -> int:
-    """SGLang's max_running_requests: the requests it asks (sglang_requests_asked), at most
-    half the capacity, and at least one."""
-    return max(1, min(sglang_requests_asked(capacity_tokens, context_len, given, version),
+    """SGLang's max_running_requests: a value given as given (tp_worker caps it only by the
+    request pool, which is sized to it), else the requests it asks (sglang_requests_asked) at
+    most half the capacity, and at least one: 3,000 tokens run 1,500 by default, 2,000 given."""
+    if given is not None:
+        return given
+    return max(1, min(sglang_requests_asked(capacity_tokens, context_len, None, version),
                       capacity_tokens // 2))
 
 

@@ -14,10 +14,15 @@ from ridgeline.engine_windows import has_windows
 from ridgeline.kvpool import KVPool
 from ridgeline.sglang_hybrid import sglang_running_cap, sglang_state_pool
 from ridgeline.sglang_memory import (
+    SGLangMemoryDefaults,
+    SGLangVisionCut,
+    sglang_fraction,
+    sglang_gpu_mem_bytes,
     sglang_max_running_requests,
     sglang_memory_defaults,
     sglang_requests_asked,
     sglang_startup_bytes,
+    sglang_vision_cut,
 )
 from ridgeline.stages import Stage
 
@@ -31,12 +36,9 @@ def sglang_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
     weights, in pages of page_size tokens; a hybrid's state pool carved out first
     (sglang_state_pool), then max_running_requests from the tokens left (sglang_own_requests)."""
     d = engine_defaults("sglang")
-    # its --tp-size: every GPU of a stage, data-parallel attention's ranks included
-    rule = sglang_memory_defaults(total_bytes, dep.expert_ranks,
-                                  dep.pipeline_parallel_size,
-                                  s.max_num_batched_tokens, s.engine_version)
+    rule, cut = sglang_rule(dep, s, total_bytes)
     tokens = rule.chunked_prefill_size
-    fraction = s.gpu_memory_utilization or rule.mem_fraction_static
+    fraction = sglang_fraction(rule, cut, s.gpu_memory_utilization)
     # SGLang keeps activations and CUDA graphs in the memory it holds back, and applies
     # its fraction to what its distributed start-up leaves
     pool = KVPool("sglang", total_bytes, fraction, weight_bytes, 0.0,
@@ -50,6 +52,19 @@ def sglang_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
         seats = min(seats, sglang_running_cap(pool.state_slots, s.prefix_caching is not False,
                                               s.engine_version, dep.model))
     return replace(pool, max_num_seqs=seats)
+
+
+def sglang_rule(dep: Deployment, s: EngineSettings,
+                total_bytes: float) -> tuple[SGLangMemoryDefaults, SGLangVisionCut]:
+    """SGLang's default rule for ``dep`` (on nvidia-smi's memory where known, else
+    ``total_bytes``; its --tp-size every GPU of a stage, data-parallel attention's ranks
+    included, and their --dp-size) and its cut for a vision tower: the pool and --explain
+    both read them here."""
+    memory, _ = sglang_gpu_mem_bytes(dep.accelerator, total_bytes)
+    rule = sglang_memory_defaults(memory, dep.expert_ranks, dep.pipeline_parallel_size,
+                                  s.max_num_batched_tokens, s.engine_version,
+                                  dep.data_parallel_size)
+    return rule, sglang_vision_cut(dep.model, s.engine_version, s.enable_multimodal)
 
 
 def sglang_own_requests(dep: Deployment, pool: KVPool, s: EngineSettings) -> int:

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from ridgeline.config_fields import ConfigFields
 from ridgeline.datafiles import model_type_defaults
 from ridgeline.errors import InputError
-from ridgeline.model import VisionItem
+from ridgeline.model import VisionConfig, VisionItem
 
 
 def vision_item(config: ConfigFields) -> VisionItem | None:
@@ -39,6 +39,22 @@ def vision_item(config: ConfigFields) -> VisionItem | None:
                           tokens)
     except InputError:
         return None
+
+
+def vision_config(config: ConfigFields) -> VisionConfig | None:
+    """The vision_config's num_hidden_layers and hidden_size as named (None without a
+    vision_config); a value that is not a whole number reads as unnamed."""
+    vision = config.raw.get("vision_config")
+    if not isinstance(vision, Mapping):
+        return None
+    v = ConfigFields(vision, f"{config.name} vision_config", defaults=False, decoder=False)
+    named = []
+    for key in ("num_hidden_layers", "hidden_size"):
+        try:
+            named.append(v.opt_int(key))
+        except InputError:
+            named.append(None)
+    return VisionConfig(*named)
 
 
 def vision_params(config: ConfigFields, text_hidden: int) -> int:

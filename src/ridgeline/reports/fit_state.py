@@ -93,7 +93,7 @@ def most_running_requests(r: FitReport) -> int:
     """The largest --max-running-requests whose state pool leaves room for the target's
     conversations (most_rank_requests): under data-parallel attention the server's flag,
     which SGLang divides over the ranks, so each rank's most × the ranks (Qwen3-Next on 4
-    H100s at DP4, a target of 40: 231 a rank, --max-running-requests 924)."""
+    H100s at DP4, a target of 40: 111 a rank, --max-running-requests 444)."""
     return server_running_requests(r.deployment, most_rank_requests(r))
 
 
@@ -188,7 +188,8 @@ def running_step(r: FitReport) -> Step:
          f"{rule['least']:,}, {rule['most']:,})")
     own_note = (f"{flag}: the request pool SGLang asks; it stops ('Not enough memory') before "
                 "it halves the tokens" if p.tokens < 1 else
-                f"min({flag}, {p.tokens:,} tokens // 2), at least 1")
+                f"{flag}, as given (SGLang halves the tokens only for its own default)"
+                if s.max_num_seqs else f"min({flag}, {p.tokens:,} tokens // 2), at least 1")
     on = sglang_radix_cache(radix, s.engine_version, d.model)
     per_note = ("a running request's state and two for its radix cache's" if on and per == 3
                 else f"SGLang {s.engine_version}: a running request's state and four more (the "

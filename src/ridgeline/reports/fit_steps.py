@@ -191,21 +191,33 @@ def _set_pool_step(dep: Deployment, pool: KVPool) -> Step:
 
 def _fraction_note(dep: Deployment, pool: KVPool, s: EngineSettings) -> str:
     """Where the reserved fraction came from: the flag, or the engine's default (SGLang's
-    derived from the card, with its reserve)."""
-    if s.gpu_memory_utilization is not None:
-        return "the flag"
+    derived from the card as nvidia-smi shows it, with its reserve and the ranks the pool
+    was sized with, and any cut for a vision tower)."""
     if pool.engine != "sglang":
-        return f"{pool.engine} default"
-    from ridgeline.sglang_memory import TP_TABLE, sglang_memory_defaults
+        return "the flag" if s.gpu_memory_utilization is not None else f"{pool.engine} default"
+    from ridgeline.sglang_memory import TP_TABLE, sglang_gpu_mem_bytes
+    from ridgeline.sglang_pool import sglang_rule
 
-    rule = sglang_memory_defaults(pool.total_bytes, dep.tensor_parallel_size,
-                                  dep.pipeline_parallel_size, s.max_num_batched_tokens,
-                                  s.engine_version)
+    rule, cut = sglang_rule(dep, s, pool.total_bytes)
+    if s.gpu_memory_utilization is not None:
+        return "the flag" + (f", {cut.note}" if cut.given_too and cut.factor != 1 else "")
+    memory, smi = sglang_gpu_mem_bytes(dep.accelerator, pool.total_bytes)
+    ranks = dep.expert_ranks * dep.pipeline_parallel_size
     if rule.era == TP_TABLE:
-        return f"SGLang's default at TP{dep.tensor_parallel_size} (its table by TP size)"
-    return (f"SGLang's default: (memory − {rule.reserved_mib:,.0f} MiB reserved) ÷ memory, for "
-            f"a prefill chunk of {rule.chunked_prefill_size:,} tokens and CUDA graphs to batch "
-            f"{rule.cuda_graph_max_bs}")
+        base = f"SGLang's default at TP{dep.expert_ranks} (its table by TP size)"
+    else:
+        dp = dep.data_parallel_size
+        base = (f"SGLang's default: ({memory / 2**20:,.0f} MiB − {rule.reserved_mib:,.0f} MiB "
+                f"reserved) ÷ {memory / 2**20:,.0f} MiB = {rule.mem_fraction_static}, for a "
+                f"prefill chunk of {rule.chunked_prefill_size:,} tokens, CUDA graphs to batch "
+                f"{rule.cuda_graph_max_bs} and {ranks} GPU{'s' if ranks > 1 else ''} (its "
+                "--tp-size × --pp-size)"
+                + (f", {rule.dp_attention_mib:,.0f} MiB of it for data-parallel attention over "
+                   f"{dp} ranks" if rule.dp_attention_mib else "")
+                + ("; memory: nvidia-smi's memory.total (catalog), which SGLang reads" if smi
+                   else "; memory: the runtime's total, as the pool's (nvidia-smi's "
+                   "memory.total, which SGLang reads, is not in the catalog for this card)"))
+    return base + (f"; {cut.note}" if cut.note else "")
 
 
 def conversations_step(dep: Deployment, pool: KVPool, s: EngineSettings, context: int,

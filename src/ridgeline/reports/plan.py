@@ -20,13 +20,20 @@ from ridgeline.plan import MEASURED_SLOWDOWN_LOW, PlanResult, slowed_tpot_floor_
 from ridgeline.render import table
 from ridgeline.replica_sizing import DEFAULT_CONTEXT
 from ridgeline.serving_load import Load, Slo
-from ridgeline.sglang_memory import sglang_memory_defaults
+from ridgeline.sglang_memory import (
+    SGLangVisionCut,
+    sglang_flag_fraction,
+    sglang_gpu_mem_bytes,
+    sglang_memory_defaults,
+    sglang_vision_cut,
+)
 from ridgeline.units import ordinal, plural
 from ridgeline.vllm_memory import vllm_accounting
 
 
 def command_line(engine: str, model_id: str, c: Candidate, max_len: int,
-                 version: str | None = None, node: int | None = None) -> str:
+                 version: str | None = None, node: int | None = None,
+                 model: ModelSpec | None = None) -> str:
     """The launch command for a candidate, in the engine's own flags (engines.json), with the
     memory share ``version`` (default: the newest modelled) sized it at; for a replica over
     several nodes, the one ``node`` (0, the head, serving; 1, …) runs (``node_commands``)."""
@@ -45,9 +52,12 @@ def command_line(engine: str, model_id: str, c: Candidate, max_len: int,
     if engine == "vllm":  # the version's own default, so the plan's pool is the one used
         fraction = vllm_accounting(version).gpu_memory_utilization
     else:  # SGLang's own rule for this card, written out so the plan's pool is the one used
-        memory = device_memory_bytes(resolve_accelerator(c.accelerator))
-        fraction = sglang_memory_defaults(memory, c.tp, c.pp, c.max_num_batched_tokens,
-                                          version).mem_fraction_static
+        # (read off nvidia-smi's memory, and cut for ``model``'s vision tower where SGLang does)
+        acc = resolve_accelerator(c.accelerator)
+        memory, _ = sglang_gpu_mem_bytes(acc, device_memory_bytes(acc))
+        rule = sglang_memory_defaults(memory, c.tp, c.pp, c.max_num_batched_tokens, version)
+        cut = sglang_vision_cut(model, version) if model else SGLangVisionCut()
+        fraction = sglang_flag_fraction(rule, cut)
     parts += [f["memory"], str(fraction), f["max_len"], str(max_len)]
     if c.kv == "fp8":
         parts += [f["kv_dtype"], f["kv_fp8"]]
@@ -63,7 +73,7 @@ def command_line(engine: str, model_id: str, c: Candidate, max_len: int,
 
 
 def node_commands(engine: str, model_id: str, c: Candidate, max_len: int,
-                  version: str | None = None) -> list[str]:
+                  version: str | None = None, model: ModelSpec | None = None) -> list[str]:
     """One launch command a node for a replica over several (``Candidate.replica_nodes``):
     the engine's multi-node flags (engines.json cli.multi_node; vLLM's multiprocessing launch
     across nodes, SGLang's --dist-init-addr), the head first; [] for a replica on one node, or
@@ -71,7 +81,7 @@ def node_commands(engine: str, model_id: str, c: Candidate, max_len: int,
     cli = engine_defaults(engine).get("cli", {})
     if c.replica_nodes < 2 or "multi_node" not in cli:
         return []
-    return [command_line(engine, model_id, c, max_len, version, node)
+    return [command_line(engine, model_id, c, max_len, version, node, model)
             for node in range(c.replica_nodes)]
 
 
@@ -380,7 +390,7 @@ class PlanReport:
         nodes = self.node_commands()
         return {engine: nodes[engine][0] if nodes else command_line(
             engine, self.model_id, win, win.max_model_len or self.max_len,
-            self.result.engine_version)}
+            self.result.engine_version, model=self.model)}
 
     def node_commands(self) -> dict[str, list[str]]:
         """For a winner whose replica spans several nodes, its launch command on each node by
@@ -389,7 +399,7 @@ class PlanReport:
         assert win is not None
         engine = self.result.engine
         nodes = node_commands(engine, self.model_id, win, win.max_model_len or self.max_len,
-                              self.result.engine_version)
+                              self.result.engine_version, self.model)
         return {engine: nodes} if nodes else {}
 
     def shrunk_note(self, c: Candidate) -> str:
