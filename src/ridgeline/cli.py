@@ -74,16 +74,20 @@ def engine_sizes(g: Any, llamacpp: bool = True) -> None:
     """The pool's and the scheduler's sizes, under each engine's own name for them (with
     ``llamacpp``, llama.cpp's slots and ubatch too)."""
     g.add_argument("--gpu-memory-utilization", "--mem-fraction-static",
-                   "--kv-cache-free-gpu-mem-fraction", dest="gpu_memory_utilization",
-                   type=_positive_float("memory fraction"), metavar="F",
-                   help="memory share: vLLM of the card, SGLang static, TRT-LLM of what is free")
+                   "--kv-cache-free-gpu-mem-fraction", "--kv_cache_free_gpu_memory_fraction",
+                   "--free_gpu_memory_fraction", "--kv_cache_free_gpu_mem_fraction",
+                   dest="gpu_memory_utilization", type=_positive_float("memory fraction"),
+                   metavar="F", help="memory share: vLLM of the card, SGLang static, TRT-LLM "
+                   "of what is free (trtllm-serve's --kv_cache_free_gpu_memory_fraction, "
+                   "trtllm-bench's --kv_cache_free_gpu_mem_fraction)")
     g.add_argument("--max-num-seqs", "--max-running-requests", "--max-batch-size",
-                   *(("--parallel",) if llamacpp else ()),
+                   "--max_batch_size", *(("--parallel",) if llamacpp else ()),
                    dest="max_num_seqs", type=_positive_count("max_num_seqs"), metavar="N",
                    help="seats: vLLM, SGLang, TRT-LLM names"
                    + ("; llama.cpp slots (-np)" if llamacpp else ""))
     g.add_argument("--max-num-batched-tokens", "--chunked-prefill-size", "--max-num-tokens",
-                   *(("--ubatch-size",) if llamacpp else ()), dest="max_num_batched_tokens",
+                   "--max_num_tokens", *(("--ubatch-size",) if llamacpp else ()),
+                   dest="max_num_batched_tokens",
                    metavar="N", type=_step_tokens,
                    help="tokens per step: the profiled pass, and the chunk a longer prompt runs "
                    "in (prefill, simulate)"

@@ -13,9 +13,11 @@ def _prefix_caching(g: Any, help_text: str) -> None:
     switch = g.add_mutually_exclusive_group()
     switch.add_argument("--enable-prefix-caching", dest="prefix_caching", action="store_const",
                         const=True, help=help_text + " (default: the engine's)")
-    switch.add_argument("--no-prefix-caching", dest="prefix_caching", action="store_const",
-                        const=False, help="the engine without prefix caching (TensorRT-LLM: "
-                        "kv_cache_config.enable_block_reuse false)")
+    switch.add_argument("--no-prefix-caching", "--no-enable-prefix-caching",
+                        "--disable-radix-cache", dest="prefix_caching", action="store_const",
+                        const=False, help="the engine without prefix caching (vLLM's "
+                        "--no-enable-prefix-caching, SGLang's --disable-radix-cache, "
+                        "TensorRT-LLM's kv_cache_config.enable_block_reuse false)")
 
 
 def _vllm_memory_switches(g: Any) -> None:

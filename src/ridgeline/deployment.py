@@ -10,6 +10,7 @@ from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator
 from ridgeline.kvcache import kv_replication
 from ridgeline.layouts import FULL, WINDOW_MIXERS
+from ridgeline.llamacpp_tensor import tensor_split_problem
 from ridgeline.model import Layer, ModelSpec
 from ridgeline.offload import HostOffload, check_host_memory
 from ridgeline.params import count_params, layer_params, rank_params
@@ -282,6 +283,10 @@ class Deployment:
                              "main GPU (-mg) and splits only the matmuls; llama.cpp's "
                              "docs/multi-gpu.md calls it deprecated and ridgeline does not "
                              "model it: use -sm layer (the default) or -sm tensor")
+        if split_mode == "tensor":
+            problem = tensor_split_problem(model, flash_attention)
+            if problem:
+                raise InputError(problem)
         if (engine.startswith("llama.cpp") and (split_mode or "layer") == "layer"
                 and pipeline_parallel_size == 1 and isinstance(num_gpus, int)):
             pipeline_parallel_size = max(1, num_gpus)  # llama.cpp's default: whole layers

@@ -37,6 +37,7 @@ from ridgeline.kvcache import kv_footprint
 from ridgeline.kvpool import KVPool as KVPool
 from ridgeline.llamacpp_pool import llamacpp_pool
 from ridgeline.llamacpp_split import SplitDevice, split_devices
+from ridgeline.llamacpp_tensor import tensor_split_build_problem
 from ridgeline.offload import gpu_weight_bytes
 from ridgeline.parallel import ep_rank_experts
 from ridgeline.quantization import EXPERTS
@@ -135,6 +136,9 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
                          "trtllm or llama.cpp-…)")
     if s.engine_version is not None:
         check_version_kind(engine, s.engine_version)
+        problem = tensor_split_build_problem(dep, llamacpp_build(s.engine_version))
+        if problem:
+            raise InputError(problem)
     total = total_bytes or device_memory_bytes(dep.accelerator)
     if s.language_model_only and engine != "vllm":
         raise InputError(f"--language-model-only is vLLM's; {engine} has no such setting")

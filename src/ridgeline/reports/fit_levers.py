@@ -16,12 +16,14 @@ from ridgeline.capacity import (
 )
 from ridgeline.data_parallel import layout_label
 from ridgeline.deployment import Deployment, tensor_parallel_problem, weights_platform_problem
+from ridgeline.engine_versions import llamacpp_build
 from ridgeline.errors import InputError
+from ridgeline.llamacpp_tensor import tensor_split_build_problem
 from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.parallel import node_size
 from ridgeline.precision import kv_dtype, weight_plan
 from ridgeline.reports.fit_state import most_rank_requests
-from ridgeline.reports.fit_terms import cap_flag, is_llamacpp
+from ridgeline.reports.fit_terms import cap_flag, context_lever, fp8_kv_words, is_llamacpp
 from ridgeline.units import GIB
 from ridgeline.vllm_pool import set_pool_margin_bytes
 
@@ -93,9 +95,11 @@ def levers(r: FitReport) -> list[Lever]:
     gguf = is_llamacpp(r.pool)
     options: list[tuple[str, Deployment, int, EngineSettings]] = []
     small_kv = ("q8_0", "q8_0 KV cache (-ctk q8_0 -ctv q8_0)") if gguf else (
-        "fp8", "fp8 KV cache (--kv-cache-dtype fp8)")
-    if d.kv.bytes_per_element > kv_dtype(small_kv[0]).bytes_per_element:
-        options.append((small_kv[1], replace(d, kv=kv_dtype(small_kv[0])), r.context, s))
+        "fp8", f"fp8 KV cache ({fp8_kv_words(r.pool)})")
+    smaller_kv = replace(d, kv=kv_dtype(small_kv[0]))
+    if d.kv.bytes_per_element > smaller_kv.kv.bytes_per_element and not \
+            tensor_split_build_problem(smaller_kv, _llamacpp_build(s)):
+        options.append((small_kv[1], smaller_kv, r.context, s))
     doubled = d.tensor_parallel_size * 2
     if d.accelerator.vendor == "apple" or (d.accelerator.form == "soc"
                                            and not d.accelerator.link_kind):
@@ -189,6 +193,11 @@ def _rank_levers(d: Deployment, context: int, s: EngineSettings
 def _ranks_label(d: Deployment) -> str:
     """'attention DP16 × TP1' (a dense model's 'DP4 × TP2'): the ranks and each one's GPUs."""
     return layout_label(d).split(",")[0]
+
+
+def _llamacpp_build(s: EngineSettings) -> int | None:
+    """The llama.cpp build --engine-version names, None for the newest modelled."""
+    return llamacpp_build(s.engine_version) if s.engine_version else None
 
 
 MOST_GPUS = 64  # how far gpus_needed looks
@@ -290,8 +299,9 @@ def _state_slots_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineS
 
 
 def _longest_context_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSettings]]:
-    """Where the target does not fit: the longest --max-model-len at which it does (what
-    vLLM's start-up error names, 'the estimated maximum model length is …')."""
+    """Where the target does not fit: the longest context at which it does (what vLLM's
+    start-up error names, 'the estimated maximum model length is …'), in the engine's own
+    setting (fit_terms.context_lever)."""
     from ridgeline.capacity import past_trained_context
 
     d, s, target = r.deployment, r.settings, max(1, r.target or 1)
@@ -307,7 +317,7 @@ def _longest_context_lever(r: FitReport) -> list[tuple[str, Deployment, int, Eng
     low = longest_holding(holds, 1, r.context - 1)
     if low < r.context // SHORTEST_CONTEXT_SHARE:  # 32 tokens for an 8K ask is no way out
         return []
-    return [(f"--max-model-len {low:,} (the longest that holds {target:,})", d, low, s)]
+    return [(context_lever(r.pool, low, target), d, low, s)]
 
 
 SHORTEST_CONTEXT_SHARE = 16  # a context lever shorter than 1/16 of the ask is not offered

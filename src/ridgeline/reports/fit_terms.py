@@ -1,8 +1,10 @@
 """Each engine's own words in `ridgeline fit`'s output: vLLM's model runner, the flag that
-caps a pool's tokens, what an engine calls its seats, and whether the pool is llama.cpp's."""
+caps a pool's tokens, what an engine calls its seats, how it is told to keep an fp8 KV cache
+or a context length (engines.json ``cli``), and whether the pool is llama.cpp's."""
 
 from __future__ import annotations
 
+from ridgeline.datafiles import engine_defaults
 from ridgeline.memory import KVPool
 
 
@@ -23,3 +25,31 @@ def is_llamacpp(p: KVPool) -> bool:
 def seats_name(p: KVPool) -> str:
     return {"sglang": "max_running_requests", "trtllm": "max_batch_size"}.get(
         p.engine, "slots (-np)" if is_llamacpp(p) else "max_num_seqs")
+
+
+def _cli(p: KVPool) -> dict[str, str]:
+    """The engine's launch flags (engines.json ``cli``); vLLM's for an engine without any."""
+    cli: dict[str, str] = engine_defaults(p.engine).get("cli") or engine_defaults("vllm")["cli"]
+    return cli
+
+
+def fp8_kv_words(p: KVPool) -> str:
+    """How the engine is told to keep an fp8 KV cache: vLLM's --kv-cache-dtype fp8, SGLang's
+    --kv-cache-dtype fp8_e4m3; TensorRT-LLM's is no flag but kv_cache_config's dtype in
+    trtllm-serve's --config YAML (its PyTorch backend), or the prebuilt engine's quantization
+    (the TensorRT engine backend)."""
+    cli = _cli(p)
+    if "kv_fp8_config" in cli:
+        return (f"a TensorRT engine built with {cli['kv_fp8_engine']}" if p.engine_buffers
+                else f"{cli['kv_fp8_config']} in the --config YAML")
+    return f"{cli['kv_dtype']} {cli['kv_fp8']}"
+
+
+def context_lever(p: KVPool, context: int, target: int) -> str:
+    """The longest-context lever in the engine's own setting, as pasted: vLLM's
+    --max-model-len 5968, SGLang's --context-length, TensorRT-LLM's --max_seq_len;
+    llama-server's -c, the cells the ``target`` conversations share (-c 8192 for 2 of 4,096)."""
+    holds = f"the longest that holds {target:,}"
+    if is_llamacpp(p):
+        return f"-c {context * target} ({target:,} × {context:,} tokens, {holds})"
+    return f"{_cli(p)['max_len']} {context} ({holds})"

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from ridgeline.capacity import admission_gate, past_trained_context
 from ridgeline.deployment import Deployment
 from ridgeline.llamacpp_batching import llamacpp_n_batch
+from ridgeline.llamacpp_tensor import tensor_split_launch
 from ridgeline.memory import KVPool
 from ridgeline.render import table
 from ridgeline.reports.fit_budget import budget_rows
@@ -91,8 +92,10 @@ def fit_text_lines(r: FitReport) -> list[str]:
             + (f" -ub {ub}" if ub else ""),
             "" if r.settings.flash_attn else " -fa off",
             "" if d.kv.id in ("fp16", "f16") else f" -ctk {d.kv.id} -ctv {d.kv.id}",
-            # llama-server's default split is by layer; a tensor split must be asked
-            " -sm tensor" if d.num_gpus > 1 and d.pipeline_parallel_size == 1 else "",
+            # llama-server's default split is by layer; a tensor split must be asked, and its
+            # --fit turned off (it does not place one)
+            " " + tensor_split_launch() if d.num_gpus > 1 and d.pipeline_parallel_size == 1
+            else "",
             offload_flags(d)))
         lines.append(f"start it with: llama-server -c {r.launch_cells} "
                      f"-np {p.max_num_seqs} --kv-unified{flags} ({p.max_num_seqs} slots share "

@@ -28,7 +28,7 @@ from ridgeline.sglang_memory import (
     sglang_vision_cut,
 )
 from ridgeline.units import ordinal, plural
-from ridgeline.vllm_memory import vllm_accounting
+from ridgeline.vllm_memory import parse_version, vllm_accounting
 
 
 def command_line(engine: str, model_id: str, c: Candidate, max_len: int,
@@ -44,7 +44,7 @@ def command_line(engine: str, model_id: str, c: Candidate, max_len: int,
     if c.pp > 1:
         parts += [f["pp"], str(c.pp)]
     if c.expert_parallel:  # vLLM's is a switch (EP = TP here); SGLang's takes the size
-        parts += [f["ep"]] if engine == "vllm" else [f["ep"], str(c.tp)]
+        parts += [f["ep"]] if engine == "vllm" else ep_flags(f, c.tp, version)
     if c.max_num_seqs:
         parts += [f["max_num_seqs"], str(c.max_num_seqs)]
     if c.max_num_batched_tokens:
@@ -63,13 +63,38 @@ def command_line(engine: str, model_id: str, c: Candidate, max_len: int,
         parts += [f["kv_dtype"], f["kv_fp8"]]
     if c.weights == "fp8":
         parts += [f["quantization"], "fp8"]
+    many = f.get("multi_node", {})
     if node is not None:
-        many = f["multi_node"]
         parts += [many["nnodes"], str(c.replica_nodes), many["node_rank"], str(node),
                   many["head"], many["head_address"]]
         if node and "worker" in many:
             parts.append(many["worker"])
+    elif c.replica_nodes > 1 and "ray" in many:  # a release before the launch per node
+        parts.append(many["ray"])
     return " ".join(parts)
+
+
+def ep_flags(cli: dict[str, Any], tp: int, version: str | None) -> list[str]:
+    """SGLang's expert parallelism over its ``tp`` GPUs: --ep-size N from 0.5; before it,
+    --enable-ep-moe, the switch its models read to run EPMoE (--ep-size alone kept the
+    experts tensor-parallel), which later releases still take as ep_size = tp_size
+    (engines.json cli.ep_switch)."""
+    switch = cli.get("ep_switch")
+    if switch and version and parse_version(version) < parse_version(switch["before"]):
+        return [switch["flag"]]
+    return [cli["ep"], str(tp)]
+
+
+def launches_per_node(engine: str, version: str | None) -> bool:
+    """Whether ``engine`` at ``version`` (default: the newest modelled) starts a replica over
+    several nodes with one command a node (engines.json cli.multi_node): vLLM from 0.12 (PR
+    #23691's --nnodes, --node-rank, --master-addr), before it on a Ray cluster only; SGLang
+    with --dist-init-addr."""
+    many = engine_defaults(engine).get("cli", {}).get("multi_node")
+    if many is None:
+        return False
+    return not (version and "since" in many
+                and parse_version(version) < parse_version(many["since"]))
 
 
 def node_commands(engine: str, model_id: str, c: Candidate, max_len: int,
@@ -77,15 +102,14 @@ def node_commands(engine: str, model_id: str, c: Candidate, max_len: int,
     """One launch command a node for a replica over several (``Candidate.replica_nodes``):
     the engine's multi-node flags (engines.json cli.multi_node; vLLM's multiprocessing launch
     across nodes, SGLang's --dist-init-addr), the head first; [] for a replica on one node, or
-    an engine whose multi-node launch is not modelled."""
-    cli = engine_defaults(engine).get("cli", {})
-    if c.replica_nodes < 2 or "multi_node" not in cli:
+    an engine (a release) whose multi-node launch is not one command a node."""
+    if c.replica_nodes < 2 or not launches_per_node(engine, version):
         return []
     return [command_line(engine, model_id, c, max_len, version, node, model)
             for node in range(c.replica_nodes)]
 
 
-def multi_node_note(engine: str, c: Candidate) -> str:
+def multi_node_note(engine: str, c: Candidate, version: str | None = None) -> str:
     """How a replica over several nodes is launched, for the line above its commands: "each
     replica spans 2 nodes of 8 a100-sxm-80gb: …"; "" for a replica on one node."""
     nodes = c.replica_nodes
@@ -96,6 +120,10 @@ def multi_node_note(engine: str, c: Candidate) -> str:
     text = (f"each replica spans {nodes} nodes of {node} {c.accelerator}, a multi-node launch")
     if many is None:
         return text
+    if not launches_per_node(engine, version):
+        return (text + f": vLLM {version} predates its launch of one command a node "
+                f"({many['nnodes']}, {many['node_rank']}: v{many['since']}, PR #23691), so "
+                f"start a Ray cluster over the {nodes} nodes and run this command on node 0")
     address = many["head_address"]
     text += (f": one command on each node, node 0 first; {address} is node 0's address on the "
              "network between them")
@@ -385,8 +413,8 @@ class PlanReport:
         win = self.result.winner
         assert win is not None
         engine = self.result.engine
-        if "cli" not in engine_defaults(engine):  # no launch flags modelled (TensorRT-LLM)
-            return {}
+        if "launch" not in engine_defaults(engine).get("cli", {}):  # TensorRT-LLM's: no
+            return {}  # launch command modelled, only its flags
         nodes = self.node_commands()
         return {engine: nodes[engine][0] if nodes else command_line(
             engine, self.model_id, win, win.max_model_len or self.max_len,
@@ -533,7 +561,7 @@ class PlanReport:
         commands = self.commands()
         nodes = self.node_commands().get(r.engine, [])
         shrunk = self.shrunk_note(win)
-        spans = multi_node_note(r.engine, win)
+        spans = multi_node_note(r.engine, win, r.engine_version)
         launch = [f"  node {i}: {c}" for i, c in enumerate(nodes)] if nodes \
             else [f"  {c}" for c in commands.values()]
         lines += ["", "run it with" + (f" ({spans})" if spans else "") + ":", *launch,
