@@ -241,8 +241,10 @@ def test_an_expectations_fast_edge_never_beats_the_floor(gpu: str, count: int,
      "-ngl", "10", "--host-bandwidth-gbs", "76.8"]])
 def test_decode_explain_repeats_from_its_printed_inputs(
         capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
-    """KV read = batch × traffic per sequence; memory time = bytes ÷ bandwidth; compute time
-    = the FLOPs shown ÷ peak — whatever the cache (windows, states), the dtypes or offload."""
+    """KV read = batch × traffic per sequence, that traffic KV per token × the tokens read and
+    written plus what window layers and states move; memory time = bytes ÷ bandwidth; compute
+    time = the FLOPs shown ÷ peak — whatever the cache (windows, states), the dtypes or
+    offload."""
     steps = {s["label"]: s for s in run_json(capsys, "decode", *argv, "--explain")["explain"]}
 
     def inputs(label: str) -> list[float]:
@@ -258,8 +260,12 @@ def test_decode_explain_repeats_from_its_printed_inputs(
         dense, dense_bpw, routed, share, expert_bpw = weights
         assert result("weight bytes read") == pytest.approx(
             dense * dense_bpw + routed * share * expert_bpw, rel=1e-3)
-    batch, traffic_mb = inputs("KV bytes read")
-    assert result("KV bytes read") == pytest.approx(batch * traffic_mb / 1e3)
+    kv = {i["name"]: i["value"] for i in steps["KV bytes read"]["inputs"]}
+    traffic_mb = kv["KV traffic per sequence"]
+    assert result("KV bytes read") == pytest.approx(kv["batch"] * traffic_mb / 1e3)
+    others_mb = sum(v for k, v in kv.items() if k.endswith("' traffic"))  # windows, states
+    assert traffic_mb * 1e6 == pytest.approx(
+        kv["KV per token"] * kv["tokens read and written"] + others_mb * 1e6)
     nbytes, *_, bandwidth = inputs("memory time")
     assert result("memory time") == pytest.approx(nbytes / bandwidth)  # GB ÷ TB/s = ms
     flops, peak = inputs("compute time")

@@ -288,3 +288,44 @@ def test_an_implausible_flag_is_said_in_the_flags_units() -> None:
     with pytest.raises(InputError, match=r"--peak-tflops 1e\+09"):
         custom_accelerator("c", 1e9, 3350, 80)
     assert custom_accelerator("c", 989.4, 3350, 80).memory_bandwidth_bytes_per_s == 3.35e12
+
+
+def test_a_figure_with_its_own_source_is_cited_from_it(tmp_path: Path) -> None:
+    """figure_sources gives one figure its own source: the ridge's --explain cites it for the
+    peak and keeps the record's first source for the bandwidth; an unknown field is refused."""
+    from ridgeline.roofline import ridge_step
+
+    record = {"id": "my-card", "memory_bytes": 48 * GIB, "memory_bandwidth_bytes_per_s": 1e12,
+              "peak_flops": {"bf16": 200e12}, "sources": ["our product page"],
+              "figure_sources": {"peak_flops": "our whitepaper: its dense figures"}}
+    path = tmp_path / "card.json"
+    path.write_text(json.dumps(record))
+    acc = load_accelerator_file(str(path))
+    cited = {i.name: i.source for i in ridge_step(acc, "bf16").inputs}
+    assert cited == {"peak bf16 (dense)": "our whitepaper: its dense figures",
+                     "memory bandwidth": "our product page"}
+    path.write_text(json.dumps({**record, "figure_sources": {"peak_flop": "x"}}))
+    with pytest.raises(InputError, match="figure_sources must be keyed by"):
+        load_accelerator_file(str(path))
+
+
+def _halved_sparse(notes: str) -> bool:
+    """The notes call the tensor peaks a vendor's sparse figures halved, with no dense figure
+    quoted beside them ('TF32 62.5 | 125*' quotes both)."""
+    import re
+
+    halved = re.compile(r"sparse[^.]*halved|halved[^.]*sparse|half (of |the )[^.]*sparse"
+                        r"|sparse[^.]*dense = half", re.IGNORECASE)
+    return any(halved.search(s) and " | " not in s for s in re.split(r"(?<=\.) ", notes))
+
+
+def test_peaks_halved_from_sparse_figures_cite_how_they_were_had() -> None:
+    """Where a record's notes say its peaks are a vendor's sparse figures halved, the peaks
+    carry their own source saying so (÷ 2) or naming the document that prints them dense,
+    not the first source alone (a product page that prints 1,979 beside an H100's 989.4)."""
+    halved = [a for a in catalog().values() if _halved_sparse(a.notes)]
+    assert len(halved) >= 10  # the H100s and H200s, Blackwell, L4, the professional cards
+    for acc in halved:
+        source = acc.source_of("peak_flops")
+        assert source != acc.source, acc.id
+        assert "÷ 2" in source or "dense" in source, acc.id

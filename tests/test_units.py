@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ridgeline.errors import InputError
-from ridgeline.units import GIB, ordinal, parse_bytes, parse_count, parse_count_list
+from ridgeline.units import GIB, MAX_COUNT, ordinal, parse_bytes, parse_count, parse_count_list
 
 
 def test_lower_case_k_is_decimal_and_upper_case_is_binary_like_vllm() -> None:
@@ -70,3 +70,37 @@ def test_a_decimal_with_a_binary_suffix_is_refused_as_vllm_refuses_it() -> None:
 def test_ordinals_read_as_spoken() -> None:
     assert [ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 112, 1001)] == \
         ["1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "112th", "1,001st"]
+
+
+def test_the_count_limit_is_spelled_as_the_parser_reads_it() -> None:
+    """The refusal of a count past 10^12 states the limit in a form parse_count accepts (not
+    1e+12, which it refuses), and that form is the limit."""
+    import re
+
+    with pytest.raises(InputError) as refused:
+        parse_count("2t", "context length")
+    limit = re.search(r"at most (\S+) \((\w+)\)", str(refused.value))
+    assert limit is not None
+    assert parse_count(limit.group(1)) == parse_count(limit.group(2)) == MAX_COUNT
+
+
+def test_a_count_of_sequences_is_illustrated_with_counts_not_token_lengths(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--batch and --running refuse a bad value with examples of a batch, each of which the
+    flag takes; a token length still gets token examples."""
+    import re
+
+    from ridgeline.cli import main
+
+    for argv in (["decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "x"],
+                 ["utilization", "--gpu", "h100", "--running", "x"]):
+        with pytest.raises(SystemExit):
+            main(argv)
+        err = capsys.readouterr().err
+        shown = re.search(r"such as (.+), got", err)
+        assert shown is not None and "128K" not in shown.group(1), err
+        for example in re.split(r", | or ", shown.group(1)):
+            assert parse_count(example) <= 1024
+    with pytest.raises(SystemExit):
+        main(["decode", "llama-3.1-8b", "--gpu", "h100", "--context", "x"])
+    assert "128K" in capsys.readouterr().err

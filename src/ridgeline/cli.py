@@ -16,6 +16,7 @@ from ridgeline.cli_output_files import refuse_writing_over_input
 from ridgeline.cli_types import (
     MAX_MEMORY_GIB,
     _engine_name,
+    _how_many,
     _kv_name,
     _not_empty,
     _one_accelerator,
@@ -65,7 +66,7 @@ def _gpu(p: argparse.ArgumentParser, required: bool = True, several: bool = Fals
                    help="memory in GiB: a smaller configuration of --gpu (a 32 GB M1 Max; at "
                    "most the catalog's size), or a custom accelerator's (needed with a model)")
     g.add_argument("--num-gpus", "--tensor-parallel-size", dest="num_gpus", default=1,
-                   type=_positive_count("number of GPUs"),
+                   type=_how_many("number of GPUs"),
                    help="accelerators in one tensor-parallel group (default 1)")
     p.set_defaults(gpu_required=required)
 
@@ -82,7 +83,7 @@ def engine_sizes(g: Any, llamacpp: bool = True) -> None:
                    "trtllm-bench's --kv_cache_free_gpu_mem_fraction)")
     g.add_argument("--max-num-seqs", "--max-running-requests", "--max-batch-size",
                    "--max_batch_size", *(("--parallel",) if llamacpp else ()),
-                   dest="max_num_seqs", type=_positive_count("max_num_seqs"), metavar="N",
+                   dest="max_num_seqs", type=_how_many("max_num_seqs"), metavar="N",
                    help="seats: vLLM, SGLang, TRT-LLM names"
                    + ("; llama.cpp slots (-np)" if llamacpp else ""))
     g.add_argument("--max-num-batched-tokens", "--chunked-prefill-size", "--max-num-tokens",
@@ -101,7 +102,7 @@ def engine_sizes(g: Any, llamacpp: bool = True) -> None:
                    help="SGLang, TensorRT-LLM (kv_cache_config.max_tokens): the most tokens the "
                    "pool holds; the engine keeps the smaller of it and what memory leaves")
     g.add_argument("--block-size", "--page-size", "--tokens-per-block", dest="block_size",
-                   type=_positive_count("block size"), metavar="N",
+                   type=_how_many("block size"), metavar="N",
                    help="tokens per KV block/page")
 
 
@@ -114,7 +115,7 @@ def max_model_len_option(p: Any, help_text: str) -> None:  # a parser or an argu
 
 def _pipeline(p: Any) -> None:  # a parser or an argument group
     p.add_argument("--pipeline-parallel-size", "-pp", dest="pipeline_parallel_size", metavar="PP",
-                   type=_positive_count("pipeline-parallel size"),
+                   type=_how_many("pipeline-parallel size"),
                    help="vLLM/SGLang/TensorRT-LLM: stages of layers, each a tensor-parallel "
                    "group of --num-gpus (PP × TP GPUs in all; default 1); llama.cpp splits "
                    "layers over --num-gpus itself")
@@ -161,7 +162,7 @@ def data_parallel_flags(p: Any, sglang: bool = True, expert_parallel: bool = Tru
     A command that does not model it (``modelled`` False) takes the flags to refuse them."""
     refused = "; not modelled by this command yet (fit, decode and kv model it)"
     p.add_argument("--data-parallel-size", "-dp", "--dp-size", "--dp", dest="data_parallel_size",
-                   metavar="N", type=_positive_count("data-parallel size"), action=_Spelled,
+                   metavar="N", type=_how_many("data-parallel size"), action=_Spelled,
                    help="data-parallel attention: N ranks, each with its own requests and KV "
                    "pool and its own copy of the attention weights, a MoE's experts spread over "
                    "all of them. vLLM --data-parallel-size (-dp): N ranks of --num-gpus "

@@ -34,12 +34,14 @@ from ridgeline.cli_types import (
     MAX_MEMORY_GIB,
     _count,
     _count_list,
+    _how_many,
     _not_empty,
     _positive_count,
     _positive_float,
 )
 from ridgeline.errors import InputError
 from ridgeline.side_by_side import run_each
+from ridgeline.units import COUNT_EXAMPLES
 
 
 def cmd_hardware(args: argparse.Namespace) -> Any:
@@ -395,7 +397,7 @@ def register(sub: Any) -> None:
     p.add_argument("--compute-dtype", choices=["fp32", "tf32", "bf16", "fp16", "fp8", "int8",
                                                "fp4"],
                    help="the peak the ridge divides (default: the weights' matmul dtype)")
-    p.add_argument("--batch", type=_positive_count("batch", MAX_BATCH), default=1,
+    p.add_argument("--batch", type=_how_many("batch", MAX_BATCH), default=1,
                    help="decode batch: tokens sharing each read of the weights (default 1)")
     p.add_argument("--prompt-len", type=_positive_count("prompt length"), default=4000,
                    help="prefill prompt tokens (default 4000)")
@@ -414,7 +416,7 @@ def register(sub: Any) -> None:
     _model(p)
     _gpu(p, required=False)
     _formats(p)
-    p.add_argument("--batch", type=_count_list("batch", MAX_BATCH),
+    p.add_argument("--batch", type=_count_list("batch", MAX_BATCH, COUNT_EXAMPLES),
                    help="tokens in the decode step: one or a list, 1,16,64, the table's rows "
                    "(default: 1, 8, 32, 128, 512, 2048)")
     _output(p, plot=True)
@@ -434,7 +436,7 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser("decode", help="decode step: floor and expected time, tok/s per user and total")
     _deployment_flags(p, several=True)
-    p.add_argument("--batch", type=_count_list("batch", MAX_BATCH), default=[1],
+    p.add_argument("--batch", type=_count_list("batch", MAX_BATCH, COUNT_EXAMPLES), default=[1],
                    help="one batch or a list: 1,8,32,128,296")
     p.add_argument("--context", type=_count_list("context length"), default=[2000],
                    help="tokens already cached per sequence; one or a list (default 2000)")
@@ -454,7 +456,7 @@ def register(sub: Any) -> None:
     _deployment_flags(p, several=True)
     p.add_argument("--prompt-len", type=_count_list("prompt length"), required=True,
                    help="tokens in each prompt; one or a list: 1000,8000,32000")
-    p.add_argument("--batch", type=_positive_count("batch", MAX_BATCH), default=1,
+    p.add_argument("--batch", type=_how_many("batch", MAX_BATCH), default=1,
                    help="prompts prefilled together (default 1)")
     _engine(p)
     p.add_argument("-ub", "--ubatch-size", dest="ubatch_size", metavar="N",
@@ -469,7 +471,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("utilization", help="the running batch an engine reports vs the ridge")
     _gpu(p)
     _pipeline(p)
-    p.add_argument("--running", type=_count("running requests"), required=True,
+    p.add_argument("--running", type=_count("running requests", COUNT_EXAMPLES), required=True,
                    help="vllm:num_requests_running, or N in 'Running: N reqs'")
     p.add_argument("--compute-dtype", choices=["bf16", "fp16", "fp8", "int8", "fp4"],
                    help="the peak the ridge divides (default: the weights' matmul dtype)")

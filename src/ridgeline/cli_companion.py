@@ -348,6 +348,7 @@ def add_companion_commands(
     from ridgeline.cli_types import (
         MAX_BATCH,
         _engine_name,
+        _how_many,
         _kv_name,
         _not_empty,
         _one_accelerator,
@@ -377,9 +378,9 @@ def add_companion_commands(
                    help="default: vllm (llama.cpp-metal on Apple silicon, llama.cpp-rocm on the "
                    "AMD GPUs vLLM leaves out)")
     p.add_argument("--profile", metavar="FILE", help="profiles from `ridgeline calibrate`")
-    p.add_argument("--batch", type=_positive_count("batch", MAX_BATCH), help="default: 1")
+    p.add_argument("--batch", type=_how_many("batch", MAX_BATCH), help="default: 1")
     p.add_argument("--context", type=_positive_count("context length"), help="default: 2000")
-    p.add_argument("--num-gpus", type=_positive_count("number of GPUs"), help="default: 1")
+    p.add_argument("--num-gpus", type=_how_many("number of GPUs"), help="default: 1")
     p.add_argument("--weights", type=typed(_weight_name),
                    help="weight format (default: as stored)")
     p.add_argument("--kv-dtype", type=typed(_kv_name), help="KV-cache dtype (default: decode's)")
@@ -390,7 +391,7 @@ def add_companion_commands(
     p.add_argument("--pct-a", type=typed(_printed_percent),
                    help="model A's score in percent, as printed (39.02)")
     p.add_argument("--pct-b", type=typed(_printed_percent), help="model B's score in percent")
-    p.add_argument("--n", type=_positive_count("number of items"), help="items in the benchmark")
+    p.add_argument("--n", type=_how_many("number of items"), help="items in the benchmark")
     p.add_argument("--discordant", type=typed(_pair), metavar="B,C",
                    help="items only A got right, items only B got right")
     p.add_argument("--alpha", type=typed(_open_unit("--alpha")), default=0.05,
@@ -411,7 +412,7 @@ def add_companion_commands(
     p.add_argument("--text-b", help="the second prompt as text")
     p.add_argument("--tokenizer", type=_not_empty("tokenizer name"),
                    help="a local Hugging Face tokenizer or a tiktoken encoding")
-    p.add_argument("--block-size", type=_positive_count("block size"), default=16,
+    p.add_argument("--block-size", type=_how_many("block size"), default=16,
                    help="tokens per KV block: only whole blocks are reused (default 16)")
     output(p)
     p.set_defaults(handler=cmd_prefix)

@@ -35,6 +35,7 @@ from ridgeline.cli_offload import (
 )
 from ridgeline.cli_types import (
     _engine_name,
+    _how_many,
     _name_list,
     _positive_count,
     _positive_float,
@@ -185,7 +186,7 @@ def register(sub: Any) -> None:
                    help="tokens per conversation to size for (vLLM --max-model-len; 32k = "
                    "32,000, 32K = 32,768); leave it out with --target-concurrency to find the "
                    "longest context that many fit at")
-    p.add_argument("--target-concurrency", type=_positive_count("target concurrency"),
+    p.add_argument("--target-concurrency", type=_how_many("target concurrency"),
                    help="conversations that must fit at once")
     p.add_argument("--engine", type=_name_list(_engine_name),
                    help="vllm (default; llama.cpp-metal on Apple silicon, llama.cpp-rocm on the "

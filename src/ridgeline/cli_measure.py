@@ -18,6 +18,7 @@ from ridgeline.cli_types import (
     _typed,
 )
 from ridgeline.errors import InputError, shorten
+from ridgeline.units import COUNT_EXAMPLES
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -142,7 +143,7 @@ def register(sub: Any) -> None:
     p.add_argument("--device", default="cpu", type=_typed(_torch_device),
                    help="cpu, cuda, cuda:1, mps")
     p.add_argument("--quick", action="store_true", help="a small grid (minutes, not tens)")
-    p.add_argument("--batches", type=_count_list("batch", MAX_BATCH),
+    p.add_argument("--batches", type=_count_list("batch", MAX_BATCH, COUNT_EXAMPLES),
                    help="decode batches, comma-separated (default 1,8,32,64,128,256; 1,4 quick)")
     p.add_argument("--contexts", type=_count_list("context"),
                    help="contexts in tokens (default 512,2048,8192,32768; 128,512 quick)")

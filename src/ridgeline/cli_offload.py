@@ -16,7 +16,7 @@ from ridgeline.cli_types import (
     _typed,
 )
 from ridgeline.errors import InputError
-from ridgeline.units import GIB, MIB
+from ridgeline.units import COUNT_EXAMPLES, GIB, MIB
 
 
 def _split_mode(p: Any) -> None:  # a parser or an argument group
@@ -41,7 +41,7 @@ def _offload(p: argparse.ArgumentParser) -> None:
                    help="with -ngl auto and no context given (llama-server's -c 0): the "
                    "shortest context --fit shrinks the trained one to (default 4096)")
     g.add_argument("--n-cpu-moe", "-ncmoe", dest="n_cpu_moe", metavar="N",
-                   type=_count("--n-cpu-moe layers"),
+                   type=_count("--n-cpu-moe layers", COUNT_EXAMPLES),
                    help="keep the routed experts of the first N layers in host memory")
     g.add_argument("--cpu-moe", "-cmoe", action="store_true",
                    help="keep every layer's routed experts in host memory")

@@ -17,6 +17,7 @@ from ridgeline.cli_types import (
     _weight_name,
 )
 from ridgeline.errors import InputError
+from ridgeline.units import COUNT_EXAMPLES
 
 
 def cmd_page(args: argparse.Namespace) -> Any:
@@ -104,7 +105,8 @@ def register(sub: Any) -> None:
                    help="catalog model (default: llama-3.1-70b, llama-3.1-8b, gpt-oss-120b)")
     p.add_argument("--gpu", type=_name_list(_accelerator_name),
                    help="accelerators to offer, comma-separated")
-    p.add_argument("--counts", default=[1, 2, 4, 8], type=_count_list("accelerator count"),
+    p.add_argument("--counts", default=[1, 2, 4, 8],
+                   type=_count_list("accelerator count", examples=COUNT_EXAMPLES),
                    help="accelerator counts to offer (default 1,2,4,8)")
     p.add_argument("--weights", type=_name_list(_weight_name),
                    help="weight formats to offer (default: as stored, fp8, awq-int4; for "

@@ -10,15 +10,16 @@ from ridgeline.cli_load import load_model, load_profile
 from ridgeline.cli_types import (
     _accelerator_name,
     _count,
+    _how_many,
     _name_list,
     _not_empty,
     _percentile,
-    _positive_count,
     _positive_float,
     _typed,
 )
 from ridgeline.context_length import served_positions
 from ridgeline.errors import InputError, shorten
+from ridgeline.units import COUNT_EXAMPLES
 
 PLAN_ENGINES = ("vllm", "sglang", "trtllm")  # the CUDA-graph serving engines plan sizes for
 MAX_WORKERS = 256  # processes plan may start on this machine (--executor ray: the cluster's)
@@ -124,15 +125,15 @@ def register(sub: Any) -> None:
     p.add_argument("--gpus", type=_name_list(_accelerator_name),
                    help="candidate accelerators, comma-separated "
                    "(default h100-sxm,h200-sxm,b200,mi300x,l40s)")
-    p.add_argument("--max-gpus", type=_positive_count("max GPUs"), default=64,
+    p.add_argument("--max-gpus", type=_how_many("max GPUs"), default=64,
                    help="GPUs in all replicas together (default 64)")
     p.add_argument("--price", action="append", metavar="GPU=USD",
                    help="price per GPU-hour, repeatable (default: the catalog's)")
-    p.add_argument("--workers", type=_positive_count("workers", MAX_WORKERS), default=2,
+    p.add_argument("--workers", type=_how_many("workers", MAX_WORKERS), default=2,
                    help="processes evaluating candidates (default 2)")
     p.add_argument("--executor", choices=["process", "ray"], default="process",
                    help="local processes (default) or a Ray cluster (RAY_ADDRESS; extra ray)")
-    p.add_argument("--seed", type=_count("seed"), default=0,
+    p.add_argument("--seed", type=_count("seed", COUNT_EXAMPLES), default=0,
                    help="the synthetic load's draw (default 0)")
     p.add_argument("--engine", choices=PLAN_ENGINES, default="vllm",
                    help="the serving engine whose memory rules size each replica's pool "

@@ -40,6 +40,7 @@ from ridgeline.cli_offload import (
 from ridgeline.cli_types import (
     MAX_BATCH,
     _count,
+    _how_many,
     _not_empty,
     _percentile,
     _positive_count,
@@ -48,6 +49,7 @@ from ridgeline.cli_types import (
     _typed,
 )
 from ridgeline.errors import InputError
+from ridgeline.units import COUNT_EXAMPLES
 
 MAX_REQUESTS = 10_000_000  # a simulation that finishes: about 10 minutes at 10 million
 SPEC_ACCEPTANCE, SPEC_DRAFT_COST = 0.7, 0.05  # simulate's speculative-decoding defaults
@@ -356,9 +358,9 @@ def register(sub: Any) -> None:
     _offload(p)
     w = p.add_argument_group("workload")
     w.add_argument("--rate", type=_positive_float("request rate"), help="requests per second")
-    w.add_argument("--concurrency", type=_positive_count("concurrency", MAX_BATCH),
+    w.add_argument("--concurrency", type=_how_many("concurrency", MAX_BATCH),
                    help="closed loop: keep this many requests in flight")
-    w.add_argument("--num-requests", type=_positive_count("number of requests", MAX_REQUESTS),
+    w.add_argument("--num-requests", type=_how_many("number of requests", MAX_REQUESTS),
                    help="requests to run (default 1000)")
     w.add_argument("--input-len", type=_not_empty("--input-len"),
                    help="512 (default), uniform:a,b, normal:mean,sd, lognormal:median,sigma, "
@@ -370,11 +372,11 @@ def register(sub: Any) -> None:
     w.add_argument("--burstiness", type=_positive_float("burstiness"),
                    help="gamma arrivals' shape, as vllm bench serve's: below 1 burstier "
                    "than Poisson (gaps' coefficient of variation 1/√burstiness)")
-    w.add_argument("--prefix-groups", type=_count("prefix groups"), default=0,
+    w.add_argument("--prefix-groups", type=_count("prefix groups", COUNT_EXAMPLES), default=0,
                    help="requests share one of this many prompt prefixes")
     w.add_argument("--prefix-len", type=_count("prefix length"), default=0,
                    help="tokens of the shared prefix")
-    w.add_argument("--seed", type=_count("seed"), default=0,
+    w.add_argument("--seed", type=_count("seed", COUNT_EXAMPLES), default=0,
                    help="the synthetic load's draw (default 0): the same seed, the same requests")
     w.add_argument("--trace", metavar="FILE", type=_not_empty("trace path"),
                    help="replay CSV/JSONL (arrival_s, prompt_tokens, output_tokens; or Azure's "

@@ -10,7 +10,13 @@ from collections.abc import Callable
 from typing import Any
 
 from ridgeline.errors import InputError, shorten
-from ridgeline.units import parse_count, parse_count_list, require_positive
+from ridgeline.units import (
+    COUNT_EXAMPLES,
+    TOKEN_EXAMPLES,
+    parse_count,
+    parse_count_list,
+    require_positive,
+)
 
 
 def _typed(parse: Callable[[str], Any]) -> Callable[[str], Any]:
@@ -34,8 +40,17 @@ def _at_most(value: int, most: int | None, what: str) -> int:
     return value
 
 
-def _positive_count(what: str, most: int | None = None) -> Callable[[str], int]:
-    return _typed(lambda t: _at_most(int(require_positive(parse_count(t, what), what)), most, what))
+def _positive_count(what: str, most: int | None = None, examples: str = TOKEN_EXAMPLES
+                    ) -> Callable[[str], int]:
+    """A whole number ≥ 1, at most ``most``; a refusal shows ``examples`` (a token length's
+    by default, COUNT_EXAMPLES for a count of sequences, requests or GPUs)."""
+    return _typed(lambda t: _at_most(int(require_positive(parse_count(t, what, examples), what)),
+                                     most, what))
+
+
+def _how_many(what: str, most: int | None = None) -> Callable[[str], int]:
+    """A count of sequences, requests, GPUs (a batch, --num-gpus): ≥ 1."""
+    return _positive_count(what, most, COUNT_EXAMPLES)
 
 
 def _step_tokens(text: str) -> int:
@@ -48,9 +63,10 @@ def _step_tokens(text: str) -> int:
     return _positive_count("max_num_batched_tokens")(text)
 
 
-def _count(what: str) -> Callable[[str], int]:
-    """A whole number ≥ 0 (a prefix length, a draft length)."""
-    return _typed(lambda t: parse_count(t, what))
+def _count(what: str, examples: str = TOKEN_EXAMPLES) -> Callable[[str], int]:
+    """A whole number ≥ 0 (a prefix length, a draft length; COUNT_EXAMPLES for a count of
+    requests, a seed)."""
+    return _typed(lambda t: parse_count(t, what, examples))
 
 
 def _plain_float(text: str, refusal: str) -> float:
@@ -103,9 +119,10 @@ MAX_MEMORY_GIB = 1e6  # a petabyte: past any one device's or host's memory
 GBS_RANGE = (0.1, 1e5)  # GB/s of a memory or a link: a slow DIMM to past any HBM
 
 
-def _count_list(what: str, most: int | None = None) -> Callable[[str], list[int]]:
+def _count_list(what: str, most: int | None = None, examples: str = TOKEN_EXAMPLES
+                ) -> Callable[[str], list[int]]:
     def parse(text: str) -> list[int]:
-        values = [_at_most(v, most, what) for v in parse_count_list(text, what)]
+        values = [_at_most(v, most, what) for v in parse_count_list(text, what, examples)]
         twice = next((v for i, v in enumerate(values) if v in values[:i]), None)
         if twice is not None:
             raise InputError(f"{what} lists {twice:,} twice")

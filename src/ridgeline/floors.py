@@ -19,6 +19,7 @@ from ridgeline.cost import (
     Seq,
     attention_activation_bytes,
     decode_batch,
+    decode_kv_tokens,
     host_floor_s,
     op_slowdown,
     step_cost,
@@ -26,7 +27,8 @@ from ridgeline.cost import (
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Step, q, step
 from ridgeline.hardware import device_memory_bytes
-from ridgeline.kvcache import kv_footprint
+from ridgeline.kvcache import KVFootprint, kv_footprint
+from ridgeline.layouts import FULL
 from ridgeline.llamacpp_batching import (
     llamacpp_n_batch,
     llamacpp_n_ubatch,
@@ -300,28 +302,13 @@ def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
     memory_s = work.gpu_bytes / dep.bandwidth_bytes_per_s
     fit = batch_fit(dep, batch, footprint.stored_bytes(dep.kv_replication))
     acc = dep.accelerator
-    src = dep.accelerator.source
     step_s = max(compute_s, memory_s) + work.host_time_s
     ranks = dep.data_parallel_size  # with data-parallel attention the step is one rank's
-    seqs = dep.rank_sequences(batch)
     count = "batch" if ranks == 1 else "a rank's sequences"
     rank = "" if ranks == 1 else " (one data-parallel rank's)"
     steps = (
         _weight_step(dep, work, batch) if ranks == 1 else _rank_weight_step(dep, work, batch),
-        step("KV bytes read", f"{count} × KV traffic per sequence",
-             q("KV read", work.kv_bytes / GB, "GB"),
-             q("batch", batch) if ranks == 1 else
-             q(count, seqs, "", f"⌈batch {batch:,} ÷ {ranks} data-parallel ranks⌉"),
-             q("KV traffic per sequence", work.kv_bytes / seqs / 1e6, "MB",
-               f"its {context:,}-token {dep.kv.id} cache and the new token's K and V read"
-               + (" (window layers: the window)" if footprint.windowed_bytes else "")
-               + ", the new token's written" + (", its recurrent state read and written"
-                                                 if footprint.state_bytes else "")
-               + f"; the cache holds {fmt_decimal_bytes(footprint.stored_bytes(dep.kv_replication))}"
-               + (f", ×{dep.kv_replication:g} for the copies the TP"
-                  f"{dep.tensor_parallel_size} ranks each keep and read (one copy: "
-                  f"{fmt_decimal_bytes(footprint.stored_bytes(1.0))})"
-                        if dep.kv_replication > 1 else ""))),
+        _kv_step(dep, work, footprint, batch),
         step("memory time", "(weights + KV + activations" + (
              " − what the host reads or copies" if work.host_bytes or work.link_bytes else "")
              + ") ÷ bandwidth",
@@ -333,7 +320,8 @@ def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
                   "the layers in host memory: read by the CPU (host time below)")]
                if work.host_bytes or work.link_bytes else []),
              q("bandwidth", dep.bandwidth_bytes_per_s / 1e12, "TB/s",
-               f"{dep.tensor_parallel_size} x {acc.id}{rank}: {src}" + (
+               f"{dep.tensor_parallel_size} x {acc.id}{rank}: "
+               f"{acc.source_of('memory_bandwidth_bytes_per_s')}" + (
                    f"; the step passes {dep.pipeline_parallel_size} stages of layers one "
                    "after another" if dep.pipeline_parallel_size > 1 else ""))),
         step("compute time", f"{count} × (2 × params per token + attention FLOPs) ÷ peak"
@@ -345,12 +333,16 @@ def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
                   f"{work.flops / 1e12:,.4g} TFLOP with matmuls at {dep.matmuls_label}: each "
                   "kept wider counted × its slowdown")]),
              q(f"peak {dep.compute_dtype}", dep.peak_flops_per_s / 1e12, "TFLOP/s",
-               "; ".join(filter(None, (src, dep.peak_note))))),
+               "; ".join(filter(None, (acc.source_of("peak_flops"), dep.peak_note))))),
         *_host_steps(dep, work),
         step("step time", "max(compute time, memory time)" + (
-             " + host time" if work.host_bytes else ""), q("step", step_s * 1e3, "ms")),
-        step("per-user speed", "1 ÷ step time", q("per user", 1 / step_s, "tok/s")),
-        step("aggregate speed", "batch ÷ step time", q("aggregate", batch / step_s, "tok/s")),
+             " + host time" if work.host_bytes else ""), q("step", step_s * 1e3, "ms"),
+             q("compute time", compute_s * 1e3, "ms"), q("memory time", memory_s * 1e3, "ms"),
+             *([q("host time", work.host_time_s * 1e3, "ms")] if work.host_bytes else [])),
+        step("per-user speed", "1 ÷ step time", q("per user", 1 / step_s, "tok/s"),
+             q("step", step_s * 1e3, "ms")),
+        step("aggregate speed", "batch ÷ step time", q("aggregate", batch / step_s, "tok/s"),
+             q("batch", batch), q("step", step_s * 1e3, "ms")),
     )
     return DecodeFloor(batch, context, work.flops, work.weight_bytes, work.kv_bytes,
                        work.other_bytes, compute_time_s=compute_s, memory_time_s=memory_s,
@@ -438,7 +430,9 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
              q("activations", work.other_bytes / GB, "GB", "each layer's inputs and outputs, "
                "attention's queries and outputs, the logits")),
         step("weight intensity", "FLOPs ÷ weight bytes read",
-             q("intensity", work.flops / work.weight_bytes, "FLOP/byte")),
+             q("intensity", work.flops / work.weight_bytes, "FLOP/byte"),
+             q("FLOPs", work.flops / 1e12, "TFLOP"),
+             q("weights read", work.weight_bytes / GB, "GB")),
         *_host_steps(dep, work),
         step("prefill time", ("max(FLOPs ÷ peak, bytes ÷ bandwidth)"
                               if work.paced_flops == work.flops else
@@ -450,6 +444,7 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
                   f"matmuls at {dep.matmuls_label}: each kept wider counted × its slowdown")]),
              q(f"peak {dep.compute_dtype}", peak / 1e12, "TFLOP/s",
                f"{tp} x {dep.accelerator.id}" + (" in tensor parallel" if tp > 1 else "")
+               + f": {dep.accelerator.source_of('peak_flops')}"
                + (f"; {dep.peak_note}" if dep.peak_note else "")
                + (f" × {stages:.2g} of {pp} pipeline stages busy on average: the ubatches of a "
                   "call pipelined over them" if pipelined_stages(dep) > 1
@@ -457,7 +452,8 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
                   "short of every block and the output on the GPUs, or with --n-cpu-moe"
                   if pp > 1 and dep.engine.startswith("llama.cpp")
                   else f"; its {pp} pipeline stages one after another" if pp > 1 else "")),
-             q("bandwidth", bandwidth / 1e12, "TB/s", dep.accelerator.source
+             q("bandwidth", bandwidth / 1e12, "TB/s",
+               dep.accelerator.source_of("memory_bandwidth_bytes_per_s")
                + ("; one stage at a time" if stages > 1 else ""))),
     )
     return PrefillFloor(prompt_len, batch, work.flops, work.bytes, work.weight_bytes,
@@ -501,6 +497,71 @@ def _weight_step(dep: Deployment, work: Work, batch: int) -> Step:
                   f"layer expected under {batch:,} {plural(batch, 'token')} × {moe.experts_per_token} "
                   "routed each"),
                 q("expert bytes per weight", expert_bpw, "B"), *copies_term)
+
+
+def _kv_step(dep: Deployment, work: Work, footprint: KVFootprint, batch: int) -> Step:
+    """A decode step's KV bytes: each sequence reads its full-attention layers' cache and the
+    new token's K and V and writes the new token's (KV per token × context + 2: Llama-3.1-70B
+    in bf16, 327,680 B × 2,002 = 656 MB at 2,000 tokens), plus what its window layers and
+    recurrent states move; × the sequences (a data-parallel rank's, the busiest's)."""
+    ranks, context = dep.data_parallel_size, footprint.context
+    seqs = dep.rank_sequences(batch)
+    count = "batch" if ranks == 1 else "a rank's sequences"
+    per_sequence = work.kv_bytes / seqs
+    per_token = footprint.bytes_per_token_growing * dep.kv_replication  # over the TP copies
+    tokens = decode_kv_tokens(context + 1, 1)  # the c + 1 keys read, the new token written
+    rest = per_sequence - per_token * tokens  # window layers, recurrent states
+    sequences = (q("batch", batch) if ranks == 1 else
+                 q(count, seqs, "", f"⌈batch {batch:,} ÷ {ranks} data-parallel ranks⌉"))
+    holds = (f"the cache holds {fmt_decimal_bytes(footprint.stored_bytes(dep.kv_replication))}"
+             + (f", ×{dep.kv_replication:g} for the copies the TP{dep.tensor_parallel_size} "
+                "ranks each keep and read (one copy: "
+                f"{fmt_decimal_bytes(footprint.stored_bytes(1.0))})"
+                if dep.kv_replication > 1 else ""))
+    result = q("KV read", work.kv_bytes / GB, "GB")
+    if not per_token:  # no full-attention layer: no cache that grows with the context
+        return step("KV bytes read", f"{count} × KV traffic per sequence", result, sequences,
+                    q("KV traffic per sequence", per_sequence / 1e6, "MB",
+                      f"its {context:,}-token {dep.kv.id} cache and the new token's K and V "
+                      "read (window layers: the window), the new token's written"
+                      + (", its recurrent state read and written" if footprint.state_bytes
+                         else "") + f"; {holds}"))
+    growing = (q("KV per token", per_token, "B", _kv_per_token_source(dep)),
+               q("tokens read and written", tokens, "", f"the {context:,} cached and the new "
+                 "token's K and V read, the new token's written"))
+    if abs(rest) <= 1e-9 * per_sequence:
+        return step("KV bytes read", f"{count} × KV per token × tokens read and written",
+                    result, sequences, *growing,
+                    q("KV traffic per sequence", per_sequence / 1e6, "MB",
+                      f"KV per token × tokens; {holds}"))
+    others = " and ".join(filter(None, ("window layers'" if footprint.windowed_bytes else "",
+                                        "recurrent states'" if footprint.state_bytes else "")))
+    return step("KV bytes read", f"{count} × (KV per token × tokens read and written + the "
+                f"{others} traffic)", result, sequences, *growing,
+                q(f"{others} traffic", rest / 1e6, "MB", "per sequence: " + " and ".join(
+                    filter(None, ("a window layer's cache up to its window and the new token's "
+                                  "K and V read, the new token's written"
+                                  if footprint.windowed_bytes else "",
+                                  "a recurrent layer's state read and written"
+                                  if footprint.state_bytes else "")))),
+                q("KV traffic per sequence", per_sequence / 1e6, "MB", holds))
+
+
+def _kv_per_token_source(dep: Deployment) -> str:
+    """How a token's cache in the full-attention layers adds up: '2 (K and V) × 8 KV heads ×
+    128 dims × 80 full-attention layers × 2 B (bf16)'."""
+    att = dep.model.attention
+    assert att is not None  # a model with full-attention layers has their geometry
+    layers = dep.model.count(mixer=FULL)
+    element = f"{dep.kv.bytes_per_element:g} B ({dep.kv.id})"
+    copies = (f" × {dep.kv_replication:g} TP copies" if dep.kv_replication > 1 else "")
+    if att.mla:
+        return (f"({att.mla.kv_lora_rank} + {att.mla.qk_rope_head_dim}) latent × {layers} "
+                f"full-attention layers × {element}{copies}")
+    dims = (f"2 (K and V) × {att.num_kv_heads} KV heads × {att.head_dim} dims"
+            if att.head_dim == att.v_head_dim else
+            f"{att.num_kv_heads} KV heads × ({att.head_dim} K + {att.v_head_dim} V dims)")
+    return f"{dims} × {layers} full-attention layers × {element}{copies}"
 
 
 def _rank_weight_step(dep: Deployment, work: Work, batch: int) -> Step:

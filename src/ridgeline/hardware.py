@@ -66,6 +66,10 @@ class Accelerator:
     price_per_hour_usd: float | None = None
     tdp_w: float | None = None
     sources: tuple[str, ...] = ()
+    # a figure read from a source other than the first, keyed by its field ("peak_flops"):
+    # where, and how (an H100's dense peaks are its whitepaper's; the product page prints the
+    # sparse ones, twice these)
+    figure_sources: Mapping[str, str] = field(default_factory=dict, hash=False)
     notes: str = ""
     aliases: tuple[str, ...] = ()
     ecc_visible_bytes: float | None = None  # what the driver exposes with ECC on by default
@@ -161,6 +165,11 @@ class Accelerator:
         """Where the record's figures come from: its first source, else its id."""
         return self.sources[0] if self.sources else self.id
 
+    def source_of(self, figure: str) -> str:
+        """Where one figure (a record field: "peak_flops", "memory_bandwidth_bytes_per_s")
+        was read: its own source where the record gives one, else the record's."""
+        return self.figure_sources.get(figure) or self.source
+
     @property
     def bandwidth_tb_s(self) -> float:
         return self.memory_bandwidth_bytes_per_s / 1e12
@@ -226,6 +235,7 @@ class Accelerator:
             price_per_hour_usd=f.optional("price_per_hour_usd", 0, MAX_PRICE_USD, open_low=True),
             tdp_w=f.optional("tdp_w", 0, MAX_TDP_W, open_low=True),
             sources=f.texts("sources"),
+            figure_sources=f.named_texts("figure_sources", FIGURES),
             notes=f.text("notes", ""),
             aliases=f.texts("aliases"),
             ecc_visible_bytes=f.optional("ecc_visible_bytes", 0, MAX_MEMORY_BYTES, open_low=True),
@@ -241,6 +251,9 @@ class Accelerator:
 # the words data/accelerators/SCHEMA.md allows; 'measured' is a `ridgeline measure` record's
 VENDORS = ("nvidia", "amd", "intel", "apple", "google", "measured")
 FORMS = ("datacenter", "workstation", "consumer", "soc", "measured")
+# the fields a record's figure_sources may name
+FIGURES = ("memory_bytes", "memory_bandwidth_bytes_per_s", "peak_flops", "fp16_accumulate_flops",
+           "ecc_visible_bytes", "runtime_total_bytes", "link", "price_per_hour_usd", "tdp_w")
 MAX_MEMORY_BYTES = 1e15  # a petabyte: past any one accelerator's memory
 MAX_PRICE_USD = 1000.0  # per device-hour
 MAX_TDP_W = 100_000.0  # a whole wafer-scale system draws tens of kW

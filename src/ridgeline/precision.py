@@ -176,6 +176,12 @@ def weight_bytes(spec: ModelSpec, plan: WeightPlan) -> float:
     return sum(weight_bytes_by_category(spec, plan).values())
 
 
+def weight_bytes_at(params: float, bytes_per_param: float) -> float:
+    """Weights at one round size per parameter, the article's reckoning: params × bytes per
+    parameter (Llama-3.1-70B's 70.55B at 2 B = 141.1 GB; the article's round 70B, 140)."""
+    return params * bytes_per_param
+
+
 def compute_dtype_for(plan: WeightPlan) -> tuple[str, ...]:
     """Matmul dtypes of the format holding most of the linear weights, best first."""
     linear = [c for c in LINEAR_CATEGORIES if c != LM_HEAD]

@@ -39,6 +39,20 @@ class Fields:
             raise self.refuse(key, "a list of strings", value)
         return tuple(value)
 
+    def named_texts(self, key: str, allowed: tuple[str, ...]) -> dict[str, str]:
+        """An object of ``allowed`` names to non-empty strings (absent or null: empty); a
+        name outside them is refused, listing them."""
+        value = self.data.get(key)
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping) or not all(
+                isinstance(v, str) and v.strip() for v in value.values()):
+            raise self.refuse(key, "an object of field names to non-empty strings", value)
+        unknown = next((k for k in value if k not in allowed), None)
+        if unknown is not None:
+            raise self.refuse(key, f"keyed by {', '.join(allowed)}", unknown)
+        return {str(k): v for k, v in value.items()}
+
     def choice(self, key: str, allowed: tuple[str, ...]) -> str:
         """One of ``allowed`` words, or "" where the field is absent, null or empty (not
         said): a word outside them (a typo, another spelling) is refused, listing them."""

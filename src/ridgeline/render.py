@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
+from ridgeline.explain import Step
 from ridgeline.reports import Report
 
 
@@ -33,18 +34,43 @@ def render(report: Report, as_json: bool = False, explain: bool = False,
             data["cautions"] = [*input_cautions, *(data.get("cautions") or [])]
         if explain:
             own = getattr(report, "explain_lines", None)
-            data["explain"] = own() if own else [asdict(s) for s in report.steps]
+            data["explain"] = own() if own else _step_dicts(report)
         return json.dumps(_clean(data), indent=2)
     lines = report.text_lines()
     if explain:
         lines.append("")
         lines.append("How each number was computed:")
         own = getattr(report, "explain_lines", None)
-        detail = own() if own else [line for s in report.steps for line in s.lines()]
+        detail = own() if own else _step_lines(report)
         lines.extend("  " + line for line in detail)
         if not detail:  # a listing or a file written: no arithmetic of its own to show
             lines.append("  no worked steps for this output: each figure above says where it comes from")
     return "\n".join(lines)
+
+
+def _groups(report: Report) -> tuple[tuple[str, tuple[Step, ...]], ...]:
+    """A report's working in headed blocks (``step_groups``: one per point of a decode
+    sweep) where it has several; else none, and its steps are one block."""
+    groups = getattr(report, "step_groups", ())
+    return tuple(groups) if len(groups) > 1 else ()
+
+
+def _step_lines(report: Report) -> list[str]:
+    """The --explain text: the steps, or each block under its heading."""
+    groups = _groups(report)
+    if not groups:
+        return [line for s in report.steps for line in s.lines()]
+    return [line for heading, steps in groups
+            for line in (f"{heading}:", *("  " + text for s in steps for text in s.lines()))]
+
+
+def _step_dicts(report: Report) -> list[dict[str, Any]]:
+    """The --explain JSON: one object per step, each naming its block where there are
+    several ("point": "batch 32 at 2,000 tokens of context")."""
+    groups = _groups(report)
+    if not groups:
+        return [asdict(s) for s in report.steps]
+    return [{"point": heading, **asdict(s)} for heading, steps in groups for s in steps]
 
 
 def table(rows: list[list[str]], header: list[str]) -> list[str]:

@@ -122,10 +122,11 @@ def operating_point(
 def ridge_step(acc: Accelerator, dtype: str) -> Step:
     peak = acc.peak(dtype)
     bandwidth = acc.memory_bandwidth_bytes_per_s
-    source = acc.source
     return step(
         "ridge point", "peak FLOP/s ÷ memory bandwidth",
         q("ridge", ridge_point(peak, bandwidth), "FLOP/byte"),
-        q(f"peak {acc.resolve_dtype(dtype)} (dense)", peak / 1e12, "TFLOP/s", source),
-        q("memory bandwidth", bandwidth / 1e12, "TB/s", source),
+        q(f"peak {acc.resolve_dtype(dtype)} (dense)", peak / 1e12, "TFLOP/s",
+          acc.source_of("peak_flops")),
+        q("memory bandwidth", bandwidth / 1e12, "TB/s",
+          acc.source_of("memory_bandwidth_bytes_per_s")),
     )

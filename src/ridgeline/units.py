@@ -33,10 +33,13 @@ _SIZE_FACTORS = {
 
 
 MAX_COUNT = 10**12  # far past any real batch, context or request count; keeps integers exact
+TOKEN_EXAMPLES = "4096, 128k or 128K"  # how a refusal illustrates a token length
+COUNT_EXAMPLES = "8, 64 or 1k"  # … and a count of sequences, requests or GPUs
 
 
-def parse_count(text: str, what: str = "count") -> int:
-    """Parse a token or request count: "2048", "128k" (128,000), "128K" (131,072)."""
+def parse_count(text: str, what: str = "count", examples: str = TOKEN_EXAMPLES) -> int:
+    """Parse a token or request count: "2048", "128k" (128,000), "128K" (131,072); a refusal
+    shows ``examples`` of the quantity (a batch is not written 128K)."""
     match = _COUNT_RE.match(str(text))
     if not match and _COUNT_RE.match(str(text).strip().removeprefix("-")):
         raise InputError(f"{what} cannot be negative, got {text!r}")
@@ -44,7 +47,7 @@ def parse_count(text: str, what: str = "count") -> int:
             _COUNT_RE.match(part) for part in str(text).split(",")):
         raise InputError(f"{what} takes one whole number, not a list; got {text!r}")
     if not match:
-        raise InputError(f"{what} must be a whole number such as 4096, 128k or 128K, got {text!r}")
+        raise InputError(f"{what} must be a whole number such as {examples}, got {text!r}")
     number, suffix = match.groups()
     if suffix in _BINARY and "." in number:  # as vLLM's human_readable_int refuses it
         raise InputError(f"{what}: decimals are not allowed with binary suffixes like "
@@ -52,20 +55,22 @@ def parse_count(text: str, what: str = "count") -> int:
     factor = _DECIMAL.get(suffix) or _BINARY.get(suffix) or 1
     value = float(number) * factor
     if value > MAX_COUNT:
-        raise InputError(f"{what} must be at most {MAX_COUNT:.0e}, got {text!r}")
+        # the limit as the parser reads it (1e+12 it refuses; 1T is 2^40)
+        raise InputError(f"{what} must be at most {MAX_COUNT} (1t), got {text!r}")
     if value != int(value):
         raise InputError(f"{what} must be a whole number, got {text!r}")
     return int(value)
 
 
-def parse_count_list(text: str, what: str = "count") -> list[int]:
+def parse_count_list(text: str, what: str = "count", examples: str = TOKEN_EXAMPLES
+                     ) -> list[int]:
     """Parse "1,8,32" into [1, 8, 32]; every entry must be a positive whole number."""
     parts = str(text).split(",")
     if not any(part.strip() for part in parts):
         raise InputError(f"{what} needs at least one value, got {text!r}")
     if not all(part.strip() for part in parts):
         raise InputError(f"{what}: empty entry in the list {text!r}")
-    values = [parse_count(part, what) for part in parts]
+    values = [parse_count(part, what, examples) for part in parts]
     for value in values:
         require_positive(value, what)
     return values

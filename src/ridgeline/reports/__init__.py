@@ -1,6 +1,8 @@
 """Answers to each command: a result object with ``to_dict``, ``text_lines`` and ``steps``.
 
 The library computes; a report gathers one answer with its explanation; ``render`` prints it.
+A report of several points (decode's batches and contexts) may also give ``step_groups``,
+(heading, steps) per point, and ``--explain`` works each point through under its heading.
 """
 
 from __future__ import annotations

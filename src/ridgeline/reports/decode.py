@@ -74,7 +74,20 @@ class DecodeReport:
 
     @property
     def steps(self) -> tuple[Step, ...]:
-        f, base = self.floors[0]
+        return tuple(st for _, group in self.step_groups for st in group)
+
+    @property
+    def step_groups(self) -> tuple[tuple[str, tuple[Step, ...]], ...]:
+        """One block of working per point, headed by its batch and context (the renderer
+        heads the blocks where there are several)."""
+        return tuple((f"batch {f.batch:,} at {f.context:,} {plural(f.context, 'token')} of "
+                      "context", self._point_steps(f, base, e))
+                     for (f, base), e in zip(self.floors, self.expected))
+
+    def _point_steps(self, f: DecodeFloor, base: DecodeFloor, e: Expectation
+                     ) -> tuple[Step, ...]:
+        """One point's working: its floor, its gain over batch 1 at the same context, and the
+        engine's expectation where the engine runs it."""
         if not f.fit.fits:  # the step's arithmetic, without the speeds it would give
             return tuple(s for s in f.steps if s.result.unit != "tok/s") + (
                 () if f.batch == 1 else (step(
@@ -90,7 +103,7 @@ class DecodeReport:
             q("batch 1", base.aggregate_tok_s, "tok/s",
               f"one sequence at the same {f.context:,}-token context: 1 ÷ "
               f"{base.step_time_s * 1e3:,.4g} ms")),)
-        return f.steps + gain + (self.expected[0].steps if self.engine_runs(f) else ())
+        return f.steps + gain + (e.steps if self.engine_runs(f) else ())
 
     def engine_runs(self, f: DecodeFloor) -> bool:
         """Whether the engine can run this point: it fits, and the KV pool seats the batch."""
@@ -188,9 +201,13 @@ class DecodeReport:
         if len(self.floors) == 1:
             f, base = self.floors[0]
             e = self.expected[0]
+            runs = self.engine_runs(f)
+            # as prefill says it: a point that fits but the engine would not run has the
+            # floor's speeds, said to be the floor's
             lines += [
                 f"decode floor, batch {f.batch} at {f.context:,} {plural(f.context, 'token')} of context"
-                + (":" if f.fit.fits else " (arithmetic only: no engine can run this):"),
+                + (":" if runs else " (arithmetic only: no engine can run this):"
+                   if not f.fit.fits else f" (arithmetic only: {e.engine} would not run this):"),
                 f"  step       {f.step_time_s * 1e3:,.2f} ms  (bound by {f.bound}: compute "
                 f"{f.compute_time_s * 1e3:,.2f} ms, memory {f.memory_time_s * 1e3:,.2f} ms"
                 + (f", then host {f.host_time_s * 1e3:,.2f} ms" if f.host_time_s else "") + ")",
@@ -208,11 +225,13 @@ class DecodeReport:
                         *no_expectation(self.deployment, e.engine), *self._pool_lines()]
             lines += [
                 f"  per user   {f.per_user_tok_s:,.1f} tok/s "
-                f"({f.per_user_tok_s / base.per_user_tok_s:.0%} of batch 1)",
+                f"({f.per_user_tok_s / base.per_user_tok_s:.0%} of batch 1"
+                + ("" if runs else f"; the floor's: {e.engine} would not run it") + ")",
                 f"  aggregate  {f.aggregate_tok_s:,.0f} tok/s "
-                f"({f.aggregate_tok_s / base.aggregate_tok_s:,.1f}x batch 1)",
+                f"({f.aggregate_tok_s / base.aggregate_tok_s:,.1f}x batch 1"
+                + ("" if runs else "; the floor's") + ")",
             ]
-            if not self.engine_runs(f):
+            if not runs:
                 held = self._seat(f.context).held  # none: the line says why, and not again
                 return [*lines, f"expected on {e.engine}: nothing: {self.none_reason(f)}"
                         + ("" if held else f" ({self._fit_hint()} for the breakdown)"),
@@ -404,7 +423,8 @@ def pipelined_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
              "micro-batch's trip through every stage", q("micro-batch", micro),
              q("batch", batch), q("stages", micro_batches(dep))), *steps,
         step("aggregate speed", "batch ÷ a micro-batch's trip (every stage busy with one)",
-             q("aggregate", batch / trip.step_time_s, "tok/s"))))
+             q("aggregate", batch / trip.step_time_s, "tok/s"), q("batch", batch),
+             q("trip", trip.step_time_s * 1e3, "ms"))))
 
 
 def micro_batch_caution(dep: Deployment, batches: list[int] | None = None) -> str:
@@ -458,6 +478,14 @@ class DecodeComparison(ByCard):
 
     reports: tuple[DecodeReport, ...]
     not_run: tuple[NotRun, ...] = ()  # the cards named that cannot run it, and why
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        """Every card's working for every point, each step labelled with its card (and its
+        point, where a card has several)."""
+        return tuple(replace(st, label=f"{r.deployment.accelerator.id}"
+                             + (f", {heading}" if len(r.floors) > 1 else "") + f": {st.label}")
+                     for r in self.reports for heading, group in r.step_groups for st in group)
 
     def to_dict(self) -> dict[str, Any]:
         return {**super().to_dict(), **not_run_dict(self.not_run, "accelerator")}

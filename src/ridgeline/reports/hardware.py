@@ -31,7 +31,8 @@ def _record(acc: Accelerator) -> dict[str, Any]:
         "ridge_dtype": dtype,
         "link": {"kind": acc.link_kind, "bytes_per_s_per_direction": acc.link_bytes_per_s},
         "price_per_hour_usd": acc.price_per_hour_usd, "tdp_w": acc.tdp_w,
-        "aliases": list(acc.aliases), "sources": list(acc.sources), "notes": acc.notes,
+        "aliases": list(acc.aliases), "sources": list(acc.sources),
+        "figure_sources": dict(acc.figure_sources), "notes": acc.notes,
     }
 
 
@@ -92,7 +93,8 @@ class HardwareRecord:
             lines.append(f"  aliases      {', '.join(a.aliases)}")
         if a.notes:
             lines.append(f"  notes        {a.notes}")
-        lines += ["  sources", *(f"    {s}" for s in a.sources)]
+        lines += ["  sources", *(f"    {s}" for s in a.sources),
+                  *(f"    {figure}: {s}" for figure, s in a.figure_sources.items())]
         return lines
 
 

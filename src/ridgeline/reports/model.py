@@ -12,7 +12,7 @@ from ridgeline.kvcache import KVFootprint, kv_footprint
 from ridgeline.layouts import NONE, WINDOW_MIXERS
 from ridgeline.model import ModelSpec
 from ridgeline.params import ParamCount, count_params
-from ridgeline.precision import kv_dtype, weight_bytes, weight_plan
+from ridgeline.precision import kv_dtype, weight_bytes, weight_bytes_at, weight_plan
 from ridgeline.quantization import ROUTED
 from ridgeline.render import table
 from ridgeline.reports.kv import StateDtypes, served_state, state_step
@@ -182,8 +182,9 @@ def model_report(spec: ModelSpec) -> ModelReport:
         weight_gb["as stored"] = weight_bytes(spec, weight_plan(spec)) / GB
     for fmt in COMMON_FORMATS:
         weight_gb[fmt] = weight_bytes(spec, weight_plan(spec, fmt)) / GB
-    for bpp in BYTES_PER_PARAM:
-        weight_gb[f"{bpp:g} B/param (all)"] = params.total * bpp / GB
+    at = {bpp: weight_bytes_at(params.total, bpp) for bpp in BYTES_PER_PARAM}
+    for bpp, nbytes in at.items():
+        weight_gb[f"{bpp:g} B/param (all)"] = nbytes / GB
     served, dtypes = served_state(spec)  # the states as vLLM keeps them (kv's rule)
     kv_bf16 = kv_footprint(served, 1, kv_dtype("bf16").bytes_per_element)
     kv_fp8 = kv_footprint(served, 1, kv_dtype("fp8").bytes_per_element)
@@ -195,9 +196,9 @@ def model_report(spec: ModelSpec) -> ModelReport:
                   params.by_category.items() if n]
     steps = [step("total parameters", "Σ over categories (embedding, attention, MLP, experts, …)",
                   q("total", params.total / 1e9, "B params"), *categories)]
-    for bpp in BYTES_PER_PARAM:
+    for bpp, nbytes in at.items():
         steps.append(step(f"weights at {bpp:g} B/param", "total parameters × bytes per parameter",
-                          q("weights", params.total * bpp / GB, "GB"),
+                          q("weights", nbytes / GB, "GB"),
                           q("total", params.total / 1e9, "B params"),
                           q("bytes per parameter", bpp, "B", "the article's round formats")))
     if spec.moe:

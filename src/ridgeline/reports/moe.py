@@ -66,7 +66,7 @@ class MoEReport:
             *([self.fit] if self.fit else []),
             f"{self.model}: {self.experts_per_token} of {self.num_experts} routed experts per "
             f"token (k/E = {self.routed_fraction:.4f}), {self.shared_experts} shared",
-            f"  the article's rule: expert intensity ≈ B × k/E × 2 ÷ "
+            f"  the article's rule: intensity over all experts ≈ B × k/E × 2 ÷ "
             f"{self.expert_bytes_per_weight:.2f} B per expert weight = B × "
             f"{2 * self.routed_fraction / self.expert_bytes_per_weight:.3f}"
             f"; reaching the {self.accelerator} ridge ({self.ridge:,.0f}) needs a batch near "
@@ -82,7 +82,9 @@ class MoEReport:
         rows = [[str(r.batch), f"{r.experts_touched:,.1f}", f"{r.article_tokens_per_expert:,.2f}",
                  f"{r.intensity_flop_per_byte:,.1f}", f"{r.weight_bytes_read / GB:,.1f} GB"]
                 for r in self.rows]
-        lines += table(rows, ["batch", "experts touched", "B·k/E", "expert FLOP/byte",
+        # the table's intensity is over the experts a batch reads, not all of them: the
+        # headline's B × k/E counts every expert as read
+        lines += table(rows, ["batch", "experts touched", "B·k/E", "FLOP/byte of experts read",
                               "weights read per step"])
         lines += [
             "",

@@ -247,7 +247,9 @@ def roofline_report(
                   q("ridge", ridge, "FLOP/byte"), q("bytes per weight", bytes_per_weight, "B"),
                   q("ridge × bytes per weight ÷ 2", f"{to_ridge:,.2f}")),
              step("share of the arithmetic in use", "min(1, intensity ÷ ridge)",
-                  q("fraction", arithmetic_share(batch, bytes_per_weight, ridge))),
+                  q("fraction", arithmetic_share(batch, bytes_per_weight, ridge)),
+                  q("intensity", w, "FLOP/byte", "the weight-matrix intensity above"),
+                  q("ridge", ridge, "FLOP/byte")),
              att_step,
              step("prefill intensity", "2 × prompt tokens ÷ bytes per weight (every token of "
                   "the prompt shares one read of the weights)",
@@ -281,7 +283,9 @@ def roofline_report(
         points.append(point)
         steps.append(step("attainable FLOP/s", "min(peak, intensity × bandwidth)",
                           q("attainable", point.attainable_flops_per_s / 1e12, "TFLOP/s"),
-                          q("intensity", intensity, "FLOP/byte")))
+                          q("intensity", intensity, "FLOP/byte", "--intensity"),
+                          q("peak", point.peak_flops_per_s / 1e12, "TFLOP/s"),
+                          q("bandwidth", acc.memory_bandwidth_bytes_per_s / 1e12, "TB/s")))
     overflow = ""
     if dep is not None and not (fits := device_fit(dep)).fits:
         overflow = (f"{fits.headline()} (the weights alone, on {dep.num_gpus} x {acc.id}): the "

@@ -173,8 +173,8 @@ def utilization_report(
                   "(2 × running ÷ bytes per weight) ÷ ridge" if stages == 1 else
                   f"(2 × ⌈running ÷ {stages} micro-batches⌉ ÷ bytes per weight) ÷ ridge",
                   q("fraction", arithmetic_share(per_stage, bytes_per_weight, ridge)),
-                  q("running", running, "",
-                                                                "vllm:num_requests_running"),
+                  q("running", running, "", "--running (read it from "
+                    "vllm:num_requests_running)"),
                   *([q("micro-batch", per_stage, "", f"one in each of {stages} pipeline "
                        "stages")] if stages > 1 else []),
                   q("ridge", ridge, "FLOP/byte"), q("bytes per weight", bytes_per_weight, "B")),)
