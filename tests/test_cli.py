@@ -11,8 +11,8 @@ import pytest
 
 from ridgeline.catalog import all_model_ids, resolve_model
 from ridgeline.cli import main
-from ridgeline.deployment import tensor_parallel_problem
 from ridgeline.hardware import catalog
+from ridgeline.tensor_parallel import tensor_parallel_problem
 from tests.conftest import MEASUREMENTS, ROOT, run_cli
 
 ARTICLE = ["decode", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8", "--kv-dtype", "bf16",

@@ -14,12 +14,12 @@ import pytest
 
 from ridgeline.catalog import load_data, model_entry, resolve_model
 from ridgeline.config_reader import spec_from_hf_config
-from ridgeline.deployment import tensor_parallel_problem
 from ridgeline.errors import InputError
 from ridgeline.kvcache import attention_kv_bytes_per_token, state_elements
 from ridgeline.model import ModelSpec
 from ridgeline.model_types import KNOWN_MODEL_TYPES
 from ridgeline.params import count_params
+from ridgeline.tensor_parallel import tensor_parallel_problem
 from ridgeline.units import GIB
 from tests.conftest import run_cli
 

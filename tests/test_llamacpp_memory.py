@@ -15,7 +15,7 @@ from ridgeline.capacity import conversations
 from ridgeline.catalog import all_model_ids
 from ridgeline.cli import main
 from ridgeline.config_reader import spec_from_hf_config
-from ridgeline.deployment import NO_VULKAN_FAMILIES
+from ridgeline.engine_platforms import NO_VULKAN_FAMILIES
 from ridgeline.errors import InputError
 from ridgeline.hardware import catalog
 from ridgeline.kvcache import kv_footprint

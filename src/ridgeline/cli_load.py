@@ -244,7 +244,7 @@ def default_engine(args: argparse.Namespace) -> str:
     Metal backend), its ROCm build on the AMD GPUs vLLM's ROCm build leaves out (Vega 20,
     MI100, RDNA2), vLLM elsewhere. Of the first card --gpu names; a comparison gives each
     card its own (``one_card``)."""
-    from ridgeline.deployment import VLLM_NO_ROCM_FAMILIES
+    from ridgeline.engine_platforms import VLLM_NO_ROCM_FAMILIES
 
     acc = _named_accelerator(args)
     if acc is None:

@@ -26,7 +26,7 @@ MAX_WORKERS = 256  # processes plan may start on this machine (--executor ray: t
 
 
 def cmd_plan(args: argparse.Namespace) -> Any:
-    from ridgeline.deployment import engine_platform_problem
+    from ridgeline.engine_platforms import engine_platform_problem
     from ridgeline.hardware import MAX_PRICE_USD, resolve_accelerator
     from ridgeline.plan import DEFAULT_GPUS, plan
     from ridgeline.replica_sizing import DEFAULT_CONTEXT

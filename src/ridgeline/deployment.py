@@ -5,11 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-from ridgeline.datafiles import load_data
+from ridgeline.engine_platforms import (
+    engine_platform_problem,
+    kv_platform_problem,
+    weights_platform_problem,
+)
 from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator
 from ridgeline.kvcache import kv_replication
-from ridgeline.layouts import FULL, WINDOW_MIXERS
 from ridgeline.llamacpp_tensor import tensor_split_problem
 from ridgeline.model import Layer, ModelSpec
 from ridgeline.offload import HostOffload, check_host_memory
@@ -20,209 +23,17 @@ from ridgeline.precision import (
     compute_dtype_for,
     is_stored_format,
     kv_dtype,
-    kv_dtypes,
     weight_bytes,
     weight_bytes_by_category,
-    weight_formats,
-    weight_mixes,
     weight_plan,
 )
 from ridgeline.quantization import EMBEDDING, EXPERTS, LINEAR_CATEGORIES, LM_HEAD, ROUTED, ROUTER
+from ridgeline.served_model import llamacpp_attention, served_dtype
+from ridgeline.tensor_parallel import tensor_parallel_problem
 
 LLAMA_CPP_MATMUL_DTYPES = ("bf16", "fp16", "fp32")
-
-
-# the vendors each engine's GPU backend runs on (vLLM and SGLang: CUDA, ROCm, TPU, XPU)
-ENGINE_VENDORS = {
-    "llama.cpp-cuda": ("nvidia",), "llama.cpp-metal": ("apple",), "llama.cpp-rocm": ("amd",),
-    "trtllm": ("nvidia",), "vllm": ("nvidia", "amd", "google", "intel"),
-    "sglang": ("nvidia", "amd", "google", "intel"),
-}
-
-
-# vLLM's ROCm requirements (docs, getting_started/installation/gpu.rocm.inc.md, v0.14 to
-# 2026): MI200s (gfx90a), MI300 (gfx942), MI350 (gfx950), Radeon RX 7900 (gfx1100/1101),
-# RX 9000 (gfx1200/1201), Ryzen AI MAX / AI 300 (gfx1151/1150): not Vega 20 (MI50, MI60,
-# Radeon VII), MI100 (gfx908) or RDNA2.
-VLLM_NO_ROCM_FAMILIES = ("gcn5", "cdna", "rdna2")
-
-
-def engine_platform_problem(engine: str, accelerator: Accelerator) -> str:
-    """Why ``engine`` does not run on this accelerator's vendor, or "" (records without a
-    catalog vendor, as measured or custom ones, are taken at their word)."""
-    if engine == "llama.cpp-vulkan" and accelerator.family in NO_VULKAN_FAMILIES:
-        return (f"{engine} needs a Vulkan driver, which {accelerator.id} "
-                f"({accelerator.family}) has none of; try --engine vllm")
-    if engine == "vllm" and accelerator.vendor == "amd" \
-            and accelerator.family in VLLM_NO_ROCM_FAMILIES:
-        return (f"vllm's ROCm build does not run on {accelerator.id} ({accelerator.family}): it "
-                "supports MI200/MI300/MI350 (gfx90a, gfx942, gfx950), RDNA3/3.5 (gfx1100/1101, "
-                "gfx1150/1151) and RDNA4 (gfx1200/1201); try --engine llama.cpp")
-    vendors = ENGINE_VENDORS.get(engine)
-    vendor = accelerator.vendor
-    if not vendors or not vendor or vendor == "measured" or vendor in vendors:
-        return ""
-    runs = [e for e, vs in ENGINE_VENDORS.items() if vendor in vs]
-    same_family = [e for e in runs if e.startswith("llama.cpp") == engine.startswith("llama.cpp")]
-    hint = (same_family or runs or ["llama.cpp-vulkan"])[0]
-    return f"{engine} does not run on {accelerator.id} ({vendor}); try --engine {hint}"
-
-
-# Accelerator families on which vLLM, SGLang and TensorRT-LLM run no fp8 weights: fp8 runs
-# on compute capability ≥ 8.9 as W8A8 and ≥ 7.5 as weight-only W8A16 through FP8 Marlin
-# (vLLM docs, features/quantization/fp8: "FP8 models will run on compute capability >= 7.5
-# (Turing) as weight-only W8A16"), so not on Volta or Pascal; on AMD from MI300 (gfx942)
-# on, so not on CDNA 1-2 (MI100, MI200), which lack fp8 (vLLM quantization hardware table),
-# nor on the Radeon generations before RDNA4 (GCN5 Vega 20, RDNA2, RDNA3, RDNA3.5), whose
-# matrix instructions take fp16, bf16 and integers only.
-NO_FP8_FAMILIES = ("pascal", "volta", "cdna", "cdna2", "gcn5", "rdna2", "rdna3", "rdna3.5")
-# TensorRT-LLM's support matrix: FP8 from compute capability 8.9 (Ada, Hopper, Blackwell),
-# NVFP4 on Blackwell only
-TRTLLM_NO_FP8_FAMILIES = ("pascal", "volta", "turing", "ampere")
-NVFP4_FAMILIES = ("blackwell",)
-# vLLM's quantization hardware table (docs, features/quantization): AWQ and the Marlin kernels
-# (GPTQ/AWQ/FP8/FP4, weight-only) need Turing (SM 7.5) or newer, so Volta and Pascal run
-# neither; "Turing does not support Marlin MXFP4". GPTQ's own kernels run on Volta.
-NO_MARLIN_FAMILIES = ("pascal", "volta")
-NO_MARLIN_MXFP4_FAMILIES = ("turing",)
-MARLIN_ONLY_PREFIXES = ("awq", "nvfp4", "mxfp4")
-NO_VULKAN_FAMILIES = ("tpu", "gaudi")  # accelerators without a Vulkan driver
-FP8_FORMATS = ("fp8", "fp8-block")
-GGUF_PLAIN = ("bf16", "fp16", "fp32", "mxfp4")  # besides the q*/iq* block types and mixes
-
-
-GGUF_LEVER = "give --weights q8_0, bf16 or q4_k_m"  # the GGUF files a checkpoint becomes
-
-
-def weights_platform_problem(plan: WeightPlan, accelerator: Accelerator, engine: str,
-                             named: bool) -> str:
-    """Why this engine cannot run these weights on this accelerator, or "" (``named``: the
-    user named the format; as stored, a checkpoint is taken at its word, but for llama.cpp,
-    which loads only GGUF tensor types: a checkpoint stored in another, fp8 or AWQ/GPTQ int4,
-    runs as the GGUF convert_hf_to_gguf.py writes from it, dequantized to --outtype and then
-    perhaps llama-quantize'd, a file of a format the user names; gpt-oss's MXFP4 experts
-    stay MXFP4, a GGUF type)."""
-    formats = {f for _, f in plan.formats}
-    if engine.startswith("llama.cpp"):
-        alien = sorted(f for f in formats if not (f in GGUF_PLAIN or f.startswith(("q", "iq"))))
-        if alien and plan.label not in weight_mixes():
-            what = ("a GGUF tensor type" if len(alien) == 1 else "GGUF tensor types")
-            return ((f"{', '.join(alien)} {'is' if len(alien) == 1 else 'are'} not {what}"
-                     if named else
-                     f"the checkpoint stores {' and '.join(alien)} weights, not {what}")
-                    + ": llama.cpp runs GGUF files (q8_0, q4_k_m, … or bf16)"
-                    + ("" if named else ", converted from the checkpoint by "
-                       "convert_hf_to_gguf.py") + f"; {GGUF_LEVER}")
-        return ""
-    known = weight_formats()
-    gguf = any(f in known and known[f].applies_to == "all" for f in formats)  # q4_k_m, q8_0, …
-    if engine == "trtllm" and gguf:  # a GGUF file type: a block format over every tensor
-        return (f"trtllm loads no GGUF file ({plan.label}): TensorRT-LLM's quantization "
-                "recipes are FP4, FP8, INT8 and INT4 AWQ/GPTQ (nvidia.github.io/TensorRT-LLM, "
-                "features/quantization); give --weights fp8, nvfp4 or awq-int4, or --engine "
-                "llama.cpp")
-    if engine == "trtllm" and formats & set(FP8_FORMATS) \
-            and accelerator.family in TRTLLM_NO_FP8_FAMILIES:
-        return (f"TensorRT-LLM runs fp8 from compute capability 8.9 (Ada, Hopper, Blackwell), "
-                f"not on {accelerator.id} ({accelerator.family}); try --weights bf16 or int8")
-    fp4 = sorted(f for f in formats if f.startswith("nvfp4"))
-    if (fp4 and accelerator.vendor not in ("nvidia", "measured", "")) or (
-            "nvfp4" in formats and engine == "trtllm" and accelerator.family
-            and accelerator.family not in NVFP4_FAMILIES):
-        return (f"{engine} runs no {fp4[0]} weights on {accelerator.id} ({accelerator.family}): "
-                "NVFP4 kernels are NVIDIA's" + (", Blackwell only in TensorRT-LLM"
-                                                 if engine == "trtllm" else "")
-                + ("; try --weights awq-int4" if accelerator.family in NO_FP8_FAMILIES or (
-                    engine == "trtllm" and accelerator.family in TRTLLM_NO_FP8_FAMILIES)
-                   else "; try --weights fp8 or awq-int4"))
-    marlin = sorted(f for f in formats if f.startswith(MARLIN_ONLY_PREFIXES))
-    if marlin and accelerator.family in NO_MARLIN_FAMILIES:
-        return (f"{engine} runs no {marlin[0]} weights on {accelerator.id} "
-                f"({accelerator.family}): its kernels (AWQ, Marlin FP4) need compute "
-                "capability 7.5+; try --weights gptq-int4 or bf16")
-    if "mxfp4" in formats and accelerator.family in NO_MARLIN_MXFP4_FAMILIES:
-        return (f"{engine} runs no mxfp4 weights on {accelerator.id} ({accelerator.family}): "
-                "Marlin's MXFP4 kernel needs compute capability 8.0+; try --weights bf16")
-    if formats & set(FP8_FORMATS) and accelerator.family in NO_FP8_FAMILIES:
-        needs = ("an AMD GPU with fp8 matrix instructions: MI300-class (CDNA3) or newer, or "
-                 "RDNA4" if accelerator.vendor == "amd" else
-                 "compute capability 7.5+ (weight-only through Marlin; W8A8 from 8.9)")
-        return (f"{engine} runs no fp8 weights on {accelerator.id} ({accelerator.family}): fp8 "
-                f"needs {needs}; try --weights bf16")
-    return ""
-
-
-def tensor_parallel_problem(model: ModelSpec, tp: int) -> str:
-    """Why ``tp`` ranks cannot split this model's attention evenly (vLLM, SGLang and
-    TensorRT-LLM shard query heads, and KV heads or replicas of them, across ranks), or "".
-
-    Gated DeltaNet layers shard too: vLLM gives each rank num_k_heads // tp key heads and
-    num_v_heads // tp value heads (qwen3_next.py, qwen3_5.py), so tp must divide both:
-    Qwen3.5-397B-A17B's 16 key and 64 value heads split over 1, 2, 4, 8, 16, not 32. So do
-    Mamba-2 layers: vLLM's MambaMixer2 asserts heads % tp == 0 and groups % tp == 0 unless
-    there is one group (Nemotron-H-56B's 8 groups: TP up to 8)."""
-    att, la, mamba = model.attention, model.linear_attention, model.mamba
-    if mamba is not None and mamba.version != 2:
-        mamba = None  # Mamba-1 (Jamba) splits its d_inner, which the widths below do not cover
-    if (att is None and la is None and mamba is None) or tp == 1:
-        return ""
-    heads = att.num_heads if att else 0
-    kv = att.num_kv_heads if att else 0
-    # the MLPs' widths are split across the ranks too (vLLM's column-parallel layers divide
-    # them exactly): Llama-4 Scout's 8,192 splits over 1, 2, 4, 8, 16, not 40
-    widths = [w for w in ((model.dense_mlp.intermediate_size if model.dense_mlp else 0),
-                          *((model.moe.expert_intermediate_size,
-                             model.moe.shared_intermediate_size * model.moe.num_shared_experts)
-                            if model.moe else ())) if w]
-
-    def splits_attention(n: int) -> bool:
-        return att is None or (heads % n == 0 and (
-            att.mla is not None or (kv % n == 0 if kv >= n else n % kv == 0)))
-
-    def splits_linear(n: int) -> bool:
-        return la is None or (la.num_key_heads % n == 0 and la.num_value_heads % n == 0)
-
-    def splits_mamba(n: int) -> bool:
-        return mamba is None or (mamba.num_heads % n == 0
-                                 and (mamba.n_groups % n == 0 or mamba.n_groups == 1))
-
-    def fits(n: int) -> bool:
-        return splits_attention(n) and splits_linear(n) and splits_mamba(n) \
-            and all(w % n == 0 for w in widths)
-
-    if fits(tp):
-        return ""
-    most = min(heads or (la.num_value_heads if la else mamba.num_heads if mamba else 1),
-               MAX_TP_HINT)
-    sizes = [n for n in range(1, most + 1) if fits(n)]
-    ok = ", ".join(map(str, sizes))
-    hint = (f"use {ok} GPUs per replica" if len(sizes) > 1 else
-            "only 1 GPU per replica splits them: scale out with replicas")
-    if not splits_attention(tp):
-        what = f"{heads} attention heads ({kv} KV {'head' if kv == 1 else 'heads'})"
-    elif la is not None and not splits_linear(tp):
-        what = (f"{la.num_key_heads} linear-attention key heads ({la.num_value_heads} value "
-                "heads)")
-    elif mamba is not None and not splits_mamba(tp):
-        what = f"{mamba.num_heads} Mamba heads in {mamba.n_groups} groups"
-    else:
-        what = (f"MLP width{'s' if len(set(widths)) > 1 else ''} "
-                f"({', '.join(f'{w:,}' for w in dict.fromkeys(widths))})")
-    return (f"tensor parallel {tp} does not split {model.name}'s {what} evenly; engines shard "
-            f"them across GPUs: {hint}")
-
-
-MAX_TP_HINT = 64  # tensor-parallel sizes named in the hint: a node or a rack, not 71 GPUs
 LLAMACPP_SPLIT_MODES = ("layer", "row", "tensor")  # llama.cpp -sm (row: refused, not modelled)
 
-
-
-def served_dtype(model: ModelSpec) -> str:
-    """The dtype an engine serves a checkpoint at, and keeps its KV cache in, by default: a
-    float32 checkpoint at 16 bits (vLLM's --dtype "auto" takes the platform's first 16-bit type
-    for it, bf16 where the card has it; its docs before v0.5: fp16; SGLang's the same, and
-    llama.cpp's converter writes F16 by default), any other as stored."""
-    return "bf16" if model.dtype == "fp32" else model.dtype
 
 @dataclass(frozen=True)
 class Deployment:
@@ -337,18 +148,10 @@ class Deployment:
         if fmt_problem:
             raise InputError(fmt_problem)
         cache = kv_dtype(kv_name)
-        if named and not cache.cached_by(engine):
-            takes = ", ".join(k for k, d in kv_dtypes().items() if d.cached_by(engine))
-            raise InputError(f"{engine} has no {cache.id} KV cache; it caches in {takes}")
-        if engine == "trtllm" and cache.id.startswith("fp8") \
-                and accelerator.family in TRTLLM_NO_FP8_FAMILIES:
-            raise InputError(f"TensorRT-LLM keeps no fp8 KV cache before compute capability 8.9 "
-                             f"(Ada, Hopper, Blackwell), not on {accelerator.id} "
-                             f"({accelerator.family}); try --kv-dtype int8 or bf16")
-        if engine == "trtllm" and cache.id == "fp4" and accelerator.family \
-                and accelerator.family not in NVFP4_FAMILIES:
-            raise InputError(f"TensorRT-LLM keeps an NVFP4 KV cache on Blackwell only, not on "
-                             f"{accelerator.id} ({accelerator.family}); try --kv-dtype fp8")
+        # only a named engine keeps its own cache formats (TensorRT-LLM's is always named)
+        kv_problem = kv_platform_problem(cache, accelerator, engine) if named else ""
+        if kv_problem:
+            raise InputError(kv_problem)
         if engine.startswith("llama.cpp"):
             model = llamacpp_attention(model)
         dep = cls(model, accelerator, plan, cache,
@@ -697,22 +500,3 @@ class Deployment:
         """The categories a step looks rows up in rather than reads: the input embedding
         (a tied one is read whole as the lm_head)."""
         return set() if self.model.tie_word_embeddings else {EMBEDDING}
-
-
-def llamacpp_attention(model: ModelSpec) -> ModelSpec:
-    """The model as llama.cpp runs it: a window only for the architectures it has a window
-    type for (engines.json ``swa_model_types``); a GGUF of any other (Mistral-7B-v0.1 loads as
-    "llama") caches, and attends over, every token in every layer."""
-    if model.model_type in load_data("engines.json")["llama.cpp"]["swa_model_types"]:
-        return model
-    return windows_as_full(model)
-
-
-def windows_as_full(model: ModelSpec) -> ModelSpec:
-    """The model with its sliding-window and chunked layers cached, and attended, as full
-    attention (an engine that does not keep windows apart)."""
-    if not any(layer.mixer in WINDOW_MIXERS for layer in model.layers):
-        return model
-    return replace(model, layers=tuple(
-        replace(layer, mixer=FULL, window_tokens=None) if layer.mixer in WINDOW_MIXERS else layer
-        for layer in model.layers))

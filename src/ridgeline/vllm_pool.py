@@ -13,12 +13,13 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ridgeline.datafiles import engine_defaults
-from ridgeline.deployment import Deployment, windows_as_full
+from ridgeline.deployment import Deployment
 from ridgeline.errors import InputError
 from ridgeline.hardware import device_memory_bytes, runtime_device
 from ridgeline.kvgroups import KERNEL_BLOCK_ALIGNMENT, stage_group_layers, vllm_kv_groups
 from ridgeline.kvpool import KVPool
 from ridgeline.layouts import FULL, WINDOW_MIXERS
+from ridgeline.served_model import windows_as_full
 from ridgeline.stages import Stage
 from ridgeline.units import GIB, MIB
 from ridgeline.vllm_hybrid import chunked_in_full, ssm_state_dtype, state_blocks

@@ -15,7 +15,8 @@ from ridgeline.capacity import (
     longest_holding,
 )
 from ridgeline.data_parallel import layout_label
-from ridgeline.deployment import Deployment, tensor_parallel_problem, weights_platform_problem
+from ridgeline.deployment import Deployment
+from ridgeline.engine_platforms import weights_platform_problem
 from ridgeline.engine_versions import llamacpp_build
 from ridgeline.errors import InputError
 from ridgeline.llamacpp_tensor import tensor_split_build_problem
@@ -24,6 +25,7 @@ from ridgeline.parallel import node_size
 from ridgeline.precision import kv_dtype, weight_plan
 from ridgeline.reports.fit_state import most_rank_requests
 from ridgeline.reports.fit_terms import cap_flag, context_lever, fp8_kv_words, is_llamacpp
+from ridgeline.tensor_parallel import tensor_parallel_problem
 from ridgeline.units import GIB
 from ridgeline.vllm_pool import set_pool_margin_bytes
 

@@ -1,0 +1,151 @@
+"""Which engines, weight formats and KV caches run on which accelerators.
+
+Each check answers with the reason a user reads ("" where the combination runs): an engine
+on a vendor it has no backend for, weights whose kernels a card's generation lacks (fp8
+before Turing, NVFP4 off NVIDIA, AWQ/Marlin before compute capability 7.5, anything but a
+GGUF tensor type on llama.cpp), a KV-cache format the engine does not keep. The families
+each refusal names cite the engine's own support tables.
+"""
+
+from __future__ import annotations
+
+from ridgeline.hardware import Accelerator
+from ridgeline.precision import KVDtype, WeightPlan, kv_dtypes, weight_formats, weight_mixes
+
+# the vendors each engine's GPU backend runs on (vLLM and SGLang: CUDA, ROCm, TPU, XPU)
+ENGINE_VENDORS = {
+    "llama.cpp-cuda": ("nvidia",), "llama.cpp-metal": ("apple",), "llama.cpp-rocm": ("amd",),
+    "trtllm": ("nvidia",), "vllm": ("nvidia", "amd", "google", "intel"),
+    "sglang": ("nvidia", "amd", "google", "intel"),
+}
+
+
+# vLLM's ROCm requirements (docs, getting_started/installation/gpu.rocm.inc.md, v0.14 to
+# 2026): MI200s (gfx90a), MI300 (gfx942), MI350 (gfx950), Radeon RX 7900 (gfx1100/1101),
+# RX 9000 (gfx1200/1201), Ryzen AI MAX / AI 300 (gfx1151/1150): not Vega 20 (MI50, MI60,
+# Radeon VII), MI100 (gfx908) or RDNA2.
+VLLM_NO_ROCM_FAMILIES = ("gcn5", "cdna", "rdna2")
+
+
+def engine_platform_problem(engine: str, accelerator: Accelerator) -> str:
+    """Why ``engine`` does not run on this accelerator's vendor, or "" (records without a
+    catalog vendor, as measured or custom ones, are taken at their word)."""
+    if engine == "llama.cpp-vulkan" and accelerator.family in NO_VULKAN_FAMILIES:
+        return (f"{engine} needs a Vulkan driver, which {accelerator.id} "
+                f"({accelerator.family}) has none of; try --engine vllm")
+    if engine == "vllm" and accelerator.vendor == "amd" \
+            and accelerator.family in VLLM_NO_ROCM_FAMILIES:
+        return (f"vllm's ROCm build does not run on {accelerator.id} ({accelerator.family}): it "
+                "supports MI200/MI300/MI350 (gfx90a, gfx942, gfx950), RDNA3/3.5 (gfx1100/1101, "
+                "gfx1150/1151) and RDNA4 (gfx1200/1201); try --engine llama.cpp")
+    vendors = ENGINE_VENDORS.get(engine)
+    vendor = accelerator.vendor
+    if not vendors or not vendor or vendor == "measured" or vendor in vendors:
+        return ""
+    runs = [e for e, vs in ENGINE_VENDORS.items() if vendor in vs]
+    same_family = [e for e in runs if e.startswith("llama.cpp") == engine.startswith("llama.cpp")]
+    hint = (same_family or runs or ["llama.cpp-vulkan"])[0]
+    return f"{engine} does not run on {accelerator.id} ({vendor}); try --engine {hint}"
+
+
+# Accelerator families on which vLLM, SGLang and TensorRT-LLM run no fp8 weights: fp8 runs
+# on compute capability ≥ 8.9 as W8A8 and ≥ 7.5 as weight-only W8A16 through FP8 Marlin
+# (vLLM docs, features/quantization/fp8: "FP8 models will run on compute capability >= 7.5
+# (Turing) as weight-only W8A16"), so not on Volta or Pascal; on AMD from MI300 (gfx942)
+# on, so not on CDNA 1-2 (MI100, MI200), which lack fp8 (vLLM quantization hardware table),
+# nor on the Radeon generations before RDNA4 (GCN5 Vega 20, RDNA2, RDNA3, RDNA3.5), whose
+# matrix instructions take fp16, bf16 and integers only.
+NO_FP8_FAMILIES = ("pascal", "volta", "cdna", "cdna2", "gcn5", "rdna2", "rdna3", "rdna3.5")
+# TensorRT-LLM's support matrix: FP8 from compute capability 8.9 (Ada, Hopper, Blackwell),
+# NVFP4 on Blackwell only
+TRTLLM_NO_FP8_FAMILIES = ("pascal", "volta", "turing", "ampere")
+NVFP4_FAMILIES = ("blackwell",)
+# vLLM's quantization hardware table (docs, features/quantization): AWQ and the Marlin kernels
+# (GPTQ/AWQ/FP8/FP4, weight-only) need Turing (SM 7.5) or newer, so Volta and Pascal run
+# neither; "Turing does not support Marlin MXFP4". GPTQ's own kernels run on Volta.
+NO_MARLIN_FAMILIES = ("pascal", "volta")
+NO_MARLIN_MXFP4_FAMILIES = ("turing",)
+MARLIN_ONLY_PREFIXES = ("awq", "nvfp4", "mxfp4")
+NO_VULKAN_FAMILIES = ("tpu", "gaudi")  # accelerators without a Vulkan driver
+FP8_FORMATS = ("fp8", "fp8-block")
+GGUF_PLAIN = ("bf16", "fp16", "fp32", "mxfp4")  # besides the q*/iq* block types and mixes
+
+
+GGUF_LEVER = "give --weights q8_0, bf16 or q4_k_m"  # the GGUF files a checkpoint becomes
+
+
+def weights_platform_problem(plan: WeightPlan, accelerator: Accelerator, engine: str,
+                             named: bool) -> str:
+    """Why this engine cannot run these weights on this accelerator, or "" (``named``: the
+    user named the format; as stored, a checkpoint is taken at its word, but for llama.cpp,
+    which loads only GGUF tensor types: a checkpoint stored in another, fp8 or AWQ/GPTQ int4,
+    runs as the GGUF convert_hf_to_gguf.py writes from it, dequantized to --outtype and then
+    perhaps llama-quantize'd, a file of a format the user names; gpt-oss's MXFP4 experts
+    stay MXFP4, a GGUF type)."""
+    formats = {f for _, f in plan.formats}
+    if engine.startswith("llama.cpp"):
+        alien = sorted(f for f in formats if not (f in GGUF_PLAIN or f.startswith(("q", "iq"))))
+        if alien and plan.label not in weight_mixes():
+            what = ("a GGUF tensor type" if len(alien) == 1 else "GGUF tensor types")
+            return ((f"{', '.join(alien)} {'is' if len(alien) == 1 else 'are'} not {what}"
+                     if named else
+                     f"the checkpoint stores {' and '.join(alien)} weights, not {what}")
+                    + ": llama.cpp runs GGUF files (q8_0, q4_k_m, … or bf16)"
+                    + ("" if named else ", converted from the checkpoint by "
+                       "convert_hf_to_gguf.py") + f"; {GGUF_LEVER}")
+        return ""
+    known = weight_formats()
+    gguf = any(f in known and known[f].applies_to == "all" for f in formats)  # q4_k_m, q8_0, …
+    if engine == "trtllm" and gguf:  # a GGUF file type: a block format over every tensor
+        return (f"trtllm loads no GGUF file ({plan.label}): TensorRT-LLM's quantization "
+                "recipes are FP4, FP8, INT8 and INT4 AWQ/GPTQ (nvidia.github.io/TensorRT-LLM, "
+                "features/quantization); give --weights fp8, nvfp4 or awq-int4, or --engine "
+                "llama.cpp")
+    if engine == "trtllm" and formats & set(FP8_FORMATS) \
+            and accelerator.family in TRTLLM_NO_FP8_FAMILIES:
+        return (f"TensorRT-LLM runs fp8 from compute capability 8.9 (Ada, Hopper, Blackwell), "
+                f"not on {accelerator.id} ({accelerator.family}); try --weights bf16 or int8")
+    fp4 = sorted(f for f in formats if f.startswith("nvfp4"))
+    if (fp4 and accelerator.vendor not in ("nvidia", "measured", "")) or (
+            "nvfp4" in formats and engine == "trtllm" and accelerator.family
+            and accelerator.family not in NVFP4_FAMILIES):
+        return (f"{engine} runs no {fp4[0]} weights on {accelerator.id} ({accelerator.family}): "
+                "NVFP4 kernels are NVIDIA's" + (", Blackwell only in TensorRT-LLM"
+                                                 if engine == "trtllm" else "")
+                + ("; try --weights awq-int4" if accelerator.family in NO_FP8_FAMILIES or (
+                    engine == "trtllm" and accelerator.family in TRTLLM_NO_FP8_FAMILIES)
+                   else "; try --weights fp8 or awq-int4"))
+    marlin = sorted(f for f in formats if f.startswith(MARLIN_ONLY_PREFIXES))
+    if marlin and accelerator.family in NO_MARLIN_FAMILIES:
+        return (f"{engine} runs no {marlin[0]} weights on {accelerator.id} "
+                f"({accelerator.family}): its kernels (AWQ, Marlin FP4) need compute "
+                "capability 7.5+; try --weights gptq-int4 or bf16")
+    if "mxfp4" in formats and accelerator.family in NO_MARLIN_MXFP4_FAMILIES:
+        return (f"{engine} runs no mxfp4 weights on {accelerator.id} ({accelerator.family}): "
+                "Marlin's MXFP4 kernel needs compute capability 8.0+; try --weights bf16")
+    if formats & set(FP8_FORMATS) and accelerator.family in NO_FP8_FAMILIES:
+        needs = ("an AMD GPU with fp8 matrix instructions: MI300-class (CDNA3) or newer, or "
+                 "RDNA4" if accelerator.vendor == "amd" else
+                 "compute capability 7.5+ (weight-only through Marlin; W8A8 from 8.9)")
+        return (f"{engine} runs no fp8 weights on {accelerator.id} ({accelerator.family}): fp8 "
+                f"needs {needs}; try --weights bf16")
+    return ""
+
+
+def kv_platform_problem(cache: KVDtype, accelerator: Accelerator, engine: str) -> str:
+    """Why this engine keeps no KV cache of this format on this accelerator, or "": a format
+    only some engines cache in (formats.json's ``engines``: q8_0 is llama.cpp's), then
+    TensorRT-LLM's fp8 cache, from compute capability 8.9, and its NVFP4 cache, Blackwell only."""
+    if not cache.cached_by(engine):
+        takes = ", ".join(k for k, d in kv_dtypes().items() if d.cached_by(engine))
+        return f"{engine} has no {cache.id} KV cache; it caches in {takes}"
+    if engine == "trtllm" and cache.id.startswith("fp8") \
+            and accelerator.family in TRTLLM_NO_FP8_FAMILIES:
+        return (f"TensorRT-LLM keeps no fp8 KV cache before compute capability 8.9 "
+                f"(Ada, Hopper, Blackwell), not on {accelerator.id} "
+                f"({accelerator.family}); try --kv-dtype int8 or bf16")
+    if engine == "trtllm" and cache.id == "fp4" and accelerator.family \
+            and accelerator.family not in NVFP4_FAMILIES:
+        return (f"TensorRT-LLM keeps an NVFP4 KV cache on Blackwell only, not on "
+                f"{accelerator.id} ({accelerator.family}); try --kv-dtype fp8")
+    return ""
