@@ -20,6 +20,7 @@ from ridgeline.plan import PlanResult, _cheapest, plan, search_space
 from ridgeline.plan_cautions import (
     PROMPT_SHARE_UNCERTAINTY,
     borrowed_compute_group,
+    candidate_cautions,
     prompt_share_caution,
 )
 from ridgeline.reports.plan import PlanReport, node_commands
@@ -155,16 +156,77 @@ def test_only_a_card_whose_prompt_speed_borrows_a_share_is_cautioned_near_its_tt
     assert borrowed_compute_group(profile, H100) == ""
     slo = Slo(1.0, 0.05)
     near = _candidate("mi300x", 1, verified=True, sim_ttft_s=0.8)
-    text = prompt_share_caution(near, profile, slo)
+    text = prompt_share_caution(near, profile, slo, "vllm")
     assert f"{0.8 * PROMPT_SHARE_UNCERTAINTY * 1e3:,.0f} ms" in text and "p90 TTFT" in text
-    assert prompt_share_caution(replace(near, sim_ttft_s=0.7), profile, slo) == ""  # 910 ms
-    assert prompt_share_caution(replace(near, accelerator=H100.id), profile, slo) == ""
+    assert prompt_share_caution(replace(near, sim_ttft_s=0.7), profile, slo, "vllm") == ""  # 910 ms
+    assert prompt_share_caution(replace(near, accelerator=H100.id), profile, slo, "vllm") == ""
     # unsimulated: judged on its analytic floor, a lower bound
     assert "analytic floor" in prompt_share_caution(
-        replace(near, verified=False, ttft_floor_s=0.9), profile, slo)
+        replace(near, verified=False, ttft_floor_s=0.9), profile, slo, "vllm")
     # a profile fitted on the card's own prompt rows has a share of its own
     own = replace(profile, group_compute={"amd-instinct": 0.8})
-    assert prompt_share_caution(near, own, slo) == ""
+    assert prompt_share_caution(near, own, slo, "vllm") == ""
+
+
+def test_the_prompt_speed_caution_names_the_rows_own_card_and_engine() -> None:
+    """It had named an MI300X and vLLM on ROCm whatever the row: an MI325X under SGLang is
+    spoken of as itself, and an MI300X under vLLM as itself."""
+    slo = Slo(1.0, 0.05)
+    near = _candidate("mi325x", 1, verified=True, sim_ttft_s=0.8)
+    sglang = prompt_share_caution(near, profile_for("sglang"), slo, "sglang")
+    assert sglang.startswith("mi325x's prompt speed")
+    assert f"SGLang on the {resolve_accelerator('mi325x').name}" in sglang
+    assert "MI300X" not in sglang and "vLLM" not in sglang
+    vllm = prompt_share_caution(replace(near, accelerator="mi300x"), profile_for("vllm"), slo,
+                                "vllm")
+    assert f"vLLM on the {resolve_accelerator('mi300x').name}" in vllm and "SGLang" not in vllm
+
+
+def test_an_unpriced_rows_caution_is_printed_under_the_list(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """An MI325X has no catalog price: 4,000-token prompts within a 220 ms TTFT leave it
+    feasible but unpriced, its analytic TTFT floor within 1.3x of the SLO. --json had carried
+    the row's caution alone; the text says it too, in the card's and engine's names."""
+    args = ["plan", "llama-3.1-70b", "--rate", "0.5", "--input-len", "4000", "--output-len",
+            "200", "--slo-ttft-ms", "220", "--slo-tpot-ms", "60", "--gpus", "mi325x",
+            "--engine", "sglang", "--workers", "1"]
+    assert main([*args, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["verdict"] == "unpriced"
+    cautioned = [(row["label"], text) for row in data["unpriced"] for text in row["cautions"]]
+    assert cautioned
+    assert all(f"SGLang on the {resolve_accelerator('mi325x').name}" in text
+               for _, text in cautioned)
+    assert main(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert all(f"  caution, {label}: {text}" in lines for label, text in cautioned)
+
+
+def test_the_cautions_of_unpriced_and_cheaper_unverified_rows_sit_under_them() -> None:
+    """Beside a winner, an unpriced card's caution follows its own line, and a cheaper
+    deployment a measured caution leaves unverified has its own cautions under that list."""
+    slo, load = Slo(1.0, 0.05), Load(1.0, "1000", "250")
+    profile = profile_for("vllm")
+    win = _candidate(H100.id, 1, replicas=2, verified=True, sim_ttft_s=0.2, sim_tpot_s=0.03)
+    cheaper = _candidate("mi300x", 1, verified=True, sim_ttft_s=0.9, sim_tpot_s=0.03)
+    unpriced = _candidate("mi325x", 1, price_per_gpu_hour=None, ttft_floor_s=0.9)
+    own = {c.accelerator: candidate_cautions(c, "vllm", profile, slo)
+           for c in (cheaper, unpriced)}
+    assert all(own.values())
+    result = PlanResult(load, slo, (win, cheaper), (unpriced,), (), (), 2, 250.0, "",
+                        measured_cautions=((cheaper, "CDNA3's FP8 MoE paths"),),
+                        deployment_cautions=((cheaper, own["mi300x"]),
+                                             (unpriced, own["mi325x"])))
+    assert result.cheaper_unverified == (cheaper,)
+    report = PlanReport(LLAMA_70B, "meta-llama/Llama-3.1-70B", result, 131072)
+    lines = report.text_lines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("cheaper, unverified"))
+    blank = lines.index("", header)
+    assert [f"  caution, {report._label(cheaper)}: {text}" for text in own["mi300x"]] == [
+        line for line in lines[header:blank] if line.startswith("  caution")]
+    row = next(i for i, line in enumerate(lines) if line.startswith(report._label(unpriced)))
+    assert lines[row + 1:row + 1 + len(own["mi325x"])] == [
+        f"  caution: {text}" for text in own["mi325x"]]
 
 
 def test_an_mi300x_winner_near_its_ttft_slo_is_cautioned() -> None:
@@ -175,7 +237,7 @@ def test_an_mi300x_winner_near_its_ttft_slo_is_cautioned() -> None:
     win = result.winner
     assert win is not None and win.verified and win.sim_ttft_s is not None
     assert win.sim_ttft_s * PROMPT_SHARE_UNCERTAINTY > slo.ttft_s
-    caution = prompt_share_caution(win, profile_for("vllm"), slo)
+    caution = prompt_share_caution(win, profile_for("vllm"), slo, "vllm")
     assert caution and caution in result.cautions and result.cautions_for(win) == (caution,)
 
 

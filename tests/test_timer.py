@@ -74,3 +74,21 @@ def test_the_step_timer_prices_k_quant_unpacking_as_shape_time_does(
     shape = batch_shape(d, [Seq(new, ctx) for new, ctx in batch])
     assert StepTimer(d, profile).time_s(shape) == pytest.approx(
         shape_time_s(d, shape, profile), rel=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(batch=batches, decodes=st.lists(st.integers(0, 9000), min_size=1, max_size=64),
+       which=st.sampled_from(TIMED))
+def test_a_step_timed_from_its_rows_is_its_shapes_time_to_the_last_digit(
+        batch: list[tuple[int, int]], decodes: list[int],
+        which: tuple[str, int, int, bool]) -> None:
+    """The simulator times a step from its rows (``rows_time_s``; a step of decodes alone
+    under one kind of full attention as ``decode_time_s`` sums it, its context-free part
+    remembered): the very number its shape gives, so that no simulated run moves."""
+    model, n, pp, ep = which
+    d = dep(model, n=n * pp, pp=pp, ep=ep)
+    timer = StepTimer(d, profile_for("vllm"))
+    for seqs in ([Seq(new, ctx) for new, ctx in batch], [Seq(1, ctx) for ctx in decodes]):
+        rows = [s.context_tokens for s in seqs if s.new_tokens == 1]
+        chunks = [s for s in seqs if s.new_tokens > 1]
+        assert timer.rows_time_s(rows, chunks) == timer.time_s(batch_shape(d, seqs))

@@ -160,16 +160,22 @@ def batch_shape(dep: Deployment, batch: Sequence[Seq]) -> BatchShape:
         raise InputError(f"a sequence needs ≥1 new token and ≥0 cached ones, got {bad}")
     ranks = dep.data_parallel_size
     rank = batch[::ranks] if ranks > 1 else batch
-    decodes = [s.context_tokens for s in rank if s.new_tokens == 1]
-    chunks = [s for s in rank if s.new_tokens > 1]
+    shape = rank_shape(attention_windows(dep), [s.context_tokens for s in rank if s.new_tokens == 1],
+                       [s for s in rank if s.new_tokens > 1])
+    return shape._replace(all_tokens=sum(s.new_tokens for s in batch)) if ranks > 1 else shape
 
+
+def rank_shape(windows: tuple[int | None, ...], decodes: list[int], chunks: Sequence[Seq]
+               ) -> BatchShape:
+    """One rank's batch reduced to its shape (``batch_shape``): one-token sequences, each
+    given by its cached tokens (``decodes``), and multi-token ``chunks``, under the model's
+    attention ``windows`` (``attention_windows``)."""
     def decode_keys(window_tokens: int | None) -> float:  # a decode sees c + 1 keys (window-capped)
         if window_tokens is None:
             return float(sum(decodes) + len(decodes))
         return float(sum(min(c + 1, window_tokens) for c in decodes))
 
-    shape = shape_of(attention_windows(dep), len(decodes), decode_keys, chunks)
-    return shape._replace(all_tokens=sum(s.new_tokens for s in batch)) if ranks > 1 else shape
+    return shape_of(windows, len(decodes), decode_keys, chunks)
 
 
 def decode_kv_tokens(keys: float, decodes: int) -> float:

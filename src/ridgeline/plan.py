@@ -18,7 +18,7 @@ import os
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from ridgeline.candidate import (
     Candidate,
@@ -45,7 +45,8 @@ from ridgeline.parallel import node_size
 from ridgeline.plan_cautions import candidate_cautions
 from ridgeline.replica_sizing import covers, launch_length, size_replica, starts_at
 from ridgeline.serving_load import Load, Slo
-from ridgeline.sim.config import sim_config, v0_scheduling_caution
+from ridgeline.sim.config import SimConfig, sim_config, v0_scheduling_caution
+from ridgeline.sim.metrics import misses_settling
 from ridgeline.sim.pipeline import lane_config, run_replica
 from ridgeline.stages import micro_batch
 from ridgeline.units import plural
@@ -248,8 +249,9 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
                  key=lambda c: (c.gpus, c.cost_per_hour or 0.0))
     priced = sorted((c for c in feasible if c.cost_per_hour is not None), key=_cheapest)
     unpriced = sorted((c for c in feasible if c.cost_per_hour is None), key=lambda c: c.gpus)
+    runs: CheckRuns = {}  # the checks' runs, each made once
     verified, rest = _verify_cheapest(model, priced, load, slo, max_gpus, verify, engine_version,
-                                      engine, profile)
+                                      engine, profile, runs)
     _, mean_out = load.means()
     miss = "" if feasible else _closest_miss(model, load, slo, gpus, max_gpus, engine, profile,
                                              beyond)
@@ -262,7 +264,7 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
     split = _covering(split, load, slo)
     candidates = tuple(verified + rest)
     slowed, candidates = _measured_slowdown(model, candidates, load, slo, max_gpus,
-                                            engine_version, engine, profile)
+                                            engine_version, engine, profile, runs)
     measured = tuple((c, why) for c, why in ((c, _moe_caution(model, c, engine))
                                              for c in (*candidates, *split)) if why)
     win = candidates[0] if candidates else None
@@ -326,7 +328,7 @@ def slowed_tpot_floor_s(c: Candidate) -> float:
 
 def _measured_slowdown(model: ModelSpec, candidates: tuple[Candidate, ...], load: Load,
                        slo: Slo, max_gpus: int, engine_version: str | None, engine: str,
-                       profile: EngineProfile | None
+                       profile: EngineProfile | None, runs: CheckRuns | None = None
                        ) -> tuple[str, tuple[Candidate, ...]]:
     """Where the cheapest candidate carries the CDNA3 MoE caution, what to say of it and the
     candidates reordered: the cheapest without the caution that holds in simulation goes
@@ -360,7 +362,7 @@ def _measured_slowdown(model: ModelSpec, candidates: tuple[Candidate, ...], load
             break
         else:
             held = checks[i] = _verify(model, c, load, slo, max_gpus, engine_version, engine,
-                                       profile)
+                                       profile, runs)
             if held is not None:
                 shrink = min(shrink, held.replicas / c.replicas)
         if held is not None and (held.cost_per_hour or 0.0) < best:
@@ -439,10 +441,26 @@ def _best_per_gpu(cands: list[Candidate]) -> list[Candidate]:
     return sorted(best.values(), key=lambda c: c.gpus)
 
 
+class CheckRun(NamedTuple):
+    """One run of a check (``_verify``): whether the SLO held, the TTFT and TPOT it read at
+    the SLO's percentile, its requests, the first one's number (a trace's) and its window."""
+
+    held: bool
+    ttft_s: float
+    tpot_s: float
+    requests: int
+    first: int
+    window_s: tuple[float, float]
+
+
+# a plan's check runs, by (replica, its engine's config, request lifetime, replicas, draw)
+CheckRuns = dict[tuple[Deployment, SimConfig, float, int, int], CheckRun]
+
+
 def _verify_cheapest(model: ModelSpec, priced: list[Candidate], load: Load, slo: Slo,
                      max_gpus: int, limit: int, engine_version: str | None = None,
-                     engine: str = "vllm", profile: EngineProfile | None = None
-                     ) -> tuple[list[Candidate], list[Candidate]]:
+                     engine: str = "vllm", profile: EngineProfile | None = None,
+                     runs: CheckRuns | None = None) -> tuple[list[Candidate], list[Candidate]]:
     """Simulate candidates cheapest first until the next one's analytic price, shrunk as much
     as simulation has shrunk any checked so far, is no lower than the cheapest that held,
     or ``limit`` candidates are spent. Returns the verified ones, cheapest first, and those
@@ -453,7 +471,7 @@ def _verify_cheapest(model: ModelSpec, priced: list[Candidate], load: Load, slo:
         if i >= limit or (c.cost_per_hour or 0.0) * shrink >= best:
             rest = priced[i:]
             break
-        checked = _verify(model, c, load, slo, max_gpus, engine_version, engine, profile)
+        checked = _verify(model, c, load, slo, max_gpus, engine_version, engine, profile, runs)
         if checked is not None:
             verified.append(checked)
             best = min(best, checked.cost_per_hour or 0.0)
@@ -466,8 +484,12 @@ def _verify_cheapest(model: ModelSpec, priced: list[Candidate], load: Load, slo:
 
 def _verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
             max_gpus: int, engine_version: str | None = None, engine: str = "vllm",
-            profile: EngineProfile | None = None) -> Candidate | None:
-    """Simulate one replica at its share of the rate; add replicas until the SLO holds."""
+            profile: EngineProfile | None = None, runs: CheckRuns | None = None
+            ) -> Candidate | None:
+    """Simulate one replica at its share of the rate; add replicas until the SLO holds.
+    ``runs``: the runs already made for this load, SLO, profile and version (``CheckRuns``),
+    which another candidate's knobs may repeat (on an A100 vLLM's default token budget is
+    2,048: --max-num-batched-tokens 2048 launches the same engine)."""
     acc = resolve_accelerator(c.accelerator)
     dep = replica_deployment(model, acc, c.tp, c.pp, c.weights, c.kv, c.expert_parallel, engine=engine)
     settings = EngineSettings(max_num_seqs=c.max_num_seqs,
@@ -483,26 +505,31 @@ def _verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
         return None
     profile = profile or profile_for(engine)
     lifetime = c.ttft_floor_s + load.means()[1] * c.tpot_s
-    checked: dict[tuple[int, int], bool] = {}
-    runs: dict[int, tuple[float, float, int, int, tuple[float, float]]] = {}  # the first draw's
+    runs = {} if runs is None else runs
 
-    def holds(replicas: int, draw: int = 0) -> bool:
-        """Whether ``replicas`` replicas meet the SLO in the steady state, on the load's
-        requests or (``draw`` n) on another draw of them (memoised)."""
-        if (replicas, draw) not in checked:
+    def run(replicas: int, draw: int = 0) -> CheckRun:
+        """``replicas`` replicas in the steady state, on the load's requests or (``draw`` n)
+        on another draw of them; each run once (a run of another candidate's, where it
+        launches the same engine on the same requests)."""
+        key = (dep, engine_config, lifetime, replicas, draw)
+        if key not in runs:
             drawn = replace(load, seed=load.seed + draw) if draw else load
             work, window = drawn.steady(replicas, lifetime,  # a replica's share
                                         percentile=slo.percentile)
             result = run_replica(dep, profile, engine_config, work, engine_version,
-                                 window_s=window)
+                                 slo=(slo.ttft_s, slo.tpot_s), window_s=window,
+                                 stop_past=misses_settling(work, window, slo.percentile))
             ttft, tpot = (result.latency_s_at(name, slo.percentile) for name in ("ttft", "tpot"))
-            checked[replicas, draw] = ttft <= slo.ttft_s and (
+            held = not result.rec.missed and ttft <= slo.ttft_s and (
                 math.isnan(tpot) or tpot <= slo.tpot_s) \
                 and result.rec.keeps_up  # a queue that grows misses the SLO, given time
-            if not draw:
-                runs[replicas] = (ttft, tpot, len(work), work[0].id if load.trace else 0,
-                                  window)
-        return checked[replicas, draw]
+            runs[key] = CheckRun(held, ttft, tpot, len(work), work[0].id if load.trace else 0,
+                                 window)
+        return runs[key]
+
+    def holds(replicas: int, draw: int = 0) -> bool:
+        """Whether ``replicas`` replicas meet the SLO (``run``)."""
+        return run(replicas, draw).held
 
     low, high = 0, c.replicas  # the most replicas known to miss, a count to try
     while not holds(high):  # too few: grow by a quarter until the SLO holds
@@ -523,7 +550,7 @@ def _verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
         high += 1
         if high * c.tp * c.pp > max_gpus:
             return None
-    ttft, tpot, count, first, window = runs[high]
+    _, ttft, tpot, count, first, window = run(high)
     return replace(c, replicas=high, verified=True, sim_ttft_s=ttft, sim_tpot_s=tpot,
                    max_model_len=max_len, refused_share=load.refused_share(max_len),
                    analytic_replicas=c.replicas, sim_requests=count, sim_first=first,

@@ -15,8 +15,11 @@ from ridgeline.serving_load import Slo
 # H100s' share prices its prompts 1.32x faster: `prefill llama-3.1-8b --gpu h100,mi300x
 # --prompt-len 8192` read 251.8 ms against 192.0 (1.31x), where vLLM's ROCm GEMMs and
 # attention reach a smaller share of peak and run prefill about even with an H100's. No
-# Instinct prompt row in the profile's data says which; 1.3 spans the gap.
+# Instinct prompt row in the profile's data says which; 1.3 spans the gap. (The caution names
+# the row's own card and engine: the gap was seen on that one pair.)
 PROMPT_SHARE_UNCERTAINTY = 1.3
+# the serving engines as their projects write them, for the text
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
 
 
 def borrowed_compute_group(profile: EngineProfile, acc: Accelerator) -> str:
@@ -45,11 +48,11 @@ def ttft_estimate_s(c: Candidate) -> tuple[float, str]:
     return c.ttft_floor_s, "analytic floor"
 
 
-def prompt_share_caution(c: Candidate, profile: EngineProfile, slo: Slo) -> str:
+def prompt_share_caution(c: Candidate, profile: EngineProfile, slo: Slo, engine: str) -> str:
     """Where ``c`` runs on a card whose prompt speed borrows another group's compute share
     (``borrowed_compute_group``) and its TTFT × PROMPT_SHARE_UNCERTAINTY passes the SLO, what
-    to say; else "". One MI300X at a simulated p90 TTFT of 1,700 ms against a 2 s SLO: 2,210
-    ms at 1.3x, past it."""
+    to say of it, in its own card's and ``engine``'s names; else "". One MI300X at a simulated
+    p90 TTFT of 1,700 ms against a 2 s SLO: 2,210 ms at 1.3x, past it."""
     acc = resolve_accelerator(c.accelerator)
     reference = borrowed_compute_group(profile, acc)
     ttft_s, how = ttft_estimate_s(c)
@@ -57,9 +60,8 @@ def prompt_share_caution(c: Candidate, profile: EngineProfile, slo: Slo) -> str:
         return ""
     name = f"{how} p{slo.percentile:.10g} TTFT" if how == "simulated" else f"TTFT's {how}"
     return (f"{acc.id}'s prompt speed borrows the compute share the {profile.engine} profile "
-            f"fitted on {reference} cards (none of its own for {accelerator_group(acc)}): on an "
-            f"MI300X that prices prefill about {PROMPT_SHARE_UNCERTAINTY:g}x faster than on an "
-            "H100, where vLLM on ROCm has run it about even; at "
+            f"fitted on {reference} cards (none of its own for {accelerator_group(acc)}), "
+            f"which {ENGINE_NAMES.get(engine, engine)} on the {acc.name} may not reach; at "
             f"{PROMPT_SHARE_UNCERTAINTY:g}x its {name} of {ttft_s * 1e3:,.0f} ms would be "
             f"{ttft_s * PROMPT_SHARE_UNCERTAINTY * 1e3:,.0f} ms, past the "
             f"{slo.ttft_s * 1e3:g} ms SLO (a prompt measured on the card, `ridgeline "
@@ -73,4 +75,4 @@ def candidate_cautions(c: Candidate, engine: str, profile: EngineProfile,
     uncertainty of the SLO (``prompt_share_caution``)."""
     acc = resolve_accelerator(c.accelerator)
     return tuple(why for why in (cross_node_caution(c.tp, acc, engine),
-                                 prompt_share_caution(c, profile, slo)) if why)
+                                 prompt_share_caution(c, profile, slo, engine)) if why)

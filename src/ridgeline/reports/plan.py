@@ -472,7 +472,15 @@ class PlanReport:
                                      if any(why in c for c in r.cautions) else why)
                 + f"; TPOT × {MEASURED_SLOWDOWN_LOW:g}: the simulated {_pct(r.slo.percentile)} "
                 "TPOT, or the analytic mean where not simulated, at the measured slowdown's "
-                "low end, a floor before the slower steps' queueing)", ""]
+                "low end, a floor before the slower steps' queueing)",
+                *self._caution_lines(cands), ""]
+
+    def _caution_lines(self, cands: Iterable[Candidate]) -> list[str]:
+        """One line for each caution of each of ``cands``' own deployments (``cautions_for``:
+        TP across nodes, a prompt speed priced with another card group's share), named by
+        its label, for under a list of them."""
+        return [f"  caution, {self._label(c)}: {text}" for c in cands
+                for text in self.result.cautions_for(c)]
 
     def text_lines(self) -> list[str]:
         r = self.result
@@ -505,6 +513,7 @@ class PlanReport:
             if r.unpriced:
                 lines.append("feasible but unpriced (pass --price GPU=USD): "
                              + ", ".join(self._label(c) for c in r.unpriced))
+                lines += self._caution_lines(r.unpriced)
             return lines
         priced, priced_tok_s = self._priced()
         per_m = win.cost_per_million_tokens(priced_tok_s)
@@ -600,14 +609,14 @@ class PlanReport:
                                                   "deployments too"
                                                   if any(why in c for c in r.cautions) else why)
                              + ")")
-            lines += [f"  caution, {self._label(c)}: {text}" for c in runners
-                      for text in r.cautions_for(c)]
+            lines += self._caution_lines(runners)
             lines.append("")
         for c in r.unpriced:
             lines.append(f"{self._label(c)} = {c.gpus} {plural(c.gpus, 'GPU')}, "
                          "no price: it wins below "
                          f"${(win.cost_per_hour or 0) / c.gpus:,.2f} per GPU-hour "
                          f"(--price {c.accelerator}=USD)")
+            lines += [f"  caution: {text}" for text in r.cautions_for(c)]
         if r.disaggregated and not any(c.verified for c in r.disaggregated):
             lines.append("disaggregated pools: the cheapest splits were simulated and none held "
                          "within --max-gpus; those below are analytic only")

@@ -96,20 +96,23 @@ class PipelineSimulator(Simulator):
         self.stages = stages or dep.pipeline_parallel_size
         self.stage_free_s = [0.0] * self.stages  # when each stage finishes its last batch
         self.in_flight: deque[MicroBatch] = deque()
+        # the last batch sent holds every running request, each waiting on its token, and
+        # none waits to start: until a batch lands the scheduler has nothing to schedule
+        self.all_in_flight = False
 
     def run(self, workload: Iterator[Request], closed_loop: int = 0, keep_rows: bool = False,
             after_step: Callable[[Simulator], None] | None = None,
             slo: tuple[float | None, float | None] = (None, None),
             window_s: tuple[float, float] | None = None,
-            stop_when_behind: bool = False) -> SimResult:
+            stop_when_behind: bool = False, stop_past: int | None = None) -> SimResult:
         """As ``Simulator.run``; ``after_step`` is called after every event."""
         run = self._begin(workload, closed_loop, keep_rows, after_step, slo, window_s,
-                          stop_when_behind)
+                          stop_when_behind, stop_past)
         rec, s = run.rec, self.scheduler
         while True:
             run.arrive_due()
             room = len(self.in_flight) < self.stages
-            if room and (s.running or s.waiting):
+            if room and (s.running or s.waiting) and not (self.all_in_flight and not s.waiting):
                 batch = s.schedule(self.now_s)
                 if batch:
                     self._launch(batch)
@@ -147,10 +150,12 @@ class PipelineSimulator(Simulator):
         samples, epochs = [], []
         for b in batch:
             r = b.request
-            sample = b.context + b.tokens >= r.known_tokens  # a decode, or its last chunk
-            r.num_computed = r.known_tokens if sample else r.num_computed + b.tokens
+            known = r.prompt_tokens + r.num_generated  # (r.known_tokens, on the hot path)
+            sample = b.context + b.tokens >= known  # a decode, or its last chunk
+            r.num_computed = known if sample else r.num_computed + b.tokens
             samples.append(sample)
             epochs.append(r.preemptions)
+        self.all_in_flight = len(batch) == len(self.scheduler.running) and all(samples)
         stage_s = self._time(batch) / self.stages  # the trip, evenly over the stages
         t = self.now_s
         for k in range(self.stages):
@@ -162,8 +167,10 @@ class PipelineSimulator(Simulator):
     def _land(self, mb: MicroBatch, rec: Recorder) -> list[Request]:
         """A micro-batch's output is back (now): each sampling row's token(s), as the plain
         step counts them; rows preempted in flight are dropped (recomputed)."""
+        self.all_in_flight = False  # its rows have their tokens: each may be scheduled again
         finished: list[Request] = []
-        spec = self.config.spec_tokens
+        spec, now = self.config.spec_tokens, self.now_s
+        gaps: list[float] = []  # each streaming row's gap since its last token, in row order
         for b, sample, epoch in zip(mb.rows, mb.samples, mb.epochs):
             r = b.request
             if r.preemptions != epoch or r.status != RUNNING:
@@ -171,15 +178,19 @@ class PipelineSimulator(Simulator):
             if not sample:  # a prompt chunk, more to come
                 self.pool.register(r)
                 continue
-            decode = b.context == r.known_tokens - 1
-            gained = self._accepted(r) if spec and decode else 1
-            gained = min(gained, r.output_tokens - r.num_generated)
+            generated = r.num_generated
+            gained = self._accepted(r) if spec and b.context == r.prompt_tokens + generated - 1 \
+                else 1  # a decode's drafts
+            if gained > r.output_tokens - generated:
+                gained = r.output_tokens - generated
             r.num_computed += gained - 1  # accepted drafts are cached; the new token is not
-            if r.num_generated == 0:
-                r.first_token_s = self.now_s
+            if generated == 0:
+                r.first_token_s = now
             else:
-                rec.itl(self.now_s - r.last_token_s, 1)
+                gaps.append(now - r.last_token_s)
             self._credit(r, gained, finished)
+        if gaps:
+            rec.itl_each(gaps)
         return finished
 
 
@@ -187,22 +198,25 @@ def run_replica(dep: Deployment, profile: EngineProfile, config: SimConfig,
                 requests: Iterable[Request], version: str | None = None, closed_loop: int = 0,
                 keep_rows: bool = False, slo: tuple[float | None, float | None] = (None, None),
                 window_s: tuple[float, float] | None = None,
-                stop_when_behind: bool = False) -> SimResult:
+                stop_when_behind: bool = False, stop_past: int | None = None) -> SimResult:
     """One replica of ``dep`` with the engine's whole ``config``: pipeline-parallel vLLM V1
     as one pool with pp micro-batches in flight, V0 and the other engines as pp lanes each
     with 1/pp of it (``lane_config``), no pipeline as the plain simulator. stop_when_behind:
-    an open loop may be cut short once hopelessly behind (``Simulator.run``)."""
+    an open loop may be cut short once hopelessly behind (``Simulator.run``); stop_past: a
+    run stops once more than this many of the window's requests passed ``slo`` (each lane
+    on its own count: fewer than the replica's)."""
     pp = dep.pipeline_parallel_size
     if pp > 1 and one_pool(dep.engine, version):
         return PipelineSimulator(dep, profile, config, pp).run(
             iter(requests), closed_loop=closed_loop, keep_rows=keep_rows, slo=slo,
-            window_s=window_s, stop_when_behind=stop_when_behind)
+            window_s=window_s, stop_when_behind=stop_when_behind, stop_past=stop_past)
     lane = lane_config(config, pp, dep.engine, version)
 
     def run_one(work: Iterator[Request], users: int) -> SimResult:
         return Simulator(dep, profile, lane).run(work, closed_loop=users, keep_rows=keep_rows,
                                                  slo=slo, window_s=window_s,
-                                                 stop_when_behind=stop_when_behind)
+                                                 stop_when_behind=stop_when_behind,
+                                                 stop_past=stop_past)
 
     return run_lanes(run_one, requests, pp, closed_loop)
 

@@ -94,11 +94,14 @@ class Run:
         under half of the arrivals past the fill have left, or, every request come, more than
         half of them wait to start, and at least 1,000 are behind), so that the rest of the run,
         the queue only lengthening or being worked through, is not simulated. No run under
-        CHECK_STEPS steps, and none that keeps up, stops early."""
+        CHECK_STEPS steps, and none that keeps up, stops early. True at once where the
+        recorder has ``missed`` (a check that asks only whether its SLO holds, past it)."""
         sim, rec = self.sim, self.rec
         if sim.steps > sim.config.max_steps:
             raise InputError(step_cap_message(rec, sim.config.max_steps, sim.now_s,
                                               bool(self.closed_loop)))
+        if rec.missed:  # a check past its SLO's percentile already (``Recorder.stop_past``)
+            return True
         if not self.stop_when_behind or self.closed_loop or sim.steps < self.next_check:
             return False
         self.next_check = sim.steps + CHECK_STEPS

@@ -288,9 +288,11 @@ class Scheduler:
         out: list[Scheduled] = []
         spec = self.config.spec_tokens
         preempted = False
+        running, blocks_for = self.running, self.pool.blocks_for
+        publish = self.config.cache_on_schedule  # (``cache_scheduled``: prefix groups only)
         i = 0
-        while i < len(self.running) and budget > 0:
-            r = self.running[i]
+        while i < len(running) and budget > 0:
+            r = running[i]
             n = r.prompt_tokens + r.num_generated - r.num_computed
             if n <= 0:  # its token is in flight (a pipeline, sim/pipeline.py): V1 skips it
                 i += 1
@@ -300,9 +302,11 @@ class Scheduler:
                 continue
             if n == 1:
                 n += spec
-            n = min(n, budget)
-            if self.pool.blocks_for(r.num_computed + n) <= r.private_blocks + len(r.shared):
-                self.cache_scheduled(r, n)
+            if n > budget:
+                n = budget
+            if blocks_for(r.num_computed + n) <= r.private_blocks + len(r.shared):
+                if publish and r.prefix_group >= 0:
+                    self.cache_scheduled(r, n)
                 out.append(Scheduled(r, n, r.num_computed))  # its blocks have room
                 budget -= n
                 i += 1

@@ -67,6 +67,9 @@ class Simulator:
         self.scheduler.leaving = self.fast.leaving
         self.scheduler.decoding_held = self.fast.decoding_held
         self._bulk = config.fast_path and not config.spec_tokens
+        # a step runs as one pass (no llama.cpp ubatches) on one data-parallel rank: its time
+        # is the timer's for the step's shape (``_time``)
+        self._one_pass = not config.ubatch_tokens and dep.data_parallel_size == 1
 
     @property
     def bulk_steps(self) -> int:
@@ -89,7 +92,7 @@ class Simulator:
             after_step: Callable[[Simulator], None] | None = None,
             slo: tuple[float | None, float | None] = (None, None),
             window_s: tuple[float, float] | None = None,
-            stop_when_behind: bool = False) -> SimResult:
+            stop_when_behind: bool = False, stop_past: int | None = None) -> SimResult:
         """Simulate until every request finished or was rejected.
 
         closed_loop > 0: keep that many requests in flight, each finish releasing the next
@@ -98,10 +101,12 @@ class Simulator:
         (the invariant tests use it). window_s: (from, until) seconds of arrival whose
         requests' latencies count (the steady state, past the warm-up and before the drain).
         stop_when_behind: an open loop may stop early, its recorder marked ``stopped_early``,
-        once the engine is hopelessly behind (``Run.over_steps``).
+        once the engine is hopelessly behind (``Run.over_steps``). stop_past: stop once more
+        than this many of the window's requests passed ``slo`` in TTFT or in TPOT, the
+        recorder marked ``missed`` (``Recorder.stop_past``).
         """
         run = self._begin(workload, closed_loop, keep_rows, after_step, slo, window_s,
-                          stop_when_behind)
+                          stop_when_behind, stop_past)
         rec, s = run.rec, self.scheduler
         while True:
             run.arrive_due()
@@ -124,10 +129,11 @@ class Simulator:
     def _begin(self, workload: Iterator[Request], closed_loop: int, keep_rows: bool,
                after_step: Callable[[Simulator], None] | None,
                slo: tuple[float | None, float | None], window_s: tuple[float, float] | None,
-               stop_when_behind: bool) -> Run:
+               stop_when_behind: bool, stop_past: int | None = None) -> Run:
         """A run's recorder and requests (``run``'s arguments), its first requests sent."""
         rec = Recorder(self.dep.num_gpus, *slo)
         rec.keep_rows = keep_rows
+        rec.stop_past = stop_past
         if window_s is not None:
             rec.window_s = window_s
         rec.closed_loop = closed_loop > 0
@@ -214,6 +220,15 @@ class Simulator:
         drafts − 1 passes of one token for each row that samples, each pass at
         ``spec_draft_cost`` of the target's time for the same tokens."""
         k, c = self.config.spec_tokens, self.config.spec_draft_cost
+        if not k and self._one_pass:  # the hot path: one pass, its shape read off the rows
+            decodes: list[int] = []
+            chunks: list[Seq] = []
+            for b in batch:
+                if b.tokens == 1:
+                    decodes.append(b.context)
+                else:
+                    chunks.append(Seq(b.tokens, b.context))
+            return self.timer.rows_time_s(decodes, chunks)
         verify = k > 0 and all(b.request.num_generated and b.tokens == 1 + k for b in batch)
         t = self.passes_s([Seq(b.tokens, b.context) for b in batch], True if verify else None)
         if k and c:

@@ -20,6 +20,7 @@ from ridgeline.cost import (
     attention_windows,
     decode_kv_tokens,
     layer_kinds,
+    rank_shape,
     shape_of,
     shape_time_s,
     state_work,
@@ -62,6 +63,9 @@ class StepTimer:
         self.full_attention = all(w is None for w in self.windows)
         self._attention_layers = sum(n for _, n in self._attention)
         self._decode_base: dict[int, float] = {}
+        # every attention layer of one kind, full attention: a decode step's time is
+        # decode_time_s's, its context-free part remembered (``rows_time_s``)
+        self._one_full = self.windows == (None,) and [w for w, _ in self._attention] == [None]
 
     def _terms_time(self, tokens: int, rows: int, per_row: bool) -> float:
         zero = tuple(AttentionLoad(w, 0.0, 0.0, 0.0) for w in self.windows)
@@ -120,6 +124,14 @@ class StepTimer:
         load = AttentionLoad(None, keys, 0.0, decode_kv_tokens(keys, decodes))
         flops, nbytes = attention_flops_bytes(self._rates, load, decodes)
         return base + self._attention_layers * max(flops / self._pa, nbytes / self._w)
+
+    def rows_time_s(self, decodes: list[int], chunks: Sequence[Seq]) -> float:
+        """time_s of one rank's step of one-token sequences, each given by its cached tokens
+        (``decodes``), and multi-token ``chunks``: a step of decodes alone under one kind of
+        full attention as decode_time_s times it (the same terms, summed the same way)."""
+        if not chunks and self._one_full:
+            return self.decode_time_s(len(decodes), sum(decodes))
+        return self.time_s(rank_shape(self.windows, decodes, chunks))
 
     def keys_time_s(self, decodes: int, keys: Mapping[int | None, float],
                     chunks: Sequence[Seq] = ()) -> float:
