@@ -176,3 +176,40 @@ def test_a_record_with_an_impossible_device_count_is_refused(devices: object) ->
     with pytest.raises(InputError, match="runtime_devices"):
         Accelerator.from_record(record, "test")
     assert Accelerator.from_record({**record, "runtime_devices": 2}, "test").runtime_devices == 2
+
+
+@pytest.mark.parametrize(("model", "boards"), [("falcon-7b-instruct", 1), ("phi-4", 2)])
+def test_vllm_on_an_mi250_refuses_a_model_its_gcds_tensor_parallel_size_does_not_split(
+        model: str, boards: int) -> None:
+    """vLLM runs each GCD as a rank, so the split an H100 at twice the GPUs refuses is refused
+    on the MI250 too (falcon-7b's 71 heads at TP2, phi-4's 10 KV heads at TP4)."""
+    spec = resolve_model(model)
+    with pytest.raises(InputError) as on_h100:
+        Deployment.build(spec, resolve_accelerator("h100"), None, None, 2 * boards, 1, "vllm")
+    with pytest.raises(InputError) as on_mi250:
+        Deployment.build(spec, resolve_accelerator("mi250"), None, None, boards, 1, "vllm")
+    assert f"--tensor-parallel-size {2 * boards}" in str(on_mi250.value)
+    assert str(on_h100.value) in str(on_mi250.value)
+    # the same model splits over the part's devices under an engine that sees one board
+    Deployment.build(spec, resolve_accelerator("mi250"), None, None, boards, 1, "llama.cpp-rocm")
+
+
+def test_sglang_on_a_part_of_several_runtime_devices_is_refused_in_one_line(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.conftest import run_cli
+
+    code, out, err = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "mi250", "--engine",
+                             "sglang", "--max-model-len", "8192")
+    assert code == 2 and not out
+    assert err.count("\n") == 1 and "2 GCDs" in err and "--engine vllm" in err
+
+
+def test_plans_closest_miss_names_the_split_when_no_layout_launches(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.conftest import run_cli
+
+    _code, out, _ = run_cli(capsys, "plan", "falcon-7b-instruct", "--gpus", "mi250", "--price",
+                           "mi250=1", "--rate", "1", "--slo-ttft-ms", "2000",
+                           "--slo-tpot-ms", "100")
+    assert "NO DEPLOYMENT" in out and "does not fit" not in out
+    assert "launches falcon-7b under vllm" in out and "71 attention heads" in out

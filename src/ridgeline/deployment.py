@@ -131,6 +131,13 @@ class Deployment:
         problem = tensor_parallel_problem(model, tp)
         if problem and (not engine.startswith("llama.cpp") or split_mode == "tensor"):
             raise InputError(problem)  # llama.cpp's default splits by layer
+        devices = accelerator.runtime_devices
+        if engine == "vllm" and devices > 1:  # vLLM runs each of the part's devices as a rank
+            problem = tensor_parallel_problem(model, tp * devices)
+            if problem:
+                raise InputError(f"{tp} x {accelerator.id} runs at --tensor-parallel-size "
+                                 f"{tp * devices} under vllm (ROCm lists its {devices} GCDs "
+                                 f"as devices): {problem}")
         if accelerator.vendor == "apple" and num_gpus > 1:
             raise InputError(f"{accelerator.id} is one Apple-silicon GPU: llama.cpp's Metal "
                              "backend runs on one device (several Macs over RPC are not "

@@ -38,6 +38,10 @@ def engine_platform_problem(engine: str, accelerator: Accelerator) -> str:
         return (f"vllm's ROCm build does not run on {accelerator.id} ({accelerator.family}): it "
                 "supports MI200/MI300/MI350 (gfx90a, gfx942, gfx950), RDNA3/3.5 (gfx1100/1101, "
                 "gfx1150/1151) and RDNA4 (gfx1200/1201); try --engine llama.cpp")
+    if engine == "sglang" and accelerator.runtime_devices > 1:
+        return (f"sglang on {accelerator.id} is not modelled: ROCm lists its "
+                f"{accelerator.runtime_devices} GCDs as devices, so each --tp-size rank is one "
+                "die with its own memory, which ridgeline models for vllm only; try --engine vllm")
     vendors = ENGINE_VENDORS.get(engine)
     vendor = accelerator.vendor
     if not vendors or not vendor or vendor == "measured" or vendor in vendors:

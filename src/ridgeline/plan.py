@@ -613,6 +613,17 @@ def _holding(model: ModelSpec, acc: Accelerator, tp: int, pp: int, context: int,
     return built, None
 
 
+def _first_refusal(model: ModelSpec, gpus: Sequence[str], engine: str) -> str:
+    """Why one GPU of the first card cannot launch ``model`` under ``engine``: the build's
+    own one-line refusal (an MI250's two GCDs split falcon-7b's 71 heads at TP2 under vLLM)."""
+    try:
+        replica_deployment(model, resolve_accelerator(gpus[0]), 1, 1,
+                           weights_lightest_first(model)[0], "bf16", engine=engine)
+    except InputError as e:
+        return str(e)
+    return "every layout's build refuses it"
+
+
 def _closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],
                   max_gpus: int, engine: str = "vllm", profile: EngineProfile | None = None,
                   beyond: Candidate | None = None) -> str:
@@ -624,10 +635,12 @@ def _closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],
     context = round(mean_in + mean_out)
     best: tuple[float, int, str] | None = None  # (miss, GPUs, text)
     profile = profile or profile_for(engine)
+    any_built = False
     for gpu in gpus:
         acc = resolve_accelerator(gpu)
         for tp, pp in layouts(node_size(acc), max_gpus):
-            _, dep = _holding(model, acc, tp, pp, context, engine)
+            built, dep = _holding(model, acc, tp, pp, context, engine)
+            any_built = any_built or built
             if dep is None:
                 continue  # no such split, or none holds one request
             ttft = step_time_s(dep, [Seq(max(1, round(mean_in)), 0)], profile)
@@ -651,6 +664,9 @@ def _closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],
     if best is None:
         widest = max((tp * pp for gpu in gpus for tp, pp in
                       layouts(node_size(resolve_accelerator(gpu)), max_gpus)), default=1)
+        if not any_built:  # no layout launches at all: a split, not memory, is the miss
+            return (f"no group of up to {widest} {plural(widest, 'GPU')} ({', '.join(gpus)}) "
+                    f"launches {model.name} under {engine}: {_first_refusal(model, gpus, engine)}")
         return (f"does not fit: no group of up to {widest} {plural(widest, 'GPU')} "
                 f"({', '.join(gpus)}) holds {model.name} with room for one request")
     return best[2]
