@@ -63,7 +63,13 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     from ridgeline.engines import engine_id
     from ridgeline.memory import kv_pool
     from ridgeline.reports.simulate import SimulateReport
-    from ridgeline.sim.config import llamacpp_context, sim_config, start_refusal, too_small_pool
+    from ridgeline.sim.config import (
+        SPEC_METHODS,
+        llamacpp_context,
+        sim_config,
+        start_refusal,
+        too_small_pool,
+    )
     from ridgeline.sim.pipeline import lane_config, one_pool, run_replica
     from ridgeline.sim.workload import Workload, read_trace
     from ridgeline.units import plural
@@ -89,7 +95,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                          "GPUs: with one there is nothing to spread (vLLM's expert "
                          "parallelism is off at TP × DP = 1)")
     stray = [flag for flag, value in (("--spec-acceptance", args.spec_acceptance),
-                                      ("--spec-draft-cost", args.spec_draft_cost))
+                                      ("--spec-draft-cost", args.spec_draft_cost),
+                                      ("--spec-method", args.spec_method))
              if value is not None and not args.spec_tokens]
     if stray:
         raise InputError(f"{', '.join(stray)} describe{'s' if len(stray) == 1 else ''} "
@@ -119,7 +126,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     cells = None if not engine.startswith("llama.cpp") else (
         (settings.max_model_len, "--fit") if story else llamacpp_context(dep, settings))
     config = sim_config(dep, settings, args.spec_tokens, args.spec_acceptance, args.spec_draft_cost,
-                        cells=cells[0] if cells else None)
+                        cells=cells[0] if cells else None,
+                        spec_method=args.spec_method or SPEC_METHODS[0])
     if args.ignore_eos:
         config = replace(config, ignore_eos=True)
     refusal = start_refusal(dep, settings, config, None if story else cells)
@@ -422,6 +430,10 @@ def register(sub: Any) -> None:
                    help="a drafter pass's cost as a share of the target model's time for "
                    "the same tokens: one pass over the step's tokens, then drafts − 1 of one "
                    f"token per sampling row (default {SPEC_DRAFT_COST})")
+    g.add_argument("--spec-method", choices=("eagle", "draft-model", "ngram"),
+                   help="the drafter (default eagle): vLLM gives each running request the "
+                   "draft length in lookahead slots more for eagle (EAGLE, MTP) and "
+                   "draft-model, none for ngram")
     p.add_argument("--slo-ttft-ms", type=_positive_float("TTFT SLO"), metavar="MS",
                    help="goodput: a request meets the SLO with its TTFT at most this")
     p.add_argument("--slo-tpot-ms", type=_positive_float("TPOT SLO"), metavar="MS",

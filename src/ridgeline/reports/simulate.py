@@ -566,7 +566,9 @@ class SimulateReport:
         hist = r.rec.hist
         out = [
             step("TTFT percentiles", "first token time − arrival, one value per completed "
-                 "request; the p-th percentile is the value p% of them are at or under (log "
+                 "request, the first token time the end of the engine step that made it (no "
+                 "HTTP server, tokenizer or detokenizer: a client such as `vllm bench serve` "
+                 "measures that much more); the p-th percentile is the value p% of them are at or under (log "
                  "histogram, 0.23%-wide bins)", _ms_q("TTFT p50", ttft["p50"]),
                  q("requests measured", hist["ttft"].total, "",
                    "completed, arriving in the window" if self.has_window else "completed")),

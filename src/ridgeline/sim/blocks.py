@@ -3,8 +3,12 @@
 Blocks of ``block_size`` tokens come from one pool. A full block of a shared prefix is
 registered under its key (group, index) — vLLM hashes the tokens of each full block,
 chained on the previous block's hash, so equal prefixes map to equal keys. A cached block
-nobody holds stays reusable until an allocation needs the space (LRU eviction, a released
-request's blocks queued tail first, as vllm/v1/core/kv_cache_manager.py frees them).
+nobody holds stays reusable until it is evicted. With ``lru`` (vLLM V1: block_pool.py keeps
+free and cached blocks in one free_block_queue, get_new_blocks pops its head, free_blocks
+appends a released request's blocks tail first) never-used blocks go first, then every freed
+block, plain or cached, in the order it was freed: an idle cached prefix is evicted once the
+blocks freed before it are handed out, even with plain free blocks behind it. Without it
+(SGLang's radix tree, the others) plain free blocks all go before any cached one is evicted.
 Invariant: held + free + evictable == total.
 
 The cached prefix of a waiting request is asked for every step it waits at the queue's head
@@ -18,7 +22,7 @@ its thousands (a 100,000-token prompt preempted under vLLM V1's pipeline: 0.4 ms
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections import OrderedDict
+from collections import OrderedDict, deque
 
 from ridgeline.sim.request import Request
 
@@ -42,15 +46,19 @@ class CachedPrefix:
 
 class BlockPool:
     def __init__(self, num_blocks: int, block_size: int, prefix_caching: bool = True,
-                 overhead_blocks: int = 0) -> None:
+                 overhead_blocks: int = 0, lru: bool = False) -> None:
         self.total = num_blocks
         self.block_size = block_size
         self.overhead = overhead_blocks  # blocks every request holds besides its tokens
         self.prefix_caching = prefix_caching
-        self.free = num_blocks  # blocks holding nothing
+        self.lru = lru  # one queue for free and cached blocks (vLLM V1), else free ones first
+        self.free = num_blocks  # blocks holding nothing …
+        self._fresh = num_blocks  # … of them at the queue's head (never used; without lru, all)
+        self._freed: deque[list[int]] = deque()  # … the rest (lru): [stamp, blocks] runs
+        self._stamp = 0  # counts releases: a run's or a cached block's place in the queue
         self.held = 0  # blocks some request holds (a shared block counts once)
         self.refs: dict[tuple[int, int], int] = {}  # prefix key -> requests holding it
-        self.evictable: OrderedDict[tuple[int, int], None] = OrderedDict()
+        self.evictable: OrderedDict[tuple[int, int], int] = OrderedDict()  # key -> stamp
         self.hits = 0  # prefix blocks reused …
         self.own_hits = 0  # … of them a preempted request's own, found again on its return
         self.version = 0  # bumped whenever a key of a shared prefix enters or leaves the cache
@@ -75,14 +83,39 @@ class BlockPool:
         return -(-tokens // self.block_size) + (self.overhead if tokens > 0 else 0)
 
     def take(self, n: int) -> None:
-        """Hand out ``n`` blocks (the caller checked they are available)."""
-        from_free = min(n, self.free)
-        self.free -= from_free
-        for _ in range(n - from_free):  # evict least recently freed cached blocks
-            key, _ = self.evictable.popitem(last=False)
-            del self.refs[key]
-            self._changed(key)
+        """Hand out ``n`` blocks (the caller checked they are available): the queue's head
+        first, evicting the cached blocks found there."""
+        left = n - min(n, self._fresh)
+        self._fresh -= n - left
+        self.free -= n - left
+        freed, evictable = self._freed, self.evictable
+        while left:
+            if freed and (not evictable or freed[0][0] < next(iter(evictable.values()))):
+                run = freed[0]
+                got = min(left, run[1])
+                run[1] -= got
+                if not run[1]:
+                    freed.popleft()
+                self.free -= got
+                left -= got
+            else:  # evict the least recently freed cached block
+                key, _ = evictable.popitem(last=False)
+                del self.refs[key]
+                self._changed(key)
+                left -= 1
         self.held += n
+
+    def free_before_cached(self) -> int:
+        """The free blocks ahead of the first cached one in the queue: how many can be handed
+        out without evicting anything."""
+        if not self.evictable:
+            return self.free
+        first, blocks = next(iter(self.evictable.values())), self._fresh
+        for stamp, run in self._freed:
+            if stamp > first:
+                break
+            blocks += run
+        return blocks
 
     def key(self, r: Request, index: int) -> tuple[int, int]:
         """The cache key of r's block ``index``: its prefix group's inside the shared prefix,
@@ -211,13 +244,20 @@ class BlockPool:
 
     def release(self, r: Request) -> None:
         """Return everything r holds; its shared prefix blocks stay cached if unused."""
+        self._stamp += 1
+        if r.private_blocks:  # the tail: queued before the shared blocks
+            if self.lru:
+                self._freed.append([self._stamp, r.private_blocks])
+                self._stamp += 1
+            else:
+                self._fresh += r.private_blocks
         self.free += r.private_blocks
         self.held -= r.private_blocks
         r.private_blocks = 0
         for key in reversed(r.shared):  # tail first: the tail is evicted first, so what
             self.refs[key] -= 1  # survives is still a prefix (vLLM frees in reverse order)
             if self.refs[key] == 0:
-                self.evictable[key] = None
+                self.evictable[key] = self._stamp
                 self.held -= 1
                 self._changed(key)
         r.shared = []

@@ -28,6 +28,10 @@ class SimConfig:
     spec_tokens: int = 0  # speculative decoding: draft length
     spec_acceptance: float = 0.0  # chance each draft token is accepted
     spec_draft_cost: float = 0.0  # a drafter pass's time ÷ the target's for the same tokens
+    # vLLM V1 with an EAGLE, MTP or draft-model proposer: slots a running request is given
+    # beyond the step's tokens, for the drafter's next proposals (Scheduler
+    # num_lookahead_tokens = the draft length; 0 for n-gram and the other engines)
+    spec_lookahead_tokens: int = 0
     fast_path: bool = True
     max_steps: int = 50_000_000
     reserve_full: bool = False  # TensorRT-LLM's GUARANTEED_NO_EVICT: whole output reserved
@@ -47,6 +51,9 @@ class SimConfig:
     # vLLM V1: a request's full prefix blocks enter the prefix cache when they are scheduled,
     # not when computed (SGLang, TensorRT-LLM, llama.cpp: after the step; SchedulerConfig)
     cache_on_schedule: bool = True
+    # vLLM V1: free and cached blocks share one LRU queue (block_pool.py); SGLang's radix
+    # tree and the others evict a cached block only when no free one is left
+    lru_free_queue: bool = True
     chunked_prefill: bool = True  # TensorRT-LLM's default is off: contexts run whole
 
     def admission_extra(self, prompt_tokens: int) -> int | None:
@@ -62,10 +69,35 @@ class SimConfig:
         return max(0, -(-(need - self.gate_fixed_blocks) // self.gate_full_groups))
 
 
+SPEC_METHODS = ("eagle", "draft-model", "ngram")  # --spec-method: the drafter kinds
+
+
+def spec_lookahead_tokens(engine: str, spec_method: str, spec_tokens: int) -> int:
+    """The lookahead slots vLLM V1's scheduler gives each running request beyond the step's
+    tokens (num_lookahead_tokens): the draft length for a drafter that runs a model (EAGLE,
+    MTP, a draft model: use_eagle() or uses_draft_model()), none for n-gram lookup or
+    another engine."""
+    if spec_method not in SPEC_METHODS:
+        raise ValueError(f"speculative method must be one of {', '.join(SPEC_METHODS)}, "
+                         f"got {spec_method!r}")
+    return spec_tokens if engine == "vllm" and spec_method != "ngram" else 0
+
+
+def v1_free_queue(engine: str, version: str | None) -> bool:
+    """Whether free and cached blocks leave one least-recently-used queue: vLLM's V1 block
+    pool (an idle cached prefix is evicted in turn, free blocks or not); V0's allocator, as
+    the other engines', hands out never-cached blocks before it evicts a cached one."""
+    if engine != "vllm":
+        return False
+    from ridgeline.vllm_memory import vllm_accounting
+
+    return vllm_accounting(version).engine != "V0"
+
+
 def sim_config(dep: Deployment, settings: object | None = None,
                spec_tokens: int = 0, spec_acceptance: float = 0.0,
                spec_draft_cost: float = 0.0, fast_path: bool = True,
-               cells: int | None = None) -> SimConfig:
+               cells: int | None = None, spec_method: str = "eagle") -> SimConfig:
     """The simulated engine's limits, from the engine-aware memory model. ``cells``:
     llama-server's -c as --fit chose it (it allocates that many, and no more), where no
     placement carries it (the model fitted whole). Prompts are reused as the settings ask,
@@ -125,9 +157,12 @@ def sim_config(dep: Deployment, settings: object | None = None,
                      ubatch_tokens=ubatch,
                      prefix_caching=prefix_caching, spec_tokens=spec_tokens,
                      spec_acceptance=spec_acceptance, spec_draft_cost=spec_draft_cost,
+                     spec_lookahead_tokens=spec_lookahead_tokens(dep.engine, spec_method,
+                                                                 spec_tokens),
                      fast_path=fast_path, reserve_full=dep.engine == "trtllm",
                      prefill_first=dep.engine == "sglang", token_ratio=dep.engine == "sglang",
                      cache_on_schedule=dep.engine == "vllm",
+                     lru_free_queue=v1_free_queue(dep.engine, s.engine_version),
                      chunked_prefill=dep.engine != "trtllm",
                      **gate)  # type: ignore[arg-type]
 

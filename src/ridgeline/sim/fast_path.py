@@ -337,11 +337,12 @@ class FastPath:
 
     def _run_blocks(self) -> int:
         """Blocks a run of decode steps may take. While a request waits for a free seat, only
-        free ones: evicting a cached block could change what the queue head finds cached,
-        and so whether it could start — the plain step would check that every step."""
+        free ones ahead of the first cached block in the queue: evicting a cached block could
+        change what the queue head finds cached, and so whether it could start — the plain
+        step would check that every step."""
         s = self.scheduler
         if s.waiting and len(s.running) < self.config.max_num_seqs:
-            return self.pool.free
+            return self.pool.free_before_cached()
         return self.pool.available
 
     def _bulk_decode(self, k: int, rec: Recorder) -> list[Request]:

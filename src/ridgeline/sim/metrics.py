@@ -1,7 +1,9 @@
 """What a user sees: TTFT, TPOT, ITL, end-to-end, queueing; throughput and goodput.
 
 Definitions (one place, used by every report):
-- TTFT: first token time − arrival. Queueing delay: first scheduled − arrival.
+- TTFT: first token time − arrival, the first token time the end of the engine step that
+  made it. The engine alone: no HTTP server, tokenizer, engine-core IPC or detokenizer, which
+  a client's TTFT (`vllm bench serve`) also holds. Queueing delay: first scheduled − arrival.
 - TPOT: (finish − first token) ÷ (output tokens − 1), per request (undefined for 1 token).
 - ITL: the gap between a request's successive streamed chunks (what a streaming client sees,
   as `vllm bench serve` times it: one ITL per chunk, a preemption's stall one long gap). A

@@ -81,6 +81,9 @@ class SchedulerConfig:
     # within what the step's max_num_tokens has left, or waits (one longer than the whole
     # budget could not run at all: it is chunked here, and the report cautions it)
     chunked_prefill: bool = True
+    # vLLM V1, an EAGLE, MTP or draft-model proposer: a running request's blocks also cover
+    # this many slots past the step's tokens (allocate_slots' num_lookahead_tokens)
+    lookahead_tokens: int = 0
 
 
 @dataclass
@@ -286,7 +289,7 @@ class Scheduler:
         newest while the pool is short; ``only`` a prefill or a decode step's. Returns the
         batch, the budget left and whether anyone was preempted."""
         out: list[Scheduled] = []
-        spec = self.config.spec_tokens
+        spec, lookahead = self.config.spec_tokens, self.config.lookahead_tokens
         preempted = False
         running, blocks_for = self.running, self.pool.blocks_for
         publish = self.config.cache_on_schedule  # (``cache_scheduled``: prefix groups only)
@@ -304,14 +307,14 @@ class Scheduler:
                 n += spec
             if n > budget:
                 n = budget
-            if blocks_for(r.num_computed + n) <= r.private_blocks + len(r.shared):
+            if blocks_for(r.num_computed + n + lookahead) <= r.private_blocks + len(r.shared):
                 if publish and r.prefix_group >= 0:
                     self.cache_scheduled(r, n)
                 out.append(Scheduled(r, n, r.num_computed))  # its blocks have room
                 budget -= n
                 i += 1
                 continue
-            while not self.pool.grow(r, r.num_computed + n):
+            while not self.pool.grow(r, r.num_computed + n + lookahead):
                 preempted = True
                 victim = self.preempt_last()
                 if victim is r:

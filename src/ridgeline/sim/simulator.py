@@ -48,14 +48,15 @@ class Simulator:
         self.profile = profile
         self.config = config
         self.pool = BlockPool(config.num_blocks, config.block_size, config.prefix_caching,
-                              config.overhead_blocks)
+                              config.overhead_blocks, config.lru_free_queue)
         self.scheduler = Scheduler(SchedulerConfig(config.max_num_seqs,
                                                    config.max_num_batched_tokens,
                                                    config.spec_tokens, config.reserve_full,
                                                    config.prefill_first, config.token_ratio,
                                                    config.ignore_eos, config.admission_extra,
                                                    config.cache_on_schedule,
-                                                   config.chunked_prefill),
+                                                   config.chunked_prefill,
+                                                   config.spec_lookahead_tokens),
                                    self.pool)
         self.now_s = 0.0
         self.steps = 0
@@ -82,8 +83,9 @@ class Simulator:
         if r.prompt_tokens + r.output_tokens > self.config.max_model_len:
             return (f"prompt + output exceeds max_model_len {self.config.max_model_len:,}",
                     f"request {r.id}, {r.prompt_tokens + r.output_tokens:,} tokens")
-        need = self.pool.blocks_for(r.max_cached_tokens + self.config.spec_tokens)
-        if need > self.pool.total:  # a verify step caches its drafts too
+        need = self.pool.blocks_for(r.max_cached_tokens + self.config.spec_tokens
+                                    + self.config.spec_lookahead_tokens)
+        if need > self.pool.total:  # a verify step caches its drafts too (and lookahead)
             return (f"needs more KV blocks than its pool's {self.pool.total:,}",
                     f"request {r.id}, {need:,} blocks")
         return "", ""
