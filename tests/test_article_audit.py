@@ -42,6 +42,25 @@ def test_a_point_the_engine_would_not_start_says_its_speeds_are_the_floors(
     assert "arithmetic only" not in runs and "the floor's" not in runs
 
 
+def test_the_json_marks_a_floor_speed_the_engine_would_not_run(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """decode --json gives a point that fits the floor's speeds even where the engine would
+    not run it, as the text does; ``engine_runs`` says which (the text's "arithmetic only"),
+    and prefill's JSON says it alike."""
+    decode = json.loads(_run(capsys, "decode", *ARTICLE, "--batch", "1", "--context", "2000",
+                             "--json"))["points"]
+    prefill = json.loads(_run(capsys, "prefill", *ARTICLE, "--prompt-len", "2000", "--json"))
+    assert decode[0]["per_user_tok_s"] is not None and prefill["tokens_per_s"] is not None
+    assert decode[0]["engine_runs"] is False and prefill["engine_runs"] is False
+    points = json.loads(_run(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--batch",
+                             "1,64,2000", "--context", "8k", "--json"))["points"]
+    runs = [p["engine_runs"] for p in points]
+    assert True in runs and False in runs
+    assert runs == [p["expected"] is not None for p in points]
+    assert json.loads(_run(capsys, "prefill", "llama-3.1-8b", "--gpu", "h100", "--prompt-len",
+                           "2000", "--json"))["engine_runs"] is True
+
+
 def test_the_kv_step_divides_per_token_bytes_by_the_tokens_each_sequence_moves(
         capsys: pytest.CaptureFixture[str]) -> None:
     """32 users at 2,000 tokens: batch × the cache's bytes per token × the tokens a step reads

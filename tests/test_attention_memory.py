@@ -101,3 +101,32 @@ def test_fp32_scores_double_the_scores_not_q_k_v_and_o() -> None:
     assert fp32.total_score_bytes == 2 * bf16.total_score_bytes
     qkvo = 32 * 32 * 2 * 8192 * (128 + 128) * 2  # layers × heads × 2·S·(d_qk + d_v) × 2 B
     assert fp32.total_naive_bytes - qkvo == pytest.approx(2 * (bf16.total_naive_bytes - qkvo))
+
+
+def test_a_prompt_some_engines_serve_and_others_refuse_says_which() -> None:
+    """`attention` names no engine. Qwen3-8B with Qwen's YaRN block: vLLM stretches it to
+    131,072, SGLang and llama.cpp serve its 40,960 positions; a prompt between the two is
+    cautioned as past the shorter for those engines and within vLLM's, each limit with its
+    source; past every engine's, the one caution every engine's answer gives; within every
+    engine's, none."""
+    from ridgeline import Deployment, resolve_accelerator
+    from ridgeline.catalog import load_data, model_entry
+    from ridgeline.config_reader import spec_from_hf_config
+    from ridgeline.context_length import positions_label, served_positions
+    from ridgeline.reports.expectation import context_caution
+
+    config = {**load_data(f"models/{model_entry('qwen3-8b').file}"), "rope_scaling": {
+        "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32_768}}
+    yarn = spec_from_hf_config(config, "qwen3-yarn")
+    short, long = served_positions(yarn, "sglang"), served_positions(yarn, "vllm")
+    assert short == served_positions(yarn, "llama.cpp-cuda") and short is not None
+    assert long is not None and long > short
+    assert attention_memory(yarn, short).caution == ""
+    between = attention_memory(yarn, short + 1).caution
+    assert between.startswith(f"{short + 1:,} tokens exceed")
+    assert f"SGLang and llama.cpp serve it, {short:,} ({positions_label(yarn, 'sglang')})" \
+        in between
+    assert f"vLLM serves up to {long:,} ({positions_label(yarn, 'vllm')})" in between
+    past = attention_memory(yarn, long + 1).caution
+    vllm = Deployment.build(yarn, resolve_accelerator("h100"), None, None, 8)
+    assert past and past == context_caution(vllm, long + 1)

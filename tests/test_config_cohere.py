@@ -273,3 +273,27 @@ def test_fit_defaults_command_r_to_its_model_max_length(
     code, out, err = run_cli(capsys, "fit", str(path), "--gpu", "h200", "--num-gpus", "2",
                              "--max-model-len", "140000")
     assert "past config's 131,072 positions (model_max_length)" in out
+
+
+def test_command_rs_long_prompts_are_judged_against_the_context_the_engines_serve(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """`attention` (no engine), `kv` and `roofline` (vLLM's) caution a prompt past Command R's
+    served 131,072 (model_max_length), not past its 8,192 max_position_embeddings: 32,768
+    tokens had been cautioned as past an 8,192-token context."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(COMMAND_R))
+    served = served_positions(spec_of(COMMAND_R), "vllm")
+    assert served is not None and served > COMMAND_R["max_position_embeddings"]
+    for tokens in (4 * COMMAND_R["max_position_embeddings"], served + 1):
+        for argv in (("attention", "--model", str(path), "--context", str(tokens)),
+                     ("kv", str(path), "--context", str(tokens)),
+                     ("roofline", "--gpu", "h100", "--model", str(path), "--prompt-len",
+                      str(tokens))):
+            code, out, err = run_cli(capsys, *argv, "--json")
+            assert code == 0, err
+            cautions = [c for c in json.loads(out)["cautions"] if "context" in c]
+            if tokens <= served:
+                assert cautions == [], argv
+            else:
+                assert len(cautions) == 1 and cautions[0].startswith(f"{tokens:,} tokens")
+                assert f"{served:,}-token context (model_max_length)" in cautions[0], argv

@@ -1,8 +1,8 @@
 """The flags ridgeline prints are ones the engines take, and the engines' own spellings are
 ones ridgeline takes: llama.cpp's tensor split where its start-up refuses it and with -fit off;
 the fp8-cache and context levers in each engine's words; vLLM's one-command-a-node launch from
-v0.12 only; SGLang's expert-parallel switch before 0.5; trtllm-serve's and the prefix-cache
-flags as aliases."""
+v0.12 only; SGLang's expert-parallel switch before 0.5, and no expert parallelism on a release
+before either engine had it; trtllm-serve's and the prefix-cache flags as aliases."""
 
 from __future__ import annotations
 
@@ -221,3 +221,50 @@ def test_the_engines_names_for_no_prefix_caching_are_taken(
         outs.append(json.loads(out))
     assert outs[0] == outs[1] != outs[2]
     assert "not allowed with" in refused(capsys, *argv, flag, "--enable-prefix-caching")
+
+
+# the last release without expert parallelism and the first with it, read in the sdists
+# (engines.json cli.ep_since): vLLM's --enable-expert-parallel (PR #14305), SGLang's
+# --enable-ep-moe (PR #2371; ridgeline reads 0.4.0.post1 after 0.4.0)
+EP_RELEASES = {"vllm": ("0.7.3", "0.8.0"), "sglang": ("0.4.0", "0.4.0.post1")}
+
+
+@pytest.mark.parametrize("engine", sorted(EP_RELEASES))
+def test_expert_parallelism_is_refused_on_a_release_before_the_engine_had_it(
+        capsys: pytest.CaptureFixture[str], engine: str) -> None:
+    before, first = EP_RELEASES[engine]
+    argv = ("fit", "mixtral-8x7b", "--gpu", "h100", "--num-gpus", "4", "--engine", engine,
+            "--max-model-len", "8k", "--engine-version")
+    err = refused(capsys, *argv, before, "--enable-expert-parallel")
+    assert "has no expert parallelism" in err
+    assert engine_defaults(engine)["cli"]["ep_since"] in err
+    for version, ep in ((first, ["--enable-expert-parallel"]), (before, [])):
+        code, _, err = run_cli(capsys, *argv, version, *ep)
+        assert code == 0, err  # the first release with it runs it; the one before, without
+
+
+@pytest.mark.parametrize("engine", sorted(EP_RELEASES))
+def test_plan_searches_no_expert_parallel_layout_on_a_release_without_it(
+        capsys: pytest.CaptureFixture[str], engine: str) -> None:
+    """vLLM 0.7.3 has no --enable-expert-parallel and SGLang 0.4.0 no --enable-ep-moe: a plan
+    at those releases neither prices nor prints an expert-parallel layout; at the first
+    release with the flag the same search has them."""
+    def expert_parallel(version: str) -> tuple[int, str]:
+        code, out, err = run_cli(capsys, "plan", "mixtral-8x7b", "--rate", "5", "--slo-ttft-ms",
+                                 "2000", "--slo-tpot-ms", "50", "--gpus", "h100", "--max-gpus",
+                                 "4", "--engine", engine, "--engine-version", version, "--json")
+        assert code == 0, err
+        plan = json.loads(out)
+        rows = [plan["winner"], *(row for key in ("runners_up", "cheaper_unverified",
+                                                  "unpriced", "disaggregated", "held_splits")
+                                  for row in plan[key])]
+        count = sum(bool(row and row["expert_parallel"]) for row in rows) + sum(
+            " EP " in point["point"] for point in plan["pareto"])
+        return count, out
+
+    before, first = EP_RELEASES[engine]
+    flags = {engine_defaults(engine)["cli"]["ep"],
+             engine_defaults(engine)["cli"].get("ep_switch", {}).get("flag", "")} - {""}
+    count, out = expert_parallel(before)
+    assert count == 0 and not any(flag in out for flag in flags)
+    assert expert_parallel(first)[0] > 0

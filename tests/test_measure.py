@@ -466,3 +466,28 @@ def test_a_device_that_is_not_there_is_named_as_asked(
         monkeypatch.setattr(m, "import_torch", lambda count=count: fake_torch(count))
         refused(["measure", "--device", device, "--model", config, "-o", rows], message, capsys)
     assert not Path(rows).exists()
+
+
+def test_the_weights_measure_refuses_are_the_one_formula_of_params_times_bytes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The "does not fit" check weighs the weights with precision.weight_bytes_at, as the model
+    table does, not a product of its own: the figure it states is that function's, and moves
+    with it. torch stood in for: the refusal comes before any device work."""
+    from types import SimpleNamespace
+
+    from ridgeline import measure as m
+    from ridgeline.catalog import resolve_model
+    from ridgeline.params import count_params
+    from ridgeline.precision import weight_bytes_at
+
+    cpu = SimpleNamespace(device=lambda text: SimpleNamespace(type=text, index=None))
+    monkeypatch.setattr(m, "import_torch", lambda: cpu)
+    monkeypatch.setattr(m, "device_total_bytes", lambda torch, device: 1e9)
+    params = count_params(resolve_model("llama-3.2-1b")).total
+    rows = str(tmp_path / "rows.csv")
+    for scale in (1, 3):
+        monkeypatch.setattr(m, "weight_bytes_at", lambda p, b, s=scale: s * weight_bytes_at(p, b))
+        weights = scale * weight_bytes_at(params, m.DTYPE_BYTES["float32"])
+        refused(["measure", "--model", "llama-3.2-1b", "--skip-probes", "-o", rows],
+                f"{weights / 1e9:,.1f} GB of float32 weights exceed", capsys)

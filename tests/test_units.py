@@ -84,6 +84,27 @@ def test_the_count_limit_is_spelled_as_the_parser_reads_it() -> None:
     assert parse_count(limit.group(1)) == parse_count(limit.group(2)) == MAX_COUNT
 
 
+def test_a_flags_limit_is_spelled_so_the_flag_takes_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--batch past its limit states the limit in forms the flag itself reads back: a list
+    flag would read 1,000,000 as three entries (1, 0 and 0) and refuse it."""
+    import re
+
+    from ridgeline.cli import main
+    from ridgeline.cli_types import MAX_BATCH
+
+    for argv in (["decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "1,2m"],
+                 ["prefill", "llama-3.1-8b", "--gpu", "h100", "--batch", "2m"]):
+        with pytest.raises(SystemExit):
+            main(argv)
+        err = capsys.readouterr().err
+        limit = re.search(r"at most (\S+) \((\w+)\), got (\S+) ", err)
+        assert limit is not None, err
+        for form in limit.groups()[:2]:
+            assert parse_count_list(form, "batch") == [MAX_BATCH]
+        assert parse_count_list(limit.group(3), "batch") == [2 * MAX_BATCH]
+
+
 def test_a_count_of_sequences_is_illustrated_with_counts_not_token_lengths(
         capsys: pytest.CaptureFixture[str]) -> None:
     """--batch and --running refuse a bad value with examples of a batch, each of which the

@@ -167,6 +167,61 @@ def test_plan_launches_vllm_on_an_mi250_at_tensor_parallel_2_a_board(
     assert "vllm serve meta-llama/Llama-3.1-8B --tensor-parallel-size 2 " in out
 
 
+def test_plans_mi250_lines_count_the_ranks_as_its_vllm_command_does(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The winner's line and its command count the same thing: vLLM's ranks, the dies (an
+    MI250's two GCDs a card), said so; every runner-up, Pareto point and cross-node caution
+    counts them alike (it had said TP1 beside --tensor-parallel-size 2)."""
+    import re
+
+    dies = resolve_accelerator("mi250").runtime_devices
+    assert main(["plan", "llama-3.1-8b", "--rate", "1", "--input-len", "1000", "--output-len",
+                 "100", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "100", "--gpus", "mi250",
+                 "--price", "mi250=2"]) == 0
+    out = capsys.readouterr().out
+    winner = next(line for line in out.splitlines() if line.startswith("winner:"))
+    tp = int(re.search(r"--tensor-parallel-size (\d+)", out).group(1))
+    assert re.search(r"\(TP(\d+)", winner).group(1) == str(tp)
+    labels = re.findall(r"(\d+) x mi250 \(TP(\d+)(?: × PP(\d+))? over (\d+) dies", out)
+    assert len(labels) > 3 and winner.count(" dies") == 1
+    for cards, tp_size, pp, counted in labels:
+        assert int(counted) == int(cards) * dies == int(tp_size) * int(pp or 1)
+    points = re.findall(r"mi250 TP(\d+) over (\d+) dies", out)
+    assert points and all(a == b for a, b in points)
+    spans = re.findall(r"\(TP(\d+) over \d+ dies[^)]*\): TP(\d+) spans", out)
+    assert spans and all(a == b for a, b in spans)
+
+
+def test_plans_closest_miss_on_mi250s_counts_the_dies_too(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+
+    dies = resolve_accelerator("mi250").runtime_devices
+    assert main(["plan", "llama-3.1-70b", "--rate", "50", "--slo-ttft-ms", "100",
+                 "--slo-tpot-ms", "5", "--gpus", "mi250", "--price", "mi250=2",
+                 "--max-gpus", "4"]) == 1
+    closest = re.search(r"closest: (\d+) x mi250 \(TP(\d+) over (\d+) dies\)",
+                        capsys.readouterr().out)
+    assert closest is not None
+    cards, tp, counted = map(int, closest.groups())
+    assert counted == cards * dies == tp
+
+
+def test_a_card_vllm_runs_whole_keeps_its_label_and_command_alike(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """On an H100 a rank is the card: the label's TP is the command's, with no dies named."""
+    import re
+
+    assert main(["plan", "llama-3.1-8b", "--rate", "1", "--input-len", "1000", "--output-len",
+                 "100", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "100", "--gpus", "h100",
+                 "--max-gpus", "2"]) == 0
+    out = capsys.readouterr().out
+    winner = next(line for line in out.splitlines() if line.startswith("winner:"))
+    tp = re.search(r"--tensor-parallel-size (\d+)", out).group(1)
+    assert re.search(r"(\d+) x h100-sxm \(TP(\d+),", winner).groups() == (tp, tp)
+    assert " dies" not in out
+
+
 @pytest.mark.parametrize("devices", [0, 1.5, 9, "2"])
 def test_a_record_with_an_impossible_device_count_is_refused(devices: object) -> None:
     from ridgeline.hardware import Accelerator

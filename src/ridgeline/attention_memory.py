@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ridgeline.context_length import trained_context_caution
+from ridgeline.context_length import served_context_caution
 from ridgeline.errors import InputError
 from ridgeline.explain import Step, q, step
 from ridgeline.kvcache import cached_tokens
@@ -119,7 +119,7 @@ class AttentionMemoryReport:
     num_heads: int
     num_kv_heads: int
     steps: tuple[Step, ...]
-    caution: str = ""  # a prompt past the model's trained context
+    caution: str = ""  # a prompt past the context the engines serve the model at
     windowed_layers: int = 0  # sliding/chunked layers whose window is shorter than the prompt
 
     def to_dict(self) -> dict[str, object]:
@@ -217,5 +217,4 @@ def attention_memory(spec: ModelSpec, context: int, bytes_per_element: float = 2
     )
     return AttentionMemoryReport(spec.name, context, bytes_per_element, per_head, scores, naive,
                                  tiled, worst, len(layers), h, h_kv, steps,
-                                 trained_context_caution(spec.name, spec.max_position_embeddings,
-                                                         context), windowed)
+                                 served_context_caution(spec, context), windowed)

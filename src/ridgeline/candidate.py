@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ridgeline.deployment import Deployment
 from ridgeline.hardware import Accelerator, resolve_accelerator
@@ -75,22 +75,49 @@ class Candidate:
     def label(self) -> str:
         return self.label_for("vllm")
 
+    def engine_tp(self, engine: str) -> int:
+        """The tensor-parallel size ``engine`` launches: TP × the devices it runs each card as
+        (``engine_devices``; vLLM on 1 x MI250: 2)."""
+        return self.tp * engine_devices(engine, resolve_accelerator(self.accelerator))
+
+    def parallel_for(self, engine: str) -> str:
+        """The ranks as ``engine`` launches them (``parallel_words``)."""
+        return parallel_words(self.tp, self.pp, engine_devices(
+            engine, resolve_accelerator(self.accelerator)), self.expert_parallel)
+
     def label_for(self, engine: str, weights_name: str = "") -> str:
         """The candidate in ``engine``'s own names for its seats and its step's tokens, its
-        weights named ``weights_name`` where given (``stored_name``: "as stored (mxfp4)")."""
+        weights named ``weights_name`` where given (``stored_name``: "as stored (mxfp4)"), its
+        ranks counted as the engine's command counts them (``parallel_for``)."""
         seats_name, tokens_name = ENGINE_KNOB_NAMES.get(engine, ENGINE_KNOB_NAMES["vllm"])
-        split = f" × PP{self.pp}" if self.pp > 1 else ""
-        split += " EP" if self.expert_parallel else ""
         seqs = f", {seats_name} {self.max_num_seqs}" if self.max_num_seqs else ""
         if self.max_num_batched_tokens:
             seqs += f", {tokens_name} {self.max_num_batched_tokens}"
         if self.disaggregated:
-            return (f"{self.disaggregated} pools of {self.tp} x {self.accelerator} (TP{self.tp}, "
-                f"{weights_name or self.weights}, KV {self.kv})")
+            return (f"{self.disaggregated} pools of {self.tp} x {self.accelerator} "
+                    f"({replace(self, pp=1, expert_parallel=False).parallel_for(engine)}, "
+                    f"{weights_name or self.weights}, KV {self.kv})")
         return (f"{self.replicas} replica{'s' if self.replicas > 1 else ''} of "
-                f"{self.tp * self.pp} x {self.accelerator} (TP{self.tp}{split}, "
+                f"{self.tp * self.pp} x {self.accelerator} ({self.parallel_for(engine)}, "
                 f"{weights_name or self.weights}, "
                 f"KV {self.kv}{seqs})")
+
+
+def parallel_words(tp: int, pp: int, devices: int = 1, expert_parallel: bool = False) -> str:
+    """TP ``tp`` × PP ``pp`` of cards, in the ranks the engine launches: "TP4 × PP2 EP";
+    "TP2 over 2 dies" where it runs each card as ``devices`` (vLLM on 1 x MI250, whose
+    --tensor-parallel-size counts dies, not cards)."""
+    split = f" × PP{pp}" if pp > 1 else ""
+    split += " EP" if expert_parallel else ""
+    dies = f" over {tp * pp * devices} dies" if devices > 1 else ""
+    return f"TP{tp * devices}{split}{dies}"
+
+
+def engine_devices(engine: str, acc: Accelerator) -> int:
+    """The devices ``engine`` runs each ``acc`` card as, each a tensor-parallel rank: vLLM
+    those the runtime lists (an MI250's two GCDs, hardware.runtime_device;
+    vllm_pool.vllm_deployment), the other engines the card; 1 for any other card."""
+    return acc.runtime_devices if engine == "vllm" else 1
 
 
 # each engine's names for the seats and the step's token budget a candidate sets

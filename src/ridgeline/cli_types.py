@@ -13,6 +13,7 @@ from ridgeline.errors import InputError, shorten
 from ridgeline.units import (
     COUNT_EXAMPLES,
     TOKEN_EXAMPLES,
+    count_as_typed,
     parse_count,
     parse_count_list,
     require_positive,
@@ -36,7 +37,7 @@ MAX_BATCH = 10**6  # sequences in one step: far beyond any engine's max_num_seqs
 
 def _at_most(value: int, most: int | None, what: str) -> int:
     if most is not None and value > most:
-        raise InputError(f"{what} must be at most {most:,}, got {value:,}")
+        raise InputError(f"{what} must be at most {count_as_typed(most)}, got {value}")
     return value
 
 

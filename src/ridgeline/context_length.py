@@ -75,6 +75,45 @@ def positions_label(spec: ModelSpec, engine: str) -> str:
     return _served(spec, engine)[1]
 
 
+# the engines whose rules for the served context differ (TensorRT-LLM is taken to read the
+# config as vLLM does), as a question that names no engine speaks of them
+ENGINE_RULES = {"vllm": "vLLM", "sglang": "SGLang", "llama.cpp": "llama.cpp"}
+
+
+def served_context_caution(spec: ModelSpec, tokens: int, engine: str | None = None) -> str:
+    """``tokens`` past the context ``engine`` serves ``spec`` at (served_positions), or "".
+    With no engine named (`attention`), against each engine's: past every engine's, the
+    caution one engine's would give (Command R past 131,072, its model_max_length in each);
+    past only some (a YaRN block vLLM applies and SGLang and llama.cpp do not: Qwen3 with
+    YaRN at 131,072 against 40,960), which engines refuse the length and which serve it."""
+    if engine is not None:
+        return trained_context_caution(spec.name, served_positions(spec, engine), tokens,
+                                       positions_label(spec, engine))
+    served = {name: _served(spec, e) for e, name in ENGINE_RULES.items()}
+    limits = {name: (n, label) for name, (n, label) in served.items() if n}
+    if not limits or tokens <= min(n for n, _ in limits.values()):
+        return ""
+    longest, label = max(limits.values())
+    if tokens > longest:
+        return trained_context_caution(spec.name, longest, tokens, label)
+    refusing = _grouped({k: v for k, v in limits.items() if v[0] < tokens})
+    serving = _grouped({k: v for k, v in limits.items() if v[0] >= tokens})
+    return (f"{tokens:,} tokens exceed {spec.name}'s context as "
+            + " and ".join(f"{names} serve{'s' * (' and ' not in names)} it, {n:,} ({why})"
+                           for names, n, why in refusing)
+            + ": a longer max_model_len is refused there without an override; "
+            + " and ".join(f"{names} serve{'s' * (' and ' not in names)} up to {n:,} ({why})"
+                           for names, n, why in serving))
+
+
+def _grouped(limits: dict[str, tuple[int, str]]) -> list[tuple[str, int, str]]:
+    """(engines named together, their context, where it comes from), one per context."""
+    groups: dict[tuple[int, str], list[str]] = {}
+    for name, limit in limits.items():
+        groups.setdefault(limit, []).append(name)
+    return [(" and ".join(names), n, why) for (n, why), names in groups.items()]
+
+
 def trained_context_caution(model: str, limit: int | None, tokens: int,
                             label: str = "max_position_embeddings") -> str:
     """``tokens`` past ``limit`` (max_position_embeddings, or what ``label`` names), or ""."""

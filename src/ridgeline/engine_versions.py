@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import re
 
+from ridgeline.datafiles import engine_defaults
 from ridgeline.errors import InputError
+from ridgeline.sglang_memory import sglang_release
 from ridgeline.vllm_memory import parse_version, vllm_accounting
 
 
@@ -37,3 +39,20 @@ def check_version_kind(engine: str, version: str) -> None:
     elif build:
         raise InputError(f"--engine-version {version}: a llama.cpp build, not a {engine} "
                          "version (e.g. 0.11)")
+
+
+def expert_parallel_problem(engine: str, version: str | None) -> str:
+    """Why ``engine`` at ``version`` cannot run a model's experts expert-parallel, or "" (no
+    version: the newest modelled): vLLM's --enable-expert-parallel came in 0.8 (PR #14305),
+    SGLang's --enable-ep-moe in 0.4.0.post1 (PR #2371) (engines.json cli.ep_since)."""
+    cli = engine_defaults(engine).get("cli", {})
+    since = cli.get("ep_since")
+    if version is None or since is None:
+        return ""
+    order = sglang_release if engine == "sglang" else parse_version  # 0.4.0 < 0.4.0.post1
+    if order(version) >= order(since):
+        return ""
+    flag = cli.get("ep_switch", {}).get("flag", cli["ep"])
+    name = {"vllm": "vLLM", "sglang": "SGLang"}.get(engine, engine)
+    return (f"{name} {version} has no expert parallelism: {flag} came in v{since} "
+            "(leave --enable-expert-parallel out, or name a later --engine-version)")

@@ -33,6 +33,7 @@ from ridgeline.device_probes import (
 from ridgeline.errors import InputError
 from ridgeline.layouts import MOE
 from ridgeline.params import count_params
+from ridgeline.precision import weight_bytes_at
 from ridgeline.torch_model import RandomModel, import_torch
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
@@ -110,7 +111,7 @@ def measure(device: str = "cpu", quick: bool = True, model: str = "llama-3.2-1b"
     spec = resolve_model(model, fetchable=False)
     if fp8 and dev.type == "cuda" and torch.cuda.get_device_capability(dev) < (8, 9):
         raise InputError("--fp8: fp8 matmuls need an sm_89+ GPU (Ada, Hopper, Blackwell)")
-    weights_bytes = count_params(spec).total * DTYPE_BYTES.get(dt, 2)
+    weights_bytes = weight_bytes_at(count_params(spec).total, DTYPE_BYTES.get(dt, 2))
     if result.memory_bytes and weights_bytes > result.memory_bytes:
         raise InputError(f"does not fit: {spec.name}'s {weights_bytes / 1e9:,.1f} GB of {dt} "
                          f"weights exceed the device's {result.memory_bytes / 1e9:,.1f} GB "

@@ -26,7 +26,11 @@ from dataclasses import dataclass
 
 from ridgeline.datafiles import engine_defaults
 from ridgeline.deployment import Deployment
-from ridgeline.engine_versions import check_version_kind, llamacpp_build
+from ridgeline.engine_versions import (
+    check_version_kind,
+    expert_parallel_problem,
+    llamacpp_build,
+)
 from ridgeline.engine_windows import has_windows, honours_windows, token_bytes
 from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator, device_memory_bytes
@@ -137,6 +141,10 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
     if s.engine_version is not None:
         check_version_kind(engine, s.engine_version)
         problem = tensor_split_build_problem(dep, llamacpp_build(s.engine_version))
+        if problem:
+            raise InputError(problem)
+        problem = expert_parallel_problem(engine, s.engine_version) \
+            if dep.expert_parallel else ""
         if problem:
             raise InputError(problem)
     total = total_bytes or device_memory_bytes(dep.accelerator)

@@ -43,13 +43,16 @@ def node_size(acc: Accelerator) -> int:
     return NODE_SIZE.get(acc.id, DEFAULT_NODE_SIZE)
 
 
-def cross_node_caution(tp: int, acc: Accelerator, engine: str, ranks: int = 1) -> str:
+def cross_node_caution(tp: int, acc: Accelerator, engine: str, ranks: int = 1,
+                       devices: int = 1) -> str:
     """What to say of tensor parallelism past one node, or "": every all-reduce then crosses
     the network between nodes, priced so; vLLM's docs advise TP inside a node and PP across
     (llama.cpp splits layers, not tensors, unless -sm tensor asks). Under data-parallel
     attention (``ranks`` of ``tp`` GPUs each), which takes no pipeline stages, more ranks of
-    a node each keep them inside one."""
-    node = node_size(acc)
+    a node each keep them inside one. ``tp`` counts the engine's ranks, ``devices`` a card
+    (vLLM on MI250s: TP32 is 16 cards, 2 nodes of 8, each node TP16)."""
+    cards = node_size(acc)
+    node = cards * devices
     if tp <= node or engine.startswith("llama.cpp"):
         return ""
     nodes = -(-tp // node)
@@ -59,7 +62,8 @@ def cross_node_caution(tp: int, acc: Accelerator, engine: str, ranks: int = 1) -
         remedy = f"DP{ranks * nodes} × TP{node} ({flags}) keeps each rank's all-reduces"
     else:
         remedy = f"TP{node} × PP{nodes} (-pp {nodes}) keeps them"
-    return (f"TP{tp} spans {nodes} nodes of {node} {acc.id}: every all-reduce crosses the "
+    dies = f" ({node} dies)" if devices > 1 else ""
+    return (f"TP{tp} spans {nodes} nodes of {cards} {acc.id}{dies}: every all-reduce crosses the "
             f"network between them (priced at {INTER_NODE_BYTES_PER_S * 8 / 1e9:,.0f} Gb/s; "
             f"`--explain` shows its share); {remedy} inside a node")
 

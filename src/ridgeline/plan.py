@@ -22,6 +22,8 @@ from typing import Any, NamedTuple
 
 from ridgeline.candidate import (
     Candidate,
+    engine_devices,
+    parallel_words,
     replica_deployment,
     weight_choices,
     weights_lightest_first,
@@ -578,10 +580,8 @@ def _pareto(model: ModelSpec, feasible: list[Candidate], load: Load,
         for b in batches:  # 1, 2, 4, … and the batch that meets the SLO
             # a pipeline's batch runs as micro-batches: a token's step is one's trip
             t = step_time_s(dep, decode_batch(micro_batch(dep, b), ctx), profile)
-            ep = " EP" if c.expert_parallel else ""
-            pp = f" × PP{c.pp}" if c.pp > 1 else ""
-            points.append((b / t / dep.num_gpus, 1 / t, f"{c.accelerator} TP{c.tp}{pp}{ep} "
-                                                       f"{c.weights}, KV {c.kv}, b{b}"))
+            points.append((b / t / dep.num_gpus, 1 / t, f"{c.accelerator} "
+                           f"{c.parallel_for(engine)} {c.weights}, KV {c.kv}, b{b}"))
     points.sort(key=lambda p: (-p[1], -p[0]))
     frontier, best = [], -1.0
     for p in points:
@@ -646,7 +646,7 @@ def _closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],
             ttft = step_time_s(dep, [Seq(max(1, round(mean_in)), 0)], profile)
             tpot = step_time_s(dep, decode_batch(1, mean_decode_context(mean_in, mean_out)), profile)
             miss = max(ttft / slo.ttft_s, tpot / slo.tpot_s)
-            group = f"{tp * pp} x {acc.id} (TP{tp}" + (f" × PP{pp}" if pp > 1 else "") + ")"
+            group = f"{tp * pp} x {acc.id} ({parallel_words(tp, pp, engine_devices(engine, acc))})"
             text = (f"{group}: TTFT ≥ {ttft * 1e3:,.0f} ms, TPOT ≥ {tpot * 1e3:,.1f} ms "
                     "even unloaded")
             if miss <= 1:

@@ -4,7 +4,7 @@ whose prompt speed borrows another card group's compute share."""
 
 from __future__ import annotations
 
-from ridgeline.candidate import Candidate
+from ridgeline.candidate import Candidate, engine_devices
 from ridgeline.engines import MIN_GROUP_ROWS, EngineProfile, accelerator_group
 from ridgeline.hardware import Accelerator, resolve_accelerator
 from ridgeline.parallel import cross_node_caution
@@ -74,5 +74,7 @@ def candidate_cautions(c: Candidate, engine: str, profile: EngineProfile,
     as fit, decode, prefill and simulate say it), a TTFT within the borrowed compute share's
     uncertainty of the SLO (``prompt_share_caution``)."""
     acc = resolve_accelerator(c.accelerator)
-    return tuple(why for why in (cross_node_caution(c.tp, acc, engine),
+    devices = engine_devices(engine, acc)  # vLLM's TP counts an MI250's dies
+    return tuple(why for why in (cross_node_caution(c.engine_tp(engine), acc, engine,
+                                                    devices=devices),
                                  prompt_share_caution(c, profile, slo, engine)) if why)

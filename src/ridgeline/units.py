@@ -55,11 +55,18 @@ def parse_count(text: str, what: str = "count", examples: str = TOKEN_EXAMPLES) 
     factor = _DECIMAL.get(suffix) or _BINARY.get(suffix) or 1
     value = float(number) * factor
     if value > MAX_COUNT:
-        # the limit as the parser reads it (1e+12 it refuses; 1T is 2^40)
-        raise InputError(f"{what} must be at most {MAX_COUNT} (1t), got {text!r}")
+        raise InputError(f"{what} must be at most {count_as_typed(MAX_COUNT)}, got {text!r}")
     if value != int(value):
         raise InputError(f"{what} must be a whole number, got {text!r}")
     return int(value)
+
+
+def count_as_typed(n: int) -> str:
+    """A count as parse_count reads it back, for a refusal to state a limit: "1000000 (1m)",
+    "1000000000000 (1t)" (not 1,000,000, which a list flag reads as three entries, nor 1e+12
+    or 1T, which is 2^40); "4096" with no exact decimal suffix."""
+    suffix = next((s for s, factor in reversed(_DECIMAL.items()) if n and n % factor == 0), "")
+    return f"{n} ({n // _DECIMAL[suffix]}{suffix})" if suffix else str(n)
 
 
 def parse_count_list(text: str, what: str = "count", examples: str = TOKEN_EXAMPLES

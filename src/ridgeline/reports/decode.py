@@ -37,16 +37,18 @@ from ridgeline.stages import micro_batch, micro_batches
 from ridgeline.units import GB, plural, usd_per_million_tokens
 
 
-def _floor_dict(f: DecodeFloor, base: DecodeFloor, micro: int | None = None
-                ) -> dict[str, Any]:
+def _floor_dict(f: DecodeFloor, base: DecodeFloor, micro: int | None,
+                engine_runs: bool) -> dict[str, Any]:
     """One point's floor; under pipeline parallelism its work figures (FLOPs, bytes read,
-    intensity) are one ``micro``-batch's trip."""
-    runs = f.fit.fits  # a batch that does not fit has a step's arithmetic, not a speed
+    intensity) are one ``micro``-batch's trip. ``engine_runs``: whether the engine runs the
+    point; where not, its speeds are the floor's arithmetic only, as the text says."""
+    fits = f.fit.fits  # a batch that does not fit has a step's arithmetic, not a speed
     return {
         "batch": f.batch, "context": f.context, "step_time_s": f.step_time_s,
         "micro_batch": micro if micro is not None and micro != f.batch else None,
-        "per_user_tok_s": f.per_user_tok_s if runs else None,
-        "aggregate_tok_s": f.aggregate_tok_s if runs else None,
+        "per_user_tok_s": f.per_user_tok_s if fits else None,
+        "aggregate_tok_s": f.aggregate_tok_s if fits else None,
+        "engine_runs": engine_runs,
         "gain_over_batch_1": f.aggregate_tok_s / base.aggregate_tok_s,
         "per_user_vs_batch_1": f.per_user_tok_s / base.per_user_tok_s,
         "bound": f.bound, "flops": f.flops, "weight_bytes_read": f.weight_bytes_read,
@@ -160,7 +162,8 @@ class DecodeReport:
     def to_dict(self) -> dict[str, Any]:
         points = []
         for (f, b), e in zip(self.floors, self.expected):
-            point = _floor_dict(f, b, micro_batch(self.deployment, f.batch))
+            point = _floor_dict(f, b, micro_batch(self.deployment, f.batch),
+                                self.engine_runs(f))
             price = self.deployment.accelerator.price_per_hour_usd
             point["expected"] = {**e.to_dict(), "per_user_tok_s": 1 / e.time_s,
                                  "aggregate_tok_s": f.batch / e.time_s,

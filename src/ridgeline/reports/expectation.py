@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from ridgeline.chunked_prefill import chunks_prefill, prefill_steps, serving_prefill_time_s
-from ridgeline.context_length import positions_label, served_positions, trained_context_caution
+from ridgeline.context_length import served_context_caution
 from ridgeline.cost import (
     OVER_HOST_LINK,
     SCORE_BYTES_PER_PAIR,
@@ -258,9 +258,8 @@ def fit_dict(f: DecodeFloor | PrefillFloor) -> dict[str, Any]:
 
 
 def context_caution(dep: Deployment, tokens: int) -> str:
-    """What to say of a context past the model's trained length, or ""."""
-    return trained_context_caution(dep.model.name, served_positions(dep.model, dep.engine),
-                                   tokens, positions_label(dep.model, dep.engine))
+    """What to say of a context past the one the engine serves the model at, or ""."""
+    return served_context_caution(dep.model, tokens, dep.engine)
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ridgeline.context_length import served_context_caution
 from ridgeline.explain import Step, q, step
 from ridgeline.kvcache import (
     LLAMACPP_STATE_BYTES,
@@ -119,7 +120,7 @@ class KVReport:
     budget_label: str
     replication: float
     steps: tuple[Step, ...]
-    trained_context: int | None = None  # max_position_embeddings
+    context_caution: str = ""  # a context past the one the engine serves the model at
     bytes_per_token_now: float | None = None  # what the next token adds (windows still filling)
     state_dtypes: StateDtypes | None = None  # with linear-attention or Mamba layers
     architecture_caution: str = ""  # a model_type ridgeline has not checked
@@ -127,10 +128,7 @@ class KVReport:
 
     @property
     def cautions(self) -> list[str]:
-        from ridgeline.context_length import trained_context_caution
-
-        caution = trained_context_caution(self.model, self.trained_context, self.context)
-        return [c for c in (caution, self.architecture_caution) if c]
+        return [c for c in (self.context_caution, self.architecture_caution) if c]
 
     @property
     def bytes_per_sequence(self) -> float:
@@ -307,5 +305,6 @@ def kv_report(
     now = sum(per_layer for layer in spec.layers if layer.mixer in ATTENTION_MIXERS
               and cached_tokens(layer, context + 1) > cached_tokens(layer, context))
     return KVReport(spec.name, kv.id, context, footprint, tuple(rows), budget_bytes,
-                    budget_label, replication, tuple(steps), spec.max_position_embeddings,
+                    budget_label, replication, tuple(steps),
+                    served_context_caution(spec, context, engine),
                     now, dtypes if states_step else None, spec.architecture_caution, ranks)

@@ -39,8 +39,7 @@ def command_line(engine: str, model_id: str, c: Candidate, max_len: int,
     several nodes, the one ``node`` (0, the head, serving; 1, …) runs (``node_commands``)."""
     f = engine_defaults(engine)["cli"]
     # vLLM makes each device the runtime lists a rank: an MI250's two GCDs, TP2 a board
-    devices = resolve_accelerator(c.accelerator).runtime_devices if engine == "vllm" else 1
-    parts = [f["launch"], model_id, f["tp"], str(c.tp * devices)]
+    parts = [f["launch"], model_id, f["tp"], str(c.engine_tp(engine))]
     if c.pp > 1:
         parts += [f["pp"], str(c.pp)]
     if c.expert_parallel:  # vLLM's is a switch (EP = TP here); SGLang's takes the size

@@ -174,6 +174,7 @@ class PrefillReport:
                 "engine's calibrated expectation (expected)", "prompt_len": f.prompt_len,
                 "batch": f.batch, "time_s": f.time_s,
                 "tokens_per_s": f.tokens_per_s if f.fit.fits else None,
+                "engine_runs": self.runs,  # false: tokens_per_s is the floor's arithmetic only
                 "bound": f.bound, "flops": f.flops, "bytes_moved": f.bytes_moved,
                 "intensity_flop_per_byte": f.intensity_flop_per_byte,
                 "weight_intensity_flop_per_byte": f.weight_intensity_flop_per_byte,

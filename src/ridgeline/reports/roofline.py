@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ridgeline.context_length import trained_context_caution
+from ridgeline.context_length import served_context_caution
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Step, q, step
 from ridgeline.floors import device_fit
@@ -290,8 +290,8 @@ def roofline_report(
     if dep is not None and not (fits := device_fit(dep)).fits:
         overflow = (f"{fits.headline()} (the weights alone, on {dep.num_gpus} x {acc.id}): the "
                     "points below are arithmetic only")
-    caution = trained_context_caution(dep.model.name, dep.model.max_position_embeddings,
-                                      prompt_len) if dep is not None else ""
+    caution = served_context_caution(dep.model, prompt_len, dep.engine) \
+        if dep is not None else ""
     return RooflineReport(acc, compute_dtype, batch, prompt_len,
                           dep.model.name if dep else None, tuple(points), tuple(steps), overflow,
                           caution, dep.num_gpus if dep else num_gpus)
