@@ -268,3 +268,13 @@ def test_plans_closest_miss_names_the_split_when_no_layout_launches(
                            "--slo-tpot-ms", "100")
     assert "NO DEPLOYMENT" in out and "does not fit" not in out
     assert "launches falcon-7b under vllm" in out and "71 attention heads" in out
+
+
+def test_the_arithmetic_commands_take_an_mi250_as_one_board_whatever_the_heads(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """No engine runs in `roofline` or `kv`: the GCD split that vLLM would refuse is the
+    engine's, so the arithmetic of one board still answers."""
+    from tests.conftest import run_cli
+
+    code, out, _ = run_cli(capsys, "roofline", "--model", "falcon-7b-instruct", "--gpu", "mi250")
+    assert code == 0 and "ridge at 111" in out

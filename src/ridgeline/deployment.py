@@ -132,7 +132,7 @@ class Deployment:
         if problem and (not engine.startswith("llama.cpp") or split_mode == "tensor"):
             raise InputError(problem)  # llama.cpp's default splits by layer
         devices = accelerator.runtime_devices
-        if engine == "vllm" and devices > 1:  # vLLM runs each of the part's devices as a rank
+        if named and engine == "vllm" and devices > 1:  # vLLM runs each device as a rank
             problem = tensor_parallel_problem(model, tp * devices)
             if problem:
                 raise InputError(f"{tp} x {accelerator.id} runs at --tensor-parallel-size "
