@@ -278,3 +278,18 @@ def test_the_arithmetic_commands_take_an_mi250_as_one_board_whatever_the_heads(
 
     code, out, _ = run_cli(capsys, "roofline", "--model", "falcon-7b-instruct", "--gpu", "mi250")
     assert code == 0 and "ridge at 111" in out
+
+
+def test_fits_rows_say_where_a_cards_figures_add_its_dies(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The MI250's rows add its two GCDs' figures (vLLM sizes a pool on each), so they say so;
+    a one-device card's rows stay per GPU."""
+    from tests.conftest import run_cli
+
+    _, mi250, _ = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "mi250", "--max-model-len",
+                          "8192")
+    _, h100, _ = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len",
+                         "8192")
+    rows = [line for line in mi250.splitlines() if "per GPU" in line]
+    assert rows and all("per GPU (2 dies added)" in line for line in rows)
+    assert "dies added" not in h100 and "memory per GPU" in h100

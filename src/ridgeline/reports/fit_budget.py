@@ -21,9 +21,10 @@ def budget_rows(p: KVPool, s: EngineSettings, model: ModelSpec | None = None,
         return f"{value / GIB:,.2f} GiB"
 
     amd = vendor == "amd"
+    per = per_gpu(p)
     graphs = "HIP graphs" if amd else "CUDA graphs"
 
-    rows = [["memory per GPU", gib(p.total_bytes)]]
+    rows = [[f"memory {per}", gib(p.total_bytes)]]
     if is_llamacpp(p):
         attention = "flash attention" if s.flash_attn else "no flash attention"
         rows += [["− weights", gib(p.weight_bytes)],
@@ -55,17 +56,17 @@ def budget_rows(p: KVPool, s: EngineSettings, model: ModelSpec | None = None,
         rows.append([f"x kv_cache_free_gpu_mem_fraction {p.free_fraction_of_rest:g}", ""])
     if p.set_pool_bytes:  # the pool as set; what is left is only the room it must fit
         rows.append(["= room on the card", gib(p.rest_bytes)])
-        rows.append(["KV pool (--kv-cache-memory-bytes)", f"{gib(p.set_pool_bytes)} per GPU"
+        rows.append(["KV pool (--kv-cache-memory-bytes)", f"{gib(p.set_pool_bytes)} {per}"
                      + (f": {gib(p.overflow_bytes)} more than the room" if p.overflow_bytes
                         else "")])
         return rows
     if p.rest_bytes < 0 and not is_llamacpp(p):  # as vLLM logs it: "Available KV cache
         # memory: -2.14 GiB", then it stops ("No available memory for the cache blocks")
         rows.append(["= KV pool (negative: the engine stops at start-up)",
-                     f"{gib(p.rest_bytes * p.free_fraction_of_rest)} per GPU"])
+                     f"{gib(p.rest_bytes * p.free_fraction_of_rest)} {per}"])
         return rows
     if p.state_request_bytes:  # SGLang's state pool, sized before the KV cache and its cap
-        rows.append(["= static pool", f"{gib(p.pool_bytes)} per GPU"])
+        rows.append(["= static pool", f"{gib(p.pool_bytes)} {per}"])
         if p.state_pool_fixed:  # a number of requests, whatever the memory: one product
             rows.append([f"− state pool ({p.state_slots:,} requests' state × "
                          f"{state_per_request_bytes(p) / GIB:,.4f} GiB: "
@@ -80,16 +81,23 @@ def budget_rows(p: KVPool, s: EngineSettings, model: ModelSpec | None = None,
                      f"= KV pool (none left: {stops})" if p.tokens < 1 else
                      f"= KV pool, capped at {cap_flag(p)} {p.token_cap:,} (the states leave "
                      f"{gib(p.pool_bytes - p.slot_cache_bytes)})" if p.capped else "= KV pool",
-                     f"{gib(p.state_kv_bytes)} per GPU"])
+                     f"{gib(p.state_kv_bytes)} {per}"])
         return rows
     if p.capped:  # --max-total-tokens, below what the memory leaves
         rows.append([f"= KV pool, capped at {cap_flag(p)} {p.token_cap:,} (memory leaves "
                      f"{gib(max(0.0, p.rest_bytes * p.free_fraction_of_rest))})",
-                     f"{gib(p.pool_bytes)} per GPU"])
+                     f"{gib(p.pool_bytes)} {per}"])
         return rows
     rows.append(["= KV cache" if is_llamacpp(p) else "= KV pool",
-                 f"{gib(p.pool_bytes)} per GPU"])
+                 f"{gib(p.pool_bytes)} {per}"])
     return rows
+
+
+def per_gpu(p: KVPool) -> str:
+    """What a row's "per GPU" counts: a card, or where the runtime lists the card as several
+    devices (an MI250's two GCDs under vLLM), the card with its devices' figures added."""
+    n = p.runtime_devices
+    return "per GPU" if n == 1 else f"per GPU ({n} dies added)"
 
 
 def peak_label(p: KVPool) -> str:

@@ -11,7 +11,7 @@ from ridgeline.llamacpp_batching import llamacpp_n_batch
 from ridgeline.llamacpp_tensor import tensor_split_launch
 from ridgeline.memory import KVPool
 from ridgeline.render import table
-from ridgeline.reports.fit_budget import budget_rows
+from ridgeline.reports.fit_budget import budget_rows, per_gpu
 from ridgeline.reports.fit_levers import gpus_needed
 from ridgeline.reports.fit_offload import offload_flags, offload_lines
 from ridgeline.reports.fit_ranks import pool_ranks_note, seats_ranks_note
@@ -72,7 +72,7 @@ def fit_text_lines(r: FitReport) -> list[str]:
                  f"{1 + (p.blocks - admission) // decoding:,} at once")
     lines += ["", f"{held}{pool_ranks_note(d, p, r.context)}; one conversation of "
               f"{r.context:,} tokens takes "
-              f"{r.per_conversation_bytes / GIB:,.3f} GiB per GPU{slot}{gated}",
+              f"{r.per_conversation_bytes / GIB:,.3f} GiB {per_gpu(p)}{slot}{gated}",
               f"batch the engine can run: min({r.conversations:,} "
               f"{plural(r.conversations, 'conversation')}, "
               f"{seats_name(p)} {p.max_num_seqs:,}{seats_ranks_note(d)}) = {r.batch:,}"]
