@@ -178,9 +178,9 @@ def saturated_req_s(dep: Deployment, profile: EngineProfile, config: SimConfig,
                     requests: Iterable[Request], version: str | None = None) -> float:
     """The requests per second the engine serves of these requests' lengths with its batch as
     full as its pool and seats allow: SATURATION_REQUESTS of them (cycled where fewer) sent at
-    t = 0, read at its best (``best_rate``). Llama-3.1-8B on one H100, vLLM defaults: 43.8
-    req/s of 512 / 128 tokens and 16.8 of 1,000 / 300, where long runs offered more serve
-    44.3-44.5 (60,000 requests) and 16.9-17.1 (20,000)."""
+    t = 0, read at its best (``best_rate``). Llama-3.1-8B on one H100, vLLM defaults: 43.7
+    req/s of 512 / 128 tokens, where 20,000 requests offered 48 serve 44.2 over the second
+    half of their arrivals, and 16.6 of 1,000 / 300."""
     lengths = [(r.prompt_tokens, r.output_tokens, r.prefix_group, r.prefix_tokens)
                for r in islice(requests, SATURATION_REQUESTS)]  # the replay's; no more
     if not lengths:
