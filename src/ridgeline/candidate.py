@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ridgeline.deployment import Deployment
-from ridgeline.hardware import Accelerator, resolve_accelerator
+from ridgeline.hardware import Accelerator, engine_devices, resolve_accelerator
 from ridgeline.model import ModelSpec
 from ridgeline.parallel import node_size
 from ridgeline.units import usd_per_million_tokens
@@ -111,13 +111,6 @@ def parallel_words(tp: int, pp: int, devices: int = 1, expert_parallel: bool = F
     split += " EP" if expert_parallel else ""
     dies = f" over {tp * pp * devices} dies" if devices > 1 else ""
     return f"TP{tp * devices}{split}{dies}"
-
-
-def engine_devices(engine: str, acc: Accelerator) -> int:
-    """The devices ``engine`` runs each ``acc`` card as, each a tensor-parallel rank: vLLM
-    those the runtime lists (an MI250's two GCDs, hardware.runtime_device;
-    vllm_pool.vllm_deployment), the other engines the card; 1 for any other card."""
-    return acc.runtime_devices if engine == "vllm" else 1
 
 
 # each engine's names for the seats and the step's token budget a candidate sets

@@ -11,7 +11,7 @@ from ridgeline.engine_platforms import (
     weights_platform_problem,
 )
 from ridgeline.errors import InputError
-from ridgeline.hardware import Accelerator
+from ridgeline.hardware import Accelerator, engine_devices
 from ridgeline.kvcache import kv_replication
 from ridgeline.llamacpp_tensor import tensor_split_problem
 from ridgeline.model import Layer, ModelSpec
@@ -131,13 +131,13 @@ class Deployment:
         problem = tensor_parallel_problem(model, tp)
         if problem and (not engine.startswith("llama.cpp") or split_mode == "tensor"):
             raise InputError(problem)  # llama.cpp's default splits by layer
-        devices = accelerator.runtime_devices
-        if named and engine == "vllm" and devices > 1:  # vLLM runs each device as a rank
+        devices = engine_devices(engine, accelerator)
+        if named and devices > 1:  # the engine runs each of the card's devices as a rank
             problem = tensor_parallel_problem(model, tp * devices)
             if problem:
                 raise InputError(f"{tp} x {accelerator.id} runs at --tensor-parallel-size "
-                                 f"{tp * devices} under vllm (ROCm lists its {devices} GCDs "
-                                 f"as devices): {problem}")
+                                 f"{tp * devices} under {engine} (ROCm lists its {devices} "
+                                 f"GCDs as devices): {problem}")
         if accelerator.vendor == "apple" and num_gpus > 1:
             raise InputError(f"{accelerator.id} is one Apple-silicon GPU: llama.cpp's Metal "
                              "backend runs on one device (several Macs over RPC are not "

@@ -428,3 +428,10 @@ def runtime_device(acc: Accelerator) -> Accelerator:
         fp16_accumulate_flops=None if acc.fp16_accumulate_flops is None
         else acc.fp16_accumulate_flops * share,
         runtime_devices=1)
+
+
+def engine_devices(engine: str, acc: Accelerator) -> int:
+    """The devices ``engine`` runs each ``acc`` card as, each a tensor-parallel rank: vLLM
+    those the runtime lists (an MI250's two GCDs, runtime_device;
+    vllm_pool.vllm_deployment), the other engines the card; 1 for any other card."""
+    return acc.runtime_devices if engine == "vllm" else 1

@@ -22,7 +22,6 @@ from typing import Any, NamedTuple
 
 from ridgeline.candidate import (
     Candidate,
-    engine_devices,
     parallel_words,
     replica_deployment,
     weight_choices,
@@ -40,7 +39,7 @@ from ridgeline.disaggregated import (
 )
 from ridgeline.engines import MIN_GROUP_ROWS, EngineProfile, accelerator_group, profile_for
 from ridgeline.errors import InputError
-from ridgeline.hardware import Accelerator, resolve_accelerator
+from ridgeline.hardware import Accelerator, engine_devices, resolve_accelerator
 from ridgeline.memory import EngineSettings
 from ridgeline.model import ModelSpec
 from ridgeline.parallel import node_size

@@ -4,9 +4,9 @@ whose prompt speed borrows another card group's compute share."""
 
 from __future__ import annotations
 
-from ridgeline.candidate import Candidate, engine_devices
+from ridgeline.candidate import Candidate
 from ridgeline.engines import MIN_GROUP_ROWS, EngineProfile, accelerator_group
-from ridgeline.hardware import Accelerator, resolve_accelerator
+from ridgeline.hardware import Accelerator, engine_devices, resolve_accelerator
 from ridgeline.parallel import cross_node_caution
 from ridgeline.serving_load import Slo
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from ridgeline.datafiles import engine_defaults
 from ridgeline.deployment import Deployment
 from ridgeline.errors import InputError
-from ridgeline.hardware import device_memory_bytes, runtime_device
+from ridgeline.hardware import device_memory_bytes, engine_devices, runtime_device
 from ridgeline.kvgroups import KERNEL_BLOCK_ALIGNMENT, stage_group_layers, vllm_kv_groups
 from ridgeline.kvpool import KVPool
 from ridgeline.layouts import FULL, WINDOW_MIXERS
@@ -68,7 +68,7 @@ def vllm_deployment(dep: Deployment) -> Deployment:
     """``dep`` as vLLM runs it: on a part the runtime lists as several devices (an MI250's two
     64 GiB GCDs, hardware.runtime_device) each device is a GPU of its own and a tensor-parallel
     rank, so 1 x MI250 runs at --tensor-parallel-size 2; any other part as it is."""
-    n = dep.accelerator.runtime_devices
+    n = engine_devices("vllm", dep.accelerator)
     if n == 1:
         return dep
     return replace(dep, accelerator=runtime_device(dep.accelerator),
