@@ -46,9 +46,14 @@ def median_abs(errs: list[float]) -> float:
     return statistics.median(abs(e) for e in errs)
 
 
-def main() -> None:
+def fitted_share() -> float:
+    """The share, to the hundredth, whose median |error| over the sweep's rows is smallest."""
     shares = [s / 100 for s in range(40, 101)]
-    best = min(shares, key=lambda s: median_abs(errors(s, FIT)))
+    return min(shares, key=lambda s: median_abs(errors(s, FIT)))
+
+
+def main() -> None:
+    best = fitted_share()
     print(f"fitted on {len(FIT)} rows (InventiveHQ sweep): host share {best:.2f}, "
           f"median |error| {median_abs(errors(best, FIT)):.1%}")
     for row, e in zip(FIT, errors(best, FIT)):

@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
-"""Re-run every `$ ridgeline …` example in README.md and replace its output, so the README's
-figures stay true.   python scripts/refresh_readme.py
+"""Re-run every `$ ridgeline …` example in README.md and docs/*.md and replace its output, so
+the figures they show stay true.
+
+    python scripts/refresh_readme.py            rewrite the outputs in place
+    python scripts/refresh_readme.py --check    rewrite nothing; exit 1 naming each stale block
 """
 
 from __future__ import annotations
 
+import argparse
 import re
 import shlex
 import subprocess
@@ -12,7 +16,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-README = ROOT / "README.md"
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 BLOCK = re.compile(r"```\n(\$ ridgeline .*?)```", re.S)
 
 
@@ -28,11 +32,39 @@ def refresh(block: str) -> str:
     return "\n\n".join(f"$ {c}\n{run(c)}" for c in commands) + "\n"
 
 
+def refreshed(text: str) -> tuple[str, list[str]]:
+    """The document with every example block's output re-run, and the first command of each
+    block whose output changed."""
+    stale: list[str] = []
+
+    def replace(match: re.Match[str]) -> str:
+        new = refresh(match.group(1))
+        if new != match.group(1):
+            stale.append(match.group(1).splitlines()[0])
+        return "```\n" + new + "```"
+
+    return BLOCK.sub(replace, text), stale
+
+
 def main() -> int:
-    text = README.read_text(encoding="utf-8")
-    updated = BLOCK.sub(lambda m: "```\n" + refresh(m.group(1)) + "```", text)
-    README.write_text(updated, encoding="utf-8")
-    print(f"refreshed {len(BLOCK.findall(text))} example blocks")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true",
+                        help="report stale blocks and exit 1 instead of rewriting them")
+    args = parser.parse_args()
+    all_stale: list[str] = []
+    for document in DOCUMENTS:
+        text = document.read_text(encoding="utf-8")
+        if not BLOCK.search(text):
+            continue
+        updated, stale = refreshed(text)
+        name = document.relative_to(ROOT)
+        all_stale += [f"{name}: {first}" for first in stale]
+        if not args.check and updated != text:
+            document.write_text(updated, encoding="utf-8")
+        print(f"{name}: {len(BLOCK.findall(text))} example blocks, {len(stale)} stale", flush=True)
+    if args.check and all_stale:
+        print("stale example output:\n  " + "\n  ".join(all_stale), file=sys.stderr)
+        return 1
     return 0
 
 

@@ -84,3 +84,19 @@ def test_implausible_shares_and_no_fixed_cost_are_cautioned() -> None:
                for c in cautions)
     assert not any("nvidia-datacenter" in c and "bandwidth" in c for c in cautions)
     assert not any("no fixed cost" in c for c in cautions)
+
+
+def test_a_low_share_is_compared_with_the_bundled_share_of_the_same_groups() -> None:
+    """A share fitted on NVIDIA datacenter and AMD Instinct rows is set beside what the bundled
+    profile gives each of those groups, its group multiplier applied, not its base share."""
+    rows = serving_rows("vllm")
+    bundled = bundled_profiles()["vllm"]
+    groups = {"amd-instinct": 8, "nvidia-datacenter": 10}
+    slow = replace(bundled, bandwidth_efficiency=0.3, fitted_ids=tuple(r.id for r in rows),
+                   fitted_groups=groups, group_bandwidth={})
+    caution = next(c for c in fit_cautions({"vllm": slow}, rows, {"vllm": bundled})
+                   if "bandwidth fitted at 30%" in c)
+    for group in groups:
+        share = bundled.bandwidth_efficiency * bundled.group_bandwidth.get(group, 1.0)
+        assert f"{share:.0%} on {group}" in caution
+    assert bundled.group_bandwidth.get("nvidia-datacenter", 1.0) != 1.0  # else nothing to tell

@@ -387,3 +387,16 @@ def test_a_copy_over_the_link_is_no_faster_than_the_host_memory_it_reads() -> No
     dep = offloaded(8, model="llama-2-7b", gpu="h100-sxm", weights="f16", link=64e9)
     steps = [step_time_s(dep, decode_batch(b, 1000), LLAMA) for b in (16, 31, 32, 64)]
     assert steps == sorted(steps)
+
+
+def test_the_bundled_host_share_is_the_one_the_sweep_fits() -> None:
+    """engines.json's share is what scripts/fit_offload.py fits today: refitting the step-cost
+    profiles moves the GPU layers' price, so a stale share would go unnoticed otherwise."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("fit_offload",
+                                                  ROOT / "scripts" / "fit_offload.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert script.fitted_share() == pytest.approx(host_bandwidth_share())

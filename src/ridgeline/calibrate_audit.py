@@ -98,7 +98,7 @@ def fit_cautions(profiles: Mapping[str, EngineProfile], rows: Sequence[Measureme
                 shares.setdefault(("high", round(share * 100)), []).append(group)
         for (side, pct), groups in shares.items():
             where = f" on {' and '.join(groups)} cards" if any(groups) else ""
-            bundled_share = f" (the bundled {engine} profile: {prior.bandwidth_efficiency:.0%})" \
+            bundled_share = f" (the bundled {engine} profile: {bundled_shares(prior, groups)})" \
                 if prior is not None else ""
             out.append(f"{engine}: bandwidth fitted at {pct}% of rated{where}, " + (
                 f"under {MIN_BANDWIDTH_SHARE:.0%}{bundled_share}: the rows may have run "
@@ -114,3 +114,16 @@ def fit_cautions(profiles: Mapping[str, EngineProfile], rows: Sequence[Measureme
                        "cannot tell it from the bandwidth share — add rows at batch 1 and at "
                        "large batches")
     return out
+
+
+def bundled_shares(prior: EngineProfile, groups: list[str]) -> str:
+    """The bandwidth share the bundled profile gives each of ``groups``, its group multiplier
+    applied, as a fitted share is to be compared: "75% on nvidia-datacenter, 58% on amd-…"."""
+    by_share: dict[int, list[str]] = {}
+    for group in groups:
+        share = prior.bandwidth_efficiency * prior.group_bandwidth.get(group, 1.0)
+        by_share.setdefault(round(share * 100), []).append(group)
+    if len(by_share) == 1:
+        return f"{next(iter(by_share))}%"
+    return ", ".join(f"{pct}% on {' and '.join(g)}" for pct, g in by_share.items())
+
