@@ -31,7 +31,8 @@ def test_a_point_the_engine_would_not_start_says_its_speeds_are_the_floors(
     figures are arithmetic only, as prefill says it of the same deployment."""
     decode = _run(capsys, "decode", *ARTICLE, "--batch", "1", "--context", "2000")
     prefill = _run(capsys, "prefill", *ARTICLE, "--prompt-len", "2000")
-    assert "expected on vllm: nothing" in decode and "  fits: " in decode
+    assert "expected on vllm: nothing" in decode and "  fits in memory only: " in decode
+    assert "  fits: " not in decode  # 'fits' alone would read as 'runs', beside a refusal
     qualifier = "(arithmetic only: vllm would not run this)"
     assert qualifier in decode.splitlines()[1] and qualifier in prefill
     per_user = next(line for line in decode.splitlines() if line.startswith("  per user"))

@@ -1389,12 +1389,14 @@ def test_an_moe_that_clears_the_ridge_says_its_experts_do_not(
         capsys: pytest.CaptureFixture[str]) -> None:
     """DeepSeek-V3 on 8 H200s at 2,000 tokens: 351 conversations clear the ridge of the
     weights every token reads, while its routed experts, at B × 8/256 tokens each, stay far
-    under theirs; the headline says both, as decode's memory-bound step would."""
+    under theirs, and the whole step stays memory-bound: the headline says so, and the
+    cautions below it say why (the experts, the cache reads)."""
     code, out, _ = run(capsys, "fit", "deepseek-v3", "--gpu", "h200", "--num-gpus", "8",
                        "--max-model-len", "2k")
     head = out.splitlines()[0]
     assert code == 0 and head.startswith("clears the ridge")
-    assert "the routed experts stay bandwidth-bound" in head
+    assert "the MoE step stays memory-bound at that batch" in head
+    assert f"caution: MoE: the routed experts see B × {8 / 256:.3f} tokens each" in out
 
 
 def test_prefill_sizes_the_pool_with_the_engine_settings_given(
@@ -1415,7 +1417,7 @@ def test_a_table_where_some_points_run_says_how_many_do_not(
     code, out, _ = run(capsys, "decode", "llama-3.1-70b", "--gpu", "h100-sxm", "--num-gpus", "4",
                        "--batch", "32,128", "--context", "8192")
     assert code == 0
-    assert out.splitlines()[0].startswith("1 of 2 points do not fit; the worst, batch 128 at "
+    assert out.splitlines()[0].startswith("1 of 2 points does not fit; the worst, batch 128 at "
                                           "8,192 tokens: ")
 
 

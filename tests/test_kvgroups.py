@@ -279,7 +279,7 @@ def test_v0_19_never_admits_a_long_prompt_its_window_groups_are_charged_whole(
 
     argv = ["fit", "gemma-3-27b", "--gpu", "h100", "--max-model-len", "32768"]
     code, out, _ = run_cli(capsys, *argv, "--engine-version", "0.19")
-    assert code == 0 and out.startswith("DOES NOT FIT: 0 conversations")
+    assert code == 0 and out.startswith("DOES NOT FIT: not even one conversation")
     assert "admission gate charges a 32,768-token prompt 14,336 blocks" in out
     assert "waits forever" in out
     code, out, _ = run_cli(capsys, *argv, "--engine-version", "0.20")

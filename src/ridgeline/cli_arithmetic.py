@@ -177,7 +177,8 @@ def cmd_kv(args: argparse.Namespace) -> Any:
             kv = dep.kv  # the cache the engine keeps on this card (fp16 where it lacks bf16)
     engine = "vllm" if args.memory_gib is not None else default_engine(args)
     return kv_report(model, args.context, kv, budget, label, replication, engine,
-                     ranks=1 if dep is None else dep.data_parallel_size)
+                     ranks=1 if dep is None else dep.data_parallel_size,
+                     rank_gpus=1 if dep is None else dep.num_gpus // dep.data_parallel_size)
 
 def cmd_decode(args: argparse.Namespace) -> Any:
 

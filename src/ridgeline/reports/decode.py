@@ -193,7 +193,8 @@ class DecodeReport:
         if unfit:
             worst = max(unfit, key=lambda f: f.fit.shortfall_bytes)
             if len(unfit) < len(self.floors):  # some points run: say which do not, first
-                lines.append(f"{len(unfit)} of {len(self.floors)} points do not fit; the worst, "
+                lines.append(f"{len(unfit)} of {len(self.floors)} points "
+                             f"{'does' if len(unfit) == 1 else 'do'} not fit; the worst, "
                              f"batch {worst.batch} at {worst.context:,} tokens: "
                              + worst.fit.headline().removeprefix("DOES NOT FIT: "))
             else:
@@ -238,7 +239,7 @@ class DecodeReport:
                 held = self._seat(f.context).held  # none: the line says why, and not again
                 return [*lines, f"expected on {e.engine}: nothing: {self.none_reason(f)}"
                         + ("" if held else f" ({self._fit_hint()} for the breakdown)"),
-                        "  " + f.fit.headline(),
+                        "  " + _memory_only(f.fit.headline(), e.engine),
                         *self._pool_lines(None if held else f.context)]
             lines += [
                 f"expected on {e.engine}: {e.time_s * 1e3:,.2f} ms per step "
@@ -255,7 +256,8 @@ class DecodeReport:
                  "yes" if f.fit.fits else "NO"]
                 for (f, b), e in zip(self.floors, self.expected)]
         lines += table(rows, ["batch", "context", "floor ms", "expected ms", "band",
-                              "tok/s/user", "tok/s total", "floor gain", "bound", "fits"])
+                              "tok/s/user", "tok/s total", "floor gain", "bound",
+                              "fits in memory"])
         lines.append(f"expected: step_cost with the {self.expected[0].engine} profile "
                      f"[{self.expected[0].source}]; tok/s columns use the expectation; floor "
                      "gain is the floor's aggregate over batch 1's.")
@@ -406,6 +408,13 @@ def describe_settings(settings: EngineSettings, engine: str,
         return "vllm serve's defaults" if settings.usage == "serve" else \
             "the offline LLM class's defaults, a batch run's"
     return ", ".join([f"usage {settings.usage}", *given])
+
+
+def _memory_only(headline: str, engine: str) -> str:
+    """A fit headline where the weights and cache fit the memory but the engine would not run
+    the point: said to be the memory's alone, not the engine's ('fits' would read as 'runs')."""
+    return headline.replace("fits: ", "fits in memory only: ", 1) \
+        + f"; {engine} would not run it (above)"
 
 
 def pipelined_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:

@@ -14,7 +14,7 @@ from ridgeline.parallel import cross_node_caution
 from ridgeline.reports.fit_ranks import each_rank_note
 from ridgeline.reports.fit_state import running_slots
 from ridgeline.reports.fit_terms import cap_flag, is_llamacpp, seats_name
-from ridgeline.reports.fit_verdict import CLEARS_RIDGE
+from ridgeline.reports.fit_verdict import CLEARS_RIDGE, memory_bound_floor
 from ridgeline.sglang_memory import past_checked
 from ridgeline.stages import micro_batch
 from ridgeline.units import GIB, MIB
@@ -135,11 +135,9 @@ def kv_bound_caution(r: FitReport) -> str:
     it): Llama-3.1-8B on an H100 at 1,000 tokens, 444 conversations read 58.3 GB of cache
     beside 15.0 GB of weights a step, 22.3 ms of memory against 7.0 of arithmetic. The
     floor is decode's (``pipelined_floor``: under PP, a micro-batch's trip)."""
-    from ridgeline.reports.decode import pipelined_floor
-
     d, b, s = r.deployment, r.batch, r.settings
-    floor = pipelined_floor(d, b, r.context)
-    if floor.bound != "memory bandwidth":
+    floor = memory_bound_floor(r)
+    if floor is None:
         return ""
     micro = micro_batch(d, b)
     who = f"{b:,} conversations" if micro == b else \

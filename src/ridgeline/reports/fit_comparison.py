@@ -68,7 +68,7 @@ class FitComparison:
 
         cautions = [f"caution ({self._name(r)}): {c}" for r in self.reports for c in r.cautions]
         return [head, "", *table(rows, [self.by, *(["engine"] if per_card else []),
-                                        "KV GiB/GPU", "tokens", "GiB/conv",
+                                        "KV GiB/GPU", "tokens", "GiB/conv/GPU",
                                         "conversations", "batch", "verdict"]),
                 *(e.line for e in self.not_run),
                 *placement_lines([r.deployment for r in self.reports]), *cautions, "", foot]

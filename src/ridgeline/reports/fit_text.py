@@ -112,7 +112,8 @@ def fit_text_lines(r: FitReport) -> list[str]:
     if r.verdict == DOES_NOT_FIT and not past_trained_context(d, r.context) \
             and all(lv.conversations < max(1, r.target or 1) for lv in r.levers):
         lines += ["", "levers: none alone is enough; " + gpus_needed(r)] \
-            if not r.levers else [f"  none alone holds {max(1, r.target or 1):,}; "
+            if not r.levers else ["  none alone holds "
+                                     + (f"{r.target:,}" if r.target else "one") + "; "
                                      + gpus_needed(r)]
     return lines
 

@@ -21,6 +21,7 @@ from ridgeline.stages import micro_batches
 from ridgeline.units import GIB, plural
 
 if TYPE_CHECKING:
+    from ridgeline.floors import DecodeFloor
     from ridgeline.reports.fit import FitReport
 
 DOES_NOT_FIT = "does not fit"
@@ -36,6 +37,14 @@ def verdict_line(r: FitReport) -> str:
     verdict = r.verdict.upper() if r.verdict == DOES_NOT_FIT else r.verdict
     headline = (f"{verdict}: {r.conversations:,} "
                 f"{plural(r.conversations, 'conversation')} of {r.context:,} tokens")
+    slots = r.verdict != DOES_NOT_FIT and is_llamacpp(p) and r.batch < r.conversations
+    if slots:  # the slots bind: lead with what the printed llama-server command runs
+        headline = (f"{r.verdict}: the memory holds {r.conversations:,} conversations of "
+                    f"{r.context:,} tokens, the llama-server command below runs "
+                    f"{r.batch:,} at once (-np {p.max_num_seqs:,})")
+    if r.verdict == DOES_NOT_FIT and not r.target and not r.conversations:
+        # no target given: say what fails, rather than a target of one nobody set
+        headline = f"DOES NOT FIT: not even one conversation of {r.context:,} tokens fits"
     if r.verdict == DOES_NOT_FIT and context_refusal(d, r.context):
         headline = f"DOES NOT FIT: {context_refusal(d, r.context)}"
     elif r.verdict == DOES_NOT_FIT and state_overrun(p):
@@ -74,15 +83,15 @@ def verdict_line(r: FitReport) -> str:
     elif r.verdict == DOES_NOT_FIT and p.state_pool_fixed and not r.shortfall_bytes \
             and r.rank_target > p.state_slots:  # the slots bind, not the memory
         want = max(1, r.target or 1)
-        headline += (f" against a target of {want:,}: its state pool holds "
+        headline += (f"{_against(r)}: its state pool holds "
                      f"{p.state_slots:,} requests' states{each_rank_note(d)} "
                      f"({fixed_state_size(r.settings)}), a conversation each, and the memory "
                      f"is not short: --max-running-requests {running_requests_for(r, want):,} "
                      f"to {r.most_running_requests:,} holds them, a state slot each")
     elif r.verdict == DOES_NOT_FIT:
         short = r.shortfall_bytes / GIB
-        headline += (f" against a target of {max(1, r.target or 1):,}; the pool is short "
-                     f"by {short:,.{2 if 0 < short < 0.1 else 1}f} GiB per GPU")
+        headline += (f"{_against(r)}; the pool is short by "
+                     f"{short:,.{2 if 0 < short < 0.1 else 1}f} GiB per GPU")
         if r.refused_start and r.start_blocks is not None and p.rest_bytes >= 0:
             windows = p.groups is not None and bool(p.groups.windows)
             headline += (f" (vLLM refuses to start: one {r.context:,}-token request "
@@ -130,6 +139,9 @@ def verdict_line(r: FitReport) -> str:
                          "load them)")
         elif p.rest_bytes < 0:
             headline += f" ({_overflow(p)})"
+    elif r.verdict == UNDER_RIDGE and slots:
+        headline += (f"; a batch of {r.batch_label()} is under the ridge "
+                     f"({r.ridge_batch:,.0f}): bandwidth-bound at any load")
     elif r.verdict == UNDER_RIDGE:
         headline += (f"; the batch they allow ({r.batch_label()}) is under the ridge "
                      f"({r.ridge_batch:,.0f}): bandwidth-bound at any load")
@@ -138,11 +150,39 @@ def verdict_line(r: FitReport) -> str:
                      f"({r.ridge_batch:,.0f})")
     else:
         headline += f"; a batch of {r.batch:,} reaches the ridge ({r.ridge_batch:,.0f})"
-    if r.verdict == CLEARS_RIDGE and d.model.moe is not None \
-            and r.expert_batch < r.expert_ridge_batch:
+    experts = r.verdict == CLEARS_RIDGE and d.model.moe is not None \
+        and r.expert_batch < r.expert_ridge_batch
+    floor = memory_bound_floor(r)
+    if floor is not None:  # the weights' matmuls clear the ridge, the whole step does not
+        headline += (" in the weights every token reads — the "
+                     + ("MoE " if d.model.moe is not None else "")
+                     + f"step stays memory-bound at that batch "
+                     f"({floor.memory_time_s * 1e3:,.1f} ms memory vs "
+                     f"{floor.compute_time_s * 1e3:,.1f} ms arithmetic; "
+                     + ("cautions" if experts else "caution") + " below)")
+    elif experts:
         headline += (" in the weights every token reads; the routed experts stay "
                      "bandwidth-bound (caution below)")
     return headline
+
+
+def memory_bound_floor(r: FitReport) -> DecodeFloor | None:
+    """Where the batch clears the ridge in the weights every token reads but the whole step,
+    every cache read at the full context, stays memory-bound: decode's floor of that step
+    (``pipelined_floor``: under PP, a micro-batch's trip); else None. Qwen3-235B-A22B on 8
+    H200s at 4,000 tokens: 385 conversations, 27.8 ms of memory against 2.8 of arithmetic."""
+    from ridgeline.reports.decode import pipelined_floor
+
+    if r.verdict != CLEARS_RIDGE:
+        return None
+    floor = pipelined_floor(r.deployment, r.batch, r.context)
+    return floor if floor.bound == "memory bandwidth" else None
+
+
+def _against(r: FitReport) -> str:
+    """' against a target of 32' where the user gave one; else nothing (the headline then
+    says what fails without a target of one nobody set)."""
+    return f" against a target of {r.target:,}" if r.target else ""
 
 
 def _overflow(p: KVPool) -> str:

@@ -125,6 +125,7 @@ class KVReport:
     state_dtypes: StateDtypes | None = None  # with linear-attention or Mamba layers
     architecture_caution: str = ""  # a model_type ridgeline has not checked
     ranks: int = 1  # data-parallel ranks, each holding its own conversations in its memory
+    rank_gpus: int = 1  # the GPUs one sequence's cache is spread over (one rank's)
 
     @property
     def cautions(self) -> list[str]:
@@ -191,12 +192,21 @@ class KVReport:
                         if now is not None and now != f.bytes_per_token_growing else "")
                      + (f"   naive all-layers figure: {fmt_binary_bytes(f.bytes_per_token_naive)}"
                         if f.bytes_per_token_naive != f.bytes_per_token_growing else ""))
+        n = self.rank_gpus
+        over = "a data-parallel rank's " if self.ranks > 1 else ""
         lines.append(f"per sequence at {self.context:,}: {self.bytes_per_sequence / GB:,.3f} GB "
-                     f"({self.bytes_per_sequence / GIB:,.3f} GiB)")
-        if self.replication != 1:
-            lines.append(f"  includes ×{self.replication:g} for KV replicated across "
-                         "tensor-parallel ranks" + (" (the recurrent state shards: once)"
-                                                    if self.footprint.state_bytes else ""))
+                     f"({self.bytes_per_sequence / GIB:,.3f} GiB)"
+                     + (f" over {over}{n} GPUs" if n > 1 else "")
+                     + (f", incl. KV-head replication ×{self.replication:g}"
+                        if self.replication != 1 else ""))
+        if n > 1:  # the total is every GPU's share added up, copies included: say one GPU's
+            lines.append(f"  {self.bytes_per_sequence / n / GB:,.3f} GB "
+                         f"({self.bytes_per_sequence / n / GIB:,.3f} GiB) on each GPU"
+                         + (f"; ×{self.replication:g}: KV heads (an MLA latent: all of it) "
+                            "copied where tensor parallelism outnumbers them"
+                            + (" (the recurrent state shards: once)"
+                               if self.footprint.state_bytes else "")
+                            if self.replication != 1 else ""))
         if self.budget_bytes is not None:
             lines.append(f"budget: {self.budget_label}")
             if self.budget_bytes < 0:
@@ -232,6 +242,7 @@ def rank_conversations(budget_bytes: float, per_sequence_bytes: float, ranks: in
 def kv_report(
     spec: ModelSpec, context: int, kv: KVDtype, budget_bytes: float | None = None,
     budget_label: str = "", replication: float = 1.0, engine: str = "vllm", ranks: int = 1,
+    rank_gpus: int = 1,
 ) -> KVReport:
     """One sequence's cache by layer kind; recurrent states at the dtypes ``engine`` keeps
     them in (served_state)."""
@@ -307,4 +318,5 @@ def kv_report(
     return KVReport(spec.name, kv.id, context, footprint, tuple(rows), budget_bytes,
                     budget_label, replication, tuple(steps),
                     served_context_caution(spec, context, engine),
-                    now, dtypes if states_step else None, spec.architecture_caution, ranks)
+                    now, dtypes if states_step else None, spec.architecture_caution, ranks,
+                    rank_gpus)

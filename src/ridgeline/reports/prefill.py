@@ -307,7 +307,8 @@ class PrefillSeries:
         dep, e0 = self.deployment, self.reports[0].expected
         unfit = [r.floor for r in self.reports if not r.floor.fit.fits]
         lines = [] if not unfit else [
-            f"{len(unfit)} of {len(self.reports)} prompts do not fit; the longest, "
+            f"{len(unfit)} of {len(self.reports)} prompts "
+            f"{'does' if len(unfit) == 1 else 'do'} not fit; the longest, "
             f"{unfit[-1].prompt_len:,} tokens: "
             + unfit[-1].fit.headline().removeprefix("DOES NOT FIT: ")]
         rows = []
@@ -323,7 +324,7 @@ class PrefillSeries:
         batch = self.reports[0].floor.batch
         lines += [deployment_line(dep),
                   *table(rows, ["prompt", "floor ms", "expected TTFT ms", "band",
-                                "prompt tok/s", "FLOP/byte", "bound", "fits"]),
+                                "prompt tok/s", "FLOP/byte", "bound", "fits in memory"]),
                   f"{batch} x each prompt; floor: the article's lower bound on time to first "
                   f"token; expected: step_cost with the {e0.engine} profile [{e0.source}]; "
                   f"FLOP/byte: per byte of weights (ridge "

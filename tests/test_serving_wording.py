@@ -1,0 +1,134 @@
+"""Wording a serving engineer reads as a verdict: a headline that clears the ridge while its
+step stays memory-bound says so; 'fits' next to an engine's refusal says it judges the memory
+alone; no target is invented; llama.cpp's headline counts what its printed command runs;
+per-GPU and per-sequence sizes say which they are."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from tests.conftest import run_cli
+
+QWEN_8_H200 = ["qwen3-235b-a22b", "--gpu", "h200", "--num-gpus", "8"]
+
+
+def _memory_vs_arithmetic(text: str, pattern: str) -> tuple[str, str]:
+    found = re.search(pattern, text)
+    assert found, text
+    return found.group(1), found.group(2)
+
+
+@pytest.mark.parametrize("argv", [
+    [*QWEN_8_H200, "--max-model-len", "4000"],
+    ["gpt-oss-120b", "--gpu", "h100", "--num-gpus", "2", "--max-model-len", "4K"],
+])
+def test_a_batch_past_the_weights_ridge_whose_step_is_memory_bound_says_so_up_front(
+        capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    """Qwen3-235B-A22B on 8 H200s at 4,000 tokens (and gpt-oss-120b on 2 H100s at 4K): the
+    weights every token reads reach the ridge, but the step reads its caches and routed
+    experts from memory ~10× longer than it computes. The headline keeps its verdict and says
+    the step stays memory-bound, with the same times as the caution that explains it."""
+    code, out, _ = run_cli(capsys, "fit", *argv)
+    head = out.splitlines()[0]
+    assert code == 0 and head.startswith("clears the ridge: ")
+    assert "the MoE step stays memory-bound at that batch" in head
+    said = _memory_vs_arithmetic(head, r"\(([\d.,]+) ms memory vs ([\d.,]+) ms arithmetic")
+    caution = _memory_vs_arithmetic(out, r"([\d.,]+) ms of memory against ([\d.,]+) ms of "
+                                         "arithmetic at the floor, so it stays memory-bound")
+    assert said == caution and float(said[0]) > 5 * float(said[1])
+    code, out, _ = run_cli(capsys, "fit", *argv, "--json")
+    assert json.loads(out)["verdict"] == "clears the ridge"  # the verdict itself is unchanged
+
+
+def test_a_step_that_clears_the_ridge_whole_says_nothing_of_memory(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama-3.1-8B on an H100 at 100 tokens: 1,024 seats of short caches clear the ridge
+    step and all, so neither the headline nor a caution says memory-bound."""
+    code, out, _ = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100",
+                           "--max-model-len", "100")
+    assert code == 0 and out.startswith("clears the ridge")
+    assert "memory-bound" not in out
+
+
+def test_no_target_given_is_not_called_a_target_of_one(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The article's Llama-3.1-70B fp8 on one H100 at 2,000 tokens holds none: without
+    --target-concurrency the headline says not even one fits; with one, it names it."""
+    argv = ["fit", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8", "--max-model-len",
+            "2000"]
+    code, out, _ = run_cli(capsys, *argv)
+    head = out.splitlines()[0]
+    assert code == 0 and head.startswith(
+        "DOES NOT FIT: not even one conversation of 2,000 tokens fits; the pool is short by ")
+    assert "target" not in head
+    code, out, _ = run_cli(capsys, *argv, "--target-concurrency", "2")
+    assert "0 conversations of 2,000 tokens against a target of 2; " in out.splitlines()[0]
+
+
+def test_a_table_with_one_point_out_agrees_in_number(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "prefill", "llama-3.1-70b", "--gpu", "h100", "--weights",
+                           "fp8", "--prompt-len", "2000,40000")
+    assert code == 0 and out.startswith("1 of 2 prompts does not fit; the longest, 40,000")
+
+
+def test_llamacpps_headline_counts_what_its_printed_command_runs(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama-3.1-8B Q4_K_M on an RTX 4090 at 8,192 tokens: the memory holds 18 such
+    conversations, but `llama-server -c 32768 -np 4` runs 4 (-c is shared by the -np slots):
+    the headline says both, the command's first."""
+    code, out, _ = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine",
+                           "llama.cpp", "--weights", "q4_k_m", "--max-model-len", "8192")
+    head = out.splitlines()[0]
+    launch = re.search(r"llama-server -c (\d+) -np (\d+)", out)
+    held = re.search(r"batch the engine can run: min\((\d+) conversations", out)
+    assert code == 0 and launch and held
+    cells, slots = int(launch.group(1)), int(launch.group(2))
+    assert cells == slots * 8192  # the command's cells hold its slots' conversations
+    assert f"the memory holds {held.group(1)} conversations of 8,192 tokens" in head
+    assert f"the llama-server command below runs {slots} at once (-np {slots})" in head
+    assert int(held.group(1)) > slots
+
+
+def test_decode_says_its_fit_judges_the_memory_not_the_engine(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's first example: batch 1 fits the H100's memory but vLLM would refuse to
+    start. The table's column and the single point's line say they judge the memory alone."""
+    argv = ["decode", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8", "--context",
+            "2000"]
+    code, out, _ = run_cli(capsys, *argv, "--batch", "1,32")
+    lines = out.splitlines()
+    assert code == 0 and lines[0].startswith("1 of 2 points does not fit; ")
+    assert lines[2].endswith("bound  fits in memory")
+    code, out, _ = run_cli(capsys, *argv, "--batch", "1")
+    fit = next(line for line in out.splitlines() if "73.3 GB of weights and KV cache" in line)
+    assert fit.startswith("  fits in memory only: ") and "vllm would not run it" in fit
+    code, out, _ = run_cli(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "1",
+                           "--context", "2000")
+    assert "  fits: " in out and "fits in memory only" not in out  # one the engine runs
+
+
+def test_kv_says_a_split_sequences_size_is_over_its_gpus(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """DeepSeek-V3 on 8 H200s at 32K: the per-sequence figure is the eight GPUs' total, the
+    MLA latent whole on each; kv says so and gives one GPU's share, an eighth of it."""
+    code, out, _ = run_cli(capsys, "kv", "deepseek-v3", "--gpu", "h200", "--num-gpus", "8",
+                           "--context", "32k")
+    total = re.search(r"per sequence at 32,000: [\d.,]+ GB \(([\d.]+) GiB\) over 8 GPUs, "
+                      r"incl\. KV-head replication ×8\n  [\d.]+ GB \(([\d.]+) GiB\) on each GPU",
+                      out)
+    assert code == 0 and total, out
+    assert float(total.group(1)) / 8 == pytest.approx(float(total.group(2)), abs=1e-3)
+
+
+def test_fits_conversation_column_is_per_gpu_and_agrees_with_one_engines_fit(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["fit", "gpt-oss-120b", "--gpu", "h100", "--num-gpus", "2", "--max-model-len", "32K"]
+    code, table, _ = run_cli(capsys, *argv, "--engine", "vllm,sglang")
+    assert code == 0 and "GiB/conv/GPU" in table
+    row = next(line.split() for line in table.splitlines() if line.startswith("vllm "))
+    code, one, _ = run_cli(capsys, *argv, "--engine", "vllm")
+    assert f"takes {row[3]} GiB per GPU" in one
