@@ -68,6 +68,16 @@ def test_no_target_given_is_not_called_a_target_of_one(
     assert "0 conversations of 2,000 tokens against a target of 2; " in out.splitlines()[0]
 
 
+def test_no_gpu_count_holds_one_conversation_says_one_conversation(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama-3.1-405B at 128K on RTX 3060s: no count of them holds even one, and the lever
+    says so without a made-up target."""
+    code, out, _ = run_cli(capsys, "fit", "llama-3.1-405b", "--gpu", "rtx-3060",
+                           "--max-model-len", "131072")
+    levers = next(line for line in out.splitlines() if line.startswith("levers:"))
+    assert code == 0 and "GPUs of rtx-3060 hold one conversation at this context" in levers
+
+
 def test_a_table_with_one_point_out_agrees_in_number(
         capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(capsys, "prefill", "llama-3.1-70b", "--gpu", "h100", "--weights",

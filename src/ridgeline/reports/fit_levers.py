@@ -231,8 +231,7 @@ def gpus_needed(r: FitReport) -> str:
                     if more.pipeline_parallel_size > 1 else
                     f"{more.num_gpus} GPUs of {d.accelerator.id} (tensor parallel)") + \
                 f" hold {held:,} at this context and weight format"
-    return (f"not even {MOST_GPUS} GPUs of {d.accelerator.id} hold {target:,} at this context "
-            "and weight format: a larger card, a smaller format and a shorter context together")
+    return _none_hold(d, target)
 
 
 def _ranks_needed(r: FitReport) -> str:
@@ -248,7 +247,13 @@ def _ranks_needed(r: FitReport) -> str:
         if held >= target:
             return (f"{more.num_gpus} GPUs of {d.accelerator.id} ({layout_label(more)}) hold "
                     f"{held:,} at this context and weight format")
-    return (f"not even {MOST_GPUS} GPUs of {d.accelerator.id} hold {target:,} at this context "
+    return _none_hold(d, target)
+
+
+def _none_hold(d: Deployment, target: int) -> str:
+    """gpus_needed's answer when no count up to MOST_GPUS holds ``target`` conversations."""
+    wanted = "one conversation" if target == 1 else f"{target:,}"
+    return (f"not even {MOST_GPUS} GPUs of {d.accelerator.id} hold {wanted} at this context "
             "and weight format: a larger card, a smaller format and a shorter context together")
 
 
