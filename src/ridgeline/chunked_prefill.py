@@ -99,12 +99,16 @@ def step_budget(dep: Deployment, settings: EngineSettings) -> tuple[int, str]:
     if settings.max_num_batched_tokens is not None:
         return tokens, f"--{name.replace('_', '-')}"
     if dep.engine == "vllm":
+        from ridgeline.vllm_memory import vllm_accounting
         from ridgeline.vllm_pool import vllm_batch_defaults
 
         usage = settings.usage
         other = "serve" if usage == "offline" else "offline"
         theirs = vllm_batch_defaults(dep, other)["max_num_batched_tokens"]
+        ours = vllm_batch_defaults(dep, usage)["max_num_batched_tokens"]
+        lowered = f" ({ours:,}), lowered to max_num_seqs × max_model_len" if tokens < ours \
+            and vllm_accounting(settings.engine_version).engine == "V1" else ""
         return tokens, (f"vLLM's default {name} on {dep.accelerator.id} for "
                         + ("the offline LLM class" if usage == "offline" else "vllm serve")
-                        + f"; --usage {other}: {theirs:,}")
+                        + f"{lowered}; --usage {other}: {theirs:,}")
     return tokens, f"{dep.engine}'s default {name} on {dep.accelerator.id}"

@@ -127,7 +127,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         (settings.max_model_len, "--fit") if story else llamacpp_context(dep, settings))
     config = sim_config(dep, settings, args.spec_tokens, args.spec_acceptance, args.spec_draft_cost,
                         cells=cells[0] if cells else None,
-                        spec_method=args.spec_method or SPEC_METHODS[0])
+                        spec_method=args.spec_method or SPEC_METHODS[0],
+                        long_prefill_tokens=args.long_prefill_token_threshold or None)
     if args.ignore_eos:
         config = replace(config, ignore_eos=True)
     refusal = start_refusal(dep, settings, config, None if story else cells)
@@ -434,6 +435,10 @@ def register(sub: Any) -> None:
                    help="the drafter (default eagle): vLLM gives each running request the "
                    "draft length in lookahead slots more for eagle (EAGLE, MTP) and "
                    "draft-model, none for ngram")
+    g.add_argument("--long-prefill-token-threshold", type=_count("long prefill token threshold"),
+                   metavar="N", help="vLLM: a request takes at most N tokens a step, leaving "
+                   "the rest of the budget to the requests behind it (default 0: off; from "
+                   "v0.31 not while it is the only request)")
     p.add_argument("--slo-ttft-ms", type=_positive_float("TTFT SLO"), metavar="MS",
                    help="goodput: a request meets the SLO with its TTFT at most this")
     p.add_argument("--slo-tpot-ms", type=_positive_float("TPOT SLO"), metavar="MS",

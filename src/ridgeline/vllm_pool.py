@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from ridgeline.context_length import served_positions
 from ridgeline.datafiles import engine_defaults
 from ridgeline.deployment import Deployment
 from ridgeline.errors import InputError
@@ -58,6 +59,13 @@ V0_CHUNKED_ABOVE = 32 * 1024
 # _set_default_max_num_seqs_and_batched_tokens_args); 0.9.1, 0.9.2 and 0.10.0 took the default
 # whole, and SchedulerConfig then refused a budget below it (PyPI source tarballs)
 SEATS_CLAMPED_FROM = (0, 10, 1)
+# A budget left to the default is lowered to max_num_seqs × max_model_len ("some models, e.g.
+# Whisper, have embeddings tied to max length"): V0 from v0.9.0 (SchedulerConfig.__post_init__,
+# absent in 0.8.5); V1 from v0.11.1 (EngineArgs._set_default_args, later
+# _set_default_max_num_seqs_and_batched_tokens_args; read through 0.34.0). V1 before 0.11.1
+# set the device's default on EngineArgs first, so the config's cap never saw it (0.10.1, 0.11.0)
+V0_BUDGET_CAPPED_FROM = (0, 9)
+V1_BUDGET_CAPPED_FROM = (0, 11, 1)
 VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)  # vLLM's CacheConfig BlockSize choices
 # vLLM's first release aligning a hybrid's attention block to the block size asked (PR
 # #37467, read in the v0.19.1 and v0.20.0 wheels)
@@ -96,19 +104,31 @@ def v0_chunk_tokens(version: str) -> int:
 def vllm_scheduler_budget(dep: Deployment, s: EngineSettings, acc: VLLMAccounting
                           ) -> tuple[int, int]:
     """max_num_seqs and max_num_batched_tokens as vLLM ``acc.version`` sets them: the flags,
-    else its defaults; from v0.10.1 a default max_num_seqs is lowered to a smaller token
+    else its defaults; a default budget no more than max_num_seqs × max_model_len (V0 from
+    v0.9, V1 from v0.11.1: --max-num-seqs 1 --max-model-len 4096 on an H100 profiles 4,096
+    tokens, not 8,192); from v0.10.1 a default max_num_seqs is lowered to a smaller token
     budget (--max-num-batched-tokens 512 on an H100: 512 seats, not 1,024). InputError where
-    vLLM refuses to start, a budget below the seats."""
+    vLLM refuses to start: a budget below the seats, or (V0 without chunked prefill) below
+    max_model_len."""
+    length = s.max_model_len or served_positions(dep.model, "vllm") or 0
     if acc.engine == "V0":  # a whole max_model_len prompt over 256 seqs; chunks past 32K
-        length = s.max_model_len or 0
-        chunk = v0_chunk_tokens(acc.version)
-        return s.max_num_seqs or 256, s.max_num_batched_tokens or (
-            chunk if length > V0_CHUNKED_ABOVE else max(length, V0_CHUNK_TOKENS))
-    defaults = vllm_batch_defaults(dep, s.usage)
-    seqs = s.max_num_seqs or defaults["max_num_seqs"]
-    tokens = s.max_num_batched_tokens or defaults["max_num_batched_tokens"]
-    if seats_clamped(s, acc, defaults["max_num_seqs"]):
-        seqs = tokens
+        seqs = s.max_num_seqs or 256
+        whole = v0_runs_whole(acc, length)
+        tokens = s.max_num_batched_tokens or budget_cap(
+            max(length, V0_CHUNK_TOKENS) if whole else v0_chunk_tokens(acc.version),
+            seqs, length, parse_version(acc.version) >= V0_BUDGET_CAPPED_FROM)
+        if whole and tokens < length:
+            raise InputError(f"--max-num-batched-tokens ({tokens:,}) is below max_model_len "
+                             f"({length:,}): vLLM {acc.version} runs a prompt whole on its "
+                             "V0 engine up to 32K tokens of context, and refuses to start")
+    else:
+        defaults = vllm_batch_defaults(dep, s.usage)
+        seqs = s.max_num_seqs or defaults["max_num_seqs"]
+        tokens = s.max_num_batched_tokens or budget_cap(
+            defaults["max_num_batched_tokens"], seqs, length,
+            parse_version(acc.version) >= V1_BUDGET_CAPPED_FROM)
+        if seats_clamped(s, acc, defaults["max_num_seqs"]):
+            seqs = tokens
     if tokens < seqs:  # vLLM's SchedulerConfig refuses this at start-up
         seats = f"--max-num-seqs ({seqs:,})" if s.max_num_seqs else \
             f"vLLM {acc.version}'s default max_num_seqs ({seqs:,}; v0.10.1 and later lower it " \
@@ -118,6 +138,23 @@ def vllm_scheduler_budget(dep: Deployment, s: EngineSettings, acc: VLLMAccountin
         raise InputError(f"{budget} ({tokens:,}) must be at least {seats}: vLLM refuses to "
                          "start otherwise")
     return seqs, tokens
+
+
+def v0_runs_whole(acc: VLLMAccounting, max_model_len: int) -> bool:
+    """Whether vLLM ``acc`` runs a prompt whole, chunked prefill off: its V0 engine at 32K
+    tokens of context or fewer (engine/arg_utils.py use_long_context), so that its token
+    budget must hold max_model_len."""
+    return acc.engine == "V0" and max_model_len <= V0_CHUNKED_ABOVE
+
+
+def budget_cap(default_tokens: int, seqs: int, max_model_len: int, capped: bool) -> int:
+    """vLLM's default token budget where the release caps it (``capped``): no more than
+    max_num_seqs × max_model_len tokens, what the seats could hold at once (1 seat × 4,096:
+    4,096, where an H100's default is 8,192); the default itself where it does not, or no
+    length is known."""
+    if not capped or max_model_len < 1:
+        return default_tokens
+    return min(default_tokens, seqs * max_model_len)
 
 
 def seats_clamped(s: EngineSettings, acc: VLLMAccounting, default_seqs: int) -> bool:

@@ -291,6 +291,8 @@ class SimulateReport:
                          "overhead_blocks_per_request": c.overhead_blocks,
                          "max_num_seqs": c.max_num_seqs,
                          "max_num_batched_tokens": c.max_num_batched_tokens,
+                         **({"long_prefill_token_threshold": c.long_prefill_token_threshold}
+                            if c.long_prefill_token_threshold else {}),
                          "ubatch_tokens": c.ubatch_tokens or None,
                          "capacity_policy": _policy(c),
                          "max_model_len": c.max_model_len, "prefix_caching": c.prefix_caching,
@@ -673,7 +675,10 @@ def _engine_line(c: SimConfig) -> str:
         return (f"engine: {c.num_blocks:,} KV cells, {c.max_num_seqs} slots (-np), batch "
                 f"{c.max_num_batched_tokens:,} (-b) run as ubatches of {c.ubatch_tokens:,} (-ub)"
                 + spec)
+    cap = (f", long_prefill_token_threshold {c.long_prefill_token_threshold:,}"
+           + ("" if c.long_prefill_alone else " (not for a request alone)")
+           ) if c.long_prefill_token_threshold else ""
     return (f"engine: {c.num_blocks:,} KV blocks of {c.block_size}, max_num_seqs "
-            f"{c.max_num_seqs}, max_num_batched_tokens {c.max_num_batched_tokens:,}; "
+            f"{c.max_num_seqs}, max_num_batched_tokens {c.max_num_batched_tokens:,}{cap}; "
             f"{_policy(c)}" + spec)
 

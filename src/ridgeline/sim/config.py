@@ -55,6 +55,13 @@ class SimConfig:
     # tree and the others evict a cached block only when no free one is left
     lru_free_queue: bool = True
     chunked_prefill: bool = True  # TensorRT-LLM's default is off: contexts run whole
+    # vLLM V1: a running request's positions and slots end at max_model_len (a verify step's
+    # drafts and the lookahead cut short near it: SchedulerConfig.max_model_len)
+    positions_capped: bool = False
+    # vLLM --long-prefill-token-threshold: the most tokens a request takes a step (0: off),
+    # and whether a request alone is held to it too (before v0.31)
+    long_prefill_token_threshold: int = 0
+    long_prefill_alone: bool = False
 
     def admission_extra(self, prompt_tokens: int) -> int | None:
         """Blocks of this table the gate asks beyond a request's own for a prompt of
@@ -83,6 +90,36 @@ def spec_lookahead_tokens(engine: str, spec_method: str, spec_tokens: int) -> in
     return spec_tokens if engine == "vllm" and spec_method != "ngram" else 0
 
 
+# vLLM V1 first waived --long-prefill-token-threshold for a request alone (running or
+# waiting) in v0.31.0: "nobody to starve" (v1/core/sched/scheduler.py; 0.30.0 caps it too)
+LONE_PREFILL_UNCAPPED_FROM = (0, 31)
+# from v0.27 SchedulerConfig refuses a threshold above max_model_len whatever else is set
+# (read in 0.27.1; 0.26.0 checks it only with --max-num-partial-prefills above 1)
+THRESHOLD_CHECKED_FROM = (0, 27)
+
+
+def long_prefill_threshold(engine: str, version: str | None, threshold: int | None,
+                           max_model_len: int) -> tuple[int, bool]:
+    """vLLM's --long-prefill-token-threshold as the simulator runs it: (the most tokens a
+    request takes a step, 0 for no cap; whether a request alone is held to it). Its V1
+    scheduler cuts each request's tokens to it from v0.8.3 (v1/core/sched/scheduler.py; 0.8.2
+    ran its V0 engine when the flag was set), and from v0.31 lets a request alone take the
+    whole budget.
+    InputError for another engine, or where vLLM refuses it (v0.27+: above max_model_len)."""
+    if threshold is None:
+        return 0, False
+    if engine != "vllm":
+        raise InputError(f"--long-prefill-token-threshold is vLLM's; {engine} has no such "
+                         "setting")
+    from ridgeline.vllm_memory import parse_version, vllm_accounting
+
+    wanted = parse_version(vllm_accounting(version).version)
+    if threshold > max_model_len and wanted >= THRESHOLD_CHECKED_FROM:
+        raise InputError(f"--long-prefill-token-threshold ({threshold:,}) cannot be above "
+                         f"max_model_len ({max_model_len:,}): vLLM refuses to start")
+    return threshold, wanted < LONE_PREFILL_UNCAPPED_FROM
+
+
 def v1_free_queue(engine: str, version: str | None) -> bool:
     """Whether free and cached blocks leave one least-recently-used queue: vLLM's V1 block
     pool (an idle cached prefix is evicted in turn, free blocks or not); V0's allocator, as
@@ -97,11 +134,13 @@ def v1_free_queue(engine: str, version: str | None) -> bool:
 def sim_config(dep: Deployment, settings: object | None = None,
                spec_tokens: int = 0, spec_acceptance: float = 0.0,
                spec_draft_cost: float = 0.0, fast_path: bool = True,
-               cells: int | None = None, spec_method: str = "eagle") -> SimConfig:
+               cells: int | None = None, spec_method: str = "eagle",
+               long_prefill_tokens: int | None = None) -> SimConfig:
     """The simulated engine's limits, from the engine-aware memory model. ``cells``:
     llama-server's -c as --fit chose it (it allocates that many, and no more), where no
     placement carries it (the model fitted whole). Prompts are reused as the settings ask,
-    by default as the engine does (vLLM: not for a hybrid with recurrent state before v0.28)."""
+    by default as the engine does (vLLM: not for a hybrid with recurrent state before v0.28).
+    ``long_prefill_tokens``: vLLM's --long-prefill-token-threshold (None: unset)."""
     from ridgeline.memory import EngineSettings, kv_pool
 
     s = settings if isinstance(settings, EngineSettings) else EngineSettings()
@@ -147,6 +186,8 @@ def sim_config(dep: Deployment, settings: object | None = None,
     elif admission is not None:  # windows alone, grown uncapped: the whole prompt
         gate = {"whole_prompt_gate": True}
     budget, ubatch = pool.profile_tokens, 0
+    threshold, alone = long_prefill_threshold(dep.engine, s.engine_version,
+                                              long_prefill_tokens, max_len)
     if dep.engine.startswith("llama.cpp"):  # llama-server fills one llama_decode call up to
         from ridgeline.llamacpp_batching import llamacpp_n_batch  # -b, runs it as -ub ubatches
 
@@ -164,6 +205,8 @@ def sim_config(dep: Deployment, settings: object | None = None,
                      cache_on_schedule=dep.engine == "vllm",
                      lru_free_queue=v1_free_queue(dep.engine, s.engine_version),
                      chunked_prefill=dep.engine != "trtllm",
+                     positions_capped=dep.engine == "vllm",
+                     long_prefill_token_threshold=threshold, long_prefill_alone=alone,
                      **gate)  # type: ignore[arg-type]
 
 

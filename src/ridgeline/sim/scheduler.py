@@ -13,6 +13,11 @@ cache_blocks), so one admitted later in the same step already hits them. A runni
 nothing to compute — its token still in flight down a pipeline (sim/pipeline.py) — is skipped,
 as V1 skips one whose num_new_tokens is 0.
 
+With --long-prefill-token-threshold a request takes at most that many tokens a step, the
+rest of the budget left to the requests behind it (vLLM from v0.31 waives it for a request
+that is alone). Near max_model_len a verify step's drafts are cut to the positions left,
+and the lookahead slots end at max_model_len.
+
 Simplified: one token budget and no separate limit on partial prefills; no priority
 scheduling; preempted requests recompute (V1's only mode), never swap. TensorRT-LLM's default
 capacity policy (``reserve_full``) admits a request only with its whole output's blocks
@@ -84,6 +89,14 @@ class SchedulerConfig:
     # vLLM V1, an EAGLE, MTP or draft-model proposer: a running request's blocks also cover
     # this many slots past the step's tokens (allocate_slots' num_lookahead_tokens)
     lookahead_tokens: int = 0
+    # vLLM V1: no step takes a running request's positions past max_model_len − 1 (its
+    # verify step's drafts cut short near the end), nor its slots past max_model_len (the
+    # lookahead with them; scheduler.py, kv_cache_manager.allocate_slots): 0, no cap
+    max_model_len: int = 0
+    # vLLM --long-prefill-token-threshold: a request takes at most this many tokens a step
+    # (0: off); from v0.31 not while it is the only request running or waiting
+    long_prefill_tokens: int = 0
+    long_prefill_alone: bool = False  # True: the cap holds for a lone request too (< v0.31)
 
 
 @dataclass
@@ -266,6 +279,16 @@ class Scheduler:
             self.batch_full = bool(self.running)
         return False
 
+    def long_prefill_cap(self) -> int:
+        """The most tokens a request takes this step under --long-prefill-token-threshold,
+        0 for no cap: the threshold, unless (vLLM v0.31+) the request is alone, running or
+        waiting, with nobody to hold back."""
+        cap = self.config.long_prefill_tokens
+        if cap and not self.config.long_prefill_alone \
+                and len(self.running) + len(self.waiting) <= 1:
+            return 0
+        return cap
+
     def schedule(self, now_s: float) -> list[Scheduled]:
         budget = self.config.max_num_batched_tokens
         only = None  # prefill_first: "prefill" (prompts alone) or "decode" (decodes alone)
@@ -290,6 +313,7 @@ class Scheduler:
         batch, the budget left and whether anyone was preempted."""
         out: list[Scheduled] = []
         spec, lookahead = self.config.spec_tokens, self.config.lookahead_tokens
+        max_len, cap = self.config.max_model_len, self.long_prefill_cap()
         preempted = False
         running, blocks_for = self.running, self.pool.blocks_for
         publish = self.config.cache_on_schedule  # (``cache_scheduled``: prefix groups only)
@@ -305,16 +329,22 @@ class Scheduler:
                 continue
             if n == 1:
                 n += spec
+            if 0 < cap < n:
+                n = cap
             if n > budget:
                 n = budget
-            if blocks_for(r.num_computed + n + lookahead) <= r.private_blocks + len(r.shared):
+            slots = r.num_computed + n + lookahead
+            if max_len:  # vLLM: positions up to max_model_len − 1, slots up to max_model_len
+                n = min(n, max(1, max_len - 1 - r.num_computed))
+                slots = min(r.num_computed + n + lookahead, max_len)
+            if blocks_for(slots) <= r.private_blocks + len(r.shared):
                 if publish and r.prefix_group >= 0:
                     self.cache_scheduled(r, n)
                 out.append(Scheduled(r, n, r.num_computed))  # its blocks have room
                 budget -= n
                 i += 1
                 continue
-            while not self.pool.grow(r, r.num_computed + n + lookahead):
+            while not self.pool.grow(r, slots):
                 preempted = True
                 victim = self.preempt_last()
                 if victim is r:
@@ -335,15 +365,17 @@ class Scheduler:
         prefilling = sum(held_for_output(x.request) for x in out  # the step's prompts
                          if not (x.request.num_generated and x.request.to_compute <= 1)) \
             if self.config.token_ratio else 0
+        cap = self.long_prefill_cap()
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs \
                 and not self.batch_full:
             r = self.waiting[0]
-            if not (self.fits_reservation(r) and self._room_for(r, budget, prefilling)):
+            take = min(budget, cap) if cap else budget  # the most its first chunk takes
+            if not (self.fits_reservation(r) and self._room_for(r, take, prefilling)):
                 break
             prefilling += held_for_output(r) if self.config.token_ratio else 0
             if not r.shared and r.num_computed == 0:
                 r.num_computed = self.pool.admit(r)
-            n = min(r.to_compute, budget)
+            n = min(r.to_compute, take)
             self.pool.grow(r, r.num_computed + n)
             self.cache_scheduled(r, n)
             self.waiting.popleft()

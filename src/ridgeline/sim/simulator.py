@@ -56,7 +56,11 @@ class Simulator:
                                                    config.ignore_eos, config.admission_extra,
                                                    config.cache_on_schedule,
                                                    config.chunked_prefill,
-                                                   config.spec_lookahead_tokens),
+                                                   config.spec_lookahead_tokens,
+                                                   config.max_model_len
+                                                   if config.positions_capped else 0,
+                                                   config.long_prefill_token_threshold,
+                                                   config.long_prefill_alone),
                                    self.pool)
         self.now_s = 0.0
         self.steps = 0
@@ -67,7 +71,10 @@ class Simulator:
         self.scheduler.sync = self.fast.sync
         self.scheduler.leaving = self.fast.leaving
         self.scheduler.decoding_held = self.fast.decoding_held
-        self._bulk = config.fast_path and not config.spec_tokens
+        # the fast path runs a prompt's chunks at the whole budget: with a threshold on
+        # them, every step is the plain one
+        self._bulk = config.fast_path and not config.spec_tokens \
+            and not config.long_prefill_token_threshold
         # a step runs as one pass (no llama.cpp ubatches) on one data-parallel rank: its time
         # is the timer's for the step's shape (``_time``)
         self._one_pass = not config.ubatch_tokens and dep.data_parallel_size == 1
@@ -83,8 +90,10 @@ class Simulator:
         if r.prompt_tokens + r.output_tokens > self.config.max_model_len:
             return (f"prompt + output exceeds max_model_len {self.config.max_model_len:,}",
                     f"request {r.id}, {r.prompt_tokens + r.output_tokens:,} tokens")
-        need = self.pool.blocks_for(r.max_cached_tokens + self.config.spec_tokens
-                                    + self.config.spec_lookahead_tokens)
+        slots = r.max_cached_tokens + self.config.spec_tokens + self.config.spec_lookahead_tokens
+        if self.config.positions_capped:  # vLLM: no slot past max_model_len
+            slots = min(slots, self.config.max_model_len)
+        need = self.pool.blocks_for(slots)
         if need > self.pool.total:  # a verify step caches its drafts too (and lookahead)
             return (f"needs more KV blocks than its pool's {self.pool.total:,}",
                     f"request {r.id}, {need:,} blocks")
