@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How far plan's analytic replica count is from the steady-state simulation (a benchmark,
 not a test): for ten loads on three replica shapes, the replicas `size_replica` asks for
-against the fewest that meet the SLO when simulated in the steady state (`plan._verify`).
+against the fewest that meet the SLO when simulated in the steady state (`plan_checks.verify`).
 
     python scripts/bench_plan_sizing.py [--engine sglang]
 
@@ -21,7 +21,7 @@ from ridgeline.catalog import resolve_model
 from ridgeline.engines import profile_for
 from ridgeline.errors import InputError
 from ridgeline.hardware import resolve_accelerator
-from ridgeline.plan import _verify
+from ridgeline.plan_checks import verify
 from ridgeline.replica_sizing import size_replica
 from ridgeline.serving_load import Load, Slo
 
@@ -69,7 +69,7 @@ def main() -> int:
             replicas = max(1, math.ceil(rate / per_replica * 1.0001))
             c = Candidate(gpu, tp, 1, "fp8", "fp8", None, batch, mean_tpot, ttft_floor,
                           per_replica, replicas, None, True, "", (1.0, 1.0))
-            checked = _verify(model, c, load, slo, 4096, engine=engine)
+            checked = verify(model, c, load, slo, 4096, engine=engine)
             if checked is None:
                 continue
             error = math.log(replicas / checked.replicas)

@@ -16,7 +16,7 @@ from ridgeline.candidate import Candidate
 from ridgeline.datafiles import engine_defaults
 from ridgeline.errors import InputError
 from ridgeline.memory import EngineSettings, kv_pool
-from ridgeline.reports.plan import command_line, multi_node_note, node_commands
+from ridgeline.reports.launch_commands import command_line, multi_node_note, node_commands
 from ridgeline.vllm_memory import parse_version
 from tests.conftest import run_cli
 

@@ -11,9 +11,9 @@ import pytest
 
 from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.cli import main
-from ridgeline.floors import device_fit
 from ridgeline.hardware import device_memory_bytes
 from ridgeline.memory import EngineSettings, kv_pool
+from ridgeline.raw_fit import device_fit
 from ridgeline.reports.fit import DOES_NOT_FIT, fit_report
 from ridgeline.units import GIB
 

@@ -239,8 +239,8 @@ def test_plan_replays_a_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 
 def test_moe_models_are_searched_with_and_without_expert_parallelism() -> None:
     from ridgeline.candidate import Candidate
-    from ridgeline.plan import search_space
-    from ridgeline.reports.plan import command_line
+    from ridgeline.reports.launch_commands import command_line
+    from ridgeline.search_space import search_space
 
     moe = resolve_model("qwen3-30b-a3b")
     space = list(search_space(moe, ["h100-sxm"], 8))
@@ -278,8 +278,8 @@ def test_the_token_budget_caps_a_prefill_heavy_replica() -> None:
 
 def test_the_token_budget_is_a_searched_knob_and_reaches_the_launch_flags() -> None:
     from ridgeline.candidate import Candidate
-    from ridgeline.plan import ENGINE_KNOBS, search_space
-    from ridgeline.reports.plan import command_line
+    from ridgeline.reports.launch_commands import command_line
+    from ridgeline.search_space import ENGINE_KNOBS, search_space
 
     budgets = {knobs[1] for *_, knobs, _ep in search_space(MODEL, ["h100-sxm"], 8)}
     assert budgets == {b for _, b in ENGINE_KNOBS} and None in budgets and len(budgets) > 1
@@ -597,7 +597,8 @@ def test_a_winner_no_simulation_reached_says_so(capsys: pytest.CaptureFixture[st
     the answer only with a NOT SIMULATED line. (The check is made to miss: on this load the
     candidate whose check missed, 3 × 2 H100s, is now sized with its longest prompts, 0.85 %
     of which outlast the p99 250 ms TTFT alone, and is no longer the cheapest.)"""
-    import ridgeline.plan as planning
+    import ridgeline.measured_slowdown as measured_slowdown
+    import ridgeline.plan_checks as plan_checks
     from ridgeline.reports.plan import PlanReport
 
     checked = []
@@ -606,7 +607,8 @@ def test_a_winner_no_simulation_reached_says_so(capsys: pytest.CaptureFixture[st
         checked.append(args[1])
         return None
 
-    monkeypatch.setattr(planning, "_verify", misses)
+    for checks in (plan_checks, measured_slowdown):  # every caller of the check
+        monkeypatch.setattr(checks, "verify", misses)
     result = plan(MODEL, Load(20.0, "lognormal:2000,1.0", "lognormal:300,0.8"),
                   Slo(0.25, 0.012, 99), ["h100-sxm"], workers=1, verify=1)
     assert len(checked) == 1
@@ -785,7 +787,7 @@ def test_sglangs_analytic_sizing_counts_its_prompt_steps_whole(gpu: str, tp: int
     from ridgeline.candidate import Candidate, replica_deployment
     from ridgeline.engines import profile_for
     from ridgeline.hardware import resolve_accelerator
-    from ridgeline.plan import _verify
+    from ridgeline.plan_checks import verify
     from ridgeline.replica_sizing import size_replica
 
     moe, load, slo = resolve_model("qwen3-30b-a3b"), Load(30, "200", "1000"), Slo(0.5, 0.02)
@@ -799,7 +801,7 @@ def test_sglangs_analytic_sizing_counts_its_prompt_steps_whole(gpu: str, tp: int
         if engine == "sglang":
             c = Candidate(gpu, tp, 1, "fp8", "fp8", None, batch, mean_tpot, floor, rate,
                           replicas, None, True, "", (1.0, 1.0))
-            checked = _verify(moe, c, load, slo, 64, engine="sglang")
+            checked = verify(moe, c, load, slo, 64, engine="sglang")
             assert checked is not None and checked.replicas == replicas
     assert counts["sglang"] > counts["vllm"]
 
@@ -811,11 +813,11 @@ def test_a_checks_count_must_hold_on_a_second_draw_of_the_requests(
     the check takes one more replica (the reported figures stay the first draw's)."""
     from dataclasses import replace
 
-    from ridgeline.plan import _verify
+    from ridgeline.plan_checks import verify
 
     load, slo = Load(12, "lognormal:1000,0.6", "lognormal:250,0.6"), Slo(0.5, 0.04)
     c = _sized(MODEL, "l40s", 1, 1, "fp8", "fp8", load, slo)
-    first = _verify(MODEL, c, load, slo, 64)
+    first = verify(MODEL, c, load, slo, 64)
     assert first is not None
     steady, seen = Load.steady, []
 
@@ -827,7 +829,7 @@ def test_a_checks_count_must_hold_on_a_second_draw_of_the_requests(
         return steady(self, replicas, lifetime_s, first_token_only, percentile)
 
     monkeypatch.setattr(Load, "steady", second_draw_overloaded)
-    bumped = _verify(MODEL, c, load, slo, 64)
+    bumped = verify(MODEL, c, load, slo, 64)
     assert bumped is not None and bumped.replicas == first.replicas + 1
     assert (1, bumped.replicas) in seen and (0, bumped.replicas) in seen
 
@@ -838,13 +840,13 @@ def test_a_pipeline_candidates_check_reruns_with_simulate_pp(
     micro-batch lanes), so its check command gives back the check's own figures."""
     import shlex
 
-    from ridgeline.plan import _verify
+    from ridgeline.plan_checks import verify
     from ridgeline.reports.plan import check_line
 
     model = resolve_model("llama-3.1-70b")
     load, slo = Load(4, "lognormal:800,0.6", "lognormal:200,0.6"), Slo(1.0, 0.08)
     c = _sized(model, "h100-sxm", 2, 2, "fp8", "bf16", load, slo)
-    checked = _verify(model, c, load, slo, 64)
+    checked = verify(model, c, load, slo, 64)
     assert checked is not None and checked.verified
     line = check_line("llama-3.1-70b", load, slo, "vllm", None, checked,
                       checked.max_model_len)  # as plan sizes it

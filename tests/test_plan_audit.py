@@ -15,8 +15,9 @@ from ridgeline.context_length import served_positions
 from ridgeline.cost import decode_batch, mean_decode_context, step_time_s
 from ridgeline.engines import profile_for
 from ridgeline.hardware import resolve_accelerator
+from ridgeline.measured_slowdown import MEASURED_SLOWDOWN_LOW
 from ridgeline.memory import EngineSettings
-from ridgeline.plan import MEASURED_SLOWDOWN_LOW, plan
+from ridgeline.plan import plan
 from ridgeline.replica_sizing import MODEL_LEN_STEP, launch_length, starts_at
 from ridgeline.serving_load import Load, Slo
 from ridgeline.units import usd_per_million_tokens
@@ -202,10 +203,11 @@ def test_a_candidate_the_search_for_an_alternative_saw_miss_leaves_the_list(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """gpt-oss-20b within 6 GPUs: the L40S pair needs four replicas in simulation, past the
     limit; it had stayed in the list as an analytic runner-up after its check missed."""
-    import ridgeline.plan as planning
+    import ridgeline.measured_slowdown as measured_slowdown
+    import ridgeline.plan_checks as plan_checks
 
     missed = []
-    check = planning._verify
+    check = plan_checks.verify
 
     def spy(model: object, c: object, *args: object, **kwargs: object) -> object:
         held = check(model, c, *args, **kwargs)  # type: ignore[arg-type]
@@ -213,7 +215,8 @@ def test_a_candidate_the_search_for_an_alternative_saw_miss_leaves_the_list(
             missed.append(c)
         return held
 
-    monkeypatch.setattr(planning, "_verify", spy)
+    for checks in (plan_checks, measured_slowdown):  # every caller of the check
+        monkeypatch.setattr(checks, "verify", spy)
     result = plan(resolve_model("gpt-oss-20b"), Load(20, "1000", "250"), Slo(1.0, 0.015),
                   gpus=["mi300x", "l40s"], max_gpus=6, workers=1)
     assert any(c.accelerator == "l40s" for c in missed)

@@ -16,14 +16,17 @@ from ridgeline.disaggregated import disaggregated_candidates
 from ridgeline.engines import profile_for
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.parallel import cross_node_caution, node_size
-from ridgeline.plan import PlanResult, _cheapest, plan, search_space
+from ridgeline.plan import PlanResult, plan
 from ridgeline.plan_cautions import (
     PROMPT_SHARE_UNCERTAINTY,
     borrowed_compute_group,
     candidate_cautions,
     prompt_share_caution,
 )
-from ridgeline.reports.plan import PlanReport, node_commands
+from ridgeline.plan_checks import cheapest
+from ridgeline.reports.launch_commands import node_commands
+from ridgeline.reports.plan import PlanReport
+from ridgeline.search_space import search_space
 from ridgeline.serving_load import Load, Slo
 
 LLAMA_405B = resolve_model("llama-3.1-405b")
@@ -82,7 +85,7 @@ def test_at_one_price_a_replica_on_fewer_nodes_ranks_first() -> None:
     tp16, pp2, tp8 = _candidate(H100.id, 16), _candidate(H100.id, 8, 2), \
         _candidate(H100.id, 8, replicas=2)
     assert tp16.cost_per_hour == pp2.cost_per_hour == tp8.cost_per_hour
-    assert sorted([tp16, pp2, tp8], key=_cheapest) == [tp8, pp2, tp16]
+    assert sorted([tp16, pp2, tp8], key=cheapest) == [tp8, pp2, tp16]
     assert (tp8.replica_nodes, pp2.replica_nodes, tp16.replica_nodes) == (1, 2, 2)
     assert tp16.tp_crosses_nodes and not pp2.tp_crosses_nodes
 

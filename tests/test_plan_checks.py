@@ -7,13 +7,14 @@ from typing import Any
 
 import pytest
 
-import ridgeline.plan as planning
+import ridgeline.plan_checks as plan_checks
 from ridgeline.candidate import Candidate, replica_deployment
 from ridgeline.catalog import resolve_model
 from ridgeline.engines import profile_for
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.memory import EngineSettings
-from ridgeline.plan import CheckRuns, _evaluate, _verify
+from ridgeline.plan import _evaluate
+from ridgeline.plan_checks import CheckRuns, verify
 from ridgeline.serving_load import Load, Slo
 from ridgeline.sim.config import sim_config
 from ridgeline.sim.metrics import SimResult, misses_settling
@@ -76,21 +77,21 @@ def test_a_knob_set_to_the_engines_default_repeats_no_run(
     which runs its own."""
     load, slo = Load(1.0, "1000", "250"), Slo(3.0, 0.08)
     runs: CheckRuns = {}
-    default = _verify(LLAMA_405B, _candidate(load, slo, None, None), load, slo, 64, runs=runs)
+    default = verify(LLAMA_405B, _candidate(load, slo, None, None), load, slo, 64, runs=runs)
     made = len(runs)
-    alone = _verify(LLAMA_405B, _candidate(load, slo, None, 2048), load, slo, 64)
+    alone = verify(LLAMA_405B, _candidate(load, slo, None, 2048), load, slo, 64)
     simulated: list[object] = []
-    real = planning.run_replica
+    real = plan_checks.run_replica
 
     def counted(*args: Any, **kwargs: Any) -> SimResult:
         simulated.append(args[0])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(planning, "run_replica", counted)
-    shared = _verify(LLAMA_405B, _candidate(load, slo, None, 2048), load, slo, 64, runs=runs)
+    monkeypatch.setattr(plan_checks, "run_replica", counted)
+    shared = verify(LLAMA_405B, _candidate(load, slo, None, 2048), load, slo, 64, runs=runs)
     assert default is not None and shared is not None and made
     assert not simulated and len(runs) == made
     assert shared == alone and shared.max_num_batched_tokens == 2048
     assert (shared.replicas, shared.sim_ttft_s) == (default.replicas, default.sim_ttft_s)
-    _verify(LLAMA_405B, _candidate(load, slo, 64, None), load, slo, 64, runs=runs)
+    verify(LLAMA_405B, _candidate(load, slo, 64, None), load, slo, 64, runs=runs)
     assert simulated and len(runs) > made

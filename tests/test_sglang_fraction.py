@@ -175,7 +175,7 @@ def test_the_plan_writes_out_the_fraction_its_pool_was_sized_at() -> None:
     flag's, which SGLang keeps as given); for 0.4.8, whose model runner cuts a given
     fraction too, the fraction before it."""
     from ridgeline.candidate import Candidate
-    from ridgeline.reports.plan import command_line
+    from ridgeline.reports.launch_commands import command_line
 
     qwen = resolve_model("qwen3.5-35b-a3b")
     c = Candidate("h100-sxm", 2, 1, "bf16", "bf16", None, 64, 0.02, 0.1, 5.0, 1, 2.99, False,

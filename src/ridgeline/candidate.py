@@ -143,6 +143,11 @@ def weights_name(model: ModelSpec, weights: str) -> str:
     return f"{weights} ({stored})" if stored else weights
 
 
+def candidate_label(model: ModelSpec, c: Candidate, engine: str) -> str:
+    """A candidate's label under ``engine``, its weight format named as ``weights_name`` does."""
+    return c.label_for(engine, weights_name(model, c.weights))
+
+
 def weights_lightest_first(model: ModelSpec) -> list[str]:
     """weight_choices, the lightest first: fp8 before bf16. A card without fp8 matmul units
     (Ampere's A100 and A10) still runs fp8 weights, weight-only (W8A16: vLLM's FP8 Marlin

@@ -117,9 +117,9 @@ def cmd_moe(args: argparse.Namespace) -> Any:
     return moe_report(load_deployment(args), args.batch)
 
 def cmd_kv(args: argparse.Namespace) -> Any:
-    from ridgeline.floors import device_fit
     from ridgeline.kvcache import kv_replication
     from ridgeline.precision import kv_dtype
+    from ridgeline.raw_fit import device_fit
     from ridgeline.reports.kv import kv_report
     from ridgeline.served_model import served_dtype
     from ridgeline.units import GIB

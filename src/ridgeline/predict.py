@@ -32,7 +32,6 @@ from ridgeline.datafiles import engine_defaults
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile, engine_id, llamacpp_build, profile_for
 from ridgeline.errors import InputError
-from ridgeline.floors import raw_fit
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.llamacpp_batching import llamacpp_n_ubatch, prefill_time_s
 from ridgeline.measurements import KV_METRICS, UNITS, Measurement
@@ -40,6 +39,7 @@ from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.model import ModelSpec
 from ridgeline.offload import offload_caution
 from ridgeline.quantization import EXPERTS
+from ridgeline.raw_fit import raw_fit
 from ridgeline.units import GIB
 from ridgeline.vllm_memory import parse_version
 

@@ -422,7 +422,7 @@ def pipelined_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
     the batch runs as micro-batches, one in each stage, so a token's step is one
     micro-batch's trip through every stage (the floor of ⌈batch ÷ PP⌉ sequences) while the
     memory check is the whole batch's, against the memory the engine finds on the GPUs
-    (floors.device_fit), as fit's."""
+    (raw_fit.device_fit), as fit's."""
     micro = micro_batch(dep, batch)
     whole = decode_floor(dep, batch, context)
     if micro == batch:

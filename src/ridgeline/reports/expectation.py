@@ -249,7 +249,7 @@ def link_gbs(dep: Deployment) -> float:
 
 def fit_dict(f: DecodeFloor | PrefillFloor) -> dict[str, Any]:
     """The memory check; with data-parallel attention its bytes are the busiest rank's,
-    which ``fit_rank`` names (floors.batch_fit)."""
+    which ``fit_rank`` names (raw_fit.batch_fit)."""
     rank = f.fit.rank
     return {"fits": f.fit.fits, "weight_bytes": f.fit.weight_bytes, "kv_bytes": f.fit.kv_bytes,
             "capacity_bytes": f.fit.capacity_bytes, "shortfall_bytes": f.fit.shortfall_bytes,

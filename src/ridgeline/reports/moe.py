@@ -8,8 +8,9 @@ from typing import Any
 from ridgeline.deployment import Deployment
 from ridgeline.errors import InputError
 from ridgeline.explain import Step, q, step
-from ridgeline.floors import device_fit, weight_bytes_read
+from ridgeline.floors import weight_bytes_read
 from ridgeline.moe import article_tokens_per_expert, expected_experts_touched, routed_fraction
+from ridgeline.raw_fit import device_fit
 from ridgeline.render import table
 from ridgeline.roofline import (
     expert_intensity,

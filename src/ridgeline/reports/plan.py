@@ -13,124 +13,14 @@ from ridgeline.context_length import served_positions
 from ridgeline.cost import mean_decode_context
 from ridgeline.datafiles import engine_defaults
 from ridgeline.explain import Step, q, step
-from ridgeline.hardware import device_memory_bytes, resolve_accelerator
+from ridgeline.measured_slowdown import MEASURED_SLOWDOWN_LOW, slowed_tpot_floor_s
 from ridgeline.model import ModelSpec
-from ridgeline.parallel import node_size
-from ridgeline.plan import MEASURED_SLOWDOWN_LOW, PlanResult, slowed_tpot_floor_s
+from ridgeline.plan import PlanResult
 from ridgeline.render import table
 from ridgeline.replica_sizing import DEFAULT_CONTEXT
+from ridgeline.reports.launch_commands import command_line, multi_node_note, node_commands
 from ridgeline.serving_load import Load, Slo
-from ridgeline.sglang_memory import (
-    SGLangVisionCut,
-    sglang_flag_fraction,
-    sglang_gpu_mem_bytes,
-    sglang_memory_defaults,
-    sglang_vision_cut,
-)
 from ridgeline.units import ordinal, plural
-from ridgeline.vllm_memory import parse_version, vllm_accounting
-
-
-def command_line(engine: str, model_id: str, c: Candidate, max_len: int,
-                 version: str | None = None, node: int | None = None,
-                 model: ModelSpec | None = None) -> str:
-    """The launch command for a candidate, in the engine's own flags (engines.json), with the
-    memory share ``version`` (default: the newest modelled) sized it at; for a replica over
-    several nodes, the one ``node`` (0, the head, serving; 1, …) runs (``node_commands``)."""
-    f = engine_defaults(engine)["cli"]
-    # vLLM makes each device the runtime lists a rank: an MI250's two GCDs, TP2 a board
-    parts = [f["launch"], model_id, f["tp"], str(c.engine_tp(engine))]
-    if c.pp > 1:
-        parts += [f["pp"], str(c.pp)]
-    if c.expert_parallel:  # vLLM's is a switch (EP = TP here); SGLang's takes the size
-        parts += [f["ep"]] if engine == "vllm" else ep_flags(f, c.tp, version)
-    if c.max_num_seqs:
-        parts += [f["max_num_seqs"], str(c.max_num_seqs)]
-    if c.max_num_batched_tokens:
-        parts += [f["max_num_batched_tokens"], str(c.max_num_batched_tokens)]
-    if engine == "vllm":  # the version's own default, so the plan's pool is the one used
-        fraction = vllm_accounting(version).gpu_memory_utilization
-    else:  # SGLang's own rule for this card, written out so the plan's pool is the one used
-        # (read off nvidia-smi's memory, and cut for ``model``'s vision tower where SGLang does)
-        acc = resolve_accelerator(c.accelerator)
-        memory, _ = sglang_gpu_mem_bytes(acc, device_memory_bytes(acc))
-        rule = sglang_memory_defaults(memory, c.tp, c.pp, c.max_num_batched_tokens, version)
-        cut = sglang_vision_cut(model, version) if model else SGLangVisionCut()
-        fraction = sglang_flag_fraction(rule, cut)
-    parts += [f["memory"], str(fraction), f["max_len"], str(max_len)]
-    if c.kv == "fp8":
-        parts += [f["kv_dtype"], f["kv_fp8"]]
-    if c.weights == "fp8":
-        parts += [f["quantization"], "fp8"]
-    many = f.get("multi_node", {})
-    if node is not None:
-        parts += [many["nnodes"], str(c.replica_nodes), many["node_rank"], str(node),
-                  many["head"], many["head_address"]]
-        if node and "worker" in many:
-            parts.append(many["worker"])
-    elif c.replica_nodes > 1 and "ray" in many:  # a release before the launch per node
-        parts.append(many["ray"])
-    return " ".join(parts)
-
-
-def ep_flags(cli: dict[str, Any], tp: int, version: str | None) -> list[str]:
-    """SGLang's expert parallelism over its ``tp`` GPUs: --ep-size N from 0.5; before it,
-    --enable-ep-moe, the switch its models read to run EPMoE (--ep-size alone kept the
-    experts tensor-parallel), which later releases still take as ep_size = tp_size
-    (engines.json cli.ep_switch)."""
-    switch = cli.get("ep_switch")
-    if switch and version and parse_version(version) < parse_version(switch["before"]):
-        return [switch["flag"]]
-    return [cli["ep"], str(tp)]
-
-
-def launches_per_node(engine: str, version: str | None) -> bool:
-    """Whether ``engine`` at ``version`` (default: the newest modelled) starts a replica over
-    several nodes with one command a node (engines.json cli.multi_node): vLLM from 0.12 (PR
-    #23691's --nnodes, --node-rank, --master-addr), before it on a Ray cluster only; SGLang
-    with --dist-init-addr."""
-    many = engine_defaults(engine).get("cli", {}).get("multi_node")
-    if many is None:
-        return False
-    return not (version and "since" in many
-                and parse_version(version) < parse_version(many["since"]))
-
-
-def node_commands(engine: str, model_id: str, c: Candidate, max_len: int,
-                  version: str | None = None, model: ModelSpec | None = None) -> list[str]:
-    """One launch command a node for a replica over several (``Candidate.replica_nodes``):
-    the engine's multi-node flags (engines.json cli.multi_node; vLLM's multiprocessing launch
-    across nodes, SGLang's --dist-init-addr), the head first; [] for a replica on one node, or
-    an engine (a release) whose multi-node launch is not one command a node."""
-    if c.replica_nodes < 2 or not launches_per_node(engine, version):
-        return []
-    return [command_line(engine, model_id, c, max_len, version, node, model)
-            for node in range(c.replica_nodes)]
-
-
-def multi_node_note(engine: str, c: Candidate, version: str | None = None) -> str:
-    """How a replica over several nodes is launched, for the line above its commands: "each
-    replica spans 2 nodes of 8 a100-sxm-80gb: …"; "" for a replica on one node."""
-    nodes = c.replica_nodes
-    if nodes < 2:
-        return ""
-    node = node_size(resolve_accelerator(c.accelerator))
-    many = engine_defaults(engine).get("cli", {}).get("multi_node")
-    text = (f"each replica spans {nodes} nodes of {node} {c.accelerator}, a multi-node launch")
-    if many is None:
-        return text
-    if not launches_per_node(engine, version):
-        return (text + f": vLLM {version} predates its launch of one command a node "
-                f"({many['nnodes']}, {many['node_rank']}: v{many['since']}, PR #23691), so "
-                f"start a Ray cluster over the {nodes} nodes and run this command on node 0")
-    address = many["head_address"]
-    text += (f": one command on each node, node 0 first; {address} is node 0's address on the "
-             "network between them")
-    if "ray" in many:  # vLLM: the multiprocessing launch across nodes, or Ray
-        text += (f"; or, on a Ray cluster over the {nodes} nodes, node 0's command alone, "
-                 f"without {many['nnodes']}, {many['node_rank']} and {many['head']}, with "
-                 f"{many['ray']}")
-    return text
 
 
 def _exact(x: float) -> str:

@@ -9,9 +9,9 @@ from typing import Any
 from ridgeline.context_length import served_context_caution
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Step, q, step
-from ridgeline.floors import device_fit
 from ridgeline.hardware import Accelerator
 from ridgeline.moe import article_tokens_per_expert, expected_experts_touched
+from ridgeline.raw_fit import device_fit
 from ridgeline.render import table
 from ridgeline.roofline import (
     OperatingPoint,

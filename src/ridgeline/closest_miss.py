@@ -1,0 +1,109 @@
+"""Where no deployment meets the SLO: the group nearest it unloaded, over every card and layout
+of the search that holds the model, or why none launches or holds it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ridgeline.candidate import (
+    Candidate,
+    candidate_label,
+    parallel_words,
+    replica_deployment,
+    weights_lightest_first,
+)
+from ridgeline.capacity import max_batch
+from ridgeline.cost import Seq, decode_batch, mean_decode_context, step_time_s
+from ridgeline.deployment import Deployment
+from ridgeline.engines import EngineProfile, profile_for
+from ridgeline.errors import InputError
+from ridgeline.hardware import Accelerator, engine_devices, resolve_accelerator
+from ridgeline.memory import EngineSettings
+from ridgeline.model import ModelSpec
+from ridgeline.parallel import node_size
+from ridgeline.search_space import ENGINE_KNOBS, layouts
+from ridgeline.serving_load import Load, Slo
+from ridgeline.units import plural
+
+
+def _holding(model: ModelSpec, acc: Accelerator, tp: int, pp: int, context: int,
+             engine: str) -> tuple[bool, Deployment | None]:
+    """(whether any TP``tp`` × PP``pp`` group of ``acc`` builds, the first the search could launch
+    whose pool holds one request of ``context`` tokens or None): the lightest weights first,
+    then the search's other formats, fp8 KV first, each with the search's
+    engine knobs (vLLM's default 1,024 seats can leave no pool where 64 leave one)."""
+    built = False
+    for weights in weights_lightest_first(model):
+        for kv in ("fp8", "bf16"):
+            try:
+                dep = replica_deployment(model, acc, tp, pp, weights, kv, engine=engine)
+            except InputError:
+                continue
+            built = True
+            for seqs, tokens in ENGINE_KNOBS:
+                settings = EngineSettings(max_model_len=context, max_num_seqs=seqs,
+                                          max_num_batched_tokens=tokens)
+                if max_batch(dep, context, settings) >= 1:
+                    return True, dep
+    return built, None
+
+
+def _first_refusal(model: ModelSpec, gpus: Sequence[str], engine: str) -> str:
+    """Why one GPU of the first card cannot launch ``model`` under ``engine``: the build's
+    own one-line refusal (an MI250's two GCDs split falcon-7b's 71 heads at TP2 under vLLM)."""
+    try:
+        replica_deployment(model, resolve_accelerator(gpus[0]), 1, 1,
+                           weights_lightest_first(model)[0], "bf16", engine=engine)
+    except InputError as e:
+        return str(e)
+    return "every layout's build refuses it"
+
+
+def closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],
+                 max_gpus: int, engine: str = "vllm", profile: EngineProfile | None = None,
+                 beyond: Candidate | None = None) -> str:
+    """The group nearest the SLO unloaded (the least of TTFT ÷ its SLO and TPOT ÷ its SLO, the
+    worse of the two), over every card and every layout of the search that holds the model;
+    where one meets it unloaded the load is the miss, and ``beyond``, the fewest GPUs the
+    analytic sizing found past ``max_gpus``, says how many it needs."""
+    mean_in, mean_out = load.means()
+    context = round(mean_in + mean_out)
+    best: tuple[float, int, str] | None = None  # (miss, GPUs, text)
+    profile = profile or profile_for(engine)
+    any_built = False
+    for gpu in gpus:
+        acc = resolve_accelerator(gpu)
+        for tp, pp in layouts(node_size(acc), max_gpus):
+            built, dep = _holding(model, acc, tp, pp, context, engine)
+            any_built = any_built or built
+            if dep is None:
+                continue  # no such split, or none holds one request
+            ttft = step_time_s(dep, [Seq(max(1, round(mean_in)), 0)], profile)
+            tpot = step_time_s(dep, decode_batch(1, mean_decode_context(mean_in, mean_out)), profile)
+            miss = max(ttft / slo.ttft_s, tpot / slo.tpot_s)
+            group = f"{tp * pp} x {acc.id} ({parallel_words(tp, pp, engine_devices(engine, acc))})"
+            text = (f"{group}: TTFT ≥ {ttft * 1e3:,.0f} ms, TPOT ≥ {tpot * 1e3:,.1f} ms "
+                    "even unloaded")
+            if miss <= 1:
+                text = (f"{group} meets the SLO unloaded (TTFT {ttft * 1e3:,.0f} ms, "
+                        f"TPOT {tpot * 1e3:,.1f} ms), but no batch sustaining "
+                        f"{load.rate_req_s:g} req/s within {max_gpus} GPU{'s' if max_gpus > 1 else ''} "
+                        "keeps the p"
+                        f"{slo.percentile:g} latencies under it: the load is the miss")
+                if beyond is not None:
+                    text += (f"; it needs about {beyond.gpus:,} GPUs "
+                             f"({candidate_label(model, beyond, engine)}, "
+                             "sized analytically): raise --max-gpus")
+            # the nearest; of equal misses (all meeting it unloaded), the fewest GPUs
+            if best is None or (max(miss, 1.0), tp * pp) < (max(best[0], 1.0), best[1]):
+                best = (miss, tp * pp, text)
+    if best is None:
+        widest = max((tp * pp for gpu in gpus for tp, pp in
+                      layouts(node_size(resolve_accelerator(gpu)), max_gpus)), default=1)
+        if not any_built:  # no layout launches at all: a split, not memory, is the miss
+            return (f"no group of up to {widest} {plural(widest, 'GPU')} ({', '.join(gpus)}) "
+                    f"launches {model.name} under {engine}: {_first_refusal(model, gpus, engine)}")
+        return (f"does not fit: no group of up to {widest} {plural(widest, 'GPU')} "
+                f"({', '.join(gpus)}) holds {model.name} with room for one request")
+    return best[2]

@@ -1,0 +1,156 @@
+"""The planner's checks: a candidate replica simulated in the steady state at its share of the
+rate, replicas added until the SLO holds on two draws of the requests (``verify``), the
+cheapest candidates checked first until a cheaper one cannot turn up (``verify_cheapest``),
+and the order candidates rank in (``cheapest``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import NamedTuple
+
+from ridgeline.candidate import Candidate, replica_deployment
+from ridgeline.deployment import Deployment
+from ridgeline.engines import EngineProfile, profile_for
+from ridgeline.hardware import resolve_accelerator
+from ridgeline.memory import EngineSettings
+from ridgeline.model import ModelSpec
+from ridgeline.replica_sizing import covers, launch_length, starts_at
+from ridgeline.serving_load import Load, Slo
+from ridgeline.sim.config import SimConfig, sim_config
+from ridgeline.sim.metrics import misses_settling
+from ridgeline.sim.pipeline import lane_config, run_replica
+
+CONFIRM_DRAW = 1  # the seed offset of the second draw a check's count must also hold on
+
+
+def simulated_first(cands: list[Candidate]) -> list[Candidate]:
+    """The simulated candidates, cheapest first, then the rest, cheapest first: the order
+    ``verify_cheapest`` leaves them in."""
+    return sorted(cands, key=lambda c: (not c.verified, *cheapest(c)))
+
+
+def cheapest(c: Candidate) -> tuple[float, int, int, bool]:
+    """The order candidates rank in: cheapest, then fewest GPUs, then, at the same price
+    and count, the fewest nodes a replica spans and tensor parallelism kept inside a node (a
+    serving engineer's choice: one launch a replica, all-reduces on NVLink; TP8 × PP2
+    before TP16, whose all-reduces cross the network, priced at its 400 Gb/s)."""
+    return c.cost_per_hour or 0.0, c.gpus, c.replica_nodes, c.tp_crosses_nodes
+
+
+
+class CheckRun(NamedTuple):
+    """One run of a check (``verify``): whether the SLO held, the TTFT and TPOT it read at
+    the SLO's percentile, its requests, the first one's number (a trace's) and its window."""
+
+    held: bool
+    ttft_s: float
+    tpot_s: float
+    requests: int
+    first: int
+    window_s: tuple[float, float]
+
+
+# a plan's check runs, by (replica, its engine's config, request lifetime, replicas, draw)
+CheckRuns = dict[tuple[Deployment, SimConfig, float, int, int], CheckRun]
+
+
+def verify_cheapest(model: ModelSpec, priced: list[Candidate], load: Load, slo: Slo,
+                    max_gpus: int, limit: int, engine_version: str | None = None,
+                    engine: str = "vllm", profile: EngineProfile | None = None,
+                    runs: CheckRuns | None = None) -> tuple[list[Candidate], list[Candidate]]:
+    """Simulate candidates cheapest first until the next one's analytic price, shrunk as much
+    as simulation has shrunk any checked so far, is no lower than the cheapest that held,
+    or ``limit`` candidates are spent. Returns the verified ones, cheapest first, and those
+    left unsimulated."""
+    verified: list[Candidate] = []
+    best, shrink = math.inf, 1.0  # shrink: the lowest simulated / analytic replicas seen
+    for i, c in enumerate(priced):
+        if i >= limit or (c.cost_per_hour or 0.0) * shrink >= best:
+            rest = priced[i:]
+            break
+        checked = verify(model, c, load, slo, max_gpus, engine_version, engine, profile, runs)
+        if checked is not None:
+            verified.append(checked)
+            best = min(best, checked.cost_per_hour or 0.0)
+            shrink = min(shrink, checked.replicas / c.replicas)
+    else:
+        rest = []
+    verified.sort(key=cheapest)
+    return verified, rest
+
+
+def verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
+           max_gpus: int, engine_version: str | None = None, engine: str = "vllm",
+           profile: EngineProfile | None = None, runs: CheckRuns | None = None
+           ) -> Candidate | None:
+    """Simulate one replica at its share of the rate; add replicas until the SLO holds.
+    ``runs``: the runs already made for this load, SLO, profile and version (``CheckRuns``),
+    which another candidate's knobs may repeat (on an A100 vLLM's default token budget is
+    2,048: --max-num-batched-tokens 2048 launches the same engine)."""
+    acc = resolve_accelerator(c.accelerator)
+    dep = replica_deployment(model, acc, c.tp, c.pp, c.weights, c.kv, c.expert_parallel, engine=engine)
+    settings = EngineSettings(max_num_seqs=c.max_num_seqs,
+                              max_num_batched_tokens=c.max_num_batched_tokens,
+                              engine_version=engine_version)
+    max_len = c.max_model_len or launch_length(dep, settings)
+    if not max_len or not starts_at(dep, settings, max_len) or not covers(load, slo, max_len):
+        return None  # the launch command's --max-model-len would not start, or refuses the load
+    settings = replace(settings, max_model_len=max_len)
+    engine_config = sim_config(dep, settings)
+    config = lane_config(engine_config, c.pp, engine, engine_version)
+    if config.num_blocks < 1:  # a lane whose pool holds no block cannot run a request
+        return None
+    profile = profile or profile_for(engine)
+    lifetime = c.ttft_floor_s + load.means()[1] * c.tpot_s
+    runs = {} if runs is None else runs
+
+    def run(replicas: int, draw: int = 0) -> CheckRun:
+        """``replicas`` replicas in the steady state, on the load's requests or (``draw`` n)
+        on another draw of them; each run once (a run of another candidate's, where it
+        launches the same engine on the same requests)."""
+        key = (dep, engine_config, lifetime, replicas, draw)
+        if key not in runs:
+            drawn = replace(load, seed=load.seed + draw) if draw else load
+            work, window = drawn.steady(replicas, lifetime,  # a replica's share
+                                        percentile=slo.percentile)
+            result = run_replica(dep, profile, engine_config, work, engine_version,
+                                 slo=(slo.ttft_s, slo.tpot_s), window_s=window,
+                                 stop_past=misses_settling(work, window, slo.percentile))
+            ttft, tpot = (result.latency_s_at(name, slo.percentile) for name in ("ttft", "tpot"))
+            held = not result.rec.missed and ttft <= slo.ttft_s and (
+                math.isnan(tpot) or tpot <= slo.tpot_s) \
+                and result.rec.keeps_up  # a queue that grows misses the SLO, given time
+            runs[key] = CheckRun(held, ttft, tpot, len(work), work[0].id if load.trace else 0,
+                                 window)
+        return runs[key]
+
+    def holds(replicas: int, draw: int = 0) -> bool:
+        """Whether ``replicas`` replicas meet the SLO (``run``)."""
+        return run(replicas, draw).held
+
+    low, high = 0, c.replicas  # the most replicas known to miss, a count to try
+    while not holds(high):  # too few: grow by a quarter until the SLO holds
+        low, high = high, high + max(1, high // 4)
+        if high * c.tp * c.pp > max_gpus:
+            return None
+    if low == 0:  # the analytic count holds: fewer may (it sizes at the capacity edge)
+        low = max(0, high - max(1, high // 4))
+        while low and holds(low):
+            high, low = low, max(0, low - max(1, low // 4))
+    while high - low > 1:  # the fewest between a miss and a hold
+        mid = (low + high) // 2
+        low, high = (low, mid) if holds(mid) else (mid, high)
+    # At the capacity edge one short run's percentile swings (p90 TTFT from 4.8 to 20 s
+    # between stretches of one long run): another draw of the requests must hold too. A
+    # trace has one draw.
+    while not (holds(high) and (bool(load.trace) or holds(high, CONFIRM_DRAW))):
+        high += 1
+        if high * c.tp * c.pp > max_gpus:
+            return None
+    _, ttft, tpot, count, first, window = run(high)
+    return replace(c, replicas=high, verified=True, sim_ttft_s=ttft, sim_tpot_s=tpot,
+                   max_model_len=max_len, refused_share=load.refused_share(max_len),
+                   analytic_replicas=c.replicas, sim_requests=count, sim_first=first,
+                   sim_window_s=window if math.isfinite(window[0]) else None)
