@@ -58,6 +58,14 @@ def resolve_name(name: str, table: Mapping[str, str], what: str, listing: str = 
 
 
 @dataclass(frozen=True)
+class ModelVariant:
+    """Another Hugging Face repo (an instruct or chat tune) whose config.json is the entry's
+    but for token ids and tooling fields; ``source`` is that config.json."""
+    hf_id: str
+    source: str
+
+
+@dataclass(frozen=True)
 class ModelEntry:
     id: str
     hf_id: str
@@ -70,20 +78,41 @@ class ModelEntry:
     reference_active_params: int | None = None
     reference_source: str | None = None
     card_active_convention: str = "with-embedding"
+    variants: tuple[ModelVariant, ...] = ()
+
+    @property
+    def hf_ids(self) -> tuple[str, ...]:
+        """The entry's Hugging Face id, then its variants'."""
+        return (self.hf_id, *(v.hf_id for v in self.variants))
 
 
 @lru_cache(maxsize=1)
 def model_entries() -> tuple[ModelEntry, ...]:
-    return tuple(ModelEntry(**row) for row in load_data("models/index.json")["models"])
+    return tuple(ModelEntry(**{**row, "variants": tuple(ModelVariant(**v) for v in
+                                                        row.get("variants", ()))})
+                 for row in load_data("models/index.json")["models"])
 
 
 @lru_cache(maxsize=1)
 def _model_names() -> dict[str, str]:
     table: dict[str, str] = {}
     for entry in model_entries():
-        for alias in (entry.id, entry.hf_id, entry.hf_id.split("/")[1], entry.file[:-5]):
+        for alias in (entry.id, *entry.hf_ids, *(h.split("/")[1] for h in entry.hf_ids),
+                      entry.file[:-5]):
             table[normalise(alias)] = entry.id
     return table
+
+
+def hub_id(name: str) -> str | None:
+    """The Hugging Face id ``name`` spells, in the Hub's casing: a catalog entry's or one of
+    its variants', whole or without its owner ('Llama-3.1-70B-Instruct' ->
+    'meta-llama/Llama-3.1-70B-Instruct'); None for a name that spells none (a file)."""
+    key = normalise(name)
+    for entry in model_entries():
+        for hf in entry.hf_ids:
+            if key in (normalise(hf), normalise(hf.split("/")[1])):
+                return hf
+    return None
 
 
 def model_entry(model_id: str) -> ModelEntry:

@@ -15,6 +15,7 @@ from ridgeline.cli_offload import _split_mode
 from ridgeline.cli_output_files import refuse_writing_over_input
 from ridgeline.cli_types import (
     MAX_MEMORY_GIB,
+    _engine_dtype,
     _engine_name,
     _how_many,
     _kv_name,
@@ -22,6 +23,7 @@ from ridgeline.cli_types import (
     _one_accelerator,
     _positive_count,
     _positive_float,
+    _quantization_method,
     _step_tokens,
     _typed,
     _weight_name,
@@ -65,9 +67,11 @@ def _gpu(p: argparse.ArgumentParser, required: bool = True, several: bool = Fals
     g.add_argument("--gpu-memory-gib", type=_positive_float("GPU memory GiB", most=MAX_MEMORY_GIB),
                    help="memory in GiB: a smaller configuration of --gpu (a 32 GB M1 Max; at "
                    "most the catalog's size), or a custom accelerator's (needed with a model)")
-    g.add_argument("--num-gpus", "--tensor-parallel-size", dest="num_gpus", default=1,
+    g.add_argument("--num-gpus", "--tensor-parallel-size", "--tp-size", "--tp_size",
+                   "--tensor_parallel_size", dest="num_gpus", default=1,
                    type=_how_many("number of GPUs"),
-                   help="accelerators in one tensor-parallel group (default 1)")
+                   help="accelerators in one tensor-parallel group (default 1; vLLM "
+                   "--tensor-parallel-size, SGLang --tp-size, TensorRT-LLM --tp_size)")
     p.set_defaults(gpu_required=required)
 
 
@@ -106,15 +110,32 @@ def engine_sizes(g: Any, llamacpp: bool = True) -> None:
                    help="tokens per KV block/page")
 
 
+class _PerSlotContext(argparse.Action):
+    """llama-server's -c/--ctx-size, refused with its translation: -c is the cache all
+    --parallel slots share (each slot gets -c ÷ slots, or up to all of it with a unified
+    cache), so it is not one request's longest length, which --max-model-len is."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        parser.error(f"{option_string} is llama-server's cache for all its --parallel slots "
+                     "together, not one request's length: give --max-model-len, each slot's "
+                     "context (-c ÷ --parallel)")
+
+
 def max_model_len_option(p: Any, help_text: str) -> None:  # a parser or an argument group
-    """--max-model-len as every command that takes it parses it (vLLM's name; 32k = 32,000,
-    32K = 32,768)."""
-    p.add_argument("--max-model-len", type=_positive_count("max model length"), metavar="N",
+    """--max-model-len as every command that takes it parses it, under each engine's name
+    for it (vLLM --max-model-len, SGLang --context-length, TensorRT-LLM --max_seq_len; 32k =
+    32,000, 32K = 32,768); llama.cpp's -c is refused with its translation (_PerSlotContext)."""
+    p.add_argument("--max-model-len", "--context-length", "--max-seq-len", "--max_seq_len",
+                   dest="max_model_len", type=_positive_count("max model length"), metavar="N",
                    help=help_text)
+    p.add_argument("-c", "--ctx-size", action=_PerSlotContext, metavar="N",
+                   help=argparse.SUPPRESS)
 
 
 def _pipeline(p: Any) -> None:  # a parser or an argument group
-    p.add_argument("--pipeline-parallel-size", "-pp", dest="pipeline_parallel_size", metavar="PP",
+    p.add_argument("--pipeline-parallel-size", "-pp", "--pp-size", "--pp_size",
+                   "--pipeline_parallel_size", dest="pipeline_parallel_size", metavar="PP",
                    type=_how_many("pipeline-parallel size"),
                    help="vLLM/SGLang/TensorRT-LLM: stages of layers, each a tensor-parallel "
                    "group of --num-gpus (PP × TP GPUs in all; default 1); llama.cpp splits "
@@ -135,10 +156,35 @@ def _engine(p: argparse.ArgumentParser) -> None:
                    "attention scores written to memory and read back")
 
 
-def _formats(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--weights", metavar="FMT", type=_typed(_weight_name),
-                   help="weight format (bf16, fp8, awq-int4, nvfp4, mxfp4, q4_k_m, …, or the "
-                   "GGUF mix mxfp4_moe); default: as the checkpoint stores them")
+class _Quantization(argparse.Action):
+    """vLLM's and SGLang's --quantization METHOD: --weights in the method's format (read
+    against the checkpoint's own by ``engine_quantization.quantized_weights``)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        from ridgeline.engine_quantization import engine_method
+
+        setattr(namespace, self.dest, values)
+        namespace.weights = engine_method(values).format
+
+
+def _formats(p: argparse.ArgumentParser, dtype: bool = False) -> None:
+    """--weights (or the engines' --quantization) and --kv-dtype; with ``dtype``, vLLM's and
+    SGLang's --dtype, which the deployment reads (cli_load.build_deployment)."""
+    weights = p.add_mutually_exclusive_group()
+    weights.add_argument("--weights", metavar="FMT", type=_typed(_weight_name),
+                         help="weight format (bf16, fp8, awq-int4, nvfp4, mxfp4, q4_k_m, …, or "
+                         "the GGUF mix mxfp4_moe); default: as the checkpoint stores them")
+    weights.add_argument("--quantization", "-q", metavar="METHOD", action=_Quantization,
+                         type=_typed(_quantization_method),
+                         help="vLLM's and SGLang's name for the weights' method: fp8 (also "
+                         "ptpc_fp8, fbgemm_fp8, modelopt, w8a8_fp8), w8a8_int8, modelopt_fp4 "
+                         "(nvfp4), mxfp4, awq, gptq (and their _marlin kernels; 4-bit in groups "
+                         "of 128); a checkpoint already stored so is served as stored")
+    if dtype:
+        p.add_argument("--dtype", type=_typed(_engine_dtype), metavar="T",
+                       help="vLLM's and SGLang's auto, bfloat16, float16 (half): the type an "
+                       "unquantized checkpoint runs in (weights a format quantizes keep it)")
     p.add_argument("--kv-dtype", "--kv-cache-dtype", dest="kv_dtype", metavar="D", type=_typed(_kv_name),
                    help="KV-cache dtype (bf16, fp8, q8_0, …); default: the model's dtype "
                    "(llama.cpp: f16)")
@@ -203,7 +249,7 @@ def _deployment_flags(p: argparse.ArgumentParser, several: bool = False) -> None
     _model(p)
     _gpu(p, several=several)
     _pipeline(p)
-    _formats(p)
+    _formats(p, dtype=True)
 
 
 # -- the parser --------------------------------------------------------------------------

@@ -6,7 +6,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ridgeline.cli import _deployment_flags, _output, data_parallel_flags, engine_sizes
+from ridgeline.cli import (
+    _deployment_flags,
+    _output,
+    data_parallel_flags,
+    engine_sizes,
+    max_model_len_option,
+)
 from ridgeline.cli_engine import (
     _prefix_caching,
     _trtllm_backend,
@@ -37,7 +43,6 @@ from ridgeline.cli_types import (
     _engine_name,
     _how_many,
     _name_list,
-    _positive_count,
     _positive_float,
 )
 from ridgeline.context_length import positions_label, served_positions
@@ -182,10 +187,9 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser("fit", help="the KV pool an engine leaves, and the capacity verdict")
     _deployment_flags(p, several=True)
-    p.add_argument("--max-model-len", type=_positive_count("max model length"), metavar="N",
-                   help="tokens per conversation to size for (vLLM --max-model-len; 32k = "
-                   "32,000, 32K = 32,768); leave it out with --target-concurrency to find the "
-                   "longest context that many fit at")
+    max_model_len_option(p, "tokens per conversation to size for (vLLM --max-model-len; 32k = "
+                         "32,000, 32K = 32,768); leave it out with --target-concurrency to find "
+                         "the longest context that many fit at")
     p.add_argument("--target-concurrency", type=_how_many("target concurrency"),
                    help="conversations that must fit at once")
     p.add_argument("--engine", type=_name_list(_engine_name),

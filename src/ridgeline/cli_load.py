@@ -84,6 +84,19 @@ def load_deployment(args: argparse.Namespace, model: Any = None) -> Any:
     return build_deployment(args, model or load_model(args), acc, engine)
 
 
+def served_weights(args: argparse.Namespace, model: Any, engine: str | None) -> str | None:
+    """--weights, or the format --quantization METHOD serves ``model`` in (as stored where
+    the checkpoint is quantized so), then --dtype's type for an unquantized checkpoint."""
+    from ridgeline.engine_quantization import quantized_weights, weights_with_dtype
+
+    method, dtype = getattr(args, "quantization", None), getattr(args, "dtype", None)
+    if dtype not in (None, "auto") and (engine or "").startswith("llama.cpp"):
+        raise InputError(f"--dtype {dtype} is vLLM's and SGLang's; llama.cpp runs the GGUF's "
+                         "own types (--weights)")
+    weights = quantized_weights(method, model) if method else getattr(args, "weights", None)
+    return weights_with_dtype(weights, dtype, model)
+
+
 def build_deployment(args: argparse.Namespace, model: Any, acc: Any, engine: str | None,
                      expert_parallel: bool = False) -> Any:
     """The deployment the flags describe on ``acc`` for ``engine`` (None: no engine named):
@@ -94,7 +107,7 @@ def build_deployment(args: argparse.Namespace, model: Any, acc: Any, engine: str
     pp = pipeline_size(args, engine)
     ep = expert_parallel or bool(getattr(args, "expert_parallel", False))
     gpus, ranks = data_parallel_layout(args, model, engine)
-    dep = Deployment.build(model, acc, getattr(args, "weights", None),
+    dep = Deployment.build(model, acc, served_weights(args, model, engine),
                            getattr(args, "kv_dtype", None), gpus * pp, pp, engine=engine,
                            expert_parallel=ep,
                            flash_attention=flash_attention(args, engine or "vllm"),

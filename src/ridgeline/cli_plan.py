@@ -79,9 +79,12 @@ def cmd_plan(args: argparse.Namespace) -> Any:
     result = plan(model, load, slo, gpus, args.max_gpus, prices, workers=args.workers,
                   executor=args.executor, engine_version=args.engine_version,
                   engine=args.engine, profile=load_profile(args))
-    from ridgeline.catalog import model_entries
+    from ridgeline.catalog import hub_id, model_entries
 
-    hf = next((e.hf_id for e in model_entries() if e.id == model.name), args.model)
+    # the launch serves the repo named (an instruct variant), else the catalog entry's
+    entry = next((e for e in model_entries() if e.id == model.name), None)
+    named = hub_id(args.model)
+    hf = args.model if entry is None else named if named in entry.hf_ids else entry.hf_id
     if hf.lower().endswith(".json"):  # an engine loads a folder (config and weights), or an id
         from pathlib import Path
 
@@ -106,8 +109,9 @@ def register(sub: Any) -> None:
                        "is still printed, with the closest miss); 2 for bad input.")
     _model(p)
     load = p.add_mutually_exclusive_group(required=True)
-    load.add_argument("--rate", type=_positive_float("request rate"),
-                      help="requests/s, with --input-len and --output-len")
+    load.add_argument("--rate", "--request-rate", type=_positive_float("request rate"),
+                      help="requests/s, with --input-len and --output-len (Poisson arrivals, "
+                      "as vllm bench serve's --request-rate)")
     load.add_argument("--trace", metavar="FILE", type=_not_empty("trace path"),
                       help="a recorded load (CSV/JSONL as in simulate, Azure layout too): its "
                       "rate and lengths, replayed round-robin across replicas")

@@ -12,6 +12,7 @@ from ridgeline.cli import (
     _output,
     data_parallel_flags,
     engine_sizes,
+    max_model_len_option,
     refuse_data_parallel,
 )
 from ridgeline.cli_engine import (
@@ -43,7 +44,6 @@ from ridgeline.cli_types import (
     _how_many,
     _not_empty,
     _percentile,
-    _positive_count,
     _positive_float,
     _share,
     _typed,
@@ -102,6 +102,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         raise InputError(f"{', '.join(stray)} describe{'s' if len(stray) == 1 else ''} "
                          "speculative decoding: give --spec-tokens N, a draft of at least "
                          "1 token")
+    all_at_once(args)
     check_load_flags(args)
     if args.burstiness is not None and args.arrival != "gamma":
         raise InputError("--burstiness shapes gamma arrivals: give --arrival gamma")
@@ -166,7 +167,9 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         count = args.num_requests
         load = (f"{args.num_requests:,} {plural(args.num_requests, 'request')}, input "
                 f"{args.input_len}, output "
-                f"{args.output_len}, " + (f"concurrency {args.concurrency}"
+                f"{args.output_len}, " + ("all sent at time 0 (--rate inf)"
+                                          if getattr(args, "sent_at_once", False) else
+                                          f"concurrency {args.concurrency}"
                                           if args.concurrency else
                                           f"{args.arrival} arrivals at {args.rate:g}/s"))
         if args.prefix_groups:
@@ -308,6 +311,29 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                           model_runner=pool.runner or None, saturated_req_s=saturated)
 
 
+def _request_rate(text: str) -> float:
+    """--rate R, requests per second; 'inf', as vllm bench serve takes it: all at time 0."""
+    if text.strip().lower() in ("inf", "infinity"):
+        return math.inf
+    return float(_positive_float("request rate")(text))
+
+
+def all_at_once(args: argparse.Namespace) -> None:
+    """--rate inf as vllm bench serve reads it: every request sent at time 0, which is a
+    closed loop as wide as the requests (each one's user sends one and stops), or, with
+    --max-concurrency C, a closed loop of C."""
+    if args.rate is None or not math.isinf(args.rate):
+        return
+    given = [flag for flag, value in (("--trace", args.trace), ("--arrival", args.arrival),
+                                      ("--burstiness", args.burstiness)) if value is not None]
+    if given:
+        raise InputError(f"--rate inf sends every request at time 0; drop {', '.join(given)}")
+    args.rate = None
+    if args.concurrency is None:
+        args.concurrency = 1000 if args.num_requests is None else args.num_requests
+        args.sent_at_once = True
+
+
 def fixed_length(text: str | None) -> bool:
     """Whether a length flag is one number (512, 2k), not a distribution."""
     return text is not None and ":" not in text
@@ -366,15 +392,19 @@ def register(sub: Any) -> None:
     _engine(p)
     _offload(p)
     w = p.add_argument_group("workload")
-    w.add_argument("--rate", type=_positive_float("request rate"), help="requests per second")
-    w.add_argument("--concurrency", type=_how_many("concurrency", MAX_BATCH),
-                   help="closed loop: keep this many requests in flight")
-    w.add_argument("--num-requests", type=_how_many("number of requests", MAX_REQUESTS),
-                   help="requests to run (default 1000)")
-    w.add_argument("--input-len", type=_not_empty("--input-len"),
-                   help="512 (default), uniform:a,b, normal:mean,sd, lognormal:median,sigma, "
-                   "zipf:s,max, file:PATH")
-    w.add_argument("--output-len", type=_not_empty("--output-len"),
+    w.add_argument("--rate", "--request-rate", type=_typed(_request_rate),
+                   help="requests per second; inf sends them all at time 0, as vllm bench "
+                   "serve's --request-rate inf does")
+    w.add_argument("--concurrency", "--max-concurrency", type=_how_many("concurrency", MAX_BATCH),
+                   help="closed loop: keep this many requests in flight (vllm bench serve's "
+                   "--max-concurrency at its default rate, inf)")
+    w.add_argument("--num-requests", "--num-prompts",
+                   type=_how_many("number of requests", MAX_REQUESTS),
+                   help="requests to run (default 1000, as vllm bench serve's)")
+    w.add_argument("--input-len", "--random-input-len", type=_not_empty("--input-len"),
+                   help="512 (default; vllm bench serve's random dataset: 1024), uniform:a,b, "
+                   "normal:mean,sd, lognormal:median,sigma, zipf:s,max, file:PATH")
+    w.add_argument("--output-len", "--random-output-len", type=_not_empty("--output-len"),
                    help="as --input-len (default 128)")
     w.add_argument("--arrival", choices=["poisson", "gamma", "constant"],
                    help="open-loop arrivals (default poisson)")
@@ -398,9 +428,8 @@ def register(sub: Any) -> None:
                    "only (the steady state: the rest warm the engine up and drain it), and "
                    "check that the engine keeps up with them; plan's checks print theirs")
     g = p.add_argument_group("engine settings (the engine's own names; default: its default)")
-    g.add_argument("--max-model-len", type=_positive_count("max model length"), metavar="N",
-                   help="longest request the engine admits (default: the model's context, as "
-                   "vLLM's)")
+    max_model_len_option(g, "longest request the engine admits (default: the model's context, "
+                         "as vLLM's)")
     engine_sizes(g)
     g.add_argument("--enable-expert-parallel", "--ep", dest="expert_parallel",
                    action="store_true", help="MoE: each GPU holds whole experts, a share of "

@@ -140,6 +140,19 @@ def _weight_name(text: str) -> str:
     return text
 
 
+def _quantization_method(text: str) -> str:
+    """vLLM's and SGLang's --quantization METHOD, checked when parsed; returned as given."""
+    from ridgeline.engine_quantization import engine_method
+
+    return engine_method(text).method
+
+
+def _engine_dtype(text: str) -> str:
+    from ridgeline.engine_quantization import engine_dtype
+
+    return engine_dtype(text)
+
+
 def _kv_name(text: str) -> str:
     from ridgeline.precision import kv_dtype
 

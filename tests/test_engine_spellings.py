@@ -1,0 +1,249 @@
+"""The engines' own spellings are ridgeline's: vLLM's and SGLang's --quantization and --dtype,
+each engine's name for the longest request (llama.cpp's -c refused with its translation),
+vllm bench serve's load flags on simulate, an instruct repo whose config is its base model's,
+and the launch line plan prints, pasted back."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+from typing import Any
+
+import pytest
+
+from ridgeline.candidate import Candidate
+from ridgeline.catalog import hub_id, model_entries, resolve_model
+from ridgeline.cli import build_parser
+from ridgeline.engine_quantization import engine_methods
+from ridgeline.reports.plan import command_line
+from tests.conftest import run_cli
+
+FIT = ("fit", "llama-3.1-70b", "--gpu", "h100", "--num-gpus", "2", "--max-model-len", "32k",
+       "--json")
+
+
+def answer(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 0, err
+    return dict(json.loads(out))
+
+
+def refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2 and not out, (argv, out, err)
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    return err
+
+
+# -- --quantization and --dtype ------------------------------------------------------------
+@pytest.mark.parametrize("method", sorted(engine_methods()))
+def test_each_quantization_method_serves_a_16_bit_checkpoint_in_its_format(
+        capsys: pytest.CaptureFixture[str], method: str) -> None:
+    fmt = engine_methods()[method].format
+    assert answer(capsys, *FIT, "--quantization", method) == answer(capsys, *FIT, "--weights", fmt)
+
+
+def test_vllms_short_q_and_a_hyphenated_method_are_taken(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    awq = answer(capsys, *FIT, "--weights", "awq-int4")
+    assert answer(capsys, *FIT, "-q", "awq_marlin") == awq
+    assert answer(capsys, *FIT, "--quantization", "AWQ-Marlin") == awq
+    assert awq != answer(capsys, *FIT)
+
+
+def test_a_checkpoint_stored_in_the_methods_format_is_served_as_stored(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Qwen3-235B-A22B-FP8 stores block-wise FP8 (8.002 bits); vLLM's --quantization fp8
+    loads it so, where ridgeline's --weights fp8 (per-tensor, 8.0) would re-read it."""
+    argv = ("fit", "qwen3-235b-a22b-fp8", "--gpu", "h200", "--num-gpus", "4",
+            "--max-model-len", "32k", "--json")
+    stored = answer(capsys, *argv)
+    assert answer(capsys, *argv, "--quantization", "fp8") == stored
+    assert answer(capsys, *argv, "--weights", "fp8") != stored
+
+
+def test_a_method_ridgeline_has_no_format_for_is_refused_naming_the_ones_it_reads(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    err = refused(capsys, *FIT, "--quantization", "bitsandbytes")
+    assert "bitsandbytes" in err and all(m in err for m in engine_methods())
+
+
+def test_quantization_and_weights_together_are_refused(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert "not allowed with" in refused(capsys, *FIT, "--quantization", "fp8",
+                                         "--weights", "fp8")
+
+
+def test_dtype_float16_runs_an_unquantized_checkpoint_in_fp16(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert answer(capsys, *FIT, "--dtype", "float16") == answer(capsys, *FIT, "--weights", "fp16")
+    assert answer(capsys, *FIT, "--dtype", "half") == answer(capsys, *FIT, "--weights", "fp16")
+    assert answer(capsys, *FIT, "--dtype", "bfloat16") == answer(capsys, *FIT)  # its own type
+    assert answer(capsys, *FIT, "--dtype", "auto") == answer(capsys, *FIT)
+
+
+def test_dtype_float16_on_an_mi100_prefills_at_its_fp16_peak_twice_its_bf16(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from ridgeline.hardware import resolve_accelerator
+
+    peaks = resolve_accelerator("mi100").peak_flops
+    argv = ("prefill", "llama-3.1-8b", "--gpu", "mi100", "--engine", "sglang", "--prompt-len",
+            "4096", "--json")
+    half, brain = answer(capsys, *argv, "--dtype", "float16"), answer(capsys, *argv)
+    assert half["bound"] == brain["bound"] == "compute"
+    assert float(brain["time_s"]) / float(half["time_s"]) == pytest.approx(
+        peaks["fp16"] / peaks["bf16"])
+    assert answer(capsys, *argv, "--weights", "fp16") == half
+
+
+def test_dtype_is_refused_on_llama_cpp(capsys: pytest.CaptureFixture[str]) -> None:
+    assert "GGUF" in refused(capsys, "prefill", "llama-3.1-8b", "--gpu", "mi100", "--engine",
+                             "llama.cpp-rocm", "--prompt-len", "4096", "--dtype", "float16")
+
+
+def test_dtype_leaves_a_quantized_format_as_it_is(capsys: pytest.CaptureFixture[str]) -> None:
+    fp8 = answer(capsys, *FIT, "--quantization", "fp8")
+    assert answer(capsys, *FIT, "--quantization", "fp8", "--dtype", "bfloat16") == fp8
+
+
+@pytest.mark.parametrize("argv", [("--dtype", "float32"), ("--dtype", "float"),
+                                  ("--dtype", "bfloat17"),
+                                  ("--dtype", "bfloat16", "--weights", "fp16")])
+def test_a_dtype_ridgeline_cannot_serve_or_one_that_disagrees_is_refused(
+        capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]) -> None:
+    assert "--dtype" in refused(capsys, *FIT, *argv)
+
+
+# -- the longest request -------------------------------------------------------------------
+@pytest.mark.parametrize("flag", ["--context-length", "--max-seq-len", "--max_seq_len"])
+@pytest.mark.parametrize("argv", [
+    ("fit", "llama-3.1-8b", "--gpu", "h100", "--json"),
+    ("decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "8", "--context", "4k", "--json"),
+    ("simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "4", "--num-requests", "40",
+     "--json"),
+])
+def test_each_engines_name_for_the_longest_request_is_max_model_len(
+        capsys: pytest.CaptureFixture[str], flag: str, argv: tuple[str, ...]) -> None:
+    assert answer(capsys, *argv, flag, "8k") == answer(capsys, *argv, "--max-model-len", "8k")
+    assert answer(capsys, *argv, flag, "8k") != answer(capsys, *argv, flag, "16k")
+
+
+def _option(parser: argparse.ArgumentParser, command: str, dest: str) -> tuple[str, ...]:
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return next((tuple(a.option_strings) for a in sub.choices[command]._actions
+                 if a.dest == dest), ())
+
+
+def test_every_command_that_takes_max_model_len_takes_the_same_spellings() -> None:
+    parser = build_parser()
+    commands = ("fit", "decode", "prefill", "simulate")
+    spellings = {_option(parser, c, "max_model_len") for c in commands}
+    assert len(spellings) == 1 and "--context-length" in spellings.pop()
+
+
+@pytest.mark.parametrize("flag", ["-c", "--ctx-size"])
+def test_llama_servers_c_is_refused_with_its_per_slot_translation(
+        capsys: pytest.CaptureFixture[str], flag: str) -> None:
+    err = refused(capsys, "fit", "llama-3.1-8b", "--gpu", "rtx-4090", "--weights", "q4_k_m",
+                  "--engine", "llama.cpp-cuda", flag, "16384")
+    assert "--max-model-len" in err and "--parallel" in err
+
+
+# -- vllm bench serve's load flags on simulate ---------------------------------------------
+SIM = ("simulate", "llama-3.1-8b", "--gpu", "h100", "--json")
+
+
+def test_vllm_bench_serves_names_for_the_load_are_simulates(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    ours = answer(capsys, *SIM, "--rate", "6", "--num-requests", "60", "--input-len", "700",
+                  "--output-len", "90")
+    theirs = answer(capsys, *SIM, "--request-rate", "6", "--num-prompts", "60",
+                    "--random-input-len", "700", "--random-output-len", "90")
+    assert theirs == ours
+
+
+def _without_load(report: dict[str, Any]) -> dict[str, Any]:
+    settings = {k: v for k, v in report["settings"].items() if k != "load"}
+    return {**report, "settings": settings}
+
+
+def test_request_rate_inf_sends_every_request_at_time_0(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """vllm bench serve's inf: all N at once, which is a closed loop of N users each sending
+    one request; with --max-concurrency C, a closed loop of C."""
+    burst = answer(capsys, *SIM, "--request-rate", "inf", "--num-prompts", "80")
+    loop = answer(capsys, *SIM, "--concurrency", "80", "--num-requests", "80")
+    assert _without_load(burst) == _without_load(loop)
+    assert "time 0" in burst["settings"]["load"]
+    capped = answer(capsys, *SIM, "--request-rate", "inf", "--max-concurrency", "8",
+                    "--num-prompts", "80")
+    assert capped == answer(capsys, *SIM, "--concurrency", "8", "--num-requests", "80")
+
+
+@pytest.mark.parametrize("argv", [("--request-rate", "inf", "--arrival", "gamma"),
+                                  ("--request-rate", "5", "--max-concurrency", "4"),
+                                  ("--request-rate", "-inf",)])
+def test_a_load_vllm_bench_serve_would_send_otherwise_is_refused(
+        capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]) -> None:
+    refused(capsys, *SIM, *argv)
+
+
+# -- model names and the launch line -------------------------------------------------------
+VARIANTS = [(e.id, v.hf_id) for e in model_entries() for v in e.variants]
+
+
+def test_the_catalog_records_instruct_variants_with_their_configs_as_source() -> None:
+    assert ("llama-3.1-70b", "meta-llama/Llama-3.1-70B-Instruct") in VARIANTS
+    for entry in model_entries():
+        for variant in entry.variants:
+            assert variant.source == f"https://huggingface.co/{variant.hf_id}/blob/main/config.json"
+
+
+@pytest.mark.parametrize(("entry", "hf"), VARIANTS)
+def test_an_instruct_repo_resolves_to_its_base_entry_by_id_and_by_name(
+        entry: str, hf: str) -> None:
+    base = resolve_model(entry)
+    for name in (hf, hf.split("/")[1], hf.lower()):
+        assert resolve_model(name) == base
+        assert hub_id(name) == hf  # the Hub's casing, whatever the case typed
+
+
+def test_a_repo_whose_config_differs_is_not_taken_for_its_base(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Qwen2.5-32B-Instruct's config states 32,768 positions, the base model's 131,072: the
+    default context would differ, so it is not a variant of qwen2.5-32b."""
+    err = refused(capsys, "fit", "Qwen/Qwen2.5-32B-Instruct", "--gpu", "h100")
+    assert "closest:" in err and "qwen2.5-32b" in err
+
+
+def test_plans_launch_line_serves_the_repo_named(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ("plan", "{}", "--rate", "1", "--input-len", "500", "--output-len", "100",
+            "--slo-ttft-ms", "3000", "--slo-tpot-ms", "100", "--gpus", "h200", "--max-gpus", "2")
+    code, out, _ = run_cli(capsys, *(a.format("llama-3.2-3b") for a in argv))
+    assert (code, out) == run_cli(capsys, *(a.format("llama-3.2-3b").replace(
+        "--rate", "--request-rate") for a in argv))[:2]  # vllm bench serve's name for it
+    for name, served in (("meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-8B-Instruct"),
+                         ("Llama-3.2-3B-Instruct", "meta-llama/Llama-3.2-3B-Instruct"),
+                         ("llama-3.2-3b", "meta-llama/Llama-3.2-3B")):
+        code, out, _ = run_cli(capsys, *(a.format(name) for a in argv))
+        assert code == 0 and f"vllm serve {served} " in out
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_plans_launch_line_pasted_into_fit_is_taken(
+        capsys: pytest.CaptureFixture[str], engine: str) -> None:
+    c = Candidate("h100-sxm", 2, 1, "fp8", "fp8", 64, 64, 0.02, 0.1, 5.0, 1, 2.99, False, "",
+                  (1.0, 1.0), max_num_batched_tokens=4096)
+    line = command_line(engine, "meta-llama/Llama-3.1-70B-Instruct", c, 32768)
+    words = shlex.split(line)
+    flags = words[words.index("meta-llama/Llama-3.1-70B-Instruct") + 1:]
+    pasted = answer(capsys, "fit", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "h100",
+                    "--engine", engine, *flags, "--json")
+    assert pasted == answer(capsys, "fit", "llama-3.1-70b", "--gpu", "h100", "--num-gpus", "2",
+                            "--engine", engine, "--weights", "fp8", "--kv-dtype", "fp8",
+                            "--max-model-len", "32768", "--max-num-seqs", "64",
+                            "--max-num-batched-tokens", "4096",
+                            "--gpu-memory-utilization", flags[flags.index(
+                                "--gpu-memory-utilization" if engine == "vllm"
+                                else "--mem-fraction-static") + 1], "--json")
