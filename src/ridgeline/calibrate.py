@@ -36,7 +36,7 @@ from ridgeline.engines import (
 from ridgeline.errors import InputError
 from ridgeline.measurements import Measurement, performance_rows
 from ridgeline.nelder_mead import minimise
-from ridgeline.predict import predict, row_engine
+from ridgeline.predict import Prediction, predict, row_engine
 from ridgeline.scoring import quantile
 
 START = EngineProfile("start", 0.7, 0.5, 3e-4, 5e-6, source="fit start")
@@ -161,23 +161,46 @@ def _finished(objective: Objective, fitted: EngineProfile, prior: EngineProfile 
     record its source then words: held_notes)."""
     mine = objective.rows
     table = {m: fitted for m in objective.members}
-    ratios = sorted(p.measured / p.predicted for p in (predict(r, table) for r in mine)
-                    if p.predicted)
+    predictions = [predict(r, table) for r in mine]
+    ratios = sorted(p.measured / p.predicted for p in predictions if p.predicted)
     # the band brackets the expectation itself (the loader's rule: band_low ≤ 1 ≤ band_high)
     low, high = min(1.0, quantile(ratios, 0.1)), max(1.0, quantile(ratios, 0.9))
     if prior is not None:  # a user's rows measure the fit's own error, not a new model's or
         # card's: the band is at least the bundled profile's, fitted on many of each
         low, high = min(low, prior.band_low), max(high, prior.band_high)
     groups = Counter(row_group(r) for r in mine)
+    largest, optimism = largest_decode_batches(mine, predictions)
     profile = replace(fitted, band_low=low, band_high=high,
                       fitted_rows=len(mine), fitted_ids=tuple(r.id for r in mine),
                       fitted_groups=dict(sorted(groups.items())),
                       compute_rows=sum(1 for r in mine if r.metric in PROMPT_METRICS),
-                      held=held)
+                      held=held, fitted_max_batch=largest, max_batch_optimism=optimism)
     notes = held_notes(profile, prior)  # the record, in words: one source for both
     if prior is not None:
         notes += "; its band at least the bundled profile's"
     return replace(profile, source=_fit_source(mine) + notes)
+
+
+def largest_decode_batches(rows: Sequence[Measurement], predictions: Sequence[Prediction]
+                           ) -> tuple[dict[str, int], dict[str, float]]:
+    """Per card group, the largest batch among ``rows`` that time decode steps (a row naming
+    no batch ran one sequence; a prefill's or TTFT's batch is prompts, not a decode step's),
+    and the median optimism of ``predictions`` (one per row) on the group's rows at that
+    batch (+ where it promised more than was measured). The serving fit's Instinct rows stop
+    at batch 16, Llama-3.1-405B FP8 on 8 x MI300X under vLLM, which it prices +21.6 %."""
+    largest: dict[str, int] = {}
+    for r in rows:
+        if r.metric not in PROMPT_METRICS:
+            group = row_group(r)
+            largest[group] = max(largest.get(group, 1), r.batch or 1)
+    optimism: dict[str, float] = {}
+    for group, batch in sorted(largest.items()):
+        at_edge = sorted(o for r, p in zip(rows, predictions, strict=True)
+                         if r.metric not in PROMPT_METRICS and row_group(r) == group
+                         and (r.batch or 1) == batch and (o := p.optimism) is not None)
+        if at_edge:
+            optimism[group] = quantile(at_edge, 0.5)
+    return dict(sorted(largest.items())), optimism
 
 
 def condition(row: Measurement) -> tuple[object, ...]:

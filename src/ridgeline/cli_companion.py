@@ -105,7 +105,8 @@ def cmd_amdahl(args: argparse.Namespace) -> LinesReport:
 
 def _fraction_from_model(args: argparse.Namespace) -> tuple[FractionSource, list[str]]:
     """The part's share of the model's decode step, and the cautions it earns: a context past
-    the model's trained one, a profile that saw too few rows on this class of card."""
+    the model's trained one, a profile that saw too few rows on this class of card or none at
+    this batch."""
     from ridgeline.cli_load import default_engine, load_deployment
     from ridgeline.engines import chosen_profile
     from ridgeline.parallel import cross_node_caution
@@ -128,6 +129,7 @@ def _fraction_from_model(args: argparse.Namespace) -> tuple[FractionSource, list
     source = decode_share(dep, step.op, step.batch, step.context, profile, step.profile,
                           op_defaulted=args.op is None)
     cautions = (context_caution(dep, step.context), profile.calibration_caution(dep.accelerator),
+                profile.batch_range_caution(dep.accelerator, step.batch),
                 cross_node_caution(dep.tensor_parallel_size, dep.accelerator, dep.engine))
     return source, [c for c in cautions if c]
 

@@ -296,6 +296,9 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                                  "" if overload_rates(result, count, saturated) else warmup_caution(
                                      span, result.percentiles("e2e")["mean"], args.rate),
                                  profile.calibration_caution(dep.accelerator),
+                                 profile.batch_range_caution(  # a lane's mean running batch
+                                     dep.accelerator,
+                                     round(result.running_batch["mean"] / (pp if split else 1))),
                                  "" if args.percentile is None else tail_caution(
                                      result.rec.windowed + result.rec.windowed_rejected,
                                      args.percentile, "the percentiles read",

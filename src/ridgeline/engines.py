@@ -111,6 +111,12 @@ class EngineProfile:
     # record. (): nothing held (a fit with no prior holds nothing at one, bar a cost per
     # weight matmul it is given); None: not recorded (a profile written before)
     held: tuple[str, ...] | None = None
+    # per accelerator group, the largest batch among the fitted rows that time decode steps
+    # (prefill and TTFT rows apart; a row naming no batch ran one sequence), and the fit's own
+    # error on the group's rows at that batch (Prediction.optimism, their median: + where it
+    # promised more than was measured). {}: not recorded (a profile written before)
+    fitted_max_batch: Mapping[str, int] = field(default_factory=dict, hash=False)
+    max_batch_optimism: Mapping[str, float] = field(default_factory=dict, hash=False)
 
     @property
     def compute_fitted(self) -> bool:
@@ -134,6 +140,25 @@ class EngineProfile:
                 f"({'its rows: ' + seen if seen else 'it was fitted on none'}): the "
                 "expectation leans on other cards' efficiencies; calibrate on this one "
                 "(`ridgeline calibrate`)")
+
+    def batch_range_caution(self, acc: Accelerator, batch: int) -> str:
+        """What to say where a decode step of ``batch`` sequences is priced past the largest
+        batch the fit saw on this card's group (fitted_max_batch), or "" (also where
+        calibration_caution already says the group's rows are too few). The bundled vllm
+        profile's Instinct rows stop at batch 16, where it read +21.6 %: batch 32 on an
+        MI300X gets the caution, batch 16 does not."""
+        group = accelerator_group(acc)
+        largest = self.fitted_max_batch.get(group)
+        if largest is None or batch <= largest or self.calibration_caution(acc):
+            return ""
+        optimism = self.max_batch_optimism.get(group, 0.0)
+        edge = (f"; at batch {largest:,} it already priced them {optimism:+.1%} faster than "
+                "measured, so read this as likely optimistic"
+                if optimism >= OPTIMISTIC_AT_EDGE else "")
+        fitted = "batch 1 alone" if largest == 1 else f"batches up to {largest:,}"
+        return (f"the {self.engine} profile was fitted on {group} cards at decode {fitted}, "
+                f"and this prices the {acc.id} at batch {batch:,}, past that "
+                f"range{edge} (a measurement at this batch, `ridgeline calibrate`, settles it)")
 
     def band_s(self, time_s: float) -> tuple[float, float]:
         """A predicted time's band: measured ÷ predicted rates ran band_low..band_high in the
@@ -214,6 +239,8 @@ class EngineProfile:
         data["group_compute"] = dict(self.group_compute)
         data["fitted_ids"] = list(self.fitted_ids)
         data["fitted_groups"] = dict(self.fitted_groups)
+        data["fitted_max_batch"] = dict(self.fitted_max_batch)
+        data["max_batch_optimism"] = dict(self.max_batch_optimism)
         if self.held is None:  # not recorded: absent, as in a profile written before
             del data["held"]
         else:
@@ -262,6 +289,9 @@ class EngineProfile:
                                               default=0.0),
                 held=None if data.get("held") is None else _held_fields(f.texts("held"),
                                                                         origin),
+                fitted_max_batch=_current_groups({k: int(v) for k, v in f.numbers(
+                    "fitted_max_batch", 1, 1e9).items()}),
+                max_batch_optimism=_current_groups(f.numbers("max_batch_optimism", -1, 1e9)),
             )
         except (TypeError, ValueError) as exc:
             if isinstance(exc, InputError):
@@ -309,6 +339,10 @@ def _share_story(base: float, groups: Mapping[str, float], acc: Accelerator,
 MIN_GROUP_ROWS = 8  # a group gets its own multiplier only with this many rows
 MAX_OVERHEAD_S = 10.0  # a fixed cost per step or layer past this is not an engine's
 MAX_MULTIPLIER = 100.0  # a group's efficiency multiplier, a band's upper edge
+# The fit's error at a group's largest fitted batch past which batch_range_caution calls a
+# prediction beyond it likely optimistic: within it, the rows there read about as well as the
+# fit's others (the serving fit's band: measured ÷ predicted 0.82–1.13).
+OPTIMISTIC_AT_EDGE = 0.10
 MAX_BANDWIDTH_BYTES_PER_S = 1e15  # a ceiling past a petabyte per second is no ceiling
 MAX_OPS_PER_WEIGHT = 1000.0  # unpacking a weight costs tens of operations, not thousands
 MAX_TILE_TOKENS = 4096.0  # a matmul kernel's tile is tens to hundreds of columns wide

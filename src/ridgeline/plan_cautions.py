@@ -1,6 +1,7 @@
 """What plan says of a candidate's own deployment that its price takes on trust: tensor
-parallelism across nodes (every all-reduce on the network), and a TTFT near its SLO on a card
-whose prompt speed borrows another card group's compute share."""
+parallelism across nodes (every all-reduce on the network), a TTFT near its SLO on a card
+whose prompt speed borrows another card group's compute share, and a decode batch past the
+largest the profile was fitted on for the card's group."""
 
 from __future__ import annotations
 
@@ -72,9 +73,11 @@ def candidate_cautions(c: Candidate, engine: str, profile: EngineProfile,
                        slo: Slo) -> tuple[str, ...]:
     """What to say of ``c``'s deployment itself: TP across nodes (parallel.cross_node_caution,
     as fit, decode, prefill and simulate say it), a TTFT within the borrowed compute share's
-    uncertainty of the SLO (``prompt_share_caution``)."""
+    uncertainty of the SLO (``prompt_share_caution``), a decode batch past the largest the
+    profile was fitted on for its card group (EngineProfile.batch_range_caution)."""
     acc = resolve_accelerator(c.accelerator)
     devices = engine_devices(engine, acc)  # vLLM's TP counts an MI250's dies
     return tuple(why for why in (cross_node_caution(c.engine_tp(engine), acc, engine,
                                                     devices=devices),
-                                 prompt_share_caution(c, profile, slo, engine)) if why)
+                                 prompt_share_caution(c, profile, slo, engine),
+                                 profile.batch_range_caution(acc, c.batch)) if why)

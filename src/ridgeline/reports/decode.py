@@ -386,7 +386,8 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
                 cdna3_moe_caution(dep), gguf_caution(dep), shared_profile_caution(profile),
                 offload_caution(dep), split_caution(dep), dep.model.architecture_caution,
                 micro_batch_caution(dep, batches), deployment_caution(dep),
-                *data_parallel_cautions(dep, stepping=True), expected[0].calibration)
+                *data_parallel_cautions(dep, stepping=True), expected[0].calibration,
+                profile.batch_range_caution(dep.accelerator, max(batches)))
     described = describe_settings(settings or EngineSettings(usage="offline"), dep.engine,
                                   max_model_len) if settings or max_model_len else ""
     return DecodeReport(dep, tuple(floors), tuple(expected), seats,
