@@ -144,8 +144,8 @@ def test_the_longest_context_lever_is_the_engines_flag_and_pastes(
 def test_llama_cpps_longest_context_lever_is_the_c_its_slots_share(
         capsys: pytest.CaptureFixture[str]) -> None:
     argv = ("fit", "llama-3.1-70b", "--gpu", "rtx-4090", "--num-gpus", "2", "--engine",
-            "llama.cpp-cuda", "--weights", "q4_k_m", "--max-model-len", "32k",
-            "--target-concurrency", "8")
+            "llama.cpp-cuda", "--weights", "q4_k_m", "-ngl", "all", "--max-model-len", "32k",
+            "--target-concurrency", "8")  # every layer on the GPUs (--fit would place the 8)
     line = next(line for line in levers(capsys, *argv) if "the longest that holds 8" in line)
     assert line.split()[0] == "-c"
     cells, per = int(line.split()[1]), int(line.split("×")[1].split()[0].replace(",", ""))

@@ -182,17 +182,23 @@ def test_fit_prints_the_placement_and_the_llama_server_flags(
 
 
 def test_fit_offers_what_fit_would_do_as_a_lever(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run_cli(capsys, "fit", "qwen3-30b-a3b", "--gpu", "rtx-3060", "--engine",
-                           "llama.cpp-cuda", "--weights", "q4_k_m", "--max-model-len", "32768",
-                           "--target-concurrency", "2", "--json")
+    """-ngl all (every layer on the GPU, --fit stopped) does not hold the target; the lever is
+    what llama-server does with no -ngl, and what ridgeline does by default."""
+    argv = ("fit", "qwen3-30b-a3b", "--gpu", "rtx-3060", "--engine", "llama.cpp-cuda",
+            "--weights", "q4_k_m", "--max-model-len", "32768", "--target-concurrency", "2",
+            "--json")
+    code, out, _ = run_cli(capsys, *argv, "-ngl", "all")
     assert code == 0
     levers = {lv["name"].split(" (")[0]: lv for lv in json.loads(out)["levers"]}
     assert levers["llama.cpp --fit"]["conversations"] >= 2
+    code, out, _ = run_cli(capsys, *argv)
+    assert code == 0 and json.loads(out)["conversations"] == levers["llama.cpp --fit"][
+        "conversations"]
 
 
 def test_a_deployment_that_does_not_fit_points_at_fit(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run_cli(capsys, *AUTO_70B)
-    assert code == 0 and "DOES NOT FIT" in out and "-ngl auto" in out
+    code, out, _ = run_cli(capsys, *AUTO_70B)  # no host bandwidth: --fit's split is unpriced
+    assert code == 0 and "DOES NOT FIT" in out and "--host-bandwidth-gbs GB/s prices" in out
     code, out, _ = run_cli(capsys, "decode", "llama-3.1-70b", "--gpu", "rtx-4090", "--engine",
                            "vllm", "--weights", "fp8", "--batch", "1", "--context", "4096")
     assert code == 0 and "DOES NOT FIT" in out and "-ngl auto" not in out  # vLLM keeps all
@@ -333,7 +339,7 @@ def test_fit_starts_llama_server_with_the_cells_it_placed_for(
 def test_several_gpus_get_the_offload_levers(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(capsys, "fit", "llama-3.1-70b", "--gpu", "rtx-3090", "--num-gpus",
                            "2", "--weights", "q8_0", "--engine", "llama.cpp-cuda",
-                           "--max-model-len", "8192", "--json")
+                           "--max-model-len", "8192", "--json", "-ngl", "all")
     assert code == 0
     names = [lv["name"] for lv in json.loads(out)["levers"]]
     assert any(n.startswith("llama.cpp --fit") for n in names)
@@ -439,8 +445,8 @@ def test_decode_and_simulate_name_the_fit_where_it_could_keep_layers_on_the_host
 
     model = "llama-3.1-70b" if hinted else "llama-3.1-405b"  # neither fits its card
     _, out, _ = run_cli(capsys, "decode", model, "--gpu", gpu, "--engine", "llama.cpp")
-    assert ("--fit (on by default since Dec 2025) would keep layers" in out) is hinted
+    assert ("default --fit (since b7437, Dec 2025) would keep layers" in out) is hinted
     code, _, err = run_cli(capsys, "simulate", model, "--gpu", gpu, "--engine", "llama.cpp",
                            "--rate", "1", "--num-requests", "10")
     assert code == 2 and "leaves no KV pool" in err
-    assert ("--fit would keep layers in host memory" in err) is hinted
+    assert ("default --fit would keep layers in host memory" in err) is hinted

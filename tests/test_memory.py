@@ -238,7 +238,8 @@ def test_the_shortfall_counts_what_the_verdict_counts(capsys: pytest.CaptureFixt
     """llama.cpp: the slots' window cache is paid before any conversation; vLLM: one request
     of a window model asks window + max_num_batched_tokens of each window group at start."""
     assert main(["fit", "gemma-2-9b", "--gpu", "rtx-4090", "--engine", "llama.cpp-cuda",
-                 "--max-model-len", "4096", "--target-concurrency", "8", "--json"]) == 0
+                 "--max-model-len", "4096", "--target-concurrency", "8", "--json",
+                 "-ngl", "all"]) == 0  # every layer on the GPU: --fit would place the 8
     r = json.loads(capsys.readouterr().out)
     need = 8 * r["per_conversation_bytes_per_gpu"] + r["slot_cache_bytes_per_gpu"]
     assert r["verdict"] == DOES_NOT_FIT
@@ -328,7 +329,7 @@ def test_the_fit_lever_is_what_ngl_auto_places_for_the_targets_slots(
     for those 32 slots, as the lever did."""
     argv = ["fit", "mistral-7b", "--gpu", "rtx-4090", "--max-model-len", "8192",
             "--target-concurrency", "32", "--engine", "llama.cpp-cuda", "--json"]
-    assert main(argv) == 0
+    assert main([*argv, "-ngl", "all"]) == 0  # --fit off: the lever is what it would do
     lever = next(lv for lv in json.loads(capsys.readouterr().out)["levers"]
                  if lv["name"].startswith("llama.cpp --fit"))
     assert main([*argv, "-ngl", "auto", "--host-bandwidth-gbs", "76.8"]) == 0

@@ -203,7 +203,7 @@ def test_rows_state_their_offload_in_the_notes() -> None:
 
 @pytest.mark.parametrize("argv, message", [
     (["-ngl", "20", "--host-bandwidth-gbs", "76.8"], "llama.cpp's"),  # engine vllm
-    (["--engine", "llama.cpp", "--host-bandwidth-gbs", "76.8"], "give -ngl N"),
+    (["--engine", "llama.cpp", "--host-bandwidth-gbs", "76.8", "-ngl", "all"], "give -ngl N"),
     (["--engine", "llama.cpp", "-ngl", "20"], "host-bandwidth-gbs"),
     (["--engine", "llama.cpp", "--n-cpu-moe", "3", "--host-bandwidth-gbs", "9"], "has none"),
     (["--engine", "llama.cpp", "-ngl", "20", "--host-bandwidth-gbs", "9", "--num-gpus", "2",
@@ -241,7 +241,7 @@ def test_decode_prefill_and_fit_answer_with_offload(capsys: pytest.CaptureFixtur
 def test_fit_offers_partial_offload_when_the_weights_crowd_out_the_cache(
         capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["fit", "qwen2.5-32b", "--gpu", "rtx-4090", "--weights", "q4_k_m", "--engine",
-            "llama.cpp", "--max-model-len", "32768", "--json"]
+            "llama.cpp", "--max-model-len", "32768", "--json", "-ngl", "all"]  # --fit off
     assert main(argv) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["verdict"] == "does not fit"
@@ -314,7 +314,7 @@ def test_llama_cpp_keeps_the_token_embeddings_on_the_cpu() -> None:
 
 def test_fit_offers_expert_offload_for_an_moe_model(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["fit", "gpt-oss-120b", "--gpu", "rtx-4090", "--engine", "llama.cpp",
-            "--max-model-len", "32k", "--json"]
+            "--max-model-len", "32k", "--json", "-ngl", "all"]  # every layer: --fit off
     assert main(argv) == 0
     levers = {lv["name"].split(" (")[0]: lv for lv in json.loads(capsys.readouterr().out)["levers"]}
     flag = next(name for name in levers if name.startswith("--n-cpu-moe"))

@@ -177,8 +177,9 @@ def test_each_row_names_its_engine_where_the_cards_run_different_ones(
 def test_fit_without_a_context_asks_for_one_where_any_card_defaults_to_llamacpp(
         capsys: pytest.CaptureFixture[str]) -> None:
     """llama.cpp's context is -c, not derived from the config: with the Mac on llama.cpp-metal
-    beside an H100, fit asks for --max-model-len as the Mac's own run does, in either order."""
-    why = _alone_error(capsys, "fit", "llama-3.1-8b", "--gpu", MAC)
+    beside an H100, fit asks for --max-model-len as the Mac's own run on a build before --fit
+    does, in either order (llama-server's -c 0 under --fit is one deployment's)."""
+    why = _alone_error(capsys, "fit", "llama-3.1-8b", "--gpu", MAC, "--engine-version", "b7000")
     for cards in (f"h100,{MAC}", f"{MAC},h100"):
         assert _alone_error(capsys, "fit", "llama-3.1-8b", "--gpu", cards) == why
 

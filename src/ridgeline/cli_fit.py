@@ -59,17 +59,19 @@ def cmd_fit(args: argparse.Namespace) -> Any:
 
     model = load_model(args)
     defaulted = ""
+    named = card_engines(args)
+    one = named[0] if len(named) == 1 and len(accelerator_names(args)) == 1 else None
+    placed_by_fit = auto_layers(args, engine_id(one) if one else None)  # -ngl auto, or the build's
     if args.max_model_len is None and args.target_concurrency is None \
-            and not auto_layers(args):
-        if any(engine_id(e).startswith("llama.cpp") for e in card_engines(args)):
-            raise InputError("give --max-model-len L (llama-server's -c), -ngl auto for its "
-                             "default -c 0 under --fit (the context that fits), or "
+            and not placed_by_fit:
+        if any(engine_id(e).startswith("llama.cpp") for e in named):
+            raise InputError("give --max-model-len L (llama-server's -c), or "
                              "--target-concurrency T alone for the longest context T "
-                             "conversations can have")
+                             "conversations can have (llama-server's -c 0 under --fit, the "
+                             "context that fits, is one engine's on one card, from b7437)")
         # vllm serve's default, SGLang's and TensorRT-LLM's alike: the context each derives
         # from the config (served_positions); comparing engines, the shortest of theirs
-        named = [engine_id(e) for e in card_engines(args)]
-        served = [(served_positions(model, e), e) for e in named]
+        served = [(served_positions(model, engine_id(e)), engine_id(e)) for e in named]
         if any(n is None for n, _ in served):
             raise InputError("give --max-model-len L (the config states no "
                              "max_position_embeddings), or --target-concurrency T alone to "
@@ -100,7 +102,8 @@ def cmd_fit(args: argparse.Namespace) -> Any:
                          f"{engines[0]}'s pool does not depend on it (`decode` and `simulate` "
                          "take it, for the step time without graphs)")
     settings = engine_settings(args)
-    if args.max_model_len is None and auto_layers(args):
+    if args.max_model_len is None and (auto_layers(args) or (
+            placed_by_fit and args.target_concurrency is None)):  # the search keeps all on the GPU
         if args.target_concurrency is not None:
             raise InputError("-ngl auto places the layers for a context: give --max-model-len "
                              "with --target-concurrency (or neither, for llama-server's -c 0)")
@@ -114,7 +117,7 @@ def cmd_fit(args: argparse.Namespace) -> Any:
     no_fit_ctx(args)
     settings = slots_for_target(dep, settings, args.target_concurrency)  # before --fit places
     dep = fitted(args, dep, settings, args.max_model_len, args.target_concurrency or 1,
-                 check_host=False)
+                 check_host=False, priced=False)
     report = fit_report(dep, args.max_model_len, settings, args.target_concurrency)
     check_host_memory_for(dep, report.launch_cells)  # the -c it tells llama-server to take
     return replace(report, searched=defaulted) if defaulted else report
@@ -139,7 +142,8 @@ def _compare_accelerators(args: argparse.Namespace, model: Any, cards: list[str]
         engine = engine_id(one.engine) if len(engines) == 1 else engines[0]  # the card's build
         dep = build_deployment(args, model, acc, engine)
         slots = slots_for_target(dep, settings, args.target_concurrency)
-        dep = fitted(args, dep, slots, args.max_model_len, args.target_concurrency or 1)
+        dep = fitted(args, dep, slots, args.max_model_len, args.target_concurrency or 1,
+                     priced=False)
         return fit_report(dep, args.max_model_len, slots, args.target_concurrency)
 
     reports, not_run = run_each(cards, on, card_id)
@@ -177,9 +181,15 @@ def _compare_engines(args: argparse.Namespace, model: Any, acc: Any, engines: li
     if len(set(engines)) < len(engines):
         raise InputError("an engine is named twice in --engine")
     settings = EngineSettings(max_model_len=args.max_model_len, usage=args.usage or "serve")
-    reports, not_run = run_each(engines, lambda engine: fit_report(
-        build_deployment(args, model, acc, engine), args.max_model_len, settings,
-        args.target_concurrency))
+
+    def at_defaults(engine: str) -> Any:  # llama.cpp: placed by its --fit where the build is
+        dep = build_deployment(args, model, acc, engine)
+        if args.max_model_len is not None and engine.startswith("llama.cpp"):
+            dep = fitted(args, dep, settings, args.max_model_len, args.target_concurrency or 1,
+                         priced=False)
+        return fit_report(dep, args.max_model_len, settings, args.target_concurrency)
+
+    reports, not_run = run_each(engines, at_defaults)
     return FitComparison(tuple(reports), not_run=not_run)
 
 

@@ -32,14 +32,16 @@ def _offload(p: argparse.ArgumentParser) -> None:
                    type=_typed(_gpu_layers),
                    help="layers on the GPU, the output layer first (llama.cpp's -ngl); the "
                    "rest stream from host memory. auto (or -1): what llama.cpp's --fit "
-                   "picks, its default since Dec 2025. Default here: all")
+                   "picks; all: every layer. Default: as the build does, auto from b7437 "
+                   "(Dec 2025; the newest modelled unless --engine-version names an older "
+                   "build), all before it and under -sm tensor")
     g.add_argument("--fit-target", "-fitt", dest="fit_target_mib", metavar="MiB",
                    type=_count("--fit-target MiB"),
-                   help="with -ngl auto: the memory --fit leaves free (llama.cpp default 1024)")
+                   help="the memory --fit (-ngl auto) leaves free (llama.cpp default 1024)")
     g.add_argument("--fit-ctx", "-fitc", dest="fit_ctx", metavar="N",
                    type=_positive_count("--fit-ctx"),
-                   help="with -ngl auto and no context given (llama-server's -c 0): the "
-                   "shortest context --fit shrinks the trained one to (default 4096)")
+                   help="under --fit (-ngl auto) with no context given (llama-server's -c 0): "
+                   "the shortest context --fit shrinks the trained one to (default 4096)")
     g.add_argument("--n-cpu-moe", "-ncmoe", dest="n_cpu_moe", metavar="N",
                    type=_count("--n-cpu-moe layers", COUNT_EXAMPLES),
                    help="keep the routed experts of the first N layers in host memory")
@@ -76,9 +78,29 @@ def _gpu_layers(text: str) -> int | str:
     return int(word)
 
 
-def auto_layers(args: argparse.Namespace) -> bool:
-    """Whether -ngl auto asks for llama.cpp's --fit placement."""
-    return getattr(args, "gpu_layers", None) == AUTO_LAYERS
+def auto_layers(args: argparse.Namespace, engine: str | None = None) -> bool:
+    """Whether llama.cpp's --fit places the weights: -ngl auto asks for it, or (``engine``
+    named) the build's default does (``fit_by_default``)."""
+    return getattr(args, "gpu_layers", None) == AUTO_LAYERS or (
+        engine is not None and fit_by_default(args, engine))
+
+
+def fit_by_default(args: argparse.Namespace, engine: str | None) -> bool:
+    """Whether llama-server places the weights with its --fit though no -ngl is given: a
+    llama.cpp build that starts with --fit on (b7437 on; --engine-version, else the newest
+    modelled), split by layer (-sm tensor starts with -fit off), with no --n-cpu-moe or
+    --cpu-moe (an -ot rule, which stops the fit). An older build keeps every layer on the GPU."""
+    from ridgeline.engine_versions import llamacpp_build
+    from ridgeline.llamacpp_fit import fit_on_by_default
+
+    if not (engine or "").startswith("llama.cpp") or getattr(args, "split_mode", None) == "tensor":
+        return False
+    if getattr(args, "gpu_layers", None) is not None or getattr(args, "cpu_moe", False) \
+            or getattr(args, "n_cpu_moe", None) is not None:
+        return False
+    version = getattr(args, "engine_version", None)
+    build = None if version is None else llamacpp_build(version)
+    return (version is None or build is not None) and fit_on_by_default(build)
 
 
 def host_offload(args: argparse.Namespace, model: Any, engine: str | None) -> Any:
@@ -91,11 +113,21 @@ def host_offload(args: argparse.Namespace, model: Any, engine: str | None) -> An
         raise InputError(f"-ngl is llama.cpp's; {engine or 'vllm'} keeps every weight on the "
                          "GPU without it")
     every_expert = getattr(args, "cpu_moe", False)
-    if getattr(args, "fit_target_mib", None) is not None and not auto_layers(args):
+    fit = auto_layers(args, engine)
+    if getattr(args, "fit_target_mib", None) is not None and not fit:
         raise InputError("--fit-target is the margin of llama.cpp's --fit: give -ngl auto")
-    if getattr(args, "fit_ctx", None) is not None and not auto_layers(args):
+    if getattr(args, "fit_ctx", None) is not None and not fit:
         raise InputError("--fit-ctx is the floor of llama.cpp's --fit: give -ngl auto")
     if ngl == AUTO_LAYERS:
+        from ridgeline.engine_versions import llamacpp_build
+        from ridgeline.llamacpp_fit import fit_default_since_build, fit_on_by_default
+
+        version = getattr(args, "engine_version", None)
+        build = None if version is None else llamacpp_build(version)
+        if (engine or "").startswith("llama.cpp") and not fit_on_by_default(build):
+            raise InputError(f"-ngl auto is llama.cpp's --fit, which came in "
+                             f"b{fit_default_since_build()} (PR #16653); b{build} has no --fit: "
+                             "give -ngl N or a later --engine-version")
         if experts is not None or every_expert:
             raise InputError("--fit places the experts itself (and stops when -ot or "
                              "--n-cpu-moe is set): drop --n-cpu-moe/--cpu-moe, or give -ngl N")
@@ -106,6 +138,11 @@ def host_offload(args: argparse.Namespace, model: Any, engine: str | None) -> An
     if ngl == ALL_LAYERS:
         ngl = None
     if ngl is None and experts is None and not every_expert:
+        if fit and getattr(args, "output_layer_last", False):
+            raise InputError("--output-layer-last is -ngl N's rule before llama.cpp PR "
+                             "#18148: give -ngl N (--fit places the output layer first)")
+        if fit:  # the host --fit places weights on (_host_template)
+            return None
         given = [flag for flag, attr in (("--host-bandwidth-gbs", "host_bandwidth_gbs"),
                                          ("--host-link-gbs", "host_link_gbs"),
                                          ("--host-memory-gib", "host_memory_gib"),
@@ -130,30 +167,53 @@ def host_offload(args: argparse.Namespace, model: Any, engine: str | None) -> An
 
 
 def fitted(args: argparse.Namespace, dep: Any, settings: Any, context: int,
-           sequences: int, check_host: bool = True) -> Any:
+           sequences: int, check_host: bool = True, priced: bool = True) -> Any:
     """``dep`` placed as llama.cpp's --fit places it for ``sequences`` × ``context`` cells,
-    where -ngl auto asks for that, else as it is; either way a host share (weights and the
-    host layers' cache) that overflows --host-memory-gib is refused, unless ``check_host`` is
-    False (fit checks it at the -c it prints)."""
+    where -ngl auto or the build's default asks for that, else as it is; either way a host
+    share (weights and the host layers' cache) that overflows --host-memory-gib is refused,
+    unless ``check_host`` is False (fit checks it at the -c it prints). The build's default
+    keeps ``dep`` whole where --fit finds no placement, or where it moves weights to the host
+    and a ``priced`` step needs the host's bandwidth, not given (``default_kept``)."""
     from ridgeline.llamacpp_pool import check_host_memory_for
 
-    if not auto_layers(args):
+    if not auto_layers(args, dep.engine):
         if check_host:
             check_host_memory_for(dep, context * sequences)
         return dep
-    from ridgeline.llamacpp_fit import fit_placement
+    from ridgeline.llamacpp_fit import FitFailed, fit_placement
 
     margin = getattr(args, "fit_target_mib", None)
-    placed = fit_placement(dep, settings, context, sequences, _host_template(args, dep),
-                           None if margin is None else margin * MIB)
+    try:
+        placed = fit_placement(dep, settings, context, sequences, _host_template(args, dep),
+                               None if margin is None else margin * MIB)
+    except FitFailed:
+        if auto_layers(args):
+            raise
+        placed = None
+    if placed is None or default_kept(args, placed, priced):
+        return fitted(_no_fit(args), dep, settings, context, sequences, check_host, priced)
     if check_host:
         check_host_memory_for(placed, context * sequences)
     return placed
 
 
+def default_kept(args: argparse.Namespace, placed: Any, priced: bool) -> bool:
+    """Whether the build's default --fit placement stays unpriced: it moved weights to the
+    host, and a step time needs the host's bandwidth, which no flag gave (the answer is then
+    the whole model's verdict, with a hint to give it)."""
+    return (priced and not auto_layers(args) and placed.offload is not None
+            and not placed.offload.host_bandwidth_bytes_per_s)
+
+
+def _no_fit(args: argparse.Namespace) -> argparse.Namespace:
+    """The flags with -ngl all: every layer on the GPU, as before --fit."""
+    return argparse.Namespace(**{**vars(args), "gpu_layers": ALL_LAYERS})
+
+
 def fitted_context(args: argparse.Namespace, dep: Any, settings: Any) -> tuple[int, Any]:
-    """-ngl auto with no context given: llama-server's -c 0 under --fit (the trained context,
-    shrunk to what fits, down to --fit-ctx, before any weight leaves the GPU)."""
+    """-ngl auto (or the build's default) with no context given: llama-server's -c 0 under
+    --fit (the trained context, shrunk to what fits, down to --fit-ctx, before any weight
+    leaves the GPU)."""
     from ridgeline.llamacpp_fit import fit_context
     from ridgeline.llamacpp_pool import check_host_memory_for
 
@@ -163,6 +223,34 @@ def fitted_context(args: argparse.Namespace, dep: Any, settings: Any) -> tuple[i
                                   getattr(args, "fit_ctx", None))
     check_host_memory_for(placed, context)
     return context, placed
+
+
+def default_placement(args: argparse.Namespace, dep: Any,
+                      settings: Any) -> tuple[int, Any, str] | None:
+    """simulate's llama-server under the build's default --fit, where that changes what runs:
+    (-c, the deployment placed, how -c was chosen), or None where the whole model stands as
+    before (it fits, --fit finds no placement, or a weight moved to the host needs
+    --host-bandwidth-gbs). No context given: -c 0 shrunk to what fits, or weights moved
+    (``fitted_context``); --max-model-len L: the -c of the slots that fit whole
+    (sim/config.llamacpp_context), at least one, with the weights --fit moves for it."""
+    from ridgeline.context_length import served_positions
+    from ridgeline.llamacpp_fit import FitFailed
+    from ridgeline.sim.config import llamacpp_context
+
+    if not settings.max_model_len:
+        try:
+            context, placed = fitted_context(args, dep, settings)
+        except FitFailed:
+            return None
+        trained = served_positions(dep.model, dep.engine) or context
+        if (placed.offload is None and context >= trained) or default_kept(args, placed, True):
+            return None
+        return context, placed, "--fit"
+    no_fit_ctx(args)
+    cells, how = llamacpp_context(dep, settings)
+    placed = fitted(args, dep, settings, settings.max_model_len,
+                    cells // settings.max_model_len, check_host=False)
+    return None if placed.offload is None else (cells, placed, f"{how}, placed by --fit")
 
 
 def no_fit_ctx(args: argparse.Namespace) -> None:

@@ -34,6 +34,7 @@ from ridgeline.cli_load import (
 from ridgeline.cli_offload import (
     _offload,
     auto_layers,
+    default_placement,
     fitted,
     fitted_context,
     no_fit_ctx,
@@ -112,20 +113,25 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     check_engine_flags(args, engine)
     settings = engine_settings(args)
     story = ""
-    if auto_layers(args) and not settings.max_model_len:  # llama-server's -c 0 under --fit
+    by_default = auto_layers(args, engine) and not auto_layers(args)  # the build's own --fit
+    placed = default_placement(args, dep, settings) if by_default else None
+    if not settings.max_model_len and (auto_layers(args) or placed):  # -c 0 under --fit
         from ridgeline.llamacpp_fit import context_story
 
-        context, dep = fitted_context(args, dep, settings)
+        context, dep = placed[:2] if placed else fitted_context(args, dep, settings)
         settings = replace(settings, max_model_len=context)
         story = context_story(dep, context)
     elif auto_layers(args):  # --fit sizes for -c: every slot's max_model_len
         no_fit_ctx(args)
         dep = fitted(args, dep, settings, settings.max_model_len,
                      kv_pool(dep, settings).max_num_seqs)
+    elif placed:  # the -c of the slots that fit, --fit placing the weights for it
+        dep = placed[1]
     # llama-server allocates -c cells and no more: the context --fit chose, else the one asked
     # for (--max-model-len × slots), else its -c 0, the trained context
     cells = None if not engine.startswith("llama.cpp") else (
-        (settings.max_model_len, "--fit") if story else llamacpp_context(dep, settings))
+        (settings.max_model_len, "--fit") if story else (placed[0], placed[2]) if placed
+        else llamacpp_context(dep, settings))
     config = sim_config(dep, settings, args.spec_tokens, args.spec_acceptance, args.spec_draft_cost,
                         cells=cells[0] if cells else None,
                         spec_method=args.spec_method or SPEC_METHODS[0],

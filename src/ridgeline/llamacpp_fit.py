@@ -1,10 +1,11 @@
 """llama.cpp's ``--fit``: the placement it picks when the weights and the cache overflow a GPU.
 
 Since PR #16653 (merged December 2025; in build 7437) llama.cpp starts with ``--fit on`` and
-``-ngl auto``: it projects the memory of the whole model on the GPU and, when that leaves less
-than ``--fit-target`` (1024 MiB) free, changes what the user did not set. A context the user
-set is kept; llama-server's default ``-c 0`` (the trained context) is first shrunk, down to
-``--fit-ctx`` (``fit_context``). Then:
+``-ngl auto`` (``fit_on_by_default``: ridgeline places a deployment given no -ngl so for
+those builds, the newest modelled among them): it projects the memory of the whole model on
+the GPU and, when that leaves less than ``--fit-target`` (1024 MiB) free, changes what the
+user did not set. A context the user set is kept; llama-server's default ``-c 0`` (the
+trained context) is first shrunk, down to ``--fit-ctx`` (``fit_context``). Then:
 
 - a dense model keeps the output layer and the last layers on the GPU, as many as fit
   (``-ngl`` lowered, whole layers, back to front);
@@ -56,6 +57,35 @@ def fit_constants() -> dict[str, Any]:
     return dict(load_data("engines.json")["llama.cpp"]["fit"])
 
 
+def fit_default_since_build() -> int:
+    """The first llama.cpp build that starts with --fit on and -ngl auto (PR #16653)."""
+    return int(fit_constants()["default_since_build"])
+
+
+def fit_on_by_default(build: int | None) -> bool:
+    """Whether llama-server ``build`` (None: the newest modelled) places the weights with
+    --fit when no -ngl is given: from b7437 on; an older build keeps every layer on the GPU
+    (-ngl's default, every block and the output layer)."""
+    return build is None or build >= fit_default_since_build()
+
+
+def fit_hint(version: str | None) -> str:
+    """What moves weights to the host where the whole model does not fit, for llama.cpp
+    ``version`` (a build; None: the newest modelled): its default --fit, priced once the
+    host's bandwidth is given; before b7437, a later build's."""
+    from ridgeline.engine_versions import llamacpp_build
+
+    if fit_on_by_default(None if version is None else llamacpp_build(version)):
+        return ("llama-server's default --fit would keep layers in host memory: "
+                "--host-bandwidth-gbs GB/s prices that")
+    return (f"a build from b{fit_default_since_build()} would keep layers in host memory with "
+            "its --fit (-ngl auto --host-bandwidth-gbs GB/s), or -ngl N here")
+
+
+class FitFailed(InputError):
+    """--fit finds no placement: the GPU cannot hold even what stays on it."""
+
+
 def default_fit_target_bytes() -> float:
     """--fit-target: the memory --fit leaves free on each device."""
     return float(fit_constants()["target_mib"]) * MIB
@@ -103,7 +133,7 @@ def fit_placement(dep: Deployment, settings: EngineSettings, context: int, seque
     if holds(whole, settings, context, sequences, margin):
         return whole
     if acc.vendor == "apple" or acc.form == "soc":
-        raise InputError(f"does not fit: {dep.model.name} and {sequences * context:,} cells "
+        raise FitFailed(f"does not fit: {dep.model.name} and {sequences * context:,} cells "
                          f"of cache overflow {acc.id}, whose GPU and CPU share one memory, so "
                          "llama.cpp's --fit has nowhere to move weights")
     from ridgeline.offload import every_layer_ngl
@@ -125,7 +155,7 @@ def fit_placement(dep: Deployment, settings: EngineSettings, context: int, seque
     experts = n if dep.model.moe is not None else 0
     most = _most(0, every, lambda ngl: fits(placed(ngl, experts)))
     if most is None:
-        raise InputError(f"does not fit: with every layer of {dep.model.name} in host memory "
+        raise FitFailed(f"does not fit: with every layer of {dep.model.name} in host memory "
                          f"the GPU still cannot hold the compute buffer and the cache's "
                          f"{sequences * context:,} cells with {margin / MIB:,.0f} MiB free "
                          "(--fit fails; a smaller -c or -ub)")

@@ -48,8 +48,8 @@ _NO_EXPECTATION = ("expected on {engine}: nothing: this deployment does not fit,
                    "no speed (`ridgeline fit` for the levers)")
 
 
-_FIT_HINT = ("  llama.cpp's --fit (on by default since Dec 2025) would keep layers in host memory "
-             "instead: -ngl auto --host-bandwidth-gbs GB/s prices that")
+_FIT_HINT = ("  llama-server's default --fit (since b7437, Dec 2025) would keep layers in host "
+             "memory instead: --host-bandwidth-gbs GB/s prices that")
 
 
 def no_expectation(dep: Deployment, engine: str) -> list[str]:

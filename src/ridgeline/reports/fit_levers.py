@@ -1,7 +1,7 @@
 """`ridgeline fit`'s levers: the changes that would hold more conversations, each with its
-number (a smaller cache format, more GPUs, half the context, smaller weights, llama.cpp's
-flash attention, slots and host offload, TensorRT-LLM's seats), and the fewest GPUs that
-hold the target when no single lever does."""
+number (a smaller cache format, more GPUs, a MoE's GPUs as data-parallel attention, half the
+context, smaller weights, llama.cpp's flash attention, slots and host offload, TensorRT-LLM's
+seats), and the fewest GPUs that hold the target when no single lever does."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def _offload_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSetti
         return dep if conversations(pool, dep, r.context) >= need else None
 
     levers = []
-    from ridgeline.llamacpp_fit import fit_placement
+    from ridgeline.llamacpp_fit import fit_default_since_build, fit_on_by_default, fit_placement
 
     try:  # what llama.cpp does by itself since Dec 2025
         fit = fit_placement(d, replace(s, max_model_len=r.context), r.context, need,
@@ -74,7 +74,9 @@ def _offload_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSetti
     except InputError:
         fit = None
     if fit is not None and fit.offload is not None:
-        levers.append((f"llama.cpp --fit ({host_weight_bytes(fit) / GIB:,.1f} GiB on host)",
+        name = "llama.cpp --fit" if fit_on_by_default(_llamacpp_build(s)) else \
+            f"--fit (b{fit_default_since_build()}+)"  # a build before it has none
+        levers.append((f"{name} ({host_weight_bytes(fit) / GIB:,.1f} GiB on host)",
                        fit, r.context, s))
     if d.model.moe is not None:  # experts first: every token still runs its layers on the GPU
         for experts in range(1, n + 1):
@@ -126,6 +128,7 @@ def levers(r: FitReport) -> list[Lever]:
         more = replace(d, pipeline_parallel_size=2 * d.pipeline_parallel_size)
         options.append((f"{2 * d.num_gpus} GPUs (TP{d.tensor_parallel_size} × "
                         f"PP{more.pipeline_parallel_size})", more, r.context, s))
+    options += _dp_attention_lever(d, r.context, s)
     node = node_size(d.accelerator)
     if d.data_parallel_size > 1:
         pass  # no pipeline stages under data-parallel attention: _rank_levers splits ranks
@@ -191,6 +194,30 @@ def _rank_levers(d: Deployment, context: int, s: EngineSettings
         out.append((f"the same {d.num_gpus} GPUs as {_ranks_label(split)}", split, context,
                     s))
     return out
+
+
+def _dp_attention_lever(d: Deployment, context: int, s: EngineSettings
+                        ) -> list[tuple[str, Deployment, int, EngineSettings]]:
+    """A MoE's tensor-parallel GPUs run as data-parallel attention instead: as many ranks of
+    one GPU each, every rank its own requests' cache in a pool of its own and its own copy of
+    the attention, the experts spread over all of them (data_parallel.py), in the engine's
+    flags: vLLM --tensor-parallel-size 1 --data-parallel-size N --enable-expert-parallel,
+    SGLang --tp-size N --dp-size N --enable-dp-attention with --ep-size N. Where the engine's
+    version has expert parallelism (expert_parallel_problem); none under pipeline stages."""
+    from ridgeline.data_parallel import DATA_PARALLEL_ENGINES, data_parallel_problem
+    from ridgeline.engine_versions import expert_parallel_problem
+
+    ranks = d.tensor_parallel_size
+    if d.model.moe is None or d.engine not in DATA_PARALLEL_ENGINES or ranks < 2 \
+            or d.data_parallel_size > 1 or d.pipeline_parallel_size > 1 or d.offload is not None \
+            or expert_parallel_problem(d.engine, s.engine_version):
+        return []
+    dp = replace(d, tensor_parallel_size=1, data_parallel_size=ranks, expert_parallel=True)
+    if data_parallel_problem(dp, ranks, True):
+        return []
+    flags = (f"--dp-size {ranks} --enable-dp-attention" if d.engine == "sglang"  # --tp-size kept
+             else f"--num-gpus 1 -dp {ranks}") + " --enable-expert-parallel"
+    return [(f"DP attention ({flags})", dp, context, s)]
 
 
 def _ranks_label(d: Deployment) -> str:

@@ -249,12 +249,12 @@ def start_refusal(dep: Deployment, settings: object, config: SimConfig,
 
     s = settings if isinstance(settings, EngineSettings) else EngineSettings()
     where = f"{dep.num_gpus} x {dep.accelerator.id}"
+    from ridgeline.llamacpp_fit import fit_could_offload, fit_hint
+
     if config.num_blocks < 1:
         pool = kv_pool(dep, s)
-        from ridgeline.llamacpp_fit import fit_could_offload
 
-        hint = ("; llama.cpp's --fit would keep layers in host memory: -ngl auto "
-                "--host-bandwidth-gbs GB/s" if fit_could_offload(dep) else "")
+        hint = "; " + fit_hint(s.engine_version) if fit_could_offload(dep) else ""
         if pool.overflow_bytes or pool.state_request_bytes:
             # a cause to name: a --kv-cache-memory-bytes pool, SGLang's states (or weights)
             return f"does not fit on {where}: " + no_sequence_reason(
@@ -266,8 +266,10 @@ def start_refusal(dep: Deployment, settings: object, config: SimConfig,
         if cells[0] > room:
             return (f"does not fit on {where}: llama-server's -c {cells[0]:,} ({cells[1]}) "
                     f"needs more KV cells than the {room:,} {dep.model.name} leaves beside "
-                    "its weights; give a smaller --max-model-len or fewer slots (--parallel), "
-                    "or -ngl auto (--fit shrinks -c 0 to what fits; see `ridgeline fit`)")
+                    "its weights; give a smaller --max-model-len or fewer slots (--parallel)"
+                    + (f"; {fit_hint(s.engine_version)} (see `ridgeline fit`)"
+                       if fit_could_offload(dep) else
+                       ", or -ngl auto (--fit shrinks -c 0 to what fits; see `ridgeline fit`)"))
     refusal = context_refusal(dep, s.max_model_len) if s.max_model_len else ""
     if refusal:
         return refusal

@@ -1,0 +1,128 @@
+"""llama.cpp's placement with no -ngl follows the build: from b7437 llama-server starts with
+--fit on and -ngl auto (PR #16653), so a model too big for the card is placed as -ngl auto
+places it; an older build keeps every layer on the GPU. A model that fits is answered as
+before, whatever the build."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ridgeline.llamacpp_fit import fit_default_since_build, fit_on_by_default
+from tests.conftest import run_cli
+
+BIG = ("llama-3.1-70b", "--gpu", "rtx-4090", "--weights", "q4_k_m", "--engine", "llama.cpp-cuda")
+SMALL = ("llama-3.1-8b", "--gpu", "rtx-4090", "--weights", "q4_k_m", "--engine", "llama.cpp-cuda")
+BEFORE_FIT = f"b{fit_default_since_build() - 1}"
+
+
+def test_fit_is_the_default_from_its_build_and_in_the_newest_modelled() -> None:
+    since = fit_default_since_build()
+    assert fit_on_by_default(None) and fit_on_by_default(since)
+    assert not fit_on_by_default(since - 1)
+
+
+def test_a_model_too_big_for_the_card_is_placed_as_ngl_auto_places_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ("fit", *BIG, "--max-model-len", "8192", "--json")
+    code, out, _ = run_cli(capsys, *argv)
+    assert code == 0
+    default = json.loads(out)
+    code, out, _ = run_cli(capsys, *argv, "-ngl", "auto")
+    assert code == 0 and json.loads(out) == default
+    assert default["conversations"] >= 1 and "--fit" in default["offload"]["placement"]
+    code, out, _ = run_cli(capsys, *argv, "--engine-version", BEFORE_FIT)
+    assert code == 0 and json.loads(out)["conversations"] == 0  # every layer on the GPU
+
+
+def test_the_printed_command_is_the_one_placed(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "fit", *BIG, "--max-model-len", "8192")
+    assert code == 0
+    command = out.split("start it with:")[1].splitlines()[0]
+    assert "-c 8192" in command and "--fit on" in command
+
+
+@pytest.mark.parametrize("argv", [
+    ("fit", *SMALL, "--max-model-len", "8192", "--json"),
+    ("fit", *SMALL, "--target-concurrency", "4", "--json"),
+    ("decode", *SMALL, "--batch", "1,8", "--context", "4096", "--json"),
+    ("prefill", *SMALL, "--prompt-len", "4096", "--json"),
+    ("simulate", *SMALL, "--max-model-len", "8192", "--concurrency", "2", "--num-requests", "6",
+     "--json"),
+    ("simulate", "llama-3.1-8b", "--gpu", "rtx-4090", "--weights", "q4_k_m", "--engine",
+     "llama.cpp-cuda", "--concurrency", "2", "--num-requests", "6", "--json"),
+])
+def test_a_model_that_fits_is_answered_as_with_every_layer_on_the_gpu(
+        capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]) -> None:
+    code, default, _ = run_cli(capsys, *argv)
+    assert code == 0
+    code, every_layer, _ = run_cli(capsys, *argv, "-ngl", "all")
+    assert code == 0 and default == every_layer
+
+
+def test_a_step_needs_the_hosts_bandwidth_before_the_default_fit_is_priced(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ("decode", *BIG, "--batch", "1", "--context", "4096")
+    code, out, _ = run_cli(capsys, *argv)
+    assert code == 0 and "DOES NOT FIT" in out and "--host-bandwidth-gbs GB/s prices" in out
+    host = ("--host-bandwidth-gbs", "76.8", "--json")
+    code, out, _ = run_cli(capsys, *argv, *host)
+    assert code == 0
+    code, auto, _ = run_cli(capsys, *argv, *host, "-ngl", "auto")
+    assert code == 0 and out == auto
+    assert json.loads(out)["points"][0]["bound"] == "host memory"
+
+
+def test_simulate_runs_the_command_fit_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    """With --max-model-len L and no -ngl: -c L × the slots that fit, --fit placing the weights
+    for it, as `fit` starts llama-server."""
+    code, out, _ = run_cli(capsys, "fit", *BIG, "--max-model-len", "8192", "--json")
+    cells = json.loads(out)["llama_server_c"]
+    code, out, _ = run_cli(capsys, "simulate", *BIG, "--max-model-len", "8192", "--concurrency",
+                           "1", "--num-requests", "3", "--host-bandwidth-gbs", "76.8")
+    assert code == 0 and f"engine: {cells:,} KV cells" in out and "--fit: -ngl" in out
+
+
+def test_fit_without_a_context_takes_llama_servers_c_0_on_a_fit_build(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ("fit", "llama-3.1-8b", "--gpu", "rtx-3060", "--engine", "llama.cpp-cuda", "--json")
+    code, out, _ = run_cli(capsys, *argv)
+    code_auto, auto, _ = run_cli(capsys, *argv, "-ngl", "auto")
+    assert code == code_auto == 0 and out == auto
+    assert "-c 0 under --fit" in json.loads(out)["longest_context_search"]
+    code, _, err = run_cli(capsys, *argv, "--engine-version", BEFORE_FIT)
+    assert code == 2 and "--max-model-len" in err
+
+
+@pytest.mark.parametrize(("flags", "named"), [
+    (("-ngl", "auto", "--max-model-len", "8192", "--engine-version", BEFORE_FIT), "has no --fit"),
+    (("--output-layer-last", "--max-model-len", "8192"), "give -ngl N"),
+    (("--fit-target", "512", "--max-model-len", "8192", "--engine-version", BEFORE_FIT),
+     "give -ngl auto"),
+])
+def test_fit_flags_where_the_build_has_no_fit_exit_2(capsys: pytest.CaptureFixture[str],
+                                                    flags: tuple[str, ...], named: str) -> None:
+    code, out, err = run_cli(capsys, "fit", *BIG, *flags)
+    assert code == 2 and named in err and not out
+
+
+def test_fits_knobs_need_no_ngl_on_a_fit_build(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ("fit", *BIG, "--max-model-len", "8192", "--json")
+    code, tight, _ = run_cli(capsys, *argv, "--fit-target", "4096")
+    assert code == 0
+    code, loose, _ = run_cli(capsys, *argv)
+    assert json.loads(tight)["offload"]["host_weight_bytes"] > json.loads(loose)["offload"][
+        "host_weight_bytes"]
+
+
+def test_an_engine_comparison_runs_llama_cpp_at_its_builds_default(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "fit", "llama-3.1-70b", "--gpu", "rtx-4090", "--weights",
+                           "q4_k_m", "--engine", "vllm,llama.cpp-cuda", "--max-model-len",
+                           "8192", "--json")
+    assert code == 0
+    rows = {r["engine"]: r for r in json.loads(out)["engines"]}
+    assert rows["vllm"]["conversations"] == 0  # vLLM keeps every weight on the GPU
+    assert rows["llama.cpp-cuda"]["conversations"] >= 1
+    assert "--fit" in rows["llama.cpp-cuda"]["offload"]["placement"]
