@@ -23,7 +23,10 @@ def _prefix_caching(g: Any, help_text: str) -> None:
 def _vllm_memory_switches(g: Any) -> None:
     """vLLM switches that change what its pool holds (fit and simulate)."""
     g.add_argument("--no-async-scheduling", action="store_true",
-                   help="vLLM v0.26+: window layers keep blocks for one batch in flight, not two")
+                   help="vLLM: schedule synchronously (from v0.14 it forms the next batch while "
+                   "one runs, so simulate admits an arrival and frees a finished request's "
+                   "seat and blocks a step later); v0.26+: window layers keep blocks for one "
+                   "batch in flight, not two")
     g.add_argument("--language-model-only", action="store_true",
                    help="vLLM: a multimodal checkpoint without its vision tower")
     g.add_argument("--warm-compile-cache", action="store_true",
@@ -38,6 +41,14 @@ def sglang_multimodal(g: Any) -> None:
                    help="SGLang: serve Gemma-3 or Llama-4 with their vision tower (text-only "
                    "by default), which cuts its default mem_fraction_static as it does for "
                    "other multimodal models")
+
+
+def sglang_overlap(g: Any) -> None:
+    """SGLang's switch for its overlap scheduler (simulate)."""
+    g.add_argument("--disable-overlap-schedule", action="store_true",
+                   help="SGLang: schedule synchronously (from v0.4.0 it forms the next batch "
+                   "while one runs, so an arrival joins and a finished request's seat and "
+                   "blocks come free a step later)")
 
 
 def _trtllm_backend(g: Any) -> None:

@@ -22,6 +22,7 @@ from ridgeline.cli_engine import (
     _vllm_memory_switches,
     check_engine_flags,
     sglang_multimodal,
+    sglang_overlap,
 )
 from ridgeline.cli_load import (
     build_deployment,
@@ -452,6 +453,7 @@ def register(sub: Any) -> None:
     g.add_argument("--swa-full-tokens-ratio", type=_positive_float("swa_full_tokens_ratio"),
                    metavar="R", help="SGLang hybrid-SWA models: window pool ÷ full pool (0.8)")
     sglang_multimodal(g)
+    sglang_overlap(g)
     _prefix_caching(g, "prompt reuse between requests; vLLM runs a hybrid with recurrent "
                     "state without it by default before v0.28, and with it a linear-attention "
                     "hybrid keeps two state blocks per request")

@@ -78,6 +78,7 @@ class EngineSettings:
     flash_attn: bool = True  # llama.cpp -fa (default auto: on where the backend supports it)
     swa_full_tokens_ratio: float | None = None  # SGLang's window pool ÷ full pool (default 0.8)
     async_scheduling: bool = True  # vLLM (default since v0.14): off is --no-async-scheduling
+    overlap_schedule: bool = True  # SGLang (default since v0.4.0): off is --disable-overlap-schedule
     # vLLM: None is its default (on; for a model with recurrent state, off before v0.28)
     prefix_caching: bool | None = None
     language_model_only: bool = False  # vLLM --language-model-only: no vision tower loaded
@@ -161,6 +162,9 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
                          "SGLang caches every layer's tokens in one pool for it")
     if not s.async_scheduling and engine != "vllm":
         raise InputError(f"--no-async-scheduling is vLLM's; {engine} has no such setting")
+    if not s.overlap_schedule and engine != "sglang":
+        raise InputError(f"--disable-overlap-schedule is SGLang's; {engine} has no such setting"
+                         + (" (vLLM's is --no-async-scheduling)" if engine == "vllm" else ""))
     if engine == "vllm" and dep.pipeline_parallel_size > 1 and s.engine_version \
             and parse_version(s.engine_version) < PIPELINE_FROM:
         raise InputError(f"vLLM {s.engine_version} has no pipeline parallelism: it came in "

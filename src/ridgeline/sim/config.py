@@ -62,6 +62,11 @@ class SimConfig:
     # and whether a request alone is held to it too (before v0.31)
     long_prefill_token_threshold: int = 0
     long_prefill_alone: bool = False
+    # vLLM's async scheduling, SGLang's overlap scheduler (``overlapped_scheduling``): batch
+    # k+1 is formed as batch k starts, so on a busy engine an arrival joins a step later
+    # (``Run.arrive_due``) and a finished request's seat and blocks come free at the end of
+    # the next step (``Simulator.finish``); the synchronous loop where False
+    async_scheduling: bool = False
 
     def admission_extra(self, prompt_tokens: int) -> int | None:
         """Blocks of this table the gate asks beyond a request's own for a prompt of
@@ -129,6 +134,37 @@ def v1_free_queue(engine: str, version: str | None) -> bool:
     from ridgeline.vllm_memory import vllm_accounting
 
     return vllm_accounting(version).engine != "V0"
+
+
+def overlapped_scheduling(engine: str, settings: object, pipeline_parallel_size: int,
+                          spec_tokens: int = 0, spec_method: str = "eagle") -> bool:
+    """Whether the engine forms its next batch while one runs (engines.json, with sources):
+    vLLM from v0.14 unless --no-async-scheduling, speculative decoding only with an EAGLE or
+    MTP drafter; SGLang from v0.4.0 unless --disable-overlap-schedule, and never with
+    speculative decoding. Neither overlaps under pipeline parallelism (vLLM's pipeline has
+    its own batch queue, sim/pipeline.py; SGLang turns overlap off)."""
+    from ridgeline.datafiles import engine_defaults
+    from ridgeline.memory import EngineSettings
+
+    s = settings if isinstance(settings, EngineSettings) else EngineSettings()
+    if pipeline_parallel_size > 1:
+        return False
+    if engine == "vllm":
+        from ridgeline.vllm_memory import parse_version, vllm_accounting
+
+        rule = engine_defaults("vllm")["async_scheduling"]
+        version = vllm_accounting(s.engine_version).version
+        return s.async_scheduling and parse_version(version) >= parse_version(
+            rule["default_from"]) and (not spec_tokens or spec_method in rule["spec_methods"])
+    if engine == "sglang":
+        from ridgeline.sglang_memory import sglang_release
+
+        rule = engine_defaults("sglang")["overlap_schedule"]
+        old = s.engine_version is not None and \
+            sglang_release(s.engine_version) < sglang_release(rule["default_from"])
+        return s.overlap_schedule and not old and (
+            not spec_tokens or rule["with_speculative_decoding"])
+    return False
 
 
 def sim_config(dep: Deployment, settings: object | None = None,
@@ -207,6 +243,8 @@ def sim_config(dep: Deployment, settings: object | None = None,
                      chunked_prefill=dep.engine != "trtllm",
                      positions_capped=dep.engine == "vllm",
                      long_prefill_token_threshold=threshold, long_prefill_alone=alone,
+                     async_scheduling=overlapped_scheduling(
+                         dep.engine, s, dep.pipeline_parallel_size, spec_tokens, spec_method),
                      **gate)  # type: ignore[arg-type]
 
 

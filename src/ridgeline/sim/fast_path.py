@@ -4,8 +4,9 @@ The plain step (``Simulator``, ``fast_path=False``) schedules every running requ
 the exact batch and updates each request — O(batch) per step, the reference. Here the
 running decodes are kept as sums (``DecodeSet``), so a step costs O(1) plus the requests
 that change (a prefill chunk, an admission, a finish); and while nothing can change the
-batch — no arrival due, no request finishing, no prefill running, no block shortage — k
-decode steps go at once: contexts grow by one token a step and step time is (close to)
+batch — no arrival due or held, no request finishing or due to free its seat (async
+scheduling: ``Simulator._advance`` takes one step then), no prefill running, no block
+shortage — k decode steps go at once: contexts grow by one token a step and step time is (close to)
 linear in them, so they cost k·(t₀ + t_{k−1})/2 (a run stops where a request fills a
 sliding window). A block shortage walks the running requests in order once (O(batch)) to
 preempt as the plain step would. Speculative decoding (each request accepts its own number
@@ -298,7 +299,7 @@ class FastPath:
     def _could_admit(self, decodes: int) -> bool:
         """Could the head of the queue start next step? (then steps go one at a time)"""
         s = self.scheduler
-        if not s.waiting or len(s.running) >= self.config.max_num_seqs or s.batch_full:
+        if not s.waiting or s.seats_taken >= self.config.max_num_seqs or s.batch_full:
             return False
         if not s.fits_reservation(s.waiting[0]):
             return False  # it waits for a finish, which ends any run of steps
@@ -341,7 +342,7 @@ class FastPath:
         change what the queue head finds cached, and so whether it could start — the plain
         step would check that every step."""
         s = self.scheduler
-        if s.waiting and len(s.running) < self.config.max_num_seqs:
+        if s.waiting and s.seats_taken < self.config.max_num_seqs:
             return self.pool.free_before_cached()
         return self.pool.available
 

@@ -93,6 +93,7 @@ class PipelineSimulator(Simulator):
     def __init__(self, dep: Deployment, profile: EngineProfile, config: SimConfig,
                  stages: int | None = None) -> None:
         super().__init__(dep, profile, config)
+        self.lagged = False  # the pipeline's batch queue is its own (its outputs read in turn)
         self.stages = stages or dep.pipeline_parallel_size
         self.stage_free_s = [0.0] * self.stages  # when each stage finishes its last batch
         self.in_flight: deque[MicroBatch] = deque()

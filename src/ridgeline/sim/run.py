@@ -43,30 +43,59 @@ class Run:
         self.idle_s = 0.0  # simulated time with nothing to run
         self.source = iter(workload)
         self.pending: Request | None = None  # an open loop's next arrival
+        # async scheduling (``Simulator.lagged``): requests come while the engine was busy,
+        # held for the batch after next (``arrive_due``); off while a closed loop's first
+        # requests are sent, all before the first step
+        self.lag = False
+        self.held: list[Request] = []
         if closed_loop:
             for _ in range(closed_loop):
                 if not self.send_next():
                     break
         else:
             self.pending = next(self.source, None)
+        self.lag = sim.lagged
 
     @property
     def next_arrival_s(self) -> float:
+        """When the batch may next change for an arrival: now while one is held for the next
+        step's end (a run of decode steps stops after one), else the next arrival."""
+        if self.held:
+            return self.sim.now_s
         return self.pending.arrival_s if self.pending is not None else math.inf
 
     def arrive_due(self) -> None:
-        """An open loop's requests whose arrival time has come, in order."""
-        sim, pending = self.sim, self.pending
+        """An open loop's requests whose arrival time has come, in order. Under async
+        scheduling (``lag``) on a busy engine the batch about to run was formed as the last
+        step began: a request that came during that step is held and joins at the next
+        step's end, one step later than the synchronous loop takes it (an idle engine forms
+        its batch at once). The README's 8 req/s example: about one decode step more TTFT."""
+        sim, pending, s = self.sim, self.pending, self.sim.scheduler
+        busy = self.lag and bool(s.running or s.waiting)
+        held, self.held = self.held, []
+        for r in held:
+            if busy and r.arrival_s >= sim.now_s:  # a closed loop's, sent as this step ended:
+                self.held.append(r)  # the batch about to run was formed without it
+            elif not sim.arrive(r, self.rec) and self.closed_loop:
+                self.send_next()  # a refused one frees its seat at once
         while pending is not None and pending.arrival_s <= sim.now_s:
-            sim.arrive(pending, self.rec)
+            if busy:
+                self.held.append(pending)
+            else:
+                sim.arrive(pending, self.rec)
             pending = next(self.source, None)
         self.pending = pending
 
     def send_next(self) -> bool:
-        """Closed loop: send the next request now; a rejected one frees its seat at once.
+        """Closed loop: send the next request now; a rejected one frees its seat at once
+        (under async scheduling, on a busy engine, it is held a step: ``arrive_due``).
         False once the workload has no more."""
+        s = self.sim.scheduler
         while (r := next(self.source, None)) is not None:
             r.arrival_s = self.sim.now_s
+            if self.lag and (s.running or s.waiting):
+                self.held.append(r)
+                return True
             if self.sim.arrive(r, self.rec):
                 return True
         return False
@@ -105,7 +134,8 @@ class Run:
         if not self.stop_when_behind or self.closed_loop or sim.steps < self.next_check:
             return False
         self.next_check = sim.steps + CHECK_STEPS
-        rec.stop_reading = rec.hopelessly_behind(sim.now_s, self.pending is None)
+        rec.stop_reading = rec.hopelessly_behind(sim.now_s, self.pending is None
+                                                 and not self.held)
         rec.stopped_early = bool(rec.stop_reading)
         return rec.stopped_early
 

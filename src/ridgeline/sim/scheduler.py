@@ -112,6 +112,9 @@ class Scheduler:
         self.pool = pool
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
+        # finished requests whose seats are not yet free: under async scheduling a finish
+        # is read a step late (``Simulator.finish``), so its seat counts until then
+        self.seats_held = 0
         self.preemptions = 0
         self.reserved_blocks = 0  # reserve_full: the running requests' blocks at their end
         self.ratio = NewTokenRatio()  # token_ratio: SGLang's estimate of outputs to come …
@@ -120,6 +123,12 @@ class Scheduler:
         # to date (the simulator's fast path keeps its decodes as sums) …
         self.leaving: Callable[[Request], None] = _ignore  # … and takes a preempted one out
         self.decoding_held: Callable[[], int] = self.walk_decoding_held
+
+    @property
+    def seats_taken(self) -> int:
+        """Seats under max_num_seqs in use: the running requests, and the finished ones not
+        yet released (async scheduling)."""
+        return len(self.running) + self.seats_held
 
     def reservation(self, r: Request) -> int:
         """Under reserve_full, the blocks of r's whole life, its last verify step's drafts too."""
@@ -238,7 +247,7 @@ class Scheduler:
     def head_ready(self, budget: int) -> bool:
         """Could the waiting queue's head start now with this budget (a seat, its blocks)?
         Under token_ratio, a head that cannot is refused as SGLang refuses it."""
-        if not self.waiting or len(self.running) >= self.config.max_num_seqs \
+        if not self.waiting or self.seats_taken >= self.config.max_num_seqs \
                 or not self.fits_reservation(self.waiting[0]) or self.batch_full:
             return False
         return self._room_for(self.waiting[0], budget)
@@ -284,8 +293,9 @@ class Scheduler:
         0 for no cap: the threshold, unless (vLLM v0.31+) the request is alone, running or
         waiting, with nobody to hold back."""
         cap = self.config.long_prefill_tokens
+        # (a finish not yet read under async scheduling is still in vLLM's running list)
         if cap and not self.config.long_prefill_alone \
-                and len(self.running) + len(self.waiting) <= 1:
+                and self.seats_taken + len(self.waiting) <= 1:
             return 0
         return cap
 
@@ -366,7 +376,7 @@ class Scheduler:
                          if not (x.request.num_generated and x.request.to_compute <= 1)) \
             if self.config.token_ratio else 0
         cap = self.long_prefill_cap()
-        while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs \
+        while self.waiting and budget > 0 and self.seats_taken < self.config.max_num_seqs \
                 and not self.batch_full:
             r = self.waiting[0]
             take = min(budget, cap) if cap else budget  # the most its first chunk takes

@@ -66,6 +66,11 @@ class Simulator:
         self.steps = 0
         self.tokens_per_step = tokens_per_step(config.spec_tokens, config.spec_acceptance)
         self._carry: dict[int, float] = {}  # fractional accepted tokens per request
+        # async scheduling (vLLM) or the overlap scheduler (SGLang): the next batch is formed
+        # as one starts, so an arrival joins a step late (``Run.arrive_due``) and a finish is
+        # read a step late: its seat and blocks held (``retiring``) to the next step's end
+        self.lagged = config.async_scheduling
+        self.retiring: list[Request] = []
         self.timer = StepTimer(dep, profile)
         self.fast = FastPath(self)  # the running decodes as sums (sim/fast_path.py)
         self.scheduler.sync = self.fast.sync
@@ -120,6 +125,9 @@ class Simulator:
                           stop_when_behind, stop_past)
         rec, s = run.rec, self.scheduler
         while True:
+            if self.retiring and not s.running:  # no batch in flight beside them: the
+                self._release(self.retiring)  # engine waits for their output, and frees them
+                self.retiring = []
             run.arrive_due()
             if not s.running and not s.waiting:
                 s.ratio.reset()  # SGLang's estimate starts over when the engine is idle
@@ -205,7 +213,35 @@ class Simulator:
         rec.queued(self.now_s, len(s.waiting), max(0.0, room))
 
     def _advance(self, next_arrival: float, rec: Recorder) -> list[Request]:
-        """Run one step, or several identical decode steps; return who finished."""
+        """Run one step, or several identical decode steps; return who finished. Requests
+        that finished a step earlier under async scheduling (``retiring``) held their seats
+        and blocks through it — the batch was formed before their finish was read — and
+        leave at its end: one step, not a run of them."""
+        retiring, self.retiring = self.retiring, []
+        if retiring:
+            next_arrival = self.now_s
+        finished = self._take_step(next_arrival, rec)
+        if finished is None and retiring:  # nothing to run beside them (the pool short, the
+            self._release(retiring)  # batch empty): the engine waits for their output first
+            retiring = []
+            finished = self._take_step(next_arrival, rec)
+        if finished is None:
+            raise InputError("the engine cannot schedule: a request needs more blocks "
+                             "than the pool frees")  # guarded by _reject_reason
+        if retiring:
+            self._release(retiring)
+        return finished
+
+    def _release(self, retiring: list[Request]) -> None:
+        """Finished requests' seats and blocks freed, a step after their finish (async)."""
+        for r in retiring:
+            self.pool.release(r)
+        self.scheduler.seats_held -= len(retiring)
+        self.scheduler.batch_full = False
+
+    def _take_step(self, next_arrival: float, rec: Recorder) -> list[Request] | None:
+        """One step, or a run of decode steps; None where the scheduler found nothing to
+        run."""
         fast = self.fast
         if self._bulk and (fast.in_bulk or fast.enter()):
             finished = fast.advance(next_arrival, rec)
@@ -213,10 +249,7 @@ class Simulator:
                 return finished
             fast.leave()
         batch = self.scheduler.schedule(self.now_s)
-        if not batch:
-            raise InputError("the engine cannot schedule: a request needs more blocks "
-                             "than the pool frees")  # guarded by _reject_reason
-        return self._step(batch, rec)
+        return self._step(batch, rec) if batch else None
 
     # -- one step -------------------------------------------------------------------------
     def passes_s(self, seqs: list[Seq], graphed: bool | None = None) -> float:
@@ -305,8 +338,16 @@ class Simulator:
         return max(1, whole)
 
     def finish(self, r: Request) -> Request:
+        """r's last token is out: it leaves the running batch; its seat and blocks come free
+        now, or under async scheduling (``lagged``) at the end of the next step, whose batch
+        was formed before this one's output was read (vLLM: update_from_output of batch k
+        runs after batch k+1 is scheduled)."""
         r.status, r.finish_s = FINISHED, self.now_s
         self.scheduler.remove(r)
-        self.pool.release(r)
         self._carry.pop(r.id, None)
+        if self.lagged:
+            self.retiring.append(r)
+            self.scheduler.seats_held += 1
+        else:
+            self.pool.release(r)
         return r

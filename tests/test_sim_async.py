@@ -1,0 +1,238 @@
+"""Async scheduling (vLLM) and the overlap scheduler (SGLang) in the simulator: on a busy
+engine the next batch is formed as one starts, so an arrival joins a step later
+(``Run.arrive_due``) and a finished request's seat and blocks come free at the end of the next
+step (``Simulator.finish``), than in the synchronous loop."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.cli import main
+from ridgeline.engines import profile_for
+from ridgeline.memory import EngineSettings
+from ridgeline.sim.config import SimConfig, overlapped_scheduling, sim_config
+from ridgeline.sim.request import Request
+from ridgeline.sim.simulator import Simulator
+from ridgeline.sim.workload import Workload
+
+DEP = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"), "bf16")
+PROFILE = profile_for("vllm")
+SGLANG = {"prefill_first": True, "token_ratio": True, "cache_on_schedule": False}
+
+
+def config(async_on: bool, fast: bool = True, blocks: int = 20_000, seqs: int = 64,
+           **engine: bool) -> SimConfig:
+    return SimConfig(num_blocks=blocks, block_size=16, max_num_seqs=seqs,
+                     max_num_batched_tokens=2048, max_model_len=32768, fast_path=fast,
+                     async_scheduling=async_on, **engine)  # type: ignore[arg-type]
+
+
+def start_and_steps(async_on: bool, second_arrival_s: float,
+                    fast: bool = False) -> tuple[float, list[float]]:
+    """When a second request, arriving at ``second_arrival_s`` behind a long one, was first
+    scheduled; and every step's end."""
+    first = Request(0, 0.0, 200, 400)
+    second = Request(1, second_arrival_s, 200, 10)
+    ends: list[float] = []
+    sim = Simulator(DEP, PROFILE, config(async_on, fast))
+    sim.run(iter([first, second]), after_step=lambda s: ends.append(s.now_s))
+    return second.first_scheduled_s, ends
+
+
+def test_a_request_arriving_mid_step_on_a_busy_engine_starts_one_step_later() -> None:
+    _, ends = start_and_steps(False, 1.0)
+    arrival_s = (ends[5] + ends[6]) / 2  # inside the seventh step, the first one decoding
+    sync_start, sync_ends = start_and_steps(False, arrival_s)
+    async_start, async_ends = start_and_steps(True, arrival_s)
+    boundary = next(i for i, end in enumerate(sync_ends) if end >= arrival_s)
+    assert sync_start == sync_ends[boundary]  # the synchronous loop: the next step
+    assert async_start == async_ends[boundary + 1]  # async: the step after it
+    assert async_ends[boundary + 1] > async_ends[boundary]
+
+
+def test_an_idle_engine_takes_an_arrival_at_once_under_async_scheduling() -> None:
+    _, ends = start_and_steps(False, 1e6)
+    arrival_s = ends[-1] + 1.0  # the first request long finished
+    assert start_and_steps(True, arrival_s)[0] == start_and_steps(False, arrival_s)[0] \
+        == arrival_s
+
+
+def test_the_fast_path_holds_an_arrival_as_the_step_loop_does() -> None:
+    _, ends = start_and_steps(False, 1.0)
+    arrival_s = (ends[40] + ends[41]) / 2  # inside a run of decode steps
+    fast_start, fast_ends = start_and_steps(True, arrival_s, fast=True)
+    slow_start, _ = start_and_steps(True, arrival_s, fast=False)
+    assert fast_start == pytest.approx(slow_start, rel=1e-3)
+    assert fast_start > min(end for end in fast_ends if end >= arrival_s)  # a step later
+
+
+def seat_freed(async_on: bool, fast: bool, **engine: bool) -> tuple[float, float, list[float]]:
+    """Two seats, a long request in one and a short one in the other, a third waiting for a
+    seat: when the short one finished, when the third started, and every step's end."""
+    long, short, third = Request(0, 0.0, 100, 300), Request(1, 0.0, 100, 20), \
+        Request(2, 0.0, 100, 20)
+    ends: list[float] = []
+    Simulator(DEP, profile_for("sglang" if engine else "vllm"),
+              config(async_on, fast, seqs=2, **engine)).run(
+        iter([long, short, third]), after_step=lambda s: ends.append(s.now_s))
+    return short.finish_s, third.first_scheduled_s, ends
+
+
+@pytest.mark.parametrize("engine", [{}, SGLANG], ids=["vllm", "sglang"])
+@pytest.mark.parametrize("fast", [True, False], ids=["fast path", "step loop"])
+def test_a_finished_requests_seat_comes_free_at_the_end_of_the_next_step(
+        engine: dict[str, bool], fast: bool) -> None:
+    """The batch after a finish was formed before the finish was read: the seat it leaves
+    is taken a step later than in the synchronous loop, and the engine's other request runs
+    on meanwhile."""
+    done_s, started_s, ends = seat_freed(False, fast, **engine)
+    assert started_s == done_s  # the synchronous loop: the very next step
+    done_s, started_s, ends = seat_freed(True, fast, **engine)
+    after = ends.index(done_s)
+    assert started_s == ends[after + 1] > done_s  # async: the step after it
+
+
+def test_a_finished_requests_blocks_come_free_a_step_later() -> None:
+    """A pool of 55 blocks holds two 400-token prompts (25 blocks each), not three: the
+    waiting one gets the short one's blocks a step after it finished (vLLM frees them in
+    update_from_output, after the next batch was scheduled)."""
+    held: list[tuple[int, int]] = []
+
+    def note(s: Simulator) -> None:
+        held.append((s.pool.held, sum(r.blocks_held for r in s.scheduler.running)))
+
+    for async_on in (False, True):
+        held.clear()
+        long, short, third = Request(0, 0.0, 400, 300), Request(1, 0.0, 400, 20), \
+            Request(2, 0.0, 400, 20)
+        Simulator(DEP, PROFILE, config(async_on, blocks=55)).run(
+            iter([long, short, third]), after_step=note)
+        gap = third.first_scheduled_s - short.finish_s
+        assert (gap > 0) == async_on
+        # blocks held by nobody running: the finished request's, for one step under async
+        assert any(pool > running for pool, running in held) == async_on
+
+
+def test_async_scheduling_lengthens_queueing_under_load_but_not_tpot() -> None:
+    """At 8 req/s on one H100 (the README's example, shorter) the lag adds about a decode
+    step to mean TTFT and queueing; a step's work, and so TPOT, is unchanged."""
+    w = Workload(400, "lognormal:1000,0.8", "lognormal:250,0.8", rate=8.0, seed=0)
+    sync = Simulator(DEP, PROFILE, config(False)).run(iter(w))
+    lagged = Simulator(DEP, PROFILE, config(True)).run(iter(w))
+    step_s = sync.percentiles("tpot")["p50"]
+    gained = lagged.percentiles("queue")["mean"] - sync.percentiles("queue")["mean"]
+    assert 0.5 * step_s < gained < 1.5 * step_s
+    assert lagged.percentiles("ttft")["mean"] > sync.percentiles("ttft")["mean"]
+    assert lagged.percentiles("tpot")["p50"] == pytest.approx(step_s, rel=0.02)
+    assert lagged.completed == sync.completed
+
+
+@pytest.mark.parametrize("engine", [{}, SGLANG], ids=["vllm", "sglang"])
+@pytest.mark.parametrize("blocks,seqs", [(20_000, 64), (400, 64), (150, 16), (20_000, 8)])
+def test_async_fast_path_agrees_with_the_step_loop_within_half_a_percent(
+        engine: dict[str, bool], blocks: int, seqs: int) -> None:
+    """Open loop, with pools and seats tight enough that the late frees decide who starts
+    and who is preempted."""
+    w = Workload(300, "lognormal:800,0.8", "lognormal:200,0.8", rate=10.0, seed=3)
+    profile = profile_for("sglang" if engine else "vllm")
+    fast = Simulator(DEP, profile, config(True, True, blocks, seqs, **engine)).run(iter(w))
+    slow = Simulator(DEP, profile, config(True, False, blocks, seqs, **engine)).run(iter(w))
+    assert fast.completed == slow.completed
+    for name in ("ttft", "tpot", "queue"):
+        for key, value in slow.percentiles(name).items():
+            assert fast.percentiles(name)[key] == pytest.approx(value, rel=0.005)
+
+
+def test_a_closed_loops_next_request_waits_a_step_too() -> None:
+    """``--concurrency``: the request sent as one finishes misses the batch already formed;
+    the fast path agrees with the step loop."""
+    w = Workload(200, "1000", "lognormal:250,0.8", seed=2)
+    sync = Simulator(DEP, PROFILE, config(False)).run(iter(w), closed_loop=16)
+    fast = Simulator(DEP, PROFILE, config(True)).run(iter(w), closed_loop=16)
+    slow = Simulator(DEP, PROFILE, config(True, False)).run(iter(w), closed_loop=16)
+    assert fast.completed == slow.completed == sync.completed == 200
+    step_s = sync.percentiles("tpot")["p50"]
+    gained = fast.percentiles("queue")["mean"] - sync.percentiles("queue")["mean"]
+    assert 0.5 * step_s < gained < 1.5 * step_s
+    for name in ("ttft", "tpot", "queue"):
+        for key, value in slow.percentiles(name).items():
+            assert fast.percentiles(name)[key] == pytest.approx(value, rel=0.005)
+
+
+def check_invariants(sim: Simulator) -> None:
+    """Blocks conserved, the finished-but-unread requests' among them; their seats counted
+    under max_num_seqs."""
+    pool, s = sim.pool, sim.scheduler
+    assert pool.held + pool.free + len(pool.evictable) == pool.total
+    held = sum(r.private_blocks for r in [*s.running, *sim.retiring]) + sum(
+        1 for n in pool.refs.values() if n > 0)
+    assert held == pool.held
+    assert s.seats_held == len(sim.retiring)
+    assert s.seats_taken <= sim.config.max_num_seqs
+
+
+@settings(max_examples=30, deadline=None)
+@given(workload=st.builds(Workload, num_requests=st.integers(1, 60),
+                          input_len=st.sampled_from(["64", "uniform:1,700"]),
+                          output_len=st.sampled_from(["1", "uniform:1,300"]),
+                          rate=st.sampled_from([2.0, 50.0, float("inf")]),
+                          seed=st.integers(0, 10_000)),
+       blocks=st.sampled_from([40, 200, 5000]), seqs=st.sampled_from([2, 64]),
+       sglang=st.booleans())
+def test_invariants_hold_after_every_step_under_async_scheduling(
+        workload: Workload, blocks: int, seqs: int, sglang: bool) -> None:
+    engine = SGLANG if sglang else {}
+    sim = Simulator(DEP, profile_for("sglang" if sglang else "vllm"),
+                    config(True, blocks=blocks, seqs=seqs, **engine))
+    result = sim.run(iter(workload), after_step=check_invariants)
+    assert result.completed + result.rejected == workload.num_requests
+    assert sim.pool.held == 0 and not sim.retiring and sim.scheduler.seats_held == 0
+
+
+def test_vllm_schedules_asynchronously_from_v0_14_and_its_flag_turns_it_off() -> None:
+    assert sim_config(DEP).async_scheduling
+    assert not sim_config(DEP, EngineSettings(async_scheduling=False)).async_scheduling
+    assert not sim_config(DEP, EngineSettings(engine_version="0.13.0")).async_scheduling
+    assert sim_config(DEP, EngineSettings(engine_version="0.14.0")).async_scheduling
+    # speculative decoding: an EAGLE/MTP drafter keeps it, n-gram and a draft model do not
+    assert sim_config(DEP, spec_tokens=3, spec_method="eagle").async_scheduling
+    assert not sim_config(DEP, spec_tokens=3, spec_method="ngram").async_scheduling
+    assert not sim_config(DEP, spec_tokens=3, spec_method="draft-model").async_scheduling
+    # pipeline parallelism runs on the pipeline's own batch queue
+    assert not overlapped_scheduling("vllm", EngineSettings(), 2)
+    assert not sim_config(replace(DEP, engine="trtllm")).async_scheduling
+
+
+def test_sglang_overlaps_from_v0_4_unless_disable_overlap_schedule() -> None:
+    sglang = replace(DEP, engine="sglang")
+    assert sim_config(sglang).async_scheduling
+    assert not sim_config(sglang, EngineSettings(overlap_schedule=False)).async_scheduling
+    assert not sim_config(sglang, EngineSettings(engine_version="0.3.6")).async_scheduling
+    assert sim_config(sglang, EngineSettings(engine_version="0.4.0")).async_scheduling
+    assert not sim_config(sglang, spec_tokens=3).async_scheduling  # EAGLE turns it off
+    assert not overlapped_scheduling("sglang", EngineSettings(), 2)
+
+
+SIMULATE = ["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "8", "--num-requests", "300",
+            "--input-len", "lognormal:1000,0.8", "--output-len", "lognormal:250,0.8", "--json"]
+
+
+def test_disable_overlap_schedule_makes_sglang_take_arrivals_a_step_sooner(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    ttft = {}
+    for flags in ([], ["--disable-overlap-schedule"]):
+        assert main([*SIMULATE, "--engine", "sglang", *flags]) == 0
+        ttft[bool(flags)] = json.loads(capsys.readouterr().out)["ttft_s"]["mean"]
+    assert ttft[True] < ttft[False]
+
+
+def test_disable_overlap_schedule_is_refused_for_vllm(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*SIMULATE, "--disable-overlap-schedule"]) == 2
+    err = capsys.readouterr().err
+    assert "--disable-overlap-schedule is SGLang's" in err and "--no-async-scheduling" in err
