@@ -29,6 +29,7 @@ from ridgeline.cli_load import (
     one_card,
 )
 from ridgeline.cli_offload import _offload, fitted, no_fit_ctx
+from ridgeline.cli_spec import spec_args, spec_flags
 from ridgeline.cli_types import (
     MAX_BATCH,
     MAX_MEMORY_GIB,
@@ -184,6 +185,7 @@ def cmd_decode(args: argparse.Namespace) -> Any:
 
     from ridgeline.reports.decode import DecodeComparison, decode_report
 
+    spec = _spec_decode(args)
     names = accelerator_names(args)
     if len(names) > 1:  # the same decode on several cards, side by side
         if args.plot:
@@ -194,7 +196,8 @@ def cmd_decode(args: argparse.Namespace) -> Any:
             one = _decode_deployment(card)
             return _placed_once(args, one, decode_report(
                 one, args.batch, args.context, load_profile(card), args.enforce_eager,
-                _engine_pool_settings(args, one), _max_model_len(args, one, args.context)))
+                _engine_pool_settings(args, one), _max_model_len(args, one, args.context),
+                spec))
 
         reports, not_run = run_each(names, on, card_id)
         return DecodeComparison(tuple(reports), not_run)
@@ -202,7 +205,19 @@ def cmd_decode(args: argparse.Namespace) -> Any:
     return _placed_once(args, dep, decode_report(dep, args.batch, args.context,
                                                  load_profile(args), args.enforce_eager,
                                                  _engine_pool_settings(args, dep),
-                                                 _max_model_len(args, dep, args.context)))
+                                                 _max_model_len(args, dep, args.context), spec))
+
+
+def _spec_decode(args: argparse.Namespace) -> Any:
+    """The speculative decoding --spec-tokens asks for (simulate's flags), or None."""
+    spec_args(args)
+    if not args.spec_tokens:
+        return None
+    from ridgeline.sim.config import SPEC_METHODS
+    from ridgeline.spec_decode import SpecDecode
+
+    return SpecDecode(args.spec_tokens, args.spec_acceptance, args.spec_draft_cost,
+                      args.spec_method or SPEC_METHODS[0])
 
 
 def _max_model_len(args: argparse.Namespace, dep: Any, contexts: list[int],
@@ -450,6 +465,7 @@ def register(sub: Any) -> None:
                    "the graphs' memory")
     _pool_flags(p)
     data_parallel_flags(p)
+    spec_flags(p.add_argument_group("speculative decoding (as simulate prices it)"))
     _output(p, plot=True)
     p.set_defaults(handler=cmd_decode)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from typing import Any
 
 from ridgeline.cli_offload import host_offload
@@ -114,6 +115,11 @@ def build_deployment(args: argparse.Namespace, model: Any, acc: Any, engine: str
                            offload=host_offload(args, model, engine),
                            split_mode=getattr(args, "split_mode", None),
                            data_parallel_size=ranks)
+    from ridgeline.cpu_offload import cpu_offload_from_args
+
+    cpu = cpu_offload_from_args(args, engine, ranks)
+    if cpu is not None:
+        dep = replace(dep, cpu_offload=cpu)
     if ep:
         check_expert_parallel(dep)
     return dep

@@ -11,6 +11,7 @@ from ridgeline.cli_types import (
     GBS_RANGE,
     MAX_MEMORY_GIB,
     _count,
+    _plain_float,
     _positive_count,
     _positive_float,
     _typed,
@@ -52,7 +53,8 @@ def _offload(p: argparse.ArgumentParser) -> None:
                    "MT/s (dual-channel DDR5-4800: 76.8)")
     g.add_argument("--host-link-gbs", type=_positive_float("host link GB/s", *GBS_RANGE), metavar="GB/s",
                    help="host-to-GPU link per direction (default: the card's PCIe; 7.88 for "
-                   "PCIe 3.0 x8): prompt steps copy host weights over it")
+                   "PCIe 3.0 x8): prompt steps copy host weights over it, and vLLM's "
+                   "--cpu-offload-gb reads its weights over it every step")
     g.add_argument("--host-memory-gib", type=_positive_float("host memory GiB", most=MAX_MEMORY_GIB),
                    metavar="GiB",
                    help="the host's RAM: refuse a split whose host weights and cache overflow it")
@@ -60,6 +62,33 @@ def _offload(p: argparse.ArgumentParser) -> None:
                    help="builds before llama.cpp PR #18148 (Dec 2025) and ik_llama.cpp: -ngl N "
                    "is the last N layers; the output layer stays on the host unless N exceeds "
                    "the layer count")
+
+
+    v = p.add_argument_group("vLLM weight offload")
+    v.add_argument("--cpu-offload-gb", type=_typed(_offload_gib), metavar="GiB",
+                   help="vLLM: GiB of each GPU's layer weights kept in pinned "
+                   "host memory (0, the default: none); the KV pool gains them and every step "
+                   "reads them over the host link (--host-link-gbs, default the card's PCIe)")
+
+
+class NotSearched(argparse.Action):
+    """--cpu-offload-gb on plan, refused in one line: its search keeps every weight on the
+    GPUs."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        parser.error(f"{option_string}: plan searches deployments that keep every weight on "
+                     "the GPUs; price one with vLLM's weight offload through fit, decode, "
+                     "prefill or simulate")
+
+
+def _offload_gib(text: str) -> float:
+    """--cpu-offload-gb: GiB, 0 (vLLM's default: nothing offloaded) up to MAX_MEMORY_GIB."""
+    value = _plain_float(text, "--cpu-offload-gb takes GiB per GPU, e.g. 4")
+    if not 0.0 <= value <= MAX_MEMORY_GIB:  # NaN fails it too
+        raise InputError(f"--cpu-offload-gb must be between 0 and {MAX_MEMORY_GIB:g} GiB, "
+                         f"got {text}")
+    return value + 0.0
 
 
 AUTO_LAYERS, ALL_LAYERS = "auto", "all"  # -ngl's words
@@ -147,7 +176,8 @@ def host_offload(args: argparse.Namespace, model: Any, engine: str | None) -> An
                                          ("--host-link-gbs", "host_link_gbs"),
                                          ("--host-memory-gib", "host_memory_gib"),
                                          ("--output-layer-last", "output_layer_last"))
-                 if getattr(args, attr, None)]
+                 if getattr(args, attr, None)
+                 and not (attr == "host_link_gbs" and getattr(args, "cpu_offload_gb", None))]
         if given:
             verb = "describes" if len(given) == 1 else "describe"
             raise InputError(f"{', '.join(given)} {verb} a partial offload: give -ngl N, "

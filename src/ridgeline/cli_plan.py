@@ -7,6 +7,7 @@ from typing import Any
 
 from ridgeline.cli import _model, _output, data_parallel_flags, refuse_data_parallel
 from ridgeline.cli_load import load_model, load_profile
+from ridgeline.cli_offload import NotSearched
 from ridgeline.cli_types import (
     _accelerator_name,
     _count,
@@ -120,6 +121,7 @@ def register(sub: Any) -> None:
                    "512, lognormal:median,sigma, …)")
     p.add_argument("--output-len", type=_not_empty("--output-len"),
                    help="output tokens, as --input-len (250 by default here)")
+    p.add_argument("--cpu-offload-gb", action=NotSearched, help=argparse.SUPPRESS)
     p.add_argument("--slo-ttft-ms", type=_positive_float("TTFT SLO"), required=True,
                    metavar="MS", help="time to first token the --percentile request may take")
     p.add_argument("--slo-tpot-ms", type=_positive_float("TPOT SLO"), required=True,

@@ -40,6 +40,7 @@ from ridgeline.cli_offload import (
     fitted_context,
     no_fit_ctx,
 )
+from ridgeline.cli_spec import spec_args, spec_flags
 from ridgeline.cli_types import (
     MAX_BATCH,
     _count,
@@ -47,14 +48,12 @@ from ridgeline.cli_types import (
     _not_empty,
     _percentile,
     _positive_float,
-    _share,
     _typed,
 )
 from ridgeline.errors import InputError
 from ridgeline.units import COUNT_EXAMPLES
 
 MAX_REQUESTS = 10_000_000  # a simulation that finishes: about 10 minutes at 10 million
-SPEC_ACCEPTANCE, SPEC_DRAFT_COST = 0.7, 0.05  # simulate's speculative-decoding defaults
 
 
 def cmd_simulate(args: argparse.Namespace) -> Any:
@@ -96,20 +95,11 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         raise InputError("--enable-expert-parallel spreads the experts over the tensor-parallel "
                          "GPUs: with one there is nothing to spread (vLLM's expert "
                          "parallelism is off at TP × DP = 1)")
-    stray = [flag for flag, value in (("--spec-acceptance", args.spec_acceptance),
-                                      ("--spec-draft-cost", args.spec_draft_cost),
-                                      ("--spec-method", args.spec_method))
-             if value is not None and not args.spec_tokens]
-    if stray:
-        raise InputError(f"{', '.join(stray)} describe{'s' if len(stray) == 1 else ''} "
-                         "speculative decoding: give --spec-tokens N, a draft of at least "
-                         "1 token")
+    spec_args(args)
     all_at_once(args)
     check_load_flags(args)
     if args.burstiness is not None and args.arrival != "gamma":
         raise InputError("--burstiness shapes gamma arrivals: give --arrival gamma")
-    args.spec_acceptance = SPEC_ACCEPTANCE if args.spec_acceptance is None else args.spec_acceptance
-    args.spec_draft_cost = SPEC_DRAFT_COST if args.spec_draft_cost is None else args.spec_draft_cost
     args.burstiness = 1.0 if args.burstiness is None else args.burstiness
     check_engine_flags(args, engine)
     settings = engine_settings(args)
@@ -463,18 +453,7 @@ def register(sub: Any) -> None:
                    help="SGLang: the requests ask for exactly their output (sglang.bench_serving "
                    "sends ignore_eos unless --disable-ignore-eos), so admission holds each "
                    "running request's whole remaining output, not × new_token_ratio")
-    g.add_argument("--spec-tokens", type=_count("draft length"), default=0,
-                   help="speculative decoding: draft length")
-    g.add_argument("--spec-acceptance", type=_share("draft acceptance rate"),
-                   help=f"chance each draft token is accepted (default {SPEC_ACCEPTANCE})")
-    g.add_argument("--spec-draft-cost", type=float,
-                   help="a drafter pass's cost as a share of the target model's time for "
-                   "the same tokens: one pass over the step's tokens, then drafts − 1 of one "
-                   f"token per sampling row (default {SPEC_DRAFT_COST})")
-    g.add_argument("--spec-method", choices=("eagle", "draft-model", "ngram"),
-                   help="the drafter (default eagle): vLLM gives each running request the "
-                   "draft length in lookahead slots more for eagle (EAGLE, MTP) and "
-                   "draft-model, none for ngram")
+    spec_flags(g)
     g.add_argument("--long-prefill-token-threshold", type=_count("long prefill token threshold"),
                    metavar="N", help="vLLM: a request takes at most N tokens a step, leaving "
                    "the rest of the budget to the requests behind it (default 0: off; from "

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import cached_property
 
+from ridgeline.cpu_offload import CpuOffload
 from ridgeline.engine_platforms import (
     engine_platform_problem,
     kv_platform_problem,
@@ -52,6 +53,7 @@ class Deployment:
     # with its own requests, its own KV pool and its own copy of the attention weights; a
     # MoE's routed experts spread over every rank's GPUs
     data_parallel_size: int = 1
+    cpu_offload: CpuOffload | None = None  # vLLM's --cpu-offload-gb (cpu_offload.py)
 
     def __post_init__(self) -> None:
         for name in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
@@ -199,7 +201,7 @@ class Deployment:
         return hash((self.model, self.accelerator.id, self.weights.label, self.kv.id,
                      self.tensor_parallel_size, self.pipeline_parallel_size,
                      self.expert_parallel, self.engine, self.flash_attention, self.offload,
-                     self.data_parallel_size))
+                     self.data_parallel_size, self.cpu_offload))
 
     @property
     def num_gpus(self) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ridgeline.cost import (
+    CPU_OFFLOAD_READ,
     IN_HOST_MEMORY,
     NORM_BYTES,
     OVER_HOST_LINK,
@@ -124,8 +125,10 @@ def step_work(dep: Deployment, batch: list[Seq]) -> Work:
     host_s = host_floor_s(dep, batch) if host or link else 0.0
     paced = sum(op.flops * op_slowdown(dep, op.name) for op in cost.ops) * tp
     experts = sum(op.bytes for op in cost.ops if base(op.name) == "experts") * tp
-    return Work(cost.flops * tp, weights, kv, total - weights - kv, paced, host, link, host_s,
-                experts)
+    # --cpu-offload-gb: weights in the matmuls' bytes, read over the link instead of from HBM
+    offloaded = sum(op.bytes for op in cost.ops if op.name == CPU_OFFLOAD_READ) * tp
+    return Work(cost.flops * tp, weights, kv, total - weights - kv - offloaded, paced, host,
+                link, host_s, experts)
 
 
 def head_params(dep: Deployment) -> float:
@@ -217,6 +220,8 @@ def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
                "each layer's inputs and outputs, attention's queries and outputs, the "
                "logits"),
              *([q("host's share", (work.host_bytes + work.link_bytes) / GB, "GB",
+                  "the weights --cpu-offload-gb keeps in host memory: read over the host "
+                  "link (host time below)" if dep.cpu_offload is not None else
                   "the layers in host memory: read by the CPU (host time below)")]
                if work.host_bytes or work.link_bytes else []),
              q("bandwidth", dep.bandwidth_bytes_per_s / 1e12, "TB/s",
@@ -236,9 +241,11 @@ def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
                "; ".join(filter(None, (acc.source_of("peak_flops"), dep.peak_note))))),
         *_host_steps(dep, work),
         step("step time", "max(compute time, memory time)" + (
-             " + host time" if work.host_bytes else ""), q("step", step_s * 1e3, "ms"),
+             " + host time" if work.host_bytes or dep.cpu_offload else ""),
+             q("step", step_s * 1e3, "ms"),
              q("compute time", compute_s * 1e3, "ms"), q("memory time", memory_s * 1e3, "ms"),
-             *([q("host time", work.host_time_s * 1e3, "ms")] if work.host_bytes else [])),
+             *([q("host time", work.host_time_s * 1e3, "ms")]
+               if work.host_bytes or dep.cpu_offload else [])),
         step("per-user speed", "1 ÷ step time", q("per user", 1 / step_s, "tok/s"),
              q("step", step_s * 1e3, "ms")),
         step("aggregate speed", "batch ÷ step time", q("aggregate", batch / step_s, "tok/s"),
@@ -337,7 +344,7 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
         step("prefill time", ("max(FLOPs ÷ peak, bytes ÷ bandwidth)"
                               if work.paced_flops == work.flops else
                               "max(FLOPs at the step dtype's pace ÷ peak, bytes ÷ bandwidth)")
-             + (" + host time" if work.host_bytes else ""),
+             + (" + host time" if work.host_bytes or dep.cpu_offload else ""),
              q("time", (max(compute_s, memory_s) + work.host_time_s) * 1e3, "ms"),
              *([] if work.paced_flops == work.flops else
                [q("FLOPs at the step dtype's pace", work.paced_flops / 1e12, "TFLOP",
@@ -503,6 +510,18 @@ def _weights_read_source(dep: Deployment, work: Work) -> str:
 
 def _host_steps(dep: Deployment, work: Work) -> tuple[Step, ...]:
     """The explanation of a partial offload's host time, or nothing without one."""
+    if dep.cpu_offload is not None:
+        from ridgeline.cpu_offload import offloaded_bytes_per_gpu
+        from ridgeline.offload import host_link_bytes_per_s
+
+        return (step("host time", "offloaded bytes a GPU × pipeline stages ÷ host link",
+                     q("host time", work.host_time_s * 1e3, "ms"),
+                     q("offloaded bytes a GPU", offloaded_bytes_per_gpu(dep) / GB, "GB",
+                       "--cpu-offload-gb × 2^30, at most the layers' weights"),
+                     q("pipeline stages", dep.pipeline_parallel_size),
+                     q("host link", host_link_bytes_per_s(
+                         dep.accelerator, dep.cpu_offload.link_bytes_per_s) / 1e9, "GB/s",
+                       "--host-link-gbs or the card's PCIe")),)
     if not (work.host_bytes or work.link_bytes) or dep.offload is None:
         return ()
     from ridgeline.offload import link_bytes_per_s

@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ridgeline.cpu_offload import offloaded_bytes_per_gpu
 from ridgeline.datafiles import engine_defaults
 from ridgeline.deployment import Deployment
 from ridgeline.engine_versions import (
@@ -240,6 +241,7 @@ def _stage_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
         run, n = vllm_deployment(dep), dep.accelerator.runtime_devices
         footprint = kv_footprint(run.model, 1, run.kv.bytes_per_element)
         kv_bytes_per_token = footprint.bytes_per_token_growing * run.kv_replication / run.rank_gpus
+        weight_bytes -= offloaded_bytes_per_gpu(dep)  # --cpu-offload-gb: in host memory
         return vllm_pool(run, s, total_bytes / n, weight_bytes / n, kv_bytes_per_token * share,
                          stage).across_devices(n)
     kv_bytes_per_token = token_bytes(dep, s.swa_full_tokens_ratio, s.engine_version) * share

@@ -284,7 +284,11 @@ EXPERT_OFFLOAD_CAUTION = ("experts on the host are priced like whole layers stre
 
 
 def offload_caution(dep: Deployment) -> str:
-    """What the expectation of this split leaves out, or ""."""
+    """What the expectation of this split (or of vLLM's --cpu-offload-gb) leaves out, or ""."""
+    if dep.cpu_offload is not None:
+        from ridgeline.cpu_offload import cpu_offload_caution
+
+        return cpu_offload_caution(dep)
     experts = any(where == HOST_EXPERTS for _, where, _ in placed_layers(dep))
     return EXPERT_OFFLOAD_CAUTION if experts else ""
 
@@ -293,9 +297,14 @@ def link_bytes_per_s(dep: Deployment) -> float:
     """The host-to-GPU link: the one given, else the card's PCIe record, else PCIe x16 of
     its architecture's generation."""
     assert dep.offload is not None
-    if dep.offload.link_bytes_per_s:
-        return dep.offload.link_bytes_per_s
-    acc = dep.accelerator
+    return host_link_bytes_per_s(dep.accelerator, dep.offload.link_bytes_per_s)
+
+
+def host_link_bytes_per_s(acc: Accelerator, given: float | None = None) -> float:
+    """The host-to-GPU link of one ``acc``: ``given`` (--host-link-gbs), else its PCIe record,
+    else PCIe x16 of its architecture's generation (an H100 SXM: 64 GB/s, PCIe 5.0)."""
+    if given:
+        return given
     if (acc.link_kind or "").startswith("pcie") and acc.link_bytes_per_s:
         return acc.link_bytes_per_s
     if acc.family in HOST_LINK_BY_FAMILY:

@@ -33,6 +33,7 @@ from ridgeline.reports.expectation import (
     no_expectation,
 )
 from ridgeline.side_by_side import NotRun, not_run_dict
+from ridgeline.spec_decode import SpecDecode, SpecStep, spec_step
 from ridgeline.stages import micro_batch, micro_batches
 from ridgeline.units import GB, plural, usd_per_million_tokens
 
@@ -68,6 +69,7 @@ class DecodeReport:
     cautions: tuple[str, ...] = ()  # what the expectation leaves out
     profile: EngineProfile | None = field(default=None, compare=False)  # the expectation's
     pool_settings: str = ""  # the engine settings the pool is sized under ("": the defaults)
+    spec: tuple[SpecStep, ...] = ()  # --spec-tokens: one verify step per point (spec_decode.py)
 
     @property
     def pool_batch(self) -> tuple[tuple[int, int], ...]:
@@ -174,6 +176,8 @@ class DecodeReport:
             if point["expected"] is None:
                 point["expected_none_reason"] = self.none_reason(f)
                 point["expected_none_code"] = self.none_code(f)
+            elif self.spec:
+                point["speculative"] = self._spec_at(f).to_dict()
             points.append(point)
         return {"deployment": deployment_line(self.deployment),
                 "kind": "floor (the article's lower bound) and the engine's calibrated expectation",
@@ -245,6 +249,7 @@ class DecodeReport:
                 f"expected on {e.engine}: {e.time_s * 1e3:,.2f} ms per step "
                 f"({e.low_s * 1e3:,.2f}–{e.high_s * 1e3:,.2f}), {1 / e.time_s:,.1f} tok/s per "
                 f"user, {f.batch / e.time_s:,.0f} in total  [{e.source}]",
+                *self._spec_lines(),
                 "  " + f.fit.headline(),
             ]
             return lines + self._pool_lines()
@@ -268,8 +273,32 @@ class DecodeReport:
             more.append("the arithmetic, once the step is past the ridge")
         lines.append(speed_note(self.deployment.model,
                                 sorted({f.context for f, _ in self.floors}), more))
+        lines += self._spec_lines()
         lines += self._pool_lines()
         return lines
+
+    def _spec_at(self, f: DecodeFloor) -> SpecStep:
+        return next(s for s in self.spec if (s.batch, s.context) == (f.batch, f.context))
+
+    def _spec_lines(self) -> list[str]:
+        """With --spec-tokens: each point the engine runs, as verify steps."""
+        steps = [self._spec_at(f) for f, _ in self.floors if self.spec and self.engine_runs(f)]
+        if not steps:
+            return []
+        spec = steps[0].spec
+        head = (f"speculative ({spec.label()}): {spec.tokens_per_step:,.2f} tokens a verify "
+                "step")
+        if len(self.floors) == 1:
+            s = steps[0]
+            return [f"  {head}; step {s.step_s * 1e3:,.2f} ms (verify of {s.batch} × "
+                    f"{spec.drafts + 1} tokens {s.verify_s * 1e3:,.2f} ms), "
+                    f"{s.per_user_tok_s:,.1f} tok/s per user, {s.aggregate_tok_s:,.0f} in "
+                    f"total ({s.speedup:,.2f}x plain decode)"]
+        rows = [[str(s.batch), f"{s.context:,}", f"{s.verify_s * 1e3:,.2f}",
+                 f"{s.step_s * 1e3:,.2f}", f"{s.per_user_tok_s:,.1f}",
+                 f"{s.aggregate_tok_s:,.0f}", f"{s.speedup:,.2f}x"] for s in steps]
+        return [head + ":", *table(rows, ["batch", "context", "verify ms", "step ms",
+                                          "tok/s/user", "tok/s total", "vs plain"])]
 
     def _pool_lines(self, said: int | None = None) -> list[str]:
         """The batch the engine's pool runs at each context (but the ``said`` context, whose
@@ -354,10 +383,12 @@ def _and(terms: list[str]) -> str:
 def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
                   profile: EngineProfile, enforce_eager: bool = False,
                   settings: EngineSettings | None = None,
-                  max_model_len: int | None = None) -> DecodeReport:
+                  max_model_len: int | None = None,
+                  spec: SpecDecode | None = None) -> DecodeReport:
     """Each batch at each context: its floor, the engine's expectation, and the batch the
     engine's pool runs (sized under ``settings``, or vLLM's offline defaults, and started at
-    ``max_model_len``, or the engine's default, the model's context)."""
+    ``max_model_len``, or the engine's default, the model's context); with ``spec``, each
+    point's speculative verify step too."""
     from ridgeline.capacity import engine_seats
 
     floors, expected = [], []
@@ -390,8 +421,10 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
                 profile.batch_range_caution(dep.accelerator, max(batches)))
     described = describe_settings(settings or EngineSettings(usage="offline"), dep.engine,
                                   max_model_len) if settings or max_model_len else ""
+    steps = () if spec is None else tuple(spec_step(dep, spec, f.batch, f.context, profile)
+                                          for f, _ in floors)
     return DecodeReport(dep, tuple(floors), tuple(expected), seats,
-                        tuple(c for c in cautions if c), profile, described)
+                        tuple(c for c in cautions if c), profile, described, steps)
 
 
 def describe_settings(settings: EngineSettings, engine: str,

@@ -30,10 +30,12 @@ NON_CUDA_VENDORS = ("google", "intel")  # TPU (JAX/XLA) and Gaudi backends: no C
 
 def fit_cautions(r: FitReport) -> list[str]:
     """What holds the conversations back besides memory, or makes the context suspect."""
+    from ridgeline.cpu_offload import cpu_offload_caution
     from ridgeline.reports.expectation import context_caution
 
     d = r.deployment
     out = [c for c in (context_caution(d, r.context), d.model.architecture_caution,
+                       cpu_offload_caution(d),
                        cross_node_caution(d.tensor_parallel_size, d.accelerator, d.engine,
                                           d.data_parallel_size),
                        *data_parallel_cautions(d, stepping=False))

@@ -83,9 +83,10 @@ class PrefillReport:
                        "enable_chunked_prefill is off by default) and would not run it; it is "
                        "priced in chunks here as if it were on, as `simulate` runs it (or give "
                        "--max-num-tokens past the prompt)")
+        from ridgeline.offload import offload_caution
         from ridgeline.predict import gguf_caution
 
-        out += [gguf_caution(dep) if self.runs else "", *self.more_cautions]
+        out += [gguf_caution(dep) if self.runs else "", offload_caution(dep), *self.more_cautions]
         if self.runs and self.expected.calibration:
             out.append(self.expected.calibration)
         if self.runs and not self.expected.compute_fitted:

@@ -16,7 +16,12 @@ from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.errors import InputError
 from ridgeline.sim.blocks import BlockPool
-from ridgeline.sim.config import SimConfig, tokens_per_step
+from ridgeline.sim.config import (
+    SimConfig,
+    check_spec,
+    spec_step_s,
+    tokens_per_step,
+)
 from ridgeline.sim.fast_path import FastPath
 from ridgeline.sim.metrics import Recorder, SimResult
 from ridgeline.sim.request import FINISHED, REJECTED, Request
@@ -24,26 +29,15 @@ from ridgeline.sim.run import Run
 from ridgeline.sim.scheduler import Scheduled, Scheduler, SchedulerConfig
 from ridgeline.sim.timer import StepTimer, split_ubatches
 
-MAX_DRAFT_TOKENS = 128  # past any proposer's draft length (EAGLE, n-gram, suffix decoding)
-
 
 class Simulator:
     def __init__(self, dep: Deployment, profile: EngineProfile, config: SimConfig) -> None:
         if config.num_blocks < 1:
             raise InputError("does not fit: the KV pool holds no block")
-        if not 0 <= config.spec_tokens <= MAX_DRAFT_TOKENS:
-            raise InputError(f"the draft length must be 0 to {MAX_DRAFT_TOKENS}, got "
-                             f"{config.spec_tokens}")
-        if not 0 <= config.spec_acceptance <= 1:
-            raise InputError("the draft acceptance rate is a probability in [0, 1], got "
-                             f"{config.spec_acceptance:g}")
+        check_spec(config.spec_tokens, config.spec_acceptance, config.spec_draft_cost)
         if config.token_ratio and not config.prefill_first:
             raise InputError("SGLang's admission estimate (token_ratio) goes with its "
                              "prefill-first steps (prefill_first)")
-        if not 0 <= config.spec_draft_cost <= 1:  # NaN fails both
-            raise InputError("a drafter pass's cost is a share of the target's time for the "
-                             "same tokens, 0 to 1 (a drafter as slow as the target gains "
-                             f"nothing), got {config.spec_draft_cost:g}")
         self.dep = dep
         self.profile = profile
         self.config = config
@@ -278,9 +272,9 @@ class Simulator:
         if k and c:
             sampling = [Seq(1, b.context + b.tokens) for b in batch
                         if b.context + b.tokens >= b.request.known_tokens]
-            t += c * t
-            if sampling and k > 1:
-                t += (k - 1) * c * self.timer.time_s(batch_shape(self.dep, sampling))
+            one = self.timer.time_s(batch_shape(self.dep, sampling)) \
+                if sampling and k > 1 else 0.0
+            t = spec_step_s(t, one, k, c)
         return t
 
     def _step(self, batch: list[Scheduled], rec: Recorder) -> list[Request]:

@@ -1,0 +1,154 @@
+"""vLLM's --cpu-offload-gb: the weights it moves to host memory free the KV pool, every step
+reads them back over the host link, and where vLLM has no such flag it is refused."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.cost import BatchShape, batch_shape, decode_batch, shape_time_s, step_cost
+from ridgeline.cpu_offload import (
+    CpuOffload,
+    cpu_offload_problem,
+    layer_weight_bytes_per_gpu,
+    offload_read_time_s,
+    offloaded_bytes_per_gpu,
+)
+from ridgeline.engines import profile_for
+from ridgeline.floors import decode_floor
+from ridgeline.memory import EngineSettings, kv_pool
+from ridgeline.offload import host_link_bytes_per_s
+from ridgeline.sim.timer import StepTimer
+from ridgeline.units import GIB
+from tests.conftest import run_cli
+
+VLLM = profile_for("vllm")
+SETTINGS = EngineSettings(usage="offline", max_model_len=8192)
+
+
+def _dep(model: str = "llama-3.1-8b", gpu: str = "rtx-4090", gpus: int = 1,
+         pp: int = 1, weights: str | None = None) -> Deployment:
+    return Deployment.build(resolve_model(model), resolve_accelerator(gpu), weights,
+                            num_gpus=gpus, pipeline_parallel_size=pp, engine="vllm")
+
+
+def _offloaded(dep: Deployment, gib: float, link_bytes_per_s: float | None = None) -> Deployment:
+    return replace(dep, cpu_offload=CpuOffload(gib * GIB, link_bytes_per_s))
+
+
+def test_the_pool_gains_the_offloaded_gib_per_gpu() -> None:
+    for dep in (_dep(), _dep("llama-3.1-70b", "h100", gpus=2, weights="fp8")):
+        before = kv_pool(dep, SETTINGS)
+        after = kv_pool(_offloaded(dep, 4), SETTINGS)
+        assert after.weight_bytes == pytest.approx(before.weight_bytes - 4 * GIB)
+        assert after.pool_bytes - before.pool_bytes == pytest.approx(4 * GIB)
+
+
+def test_a_budget_past_the_layers_offloads_every_layer_and_no_more() -> None:
+    dep = _dep("llama-3.1-70b", "h100", gpus=2, weights="fp8")
+    layers = layer_weight_bytes_per_gpu(dep)
+    big = _offloaded(dep, 1000)
+    assert offloaded_bytes_per_gpu(big) == pytest.approx(layers)
+    # the embeddings and the LM head stay on the GPU
+    assert kv_pool(big, SETTINGS).weight_bytes > 0
+    assert kv_pool(big, SETTINGS).weight_bytes == pytest.approx(
+        kv_pool(dep, SETTINGS).weight_bytes - layers)
+
+
+@pytest.mark.parametrize("profile", [None, VLLM])
+def test_a_decode_step_grows_by_the_offloaded_bytes_over_the_cards_pcie(profile) -> None:
+    dep = _dep()
+    batch = decode_batch(8, 4096)
+    args = () if profile is None else (profile,)
+    grown = step_cost(_offloaded(dep, 4), batch, *args).time_s - step_cost(dep, batch, *args).time_s
+    assert grown == pytest.approx(4 * GIB / host_link_bytes_per_s(dep.accelerator))
+
+
+def test_the_floor_reads_the_offloaded_bytes_over_the_link_not_from_hbm() -> None:
+    dep = _dep()
+    plain, offloaded = decode_floor(dep, 1, 4096), decode_floor(_offloaded(dep, 4), 1, 4096)
+    assert offloaded.host_time_s == pytest.approx(offload_read_time_s(_offloaded(dep, 4)))
+    assert plain.memory_time_s - offloaded.memory_time_s == pytest.approx(
+        4 * GIB / dep.bandwidth_bytes_per_s)
+    assert offloaded.activation_bytes == pytest.approx(plain.activation_bytes)
+    assert offloaded.bound == "the host link"
+    # the expectation stays above its floor
+    assert step_cost(_offloaded(dep, 4), decode_batch(1, 4096), VLLM).time_s \
+        > offloaded.step_time_s
+
+
+def test_4_gib_on_an_h100_sxm_read_over_pcie_5_takes_about_67_ms_a_step() -> None:
+    assert offload_read_time_s(_offloaded(_dep(gpu="h100"), 4)) == pytest.approx(0.0671, rel=1e-3)
+
+
+def test_host_link_gbs_sets_the_link_read_each_step() -> None:
+    dep = _dep()
+    slow = _offloaded(dep, 4, 8e9)
+    assert offload_read_time_s(slow) == pytest.approx(4 * GIB / 8e9)
+
+
+def test_every_pipeline_stage_reads_its_own_share_in_turn() -> None:
+    dep = _dep("llama-3.1-70b", "h100", gpus=4, pp=2, weights="fp8")
+    one = offload_read_time_s(_offloaded(dep, 2))
+    assert one == pytest.approx(2 * 2 * GIB / host_link_bytes_per_s(dep.accelerator))
+
+
+def test_the_simulators_timer_prices_the_read_as_step_cost_does() -> None:
+    dep = _offloaded(_dep(), 4)
+    timer = StepTimer(dep, VLLM)
+    for batch in (decode_batch(16, 2048), decode_batch(1, 100)):
+        shape: BatchShape = batch_shape(dep, batch)
+        assert timer.time_s(shape) == pytest.approx(shape_time_s(dep, shape, VLLM))
+
+
+@pytest.mark.parametrize(("engine", "version", "said"), [
+    ("sglang", None, "SGLang's --cpu-offload-gb is not modelled"),
+    ("trtllm", None, "is vLLM's"),
+    ("llama.cpp-cuda", None, "-ngl"),
+    ("vllm", "0.5", "came in v0.5.3"),
+    ("vllm", "0.8.2", "'0.8.2 V0'"),
+])
+def test_refused_where_vllm_has_no_such_offload(engine: str, version: str | None,
+                                                said: str) -> None:
+    assert said in cpu_offload_problem(engine, version, 1)
+
+
+def test_accepted_from_v0_8_4_and_on_v0_before_it() -> None:
+    assert not cpu_offload_problem("vllm", "0.8.4", 1)
+    assert not cpu_offload_problem("vllm", "0.8.2 V0", 1)
+    assert not cpu_offload_problem("vllm", "0.5.3", 1)
+
+
+def test_fit_prints_the_bigger_pool_and_the_host_link_caution(capsys) -> None:
+    base = ("fit", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "vllm",
+            "--max-model-len", "8192")
+    code, plain, _ = run_cli(capsys, *base)
+    code_off, offloaded, _ = run_cli(capsys, *base, "--cpu-offload-gb", "4", "--host-link-gbs",
+                                     "16")
+    assert code == code_off == 0
+    assert "--cpu-offload-gb" not in plain
+    assert "every step reads them over the host link (16 GB/s" in offloaded
+
+
+@pytest.mark.parametrize("argv", [
+    ("decode", "llama-3.1-8b", "--gpu", "h100", "--engine", "sglang", "--cpu-offload-gb", "4"),
+    ("fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "vllm", "--engine-version", "0.4",
+     "--cpu-offload-gb", "4"),
+    ("decode", "llama-3.1-8b", "--gpu", "h100", "--cpu-offload-gb", "-1"),
+    ("plan", "llama-3.1-8b", "--gpu", "h100", "--cpu-offload-gb", "4", "--slo-ttft-ms", "500",
+     "--slo-tpot-ms", "50"),
+    ("decode", "qwen3-30b-a3b", "--gpu", "h100", "--num-gpus", "2", "--data-parallel-size",
+     "2", "--engine", "vllm", "--cpu-offload-gb", "4"),
+])
+def test_refusals_are_one_line_and_exit_2(capsys, argv: tuple[str, ...]) -> None:
+    code, _, err = run_cli(capsys, *argv)
+    assert code == 2
+    assert err.count("\n") == 1 and "--cpu-offload-gb" in err
+
+
+def test_zero_is_vllms_default_and_changes_nothing(capsys) -> None:
+    base = ("decode", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "vllm", "--context",
+            "4096", "--max-model-len", "8192")
+    assert run_cli(capsys, *base) == run_cli(capsys, *base, "--cpu-offload-gb", "0")
