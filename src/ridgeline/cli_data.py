@@ -49,8 +49,9 @@ def _check_output(output: str) -> dict[str, Any]:
     out = Path(output).expanduser()
     if not out.exists():
         return {}
-    try:
-        data = json.loads(out.read_text("utf-8")) if out.stat().st_size < 2**24 else None
+    try:  # a device or a pipe (/dev/full, a FIFO) is no profile, and is not read: it never ends
+        data = json.loads(out.read_text("utf-8")) \
+            if out.is_file() and out.stat().st_size < 2**24 else None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         data = None
     if not (isinstance(data, dict) and isinstance(data.get("engines"), dict)):

@@ -88,9 +88,11 @@ def _check_page_output(output: str) -> None:
         raise InputError(f"-o takes an .html file (the page is HTML), got {output!r}")
     if not out.exists():
         return
-    try:
-        with out.open("rb") as f:
-            head = f.read(200)
+    head = b""
+    try:  # a folder, a device or a pipe is no page, and is not opened: a FIFO's open waits
+        if out.is_file():
+            with out.open("rb") as f:
+                head = f.read(200)
     except OSError as exc:
         raise InputError(f"cannot read {output}: {exc}") from None
     if not (out.is_file() and head.lower().startswith(b"<!doctype html>")

@@ -140,7 +140,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
 
         pool_too_small = not context_refusal(dep, config.max_model_len) \
             and too_small_pool(dep, settings)  # no length rescues it: say what would
-        raise InputError(refusal + (pool_levers(dep, settings, config.max_model_len)
+        raise InputError(refusal + (pool_levers(dep, settings, config.max_model_len,
+                                                pointed="`ridgeline fit" in refusal)
                                     if pool_too_small else ""))
     if args.trace and args.rate is not None:
         raise InputError("--trace replays its own arrival times; drop --rate")

@@ -247,9 +247,10 @@ def record_path(rows: Path) -> Path:
 
 def wrote_rows(path: Path) -> bool:
     """Whether ``path`` holds rows this command wrote (its header, every row's source
-    'ridgeline measure …'): a file that may be measured over again."""
+    'ridgeline measure …'): a file that may be measured over again. A device or a pipe
+    (/dev/full, a FIFO) is no such file, and is not read: its read never ends."""
     try:
-        if path.stat().st_size > 2**24:
+        if not path.is_file() or path.stat().st_size > 2**24:
             return False
         with path.open(newline="", encoding="utf-8") as handle:
             reader = csv.DictReader(handle)
@@ -263,9 +264,9 @@ def wrote_rows(path: Path) -> bool:
 
 def measured_record(path: Path) -> dict[str, Any] | None:
     """The device record at ``path`` where this command wrote it (vendor and form
-    'measured'), else None (no file, or another kind of file)."""
+    'measured'), else None (no file, or another kind of file: a device or a pipe, unread)."""
     try:
-        if path.stat().st_size > 2**20:
+        if not path.is_file() or path.stat().st_size > 2**20:
             return None
         record = json.loads(path.read_text("utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):

@@ -160,23 +160,24 @@ def _why_stopped(r: SimResult) -> str:
             "would only work through that queue")
 
 
-def pool_levers(dep: Deployment, settings: Any, context: int) -> str:
+def pool_levers(dep: Deployment, settings: Any, context: int, pointed: bool = False) -> str:
     """What would let the engine start where its pool is too small for any length worth
     serving (``sim.config.too_small_pool``): `fit`'s levers at ``context`` (a second GPU,
     smaller weights, a larger memory fraction, a smaller profiling budget, a set pool …),
     each with the conversations it holds, as a clause; where none holds one, a pointer to
-    `ridgeline fit`."""
+    `ridgeline fit`, or nothing where the refusal it follows has one (``pointed``)."""
     from dataclasses import replace
 
     from ridgeline.errors import InputError
     from ridgeline.reports.fit import fit_report
 
+    pointer = "" if pointed else " (see `ridgeline fit`)"
     try:
         found = fit_report(dep, context, replace(settings, max_model_len=context), 1).levers
     except InputError:
-        return " (see `ridgeline fit`)"
+        return pointer
     if not found:
-        return " (see `ridgeline fit`)"
+        return pointer
     named = "; ".join(f"{lv.name}, {lv.conversations:,}" for lv in found)
     return (f"; what would, in conversations of {context:,} tokens: {named} (`ridgeline fit "
             f"--max-model-len {context}` shows the budget)")
