@@ -177,7 +177,8 @@ def test_llamacpp_sizes_minus_c_for_the_conversations_that_fit_as_fit_starts_it(
 
 
 @pytest.mark.parametrize("argv", [
-    ["llama-3.1-70b", "--weights", "q4_k_m"],  # -c 0: 131,072 cells beside 40 GiB
+    # -c 0 with every layer asked on the GPU: 131,072 cells beside 40 GiB
+    ["llama-3.1-70b", "--weights", "q4_k_m", "-ngl", "all"],
     ["llama-3.1-70b", "--weights", "q4_k_m", "--max-model-len", "131072"],  # not even one
 ])
 def test_a_minus_c_past_the_card_does_not_fit(capsys: pytest.CaptureFixture[str],
@@ -186,6 +187,17 @@ def test_a_minus_c_past_the_card_does_not_fit(capsys: pytest.CaptureFixture[str]
                            "llama.cpp", "--rate", "1", "--num-requests", "10", *argv[1:])
     assert code == 2 and "does not fit" in err and "-c " in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_llamacpps_default_fit_shrinks_a_minus_c_past_the_card(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The same -c 0 with no -ngl on a --fit build: llama-server shrinks the trained context
+    to what the card leaves (never under --fit-ctx) before it moves a layer, and runs."""
+    code, out, _ = run_cli(capsys, "simulate", "llama-3.1-70b", "--gpu", "h100", "--engine",
+                           "llama.cpp", "--rate", "1", "--num-requests", "10", "--weights",
+                           "q4_k_m", "--json")
+    cells = json.loads(out)["settings"]["num_blocks"]
+    assert code == 0 and 4096 <= cells < 131_072
 
 
 def test_llamacpp_running_out_of_cells_is_cautioned_not_passed_as_preemption(
