@@ -3,6 +3,7 @@ refused without being read, and a refusal says each thing once."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import ridgeline
+from ridgeline.cli import main
 from tests.conftest import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,3 +80,16 @@ def test_simulate_points_to_fit_once_where_no_pool_is_left(
     refusal = err.splitlines()[-1]
     assert refusal.startswith("ridgeline: error: does not fit:"), err
     assert refusal.count("`ridgeline fit") == 1, refusal
+
+
+def test_a_config_naming_no_architecture_says_so(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """A config with neither architectures nor model_type is read as a generic decoder, and
+    `model` says its architecture is not named rather than printing a blank."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({
+        "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 32,
+        "intermediate_size": 11008, "vocab_size": 32000, "max_position_embeddings": 4096}))
+    assert main(["model", str(config)]) == 0
+    line = capsys.readouterr().out.splitlines()[1]
+    assert line.startswith("  architecture   not named")

@@ -90,7 +90,8 @@ class ModelReport:
     def text_lines(self) -> list[str]:
         s, p = self.spec, self.params
         title = s.name + (f" ({self.entry.hf_id})" if self.entry else "")
-        lines = [title, f"  architecture   {s.architecture}, {s.num_layers} layers, "
+        named = s.architecture or "not named (no architectures or model_type in the config)"
+        lines = [title, f"  architecture   {named}, {s.num_layers} layers, "
                  f"hidden {s.hidden_size}, vocab {s.vocab_size:,}"]
         mixers = Counter(layer.mixer for layer in s.layers)
         ffns = Counter(layer.ffn for layer in s.layers)
