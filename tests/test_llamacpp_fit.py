@@ -384,12 +384,17 @@ def test_simulate_holds_the_cells_fit_placed_for(capsys: pytest.CaptureFixture[s
     assert code == 0
     settings = json.loads(out)["settings"]
     assert settings["num_blocks"] * settings["block_size"] == settings["max_model_len"] == 49408
-    code, out, _ = run_cli(capsys, "simulate", "llama-3.1-70b", "--gpu", "rtx-4090", "--weights",
-                           "q4_k_m", "--engine", "llama.cpp-cuda", "-ngl", "auto",
-                           "--host-bandwidth-gbs", "76.8", "--max-model-len", "4096",
-                           "--max-num-seqs", "2", "--concurrency", "1", "--num-requests", "3",
-                           "--json")
-    assert code == 0 and json.loads(out)["settings"]["num_blocks"] == 2 * 4096
+    flags = ("llama-3.1-70b", "--gpu", "rtx-4090", "--weights", "q4_k_m", "--engine",
+             "llama.cpp-cuda", "-ngl", "auto", "--host-bandwidth-gbs", "76.8",
+             "--max-model-len", "4096", "--max-num-seqs", "2")
+    code, out, _ = run_cli(capsys, "fit", *flags, "--json")
+    assert code == 0
+    printed = json.loads(out)["llama_server_c"]  # no slot fits whole: -c 4096, shared by 2
+    code, out, _ = run_cli(capsys, "simulate", *flags, "--concurrency", "1", "--num-requests",
+                           "3", "--json")
+    settings = json.loads(out)["settings"]
+    assert code == 0 and settings["num_blocks"] * settings["block_size"] == printed
+    assert settings["max_num_seqs"] == 2 and printed < 2 * settings["max_model_len"]
 
 
 def test_fit_checks_the_hosts_ram_at_the_c_it_prints(capsys: pytest.CaptureFixture[str]) -> None:

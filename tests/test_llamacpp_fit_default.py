@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from ridgeline.llamacpp_fit import fit_default_since_build, fit_on_by_default
+from ridgeline.llamacpp_fit import fit_default_since_build, fit_on_by_default, fit_on_for
 from tests.conftest import run_cli
 
 BIG = ("llama-3.1-70b", "--gpu", "rtx-4090", "--weights", "q4_k_m", "--engine", "llama.cpp-cuda")
@@ -21,6 +21,50 @@ def test_fit_is_the_default_from_its_build_and_in_the_newest_modelled() -> None:
     since = fit_default_since_build()
     assert fit_on_by_default(None) and fit_on_by_default(since)
     assert not fit_on_by_default(since - 1)
+
+
+def test_an_engine_version_as_typed_is_read_by_one_check() -> None:
+    since = fit_default_since_build()
+    assert fit_on_for(None) and fit_on_for(f"b{since}") and fit_on_for(str(since))
+    assert not fit_on_for(f"b{since - 1}") and not fit_on_for("0.11")  # 0.11 names no build
+
+
+# Deployments --fit places: a dense model with no slot whole (one slot's -c); two slots whole
+# on two cards, where --fit's 1 GiB margin moves a layer; an MoE's experts; -c 0 shrunk
+PLACED = [
+    (*BIG, "--max-model-len", "8192"),
+    (*BIG, "--num-gpus", "2", "--max-model-len", "8192"),
+    ("qwen3-30b-a3b", "--gpu", "rtx-3060", "--weights", "q4_k_m", "--engine", "llama.cpp-cuda",
+     "--max-model-len", "4096"),
+]
+LOAD = ("--rate", "0.1", "--num-requests", "6")
+
+
+@pytest.mark.parametrize("deployment", [*PLACED, BIG])
+@pytest.mark.parametrize("output", [(), ("--json",)])
+def test_simulate_is_the_same_with_and_without_ngl_auto_on_a_fit_build(
+        capsys: pytest.CaptureFixture[str], deployment: tuple[str, ...],
+        output: tuple[str, ...]) -> None:
+    argv = ("simulate", *deployment, "--host-bandwidth-gbs", "60", *LOAD, *output)
+    code, default, _ = run_cli(capsys, *argv)
+    code_auto, auto, _ = run_cli(capsys, *argv, "-ngl", "auto")
+    assert code == code_auto == 0 and default == auto and "--fit: " in default
+
+
+@pytest.mark.parametrize("deployment", PLACED)
+@pytest.mark.parametrize("ngl", [(), ("-ngl", "auto")])
+def test_simulate_places_the_ngl_and_c_fit_prints(capsys: pytest.CaptureFixture[str],
+                                                  deployment: tuple[str, ...],
+                                                  ngl: tuple[str, ...]) -> None:
+    argv = (*deployment, "--host-bandwidth-gbs", "60", *ngl, "--json")
+    code, out, _ = run_cli(capsys, "fit", *argv)
+    assert code == 0
+    printed = json.loads(out)
+    code, out, _ = run_cli(capsys, "simulate", *argv, *LOAD)
+    settings = json.loads(out)["settings"]
+    assert code == 0 and settings["num_blocks"] * settings["block_size"] == printed[
+        "llama_server_c"]
+    assert settings["offload"]["placement"] == printed["offload"]["placement"]
 
 
 def test_a_model_too_big_for_the_card_is_placed_as_ngl_auto_places_it(

@@ -35,8 +35,8 @@ from ridgeline.cli_offload import (
     _offload,
     _split_mode,
     auto_layers,
-    fitted,
     fitted_context,
+    launch_fitted,
     no_fit_ctx,
 )
 from ridgeline.cli_types import (
@@ -116,8 +116,8 @@ def cmd_fit(args: argparse.Namespace) -> Any:
         return longest_context(dep, settings, args.target_concurrency)
     no_fit_ctx(args)
     settings = slots_for_target(dep, settings, args.target_concurrency)  # before --fit places
-    dep = fitted(args, dep, settings, args.max_model_len, args.target_concurrency or 1,
-                 check_host=False, priced=False)
+    dep = launch_fitted(args, dep, settings, args.target_concurrency, check_host=False,
+                        priced=False)  # the -c and -ngl simulate runs
     report = fit_report(dep, args.max_model_len, settings, args.target_concurrency)
     check_host_memory_for(dep, report.launch_cells)  # the -c it tells llama-server to take
     return replace(report, searched=defaulted) if defaulted else report
@@ -142,8 +142,7 @@ def _compare_accelerators(args: argparse.Namespace, model: Any, cards: list[str]
         engine = engine_id(one.engine) if len(engines) == 1 else engines[0]  # the card's build
         dep = build_deployment(args, model, acc, engine)
         slots = slots_for_target(dep, settings, args.target_concurrency)
-        dep = fitted(args, dep, slots, args.max_model_len, args.target_concurrency or 1,
-                     priced=False)
+        dep = launch_fitted(args, dep, slots, args.target_concurrency, priced=False)
         return fit_report(dep, args.max_model_len, slots, args.target_concurrency)
 
     reports, not_run = run_each(cards, on, card_id)
@@ -185,8 +184,7 @@ def _compare_engines(args: argparse.Namespace, model: Any, acc: Any, engines: li
     def at_defaults(engine: str) -> Any:  # llama.cpp: placed by its --fit where the build is
         dep = build_deployment(args, model, acc, engine)
         if args.max_model_len is not None and engine.startswith("llama.cpp"):
-            dep = fitted(args, dep, settings, args.max_model_len, args.target_concurrency or 1,
-                         priced=False)
+            dep = launch_fitted(args, dep, settings, args.target_concurrency, priced=False)
         return fit_report(dep, args.max_model_len, settings, args.target_concurrency)
 
     reports, not_run = run_each(engines, at_defaults)

@@ -119,17 +119,14 @@ def fit_by_default(args: argparse.Namespace, engine: str | None) -> bool:
     llama.cpp build that starts with --fit on (b7437 on; --engine-version, else the newest
     modelled), split by layer (-sm tensor starts with -fit off), with no --n-cpu-moe or
     --cpu-moe (an -ot rule, which stops the fit). An older build keeps every layer on the GPU."""
-    from ridgeline.engine_versions import llamacpp_build
-    from ridgeline.llamacpp_fit import fit_on_by_default
+    from ridgeline.llamacpp_fit import fit_on_for
 
     if not (engine or "").startswith("llama.cpp") or getattr(args, "split_mode", None) == "tensor":
         return False
     if getattr(args, "gpu_layers", None) is not None or getattr(args, "cpu_moe", False) \
             or getattr(args, "n_cpu_moe", None) is not None:
         return False
-    version = getattr(args, "engine_version", None)
-    build = None if version is None else llamacpp_build(version)
-    return (version is None or build is not None) and fit_on_by_default(build)
+    return fit_on_for(getattr(args, "engine_version", None))
 
 
 def host_offload(args: argparse.Namespace, model: Any, engine: str | None) -> Any:
@@ -149,13 +146,13 @@ def host_offload(args: argparse.Namespace, model: Any, engine: str | None) -> An
         raise InputError("--fit-ctx is the floor of llama.cpp's --fit: give -ngl auto")
     if ngl == AUTO_LAYERS:
         from ridgeline.engine_versions import llamacpp_build
-        from ridgeline.llamacpp_fit import fit_default_since_build, fit_on_by_default
+        from ridgeline.llamacpp_fit import fit_default_since_build, fit_on_for
 
         version = getattr(args, "engine_version", None)
-        build = None if version is None else llamacpp_build(version)
-        if (engine or "").startswith("llama.cpp") and not fit_on_by_default(build):
+        if (engine or "").startswith("llama.cpp") and not fit_on_for(version):
             raise InputError(f"-ngl auto is llama.cpp's --fit, which came in "
-                             f"b{fit_default_since_build()} (PR #16653); b{build} has no --fit: "
+                             f"b{fit_default_since_build()} (PR #16653); "
+                             f"b{llamacpp_build(version or '')} has no --fit: "
                              "give -ngl N or a later --engine-version")
         if experts is not None or every_expert:
             raise InputError("--fit places the experts itself (and stops when -ot or "
@@ -227,6 +224,25 @@ def fitted(args: argparse.Namespace, dep: Any, settings: Any, context: int,
     return placed
 
 
+def launch_fitted(args: argparse.Namespace, dep: Any, settings: Any,
+                  target: int | None = None, check_host: bool = True,
+                  priced: bool = True) -> Any:
+    """``dep`` at --max-model-len L (``settings.max_model_len``) placed for the -c llama-server
+    is started with, as ``fitted`` places it: L × the slots whose conversations fit with every
+    layer on the GPU, at least one (sim/config.llamacpp_context), or L × ``target`` where
+    more. -c is one cache the -np slots share (--kv-unified), so the slots past those that
+    fit still run, sharing its cells, and no weight leaves the GPU to make room for them.
+    The one sizing rule for -ngl auto typed and for the build's default --fit: `fit` prints
+    this -c and -ngl, and `simulate` runs them."""
+    length = settings.max_model_len
+    sequences = target or 1
+    if auto_layers(args, dep.engine):
+        from ridgeline.sim.config import llamacpp_context
+
+        sequences = max(sequences, llamacpp_context(dep, settings)[0] // length)
+    return fitted(args, dep, settings, length, sequences, check_host, priced)
+
+
 def default_kept(args: argparse.Namespace, placed: Any, priced: bool) -> bool:
     """Whether the build's default --fit placement stays unpriced: it moved weights to the
     host, and a step time needs the host's bandwidth, which no flag gave (the answer is then
@@ -255,14 +271,14 @@ def fitted_context(args: argparse.Namespace, dep: Any, settings: Any) -> tuple[i
     return context, placed
 
 
-def default_placement(args: argparse.Namespace, dep: Any,
-                      settings: Any) -> tuple[int, Any, str] | None:
-    """simulate's llama-server under the build's default --fit, where that changes what runs:
-    (-c, the deployment placed, how -c was chosen), or None where the whole model stands as
-    before (it fits, --fit finds no placement, or a weight moved to the host needs
-    --host-bandwidth-gbs). No context given: -c 0 shrunk to what fits, or weights moved
-    (``fitted_context``); --max-model-len L: the -c of the slots that fit whole
-    (sim/config.llamacpp_context), at least one, with the weights --fit moves for it."""
+def fit_launch(args: argparse.Namespace, dep: Any,
+               settings: Any) -> tuple[int, Any, str] | None:
+    """simulate's llama-server under --fit, -ngl auto typed or the build's default alike,
+    where it changes what runs: (-c, the deployment placed, how -c was chosen), or None where
+    the whole model stands as with every layer on the GPU (it fits; or, by default only,
+    --fit finds no placement or a weight moved to the host needs --host-bandwidth-gbs).
+    No context given: -c 0 shrunk to what fits, or weights moved (``fitted_context``);
+    --max-model-len L: ``launch_fitted``'s -c and placement, those `fit` prints."""
     from ridgeline.context_length import served_positions
     from ridgeline.llamacpp_fit import FitFailed
     from ridgeline.sim.config import llamacpp_context
@@ -271,16 +287,19 @@ def default_placement(args: argparse.Namespace, dep: Any,
         try:
             context, placed = fitted_context(args, dep, settings)
         except FitFailed:
+            if auto_layers(args):
+                raise
             return None
         trained = served_positions(dep.model, dep.engine) or context
         if (placed.offload is None and context >= trained) or default_kept(args, placed, True):
             return None
         return context, placed, "--fit"
     no_fit_ctx(args)
-    cells, how = llamacpp_context(dep, settings)
-    placed = fitted(args, dep, settings, settings.max_model_len,
-                    cells // settings.max_model_len, check_host=False)
-    return None if placed.offload is None else (cells, placed, f"{how}, placed by --fit")
+    placed = launch_fitted(args, dep, settings, check_host=False)
+    if placed.offload is None:
+        return None
+    return (placed.offload.fit_cells, placed,
+            f"{llamacpp_context(dep, settings)[1]}, placed by --fit")
 
 
 def no_fit_ctx(args: argparse.Namespace) -> None:

@@ -35,10 +35,7 @@ from ridgeline.cli_load import (
 from ridgeline.cli_offload import (
     _offload,
     auto_layers,
-    default_placement,
-    fitted,
-    fitted_context,
-    no_fit_ctx,
+    fit_launch,
 )
 from ridgeline.cli_spec import spec_args, spec_flags
 from ridgeline.cli_types import (
@@ -104,18 +101,14 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     check_engine_flags(args, engine)
     settings = engine_settings(args)
     story = ""
-    by_default = auto_layers(args, engine) and not auto_layers(args)  # the build's own --fit
-    placed = default_placement(args, dep, settings) if by_default else None
-    if not settings.max_model_len and (auto_layers(args) or placed):  # -c 0 under --fit
+    # llama.cpp's --fit, -ngl auto typed or the build's default: one rule, fit's -c and -ngl
+    placed = fit_launch(args, dep, settings) if auto_layers(args, engine) else None
+    if not settings.max_model_len and placed:  # -c 0 under --fit
         from ridgeline.llamacpp_fit import context_story
 
-        context, dep = placed[:2] if placed else fitted_context(args, dep, settings)
+        context, dep = placed[:2]
         settings = replace(settings, max_model_len=context)
         story = context_story(dep, context)
-    elif auto_layers(args):  # --fit sizes for -c: every slot's max_model_len
-        no_fit_ctx(args)
-        dep = fitted(args, dep, settings, settings.max_model_len,
-                     kv_pool(dep, settings).max_num_seqs)
     elif placed:  # the -c of the slots that fit, --fit placing the weights for it
         dep = placed[1]
     # llama-server allocates -c cells and no more: the context --fit chose, else the one asked
@@ -130,7 +123,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     if args.ignore_eos:
         config = replace(config, ignore_eos=True)
     refusal = start_refusal(dep, settings, config, None if story else cells)
-    if config.num_blocks >= 1 and not auto_layers(args):  # the host's RAM holds the host
+    if config.num_blocks >= 1:  # the host's RAM holds the host
         from ridgeline.llamacpp_pool import check_host_memory_for  # layers' cache for the pool
 
         check_host_memory_for(dep, config.num_blocks * config.block_size)

@@ -69,13 +69,24 @@ def fit_on_by_default(build: int | None) -> bool:
     return build is None or build >= fit_default_since_build()
 
 
+def fit_on_for(version: str | None) -> bool:
+    """``fit_on_by_default`` for an --engine-version as typed (b7437, 7437; None or empty:
+    the newest modelled). The one place the flag's text becomes that answer: -ngl auto's
+    refusal, the default placement, fit's lever and the does-not-fit hint all ask here. A
+    version that names no build (check_version_kind refuses it first) has no --fit."""
+    from ridgeline.engine_versions import llamacpp_build
+
+    if not version:
+        return True
+    build = llamacpp_build(version)
+    return build is not None and fit_on_by_default(build)
+
+
 def fit_hint(version: str | None) -> str:
     """What moves weights to the host where the whole model does not fit, for llama.cpp
     ``version`` (a build; None: the newest modelled): its default --fit, priced once the
     host's bandwidth is given; before b7437, a later build's."""
-    from ridgeline.engine_versions import llamacpp_build
-
-    if fit_on_by_default(None if version is None else llamacpp_build(version)):
+    if fit_on_for(version):
         return ("llama-server's default --fit would keep layers in host memory: "
                 "--host-bandwidth-gbs GB/s prices that")
     return (f"a build from b{fit_default_since_build()} would keep layers in host memory with "

@@ -66,7 +66,7 @@ def _offload_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSetti
         return dep if conversations(pool, dep, r.context) >= need else None
 
     levers = []
-    from ridgeline.llamacpp_fit import fit_default_since_build, fit_on_by_default, fit_placement
+    from ridgeline.llamacpp_fit import fit_default_since_build, fit_on_for, fit_placement
 
     try:  # what llama.cpp does by itself since Dec 2025
         fit = fit_placement(d, replace(s, max_model_len=r.context), r.context, need,
@@ -74,7 +74,7 @@ def _offload_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSetti
     except InputError:
         fit = None
     if fit is not None and fit.offload is not None:
-        name = "llama.cpp --fit" if fit_on_by_default(_llamacpp_build(s)) else \
+        name = "llama.cpp --fit" if fit_on_for(s.engine_version) else \
             f"--fit (b{fit_default_since_build()}+)"  # a build before it has none
         levers.append((f"{name} ({host_weight_bytes(fit) / GIB:,.1f} GiB on host)",
                        fit, r.context, s))
