@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ import pytest
 from ridgeline.candidate import Candidate
 from ridgeline.catalog import hub_id, model_entries, resolve_model
 from ridgeline.cli import build_parser
+from ridgeline.datafiles import load_data
 from ridgeline.engine_quantization import engine_methods
 from ridgeline.reports.plan import command_line
 from tests.conftest import run_cli
@@ -37,19 +39,100 @@ def refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
 
 
 # -- --quantization and --dtype ------------------------------------------------------------
-@pytest.mark.parametrize("method", sorted(engine_methods()))
-def test_each_quantization_method_serves_a_16_bit_checkpoint_in_its_format(
+ONLINE = sorted(m for m, row in engine_methods().items() if row.online)
+FROM_CHECKPOINT = sorted(m for m, row in engine_methods().items() if not row.online)
+
+
+def awq_checkpoint(tmp_path: Path) -> str:
+    """Llama 3.1 8B's config with an AWQ quantization_config (4 bits, groups of 128), as an
+    AutoAWQ checkpoint ships it."""
+    config = dict(load_data("models/meta-llama--Llama-3.1-8B.json"))
+    config["quantization_config"] = {"quant_method": "awq", "bits": 4, "group_size": 128,
+                                     "zero_point": True, "version": "gemm"}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    return str(path)
+
+
+@pytest.mark.parametrize("method", ONLINE)
+def test_a_method_that_quantizes_on_load_serves_a_16_bit_checkpoint_in_its_format(
         capsys: pytest.CaptureFixture[str], method: str) -> None:
     fmt = engine_methods()[method].format
     assert answer(capsys, *FIT, "--quantization", method) == answer(capsys, *FIT, "--weights", fmt)
 
 
+@pytest.mark.parametrize("method", FROM_CHECKPOINT)
+def test_a_method_that_needs_its_own_checkpoint_is_refused_on_a_16_bit_one(
+        capsys: pytest.CaptureFixture[str], method: str) -> None:
+    """vllm serve meta-llama/Llama-3.1-70B-Instruct --quantization awq stops at start-up
+    (no AWQ config in the checkpoint); --weights awq-int4 still sizes an AWQ checkpoint."""
+    fmt = engine_methods()[method].format
+    err = refused(capsys, *FIT, "-q", method)
+    assert "does not quantize on load" in err and f"--weights {fmt}" in err
+    assert answer(capsys, *FIT, "--weights", fmt) != answer(capsys, *FIT)
+
+
 def test_vllms_short_q_and_a_hyphenated_method_are_taken(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    fp8 = answer(capsys, *FIT, "--weights", "fp8")
+    assert answer(capsys, *FIT, "-q", "FP8") == fp8
+    assert answer(capsys, *FIT, "--quantization", "PTPC-FP8") == fp8
+    assert fp8 != answer(capsys, *FIT)
+    argv = ("fit", awq_checkpoint(tmp_path), "--gpu", "l4", "--max-model-len", "8k", "--json")
+    stored = answer(capsys, *argv)
+    for method in ("awq", "awq_marlin", "AWQ-Marlin"):  # Marlin: the same checkpoint's kernels
+        assert answer(capsys, *argv, "-q", method) == stored
+
+
+def test_a_method_the_checkpoints_own_does_not_match_is_refused_as_the_engines_refuse_it(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """vLLM's _verify_quantization: 'Quantization method specified in the model config (fp8)
+    does not match the quantization method specified in the `quantization` argument (awq)'.
+    --weights sizes the other format all the same (the what-if flag)."""
+    for model, method in (("qwen3-235b-a22b-fp8", "awq"), ("qwen3-235b-a22b-fp8", "fbgemm_fp8"),
+                          ("gpt-oss-120b", "fp8"), ("qwen3.6-35b-a3b", "fp8"),
+                          (awq_checkpoint(tmp_path), "fp8")):
+        argv = ("fit", model, "--gpu", "h200", "--num-gpus", "8", "--max-model-len", "8k",
+                "--json")
+        err = refused(capsys, *argv, "-q", method)
+        assert "does not match" in err and "leave out --quantization" in err
+        fmt = engine_methods()[method].format
+        assert answer(capsys, *argv, "--weights", fmt) != answer(capsys, *argv)
+    # the Marlin kernels are awq's for an AWQ checkpoint, gptq's for a GPTQ one
+    assert "does not match" in refused(capsys, "fit", awq_checkpoint(tmp_path), "--gpu", "l4",
+                                       "-q", "gptq_marlin")
+
+
+def test_quantization_is_one_flag_the_weights_are_read_from_once(
         capsys: pytest.CaptureFixture[str]) -> None:
-    awq = answer(capsys, *FIT, "--weights", "awq-int4")
-    assert answer(capsys, *FIT, "-q", "awq_marlin") == awq
-    assert answer(capsys, *FIT, "--quantization", "AWQ-Marlin") == awq
-    assert awq != answer(capsys, *FIT)
+    """-q leaves --weights unset (the deployment reads the method against the checkpoint);
+    without a model it stands for the method's format, as --weights would."""
+    parsed = build_parser().parse_args(["kv", "llama-3.1-8b", "--context", "8k", "-q", "awq"])
+    assert (parsed.quantization, parsed.weights) == ("awq", None)
+    roof = ("roofline", "--gpu", "h100", "--json")
+    assert answer(capsys, *roof, "-q", "awq") == answer(capsys, *roof, "--weights", "awq-int4")
+    assert answer(capsys, *roof, "-q", "awq") != answer(capsys, *roof)
+
+
+@pytest.mark.parametrize("engine", ["trtllm", "llama.cpp-cuda"])
+def test_quantization_is_refused_for_an_engine_without_the_flag(
+        capsys: pytest.CaptureFixture[str], engine: str) -> None:
+    argv = ("decode", "llama-3.1-8b", "--gpu", "h100", "--engine", engine, "-q", "fp8")
+    err = refused(capsys, *argv)
+    assert "--quantization fp8 is vLLM's and SGLang's" in err and "GGUF tensor type" not in err
+
+
+@pytest.mark.parametrize("gpu", ["t4", "v100"])
+def test_dtype_bfloat16_is_refused_on_a_card_without_bf16(
+        capsys: pytest.CaptureFixture[str], gpu: str) -> None:
+    """vLLM: 'Bfloat16 is only supported on GPUs with compute capability of at least 8.0';
+    float16 runs, and --weights bf16 still sizes the checkpoint (the what-if flag)."""
+    argv = ("decode", "llama-3.2-1b", "--gpu", gpu, "--json")
+    assert "--dtype float16" in refused(capsys, *argv, "--dtype", "bfloat16")
+    assert answer(capsys, *argv, "--dtype", "float16") == answer(capsys, *argv, "--weights", "fp16")
+    answer(capsys, *argv, "--weights", "bf16")
+    a100 = ("decode", "llama-3.2-1b", "--gpu", "a100", "--json")
+    assert answer(capsys, *a100, "--dtype", "bfloat16") == answer(capsys, *a100)
 
 
 def test_a_checkpoint_stored_in_the_methods_format_is_served_as_stored(

@@ -58,3 +58,15 @@ def test_every_format_a_config_can_name_exists_in_the_table() -> None:
 def test_unsupported_or_malformed_configs_are_refused(qc: object) -> None:
     with pytest.raises(InputError):
         stored_formats(qc, "x")
+
+
+def test_a_checkpoint_keeps_its_quant_method_the_engines_match_quantization_against() -> None:
+    """vLLM and SGLang compare --quantization with quantization_config.quant_method."""
+    from ridgeline.catalog import resolve_model
+    from ridgeline.quantization import checkpoint_method
+
+    assert resolve_model("qwen3-235b-a22b-fp8").quant_method == "fp8"
+    assert resolve_model("gpt-oss-120b").quant_method == "mxfp4"
+    assert resolve_model("llama-3.1-8b").quant_method == ""
+    assert checkpoint_method({"quant_method": "Compressed-Tensors"}) == "compressed-tensors"
+    assert checkpoint_method(None) == ""

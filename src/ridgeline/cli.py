@@ -156,18 +156,6 @@ def _engine(p: argparse.ArgumentParser) -> None:
                    "attention scores written to memory and read back")
 
 
-class _Quantization(argparse.Action):
-    """vLLM's and SGLang's --quantization METHOD: --weights in the method's format (read
-    against the checkpoint's own by ``engine_quantization.quantized_weights``)."""
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: Any, option_string: str | None = None) -> None:
-        from ridgeline.engine_quantization import engine_method
-
-        setattr(namespace, self.dest, values)
-        namespace.weights = engine_method(values).format
-
-
 def _formats(p: argparse.ArgumentParser, dtype: bool = False) -> None:
     """--weights (or the engines' --quantization) and --kv-dtype; with ``dtype``, vLLM's and
     SGLang's --dtype, which the deployment reads (cli_load.build_deployment)."""
@@ -175,12 +163,14 @@ def _formats(p: argparse.ArgumentParser, dtype: bool = False) -> None:
     weights.add_argument("--weights", metavar="FMT", type=_typed(_weight_name),
                          help="weight format (bf16, fp8, awq-int4, nvfp4, mxfp4, q4_k_m, …, or "
                          "the GGUF mix mxfp4_moe); default: as the checkpoint stores them")
-    weights.add_argument("--quantization", "-q", metavar="METHOD", action=_Quantization,
+    weights.add_argument("--quantization", "-q", metavar="METHOD",
                          type=_typed(_quantization_method),
-                         help="vLLM's and SGLang's name for the weights' method: fp8 (also "
-                         "ptpc_fp8, fbgemm_fp8, modelopt, w8a8_fp8), w8a8_int8, modelopt_fp4 "
-                         "(nvfp4), mxfp4, awq, gptq (and their _marlin kernels; 4-bit in groups "
-                         "of 128); a checkpoint already stored so is served as stored")
+                         help="vLLM's and SGLang's --quantization: fp8 (also ptpc_fp8, "
+                         "w8a8_fp8) quantizes a 16-bit checkpoint on load; fbgemm_fp8, "
+                         "modelopt, w8a8_int8, modelopt_fp4, mxfp4, awq, gptq (and their "
+                         "_marlin kernels) read a checkpoint of that method, as stored; a "
+                         "mismatch is refused as the engines refuse it (--weights sizes any "
+                         "format)")
     if dtype:
         p.add_argument("--dtype", type=_typed(_engine_dtype), metavar="T",
                        help="vLLM's and SGLang's auto, bfloat16, float16 (half): the type an "

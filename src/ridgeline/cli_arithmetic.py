@@ -26,6 +26,7 @@ from ridgeline.cli_load import (
     load_deployment,
     load_model,
     load_profile,
+    named_weights,
     one_card,
 )
 from ridgeline.cli_offload import _offload, fitted, no_fit_ctx
@@ -75,9 +76,10 @@ def _element_bytes(args: argparse.Namespace) -> tuple[float, float]:
     """Bytes per weight and per KV element named without a model (default 2 and 2)."""
     from ridgeline.precision import is_stored_format, kv_dtype, weight_format
 
-    if (args.weights and is_stored_format(args.weights)) or args.kv_dtype == "auto":
+    weights = named_weights(args)
+    if (weights and is_stored_format(weights)) or args.kv_dtype == "auto":
         raise InputError("'as stored' and 'auto' formats need --model (the checkpoint's formats)")
-    bpw = weight_format(args.weights).bytes_per_weight if args.weights else 2.0
+    bpw = weight_format(weights).bytes_per_weight if weights else 2.0
     kvb = kv_dtype(args.kv_dtype).bytes_per_element if args.kv_dtype else 2.0
     return bpw, kvb
 
@@ -87,9 +89,10 @@ def _matmul_dtype(args: argparse.Namespace, acc: Any) -> str:
     (fp8 weights on an H100: fp8), as a deployment of it would; bf16 when none is named."""
     from ridgeline.precision import weight_format
 
-    if not args.weights:
+    weights = named_weights(args)
+    if not weights:
         return "bf16"
-    return str(acc.first_supported(weight_format(args.weights).compute_dtypes))
+    return str(acc.first_supported(weight_format(weights).compute_dtypes))
 
 
 def cmd_roofline(args: argparse.Namespace) -> Any:

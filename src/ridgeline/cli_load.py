@@ -85,15 +85,34 @@ def load_deployment(args: argparse.Namespace, model: Any = None) -> Any:
     return build_deployment(args, model or load_model(args), acc, engine)
 
 
-def served_weights(args: argparse.Namespace, model: Any, engine: str | None) -> str | None:
-    """--weights, or the format --quantization METHOD serves ``model`` in (as stored where
-    the checkpoint is quantized so), then --dtype's type for an unquantized checkpoint."""
-    from ridgeline.engine_quantization import quantized_weights, weights_with_dtype
+def named_weights(args: argparse.Namespace) -> str | None:
+    """The weight format the flags name where no checkpoint is read (roofline, utilization
+    without --model): --weights, or the format --quantization METHOD stands for."""
+    from ridgeline.engine_quantization import method_format
+
+    method = getattr(args, "quantization", None)
+    return method_format(method) if method else getattr(args, "weights", None)
+
+
+def served_weights(args: argparse.Namespace, model: Any, acc: Any,
+                   engine: str | None) -> str | None:
+    """--weights, or what --quantization METHOD serves ``model`` in (as stored where the
+    checkpoint is quantized so; refused where vLLM and SGLang refuse it), then --dtype's type
+    for an unquantized checkpoint (bfloat16 refused on a card without it)."""
+    from ridgeline.engine_quantization import (
+        dtype_on,
+        quantization_engine,
+        quantized_weights,
+        weights_with_dtype,
+    )
 
     method, dtype = getattr(args, "quantization", None), getattr(args, "dtype", None)
     if dtype not in (None, "auto") and (engine or "").startswith("llama.cpp"):
         raise InputError(f"--dtype {dtype} is vLLM's and SGLang's; llama.cpp runs the GGUF's "
                          "own types (--weights)")
+    if method:
+        quantization_engine(method, engine)
+    dtype_on(dtype, acc)
     weights = quantized_weights(method, model) if method else getattr(args, "weights", None)
     return weights_with_dtype(weights, dtype, model)
 
@@ -108,7 +127,7 @@ def build_deployment(args: argparse.Namespace, model: Any, acc: Any, engine: str
     pp = pipeline_size(args, engine)
     ep = expert_parallel or bool(getattr(args, "expert_parallel", False))
     gpus, ranks = data_parallel_layout(args, model, engine)
-    dep = Deployment.build(model, acc, served_weights(args, model, engine),
+    dep = Deployment.build(model, acc, served_weights(args, model, acc, engine),
                            getattr(args, "kv_dtype", None), gpus * pp, pp, engine=engine,
                            expert_parallel=ep,
                            flash_attention=flash_attention(args, engine or "vllm"),

@@ -50,7 +50,7 @@ from ridgeline.model_types import (
     UNGATED_MLP,
     first_architecture,
 )
-from ridgeline.quantization import stored_formats
+from ridgeline.quantization import checkpoint_method, stored_formats
 from ridgeline.vision_tower import vision_config, vision_item, vision_params
 
 # Far above any real model (Llama-3.1-405B has 126 layers); a config that claims more is
@@ -128,6 +128,7 @@ class _SpecReader(ConfigFields):
             learned_positions=self.int_("n_positions", "max_position_embeddings")
             if self.model_type == "gpt2" else 0,
             model_max_length=self.opt_int("model_max_length"),
+            quant_method=checkpoint_method(self.c.get("quantization_config")),
         )
 
     def _tied(self) -> bool:

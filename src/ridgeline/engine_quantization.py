@@ -3,7 +3,11 @@
 
 ``vllm serve meta-llama/Llama-3.1-70B-Instruct --quantization fp8`` serves the 16-bit
 checkpoint in FP8 (ridgeline's --weights fp8); on a checkpoint already stored in FP8 the same
-flag loads it as stored. --dtype names the 16-bit type an unquantized checkpoint runs in.
+flag loads it as stored. The engines refuse the rest at start-up, and so does ridgeline: a
+method that needs a checkpoint of its own (awq, gptq, modelopt, …) on a 16-bit checkpoint, a
+method the checkpoint's quant_method does not match, -q for an engine without the flag.
+--weights stays the what-if flag: it sizes any format on any checkpoint. --dtype names the
+16-bit type an unquantized checkpoint runs in; bfloat16 where the card has none is refused.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from functools import lru_cache
 from ridgeline.catalog import normalise
 from ridgeline.datafiles import load_data
 from ridgeline.errors import InputError, shorten
+from ridgeline.hardware import Accelerator
 from ridgeline.model import ModelSpec
 from ridgeline.precision import is_stored_format, weight_format, weight_mixes
 
@@ -23,20 +28,29 @@ FULL_PRECISION = ("float", "float32")  # vLLM's fp32: taken to refuse, not model
 UNQUANTIZED = ("bf16", "fp16", "fp32")
 
 
+# the engines with a --quantization flag; trtllm-serve has none (TensorRT-LLM quantizes
+# beforehand, with ModelOpt, and serves the checkpoint as stored), llama.cpp runs the GGUF's types
+QUANTIZATION_ENGINES = ("vllm", "sglang")
+
+
 @dataclass(frozen=True)
 class EngineMethod:
-    """One --quantization METHOD: the format a 16-bit checkpoint is served in under it, and
-    the stored formats it loads as they are."""
+    """One --quantization METHOD: the format it stands for (what a 16-bit checkpoint is
+    served in where it quantizes on load, ``online``), the stored formats it loads as they
+    are, and the checkpoints' quant_method values the engines accept it on."""
 
     method: str
     format: str
     reads: tuple[str, ...]
+    online: bool
+    checkpoints: tuple[str, ...]
     source: str
 
 
 @lru_cache(maxsize=1)
 def engine_methods() -> dict[str, EngineMethod]:
     return {row["method"]: EngineMethod(row["method"], row["format"], tuple(row["reads"]),
+                                        bool(row["online"]), tuple(row["checkpoints"]),
                                         row["source"])
             for row in load_data("formats.json")["engine_methods"]}
 
@@ -52,13 +66,65 @@ def engine_method(name: str) -> EngineMethod:
                      f"own; it reads {', '.join(methods)} (or give --weights FMT)")
 
 
+def method_format(method: str) -> str:
+    """The weight format --quantization ``method`` stands for where no checkpoint is named
+    (roofline, utilization without --model): 'awq' -> 'awq-int4'."""
+    return engine_method(method).format
+
+
 def quantized_weights(method: str, spec: ModelSpec) -> str:
-    """What --quantization ``method`` serves ``spec`` in: 'auto' (as stored) where the
-    checkpoint stores its quantized weights in formats the method loads as they are (vLLM
-    and SGLang read such a checkpoint by its own config), else the method's format."""
+    """What --quantization ``method`` serves ``spec`` in, or the engines' refusal in one line.
+    A 16-bit checkpoint: the method's format where it quantizes on load (fp8), else refused
+    (vLLM looks for the method's config in the checkpoint and fails at start-up). A quantized
+    checkpoint: 'auto' (as stored) where its quant_method is one the method is accepted on and
+    its formats are ones the method reads, else refused as vLLM's and SGLang's
+    _verify_quantization refuse it (qwen3-235b-a22b-fp8 with awq)."""
     chosen = engine_method(method)
     stored = set(spec.stored_format_map.values())
-    return "auto" if stored and stored <= set(chosen.reads) else chosen.format
+    if not stored:
+        if chosen.online:
+            return chosen.format
+        online = ", ".join(m.method for m in engine_methods().values() if m.online)
+        raise InputError(f"{spec.name} is a {spec.dtype} checkpoint and --quantization "
+                         f"{chosen.method} does not quantize on load: vLLM and SGLang read a "
+                         f"checkpoint quantized with {chosen.method} and fail at start-up "
+                         "without one "
+                         f"(only {online} quantize a 16-bit one); name a pre-quantized "
+                         f"checkpoint of the model, or give --weights {chosen.format} to size "
+                         "one")
+    if spec.quant_method in chosen.checkpoints and stored <= set(chosen.reads):
+        return "auto"
+    label = "+".join(sorted(stored))
+    raise InputError(f"{spec.name} is stored {label} (quant_method {spec.quant_method or '?'}), "
+                     f"and vLLM and SGLang refuse --quantization {chosen.method} on it (the "
+                     "method in the model config does not match the `quantization` argument): "
+                     "leave out --quantization to serve it as stored, or give --weights "
+                     f"{chosen.format} to size a checkpoint quantized with {chosen.method}")
+
+
+def quantization_engine(method: str, engine: str | None) -> None:
+    """Refuses --quantization for an engine that has no such flag (None: none named)."""
+    if engine is None or engine in QUANTIZATION_ENGINES:
+        return
+    fmt = engine_method(method).format
+    if engine.startswith("llama.cpp"):
+        raise InputError(f"--quantization {method} is vLLM's and SGLang's; llama.cpp runs the "
+                         "GGUF's own types: give --weights q4_k_m, q8_0, … (as stored: leave "
+                         "it out)")
+    raise InputError(f"--quantization {method} is vLLM's and SGLang's; trtllm-serve has no such "
+                     "flag and serves a checkpoint quantized beforehand (TensorRT Model "
+                     "Optimizer) as stored: leave it out, or give --weights "
+                     f"{fmt} to size such a checkpoint")
+
+
+def dtype_on(dtype: str | None, acc: Accelerator) -> None:
+    """Refuses --dtype bfloat16 on a card with no bf16 matmuls in the catalog (T4, V100):
+    vLLM stops at start-up ('Bfloat16 is only supported on GPUs with compute capability of
+    at least 8.0', platforms/cuda.py check_if_supports_dtype; the worker's own check before)."""
+    if DTYPES.get(dtype or "auto") == "bf16" and "bf16" not in acc.peak_flops:
+        raise InputError(f"--dtype {dtype}: the {acc.id} has no bfloat16 matmuls, and vLLM "
+                         "refuses bfloat16 on such a card (on NVIDIA, below compute "
+                         "capability 8.0); give --dtype float16 (half)")
 
 
 def engine_dtype(name: str) -> str:

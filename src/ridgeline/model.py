@@ -191,6 +191,9 @@ class ModelSpec:
     # config.json's model_max_length, where it states one: Command R's 131,072 beside its
     # 8,192 max_position_embeddings, the context engines serve it at (context_length.py)
     model_max_length: int | None = None
+    # quantization_config's quant_method ("" unquantized): what vLLM and SGLang match a
+    # --quantization METHOD against (engine_quantization.quantized_weights)
+    quant_method: str = ""
 
     def __hash__(self) -> int:
         # Cheap and consistent with equality (equal specs share these); the full field

@@ -67,6 +67,15 @@ def category_of(module_name: str) -> str | None:
     return None
 
 
+def checkpoint_method(qc: Any) -> str:
+    """quantization_config's quant_method in lower case ('fp8', 'awq', 'compressed-tensors';
+    '' where the checkpoint has none): the name vLLM's and SGLang's _verify_quantization
+    match --quantization against (engine_quantization.quantized_weights)."""
+    if not isinstance(qc, Mapping):
+        return ""
+    return str(qc.get("quant_method") or "").lower()
+
+
 def stored_formats(qc: Any, origin: str) -> Mapping[str, str]:
     """{category: format id} of a checkpoint; categories absent stay at its dtype."""
     if qc is None:
