@@ -131,12 +131,12 @@ def test_a_smaller_budget_costs_more_and_one_past_the_prompt_is_one_pass(
 def test_vllm_chunks_at_its_default_budget_for_the_card_and_usage(
         capsys: pytest.CaptureFixture[str], usage: str) -> None:
     """Without the flag, vLLM V1 chunks at its default max_num_batched_tokens (on an H100
-    16,384 for the offline LLM class, prefill's default, and 8,192 for vllm serve), which
-    the note names, with the other usage's."""
+    8,192 for vllm serve, prefill's default as fit's and simulate's, and 16,384 for the
+    offline LLM class), which the note names, with the other usage's."""
     dep, profile = deployment("llama-3.1-8b"), profile_for("vllm")
     budget = vllm_batch_defaults(dep, usage)["max_num_batched_tokens"]
     other = vllm_batch_defaults(dep, "serve" if usage == "offline" else "offline")
-    flags = ["--usage", usage] if usage == "serve" else []
+    flags = ["--usage", usage] if usage == "offline" else []
     report = run_json(capsys, "prefill", *EIGHT_B, "--prompt-len", "32000", *flags)
     assert report["step_budget_tokens"] == budget
     assert report["prompt_steps"] == math.ceil(32_000 / budget) > 1
@@ -176,12 +176,13 @@ def test_explain_shows_the_budget_its_source_and_the_steps(
 
 def test_a_batch_of_prompts_fills_the_budget_first_come_first_served(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """8 prompts of 4,000 tokens at vLLM's offline 16,384 a step: 2 steps, not one step of
+    """8 prompts of 4,000 tokens at vllm serve's 8,192 a step: 4 steps, not one step of
     32,000 tokens past the budget."""
     report = run_json(capsys, "prefill", *EIGHT_B, "--prompt-len", "4000", "--batch", "8")
     dep, profile = deployment("llama-3.1-8b"), profile_for("vllm")
     budget = report["step_budget_tokens"]
-    assert report["prompt_steps"] == math.ceil(8 * 4_000 / budget) == 2
+    assert budget == vllm_batch_defaults(dep, "serve")["max_num_batched_tokens"]
+    assert report["prompt_steps"] == math.ceil(8 * 4_000 / budget) == 4
     assert report["expected"]["time_s"] == pytest.approx(
         serving_prefill_time_s(dep, profile, prefill_steps(4_000, 8, budget)))
 
@@ -206,7 +207,7 @@ def test_several_cards_say_which_expectations_count_several_steps(
                            "--prompt-len", "1000,32000")
     dep = Deployment.build(resolve_model("llama-3.1-8b", fetchable=False),
                            resolve_accelerator("a100"), None, None, 1, engine="vllm")
-    a100 = vllm_batch_defaults(dep, "offline")["max_num_batched_tokens"]
+    a100 = vllm_batch_defaults(dep, "serve")["max_num_batched_tokens"]
     assert code == 0
     assert f"1 x a100-sxm-80gb at 32,000: {math.ceil(32_000 / a100)} steps of {a100:,}" in out
 

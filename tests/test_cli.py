@@ -1286,7 +1286,7 @@ def test_a_one_card_command_given_several_says_which_commands_take_several(
 
 def test_decode_sizes_the_pool_with_the_engine_settings_given(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """Llama-3.1-70B fp8 on one H100: vLLM's offline defaults leave no room for a 2,000-token
+    """Llama-3.1-70B fp8 on one H100: vllm serve's defaults leave no room for a 2,000-token
     sequence, so decode prints no expectation; with the settings a serving engineer would
     try (a 97 % budget, 16 seats, a 2,048-token profile, an fp8 cache) it runs, and the batch
     decode allows is the one `fit` finds under the same settings."""
@@ -1401,7 +1401,7 @@ def test_an_moe_that_clears_the_ridge_says_its_experts_do_not(
 
 def test_prefill_sizes_the_pool_with_the_engine_settings_given(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """An 8,000-token prompt for Llama-3.1-70B fp8 on one H100: no room at vLLM's offline
+    """An 8,000-token prompt for Llama-3.1-70B fp8 on one H100: no room at vllm serve's
     defaults, a TTFT under a 97 % budget, a 2,048-token step and an fp8 cache."""
     base = ["prefill", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8", "--prompt-len",
             "8000", "--kv-dtype", "fp8"]

@@ -92,22 +92,23 @@ def test_the_recurrent_state_is_not_replicated_across_tensor_parallel_ranks(
 
 def test_prefill_gives_no_engine_time_where_the_engine_cannot_hold_the_prompts(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """vLLM's pool on an H100 holds 53 prompts of 8,192 Llama-3.1-8B tokens (offline
-    defaults, as decode asks): 60 get no TTFT, 50 do."""
+    """vLLM's pool on an H100 holds 54 prompts of 8,192 Llama-3.1-8B tokens (vllm serve's
+    defaults, as decode and fit ask): 60 get no TTFT, 50 do."""
+    fit = run_json(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "8192")
     over = run_json(capsys, "prefill", "llama-3.1-8b", "--gpu", "h100", "--prompt-len", "8192",
                     "--batch", "60")
-    assert over["expected"] is None and over["engine_max_batch"] == 53
+    assert over["expected"] is None and over["engine_max_batch"] == fit["batch"] == 54
     under = run_json(capsys, "prefill", "llama-3.1-8b", "--gpu", "h100", "--prompt-len",
                      "8192", "--batch", "50")
     assert under["expected"] is not None
     dec = run_json(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "1",
                    "--context", "8192")
-    assert dec["engine_max_batch"][0]["batch"] == 53
+    assert dec["engine_max_batch"][0]["batch"] == fit["batch"]
     assert main(["prefill", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8",
-                 "--prompt-len", "8"]) == 0
+                 "--prompt-len", "8", "--usage", "offline"]) == 0
     out = capsys.readouterr().out
-    # at its default max_model_len (131,072) no pool is left; at 8 tokens vLLM (v0.11.1+)
-    # profiles 1,024 seats × 8 = 8,192 tokens, not 16,384, and a pool is left
+    # the offline class at its default max_model_len (131,072) leaves no pool; at 8 tokens
+    # vLLM (v0.11.1+) profiles 1,024 seats × 8 = 8,192 tokens, not 16,384, and a pool is left
     assert "would refuse to start at its default max_model_len" in out
     assert "give --max-model-len ≤ 8 " in out
     # the floor's time and rate are the article's arithmetic, as decode's floor gives its
@@ -117,6 +118,22 @@ def test_prefill_gives_no_engine_time_where_the_engine_cannot_hold_the_prompts(
     assert main(["prefill", "llama-3.1-70b", "--gpu", "h100", "--prompt-len", "4000"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("DOES NOT FIT") and "prompt tok/s" not in out
+
+
+def test_prefill_chunks_a_long_prompt_as_simulate_does_without_a_flag(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A 32,000-token Llama-3.1-8B prompt on an H100: prefill and simulate both size vLLM as
+    vllm serve by default, so both run it in steps of 8,192 tokens, to one TTFT (1,346.9 ms);
+    --usage offline moves prefill to the LLM class's larger step."""
+    pre = run_json(capsys, "prefill", "llama-3.1-8b", "--gpu", "h100", "--prompt-len", "32000")
+    sim = run_json(capsys, "simulate", "llama-3.1-8b", "--gpu", "h100", "--input-len", "32000",
+                   "--output-len", "1", "--num-requests", "1", "--rate", "1")
+    assert sim["settings"]["usage"] == "serve"
+    assert pre["step_budget_tokens"] == sim["settings"]["max_num_batched_tokens"]
+    assert pre["expected"]["time_s"] == pytest.approx(sim["ttft_s"]["mean"], rel=1e-6)
+    batch = run_json(capsys, "prefill", "llama-3.1-8b", "--gpu", "h100", "--prompt-len",
+                     "32000", "--usage", "offline")
+    assert batch["step_budget_tokens"] > pre["step_budget_tokens"]
 
 
 def test_llama_cpp_attends_over_every_token_of_a_gguf_it_gives_no_window(

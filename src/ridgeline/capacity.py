@@ -12,7 +12,7 @@ from ridgeline.context_length import positions_label, served_positions
 from ridgeline.deployment import Deployment
 from ridgeline.kvcache import KVFootprint, kv_footprint
 from ridgeline.memory import EngineSettings, KVPool, kv_pool
-from ridgeline.units import GIB
+from ridgeline.units import GIB, plural
 
 
 def sequence_bytes_per_gpu(dep: Deployment, context: int) -> float:
@@ -100,7 +100,7 @@ def no_sequence_reason(pool: KVPool, dep: Deployment, context: int) -> str:
     """Why the engine runs no sequence of ``context`` tokens, as a clause after "cannot hold
     one …": weights larger than the card, the pool --kv-cache-memory-bytes set overrunning the
     card, no pool left beside the weights, SGLang's state pool, SGLang capping a request at its
-    pool, or a refusal to start."""
+    pool, a vLLM pool short of one sequence, or a refusal to start."""
     if pool.weights_overflow:
         return (f"its weights alone ({pool.weight_bytes / GIB:,.2f} GiB per GPU) are more than "
                 f"the card's {pool.total_bytes / GIB:,.2f} GiB, so {dep.engine} could not load "
@@ -130,6 +130,13 @@ def no_sequence_reason(pool: KVPool, dep: Deployment, context: int) -> str:
     if pool.engine == "sglang" and not refuses_to_start(pool, dep, context):
         return (f"SGLang starts, but caps a request at its pool's {pool.tokens - 1:,} tokens "
                 "(max_req_len)")
+    full_only = pool.groups is None or not (pool.groups.windows or pool.groups.states)
+    if pool.engine == "vllm" and full_only and pool.tokens < context:
+        # a pool left, but short of one sequence: what it holds says by how much (a hybrid's
+        # token count is no sequence's length, so it says nothing there)
+        return (f"its KV pool holds {pool.tokens:,} {plural(pool.tokens, 'token')} "
+                f"({pool.pool_bytes / GIB:,.2f} GiB per GPU), less than one such sequence, so "
+                "it would refuse to start")
     return "it would refuse to start"
 
 
@@ -177,11 +184,11 @@ def held_conversations(pool: KVPool, dep: Deployment, context: int,
 def engine_holds(dep: Deployment, context: int, enforce_eager: bool = False,
                  settings: EngineSettings | None = None) -> int | None:
     """Sequences of ``context`` tokens the deployment's engine runs at once, as ``decode``
-    and ``prefill`` ask (vLLM's offline usage, or the ``settings`` given, sized for this
-    context); llama.cpp given one slot per sequence; None for an engine without a memory
-    model."""
+    and ``prefill`` ask (the engine's defaults, vLLM's vllm serve's, or the ``settings``
+    given, sized for this context); llama.cpp given one slot per sequence; None for an engine
+    without a memory model."""
     if dep.engine in ("vllm", "sglang", "trtllm"):
-        base = settings or EngineSettings(usage="offline")
+        base = settings or EngineSettings()
         return max_batch(dep, context, replace(base, max_model_len=context,
                                                enforce_eager=enforce_eager or base.enforce_eager))
     if dep.engine.startswith("llama.cpp"):
@@ -196,7 +203,7 @@ def engine_none_reason(dep: Deployment, context: int, enforce_eager: bool = Fals
     """Why ``engine_holds`` finds no sequence of ``context`` tokens, under the same settings
     (``no_sequence_reason``)."""
     if dep.engine in ("vllm", "sglang", "trtllm"):
-        base = settings or EngineSettings(usage="offline")
+        base = settings or EngineSettings()
         s = replace(base, max_model_len=context, enforce_eager=enforce_eager or base.enforce_eager)
     else:
         s = EngineSettings(max_model_len=context, max_num_seqs=1, flash_attn=dep.flash_attention)
@@ -216,7 +223,8 @@ def longest_holding(holds: Callable[[int], bool], low: int, high: int) -> int:
 
 
 def max_batch(dep: Deployment, context: int, settings: EngineSettings | None = None) -> int:
-    """Sequences of ``context`` tokens the engine runs at once: the pool, then its seat limit."""
+    """Sequences of ``context`` tokens the engine runs at once: the pool, then its seat limit
+    (no ``settings``: vLLM's offline LLM class's defaults, a batch run's)."""
     s = settings or EngineSettings(max_model_len=context, usage="offline")
     pool = kv_pool(dep, s)
     return max(0, min(engine_seat_limit(pool, dep),
@@ -347,7 +355,7 @@ def engine_seats(dep: Deployment, context: int, enforce_eager: bool = False,
                  max_model_len: int | None = None) -> EngineSeats:
     """Sequences of ``context`` tokens the engine runs at once, as decode and prefill ask: a
     serving engine started at ``max_model_len``, else at its default, the model's context
-    (served_positions), under ``settings`` (default vLLM's offline usage), its pool checked as
+    (served_positions), under ``settings`` (default vllm serve's), its pool checked as
     it checks it at start-up (max_batch, start_check); llama.cpp given a slot per sequence
     (engine_holds). Llama-3.1-70B in bf16 on 2 x H100, offline: 9 of 1,100 tokens at
     max_model_len 10,448, none at the default 131,072 (vLLM refuses to start)."""
@@ -359,7 +367,7 @@ def engine_seats(dep: Deployment, context: int, enforce_eager: bool = False,
         return EngineSeats(context, 0, refusal=context_refusal(dep, context),
                            none_reason=engine_none_reason(dep, context, enforce_eager, settings))
     defaulted = max_model_len is None
-    base = settings or EngineSettings(usage="offline")
+    base = settings or EngineSettings()
     s = replace(base, max_model_len=length, enforce_eager=enforce_eager or base.enforce_eager)
     if context > length:  # a request past max_model_len is rejected, whatever the pool
         return EngineSeats(context, 0, length, defaulted, context_refusal(dep, context) or (

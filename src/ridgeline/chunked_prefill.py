@@ -4,8 +4,8 @@ max_num_tokens), first come, first served. With chunked prefill (vLLM V1's and S
 default) a prompt longer than the budget runs in chunks, one a step, each re-reading the
 weights and attending to the chunks before it; without it (TensorRT-LLM's default) a step
 takes whole prompts. Each step is priced by step_time_s, the step cost the simulator runs
-too, so `prefill` and `simulate` agree on one prompt at the same budget (simulate takes
-`vllm serve`'s default, prefill the offline class's unless given --usage serve). llama.cpp's ubatches are
+too, so `prefill` and `simulate` agree on one prompt at the same budget (both take
+`vllm serve`'s default unless given --usage offline). llama.cpp's ubatches are
 ``llamacpp_batching``'s."""
 
 from __future__ import annotations

@@ -245,8 +245,9 @@ def _max_model_len(args: argparse.Namespace, dep: Any, contexts: list[int],
 
 
 def _engine_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
-    """decode's pool settings where any was given (None: vLLM's offline defaults); refused
-    for llama.cpp, which decode gives a slot per sequence."""
+    """decode's pool settings where any was given (None: the engine's defaults, vLLM's as vllm
+    serve sets them, as fit, simulate and plan size it); refused for llama.cpp, which decode
+    gives a slot per sequence."""
     from ridgeline.memory import EngineSettings
 
     given = [f"--{name.replace('_', '-')}" for name in (
@@ -266,7 +267,7 @@ def _engine_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
     return EngineSettings(gpu_memory_utilization=args.gpu_memory_utilization,
                           max_num_seqs=args.max_num_seqs,
                           max_num_batched_tokens=args.max_num_batched_tokens,
-                          block_size=args.block_size, usage=args.usage or "offline",
+                          block_size=args.block_size, usage=args.usage or "serve",
                           kv_cache_memory_bytes=args.kv_cache_memory_bytes,
                           max_total_tokens=args.max_total_tokens)
 
@@ -326,7 +327,7 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
         length = _max_model_len(a, placed, a.prompt_len, "--prompt-len")
         once = placed.offload is not None and placed.offload.chosen_by_fit \
             and len(a.prompt_len) > 1
-        trim = start_trim_caution(placed, pool_settings or EngineSettings(usage="offline"),
+        trim = start_trim_caution(placed, pool_settings or EngineSettings(),
                                   length)
         notes = tuple(filter(None, (shared_profile_caution(profile), trim, (
             f"-ngl auto placed the weights once, for the longest prompt asked "
@@ -335,7 +336,7 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
         # a serving engine's prompt runs in steps of its token budget (vLLM V1 chunks by
         # default), the budget its pool is sized with: the flag, else the engine's default
         budget = None if placed.engine.startswith("llama.cpp") else step_budget(
-            placed, pool_settings or EngineSettings(usage="offline"))
+            placed, pool_settings or EngineSettings())
 
         def report(n: int) -> PrefillReport:
             floor = prefill_floor(placed, n, a.batch, a.ubatch_size)
@@ -344,7 +345,8 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
             # pool would be millions of steps, for an expectation nobody is shown)
             expected = Expectation.of_prefill(placed, n, a.batch, profile, a.ubatch_size,
                                               budget if engine_runs(floor, seat) else None)
-            return PrefillReport(placed, floor, expected, a.ubatch_size, seat, notes, budget)
+            return PrefillReport(placed, floor, expected, a.ubatch_size, seat, notes, budget,
+                                 pool_settings.usage if pool_settings else "serve")
 
         return [report(n) for n in a.prompt_len]
 
@@ -382,16 +384,16 @@ def cmd_utilization(args: argparse.Namespace) -> Any:
 
 def _pool_flags(p: Any) -> None:
     """decode's and prefill's serving-engine pool settings (the seats a context gets)."""
-    g = p.add_argument_group("serving engine's pool (the engine's own names; default: vLLM's "
-                             "offline LLM class, a batch run)")
+    g = p.add_argument_group("serving engine's pool (the engine's own names; default: the "
+                             "engine's defaults, vLLM's as vllm serve sets them)")
     engine_sizes(g, llamacpp=False)
     max_model_len_option(g, "the longest request the engine admits, which its pool must hold "
                          "one of to start (vLLM --max-model-len, SGLang --context-length, "
                          "TensorRT-LLM max_seq_len; default: the model's context, as each "
                          "defaults it)")
     g.add_argument("--usage", choices=["serve", "offline"],
-                   help="vLLM usage context whose defaults size the pool: vllm serve, or the "
-                   "offline LLM class (default)")
+                   help="vLLM usage context whose defaults size the pool: vllm serve "
+                   "(default), or the offline LLM class (a batch run)")
 
 
 def register(sub: Any) -> None:

@@ -34,11 +34,10 @@ def decode_refusal(dep: Deployment, batch: int, context: int) -> str | None:
     held = engine_holds(dep, context)
     if held is None or held >= batch:
         return None
-    usage = " --usage offline" if dep.engine == "vllm" else ""
     return "does not fit: " + (
         context_refusal(dep, context)
         or f"{dep.engine}'s KV pool runs {held:,} of batch {batch:,} at {context:,} tokens "
-        f"of context, started at that max_model_len (`ridgeline fit{usage}` for the breakdown)")
+        "of context, started at that max_model_len (`ridgeline fit` for the breakdown)")
 
 
 def decode_share(dep: Deployment, op: str, batch: int, context: int, profile: EngineProfile,

@@ -156,7 +156,7 @@ class DecodeReport:
         engine = self.expected[0].engine
         # the offline class sizes its pool otherwise than vllm serve (its larger step budget
         # profiles a larger activation peak): a refusal names the mode it was judged in
-        mode = (" (as the offline LLM class sizes its pool; --usage serve for vllm serve's)"
+        mode = (" (as vllm serve sizes its pool; --usage offline for the offline LLM class's)"
                 if engine == "vllm" and not self.pool_settings else "")
         c = seat.context
         return seat.why_none(engine + mode, f"sequence of {c:,} {plural(c, 'token')}")
@@ -306,11 +306,9 @@ class DecodeReport:
         return [*self._seat_lines(said), *(f"caution: {c}" for c in self.cautions)]
 
     def _fit_hint(self) -> str:
-        engine = self.expected[0].engine
-        # a batch run, as vLLM's offline LLM class sizes it (its defaults differ from serve's)
-        return ("`ridgeline fit --usage offline`" if engine == "vllm" and not self.pool_settings
-                else "`ridgeline fit` with the same settings" if self.pool_settings
-                else "`ridgeline fit`")
+        # the defaults are fit's (vllm serve's, for vLLM); other settings are to be given again
+        return "`ridgeline fit` with the same settings" if self.pool_settings \
+            else "`ridgeline fit`"
 
     def _seat_lines(self, said: int | None = None) -> list[str]:
         """One line per context with a memory model (but ``said``): the sequences the pool
@@ -323,8 +321,8 @@ class DecodeReport:
             default = int(engine_defaults(engine)["n_parallel"])
             slots = f", given a slot each (-np; llama-server's default runs {default})"
         pool = f"{engine}'s KV pool" + (f" ({self.pool_settings})" if self.pool_settings
-                                         else " (the offline LLM class's defaults, a batch "
-                                         "run's)" if engine == "vllm" else "")
+                                         else " (vllm serve's defaults)" if engine == "vllm"
+                                         else "")
         fit = self._fit_hint()
         # a refusal that names no context (a start-up check failed) is said once, not per context
         return list(dict.fromkeys(
@@ -386,9 +384,9 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
                   max_model_len: int | None = None,
                   spec: SpecDecode | None = None) -> DecodeReport:
     """Each batch at each context: its floor, the engine's expectation, and the batch the
-    engine's pool runs (sized under ``settings``, or vLLM's offline defaults, and started at
-    ``max_model_len``, or the engine's default, the model's context); with ``spec``, each
-    point's speculative verify step too."""
+    engine's pool runs (sized under ``settings``, or the engine's defaults, vLLM's vllm
+    serve's, and started at ``max_model_len``, or the engine's default, the model's context);
+    with ``spec``, each point's speculative verify step too."""
     from ridgeline.capacity import engine_seats
 
     floors, expected = [], []
@@ -412,14 +410,14 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
 
     cautions = (eager_switch_note(dep.engine) if enforce_eager else "",
                 eager_caution(dep) if enforce_eager else "", context_caution(dep, max(contexts)),
-                start_trim_caution(dep, settings or EngineSettings(usage="offline"),
+                start_trim_caution(dep, settings or EngineSettings(),
                                    max_model_len),
                 cdna3_moe_caution(dep), gguf_caution(dep), shared_profile_caution(profile),
                 offload_caution(dep), split_caution(dep), dep.model.architecture_caution,
                 micro_batch_caution(dep, batches), deployment_caution(dep),
                 *data_parallel_cautions(dep, stepping=True), expected[0].calibration,
                 profile.batch_range_caution(dep.accelerator, max(batches)))
-    described = describe_settings(settings or EngineSettings(usage="offline"), dep.engine,
+    described = describe_settings(settings or EngineSettings(), dep.engine,
                                   max_model_len) if settings or max_model_len else ""
     steps = () if spec is None else tuple(spec_step(dep, spec, f.batch, f.context, profile)
                                           for f, _ in floors)
@@ -508,7 +506,7 @@ def split_caution(dep: Deployment) -> str:
 def _pool_settings(engine: str) -> str:
     """The settings decode and prefill size an engine's pool under."""
     if engine == "vllm":
-        return "offline defaults"
+        return "serve defaults"
     return "one slot per sequence (-np)" if engine.startswith("llama.cpp") else "defaults"
 
 

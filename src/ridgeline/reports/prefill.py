@@ -45,6 +45,7 @@ class PrefillReport:
     more_cautions: tuple[str, ...] = ()  # from where it is built: a shared profile, a placement
     # a serving engine's token budget a step, and where it comes from (chunked_prefill.py)
     step_budget: tuple[int, str] | None = None
+    usage: str = "serve"  # vLLM's usage context the pool is sized for (--usage)
 
     @property
     def pool_batch(self) -> int | None:
@@ -104,7 +105,8 @@ class PrefillReport:
             return ""
         if not f.fit.fits:
             return "does not fit: " + f.fit.headline().removeprefix("DOES NOT FIT: ")
-        fit = "`ridgeline fit --usage offline`" if e.engine == "vllm" else "`ridgeline fit`"
+        fit = "`ridgeline fit --usage offline`" if e.engine == "vllm" \
+            and self.usage == "offline" else "`ridgeline fit`"
         held = self.pool_batch or 0
         if held:
             return (f"its KV pool holds {held:,} {plural(held, 'prompt')} of {f.prompt_len:,} "
