@@ -11,12 +11,25 @@ import pytest
 
 from ridgeline.calibrate import largest_decode_batches
 from ridgeline.candidate import Candidate
+from ridgeline.capacity import max_batch
 from ridgeline.cli import main
-from ridgeline.engines import MIN_GROUP_ROWS, OPTIMISTIC_AT_EDGE, EngineProfile, profile_for
+from ridgeline.engines import (
+    MIN_EDGE_ROWS,
+    MIN_GROUP_ROWS,
+    OPTIMISTIC_AT_EDGE,
+    EngineProfile,
+    profile_for,
+)
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.measurements import read_measurement_files, read_measurements
 from ridgeline.plan_cautions import candidate_cautions
-from ridgeline.predict import Prediction, predict, row_engine
+from ridgeline.predict import (
+    Prediction,
+    deployment_for,
+    predict,
+    priced_decode_batch,
+    row_engine,
+)
 from ridgeline.serving_load import Slo
 from tests.conftest import CUDA, LOWBATCH, MEASUREMENTS, ROCM, ROOT
 
@@ -74,25 +87,63 @@ def test_a_profile_file_keeps_the_record_and_one_written_before_has_none() -> No
 
 
 def test_the_fit_takes_the_largest_decode_batch_not_a_prefills() -> None:
-    """A prefill's batch is prompts, not a decode step's; a row naming no batch ran one
-    sequence; the error at the edge is the median of the rows there."""
+    """A prefill's batch is prompts, not a decode step's; each row counts at the batch its
+    prediction priced; the error near the edge is the median of the rows there."""
     row = next(r for r in read_measurements(LOWBATCH).rows if r.gpu == MI300X.id
                and r.metric == "output_throughput_tok_s")
     rows = [replace(row, batch=None), replace(row, batch=16), replace(row, batch=16),
             replace(row, batch=16), replace(row, batch=64, metric="prefill_tok_s")]
     predicted = (100.0, 110.0, 120.0, 150.0, 50.0)
-    predictions = [Prediction(r.id, r.metric, 100.0, p) for r, p in zip(rows, predicted,
-                                                                         strict=True)]
+    priced = (1, 16, 16, 16, None)
+    predictions = [Prediction(r.id, r.metric, 100.0, p, batch=b)
+                   for r, p, b in zip(rows, predicted, priced, strict=True)]
     largest, optimism = largest_decode_batches(rows, predictions)
     assert largest == {"amd-instinct": 16}
     assert optimism == {"amd-instinct": pytest.approx(0.2)}  # 1.1, 1.2, 1.5: the middle one
     assert largest_decode_batches(rows[:1], predictions[:1])[0] == {"amd-instinct": 1}
 
 
+def test_a_throughput_naming_no_batch_counts_at_the_batch_it_is_priced_at() -> None:
+    """TensorRT-LLM's H100 FP8 Llama-3.1-8B 128/128 throughput names no batch: the prediction
+    runs the engine's full pool, and the fit's record counts the row there, not at batch 1."""
+    row = next(r for r in read_measurements(MEASUREMENTS).rows
+               if r.id == "TRT014-H100SXM80GB-FP8-L31-8B-tp1-128-128")
+    assert row.batch is None
+    prediction = predict(row, {row_engine(row): profile_for("vllm")})
+    pool = max_batch(deployment_for(row), (row.input_len or 0) + (row.output_len or 0))
+    assert prediction.batch == priced_decode_batch(row, deployment_for(row)) == pool == 2048
+    assert largest_decode_batches([row], [prediction])[0] == {"nvidia-datacenter": pool}
+    prefill = replace(row, metric="prefill_tok_s", input_len=128)
+    assert predict(prefill, {row_engine(row): profile_for("vllm")}).batch is None
+
+
+def test_the_error_at_the_edge_needs_rows_enough_to_take_a_median_of() -> None:
+    """One row far off at the largest batch does not set the group's error there: with fewer
+    than MIN_EDGE_ROWS rows at half the edge or more none is recorded, and with enough the
+    median of them is, the outlier among them."""
+    row = next(r for r in read_measurements(LOWBATCH).rows if r.gpu == MI300X.id
+               and r.metric == "output_throughput_tok_s")
+    outlier = Prediction(row.id, row.metric, 100.0, 337.0, batch=1280)
+    near = [Prediction(row.id, row.metric, 100.0, 100.0 + i, batch=1024)
+            for i in range(MIN_EDGE_ROWS - 2)]
+    far = Prediction(row.id, row.metric, 100.0, 400.0, batch=256)  # below half the edge
+    few = [outlier, *near, far]
+    largest, optimism = largest_decode_batches([row] * len(few), few)
+    assert largest == {"amd-instinct": 1280} and optimism == {}
+    enough = [*few, Prediction(row.id, row.metric, 100.0, 105.0, batch=640)]
+    largest, optimism = largest_decode_batches([row] * len(enough), enough)
+    near_edge = sorted(p.optimism or 0.0 for p in enough if 2 * (p.batch or 0) >= 1280)
+    assert len(near_edge) == MIN_EDGE_ROWS
+    assert optimism == {"amd-instinct": pytest.approx(near_edge[len(near_edge) // 2])}
+    assert optimism["amd-instinct"] < OPTIMISTIC_AT_EDGE < (outlier.optimism or 0.0)
+
+
 def test_the_shipped_profiles_record_what_their_fitted_rows_show() -> None:
     """Each bundled profile's record is its fitted rows', priced by itself as the fit priced
-    them; the serving profile's Instinct rows stop at batch 16 (the README's "all at batch 16
-    or less"), where vLLM's Llama-3.1-405B FP8 on 8 x MI300X reads optimistic."""
+    them. The serving profile's Instinct rows stop at batch 16 (the README's "all at batch 16
+    or less") with one row there, too few to record its error; its NVIDIA datacenter rows
+    reach the batch TensorRT-LLM's 128/128 throughputs naming none are priced at, the pool's
+    2,048, and read about right there."""
     by_id = {r.id: r for r in read_measurement_files(FITTED).rows}
     for engine in ("vllm", "llama.cpp-cuda", "llama.cpp-rocm", "torch-eager"):
         profile = profile_for(engine)
@@ -105,8 +156,11 @@ def test_the_shipped_profiles_record_what_their_fitted_rows_show() -> None:
     edge = serving.fitted_max_batch["amd-instinct"]
     instinct = [r for r in (by_id[i] for i in serving.fitted_ids) if r.gpu == MI300X.id]
     assert edge == max(r.batch or 1 for r in instinct) == 16  # README: "batch 16 or less"
-    assert serving.max_batch_optimism["amd-instinct"] == pytest.approx(0.216, abs=5e-4)
-    assert serving.max_batch_optimism["amd-instinct"] > OPTIMISTIC_AT_EDGE
+    assert sum(1 for r in instinct if 2 * (r.batch or 1) >= edge) < MIN_EDGE_ROWS
+    assert "amd-instinct" not in serving.max_batch_optimism
+    datacenter = [r for r in (by_id[i] for i in serving.fitted_ids) if r.gpu == H100.id]
+    assert serving.fitted_max_batch["nvidia-datacenter"] > max(r.batch or 1 for r in datacenter)
+    assert serving.max_batch_optimism["nvidia-datacenter"] < OPTIMISTIC_AT_EDGE
     # llama.cpp's rows decode one sequence on every group but NVIDIA's SoCs (DGX Spark: 32)
     llamacpp = {(e, g): b for e in ("llama.cpp-cuda", "llama.cpp-metal", "llama.cpp-rocm",
                                     "llama.cpp-vulkan")

@@ -15,7 +15,9 @@ from hypothesis import strategies as st
 from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.cli import main
 from ridgeline.engines import profile_for
-from ridgeline.memory import EngineSettings
+from ridgeline.errors import InputError
+from ridgeline.memory import EngineSettings, check_overlap_flag
+from ridgeline.reports.simulate import overlap_clause
 from ridgeline.sim.config import SimConfig, overlapped_scheduling, sim_config
 from ridgeline.sim.request import Request
 from ridgeline.sim.simulator import Simulator
@@ -236,3 +238,43 @@ def test_disable_overlap_schedule_is_refused_for_vllm(capsys: pytest.CaptureFixt
     assert main([*SIMULATE, "--disable-overlap-schedule"]) == 2
     err = capsys.readouterr().err
     assert "--disable-overlap-schedule is SGLang's" in err and "--no-async-scheduling" in err
+
+
+def _engine_line_and_settings(capsys: pytest.CaptureFixture[str], *flags: str
+                              ) -> tuple[str, dict[str, object]]:
+    run = ["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "4", "--num-requests", "20",
+           *flags]
+    assert main(run) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("engine:"))
+    assert main([*run, "--json"]) == 0
+    return line, json.loads(capsys.readouterr().out)["settings"]
+
+
+def test_simulate_says_whether_it_schedules_the_next_batch_during_a_step(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The engine line and --json's settings show the overlapped loop where it runs, in each
+    engine's own name, and nothing of it where the run is synchronous."""
+    line, settings = _engine_line_and_settings(capsys)
+    assert settings["async_scheduling"] is True
+    assert line.endswith(overlap_clause("vllm", True)) and "async scheduling on" in line
+    line, settings = _engine_line_and_settings(capsys, "--no-async-scheduling")
+    assert settings["async_scheduling"] is False and overlap_clause("vllm", False) == ""
+    assert "async scheduling" not in line
+    line, settings = _engine_line_and_settings(capsys, "--engine", "sglang")
+    assert settings["async_scheduling"] is True and "overlap scheduler on" in line
+    line, settings = _engine_line_and_settings(capsys, "--engine", "trtllm")
+    assert settings["async_scheduling"] is False and "scheduling on" not in line
+
+
+def test_disable_overlap_schedule_is_refused_before_sglang_had_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """SGLang 0.3.x had --enable-overlap-schedule; --disable-overlap-schedule came in 0.4.0
+    with the overlap scheduler as the default."""
+    sglang = [*SIMULATE, "--engine", "sglang", "--disable-overlap-schedule", "--engine-version"]
+    assert main([*sglang, "0.3.6"]) == 2
+    assert "SGLang 0.3.6 has no --disable-overlap-schedule" in capsys.readouterr().err
+    assert main([*sglang, "0.4.0"]) == 0
+    assert json.loads(capsys.readouterr().out)["settings"]["async_scheduling"] is False
+    check_overlap_flag("0.4.0")
+    with pytest.raises(InputError, match=r"came in v0\.4\.0"):
+        check_overlap_flag("0.3.4.post1")

@@ -159,6 +159,20 @@ def test_threshold_checks_follow_vllm() -> None:
     assert long_prefill_threshold("vllm", "0.26", 8193, 8192)[0] == 8193
 
 
+def test_the_threshold_is_refused_where_vllm_lacks_it_or_runs_v0_with_it() -> None:
+    """The flag came in 0.7.3 (PR #10235, V0's partial prefills); 0.8.0-0.8.2 ran V0 when it
+    was set, and V1 caps a request's tokens at it from 0.8.3."""
+    cap = 512
+    for version in ("0.6.4", "0.7.2"):
+        with pytest.raises(InputError, match="has no --long-prefill-token-threshold"):
+            long_prefill_threshold("vllm", version, cap, 8192)
+    for version in ("0.7.3", "0.8.0", "0.8.2", "0.8.5 V0"):
+        with pytest.raises(InputError, match="runs its V0 engine"):
+            long_prefill_threshold("vllm", version, cap, 8192)
+    assert long_prefill_threshold("vllm", "0.8.3", cap, 8192) == (cap, True)
+    assert long_prefill_threshold("vllm", "0.6.4", None, 8192) == (0, False)  # unset: fine
+
+
 def _simulate(capsys: pytest.CaptureFixture[str], *extra: str) -> int:
     return main(["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "4",
                  "--num-requests", "40", "--input-len", "4000", "--output-len", "32",
@@ -181,3 +195,7 @@ def test_simulate_takes_the_flag_and_prompts_wait_longer(
     assert "max_model_len" in capsys.readouterr().err
     assert _simulate(capsys, "--engine", "sglang", "--long-prefill-token-threshold",
                      "256") == 2
+    capsys.readouterr()
+    assert _simulate(capsys, "--long-prefill-token-threshold", "256", "--engine-version",
+                     "0.6.4") == 2
+    assert "vLLM 0.6.4 has no --long-prefill-token-threshold" in capsys.readouterr().err

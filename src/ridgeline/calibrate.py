@@ -27,6 +27,7 @@ from ridgeline.calibrate_objective import Objective, with_structure
 from ridgeline.calibrate_rows import dequantizes, pinned_groups, row_group
 from ridgeline.calibrate_space import ParameterSpace
 from ridgeline.engines import (
+    MIN_EDGE_ROWS,
     MIN_GROUP_ROWS,
     EngineProfile,
     bundled_profiles,
@@ -183,23 +184,24 @@ def _finished(objective: Objective, fitted: EngineProfile, prior: EngineProfile 
 
 def largest_decode_batches(rows: Sequence[Measurement], predictions: Sequence[Prediction]
                            ) -> tuple[dict[str, int], dict[str, float]]:
-    """Per card group, the largest batch among ``rows`` that time decode steps (a row naming
-    no batch ran one sequence; a prefill's or TTFT's batch is prompts, not a decode step's),
-    and the median optimism of ``predictions`` (one per row) on the group's rows at that
-    batch (+ where it promised more than was measured). The serving fit's Instinct rows stop
-    at batch 16, Llama-3.1-405B FP8 on 8 x MI300X under vLLM, which it prices +21.6 %."""
+    """Per card group, the largest decode batch ``predictions`` (one per row) priced (
+    Prediction.batch: a serving throughput naming no batch at the pool's largest, a prefill or
+    TTFT at none), and the median optimism of the group's rows near it, priced at half that
+    batch or more (+ where it promised more than was measured), recorded only where at least
+    MIN_EDGE_ROWS rows are there. The serving fit's nvidia-datacenter rows reach batch 2,048
+    (TensorRT-LLM's H100 and GH200 throughputs at 128/128, which name no batch)."""
     largest: dict[str, int] = {}
-    for r in rows:
-        if r.metric not in PROMPT_METRICS:
+    for r, p in zip(rows, predictions, strict=True):
+        if p.batch is not None:
             group = row_group(r)
-            largest[group] = max(largest.get(group, 1), r.batch or 1)
+            largest[group] = max(largest.get(group, 1), p.batch)
     optimism: dict[str, float] = {}
     for group, batch in sorted(largest.items()):
-        at_edge = sorted(o for r, p in zip(rows, predictions, strict=True)
-                         if r.metric not in PROMPT_METRICS and row_group(r) == group
-                         and (r.batch or 1) == batch and (o := p.optimism) is not None)
-        if at_edge:
-            optimism[group] = quantile(at_edge, 0.5)
+        near_edge = sorted(o for r, p in zip(rows, predictions, strict=True)
+                           if p.batch is not None and row_group(r) == group
+                           and 2 * p.batch >= batch and (o := p.optimism) is not None)
+        if len(near_edge) >= MIN_EDGE_ROWS:
+            optimism[group] = quantile(near_edge, 0.5)
     return dict(sorted(largest.items())), optimism
 
 

@@ -111,10 +111,11 @@ class EngineProfile:
     # record. (): nothing held (a fit with no prior holds nothing at one, bar a cost per
     # weight matmul it is given); None: not recorded (a profile written before)
     held: tuple[str, ...] | None = None
-    # per accelerator group, the largest batch among the fitted rows that time decode steps
-    # (prefill and TTFT rows apart; a row naming no batch ran one sequence), and the fit's own
-    # error on the group's rows at that batch (Prediction.optimism, their median: + where it
-    # promised more than was measured). {}: not recorded (a profile written before)
+    # per accelerator group, the largest decode batch the fit priced its rows at (prefill and
+    # TTFT rows apart; Prediction.batch: a serving throughput naming no batch at its pool's
+    # largest), and the fit's own error on the group's rows near it, at half that batch or more
+    # (Prediction.optimism, their median: + where it promised more than was measured), only
+    # where MIN_EDGE_ROWS rows are there. {}: not recorded (a profile written before)
     fitted_max_batch: Mapping[str, int] = field(default_factory=dict, hash=False)
     max_batch_optimism: Mapping[str, float] = field(default_factory=dict, hash=False)
 
@@ -144,9 +145,10 @@ class EngineProfile:
     def batch_range_caution(self, acc: Accelerator, batch: int) -> str:
         """What to say where a decode step of ``batch`` sequences is priced past the largest
         batch the fit saw on this card's group (fitted_max_batch), or "" (also where
-        calibration_caution already says the group's rows are too few). The bundled vllm
-        profile's Instinct rows stop at batch 16, where it read +21.6 %: batch 32 on an
-        MI300X gets the caution, batch 16 does not."""
+        calibration_caution already says the group's rows are too few), "likely optimistic"
+        where max_batch_optimism records the fit's rows near it at OPTIMISTIC_AT_EDGE or more.
+        The bundled vllm profile's Instinct rows stop at batch 16: batch 32 on an MI300X gets
+        the caution, batch 16 does not."""
         group = accelerator_group(acc)
         largest = self.fitted_max_batch.get(group)
         if largest is None or batch <= largest or self.calibration_caution(acc):
@@ -343,6 +345,10 @@ MAX_MULTIPLIER = 100.0  # a group's efficiency multiplier, a band's upper edge
 # prediction beyond it likely optimistic: within it, the rows there read about as well as the
 # fit's others (the serving fit's band: measured ÷ predicted 0.82–1.13).
 OPTIMISTIC_AT_EDGE = 0.10
+# The rows near a group's largest fitted batch (within one doubling of it) its error there needs:
+# three, so that no one row sets their median (one TensorRT-LLM static batch of 1,280 on four
+# A100s read +237 %, where the serving fit's other rows at 1,024-2,048 read -11 % to +21 %)
+MIN_EDGE_ROWS = 3
 MAX_BANDWIDTH_BYTES_PER_S = 1e15  # a ceiling past a petabyte per second is no ceiling
 MAX_OPS_PER_WEIGHT = 1000.0  # unpacking a weight costs tens of operations, not thousands
 MAX_TILE_TOKENS = 4096.0  # a matmul kernel's tile is tens to hundreds of columns wide

@@ -166,6 +166,8 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
     if not s.overlap_schedule and engine != "sglang":
         raise InputError(f"--disable-overlap-schedule is SGLang's; {engine} has no such setting"
                          + (" (vLLM's is --no-async-scheduling)" if engine == "vllm" else ""))
+    if not s.overlap_schedule and s.engine_version is not None:
+        check_overlap_flag(s.engine_version)
     if engine == "vllm" and dep.pipeline_parallel_size > 1 and s.engine_version \
             and parse_version(s.engine_version) < PIPELINE_FROM:
         raise InputError(f"vLLM {s.engine_version} has no pipeline parallelism: it came in "
@@ -251,3 +253,17 @@ def _stage_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
     if engine == "sglang":
         return sglang_pool(dep, s, total_bytes, weight_bytes, kv_bytes_per_token, stage)
     return trtllm_pool(dep, s, total_bytes, weight_bytes, non_torch, kv_bytes_per_token, stage)
+
+
+def check_overlap_flag(version: str) -> None:
+    """An InputError where SGLang ``version`` has no --disable-overlap-schedule: the flag came
+    with the overlap scheduler's default in v0.4.0 (engines.json overlap_schedule); 0.3.x ran
+    without overlap unless --enable-overlap-schedule (from v0.3.4.post1) turned it on."""
+    from ridgeline.sglang_memory import sglang_release
+
+    first = str(engine_defaults("sglang")["overlap_schedule"]["default_from"])
+    if sglang_release(version) < sglang_release(first):
+        raise InputError(f"SGLang {version} has no --disable-overlap-schedule (it came in "
+                         f"v{first}, when the overlap scheduler became the default); its "
+                         "scheduler runs without overlap unless --enable-overlap-schedule is "
+                         "given, so leave the flag out")

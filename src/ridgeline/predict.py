@@ -50,6 +50,9 @@ _WEIGHTS = {"f16": "fp16", "f32": "fp32", "fp8": "fp8", "bf16": "bf16", "int8": 
 # when the KV dtype is left on auto: a row that names such a checkpoint and leaves the KV dtype
 # unknown ran an FP8 cache.
 MODELOPT = "ModelOpt"
+# the serving throughputs: generated tokens over every sequence (a static batch with its
+# prefill, an engine's full pool, or llama-batched-bench's S_TG decode steps)
+THROUGHPUT_METRICS = ("output_throughput_tok_s", "output_throughput_tok_s_per_gpu")
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,9 @@ class Prediction:
     low: float | None = None
     high: float | None = None
     caveat: str = ""  # engine behaviour the row ran into that the model leaves out
+    # the decode batch the prediction priced (priced_decode_batch), or None where it priced no
+    # decode step (a prefill, a TTFT, a KV figure) or none at all
+    batch: int | None = None
 
     @property
     def error(self) -> float | None:
@@ -149,7 +155,8 @@ def predict(row: Measurement, profiles: Mapping[str, EngineProfile] | None = Non
         value * profile.band_low, value * profile.band_high)  # a rate's band, or a time's
     caveat = speed_caveat(dep) or (eager_caution(dep) if ran_eager(row) else "") \
         or offload_caution(dep)
-    return Prediction(row.id, row.metric, row.value, value, "", low, high, caveat=caveat)
+    return Prediction(row.id, row.metric, row.value, value, "", low, high, caveat=caveat,
+                      batch=priced_decode_batch(row, dep))
 
 
 # `ridgeline measure`'s harness runs experts through torch._grouped_mm behind unfused routing
@@ -295,7 +302,7 @@ def _predict_value(row: Measurement, dep: Deployment, profile: EngineProfile) ->
         ubatch = row.setting_count("n_ubatch") or llamacpp_n_ubatch()  # llama-bench -ub
         return (row.batch or 1) * prompt / prefill_time_s(dep, profile, prompt, depth,
                                                           row.batch or 1, ubatch)
-    if m in ("output_throughput_tok_s", "output_throughput_tok_s_per_gpu"):
+    if m in THROUGHPUT_METRICS:
         value = output_throughput(row, dep, profile)
         if value is None:
             return None
@@ -346,18 +353,29 @@ def decode_step_time_s(dep: Deployment, profile: EngineProfile, batch: int, star
     return step_time_s(dep, decode_batch(batch, mid), profile)
 
 
+@lru_cache(maxsize=4096)
+def priced_decode_batch(row: Measurement, dep: Deployment) -> int | None:
+    """The sequences each decode step of the row is priced at: its batch; with none stated, one
+    (a decode speed, a llama-batched-bench S_TG row) or, for a serving throughput, as many as
+    the KV pool holds at input + output tokens (max_batch: 2,048 for Llama-3.1-8B FP8 on an
+    H100 at 128/128, the batch limit). None where the metric prices no decode step."""
+    if row.metric == "decode_tok_s_per_user" or (
+            "S_TG" in row.notes and row.metric in THROUGHPUT_METRICS):
+        return row.batch or 1
+    if row.metric not in THROUGHPUT_METRICS:
+        return None
+    return row.batch or max_batch(dep, (row.input_len or 0) + (row.output_len or 0))
+
+
 def output_throughput(row: Measurement, dep: Deployment, profile: EngineProfile) -> float | None:
     isl, osl = row.input_len or 0, row.output_len or 0
     if osl <= 0:
         return None
+    batch = priced_decode_batch(row, dep) or 0
     if "S_TG" in row.notes:  # llama-batched-bench: decode steps only
-        sequences = row.batch or 1
-        return sequences / decode_step_time_s(dep, profile, sequences, isl, osl)
-    batch = row.batch or 0
-    if not batch:
-        batch = max_batch(dep, isl + osl)
-        if batch < 1:
-            raise InputError("does not fit: the KV pool holds no full sequence")
+        return batch / decode_step_time_s(dep, profile, batch, isl, osl)
+    if batch < 1:
+        raise InputError("does not fit: the KV pool holds no full sequence")
     decode = osl * decode_step_time_s(dep, profile, batch, isl, osl)
     prefill = 0.0
     if isl > 0:

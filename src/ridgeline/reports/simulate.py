@@ -296,6 +296,7 @@ class SimulateReport:
                             if c.long_prefill_token_threshold else {}),
                          "ubatch_tokens": c.ubatch_tokens or None,
                          "capacity_policy": _policy(c),
+                         "async_scheduling": c.async_scheduling,
                          "max_model_len": c.max_model_len, "prefix_caching": c.prefix_caching,
                          "spec_tokens": c.spec_tokens, "spec_acceptance": c.spec_acceptance,
                          "slo_ttft_ms": None if self.slo_ttft_s is None else self.slo_ttft_s * 1e3,
@@ -382,7 +383,8 @@ class SimulateReport:
                  f"{d.weights.label}, KV {d.kv.id}"
                  + (", experts spread over the GPUs (EP)" if d.expert_parallel else "")
                  + (f"; {d.offload.describe(d.model)}" if d.offload else "") + f"): {self.load}",
-                 _engine_line(c) + (f" — in each of {self.lanes} pipeline lanes (a micro-batch "
+                 _engine_line(c, d.engine, (self.engine_config or c).async_scheduling)
+                 + (f" — in each of {self.lanes} pipeline lanes (a micro-batch "
                                     "per stage in flight), the requests dealt among them in "
                                     "turn; their outcomes added up" if self.lanes > 1 else "")
                  + (f" — one pool and scheduler for up to {self.micro_batches} micro-batches "
@@ -665,9 +667,10 @@ def _policy(c: SimConfig) -> str:
     return "one token budget, decodes first, preempt the newest (vLLM V1)"
 
 
-def _engine_line(c: SimConfig) -> str:
+def _engine_line(c: SimConfig, engine: str, overlapped: bool) -> str:
     """The simulated engine's limits, in the engine's own terms (llama-server: slots, -b, -ub),
-    and its speculative decoding where it drafts."""
+    its speculative decoding where it drafts, and its overlapped scheduling where on
+    (``overlapped``: vLLM's async scheduling, SGLang's overlap scheduler)."""
     spec = (f"; speculative decoding: {c.spec_tokens} draft {plural(c.spec_tokens, 'token')} a "
             f"step, each accepted with chance {c.spec_acceptance:g}, so a step streams "
             f"{tokens_per_step(c.spec_tokens, c.spec_acceptance):.2f} tokens on average (TPOT "
@@ -681,5 +684,14 @@ def _engine_line(c: SimConfig) -> str:
            ) if c.long_prefill_token_threshold else ""
     return (f"engine: {c.num_blocks:,} KV blocks of {c.block_size}, max_num_seqs "
             f"{c.max_num_seqs}, max_num_batched_tokens {c.max_num_batched_tokens:,}{cap}; "
-            f"{_policy(c)}" + spec)
+            f"{_policy(c)}" + spec + overlap_clause(engine, overlapped))
+
+
+def overlap_clause(engine: str, overlapped: bool) -> str:
+    """The engine line's word on overlapped scheduling, in the engine's own name, or ""."""
+    if not overlapped:
+        return ""
+    name = "overlap scheduler" if engine == "sglang" else "async scheduling"
+    return (f"; {name} on: the next batch is formed while one runs, so an arrival or a freed "
+            "seat waits a step")
 

@@ -125,6 +125,13 @@ def spec_lookahead_tokens(engine: str, spec_method: str, spec_tokens: int) -> in
     return spec_tokens if engine == "vllm" and spec_method != "ngram" else 0
 
 
+# --long-prefill-token-threshold came with V0's concurrent partial prefills (vLLM PR #10235,
+# merged in February 2025 after v0.7.2 was cut): v0.7.3 is the first release that parses it
+LONG_PREFILL_FLAG_FROM = (0, 7, 3)
+# V1's scheduler first cut a request's tokens to it in v0.8.3 (PR #15419); 0.8.0-0.8.2 fell
+# back to the V0 engine when it was set, where it marks the prompts --max-long-partial-prefills
+# holds back (V0's partial-prefill scheduler, which the simulator does not model)
+LONG_PREFILL_V1_FROM = (0, 8, 3)
 # vLLM V1 first waived --long-prefill-token-threshold for a request alone (running or
 # waiting) in v0.31.0: "nobody to starve" (v1/core/sched/scheduler.py; 0.30.0 caps it too)
 LONE_PREFILL_UNCAPPED_FROM = (0, 31)
@@ -137,10 +144,11 @@ def long_prefill_threshold(engine: str, version: str | None, threshold: int | No
                            max_model_len: int) -> tuple[int, bool]:
     """vLLM's --long-prefill-token-threshold as the simulator runs it: (the most tokens a
     request takes a step, 0 for no cap; whether a request alone is held to it). Its V1
-    scheduler cuts each request's tokens to it from v0.8.3 (v1/core/sched/scheduler.py; 0.8.2
-    ran its V0 engine when the flag was set), and from v0.31 lets a request alone take the
-    whole budget.
-    InputError for another engine, or where vLLM refuses it (v0.27+: above max_model_len)."""
+    scheduler cuts each request's tokens to it from v0.8.3 (v1/core/sched/scheduler.py), and
+    from v0.31 lets a request alone take the whole budget.
+    InputError for another engine, before v0.7.3 (no such flag), where vLLM runs V0 with it
+    (0.7.3-0.8.2, or VLLM_USE_V1=0: partial prefills the simulator does not model), or where
+    vLLM refuses it (v0.27+: above max_model_len)."""
     if threshold is None:
         return 0, False
     if engine != "vllm":
@@ -148,7 +156,18 @@ def long_prefill_threshold(engine: str, version: str | None, threshold: int | No
                          "setting")
     from ridgeline.vllm_memory import parse_version, vllm_accounting
 
-    wanted = parse_version(vllm_accounting(version).version)
+    accounting = vllm_accounting(version)
+    wanted = parse_version(accounting.version)
+    if wanted < LONG_PREFILL_FLAG_FROM:
+        raise InputError(f"vLLM {accounting.version} has no --long-prefill-token-threshold "
+                         "(it came in v0.7.3, PR #10235) and refuses to start with it")
+    if accounting.engine == "V0" or wanted < LONG_PREFILL_V1_FROM:
+        raise InputError(f"vLLM {accounting.version} runs its V0 engine with "
+                         "--long-prefill-token-threshold, where the flag marks the long prompts "
+                         "--max-long-partial-prefills holds back (V0's partial-prefill "
+                         "scheduler, which the simulator does not model); V1 caps each "
+                         "request's tokens a step at it from v0.8.3 (give --engine-version "
+                         "0.8.3 or later)")
     if threshold > max_model_len and wanted >= THRESHOLD_CHECKED_FROM:
         raise InputError(f"--long-prefill-token-threshold ({threshold:,}) cannot be above "
                          f"max_model_len ({max_model_len:,}): vLLM refuses to start")
