@@ -85,3 +85,23 @@ def test_decode_and_simulate_share_the_flag_definitions() -> None:
                 if any(o.startswith("--spec-") for o in a.option_strings)]
     assert len(spec_options("decode")) == 4
     assert spec_options("decode") == spec_options("simulate")
+
+
+def test_decode_across_cards_prints_each_cards_verify_step_as_one_card_does(capsys) -> None:
+    """--gpu h100,h200 with --spec-tokens: each card's speculative line is the one
+    `--gpu NAME` alone prints for it, headed by the card, and its speed is the JSON's."""
+    argv = ("decode", "llama-3.1-8b", "--batch", "8", "--context", "2048", "--spec-tokens",
+            "3", "--spec-acceptance", "0.7")
+    code, text, _ = run_cli(capsys, *argv, "--gpu", "h100,h200")
+    code_json, out, _ = run_cli(capsys, *argv, "--gpu", "h100,h200", "--json")
+    assert code == code_json == 0
+    cards = json.loads(out)["accelerators"]
+    assert len(cards) == 2
+    for card, gpu in zip(cards, ("h100", "h200")):
+        spec = card["points"][0]["speculative"]
+        alone = [line.strip() for line in run_cli(capsys, *argv, "--gpu", gpu)[1].splitlines()
+                 if line.strip().startswith("speculative (")]
+        assert len(alone) == 1
+        label = card["deployment"].split(" on ")[1].split(",")[0]  # '1 x h100-sxm'
+        assert f"{label}: {alone[0]}" in text.splitlines()
+        assert f"{spec['per_user_tok_s']:,.1f} tok/s per user" in alone[0]

@@ -84,6 +84,46 @@ def test_vllms_short_q_and_a_hyphenated_method_are_taken(
         assert answer(capsys, *argv, "-q", method) == stored
 
 
+# The method vLLM picks for a checkpoint (get_quantization_config): its quant_method, but for
+# ModelOpt's one quant_method, where each config's override_quantization_method keys on
+# quant_algo (ModelOptFp8Config FP8, ModelOptNvFp4Config NVFP4, ModelOptMixedPrecisionConfig
+# MIXED_PRECISION).
+VLLM_MODELOPT = {"FP8": "modelopt", "NVFP4": "modelopt_fp4", "MIXED_PRECISION": "modelopt_mixed"}
+
+
+def vllms_method(qc: dict[str, Any]) -> str:
+    method = str(qc["quant_method"]).lower()
+    return VLLM_MODELOPT[str(qc["quant_algo"]).upper()] if method == "modelopt" else method
+
+
+QUANTIZED = [(entry.id, vllms_method(qc)) for entry in model_entries()
+             if (qc := load_data(f"models/{entry.file}").get("quantization_config"))]
+
+
+@pytest.mark.parametrize(("model", "method"), QUANTIZED)
+def test_every_quantized_catalog_checkpoint_is_served_as_stored_with_its_own_method(
+        capsys: pytest.CaptureFixture[str], model: str, method: str) -> None:
+    """`vllm serve nvidia/Qwen3.6-35B-A3B-NVFP4 --quantization modelopt_mixed` loads the
+    checkpoint as it is, as leaving the flag out does; so for every catalog checkpoint with a
+    quantization_config and the method vLLM would pick for it."""
+    argv = ("fit", model, "--gpu", "h200", "--num-gpus", "8", "--max-model-len", "8k",
+            "--json")
+    assert answer(capsys, *argv, "-q", method) == answer(capsys, *argv)
+
+
+def test_a_modelopt_checkpoint_takes_only_the_method_of_its_quant_algo(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Qwen3.6-35B-A3B-NVFP4 is ModelOpt MIXED_PRECISION: vLLM serves it as modelopt_mixed,
+    and --quantization modelopt_fp4 or modelopt (another quant_algo's) does not match; the
+    refusal names the method that does, and sends no one to --weights."""
+    argv = ("fit", "qwen3.6-35b-a3b", "--gpu", "h200", "--max-model-len", "8k", "--json")
+    for method in ("modelopt_fp4", "modelopt"):
+        err = refused(capsys, *argv, "-q", method)
+        assert "does not match" in err and "--quantization modelopt_mixed" in err
+        assert "--weights" not in err
+    assert ("qwen3.6-35b-a3b", "modelopt_mixed") in QUANTIZED  # the loop above covers it
+
+
 def test_a_method_the_checkpoints_own_does_not_match_is_refused_as_the_engines_refuse_it(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """vLLM's _verify_quantization: 'Quantization method specified in the model config (fp8)

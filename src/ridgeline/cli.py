@@ -167,7 +167,7 @@ def _formats(p: argparse.ArgumentParser, dtype: bool = False) -> None:
                          type=_typed(_quantization_method),
                          help="vLLM's and SGLang's --quantization: fp8 (also ptpc_fp8, "
                          "w8a8_fp8) quantizes a 16-bit checkpoint on load; fbgemm_fp8, "
-                         "modelopt, w8a8_int8, modelopt_fp4, mxfp4, awq, gptq (and their "
+                         "modelopt, w8a8_int8, modelopt_fp4, modelopt_mixed, mxfp4, awq, gptq (and their "
                          "_marlin kernels) read a checkpoint of that method, as stored; a "
                          "mismatch is refused as the engines refuse it (--weights sizes any "
                          "format)")

@@ -50,7 +50,7 @@ from ridgeline.model_types import (
     UNGATED_MLP,
     first_architecture,
 )
-from ridgeline.quantization import checkpoint_method, stored_formats
+from ridgeline.quantization import checkpoint_algo, checkpoint_method, stored_formats
 from ridgeline.vision_tower import vision_config, vision_item, vision_params
 
 # Far above any real model (Llama-3.1-405B has 126 layers); a config that claims more is
@@ -129,6 +129,7 @@ class _SpecReader(ConfigFields):
             if self.model_type == "gpt2" else 0,
             model_max_length=self.opt_int("model_max_length"),
             quant_method=checkpoint_method(self.c.get("quantization_config")),
+            quant_algo=checkpoint_algo(self.c.get("quantization_config")),
         )
 
     def _tied(self) -> bool:

@@ -37,7 +37,9 @@ QUANTIZATION_ENGINES = ("vllm", "sglang")
 class EngineMethod:
     """One --quantization METHOD: the format it stands for (what a 16-bit checkpoint is
     served in where it quantizes on load, ``online``), the stored formats it loads as they
-    are, and the checkpoints' quant_method values the engines accept it on."""
+    are, the checkpoints' quant_method values the engines accept it on, and the quant_algo
+    values among those where the method is one of several on one quant_method (ModelOpt's;
+    empty: any)."""
 
     method: str
     format: str
@@ -45,13 +47,23 @@ class EngineMethod:
     online: bool
     checkpoints: tuple[str, ...]
     source: str
+    quant_algos: tuple[str, ...] = ()
+
+    def serves_as_stored(self, spec: ModelSpec) -> bool:
+        """Whether the engines take this method on ``spec``'s checkpoint and load it as
+        stored: its quant_method (and quant_algo, where the method names some) is the
+        method's, and every stored format one the method reads."""
+        stored = set(spec.stored_format_map.values())
+        return (bool(stored) and spec.quant_method in self.checkpoints
+                and (not self.quant_algos or spec.quant_algo in self.quant_algos)
+                and stored <= set(self.reads))
 
 
 @lru_cache(maxsize=1)
 def engine_methods() -> dict[str, EngineMethod]:
     return {row["method"]: EngineMethod(row["method"], row["format"], tuple(row["reads"]),
                                         bool(row["online"]), tuple(row["checkpoints"]),
-                                        row["source"])
+                                        row["source"], tuple(row.get("quant_algos", ())))
             for row in load_data("formats.json")["engine_methods"]}
 
 
@@ -92,14 +104,26 @@ def quantized_weights(method: str, spec: ModelSpec) -> str:
                          f"(only {online} quantize a 16-bit one); name a pre-quantized "
                          f"checkpoint of the model, or give --weights {chosen.format} to size "
                          "one")
-    if spec.quant_method in chosen.checkpoints and stored <= set(chosen.reads):
+    if chosen.serves_as_stored(spec):
         return "auto"
     label = "+".join(sorted(stored))
-    raise InputError(f"{spec.name} is stored {label} (quant_method {spec.quant_method or '?'}), "
-                     f"and vLLM and SGLang refuse --quantization {chosen.method} on it (the "
-                     "method in the model config does not match the `quantization` argument): "
-                     "leave out --quantization to serve it as stored, or give --weights "
-                     f"{chosen.format} to size a checkpoint quantized with {chosen.method}")
+    algo = f", quant_algo {spec.quant_algo}" if spec.quant_algo else ""
+    own = checkpoint_engine_method(spec)
+    instead = (f"leave out --quantization, or give its own method --quantization "
+               f"{own.method}, to serve it as stored" if own else
+               "leave out --quantization to serve it as stored, or give --weights "
+               f"{chosen.format} to size a checkpoint quantized with {chosen.method}")
+    raise InputError(f"{spec.name} is stored {label} (quant_method {spec.quant_method or '?'}"
+                     f"{algo}), and vLLM and SGLang refuse --quantization {chosen.method} on "
+                     "it (the method in the model config does not match the `quantization` "
+                     f"argument): {instead}")
+
+
+def checkpoint_engine_method(spec: ModelSpec) -> EngineMethod | None:
+    """The first method (formats.json's order) that serves ``spec``'s checkpoint as stored:
+    the one to name when another is refused (qwen3.6-35b-a3b's MIXED_PRECISION ->
+    modelopt_mixed); None for a 16-bit checkpoint or one no method reads."""
+    return next((m for m in engine_methods().values() if m.serves_as_stored(spec)), None)
 
 
 def quantization_engine(method: str, engine: str | None) -> None:

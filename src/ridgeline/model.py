@@ -194,6 +194,9 @@ class ModelSpec:
     # quantization_config's quant_method ("" unquantized): what vLLM and SGLang match a
     # --quantization METHOD against (engine_quantization.quantized_weights)
     quant_method: str = ""
+    # its quant_algo ("" where none): ModelOpt's FP8, NVFP4 or MIXED_PRECISION, which the
+    # engines serve as modelopt, modelopt_fp4 or modelopt_mixed
+    quant_algo: str = ""
 
     def __hash__(self) -> int:
         # Cheap and consistent with equality (equal specs share these); the full field

@@ -76,6 +76,16 @@ def checkpoint_method(qc: Any) -> str:
     return str(qc.get("quant_method") or "").lower()
 
 
+def checkpoint_algo(qc: Any) -> str:
+    """quantization_config's quant_algo in upper case ('FP8', 'NVFP4', 'MIXED_PRECISION';
+    '' where it names none): what tells vLLM's and SGLang's ModelOpt methods apart on one
+    quant_method 'modelopt' (their override_quantization_method: FP8 -> modelopt, NVFP4 ->
+    modelopt_fp4, MIXED_PRECISION -> modelopt_mixed)."""
+    if not isinstance(qc, Mapping):
+        return ""
+    return str(qc.get("quant_algo") or "").upper()
+
+
 def stored_formats(qc: Any, origin: str) -> Mapping[str, str]:
     """{category: format id} of a checkpoint; categories absent stay at its dtype."""
     if qc is None:

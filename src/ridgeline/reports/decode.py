@@ -570,6 +570,7 @@ class DecodeComparison(ByCard):
                 *placement_lines([r.deployment for r in self.reports]),
                 *dict.fromkeys(f"{r.deployment.gpus_label}: {r._none_clause(s)}"
                                for r in self.reports for s in r.seats if s.held == 0),
+                *(line for r in self.reports for line in _card_spec_lines(r)),
                 "", "expected: each card's step_cost with the engine's calibrated profile; "
                 "$/M tok: the catalog's price per device-hour over the output tokens of a "
                 "steady batch (no prefill); ridge batch: the batch at which the dense weights' reads "
@@ -578,3 +579,10 @@ class DecodeComparison(ByCard):
                 *(f"caution: {c}" for c in cautions)]
 
 
+def _card_spec_lines(r: DecodeReport) -> list[str]:
+    """With --spec-tokens, one card's verify steps in the single-card wording, headed by the
+    card ('1 x h100-sxm: speculative (…)')."""
+    lines = r._spec_lines()
+    if not lines:
+        return []
+    return [f"{r.deployment.gpus_label}: {lines[0].strip()}", *lines[1:]]
