@@ -3,6 +3,7 @@ reads them back over the host link, and where vLLM has no such flag it is refuse
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -15,12 +16,14 @@ from ridgeline.cpu_offload import (
     layer_weight_bytes_per_gpu,
     offload_read_time_s,
     offloaded_bytes_per_gpu,
+    runner_problem,
 )
 from ridgeline.engines import profile_for
 from ridgeline.floors import decode_floor
 from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.offload import host_link_bytes_per_s
 from ridgeline.sim.timer import StepTimer
+from ridgeline.spec_decode import SpecDecode, spec_step
 from ridgeline.units import GIB
 from tests.conftest import run_cli
 
@@ -152,3 +155,123 @@ def test_zero_is_vllms_default_and_changes_nothing(capsys) -> None:
     base = ("decode", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "vllm", "--context",
             "4096", "--max-model-len", "8192")
     assert run_cli(capsys, *base) == run_cli(capsys, *base, "--cpu-offload-gb", "0")
+
+
+def test_the_raw_fit_and_the_pool_count_the_same_weights_on_the_gpu() -> None:
+    dep = _offloaded(_dep("llama-3.1-70b", "h100"), 70)
+    floor = decode_floor(dep, 1, 4096)
+    assert floor.fit.weight_bytes == pytest.approx(
+        _dep("llama-3.1-70b", "h100").weight_bytes - offloaded_bytes_per_gpu(dep))
+    assert floor.fit.fits
+    assert floor.fit.weight_bytes == pytest.approx(kv_pool(dep, SETTINGS).weight_bytes)
+
+
+def test_decode_gives_an_expectation_where_vllms_pool_runs_the_batch(capsys) -> None:
+    code, out, _ = run_cli(capsys, "decode", "llama-3.1-70b", "--gpu", "h100", "--engine",
+                           "vllm", "--cpu-offload-gb", "70", "--batch", "1", "--context", "4096",
+                           "--max-model-len", "8192", "--json")
+    assert code == 0
+    point = json.loads(out)["points"][0]
+    assert point["expected"] is not None
+
+
+@pytest.mark.parametrize("cmd", ["fit", "simulate"])  # decode names no release
+def test_model_runner_v2_before_0_29_ignores_the_flag_so_it_is_refused(capsys, cmd) -> None:
+    argv = (cmd, "llama-3.1-70b", "--gpu", "h200", "--engine", "vllm", "--engine-version",
+            "0.28.0", "--cpu-offload-gb", "20", "--max-model-len", "8192")
+    if cmd == "simulate":
+        argv += ("--concurrency", "4", "--input-len", "512", "--output-len", "64")
+    code, _, err = run_cli(capsys, *argv)
+    assert code == 2
+    assert err.count("\n") == 1 and "Model Runner V2" in err
+    assert run_cli(capsys, *argv[:7], "0.29.0", *argv[8:])[0] == 0
+
+
+def test_an_moe_that_v1_runs_off_model_runner_v2_is_accepted_before_0_29() -> None:
+    dep = _offloaded(_dep("qwen3-30b-a3b", "h100"), 20)
+    assert not runner_problem(dep, "0.28.0")
+    assert runner_problem(_offloaded(_dep("llama-3.1-70b", "h200"), 20), "0.28.0")
+
+
+def test_an_moe_floor_keeps_its_kv_reads_and_reads_only_the_routed_experts_in_place() -> None:
+    dep = _dep("qwen3-30b-a3b", "h100")
+    off = _offloaded(dep, 40)
+    plain, floor = decode_floor(dep, 1, 4096), decode_floor(off, 1, 4096)
+    assert floor.memory_time_s > floor.kv_bytes_read / dep.bandwidth_bytes_per_s
+    assert floor.memory_time_s < plain.memory_time_s
+    # one token touches 8 of 128 experts: far less than the whole offloaded share
+    assert offload_read_time_s(off, 1) < 0.2 * offload_read_time_s(off)
+    assert floor.host_time_s == pytest.approx(offload_read_time_s(off, 1))
+    copied = replace(off, cpu_offload=replace(off.cpu_offload, in_place=False))
+    assert offload_read_time_s(copied, 1) == pytest.approx(offload_read_time_s(off))
+    # copied in whole, the link moves every offloaded byte; HBM still reads the cache
+    copied_floor = decode_floor(copied, 1, 4096)
+    assert copied_floor.memory_time_s > copied_floor.kv_bytes_read / dep.bandwidth_bytes_per_s
+    for d in (off, copied):
+        for batch in (1, 64):
+            assert step_cost(d, decode_batch(batch, 4096), VLLM).time_s \
+                >= decode_floor(d, batch, 4096).step_time_s
+
+
+def test_json_carries_the_offload_and_the_deployment_line_says_it(capsys) -> None:
+    base = ("decode", "llama-3.1-70b", "--gpu", "h200", "--engine", "vllm", "--batch", "1",
+            "--context", "4096", "--max-model-len", "8192", "--json")
+    plain = json.loads(run_cli(capsys, *base)[1])
+    off = json.loads(run_cli(capsys, *base, "--cpu-offload-gb", "20")[1])
+    assert "cpu_offload" not in plain
+    dep = _offloaded(_dep("llama-3.1-70b", "h200"), 20)
+    assert off["cpu_offload"]["bytes_per_gpu"] == pytest.approx(offloaded_bytes_per_gpu(dep))
+    assert off["cpu_offload"]["read_time_s"] == pytest.approx(offload_read_time_s(dep))
+    assert "--cpu-offload-gb" in off["deployment"] and "--cpu-offload-gb" not in plain["deployment"]
+    fit = json.loads(run_cli(capsys, "fit", *base[1:4], "--engine", "vllm", "--max-model-len",
+                             "8192", "--cpu-offload-gb", "20", "--json")[1])
+    assert fit["cpu_offload"]["asked_bytes_per_gpu"] == 20 * GIB
+
+
+def test_a_two_die_card_offloads_the_amount_on_each_die() -> None:
+    dep = _dep("llama-3.1-70b", "mi250x", gpus=2)
+    off = _offloaded(dep, 8)
+    assert offloaded_bytes_per_gpu(off) == pytest.approx(2 * 8 * GIB)
+    assert kv_pool(dep, SETTINGS).weight_bytes - kv_pool(off, SETTINGS).weight_bytes \
+        == pytest.approx(2 * 8 * GIB)
+    assert offload_read_time_s(off) == pytest.approx(
+        2 * 8 * GIB / host_link_bytes_per_s(dep.accelerator))
+
+
+def test_the_drafter_pays_no_host_link_read() -> None:
+    dep = _dep("llama-3.1-70b", "h200")
+    off = _offloaded(dep, 20)
+    spec = SpecDecode(3, 0.7, 0.15)
+    plain, offloaded = spec_step(dep, spec, 1, 4096, VLLM), spec_step(off, spec, 1, 4096, VLLM)
+    # the step grows by the verify's growth alone
+    assert offloaded.step_s - plain.step_s == pytest.approx(offloaded.verify_s - plain.verify_s)
+
+
+def test_the_drafters_timer_leaves_out_the_host_link_read() -> None:
+    from ridgeline.sim.timer import drafter_timer
+
+    off = _offloaded(_dep("llama-3.1-70b", "h200"), 20)
+    timer = StepTimer(off, VLLM)
+    drafter = drafter_timer(off, VLLM, timer)
+    shape = batch_shape(off, decode_batch(1, 4096))
+    assert timer.time_s(shape) - drafter.time_s(shape) == pytest.approx(
+        offload_read_time_s(off, 1))
+
+
+def test_host_memory_gib_is_taken_and_holds_what_every_gpu_pins(capsys) -> None:
+    base = ("fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "vllm", "--cpu-offload-gb",
+            "4", "--max-model-len", "8192", "--num-gpus", "2")
+    assert run_cli(capsys, *base, "--host-memory-gib", "64")[0] == 0
+    code, _, err = run_cli(capsys, *base, "--host-memory-gib", "6")
+    assert code == 2
+    assert err.count("\n") == 1 and "--host-memory-gib" in err and "-ngl" not in err
+
+
+def test_simulate_prices_the_drafter_as_decode_does(capsys) -> None:
+    off = ("llama-3.1-8b", "--gpu", "h100", "--engine", "vllm", "--cpu-offload-gb", "4",
+           "--max-model-len", "8192", "--spec-tokens", "3", "--json")
+    sim = json.loads(run_cli(capsys, "simulate", *off, "--concurrency", "1", "--input-len",
+                             "512", "--output-len", "64", "--num-requests", "4")[1])
+    decode = json.loads(run_cli(capsys, "decode", *off, "--batch", "1", "--context", "544")[1])
+    step_s = decode["points"][0]["speculative"]["step_s"]
+    assert sim["itl_s"]["p50"] == pytest.approx(step_s, rel=0.01)

@@ -11,6 +11,7 @@ from typing import Any
 
 from ridgeline.cli_offload import host_offload
 from ridgeline.errors import InputError
+from ridgeline.units import GIB
 
 
 def load_model(args: argparse.Namespace) -> Any:
@@ -134,11 +135,16 @@ def build_deployment(args: argparse.Namespace, model: Any, acc: Any, engine: str
                            offload=host_offload(args, model, engine),
                            split_mode=getattr(args, "split_mode", None),
                            data_parallel_size=ranks)
-    from ridgeline.cpu_offload import cpu_offload_from_args
+    from ridgeline.cpu_offload import cpu_offload_from_args, host_memory_problem, runner_problem
 
     cpu = cpu_offload_from_args(args, engine, ranks)
     if cpu is not None:
         dep = replace(dep, cpu_offload=cpu)
+        ram = getattr(args, "host_memory_gib", None)
+        problem = (runner_problem(dep, getattr(args, "engine_version", None))
+                   or host_memory_problem(dep, ram * GIB if ram else None))
+        if problem:
+            raise InputError(problem)
     if ep:
         check_expert_parallel(dep)
     return dep

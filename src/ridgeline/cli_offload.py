@@ -174,7 +174,8 @@ def host_offload(args: argparse.Namespace, model: Any, engine: str | None) -> An
                                          ("--host-memory-gib", "host_memory_gib"),
                                          ("--output-layer-last", "output_layer_last"))
                  if getattr(args, attr, None)
-                 and not (attr == "host_link_gbs" and getattr(args, "cpu_offload_gb", None))]
+                 and not (attr in ("host_link_gbs", "host_memory_gib")
+                          and getattr(args, "cpu_offload_gb", None))]
         if given:
             verb = "describes" if len(given) == 1 else "describe"
             raise InputError(f"{', '.join(given)} {verb} a partial offload: give -ngl N, "

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import NamedTuple
 
-from ridgeline.cpu_offload import READ_OP, offload_read_time_s, offloaded_bytes_per_gpu
+from ridgeline.cpu_offload import READ_OP, offload_read_bytes, offload_read_time_s
 from ridgeline.deployment import Deployment
 from ridgeline.engines import MATVEC_TOKENS, EngineProfile
 from ridgeline.errors import InputError
@@ -281,7 +281,7 @@ def step_terms(dep: Deployment, shape: BatchShape) -> StepTerms:
     else:
         work.append(head)
     if dep.cpu_offload is not None:  # vLLM's --cpu-offload-gb: read over PCIe every pass
-        link[CPU_OFFLOAD_READ] = offload_read_time_s(dep)
+        link[CPU_OFFLOAD_READ] = offload_read_time_s(dep, all_tokens)
     if dep.pipeline_parallel_size > 1:
         local, remote = pipeline_hops(tp, dep.pipeline_parallel_size, dep.accelerator)
         link["pipeline send"] = (local * send_time_s(act, dep.accelerator)
@@ -328,7 +328,7 @@ def step_cost(dep: Deployment, batch: Sequence[Seq], profile: EngineProfile = ID
     out = [OpCost(name, f, b, t, "compute" if c * 2 > t else "memory")
            for name, (f, b, t, c) in ops.items() if t > 0]
     out += [OpCost(name, 0.0, 0.0, t, "link") if name != CPU_OFFLOAD_READ else
-            OpCost(name, 0.0, dep.pipeline_parallel_size * offloaded_bytes_per_gpu(dep), t, "host")
+            OpCost(name, 0.0, offload_read_bytes(dep, terms.all_tokens), t, "host")
             for name, t in terms.link]
     host: dict[str, list[float]] = {}
     for name, flops, nbytes, count, time_s, bound in _host_ops(dep, terms, rate):
@@ -627,7 +627,7 @@ def host_floor_s(dep: Deployment, batch: Sequence[Seq]) -> float:
     and link: the floor's share of a partial offload (its FLOPs are in the compute term)."""
     terms = step_terms(dep, batch_shape(dep, batch))
     ops = _host_ops(dep, terms, StepRates(dep, IDEAL), 1.0, gpu_flops=False)
-    return sum(count * t for *_, count, t, _ in ops) + offload_read_time_s(dep)
+    return sum(count * t for *_, count, t, _ in ops) + offload_read_time_s(dep, terms.all_tokens)
 
 
 def score_bytes(dep: Deployment, batch: Sequence[Seq]) -> float:

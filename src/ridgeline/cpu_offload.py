@@ -5,9 +5,11 @@ each GPU has given up the GiB asked (engines.json vllm.cpu_offload.rule): embedd
 LM head stay. Those bytes leave the GPU's weights, so its KV cache pool gains them. They do
 not leave the forward pass: since v0.8.4 the GPU's kernels read them over the host link
 through a UVA view (V0 copied each layer in before running it), so every step, decode or
-prompt, moves them across PCIe once more. The floor reads them over the link instead of from
-HBM; the expectation (step_cost) adds the link's time and leaves the matmuls' HBM reads whole,
-a few per cent over (HBM is tens of times faster than PCIe).
+prompt, moves them across PCIe once more (read in place, an MoE layer's routed experts only
+where the step routes to them). The floor reads that share over the link instead of from HBM;
+the expectation (step_cost) adds the link's time and leaves the matmuls' HBM reads whole, a few
+per cent over (HBM is tens of times faster than PCIe). vLLM counts GiB per runtime device: an
+MI250X card, two devices, offloads twice the flag.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ridgeline.errors import InputError
+from ridgeline.moe import expected_experts_touched
 from ridgeline.offload import host_link_bytes_per_s, placed_layers
 from ridgeline.params import layer_params
+from ridgeline.quantization import ROUTED
 from ridgeline.units import GIB
 
 if TYPE_CHECKING:
@@ -35,6 +39,9 @@ class CpuOffload:
 
     bytes_per_gpu: float
     link_bytes_per_s: float | None = None
+    # V1 (v0.8.4+) kernels read the host copy in place through a UVA view, so an MoE step
+    # pulls only the experts it routes to; V0 copies each offloaded layer in whole
+    in_place: bool = True
 
     def __post_init__(self) -> None:
         if not self.bytes_per_gpu > 0:
@@ -71,13 +78,34 @@ def cpu_offload_problem(engine: str, version: str | None, data_parallel_size: in
     return ""
 
 
-def layer_weight_bytes_per_gpu(dep: Deployment) -> float:
+def runner_problem(dep: Deployment, version: str | None) -> str:
+    """Why vLLM ``version`` ignores --cpu-offload-gb for ``dep``, or "": a release before
+    runner_v2_from (0.29) that runs the model on Model Runner V2 never installs the offloader
+    (engines.json runner_v2_note), so every weight stays on the GPU."""
+    from ridgeline.datafiles import engine_defaults
+    from ridgeline.vllm_memory import model_runner, parse_version, vllm_accounting
+
+    if dep.cpu_offload is None or version is None:  # None: the newest modelled release
+        return ""
+    since = str(engine_defaults("vllm")["cpu_offload"]["runner_v2_from"])
+    if parse_version(version) >= parse_version(since):
+        return ""
+    if model_runner(dep, vllm_accounting(version)) != "MRV2":
+        return ""
+    return (f"vLLM {version} runs {dep.model.name} on Model Runner V2, which ignores {FLAG} "
+            f"before v{since} (vLLM issue #51396): every weight would stay on the GPU; give "
+            f"--engine-version {since} or later")
+
+
+def layer_weight_bytes_per_gpu(dep: Deployment, categories: tuple[str, ...] = ()) -> float:
     """The decoder layers' weights one GPU holds, the most --cpu-offload-gb can move: every
-    layer's weights over the TP × PP GPUs (each stage offloads its own layers)."""
+    layer's weights (or only those of ``categories``) over the TP × PP GPUs (each stage
+    offloads its own layers)."""
     total = 0.0
     for layer, _where, count in placed_layers(dep):
         for category, n in layer_params(dep.model, layer).items():
-            total += count * n * dep.weights.format_of(category).bytes_per_weight
+            if not categories or category in categories:
+                total += count * n * dep.weights.format_of(category).bytes_per_weight
     return total / dep.rank_gpus
 
 
@@ -86,17 +114,96 @@ def offloaded_bytes_per_gpu(dep: Deployment) -> float:
     budget is larger (vLLM stops there, the embeddings and LM head on the GPU). 0: none."""
     if dep.cpu_offload is None:
         return 0.0
-    return min(dep.cpu_offload.bytes_per_gpu, layer_weight_bytes_per_gpu(dep))
+    return min(asked_bytes_per_gpu(dep), layer_weight_bytes_per_gpu(dep))
 
 
-def offload_read_time_s(dep: Deployment) -> float:
-    """The host-link read of one step: each GPU's offloaded bytes ÷ its link, once per
-    pipeline stage (the stages run one after another; a stage's TP GPUs read at once, each
-    over its own link). 4 GiB at an H100 SXM's PCIe 5.0 (64 GB/s): about 67 ms a step."""
+def asked_bytes_per_gpu(dep: Deployment) -> float:
+    """The GiB asked of each card: vLLM offloads them per runtime device, so a card the
+    runtime lists as two (an MI250X's two GCDs) gives up twice the flag's amount."""
+    if dep.cpu_offload is None:
+        return 0.0
+    return dep.cpu_offload.bytes_per_gpu * dep.accelerator.runtime_devices
+
+
+def offloaded_bytes(dep: Deployment) -> float:
+    """The weights every GPU of ``dep`` together keeps in host memory."""
+    return offloaded_bytes_per_gpu(dep) * dep.num_gpus
+
+
+def offloaded_share(dep: Deployment) -> float:
+    """The share of the decoder layers' weights in host memory (offloaded ÷ the layers'
+    bytes): of the layer weights a step reads, this much comes over the link, not from HBM."""
+    layers = layer_weight_bytes_per_gpu(dep)
+    return offloaded_bytes_per_gpu(dep) / layers if layers else 0.0
+
+
+def offload_read_share(dep: Deployment, tokens: float | None = None) -> float:
+    """The share of the offloaded bytes a step over ``tokens`` tokens moves over the link
+    (None: the most, every expert). Read in place (V1's UVA view), an MoE layer's routed
+    experts cross it only where the step routes to them: dense share + routed share × experts
+    touched ÷ experts (Qwen3-30B-A3B at one token, 8 of 128 experts: about 0.11). Copied in
+    whole (V0), or a dense model: all of it."""
+    moe = dep.model.moe
+    if dep.cpu_offload is None or not dep.cpu_offload.in_place or moe is None or tokens is None:
+        return 1.0
+    layers = layer_weight_bytes_per_gpu(dep)
+    routed = layer_weight_bytes_per_gpu(dep, ROUTED) / layers if layers else 0.0
+    touched = expected_experts_touched(moe.num_experts, moe.experts_per_token, tokens)
+    return 1.0 - routed + routed * touched / moe.num_experts
+
+
+def offload_read_bytes(dep: Deployment, tokens: float | None = None) -> float:
+    """What one step moves over the host links of one tensor-parallel rank: each GPU's
+    offloaded bytes × the share the step reads (offload_read_share), once per pipeline stage
+    (the stages run one after another)."""
+    read = offloaded_bytes_per_gpu(dep) * offload_read_share(dep, tokens)
+    return dep.pipeline_parallel_size * read
+
+
+def offload_read_time_s(dep: Deployment, tokens: float | None = None) -> float:
+    """The host-link read of one step over ``tokens`` tokens (None: every expert):
+    offload_read_bytes ÷ the link (a stage's TP GPUs read at once, each over its own link).
+    4 GiB at an H100 SXM's PCIe 5.0 (64 GB/s): about 67 ms a step."""
     if dep.cpu_offload is None:
         return 0.0
     link = host_link_bytes_per_s(dep.accelerator, dep.cpu_offload.link_bytes_per_s)
-    return dep.pipeline_parallel_size * offloaded_bytes_per_gpu(dep) / link
+    return offload_read_bytes(dep, tokens) / link
+
+
+def host_memory_problem(dep: Deployment, host_memory_bytes: float | None) -> str:
+    """Why the host (--host-memory-gib; None: not given) cannot pin what every GPU offloads,
+    or "": the offloaded bytes of all the GPUs together must fit in its RAM."""
+    if dep.cpu_offload is None or host_memory_bytes is None:
+        return ""
+    pinned = offloaded_bytes(dep)
+    if pinned <= host_memory_bytes:
+        return ""
+    return (f"does not fit: {FLAG} pins {pinned / GIB:,.1f} GiB of weights in host memory "
+            f"({dep.num_gpus} x {offloaded_bytes_per_gpu(dep) / GIB:,.2f} GiB), more than the "
+            f"host's {host_memory_bytes / GIB:,.1f} GiB (--host-memory-gib)")
+
+
+def cpu_offload_note(dep: Deployment) -> str:
+    """The deployment line's mention of --cpu-offload-gb: '; 20.00 GiB a GPU of weights in
+    host memory (--cpu-offload-gb)', or "" without it."""
+    if dep.cpu_offload is None:
+        return ""
+    return f"; {offloaded_bytes_per_gpu(dep) / GIB:,.2f} GiB a GPU of weights in host memory ({FLAG})"
+
+
+def cpu_offload_json(dep: Deployment) -> dict[str, Any]:
+    """--json's ``cpu_offload`` object, {} without the flag (so the key is left out): the
+    bytes each GPU offloads and was asked to, the host link, and a step's read over it (the
+    most: an MoE step read in place reads only its routed experts)."""
+    if dep.cpu_offload is None:
+        return {}
+    return {"cpu_offload": {
+        "bytes_per_gpu": offloaded_bytes_per_gpu(dep),
+        "asked_bytes_per_gpu": asked_bytes_per_gpu(dep),
+        "link_bytes_per_s": host_link_bytes_per_s(dep.accelerator,
+                                                  dep.cpu_offload.link_bytes_per_s),
+        "read_time_s": offload_read_time_s(dep),
+        "read_in_place": dep.cpu_offload.in_place}}
 
 
 def cpu_offload_caution(dep: Deployment) -> str:
@@ -105,15 +212,16 @@ def cpu_offload_caution(dep: Deployment) -> str:
         return ""
     moved = offloaded_bytes_per_gpu(dep)
     link = host_link_bytes_per_s(dep.accelerator, dep.cpu_offload.link_bytes_per_s)
+    routed = offload_read_share(dep, 1) < 1  # read in place: only the experts routed to
     text = (f"{FLAG}: {moved / GIB:,.2f} GiB of each GPU's weights live in pinned host memory "
             f"and every step reads them over the host link ({link / 1e9:,.0f} GB/s: "
-            f"{offload_read_time_s(dep) * 1e3:,.1f} ms a step, counted once; a prompt step's "
-            "matmuls may read them more than once)")
-    if moved < dep.cpu_offload.bytes_per_gpu:
-        text += (f"; {dep.cpu_offload.bytes_per_gpu / GIB:g} GiB asked is more than the layers' "
+            f"{'up to ' if routed else ''}{offload_read_time_s(dep) * 1e3:,.1f} ms a step, "
+            "counted once; a prompt step's matmuls may read them more than once"
+            + ("; an MoE step reads only the experts it routes to" if routed else "") + ")")
+    if moved < asked_bytes_per_gpu(dep):
+        text += (f"; {asked_bytes_per_gpu(dep) / GIB:g} GiB asked is more than the layers' "
                  f"{moved / GIB:,.2f} GiB a GPU: vLLM offloads every layer and stops")
-    return text + ("; releases before 0.29 ignore the flag where they pick Model Runner V2 "
-                   "(vLLM issue #51396)")
+    return text
 
 
 def cpu_offload_from_args(args: Any, engine: str | None, data_parallel_size: int) -> Any:
@@ -127,4 +235,8 @@ def cpu_offload_from_args(args: Any, engine: str | None, data_parallel_size: int
     if problem:
         raise InputError(problem)
     link = getattr(args, "host_link_gbs", None)
-    return CpuOffload(gib * GIB, link * 1e9 if link else None)
+    version = getattr(args, "engine_version", None)
+    from ridgeline.vllm_memory import vllm_accounting
+
+    in_place = version is None or vllm_accounting(version).engine != "V0"
+    return CpuOffload(gib * GIB, link * 1e9 if link else None, in_place)

@@ -25,6 +25,7 @@ from ridgeline.cost import (
     op_slowdown,
     step_cost,
 )
+from ridgeline.cpu_offload import offloaded_share
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Step, q, step
 from ridgeline.kvcache import KVFootprint, kv_footprint
@@ -77,6 +78,9 @@ class Work:
     link_bytes: float = 0.0  # and what a prompt step copies over the host link
     host_time_s: float = 0.0  # moving both at the host's rated bandwidth and link
     expert_weight_bytes: float = 0.0  # of the weights, the routed experts' (in weight_bytes)
+    # the HBM reads the host's share spares: None, all of it (llama.cpp's host layers are read
+    # by the CPU or copied over); --cpu-offload-gb: the offloaded share of the weights read
+    hbm_spared_bytes: float | None = None
 
     @property
     def bytes(self) -> float:
@@ -84,7 +88,9 @@ class Work:
 
     @property
     def gpu_bytes(self) -> float:
-        return max(0.0, self.bytes - self.host_bytes - self.link_bytes)
+        spared = self.host_bytes + self.link_bytes if self.hbm_spared_bytes is None \
+            else self.hbm_spared_bytes
+        return max(0.0, self.bytes - spared)
 
     @property
     def host_bound(self) -> str:
@@ -127,8 +133,10 @@ def step_work(dep: Deployment, batch: list[Seq]) -> Work:
     experts = sum(op.bytes for op in cost.ops if base(op.name) == "experts") * tp
     # --cpu-offload-gb: weights in the matmuls' bytes, read over the link instead of from HBM
     offloaded = sum(op.bytes for op in cost.ops if op.name == CPU_OFFLOAD_READ) * tp
+    # of the layers' weights the step reads (an MoE's touched experts), the offloaded share
+    spared = offloaded_share(dep) * (weights - head_bytes) if dep.cpu_offload else None
     return Work(cost.flops * tp, weights, kv, total - weights - kv - offloaded, paced, host,
-                link, host_s, experts)
+                link, host_s, experts, spared)
 
 
 def head_params(dep: Deployment) -> float:
@@ -219,9 +227,11 @@ def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
              q("of which activations", work.other_bytes / GB, "GB",
                "each layer's inputs and outputs, attention's queries and outputs, the "
                "logits"),
-             *([q("host's share", (work.host_bytes + work.link_bytes) / GB, "GB",
-                  "the weights --cpu-offload-gb keeps in host memory: read over the host "
-                  "link (host time below)" if dep.cpu_offload is not None else
+             *([q("host's share", (work.host_bytes + work.link_bytes
+                                   if work.hbm_spared_bytes is None else work.hbm_spared_bytes)
+                  / GB, "GB",
+                  "the weights read that --cpu-offload-gb keeps in host memory: read over "
+                  "the host link (host time below)" if dep.cpu_offload is not None else
                   "the layers in host memory: read by the CPU (host time below)")]
                if work.host_bytes or work.link_bytes else []),
              q("bandwidth", dep.bandwidth_bytes_per_s / 1e12, "TB/s",
@@ -514,10 +524,18 @@ def _host_steps(dep: Deployment, work: Work) -> tuple[Step, ...]:
         from ridgeline.cpu_offload import offloaded_bytes_per_gpu
         from ridgeline.offload import host_link_bytes_per_s
 
-        return (step("host time", "offloaded bytes a GPU × pipeline stages ÷ host link",
+        moved = offloaded_bytes_per_gpu(dep)
+        stages = dep.pipeline_parallel_size * dep.tensor_parallel_size
+        share = work.link_bytes / (moved * stages) if moved else 1.0
+        return (step("host time", "offloaded bytes a GPU × pipeline stages ÷ host link"
+                     if share >= 1 else
+                     "offloaded bytes a GPU × share read × pipeline stages ÷ host link",
                      q("host time", work.host_time_s * 1e3, "ms"),
-                     q("offloaded bytes a GPU", offloaded_bytes_per_gpu(dep) / GB, "GB",
+                     q("offloaded bytes a GPU", moved / GB, "GB",
                        "--cpu-offload-gb × 2^30, at most the layers' weights"),
+                     *([q("share read", share, "",
+                          "read in place: the dense weights, and the routed experts the "
+                          "step's tokens touch")] if share < 1 else []),
                      q("pipeline stages", dep.pipeline_parallel_size),
                      q("host link", host_link_bytes_per_s(
                          dep.accelerator, dep.cpu_offload.link_bytes_per_s) / 1e9, "GB/s",

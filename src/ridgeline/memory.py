@@ -199,8 +199,10 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
         return tuple(_stage_pool(dep, s, total, device.weight_bytes, None, device, cells)
                      for device in devices)
     if dep.pipeline_parallel_size > 1:
+        # --cpu-offload-gb: each stage's GPUs hold their own layers' share in host memory
         return tuple(_stage_pool(dep, s, total, stage_weight_bytes(dep, stage, vision)
-                                 + ep_extra_bytes(dep, stage.expert_share), stage)
+                                 + ep_extra_bytes(dep, stage.expert_share)
+                                 - offloaded_bytes_per_gpu(dep), stage)
                      for stage in pipeline_stages(dep))
     if dep.data_parallel_size > 1:  # each rank sizes its own pool, under its own share
         from ridgeline.data_parallel import rank_settings
@@ -243,7 +245,6 @@ def _stage_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
         run, n = vllm_deployment(dep), dep.accelerator.runtime_devices
         footprint = kv_footprint(run.model, 1, run.kv.bytes_per_element)
         kv_bytes_per_token = footprint.bytes_per_token_growing * run.kv_replication / run.rank_gpus
-        weight_bytes -= offloaded_bytes_per_gpu(dep)  # --cpu-offload-gb: in host memory
         return vllm_pool(run, s, total_bytes / n, weight_bytes / n, kv_bytes_per_token * share,
                          stage).across_devices(n)
     kv_bytes_per_token = token_bytes(dep, s.swa_full_tokens_ratio, s.engine_version) * share

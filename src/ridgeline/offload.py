@@ -240,6 +240,10 @@ def gpu_weight_bytes(dep: Deployment) -> float:
     token embeddings on the CPU even with every layer offloaded (its log's 'CPU_Mapped model
     buffer', 281.81 MiB for a Llama-3-8B Q4_K_M: 128,256 × 4,096 at Q4_K)."""
     on_gpus = dep.weight_bytes + dep.tp_copies_bytes  # what each TP rank keeps whole, too
+    if dep.cpu_offload is not None:  # vLLM's --cpu-offload-gb: some layers in host memory
+        from ridgeline.cpu_offload import offloaded_bytes
+
+        on_gpus -= offloaded_bytes(dep)
     if dep.offload is not None:
         return on_gpus - host_weight_bytes(dep)
     if dep.engine.startswith("llama.cpp") and not dep.model.tie_word_embeddings:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ridgeline.cost import Seq, batch_shape, decode_batch
 from ridgeline.sim.config import SPEC_METHODS, check_spec, spec_step_s, tokens_per_step
-from ridgeline.sim.timer import StepTimer
+from ridgeline.sim.timer import StepTimer, drafter_timer
 from ridgeline.stages import micro_batch
 
 if TYPE_CHECKING:
@@ -87,8 +87,11 @@ def spec_step(dep: Deployment, spec: SpecDecode, batch: int, context: int,
     stage's micro-batch, as decode's own expectation)."""
     rows = micro_batch(dep, batch)
     timer = StepTimer(dep, profile)
-    verify = timer.time_s(batch_shape(dep, [Seq(spec.drafts + 1, context)] * rows), True)
-    one = timer.time_s(batch_shape(dep, decode_batch(rows, context + spec.drafts + 1)))
+    drafter = drafter_timer(dep, profile, timer)
+    rows_k = batch_shape(dep, [Seq(spec.drafts + 1, context)] * rows)
+    verify = timer.time_s(rows_k, True)
+    drafted = drafter.time_s(rows_k, True)
+    one = drafter.time_s(batch_shape(dep, decode_batch(rows, context + spec.drafts + 1)))
     plain = timer.time_s(batch_shape(dep, decode_batch(rows, context)))
     return SpecStep(spec, batch, context, verify,
-                    spec_step_s(verify, one, spec.drafts, spec.draft_cost), plain)
+                    spec_step_s(verify, one, spec.drafts, spec.draft_cost, drafted), plain)

@@ -10,6 +10,7 @@ from ridgeline.capacity import EngineSeats
 from ridgeline.cost import (
     decode_batch,
 )
+from ridgeline.cpu_offload import cpu_offload_json
 from ridgeline.data_parallel import data_parallel_cautions
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
@@ -180,6 +181,7 @@ class DecodeReport:
                 point["speculative"] = self._spec_at(f).to_dict()
             points.append(point)
         return {"deployment": deployment_line(self.deployment),
+                **cpu_offload_json(self.deployment),
                 "kind": "floor (the article's lower bound) and the engine's calibrated expectation",
                 "points": points,
                 "engine_max_batch": [{"context": s.context, "batch": s.held,

@@ -17,6 +17,7 @@ from ridgeline.cost import (
     score_bytes,
     step_cost,
 )
+from ridgeline.cpu_offload import cpu_offload_note
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.explain import Step, q, step
@@ -80,7 +81,7 @@ def deployment_line(dep: Deployment) -> str:
         host = dep.offload.host_bandwidth_bytes_per_s
         line += f"; {dep.offload.describe(dep.model)}" + (
             f"; host memory {host / 1e9:,.1f} GB/s" if host else "")
-    return line
+    return line + cpu_offload_note(dep)
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ridgeline.capacity import context_refusal
+from ridgeline.cpu_offload import cpu_offload_json
 from ridgeline.reports.fit_offload import host_bytes
 from ridgeline.reports.fit_ranks import ranks_dict
 from ridgeline.reports.fit_state import state_pool_dict
@@ -53,6 +54,7 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
         "offload": None if r.deployment.offload is None else {
             "placement": r.deployment.offload.describe(r.deployment.model),
             "host_weight_bytes": host_bytes(r.deployment)},
+        **cpu_offload_json(r.deployment),
         "taken_bytes_per_gpu": {"weights": p.weight_bytes, "activations": p.activation_bytes,
                           "non_torch": p.non_torch_bytes, "cuda_graphs": p.cuda_graph_bytes,
                           # TRT-LLM's engine runtime and decoder; vLLM MRV2's sampler state

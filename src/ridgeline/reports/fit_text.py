@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ridgeline.capacity import admission_gate, past_trained_context
+from ridgeline.cpu_offload import cpu_offload_note
 from ridgeline.deployment import Deployment
 from ridgeline.llamacpp_batching import llamacpp_n_batch
 from ridgeline.llamacpp_tensor import tensor_split_launch
@@ -39,7 +40,7 @@ def fit_text_lines(r: FitReport) -> list[str]:
         engine += " -sm " + ("layer" if d.pipeline_parallel_size > 1 else "tensor")
     lines = [*([r.searched] if r.searched else []), headline,
              f"{d.model.name} on {d.gpus_label}, {engine}, weights "
-             f"{d.weights.label}, KV {d.kv.id}",
+             f"{d.weights.label}, KV {d.kv.id}{cpu_offload_note(d)}",
              *offload_lines(d, r.launch_cells), *_stage_lines(p, d), ""]
     lines += table(budget_rows(p, r.settings, d.model, vendor=d.accelerator.vendor), ["", ""])[1:]
     held = f"holds {p.logged_tokens(r.context):,} tokens in {p.blocks:,} blocks of " \

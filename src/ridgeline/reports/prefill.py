@@ -8,6 +8,7 @@ from typing import Any
 
 from ridgeline.capacity import EngineSeats
 from ridgeline.chunked_prefill import chunks_prefill, splits_a_prompt
+from ridgeline.cpu_offload import cpu_offload_json
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Step
 from ridgeline.floors import PrefillFloor, bound_label
@@ -173,6 +174,7 @@ class PrefillReport:
     def to_dict(self) -> dict[str, Any]:
         f = self.floor
         return {"deployment": deployment_line(self.deployment),
+                **cpu_offload_json(self.deployment),
                 "kind": "floor (the article's lower bound: time_s, tokens_per_s) and the "
                 "engine's calibrated expectation (expected)", "prompt_len": f.prompt_len,
                 "batch": f.batch, "time_s": f.time_s,
@@ -304,6 +306,7 @@ class PrefillSeries:
 
     def to_dict(self) -> dict[str, Any]:
         return {"deployment": deployment_line(self.deployment),
+                **cpu_offload_json(self.deployment),
                 "prompts": [r.to_dict() for r in self.reports]}
 
     def text_lines(self) -> list[str]:

@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from ridgeline.cpu_offload import cpu_offload_json, cpu_offload_note
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Quantity, Step, q, step
 from ridgeline.render import table
@@ -288,6 +289,7 @@ class SimulateReport:
                              "cpu_expert_layers": d.offload.cpu_expert_layers,
                              "experts_last": d.offload.experts_last,
                              "chosen_by_fit": d.offload.chosen_by_fit},
+                         **cpu_offload_json(d),
                          "num_blocks": c.num_blocks, "block_size": c.block_size,
                          "overhead_blocks_per_request": c.overhead_blocks,
                          "max_num_seqs": c.max_num_seqs,
@@ -382,7 +384,8 @@ class SimulateReport:
         lines = [f"{d.model.name} on {d.gpus_label} ({d.engine}, weights "
                  f"{d.weights.label}, KV {d.kv.id}"
                  + (", experts spread over the GPUs (EP)" if d.expert_parallel else "")
-                 + (f"; {d.offload.describe(d.model)}" if d.offload else "") + f"): {self.load}",
+                 + (f"; {d.offload.describe(d.model)}" if d.offload else "")
+                 + cpu_offload_note(d) + f"): {self.load}",
                  _engine_line(c, d.engine, (self.engine_config or c).async_scheduling)
                  + (f" — in each of {self.lanes} pipeline lanes (a micro-batch "
                                     "per stage in flight), the requests dealt among them in "

@@ -34,14 +34,17 @@ def check_spec(drafts: int, acceptance: float, draft_cost: float) -> None:
                          f"nothing), got {draft_cost:g}")
 
 
-def spec_step_s(target_s: float, one_token_s: float, drafts: int, draft_cost: float) -> float:
+def spec_step_s(target_s: float, one_token_s: float, drafts: int, draft_cost: float,
+                drafted_s: float | None = None) -> float:
     """A speculative step's time: the target's pass (``target_s``), its drafter's pass over
-    the same tokens at ``draft_cost`` of it, then drafts − 1 drafter passes of one token for
-    each row that samples (``one_token_s``: the target's time for that, 0 for none). EAGLE's
-    3 drafts at 0.05 after a 20 ms verify and a 15 ms one-token pass: 20 + 1 + 1.5 = 22.5 ms."""
+    the same tokens at ``draft_cost`` of the target's time for them without what a drafter
+    never does (``drafted_s``, None: ``target_s``; less --cpu-offload-gb's host-link read),
+    then drafts − 1 drafter passes of one token for each row that samples (``one_token_s``:
+    the target's time for that, so reckoned, 0 for none). EAGLE's 3 drafts at 0.05 after a
+    20 ms verify and a 15 ms one-token pass: 20 + 1 + 1.5 = 22.5 ms."""
     if not drafts or not draft_cost:
         return target_s
-    t = target_s + draft_cost * target_s
+    t = target_s + draft_cost * (target_s if drafted_s is None else drafted_s)
     if one_token_s and drafts > 1:
         t += (drafts - 1) * draft_cost * one_token_s
     return t

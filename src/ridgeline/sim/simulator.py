@@ -27,7 +27,7 @@ from ridgeline.sim.metrics import Recorder, SimResult
 from ridgeline.sim.request import FINISHED, REJECTED, Request
 from ridgeline.sim.run import Run
 from ridgeline.sim.scheduler import Scheduled, Scheduler, SchedulerConfig
-from ridgeline.sim.timer import StepTimer, split_ubatches
+from ridgeline.sim.timer import StepTimer, drafter_timer, split_ubatches
 
 
 class Simulator:
@@ -66,6 +66,7 @@ class Simulator:
         self.lagged = config.async_scheduling
         self.retiring: list[Request] = []
         self.timer = StepTimer(dep, profile)
+        self.drafter = drafter_timer(dep, profile, self.timer)
         self.fast = FastPath(self)  # the running decodes as sums (sim/fast_path.py)
         self.scheduler.sync = self.fast.sync
         self.scheduler.leaving = self.fast.leaving
@@ -246,11 +247,14 @@ class Simulator:
         return self._step(batch, rec) if batch else None
 
     # -- one step -------------------------------------------------------------------------
-    def passes_s(self, seqs: list[Seq], graphed: bool | None = None) -> float:
-        """A batch's time: one pass, or for llama.cpp one per ubatch."""
+    def passes_s(self, seqs: list[Seq], graphed: bool | None = None,
+                 timer: StepTimer | None = None) -> float:
+        """A batch's time on ``timer`` (None: the target's): one pass, or for llama.cpp one
+        per ubatch."""
         parts = split_ubatches(seqs, self.config.ubatch_tokens) if self.config.ubatch_tokens \
             else [seqs]
-        return sum(self.timer.time_s(batch_shape(self.dep, part), graphed) for part in parts)
+        timer = timer or self.timer
+        return sum(timer.time_s(batch_shape(self.dep, part), graphed) for part in parts)
 
     def _time(self, batch: list[Scheduled]) -> float:
         """The step's time, and with speculative decoding its drafter's: one pass over the
@@ -268,13 +272,16 @@ class Simulator:
                     chunks.append(Seq(b.tokens, b.context))
             return self.timer.rows_time_s(decodes, chunks)
         verify = k > 0 and all(b.request.num_generated and b.tokens == 1 + k for b in batch)
-        t = self.passes_s([Seq(b.tokens, b.context) for b in batch], True if verify else None)
+        seqs = [Seq(b.tokens, b.context) for b in batch]
+        t = self.passes_s(seqs, True if verify else None)
         if k and c:
             sampling = [Seq(1, b.context + b.tokens) for b in batch
                         if b.context + b.tokens >= b.request.known_tokens]
-            one = self.timer.time_s(batch_shape(self.dep, sampling)) \
+            one = self.drafter.time_s(batch_shape(self.dep, sampling)) \
                 if sampling and k > 1 else 0.0
-            t = spec_step_s(t, one, k, c)
+            drafted = t if self.drafter is self.timer else \
+                self.passes_s(seqs, True if verify else None, self.drafter)
+            t = spec_step_s(t, one, k, c, drafted)
         return t
 
     def _step(self, batch: list[Scheduled], rec: Recorder) -> list[Request]:

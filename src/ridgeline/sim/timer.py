@@ -8,6 +8,7 @@ contexts; this keeps what does not depend on them per token and row count.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from ridgeline.cost import (
     IDEAL,
@@ -145,6 +146,15 @@ class StepTimer:
         decodes as a count and a sum can ask. Full attention (a window needs keys_time_s)."""
         keys = float(decode_context + decodes)
         return self.time_s(shape_of(self.windows, decodes, lambda _: keys, chunks))
+
+
+def drafter_timer(dep: Deployment, profile: EngineProfile, timer: StepTimer) -> StepTimer:
+    """The timer a speculative drafter's passes are a share of: the target's (``timer``), less
+    --cpu-offload-gb's host-link read, which an EAGLE head or draft model, its weights on the
+    GPU, never makes."""
+    if dep.cpu_offload is None:
+        return timer
+    return StepTimer(replace(dep, cpu_offload=None), profile)
 
 
 def split_ubatches(batch: list[Seq], size: int) -> list[list[Seq]]:
