@@ -221,7 +221,7 @@ def test_json_carries_the_offload_and_the_deployment_line_says_it(capsys) -> Non
     assert "cpu_offload" not in plain
     dep = _offloaded(_dep("llama-3.1-70b", "h200"), 20)
     assert off["cpu_offload"]["bytes_per_gpu"] == pytest.approx(offloaded_bytes_per_gpu(dep))
-    assert off["cpu_offload"]["read_time_s"] == pytest.approx(offload_read_time_s(dep))
+    assert off["cpu_offload"]["max_read_time_s"] == pytest.approx(offload_read_time_s(dep))
     assert "--cpu-offload-gb" in off["deployment"] and "--cpu-offload-gb" not in plain["deployment"]
     fit = json.loads(run_cli(capsys, "fit", *base[1:4], "--engine", "vllm", "--max-model-len",
                              "8192", "--cpu-offload-gb", "20", "--json")[1])
@@ -275,3 +275,13 @@ def test_simulate_prices_the_drafter_as_decode_does(capsys) -> None:
     decode = json.loads(run_cli(capsys, "decode", *off, "--batch", "1", "--context", "544")[1])
     step_s = decode["points"][0]["speculative"]["step_s"]
     assert sim["itl_s"]["p50"] == pytest.approx(step_s, rel=0.01)
+
+
+def test_host_memory_gib_is_each_nodes_ram(capsys) -> None:
+    """405B at TP8 x PP2 on 16 H100s: each of the two hosts pins its own 8 GPUs' share
+    (8 x 20 GiB = 160 GiB), which 200 GiB of RAM holds; 150 GiB does not."""
+    base = ("fit", "llama-3.1-405b", "--gpu", "h100", "--engine", "vllm", "--num-gpus", "8",
+            "-pp", "2", "--cpu-offload-gb", "20", "--max-model-len", "8192")
+    assert run_cli(capsys, *base, "--host-memory-gib", "200")[0] == 0
+    code, _, err = run_cli(capsys, *base, "--host-memory-gib", "150")
+    assert code == 2 and "160.0 GiB" in err and "each host" in err

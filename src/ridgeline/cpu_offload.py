@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ridgeline.errors import InputError
 from ridgeline.moe import expected_experts_touched
 from ridgeline.offload import host_link_bytes_per_s, placed_layers
+from ridgeline.parallel import node_size
 from ridgeline.params import layer_params
 from ridgeline.quantization import ROUTED
 from ridgeline.units import GIB
@@ -171,16 +172,18 @@ def offload_read_time_s(dep: Deployment, tokens: float | None = None) -> float:
 
 
 def host_memory_problem(dep: Deployment, host_memory_bytes: float | None) -> str:
-    """Why the host (--host-memory-gib; None: not given) cannot pin what every GPU offloads,
-    or "": the offloaded bytes of all the GPUs together must fit in its RAM."""
+    """Why a host (--host-memory-gib, each node's RAM; None: not given) cannot pin what its
+    GPUs offload, or "": the offloaded bytes of one node's GPUs together must fit in its RAM
+    (405B at TP8 x PP2 on 16 H100s pins 8 GPUs' share on each of its two hosts)."""
     if dep.cpu_offload is None or host_memory_bytes is None:
         return ""
-    pinned = offloaded_bytes(dep)
+    gpus = min(dep.num_gpus, node_size(dep.accelerator))
+    pinned = gpus * offloaded_bytes_per_gpu(dep)
     if pinned <= host_memory_bytes:
         return ""
-    return (f"does not fit: {FLAG} pins {pinned / GIB:,.1f} GiB of weights in host memory "
-            f"({dep.num_gpus} x {offloaded_bytes_per_gpu(dep) / GIB:,.2f} GiB), more than the "
-            f"host's {host_memory_bytes / GIB:,.1f} GiB (--host-memory-gib)")
+    return (f"does not fit: {FLAG} pins {pinned / GIB:,.1f} GiB of weights in each host's "
+            f"memory ({gpus} GPUs a node x {offloaded_bytes_per_gpu(dep) / GIB:,.2f} GiB), "
+            f"more than the host's {host_memory_bytes / GIB:,.1f} GiB (--host-memory-gib)")
 
 
 def cpu_offload_note(dep: Deployment) -> str:
@@ -202,7 +205,7 @@ def cpu_offload_json(dep: Deployment) -> dict[str, Any]:
         "asked_bytes_per_gpu": asked_bytes_per_gpu(dep),
         "link_bytes_per_s": host_link_bytes_per_s(dep.accelerator,
                                                   dep.cpu_offload.link_bytes_per_s),
-        "read_time_s": offload_read_time_s(dep),
+        "max_read_time_s": offload_read_time_s(dep),
         "read_in_place": dep.cpu_offload.in_place}}
 
 
