@@ -13,15 +13,20 @@ from ridgeline.cost import BatchShape, batch_shape, decode_batch, shape_time_s, 
 from ridgeline.cpu_offload import (
     CpuOffload,
     cpu_offload_problem,
+    layer_weight_bytes,
     layer_weight_bytes_per_gpu,
+    offload_read_bytes_per_gpu,
     offload_read_time_s,
     offloaded_bytes_per_gpu,
+    offloaded_split_per_gpu,
     runner_problem,
 )
 from ridgeline.engines import profile_for
 from ridgeline.floors import decode_floor
 from ridgeline.memory import EngineSettings, kv_pool
+from ridgeline.moe import expected_experts_touched
 from ridgeline.offload import host_link_bytes_per_s
+from ridgeline.quantization import ROUTED
 from ridgeline.sim.timer import StepTimer
 from ridgeline.spec_decode import SpecDecode, spec_step
 from ridgeline.units import GIB
@@ -285,3 +290,47 @@ def test_host_memory_gib_is_each_nodes_ram(capsys) -> None:
     assert run_cli(capsys, *base, "--host-memory-gib", "200")[0] == 0
     code, _, err = run_cli(capsys, *base, "--host-memory-gib", "150")
     assert code == 2 and "160.0 GiB" in err and "each host" in err
+
+
+def test_deepseek_v3_at_2_gib_reads_its_dense_first_layers_whole_not_the_models_mix() -> None:
+    # vLLM offloads from layer 0 up: DeepSeek-V3's first 3 layers are dense, all read each step
+    dep = _dep("deepseek-v3", "h200", gpus=8)
+    off = _offloaded(dep, 2)
+    tp = dep.tensor_parallel_size
+    dense = [layer for layer in dep.model.layers[:3]]
+    assert all(layer_weight_bytes(dep, layer, ROUTED) == 0 for layer in dense)
+    dense_bytes = sum(layer_weight_bytes(dep, layer) for layer in dense) / tp
+    split = offloaded_split_per_gpu(off)
+    assert split.other_bytes > dense_bytes
+    assert split.routed_bytes + split.other_bytes == pytest.approx(offloaded_bytes_per_gpu(off))
+    read = offload_read_bytes_per_gpu(off, 1)
+    assert read > dense_bytes
+    # the model-wide mix (every layer's experts share) would read far less
+    moe = dep.model.moe
+    assert moe is not None
+    routed = layer_weight_bytes_per_gpu(dep, ROUTED) / layer_weight_bytes_per_gpu(dep)
+    touched = expected_experts_touched(moe.num_experts, moe.experts_per_token, 1) / moe.num_experts
+    assert read > 2 * offloaded_bytes_per_gpu(off) * (1 - routed + routed * touched)
+    assert decode_floor(off, 1, 4096).host_time_s == pytest.approx(offload_read_time_s(off, 1))
+    for batch in (1, 8, 64):
+        assert step_cost(off, decode_batch(batch, 4096), VLLM).time_s \
+            >= decode_floor(off, batch, 4096).step_time_s
+
+
+def test_a_dense_model_reads_every_offloaded_byte_in_layer_order_too() -> None:
+    for dep in (_dep(), _dep("llama-3.1-70b", "h100", gpus=4, pp=2, weights="fp8")):
+        off = _offloaded(dep, 4)
+        split = offloaded_split_per_gpu(off)
+        assert split.routed_bytes == 0
+        assert split.other_bytes == pytest.approx(offloaded_bytes_per_gpu(off))
+        assert offload_read_bytes_per_gpu(off, 1) == pytest.approx(offloaded_bytes_per_gpu(off))
+
+
+def test_an_all_moe_model_offloads_its_attention_before_its_experts() -> None:
+    dep = _dep("qwen3-30b-a3b", "h100")
+    off = _offloaded(dep, 1)
+    first = dep.model.layers[0]
+    attention = layer_weight_bytes(dep, first) - layer_weight_bytes(dep, first, ROUTED)
+    split = offloaded_split_per_gpu(off)
+    assert split.other_bytes >= attention
+    assert split.routed_bytes + split.other_bytes == pytest.approx(GIB)

@@ -43,6 +43,13 @@ ONLINE = sorted(m for m, row in engine_methods().items() if row.online)
 FROM_CHECKPOINT = sorted(m for m, row in engine_methods().items() if not row.online)
 
 
+def engine_of(method: str) -> tuple[str, ...]:
+    """FIT's --engine for ``method``: the one engine that has it (w8a8_fp8: SGLang), else none
+    (vLLM, the default)."""
+    engines = engine_methods()[method].engines
+    return ("--engine", engines[0]) if len(engines) == 1 else ()
+
+
 def awq_checkpoint(tmp_path: Path) -> str:
     """Llama 3.1 8B's config with an AWQ quantization_config (4 bits, groups of 128), as an
     AutoAWQ checkpoint ships it."""
@@ -57,8 +64,9 @@ def awq_checkpoint(tmp_path: Path) -> str:
 @pytest.mark.parametrize("method", ONLINE)
 def test_a_method_that_quantizes_on_load_serves_a_16_bit_checkpoint_in_its_format(
         capsys: pytest.CaptureFixture[str], method: str) -> None:
-    fmt = engine_methods()[method].format
-    assert answer(capsys, *FIT, "--quantization", method) == answer(capsys, *FIT, "--weights", fmt)
+    fmt, engine = engine_methods()[method].format, engine_of(method)
+    assert answer(capsys, *FIT, *engine, "--quantization", method) \
+        == answer(capsys, *FIT, *engine, "--weights", fmt)
 
 
 @pytest.mark.parametrize("method", FROM_CHECKPOINT)
@@ -67,7 +75,7 @@ def test_a_method_that_needs_its_own_checkpoint_is_refused_on_a_16_bit_one(
     """vllm serve meta-llama/Llama-3.1-70B-Instruct --quantization awq stops at start-up
     (no AWQ config in the checkpoint); --weights awq-int4 still sizes an AWQ checkpoint."""
     fmt = engine_methods()[method].format
-    err = refused(capsys, *FIT, "-q", method)
+    err = refused(capsys, *FIT, *engine_of(method), "-q", method)
     assert "does not quantize on load" in err and f"--weights {fmt}" in err
     assert answer(capsys, *FIT, "--weights", fmt) != answer(capsys, *FIT)
 
@@ -370,3 +378,51 @@ def test_plans_launch_line_pasted_into_fit_is_taken(
                             "--gpu-memory-utilization", flags[flags.index(
                                 "--gpu-memory-utilization" if engine == "vllm"
                                 else "--mem-fraction-static") + 1], "--json")
+
+
+def compressed_tensors_fp8_checkpoint(tmp_path: Path) -> str:
+    """Llama 3.1 8B's config with a compressed-tensors FP8 quantization_config (LLM Compressor's
+    FP8_DYNAMIC: per-channel 8-bit float weights)."""
+    config = dict(load_data("models/meta-llama--Llama-3.1-8B.json"))
+    config["quantization_config"] = {
+        "quant_method": "compressed-tensors", "format": "float-quantized",
+        "config_groups": {"group_0": {"targets": ["Linear"],
+                                      "weights": {"num_bits": 8, "type": "float",
+                                                  "strategy": "channel"}}}}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    return str(path)
+
+
+ENGINE_ONLY = sorted((m, row.engines[0]) for m, row in engine_methods().items()
+                     if len(row.engines) == 1)
+
+
+@pytest.mark.parametrize(("method", "engine"), ENGINE_ONLY)
+def test_a_method_only_one_engine_has_is_refused_on_the_other(
+        capsys: pytest.CaptureFixture[str], method: str, engine: str) -> None:
+    """`vllm serve … --quantization w8a8_fp8` is refused by vLLM's argument parser (the method
+    is SGLang's); SGLang has no ptpc_fp8. The refusal names the engine that has it."""
+    other = "sglang" if engine == "vllm" else "vllm"
+    err = refused(capsys, *FIT, "--engine", other, "-q", method)
+    assert f"--engine {engine}" in err
+    answer(capsys, *FIT, "--engine", engine, "--weights", engine_methods()[method].format)
+
+
+def test_the_sglang_only_methods_are_w8a8_and_vllms_ptpc_fp8_is_its_own() -> None:
+    assert engine_methods()["w8a8_fp8"].engines == ("sglang",)
+    assert engine_methods()["w8a8_int8"].engines == ("sglang",)
+    assert engine_methods()["ptpc_fp8"].engines == ("vllm",)
+    assert engine_methods()["fp8"].engines == ("vllm", "sglang")
+
+
+def test_a_refused_methods_hint_names_only_a_method_the_engine_has(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A compressed-tensors FP8 checkpoint with -q fp8: SGLang's own method for it is w8a8_fp8
+    (compatible_quantization_methods); vLLM has none, so its hint is to leave the flag out."""
+    argv = ("fit", compressed_tensors_fp8_checkpoint(tmp_path), "--gpu", "h100",
+            "--max-model-len", "8k", "--json")
+    vllm = refused(capsys, *argv, "--engine", "vllm", "-q", "fp8")
+    assert "w8a8" not in vllm and "leave out --quantization" in vllm
+    sglang = refused(capsys, *argv, "--engine", "sglang", "-q", "fp8")
+    assert "--quantization w8a8_fp8" in sglang

@@ -114,7 +114,7 @@ def served_weights(args: argparse.Namespace, model: Any, acc: Any,
     if method:
         quantization_engine(method, engine)
     dtype_on(dtype, acc)
-    weights = quantized_weights(method, model) if method else getattr(args, "weights", None)
+    weights = quantized_weights(method, model, engine) if method else getattr(args, "weights", None)
     return weights_with_dtype(weights, dtype, model)
 
 

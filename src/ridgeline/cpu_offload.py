@@ -15,6 +15,7 @@ MI250X card, two devices, offloads twice the flag.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from ridgeline.errors import InputError
@@ -23,10 +24,12 @@ from ridgeline.offload import host_link_bytes_per_s, placed_layers
 from ridgeline.parallel import node_size
 from ridgeline.params import layer_params
 from ridgeline.quantization import ROUTED
+from ridgeline.stages import stage_layers
 from ridgeline.units import GIB
 
 if TYPE_CHECKING:
     from ridgeline.deployment import Deployment
+    from ridgeline.model import Layer
 
 FLAG = "--cpu-offload-gb"
 READ_OP = "cpu-offloaded weights"  # step_cost's operator for the host-link read
@@ -98,16 +101,66 @@ def runner_problem(dep: Deployment, version: str | None) -> str:
             f"--engine-version {since} or later")
 
 
+def layer_weight_bytes(dep: Deployment, layer: Layer, categories: tuple[str, ...] = ()) -> float:
+    """One decoder layer's weights (or only those of ``categories``) over all its GPUs."""
+    return sum(n * dep.weights.format_of(category).bytes_per_weight
+               for category, n in layer_params(dep.model, layer).items()
+               if not categories or category in categories)
+
+
 def layer_weight_bytes_per_gpu(dep: Deployment, categories: tuple[str, ...] = ()) -> float:
     """The decoder layers' weights one GPU holds, the most --cpu-offload-gb can move: every
     layer's weights (or only those of ``categories``) over the TP × PP GPUs (each stage
     offloads its own layers)."""
-    total = 0.0
-    for layer, _where, count in placed_layers(dep):
-        for category, n in layer_params(dep.model, layer).items():
-            if not categories or category in categories:
-                total += count * n * dep.weights.format_of(category).bytes_per_weight
+    total = sum(count * layer_weight_bytes(dep, layer, categories)
+                for layer, _where, count in placed_layers(dep))
     return total / dep.rank_gpus
+
+
+@dataclass(frozen=True)
+class OffloadedSplit:
+    """The bytes one GPU keeps in host memory (averaged over the pipeline stages), split into
+    the routed experts' (read only where a step routes to them) and everything else's."""
+
+    routed_bytes: float
+    other_bytes: float
+
+
+@lru_cache(maxsize=256)
+def offloaded_split_per_gpu(dep: Deployment) -> OffloadedSplit:
+    """Spend each GPU's offloaded bytes over its stage's decoder layers from the first up, as
+    vLLM's maybe_offload_to_cpu does in make_layers order (a layer's attention before its
+    MLP, so its non-routed weights go first). DeepSeek-V3 on 8 H200s at 2 GiB: layers 0-2,
+    dense, whole, then the rest from layers 3 and 4; the model-wide mix would be ~97% experts."""
+    budget = offloaded_bytes_per_gpu(dep)
+    tp = dep.tensor_parallel_size
+    layers = dep.model.layers
+    routed = other = 0.0
+    start = 0
+    for count in stage_layers(len(layers), dep.pipeline_parallel_size):
+        left = budget
+        for layer in layers[start:start + count]:
+            if left <= 0:
+                break
+            layer_routed = layer_weight_bytes(dep, layer, ROUTED) / tp
+            layer_other = layer_weight_bytes(dep, layer) / tp - layer_routed
+            took_other = min(left, layer_other)
+            took_routed = min(left - took_other, layer_routed)
+            other += took_other
+            routed += took_routed
+            left -= took_other + took_routed
+        start += count
+    stages = dep.pipeline_parallel_size
+    return OffloadedSplit(routed / stages, other / stages)
+
+
+def touched_share(dep: Deployment, tokens: float) -> float:
+    """The share of an MoE layer's routed experts a step over ``tokens`` tokens reads
+    (Qwen3-30B-A3B at one token: 8 of 128)."""
+    moe = dep.model.moe
+    if moe is None:
+        return 1.0
+    return expected_experts_touched(moe.num_experts, moe.experts_per_token, tokens) / moe.num_experts
 
 
 def offloaded_bytes_per_gpu(dep: Deployment) -> float:
@@ -131,34 +184,46 @@ def offloaded_bytes(dep: Deployment) -> float:
     return offloaded_bytes_per_gpu(dep) * dep.num_gpus
 
 
-def offloaded_share(dep: Deployment) -> float:
-    """The share of the decoder layers' weights in host memory (offloaded ÷ the layers'
-    bytes): of the layer weights a step reads, this much comes over the link, not from HBM."""
-    layers = layer_weight_bytes_per_gpu(dep)
-    return offloaded_bytes_per_gpu(dep) / layers if layers else 0.0
-
-
 def offload_read_share(dep: Deployment, tokens: float | None = None) -> float:
     """The share of the offloaded bytes a step over ``tokens`` tokens moves over the link
-    (None: the most, every expert). Read in place (V1's UVA view), an MoE layer's routed
-    experts cross it only where the step routes to them: dense share + routed share × experts
-    touched ÷ experts (Qwen3-30B-A3B at one token, 8 of 128 experts: about 0.11). Copied in
-    whole (V0), or a dense model: all of it."""
-    moe = dep.model.moe
-    if dep.cpu_offload is None or not dep.cpu_offload.in_place or moe is None or tokens is None:
-        return 1.0
-    layers = layer_weight_bytes_per_gpu(dep)
-    routed = layer_weight_bytes_per_gpu(dep, ROUTED) / layers if layers else 0.0
-    touched = expected_experts_touched(moe.num_experts, moe.experts_per_token, tokens)
-    return 1.0 - routed + routed * touched / moe.num_experts
+    (None: the most, every expert): offload_read_bytes_per_gpu ÷ the offloaded bytes."""
+    moved = offloaded_bytes_per_gpu(dep)
+    return offload_read_bytes_per_gpu(dep, tokens) / moved if moved else 1.0
+
+
+def offload_read_bytes_per_gpu(dep: Deployment, tokens: float | None = None) -> float:
+    """What one GPU's step over ``tokens`` tokens (None: every expert) reads of its offloaded
+    bytes. Read in place (V1's UVA view), an MoE layer's routed experts cross the link only
+    where the step routes to them: other + routed × experts touched ÷ experts, over the
+    layers vLLM offloaded first (offloaded_split_per_gpu). Copied in whole (V0), or a dense
+    model: all of it."""
+    if dep.cpu_offload is None or not dep.cpu_offload.in_place or dep.model.moe is None \
+            or tokens is None:
+        return offloaded_bytes_per_gpu(dep)
+    split = offloaded_split_per_gpu(dep)
+    return split.other_bytes + split.routed_bytes * touched_share(dep, tokens)
+
+
+def hbm_spared_bytes(dep: Deployment, other_read_bytes: float, routed_read_bytes: float) -> float:
+    """Of a step's decoder-layer weight reads (``routed_read_bytes`` of the routed experts,
+    ``other_read_bytes`` of the rest), those in host memory, read over the link instead of
+    HBM: each part × the share of it offloaded (offloaded_split_per_gpu ÷ the layers')."""
+    if dep.cpu_offload is None:
+        return 0.0
+    split = offloaded_split_per_gpu(dep)
+    routed_layers = layer_weight_bytes_per_gpu(dep, ROUTED)
+    other_layers = layer_weight_bytes_per_gpu(dep) - routed_layers
+    spared = split.other_bytes / other_layers * other_read_bytes if other_layers else 0.0
+    if routed_layers:
+        spared += split.routed_bytes / routed_layers * routed_read_bytes
+    return spared
 
 
 def offload_read_bytes(dep: Deployment, tokens: float | None = None) -> float:
     """What one step moves over the host links of one tensor-parallel rank: each GPU's
-    offloaded bytes × the share the step reads (offload_read_share), once per pipeline stage
+    read (offload_read_bytes_per_gpu), once per pipeline stage
     (the stages run one after another)."""
-    read = offloaded_bytes_per_gpu(dep) * offload_read_share(dep, tokens)
-    return dep.pipeline_parallel_size * read
+    return dep.pipeline_parallel_size * offload_read_bytes_per_gpu(dep, tokens)
 
 
 def offload_read_time_s(dep: Deployment, tokens: float | None = None) -> float:

@@ -48,6 +48,7 @@ class EngineMethod:
     checkpoints: tuple[str, ...]
     source: str
     quant_algos: tuple[str, ...] = ()
+    engines: tuple[str, ...] = QUANTIZATION_ENGINES  # those with the method (w8a8_fp8: SGLang)
 
     def serves_as_stored(self, spec: ModelSpec) -> bool:
         """Whether the engines take this method on ``spec``'s checkpoint and load it as
@@ -63,7 +64,8 @@ class EngineMethod:
 def engine_methods() -> dict[str, EngineMethod]:
     return {row["method"]: EngineMethod(row["method"], row["format"], tuple(row["reads"]),
                                         bool(row["online"]), tuple(row["checkpoints"]),
-                                        row["source"], tuple(row.get("quant_algos", ())))
+                                        row["source"], tuple(row.get("quant_algos", ())),
+                                        tuple(row.get("engines", QUANTIZATION_ENGINES)))
             for row in load_data("formats.json")["engine_methods"]}
 
 
@@ -84,7 +86,7 @@ def method_format(method: str) -> str:
     return engine_method(method).format
 
 
-def quantized_weights(method: str, spec: ModelSpec) -> str:
+def quantized_weights(method: str, spec: ModelSpec, engine: str | None = None) -> str:
     """What --quantization ``method`` serves ``spec`` in, or the engines' refusal in one line.
     A 16-bit checkpoint: the method's format where it quantizes on load (fp8), else refused
     (vLLM looks for the method's config in the checkpoint and fails at start-up). A quantized
@@ -108,7 +110,7 @@ def quantized_weights(method: str, spec: ModelSpec) -> str:
         return "auto"
     label = "+".join(sorted(stored))
     algo = f", quant_algo {spec.quant_algo}" if spec.quant_algo else ""
-    own = checkpoint_engine_method(spec)
+    own = checkpoint_engine_method(spec, engine)
     instead = (f"leave out --quantization, or give its own method --quantization "
                f"{own.method}, to serve it as stored" if own else
                "leave out --quantization to serve it as stored, or give --weights "
@@ -119,18 +121,29 @@ def quantized_weights(method: str, spec: ModelSpec) -> str:
                      f"argument): {instead}")
 
 
-def checkpoint_engine_method(spec: ModelSpec) -> EngineMethod | None:
-    """The first method (formats.json's order) that serves ``spec``'s checkpoint as stored:
-    the one to name when another is refused (qwen3.6-35b-a3b's MIXED_PRECISION ->
-    modelopt_mixed); None for a 16-bit checkpoint or one no method reads."""
-    return next((m for m in engine_methods().values() if m.serves_as_stored(spec)), None)
+def checkpoint_engine_method(spec: ModelSpec, engine: str | None = None) -> EngineMethod | None:
+    """The first method (formats.json's order) of ``engine`` (None: either) that serves
+    ``spec``'s checkpoint as stored: the one to name when another is refused (qwen3.6-35b-a3b's
+    MIXED_PRECISION -> modelopt_mixed; a compressed-tensors FP8 one on vLLM: none, w8a8_fp8
+    being SGLang's); None for a 16-bit checkpoint or one no method reads."""
+    return next((m for m in engine_methods().values() if m.serves_as_stored(spec)
+                 and (engine is None or engine in m.engines)), None)
 
 
 def quantization_engine(method: str, engine: str | None) -> None:
-    """Refuses --quantization for an engine that has no such flag (None: none named)."""
-    if engine is None or engine in QUANTIZATION_ENGINES:
+    """Refuses --quantization for an engine that has no such flag (None: none named), or
+    one without the method (w8a8_fp8 is SGLang's; ptpc_fp8 vLLM's)."""
+    if engine is None:
         return
-    fmt = engine_method(method).format
+    chosen = engine_method(method)
+    if engine in QUANTIZATION_ENGINES:
+        if engine not in chosen.engines:
+            names = {"vllm": "vLLM", "sglang": "SGLang"}
+            raise InputError(f"--quantization {chosen.method} is {names[chosen.engines[0]]}'s; "
+                             f"{names[engine]} has no such method: give --engine "
+                             f"{chosen.engines[0]}, or --weights {chosen.format} to size it")
+        return
+    fmt = chosen.format
     if engine.startswith("llama.cpp"):
         raise InputError(f"--quantization {method} is vLLM's and SGLang's; llama.cpp runs the "
                          "GGUF's own types: give --weights q4_k_m, q8_0, … (as stored: leave "

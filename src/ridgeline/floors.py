@@ -25,7 +25,7 @@ from ridgeline.cost import (
     op_slowdown,
     step_cost,
 )
-from ridgeline.cpu_offload import offloaded_share
+from ridgeline.cpu_offload import hbm_spared_bytes
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Step, q, step
 from ridgeline.kvcache import KVFootprint, kv_footprint
@@ -134,7 +134,8 @@ def step_work(dep: Deployment, batch: list[Seq]) -> Work:
     # --cpu-offload-gb: weights in the matmuls' bytes, read over the link instead of from HBM
     offloaded = sum(op.bytes for op in cost.ops if op.name == CPU_OFFLOAD_READ) * tp
     # of the layers' weights the step reads (an MoE's touched experts), the offloaded share
-    spared = offloaded_share(dep) * (weights - head_bytes) if dep.cpu_offload else None
+    spared = hbm_spared_bytes(dep, weights - head_bytes - experts, experts) \
+        if dep.cpu_offload else None
     return Work(cost.flops * tp, weights, kv, total - weights - kv - offloaded, paced, host,
                 link, host_s, experts, spared)
 
@@ -534,8 +535,9 @@ def _host_steps(dep: Deployment, work: Work) -> tuple[Step, ...]:
                      q("offloaded bytes a GPU", moved / GB, "GB",
                        "--cpu-offload-gb × 2^30, at most the layers' weights"),
                      *([q("share read", share, "",
-                          "read in place: the dense weights, and the routed experts the "
-                          "step's tokens touch")] if share < 1 else []),
+                          "read in place: the non-expert weights of the layers offloaded "
+                          "first (from layer 0 up), and the routed experts the step's "
+                          "tokens touch")] if share < 1 else []),
                      q("pipeline stages", dep.pipeline_parallel_size),
                      q("host link", host_link_bytes_per_s(
                          dep.accelerator, dep.cpu_offload.link_bytes_per_s) / 1e9, "GB/s",
