@@ -1,7 +1,7 @@
-"""Async scheduling (vLLM) and the overlap scheduler (SGLang) in the simulator: on a busy
-engine the next batch is formed as one starts, so an arrival joins a step later
-(``Run.arrive_due``) and a finished request's seat and blocks come free at the end of the next
-step (``Simulator.finish``), than in the synchronous loop."""
+"""Async scheduling (vLLM) and the overlap scheduler (SGLang, TensorRT-LLM's PyTorch backend)
+in the simulator: on a busy engine the next batch is formed as one starts, so an arrival joins
+a step later (``Run.arrive_due``) and a finished request's seat and blocks come free at the end
+of the next step (``Simulator.finish``), than in the synchronous loop."""
 
 from __future__ import annotations
 
@@ -26,6 +26,13 @@ from ridgeline.sim.workload import Workload
 DEP = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"), "bf16")
 PROFILE = profile_for("vllm")
 SGLANG = {"prefill_first": True, "token_ratio": True, "cache_on_schedule": False}
+# TensorRT-LLM's scheduler as sim_config builds it: GUARANTEED_NO_EVICT, contexts whole
+TRTLLM = {"reserve_full": True, "chunked_prefill": False, "cache_on_schedule": False,
+          "lru_free_queue": False}
+
+
+def engine_of(engine: dict[str, bool]) -> str:
+    return "sglang" if engine is SGLANG else "trtllm" if engine is TRTLLM else "vllm"
 
 
 def config(async_on: bool, fast: bool = True, blocks: int = 20_000, seqs: int = 64,
@@ -80,13 +87,13 @@ def seat_freed(async_on: bool, fast: bool, **engine: bool) -> tuple[float, float
     long, short, third = Request(0, 0.0, 100, 300), Request(1, 0.0, 100, 20), \
         Request(2, 0.0, 100, 20)
     ends: list[float] = []
-    Simulator(DEP, profile_for("sglang" if engine else "vllm"),
+    Simulator(DEP, profile_for(engine_of(engine)),
               config(async_on, fast, seqs=2, **engine)).run(
         iter([long, short, third]), after_step=lambda s: ends.append(s.now_s))
     return short.finish_s, third.first_scheduled_s, ends
 
 
-@pytest.mark.parametrize("engine", [{}, SGLANG], ids=["vllm", "sglang"])
+@pytest.mark.parametrize("engine", [{}, SGLANG, TRTLLM], ids=["vllm", "sglang", "trtllm"])
 @pytest.mark.parametrize("fast", [True, False], ids=["fast path", "step loop"])
 def test_a_finished_requests_seat_comes_free_at_the_end_of_the_next_step(
         engine: dict[str, bool], fast: bool) -> None:
@@ -135,14 +142,14 @@ def test_async_scheduling_lengthens_queueing_under_load_but_not_tpot() -> None:
     assert lagged.completed == sync.completed
 
 
-@pytest.mark.parametrize("engine", [{}, SGLANG], ids=["vllm", "sglang"])
+@pytest.mark.parametrize("engine", [{}, SGLANG, TRTLLM], ids=["vllm", "sglang", "trtllm"])
 @pytest.mark.parametrize("blocks,seqs", [(20_000, 64), (400, 64), (150, 16), (20_000, 8)])
 def test_async_fast_path_agrees_with_the_step_loop_within_half_a_percent(
         engine: dict[str, bool], blocks: int, seqs: int) -> None:
     """Open loop, with pools and seats tight enough that the late frees decide who starts
     and who is preempted."""
     w = Workload(300, "lognormal:800,0.8", "lognormal:200,0.8", rate=10.0, seed=3)
-    profile = profile_for("sglang" if engine else "vllm")
+    profile = profile_for(engine_of(engine))
     fast = Simulator(DEP, profile, config(True, True, blocks, seqs, **engine)).run(iter(w))
     slow = Simulator(DEP, profile, config(True, False, blocks, seqs, **engine)).run(iter(w))
     assert fast.completed == slow.completed
@@ -186,11 +193,10 @@ def check_invariants(sim: Simulator) -> None:
                           rate=st.sampled_from([2.0, 50.0, float("inf")]),
                           seed=st.integers(0, 10_000)),
        blocks=st.sampled_from([40, 200, 5000]), seqs=st.sampled_from([2, 64]),
-       sglang=st.booleans())
+       engine=st.sampled_from([{}, SGLANG, TRTLLM]))
 def test_invariants_hold_after_every_step_under_async_scheduling(
-        workload: Workload, blocks: int, seqs: int, sglang: bool) -> None:
-    engine = SGLANG if sglang else {}
-    sim = Simulator(DEP, profile_for("sglang" if sglang else "vllm"),
+        workload: Workload, blocks: int, seqs: int, engine: dict[str, bool]) -> None:
+    sim = Simulator(DEP, profile_for(engine_of(engine)),
                     config(True, blocks=blocks, seqs=seqs, **engine))
     result = sim.run(iter(workload), after_step=check_invariants)
     assert result.completed + result.rejected == workload.num_requests
@@ -208,7 +214,6 @@ def test_vllm_schedules_asynchronously_from_v0_14_and_its_flag_turns_it_off() ->
     assert not sim_config(DEP, spec_tokens=3, spec_method="draft-model").async_scheduling
     # pipeline parallelism runs on the pipeline's own batch queue
     assert not overlapped_scheduling("vllm", EngineSettings(), 2)
-    assert not sim_config(replace(DEP, engine="trtllm")).async_scheduling
 
 
 def test_sglang_overlaps_from_v0_4_unless_disable_overlap_schedule() -> None:
@@ -219,6 +224,21 @@ def test_sglang_overlaps_from_v0_4_unless_disable_overlap_schedule() -> None:
     assert sim_config(sglang, EngineSettings(engine_version="0.4.0")).async_scheduling
     assert not sim_config(sglang, spec_tokens=3).async_scheduling  # EAGLE turns it off
     assert not overlapped_scheduling("sglang", EngineSettings(), 2)
+
+
+def test_trtllm_overlaps_on_its_pytorch_backend_unless_disable_overlap_scheduler() -> None:
+    """TensorRT-LLM's PyTorch backend overlaps by default (v0.20+); its switch, n-gram drafts
+    and pipeline parallelism turn it off, and its TensorRT engine backend never overlaps."""
+    trtllm = replace(DEP, engine="trtllm")
+    assert sim_config(trtllm).async_scheduling
+    assert sim_config(trtllm, EngineSettings(backend="pytorch")).async_scheduling
+    assert not sim_config(trtllm, EngineSettings(overlap_scheduler=False)).async_scheduling
+    assert not sim_config(trtllm, EngineSettings(backend="tensorrt")).async_scheduling
+    # speculative decoding: MTP/EAGLE-3 and a draft model keep it, n-gram does not
+    assert sim_config(trtllm, spec_tokens=3, spec_method="eagle").async_scheduling
+    assert sim_config(trtllm, spec_tokens=3, spec_method="draft-model").async_scheduling
+    assert not sim_config(trtllm, spec_tokens=3, spec_method="ngram").async_scheduling
+    assert not overlapped_scheduling("trtllm", EngineSettings(), 2)  # _executor_loop_pp
 
 
 SIMULATE = ["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "8", "--num-requests", "300",
@@ -238,6 +258,33 @@ def test_disable_overlap_schedule_is_refused_for_vllm(capsys: pytest.CaptureFixt
     assert main([*SIMULATE, "--disable-overlap-schedule"]) == 2
     err = capsys.readouterr().err
     assert "--disable-overlap-schedule is SGLang's" in err and "--no-async-scheduling" in err
+
+
+def test_disable_overlap_scheduler_makes_trtllm_take_arrivals_a_step_sooner(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """At 8 req/s the PyTorch backend's default overlap costs TTFT that the switch gives
+    back; the TensorRT engine backend, which has no overlap scheduler, runs synchronously
+    too, and is refused the switch."""
+    ttft = {}
+    for flags in ([], ["--disable-overlap-scheduler"], ["--backend", "tensorrt"]):
+        assert main([*SIMULATE, "--engine", "trtllm", *flags]) == 0
+        out = json.loads(capsys.readouterr().out)
+        ttft[" ".join(flags)] = out["ttft_s"]["mean"]
+        assert out["settings"]["async_scheduling"] is (not flags)
+    assert ttft["--disable-overlap-scheduler"] < ttft[""]
+    assert ttft["--backend tensorrt"] < ttft[""]
+    assert main([*SIMULATE, "--engine", "trtllm", "--backend", "tensorrt",
+                 "--disable-overlap-scheduler"]) == 2
+    assert "no overlap scheduler to turn off" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("engine,own", [("vllm", "vLLM's is --no-async-scheduling"),
+                                        ("sglang", "SGLang's is --disable-overlap-schedule)")])
+def test_disable_overlap_scheduler_is_refused_for_other_engines(
+        capsys: pytest.CaptureFixture[str], engine: str, own: str) -> None:
+    assert main([*SIMULATE, "--engine", engine, "--disable-overlap-scheduler"]) == 2
+    err = capsys.readouterr().err
+    assert "--disable-overlap-scheduler is TensorRT-LLM's" in err and own in err
 
 
 def _engine_line_and_settings(capsys: pytest.CaptureFixture[str], *flags: str
@@ -263,6 +310,9 @@ def test_simulate_says_whether_it_schedules_the_next_batch_during_a_step(
     line, settings = _engine_line_and_settings(capsys, "--engine", "sglang")
     assert settings["async_scheduling"] is True and "overlap scheduler on" in line
     line, settings = _engine_line_and_settings(capsys, "--engine", "trtllm")
+    assert settings["async_scheduling"] is True and "overlap scheduler on" in line
+    line, settings = _engine_line_and_settings(capsys, "--engine", "trtllm", "--backend",
+                                               "tensorrt")
     assert settings["async_scheduling"] is False and "scheduling on" not in line
 
 

@@ -192,9 +192,7 @@ def engine_holds(dep: Deployment, context: int, enforce_eager: bool = False,
         return max_batch(dep, context, replace(base, max_model_len=context,
                                                enforce_eager=enforce_eager or base.enforce_eager))
     if dep.engine.startswith("llama.cpp"):
-        settings = EngineSettings(max_model_len=context, max_num_seqs=1,
-                                  flash_attn=dep.flash_attention)
-        return held_conversations(kv_pool(dep, settings), dep, context)
+        return held_conversations(kv_pool(dep, _one_slot(dep, context, settings)), dep, context)
     return None
 
 
@@ -206,8 +204,15 @@ def engine_none_reason(dep: Deployment, context: int, enforce_eager: bool = Fals
         base = settings or EngineSettings()
         s = replace(base, max_model_len=context, enforce_eager=enforce_eager or base.enforce_eager)
     else:
-        s = EngineSettings(max_model_len=context, max_num_seqs=1, flash_attn=dep.flash_attention)
+        s = _one_slot(dep, context, settings)
     return no_sequence_reason(kv_pool(dep, s), dep, context)
+
+
+def _one_slot(dep: Deployment, context: int, settings: EngineSettings | None) -> EngineSettings:
+    """llama.cpp given one slot of ``context`` cells (-np 1, -c context), at the build
+    ``settings`` names (--engine-version; default the newest modelled)."""
+    return EngineSettings(max_model_len=context, max_num_seqs=1, flash_attn=dep.flash_attention,
+                          engine_version=settings.engine_version if settings else None)
 
 
 def longest_holding(holds: Callable[[int], bool], low: int, high: int) -> int:

@@ -17,6 +17,7 @@ from ridgeline.cli import (
     engine_sizes,
     max_model_len_option,
 )
+from ridgeline.cli_engine import MEMORY_RULES, engine_version_flag
 from ridgeline.cli_load import (
     accelerator_names,
     build_deployment,
@@ -247,14 +248,16 @@ def _max_model_len(args: argparse.Namespace, dep: Any, contexts: list[int],
 def _engine_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
     """decode's pool settings where any was given (None: the engine's defaults, vLLM's as vllm
     serve sets them, as fit, simulate and plan size it); refused for llama.cpp, which decode
-    gives a slot per sequence."""
+    gives a slot per sequence, but for --engine-version, whose rules (a release's, a build's)
+    size every engine's pool as fit sizes it."""
     from ridgeline.memory import EngineSettings
 
+    version = _engine_version(args, dep)
     given = [f"--{name.replace('_', '-')}" for name in (
         "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens", "block_size",
         "usage", "kv_cache_memory_bytes", "max_total_tokens") if getattr(args, name) is not None]
     if not given:
-        return None
+        return None if version is None else EngineSettings(engine_version=version)
     if dep.engine.startswith("llama.cpp"):
         owner = ("vLLM's pool" if given == ["--kv-cache-memory-bytes"] else
                  "SGLang's and TensorRT-LLM's pools" if given == ["--max-total-tokens"] else
@@ -269,7 +272,21 @@ def _engine_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
                           max_num_batched_tokens=args.max_num_batched_tokens,
                           block_size=args.block_size, usage=args.usage or "serve",
                           kv_cache_memory_bytes=args.kv_cache_memory_bytes,
-                          max_total_tokens=args.max_total_tokens)
+                          max_total_tokens=args.max_total_tokens, engine_version=version)
+
+
+def _engine_version(args: argparse.Namespace, dep: Any) -> str | None:
+    """--engine-version, checked against ``dep.engine`` before anything is priced, with fit's
+    one-line errors (its spelling as EngineSettings reads it, then the engine's own check)."""
+    version = getattr(args, "engine_version", None)
+    if version is None:
+        return None
+    from ridgeline.engine_versions import check_engine_version
+    from ridgeline.memory import EngineSettings
+
+    EngineSettings(engine_version=version)  # its spelling, as fit's settings read it
+    check_engine_version(dep.engine, version)
+    return str(version)
 
 
 def _placed_once(args: argparse.Namespace, dep: Any, report: Any) -> Any:
@@ -294,7 +311,8 @@ def _decode_deployment(args: argparse.Namespace) -> Any:
 
     dep = replace(load_deployment(args), engine=engine_id(args.engine))
     no_fit_ctx(args)
-    settings = EngineSettings(flash_attn=dep.flash_attention)
+    settings = EngineSettings(flash_attn=dep.flash_attention,
+                              engine_version=_engine_version(args, dep))
     return fitted(args, dep, settings, max(args.context), max(args.batch))
 
 def cmd_prefill(args: argparse.Namespace) -> Any:
@@ -317,7 +335,8 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
         dep = load_deployment(a)
         no_fit_ctx(a)
         placed = fitted(a, dep, EngineSettings(flash_attn=dep.flash_attention,
-                                               max_num_batched_tokens=a.ubatch_size),
+                                               max_num_batched_tokens=a.ubatch_size,
+                                               engine_version=_engine_version(a, dep)),
                         max(a.prompt_len), a.batch)
         if a.ubatch_size and not placed.engine.startswith("llama.cpp"):
             raise InputError(f"--ubatch-size is llama.cpp's -ub; {placed.engine} runs a prompt "
@@ -346,7 +365,8 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
             expected = Expectation.of_prefill(placed, n, a.batch, profile, a.ubatch_size,
                                               budget if engine_runs(floor, seat) else None)
             return PrefillReport(placed, floor, expected, a.ubatch_size, seat, notes, budget,
-                                 pool_settings.usage if pool_settings else "serve")
+                                 pool_settings.usage if pool_settings else "serve",
+                                 a.engine_version)
 
         return [report(n) for n in a.prompt_len]
 
@@ -394,6 +414,7 @@ def _pool_flags(p: Any) -> None:
     g.add_argument("--usage", choices=["serve", "offline"],
                    help="vLLM usage context whose defaults size the pool: vllm serve "
                    "(default), or the offline LLM class (a batch run)")
+    engine_version_flag(g, MEMORY_RULES, v0=True)
 
 
 def register(sub: Any) -> None:

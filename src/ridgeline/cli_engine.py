@@ -51,6 +51,15 @@ def sglang_overlap(g: Any) -> None:
                    "blocks come free a step later)")
 
 
+def trtllm_overlap(g: Any) -> None:
+    """TensorRT-LLM's switch for its PyTorch backend's overlap scheduler (simulate)."""
+    g.add_argument("--disable-overlap-scheduler", action="store_true",
+                   help="TensorRT-LLM (disable_overlap_scheduler: true in --extra_llm_api_options): "
+                   "schedule synchronously (from v0.20 its PyTorch backend forms the next batch "
+                   "while one runs, so an arrival joins and a finished request's seat and "
+                   "blocks come free a step later); the TensorRT engine backend has none")
+
+
 def _trtllm_backend(g: Any) -> None:
     """TensorRT-LLM's backend, which decides what it allocates before the cache."""
     g.add_argument("--backend", choices=["pytorch", "tensorrt"],
@@ -59,12 +68,21 @@ def _trtllm_backend(g: Any) -> None:
                    "decoder keep vocabulary-sized buffers for every max_batch_size seat")
 
 
+# what fit, decode and prefill take from --engine-version: the release's pool sizing
+MEMORY_RULES = "memory rules to follow, any release within an era"
+
+
 def _usage_and_version(g: Any, rules: str, v0: bool = False) -> None:
-    """--usage (vLLM's usage context) and --engine-version, whose help says what the command
-    takes from the release (``rules``: "memory rules to follow") and, with ``v0``, how to
-    name vLLM's V0 engine."""
+    """--usage (vLLM's usage context) and --engine-version (``engine_version_flag``)."""
     g.add_argument("--usage", choices=["serve", "offline"],
                    help="vLLM usage context: vllm serve (default) or the offline LLM class")
+    engine_version_flag(g, rules, v0)
+
+
+def engine_version_flag(g: Any, rules: str, v0: bool = False) -> None:
+    """--engine-version, whose help says what the command takes from the release (``rules``:
+    "memory rules to follow") and, with ``v0``, how to name vLLM's V0 engine (fit, simulate,
+    decode and prefill)."""
     g.add_argument("--engine-version", metavar="V",
                    help=f"engine version whose {rules}: vLLM 0.1 ... 0.32"
                    + (" (add V0 for VLLM_USE_V1=0, up to 0.10)" if v0 else "") + ", SGLang 0.3 ... 0.5.9, "

@@ -14,6 +14,7 @@ from ridgeline.cli import (
     max_model_len_option,
 )
 from ridgeline.cli_engine import (
+    MEMORY_RULES,
     _prefix_caching,
     _trtllm_backend,
     _usage_and_version,
@@ -222,7 +223,7 @@ def register(sub: Any) -> None:
     g.add_argument("--flash-attn", choices=["on", "off", "auto"],
                    help="llama.cpp -fa (default auto: on where supported); off sizes the "
                    "attention scores into the compute buffer and costs their traffic")
-    _usage_and_version(g, "memory rules to follow, any release within an era", v0=True)
+    _usage_and_version(g, MEMORY_RULES, v0=True)
     _offload(p)
     _output(p, plot=True)
     p.set_defaults(handler=cmd_fit)

@@ -353,6 +353,7 @@ def engine_settings(args: argparse.Namespace) -> Any:
         engine_version=getattr(args, "engine_version", None),
         async_scheduling=not getattr(args, "no_async_scheduling", False),
         overlap_schedule=not getattr(args, "disable_overlap_schedule", False),
+        overlap_scheduler=not getattr(args, "disable_overlap_scheduler", False),
         prefix_caching=getattr(args, "prefix_caching", None),
         language_model_only=getattr(args, "language_model_only", False),
         enable_multimodal=getattr(args, "enable_multimodal", False),

@@ -23,6 +23,7 @@ from ridgeline.cli_engine import (
     check_engine_flags,
     sglang_multimodal,
     sglang_overlap,
+    trtllm_overlap,
 )
 from ridgeline.cli_load import (
     build_deployment,
@@ -443,6 +444,7 @@ def register(sub: Any) -> None:
                     "hybrid keeps two state blocks per request")
     _vllm_memory_switches(g)
     _trtllm_backend(g)
+    trtllm_overlap(g)
     g.add_argument("--ignore-eos", action="store_true",
                    help="SGLang: the requests ask for exactly their output (sglang.bench_serving "
                    "sends ignore_eos unless --disable-ignore-eos), so admission holds each "

@@ -48,7 +48,7 @@ from ridgeline.parallel import ep_rank_experts
 from ridgeline.quantization import EXPERTS
 from ridgeline.sglang_pool import sglang_pool
 from ridgeline.stages import Stage, pipeline_stages, stage_weight_bytes
-from ridgeline.trtllm_memory import check_backend, trtllm_pool
+from ridgeline.trtllm_memory import check_backend, default_backend, trtllm_pool
 from ridgeline.units import GIB
 from ridgeline.vllm_memory import parse_version
 from ridgeline.vllm_pool import vllm_deployment, vllm_pool
@@ -80,6 +80,8 @@ class EngineSettings:
     swa_full_tokens_ratio: float | None = None  # SGLang's window pool ÷ full pool (default 0.8)
     async_scheduling: bool = True  # vLLM (default since v0.14): off is --no-async-scheduling
     overlap_schedule: bool = True  # SGLang (default since v0.4.0): off is --disable-overlap-schedule
+    # TensorRT-LLM's PyTorch backend (default since v0.20): off is disable_overlap_scheduler
+    overlap_scheduler: bool = True
     # vLLM: None is its default (on; for a model with recurrent state, off before v0.28)
     prefix_caching: bool | None = None
     language_model_only: bool = False  # vLLM --language-model-only: no vision tower loaded
@@ -162,10 +164,13 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
                          f"{dep.model.architecture} on {dep.accelerator.id} does not get: "
                          "SGLang caches every layer's tokens in one pool for it")
     if not s.async_scheduling and engine != "vllm":
-        raise InputError(f"--no-async-scheduling is vLLM's; {engine} has no such setting")
+        raise InputError(f"--no-async-scheduling is vLLM's; {engine} has no such setting"
+                         + _overlap_switch_hint(engine))
     if not s.overlap_schedule and engine != "sglang":
         raise InputError(f"--disable-overlap-schedule is SGLang's; {engine} has no such setting"
-                         + (" (vLLM's is --no-async-scheduling)" if engine == "vllm" else ""))
+                         + _overlap_switch_hint(engine))
+    if not s.overlap_scheduler:
+        check_overlap_scheduler_flag(engine, s.backend)
     if not s.overlap_schedule and s.engine_version is not None:
         check_overlap_flag(s.engine_version)
     if engine == "vllm" and dep.pipeline_parallel_size > 1 and s.engine_version \
@@ -254,6 +259,28 @@ def _stage_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
     if engine == "sglang":
         return sglang_pool(dep, s, total_bytes, weight_bytes, kv_bytes_per_token, stage)
     return trtllm_pool(dep, s, total_bytes, weight_bytes, non_torch, kv_bytes_per_token, stage)
+
+
+def _overlap_switch_hint(engine: str) -> str:
+    """The engine's own switch for its overlapped scheduling, for a refusal of another's."""
+    return {"vllm": " (vLLM's is --no-async-scheduling)",
+            "sglang": " (SGLang's is --disable-overlap-schedule)",
+            "trtllm": " (TensorRT-LLM's is --disable-overlap-scheduler)"}.get(engine, "")
+
+
+def check_overlap_scheduler_flag(engine: str, backend: str | None) -> None:
+    """An InputError where --disable-overlap-scheduler has nothing to turn off: it is
+    TensorRT-LLM's PyTorch backend's (TorchLlmArgs.disable_overlap_scheduler, engines.json
+    trtllm.overlap_scheduler); the TensorRT engine backend runs synchronously by default."""
+    if engine != "trtllm":
+        raise InputError("--disable-overlap-scheduler is TensorRT-LLM's (disable_overlap_"
+                         f"scheduler in its LLM API); {engine} has no such setting"
+                         + _overlap_switch_hint(engine))
+    backends = engine_defaults("trtllm")["overlap_scheduler"]["backends"]
+    if (backend or default_backend()) not in backends:
+        raise InputError(f"--disable-overlap-scheduler is TensorRT-LLM's PyTorch backend's; the "
+                         f"{backend} engine backend has no overlap scheduler to turn off (its "
+                         "C++ executor runs synchronously unless enableTrtOverlap is set)")
 
 
 def check_overlap_flag(version: str) -> None:

@@ -436,12 +436,23 @@ def describe_settings(settings: EngineSettings, engine: str,
              for name in ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens",
                           "block_size") if (value := getattr(settings, name)) is not None]
     given += [f"max_model_len {max_model_len}"] if max_model_len else []
+    rules = [version_rules(engine, settings.engine_version)] if settings.engine_version else []
     if engine != "vllm":
-        return ", ".join(given)
+        return ", ".join(given + rules)
     if not given:
-        return "vllm serve's defaults" if settings.usage == "serve" else \
-            "the offline LLM class's defaults, a batch run's"
-    return ", ".join([f"usage {settings.usage}", *given])
+        return ", ".join(["vllm serve's defaults" if settings.usage == "serve" else
+                          "the offline LLM class's defaults, a batch run's", *rules])
+    return ", ".join([f"usage {settings.usage}", *given, *rules])
+
+
+def version_rules(engine: str, version: str) -> str:
+    """Whose rules sized a pool --engine-version names: 'as vLLM 0.10 sizes it', 'as
+    llama.cpp-cuda b7000 sizes it'."""
+    from ridgeline.engine_versions import llamacpp_build
+
+    build = llamacpp_build(version) if engine.startswith("llama.cpp") else None
+    name = {"vllm": "vLLM", "sglang": "SGLang"}.get(engine, engine)
+    return f"as {name} {f'b{build}' if build else version.strip()} sizes it"
 
 
 def _memory_only(headline: str, engine: str) -> str:

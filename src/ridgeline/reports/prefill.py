@@ -3,6 +3,7 @@ engine is expected to take, for one card or several side by side."""
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +48,7 @@ class PrefillReport:
     # a serving engine's token budget a step, and where it comes from (chunked_prefill.py)
     step_budget: tuple[int, str] | None = None
     usage: str = "serve"  # vLLM's usage context the pool is sized for (--usage)
+    engine_version: str | None = None  # whose rules sized the pool (--engine-version)
 
     @property
     def pool_batch(self) -> int | None:
@@ -106,8 +108,10 @@ class PrefillReport:
             return ""
         if not f.fit.fits:
             return "does not fit: " + f.fit.headline().removeprefix("DOES NOT FIT: ")
-        fit = "`ridgeline fit --usage offline`" if e.engine == "vllm" \
-            and self.usage == "offline" else "`ridgeline fit`"
+        flags = (" --usage offline" if e.engine == "vllm" and self.usage == "offline" else "") \
+            + (f" --engine-version {shlex.quote(self.engine_version)}"
+               if self.engine_version else "")
+        fit = f"`ridgeline fit{flags}`"
         held = self.pool_batch or 0
         if held:
             return (f"its KV pool holds {held:,} {plural(held, 'prompt')} of {f.prompt_len:,} "

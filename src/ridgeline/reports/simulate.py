@@ -673,7 +673,7 @@ def _policy(c: SimConfig) -> str:
 def _engine_line(c: SimConfig, engine: str, overlapped: bool) -> str:
     """The simulated engine's limits, in the engine's own terms (llama-server: slots, -b, -ub),
     its speculative decoding where it drafts, and its overlapped scheduling where on
-    (``overlapped``: vLLM's async scheduling, SGLang's overlap scheduler)."""
+    (``overlapped``: vLLM's async scheduling, SGLang's and TensorRT-LLM's overlap scheduler)."""
     spec = (f"; speculative decoding: {c.spec_tokens} draft {plural(c.spec_tokens, 'token')} a "
             f"step, each accepted with chance {c.spec_acceptance:g}, so a step streams "
             f"{tokens_per_step(c.spec_tokens, c.spec_acceptance):.2f} tokens on average (TPOT "
@@ -694,7 +694,7 @@ def overlap_clause(engine: str, overlapped: bool) -> str:
     """The engine line's word on overlapped scheduling, in the engine's own name, or ""."""
     if not overlapped:
         return ""
-    name = "overlap scheduler" if engine == "sglang" else "async scheduling"
+    name = "overlap scheduler" if engine in ("sglang", "trtllm") else "async scheduling"
     return (f"; {name} on: the next batch is formed while one runs, so an arrival or a freed "
             "seat waits a step")
 

@@ -95,10 +95,11 @@ class SimConfig:
     # and whether a request alone is held to it too (before v0.31)
     long_prefill_token_threshold: int = 0
     long_prefill_alone: bool = False
-    # vLLM's async scheduling, SGLang's overlap scheduler (``overlapped_scheduling``): batch
-    # k+1 is formed as batch k starts, so on a busy engine an arrival joins a step later
-    # (``Run.arrive_due``) and a finished request's seat and blocks come free at the end of
-    # the next step (``Simulator.finish``); the synchronous loop where False
+    # vLLM's async scheduling, SGLang's and TensorRT-LLM's overlap schedulers
+    # (``overlapped_scheduling``): batch k+1 is formed as batch k starts, so on a busy engine
+    # an arrival joins a step later (``Run.arrive_due``) and a finished request's seat and
+    # blocks come free at the end of the next step (``Simulator.finish``); the synchronous
+    # loop where False
     async_scheduling: bool = False
 
     def admission_extra(self, prompt_tokens: int) -> int | None:
@@ -193,8 +194,11 @@ def overlapped_scheduling(engine: str, settings: object, pipeline_parallel_size:
     """Whether the engine forms its next batch while one runs (engines.json, with sources):
     vLLM from v0.14 unless --no-async-scheduling, speculative decoding only with an EAGLE or
     MTP drafter; SGLang from v0.4.0 unless --disable-overlap-schedule, and never with
-    speculative decoding. Neither overlaps under pipeline parallelism (vLLM's pipeline has
-    its own batch queue, sim/pipeline.py; SGLang turns overlap off)."""
+    speculative decoding; TensorRT-LLM's PyTorch backend (from v0.20, the newest modelled)
+    unless --disable-overlap-scheduler, speculative decoding with an EAGLE/MTP drafter or a
+    draft model but not n-gram, and never its TensorRT engine backend. None overlaps under
+    pipeline parallelism (vLLM's and TensorRT-LLM's pipelines keep their own micro-batches
+    in flight, sim/pipeline.py; SGLang turns overlap off)."""
     from ridgeline.datafiles import engine_defaults
     from ridgeline.memory import EngineSettings
 
@@ -216,6 +220,12 @@ def overlapped_scheduling(engine: str, settings: object, pipeline_parallel_size:
             sglang_release(s.engine_version) < sglang_release(rule["default_from"])
         return s.overlap_schedule and not old and (
             not spec_tokens or rule["with_speculative_decoding"])
+    if engine == "trtllm":
+        from ridgeline.trtllm_memory import default_backend
+
+        rule = engine_defaults("trtllm")["overlap_scheduler"]
+        return s.overlap_scheduler and (s.backend or default_backend()) in rule["backends"] \
+            and (not spec_tokens or spec_method in rule["spec_methods"])
     return False
 
 
