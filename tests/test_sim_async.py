@@ -14,11 +14,12 @@ from hypothesis import strategies as st
 
 from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.cli import main
+from ridgeline.engine_scheduling import overlapped_scheduling
 from ridgeline.engines import profile_for
 from ridgeline.errors import InputError
 from ridgeline.memory import EngineSettings, check_overlap_flag
 from ridgeline.reports.simulate import overlap_clause
-from ridgeline.sim.config import SimConfig, overlapped_scheduling, sim_config
+from ridgeline.sim.config import SimConfig, sim_config
 from ridgeline.sim.request import Request
 from ridgeline.sim.simulator import Simulator
 from ridgeline.sim.workload import Workload

@@ -12,10 +12,11 @@ import pytest
 from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.chunked_prefill import step_budget
 from ridgeline.cli import main
+from ridgeline.engine_scheduling import long_prefill_threshold
 from ridgeline.errors import InputError
 from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.sim.blocks import BlockPool
-from ridgeline.sim.config import long_prefill_threshold, sim_config
+from ridgeline.sim.config import sim_config
 from ridgeline.sim.request import Request
 from ridgeline.sim.scheduler import Scheduler, SchedulerConfig
 from ridgeline.vllm_pool import vllm_batch_defaults

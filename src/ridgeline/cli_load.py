@@ -355,6 +355,7 @@ def engine_settings(args: argparse.Namespace) -> Any:
         overlap_schedule=not getattr(args, "disable_overlap_schedule", False),
         overlap_scheduler=not getattr(args, "disable_overlap_scheduler", False),
         prefix_caching=getattr(args, "prefix_caching", None),
+        speculative_decoding=bool(getattr(args, "spec_tokens", 0)),
         language_model_only=getattr(args, "language_model_only", False),
         enable_multimodal=getattr(args, "enable_multimodal", False),
         flash_attn=getattr(args, "flash_attn", None) != "off",

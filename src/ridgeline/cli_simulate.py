@@ -230,6 +230,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                     writer.writerows(blank)
         except OSError as exc:
             raise InputError(f"cannot write {args.export}: {exc}") from None
+    from ridgeline.engine_scheduling import v0_scheduling_caution
     from ridgeline.offload import offload_caution
     from ridgeline.parallel import cross_node_caution
     from ridgeline.predict import (
@@ -247,7 +248,6 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         whole_context_caution,
     )
     from ridgeline.serving_load import tail_caution
-    from ridgeline.sim.config import v0_scheduling_caution
     from ridgeline.sim.overload import backing_up, saturated_req_s
 
     # a run whose requests backed up, its own readings not calling it overloaded: the most

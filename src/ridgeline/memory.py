@@ -84,6 +84,9 @@ class EngineSettings:
     overlap_scheduler: bool = True
     # vLLM: None is its default (on; for a model with recurrent state, off before v0.28)
     prefix_caching: bool | None = None
+    # a drafter configured (--spec-tokens): vLLM's V0 engine then leaves chunked prefill off
+    # past 32K tokens of context (vllm_v0_chunking.py)
+    speculative_decoding: bool = False
     language_model_only: bool = False  # vLLM --language-model-only: no vision tower loaded
     # SGLang --enable-multimodal: Gemma-3 and Llama-4 are served text-only without it
     enable_multimodal: bool = False

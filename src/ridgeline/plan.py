@@ -32,6 +32,7 @@ from ridgeline.disaggregated import (
     disaggregated_candidates,
     verify_disaggregated,
 )
+from ridgeline.engine_scheduling import v0_scheduling_caution
 from ridgeline.engines import MIN_GROUP_ROWS, EngineProfile, accelerator_group, profile_for
 from ridgeline.errors import InputError
 from ridgeline.hardware import resolve_accelerator
@@ -43,7 +44,6 @@ from ridgeline.plan_checks import CheckRuns, cheapest, verify_cheapest
 from ridgeline.replica_sizing import covers, launch_length, size_replica
 from ridgeline.search_space import search_space
 from ridgeline.serving_load import Load, Slo
-from ridgeline.sim.config import v0_scheduling_caution
 from ridgeline.stages import micro_batch
 
 RAY_CHUNK = 8  # candidates per Ray task: each takes milliseconds, a task's overhead about as much

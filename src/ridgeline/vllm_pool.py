@@ -41,19 +41,20 @@ from ridgeline.vllm_memory import (
 )
 from ridgeline.vllm_mla_block import mla_block_size
 from ridgeline.vllm_mxfp4 import mxfp4_padding_bytes
+from ridgeline.vllm_v0_chunking import v0_runs_whole, v0_whole_reason
 
 if TYPE_CHECKING:
     from ridgeline.memory import EngineSettings
 
 # vLLM V0 (vllm/config.py SchedulerConfig): without chunked prefill it profiles
 # max(max_model_len, 2048) tokens; chunked prefill is on by default past 32K tokens of
-# context (engine/arg_utils.py use_long_context), with a 2,048-token budget from v0.6.5 ("a
-# balance between ITL and TTFT") and 512 before it ("the best balance between ITL and TTFT on
-# A100"): read in the PyPI source tarballs, 512 in 0.6.0 and 0.6.4, 2048 in 0.6.5, 0.6.6, 0.7.0
+# context for the models and launches it does not exempt (vllm_v0_chunking.py), with a
+# 2,048-token budget from v0.6.5 ("a balance between ITL and TTFT") and 512 before it ("the
+# best balance between ITL and TTFT on A100"): read in the PyPI source tarballs, 512 in 0.6.0
+# and 0.6.4, 2048 in 0.6.5, 0.6.6, 0.7.0
 V0_CHUNK_TOKENS = 2048
 V0_EARLY_CHUNK_TOKENS = 512
 V0_CHUNK_TOKENS_FROM = (0, 6, 5)
-V0_CHUNKED_ABOVE = 32 * 1024
 # From v0.10.1 a max_num_seqs left unset defaults to min(the device's default,
 # max_num_batched_tokens) (EngineArgs._set_default_args_v1, later
 # _set_default_max_num_seqs_and_batched_tokens_args); 0.9.1, 0.9.2 and 0.10.0 took the default
@@ -113,14 +114,15 @@ def vllm_scheduler_budget(dep: Deployment, s: EngineSettings, acc: VLLMAccountin
     length = s.max_model_len or served_positions(dep.model, "vllm") or 0
     if acc.engine == "V0":  # a whole max_model_len prompt over 256 seqs; chunks past 32K
         seqs = s.max_num_seqs or 256
-        whole = v0_runs_whole(acc, length)
+        whole = v0_runs_whole(dep, s, acc, length)
         tokens = s.max_num_batched_tokens or budget_cap(
             max(length, V0_CHUNK_TOKENS) if whole else v0_chunk_tokens(acc.version),
             seqs, length, parse_version(acc.version) >= V0_BUDGET_CAPPED_FROM)
         if whole and tokens < length:
             raise InputError(f"--max-num-batched-tokens ({tokens:,}) is below max_model_len "
                              f"({length:,}): vLLM {acc.version} runs a prompt whole on its "
-                             "V0 engine up to 32K tokens of context, and refuses to start")
+                             f"V0 engine {v0_whole_reason(dep, s, acc, length)}, and refuses "
+                             "to start")
     else:
         defaults = vllm_batch_defaults(dep, s.usage)
         seqs = s.max_num_seqs or defaults["max_num_seqs"]
@@ -138,13 +140,6 @@ def vllm_scheduler_budget(dep: Deployment, s: EngineSettings, acc: VLLMAccountin
         raise InputError(f"{budget} ({tokens:,}) must be at least {seats}: vLLM refuses to "
                          "start otherwise")
     return seqs, tokens
-
-
-def v0_runs_whole(acc: VLLMAccounting, max_model_len: int) -> bool:
-    """Whether vLLM ``acc`` runs a prompt whole, chunked prefill off: its V0 engine at 32K
-    tokens of context or fewer (engine/arg_utils.py use_long_context), so that its token
-    budget must hold max_model_len."""
-    return acc.engine == "V0" and max_model_len <= V0_CHUNKED_ABOVE
 
 
 def budget_cap(default_tokens: int, seqs: int, max_model_len: int, capped: bool) -> int:

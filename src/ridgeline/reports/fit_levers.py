@@ -28,7 +28,8 @@ from ridgeline.reports.fit_terms import cap_flag, context_lever, fp8_kv_words, i
 from ridgeline.tensor_parallel import tensor_parallel_problem
 from ridgeline.units import GIB
 from ridgeline.vllm_memory import vllm_accounting
-from ridgeline.vllm_pool import set_pool_margin_bytes, v0_runs_whole
+from ridgeline.vllm_pool import set_pool_margin_bytes
+from ridgeline.vllm_v0_chunking import v0_runs_whole
 
 if TYPE_CHECKING:
     from ridgeline.reports.fit import FitReport
@@ -297,7 +298,7 @@ def _budget_levers(r: FitReport) -> list[tuple[str, Deployment, int, EngineSetti
         out.append((f"--gpu-memory-utilization {FULLER_BUDGET:g}", r.deployment, r.context,
                     replace(s, gpu_memory_utilization=FULLER_BUDGET)))
     if r.pool.profile_tokens > SMALLER_PROFILE_TOKENS and not v0_runs_whole(
-            vllm_accounting(s.engine_version), r.context):  # V0 would refuse a budget below
+            r.deployment, s, vllm_accounting(s.engine_version), r.context):  # V0 would refuse a budget below
         # the context it runs whole
         out.append((f"--max-num-batched-tokens {SMALLER_PROFILE_TOKENS}", r.deployment, r.context,
                     replace(s, max_num_batched_tokens=SMALLER_PROFILE_TOKENS)))

@@ -1,0 +1,120 @@
+"""How each engine schedules, by release, where the simulator follows it: vLLM's
+--long-prefill-token-threshold, V1's one queue of free and cached blocks, vLLM's async
+scheduling and SGLang's overlap scheduler, and the V0 scheduling it does not model."""
+
+from __future__ import annotations
+
+from ridgeline.errors import InputError
+
+# --long-prefill-token-threshold came with V0's concurrent partial prefills (vLLM PR #10235,
+# merged in February 2025 after v0.7.2 was cut): v0.7.3 is the first release that parses it
+LONG_PREFILL_FLAG_FROM = (0, 7, 3)
+# V1's scheduler first cut a request's tokens to it in v0.8.3 (PR #15419); 0.8.0-0.8.2 fell
+# back to the V0 engine when it was set, where it marks the prompts --max-long-partial-prefills
+# holds back (V0's partial-prefill scheduler, which the simulator does not model)
+LONG_PREFILL_V1_FROM = (0, 8, 3)
+# vLLM V1 first waived --long-prefill-token-threshold for a request alone (running or
+# waiting) in v0.31.0: "nobody to starve" (v1/core/sched/scheduler.py; 0.30.0 caps it too)
+LONE_PREFILL_UNCAPPED_FROM = (0, 31)
+# from v0.27 SchedulerConfig refuses a threshold above max_model_len whatever else is set
+# (read in 0.27.1; 0.26.0 checks it only with --max-num-partial-prefills above 1)
+THRESHOLD_CHECKED_FROM = (0, 27)
+
+
+def long_prefill_threshold(engine: str, version: str | None, threshold: int | None,
+                           max_model_len: int) -> tuple[int, bool]:
+    """vLLM's --long-prefill-token-threshold as the simulator runs it: (the most tokens a
+    request takes a step, 0 for no cap; whether a request alone is held to it). Its V1
+    scheduler cuts each request's tokens to it from v0.8.3 (v1/core/sched/scheduler.py), and
+    from v0.31 lets a request alone take the whole budget.
+    InputError for another engine, before v0.7.3 (no such flag), where vLLM runs V0 with it
+    (0.7.3-0.8.2, or VLLM_USE_V1=0: partial prefills the simulator does not model), or where
+    vLLM refuses it (v0.27+: above max_model_len)."""
+    if threshold is None:
+        return 0, False
+    if engine != "vllm":
+        raise InputError(f"--long-prefill-token-threshold is vLLM's; {engine} has no such "
+                         "setting")
+    from ridgeline.vllm_memory import parse_version, vllm_accounting
+
+    accounting = vllm_accounting(version)
+    wanted = parse_version(accounting.version)
+    if wanted < LONG_PREFILL_FLAG_FROM:
+        raise InputError(f"vLLM {accounting.version} has no --long-prefill-token-threshold "
+                         "(it came in v0.7.3, PR #10235) and refuses to start with it")
+    if accounting.engine == "V0" or wanted < LONG_PREFILL_V1_FROM:
+        raise InputError(f"vLLM {accounting.version} runs its V0 engine with "
+                         "--long-prefill-token-threshold, where the flag marks the long prompts "
+                         "--max-long-partial-prefills holds back (V0's partial-prefill "
+                         "scheduler, which the simulator does not model); V1 caps each "
+                         "request's tokens a step at it from v0.8.3 (give --engine-version "
+                         "0.8.3 or later)")
+    if threshold > max_model_len and wanted >= THRESHOLD_CHECKED_FROM:
+        raise InputError(f"--long-prefill-token-threshold ({threshold:,}) cannot be above "
+                         f"max_model_len ({max_model_len:,}): vLLM refuses to start")
+    return threshold, wanted < LONE_PREFILL_UNCAPPED_FROM
+
+
+def v1_free_queue(engine: str, version: str | None) -> bool:
+    """Whether free and cached blocks leave one least-recently-used queue: vLLM's V1 block
+    pool (an idle cached prefix is evicted in turn, free blocks or not); V0's allocator, as
+    the other engines', hands out never-cached blocks before it evicts a cached one."""
+    if engine != "vllm":
+        return False
+    from ridgeline.vllm_memory import vllm_accounting
+
+    return vllm_accounting(version).engine != "V0"
+
+
+def overlapped_scheduling(engine: str, settings: object, pipeline_parallel_size: int,
+                          spec_tokens: int = 0, spec_method: str = "eagle") -> bool:
+    """Whether the engine forms its next batch while one runs (engines.json, with sources):
+    vLLM from v0.14 unless --no-async-scheduling, speculative decoding only with an EAGLE or
+    MTP drafter; SGLang from v0.4.0 unless --disable-overlap-schedule, and never with
+    speculative decoding; TensorRT-LLM's PyTorch backend (from v0.20, the newest modelled)
+    unless --disable-overlap-scheduler, speculative decoding with an EAGLE/MTP drafter or a
+    draft model but not n-gram, and never its TensorRT engine backend. None overlaps under
+    pipeline parallelism (vLLM's and TensorRT-LLM's pipelines keep their own micro-batches
+    in flight, sim/pipeline.py; SGLang turns overlap off)."""
+    from ridgeline.datafiles import engine_defaults
+    from ridgeline.memory import EngineSettings
+
+    s = settings if isinstance(settings, EngineSettings) else EngineSettings()
+    if pipeline_parallel_size > 1:
+        return False
+    if engine == "vllm":
+        from ridgeline.vllm_memory import parse_version, vllm_accounting
+
+        rule = engine_defaults("vllm")["async_scheduling"]
+        version = vllm_accounting(s.engine_version).version
+        return s.async_scheduling and parse_version(version) >= parse_version(
+            rule["default_from"]) and (not spec_tokens or spec_method in rule["spec_methods"])
+    if engine == "sglang":
+        from ridgeline.sglang_memory import sglang_release
+
+        rule = engine_defaults("sglang")["overlap_schedule"]
+        old = s.engine_version is not None and \
+            sglang_release(s.engine_version) < sglang_release(rule["default_from"])
+        return s.overlap_schedule and not old and (
+            not spec_tokens or rule["with_speculative_decoding"])
+    if engine == "trtllm":
+        from ridgeline.trtllm_memory import default_backend
+
+        rule = engine_defaults("trtllm")["overlap_scheduler"]
+        return s.overlap_scheduler and (s.backend or default_backend()) in rule["backends"] \
+            and (not spec_tokens or spec_method in rule["spec_methods"])
+    return False
+
+
+def v0_scheduling_caution(engine: str, version: str | None) -> str:
+    """What to say where the vLLM ``version`` asked schedules with its V0 engine, which the
+    simulator does not model, or ""."""
+    if engine != "vllm" or not version:
+        return ""
+    from ridgeline.vllm_memory import vllm_accounting
+
+    if vllm_accounting(version).engine != "V0":
+        return ""
+    return (f"vLLM {version} schedules with its V0 engine (prompts before decodes; V1 became "
+            "the default in 0.8.0): the pool is sized by its rules, the steps are scheduled by "
+            "V1's (one token budget, decodes first)")
