@@ -249,6 +249,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     )
     from ridgeline.serving_load import tail_caution
     from ridgeline.sim.overload import backing_up, saturated_req_s
+    from ridgeline.track_record import track_record_caution
 
     # a run whose requests backed up, its own readings not calling it overloaded: the most
     # the engine serves of these requests, its batch full, tells a filling batch from one
@@ -288,6 +289,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                                  "" if overload_rates(result, count, saturated) else warmup_caution(
                                      span, result.percentiles("e2e")["mean"], args.rate),
                                  profile.calibration_caution(dep.accelerator),
+                                 track_record_caution(dep, "prefill"),
+                                 track_record_caution(dep, "decode"),
                                  profile.batch_range_caution(  # a lane's mean running batch
                                      dep.accelerator,
                                      round(result.running_batch["mean"] / (pp if split else 1))),

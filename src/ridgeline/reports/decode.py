@@ -409,6 +409,7 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
         gguf_caution,
         shared_profile_caution,
     )
+    from ridgeline.track_record import track_record_caution
 
     cautions = (eager_switch_note(dep.engine) if enforce_eager else "",
                 eager_caution(dep) if enforce_eager else "", context_caution(dep, max(contexts)),
@@ -418,7 +419,8 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
                 offload_caution(dep), split_caution(dep), dep.model.architecture_caution,
                 micro_batch_caution(dep, batches), deployment_caution(dep),
                 *data_parallel_cautions(dep, stepping=True), expected[0].calibration,
-                profile.batch_range_caution(dep.accelerator, max(batches)))
+                profile.batch_range_caution(dep.accelerator, max(batches)),
+                track_record_caution(dep, "decode"))
     described = describe_settings(settings or EngineSettings(), dep.engine,
                                   max_model_len) if settings or max_model_len else ""
     steps = () if spec is None else tuple(spec_step(dep, spec, f.batch, f.context, profile)

@@ -89,8 +89,10 @@ class PrefillReport:
                        "--max-num-tokens past the prompt)")
         from ridgeline.offload import offload_caution
         from ridgeline.predict import gguf_caution
+        from ridgeline.track_record import track_record_caution
 
-        out += [gguf_caution(dep) if self.runs else "", offload_caution(dep), *self.more_cautions]
+        out += [gguf_caution(dep) if self.runs else "", offload_caution(dep), *self.more_cautions,
+                track_record_caution(dep, "prefill") if self.runs else ""]
         if self.runs and self.expected.calibration:
             out.append(self.expected.calibration)
         if self.runs and not self.expected.compute_fitted:

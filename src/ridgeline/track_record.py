@@ -1,0 +1,134 @@
+"""The step-cost model's own record on a card: how far `ridgeline validate` puts its bundled
+predictions from the published rows of the same card, engine profile, phase and model kind
+(data/track_record.json, written by scripts/track_record.py from validation/*.csv). Where
+those rows lean one way, a prediction for that card says so with their figure.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from ridgeline.datafiles import load_data
+from ridgeline.predict import THROUGHPUT_METRICS
+
+if TYPE_CHECKING:
+    from ridgeline.deployment import Deployment
+    from ridgeline.measurements import Measurement
+    from ridgeline.predict import Prediction
+
+# Which metrics speak for which phase of a step: decode rates and serving throughput are
+# decode steps' record; prefill rates and TTFTs are prefill's.
+PHASE_METRICS = {"decode": ("decode_tok_s_per_user", *THROUGHPUT_METRICS),
+                 "prefill": ("prefill_tok_s", "ttft_ms")}
+MIN_ROWS = 5  # fewer rows on a card say too little to caution on
+LEANING = 0.15  # a median optimism this far from 0 (either way) is worth a caution
+
+
+@dataclass(frozen=True)
+class RecordRow:
+    """One validated row, as the record keeps it: + optimism where the prediction promised
+    more than was measured (Prediction.optimism)."""
+
+    id: str
+    accelerator: str
+    engine: str
+    phase: str
+    moe: bool
+    model: str
+    optimism: float
+    file: str
+
+
+def phase_of(metric: str) -> str | None:
+    """The phase a metric speaks for ("decode", "prefill"), or None (a KV capacity)."""
+    return next((phase for phase, metrics in PHASE_METRICS.items() if metric in metrics), None)
+
+
+def record_rows(rows: Sequence[Measurement], predictions: Sequence[Prediction],
+                files: Sequence[str]) -> list[RecordRow]:
+    """The record's rows: each predicted decode or prefill row with its card (as the catalog
+    names it), the engine that priced it, whether its model is an MoE, and its optimism.
+    ``files`` names the CSV each row came from."""
+    from ridgeline.predict import deployment_for, row_engine
+
+    out = []
+    for row, prediction, file in zip(rows, predictions, files, strict=True):
+        phase = phase_of(row.metric)
+        if phase is None or prediction.optimism is None:
+            continue
+        dep = deployment_for(row)
+        out.append(RecordRow(row.id, dep.accelerator.id, row_engine(row), phase,
+                             dep.model.moe is not None, dep.model.name,
+                             round(prediction.optimism, 4), file))
+    return out
+
+
+@lru_cache(maxsize=1)
+def bundled_record() -> tuple[RecordRow, ...]:
+    """data/track_record.json's rows."""
+    return tuple(RecordRow(**row) for row in load_data("track_record.json")["rows"])
+
+
+def profile_twins(engine: str) -> frozenset[str]:
+    """The engines whose step times come from the same bundled profile as ``engine``'s (the
+    serving engines share one): their rows speak for each other's step costs."""
+    from ridgeline.engines import bundled_profiles, engine_id
+
+    profiles = bundled_profiles()
+    key = engine_id(engine)
+    if key not in profiles:
+        return frozenset({key})
+    mine = profiles[key]
+    return frozenset(e for e, p in profiles.items() if replace(mine, engine=e) == p)
+
+
+@dataclass(frozen=True)
+class Leaning:
+    rows: int
+    median_optimism: float
+    low: float
+    high: float
+    models: tuple[str, ...]
+    engines: tuple[str, ...]
+    files: tuple[str, ...]
+
+
+def leaning(records: Iterable[RecordRow], accelerator: str, engines: frozenset[str],
+            phase: str, moe: bool) -> Leaning | None:
+    """The record's rows of this card, these engines, this phase and model kind, summed up,
+    or None where there are fewer than MIN_ROWS."""
+    mine = [r for r in records if r.accelerator == accelerator and r.engine in engines
+            and r.phase == phase and r.moe == moe]
+    if len(mine) < MIN_ROWS:
+        return None
+    values = [r.optimism for r in mine]
+    return Leaning(len(mine), statistics.median(values), min(values), max(values),
+                   tuple(dict.fromkeys(r.model for r in mine)),
+                   tuple(sorted({r.engine for r in mine})), tuple(sorted({r.file for r in mine})))
+
+
+def track_record_caution(dep: Deployment, phase: str) -> str:
+    """What the record says of ``dep``'s card where its rows lean LEANING or more one way,
+    or "". DeepSeek-R1 decode on B300 under SGLang: the 10 rows came out 17 % slower than
+    measured at the median. Nothing where the CDNA3 MoE caution already speaks for the card."""
+    from ridgeline.predict import cdna3_moe_caution
+
+    if cdna3_moe_caution(dep):
+        return ""
+    found = leaning(bundled_record(), dep.accelerator.id, profile_twins(dep.engine), phase,
+                    dep.model.moe is not None)
+    if found is None or abs(found.median_optimism) < LEANING:
+        return ""
+    way = "faster" if found.median_optimism > 0 else "slower"
+    models = ", ".join(found.models[:3]) + (f" and {len(found.models) - 3} more"
+                                            if len(found.models) > 3 else "")
+    kind = "MoE" if dep.model.moe is not None else "dense"
+    return (f"on the {dep.accelerator.id}, the {found.rows} published {phase} rows of {kind} "
+            f"models under {', '.join(found.engines)} ({models}) were priced "
+            f"{abs(found.median_optimism):.0%} {way} than measured at the median "
+            f"({found.low:+.0%} to {found.high:+.0%}; `ridgeline validate "
+            f"{' '.join(found.files)}`): read this expectation in that light")

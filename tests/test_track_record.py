@@ -1,0 +1,120 @@
+"""The step-cost model's record on a card (track_record.py, data/track_record.json): the
+bundled file is what validate says today, and a prediction carries the record's figure where
+its card's rows lean one way."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.track_record import (
+    LEANING,
+    MIN_ROWS,
+    RecordRow,
+    bundled_record,
+    leaning,
+    phase_of,
+    profile_twins,
+    track_record_caution,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _script():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("track_record_script",
+                                                  ROOT / "scripts" / "track_record.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script
+
+
+def test_the_bundled_record_is_what_validate_says_today() -> None:
+    """A refit or a catalog change that moves a prediction leaves the record stale until
+    scripts/track_record.py is run again: this fails until then."""
+    script = _script()
+    bundled = json.loads(script.TARGET.read_text())
+    assert bundled == json.loads(script.record_text(script.current_record()))
+
+
+def test_phases_split_the_metrics_and_leave_capacity_out() -> None:
+    assert phase_of("decode_tok_s_per_user") == "decode"
+    assert phase_of("output_throughput_tok_s_per_gpu") == "decode"
+    assert phase_of("ttft_ms") == "prefill"
+    assert phase_of("kv_cache_gib") is None
+
+
+def test_the_serving_engines_speak_for_each_other_and_llamacpp_alone() -> None:
+    serving = profile_twins("vllm")
+    assert {"vllm", "sglang", "trtllm"} <= serving
+    assert "llama.cpp-cuda" not in serving
+    assert profile_twins("llama.cpp-cuda") == frozenset({"llama.cpp-cuda"})
+
+
+def _row(i: int, optimism: float, moe: bool = True, engine: str = "sglang") -> RecordRow:
+    return RecordRow(f"r{i}", "b300", engine, "decode", moe, "deepseek-r1", optimism, "x.csv")
+
+
+def test_fewer_rows_than_the_minimum_say_nothing_and_the_median_is_the_rows() -> None:
+    rows = [_row(i, -0.2 + 0.01 * i) for i in range(MIN_ROWS)]
+    found = leaning(rows, "b300", frozenset({"sglang"}), "decode", True)
+    assert found is not None
+    assert found.median_optimism == pytest.approx(statistics.median(r.optimism for r in rows))
+    assert (found.low, found.high) == (rows[0].optimism, rows[-1].optimism)
+    assert leaning(rows[1:], "b300", frozenset({"sglang"}), "decode", True) is None
+    # another kind, engine or phase is another record
+    assert leaning(rows, "b300", frozenset({"sglang"}), "decode", False) is None
+    assert leaning(rows, "b300", frozenset({"vllm"}), "decode", True) is None
+    assert leaning(rows, "b300", frozenset({"sglang"}), "prefill", True) is None
+
+
+def _dep(model: str, gpu: str, n: int, engine: str) -> Deployment:
+    """The checkpoint as stored, tensor parallel over ``n`` GPUs."""
+    return Deployment.build(resolve_model(model), resolve_accelerator(gpu), None, None, n, 1,
+                            engine)
+
+
+def test_deepseek_r1_on_b300_carries_its_rows_figure_under_any_serving_engine() -> None:
+    """The B300's published DeepSeek-R1 decode rows (SGLang) lean slow: vLLM's prediction on
+    the same card shares their profile, so it says the same."""
+    found = leaning(bundled_record(), "b300", profile_twins("sglang"), "decode", True)
+    assert found is not None and abs(found.median_optimism) >= LEANING
+    for engine in ("sglang", "vllm"):
+        caution = track_record_caution(_dep("deepseek-r1", "b300", 8, engine), "decode")
+        assert f"{abs(found.median_optimism):.0%} slower" in caution
+        assert f"the {found.rows} published decode rows of MoE models" in caution
+    # no dense model was measured there: nothing to say of one
+    assert track_record_caution(_dep("llama-3.1-70b", "b300", 2, "vllm"), "decode") == ""
+
+
+def test_a_card_whose_rows_sit_near_the_mark_gets_no_caution() -> None:
+    found = leaning(bundled_record(), "h100-sxm", profile_twins("vllm"), "decode", False)
+    assert found is not None and abs(found.median_optimism) < LEANING
+    assert track_record_caution(_dep("llama-3.1-70b", "h100-sxm", 2, "vllm"),
+                                "decode") == ""
+
+
+def test_the_cdna3_moe_caution_is_not_said_twice() -> None:
+    """MI325X's DeepSeek-R1 rows lean far optimistic, but the CDNA3 MoE caution already
+    speaks for them."""
+    found = leaning(bundled_record(), "mi325x", profile_twins("sglang"), "decode", True)
+    assert found is not None and found.median_optimism >= LEANING
+    assert track_record_caution(_dep("deepseek-r1", "mi325x", 8, "sglang"), "decode") == ""
+
+
+def test_decode_and_simulate_print_it(capsys: pytest.CaptureFixture[str]) -> None:
+    from ridgeline.cli import main
+
+    main(["decode", "deepseek-r1", "--gpu", "b300", "--num-gpus", "8", "--engine", "sglang",
+          "--batch", "1", "--context", "2000"])
+    assert "published decode rows of MoE models under sglang" in capsys.readouterr().out
+    main(["simulate", "deepseek-r1", "--gpu", "b300", "--num-gpus", "8", "--engine", "sglang",
+          "--concurrency", "4", "--num-requests", "40", "--input-len", "1000",
+          "--output-len", "100"])
+    assert "published decode rows of MoE models under sglang" in capsys.readouterr().out
