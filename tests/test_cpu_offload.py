@@ -12,23 +12,29 @@ from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.cost import BatchShape, batch_shape, decode_batch, shape_time_s, step_cost
 from ridgeline.cpu_offload import (
     CpuOffload,
+    cpu_offload_caution,
     cpu_offload_problem,
+    hbm_spared_bytes,
     layer_weight_bytes,
-    layer_weight_bytes_per_gpu,
-    offload_read_bytes_per_gpu,
+    offload_read_bytes,
+    offload_read_share,
     offload_read_time_s,
+    offloaded_bytes,
     offloaded_bytes_per_gpu,
-    offloaded_split_per_gpu,
     runner_problem,
+    stage_layer_bytes_per_gpu,
+    stage_offloads,
+    stage_read_bytes,
 )
 from ridgeline.engines import profile_for
 from ridgeline.floors import decode_floor
-from ridgeline.memory import EngineSettings, kv_pool
+from ridgeline.memory import EngineSettings, kv_pool, stage_pools
 from ridgeline.moe import expected_experts_touched
 from ridgeline.offload import host_link_bytes_per_s
 from ridgeline.quantization import ROUTED
 from ridgeline.sim.timer import StepTimer
 from ridgeline.spec_decode import SpecDecode, spec_step
+from ridgeline.stages import pipeline_stages, stage_weight_bytes
 from ridgeline.units import GIB
 from tests.conftest import run_cli
 
@@ -56,7 +62,7 @@ def test_the_pool_gains_the_offloaded_gib_per_gpu() -> None:
 
 def test_a_budget_past_the_layers_offloads_every_layer_and_no_more() -> None:
     dep = _dep("llama-3.1-70b", "h100", gpus=2, weights="fp8")
-    layers = layer_weight_bytes_per_gpu(dep)
+    layers = stage_layer_bytes_per_gpu(dep)[0].bytes
     big = _offloaded(dep, 1000)
     assert offloaded_bytes_per_gpu(big) == pytest.approx(layers)
     # the embeddings and the LM head stay on the GPU
@@ -300,15 +306,17 @@ def test_deepseek_v3_at_2_gib_reads_its_dense_first_layers_whole_not_the_models_
     dense = [layer for layer in dep.model.layers[:3]]
     assert all(layer_weight_bytes(dep, layer, ROUTED) == 0 for layer in dense)
     dense_bytes = sum(layer_weight_bytes(dep, layer) for layer in dense) / tp
-    split = offloaded_split_per_gpu(off)
+    (split,) = stage_offloads(off)
     assert split.other_bytes > dense_bytes
-    assert split.routed_bytes + split.other_bytes == pytest.approx(offloaded_bytes_per_gpu(off))
-    read = offload_read_bytes_per_gpu(off, 1)
+    assert split.bytes == pytest.approx(offloaded_bytes_per_gpu(off))
+    read = stage_read_bytes(off, split, 1)
+    assert read == pytest.approx(offload_read_bytes(off, 1))
     assert read > dense_bytes
     # the model-wide mix (every layer's experts share) would read far less
     moe = dep.model.moe
     assert moe is not None
-    routed = layer_weight_bytes_per_gpu(dep, ROUTED) / layer_weight_bytes_per_gpu(dep)
+    (layers,) = stage_layer_bytes_per_gpu(dep)
+    routed = layers.routed_bytes / layers.bytes
     touched = expected_experts_touched(moe.num_experts, moe.experts_per_token, 1) / moe.num_experts
     assert read > 2 * offloaded_bytes_per_gpu(off) * (1 - routed + routed * touched)
     assert decode_floor(off, 1, 4096).host_time_s == pytest.approx(offload_read_time_s(off, 1))
@@ -320,10 +328,10 @@ def test_deepseek_v3_at_2_gib_reads_its_dense_first_layers_whole_not_the_models_
 def test_a_dense_model_reads_every_offloaded_byte_in_layer_order_too() -> None:
     for dep in (_dep(), _dep("llama-3.1-70b", "h100", gpus=4, pp=2, weights="fp8")):
         off = _offloaded(dep, 4)
-        split = offloaded_split_per_gpu(off)
-        assert split.routed_bytes == 0
-        assert split.other_bytes == pytest.approx(offloaded_bytes_per_gpu(off))
-        assert offload_read_bytes_per_gpu(off, 1) == pytest.approx(offloaded_bytes_per_gpu(off))
+        for split in stage_offloads(off):
+            assert split.routed_bytes == 0
+            assert split.other_bytes == pytest.approx(offloaded_bytes_per_gpu(off))
+            assert stage_read_bytes(off, split, 1) == pytest.approx(split.bytes)
 
 
 def test_an_all_moe_model_offloads_its_attention_before_its_experts() -> None:
@@ -331,6 +339,144 @@ def test_an_all_moe_model_offloads_its_attention_before_its_experts() -> None:
     off = _offloaded(dep, 1)
     first = dep.model.layers[0]
     attention = layer_weight_bytes(dep, first) - layer_weight_bytes(dep, first, ROUTED)
-    split = offloaded_split_per_gpu(off)
+    (split,) = stage_offloads(off)
     assert split.other_bytes >= attention
-    assert split.routed_bytes + split.other_bytes == pytest.approx(GIB)
+    assert split.bytes == pytest.approx(GIB)
+
+
+def _deepseek_pp2_at_40_gib() -> Deployment:
+    """DeepSeek-V3 on TP8 x PP2 H200s at 40 GiB: stage 1's 31 layers hold less than 40 GiB a
+    GPU, stage 2's 30 (all MoE) more."""
+    return _offloaded(_dep("deepseek-v3", "h200", gpus=16, pp=2), 40)
+
+
+def test_each_stage_offloads_min_of_the_asked_gib_and_its_own_layers() -> None:
+    off = _deepseek_pp2_at_40_gib()
+    layers = stage_layer_bytes_per_gpu(off)
+    offloads = stage_offloads(off)
+    assert layers[0].bytes < 40 * GIB < layers[1].bytes
+    assert offloads[0].bytes == pytest.approx(layers[0].bytes)  # every layer of stage 1
+    assert offloads[1].bytes == pytest.approx(40 * GIB)  # what was asked, on stage 2
+    assert offloaded_bytes_per_gpu(off) == pytest.approx(40 * GIB)  # the most of any GPU
+    assert offloaded_bytes(off) == pytest.approx(8 * (offloads[0].bytes + offloads[1].bytes))
+
+
+@pytest.mark.parametrize(("model", "gpus", "pp", "gib"), [
+    ("deepseek-v3", 16, 2, 40), ("qwen3-30b-a3b", 5, 5, 100), ("llama-3.1-70b", 3, 3, 500)])
+def test_no_stage_keeps_negative_weights_and_each_pool_loses_its_own_offload(
+        model: str, gpus: int, pp: int, gib: float) -> None:
+    dep = _dep(model, "h200" if model == "deepseek-v3" else "h100", gpus=gpus, pp=pp)
+    off = _offloaded(dep, gib)
+    for stage, pool, before, split in zip(pipeline_stages(off), stage_pools(off, SETTINGS),
+                                          stage_pools(dep, SETTINGS), stage_offloads(off)):
+        assert pool.weight_bytes >= 0
+        assert before.weight_bytes - pool.weight_bytes == pytest.approx(split.bytes)
+        assert split.bytes <= stage_weight_bytes(off, stage, 0.0)
+
+
+def test_fit_on_deepseek_pp2_at_40_gib_prints_no_negative_weights(capsys) -> None:
+    code, out, _ = run_cli(capsys, "fit", "deepseek-v3", "--gpu", "h200", "--num-gpus", "8",
+                           "-pp", "2", "--cpu-offload-gb", "40", "--max-model-len", "8k",
+                           "--explain")
+    assert code == 0
+    weights = next(line for line in out.splitlines() if line.startswith("− weights"))
+    assert "-" not in weights.split()[-2]
+    by_stage = next(line for line in out.splitlines() if "weights per GPU by stage" in line)
+    assert "-" not in by_stage.split("=")[1]
+
+
+def test_a_step_reads_each_stages_own_offload_in_turn() -> None:
+    off = _deepseek_pp2_at_40_gib()
+    link = host_link_bytes_per_s(off.accelerator)
+    assert offload_read_time_s(off) == pytest.approx(
+        sum(split.bytes for split in stage_offloads(off)) / link)
+    # an 8,000-token prompt touches every expert: it reads every offloaded byte
+    assert offload_read_share(off, 8000) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_the_caution_says_every_layer_only_of_the_stages_where_that_is_true() -> None:
+    caution = cpu_offload_caution(_deepseek_pp2_at_40_gib())
+    assert "the layers of stage 1 hold" in caution and "stage 2" not in caution
+    assert "offloads every layer there" in caution
+    assert "offloads every layer" not in cpu_offload_caution(
+        _offloaded(_dep("deepseek-v3", "h200", gpus=16, pp=2), 2))
+
+
+@pytest.mark.parametrize(("gib", "fits"), [(315, False), (330, True)])
+def test_the_host_check_counts_what_each_hosts_gpus_pin(capsys, gib: int, fits: bool) -> None:
+    """Stage 2's host pins 8 x 40 GiB = 320 GiB, more than the average over stages would."""
+    code, _, err = run_cli(capsys, "decode", "deepseek-v3", "--gpu", "h200", "--num-gpus", "8",
+                           "-pp", "2", "--cpu-offload-gb", "40", "--host-memory-gib", str(gib),
+                           "--batch", "1")
+    assert (code == 0) == fits
+    if not fits:
+        assert "320.0 GiB" in err and err.count("\n") == 1
+
+
+def test_a_host_spanning_two_stages_pins_both_stages_shares(capsys) -> None:
+    """Llama-3.1-70B over PP3 on one 3-GPU host: it pins every layer of the three stages."""
+    dep = _offloaded(_dep("llama-3.1-70b", "h100", gpus=3, pp=3), 500)
+    pinned = sum(split.bytes for split in stage_offloads(dep))
+    argv = ("fit", "llama-3.1-70b", "--gpu", "h100", "-pp", "3", "--cpu-offload-gb", "500",
+            "--max-model-len", "8192", "--host-memory-gib")
+    assert run_cli(capsys, *argv, str(pinned / GIB + 1))[0] == 0
+    code, _, err = run_cli(capsys, *argv, str(pinned / GIB - 1))
+    assert code == 2 and f"{pinned / GIB:,.1f} GiB" in err
+
+
+@pytest.mark.parametrize(("gpu", "gib", "host_gib"), [
+    ("gb200", "60", "400"),  # a GB200 compute tray: 4 GPUs x 60 = 240 GiB, not 8 x 60
+    ("mi250x", "10", "100"),  # a 4-card MI250X node: 4 x 15.94 GiB of 70B's layers
+])
+def test_a_host_holds_its_own_gpus_not_the_nvlink_domain(capsys, gpu, gib, host_gib) -> None:
+    model = "deepseek-v3" if gpu == "gb200" else "llama-3.1-70b"
+    code, _, err = run_cli(capsys, "decode", model, "--gpu", gpu, "--num-gpus", "8",
+                           "--cpu-offload-gb", gib, "--host-memory-gib", host_gib, "--batch", "1")
+    assert code == 0, err
+
+
+def test_host_gpus_come_from_the_catalog_or_a_dgx_boards_eight() -> None:
+    from ridgeline.parallel import host_gpus, node_size
+
+    gb200 = resolve_accelerator("gb200")
+    assert host_gpus(gb200) == 4 < node_size(gb200)
+    assert host_gpus(resolve_accelerator("mi250x")) == 4
+    assert host_gpus(resolve_accelerator("h100")) == node_size(resolve_accelerator("h100"))
+    assert host_gpus(resolve_accelerator("gh200")) == node_size(resolve_accelerator("gh200"))
+
+
+def test_the_copies_each_tp_rank_keeps_whole_are_offloaded_and_read_as_spared() -> None:
+    """DeepSeek-V3 at TP8: its routers and MLA down-projections, whole on every rank, move
+    with their layers; the floor spares of HBM what the link reads."""
+    from ridgeline.floors import step_work
+
+    dep = _dep("deepseek-v3", "h200", gpus=8)
+    assert dep.tp_copies_bytes > 0
+    big = _offloaded(dep, 1000)
+    layers = sum(layer_weight_bytes(dep, layer) for layer in dep.model.layers)
+    assert offloaded_bytes(big) == pytest.approx(layers + dep.tp_copies_bytes)
+    off = _offloaded(dep, 2)
+    for batch in (1, 8, 64):
+        work = step_work(off, decode_batch(batch, 4096))
+        assert work.hbm_spared_bytes == pytest.approx(work.link_bytes, rel=2e-3)
+
+
+def test_v0_copies_the_offload_into_hbm_so_the_floor_spares_none() -> None:
+    dep = _dep("qwen3-30b-a3b", "h100")
+    off = _offloaded(dep, 20)
+    copied = replace(off, cpu_offload=replace(off.cpu_offload, in_place=False))
+    assert hbm_spared_bytes(copied, 1e9, 1e9) == 0
+    assert hbm_spared_bytes(off, 1e9, 1e9) > 0
+    plain = decode_floor(dep, 8, 4096)
+    assert decode_floor(copied, 8, 4096).memory_time_s == pytest.approx(plain.memory_time_s)
+
+
+def test_json_and_the_deployment_line_give_each_stages_offload(capsys) -> None:
+    argv = ("decode", "deepseek-v3", "--gpu", "h200", "--num-gpus", "8", "-pp", "2",
+            "--cpu-offload-gb", "40", "--batch", "1")
+    off = json.loads(run_cli(capsys, *argv, "--json")[1])
+    by_stage = [split.bytes for split in stage_offloads(_deepseek_pp2_at_40_gib())]
+    assert off["cpu_offload"]["bytes_per_gpu_by_stage"] == pytest.approx(by_stage)
+    assert off["cpu_offload"]["bytes_per_gpu"] == pytest.approx(max(by_stage))
+    labels = ", ".join(f"{b / GIB:,.2f}" for b in by_stage)
+    assert f"{labels} GiB a GPU by stage" in off["deployment"]

@@ -426,3 +426,27 @@ def test_a_refused_methods_hint_names_only_a_method_the_engine_has(
     assert "w8a8" not in vllm and "leave out --quantization" in vllm
     sglang = refused(capsys, *argv, "--engine", "sglang", "-q", "fp8")
     assert "--quantization w8a8_fp8" in sglang
+
+
+@pytest.mark.parametrize("engine", ["trtllm", "llama.cpp-cuda"])
+def test_a_method_one_engine_has_is_named_as_that_engines_alone(
+        capsys: pytest.CaptureFixture[str], engine: str) -> None:
+    chosen = engine_methods()["ptpc_fp8"]
+    assert chosen.engines == ("vllm",)
+    err = refused(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--engine", engine,
+                  "-q", "ptpc_fp8")
+    assert "--quantization ptpc_fp8 is vLLM's;" in err and "SGLang" not in err
+
+
+@pytest.mark.parametrize(("engine", "method"), [("vllm", "fbgemm_fp8"), ("sglang", "w8a8_int8")])
+def test_a_16_bit_refusal_hints_only_the_engines_own_on_load_methods(
+        capsys: pytest.CaptureFixture[str], engine: str, method: str) -> None:
+    err = refused(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--engine", engine,
+                  "-q", method)
+    hinted = err.split("(only ")[1].split(" quantize")[0].split(", ")
+    assert hinted and all(engine in engine_methods()[m].engines for m in hinted)
+    other = "SGLang" if engine == "vllm" else "vLLM"
+    assert other not in err
+    for hint in hinted:  # each one hinted runs there
+        assert run_cli(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--engine", engine,
+                       "-q", hint, "--batch", "1")[0] == 0

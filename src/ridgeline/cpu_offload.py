@@ -2,14 +2,16 @@
 
 vLLM moves the parameters of its decoder layers to pinned host memory, one by one, until
 each GPU has given up the GiB asked (engines.json vllm.cpu_offload.rule): embeddings and the
-LM head stay. Those bytes leave the GPU's weights, so its KV cache pool gains them. They do
-not leave the forward pass: since v0.8.4 the GPU's kernels read them over the host link
-through a UVA view (V0 copied each layer in before running it), so every step, decode or
-prompt, moves them across PCIe once more (read in place, an MoE layer's routed experts only
-where the step routes to them). The floor reads that share over the link instead of from HBM;
-the expectation (step_cost) adds the link's time and leaves the matmuls' HBM reads whole, a few
-per cent over (HBM is tens of times faster than PCIe). vLLM counts GiB per runtime device: an
-MI250X card, two devices, offloads twice the flag.
+LM head stay, and each pipeline stage spends the whole budget on its own layers, so a stage
+whose layers hold less gives up all of them and no more. Those bytes leave the GPU's
+weights, so its KV cache pool gains them. They do not leave the forward pass: since v0.8.4
+the GPU's kernels read them over the host link through a UVA view (V0 copied each layer in
+before running it), so every step, decode or prompt, moves them across PCIe once more (read
+in place, an MoE layer's routed experts only where the step routes to them). The floor reads
+that share over the link instead of from HBM; the expectation (step_cost) adds the link's
+time and leaves the matmuls' HBM reads whole, a few per cent over (HBM is tens of times
+faster than PCIe). vLLM counts GiB per runtime device: an MI250X card, two devices, offloads
+twice the flag.
 """
 
 from __future__ import annotations
@@ -20,11 +22,11 @@ from typing import TYPE_CHECKING, Any
 
 from ridgeline.errors import InputError
 from ridgeline.moe import expected_experts_touched
-from ridgeline.offload import host_link_bytes_per_s, placed_layers
-from ridgeline.parallel import node_size
+from ridgeline.offload import host_link_bytes_per_s
+from ridgeline.parallel import host_gpus
 from ridgeline.params import layer_params
 from ridgeline.quantization import ROUTED
-from ridgeline.stages import stage_layers
+from ridgeline.stages import Stage, pipeline_stages
 from ridgeline.units import GIB
 
 if TYPE_CHECKING:
@@ -108,50 +110,81 @@ def layer_weight_bytes(dep: Deployment, layer: Layer, categories: tuple[str, ...
                if not categories or category in categories)
 
 
-def layer_weight_bytes_per_gpu(dep: Deployment, categories: tuple[str, ...] = ()) -> float:
-    """The decoder layers' weights one GPU holds, the most --cpu-offload-gb can move: every
-    layer's weights (or only those of ``categories``) over the TP × PP GPUs (each stage
-    offloads its own layers)."""
-    total = sum(count * layer_weight_bytes(dep, layer, categories)
-                for layer, _where, count in placed_layers(dep))
-    return total / dep.rank_gpus
-
-
 @dataclass(frozen=True)
 class OffloadedSplit:
-    """The bytes one GPU keeps in host memory (averaged over the pipeline stages), split into
-    the routed experts' (read only where a step routes to them) and everything else's."""
+    """Bytes on one GPU of a pipeline stage, split into the routed experts' (read in place
+    only where a step routes to them) and everything else's."""
 
     routed_bytes: float
     other_bytes: float
 
+    @property
+    def bytes(self) -> float:
+        return self.routed_bytes + self.other_bytes
+
+
+def layer_bytes_per_gpu(dep: Deployment, layer: Layer) -> OffloadedSplit:
+    """One decoder layer's weights on one GPU of its stage, the most vLLM can move of it: its
+    weights over the tensor-parallel ranks, plus what each rank keeps whole
+    (``Deployment.layer_tp_copies_bytes``: routers, MLA's down-projections, K/V heads past
+    their count), which vLLM offloads like any other parameter and counts as non-routed."""
+    tp = dep.tensor_parallel_size
+    routed = layer_weight_bytes(dep, layer, ROUTED) / tp
+    whole = (layer_weight_bytes(dep, layer) + dep.layer_tp_copies_bytes(layer)) / tp
+    return OffloadedSplit(routed, whole - routed)
+
 
 @lru_cache(maxsize=256)
-def offloaded_split_per_gpu(dep: Deployment) -> OffloadedSplit:
-    """Spend each GPU's offloaded bytes over its stage's decoder layers from the first up, as
-    vLLM's maybe_offload_to_cpu does in make_layers order (a layer's attention before its
-    MLP, so its non-routed weights go first). DeepSeek-V3 on 8 H200s at 2 GiB: layers 0-2,
-    dense, whole, then the rest from layers 3 and 4; the model-wide mix would be ~97% experts."""
-    budget = offloaded_bytes_per_gpu(dep)
-    tp = dep.tensor_parallel_size
+def stage_layer_bytes_per_gpu(dep: Deployment) -> tuple[OffloadedSplit, ...]:
+    """Each pipeline stage's own decoder layers on one of its GPUs (layer_bytes_per_gpu,
+    added up), first stage to last: the most --cpu-offload-gb can move there."""
     layers = dep.model.layers
-    routed = other = 0.0
-    start = 0
-    for count in stage_layers(len(layers), dep.pipeline_parallel_size):
+    out = []
+    for stage in pipeline_stages(dep):
+        own = [layer_bytes_per_gpu(dep, layer)
+               for layer in layers[stage.start:stage.start + stage.layers]]
+        out.append(OffloadedSplit(sum(s.routed_bytes for s in own),
+                                  sum(s.other_bytes for s in own)))
+    return tuple(out)
+
+
+@lru_cache(maxsize=256)
+def stage_offloads(dep: Deployment) -> tuple[OffloadedSplit, ...]:
+    """What one GPU of each pipeline stage keeps in host memory, first stage to last. Each
+    stage's worker spends the whole asked budget on its own layers (vLLM's
+    set_cpu_offload_max_bytes runs on every worker, make_layers builds only its stage's),
+    from its first layer up, as maybe_offload_to_cpu does in make_layers order (a layer's
+    attention before its MLP, so its non-routed weights go first): min(asked, the stage's
+    layers). DeepSeek-V3 on 8 H200s at 2 GiB: layers 0-2, dense, whole, then the rest from
+    layers 3 and 4; the model-wide mix would be ~97% experts. () without the flag."""
+    if dep.cpu_offload is None:
+        return ()
+    budget = asked_bytes_per_gpu(dep)
+    layers = dep.model.layers
+    out = []
+    for stage in pipeline_stages(dep):
         left = budget
-        for layer in layers[start:start + count]:
+        routed = other = 0.0
+        for layer in layers[stage.start:stage.start + stage.layers]:
             if left <= 0:
                 break
-            layer_routed = layer_weight_bytes(dep, layer, ROUTED) / tp
-            layer_other = layer_weight_bytes(dep, layer) / tp - layer_routed
-            took_other = min(left, layer_other)
-            took_routed = min(left - took_other, layer_routed)
+            whole = layer_bytes_per_gpu(dep, layer)
+            took_other = min(left, whole.other_bytes)
+            took_routed = min(left - took_other, whole.routed_bytes)
             other += took_other
             routed += took_routed
             left -= took_other + took_routed
-        start += count
-    stages = dep.pipeline_parallel_size
-    return OffloadedSplit(routed / stages, other / stages)
+        out.append(OffloadedSplit(routed, other))
+    return tuple(out)
+
+
+def stage_offloaded_bytes_per_gpu(dep: Deployment, stage: Stage) -> float:
+    """What one GPU of ``stage`` keeps in host memory: min(asked, its own layers). DeepSeek-V3
+    on TP8 x PP2 H200s at 40 GiB: its first stage's 31 layers hold less than that, so every
+    one moves; its second's 30 hold more, so 40 GiB."""
+    if dep.cpu_offload is None:
+        return 0.0
+    return stage_offloads(dep)[stage.index].bytes
 
 
 def touched_share(dep: Deployment, tokens: float) -> float:
@@ -164,11 +197,10 @@ def touched_share(dep: Deployment, tokens: float) -> float:
 
 
 def offloaded_bytes_per_gpu(dep: Deployment) -> float:
-    """The weights each GPU keeps in host memory: the GiB asked, or every layer's where the
-    budget is larger (vLLM stops there, the embeddings and LM head on the GPU). 0: none."""
-    if dep.cpu_offload is None:
-        return 0.0
-    return min(asked_bytes_per_gpu(dep), layer_weight_bytes_per_gpu(dep))
+    """The most any one GPU keeps in host memory (stage_offloads): the GiB asked, or every
+    layer of its stage where the budget is larger (vLLM stops there, the embeddings and LM
+    head on the GPU). 0: none."""
+    return max((split.bytes for split in stage_offloads(dep)), default=0.0)
 
 
 def asked_bytes_per_gpu(dep: Deployment) -> float:
@@ -180,50 +212,54 @@ def asked_bytes_per_gpu(dep: Deployment) -> float:
 
 
 def offloaded_bytes(dep: Deployment) -> float:
-    """The weights every GPU of ``dep`` together keeps in host memory."""
-    return offloaded_bytes_per_gpu(dep) * dep.num_gpus
+    """The weights every GPU of ``dep`` together keeps in host memory: each stage's GPUs
+    their stage's share."""
+    gpus_a_stage = dep.num_gpus // dep.pipeline_parallel_size
+    return gpus_a_stage * sum(split.bytes for split in stage_offloads(dep))
 
 
 def offload_read_share(dep: Deployment, tokens: float | None = None) -> float:
     """The share of the offloaded bytes a step over ``tokens`` tokens moves over the link
-    (None: the most, every expert): offload_read_bytes_per_gpu ÷ the offloaded bytes."""
-    moved = offloaded_bytes_per_gpu(dep)
-    return offload_read_bytes_per_gpu(dep, tokens) / moved if moved else 1.0
+    (None: the most, every expert): offload_read_bytes ÷ the offloaded bytes."""
+    moved = offload_read_bytes(dep)
+    return offload_read_bytes(dep, tokens) / moved if moved else 1.0
 
 
-def offload_read_bytes_per_gpu(dep: Deployment, tokens: float | None = None) -> float:
-    """What one GPU's step over ``tokens`` tokens (None: every expert) reads of its offloaded
-    bytes. Read in place (V1's UVA view), an MoE layer's routed experts cross the link only
-    where the step routes to them: other + routed × experts touched ÷ experts, over the
-    layers vLLM offloaded first (offloaded_split_per_gpu). Copied in whole (V0), or a dense
-    model: all of it."""
+def stage_read_bytes(dep: Deployment, split: OffloadedSplit, tokens: float | None = None) -> float:
+    """What one GPU of a stage that offloads ``split`` reads of it in a step over ``tokens``
+    tokens (None: every expert). Read in place (V1's UVA view), an MoE layer's routed experts
+    cross the link only where the step routes to them: other + routed × experts touched ÷
+    experts. Copied in whole (V0), or a dense model: all of it."""
     if dep.cpu_offload is None or not dep.cpu_offload.in_place or dep.model.moe is None \
             or tokens is None:
-        return offloaded_bytes_per_gpu(dep)
-    split = offloaded_split_per_gpu(dep)
+        return split.bytes
     return split.other_bytes + split.routed_bytes * touched_share(dep, tokens)
 
 
 def hbm_spared_bytes(dep: Deployment, other_read_bytes: float, routed_read_bytes: float) -> float:
     """Of a step's decoder-layer weight reads (``routed_read_bytes`` of the routed experts,
-    ``other_read_bytes`` of the rest), those in host memory, read over the link instead of
-    HBM: each part × the share of it offloaded (offloaded_split_per_gpu ÷ the layers')."""
-    if dep.cpu_offload is None:
+    ``other_read_bytes`` of the rest, the copies each TP rank keeps whole among them), those
+    read over the link instead of HBM: each part × the share of it offloaded (the stages'
+    offloads over their layers'). Read in place only: V0 copies each offloaded layer into
+    HBM before running it, so its kernels read HBM as much as without the flag."""
+    if dep.cpu_offload is None or not dep.cpu_offload.in_place:
         return 0.0
-    split = offloaded_split_per_gpu(dep)
-    routed_layers = layer_weight_bytes_per_gpu(dep, ROUTED)
-    other_layers = layer_weight_bytes_per_gpu(dep) - routed_layers
-    spared = split.other_bytes / other_layers * other_read_bytes if other_layers else 0.0
+    offloads, layers = stage_offloads(dep), stage_layer_bytes_per_gpu(dep)
+    routed_layers = sum(split.routed_bytes for split in layers)
+    other_layers = sum(split.other_bytes for split in layers)
+    spared = 0.0
+    if other_layers:
+        spared += sum(split.other_bytes for split in offloads) / other_layers * other_read_bytes
     if routed_layers:
-        spared += split.routed_bytes / routed_layers * routed_read_bytes
+        spared += sum(split.routed_bytes for split in offloads) / routed_layers \
+            * routed_read_bytes
     return spared
 
 
 def offload_read_bytes(dep: Deployment, tokens: float | None = None) -> float:
-    """What one step moves over the host links of one tensor-parallel rank: each GPU's
-    read (offload_read_bytes_per_gpu), once per pipeline stage
-    (the stages run one after another)."""
-    return dep.pipeline_parallel_size * offload_read_bytes_per_gpu(dep, tokens)
+    """What one step moves over the host links of one tensor-parallel rank: each stage's
+    read (stage_read_bytes), added up (the stages run one after another)."""
+    return sum(stage_read_bytes(dep, split, tokens) for split in stage_offloads(dep))
 
 
 def offload_read_time_s(dep: Deployment, tokens: float | None = None) -> float:
@@ -237,18 +273,36 @@ def offload_read_time_s(dep: Deployment, tokens: float | None = None) -> float:
 
 
 def host_memory_problem(dep: Deployment, host_memory_bytes: float | None) -> str:
-    """Why a host (--host-memory-gib, each node's RAM; None: not given) cannot pin what its
-    GPUs offload, or "": the offloaded bytes of one node's GPUs together must fit in its RAM
-    (405B at TP8 x PP2 on 16 H100s pins 8 GPUs' share on each of its two hosts)."""
+    """Why a host (--host-memory-gib, each host's RAM; None: not given) cannot pin what its
+    GPUs offload, or "": the offloaded bytes of one host's GPUs together must fit in its RAM.
+    A host holds ``host_gpus`` of them (8 in a DGX/HGX, 4 in a GB200 compute tray), the
+    engine's ranks in order, tensor-parallel ranks innermost, so a host's GPUs may span two
+    stages (405B at TP8 x PP2 on 16 H100s pins 8 GPUs' share on each of its two hosts)."""
     if dep.cpu_offload is None or host_memory_bytes is None:
         return ""
-    gpus = min(dep.num_gpus, node_size(dep.accelerator))
-    pinned = gpus * offloaded_bytes_per_gpu(dep)
+    per_stage = [split.bytes for split in stage_offloads(dep)]
+    gpus_a_stage = dep.num_gpus // dep.pipeline_parallel_size
+    on_gpu = [per_stage[gpu // gpus_a_stage] for gpu in range(dep.num_gpus)]
+    gpus = min(dep.num_gpus, host_gpus(dep.accelerator))
+    hosts = [on_gpu[first:first + gpus] for first in range(0, dep.num_gpus, gpus)]
+    worst = max(hosts, key=sum)
+    pinned = sum(worst)
     if pinned <= host_memory_bytes:
         return ""
+    each = (f"{len(worst)} GPUs a host x {worst[0] / GIB:,.2f} GiB" if len(set(worst)) == 1
+            else " + ".join(f"{worst.count(b)} x {b / GIB:,.2f} GiB" for b in dict.fromkeys(worst)))
     return (f"does not fit: {FLAG} pins {pinned / GIB:,.1f} GiB of weights in each host's "
-            f"memory ({gpus} GPUs a node x {offloaded_bytes_per_gpu(dep) / GIB:,.2f} GiB), "
-            f"more than the host's {host_memory_bytes / GIB:,.1f} GiB (--host-memory-gib)")
+            f"memory ({each}), more than the host's {host_memory_bytes / GIB:,.1f} GiB "
+            "(--host-memory-gib)")
+
+
+def _per_gpu_label(dep: Deployment) -> str:
+    """'20.00 GiB a GPU', or with stages that offload differently, each stage's:
+    '37.73, 40.00 GiB a GPU by stage'."""
+    per_stage = [split.bytes for split in stage_offloads(dep)]
+    if len(set(per_stage)) == 1:
+        return f"{per_stage[0] / GIB:,.2f} GiB a GPU"
+    return ", ".join(f"{b / GIB:,.2f}" for b in per_stage) + " GiB a GPU by stage"
 
 
 def cpu_offload_note(dep: Deployment) -> str:
@@ -256,17 +310,19 @@ def cpu_offload_note(dep: Deployment) -> str:
     host memory (--cpu-offload-gb)', or "" without it."""
     if dep.cpu_offload is None:
         return ""
-    return f"; {offloaded_bytes_per_gpu(dep) / GIB:,.2f} GiB a GPU of weights in host memory ({FLAG})"
+    return f"; {_per_gpu_label(dep)} of weights in host memory ({FLAG})"
 
 
 def cpu_offload_json(dep: Deployment) -> dict[str, Any]:
     """--json's ``cpu_offload`` object, {} without the flag (so the key is left out): the
-    bytes each GPU offloads and was asked to, the host link, and a step's read over it (the
-    most: an MoE step read in place reads only its routed experts)."""
+    bytes each GPU offloads (the most of any stage, and each stage's) and was asked to, the
+    host link, and a step's read over it (the most: an MoE step read in place reads only its
+    routed experts)."""
     if dep.cpu_offload is None:
         return {}
     return {"cpu_offload": {
         "bytes_per_gpu": offloaded_bytes_per_gpu(dep),
+        "bytes_per_gpu_by_stage": [split.bytes for split in stage_offloads(dep)],
         "asked_bytes_per_gpu": asked_bytes_per_gpu(dep),
         "link_bytes_per_s": host_link_bytes_per_s(dep.accelerator,
                                                   dep.cpu_offload.link_bytes_per_s),
@@ -278,17 +334,30 @@ def cpu_offload_caution(dep: Deployment) -> str:
     """What a deployment with --cpu-offload-gb should be read with, or ""."""
     if dep.cpu_offload is None:
         return ""
-    moved = offloaded_bytes_per_gpu(dep)
     link = host_link_bytes_per_s(dep.accelerator, dep.cpu_offload.link_bytes_per_s)
     routed = offload_read_share(dep, 1) < 1  # read in place: only the experts routed to
-    text = (f"{FLAG}: {moved / GIB:,.2f} GiB of each GPU's weights live in pinned host memory "
+    per_stage = [split.bytes for split in stage_offloads(dep)]
+    moved = (f"{per_stage[0] / GIB:,.2f} GiB" if len(set(per_stage)) == 1 else
+             ", ".join(f"{b / GIB:,.2f}" for b in per_stage) + " GiB (stage by stage)")
+    text = (f"{FLAG}: {moved} of each GPU's weights live in pinned host memory "
             f"and every step reads them over the host link ({link / 1e9:,.0f} GB/s: "
             f"{'up to ' if routed else ''}{offload_read_time_s(dep) * 1e3:,.1f} ms a step, "
             "counted once; a prompt step's matmuls may read them more than once"
             + ("; an MoE step reads only the experts it routes to" if routed else "") + ")")
-    if moved < asked_bytes_per_gpu(dep):
-        text += (f"; {asked_bytes_per_gpu(dep) / GIB:g} GiB asked is more than the layers' "
-                 f"{moved / GIB:,.2f} GiB a GPU: vLLM offloads every layer and stops")
+    asked = asked_bytes_per_gpu(dep)
+    stages = pipeline_stages(dep)
+    short = [(stage, layers.bytes) for stage, layers in zip(stages, stage_layer_bytes_per_gpu(dep))
+             if layers.bytes < asked]  # stages whose layers hold less than asked: all go
+    if len(short) == len(stages):
+        held = ("every stage's layers" if len({b for _, b in short}) > 1 else
+                f"the layers' {short[0][1] / GIB:,.2f} GiB a GPU")
+        text += f"; {asked / GIB:g} GiB asked is more than {held}: vLLM offloads every layer and stops"
+    elif short:
+        which = ", ".join(str(stage.index + 1) for stage, _ in short)
+        held = ", ".join(f"{b / GIB:,.2f}" for _, b in short)
+        text += (f"; {asked / GIB:g} GiB asked is more than the layers of stage"
+                 f"{'s' if len(short) > 1 else ''} {which} hold ({held} GiB a GPU): vLLM "
+                 "offloads every layer there and stops")
     return text
 
 

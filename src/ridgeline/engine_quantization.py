@@ -98,12 +98,17 @@ def quantized_weights(method: str, spec: ModelSpec, engine: str | None = None) -
     if not stored:
         if chosen.online:
             return chosen.format
-        online = ", ".join(m.method for m in engine_methods().values() if m.online)
+        engines = (engine,) if engine in QUANTIZATION_ENGINES else chosen.engines
+        online = [m.method for m in engine_methods().values()
+                  if m.online and set(engines) <= set(m.engines)]  # what these engines all have
+        one, s = len(engines) == 1, "s" if len(engines) == 1 else ""
         raise InputError(f"{spec.name} is a {spec.dtype} checkpoint and --quantization "
-                         f"{chosen.method} does not quantize on load: vLLM and SGLang read a "
-                         f"checkpoint quantized with {chosen.method} and fail at start-up "
+                         f"{chosen.method} does not quantize on load: "
+                         f"{_engine_names(engines)} read{s} a "
+                         f"checkpoint quantized with {chosen.method} and fail{s} at start-up "
                          "without one "
-                         f"(only {online} quantize a 16-bit one); name a pre-quantized "
+                         f"(only {', '.join(online)} quantize{'s' if len(online) == 1 else ''} "
+                         f"a 16-bit one{'' if one else ' on both'}); name a pre-quantized "
                          f"checkpoint of the model, or give --weights {chosen.format} to size "
                          "one")
     if chosen.serves_as_stored(spec):
@@ -144,14 +149,21 @@ def quantization_engine(method: str, engine: str | None) -> None:
                              f"{chosen.engines[0]}, or --weights {chosen.format} to size it")
         return
     fmt = chosen.format
+    owners = _engine_names(chosen.engines, "'s")
     if engine.startswith("llama.cpp"):
-        raise InputError(f"--quantization {method} is vLLM's and SGLang's; llama.cpp runs the "
+        raise InputError(f"--quantization {method} is {owners}; llama.cpp runs the "
                          "GGUF's own types: give --weights q4_k_m, q8_0, … (as stored: leave "
                          "it out)")
-    raise InputError(f"--quantization {method} is vLLM's and SGLang's; trtllm-serve has no such "
+    raise InputError(f"--quantization {method} is {owners}; trtllm-serve has no such "
                      "flag and serves a checkpoint quantized beforehand (TensorRT Model "
                      "Optimizer) as stored: leave it out, or give --weights "
                      f"{fmt} to size such a checkpoint")
+
+
+def _engine_names(engines: tuple[str, ...], suffix: str = "") -> str:
+    """('vllm', 'sglang') -> "vLLM and SGLang" (with suffix "'s": "vLLM's and SGLang's")."""
+    names = {"vllm": "vLLM", "sglang": "SGLang"}
+    return " and ".join(names.get(e, e) + suffix for e in engines)
 
 
 def dtype_on(dtype: str | None, acc: Accelerator) -> None:

@@ -231,8 +231,11 @@ def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
              *([q("host's share", (work.host_bytes + work.link_bytes
                                    if work.hbm_spared_bytes is None else work.hbm_spared_bytes)
                   / GB, "GB",
-                  "the weights read that --cpu-offload-gb keeps in host memory: read over "
-                  "the host link (host time below)" if dep.cpu_offload is not None else
+                  ("the weights read that --cpu-offload-gb keeps in host memory: read over "
+                   "the host link (host time below)" if dep.cpu_offload.in_place else
+                   "none: V0 copies the offloaded layers over the host link (host time "
+                   "below) into HBM, and the kernels read them there")
+                  if dep.cpu_offload is not None else
                   "the layers in host memory: read by the CPU (host time below)")]
                if work.host_bytes or work.link_bytes else []),
              q("bandwidth", dep.bandwidth_bytes_per_s / 1e12, "TB/s",
@@ -522,23 +525,26 @@ def _weights_read_source(dep: Deployment, work: Work) -> str:
 def _host_steps(dep: Deployment, work: Work) -> tuple[Step, ...]:
     """The explanation of a partial offload's host time, or nothing without one."""
     if dep.cpu_offload is not None:
-        from ridgeline.cpu_offload import offloaded_bytes_per_gpu
+        from ridgeline.cpu_offload import stage_offloads
         from ridgeline.offload import host_link_bytes_per_s
 
-        moved = offloaded_bytes_per_gpu(dep)
-        stages = dep.pipeline_parallel_size * dep.tensor_parallel_size
-        share = work.link_bytes / (moved * stages) if moved else 1.0
-        return (step("host time", "offloaded bytes a GPU × pipeline stages ÷ host link"
-                     if share >= 1 else
-                     "offloaded bytes a GPU × share read × pipeline stages ÷ host link",
+        per_stage = [split.bytes for split in stage_offloads(dep)]
+        moved = sum(per_stage)
+        share = work.link_bytes / (moved * dep.tensor_parallel_size) if moved else 1.0
+        staged = dep.pipeline_parallel_size > 1
+        bytes_name = "offloaded bytes, a GPU of each stage" if staged else "offloaded bytes a GPU"
+        return (step("host time", f"{bytes_name} ÷ host link" if share >= 1 else
+                     f"{bytes_name} × share read ÷ host link",
                      q("host time", work.host_time_s * 1e3, "ms"),
-                     q("offloaded bytes a GPU", moved / GB, "GB",
-                       "--cpu-offload-gb × 2^30, at most the layers' weights"),
+                     q(bytes_name, moved / GB, "GB",
+                       "--cpu-offload-gb × 2^30, at most the layers' weights" + (
+                           " of each stage, the stages read one after another: "
+                           + " + ".join(f"{b / GB:,.4g}" for b in per_stage) + " GB"
+                           if staged else "")),
                      *([q("share read", share, "",
                           "read in place: the non-expert weights of the layers offloaded "
                           "first (from layer 0 up), and the routed experts the step's "
                           "tokens touch")] if share < 1 else []),
-                     q("pipeline stages", dep.pipeline_parallel_size),
                      q("host link", host_link_bytes_per_s(
                          dep.accelerator, dep.cpu_offload.link_bytes_per_s) / 1e9, "GB/s",
                        "--host-link-gbs or the card's PCIe")),)

@@ -89,6 +89,9 @@ class Accelerator:
     # dies (GCDs) as a GPU of its own, with half the memory and bandwidth; 1 for the rest
     # (a B200's two dies are one CUDA device)
     runtime_devices: int = 1
+    # these parts one operating-system host carries, where not a DGX/HGX board's 8 (a GB200
+    # compute tray: 4; parallel.host_gpus); None: not recorded
+    host_gpus: int | None = None
 
     def __post_init__(self) -> None:
         require_positive(self.memory_bytes, f"{self.id}: memory")
@@ -245,6 +248,7 @@ class Accelerator:
             fp16_accumulate_flops=f.optional("fp16_accumulate_flops", 0, math.inf,
                                              open_low=True),
             runtime_devices=f.whole("runtime_devices", 1, MAX_RUNTIME_DEVICES, default=1),
+            host_gpus=f.whole("host_gpus", 1, MAX_HOST_GPUS) if "host_gpus" in record else None,
         )
 
 
@@ -253,11 +257,13 @@ VENDORS = ("nvidia", "amd", "intel", "apple", "google", "measured")
 FORMS = ("datacenter", "workstation", "consumer", "soc", "measured")
 # the fields a record's figure_sources may name
 FIGURES = ("memory_bytes", "memory_bandwidth_bytes_per_s", "peak_flops", "fp16_accumulate_flops",
-           "ecc_visible_bytes", "runtime_total_bytes", "link", "price_per_hour_usd", "tdp_w")
+           "ecc_visible_bytes", "runtime_total_bytes", "link", "price_per_hour_usd", "tdp_w",
+           "host_gpus")
 MAX_MEMORY_BYTES = 1e15  # a petabyte: past any one accelerator's memory
 MAX_PRICE_USD = 1000.0  # per device-hour
 MAX_TDP_W = 100_000.0  # a whole wafer-scale system draws tens of kW
 MAX_RUNTIME_DEVICES = 8  # devices one part shows the runtime (an MI250: 2)
+MAX_HOST_GPUS = 64  # parts one host carries
 
 
 @lru_cache(maxsize=1)

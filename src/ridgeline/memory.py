@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ridgeline.cpu_offload import offloaded_bytes_per_gpu
+from ridgeline.cpu_offload import stage_offloaded_bytes_per_gpu
 from ridgeline.datafiles import engine_defaults
 from ridgeline.deployment import Deployment
 from ridgeline.engine_versions import (
@@ -207,10 +207,10 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
         return tuple(_stage_pool(dep, s, total, device.weight_bytes, None, device, cells)
                      for device in devices)
     if dep.pipeline_parallel_size > 1:
-        # --cpu-offload-gb: each stage's GPUs hold their own layers' share in host memory
+        # --cpu-offload-gb: each stage's GPUs keep min(asked, their own layers) in host memory
         return tuple(_stage_pool(dep, s, total, stage_weight_bytes(dep, stage, vision)
                                  + ep_extra_bytes(dep, stage.expert_share)
-                                 - offloaded_bytes_per_gpu(dep), stage)
+                                 - stage_offloaded_bytes_per_gpu(dep, stage), stage)
                      for stage in pipeline_stages(dep))
     if dep.data_parallel_size > 1:  # each rank sizes its own pool, under its own share
         from ridgeline.data_parallel import rank_settings

@@ -43,6 +43,13 @@ def node_size(acc: Accelerator) -> int:
     return NODE_SIZE.get(acc.id, DEFAULT_NODE_SIZE)
 
 
+def host_gpus(acc: Accelerator) -> int:
+    """The ``acc`` one operating-system host carries, whose RAM pins what they offload: the
+    catalog's ``host_gpus`` (a GB200 compute tray: 4, of an NVLink domain of 72), else a
+    DGX/HGX board's 8, or fewer where the NVLink domain is smaller (a GH200: 1)."""
+    return acc.host_gpus or min(DEFAULT_NODE_SIZE, node_size(acc))
+
+
 def cross_node_caution(tp: int, acc: Accelerator, engine: str, ranks: int = 1,
                        devices: int = 1) -> str:
     """What to say of tensor parallelism past one node, or "": every all-reduce then crosses
