@@ -52,7 +52,10 @@ def test_every_format_a_config_can_name_exists_in_the_table() -> None:
             assert fmt in weight_formats()
 
 
-@pytest.mark.parametrize("qc", [{"quant_method": "bitsandbytes"}, {"quant_method": "gptq", "bits": 3},
+@pytest.mark.parametrize("qc", [{"quant_method": "hqq"}, {"quant_method": "gptq", "bits": 3},
+                                {"quant_method": "bitsandbytes",
+                                 "bnb_4bit_quant_storage": "bfloat16"},
+                                {"quant_method": "bitsandbytes", "load_in_8bit": "yes"},
                                 {"quant_method": "modelopt", "quantized_layers": {"a.mlp": []}},
                                 "fp8"])
 def test_unsupported_or_malformed_configs_are_refused(qc: object) -> None:

@@ -89,9 +89,15 @@ def load_deployment(args: argparse.Namespace, model: Any = None) -> Any:
 def named_weights(args: argparse.Namespace) -> str | None:
     """The weight format the flags name where no checkpoint is read (roofline, utilization
     without --model): --weights, or the format --quantization METHOD stands for."""
+    from ridgeline.catalog import normalise
     from ridgeline.engine_quantization import method_format
+    from ridgeline.precision import weight_mixes
 
     method = getattr(args, "quantization", None)
+    if method and normalise(method_format(method)) in weight_mixes():
+        raise InputError(f"--quantization {method} quantizes some of a model's weights (a MoE's "
+                         "experts) and leaves the rest, so it has no one size per weight: give "
+                         "--model")
     return method_format(method) if method else getattr(args, "weights", None)
 
 
@@ -102,6 +108,7 @@ def served_weights(args: argparse.Namespace, model: Any, acc: Any,
     for an unquantized checkpoint (bfloat16 refused on a card without it)."""
     from ridgeline.engine_quantization import (
         dtype_on,
+        method_on,
         quantization_engine,
         quantized_weights,
         weights_with_dtype,
@@ -113,6 +120,7 @@ def served_weights(args: argparse.Namespace, model: Any, acc: Any,
                          "own types (--weights)")
     if method:
         quantization_engine(method, engine)
+        method_on(method, acc)
     dtype_on(dtype, acc)
     weights = quantized_weights(method, model, engine) if method else getattr(args, "weights", None)
     return weights_with_dtype(weights, dtype, model)
@@ -135,6 +143,11 @@ def build_deployment(args: argparse.Namespace, model: Any, acc: Any, engine: str
                            offload=host_offload(args, model, engine),
                            split_mode=getattr(args, "split_mode", None),
                            data_parallel_size=ranks)
+    from ridgeline.engine_quantization import bnb_problem
+
+    problem = bnb_problem(dep)
+    if problem:
+        raise InputError(problem)
     from ridgeline.cpu_offload import cpu_offload_from_args, host_memory_problem, runner_problem
 
     cpu = cpu_offload_from_args(args, engine, ranks)

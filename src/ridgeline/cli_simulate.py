@@ -234,6 +234,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     from ridgeline.offload import offload_caution
     from ridgeline.parallel import cross_node_caution
     from ridgeline.predict import (
+        bnb_caution,
         cdna3_moe_caution,
         eager_caution,
         eager_switch_note,
@@ -284,6 +285,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                                  eager_switch_note(engine) if args.enforce_eager else "",
                                  eager_caution(dep) if args.enforce_eager else "",
                                  offload_caution(dep), cdna3_moe_caution(dep), gguf_caution(dep),
+                                 bnb_caution(dep),
                                  cross_node_caution(dep.tensor_parallel_size, dep.accelerator,
                                                     dep.engine),
                                  "" if overload_rates(result, count, saturated) else warmup_caution(

@@ -105,6 +105,11 @@ def weights_platform_problem(plan: WeightPlan, accelerator: Accelerator, engine:
                 "recipes are FP4, FP8, INT8 and INT4 AWQ/GPTQ (nvidia.github.io/TensorRT-LLM, "
                 "features/quantization); give --weights fp8, nvfp4 or awq-int4, or --engine "
                 "llama.cpp")
+    bnb = sorted(f for f in formats if f.startswith("bnb-"))
+    if engine == "trtllm" and bnb:
+        return (f"trtllm loads no bitsandbytes weights ({bnb[0]}): TensorRT-LLM's quantization "
+                "recipes are FP4, FP8, INT8 and INT4 AWQ/GPTQ (nvidia.github.io/TensorRT-LLM, "
+                "features/quantization); give --weights awq-int4 or fp8, or --engine vllm")
     if engine == "trtllm" and formats & set(FP8_FORMATS) \
             and accelerator.family in TRTLLM_NO_FP8_FAMILIES:
         return (f"TensorRT-LLM runs fp8 from compute capability 8.9 (Ada, Hopper, Blackwell), "

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from ridgeline.catalog import normalise
 from ridgeline.datafiles import load_data
@@ -21,6 +22,10 @@ from ridgeline.errors import InputError, shorten
 from ridgeline.hardware import Accelerator
 from ridgeline.model import ModelSpec
 from ridgeline.precision import is_stored_format, weight_format, weight_mixes
+from ridgeline.quantization import EXPERTS
+
+if TYPE_CHECKING:
+    from ridgeline.deployment import Deployment
 
 # vLLM's and SGLang's --dtype choices -> the weight format an unquantized checkpoint runs in
 DTYPES = {"auto": None, "bfloat16": "bf16", "float16": "fp16", "half": "fp16"}
@@ -95,12 +100,18 @@ def quantized_weights(method: str, spec: ModelSpec, engine: str | None = None) -
     _verify_quantization refuse it (qwen3-235b-a22b-fp8 with awq)."""
     chosen = engine_method(method)
     stored = set(spec.stored_format_map.values())
+    if chosen.method == "experts_int8" and spec.moe is None:
+        raise InputError(f"--quantization experts_int8 quantizes a MoE's routed experts and "
+                         f"{spec.name} is dense: vLLM's ExpertsInt8Config leaves every linear "
+                         "layer unquantized, so it would serve the checkpoint as it is; leave "
+                         "out --quantization, or give -q fp8 or bitsandbytes to quantize it")
     if not stored:
         if chosen.online:
             return chosen.format
         engines = (engine,) if engine in QUANTIZATION_ENGINES else chosen.engines
-        online = [m.method for m in engine_methods().values()
-                  if m.online and set(engines) <= set(m.engines)]  # what these engines all have
+        online = [m.method for m in engine_methods().values()  # what these engines all have,
+                  if m.online and set(engines) <= set(m.engines)  # for this model's kind
+                  and (m.method != "experts_int8" or spec.moe is not None)]
         one, s = len(engines) == 1, "s" if len(engines) == 1 else ""
         raise InputError(f"{spec.name} is a {spec.dtype} checkpoint and --quantization "
                          f"{chosen.method} does not quantize on load: "
@@ -124,6 +135,48 @@ def quantized_weights(method: str, spec: ModelSpec, engine: str | None = None) -
                      f"{algo}), and vLLM and SGLang refuse --quantization {chosen.method} on "
                      "it (the method in the model config does not match the `quantization` "
                      f"argument): {instead}")
+
+
+# vLLM's get_min_capability: bitsandbytes 7.0, experts_int8 8.0; the NVIDIA families below
+MIN_CAPABILITY_FAMILIES = {"bitsandbytes": ("pascal",),
+                           "experts_int8": ("pascal", "volta", "turing")}
+
+
+def method_on(method: str, acc: Accelerator) -> None:
+    """Refuses a method on an NVIDIA card below its compute capability, as vLLM does at
+    start-up ('The quantization method X is not supported for the current GPU. Minimum
+    capability: 80'): experts_int8 on a T4 or V100, bitsandbytes on a P100."""
+    chosen = engine_method(method)
+    below = MIN_CAPABILITY_FAMILIES.get(chosen.method, ())
+    if acc.vendor == "nvidia" and acc.family in below:
+        need = "8.0" if chosen.method == "experts_int8" else "7.0"
+        raise InputError(f"--quantization {chosen.method} needs compute capability {need} or "
+                         f"more, and the {acc.id} ({acc.family}) has less: vLLM refuses it at "
+                         "start-up (get_min_capability)")
+
+
+def bnb_problem(dep: Deployment) -> str:
+    """Why vLLM cannot serve a bitsandbytes checkpoint as stored on ``dep``, or "": a
+    pre-quantized one over tensor-parallel ranks ('Prequant BitsAndBytes models with tensor
+    parallelism is not supported. Please try with pipeline parallelism.', its
+    bitsandbytes_loader.py), an 8-bit one's experts (BitsAndBytesMoEMethod's 8-bit
+    create_weights raises NotImplementedError). Quantized on load it runs at any TP."""
+    spec = dep.model
+    if spec.quant_method != "bitsandbytes" or dep.weights.label != "as stored" \
+            or dep.engine != "vllm":
+        return ""
+    if dep.tensor_parallel_size > 1:
+        return (f"{spec.name} is a pre-quantized bitsandbytes checkpoint, and vLLM loads one "
+                f"on a single tensor-parallel rank only ('Prequant BitsAndBytes models with "
+                f"tensor parallelism is not supported'): give --num-gpus 1 with "
+                f"--pipeline-parallel-size {dep.tensor_parallel_size}, or serve the 16-bit "
+                "checkpoint with --quantization bitsandbytes, which quantizes it on each rank")
+    experts = dep.weights.format_of(EXPERTS).id
+    if spec.moe is not None and experts == "bnb-int8":
+        return (f"{spec.name} is an 8-bit bitsandbytes checkpoint of a MoE, and vLLM has no "
+                "8-bit bitsandbytes experts (BitsAndBytesMoEMethod: NotImplementedError): "
+                "serve a 4-bit one, or the 16-bit checkpoint with --quantization bitsandbytes")
+    return ""
 
 
 def checkpoint_engine_method(spec: ModelSpec, engine: str | None = None) -> EngineMethod | None:

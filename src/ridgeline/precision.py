@@ -90,11 +90,12 @@ STORED_NAMES = ("auto", "stored", "native", "as-stored")
 
 @dataclass(frozen=True)
 class WeightMix:
-    """A file type that stores tensor families in different formats (GGUF 'MXFP4 MoE')."""
+    """Tensor families in different formats: a file type (GGUF 'MXFP4 MoE'), or what an
+    engine quantizes on load (vLLM's experts_int8: the experts, the rest as stored)."""
 
     id: str
     by_category: tuple[tuple[str, str], ...]  # (category, format id)
-    default: str  # every other weight category
+    default: str | None  # every other weight category; None: the checkpoint's dtype
     source: str
 
 
@@ -103,7 +104,7 @@ def weight_mixes() -> dict[str, WeightMix]:
     """Normalised name or alias -> mix."""
     table: dict[str, WeightMix] = {}
     for row in load_data("formats.json").get("mixes", []):
-        mix = WeightMix(row["id"], tuple(row["by_category"].items()), row["default"],
+        mix = WeightMix(row["id"], tuple(row["by_category"].items()), row.get("default"),
                         row["source"])
         for alias in (row["id"], *row.get("aliases", ())):
             table[normalise(alias)] = mix
@@ -155,7 +156,7 @@ def weight_plan(spec: ModelSpec, weights: str | None = None) -> WeightPlan:
         label = "as stored" if chosen else base
     elif normalise(weights) in weight_mixes():
         mix = weight_mixes()[normalise(weights)]
-        chosen = {c: dict(mix.by_category).get(c, mix.default)
+        chosen = {c: dict(mix.by_category).get(c, mix.default or base)
                   for c in CATEGORIES if c not in (ROUTER, OTHER, EXPERT_BIAS)}
         label = mix.id
     else:

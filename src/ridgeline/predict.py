@@ -264,6 +264,27 @@ def gguf_caution(dep: Deployment) -> str:
     return GGUF_CAUTION[dep.engine].format(label=dep.weights.label)
 
 
+# No row in validation/ measures bitsandbytes weights, and the step-cost model prices a step
+# by the bytes it reads: bitsandbytes' kernels dequantize as they go (matmul_4bit; LLM.int8's
+# int8 product plus an fp16 one for the outlier columns), and on a MoE vLLM's
+# BitsAndBytesMoEMethod dequantizes every expert to 16 bits before the fused kernel, each step.
+BNB_CAUTION = ("bitsandbytes weights ({label}) are priced by the bytes a step reads, as any "
+               "format is, but bitsandbytes' dequantizing kernels run well below that and no "
+               "measurement calibrates them: read the step times as optimistic (the memory and "
+               "capacity figures stand)")
+BNB_MOE = ("; on a MoE vLLM dequantizes every expert to 16 bits each step "
+           "(BitsAndBytesMoEMethod), which this does not price at all")
+
+
+def bnb_caution(dep: Deployment) -> str:
+    """What to say of a step time on bitsandbytes weights (bnb-nf4, bnb-int8), or ""."""
+    bnb = {f for _, f in dep.weights.formats if f.startswith("bnb-")}
+    if not bnb:
+        return ""
+    moe = dep.model.moe is not None and dep.weights.format_of(EXPERTS).id in bnb
+    return BNB_CAUTION.format(label=dep.weights.label) + (BNB_MOE if moe else "")
+
+
 def shared_profile_caution(profile: EngineProfile) -> str:
     """For an engine other than vLLM priced on a profile it shares with others (the bundled
     serving profile, fitted on TensorRT-LLM's, vLLM's and SGLang's rows together): that its

@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from ridgeline.errors import InputError
+from ridgeline.errors import InputError, shorten
 
 EMBEDDING = "embedding"
 LM_HEAD = "lm_head"
@@ -105,6 +105,8 @@ def _stored_formats(qc: Mapping[str, Any], origin: str) -> Mapping[str, str]:
     fmt = _uniform_format(method, qc, origin)
     excluded = {category_of(str(m)) for m in qc.get("modules_to_not_convert") or []}
     excluded |= {category_of(str(m)) for m in qc.get("ignore") or [] if "mtp" not in str(m)}
+    if method == "bitsandbytes":  # transformers' BitsAndBytesConfig names its exclusions so
+        excluded |= {category_of(str(m)) for m in qc.get("llm_int8_skip_modules") or []}
     return {c: fmt for c in LINEAR_CATEGORIES if c not in excluded}
 
 
@@ -132,6 +134,8 @@ def _uniform_format(method: str, qc: Mapping[str, Any], origin: str) -> str:
         return "fp8-block" if block else "fp8"
     if method == "mxfp4":
         return "mxfp4"
+    if method == "bitsandbytes":
+        return _bitsandbytes(qc, origin)
     if method in ("awq", "gptq"):
         if bits == 8:
             return "gptq-int8"
@@ -156,6 +160,27 @@ def _uniform_format(method: str, qc: Mapping[str, Any], origin: str) -> str:
     if method == "compressed-tensors":
         return _compressed_tensors(qc, origin)
     raise InputError(f"{origin}: quantization method {method or '(none)'!r} is not supported")
+
+
+def _bitsandbytes(qc: Mapping[str, Any], origin: str) -> str:
+    """A bitsandbytes checkpoint's format as vLLM holds it (its BitsAndBytesConfig.from_config):
+    load_in_8bit -> LLM.int8 (bnb-int8); else 4-bit (load_in_4bit is its default), NF4 or FP4,
+    double-quantized or not, held with fp32 absmaxes (bnb-nf4: its loader's dequantize_dq).
+    vLLM refuses a bnb_4bit_quant_storage other than uint8."""
+    flags = {key: qc.get(key) for key in ("load_in_8bit", "load_in_4bit")}
+    for key, value in flags.items():
+        if value is not None and not isinstance(value, bool):
+            raise InputError(f"{origin}: quantization_config.{key} must be true or false, "
+                             f"got {value!r}")
+    if flags["load_in_8bit"]:
+        return "bnb-int8"
+    storage = qc.get("bnb_4bit_quant_storage")
+    if storage not in (None, "uint8"):
+        named = shorten(str(storage))
+        raise InputError(f"{origin}: bitsandbytes bnb_4bit_quant_storage {named!r} is not "
+                         "supported (vLLM takes uint8 only: 'Unsupported "
+                         "bnb_4bit_quant_storage')")
+    return "bnb-nf4"
 
 
 def _per_layer_modelopt(layers: Mapping[str, Any], origin: str) -> dict[str, str]:

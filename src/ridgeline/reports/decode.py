@@ -403,6 +403,7 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
     from ridgeline.capacity import start_trim_caution
     from ridgeline.offload import offload_caution
     from ridgeline.predict import (
+        bnb_caution,
         cdna3_moe_caution,
         eager_caution,
         eager_switch_note,
@@ -415,7 +416,8 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
                 eager_caution(dep) if enforce_eager else "", context_caution(dep, max(contexts)),
                 start_trim_caution(dep, settings or EngineSettings(),
                                    max_model_len),
-                cdna3_moe_caution(dep), gguf_caution(dep), shared_profile_caution(profile),
+                cdna3_moe_caution(dep), gguf_caution(dep), bnb_caution(dep),
+                shared_profile_caution(profile),
                 offload_caution(dep), split_caution(dep), dep.model.architecture_caution,
                 micro_batch_caution(dep, batches), deployment_caution(dep),
                 *data_parallel_cautions(dep, stepping=True), expected[0].calibration,
