@@ -12,6 +12,7 @@ import pytest
 from ridgeline.calibrate import largest_decode_batches
 from ridgeline.candidate import Candidate
 from ridgeline.capacity import max_batch
+from ridgeline.catalog import resolve_model
 from ridgeline.cli import main
 from ridgeline.engines import (
     MIN_EDGE_ROWS,
@@ -37,6 +38,9 @@ MI300X = resolve_accelerator("mi300x")
 H100 = resolve_accelerator("h100")
 # the files scripts/fit_profiles.py fits
 FITTED = (MEASUREMENTS, LOWBATCH, ROCM, CUDA, *sorted((ROOT / "validation" / "h200").glob("*.csv")))
+
+
+LLAMA_8B = resolve_model("llama-3.1-8b")
 
 
 def _candidate(gpu: str, batch: int) -> Candidate:
@@ -171,9 +175,11 @@ def test_the_shipped_profiles_record_what_their_fitted_rows_show() -> None:
 def test_plan_cautions_an_mi300x_candidate_past_its_fitted_batch() -> None:
     profile, slo = profile_for("vllm"), Slo(2.0, 0.05)
     edge = profile.fitted_max_batch["amd-instinct"]
-    past = candidate_cautions(_candidate("mi300x", 2 * edge), "vllm", profile, slo)
+    past = candidate_cautions(_candidate("mi300x", 2 * edge), "vllm", profile, slo,
+                              LLAMA_8B)
     assert profile.batch_range_caution(MI300X, 2 * edge) in past
-    within = candidate_cautions(_candidate("mi300x", edge), "vllm", profile, slo)
+    within = candidate_cautions(_candidate("mi300x", edge), "vllm", profile, slo,
+                              LLAMA_8B)
     assert not any("decode batches up to" in text for text in within)
 
 

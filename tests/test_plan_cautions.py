@@ -214,7 +214,7 @@ def test_the_cautions_of_unpriced_and_cheaper_unverified_rows_sit_under_them() -
     win = _candidate(H100.id, 1, replicas=2, verified=True, sim_ttft_s=0.2, sim_tpot_s=0.03)
     cheaper = _candidate("mi300x", 1, verified=True, sim_ttft_s=0.9, sim_tpot_s=0.03)
     unpriced = _candidate("mi325x", 1, price_per_gpu_hour=None, ttft_floor_s=0.9)
-    own = {c.accelerator: candidate_cautions(c, "vllm", profile, slo)
+    own = {c.accelerator: candidate_cautions(c, "vllm", profile, slo, LLAMA_70B)
            for c in (cheaper, unpriced)}
     assert all(own.values())
     result = PlanResult(load, slo, (win, cheaper), (unpriced,), (), (), 2, 250.0, "",

@@ -111,3 +111,15 @@ def test_decode_and_simulate_print_it(capsys: pytest.CaptureFixture[str]) -> Non
           "--concurrency", "4", "--num-requests", "40", "--input-len", "1000",
           "--output-len", "100"])
     assert "published decode rows of MoE models under sglang" in capsys.readouterr().out
+
+
+def test_plan_says_it_of_its_winner(capsys: pytest.CaptureFixture[str]) -> None:
+    """plan prices its candidates through the same step cost, so its B300 winner carries the
+    same record as decode's."""
+    from ridgeline.cli import main
+
+    main(["plan", "deepseek-r1", "--gpus", "b300", "--rate", "2", "--input-len", "1000",
+          "--output-len", "500", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "50", "--engine",
+          "sglang"])
+    caution = track_record_caution(_dep("deepseek-r1", "b300", 8, "sglang"), "decode")
+    assert caution and f"caution: {caution}" in capsys.readouterr().out

@@ -5,9 +5,10 @@ largest the profile was fitted on for the card's group."""
 
 from __future__ import annotations
 
-from ridgeline.candidate import Candidate
+from ridgeline.candidate import Candidate, replica_deployment
 from ridgeline.engines import MIN_GROUP_ROWS, EngineProfile, accelerator_group
 from ridgeline.hardware import Accelerator, engine_devices, resolve_accelerator
+from ridgeline.model import ModelSpec
 from ridgeline.parallel import cross_node_caution
 from ridgeline.serving_load import Slo
 
@@ -70,14 +71,20 @@ def prompt_share_caution(c: Candidate, profile: EngineProfile, slo: Slo, engine:
 
 
 def candidate_cautions(c: Candidate, engine: str, profile: EngineProfile,
-                       slo: Slo) -> tuple[str, ...]:
+                       slo: Slo, model: ModelSpec) -> tuple[str, ...]:
     """What to say of ``c``'s deployment itself: TP across nodes (parallel.cross_node_caution,
     as fit, decode, prefill and simulate say it), a TTFT within the borrowed compute share's
     uncertainty of the SLO (``prompt_share_caution``), a decode batch past the largest the
-    profile was fitted on for its card group (EngineProfile.batch_range_caution)."""
+    profile was fitted on for its card group (EngineProfile.batch_range_caution), and the
+    step-cost model's record on its card (track_record_caution, as simulate says it)."""
+    from ridgeline.track_record import track_record_caution
+
     acc = resolve_accelerator(c.accelerator)
     devices = engine_devices(engine, acc)  # vLLM's TP counts an MI250's dies
+    dep = replica_deployment(model, acc, c.tp, c.pp, c.weights, c.kv, c.expert_parallel, engine)
     return tuple(why for why in (cross_node_caution(c.engine_tp(engine), acc, engine,
                                                     devices=devices),
                                  prompt_share_caution(c, profile, slo, engine),
-                                 profile.batch_range_caution(acc, c.batch)) if why)
+                                 profile.batch_range_caution(acc, c.batch),
+                                 track_record_caution(dep, "prefill"),
+                                 track_record_caution(dep, "decode")) if why)
