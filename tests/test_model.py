@@ -406,11 +406,14 @@ def test_an_architecture_ridgeline_has_not_checked_is_read_with_a_caution(tmp_pa
     spec = resolve_model(str(path))
     assert "model_type 'foobar', which ridgeline has not checked" in spec.architecture_caution
     assert count_params(spec).total == count_params(resolve_model("llama-3.1-8b")).total
-    # the bundled configs read quietly, but for Llama-4's, which carry no vision_config
-    cautioned = {m for m in IDS if resolve_model(m).architecture_caution}
-    assert cautioned == {"llama-4-scout", "llama-4-maverick"}
-    assert all("carries no vision_config" in resolve_model(m).architecture_caution
-               for m in cautioned)
+    # every bundled config reads quietly, Llama-4's with their vision_config among them
+    assert not [m for m in IDS if resolve_model(m).architecture_caution]
+    # a multimodal config stripped to its text_config is cautioned: its tower goes uncounted
+    text_only = copy.deepcopy(load_data("models/meta-llama--Llama-4-Scout-17B-16E-Instruct.json"))
+    del text_only["vision_config"]
+    stripped = spec_from_hf_config(text_only, "scout-text")
+    assert stripped.vision_params == 0
+    assert "carries no vision_config" in stripped.architecture_caution
 
 
 def test_a_known_model_type_under_an_unknown_architecture_is_cautioned(tmp_path: Any) -> None:

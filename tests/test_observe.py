@@ -834,7 +834,7 @@ def test_emitting_measurements_says_what_it_wrote(tmp_path: Path,
     notes = json.loads(capsys.readouterr().out)["notes"]
     wrote = next(n for n in notes if n.startswith("wrote 1 row"))
     assert wrote.startswith(f"wrote 1 row for `ridgeline calibrate` to {out}")
-    assert "prompt tokens each step carries" in wrote  # the window's load brings prompts
+    assert "the steps that run its prompts beside the decodes" in wrote  # the load's prompts
     single = tmp_path / "single.csv"
     assert main(["observe", str(FIXTURES / "vllm_metrics.txt"), "--model", "llama-3.1-8b",
                  "--gpu", "h100", "--emit-measurements", str(single), "--json"]) == 0
@@ -880,26 +880,29 @@ def test_polling_flags_on_a_saved_file_are_refused(capsys: pytest.CaptureFixture
 
 
 def test_a_benchs_itl_is_predicted_with_the_prompt_work_its_steps_carry() -> None:
-    """A bench's mean ITL spans every step, those carrying prompt chunks too: in a steady
-    state each step holds batch × (mean input ÷ mean output) prompt tokens beside its
-    decodes, so the prediction is that mixed step, slower than a decode-only one."""
+    """A bench's mean ITL spans every step, those running prompts too: in a steady state a
+    prompt of the mean input arrives every mean output ÷ batch steps and runs in a step of
+    its own beside the decodes, so the prediction is the time-weighted mean of that mixed
+    step and the decode-only ones, slower than decode alone."""
     from ridgeline import Deployment, resolve_accelerator, resolve_model
-    from ridgeline.cost import Seq, decode_batch, step_cost
+    from ridgeline.cost import Seq, decode_batch, step_time_s
     from ridgeline.engines import profile_for
     from ridgeline.reports.observe import observe_report
 
     obs = read_source(str(FIXTURES / "vllm_bench.json"))
     dep = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"))
-    report = observe_report(obs, dep, profile_for("vllm"), None)
+    profile = profile_for("vllm")
+    report = observe_report(obs, dep, profile, None)
     b = round(obs.batch or 0)
     assert obs.mean_prompt_tokens and obs.mean_output_tokens and b > 0
-    chunk = round((obs.batch or 0) * obs.mean_prompt_tokens / obs.mean_output_tokens)
-    assert report.prompt_tokens_per_step == chunk
-    mixed = step_cost(dep, [*decode_batch(b, report.context),
-                            Seq(chunk, round(obs.mean_prompt_tokens / 2))], profile_for("vllm"))
-    decode_only = step_cost(dep, decode_batch(b, report.context), profile_for("vllm"))
-    assert report.predicted_itl_ms == pytest.approx(mixed.time_s * 1e3)
-    assert mixed.time_s > 1.2 * decode_only.time_s
+    prompt = round(obs.mean_prompt_tokens)
+    assert report.prompt_steps == ((Seq(prompt, 0),),)  # under the step budget: one step
+    each = (obs.batch or 0) / obs.mean_output_tokens  # prompts a step starts
+    decode_only = step_time_s(dep, decode_batch(b, report.context), profile)
+    mixed = step_time_s(dep, [*decode_batch(b, report.context), Seq(prompt, 0)], profile)
+    assert report.predicted_itl_ms == pytest.approx(
+        ((1 - each) * decode_only + each * mixed) * 1e3, rel=1e-9)
+    assert report.predicted_itl_ms > 1.2 * decode_only * 1e3
 
 
 def test_a_llama_server_whose_requests_wait_names_its_slots_as_the_wall(

@@ -221,3 +221,42 @@ def test_each_part_says_whose_peak_its_share_is_of(capsys: pytest.CaptureFixture
     assert attention["fraction_of_peak"] == pytest.approx(
         attention["attainable_flops_per_s"] / attention["peak_flops_per_s"])
     assert attention["peak_flops_per_s"] < data["peak_flops_per_s"]
+
+
+@pytest.mark.parametrize("model,layers", [("nemotron-h-56b", 54), ("qwen3-next-80b-a3b", 36),
+                                          ("jamba-1.5-mini", 28)])
+def test_a_hybrids_recurrent_state_is_a_row_of_decodes_state_traffic(
+        capsys: pytest.CaptureFixture[str], model: str, layers: int) -> None:
+    """Each sequence reads and writes its recurrent state once a step: the roofline row and
+    decode's 'recurrent states' traffic' are one figure (Nemotron-H-56B: 1,825 MB a sequence
+    in vLLM), at about 1 FLOP/byte whatever the batch, since no two sequences share a state."""
+    def traffic_mb(*argv: str) -> tuple[float, float]:
+        assert main(["roofline", "--gpu", "h200", "--model", model, *argv, "--json",
+                     "--explain"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        row = next(p for p in out["points"] if p["name"] == "recurrent state (decode)")
+        assert row["batch_to_ridge"] is None and f"{layers} recurrent layers" in row["note"]
+        st = next(s for s in out["explain"] if s["label"] == "recurrent-state intensity")
+        per_gpu = next(i["value"] for i in st["inputs"]
+                       if i["name"] == "state traffic per sequence")
+        return row["intensity_flop_per_byte"], per_gpu
+
+    assert main(["decode", model, "--gpu", "h200", "--num-gpus", "2", "--json",
+                 "--explain"]) == 0
+    kv = next(s for s in json.loads(capsys.readouterr().out)["explain"]
+              if s["label"] == "KV bytes read")
+    decoded = next(i["value"] for i in kv["inputs"] if i["name"] == "recurrent states' traffic")
+    one, per_gpu = traffic_mb("--batch", "1")
+    wide, per_gpu_tp2 = traffic_mb("--batch", "64", "--num-gpus", "2")
+    assert per_gpu == pytest.approx(decoded)  # one GPU holds every state
+    assert per_gpu_tp2 * 2 == pytest.approx(decoded)  # TP2: each GPU its half of the heads
+    assert one == pytest.approx(wide) == pytest.approx(1.0)  # batching never moves it
+
+
+def test_a_model_without_recurrent_layers_has_no_state_row() -> None:
+    acc = resolve_accelerator("h200")
+    for name in ("llama-3.1-8b", "gpt-oss-20b"):
+        report = roofline_report(acc, "bf16", 8, 4000,
+                                 Deployment.build(resolve_model(name), acc, "bf16"))
+        assert "recurrent state (decode)" not in [p.name for p in report.points]
+        assert "recurrent-state intensity" not in [s.label for s in report.steps]

@@ -67,8 +67,9 @@ def test_an_emitted_decode_row_says_how_much_its_prompt_tokens_slow_it(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The audit's window: 60 s, 1,000 prompt and 1,600 generated tok/s at batch 32, 20 ms a
     token. The row is written as decode alone; the note had called the 20 prompt tokens a
-    step "a little slow", where they make ridgeline's step 26 % slower than decode alone,
-    the figure validate scores the row against."""
+    step "a little slow": it says how much slower ridgeline's mean step is than decode
+    alone, the figure validate scores the row against — each 1,000-token prompt in a step
+    of its own, one step in 50 (4 %; 26 % when every step carried 20 of its tokens)."""
     window = tmp_path / "window.txt"
     window.write_text(scrape(1000, 100_000, 50_000, 100, 1000.0)
                       + scrape(1060, 160_000, 146_000, 160, 2920.0))
@@ -79,10 +80,12 @@ def test_an_emitted_decode_row_says_how_much_its_prompt_tokens_slow_it(
     dep, profile = h100("llama-3.1-8b"), profile_for("vllm")
     alone_ms = step_time_s(dep, decode_batch(32, report["context"]), profile) * 1e3
     mixed_ms = report["predicted_itl_ms"]
-    chunk = report["prompt_tokens_per_step"]
-    assert chunk > 0 and mixed_ms > alone_ms
-    assert (f"includes the {chunk:,} prompt tokens each step carries on average" in note)
-    assert (f"ridgeline prices that step at {mixed_ms:,.1f} ms, decode alone at "
+    each = report["prompts_per_step"]  # 1,000-token prompts, each in a step of its own
+    assert report["prompt_step_tokens"] == [1000] and each and mixed_ms > alone_ms
+    assert (round(mixed_ms, 1), round(alone_ms, 1), round(1 / each)) == (11.4, 10.9, 50)
+    assert (f"includes the steps that run its prompts beside the decodes (about 1 in "
+            f"{1 / each:,.0f})" in note)
+    assert (f"ridgeline prices the mean step at {mixed_ms:,.1f} ms, decode alone at "
             f"{alone_ms:,.1f} ms, so the row reads {mixed_ms / alone_ms - 1:.0%} slow") in note
     assert "a little slow" not in note
     # validate prices the row as decode alone: the figure the note sets the mixed step against

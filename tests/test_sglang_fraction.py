@@ -10,6 +10,8 @@ import json
 import pytest
 
 from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.catalog import load_data
+from ridgeline.config_reader import spec_from_hf_config
 from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.sglang_memory import (
     sglang_fraction,
@@ -156,7 +158,8 @@ def test_gemma3_is_cut_only_with_enable_multimodal(capsys: pytest.CaptureFixture
 def test_older_releases_cut_a_multimodal_fraction_flat() -> None:
     """Before 0.4.9.post3 the cut was flat: 0.95 to 0.4.4.post3, then 0.90; before 0.4.9 the
     model runner cut a fraction the flag gave too. A model without a vision_config gets no
-    cut from the ViT rule (Llama-4's catalog config is text_config only)."""
+    cut from the ViT rule (Llama-4's config stripped to its text_config); with it, Llama-4's
+    34-layer, 1,408-wide tower is cut by 0.95 × (1 − 0.1 × (2.678 − 1)) = 0.7906."""
     qwen = resolve_model("qwen3.5-35b-a3b")
     assert sglang_vision_cut(qwen, "0.4.4").factor == 0.95
     assert sglang_vision_cut(qwen, "0.4.4.post4").factor == 0.9
@@ -166,8 +169,13 @@ def test_older_releases_cut_a_multimodal_fraction_flat() -> None:
     new = sglang_vision_cut(qwen, "0.4.9")
     assert new.factor == 0.9 and not new.given_too
     assert sglang_vision_cut(resolve_model("llama-3.1-8b")).factor == 1
+    text_only = {k: v for k, v in load_data(
+        "models/meta-llama--Llama-4-Scout-17B-16E-Instruct.json").items() if k != "vision_config"}
+    stripped = sglang_vision_cut(spec_from_hf_config(text_only, "scout-text"),
+                                 enable_multimodal=True)
+    assert stripped.factor == 1 and "no vision_config" in stripped.note
     llama4 = sglang_vision_cut(resolve_model("llama-4-scout"), enable_multimodal=True)
-    assert llama4.factor == 1 and "no vision_config" in llama4.note
+    assert llama4.factor == pytest.approx(0.7906, abs=1e-4) and "34 × 1,408²" in llama4.note
 
 
 def test_the_plan_writes_out_the_fraction_its_pool_was_sized_at() -> None:
@@ -198,3 +206,19 @@ def test_a_given_max_running_requests_is_not_halved_with_the_tokens() -> None:
     asked = pool.tokens // 2 + 100
     given = kv_pool(dep, EngineSettings(max_model_len=8000, max_num_seqs=asked))
     assert given.max_num_seqs == asked > given.tokens // 2
+
+
+def test_sglang_serves_llama4_text_only_without_loading_its_tower() -> None:
+    """Without --enable-multimodal SGLang's Llama-4 builds no vision_model (mllama4.py
+    has_vision), so its weights are the text model's alone; with it, the tower's 1.74 GB
+    (871.9 M at 2 B) joins them, a quarter on each of four GPUs, and the fraction is cut."""
+    dep = sglang("llama-4-scout", n=4)
+    plain = kv_pool(dep, EngineSettings(max_model_len=32000))
+    served = kv_pool(dep, EngineSettings(max_model_len=32000, enable_multimodal=True))
+    tower = dep.model.vision_tower_bytes
+    assert tower == 2 * dep.model.vision_params
+    assert served.weight_bytes - plain.weight_bytes == pytest.approx(tower / 4)
+    assert served.pool_bytes < plain.pool_bytes
+    gemma = sglang("gemma-3-27b")  # Gemma-3's tower is counted either way
+    assert kv_pool(gemma).weight_bytes == kv_pool(
+        gemma, EngineSettings(enable_multimodal=True)).weight_bytes

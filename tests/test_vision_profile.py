@@ -76,3 +76,50 @@ def test_a_tower_of_any_size_is_profiled_at_its_processors_largest_image() -> No
     pool = kv_pool(d, s)
     assert pool.activation_bytes == pool.encoder_bytes == tower
     assert kv_pool(d, replace(s, language_model_only=True)).encoder_images == 0
+
+
+# Llama-4-Scout's vision modules, parameter by parameter, as a published module table prints
+# them (SOURCES.md: find_string id 41112263523); a layer's rows repeat for 34 layers
+LLAMA4_EMBED_PARAMS = (1408, 812_416, 827_904, 1408, 1408, 1408, 1408)  # class, positions,
+# patch embedding, layernorm_pre and _post (weight, bias)
+LLAMA4_LAYER_PARAMS = (1_982_464, 1408) * 4 + (7_929_856, 5632, 7_929_856, 1408) + (1408,) * 4
+LLAMA4_HEAD_PARAMS = (23_068_672, 16_777_216, 20_971_520)  # adapter fc1, fc2; projector
+
+
+@pytest.mark.parametrize("name", ["llama-4-scout", "llama-4-maverick"])
+def test_llama4_tower_counts_the_published_modules(name: str) -> None:
+    """Llama-4's tower (34 layers of 1,408, a pixel-shuffle adapter and a projector into
+    the 5,120-wide text model): 871,932,416 parameters, the module table's sum; the same
+    tower in Scout and Maverick, loaded beside the text model and never read by a token."""
+    published = sum(LLAMA4_EMBED_PARAMS) + 34 * sum(LLAMA4_LAYER_PARAMS) \
+        + sum(LLAMA4_HEAD_PARAMS)
+    model = resolve_model(name)
+    assert model.vision_params == published
+    assert not model.architecture_caution  # its vision_config is read
+
+
+def test_llama4_is_profiled_at_its_most_tiles() -> None:
+    """vLLM's dummy image is 16 tiles of 336² (the processor's max_patches) and a global
+    tile: 17 × (24² patches + a class token) through the tower, 17 × 24² ÷ 4 (the pixel
+    shuffle at 0.5) tokens to the text model; an 8,192-token budget holds three."""
+    model = resolve_model("llama-4-scout")
+    item = model.vision_item
+    assert item is not None and (item.patches, item.tokens) == (17 * 577, 17 * 144)
+    d = Deployment.build(model, resolve_accelerator("h100"), None, None, 4)
+    tower, held, images = encoder_profile(d, 8192)
+    assert images == 8192 // (17 * 144) == 3
+    assert tower == 3 * 17 * 577 * 2 * (2 * 5632 / 4 + 3 * 1408)
+    assert held == 3 * 17 * 144 * 5120 * 2
+
+
+def test_llama4_pool_gives_up_its_tower() -> None:
+    """vllm serve loads the tower, a quarter on each of four H100s, and profiles it: the
+    pool is smaller than --language-model-only's by at least the tower's share."""
+    d = Deployment.build(resolve_model("llama-4-scout"), resolve_accelerator("h100"), None,
+                         None, 4)
+    s = EngineSettings(max_model_len=131_072)
+    served, text_only = kv_pool(d, s), kv_pool(d, replace(s, language_model_only=True))
+    share = d.model.vision_tower_bytes / 4
+    assert served.weight_bytes - text_only.weight_bytes == pytest.approx(share)
+    assert served.encoder_images == 3 and text_only.encoder_images == 0
+    assert text_only.pool_bytes - served.pool_bytes >= share

@@ -46,6 +46,7 @@ from ridgeline.llamacpp_tensor import tensor_split_build_problem
 from ridgeline.offload import gpu_weight_bytes
 from ridgeline.parallel import ep_rank_experts
 from ridgeline.quantization import EXPERTS
+from ridgeline.sglang_memory import sglang_loads_tower
 from ridgeline.sglang_pool import sglang_pool
 from ridgeline.stages import Stage, pipeline_stages, stage_weight_bytes
 from ridgeline.trtllm_memory import check_backend, default_backend, trtllm_pool
@@ -89,6 +90,7 @@ class EngineSettings:
     speculative_decoding: bool = False
     language_model_only: bool = False  # vLLM --language-model-only: no vision tower loaded
     # SGLang --enable-multimodal: Gemma-3 and Llama-4 are served text-only without it
+    # (Llama-4 then without its vision tower)
     enable_multimodal: bool = False
     warm_compile_cache: bool = False  # vLLM: torch.compile's cache from an earlier start found
     backend: str | None = None  # TensorRT-LLM --backend: pytorch (default) or tensorrt
@@ -197,7 +199,8 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
                          f"kv_cache_config.enable_block_reuse); {engine} has no such setting")
     on_gpus = gpu_weight_bytes(dep)  # all of them, but for llama.cpp's -ngl
     # llama.cpp's vision projector (mmproj) is a file apart
-    vision = 0.0 if engine.startswith("llama.cpp") or s.language_model_only \
+    vision = 0.0 if engine.startswith("llama.cpp") or s.language_model_only or (
+        engine == "sglang" and not sglang_loads_tower(dep.model, s.enable_multimodal)) \
         else dep.model.vision_tower_bytes
     if dep.pipeline_parallel_size > 1 and engine.startswith("llama.cpp"):  # -sm layer
         # -c is one number: the fewest cells any GPU holds, and every GPU sized at it

@@ -202,6 +202,15 @@ def sglang_vision_cut(model: ModelSpec, version: str | None = None,
                            f"{d['baseline_layers']}")))
 
 
+def sglang_loads_tower(model: ModelSpec, enable_multimodal: bool = False) -> bool:
+    """Whether SGLang loads ``model``'s vision tower: not Llama-4's when it is served
+    text-only (without --enable-multimodal, models/mllama4.py builds no vision_model and
+    skips its weights); every other tower it does."""
+    off = sglang_data()["vision_fraction"]["off_unless_enable_multimodal"]
+    return enable_multimodal or \
+        model.architecture not in off["tower_left_unloaded"]["architectures"]
+
+
 def sglang_fraction(rule: SGLangMemoryDefaults, cut: SGLangVisionCut,
                     given: float | None = None) -> float:
     """The mem_fraction_static SGLang sizes its pool at: ``given`` (--mem-fraction-static;

@@ -1,6 +1,7 @@
 """A multimodal checkpoint's vision tower, from its ``vision_config``: the parameters a serving
-engine loads beside the text model (``vision_params``), and the image it profiles the tower
-with (``vision_item``). A tower described in a layout not read here is left uncounted.
+engine loads beside the text model (``vision_params``: a ViT's, or Llama-4's tiling tower's),
+and the image it profiles the tower with (``vision_item``). A tower described in a layout not
+read here is left uncounted.
 """
 
 from __future__ import annotations
@@ -15,17 +16,21 @@ from ridgeline.model import VisionConfig, VisionItem
 
 def vision_item(config: ConfigFields) -> VisionItem | None:
     """The image a serving engine profiles the tower with: a fixed-size tower's
-    (vision_config's image_size and patch_size, the top-level mm_tokens_per_image), or,
-    for a tower that takes any size (Qwen's), the processor's largest image
-    (model_type_defaults.json vision_max_pixels, over (patch × spatial merge)² pixels a
-    token); None without a tower, or for one whose largest image is not known."""
+    (vision_config's image_size and patch_size, the top-level mm_tokens_per_image), a tiling
+    tower's (Llama-4's: ``llama4_item``), or, for a tower that takes any size (Qwen's), the
+    processor's largest image (model_type_defaults.json vision_max_pixels, over (patch ×
+    spatial merge)² pixels a token); None without a tower, or for one whose largest image is
+    not known."""
     vision, tokens = config.raw.get("vision_config"), config.raw.get("mm_tokens_per_image")
     if not isinstance(vision, Mapping):
         return None
     v = ConfigFields(vision, f"{config.name} vision_config", defaults=False, decoder=False)
     outer = config.raw.get("model_type")  # the multimodal wrapper's, not its text model's
-    max_pixels = model_type_defaults(str(outer or config.model_type)).get("vision_max_pixels")
+    wrapper = model_type_defaults(str(outer or config.model_type))
+    max_pixels = wrapper.get("vision_max_pixels")
     try:
+        if is_llama4_tower(v):
+            return llama4_item(v, wrapper.get("vision_max_tiles"))
         if isinstance(tokens, int) and tokens >= 1:
             side = v.int_("image_size") // v.int_("patch_size")
             patches = side * side
@@ -39,6 +44,22 @@ def vision_item(config: ConfigFields) -> VisionItem | None:
                           tokens)
     except InputError:
         return None
+
+
+def llama4_item(v: ConfigFields, max_tiles: object) -> VisionItem | None:
+    """Llama-4's profiled image: the processor's max_patches tiles of image_size² (16; vLLM's
+    dummy image is 16 tiles tall, its most features) and the global tile a many-tile image
+    adds; each tile runs (image_size ÷ patch_size)² patches and a class token through the
+    tower and gives the text model its patches ÷ the pixel shuffle's factor. Scout's: 17
+    tiles × 577 = 9,809 patches, 17 × 144 = 2,448 tokens (vllm mllama4.py
+    get_image_size_with_most_features, get_patch_per_chunk). None where max_tiles is unknown."""
+    if not isinstance(max_tiles, int) or isinstance(max_tiles, bool) or max_tiles < 1:
+        return None
+    side = v.int_("image_size") // v.int_("patch_size")
+    tiles = max_tiles + 1 if max_tiles > 1 else 1  # a global tile beside two or more
+    return VisionItem(tiles * (side * side + 1),  # + 1: the class token
+                      v.int_("hidden_size"), v.int_("intermediate_size"),
+                      tiles * (side * side // pixel_shuffle_factor(v)))
 
 
 def vision_config(config: ConfigFields) -> VisionConfig | None:
@@ -65,9 +86,8 @@ def vision_params(config: ConfigFields, text_hidden: int) -> int:
     if not isinstance(vision, Mapping):
         raise InputError(f"{config.name}: vision_config must be a JSON object")
     try:
-        return vit_params(ConfigFields(vision, f"{config.name} vision_config", defaults=False,
-                                       decoder=False),
-                          text_hidden)
+        v = ConfigFields(vision, f"{config.name} vision_config", defaults=False, decoder=False)
+        return llama4_params(v, text_hidden) if is_llama4_tower(v) else vit_params(v, text_hidden)
     except InputError:  # a tower described in a layout not read here: left uncounted
         return 0
 
@@ -97,3 +117,41 @@ def vit_params(v: ConfigFields, text_hidden: int) -> int:
     # straight: Gemma-3's RMSNorm (a weight, no bias) then h × out
     projector = (width * width + width + width * out + out) if merge > 1 else h * out + h
     return layers * per_layer + embed + projector
+
+
+def is_llama4_tower(v: ConfigFields) -> bool:
+    """Llama-4's tower: a pixel shuffle into a projector MLP (pixel_shuffle_ratio,
+    projector_input_dim), as Llama4VisionConfig names them."""
+    return v.c.get("model_type") == "llama4_vision_model" or (
+        "pixel_shuffle_ratio" in v.c and "projector_input_dim" in v.c)
+
+
+def pixel_shuffle_factor(v: ConfigFields) -> int:
+    """Patches folded into one by Llama-4's pixel shuffle: 1 ÷ pixel_shuffle_ratio², 4 at
+    0.5 (vLLM's ds_ratio, mllama4.py get_patch_per_chunk)."""
+    ratio = v.c.get("pixel_shuffle_ratio")
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio <= 1:
+        raise InputError(f"{v.name}: pixel_shuffle_ratio must be a number in (0, 1], got "
+                         f"{ratio!r}")
+    return round(1 / ratio**2)
+
+
+def llama4_params(v: ConfigFields, text_hidden: int) -> int:
+    """Llama-4's vision tower (transformers/vLLM Llama4VisionModel) and projector: per layer
+    the ViT's (attention 4 h² and biases, MLP 2 h i and biases, two LayerNorms); the patch
+    embedding as a linear without bias (channels × patch² × h), a class embedding, a position
+    table of (image ÷ patch)² + 1 rows and two LayerNorms (pre, post); the pixel-shuffle
+    adapter, fc1 i × projector_input_dim and fc2 projector_output_dim², without biases; and
+    the projector, vision_output_dim × text hidden, without bias. Scout's and Maverick's:
+    871,932,416 (the module-by-module count of find_string id 41112263523)."""
+    h, inner = v.int_("hidden_size"), v.int_("intermediate_size")
+    patch, side = v.int_("patch_size"), v.int_("image_size") // v.int_("patch_size")
+    per_layer = 4 * h * h + 4 * h + 2 * h * inner + inner + h + 4 * h
+    embed = (v.int_("num_channels", default=3) * patch * patch * h
+             + h  # the class embedding
+             + (side * side + 1) * h  # positions, the class token's among them
+             + 4 * h)  # layernorm_pre and layernorm_post, weight and bias
+    proj_in, proj_out = v.int_("projector_input_dim"), v.int_("projector_output_dim")
+    adapter = inner * proj_in + proj_out * proj_out  # vision_adapter.mlp fc1, fc2
+    projector = v.int_("vision_output_dim") * text_hidden  # multi_modal_projector.linear_1
+    return v.int_("num_hidden_layers") * per_layer + embed + adapter + projector

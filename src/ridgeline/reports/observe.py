@@ -9,7 +9,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from ridgeline.cost import mean_decode_context
+from ridgeline.cost import Seq, mean_decode_context
 from ridgeline.deployment import Deployment
 from ridgeline.engine_pool import (
     LOG_POOL_UNREAD,
@@ -51,6 +51,9 @@ class ObserveReport(ObserveVerdict):
             "kv_cache_groups": None if pool is None or pool.groups is None
             else pool.groups.count,
             "prompt_tokens_per_step": self.prompt_tokens_per_step,
+            "prompts_per_step": self.prompts_per_step,
+            "prompt_step_tokens": [sum(s.new_tokens for s in step)
+                                   for step in self.prompt_steps],
             "batch": self.batch, "stage_batch": self.stage_batch,
             "ridge_flop_per_byte": self.ridge, "fits": self.fits,
             "fraction_of_arithmetic": self.fraction, "pool_batch": self.pool_batch,
@@ -151,10 +154,9 @@ class ObserveReport(ObserveVerdict):
         gaps = self.gaps()
         if predicted:
             measured = o.latency_ms.get("itl", {}).get("mean")
-            chunk = self.prompt_tokens_per_step
+            work = self.prompt_work_label
             line = (f"ridgeline predicts {predicted:,.1f} ms per token at this batch ({d.engine}"
-                    + (f"; each step a decode of the batch and the {chunk:,} prompt tokens the "
-                       "load brings per step, on average" if chunk else "") + ")")
+                    + (f"; {work}" if work else "") + ")")
             implied = self.rate_itl_ms
             apart = self.misdescribed
             if apart and measured and not self.single_scrape:
@@ -365,7 +367,9 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
                       q("context", context, "tokens"),
                       q("seats", report.seats, "", report.seats_label)))
         predicted = report.predicted_itl_ms
-        if predicted is not None:
+        if predicted is not None and report.prompt_steps:
+            steps += (_prompt_steps_step(report, predicted),)
+        elif predicted is not None:
             steps += (step("the engine's step at this batch", "step_cost(the batch's decodes at "
                            "the context + the prompt tokens a step carries), one micro-batch",
                            q("predicted ITL", predicted, "ms", f"{profile.engine} profile"),
@@ -378,6 +382,43 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
                              + (f"; each chunk after {report.chunk_context:,} tokens of its "
                                 "prompt" if report.prompt_tokens_per_step else ""))),)
     return ObserveReport(obs, dep, profile, context, source, steps, unheld)
+
+
+SHOWN_CHUNKS = 3  # a prompt's steps --explain lists one by one; past it, their sum
+
+
+def _tokens(chunk: tuple[Seq, ...]) -> str:
+    cached = chunk[0].context_tokens
+    return (f"{sum(s.new_tokens for s in chunk):,} prompt tokens"
+            + (f" after {cached:,} before them" if cached else ""))
+
+
+def _prompt_steps_step(report: ObserveReport, predicted: float) -> Step:
+    """The mean step with each prompt in its own steps, with the times it is built from."""
+    decode_ms, mixed_ms = report.step_times_ms()
+    chunks = report.prompt_steps
+    tokens = sum(s.new_tokens for step in chunks for s in step)
+    ratio = report.prompt_ratio
+    return step("the engine's mean step at this batch",
+                "decode alone + prompts per step × Σ over a prompt's steps (step_cost(the "
+                "decodes + its chunk) − decode alone), one micro-batch",
+                q("predicted ITL", predicted, "ms", f"{report.profile.engine} profile"),
+                q("batch", report.batch or 0.0, "", "running requests, mean over the window"),
+                q("context", report.context, "tokens"),
+                q("decode alone", decode_ms, "ms", "step_cost(the batch's decodes)"),
+                *((q("beside a prompt" if len(chunks) == 1 else f"beside chunk {i + 1}", ms,
+                     "ms", f"step_cost(the decodes + {_tokens(chunk)})")
+                   for i, (ms, chunk) in enumerate(zip(mixed_ms, chunks, strict=True)))
+                  if len(chunks) <= SHOWN_CHUNKS else
+                  [q(f"beside its {len(chunks):,} chunks", sum(mixed_ms), "ms",
+                     "Σ step_cost(the decodes + each chunk)")]),
+                q("prompt tokens", tokens, "", "the mean prompt, less prefix-cache hits"
+                  + (f"; in chunks of the {report.step_budget:,}-token step budget the "
+                     "decodes leave" if len(chunks) > 1 else "")),
+                q("prompts per step", report.prompts_per_step or 0.0, "",
+                  "batch ÷ mean output: a prompt as each request finishes"
+                  if ratio is None or ratio[1].startswith("mean prompt") else
+                  f"{ratio[1]} × batch ÷ mean prompt"))
 
 
 def _context_step(obs: Observation, dep: Deployment, context: int, source: str,

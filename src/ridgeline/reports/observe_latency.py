@@ -1,6 +1,7 @@
-"""`ridgeline observe`'s latency check: the step the observed load builds (the batch's decodes
-beside the prompt tokens the load brings it), the time ridgeline predicts for it, the time the
-source measured, and how far apart they are."""
+"""`ridgeline observe`'s latency check: the steps the observed load builds (the batch's decodes,
+each prompt in a step of its own beside them, or the prompt tokens the load brings a step on
+average where the source cannot say how many prompts a step starts), the mean time ridgeline
+predicts for them, the time the source measured, and how far apart they are."""
 
 from __future__ import annotations
 
@@ -8,7 +9,13 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
-from ridgeline.cost import Seq, decode_batch, step_cost
+from ridgeline.chunked_prefill import (
+    MAX_PREFILL_STEPS,
+    chunks_prefill,
+    prompt_steps_beside,
+    steady_step_time_s,
+)
+from ridgeline.cost import Seq, decode_batch, step_cost, step_time_s
 from ridgeline.reports.observe_pool import ObservedPool
 from ridgeline.stages import micro_batch
 
@@ -59,18 +66,102 @@ class ObservedLatency(ObservedPool):
         prompt = self.obs.mean_prompt_tokens
         return round((prompt if prompt else self.context) / 2)
 
+    @cached_property  # read by the prediction and the text
+    def prompts_per_step(self) -> float | None:
+        """Prompts the load starts a step, on average: batch × prompt_ratio ÷ the mean
+        prompt (1,024 in and 256 out at batch 8: one every 32 steps); None without a mean
+        prompt length or a prompt ratio."""
+        b, ratio, prompt = self.batch, self.prompt_ratio, self.obs.mean_prompt_tokens
+        if b is None or ratio is None or not prompt:
+            return None
+        return b * ratio[0] / prompt
+
+    @cached_property  # read by the prediction, the text and the worked step
+    def prompt_steps(self) -> tuple[tuple[Seq, ...], ...]:
+        """The steps one prompt runs in, as the engine schedules it: its computed tokens (the
+        mean prompt less its prefix-cache hits) beside the batch's decodes, in one step, or
+        in chunks of the step budget the decodes leave where longer (prompt_steps_beside); the
+        other steps decode alone. Empty where the source gives no mean prompt length, or its
+        prompts keep every step busy (as many of their steps a step as there are steps), both
+        priced as the average step instead (prompt_tokens_per_step)."""
+        b, each, prompt = self.batch, self.prompts_per_step, self.obs.mean_prompt_tokens
+        if b is None or not each or not prompt:
+            return ()
+        computed = round(prompt * (1 - (self.obs.cached_prompt_share or 0.0)))
+        room = self.step_budget - round(b)
+        if computed < 1 or room < 1:
+            return ()
+        count = -(-computed // room)
+        if each * count >= 1 or count > MAX_PREFILL_STEPS:
+            return ()
+        steps = prompt_steps_beside(computed, round(prompt) - computed, room,
+                                    chunks_prefill(self.deployment.engine))
+        return tuple(tuple(step) for step in steps)
+
+    def step_times_ms(self) -> tuple[float, tuple[float, ...]]:
+        """The decode step alone and each of a prompt's steps (prompt_steps) beside it, in ms:
+        one micro-batch's decodes at the context, priced by step_time_s."""
+        micro = micro_batch(self.deployment, max(1, round(self.batch or 0.0)))
+        decodes = decode_batch(micro, self.context)
+        return (step_time_s(self.deployment, decodes, self.profile) * 1e3,
+                tuple(step_time_s(self.deployment, [*decodes, *step], self.profile) * 1e3
+                      for step in self.prompt_steps))
+
+    @property
+    def prompt_spread_reason(self) -> str | None:
+        """Why the prediction spreads the prompt work evenly over the steps rather than
+        running each prompt in its own (prompt_steps); None where it does not, or carries
+        none."""
+        if self.prompt_steps or not self.prompt_tokens_per_step:
+            return None
+        if self.prompts_per_step is None:
+            return ("the source gives no mean prompt length to run each prompt in a step of "
+                    "its own")
+        return "its prompts keep every step busy"
+
+    @property
+    def prompt_work_label(self) -> str:
+        """The prompt work the predicted step carries, as the text says it: each prompt in its
+        own steps, or the average a step carries (and why), or '' with none."""
+        steps, each = self.prompt_steps, self.prompts_per_step
+        if steps and each:
+            tokens = sum(s.new_tokens for step in steps for s in step)
+            cached = steps[0][0].context_tokens
+            what = f"{tokens:,} tokens" + (f" computed of {tokens + cached:,} (the rest from "
+                                          "the prefix cache)" if cached else "")
+            where = ("in its own step" if len(steps) == 1 else
+                     f"in {len(steps)} chunks of at most "
+                     f"{self.step_budget - round(self.batch or 0):,} tokens")
+            share = ("about one step in" if len(steps) == 1 else
+                     f"about {len(steps)} steps in")
+            return (f"each prompt, {what}, runs {where} beside the batch's decodes, {share} "
+                    f"{1 / each:,.0f}; the other steps decode alone")
+        chunk = self.prompt_tokens_per_step
+        if not chunk:
+            return ""
+        why = self.prompt_spread_reason
+        return (f"each step a decode of the batch and the {chunk:,} prompt tokens the load "
+                "brings per step, on average" + (f": {why}" if why else ""))
+
     @property
     def predicted_itl_ms(self) -> float | None:
+        """The mean step the observed load builds, one micro-batch's decodes at the context:
+        with each prompt in its own steps (prompt_steps), steady_step_time_s; else the step
+        carrying the average prompt tokens (prompt_tokens_per_step) beside its decodes."""
         b = self.batch
         if b is None or b < 0.5 or not self.fits:
             return None
         micro = micro_batch(self.deployment, max(1, round(b)))  # a token's trip: one micro-batch
         work = decode_batch(micro, self.context)
+        steps = self.prompt_steps
+        if steps:
+            return steady_step_time_s(self.deployment, self.profile, work,
+                                      [list(step) for step in steps],
+                                      self.prompts_per_step or 0.0) * 1e3
         chunk = self.prompt_tokens_per_step
         if chunk:  # the prompt work the load spreads over its steps rides in them
             work = [*work, Seq(chunk, self.chunk_context)]
-        cost = step_cost(self.deployment, work, self.profile)
-        return cost.time_s * 1e3
+        return step_cost(self.deployment, work, self.profile).time_s * 1e3
 
     @property
     def single_scrape(self) -> bool:

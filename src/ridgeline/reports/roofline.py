@@ -7,9 +7,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ridgeline.context_length import served_context_caution
+from ridgeline.cost import Seq, batch_shape, state_work
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Step, q, step
 from ridgeline.hardware import Accelerator
+from ridgeline.layouts import LINEAR, MAMBA
 from ridgeline.moe import article_tokens_per_expert, expected_experts_touched
 from ridgeline.raw_fit import device_fit
 from ridgeline.render import table
@@ -181,6 +183,38 @@ def _attention_step(dep: Deployment, intensity: float, kv_bytes: float) -> Step:
                 q("KV bytes per element", kv_bytes, "B"), *copies)
 
 
+def _state_point(dep: Deployment, batch: int, acc: Accelerator,
+                 compute_dtype: str) -> tuple[OperatingPoint, Step] | None:
+    """A hybrid's recurrent layers on the roofline at a decode of ``batch``: each sequence's
+    state read and written once a step, as decode counts it (cost.state_work, at the dtype
+    the engine keeps it in; 1,825 MB a sequence for Nemotron-H-56B in vLLM), against about a
+    multiply-add per state element per token: 1 FLOP/byte whatever the batch, since each
+    sequence's state is its own. None for a model without recurrent layers."""
+    shape = batch_shape(dep, [Seq(1)] * batch)
+    work = [state_work(dep, layer, shape) for layer in dep.model.layers
+            if layer.mixer in (LINEAR, MAMBA)]
+    if not work:
+        return None
+    flops, moved = sum(f for f, _ in work), sum(b for _, b in work)
+    intensity = flops / moved
+    tp = dep.tensor_parallel_size
+    per_gpu = moved / shape.sequences  # state_work's share: one GPU's heads
+    share = f" ({per_gpu / 1e6:,.0f} MB on each GPU at TP{tp})" if tp > 1 else ""
+    point = operating_point(
+        "recurrent state (decode)", intensity, acc, compute_dtype, None,
+        f"{len(work)} recurrent layers: each sequence's state, {per_gpu * tp / 1e6:,.0f} MB"
+        f"{share}, read and written every step, the recurrent states' traffic decode counts; "
+        "private to its sequence, so batching never moves it ('-')")
+    return point, step(
+        "recurrent-state intensity", "2 FLOP × tokens × state ÷ (2 (read and written) × "
+        "state × sequences): about a multiply-add per state element per token",
+        q("intensity", intensity, "FLOP/byte"), q("tokens", shape.tokens, "", "one a sequence"),
+        q("sequences", shape.sequences),
+        q("state traffic per sequence", per_gpu / 1e6, "MB",
+          f"{len(work)} recurrent layers' states read and written, at the dtypes "
+          f"{dep.engine} keeps them in" + (f", one GPU's share at TP{tp}" if tp > 1 else "")))
+
+
 def roofline_report(
     acc: Accelerator, compute_dtype: str, batch: int, prompt_len: int,
     dep: Deployment | None = None, bytes_per_weight: float = 2.0, kv_bytes: float = 2.0,
@@ -233,6 +267,9 @@ def roofline_report(
         "decode attention", att_i, acc, att_dtype, None,
         att_note + (" ('-': past the ridge at every batch)" if att_i >= att_ridge
                     else " ('-': no batch reaches the ridge)")))
+    state = _state_point(dep, batch, acc, compute_dtype) if dep is not None else None
+    if state is not None:
+        points.append(state[0])
     prefill_i = weight_intensity(prompt_len, bytes_per_weight)
     points.append(operating_point(
         "prefill" + (" (dense weights)" if moe else ""), prefill_i, acc, compute_dtype,
@@ -251,6 +288,7 @@ def roofline_report(
                   q("intensity", w, "FLOP/byte", "the weight-matrix intensity above"),
                   q("ridge", ridge, "FLOP/byte")),
              att_step,
+             *([state[1]] if state is not None else []),
              step("prefill intensity", "2 × prompt tokens ÷ bytes per weight (every token of "
                   "the prompt shares one read of the weights)",
                   q("intensity", prefill_i, "FLOP/byte"), q("prompt tokens", prompt_len),
