@@ -57,7 +57,9 @@ def _offload(p: argparse.ArgumentParser) -> None:
                    "--cpu-offload-gb reads its weights over it every step")
     g.add_argument("--host-memory-gib", type=_positive_float("host memory GiB", most=MAX_MEMORY_GIB),
                    metavar="GiB",
-                   help="the host's RAM: refuse a split whose host weights and cache overflow it")
+                   help="one host's RAM: refuse a llama.cpp split whose host weights and cache "
+                   "overflow it, or a --cpu-offload-gb whose weights the GPUs of one host pin "
+                   "past it (8 GPUs a host; 4 on GB200 and MI250X)")
     g.add_argument("--output-layer-last", action="store_true",
                    help="builds before llama.cpp PR #18148 (Dec 2025) and ik_llama.cpp: -ngl N "
                    "is the last N layers; the output layer stays on the host unless N exceeds "
