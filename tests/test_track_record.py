@@ -7,11 +7,13 @@ from __future__ import annotations
 import statistics
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.engines import bundled_twins, profile_for
 from ridgeline.track_record import (
     LEANING,
     MIN_ROWS,
@@ -19,7 +21,6 @@ from ridgeline.track_record import (
     bundled_record,
     leaning,
     phase_of,
-    profile_twins,
     track_record_caution,
 )
 
@@ -44,10 +45,14 @@ def test_phases_split_the_metrics_and_leave_capacity_out() -> None:
 
 
 def test_the_serving_engines_speak_for_each_other_and_llamacpp_alone() -> None:
-    serving = profile_twins("vllm")
+    serving = twins("vllm")
     assert {"vllm", "sglang", "trtllm"} <= serving
     assert "llama.cpp-cuda" not in serving
-    assert profile_twins("llama.cpp-cuda") == frozenset({"llama.cpp-cuda"})
+    assert twins("llama.cpp-cuda") == frozenset({"llama.cpp-cuda"})
+
+
+def twins(engine: str) -> frozenset[str]:
+    return frozenset(bundled_twins(profile_for(engine)))
 
 
 def _row(i: int, optimism: float, moe: bool = True, engine: str = "sglang") -> RecordRow:
@@ -76,29 +81,32 @@ def _dep(model: str, gpu: str, n: int, engine: str) -> Deployment:
 def test_deepseek_r1_on_b300_carries_its_rows_figure_under_any_serving_engine() -> None:
     """The B300's published DeepSeek-R1 decode rows (SGLang) lean slow: vLLM's prediction on
     the same card shares their profile, so it says the same."""
-    found = leaning(bundled_record(), "b300", profile_twins("sglang"), "decode", True)
+    found = leaning(bundled_record(), "b300", twins("sglang"), "decode", True)
     assert found is not None and abs(found.median_optimism) >= LEANING
     for engine in ("sglang", "vllm"):
-        caution = track_record_caution(_dep("deepseek-r1", "b300", 8, engine), "decode")
+        caution = track_record_caution(_dep("deepseek-r1", "b300", 8, engine), "decode",
+                                       profile_for(engine))
         assert f"{abs(found.median_optimism):.0%} slower" in caution
         assert f"the {found.rows} published decode rows of MoE models" in caution
     # no dense model was measured there: nothing to say of one
-    assert track_record_caution(_dep("llama-3.1-70b", "b300", 2, "vllm"), "decode") == ""
+    assert track_record_caution(_dep("llama-3.1-70b", "b300", 2, "vllm"), "decode",
+                                profile_for("vllm")) == ""
 
 
 def test_a_card_whose_rows_sit_near_the_mark_gets_no_caution() -> None:
-    found = leaning(bundled_record(), "h100-sxm", profile_twins("vllm"), "decode", False)
+    found = leaning(bundled_record(), "h100-sxm", twins("vllm"), "decode", False)
     assert found is not None and abs(found.median_optimism) < LEANING
     assert track_record_caution(_dep("llama-3.1-70b", "h100-sxm", 2, "vllm"),
-                                "decode") == ""
+                                "decode", profile_for("vllm")) == ""
 
 
 def test_the_cdna3_moe_caution_is_not_said_twice() -> None:
     """MI325X's DeepSeek-R1 rows lean far optimistic, but the CDNA3 MoE caution already
     speaks for them."""
-    found = leaning(bundled_record(), "mi325x", profile_twins("sglang"), "decode", True)
+    found = leaning(bundled_record(), "mi325x", twins("sglang"), "decode", True)
     assert found is not None and found.median_optimism >= LEANING
-    assert track_record_caution(_dep("deepseek-r1", "mi325x", 8, "sglang"), "decode") == ""
+    assert track_record_caution(_dep("deepseek-r1", "mi325x", 8, "sglang"), "decode",
+                                profile_for("sglang")) == ""
 
 
 def test_decode_and_simulate_print_it(capsys: pytest.CaptureFixture[str]) -> None:
@@ -121,5 +129,16 @@ def test_plan_says_it_of_its_winner(capsys: pytest.CaptureFixture[str]) -> None:
     main(["plan", "deepseek-r1", "--gpus", "b300", "--rate", "2", "--input-len", "1000",
           "--output-len", "500", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "50", "--engine",
           "sglang"])
-    caution = track_record_caution(_dep("deepseek-r1", "b300", 8, "sglang"), "decode")
+    caution = track_record_caution(_dep("deepseek-r1", "b300", 8, "sglang"), "decode",
+                                   profile_for("sglang"))
     assert caution and f"caution: {caution}" in capsys.readouterr().out
+
+
+def test_a_users_own_calibration_carries_no_record_of_the_bundled_one() -> None:
+    """The record scores the bundled profiles: under a profile of the user's own (here the
+    bundled one with another bandwidth share), it has nothing to say."""
+    mine = replace(profile_for("sglang"), bandwidth_efficiency=0.5)
+    assert bundled_twins(mine) == ()
+    dep = _dep("deepseek-r1", "b300", 8, "sglang")
+    assert track_record_caution(dep, "decode", profile_for("sglang"))
+    assert track_record_caution(dep, "decode", mine) == ""

@@ -331,6 +331,7 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
         from ridgeline.chunked_prefill import step_budget
         from ridgeline.memory import EngineSettings
         from ridgeline.predict import shared_profile_caution
+        from ridgeline.track_record import track_record_caution
 
         dep = load_deployment(a)
         no_fit_ctx(a)
@@ -348,7 +349,8 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
             and len(a.prompt_len) > 1
         trim = start_trim_caution(placed, pool_settings or EngineSettings(),
                                   length)
-        notes = tuple(filter(None, (shared_profile_caution(profile), trim, (
+        notes = tuple(filter(None, (shared_profile_caution(profile), trim,
+                                    track_record_caution(placed, "prefill", profile), (
             f"-ngl auto placed the weights once, for the longest prompt asked "
             f"({max(a.prompt_len):,} tokens); a shorter one alone would keep more of them on "
             "the GPU") if once else "")))

@@ -291,8 +291,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                                  "" if overload_rates(result, count, saturated) else warmup_caution(
                                      span, result.percentiles("e2e")["mean"], args.rate),
                                  profile.calibration_caution(dep.accelerator),
-                                 track_record_caution(dep, "prefill"),
-                                 track_record_caution(dep, "decode"),
+                                 track_record_caution(dep, "prefill", profile),
+                                 track_record_caution(dep, "decode", profile),
                                  profile.batch_range_caution(  # a lane's mean running batch
                                      dep.accelerator,
                                      round(result.running_batch["mean"] / (pp if split else 1))),

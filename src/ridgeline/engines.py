@@ -428,6 +428,14 @@ def bundled_profiles() -> dict[str, EngineProfile]:
     return {e: EngineProfile.from_dict(p, f"profiles.json:{e}") for e, p in data["engines"].items()}
 
 
+def bundled_twins(profile: EngineProfile) -> tuple[str, ...]:
+    """The engines whose bundled profile is ``profile`` under their own names, sorted: the
+    serving engines share one, so each names all three; a profile of the user's own
+    calibration names none."""
+    return tuple(sorted(e for e, p in bundled_profiles().items()
+                        if replace(profile, engine=e) == p))
+
+
 def profile_for(engine: str, profiles: Mapping[str, EngineProfile] | None = None) -> EngineProfile:
     table = profiles or bundled_profiles()
     key = engine_id(engine)

@@ -86,5 +86,5 @@ def candidate_cautions(c: Candidate, engine: str, profile: EngineProfile,
                                                     devices=devices),
                                  prompt_share_caution(c, profile, slo, engine),
                                  profile.batch_range_caution(acc, c.batch),
-                                 track_record_caution(dep, "prefill"),
-                                 track_record_caution(dep, "decode")) if why)
+                                 track_record_caution(dep, "prefill", profile),
+                                 track_record_caution(dep, "decode", profile)) if why)

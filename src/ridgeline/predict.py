@@ -289,15 +289,14 @@ def shared_profile_caution(profile: EngineProfile) -> str:
     """For an engine other than vLLM priced on a profile it shares with others (the bundled
     serving profile, fitted on TensorRT-LLM's, vLLM's and SGLang's rows together): that its
     step times are theirs, so comparing engines compares pools and scheduling; else ""."""
-    from ridgeline.engines import bundled_profiles
+    from ridgeline.engines import bundled_twins
 
     if profile.engine == "vllm":
         return ""
-    twins = sorted(e for e, p in bundled_profiles().items()
-                   if e != profile.engine and replace(p, engine=profile.engine) == profile)
-    if not twins:
+    twins = bundled_twins(profile)
+    if len(twins) < 2:
         return ""
-    return (f"{', '.join(sorted((profile.engine, *twins)))} share one calibrated step-cost "
+    return (f"{', '.join(twins)} share one calibrated step-cost "
             "profile, fitted on their rows together, so these step times are the same on each: "
             "the engines differ in their KV pools and scheduling (`ridgeline fit`, `ridgeline "
             "simulate`), and no engine comparison should be read into this figure")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -17,6 +17,7 @@ from ridgeline.predict import THROUGHPUT_METRICS
 
 if TYPE_CHECKING:
     from ridgeline.deployment import Deployment
+    from ridgeline.engines import EngineProfile
     from ridgeline.measurements import Measurement
     from ridgeline.predict import Prediction
 
@@ -73,19 +74,6 @@ def bundled_record() -> tuple[RecordRow, ...]:
     return tuple(RecordRow(**row) for row in load_data("track_record.json")["rows"])
 
 
-def profile_twins(engine: str) -> frozenset[str]:
-    """The engines whose step times come from the same bundled profile as ``engine``'s (the
-    serving engines share one): their rows speak for each other's step costs."""
-    from ridgeline.engines import bundled_profiles, engine_id
-
-    profiles = bundled_profiles()
-    key = engine_id(engine)
-    if key not in profiles:
-        return frozenset({key})
-    mine = profiles[key]
-    return frozenset(e for e, p in profiles.items() if replace(mine, engine=e) == p)
-
-
 @dataclass(frozen=True)
 class Leaning:
     rows: int
@@ -111,15 +99,21 @@ def leaning(records: Iterable[RecordRow], accelerator: str, engines: frozenset[s
                    tuple(sorted({r.engine for r in mine})), tuple(sorted({r.file for r in mine})))
 
 
-def track_record_caution(dep: Deployment, phase: str) -> str:
+def track_record_caution(dep: Deployment, phase: str, profile: EngineProfile) -> str:
     """What the record says of ``dep``'s card where its rows lean LEANING or more one way,
-    or "". DeepSeek-R1 decode on B300 under SGLang: the 10 rows came out 17 % slower than
-    measured at the median. Nothing where the CDNA3 MoE caution already speaks for the card."""
+    or "": the rows of every engine ``profile`` prices (engines.bundled_twins), none where it
+    is the user's own calibration, which the record never scored. DeepSeek-R1 decode on
+    B300 under SGLang: the 10 rows came out 17 % slower than measured at the median. Nothing
+    where the CDNA3 MoE caution already speaks for the card."""
+    from ridgeline.engines import bundled_twins
     from ridgeline.predict import cdna3_moe_caution
 
     if cdna3_moe_caution(dep):
         return ""
-    found = leaning(bundled_record(), dep.accelerator.id, profile_twins(dep.engine), phase,
+    engines = frozenset(bundled_twins(profile))
+    if not engines:
+        return ""
+    found = leaning(bundled_record(), dep.accelerator.id, engines, phase,
                     dep.model.moe is not None)
     if found is None or abs(found.median_optimism) < LEANING:
         return ""

@@ -422,7 +422,7 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
                 micro_batch_caution(dep, batches), deployment_caution(dep),
                 *data_parallel_cautions(dep, stepping=True), expected[0].calibration,
                 profile.batch_range_caution(dep.accelerator, max(batches)),
-                track_record_caution(dep, "decode"))
+                track_record_caution(dep, "decode", profile))
     described = describe_settings(settings or EngineSettings(), dep.engine,
                                   max_model_len) if settings or max_model_len else ""
     steps = () if spec is None else tuple(spec_step(dep, spec, f.batch, f.context, profile)

@@ -89,11 +89,9 @@ class PrefillReport:
                        "--max-num-tokens past the prompt)")
         from ridgeline.offload import offload_caution
         from ridgeline.predict import bnb_caution, gguf_caution
-        from ridgeline.track_record import track_record_caution
 
         out += [gguf_caution(dep) if self.runs else "", bnb_caution(dep) if self.runs else "",
-                offload_caution(dep), *self.more_cautions,
-                track_record_caution(dep, "prefill") if self.runs else ""]
+                offload_caution(dep), *self.more_cautions]
         if self.runs and self.expected.calibration:
             out.append(self.expected.calibration)
         if self.runs and not self.expected.compute_fitted:
