@@ -10,13 +10,13 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from ridgeline import __version__
+from ridgeline.cli_engine import ENGINE_DEFAULT, ENGINE_NAMES, engine_flag
 from ridgeline.cli_load import default_engine, llamacpp_builds_for
 from ridgeline.cli_offload import _split_mode
 from ridgeline.cli_output_files import refuse_writing_over_input
 from ridgeline.cli_types import (
     MAX_MEMORY_GIB,
     _engine_dtype,
-    _engine_name,
     _how_many,
     _kv_name,
     _not_empty,
@@ -67,11 +67,11 @@ def _gpu(p: argparse.ArgumentParser, required: bool = True, several: bool = Fals
     g.add_argument("--gpu-memory-gib", type=_positive_float("GPU memory GiB", most=MAX_MEMORY_GIB),
                    help="memory in GiB: a smaller configuration of --gpu (a 32 GB M1 Max; at "
                    "most the catalog's size), or a custom accelerator's (needed with a model)")
-    g.add_argument("--num-gpus", "--tensor-parallel-size", "--tp-size", "--tp_size",
+    g.add_argument("--num-gpus", "--tensor-parallel-size", "--tp-size", "--tp", "--tp_size",
                    "--tensor_parallel_size", dest="num_gpus", default=1,
                    type=_how_many("number of GPUs"),
                    help="accelerators in one tensor-parallel group (default 1; vLLM "
-                   "--tensor-parallel-size, SGLang --tp-size, TensorRT-LLM --tp_size)")
+                   "--tensor-parallel-size, SGLang --tp-size or --tp, TensorRT-LLM --tp_size)")
     p.set_defaults(gpu_required=required)
 
 
@@ -143,12 +143,8 @@ def _pipeline(p: Any) -> None:  # a parser or an argument group
 
 
 def _engine(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--engine", type=_typed(_engine_name),
-                   help="engine whose calibrated profile gives the expectation (default vllm; "
-                   "llama.cpp-metal on Apple silicon, llama.cpp-rocm on the AMD GPUs vLLM leaves "
-                   "out): vllm, sglang, trtllm, llama.cpp-cuda, "
-                   "llama.cpp-metal, …")
-    p.set_defaults(engine_by_accelerator=True)
+    engine_flag(p, f"engine whose calibrated profile gives the expectation ({ENGINE_DEFAULT}): "
+                f"{ENGINE_NAMES}")
     p.add_argument("--profile", metavar="FILE", help="profiles from `ridgeline calibrate`")
     _split_mode(p)
     p.add_argument("--flash-attn", choices=["on", "off", "auto"],
@@ -214,10 +210,26 @@ def data_parallel_flags(p: Any, sglang: bool = True, expert_parallel: bool = Tru
                        help="SGLang: attention data-parallel over --dp-size ranks (MoE models)"
                        + ("" if modelled else refused))
     if expert_parallel:
-        p.add_argument("--enable-expert-parallel", "--ep", dest="expert_parallel",
-                       action="store_true", help="MoE: each GPU holds whole experts, a share "
-                       "of them, instead of a slice of every expert (vLLM's switch; SGLang's "
-                       "--ep-size equal to its --tp-size)")
+        expert_parallel_flags(p)
+
+
+def expert_parallel_flags(p: Any) -> None:  # a parser or an argument group
+    """A MoE's expert parallelism in each engine's words: vLLM's --enable-expert-parallel
+    switch (--ep alone); SGLang's --ep-size (--expert-parallel-size, --ep N) and trtllm-serve's
+    --ep_size (--moe_expert_parallel_size), which ridgeline reads at 1 or at every GPU the
+    experts run on (cli_load.expert_parallel_asked); ``--ep N`` is read as --ep-size N
+    (``_ep_with_size``)."""
+    p.add_argument("--enable-expert-parallel", "--ep", dest="expert_parallel",
+                   action="store_true", help="MoE: each GPU holds whole experts, a share "
+                   "of them, instead of a slice of every expert (vLLM's switch; SGLang's "
+                   "--ep-size equal to its --tp-size)")
+    p.add_argument("--ep-size", "--expert-parallel-size", "--ep_size",
+                   "--moe_expert_parallel_size", dest="expert_parallel_size", metavar="N",
+                   type=_how_many("expert-parallel size"),
+                   help="SGLang --ep-size (--ep N), trtllm-serve --ep_size: the GPUs the experts "
+                   "are spread over, whole; 1 (each expert sliced over the tensor-parallel GPUs, "
+                   "the default) or all of them (--num-gpus, × the data-parallel ranks: "
+                   "--enable-expert-parallel), the two layouts modelled")
 
 
 def refuse_data_parallel(args: argparse.Namespace, command: str) -> None:
@@ -301,10 +313,24 @@ def _join_negative_values(argv: Sequence[str]) -> list[str]:
     return out
 
 
+def _ep_with_size(argv: Sequence[str]) -> list[str]:
+    """SGLang's '--ep 8' (its alias of --ep-size) as '--ep-size=8': ridgeline's --ep alone is
+    vLLM's --enable-expert-parallel switch, which takes no value."""
+    out: list[str] = []
+    for token in argv:
+        if out and out[-1] == "--ep" and re.fullmatch(r"\d+", token):
+            out[-1] = f"--ep-size={token}"
+        elif token.startswith("--ep="):
+            out.append("--ep-size=" + token.removeprefix("--ep="))
+        else:
+            out.append(token)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(
-        _join_negative_values(sys.argv[1:] if argv is None else argv))
+        _ep_with_size(_join_negative_values(sys.argv[1:] if argv is None else argv)))
     if extra:  # name the command whose --help lists what it takes
         commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         owner = commands.choices.get(getattr(args, "command", None) or "", parser)

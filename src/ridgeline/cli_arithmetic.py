@@ -17,7 +17,13 @@ from ridgeline.cli import (
     engine_sizes,
     max_model_len_option,
 )
-from ridgeline.cli_engine import MEMORY_RULES, engine_version_flag
+from ridgeline.cli_engine import (
+    ENGINE_DEFAULT,
+    ENGINE_NAMES,
+    MEMORY_RULES,
+    engine_flag,
+    engine_version_flag,
+)
 from ridgeline.cli_load import (
     accelerator_names,
     build_deployment,
@@ -380,9 +386,15 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
     return reports[0] if len(reports) == 1 else PrefillSeries(tuple(reports))
 
 def cmd_utilization(args: argparse.Namespace) -> Any:
+    from ridgeline.engine_platforms import engine_platform_problem
+    from ridgeline.engines import engine_id
     from ridgeline.reports.utilization import utilization_report
 
     acc = load_accelerator(args)
+    engine = engine_id(args.engine)
+    problem = engine_platform_problem(engine, acc)
+    if problem:  # the pool is sized only with --model: the engine must run on the card anyway
+        raise InputError(problem)
     dep = load_deployment(args) if args.model else None
     if dep is not None and args.context is None:
         raise InputError("--model needs --context to say how many conversations the KV holds")
@@ -402,7 +414,8 @@ def cmd_utilization(args: argparse.Namespace) -> Any:
     bpw = 2.0 if dep else _element_bytes(args)[0]
     dtype = args.compute_dtype or (dep.dense_compute_dtype if dep else _matmul_dtype(args, acc))
     return utilization_report(acc, args.running, dtype, bpw, dep, args.context,
-                              tensor_parallel_size=args.num_gpus)  # --num-gpus: TP (× -pp)
+                              tensor_parallel_size=args.num_gpus,  # --num-gpus: TP (× -pp)
+                              engine=engine)
 
 def _pool_flags(p: Any) -> None:
     """decode's and prefill's serving-engine pool settings (the seats a context gets)."""
@@ -517,7 +530,9 @@ def register(sub: Any) -> None:
     _gpu(p)
     _pipeline(p)
     p.add_argument("--running", type=_count("running requests", COUNT_EXAMPLES), required=True,
-                   help="vllm:num_requests_running, or N in 'Running: N reqs'")
+                   help="the engine's running requests: vllm:num_requests_running (or N in "
+                   "vLLM's 'Running: N reqs'), sglang:num_running_reqs, "
+                   "trtllm_num_requests_running, llamacpp:requests_processing")
     p.add_argument("--compute-dtype", choices=["bf16", "fp16", "fp8", "int8", "fp4"],
                    help="the peak the ridge divides (default: the weights' matmul dtype)")
     p.add_argument("--model", type=_not_empty("model name"),
@@ -525,6 +540,8 @@ def register(sub: Any) -> None:
     p.add_argument("--fetch", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--context", type=_positive_count("context length"),
                    help="with --model: tokens each running request holds")
+    engine_flag(p, f"engine whose pool (at its defaults, with --model), seats flag and running "
+                f"gauge the advice names ({ENGINE_DEFAULT}): {ENGINE_NAMES}")
     _formats(p)
     _output(p)
     p.set_defaults(handler=cmd_utilization)

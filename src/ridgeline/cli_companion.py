@@ -233,7 +233,8 @@ def _count_notes(a: PercentageCount, b: PercentageCount) -> list[str]:
 
 
 def cmd_prefix(args: argparse.Namespace) -> LinesReport:
-    from ridgeline.prefix import prefix_reuse, tokenize
+    from ridgeline.engines import engine_id
+    from ridgeline.prefix import BLOCK_SETTINGS, engine_block_size, prefix_reuse, tokenize
 
     texts = args.text_a is not None or args.text_b is not None
     if texts and (args.tokens_a is not None or args.tokens_b is not None):
@@ -249,14 +250,23 @@ def cmd_prefix(args: argparse.Namespace) -> LinesReport:
         a, b = args.tokens_a, args.tokens_b
     else:
         raise InputError("give --tokens-a and --tokens-b (token ids), or --text-a/--text-b")
-    r = prefix_reuse(a, b, args.block_size)
+    engine = engine_id(args.engine)
+    default = engine_block_size(engine)  # refuses an engine without a block prefix cache
+    setting = BLOCK_SETTINGS[engine]
+    unit = "page" if setting == "page_size" else "block"
+    r = prefix_reuse(a, b, args.block_size or default)
     common, reused = r.common_prefix_tokens, r.tokens_reused
-    lines = (f"common prefix {common} {plural(common, 'token')}; with block_size "
+    lines = (f"common prefix {common} {plural(common, 'token')}; with {setting} "
              f"{r.block_size}: {r.full_blocks_reused} full "
-             f"{plural(r.full_blocks_reused, 'block')} = {reused} {plural(reused, 'token')} "
+             f"{plural(r.full_blocks_reused, unit)} = {reused} {plural(reused, 'token')} "
              "reused "
              f"({r.fraction_of_b_reused:.1%} of prompt B), {r.tokens_to_recompute} recomputed",)
-    return LinesReport((named(r),), lines)
+    partial = min(common, r.prompt_b_tokens - 1) - reused
+    notes = (f"TensorRT-LLM also reuses a block matched in part by default "
+             f"(kv_cache_config.enable_partial_reuse), up to {partial} more "
+             f"{plural(partial, 'token')} here; only full blocks are counted",) \
+        if engine == "trtllm" and partial > 0 else ()
+    return LinesReport((named(r),), lines, notes)
 
 
 def cmd_attention(args: argparse.Namespace) -> Any:
@@ -347,6 +357,7 @@ def add_companion_commands(
     sub: Any, output: Callable[[argparse.ArgumentParser], None],
     typed: Callable[[Callable[[str], Any]], Callable[[str], Any]],
 ) -> None:
+    from ridgeline.cli_engine import engine_flag
     from ridgeline.cli_types import (
         MAX_BATCH,
         _engine_name,
@@ -414,8 +425,12 @@ def add_companion_commands(
     p.add_argument("--text-b", help="the second prompt as text")
     p.add_argument("--tokenizer", type=_not_empty("tokenizer name"),
                    help="a local Hugging Face tokenizer or a tiktoken encoding")
-    p.add_argument("--block-size", type=_how_many("block size"), default=16,
-                   help="tokens per KV block: only whole blocks are reused (default 16)")
+    p.add_argument("--block-size", "--page-size", "--tokens-per-block", dest="block_size",
+                   type=_how_many("block size"),
+                   help="tokens per KV block: only whole blocks are reused (default: the "
+                   "engine's, vLLM's block_size 16, SGLang's page_size 1, TensorRT-LLM's "
+                   "tokens_per_block 32)")
+    engine_flag(p, "engine whose cache the prompts meet (default vllm): vllm, sglang, trtllm")
     output(p)
     p.set_defaults(handler=cmd_prefix)
 

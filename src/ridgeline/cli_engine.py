@@ -6,7 +6,20 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ridgeline.cli_types import _engine_name, _typed
 from ridgeline.errors import InputError
+
+# what --engine lists, after its default (the engines' names engine_id reads)
+ENGINE_NAMES = "vllm, sglang, trtllm, llama.cpp-cuda, llama.cpp-metal, …"
+ENGINE_DEFAULT = ("default vllm; llama.cpp-metal on Apple silicon, llama.cpp-rocm on the AMD "
+                  "GPUs vLLM leaves out")
+
+
+def engine_flag(p: Any, help_text: str) -> None:
+    """--engine, one engine by any of its names, defaulting by the accelerator as decode's
+    and fit's do (cli.main: cli_load.default_engine); ``help_text`` says what it decides."""
+    p.add_argument("--engine", type=_typed(_engine_name), help=help_text)
+    p.set_defaults(engine_by_accelerator=True)
 
 
 def _prefix_caching(g: Any, help_text: str) -> None:

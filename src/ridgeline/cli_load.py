@@ -11,7 +11,7 @@ from typing import Any
 
 from ridgeline.cli_offload import host_offload
 from ridgeline.errors import InputError
-from ridgeline.units import GIB
+from ridgeline.units import GIB, plural
 
 
 def load_model(args: argparse.Namespace) -> Any:
@@ -134,8 +134,9 @@ def build_deployment(args: argparse.Namespace, model: Any, acc: Any, engine: str
     from ridgeline.deployment import Deployment
 
     pp = pipeline_size(args, engine)
-    ep = expert_parallel or bool(getattr(args, "expert_parallel", False))
     gpus, ranks = data_parallel_layout(args, model, engine)
+    ep = expert_parallel_asked(args, gpus * ranks,
+                               expert_parallel or bool(getattr(args, "expert_parallel", False)))
     dep = Deployment.build(model, acc, served_weights(args, model, acc, engine),
                            getattr(args, "kv_dtype", None), gpus * pp, pp, engine=engine,
                            expert_parallel=ep,
@@ -197,6 +198,28 @@ def data_parallel_layout(args: argparse.Namespace, model: Any,
                              "== 0)")
         return gpus // ranks, ranks
     return gpus, ranks
+
+
+def expert_parallel_asked(args: argparse.Namespace, expert_ranks: int, switch: bool) -> bool:
+    """Whether the flags ask for expert parallelism: vLLM's --enable-expert-parallel
+    (``switch``), or SGLang's --ep-size / trtllm-serve's --ep_size N. ridgeline models the
+    experts sliced over a stage's ``expert_ranks`` GPUs (TP × data-parallel ranks; N = 1, the
+    engines' default) or whole, spread over all of them (N = ``expert_ranks``: SGLang's usual
+    --ep-size equal to --tp-size); N between, groups of experts each tensor-parallel inside
+    (moe_tp_size = TP ÷ N), is refused."""
+    size = getattr(args, "expert_parallel_size", None)
+    if size is None:
+        return switch
+    if size == 1 and switch:
+        raise InputError("--ep-size 1 keeps every expert sliced over the GPUs, and "
+                         "--enable-expert-parallel spreads them whole: give one")
+    if size in (1, expert_ranks):
+        return bool(size > 1)
+    raise InputError(f"--ep-size {size}: ridgeline models a MoE's experts sliced over the "
+                     f"{expert_ranks:,} {plural(expert_ranks, 'GPU')} that run them (--ep-size "
+                     f"1, the default) or whole, spread over all of them (--ep-size "
+                     f"{expert_ranks:,}, as --enable-expert-parallel); {size:,} groups of "
+                     "experts, each tensor-parallel inside, is not modelled")
 
 
 def check_expert_parallel(dep: Any) -> None:

@@ -12,6 +12,7 @@ from ridgeline.cli import (
     _output,
     data_parallel_flags,
     engine_sizes,
+    expert_parallel_flags,
     max_model_len_option,
     refuse_data_parallel,
 )
@@ -431,9 +432,7 @@ def register(sub: Any) -> None:
     max_model_len_option(g, "longest request the engine admits (default: the model's context, "
                          "as vLLM's)")
     engine_sizes(g)
-    g.add_argument("--enable-expert-parallel", "--ep", dest="expert_parallel",
-                   action="store_true", help="MoE: each GPU holds whole experts, a share of "
-                   "them, instead of a slice of every expert")
+    expert_parallel_flags(g)
     data_parallel_flags(g, expert_parallel=False, modelled=False)
     g.add_argument("--enforce-eager", "--disable-cuda-graph", dest="enforce_eager",
                    action="store_true", help="no CUDA graphs (vLLM --enforce-eager, SGLang "

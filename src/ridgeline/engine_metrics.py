@@ -82,3 +82,11 @@ EAGER_PREFIXES = ("vllm:", "llamacpp:")
 # started inside the window, all its counts the window's; a start that moves between two
 # scrapes is a restart, whether or not a counter fell
 PROCESS_START = "process_start_time_seconds"
+
+
+def running_metric(engine: str) -> str:
+    """The engine's own gauge of its running batch (``RUNNING``), or "": vLLM's
+    vllm:num_requests_running, SGLang's sglang:num_running_reqs, llama-server's
+    llamacpp:requests_processing, trtllm-serve's trtllm_num_requests_running."""
+    prefix = "llamacpp" if engine.startswith("llama.cpp") else engine
+    return next((m for m in RUNNING if m.startswith((prefix + ":", prefix + "_"))), "")

@@ -19,6 +19,12 @@ from typing import Any
 from ridgeline.errors import InputError
 
 DEFAULT_BLOCK_SIZE = 16  # vLLM's --block-size default on CUDA
+# each engine's name for the tokens in a cached block, its key in engines.json: SGLang's radix
+# cache matches page by page, 1 token a page by default (and, as vLLM, never the prompt's last
+# token: schedule_batch.py Req.adjust_max_prefix_ids, input_len - 1); TensorRT-LLM's block
+# reuse (kv_cache_config.enable_block_reuse) works in tokens_per_block (llm_args.py
+# KvCacheConfig, default 32)
+BLOCK_SETTINGS = {"vllm": "block_size", "sglang": "page_size", "trtllm": "tokens_per_block"}
 TOKENIZE_EXTRA = "ridgeline[tokenize]"
 
 
@@ -54,6 +60,18 @@ class PrefixReuse:
                 f"  (B is all prefix: its last block of {bs} is recomputed to produce logits)"
             )
         return lines
+
+
+def engine_block_size(engine: str) -> int:
+    """The tokens per cached block ``engine`` matches by default (engines.json): vLLM's
+    block_size 16, SGLang's page_size 1, TensorRT-LLM's tokens_per_block 32."""
+    from ridgeline.datafiles import engine_defaults
+
+    if engine not in BLOCK_SETTINGS:
+        raise InputError(f"{engine}: prefix models the block caches vLLM, SGLang and "
+                         "TensorRT-LLM share between requests; llama-server keeps each slot's "
+                         f"own last prompt instead (give --engine {', '.join(BLOCK_SETTINGS)})")
+    return int(engine_defaults(engine)[BLOCK_SETTINGS[engine]])
 
 
 def common_prefix_length(a_token_ids: Sequence[int], b_token_ids: Sequence[int]) -> int:

@@ -23,8 +23,11 @@ def is_llamacpp(p: KVPool) -> bool:
 
 
 def seats_name(p: KVPool) -> str:
-    return {"sglang": "max_running_requests", "trtllm": "max_batch_size"}.get(
-        p.engine, "slots (-np)" if is_llamacpp(p) else "max_num_seqs")
+    """What the engine calls its seats (candidate.ENGINE_KNOB_NAMES); llama-server's slots."""
+    from ridgeline.candidate import ENGINE_KNOB_NAMES
+
+    return "slots (-np)" if is_llamacpp(p) else ENGINE_KNOB_NAMES.get(
+        p.engine, ENGINE_KNOB_NAMES["vllm"])[0]
 
 
 def _cli(p: KVPool) -> dict[str, str]:

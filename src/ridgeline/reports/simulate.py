@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from ridgeline.candidate import ENGINE_KNOB_NAMES
 from ridgeline.cpu_offload import cpu_offload_json, cpu_offload_note
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Quantity, Step, q, step
@@ -649,10 +650,9 @@ def _ms_q(name: str, seconds: float) -> Quantity:
 
 def _running_metric(engine: str) -> str:
     """The engine's own gauge of the running batch, as `observe` reads it, or ""."""
-    from ridgeline.engine_metrics import RUNNING
+    from ridgeline.engine_metrics import running_metric
 
-    prefix = "llamacpp" if engine.startswith("llama.cpp") else engine
-    name = next((m for m in RUNNING if m.startswith((prefix + ":", prefix + "_"))), None)
+    name = running_metric(engine)
     return f" ({name})" if name else ""
 
 
@@ -685,8 +685,9 @@ def _engine_line(c: SimConfig, engine: str, overlapped: bool) -> str:
     cap = (f", long_prefill_token_threshold {c.long_prefill_token_threshold:,}"
            + ("" if c.long_prefill_alone else " (not for a request alone)")
            ) if c.long_prefill_token_threshold else ""
-    return (f"engine: {c.num_blocks:,} KV blocks of {c.block_size}, max_num_seqs "
-            f"{c.max_num_seqs}, max_num_batched_tokens {c.max_num_batched_tokens:,}{cap}; "
+    seats, tokens = ENGINE_KNOB_NAMES.get(engine, ENGINE_KNOB_NAMES["vllm"])  # its own names
+    return (f"engine: {c.num_blocks:,} KV blocks of {c.block_size}, {seats} "
+            f"{c.max_num_seqs}, {tokens} {c.max_num_batched_tokens:,}{cap}; "
             f"{_policy(c)}" + spec + overlap_clause(engine, overlapped))
 
 

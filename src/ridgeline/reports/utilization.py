@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ridgeline.deployment import Deployment
+from ridgeline.engine_metrics import running_metric
 from ridgeline.errors import InputError
 from ridgeline.explain import Step, q, step
 from ridgeline.hardware import Accelerator
@@ -45,6 +46,13 @@ class UtilizationReport:
     # an MoE model: experts touched, tokens each, their share of arithmetic, the batch at ridge
     expert_figures: Mapping[str, float] | None = None
     node_caution: str = ""  # tensor parallelism past one node (parallel.cross_node_caution)
+    engine: str = "vllm"  # whose pool, seats flag and running gauge the text names
+
+    @property
+    def engine_label(self) -> str:
+        from ridgeline.plan_cautions import ENGINE_NAMES
+
+        return ENGINE_NAMES.get(self.engine, "llama.cpp")
 
     @property
     def cautions(self) -> tuple[str, ...]:
@@ -87,13 +95,19 @@ class UtilizationReport:
                 "cautions": list(self.cautions)}
 
     def _pool_line(self) -> str:
-        engine = "llama.cpp" if self.accelerator.vendor == "apple" else "vLLM"
         n = self.kv_batch_limit or 0
-        return (f"{engine}'s KV pool for {self.model} (its "
-                f"{'vllm serve ' if engine == 'vLLM' else ''}defaults, started at "
-                f"max_model_len {self.context:,}, this context) holds "
+        length = {"sglang": "context_length", "trtllm": "max_seq_len"}.get(self.engine,
+                                                                          "max_model_len")
+        return (f"{self.engine_label}'s KV pool for {self.model} (its "
+                f"{'vllm serve ' if self.engine == 'vllm' else ''}defaults, started at "
+                f"{length} {self.context:,}, this context) holds "
                 f"{n:,} {plural(n, 'conversation')} of {self.context:,} tokens"
                 + (f": {self.refusal}" if self.refusal else ""))
+
+    def _read_line(self) -> str:
+        """Where the engine reports its running batch, and the flag that only caps it."""
+        return (f"Read it from {running_source(self.engine)}; {seats_flag(self.engine)} is only "
+                "a ceiling.")
 
     def text_lines(self) -> list[str]:
         if self.over_pool:  # as fit's DOES NOT FIT: the verdict leads, and no share follows
@@ -104,8 +118,7 @@ class UtilizationReport:
                     "preemption, or the real contexts are shorter (give --context nearer "
                     "theirs)",
                     self._pool_line(),
-                    "Read it from vllm:num_requests_running on /metrics, or 'Running: N reqs' "
-                    "in vLLM's log; --max-num-seqs is only a ceiling.",
+                    self._read_line(),
                     *(f"caution: {c}" for c in self.cautions)]
         lines = [
             f"{self.running} running against a ridge of {self.ridge:,.0f} on "
@@ -126,25 +139,52 @@ class UtilizationReport:
             lines.append(self._pool_line())
             if not self.refusal and self.running < self.kv_batch_limit:
                 lines.append("  there is room for more: the batch is capped by traffic or by "
-                             "settings (--max-num-seqs), not by memory")
-        lines.append("Read it from vllm:num_requests_running on /metrics, or 'Running: N reqs' "
-                     "in vLLM's log; --max-num-seqs is only a ceiling.")
+                             f"settings ({seats_flag(self.engine)}), not by memory")
+        lines.append(self._read_line())
         return lines + [f"caution: {c}" for c in self.cautions]
+
+
+def seats_flag(engine: str) -> str:
+    """The launch flag that caps the engine's running requests: vLLM's --max-num-seqs,
+    SGLang's --max-running-requests, trtllm-serve's --max_batch_size (engines.json ``cli``),
+    llama-server's slots, -np/--parallel."""
+    from ridgeline.datafiles import engine_defaults
+
+    if engine.startswith("llama.cpp"):
+        return "-np/--parallel"
+    return str(engine_defaults(engine)["cli"]["max_num_seqs"])
+
+
+def running_source(engine: str) -> str:
+    """Where the engine reports its running batch: its gauge (engine_metrics.running_metric)
+    on the endpoint that serves it, and the log line that prints it where there is one."""
+    gauge = running_metric(engine)
+    if engine == "sglang":
+        return f"{gauge} on /metrics (--enable-metrics), or '#running-req: N' in SGLang's log"
+    if engine == "trtllm":
+        return f"{gauge} on trtllm-serve's /prometheus/metrics (enable_iter_perf_stats: true)"
+    if engine.startswith("llama.cpp"):
+        return f"{gauge} on llama-server's /metrics (--metrics)"
+    return f"{gauge} on /metrics, or 'Running: N reqs' in vLLM's log"
 
 
 def utilization_report(
     acc: Accelerator, running: int, compute_dtype: str = "bf16", bytes_per_weight: float = 2.0,
     dep: Deployment | None = None, context: int | None = None, tensor_parallel_size: int = 1,
+    engine: str | None = None,
 ) -> UtilizationReport:
-    """The running batch against the ridge; with ``dep`` and ``context``, against the pool its
-    engine holds too. ``tensor_parallel_size`` is the TP without a model (``dep``'s with one):
-    past a node it carries the cross-node caution fit, decode and simulate give."""
+    """The running batch against the ridge; with ``dep`` and ``context``, against the pool
+    ``engine`` holds too (default: llama.cpp's Metal build on Apple silicon, vLLM elsewhere),
+    whose seats flag and running gauge the text names. ``tensor_parallel_size`` is the TP
+    without a model (``dep``'s with one): past a node it carries the cross-node caution fit,
+    decode and simulate give."""
     from ridgeline.capacity import context_refusal, held_conversations, refuses_to_start
     from ridgeline.memory import EngineSettings, kv_pool
 
+    if engine is None:
+        engine = "llama.cpp-metal" if acc.vendor == "apple" else "vllm"  # no vLLM on Metal
     limit, refusal = None, ""
     if dep is not None and context is not None:  # the engine's pool at its defaults
-        engine = "llama.cpp-metal" if acc.vendor == "apple" else "vllm"  # no vLLM on Metal
         dep = replace(dep, engine=engine)
         pool = kv_pool(dep, EngineSettings(max_model_len=context))
         if pool.rest_bytes < 0:  # nothing runs: no batch to read against the ridge
@@ -174,7 +214,7 @@ def utilization_report(
                   f"(2 × ⌈running ÷ {stages} micro-batches⌉ ÷ bytes per weight) ÷ ridge",
                   q("fraction", arithmetic_share(per_stage, bytes_per_weight, ridge)),
                   q("running", running, "", "--running (read it from "
-                    "vllm:num_requests_running)"),
+                    f"{running_metric(engine)})"),
                   *([q("micro-batch", per_stage, "", f"one in each of {stages} pipeline "
                        "stages")] if stages > 1 else []),
                   q("ridge", ridge, "FLOP/byte"), q("bytes per weight", bytes_per_weight, "B")),)
@@ -226,4 +266,4 @@ def utilization_report(
                              context_caution(dep, context) if dep and context
                              and not context_refusal(dep, context) else "", experts, refusal,
                              stages, whole, expert_figures,
-                             cross_node_caution(tp, acc, dep.engine if dep else "vllm"))
+                             cross_node_caution(tp, acc, dep.engine if dep else engine), engine)

@@ -1,0 +1,201 @@
+"""Each engine in its own words where a command names its settings: utilization's pool, seats
+flag and running gauge follow --engine; SGLang's --tp and --ep-size/--ep and trtllm-serve's
+--ep_size are taken as pasted (expert parallelism at 1 or at every GPU, the layouts modelled);
+simulate's engine line names SGLang's and TensorRT-LLM's knobs; prefix's block follows the
+engine's own default."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from ridgeline.capacity import held_conversations
+from ridgeline.catalog import resolve_model
+from ridgeline.datafiles import engine_defaults
+from ridgeline.deployment import Deployment
+from ridgeline.engine_metrics import RUNNING, running_metric
+from ridgeline.hardware import resolve_accelerator
+from ridgeline.memory import EngineSettings, kv_pool
+from ridgeline.prefix import BLOCK_SETTINGS, DEFAULT_BLOCK_SIZE, prefix_reuse
+from tests.conftest import run_cli
+
+
+def answer(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 0, err
+    return out
+
+
+def refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2 and not out, (argv, out, err)
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    return err
+
+
+# -- utilization --------------------------------------------------------------------------
+UTILIZATION = ("utilization", "--gpu", "h100", "--running", "8", "--model", "llama-3.1-8b",
+               "--context", "8k")
+
+
+@pytest.mark.parametrize(("engine", "seats"), [("sglang", "--max-running-requests"),
+                                                ("trtllm", "--max_batch_size"),
+                                                ("llama.cpp-cuda", "-np/--parallel")])
+def test_utilization_advises_the_chosen_engines_own_flag_and_gauge(
+        capsys: pytest.CaptureFixture[str], engine: str, seats: str) -> None:
+    out = answer(capsys, *UTILIZATION, "--engine", engine)
+    gauge = running_metric(engine)
+    assert gauge in RUNNING and f"Read it from {gauge}" in out
+    assert f"{seats} is only a ceiling" in out and f"settings ({seats})" in out
+    assert "vllm:" not in out and "--max-num-seqs" not in out and "vLLM" not in out
+    if not engine.startswith("llama.cpp"):  # the flag is the one plan's launch line prints
+        assert seats == engine_defaults(engine)["cli"]["max_num_seqs"]
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_utilization_sizes_the_chosen_engines_pool(
+        capsys: pytest.CaptureFixture[str], engine: str) -> None:
+    dep = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"),
+                           engine=engine)
+    pool = kv_pool(dep, EngineSettings(max_model_len=8000))
+    report = json.loads(answer(capsys, *UTILIZATION, "--engine", engine, "--json"))
+    assert report["kv_batch_limit"] == held_conversations(pool, dep, 8000) > 8
+
+
+def test_utilization_defaults_to_vllm_and_to_llamacpp_on_a_mac(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert answer(capsys, *UTILIZATION) == answer(capsys, *UTILIZATION, "--engine", "vllm")
+    out = answer(capsys, "utilization", "--gpu", "apple-m2-ultra-76c", "--running", "4")
+    assert f"Read it from {running_metric('llama.cpp-metal')}" in out and "vllm" not in out
+
+
+def test_utilization_refuses_an_engine_the_card_does_not_run(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    err = refused(capsys, "utilization", "--gpu", "apple-m2-ultra-76c", "--running", "4",
+                  "--engine", "sglang")
+    assert "does not run on" in err
+
+
+# -- pasted parallel flags ----------------------------------------------------------------
+DEEPSEEK = ("fit", "deepseek-v3", "--gpu", "h200", "--max-model-len", "8k", "--json")
+
+
+def fit(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
+    return dict(json.loads(answer(capsys, *DEEPSEEK, *argv)))
+
+
+def test_sglangs_tp_alias_is_its_tp_size(capsys: pytest.CaptureFixture[str]) -> None:
+    """DeepSeek's model card launches SGLang with --tp 8 --dp 8 --enable-dp-attention."""
+    card = fit(capsys, "--engine", "sglang", "--tp", "8", "--dp", "8", "--enable-dp-attention")
+    assert card == fit(capsys, "--engine", "sglang", "--tp-size", "8", "--dp-size", "8",
+                       "--enable-dp-attention")
+    assert card["data_parallel"]["size"] == 8
+
+
+@pytest.mark.parametrize(("engine", "spelling"), [
+    ("sglang", ("--ep-size", "8")), ("sglang", ("--ep", "8")), ("sglang", ("--ep=8",)),
+    ("sglang", ("--expert-parallel-size", "8")), ("trtllm", ("--ep_size", "8")),
+    ("trtllm", ("--moe_expert_parallel_size", "8"))])
+def test_an_expert_parallel_size_of_every_gpu_is_expert_parallelism(
+        capsys: pytest.CaptureFixture[str], engine: str, spelling: tuple[str, ...]) -> None:
+    assert fit(capsys, "--engine", engine, "--tp", "8", *spelling) == fit(
+        capsys, "--engine", engine, "--tp", "8", "--enable-expert-parallel")
+    step = ("decode", "deepseek-v3", "--gpu", "h200", "--engine", engine, "--tp", "8", "--json")
+    given = json.loads(answer(capsys, *step, *spelling))  # whole experts: a step of its own
+    assert given == json.loads(answer(capsys, *step, "--enable-expert-parallel"))
+    assert given != json.loads(answer(capsys, *step))
+
+
+def test_an_expert_parallel_size_of_one_is_the_default(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    plain = fit(capsys, "--engine", "trtllm", "--tp", "8")
+    assert fit(capsys, "--engine", "trtllm", "--tp", "8", "--ep_size", "1") == plain
+
+
+def test_vllms_data_parallel_ranks_count_in_the_expert_parallel_size(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert fit(capsys, "-dp", "8", "--ep-size", "8") == fit(capsys, "-dp", "8", "--ep")
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (("--engine", "sglang", "--tp", "8", "--ep-size", "4"), "--ep-size 4"),
+    (("--engine", "sglang", "--tp", "8", "--ep", "16"), "--ep-size 16"),
+    (("--engine", "sglang", "--tp", "8", "--ep-size", "1", "--enable-expert-parallel"),
+     "give one"),
+    (("--engine", "sglang", "--tp", "8", "--ep", "0"), "must be positive")])
+def test_an_expert_parallel_size_not_modelled_is_refused(
+        capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], said: str) -> None:
+    assert said in refused(capsys, *DEEPSEEK, *argv)
+
+
+def test_simulate_takes_the_expert_parallel_size(capsys: pytest.CaptureFixture[str]) -> None:
+    run = ("simulate", "qwen3-30b-a3b", "--gpu", "h100", "--num-gpus", "2", "--concurrency", "4",
+           "--num-requests", "12", "--input-len", "256", "--output-len", "32", "--json")
+    sized = json.loads(answer(capsys, *run, "--ep-size", "2"))
+    assert sized["settings"]["expert_parallel"] is True
+    assert sized == json.loads(answer(capsys, *run, "--enable-expert-parallel"))
+
+
+# -- simulate's engine line ---------------------------------------------------------------
+@pytest.mark.parametrize(("engine", "seats", "tokens"), [
+    ("sglang", "max_running_requests", "chunked_prefill_size"),
+    ("trtllm", "max_batch_size", "max_num_tokens")])
+def test_simulate_names_the_engines_own_settings(
+        capsys: pytest.CaptureFixture[str], engine: str, seats: str, tokens: str) -> None:
+    run = ("simulate", "llama-3.1-8b", "--gpu", "h100", "--engine", engine, "--concurrency",
+           "4", "--num-requests", "8", "--input-len", "256", "--output-len", "16")
+    settings = json.loads(answer(capsys, *run, "--json"))["settings"]
+    line = next(x for x in answer(capsys, *run).splitlines() if x.startswith("engine:"))
+    assert f"{seats} {settings['max_num_seqs']}," in line  # the JSON keeps vLLM's keys
+    assert f"{tokens} {settings['max_num_batched_tokens']:,}" in line
+    assert "max_num_seqs" not in line and "max_num_batched_tokens" not in line
+
+
+# -- prefix -------------------------------------------------------------------------------
+A = ",".join(str(t) for t in range(1, 41))
+B = ",".join(str(t) for t in [*range(1, 37), 99, 100])
+
+
+def reuse(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
+    out = answer(capsys, "prefix", "--tokens-a", A, "--tokens-b", B, *argv, "--json")
+    return dict(json.loads(out))
+
+
+@pytest.mark.parametrize("engine", ["sglang", "trtllm"])
+def test_prefix_matches_in_the_engines_own_block(capsys: pytest.CaptureFixture[str],
+                                                 engine: str) -> None:
+    block = int(engine_defaults(engine)[BLOCK_SETTINGS[engine]])
+    got = reuse(capsys, "--engine", engine)["prefix_reuse"]
+    a, b = [int(t) for t in A.split(",")], [int(t) for t in B.split(",")]
+    assert got["block_size"] == block != DEFAULT_BLOCK_SIZE
+    assert got["tokens_reused"] == prefix_reuse(a, b, block).tokens_reused
+    text = answer(capsys, "prefix", "--tokens-a", A, "--tokens-b", B, "--engine", engine)
+    assert f"with {BLOCK_SETTINGS[engine]} {block}:" in text
+
+
+def test_prefix_defaults_to_vllms_block_and_a_given_size_wins(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert reuse(capsys) == reuse(capsys, "--engine", "vllm")
+    assert reuse(capsys)["prefix_reuse"]["block_size"] == DEFAULT_BLOCK_SIZE
+    assert reuse(capsys, "--engine", "sglang", "--page-size", "4")["prefix_reuse"][
+        "block_size"] == 4
+
+
+def test_prefix_sglang_page_of_one_reuses_all_but_the_last_token(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    got = reuse(capsys, "--engine", "sglang")["prefix_reuse"]
+    assert got["tokens_reused"] == got["common_prefix_tokens"]  # 36 of B's 38, none left out
+
+
+def test_prefix_says_trtllm_may_reuse_a_partial_block(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    got = reuse(capsys, "--engine", "trtllm")
+    left = got["prefix_reuse"]["common_prefix_tokens"] - got["prefix_reuse"]["tokens_reused"]
+    assert left > 0 and f"up to {left} more tokens" in got["notes"][0]
+
+
+def test_prefix_refuses_llamacpp(capsys: pytest.CaptureFixture[str]) -> None:
+    assert "llama-server" in refused(capsys, "prefix", "--tokens-a", A, "--tokens-b", B,
+                                     "--engine", "llama.cpp")
