@@ -180,8 +180,7 @@ def cmd_evalstats(args: argparse.Namespace) -> LinesReport:
         results += [named(wa, "_a"), named(wb, "_b"), named(test)]
         lines.append(f"Wilson {(1 - alpha) * 100:.6g}%: A [{wa.low:.3f}, {wa.high:.3f}], "
                      f"B [{wb.low:.3f}, {wb.high:.3f}]")
-        lines.append(f"unpaired two-proportion test: z = {test.z:.2f}, p = {test.p_value:.4g}"
-                     + (" (significant)" if test.significant else " (not significant)"))
+        lines += _unpaired_test_lines(test, results)
         # a benchmark to come is sized for the gap reported, not the one its items round to
         # (39.02 % and 41.5 % of 500 round to 0.390 and 0.416: 5,586 items, not 6,137); where
         # the tests above used counts the scores do not print as, the line says which gap it
@@ -190,17 +189,15 @@ def cmd_evalstats(args: argparse.Namespace) -> LinesReport:
         if pa == pb:
             lines.append("equal scores: no gap for a benchmark of any size to detect")
         else:
-            need = ev.items_needed_unpaired(pa, pb, alpha, power)
-            results.append(named(need))
+            need, how = _items_needed(pa, pb, alpha, power, notes, results)
             guessed = not (a.is_whole_count and b2.is_whole_count)
             gap = (f"the reported gap, {a.printed_percent}% vs {b2.printed_percent}%"
                    if guessed else "this gap")
             line = (f"items needed to detect {gap} (alpha {alpha:g}, power {power:g}): "
-                    f"{need.num_items:,} per model, unpaired")
+                    f"{need.num_items:,} per model, unpaired{how}")
             ca, cb = a.nearest_count / n, b2.nearest_count / n
             if guessed and ca != cb:
-                counts = ev.items_needed_unpaired(ca, cb, alpha, power)
-                results.append(named(counts, "_counts"))
+                counts, _ = _items_needed(ca, cb, alpha, power, notes, results, "_counts")
                 line += (f"; the counts the tests use, {a.nearest_count_percent:g}% vs "
                          f"{b2.nearest_count_percent:g}%, would need {counts.num_items:,}")
             lines.append(line)
@@ -215,6 +212,49 @@ def cmd_evalstats(args: argparse.Namespace) -> LinesReport:
     # the note reads the Wilson intervals: shown only where they are
     overlap = (ev.overlapping_intervals_note(alpha),) if scores else ()
     return LinesReport(tuple(results), tuple(lines), (*notes, *overlap))
+
+
+def _unpaired_test_lines(test: Any, results: list[tuple[str, Any]]) -> list[str]:
+    """The z-test's line; where a cell of the table expects under 5 items (Cochran's rule),
+    its verdict is left to Fisher's exact test, on a line of its own (0/2 vs 2/2: z = 2.00,
+    p = 0.046 by the normal curve, 1/3 exactly)."""
+    from ridgeline import evalstats_exact as ex
+
+    line = f"unpaired two-proportion test: z = {test.z:.2f}, p = {test.p_value:.4g}"
+    na, nb = test.num_items_a, test.num_items_b
+    if ex.normal_approximation_holds(na, nb, test.pooled_proportion):
+        return [line + (" (significant)" if test.significant else " (not significant)")]
+    fisher = ex.fisher_exact_test(test.successes_a, na, test.successes_b, nb, test.alpha)
+    results.append(named(fisher))
+    fewest = ex.smallest_expected_count(na, nb, test.pooled_proportion)
+    return [f"{line} (normal approximation: a cell expects {fewest:.3g} "
+            f"{plural(fewest, 'item')}, under {ex.MIN_EXPECTED_COUNT:g})",
+            f"Fisher's exact test, two-sided: p = {fisher.p_value:.4g}"
+            + (" (significant)" if fisher.significant else " (not significant)")]
+
+
+def _items_needed(pa: float, pb: float, alpha: float, power: float, notes: list[str],
+                  results: list[tuple[str, Any]], suffix: str = "") -> tuple[Any, str]:
+    """Fleiss's size for p_a vs p_b, or, where a cell of the table it sizes expects under 5
+    items, the exact size for Fisher's test (both kept in `results`); with what the line
+    says of the method."""
+    from ridgeline import evalstats as ev
+    from ridgeline import evalstats_exact as ex
+
+    need = ev.items_needed_unpaired(pa, pb, alpha, power)
+    results.append(named(need, suffix))
+    if ex.normal_approximation_holds(need.num_items, need.num_items, (pa + pb) / 2):
+        return need, ""
+    if need.num_items > ex.MAX_EXACT_ITEMS:
+        notes.append(f"the size for {100 * pa:.4g}% vs {100 * pb:.4g}% is the normal "
+                     f"approximation's, outside its range (a cell expects under "
+                     f"{ex.MIN_EXPECTED_COUNT:g} items), and past {ex.MAX_EXACT_ITEMS:,} items "
+                     "a model, too many to size by Fisher's exact test")
+        return need, ""
+    exact = ex.items_needed_exact(pa, pb, alpha, power)
+    results.append(named(exact, suffix))
+    return exact, (f", by Fisher's exact test (the normal approximation's "
+                   f"{exact.approximate_items:,} has exact power {exact.approximate_power:.2f})")
 
 
 def _count_notes(a: PercentageCount, b: PercentageCount) -> list[str]:
