@@ -207,7 +207,7 @@ def test_decode_and_kv_take_the_flag(capsys: pytest.CaptureFixture[str]) -> None
       "--max-model-len", "8k"], "no data parallelism"),
     (["kv", "deepseek-v3", "--context", "8k", "--dp", "8"], "give --gpu"),
     (["simulate", "deepseek-v3", "--gpu", "h200", "--dp", "8", "--rate", "1"],
-     "does not model data-parallel attention yet"),
+     "--dp is SGLang's flag"),
     (["plan", "deepseek-v3", "--rate", "1", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "50",
       "--data-parallel-size", "8"], "does not model data-parallel attention yet"),
 ])

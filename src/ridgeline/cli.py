@@ -192,7 +192,7 @@ def data_parallel_flags(p: Any, sglang: bool = True, expert_parallel: bool = Tru
     --data-parallel-size N, ranks of --tensor-parallel-size GPUs each; SGLang's --dp-size N
     --enable-dp-attention over its --tp-size GPUs; and the experts' --enable-expert-parallel.
     A command that does not model it (``modelled`` False) takes the flags to refuse them."""
-    refused = "; not modelled by this command yet (fit, decode and kv model it)"
+    refused = "; not modelled by this command yet (fit, decode, kv and simulate model it)"
     p.add_argument("--data-parallel-size", "-dp", "--dp-size", "--dp", dest="data_parallel_size",
                    metavar="N", type=_how_many("data-parallel size"), action=_Spelled,
                    help="data-parallel attention: N ranks, each with its own requests and KV "
@@ -242,7 +242,7 @@ def refuse_data_parallel(args: argparse.Namespace, command: str) -> None:
     if given:
         raise InputError(f"{command} does not model data-parallel attention yet "
                          f"({', '.join(given)}: each rank's own scheduler and pool); `ridgeline "
-                         "fit`, `decode` and `kv` do")
+                         "fit`, `decode`, `kv` and `simulate` do")
 
 
 def _deployment_flags(p: argparse.ArgumentParser, several: bool = False) -> None:

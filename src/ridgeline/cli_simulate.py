@@ -14,7 +14,6 @@ from ridgeline.cli import (
     engine_sizes,
     expert_parallel_flags,
     max_model_len_option,
-    refuse_data_parallel,
 )
 from ridgeline.cli_engine import (
     _prefix_caching,
@@ -70,11 +69,11 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         start_refusal,
         too_small_pool,
     )
+    from ridgeline.sim.data_parallel import rank_config
     from ridgeline.sim.pipeline import lane_config, one_pool, run_replica
     from ridgeline.sim.workload import Workload, read_trace
     from ridgeline.units import plural
 
-    refuse_data_parallel(args, "simulate")
     if args.gpu and "," in args.gpu:
         raise InputError("simulate runs one deployment: give one --gpu (decode, prefill and "
                          "fit compare several)")
@@ -90,11 +89,20 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                          "-sm splits layers or tensors; --cpu-moe/--n-cpu-moe place experts on "
                          "the host)")
     dep = build_deployment(args, model, acc, engine, expert_parallel=args.expert_parallel)
-    if args.expert_parallel and dep.tensor_parallel_size < 2:
+    if args.expert_parallel and dep.expert_ranks < 2:
         raise InputError("--enable-expert-parallel spreads the experts over the tensor-parallel "
                          "GPUs: with one there is nothing to spread (vLLM's expert "
                          "parallelism is off at TP × DP = 1)")
+    ranks = dep.data_parallel_size
+    if ranks > 1 and not model.is_moe:
+        raise InputError(f"{model.name} is dense: vLLM's data-parallel ranks of a dense model "
+                         f"are independent replicas that do not step together; simulate one "
+                         f"with --num-gpus {dep.tensor_parallel_size} and no --data-parallel-size "
+                         f"at 1/{ranks} of the load")
     spec_args(args)
+    if ranks > 1 and args.spec_tokens:
+        raise InputError("speculative decoding with data-parallel attention is not simulated "
+                         "yet: drop --spec-tokens, or simulate without data parallelism")
     all_at_once(args)
     check_load_flags(args)
     if args.burstiness is not None and args.arrival != "gamma":
@@ -183,7 +191,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     # vLLM V1: one pool, pp micro-batches in flight (sim/pipeline.py); V0, SGLang and
     # TensorRT-LLM: pp lanes, each 1/pp of it (sim/lanes.py)
     split = pp > 1 and not one_pool(engine, args.engine_version)
-    lane = lane_config(config, pp, engine, args.engine_version)
+    lane = lane_config(config, pp, engine, args.engine_version) if dep.data_parallel_size == 1 \
+        else rank_config(engine, config, dep.data_parallel_size)  # what one rank runs with
     # where the lanes split a pool the engine shares (SGLang, TensorRT-LLM), or split it as
     # the engine does (vLLM V0's virtual engines)
     shared = (f"where {engine} shares one pool among its batches in flight" if engine != "vllm"
@@ -231,6 +240,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                     writer.writerows(blank)
         except OSError as exc:
             raise InputError(f"cannot write {args.export}: {exc}") from None
+    from ridgeline.data_parallel import data_parallel_cautions
     from ridgeline.engine_scheduling import v0_scheduling_caution
     from ridgeline.offload import offload_caution
     from ridgeline.parallel import cross_node_caution
@@ -250,6 +260,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         whole_context_caution,
     )
     from ridgeline.serving_load import tail_caution
+    from ridgeline.sim.data_parallel import dispatch_label
     from ridgeline.sim.overload import backing_up, saturated_req_s
     from ridgeline.track_record import track_record_caution
 
@@ -278,6 +289,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         if args.concurrency and not args.trace and fixed_length(args.input_len) \
         and fixed_length(args.output_len) and count > args.concurrency else ""
     v0 = v0_scheduling_caution(engine, args.engine_version)
+    dispatched = dispatch_label(engine) if dep.data_parallel_size > 1 else ""
     pool = kv_pool(dep, settings)
     cautions = tuple(c for c in (context_caution(dep, config.max_model_len), split_pool, lockstep,
                                  v0, *version_cautions(settings, pool),
@@ -289,6 +301,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                                  bnb_caution(dep),
                                  cross_node_caution(dep.tensor_parallel_size, dep.accelerator,
                                                     dep.engine),
+                                 *data_parallel_cautions(dep, True, dispatched),
                                  "" if overload_rates(result, count, saturated) else warmup_caution(
                                      span, result.percentiles("e2e")["mean"], args.rate),
                                  profile.calibration_caution(dep.accelerator),
@@ -309,7 +322,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                           engine_version=settings.engine_version if pool.accounting is None
                           else pool.accounting.version,
                           usage=settings.usage if engine == "vllm" else None,
-                          model_runner=pool.runner or None, saturated_req_s=saturated)
+                          model_runner=pool.runner or None, saturated_req_s=saturated,
+                          dispatch=dispatched)
 
 
 def _request_rate(text: str) -> float:
@@ -433,7 +447,7 @@ def register(sub: Any) -> None:
                          "as vLLM's)")
     engine_sizes(g)
     expert_parallel_flags(g)
-    data_parallel_flags(g, expert_parallel=False, modelled=False)
+    data_parallel_flags(g, expert_parallel=False)
     g.add_argument("--enforce-eager", "--disable-cuda-graph", dest="enforce_eager",
                    action="store_true", help="no CUDA graphs (vLLM --enforce-eager, SGLang "
                    "--disable-cuda-graph, TensorRT-LLM's cuda_graph_config: null): decode steps "

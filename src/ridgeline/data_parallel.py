@@ -178,17 +178,28 @@ def exchange_label(dep: Deployment) -> str:
             "gathered before the experts, their outputs reduce-scattered after")
 
 
-def data_parallel_cautions(dep: Deployment, stepping: bool) -> tuple[str, ...]:
+def data_parallel_cautions(dep: Deployment, stepping: bool,
+                           dispatched: str = "") -> tuple[str, ...]:
     """What a data-parallel figure leaves out or assumes (``stepping``: a decode step's too),
-    or nothing without data parallelism."""
+    or nothing without data parallelism. ``dispatched``: a simulation's, its arrivals dealt
+    over the ranks so (sim/data_parallel.py), each rank's load its own, not taken as even."""
     n = dep.data_parallel_size
     if n == 1:
         return ()
     out = [f"data-parallel attention: each of the {n} ranks keeps its own requests' cache "
            f"in its own pool, so the conversations are one rank's × {n}; the ranks' loads "
            "are taken as even (a rank given more long requests fills first"
-           + (", and its step paces every rank's MoE layers" if dep.model.moe else "") + ")"]
-    if stepping:
+           + (", and its step paces every rank's MoE layers" if dep.model.moe else "") + ")"] \
+        if not dispatched else [
+        f"data-parallel attention: each of the {n} ranks is simulated with its own scheduler, "
+        f"queue and pool, the arrivals dealt {dispatched}, so a prefix is reused only by the "
+        "requests of the rank that cached it; every step runs all the ranks together, as long "
+        "as the slowest rank's attention and own weights plus the layers gathered over every "
+        "rank's tokens and their exchange, an idle rank's dummy pass adding nothing"
+        + ("; SGLang's admission estimate keeps its default schedule_conservativeness (under "
+           "DP attention SGLang scales it by 0.3, admitting sooner)"
+           if dep.engine == "sglang" else "")]
+    if stepping and not dispatched:
         out.append(f"a step of batch B runs ⌈B ÷ {n}⌉ sequences on each rank: their attention "
                    "and the rank's own weights are one rank's, read on its "
                    f"{dep.tensor_parallel_size} GPU{'s' if dep.tensor_parallel_size > 1 else ''}"

@@ -267,6 +267,7 @@ class SimulateReport:
     usage: str | None = None  # vLLM's usage context: serve (vllm serve) or offline (LLM class)
     model_runner: str | None = None  # vLLM's: V0, V1 or MRV2 (Model Runner V2)
     saturated_req_s: float | None = None  # the most it serves of these requests, batch full
+    dispatch: str = ""  # data-parallel attention: how arrivals are dealt over the ranks
 
     def to_dict(self) -> dict[str, Any]:
         r, d = self.result, self.deployment
@@ -274,8 +275,16 @@ class SimulateReport:
         lanes = {"per_lane": {"num_blocks": self.config.num_blocks,
                               "max_num_seqs": self.config.max_num_seqs},
                  "lanes_summed": ["steps", "busy_s"]} if self.lanes > 1 else {}
+        ranks = {"data_parallel": {
+            "size": d.data_parallel_size, "gpus_per_rank": d.rank_gpus,
+            "expert_ranks": d.expert_ranks, "dispatch": self.dispatch,
+            "per_rank": {"num_blocks": self.config.num_blocks,
+                         "max_num_seqs": self.config.max_num_seqs,
+                         "max_num_batched_tokens": self.config.max_num_batched_tokens},
+            "max_num_seqs_all_ranks": self.config.max_num_seqs * d.data_parallel_size}} \
+            if d.data_parallel_size > 1 else {}
         return {**lanes,
-            "settings": {"model": d.model.name, "accelerator": d.accelerator.id,
+            "settings": {**ranks, "model": d.model.name, "accelerator": d.accelerator.id,
                          "num_gpus": d.num_gpus, "engine": d.engine,
                          "engine_version": self.engine_version, "usage": self.usage,
                          "model_runner": self.model_runner, "weights": d.weights.label,
@@ -393,7 +402,11 @@ class SimulateReport:
                                     "turn; their outcomes added up" if self.lanes > 1 else "")
                  + (f" — one pool and scheduler for up to {self.micro_batches} micro-batches "
                     "in flight, each through every stage (vLLM V1's batch queue)"
-                    if self.micro_batches > 1 else ""),
+                    if self.micro_batches > 1 else "")
+                 + (f" — in each of the {d.data_parallel_size} data-parallel ranks (its own "
+                    f"scheduler, queue and pool), arrivals dealt {self.dispatch}; the ranks "
+                    "step together, an idle one joining with a dummy pass"
+                    if d.data_parallel_size > 1 else ""),
                  ""]
         rows = []
         for name, label in (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"),

@@ -205,8 +205,15 @@ def run_replica(dep: Deployment, profile: EngineProfile, config: SimConfig,
     with 1/pp of it (``lane_config``), no pipeline as the plain simulator. stop_when_behind:
     an open loop may be cut short once hopelessly behind (``Simulator.run``); stop_past: a
     run stops once more than this many of the window's requests passed ``slo`` (each lane
-    on its own count: fewer than the replica's)."""
+    on its own count: fewer than the replica's). Data-parallel attention: its ranks, each
+    with ``config``'s pool and seats, stepping together (sim/data_parallel.py)."""
     pp = dep.pipeline_parallel_size
+    if dep.data_parallel_size > 1:  # each rank its own pool, the ranks stepping together
+        from ridgeline.sim.data_parallel import DataParallelSimulator
+
+        return DataParallelSimulator(dep, profile, config).run(
+            iter(requests), closed_loop=closed_loop, keep_rows=keep_rows, slo=slo,
+            window_s=window_s, stop_when_behind=stop_when_behind, stop_past=stop_past)
     if pp > 1 and one_pool(dep.engine, version):
         return PipelineSimulator(dep, profile, config, pp).run(
             iter(requests), closed_loop=closed_loop, keep_rows=keep_rows, slo=slo,

@@ -18,6 +18,7 @@ from ridgeline.sim.metrics import OVERLOAD_SLACK, Recorder
 from ridgeline.sim.request import Request
 
 if TYPE_CHECKING:
+    from ridgeline.sim.data_parallel import DataParallelSimulator
     from ridgeline.sim.simulator import Simulator
 
 CHECK_STEPS = 50_000  # how often a run that may stop early asks whether it is hopelessly behind
@@ -30,8 +31,8 @@ class Run:
     workload's requests stay empty); the simulated time spent idle; the after-step hook; and
     whether the run stops here (``over_steps``)."""
 
-    def __init__(self, sim: Simulator, workload: Iterator[Request], closed_loop: int,
-                 rec: Recorder, after_step: Callable[[Simulator], None] | None,
+    def __init__(self, sim: Simulator | DataParallelSimulator, workload: Iterator[Request],
+                 closed_loop: int, rec: Recorder, after_step: Callable[[Simulator], None] | None,
                  stop_when_behind: bool) -> None:
         self.sim = sim
         self.rec = rec

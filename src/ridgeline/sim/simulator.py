@@ -285,7 +285,12 @@ class Simulator:
         return t
 
     def _step(self, batch: list[Scheduled], rec: Recorder) -> list[Request]:
-        dt = self._time(batch)
+        return self.apply(batch, self._time(batch), rec)
+
+    def apply(self, batch: list[Scheduled], dt: float, rec: Recorder) -> list[Request]:
+        """``batch`` ran for ``dt`` seconds (its own step's time, or under data-parallel
+        attention the step all the ranks took together): each request advanced, its tokens
+        streamed; returns who finished."""
         started_s = self.now_s
         self.now_s += dt
         self.steps += 1

@@ -59,6 +59,7 @@ class StepTimer:
         self._states = [(layer, n) for layer, n in kinds if layer.mixer in (LINEAR, MAMBA)]
         self._by_tokens: dict[int, float] = {}
         self._by_rows: dict[int, float] = {}
+        self._by_gathered: dict[tuple[int, int], float] = {}  # (a rank's tokens, every rank's)
         self._rates = attention_rates(dep)
         self.windows = attention_windows(dep)
         self.full_attention = all(w is None for w in self.windows)
@@ -68,9 +69,9 @@ class StepTimer:
         # decode_time_s's, its context-free part remembered (``rows_time_s``)
         self._one_full = self.windows == (None,) and [w for w, _ in self._attention] == [None]
 
-    def _terms_time(self, tokens: int, rows: int, per_row: bool) -> float:
+    def _terms_time(self, tokens: int, rows: int, per_row: bool, all_tokens: int = 0) -> float:
         zero = tuple(AttentionLoad(w, 0.0, 0.0, 0.0) for w in self.windows)
-        terms = step_terms(self.dep, BatchShape(tokens, rows, zero))
+        terms = step_terms(self.dep, BatchShape(tokens, rows, zero, all_tokens))
         context_free = [(name, flops, nbytes, count) for name, flops, nbytes, count in terms.work
                         if (name == "lm head") == per_row
                         and name not in ("attention", "recurrent state")]
@@ -79,12 +80,18 @@ class StepTimer:
                            for name, f, b, count in context_free)
         return total if per_row else total + sum(t for _, t in terms.link)
 
-    def _context_free(self, tokens: int, rows: int, graphed: bool | None = None) -> float:
+    def _context_free(self, tokens: int, rows: int, graphed: bool | None = None,
+                      all_tokens: int = 0) -> float:
         """Everything but attention: per-token and per-row work, overheads, state. graphed:
         a decode step's overhead (CUDA graphs) or a prompt step's; by default, whether every
-        row has one token."""
-        fixed = self._by_tokens.get(tokens)
-        if fixed is None:
+        row has one token. all_tokens: with data-parallel attention, every rank's tokens,
+        which the gathered layers and the exchange run on (0: ``tokens``)."""
+        if all_tokens and all_tokens != tokens:
+            fixed = self._by_gathered.get((tokens, all_tokens))
+            if fixed is None:
+                fixed = self._by_gathered[(tokens, all_tokens)] = self._terms_time(
+                    tokens, 1, False, all_tokens)
+        elif (fixed := self._by_tokens.get(tokens)) is None:
             fixed = self._by_tokens[tokens] = self._terms_time(tokens, 1, per_row=False)
         head = self._by_rows.get(rows)
         if head is None:
@@ -104,7 +111,7 @@ class StepTimer:
         if self._exact:
             return shape_time_s(self.dep, shape, self.profile)
         tokens = shape.tokens
-        total = self._context_free(tokens, shape.sequences, graphed)
+        total = self._context_free(tokens, shape.sequences, graphed, shape.all_tokens)
         p, w = self._pa, self._w
         if self._attention:
             loads = {a.window_tokens: a for a in shape.attention}

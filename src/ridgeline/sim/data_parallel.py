@@ -1,0 +1,236 @@
+"""Data-parallel attention simulated: N ranks, each its own scheduler, KV pool and queue,
+stepping together because the MoE layers join every rank's tokens.
+
+What the engines do, read in their source:
+- Dispatch. SGLang's DataParallelController (python/sglang/srt/managers/
+  data_parallel_controller.py) sends each request to the next rank in turn under its default
+  ``--load-balance-method round_robin`` (``round_robin_scheduler``: ``round_robin_counter``
+  advanced modulo the ranks). vLLM's front end (vllm/v1/engine/core_client.py,
+  ``DPLBAsyncMPClient.get_core_engine_for_request``) picks the rank with the lowest
+  ``waiting * 4 + running``, ties to the first, from counts its DP coordinator
+  (vllm/v1/engine/coordinator.py) publishes about every 100 ms, bumping the chosen rank's
+  waiting count in between; here the counts are read exact at each arrival.
+- Lock-step. A MoE's ranks run each forward pass together: an idle rank runs a dummy pass
+  (vLLM: DPEngineCoreProc's busy loop, "we are in a running state and so must execute a
+  dummy pass", ``execute_dummy_batch``) or an idle batch (SGLang: ``prepare_mlp_sync_batch``
+  gathers every rank's batch, ``get_idle_batch`` for a rank with none), so a step lasts as
+  long as its slowest rank's.
+
+The step's time is decode's pricing of a data-parallel step (cost.step_terms): each rank's
+attention and own weights on its own batch, the gathered layers and the exchange on every
+rank's tokens; the step is the slowest rank's such time. A rank that is idle adds nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+
+from ridgeline.cost import Seq, rank_shape
+from ridgeline.deployment import Deployment
+from ridgeline.engines import EngineProfile
+from ridgeline.errors import InputError
+from ridgeline.sim.config import SimConfig
+from ridgeline.sim.metrics import Recorder, SimResult
+from ridgeline.sim.request import Request
+from ridgeline.sim.run import Run
+from ridgeline.sim.scheduler import Scheduled
+from ridgeline.sim.simulator import Simulator
+from ridgeline.sim.timer import StepTimer
+
+ROUND_ROBIN, LEAST_LOADED = "round robin", "least loaded"
+WAITING_WEIGHT = 4  # vLLM's score: waiting × 4 + running
+
+
+def dispatch_method(engine: str) -> str:
+    """How ``engine`` deals arrivals over its data-parallel ranks by default: SGLang in turn,
+    vLLM to the least loaded."""
+    return ROUND_ROBIN if engine == "sglang" else LEAST_LOADED
+
+
+def dispatch_label(engine: str) -> str:
+    """How the report words ``dispatch_method``."""
+    if dispatch_method(engine) == ROUND_ROBIN:
+        return "in turn (SGLang's default --load-balance-method round_robin)"
+    return ("to the rank with the least waiting × 4 + running (vLLM's front end, its counts "
+            "read at each arrival)")
+
+
+def rank_config(engine: str, config: SimConfig, ranks: int) -> SimConfig:
+    """What each rank's scheduler runs with: ``config`` (sim_config's pool and seats are a
+    rank's already), taking plain steps (a run of decode steps at once would need every
+    rank's decodes to stay unchanged together); SGLang's token budget a rank's share, as its
+    server_args divides --chunked-prefill-size by --dp-size under DP attention (8,192 over 8
+    ranks: 1,024 each)."""
+    budget = config.max_num_batched_tokens
+    if engine == "sglang":
+        budget = max(1, budget // ranks)
+    return replace(config, fast_path=False, max_num_batched_tokens=budget)
+
+
+class AllRanks:
+    """The ranks' queues read as one engine's, as the run and its gauges read them."""
+
+    def __init__(self, ranks: list[Simulator]) -> None:
+        self.ranks = ranks
+
+    @property
+    def running(self) -> list[Request]:
+        return [r for rank in self.ranks for r in rank.scheduler.running]
+
+    @property
+    def waiting(self) -> list[Request]:
+        return [r for rank in self.ranks for r in rank.scheduler.waiting]
+
+    @property
+    def preemptions(self) -> int:
+        return sum(rank.scheduler.preemptions for rank in self.ranks)
+
+
+class DataParallelSimulator:
+    """N ranks of a data-parallel deployment, each a ``Simulator`` with one rank's pool and
+    seats (``config``: sim_config's, sized per rank), stepped together. Arrivals are dealt
+    as the engine deals them (``dispatch_method``); each step every rank with work schedules
+    its own batch and all of them advance by the slowest rank's time (``step_s``)."""
+
+    def __init__(self, dep: Deployment, profile: EngineProfile, config: SimConfig) -> None:
+        if config.spec_tokens:
+            raise InputError("speculative decoding with data-parallel attention is not "
+                             "simulated yet: drop --spec-tokens, or simulate without "
+                             "data parallelism")
+        if config.ubatch_tokens:
+            raise InputError("data-parallel attention runs on vLLM and SGLang, whose steps are "
+                             "one pass")
+        self.dep, self.profile = dep, profile
+        self.config = rank_config(dep.engine, config, dep.data_parallel_size)
+        self.ranks = [Simulator(dep, profile, self.config)
+                      for _ in range(dep.data_parallel_size)]
+        self.scheduler = AllRanks(self.ranks)
+        self.timer = StepTimer(dep, profile)
+        self.method = dispatch_method(dep.engine)
+        self.now_s = 0.0
+        self.steps = 0
+        self.lagged = self.config.async_scheduling
+        self._turn = 0  # round robin: the rank the next arrival goes to
+        self.dealt = [0] * len(self.ranks)  # arrivals each rank was given
+
+    # -- dispatch ---------------------------------------------------------------------------
+    def pick_rank(self) -> int:
+        """The rank the next arrival goes to: the next in turn (SGLang), or the lowest
+        waiting × 4 + running, the first on a tie (vLLM)."""
+        if self.method == ROUND_ROBIN:
+            rank, self._turn = self._turn, (self._turn + 1) % len(self.ranks)
+            return rank
+        scores = [WAITING_WEIGHT * len(rank.scheduler.waiting) + len(rank.scheduler.running)
+                  for rank in self.ranks]
+        return scores.index(min(scores))
+
+    def arrive(self, r: Request, rec: Recorder) -> bool:
+        """r comes: dealt to a rank, which records it and queues or refuses it."""
+        index = self.pick_rank()
+        self.dealt[index] += 1
+        rank = self.ranks[index]
+        rank.now_s = self.now_s
+        return rank.arrive(r, rec)
+
+    # -- the loop ---------------------------------------------------------------------------
+    def run(self, workload: Iterator[Request], closed_loop: int = 0, keep_rows: bool = False,
+            slo: tuple[float | None, float | None] = (None, None),
+            window_s: tuple[float, float] | None = None,
+            stop_when_behind: bool = False, stop_past: int | None = None) -> SimResult:
+        """Simulate until every request finished or was rejected (``Simulator.run``'s
+        arguments)."""
+        rec = Recorder(self.dep.num_gpus, *slo)
+        rec.keep_rows = keep_rows
+        rec.stop_past = stop_past
+        if window_s is not None:
+            rec.window_s = window_s
+        rec.closed_loop = closed_loop > 0
+        run = Run(self, workload, closed_loop, rec, None, stop_when_behind)
+        s = self.scheduler
+        while True:
+            for rank in self.ranks:
+                if rank.retiring and not rank.scheduler.running:  # nothing in flight beside
+                    rank._release(rank.retiring)  # them: their output read, they leave
+                    rank.retiring = []
+                if not rank.scheduler.running and not rank.scheduler.waiting:
+                    rank.scheduler.ratio.reset()  # SGLang's estimate, a rank's own
+            run.arrive_due()
+            running, waiting = s.running, s.waiting
+            if not running and not waiting:
+                if not run.idle():
+                    break
+                continue
+            start_s, usage, preempted = self.now_s, self.usage, s.preemptions
+            finished = self._advance(rec)
+            rec.ran(start_s, self.now_s, 1, len(s.running) + len(finished), len(waiting),
+                    usage, preempted)
+            rec.sample(self.now_s, len(s.running), len(s.waiting), self.usage, s.preemptions)
+            if finished:
+                run.finish(finished)
+            if run.over_steps():
+                break
+        rec.readmit_hit_blocks = sum(rank.pool.own_hits for rank in self.ranks)
+        return rec.result(self.now_s, s.preemptions, sum(rank.pool.hits for rank in self.ranks),
+                          self.steps, self.now_s - run.idle_s, self.profile)
+
+    @property
+    def usage(self) -> float:
+        """The ranks' pools' mean usage (each holds the same blocks)."""
+        return sum(rank.pool.usage for rank in self.ranks) / len(self.ranks)
+
+    def _advance(self, rec: Recorder) -> list[Request]:
+        """One step of every rank together: each with work schedules its batch (a finished
+        request held a step under async scheduling leaving first where it has nothing else
+        to run, as ``Simulator._advance``), every rank's batch advances by ``step_s``, an idle
+        rank running its dummy pass meanwhile; returns who finished."""
+        batches: list[list[Scheduled]] = []
+        held: list[list[Request]] = []
+        for rank in self.ranks:
+            rank.now_s = self.now_s
+            retiring, rank.retiring = rank.retiring, []
+            batch = self._schedule(rank)
+            if not batch and retiring:
+                rank._release(retiring)
+                retiring = []
+                batch = self._schedule(rank)
+            if not batch and (rank.scheduler.running or rank.scheduler.waiting):
+                raise InputError("the engine cannot schedule: a request needs more blocks "
+                                 "than its rank's pool frees")  # guarded by _reject_reason
+            batches.append(batch)
+            held.append(retiring)
+        if not any(batches):
+            raise InputError("the engine cannot schedule: nothing to run")
+        dt = self.step_s(batches)
+        finished: list[Request] = []
+        for rank, batch, retiring in zip(self.ranks, batches, held):
+            if batch:
+                finished += rank.apply(batch, dt, rec)
+            else:  # an idle rank joins the step with a dummy pass
+                rank.now_s += dt
+            if retiring:
+                rank._release(retiring)
+        self.now_s += dt
+        self.steps += 1
+        return finished
+
+    def _schedule(self, rank: Simulator) -> list[Scheduled]:
+        s = rank.scheduler
+        return s.schedule(rank.now_s) if s.running or s.waiting else []
+
+    def step_s(self, batches: list[list[Scheduled]]) -> float:
+        """The ranks' step together: the slowest rank's time, each rank's attention and own
+        weights on its own batch, the gathered layers and the exchange on every rank's
+        tokens (cost.step_terms, decode's data-parallel pricing). Eight ranks of one decode
+        each are decode's batch of 8 on DP8."""
+        every = sum(b.tokens for batch in batches for b in batch)
+        slowest = 0.0
+        for batch in batches:
+            if not batch:
+                continue
+            decodes = [b.context for b in batch if b.tokens == 1]
+            chunks = [Seq(b.tokens, b.context) for b in batch if b.tokens != 1]
+            shape = rank_shape(self.timer.windows, decodes, chunks)._replace(all_tokens=every)
+            slowest = max(slowest, self.timer.time_s(shape))
+        return slowest
+

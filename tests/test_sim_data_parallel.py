@@ -1,0 +1,166 @@
+"""simulate under data-parallel attention (sim/data_parallel.py): each rank its own scheduler,
+queue and pool, arrivals dealt as the engine deals them, every step all ranks together at
+decode's data-parallel price. DeepSeek-V3 as stored on 8 x H200, DP8 + EP8 against TP8."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.cost import BatchShape, Seq, batch_shape, decode_batch, rank_shape, shape_time_s
+from ridgeline.engines import profile_for
+from ridgeline.memory import EngineSettings
+from ridgeline.sim.config import sim_config
+from ridgeline.sim.data_parallel import DataParallelSimulator, dispatch_method, rank_config
+from ridgeline.sim.pipeline import run_replica
+from ridgeline.sim.scheduler import Scheduled
+from ridgeline.sim.timer import StepTimer
+from ridgeline.sim.workload import Workload
+from tests.conftest import run_cli
+
+DP8 = ["deepseek-v3", "--gpu", "h200", "-dp", "8", "--enable-expert-parallel",
+       "--max-model-len", "32k"]
+SGLANG_DP8 = ["deepseek-v3", "--gpu", "h200", "--engine", "sglang", "--num-gpus", "8",
+              "--dp-size", "8", "--enable-dp-attention", "--max-model-len", "32k"]
+
+
+def deepseek_dp8(engine: str = "vllm") -> Deployment:
+    return Deployment.build(resolve_model("deepseek-v3"), resolve_accelerator("h200"),
+                            num_gpus=1, engine=engine, expert_parallel=True,
+                            data_parallel_size=8)
+
+
+def simulator(engine: str = "vllm") -> DataParallelSimulator:
+    dep = deepseek_dp8(engine)
+    config = sim_config(dep, EngineSettings(max_model_len=32_000))
+    return DataParallelSimulator(dep, profile_for(engine), config)
+
+
+def simulate_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
+    code, out, err = run_cli(capsys, "simulate", *argv, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_dp8_runs_as_many_32k_requests_at_once_as_fit_holds_and_tp8_far_fewer(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    load = ["--rate", "inf", "--num-requests", "150", "--input-len", "31000",
+            "--output-len", "200"]
+    held = {}
+    for name, flags in (("dp8", DP8), ("tp8", ["deepseek-v3", "--gpu", "h200", "--num-gpus",
+                                               "8", "--max-model-len", "32k"])):
+        code, out, _ = run_cli(capsys, "fit", *flags, "--json")
+        assert code == 0
+        held[name] = (json.loads(out)["conversations"],
+                      simulate_json(capsys, *flags, *load)["running_batch"]["max"])
+    # each run's most requests at once is what fit holds at 32K (its requests a little
+    # shorter, 31,200 tokens at most: a block's rounding may seat one more)
+    for fit_holds, ran in held.values():
+        assert fit_holds <= ran <= fit_holds * 1.1
+    assert held["dp8"][1] > 4 * held["tp8"][1]
+
+
+def test_itl_at_low_load_is_decodes_dp_step_for_the_same_batch(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # eight users, one on each rank: every step is decode's batch of 8 on DP8
+    report = simulate_json(capsys, *DP8, "--concurrency", "8", "--num-requests", "40",
+                           "--input-len", "1000", "--output-len", "50")
+    code, out, _ = run_cli(capsys, "decode", *DP8[:6], "--batch", "8", "--context", "1025",
+                           "--json")
+    assert code == 0
+    decode_s = json.loads(out)["points"][0]["expected"]["time_s"]
+    assert report["itl_s"]["p50"] == pytest.approx(decode_s, rel=0.01)
+
+
+def test_a_step_of_one_decode_a_rank_is_step_cost_of_the_whole_batch() -> None:
+    sim = simulator()
+    requests = list(Workload(8, "100", "10", 1.0, "constant", seed=0))
+    batches = [[Scheduled(r, 1, 2000)] for r in requests]
+    dep = sim.dep
+    whole = shape_time_s(dep, batch_shape(dep, decode_batch(8, 2000)), sim.profile)
+    assert sim.step_s(batches) == pytest.approx(whole, rel=1e-12)
+    # the busiest rank paces the step; an idle rank adds nothing
+    heavier = [[Scheduled(requests[0], 512, 0)], *batches[1:]]
+    assert sim.step_s(heavier) > sim.step_s(batches)
+    alone = shape_time_s(dep, rank_shape(sim.timer.windows, [2000], []), sim.profile)
+    assert sim.step_s([batches[0], *[[]] * 7]) == pytest.approx(alone, rel=1e-12)
+
+
+def test_the_timer_prices_every_ranks_tokens_as_step_cost_does() -> None:
+    dep = deepseek_dp8()
+    profile = profile_for("vllm")
+    shape = rank_shape(StepTimer(dep, profile).windows, [3000] * 4, [Seq(256, 0)])
+    gathered: BatchShape = shape._replace(all_tokens=2000)
+    timer = StepTimer(dep, profile)
+    assert timer.time_s(gathered) == pytest.approx(shape_time_s(dep, gathered, profile))
+    assert timer.time_s(gathered) > timer.time_s(shape)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_load_spreads_over_the_ranks_and_they_step_together(engine: str) -> None:
+    sim = simulator(engine)
+    result = sim.run(iter(Workload(400, "uniform:200,2000", "uniform:20,200", 40.0,
+                                   "poisson", seed=3)))
+    assert result.completed == 400
+    assert sum(sim.dealt) == 400
+    if dispatch_method(engine) == "round robin":
+        assert set(sim.dealt) == {50}
+    else:  # the least loaded: no rank left out, none given twice its share
+        assert min(sim.dealt) > 0 and max(sim.dealt) < 2 * 400 / 8
+    assert {rank.now_s for rank in sim.ranks} == {sim.now_s}  # idle ranks joined each step
+    assert all(not rank.scheduler.running and rank.pool.usage == 0 for rank in sim.ranks)
+
+
+def test_run_replica_takes_the_data_parallel_simulator() -> None:
+    dep = deepseek_dp8()
+    config = sim_config(dep, EngineSettings(max_model_len=32_000))
+    work = Workload(50, "500", "20", 5.0, "constant", seed=0)
+    one = run_replica(dep, profile_for("vllm"), config, work)
+    sim = DataParallelSimulator(dep, profile_for("vllm"), config)
+    two = sim.run(iter(Workload(50, "500", "20", 5.0, "constant", seed=0)))
+    assert one.duration_s == two.duration_s and one.steps == two.steps
+
+
+def test_sglang_ranks_take_the_servers_chunk_divided(capsys: pytest.CaptureFixture[str]) -> None:
+    dep = deepseek_dp8("sglang")
+    config = sim_config(dep, EngineSettings(max_model_len=32_000))
+    assert rank_config("sglang", config, 8).max_num_batched_tokens \
+        == config.max_num_batched_tokens // 8
+    assert rank_config("vllm", config, 8).max_num_batched_tokens \
+        == config.max_num_batched_tokens
+    report = simulate_json(capsys, *SGLANG_DP8, "--rate", "4", "--num-requests", "40")
+    dp = report["settings"]["data_parallel"]
+    assert dp["size"] == 8 and dp["expert_ranks"] == 8 and "round_robin" in dp["dispatch"]
+    assert dp["per_rank"]["max_num_batched_tokens"] == config.max_num_batched_tokens // 8
+    assert report["completed"] == 40
+
+
+def test_the_engine_line_names_the_ranks(capsys: pytest.CaptureFixture[str]) -> None:
+    code, text, _ = run_cli(capsys, "simulate", *DP8, "--rate", "4", "--num-requests", "40")
+    assert code == 0
+    assert "attention DP8 × TP1, experts EP8" in text
+    assert "in each of the 8 data-parallel ranks" in text
+    assert "waiting × 4 + running" in text
+    plain = simulate_json(capsys, "llama-3.1-8b", "--gpu", "h100", "--rate", "4",
+                          "--num-requests", "20")
+    assert "data_parallel" not in plain["settings"]
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["deepseek-v3", "--gpu", "h200", "--dp", "8", "--rate", "1"], "--dp is SGLang's flag"),
+    (["deepseek-v3", "--gpu", "h200", "-dp", "8", "--enable-dp-attention", "--rate", "1"],
+     "SGLang's switch"),
+    (["deepseek-v3", "--gpu", "h200", "--engine", "sglang", "--num-gpus", "8", "--dp-size",
+      "8", "--rate", "1"], "8 whole replicas"),
+    (["deepseek-v3", "--gpu", "h200", "--engine", "trtllm", "-dp", "8", "--rate", "1"],
+     "not modelled yet"),
+    (["llama-3.1-8b", "--gpu", "h100", "-dp", "2", "--rate", "1"], "independent replicas"),
+    ([*DP8, "--rate", "1", "--spec-tokens", "2"], "not simulated yet"),
+])
+def test_bad_data_parallel_input_is_one_line_and_exit_2(
+        capsys: pytest.CaptureFixture[str], argv: list[str], words: str) -> None:
+    code, _, err = run_cli(capsys, "simulate", *argv)
+    assert code == 2
+    assert words in err and err.count("\n") == 1
