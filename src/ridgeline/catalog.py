@@ -2,7 +2,8 @@
 
 Files are read here and nowhere else in the core (hardware and formats call ``load_data``).
 A model name resolves as: a catalog alias (``llama-3.1-70b``), a Hugging Face id
-(``meta-llama/Llama-3.1-70B``), or a path to a local ``config.json``.
+(``meta-llama/Llama-3.1-70B``), a path to a local ``config.json``, or a path to a ``.gguf``
+(``gguf_model.py`` reads its header).
 """
 
 from __future__ import annotations
@@ -129,11 +130,16 @@ def catalog_model(model_id: str) -> ModelSpec:
 
 
 def resolve_model(name: str, fetchable: bool = True) -> ModelSpec:
-    """A catalog alias, a Hugging Face id in the catalog, or a path to a config.json.
+    """A catalog alias, a Hugging Face id in the catalog, a path to a config.json, or a path
+    to a .gguf file (its header read as the model, ``gguf_model.py``).
     ``fetchable``: whether the command asking takes --fetch (its hint for an id not bundled)."""
     if not name or not name.strip():
         raise InputError("model name is empty")
     path = Path(name).expanduser()
+    if name.endswith(".gguf") and _on_disk(path) and path.is_file():
+        from ridgeline.gguf_model import spec_from_gguf  # it imports precision, which imports us
+
+        return spec_from_gguf(path)
     if name.endswith(".json") or _on_disk(path) or _special(path):
         return spec_from_hf_config(read_config_file(path), name=path.stem)
     try:

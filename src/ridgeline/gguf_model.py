@@ -1,0 +1,290 @@
+"""A GGUF file read as a model: its metadata as the config.json fields ridgeline reads, its
+tensor types as the stored weight formats.
+
+llama.cpp's converter writes a config.json's shapes as ``{arch}.*`` keys (ggml docs/gguf.md,
+"LLM"; llama.cpp gguf-py constants.py Keys.LLM): ``llama.block_count`` 32 is Llama-3.1-8B's
+num_hidden_layers. ``gguf_config`` writes them back as a config dict, so the spec comes from
+``spec_from_hf_config`` as every other model's does. The weights are the tensors' own ggml
+types: each category's bytes are sum(elements × block bytes ÷ block elements) over its
+tensors (``data/ggml_types.json``), stored as the format of its dominant type whose bits per
+weight are nearest those bytes (Q4_K attention with Q6_K attn_v: q4_k_s or q4_k_m).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from ridgeline.config_reader import spec_from_hf_config
+from ridgeline.datafiles import load_data
+from ridgeline.errors import InputError, shorten
+from ridgeline.gguf_reader import GgufHeader, TensorInfo, read_gguf_header
+from ridgeline.model import ModelSpec
+from ridgeline.precision import weight_formats
+from ridgeline.quantization import (
+    ATTENTION,
+    EMBEDDING,
+    EXPERT_BIAS,
+    EXPERTS,
+    LINEAR_CATEGORIES,
+    LM_HEAD,
+    MLP,
+    OTHER,
+    ROUTER,
+    SHARED_EXPERTS,
+)
+
+# general.architecture -> (HF model_type, architectures[0]); llama.cpp converts Mistral and
+# Mixtral to "llama" (a llama with expert_count is read as Mixtral)
+ARCHITECTURES = {
+    "llama": ("llama", "LlamaForCausalLM"),
+    "qwen2": ("qwen2", "Qwen2ForCausalLM"),
+    "qwen3": ("qwen3", "Qwen3ForCausalLM"),
+    "qwen3moe": ("qwen3_moe", "Qwen3MoeForCausalLM"),
+    "gemma2": ("gemma2", "Gemma2ForCausalLM"),
+    "gemma3": ("gemma3_text", "Gemma3ForCausalLM"),
+    "phi3": ("phi3", "Phi3ForCausalLM"),
+    "deepseek2": ("deepseek_v2", "DeepseekV2ForCausalLM"),
+    "gpt-oss": ("gpt_oss", "GptOssForCausalLM"),
+}
+_FLOATS = {"F32": "fp32", "F16": "fp16", "BF16": "bf16"}
+WEIGHT_CATEGORIES = (EMBEDDING, LM_HEAD, *LINEAR_CATEGORIES)
+
+
+@dataclass(frozen=True)
+class GgmlType:
+    id: int
+    name: str
+    block_elements: int
+    block_bytes: int
+
+
+@lru_cache(maxsize=1)
+def ggml_types() -> dict[int, GgmlType]:
+    return {row["id"]: GgmlType(**row) for row in load_data("ggml_types.json")["types"]}
+
+
+def spec_from_gguf(path: Path) -> ModelSpec:
+    """The model a .gguf file holds, named for the file."""
+    header = read_gguf_header(path)
+    name = path.stem
+    spec = spec_from_hf_config(gguf_config(header, name), name=name)
+    return replace(spec, stored_formats=tuple(sorted(gguf_stored_formats(header, name).items())))
+
+
+class _Meta:
+    """The ``{arch}.`` keys of one header, read as whole numbers or refused by name."""
+
+    def __init__(self, header: GgufHeader, arch: str, name: str) -> None:
+        self.m, self.arch, self.name = header.metadata, arch, name
+
+    def get(self, key: str) -> Any:
+        return self.m.get(f"{self.arch}.{key}")
+
+    def int_(self, key: str, default: int | None = None) -> int:
+        value = self.get(key)
+        if isinstance(value, tuple):  # per-layer (head_count_kv): one value for all, or refused
+            if len(set(value)) != 1:
+                raise InputError(f"{self.name}: {self.arch}.{key} differs between layers "
+                                 f"({shorten(repr(value[:8]))}…), which ridgeline does not model")
+            value = value[0]
+        if value is None:
+            if default is None:
+                raise InputError(f"{self.name}: the GGUF has no {self.arch}.{key}")
+            return default
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InputError(f"{self.name}: {self.arch}.{key} must be a whole number, got "
+                             f"{shorten(repr(value))}")
+        return value
+
+
+def gguf_config(header: GgufHeader, name: str) -> dict[str, Any]:
+    """The config.json fields a GGUF's metadata states: llama.block_count 32 ->
+    num_hidden_layers 32, and so on; an architecture not mapped is refused by name."""
+    arch = header.metadata.get("general.architecture")
+    if not isinstance(arch, str):
+        raise InputError(f"{name}: the GGUF has no general.architecture")
+    if arch not in ARCHITECTURES:
+        raise InputError(f"{name}: GGUF architecture {shorten(arch)!r} is not one ridgeline "
+                         f"reads a model from ({', '.join(ARCHITECTURES)})")
+    m = _Meta(header, arch, name)
+    model_type, class_name = ARCHITECTURES[arch]
+    hidden = m.int_("embedding_length")
+    heads = m.int_("attention.head_count")
+    names = {t.name for t in header.tensors}
+    config: dict[str, Any] = {
+        "model_type": model_type,
+        "architectures": [class_name],
+        "hidden_size": hidden,
+        "num_hidden_layers": m.int_("block_count"),
+        "num_attention_heads": heads,
+        "num_key_value_heads": m.int_("attention.head_count_kv", heads),
+        "head_dim": m.int_("attention.key_length", hidden // max(heads, 1)),
+        "max_position_embeddings": m.int_("context_length"),
+        "vocab_size": _vocab_size(header, m),
+        "tie_word_embeddings": "output.weight" not in names,  # tied: no output tensor
+        "torch_dtype": _dtype(header),
+        "rope_scaling": _rope_scaling(m),
+    }
+    if m.get("feed_forward_length") is not None:
+        config["intermediate_size"] = m.int_("feed_forward_length")
+    window = m.int_("attention.sliding_window", 0)
+    config["sliding_window"] = window or None
+    if arch in ("qwen2", "qwen3", "qwen3moe"):
+        config["use_sliding_window"] = False
+    experts = m.int_("expert_count", 0)
+    if arch == "llama" and experts:
+        config.update(model_type="mixtral", architectures=["MixtralForCausalLM"])
+    if experts:
+        config.update(num_local_experts=experts, num_experts=experts, n_routed_experts=experts,
+                      num_experts_per_tok=m.int_("expert_used_count"))
+    if arch in ("qwen3moe", "deepseek2"):
+        config["moe_intermediate_size"] = m.int_("expert_feed_forward_length")
+    if arch == "gpt-oss":
+        config.update(intermediate_size=m.int_("expert_feed_forward_length"),
+                      attention_bias=True)
+    if arch == "deepseek2":
+        config.update(_deepseek_fields(m, names))
+    return config
+
+
+def _deepseek_fields(m: _Meta, names: set[str]) -> dict[str, Any]:
+    """MLA and the shared experts. Converters since llama.cpp's MLA cache write the heads'
+    own widths as key_length_mla / value_length_mla (key_length is then the latent's)."""
+    rope = m.int_("rope.dimension_count")
+    key = m.int_("attention.key_length_mla", 0) or m.int_("attention.key_length")
+    # DeepSeek-V3's sigmoid gate (expert_gating_func 2) and its e_score_correction_bias
+    v3 = m.int_("expert_gating_func", 0) == 2 or any(n.endswith("exp_probs_b.bias") for n in names)
+    return {
+        "model_type": "deepseek_v3" if v3 else "deepseek_v2",
+        "architectures": ["DeepseekV3ForCausalLM" if v3 else "DeepseekV2ForCausalLM"],
+        "q_lora_rank": m.int_("attention.q_lora_rank", 0) or None,
+        "kv_lora_rank": m.int_("attention.kv_lora_rank"),
+        "qk_rope_head_dim": rope,
+        "qk_nope_head_dim": key - rope,
+        "v_head_dim": m.int_("attention.value_length_mla", 0) or m.int_("attention.value_length"),
+        "n_shared_experts": m.int_("expert_shared_count", 0),
+        "first_k_dense_replace": m.int_("leading_dense_block_count", 0),
+        "topk_method": "noaux_tc" if v3 else "greedy",
+    }
+
+
+def _vocab_size(header: GgufHeader, m: _Meta) -> int:
+    """{arch}.vocab_size where written, else the token list's length, else token_embd's rows."""
+    if m.get("vocab_size") is not None:
+        return m.int_("vocab_size")
+    tokens = header.array_length("tokenizer.ggml.tokens")
+    if tokens:
+        return tokens
+    for t in header.tensors:
+        if t.name == "token_embd.weight" and len(t.dims) == 2:
+            return t.dims[1]
+    raise InputError(f"{m.name}: the GGUF states no vocabulary (no tokenizer.ggml.tokens, no "
+                     "token_embd.weight)")
+
+
+def _dtype(header: GgufHeader) -> str:
+    """The 16-bit type the file keeps unquantized matrices in (BF16 where any is), else F16,
+    llama.cpp's converter default."""
+    types = ggml_types()
+    kinds = {types[t.ggml_type].name for t in header.tensors
+             if t.ggml_type in types and len(t.dims) >= 2}
+    return "bfloat16" if "BF16" in kinds else "float32" if kinds == {"F32"} else "float16"
+
+
+def _rope_scaling(m: _Meta) -> dict[str, Any] | None:
+    kind = m.get("rope.scaling.type")
+    if not isinstance(kind, str) or kind in ("", "none"):
+        return None
+    factor = m.get("rope.scaling.factor")
+    rope: dict[str, Any] = {"rope_type": kind, "factor": factor if factor else 1.0}
+    original = m.get("rope.scaling.original_context_length")
+    if original:
+        rope["original_max_position_embeddings"] = original
+    return rope
+
+
+def tensor_category(name: str) -> str:
+    """A tensor's weight category by llama.cpp's names: 'blk.0.ffn_up_exps.weight' ->
+    experts, 'blk.0.attn_v.weight' -> attention, 'output.weight' -> lm_head."""
+    if name == "token_embd.weight":
+        return EMBEDDING
+    if name == "output.weight":
+        return LM_HEAD
+    part = name.split(".")[2] if name.startswith("blk.") and name.count(".") >= 2 else name
+    if "norm" in part or part in ("attn_sinks", "exp_probs_b"):
+        return OTHER
+    if part.startswith("ffn_gate_inp"):
+        return ROUTER
+    if name.endswith(".bias"):
+        return EXPERT_BIAS if part.endswith("_exps") else OTHER
+    if part.endswith("_exps"):
+        return EXPERTS
+    if part.endswith("_shexp"):
+        return SHARED_EXPERTS
+    if part.startswith("attn_"):
+        return ATTENTION
+    if part.startswith("ffn_"):
+        return MLP
+    return OTHER
+
+
+def tensor_bytes(tensor: TensorInfo) -> int:
+    """elements ÷ block elements × block bytes: a 4096 × 4096 Q4_K matrix is 65,536 blocks of
+    144 bytes = 9,437,184 bytes (4.5 bits a weight)."""
+    kind = ggml_types().get(tensor.ggml_type)
+    if kind is None:
+        raise InputError(f"tensor {shorten(tensor.name)!r} has ggml type {tensor.ggml_type}, "
+                         "not one ridgeline knows (data/ggml_types.json)")
+    return tensor.num_elements // kind.block_elements * kind.block_bytes
+
+
+def gguf_weight_bytes(header: GgufHeader) -> dict[str, int]:
+    """{category: bytes} of the file's tensors, exactly as stored."""
+    totals: Counter[str] = Counter()
+    for t in header.tensors:
+        totals[tensor_category(t.name)] += tensor_bytes(t)
+    return dict(totals)
+
+
+def gguf_stored_formats(header: GgufHeader, name: str) -> Mapping[str, str]:
+    """{category: format id} for the matmul weights (embedding, lm_head, the linear layers):
+    the format of the category's dominant ggml type (most elements) whose bits per weight lie
+    nearest the category's exact bits. A tied lm_head is the embedding's."""
+    elements: dict[str, Counter[str]] = {}
+    stored: Counter[str] = Counter()
+    types = ggml_types()
+    for t in header.tensors:
+        category = tensor_category(t.name)
+        if category not in WEIGHT_CATEGORIES:
+            continue
+        kind = types.get(t.ggml_type)
+        elements.setdefault(category, Counter())[kind.name if kind else str(t.ggml_type)] \
+            += t.num_elements
+        stored[category] += tensor_bytes(t)
+    formats = {}
+    for category, by_type in elements.items():
+        count = sum(by_type.values())
+        if count:
+            bits = stored[category] * 8 / count
+            formats[category] = format_for(by_type.most_common(1)[0][0], bits, category, name)
+    if EMBEDDING in formats and LM_HEAD not in formats:
+        formats[LM_HEAD] = formats[EMBEDDING]
+    return formats
+
+
+def format_for(ggml_name: str, bits_per_weight: float, category: str, name: str) -> str:
+    """Q8_0 -> q8_0; Q4_K at 4.6 bits -> q4_k_s (nearest of q4_k_s 4.58 and q4_k_m 4.84)."""
+    if ggml_name in _FLOATS:
+        return _FLOATS[ggml_name]
+    family = ggml_name.lower()
+    candidates = [f for f in weight_formats().values()
+                  if f.id == family or f.id.startswith(family + "_")]
+    if not candidates:
+        raise InputError(f"{name}: its {category} weights are {ggml_name}, a ggml type "
+                         "ridgeline has no weight format for")
+    return min(candidates, key=lambda f: abs(f.bits_per_weight - bits_per_weight)).id

@@ -1,0 +1,330 @@
+"""A .gguf file's header read as a model: synthetic files written here by a small GGUF writer
+(ggml docs/gguf.md), read back, and checked against the bundled config.json of the same model."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ridgeline.catalog import resolve_model
+from ridgeline.deployment import Deployment
+from ridgeline.errors import InputError
+from ridgeline.gguf_model import (
+    format_for,
+    ggml_types,
+    gguf_weight_bytes,
+    spec_from_gguf,
+    tensor_bytes,
+    tensor_category,
+)
+from ridgeline.gguf_reader import KEEP_ARRAY_ITEMS, SkippedArray, TensorInfo, read_gguf_header
+from ridgeline.hardware import resolve_accelerator
+from ridgeline.params import count_params
+from ridgeline.precision import weight_bytes, weight_formats, weight_plan
+from tests.conftest import run_cli
+
+UINT32, FLOAT32, BOOL, STRING, ARRAY, UINT64 = 4, 6, 7, 8, 9, 10
+TYPE_IDS = {t.name: t.id for t in ggml_types().values()}
+
+
+def _string(text: str) -> bytes:
+    data = text.encode()
+    return struct.pack("<Q", len(data)) + data
+
+
+def _value(kind: int, value: Any) -> bytes:
+    if kind == STRING:
+        return _string(value)
+    if kind == ARRAY:
+        item_kind, items = value
+        return struct.pack("<IQ", item_kind, len(items)) + b"".join(
+            _value(item_kind, v) for v in items)
+    return struct.pack({UINT32: "<I", FLOAT32: "<f", BOOL: "<?", UINT64: "<Q"}[kind], value)
+
+
+def write_gguf(path: Path, metadata: list[tuple[str, int, Any]],
+               tensors: list[tuple[str, tuple[int, ...], str]], version: int = 3) -> Path:
+    """A GGUF header as docs/gguf.md lays it out; no tensor data follows (the reader reads
+    none)."""
+    out = b"GGUF" + struct.pack("<IQQ", version, len(tensors), len(metadata))
+    for key, kind, value in metadata:
+        out += _string(key) + struct.pack("<I", kind) + _value(kind, value)
+    offset = 0
+    for name, dims, kind in tensors:
+        out += _string(name) + struct.pack("<I", len(dims)) + struct.pack(f"<{len(dims)}Q", *dims)
+        out += struct.pack("<IQ", TYPE_IDS[kind], offset)
+        offset += 32
+    path.write_bytes(out)
+    return path
+
+
+def _arch_keys(arch: str, **fields: int) -> list[tuple[str, int, Any]]:
+    return [(f"{arch}.{k.replace('__', '.')}", UINT32, v) for k, v in fields.items()]
+
+
+def llama_8b_q4_k_m(path: Path) -> Path:
+    """Llama-3.1-8B's shapes as llama.cpp's converter writes them, with Q4_K_M's tensor types
+    (Q6_K output, attn_v and ffn_down Q6_K in half the layers, norms F32)."""
+    hidden, ffn, kv, vocab, layers = 4096, 14336, 1024, 128256, 32
+    tensors: list[tuple[str, tuple[int, ...], str]] = [
+        ("token_embd.weight", (hidden, vocab), "Q4_K"), ("output_norm.weight", (hidden,), "F32"),
+        ("output.weight", (hidden, vocab), "Q6_K"), ("rope_freqs.weight", (64,), "F32")]
+    for i in range(layers):
+        high = "Q6_K" if i % 2 == 0 else "Q4_K"
+        tensors += [(f"blk.{i}.attn_norm.weight", (hidden,), "F32"),
+                    (f"blk.{i}.attn_q.weight", (hidden, hidden), "Q4_K"),
+                    (f"blk.{i}.attn_k.weight", (hidden, kv), "Q4_K"),
+                    (f"blk.{i}.attn_v.weight", (hidden, kv), high),
+                    (f"blk.{i}.attn_output.weight", (hidden, hidden), "Q4_K"),
+                    (f"blk.{i}.ffn_norm.weight", (hidden,), "F32"),
+                    (f"blk.{i}.ffn_gate.weight", (hidden, ffn), "Q4_K"),
+                    (f"blk.{i}.ffn_up.weight", (hidden, ffn), "Q4_K"),
+                    (f"blk.{i}.ffn_down.weight", (ffn, hidden), high)]
+    metadata = [("general.architecture", STRING, "llama"), ("general.name", STRING, "Llama 3.1 8B"),
+                ("general.file_type", UINT32, 15),
+                *_arch_keys("llama", block_count=layers, context_length=131072,
+                            embedding_length=hidden, feed_forward_length=ffn,
+                            attention__head_count=32, attention__head_count_kv=8,
+                            rope__dimension_count=128),
+                ("llama.rope.freq_base", FLOAT32, 500000.0),
+                ("tokenizer.ggml.tokens", ARRAY, (STRING, [f"t{i}" for i in range(vocab)]))]
+    return write_gguf(path, metadata, tensors)
+
+
+def qwen3_30b_a3b(path: Path) -> Path:
+    """Qwen3-30B-A3B's shapes, Q8_0 throughout but F32 norms and router."""
+    hidden, layers, experts, expert_ffn, vocab = 2048, 48, 128, 768, 151936
+    q_dim, kv_dim = 32 * 128, 4 * 128
+    tensors: list[tuple[str, tuple[int, ...], str]] = [
+        ("token_embd.weight", (hidden, vocab), "Q8_0"), ("output_norm.weight", (hidden,), "F32"),
+        ("output.weight", (hidden, vocab), "Q8_0")]
+    for i in range(layers):
+        tensors += [(f"blk.{i}.attn_norm.weight", (hidden,), "F32"),
+                    (f"blk.{i}.attn_q.weight", (hidden, q_dim), "Q8_0"),
+                    (f"blk.{i}.attn_k.weight", (hidden, kv_dim), "Q8_0"),
+                    (f"blk.{i}.attn_v.weight", (hidden, kv_dim), "Q8_0"),
+                    (f"blk.{i}.attn_q_norm.weight", (128,), "F32"),
+                    (f"blk.{i}.attn_k_norm.weight", (128,), "F32"),
+                    (f"blk.{i}.attn_output.weight", (q_dim, hidden), "Q8_0"),
+                    (f"blk.{i}.ffn_norm.weight", (hidden,), "F32"),
+                    (f"blk.{i}.ffn_gate_inp.weight", (hidden, experts), "F32"),
+                    (f"blk.{i}.ffn_gate_exps.weight", (hidden, expert_ffn, experts), "Q8_0"),
+                    (f"blk.{i}.ffn_up_exps.weight", (hidden, expert_ffn, experts), "Q8_0"),
+                    (f"blk.{i}.ffn_down_exps.weight", (expert_ffn, hidden, experts), "Q8_0")]
+    metadata = [("general.architecture", STRING, "qwen3moe"),
+                ("general.alignment", UINT32, 32),
+                *_arch_keys("qwen3moe", block_count=layers, context_length=40960,
+                            embedding_length=hidden, feed_forward_length=6144,
+                            attention__head_count=32, attention__head_count_kv=4,
+                            attention__key_length=128, attention__value_length=128,
+                            expert_count=experts, expert_used_count=8,
+                            expert_feed_forward_length=expert_ffn),
+                ("tokenizer.ggml.tokens", ARRAY, (STRING, ["x"] * vocab)),
+                ("tokenizer.ggml.add_bos_token", BOOL, False)]
+    return write_gguf(path, metadata, tensors, version=2)
+
+
+def _same_model(gguf: Any, bundled: Any) -> None:
+    for field in ("hidden_size", "vocab_size", "tie_word_embeddings", "layers", "attention",
+                  "dense_mlp", "moe", "max_position_embeddings", "num_layers"):
+        assert getattr(gguf, field) == getattr(bundled, field), field
+    assert count_params(gguf).total == count_params(bundled).total
+    assert count_params(gguf).active == count_params(bundled).active
+
+
+def test_a_llama_3_1_8b_gguf_is_the_bundled_llama_3_1_8b(tmp_path: Path) -> None:
+    spec = resolve_model(str(llama_8b_q4_k_m(tmp_path / "Llama-3.1-8B-Q4_K_M.gguf")))
+    _same_model(spec, resolve_model("llama-3.1-8b"))
+    assert spec.name == "Llama-3.1-8B-Q4_K_M" and spec.model_type == "llama"
+
+
+def test_a_qwen3_moe_gguf_is_the_bundled_qwen3_30b_a3b(tmp_path: Path) -> None:
+    spec = spec_from_gguf(qwen3_30b_a3b(tmp_path / "qwen3-30b-a3b.gguf"))
+    bundled = resolve_model("Qwen/Qwen3-30B-A3B")
+    _same_model(spec, bundled)
+    assert spec.moe is not None and spec.moe.num_experts == 128
+    assert spec.attention is not None and spec.attention.qk_norm == bundled.attention.qk_norm
+
+
+def test_the_token_list_is_counted_not_kept(tmp_path: Path) -> None:
+    header = read_gguf_header(llama_8b_q4_k_m(tmp_path / "l.gguf"))
+    tokens = header.metadata["tokenizer.ggml.tokens"]
+    assert isinstance(tokens, SkippedArray) and tokens.length > KEEP_ARRAY_ITEMS
+    assert header.array_length("tokenizer.ggml.tokens") == resolve_model("llama-3.1-8b").vocab_size
+    assert header.version == 3 and len(header.tensors) == 4 + 32 * 9
+
+
+def test_the_tensor_types_are_the_stored_formats(tmp_path: Path) -> None:
+    """Q4_K_M's Q6_K output is q6_k; its Q4_K attention with Q6_K attn_v in half the layers
+    is a Q4_K family format; a Q8_0 file is q8_0 throughout; the bytes follow the blocks."""
+    header = read_gguf_header(llama_8b_q4_k_m(tmp_path / "l.gguf"))
+    llama = spec_from_gguf(tmp_path / "l.gguf")
+    formats = llama.stored_format_map
+    assert formats["lm_head"] == "q6_k" and formats["embedding"].startswith("q4_k")
+    assert formats["attention"].startswith("q4_k") and formats["mlp"].startswith("q4_k")
+    exact = gguf_weight_bytes(header)
+    q4_k = ggml_types()[TYPE_IDS["Q4_K"]]
+    embedding = count_params(llama).by_category["embedding"]
+    assert exact["embedding"] == embedding // q4_k.block_elements * q4_k.block_bytes
+    modelled = weight_bytes(llama, weight_plan(llama))
+    stored = sum(exact.values())
+    assert abs(modelled - stored) / stored < 0.05  # the nearest formats' bits, within 5 %
+    qwen = spec_from_gguf(qwen3_30b_a3b(tmp_path / "q.gguf"))
+    assert set(qwen.stored_format_map.values()) == {"q8_0"}
+
+
+def test_a_gguf_runs_on_llama_cpp_as_stored(tmp_path: Path) -> None:
+    spec = spec_from_gguf(llama_8b_q4_k_m(tmp_path / "l.gguf"))
+    deployment = Deployment.build(spec, resolve_accelerator("h100"), None, None, 1,
+                                  engine="llama.cpp-cuda")
+    assert deployment.weight_bytes < Deployment.build(
+        resolve_model("llama-3.1-8b"), resolve_accelerator("h100"), None, None, 1,
+        engine="llama.cpp-cuda").weight_bytes / 3  # ~4.9 bits a weight against 16
+
+
+def test_tensor_names_fall_in_their_categories() -> None:
+    assert [tensor_category(n) for n in (
+        "blk.3.ffn_down_exps.weight", "blk.3.ffn_up_shexp.weight", "blk.3.ffn_gate_inp.weight",
+        "blk.3.attn_kv_b.weight", "blk.3.attn_q.bias", "blk.3.ffn_up_exps.bias",
+        "blk.3.attn_sinks.weight", "output_norm.weight")] == [
+        "experts", "shared_experts", "router", "attention", "other", "expert_bias", "other",
+        "other"]
+
+
+def test_the_cli_reads_a_gguf(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = llama_8b_q4_k_m(tmp_path / "Llama-3.1-8B-Q4_K_M.gguf")
+    code, out, _ = run_cli(capsys, "model", str(path))
+    assert code == 0 and "Llama-3.1-8B-Q4_K_M" in out and "q6_k" in out
+
+
+def _refusal(capsys: pytest.CaptureFixture[str], path: Path) -> str:
+    code, out, err = run_cli(capsys, "model", str(path))
+    assert code == 2 and not out and len(err.strip().splitlines()) == 1
+    return err
+
+
+def test_bad_gguf_files_are_refused_in_one_line(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    good = llama_8b_q4_k_m(tmp_path / "good.gguf").read_bytes()
+    (tmp_path / "json.gguf").write_bytes(b'{"model_type": "llama"}')
+    assert "not a GGUF file" in _refusal(capsys, tmp_path / "json.gguf")
+    (tmp_path / "cut.gguf").write_bytes(good[: len(good) // 2])
+    assert "truncated" in _refusal(capsys, tmp_path / "cut.gguf")
+    (tmp_path / "header.gguf").write_bytes(good[:10])
+    assert "truncated" in _refusal(capsys, tmp_path / "header.gguf")
+    (tmp_path / "huge.gguf").write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 2**60, 1))
+    assert "tensor_count" in _refusal(capsys, tmp_path / "huge.gguf")
+    (tmp_path / "v1.gguf").write_bytes(b"GGUF" + struct.pack("<III", 1, 0, 0))
+    assert "version 1" in _refusal(capsys, tmp_path / "v1.gguf")
+    long_key = write_gguf(tmp_path / "key.gguf", [], [])
+    long_key.write_bytes(b"GGUF" + struct.pack("<IQQQ", 3, 0, 1, 2**40))
+    assert "length" in _refusal(capsys, long_key)
+    nested = b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + _string("a") + struct.pack("<I", ARRAY)
+    (tmp_path / "nested.gguf").write_bytes(nested + struct.pack("<IQ", ARRAY, 1) * 100)
+    assert "nests arrays" in _refusal(capsys, tmp_path / "nested.gguf")
+    (tmp_path / "be.gguf").write_bytes(b"GGUF" + struct.pack(">IQQ", 3, 0, 0))
+    assert "big-endian" in _refusal(capsys, tmp_path / "be.gguf")
+    odd = b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + _string("a") + struct.pack("<I", 13)
+    (tmp_path / "odd.gguf").write_bytes(odd)
+    assert "value type 13" in _refusal(capsys, tmp_path / "odd.gguf")
+
+
+def test_an_architecture_not_mapped_is_named(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_gguf(tmp_path / "m.gguf", [("general.architecture", STRING, "mamba")], [])
+    assert "'mamba'" in _refusal(capsys, path)
+    with pytest.raises(InputError, match=r"no llama\.embedding_length"):
+        spec_from_gguf(write_gguf(tmp_path / "l.gguf",
+                                  [("general.architecture", STRING, "llama")], []))
+
+
+# (bundled model, general.architecture, {arch}.* keys as llama.cpp's converter writes them,
+# tied embeddings, whether the spec's parameters compare: a bundled Gemma 3 has a vision
+# tower, and a GGUF of DeepSeek-V3 drops its MTP layer)
+ARCHITECTURE_CASES = [
+    ("Qwen/Qwen2.5-7B", "qwen2", dict(block_count=28, context_length=131072,
+     embedding_length=3584, feed_forward_length=18944, attention__head_count=28,
+     attention__head_count_kv=4), 152064, False, True),
+    ("Qwen/Qwen3-8B", "qwen3", dict(block_count=36, context_length=40960, embedding_length=4096,
+     feed_forward_length=12288, attention__head_count=32, attention__head_count_kv=8,
+     attention__key_length=128, attention__value_length=128), 151936, False, True),
+    ("mistralai/Mixtral-8x7B-v0.1", "llama", dict(block_count=32, context_length=32768,
+     embedding_length=4096, feed_forward_length=14336, attention__head_count=32,
+     attention__head_count_kv=8, expert_count=8, expert_used_count=2), 32000, False, True),
+    ("google/gemma-2-9b-it", "gemma2", dict(block_count=42, context_length=8192,
+     embedding_length=3584, feed_forward_length=14336, attention__head_count=16,
+     attention__head_count_kv=8, attention__key_length=256, attention__value_length=256,
+     attention__sliding_window=4096), 256000, True, True),
+    ("google/gemma-3-27b-it", "gemma3", dict(block_count=62, context_length=131072,
+     embedding_length=5376, feed_forward_length=21504, attention__head_count=32,
+     attention__head_count_kv=16, attention__key_length=128, attention__value_length=128,
+     attention__sliding_window=1024), 262208, True, False),
+    ("microsoft/phi-4", "phi3", dict(block_count=40, context_length=16384, embedding_length=5120,
+     feed_forward_length=17920, attention__head_count=40, attention__head_count_kv=10),
+     100352, False, True),
+    ("openai/gpt-oss-20b", "gpt-oss", dict(block_count=24, context_length=131072,
+     embedding_length=2880, feed_forward_length=2880, attention__head_count=64,
+     attention__head_count_kv=8, attention__key_length=64, attention__value_length=64,
+     expert_count=32, expert_used_count=4, expert_feed_forward_length=2880,
+     attention__sliding_window=128, rope__scaling__original_context_length=4096), 201088, False,
+     True),
+    ("deepseek-ai/DeepSeek-V3", "deepseek2", dict(block_count=61, context_length=163840,
+     embedding_length=7168, feed_forward_length=18432, attention__head_count=128,
+     attention__head_count_kv=1, attention__key_length=576, attention__value_length=512,
+     attention__key_length_mla=192, attention__value_length_mla=128, attention__q_lora_rank=1536,
+     attention__kv_lora_rank=512, rope__dimension_count=64, expert_count=256,
+     expert_used_count=8, expert_feed_forward_length=2048, expert_shared_count=1,
+     leading_dense_block_count=3, expert_gating_func=2), 129280, False, False),
+]
+
+
+@pytest.mark.parametrize(("bundled", "arch", "keys", "vocab", "tied", "params"),
+                         ARCHITECTURE_CASES, ids=[c[0] for c in ARCHITECTURE_CASES])
+def test_each_mapped_architecture_reads_as_its_bundled_config(
+        tmp_path: Path, bundled: str, arch: str, keys: dict[str, int], vocab: int, tied: bool,
+        params: bool) -> None:
+    hidden = keys["embedding_length"]
+    tensors = [("token_embd.weight", (hidden, vocab), "Q8_0")]
+    tensors += [] if tied else [("output.weight", (hidden, vocab), "Q8_0")]
+    metadata = [("general.architecture", STRING, arch), *_arch_keys(arch, **keys)]
+    if arch == "gpt-oss":
+        metadata += [(f"{arch}.rope.scaling.type", STRING, "yarn"),
+                     (f"{arch}.rope.scaling.factor", FLOAT32, 32.0)]
+    spec = spec_from_gguf(write_gguf(tmp_path / "m.gguf", metadata, tensors))
+    expected = resolve_model(bundled)
+    for field in ("hidden_size", "vocab_size", "tie_word_embeddings", "layers", "attention",
+                  "dense_mlp", "moe", "max_position_embeddings"):
+        assert getattr(spec, field) == getattr(expected, field), field
+    if params:
+        assert count_params(spec).total == count_params(expected).total
+    assert spec.stored_format_map["embedding"] == "q8_0"
+
+
+def test_a_4096_square_q4_k_matrix_is_9_437_184_bytes() -> None:
+    tensor = TensorInfo("blk.0.attn_q.weight", (4096, 4096), TYPE_IDS["Q4_K"], 0)
+    assert tensor_bytes(tensor) == 4096 * 4096 * 4.5 / 8 == 9_437_184
+
+
+def test_the_block_types_agree_with_their_weight_formats() -> None:
+    """A block type formats.json sizes by its block has that format's bits per weight (q2_k
+    is instead the Q2_K file type's average, 3.35 bits over its higher-bit tensors)."""
+    formats = weight_formats()
+    for name in ("Q8_0", "Q6_K", "Q5_0", "Q5_1", "Q4_0", "Q4_1", "IQ4_XS", "IQ4_NL", "MXFP4"):
+        kind = ggml_types()[TYPE_IDS[name]]
+        assert kind.block_bytes * 8 / kind.block_elements == \
+            formats[name.lower()].bits_per_weight, name
+    q2_k = ggml_types()[TYPE_IDS["Q2_K"]]
+    assert q2_k.block_bytes * 8 / q2_k.block_elements < formats["q2_k"].bits_per_weight
+
+
+def test_a_q4_k_category_takes_the_nearest_q4_k_mix() -> None:
+    """Q4_K at 4.6 bits is nearer q4_k_s's 4.58 than q4_k_m's 4.84; Q8_0 is q8_0; a type with
+    no weight format of its family is refused by name."""
+    assert format_for("Q4_K", 4.6, "attention", "m") == "q4_k_s"
+    assert format_for("Q4_K", 4.9, "mlp", "m") == "q4_k_m"
+    assert format_for("BF16", 16, "mlp", "m") == "bf16"
+    with pytest.raises(InputError, match="Q8_K"):
+        format_for("Q8_K", 9.125, "mlp", "m")
