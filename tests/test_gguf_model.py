@@ -94,8 +94,10 @@ def llama_8b_q4_k_m(path: Path) -> Path:
     return write_gguf(path, metadata, tensors)
 
 
-def qwen3_30b_a3b(path: Path) -> Path:
-    """Qwen3-30B-A3B's shapes, Q8_0 throughout but F32 norms and router."""
+def qwen3_30b_a3b(path: Path, extra: list[tuple[str, int, Any]] | None = None,
+                  part: slice = slice(None)) -> Path:
+    """Qwen3-30B-A3B's shapes, Q8_0 throughout but F32 norms and router; ``extra`` keys and
+    only the ``part`` of the tensors, for a split file's first part."""
     hidden, layers, experts, expert_ffn, vocab = 2048, 48, 128, 768, 151936
     q_dim, kv_dim = 32 * 128, 4 * 128
     tensors: list[tuple[str, tuple[int, ...], str]] = [
@@ -123,8 +125,8 @@ def qwen3_30b_a3b(path: Path) -> Path:
                             expert_count=experts, expert_used_count=8,
                             expert_feed_forward_length=expert_ffn),
                 ("tokenizer.ggml.tokens", ARRAY, (STRING, ["x"] * vocab)),
-                ("tokenizer.ggml.add_bos_token", BOOL, False)]
-    return write_gguf(path, metadata, tensors, version=2)
+                ("tokenizer.ggml.add_bos_token", BOOL, False), *(extra or [])]
+    return write_gguf(path, metadata, tensors[part], version=2)
 
 
 def _same_model(gguf: Any, bundled: Any) -> None:
@@ -328,3 +330,40 @@ def test_a_q4_k_category_takes_the_nearest_q4_k_mix() -> None:
     assert format_for("BF16", 16, "mlp", "m") == "bf16"
     with pytest.raises(InputError, match="Q8_K"):
         format_for("Q8_K", 9.125, "mlp", "m")
+
+
+def _split_qwen(folder: Path, name: str = "Qwen3-30B-A3B-Q8_0") -> list[Path]:
+    """gguf-split's layout: the metadata and the first tensors in part 1, the rest in part 2
+    with only the split keys."""
+    keys = [("split.no", UINT32, 0), ("split.count", UINT32, 2)]
+    first = qwen3_30b_a3b(folder / f"{name}-00001-of-00002.gguf", keys, slice(0, 200))
+    whole = read_gguf_header(qwen3_30b_a3b(folder / "whole.gguf"))
+    rest = [(t.name, t.dims, {v: k for k, v in TYPE_IDS.items()}[t.ggml_type])
+            for t in whole.tensors[200:]]
+    second = write_gguf(folder / f"{name}-00002-of-00002.gguf",
+                        [("split.no", UINT32, 1), ("split.count", UINT32, 2)], rest)
+    return [first, second]
+
+
+def test_a_split_gguf_is_read_from_all_its_parts(tmp_path: Path) -> None:
+    """Either part of a two-part file gives the whole model: the metadata from the first,
+    every part's tensors counted (part 1 alone holds no lm_head and few experts)."""
+    first, second = _split_qwen(tmp_path)
+    whole = spec_from_gguf(tmp_path / "whole.gguf")
+    for part in (first, second):
+        spec = spec_from_gguf(part)
+        assert spec.name == "Qwen3-30B-A3B-Q8_0"
+        assert spec.stored_format_map == whole.stored_format_map
+        assert count_params(spec).total == count_params(whole).total
+    assert len(read_gguf_header(first).tensors) < len(read_gguf_header(tmp_path / "whole.gguf")
+                                                      .tensors)
+
+
+def test_a_split_gguf_missing_a_part_is_refused(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    first, second = _split_qwen(tmp_path)
+    second.unlink()
+    err = _refusal(capsys, first)
+    assert "00002-of-00002.gguf is not beside it" in err
+    renamed = first.rename(tmp_path / "renamed.gguf")
+    assert "one of 2 parts of a split GGUF" in _refusal(capsys, renamed)

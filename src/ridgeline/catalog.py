@@ -136,7 +136,9 @@ def resolve_model(name: str, fetchable: bool = True) -> ModelSpec:
     if not name or not name.strip():
         raise InputError("model name is empty")
     path = Path(name).expanduser()
-    if name.endswith(".gguf") and _on_disk(path) and path.is_file():
+    if name.strip().lower().endswith(".gguf"):
+        if not (_on_disk(path) and path.is_file()):
+            raise InputError(gguf_refusal(name))
         from ridgeline.gguf_model import spec_from_gguf  # it imports precision, which imports us
 
         return spec_from_gguf(path)
@@ -151,6 +153,16 @@ def resolve_model(name: str, fetchable: bool = True) -> ModelSpec:
                       "--fetch` reads it from the Hugging Face Hub)")
             raise InputError(f"{exc}; {shorten(name)!r} is not bundled: {fetch}") from None
         raise
+
+
+def gguf_refusal(name: str) -> str:
+    """What to say of a .gguf given as the model that is not a file here: ridgeline reads a
+    local GGUF's header, or the architecture from a config.json (a catalog name, a Hub id, or
+    a file) and the GGUF's type from --weights."""
+    return (f"{shorten(name)}: no such GGUF file here (ridgeline reads a .gguf's header from "
+            "disk, and does not fetch one): give the file's path, or the model it was made from "
+            "(a name `ridgeline model` lists, a Hugging Face id, or its config.json) and the "
+            "GGUF's type with --weights (q4_k_m, q8_0, iq2_xxs, …)")
 
 
 def _on_disk(path: Path) -> bool:

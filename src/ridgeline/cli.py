@@ -158,7 +158,8 @@ def _formats(p: argparse.ArgumentParser, dtype: bool = False) -> None:
     weights = p.add_mutually_exclusive_group()
     weights.add_argument("--weights", metavar="FMT", type=_typed(_weight_name),
                          help="weight format (bf16, fp8, awq-int4, nvfp4, mxfp4, q4_k_m, …, or "
-                         "the GGUF mix mxfp4_moe); default: as the checkpoint stores them")
+                         "the GGUF mixes mxfp4_moe, iq1_s … iq3_m, tq1_0; Unsloth's UD "
+                         "names are refused); default: as the checkpoint stores them")
     weights.add_argument("--quantization", "-q", metavar="METHOD",
                          type=_typed(_quantization_method),
                          help="vLLM's and SGLang's --quantization: fp8 (also ptpc_fp8, "

@@ -15,10 +15,14 @@ from ridgeline.units import GIB, plural
 
 
 def load_model(args: argparse.Namespace) -> Any:
-    from ridgeline.catalog import resolve_model
+    from pathlib import Path
 
+    from ridgeline.catalog import gguf_refusal, resolve_model
+
+    gguf = args.model.strip().lower().endswith(".gguf")  # a file, never a Hub id
+    if gguf and getattr(args, "fetch", False) and not Path(args.model).expanduser().is_file():
+        raise InputError(gguf_refusal(args.model))
     if getattr(args, "fetch", False):
-        from pathlib import Path
 
         from ridgeline.config_reader import spec_from_hf_config
         from ridgeline.hub import fetch_config

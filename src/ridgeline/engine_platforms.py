@@ -72,7 +72,8 @@ NO_MARLIN_MXFP4_FAMILIES = ("turing",)
 MARLIN_ONLY_PREFIXES = ("awq", "nvfp4", "mxfp4")
 NO_VULKAN_FAMILIES = ("tpu", "gaudi")  # accelerators without a Vulkan driver
 FP8_FORMATS = ("fp8", "fp8-block")
-GGUF_PLAIN = ("bf16", "fp16", "fp32", "mxfp4")  # besides the q*/iq* block types and mixes
+GGUF_PLAIN = ("bf16", "fp16", "fp32", "mxfp4")  # besides the q*/iq*/tq* block types and mixes
+GGUF_BLOCK_PREFIXES = ("q", "iq", "tq")  # ggml's quant types: q4_k, iq2_xxs, tq1_0
 
 
 GGUF_LEVER = "give --weights q8_0, bf16 or q4_k_m"  # the GGUF files a checkpoint becomes
@@ -88,7 +89,8 @@ def weights_platform_problem(plan: WeightPlan, accelerator: Accelerator, engine:
     stay MXFP4, a GGUF type)."""
     formats = {f for _, f in plan.formats}
     if engine.startswith("llama.cpp"):
-        alien = sorted(f for f in formats if not (f in GGUF_PLAIN or f.startswith(("q", "iq"))))
+        alien = sorted(f for f in formats
+                       if not (f in GGUF_PLAIN or f.startswith(GGUF_BLOCK_PREFIXES)))
         if alien and plan.label not in weight_mixes():
             what = ("a GGUF tensor type" if len(alien) == 1 else "GGUF tensor types")
             return ((f"{', '.join(alien)} {'is' if len(alien) == 1 else 'are'} not {what}"

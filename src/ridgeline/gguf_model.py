@@ -12,6 +12,7 @@ weight are nearest those bytes (Q4_K attention with Q6_K attn_v: q4_k_s or q4_k_
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -68,12 +69,44 @@ def ggml_types() -> dict[int, GgmlType]:
     return {row["id"]: GgmlType(**row) for row in load_data("ggml_types.json")["types"]}
 
 
+# llama.cpp's gguf-split names its parts "<stem>-00001-of-00004.gguf" (llama_split_path) and
+# writes the metadata into the first; every part lists its own tensors, and the first
+# carries split.count (gguf-split.cpp LLM_KV_SPLIT_COUNT)
+SPLIT_PART = re.compile(r"^(?P<stem>.+)-(?P<part>\d{5})-of-(?P<count>\d{5})\.gguf$",
+                        re.IGNORECASE)
+
+
 def spec_from_gguf(path: Path) -> ModelSpec:
-    """The model a .gguf file holds, named for the file."""
-    header = read_gguf_header(path)
-    name = path.stem
+    """The model a .gguf file holds, named for the file; a split GGUF read from all its parts,
+    which must lie beside the one given."""
+    header, name = whole_gguf(path)
     spec = spec_from_hf_config(gguf_config(header, name), name=name)
     return replace(spec, stored_formats=tuple(sorted(gguf_stored_formats(header, name).items())))
+
+
+def whole_gguf(path: Path) -> tuple[GgufHeader, str]:
+    """The header of a GGUF, its metadata and every part's tensors, and the model's name. A
+    part of a split file is refused in one line where a sibling part is missing: one part's
+    tensors alone would leave whole weight categories uncounted."""
+    match = SPLIT_PART.match(path.name)
+    if match is None:
+        header = read_gguf_header(path)
+        count = header.metadata.get("split.count", 1)
+        if isinstance(count, int) and count > 1:
+            raise InputError(f"{path.name} is one of {count} parts of a split GGUF, but its name "
+                             "is not llama.cpp's <name>-00001-of-0000N.gguf, so the other "
+                             "parts, which hold the rest of the tensors, cannot be found")
+        return header, path.stem
+    count = int(match["count"])
+    parts = [path.with_name(f"{match['stem']}-{i:05d}-of-{count:05d}.gguf")
+             for i in range(1, count + 1)]
+    missing = [p.name for p in parts if not p.is_file()]
+    if missing:
+        raise InputError(f"{path.name} is part of a {count}-part GGUF, and {missing[0]} is not "
+                         "beside it: every part's tensor list is needed to size the weights")
+    headers = [read_gguf_header(p) for p in parts]
+    tensors = tuple(t for h in headers for t in h.tensors)
+    return replace(headers[0], tensors=tensors), match["stem"]
 
 
 class _Meta:

@@ -13,10 +13,12 @@ from functools import lru_cache
 
 from ridgeline.catalog import normalise, resolve_name
 from ridgeline.datafiles import load_data
+from ridgeline.errors import InputError, shorten
 from ridgeline.model import ModelSpec
 from ridgeline.params import count_params
 from ridgeline.quantization import (
     CATEGORIES,
+    EMBEDDING,
     EXPERT_BIAS,
     LINEAR_CATEGORIES,
     LM_HEAD,
@@ -90,13 +92,31 @@ STORED_NAMES = ("auto", "stored", "native", "as-stored")
 
 @dataclass(frozen=True)
 class WeightMix:
-    """Tensor families in different formats: a file type (GGUF 'MXFP4 MoE'), or what an
-    engine quantizes on load (vLLM's experts_int8: the experts, the rest as stored)."""
+    """Tensor families in different formats: a file type (GGUF 'MXFP4 MoE', llama-quantize's
+    IQ2_XXS: IQ2_XXS weights, a Q2_K embedding, a Q5_K output), or what an engine quantizes
+    on load (vLLM's experts_int8: the experts, the rest as stored)."""
 
     id: str
     by_category: tuple[tuple[str, str], ...]  # (category, format id)
     default: str | None  # every other weight category; None: the checkpoint's dtype
     source: str
+    # what llama-quantize gives a model of exactly 8 routed experts instead (Mixtral's
+    # attn_output at Q5_K: llama_tensor_get_type_impl's n_expert == 8 branches)
+    by_category_8_experts: tuple[tuple[str, str], ...] = ()
+
+    def formats_for(self, spec: ModelSpec, base: str) -> dict[str, str]:
+        """{category: format id} for this model, ``base`` (the checkpoint's dtype) where the
+        mix has no default. An embedding tied to the output is quantized as the output is
+        (llama_tensor_get_type_impl: "for arches that share the same tensor between the
+        token embeddings and the output")."""
+        by_category = dict(self.by_category)
+        if spec.moe is not None and spec.moe.num_experts == 8:
+            by_category.update(self.by_category_8_experts)
+        chosen = {c: by_category.get(c, self.default or base)
+                  for c in CATEGORIES if c not in (ROUTER, OTHER, EXPERT_BIAS)}
+        if spec.tie_word_embeddings:
+            chosen[EMBEDDING] = chosen[LM_HEAD]
+        return chosen
 
 
 @lru_cache(maxsize=1)
@@ -105,10 +125,27 @@ def weight_mixes() -> dict[str, WeightMix]:
     table: dict[str, WeightMix] = {}
     for row in load_data("formats.json").get("mixes", []):
         mix = WeightMix(row["id"], tuple(row["by_category"].items()), row.get("default"),
-                        row["source"])
+                        row["source"], tuple(row.get("by_category_8_experts", {}).items()))
         for alias in (row["id"], *row.get("aliases", ())):
             table[normalise(alias)] = mix
     return table
+
+
+def dynamic_quant_refusal(name: str) -> str:
+    """Why an Unsloth dynamic quant name (UD-IQ1_S, UD-Q2_K_XL, Q4_K_XL) cannot be sized, and
+    the llama-quantize mix to give instead; "" for any other name. Unsloth picks each
+    tensor's type per model (attention and the dense layers at 4–6 bits, the experts lower:
+    unsloth.ai/blog/deepseekr1-dynamic), so no formula gives its file's size."""
+    key = normalise(name)
+    if not (key.startswith("ud-") or key.endswith("-xl")):
+        return ""
+    base = key.removeprefix("ud-").removesuffix("-xl")
+    nearest = (weight_mixes()[base].id if base in weight_mixes()
+               else _table("weights").get(base, "q8_0" if base.startswith("q8") else "q4_k_m"))
+    return (f"{shorten(name)!r} is an Unsloth dynamic quant, whose per-tensor types Unsloth "
+            "picks model by model, so no formula sizes it; give the llama-quantize mix it "
+            f"builds on, --weights {nearest} (Unsloth's file is larger: it keeps attention "
+            "and the dense layers at more bits)")
 
 
 def check_weight_choice(name: str) -> None:
@@ -124,6 +161,9 @@ def is_stored_format(name: str) -> bool:
 
 def weight_format(name: str) -> WeightFormat:
     """'FP8', 'q4_k_m', 'awq' -> the format record."""
+    refusal = dynamic_quant_refusal(name)
+    if refusal:
+        raise InputError(refusal)
     return weight_formats()[resolve_name(name, _table("weights"), "weight format")]
 
 
@@ -156,8 +196,7 @@ def weight_plan(spec: ModelSpec, weights: str | None = None) -> WeightPlan:
         label = "as stored" if chosen else base
     elif normalise(weights) in weight_mixes():
         mix = weight_mixes()[normalise(weights)]
-        chosen = {c: dict(mix.by_category).get(c, mix.default or base)
-                  for c in CATEGORIES if c not in (ROUTER, OTHER, EXPERT_BIAS)}
+        chosen = mix.formats_for(spec, base)
         label = mix.id
     else:
         fmt = weight_format(weights)
