@@ -10,7 +10,7 @@ each refusal names cite the engine's own support tables.
 from __future__ import annotations
 
 from ridgeline.hardware import Accelerator
-from ridgeline.precision import KVDtype, WeightPlan, kv_dtypes, weight_formats, weight_mixes
+from ridgeline.precision import KVDtype, WeightPlan, kv_dtypes, weight_formats
 
 # the vendors each engine's GPU backend runs on (vLLM and SGLang: CUDA, ROCm, TPU, XPU)
 ENGINE_VENDORS = {
@@ -91,7 +91,7 @@ def weights_platform_problem(plan: WeightPlan, accelerator: Accelerator, engine:
     if engine.startswith("llama.cpp"):
         alien = sorted(f for f in formats
                        if not (f in GGUF_PLAIN or f.startswith(GGUF_BLOCK_PREFIXES)))
-        if alien and plan.label not in weight_mixes():
+        if alien:  # a mix is judged by its formats too: experts_int8's int8 is no GGUF type
             what = ("a GGUF tensor type" if len(alien) == 1 else "GGUF tensor types")
             return ((f"{', '.join(alien)} {'is' if len(alien) == 1 else 'are'} not {what}"
                      if named else
