@@ -179,3 +179,48 @@ def test_trtllm_fit_names_the_seats_state_it_leaves_out(
     _, plain, _ = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len",
                           "8192", "--engine", "trtllm")
     assert "Mamba cache manager" not in plain
+
+
+def test_nemotron_h_on_two_h100s_holds_19_blocks_a_request_not_7() -> None:
+    """What vLLM v0.32 logs for Nemotron-H-56B on two H100s at 4,096 tokens: 189 blocks ÷ 19 =
+    9.95x, 9 conversations. get_max_concurrency_for_kv_cache_config sums over the 7 groups
+    cdiv(max_memory_usage_bytes, page): the full group cdiv(4,096, 4,128) = 1, each of the 6
+    Mamba groups 3 in "align" (MambaSpec: 2 + num_prefill_checkpoint_blocks, which
+    MambaMixer2 sets to 1 from v0.32), the mode prefix caching picks, on by default for a
+    hybrid from v0.28. One block a group (7 a request, 27 conversations) is what vLLM runs
+    with --no-enable-prefix-caching; two a group (13) is v0.31's align."""
+    from ridgeline.capacity import held_conversations
+
+    d = dep("nemotron-h-56b", "h100", 2)
+    s = EngineSettings(max_model_len=4096)
+    pool = kv_pool(d, s)
+    g = pool.groups
+    assert g is not None and (g.full, g.windows, g.states) == (1, (), 6)
+    full_blocks = -(-4096 // g.block_size)  # 4,128-token blocks: one
+    assert pool.request_blocks(4096) == full_blocks + g.states * 3 == 19
+    assert held_conversations(pool, d, 4096) == int(pool.concurrency(4096)) \
+        == pool.blocks // 19 == 9
+    off = kv_pool(d, replace(s, prefix_caching=False))
+    assert off.blocks == pool.blocks
+    assert off.request_blocks(4096) == full_blocks + g.states == 7
+    assert held_conversations(off, d, 4096) == off.blocks // 7 == 27
+    assert kv_pool(d, replace(s, engine_version="0.31")).request_blocks(4096) \
+        == full_blocks + g.states * 2
+
+
+def test_fit_explain_says_how_many_blocks_each_state_group_holds(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The per-conversation line splits out the state groups' share, and an explanation with
+    no window layers names no window rule (v0.26 said Nemotron-H's chunked layers were cached
+    in full, from its SSM dtype's replaced model)."""
+    args = ("fit", "nemotron-h-56b", "--gpu", "h100", "--num-gpus", "2", "--max-model-len",
+            "4096", "--explain")
+    _, out, _ = run_cli(capsys, *args)
+    assert "19 blocks of" in out and "6 × 3 of them recurrent state" in out
+    assert "a Mamba-2 prefill checkpoint" in out
+    assert "3 state blocks a request (prefix caching, align mode)" in out
+    _, off, _ = run_cli(capsys, *args, "--no-prefix-caching")
+    assert "7 blocks of" in off and "6 × 1 of them recurrent state" in off
+    _, old, _ = run_cli(capsys, *args, "--engine-version", "0.26")
+    assert "6 × 1 of them recurrent state" in old and "chunked-attention" not in old
+    assert "chunked-attention" not in out

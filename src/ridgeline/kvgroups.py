@@ -15,10 +15,13 @@ layer type:
   window group, the blocks covering its window (and, while a prefill chunk runs, the
   chunk): at most ceil(min(window − 1 + max_num_batched_tokens, max_model_len) ÷
   block_size) + 1 (v0.26 under async scheduling: two chunks in flight, the caller's
-  ``budget_tokens``); per state group, one block (two from v0.15 with prefix caching on
-  a linear-attention hybrid: mamba_cache_mode "align" keeps the last block-aligned state;
-  vllm_hybrid.py);
-- the pool has ``memory ÷ page`` blocks and vLLM reports ``blocks ÷ groups × block_size``
+  ``budget_tokens``); per state group, however long the request, one block without
+  prefix caching, and with it in mamba_cache_mode "align" two (the running state and the
+  last block-aligned one), three for Mamba-2 layers from v0.32 (a prefill checkpoint:
+  MambaSpec.max_memory_usage_bytes, 2 + num_prefill_checkpoint_blocks; vllm_hybrid.py);
+- the pool has ``memory ÷ page`` blocks; vLLM's "Maximum concurrency" is the blocks ÷ those
+  one max_model_len request holds, summed over the groups
+  (get_max_concurrency_for_kv_cache_config), and it reports ``blocks ÷ groups × block_size``
   tokens as its "GPU KV cache size" (v0.24+ logs max concurrency × max_model_len instead,
   ``KVPool.logged_tokens``; a v0.11 log of Gemma-3-4B and a v0.26 log of Gemma-3-27B are
   reproduced in the tests).
@@ -48,7 +51,7 @@ class KVGroups:
     full: int  # groups of full-attention layers
     windows: tuple[tuple[int, int], ...]  # (window or chunk tokens, groups)
     states: int  # groups of recurrent-state layers
-    state_blocks: int = 1  # blocks each state group holds per request (prefix caching: 2)
+    state_blocks: int = 1  # blocks each state group holds per request (vllm_hybrid.py)
 
     @property
     def count(self) -> int:

@@ -67,8 +67,11 @@ def cache_mode(model: ModelSpec, asked: bool | None, version: str) -> str:
 
 def state_blocks(model: ModelSpec, asked: bool | None, version: str,
                  align_blocks: int) -> int:
-    """State blocks a request holds per state group: one ("none"; "all", not modelled), or
-    in "align" ``align_blocks`` (two), and from v0.32 one more where Mamba-2 layers run."""
+    """State blocks a request holds per state group, however long it is, as vLLM's start-up
+    check and "Maximum concurrency" count them: one ("none"; "all", not modelled), or in
+    "align" ``align_blocks`` (two: MambaSpec.max_memory_usage_bytes, 2 +
+    num_prefill_checkpoint_blocks), and from v0.32 one more where Mamba-2 layers run
+    (MambaMixer2.get_kv_cache_spec sets num_prefill_checkpoint_blocks=1; not in v0.31)."""
     if cache_mode(model, asked, version) != "align":
         return 1
     mamba2 = model.mamba is not None and model.mamba.version == 2 \

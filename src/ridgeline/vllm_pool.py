@@ -229,6 +229,7 @@ def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_byt
     if (not acc.hybrid_allocator or chunked_in_full(dep.model, acc.version)) \
             and FULL in kinds and kinds & set(WINDOW_MIXERS):
         paged = replace(dep, model=windows_as_full(dep.model))
+    windows_in_full = paged is not dep  # before the state dtype below replaces it too
     state_dtype = ssm_state_dtype(dep.model, acc.version)
     if state_dtype != dep.model.state_dtype:  # Nemotron-H: vLLM's own SSM cache dtype
         paged = replace(paged, model=replace(paged.model, state_dtype=state_dtype))
@@ -249,7 +250,7 @@ def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_byt
     return KVPool("vllm", total_bytes, fraction, weight_bytes, peak, non_torch_bytes(dep, acc),
                   graphs, 1.0, kv_bytes_per_token, block, seqs, tokens, groups, forward, sampler,
                   acc, in_flight_batches=acc.in_flight_batches if s.async_scheduling else 1,
-                  windows_in_full=paged is not dep, stage=stage, encoder_bytes=encoder,
+                  windows_in_full=windows_in_full, stage=stage, encoder_bytes=encoder,
                   encoder_held_bytes=held, encoder_images=images, seat_buffer_bytes=state,
                   runner=runner, compile_bytes=compile_peak, moe_workspace_bytes=workspace,
                   set_pool_bytes=float(s.kv_cache_memory_bytes or 0))

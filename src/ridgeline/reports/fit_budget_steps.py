@@ -29,6 +29,9 @@ def accounting_quantity(p: KVPool) -> Quantity:
                  else "CUDA graphs captured after sizing",
                  "its sampler state counted in the budget" if p.seat_buffer_bytes
                  else "its sampler state left out of the budget (before v0.27)"]
+        if p.groups is not None and p.groups.states and p.groups.state_blocks > 1:
+            rules.append(f"{p.groups.state_blocks} state blocks a request (prefix caching, "
+                         "align mode)")
         return q("accounting", f"vLLM {a.version}", "",
                  "; ".join(rules) + f" (engines.json memory_versions, era {a.era}+, and "
                  "vllm.mrv2, each with its source)")

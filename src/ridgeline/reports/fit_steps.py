@@ -220,6 +220,19 @@ def _fraction_note(dep: Deployment, pool: KVPool, s: EngineSettings) -> str:
     return base + (f"; {cut.note}" if cut.note else "")
 
 
+def state_blocks_note(pool: KVPool) -> str:
+    """How many of a request's blocks its state groups hold, whatever its length: one each
+    without prefix caching, in mamba_cache_mode "align" the running state and the last
+    block-aligned one, and a Mamba-2 prefill checkpoint from v0.32 (vllm_hybrid.py)."""
+    g = pool.groups
+    if g is None or not g.states:
+        return ""
+    why = "one a group, whatever the length" if g.state_blocks == 1 else \
+        "prefix caching's mamba_cache_mode 'align': the running state, the last " \
+        "block-aligned one" + (", a Mamba-2 prefill checkpoint" if g.state_blocks > 2 else "")
+    return f", {g.states} × {g.state_blocks} of them recurrent state ({why})"
+
+
 def conversations_step(dep: Deployment, pool: KVPool, s: EngineSettings, context: int,
                        n: int, per_seq: float) -> Step:
     """The conversations of ``context`` tokens the pool holds (none past the trained
@@ -255,7 +268,7 @@ def conversations_step(dep: Deployment, pool: KVPool, s: EngineSettings, context
                 q("per conversation", per_seq / GIB, "GiB", f"{context} tokens, {dep.kv.id}"
                   + (f"; {pool.groups.decode_blocks(context)} blocks of {pool.page_bytes / 2**20:,.2f}"
                      f" MiB across vLLM's {pool.groups.count} KV-cache groups"
-                     if pool.groups and pool.groups.count > 1 else "")
+                     + state_blocks_note(pool) if pool.groups and pool.groups.count > 1 else "")
                   + (f"; {window_rule(dep, s)}" if pool.windows_apart and has_windows(dep)
                      else "")))
 
