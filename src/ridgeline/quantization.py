@@ -213,5 +213,64 @@ def _compressed_tensors(qc: Mapping[str, Any], origin: str) -> str:
         if bits == 4 and kind == "float":
             return "nvfp4"
         if bits == 4 and kind == "int":
-            return "gptq-int4"
+            return _compressed_int4(weights, origin)
     raise InputError(f"{origin}: compressed-tensors scheme not recognised")
+
+
+# compressed-tensors int4 (pack-quantized) by (weights per scale, symmetric) -> formats.json id.
+# An asymmetric scheme stores GPTQ's bits (a 16-bit scale and a 4-bit zero point a group),
+# so it reads as the GPTQ row of its group size.
+_INT4_FORMATS = {
+    (128, False): "gptq-int4", (64, False): "gptq-int4-g64", (32, False): "gptq-int4-g32",
+    (128, True): "int4-g128-sym", (64, True): "int4-g64-sym", (32, True): "int4-g32-sym",
+}
+_SIXTEEN_BIT_SCALES = (None, "torch.bfloat16", "torch.float16", "bfloat16", "float16")
+
+
+def int_bits_per_weight(num_bits: int, group_size: int, symmetric: bool,
+                        scale_bits: int = 16) -> float:
+    """Bits a grouped-integer weight takes with its share of the group's scale and zero point.
+
+    bits = num_bits + scale_bits / group_size  (one scale per group, the checkpoint dtype)
+                    + num_bits / group_size    (asymmetric only: a zero point, packed like
+                                                the weights)
+    Kimi-K2-Thinking's experts, int4 symmetric in groups of 32: 4 + 16/32 = 4.5 bits;
+    GPTQ's int4 in groups of 128, asymmetric: 4 + 20/128 = 4.15625.
+    """
+    zero_point_bits = 0 if symmetric else num_bits
+    return num_bits + (scale_bits + zero_point_bits) / group_size
+
+
+def _compressed_int4(weights: Mapping[str, Any], origin: str) -> str:
+    """A compressed-tensors int4 scheme's format, from the weights' QuantizationArgs: strategy
+    (absent: 'group' with a positive group_size, 'channel' with -1, else 'tensor'), group_size
+    and symmetric (absent: true), as compressed-tensors' quant_args.py infers them. The
+    pack-quantized layout (compressors/quantized_compressors/pack_quantized.py) packs eight
+    values an int32 and, for an asymmetric group or channel scheme only, the zero points too.
+    One scale per row (channel) is fewer scales than one per 128 weights: read as group 128."""
+    group = _whole(weights, origin, "group_size")
+    strategy = str(weights.get("strategy") or (
+        "tensor" if group is None else "group" if group > 0 else "channel")).lower()
+    symmetric = True if weights.get("symmetric") is None else weights["symmetric"]
+    if not isinstance(symmetric, bool):
+        raise InputError(f"{origin}: compressed-tensors symmetric must be true or false, "
+                         f"got {symmetric!r}")
+    scale_dtype = weights.get("scale_dtype")
+    if scale_dtype not in _SIXTEEN_BIT_SCALES:
+        raise InputError(f"{origin}: compressed-tensors int4 with {shorten(str(scale_dtype))} "
+                         "scales is not supported (bfloat16 or float16 only)")
+    if strategy == "channel":
+        group = 128
+    elif strategy != "group":
+        raise InputError(f"{origin}: compressed-tensors int4 with strategy {strategy!r} is not "
+                         "supported (vLLM's W4A16 takes 'group' or 'channel')")
+    if group is None or group <= 0:
+        raise InputError(f"{origin}: compressed-tensors strategy 'group' needs a positive "
+                         f"group_size, got {group!r}")
+    fmt = _INT4_FORMATS.get((group, symmetric))
+    if fmt is None:
+        bits = int_bits_per_weight(4, group, symmetric)
+        kind = "symmetric" if symmetric else "asymmetric"
+        raise InputError(f"{origin}: compressed-tensors int4 {kind} in groups of {group} "
+                         f"({bits:g} bits a weight) is not supported (groups of 32, 64 or 128)")
+    return fmt
