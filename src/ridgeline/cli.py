@@ -297,6 +297,10 @@ def build_parser() -> argparse.ArgumentParser:
         module.register(sub)
 
     add_companion_commands(sub, _output, _typed)
+    from ridgeline.launch_flags import COMMANDS, add_launch_flags
+
+    for name in COMMANDS:  # a pasted launch line's flags that change nothing, and the rest
+        add_launch_flags(sub.choices[name])
     return parser
 
 
@@ -351,9 +355,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             check_target(args.plot)
         refuse_writing_over_input(args)
+        from ridgeline.launch_flags import launch_note
+
+        note = launch_note(args)  # said after the report: stdout is the report alone
         report = args.handler(args)
         print(render(report, as_json=args.json, explain=args.explain,
                      input_cautions=vars(args).get("cautions_said", ())))
+        if note:
+            print(f"ridgeline: note: {note}", file=sys.stderr)
         if getattr(args, "plot", None):  # after the report: a chart that cannot be drawn
             from ridgeline.plots import save  # (or a missing extra) leaves the report standing
             from ridgeline.reports.charts import chart_for

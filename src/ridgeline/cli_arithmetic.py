@@ -223,11 +223,12 @@ def _spec_decode(args: argparse.Namespace) -> Any:
     spec_args(args)
     if not args.spec_tokens:
         return None
-    from ridgeline.sim.config import SPEC_METHODS
+    from ridgeline.cli_spec import MTP_METHODS, spec_method
     from ridgeline.spec_decode import SpecDecode
 
+    model = load_model(args) if args.spec_method in MTP_METHODS else None  # its MTP layers
     return SpecDecode(args.spec_tokens, args.spec_acceptance, args.spec_draft_cost,
-                      args.spec_method or SPEC_METHODS[0])
+                      spec_method(args, model))
 
 
 def _max_model_len(args: argparse.Namespace, dep: Any, contexts: list[int],

@@ -35,11 +35,16 @@ def _prefix_caching(g: Any, help_text: str) -> None:
 
 def _vllm_memory_switches(g: Any) -> None:
     """vLLM switches that change what its pool holds (fit and simulate)."""
-    g.add_argument("--no-async-scheduling", action="store_true",
-                   help="vLLM: schedule synchronously (from v0.14 it forms the next batch while "
-                   "one runs, so simulate admits an arrival and frees a finished request's "
-                   "seat and blocks a step later); v0.26+: window layers keep blocks for one "
-                   "batch in flight, not two")
+    switch = g.add_mutually_exclusive_group()
+    switch.add_argument("--no-async-scheduling", action="store_true",
+                        help="vLLM: schedule synchronously (from v0.14 it forms the next batch "
+                        "while one runs, so simulate admits an arrival and frees a finished "
+                        "request's seat and blocks a step later); v0.26+: window layers keep "
+                        "blocks for one batch in flight, not two")
+    switch.add_argument("--async-scheduling", action="store_true",
+                        help="vLLM: its default from v0.14, as pasted launch lines spell it "
+                        "(refused for an earlier --engine-version, where it was opt-in and "
+                        "is not modelled)")
     g.add_argument("--language-model-only", action="store_true",
                    help="vLLM: a multimodal checkpoint without its vision tower")
     g.add_argument("--warm-compile-cache", action="store_true",
@@ -121,8 +126,23 @@ def check_engine_flags(args: argparse.Namespace, engine: str) -> None:
                         "tensorrt) graphs only with extended_runtime_perf_knob_config."
                         "cuda_graph_mode, off by default, and makes no eager PyTorch launches "
                         "to price")
-    if getattr(args, "ignore_eos", False) and engine != "sglang":
-        problems.append(f"--ignore-eos changes only SGLang's admission estimate here ({engine} "
-                        "admits by free blocks, or reserves the whole output)")
+    if getattr(args, "async_scheduling", False):
+        problems.extend(_async_scheduling_problem(engine, args.engine_version))
     if problems:
         raise InputError("; ".join(problems))
+
+
+def _async_scheduling_problem(engine: str, version: str | None) -> list[str]:
+    """--async-scheduling where it is not the modelled default: another engine's run, or a
+    vLLM release before the default (engines.json vllm.async_scheduling), where it was opt-in."""
+    if engine != "vllm":
+        return [f"--async-scheduling is vLLM's; {engine} has no such flag"]
+    from ridgeline.datafiles import engine_defaults
+    from ridgeline.vllm_memory import parse_version, vllm_accounting
+
+    since = engine_defaults("vllm")["async_scheduling"]["default_from"]
+    release = vllm_accounting(version).version
+    if parse_version(release) < parse_version(since):
+        return [f"--async-scheduling is not modelled before vLLM {since}, where it became the "
+                f"default ({release} schedules synchronously here)"]
+    return []

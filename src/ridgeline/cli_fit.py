@@ -155,7 +155,7 @@ ENGINE_KNOBS = ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_token
                 "block_size", "engine_version", "flash_attn", "swa_full_tokens_ratio",
                 "split_mode", "gpu_layers", "n_cpu_moe", "cpu_moe", "host_bandwidth_gbs",
                 "host_link_gbs", "host_memory_gib", "output_layer_last", "fit_target_mib",
-                "fit_ctx", "no_async_scheduling", "prefix_caching", "language_model_only",
+                "fit_ctx", "no_async_scheduling", "async_scheduling", "prefix_caching", "language_model_only",
                 "enable_multimodal",
                 "backend", "warm_compile_cache", "kv_cache_memory_bytes", "max_total_tokens",
                 "data_parallel_size", "enable_dp_attention")

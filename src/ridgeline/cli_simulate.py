@@ -38,7 +38,7 @@ from ridgeline.cli_offload import (
     auto_layers,
     fit_launch,
 )
-from ridgeline.cli_spec import spec_args, spec_flags
+from ridgeline.cli_spec import spec_args, spec_flags, spec_method
 from ridgeline.cli_types import (
     MAX_BATCH,
     _count,
@@ -63,7 +63,6 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     from ridgeline.memory import kv_pool
     from ridgeline.reports.simulate import SimulateReport
     from ridgeline.sim.config import (
-        SPEC_METHODS,
         llamacpp_context,
         sim_config,
         start_refusal,
@@ -128,7 +127,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         else llamacpp_context(dep, settings))
     config = sim_config(dep, settings, args.spec_tokens, args.spec_acceptance, args.spec_draft_cost,
                         cells=cells[0] if cells else None,
-                        spec_method=args.spec_method or SPEC_METHODS[0],
+                        spec_method=spec_method(args, model),
                         long_prefill_tokens=args.long_prefill_token_threshold or None)
     if args.ignore_eos:
         config = replace(config, ignore_eos=True)
@@ -373,9 +372,51 @@ def check_load_flags(args: argparse.Namespace) -> None:
             raise InputError(f"--concurrency is a closed loop: each request arrives as one "
                              f"finishes; drop {', '.join(given)}")
     args.num_requests = 1000 if args.num_requests is None else args.num_requests
-    args.input_len = args.input_len or "512"
+    if args.trace and args.dataset_name:
+        raise InputError("--trace replays its own requests; drop --dataset-name")
+    if args.trace and args.random_range_ratio is not None:
+        raise InputError("--trace replays its own lengths; drop --random-range-ratio")
+    args.input_len = args.input_len or ("1024" if args.dataset_name else "512")
     args.output_len = args.output_len or "128"
+    if args.random_range_ratio:  # 0 draws the lengths given, as vllm bench serve's default
+        args.input_len = ranged(args.input_len, args.random_range_ratio, "--input-len")
+        args.output_len = ranged(args.output_len, args.random_range_ratio, "--output-len")
     args.arrival = args.arrival or "poisson"
+
+
+def _dataset_name(text: str) -> str:
+    """--dataset-name: random, or a one-line refusal naming what replays a real dataset."""
+    if text.strip().lower() != "random":
+        raise InputError(f"{text}: simulate draws the random dataset's "
+                         "synthetic lengths; a dataset of real prompts (sharegpt, …) is not "
+                         "bundled: replay its lengths with --trace FILE")
+    return "random"
+
+
+def _range_ratio(text: str) -> float:
+    """--random-range-ratio R, 0 ≤ R < 1 as vllm bench serve checks it."""
+    try:
+        ratio = float(text)
+    except ValueError:
+        ratio = math.nan
+    if not 0 <= ratio < 1:
+        raise InputError(f"R is 0 ≤ R < 1, as vllm bench serve takes it, got {text!r}")
+    return ratio
+
+
+def ranged(spec: str, ratio: float, flag: str) -> str:
+    """A plain length L as vllm bench serve's RandomDataset draws it under --random-range-ratio
+    R: uniform whole tokens in [floor(L(1 − R)), ceil(L(1 + R))], at least 1
+    (vllm/benchmarks/datasets.py, RandomDataset.get_sampling_params). 1024 at 0.5:
+    uniform:512,1536."""
+    from ridgeline.units import parse_count
+
+    if not fixed_length(spec):
+        raise InputError(f"--random-range-ratio draws around a plain {flag}; {spec!r} is "
+                         "already a distribution")
+    length = parse_count(spec, flag)
+    low, high = max(1, math.floor(length * (1 - ratio))), max(1, math.ceil(length * (1 + ratio)))
+    return f"uniform:{low},{high}"
 
 
 def _arrival_window(text: str) -> tuple[float, float]:
@@ -421,6 +462,16 @@ def register(sub: Any) -> None:
                    "normal:mean,sd, lognormal:median,sigma, zipf:s,max, file:PATH")
     w.add_argument("--output-len", "--random-output-len", type=_not_empty("--output-len"),
                    help="as --input-len (default 128)")
+    w.add_argument("--random-range-ratio", type=_typed(_range_ratio), metavar="R",
+                   help="vllm bench serve's: each plain --input-len/--output-len L drawn "
+                   "uniform on whole tokens in [floor(L(1 − R)), ceil(L(1 + R))] (an output "
+                   "at least 1), 0 ≤ R < 1, as vllm/benchmarks/datasets.py's RandomDataset "
+                   "draws them (the older benchmarks/benchmark_serving.py and "
+                   "sglang.bench_serving draw [L·R, L]: give uniform:a,b for those)")
+    w.add_argument("--dataset-name", metavar="NAME", type=_typed(_dataset_name),
+                   help="vllm bench serve's: random, the synthetic lengths simulate draws "
+                   "(the default lengths then its 1024 in, 128 out); a dataset of real "
+                   "prompts is replayed with --trace")
     w.add_argument("--arrival", choices=["poisson", "gamma", "constant"],
                    help="open-loop arrivals (default poisson)")
     w.add_argument("--burstiness", type=_positive_float("burstiness"),
@@ -464,9 +515,11 @@ def register(sub: Any) -> None:
     _trtllm_backend(g)
     trtllm_overlap(g)
     g.add_argument("--ignore-eos", action="store_true",
-                   help="SGLang: the requests ask for exactly their output (sglang.bench_serving "
-                   "sends ignore_eos unless --disable-ignore-eos), so admission holds each "
-                   "running request's whole remaining output, not × new_token_ratio")
+                   help="the requests ask for exactly their output, as benchmarks send them "
+                   "(vllm bench serve --ignore-eos; sglang.bench_serving unless "
+                   "--disable-ignore-eos): every engine here runs each request to its output "
+                   "length anyway; SGLang's admission then holds each running request's whole "
+                   "remaining output, not × new_token_ratio")
     spec_flags(g)
     g.add_argument("--long-prefill-token-threshold", type=_count("long prefill token threshold"),
                    metavar="N", help="vLLM: a request takes at most N tokens a step, leaving "

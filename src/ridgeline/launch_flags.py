@@ -1,0 +1,126 @@
+"""A pasted launch command's other flags: the ones that change neither memory nor speed are
+read and named in one note; the ones that change either in a way ridgeline does not price are
+refused, one line naming the flag (data/launch_flags.json, with each flag's reason and the
+engines' documentation as sources).
+
+``vllm serve MODEL --trust-remote-code --port 8000 --max-model-len 32k`` pasted after
+``ridgeline fit`` sizes what ``--max-model-len 32k`` sizes and says, on stderr::
+
+    ridgeline: note: ignored --trust-remote-code, --port 8000 (they change neither memory nor speed)
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from ridgeline.datafiles import load_data
+from ridgeline.errors import InputError
+
+# the commands a launch line is pasted into
+COMMANDS = ("fit", "decode", "prefill", "simulate")
+
+
+@dataclass(frozen=True)
+class LaunchFlag:
+    """One launch flag of the engines: its spellings, whether it takes a value, whose it is,
+    why it is ignored (or refused), and, for ``v1_only``, that vLLM's V0 engine differs."""
+
+    flags: tuple[str, ...]
+    takes_value: bool
+    engines: tuple[str, ...]
+    why: str
+    modelled_away: bool  # True: ignored, it changes nothing priced; False: refused
+    v1_only: bool = False
+
+
+@cache
+def launch_flags() -> tuple[LaunchFlag, ...]:
+    """Every flag of data/launch_flags.json, the ignored ones first."""
+    data = load_data("launch_flags.json")
+    return tuple(LaunchFlag(tuple(r["flags"]), bool(r["value"]), tuple(r["engines"]), r["why"],
+                            ignored, bool(r.get("v1_only", False)))
+                 for key, ignored in (("ignored", True), ("not_modelled", False))
+                 for r in data[key])
+
+
+class _Ignored(argparse.Action):
+    """Reads the flag (and its value) and keeps it for the note (``launch_note``)."""
+
+    def __init__(self, *args: Any, record: LaunchFlag, **kwargs: Any) -> None:
+        self.record = record
+        super().__init__(*args, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        given = f"{option_string} {values}" if self.record.takes_value else str(option_string)
+        seen = list(getattr(namespace, "launch_flags_ignored", None) or [])
+        namespace.launch_flags_ignored = [*seen, (given, self.record)]
+
+
+class _NotModelled(_Ignored):
+    """Refuses the flag at once, saying what it changes."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        parser.error(f"{option_string} is not modelled: {self.record.why}")
+
+
+def add_launch_flags(parser: argparse.ArgumentParser) -> None:
+    """Give ``parser`` every launch flag it does not take under the same spelling itself
+    (simulate's --seed stays its own), hidden from --help (the README lists them)."""
+    own = set(parser._option_string_actions)
+    for record in launch_flags():
+        spellings = [f for f in record.flags if f not in own]
+        if not spellings:
+            continue
+        parser.add_argument(*spellings, dest="launch_flag_" + spellings[0].lstrip("-")
+                            .replace("-", "_"), nargs=None if record.takes_value else 0,
+                            action=_Ignored if record.modelled_away else _NotModelled,
+                            record=record, default=None, help=argparse.SUPPRESS)
+
+
+def launch_note(args: argparse.Namespace) -> str:
+    """The one line naming the flags read and ignored, or "" where none was given; an
+    InputError where one changes nothing only on vLLM's V1 engine (--enable-chunked-prefill)
+    and the run is on its V0 engine or on another engine."""
+    given = getattr(args, "launch_flags_ignored", None) or []
+    if not given:
+        return ""
+    from ridgeline.engines import engine_id
+
+    asked = getattr(args, "engine", None) or "vllm"
+    engines = [engine_id(e) for e in (asked if isinstance(asked, list) else [asked])]
+    for text, record in given:
+        if not record.v1_only:  # a flag that changes nothing does so under any engine
+            continue
+        others = [e for e in engines if e not in record.engines]
+        if others:
+            raise InputError(f"{text.split()[0]} is {_owners(record.engines)}; "
+                             f"{others[0]} has no such flag")
+        if _on_v0(args):
+            raise InputError(f"{text.split()[0]} is not modelled on vLLM's V0 engine (--engine-"
+                             f"version {args.engine_version}): there it decides whether a "
+                             "prompt runs whole; from 0.8 V1 always chunks")
+    plain = [text for text, record in given if not record.v1_only]
+    parts = ([f"{', '.join(plain)} ({'it changes' if len(plain) == 1 else 'they change'} "
+              "neither memory nor speed)"] if plain else []) + \
+        [f"{text} ({record.why})" for text, record in given if record.v1_only]
+    return "ignored " + "; ".join(parts)
+
+
+def _owners(engines: tuple[str, ...]) -> str:
+    names = {"vllm": "vLLM's", "sglang": "SGLang's", "trtllm": "TensorRT-LLM's"}
+    owned = [names.get(e, e) for e in engines]
+    return owned[0] if len(owned) == 1 else ", ".join(owned[:-1]) + " and " + owned[-1]
+
+
+def _on_v0(args: argparse.Namespace) -> bool:
+    version = getattr(args, "engine_version", None)
+    if not version:
+        return False
+    from ridgeline.vllm_memory import vllm_accounting
+
+    return bool(vllm_accounting(version).engine == "V0")

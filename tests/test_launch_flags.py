@@ -1,0 +1,152 @@
+"""A launch command pasted whole: the flags that change neither memory nor speed are read and
+named in one note, the ones that change what ridgeline does not price are refused naming the
+flag; and vllm bench serve's load flags are simulate's (--random-range-ratio, --dataset-name,
+--ignore-eos), as is vLLM's MTP drafter (priced as eagle where the checkpoint has MTP layers)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from ridgeline.cli_simulate import ranged
+from ridgeline.datafiles import load_data
+from ridgeline.launch_flags import LaunchFlag, launch_flags
+from tests.conftest import run_cli
+
+FIT = ("fit", "openai/gpt-oss-120b", "--gpu", "h100")
+SIM = ("simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "4", "--num-requests", "40")
+DECODE = ("decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "1,16")
+IGNORED = [r for r in launch_flags() if r.modelled_away]
+REFUSED = [r for r in launch_flags() if not r.modelled_away]
+
+
+def refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2 and not out, (argv, out, err)
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    return err
+
+
+def _given(flag: str, takes_value: bool) -> list[str]:
+    return [flag, "x"] if takes_value else [flag]
+
+
+@pytest.mark.parametrize("argv", [FIT, ("simulate", *FIT[1:], "--rate", "2", "--num-requests",
+                                          "20")])
+def test_a_pasted_gpt_oss_recipe_gives_the_stripped_lines_numbers_and_one_note(
+        capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]) -> None:
+    """vLLM's gpt-oss recipe: `vllm serve openai/gpt-oss-120b --async-scheduling`, with the
+    usual --trust-remote-code and --port."""
+    code, out, err = run_cli(capsys, *argv, "--trust-remote-code", "--async-scheduling",
+                             "--port", "8000", "--json")
+    stripped = run_cli(capsys, *argv, "--json")
+    assert code == 0 and out == stripped[1] and not stripped[2]
+    assert err.splitlines() == ["ridgeline: note: ignored --trust-remote-code, --port 8000 "
+                                "(they change neither memory nor speed)"]
+
+
+@pytest.mark.parametrize("record", IGNORED, ids=lambda r: r.flags[0])
+def test_each_harmless_flag_is_read_with_its_value_before_model(
+        capsys: pytest.CaptureFixture[str], record: LaunchFlag) -> None:
+    """Given before MODEL, a flag that takes a value takes only its own (MODEL stays MODEL) and
+    a switch takes none; the numbers are the stripped line's."""
+    for flag in record.flags:
+        given = _given(flag, record.takes_value)
+        code, out, err = run_cli(capsys, DECODE[0], *given, *DECODE[1:], "--json")
+        assert code == 0, err
+        assert out == run_cli(capsys, *DECODE, "--json")[1]
+        assert err.startswith(f"ridgeline: note: ignored {' '.join(given)} ")
+
+
+@pytest.mark.parametrize("record", REFUSED, ids=lambda r: r.flags[0])
+def test_a_flag_that_changes_memory_or_speed_is_refused_naming_it(
+        capsys: pytest.CaptureFixture[str], record: LaunchFlag) -> None:
+    for flag in record.flags:
+        err = refused(capsys, *FIT, *_given(flag, record.takes_value))
+        assert f"error: {flag} is not modelled: {record.why}" in err
+
+
+def test_the_table_gives_each_flag_once_with_its_reason_and_engines() -> None:
+    spellings = [f for r in launch_flags() for f in r.flags]
+    assert len(spellings) == len(set(spellings))
+    known = {k for k in load_data("engines.json") if not k.startswith("_")}
+    for record in launch_flags():
+        assert record.why and set(record.engines) <= known, record
+
+
+def test_chunked_prefill_is_ignored_on_v1_and_refused_where_it_changes_something(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, *DECODE, "--enable-chunked-prefill")
+    assert code == 0 and out == run_cli(capsys, *DECODE)[1] and "V1 engine chunks" in err
+    assert "V0 engine" in refused(capsys, *SIM, "--enable-chunked-prefill", "--engine-version",
+                                  "0.8.5 V0")
+    assert "sglang has no such flag" in refused(capsys, *SIM, "--enable-chunked-prefill",
+                                                "--engine", "sglang")
+
+
+def test_async_scheduling_is_vllms_default_from_0_14_and_refused_elsewhere(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(capsys, *SIM, "--async-scheduling", "--json")[:2] == \
+        run_cli(capsys, *SIM, "--json")[:2]
+    assert "before vLLM 0.14" in refused(capsys, *SIM, "--async-scheduling",
+                                         "--engine-version", "0.11")
+    assert "vLLM's" in refused(capsys, *SIM, "--async-scheduling", "--engine", "sglang")
+
+
+def _lengths(capsys: pytest.CaptureFixture[str], tmp_path: Path, *argv: str
+             ) -> tuple[list[int], list[int]]:
+    path = tmp_path / "rows.csv"
+    code, _, err = run_cli(capsys, *argv, "--export", str(path))
+    assert code == 0, err
+    with path.open(newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    return [int(r["prompt_tokens"]) for r in rows], [int(r["output_tokens"]) for r in rows]
+
+
+def test_random_range_ratio_draws_vllm_bench_serves_range(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """vllm bench serve --random-input-len 1000 --random-output-len 100 --random-range-ratio
+    0.5 draws inputs in [500, 1500] and outputs in [50, 150] (RandomDataset)."""
+    load = (*SIM[:-1], "400", "--random-input-len", "1000", "--random-output-len", "100")
+    prompts, outputs = _lengths(capsys, tmp_path, *load, "--random-range-ratio", "0.5")
+    assert 500 <= min(prompts) < 550 and 1450 < max(prompts) <= 1500
+    assert 50 <= min(outputs) < 55 and 145 < max(outputs) <= 150
+    assert (prompts, outputs) == _lengths(capsys, tmp_path, *SIM[:-1], "400", "--input-len",
+                                          "uniform:500,1500", "--output-len", "uniform:50,150")
+    assert ranged("7", 0.5, "--output-len") == "uniform:3,11"  # floor below, ceil above
+    assert ranged("1", 0.9, "--output-len") == "uniform:1,2"  # an output of at least 1
+    same = run_cli(capsys, *load, "--random-range-ratio", "0", "--json")
+    assert same[:2] == run_cli(capsys, *load, "--json")[:2]  # its default: the lengths given
+    refused(capsys, *SIM, "--random-range-ratio", "1")
+    refused(capsys, *SIM, "--random-range-ratio", "0.5", "--input-len", "uniform:1,9")
+
+
+def test_dataset_name_random_is_the_synthetic_load_at_vllm_bench_serves_lengths(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, *SIM, "--dataset-name", "random", "--json")
+    assert code == 0 and out == run_cli(capsys, *SIM, "--input-len", "1024", "--json")[1]
+    assert "--trace" in refused(capsys, *SIM, "--dataset-name", "sharegpt")
+
+
+def test_ignore_eos_is_taken_under_every_engine(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every request already runs to its output length; only SGLang's admission reads it."""
+    for engine in ("vllm", "trtllm"):
+        code, out, err = run_cli(capsys, *SIM, "--engine", engine, "--ignore-eos", "--json")
+        assert code == 0, err
+        assert out == run_cli(capsys, *SIM, "--engine", engine, "--json")[1]
+
+
+def test_mtp_is_priced_as_eagle_where_the_checkpoint_has_mtp_layers(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    sim = ("simulate", "deepseek-v3", "--gpu", "h200", "--num-gpus", "8", "--rate", "2",
+           "--num-requests", "20", "--spec-tokens", "2", "--json")
+    eagle = run_cli(capsys, *sim, "--spec-method", "eagle")
+    assert eagle[0] == 0 and json.loads(eagle[1])
+    for method in ("mtp", "deepseek_mtp"):
+        assert run_cli(capsys, *sim, "--spec-method", method) == eagle
+    for argv in (SIM, DECODE):
+        err = refused(capsys, *argv, "--spec-tokens", "2", "--spec-method", "mtp")
+        assert "llama-3.1-8b has none" in err
