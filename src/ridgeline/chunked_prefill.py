@@ -115,7 +115,8 @@ def step_budget(dep: Deployment, settings: EngineSettings) -> tuple[int, str]:
     """The serving engine's token budget a step under ``settings``, as its pool is profiled
     at it (``KVPool.profile_tokens``), and where it comes from: the flag given, or the
     engine's default on this card (vLLM on an H100: 16,384 for the offline LLM class, 8,192
-    for vllm serve)."""
+    for vllm serve; its V0 engine the same for both, ``v0_budget_source``: 512 a step for a
+    40,000-token max_model_len on 0.6.4)."""
     from ridgeline.memory import kv_pool
 
     tokens = kv_pool(dep, settings).profile_tokens
@@ -124,14 +125,16 @@ def step_budget(dep: Deployment, settings: EngineSettings) -> tuple[int, str]:
         return tokens, f"--{name.replace('_', '-')}"
     if dep.engine == "vllm":
         from ridgeline.vllm_memory import vllm_accounting
-        from ridgeline.vllm_pool import vllm_batch_defaults
+        from ridgeline.vllm_pool import v0_budget_source, vllm_batch_defaults
 
+        if vllm_accounting(settings.engine_version).engine == "V0":
+            return tokens, v0_budget_source(dep, settings, tokens)
         usage = settings.usage
         other = "serve" if usage == "offline" else "offline"
         theirs = vllm_batch_defaults(dep, other)["max_num_batched_tokens"]
         ours = vllm_batch_defaults(dep, usage)["max_num_batched_tokens"]
         lowered = f" ({ours:,}), lowered to max_num_seqs × max_model_len" if tokens < ours \
-            and vllm_accounting(settings.engine_version).engine == "V1" else ""
+            else ""
         return tokens, (f"vLLM's default {name} on {dep.accelerator.id} for "
                         + ("the offline LLM class" if usage == "offline" else "vllm serve")
                         + f"{lowered}; --usage {other}: {theirs:,}")

@@ -260,11 +260,13 @@ def _engine_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
     from ridgeline.memory import EngineSettings
 
     version = _engine_version(args, dep)
+    spec = _drafts(args)
     given = [f"--{name.replace('_', '-')}" for name in (
         "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens", "block_size",
         "usage", "kv_cache_memory_bytes", "max_total_tokens") if getattr(args, name) is not None]
     if not given:
-        return None if version is None else EngineSettings(engine_version=version)
+        return None if version is None else EngineSettings(engine_version=version,
+                                                           speculative_decoding=spec)
     if dep.engine.startswith("llama.cpp"):
         owner = ("vLLM's pool" if given == ["--kv-cache-memory-bytes"] else
                  "SGLang's and TensorRT-LLM's pools" if given == ["--max-total-tokens"] else
@@ -279,7 +281,15 @@ def _engine_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
                           max_num_batched_tokens=args.max_num_batched_tokens,
                           block_size=args.block_size, usage=args.usage or "serve",
                           kv_cache_memory_bytes=args.kv_cache_memory_bytes,
-                          max_total_tokens=args.max_total_tokens, engine_version=version)
+                          max_total_tokens=args.max_total_tokens, engine_version=version,
+                          speculative_decoding=spec)
+
+
+def _drafts(args: argparse.Namespace) -> bool:
+    """Whether a drafter is configured (decode's --spec-tokens; prefill has none), as
+    simulate's settings say it: vLLM's V0 engine then leaves chunked prefill off past 32K
+    tokens of context, so its pool is profiled at a whole max_model_len (vllm_v0_chunking)."""
+    return bool(getattr(args, "spec_tokens", 0))
 
 
 def _engine_version(args: argparse.Namespace, dep: Any) -> str | None:
@@ -319,7 +329,8 @@ def _decode_deployment(args: argparse.Namespace) -> Any:
     dep = replace(load_deployment(args), engine=engine_id(args.engine))
     no_fit_ctx(args)
     settings = EngineSettings(flash_attn=dep.flash_attention,
-                              engine_version=_engine_version(args, dep))
+                              engine_version=_engine_version(args, dep),
+                              speculative_decoding=_drafts(args))
     return fitted(args, dep, settings, max(args.context), max(args.batch))
 
 def cmd_prefill(args: argparse.Namespace) -> Any:
@@ -334,10 +345,13 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
     )
 
     def one(a: argparse.Namespace) -> list[PrefillReport]:
+        from dataclasses import replace
+
         from ridgeline.capacity import start_trim_caution
         from ridgeline.chunked_prefill import step_budget
         from ridgeline.memory import EngineSettings
         from ridgeline.predict import shared_profile_caution
+        from ridgeline.reports.decode import describe_settings
         from ridgeline.track_record import track_record_caution
 
         dep = load_deployment(a)
@@ -362,9 +376,13 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
             f"({max(a.prompt_len):,} tokens); a shorter one alone would keep more of them on "
             "the GPU") if once else "")))
         # a serving engine's prompt runs in steps of its token budget (vLLM V1 chunks by
-        # default), the budget its pool is sized with: the flag, else the engine's default
+        # default), the budget its pool is sized with (at the --max-model-len it is started
+        # with, as engine_seats sizes it): the flag, else the engine's default
         budget = None if placed.engine.startswith("llama.cpp") else step_budget(
-            placed, pool_settings or EngineSettings())
+            placed, replace(pool_settings or EngineSettings(), max_model_len=length))
+        # the pool's settings in decode's words (its JSON's engine_max_batch[].settings)
+        described = describe_settings(pool_settings or EngineSettings(), placed.engine,
+                                      length) if pool_settings or length else ""
 
         def report(n: int) -> PrefillReport:
             floor = prefill_floor(placed, n, a.batch, a.ubatch_size)
@@ -375,7 +393,7 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
                                               budget if engine_runs(floor, seat) else None)
             return PrefillReport(placed, floor, expected, a.ubatch_size, seat, notes, budget,
                                  pool_settings.usage if pool_settings else "serve",
-                                 a.engine_version)
+                                 a.engine_version, described)
 
         return [report(n) for n in a.prompt_len]
 

@@ -41,7 +41,7 @@ from ridgeline.vllm_memory import (
 )
 from ridgeline.vllm_mla_block import mla_block_size
 from ridgeline.vllm_mxfp4 import mxfp4_padding_bytes
-from ridgeline.vllm_v0_chunking import v0_runs_whole, v0_whole_reason
+from ridgeline.vllm_v0_chunking import V0_CHUNKED_ABOVE, v0_runs_whole, v0_whole_reason
 
 if TYPE_CHECKING:
     from ridgeline.memory import EngineSettings
@@ -102,6 +102,40 @@ def v0_chunk_tokens(version: str) -> int:
         else V0_EARLY_CHUNK_TOKENS
 
 
+def v0_default_tokens(dep: Deployment, s: EngineSettings, acc: VLLMAccounting,
+                      max_model_len: int) -> int:
+    """V0's default token budget before any cap (``budget_cap``): max(max_model_len, 2,048)
+    where it runs a prompt whole (``v0_runs_whole``), else its chunk budget
+    (``v0_chunk_tokens``): Llama-3.1-8B at max_model_len 40,000 on 0.6.4, 512."""
+    if v0_runs_whole(dep, s, acc, max_model_len):
+        return max(max_model_len, V0_CHUNK_TOKENS)
+    return v0_chunk_tokens(acc.version)
+
+
+def v0_budget_source(dep: Deployment, s: EngineSettings, tokens: int) -> str:
+    """Where vLLM's V0 engine takes its default token budget of ``tokens`` from, under
+    ``s`` (as chunked_prefill.step_budget names it): its chunk budget, 512 before v0.6.5
+    and 2,048 from it, past 32K tokens of context; else max_model_len, a prompt run whole
+    (``v0_whole_reason``); one default for vllm serve and the offline LLM class alike."""
+    acc = vllm_accounting(s.engine_version)
+    length = s.max_model_len or served_positions(dep.model, "vllm") or 0
+    default = v0_default_tokens(dep, s, acc, length)
+    lowered = f" ({default:,}), lowered to max_num_seqs × max_model_len" if tokens < default \
+        else ""
+    if v0_runs_whole(dep, s, acc, length):
+        held = "max_model_len" if length >= V0_CHUNK_TOKENS else \
+            f"max(max_model_len, {V0_CHUNK_TOKENS:,})"
+        why = f": {held}, as it runs a prompt whole on its V0 engine " + \
+            v0_whole_reason(dep, s, acc, length)
+    else:
+        since = "v" + ".".join(map(str, V0_CHUNK_TOKENS_FROM))
+        why = (f" with its V0 engine's chunked prefill, on past {V0_CHUNKED_ABOVE // 1024}K "
+               f"tokens of context: {V0_EARLY_CHUNK_TOKENS:,} before {since}, "
+               f"{V0_CHUNK_TOKENS:,} from it")
+    return (f"vLLM {acc.version}'s default max_num_batched_tokens{lowered}{why}; the same for "
+            "vllm serve and --usage offline")
+
+
 def vllm_scheduler_budget(dep: Deployment, s: EngineSettings, acc: VLLMAccounting
                           ) -> tuple[int, int]:
     """max_num_seqs and max_num_batched_tokens as vLLM ``acc.version`` sets them: the flags,
@@ -116,8 +150,8 @@ def vllm_scheduler_budget(dep: Deployment, s: EngineSettings, acc: VLLMAccountin
         seqs = s.max_num_seqs or 256
         whole = v0_runs_whole(dep, s, acc, length)
         tokens = s.max_num_batched_tokens or budget_cap(
-            max(length, V0_CHUNK_TOKENS) if whole else v0_chunk_tokens(acc.version),
-            seqs, length, parse_version(acc.version) >= V0_BUDGET_CAPPED_FROM)
+            v0_default_tokens(dep, s, acc, length), seqs, length,
+            parse_version(acc.version) >= V0_BUDGET_CAPPED_FROM)
         if whole and tokens < length:
             raise InputError(f"--max-num-batched-tokens ({tokens:,}) is below max_model_len "
                              f"({length:,}): vLLM {acc.version} runs a prompt whole on its "

@@ -187,7 +187,7 @@ class DecodeReport:
                 "engine_max_batch": [{"context": s.context, "batch": s.held,
                                       "max_model_len": s.max_model_len,
                                       "settings": self.pool_settings
-                                      or _pool_settings(self.expected[0].engine),
+                                      or default_pool_settings(self.expected[0].engine),
                                       **({"reason": self._none_clause(s)} if s.held == 0
                                          else {})}
                                      for s in self.seats if s.held is not None],
@@ -520,7 +520,7 @@ def split_caution(dep: Deployment) -> str:
             "layer over the cards' link); no measurement here checks it")
 
 
-def _pool_settings(engine: str) -> str:
+def default_pool_settings(engine: str) -> str:
     """The settings decode and prefill size an engine's pool under."""
     if engine == "vllm":
         return "serve defaults"

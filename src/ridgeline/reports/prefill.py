@@ -17,6 +17,7 @@ from ridgeline.gguf_blocks import gguf_block_count
 from ridgeline.llamacpp_batching import llamacpp_n_ubatch, pipelined_stages
 from ridgeline.parallel import cross_node_caution
 from ridgeline.render import table
+from ridgeline.reports.decode import default_pool_settings
 from ridgeline.reports.expectation import (
     ByCard,
     Expectation,
@@ -49,6 +50,8 @@ class PrefillReport:
     step_budget: tuple[int, str] | None = None
     usage: str = "serve"  # vLLM's usage context the pool is sized for (--usage)
     engine_version: str | None = None  # whose rules sized the pool (--engine-version)
+    # the settings the pool is sized under, as decode describes them ("": the defaults)
+    pool_settings: str = ""
 
     @property
     def pool_batch(self) -> int | None:
@@ -196,6 +199,10 @@ class PrefillReport:
                 "prompt_steps": self.expected.prompt_steps,
                 "engine_max_batch": self.pool_batch,
                 "max_model_len": None if self.seat is None else self.seat.max_model_len,
+                # as decode's engine_max_batch[].settings: the version's rules named there too
+                "settings": None if self.seat is None else self.pool_settings
+                or default_pool_settings(self.expected.engine),
+                "engine_version": self.engine_version,
                 "cautions": self.cautions, **fit_dict(f)}
 
     def text_lines(self) -> list[str]:
