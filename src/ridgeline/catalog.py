@@ -87,6 +87,31 @@ class ModelEntry:
         return (self.hf_id, *(v.hf_id for v in self.variants))
 
 
+@dataclass(frozen=True)
+class UnbundledRepo:
+    """A Hugging Face repo with no config here, the bundled entry ``closest`` to it, and what
+    is known of how their configs differ (``note``, read where ``source`` says)."""
+    hf_id: str
+    closest: str
+    note: str
+    source: str
+
+
+@lru_cache(maxsize=1)
+def unbundled_repos() -> tuple[UnbundledRepo, ...]:
+    return tuple(UnbundledRepo(**row) for row in load_data("models/index.json")["not_bundled"])
+
+
+def unbundled_repo(name: str) -> UnbundledRepo | None:
+    """The record of a repo the catalog knows of but does not bundle, by its id or its name
+    without the owner ('Kimi-K2-Instruct-0905'); None for any other name."""
+    key = normalise(name)
+    for repo in unbundled_repos():
+        if key in (normalise(repo.hf_id), normalise(repo.hf_id.split("/")[1])):
+            return repo
+    return None
+
+
 @lru_cache(maxsize=1)
 def model_entries() -> tuple[ModelEntry, ...]:
     return tuple(ModelEntry(**{**row, "variants": tuple(ModelVariant(**v) for v in
@@ -147,11 +172,17 @@ def resolve_model(name: str, fetchable: bool = True) -> ModelSpec:
     try:
         return catalog_model(resolve_name(name, _model_names(), "model", "ridgeline model"))
     except InputError as exc:
+        known = unbundled_repo(name)
+        # a repo known but not bundled: the closest entry, and how its config is known to differ
+        message = str(exc) if known is None else (
+            f"unknown model {shorten(name)!r}; closest: {known.closest} ({known.note})")
         if "/" in name.strip("/") and not name.startswith((".", "/", "~")):
             fetch = "--fetch reads its config.json from the Hugging Face Hub" if fetchable \
                 else (f"give the path to its config.json (`ridgeline model {shorten(name)} "
                       "--fetch` reads it from the Hugging Face Hub)")
-            raise InputError(f"{exc}; {shorten(name)!r} is not bundled: {fetch}") from None
+            raise InputError(f"{message}; {shorten(name)!r} is not bundled: {fetch}") from None
+        if known is not None:
+            raise InputError(message) from None
         raise
 
 

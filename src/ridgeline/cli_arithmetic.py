@@ -21,6 +21,7 @@ from ridgeline.cli_engine import (
     ENGINE_DEFAULT,
     ENGINE_NAMES,
     MEMORY_RULES,
+    decode_context_flag,
     engine_flag,
     engine_version_flag,
 )
@@ -449,6 +450,7 @@ def _pool_flags(p: Any) -> None:
                    help="vLLM usage context whose defaults size the pool: vllm serve "
                    "(default), or the offline LLM class (a batch run)")
     engine_version_flag(g, MEMORY_RULES, v0=True)
+    decode_context_flag(g)
 
 
 def register(sub: Any) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ridgeline.cli_types import _engine_name, _typed
+from ridgeline.cli_types import _engine_name, _how_many, _typed
 from ridgeline.errors import InputError
 
 # what --engine lists, after its default (the engines' names engine_id reads)
@@ -91,10 +91,21 @@ MEMORY_RULES = "memory rules to follow, any release within an era"
 
 
 def _usage_and_version(g: Any, rules: str, v0: bool = False) -> None:
-    """--usage (vLLM's usage context) and --engine-version (``engine_version_flag``)."""
+    """--usage (vLLM's usage context), --engine-version (``engine_version_flag``) and -dcp."""
     g.add_argument("--usage", choices=["serve", "offline"],
                    help="vLLM usage context: vllm serve (default) or the offline LLM class")
     engine_version_flag(g, rules, v0)
+    decode_context_flag(g)
+
+
+def decode_context_flag(g: Any) -> None:
+    """vLLM's --decode-context-parallel-size (-dcp), which fit, decode, prefill and simulate
+    take (decode_context.py)."""
+    g.add_argument("--decode-context-parallel-size", "-dcp", metavar="N",
+                   dest="decode_context_parallel_size", type=_how_many("DCP size"),
+                   help="vLLM v0.10.2+ (-dcp): deal each sequence's KV cache over N of the "
+                   "--tensor-parallel-size ranks, token by token, so the copies TP keeps "
+                   "(MLA's latent on every rank) hold N times the tokens; N divides TP")
 
 
 def engine_version_flag(g: Any, rules: str, v0: bool = False) -> None:

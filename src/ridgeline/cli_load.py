@@ -147,7 +147,9 @@ def build_deployment(args: argparse.Namespace, model: Any, acc: Any, engine: str
                            flash_attention=flash_attention(args, engine or "vllm"),
                            offload=host_offload(args, model, engine),
                            split_mode=getattr(args, "split_mode", None),
-                           data_parallel_size=ranks)
+                           data_parallel_size=ranks,
+                           decode_context_parallel_size=getattr(
+                               args, "decode_context_parallel_size", None) or 1)
     from ridgeline.engine_quantization import bnb_problem
 
     problem = bnb_problem(dep)

@@ -240,6 +240,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         except OSError as exc:
             raise InputError(f"cannot write {args.export}: {exc}") from None
     from ridgeline.data_parallel import data_parallel_cautions
+    from ridgeline.decode_context import dcp_caution
     from ridgeline.engine_scheduling import v0_scheduling_caution
     from ridgeline.offload import offload_caution
     from ridgeline.parallel import cross_node_caution
@@ -299,7 +300,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                                  offload_caution(dep), cdna3_moe_caution(dep), gguf_caution(dep),
                                  bnb_caution(dep),
                                  cross_node_caution(dep.tensor_parallel_size, dep.accelerator,
-                                                    dep.engine),
+                                                    dep.engine), dcp_caution(dep),
                                  *data_parallel_cautions(dep, True, dispatched),
                                  "" if overload_rates(result, count, saturated) else warmup_caution(
                                      span, result.percentiles("e2e")["mean"], args.rate),

@@ -18,6 +18,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from ridgeline.cpu_offload import READ_OP, offload_read_bytes, offload_read_time_s
+from ridgeline.decode_context import dcp_exchange_bytes
 from ridgeline.deployment import Deployment
 from ridgeline.engines import MATVEC_TOKENS, EngineProfile
 from ridgeline.errors import InputError
@@ -269,6 +270,13 @@ def step_terms(dep: Deployment, shape: BatchShape) -> StepTerms:
             reductions = (layer.mixer != NONE) + (layer.ffn != NONE)
             t = count * reductions * all_reduce_time_s(act, tp, dep.accelerator)
             link["tp all-reduce"] = link.get("tp all-reduce", 0.0) + t
+        dcp = dep.decode_context_parallel_size
+        if dcp > 1 and layer.mixer in ATTENTION_MIXERS:  # queries gathered, outputs scattered:
+            # a decode's one query a row (a prefill chunk gathers its cached context instead,
+            # unpriced: decode_context.dcp_caution), so the rows, not the tokens
+            message = dcp_exchange_bytes(dep, shape.sequences)
+            t = count * exchange_time_s(message, dcp, dep.accelerator)
+            link[DCP_EXCHANGE] = link.get(DCP_EXCHANGE, 0.0) + t
     rows = shape.sequences  # one logits row per sequence
     head_category = LM_HEAD if not model.tie_word_embeddings else EMBEDDING
     head_bytes = _category_bytes(dep, head_category)
@@ -292,6 +300,7 @@ def step_terms(dep: Deployment, shape: BatchShape) -> StepTerms:
 
 
 DP_EXCHANGE = "data-parallel exchange"  # the link operator of the ranks' gather and scatter
+DCP_EXCHANGE = "dcp exchange"  # -dcp: each attention layer's query gather and output scatter
 
 
 def _add_exchanges(dep: Deployment, layer: Layer, count: int, act: float, all_act: float,

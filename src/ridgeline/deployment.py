@@ -54,9 +54,13 @@ class Deployment:
     # MoE's routed experts spread over every rank's GPUs
     data_parallel_size: int = 1
     cpu_offload: CpuOffload | None = None  # vLLM's --cpu-offload-gb (cpu_offload.py)
+    # vLLM's -dcp (decode_context.py): each sequence's cache dealt over this many of the
+    # tensor-parallel ranks, token by token, so TP's copies of it shrink by as much
+    decode_context_parallel_size: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
+        for name in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
+                     "decode_context_parallel_size"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InputError(f"{name} must be a whole number ≥ 1, got {value!r}")
@@ -67,7 +71,7 @@ class Deployment:
         kv: str | None = None, num_gpus: int = 1, pipeline_parallel_size: int = 1,
         engine: str | None = None, expert_parallel: bool = False, flash_attention: bool = True,
         offload: HostOffload | None = None, split_mode: str | None = None,
-        data_parallel_size: int = 1,
+        data_parallel_size: int = 1, decode_context_parallel_size: int = 1,
     ) -> Deployment:
         """Weights default to the checkpoint's stored formats; KV to the model's dtype.
 
@@ -80,6 +84,8 @@ class Deployment:
         ``row`` (deprecated in llama.cpp, its KV cache on the main GPU) is refused.
         ``data_parallel_size``: ranks of ``num_gpus`` GPUs each, attention data-parallel
         (vLLM's --data-parallel-size; data_parallel.py checks what each engine accepts).
+        ``decode_context_parallel_size``: vLLM's -dcp, refused where no release runs it
+        (decode_context.py; the release's own limits are checked with its version).
         """
         named = engine is not None
         engine = engine or "vllm"
@@ -173,6 +179,14 @@ class Deployment:
             if problem:
                 raise InputError(problem)
             dep = replace(dep, data_parallel_size=data_parallel_size)
+        if decode_context_parallel_size != 1:
+            from ridgeline.decode_context import dcp_layout_problem
+
+            problem = dcp_layout_problem(model, engine if named else None,
+                                         dep.tensor_parallel_size, decode_context_parallel_size)
+            if problem:
+                raise InputError(problem)
+            dep = replace(dep, decode_context_parallel_size=decode_context_parallel_size)
         return dep if offload is None else dep.offloaded(offload)
 
     def offloaded(self, offload: HostOffload, check_host: bool = True) -> Deployment:
@@ -201,7 +215,8 @@ class Deployment:
         return hash((self.model, self.accelerator.id, self.weights.label, self.kv.id,
                      self.tensor_parallel_size, self.pipeline_parallel_size,
                      self.expert_parallel, self.engine, self.flash_attention, self.offload,
-                     self.data_parallel_size, self.cpu_offload))
+                     self.data_parallel_size, self.cpu_offload,
+                     self.decode_context_parallel_size))
 
     @property
     def num_gpus(self) -> int:
@@ -251,6 +266,8 @@ class Deployment:
             return f"{label} ({layout_label(self)})"
         if self.pipeline_parallel_size > 1 and not self.engine.startswith("llama.cpp"):
             label += f" (TP{self.tensor_parallel_size} × PP{self.pipeline_parallel_size})"
+        if self.decode_context_parallel_size > 1:
+            label += f" (KV dealt over DCP{self.decode_context_parallel_size})"
         return label
 
     @cached_property
@@ -475,7 +492,11 @@ class Deployment:
 
     @property
     def kv_replication(self) -> float:
-        return kv_replication(self.model, self.tensor_parallel_size)
+        """The cache's copies over the TP ranks (kvcache.kv_replication), ÷ vLLM's -dcp,
+        which deals each sequence's tokens over that many of the copies: DeepSeek-V3 at TP8,
+        8 copies of its latent; with -dcp 8, one."""
+        return kv_replication(self.model, self.tensor_parallel_size) \
+            / self.decode_context_parallel_size
 
     @cached_property
     def bytes_per_weight_split(self) -> tuple[float, float]:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from ridgeline.context_length import served_positions
 from ridgeline.datafiles import engine_defaults
+from ridgeline.decode_context import dcp_release_problem
 from ridgeline.deployment import Deployment
 from ridgeline.errors import InputError
 from ridgeline.hardware import device_memory_bytes, engine_devices, runtime_device
@@ -215,6 +216,9 @@ def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_byt
     pipeline ``stage``, its own layers (the sampler on the last, the tower on the first)."""
     d = engine_defaults("vllm")
     acc = vllm_accounting(s.engine_version)
+    problem = dcp_release_problem(dep, acc.version, acc.engine)
+    if problem:
+        raise InputError(problem)
     seqs, tokens = vllm_scheduler_budget(dep, s, acc)
     block = s.block_size
     if block is not None and block not in VLLM_BLOCK_SIZES:
@@ -274,6 +278,10 @@ def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_byt
     block = s.block_size or int(d["block_size"])
     if dep.model.attention is not None and dep.model.attention.mla is not None:
         block = mla_block_size(dep, acc.version, s.block_size)[0]  # the MLA kernel's block
+    # -dcp N: each rank's block holds every Nth token of N × block_size, so the scheduler
+    # counts blocks of N × block_size tokens at the page a rank's block_size costs it
+    # (dep.kv_replication already ÷ N; decode_context.py)
+    block *= dep.decode_context_parallel_size
     groups = vllm_kv_groups(paged, block, align_state_blocks(dep, acc, s.prefix_caching), steps)
     block = groups.block_size if groups else block
     weight_bytes += mxfp4_padding_bytes(dep, stage, acc.version)

@@ -12,6 +12,7 @@ from ridgeline.cost import (
 )
 from ridgeline.cpu_offload import cpu_offload_json
 from ridgeline.data_parallel import data_parallel_cautions
+from ridgeline.decode_context import dcp_caution
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.explain import Step, q, step
@@ -507,9 +508,11 @@ def micro_batch_caution(dep: Deployment, batches: list[int] | None = None) -> st
 
 
 def deployment_caution(dep: Deployment) -> str:
-    """What to say of the deployment's layout itself, or "": tensor parallelism past a node."""
-    return cross_node_caution(dep.tensor_parallel_size, dep.accelerator, dep.engine,
-                              dep.data_parallel_size)
+    """What to say of the deployment's layout itself, or "": tensor parallelism past a node;
+    what -dcp leaves unpriced (decode_context.dcp_caution)."""
+    return "; ".join(c for c in (cross_node_caution(dep.tensor_parallel_size, dep.accelerator,
+                                                    dep.engine, dep.data_parallel_size),
+                                 dcp_caution(dep)) if c)
 
 
 def split_caution(dep: Deployment) -> str:

@@ -15,6 +15,7 @@ from ridgeline.capacity import (
     longest_holding,
 )
 from ridgeline.data_parallel import layout_label
+from ridgeline.decode_context import dcp_layout_problem, dcp_release_problem
 from ridgeline.deployment import Deployment
 from ridgeline.engine_platforms import weights_platform_problem
 from ridgeline.engine_versions import llamacpp_build
@@ -159,6 +160,7 @@ def levers(r: FitReport) -> list[Lever]:
         options += _seats_lever(r)
     if d.engine == "vllm" and not r.pool.set_pool_bytes:
         options += _budget_levers(r)
+    options += _dcp_lever(r)
     options += _state_slots_lever(r)
     options += _pool_flag_levers(r)
     options += _longest_context_lever(r)
@@ -167,12 +169,38 @@ def levers(r: FitReport) -> list[Lever]:
         options += _offload_lever(r)
     levers = []
     for name, dep, context, settings in options:
-        pool = kv_pool(dep, replace(settings, max_model_len=context))
+        if dcp_layout_problem(dep.model, dep.engine, dep.tensor_parallel_size,
+                              dep.decode_context_parallel_size):
+            continue  # a lever's new TP that -dcp no longer divides
+        try:
+            pool = kv_pool(dep, replace(settings, max_model_len=context))
+        except InputError:  # -dcp the release refuses (with an fp8 MLA cache before 0.25)
+            if dep.decode_context_parallel_size == 1:
+                raise
+            continue
         n = held_conversations(pool, dep, context)
         lever = Lever(name, n, min(n, engine_seat_limit(pool, dep)))
         if lever.batch and (lever.conversations > r.conversations or lever.batch > r.batch):
             levers.append(lever)  # one that gains nothing, or runs nothing, is no way out
     return levers
+
+
+def _dcp_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSettings]]:
+    """vLLM's -dcp N for an MLA model that TP copies onto every rank: N = TP, each sequence's
+    latent dealt over all of them, N times the tokens (DeepSeek-V3, Kimi-K2 at TP8: 8×),
+    where the release runs it (decode_context.py)."""
+    d, s = r.deployment, r.settings
+    att = d.model.attention
+    n = d.tensor_parallel_size
+    if d.engine != "vllm" or n == 1 or d.decode_context_parallel_size > 1 or att is None \
+            or att.mla is None or dcp_layout_problem(d.model, d.engine, n, n):
+        return []
+    dealt = replace(d, decode_context_parallel_size=n)
+    acc = vllm_accounting(s.engine_version)
+    if dcp_release_problem(dealt, acc.version, acc.engine):
+        return []
+    return [(f"-dcp {n} (each sequence's KV dealt over the {n} TP ranks)", dealt, r.context,
+             s)]
 
 
 def _rank_levers(d: Deployment, context: int, s: EngineSettings

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ridgeline.capacity import context_refusal, past_trained_context, refuses_to_start
+from ridgeline.decode_context import dcp_log_line
 from ridgeline.deployment import Deployment
 from ridgeline.engine_windows import has_windows
 from ridgeline.explain import Step, q, step
@@ -307,6 +308,17 @@ def held_steps(r: FitReport) -> tuple[Step, ...]:
                                             f"{unit[:-1]})") if slots else
                 f"floor(pool ÷ bytes per {unit[:-1]})", q(unit, p.blocks),
                 q("pool", p.pool_bytes / GIB, "GiB"), *slots, per_block)]
+    dcp = r.deployment.decode_context_parallel_size
+    if dcp > 1:
+        logged = dcp_log_line(p, dcp)
+        out.append(step("tokens the pool holds, dealt over the DCP ranks",
+                        "blocks × tokens per block on one rank × -dcp (each rank holds every "
+                        "Nth token of a block of N × block_size)", q("tokens", p.tokens),
+                        q("blocks", p.blocks), q("tokens per block on one rank",
+                                                 p.block_size // dcp),
+                        q("-dcp", dcp, "", f'vLLM logs "{logged}"' if logged else
+                          "vLLM v0.24+ counts it as concurrency × max_model_len, each "
+                          "request's blocks ÷ N")))
     if p.state_request_bytes:
         out.append(running_step(r))
     if r.verdict == DOES_NOT_FIT and p.state_request_bytes \

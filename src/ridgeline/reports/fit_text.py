@@ -18,7 +18,7 @@ from ridgeline.reports.fit_offload import offload_flags, offload_lines
 from ridgeline.reports.fit_ranks import pool_ranks_note, seats_ranks_note
 from ridgeline.reports.fit_state import state_overrun, state_pool_note
 from ridgeline.reports.fit_terms import is_llamacpp, runner_label, seats_name
-from ridgeline.reports.fit_verdict import DOES_NOT_FIT, verdict_line
+from ridgeline.reports.fit_verdict import DOES_NOT_FIT, logged_concurrency_line, verdict_line
 from ridgeline.stages import pipeline_stages
 from ridgeline.units import GIB, plural
 
@@ -38,7 +38,8 @@ def fit_text_lines(r: FitReport) -> list[str]:
         engine += " (TensorRT engine backend)"
     if is_llamacpp(p) and d.num_gpus > 1:
         engine += " -sm " + ("layer" if d.pipeline_parallel_size > 1 else "tensor")
-    lines = [*([r.searched] if r.searched else []), headline,
+    logged = logged_concurrency_line(r)
+    lines = [*([r.searched] if r.searched else []), headline, *([logged] if logged else []),
              f"{d.model.name} on {d.gpus_label}, {engine}, weights "
              f"{d.weights.label}, KV {d.kv.id}{cpu_offload_note(d)}",
              *offload_lines(d, r.launch_cells), *_stage_lines(p, d), ""]

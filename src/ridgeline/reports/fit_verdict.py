@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ridgeline.capacity import context_refusal
+from ridgeline.capacity import admission_gate, context_refusal
 from ridgeline.memory import KVPool
 from ridgeline.reports.fit_ranks import each_rank_note
 from ridgeline.reports.fit_state import (
@@ -164,6 +164,34 @@ def verdict_line(r: FitReport) -> str:
         headline += (" in the weights every token reads; the routed experts stay "
                      "bandwidth-bound (caution below)")
     return headline
+
+
+def logged_concurrency_line(r: FitReport) -> str | None:
+    """Where vLLM's logged 'Maximum concurrency' is not the headline's count: the log
+    figure, how vLLM counts it and why the headline's count runs. vLLM charges each request
+    the most blocks it ever holds (window groups: the window plus a prefill's room); one
+    decoding holds less, and only the prompt being admitted needs that room.
+    gpt-oss-120b on one H200 at 131,072 tokens: 116,877 ÷ 9,225 = 12.67x logged, 14 run.
+    None where the two agree, nothing fits, or the engine logs no such figure."""
+    d, p = r.deployment, r.pool
+    if p.groups is None or p.accounting is None or p.accounting.engine == "V0" \
+            or r.conversations < 1 or (r.settings.max_model_len or r.context) != r.context:
+        return None
+    held = r.conversations // d.data_parallel_size
+    logged = p.concurrency(r.context)
+    if held == int(logged):
+        return None
+    charged, decoding = p.request_blocks(r.context), p.groups.decode_blocks(r.context)
+    gate = admission_gate(p, r.context)
+    why = f"a decoding request holds {decoding:,}"
+    if gate is not None:
+        free = "them" if gate[0] == charged else f"{gate[0]:,}"
+        only = "only " if held > logged else ""  # v0.19's gate asked more: fewer run
+        why = f"{only}the prompt being admitted needs {free} free and {why}"
+    rank = " on each rank" if d.data_parallel_size > 1 else ""
+    return (f'vLLM will log "Maximum concurrency for {r.context:,} tokens per request: '
+            f'{logged:.2f}x": {p.blocks:,} blocks ÷ {charged:,}, the most one request holds; '
+            f"{held:,} run at once{rank}, as {why}")
 
 
 def memory_bound_floor(r: FitReport) -> DecodeFloor | None:

@@ -10,6 +10,7 @@ from typing import Any
 from ridgeline.capacity import EngineSeats
 from ridgeline.chunked_prefill import chunks_prefill, splits_a_prompt
 from ridgeline.cpu_offload import cpu_offload_json
+from ridgeline.decode_context import dcp_caution
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Step
 from ridgeline.floors import PrefillFloor, bound_label
@@ -82,6 +83,7 @@ class PrefillReport:
                        "2,048-token prompt about a quarter under it (validation/pipeline.csv), so "
                        "read the expectation as optimistic, the more so the more stages")
         out.append(cross_node_caution(dep.tensor_parallel_size, dep.accelerator, dep.engine))
+        out.append(dcp_caution(dep))
         budget = self.step_budget
         if budget is not None and not chunks_prefill(dep.engine) and self.runs \
                 and self.floor.prompt_len > budget[0]:

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from ridgeline.cost import (
+    DCP_EXCHANGE,
     IDEAL,
     AttentionLoad,
     BatchShape,
@@ -78,7 +79,8 @@ class StepTimer:
         rate = self._rate
         total: float = sum(count * rate.op_time_s(name, f, b, rows if per_row else tokens)
                            for name, f, b, count in context_free)
-        return total if per_row else total + sum(t for _, t in terms.link)
+        # the collectives go with the tokens, but -dcp's exchange with the rows (cost.py)
+        return total + sum(t for name, t in terms.link if (name == DCP_EXCHANGE) == per_row)
 
     def _context_free(self, tokens: int, rows: int, graphed: bool | None = None,
                       all_tokens: int = 0) -> float:
