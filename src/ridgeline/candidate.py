@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ridgeline.deployment import Deployment
+from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator, engine_devices, resolve_accelerator
 from ridgeline.model import ModelSpec
 from ridgeline.parallel import node_size
+from ridgeline.quantization_gates import deployment_problem
 from ridgeline.units import usd_per_million_tokens
 
 
@@ -120,7 +122,22 @@ ENGINE_KNOB_NAMES = {"vllm": ("max_num_seqs", "max_num_batched_tokens"),
 
 
 def replica_deployment(model: ModelSpec, acc: Accelerator, c_tp: int, pp: int, weights: str,
-                kv: str, expert_parallel: bool = False, engine: str = "vllm") -> Deployment:
+                kv: str, expert_parallel: bool = False, engine: str = "vllm",
+                version: str | None = None) -> Deployment:
+    """One replica as the planner lays it out, or the engine's one-line refusal (InputError):
+    the build's, and ``deployment_problem``'s at ``version`` (a pre-quantized bitsandbytes
+    checkpoint at TP > 1, which vLLM and SGLang refuse)."""
+    dep = replica_build(model, acc, c_tp, pp, weights, kv, expert_parallel, engine)
+    problem = deployment_problem(dep, version)
+    if problem:
+        raise InputError(problem)
+    return dep
+
+
+def replica_build(model: ModelSpec, acc: Accelerator, c_tp: int, pp: int, weights: str,
+                  kv: str, expert_parallel: bool = False, engine: str = "vllm") -> Deployment:
+    """The replica as ``Deployment.build`` makes it ("as stored": the checkpoint's formats),
+    before ``deployment_problem`` is asked."""
     w = None if weights == "as stored" else weights
     return Deployment.build(model, acc, w, kv, c_tp * pp, pp, engine, expert_parallel)
 

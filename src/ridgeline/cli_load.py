@@ -150,9 +150,9 @@ def build_deployment(args: argparse.Namespace, model: Any, acc: Any, engine: str
                            data_parallel_size=ranks,
                            decode_context_parallel_size=getattr(
                                args, "decode_context_parallel_size", None) or 1)
-    from ridgeline.engine_quantization import bnb_problem
+    from ridgeline.quantization_gates import deployment_problem
 
-    problem = bnb_problem(dep)
+    problem = deployment_problem(dep, getattr(args, "engine_version", None))
     if problem:
         raise InputError(problem)
     from ridgeline.cpu_offload import cpu_offload_from_args, host_memory_problem, runner_problem

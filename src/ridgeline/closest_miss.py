@@ -22,6 +22,7 @@ from ridgeline.hardware import Accelerator, engine_devices, resolve_accelerator
 from ridgeline.memory import EngineSettings
 from ridgeline.model import ModelSpec
 from ridgeline.parallel import node_size
+from ridgeline.quantization_gates import single_rank_checkpoint
 from ridgeline.search_space import ENGINE_KNOBS, layouts
 from ridgeline.serving_load import Load, Slo
 from ridgeline.units import plural
@@ -74,7 +75,7 @@ def closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],
     any_built = False
     for gpu in gpus:
         acc = resolve_accelerator(gpu)
-        for tp, pp in layouts(node_size(acc), max_gpus):
+        for tp, pp in layouts(node_size(acc), max_gpus, not single_rank_checkpoint(model, engine)):
             built, dep = _holding(model, acc, tp, pp, context, engine)
             any_built = any_built or built
             if dep is None:
@@ -100,7 +101,8 @@ def closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],
                 best = (miss, tp * pp, text)
     if best is None:
         widest = max((tp * pp for gpu in gpus for tp, pp in
-                      layouts(node_size(resolve_accelerator(gpu)), max_gpus)), default=1)
+                      layouts(node_size(resolve_accelerator(gpu)), max_gpus,
+                              not single_rank_checkpoint(model, engine))), default=1)
         if not any_built:  # no layout launches at all: a split, not memory, is the miss
             return (f"no group of up to {widest} {plural(widest, 'GPU')} ({', '.join(gpus)}) "
                     f"launches {model.name} under {engine}: {_first_refusal(model, gpus, engine)}")

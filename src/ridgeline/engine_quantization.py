@@ -14,18 +14,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING
 
 from ridgeline.catalog import normalise
 from ridgeline.datafiles import load_data
 from ridgeline.errors import InputError, shorten
 from ridgeline.hardware import Accelerator
 from ridgeline.model import ModelSpec
-from ridgeline.precision import is_stored_format, weight_format, weight_mixes
-from ridgeline.quantization import EXPERTS
-
-if TYPE_CHECKING:
-    from ridgeline.deployment import Deployment
+from ridgeline.precision import (
+    experts_mix_problem,
+    is_stored_format,
+    weight_format,
+    weight_mixes,
+)
 
 # vLLM's and SGLang's --dtype choices -> the weight format an unquantized checkpoint runs in
 DTYPES = {"auto": None, "bfloat16": "bf16", "float16": "fp16", "half": "fp16"}
@@ -100,11 +100,10 @@ def quantized_weights(method: str, spec: ModelSpec, engine: str | None = None) -
     _verify_quantization refuse it (qwen3-235b-a22b-fp8 with awq)."""
     chosen = engine_method(method)
     stored = set(spec.stored_format_map.values())
-    if chosen.method == "experts_int8" and spec.moe is None:
-        raise InputError(f"--quantization experts_int8 quantizes a MoE's routed experts and "
-                         f"{spec.name} is dense: vLLM's ExpertsInt8Config leaves every linear "
-                         "layer unquantized, so it would serve the checkpoint as it is; leave "
-                         "out --quantization, or give -q fp8 or bitsandbytes to quantize it")
+    mix = weight_mixes().get(normalise(chosen.format))
+    problem = experts_mix_problem(spec, mix, "--quantization") if mix else ""
+    if problem:
+        raise InputError(problem)
     if not stored:
         if chosen.online:
             return chosen.format
@@ -153,30 +152,6 @@ def method_on(method: str, acc: Accelerator) -> None:
         raise InputError(f"--quantization {chosen.method} needs compute capability {need} or "
                          f"more, and the {acc.id} ({acc.family}) has less: vLLM refuses it at "
                          "start-up (get_min_capability)")
-
-
-def bnb_problem(dep: Deployment) -> str:
-    """Why vLLM cannot serve a bitsandbytes checkpoint as stored on ``dep``, or "": a
-    pre-quantized one over tensor-parallel ranks ('Prequant BitsAndBytes models with tensor
-    parallelism is not supported. Please try with pipeline parallelism.', its
-    bitsandbytes_loader.py), an 8-bit one's experts (BitsAndBytesMoEMethod's 8-bit
-    create_weights raises NotImplementedError). Quantized on load it runs at any TP."""
-    spec = dep.model
-    if spec.quant_method != "bitsandbytes" or dep.weights.label != "as stored" \
-            or dep.engine != "vllm":
-        return ""
-    if dep.tensor_parallel_size > 1:
-        return (f"{spec.name} is a pre-quantized bitsandbytes checkpoint, and vLLM loads one "
-                f"on a single tensor-parallel rank only ('Prequant BitsAndBytes models with "
-                f"tensor parallelism is not supported'): give --num-gpus 1 with "
-                f"--pipeline-parallel-size {dep.tensor_parallel_size}, or serve the 16-bit "
-                "checkpoint with --quantization bitsandbytes, which quantizes it on each rank")
-    experts = dep.weights.format_of(EXPERTS).id
-    if spec.moe is not None and experts == "bnb-int8":
-        return (f"{spec.name} is an 8-bit bitsandbytes checkpoint of a MoE, and vLLM has no "
-                "8-bit bitsandbytes experts (BitsAndBytesMoEMethod: NotImplementedError): "
-                "serve a 4-bit one, or the 16-bit checkpoint with --quantization bitsandbytes")
-    return ""
 
 
 def checkpoint_engine_method(spec: ModelSpec, engine: str | None = None) -> EngineMethod | None:

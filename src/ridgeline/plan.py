@@ -23,7 +23,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ridgeline.candidate import Candidate, replica_deployment
+from ridgeline.candidate import Candidate, replica_build, replica_deployment, weight_choices
 from ridgeline.closest_miss import closest_miss
 from ridgeline.context_length import served_positions
 from ridgeline.cost import decode_batch, mean_decode_context, step_time_s
@@ -41,6 +41,7 @@ from ridgeline.memory import EngineSettings
 from ridgeline.model import ModelSpec
 from ridgeline.plan_cautions import candidate_cautions
 from ridgeline.plan_checks import CheckRuns, cheapest, verify_cheapest
+from ridgeline.quantization_gates import deployment_problem
 from ridgeline.replica_sizing import covers, launch_length, size_replica
 from ridgeline.search_space import search_space
 from ridgeline.serving_load import Load, Slo
@@ -57,7 +58,8 @@ def _evaluate(args: tuple[ModelSpec, str, int, int, str, str, tuple[int | None, 
      engine, profile) = args
     acc = resolve_accelerator(gpu)
     try:
-        dep = replica_deployment(model, acc, tp, pp, weights, kv, ep, engine=engine)
+        dep = replica_deployment(model, acc, tp, pp, weights, kv, ep, engine=engine,
+                                 version=version)
     except InputError:
         return None
     settings = EngineSettings(max_num_seqs=seqs, max_num_batched_tokens=budget,
@@ -169,6 +171,9 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
         raise InputError(f"{refused:.1%} of the requests are longer than {model.name}'s "
                          f"{limit:,}-token context: an engine refuses them, more than a "
                          f"p{slo.percentile:.10g} SLO lets miss ({100 - slo.percentile:.10g} %)")
+    release = _release_refusal(model, gpus, engine, engine_version)
+    if release:
+        raise InputError(release)
     prices = dict(prices or {})
     table = {}
     for gpu in gpus:
@@ -227,6 +232,21 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
                       tuple(_pareto(model, feasible, load, engine, profile)), len(jobs), mean_out,
                       miss,
                       engine, cautions, engine_version, measured, own)
+
+
+def _release_refusal(model: ModelSpec, gpus: Sequence[str], engine: str,
+                     version: str | None) -> str:
+    """Why ``engine`` at ``version`` serves the plan's weights on no layout at all, or "":
+    one GPU of the first card that builds them, asked ``deployment_problem`` (a bitsandbytes
+    checkpoint before vLLM 0.5, its MoE experts before 0.10)."""
+    for gpu in gpus:
+        try:
+            dep = replica_build(model, resolve_accelerator(gpu), 1, 1, weight_choices(model)[0],
+                                "bf16", engine=engine)
+        except InputError:
+            continue
+        return deployment_problem(dep, version)
+    return ""
 
 
 def _covering(cands: list[Candidate], load: Load, slo: Slo) -> list[Candidate]:

@@ -20,6 +20,7 @@ from ridgeline.quantization import (
     CATEGORIES,
     EMBEDDING,
     EXPERT_BIAS,
+    EXPERTS,
     LINEAR_CATEGORIES,
     LM_HEAD,
     OTHER,
@@ -196,6 +197,9 @@ def weight_plan(spec: ModelSpec, weights: str | None = None) -> WeightPlan:
         label = "as stored" if chosen else base
     elif normalise(weights) in weight_mixes():
         mix = weight_mixes()[normalise(weights)]
+        problem = experts_mix_problem(spec, mix)
+        if problem:
+            raise InputError(problem)
         chosen = mix.formats_for(spec, base)
         label = mix.id
     else:
@@ -204,6 +208,19 @@ def weight_plan(spec: ModelSpec, weights: str | None = None) -> WeightPlan:
         chosen = dict.fromkeys(covered, fmt.id)
         label = fmt.id
     return WeightPlan(tuple((c, chosen.get(c, base)) for c in CATEGORIES), label)
+
+
+def experts_mix_problem(spec: ModelSpec, mix: WeightMix, flag: str = "--weights") -> str:
+    """Why ``mix`` means nothing on ``spec``, or "": a mix that quantizes a MoE's routed
+    experts alone (experts_int8) on a dense model, where vLLM's ExpertsInt8Config leaves every
+    linear layer at 16 bits and so serves the checkpoint as it is."""
+    if spec.moe is not None or mix.default is not None \
+            or {c for c, _ in mix.by_category} != {EXPERTS}:
+        return ""
+    others = "-q fp8 or bitsandbytes" if flag == "--quantization" else f"{flag} fp8 or bnb-nf4"
+    return (f"{flag} {mix.id} quantizes a MoE's routed experts and {spec.name} is dense: "
+            "vLLM's ExpertsInt8Config leaves every linear layer unquantized, so it would serve "
+            f"the checkpoint as it is; leave out {flag}, or give {others} to quantize it")
 
 
 def weight_bytes_by_category(spec: ModelSpec, plan: WeightPlan) -> dict[str, float]:

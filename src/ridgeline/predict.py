@@ -266,13 +266,14 @@ def gguf_caution(dep: Deployment) -> str:
 
 # No row in validation/ measures bitsandbytes weights, and the step-cost model prices a step
 # by the bytes it reads: bitsandbytes' kernels dequantize as they go (matmul_4bit; LLM.int8's
-# int8 product plus an fp16 one for the outlier columns), and on a MoE vLLM's
-# BitsAndBytesMoEMethod dequantizes every expert to 16 bits before the fused kernel, each step.
+# int8 product plus an fp16 one for the outlier columns), and on a MoE the engine's
+# BitsAndBytesMoEMethod dequantizes every expert to 16 bits before the fused kernel, each step
+# (vLLM's, and SGLang's from 0.5.8: its apply calls _apply_4bit_dequant, then fused_moe).
 BNB_CAUTION = ("bitsandbytes weights ({label}) are priced by the bytes a step reads, as any "
                "format is, but bitsandbytes' dequantizing kernels run well below that and no "
                "measurement calibrates them: read the step times as optimistic (the memory and "
                "capacity figures stand)")
-BNB_MOE = ("; on a MoE vLLM dequantizes every expert to 16 bits each step "
+BNB_MOE = ("; on a MoE {engine} dequantizes every expert to 16 bits each step "
            "(BitsAndBytesMoEMethod), which this does not price at all")
 
 
@@ -282,7 +283,10 @@ def bnb_caution(dep: Deployment) -> str:
     if not bnb:
         return ""
     moe = dep.model.moe is not None and dep.weights.format_of(EXPERTS).id in bnb
-    return BNB_CAUTION.format(label=dep.weights.label) + (BNB_MOE if moe else "")
+    # no engine named is vLLM; TensorRT-LLM and llama.cpp load no bitsandbytes weights
+    engine = {"sglang": "SGLang"}.get(dep.engine, "vLLM")
+    return BNB_CAUTION.format(label=dep.weights.label) + (BNB_MOE.format(engine=engine)
+                                                          if moe else "")
 
 
 def shared_profile_caution(profile: EngineProfile) -> str:

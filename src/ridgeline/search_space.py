@@ -12,6 +12,7 @@ from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator, resolve_accelerator
 from ridgeline.model import ModelSpec
 from ridgeline.parallel import node_size
+from ridgeline.quantization_gates import single_rank_checkpoint
 
 # (max_num_seqs, max_num_batched_tokens) tried per configuration, None the engine's default:
 # fewer seats bound the batch (and TPOT); a smaller token budget cuts prefill chunks, so
@@ -37,7 +38,8 @@ def search_space(model: ModelSpec, gpus: Sequence[str], max_gpus: int, engine: s
             for kv in ("bf16", "fp8"):
                 if not _engine_runs(model, acc, weights, kv, engine):
                     continue
-                for tp, pp in layouts(node, max_gpus):
+                for tp, pp in layouts(node, max_gpus,
+                                      not single_rank_checkpoint(model, engine)):
                     for knobs in ENGINE_KNOBS:
                         for ep in (False, True) if model.moe and tp > 1 else (False,):
                             yield acc.id, tp, pp, weights, kv, knobs, ep
@@ -54,10 +56,14 @@ def _engine_runs(model: ModelSpec, acc: Accelerator, weights: str, kv: str, engi
     return True
 
 
-def layouts(node: int, max_gpus: int) -> list[tuple[int, int]]:
+def layouts(node: int, max_gpus: int, tensor_parallel: bool = True) -> list[tuple[int, int]]:
     """The (tensor, pipeline) parallel sizes the search tries on a card with ``node`` GPUs
     a node, fewest GPUs first: TP up to 16, and a pipeline of two stages of full-node TP
-    groups; cross-node TP is allowed (and priced), not with a pipeline too."""
+    groups; cross-node TP is allowed (and priced), not with a pipeline too. Where the
+    checkpoint loads on one tensor-parallel rank only (``single_rank_checkpoint``), pipeline
+    stages of one GPU each, up to as many GPUs."""
+    if not tensor_parallel:
+        return [(1, pp) for pp in (1, 2, 4, 8, 16) if pp <= min(max_gpus, 2 * node)]
     out = []
     for tp in (1, 2, 4, 8, 16):
         for pp in (1, 2):

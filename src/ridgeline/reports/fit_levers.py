@@ -24,9 +24,9 @@ from ridgeline.llamacpp_tensor import tensor_split_build_problem
 from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.parallel import node_size
 from ridgeline.precision import kv_dtype, weight_plan
+from ridgeline.quantization_gates import deployment_problem
 from ridgeline.reports.fit_state import most_rank_requests
 from ridgeline.reports.fit_terms import cap_flag, context_lever, fp8_kv_words, is_llamacpp
-from ridgeline.tensor_parallel import tensor_parallel_problem
 from ridgeline.units import GIB
 from ridgeline.vllm_memory import vllm_accounting
 from ridgeline.vllm_pool import set_pool_margin_bytes
@@ -121,12 +121,16 @@ def levers(r: FitReport) -> list[Lever]:
                         f"{'layer split' if more.pipeline_parallel_size > 1 else '-sm tensor'})",
                         more, r.context, s))
     elif d.offload is None and doubled <= node_size(d.accelerator) \
-            and not tensor_parallel_problem(d.model, doubled):
+            and not deployment_problem(replace(d, tensor_parallel_size=doubled), s.engine_version):
         options.append((f"{2 * d.num_gpus} GPUs (tensor parallel)" if d.pipeline_parallel_size == 1
                         else f"{2 * d.num_gpus} GPUs (TP{doubled} × PP{d.pipeline_parallel_size})",
                         replace(d, tensor_parallel_size=doubled), r.context, s))
-    elif d.offload is None and 2 * d.pipeline_parallel_size <= d.model.num_layers:
-        # past one node's NVLink domain: more pipeline stages, as vLLM's docs advise
+    elif d.offload is None and 2 * d.pipeline_parallel_size <= d.model.num_layers \
+            and not deployment_problem(replace(d, pipeline_parallel_size=2 *
+                                               d.pipeline_parallel_size), s.engine_version):
+        # past one node's NVLink domain, or where the weights refuse more tensor-parallel
+        # ranks (a pre-quantized bitsandbytes checkpoint: 'Please try with pipeline
+        # parallelism'): more pipeline stages, as vLLM's docs advise
         more = replace(d, pipeline_parallel_size=2 * d.pipeline_parallel_size)
         options.append((f"{2 * d.num_gpus} GPUs (TP{d.tensor_parallel_size} × "
                         f"PP{more.pipeline_parallel_size})", more, r.context, s))
@@ -214,10 +218,11 @@ def _rank_levers(d: Deployment, context: int, s: EngineSettings
     out = []
     more = replace(d, data_parallel_size=2 * d.data_parallel_size)
     out.append((f"{2 * d.num_gpus} GPUs ({_ranks_label(more)})", more, context, s))
-    if 2 * tp <= node and not tensor_parallel_problem(d.model, 2 * tp):
-        wider = replace(d, tensor_parallel_size=2 * tp)
+    wider = replace(d, tensor_parallel_size=2 * tp)
+    if 2 * tp <= node and not deployment_problem(wider, s.engine_version):
         out.append((f"{2 * d.num_gpus} GPUs ({_ranks_label(wider)})", wider, context, s))
-    if tp > node and tp % node == 0 and not tensor_parallel_problem(d.model, node):
+    if tp > node and tp % node == 0 and not deployment_problem(
+            replace(d, tensor_parallel_size=node), s.engine_version):
         split = replace(d, tensor_parallel_size=node,
                         data_parallel_size=d.data_parallel_size * tp // node)
         out.append((f"the same {d.num_gpus} GPUs as {_ranks_label(split)}", split, context,
@@ -271,9 +276,13 @@ def gpus_needed(r: FitReport) -> str:
     node = 1 if is_llamacpp(r.pool) else node_size(d.accelerator)
     tp, pp = d.tensor_parallel_size, d.pipeline_parallel_size
     while tp * pp < MOST_GPUS:
-        if tp < node and not tensor_parallel_problem(d.model, 2 * tp):
+        if tp < node and not deployment_problem(
+                replace(d, tensor_parallel_size=2 * tp, pipeline_parallel_size=pp),
+                r.settings.engine_version):
             tp *= 2
-        elif 2 * pp <= d.model.num_layers:
+        elif 2 * pp <= d.model.num_layers and not deployment_problem(
+                replace(d, tensor_parallel_size=tp, pipeline_parallel_size=2 * pp),
+                r.settings.engine_version):
             pp *= 2
         else:
             break

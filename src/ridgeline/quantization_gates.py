@@ -1,0 +1,118 @@
+"""Where vLLM and SGLang refuse bitsandbytes and experts_int8 weights, by layout and by
+release (formats.json engine_methods: since, multi_gpu_since, moe_since, absent), and the one
+check a layout passes before anything is sized on it, ``deployment_problem``: the model's
+tensor-parallel split (tensor_parallel.py) and these refusals. The CLI's build, the planner's
+candidates and fit's levers all ask it, so none offers a layout the engine will not start.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from ridgeline.datafiles import load_data
+from ridgeline.quantization import EXPERTS
+from ridgeline.sglang_memory import sglang_release
+from ridgeline.tensor_parallel import tensor_parallel_problem
+from ridgeline.vllm_memory import parse_version
+
+if TYPE_CHECKING:
+    from ridgeline.deployment import Deployment
+    from ridgeline.model import ModelSpec
+
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
+
+
+@lru_cache(maxsize=1)
+def _rows() -> dict[str, dict[str, Any]]:
+    return {row["method"]: row for row in load_data("formats.json")["engine_methods"]}
+
+
+def _release(engine: str, version: str) -> tuple[int, ...]:
+    """A version's order: SGLang's counts its .post releases (0.5.4.post1 < 0.5.4.post2)."""
+    return sglang_release(version) if engine == "sglang" else parse_version(version)
+
+
+def _before(engine: str, version: str | None, since: str | None) -> bool:
+    """Whether ``version`` (None: the newest modelled, which has everything) predates ``since``."""
+    return bool(version and since) and _release(engine, str(version)) < _release(engine, str(since))
+
+
+def deployment_problem(dep: Deployment, version: str | None = None) -> str:
+    """Why the engine cannot start ``dep`` at ``version`` (None: the newest modelled), or "":
+    the model's heads or widths do not split over its tensor-parallel ranks, or its
+    bitsandbytes or experts_int8 weights are refused on this layout or release."""
+    return (tensor_parallel_problem(dep.model, dep.tensor_parallel_size)
+            or bnb_problem(dep, version) or experts_int8_problem(dep, version))
+
+
+def single_rank_checkpoint(model: ModelSpec, engine: str) -> bool:
+    """Whether ``engine`` loads ``model``'s checkpoint, as stored, on one tensor-parallel rank
+    only, so more GPUs are pipeline stages: a pre-quantized bitsandbytes one under vLLM or
+    SGLang ('Prequant BitsAndBytes models with TP is not supported. Please try with PP.')."""
+    return model.quant_method == "bitsandbytes" and bool(model.stored_format_map) \
+        and engine in ENGINE_NAMES
+
+
+def bnb_problem(dep: Deployment, version: str | None = None) -> str:
+    """Why vLLM or SGLang cannot serve ``dep``'s bitsandbytes weights, or "": a release without
+    the method (vLLM before 0.5; SGLang 0.5.4.post2 to 0.5.7), more than one GPU before vLLM
+    0.6.2, a pre-quantized checkpoint over tensor-parallel ranks ('Prequant BitsAndBytes models
+    with tensor parallelism is not supported. Please try with pipeline parallelism.', both
+    engines' loaders), a MoE's experts before the engine's BitsAndBytesMoEMethod (vLLM 0.10,
+    SGLang 0.5.8), or 8-bit experts (its 8-bit create_weights raises NotImplementedError).
+    Quantized on load (-q bitsandbytes) it runs at any TP."""
+    spec, engine = dep.model, dep.engine
+    bnb = {f for _, f in dep.weights.formats if f.startswith("bnb-")}
+    if not bnb or engine not in ENGINE_NAMES:
+        return ""
+    row, name = _rows()["bitsandbytes"], ENGINE_NAMES[engine]
+    asked = f"{name} {version}"
+    gap = row["absent"].get(engine)
+    if version and gap and _release(engine, gap[0]) <= _release(engine, version) \
+            < _release(engine, gap[1]):
+        return (f"{asked} has no bitsandbytes method (its QUANTIZATION_METHODS dropped the one "
+                f"it borrowed from vLLM in v{gap[0]}; its own came in v{gap[1]}): name another "
+                "--engine-version, or another format")
+    since = row["since"].get(engine)
+    if _before(engine, version, since):
+        return (f"{asked} has no bitsandbytes: it came in v{since} (PR #4776); name a later "
+                "--engine-version, or another format")
+    multi = row["multi_gpu_since"].get(engine)
+    if dep.rank_gpus > 1 and _before(engine, version, multi):
+        return (f"{asked} runs bitsandbytes weights on one GPU only ('BitAndBytes quantization "
+                f"with TP or PP is not supported yet'); tensor and pipeline parallelism came in "
+                f"v{multi} (PR #8434): run it on one GPU, or name a later --engine-version")
+    if single_rank_checkpoint(spec, engine) and dep.weights.label == "as stored" \
+            and dep.tensor_parallel_size > 1:
+        stages = dep.tensor_parallel_size * dep.pipeline_parallel_size
+        said = "TP" if engine == "sglang" else "tensor parallelism"  # its loader's words
+        return (f"{spec.name} is a pre-quantized bitsandbytes checkpoint, and {name} loads one "
+                f"on a single tensor-parallel rank only ('Prequant BitsAndBytes models with "
+                f"{said} is not supported'): give --num-gpus 1 with "
+                f"--pipeline-parallel-size {stages}, or serve the 16-bit "
+                "checkpoint with --quantization bitsandbytes, which quantizes it on each rank")
+    experts = dep.weights.format_of(EXPERTS).id
+    if spec.moe is None or experts not in bnb:
+        return ""
+    moe_since = row["moe_since"].get(engine)
+    if _before(engine, version, moe_since):
+        return (f"{asked} has no bitsandbytes MoE method, so {spec.name}'s experts would not "
+                f"be quantized: BitsAndBytesMoEMethod came in v{moe_since}; name a later "
+                "--engine-version, or another format")
+    if experts == "bnb-int8":
+        return (f"{spec.name} is an 8-bit bitsandbytes checkpoint of a MoE, and {name} has no "
+                "8-bit bitsandbytes experts (BitsAndBytesMoEMethod: NotImplementedError): "
+                "serve a 4-bit one, or the 16-bit checkpoint with --quantization bitsandbytes")
+    return ""
+
+
+def experts_int8_problem(dep: Deployment, version: str | None = None) -> str:
+    """Why vLLM at ``version`` has no experts_int8, or "": ExpertsInt8Config came in 0.5.5."""
+    if dep.weights.label != "experts_int8" or dep.engine != "vllm":
+        return ""
+    since = _rows()["experts_int8"]["since"]["vllm"]
+    if not _before("vllm", version, since):
+        return ""
+    return (f"vLLM {version} has no experts_int8: ExpertsInt8Config came in v{since} (PR #7415); "
+            "name a later --engine-version, or another format")
