@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from pathlib import Path
 
 import pytest
 
@@ -116,11 +117,21 @@ def test_the_fp8_cache_lever_names_the_value_the_engine_takes(
 
 
 def test_tensorrt_llms_fp8_cache_is_a_config_setting_not_a_flag(
-        capsys: pytest.CaptureFixture[str]) -> None:
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     pytorch = next(line for line in levers(capsys, *TIGHT, "--engine", "trtllm")
                    if line.strip().startswith("fp8 KV cache"))
-    assert "kv_cache_config: {dtype: fp8} in the --config YAML" in pytorch
     assert "--kv-cache-dtype" not in pytorch
+    # the lever is an instruction to follow: its YAML, in a file given as --config, is the
+    # fp8 cache the lever priced
+    setting = pytorch[pytorch.index("--config FILE with ") + 19:pytorch.rindex("})") + 1]
+    (tmp_path / "extra.yaml").write_text(setting + "\n")
+    code, out, _ = run_cli(capsys, *TIGHT, "--engine", "trtllm", "--json", "--config",
+                           str(tmp_path / "extra.yaml"))
+    assert code == 0
+    conversations = json.loads(out)["conversations"]
+    assert f"{conversations} conversations" in pytorch
+    code, plain, _ = run_cli(capsys, *TIGHT, "--engine", "trtllm", "--json", "--kv-dtype", "fp8")
+    assert plain == out
     engine = next(line for line in levers(capsys, *TIGHT, "--engine", "trtllm", "--backend",
                                            "tensorrt") if line.strip().startswith("fp8 KV"))
     assert "kv_cache_quant_algo FP8" in engine  # a built engine keeps its build's dtype

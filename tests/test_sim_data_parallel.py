@@ -155,7 +155,7 @@ def test_the_engine_line_names_the_ranks(capsys: pytest.CaptureFixture[str]) -> 
     (["deepseek-v3", "--gpu", "h200", "--engine", "sglang", "--num-gpus", "8", "--dp-size",
       "8", "--rate", "1"], "8 whole replicas"),
     (["deepseek-v3", "--gpu", "h200", "--engine", "trtllm", "-dp", "8", "--rate", "1"],
-     "not modelled yet"),
+     "attention data parallelism (enable_attention_dp) is not modelled"),
     (["llama-3.1-8b", "--gpu", "h100", "-dp", "2", "--rate", "1"], "independent replicas"),
     ([*DP8, "--rate", "1", "--spec-tokens", "2"], "not simulated yet"),
 ])

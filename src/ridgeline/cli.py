@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from ridgeline import __version__
+from ridgeline.cli_config_file import config_file_error, with_config_file
 from ridgeline.cli_engine import ENGINE_DEFAULT, ENGINE_NAMES, engine_flag
 from ridgeline.cli_load import default_engine, llamacpp_builds_for
 from ridgeline.cli_offload import _split_mode
@@ -334,8 +335,11 @@ def _ep_with_size(argv: Sequence[str]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args, extra = parser.parse_known_args(
-        _ep_with_size(_join_negative_values(sys.argv[1:] if argv is None else argv)))
+    try:  # an engine's --config YAML, as its flags (cli_config_file)
+        argv = with_config_file(sys.argv[1:] if argv is None else argv, parser)
+    except (InputError, ValueError, OSError) as exc:
+        return config_file_error(exc)
+    args, extra = parser.parse_known_args(_ep_with_size(_join_negative_values(argv)))
     if extra:  # name the command whose --help lists what it takes
         commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         owner = commands.choices.get(getattr(args, "command", None) or "", parser)

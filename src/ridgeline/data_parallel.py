@@ -57,6 +57,17 @@ if TYPE_CHECKING:
 
 DATA_PARALLEL_ENGINES = ("vllm", "sglang")
 
+# TensorRT-LLM's attention DP (llm_args.py enable_attention_dp, only in trtllm-serve's YAML:
+# each of its tp_size ranks runs attention on its own requests, the MoE spread over all) is
+# not modelled; ridgeline's DP flags with --engine trtllm and the YAML's switch
+# (cli_config_file) all get this one answer
+TRTLLM_ATTENTION_DP = ("TensorRT-LLM's attention data parallelism (enable_attention_dp) is "
+                       "not modelled: price TensorRT-LLM with tensor parallelism alone "
+                       "(--tp_size N, --ep_size N for a MoE's experts), or data-parallel "
+                       "attention on vLLM (--engine vllm --data-parallel-size N "
+                       "--enable-expert-parallel) or SGLang (--engine sglang --tp-size N "
+                       "--dp-size N --enable-dp-attention)")
+
 # the weight categories that run on every rank's tokens, gathered, split over all the GPUs
 _GATHERED = {"vllm": (EXPERTS, EXPERT_BIAS),
              "sglang": (EXPERTS, EXPERT_BIAS, MLP, SHARED_EXPERTS, ROUTER, LM_HEAD)}
@@ -77,10 +88,11 @@ def data_parallel_problem(dep: Deployment, ranks: int, named: bool) -> str:
     if engine.startswith("llama.cpp"):
         return (f"{engine} has no data parallelism: run one llama-server per replica and size "
                 "one with --num-gpus")
+    if engine == "trtllm":
+        return TRTLLM_ATTENTION_DP
     if engine not in DATA_PARALLEL_ENGINES:
         return (f"data-parallel attention is modelled for vLLM (--data-parallel-size) and "
-                f"SGLang (--dp-size with --enable-dp-attention), not {engine}'s (TensorRT-LLM's "
-                "enable_attention_dp is not modelled yet)")
+                f"SGLang (--dp-size with --enable-dp-attention), not {engine}'s")
     if dep.pipeline_parallel_size > 1:
         return ("data-parallel attention over pipeline stages is not modelled: give "
                 "--pipeline-parallel-size 1")

@@ -38,13 +38,14 @@ def _cli(p: KVPool) -> dict[str, str]:
 
 def fp8_kv_words(p: KVPool) -> str:
     """How the engine is told to keep an fp8 KV cache: vLLM's --kv-cache-dtype fp8, SGLang's
-    --kv-cache-dtype fp8_e4m3; TensorRT-LLM's is no flag but kv_cache_config's dtype in
-    trtllm-serve's --config YAML (its PyTorch backend), or the prebuilt engine's quantization
-    (the TensorRT engine backend)."""
+    --kv-cache-dtype fp8_e4m3; TensorRT-LLM's is no flag but kv_cache_config's dtype in the
+    YAML trtllm-serve reads with --config (its PyTorch backend), which ridgeline's --config
+    reads too (cli_config_file), or the prebuilt engine's quantization (the TensorRT engine
+    backend)."""
     cli = _cli(p)
     if "kv_fp8_config" in cli:
         return (f"a TensorRT engine built with {cli['kv_fp8_engine']}" if p.engine_buffers
-                else f"{cli['kv_fp8_config']} in the --config YAML")
+                else f"--config FILE with {cli['kv_fp8_config']}")
     return f"{cli['kv_dtype']} {cli['kv_fp8']}"
 
 

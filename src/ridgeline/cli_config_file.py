@@ -1,0 +1,263 @@
+"""CLI: an engine's config file pasted with its command line, read into ridgeline's flags.
+
+vLLM's ``--config FILE`` (vllm/utils/argparse_utils.py, FlexibleArgumentParser
+_pull_args_from_config and load_config_file): each key is a flag, ``tensor-parallel-size: 2``
+or ``tensor_parallel_size: 2`` (parse_args turns a flag's underscores into dashes) read as
+``--tensor-parallel-size 2``; true is the bare switch, false its ``--no-`` form where the
+parser has one (else nothing), a list the flag with each item, a mapping the flag with its
+JSON. The file's flags go after the subcommand and the model, before the command line's own:
+"maintaining this order will enforce the precedence of cli > config > defaults".
+
+trtllm-serve's ``--extra_llm_api_options FILE``, ``--config FILE`` in later releases
+(tensorrt_llm/commands/serve.py: "Path to a YAML file that overwrites the parameters
+specified by trtllm-serve"): LLM API arguments (llmapi/llm_args.py), merged over the ones the
+flags built by ``llm_args | llm_args_dict`` (llm_utils.update_llm_args_with_extra_dict), so
+the file wins, and a ``kv_cache_config`` in it replaces the flags' whole KvCacheConfig,
+--kv_cache_free_gpu_memory_fraction with it. The keys ridgeline models become its flags; the
+command line's own for the same settings are dropped, as the engine drops them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from ridgeline.errors import InputError, shorten, shorten_runs
+from ridgeline.yaml_subset import read_yaml
+
+TRTLLM_ONLY = "--extra_llm_api_options"
+CONFIG_FLAGS = ("--config", TRTLLM_ONLY)
+
+# LLM API option -> ridgeline's flag for it (trtllm-serve's spelling where it has one)
+TRTLLM_FLAGS = {"tensor_parallel_size": "--tp_size", "pipeline_parallel_size": "--pp_size",
+                "moe_expert_parallel_size": "--ep_size", "max_batch_size": "--max_batch_size",
+                "max_num_tokens": "--max_num_tokens", "max_seq_len": "--max_seq_len",
+                "backend": "--backend"}
+KV_CACHE_FLAGS = {"free_gpu_memory_fraction": "--kv_cache_free_gpu_memory_fraction",
+                  "dtype": "--kv-dtype", "tokens_per_block": "--tokens-per-block",
+                  "max_tokens": "--max-total-tokens"}
+# options that change nothing ridgeline prices: logging, statistics, the HTTP side, the
+# tokenizer, structured-output and reasoning parsers, where the model comes from
+TRTLLM_IGNORED = frozenset({
+    "print_iter_log", "return_perf_metrics", "perf_metrics_max_requests",
+    "enable_iter_perf_stats", "enable_iter_req_stats", "iter_stats_max_iterations",
+    "request_stats_max_iterations", "stream_interval", "num_postprocess_workers",
+    "postprocess_tokenizer_dir", "trust_remote_code", "tokenizer", "tokenizer_mode",
+    "skip_tokenizer_init", "revision", "reasoning_parser", "tool_parser",
+    "guided_decoding_backend", "otlp_traces_endpoint", "gpus_per_node", "log_level"})
+KV_CACHE_IGNORED = frozenset({"event_buffer_max_size", "enable_partial_reuse",
+                              "copy_on_partial_reuse"})
+CUDA_GRAPH_KEYS = frozenset({"enable_padding", "max_batch_size", "batch_sizes"})
+# an option at the value ridgeline already prices is no setting to refuse
+TRTLLM_DEFAULTS = {"max_beam_width": 1, "context_parallel_size": 1,
+                   "enable_chunked_prefill": False, "enable_attention_dp": False}
+# speculative_config.decoding_type -> (--spec-method, the key holding the draft length)
+SPEC_METHODS = {"MTP": ("eagle", "num_nextn_predict_layers"), "Eagle": ("eagle", "max_draft_len"),
+                "Eagle3": ("eagle", "max_draft_len"), "NGram": ("ngram", "max_draft_len"),
+                "DraftTarget": ("draft-model", "max_draft_len")}
+SPEC_KEYS = frozenset({"decoding_type", "max_draft_len", "num_nextn_predict_layers",
+                       "speculative_model_dir", "speculative_model", "eagle3_one_model"})
+
+
+def with_config_file(argv: Sequence[str], parser: argparse.ArgumentParser) -> list[str]:
+    """``argv`` with its --config / --extra_llm_api_options FILE replaced by the flags the
+    file's settings are, as the chosen engine reads them (this module's docstring)."""
+    argv = list(argv)
+    at = [i for i, token in enumerate(argv) if token.split("=", 1)[0] in CONFIG_FLAGS]
+    if not at or not argv or argv[0].startswith("-"):
+        return argv
+    if len(at) > 1:
+        raise InputError("one config file at a time: --config (or --extra_llm_api_options) "
+                         "is given more than once")
+    i = at[0]
+    flag, _, path = argv[i].partition("=")
+    width = 1 if "=" in argv[i] else 2
+    if width == 2:
+        if i + 1 >= len(argv) or argv[i + 1].startswith("-"):
+            raise InputError(f"{flag} needs a YAML file")
+        path = argv[i + 1]
+    rest = argv[:i] + argv[i + width:]
+    command = argv[0]
+    options = _command_options(parser, command)
+    engine = _engine_named(rest)
+    if flag == TRTLLM_ONLY and engine != "trtllm":
+        raise InputError(f"{TRTLLM_ONLY} is trtllm-serve's: give --engine trtllm to read "
+                         f"{shorten(path)} as TensorRT-LLM's LLM API options")
+    settings = read_yaml(path)
+    name = shorten(path)
+    if engine == "trtllm":
+        tokens, dests = trtllm_tokens(settings, name, command, options, rest)
+        return _dropping(rest, dests, options) + tokens  # the file wins
+    model_given = len(rest) > 1 and not rest[1].startswith("-")
+    head = 2 if model_given else 1
+    return rest[:head] + vllm_tokens(settings, options) + rest[head:]  # the command line wins
+
+
+def config_file_error(exc: Exception) -> int:
+    """Exit status 2, the file's trouble said in one line as cli.main says any input's."""
+    where = f"{shorten(str(exc.filename))}: " if isinstance(exc, OSError) and exc.filename else ""
+    text = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
+    print(f"ridgeline: error: {where}{shorten_runs(text)}", file=sys.stderr)
+    return 2
+
+
+def vllm_tokens(settings: dict[str, Any], options: dict[str, argparse.Action]) -> list[str]:
+    """vLLM's load_config_file: ``max_model_len: 8192`` is ["--max-model-len", "8192"]."""
+    out: list[str] = []
+    for key, value in settings.items():
+        flag = "--" + key.replace("_", "-")  # FlexibleArgumentParser.parse_args' reading
+        if isinstance(value, bool):
+            if value:
+                out.append(flag)
+            elif f"--no-{key}" in options:  # vLLM looks the raw key up
+                out.append(f"--no-{key}".replace("_", "-"))
+        elif isinstance(value, list):
+            out += [flag, *(str(item) for item in value)] if value else []
+        elif isinstance(value, dict):
+            out += [flag, json.dumps(value)]
+        else:
+            out += [flag, str(value)]
+    return out
+
+
+def trtllm_tokens(settings: dict[str, Any], name: str, command: str,
+                  options: dict[str, argparse.Action],
+                  given: Sequence[str] = ()) -> tuple[list[str], set[str]]:
+    """The flags a trtllm-serve YAML's settings are, and the destinations they set (the
+    command line's own for them give way). Attention DP is refused (data_parallel.py); an
+    option ridgeline does not model and that changes memory or speed is refused by name;
+    TRTLLM_IGNORED ones change neither. ``given``: the command line's own tokens."""
+    from ridgeline.data_parallel import TRTLLM_ATTENTION_DP
+
+    tokens: list[str] = []
+
+    def refuse(key: str, why: str = "not modelled by ridgeline, and it changes the memory or "
+               "the speed priced") -> InputError:
+        return InputError(f"{key} in {name}: {why}; remove it to price the deployment "
+                          "without it")
+
+    def add(key: str, flag: str, *values: Any) -> None:
+        if flag not in options:
+            raise refuse(key, f"`ridgeline {command}` does not price it (it takes no {flag})")
+        tokens.extend([flag, *(str(v).lower() if isinstance(v, bool) else str(v)
+                               for v in values)])
+
+    if settings.get("enable_attention_dp") is True:
+        raise InputError(f"enable_attention_dp: true in {name}: {TRTLLM_ATTENTION_DP}")
+    kv = settings.get("kv_cache_config")
+    fraction = options.get("--kv_cache_free_gpu_memory_fraction")
+    if isinstance(kv, dict) and "free_gpu_memory_fraction" not in kv and fraction is not None \
+            and any(options.get(t.split("=", 1)[0]) is fraction for t in given):
+        raise InputError(f"kv_cache_config in {name} replaces the KvCacheConfig trtllm-serve "
+                         "builds from its flags, so the command line's memory fraction would "
+                         "be dropped for KvCacheConfig's default (0.9): put "
+                         "free_gpu_memory_fraction in the file's kv_cache_config, or drop "
+                         "the flag")
+    for key, value in settings.items():
+        if key in TRTLLM_IGNORED or TRTLLM_DEFAULTS.get(key, ...) == value:
+            continue
+        if key in TRTLLM_FLAGS and value is not None:  # null: the default, no flag
+            add(key, TRTLLM_FLAGS[key], value)
+        elif key == "enable_chunked_prefill":
+            raise refuse(key, "ridgeline runs TensorRT-LLM's prompts whole a step, its "
+                         "default (chunked_prefill.py)")
+        elif key == "kv_cache_config" and isinstance(value, dict):
+            _kv_cache_tokens(value, add, refuse)
+        elif key == "cuda_graph_config" and (value is None or isinstance(value, dict)):
+            stray = sorted(set(value or {}) - CUDA_GRAPH_KEYS)
+            if stray:
+                raise refuse(f"cuda_graph_config.{stray[0]}")
+            if value is None:  # no CUDA graphs: its decode steps run eager
+                add(key, "--enforce-eager")
+        elif key == "disable_overlap_scheduler" and isinstance(value, bool):
+            if value:
+                add(key, "--disable-overlap-scheduler")
+        elif key == "speculative_config" and isinstance(value, dict):
+            _spec_tokens(value, add, refuse)
+        else:
+            raise refuse(key)
+    dests = {options[t].dest for t in tokens if t in options}
+    dests |= {a.dest for a in options.values() if _set_by_file(a, settings)}
+    return tokens, dests
+
+
+def _kv_cache_tokens(kv: dict[str, Any], add: Any, refuse: Any) -> None:
+    """kv_cache_config's fields as flags (``add``), or refused (``refuse``)."""
+    for field, value in kv.items():
+        key = f"kv_cache_config.{field}"
+        if field in KV_CACHE_IGNORED or (value is None and field in KV_CACHE_FLAGS):
+            continue
+        if field == "dtype":
+            if value != "auto":  # auto: the checkpoint's, ridgeline's default
+                add(key, KV_CACHE_FLAGS[field], value)
+        elif field in KV_CACHE_FLAGS:
+            add(key, KV_CACHE_FLAGS[field], value)
+        elif field == "enable_block_reuse" and isinstance(value, bool):
+            add(key, "--enable-prefix-caching" if value else "--no-prefix-caching")
+        else:
+            raise refuse(key)
+
+
+def _spec_tokens(spec: dict[str, Any], add: Any, refuse: Any) -> None:
+    """speculative_config as --spec-method and --spec-tokens (``add``), or refused."""
+    kind = spec.get("decoding_type")
+    stray = sorted(set(spec) - SPEC_KEYS)
+    if kind not in SPEC_METHODS or stray:
+        raise refuse(f"speculative_config.{stray[0] if stray else 'decoding_type'}",
+                     f"ridgeline prices {', '.join(SPEC_METHODS)} drafts (decoding_type) "
+                     "with their draft length, no more")
+    method, length_key = SPEC_METHODS[kind]
+    add("speculative_config", "--spec-method", method)
+    add("speculative_config", "--spec-tokens", spec.get(length_key, 1))
+
+
+def _set_by_file(action: argparse.Action, settings: dict[str, Any]) -> bool:
+    """Whether the file sets ``action``'s setting though it adds no flag for it: a false
+    switch, a cuda_graph_config kept, and a kv_cache_config, which replaces trtllm-serve's
+    whole, --kv_cache_free_gpu_memory_fraction with it."""
+    dest = action.dest
+    return ((dest == "disable_overlap_scheduler" and "disable_overlap_scheduler" in settings)
+            or (dest == "enforce_eager" and "cuda_graph_config" in settings)
+            or (dest == "gpu_memory_utilization" and "kv_cache_config" in settings))
+
+
+def _dropping(argv: list[str], dests: set[str], options: dict[str, argparse.Action]) -> list[str]:
+    """``argv`` without its flags (and their values) that set one of ``dests``."""
+    out: list[str] = []
+    skip = False
+    for token in argv:
+        if skip:
+            skip = False
+            continue
+        action = options.get(token.split("=", 1)[0]) if token.startswith("-") else None
+        if action is not None and action.dest in dests:
+            skip = "=" not in token and action.nargs != 0
+            continue
+        out.append(token)
+    return out
+
+
+def _command_options(parser: argparse.ArgumentParser, command: str) -> dict[str, argparse.Action]:
+    """The flags ``command`` takes, each spelling to its action ({} for no such command)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            sub = action.choices.get(command)
+            return dict(sub._option_string_actions) if sub is not None else {}
+    return {}
+
+
+def _engine_named(argv: Sequence[str]) -> str | None:
+    """The engine --engine names (its id; the last --engine, as argparse takes it), or None:
+    none named, or a name the parser will refuse itself."""
+    from ridgeline.engines import engine_id
+
+    named = [token.partition("=")[2] if token.startswith("--engine=") else argv[i + 1]
+             for i, token in enumerate(argv) if token.startswith("--engine=") or (
+                 token == "--engine" and i + 1 < len(argv))]
+    try:
+        return engine_id(named[-1]) if named else None
+    except (InputError, ValueError):
+        return None

@@ -1,0 +1,220 @@
+"""An engine's config file pasted with its command line: vLLM's --config YAML is its flags,
+the command line's own winning; trtllm-serve's --extra_llm_api_options (--config) YAML is its
+LLM API options, winning over its flags, the ones ridgeline models read and the rest refused
+by name or, where they change nothing priced, ignored. The YAML is read by a small reader of
+the subset those files use, which refuses the rest with the line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ridgeline.cli_config_file import TRTLLM_IGNORED
+from ridgeline.data_parallel import TRTLLM_ATTENTION_DP
+from ridgeline.errors import InputError
+from ridgeline.yaml_subset import parse_yaml
+from tests.conftest import run_cli
+
+FIT = ("fit", "llama-3.1-8b", "--gpu", "h100", "--json")
+TRT = (*FIT, "--engine", "trtllm")
+SIM = ("simulate", "llama-3.1-8b", "--gpu", "h100", "--engine", "trtllm", "--num-prompts",
+       "40", "--concurrency", "8", "--json")
+
+
+def answer(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 0, (argv, err)
+    return out
+
+
+def refusal(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2 and not out, (argv, out, err)
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    return err
+
+
+def yaml_file(tmp_path: Path, text: str, name: str = "cfg.yaml") -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+# -- the YAML subset ---------------------------------------------------------------------
+def test_the_subset_reads_nested_mappings_flow_collections_lists_and_scalars() -> None:
+    text = """---
+# a trtllm-serve extra options file
+kv_cache_config:
+  dtype: fp8            # the cache's dtype
+  free_gpu_memory_fraction: 0.85
+cuda_graph_config:
+speculative_config: {decoding_type: MTP, num_nextn_predict_layers: 3}
+batch_sizes: [1, 2, 4]
+served:
+- 'it''s'
+- "a # not a comment"
+enable_padding: true
+seed: -3
+path: http://host:80/x
+"""
+    settings = parse_yaml(text)
+    assert settings["kv_cache_config"] == {"dtype": "fp8", "free_gpu_memory_fraction": 0.85}
+    assert settings["cuda_graph_config"] is None  # 'key:' alone is null
+    assert settings["speculative_config"]["num_nextn_predict_layers"] == 3
+    assert settings["batch_sizes"] == [1, 2, 4]
+    assert settings["served"] == ["it's", "a # not a comment"]
+    assert settings["enable_padding"] is True and settings["seed"] == -3
+    assert settings["path"].endswith(":80/x")
+
+
+def test_numbers_are_read_as_pyyaml_reads_them() -> None:
+    # YAML 1.1 (PyYAML, the engines' reader): a float has a dot; 1e9 stays a word
+    settings = parse_yaml("a: 0.9\nb: 1e9\nc: 7\nd: .5\n")
+    assert isinstance(settings["a"], float) and settings["b"] == "1e9"
+    assert isinstance(settings["c"], int) and settings["d"] * 2 == 1
+
+
+@pytest.mark.parametrize(("text", "line", "said"), [
+    ("a: 1\nb: &anchor 2\n", 2, "anchor"),
+    ("a: 1\nb: *anchor\n", 2, "alias"),
+    ("a: |\n  two\n  lines\n", 1, "multi-line"),
+    ("a: >\n  folded\n", 1, "multi-line"),
+    ("a:\n\tb: 1\n", 2, "tab"),
+    ("a: 1\nb: yes\n", 2, "YAML 1.1"),
+    ("a: 1\na: 2\n", 2, "twice"),
+    ("a: {b: 1\n", 1, "close on its line"),
+    ("a:\n  - b: 1\n", 2, "list item"),
+    ("a: 1\n   b: 2\n", 2, "indentation"),
+    ("a: !!int 1\n", 1, "tag"),
+    ("a: 010\n", 1, "decimal"),
+])
+def test_yaml_past_the_subset_is_refused_naming_its_line(text: str, line: int, said: str) -> None:
+    with pytest.raises(InputError, match=f"^f.yaml:{line}: .*{said}"):
+        parse_yaml(text, "f.yaml")
+
+
+def test_a_file_past_the_subset_exits_2_in_one_line(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = yaml_file(tmp_path, "max-model-len: &len 8192\n")
+    assert "cfg.yaml:1: an anchor" in refusal(capsys, *FIT, "--config", path)
+    assert "No such file" in refusal(capsys, *FIT, "--config", str(tmp_path / "none.yaml"))
+    assert "needs a YAML file" in refusal(capsys, *FIT, "--config")
+    assert "directory" in refusal(capsys, *FIT, "--config", str(tmp_path))
+
+
+# -- vLLM's --config ---------------------------------------------------------------------
+def test_a_vllm_config_file_is_the_same_flags_on_the_command_line(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # keys in either spelling, as FlexibleArgumentParser turns underscores into dashes
+    path = yaml_file(tmp_path, "max_model_len: 32768\ngpu-memory-utilization: 0.85\n"
+                     "kv-cache-dtype: fp8\nenable-prefix-caching: false\n")
+    flags = ("--max-model-len", "32768", "--gpu-memory-utilization", "0.85",
+             "--kv-cache-dtype", "fp8", "--no-enable-prefix-caching")
+    from_file = answer(capsys, *FIT, "--config", path)
+    assert from_file == answer(capsys, *FIT, *flags)
+    assert from_file != answer(capsys, *FIT)
+
+
+def test_vllms_command_line_wins_over_its_config_file(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = yaml_file(tmp_path, "max-model-len: 32768\n")
+    later = answer(capsys, *FIT, "--config", path, "--max-model-len", "8192")
+    assert json.loads(later)["context"] == 8192
+    assert later == answer(capsys, *FIT, "--max-model-len", "8192")
+
+
+def test_an_unknown_key_in_a_vllm_config_is_refused_as_an_unknown_flag(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = yaml_file(tmp_path, "no-such-setting: 3\n")
+    assert "--no-such-setting" in refusal(capsys, *FIT, "--config", path)
+
+
+# -- trtllm-serve's --extra_llm_api_options / --config -----------------------------------
+@pytest.mark.parametrize("flag", ["--extra_llm_api_options", "--config"])
+def test_a_trtllm_yaml_equals_the_flags_it_stands_for(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, flag: str) -> None:
+    path = yaml_file(tmp_path, "kv_cache_config: {dtype: fp8, free_gpu_memory_fraction: 0.9}\n"
+                     "max_batch_size: 64\nprint_iter_log: true\n")
+    from_file = answer(capsys, *TRT, flag, path)
+    assert from_file == answer(capsys, *TRT, "--kv-dtype", "fp8",
+                               "--kv_cache_free_gpu_memory_fraction", "0.9",
+                               "--max_batch_size", "64")
+    assert json.loads(from_file)["max_num_seqs"] == 64
+
+
+def test_the_trtllm_yaml_wins_over_trtllm_serves_flags(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # serve.py merges the file over the flags' arguments (llm_args | llm_args_dict)
+    path = yaml_file(tmp_path, "max_batch_size: 64\n")
+    out = answer(capsys, *TRT, "--max_batch_size", "16", "--config", path)
+    assert json.loads(out)["max_num_seqs"] == 64
+
+
+def test_a_kv_cache_config_that_would_drop_the_flags_memory_fraction_is_refused(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = yaml_file(tmp_path, "kv_cache_config:\n  dtype: fp8\n")
+    err = refusal(capsys, *TRT, "--kv_cache_free_gpu_memory_fraction", "0.8", "--config", path)
+    assert "free_gpu_memory_fraction" in err
+    answer(capsys, *TRT, "--config", path)  # without the flag: the engine's default
+
+
+def test_a_trtllm_option_that_changes_what_is_priced_is_refused_by_name(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = yaml_file(tmp_path, "kv_cache_config:\n  dtype: fp8\nmoe_config:\n"
+                     "  backend: CUTLASS\n")
+    assert "moe_config in" in refusal(capsys, *TRT, "--config", path)
+    path = yaml_file(tmp_path, "kv_cache_config:\n  host_cache_size: 1000000\n")
+    assert "kv_cache_config.host_cache_size" in refusal(capsys, *TRT, "--config", path)
+    path = yaml_file(tmp_path, "enable_chunked_prefill: true\n")
+    assert "enable_chunked_prefill" in refusal(capsys, *TRT, "--config", path)
+
+
+def test_trtllm_options_that_change_nothing_priced_are_ignored(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    harmless = sorted(TRTLLM_IGNORED)[:4]
+    path = yaml_file(tmp_path, "".join(f"{key}: 1\n" for key in harmless))
+    assert answer(capsys, *TRT, "--config", path) == answer(capsys, *TRT)
+
+
+def test_extra_llm_api_options_names_trtllm(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = yaml_file(tmp_path, "max_batch_size: 64\n")
+    assert "--engine trtllm" in refusal(capsys, *FIT, "--extra_llm_api_options", path)
+
+
+def test_trtllm_cuda_graphs_off_and_its_overlap_switch_are_the_flags(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = yaml_file(tmp_path, "cuda_graph_config: null\ndisable_overlap_scheduler: true\n")
+    assert answer(capsys, *SIM, "--config", path) == answer(
+        capsys, *SIM, "--enforce-eager", "--disable-overlap-scheduler")
+    kept = yaml_file(tmp_path, "cuda_graph_config:\n  enable_padding: true\n"
+                     "disable_overlap_scheduler: false\n", "kept.yaml")
+    assert answer(capsys, *SIM, "--disable-overlap-scheduler", "--config", kept) == answer(
+        capsys, *SIM)  # the file's false wins over the flag, as trtllm-serve's does
+
+
+def test_a_trtllm_mtp_draft_is_simulates_speculative_flags(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = yaml_file(tmp_path, "speculative_config:\n  decoding_type: MTP\n"
+                     "  num_nextn_predict_layers: 3\n")
+    assert answer(capsys, *SIM, "--config", path) == answer(
+        capsys, *SIM, "--spec-method", "eagle", "--spec-tokens", "3")
+    assert "takes no --spec-method" in refusal(capsys, *TRT, "--config", path)  # fit: no drafts
+
+
+# -- TensorRT-LLM's attention DP: one refusal, however it is asked for --------------------
+def test_tensorrt_llms_attention_dp_is_refused_alike_in_every_spelling(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    moe = ("fit", "deepseek-r1", "--gpu", "h200", "--engine", "trtllm", "--max_seq_len", "8192")
+    path = yaml_file(tmp_path, "kv_cache_config:\n  dtype: fp8\nenable_attention_dp: true\n")
+    errors = [refusal(capsys, *moe, "--tp_size", "8", "--enable-dp-attention", "--dp-size", "8"),
+              refusal(capsys, *moe, "--tp_size", "1", "--data-parallel-size", "8",
+                      "--enable-expert-parallel"),
+              refusal(capsys, *moe, "--tp_size", "8", "--config", path)]
+    assert all(TRTLLM_ATTENTION_DP in err for err in errors)
+    # what it names instead runs
+    answer(capsys, *moe, "--tp_size", "8", "--ep_size", "8")
+    answer(capsys, "fit", "deepseek-r1", "--gpu", "h200", "--engine", "vllm",
+           "--max-model-len", "8192", "--data-parallel-size", "8", "--enable-expert-parallel")
