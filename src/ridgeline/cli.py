@@ -11,7 +11,7 @@ from typing import Any, NoReturn
 
 from ridgeline import __version__
 from ridgeline.cli_config_file import config_file_error, with_config_file
-from ridgeline.cli_engine import ENGINE_DEFAULT, ENGINE_NAMES, engine_flag
+from ridgeline.cli_engine import ENGINE_DEFAULT, ENGINE_NAMES, engine_flag, sizing_flags
 from ridgeline.cli_load import default_engine, llamacpp_builds_for
 from ridgeline.cli_offload import _split_mode
 from ridgeline.cli_output_files import refuse_writing_over_input
@@ -109,6 +109,7 @@ def engine_sizes(g: Any, llamacpp: bool = True) -> None:
     g.add_argument("--block-size", "--page-size", "--tokens-per-block", dest="block_size",
                    type=_how_many("block size"), metavar="N",
                    help="tokens per KV block/page")
+    sizing_flags(g)
 
 
 class _PerSlotContext(argparse.Action):

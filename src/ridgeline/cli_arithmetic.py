@@ -264,7 +264,8 @@ def _engine_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
     spec = _drafts(args)
     given = [f"--{name.replace('_', '-')}" for name in (
         "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens", "block_size",
-        "usage", "kv_cache_memory_bytes", "max_total_tokens") if getattr(args, name) is not None]
+        "usage", "kv_cache_memory_bytes", "max_total_tokens", "max_mamba_cache_size",
+        "mamba_ssm_dtype", "max_cudagraph_capture_size") if getattr(args, name) is not None]
     if not given:
         return None if version is None else EngineSettings(engine_version=version,
                                                            speculative_decoding=spec)
@@ -283,7 +284,10 @@ def _engine_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
                           block_size=args.block_size, usage=args.usage or "serve",
                           kv_cache_memory_bytes=args.kv_cache_memory_bytes,
                           max_total_tokens=args.max_total_tokens, engine_version=version,
-                          speculative_decoding=spec)
+                          speculative_decoding=spec,
+                          max_mamba_cache_size=args.max_mamba_cache_size,
+                          mamba_ssm_dtype=args.mamba_ssm_dtype,
+                          max_cudagraph_capture_size=args.max_cudagraph_capture_size)
 
 
 def _drafts(args: argparse.Namespace) -> bool:

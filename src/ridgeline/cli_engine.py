@@ -22,6 +22,24 @@ def engine_flag(p: Any, help_text: str) -> None:
     p.set_defaults(engine_by_accelerator=True)
 
 
+def sizing_flags(g: Any) -> None:
+    """The flags that size a hybrid's state pool and the CUDA graphs (sizing_flags.py), under
+    each engine's name (fit, simulate, decode and prefill, through cli.engine_sizes)."""
+    g.add_argument("--max-mamba-cache-size", type=_how_many("max_mamba_cache_size"),
+                   metavar="N", help="SGLang hybrids (Qwen3-Next, Nemotron-H): the state pool "
+                   "in requests' states, set rather than carved as mamba_full_memory_ratio's "
+                   "share; the KV cache gets the rest (read with the radix cache on from 0.5.7)")
+    g.add_argument("--mamba-ssm-dtype", choices=["float32", "bfloat16", "float16"],
+                   help="SGLang hybrids: the SSM state's dtype (default float32, or the config's "
+                   "mamba_ssm_dtype); bfloat16 halves it (float16 from 0.5.9)")
+    g.add_argument("--max-cudagraph-capture-size", "--cuda-graph-max-bs",
+                   dest="max_cudagraph_capture_size", metavar="N",
+                   type=_how_many("max_cudagraph_capture_size"),
+                   help="the largest batch captured in a CUDA graph: vLLM v0.11.1+ (default "
+                   "min(2 × max_num_seqs, 512)), its graphs' memory; SGLang --cuda-graph-max-bs "
+                   "(default by card and TP), 2 MiB a batch of its v0.5.3+ default reserve")
+
+
 def _prefix_caching(g: Any, help_text: str) -> None:
     switch = g.add_mutually_exclusive_group()
     switch.add_argument("--enable-prefix-caching", dest="prefix_caching", action="store_const",

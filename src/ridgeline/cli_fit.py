@@ -158,7 +158,8 @@ ENGINE_KNOBS = ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_token
                 "fit_ctx", "no_async_scheduling", "async_scheduling", "prefix_caching", "language_model_only",
                 "enable_multimodal",
                 "backend", "warm_compile_cache", "kv_cache_memory_bytes", "max_total_tokens",
-                "data_parallel_size", "enable_dp_attention")
+                "data_parallel_size", "enable_dp_attention", "max_mamba_cache_size",
+                "mamba_ssm_dtype", "max_cudagraph_capture_size")
 
 
 def _compare_engines(args: argparse.Namespace, model: Any, acc: Any, engines: list[str]) -> Any:

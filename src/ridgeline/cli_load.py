@@ -411,4 +411,7 @@ def engine_settings(args: argparse.Namespace) -> Any:
         backend=getattr(args, "backend", None),
         warm_compile_cache=getattr(args, "warm_compile_cache", False),
         kv_cache_memory_bytes=getattr(args, "kv_cache_memory_bytes", None),
-        max_total_tokens=getattr(args, "max_total_tokens", None))
+        max_total_tokens=getattr(args, "max_total_tokens", None),
+        max_mamba_cache_size=getattr(args, "max_mamba_cache_size", None),
+        mamba_ssm_dtype=getattr(args, "mamba_ssm_dtype", None),
+        max_cudagraph_capture_size=getattr(args, "max_cudagraph_capture_size", None))

@@ -146,11 +146,20 @@ def server_running_requests(dep: Deployment, per_rank: int) -> int:
 def rank_settings(dep: Deployment, settings: EngineSettings) -> EngineSettings:
     """The settings one data-parallel rank's pool is sized under: vLLM's are each rank's as
     given; SGLang's --max-running-requests is the server's, each rank taking its // dp_size
-    (pool_configurator: max_running_requests // dp_size). Its --chunked-prefill-size is
-    divided too, after the memory rule has read it whole, so the pool keeps it."""
+    (pool_configurator: max_running_requests // dp_size), and its --max-mamba-cache-size
+    the same (handle_max_mamba_cache). Its --chunked-prefill-size is divided too, after the
+    memory rule has read it whole, so the pool keeps it."""
     n = dep.data_parallel_size
-    seats = settings.max_num_seqs
-    if dep.engine != "sglang" or n == 1 or seats is None:
+    seats, states = settings.max_num_seqs, settings.max_mamba_cache_size
+    if dep.engine != "sglang" or n == 1:
+        return settings
+    if states is not None:
+        if states < n:
+            raise InputError(f"--max-mamba-cache-size {states} is the server's, divided over "
+                             f"the {n} data-parallel ranks (// --dp-size): give at least {n}, "
+                             "one a rank")
+        settings = replace(settings, max_mamba_cache_size=states // n)
+    if seats is None:
         return settings
     if seats < n:
         raise InputError(f"--max-running-requests {seats} is the server's, divided over the "

@@ -48,6 +48,7 @@ from ridgeline.parallel import ep_rank_experts
 from ridgeline.quantization import EXPERTS
 from ridgeline.sglang_memory import sglang_loads_tower
 from ridgeline.sglang_pool import sglang_pool
+from ridgeline.sizing_flags import check_sizing_flags
 from ridgeline.stages import Stage, pipeline_stages, stage_weight_bytes
 from ridgeline.trtllm_memory import check_backend, default_backend, trtllm_pool
 from ridgeline.units import GIB
@@ -62,6 +63,9 @@ def device_memory_note(acc: Accelerator) -> str:
     if acc.runtime_total_bytes:
         return "the device total the runtime reports (catalog, from logs: see its sources)"
     return "catalog memory (ECC-visible where it applies) × 0.985 visible"
+
+
+MAMBA_SSM_DTYPES = ("float32", "bfloat16", "float16")  # SGLang's --mamba-ssm-dtype, 0.5.9
 
 
 @dataclass(frozen=True)
@@ -99,13 +103,20 @@ class EngineSettings:
     # SGLang --max-total-tokens, TensorRT-LLM kv_cache_config.max_tokens: a cap on the pool's
     # tokens; each engine keeps the smaller of it and what its memory rule leaves
     max_total_tokens: int | None = None
+    # SGLang --max-mamba-cache-size: a hybrid's state pool in requests' states, set rather
+    # than carved; --mamba-ssm-dtype (float32, bfloat16, float16): its SSM state's dtype
+    max_mamba_cache_size: int | None = None
+    mamba_ssm_dtype: str | None = None
+    # vLLM --max-cudagraph-capture-size, SGLang --cuda-graph-max-bs: the largest batch captured
+    max_cudagraph_capture_size: int | None = None
 
     def __post_init__(self) -> None:
         u = self.gpu_memory_utilization
         if u is not None and not 0 < u <= 1:
             raise InputError(f"memory fraction must be in (0, 1], got {u}")
         for name in ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size",
-                     "kv_cache_memory_bytes", "max_total_tokens"):
+                     "kv_cache_memory_bytes", "max_total_tokens", "max_mamba_cache_size",
+                     "max_cudagraph_capture_size"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise InputError(f"{name} must be at least 1, got {value}")
@@ -121,6 +132,9 @@ class EngineSettings:
             raise InputError(f"swa_full_tokens_ratio must be in (0, 1], got {r}")
         if self.backend is not None:
             check_backend(self.backend)
+        if self.mamba_ssm_dtype is not None and self.mamba_ssm_dtype not in MAMBA_SSM_DTYPES:
+            raise InputError(f"mamba_ssm_dtype must be one of {', '.join(MAMBA_SSM_DTYPES)}, "
+                             f"got {self.mamba_ssm_dtype!r}")
 
 
 
@@ -191,6 +205,7 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
                          f"kv_cache_config.max_tokens); {engine} has no such setting"
                          + (" (--kv-cache-memory-bytes sets vLLM's pool)" if engine == "vllm"
                             else ""))
+    check_sizing_flags(dep, s)
     if s.backend is not None and engine != "trtllm":
         raise InputError(f"--backend is TensorRT-LLM's; {engine} has no such setting")
     if s.prefix_caching is not None and engine not in ("vllm", "sglang", "trtllm"):

@@ -85,9 +85,11 @@ def _below(rows: list[list[Any]], gib: float) -> list[Any]:
 def sglang_memory_defaults(total_bytes: float, tp: int = 1, pp: int = 1,
                            chunked_prefill_size: int | None = None,
                            version: str | None = None,
-                           dp_size: int = 1) -> SGLangMemoryDefaults:
+                           dp_size: int = 1,
+                           cuda_graph_max_bs: int | None = None) -> SGLangMemoryDefaults:
     """SGLang ``version``'s defaults for a card of ``total_bytes`` (nvidia-smi's, where
-    known: sglang_gpu_mem_bytes): the prefill chunk and CUDA-graph batch by memory tier, then
+    known: sglang_gpu_mem_bytes): the prefill chunk and CUDA-graph batch by memory tier (each
+    as given where given: --cuda-graph-max-bs, 2 MiB a batch of the v0.5.3+ reserve), then
     the memory it reserves for them and ``mem_fraction_static`` = (memory − reserved) ÷ memory
     (before v0.4.7.post1: a table by tensor-parallel size). ``tp`` is its --tp-size, every GPU
     of a stage; ``dp_size`` > 1 is --dp-size with --enable-dp-attention, which reserves
@@ -101,7 +103,7 @@ def sglang_memory_defaults(total_bytes: float, tp: int = 1, pp: int = 1,
         fraction = float(next(f for least, f in rows if tp >= least))
         small = gpu_mib < 25_000  # below it: shorter chunks and fewer graph batches
         chunk = chunked_prefill_size or (2048 if small else 8192)
-        graphs = (8 if tp < 4 else 80) if small else 160
+        graphs = cuda_graph_max_bs or ((8 if tp < 4 else 80) if small else 160)
         return SGLangMemoryDefaults(chunk, graphs, gpu_mib * (1 - fraction), fraction, era)
     if era == TIER_RESERVE:
         t = d["tier_reserve"]
@@ -110,14 +112,14 @@ def sglang_memory_defaults(total_bytes: float, tp: int = 1, pp: int = 1,
         dp_mib = float(t["dp_attention_gib"]) * 1024 if dp_size > 1 else 0.0
         reserved = (base + per_rank * tp * pp) * 1024 + dp_mib
         chunk = chunked_prefill_size or int(_below(t["chunked_prefill_size"], gib)[1])
-        graphs = int(t["cuda_graph_max_bs_below_35_gib"][tp >= 4]) if gib < 35 \
-            else int(t["cuda_graph_max_bs"])
+        graphs = cuda_graph_max_bs or (int(t["cuda_graph_max_bs_below_35_gib"][tp >= 4])
+                                       if gib < 35 else int(t["cuda_graph_max_bs"]))
         return SGLangMemoryDefaults(chunk, graphs, reserved,
                                     round((gpu_mib - reserved) / gpu_mib, 3), era, dp_mib)
     tier = _below(d["memory_tiers"]["rows"], gpu_mib / 1024)
     _, tier_chunk, graphs_small_tp, graphs_large_tp = tier
     chunk = chunked_prefill_size or int(tier_chunk)
-    graphs = int(graphs_small_tp if tp < 4 else graphs_large_tp)
+    graphs = cuda_graph_max_bs or int(graphs_small_tp if tp < 4 else graphs_large_tp)
     r = d["reserved_mib"]
     dp_mib = _dp_attention_mib(graphs, dp_size)
     reserved = (r["base"] + r["per_prefill_token"] * max(chunk, r["min_prefill_tokens"])

@@ -70,7 +70,7 @@ def budget_rows(p: KVPool, s: EngineSettings, model: ModelSpec | None = None,
         if p.state_pool_fixed:  # a number of requests, whatever the memory: one product
             rows.append([f"− state pool ({p.state_slots:,} requests' state × "
                          f"{state_per_request_bytes(p) / GIB:,.4f} GiB: "
-                         f"{fixed_state_size(s)})", gib(p.slot_cache_bytes)])
+                         f"{fixed_state_size(s, model)})", gib(p.slot_cache_bytes)])
         else:
             rows.append([f"− state pool ({p.state_slots:,} requests' recurrent state, "
                          f"{state_pool_note(p, s, model)})", gib(p.slot_cache_bytes)])

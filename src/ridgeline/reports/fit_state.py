@@ -14,6 +14,7 @@ from ridgeline.model import ModelSpec
 from ridgeline.reports.fit_ranks import each_rank_note
 from ridgeline.reports.fit_terms import cap_flag
 from ridgeline.sglang_hybrid import (
+    sglang_cache_size_honoured,
     sglang_fixed_state_note,
     sglang_radix_cache,
     sglang_slots_per_request,
@@ -36,12 +37,23 @@ def state_pool_note(p: KVPool, s: EngineSettings, model: ModelSpec | None) -> st
     """How SGLang sized its state pool: the share it carves, or the requests it sets it at."""
     if p.state_pool_fixed:
         return sglang_fixed_state_note(s.prefix_caching is not False, s.engine_version, model,
-                                       s.max_num_seqs)
-    return f"mamba_full_memory_ratio {sglang_state_ratio(s.engine_version):g}"
+                                       s.max_num_seqs, s.max_mamba_cache_size)
+    ratio = f"mamba_full_memory_ratio {sglang_state_ratio(s.engine_version):g}"
+    return ratio + (f"; SGLang {s.engine_version} overwrites --max-mamba-cache-size with it "
+                    "while its radix cache is on (it reads the flag so from 0.5.7)"
+                    if s.max_mamba_cache_size else "")
 
 
-def fixed_state_size(s: EngineSettings) -> str:
-    """What set the requests a fixed SGLang state pool holds: the flag, or its default."""
+def set_by_cache_size(s: EngineSettings, model: ModelSpec | None) -> bool:
+    """Whether --max-mamba-cache-size set SGLang's state pool (sglang_cache_size_honoured)."""
+    return bool(s.max_mamba_cache_size) and sglang_cache_size_honoured(
+        s.prefix_caching is not False, s.engine_version, model)
+
+
+def fixed_state_size(s: EngineSettings, model: ModelSpec | None = None) -> str:
+    """What set the requests a fixed SGLang state pool holds: a flag, or its default."""
+    if s.max_mamba_cache_size and set_by_cache_size(s, model):
+        return f"--max-mamba-cache-size {s.max_mamba_cache_size:,}"
     return (f"--max-running-requests {s.max_num_seqs:,}" if s.max_num_seqs
             else "SGLang's default with its radix cache off")
 
@@ -128,7 +140,9 @@ def state_overrun_reason(r: FitReport) -> str:
             f"{p.slot_cache_bytes / GIB:,.2f} GiB per GPU{each_rank_note(d)}, more than the "
             f"{p.pool_bytes / GIB:,.2f} GiB static pool, which leaves the KV cache "
             f"nothing, so it would refuse to start ('{refusal}'); "
-            + (f"--max-running-requests {most:,} or fewer leaves room for {target}{a_rank}"
+            + ("a smaller --max-mamba-cache-size leaves the KV cache room"
+               if set_by_cache_size(s, model) else
+               f"--max-running-requests {most:,} or fewer leaves room for {target}{a_rank}"
                if rank_most >= r.rank_target
                else f"no --max-running-requests leaves room for {target}"))
 

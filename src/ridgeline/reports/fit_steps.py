@@ -60,7 +60,7 @@ def pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
     engine's reserved fraction leaves after the weights, the profiled peak and the rest."""
     static = bool(pool.state_request_bytes)  # SGLang's hybrid: its state pool comes out next
     return (llamacpp_pool_step(dep, pool, s) if is_llamacpp(pool) else
-            _set_pool_step(dep, pool) if pool.set_pool_bytes else
+            _set_pool_step(dep, pool, s) if pool.set_pool_bytes else
             step("static pool per GPU" if static else "KV pool per GPU",
                  "(total × reserved fraction − weights − activations − non-torch "
                  "− graphs" + (" − runtime buffers" if pool.engine_buffers else "")
@@ -85,8 +85,8 @@ def pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
                                      if pool.accounting and pool.non_torch_bytes
                                      > pool.accounting.non_torch_gib * GIB else "")),
                  *([q("CUDA graphs", pool.cuda_graph_bytes / GIB, "GiB",
-                      f"layers × {capture_sizes(pool.max_num_seqs)} captured sizes × 0.45 MiB "
-                      "(vLLM v0.21+ estimate"
+                      f"layers × {capture_sizes(pool.max_num_seqs, s.max_cudagraph_capture_size)}"
+                      f" captured sizes{_capture_note(s)} × 0.45 MiB (vLLM v0.21+ estimate"
                       + ("; it stands in for Model Runner V2's trial capture, v0.29+)"
                          if pool.runner == "MRV2" else ")")
                       if pool.cuda_graph_bytes else "not taken from the budget")]
@@ -123,9 +123,11 @@ def state_pool_steps(dep: Deployment, pool: KVPool, s: EngineSettings) -> tuple[
     layers = ", ".join(f"{n} {kind}" for n, kind in ((model.count(mixer=MAMBA), "Mamba"),
                                                    (model.count(mixer=LINEAR), "linear"))
                        if n)
-    conv, ssm = sglang_state_dtypes(model)
+    conv, ssm = sglang_state_dtypes(model, s.mamba_ssm_dtype)
     per = q("state per request", pool.state_request_bytes / GIB, "GiB",
-            f"{layers} layers' conv state ({conv}) and SSM state ({ssm}) ÷ TP "
+            f"{layers} layers' conv state ({conv}) and SSM state ({ssm}"
+            + (f", --mamba-ssm-dtype {s.mamba_ssm_dtype}" if s.mamba_ssm_dtype else "")
+            + f") ÷ TP "
             f"{dep.tensor_parallel_size}" + (" × the stage's share" if pool.stage is not None
                                              else ""))
     static = q("static pool", pool.pool_bytes / GIB, "GiB")
@@ -167,7 +169,13 @@ def state_pool_steps(dep: Deployment, pool: KVPool, s: EngineSettings) -> tuple[
     return tuple(out)
 
 
-def _set_pool_step(dep: Deployment, pool: KVPool) -> Step:
+def _capture_note(s: EngineSettings) -> str:
+    """The cap --max-cudagraph-capture-size puts on vLLM's captured sizes, in words, or ""."""
+    cap = s.max_cudagraph_capture_size
+    return f" (to --max-cudagraph-capture-size {cap:,})" if cap else ""
+
+
+def _set_pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
     """A pool --kv-cache-memory-bytes sets: vLLM takes it as given, unchecked; ridgeline checks
     it against the room the card leaves (nothing held where it overruns it)."""
     return step("KV pool per GPU", "as set by --kv-cache-memory-bytes, if it fits in the room: "
@@ -183,8 +191,8 @@ def _set_pool_step(dep: Deployment, pool: KVPool) -> Step:
                 *peak_quantities(dep, pool),
                 q("non-torch", pool.non_torch_bytes / GIB, "GiB", "CUDA context"),
                 q("CUDA graphs", pool.cuda_graph_bytes / GIB, "GiB",
-                  f"layers × {capture_sizes(pool.max_num_seqs)} captured sizes × 0.45 MiB, "
-                  "captured after the pool"),
+                  f"layers × {capture_sizes(pool.max_num_seqs, s.max_cudagraph_capture_size)} "
+                  f"captured sizes{_capture_note(s)} × 0.45 MiB, captured after the pool"),
                 *([q("sampler state", pool.seat_buffer_bytes / GIB, "GiB",
                      "Model Runner V2's persistent buffers")] if pool.seat_buffer_bytes else []),
                 accounting_quantity(pool))
@@ -196,7 +204,7 @@ def _fraction_note(dep: Deployment, pool: KVPool, s: EngineSettings) -> str:
     was sized with, and any cut for a vision tower)."""
     if pool.engine != "sglang":
         return "the flag" if s.gpu_memory_utilization is not None else f"{pool.engine} default"
-    from ridgeline.sglang_memory import TP_TABLE, sglang_gpu_mem_bytes
+    from ridgeline.sglang_memory import RESERVED_MIB, TP_TABLE, sglang_gpu_mem_bytes
     from ridgeline.sglang_pool import sglang_rule
 
     rule, cut = sglang_rule(dep, s, pool.total_bytes)
@@ -211,7 +219,11 @@ def _fraction_note(dep: Deployment, pool: KVPool, s: EngineSettings) -> str:
         base = (f"SGLang's default: ({memory / 2**20:,.0f} MiB − {rule.reserved_mib:,.0f} MiB "
                 f"reserved) ÷ {memory / 2**20:,.0f} MiB = {rule.mem_fraction_static}, for a "
                 f"prefill chunk of {rule.chunked_prefill_size:,} tokens, CUDA graphs to batch "
-                f"{rule.cuda_graph_max_bs} and {ranks} GPU{'s' if ranks > 1 else ''} (its "
+                f"{rule.cuda_graph_max_bs}"
+                + ("" if not s.max_cudagraph_capture_size else " (--cuda-graph-max-bs)"
+                   if rule.era == RESERVED_MIB else " (--cuda-graph-max-bs, which this "
+                   "release's tier reserve does not read)")
+                + f" and {ranks} GPU{'s' if ranks > 1 else ''} (its "
                 "--tp-size × --pp-size)"
                 + (f", {rule.dp_attention_mib:,.0f} MiB of it for data-parallel attention over "
                    f"{dp} ranks" if rule.dp_attention_mib else "")

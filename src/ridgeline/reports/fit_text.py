@@ -16,7 +16,7 @@ from ridgeline.reports.fit_budget import budget_rows, per_gpu
 from ridgeline.reports.fit_levers import gpus_needed
 from ridgeline.reports.fit_offload import offload_flags, offload_lines
 from ridgeline.reports.fit_ranks import pool_ranks_note, seats_ranks_note
-from ridgeline.reports.fit_state import state_overrun, state_pool_note
+from ridgeline.reports.fit_state import running_slots, state_overrun, state_pool_note
 from ridgeline.reports.fit_terms import is_llamacpp, runner_label, seats_name
 from ridgeline.reports.fit_verdict import DOES_NOT_FIT, logged_concurrency_line, verdict_line
 from ridgeline.stages import pipeline_stages
@@ -79,8 +79,10 @@ def fit_text_lines(r: FitReport) -> list[str]:
               f"{plural(r.conversations, 'conversation')}, "
               f"{seats_name(p)} {p.max_num_seqs:,}{seats_ranks_note(d)}) = {r.batch:,}"]
     if p.state_pool_fixed and not state_overrun(p):
+        slots = running_slots(r)
         lines.append(f"{state_pool_note(p, r.settings, d.model)}, whatever the "
-                     "memory; a running request takes one slot")
+                     "memory; a running request takes "
+                     + ("one slot" if slots == 1 else f"{slots} slots"))
     if r.advice is not None:
         fit_requested, fill_card = r.advice
         lines.append(f"vLLM's start-up advice: --kv-cache-memory-bytes {int(fit_requested)} "

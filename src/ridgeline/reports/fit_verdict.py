@@ -11,6 +11,8 @@ from ridgeline.reports.fit_ranks import each_rank_note
 from ridgeline.reports.fit_state import (
     fixed_state_size,
     running_requests_for,
+    running_slots,
+    set_by_cache_size,
     state_overrun,
     state_overrun_reason,
 )
@@ -85,9 +87,13 @@ def verdict_line(r: FitReport) -> str:
         want = max(1, r.target or 1)
         headline += (f"{_against(r)}: its state pool holds "
                      f"{p.state_slots:,} requests' states{each_rank_note(d)} "
-                     f"({fixed_state_size(r.settings)}), a conversation each, and the memory "
-                     f"is not short: --max-running-requests {running_requests_for(r, want):,} "
-                     f"to {r.most_running_requests:,} holds them, a state slot each")
+                     f"({fixed_state_size(r.settings, d.model)}), a conversation each, and "
+                     "the memory is not short: " + (
+                         f"--max-mamba-cache-size {want * running_slots(r):,} holds them, "
+                         f"{running_slots(r)} state slots each"
+                         if set_by_cache_size(r.settings, d.model) else
+                         f"--max-running-requests {running_requests_for(r, want):,} to "
+                         f"{r.most_running_requests:,} holds them, a state slot each"))
     elif r.verdict == DOES_NOT_FIT:
         short = r.shortfall_bytes / GIB
         headline += (f"{_against(r)}; the pool is short by "
@@ -109,10 +115,14 @@ def verdict_line(r: FitReport) -> str:
                          "and a prefill's room)")
         elif p.state_pool_fixed and r.rank_target > p.state_slots:
             headline += (f" (and its state pool holds {p.state_slots:,} requests' "
-                         f"states{each_rank_note(d)}, {fixed_state_size(r.settings)}: "
-                         f"--max-running-requests "
-                         f"{running_requests_for(r, max(1, r.target or 1)):,} gives each "
-                         "conversation one, and the shortfall counts their states)")
+                         f"states{each_rank_note(d)}, {fixed_state_size(r.settings, d.model)}: "
+                         + (f"--max-mamba-cache-size {max(1, r.target or 1) * running_slots(r):,}"
+                            " gives each conversation its slots"
+                            if set_by_cache_size(r.settings, d.model) else
+                            f"--max-running-requests "
+                            f"{running_requests_for(r, max(1, r.target or 1)):,} gives each "
+                            "conversation one")
+                         + ", and the shortfall counts their states)")
         elif p.rest_bytes < 0 and is_llamacpp(p):
             headline += (f" (the weights, the runtime and the compute buffer alone "
                          f"overflow its {p.total_bytes / GIB:,.1f} GiB)")
