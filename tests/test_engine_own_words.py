@@ -94,6 +94,13 @@ def test_sglangs_tp_alias_is_its_tp_size(capsys: pytest.CaptureFixture[str]) -> 
     assert card["data_parallel"]["size"] == 8
 
 
+def test_vllms_short_tp_is_its_tensor_parallel_size(capsys: pytest.CaptureFixture[str]) -> None:
+    """vLLM's recipes write -tp 8 (and -dp, -pp); a pasted -tp is --tensor-parallel-size."""
+    short = fit(capsys, "-tp", "8")
+    assert short == fit(capsys, "--tensor-parallel-size", "8") != fit(capsys, "-tp", "4")
+    assert short["num_gpus"] == short["tensor_parallel_size"] == 8
+
+
 @pytest.mark.parametrize(("engine", "spelling"), [
     ("sglang", ("--ep-size", "8")), ("sglang", ("--ep", "8")), ("sglang", ("--ep=8",)),
     ("sglang", ("--expert-parallel-size", "8")), ("trtllm", ("--ep_size", "8")),

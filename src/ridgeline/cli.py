@@ -68,7 +68,7 @@ def _gpu(p: argparse.ArgumentParser, required: bool = True, several: bool = Fals
     g.add_argument("--gpu-memory-gib", type=_positive_float("GPU memory GiB", most=MAX_MEMORY_GIB),
                    help="memory in GiB: a smaller configuration of --gpu (a 32 GB M1 Max; at "
                    "most the catalog's size), or a custom accelerator's (needed with a model)")
-    g.add_argument("--num-gpus", "--tensor-parallel-size", "--tp-size", "--tp", "--tp_size",
+    g.add_argument("--num-gpus", "--tensor-parallel-size", "-tp", "--tp-size", "--tp", "--tp_size",
                    "--tensor_parallel_size", dest="num_gpus", default=1,
                    type=_how_many("number of GPUs"),
                    help="accelerators in one tensor-parallel group (default 1; vLLM "
