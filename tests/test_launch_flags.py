@@ -48,6 +48,21 @@ def test_a_pasted_gpt_oss_recipe_gives_the_stripped_lines_numbers_and_one_note(
                                 "(they change neither memory nor speed)"]
 
 
+@pytest.mark.parametrize("spelling", [("--model-path", "deepseek-v3"), ("--model-path=deepseek-v3",),
+                                      ("--model", "deepseek-v3")])
+def test_sglangs_model_path_is_the_model(capsys: pytest.CaptureFixture[str],
+                                         spelling: tuple[str, ...]) -> None:
+    """sglang.launch_server names the model by --model-path (vllm serve's older --model): the
+    pasted line gives what MODEL gives, and MODEL given as well is one line, exit 2."""
+    line = ("--engine", "sglang", "--gpu", "h200", "--tp", "8", "--context-length", "8192",
+            "--json")
+    code, out, _ = run_cli(capsys, "fit", *line, *spelling)
+    assert code == 0 and out == run_cli(capsys, "fit", "deepseek-v3", *line)[1]
+    assert json.loads(out)["model"] == "deepseek-v3"
+    err = refused(capsys, "fit", "llama-3.1-8b", *line, *spelling)
+    assert "the model is given twice" in err and "llama-3.1-8b" in err
+
+
 @pytest.mark.parametrize("record", IGNORED, ids=lambda r: r.flags[0])
 def test_each_harmless_flag_is_read_with_its_value_before_model(
         capsys: pytest.CaptureFixture[str], record: LaunchFlag) -> None:

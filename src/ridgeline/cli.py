@@ -334,16 +334,40 @@ def _ep_with_size(argv: Sequence[str]) -> list[str]:
     return out
 
 
+def _model_path_as_model(argv: Sequence[str]) -> tuple[list[str], bool]:
+    """SGLang's --model-path X (and vllm serve's older --model X), pasted into a command that
+    takes MODEL first, as that MODEL: ``fit --model-path deepseek-ai/DeepSeek-V3 --tp 8``;
+    and whether one was moved."""
+    from ridgeline.launch_flags import COMMANDS
+
+    out = list(argv)
+    if not out or out[0] not in COMMANDS:
+        return out, False
+    for i, token in enumerate(out):
+        flag, _, value = token.partition("=")
+        if flag in ("--model-path", "--model"):
+            if not value and i + 1 < len(out):
+                value = out.pop(i + 1)
+            out.pop(i)
+            out.insert(1, value)
+            return out, True
+    return out, False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:  # an engine's --config YAML, as its flags (cli_config_file)
         argv = with_config_file(sys.argv[1:] if argv is None else argv, parser)
     except (InputError, ValueError, OSError) as exc:
         return config_file_error(exc)
+    argv, moved = _model_path_as_model(argv)
     args, extra = parser.parse_known_args(_ep_with_size(_join_negative_values(argv)))
     if extra:  # name the command whose --help lists what it takes
         commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         owner = commands.choices.get(getattr(args, "command", None) or "", parser)
+        if moved and getattr(args, "model", None) is not None:
+            owner.error(f"the model is given twice: {args.model} by --model-path (or --model) "
+                        f"and {extra[0]} as MODEL; give it once")
         owner.error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "handler", None):
         parser.print_help()
