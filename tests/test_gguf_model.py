@@ -367,3 +367,57 @@ def test_a_split_gguf_missing_a_part_is_refused(tmp_path: Path,
     assert "00002-of-00002.gguf is not beside it" in err
     renamed = first.rename(tmp_path / "renamed.gguf")
     assert "one of 2 parts of a split GGUF" in _refusal(capsys, renamed)
+
+
+def _retyped(path: Path, type_of: Any) -> Path:
+    """Llama-3.1-8B's tensors with each matrix's ggml type given by ``type_of(name)``."""
+    header = read_gguf_header(llama_8b_q4_k_m(path))
+    names = {v: k for k, v in TYPE_IDS.items()}
+    tensors = [(t.name, t.dims, names[t.ggml_type] if len(t.dims) < 2 else type_of(t.name))
+               for t in header.tensors]
+    metadata = [(k, STRING if isinstance(v, str) else UINT32, v)
+                for k, v in header.metadata.items() if k.startswith(("general.", "llama."))
+                and not isinstance(v, float)]
+    metadata.append(("tokenizer.ggml.tokens", ARRAY, (STRING, ["t"] * 128256)))
+    return write_gguf(path, metadata, tensors)
+
+
+def test_an_iq2_xxs_gguf_reads_as_the_iq2_xxs_mix(tmp_path: Path) -> None:
+    """llama-quantize IQ2_XXS's types (Q2_K token_embd, Q5_K output, Q4_K attn_v for a GQA
+    model, IQ2_XXS elsewhere) are read, not refused, and size as --weights iq2_xxs does."""
+    def iq2_xxs(name: str) -> str:
+        return {"token_embd.weight": "Q2_K", "output.weight": "Q5_K"}.get(
+            name, "Q4_K" if "attn_v" in name else "IQ2_XXS")
+    path = _retyped(tmp_path / "Llama-3.1-8B-IQ2_XXS.gguf", iq2_xxs)
+    spec = spec_from_gguf(path)
+    stored = sum(gguf_weight_bytes(read_gguf_header(path)).values())
+    assert abs(weight_bytes(spec, weight_plan(spec)) - stored) / stored < 0.03
+    bundled = resolve_model("llama-3.1-8b")
+    mix = weight_bytes(bundled, weight_plan(bundled, "iq2_xxs"))
+    assert abs(mix - stored) / stored < 0.03
+
+
+def test_a_pure_block_type_is_that_block_not_a_file_type() -> None:
+    """One type alone (llama-quantize --pure) is the block's own bits: Q4_K is 4.5 bits, not
+    q4_k_s's 4.58; Q2_K is 2.625, not the Q2_K file type's 3.35."""
+    for name in ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "IQ1_S", "IQ2_XXS", "IQ3_S", "TQ1_0"):
+        kind = ggml_types()[TYPE_IDS[name]]
+        bits = kind.block_bytes * 8 / kind.block_elements
+        assert weight_formats()[format_for(name, bits, "mlp", "m")].bits_per_weight == bits, name
+
+
+def test_a_split_part_numbered_past_its_count_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    whole = llama_8b_q4_k_m(tmp_path / "whole.gguf").read_bytes()
+    for name in ("m-00001-of-00000.gguf", "m-00003-of-00002.gguf"):
+        (tmp_path / name).write_bytes(whole)
+        assert "no part of a split GGUF" in _refusal(capsys, tmp_path / name)
+
+
+def test_a_split_gguf_named_in_capitals_finds_its_parts(tmp_path: Path) -> None:
+    """The name matches whatever the extension's case; the sibling parts are sought with the
+    same case as the part given."""
+    for part in _split_qwen(tmp_path):
+        part.rename(part.with_suffix(".GGUF"))
+    spec = spec_from_gguf(tmp_path / "Qwen3-30B-A3B-Q8_0-00002-of-00002.GGUF")
+    assert count_params(spec).total == count_params(spec_from_gguf(tmp_path / "whole.gguf")).total

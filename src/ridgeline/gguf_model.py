@@ -98,7 +98,10 @@ def whole_gguf(path: Path) -> tuple[GgufHeader, str]:
                              "parts, which hold the rest of the tensors, cannot be found")
         return header, path.stem
     count = int(match["count"])
-    parts = [path.with_name(f"{match['stem']}-{i:05d}-of-{count:05d}.gguf")
+    if not 1 <= int(match["part"]) <= count:
+        raise InputError(f"{path.name}: part {int(match['part'])} of {count} is no part of a "
+                         "split GGUF (llama.cpp numbers them 00001-of-0000N)")
+    parts = [path.with_name(f"{match['stem']}-{i:05d}-of-{count:05d}{path.suffix}")
              for i in range(1, count + 1)]
     missing = [p.name for p in parts if not p.is_file()]
     if missing:
@@ -311,12 +314,14 @@ def gguf_stored_formats(header: GgufHeader, name: str) -> Mapping[str, str]:
 
 
 def format_for(ggml_name: str, bits_per_weight: float, category: str, name: str) -> str:
-    """Q8_0 -> q8_0; Q4_K at 4.6 bits -> q4_k_s (nearest of q4_k_s 4.58 and q4_k_m 4.84)."""
+    """Q8_0 -> q8_0; Q4_K at 4.6 bits -> q4_k_s (nearest of q4_k-block 4.5, q4_k_s 4.58 and
+    q4_k_m 4.84); IQ2_XXS -> iq2_xxs-block."""
     if ggml_name in _FLOATS:
         return _FLOATS[ggml_name]
     family = ggml_name.lower()
+    # the type on its own (q4_k-block, iq2_xxs-block) or a file type built on it (q4_k_m)
     candidates = [f for f in weight_formats().values()
-                  if f.id == family or f.id.startswith(family + "_")]
+                  if f.id in (family, f"{family}-block") or f.id.startswith(family + "_")]
     if not candidates:
         raise InputError(f"{name}: its {category} weights are {ggml_name}, a ggml type "
                          "ridgeline has no weight format for")
