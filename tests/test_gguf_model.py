@@ -15,6 +15,7 @@ from ridgeline.errors import InputError
 from ridgeline.gguf_model import (
     format_for,
     ggml_types,
+    gguf_size_caution,
     gguf_weight_bytes,
     spec_from_gguf,
     tensor_bytes,
@@ -65,9 +66,10 @@ def _arch_keys(arch: str, **fields: int) -> list[tuple[str, int, Any]]:
     return [(f"{arch}.{k.replace('__', '.')}", UINT32, v) for k, v in fields.items()]
 
 
-def llama_8b_q4_k_m(path: Path) -> Path:
+def llama_8b_q4_k_m(path: Path, retype: dict[str, str] | None = None) -> Path:
     """Llama-3.1-8B's shapes as llama.cpp's converter writes them, with Q4_K_M's tensor types
-    (Q6_K output, attn_v and ffn_down Q6_K in half the layers, norms F32)."""
+    (Q6_K output, attn_v and ffn_down Q6_K in half the layers, norms F32); ``retype``: another
+    type for the tensors whose name ends so ("ffn_up.weight": "IQ1_S")."""
     hidden, ffn, kv, vocab, layers = 4096, 14336, 1024, 128256, 32
     tensors: list[tuple[str, tuple[int, ...], str]] = [
         ("token_embd.weight", (hidden, vocab), "Q4_K"), ("output_norm.weight", (hidden,), "F32"),
@@ -91,7 +93,9 @@ def llama_8b_q4_k_m(path: Path) -> Path:
                             rope__dimension_count=128),
                 ("llama.rope.freq_base", FLOAT32, 500000.0),
                 ("tokenizer.ggml.tokens", ARRAY, (STRING, [f"t{i}" for i in range(vocab)]))]
-    return write_gguf(path, metadata, tensors)
+    retyped = [(n, d, next((t for end, t in (retype or {}).items() if n.endswith(end)), k))
+               for n, d, k in tensors]
+    return write_gguf(path, metadata, retyped)
 
 
 def qwen3_30b_a3b(path: Path, extra: list[tuple[str, int, Any]] | None = None,
@@ -421,3 +425,23 @@ def test_a_split_gguf_named_in_capitals_finds_its_parts(tmp_path: Path) -> None:
         part.rename(part.with_suffix(".GGUF"))
     spec = spec_from_gguf(tmp_path / "Qwen3-30B-A3B-Q8_0-00002-of-00002.GGUF")
     assert count_params(spec).total == count_params(spec_from_gguf(tmp_path / "whole.gguf")).total
+
+
+def test_a_category_mixing_tensor_types_is_cautioned(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """An Unsloth-style file, IQ1_S gate/up with Q4_K down: the MLP is priced as IQ1_S, its
+    main type, so the caution names the MLP and the gap, which the exact bytes give; a plain
+    Q4_K_M file gets none."""
+    mixed = llama_8b_q4_k_m(tmp_path / "UD-IQ1_S.gguf", {"ffn_gate.weight": "IQ1_S",
+                                                         "ffn_up.weight": "IQ1_S",
+                                                         "ffn_down.weight": "Q4_K"})
+    caution = gguf_size_caution(mixed)
+    exact = sum(gguf_weight_bytes(read_gguf_header(mixed)).values())
+    assert "mlp" in caution and "attention" not in caution
+    assert f"{exact / 1e9:.2f} GB as stored" in caution
+    spec = spec_from_gguf(mixed)
+    assert spec.stored_format_map["mlp"].startswith("iq1_s")
+    assert weight_bytes(spec, weight_plan(spec)) < 0.9 * exact  # the gap the caution names
+    code, _, err = run_cli(capsys, "model", str(mixed))
+    assert code == 0 and err.count("caution:") == 1 and "mix types" in err
+    assert gguf_size_caution(llama_8b_q4_k_m(tmp_path / "plain.gguf")) == ""

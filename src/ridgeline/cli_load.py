@@ -32,7 +32,20 @@ def load_model(args: argparse.Namespace) -> Any:
                              "local file: drop --fetch")
 
         return spec_from_hf_config(fetch_config(args.model), name=args.model)
-    return resolve_model(args.model, fetchable=hasattr(args, "fetch"))
+    model = resolve_model(args.model, fetchable=hasattr(args, "fetch"))
+    if gguf:
+        from ridgeline.gguf_model import gguf_size_caution
+
+        _say_caution(args, gguf_size_caution(Path(args.model).expanduser()))
+    return model
+
+
+def _say_caution(args: argparse.Namespace, caution: str) -> None:
+    """A caution about the inputs, said once on stderr and kept for the report's JSON."""
+    said = vars(args).setdefault("cautions_said", [])  # a command may load it twice
+    if caution and caution not in said:
+        said.append(caution)
+        print(f"ridgeline: caution: {caution}", file=sys.stderr)
 
 
 def load_accelerator(args: argparse.Namespace) -> Any:
@@ -72,10 +85,7 @@ def load_accelerator(args: argparse.Namespace) -> Any:
     acc = resolve_accelerator(args.gpu)
     if args.gpu_memory_gib:  # another memory configuration of the same part (a 32 GB M1 Max)
         acc, caution = with_memory_gib(acc, args.gpu_memory_gib)
-        said = vars(args).setdefault("cautions_said", [])  # a command may load it twice
-        if caution and caution not in said:
-            said.append(caution)
-            print(f"ridgeline: caution: {caution}", file=sys.stderr)
+        _say_caution(args, caution)
     return acc
 
 

@@ -287,6 +287,32 @@ def gguf_weight_bytes(header: GgufHeader) -> dict[str, int]:
     return dict(totals)
 
 
+SIZE_CAUTION_FRACTION = 0.02  # past this the stored formats misstate the file's weights
+
+
+def gguf_size_caution(path: Path) -> str:
+    """Where a category mixes tensor types (an Unsloth dynamic quant: some ffn_down at Q4_K
+    among IQ1_S experts), its one stored format, the dominant type's, misstates the bytes;
+    say by how much where the matmul weights' total is off by more than 2 %, else ""."""
+    from ridgeline.precision import weight_bytes_by_category, weight_plan
+
+    header, name = whole_gguf(path)
+    spec = spec_from_gguf(path)
+    exact = gguf_weight_bytes(header)
+    modelled = weight_bytes_by_category(spec, weight_plan(spec))
+    cats = [c for c in WEIGHT_CATEGORIES if exact.get(c)]
+    stored = sum(exact[c] for c in cats)
+    priced = sum(modelled.get(c, 0.0) for c in cats)
+    if not stored or abs(priced - stored) <= SIZE_CAUTION_FRACTION * stored:
+        return ""
+    mixed = [c for c in cats
+             if abs(modelled.get(c, 0.0) - exact[c]) > SIZE_CAUTION_FRACTION * exact[c]]
+    return (f"{name}'s matmul weights are {stored / 1e9:.2f} GB as stored, and ridgeline prices "
+            f"them at {priced / 1e9:.2f} GB ({(priced - stored) / stored:+.1%}): each category "
+            "is read as one format, its main tensor type's, and "
+            f"{', '.join(mixed) or 'its categories'} mix types in this file")
+
+
 def gguf_stored_formats(header: GgufHeader, name: str) -> Mapping[str, str]:
     """{category: format id} for the matmul weights (embedding, lm_head, the linear layers):
     the format of the category's dominant ggml type (most elements) whose bits per weight lie
