@@ -165,3 +165,32 @@ def test_mtp_is_priced_as_eagle_where_the_checkpoint_has_mtp_layers(
     for argv in (SIM, DECODE):
         err = refused(capsys, *argv, "--spec-tokens", "2", "--spec-method", "mtp")
         assert "llama-3.1-8b has none" in err
+
+
+def test_decode_and_prefill_read_no_async_scheduling_as_fit_sizes_the_pool_with_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """gpt-oss-120b on one H100 at 32K: without async scheduling vLLM's window layers keep
+    blocks for one batch in flight, not two, and one more conversation fits; decode and
+    prefill size the pool fit sizes under the switch rather than ignore it in a note."""
+    base = ("gpt-oss-120b", "--gpu", "h100", "--max-model-len", "32768")
+
+    def held(command: str, *extra: str) -> int:
+        where = ("--context",) if command == "decode" else ("--prompt-len",)
+        code, out, err = run_cli(capsys, command, *base, *where, "32768", *extra, "--json")
+        assert code == 0 and "ignored" not in err, err
+        found = json.loads(out)["engine_max_batch"]
+        return int(found[0]["batch"] if command == "decode" else found)
+
+    def fit(*extra: str) -> int:
+        code, out, err = run_cli(capsys, "fit", *base, *extra, "--json")
+        assert code == 0, err
+        return int(json.loads(out)["conversations"])
+
+    synchronous = fit("--no-async-scheduling")
+    assert synchronous != fit()  # the switch changes the pool here
+    for command in ("decode", "prefill"):
+        assert held(command, "--no-async-scheduling") == synchronous
+        assert held(command) == held(command, "--async-scheduling") == fit()
+    assert "before vLLM 0.14" in refused(capsys, *DECODE, "--async-scheduling",
+                                         "--engine-version", "0.11")
+    assert "vLLM's" in refused(capsys, *DECODE, "--no-async-scheduling", "--engine", "sglang")

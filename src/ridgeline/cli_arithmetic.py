@@ -21,6 +21,8 @@ from ridgeline.cli_engine import (
     ENGINE_DEFAULT,
     ENGINE_NAMES,
     MEMORY_RULES,
+    async_scheduling_problem,
+    async_scheduling_switch,
     decode_context_flag,
     engine_flag,
     engine_version_flag,
@@ -262,13 +264,20 @@ def _engine_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
 
     version = _engine_version(args, dep)
     spec = _drafts(args)
+    if getattr(args, "async_scheduling", False):  # vLLM's default from 0.14, as fit reads it
+        problem = async_scheduling_problem(dep.engine, version)
+        if problem:
+            raise InputError(problem[0])
+    asynchronous = not getattr(args, "no_async_scheduling", False)
+    if not asynchronous and dep.engine != "vllm":
+        raise InputError(f"--no-async-scheduling is vLLM's; {dep.engine} has no such setting")
     given = [f"--{name.replace('_', '-')}" for name in (
         "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens", "block_size",
         "usage", "kv_cache_memory_bytes", "max_total_tokens", "max_mamba_cache_size",
         "mamba_ssm_dtype", "max_cudagraph_capture_size") if getattr(args, name) is not None]
     if not given:
-        return None if version is None else EngineSettings(engine_version=version,
-                                                           speculative_decoding=spec)
+        return None if version is None and asynchronous else EngineSettings(
+            engine_version=version, speculative_decoding=spec, async_scheduling=asynchronous)
     if dep.engine.startswith("llama.cpp"):
         owner = ("vLLM's pool" if given == ["--kv-cache-memory-bytes"] else
                  "SGLang's and TensorRT-LLM's pools" if given == ["--max-total-tokens"] else
@@ -284,7 +293,7 @@ def _engine_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
                           block_size=args.block_size, usage=args.usage or "serve",
                           kv_cache_memory_bytes=args.kv_cache_memory_bytes,
                           max_total_tokens=args.max_total_tokens, engine_version=version,
-                          speculative_decoding=spec,
+                          speculative_decoding=spec, async_scheduling=asynchronous,
                           max_mamba_cache_size=args.max_mamba_cache_size,
                           mamba_ssm_dtype=args.mamba_ssm_dtype,
                           max_cudagraph_capture_size=args.max_cudagraph_capture_size)
@@ -455,6 +464,7 @@ def _pool_flags(p: Any) -> None:
                    "(default), or the offline LLM class (a batch run)")
     engine_version_flag(g, MEMORY_RULES, v0=True)
     decode_context_flag(g)
+    async_scheduling_switch(g)
 
 
 def register(sub: Any) -> None:

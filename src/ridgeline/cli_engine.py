@@ -40,6 +40,22 @@ def sizing_flags(g: Any) -> None:
                    "(default by card and TP), 2 MiB a batch of its v0.5.3+ default reserve")
 
 
+def async_scheduling_switch(g: Any) -> None:
+    """vLLM's --no-async-scheduling and --async-scheduling, which fit, simulate, decode and
+    prefill read: from v0.26 window layers keep blocks for one batch in flight or two, so the
+    pool's count (and the concurrency vLLM logs) follows the switch."""
+    switch = g.add_mutually_exclusive_group()
+    switch.add_argument("--no-async-scheduling", action="store_true",
+                        help="vLLM: schedule synchronously (from v0.14 it forms the next batch "
+                        "while one runs, so simulate admits an arrival and frees a finished "
+                        "request's seat and blocks a step later); v0.26+: window layers keep "
+                        "blocks for one batch in flight, not two")
+    switch.add_argument("--async-scheduling", action="store_true",
+                        help="vLLM: its default from v0.14, as pasted launch lines spell it "
+                        "(refused for an earlier --engine-version, where it was opt-in and "
+                        "is not modelled)")
+
+
 def _prefix_caching(g: Any, help_text: str) -> None:
     switch = g.add_mutually_exclusive_group()
     switch.add_argument("--enable-prefix-caching", dest="prefix_caching", action="store_const",
@@ -53,16 +69,7 @@ def _prefix_caching(g: Any, help_text: str) -> None:
 
 def _vllm_memory_switches(g: Any) -> None:
     """vLLM switches that change what its pool holds (fit and simulate)."""
-    switch = g.add_mutually_exclusive_group()
-    switch.add_argument("--no-async-scheduling", action="store_true",
-                        help="vLLM: schedule synchronously (from v0.14 it forms the next batch "
-                        "while one runs, so simulate admits an arrival and frees a finished "
-                        "request's seat and blocks a step later); v0.26+: window layers keep "
-                        "blocks for one batch in flight, not two")
-    switch.add_argument("--async-scheduling", action="store_true",
-                        help="vLLM: its default from v0.14, as pasted launch lines spell it "
-                        "(refused for an earlier --engine-version, where it was opt-in and "
-                        "is not modelled)")
+    async_scheduling_switch(g)
     g.add_argument("--language-model-only", action="store_true",
                    help="vLLM: a multimodal checkpoint without its vision tower")
     g.add_argument("--warm-compile-cache", action="store_true",
@@ -156,12 +163,12 @@ def check_engine_flags(args: argparse.Namespace, engine: str) -> None:
                         "cuda_graph_mode, off by default, and makes no eager PyTorch launches "
                         "to price")
     if getattr(args, "async_scheduling", False):
-        problems.extend(_async_scheduling_problem(engine, args.engine_version))
+        problems.extend(async_scheduling_problem(engine, args.engine_version))
     if problems:
         raise InputError("; ".join(problems))
 
 
-def _async_scheduling_problem(engine: str, version: str | None) -> list[str]:
+def async_scheduling_problem(engine: str, version: str | None) -> list[str]:
     """--async-scheduling where it is not the modelled default: another engine's run, or a
     vLLM release before the default (engines.json vllm.async_scheduling), where it was opt-in."""
     if engine != "vllm":

@@ -441,6 +441,7 @@ def describe_settings(settings: EngineSettings, engine: str,
              for name in ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens",
                           "block_size") if (value := getattr(settings, name)) is not None]
     given += [f"max_model_len {max_model_len}"] if max_model_len else []
+    given += [] if settings.async_scheduling else ["async_scheduling off"]
     rules = [version_rules(engine, settings.engine_version)] if settings.engine_version else []
     if engine != "vllm":
         return ", ".join(given + rules)
