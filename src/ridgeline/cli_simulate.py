@@ -147,9 +147,9 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                                     if pool_too_small else ""))
     if args.trace and args.rate is not None:
         raise InputError("--trace replays its own arrival times; drop --rate")
-    if args.rate is not None and args.concurrency is not None:
-        raise InputError("--rate (open loop) and --concurrency (closed loop) are two loads; "
-                         "give one")
+    # vllm bench serve's --request-rate R with --max-concurrency C: arrivals at R, at most C
+    # in flight; --rate inf with it is the closed loop of C
+    capped = args.rate is not None and math.isfinite(args.rate) and args.concurrency is not None
     if args.trace and (args.prefix_groups or args.prefix_len):
         raise InputError("--trace replays its own prompts; drop --prefix-groups/--prefix-len")
     if args.trace:
@@ -169,6 +169,10 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                 f"{args.input_len}, output "
                 f"{args.output_len}, " + ("all sent at time 0 (--rate inf)"
                                           if getattr(args, "sent_at_once", False) else
+                                          f"{args.arrival} arrivals at {args.rate:g}/s, at most "
+                                          f"{args.concurrency} in flight (a request come while "
+                                          f"{args.concurrency} run waits, client-side, and is "
+                                          "timed from its send)" if capped else
                                           f"concurrency {args.concurrency}"
                                           if args.concurrency else
                                           f"{args.arrival} arrivals at {args.rate:g}/s"))
@@ -200,9 +204,10 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         raise InputError(f"does not fit: a pipeline lane's share of the KV pool (1/{pp} of "
                          f"{config.num_blocks:,} blocks) holds no block (see `ridgeline fit`)")
     result = run_replica(dep, profile, config, requests, args.engine_version,
-                         closed_loop=args.concurrency or 0, keep_rows=bool(args.export),
-                         slo=(slo_ttft, slo_tpot), window_s=args.window,
-                         stop_when_behind=True)
+                         closed_loop=0 if capped else args.concurrency or 0,
+                         keep_rows=bool(args.export), slo=(slo_ttft, slo_tpot),
+                         window_s=args.window, stop_when_behind=True,
+                         max_in_flight=args.concurrency if capped else 0)
     if result.rejected and not result.completed:  # nothing ran: no latency to report
         reason, n = max(result.rec.rejected.items(), key=lambda item: item[1])
         first = result.rec.rejected_first.get(reason)
@@ -366,7 +371,7 @@ def check_load_flags(args: argparse.Namespace) -> None:
         if given:
             raise InputError(f"--trace replays its own requests, lengths and arrival times; "
                              f"drop {', '.join(given)}")
-    if args.concurrency is not None:
+    if args.concurrency is not None and args.rate is None:  # a capped --rate keeps its own
         given = [flag for flag, value in (("--arrival", args.arrival),
                                           ("--burstiness", args.burstiness)) if value is not None]
         if given:

@@ -137,7 +137,8 @@ class DataParallelSimulator:
     def run(self, workload: Iterator[Request], closed_loop: int = 0, keep_rows: bool = False,
             slo: tuple[float | None, float | None] = (None, None),
             window_s: tuple[float, float] | None = None,
-            stop_when_behind: bool = False, stop_past: int | None = None) -> SimResult:
+            stop_when_behind: bool = False, stop_past: int | None = None,
+            max_in_flight: int = 0) -> SimResult:
         """Simulate until every request finished or was rejected (``Simulator.run``'s
         arguments)."""
         rec = Recorder(self.dep.num_gpus, *slo)
@@ -145,8 +146,8 @@ class DataParallelSimulator:
         rec.stop_past = stop_past
         if window_s is not None:
             rec.window_s = window_s
-        rec.closed_loop = closed_loop > 0
-        run = Run(self, workload, closed_loop, rec, None, stop_when_behind)
+        rec.closed_loop = closed_loop > 0 or max_in_flight > 0
+        run = Run(self, workload, closed_loop, rec, None, stop_when_behind, max_in_flight)
         s = self.scheduler
         while True:
             for rank in self.ranks:

@@ -105,10 +105,11 @@ class PipelineSimulator(Simulator):
             after_step: Callable[[Simulator], None] | None = None,
             slo: tuple[float | None, float | None] = (None, None),
             window_s: tuple[float, float] | None = None,
-            stop_when_behind: bool = False, stop_past: int | None = None) -> SimResult:
+            stop_when_behind: bool = False, stop_past: int | None = None,
+            max_in_flight: int = 0) -> SimResult:
         """As ``Simulator.run``; ``after_step`` is called after every event."""
         run = self._begin(workload, closed_loop, keep_rows, after_step, slo, window_s,
-                          stop_when_behind, stop_past)
+                          stop_when_behind, stop_past, max_in_flight)
         rec, s = run.rec, self.scheduler
         while True:
             run.arrive_due()
@@ -199,32 +200,41 @@ def run_replica(dep: Deployment, profile: EngineProfile, config: SimConfig,
                 requests: Iterable[Request], version: str | None = None, closed_loop: int = 0,
                 keep_rows: bool = False, slo: tuple[float | None, float | None] = (None, None),
                 window_s: tuple[float, float] | None = None,
-                stop_when_behind: bool = False, stop_past: int | None = None) -> SimResult:
+                stop_when_behind: bool = False, stop_past: int | None = None,
+                max_in_flight: int = 0) -> SimResult:
     """One replica of ``dep`` with the engine's whole ``config``: pipeline-parallel vLLM V1
     as one pool with pp micro-batches in flight, V0 and the other engines as pp lanes each
     with 1/pp of it (``lane_config``), no pipeline as the plain simulator. stop_when_behind:
     an open loop may be cut short once hopelessly behind (``Simulator.run``); stop_past: a
     run stops once more than this many of the window's requests passed ``slo`` (each lane
     on its own count: fewer than the replica's). Data-parallel attention: its ranks, each
-    with ``config``'s pool and seats, stepping together (sim/data_parallel.py)."""
+    with ``config``'s pool and seats, stepping together (sim/data_parallel.py). max_in_flight:
+    an open loop capped at that many in flight (vllm bench serve's --max-concurrency beside a
+    --request-rate), refused over pipeline lanes."""
     pp = dep.pipeline_parallel_size
     if dep.data_parallel_size > 1:  # each rank its own pool, the ranks stepping together
         from ridgeline.sim.data_parallel import DataParallelSimulator
 
         return DataParallelSimulator(dep, profile, config).run(
             iter(requests), closed_loop=closed_loop, keep_rows=keep_rows, slo=slo,
-            window_s=window_s, stop_when_behind=stop_when_behind, stop_past=stop_past)
+            window_s=window_s, stop_when_behind=stop_when_behind, stop_past=stop_past,
+            max_in_flight=max_in_flight)
     if pp > 1 and one_pool(dep.engine, version):
         return PipelineSimulator(dep, profile, config, pp).run(
             iter(requests), closed_loop=closed_loop, keep_rows=keep_rows, slo=slo,
-            window_s=window_s, stop_when_behind=stop_when_behind, stop_past=stop_past)
+            window_s=window_s, stop_when_behind=stop_when_behind, stop_past=stop_past,
+            max_in_flight=max_in_flight)
     lane = lane_config(config, pp, dep.engine, version)
+    if max_in_flight and pp > 1:
+        raise InputError(f"a request rate capped at {max_in_flight} in flight is not modelled "
+                         f"over {dep.engine}'s {pp} pipeline lanes: give --request-rate or "
+                         "--max-concurrency alone")
 
     def run_one(work: Iterator[Request], users: int) -> SimResult:
         return Simulator(dep, profile, lane).run(work, closed_loop=users, keep_rows=keep_rows,
                                                  slo=slo, window_s=window_s,
                                                  stop_when_behind=stop_when_behind,
-                                                 stop_past=stop_past)
+                                                 stop_past=stop_past, max_in_flight=max_in_flight)
 
     return run_lanes(run_one, requests, pp, closed_loop)
 

@@ -10,6 +10,7 @@ that may stop early, hopelessly behind.
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
@@ -29,11 +30,14 @@ class Run:
     pipeline's event loop alike: its recorder; the requests still to come, an open loop's at
     their arrival times (``arrive_due``), a closed loop's one as each finishes (seats past the
     workload's requests stay empty); the simulated time spent idle; the after-step hook; and
-    whether the run stops here (``over_steps``)."""
+    whether the run stops here (``over_steps``). ``max_in_flight``: an open loop capped, as
+    vllm bench serve caps --request-rate with --max-concurrency: a request whose time has come
+    while that many are in flight waits for one to leave, client-side, and is sent then, its
+    TTFT timed from the send (the benchmark's clock starts inside the semaphore)."""
 
     def __init__(self, sim: Simulator | DataParallelSimulator, workload: Iterator[Request],
                  closed_loop: int, rec: Recorder, after_step: Callable[[Simulator], None] | None,
-                 stop_when_behind: bool) -> None:
+                 stop_when_behind: bool, max_in_flight: int = 0) -> None:
         self.sim = sim
         self.rec = rec
         self.closed_loop = closed_loop
@@ -49,6 +53,9 @@ class Run:
         # requests are sent, all before the first step
         self.lag = False
         self.held: list[Request] = []
+        self.max_in_flight = max_in_flight
+        self.in_flight = 0  # sent and not yet finished or refused (a capped open loop's count)
+        self.backlog: deque[Request] = deque()  # come, and waiting for a seat, client-side
         if closed_loop:
             for _ in range(closed_loop):
                 if not self.send_next():
@@ -77,15 +84,38 @@ class Run:
         for r in held:
             if busy and r.arrival_s >= sim.now_s:  # a closed loop's, sent as this step ended:
                 self.held.append(r)  # the batch about to run was formed without it
-            elif not sim.arrive(r, self.rec) and self.closed_loop:
-                self.send_next()  # a refused one frees its seat at once
+            elif not sim.arrive(r, self.rec):
+                if self.closed_loop:
+                    self.send_next()  # a refused one frees its seat at once
+                elif self.max_in_flight:
+                    self.left(1)
         while pending is not None and pending.arrival_s <= sim.now_s:
-            if busy:
-                self.held.append(pending)
+            if self.max_in_flight and (self.in_flight >= self.max_in_flight or self.backlog):
+                self.backlog.append(pending)  # in order: none overtakes one already waiting
             else:
-                sim.arrive(pending, self.rec)
+                self._send(pending, busy)
             pending = next(self.source, None)
         self.pending = pending
+
+    def _send(self, r: Request, busy: bool) -> None:
+        """An open loop's request sent: held a step on a busy engine under async scheduling,
+        else arriving now; counted in flight where the loop is capped."""
+        if self.max_in_flight:
+            self.in_flight += 1
+        if busy:
+            self.held.append(r)
+        elif not self.sim.arrive(r, self.rec) and self.max_in_flight:
+            self.left(1)
+
+    def left(self, count: int) -> None:
+        """A capped open loop: ``count`` requests left (finished or refused); the longest
+        waiting are sent in their seats, their clocks starting now."""
+        self.in_flight -= count
+        s = self.sim.scheduler
+        while self.backlog and self.in_flight < self.max_in_flight:
+            r = self.backlog.popleft()
+            r.arrival_s = self.sim.now_s
+            self._send(r, self.lag and bool(s.running or s.waiting))
 
     def send_next(self) -> bool:
         """Closed loop: send the next request now; a rejected one frees its seat at once
@@ -107,6 +137,8 @@ class Run:
             self.rec.finish(r)
             if self.closed_loop:
                 self.send_next()
+        if self.max_in_flight and finished:
+            self.left(len(finished))
 
     def idle(self) -> bool:
         """Nothing runs: time passes, idle, to the next arrival; False where none is to come

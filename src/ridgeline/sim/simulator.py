@@ -103,7 +103,8 @@ class Simulator:
             after_step: Callable[[Simulator], None] | None = None,
             slo: tuple[float | None, float | None] = (None, None),
             window_s: tuple[float, float] | None = None,
-            stop_when_behind: bool = False, stop_past: int | None = None) -> SimResult:
+            stop_when_behind: bool = False, stop_past: int | None = None,
+            max_in_flight: int = 0) -> SimResult:
         """Simulate until every request finished or was rejected.
 
         closed_loop > 0: keep that many requests in flight, each finish releasing the next
@@ -114,10 +115,11 @@ class Simulator:
         stop_when_behind: an open loop may stop early, its recorder marked ``stopped_early``,
         once the engine is hopelessly behind (``Run.over_steps``). stop_past: stop once more
         than this many of the window's requests passed ``slo`` in TTFT or in TPOT, the
-        recorder marked ``missed`` (``Recorder.stop_past``).
+        recorder marked ``missed`` (``Recorder.stop_past``). max_in_flight > 0: an open loop
+        whose arrivals wait, client-side, while that many are in flight (``Run``).
         """
         run = self._begin(workload, closed_loop, keep_rows, after_step, slo, window_s,
-                          stop_when_behind, stop_past)
+                          stop_when_behind, stop_past, max_in_flight)
         rec, s = run.rec, self.scheduler
         while True:
             if self.retiring and not s.running:  # no batch in flight beside them: the
@@ -143,15 +145,17 @@ class Simulator:
     def _begin(self, workload: Iterator[Request], closed_loop: int, keep_rows: bool,
                after_step: Callable[[Simulator], None] | None,
                slo: tuple[float | None, float | None], window_s: tuple[float, float] | None,
-               stop_when_behind: bool, stop_past: int | None = None) -> Run:
+               stop_when_behind: bool, stop_past: int | None = None,
+               max_in_flight: int = 0) -> Run:
         """A run's recorder and requests (``run``'s arguments), its first requests sent."""
         rec = Recorder(self.dep.num_gpus, *slo)
         rec.keep_rows = keep_rows
         rec.stop_past = stop_past
         if window_s is not None:
             rec.window_s = window_s
-        rec.closed_loop = closed_loop > 0
-        return Run(self, workload, closed_loop, rec, after_step, stop_when_behind)
+        rec.closed_loop = closed_loop > 0 or max_in_flight > 0  # no backlog in the engine
+        return Run(self, workload, closed_loop, rec, after_step, stop_when_behind,
+                   max_in_flight)
 
     def _stepped(self, run: Run, finished: list[Request]) -> bool:
         """After a step (in the pipeline, a micro-batch's output back): the gauges read, the

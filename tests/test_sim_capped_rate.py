@@ -1,0 +1,66 @@
+"""vllm bench serve's --request-rate R with --max-concurrency C: arrivals at R, at most C in
+flight; one come while C run waits client-side and is timed from its send (sim/run.py)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.conftest import run_cli
+
+SIM = ("simulate", "llama-3.1-8b", "--gpu", "h100", "--num-prompts", "200", "--json")
+
+
+def simulate(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
+    code, out, err = run_cli(capsys, *SIM, *argv)
+    assert code == 0, err
+    return dict(json.loads(out))
+
+
+def test_the_cap_bounds_the_running_batch(capsys: pytest.CaptureFixture[str]) -> None:
+    """At 40 req/s an 8B on an H100 runs dozens at once; capped at 4 it never runs more, and
+    serves about what a closed loop of 4 serves (the backlog is never empty)."""
+    free = simulate(capsys, "--request-rate", "40")
+    capped = simulate(capsys, "--request-rate", "40", "--max-concurrency", "4")
+    closed = simulate(capsys, "--request-rate", "inf", "--max-concurrency", "4")
+    assert free["running_batch"]["max"] > 16
+    assert capped["running_batch"]["max"] == 4 == closed["running_batch"]["max"]
+    assert capped["request_rate"] == pytest.approx(closed["request_rate"], rel=0.03)
+    assert capped["request_rate"] < 0.25 * free["request_rate"]
+    assert "at most 4 in flight" in capped["settings"]["load"]
+
+
+def test_a_cap_never_reached_changes_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    """At 2 req/s a handful run at once: a cap of 200 is never reached, and the run is the
+    open loop's, request for request."""
+    free = simulate(capsys, "--request-rate", "2")
+    capped = simulate(capsys, "--request-rate", "2", "--max-concurrency", "200")
+    for key in ("ttft_s", "tpot_s", "e2e_s", "duration_s", "steps"):
+        assert capped[key] == free[key]
+
+
+def test_a_capped_arrival_is_timed_from_its_send(capsys: pytest.CaptureFixture[str]) -> None:
+    """A request that waited for a seat is timed from its send, as the benchmark's clock
+    starts inside its semaphore: capped TTFT stays near one prompt's, while the uncapped open
+    loop at the same rate queues in the engine."""
+    capped = simulate(capsys, "--request-rate", "40", "--max-concurrency", "4")
+    free = simulate(capsys, "--request-rate", "40")
+    assert capped["ttft_s"]["p99"] < free["ttft_s"]["p99"]
+    assert capped["queue_s"]["mean"] <= free["queue_s"]["mean"]
+
+
+def test_a_capped_rate_keeps_its_arrival_process(capsys: pytest.CaptureFixture[str]) -> None:
+    """--arrival/--burstiness shape the capped open loop's arrivals (refused for a closed
+    loop); the lanes of a pipeline that splits its pool refuse the pair in one line."""
+    gamma = simulate(capsys, "--request-rate", "10", "--max-concurrency", "8", "--arrival",
+                     "gamma", "--burstiness", "0.5")
+    assert "gamma arrivals at 10/s, at most 8 in flight" in gamma["settings"]["load"]
+    code, _, err = run_cli(capsys, *SIM, "--request-rate", "inf", "--max-concurrency", "8",
+                           "--arrival", "gamma")
+    assert code == 2 and "drop --arrival" in err
+    code, _, err = run_cli(capsys, "simulate", "llama-3.1-8b", "--gpu", "h100", "--engine",
+                           "sglang", "--pipeline-parallel-size", "2", "--request-rate", "4",
+                           "--max-concurrency", "8", "--num-prompts", "20")
+    assert code == 2 and "pipeline lanes" in err and len(err.strip().splitlines()) == 1
