@@ -318,7 +318,8 @@ def test_request_rate_inf_sends_every_request_at_time_0(
 
 
 @pytest.mark.parametrize("argv", [("--request-rate", "inf", "--arrival", "gamma"),
-                                  ("--request-rate", "5", "--max-concurrency", "4"),
+                                  ("--request-rate", "inf", "--max-concurrency", "4",
+                                   "--burstiness", "2"),
                                   ("--request-rate", "-inf",)])
 def test_a_load_vllm_bench_serve_would_send_otherwise_is_refused(
         capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]) -> None:
