@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ridgeline.cli_simulate import ranged
+from ridgeline.cli_spec import ENGINE_FLAGS
 from ridgeline.datafiles import load_data
 from ridgeline.launch_flags import LaunchFlag, launch_flags
 from tests.conftest import run_cli
@@ -19,6 +20,8 @@ from tests.conftest import run_cli
 FIT = ("fit", "openai/gpt-oss-120b", "--gpu", "h100")
 SIM = ("simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "4", "--num-requests", "40")
 DECODE = ("decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "1,16")
+PREFILL = ("prefill", "llama-3.1-8b", "--gpu", "h100")
+DRAFTER_FLAGS = {f for flags, *_ in ENGINE_FLAGS for f in flags}
 IGNORED = [r for r in launch_flags() if r.modelled_away]
 REFUSED = [r for r in launch_flags() if not r.modelled_away]
 
@@ -80,7 +83,9 @@ def test_each_harmless_flag_is_read_with_its_value_before_model(
 def test_a_flag_that_changes_memory_or_speed_is_refused_naming_it(
         capsys: pytest.CaptureFixture[str], record: LaunchFlag) -> None:
     for flag in record.flags:
-        err = refused(capsys, *FIT, *_given(flag, record.takes_value))
+        # decode, simulate and fit read the drafter's flags themselves (engine_spec.py)
+        argv = PREFILL if flag in DRAFTER_FLAGS else FIT
+        err = refused(capsys, *argv, *_given(flag, record.takes_value))
         assert f"error: {flag} is not modelled: {record.why}" in err
 
 
@@ -159,9 +164,16 @@ def test_mtp_is_priced_as_eagle_where_the_checkpoint_has_mtp_layers(
     sim = ("simulate", "deepseek-v3", "--gpu", "h200", "--num-gpus", "8", "--rate", "2",
            "--num-requests", "20", "--spec-tokens", "2", "--json")
     eagle = run_cli(capsys, *sim, "--spec-method", "eagle")
-    assert eagle[0] == 0 and json.loads(eagle[1])
+    assert eagle[0] == 0
     for method in ("mtp", "deepseek_mtp"):
-        assert run_cli(capsys, *sim, "--spec-method", method) == eagle
+        code, out, err = run_cli(capsys, *sim, "--spec-method", method)
+        assert code == 0 and err == eagle[2]
+        mtp, plain = json.loads(out), json.loads(eagle[1])
+        # the same steps and times; only the pool holds the MTP layer too (drafter_memory)
+        assert mtp["settings"]["num_blocks"] < plain["settings"]["num_blocks"]
+        for report in (mtp, plain):
+            del report["settings"]["num_blocks"], report["time_series"]
+        assert mtp == plain
     for argv in (SIM, DECODE):
         err = refused(capsys, *argv, "--spec-tokens", "2", "--spec-method", "mtp")
         assert "llama-3.1-8b has none" in err

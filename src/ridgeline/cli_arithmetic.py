@@ -32,6 +32,7 @@ from ridgeline.cli_load import (
     build_deployment,
     card_id,
     default_engine,
+    drafts_with_mtp,
     load_accelerator,
     load_deployment,
     load_model,
@@ -277,7 +278,8 @@ def _engine_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
         "mamba_ssm_dtype", "max_cudagraph_capture_size") if getattr(args, name) is not None]
     if not given:
         return None if version is None and asynchronous else EngineSettings(
-            engine_version=version, speculative_decoding=spec, async_scheduling=asynchronous)
+            engine_version=version, speculative_decoding=spec, async_scheduling=asynchronous,
+            draft_mtp=drafts_with_mtp(args))
     if dep.engine.startswith("llama.cpp"):
         owner = ("vLLM's pool" if given == ["--kv-cache-memory-bytes"] else
                  "SGLang's and TensorRT-LLM's pools" if given == ["--max-total-tokens"] else
@@ -294,6 +296,7 @@ def _engine_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
                           kv_cache_memory_bytes=args.kv_cache_memory_bytes,
                           max_total_tokens=args.max_total_tokens, engine_version=version,
                           speculative_decoding=spec, async_scheduling=asynchronous,
+                          draft_mtp=drafts_with_mtp(args),
                           max_mamba_cache_size=args.max_mamba_cache_size,
                           mamba_ssm_dtype=args.mamba_ssm_dtype,
                           max_cudagraph_capture_size=args.max_cudagraph_capture_size)

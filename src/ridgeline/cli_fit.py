@@ -40,6 +40,7 @@ from ridgeline.cli_offload import (
     launch_fitted,
     no_fit_ctx,
 )
+from ridgeline.cli_spec import fit_drafter, spec_flags
 from ridgeline.cli_types import (
     _engine_name,
     _how_many,
@@ -59,6 +60,7 @@ def cmd_fit(args: argparse.Namespace) -> Any:
     from ridgeline.reports.fit import fit_report, longest_context, slots_for_target
 
     model = load_model(args)
+    fit_drafter(args, model, [engine_id(n.strip()) for n in args.engine.split(",")])
     defaulted = ""
     named = card_engines(args)
     one = named[0] if len(named) == 1 and len(accelerator_names(args)) == 1 else None
@@ -221,6 +223,7 @@ def register(sub: Any) -> None:
                    metavar="R", help="SGLang hybrid-SWA models: window pool ÷ full pool "
                    "(default 0.8); lower holds more long conversations")
     sglang_multimodal(g)
+    spec_flags(g, pricing=False)
     g.add_argument("--flash-attn", choices=["on", "off", "auto"],
                    help="llama.cpp -fa (default auto: on where supported); off sizes the "
                    "attention scores into the compute buffer and costs their traffic")

@@ -400,6 +400,14 @@ def load_profile(args: argparse.Namespace) -> Any:
     return profile.without_cuda_graphs() if getattr(args, "enforce_eager", False) else profile
 
 
+def drafts_with_mtp(args: argparse.Namespace) -> bool:
+    """Whether the drafter is the checkpoint's MTP layers (--spec-method mtp, or an engine's
+    spelling of it), whose weights and cache the pool holds."""
+    from ridgeline.cli_spec import MTP_METHODS
+
+    return bool(getattr(args, "spec_tokens", 0)) and getattr(args, "spec_method", None) in MTP_METHODS
+
+
 def engine_settings(args: argparse.Namespace) -> Any:
     from ridgeline.memory import EngineSettings
 
@@ -414,6 +422,7 @@ def engine_settings(args: argparse.Namespace) -> Any:
         overlap_scheduler=not getattr(args, "disable_overlap_scheduler", False),
         prefix_caching=getattr(args, "prefix_caching", None),
         speculative_decoding=bool(getattr(args, "spec_tokens", 0)),
+        draft_mtp=drafts_with_mtp(args),
         language_model_only=getattr(args, "language_model_only", False),
         enable_multimodal=getattr(args, "enable_multimodal", False),
         flash_attn=getattr(args, "flash_attn", None) != "off",

@@ -1,5 +1,7 @@
 """CLI: speculative decoding's flags (--spec-tokens, --spec-acceptance, --spec-draft-cost,
---spec-method), as simulate and decode both read them."""
+--spec-method), as simulate and decode both read them, and fit the drafter's; and the engines'
+own spellings of the drafter (vLLM's --speculative-config, SGLang's --speculative-algorithm
+…; engine_spec.py), each read on its own engine into --spec-tokens and --spec-method."""
 
 from __future__ import annotations
 
@@ -16,34 +18,134 @@ SPEC_ACCEPTANCE, SPEC_DRAFT_COST = 0.7, 0.05  # the speculative-decoding default
 MTP_METHODS = ("mtp", "deepseek_mtp", "qwen3_next_mtp")
 
 
-def spec_flags(g: Any) -> None:  # a parser or an argument group
+# the engines' spellings: (flags, dest, value type, engine); help on the first of each engine
+ENGINE_FLAGS: tuple[tuple[tuple[str, ...], str, Any, str], ...] = (
+    (("--speculative-config", "-sc"), "speculative_config", str, "vllm"),
+    (("--speculative-model",), "speculative_model", str, "vllm"),
+    (("--num-speculative-tokens",), "num_speculative_tokens", int, "vllm"),
+    (("--speculative-algorithm",), "speculative_algorithm", str, "sglang"),
+    (("--speculative-num-steps",), "speculative_num_steps", int, "sglang"),
+    (("--speculative-eagle-topk",), "speculative_eagle_topk", int, "sglang"),
+    (("--speculative-num-draft-tokens",), "speculative_num_draft_tokens", int, "sglang"),
+    (("--speculative-draft-model-path", "--speculative-draft-model"),
+     "speculative_draft_model_path", str, "sglang"),
+)
+ENGINE_HELP = {
+    "speculative_config": "vLLM's drafter as vllm serve takes it, a JSON object ('{\"method\": "
+    "\"deepseek_mtp\", \"num_speculative_tokens\": 2}'; before 0.8.3 --speculative-model M "
+    "--num-speculative-tokens K): read as --spec-method and --spec-tokens",
+    "speculative_algorithm": "SGLang's drafter (EAGLE, EAGLE3, NEXTN: MTP, STANDALONE) with "
+    "--speculative-num-steps S and --speculative-eagle-topk 1: S drafts a step, as --spec-tokens",
+}
+
+
+def spec_flags(g: Any, pricing: bool = True) -> None:  # a parser or an argument group
+    """The flags; ``pricing`` False (fit) leaves out the acceptance and the drafter's cost."""
     g.add_argument("--spec-tokens", type=_count("draft length"), default=0,
                    help="speculative decoding: draft length")
+    for flags, dest, kind, _ in ENGINE_FLAGS:
+        g.add_argument(*flags, dest=dest, type=kind, metavar=dest.split("_")[-1].upper(),
+                       help=ENGINE_HELP.get(dest, argparse.SUPPRESS))
+    g.add_argument("--spec-method", choices=("eagle", "draft-model", "ngram", *MTP_METHODS),
+                   help="the drafter (default eagle): vLLM gives each running request the "
+                   "draft length in lookahead slots more for eagle (EAGLE, MTP) and "
+                   "draft-model, none for ngram; mtp (vLLM's deepseek_mtp, qwen3_next_mtp) "
+                   "is priced as eagle, for a checkpoint that ships MTP layers (vLLM's pool holds "
+                   "them)")
+    if not pricing:
+        return
     g.add_argument("--spec-acceptance", type=_share("draft acceptance rate"),
                    help=f"chance each draft token is accepted (default {SPEC_ACCEPTANCE})")
     g.add_argument("--spec-draft-cost", type=float,
                    help="a drafter pass's cost as a share of the target model's time for "
                    "the same tokens: one pass over the step's tokens, then drafts − 1 of one "
                    f"token per sampling row (default {SPEC_DRAFT_COST})")
-    g.add_argument("--spec-method", choices=("eagle", "draft-model", "ngram", *MTP_METHODS),
-                   help="the drafter (default eagle): vLLM gives each running request the "
-                   "draft length in lookahead slots more for eagle (EAGLE, MTP) and "
-                   "draft-model, none for ngram; mtp (vLLM's deepseek_mtp, qwen3_next_mtp) "
-                   "is priced as eagle, for a checkpoint that ships MTP layers")
 
 
 def spec_args(args: argparse.Namespace) -> None:
-    """Refuse a speculative flag without --spec-tokens; fill in the defaults of the rest."""
-    stray = [flag for flag, value in (("--spec-acceptance", args.spec_acceptance),
-                                      ("--spec-draft-cost", args.spec_draft_cost),
+    """Read an engine's spelling into --spec-tokens and --spec-method; refuse a speculative
+    flag without --spec-tokens; fill in the defaults of the rest."""
+    engine_spec_args(args)
+    stray = [flag for flag, value in (("--spec-acceptance", getattr(args, "spec_acceptance", None)),
+                                      ("--spec-draft-cost", getattr(args, "spec_draft_cost", None)),
                                       ("--spec-method", args.spec_method))
              if value is not None and not args.spec_tokens]
     if stray:
         raise InputError(f"{', '.join(stray)} describe{'s' if len(stray) == 1 else ''} "
                          "speculative decoding: give --spec-tokens N, a draft of at least "
                          "1 token")
+    if not hasattr(args, "spec_acceptance"):  # fit: the drafter alone
+        return
     args.spec_acceptance = SPEC_ACCEPTANCE if args.spec_acceptance is None else args.spec_acceptance
     args.spec_draft_cost = SPEC_DRAFT_COST if args.spec_draft_cost is None else args.spec_draft_cost
+
+
+def engine_spec_args(args: argparse.Namespace) -> None:
+    """The engines' drafter flags, each only on its own engine, read into --spec-tokens and
+    --spec-method (an MTP drafter of unstated length: the checkpoint's MTP layers, as vLLM
+    drafts); refused beside ridgeline's own --spec-tokens or --spec-method, or with the other
+    engine's."""
+    from ridgeline.engine_spec import (
+        sglang_speculative,
+        vllm_speculative_config,
+        vllm_speculative_model,
+    )
+
+    given = [(flags[0], dest, engine) for flags, dest, _, engine in ENGINE_FLAGS
+             if getattr(args, dest, None) is not None]
+    if not given:
+        return
+    owners = {engine for _, _, engine in given}
+    if len(owners) > 1:
+        raise InputError(f"{given[0][0]} is vLLM's and {next(f for f, _, e in given if e == 'sglang')} "
+                         "SGLang's: give one engine's drafter flags")
+    if args.spec_tokens or args.spec_method is not None:
+        raise InputError(f"{given[0][0]} states the drafter already: leave out --spec-tokens "
+                         "and --spec-method, or give them alone")
+    owner = owners.pop()
+    _check_engine(args, given[0][0], owner)
+    if owner == "vllm":
+        if args.speculative_config is not None:
+            legacy = next((f for f, _, _ in given if f != "--speculative-config"), None)
+            if legacy:
+                raise InputError(f"{legacy} is vLLM's older spelling of --speculative-config: "
+                                 "give one")
+            spec = vllm_speculative_config(args.speculative_config)
+        elif args.speculative_model is None:
+            raise InputError("--num-speculative-tokens drafts with --speculative-model M "
+                             "(vLLM before 0.8.3); or give --speculative-config")
+        else:
+            spec = vllm_speculative_model(args.speculative_model, args.num_speculative_tokens)
+    elif args.speculative_algorithm is None:
+        raise InputError(f"{given[0][0]} shapes SGLang's drafter: give --speculative-algorithm")
+    else:
+        spec = sglang_speculative(args.speculative_algorithm, args.speculative_num_steps,
+                                  args.speculative_eagle_topk, args.speculative_num_draft_tokens)
+    tokens = spec.tokens
+    if not tokens:  # vLLM's MTP drafter without num_speculative_tokens: one per MTP layer
+        from ridgeline.cli_load import load_model
+
+        model = load_model(args)
+        tokens = model.mtp_layers
+        if not tokens:
+            raise InputError(f"{given[0][0]} drafts with the checkpoint's multi-token-"
+                             f"prediction layers, and {model.name} has none (no "
+                             "num_nextn_predict_layers in its config.json)")
+    args.spec_tokens, args.spec_method = tokens, spec.method
+    for _, dest, _, _ in ENGINE_FLAGS:  # read once: a command reading its flags again per card
+        setattr(args, dest, None)  # finds ridgeline's own
+
+
+def _check_engine(args: argparse.Namespace, flag: str, owner: str) -> None:
+    from ridgeline.engines import engine_id
+
+    asked = getattr(args, "engine", None) or "vllm"
+    names = asked if isinstance(asked, list) else str(asked).split(",")
+    other = next((engine_id(n.strip()) for n in names if engine_id(n.strip()) != owner), None)
+    if other:
+        word = {"vllm": "vLLM's", "sglang": "SGLang's"}[owner]
+        raise InputError(f"{flag} is {word}; {other} has no such flag (give --spec-tokens K "
+                         "and --spec-method for any engine)")
 
 
 def spec_method(args: argparse.Namespace, model: Any) -> str:
@@ -64,3 +166,36 @@ def spec_method(args: argparse.Namespace, model: Any) -> str:
                          "num_nextn_predict_layers in its config.json): give eagle for an "
                          "EAGLE head, or draft-model")
     return SPEC_METHODS[0]
+
+
+def fit_drafter(args: argparse.Namespace, model: Any, engines: list[str]) -> None:
+    """fit's drafter: read as decode and simulate read it (an MTP one refused for a checkpoint
+    without MTP layers), with a caution where its weights and cache are not in the pool: vLLM
+    holds an MTP drafter's (drafter_memory.py); an EAGLE head's or a draft model's config is not
+    read, and an n-gram drafter holds nothing."""
+    import sys
+
+    from ridgeline.drafter_memory import mtp_counted
+
+    spec_args(args)
+    if not args.spec_tokens:
+        return
+    spec_method(args, model)
+    method = args.spec_method or "eagle"
+    if method == "ngram":
+        return
+    if method in MTP_METHODS:
+        missed = [e for e in engines if not mtp_counted(e, model)]
+        if not missed:
+            return
+        why = (f"{missed[0]}'s drafter memory is not modelled" if missed[0] != "vllm" else
+               "a hybrid's MTP layer joins vLLM's grouped pages, not sized here")
+        drafter = f"the MTP layers' ({model.mtp_layers})"
+    else:
+        why, drafter = "its config is not read", f"the {method} drafter's"
+    caution = (f"{drafter} weights and cache are not in this pool ({why}): the engine holds "
+               "them beside the model")
+    said = vars(args).setdefault("cautions_said", [])
+    if caution not in said:
+        said.append(caution)
+        print(f"ridgeline: caution: {caution}", file=sys.stderr)

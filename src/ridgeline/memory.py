@@ -27,6 +27,12 @@ from dataclasses import dataclass
 from ridgeline.cpu_offload import stage_offloaded_bytes_per_gpu
 from ridgeline.datafiles import engine_defaults
 from ridgeline.deployment import Deployment
+from ridgeline.drafter_memory import (
+    mtp_counted,
+    mtp_kv_bytes_per_token,
+    mtp_weight_bytes_per_gpu,
+    with_mtp_cache,
+)
 from ridgeline.engine_versions import (
     check_version_kind,
     expert_parallel_problem,
@@ -92,6 +98,9 @@ class EngineSettings:
     # a drafter configured (--spec-tokens): vLLM's V0 engine then leaves chunked prefill off
     # past 32K tokens of context (vllm_v0_chunking.py)
     speculative_decoding: bool = False
+    # the drafter is the checkpoint's MTP layers (--spec-method mtp): vLLM's pool holds their
+    # weights and their cache (drafter_memory.py)
+    draft_mtp: bool = False
     language_model_only: bool = False  # vLLM --language-model-only: no vision tower loaded
     # SGLang --enable-multimodal: Gemma-3 and Llama-4 are served text-only without it
     # (Llama-4 then without its vision tower)
@@ -271,8 +280,16 @@ def _stage_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
         run, n = vllm_deployment(dep), dep.accelerator.runtime_devices
         footprint = kv_footprint(run.model, 1, run.kv.bytes_per_element)
         kv_bytes_per_token = footprint.bytes_per_token_growing * run.kv_replication / run.rank_gpus
-        return vllm_pool(run, s, total_bytes / n, weight_bytes / n, kv_bytes_per_token * share,
-                         stage).across_devices(n)
+        drafts = s.draft_mtp and (stage is None or stage.last) \
+            and mtp_counted(run.engine, run.model)  # the last stage drafts
+        if drafts:
+            weight_bytes += n * mtp_weight_bytes_per_gpu(run)
+        pool = vllm_pool(run, s, total_bytes / n, weight_bytes / n, kv_bytes_per_token * share,
+                         stage)
+        if drafts:
+            pool = with_mtp_cache(pool, mtp_kv_bytes_per_token(run, run.kv_replication,
+                                                               run.rank_gpus))
+        return pool.across_devices(n)
     kv_bytes_per_token = token_bytes(dep, s.swa_full_tokens_ratio, s.engine_version) * share
     if engine.startswith("llama.cpp") or engine not in ("sglang", "trtllm"):
         return llamacpp_pool(dep, s, total_bytes, weight_bytes, non_torch, kv_bytes_per_token,

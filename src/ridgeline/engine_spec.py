@@ -1,0 +1,159 @@
+"""Speculative decoding as the engines spell it, read into ridgeline's draft length and drafter
+(--spec-tokens K, --spec-method): what a pasted launch line's drafter flags ask for, or a
+one-line refusal where ridgeline prices something else.
+
+- vLLM ``--speculative-config`` (``-sc``), a JSON object (vllm/config/speculative.py
+  SpeculativeConfig; docs/features/spec_decode): ``method`` one of ngram, eagle, eagle3,
+  draft_model, mtp and the per-model ``*_mtp`` names (deepseek_mtp, qwen3_next_mtp, …), with
+  ``num_speculative_tokens``; from 0.4.1 until 0.8.3 (PR #15466 removed them) also as
+  ``--speculative-model M --num-speculative-tokens K`` (``[ngram]`` as M for n-gram lookup).
+- SGLang ``--speculative-algorithm`` EAGLE, EAGLE3, NEXTN (the checkpoint's MTP layers, run as
+  EAGLE), STANDALONE (a small draft model) or NGRAM, ``--speculative-num-steps S`` drafter
+  passes, ``--speculative-eagle-topk`` branches each, ``--speculative-num-draft-tokens`` the
+  tree's tokens (python/sglang/srt/server_args.py; docs advanced_features/speculative_decoding):
+  topk 1 is a chain of S drafts, which ridgeline prices; a wider tree it does not.
+- TensorRT-LLM ``speculative_config`` (the LLM API's YAML): ``decoding_type`` MTP
+  (``num_nextn_predict_layers``), Eagle/Eagle3, NGram or DraftTarget (``max_draft_len``).
+
+``vllm_speculative_config('{"method": "deepseek_mtp", "num_speculative_tokens": 2}')`` is
+``EngineSpec(2, "mtp")``, as ``--spec-method mtp --spec-tokens 2``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ridgeline.errors import InputError
+
+FLAG = "--speculative-config"
+# SpeculativeConfig keys that change neither memory nor step time as ridgeline prices them:
+# the drafter's own source, precision and limits, and logging
+VLLM_KEYS_READ = ("method", "num_speculative_tokens", "model", "prompt_lookup_max",
+                  "prompt_lookup_min", "draft_tensor_parallel_size", "quantization",
+                  "max_model_len", "revision", "code_revision", "disable_logprobs",
+                  "disable_log_stats")
+VLLM_METHODS = {"ngram": "ngram", "eagle": "eagle", "eagle3": "eagle",
+                "draft_model": "draft-model", "mtp": "mtp"}
+SGLANG_ALGORITHMS = {"EAGLE": "eagle", "EAGLE3": "eagle", "NEXTN": "mtp",
+                     "STANDALONE": "draft-model"}
+TRTLLM_TYPES = {"mtp": "mtp", "eagle": "eagle", "eagle3": "eagle", "ngram": "ngram",
+                "drafttarget": "draft-model"}
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """A drafter as ridgeline prices it: ``tokens`` drafts a step (0: the checkpoint's MTP
+    layers, as vLLM defaults an MTP drafter's length), proposed by ``method`` (--spec-method's
+    words); ``draft_model`` the separate drafter named, where one is."""
+
+    tokens: int
+    method: str
+    draft_model: str = ""
+
+
+def vllm_speculative_config(text: str) -> EngineSpec:
+    """vLLM's --speculative-config JSON. Without a method vLLM infers one: ngram from
+    ``model`` "[ngram]" or the prompt_lookup keys, an EAGLE head from "eagle" in the drafter's
+    name, a draft model from any other ``model``, and with no ``model`` the checkpoint's own
+    MTP layers (SpeculativeConfig.__post_init__)."""
+    try:
+        config = json.loads(text)
+    except ValueError:
+        raise InputError(f"{FLAG} takes a JSON object, as vllm serve does "
+                         f"('{{\"method\": \"eagle\", \"num_speculative_tokens\": 3}}'); "
+                         f"got {text!r}") from None
+    if not isinstance(config, dict):
+        raise InputError(f"{FLAG} takes a JSON object of SpeculativeConfig's keys; got {text!r}")
+    unread = [key for key in config if key not in VLLM_KEYS_READ]
+    if unread:
+        raise InputError(f"{FLAG}'s {unread[0]!r} is not modelled: ridgeline reads "
+                         "method, num_speculative_tokens, model and prompt_lookup_max/min")
+    model = config.get("model")
+    if model is not None and not isinstance(model, str):
+        raise InputError(f"{FLAG}'s model names the drafter, a string; got {model!r}")
+    method = config.get("method")
+    if method is None:
+        lookup = "prompt_lookup_max" in config or "prompt_lookup_min" in config
+        method = ("ngram" if model in ("[ngram]", "ngram") or lookup else
+                  "mtp" if model is None else
+                  "eagle" if "eagle" in model.lower() else "draft_model")
+    return EngineSpec(_vllm_tokens(config.get("num_speculative_tokens"), method),
+                      _vllm_method(method), "" if model in (None, "[ngram]", "ngram") else model)
+
+
+def vllm_speculative_model(model: str, tokens: int | None) -> EngineSpec:
+    """vLLM 0.4.1 to 0.8.2: --speculative-model M (``[ngram]`` for n-gram lookup) and
+    --num-speculative-tokens K, read as the JSON ``{"model": M, "num_speculative_tokens": K}``."""
+    return vllm_speculative_config(json.dumps({"model": model, "num_speculative_tokens": tokens}))
+
+
+def _vllm_method(method: Any) -> str:
+    name = str(method)
+    if name.endswith("_mtp"):  # deepseek_mtp, qwen3_next_mtp, …: newer releases call them mtp
+        return "mtp"
+    if name not in VLLM_METHODS:
+        raise InputError(f"{FLAG}'s method {name!r} is not modelled: ridgeline prices "
+                         f"{', '.join(VLLM_METHODS)} (and the *_mtp names)")
+    return VLLM_METHODS[name]
+
+
+def _vllm_tokens(tokens: Any, method: Any) -> int:
+    if tokens is None:
+        if _vllm_method(method) == "mtp":
+            return 0  # vLLM drafts as many as the checkpoint has MTP layers
+        raise InputError(f"{FLAG}: give num_speculative_tokens, the draft length")
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
+        raise InputError(f"{FLAG}'s num_speculative_tokens is a draft length of at least 1 "
+                         f"token; got {tokens!r}")
+    return tokens
+
+
+def sglang_speculative(algorithm: str, num_steps: int | None, topk: int | None,
+                       num_draft_tokens: int | None) -> EngineSpec:
+    """SGLang's flags: ``num_steps`` drafter passes of ``topk`` branches each. With topk 1
+    the draft is a chain of num_steps tokens, verified as num_steps + 1 (SGLang sets
+    --speculative-num-draft-tokens so); a wider tree, or NGRAM's (its
+    --speculative-ngram-max-bfs-breadth), is refused. Without --speculative-num-steps SGLang
+    picks the three by model; ridgeline asks for them."""
+    name = algorithm.upper()
+    if name == "NGRAM":
+        raise InputError("--speculative-algorithm NGRAM drafts a tree of n-gram matches, which "
+                         "ridgeline does not price: give --spec-method ngram --spec-tokens K "
+                         "for a chain of K drafts")
+    if name not in SGLANG_ALGORITHMS:
+        raise InputError(f"--speculative-algorithm {algorithm} is not modelled: ridgeline "
+                         f"prices {', '.join(SGLANG_ALGORITHMS)}")
+    if num_steps is None:
+        raise InputError(f"--speculative-algorithm {algorithm}: give --speculative-num-steps "
+                         "S (and --speculative-eagle-topk 1), the draft length SGLang would "
+                         "otherwise choose by model")
+    if num_steps < 1:
+        raise InputError(f"--speculative-num-steps is at least 1; got {num_steps}")
+    if topk not in (None, 1):
+        raise InputError(f"--speculative-eagle-topk {topk} drafts a tree of {topk} branches a "
+                         "step, which ridgeline does not price: give --speculative-eagle-topk "
+                         "1, a chain")
+    if num_draft_tokens is not None and num_draft_tokens != num_steps + 1:
+        raise InputError(f"--speculative-num-draft-tokens {num_draft_tokens} with topk 1 is "
+                         f"--speculative-num-steps + 1 ({num_steps + 1}), as SGLang sets it")
+    return EngineSpec(num_steps, SGLANG_ALGORITHMS[name])
+
+
+def trtllm_speculative_config(config: Mapping[str, Any]) -> EngineSpec:
+    """TensorRT-LLM's speculative_config (its LLM API YAML, as --extra_llm_api_options gives
+    it): MTP drafts num_nextn_predict_layers tokens; Eagle, Eagle3, NGram and DraftTarget
+    max_draft_len; speculative_model_dir names an Eagle or DraftTarget drafter."""
+    kind = str(config.get("decoding_type", ""))
+    if kind.lower() not in TRTLLM_TYPES:
+        raise InputError(f"speculative_config's decoding_type {kind!r} is not modelled: "
+                         "ridgeline prices MTP, Eagle, Eagle3, NGram and DraftTarget")
+    key = "num_nextn_predict_layers" if kind.lower() == "mtp" else "max_draft_len"
+    tokens = config.get(key)
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
+        raise InputError(f"speculative_config's {key} is a draft length of at least 1 "
+                         f"token; got {tokens!r}")
+    return EngineSpec(tokens, TRTLLM_TYPES[kind.lower()],
+                      str(config.get("speculative_model_dir") or ""))

@@ -1,0 +1,172 @@
+"""Speculative decoding as the engines spell it: vLLM's --speculative-config (and its older
+--speculative-model), SGLang's --speculative-algorithm and steps, read into --spec-tokens and
+--spec-method on decode, simulate and fit, each only on its own engine; and what an MTP
+drafter adds to vLLM's pool."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.drafter_memory import mtp_kv_bytes_per_token, mtp_weight_bytes_per_gpu
+from ridgeline.engine_spec import (
+    EngineSpec,
+    sglang_speculative,
+    trtllm_speculative_config,
+    vllm_speculative_config,
+)
+from ridgeline.errors import InputError
+from ridgeline.launch_flags import launch_flags
+from ridgeline.memory import EngineSettings, kv_pool
+from ridgeline.params import layer_params
+from tests.conftest import run_cli
+
+V3 = ("deepseek-v3", "--gpu", "h200", "--num-gpus", "8")
+SIM = ("simulate", *V3, "--rate", "2", "--num-requests", "20", "--json")
+DECODE = ("decode", *V3, "--batch", "1,32", "--context", "4096", "--json")
+FIT = ("fit", *V3, "--max-model-len", "32k", "--json")
+MTP2 = ("--spec-method", "mtp", "--spec-tokens", "2")
+VLLM_MTP2 = ("--speculative-config", '{"method": "deepseek_mtp", "num_speculative_tokens": 2}')
+SGLANG_MTP2 = ("--speculative-algorithm", "NEXTN", "--speculative-num-steps", "2",
+               "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "3")
+
+
+def refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2 and not out, (argv, out, err)
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    return err
+
+
+def ok(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 0, err
+    return out
+
+
+@pytest.mark.parametrize("command", [SIM, DECODE], ids=["simulate", "decode"])
+def test_vllms_deepseek_mtp_config_is_spec_method_mtp_with_two_drafts(
+        capsys: pytest.CaptureFixture[str], command: tuple[str, ...]) -> None:
+    asked = ok(capsys, *command, *MTP2)
+    assert ok(capsys, *command, *VLLM_MTP2) == asked
+    assert ok(capsys, *command, "-sc", '{"method": "mtp", "num_speculative_tokens": 2}') == asked
+    # no num_speculative_tokens: vLLM drafts one per MTP layer (DeepSeek-V3 has one)
+    one = ok(capsys, *command, "--spec-method", "mtp", "--spec-tokens", "1")
+    assert ok(capsys, *command, "--speculative-config", '{"method": "deepseek_mtp"}') == one
+    assert one != asked
+
+
+@pytest.mark.parametrize("command", [SIM, DECODE], ids=["simulate", "decode"])
+def test_sglangs_nextn_chain_is_spec_method_mtp_with_its_steps(
+        capsys: pytest.CaptureFixture[str], command: tuple[str, ...]) -> None:
+    on_sglang = (*command, "--engine", "sglang")
+    assert ok(capsys, *on_sglang, *SGLANG_MTP2) == ok(capsys, *on_sglang, *MTP2)
+
+
+def test_vllms_older_speculative_model_flags_read_as_the_config(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    sim = ("simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "4", "--num-requests", "30",
+           "--json")
+    assert ok(capsys, *sim, "--speculative-model", "[ngram]", "--num-speculative-tokens", "3") \
+        == ok(capsys, *sim, "--spec-method", "ngram", "--spec-tokens", "3")
+
+
+@pytest.mark.parametrize("config, says", [
+    ('{"method": "eagle", "num_speculative_tokens": }', "takes a JSON object"),
+    ("[3]", "JSON object"),
+    ('{"method": "medusa", "num_speculative_tokens": 3}', "'medusa' is not modelled"),
+    ('{"method": "eagle"}', "give num_speculative_tokens"),
+    ('{"method": "eagle", "num_speculative_tokens": 0}', "at least 1"),
+    ('{"method": "ngram", "num_speculative_tokens": 3, "disable_by_batch_size": 8}',
+     "'disable_by_batch_size' is not modelled"),
+])
+def test_a_config_ridgeline_cannot_price_is_refused_in_one_line(
+        capsys: pytest.CaptureFixture[str], config: str, says: str) -> None:
+    for command in (SIM, DECODE, FIT):
+        assert says in refused(capsys, *command, "--speculative-config", config)
+
+
+def test_each_spelling_is_taken_only_on_its_engine(capsys: pytest.CaptureFixture[str]) -> None:
+    assert "vLLM's; sglang has no such flag" in refused(capsys, *SIM, "--engine", "sglang",
+                                                        *VLLM_MTP2)
+    assert "SGLang's; vllm has no such flag" in refused(capsys, *SIM, *SGLANG_MTP2)
+    assert "SGLang's; trtllm" in refused(capsys, *FIT, "--engine", "trtllm", *SGLANG_MTP2)
+    assert "leave out --spec-tokens" in refused(capsys, *DECODE, *VLLM_MTP2, "--spec-tokens", "2")
+    # a tree of drafts, and NGRAM's, are not what ridgeline prices
+    wide = [*SGLANG_MTP2[:5], "4"]
+    assert "tree" in refused(capsys, *SIM, "--engine", "sglang", *wide)
+    assert "tree" in refused(capsys, *SIM, "--engine", "sglang", "--speculative-algorithm",
+                             "NGRAM", "--speculative-num-steps", "3")
+    # an MTP drafter needs MTP layers, however it is spelled
+    assert "has none" in refused(capsys, "fit", "llama-3.1-8b", "--gpu", "h100",
+                                 "--max-model-len", "8k", "-sc", '{"method": "mtp"}')
+
+
+def test_vllm_infers_the_method_as_its_speculative_config_does() -> None:
+    assert vllm_speculative_config('{"num_speculative_tokens": 2}') == EngineSpec(2, "mtp")
+    assert vllm_speculative_config(
+        '{"num_speculative_tokens": 4, "prompt_lookup_max": 3}') == EngineSpec(4, "ngram")
+    eagle = '{"model": "yuhuili/EAGLE-LLaMA3.1-Instruct-8B", "num_speculative_tokens": 3}'
+    assert vllm_speculative_config(eagle).method == "eagle"
+    small = '{"model": "meta-llama/Llama-3.2-1B", "num_speculative_tokens": 5}'
+    assert vllm_speculative_config(small) == EngineSpec(5, "draft-model", "meta-llama/Llama-3.2-1B")
+    assert vllm_speculative_config('{"method": "qwen3_next_mtp", "num_speculative_tokens": 1}'
+                                   ).method == "mtp"
+
+
+def test_sglang_and_tensorrt_llm_read_a_chain_of_drafts() -> None:
+    assert sglang_speculative("EAGLE3", 3, 1, 4) == EngineSpec(3, "eagle")
+    with pytest.raises(InputError, match="num-steps \\+ 1"):
+        sglang_speculative("EAGLE", 3, 1, 8)
+    assert trtllm_speculative_config({"decoding_type": "MTP", "num_nextn_predict_layers": 3}) \
+        == EngineSpec(3, "mtp")
+    assert trtllm_speculative_config({"decoding_type": "Eagle3", "max_draft_len": 3,
+                                      "speculative_model_dir": "d"}) == EngineSpec(3, "eagle", "d")
+
+
+def test_prefill_refuses_each_drafter_spelling_the_other_commands_read() -> None:
+    from ridgeline.cli_spec import ENGINE_FLAGS
+
+    refused_flags = {f for r in launch_flags() if not r.modelled_away for f in r.flags}
+    assert {f for flags, *_ in ENGINE_FLAGS for f in flags} <= refused_flags
+
+
+def test_an_mtp_drafter_adds_its_layer_to_vllms_pool_as_the_docstring_says() -> None:
+    """DeepSeek-V3 on 8 H200s: the MTP layer is a MoE decoder layer and eh_proj, 11.7 GB, 1.46
+    GB a GPU; the cache a token grows by one layer in 61."""
+    model = resolve_model("deepseek-v3")
+    dep = Deployment.build(model, resolve_accelerator("h200"), num_gpus=8, engine="vllm")
+    plain, drafting = kv_pool(dep), kv_pool(dep, EngineSettings(draft_mtp=True))
+    added = drafting.weight_bytes - plain.weight_bytes
+    assert added == pytest.approx(mtp_weight_bytes_per_gpu(dep))
+    assert added == pytest.approx(1.46e9, rel=0.01)
+    moe_layer = sum(layer_params(model, model.layers[-1]).values())
+    assert added * 8 > moe_layer  # at least a byte a weight of the MoE layer (FP8)
+    grown = drafting.kv_bytes_per_token / plain.kv_bytes_per_token
+    assert grown == pytest.approx((model.num_layers + model.mtp_layers) / model.num_layers)
+    assert drafting.kv_bytes_per_token - plain.kv_bytes_per_token == pytest.approx(
+        mtp_kv_bytes_per_token(dep, dep.kv_replication, dep.rank_gpus))
+    assert drafting.page_bytes / plain.page_bytes == pytest.approx(grown)
+    assert drafting.blocks < plain.blocks
+
+
+def test_fit_with_an_mtp_drafter_holds_fewer_conversations_as_its_pool_is_computed(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    plain = json.loads(ok(capsys, *FIT))
+    for spelling in (MTP2, VLLM_MTP2):
+        code, out, err = run_cli(capsys, *FIT, *spelling)
+        assert code == 0 and not err
+        drafting = json.loads(out)
+        assert drafting["taken_bytes_per_gpu"]["weights"] > plain["taken_bytes_per_gpu"]["weights"]
+        assert drafting["per_conversation_bytes_per_gpu"] == pytest.approx(
+            plain["per_conversation_bytes_per_gpu"] * 62 / 61)
+        assert drafting["conversations"] < plain["conversations"]
+    # an n-gram drafter holds nothing; an EAGLE head's config is not read: said, not counted
+    code, out, err = run_cli(capsys, *FIT, "--spec-tokens", "3", "--spec-method", "ngram")
+    assert code == 0 and not err and json.loads(out) == plain
+    code, out, err = run_cli(capsys, *FIT, "--spec-tokens", "3")
+    assert code == 0 and "caution: the eagle drafter's weights" in err
+    assert {k: v for k, v in json.loads(out).items() if k != "cautions"} == \
+        {k: v for k, v in plain.items() if k != "cautions"}
