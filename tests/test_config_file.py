@@ -89,10 +89,42 @@ def test_numbers_are_read_as_pyyaml_reads_them() -> None:
     ("a: 1\n   b: 2\n", 2, "indentation"),
     ("a: !!int 1\n", 1, "tag"),
     ("a: 010\n", 1, "decimal"),
+    ("a: 1\nb: [1, , 2]\n", 2, "empty entry"),
 ])
 def test_yaml_past_the_subset_is_refused_naming_its_line(text: str, line: int, said: str) -> None:
     with pytest.raises(InputError, match=f"^f.yaml:{line}: .*{said}"):
         parse_yaml(text, "f.yaml")
+
+
+def test_a_trailing_comma_in_a_flow_collection_adds_no_null_entry() -> None:
+    # PyYAML reads [1, 2,] as [1, 2]; a null third size would reach a flag as 'None'
+    settings = parse_yaml("a: [1, [2, 4,],]\nb: {c: 1, }\n")
+    assert settings == {"a": [1, [2, 4]], "b": {"c": 1}}
+
+
+@pytest.mark.parametrize("kind", ["[MTP]", "{name: MTP}"])
+def test_a_draft_type_that_is_not_a_name_is_refused_in_one_line(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, kind: str) -> None:
+    # a list or mapping where decoding_type names the drafter: no TypeError traceback
+    path = yaml_file(tmp_path, f"speculative_config: {{decoding_type: {kind}}}\n")
+    err = refusal(capsys, *SIM, "--config", path)
+    assert err.startswith("ridgeline: error: speculative_config.decoding_type in ")
+
+
+@pytest.mark.parametrize("text", [
+    "a: " + "[" * 5000 + "]" * 5000 + "\n",
+    "".join(" " * i + f"k{i}:\n" for i in range(3000)) + " " * 3000 + "x: 1\n",
+])
+def test_nesting_past_the_stack_is_refused_not_a_traceback(text: str) -> None:
+    with pytest.raises(InputError, match=r"^f\.yaml: nested too deeply"):
+        parse_yaml(text, "f.yaml")
+
+
+def test_a_file_that_is_not_text_is_refused_by_name(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "weights.yaml"
+    path.write_bytes(b"max-model-len: 8192\nname: caf\xe9\n")  # Latin-1, not UTF-8
+    assert "weights.yaml: not UTF-8 text" in refusal(capsys, *FIT, "--config", str(path))
 
 
 def test_a_file_past_the_subset_exits_2_in_one_line(
@@ -123,6 +155,17 @@ def test_vllms_command_line_wins_over_its_config_file(
     later = answer(capsys, *FIT, "--config", path, "--max-model-len", "8192")
     assert json.loads(later)["context"] == 8192
     assert later == answer(capsys, *FIT, "--max-model-len", "8192")
+
+
+def test_a_vllm_config_files_model_gives_way_to_the_positional_one(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """vllm serve MODEL --config FILE with model: in FILE serves MODEL (ServeSubcommand.cmd:
+    args.model = args.model_tag); without MODEL on the command line, the file's is served."""
+    path = yaml_file(tmp_path, "model: qwen3-8b\nmax-model-len: 8192\n")
+    served = json.loads(answer(capsys, *FIT, "--config", path))
+    assert served["model"] == "llama-3.1-8b" and served["context"] == 8192
+    alone = json.loads(answer(capsys, "fit", "--gpu", "h100", "--json", "--config", path))
+    assert alone["model"] == "qwen3-8b"
 
 
 def test_an_unknown_key_in_a_vllm_config_is_refused_as_an_unknown_flag(

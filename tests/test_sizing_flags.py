@@ -5,6 +5,7 @@ default reserve), each refused in one line where it has no use."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -176,3 +177,31 @@ def test_decode_prefill_and_simulate_take_the_flags(capsys: pytest.CaptureFixtur
                              "--input-len", "1000", "--output-len", "20")
     assert code == 0, err
     assert "max_running_requests 10" in out  # 30 slots, three a running request
+
+
+def test_a_tp_launch_whose_state_pool_no_dp_lever_can_divide_still_gets_its_answer(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """fit's DP-attention lever re-sizes the pool over TP-many ranks, each taking the server's
+    --max-mamba-cache-size // ranks; a count smaller than the ranks rules that lever out, not
+    the TP4 launch the user gave (review R3: 3 slots at TP4 were refused as '// --dp-size')."""
+    code, out, err = run_cli(capsys, *FIT_NEXT, "--max-mamba-cache-size", "3", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["data_parallel"] is None and report["batch"] == 1  # 3 slots // 3 a request
+    assert not any("DP attention" in lever["name"] for lever in report["levers"])
+    # the DP lever is still offered where the count divides over the ranks
+    code, out, err = run_cli(capsys, *FIT_NEXT, "--max-mamba-cache-size", "256", "--json")
+    assert code == 0, err
+    assert any("DP attention" in lever["name"] for lever in json.loads(out)["levers"])
+
+
+def test_more_ranks_than_the_servers_running_requests_is_said_not_raised(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """gpus_needed doubles an SGLang DP2 launch's ranks; --max-running-requests 2 runs on 2
+    ranks but not on 4, which the answer says instead of refusing the DP2 launch."""
+    argv = ("fit", "qwen3-30b-a3b", "--engine", "sglang", "--gpu", "h100", "--tp-size", "2",
+            "--dp-size", "2", "--enable-dp-attention", "--max-running-requests", "2",
+            "--context-length", "32768", "--target-concurrency", "5000")
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 0, err
+    assert "not 4 GPUs of h100-sxm as 4 ranks: --max-running-requests 2" in out

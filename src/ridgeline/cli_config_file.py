@@ -93,6 +93,8 @@ def with_config_file(argv: Sequence[str], parser: argparse.ArgumentParser) -> li
         return _dropping(rest, dests, options) + tokens  # the file wins
     model_given = len(rest) > 1 and not rest[1].startswith("-")
     head = 2 if model_given else 1
+    if model_given:  # vllm serve's positional model overrides the file's (ServeSubcommand.cmd:
+        settings = {k: v for k, v in settings.items() if k != "model"}  # model = model_tag)
     return rest[:head] + vllm_tokens(settings, options) + rest[head:]  # the command line wins
 
 
@@ -205,7 +207,7 @@ def _spec_tokens(spec: dict[str, Any], add: Any, refuse: Any) -> None:
     """speculative_config as --spec-method and --spec-tokens (``add``), or refused."""
     kind = spec.get("decoding_type")
     stray = sorted(set(spec) - SPEC_KEYS)
-    if kind not in SPEC_METHODS or stray:
+    if not isinstance(kind, str) or kind not in SPEC_METHODS or stray:  # a list is no name
         raise refuse(f"speculative_config.{stray[0] if stray else 'decoding_type'}",
                      f"ridgeline prices {', '.join(SPEC_METHODS)} drafts (decoding_type) "
                      "with their draft length, no more")

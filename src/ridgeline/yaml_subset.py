@@ -177,6 +177,9 @@ class _Flow:
         if at < len(self.text) and self.text[at] == closer:
             return (pairs if mapping else values), at + 1
         while True:
+            at = self.skip(at)
+            if at < len(self.text) and self.text[at] == ",":
+                raise self.reader.fail(self.number, "an empty entry in a flow collection")
             item, at = self.value(at)
             at = self.skip(at)
             if mapping:
@@ -198,7 +201,9 @@ class _Flow:
             if self.text[at] != ",":
                 raise self.reader.fail(self.number, f"expected ',' or '{closer}' at "
                                        f"{self.text[at:at + 10]!r}")
-            at += 1
+            at = self.skip(at + 1)
+            if at < len(self.text) and self.text[at] == closer:  # a trailing comma, as PyYAML
+                return (pairs if mapping else values), at + 1
 
 
 def _quoted(text: str, at: int) -> tuple[str | None, int]:
@@ -282,12 +287,21 @@ def parse_yaml(text: str, name: str = "<yaml>") -> dict[str, Any]:
     reader = _Reader(name, lines)
     if _is_item(lines[0].text) or _key_colon(lines[0].text) is None:
         raise reader.fail(lines[0].number, "the file must be a mapping of 'key: value' lines")
-    out = reader.mapping(lines[0].indent)
+    try:
+        out = reader.mapping(lines[0].indent)
+    except RecursionError:  # mappings or brackets nested past Python's stack: no config's
+        raise InputError(f"{name}: nested too deeply to be a config file") from None
     if reader.at < len(lines):  # a line indented less than the first
         raise reader.fail(lines[reader.at].number, "unexpected indentation")
     return out
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
-    """``parse_yaml`` of the file at ``path``, read with the user-file bound."""
-    return parse_yaml(read_text(path), shorten(str(path)))
+    """``parse_yaml`` of the file at ``path``, read with the user-file bound; a file that is
+    not UTF-8 text is refused by name."""
+    try:
+        text = read_text(path)
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{shorten(str(path))}: not UTF-8 text (byte {exc.start}), so no "
+                         "YAML file") from None
+    return parse_yaml(text, shorten(str(path)))

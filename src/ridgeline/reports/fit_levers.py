@@ -178,8 +178,12 @@ def levers(r: FitReport) -> list[Lever]:
             continue  # a lever's new TP that -dcp no longer divides
         try:
             pool = kv_pool(dep, replace(settings, max_model_len=context))
-        except InputError:  # -dcp the release refuses (with an fp8 MLA cache before 0.25)
-            if dep.decode_context_parallel_size == 1:
+        except InputError:  # -dcp the release refuses (with an fp8 MLA cache before 0.25),
+            # or more data-parallel ranks than SGLang's server-wide --max-running-requests or
+            # --max-mamba-cache-size has requests for (rank_settings): no way out, and no
+            # refusal of the layout the user gave
+            if dep.decode_context_parallel_size == 1 \
+                    and dep.data_parallel_size == r.deployment.data_parallel_size:
                 raise
             continue
         n = held_conversations(pool, dep, context)
@@ -308,8 +312,12 @@ def _ranks_needed(r: FitReport) -> str:
     while 2 * ranks * d.rank_gpus <= MOST_GPUS:
         ranks *= 2
         more = replace(d, data_parallel_size=ranks)
-        held = held_conversations(kv_pool(more, replace(r.settings, max_model_len=r.context)),
-                                  more, r.context)
+        try:
+            held = held_conversations(kv_pool(more, replace(r.settings,
+                                                            max_model_len=r.context)),
+                                      more, r.context)
+        except InputError as exc:  # a server-wide count too few for this many ranks
+            return f"not {more.num_gpus} GPUs of {d.accelerator.id} as {ranks} ranks: {exc}"
         if held >= target:
             return (f"{more.num_gpus} GPUs of {d.accelerator.id} ({layout_label(more)}) hold "
                     f"{held:,} at this context and weight format")
