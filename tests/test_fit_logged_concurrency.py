@@ -48,7 +48,7 @@ def test_gpt_oss_120b_on_an_h200_logs_12_67x_while_14_run() -> None:
     gate = admission_gate(p, r.context)
     assert gate is not None
     assert _int(held) == r.conversations == 1 + (p.blocks - gate[0]) // gate[1] == 14
-    assert f"a decoding request holds {gate[1]:,}" in line
+    assert f"a decoding request holds {gate[1]:,} blocks" in line
 
 
 def test_the_line_sits_right_under_the_headline(capsys: pytest.CaptureFixture[str]) -> None:
@@ -66,7 +66,7 @@ def test_without_a_gate_the_reason_is_the_decoding_hold() -> None:
     assert line is not None and admission_gate(r.pool, r.context) is None
     decoding = r.pool.groups.decode_blocks(r.context)  # type: ignore[union-attr]
     assert r.conversations == r.pool.blocks // decoding
-    assert line.endswith(f"as a decoding request holds {decoding:,}")
+    assert line.endswith(f"as a decoding request holds {decoding:,} blocks")
 
 
 def test_no_line_where_the_log_and_the_count_agree() -> None:
@@ -84,5 +84,5 @@ def test_vllm_0_19s_whole_prompt_gate_runs_fewer_than_it_logs() -> None:
     assert line is not None and gate is not None
     assert gate[0] > r.pool.request_blocks(r.context)
     assert r.conversations < int(r.pool.concurrency(r.context))
-    assert line.endswith(f"as the prompt being admitted needs {gate[0]:,} free and a decoding "
-                         f"request holds {gate[1]:,}")
+    assert line.endswith(f"as the prompt being admitted needs {gate[0]:,} blocks free and a "
+                         f"decoding request holds {gate[1]:,} blocks")

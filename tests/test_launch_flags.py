@@ -71,11 +71,12 @@ def test_each_harmless_flag_is_read_with_its_value_before_model(
         capsys: pytest.CaptureFixture[str], record: LaunchFlag) -> None:
     """Given before MODEL, a flag that takes a value takes only its own (MODEL stays MODEL) and
     a switch takes none; the numbers are the stripped line's."""
+    engine = ("--engine", record.engines[0]) if record.engine_only else ()  # its owner's
     for flag in record.flags:
         given = _given(flag, record.takes_value)
-        code, out, err = run_cli(capsys, DECODE[0], *given, *DECODE[1:], "--json")
+        code, out, err = run_cli(capsys, DECODE[0], *given, *DECODE[1:], *engine, "--json")
         assert code == 0, err
-        assert out == run_cli(capsys, *DECODE, "--json")[1]
+        assert out == run_cli(capsys, *DECODE, *engine, "--json")[1]
         assert err.startswith(f"ridgeline: note: ignored {' '.join(given)} ")
 
 
@@ -83,10 +84,23 @@ def test_each_harmless_flag_is_read_with_its_value_before_model(
 def test_a_flag_that_changes_memory_or_speed_is_refused_naming_it(
         capsys: pytest.CaptureFixture[str], record: LaunchFlag) -> None:
     for flag in record.flags:
-        # decode, simulate and fit read the drafter's flags themselves (engine_spec.py)
-        argv = PREFILL if flag in DRAFTER_FLAGS else FIT
+        # decode, simulate and fit read the drafter's flags themselves (engine_spec.py), fit
+        # llama-server's --parallel and -ub (decode refuses them)
+        argv = PREFILL if flag in DRAFTER_FLAGS else FIT if flag not in _own("fit") else DECODE
         err = refused(capsys, *argv, *_given(flag, record.takes_value))
         assert f"error: {flag} is not modelled: {record.why}" in err
+
+
+def _own(command: str) -> set[str]:
+    """The spellings ``command`` reads as its own (not as a launch flag's record)."""
+    import argparse
+
+    from ridgeline.cli import build_parser
+    from ridgeline.launch_flags import _Ignored
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return {s for s, a in sub.choices[command]._option_string_actions.items()
+            if not isinstance(a, _Ignored)}
 
 
 def test_the_table_gives_each_flag_once_with_its_reason_and_engines() -> None:

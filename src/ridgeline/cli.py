@@ -87,12 +87,12 @@ def engine_sizes(g: Any, llamacpp: bool = True) -> None:
                    "of what is free (trtllm-serve's --kv_cache_free_gpu_memory_fraction, "
                    "trtllm-bench's --kv_cache_free_gpu_mem_fraction)")
     g.add_argument("--max-num-seqs", "--max-running-requests", "--max-batch-size",
-                   "--max_batch_size", *(("--parallel",) if llamacpp else ()),
+                   "--max_batch_size", *(("--parallel", "-np") if llamacpp else ()),
                    dest="max_num_seqs", type=_how_many("max_num_seqs"), metavar="N",
                    help="seats: vLLM, SGLang, TRT-LLM names"
                    + ("; llama.cpp slots (-np)" if llamacpp else ""))
     g.add_argument("--max-num-batched-tokens", "--chunked-prefill-size", "--max-num-tokens",
-                   "--max_num_tokens", *(("--ubatch-size",) if llamacpp else ()),
+                   "--max_num_tokens", *(("--ubatch-size", "-ub") if llamacpp else ()),
                    dest="max_num_batched_tokens",
                    metavar="N", type=_step_tokens,
                    help="tokens per step: the profiled pass, and the chunk a longer prompt runs "
@@ -361,6 +361,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (InputError, ValueError, OSError) as exc:
         return config_file_error(exc)
     argv, moved = _model_path_as_model(argv)
+    from ridgeline.launch_flags import several_values
+
+    argv = several_values(argv)  # vllm serve MODEL --served-model-name a b
     args, extra = parser.parse_known_args(_ep_with_size(_join_negative_values(argv)))
     if extra:  # name the command whose --help lists what it takes
         commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))

@@ -15,17 +15,19 @@ from ridgeline.cli import (
     _pipeline,
     data_parallel_flags,
     engine_sizes,
+    expert_parallel_flags,
     max_model_len_option,
+    refuse_data_parallel,
 )
 from ridgeline.cli_engine import (
     ENGINE_DEFAULT,
     ENGINE_NAMES,
     MEMORY_RULES,
     async_scheduling_problem,
-    async_scheduling_switch,
     decode_context_flag,
     engine_flag,
     engine_version_flag,
+    pool_switches,
 )
 from ridgeline.cli_load import (
     accelerator_names,
@@ -276,10 +278,11 @@ def _engine_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
         "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens", "block_size",
         "usage", "kv_cache_memory_bytes", "max_total_tokens", "max_mamba_cache_size",
         "mamba_ssm_dtype", "max_cudagraph_capture_size") if getattr(args, name) is not None]
+    switches = pool_switch_settings(args)  # fit's and simulate's, as they size the pool
     if not given:
-        return None if version is None and asynchronous else EngineSettings(
+        return None if version is None and asynchronous and not switches else EngineSettings(
             engine_version=version, speculative_decoding=spec, async_scheduling=asynchronous,
-            draft_mtp=drafts_with_mtp(args))
+            draft_mtp=drafts_with_mtp(args), **switches)
     if dep.engine.startswith("llama.cpp"):
         owner = ("vLLM's pool" if given == ["--kv-cache-memory-bytes"] else
                  "SGLang's and TensorRT-LLM's pools" if given == ["--max-total-tokens"] else
@@ -299,7 +302,18 @@ def _engine_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
                           draft_mtp=drafts_with_mtp(args),
                           max_mamba_cache_size=args.max_mamba_cache_size,
                           mamba_ssm_dtype=args.mamba_ssm_dtype,
-                          max_cudagraph_capture_size=args.max_cudagraph_capture_size)
+                          max_cudagraph_capture_size=args.max_cudagraph_capture_size,
+                          **switches)
+
+
+def pool_switch_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The pool switches given (cli_engine.pool_switches), in EngineSettings' names: the
+    ones left at their defaults are left out, so a run without them is sized as before."""
+    given = {name: getattr(args, name, None) for name in (
+        "prefix_caching", "swa_full_tokens_ratio", "backend")}
+    given |= {name: True for name in ("language_model_only", "enable_multimodal",
+                                      "warm_compile_cache") if getattr(args, name, False)}
+    return {name: value for name, value in given.items() if value is not None}
 
 
 def _drafts(args: argparse.Namespace) -> bool:
@@ -361,6 +375,8 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
         engine_runs,
     )
 
+    refuse_data_parallel(args, "prefill")  # its floor splits no prompt over the ranks yet
+
     def one(a: argparse.Namespace) -> list[PrefillReport]:
         from dataclasses import replace
 
@@ -403,7 +419,7 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
 
         def report(n: int) -> PrefillReport:
             floor = prefill_floor(placed, n, a.batch, a.ubatch_size)
-            seat = engine_seats(placed, n, settings=pool_settings, max_model_len=length)
+            seat = engine_seats(placed, n, a.enforce_eager, pool_settings, length)
             # the steps are priced where the engine runs the prompts (a prompt past every
             # pool would be millions of steps, for an expectation nobody is shown)
             expected = Expectation.of_prefill(placed, n, a.batch, profile, a.ubatch_size,
@@ -439,6 +455,10 @@ def cmd_utilization(args: argparse.Namespace) -> Any:
                          "layer stages: give --model (and --context)")
     if dep is None and (args.kv_dtype or args.context):
         raise InputError("--kv-dtype and --context size a model's KV pool: give --model")
+    if dep is None and (args.decode_context_parallel_size or args.expert_parallel
+                        or args.expert_parallel_size):
+        raise InputError("-dcp, --enable-expert-parallel and --ep-size lay out a model's KV "
+                         "pool and experts over the GPUs: give --model (and --context)")
     if dep is not None and args.compute_dtype not in (None, dep.dense_compute_dtype):
         # an engine's matmuls run at the dtype its weights are served in: fp8 matmuls on bf16
         # weights is no deployment, so the flag would price one that does not exist
@@ -467,7 +487,19 @@ def _pool_flags(p: Any) -> None:
                    "(default), or the offline LLM class (a batch run)")
     engine_version_flag(g, MEMORY_RULES, v0=True)
     decode_context_flag(g)
-    async_scheduling_switch(g)
+    pool_switches(g, "prompt reuse between requests, as fit and simulate size the pool with "
+                  "it: vLLM runs a hybrid with recurrent state without it by default before "
+                  "v0.28, and with it a linear-attention hybrid keeps two state blocks per "
+                  "request")
+
+
+def _eager(p: Any) -> None:
+    """decode's and prefill's --enforce-eager (SGLang's --disable-cuda-graph)."""
+    p.add_argument("--enforce-eager", "--disable-cuda-graph", dest="enforce_eager",
+                   action="store_true", help="without CUDA graphs (vLLM --enforce-eager, SGLang "
+                   "--disable-cuda-graph, TensorRT-LLM's cuda_graph_config: null): decode steps "
+                   "launch every kernel (a prefill step's per-layer cost; a prompt runs without "
+                   "graphs anyway), and vLLM's pool keeps the graphs' memory")
 
 
 def register(sub: Any) -> None:
@@ -537,11 +569,7 @@ def register(sub: Any) -> None:
                    help="tokens already cached per sequence; one or a list (default 2000)")
     _engine(p)
     _offload(p)
-    p.add_argument("--enforce-eager", "--disable-cuda-graph", dest="enforce_eager",
-                   action="store_true", help="without CUDA graphs (vLLM --enforce-eager, SGLang "
-                   "--disable-cuda-graph, TensorRT-LLM's cuda_graph_config: null): decode steps "
-                   "launch every kernel (a prefill step's per-layer cost), and vLLM's pool keeps "
-                   "the graphs' memory")
+    _eager(p)
     _pool_flags(p)
     data_parallel_flags(p)
     spec_flags(p.add_argument_group("speculative decoding (as simulate prices it)"))
@@ -560,7 +588,9 @@ def register(sub: Any) -> None:
                    help="llama.cpp: tokens per ubatch (default 512); each re-reads the weights, "
                    "and with partial offload copies the host's over the link")
     _offload(p)
+    _eager(p)
     _pool_flags(p)
+    data_parallel_flags(p, modelled=False)  # a pasted line's -dp: refused by name
     _output(p)
     p.set_defaults(handler=cmd_prefill)
 
@@ -580,6 +610,8 @@ def register(sub: Any) -> None:
                    help="with --model: tokens each running request holds")
     engine_flag(p, f"engine whose pool (at its defaults, with --model), seats flag and running "
                 f"gauge the advice names ({ENGINE_DEFAULT}): {ENGINE_NAMES}")
+    expert_parallel_flags(p)  # the deployment fit sizes, as its launch line says it
+    decode_context_flag(p)
     _formats(p)
     _output(p)
     p.set_defaults(handler=cmd_utilization)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ridgeline.cli_types import _engine_name, _how_many, _typed
+from ridgeline.cli_types import _engine_name, _how_many, _positive_float, _typed
 from ridgeline.errors import InputError
 
 # what --engine lists, after its default (the engines' names engine_id reads)
@@ -76,6 +76,19 @@ def _vllm_memory_switches(g: Any) -> None:
                    help="vLLM v0.25.1+ (Model Runner V2): torch.compile's cache from an earlier "
                    "start is found, so the profile carries no cold compile (about 1 GiB more "
                    "pool); default: a first start, as in a fresh container")
+
+
+def pool_switches(g: Any, prefix_help: str) -> None:
+    """The engines' switches that change what their pool holds, which fit, simulate, decode
+    and prefill all read (one launch line runs in each): prefix caching, vLLM's memory
+    switches, TensorRT-LLM's backend, SGLang's window ratio and its multimodal switch."""
+    _prefix_caching(g, prefix_help)
+    _vllm_memory_switches(g)
+    _trtllm_backend(g)
+    g.add_argument("--swa-full-tokens-ratio", type=_positive_float("swa_full_tokens_ratio"),
+                   metavar="R", help="SGLang hybrid-SWA models: window pool ÷ full pool "
+                   "(default 0.8); lower holds more long conversations")
+    sglang_multimodal(g)
 
 
 def sglang_multimodal(g: Any) -> None:

@@ -15,14 +15,12 @@ from ridgeline.cli import (
 )
 from ridgeline.cli_engine import (
     MEMORY_RULES,
-    _prefix_caching,
-    _trtllm_backend,
     _usage_and_version,
-    _vllm_memory_switches,
     check_engine_flags,
-    sglang_multimodal,
+    pool_switches,
 )
 from ridgeline.cli_load import (
+    _say_caution,
     accelerator_names,
     build_deployment,
     card_engines,
@@ -45,7 +43,6 @@ from ridgeline.cli_types import (
     _engine_name,
     _how_many,
     _name_list,
-    _positive_float,
 )
 from ridgeline.context_length import positions_label, served_positions
 from ridgeline.errors import InputError
@@ -100,6 +97,9 @@ def cmd_fit(args: argparse.Namespace) -> Any:
         return _compare_engines(args, model, acc, engines)
     dep = build_deployment(args, model, acc, engines[0])
     check_engine_flags(args, engines[0])
+    if args.enforce_eager and engines[0] == "sglang":
+        _say_caution(args, SGLANG_EAGER)
+        args.enforce_eager = False  # SGLang's pool is the same with graphs off
     if args.enforce_eager and engines[0] != "vllm":
         raise InputError(f"--enforce-eager sizes vLLM's pool without its CUDA-graph memory; "
                          f"{engines[0]}'s pool does not depend on it (`decode` and `simulate` "
@@ -150,6 +150,13 @@ def _compare_accelerators(args: argparse.Namespace, model: Any, cards: list[str]
 
     reports, not_run = run_each(cards, on, card_id)
     return FitComparison(tuple(reports), by="accelerator", not_run=not_run)
+
+
+# SGLang's reserve (server_args._handle_gpu_memory_settings) counts --cuda-graph-max-bs
+# whether or not --disable-cuda-graph is given, so its static pool is the same either way
+SGLANG_EAGER = ("--disable-cuda-graph: SGLang's memory reserve counts --cuda-graph-max-bs with "
+                "the graphs on or off, so the pool is as without it; decode and simulate price "
+                "its steps without graphs")
 
 
 # the settings that name one engine's knob: a comparison runs each engine at its defaults
@@ -213,16 +220,13 @@ def register(sub: Any) -> None:
     _split_mode(g)
     engine_sizes(g)
     data_parallel_flags(g)
-    g.add_argument("--enforce-eager", action="store_true", help="vLLM: no CUDA graphs")
-    _prefix_caching(g, "vLLM: a hybrid with recurrent state (Qwen3-Next, Nemotron-H) runs "
-                    "without it by default before v0.28; with it, a linear-attention hybrid "
-                    "keeps two state blocks per request, not one")
-    _vllm_memory_switches(g)
-    _trtllm_backend(g)
-    g.add_argument("--swa-full-tokens-ratio", type=_positive_float("swa_full_tokens_ratio"),
-                   metavar="R", help="SGLang hybrid-SWA models: window pool ÷ full pool "
-                   "(default 0.8); lower holds more long conversations")
-    sglang_multimodal(g)
+    g.add_argument("--enforce-eager", "--disable-cuda-graph", dest="enforce_eager",
+                   action="store_true", help="vLLM: no CUDA graphs (SGLang's "
+                   "--disable-cuda-graph: its pool is the same without them, which fit says; "
+                   "decode and simulate price the steps without graphs)")
+    pool_switches(g, "vLLM: a hybrid with recurrent state (Qwen3-Next, Nemotron-H) runs "
+                  "without it by default before v0.28; with it, a linear-attention hybrid "
+                  "keeps two state blocks per request, not one")
     spec_flags(g, pricing=False)
     g.add_argument("--flash-attn", choices=["on", "off", "auto"],
                    help="llama.cpp -fa (default auto: on where supported); off sizes the "

@@ -16,12 +16,9 @@ from ridgeline.cli import (
     max_model_len_option,
 )
 from ridgeline.cli_engine import (
-    _prefix_caching,
-    _trtllm_backend,
     _usage_and_version,
-    _vllm_memory_switches,
     check_engine_flags,
-    sglang_multimodal,
+    pool_switches,
     sglang_overlap,
     trtllm_overlap,
 )
@@ -510,15 +507,10 @@ def register(sub: Any) -> None:
                    "--disable-cuda-graph, TensorRT-LLM's cuda_graph_config: null): decode steps "
                    "pay a prefill step's per-layer cost; vLLM's pool keeps the graphs' memory")
     _usage_and_version(g, "memory and scheduling rules to follow")
-    g.add_argument("--swa-full-tokens-ratio", type=_positive_float("swa_full_tokens_ratio"),
-                   metavar="R", help="SGLang hybrid-SWA models: window pool ÷ full pool (0.8)")
-    sglang_multimodal(g)
+    pool_switches(g, "prompt reuse between requests; vLLM runs a hybrid with recurrent "
+                  "state without it by default before v0.28, and with it a linear-attention "
+                  "hybrid keeps two state blocks per request")
     sglang_overlap(g)
-    _prefix_caching(g, "prompt reuse between requests; vLLM runs a hybrid with recurrent "
-                    "state without it by default before v0.28, and with it a linear-attention "
-                    "hybrid keeps two state blocks per request")
-    _vllm_memory_switches(g)
-    _trtllm_backend(g)
     trtllm_overlap(g)
     g.add_argument("--ignore-eos", action="store_true",
                    help="the requests ask for exactly their output, as benchmarks send them "

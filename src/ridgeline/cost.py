@@ -273,7 +273,8 @@ def step_terms(dep: Deployment, shape: BatchShape) -> StepTerms:
         dcp = dep.decode_context_parallel_size
         if dcp > 1 and layer.mixer in ATTENTION_MIXERS:  # queries gathered, outputs scattered:
             # a decode's one query a row (a prefill chunk gathers its cached context instead,
-            # unpriced: decode_context.dcp_caution), so the rows, not the tokens
+            # unpriced: decode_context.dcp_caution), so the rows, not the tokens; a speculative
+            # verify batch, every token a decode query, is priced by StepTimer.dcp_exchange_s
             message = dcp_exchange_bytes(dep, shape.sequences)
             t = count * exchange_time_s(message, dcp, dep.accelerator)
             link[DCP_EXCHANGE] = link.get(DCP_EXCHANGE, 0.0) + t

@@ -74,8 +74,11 @@ def dcp_layout_problem(model: ModelSpec, engine: str | None, tensor_parallel_siz
         return ""
     kv = att.num_kv_heads
     if tp <= kv or size > tp // kv:
-        return (f"{FLAG} {size}: {model.name} has {kv} KV heads, which TP{tp} copies "
-                f"{max(1, tp // kv)} times, and vLLM's DCP for GQA shards only those copies "
+        copies = (f"which TP{tp} copies {tp // kv} times" if tp // kv > 1 else
+                  f"which TP{tp} does not copy (one head a rank)" if tp == kv else
+                  f"which TP{tp} splits, {kv // tp} a rank, without copies")
+        return (f"{FLAG} {size}: {model.name} has {kv} KV heads, {copies}, and vLLM's DCP for "
+                "GQA shards only the copies "
                 f"(it asks tp_size > KV heads and dcp_size ≤ tp_size ÷ KV heads = "
                 f"{tp // kv})")
     per_kv = att.num_heads // kv

@@ -260,15 +260,23 @@ class Deployment:
         layer split is its own default over the GPUs); data-parallel attention '8 x h200-sxm
         (attention DP8 × TP1, experts EP8)'."""
         label = f"{self.num_gpus} x {self.accelerator.id}"
+        parts = self.layout_parts
+        return f"{label} ({', '.join(parts)})" if parts else label
+
+    @property
+    def layout_parts(self) -> tuple[str, ...]:
+        """What ``gpus_label`` says in its one parenthesis: the data-parallel layout or the
+        pipeline's, then -dcp's dealing of the KV ('TP8 × PP2', 'KV dealt over DCP8')."""
+        parts: list[str] = []
         if self.data_parallel_size > 1:
             from ridgeline.data_parallel import layout_label
 
-            return f"{label} ({layout_label(self)})"
-        if self.pipeline_parallel_size > 1 and not self.engine.startswith("llama.cpp"):
-            label += f" (TP{self.tensor_parallel_size} × PP{self.pipeline_parallel_size})"
+            parts.append(layout_label(self))
+        elif self.pipeline_parallel_size > 1 and not self.engine.startswith("llama.cpp"):
+            parts.append(f"TP{self.tensor_parallel_size} × PP{self.pipeline_parallel_size}")
         if self.decode_context_parallel_size > 1:
-            label += f" (KV dealt over DCP{self.decode_context_parallel_size})"
-        return label
+            parts.append(f"KV dealt over DCP{self.decode_context_parallel_size}")
+        return tuple(parts)
 
     @cached_property
     def dequantizes(self) -> bool:

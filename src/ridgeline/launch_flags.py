@@ -34,6 +34,18 @@ class LaunchFlag:
     why: str
     modelled_away: bool  # True: ignored, it changes nothing priced; False: refused
     v1_only: bool = False
+    several: bool = False  # it takes one value or more (vLLM's --served-model-name a b)
+    refused_values: tuple[tuple[str, str], ...] = ()  # values that do change memory, and why
+    engine_only: bool = False  # refused under an engine that has no such flag
+    say_why: bool = False  # the note gives its reason (it changes what this command leaves out)
+
+    @property
+    def checks_engine(self) -> bool:
+        return self.v1_only or self.engine_only
+
+    @property
+    def says_why(self) -> bool:
+        return self.v1_only or self.say_why
 
 
 @cache
@@ -41,7 +53,9 @@ def launch_flags() -> tuple[LaunchFlag, ...]:
     """Every flag of data/launch_flags.json, the ignored ones first."""
     data = load_data("launch_flags.json")
     return tuple(LaunchFlag(tuple(r["flags"]), bool(r["value"]), tuple(r["engines"]), r["why"],
-                            ignored, bool(r.get("v1_only", False)))
+                            ignored, bool(r.get("v1_only", False)), bool(r.get("several", False)),
+                            tuple(sorted(r.get("refused_values", {}).items())),
+                            bool(r.get("engine_only", False)), bool(r.get("say_why", False)))
                  for key, ignored in (("ignored", True), ("not_modelled", False))
                  for r in data[key])
 
@@ -55,6 +69,9 @@ class _Ignored(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: Any, option_string: str | None = None) -> None:
+        why = dict(self.record.refused_values).get(str(values).lower())
+        if why:  # a value of a harmless flag that is not harmless (--load-format bitsandbytes)
+            parser.error(f"{option_string} {values} is not modelled: {why}")
         given = f"{option_string} {values}" if self.record.takes_value else str(option_string)
         seen = list(getattr(namespace, "launch_flags_ignored", None) or [])
         namespace.launch_flags_ignored = [*seen, (given, self.record)]
@@ -82,6 +99,28 @@ def add_launch_flags(parser: argparse.ArgumentParser) -> None:
                             record=record, default=None, help=argparse.SUPPRESS)
 
 
+def several_values(argv: list[str]) -> list[str]:
+    """A flag that takes several values (vLLM's --served-model-name a b), its values joined
+    into one ('--served-model-name=a b') where MODEL came first, as in ``vllm serve MODEL``;
+    given before MODEL it takes one, so that MODEL stays MODEL."""
+    several = {f for r in launch_flags() if r.several for f in r.flags}
+    if len(argv) < 2 or argv[0] not in COMMANDS or argv[1].startswith("-"):
+        return argv
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        i += 1
+        if token in several:
+            values = []
+            while i < len(argv) and not argv[i].startswith("-"):
+                values.append(argv[i])
+                i += 1
+            token = f"{token}={' '.join(values)}" if values else token
+        out.append(token)
+    return out
+
+
 def launch_note(args: argparse.Namespace) -> str:
     """The one line naming the flags read and ignored, or "" where none was given; an
     InputError where one changes nothing only on vLLM's V1 engine (--enable-chunked-prefill)
@@ -94,20 +133,20 @@ def launch_note(args: argparse.Namespace) -> str:
     asked = getattr(args, "engine", None) or "vllm"
     engines = [engine_id(e) for e in (asked if isinstance(asked, list) else [asked])]
     for text, record in given:
-        if not record.v1_only:  # a flag that changes nothing does so under any engine
+        if not record.checks_engine:  # a flag that changes nothing does so under any engine
             continue
         others = [e for e in engines if e not in record.engines]
         if others:
             raise InputError(f"{text.split()[0]} is {_owners(record.engines)}; "
                              f"{others[0]} has no such flag")
-        if _on_v0(args):
+        if record.v1_only and _on_v0(args):
             raise InputError(f"{text.split()[0]} is not modelled on vLLM's V0 engine (--engine-"
                              f"version {args.engine_version}): there it decides whether a "
                              "prompt runs whole; from 0.8 V1 always chunks")
-    plain = [text for text, record in given if not record.v1_only]
+    plain = [text for text, record in given if not record.says_why]
     parts = ([f"{', '.join(plain)} ({'it changes' if len(plain) == 1 else 'they change'} "
               "neither memory nor speed)"] if plain else []) + \
-        [f"{text} ({record.why})" for text, record in given if record.v1_only]
+        [f"{text} ({record.why})" for text, record in given if record.says_why]
     return "ignored " + "; ".join(parts)
 
 

@@ -182,6 +182,7 @@ class DecodeReport:
                 point["speculative"] = self._spec_at(f).to_dict()
             points.append(point)
         return {"deployment": deployment_line(self.deployment),
+                "decode_context_parallel_size": self.deployment.decode_context_parallel_size,
                 **cpu_offload_json(self.deployment),
                 "kind": "floor (the article's lower bound) and the engine's calibrated expectation",
                 "points": points,
@@ -442,6 +443,13 @@ def describe_settings(settings: EngineSettings, engine: str,
                           "block_size") if (value := getattr(settings, name)) is not None]
     given += [f"max_model_len {max_model_len}"] if max_model_len else []
     given += [] if settings.async_scheduling else ["async_scheduling off"]
+    given += [] if settings.prefix_caching is None else [
+        f"prefix caching {'on' if settings.prefix_caching else 'off'}"]
+    given += [name for name in ("language_model_only", "enable_multimodal", "warm_compile_cache")
+              if getattr(settings, name)]
+    given += [f"{name} {value:g}" if isinstance(value, float) else f"{name} {value}"
+              for name in ("swa_full_tokens_ratio", "backend")
+              if (value := getattr(settings, name)) is not None]
     rules = [version_rules(engine, settings.engine_version)] if settings.engine_version else []
     if engine != "vllm":
         return ", ".join(given + rules)

@@ -20,12 +20,14 @@ if TYPE_CHECKING:
 def fit_dict(r: FitReport) -> dict[str, Any]:
     p = r.pool
     refusal = context_refusal(r.deployment, r.context)
+    dcp = r.deployment.decode_context_parallel_size
     out = {
         "admission_blocks": p.admission_blocks(r.context),
         "model": r.deployment.model.name, "accelerator": r.deployment.accelerator.id,
         "num_gpus": r.deployment.num_gpus,
         "tensor_parallel_size": r.deployment.tensor_parallel_size,
         "pipeline_parallel_size": r.deployment.pipeline_parallel_size,
+        "decode_context_parallel_size": dcp,
         "binding_stage": None if p.stage is None else {
             "index": p.stage.index, "layers": p.stage.layers,
             "describe": p.stage.describe()},
@@ -43,7 +45,10 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
         "kv_cache_bytes_per_gpu": p.kv_cache_bytes,  # the KV cache itself, everywhere
         "blocks_per_gpu": p.blocks, "vllm_max_concurrency": None if p.groups is None
         else p.concurrency(r.context),
-        "block_size": p.block_size, "conversations": r.conversations,
+        # the scheduler's block: -dcp N deals it over N ranks, each holding its own
+        # --block-size share (vLLM's per-rank block, block_size_per_rank)
+        "block_size": p.block_size, "block_size_per_rank": p.block_size // dcp,
+        "conversations": r.conversations,
         "max_num_seqs": p.max_num_seqs, "batch": r.batch, "target": r.target,
         "ridge_batch": r.ridge_batch, "verdict": r.verdict,
         "stage_batch": r.stage_batch,  # under pipeline parallelism: a micro-batch

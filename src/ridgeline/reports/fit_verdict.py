@@ -193,9 +193,9 @@ def logged_concurrency_line(r: FitReport) -> str | None:
         return None
     charged, decoding = p.request_blocks(r.context), p.groups.decode_blocks(r.context)
     gate = admission_gate(p, r.context)
-    why = f"a decoding request holds {decoding:,}"
+    why = f"a decoding request holds {decoding:,} blocks"
     if gate is not None:
-        free = "them" if gate[0] == charged else f"{gate[0]:,}"
+        free = "them" if gate[0] == charged else f"{gate[0]:,} blocks"
         only = "only " if held > logged else ""  # v0.19's gate asked more: fewer run
         why = f"{only}the prompt being admitted needs {free} free and {why}"
     rank = " on each rank" if d.data_parallel_size > 1 else ""

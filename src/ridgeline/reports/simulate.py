@@ -300,7 +300,11 @@ class SimulateReport:
                              "experts_last": d.offload.experts_last,
                              "chosen_by_fit": d.offload.chosen_by_fit},
                          **cpu_offload_json(d),
+                         "decode_context_parallel_size": d.decode_context_parallel_size,
+                         # the scheduler's block; each -dcp rank holds its own share of it
                          "num_blocks": c.num_blocks, "block_size": c.block_size,
+                         "block_size_per_rank":
+                             c.block_size // d.decode_context_parallel_size,
                          "overhead_blocks_per_request": c.overhead_blocks,
                          "max_num_seqs": c.max_num_seqs,
                          "max_num_batched_tokens": c.max_num_batched_tokens,
@@ -391,7 +395,8 @@ class SimulateReport:
 
     def text_lines(self) -> list[str]:
         r, c, d = self.result, self.config, self.deployment
-        lines = [f"{d.model.name} on {d.gpus_label} ({d.engine}, weights "
+        layout = "".join(f"{part}; " for part in d.layout_parts)  # one parenthesis
+        lines = [f"{d.model.name} on {d.num_gpus} x {d.accelerator.id} ({layout}{d.engine}, weights "
                  f"{d.weights.label}, KV {d.kv.id}"
                  + (", experts spread over the GPUs (EP)" if d.expert_parallel else "")
                  + (f"; {d.offload.describe(d.model)}" if d.offload else "")

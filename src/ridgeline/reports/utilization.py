@@ -17,6 +17,7 @@ from ridgeline.parallel import cross_node_caution
 from ridgeline.reports.expectation import context_caution
 from ridgeline.roofline import (
     arithmetic_share,
+    batch_for_intensity,
     expert_intensity,
     expert_ridge_batch,
     ridge_point,
@@ -121,8 +122,9 @@ class UtilizationReport:
                     self._read_line(),
                     *(f"caution: {c}" for c in self.cautions)]
         lines = [
-            f"{self.running} running against a ridge of {self.ridge:,.0f} on "
-            f"{self.accelerator.id}: {self.fraction_of_arithmetic:.1%} of the arithmetic "
+            f"{self.running} running against a ridge batch of "
+            f"{batch_for_intensity(self.ridge, self.bytes_per_weight):,.0f} ({self.ridge:,.0f} "
+            f"FLOP per byte) on {self.accelerator.id}: {self.fraction_of_arithmetic:.1%} of the arithmetic "
             "you are billed for" + (" in the weights every token reads (attention, shared "
                                     "layers)" if self.experts else "")
             + (f", each of {self.micro_batches} pipeline stages multiplying "

@@ -61,6 +61,7 @@ class StepTimer:
         self._by_tokens: dict[int, float] = {}
         self._by_rows: dict[int, float] = {}
         self._by_gathered: dict[tuple[int, int], float] = {}  # (a rank's tokens, every rank's)
+        self._by_queries: dict[int, float] = {}  # -dcp's exchange by its query tokens
         self._rates = attention_rates(dep)
         self.windows = attention_windows(dep)
         self.full_attention = all(w is None for w in self.windows)
@@ -79,8 +80,24 @@ class StepTimer:
         rate = self._rate
         total: float = sum(count * rate.op_time_s(name, f, b, rows if per_row else tokens)
                            for name, f, b, count in context_free)
-        # the collectives go with the tokens, but -dcp's exchange with the rows (cost.py)
-        return total + sum(t for name, t in terms.link if (name == DCP_EXCHANGE) == per_row)
+        # the collectives go with the tokens; -dcp's exchange with its queries (dcp_exchange_s)
+        return total + sum(t for name, t in terms.link if name != DCP_EXCHANGE and not per_row)
+
+    def dcp_exchange_s(self, queries: int) -> float:
+        """-dcp's exchange over every attention layer for ``queries`` query tokens on the
+        decode path (cost.step_terms prices it for a shape's rows): a plain decode's one a
+        row, a speculative verify row's 1 + drafts, which vLLM's MLA decode kernels take as
+        one uniform decode (reorder_batch_threshold 1 + num_speculative_tokens), every query
+        gathered and every output scattered."""
+        if self.dep.decode_context_parallel_size == 1:
+            return 0.0
+        t = self._by_queries.get(queries)
+        if t is None:
+            zero = tuple(AttentionLoad(w, 0.0, 0.0, 0.0) for w in self.windows)
+            terms = step_terms(self.dep, BatchShape(1, queries, zero))
+            t = self._by_queries[queries] = sum(
+                t for name, t in terms.link if name == DCP_EXCHANGE)
+        return t
 
     def _context_free(self, tokens: int, rows: int, graphed: bool | None = None,
                       all_tokens: int = 0) -> float:
@@ -98,6 +115,8 @@ class StepTimer:
         head = self._by_rows.get(rows)
         if head is None:
             head = self._by_rows[rows] = self._terms_time(1, rows, per_row=True)
+        # a verify batch's every token is a decode query; a prompt chunk's row gathers one
+        head += self.dcp_exchange_s(tokens if graphed else rows)
         total = fixed + head + self._overhead[tokens > rows if graphed is None else not graphed]
         if self._states:
             p, w = self._p, self._w
