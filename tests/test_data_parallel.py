@@ -210,7 +210,7 @@ def test_decode_and_kv_take_the_flag(capsys: pytest.CaptureFixture[str]) -> None
     (["simulate", "deepseek-v3", "--gpu", "h200", "--dp", "8", "--rate", "1"],
      "--dp is SGLang's flag"),
     (["plan", "deepseek-v3", "--rate", "1", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "50",
-      "--data-parallel-size", "8"], "does not model data-parallel attention yet"),
+      "--data-parallel-size", "8"], "searches a MoE's data-parallel attention layouts"),
 ])
 def test_bad_data_parallel_input_is_one_line_and_exit_2(
         capsys: pytest.CaptureFixture[str], argv: list[str], words: str) -> None:

@@ -125,7 +125,8 @@ def test_prefill_takes_eager_and_expert_parallel_and_refuses_data_parallel_by_na
                              "sglang", "--tp", "8", "--dp", "8", "--enable-dp-attention",
                              "--prompt-len", "8000")
     assert code == 2 and not out and len(err.strip().splitlines()) == 1
-    assert "prefill does not model data-parallel attention" in err and "--enable-dp-attention" in err
+    assert "prefill takes no" in err and "--enable-dp-attention" in err
+    assert "splits no prompt over the ranks" in err
 
 
 def test_fit_takes_sglangs_disable_cuda_graph_with_the_pool_unchanged(

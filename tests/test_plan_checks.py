@@ -64,7 +64,7 @@ def test_a_run_that_can_only_miss_stops_and_would_have_missed_whole(pp: int) -> 
 def _candidate(load: Load, slo: Slo, seqs: int | None, budget: int | None) -> Candidate:
     """Llama-3.1-405B at fp8 on one A100 node, sized as the search sizes it."""
     c = _evaluate((LLAMA_405B, A100.id, 8, 1, "fp8", "bf16", (seqs, budget), False, load, slo,
-                   A100.price_per_hour_usd, None, "vllm", profile_for("vllm")))
+                   A100.price_per_hour_usd, None, "vllm", profile_for("vllm"), 1))
     assert c is not None
     return c
 

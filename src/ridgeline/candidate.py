@@ -49,16 +49,24 @@ class Candidate:
     # the load's requests longer than it, which the engine refuses
     max_model_len: int = 0
     refused_share: float = 0.0
+    # data-parallel attention (data_parallel.py): ranks of ``tp`` GPUs each, every rank its
+    # own requests and KV pool, a MoE's experts spread over all of them; 1: none
+    data_parallel: int = 1
 
     @property
     def gpus(self) -> int:
-        return self.replicas * self.tp * self.pp
+        return self.replicas * self.replica_gpus
+
+    @property
+    def replica_gpus(self) -> int:
+        """The GPUs of one replica: TP × PP, × the data-parallel ranks."""
+        return self.tp * self.pp * self.data_parallel
 
     @property
     def replica_nodes(self) -> int:
-        """Nodes one replica spans: ⌈TP × PP ÷ GPUs a node⌉ (TP16 of H100s: 2; a replica on
-        more than one needs a multi-node launch)."""
-        return -(-(self.tp * self.pp) // node_size(resolve_accelerator(self.accelerator)))
+        """Nodes one replica spans: ⌈TP × PP (× DP) ÷ GPUs a node⌉ (TP16 of H100s: 2; a
+        replica on more than one needs a multi-node launch)."""
+        return -(-self.replica_gpus // node_size(resolve_accelerator(self.accelerator)))
 
     @property
     def tp_crosses_nodes(self) -> bool:
@@ -79,11 +87,16 @@ class Candidate:
 
     def engine_tp(self, engine: str) -> int:
         """The tensor-parallel size ``engine`` launches: TP × the devices it runs each card as
-        (``engine_devices``; vLLM on 1 x MI250: 2)."""
-        return self.tp * engine_devices(engine, resolve_accelerator(self.accelerator))
+        (``engine_devices``; vLLM on 1 x MI250: 2); under data-parallel attention SGLang's
+        --tp-size is every GPU of the replica, vLLM's a rank's."""
+        ranks = self.data_parallel if engine == "sglang" else 1
+        return self.tp * ranks * engine_devices(engine, resolve_accelerator(self.accelerator))
 
     def parallel_for(self, engine: str) -> str:
-        """The ranks as ``engine`` launches them (``parallel_words``)."""
+        """The ranks as ``engine`` launches them (``parallel_words``); data-parallel attention
+        as ``data_parallel_words``."""
+        if self.data_parallel > 1:
+            return data_parallel_words(self.data_parallel, self.tp, self.expert_parallel)
         return parallel_words(self.tp, self.pp, engine_devices(
             engine, resolve_accelerator(self.accelerator)), self.expert_parallel)
 
@@ -100,7 +113,7 @@ class Candidate:
                     f"({replace(self, pp=1, expert_parallel=False).parallel_for(engine)}, "
                     f"{weights_name or self.weights}, KV {self.kv})")
         return (f"{self.replicas} replica{'s' if self.replicas > 1 else ''} of "
-                f"{self.tp * self.pp} x {self.accelerator} ({self.parallel_for(engine)}, "
+                f"{self.replica_gpus} x {self.accelerator} ({self.parallel_for(engine)}, "
                 f"{weights_name or self.weights}, "
                 f"KV {self.kv}{seqs})")
 
@@ -115,6 +128,13 @@ def parallel_words(tp: int, pp: int, devices: int = 1, expert_parallel: bool = F
     return f"TP{tp * devices}{split}{dies}"
 
 
+def data_parallel_words(ranks: int, tp: int, expert_parallel: bool) -> str:
+    """A MoE's data-parallel attention layout as ``data_parallel.layout_label`` words it:
+    "attention DP8 × TP1, experts EP8"."""
+    return (f"attention DP{ranks} × TP{tp}, experts {'EP' if expert_parallel else 'TP'}"
+            f"{ranks * tp}")
+
+
 # each engine's names for the seats and the step's token budget a candidate sets
 ENGINE_KNOB_NAMES = {"vllm": ("max_num_seqs", "max_num_batched_tokens"),
                      "sglang": ("max_running_requests", "chunked_prefill_size"),
@@ -123,11 +143,12 @@ ENGINE_KNOB_NAMES = {"vllm": ("max_num_seqs", "max_num_batched_tokens"),
 
 def replica_deployment(model: ModelSpec, acc: Accelerator, c_tp: int, pp: int, weights: str,
                 kv: str, expert_parallel: bool = False, engine: str = "vllm",
-                version: str | None = None) -> Deployment:
+                version: str | None = None, data_parallel_size: int = 1) -> Deployment:
     """One replica as the planner lays it out, or the engine's one-line refusal (InputError):
     the build's, and ``deployment_problem``'s at ``version`` (a pre-quantized bitsandbytes
     checkpoint at TP > 1, which vLLM and SGLang refuse)."""
-    dep = replica_build(model, acc, c_tp, pp, weights, kv, expert_parallel, engine)
+    dep = replica_build(model, acc, c_tp, pp, weights, kv, expert_parallel, engine,
+                        data_parallel_size)
     problem = deployment_problem(dep, version)
     if problem:
         raise InputError(problem)
@@ -135,11 +156,20 @@ def replica_deployment(model: ModelSpec, acc: Accelerator, c_tp: int, pp: int, w
 
 
 def replica_build(model: ModelSpec, acc: Accelerator, c_tp: int, pp: int, weights: str,
-                  kv: str, expert_parallel: bool = False, engine: str = "vllm") -> Deployment:
+                  kv: str, expert_parallel: bool = False, engine: str = "vllm",
+                  data_parallel_size: int = 1) -> Deployment:
     """The replica as ``Deployment.build`` makes it ("as stored": the checkpoint's formats),
     before ``deployment_problem`` is asked."""
     w = None if weights == "as stored" else weights
-    return Deployment.build(model, acc, w, kv, c_tp * pp, pp, engine, expert_parallel)
+    return Deployment.build(model, acc, w, kv, c_tp * pp, pp, engine, expert_parallel,
+                            data_parallel_size=data_parallel_size)
+
+
+def candidate_deployment(model: ModelSpec, c: Candidate, engine: str) -> Deployment:
+    """The deployment of one replica of ``c`` under ``engine``."""
+    return replica_deployment(model, resolve_accelerator(c.accelerator), c.tp, c.pp, c.weights,
+                              c.kv, c.expert_parallel, engine,
+                              data_parallel_size=c.data_parallel)
 
 
 def weight_choices(model: ModelSpec) -> list[str]:

@@ -190,12 +190,13 @@ class _Spelled(argparse.Action):
 
 
 def data_parallel_flags(p: Any, sglang: bool = True, expert_parallel: bool = True,
-                        modelled: bool = True) -> None:
+                        refused: str = "") -> None:
     """Data-parallel attention in each engine's words (data_parallel.py): vLLM's
     --data-parallel-size N, ranks of --tensor-parallel-size GPUs each; SGLang's --dp-size N
     --enable-dp-attention over its --tp-size GPUs; and the experts' --enable-expert-parallel.
-    A command that does not model it (``modelled`` False) takes the flags to refuse them."""
-    refused = "; not modelled by this command yet (fit, decode, kv and simulate model it)"
+    A command that takes the flags only to refuse them (``refuse_data_parallel``) says why in
+    their help (``refused``)."""
+    refused = f"; {refused}" if refused else ""
     p.add_argument("--data-parallel-size", "-dp", "--dp-size", "--dp", dest="data_parallel_size",
                    metavar="N", type=_how_many("data-parallel size"), action=_Spelled,
                    help="data-parallel attention: N ranks, each with its own requests and KV "
@@ -207,11 +208,11 @@ def data_parallel_flags(p: Any, sglang: bool = True, expert_parallel: bool = Tru
                       "(its --dp-size alone runs whole replicas: size one with --num-gpus)"
                       if sglang else "; SGLang's --dp-size is not read here (its replicas: "
                       "size one with --num-gpus)")
-                   + ("" if modelled else refused))
+                   + refused)
     if sglang:
         p.add_argument("--enable-dp-attention", action="store_true",
                        help="SGLang: attention data-parallel over --dp-size ranks (MoE models)"
-                       + ("" if modelled else refused))
+                       + refused)
     if expert_parallel:
         expert_parallel_flags(p)
 
@@ -235,17 +236,15 @@ def expert_parallel_flags(p: Any) -> None:  # a parser or an argument group
                    "--enable-expert-parallel), the two layouts modelled")
 
 
-def refuse_data_parallel(args: argparse.Namespace, command: str) -> None:
-    """A command that does not model data-parallel attention yet says so, rather than size
-    the deployment without it."""
+def refuse_data_parallel(args: argparse.Namespace, command: str, why: str) -> None:
+    """A command that takes no data-parallel layout says ``why``, rather than size the
+    deployment without the one given."""
     given = [flag for flag, value in (("--data-parallel-size", getattr(args, "data_parallel_size", None)),
                                       ("--enable-dp-attention",
                                        getattr(args, "enable_dp_attention", False) or None))
              if value is not None]
     if given:
-        raise InputError(f"{command} does not model data-parallel attention yet "
-                         f"({', '.join(given)}: each rank's own scheduler and pool); `ridgeline "
-                         "fit`, `decode`, `kv` and `simulate` do")
+        raise InputError(f"{command} takes no {' or '.join(given)}: {why}")
 
 
 def _deployment_flags(p: argparse.ArgumentParser, several: bool = False) -> None:

@@ -58,6 +58,10 @@ from ridgeline.errors import InputError
 from ridgeline.side_by_side import run_each
 from ridgeline.units import COUNT_EXAMPLES
 
+# why prefill refuses a data-parallel layout (decode, fit, kv and simulate take one)
+PREFILL_DP = ("its floor splits no prompt over the ranks yet; fit, decode, kv and simulate "
+              "model data-parallel attention")
+
 
 def cmd_hardware(args: argparse.Namespace) -> Any:
     from ridgeline.hardware import load_accelerator_file, resolve_accelerator
@@ -375,7 +379,7 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
         engine_runs,
     )
 
-    refuse_data_parallel(args, "prefill")  # its floor splits no prompt over the ranks yet
+    refuse_data_parallel(args, "prefill", PREFILL_DP)
 
     def one(a: argparse.Namespace) -> list[PrefillReport]:
         from dataclasses import replace
@@ -590,7 +594,7 @@ def register(sub: Any) -> None:
     _offload(p)
     _eager(p)
     _pool_flags(p)
-    data_parallel_flags(p, modelled=False)  # a pasted line's -dp: refused by name
+    data_parallel_flags(p, refused="not read by prefill: " + PREFILL_DP)  # refused by name
     _output(p)
     p.set_defaults(handler=cmd_prefill)
 

@@ -24,6 +24,11 @@ from ridgeline.units import COUNT_EXAMPLES
 
 PLAN_ENGINES = ("vllm", "sglang", "trtllm")  # the CUDA-graph serving engines plan sizes for
 MAX_WORKERS = 256  # processes plan may start on this machine (--executor ray: the cluster's)
+# plan pins no layout (no --tensor-parallel-size either): it searches a MoE's data-parallel
+# attention layouts beside tensor parallelism
+DATA_PARALLEL_REFUSED = ("it searches a MoE's data-parallel attention layouts itself, as it "
+                         "searches tensor parallelism, and pins none (--no-dp leaves them out); "
+                         "check one layout with `ridgeline simulate`, which takes the flag")
 
 
 def cmd_plan(args: argparse.Namespace) -> Any:
@@ -34,7 +39,7 @@ def cmd_plan(args: argparse.Namespace) -> Any:
     from ridgeline.reports.plan import PlanReport
     from ridgeline.serving_load import Load, Slo
 
-    refuse_data_parallel(args, "plan")
+    refuse_data_parallel(args, "plan", DATA_PARALLEL_REFUSED)
     model = load_model(args)
     gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus \
         else [g for g in DEFAULT_GPUS  # the defaults the engine runs on (TRT-LLM: no AMD)
@@ -79,7 +84,8 @@ def cmd_plan(args: argparse.Namespace) -> Any:
         check_engine_version(args.engine, args.engine_version)
     result = plan(model, load, slo, gpus, args.max_gpus, prices, workers=args.workers,
                   executor=args.executor, engine_version=args.engine_version,
-                  engine=args.engine, profile=load_profile(args))
+                  engine=args.engine, profile=load_profile(args),
+                  data_parallel=not args.no_dp)
     from ridgeline.catalog import hub_id, model_entries
 
     # the launch serves the repo named (an instruct variant), else the catalog entry's
@@ -150,6 +156,12 @@ def register(sub: Any) -> None:
     p.add_argument("--profile", metavar="FILE",
                    help="the engine's profile from `ridgeline calibrate` (default: the bundled "
                    "one) that times each candidate's steps")
-    data_parallel_flags(p, expert_parallel=False, modelled=False)
+    p.add_argument("--no-dp", "--no-data-parallel", dest="no_dp", action="store_true",
+                   help="search no data-parallel attention layouts: by default a MoE's are "
+                   "searched beside tensor parallelism on vLLM (--data-parallel-size N "
+                   "--enable-expert-parallel) and SGLang (--dp-size N --enable-dp-attention, "
+                   "--ep-size), each rank its own requests' cache, within one node")
+    data_parallel_flags(p, expert_parallel=False,
+                        refused="plan searches the layouts itself (--no-dp: none); refused here")
     _output(p, plot=True)
     p.set_defaults(handler=cmd_plan)

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import math
 
-from ridgeline.candidate import Candidate, candidate_label, replica_deployment
+from ridgeline.candidate import Candidate, candidate_deployment, candidate_label
 from ridgeline.engines import EngineProfile
-from ridgeline.hardware import resolve_accelerator
 from ridgeline.model import ModelSpec
 from ridgeline.plan_checks import CheckRuns, simulated_first, verify
 from ridgeline.serving_load import Load, Slo
@@ -28,9 +27,7 @@ def moe_caution(model: ModelSpec, c: Candidate, engine: str) -> str:
     MXFP4 MoE on CDNA3 (predict.cdna3_moe_caution), or ""."""
     from ridgeline.predict import cdna3_moe_caution
 
-    return cdna3_moe_caution(replica_deployment(
-        model, resolve_accelerator(c.accelerator), c.tp, c.pp, c.weights, c.kv,
-        c.expert_parallel, engine))
+    return cdna3_moe_caution(candidate_deployment(model, c, engine))
 
 
 def slowed_tpot_floor_s(c: Candidate) -> float:

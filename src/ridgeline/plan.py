@@ -1,12 +1,15 @@
 """Capacity planning: the cheapest deployment that meets an SLO for a workload.
 
-Search: accelerator × tensor/pipeline parallel size × expert parallelism (MoE) × weight
+Search: accelerator × tensor/pipeline parallel size × expert parallelism (MoE), or a MoE's
+data-parallel attention ranks × their tensor parallel size (experts EP over all) × weight
 format × KV dtype × engine knobs (max_num_seqs, max_num_batched_tokens). Each candidate
 replica is first sized analytically (``replica_sizing``: ``size_replica``), which prunes
 what cannot fit or cannot meet the SLO on its own; replicas cover the rate. The cheapest
 candidates are then simulated (``sim/``) in the steady state at their per-replica rate, and
 the fewest replicas that meet the SLO at the requested percentile kept. A pipeline-parallel
-replica keeps one micro-batch per stage in flight (``sim/lanes.py``).
+replica keeps one micro-batch per stage in flight (``sim/lanes.py``); a MoE's data-parallel
+attention replica runs one scheduler and pool a rank, the ranks stepping together
+(``sim/data_parallel.py``).
 Disaggregated prefill/decode pools (xPyD) are sized analytically, the KV hand-off priced over
 the inter-node link, and the cheapest simulated pool by pool.
 What is searched is ``search_space``'s; the simulated checks ``plan_checks``'s; a winner
@@ -23,7 +26,13 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ridgeline.candidate import Candidate, replica_build, replica_deployment, weight_choices
+from ridgeline.candidate import (
+    Candidate,
+    candidate_deployment,
+    replica_build,
+    replica_deployment,
+    weight_choices,
+)
 from ridgeline.closest_miss import closest_miss
 from ridgeline.context_length import served_positions
 from ridgeline.cost import decode_batch, mean_decode_context, step_time_s
@@ -39,11 +48,11 @@ from ridgeline.hardware import resolve_accelerator
 from ridgeline.measured_slowdown import measured_slowdown, moe_caution
 from ridgeline.memory import EngineSettings
 from ridgeline.model import ModelSpec
-from ridgeline.plan_cautions import candidate_cautions
+from ridgeline.plan_cautions import candidate_cautions, data_parallel_winner_cautions
 from ridgeline.plan_checks import CheckRuns, cheapest, verify_cheapest
 from ridgeline.quantization_gates import deployment_problem
 from ridgeline.replica_sizing import covers, launch_length, size_replica
-from ridgeline.search_space import search_space
+from ridgeline.search_space import data_parallel_space, search_space
 from ridgeline.serving_load import Load, Slo
 from ridgeline.stages import micro_batch
 
@@ -52,14 +61,16 @@ DEFAULT_GPUS = ("h100-sxm", "h200-sxm", "b200", "mi300x", "l40s")
 
 
 def _evaluate(args: tuple[ModelSpec, str, int, int, str, str, tuple[int | None, int | None],
-                          bool, Load, Slo, float | None, str | None, str, EngineProfile]
+                          bool, Load, Slo, float | None, str | None, str, EngineProfile, int]
               ) -> Candidate | None:
+    """One candidate replica sized (``size_replica``), or None where it cannot run or meet
+    the SLO; the last field the data-parallel attention ranks (1: none)."""
     (model, gpu, tp, pp, weights, kv, (seqs, budget), ep, load, slo, price, version,
-     engine, profile) = args
+     engine, profile, ranks) = args
     acc = resolve_accelerator(gpu)
     try:
         dep = replica_deployment(model, acc, tp, pp, weights, kv, ep, engine=engine,
-                                 version=version)
+                                 version=version, data_parallel_size=ranks)
     except InputError:
         return None
     settings = EngineSettings(max_num_seqs=seqs, max_num_batched_tokens=budget,
@@ -84,7 +95,7 @@ def _evaluate(args: tuple[ModelSpec, str, int, int, str, str, tuple[int | None, 
     return Candidate(acc.id, tp, pp, weights, kv, seqs, batch, tpot, ttft, rate, replicas, price,
                      calibrated, why, (profile.band_low, profile.band_high),
                      expert_parallel=ep, max_num_batched_tokens=budget, rate_limits=limits,
-                     max_model_len=max_len)
+                     max_model_len=max_len, data_parallel=ranks)
 
 
 @dataclass(frozen=True)
@@ -152,11 +163,12 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
          max_gpus: int = 64, prices: dict[str, float] | None = None, workers: int = 2,
          verify: int = 16, executor: str = "process",
          engine_version: str | None = None, engine: str = "vllm",
-         profile: EngineProfile | None = None) -> PlanResult:
+         profile: EngineProfile | None = None, data_parallel: bool = True) -> PlanResult:
     """The cheapest deployment of ``model`` meeting ``slo`` for ``load``, each replica's pool
     sized by ``engine``'s memory rules (vLLM, SGLang or TensorRT-LLM) at ``engine_version``
     (default: the newest modelled), its steps timed by ``profile`` (default: the engine's
-    bundled one; `calibrate` writes a user's)."""
+    bundled one; `calibrate` writes a user's). ``data_parallel``: a MoE's data-parallel
+    attention layouts searched too (``data_parallel_space``)."""
     profile = profile or profile_for(engine)
     if load.rate_req_s <= 0:
         raise InputError("the request rate must be positive")
@@ -183,7 +195,12 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
                               engine))
     sizing = load.for_sizing()
     jobs = [(model, g, tp, pp, w, kv, knobs, ep, sizing, slo, table[g], engine_version,
-             engine, profile) for g, tp, pp, w, kv, knobs, ep in space]
+             engine, profile, 1) for g, tp, pp, w, kv, knobs, ep in space]
+    if data_parallel:  # pipeline 1, the experts spread whole over every rank's GPUs
+        jobs += [(model, g, tp, 1, w, kv, knobs, True, sizing, slo, table[g], engine_version,
+                  engine, profile, ranks)
+                 for g, tp, w, kv, knobs, ranks in data_parallel_space(
+                     model, [resolve_accelerator(g).id for g in gpus], max_gpus, engine)]
     if executor == "ray":
         found = _ray_map(jobs)
     elif workers > 1 and len(jobs) > 16:
@@ -227,7 +244,8 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
                                                   win.sim_requests else None),
                                  slowed,
                                  v0_scheduling_caution(engine, engine_version),
-                                 *(next((why for d, why in own if d is win), ()))) if c)
+                                 *(next((why for d, why in own if d is win), ())),
+                                 *data_parallel_winner_cautions(win, engine, model)) if c)
     return PlanResult(load, slo, candidates, unpriced_best, split_sorted,
                       tuple(_pareto(model, feasible, load, engine, profile)), len(jobs), mean_out,
                       miss,
@@ -300,14 +318,13 @@ def _pareto(model: ModelSpec, feasible: list[Candidate], load: Load,
     ctx = mean_decode_context(mean_in, mean_out)
     points = []
     profile = profile or profile_for(engine)
-    widest: dict[tuple[str, int, int, str, str, bool], Candidate] = {}  # the largest SLO
+    widest: dict[tuple[str, int, int, str, str, bool, int], Candidate] = {}  # the largest SLO
     for c in feasible:  # batch of each configuration, over its engine knobs
-        key = (c.accelerator, c.tp, c.pp, c.weights, c.kv, c.expert_parallel)
+        key = (c.accelerator, c.tp, c.pp, c.weights, c.kv, c.expert_parallel, c.data_parallel)
         if key not in widest or c.batch > widest[key].batch:
             widest[key] = c
     for c in widest.values():
-        dep = replica_deployment(model, resolve_accelerator(c.accelerator), c.tp, c.pp, c.weights,
-                                 c.kv, c.expert_parallel, engine=engine)
+        dep = candidate_deployment(model, c, engine)
         top = max(1, c.batch)
         batches = [1 << k for k in range(top.bit_length()) if 1 << k < top] + [top]
         for b in batches:  # 1, 2, 4, … and the batch that meets the SLO

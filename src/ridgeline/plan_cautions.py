@@ -5,7 +5,7 @@ largest the profile was fitted on for the card's group."""
 
 from __future__ import annotations
 
-from ridgeline.candidate import Candidate, replica_deployment
+from ridgeline.candidate import Candidate, candidate_deployment
 from ridgeline.engines import MIN_GROUP_ROWS, EngineProfile, accelerator_group
 from ridgeline.hardware import Accelerator, engine_devices, resolve_accelerator
 from ridgeline.model import ModelSpec
@@ -81,10 +81,23 @@ def candidate_cautions(c: Candidate, engine: str, profile: EngineProfile,
 
     acc = resolve_accelerator(c.accelerator)
     devices = engine_devices(engine, acc)  # vLLM's TP counts an MI250's dies
-    dep = replica_deployment(model, acc, c.tp, c.pp, c.weights, c.kv, c.expert_parallel, engine)
+    dep = candidate_deployment(model, c, engine)
     return tuple(why for why in (cross_node_caution(c.engine_tp(engine), acc, engine,
                                                     devices=devices),
                                  prompt_share_caution(c, profile, slo, engine),
                                  profile.batch_range_caution(acc, c.batch),
                                  track_record_caution(dep, "prefill", profile),
                                  track_record_caution(dep, "decode", profile)) if why)
+
+
+def data_parallel_winner_cautions(c: Candidate | None, engine: str,
+                                  model: ModelSpec) -> tuple[str, ...]:
+    """What a data-parallel attention winner's check assumed, as simulate says it
+    (data_parallel_cautions, its arrivals dealt as ``engine`` deals them), or ()."""
+    if c is None or c.data_parallel == 1:
+        return ()
+    from ridgeline.data_parallel import data_parallel_cautions
+    from ridgeline.sim.data_parallel import dispatch_label
+
+    return data_parallel_cautions(candidate_deployment(model, c, engine), False,
+                                  dispatch_label(engine))

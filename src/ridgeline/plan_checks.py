@@ -10,10 +10,9 @@ import math
 from dataclasses import replace
 from typing import NamedTuple
 
-from ridgeline.candidate import Candidate, replica_deployment
+from ridgeline.candidate import Candidate, candidate_deployment
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile, profile_for
-from ridgeline.hardware import resolve_accelerator
 from ridgeline.memory import EngineSettings
 from ridgeline.model import ModelSpec
 from ridgeline.replica_sizing import covers, launch_length, starts_at
@@ -89,8 +88,7 @@ def verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
     ``runs``: the runs already made for this load, SLO, profile and version (``CheckRuns``),
     which another candidate's knobs may repeat (on an A100 vLLM's default token budget is
     2,048: --max-num-batched-tokens 2048 launches the same engine)."""
-    acc = resolve_accelerator(c.accelerator)
-    dep = replica_deployment(model, acc, c.tp, c.pp, c.weights, c.kv, c.expert_parallel, engine=engine)
+    dep = candidate_deployment(model, c, engine)
     settings = EngineSettings(max_num_seqs=c.max_num_seqs,
                               max_num_batched_tokens=c.max_num_batched_tokens,
                               engine_version=engine_version)
@@ -133,7 +131,7 @@ def verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
     low, high = 0, c.replicas  # the most replicas known to miss, a count to try
     while not holds(high):  # too few: grow by a quarter until the SLO holds
         low, high = high, high + max(1, high // 4)
-        if high * c.tp * c.pp > max_gpus:
+        if high * c.replica_gpus > max_gpus:
             return None
     if low == 0:  # the analytic count holds: fewer may (it sizes at the capacity edge)
         low = max(0, high - max(1, high // 4))
@@ -147,7 +145,7 @@ def verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
     # trace has one draw.
     while not (holds(high) and (bool(load.trace) or holds(high, CONFIRM_DRAW))):
         high += 1
-        if high * c.tp * c.pp > max_gpus:
+        if high * c.replica_gpus > max_gpus:
             return None
     _, ttft, tpot, count, first, window = run(high)
     return replace(c, replicas=high, verified=True, sim_ttft_s=ttft, sim_tpot_s=tpot,

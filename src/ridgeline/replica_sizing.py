@@ -92,6 +92,40 @@ HEADROOM_BINS = 64  # equal-width bins of the TTFT SLO the prompts' headrooms ar
 QUEUE_GROUPS = 32  # groups of the prompts' queue times their inner wait is summed over
 
 
+def every_rank(dep: Deployment, batch: list[Seq]) -> list[Seq]:
+    """``batch`` on each of ``dep``'s data-parallel ranks alike: each sequence once a rank, in
+    the order ``cost.batch_shape`` deals them (rank 0 gets ``batch`` itself), so a step is
+    priced with one rank's batch and the gathered layers on every rank's tokens. The sizing
+    reads a data-parallel replica as that many lanes evenly loaded (the simulation deals
+    the arrivals as the engine does); ``batch`` itself without data parallelism."""
+    ranks = dep.data_parallel_size
+    return batch if ranks == 1 else [s for s in batch for _ in range(ranks)]
+
+
+def rank_budget(dep: Deployment, profile_tokens: int) -> int:
+    """One data-parallel rank's step token budget: vLLM's --max-num-batched-tokens is each
+    rank's; SGLang divides its --chunked-prefill-size over --dp-size (as
+    sim.data_parallel.rank_config does); the whole budget without data parallelism."""
+    ranks = dep.data_parallel_size
+    return max(1, profile_tokens // ranks) if dep.engine == "sglang" and ranks > 1 \
+        else profile_tokens
+
+
+def lockstep_factor(ranks: int, busy: float) -> float:
+    """How many times its own prompts' steps a data-parallel rank's decodes wait through,
+    the ranks stepping together: a step is as long as its slowest rank's, so any rank's
+    prompt chunk holds every rank's decodes. With each rank's steps carrying a prompt at
+    share p (``busy``), a step carries one on some rank at 1 − (1 − p)^N: the factor is
+    that ÷ p, N for rare prompts, 1 where every step carries one. 8 ranks at p = 0.1:
+    5.7."""
+    p = min(1.0, busy)
+    if ranks == 1 or p >= 1.0:
+        return 1.0
+    if p <= 0.0:
+        return float(ranks)
+    return (1 - (1 - p) ** ranks) / p
+
+
 def length_quantiles(lengths: Sequence[int], n: int) -> list[int]:
     """``lengths`` in ``n`` equal slices, shortest first, each slice's mean: their mean is the
     lengths' mean (a slice's middle would leave out a heavy tail's far end)."""
@@ -132,8 +166,12 @@ class ChunkedPrefill:
         self._full = [0.0]  # _full[k]: the steps of a prompt's first k whole chunks
 
     def _step_s(self, chunks: Sequence[Seq]) -> float:
-        """step_time_s of the decodes and ``chunks``, its shape built in one sum, not B rows."""
+        """step_time_s of the decodes and ``chunks``, its shape built in one sum, not B rows;
+        with data-parallel attention every rank's alike (``every_rank``)."""
         shape = shape_of(self._windows, self.decodes, self._keys.__getitem__, chunks)
+        ranks = self.dep.data_parallel_size
+        if ranks > 1:
+            shape = shape._replace(all_tokens=shape.tokens * ranks)
         return shape_time_s(self.dep, shape, self.profile)
 
     def times_s(self, prompt_tokens: int) -> tuple[float, float]:
@@ -208,7 +246,9 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
     chunks of the budget the batch's decodes leave, beside them: ``ChunkedPrefill``); a
     load of one output token per request (no TPOT) is sized by the budget's cap alone.
     The pool is the one started at ``max_model_len`` (default: ``launch_length``), its
-    batch counted in sequences of the load's mean length."""
+    batch counted in sequences of the load's mean length. Data-parallel attention's ranks
+    are sized as lanes, each its own pool's share, seats and token budget, every step priced
+    with each rank running the same batch (``every_rank``)."""
     drawn = load.samples()
     mean_in, mean_out = load.means()
     isl, osl = max(1, round(mean_in)), max(1, round(mean_out))
@@ -220,28 +260,37 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
     if not launch or (max_model_len is None and not covers(load, slo, launch)):
         return None
     settings = replace(settings, max_model_len=launch)  # SGLang's seats follow it
-    lanes = dep.pipeline_parallel_size  # micro-batches in flight, one per stage
+    # micro-batches in flight, one per stage; data-parallel attention's ranks, each a lane
+    # of its own requests, its own pool and its own token budget (``every_rank``)
+    lanes = dep.pipeline_parallel_size * dep.data_parallel_size
     cap = max_batch(dep, isl + osl, settings) // lanes
     if cap < 1:
         return None
-    budget = kv_pool(dep, settings).profile_tokens
-    ttft_floor = step_time_s(dep, [Seq(isl, 0)], profile)
+    budget = rank_budget(dep, kv_pool(dep, settings).profile_tokens)
+    ttft_floor = step_time_s(dep, [Seq(isl, 0)], profile)  # alone: the other ranks idle
+
+    def step_s(batch: list[Seq]) -> float:
+        """A step of ``batch`` on every data-parallel rank alike (``every_rank``)."""
+        return step_time_s(dep, every_rank(dep, batch), profile)
+
     if ttft_floor > slo.ttft_s:
         return None
     # the load's prompts in slices of their lengths, each slice's prefill, for the decodes'
     # share: a prompt's attention grows with its square, so the mean prefill outruns the
     # mean prompt's
-    services = [step_time_s(dep, [Seq(length, 0)], profile) for length in
+    services = [step_s([Seq(length, 0)]) for length in
                 length_quantiles([p for p, _ in drawn], PROMPT_QUANTILES)]
-    prefill_ratio = sum(services) / len(services) / ttft_floor  # mean prefill ÷ mean prompt's
+    # mean prefill ÷ mean prompt's (on every rank alike: ``step_s``)
+    prefill_ratio = sum(services) / len(services) / (
+        step_s([Seq(isl, 0)]) if dep.data_parallel_size > 1 else ttft_floor)
     # A step does at most the token budget (max_num_batched_tokens) of work, and a request
     # brings in + out tokens of it: the most requests a replica can take on, prompts packed.
     prompts = max(1, budget // isl)  # whole prompts a step packs, or one budget-long chunk
-    packed = step_time_s(dep, [Seq(min(budget, isl), 0)] * prompts, profile)
+    packed = step_s([Seq(min(budget, isl), 0)] * prompts)
     most_rate = lanes * prompts * min(budget, isl) / packed / (isl + osl)
     ctx = mean_decode_context(isl, osl)
     if mean_out < 2:  # one output token each: no TPOT to keep, the prompts are the load
-        return ReplicaSizing(lanes, step_time_s(dep, decode_batch(1, ctx), profile), ttft_floor,
+        return ReplicaSizing(lanes, step_s(decode_batch(1, ctx)), ttft_floor,
                              most_rate, (math.inf, most_rate, math.inf))
     # B decodes and the B·in/out prompt tokens that keep B requests flowing share the budget:
     # B·(1 + in/out) ≤ budget, one request at least
@@ -252,13 +301,12 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
 
     alone = dep.engine == "sglang"  # prompt steps run alone, the decodes waiting
     chunks_alone = math.ceil(isl / budget)
-    prompt_alone = chunks_alone * step_time_s(dep, [Seq(math.ceil(isl / chunks_alone), 0)],
-                                              profile)
+    prompt_alone = chunks_alone * step_s([Seq(math.ceil(isl / chunks_alone), 0)])
 
     def tpot(b: int, at_percentile: bool = True) -> float:
         # b requests on average (Little's law), but a request decodes beside the others: by
         # Poisson arrivals b of them on average, so its steps carry b + 1
-        decode = step_time_s(dep, decode_batch(b + 1, ctx), profile)
+        decode = step_s(decode_batch(b + 1, ctx))
         chunks = math.ceil(isl / max(1, budget - b))
         if alone:  # each prompt's steps (whole, or in budget-long chunks) are the decodes'
             # wait; prompts arriving together share a step (packed: its weights read once)
@@ -266,18 +314,24 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
                 if b * chunks_alone >= osl else prompt_alone
         elif b * chunks >= osl:  # prompts overlap: each step carries B·in/out prompt tokens
             spread = max(1, round(b * isl / osl))
-            with_prompt = step_time_s(dep, [*decode_batch(b, ctx), Seq(spread, 0)], profile)
+            with_prompt = step_s([*decode_batch(b, ctx), Seq(spread, 0)])
             per_prompt = (with_prompt - decode) * osl / b
         else:  # now and then a step carries one prompt's chunk
             chunk = max(1, round(isl / chunks))
-            with_chunk = step_time_s(dep, [*decode_batch(b, ctx), Seq(chunk, 0)], profile)
+            with_chunk = step_s([*decode_batch(b, ctx), Seq(chunk, 0)])
             per_prompt = chunks * (with_chunk - decode)
         per_prompt *= prefill_ratio  # the load's prompts, not one of the mean length
+        # the share of a rank's steps that carry a prompt: each request brings one prompt
+        # of its steps' worth every osl decode steps
+        busy = 1.0 if not alone and b * chunks >= osl else \
+            b * (chunks_alone if alone else chunks) / osl
+        # (each such step priced with every rank's chunk in it, ``step_s``: on the high side)
+        per_prompt *= lockstep_factor(dep.data_parallel_size, busy)
         if not at_percentile:
             return decode + b * per_prompt / osl
         busy = max(b + 1, round(b + 1 + z * math.sqrt(b)))
         arrivals = b + z * math.sqrt(b * (1 + cv2) * osl / short)
-        return step_time_s(dep, decode_batch(busy, ctx), profile) + arrivals * per_prompt / osl
+        return step_s(decode_batch(busy, ctx)) + arrivals * per_prompt / osl
 
     if tpot(1) > slo.tpot_s:
         return None

@@ -1,6 +1,7 @@
 """The planner's search space: every card, weight format, KV dtype, tensor × pipeline layout,
-engine knobs and expert parallelism ``plan`` sizes a replica for, and the layouts the closest
-miss is looked for over (``closest_miss``).
+engine knobs and expert parallelism ``plan`` sizes a replica for, a MoE's data-parallel
+attention layouts (``data_parallel_space``), and the layouts the closest miss is looked for
+over (``closest_miss``).
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from ridgeline.candidate import replica_deployment, weight_choices
+from ridgeline.data_parallel import DATA_PARALLEL_ENGINES
 from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator, resolve_accelerator
 from ridgeline.model import ModelSpec
@@ -43,6 +45,49 @@ def search_space(model: ModelSpec, gpus: Sequence[str], max_gpus: int, engine: s
                     for knobs in ENGINE_KNOBS:
                         for ep in (False, True) if model.moe and tp > 1 else (False,):
                             yield acc.id, tp, pp, weights, kv, knobs, ep
+
+
+# the GPUs a data-parallel rank's attention runs on: one (MLA's cache is whole on every
+# tensor-parallel GPU, so each rank of one holds the most), or two (a GQA cache of few KV
+# heads still splits over two)
+RANK_TENSOR_PARALLEL = (1, 2)
+
+
+def data_parallel_space(model: ModelSpec, gpus: Sequence[str], max_gpus: int,
+                        engine: str = "vllm"
+                        ) -> Iterable[tuple[str, int, str, str, tuple[int | None, int | None],
+                                            int]]:
+    """A MoE's data-parallel attention layouts on ``engine`` (vLLM's --data-parallel-size
+    with --enable-expert-parallel, SGLang's --dp-size --enable-dp-attention with --ep-size):
+    (card, a rank's TP, weights, KV dtype, knobs, ranks), the experts spread whole over every
+    GPU (EP). Each rank keeps its own requests' cache, so a cache TP copies (MLA's) holds
+    ranks times the conversations. A replica stays inside one node (``data_parallel_layouts``);
+    none for a dense model, whose ranks are plain replicas, or an engine without it."""
+    if not model.moe or engine not in DATA_PARALLEL_ENGINES:
+        return
+    formats = weight_choices(model)
+    for gpu in gpus:
+        acc = resolve_accelerator(gpu)
+        for weights in formats:
+            for kv in ("bf16", "fp8"):
+                if not _engine_runs(model, acc, weights, kv, engine):
+                    continue
+                for tp, ranks in data_parallel_layouts(node_size(acc), max_gpus):
+                    for knobs in ENGINE_KNOBS:
+                        yield acc.id, tp, weights, kv, knobs, ranks
+
+
+def data_parallel_layouts(node: int, max_gpus: int) -> list[tuple[int, int]]:
+    """(a rank's TP, ranks) for a replica of 2, 4, 8 … GPUs within one node and ``max_gpus``,
+    at least two ranks each, fewest GPUs first: on 8-GPU nodes (1, 2), (1, 4), (2, 2),
+    (1, 8), (2, 4). A replica over nodes is left out: each engine launches one with its own
+    multi-node data-parallel flags."""
+    out = []
+    gpus = 2
+    while gpus <= min(node, max_gpus):
+        out += [(tp, gpus // tp) for tp in RANK_TENSOR_PARALLEL if gpus // tp >= 2]
+        gpus *= 2
+    return out
 
 
 def _engine_runs(model: ModelSpec, acc: Accelerator, weights: str, kv: str, engine: str) -> bool:

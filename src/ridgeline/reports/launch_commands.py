@@ -1,6 +1,7 @@
 """Each engine's launch command for a planned replica, in its own flags (engines.json cli):
-the memory share the plan sized its pool at, expert parallelism, and for a replica over several
-nodes one command a node, or the Ray launch a release before it needs.
+the memory share the plan sized its pool at, data-parallel attention and expert parallelism,
+and for a replica over several nodes one command a node, or the Ray launch a release before
+it needs.
 """
 
 from __future__ import annotations
@@ -30,11 +31,16 @@ def command_line(engine: str, model_id: str, c: Candidate, max_len: int,
     several nodes, the one ``node`` (0, the head, serving; 1, …) runs (``node_commands``)."""
     f = engine_defaults(engine)["cli"]
     # vLLM makes each device the runtime lists a rank: an MI250's two GCDs, TP2 a board
+    # (SGLang's --tp-size is every GPU of a data-parallel replica: engine_tp)
     parts = [f["launch"], model_id, f["tp"], str(c.engine_tp(engine))]
     if c.pp > 1:
         parts += [f["pp"], str(c.pp)]
-    if c.expert_parallel:  # vLLM's is a switch (EP = TP here); SGLang's takes the size
-        parts += [f["ep"]] if engine == "vllm" else ep_flags(f, c.tp, version)
+    if c.data_parallel > 1:  # vLLM's ranks of --tensor-parallel-size; SGLang's switch too
+        parts += [f["dp"], str(c.data_parallel)]
+        parts += [f["dp_attention"]] if "dp_attention" in f else []
+    if c.expert_parallel:  # vLLM's is a switch (EP = TP × DP); SGLang's takes the size
+        gpus = c.tp * c.data_parallel
+        parts += [f["ep"]] if engine == "vllm" else ep_flags(f, gpus, version)
     if c.max_num_seqs:
         parts += [f["max_num_seqs"], str(c.max_num_seqs)]
     if c.max_num_batched_tokens:
@@ -45,7 +51,8 @@ def command_line(engine: str, model_id: str, c: Candidate, max_len: int,
         # (read off nvidia-smi's memory, and cut for ``model``'s vision tower where SGLang does)
         acc = resolve_accelerator(c.accelerator)
         memory, _ = sglang_gpu_mem_bytes(acc, device_memory_bytes(acc))
-        rule = sglang_memory_defaults(memory, c.tp, c.pp, c.max_num_batched_tokens, version)
+        rule = sglang_memory_defaults(memory, c.tp * c.data_parallel, c.pp,
+                                      c.max_num_batched_tokens, version, c.data_parallel)
         cut = sglang_vision_cut(model, version) if model else SGLangVisionCut()
         fraction = sglang_flag_fraction(rule, cut)
     parts += [f["memory"], str(fraction), f["max_len"], str(max_len)]

@@ -41,8 +41,11 @@ def check_line(model_arg: str, load: Load, slo: Slo, engine: str, engine_version
         return ""
     low, high = c.sim_window_s
     parts = [model_arg, *(["--fetch"] if fetched else []), "--gpu", c.accelerator,
-             "--num-gpus", str(c.tp), *(["--pipeline-parallel-size", str(c.pp)] if c.pp > 1
-                                        else [])]
+             "--num-gpus", str(c.tp * (c.data_parallel if engine == "sglang" else 1)),
+             *(["--pipeline-parallel-size", str(c.pp)] if c.pp > 1 else [])]
+    if c.data_parallel > 1:  # in the engine's words: SGLang's --tp-size is every GPU
+        parts += ["--dp-size", str(c.data_parallel), "--enable-dp-attention"] \
+            if engine == "sglang" else ["--data-parallel-size", str(c.data_parallel)]
     if c.weights != "as stored":
         parts += ["--weights", c.weights]
     parts += ["--kv-dtype", c.kv, "--engine", engine]
@@ -87,13 +90,13 @@ def _binding(c: Candidate) -> str:
             "allows")
 
 
-def _shape(c: Candidate) -> tuple[str, int, int, str, bool]:
+def _shape(c: Candidate) -> tuple[str, int, int, str, bool, int]:
     """What sets a deployment apart in the lists: accelerator, parallelism, weight format (the
     same shape with another engine knob or cache format costs about the same)."""
-    return c.accelerator, c.tp, c.pp, c.weights, c.expert_parallel
+    return c.accelerator, c.tp, c.pp, c.weights, c.expert_parallel, c.data_parallel
 
 
-def _distinct(cands: Iterable[Candidate], seen: set[tuple[str, int, int, str, bool]]
+def _distinct(cands: Iterable[Candidate], seen: set[tuple[str, int, int, str, bool, int]]
               ) -> list[Candidate]:
     """The first of each shape in ``cands`` not already ``seen`` (which it adds to)."""
     out = []
