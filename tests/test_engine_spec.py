@@ -170,3 +170,17 @@ def test_fit_with_an_mtp_drafter_holds_fewer_conversations_as_its_pool_is_comput
     assert code == 0 and "caution: the eagle drafter's weights" in err
     assert {k: v for k, v in json.loads(out).items() if k != "cautions"} == \
         {k: v for k, v in plain.items() if k != "cautions"}
+
+
+def test_decode_holds_the_mtp_drafter_in_its_pool_as_fit_does(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """decode's engine_max_batch is fit's pool: at 32K of context, -dcp 8 (160 conversations
+    with the MTP layer, 167 without) shows the drafter's share, with no other pool flag given."""
+    at_32k = ("decode", *V3, "--batch", "1", "--context", "32768", "--json",
+              "-dcp", "8", "--max-model-len", "32768")
+    fit_32k = ("fit", *V3, "-dcp", "8", "--max-model-len", "32768", "--json")
+    plain = json.loads(ok(capsys, *at_32k))["engine_max_batch"][0]["batch"]
+    drafting = json.loads(ok(capsys, *at_32k, *VLLM_MTP2))["engine_max_batch"][0]["batch"]
+    assert drafting < plain
+    assert plain == json.loads(ok(capsys, *fit_32k))["conversations"]
+    assert drafting == json.loads(ok(capsys, *fit_32k, *VLLM_MTP2))["conversations"]

@@ -284,7 +284,9 @@ def _engine_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
         "mamba_ssm_dtype", "max_cudagraph_capture_size") if getattr(args, name) is not None]
     switches = pool_switch_settings(args)  # fit's and simulate's, as they size the pool
     if not given:
-        return None if version is None and asynchronous and not switches else EngineSettings(
+        # an MTP drafter's layer and cache are the pool's too (drafter_memory.py), as fit holds
+        plain = version is None and asynchronous and not switches and not drafts_with_mtp(args)
+        return None if plain else EngineSettings(
             engine_version=version, speculative_decoding=spec, async_scheduling=asynchronous,
             draft_mtp=drafts_with_mtp(args), **switches)
     if dep.engine.startswith("llama.cpp"):
