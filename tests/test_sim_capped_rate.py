@@ -64,3 +64,34 @@ def test_a_capped_rate_keeps_its_arrival_process(capsys: pytest.CaptureFixture[s
                            "sglang", "--pipeline-parallel-size", "2", "--request-rate", "4",
                            "--max-concurrency", "8", "--num-prompts", "20")
     assert code == 2 and "pipeline lanes" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_cap_that_holds_the_load_back_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    """60 req/s against 64 seats that serve about 30: the client's backlog, not the engine's
+    queue, grows; the run names the waits and that the cap held the load back, and a window
+    does not read 'keeps up'. At 10 req/s the same cap is never full and no line is said."""
+    held = simulate(capsys, "--request-rate", "60", "--max-concurrency", "64",
+                    "--num-prompts", "600", "--window", "2,8")
+    client = held["client_cap"]
+    assert client["max_in_flight"] == 64 and client["held_back"]
+    assert client["waiting_at_last_arrival"] > 100 and client["wait_max_s"] > client["wait_mean_s"]
+    assert client["offered_req_s"] > 1.5 * held["request_rate"]
+    assert held["keeps_up"] is False
+    code, out, _ = run_cli(capsys, *SIM[:-1], "--request-rate", "60", "--max-concurrency", "64",
+                           "--num-prompts", "600")
+    assert code == 0 and "HELD BACK BY THE CAP" in out and "waited for a seat" in out
+    light = simulate(capsys, "--request-rate", "10", "--max-concurrency", "64")
+    assert light["client_cap"]["waited"] == 0 and not light["client_cap"]["held_back"]
+    assert simulate(capsys, "--request-rate", "10")["client_cap"] is None
+
+
+def test_a_cap_never_reached_keeps_the_engines_overload_reading(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """500 req/s, far past the engine: with a cap it never reaches, the engine's own queue
+    grows as it does uncapped, and the run reads OVERLOADED alike."""
+    free = simulate(capsys, "--request-rate", "500", "--num-prompts", "2000")
+    capped = simulate(capsys, "--request-rate", "500", "--max-concurrency", "5000",
+                      "--num-prompts", "2000")
+    assert free["overloaded"] is not None and capped["overloaded"] is not None
+    assert capped["overloaded"]["reading"] == free["overloaded"]["reading"]
+    assert not capped["client_cap"]["held_back"]

@@ -146,7 +146,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         raise InputError("--trace replays its own arrival times; drop --rate")
     # vllm bench serve's --request-rate R with --max-concurrency C: arrivals at R, at most C
     # in flight; --rate inf with it is the closed loop of C
-    capped = args.rate is not None and math.isfinite(args.rate) and args.concurrency is not None
+    capped = capped_rate(args)
     if args.trace and (args.prefix_groups or args.prefix_len):
         raise InputError("--trace replays its own prompts; drop --prefix-groups/--prefix-len")
     if args.trace:
@@ -274,8 +274,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         else None
 
     span: float | None
-    if args.concurrency or args.window:  # a closed loop holds its batch from the start; a
-        span = None  # window leaves out the filling up and the draining
+    if (args.concurrency and not capped_rate(args)) or args.window:  # a closed loop holds its
+        span = None  # batch from the start; a window leaves out the filling up and the draining
     elif args.trace:
         span = requests[-1].arrival_s - requests[0].arrival_s if requests else 0.0
     else:
@@ -288,8 +288,9 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                 "lockstep, so the percentiles all read alike; benchmarks draw lengths at random "
                 "(vllm bench serve's and SGLang's --random-range-ratio), which --input-len and "
                 "--output-len uniform:a,b reproduce") \
-        if args.concurrency and not args.trace and fixed_length(args.input_len) \
-        and fixed_length(args.output_len) and count > args.concurrency else ""
+        if args.concurrency and not capped_rate(args) and not args.trace \
+        and fixed_length(args.input_len) and fixed_length(args.output_len) \
+        and count > args.concurrency else ""
     v0 = v0_scheduling_caution(engine, args.engine_version)
     dispatched = dispatch_label(engine) if dep.data_parallel_size > 1 else ""
     pool = kv_pool(dep, settings)
@@ -349,6 +350,12 @@ def all_at_once(args: argparse.Namespace) -> None:
     if args.concurrency is None:
         args.concurrency = 1000 if args.num_requests is None else args.num_requests
         args.sent_at_once = True
+
+
+def capped_rate(args: argparse.Namespace) -> bool:
+    """vllm bench serve's --request-rate R with --max-concurrency C: arrivals at R, at most C
+    in flight (``sim/run.py``); --rate inf with it is the closed loop of C."""
+    return args.rate is not None and math.isfinite(args.rate) and args.concurrency is not None
 
 
 def fixed_length(text: str | None) -> bool:

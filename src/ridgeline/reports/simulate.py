@@ -13,7 +13,14 @@ from ridgeline.explain import Quantity, Step, q, step
 from ridgeline.render import table
 from ridgeline.reports.profile_story import matmul_qs, overhead_formula, overhead_q, share_qs
 from ridgeline.sim.config import SimConfig, tokens_per_step
-from ridgeline.sim.metrics import FLOWS_CUT, OVERLOAD_BACKLOG, QUEUE_CUT, STEADY_LIFETIMES, SimResult
+from ridgeline.sim.metrics import (
+    FLOWS_CUT,
+    OVERLOAD_BACKLOG,
+    QUEUE_CUT,
+    STEADY_LIFETIMES,
+    ClientWaits,
+    SimResult,
+)
 from ridgeline.sim.overload import (
     BURST_READ,
     CAPACITY_READ,
@@ -25,6 +32,24 @@ from ridgeline.sim.overload import (
 )
 from ridgeline.units import plural
 
+
+def _client_lines(client: ClientWaits, served_req_s: float) -> list[str]:
+    """A capped open loop's client: the requests that waited for a seat, and, where a backlog
+    stood when the last came, that the cap held the load back."""
+    if not client.cap or not client.waited:
+        return []
+    lines = [f"client: {client.waited:,} of {client.requests:,} requests came while "
+             f"{client.cap:,} were in flight and waited for a seat (mean "
+             f"{client.wait_sum_s / client.waited:,.2f} s, longest {client.wait_max_s:,.2f} s) "
+             "before they were sent; the latencies above start at the send, as vllm bench "
+             "serve's clock does"]
+    if client.behind:
+        lines.append(f"HELD BACK BY THE CAP: when the last request came, "
+                     f"{client.waiting_at_last_arrival:,} waited for a seat: requests come at "
+                     f"{client.offered_req_s:,.2f} req/s and {client.cap:,} in flight serve "
+                     f"{served_req_s:,.2f} req/s, so the waits grow with a longer run (a "
+                     "higher --max-concurrency, or a lower --request-rate, reads the engine)")
+    return lines
 
 def _ms(x: float) -> str:
     return "-" if math.isnan(x) else f"{x * 1e3:,.1f}"
@@ -349,6 +374,13 @@ class SimulateReport:
             "window_s": list(r.rec.window_s) if self.has_window else None,
             "windowed_requests": r.rec.windowed if self.has_window else None,
             "keeps_up": self.kept_up,
+            "client_cap": None if not r.rec.client.cap else {
+                "max_in_flight": r.rec.client.cap, "offered_req_s": r.rec.client.offered_req_s,
+                "waited": r.rec.client.waited, "wait_mean_s": r.rec.client.wait_sum_s
+                / r.rec.client.waited if r.rec.client.waited else 0.0,
+                "wait_max_s": r.rec.client.wait_max_s,
+                "waiting_at_last_arrival": r.rec.client.waiting_at_last_arrival,
+                "held_back": r.rec.client.behind},
             "overloaded": None if (o := self.overloaded) is None else {
                 "offered_req_s": o.offered_req_s, "served_req_s": o.served_req_s,
                 "waiting_at_last_arrival": o.waiting, "reading": o.reading, "grew": o.grew,
@@ -445,6 +477,7 @@ class SimulateReport:
             lines.append(burst_line(r, found))
         elif swamped is not None:
             lines.append(self._overload_line(swamped))
+        lines += _client_lines(r.rec.client, r.request_rate_req_s)
         if r.rec.stopped_early:
             unfinished = self.requests - r.completed - r.rejected
             lines.append(f"STOPPED EARLY at {r.duration_s:,.0f} s simulated ({r.steps:,} "
@@ -529,8 +562,8 @@ class SimulateReport:
         """Whether the engine kept up with the window's arrivals; None where that cannot be
         read (no window, one reaching into the drain, or too few requests in it)."""
         rec = self.result.rec
-        if self.has_window and rec.stopped_early:
-            return False  # cut short, hopelessly behind
+        if self.has_window and (rec.stopped_early or rec.client.behind):
+            return False  # cut short, hopelessly behind; or the client's cap held it back
         if not self.has_window or rec.runs_past_arrivals or rec.windowed < FEW_IN_WINDOW:
             return None
         return rec.keeps_up

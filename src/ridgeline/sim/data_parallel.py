@@ -146,7 +146,7 @@ class DataParallelSimulator:
         rec.stop_past = stop_past
         if window_s is not None:
             rec.window_s = window_s
-        rec.closed_loop = closed_loop > 0 or max_in_flight > 0
+        rec.closed_loop = closed_loop > 0
         run = Run(self, workload, closed_loop, rec, None, stop_when_behind, max_in_flight)
         s = self.scheduler
         while True:

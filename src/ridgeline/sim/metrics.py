@@ -195,6 +195,43 @@ FILL_LIFETIMES = 3
 OVERLOAD_SLACK = 0.05  # (healthy loads at 8-10 req/s on one H100, 2,000 requests: under 1 %)
 OVERLOAD_DEVIATIONS = 2.5  # … or this many Poisson deviations of the count, if more
 OVERLOAD_BACKLOG = 20  # … and at least this many requests
+
+
+class ClientWaits:
+    """A capped open loop's client side (vllm bench serve's --max-concurrency beside a
+    --request-rate): its cap, the requests that came while it was full and waited for a seat
+    before they were sent, how long, and how many waited when the last request came. A client
+    that keeps up has none, or a few, waiting then; more (OVERLOAD_BACKLOG and OVERLOAD_SLACK
+    of the requests) is a backlog the cap holds back, growing with the run."""
+
+    def __init__(self) -> None:
+        self.cap = 0
+        self.requests = 0  # every request the loop sent or held
+        self.waited = 0
+        self.wait_sum_s = 0.0
+        self.wait_max_s = 0.0
+        self.waiting_at_last_arrival = 0
+        self.arrivals_s = (math.inf, -math.inf)  # the first and last request's own time
+
+    def came(self, at_s: float) -> None:
+        self.requests += 1
+        self.arrivals_s = (min(self.arrivals_s[0], at_s), max(self.arrivals_s[1], at_s))
+
+    def sent(self, waited_s: float) -> None:
+        self.waited += 1
+        self.wait_sum_s += waited_s
+        self.wait_max_s = max(self.wait_max_s, waited_s)
+
+    @property
+    def offered_req_s(self) -> float:
+        first, last = self.arrivals_s
+        return (self.requests - 1) / (last - first) if last > first else math.inf
+
+    @property
+    def behind(self) -> bool:
+        """Whether the cap held the load back: a backlog when the last request came."""
+        return self.cap > 0 and self.waiting_at_last_arrival >= max(
+            OVERLOAD_BACKLOG, OVERLOAD_SLACK * self.requests)
 # a run cut short (Recorder.hopelessly_behind): past the fill, fewer than half the requests
 # arriving have left, or more than half of all that came are waiting to start, and at least
 # this many are left behind
@@ -290,6 +327,9 @@ class Recorder:
         # which reading cut the run short (``hopelessly_behind``): FLOWS_CUT or QUEUE_CUT
         self.stop_reading = ""
         self.closed_loop = False  # each arrival follows a completion: no backlog to read
+        # a capped open loop (``Run.max_in_flight``): the client's own backlog, read here as
+        # the engine's queue is for an uncapped one (``client_behind``)
+        self.client = ClientWaits()
         # without chunked prefill (TensorRT-LLM's default): prompts longer than the step's
         # whole token budget, which that engine cannot run (the simulator chunks them)
         self.over_budget_prompts = 0

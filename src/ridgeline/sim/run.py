@@ -55,7 +55,9 @@ class Run:
         self.held: list[Request] = []
         self.max_in_flight = max_in_flight
         self.in_flight = 0  # sent and not yet finished or refused (a capped open loop's count)
-        self.backlog: deque[Request] = deque()  # come, and waiting for a seat, client-side
+        self.backlog: deque[tuple[Request, float]] = deque()  # come (when), waiting for a
+        # seat, client-side
+        rec.client.cap = max_in_flight
         if closed_loop:
             for _ in range(closed_loop):
                 if not self.send_next():
@@ -90,11 +92,15 @@ class Run:
                 elif self.max_in_flight:
                     self.left(1)
         while pending is not None and pending.arrival_s <= sim.now_s:
+            if self.max_in_flight:
+                self.rec.client.came(pending.arrival_s)
             if self.max_in_flight and (self.in_flight >= self.max_in_flight or self.backlog):
-                self.backlog.append(pending)  # in order: none overtakes one already waiting
+                self.backlog.append((pending, pending.arrival_s))  # in order: none overtakes
             else:
                 self._send(pending, busy)
             pending = next(self.source, None)
+            if pending is None and self.max_in_flight:  # the last request came
+                self.rec.client.waiting_at_last_arrival = len(self.backlog)
         self.pending = pending
 
     def _send(self, r: Request, busy: bool) -> None:
@@ -113,7 +119,8 @@ class Run:
         self.in_flight -= count
         s = self.sim.scheduler
         while self.backlog and self.in_flight < self.max_in_flight:
-            r = self.backlog.popleft()
+            r, came_s = self.backlog.popleft()
+            self.rec.client.sent(self.sim.now_s - came_s)
             r.arrival_s = self.sim.now_s
             self._send(r, self.lag and bool(s.running or s.waiting))
 

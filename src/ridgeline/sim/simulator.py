@@ -153,7 +153,7 @@ class Simulator:
         rec.stop_past = stop_past
         if window_s is not None:
             rec.window_s = window_s
-        rec.closed_loop = closed_loop > 0 or max_in_flight > 0  # no backlog in the engine
+        rec.closed_loop = closed_loop > 0  # a capped open loop keeps its engine readings
         return Run(self, workload, closed_loop, rec, after_step, stop_when_behind,
                    max_in_flight)
 
