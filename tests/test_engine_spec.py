@@ -184,3 +184,19 @@ def test_decode_holds_the_mtp_drafter_in_its_pool_as_fit_does(
     assert drafting < plain
     assert plain == json.loads(ok(capsys, *fit_32k))["conversations"]
     assert drafting == json.loads(ok(capsys, *fit_32k, *VLLM_MTP2))["conversations"]
+
+
+def test_qwen3_nexts_mtp_recipe_drafts_with_its_one_shipped_layer(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """vLLM's Qwen3-Next recipe, --speculative-config '{"method": "qwen3_next_mtp", ...}': its
+    config.json names no MTP layer count, and the checkpoint's one layer is what vLLM builds
+    (model_type_defaults.json); the recipe reads as --spec-method mtp in decode and simulate."""
+    assert resolve_model("qwen3-next-80b-a3b").mtp_layers == 1
+    assert resolve_model("llama-3.1-8b").mtp_layers == 0
+    line = ("qwen3-next-80b-a3b", "--gpu", "h200", "--num-gpus", "4")
+    recipe = ("--speculative-config", '{"method": "qwen3_next_mtp", "num_speculative_tokens": 2}')
+    for command in (("decode", *line, "--batch", "8", "--json"),
+                    ("simulate", *line, "--rate", "2", "--num-requests", "10", "--json")):
+        code, out, err = run_cli(capsys, *command, *recipe)
+        assert code == 0, err
+        assert out == run_cli(capsys, *command, *MTP2)[1]
