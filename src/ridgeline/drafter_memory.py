@@ -8,7 +8,8 @@ of [embedding; hidden state], and two RMSNorms of h; the embedding and lm_head a
 (vLLM's EAGLE proposer shares them, v1/spec_decode/eagle.py load_model). vLLM pages the
 drafter's attention layers with the target's (its KV cache spec lists every attention layer
 the engine built), so a token's cache grows by one layer's per MTP layer. DeepSeek-V3 (61
-layers, 1 MTP) on 8 GPUs: 11.7 GB of weights, 1.46 GB a GPU, and 1/61 more cache a token.
+layers, 1 MTP) on 8 GPUs: 11.7 GB of weights, about 1.6 GB a GPU (eh_proj whole on each),
+and 1/61 more cache a token.
 
 Counted for vLLM on a model of full-attention layers alone (DeepSeek-V3, GLM-4.5, MiMo); a
 hybrid's MTP layer (Qwen3-Next) joins vLLM's grouped pages, which are not sized here.
@@ -39,13 +40,14 @@ def mtp_counted(engine: str, model: ModelSpec) -> bool:
 
 def mtp_weight_bytes_per_gpu(dep: Deployment) -> float:
     """One GPU's share of the MTP layers: each category of the last decoder layer over the
-    GPUs it is split over (experts over the expert ranks), eh_proj over the tensor-parallel
-    ranks at the embedding's format, the norms whole."""
+    GPUs it is split over (experts over the expert ranks); eh_proj whole on every GPU at the
+    embedding's format, a plain nn.Linear in vLLM's DeepSeekMultiTokenPredictorLayer
+    (model_executor/models/deepseek_mtp.py), not a tensor-parallel one; the norms whole."""
     model, plan = dep.model, dep.weights
     layer = sum(n * plan.format_of(c).bytes_per_weight / dep.category_ranks(c)
                 for c, n in layer_params(model, model.layers[-1]).items() if n)
     h = model.hidden_size
-    eh_proj = 2 * h * h * plan.format_of(EMBEDDING).bytes_per_weight / dep.tensor_parallel_size
+    eh_proj = 2 * h * h * plan.format_of(EMBEDDING).bytes_per_weight
     norms = 2 * h * plan.format_of(OTHER).bytes_per_weight  # enorm, hnorm
     return model.mtp_layers * (layer + eh_proj + norms)
 
