@@ -174,6 +174,27 @@ def test_an_unknown_key_in_a_vllm_config_is_refused_as_an_unknown_flag(
     assert "--no-such-setting" in refusal(capsys, *FIT, "--config", path)
 
 
+def test_a_key_fit_reads_but_decode_does_not_is_refused_naming_the_file_and_key(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """fit takes --target-concurrency, decode does not: decode's refusal names the file's
+    key and the file, not an anonymous 'unrecognized arguments'."""
+    path = yaml_file(tmp_path, "max-model-len: 8192\ntarget-concurrency: 4\n", "v.yaml")
+    answer(capsys, *FIT, "--config", path)
+    err = refusal(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--config", path)
+    assert "target-concurrency in" in err and "v.yaml" in err and "unrecognized" not in err
+
+
+def test_a_trtllm_file_given_without_its_engine_says_give_engine_trtllm(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A trtllm-serve YAML read as vLLM's (no --engine trtllm) is refused by its first LLM API
+    key, saying which engine's file it looks like; with --engine trtllm it is read."""
+    path = yaml_file(tmp_path, "cuda_graph_config:\n  max_batch_size: 64\n"
+                     "kv_cache_config:\n  free_gpu_memory_fraction: 0.8\n", "t.yml")
+    err = refusal(capsys, *FIT, "--config", path)
+    assert "cuda_graph_config in" in err and "t.yml" in err and "--engine trtllm" in err
+    answer(capsys, *TRT, "--config", path)
+
+
 # -- trtllm-serve's --extra_llm_api_options / --config -----------------------------------
 @pytest.mark.parametrize("flag", ["--extra_llm_api_options", "--config"])
 def test_a_trtllm_yaml_equals_the_flags_it_stands_for(

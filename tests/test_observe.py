@@ -1114,3 +1114,18 @@ def test_a_merged_histogram_window_is_checked_again() -> None:
     with pytest.raises(InputError, match="its \\+Inf bucket holds"):
         read_source_text(at(1764500000, 2000, True) + at(1764500010, 2040, True))
 
+
+def test_observe_names_the_ridge_as_a_batch_and_as_flop_per_byte_as_utilization_does(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """"batch 34.0 against a ridge of 295" read as a batch of 295 where it was FLOP per byte:
+    observe names the ridge batch and the intensity, the same pair utilization names."""
+    ridge = re.compile(r"against a ridge batch of ([\d,]+) \(([\d,]+) FLOP per byte\)")
+    assert main(["observe", str(FIXTURES / "vllm_server.log"), "--model", "llama-3.1-8b",
+                 "--gpu", "h100", "--weights", "fp8"]) == 0
+    observed = ridge.search(capsys.readouterr().out)
+    assert main(["utilization", "--gpu", "h100", "--running", "34", "--model", "llama-3.1-8b",
+                 "--weights", "fp8", "--context", "2000"]) == 0
+    utilized = ridge.search(capsys.readouterr().out)
+    assert observed is not None and utilized is not None
+    assert observed.groups() == utilized.groups()
+    assert observed.group(1) != observed.group(2)  # fp8: a byte a weight, half the intensity

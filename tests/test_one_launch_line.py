@@ -256,3 +256,48 @@ def test_gqa_dcp_refusal_says_how_tp_places_the_heads(capsys: pytest.CaptureFixt
     err = run_cli(capsys, "fit", "llama-3.3-70b", "--gpu", "h100", "--tensor-parallel-size",
                   "8", "-dcp", "2", "--max-model-len", "32768")[2]
     assert "which TP8 does not copy (one head a rank)" in err and "1 times" not in err
+
+
+def test_decode_simulate_and_the_step_cost_price_one_dcp_verify_step_alike() -> None:
+    """DeepSeek-R1 TP8 -dcp 8, 64 verify rows at 32K with 3 drafts: decode's expectation
+    (spec_step), the simulator's step (passes_s), step_cost and the exact path's
+    shape_time_s give one time, each with the exchange of every query token; priced a row
+    each, as a plain decode's, it is cheaper."""
+    from ridgeline.engines import profile_for
+    from ridgeline.sim.config import sim_config
+    from ridgeline.sim.simulator import Simulator
+    from ridgeline.spec_decode import SpecDecode, spec_step
+
+    vllm = profile_for("vllm")
+    dep = Deployment.build(resolve_model("deepseek-r1"), resolve_accelerator("h200"),
+                           num_gpus=8, engine="vllm", decode_context_parallel_size=8)
+    rows, drafts, context = 64, 3, 32768
+    batch = [Seq(drafts + 1, context)] * rows
+    decode = spec_step(dep, SpecDecode(drafts, 0.7, 0.0), rows, context, vllm).verify_s
+    simulate = Simulator(dep, vllm, sim_config(dep)).passes_s(batch, True)
+    generic = cost.step_cost(dep, batch, vllm, verify=True)
+    exact = cost.shape_time_s(dep, batch_shape(dep, batch)._replace(verify=True), vllm)
+    assert decode == pytest.approx(simulate) == pytest.approx(generic.time_s)
+    assert exact == pytest.approx(decode)
+
+    def exchange_s(c: cost.StepCost) -> float:
+        return next(op.time_s for op in c.ops if op.name == cost.DCP_EXCHANGE)
+
+    assert exchange_s(generic) > exchange_s(cost.step_cost(dep, batch, vllm))
+
+
+def test_several_served_names_before_model_are_refused_saying_put_model_first(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """vllm serve's --served-model-name takes every word to the next flag, so before MODEL
+    it would swallow MODEL: ridgeline refuses in one line and says to give MODEL first; one
+    name before MODEL, and any number after it, are read and ignored."""
+    tail = ("--gpu", "h100", "--max-model-len", "8192", "--json")
+    code, out, err = run_cli(capsys, "fit", "--served-model-name", "a", "b", "llama-3.1-8b",
+                             *tail)
+    assert code == 2 and not out and len(err.strip().splitlines()) == 1
+    assert "give MODEL first: ridgeline fit MODEL --served-model-name a b" in err
+    plain = run_cli(capsys, "fit", "llama-3.1-8b", *tail)[1]
+    for line in (("fit", "--served-model-name", "a", "llama-3.1-8b", *tail),
+                 ("fit", "llama-3.1-8b", "--served-model-name", "a", "b", *tail)):
+        code, out, _ = run_cli(capsys, *line)
+        assert code == 0 and out == plain

@@ -44,6 +44,18 @@ def test_plan_lays_a_pre_quantized_bitsandbytes_checkpoint_out_in_pipeline_stage
     assert all(c.pp > 1 for c in every)  # one L40S holds no 70B at 4.5 bits
 
 
+def test_plan_under_trtllm_refuses_a_bitsandbytes_checkpoint_as_fit_does(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """TensorRT-LLM loads no bitsandbytes weights on any card, so plan says so in one line
+    (fit's reason) rather than that no deployment meets the SLO; plan takes no --weights."""
+    path = bnb_70b(tmp_path)
+    fit = refused(capsys, "fit", path, "--gpu", "h100", "--engine", "trtllm")
+    err = refused(capsys, "plan", path, "--gpus", "h100,l40s", "--rate", "2", "--slo-ttft-ms",
+                  "2000", "--slo-tpot-ms", "100", "--engine", "trtllm", "--workers", "1")
+    reason = fit.split("; give ")[0]
+    assert err.startswith(reason) and "--weights" not in err and "--engine" in err
+
+
 def test_fit_levers_add_pipeline_stages_for_a_pre_quantized_bitsandbytes_checkpoint(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     fit = ("fit", "--gpu", "l40s", "--max-model-len", "8192", "--json")

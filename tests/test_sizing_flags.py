@@ -108,6 +108,24 @@ def test_max_cudagraph_capture_size_caps_vllms_captured_sizes_and_their_memory()
         default.cuda_graph_bytes - capped.cuda_graph_bytes)
 
 
+def test_vllm_captures_no_batch_past_its_token_budget() -> None:
+    """vLLM caps the captured sizes at max_num_batched_tokens after the flag or its default
+    (_set_cudagraph_sizes): under a 1,024-token budget a cap of 2,048 captures what 1,024 does,
+    and a 256-token budget trims the default 512 to 256 (35 sizes, not 51)."""
+    dep = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"),
+                           engine="vllm")
+    at, past = (kv_pool(dep, EngineSettings(max_model_len=8192, max_num_batched_tokens=1024,
+                                            max_cudagraph_capture_size=cap))
+                for cap in (1024, 2048))
+    assert past.cuda_graph_bytes == at.cuda_graph_bytes and past.rest_bytes == at.rest_bytes
+    small = kv_pool(dep, EngineSettings(max_model_len=8192, max_num_batched_tokens=256))
+    full = kv_pool(dep, EngineSettings(max_model_len=8192, max_num_batched_tokens=8192))
+    trimmed = capture_sizes(small.max_num_seqs, None, 256)
+    assert small.max_num_seqs == 256 and trimmed == capture_sizes(256, 256) == 35
+    assert small.cuda_graph_bytes == pytest.approx(
+        full.cuda_graph_bytes * trimmed / capture_sizes(full.max_num_seqs))
+
+
 def test_cuda_graph_max_bs_moves_sglangs_default_reserve_2_mib_a_batch() -> None:
     """From 0.5.3 SGLang reserves cuda_graph_max_bs × 2 MiB of the card for its graphs when
     mem_fraction_static is unset: on an H100 at TP1, 256 by default; --cuda-graph-max-bs 64

@@ -362,7 +362,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv, moved = _model_path_as_model(argv)
     from ridgeline.launch_flags import several_values
 
-    argv = several_values(argv)  # vllm serve MODEL --served-model-name a b
+    try:
+        argv = several_values(argv)  # vllm serve MODEL --served-model-name a b
+    except InputError as exc:  # names before MODEL that run into it
+        print(f"ridgeline: error: {shorten_runs(str(exc))}", file=sys.stderr)
+        return 2
     args, extra = parser.parse_known_args(_ep_with_size(_join_negative_values(argv)))
     if extra:  # name the command whose --help lists what it takes
         commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))

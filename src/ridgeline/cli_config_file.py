@@ -58,6 +58,17 @@ TRTLLM_DEFAULTS = {"max_beam_width": 1, "context_parallel_size": 1,
 SPEC_METHODS = {"MTP": ("eagle", "num_nextn_predict_layers"), "Eagle": ("eagle", "max_draft_len"),
                 "Eagle3": ("eagle", "max_draft_len"), "NGram": ("ngram", "max_draft_len"),
                 "DraftTarget": ("draft-model", "max_draft_len")}
+# LLM API options no vLLM flag shares: a file with one is trtllm-serve's
+TRTLLM_KEYS = frozenset({
+    "max_batch_size", "max_num_tokens", "max_seq_len", "moe_expert_parallel_size",
+    "kv_cache_config", "cuda_graph_config", "disable_overlap_scheduler", "enable_attention_dp",
+    "print_iter_log", "enable_iter_perf_stats", "enable_iter_req_stats", "return_perf_metrics",
+    "perf_metrics_max_requests", "iter_stats_max_iterations", "request_stats_max_iterations",
+    "num_postprocess_workers", "postprocess_tokenizer_dir", "gpus_per_node", "max_beam_width",
+    "context_parallel_size", "moe_config", "build_config", "use_cuda_graph",
+    "cuda_graph_batch_sizes"})
+# flags cli.main takes out of argv before parsing (SGLang's --model-path, vllm's --model)
+MOVED_FLAGS = ("--model", "--model-path")
 SPEC_KEYS = frozenset({"decoding_type", "max_draft_len", "num_nextn_predict_layers",
                        "speculative_model_dir", "speculative_model", "eagle3_one_model"})
 
@@ -95,7 +106,26 @@ def with_config_file(argv: Sequence[str], parser: argparse.ArgumentParser) -> li
     head = 2 if model_given else 1
     if model_given:  # vllm serve's positional model overrides the file's (ServeSubcommand.cmd:
         settings = {k: v for k, v in settings.items() if k != "model"}  # model = model_tag)
+    if options:  # a command the parser knows: a key it takes no flag for is named here
+        _check_vllm_keys(settings, name, command, options)
     return rest[:head] + vllm_tokens(settings, options) + rest[head:]  # the command line wins
+
+
+def _check_vllm_keys(settings: dict[str, Any], name: str, command: str,
+                     options: dict[str, argparse.Action]) -> None:
+    """Refuse, by file and key, a key of a vLLM-style config file that ``command`` takes no
+    flag for; one of trtllm-serve's LLM API options (kv_cache_config, max_batch_size, ...)
+    says the file looks like TensorRT-LLM's and --engine trtllm reads it."""
+    for key, value in settings.items():
+        flag = "--" + key.replace("_", "-")
+        if flag in options or flag in MOVED_FLAGS or value is False or value == []:
+            continue  # false and [] add no flag (vllm_tokens), as in vLLM
+        if key in TRTLLM_KEYS:
+            raise InputError(f"{key} in {name} is a TensorRT-LLM LLM API option, no vLLM "
+                             "flag: the file looks like trtllm-serve's config; give --engine "
+                             "trtllm to read it as TensorRT-LLM's options")
+        raise InputError(f"{key} in {name}: `ridgeline {command}` takes no {flag} (see "
+                         f"`ridgeline {command} --help`)")
 
 
 def config_file_error(exc: Exception) -> int:

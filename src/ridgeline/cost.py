@@ -149,6 +149,9 @@ class BatchShape(NamedTuple):
     sequences: int
     attention: tuple[AttentionLoad, ...]
     all_tokens: int = 0  # every data-parallel rank's tokens (0: the same as ``tokens``)
+    # a speculative verify batch (1 + drafts tokens a row): every token a decode query, which
+    # -dcp's exchange gathers, run as a uniform decode in the CUDA graphs (decode's overhead)
+    verify: bool = False
 
 
 def batch_shape(dep: Deployment, batch: Sequence[Seq]) -> BatchShape:
@@ -274,8 +277,8 @@ def step_terms(dep: Deployment, shape: BatchShape) -> StepTerms:
         if dcp > 1 and layer.mixer in ATTENTION_MIXERS:  # queries gathered, outputs scattered:
             # a decode's one query a row (a prefill chunk gathers its cached context instead,
             # unpriced: decode_context.dcp_caution), so the rows, not the tokens; a speculative
-            # verify batch, every token a decode query, is priced by StepTimer.dcp_exchange_s
-            message = dcp_exchange_bytes(dep, shape.sequences)
+            # verify batch's every token is a decode query
+            message = dcp_exchange_bytes(dep, tokens if shape.verify else shape.sequences)
             t = count * exchange_time_s(message, dcp, dep.accelerator)
             link[DCP_EXCHANGE] = link.get(DCP_EXCHANGE, 0.0) + t
     rows = shape.sequences  # one logits row per sequence
@@ -323,9 +326,12 @@ def _add_exchanges(dep: Deployment, layer: Layer, count: int, act: float, all_ac
         link["tp all-reduce"] = link.get("tp all-reduce", 0.0) + count * local
 
 
-def step_cost(dep: Deployment, batch: Sequence[Seq], profile: EngineProfile = IDEAL) -> StepCost:
-    """Cost of one forward pass over ``batch`` on ``dep`` as ``profile``'s engine runs it."""
-    terms = step_terms(dep, batch_shape(dep, batch))
+def step_cost(dep: Deployment, batch: Sequence[Seq], profile: EngineProfile = IDEAL,
+              verify: bool = False) -> StepCost:
+    """Cost of one forward pass over ``batch`` on ``dep`` as ``profile``'s engine runs it
+    (``verify``: a speculative verify batch, BatchShape.verify)."""
+    shape = batch_shape(dep, batch)
+    terms = step_terms(dep, shape._replace(verify=True) if verify else shape)
     rate = StepRates(dep, profile)
     ops: dict[str, list[float]] = {}
     for name, flops, nbytes, count in terms.work:
@@ -347,8 +353,8 @@ def step_cost(dep: Deployment, batch: Sequence[Seq], profile: EngineProfile = ID
         acc[1] += nbytes * count
         acc[2] += time_s * count
     out += [OpCost(name, f, b, t, "host") for name, (f, b, t) in host.items()]
-    overhead = profile.overhead_s(terms.layers, terms.tokens > terms.sequences, terms.matmuls,
-                                  terms.moe_layers)
+    overhead = profile.overhead_s(terms.layers, terms.tokens > terms.sequences and not verify,
+                                  terms.matmuls, terms.moe_layers)
     if overhead > 0:
         out.append(OpCost("overhead", 0.0, 0.0, overhead, "overhead"))
     return StepCost(tuple(out), terms.tokens, terms.sequences)
@@ -362,8 +368,8 @@ def shape_time_s(dep: Deployment, shape: BatchShape, profile: EngineProfile = ID
                 for name, flops, nbytes, count in terms.work)
     total += sum(t for _, t in terms.link)
     total += sum(count * t for _, _, _, count, t, _ in _host_ops(dep, terms, rate))
-    return total + profile.overhead_s(terms.layers, terms.tokens > terms.sequences,
-                                      terms.matmuls, terms.moe_layers)
+    prompt = terms.tokens > terms.sequences and not shape.verify  # a verify batch is graphed
+    return total + profile.overhead_s(terms.layers, prompt, terms.matmuls, terms.moe_layers)
 
 
 def _columns(terms: StepTerms, op: str) -> int:

@@ -102,9 +102,14 @@ def add_launch_flags(parser: argparse.ArgumentParser) -> None:
 def several_values(argv: list[str]) -> list[str]:
     """A flag that takes several values (vLLM's --served-model-name a b), its values joined
     into one ('--served-model-name=a b') where MODEL came first, as in ``vllm serve MODEL``;
-    given before MODEL it takes one, so that MODEL stays MODEL."""
+    given before MODEL it takes one, so that MODEL stays MODEL (as SGLang and trtllm-serve
+    read it), and more words before the next flag are refused: vllm serve would take MODEL
+    for a name too (nargs='+'), and which word is MODEL cannot be told."""
     several = {f for r in launch_flags() if r.several for f in r.flags}
-    if len(argv) < 2 or argv[0] not in COMMANDS or argv[1].startswith("-"):
+    if len(argv) < 2 or argv[0] not in COMMANDS:
+        return argv
+    if argv[1].startswith("-"):
+        _refuse_names_before_model(argv, several)
         return argv
     out: list[str] = []
     i = 0
@@ -119,6 +124,25 @@ def several_values(argv: list[str]) -> list[str]:
             token = f"{token}={' '.join(values)}" if values else token
         out.append(token)
     return out
+
+
+def _refuse_names_before_model(argv: list[str], several: set[str]) -> None:
+    """InputError where a several-valued flag, before MODEL, runs into more than one name and
+    MODEL: ``fit --served-model-name a b MODEL``."""
+    for i, token in enumerate(argv):
+        flag, eq, value = token.partition("=")
+        if flag not in several:
+            continue
+        words = [value] if eq else []
+        for later in argv[i + 1:]:
+            if later.startswith("-"):
+                break
+            words.append(later)
+        if len(words) > 2:
+            raise InputError(f"{flag} {' '.join(words)}: before MODEL, vllm serve takes every "
+                             f"word up to the next flag for a name, MODEL too, and which is "
+                             f"MODEL cannot be told; give MODEL first: ridgeline {argv[0]} MODEL "
+                             f"{flag} {' '.join(words[:-1])}")
 
 
 def launch_note(args: argparse.Namespace) -> str:

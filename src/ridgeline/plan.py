@@ -41,6 +41,7 @@ from ridgeline.disaggregated import (
     disaggregated_candidates,
     verify_disaggregated,
 )
+from ridgeline.engine_platforms import weights_platform_problem
 from ridgeline.engine_scheduling import v0_scheduling_caution
 from ridgeline.engines import MIN_GROUP_ROWS, EngineProfile, accelerator_group, profile_for
 from ridgeline.errors import InputError
@@ -50,6 +51,7 @@ from ridgeline.memory import EngineSettings
 from ridgeline.model import ModelSpec
 from ridgeline.plan_cautions import candidate_cautions, data_parallel_winner_cautions
 from ridgeline.plan_checks import CheckRuns, cheapest, verify_cheapest
+from ridgeline.precision import weight_plan
 from ridgeline.quantization_gates import deployment_problem
 from ridgeline.replica_sizing import covers, launch_length, size_replica
 from ridgeline.search_space import data_parallel_space, search_space
@@ -256,7 +258,15 @@ def _release_refusal(model: ModelSpec, gpus: Sequence[str], engine: str,
                      version: str | None) -> str:
     """Why ``engine`` at ``version`` serves the plan's weights on no layout at all, or "":
     one GPU of the first card that builds them, asked ``deployment_problem`` (a bitsandbytes
-    checkpoint before vLLM 0.5, its MoE experts before 0.10)."""
+    checkpoint before vLLM 0.5, its MoE experts before 0.10), or a checkpoint's stored format
+    the engine loads on none of them (``weights_platform_problem``: trtllm and bitsandbytes)."""
+    if model.stored_formats:
+        stored = weight_plan(model)
+        problems = [weights_platform_problem(stored, resolve_accelerator(g), engine, False)
+                    for g in gpus]
+        if all(problems):  # plan serves the checkpoint as stored: it takes no --weights
+            return (problems[0].split("; give ")[0] + f"; plan serves {model.name} as stored: "
+                    f"give a checkpoint in a format {engine} loads, or another --engine")
     for gpu in gpus:
         try:
             dep = replica_build(model, resolve_accelerator(gpu), 1, 1, weight_choices(model)[0],

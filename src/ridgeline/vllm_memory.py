@@ -278,25 +278,37 @@ def non_torch_bytes(dep: Deployment, acc: VLLMAccounting) -> float:
     return gib * GIB
 
 
-def capture_sizes(max_num_seqs: int, max_capture_size: int | None = None) -> int:
-    """CUDA-graph batch sizes V1 captures up to --max-cudagraph-capture-size, by default
-    min(2 × max_num_seqs, 512): 1, 2, 4, every 8 below 256, then every 16 — 51 sizes at the
-    default cap of 512, 19 at a cap of 128 (vllm/config/vllm.py _set_cudagraph_sizes, v0.11.1
-    to v0.33; before v0.11.1 every 8: 67)."""
+def capture_cap(max_num_seqs: int, max_capture_size: int | None = None,
+                max_num_batched_tokens: int | None = None) -> int:
+    """The largest batch V1 captures: --max-cudagraph-capture-size, by default
+    min(2 × max_num_seqs, 512), then at most max_num_batched_tokens, since no step runs more
+    tokens (vllm/config/vllm.py _set_cudagraph_sizes, v0.11.1 on: ``min(max_num_tokens,
+    max_cudagraph_capture_size)``): 256 seats under a budget of 128 tokens capture to 128."""
     cap = max_capture_size or min(2 * max_num_seqs, 512)
+    return min(cap, max_num_batched_tokens) if max_num_batched_tokens else cap
+
+
+def capture_sizes(max_num_seqs: int, max_capture_size: int | None = None,
+                  max_num_batched_tokens: int | None = None) -> int:
+    """CUDA-graph batch sizes V1 captures up to ``capture_cap``: 1, 2, 4, every 8 below 256,
+    then every 16 — 51 sizes at the default cap of 512, 19 at a cap of 128 (vllm/config/
+    vllm.py _set_cudagraph_sizes, v0.11.1 to v0.33; before v0.11.1 every 8: 67)."""
+    cap = capture_cap(max_num_seqs, max_capture_size, max_num_batched_tokens)
     small = [s for s in (1, 2, 4) if s <= cap]
     return len(small) + len(range(8, min(cap + 1, 256), 8)) + len(range(256, cap + 1, 16))
 
 
 def cuda_graph_bytes(dep: Deployment, max_num_seqs: int, acc: VLLMAccounting,
                      enforce_eager: bool, stage: Stage | None = None,
-                     counted: bool = False, max_capture_size: int | None = None) -> float:
+                     counted: bool = False, max_capture_size: int | None = None,
+                     max_num_batched_tokens: int | None = None) -> float:
     """The CUDA-graph estimate v0.21+ takes from the KV budget: layers on one pipeline
-    stage × captured sizes (capture_sizes, to --max-cudagraph-capture-size where given) ×
+    stage × captured sizes (capture_sizes, to --max-cudagraph-capture-size where given, at
+    most the token budget) ×
     0.45 MiB (logged pools: 0.23–0.56 MiB per layer per size); ``counted``: the same estimate
     in any V1 version, for what the graphs hold on the card."""
     if enforce_eager or not (acc.graphs_in_budget or counted):
         return 0.0
     layers = dep.model.num_layers if stage is None else stage.layers
     per = float(vllm_data()["cuda_graph_mib_per_layer_per_size"]) * MIB
-    return layers * capture_sizes(max_num_seqs, max_capture_size) * per
+    return layers * capture_sizes(max_num_seqs, max_capture_size, max_num_batched_tokens) * per

@@ -238,7 +238,8 @@ def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_byt
     # a set pool is checked against the card with the graphs captured after it, whether or
     # not this version's budget counts them
     graphs = cuda_graph_bytes(dep, seqs, acc, s.enforce_eager, stage,
-                              s.kv_cache_memory_bytes is not None, s.max_cudagraph_capture_size)
+                              s.kv_cache_memory_bytes is not None, s.max_cudagraph_capture_size,
+                              tokens)
     runner, compile_peak, state = model_runner(dep, acc), 0.0, 0.0
     if s.warm_compile_cache and runner != "MRV2":
         raise InputError(f"--warm-compile-cache changes nothing here: vLLM {acc.version} runs "
@@ -324,7 +325,7 @@ def vllm_pool_advice(dep: Deployment, pool: KVPool, settings: EngineSettings
     n = pool.runtime_devices  # the flag is per device: a GCD of an MI250
     graphs = pool.cuda_graph_bytes / n or cuda_graph_bytes(
         dep, pool.max_num_seqs, acc, settings.enforce_eager, pool.stage, True,
-        settings.max_cudagraph_capture_size)
+        settings.max_cudagraph_capture_size, pool.profile_tokens)
     taken = (pool.weight_bytes + pool.activation_bytes + pool.non_torch_bytes
              + pool.seat_buffer_bytes) / n + graphs
     taken += set_pool_margin_bytes()

@@ -27,7 +27,7 @@ from ridgeline.reports.fit_weights import weights_note
 from ridgeline.sglang_hybrid import sglang_state_dtypes, sglang_state_ratio
 from ridgeline.sglang_memory import sglang_data
 from ridgeline.units import GIB, plural
-from ridgeline.vllm_memory import capture_sizes
+from ridgeline.vllm_memory import capture_cap, capture_sizes
 from ridgeline.vllm_pool import vllm_seats_note
 
 if TYPE_CHECKING:
@@ -85,8 +85,8 @@ def pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
                                      if pool.accounting and pool.non_torch_bytes
                                      > pool.accounting.non_torch_gib * GIB else "")),
                  *([q("CUDA graphs", pool.cuda_graph_bytes / GIB, "GiB",
-                      f"layers × {capture_sizes(pool.max_num_seqs, s.max_cudagraph_capture_size)}"
-                      f" captured sizes{_capture_note(s)} × 0.45 MiB (vLLM v0.21+ estimate"
+                      f"layers × {_captured(pool, s)} captured sizes{_capture_note(pool, s)}"
+                      f" × 0.45 MiB (vLLM v0.21+ estimate"
                       + ("; it stands in for Model Runner V2's trial capture, v0.29+)"
                          if pool.runner == "MRV2" else ")")
                       if pool.cuda_graph_bytes else "not taken from the budget")]
@@ -169,10 +169,18 @@ def state_pool_steps(dep: Deployment, pool: KVPool, s: EngineSettings) -> tuple[
     return tuple(out)
 
 
-def _capture_note(s: EngineSettings) -> str:
-    """The cap --max-cudagraph-capture-size puts on vLLM's captured sizes, in words, or ""."""
-    cap = s.max_cudagraph_capture_size
-    return f" (to --max-cudagraph-capture-size {cap:,})" if cap else ""
+def _captured(pool: KVPool, s: EngineSettings) -> int:
+    """How many batch sizes vLLM captures for this pool's seats and token budget."""
+    return capture_sizes(pool.max_num_seqs, s.max_cudagraph_capture_size, pool.profile_tokens)
+
+
+def _capture_note(pool: KVPool, s: EngineSettings) -> str:
+    """What caps vLLM's captured sizes, in words, or "": --max-cudagraph-capture-size, or the
+    token budget where it is the smaller (vLLM captures no batch past it)."""
+    cap = capture_cap(pool.max_num_seqs, s.max_cudagraph_capture_size)
+    if pool.profile_tokens < cap:
+        return f" (to the token budget, max_num_batched_tokens {pool.profile_tokens:,})"
+    return f" (to --max-cudagraph-capture-size {cap:,})" if s.max_cudagraph_capture_size else ""
 
 
 def _set_pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
@@ -191,8 +199,8 @@ def _set_pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
                 *peak_quantities(dep, pool),
                 q("non-torch", pool.non_torch_bytes / GIB, "GiB", "CUDA context"),
                 q("CUDA graphs", pool.cuda_graph_bytes / GIB, "GiB",
-                  f"layers × {capture_sizes(pool.max_num_seqs, s.max_cudagraph_capture_size)} "
-                  f"captured sizes{_capture_note(s)} × 0.45 MiB, captured after the pool"),
+                  f"layers × {_captured(pool, s)} captured sizes{_capture_note(pool, s)}"
+                  f" × 0.45 MiB, captured after the pool"),
                 *([q("sampler state", pool.seat_buffer_bytes / GIB, "GiB",
                      "Model Runner V2's persistent buffers")] if pool.seat_buffer_bytes else []),
                 accounting_quantity(pool))

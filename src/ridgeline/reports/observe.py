@@ -23,7 +23,7 @@ from ridgeline.observation import Observation, stats
 from ridgeline.render import table
 from ridgeline.reports.observe_latency import RATES_APART
 from ridgeline.reports.observe_verdict import ObserveVerdict
-from ridgeline.roofline import ridge_step
+from ridgeline.roofline import batch_for_intensity, ridge_step
 from ridgeline.stages import micro_batches
 from ridgeline.units import GIB
 
@@ -118,7 +118,9 @@ class ObserveReport(ObserveVerdict):
                 lines.append(f"batch {b:,.1f}: no share of the arithmetic, the ITL it is read "
                              "from is likely in seconds (the caution below)")
             else:
-                lines.append(f"batch {b:,.1f} against a ridge of {self.ridge:,.0f} on "
+                ridge_batch = batch_for_intensity(self.ridge, d.bytes_per_weight_split[0])
+                lines.append(f"batch {b:,.1f} against a ridge batch of {ridge_batch:,.0f} "
+                             f"({self.ridge:,.0f} FLOP per byte) on "
                              f"{d.gpus_label}: {frac:.1%} of the arithmetic you "
                              "are billed for" + (" in the weights every token reads "
                                                  "(attention, shared layers; the routed "

@@ -85,10 +85,10 @@ class StepTimer:
 
     def dcp_exchange_s(self, queries: int) -> float:
         """-dcp's exchange over every attention layer for ``queries`` query tokens on the
-        decode path (cost.step_terms prices it for a shape's rows): a plain decode's one a
-        row, a speculative verify row's 1 + drafts, which vLLM's MLA decode kernels take as
-        one uniform decode (reorder_batch_threshold 1 + num_speculative_tokens), every query
-        gathered and every output scattered."""
+        decode path (as cost.step_terms prices it for a shape: its rows, or a verify shape's
+        tokens): a plain decode's one a row, a speculative verify row's 1 + drafts, which
+        vLLM's MLA decode kernels take as one uniform decode (reorder_batch_threshold
+        1 + num_speculative_tokens), every query gathered and every output scattered."""
         if self.dep.decode_context_parallel_size == 1:
             return 0.0
         t = self._by_queries.get(queries)
@@ -129,8 +129,10 @@ class StepTimer:
     def time_s(self, shape: BatchShape, graphed: bool | None = None) -> float:
         """The step's time; graphed: a speculative verify batch (1 + drafts tokens a row),
         which vLLM runs as a uniform decode in its CUDA graphs (gpu_model_runner.py)."""
+        graphed = True if shape.verify else graphed
         if self._exact:
-            return shape_time_s(self.dep, shape, self.profile)
+            return shape_time_s(self.dep, shape._replace(verify=True) if graphed else shape,
+                                self.profile)
         tokens = shape.tokens
         total = self._context_free(tokens, shape.sequences, graphed, shape.all_tokens)
         p, w = self._pa, self._w
