@@ -54,10 +54,6 @@ CUDA_GRAPH_KEYS = frozenset({"enable_padding", "max_batch_size", "batch_sizes"})
 # an option at the value ridgeline already prices is no setting to refuse
 TRTLLM_DEFAULTS = {"max_beam_width": 1, "context_parallel_size": 1,
                    "enable_chunked_prefill": False, "enable_attention_dp": False}
-# speculative_config.decoding_type -> (--spec-method, the key holding the draft length)
-SPEC_METHODS = {"MTP": ("eagle", "num_nextn_predict_layers"), "Eagle": ("eagle", "max_draft_len"),
-                "Eagle3": ("eagle", "max_draft_len"), "NGram": ("ngram", "max_draft_len"),
-                "DraftTarget": ("draft-model", "max_draft_len")}
 # LLM API options no vLLM flag shares: a file with one is trtllm-serve's
 TRTLLM_KEYS = frozenset({
     "max_batch_size", "max_num_tokens", "max_seq_len", "moe_expert_parallel_size",
@@ -69,9 +65,6 @@ TRTLLM_KEYS = frozenset({
     "cuda_graph_batch_sizes"})
 # flags cli.main takes out of argv before parsing (SGLang's --model-path, vllm's --model)
 MOVED_FLAGS = ("--model", "--model-path")
-SPEC_KEYS = frozenset({"decoding_type", "max_draft_len", "num_nextn_predict_layers",
-                       "speculative_model_dir", "speculative_model", "eagle3_one_model"})
-
 
 def with_config_file(argv: Sequence[str], parser: argparse.ArgumentParser) -> list[str]:
     """``argv`` with its --config / --extra_llm_api_options FILE replaced by the flags the
@@ -234,16 +227,16 @@ def _kv_cache_tokens(kv: dict[str, Any], add: Any, refuse: Any) -> None:
 
 
 def _spec_tokens(spec: dict[str, Any], add: Any, refuse: Any) -> None:
-    """speculative_config as --spec-method and --spec-tokens (``add``), or refused."""
-    kind = spec.get("decoding_type")
-    stray = sorted(set(spec) - SPEC_KEYS)
-    if not isinstance(kind, str) or kind not in SPEC_METHODS or stray:  # a list is no name
-        raise refuse(f"speculative_config.{stray[0] if stray else 'decoding_type'}",
-                     f"ridgeline prices {', '.join(SPEC_METHODS)} drafts (decoding_type) "
-                     "with their draft length, no more")
-    method, length_key = SPEC_METHODS[kind]
-    add("speculative_config", "--spec-method", method)
-    add("speculative_config", "--spec-tokens", spec.get(length_key, 1))
+    """speculative_config as --spec-method and --spec-tokens (``add``), read as
+    engine_spec.trtllm_speculative_config reads it, or refused (``refuse``)."""
+    from ridgeline.engine_spec import trtllm_speculative_config
+
+    try:
+        drafter = trtllm_speculative_config(spec)
+    except InputError as exc:
+        raise refuse("speculative_config", str(exc)) from None
+    add("speculative_config", "--spec-method", drafter.method)
+    add("speculative_config", "--spec-tokens", drafter.tokens)
 
 
 def _set_by_file(action: argparse.Action, settings: dict[str, Any]) -> bool:

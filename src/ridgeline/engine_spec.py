@@ -41,6 +41,9 @@ SGLANG_ALGORITHMS = {"EAGLE": "eagle", "EAGLE3": "eagle", "NEXTN": "mtp",
                      "STANDALONE": "draft-model"}
 TRTLLM_TYPES = {"mtp": "mtp", "eagle": "eagle", "eagle3": "eagle", "ngram": "ngram",
                 "drafttarget": "draft-model"}
+# the speculative_config fields read: the type, its draft length, where its drafter lies
+TRTLLM_KEYS_READ = frozenset({"decoding_type", "max_draft_len", "num_nextn_predict_layers",
+                              "speculative_model_dir", "speculative_model", "eagle3_one_model"})
 
 
 @dataclass(frozen=True)
@@ -146,8 +149,12 @@ def trtllm_speculative_config(config: Mapping[str, Any]) -> EngineSpec:
     """TensorRT-LLM's speculative_config (its LLM API YAML, as --extra_llm_api_options gives
     it): MTP drafts num_nextn_predict_layers tokens; Eagle, Eagle3, NGram and DraftTarget
     max_draft_len; speculative_model_dir names an Eagle or DraftTarget drafter."""
-    kind = str(config.get("decoding_type", ""))
-    if kind.lower() not in TRTLLM_TYPES:
+    stray = sorted(set(config) - TRTLLM_KEYS_READ)
+    if stray:
+        raise InputError(f"speculative_config's {stray[0]} is not read: ridgeline prices a "
+                         "drafter by its decoding_type and draft length, no more")
+    kind = config.get("decoding_type")
+    if not isinstance(kind, str) or kind.lower() not in TRTLLM_TYPES:  # a list is no name
         raise InputError(f"speculative_config's decoding_type {kind!r} is not modelled: "
                          "ridgeline prices MTP, Eagle, Eagle3, NGram and DraftTarget")
     key = "num_nextn_predict_layers" if kind.lower() == "mtp" else "max_draft_len"
@@ -156,4 +163,5 @@ def trtllm_speculative_config(config: Mapping[str, Any]) -> EngineSpec:
         raise InputError(f"speculative_config's {key} is a draft length of at least 1 "
                          f"token; got {tokens!r}")
     return EngineSpec(tokens, TRTLLM_TYPES[kind.lower()],
-                      str(config.get("speculative_model_dir") or ""))
+                      str(config.get("speculative_model_dir") or config.get("speculative_model")
+                          or ""))
