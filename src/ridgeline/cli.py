@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from ridgeline import __version__
-from ridgeline.cli_config_file import config_file_error, with_config_file
+from ridgeline.cli_config_file import MOVED_FLAGS, config_file_error, with_config_file
 from ridgeline.cli_engine import ENGINE_DEFAULT, ENGINE_NAMES, engine_flag, sizing_flags
 from ridgeline.cli_load import default_engine, llamacpp_builds_for
 from ridgeline.cli_offload import _split_mode
@@ -344,7 +344,7 @@ def _model_path_as_model(argv: Sequence[str]) -> tuple[list[str], bool]:
         return out, False
     for i, token in enumerate(out):
         flag, _, value = token.partition("=")
-        if flag in ("--model-path", "--model"):
+        if flag in MOVED_FLAGS:
             if not value and i + 1 < len(out):
                 value = out.pop(i + 1)
             out.pop(i)

@@ -63,8 +63,9 @@ TRTLLM_KEYS = frozenset({
     "num_postprocess_workers", "postprocess_tokenizer_dir", "gpus_per_node", "max_beam_width",
     "context_parallel_size", "moe_config", "build_config", "use_cuda_graph",
     "cuda_graph_batch_sizes"})
-# flags cli.main takes out of argv before parsing (SGLang's --model-path, vllm's --model)
+# flags cli.main reads as MODEL before parsing (SGLang's --model-path, vllm's --model)
 MOVED_FLAGS = ("--model", "--model-path")
+
 
 def with_config_file(argv: Sequence[str], parser: argparse.ArgumentParser) -> list[str]:
     """``argv`` with its --config / --extra_llm_api_options FILE replaced by the flags the
