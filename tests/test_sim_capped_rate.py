@@ -1,9 +1,11 @@
-"""vllm bench serve's --request-rate R with --max-concurrency C: arrivals at R, at most C in
-flight; one come while C run waits client-side and is timed from its send (sim/run.py)."""
+"""vllm bench serve's --request-rate R (or a trace's times) with --max-concurrency C: arrivals
+at R, at most C in flight; one come while C run waits client-side and is timed from its send
+(sim/run.py)."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -95,3 +97,51 @@ def test_a_cap_never_reached_keeps_the_engines_overload_reading(
     assert free["overloaded"] is not None and capped["overloaded"] is not None
     assert capped["overloaded"]["reading"] == free["overloaded"]["reading"]
     assert not capped["client_cap"]["held_back"]
+
+
+def write_trace(path: Path, arrivals_s: list[float], prompt: int, output: int) -> str:
+    path.write_text("arrival_s,prompt_tokens,output_tokens\n"
+                    + "".join(f"{t},{prompt},{output}\n" for t in arrivals_s))
+    return str(path)
+
+
+def trace_run(capsys: pytest.CaptureFixture[str], trace: str, *argv: str) -> dict[str, Any]:
+    code, out, err = run_cli(capsys, *SIM[:4], "--trace", trace, *argv, "--json")
+    assert code == 0, err
+    return dict(json.loads(out))
+
+
+def test_a_capped_trace_keeps_its_arrival_times(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """A trace of 20 requests 10 s apart under --max-concurrency 4, as vllm bench serve sends
+    a timed dataset: each sent at its own time (not a closed loop's back to back), so the run
+    lasts past the last arrival, and a cap never reached changes nothing."""
+    trace = write_trace(tmp_path / "spread.csv", [10.0 * i for i in range(20)], 500, 50)
+    capped = trace_run(capsys, trace, "--max-concurrency", "4")
+    free = trace_run(capsys, trace)
+    assert capped["duration_s"] >= 190.0
+    assert "at most 4 in flight" in capped["settings"]["load"]
+    for key in ("ttft_s", "e2e_s", "duration_s", "steps"):
+        assert capped[key] == free[key]
+    assert capped["client_cap"]["max_in_flight"] == 4 and capped["client_cap"]["waited"] == 0
+    code, _, err = run_cli(capsys, "simulate", "llama-3.1-8b", "--gpu", "h100", "--engine",
+                           "sglang", "--pipeline-parallel-size", "2", "--trace", trace,
+                           "--max-concurrency", "4")
+    assert code == 2 and "pipeline lanes" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_bursty_trace_under_a_cap_reports_the_client_waits(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """200 requests within 0.2 s against a cap of 4: four run at once, the rest wait
+    client-side, and the run says the cap held the load back; a trace whose requests all
+    come at one instant reads as come all at once, not at an infinite rate."""
+    trace = write_trace(tmp_path / "burst.csv", [i / 1000 for i in range(200)], 500, 100)
+    held = trace_run(capsys, trace, "--max-concurrency", "4")
+    client = held["client_cap"]
+    assert held["running_batch"]["max"] == 4
+    assert client["waited"] == 200 - 4 and client["held_back"]
+    assert 0 < client["wait_mean_s"] < client["wait_max_s"] <= held["duration_s"]
+    once = write_trace(tmp_path / "once.csv", [5.0] * 60, 300, 30)
+    code, out, _ = run_cli(capsys, *SIM[:4], "--trace", once, "--max-concurrency", "4")
+    assert code == 0 and "waited for a seat" in out
+    assert "requests come all at once" in out and "inf req/s" not in out

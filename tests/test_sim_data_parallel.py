@@ -12,6 +12,7 @@ from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.cost import BatchShape, Seq, batch_shape, decode_batch, rank_shape, shape_time_s
 from ridgeline.engines import profile_for
 from ridgeline.memory import EngineSettings
+from ridgeline.reports.simulate import all_ranks
 from ridgeline.sim.config import sim_config
 from ridgeline.sim.data_parallel import DataParallelSimulator, dispatch_method, rank_config
 from ridgeline.sim.pipeline import run_replica
@@ -146,6 +147,36 @@ def test_the_engine_line_names_the_ranks(capsys: pytest.CaptureFixture[str]) -> 
     plain = simulate_json(capsys, "llama-3.1-8b", "--gpu", "h100", "--rate", "4",
                           "--num-requests", "20")
     assert "data_parallel" not in plain["settings"]
+
+
+def test_the_json_totals_are_every_ranks_and_per_rank_one_ranks(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """num_gpus counts all eight GPUs, so num_blocks, max_num_seqs and max_num_batched_tokens
+    beside it add up the ranks' (all_ranks), data_parallel.per_rank keeps one rank's, and the
+    text says both: 28,740 blocks a rank at 32K, 229,920 in all. SGLang's budget, its
+    --chunked-prefill-size divided over the ranks, adds back up to the flag's."""
+    report = simulate_json(capsys, *DP8, "--rate", "4", "--num-requests", "40")
+    settings = report["settings"]
+    rank, ranks = settings["data_parallel"]["per_rank"], settings["data_parallel"]["size"]
+    assert settings["num_gpus"] == ranks == 8
+    for key in ("num_blocks", "max_num_seqs", "max_num_batched_tokens"):
+        assert settings[key] == ranks * rank[key]
+    config = rank_config("vllm", sim_config(deepseek_dp8(), EngineSettings(max_model_len=32_768)),
+                         8)
+    assert all_ranks(config, 8) == (settings["num_blocks"], settings["max_num_seqs"],
+                                    settings["max_num_batched_tokens"])
+    assert (rank["num_blocks"], settings["num_blocks"]) == (28_740, 229_920)
+    assert settings["data_parallel"]["max_num_seqs_all_ranks"] == settings["max_num_seqs"]
+    code, text, _ = run_cli(capsys, "simulate", *DP8, "--rate", "4", "--num-requests", "40")
+    assert code == 0
+    assert f"engine: {rank['num_blocks']:,} KV blocks" in text
+    assert f"the 8 ranks together: {settings['num_blocks']:,} KV blocks" in text
+    assert "running batch, the 8 ranks together" in text
+    sglang = simulate_json(capsys, *SGLANG_DP8, "--rate", "4", "--num-requests", "40")
+    whole = sim_config(deepseek_dp8("sglang"), EngineSettings(max_model_len=32_768))
+    assert sglang["settings"]["max_num_batched_tokens"] == whole.max_num_batched_tokens
+    assert sglang["settings"]["num_blocks"] \
+        == 8 * sglang["settings"]["data_parallel"]["per_rank"]["num_blocks"]
 
 
 @pytest.mark.parametrize("argv, words", [

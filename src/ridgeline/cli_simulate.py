@@ -144,16 +144,17 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                                     if pool_too_small else ""))
     if args.trace and args.rate is not None:
         raise InputError("--trace replays its own arrival times; drop --rate")
-    # vllm bench serve's --request-rate R with --max-concurrency C: arrivals at R, at most C
-    # in flight; --rate inf with it is the closed loop of C
+    # vllm bench serve's --request-rate R (or a trace's times) with --max-concurrency C:
+    # arrivals at R, at most C in flight; --rate inf with it is the closed loop of C
     capped = capped_rate(args)
     if args.trace and (args.prefix_groups or args.prefix_len):
         raise InputError("--trace replays its own prompts; drop --prefix-groups/--prefix-len")
     if args.trace:
         requests: Any = read_trace(args.trace)
+        # the trace's own span, read before a capped run moves a held request's time to its send
+        trace_span_s = requests[-1].arrival_s - requests[0].arrival_s
         count, load = len(requests), f"trace {args.trace} ({len(requests):,} requests)" + (
-            f", its lengths sent by a closed loop of {args.concurrency} users (its arrival "
-            "times unused)" if args.concurrency else "")
+            f", {cap_clause(args.concurrency)}" if capped else "")
     else:
         if args.rate is None and args.concurrency is None:
             raise InputError("give --rate R (requests/s), --concurrency C, or --trace FILE")
@@ -166,10 +167,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                 f"{args.input_len}, output "
                 f"{args.output_len}, " + ("all sent at time 0 (--rate inf)"
                                           if getattr(args, "sent_at_once", False) else
-                                          f"{args.arrival} arrivals at {args.rate:g}/s, at most "
-                                          f"{args.concurrency} in flight (a request come while "
-                                          f"{args.concurrency} run waits, client-side, and is "
-                                          "timed from its send)" if capped else
+                                          f"{args.arrival} arrivals at {args.rate:g}/s, "
+                                          f"{cap_clause(args.concurrency)}" if capped else
                                           f"concurrency {args.concurrency}"
                                           if args.concurrency else
                                           f"{args.arrival} arrivals at {args.rate:g}/s"))
@@ -277,7 +276,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     if (args.concurrency and not capped_rate(args)) or args.window:  # a closed loop holds its
         span = None  # batch from the start; a window leaves out the filling up and the draining
     elif args.trace:
-        span = requests[-1].arrival_s - requests[0].arrival_s if requests else 0.0
+        span = trace_span_s
     else:
         span = count / args.rate
     lane_tokens = lane.num_blocks * lane.block_size
@@ -354,8 +353,16 @@ def all_at_once(args: argparse.Namespace) -> None:
 
 def capped_rate(args: argparse.Namespace) -> bool:
     """vllm bench serve's --request-rate R with --max-concurrency C: arrivals at R, at most C
-    in flight (``sim/run.py``); --rate inf with it is the closed loop of C."""
-    return args.rate is not None and math.isfinite(args.rate) and args.concurrency is not None
+    in flight (``sim/run.py``); a --trace's arrivals at their own times under the same cap, as
+    the benchmark sends a timed dataset's; --rate inf with it is the closed loop of C."""
+    timed = bool(args.trace) or (args.rate is not None and math.isfinite(args.rate))
+    return timed and args.concurrency is not None
+
+
+def cap_clause(cap: int) -> str:
+    """The load line's words for a capped open loop (``capped_rate``)."""
+    return (f"at most {cap} in flight (a request come while {cap} run waits, client-side, "
+            "and is timed from its send)")
 
 
 def fixed_length(text: str | None) -> bool:
@@ -463,7 +470,8 @@ def register(sub: Any) -> None:
                    "serve's --request-rate inf does")
     w.add_argument("--concurrency", "--max-concurrency", type=_how_many("concurrency", MAX_BATCH),
                    help="closed loop: keep this many requests in flight (vllm bench serve's "
-                   "--max-concurrency at its default rate, inf)")
+                   "--max-concurrency at its default rate, inf); beside --rate or --trace, the "
+                   "most in flight, a request come while that many run waiting client-side")
     w.add_argument("--num-requests", "--num-prompts",
                    type=_how_many("number of requests", MAX_REQUESTS),
                    help="requests to run (default 1000, as vllm bench serve's)")

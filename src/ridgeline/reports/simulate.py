@@ -43,12 +43,14 @@ def _client_lines(client: ClientWaits, served_req_s: float) -> list[str]:
              f"{client.wait_sum_s / client.waited:,.2f} s, longest {client.wait_max_s:,.2f} s) "
              "before they were sent; the latencies above start at the send, as vllm bench "
              "serve's clock does"]
-    if client.behind:
+    if client.behind:  # a trace's burst at one instant comes at no finite rate
+        come = (f"at {client.offered_req_s:,.2f} req/s" if math.isfinite(client.offered_req_s)
+                else "all at once")
         lines.append(f"HELD BACK BY THE CAP: when the last request came, "
-                     f"{client.waiting_at_last_arrival:,} waited for a seat: requests come at "
-                     f"{client.offered_req_s:,.2f} req/s and {client.cap:,} in flight serve "
+                     f"{client.waiting_at_last_arrival:,} waited for a seat: requests come "
+                     f"{come} and {client.cap:,} in flight serve "
                      f"{served_req_s:,.2f} req/s, so the waits grow with a longer run (a "
-                     "higher --max-concurrency, or a lower --request-rate, reads the engine)")
+                     "higher --max-concurrency, or fewer requests a second, reads the engine)")
     return lines
 
 def _ms(x: float) -> str:
@@ -300,13 +302,18 @@ class SimulateReport:
         lanes = {"per_lane": {"num_blocks": self.config.num_blocks,
                               "max_num_seqs": self.config.max_num_seqs},
                  "lanes_summed": ["steps", "busy_s"]} if self.lanes > 1 else {}
+        # the top-level pool, seats and budget are the deployment's: every rank's together
+        blocks, seqs, budget = all_ranks(self.config, d.data_parallel_size) \
+            if d.data_parallel_size > 1 else (c.num_blocks, c.max_num_seqs,
+                                              c.max_num_batched_tokens)
         ranks = {"data_parallel": {
             "size": d.data_parallel_size, "gpus_per_rank": d.rank_gpus,
             "expert_ranks": d.expert_ranks, "dispatch": self.dispatch,
             "per_rank": {"num_blocks": self.config.num_blocks,
                          "max_num_seqs": self.config.max_num_seqs,
                          "max_num_batched_tokens": self.config.max_num_batched_tokens},
-            "max_num_seqs_all_ranks": self.config.max_num_seqs * d.data_parallel_size}} \
+            "ranks_summed": ["num_blocks", "max_num_seqs", "max_num_batched_tokens"],
+            "max_num_seqs_all_ranks": seqs}} \
             if d.data_parallel_size > 1 else {}
         return {**lanes,
             "settings": {**ranks, "model": d.model.name, "accelerator": d.accelerator.id,
@@ -327,12 +334,11 @@ class SimulateReport:
                          **cpu_offload_json(d),
                          "decode_context_parallel_size": d.decode_context_parallel_size,
                          # the scheduler's block; each -dcp rank holds its own share of it
-                         "num_blocks": c.num_blocks, "block_size": c.block_size,
+                         "num_blocks": blocks, "block_size": c.block_size,
                          "block_size_per_rank":
                              c.block_size // d.decode_context_parallel_size,
                          "overhead_blocks_per_request": c.overhead_blocks,
-                         "max_num_seqs": c.max_num_seqs,
-                         "max_num_batched_tokens": c.max_num_batched_tokens,
+                         "max_num_seqs": seqs, "max_num_batched_tokens": budget,
                          **({"long_prefill_token_threshold": c.long_prefill_token_threshold}
                             if c.long_prefill_token_threshold else {}),
                          "ubatch_tokens": c.ubatch_tokens or None,
@@ -442,7 +448,8 @@ class SimulateReport:
                     if self.micro_batches > 1 else "")
                  + (f" — in each of the {d.data_parallel_size} data-parallel ranks (its own "
                     f"scheduler, queue and pool), arrivals dealt {self.dispatch}; the ranks "
-                    "step together, an idle one joining with a dummy pass"
+                    "step together, an idle one joining with a dummy pass; "
+                    + _ranks_together(c, d.data_parallel_size, d.engine)
                     if d.data_parallel_size > 1 else ""),
                  ""]
         rows = []
@@ -465,7 +472,10 @@ class SimulateReport:
                "; over the whole run, the fill and the drain included"
                + (" (the window's goodput below is per second of its arrivals)"
                   if self.has_window else " (`--window` reads the steady state)")),
-            f"running batch{_running_metric(d.engine)}: mean {batch['mean']:,.1f}, max "
+            "running batch"
+            + (f", the {d.data_parallel_size} ranks together" if d.data_parallel_size > 1
+               else "")
+            + f"{_running_metric(d.engine)}: mean {batch['mean']:,.1f}, max "
             f"{batch['max']:,.0f}; preemptions {r.preemptions:,}; prefix-cache hits "
             + (f"{r.prefix_hit_blocks:,} tokens" if c.block_size == 1 else
                f"{r.prefix_hit_blocks:,} blocks ({r.prefix_hit_blocks * c.block_size:,} tokens)")
@@ -697,6 +707,23 @@ def _readmitted(own: int, hits: int, block_size: int) -> str:
 
 def _ms_q(name: str, seconds: float) -> Quantity:
     return q(name, "-" if math.isnan(seconds) else seconds * 1e3, "ms")
+
+
+def all_ranks(rank: SimConfig, ranks: int) -> tuple[int, int, int]:
+    """A data-parallel deployment's KV blocks, seats and token budget, every rank's together,
+    each of the ``ranks`` holding ``rank``'s own: DeepSeek-V3 at 32K on vLLM DP8 over 8 H200s,
+    28,740 blocks and max_num_seqs 1024 a rank, 229,920 blocks and 8,192 seats in all."""
+    return (rank.num_blocks * ranks, rank.max_num_seqs * ranks,
+            rank.max_num_batched_tokens * ranks)
+
+
+def _ranks_together(rank: SimConfig, ranks: int, engine: str) -> str:
+    """The engine line's sum over the data-parallel ranks (``all_ranks``), in the engine's
+    own names."""
+    blocks, seqs, budget = all_ranks(rank, ranks)
+    seats, tokens = ENGINE_KNOB_NAMES.get(engine, ENGINE_KNOB_NAMES["vllm"])
+    return (f"the {ranks} ranks together: {blocks:,} KV blocks, {seats} {seqs}, {tokens} "
+            f"{budget:,}")
 
 
 def _running_metric(engine: str) -> str:

@@ -210,7 +210,7 @@ def run_replica(dep: Deployment, profile: EngineProfile, config: SimConfig,
     on its own count: fewer than the replica's). Data-parallel attention: its ranks, each
     with ``config``'s pool and seats, stepping together (sim/data_parallel.py). max_in_flight:
     an open loop capped at that many in flight (vllm bench serve's --max-concurrency beside a
-    --request-rate), refused over pipeline lanes."""
+    --request-rate or a trace's times), refused over pipeline lanes."""
     pp = dep.pipeline_parallel_size
     if dep.data_parallel_size > 1:  # each rank its own pool, the ranks stepping together
         from ridgeline.sim.data_parallel import DataParallelSimulator
@@ -226,9 +226,10 @@ def run_replica(dep: Deployment, profile: EngineProfile, config: SimConfig,
             max_in_flight=max_in_flight)
     lane = lane_config(config, pp, dep.engine, version)
     if max_in_flight and pp > 1:
-        raise InputError(f"a request rate capped at {max_in_flight} in flight is not modelled "
-                         f"over {dep.engine}'s {pp} pipeline lanes: give --request-rate or "
-                         "--max-concurrency alone")
+        raise InputError(f"arrivals capped at {max_in_flight} in flight (--max-concurrency "
+                         f"beside --request-rate or --trace) are not modelled over "
+                         f"{dep.engine}'s {pp} pipeline lanes: drop --max-concurrency, or "
+                         "drop --request-rate for a closed loop")
 
     def run_one(work: Iterator[Request], users: int) -> SimResult:
         return Simulator(dep, profile, lane).run(work, closed_loop=users, keep_rows=keep_rows,
