@@ -151,3 +151,114 @@ def test_compressed_tensors_int4_it_cannot_size_is_refused(weights: dict[str, ob
                                                           message: str) -> None:
     with pytest.raises(InputError, match=message):
         stored_formats(ct_int4(**weights), "x")
+
+
+def ct_config(weights: dict[str, object], fmt: str | None = None,
+              group_format: str | None = None) -> dict[str, object]:
+    """A compressed-tensors quantization_config of one config group over every Linear."""
+    group: dict[str, object] = {"targets": ["Linear"], "weights": weights}
+    if group_format is not None:
+        group["format"] = group_format
+    config: dict[str, object] = {"quant_method": "compressed-tensors",
+                                 "config_groups": {"group_0": group}}
+    if fmt is not None:
+        config["format"] = fmt
+    return config
+
+
+FP8_BLOCK = {"num_bits": 8, "type": "float", "strategy": "block", "block_structure": [128, 128],
+             "symmetric": True, "dynamic": False}  # llm-compressor's FP8_BLOCK preset
+FP8_CHANNEL = {"num_bits": 8, "type": "float", "strategy": "channel", "symmetric": True,
+               "dynamic": False}  # FP8_DYNAMIC's weights
+MXFP4 = {"num_bits": 4, "type": "float", "strategy": "group", "group_size": 32,
+         "symmetric": True, "dynamic": False, "scale_dtype": "torch.uint8"}  # MXFP4A16
+NVFP4 = {"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16,
+         "symmetric": True, "dynamic": False}  # NVFP4A16
+
+
+def llama_bytes(qc: dict[str, object]) -> tuple[float, float]:
+    """(weight bytes, linear parameters) of Llama 3.1 8B stored as ``qc`` says."""
+    from ridgeline.config_reader import spec_from_hf_config
+    from ridgeline.datafiles import load_data
+    from ridgeline.params import count_params
+    from ridgeline.precision import weight_bytes, weight_plan
+    from ridgeline.quantization import LINEAR_CATEGORIES
+
+    config = dict(load_data("models/meta-llama--Llama-3.1-8B.json"))
+    config["quantization_config"] = qc
+    spec = spec_from_hf_config(config, "llama-ct")
+    params = count_params(spec).by_category
+    return (weight_bytes(spec, weight_plan(spec)),
+            sum(params.get(c, 0) for c in LINEAR_CATEGORIES))
+
+
+def test_compressed_tensors_fp8_blocks_cost_an_fp32_scale_a_block_as_deepseeks_do() -> None:
+    """FP8 in 128 x 128 blocks (RedHat's FP8-block checkpoints) against per-channel FP8: one
+    fp32 scale a block more, 32/16384 bits a weight; sized as DeepSeek's weight_block_size is."""
+    from ridgeline.quantization import scaled_bits_per_weight
+
+    block, linear = llama_bytes(ct_config(FP8_BLOCK, "float-quantized"))
+    channel, _ = llama_bytes(ct_config(FP8_CHANNEL, "float-quantized"))
+    native, _ = llama_bytes({"quant_method": "fp8", "weight_block_size": [128, 128]})
+    assert block == native
+    scale_bits = scaled_bits_per_weight(8, 128 * 128, 32) - 8
+    assert block - channel == pytest.approx(linear * scale_bits / 8, rel=2e-3)  # 8.00195 in data
+
+
+def test_compressed_tensors_mxfp4_is_4_bits_and_an_8_bit_scale_per_32_not_nvfp4() -> None:
+    """MXFP4 (an E8M0 scale per 32) is a quarter bit a weight smaller than NVFP4 (an E4M3
+    scale per 16), and sized as gpt-oss's own mxfp4 checkpoint is."""
+    from ridgeline.quantization import scaled_bits_per_weight
+
+    mx, linear = llama_bytes(ct_config(MXFP4, "mxfp4-pack-quantized"))
+    nv, _ = llama_bytes(ct_config(NVFP4, "nvfp4-pack-quantized"))
+    native, _ = llama_bytes({"quant_method": "mxfp4"})
+    assert mx == native
+    per_weight = scaled_bits_per_weight(4, 16, 8) - scaled_bits_per_weight(4, 32, 8)
+    assert nv - mx == pytest.approx(linear * per_weight / 8)
+
+
+@pytest.mark.parametrize("qc", [
+    ct_config(MXFP4, "mxfp4-pack-quantized"),
+    ct_config(MXFP4),  # the preset's arguments alone: group_size 32
+    ct_config({"num_bits": 4, "type": "float"}, "mxfp4-pack-quantized"),  # the format alone
+    ct_config(MXFP4, "mixed-precision", "mxfp4-pack-quantized"),  # the group's own format
+])
+def test_every_spelling_of_compressed_tensors_mxfp4_reads_as_mxfp4(
+        qc: dict[str, object]) -> None:
+    assert set(stored_formats(qc, "x").values()) == {"mxfp4"}
+
+
+def test_the_scaled_formats_bits_are_the_formulas() -> None:
+    """formats.json's rows that compressed-tensors schemes map to agree with the formula."""
+    from ridgeline.quantization import scaled_bits_per_weight
+
+    assert weight_formats()["mxfp4"].bits_per_weight == scaled_bits_per_weight(4, 32, 8)
+    assert weight_formats()["nvfp4"].bits_per_weight == scaled_bits_per_weight(4, 16, 8)
+    assert weight_formats()["fp8-block"].bits_per_weight == pytest.approx(
+        scaled_bits_per_weight(8, 128 * 128, 32), abs=1e-5)
+
+
+@pytest.mark.parametrize("stored", ["naive-quantized", "int-quantized"])
+def test_compressed_tensors_int4_a_byte_a_weight_is_refused_as_vllm_refuses_it(
+        stored: str) -> None:
+    """vLLM takes int4 weights pack-quantized only; unpacked, each value fills a byte."""
+    with pytest.raises(InputError, match=f"int4 stored {stored} .*pack-quantized only"):
+        stored_formats(ct_config({"num_bits": 4, "type": "int", "group_size": 128}, stored),
+                       "x")
+    packed = ct_config({"num_bits": 4, "type": "int", "group_size": 128}, "pack-quantized")
+    assert stored_formats(packed, "x")["mlp"] == "int4-g128-sym"
+
+
+@pytest.mark.parametrize(("qc", "message"), [
+    (ct_config({**MXFP4, "group_size": 16}, "mxfp4-pack-quantized"),
+     "mxfp4-pack-quantized in groups of 16 is not supported"),
+    (ct_config({**MXFP4, "group_size": 64}), "4-bit float in groups of 64 is not supported"),
+    (ct_config({**FP8_BLOCK, "block_structure": None}), "'block' needs a block_structure"),
+    (ct_config({**FP8_BLOCK, "block_structure": "128x128"}),
+     r"block_structure must be two whole numbers \[rows, columns\]"),
+])
+def test_compressed_tensors_float_schemes_it_cannot_size_are_refused(
+        qc: dict[str, object], message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        stored_formats(qc, "x")

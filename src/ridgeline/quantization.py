@@ -127,10 +127,8 @@ def _uniform_format(method: str, qc: Mapping[str, Any], origin: str) -> str:
     bits = _whole(qc, origin, "bits", "w_bit")
     if method == "fp8":
         block = qc.get("weight_block_size")
-        if block is not None and not (isinstance(block, list) and len(block) == 2 and all(
-                isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in block)):
-            raise InputError(f"{origin}: quantization_config.weight_block_size must be two "
-                             f"whole numbers [rows, columns], got {block!r}")
+        if block is not None:
+            _block_shape(block, origin, "quantization_config.weight_block_size")
         return "fp8-block" if block else "fp8"
     if method == "mxfp4":
         return "mxfp4"
@@ -160,6 +158,15 @@ def _uniform_format(method: str, qc: Mapping[str, Any], origin: str) -> str:
     if method == "compressed-tensors":
         return _compressed_tensors(qc, origin)
     raise InputError(f"{origin}: quantization method {method or '(none)'!r} is not supported")
+
+
+def _block_shape(block: Any, origin: str, key: str) -> None:
+    """Refuses a weight block that is not two positive whole numbers [rows, columns]: DeepSeek's
+    weight_block_size and compressed-tensors' block_structure alike ([128, 128])."""
+    if not (isinstance(block, list) and len(block) == 2 and all(
+            isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in block)):
+        raise InputError(f"{origin}: {key} must be two whole numbers [rows, columns], "
+                         f"got {block!r}")
 
 
 def _bitsandbytes(qc: Mapping[str, Any], origin: str) -> str:
@@ -202,19 +209,76 @@ def _per_layer_modelopt(layers: Mapping[str, Any], origin: str) -> dict[str, str
 
 
 def _compressed_tensors(qc: Mapping[str, Any], origin: str) -> str:
+    """The first config group's format. Its own "format" names how it is stored, else the
+    config's (a "mixed-precision" config names it per group, compressed-tensors
+    quant_scheme.py QuantizationScheme.format)."""
     groups = qc.get("config_groups") or {}
     for group in groups.values():
         weights = (group or {}).get("weights") or {}
+        stored = str((group or {}).get("format") or qc.get("format") or "").lower()
         bits, kind = weights.get("num_bits"), weights.get("type")
         if bits == 8 and kind == "float":
-            return "fp8"
+            return _compressed_fp8(weights, origin)
         if bits == 8 and kind == "int":
             return "int8"
         if bits == 4 and kind == "float":
-            return "nvfp4"
+            return _compressed_fp4(weights, stored, origin)
         if bits == 4 and kind == "int":
+            if stored in _UNPACKED_FORMATS:
+                raise InputError(
+                    f"{origin}: compressed-tensors int4 stored {stored} (a byte a weight) is "
+                    "not supported: vLLM serves int4 weights on GPUs pack-quantized only "
+                    "(compressed_tensors.py picks CompressedTensorsWNA16 for pack-quantized, "
+                    f"and asserts that a weight-only {stored} group is float)")
             return _compressed_int4(weights, origin)
     raise InputError(f"{origin}: compressed-tensors scheme not recognised")
+
+
+def _compressed_fp8(weights: Mapping[str, Any], origin: str) -> str:
+    """FP8 per tensor or channel (scales negligible), or in blocks (strategy 'block',
+    block_structure [128, 128]: llm-compressor's FP8_BLOCK preset, DeepSeek-V3's layout) with
+    one fp32 scale a block, counted as the native fp8 checkpoint's weight_block_size is
+    (fp8-block: 8 + 32/16384 bits; vLLM's CompressedTensorsW8A8Fp8 holds the block scales in
+    fp32, fp8_utils.py create_fp8_scale_parameter, whatever the checkpoint stores them in)."""
+    if str(weights.get("strategy") or "").lower() != "block":
+        return "fp8"
+    block = weights.get("block_structure")
+    if block is None:
+        raise InputError(f"{origin}: compressed-tensors strategy 'block' needs a "
+                         "block_structure [rows, columns]")
+    _block_shape(block, origin, "compressed-tensors block_structure")
+    return "fp8-block"
+
+
+# the compressed-tensors formats that keep each 4-bit value in a byte of its own (config/base.py
+# CompressionFormat). vLLM takes neither for int4 weights (vllm-project/vllm, vllm/model_executor/
+# layers/quantization/compressed_tensors/compressed_tensors.py): _get_scheme_from_parts picks
+# CompressedTensorsWNA16 for pack-quantized only, and both are activation-quantization formats
+# (utils.py is_activation_quantization_format), for which _quantization_scheme_map_from_config
+# asserts that a group without input_activations has float weights, so it fails at start-up.
+_UNPACKED_FORMATS = ("naive-quantized", "int-quantized")
+# the 4-bit float formats by weights per scale: NVFP4 (an E4M3 scale per 16, and a per-tensor
+# fp32 one) and MXFP4 (an E8M0 scale per 32), compressed-tensors quant_scheme.py's NVFP4 and
+# MXFP4 presets; their formats (config/base.py CompressionFormat) name the group they take
+_FP4_FORMATS = {16: "nvfp4", 32: "mxfp4"}
+_FP4_GROUPS = {"nvfp4-pack-quantized": 16, "mxfp4-pack-quantized": 32}
+
+
+def _compressed_fp4(weights: Mapping[str, Any], stored: str, origin: str) -> str:
+    """A 4-bit float scheme's format from its group size, or its format's where it gives none
+    (neither: NVFP4's 16, the first 4-bit float compressed-tensors wrote); a group size its
+    format does not take, or one of neither, is refused."""
+    group = _whole(weights, origin, "group_size")
+    named = _FP4_GROUPS.get(stored)
+    if group is None:
+        group = named or 16
+    if named is not None and group != named:
+        raise InputError(f"{origin}: compressed-tensors {stored} in groups of {group} is not "
+                         f"supported (it takes groups of {named})")
+    if group not in _FP4_FORMATS:
+        raise InputError(f"{origin}: compressed-tensors 4-bit float in groups of {group} is "
+                         "not supported (NVFP4 takes groups of 16, MXFP4 of 32)")
+    return _FP4_FORMATS[group]
 
 
 # compressed-tensors int4 (pack-quantized) by (weights per scale, symmetric) -> formats.json id.
@@ -225,6 +289,16 @@ _INT4_FORMATS = {
     (128, True): "int4-g128-sym", (64, True): "int4-g64-sym", (32, True): "int4-g32-sym",
 }
 _SIXTEEN_BIT_SCALES = (None, "torch.bfloat16", "torch.float16", "bfloat16", "float16")
+
+
+def scaled_bits_per_weight(value_bits: int, weights_per_scale: int, scale_bits: int) -> float:
+    """Bits a weight takes with its share of the one scale each ``weights_per_scale`` share.
+
+    bits = value_bits + scale_bits / weights_per_scale
+    MXFP4, an 8-bit E8M0 scale per 32: 4 + 8/32 = 4.25 bits; FP8 with an fp32 scale per
+    128 x 128 block: 8 + 32/16384 = 8.00195.
+    """
+    return value_bits + scale_bits / weights_per_scale
 
 
 def int_bits_per_weight(num_bits: int, group_size: int, symmetric: bool,
@@ -238,7 +312,7 @@ def int_bits_per_weight(num_bits: int, group_size: int, symmetric: bool,
     GPTQ's int4 in groups of 128, asymmetric: 4 + 20/128 = 4.15625.
     """
     zero_point_bits = 0 if symmetric else num_bits
-    return num_bits + (scale_bits + zero_point_bits) / group_size
+    return scaled_bits_per_weight(num_bits, group_size, scale_bits + zero_point_bits)
 
 
 def _compressed_int4(weights: Mapping[str, Any], origin: str) -> str:
