@@ -563,3 +563,18 @@ def test_kimi_k2_thinking_on_eight_h200_is_near_the_recipe_pool() -> None:
     pool = kv_pool(eight, EngineSettings(engine_version="0.11.1"))
     assert pool.pool_bytes / GIB == pytest.approx(46.80, rel=0.05)
     assert pool.tokens == pytest.approx(715_072, rel=0.05)
+
+
+def test_compressed_tensors_mxfp4_experts_keep_the_checkpoints_shapes() -> None:
+    """The padding is vLLM's Mxfp4MoEMethod's (quant_method mxfp4, gpt-oss); a compressed-tensors
+    MXFP4 MoE (CompressedTensorsW4A4Mxfp4MoEMethod) allocates the checkpoint's shapes."""
+    import dataclasses
+
+    from ridgeline.vllm_mxfp4 import mxfp4_padding_bytes
+
+    native = dep("gpt-oss-20b", "a100-80gb")
+    assert mxfp4_padding_bytes(native) > 0
+    ct_model = dataclasses.replace(resolve_model("gpt-oss-20b"), quant_method="compressed-tensors")
+    ct = Deployment.build(ct_model, resolve_accelerator("a100-80gb"), None, None, 1)
+    assert ct.weights.format_of("experts").id == "mxfp4"
+    assert mxfp4_padding_bytes(ct) == 0

@@ -99,6 +99,10 @@ def mxfp4_padding_bytes(dep: Deployment, stage: Stage | None = None,
         return 0.0
     if dep.weights.format_of(EXPERTS).id != "mxfp4":
         return 0.0
+    if dep.model.quant_method == "compressed-tensors":
+        # CompressedTensorsW4A4Mxfp4MoEMethod's create_weights keeps the checkpoint's shapes;
+        # the padding below is vLLM's Mxfp4MoEMethod's (quant_method "mxfp4", gpt-oss)
+        return 0.0
     wanted = parse_version(version or str(vllm_data()["default_version"]))
     kernel = mxfp4_kernel(dep.accelerator, wanted)
     if kernel is None:
