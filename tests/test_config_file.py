@@ -184,6 +184,26 @@ def test_a_key_fit_reads_but_decode_does_not_is_refused_naming_the_file_and_key(
     assert "target-concurrency in" in err and "v.yaml" in err and "unrecognized" not in err
 
 
+@pytest.mark.parametrize(("text", "flags", "said"), [
+    ('compilation-config: {"level": 3}\n', ("--compilation-config", '{"level": 3}'),
+     "compilation-config is not modelled"),
+    ("load_format: bitsandbytes\n", ("--load-format", "bitsandbytes"),
+     "load_format bitsandbytes is not modelled"),
+    ("enable-lora: true\n", ("--enable-lora",), "enable-lora is not modelled"),
+    ("enable-chunked-prefill: false\n", ("--no-enable-chunked-prefill",),
+     "enable-chunked-prefill: false is not modelled")])
+def test_a_not_modelled_key_in_a_vllm_config_is_refused_naming_the_file_and_key(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str,
+        flags: tuple[str, ...], said: str) -> None:
+    """A key whose flag is refused on the command line is refused from the file for the same
+    reason, the line naming the file and the key as the file spells it."""
+    path = yaml_file(tmp_path, "max-model-len: 8192\n" + text, "x.yaml")
+    err = refusal(capsys, *FIT, "--config", path)
+    assert f"x.yaml: {said}: " in err
+    why = refusal(capsys, *FIT, *flags).split(" is not modelled: ")[1].split(" (see `")[0]
+    assert err.rstrip().endswith(why)
+
+
 def test_a_trtllm_file_given_without_its_engine_says_give_engine_trtllm(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """A trtllm-serve YAML read as vLLM's (no --engine trtllm) is refused by its first LLM API

@@ -211,7 +211,9 @@ def test_utilization_gives_no_share_for_a_batch_the_pool_cannot_hold(
     data = run_json(capsys, *argv, "--explain")
     assert data["over_pool"] and data["kv_batch_limit"] < data["running"]
     assert data["fraction_of_arithmetic"] is None and data["step_fraction_of_peak"] is None
-    assert [s["label"] for s in data["explain"]] == ["ridge point"]
+    # the ridge, and the pool count the verdict names
+    assert [s["label"] for s in data["explain"]] == ["ridge point", "conversations the pool holds"]
+    assert data["explain"][1]["result"]["value"] == data["kv_batch_limit"]
     code, out, _ = run_cli(capsys, *argv)
     first = out.splitlines()[0]
     assert code == 0 and first.startswith("DOES NOT RUN AT ONCE: 200 running")

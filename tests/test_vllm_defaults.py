@@ -293,3 +293,74 @@ def test_fits_rows_say_where_a_cards_figures_add_its_dies(
     rows = [line for line in mi250.splitlines() if "per GPU" in line]
     assert rows and all("per GPU (2 dies added)" in line for line in rows)
     assert "dies added" not in h100 and "memory per GPU" in h100
+    # --explain's steps, and a headline that does not fit, say it alike
+    for model, argv in (("llama-3.1-8b", ("--explain",)), ("llama-3.1-70b", ())):
+        _, text, _ = run_cli(capsys, "fit", model, "--gpu", "mi250", "--max-model-len", "8192",
+                             *argv)
+        rows = [line for line in text.splitlines() if "per GPU" in line]
+        assert rows and all(line.count("per GPU") == line.count("per GPU (2 dies added)")
+                            for line in rows)
+
+
+def test_fits_json_and_advice_say_what_a_gpu_and_the_flag_count_on_an_mi250x(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A GPU is a card (--num-gpus counts MI250X cards), its dies' figures added; vLLM's
+    --kv-cache-memory-bytes advice is one die's, as the flag is per device."""
+    import json
+
+    from tests.conftest import run_cli
+
+    args = ("fit", "llama-3.1-70b", "--gpu", "mi250x", "--num-gpus", "2", "--max-model-len",
+            "8192")
+    data = json.loads(run_cli(capsys, *args, "--json")[1])
+    board = kv_pool(dep("mi250x", 2, "llama-3.1-70b"), EngineSettings(max_model_len=8192))
+    dies = resolve_accelerator("mi250x").runtime_devices
+    assert data["runtime_devices_per_gpu"] == dies == 2 and data["num_gpus"] == 2
+    assert data["memory_bytes_per_gpu"] == board.total_bytes
+    advice = vllm_pool_advice(dep("mi250x", 2, "llama-3.1-70b"), board,
+                              EngineSettings(max_model_len=8192))
+    assert advice is not None
+    assert data["vllm_advice"]["kv_cache_memory_bytes_device"] == int(advice[1])
+    assert advice[1] < board.total_bytes / dies
+    text = run_cli(capsys, *args)[1]
+    assert f"({advice[1] / GIB:,.2f} GiB) fills the die" in text
+    h100 = json.loads(run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--json")[1])
+    assert h100["runtime_devices_per_gpu"] == 1
+    assert "fills the card" in run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100")[1]
+
+
+def test_cpu_offload_on_an_mi250x_is_the_flags_gib_on_each_die(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """vLLM's --cpu-offload-gb is each worker's, a die's: a card gives up the flag's GiB
+    twice, which the JSON and the text count per GPU, the dies added."""
+    import json
+
+    from tests.conftest import run_cli
+
+    args = ("fit", "llama-3.1-70b", "--gpu", "mi250x", "--num-gpus", "2", "--max-model-len",
+            "8192")
+    plain = json.loads(run_cli(capsys, *args, "--json")[1])
+    off = json.loads(run_cli(capsys, *args, "--cpu-offload-gb", "8", "--json")[1])
+    dies = off["runtime_devices_per_gpu"]
+    assert off["cpu_offload"]["asked_bytes_per_gpu"] == dies * 8 * GIB
+    assert plain["taken_bytes_per_gpu"]["weights"] - off["taken_bytes_per_gpu"]["weights"] \
+        == pytest.approx(dies * 8 * GIB)
+    text = run_cli(capsys, *args, "--cpu-offload-gb", "8")[1]
+    assert f"{dies * 8:.2f} GiB a GPU (2 dies added) of weights in host memory" in text
+
+
+def test_plan_says_a_gpu_is_an_mi250x_card_with_its_dies(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from tests.conftest import run_cli
+
+    args = ("plan", "llama-3.1-8b", "--rate", "1", "--input-len", "1000", "--output-len",
+            "100", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "100")
+    data = json.loads(run_cli(capsys, *args, "--gpus", "mi250x,h100", "--price", "mi250x=2",
+                              "--price", "h100=3", "--json")[1])
+    assert data["runtime_devices_per_gpu"] == {"mi250x": 2}
+    assert json.loads(run_cli(capsys, *args, "--gpus", "h100", "--price", "h100=3",
+                              "--json")[1])["runtime_devices_per_gpu"] == {}
+    text = run_cli(capsys, *args, "--gpus", "mi250x", "--price", "mi250x=2")[1]
+    assert "a GPU is one mi250x card, its 2 dies added" in text

@@ -55,9 +55,14 @@ class FractionSource:
     def explain_lines(self) -> list[str]:
         if self.part_time_s is None or self.step_time_s is None:
             return [f"P = {self.fraction:g}, as given"]
+        from ridgeline.capacity import SERVING_ENGINES, pool_at_context_note
+
+        pool = [f"batch {self.batch:,} at context {self.context:,} checked against "
+                f"{self.engine}'s KV pool: "
+                + pool_at_context_note(self.engine)] if self.engine in SERVING_ENGINES else []
         return [f"P = time in {' + '.join(self.ops)} / decode step time (step_cost)",
                 f"  = {self.part_time_s * 1e3:.4g} ms / {self.step_time_s * 1e3:.4g} ms"
-                f" = {self.fraction:.4g}"]
+                f" = {self.fraction:.4g}", *pool]
 
 
 @dataclass(frozen=True)

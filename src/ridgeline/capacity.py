@@ -245,6 +245,16 @@ def engine_seat_limit(pool: KVPool, dep: Deployment) -> int:
 SERVING_ENGINES = ("vllm", "sglang", "trtllm")  # each sizes its pool for a max_model_len
 
 
+def pool_at_context_note(engine: str) -> str:
+    """--explain's word on the max_model_len page, amdahl and utilization start ``engine``'s
+    pool at: the context asked. They price the newest release, whose profiled step is the
+    scheduler's token budget, not max_model_len, so the pool holds as many conversations at
+    the model's longer default; only the start-up check (one request that long) differs."""
+    return ("the pool assumes max_model_len = this context; started at the model's longer "
+            f"default, {engine} holds as many conversations of this length but must also fit "
+            "one request of that default to start (`ridgeline fit` checks it)")
+
+
 def start_refusal_clause(engine: str, length: int, defaulted: bool, longest: int) -> str:
     """The start-up refusal as decode, prefill and simulate word it: ``engine`` refuses to start
     at ``length`` (``defaulted``: its default, the model's context), and where some shorter

@@ -112,6 +112,7 @@ def _check_vllm_keys(settings: dict[str, Any], name: str, command: str,
     says the file looks like TensorRT-LLM's and --engine trtllm reads it."""
     for key, value in settings.items():
         flag = "--" + key.replace("_", "-")
+        _refuse_not_modelled(key, value, name, options)
         if flag in options or flag in MOVED_FLAGS or value is False or value == []:
             continue  # false and [] add no flag (vllm_tokens), as in vLLM
         if key in TRTLLM_KEYS:
@@ -120,6 +121,24 @@ def _check_vllm_keys(settings: dict[str, Any], name: str, command: str,
                              "trtllm to read it as TensorRT-LLM's options")
         raise InputError(f"{key} in {name}: `ridgeline {command}` takes no {flag} (see "
                          f"`ridgeline {command} --help`)")
+
+
+def _refuse_not_modelled(key: str, value: Any, name: str,
+                         options: dict[str, argparse.Action]) -> None:
+    """Refuse, by file and key, a key whose flag the command line would refuse as not modelled
+    (launch_flags.refusal): ``compilation-config: {...}`` in x.yaml is "x.yaml:
+    compilation-config is not modelled: ...", as --compilation-config is."""
+    from ridgeline.launch_flags import LaunchFlag, refusal
+
+    tokens = vllm_tokens({key: value}, options)
+    record = getattr(options.get(tokens[0]), "record", None) if tokens else None
+    if not isinstance(record, LaunchFlag):
+        return
+    given = key if tokens[0] == "--" + key.replace("_", "-") else f"{key}: {value}".lower()
+    refused = refusal(record, given, tokens[1] if record.takes_value and len(tokens) > 1
+                      else None)
+    if refused:
+        raise InputError(f"{name}: {refused}")
 
 
 def config_file_error(exc: Exception) -> int:

@@ -298,11 +298,21 @@ def host_memory_problem(dep: Deployment, host_memory_bytes: float | None) -> str
 
 def _per_gpu_label(dep: Deployment) -> str:
     """'20.00 GiB a GPU', or with stages that offload differently, each stage's:
-    '37.73, 40.00 GiB a GPU by stage'."""
+    '37.73, 40.00 GiB a GPU by stage'; '16.00 GiB a GPU (2 dies added)' on an MI250X, whose
+    dies vLLM offloads the flag's 8 GiB from each (asked_bytes_per_gpu)."""
     per_stage = [split.bytes for split in stage_offloads(dep)]
+    dies = _dies_added(dep)
     if len(set(per_stage)) == 1:
-        return f"{per_stage[0] / GIB:,.2f} GiB a GPU"
-    return ", ".join(f"{b / GIB:,.2f}" for b in per_stage) + " GiB a GPU by stage"
+        return f"{per_stage[0] / GIB:,.2f} GiB a GPU{dies}"
+    return ", ".join(f"{b / GIB:,.2f}" for b in per_stage) + f" GiB a GPU{dies} by stage"
+
+
+def _dies_added(dep: Deployment) -> str:
+    """' (2 dies added)' where vLLM runs each card as several devices, each offloading the
+    flag's amount; '' otherwise."""
+    from ridgeline.hardware import dies_added, engine_devices
+
+    return dies_added(engine_devices(dep.engine, dep.accelerator))
 
 
 def cpu_offload_note(dep: Deployment) -> str:
@@ -339,7 +349,7 @@ def cpu_offload_caution(dep: Deployment) -> str:
     per_stage = [split.bytes for split in stage_offloads(dep)]
     moved = (f"{per_stage[0] / GIB:,.2f} GiB" if len(set(per_stage)) == 1 else
              ", ".join(f"{b / GIB:,.2f}" for b in per_stage) + " GiB (stage by stage)")
-    text = (f"{FLAG}: {moved} of each GPU's weights live in pinned host memory "
+    text = (f"{FLAG}: {moved}{_dies_added(dep)} of each GPU's weights live in pinned host memory "
             f"and every step reads them over the host link ({link / 1e9:,.0f} GB/s: "
             f"{'up to ' if routed else ''}{offload_read_time_s(dep) * 1e3:,.1f} ms a step, "
             "counted once; a prompt step's matmuls may read them more than once"

@@ -436,6 +436,13 @@ def runtime_device(acc: Accelerator) -> Accelerator:
         runtime_devices=1)
 
 
+def dies_added(devices: int) -> str:
+    """What a figure "per GPU" adds where the engine runs a card as several devices (vLLM on
+    an MI250, two GCDs): ' (2 dies added)', the card's figure being its dies'; '' for one.
+    A GPU is a card throughout, as --num-gpus counts it."""
+    return "" if devices == 1 else f" ({devices} dies added)"
+
+
 def engine_devices(engine: str, acc: Accelerator) -> int:
     """The devices ``engine`` runs each ``acc`` card as, each a tensor-parallel rank: vLLM
     those the runtime lists (an MI250's two GCDs, runtime_device;

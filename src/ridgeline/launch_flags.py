@@ -60,8 +60,19 @@ def launch_flags() -> tuple[LaunchFlag, ...]:
                  for r in data[key])
 
 
+def refusal(record: LaunchFlag, given: str, value: Any = None) -> str | None:
+    """The one line refusing ``record`` given as ``given`` (the flag, or a config file's key)
+    with ``value``: a flag not modelled, or a value of an ignored one that changes memory
+    (--load-format bitsandbytes); None where it is read and ignored."""
+    if not record.modelled_away:
+        return f"{given} is not modelled: {record.why}"
+    why = dict(record.refused_values).get(str(value).lower())
+    return f"{given} {value} is not modelled: {why}" if why else None
+
+
 class _Ignored(argparse.Action):
-    """Reads the flag (and its value) and keeps it for the note (``launch_note``)."""
+    """Reads the flag (and its value) and keeps it for the note (``launch_note``), or refuses
+    it at once, saying what it changes (``refusal``)."""
 
     def __init__(self, *args: Any, record: LaunchFlag, **kwargs: Any) -> None:
         self.record = record
@@ -69,20 +80,12 @@ class _Ignored(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: Any, option_string: str | None = None) -> None:
-        why = dict(self.record.refused_values).get(str(values).lower())
-        if why:  # a value of a harmless flag that is not harmless (--load-format bitsandbytes)
-            parser.error(f"{option_string} {values} is not modelled: {why}")
+        refused = refusal(self.record, str(option_string), values)
+        if refused:
+            parser.error(refused)
         given = f"{option_string} {values}" if self.record.takes_value else str(option_string)
         seen = list(getattr(namespace, "launch_flags_ignored", None) or [])
         namespace.launch_flags_ignored = [*seen, (given, self.record)]
-
-
-class _NotModelled(_Ignored):
-    """Refuses the flag at once, saying what it changes."""
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: Any, option_string: str | None = None) -> None:
-        parser.error(f"{option_string} is not modelled: {self.record.why}")
 
 
 def add_launch_flags(parser: argparse.ArgumentParser) -> None:
@@ -95,7 +98,7 @@ def add_launch_flags(parser: argparse.ArgumentParser) -> None:
             continue
         parser.add_argument(*spellings, dest="launch_flag_" + spellings[0].lstrip("-")
                             .replace("-", "_"), nargs=None if record.takes_value else 0,
-                            action=_Ignored if record.modelled_away else _NotModelled,
+                            action=_Ignored,
                             record=record, default=None, help=argparse.SUPPRESS)
 
 

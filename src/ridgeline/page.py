@@ -11,7 +11,12 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ridgeline.capacity import conversation_bytes, held_conversations
+from ridgeline.capacity import (
+    SERVING_ENGINES,
+    conversation_bytes,
+    held_conversations,
+    pool_at_context_note,
+)
 from ridgeline.catalog import resolve_model
 from ridgeline.cost import decode_batch, step_time_s
 from ridgeline.deployment import Deployment
@@ -176,6 +181,8 @@ def _conversations_step(dep: Deployment, context: int, held: int) -> Step:
           if pool.page_bytes else ""),
         q("one conversation", per_conversation / GIB, "GiB per GPU",
           f"{blocks:,} blocks" if blocks else f"{context:,} tokens of KV cache"),
+        *([q("max_model_len", context, "tokens", pool_at_context_note(dep.engine))]
+          if dep.engine in SERVING_ENGINES else []),
         *([] if division == held else [q(
             "pool ÷ one conversation", division, "", f"{dep.engine} holds {held:,}: what it "
             "admits, starts with or places holds fewer (`ridgeline fit`)")]),

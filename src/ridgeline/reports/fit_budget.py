@@ -8,7 +8,7 @@ from __future__ import annotations
 from ridgeline.memory import EngineSettings, KVPool
 from ridgeline.model import ModelSpec
 from ridgeline.reports.fit_state import fixed_state_size, state_per_request_bytes, state_pool_note
-from ridgeline.reports.fit_terms import cap_flag, is_llamacpp
+from ridgeline.reports.fit_terms import cap_flag, is_llamacpp, per_gpu
 from ridgeline.units import GIB
 
 
@@ -91,13 +91,6 @@ def budget_rows(p: KVPool, s: EngineSettings, model: ModelSpec | None = None,
     rows.append(["= KV cache" if is_llamacpp(p) else "= KV pool",
                  f"{gib(p.pool_bytes)} {per}"])
     return rows
-
-
-def per_gpu(p: KVPool) -> str:
-    """What a row's "per GPU" counts: a card, or where the runtime lists the card as several
-    devices (an MI250's two GCDs under vLLM), the card with its devices' figures added."""
-    n = p.runtime_devices
-    return "per GPU" if n == 1 else f"per GPU ({n} dies added)"
 
 
 def peak_label(p: KVPool) -> str:

@@ -25,6 +25,10 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
         "admission_blocks": p.admission_blocks(r.context),
         "model": r.deployment.model.name, "accelerator": r.deployment.accelerator.id,
         "num_gpus": r.deployment.num_gpus,
+        # a GPU is a card, as --num-gpus counts it; where the engine runs it as several
+        # devices (vLLM on an MI250: 2 dies, a tensor-parallel rank each) every *_per_gpu
+        # figure adds its devices'
+        "runtime_devices_per_gpu": p.runtime_devices,
         "tensor_parallel_size": r.deployment.tensor_parallel_size,
         "pipeline_parallel_size": r.deployment.pipeline_parallel_size,
         "decode_context_parallel_size": dcp,
@@ -74,7 +78,8 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
             "overflow_bytes_per_gpu": p.overflow_bytes} if p.set_pool_bytes else None,
         "vllm_advice": None if r.advice is None else {
             "kv_cache_memory_bytes_requested": int(r.advice[0]),
-            "kv_cache_memory_bytes_card": int(r.advice[1])},
+            # the flag is per device: the whole card, or one die of an MI250
+            "kv_cache_memory_bytes_device": int(r.advice[1])},
         "llama_server_c": r.launch_cells if is_llamacpp(p) and r.batch else None,
         "flash_attn": r.settings.flash_attn if is_llamacpp(p) else None,
         "profile": {"tokens": p.profile_tokens, "forward_bytes": p.forward_bytes,

@@ -23,7 +23,7 @@ from ridgeline.errors import InputError
 from ridgeline.llamacpp_tensor import tensor_split_build_problem
 from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.parallel import node_size
-from ridgeline.precision import kv_dtype, weight_plan
+from ridgeline.precision import kv_dtype, weight_bytes_by_category, weight_plan
 from ridgeline.quantization_gates import deployment_problem
 from ridgeline.reports.fit_state import most_rank_requests
 from ridgeline.reports.fit_terms import cap_flag, context_lever, fp8_kv_words, is_llamacpp
@@ -33,6 +33,7 @@ from ridgeline.vllm_pool import set_pool_margin_bytes
 from ridgeline.vllm_v0_chunking import v0_runs_whole
 
 if TYPE_CHECKING:
+    from ridgeline.model import ModelSpec
     from ridgeline.reports.fit import FitReport
 
 
@@ -43,7 +44,11 @@ class Lever:
     batch: int
 
 
-SMALLER_WEIGHTS = {"bf16": "fp8", "fp16": "fp8", "fp8": "awq-int4", "int8": "awq-int4"}
+# the next smaller format: 16-bit to fp8 (which vLLM and SGLang quantize on load), any 8-bit
+# one to 4-bit; a 4-bit format has none
+SMALLER_WEIGHTS = {"bf16": "fp8", "fp16": "fp8", "fp8": "awq-int4", "fp8-block": "awq-int4",
+                   "int8": "awq-int4", "int8-w8a16": "awq-int4", "bnb-int8": "awq-int4",
+                   "gptq-int8": "awq-int4"}
 SMALLER_GGUF = {"bf16": "q8_0", "fp16": "q8_0", "q8_0": "q4_k_m", "q6_k": "q4_k_m",
                 "q5_k_m": "q4_k_m", "q5_k_s": "q4_k_m"}
 
@@ -148,13 +153,7 @@ def levers(r: FitReport) -> list[Lever]:
                         f"PP{split.pipeline_parallel_size}", split, r.context, s))
     options.append((f"half the context ({r.context // 2:,} tokens)", d, max(1, r.context // 2),
                     s))
-    smaller = SMALLER_GGUF if gguf else SMALLER_WEIGHTS
-    current = d.weights.label
-    if current in smaller or (current == "as stored" and d.bytes_per_weight >= 1.9):
-        fmt = smaller.get(current, "q8_0" if gguf else "fp8")
-        plan = weight_plan(d.model, fmt)
-        if not weights_platform_problem(plan, d.accelerator, d.engine, True):
-            options.append((f"{fmt} weights", replace(d, weights=plan), r.context, s))
+    options += _smaller_weights_lever(d, r.context, s, gguf)
     if gguf and not s.flash_attn:
         options.append(("flash attention (-fa on)", d, r.context, replace(s, flash_attn=True)))
     if gguf and r.conversations > r.pool.max_num_seqs:
@@ -191,6 +190,37 @@ def levers(r: FitReport) -> list[Lever]:
         if lever.batch and (lever.conversations > r.conversations or lever.batch > r.batch):
             levers.append(lever)  # one that gains nothing, or runs nothing, is no way out
     return levers
+
+
+def _smaller_weights_lever(d: Deployment, context: int, s: EngineSettings, gguf: bool
+                           ) -> list[tuple[str, Deployment, int, EngineSettings]]:
+    """The next smaller weight format (SMALLER_WEIGHTS, SMALLER_GGUF), where the card runs it.
+    A checkpoint whose quantization_config (or GGUF file) fixes its format, bitsandbytes, AWQ,
+    GPTQ, fp8, compressed-tensors alike, is served as stored: a smaller format is another
+    checkpoint, which the lever says, and none is offered past the smallest (a 4-bit one)."""
+    stored = stored_weight_format(d.model)
+    current = stored if d.weights.label == "as stored" else d.weights.label
+    fmt = (SMALLER_GGUF if gguf else SMALLER_WEIGHTS).get(current)
+    if fmt is None:
+        return []
+    plan = weight_plan(d.model, fmt)
+    if weights_platform_problem(plan, d.accelerator, d.engine, True):
+        return []
+    name = f"{fmt} weights"
+    if stored:  # no flag turns a quantized checkpoint into another format
+        name += f" (a different {'GGUF file' if gguf else 'checkpoint'}; this one is {stored})"
+    return [(name, replace(d, weights=plan), context, s)]
+
+
+def stored_weight_format(spec: ModelSpec) -> str:
+    """The format a quantized checkpoint stores most of its weight bytes in: DeepSeek-V3's
+    'fp8-block', a bitsandbytes 4-bit checkpoint's 'bnb-nf4', gpt-oss's 'mxfp4' (its
+    experts); "" for a 16-bit checkpoint, whose format a flag picks."""
+    stored = spec.stored_format_map
+    if not stored:
+        return ""
+    by_bytes = weight_bytes_by_category(spec, weight_plan(spec))
+    return stored[max(stored, key=lambda c: by_bytes.get(c, 0.0))]
 
 
 def _dcp_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSettings]]:

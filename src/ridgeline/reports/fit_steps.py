@@ -21,7 +21,7 @@ from ridgeline.reports.fit_budget_steps import (
     window_rule,
 )
 from ridgeline.reports.fit_state import running_step, state_pool_note, state_shortfall_step
-from ridgeline.reports.fit_terms import cap_flag, is_llamacpp
+from ridgeline.reports.fit_terms import cap_flag, is_llamacpp, per_gpu
 from ridgeline.reports.fit_verdict import DOES_NOT_FIT
 from ridgeline.reports.fit_weights import weights_note
 from ridgeline.sglang_hybrid import sglang_state_dtypes, sglang_state_ratio
@@ -50,7 +50,7 @@ def stage_steps(dep: Deployment, s: EngineSettings, pool: KVPool) -> tuple[Step,
                    "get_pp_indices; read as the same split for " + pool.engine + ")"
                    if pool.engine != "vllm" else
                    "vLLM get_pp_indices: even, the remainder to the stages before the last"),
-                 q("weights per GPU by stage",
+                 q(f"weights {per_gpu(pool)} by stage",
                    ", ".join(f"{p.weight_bytes / GIB:,.2f}" for p in pools), "GiB"),
                  q("blocks by stage", ", ".join(f"{p.blocks:,}" for p in pools))),)
 
@@ -61,7 +61,7 @@ def pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
     static = bool(pool.state_request_bytes)  # SGLang's hybrid: its state pool comes out next
     return (llamacpp_pool_step(dep, pool, s) if is_llamacpp(pool) else
             _set_pool_step(dep, pool, s) if pool.set_pool_bytes else
-            step("static pool per GPU" if static else "KV pool per GPU",
+            step(f"static pool {per_gpu(pool)}" if static else f"KV pool {per_gpu(pool)}",
                  "(total × reserved fraction − weights − activations − non-torch "
                  "− graphs" + (" − runtime buffers" if pool.engine_buffers else "")
                  + ") × free fraction of the rest" if pool.free_fraction_of_rest != 1 else
@@ -73,7 +73,8 @@ def pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
                  q("total", pool.total_bytes / GIB, "GiB",
                    device_memory_note(dep.accelerator)),
                  q("reserved fraction", pool.reserved_fraction, "", _fraction_note(dep, pool, s)),
-                 q("weights per GPU", pool.weight_bytes / GIB, "GiB", weights_note(dep, pool)),
+                 q(f"weights {per_gpu(pool)}", pool.weight_bytes / GIB, "GiB",
+                   weights_note(dep, pool)),
                  *(peak_quantities(dep, pool) if pool.engine != "sglang" else ()),
                  *([q("max_num_seqs", pool.max_num_seqs, "", note)]
                    if pool.engine == "vllm" and (note := vllm_seats_note(dep, s)) else ()),
@@ -186,7 +187,7 @@ def _capture_note(pool: KVPool, s: EngineSettings) -> str:
 def _set_pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
     """A pool --kv-cache-memory-bytes sets: vLLM takes it as given, unchecked; ridgeline checks
     it against the room the card leaves (nothing held where it overruns it)."""
-    return step("KV pool per GPU", "as set by --kv-cache-memory-bytes, if it fits in the room: "
+    return step(f"KV pool {per_gpu(pool)}", "as set by --kv-cache-memory-bytes, if it fits in the room: "
                 "total − weights − activations − non-torch − graphs"
                 + (" − sampler state" if pool.seat_buffer_bytes else ""),
                 q("pool", pool.pool_bytes / GIB, "GiB"),
@@ -195,7 +196,8 @@ def _set_pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
                   "gpu_memory_utilization ignored)"),
                 q("room", pool.rest_bytes / GIB, "GiB"),
                 q("total", pool.total_bytes / GIB, "GiB", device_memory_note(dep.accelerator)),
-                q("weights per GPU", pool.weight_bytes / GIB, "GiB", weights_note(dep, pool)),
+                q(f"weights {per_gpu(pool)}", pool.weight_bytes / GIB, "GiB",
+                  weights_note(dep, pool)),
                 *peak_quantities(dep, pool),
                 q("non-torch", pool.non_torch_bytes / GIB, "GiB", "CUDA context"),
                 q("CUDA graphs", pool.cuda_graph_bytes / GIB, "GiB",
@@ -270,7 +272,7 @@ def conversations_step(dep: Deployment, pool: KVPool, s: EngineSettings, context
         return step("conversations", "min(floor(floor(KV cache ÷ bytes per page) × page size "
                     "÷ context), state slots)", q("conversations", n), kv, slots,
                     q("bytes per page", pool.page_bytes / 2**20, "MiB",
-                      f"{pool.block_size} tokens × KV bytes per token per GPU"),
+                      f"{pool.block_size} tokens × KV bytes per token {per_gpu(pool)}"),
                     q("page size", pool.block_size), q("context", context, "tokens"))
     return step("conversations", f"none: {context_refusal(dep, context)}"
                 if past_trained_context(dep, context) else
@@ -318,7 +320,7 @@ def held_steps(r: FitReport) -> tuple[Step, ...]:
     slots = [q("slots' window cache", p.slot_cache_bytes / GIB, "GiB")] \
         if is_llamacpp(p) else []
     per_block = q(f"bytes per {unit[:-1]}", p.page_bytes / 2**20, "MiB",
-                  f"{p.block_size} token(s) × KV bytes per token per GPU"
+                  f"{p.block_size} token(s) × KV bytes per token {per_gpu(p)}"
                   + (" across every KV-cache group" if p.groups else ""))
     out = [step("blocks the KV cache holds", "floor(KV cache ÷ bytes per block)",
                 q(unit, p.blocks), q("KV cache", p.state_kv_bytes / GIB, "GiB",
@@ -345,7 +347,7 @@ def held_steps(r: FitReport) -> tuple[Step, ...]:
             and not past_trained_context(r.deployment, r.context):
         out.append(state_shortfall_step(r))
     elif r.verdict == DOES_NOT_FIT and not past_trained_context(r.deployment, r.context):
-        out.append(step("shortfall per GPU", "(max(target × per conversation, start-up blocks) "
+        out.append(step(f"shortfall {per_gpu(r.pool)}", "(max(target × per conversation, start-up blocks) "
                         "+ slots' window cache) ÷ share of the rest for the cache − the rest",
                         q("shortfall", r.shortfall_bytes / GIB, "GiB"),
                         q("target", max(1, r.target or 1)),

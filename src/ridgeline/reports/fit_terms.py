@@ -5,6 +5,7 @@ or a context length (engines.json ``cli``), and whether the pool is llama.cpp's.
 from __future__ import annotations
 
 from ridgeline.datafiles import engine_defaults
+from ridgeline.hardware import dies_added
 from ridgeline.memory import KVPool
 
 
@@ -16,6 +17,12 @@ def runner_label(p: KVPool) -> str:
 def cap_flag(p: KVPool) -> str:
     """The engine's own name for the cap on its pool's tokens."""
     return "kv_cache_config.max_tokens" if p.engine == "trtllm" else "--max-total-tokens"
+
+
+def per_gpu(p: KVPool) -> str:
+    """What a row's "per GPU" counts: a card, or where the runtime lists the card as several
+    devices (an MI250's two GCDs under vLLM), the card with its devices' figures added."""
+    return "per GPU" + dies_added(p.runtime_devices)
 
 
 def is_llamacpp(p: KVPool) -> bool:

@@ -12,12 +12,12 @@ from ridgeline.llamacpp_batching import llamacpp_n_batch
 from ridgeline.llamacpp_tensor import tensor_split_launch
 from ridgeline.memory import KVPool
 from ridgeline.render import table
-from ridgeline.reports.fit_budget import budget_rows, per_gpu
+from ridgeline.reports.fit_budget import budget_rows
 from ridgeline.reports.fit_levers import gpus_needed
 from ridgeline.reports.fit_offload import offload_flags, offload_lines
 from ridgeline.reports.fit_ranks import pool_ranks_note, seats_ranks_note
 from ridgeline.reports.fit_state import running_slots, state_overrun, state_pool_note
-from ridgeline.reports.fit_terms import is_llamacpp, runner_label, seats_name
+from ridgeline.reports.fit_terms import is_llamacpp, per_gpu, runner_label, seats_name
 from ridgeline.reports.fit_verdict import DOES_NOT_FIT, logged_concurrency_line, verdict_line
 from ridgeline.stages import pipeline_stages
 from ridgeline.units import GIB, plural
@@ -84,10 +84,13 @@ def fit_text_lines(r: FitReport) -> list[str]:
                      "memory; a running request takes "
                      + ("one slot" if slots == 1 else f"{slots} slots"))
     if r.advice is not None:
-        fit_requested, fill_card = r.advice
+        fit_requested, fill_card = r.advice  # the flag is per device: a die of an MI250
+        device = "card" if p.runtime_devices == 1 else "die"
         lines.append(f"vLLM's start-up advice: --kv-cache-memory-bytes {int(fit_requested)} "
                      f"({fit_requested / GIB:,.2f} GiB) fits the memory requested, "
-                     f"{int(fill_card)} ({fill_card / GIB:,.2f} GiB) fills the card")
+                     f"{int(fill_card)} ({fill_card / GIB:,.2f} GiB) fills the {device}"
+                     + (f" (each of the {p.runtime_devices} dies of a {d.accelerator.id} takes "
+                        "the flag)" if p.runtime_devices > 1 else ""))
     if is_llamacpp(p) and r.batch:
         ub = r.settings.max_num_batched_tokens
         flags = "".join((

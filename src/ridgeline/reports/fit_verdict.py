@@ -16,7 +16,7 @@ from ridgeline.reports.fit_state import (
     state_overrun,
     state_overrun_reason,
 )
-from ridgeline.reports.fit_terms import cap_flag, is_llamacpp
+from ridgeline.reports.fit_terms import cap_flag, is_llamacpp, per_gpu
 from ridgeline.sglang_hybrid import sglang_slots_per_request, sglang_state_ratio
 from ridgeline.sglang_memory import sglang_data
 from ridgeline.stages import micro_batches
@@ -76,7 +76,7 @@ def verdict_line(r: FitReport) -> str:
     elif r.verdict == DOES_NOT_FIT and p.overflow_bytes:
         headline = (f"DOES NOT FIT: the {p.set_pool_bytes / GIB:,.2f} GiB pool "
                     f"--kv-cache-memory-bytes sets overruns the card by "
-                    f"{p.overflow_bytes / GIB:,.2f} GiB per GPU (the weights, the profiled "
+                    f"{p.overflow_bytes / GIB:,.2f} GiB {per_gpu(p)} (the weights, the profiled "
                     f"peak, non-torch memory and CUDA graphs leave "
                     f"{max(0.0, p.rest_bytes) / GIB:,.2f} GiB); vLLM skips its memory "
                     "check for a set pool, so it would run out of memory (allocating the "
@@ -97,7 +97,7 @@ def verdict_line(r: FitReport) -> str:
     elif r.verdict == DOES_NOT_FIT:
         short = r.shortfall_bytes / GIB
         headline += (f"{_against(r)}; the pool is short by "
-                     f"{short:,.{2 if 0 < short < 0.1 else 1}f} GiB per GPU")
+                     f"{short:,.{2 if 0 < short < 0.1 else 1}f} GiB {per_gpu(p)}")
         if r.refused_start and r.start_blocks is not None and p.rest_bytes >= 0:
             windows = p.groups is not None and bool(p.groups.windows)
             headline += (f" (vLLM refuses to start: one {r.context:,}-token request "
@@ -144,7 +144,7 @@ def verdict_line(r: FitReport) -> str:
                          f"has room for {p.rest_bytes / GIB:,.2f} GiB)" if need <= p.rest_bytes
                          else f" (the card has room for {p.rest_bytes / GIB:,.2f} GiB)")
         elif p.weights_overflow:
-            headline += (f" (the weights alone, {p.weight_bytes / GIB:,.1f} GiB per GPU, "
+            headline += (f" (the weights alone, {p.weight_bytes / GIB:,.1f} GiB {per_gpu(p)}, "
                          f"exceed the card's {p.total_bytes / GIB:,.1f} GiB: it could not "
                          "load them)")
         elif p.rest_bytes < 0:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ridgeline.deployment import Deployment
 from ridgeline.memory import KVPool, ep_extra_bytes
-from ridgeline.reports.fit_terms import is_llamacpp
+from ridgeline.reports.fit_terms import is_llamacpp, per_gpu
 from ridgeline.stages import stage_tp_copies_bytes, stage_weight_bytes
 from ridgeline.units import GIB
 
@@ -19,7 +19,7 @@ def weights_note(dep: Deployment, pool: KVPool) -> str:
 
     whole = _kept_whole_note(dep, pool)
     share = f"{checkpoint_share_bytes(dep, pool) / GIB:,.2f} GiB of {dep.weights.label} " \
-        "weights per GPU" + (f" of {pool.stage.describe()}" if pool.stage else "") + whole
+        f"weights {per_gpu(pool)}" + (f" of {pool.stage.describe()}" if pool.stage else "") + whole
     vision = vision_bytes_in_pool(dep, pool)
     if vision > 0:
         share += (f" + {vision / GIB:,.2f} GiB of vision tower ("

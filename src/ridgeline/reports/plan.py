@@ -213,6 +213,16 @@ class PlanReport:
             data["tpot_s"] = data["slowed_tpot_floor_s"] = None
         return data
 
+    def dies_per_card(self) -> dict[str, int]:
+        """{accelerator: devices} of the searched cards the engine runs as several devices
+        (vLLM on an MI250X: 2); {} where every card is one."""
+        from ridgeline.hardware import engine_devices, resolve_accelerator
+
+        r = self.result
+        named = {c.accelerator for c in (*r.candidates, *r.unpriced, *r.disaggregated)}
+        devices = {a: engine_devices(r.engine, resolve_accelerator(a)) for a in sorted(named)}
+        return {a: n for a, n in devices.items() if n > 1}
+
     def to_dict(self) -> dict[str, Any]:
         r = self.result
         win = r.winner
@@ -234,6 +244,9 @@ class PlanReport:
             "held_splits": [self._row(c) for c in self.held_splits()],
             "pareto": [{"tok_s_per_gpu": a, "tok_s_per_user": b, "point": p}
                        for a, b, p in r.pareto],
+            # a GPU is a card in every count and per-GPU figure, as --num-gpus counts it;
+            # the cards the engine runs as several devices (vLLM: an MI250's 2 dies)
+            "runtime_devices_per_gpu": self.dies_per_card(),
             "pareto_context_tokens": mean_decode_context(*r.load.means()),
             "closest_miss": r.closest_miss or None,
             "max_model_len": self.max_len, "refused_share": self.refused_share,
@@ -536,9 +549,11 @@ class PlanReport:
                          f"disaggregated-prefill KV connectors); {top} needs none")
         if r.pareto:
             ctx = mean_decode_context(*r.load.means())
+            dies = "".join(f"; a GPU is one {a} card, its {n} dies added (as --num-gpus "
+                           "counts)" for a, n in self.dies_per_card().items())
             lines += ["", f"Pareto frontier, decode at a {ctx:,}-token context (the prompt and "
                       "half the output, a response's mean), each configuration at batches 1, 2, "
-                      "4, … and the batch that meets the SLO:",
+                      f"4, … and the batch that meets the SLO{dies}:",
                       f"  {'tok/s/GPU':>9}  {'tok/s/user':>10}  configuration, batch"]
             # past 12 points, the fastest per user and the 11 of the most tokens per GPU (the
             # batches meeting the SLO among them)

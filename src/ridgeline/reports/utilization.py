@@ -180,7 +180,13 @@ def utilization_report(
     whose seats flag and running gauge the text names. ``tensor_parallel_size`` is the TP
     without a model (``dep``'s with one): past a node it carries the cross-node caution fit,
     decode and simulate give."""
-    from ridgeline.capacity import context_refusal, held_conversations, refuses_to_start
+    from ridgeline.capacity import (
+        SERVING_ENGINES,
+        context_refusal,
+        held_conversations,
+        pool_at_context_note,
+        refuses_to_start,
+    )
     from ridgeline.memory import EngineSettings, kv_pool
 
     if engine is None:
@@ -262,6 +268,11 @@ def utilization_report(
                        q("floor time", f.step_time_s * 1e3, "ms", f"bound by {f.bound}"),
                        q("peak", dep.peak_flops_per_s / 1e12, "TFLOP/s",
                          f"{dep.num_gpus} x {acc.id}")),)
+    if limit is not None and context is not None and engine in SERVING_ENGINES:
+        steps += (step("conversations the pool holds", "the engine's KV pool at its defaults ÷ "
+                       "one conversation's cache (`ridgeline fit` for the breakdown)",
+                       q("conversations", limit),
+                       q("max_model_len", context, "tokens", pool_at_context_note(engine))),)
     tp = dep.tensor_parallel_size if dep is not None else tensor_parallel_size
     return UtilizationReport(acc, compute_dtype, running, bytes_per_weight, limit, context,
                              dep.model.name if dep else None, steps,
