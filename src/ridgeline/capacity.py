@@ -31,7 +31,8 @@ def conversation_bytes(pool: KVPool, dep: Deployment, context: int) -> float:
         return pool.kv_bytes_per_token * context
     if pool.host_cells:  # -ngl left every growing layer, and its cache, on the host
         return 0.0
-    return sequence_bytes_per_gpu(dep, context) * pool.kv_share
+    return sequence_bytes_per_gpu(dep, context) * pool.kv_share \
+        + pool.drafter_kv_bytes_per_token * context
 
 
 def admission_gate(pool: KVPool, context: int) -> tuple[int, int] | None:
@@ -71,7 +72,8 @@ def conversations(pool: KVPool, dep: Deployment, context: int) -> int:
             held = min(held, int(cache // (context * pool.kv_bytes_per_token
                                            + pool.slot_bytes_each)))
         return held
-    per_seq = sequence_bytes_per_gpu(dep, context) * pool.kv_share
+    per_seq = sequence_bytes_per_gpu(dep, context) * pool.kv_share \
+        + pool.drafter_kv_bytes_per_token * context
     return int(pool.kv_cache_bytes // per_seq) if per_seq else 0
 
 

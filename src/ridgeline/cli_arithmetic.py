@@ -34,6 +34,7 @@ from ridgeline.cli_load import (
     build_deployment,
     card_id,
     default_engine,
+    drafter,
     drafts_with_mtp,
     load_accelerator,
     load_deployment,
@@ -285,10 +286,12 @@ def _engine_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
     switches = pool_switch_settings(args)  # fit's and simulate's, as they size the pool
     if not given:
         # an MTP drafter's layer and cache are the pool's too (drafter_memory.py), as fit holds
-        plain = version is None and asynchronous and not switches and not drafts_with_mtp(args)
+        # so are a separate drafter's vLLM reads, and SGLang's reserve for any drafter
+        plain = version is None and asynchronous and not switches and not drafts_with_mtp(args) \
+            and not (spec and (dep.engine == "sglang" or getattr(args, "spec_draft_model", "")))
         return None if plain else EngineSettings(
             engine_version=version, speculative_decoding=spec, async_scheduling=asynchronous,
-            draft_mtp=drafts_with_mtp(args), **switches)
+            draft_mtp=drafts_with_mtp(args), drafter=drafter(args), **switches)
     if dep.engine.startswith("llama.cpp"):
         owner = ("vLLM's pool" if given == ["--kv-cache-memory-bytes"] else
                  "SGLang's and TensorRT-LLM's pools" if given == ["--max-total-tokens"] else
@@ -305,7 +308,7 @@ def _engine_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
                           kv_cache_memory_bytes=args.kv_cache_memory_bytes,
                           max_total_tokens=args.max_total_tokens, engine_version=version,
                           speculative_decoding=spec, async_scheduling=asynchronous,
-                          draft_mtp=drafts_with_mtp(args),
+                          draft_mtp=drafts_with_mtp(args), drafter=drafter(args),
                           max_mamba_cache_size=args.max_mamba_cache_size,
                           mamba_ssm_dtype=args.mamba_ssm_dtype,
                           max_cudagraph_capture_size=args.max_cudagraph_capture_size,

@@ -408,6 +408,20 @@ def drafts_with_mtp(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "spec_tokens", 0)) and getattr(args, "spec_method", None) in MTP_METHODS
 
 
+def drafter(args: argparse.Namespace) -> Any:
+    """The drafter the flags give (engine_spec.EngineSpec), whose memory the pool may hold:
+    its length, --spec-method (default eagle), and the drafter an engine's flags named and the
+    GPUs it is split over; None without --spec-tokens."""
+    from ridgeline.engine_spec import EngineSpec
+
+    tokens = getattr(args, "spec_tokens", 0)
+    if not tokens:
+        return None
+    return EngineSpec(tokens, getattr(args, "spec_method", None) or "eagle",
+                      getattr(args, "spec_draft_model", "") or "",
+                      getattr(args, "spec_draft_tp", 0) or 0)
+
+
 def engine_settings(args: argparse.Namespace) -> Any:
     from ridgeline.memory import EngineSettings
 
@@ -422,7 +436,7 @@ def engine_settings(args: argparse.Namespace) -> Any:
         overlap_scheduler=not getattr(args, "disable_overlap_scheduler", False),
         prefix_caching=getattr(args, "prefix_caching", None),
         speculative_decoding=bool(getattr(args, "spec_tokens", 0)),
-        draft_mtp=drafts_with_mtp(args),
+        draft_mtp=drafts_with_mtp(args), drafter=drafter(args),
         language_model_only=getattr(args, "language_model_only", False),
         enable_multimodal=getattr(args, "enable_multimodal", False),
         flash_attn=getattr(args, "flash_attn", None) != "off",

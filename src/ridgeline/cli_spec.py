@@ -6,6 +6,7 @@ own spellings of the drafter (vLLM's --speculative-config, SGLang's --speculativ
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from typing import Any
 
 from ridgeline.cli_types import _count, _share
@@ -119,8 +120,9 @@ def engine_spec_args(args: argparse.Namespace) -> None:
     elif args.speculative_algorithm is None:
         raise InputError(f"{given[0][0]} shapes SGLang's drafter: give --speculative-algorithm")
     else:
-        spec = sglang_speculative(args.speculative_algorithm, args.speculative_num_steps,
-                                  args.speculative_eagle_topk, args.speculative_num_draft_tokens)
+        spec = replace(sglang_speculative(
+            args.speculative_algorithm, args.speculative_num_steps, args.speculative_eagle_topk,
+            args.speculative_num_draft_tokens), draft_model=args.speculative_draft_model_path or "")
     tokens = spec.tokens
     if not tokens:  # vLLM's MTP drafter without num_speculative_tokens: one per MTP layer
         from ridgeline.cli_load import load_model
@@ -132,6 +134,8 @@ def engine_spec_args(args: argparse.Namespace) -> None:
                              f"prediction layers, and {model.name} has none (no "
                              "num_nextn_predict_layers in its config.json)")
     args.spec_tokens, args.spec_method = tokens, spec.method
+    # the drafter named and its GPUs, for its memory (cli_load.drafter)
+    args.spec_draft_model, args.spec_draft_tp = spec.draft_model, spec.draft_tensor_parallel_size
     for _, dest, _, _ in ENGINE_FLAGS:  # read once: a command reading its flags again per card
         setattr(args, dest, None)  # finds ridgeline's own
 
@@ -171,11 +175,10 @@ def spec_method(args: argparse.Namespace, model: Any) -> str:
 def fit_drafter(args: argparse.Namespace, model: Any, engines: list[str]) -> None:
     """fit's drafter: read as decode and simulate read it (an MTP one refused for a checkpoint
     without MTP layers), with a caution where its weights and cache are not in the pool: vLLM
-    holds an MTP drafter's (drafter_memory.py); an EAGLE head's or a draft model's config is not
-    read, and an n-gram drafter holds nothing."""
+    and TensorRT-LLM hold an MTP drafter's (drafter_memory.py), vLLM a separate drafter whose
+    config it can read offline (draft_model_memory.py); SGLang loads any drafter after sizing
+    its pool, into the memory it holds back; an n-gram drafter holds nothing."""
     import sys
-
-    from ridgeline.drafter_memory import mtp_counted
 
     spec_args(args)
     if not args.spec_tokens:
@@ -184,18 +187,49 @@ def fit_drafter(args: argparse.Namespace, model: Any, engines: list[str]) -> Non
     method = args.spec_method or "eagle"
     if method == "ngram":
         return
-    if method in MTP_METHODS:
-        missed = [e for e in engines if not mtp_counted(e, model)]
-        if not missed:
-            return
-        why = (f"{missed[0]}'s drafter memory is not modelled" if missed[0] != "vllm" else
-               "a hybrid's MTP layer joins vLLM's grouped pages, not sized here")
-        drafter = f"the MTP layers' ({model.mtp_layers})"
-    else:
-        why, drafter = "its config is not read", f"the {method} drafter's"
-    caution = (f"{drafter} weights and cache are not in this pool ({why}): the engine holds "
-               "them beside the model")
+    reasons = [_drafter_left_out(args, model, e, method) for e in engines]
+    why = next((r for r in reasons if r), "")
+    if not why:
+        return
+    name = getattr(args, "spec_draft_model", "") or ""
+    drafter = (f"the MTP layers' ({model.mtp_layers})" if method in MTP_METHODS else
+               f"the {method} drafter's" + (f" ({name})" if name else ""))
+    caution = f"{drafter} weights and cache are not in this pool ({why})" + (
+        "" if why.startswith("SGLang") else ": the engine holds them beside the model")
     said = vars(args).setdefault("cautions_said", [])
     if caution not in said:
         said.append(caution)
         print(f"ridgeline: caution: {caution}", file=sys.stderr)
+
+
+def _drafter_left_out(args: argparse.Namespace, model: Any, engine: str, method: str) -> str:
+    """Why ``engine``'s pool leaves the drafter out; "" where it holds it."""
+    from ridgeline.draft_model_memory import drafter_problem, read_drafter
+    from ridgeline.drafter_memory import mtp_counted
+
+    if engine == "sglang":
+        return ("SGLang loads them after sizing its pool, a cache of the pool's tokens of "
+                "their own, into the memory mem_fraction_static holds back: its default holds "
+                "2 GiB more for a drafter from v0.4.7.post1, 6 GiB for STANDALONE from v0.5.2; "
+                "whether they fit there is not checked")
+    if method in MTP_METHODS:
+        backend = getattr(args, "backend", None)
+        if mtp_counted(engine, model, backend):
+            return ""
+        if engine == "trtllm" and backend == "tensorrt":
+            return "TensorRT-LLM runs MTP on its PyTorch backend only"
+        if engine == "vllm":
+            return "a hybrid's MTP layer joins vLLM's grouped pages, not sized here"
+        if engine == "trtllm":
+            return "a hybrid's MTP layer joins TensorRT-LLM's layer mask, not sized here"
+        return f"{engine}'s drafter memory is not modelled"
+    if engine != "vllm":
+        return f"{engine}'s separate drafter memory is not modelled"
+    name = getattr(args, "spec_draft_model", "") or ""
+    if not name:
+        return "no drafter named: --speculative-config's model, a bundled id or a config.json"
+    drafter = read_drafter(name, method)
+    if drafter is None:
+        return ("its config is neither bundled nor a config.json on this path, and ridgeline "
+                "fetches nothing")
+    return drafter_problem(engine, model, drafter)

@@ -11,8 +11,19 @@ the engine built), so a token's cache grows by one layer's per MTP layer. DeepSe
 layers, 1 MTP) on 8 GPUs: 11.7 GB of weights, about 1.6 GB a GPU (eh_proj whole on each),
 and 1/61 more cache a token.
 
-Counted for vLLM on a model of full-attention layers alone (DeepSeek-V3, GLM-4.5, MiMo); a
-hybrid's MTP layer (Qwen3-Next) joins vLLM's grouped pages, which are not sized here.
+TensorRT-LLM's PyTorch backend holds them the same way (the one-model MTP path, its default):
+the MTP layers are modules of the model (models/modeling_speculative.py MTPForCausalLM: one
+layer where the checkpoint ships one, rerun for every draft, MTP-Eagle; else one per draft),
+loaded before the KV cache is sized, and its KV cache manager adds get_num_spec_layers =
+num_nextn_predict_layers layers, one per draft, on the last pipeline stage
+(speculative/utils.py; pyexecutor/resource_manager.py get_pp_layers). Its eh_proj is
+row-parallel over the tensor-parallel GPUs (modeling_deepseekv3.py DeepseekV3MTP). DeepSeek-V3
+drafting 3 on 8 GPUs: one layer's weights, three layers more cache a token (64/61).
+
+Counted for vLLM and TensorRT-LLM on a model of full-attention layers alone (DeepSeek-V3,
+GLM-4.5, MiMo); a hybrid's MTP layer (Qwen3-Next) joins vLLM's grouped pages and TensorRT-LLM's
+layer mask, which are not sized here. SGLang loads them as a draft worker of their own after
+its pool is sized (sglang_memory.py's reserve).
 """
 
 from __future__ import annotations
@@ -28,40 +39,98 @@ from ridgeline.quantization import EMBEDDING, OTHER
 if TYPE_CHECKING:
     from ridgeline.deployment import Deployment
     from ridgeline.kvpool import KVPool
+    from ridgeline.memory import EngineSettings
     from ridgeline.model import ModelSpec
 
 
-def mtp_counted(engine: str, model: ModelSpec) -> bool:
-    """Whether the pool counts ``model``'s MTP drafter: vLLM's, of a model whose every layer is
-    full attention, with MTP layers."""
-    return engine == "vllm" and model.mtp_layers > 0 and model.attention is not None \
-        and all(layer.mixer == FULL for layer in model.layers)
+def mtp_counted(engine: str, model: ModelSpec, backend: str | None = None) -> bool:
+    """Whether the pool counts ``model``'s MTP drafter: vLLM's, or TensorRT-LLM's PyTorch
+    backend's (``backend``; MTP has no TensorRT engine path: MTPDecodingConfig
+    supports_backend), of a model whose every layer is full attention, with MTP layers."""
+    if engine == "trtllm":
+        from ridgeline.trtllm_memory import default_backend
+
+        if (backend or default_backend()) != "pytorch":
+            return False
+    return engine in ("vllm", "trtllm") and model.mtp_layers > 0 \
+        and model.attention is not None and all(layer.mixer == FULL for layer in model.layers)
 
 
-def mtp_weight_bytes_per_gpu(dep: Deployment) -> float:
+def mtp_held_layers(engine: str, model: ModelSpec, drafts: int) -> int:
+    """The MTP layers whose weights the engine holds: vLLM builds the checkpoint's; TensorRT-LLM
+    one where the checkpoint ships one (rerun ``drafts`` times), else one per draft."""
+    if engine == "trtllm" and drafts:
+        return 1 if model.mtp_layers == 1 else drafts
+    return model.mtp_layers
+
+
+def mtp_cached_layers(engine: str, model: ModelSpec, drafts: int) -> int:
+    """The MTP layers the engine caches a token for: vLLM the ones it builds, TensorRT-LLM one
+    per draft (``drafts``, its num_nextn_predict_layers)."""
+    return drafts if engine == "trtllm" and drafts else model.mtp_layers
+
+
+def mtp_weight_bytes_per_gpu(dep: Deployment, drafts: int = 0) -> float:
     """One GPU's share of the MTP layers: each category of the last decoder layer over the
-    GPUs it is split over (experts over the expert ranks); eh_proj whole on every GPU at the
-    embedding's format, a plain nn.Linear in vLLM's DeepSeekMultiTokenPredictorLayer
-    (model_executor/models/deepseek_mtp.py), not a tensor-parallel one; the norms whole."""
+    GPUs it is split over (experts over the expert ranks); eh_proj at the embedding's format,
+    whole on every GPU in vLLM (a plain nn.Linear in its DeepSeekMultiTokenPredictorLayer,
+    model_executor/models/deepseek_mtp.py), row-parallel in TensorRT-LLM; the norms whole.
+    ``drafts``: TensorRT-LLM's draft length, which sets the layers it holds."""
     model, plan = dep.model, dep.weights
     layer = sum(n * plan.format_of(c).bytes_per_weight / dep.category_ranks(c)
                 for c, n in layer_params(model, model.layers[-1]).items() if n)
     h = model.hidden_size
     eh_proj = 2 * h * h * plan.format_of(EMBEDDING).bytes_per_weight
+    if dep.engine == "trtllm":
+        eh_proj /= dep.tensor_parallel_size
     norms = 2 * h * plan.format_of(OTHER).bytes_per_weight  # enorm, hnorm
-    return model.mtp_layers * (layer + eh_proj + norms)
+    return mtp_held_layers(dep.engine, model, drafts) * (layer + eh_proj + norms)
 
 
-def mtp_kv_bytes_per_token(dep: Deployment, kv_replication: float, rank_gpus: int) -> float:
+def mtp_kv_bytes_per_token(dep: Deployment, kv_replication: float, rank_gpus: int,
+                           drafts: int = 0) -> float:
     """One GPU's cache a token for the MTP layers: one attention layer's each, stored and
     split as the target's (``kv_replication`` copies over ``rank_gpus``)."""
     per_layer = attention_kv_bytes_per_token(dep.model, dep.kv.bytes_per_element)
-    return dep.model.mtp_layers * per_layer * kv_replication / rank_gpus
+    layers = mtp_cached_layers(dep.engine, dep.model, drafts)
+    return layers * per_layer * kv_replication / rank_gpus
+
+
+def drafter_bytes(dep: Deployment, s: EngineSettings) -> tuple[float, float]:
+    """What the drafter adds to one GPU of ``dep.engine``'s pool: its weights, and its cache a
+    token. The MTP layers of vLLM and TensorRT-LLM (above); a separate drafter vLLM reads
+    (draft_model_memory.py); nothing where neither is counted (fit cautions)."""
+    from ridgeline.draft_model_memory import (
+        drafter_kv_bytes_per_token,
+        drafter_problem,
+        drafter_weight_bytes_per_gpu,
+        read_drafter,
+    )
+
+    drafts = s.drafter.tokens if s.drafter is not None else 0
+    if s.draft_mtp:
+        if not mtp_counted(dep.engine, dep.model, s.backend):
+            return 0.0, 0.0
+        # vLLM's split as the target's; TensorRT-LLM's on the last stage's GPUs alone
+        gpus = dep.rank_gpus if dep.engine == "vllm" else dep.tensor_parallel_size
+        return (mtp_weight_bytes_per_gpu(dep, drafts),
+                mtp_kv_bytes_per_token(dep, dep.kv_replication, gpus, drafts))
+    d = s.drafter
+    if d is None or dep.engine != "vllm" or not d.draft_model \
+            or d.method not in ("eagle", "draft-model"):
+        return 0.0, 0.0
+    drafter = read_drafter(d.draft_model, d.method)
+    if drafter is None or drafter_problem(dep.engine, dep.model, drafter):
+        return 0.0, 0.0
+    tp = (d.method == "draft-model" and d.draft_tensor_parallel_size) or dep.tensor_parallel_size
+    return (drafter_weight_bytes_per_gpu(dep, drafter, tp),
+            drafter_kv_bytes_per_token(drafter, dep.kv.bytes_per_element, tp))
 
 
 def with_mtp_cache(pool: KVPool, bytes_per_token: float) -> KVPool:
-    """``pool`` with each token's cache grown by the MTP layers' ``bytes_per_token``: on a model
-    of full-attention layers alone vLLM keeps one group, whose page grows as the token does."""
+    """``pool`` with each token's cache grown by the drafter's ``bytes_per_token`` (its MTP
+    layers', or a draft model's): on a model of full-attention layers alone vLLM keeps one
+    group, whose page grows as the token does; TensorRT-LLM's blocks grow as its tokens do."""
     grown = (pool.kv_bytes_per_token + bytes_per_token) / pool.kv_bytes_per_token
     groups = None if pool.groups is None else replace(
         pool.groups, page_bytes=pool.groups.page_bytes * grown)

@@ -29,8 +29,9 @@ from typing import Any
 from ridgeline.errors import InputError
 
 FLAG = "--speculative-config"
-# SpeculativeConfig keys that change neither memory nor step time as ridgeline prices them:
-# the drafter's own source, precision and limits, and logging
+# SpeculativeConfig keys read: the method, the draft length, the drafter named and the GPUs
+# it is split over (whose config, read offline, sizes its memory: draft_model_memory.py); the
+# rest (its precision, limits and logging) change neither memory nor step time as priced
 VLLM_KEYS_READ = ("method", "num_speculative_tokens", "model", "prompt_lookup_max",
                   "prompt_lookup_min", "draft_tensor_parallel_size", "quantization",
                   "max_model_len", "revision", "code_revision", "disable_logprobs",
@@ -50,11 +51,13 @@ TRTLLM_KEYS_READ = frozenset({"decoding_type", "max_draft_len", "num_nextn_predi
 class EngineSpec:
     """A drafter as ridgeline prices it: ``tokens`` drafts a step (0: the checkpoint's MTP
     layers, as vLLM defaults an MTP drafter's length), proposed by ``method`` (--spec-method's
-    words); ``draft_model`` the separate drafter named, where one is."""
+    words); ``draft_model`` the separate drafter named, where one is, split over
+    ``draft_tensor_parallel_size`` GPUs (vLLM's key; 0: the target's tensor-parallel size)."""
 
     tokens: int
     method: str
     draft_model: str = ""
+    draft_tensor_parallel_size: int = 0
 
 
 def vllm_speculative_config(text: str) -> EngineSpec:
@@ -83,8 +86,14 @@ def vllm_speculative_config(text: str) -> EngineSpec:
         method = ("ngram" if model in ("[ngram]", "ngram") or lookup else
                   "mtp" if model is None else
                   "eagle" if "eagle" in model.lower() else "draft_model")
+    draft_tp = config.get("draft_tensor_parallel_size")
+    if draft_tp is not None and (isinstance(draft_tp, bool) or not isinstance(draft_tp, int)
+                                 or draft_tp < 1):
+        raise InputError(f"{FLAG}'s draft_tensor_parallel_size is a number of GPUs, at least "
+                         f"1; got {draft_tp!r}")
     return EngineSpec(_vllm_tokens(config.get("num_speculative_tokens"), method),
-                      _vllm_method(method), "" if model in (None, "[ngram]", "ngram") else model)
+                      _vllm_method(method), "" if model in (None, "[ngram]", "ngram") else model,
+                      draft_tp or 0)
 
 
 def vllm_speculative_model(model: str, tokens: int | None) -> EngineSpec:

@@ -71,6 +71,9 @@ class KVPool:
     # … one request's recurrent state per GPU; 0: no state pool (a pool of 0 slots is still
     # one: it runs no request)
     state_request_bytes: float = 0.0
+    # TensorRT-LLM: the part of kv_bytes_per_token its MTP drafter's layers cache
+    # (drafter_memory.py), which a conversation holds beside the model's own
+    drafter_kv_bytes_per_token: float = 0.0
     # vLLM on a part the runtime lists as several devices (an MI250's two GCDs): the devices
     # whose own pools, one tensor-parallel rank each, this one adds up (across_devices)
     runtime_devices: int = 1

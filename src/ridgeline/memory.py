@@ -22,17 +22,13 @@ against the engine, sizes each pipeline stage's weights and keeps the stage that
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ridgeline.cpu_offload import stage_offloaded_bytes_per_gpu
 from ridgeline.datafiles import engine_defaults
 from ridgeline.deployment import Deployment
-from ridgeline.drafter_memory import (
-    mtp_counted,
-    mtp_kv_bytes_per_token,
-    mtp_weight_bytes_per_gpu,
-    with_mtp_cache,
-)
+from ridgeline.drafter_memory import drafter_bytes, with_mtp_cache
+from ridgeline.engine_spec import EngineSpec
 from ridgeline.engine_versions import (
     check_version_kind,
     expert_parallel_problem,
@@ -98,9 +94,13 @@ class EngineSettings:
     # a drafter configured (--spec-tokens): vLLM's V0 engine then leaves chunked prefill off
     # past 32K tokens of context (vllm_v0_chunking.py)
     speculative_decoding: bool = False
-    # the drafter is the checkpoint's MTP layers (--spec-method mtp): vLLM's pool holds their
-    # weights and their cache (drafter_memory.py)
+    # the drafter is the checkpoint's MTP layers (--spec-method mtp): vLLM's and TensorRT-LLM's
+    # pools hold their weights and their cache (drafter_memory.py)
     draft_mtp: bool = False
+    # the drafter as the engine's flags give it (engine_spec.EngineSpec): its draft length
+    # (TensorRT-LLM caches an MTP layer a draft), a separate drafter's name and GPUs (vLLM's
+    # pool holds one it can read: draft_model_memory.py), and SGLang's reserve for it
+    drafter: EngineSpec | None = None
     language_model_only: bool = False  # vLLM --language-model-only: no vision tower loaded
     # SGLang --enable-multimodal: Gemma-3 and Llama-4 are served text-only without it
     # (Llama-4 then without its vision tower)
@@ -280,23 +280,28 @@ def _stage_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
         run, n = vllm_deployment(dep), dep.accelerator.runtime_devices
         footprint = kv_footprint(run.model, 1, run.kv.bytes_per_element)
         kv_bytes_per_token = footprint.bytes_per_token_growing * run.kv_replication / run.rank_gpus
-        drafts = s.draft_mtp and (stage is None or stage.last) \
-            and mtp_counted(run.engine, run.model)  # the last stage drafts
-        if drafts:
-            weight_bytes += n * mtp_weight_bytes_per_gpu(run)
+        # the last stage drafts
+        draft_weights, draft_kv = drafter_bytes(run, s) if stage is None or stage.last \
+            else (0.0, 0.0)
+        weight_bytes += n * draft_weights
         pool = vllm_pool(run, s, total_bytes / n, weight_bytes / n, kv_bytes_per_token * share,
                          stage)
-        if drafts:
-            pool = with_mtp_cache(pool, mtp_kv_bytes_per_token(run, run.kv_replication,
-                                                               run.rank_gpus))
+        if draft_kv:
+            pool = with_mtp_cache(pool, draft_kv)
         return pool.across_devices(n)
     kv_bytes_per_token = token_bytes(dep, s.swa_full_tokens_ratio, s.engine_version) * share
+    draft_kv = 0.0
+    if engine == "trtllm" and (stage is None or stage.last):  # the last stage's KV manager
+        draft_weights, draft_kv = drafter_bytes(dep, s)  # adds the MTP layers
+        weight_bytes, kv_bytes_per_token = weight_bytes + draft_weights, \
+            kv_bytes_per_token + draft_kv
     if engine.startswith("llama.cpp") or engine not in ("sglang", "trtllm"):
         return llamacpp_pool(dep, s, total_bytes, weight_bytes, non_torch, kv_bytes_per_token,
                              device, cells)
     if engine == "sglang":
         return sglang_pool(dep, s, total_bytes, weight_bytes, kv_bytes_per_token, stage)
-    return trtllm_pool(dep, s, total_bytes, weight_bytes, non_torch, kv_bytes_per_token, stage)
+    pool = trtllm_pool(dep, s, total_bytes, weight_bytes, non_torch, kv_bytes_per_token, stage)
+    return replace(pool, drafter_kv_bytes_per_token=draft_kv) if draft_kv else pool
 
 
 def _overlap_switch_hint(engine: str) -> str:

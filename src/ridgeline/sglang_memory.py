@@ -75,6 +75,7 @@ class SGLangMemoryDefaults:
     mem_fraction_static: float  # before any cut for a vision tower (sglang_vision_cut)
     era: str = RESERVED_MIB
     dp_attention_mib: float = 0.0  # the part of reserved_mib data-parallel attention adds
+    drafter_mib: float = 0.0  # … and the part a drafter adds (sglang_speculative_reserve_mib)
 
 
 def _below(rows: list[list[Any]], gib: float) -> list[Any]:
@@ -86,7 +87,8 @@ def sglang_memory_defaults(total_bytes: float, tp: int = 1, pp: int = 1,
                            chunked_prefill_size: int | None = None,
                            version: str | None = None,
                            dp_size: int = 1,
-                           cuda_graph_max_bs: int | None = None) -> SGLangMemoryDefaults:
+                           cuda_graph_max_bs: int | None = None,
+                           draft_method: str = "") -> SGLangMemoryDefaults:
     """SGLang ``version``'s defaults for a card of ``total_bytes`` (nvidia-smi's, where
     known: sglang_gpu_mem_bytes): the prefill chunk and CUDA-graph batch by memory tier (each
     as given where given: --cuda-graph-max-bs, 2 MiB a batch of the v0.5.3+ reserve), then
@@ -94,7 +96,8 @@ def sglang_memory_defaults(total_bytes: float, tp: int = 1, pp: int = 1,
     (before v0.4.7.post1: a table by tensor-parallel size). ``tp`` is its --tp-size, every GPU
     of a stage; ``dp_size`` > 1 is --dp-size with --enable-dp-attention, which reserves
     graph batch × dp_size × 3 MiB more from v0.5.3 (× 4.5 above a batch of 300; 4 GiB in
-    v0.4.7.post1–v0.5.2): an H200 at TP8, DP8 holds 33,280 MiB, 0.769 of 143,771."""
+    v0.4.7.post1–v0.5.2): an H200 at TP8, DP8 holds 33,280 MiB, 0.769 of 143,771. A drafter
+    (``draft_method``, --spec-method's words) reserves more (sglang_speculative_reserve_mib)."""
     d = sglang_data()
     gpu_mib = total_bytes / 2**20
     era = sglang_era(version)
@@ -110,12 +113,14 @@ def sglang_memory_defaults(total_bytes: float, tp: int = 1, pp: int = 1,
         gib = gpu_mib / 1024
         _, base, per_rank = _below(t["rows"], gib)
         dp_mib = float(t["dp_attention_gib"]) * 1024 if dp_size > 1 else 0.0
-        reserved = (base + per_rank * tp * pp) * 1024 + dp_mib
+        drafter = sglang_speculative_reserve_mib(draft_method, version)
+        reserved = (base + per_rank * tp * pp) * 1024 + dp_mib + drafter
         chunk = chunked_prefill_size or int(_below(t["chunked_prefill_size"], gib)[1])
         graphs = cuda_graph_max_bs or (int(t["cuda_graph_max_bs_below_35_gib"][tp >= 4])
                                        if gib < 35 else int(t["cuda_graph_max_bs"]))
         return SGLangMemoryDefaults(chunk, graphs, reserved,
-                                    round((gpu_mib - reserved) / gpu_mib, 3), era, dp_mib)
+                                    round((gpu_mib - reserved) / gpu_mib, 3), era, dp_mib,
+                                    drafter)
     tier = _below(d["memory_tiers"]["rows"], gpu_mib / 1024)
     _, tier_chunk, graphs_small_tp, graphs_large_tp = tier
     chunk = chunked_prefill_size or int(tier_chunk)
@@ -126,8 +131,24 @@ def sglang_memory_defaults(total_bytes: float, tp: int = 1, pp: int = 1,
                 + r["per_graph_batch"] * graphs + r["per_8_ranks"] * tp * pp / 8 + dp_mib)
     if gpu_mib > r["floor_above_gib"] * 1024:  # the floor holds after the DP term
         reserved = max(reserved, r["floor_mib"])
+    drafter = sglang_speculative_reserve_mib(draft_method, version)
+    reserved += drafter  # after the floor
     return SGLangMemoryDefaults(chunk, graphs, reserved, round((gpu_mib - reserved) / gpu_mib, 3),
-                                era, dp_mib)
+                                era, dp_mib, drafter)
+
+
+def sglang_speculative_reserve_mib(draft_method: str, version: str | None = None) -> float:
+    """What SGLang ``version``'s default mem_fraction_static holds back more for a drafter
+    (``draft_method``: --spec-method's words; "" none): from v0.4.7.post1 2 GiB for a model
+    drafter (EAGLE, EAGLE3, NEXTN: the draft model and its larger CUDA graphs), from v0.5.2
+    6 GiB for STANDALONE's draft model, nothing for n-gram lookup. The drafter's weights and
+    its own cache are loaded into that held-back memory after the pool is sized."""
+    d = sglang_data()["speculative_reserve_mib"]
+    if not draft_method or draft_method == "ngram" or sglang_era(version) == TP_TABLE:
+        return 0.0
+    standalone = draft_method == "draft-model" and (
+        version is None or sglang_release(version) >= sglang_release(d["standalone_from"]))
+    return float(d["standalone"] if standalone else d["model_drafter"])
 
 
 def _dp_attention_mib(graphs: int, dp_size: int) -> float:

@@ -58,12 +58,13 @@ def sglang_rule(dep: Deployment, s: EngineSettings,
                 total_bytes: float) -> tuple[SGLangMemoryDefaults, SGLangVisionCut]:
     """SGLang's default rule for ``dep`` (on nvidia-smi's memory where known, else
     ``total_bytes``; its --tp-size every GPU of a stage, data-parallel attention's ranks
-    included, their --dp-size, and --cuda-graph-max-bs where given) and its cut for a vision
-    tower: the pool and --explain both read them here."""
+    included, their --dp-size, --cuda-graph-max-bs where given, and the drafter's reserve) and
+    its cut for a vision tower: the pool and --explain both read them here."""
     memory, _ = sglang_gpu_mem_bytes(dep.accelerator, total_bytes)
     rule = sglang_memory_defaults(memory, dep.expert_ranks, dep.pipeline_parallel_size,
                                   s.max_num_batched_tokens, s.engine_version,
-                                  dep.data_parallel_size, s.max_cudagraph_capture_size)
+                                  dep.data_parallel_size, s.max_cudagraph_capture_size,
+                                  s.drafter.method if s.drafter is not None else "")
     return rule, sglang_vision_cut(dep.model, s.engine_version, s.enable_multimodal)
 
 

@@ -237,6 +237,9 @@ def _fraction_note(dep: Deployment, pool: KVPool, s: EngineSettings) -> str:
                 "--tp-size × --pp-size)"
                 + (f", {rule.dp_attention_mib:,.0f} MiB of it for data-parallel attention over "
                    f"{dp} ranks" if rule.dp_attention_mib else "")
+                + (f", {rule.drafter_mib:,.0f} MiB of it for the drafter (its weights, its "
+                   "cache and its CUDA graphs, loaded after the pool)" if rule.drafter_mib
+                   else "")
                 + ("; memory: nvidia-smi's memory.total (catalog), which SGLang reads" if smi
                    else "; memory: the runtime's total, as the pool's (nvidia-smi's "
                    "memory.total, which SGLang reads, is not in the catalog for this card)"))

@@ -1,0 +1,210 @@
+"""A drafter's memory beyond vLLM's MTP layers: TensorRT-LLM's MTP layers in its pool,
+SGLang's reserve for a drafter it loads after its pool, and the separate drafters (a draft
+model, an EAGLE-3 head) vLLM's pool holds where their config reads offline; fit's caution
+naming a drafter left out."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.draft_model_memory import read_drafter
+from ridgeline.drafter_memory import mtp_kv_bytes_per_token, mtp_weight_bytes_per_gpu
+from ridgeline.engine_spec import EngineSpec, vllm_speculative_config
+from ridgeline.errors import InputError
+from ridgeline.memory import EngineSettings, kv_pool
+from ridgeline.params import layer_params
+from ridgeline.sglang_memory import sglang_memory_defaults, sglang_speculative_reserve_mib
+from tests.conftest import run_cli
+
+V3 = ("deepseek-v3", "--gpu", "h200", "--num-gpus", "8", "--max-model-len", "32k", "--json")
+MTP3 = EngineSettings(draft_mtp=True, drafter=EngineSpec(3, "mtp"))
+DRAFT_1B = '{"method": "draft_model", "model": "meta-llama/Llama-3.2-1B", ' \
+    '"num_speculative_tokens": 4}'
+L70 = ("llama-3.1-70b", "--gpu", "h100", "--num-gpus", "4", "--max-model-len", "32k", "--json")
+
+
+def fit(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[dict, str]:
+    code, out, err = run_cli(capsys, "fit", *argv)
+    assert code == 0, err
+    return json.loads(out), err
+
+
+def v3_on(engine: str) -> Deployment:
+    return Deployment.build(resolve_model("deepseek-v3"), resolve_accelerator("h200"),
+                            num_gpus=8, engine=engine)
+
+
+# -- TensorRT-LLM: the one-model MTP path holds its layer and caches one a draft ------------
+def test_trtllm_holds_one_mtp_layer_and_caches_one_a_draft_as_the_docstring_says() -> None:
+    """DeepSeek-V3 drafting 3 on 8 GPUs: one MTP layer's weights (its eh_proj split over the
+    8, where vLLM keeps it whole), and three layers more cache a token: 64/61."""
+    dep, model = v3_on("trtllm"), resolve_model("deepseek-v3")
+    plain, drafting = kv_pool(dep), kv_pool(dep, MTP3)
+    added = drafting.weight_bytes - plain.weight_bytes
+    assert added == pytest.approx(mtp_weight_bytes_per_gpu(dep, 3))
+    vllm_added = mtp_weight_bytes_per_gpu(v3_on("vllm"))  # the same one layer, eh_proj whole
+    eh_proj = 2 * model.hidden_size**2 * 2  # bytes at bf16
+    assert added == pytest.approx(vllm_added - eh_proj * 7 / 8)
+    grown = drafting.kv_bytes_per_token / plain.kv_bytes_per_token
+    assert grown == pytest.approx((model.num_layers + 3) / model.num_layers)
+    assert drafting.kv_bytes_per_token - plain.kv_bytes_per_token == pytest.approx(
+        mtp_kv_bytes_per_token(dep, dep.kv_replication, dep.tensor_parallel_size, 3))
+    assert drafting.tokens < plain.tokens
+    # MTP runs on the PyTorch backend only: the engine backend's pool is left as it was
+    engine_backend = EngineSettings(backend="tensorrt")
+    assert kv_pool(dep, EngineSettings(backend="tensorrt", draft_mtp=True,
+                                       drafter=EngineSpec(3, "mtp"))) == kv_pool(dep,
+                                                                                 engine_backend)
+
+
+def test_trtllm_with_a_checkpoint_of_more_mtp_layers_holds_one_a_draft() -> None:
+    """Vanilla MTP (a checkpoint of several MTP layers) builds one layer per draft."""
+    dep = v3_on("trtllm")
+    two = replace(resolve_model("deepseek-v3"), mtp_layers=2)  # as a two-layer checkpoint
+    several = Deployment.build(two, resolve_accelerator("h200"), num_gpus=8, engine="trtllm")
+    assert mtp_weight_bytes_per_gpu(several, 3) == pytest.approx(
+        3 * mtp_weight_bytes_per_gpu(dep, 3))
+    assert mtp_kv_bytes_per_token(several, 1, 8, 3) == mtp_kv_bytes_per_token(dep, 1, 8, 3)
+
+
+def test_fit_on_trtllm_counts_the_mtp_layers_from_its_yaml_and_says_nothing(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    trt = (*V3, "--engine", "trtllm")
+    plain, _ = fit(capsys, *trt)
+    path = tmp_path / "extra.yaml"
+    path.write_text("speculative_config:\n  decoding_type: MTP\n  num_nextn_predict_layers: 3\n")
+    for spelling in (("--config", str(path)), ("--spec-method", "mtp", "--spec-tokens", "3")):
+        drafting, err = fit(capsys, *trt, *spelling)
+        assert "caution" not in err
+        assert drafting["per_conversation_bytes_per_gpu"] == pytest.approx(
+            plain["per_conversation_bytes_per_gpu"] * 64 / 61)
+        assert drafting["taken_bytes_per_gpu"]["weights"] > plain["taken_bytes_per_gpu"]["weights"]
+        assert drafting["conversations"] < plain["conversations"]
+
+
+# -- SGLang: the default fraction holds more back for a drafter ----------------------------
+@pytest.mark.parametrize(("method", "version", "mib"), [
+    ("mtp", None, 2048), ("eagle", "0.5.3", 2048), ("draft-model", None, 6144),
+    ("draft-model", "0.5.1", 2048), ("eagle", "0.4.7.post1", 2048), ("eagle", "0.4.7", 0),
+    ("ngram", None, 0), ("", None, 0)])
+def test_sglangs_default_reserve_grows_by_the_drafters_share(
+        method: str, version: str | None, mib: int) -> None:
+    """server_args.py: 2 GiB for EAGLE, EAGLE3 and NEXTN from v0.4.7.post1 (none in the 0.4.x
+    table before it), 6 GiB for STANDALONE from v0.5.2, none for NGRAM; added after the 10 GiB
+    floor of the v0.5.3+ rule."""
+    assert sglang_speculative_reserve_mib(method, version) == mib
+    h200_mib = 143_771 * 2**20
+    plain = sglang_memory_defaults(h200_mib, 8, version=version)
+    drafting = sglang_memory_defaults(h200_mib, 8, version=version, draft_method=method)
+    assert drafting.reserved_mib - plain.reserved_mib == mib == drafting.drafter_mib
+    card = 24_000 * 2**20  # below the floor
+    small = sglang_memory_defaults(card, 1, version=version, draft_method=method)
+    assert small.reserved_mib - sglang_memory_defaults(card, 1, version=version).reserved_mib \
+        == pytest.approx(mib)
+
+
+def test_sglangs_pool_shrinks_by_the_reserve_unless_the_fraction_is_given(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    dep = v3_on("sglang")
+    plain, drafting = kv_pool(dep), kv_pool(dep, MTP3)
+    assert plain.reserved_fraction - drafting.reserved_fraction == pytest.approx(
+        round(2048 / 143_771, 3), abs=0.0011)
+    assert drafting.weight_bytes == plain.weight_bytes  # its drafter is loaded after the pool
+    assert drafting.tokens < plain.tokens
+    given = EngineSettings(gpu_memory_utilization=0.85)
+    assert kv_pool(dep, EngineSettings(gpu_memory_utilization=0.85, draft_mtp=True,
+                                       drafter=EngineSpec(3, "mtp"))) == kv_pool(dep, given)
+    nextn = ("--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3",
+             "--speculative-eagle-topk", "1")
+    base, _ = fit(capsys, *V3, "--engine", "sglang")
+    drafting_fit, err = fit(capsys, *V3, "--engine", "sglang", *nextn)
+    assert drafting_fit["conversations"] < base["conversations"]
+    assert "SGLang loads them after sizing its pool" in err
+
+
+# -- vLLM: a separate drafter read offline -------------------------------------------------
+def test_a_bundled_draft_model_adds_its_weights_and_cache_as_the_docstring_says() -> None:
+    """Llama-3.2-1B drafting for Llama-3.1-70B on 4 GPUs: 2.47 GB of weights, 0.62 GB a GPU;
+    32 KiB of cache a token (16 layers of 8 KV heads of 64), 8 KiB a GPU."""
+    target, h100 = resolve_model("llama-3.1-70b"), resolve_accelerator("h100")
+    dep = Deployment.build(target, h100, num_gpus=4, engine="vllm")
+    draft = resolve_model("meta-llama/Llama-3.2-1B")
+    plain = kv_pool(dep)
+    drafting = kv_pool(dep, EngineSettings(drafter=EngineSpec(4, "draft-model",
+                                                              "meta-llama/Llama-3.2-1B")))
+    added = drafting.weight_bytes - plain.weight_bytes
+    whole = Deployment.build(draft, h100).weight_bytes
+    assert added == pytest.approx(whole / 4, rel=0.01)
+    assert whole == pytest.approx(2.47e9, rel=0.01)
+    att = draft.attention
+    assert att is not None
+    per_token = draft.num_layers * 2 * att.num_kv_heads * att.head_dim * 2  # K and V, bf16
+    assert per_token == 32 * 1024
+    assert drafting.kv_bytes_per_token - plain.kv_bytes_per_token == pytest.approx(per_token / 4)
+    assert drafting.tokens < plain.tokens
+
+
+def test_fit_holds_a_draft_model_vllm_reads_and_names_one_it_cannot(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    plain, _ = fit(capsys, *L70)
+    counted, err = fit(capsys, *L70, "--speculative-config", DRAFT_1B)
+    assert "caution" not in err
+    assert counted["conversations"] < plain["conversations"]
+    assert counted["per_conversation_bytes_per_gpu"] == pytest.approx(
+        plain["per_conversation_bytes_per_gpu"] * (80 * 8 * 128 + 16 * 8 * 64) / (80 * 8 * 128))
+    # decode's engine_max_batch is the same pool
+    code, out, err = run_cli(capsys, "decode", *L70[:-3], "--batch", "1", "--context", "32000",
+                             "--max-model-len", "32k", "--json", "--speculative-config", DRAFT_1B)
+    assert code == 0, err
+    assert json.loads(out)["engine_max_batch"][0]["batch"] == counted["conversations"]
+    unknown = '{"method": "eagle3", "model": "someone/EAGLE3-head", "num_speculative_tokens": 3}'
+    left_out, err = fit(capsys, *L70, "--speculative-config", unknown)
+    assert "the eagle drafter's (someone/EAGLE3-head) weights and cache are not in this pool" \
+        in err and "fetches nothing" in err
+    assert {k: v for k, v in left_out.items() if k != "cautions"} == \
+        {k: v for k, v in plain.items() if k != "cautions"}
+    # on SGLang the draft model is the reserve's, said so
+    _, err = fit(capsys, *L70[:-3], "--engine", "sglang", "--max-model-len", "32k", "--json",
+                 "--spec-method", "draft-model", "--spec-tokens", "3")
+    assert "SGLang loads them after sizing its pool" in err
+
+
+def test_an_eagle3_heads_config_on_disk_counts_its_layer_fc_and_own_vocabulary(
+        tmp_path: Path) -> None:
+    """An EAGLE-3 head for Llama-3.1-8B (one decoder layer, draft_vocab_size 32,000): its
+    layer split over TP, fc (3 × 4,096 → 4,096) whole on every GPU, its own lm_head of 32,000
+    rows split; the embedding the target's."""
+    head = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama",
+            "hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32,
+            "num_key_value_heads": 8, "num_hidden_layers": 1, "vocab_size": 128256,
+            "draft_vocab_size": 32000, "max_position_embeddings": 2048,
+            "rms_norm_eps": 1e-05, "torch_dtype": "bfloat16", "tie_word_embeddings": False}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(head))
+    drafter = read_drafter(str(path), "eagle")
+    assert drafter is not None and drafter.eagle
+    assert (drafter.fc_input_size, drafter.draft_vocab_size) == (3 * 4096, 32000)
+    dep = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"),
+                           num_gpus=2, engine="vllm")
+    plain = kv_pool(dep)
+    drafting = kv_pool(dep, EngineSettings(drafter=EngineSpec(3, "eagle", str(path))))
+    layer = sum(layer_params(drafter.model, drafter.model.layers[0]).values())
+    expected = layer * 2 / 2 + 3 * 4096 * 4096 * 2 + 32000 * 4096 * 2 / 2  # bytes a GPU
+    assert drafting.weight_bytes - plain.weight_bytes == pytest.approx(expected, rel=0.001)
+    assert drafting.kv_bytes_per_token - plain.kv_bytes_per_token == pytest.approx(
+        2 * 8 * 128 * 2 / 2)  # one layer's K and V, its 8 heads over 2 GPUs
+    assert read_drafter("someone/not-bundled", "eagle") is None
+
+
+def test_draft_tensor_parallel_size_is_read_and_checked() -> None:
+    spec = vllm_speculative_config('{"method": "draft_model", "model": "m", '
+                                   '"num_speculative_tokens": 3, "draft_tensor_parallel_size": 2}')
+    assert spec == EngineSpec(3, "draft-model", "m", 2)
+    with pytest.raises(InputError, match="draft_tensor_parallel_size"):
+        vllm_speculative_config('{"method": "draft_model", "model": "m", '
+                                '"num_speculative_tokens": 3, "draft_tensor_parallel_size": 0}')
