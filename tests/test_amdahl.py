@@ -1,6 +1,7 @@
 import dataclasses
 import json
 import math
+import re
 
 import pytest
 from hypothesis import given
@@ -216,8 +217,28 @@ def test_explain_shows_the_share_as_a_division_of_step_cost_times(
     _, out, _ = _cli(capsys, *STEP, "--json", "--explain")
     data = json.loads(out)
     source = data["source"]
-    shown = f"= {source['part_time_s'] * 1e3:.4g} ms / {source['step_time_s'] * 1e3:.4g} ms"
+    shown = f"= {source['part_time_s'] * 1e3:.5g} ms / {source['step_time_s'] * 1e3:.5g} ms"
     assert any(shown in line for line in data["explain"])
+
+
+def _within_its_last_digit(value: float, shown: float) -> bool:
+    """``value`` is ``shown`` (printed to 4 significant digits) to within one unit of its
+    last digit: what a reader's division of printed inputs can promise."""
+    return abs(value - shown) <= 10 ** (math.floor(math.log10(shown)) - 3)
+
+
+@pytest.mark.parametrize("context", ["2000", "8000"])
+def test_the_shares_printed_division_reproduces_it(capsys: pytest.CaptureFixture[str],
+                                                   context: str) -> None:
+    """P = part ÷ step, each as printed: at batch 32 and 8,000 tokens the times printed to 4
+    digits, 13.44 / 21.33, gave 0.6301 beside a printed 0.6305."""
+    _, out, _ = _cli(capsys, "--model", "llama-3.1-8b", "--gpu", "h100", "--batch", "32",
+                     "--context", context, "--explain")
+    line = next(x for x in out.splitlines() if " ms / " in x)
+    found = re.search(r"= ([\d.]+) ms / ([\d.]+) ms = ([\d.]+)", line)
+    assert found, line
+    part, step_ms, share = (float(x) for x in found.groups())
+    assert _within_its_last_digit(part / step_ms, share), line
 
 
 def test_a_target_below_1x_is_a_slowdown_budget_not_a_speedup() -> None:

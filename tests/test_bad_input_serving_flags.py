@@ -63,3 +63,17 @@ def test_enforce_eager_on_trtllm_names_its_own_switch(capsys: pytest.CaptureFixt
     # vLLM and SGLang spell it themselves: no note
     _, vllm, _ = run_cli(capsys, *LOAD, "--enforce-eager")
     assert "cuda_graph_config" not in vllm
+
+
+@pytest.mark.parametrize(("typed", "named"), [("-tp", "-tp"), ("--num-gpus", "--num-gpus"),
+                                              ("--tensor-parallel-size", "--tensor-parallel-size")])
+def test_a_refused_flag_is_named_as_typed_not_by_all_its_spellings(
+        capsys: pytest.CaptureFixture[str], typed: str, named: str) -> None:
+    """argparse joins a flag's aliases with '/', a run the one-line error then cut to
+    '--num-gpus/--tensor-parallel-siz…(86 chars)'; the error names the spelling used."""
+    err = refused(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", typed, "0")
+    assert f"argument {named}: number of GPUs must be positive" in err
+    assert "/" not in err.split(":")[2] and "chars)" not in err
+    both = refused(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--weights", "fp8",
+                   "-q", "awq")
+    assert "argument -q: not allowed with argument --weights" in both

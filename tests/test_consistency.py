@@ -417,3 +417,22 @@ def test_kv_caches_a_float32_checkpoint_as_the_engine_serves_it(
     plain = run_json(capsys, "kv", "llama-3.1-8b", "--context", "8000", "--gpu", "h100")
     # (79.18 GiB the runtime reports − 16.1 GB of weights) ÷ 1.05 GB a conversation
     assert kv["conversations_that_fit"] == plain["conversations_that_fit"] == 65
+
+
+@pytest.mark.parametrize("command", [["decode", "--batch", "16"], ["prefill", "--prompt-len", "2000"]])
+def test_explain_counts_the_cards_behind_its_peak_as_behind_its_bandwidth(
+        capsys: pytest.CaptureFixture[str], command: list[str]) -> None:
+    """Llama-3.1-70B at TP4 on H100s: the peak an explanation divides by is four cards' (3,958
+    TFLOP/s, also the datasheet's sparse fp8 figure for one), so its source says '4 x
+    h100-sxm' as the bandwidth's does, and the value is four times the card's own."""
+    name, *flags = command
+    steps = run_json(capsys, name, "llama-3.1-70b", "--gpu", "h100", "--num-gpus", "4",
+                     *flags, "--explain")["explain"]
+    inputs = [i for s in steps for i in s["inputs"]
+              if i["name"] == "bandwidth" or i["name"].startswith("peak ")]
+    h100 = resolve_accelerator("h100")
+    peaks = [i for i in inputs if i["name"] == "peak bf16"]
+    assert peaks and all(i["value"] == pytest.approx(4 * h100.peak("bf16") / 1e12)
+                         for i in peaks)
+    assert {i["name"] for i in inputs} == {"bandwidth", "peak bf16"}
+    assert all(i["source"].startswith("4 x h100-sxm") for i in inputs), inputs

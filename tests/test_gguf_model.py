@@ -217,6 +217,9 @@ def test_bad_gguf_files_are_refused_in_one_line(tmp_path: Path,
     good = llama_8b_q4_k_m(tmp_path / "good.gguf").read_bytes()
     (tmp_path / "json.gguf").write_bytes(b'{"model_type": "llama"}')
     assert "not a GGUF file" in _refusal(capsys, tmp_path / "json.gguf")
+    (tmp_path / "empty.gguf").write_bytes(b"")
+    empty = _refusal(capsys, tmp_path / "empty.gguf")
+    assert "empty.gguf is empty (0 bytes): not a GGUF file" in empty and "b''" not in empty
     (tmp_path / "cut.gguf").write_bytes(good[: len(good) // 2])
     assert "truncated" in _refusal(capsys, tmp_path / "cut.gguf")
     (tmp_path / "header.gguf").write_bytes(good[:10])

@@ -160,6 +160,8 @@ def test_an_idle_engine_hits_neither_wall(capsys: pytest.CaptureFixture[str]) ->
                  "--gpu", "h100"]) == 0
     out = capsys.readouterr().out
     assert "2.7% of the arithmetic" in out and "wall: neither" in out
+    # the wall's name is not said twice: 'wall: neither — neither pool nor queue' stuttered
+    assert "wall: neither — no limit from the pool or the queue: it runs all it is sent" in out
     # one scrape: its 18 ms is the server's lifetime mean, not set against this instant
     assert "ridgeline predicts" in out and "18.0 ms, the mean over the server's lifetime" in out
     assert "measured 18.0 ms" not in out

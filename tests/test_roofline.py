@@ -260,3 +260,23 @@ def test_a_model_without_recurrent_layers_has_no_state_row() -> None:
                                  Deployment.build(resolve_model(name), acc, "bf16"))
         assert "recurrent state (decode)" not in [p.name for p in report.points]
         assert "recurrent-state intensity" not in [s.label for s in report.steps]
+
+
+@pytest.mark.parametrize(("kv", "dtype"), [([], "bf16"), (["--kv-dtype", "fp8"], "fp8")])
+def test_without_a_model_decode_attention_runs_at_the_caches_dtype_not_the_weights(
+        capsys: pytest.CaptureFixture[str], kv: list[str], dtype: str) -> None:
+    """fp8 weights on an H100 with no --model: the weight rows run at fp8, but QKᵀ and PV
+    multiply the cache, bf16 by default, so the article's GQA-8 attention is a share of
+    bf16's peak, as the same card with --model says it (an fp8 cache: of fp8's)."""
+    def attention(*extra: str) -> dict[str, float | str]:
+        assert main(["roofline", "--gpu", "h100", "--weights", "fp8", *kv, "--json",
+                     *extra]) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert data["compute_dtype"] == "fp8"
+        return dict(next(p for p in data["points"] if p["name"] == "decode attention"))
+
+    bare, modelled = attention(), attention("--model", "llama-3.1-70b")
+    assert bare["dtype"] == modelled["dtype"] == dtype
+    assert bare["peak_flops_per_s"] == modelled["peak_flops_per_s"]
+    assert bare["fraction_of_peak"] == pytest.approx(
+        float(bare["attainable_flops_per_s"]) / float(bare["peak_flops_per_s"]))

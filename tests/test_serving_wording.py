@@ -142,3 +142,65 @@ def test_fits_conversation_column_is_per_gpu_and_agrees_with_one_engines_fit(
     row = next(line.split() for line in table.splitlines() if line.startswith("vllm "))
     code, one, _ = run_cli(capsys, *argv, "--engine", "vllm")
     assert f"takes {row[3]} GiB per GPU" in one
+
+
+def test_a_decode_table_none_of_whose_points_fits_says_so_not_only_of_its_worst(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Gemma-3-27B in bf16 on one L40S: 54 GB of weights on a 47.6 GB card, so batch 1 fails
+    as surely as batch 16. The first line names every point and says the weights alone are
+    past the memory, rather than reading as if only batch 16 were too big; with room for the
+    weights it names the points but claims nothing of them."""
+    code, out, err = run_cli(capsys, "decode", "gemma-3-27b", "--gpu", "l40s", "--batch",
+                             "1,16", "--context", "32k", "--json")
+    assert code == 0, err
+    points = json.loads(out)["points"]
+    assert not any(p["fits"] for p in points)
+    assert all(p["weight_bytes"] > p["capacity_bytes"] for p in points)
+    _, text, _ = run_cli(capsys, "decode", "gemma-3-27b", "--gpu", "l40s", "--batch", "1,16",
+                         "--context", "32k")
+    first = text.splitlines()[0]
+    assert first.startswith(f"DOES NOT FIT at any of the {len(points)} points; the worst, "
+                            "batch 16 at 32,000 tokens: ")
+    assert first.endswith(f"the weights alone, {points[0]['weight_bytes'] / 1e9:,.1f} GB, "
+                          "exceed the memory at any batch")
+    _, big, _ = run_cli(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--batch",
+                        "300,400", "--context", "8k")
+    assert big.startswith("DOES NOT FIT at any of the 2 points; the worst, batch 400 at ")
+    assert "weights alone" not in big.splitlines()[0]
+
+
+def test_a_batch_past_max_num_seqs_blames_the_seat_limit_not_the_pool(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama-3.1-8B on an H100 at 4,000 tokens with --max-num-seqs 16: fit's pool holds over
+    a hundred such conversations, and max_num_seqs caps the batch at 16. Decode's refusal of
+    batch 32 names the cap; it once said the KV pool ran at most 16, which fit contradicts."""
+    settings = ("llama-3.1-8b", "--gpu", "h100", "--max-num-seqs", "16")
+    code, out, err = run_cli(capsys, "fit", *settings, "--max-model-len", "4k", "--json")
+    assert code == 0, err
+    fit = json.loads(out)
+    assert fit["batch"] == 16 < fit["conversations"]
+    _, out, _ = run_cli(capsys, "decode", *settings, "--batch", "32", "--context", "4k",
+                        "--json")
+    reason = json.loads(out)["points"][0]["expected_none_reason"]
+    assert "its max_num_seqs lets at most 16 sequences run at once" in reason
+    assert "KV pool runs at most" not in reason
+    _, text, _ = run_cli(capsys, "decode", *settings, "--batch", "32", "--context", "4k")
+    assert "runs at most 16 sequences at 4,000 tokens of context, capped by max_num_seqs" in text
+    _, out, _ = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "4k",
+                        "--json")
+    _, free, _ = run_cli(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "32",
+                         "--context", "4k")
+    held = json.loads(out)["batch"]
+    assert f"KV pool (vllm serve's defaults) runs at most {held} " in free
+    assert "capped by" not in free
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_prefills_heading_counts_its_prompts_in_words_that_agree(
+        capsys: pytest.CaptureFixture[str], batch: int) -> None:
+    """'4 x 2,000-token prompt' read as a typo; the heading agrees with the count it gives."""
+    code, out, err = run_cli(capsys, "prefill", "llama-3.1-8b", "--gpu", "h100", "--prompt-len",
+                             "2000", "--batch", str(batch))
+    assert code == 0, err
+    noun = "prompt" if batch == 1 else "prompts"
+    assert f"prefill floor, {batch} x 2,000-token {noun}:" in out

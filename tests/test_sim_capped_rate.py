@@ -1,6 +1,6 @@
 """vllm bench serve's --request-rate R (or a trace's times) with --max-concurrency C: arrivals
-at R, at most C in flight; one come while C run waits client-side and is timed from its send
-(sim/run.py)."""
+at R, at most C in flight; one that arrives while C are running waits client-side and is timed
+from its send (sim/run.py)."""
 
 from __future__ import annotations
 
@@ -145,3 +145,11 @@ def test_a_bursty_trace_under_a_cap_reports_the_client_waits(
     code, out, _ = run_cli(capsys, *SIM[:4], "--trace", once, "--max-concurrency", "4")
     assert code == 0 and "waited for a seat" in out
     assert "requests come all at once" in out and "inf req/s" not in out
+
+
+@pytest.mark.parametrize(("cap", "clause"), [("4", "arrives while 4 are running waits"),
+                                             ("1", "arrives while 1 is running waits")])
+def test_the_load_line_says_who_waits_in_plain_words(capsys: pytest.CaptureFixture[str],
+                                                     cap: str, clause: str) -> None:
+    load = simulate(capsys, "--request-rate", "2", "--max-concurrency", cap)["settings"]["load"]
+    assert f"a request that {clause} client-side" in load

@@ -347,6 +347,7 @@ class EngineSeats:
     refusal: str = ""  # a whole clause: the engine refuses this context or max_model_len
     none_reason: str = ""  # else, why the pool holds none (no_sequence_reason)
     longest: int = 0  # where the start-up check fails: the longest max_model_len that starts
+    seat_limited: bool = False  # ``held`` is the engine's seat limit (max_num_seqs), not its pool's
 
     @property
     def start_refused(self) -> bool:
@@ -391,7 +392,9 @@ def engine_seats(dep: Deployment, context: int, enforce_eager: bool = False,
             f"{dep.engine} admits no sequence past its --max-model-len {length:,}"))
     held = max_batch(dep, context, s)
     if held:
-        return EngineSeats(context, held, length, defaulted)
+        # the pool holds more than run: max_num_seqs (the seats), not memory, caps the batch
+        limited = held_conversations(kv_pool(dep, s), dep, context, length) > held
+        return EngineSeats(context, held, length, defaulted, seat_limited=limited)
     refusal = context_refusal(dep, length)
     check = None if refusal or length <= context else start_check(dep, s)
     return EngineSeats(context, 0, length, defaulted, refusal,

@@ -268,8 +268,26 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
         self._negative_number_matcher = re.compile(r"^-\.?\d[\d.,eE+-]*$")
 
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None,
+                         ) -> tuple[argparse.Namespace, list[str]]:
+        self._typed = list(sys.argv[1:] if args is None else args)  # for error's flag names
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str) -> NoReturn:
+        message = one_spelling(message, getattr(self, "_typed", []))
         self.exit(2, f"ridgeline: error: {shorten_runs(message)} (see `{self.prog} --help`)\n")
+
+
+def one_spelling(message: str, typed: Sequence[str]) -> str:
+    """argparse names a flag by all its spellings ('--num-gpus/--tensor-parallel-size/-tp/…'),
+    a run too long to read; the error keeps the one the user typed, else the first."""
+    def pick(m: re.Match[str]) -> str:
+        spellings = m.group().split("/")
+        return next((s for s in spellings
+                     if any(t == s or t.startswith(f"{s}=") for t in typed)), spellings[0])
+
+    return re.sub(r"(?<!\S)-[\w-]+(?:/-[\w-]+)+", pick, message)
 
 
 def build_parser() -> argparse.ArgumentParser:

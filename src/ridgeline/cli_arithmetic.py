@@ -129,7 +129,19 @@ def cmd_roofline(args: argparse.Namespace) -> Any:
     dtype = args.compute_dtype or (dep.dense_compute_dtype if dep else _matmul_dtype(args, acc))
     experts = args.compute_dtype or (dep.expert_compute_dtype if dep else dtype)
     return roofline_report(acc, dtype, args.batch, args.prompt_len, dep, bpw, kvb, args.intensity,
-                           experts, args.num_gpus)
+                           experts, args.num_gpus,
+                           None if dep else _attention_dtype(args, acc))
+
+
+def _attention_dtype(args: argparse.Namespace, acc: Any) -> str:
+    """Without a model, the dtype decode attention multiplies the cache at: the cache's
+    (bf16 by default), whatever the weights' matmuls run at (fp8 weights, bf16 cache: bf16)."""
+    from ridgeline.deployment import cache_matmul_dtypes
+    from ridgeline.precision import kv_dtype
+
+    kv_id = kv_dtype(args.kv_dtype).id if args.kv_dtype else "bf16"
+    return str(acc.first_supported(cache_matmul_dtypes(kv_id)))
+
 
 def cmd_moe(args: argparse.Namespace) -> Any:
     from ridgeline.reports.moe import moe_report

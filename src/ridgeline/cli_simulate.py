@@ -361,8 +361,9 @@ def capped_rate(args: argparse.Namespace) -> bool:
 
 def cap_clause(cap: int) -> str:
     """The load line's words for a capped open loop (``capped_rate``)."""
-    return (f"at most {cap} in flight (a request come while {cap} run waits, client-side, "
-            "and is timed from its send)")
+    return (f"at most {cap} in flight (a request that arrives while {cap} "
+            f"{'is' if cap == 1 else 'are'} running waits client-side and is timed from its "
+            "send)")
 
 
 def fixed_length(text: str | None) -> bool:
@@ -471,7 +472,8 @@ def register(sub: Any) -> None:
     w.add_argument("--concurrency", "--max-concurrency", type=_how_many("concurrency", MAX_BATCH),
                    help="closed loop: keep this many requests in flight (vllm bench serve's "
                    "--max-concurrency at its default rate, inf); beside --rate or --trace, the "
-                   "most in flight, a request come while that many run waiting client-side")
+                   "most in flight, a request that arrives while that many are running "
+                   "waiting client-side")
     w.add_argument("--num-requests", "--num-prompts",
                    type=_how_many("number of requests", MAX_REQUESTS),
                    help="requests to run (default 1000, as vllm bench serve's)")

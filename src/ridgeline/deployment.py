@@ -36,6 +36,21 @@ LLAMA_CPP_MATMUL_DTYPES = ("bf16", "fp16", "fp32")
 LLAMACPP_SPLIT_MODES = ("layer", "row", "tensor")  # llama.cpp -sm (row: refused, not modelled)
 
 
+def cache_matmul_dtypes(kv_id: str) -> tuple[str, ...]:
+    """The dtypes, in preference, that attention's QKᵀ and PV run at over a cache of ``kv_id``
+    (the first the card has wins): an fp8 cache on fp8 units runs fp8 attention (vLLM
+    quantizes the query for FlashAttention 3's fp8 path); any other cache is dequantized to
+    the 16-bit rate, an fp16 one (--dtype float16) to fp16, an f32 one (measure's float32
+    rows) kept at fp32."""
+    if kv_id.startswith("fp8"):
+        return ("fp8", "bf16", "fp16")
+    if kv_id in ("fp16", "f16"):
+        return ("fp16", "bf16")
+    if kv_id == "fp32":
+        return ("fp32", "bf16", "fp16")
+    return ("bf16", "fp16")
+
+
 @dataclass(frozen=True)
 class Deployment:
     model: ModelSpec
@@ -344,18 +359,10 @@ class Deployment:
     @property
     def attention_compute_dtype(self) -> str:
         """The dtype attention's score and value matmuls run at: the cache's, not the
-        weights' (QKᵀ and PV multiply cached K and V). An fp8 cache on a card with fp8 units
-        runs fp8 attention (vLLM quantizes the query for FlashAttention 3's fp8 path); any
-        other cache is dequantized to the 16-bit rate."""
+        weights' (QKᵀ and PV multiply cached K and V), as cache_matmul_dtypes orders them."""
         if self.engine.startswith("llama.cpp"):
             return self._native_dtype(("fp16",))  # its attention kernels multiply in f16
-        if self.kv.id.startswith("fp8"):
-            return self._native_dtype(("fp8", "bf16", "fp16"))
-        if self.kv.id in ("fp16", "f16"):  # an fp16 cache (--dtype float16) multiplies in fp16
-            return self._native_dtype(("fp16", "bf16"))
-        if self.kv.id == "fp32":  # an f32 cache (measure's float32 rows) multiplies in fp32
-            return self._native_dtype(("fp32", "bf16", "fp16"))
-        return self._native_dtype(("bf16", "fp16"))
+        return self._native_dtype(cache_matmul_dtypes(self.kv.id))
 
     @property
     def attention_slowdown(self) -> float:

@@ -252,7 +252,8 @@ def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
                   f"{work.flops / 1e12:,.4g} TFLOP with matmuls at {dep.matmuls_label}: each "
                   "kept wider counted × its slowdown")]),
              q(f"peak {dep.compute_dtype}", dep.peak_flops_per_s / 1e12, "TFLOP/s",
-               "; ".join(filter(None, (acc.source_of("peak_flops"), dep.peak_note))))),
+               f"{dep.tensor_parallel_size} x {acc.id}{rank}: "  # as the bandwidth is counted
+               + "; ".join(filter(None, (acc.source_of("peak_flops"), dep.peak_note))))),
         *_host_steps(dep, work),
         step("step time", "max(compute time, memory time)" + (
              " + host time" if work.host_bytes or dep.cpu_offload else ""),
@@ -374,7 +375,8 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
                   if pp > 1 and dep.engine.startswith("llama.cpp")
                   else f"; its {pp} pipeline stages one after another" if pp > 1 else "")),
              q("bandwidth", bandwidth / 1e12, "TB/s",
-               dep.accelerator.source_of("memory_bandwidth_bytes_per_s")
+               f"{tp} x {dep.accelerator.id}: "  # as the peak is counted
+               + dep.accelerator.source_of("memory_bandwidth_bytes_per_s")
                + ("; one stage at a time" if stages > 1 else ""))),
     )
     return PrefillFloor(prompt_len, batch, work.flops, work.bytes, work.weight_bytes,

@@ -91,6 +91,8 @@ class _Reader:
 
     def header(self) -> GgufHeader:
         magic = self.f.read(4)
+        if not magic:  # b'' would read as a start; an empty file is the likelier mistake
+            raise InputError(f"{self.origin} is empty (0 bytes): not a GGUF file")
         if magic != MAGIC:
             raise InputError(f"{self.origin} is not a GGUF file: it starts with {magic[:4]!r}, "
                              "not b'GGUF'")

@@ -138,9 +138,13 @@ class DecodeReport:
         seat, engine = self._seat(f.context), self.expected[0].engine
         if seat.held:
             return (f"{engine} cannot run a batch of {f.batch:,} at {f.context:,} "
-                    f"{plural(f.context, 'token')} of context: its KV pool runs at most "
-                    f"{seat.held:,} {plural(seat.held, 'sequence')}, so no step of that size "
-                    "happens")
+                    f"{plural(f.context, 'token')} of context: "
+                    + (f"its {self._seats_knob()} lets at most {seat.held:,} "
+                       f"{plural(seat.held, 'sequence')} run at once (its KV pool would hold "
+                       "more)" if seat.seat_limited else
+                       f"its KV pool runs at most {seat.held:,} "
+                       f"{plural(seat.held, 'sequence')}")
+                    + ", so no step of that size happens")
         return self._none_clause(seat)
 
     def none_code(self, f: DecodeFloor) -> str:
@@ -205,10 +209,14 @@ class DecodeReport:
                              f"{'does' if len(unfit) == 1 else 'do'} not fit; the worst, "
                              f"batch {worst.batch} at {worst.context:,} tokens: "
                              + worst.fit.headline().removeprefix("DOES NOT FIT: "))
+            elif len(self.floors) > 1:  # none runs: say so, not just the worst point
+                alone = (f"; the weights alone, {worst.fit.weight_bytes / GB:,.1f} GB, exceed "
+                         "the memory at any batch" if worst.fit.kv_room_bytes < 0 else "")
+                lines.append(f"DOES NOT FIT at any of the {len(self.floors)} points; the worst, "
+                             f"batch {worst.batch} at {worst.context:,} tokens: "
+                             + worst.fit.headline().removeprefix("DOES NOT FIT: ") + alone)
             else:
-                lines.append(worst.fit.headline() + (f" (batch {worst.batch}, context "
-                                                     f"{worst.context:,})"
-                                                     if len(self.floors) > 1 else ""))
+                lines.append(worst.fit.headline())
         lines.append(deployment_line(self.deployment))
         if len(self.floors) == 1:
             f, base = self.floors[0]
@@ -329,11 +337,23 @@ class DecodeReport:
                                          else "")
         fit = self._fit_hint()
         # a refusal that names no context (a start-up check failed) is said once, not per context
+        # where max_num_seqs, not the pool, caps the batch, the line says so of the engine
+        capped = pool.replace("'s KV pool", "", 1)
+        knob = f", capped by {self._seats_knob()}: its KV pool holds more"
         return list(dict.fromkeys(
-            f"{pool} runs at most {s.held:,} {plural(s.held, 'sequence')} at {s.context:,} "
-            f"{plural(s.context, 'token')} of context{slots} ({fit} for the breakdown)"
+            f"{capped if s.seat_limited else pool} runs at most {s.held:,} "
+            f"{plural(s.held, 'sequence')} at {s.context:,} "
+            f"{plural(s.context, 'token')} of context{slots}{knob if s.seat_limited else ''} "
+            f"({fit} for the breakdown)"
             if s.held else f"{self._none_clause(s)} ({fit} for the breakdown)"
             for s in self.seats if s.held is not None and s.context != said))
+
+    def _seats_knob(self) -> str:
+        """The engine's own name for its cap on running sequences: vLLM's max_num_seqs."""
+        from ridgeline.candidate import ENGINE_KNOB_NAMES
+
+        engine = self.expected[0].engine
+        return ENGINE_KNOB_NAMES.get(engine, ENGINE_KNOB_NAMES["vllm"])[0]
 
 
 def speed_note(model: ModelSpec, contexts: list[int], more: list[str]) -> str:

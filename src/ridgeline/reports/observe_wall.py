@@ -244,7 +244,7 @@ class ObservedWall(ObservedFloor):
             elif n:
                 queue = (f"requests waited in only {n} of {of} readings, too few to be a wall "
                          "(a prompt that arrived between steps); ")
-            return (f"{queue}neither pool nor queue limits it: it runs all it is sent ({held}), "
+            return (f"{queue}no limit from the pool or the queue: it runs all it is sent ({held}), "
                     f"under the ridge near batch {self.ridge_batch:,.0f}, where each added "
                     "sequence shares the weights' read — send more load, or serve it on fewer "
                     "GPUs or replicas")

@@ -216,7 +216,7 @@ class PrefillReport:
         lines = [] if f.fit.fits else [f.fit.headline()]
         lines += [
             deployment_line(self.deployment),
-            f"prefill floor, {f.batch} x {f.prompt_len:,}-token prompt"
+            f"prefill floor, {f.batch} x {f.prompt_len:,}-token {plural(f.batch, 'prompt')}"
             + (":" if self.runs else " (arithmetic only: no engine can run this):"
                if not f.fit.fits else f" (arithmetic only: {e.engine} would not run this):"),
             f"  time       {f.time_s * 1e3:,.1f} ms (bound by {f.bound}) = TTFT floor",

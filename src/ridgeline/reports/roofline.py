@@ -219,11 +219,12 @@ def roofline_report(
     acc: Accelerator, compute_dtype: str, batch: int, prompt_len: int,
     dep: Deployment | None = None, bytes_per_weight: float = 2.0, kv_bytes: float = 2.0,
     intensity: float | None = None, expert_compute_dtype: str | None = None,
-    num_gpus: int = 1,
+    num_gpus: int = 1, attention_dtype: str | None = None,
 ) -> RooflineReport:
     """Operating points of a decode step at ``batch`` and of a prefill of ``prompt_len``; an
     MoE model's experts at ``expert_compute_dtype`` (default: ``compute_dtype``); without a
-    deployment, ``num_gpus`` cards named in the header (each with the same ridge)."""
+    deployment, ``num_gpus`` cards named in the header (each with the same ridge), and decode
+    attention at ``attention_dtype`` (the cache's; default: ``compute_dtype``)."""
     ridge = ridge_point(acc.peak(compute_dtype), acc.memory_bandwidth_bytes_per_s)
     expert_dtype = expert_compute_dtype or compute_dtype
     moe = dep.model.moe if dep is not None else None
@@ -259,7 +260,7 @@ def roofline_report(
                          + ("the whole latent" if att.mla else "a copied KV head")
                          + f" for its share of the heads (÷ {dep.kv_replication:g})")
         att_step = _attention_step(dep, att_i, kv_bytes)
-    att_dtype = compute_dtype if dep is None else dep.attention_compute_dtype
+    att_dtype = (attention_dtype or compute_dtype) if dep is None else dep.attention_compute_dtype
     att_ridge = ridge_point(acc.peak(att_dtype), acc.memory_bandwidth_bytes_per_s)
     if att_dtype != compute_dtype:  # QKᵀ and PV multiply the cache, at its rate
         att_note += f"; its matmuls at {att_dtype} (the cache's), ridge {att_ridge:,.0f}"
