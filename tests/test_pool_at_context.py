@@ -43,6 +43,23 @@ def test_what_differs_is_the_start_up_check_at_the_longer_default() -> None:
     assert not refuses_to_start(kv_pool(dep, EngineSettings(max_model_len=2048)), dep, 2048)
 
 
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_the_note_says_a_start_up_refusal_only_for_the_engine_that_refuses(engine: str) -> None:
+    """Gemma-3-27B on one H100 at its 131,072-token default: no engine's pool holds one request
+    that long; vLLM refuses to start, SGLang and TensorRT-LLM start anyway (capacity.py
+    refuses_to_start), and the note says which."""
+    dep = Deployment.build(resolve_model("gemma-3-27b"), resolve_accelerator("h100"), None,
+                           None, 1, engine=engine)
+    default = served_positions(dep.model, engine)
+    assert default is not None
+    pool = kv_pool(dep, EngineSettings(max_model_len=default))
+    assert pool.tokens < default
+    note = pool_at_context_note(engine)
+    assert ("must also fit one request of that default to start" in note) \
+        == refuses_to_start(pool, dep, default)
+    assert engine in note
+
+
 def test_page_amdahl_and_utilization_say_the_pool_assumes_max_model_len_is_the_context(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     note = pool_at_context_note("vllm")

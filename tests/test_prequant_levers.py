@@ -72,3 +72,17 @@ def test_a_bundled_fp8_checkpoint_and_a_16_bit_one(capsys: pytest.CaptureFixture
     assert lever["name"].endswith("(a different checkpoint; this one is fp8-block)")
     bf16 = answer(capsys, "fit", "llama-3.1-70b", *FIT[:2], "--num-gpus", "2", *FIT[4:])
     assert [lv["name"] for lv in weight_levers(bf16)] == ["fp8 weights"]
+
+
+def test_a_16_bit_checkpoint_served_at_8_bits_names_the_4_bit_checkpoint_it_needs(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama-3.1-70B's bf16 checkpoint under --weights fp8 (vLLM quantizes it on load): the
+    next smaller format, awq-int4, is no flag's, so the lever says it is another checkpoint,
+    priced as --weights awq-int4 prices it."""
+    argv = ("llama-3.1-70b", *FIT)
+    report = answer(capsys, "fit", *argv, "--weights", "fp8")
+    (lever,) = weight_levers(report)
+    assert lever["name"] == "awq-int4 weights (a different checkpoint; this one is bf16)"
+    what_if = answer(capsys, "fit", *argv, "--weights", "awq-int4")
+    assert (lever["conversations"], lever["batch"]) == (what_if["conversations"],
+                                                        what_if["batch"])

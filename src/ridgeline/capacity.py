@@ -247,14 +247,25 @@ def engine_seat_limit(pool: KVPool, dep: Deployment) -> int:
 SERVING_ENGINES = ("vllm", "sglang", "trtllm")  # each sizes its pool for a max_model_len
 
 
+# what each serving engine does at start-up with a pool short of one max_model_len request
+# (refuses_to_start): vLLM refuses; SGLang and TensorRT-LLM start, holding a request to the pool
+_START_AT_DEFAULT = {
+    "vllm": "but must also fit one request of that default to start",
+    "sglang": "and starts even where one request of that default does not fit, capping a "
+              "request at what its pool holds",
+    "trtllm": "and starts even where one request of that default does not fit, trimming "
+              "max_seq_len to what its pool holds"}
+
+
 def pool_at_context_note(engine: str) -> str:
     """--explain's word on the max_model_len page, amdahl and utilization start ``engine``'s
     pool at: the context asked. They price the newest release, whose profiled step is the
     scheduler's token budget, not max_model_len, so the pool holds as many conversations at
-    the model's longer default; only the start-up check (one request that long) differs."""
+    the model's longer default; only the start-up check (one request that long) differs, and
+    only vLLM refuses to start on it (``refuses_to_start``)."""
     return ("the pool assumes max_model_len = this context; started at the model's longer "
-            f"default, {engine} holds as many conversations of this length but must also fit "
-            "one request of that default to start (`ridgeline fit` checks it)")
+            f"default, {engine} holds as many conversations of this length "
+            f"{_START_AT_DEFAULT[engine]} (`ridgeline fit` checks it)")
 
 
 def start_refusal_clause(engine: str, length: int, defaulted: bool, longest: int) -> str:

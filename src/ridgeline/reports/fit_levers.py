@@ -49,6 +49,7 @@ class Lever:
 SMALLER_WEIGHTS = {"bf16": "fp8", "fp16": "fp8", "fp8": "awq-int4", "fp8-block": "awq-int4",
                    "int8": "awq-int4", "int8-w8a16": "awq-int4", "bnb-int8": "awq-int4",
                    "gptq-int8": "awq-int4"}
+QUANTIZED_ON_LOAD = ("fp8",)  # what a 16-bit checkpoint becomes by a flag (--quantization fp8)
 SMALLER_GGUF = {"bf16": "q8_0", "fp16": "q8_0", "q8_0": "q4_k_m", "q6_k": "q4_k_m",
                 "q5_k_m": "q4_k_m", "q5_k_s": "q4_k_m"}
 
@@ -197,7 +198,9 @@ def _smaller_weights_lever(d: Deployment, context: int, s: EngineSettings, gguf:
     """The next smaller weight format (SMALLER_WEIGHTS, SMALLER_GGUF), where the card runs it.
     A checkpoint whose quantization_config (or GGUF file) fixes its format, bitsandbytes, AWQ,
     GPTQ, fp8, compressed-tensors alike, is served as stored: a smaller format is another
-    checkpoint, which the lever says, and none is offered past the smallest (a 4-bit one)."""
+    checkpoint, which the lever says, and none is offered past the smallest (a 4-bit one).
+    A 16-bit checkpoint reaches fp8 by a flag (QUANTIZED_ON_LOAD); served at 8 bits, its
+    4-bit lever is another checkpoint too."""
     stored = stored_weight_format(d.model)
     current = stored if d.weights.label == "as stored" else d.weights.label
     fmt = (SMALLER_GGUF if gguf else SMALLER_WEIGHTS).get(current)
@@ -207,8 +210,11 @@ def _smaller_weights_lever(d: Deployment, context: int, s: EngineSettings, gguf:
     if weights_platform_problem(plan, d.accelerator, d.engine, True):
         return []
     name = f"{fmt} weights"
-    if stored:  # no flag turns a quantized checkpoint into another format
-        name += f" (a different {'GGUF file' if gguf else 'checkpoint'}; this one is {stored})"
+    # no flag turns a quantized checkpoint into another format, nor a 16-bit one into any
+    # but fp8 (the engines quantize to it on load)
+    if stored or (not gguf and fmt not in QUANTIZED_ON_LOAD):
+        name += (f" (a different {'GGUF file' if gguf else 'checkpoint'}; this one is "
+                 f"{stored or d.model.dtype})")
     return [(name, replace(d, weights=plan), context, s)]
 
 
