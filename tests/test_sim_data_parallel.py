@@ -149,34 +149,39 @@ def test_the_engine_line_names_the_ranks(capsys: pytest.CaptureFixture[str]) -> 
     assert "data_parallel" not in plain["settings"]
 
 
-def test_the_json_totals_are_every_ranks_and_per_rank_one_ranks(
+def test_the_json_keeps_one_ranks_settings_and_adds_every_ranks(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """num_gpus counts all eight GPUs, so num_blocks, max_num_seqs and max_num_batched_tokens
-    beside it add up the ranks' (all_ranks), data_parallel.per_rank keeps one rank's, and the
-    text says both: 28,740 blocks a rank at 32K, 229,920 in all. SGLang's budget, its
-    --chunked-prefill-size divided over the ranks, adds back up to the flag's."""
+    """num_blocks, max_num_seqs and max_num_batched_tokens are one rank's, as fit --json gives
+    max_num_seqs and as each rank's scheduler runs them; data_parallel adds the ranks' together
+    (all_ranks), and the text says both: 28,740 blocks a rank at 32K, 229,920 in all. SGLang's
+    budget is its --chunked-prefill-size, the flag's, which it divides over the ranks."""
     report = simulate_json(capsys, *DP8, "--rate", "4", "--num-requests", "40")
     settings = report["settings"]
-    rank, ranks = settings["data_parallel"]["per_rank"], settings["data_parallel"]["size"]
-    assert settings["num_gpus"] == ranks == 8
+    dp = settings["data_parallel"]
+    assert settings["num_gpus"] == dp["size"] == 8
     for key in ("num_blocks", "max_num_seqs", "max_num_batched_tokens"):
-        assert settings[key] == ranks * rank[key]
+        assert settings[key] == dp["per_rank"][key]
+        assert dp[f"{key}_all_ranks"] == 8 * settings[key]
     config = rank_config("vllm", sim_config(deepseek_dp8(), EngineSettings(max_model_len=32_768)),
                          8)
-    assert all_ranks(config, 8) == (settings["num_blocks"], settings["max_num_seqs"],
-                                    settings["max_num_batched_tokens"])
-    assert (rank["num_blocks"], settings["num_blocks"]) == (28_740, 229_920)
-    assert settings["data_parallel"]["max_num_seqs_all_ranks"] == settings["max_num_seqs"]
+    assert all_ranks(config, 8) == (dp["num_blocks_all_ranks"], dp["max_num_seqs_all_ranks"],
+                                    dp["max_num_batched_tokens_all_ranks"])
+    assert (settings["num_blocks"], dp["num_blocks_all_ranks"]) == (28_740, 229_920)
+    fit = json.loads(run_cli(capsys, "fit", *DP8, "--json")[1])
+    assert fit["max_num_seqs"] == settings["max_num_seqs"]
+    assert fit["data_parallel"]["max_num_seqs_all_ranks"] == dp["max_num_seqs_all_ranks"]
     code, text, _ = run_cli(capsys, "simulate", *DP8, "--rate", "4", "--num-requests", "40")
     assert code == 0
-    assert f"engine: {rank['num_blocks']:,} KV blocks" in text
-    assert f"the 8 ranks together: {settings['num_blocks']:,} KV blocks" in text
+    assert f"engine: {settings['num_blocks']:,} KV blocks" in text
+    assert f"the 8 ranks together: {dp['num_blocks_all_ranks']:,} KV blocks" in text
     assert "running batch, the 8 ranks together" in text
     sglang = simulate_json(capsys, *SGLANG_DP8, "--rate", "4", "--num-requests", "40")
     whole = sim_config(deepseek_dp8("sglang"), EngineSettings(max_model_len=32_768))
     assert sglang["settings"]["max_num_batched_tokens"] == whole.max_num_batched_tokens
-    assert sglang["settings"]["num_blocks"] \
-        == 8 * sglang["settings"]["data_parallel"]["per_rank"]["num_blocks"]
+    assert sglang["settings"]["data_parallel"]["per_rank"]["max_num_batched_tokens"] \
+        == whole.max_num_batched_tokens // 8
+    assert sglang["settings"]["data_parallel"]["num_blocks_all_ranks"] \
+        == 8 * sglang["settings"]["num_blocks"]
 
 
 @pytest.mark.parametrize("argv, words", [

@@ -302,18 +302,18 @@ class SimulateReport:
         lanes = {"per_lane": {"num_blocks": self.config.num_blocks,
                               "max_num_seqs": self.config.max_num_seqs},
                  "lanes_summed": ["steps", "busy_s"]} if self.lanes > 1 else {}
-        # the top-level pool, seats and budget are the deployment's: every rank's together
-        blocks, seqs, budget = all_ranks(self.config, d.data_parallel_size) \
-            if d.data_parallel_size > 1 else (c.num_blocks, c.max_num_seqs,
-                                              c.max_num_batched_tokens)
+        # the top-level pool, seats and budget are the engine's settings as fit --json gives
+        # them (a rank's pool and seats; SGLang's budget the flag it divides over the ranks);
+        # data_parallel adds every rank's together
+        blocks, seqs, budget = all_ranks(self.config, d.data_parallel_size)
         ranks = {"data_parallel": {
             "size": d.data_parallel_size, "gpus_per_rank": d.rank_gpus,
             "expert_ranks": d.expert_ranks, "dispatch": self.dispatch,
             "per_rank": {"num_blocks": self.config.num_blocks,
                          "max_num_seqs": self.config.max_num_seqs,
                          "max_num_batched_tokens": self.config.max_num_batched_tokens},
-            "ranks_summed": ["num_blocks", "max_num_seqs", "max_num_batched_tokens"],
-            "max_num_seqs_all_ranks": seqs}} \
+            "num_blocks_all_ranks": blocks, "max_num_seqs_all_ranks": seqs,
+            "max_num_batched_tokens_all_ranks": budget}} \
             if d.data_parallel_size > 1 else {}
         return {**lanes,
             "settings": {**ranks, "model": d.model.name, "accelerator": d.accelerator.id,
@@ -334,11 +334,12 @@ class SimulateReport:
                          **cpu_offload_json(d),
                          "decode_context_parallel_size": d.decode_context_parallel_size,
                          # the scheduler's block; each -dcp rank holds its own share of it
-                         "num_blocks": blocks, "block_size": c.block_size,
+                         "num_blocks": c.num_blocks, "block_size": c.block_size,
                          "block_size_per_rank":
                              c.block_size // d.decode_context_parallel_size,
                          "overhead_blocks_per_request": c.overhead_blocks,
-                         "max_num_seqs": seqs, "max_num_batched_tokens": budget,
+                         "max_num_seqs": c.max_num_seqs,
+                         "max_num_batched_tokens": c.max_num_batched_tokens,
                          **({"long_prefill_token_threshold": c.long_prefill_token_threshold}
                             if c.long_prefill_token_threshold else {}),
                          "ubatch_tokens": c.ubatch_tokens or None,
