@@ -29,9 +29,9 @@ from ridgeline.kvcache import kv_footprint
 from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.plots import html_page
 from ridgeline.precision import kv_dtype
-from ridgeline.reports.roofline import first_whole_batch
 from ridgeline.roofline import (
     decode_attention_intensity,
+    first_whole_batch,
     ridge_point,
     weight_intensity,
 )

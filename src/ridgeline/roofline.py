@@ -7,6 +7,7 @@ step, so their intensity is 2·B / bytes_per_weight: B at bf16, the batch itself
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ridgeline.explain import Step, q, step
@@ -130,3 +131,9 @@ def ridge_step(acc: Accelerator, dtype: str) -> Step:
         q("memory bandwidth", bandwidth / 1e12, "TB/s",
           acc.source_of("memory_bandwidth_bytes_per_s")),
     )
+
+
+def first_whole_batch(batch: float) -> int:
+    """The first whole batch at or past a fractional one (295.3 on an H100: 296 reaches the
+    ridge, 295 stops at 99.9 %)."""
+    return math.ceil(batch - 1e-9)

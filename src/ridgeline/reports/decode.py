@@ -34,6 +34,7 @@ from ridgeline.reports.expectation import (
     fit_dict,
     no_expectation,
 )
+from ridgeline.roofline import first_whole_batch
 from ridgeline.side_by_side import NotRun, not_run_dict
 from ridgeline.spec_decode import SpecDecode, SpecStep, spec_step
 from ridgeline.stages import micro_batch, micro_batches
@@ -601,7 +602,7 @@ class DecodeComparison(ByCard):
                              f"{f.batch / e.time_s:,.0f}" if runs else "",
                              _dollars_per_million(r.deployment, f.batch / e.time_s)
                              if runs else "",
-                             f"{r.deployment.dense_ridge_batch:,.0f}",
+                             f"{first_whole_batch(r.deployment.dense_ridge_batch):,}",
                              bound_label(f.bound)])
         cautions = dict.fromkeys(c for r in self.reports for c in r.cautions)
         from ridgeline.offload import placement_lines

@@ -17,6 +17,7 @@ from ridgeline.reports.fit_state import (
     state_overrun_reason,
 )
 from ridgeline.reports.fit_terms import cap_flag, is_llamacpp, per_gpu
+from ridgeline.roofline import first_whole_batch
 from ridgeline.sglang_hybrid import sglang_slots_per_request, sglang_state_ratio
 from ridgeline.sglang_memory import sglang_data
 from ridgeline.stages import micro_batches
@@ -151,15 +152,15 @@ def verdict_line(r: FitReport) -> str:
             headline += f" ({_overflow(p)})"
     elif r.verdict == UNDER_RIDGE and slots:
         headline += (f"; a batch of {r.batch_label()} is under the ridge "
-                     f"({r.ridge_batch:,.0f}): bandwidth-bound at any load")
+                     f"({first_whole_batch(r.ridge_batch):,}): bandwidth-bound at any load")
     elif r.verdict == UNDER_RIDGE:
         headline += (f"; the batch they allow ({r.batch_label()}) is under the ridge "
-                     f"({r.ridge_batch:,.0f}): bandwidth-bound at any load")
+                     f"({first_whole_batch(r.ridge_batch):,}): bandwidth-bound at any load")
     elif micro_batches(d) > 1 or d.data_parallel_size > 1:
         headline += (f"; a batch of {r.batch_label()}, reaches the ridge "
-                     f"({r.ridge_batch:,.0f})")
+                     f"({first_whole_batch(r.ridge_batch):,})")
     else:
-        headline += f"; a batch of {r.batch:,} reaches the ridge ({r.ridge_batch:,.0f})"
+        headline += f"; a batch of {r.batch:,} reaches the ridge ({first_whole_batch(r.ridge_batch):,})"
     experts = r.verdict == CLEARS_RIDGE and d.model.moe is not None \
         and r.expert_batch < r.expert_ridge_batch
     floor = memory_bound_floor(r)

@@ -23,7 +23,7 @@ from ridgeline.observation import Observation, stats
 from ridgeline.render import table
 from ridgeline.reports.observe_latency import RATES_APART
 from ridgeline.reports.observe_verdict import ObserveVerdict
-from ridgeline.roofline import batch_for_intensity, ridge_step
+from ridgeline.roofline import batch_for_intensity, first_whole_batch, ridge_step
 from ridgeline.stages import micro_batches
 from ridgeline.units import GIB
 
@@ -119,7 +119,7 @@ class ObserveReport(ObserveVerdict):
                              "from is likely in seconds (the caution below)")
             else:
                 ridge_batch = batch_for_intensity(self.ridge, d.bytes_per_weight_split[0])
-                lines.append(f"batch {b:,.1f} against a ridge batch of {ridge_batch:,.0f} "
+                lines.append(f"batch {b:,.1f} against a ridge batch of {first_whole_batch(ridge_batch):,} "
                              f"({self.ridge:,.0f} FLOP per byte) on "
                              f"{d.gpus_label}: {frac:.1%} of the arithmetic you "
                              "are billed for" + (" in the weights every token reads "

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -22,6 +21,7 @@ from ridgeline.roofline import (
     decode_attention_intensity,
     expert_intensity,
     expert_ridge_batch,
+    first_whole_batch,
     operating_point,
     ridge_point,
     ridge_step,
@@ -334,12 +334,6 @@ def roofline_report(
     return RooflineReport(acc, compute_dtype, batch, prompt_len,
                           dep.model.name if dep else None, tuple(points), tuple(steps), overflow,
                           caution, dep.num_gpus if dep else num_gpus)
-
-
-def first_whole_batch(batch: float) -> int:
-    """The first whole batch at or past a fractional one (295.3 on an H100: 296 reaches the
-    ridge, 295 stops at 99.9 %)."""
-    return math.ceil(batch - 1e-9)
 
 
 def whole_batch(batch: float) -> str:

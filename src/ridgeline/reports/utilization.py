@@ -20,6 +20,7 @@ from ridgeline.roofline import (
     batch_for_intensity,
     expert_intensity,
     expert_ridge_batch,
+    first_whole_batch,
     ridge_point,
     ridge_step,
 )
@@ -123,7 +124,8 @@ class UtilizationReport:
                     *(f"caution: {c}" for c in self.cautions)]
         lines = [
             f"{self.running} running against a ridge batch of "
-            f"{batch_for_intensity(self.ridge, self.bytes_per_weight):,.0f} ({self.ridge:,.0f} "
+            f"{first_whole_batch(batch_for_intensity(self.ridge, self.bytes_per_weight)):,} "
+            f"({self.ridge:,.0f} "
             f"FLOP per byte) on {self.accelerator.id}: {self.fraction_of_arithmetic:.1%} of the arithmetic "
             "you are billed for" + (" in the weights every token reads (attention, shared "
                                     "layers)" if self.experts else "")
