@@ -435,6 +435,28 @@ def test_a_refused_methods_hint_names_only_a_method_the_engine_has(
     assert "--quantization w8a8_fp8" in sglang
 
 
+def test_sglangs_w8a8_fp8_on_block_fp8_is_refused_as_a_layout_it_cannot_load(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """SGLang takes -q w8a8_fp8 on any compressed-tensors checkpoint (no name mismatch), but
+    W8A8Fp8Config holds one scale a row: a checkpoint in 128x128 blocks fails to load. Without
+    the flag its compressed_tensors method reads the blocks, and the fit is answered."""
+    path = compressed_tensors_fp8_checkpoint(tmp_path)
+    config = json.loads(Path(path).read_text())
+    group = config["quantization_config"]["config_groups"]["group_0"]
+    group["weights"].update(strategy="block", block_structure=[128, 128])
+    Path(path).write_text(json.dumps(config))
+    argv = ("fit", path, "--gpu", "h100", "--max-model-len", "8k", "--json", "--engine",
+            "sglang")
+    err = refused(capsys, *argv, "-q", "w8a8_fp8")
+    assert "does not match" not in err and "fails loading its weights" in err
+    assert engine_methods()["w8a8_fp8"].layout in err and "leave out --quantization" in err
+    assert answer(capsys, *argv)  # as stored
+    (tmp_path / "channel").mkdir()
+    per_channel = compressed_tensors_fp8_checkpoint(tmp_path / "channel")  # the method's own
+    assert answer(capsys, "fit", per_channel, "--gpu", "h100", "--max-model-len", "8k",
+                  "--json", "--engine", "sglang", "-q", "w8a8_fp8")
+
+
 @pytest.mark.parametrize("engine", ["trtllm", "llama.cpp-cuda"])
 def test_a_method_one_engine_has_is_named_as_that_engines_alone(
         capsys: pytest.CaptureFixture[str], engine: str) -> None:

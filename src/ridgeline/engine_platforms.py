@@ -2,9 +2,9 @@
 
 Each check answers with the reason a user reads ("" where the combination runs): an engine
 on a vendor it has no backend for, weights whose kernels a card's generation lacks (fp8
-before Turing, NVFP4 off NVIDIA, AWQ/Marlin before compute capability 7.5, anything but a
-GGUF tensor type on llama.cpp), a KV-cache format the engine does not keep. The families
-each refusal names cite the engine's own support tables.
+before Turing, NVFP4 off NVIDIA, AWQ/Marlin before compute capability 7.5, W4A8-FP8 off
+Hopper, anything but a GGUF tensor type on llama.cpp), a KV-cache format the engine does not
+keep. The families each refusal names cite the engine's own support tables.
 """
 
 from __future__ import annotations
@@ -72,6 +72,10 @@ NO_MARLIN_MXFP4_FAMILIES = ("turing",)
 MARLIN_ONLY_PREFIXES = ("awq", "nvfp4", "mxfp4")
 NO_VULKAN_FAMILIES = ("tpu", "gaudi")  # accelerators without a Vulkan driver
 FP8_FORMATS = ("fp8", "fp8-block")
+# compressed-tensors W4A8-FP8 (compressed_tensors_schemes.py): vLLM's _is_fp8_w4a8_sm90 matches
+# compute capability 9.0 exactly, the CUTLASS W4A8 kernel's; the hopper family is SM 9.0
+W4A8_FP8 = "int4-w4a8-fp8"
+W4A8_FP8_FAMILY = "hopper"
 GGUF_PLAIN = ("bf16", "fp16", "fp32", "mxfp4")  # besides the q*/iq*/tq* block types and mixes
 GGUF_BLOCK_PREFIXES = ("q", "iq", "tq")  # ggml's quant types: q4_k, iq2_xxs, tq1_0
 
@@ -134,6 +138,12 @@ def weights_platform_problem(plan: WeightPlan, accelerator: Accelerator, engine:
     if "mxfp4" in formats and accelerator.family in NO_MARLIN_MXFP4_FAMILIES:
         return (f"{engine} runs no mxfp4 weights on {accelerator.id} ({accelerator.family}): "
                 "Marlin's MXFP4 kernel needs compute capability 8.0+; try --weights bf16")
+    if W4A8_FP8 in formats and accelerator.vendor not in ("measured", "") \
+            and accelerator.family != W4A8_FP8_FAMILY:
+        return (f"{engine} runs no {W4A8_FP8} weights on {accelerator.id} "
+                f"({accelerator.family or accelerator.vendor}): vLLM serves compressed-tensors "
+                "W4A8-FP8 on compute capability 9.0 only (Hopper: CompressedTensorsW4A8Fp8, "
+                "the CUTLASS W4A8 kernel); try --weights awq-int4 or fp8")
     if formats & set(FP8_FORMATS) and accelerator.family in NO_FP8_FAMILIES:
         needs = ("an AMD GPU with fp8 matrix instructions: MI300-class (CDNA3) or newer, or "
                  "RDNA4" if accelerator.vendor == "amd" else

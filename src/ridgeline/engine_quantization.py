@@ -54,6 +54,7 @@ class EngineMethod:
     source: str
     quant_algos: tuple[str, ...] = ()
     engines: tuple[str, ...] = QUANTIZATION_ENGINES  # those with the method (w8a8_fp8: SGLang)
+    layout: str = ""  # what the method holds, where a checkpoint stored otherwise fails to load
 
     def serves_as_stored(self, spec: ModelSpec) -> bool:
         """Whether the engines take this method on ``spec``'s checkpoint and load it as
@@ -70,7 +71,8 @@ def engine_methods() -> dict[str, EngineMethod]:
     return {row["method"]: EngineMethod(row["method"], row["format"], tuple(row["reads"]),
                                         bool(row["online"]), tuple(row["checkpoints"]),
                                         row["source"], tuple(row.get("quant_algos", ())),
-                                        tuple(row.get("engines", QUANTIZATION_ENGINES)))
+                                        tuple(row.get("engines", QUANTIZATION_ENGINES)),
+                                        row.get("layout", ""))
             for row in load_data("formats.json")["engine_methods"]}
 
 
@@ -97,7 +99,8 @@ def quantized_weights(method: str, spec: ModelSpec, engine: str | None = None) -
     (vLLM looks for the method's config in the checkpoint and fails at start-up). A quantized
     checkpoint: 'auto' (as stored) where its quant_method is one the method is accepted on and
     its formats are ones the method reads, else refused as vLLM's and SGLang's
-    _verify_quantization refuse it (qwen3-235b-a22b-fp8 with awq)."""
+    _verify_quantization refuse it (qwen3-235b-a22b-fp8 with awq), or, where its quant_method
+    is one the method is accepted on, as the weights fail to load (_layout_refusal)."""
     chosen = engine_method(method)
     stored = set(spec.stored_format_map.values())
     mix = weight_mixes().get(normalise(chosen.format))
@@ -124,6 +127,9 @@ def quantized_weights(method: str, spec: ModelSpec, engine: str | None = None) -
     if chosen.serves_as_stored(spec):
         return "auto"
     label = "+".join(sorted(stored))
+    if spec.quant_method in chosen.checkpoints and (
+            not chosen.quant_algos or spec.quant_algo in chosen.quant_algos):
+        raise InputError(_layout_refusal(chosen, spec, label, engine))
     algo = f", quant_algo {spec.quant_algo}" if spec.quant_algo else ""
     own = checkpoint_engine_method(spec, engine)
     instead = (f"leave out --quantization, or give its own method --quantization "
@@ -134,6 +140,26 @@ def quantized_weights(method: str, spec: ModelSpec, engine: str | None = None) -
                      f"{algo}), and vLLM and SGLang refuse --quantization {chosen.method} on "
                      "it (the method in the model config does not match the `quantization` "
                      f"argument): {instead}")
+
+
+def _layout_refusal(chosen: EngineMethod, spec: ModelSpec, label: str,
+                    engine: str | None) -> str:
+    """--quantization METHOD on a checkpoint of a quant_method the engines take it on, stored in
+    a format METHOD does not load (SGLang's w8a8_fp8 on compressed-tensors FP8 in 128x128
+    blocks: W8A8Fp8Config holds one scale a row, formats.json's source): the engines pass the
+    name check and fail loading the weights; without the flag they read the checkpoint with
+    the method its quant_method names, or the method that serves it as stored."""
+    engines = (engine,) if engine in chosen.engines else chosen.engines
+    own = checkpoint_engine_method(spec, engine)
+    instead = (f"give its own method --quantization {own.method}, or leave the flag out"
+               if own else "leave out --quantization: the checkpoint's own quant_method "
+               f"({spec.quant_method}) reads it as stored")
+    s = "s" if len(engines) == 1 else ""
+    return (f"{spec.name} is stored {label} (quant_method {spec.quant_method}), and "
+            f"--quantization {chosen.method} loads {', '.join(chosen.reads)} only: "
+            f"{_engine_names(engines)} take{s} the method on a {spec.quant_method} checkpoint but "
+            f"fail{s} loading its weights{f' ({chosen.layout})' if chosen.layout else ''}; "
+            f"{instead}")
 
 
 # vLLM's get_min_capability: bitsandbytes 7.0, experts_int8 8.0; the NVIDIA families below

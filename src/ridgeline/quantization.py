@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from ridgeline.compressed_tensors_schemes import marlin_24_refusal, sparsity_problem, w4a8_format
 from ridgeline.errors import InputError, shorten
 
 EMBEDDING = "embedding"
@@ -211,12 +212,19 @@ def _per_layer_modelopt(layers: Mapping[str, Any], origin: str) -> dict[str, str
 def _compressed_tensors(qc: Mapping[str, Any], origin: str) -> str:
     """The first config group's format. Its own "format" names how it is stored, else the
     config's (a "mixed-precision" config names it per group, compressed-tensors
-    quant_scheme.py QuantizationScheme.format)."""
+    quant_scheme.py QuantizationScheme.format). Sparse checkpoints vLLM no longer serves are
+    refused first (compressed_tensors_schemes.py)."""
     groups = qc.get("config_groups") or {}
+    sparsity_problem(qc, origin)
     for group in groups.values():
         weights = (group or {}).get("weights") or {}
         stored = str((group or {}).get("format") or qc.get("format") or "").lower()
         bits, kind = weights.get("num_bits"), weights.get("type")
+        if stored == "marlin-24":
+            raise InputError(marlin_24_refusal(origin, weights))
+        activations = (group or {}).get("input_activations")
+        if bits == 4 and kind == "int" and activations:
+            return w4a8_format(weights, activations, stored, origin)
         if bits == 8 and kind == "float":
             return _compressed_fp8(weights, origin)
         if bits == 8 and kind == "int":
