@@ -239,15 +239,30 @@ def test_the_scaled_formats_bits_are_the_formulas() -> None:
         scaled_bits_per_weight(8, 128 * 128, 32), abs=1e-5)
 
 
+@pytest.mark.parametrize("bits", [4, 8])
 @pytest.mark.parametrize("stored", ["naive-quantized", "int-quantized"])
-def test_compressed_tensors_int4_a_byte_a_weight_is_refused_as_vllm_refuses_it(
-        stored: str) -> None:
-    """vLLM takes int4 weights pack-quantized only; unpacked, each value fills a byte."""
-    with pytest.raises(InputError, match=f"int4 stored {stored} .*pack-quantized only"):
-        stored_formats(ct_config({"num_bits": 4, "type": "int", "group_size": 128}, stored),
+def test_compressed_tensors_weight_only_int_a_byte_a_weight_is_refused_as_vllm_refuses_it(
+        stored: str, bits: int) -> None:
+    """vLLM takes weight-only integer weights pack-quantized only; unpacked, each value fills
+    a byte, and vLLM asserts such a group is float."""
+    with pytest.raises(InputError, match=f"int{bits} stored {stored} .*pack-quantized only"):
+        stored_formats(ct_config({"num_bits": bits, "type": "int", "group_size": 128}, stored),
                        "x")
     packed = ct_config({"num_bits": 4, "type": "int", "group_size": 128}, "pack-quantized")
     assert stored_formats(packed, "x")["mlp"] == "int4-g128-sym"
+
+
+def test_compressed_tensors_int8_is_w8a8_with_int_activations_and_w8a16_without() -> None:
+    """W8A8 (int8 activations) multiplies in int8; W8A16 (weights alone, pack-quantized)
+    dequantizes to 16-bit matmuls, as CompressedTensorsWNA16 serves it."""
+    channel = {"num_bits": 8, "type": "int", "strategy": "channel", "symmetric": True}
+    w8a8 = ct_config(channel, "int-quantized")
+    w8a8["config_groups"]["group_0"]["input_activations"] = {  # type: ignore[index]
+        "num_bits": 8, "type": "int", "strategy": "token", "dynamic": True}
+    assert stored_formats(w8a8, "x")["mlp"] == "int8"
+    w8a16 = stored_formats(ct_config(channel, "pack-quantized"), "x")["mlp"]
+    assert w8a16 == "int8-w8a16"
+    assert "int8" not in weight_formats()[w8a16].compute_dtypes
 
 
 @pytest.mark.parametrize(("qc", "message"), [

@@ -228,18 +228,28 @@ def _compressed_tensors(qc: Mapping[str, Any], origin: str) -> str:
         if bits == 8 and kind == "float":
             return _compressed_fp8(weights, origin)
         if bits == 8 and kind == "int":
-            return "int8"
+            if activations:  # W8A8: int8 activations too
+                return "int8"
+            if stored in _UNPACKED_FORMATS:
+                raise InputError(_unpacked_refusal(origin, 8, stored))
+            # W8A16 (llm-compressor's preset: per channel, pack-quantized), served by
+            # CompressedTensorsWNA16 on 16-bit matmuls
+            return "int8-w8a16"
         if bits == 4 and kind == "float":
             return _compressed_fp4(weights, stored, origin)
         if bits == 4 and kind == "int":
             if stored in _UNPACKED_FORMATS:
-                raise InputError(
-                    f"{origin}: compressed-tensors int4 stored {stored} (a byte a weight) is "
-                    "not supported: vLLM serves int4 weights on GPUs pack-quantized only "
-                    "(compressed_tensors.py picks CompressedTensorsWNA16 for pack-quantized, "
-                    f"and asserts that a weight-only {stored} group is float)")
+                raise InputError(_unpacked_refusal(origin, 4, stored))
             return _compressed_int4(weights, origin)
     raise InputError(f"{origin}: compressed-tensors scheme not recognised")
+
+
+def _unpacked_refusal(origin: str, bits: int, stored: str) -> str:
+    """Integer weights without int activations stored a value a byte (_UNPACKED_FORMATS)."""
+    return (f"{origin}: compressed-tensors weight-only int{bits} stored {stored} is not "
+            f"supported: vLLM serves weight-only integer weights pack-quantized only "
+            "(compressed_tensors.py picks CompressedTensorsWNA16 for pack-quantized, and "
+            f"asserts that a weight-only {stored} group is float)")
 
 
 def _compressed_fp8(weights: Mapping[str, Any], origin: str) -> str:
