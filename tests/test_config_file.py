@@ -204,6 +204,24 @@ def test_a_not_modelled_key_in_a_vllm_config_is_refused_naming_the_file_and_key(
     assert err.rstrip().endswith(why)
 
 
+@pytest.mark.parametrize(("key", "flag", "engine"), [
+    ("enable-chunked-prefill: true", "--enable-chunked-prefill", ("--engine", "sglang")),
+    ("enable_chunked_prefill: true", "--enable-chunked-prefill", ("--engine-version", "0.7.3")),
+    ("disable-overlap-schedule: true", "--disable-overlap-schedule", ())])
+def test_a_key_refused_only_for_its_engine_is_refused_naming_the_file_and_key(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, key: str, flag: str,
+        engine: tuple[str, ...]) -> None:
+    """A flag refused only once the engine is known (another engine's, or V1-only on a V0
+    --engine-version: launch_note) names the file and the key when the file gave it, with the
+    command line's reason."""
+    path = yaml_file(tmp_path, f"max-model-len: 8192\n{key}\n", "x.yaml")
+    err = refusal(capsys, *FIT, "--config", path, *engine)
+    said = key.split(":")[0]
+    assert f"x.yaml: {said} is " in err
+    why = refusal(capsys, *FIT, flag, *engine).split(f"{flag} is ")[1]
+    assert err.endswith(why)
+
+
 def test_a_trtllm_file_given_without_its_engine_says_give_engine_trtllm(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """A trtllm-serve YAML read as vLLM's (no --engine trtllm) is refused by its first LLM API

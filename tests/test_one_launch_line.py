@@ -221,13 +221,15 @@ def test_the_json_names_dcp_and_both_block_sizes(capsys: pytest.CaptureFixture[s
     plain = _json(capsys, "fit", *line)
     dealt = _json(capsys, "fit", *line, "-dcp", "8")
     assert plain["decode_context_parallel_size"] == 1 and dealt["decode_context_parallel_size"] == 8
-    assert plain["block_size"] == plain["block_size_per_rank"] == dealt["block_size_per_rank"]
-    assert dealt["block_size"] == 8 * dealt["block_size_per_rank"]
+    assert plain["block_size"] == plain["block_size_per_dcp_rank"] == dealt["block_size_per_dcp_rank"]
+    assert dealt["block_size"] == 8 * dealt["block_size_per_dcp_rank"]
     sim = _json(capsys, "simulate", *line, "-dcp", "8", "--rate", "2", "--num-requests", "10")
     settings = sim["settings"]
     assert settings["decode_context_parallel_size"] == 8
     assert settings["block_size"] == dealt["block_size"]
-    assert settings["block_size_per_rank"] == dealt["block_size_per_rank"]
+    assert settings["block_size_per_dcp_rank"] == dealt["block_size_per_dcp_rank"]
+    # named for -dcp's ranks, apart from data_parallel.per_rank
+    assert not any(key.endswith("_per_rank") for key in (*settings, *dealt))
     decode = _json(capsys, "decode", *line, "-dcp", "8", "--batch", "8")
     assert decode["decode_context_parallel_size"] == 8
 

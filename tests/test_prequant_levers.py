@@ -74,15 +74,27 @@ def test_a_bundled_fp8_checkpoint_and_a_16_bit_one(capsys: pytest.CaptureFixture
     assert [lv["name"] for lv in weight_levers(bf16)] == ["fp8 weights"]
 
 
-def test_a_16_bit_checkpoint_served_at_8_bits_names_the_4_bit_checkpoint_it_needs(
+def test_a_16_bit_checkpoint_served_as_fp8_needs_another_checkpoint_for_int4(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """Llama-3.1-70B's bf16 checkpoint under --weights fp8 (vLLM quantizes it on load): the
-    next smaller format, awq-int4, is no flag's, so the lever says it is another checkpoint,
-    priced as --weights awq-int4 prices it."""
-    argv = ("llama-3.1-70b", *FIT)
-    report = answer(capsys, "fit", *argv, "--weights", "fp8")
-    (lever,) = weight_levers(report)
-    assert lever["name"] == "awq-int4 weights (a different checkpoint; this one is bf16)"
-    what_if = answer(capsys, "fit", *argv, "--weights", "awq-int4")
+    """--weights fp8 quantizes a 16-bit checkpoint on load; no engine makes AWQ on load, so the
+    next lever names a different checkpoint as a pre-quantized one's does, and is priced as
+    --weights names it."""
+    from ridgeline.catalog import resolve_model
+    from ridgeline.precision import weight_plan
+    from ridgeline.reports.fit_levers import ON_LOAD_WEIGHTS
+
+    args = ("llama-3.1-70b", *FIT[:2], "--num-gpus", "2", *FIT[4:])
+    served = answer(capsys, "fit", *args, "--weights", "fp8")
+    (lever,) = weight_levers(served)
+    smaller = lever["name"].split()[0]
+    assert smaller == SMALLER_WEIGHTS["fp8"] and smaller not in ON_LOAD_WEIGHTS
+    checkpoint = weight_plan(resolve_model("llama-3.1-70b")).label
+    assert lever["name"].endswith(f"(a different checkpoint; this one is {checkpoint}, served "
+                                  "as fp8)")
+    # unserved at fp8, the same checkpoint's lever is the flag, quantized on load
+    bf16 = answer(capsys, "fit", *args)
+    assert [lv["name"] for lv in weight_levers(bf16)] == [f"{SMALLER_WEIGHTS[checkpoint]} weights"]
+    assert SMALLER_WEIGHTS[checkpoint] in ON_LOAD_WEIGHTS
+    what_if = answer(capsys, "fit", *args, "--weights", smaller)
     assert (lever["conversations"], lever["batch"]) == (what_if["conversations"],
                                                         what_if["batch"])

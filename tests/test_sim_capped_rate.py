@@ -153,3 +153,50 @@ def test_the_load_line_says_who_waits_in_plain_words(capsys: pytest.CaptureFixtu
                                                      cap: str, clause: str) -> None:
     load = simulate(capsys, "--request-rate", "2", "--max-concurrency", cap)["settings"]["load"]
     assert f"a request that {clause} client-side" in load
+
+
+def test_a_capped_runs_warm_up_caution_reads_the_span_its_requests_were_sent_over(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """24 requests within 0.23 s under --max-concurrency 8: the cap sends them over about
+    three waves, which the caution gives beside the trace's own span; 200 within 0.2 s under
+    a cap of 4 are sent over tens of lifetimes, past any warm-up, and no caution is said."""
+    import csv
+
+    times = [i / 100 for i in range(24)]
+    trace = write_trace(tmp_path / "wave.csv", times, 500, 100)
+    out = tmp_path / "sent.csv"
+    code, text, err = run_cli(capsys, *SIM[:4], "--trace", trace, "--max-concurrency", "8",
+                              "--export", str(out))
+    assert code == 0, err
+    sent = [float(row["arrival_s"]) for row in csv.DictReader(out.open())]
+    assert (f"the requests were sent over {max(sent) - min(sent):,.1f} s (they came over "
+            f"{times[-1] - times[0]:,.1f} s") in text
+    burst = write_trace(tmp_path / "burst.csv", [i / 1000 for i in range(200)], 500, 100)
+    code, text, err = run_cli(capsys, *SIM[:4], "--trace", burst, "--max-concurrency", "4")
+    assert code == 0 and "HELD BACK BY THE CAP" in text and "request lifetimes" not in text
+    # uncapped, the same trace's caution is its arrivals' span, as before
+    code, text, err = run_cli(capsys, *SIM[:4], "--trace", trace)
+    assert code == 0 and f"the arrivals span {times[-1] - times[0]:,.1f} s" in text
+
+
+def test_the_export_carries_each_requests_offered_arrival_and_its_send(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """arrival_s is the send, where the latencies start; offered_arrival_s the trace's own
+    time: later where the cap held a request for a seat (as many as client_cap counts), the
+    same where it did not, and the same throughout an uncapped run."""
+    import csv
+
+    times = [i / 100 for i in range(24)]
+    trace = write_trace(tmp_path / "wave.csv", times, 500, 100)
+    out = tmp_path / "r.csv"
+    capped = trace_run(capsys, trace, "--max-concurrency", "8", "--export", str(out))
+    rows = list(csv.DictReader(out.open()))
+    offered = [float(row["offered_arrival_s"]) for row in rows]
+    sent = [float(row["arrival_s"]) for row in rows]
+    assert offered == pytest.approx(times)
+    assert all(s >= o for s, o in zip(sent, offered, strict=True))
+    assert sum(s > o for s, o in zip(sent, offered, strict=True)) \
+        == capped["client_cap"]["waited"] > 0
+    trace_run(capsys, trace, "--export", str(out))
+    rows = list(csv.DictReader(out.open()))
+    assert all(row["arrival_s"] == row["offered_arrival_s"] for row in rows)

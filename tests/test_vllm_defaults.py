@@ -364,3 +364,28 @@ def test_plan_says_a_gpu_is_an_mi250x_card_with_its_dies(
                               "--json")[1])["runtime_devices_per_gpu"] == {}
     text = run_cli(capsys, *args, "--gpus", "mi250x", "--price", "mi250x=2")[1]
     assert "a GPU is one mi250x card, its 2 dies added" in text
+
+
+def test_fits_gpu_levers_on_an_mi250_name_the_ranks_vllm_launches_over_its_dies(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A lever's GPUs are cards, as --num-gpus counts them; on an MI250 vLLM's tensor
+    parallelism counts its dies, which the lever names as plan does (parallel_words): two
+    cards doubled to four run at --tensor-parallel-size 8, over 8 dies."""
+    import json
+
+    from ridgeline.candidate import parallel_words
+    from tests.conftest import run_cli
+
+    args = ("fit", "llama-3.1-70b", "--max-model-len", "131072", "--target-concurrency", "64",
+            "--json")
+    dies = resolve_accelerator("mi250").runtime_devices
+    data = json.loads(run_cli(capsys, *args, "--gpu", "mi250", "--num-gpus", "2")[1])
+    names = [lever["name"] for lever in data["levers"]]
+    assert f"4 GPUs ({parallel_words(4, 1, dies)})" in names
+    assert f"TP{4 * dies} over {4 * dies} dies" in parallel_words(4, 1, dies)
+    text = run_cli(capsys, *args[:-1], "--gpu", "mi250", "--num-gpus", "2")[1]
+    needed = text.split("none alone holds 64; ")[1].split(" hold ")[0]
+    cards = int(needed.split()[0])
+    assert f"over {cards * dies} dies)" in needed
+    h100 = json.loads(run_cli(capsys, *args, "--gpu", "h100", "--num-gpus", "2")[1])
+    assert "4 GPUs (tensor parallel)" in [lever["name"] for lever in h100["levers"]]

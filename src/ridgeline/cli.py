@@ -374,7 +374,7 @@ def _model_path_as_model(argv: Sequence[str]) -> tuple[list[str], bool]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:  # an engine's --config YAML, as its flags (cli_config_file)
-        argv = with_config_file(sys.argv[1:] if argv is None else argv, parser)
+        argv, from_file = with_config_file(sys.argv[1:] if argv is None else argv, parser)
     except (InputError, ValueError, OSError) as exc:
         return config_file_error(exc)
     argv, moved = _model_path_as_model(argv)
@@ -410,7 +410,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         refuse_writing_over_input(args)
         from ridgeline.launch_flags import launch_note
 
-        note = launch_note(args)  # said after the report: stdout is the report alone
+        note = launch_note(args, from_file)  # said after the report: stdout is the report alone
         report = args.handler(args)
         print(render(report, as_json=args.json, explain=args.explain,
                      input_cautions=vars(args).get("cautions_said", ())))

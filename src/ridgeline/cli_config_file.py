@@ -23,10 +23,13 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ridgeline.errors import InputError, shorten, shorten_runs
 from ridgeline.yaml_subset import read_yaml
+
+if TYPE_CHECKING:
+    from ridgeline.launch_flags import LaunchFlag
 
 TRTLLM_ONLY = "--extra_llm_api_options"
 CONFIG_FLAGS = ("--config", TRTLLM_ONLY)
@@ -67,13 +70,16 @@ TRTLLM_KEYS = frozenset({
 MOVED_FLAGS = ("--model", "--model-path")
 
 
-def with_config_file(argv: Sequence[str], parser: argparse.ArgumentParser) -> list[str]:
+def with_config_file(argv: Sequence[str], parser: argparse.ArgumentParser
+                     ) -> tuple[list[str], dict[str, str]]:
     """``argv`` with its --config / --extra_llm_api_options FILE replaced by the flags the
-    file's settings are, as the chosen engine reads them (this module's docstring)."""
+    file's settings are, as the chosen engine reads them (this module's docstring); and each
+    launch flag the file gave, to the file and key that gave it ("x.yaml:
+    enable-chunked-prefill"), for a refusal only the parsed command can make (launch_note)."""
     argv = list(argv)
     at = [i for i, token in enumerate(argv) if token.split("=", 1)[0] in CONFIG_FLAGS]
     if not at or not argv or argv[0].startswith("-"):
-        return argv
+        return argv, {}
     if len(at) > 1:
         raise InputError("one config file at a time: --config (or --extra_llm_api_options) "
                          "is given more than once")
@@ -95,14 +101,16 @@ def with_config_file(argv: Sequence[str], parser: argparse.ArgumentParser) -> li
     name = shorten(path)
     if engine == "trtllm":
         tokens, dests = trtllm_tokens(settings, name, command, options, rest)
-        return _dropping(rest, dests, options) + tokens  # the file wins
+        return _dropping(rest, dests, options) + tokens, {}  # the file wins
     model_given = len(rest) > 1 and not rest[1].startswith("-")
     head = 2 if model_given else 1
     if model_given:  # vllm serve's positional model overrides the file's (ServeSubcommand.cmd:
         settings = {k: v for k, v in settings.items() if k != "model"}  # model = model_tag)
     if options:  # a command the parser knows: a key it takes no flag for is named here
         _check_vllm_keys(settings, name, command, options)
-    return rest[:head] + vllm_tokens(settings, options) + rest[head:]  # the command line wins
+    found = (_launch_flag(key, value, name, options) for key, value in settings.items())
+    given = {tokens[0]: label for _, tokens, label in filter(None, found)}
+    return rest[:head] + vllm_tokens(settings, options) + rest[head:], given  # cli wins
 
 
 def _check_vllm_keys(settings: dict[str, Any], name: str, command: str,
@@ -128,17 +136,31 @@ def _refuse_not_modelled(key: str, value: Any, name: str,
     """Refuse, by file and key, a key whose flag the command line would refuse as not modelled
     (launch_flags.refusal): ``compilation-config: {...}`` in x.yaml is "x.yaml:
     compilation-config is not modelled: ...", as --compilation-config is."""
-    from ridgeline.launch_flags import LaunchFlag, refusal
+    from ridgeline.launch_flags import refusal
+
+    found = _launch_flag(key, value, name, options)
+    if not found:
+        return
+    record, tokens, given = found
+    refused = refusal(record, given, tokens[1] if record.takes_value and len(tokens) > 1
+                      else None)
+    if refused:
+        raise InputError(refused)
+
+
+def _launch_flag(key: str, value: Any, name: str, options: dict[str, argparse.Action]
+                 ) -> tuple[LaunchFlag, list[str], str] | None:
+    """The launch flag (launch_flags.py) a file's key is, its tokens, and the key named as a
+    refusal names it: "x.yaml: compilation-config", the false switch "x.yaml:
+    enable-chunked-prefill: false" (it adds --no-enable-chunked-prefill); None for another key."""
+    from ridgeline.launch_flags import LaunchFlag
 
     tokens = vllm_tokens({key: value}, options)
     record = getattr(options.get(tokens[0]), "record", None) if tokens else None
     if not isinstance(record, LaunchFlag):
-        return
+        return None
     given = key if tokens[0] == "--" + key.replace("_", "-") else f"{key}: {value}".lower()
-    refused = refusal(record, given, tokens[1] if record.takes_value and len(tokens) > 1
-                      else None)
-    if refused:
-        raise InputError(f"{name}: {refused}")
+    return record, tokens, f"{name}: {given}"
 
 
 def config_file_error(exc: Exception) -> int:

@@ -228,8 +228,10 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         rows = sorted(result.rec.rows, key=lambda row: row[0])  # by request id
         blank = [[None if isinstance(v, float) and math.isnan(v) else v for v in row]
                  for row in rows]  # no latency (one token, or rejected): empty, null in JSON
+        # arrival_s: the send, where a request's clock starts; offered_arrival_s: when it
+        # came, the rate's or the trace's time, earlier where --max-concurrency held it
         header = ["id", "arrival_s", "prompt_tokens", "output_tokens", "ttft_s", "tpot_s",
-                  "e2e_s", "preemptions", "status"]
+                  "e2e_s", "preemptions", "status", "offered_arrival_s"]
         try:
             with open(args.export, "w", newline="", encoding="utf-8") as handle:
                 if args.export.lower().endswith(".json"):
@@ -279,6 +281,11 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         span = trace_span_s
     else:
         span = count / args.rate
+    # a capped loop whose requests waited for a seat sent them over longer than they came
+    sent_span_s = None
+    if capped and result.rec.client.waited and span is not None:
+        came_s, sent_s = result.rec.client.arrivals_s, result.rec.arrived_s
+        span, sent_span_s = came_s[1] - came_s[0], sent_s[1] - sent_s[0]
     lane_tokens = lane.num_blocks * lane.block_size
     split_pool = (f"each of the {pp} pipeline lanes holds 1/{pp} of the pool "
                   f"({lane_tokens:,} tokens): a request longer than that is refused here, "
@@ -305,7 +312,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                                                     dep.engine), dcp_caution(dep),
                                  *data_parallel_cautions(dep, True, dispatched),
                                  "" if overload_rates(result, count, saturated) else warmup_caution(
-                                     span, result.percentiles("e2e")["mean"], args.rate),
+                                     span, result.percentiles("e2e")["mean"], args.rate,
+                                     sent_span_s),
                                  profile.calibration_caution(dep.accelerator),
                                  track_record_caution(dep, "prefill", profile),
                                  track_record_caution(dep, "decode", profile),
@@ -546,6 +554,8 @@ def register(sub: Any) -> None:
                    help="… and its TPOT at most this (each request's own; plan reads them at "
                    "--percentile)")
     p.add_argument("--export", metavar="FILE", type=_typed(_export_path),
-                   help="per-request CSV (or .json)")
+                   help="per-request CSV (or .json): arrival_s is the request's send, where "
+                   "its latencies start; offered_arrival_s when it came (earlier where "
+                   "--max-concurrency beside --request-rate or --trace held it for a seat)")
     _output(p, plot=True)
     p.set_defaults(handler=cmd_simulate)

@@ -148,10 +148,12 @@ def _refuse_names_before_model(argv: list[str], several: set[str]) -> None:
                              f"{flag} {' '.join(words[:-1])}")
 
 
-def launch_note(args: argparse.Namespace) -> str:
+def launch_note(args: argparse.Namespace, from_file: dict[str, str] | None = None) -> str:
     """The one line naming the flags read and ignored, or "" where none was given; an
     InputError where one changes nothing only on vLLM's V1 engine (--enable-chunked-prefill)
-    and the run is on its V0 engine or on another engine."""
+    and the run is on its V0 engine or on another engine (``engine_refusal``). ``from_file``:
+    a flag a config file gave, to its file and key (cli_config_file.with_config_file), which
+    the refusal names for the flag."""
     given = getattr(args, "launch_flags_ignored", None) or []
     if not given:
         return ""
@@ -160,21 +162,33 @@ def launch_note(args: argparse.Namespace) -> str:
     asked = getattr(args, "engine", None) or "vllm"
     engines = [engine_id(e) for e in (asked if isinstance(asked, list) else [asked])]
     for text, record in given:
-        if not record.checks_engine:  # a flag that changes nothing does so under any engine
-            continue
-        others = [e for e in engines if e not in record.engines]
-        if others:
-            raise InputError(f"{text.split()[0]} is {_owners(record.engines)}; "
-                             f"{others[0]} has no such flag")
-        if record.v1_only and _on_v0(args):
-            raise InputError(f"{text.split()[0]} is not modelled on vLLM's V0 engine (--engine-"
-                             f"version {args.engine_version}): there it decides whether a "
-                             "prompt runs whole; from 0.8 V1 always chunks")
+        flag = text.split()[0]
+        v0 = args.engine_version if record.v1_only and _on_v0(args) else None
+        refused = engine_refusal(record, (from_file or {}).get(flag, flag), engines, v0)
+        if refused:
+            raise InputError(refused)
     plain = [text for text, record in given if not record.says_why]
     parts = ([f"{', '.join(plain)} ({'it changes' if len(plain) == 1 else 'they change'} "
               "neither memory nor speed)"] if plain else []) + \
         [f"{text} ({record.why})" for text, record in given if record.says_why]
     return "ignored " + "; ".join(parts)
+
+
+def engine_refusal(record: LaunchFlag, given: str, engines: list[str],
+                   v0_version: str | None = None) -> str | None:
+    """The one line refusing ``record``, given as ``given`` (the flag, or a config file's key
+    as ``refusal`` names it), on ``engines``: a flag of another engine (--disable-overlap-
+    schedule under vLLM), or one ignored only on vLLM's V1 engine where ``v0_version`` (the
+    --engine-version) runs V0; None where it is read and ignored."""
+    if not record.checks_engine:  # a flag that changes nothing does so under any engine
+        return None
+    others = [e for e in engines if e not in record.engines]
+    if others:
+        return f"{given} is {_owners(record.engines)}; {others[0]} has no such flag"
+    if record.v1_only and v0_version:
+        return (f"{given} is not modelled on vLLM's V0 engine (--engine-version {v0_version}): "
+                "there it decides whether a prompt runs whole; from 0.8 V1 always chunks")
+    return None
 
 
 def _owners(engines: tuple[str, ...]) -> str:

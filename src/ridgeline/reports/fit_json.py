@@ -50,8 +50,8 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
         "blocks_per_gpu": p.blocks, "vllm_max_concurrency": None if p.groups is None
         else p.concurrency(r.context),
         # the scheduler's block: -dcp N deals it over N ranks, each holding its own
-        # --block-size share (vLLM's per-rank block, block_size_per_rank)
-        "block_size": p.block_size, "block_size_per_rank": p.block_size // dcp,
+        # --block-size share (vLLM's per-rank block, block_size_per_dcp_rank)
+        "block_size": p.block_size, "block_size_per_dcp_rank": p.block_size // dcp,
         "conversations": r.conversations,
         "max_num_seqs": p.max_num_seqs, "batch": r.batch, "target": r.target,
         "ridge_batch": r.ridge_batch, "verdict": r.verdict,

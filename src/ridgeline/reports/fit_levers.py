@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from ridgeline.candidate import parallel_words
 from ridgeline.capacity import (
     conversations,
     engine_seat_limit,
@@ -20,6 +21,7 @@ from ridgeline.deployment import Deployment
 from ridgeline.engine_platforms import weights_platform_problem
 from ridgeline.engine_versions import llamacpp_build
 from ridgeline.errors import InputError
+from ridgeline.hardware import engine_devices
 from ridgeline.llamacpp_tensor import tensor_split_build_problem
 from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.parallel import node_size
@@ -49,7 +51,11 @@ class Lever:
 SMALLER_WEIGHTS = {"bf16": "fp8", "fp16": "fp8", "fp8": "awq-int4", "fp8-block": "awq-int4",
                    "int8": "awq-int4", "int8-w8a16": "awq-int4", "bnb-int8": "awq-int4",
                    "gptq-int8": "awq-int4"}
-QUANTIZED_ON_LOAD = ("fp8",)  # what a 16-bit checkpoint becomes by a flag (--quantization fp8)
+# the smaller formats a flag quantizes a 16-bit checkpoint to as it loads (vLLM's and SGLang's
+# --quantization fp8); no engine makes AWQ (or GPTQ) on load, its int4 is another checkpoint.
+# bitsandbytes' in-flight 4-bit (-q bitsandbytes) is another format, bnb-nf4, whose
+# dequantizing kernels run well below the bytes it reads (predict.BNB_CAUTION): no lever
+ON_LOAD_WEIGHTS = frozenset({"fp8"})
 SMALLER_GGUF = {"bf16": "q8_0", "fp16": "q8_0", "q8_0": "q4_k_m", "q6_k": "q4_k_m",
                 "q5_k_m": "q4_k_m", "q5_k_s": "q4_k_m"}
 
@@ -128,9 +134,8 @@ def levers(r: FitReport) -> list[Lever]:
                         more, r.context, s))
     elif d.offload is None and doubled <= node_size(d.accelerator) \
             and not deployment_problem(replace(d, tensor_parallel_size=doubled), s.engine_version):
-        options.append((f"{2 * d.num_gpus} GPUs (tensor parallel)" if d.pipeline_parallel_size == 1
-                        else f"{2 * d.num_gpus} GPUs (TP{doubled} × PP{d.pipeline_parallel_size})",
-                        replace(d, tensor_parallel_size=doubled), r.context, s))
+        wider = replace(d, tensor_parallel_size=doubled)
+        options.append((f"{2 * d.num_gpus} GPUs ({_split_words(wider)})", wider, r.context, s))
     elif d.offload is None and 2 * d.pipeline_parallel_size <= d.model.num_layers \
             and not deployment_problem(replace(d, pipeline_parallel_size=2 *
                                                d.pipeline_parallel_size), s.engine_version):
@@ -138,8 +143,7 @@ def levers(r: FitReport) -> list[Lever]:
         # ranks (a pre-quantized bitsandbytes checkpoint: 'Please try with pipeline
         # parallelism'): more pipeline stages, as vLLM's docs advise
         more = replace(d, pipeline_parallel_size=2 * d.pipeline_parallel_size)
-        options.append((f"{2 * d.num_gpus} GPUs (TP{d.tensor_parallel_size} × "
-                        f"PP{more.pipeline_parallel_size})", more, r.context, s))
+        options.append((f"{2 * d.num_gpus} GPUs ({_split_words(more)})", more, r.context, s))
     options += _dp_attention_lever(d, r.context, s)
     node = node_size(d.accelerator)
     if d.data_parallel_size > 1:
@@ -150,8 +154,8 @@ def levers(r: FitReport) -> list[Lever]:
         # TP past one node's NVLink domain: the same GPUs as a node's TP × stages
         split = replace(d, tensor_parallel_size=node, pipeline_parallel_size=(
             d.pipeline_parallel_size * d.tensor_parallel_size // node))
-        options.append((f"the same {d.num_gpus} GPUs as TP{node} × "
-                        f"PP{split.pipeline_parallel_size}", split, r.context, s))
+        options.append((f"the same {d.num_gpus} GPUs as {_split_words(split)}", split,
+                        r.context, s))
     options.append((f"half the context ({r.context // 2:,} tokens)", d, max(1, r.context // 2),
                     s))
     options += _smaller_weights_lever(d, r.context, s, gguf)
@@ -198,9 +202,9 @@ def _smaller_weights_lever(d: Deployment, context: int, s: EngineSettings, gguf:
     """The next smaller weight format (SMALLER_WEIGHTS, SMALLER_GGUF), where the card runs it.
     A checkpoint whose quantization_config (or GGUF file) fixes its format, bitsandbytes, AWQ,
     GPTQ, fp8, compressed-tensors alike, is served as stored: a smaller format is another
-    checkpoint, which the lever says, and none is offered past the smallest (a 4-bit one).
-    A 16-bit checkpoint reaches fp8 by a flag (QUANTIZED_ON_LOAD); served at 8 bits, its
-    4-bit lever is another checkpoint too."""
+    checkpoint, which the lever says, and none is offered past the smallest (a 4-bit one). A
+    16-bit checkpoint served smaller (--weights fp8, quantized on load) says it alike where
+    the next format is none a flag makes on load (ON_LOAD_WEIGHTS: awq-int4)."""
     stored = stored_weight_format(d.model)
     current = stored if d.weights.label == "as stored" else d.weights.label
     fmt = (SMALLER_GGUF if gguf else SMALLER_WEIGHTS).get(current)
@@ -210,11 +214,12 @@ def _smaller_weights_lever(d: Deployment, context: int, s: EngineSettings, gguf:
     if weights_platform_problem(plan, d.accelerator, d.engine, True):
         return []
     name = f"{fmt} weights"
-    # no flag turns a quantized checkpoint into another format, nor a 16-bit one into any
-    # but fp8 (the engines quantize to it on load)
-    if stored or (not gguf and fmt not in QUANTIZED_ON_LOAD):
-        name += (f" (a different {'GGUF file' if gguf else 'checkpoint'}; this one is "
-                 f"{stored or d.model.dtype})")
+    if stored:  # no flag turns a quantized checkpoint into another format
+        name += f" (a different {'GGUF file' if gguf else 'checkpoint'}; this one is {stored})"
+    elif not gguf and fmt not in ON_LOAD_WEIGHTS:  # a 16-bit checkpoint already quantized on
+        # load (--weights fp8): the next format is no flag either
+        name += (f" (a different checkpoint; this one is {weight_plan(d.model).label}, served "
+                 f"as {current})")
     return [(name, replace(d, weights=plan), context, s)]
 
 
@@ -294,6 +299,18 @@ def _dp_attention_lever(d: Deployment, context: int, s: EngineSettings
     return [(f"DP attention ({flags})", dp, context, s)]
 
 
+def _split_words(d: Deployment, layout: str = "") -> str:
+    """A lever's tensor and pipeline split over cards: 'tensor parallel', 'TP4 × PP2' (or
+    ``layout`` where given); where the engine runs each card as several devices, in the ranks
+    it launches, as plan's labels say them (candidate.parallel_words): vLLM on 4 x MI250
+    'TP8 over 8 dies', its --tensor-parallel-size 8."""
+    tp, pp = d.tensor_parallel_size, d.pipeline_parallel_size
+    devices = engine_devices(d.engine, d.accelerator)
+    if devices > 1:
+        return parallel_words(tp, pp, devices)
+    return layout or ("tensor parallel" if pp == 1 else f"TP{tp} × PP{pp}")
+
+
 def _ranks_label(d: Deployment) -> str:
     """'attention DP16 × TP1' (a dense model's 'DP4 × TP2'): the ranks and each one's GPUs."""
     return layout_label(d).split(",")[0]
@@ -333,10 +350,10 @@ def gpus_needed(r: FitReport) -> str:
         except InputError:  # a split the engine or the model refuses
             continue
         if held >= target:
-            return (f"{more.num_gpus} GPUs of {d.accelerator.id} ({more.gpus_label.split('(')[-1]}"
-                    if more.pipeline_parallel_size > 1 else
-                    f"{more.num_gpus} GPUs of {d.accelerator.id} (tensor parallel)") + \
-                f" hold {held:,} at this context and weight format"
+            layout = ", ".join(more.layout_parts) if more.pipeline_parallel_size > 1 else ""
+            return (f"{more.num_gpus} GPUs of {d.accelerator.id} ("
+                    f"{_split_words(more, layout)}) hold {held:,} at this context and weight "
+                    "format")
     return _none_hold(d, target)
 
 

@@ -286,8 +286,9 @@ class Recorder:
         self.running_request_s = 0.0
         self.running_max = 0
         self.gauge = 0  # its value now
-        # per request: id, arrival, prompt, output, TTFT, TPOT, e2e, preemptions, status
-        self.rows: list[tuple[int, float, int, int, float, float, float, int, str]] = []
+        # per request: id, arrival (its send), prompt, output, TTFT, TPOT, e2e, preemptions,
+        # status, and the offered arrival (before a capped loop's wait for a seat)
+        self.rows: list[tuple[int, float, int, int, float, float, float, int, str, float]] = []
         self.keep_rows = False  # per-request rows for export (memory grows with requests)
         # arrivals whose latencies the histograms keep (the steady state; default: all)
         self.window_s: tuple[float, float] = (-math.inf, math.inf)
@@ -357,7 +358,7 @@ class Recorder:
             if r.num_generated > 1 else math.nan
         if self.keep_rows:  # every request, whether or not its latencies count
             self.rows.append((r.id, r.arrival_s, r.prompt_tokens, r.num_generated, ttft, tpot,
-                              e2e, r.preemptions, "finished"))
+                              e2e, r.preemptions, "finished", r.offered_arrival_s))
         if not self.counts_arrivals:
             self._arrived(r)
         self.departures.add(r.finish_s)
@@ -585,7 +586,7 @@ class Recorder:
         self.departures.add(r.arrival_s)  # it leaves as it comes
         if self.keep_rows:  # in the export too, with no latency and why
             self.rows.append((r.id, r.arrival_s, r.prompt_tokens, 0, math.nan, math.nan,
-                              math.nan, 0, f"rejected: {r.reason}"))
+                              math.nan, 0, f"rejected: {r.reason}", r.offered_arrival_s))
         self.windowed_rejected += self.window_s[0] <= r.arrival_s <= self.window_s[1]
         self.rejected[r.reason] = self.rejected.get(r.reason, 0) + 1
         if detail and r.reason not in self.rejected_first:

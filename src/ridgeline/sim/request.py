@@ -41,6 +41,15 @@ class Request:
     decode_join: int = 0  # … and the number it joined under
     decode_from: int = 0  # … and the global step it joined at
     decode_clipped: bool = False  # … and whether its remaining output is past the clip
+    # a capped open loop's request held for a seat: when it came (its offered arrival, the
+    # rate's draw or the trace's time), arrival_s then being its send; -1: sent as it came
+    came_s: float = -1.0
+
+    @property
+    def offered_arrival_s(self) -> float:
+        """When the request came to the client: its arrival, or before a capped loop held
+        it for a seat (``came_s``), arrival_s being the send, where its clock starts."""
+        return self.came_s if self.came_s >= 0 else self.arrival_s
 
     @property
     def known_tokens(self) -> int:

@@ -121,7 +121,7 @@ class Run:
         while self.backlog and self.in_flight < self.max_in_flight:
             r, came_s = self.backlog.popleft()
             self.rec.client.sent(self.sim.now_s - came_s)
-            r.arrival_s = self.sim.now_s
+            r.came_s, r.arrival_s = came_s, self.sim.now_s
             self._send(r, self.lag and bool(s.running or s.waiting))
 
     def send_next(self) -> bool:
