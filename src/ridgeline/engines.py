@@ -392,9 +392,10 @@ def has_tiled_experts(engine: str) -> bool:
     """Whether a prompt step is priced with each expert's tokens padded to a matmul tile of a
     fixed width (llama.cpp's mul_mat_id over its MMQ kernels). The serving engines' fused MoE
     kernels pad each expert too (vLLM's and SGLang's moe_align_block_size, to BLOCK_SIZE_M of
-    16-128), but a tile fitted for them on validation/moe_prefill.csv came out at 1,700-1,900
-    tokens in held-out folds and did nothing to the error, so it is not priced for them: their
-    MoE prompt steps are under-priced, as that file's rows show (validation/README.md)."""
+    16-128), but a tile fitted for them with validation/moe_prefill.csv came out at 40 tokens
+    on every row, at 1,700-1,900 in some held-out folds, and alone changed the error almost
+    nothing, so none is priced for them: their MoE prompt steps are under-priced, as that
+    file's rows show (validation/README.md)."""
     return engine.startswith("llama.cpp")
 
 
