@@ -18,7 +18,11 @@ from ridgeline.engine_spec import EngineSpec, vllm_speculative_config
 from ridgeline.errors import InputError
 from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.params import layer_params
-from ridgeline.sglang_memory import sglang_memory_defaults, sglang_speculative_reserve_mib
+from ridgeline.sglang_memory import (
+    sglang_memory_defaults,
+    sglang_speculative_requests,
+    sglang_speculative_reserve_mib,
+)
 from tests.conftest import run_cli
 
 V3 = ("deepseek-v3", "--gpu", "h200", "--num-gpus", "8", "--max-model-len", "32k", "--json")
@@ -117,8 +121,12 @@ def test_sglangs_pool_shrinks_by_the_reserve_unless_the_fraction_is_given(
     assert drafting.weight_bytes == plain.weight_bytes  # its drafter is loaded after the pool
     assert drafting.tokens < plain.tokens
     given = EngineSettings(gpu_memory_utilization=0.85)
-    assert kv_pool(dep, EngineSettings(gpu_memory_utilization=0.85, draft_mtp=True,
-                                       drafter=EngineSpec(3, "mtp"))) == kv_pool(dep, given)
+    given_drafting = kv_pool(dep, EngineSettings(gpu_memory_utilization=0.85, draft_mtp=True,
+                                                 drafter=EngineSpec(3, "mtp")))
+    # the same pool; only the seats differ, SGLang's default under a drafter (its own test)
+    assert given_drafting.max_num_seqs == sglang_speculative_requests("mtp")
+    assert replace(given_drafting, max_num_seqs=kv_pool(dep, given).max_num_seqs) \
+        == kv_pool(dep, given)
     nextn = ("--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3",
              "--speculative-eagle-topk", "1")
     base, _ = fit(capsys, *V3, "--engine", "sglang")

@@ -36,7 +36,8 @@ def sizing_flags(g: Any) -> None:
                    dest="max_cudagraph_capture_size", metavar="N",
                    type=_how_many("max_cudagraph_capture_size"),
                    help="the largest batch captured in a CUDA graph: vLLM v0.11.1+ (default "
-                   "min(2 × max_num_seqs, 512)), its graphs' memory; SGLang --cuda-graph-max-bs "
+                   "min(2 × max_num_seqs, 512); from v0.13 min(2 × max_num_seqs × (1 + the drafts), "
+                   "512)), its graphs' memory; SGLang --cuda-graph-max-bs "
                    "(default by card and TP), 2 MiB a batch of its v0.5.3+ default reserve")
 
 

@@ -49,7 +49,7 @@ from ridgeline.offload import gpu_weight_bytes
 from ridgeline.parallel import ep_rank_experts
 from ridgeline.quantization import EXPERTS
 from ridgeline.sglang_memory import sglang_loads_tower
-from ridgeline.sglang_pool import sglang_pool
+from ridgeline.sglang_pool import sglang_pool, sglang_settings
 from ridgeline.sizing_flags import check_sizing_flags
 from ridgeline.stages import Stage, pipeline_stages, stage_weight_bytes
 from ridgeline.trtllm_memory import check_backend, default_backend, trtllm_pool
@@ -215,6 +215,8 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
                          + (" (--kv-cache-memory-bytes sets vLLM's pool)" if engine == "vllm"
                             else ""))
     check_sizing_flags(dep, s)
+    if engine == "sglang":  # a drafter sets max_running_requests before anything reads it
+        s = sglang_settings(s)
     if s.backend is not None and engine != "trtllm":
         raise InputError(f"--backend is TensorRT-LLM's; {engine} has no such setting")
     if s.prefix_caching is not None and engine not in ("vllm", "sglang", "trtllm"):

@@ -143,15 +143,19 @@ def sglang_fixed_state_slots(radix_cache: bool = True, version: str | None = Non
 def sglang_fixed_state_note(radix_cache: bool = True, version: str | None = None,
                             model: ModelSpec | None = None,
                             max_running_requests: int | None = None,
-                            max_mamba_cache_size: int | None = None) -> str:
+                            max_mamba_cache_size: int | None = None,
+                            drafted: bool = False) -> str:
     """Why SGLang ``version`` (default: the newest) gives the state pool a number of requests
     rather than a share of memory (sglang_fixed_state_slots), in words: "SGLang 0.5.6 sizes
-    the state pool at --max-running-requests, default 512, with its radix cache off (…)"."""
+    the state pool at --max-running-requests, default 512, with its radix cache off (…)";
+    ``drafted``: max_running_requests is the default a drafter sets, not a flag."""
     pool = sglang_data()["mamba_pool"]
     engine = f"SGLang {version}" if version else "SGLang"
     if max_mamba_cache_size and sglang_cache_size_honoured(radix_cache, version, model):
         return f"{engine} sizes the state pool at --max-mamba-cache-size {max_mamba_cache_size:,}"
-    size = (f"--max-running-requests {max_running_requests}" if max_running_requests
+    size = (f"max_running_requests {max_running_requests} (its default with a drafter)"
+            if max_running_requests and drafted else
+            f"--max-running-requests {max_running_requests}" if max_running_requests
             else f"--max-running-requests, default {int(pool['state_pool_radix_off']['slots'])},")
     forced = pool["radix_cache_off_for_mamba"]
     why = (f"turned off for a model with Mamba-2 layers before {forced['before']}"

@@ -151,6 +151,23 @@ def sglang_speculative_reserve_mib(draft_method: str, version: str | None = None
     return float(d["standalone"] if standalone else d["model_drafter"])
 
 
+def sglang_speculative_requests(draft_method: str, version: str | None = None) -> int | None:
+    """The max_running_requests SGLang ``version`` (default: the newest) sets with a drafter
+    (``draft_method``: --spec-method's words; "" none) when --max-running-requests is unset,
+    and then takes as given: 32 for EAGLE and NEXTN (run as EAGLE) from 0.4.3.post3, 48 from
+    0.4.4.post4, STANDALONE (draft-model) from 0.5.2, NGRAM from 0.5.3; None before, or
+    without a drafter (engines.json sglang.speculative_max_running_requests)."""
+    if not draft_method:
+        return None
+    d = sglang_data()["speculative_max_running_requests"]
+    release = sglang_release(version or str(sglang_data()["newest_checked"]))
+    since = d["methods_from"].get(draft_method)
+    if since is not None and release < sglang_release(since):
+        return None
+    rows = [row for row in d["rows"] if release >= sglang_release(row["from"])]
+    return int(rows[-1]["requests"]) if rows else None
+
+
 def _dp_attention_mib(graphs: int, dp_size: int) -> float:
     """v0.5.3+'s reserve for data-parallel attention's padding: 3 MiB per CUDA-graph batch per
     rank, 1.5 more above a graph batch of 300 (512 × 8 ranks: 12,288 + 6,144 MiB)."""
@@ -278,8 +295,9 @@ def sglang_requests_asked(capacity_tokens: int, context_len: int, given: int | N
 
 def sglang_max_running_requests(capacity_tokens: int, context_len: int,
                                 given: int | None = None, version: str | None = None) -> int:
-    """SGLang's max_running_requests: a value given as given (tp_worker caps it only by the
-    request pool, which is sized to it), else the requests it asks (sglang_requests_asked) at
+    """SGLang's max_running_requests: a value given as given, or set with a drafter
+    (sglang_speculative_requests; tp_worker caps it only by the request pool, which is sized
+    to it), else the requests it asks (sglang_requests_asked) at
     most half the capacity, and at least one: 3,000 tokens run 1,500 by default, 2,000 given."""
     if given is not None:
         return given

@@ -21,6 +21,7 @@ from ridgeline.sglang_memory import (
     sglang_max_running_requests,
     sglang_memory_defaults,
     sglang_requests_asked,
+    sglang_speculative_requests,
     sglang_startup_bytes,
     sglang_vision_cut,
 )
@@ -52,6 +53,17 @@ def sglang_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
         seats = min(seats, sglang_running_cap(pool.state_slots, s.prefix_caching is not False,
                                               s.engine_version, dep.model))
     return replace(pool, max_num_seqs=seats)
+
+
+def sglang_settings(s: EngineSettings) -> EngineSettings:
+    """The settings SGLang's server_args leaves ``s`` at: with a drafter and
+    --max-running-requests unset, max_running_requests the drafter's default (48 from
+    0.4.4.post4: sglang_speculative_requests), which the scheduler then takes as given, each
+    data-parallel rank its // --dp-size; ``s`` as it is otherwise."""
+    if s.max_num_seqs is not None or s.drafter is None:
+        return s
+    seats = sglang_speculative_requests(s.drafter.method, s.engine_version)
+    return s if seats is None else replace(s, max_num_seqs=seats)
 
 
 def sglang_rule(dep: Deployment, s: EngineSettings,

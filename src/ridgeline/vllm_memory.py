@@ -278,22 +278,35 @@ def non_torch_bytes(dep: Deployment, acc: VLLMAccounting) -> float:
     return gib * GIB
 
 
+def capture_query_len(spec_tokens: int = 0, version: str | None = None) -> int:
+    """The tokens a request's decode step runs that vLLM ``version`` (default: the newest
+    modelled) scales its default capture cap by: 1 + num_speculative_tokens from v0.13.0,
+    where _set_cudagraph_sizes counts the drafts (engines.json
+    vllm.max_cudagraph_capture_size), else 1. Three drafts on v0.13: 4; on v0.12: 1."""
+    rule = vllm_data()["max_cudagraph_capture_size"]
+    asked = version or str(vllm_data()["default_version"])
+    if not spec_tokens or parse_version(asked) < parse_version(rule["drafts_multiply_from"]):
+        return 1
+    return 1 + spec_tokens
+
+
 def capture_cap(max_num_seqs: int, max_capture_size: int | None = None,
-                max_num_batched_tokens: int | None = None) -> int:
+                max_num_batched_tokens: int | None = None, query_len: int = 1) -> int:
     """The largest batch V1 captures: --max-cudagraph-capture-size, by default
-    min(2 × max_num_seqs, 512), then at most max_num_batched_tokens, since no step runs more
-    tokens (vllm/config/vllm.py _set_cudagraph_sizes, v0.11.1 on: ``min(max_num_tokens,
-    max_cudagraph_capture_size)``): 256 seats under a budget of 128 tokens capture to 128."""
-    cap = max_capture_size or min(2 * max_num_seqs, 512)
+    min(2 × max_num_seqs × ``query_len``, 512) (capture_query_len: 1 + the drafts from v0.13),
+    then at most max_num_batched_tokens, since no step runs more tokens (vllm/config/vllm.py
+    _set_cudagraph_sizes, v0.11.1 on: ``min(max_num_tokens, max_cudagraph_capture_size)``):
+    256 seats under a budget of 128 tokens capture to 128; 32 seats drafting 3 to 256."""
+    cap = max_capture_size or min(2 * max_num_seqs * query_len, 512)
     return min(cap, max_num_batched_tokens) if max_num_batched_tokens else cap
 
 
 def capture_sizes(max_num_seqs: int, max_capture_size: int | None = None,
-                  max_num_batched_tokens: int | None = None) -> int:
+                  max_num_batched_tokens: int | None = None, query_len: int = 1) -> int:
     """CUDA-graph batch sizes V1 captures up to ``capture_cap``: 1, 2, 4, every 8 below 256,
     then every 16 — 51 sizes at the default cap of 512, 19 at a cap of 128 (vllm/config/
     vllm.py _set_cudagraph_sizes, v0.11.1 to v0.33; before v0.11.1 every 8: 67)."""
-    cap = capture_cap(max_num_seqs, max_capture_size, max_num_batched_tokens)
+    cap = capture_cap(max_num_seqs, max_capture_size, max_num_batched_tokens, query_len)
     small = [s for s in (1, 2, 4) if s <= cap]
     return len(small) + len(range(8, min(cap + 1, 256), 8)) + len(range(256, cap + 1, 16))
 
@@ -301,14 +314,15 @@ def capture_sizes(max_num_seqs: int, max_capture_size: int | None = None,
 def cuda_graph_bytes(dep: Deployment, max_num_seqs: int, acc: VLLMAccounting,
                      enforce_eager: bool, stage: Stage | None = None,
                      counted: bool = False, max_capture_size: int | None = None,
-                     max_num_batched_tokens: int | None = None) -> float:
+                     max_num_batched_tokens: int | None = None, query_len: int = 1) -> float:
     """The CUDA-graph estimate v0.21+ takes from the KV budget: layers on one pipeline
     stage × captured sizes (capture_sizes, to --max-cudagraph-capture-size where given, at
-    most the token budget) ×
+    most the token budget, the default cap scaled by ``query_len``: capture_query_len) ×
     0.45 MiB (logged pools: 0.23–0.56 MiB per layer per size); ``counted``: the same estimate
     in any V1 version, for what the graphs hold on the card."""
     if enforce_eager or not (acc.graphs_in_budget or counted):
         return 0.0
     layers = dep.model.num_layers if stage is None else stage.layers
     per = float(vllm_data()["cuda_graph_mib_per_layer_per_size"]) * MIB
-    return layers * capture_sizes(max_num_seqs, max_capture_size, max_num_batched_tokens) * per
+    sizes = capture_sizes(max_num_seqs, max_capture_size, max_num_batched_tokens, query_len)
+    return layers * sizes * per

@@ -28,6 +28,7 @@ from ridgeline.vllm_hybrid import chunked_in_full, ssm_state_dtype, state_blocks
 from ridgeline.vllm_memory import (
     VLLMAccounting,
     activation_bytes_per_token,
+    capture_query_len,
     compile_transient_bytes,
     cuda_graph_bytes,
     encoder_profile,
@@ -239,7 +240,7 @@ def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_byt
     # not this version's budget counts them
     graphs = cuda_graph_bytes(dep, seqs, acc, s.enforce_eager, stage,
                               s.kv_cache_memory_bytes is not None, s.max_cudagraph_capture_size,
-                              tokens)
+                              tokens, graph_query_len(s, acc.version))
     runner, compile_peak, state = model_runner(dep, acc), 0.0, 0.0
     if s.warm_compile_cache and runner != "MRV2":
         raise InputError(f"--warm-compile-cache changes nothing here: vLLM {acc.version} runs "
@@ -312,6 +313,12 @@ def set_pool_margin_bytes() -> float:
     return float(engine_defaults("vllm")["set_pool"]["redundancy_mib"]) * MIB
 
 
+def graph_query_len(s: EngineSettings, version: str) -> int:
+    """The decode query length vLLM ``version`` scales its default CUDA-graph cap by, for
+    the drafter ``s`` gives (capture_query_len): 1 + its drafts from v0.13, else 1."""
+    return capture_query_len(s.drafter.tokens if s.drafter is not None else 0, version)
+
+
 def vllm_pool_advice(dep: Deployment, pool: KVPool, settings: EngineSettings
                      ) -> tuple[float, float] | None:
     """The --kv-cache-memory-bytes vLLM's V1 worker advises at start-up when the flag is
@@ -325,7 +332,8 @@ def vllm_pool_advice(dep: Deployment, pool: KVPool, settings: EngineSettings
     n = pool.runtime_devices  # the flag is per device: a GCD of an MI250
     graphs = pool.cuda_graph_bytes / n or cuda_graph_bytes(
         dep, pool.max_num_seqs, acc, settings.enforce_eager, pool.stage, True,
-        settings.max_cudagraph_capture_size, pool.profile_tokens)
+        settings.max_cudagraph_capture_size, pool.profile_tokens,
+        graph_query_len(settings, acc.version))
     taken = (pool.weight_bytes + pool.activation_bytes + pool.non_torch_bytes
              + pool.seat_buffer_bytes) / n + graphs
     taken += set_pool_margin_bytes()

@@ -12,7 +12,7 @@ from ridgeline.datafiles import engine_defaults
 from ridgeline.kvcache import kv_footprint
 from ridgeline.parallel import cross_node_caution
 from ridgeline.reports.fit_ranks import each_rank_note
-from ridgeline.reports.fit_state import running_slots
+from ridgeline.reports.fit_state import drafter_seats_note, running_slots
 from ridgeline.reports.fit_terms import cap_flag, is_llamacpp, seats_name
 from ridgeline.reports.fit_verdict import CLEARS_RIDGE, memory_bound_floor
 from ridgeline.sglang_memory import past_checked
@@ -54,8 +54,8 @@ def fit_cautions(r: FitReport) -> list[str]:
                    + ") run more")
     elif r.target and r.target > seats and r.conversations >= r.target:
         out.append(f"the pool holds the {r.target:,} conversations, but at most "
-                   f"{seats:,} run at once ({seats_name(r.pool)}): raise it to run "
-                   "them together")
+                   f"{seats:,} run at once ({seats_name(r.pool)}{drafter_seats_note(r)}): raise "
+                   "it to run them together")
     p, d = r.pool, r.deployment
     state = kv_footprint(d.model, 1, d.kv.bytes_per_element).state_bytes \
         / d.tensor_parallel_size

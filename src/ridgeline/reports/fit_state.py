@@ -21,7 +21,7 @@ from ridgeline.sglang_hybrid import (
     sglang_state_ratio,
 )
 from ridgeline.sglang_memory import sglang_data
-from ridgeline.sglang_pool import sglang_own_requests
+from ridgeline.sglang_pool import sglang_own_requests, sglang_settings
 from ridgeline.units import GIB, plural
 
 if TYPE_CHECKING:
@@ -35,9 +35,11 @@ def state_per_request_bytes(p: KVPool) -> float:
 
 def state_pool_note(p: KVPool, s: EngineSettings, model: ModelSpec | None) -> str:
     """How SGLang sized its state pool: the share it carves, or the requests it sets it at."""
-    if p.state_pool_fixed:
+    if p.state_pool_fixed:  # a drafter's default max_running_requests sizes it too
+        seats = sglang_settings(s).max_num_seqs
         return sglang_fixed_state_note(s.prefix_caching is not False, s.engine_version, model,
-                                       s.max_num_seqs, s.max_mamba_cache_size)
+                                       seats, s.max_mamba_cache_size,
+                                       seats != s.max_num_seqs)
     ratio = f"mamba_full_memory_ratio {sglang_state_ratio(s.engine_version):g}"
     return ratio + (f"; SGLang {s.engine_version} overwrites --max-mamba-cache-size with it "
                     "while its radix cache is on (it reads the flag so from 0.5.7)"
@@ -188,16 +190,27 @@ def _ranks_state(r: FitReport) -> dict[str, Any]:
             if r.pool.state_pool_fixed else None}
 
 
+def drafter_seats_note(r: FitReport) -> str:
+    """", SGLang's default with a drafter" where SGLang's drafter set max_running_requests
+    (sglang_settings: --max-running-requests unset); else ""."""
+    if r.pool.engine != "sglang" or r.settings.max_num_seqs is not None \
+            or sglang_settings(r.settings).max_num_seqs is None:
+        return ""
+    return ", SGLang's default with a drafter"
+
+
 def running_step(r: FitReport) -> Step:
     """SGLang's max_running_requests beside a state pool: its own (from the KV cache's
     tokens, or the flag), at most the state slots over the slots a running request takes."""
-    p, s, d = r.pool, r.settings, r.deployment
+    p, s, d = r.pool, sglang_settings(r.settings), r.deployment
     radix = s.prefix_caching is not False
     per = sglang_slots_per_request(radix, s.engine_version, d.model)
     own = sglang_own_requests(d, p, s)
     context = s.max_model_len or r.context
     rule = sglang_data()["max_running_requests"]
-    flag = f"--max-running-requests {s.max_num_seqs:,}" if s.max_num_seqs else \
+    drafted = drafter_seats_note(r)
+    flag = f"max_running_requests {s.max_num_seqs:,}{drafted}" if drafted else \
+        f"--max-running-requests {s.max_num_seqs:,}" if s.max_num_seqs else \
         (f"clamp(int({p.tokens:,} tokens ÷ {context:,} × {rule['per_context']:,}), "
          f"{rule['least']:,}, {rule['most']:,})")
     own_note = (f"{flag}: the request pool SGLang asks; it stops ('Not enough memory') before "

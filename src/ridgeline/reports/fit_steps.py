@@ -28,7 +28,7 @@ from ridgeline.sglang_hybrid import sglang_state_dtypes, sglang_state_ratio
 from ridgeline.sglang_memory import sglang_data
 from ridgeline.units import GIB, plural
 from ridgeline.vllm_memory import capture_cap, capture_sizes
-from ridgeline.vllm_pool import vllm_seats_note
+from ridgeline.vllm_pool import graph_query_len, vllm_seats_note
 
 if TYPE_CHECKING:
     from ridgeline.reports.fit import FitReport
@@ -171,17 +171,28 @@ def state_pool_steps(dep: Deployment, pool: KVPool, s: EngineSettings) -> tuple[
 
 
 def _captured(pool: KVPool, s: EngineSettings) -> int:
-    """How many batch sizes vLLM captures for this pool's seats and token budget."""
-    return capture_sizes(pool.max_num_seqs, s.max_cudagraph_capture_size, pool.profile_tokens)
+    """How many batch sizes vLLM captures for this pool's seats, drafts and token budget."""
+    return capture_sizes(pool.max_num_seqs, s.max_cudagraph_capture_size, pool.profile_tokens,
+                         _query_len(pool, s))
+
+
+def _query_len(pool: KVPool, s: EngineSettings) -> int:
+    """The decode query length this pool's vLLM scales its default capture cap by."""
+    return graph_query_len(s, pool.accounting.version) if pool.accounting else 1
 
 
 def _capture_note(pool: KVPool, s: EngineSettings) -> str:
     """What caps vLLM's captured sizes, in words, or "": --max-cudagraph-capture-size, or the
-    token budget where it is the smaller (vLLM captures no batch past it)."""
-    cap = capture_cap(pool.max_num_seqs, s.max_cudagraph_capture_size)
+    token budget where it is the smaller (vLLM captures no batch past it), or the drafts
+    its default cap is scaled by (v0.13+)."""
+    query = _query_len(pool, s)
+    cap = capture_cap(pool.max_num_seqs, s.max_cudagraph_capture_size, query_len=query)
     if pool.profile_tokens < cap:
         return f" (to the token budget, max_num_batched_tokens {pool.profile_tokens:,})"
-    return f" (to --max-cudagraph-capture-size {cap:,})" if s.max_cudagraph_capture_size else ""
+    if s.max_cudagraph_capture_size:
+        return f" (to --max-cudagraph-capture-size {cap:,})"
+    return (f" (to min(2 × {pool.max_num_seqs:,} seats × {query} tokens a decode step, 512) = "
+            f"{cap:,}: vLLM v0.13+ scales its cap by 1 + the drafts)" if query > 1 else "")
 
 
 def _set_pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:

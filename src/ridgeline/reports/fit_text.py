@@ -16,7 +16,12 @@ from ridgeline.reports.fit_budget import budget_rows
 from ridgeline.reports.fit_levers import gpus_needed
 from ridgeline.reports.fit_offload import offload_flags, offload_lines
 from ridgeline.reports.fit_ranks import pool_ranks_note, seats_ranks_note
-from ridgeline.reports.fit_state import running_slots, state_overrun, state_pool_note
+from ridgeline.reports.fit_state import (
+    drafter_seats_note,
+    running_slots,
+    state_overrun,
+    state_pool_note,
+)
 from ridgeline.reports.fit_terms import is_llamacpp, per_gpu, runner_label, seats_name
 from ridgeline.reports.fit_verdict import DOES_NOT_FIT, logged_concurrency_line, verdict_line
 from ridgeline.stages import pipeline_stages
@@ -77,7 +82,8 @@ def fit_text_lines(r: FitReport) -> list[str]:
               f"{r.per_conversation_bytes / GIB:,.3f} GiB {per_gpu(p)}{slot}{gated}",
               f"batch the engine can run: min({r.conversations:,} "
               f"{plural(r.conversations, 'conversation')}, "
-              f"{seats_name(p)} {p.max_num_seqs:,}{seats_ranks_note(d)}) = {r.batch:,}"]
+              f"{seats_name(p)} {p.max_num_seqs:,}{seats_ranks_note(d)}"
+              f"{drafter_seats_note(r)}) = {r.batch:,}"]
     if p.state_pool_fixed and not state_overrun(p):
         slots = running_slots(r)
         lines.append(f"{state_pool_note(p, r.settings, d.model)}, whatever the "

@@ -1,0 +1,179 @@
+"""What a drafter changes besides memory: SGLang's default max_running_requests under
+speculative decoding (32, then 48, set in server_args before anything sizes a pool), and
+vLLM's default CUDA-graph capture cap, scaled by 1 + the drafts from v0.13."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.capacity import engine_seat_limit
+from ridgeline.datafiles import engine_defaults
+from ridgeline.engine_spec import EngineSpec
+from ridgeline.memory import EngineSettings, kv_pool
+from ridgeline.sglang_memory import sglang_max_running_requests, sglang_speculative_requests
+from ridgeline.vllm_memory import capture_cap, capture_query_len, capture_sizes
+from tests.conftest import run_cli
+
+EAGLE3 = EngineSpec(3, "eagle")
+L8 = ("llama-3.1-8b", "--gpu", "h100", "--max-model-len", "4k")
+
+
+def l8_on(engine: str) -> Deployment:
+    return Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"),
+                            num_gpus=1, engine=engine)
+
+
+def rule_seats(release: str) -> int:
+    """The default engines.json gives the newest row at or before ``release``."""
+    rows = engine_defaults("sglang")["speculative_max_running_requests"]["rows"]
+    return int({row["from"]: row["requests"] for row in rows}[release])
+
+
+# -- SGLang: a drafter sets max_running_requests -------------------------------------------
+@pytest.mark.parametrize(("method", "version", "first"), [
+    ("eagle", "0.4.3.post3", "0.4.3.post3"), ("mtp", "0.4.4.post3", "0.4.3.post3"),
+    ("eagle", "0.4.4.post4", "0.4.4.post4"), ("mtp", "0.5.9", "0.4.4.post4"),
+    ("draft-model", "0.5.2", "0.4.4.post4"), ("ngram", "0.5.3", "0.4.4.post4"),
+    ("eagle", None, "0.4.4.post4")])
+def test_sglangs_drafter_default_follows_the_release(method: str, version: str | None,
+                                                     first: str) -> None:
+    assert sglang_speculative_requests(method, version) == rule_seats(first)
+
+
+@pytest.mark.parametrize(("method", "version"), [
+    ("eagle", "0.4.3.post2"), ("mtp", "0.4.3"), ("draft-model", "0.5.1"), ("ngram", "0.5.2"),
+    ("", "0.5.9")])
+def test_sglang_sets_no_drafter_default_before_its_release_or_without_a_drafter(
+        method: str, version: str) -> None:
+    assert sglang_speculative_requests(method, version) is None
+
+
+@pytest.mark.parametrize("version", ["0.4.4", "0.5.9"])
+def test_sglang_seats_under_eagle_default_to_the_cap_where_the_release_has_it(
+        version: str) -> None:
+    dep, plain_settings = l8_on("sglang"), EngineSettings(max_model_len=4096,
+                                                          engine_version=version)
+    plain = kv_pool(dep, plain_settings)
+    drafting = kv_pool(dep, replace(plain_settings, drafter=EAGLE3))
+    # without a drafter SGLang derives far more from its tokens; the cap binds
+    assert plain.max_num_seqs == sglang_max_running_requests(plain.tokens, 4096, None, version)
+    assert plain.max_num_seqs > drafting.max_num_seqs
+    assert drafting.max_num_seqs == sglang_speculative_requests("eagle", version)
+    # a value given still wins
+    given = kv_pool(dep, replace(plain_settings, drafter=EAGLE3, max_num_seqs=200))
+    assert given.max_num_seqs == 200
+
+
+def test_sglang_seats_under_eagle_are_the_tokens_own_before_the_cap_came() -> None:
+    dep = l8_on("sglang")
+    old = EngineSettings(max_model_len=4096, engine_version="0.4.3")
+    drafting = kv_pool(dep, replace(old, drafter=EAGLE3))
+    assert drafting.max_num_seqs == kv_pool(dep, old).max_num_seqs
+    assert drafting.max_num_seqs > rule_seats("0.4.4.post4")
+
+
+def test_sglangs_drafter_default_is_the_servers_split_over_data_parallel_ranks() -> None:
+    dep = Deployment.build(resolve_model("deepseek-v3"), resolve_accelerator("h200"),
+                           num_gpus=8, engine="sglang", data_parallel_size=8,
+                           expert_parallel=True)
+    pool = kv_pool(dep, EngineSettings(max_model_len=4096, draft_mtp=True,
+                                       drafter=EngineSpec(3, "mtp")))
+    cap = sglang_speculative_requests("mtp")
+    assert cap is not None
+    assert pool.max_num_seqs == cap // 8
+    assert engine_seat_limit(pool, dep) == cap
+
+
+def test_fit_decode_and_simulate_agree_on_sglangs_drafter_seats(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    spec = ("--engine", "sglang", "--spec-tokens", "3", "--spec-method", "eagle")
+    code, out, err = run_cli(capsys, "fit", *L8, *spec, "--json")
+    assert code == 0, err
+    fitted = json.loads(out)
+    cap = sglang_speculative_requests("eagle")
+    assert fitted["conversations"] > cap  # the pool holds more; the default binds
+    assert fitted["max_num_seqs"] == fitted["batch"] == cap
+    code, out, err = run_cli(capsys, "fit", *L8, *spec, "--target-concurrency",
+                             str(fitted["conversations"]))
+    assert code == 0, err
+    assert f"at most {cap} run at once (max_running_requests, SGLang's default with a " \
+        "drafter)" in out
+    code, out, err = run_cli(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", *spec,
+                             "--batch", "1", "--context", "4000", "--max-model-len", "4k",
+                             "--json")
+    assert code == 0, err
+    assert json.loads(out)["engine_max_batch"][0]["batch"] == cap
+    code, out, err = run_cli(capsys, "simulate", *L8, *spec, "--concurrency", "64",
+                             "--num-requests", "100", "--seed", "1", "--json")
+    assert code == 0, err
+    simulated = json.loads(out)
+    assert simulated["settings"]["max_num_seqs"] == cap
+    assert simulated["running_batch"]["max"] <= cap
+
+
+# -- vLLM: the default capture cap counts the drafts from v0.13 ----------------------------
+def test_vllms_capture_cap_grows_with_drafts_on_0_13_and_not_on_0_12() -> None:
+    assert capture_query_len(3, "0.12.0") == 1
+    assert capture_query_len(3, "0.13.0") == 4
+    assert capture_query_len(0, "0.13.0") == 1
+    assert capture_query_len(3) == 4  # the newest modelled
+    # 32 seats drafting 3: min(2 × 32 × 4, 512) = 256, not 64
+    assert capture_cap(32, query_len=4) == 4 * capture_cap(32)
+    # the README's worked number: 1, 2, 4, every 8 below 256 and 256 itself, not 1, 2, 4 and
+    # every 8 to 64
+    assert (capture_sizes(32, query_len=4), capture_sizes(32)) == (35, 11)
+    # 256 seats reach 512 either way; a given cap and the token budget still bound it
+    assert capture_cap(256, query_len=4) == capture_cap(256)
+    assert capture_cap(32, 64, query_len=4) == capture_cap(32, 64)
+    assert capture_cap(32, None, 128, query_len=4) == 128
+
+
+@pytest.mark.parametrize(("version", "grows"), [("0.12.0", False), ("0.13.0", True)])
+def test_vllms_graph_memory_counts_the_drafts_from_0_13(version: str, grows: bool) -> None:
+    """A pool --kv-cache-memory-bytes sets is checked against the graphs captured after it,
+    in any V1 release: 32 seats drafting 3 capture 35 sizes on v0.13, 11 on v0.12."""
+    dep = l8_on("vllm")
+    base = EngineSettings(max_model_len=4096, max_num_seqs=32, engine_version=version,
+                          kv_cache_memory_bytes=20_000_000_000, speculative_decoding=True)
+    plain, drafting = kv_pool(dep, base), kv_pool(dep, replace(base, drafter=EAGLE3))
+    assert plain.cuda_graph_bytes > 0
+    ratio = capture_sizes(32, None, None, capture_query_len(3, version)) / capture_sizes(32)
+    assert (drafting.cuda_graph_bytes > plain.cuda_graph_bytes) is grows
+    assert drafting.cuda_graph_bytes == pytest.approx(plain.cuda_graph_bytes * ratio)
+
+
+def test_fit_explains_the_drafts_in_vllms_capture_cap(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    argv = (*L8, "--max-num-seqs", "32", "--spec-tokens", "3", "--spec-method", "ngram")
+    code, out, err = run_cli(capsys, "fit", *argv, "--explain")
+    assert code == 0, err
+    sizes = capture_sizes(32, None, None, 4)
+    assert f"layers × {sizes} captured sizes (to min(2 × 32 seats × 4 tokens a decode step, " \
+        f"512) = {capture_cap(32, query_len=4)}" in out
+    code, plain_out, err = run_cli(capsys, "fit", *L8, "--max-num-seqs", "32", "--json")
+    code, drafted_out, err = run_cli(capsys, "fit", *argv, "--json")
+    plain, drafted = json.loads(plain_out), json.loads(drafted_out)
+    assert drafted["pool_bytes_per_gpu"] < plain["pool_bytes_per_gpu"]
+
+
+def test_sglangs_drafter_default_sizes_a_hybrids_state_pool_with_its_radix_cache_off(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Qwen3-Next without its radix cache: SGLang sets the state pool at max_running_requests,
+    which the drafter's default has set by then (model_runner reads server_args after it)."""
+    dep = Deployment.build(resolve_model("qwen3-next-80b-a3b"), resolve_accelerator("h200"),
+                           num_gpus=2, engine="sglang")
+    radix_off = EngineSettings(max_model_len=4096, prefix_caching=False)
+    cap = sglang_speculative_requests("eagle")
+    drafting = kv_pool(dep, replace(radix_off, drafter=EAGLE3))
+    assert drafting.state_pool_fixed
+    assert drafting.state_slots == drafting.max_num_seqs == cap
+    assert kv_pool(dep, radix_off).state_slots != cap
+    code, out, err = run_cli(capsys, "fit", "qwen3-next-80b-a3b", "--gpu", "h200", "--num-gpus",
+                             "2", "--max-model-len", "4k", "--engine", "sglang", "--spec-tokens",
+                             "3", "--spec-method", "eagle", "--no-prefix-caching", "--explain")
+    assert code == 0, err
+    assert f"state pool at max_running_requests {cap} (its default with a drafter)" in out
