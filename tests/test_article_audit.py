@@ -11,6 +11,7 @@ import pytest
 from ridgeline import Deployment, decode_floor, resolve_accelerator, resolve_model
 from ridgeline.cli import main
 from ridgeline.kvcache import kv_footprint
+from ridgeline.reports.utilization import WEIGHTS_SHARE_LABEL
 from ridgeline.units import GB
 
 ARTICLE = ["llama-3.1-70b", "--gpu", "h100", "--weights", "fp8", "--kv-dtype", "bf16"]
@@ -138,7 +139,7 @@ def test_utilization_sources_the_running_count_from_the_flag(
         capsys: pytest.CaptureFixture[str]) -> None:
     """The running count is the user's --running, which they read from the engine's metric."""
     share = next(s for s in _explain(capsys, "utilization", "--gpu", "h100", "--running", "8")
-                 if s["label"] == "share of the arithmetic in use")
+                 if s["label"] == WEIGHTS_SHARE_LABEL)
     running = next(i for i in share["inputs"] if i["name"] == "running")
     assert running["source"].startswith("--running")
 

@@ -317,7 +317,7 @@ BAD = [
     (["decode", "llama-3.1-8b", "--gpu", "h100", "--engine", "llama.cpp-cuda", "-ngl", "10",
       "--host-bandwidth-gbs", "1e-308"], "between 0.1 and 100000"),
     (["attention", "--model", "llama-3.1-8b", "--context", "4096", "--bytes-per-element",
-      "1e308"], "between 0.125 and 8"),
+      "1e308"], "must be one of 0.5 (fp4), 1"),
     (["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "2", "--num-requests", "20",
       "--input-len", "uniform:1.5,2.5"], "whole number"),
     (["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "2", "--num-requests", "20",

@@ -78,7 +78,8 @@ def test_simulate_points_to_fit_once_where_no_pool_is_left(
                              "--gpu-memory-gib", "1.5", "--rate", "2", "--num-requests", "5")
     assert code == 2 and not out and "Traceback" not in err, err
     refusal = err.splitlines()[-1]
-    assert refusal.startswith("ridgeline: error: does not fit:"), err
+    assert refusal.startswith("ridgeline: error: does not fit on 1 x h100-sxm: its weights "
+                              "alone"), err
     assert refusal.count("`ridgeline fit") == 1, refusal
 
 

@@ -453,5 +453,5 @@ def test_decode_and_simulate_name_the_fit_where_it_could_keep_layers_on_the_host
     assert ("default --fit (since b7437, Dec 2025) would keep layers" in out) is hinted
     code, _, err = run_cli(capsys, "simulate", model, "--gpu", gpu, "--engine", "llama.cpp",
                            "--rate", "1", "--num-requests", "10")
-    assert code == 2 and "leaves no KV pool" in err
+    assert code == 2 and "its weights alone" in err  # as fit says it
     assert ("default --fit would keep layers in host memory" in err) is hinted

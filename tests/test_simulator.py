@@ -1073,8 +1073,8 @@ def test_weights_that_leave_no_pool_say_so_before_anything_else() -> None:
                            engine="vllm")  # 141 GB of bf16 weights on one 80 GB card
     settings = EngineSettings(max_model_len=8192)
     refusal = start_refusal(dep, settings, sim_config(dep, settings))
-    assert refusal is not None and refusal.startswith("does not fit: llama-3.1-70b leaves no "
-                                                      "KV pool on 1 x h100-sxm")
+    assert refusal is not None and refusal.startswith("does not fit on 1 x h100-sxm: its "
+                                                      "weights alone")  # as fit says it
 
 
 @pytest.mark.parametrize("load", [["--concurrency", "8"], ["--rate", "4"], ["--rate", "0.5"]])

@@ -24,6 +24,9 @@ from ridgeline.units import GB, fmt_decimal_bytes, indefinite, plural, require_p
 # Q, K, V and O in bf16 whatever the scores are kept in (an eager fp32 softmax upcasts the
 # scores alone)
 ACTIVATION_BYTES = 2.0
+# the sizes a score can be kept in: fp4, fp8 or int8, bf16 or fp16, fp32 (the number formats,
+# without the block scales a cache format adds)
+SCORE_BYTES = {0.5: "fp4", 1.0: "fp8 or int8", 2.0: "bf16 or fp16", 4.0: "fp32"}
 QUERY_TILE_ROWS = 128  # a typical FlashAttention-2 query block (Br) on Hopper/Ampere
 
 

@@ -355,8 +355,8 @@ MAX_SCORE_DECIMALS = 10  # a score to 1e-10 %: one item in 10^12, past any bench
 
 def _printed_percent(text: str) -> str:
     """A score as a benchmark prints it (39.02, 39.02%), kept as text: its decimals are the
-    precision evalstats reads. ASCII digits, at most ten decimals ("1e-300" had printed a
-    300-digit score, "８" had read as 8)."""
+    precision evalstats reads. ASCII digits, 0 to 100, at most ten decimals ("1e-300" had
+    printed a 300-digit score, "８" had read as 8)."""
     from decimal import Decimal, InvalidOperation
 
     body = text.strip().removesuffix("%").strip()
@@ -366,11 +366,26 @@ def _printed_percent(text: str) -> str:
         exact = Decimal(body)
     except InvalidOperation:
         raise InputError(f"percent must be a number such as 39.02, got {text!r}") from None
+    if not exact.is_finite() or not 0 <= exact <= 100:  # refused here, argparse names the flag
+        raise InputError(f"percent must be between 0 and 100, got {text!r}")
     exponent = exact.as_tuple().exponent
     if isinstance(exponent, int) and -exponent > MAX_SCORE_DECIMALS:
         raise InputError(f"percent {text.strip()[:40]} has more than {MAX_SCORE_DECIMALS} "
                          "decimals: not a score as a benchmark prints it")
     return text
+
+
+def _score_bytes(text: str) -> float:
+    """attention --bytes-per-element: a size a score can be kept in (SCORE_BYTES: '2' is
+    bf16's); a 3-byte score has no format, so it is refused in one line."""
+    from ridgeline.attention_memory import SCORE_BYTES
+    from ridgeline.cli_types import _plain_float
+
+    sizes = ", ".join(f"{b:g} ({name})" for b, name in SCORE_BYTES.items())
+    value = _plain_float(text, f"bytes per element must be one of {sizes}")
+    if value not in SCORE_BYTES:  # NaN too
+        raise InputError(f"bytes per element must be one of {sizes}, got {text}")
+    return value
 
 
 def _speedup(what: str, positive_float: Callable[..., Callable[[str], float]]
@@ -479,8 +494,8 @@ def add_companion_commands(
     p.add_argument("--fetch", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--context", type=_positive_count("context length"), required=True,
                    help="sequence length S")
-    p.add_argument("--bytes-per-element", type=_positive_float("bytes per element", 0.125, 8),
-                   default=2.0, help="bytes per score (default 2: bf16; 4: an eager fp32 "
-                   "softmax); Q, K, V and O stay bf16")
+    p.add_argument("--bytes-per-element", type=typed(_score_bytes),
+                   default=2.0, help="bytes per score: 0.5, 1, 2 or 4 (default 2: bf16; 4: "
+                   "an eager fp32 softmax); Q, K, V and O stay bf16")
     output(p)
     p.set_defaults(handler=cmd_attention)

@@ -35,6 +35,18 @@ class EnginePool:
             return self.blocks // self.groups.decode_blocks(context)
         return self.blocks // math.ceil(context / self.block_size)
 
+    def block_division(self, context: int) -> str:
+        """The division ``sequences`` does, where whole blocks round it: 'in whole blocks of
+        16: 27,975 blocks ÷ 583 a sequence' (Llama-3.1-8B's 447,600-token pool on an H100 at
+        9,325 tokens: 47, not the 48 its tokens ÷ the context make); "" for a token count."""
+        if self.blocks is None or self.block_size < 2:
+            return ""
+        need = self.groups.decode_blocks(context) if self.groups is not None \
+            else math.ceil(context / self.block_size)
+        return (f"in whole blocks of {self.block_size}: {self.blocks:,} blocks ÷ {need:,} a "
+                "sequence" + (f" over its {self.groups.count} KV-cache groups"
+                              if self.groups is not None else ""))
+
     def tokens_held(self, share: float) -> int | None:
         """The tokens a request holds when it holds ``share`` of the pool: of a pool of
         several groups, the longest context whose decode_blocks fit its share of the blocks;

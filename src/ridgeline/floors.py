@@ -368,8 +368,9 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
                f"{tp} x {dep.accelerator.id}" + (" in tensor parallel" if tp > 1 else "")
                + f": {dep.accelerator.source_of('peak_flops')}"
                + (f"; {dep.peak_note}" if dep.peak_note else "")
-               + (f" × {stages:.2g} of {pp} pipeline stages busy on average: the ubatches of a "
-                  "call pipelined over them" if pipelined_stages(dep) > 1
+               + (f"; the peak counted × {stages:.2g} of {pp} pipeline stages busy on "
+                  "average: the ubatches of a call pipelined over them"
+                  if pipelined_stages(dep) > 1
                   else f"; its {pp} stages one after another, as llama.cpp runs a layer split "
                   "short of every block and the output on the GPUs, or with --n-cpu-moe"
                   if pp > 1 and dep.engine.startswith("llama.cpp")

@@ -105,7 +105,8 @@ class FitCheck:
                     + (f"; a serving engine also loads the {self.vision_bytes / GB:.2f} GB "
                        "vision tower" if self.vision_bytes else "") + ")")
         copies = (f" (×{self.kv_replication:g}: copied over the tensor-parallel ranks)"
-                  if self.kv_replication > 1 else "")
+                  if self.kv_replication > 1 and round(self.kv_bytes / GB, 1) > 0 else "")
+        # (no copies to note on a cache that prints as none: roofline's weights alone)
         where = self.rank.label() if self.rank else ""
         return (f"DOES NOT FIT: {self.weight_bytes / GB:,.1f} GB of weights + "
                 f"{self.kv_bytes / GB:,.1f} GB of KV cache{copies} = "

@@ -25,15 +25,23 @@ OP_GROUPS = {
 
 def decode_refusal(dep: Deployment, batch: int, context: int) -> str | None:
     """Why a decode step of ``batch`` sequences at ``context`` tokens cannot run, or None:
-    the weights and cache do not fit, or the engine's KV pool holds fewer sequences."""
-    from ridgeline.capacity import context_refusal, engine_holds  # the engines' memory: heavy
+    the weights and cache do not fit, the engine's KV pool holds fewer sequences, or its seat
+    cap (max_num_seqs, its own name for it) runs fewer than the pool holds, as decode says."""
+    from ridgeline.candidate import ENGINE_KNOB_NAMES
+    from ridgeline.capacity import context_refusal, engine_seats  # the engines' memory: heavy
 
     fit = decode_floor(dep, batch, context).fit
     if not fit.fits:
         return f"{fit.headline()} (batch {batch:,}, context {context:,})"
-    held = engine_holds(dep, context)
+    seats = engine_seats(dep, context, max_model_len=context)
+    held = seats.held
     if held is None or held >= batch:
         return None
+    if seats.seat_limited:
+        knob = ENGINE_KNOB_NAMES.get(dep.engine, ENGINE_KNOB_NAMES["vllm"])[0]
+        return (f"does not run: {dep.engine}'s {knob} lets at most {held:,} sequences run at "
+                f"once, fewer than batch {batch:,} (its KV pool would hold more at {context:,} "
+                "tokens of context; `ridgeline fit` for the breakdown)")
     return "does not fit: " + (
         context_refusal(dep, context)
         or f"{dep.engine}'s KV pool runs {held:,} of batch {batch:,} at {context:,} tokens "

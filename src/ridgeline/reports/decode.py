@@ -458,11 +458,13 @@ def describe_settings(settings: EngineSettings, engine: str,
                       max_model_len: int | None = None) -> str:
     """The settings a pool was sized under: 'vllm serve's defaults', or 'usage offline,
     gpu_memory_utilization 0.97, max_num_seqs 16, max_model_len 8192' (vLLM's names; the usage
-    is vLLM's)."""
-    given = [f"{name} {value:g}" if isinstance(value, float) else f"{name} {value}"
+    is vLLM's; SGLang's and TensorRT-LLM's own names for theirs, settings_knob)."""
+    given = [f"{settings_knob(engine, name)} {value:g}" if isinstance(value, float) else
+             f"{settings_knob(engine, name)} {value:,}"
              for name in ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens",
                           "block_size") if (value := getattr(settings, name)) is not None]
-    given += [f"max_model_len {max_model_len}"] if max_model_len else []
+    given += [f"{settings_knob(engine, 'max_model_len')} {max_model_len:,}"] \
+        if max_model_len else []
     given += [] if settings.async_scheduling else ["async_scheduling off"]
     given += [] if settings.prefix_caching is None else [
         f"prefix caching {'on' if settings.prefix_caching else 'off'}"]
@@ -478,6 +480,24 @@ def describe_settings(settings: EngineSettings, engine: str,
         return ", ".join(["vllm serve's defaults" if settings.usage == "serve" else
                           "the offline LLM class's defaults, a batch run's", *rules])
     return ", ".join([f"usage {settings.usage}", *given, *rules])
+
+
+def settings_knob(engine: str, name: str) -> str:
+    """``engine``'s own name for vLLM's setting ``name``: the seats and the step's token budget
+    as candidate.ENGINE_KNOB_NAMES has them, the memory share and the longest request as its
+    launch flag (engines.json ``cli``) spells them; vLLM's name elsewhere (SGLang's
+    max_running_requests, mem_fraction_static and context_length)."""
+    from ridgeline.candidate import ENGINE_KNOB_NAMES
+    from ridgeline.datafiles import engine_defaults
+
+    knobs = ENGINE_KNOB_NAMES.get(engine)
+    if knobs is None:
+        return name
+    if name in ("max_num_seqs", "max_num_batched_tokens"):
+        return knobs[0 if name == "max_num_seqs" else 1]
+    flag = engine_defaults(engine)["cli"].get({"gpu_memory_utilization": "memory",
+                                               "max_model_len": "max_len"}.get(name, ""))
+    return flag.lstrip("-").replace("-", "_") if flag else name
 
 
 def version_rules(engine: str, version: str) -> str:

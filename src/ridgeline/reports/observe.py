@@ -136,7 +136,8 @@ class ObserveReport(ObserveVerdict):
                        else "") if reported is not None else None)
             lines.append(f"the KV pool allows {self.pool_batch:,} sequences of "
                          f"{self.context:,} tokens ({self.context_source}"
-                         + (f"; {pool}" if pool else "") + ")")
+                         + (f"; {pool}" if pool else "")
+                         + (f"; {self.pool_division}" if self.pool_division else "") + ")")
         elif self.weights_do_not_load:
             p = self.modelled_pool
             lines.append(f"{d.model.name} does not fit on {d.gpus_label} as described: the "

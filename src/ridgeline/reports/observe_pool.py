@@ -82,6 +82,18 @@ class ObservedPool:
         return min(self.seats, reported.sequences(self.context))
 
     @property
+    def pool_division(self) -> str:
+        """The block division behind ``pool_batch`` where whole blocks round it and the seats
+        do not cap it (EnginePool.block_division), so the printed count can be redone; ""
+        elsewhere."""
+        if self.weights_overflow or self.pool_batch >= self.seats:
+            return ""
+        pool = self.engine_pool or EnginePool.modelled(self.modelled_pool)
+        if pool.sequences(self.context) != self.pool_batch:  # counted another way: no sum
+            return ""
+        return pool.block_division(self.context)
+
+    @property
     def fits(self) -> bool:
         """The deployment as described loads its weights and holds at least one sequence of
         the context."""

@@ -355,7 +355,8 @@ class SimulateReport:
                          "capacity_policy": _policy(c),
                          "async_scheduling": c.async_scheduling,
                          "max_model_len": c.max_model_len, "prefix_caching": c.prefix_caching,
-                         "spec_tokens": c.spec_tokens, "spec_acceptance": c.spec_acceptance,
+                         "spec_tokens": c.spec_tokens,  # no drafter: no acceptance to give
+                         "spec_acceptance": c.spec_acceptance if c.spec_tokens else None,
                          "slo_ttft_ms": None if self.slo_ttft_s is None else self.slo_ttft_s * 1e3,
                          "slo_tpot_ms": None if self.slo_tpot_s is None else self.slo_tpot_s * 1e3},
             "requests": self.requests, "completed": r.completed, "rejected": r.rejected,

@@ -27,6 +27,9 @@ from ridgeline.roofline import (
 from ridgeline.stages import micro_batches, split_batch
 from ridgeline.units import GIB, plural
 
+# the first line's share is the weight matrices' (the article's metric), not the whole step's
+WEIGHTS_SHARE_LABEL = "the weight matrices' share of the arithmetic in use"
+
 
 @dataclass(frozen=True)
 class UtilizationReport:
@@ -128,7 +131,9 @@ class UtilizationReport:
             f"({self.ridge:,.0f} "
             f"FLOP per byte) on {self.accelerator.id}: {self.fraction_of_arithmetic:.1%} of the arithmetic "
             "you are billed for" + (" in the weights every token reads (attention, shared "
-                                    "layers)" if self.experts else "")
+                                    "layers)" if self.experts else
+                                    " in the weight matrices (their share, not the whole "
+                                    "step's)")
             + (f", each of {self.micro_batches} pipeline stages multiplying "
                + (f"a micro-batch of {self.stage_batch:,}"
                   if self.running % self.micro_batches == 0 else
@@ -219,7 +224,7 @@ def utilization_report(
     stages = 1 if dep is None else micro_batches(dep)
     per_stage = split_batch(running, stages)  # a pipeline's stages each multiply one
     steps: tuple[Step, ...] = (ridge_step(acc, compute_dtype),
-             step("share of the arithmetic in use",
+             step(WEIGHTS_SHARE_LABEL,
                   "(2 × running ÷ bytes per weight) ÷ ridge" if stages == 1 else
                   f"(2 × ⌈running ÷ {stages} micro-batches⌉ ÷ bytes per weight) ÷ ridge",
                   q("fraction", arithmetic_share(per_stage, bytes_per_weight, ridge)),

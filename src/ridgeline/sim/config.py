@@ -260,8 +260,9 @@ def start_refusal(dep: Deployment, settings: object, config: SimConfig,
         pool = kv_pool(dep, s)
 
         hint = "; " + fit_hint(s.engine_version) if fit_could_offload(dep) else ""
-        if pool.overflow_bytes or pool.state_request_bytes:
-            # a cause to name: a --kv-cache-memory-bytes pool, SGLang's states (or weights)
+        if pool.weights_overflow or pool.overflow_bytes or pool.state_request_bytes:
+            # a cause to name, as fit names it for every engine: weights over the card, a
+            # --kv-cache-memory-bytes pool, SGLang's states
             return f"does not fit on {where}: " + no_sequence_reason(
                 pool, dep, config.max_model_len) + f" (see `ridgeline fit`{hint})"
         return f"does not fit: {dep.model.name} leaves no KV pool on {where} (see " \

@@ -150,6 +150,12 @@ class TimeSeries:
     points: list[tuple[float, int, int, float, int]] = field(default_factory=list)
 
     def add(self, t: float, running: int, waiting: int, usage: float, preemptions: int) -> None:
+        """A reading at ``t``; a second at the same instant (a step's start read after the
+        arrivals due then, beside the last step's end) replaces the first: one row a time,
+        the state that holds from it."""
+        if self.points and t == self.points[-1][0]:
+            self.points[-1] = (t, running, waiting, usage, preemptions)
+            return
         if self.points and t - self.points[-1][0] < self.every_s:
             return
         self.points.append((t, running, waiting, usage, preemptions))
