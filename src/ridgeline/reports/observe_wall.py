@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from ridgeline.candidate import ENGINE_KNOB_NAMES
 from ridgeline.reports.observe_floor import ObservedFloor
-from ridgeline.roofline import arithmetic_share
+from ridgeline.roofline import arithmetic_share, first_whole_batch
 from ridgeline.stages import micro_batches
 
 CAPACITY = "capacity"
@@ -245,7 +245,7 @@ class ObservedWall(ObservedFloor):
                 queue = (f"requests waited in only {n} of {of} readings, too few to be a wall "
                          "(a prompt that arrived between steps); ")
             return (f"{queue}no limit from the pool or the queue: it runs all it is sent ({held}), "
-                    f"under the ridge near batch {self.ridge_batch:,.0f}, where each added "
+                    f"under the ridge at batch {first_whole_batch(self.ridge_batch):,}, where each added "
                     "sequence shares the weights' read — send more load, or serve it on fewer "
                     "GPUs or replicas")
         cap = self.obs.client_concurrency or 0.0
