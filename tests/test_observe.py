@@ -18,6 +18,7 @@ from ridgeline.errors import InputError
 from ridgeline.observation import Observation
 from ridgeline.observe import fetch, poll, read_source
 from ridgeline.prometheus import parse_scrape, split_scrapes
+from ridgeline.roofline import first_whole_batch
 
 FIXTURES = Path(__file__).parent / "fixtures"
 METRICS = (FIXTURES / "vllm_metrics.txt").read_text()
@@ -853,7 +854,7 @@ def test_emitting_measurements_says_what_it_wrote(tmp_path: Path,
 
 def test_a_batch_past_the_ridge_is_not_called_idle(capsys: pytest.CaptureFixture[str]) -> None:
     """400 running on an H100 with nothing waiting and the pool 85 % full: the batch is past
-    the 8B model's ridge (295), so the advice is not "fewer GPUs, send more load" (an audit
+    the 8B model's ridge (296), so the advice is not "fewer GPUs, send more load" (an audit
     found it was), and below the ridge the advice names the batch it could grow to."""
     from ridgeline import Deployment, resolve_accelerator, resolve_model
     from ridgeline.engines import profile_for
@@ -867,7 +868,7 @@ def test_a_batch_past_the_ridge_is_not_called_idle(capsys: pytest.CaptureFixture
     light = observe_report(read_source_text(scrape_with(124, 0, 0.3, 30000.0)), dep,
                            profile_for("vllm"), 1000)
     assert light.wall == "neither" and "124 of the" in light.lever
-    assert f"near batch {light.ridge_batch:,.0f}" in light.lever
+    assert f"at batch {first_whole_batch(light.ridge_batch):,}" in light.lever
     assert light.ridge_batch == pytest.approx(light.ridge)  # 2 B a weight: batch = ridge
 
 
