@@ -216,3 +216,27 @@ def test_draft_tensor_parallel_size_is_read_and_checked() -> None:
     with pytest.raises(InputError, match="draft_tensor_parallel_size"):
         vllm_speculative_config('{"method": "draft_model", "model": "m", '
                                 '"num_speculative_tokens": 3, "draft_tensor_parallel_size": 0}')
+
+
+# -- fit names the drafter's weights as the drafter's, not a vision tower -------------------
+@pytest.mark.parametrize(("argv", "engine"), [
+    ((*V3, "--engine", "trtllm", "--spec-method", "mtp", "--spec-tokens", "3"), "trtllm"),
+    ((*V3, "--spec-method", "mtp", "--spec-tokens", "3"), "vllm"),
+    ((*L70, "--speculative-config", DRAFT_1B), "vllm")])
+def test_fit_counts_the_drafters_weights_as_its_own_not_a_vision_towers(
+        capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], engine: str) -> None:
+    """DeepSeek-V3 and Llama-3.1-70B have no vision tower: the weights a drafter adds to the
+    pool are the drafter's, in --json and in --explain's note on the weights."""
+    drafting, _ = fit(capsys, *argv)
+    plain, _ = fit(capsys, *argv[:argv.index("--json") + 1],
+                   *(("--engine", engine) if engine == "trtllm" else ()))
+    added = drafting["taken_bytes_per_gpu"]["weights"] - plain["taken_bytes_per_gpu"]["weights"]
+    assert added > 0
+    assert drafting["vision_tower_bytes_per_gpu"] == 0
+    assert drafting["drafter_weight_bytes_per_gpu"] == pytest.approx(added)
+    assert plain["drafter_weight_bytes_per_gpu"] == 0
+    code, out, err = run_cli(capsys, "fit", *(a for a in argv if a != "--json"), "--explain")
+    assert code == 0, err
+    weights_line = next(line for line in out.splitlines() if "weights per GPU =" in line)
+    assert "vision tower" not in weights_line
+    assert f"{added / 2**30:,.2f} GiB of the drafter's weights" in weights_line

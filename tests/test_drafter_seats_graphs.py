@@ -177,3 +177,19 @@ def test_sglangs_drafter_default_sizes_a_hybrids_state_pool_with_its_radix_cache
                              "3", "--spec-method", "eagle", "--no-prefix-caching", "--explain")
     assert code == 0, err
     assert f"state pool at max_running_requests {cap} (its default with a drafter)" in out
+
+
+def test_a_drafters_default_seats_too_few_for_the_ranks_are_not_called_a_flag(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """64 data-parallel ranks get 48 // 64 = 0 seats each from SGLang's default with a
+    drafter: the refusal names that default, not a --max-running-requests never typed."""
+    seats = sglang_speculative_requests("mtp")
+    argv = ("fit", "deepseek-v3", "--gpu", "h200", "--num-gpus", "64", "--engine", "sglang",
+            "--max-model-len", "32k", "--spec-method", "mtp", "--spec-tokens", "3",
+            "--enable-dp-attention", "--dp-size", "64")
+    code, _, err = run_cli(capsys, *argv)
+    assert code == 2
+    assert f"max_running_requests {seats} (SGLang's default with a drafter)" in err
+    assert f"--max-running-requests {seats} " not in err
+    code, _, given = run_cli(capsys, *argv, "--max-running-requests", "32")
+    assert code == 2 and "--max-running-requests 32 is the server's" in given

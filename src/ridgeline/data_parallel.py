@@ -143,12 +143,14 @@ def server_running_requests(dep: Deployment, per_rank: int) -> int:
     return per_rank * dep.data_parallel_size
 
 
-def rank_settings(dep: Deployment, settings: EngineSettings) -> EngineSettings:
+def rank_settings(dep: Deployment, settings: EngineSettings,
+                  drafted: bool = False) -> EngineSettings:
     """The settings one data-parallel rank's pool is sized under: vLLM's are each rank's as
     given; SGLang's --max-running-requests is the server's, each rank taking its // dp_size
     (pool_configurator: max_running_requests // dp_size), and its --max-mamba-cache-size
     the same (handle_max_mamba_cache). Its --chunked-prefill-size is divided too, after the
-    memory rule has read it whole, so the pool keeps it."""
+    memory rule has read it whole, so the pool keeps it. ``drafted``: max_running_requests
+    is SGLang's default with a drafter (sglang_pool.sglang_settings), not the flag."""
     n = dep.data_parallel_size
     seats, states = settings.max_num_seqs, settings.max_mamba_cache_size
     if dep.engine != "sglang" or n == 1:
@@ -161,6 +163,11 @@ def rank_settings(dep: Deployment, settings: EngineSettings) -> EngineSettings:
         settings = replace(settings, max_mamba_cache_size=states // n)
     if seats is None:
         return settings
+    if seats < n and drafted:
+        raise InputError(f"max_running_requests {seats} (SGLang's default with a drafter) is "
+                         f"the server's, divided over the {n} data-parallel ranks "
+                         f"(// --dp-size): give --max-running-requests of at least {n}, one a "
+                         "rank")
     if seats < n:
         raise InputError(f"--max-running-requests {seats} is the server's, divided over the "
                          f"{n} data-parallel ranks (// --dp-size): give at least {n}, one a "

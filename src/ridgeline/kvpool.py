@@ -74,6 +74,9 @@ class KVPool:
     # TensorRT-LLM: the part of kv_bytes_per_token its MTP drafter's layers cache
     # (drafter_memory.py), which a conversation holds beside the model's own
     drafter_kv_bytes_per_token: float = 0.0
+    # the part of weight_bytes a drafter's weights take (its MTP layers, a draft model or an
+    # EAGLE head: drafter_memory.drafter_bytes), loaded beside the model's
+    drafter_weight_bytes: float = 0.0
     # vLLM on a part the runtime lists as several devices (an MI250's two GCDs): the devices
     # whose own pools, one tensor-parallel rank each, this one adds up (across_devices)
     runtime_devices: int = 1
@@ -97,7 +100,8 @@ class KVPool:
             seat_buffer_bytes=self.seat_buffer_bytes * n, compile_bytes=self.compile_bytes * n,
             moe_workspace_bytes=self.moe_workspace_bytes * n,
             set_pool_bytes=self.set_pool_bytes * n,
-            state_request_bytes=self.state_request_bytes * n, runtime_devices=n)
+            state_request_bytes=self.state_request_bytes * n,
+            drafter_weight_bytes=self.drafter_weight_bytes * n, runtime_devices=n)
 
     @property
     def engine_buffers(self) -> bool:

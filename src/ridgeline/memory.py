@@ -215,8 +215,11 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
                          + (" (--kv-cache-memory-bytes sets vLLM's pool)" if engine == "vllm"
                             else ""))
     check_sizing_flags(dep, s)
+    drafted = False  # max_running_requests SGLang's default with a drafter, no flag
     if engine == "sglang":  # a drafter sets max_running_requests before anything reads it
+        drafted = s.max_num_seqs is None
         s = sglang_settings(s)
+        drafted = drafted and s.max_num_seqs is not None
     if s.backend is not None and engine != "trtllm":
         raise InputError(f"--backend is TensorRT-LLM's; {engine} has no such setting")
     if s.prefix_caching is not None and engine not in ("vllm", "sglang", "trtllm"):
@@ -244,7 +247,7 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
     if dep.data_parallel_size > 1:  # each rank sizes its own pool, under its own share
         from ridgeline.data_parallel import rank_settings
 
-        s = rank_settings(dep, s)
+        s = rank_settings(dep, s, drafted)
     # each data-parallel rank loads its own vision tower
     return (_stage_pool(dep, s, total, (on_gpus + vision * dep.data_parallel_size)
                         / dep.num_gpus + ep_extra_bytes(dep), None),)
@@ -290,9 +293,9 @@ def _stage_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
                          stage)
         if draft_kv:
             pool = with_mtp_cache(pool, draft_kv)
-        return pool.across_devices(n)
+        return replace(pool, drafter_weight_bytes=draft_weights).across_devices(n)
     kv_bytes_per_token = token_bytes(dep, s.swa_full_tokens_ratio, s.engine_version) * share
-    draft_kv = 0.0
+    draft_weights, draft_kv = 0.0, 0.0
     if engine == "trtllm" and (stage is None or stage.last):  # the last stage's KV manager
         draft_weights, draft_kv = drafter_bytes(dep, s)  # adds the MTP layers
         weight_bytes, kv_bytes_per_token = weight_bytes + draft_weights, \
@@ -303,7 +306,8 @@ def _stage_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
     if engine == "sglang":
         return sglang_pool(dep, s, total_bytes, weight_bytes, kv_bytes_per_token, stage)
     pool = trtllm_pool(dep, s, total_bytes, weight_bytes, non_torch, kv_bytes_per_token, stage)
-    return replace(pool, drafter_kv_bytes_per_token=draft_kv) if draft_kv else pool
+    return replace(pool, drafter_kv_bytes_per_token=draft_kv,
+                   drafter_weight_bytes=draft_weights) if draft_kv or draft_weights else pool
 
 
 def _overlap_switch_hint(engine: str) -> str:

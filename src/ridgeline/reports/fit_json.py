@@ -101,6 +101,7 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
             "window_batches_in_flight": p.in_flight_batches,
             "state_blocks_per_request": p.groups.state_blocks},
         "vision_tower_bytes_per_gpu": vision_bytes_in_pool(r.deployment, p),
+        "drafter_weight_bytes_per_gpu": p.drafter_weight_bytes,
         "kv_cache_groups": None if p.groups is None else {
             "layers_per_group": p.groups.layers_per_group, "full": p.groups.full,
             "windows": [{"tokens": w, "groups": g} for w, g in p.groups.windows],

@@ -13,7 +13,8 @@ from ridgeline.units import GIB
 
 def weights_note(dep: Deployment, pool: KVPool) -> str:
     """Where the weights per GPU differ from the checkpoint's share: vLLM's padded MXFP4
-    experts; llama.cpp's input embedding (and -ngl's host layers) in host memory."""
+    experts; a vision tower or a drafter loaded beside the model; llama.cpp's input embedding
+    (and -ngl's host layers) in host memory."""
     from ridgeline.vllm_memory import parse_version
     from ridgeline.vllm_mxfp4 import HOPPER_SCALES_FREED_FROM, mxfp4_kernel, mxfp4_padding_bytes
 
@@ -25,6 +26,9 @@ def weights_note(dep: Deployment, pool: KVPool) -> str:
         share += (f" + {vision / GIB:,.2f} GiB of vision tower ("
                   + ("--language-model-only leaves it out" if pool.engine == "vllm"
                      else "the engine loads it") + ")")
+    if pool.drafter_weight_bytes > 0:
+        share += (f" + {pool.drafter_weight_bytes / GIB:,.2f} GiB of the drafter's weights "
+                  "(the engine loads them beside the model)")
     padding = mxfp4_padding_bytes(dep, pool.stage, _version(pool)) \
         if pool.engine == "vllm" else 0.0
     if padding:
@@ -37,7 +41,7 @@ def weights_note(dep: Deployment, pool: KVPool) -> str:
         return (f"{share} + {padding / GIB:,.2f} GiB: vLLM's Hopper kernels hold the MXFP4 "
                 "experts' scales swizzled and padded, their biases in fp32"
                 + (", and the loaded scales beside them (until v0.25)" if kept else ""))
-    if vision > 0 or pool.stage is not None:
+    if vision > 0 or pool.drafter_weight_bytes > 0 or pool.stage is not None:
         return share
     if pool.split_device is not None:  # llama.cpp -sm layer: the binding GPU's own layers
         return (f"{pool.weight_bytes / GIB:,.2f} GiB of {dep.weights.label} weights on "
@@ -77,12 +81,13 @@ def _version(pool: KVPool) -> str | None:
 
 def vision_bytes_in_pool(dep: Deployment, pool: KVPool) -> float:
     """The vision tower's bytes per GPU among the pool's weights (0 where the engine leaves it
-    out: llama.cpp, vLLM --language-model-only)."""
+    out: llama.cpp, vLLM --language-model-only): what they hold past the checkpoint's share,
+    less vLLM's MXFP4 padding and a drafter's weights (pool.drafter_weight_bytes)."""
     from ridgeline.vllm_mxfp4 import mxfp4_padding_bytes
 
     if is_llamacpp(pool):
         return 0.0
-    extra = pool.weight_bytes - checkpoint_share_bytes(dep, pool) \
+    extra = pool.weight_bytes - checkpoint_share_bytes(dep, pool) - pool.drafter_weight_bytes \
         - (mxfp4_padding_bytes(dep, pool.stage, _version(pool)) if pool.engine == "vllm"
            else 0.0)
     return max(0.0, extra)
