@@ -240,3 +240,24 @@ def test_fit_counts_the_drafters_weights_as_its_own_not_a_vision_towers(
     weights_line = next(line for line in out.splitlines() if "weights per GPU =" in line)
     assert "vision tower" not in weights_line
     assert f"{added / 2**30:,.2f} GiB of the drafter's weights" in weights_line
+
+
+@pytest.mark.parametrize(("draft_tp", "share"), [(1, 1), (4, 4), (2, None)])
+def test_a_draft_model_runs_replicated_or_at_the_targets_tp_and_nothing_else(
+        capsys: pytest.CaptureFixture[str], draft_tp: int, share: int | None) -> None:
+    """vLLM takes draft_tensor_parallel_size 1 (every rank loads the whole draft model) or the
+    target's; any other it refuses, and so does fit, in one line."""
+    target, h100 = resolve_model("llama-3.1-70b"), resolve_accelerator("h100")
+    dep = Deployment.build(target, h100, num_gpus=4, engine="vllm")
+    whole = Deployment.build(resolve_model("meta-llama/Llama-3.2-1B"), h100).weight_bytes
+    settings = EngineSettings(drafter=EngineSpec(4, "draft-model", "meta-llama/Llama-3.2-1B",
+                                                 draft_tp))
+    if share is None:
+        with pytest.raises(InputError, match="neither 1 nor the target's"):
+            kv_pool(dep, settings)
+        config = DRAFT_1B.replace("}", f', "draft_tensor_parallel_size": {draft_tp}}}')
+        code, _, err = run_cli(capsys, "fit", *L70, "--speculative-config", config)
+        assert code == 2 and "neither 1 nor the target's" in err
+        return
+    added = kv_pool(dep, settings).weight_bytes - kv_pool(dep).weight_bytes
+    assert added == pytest.approx(whole / share, rel=0.01)

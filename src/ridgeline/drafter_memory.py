@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from ridgeline.errors import InputError
 from ridgeline.kvcache import attention_kv_bytes_per_token
 from ridgeline.layouts import FULL
 from ridgeline.params import layer_params
@@ -122,7 +123,15 @@ def drafter_bytes(dep: Deployment, s: EngineSettings) -> tuple[float, float]:
     drafter = read_drafter(d.draft_model, d.method)
     if drafter is None or drafter_problem(dep.engine, dep.model, drafter):
         return 0.0, 0.0
-    tp = (d.method == "draft-model" and d.draft_tensor_parallel_size) or dep.tensor_parallel_size
+    tp = dep.tensor_parallel_size
+    if d.method == "draft-model" and d.draft_tensor_parallel_size:
+        if d.draft_tensor_parallel_size not in (1, tp):
+            # vLLM's SpeculativeConfig: 'draft_tensor_parallel_size must be 1 or equal to
+            # tensor_parallel_size' (1: each rank loads the whole draft model)
+            raise InputError(f"draft_tensor_parallel_size {d.draft_tensor_parallel_size} is "
+                             f"neither 1 nor the target's tensor-parallel size ({tp}), which "
+                             "vLLM refuses")
+        tp = d.draft_tensor_parallel_size
     return (drafter_weight_bytes_per_gpu(dep, drafter, tp),
             drafter_kv_bytes_per_token(drafter, dep.kv.bytes_per_element, tp))
 
