@@ -261,3 +261,14 @@ def test_a_draft_model_runs_replicated_or_at_the_targets_tp_and_nothing_else(
         return
     added = kv_pool(dep, settings).weight_bytes - kv_pool(dep).weight_bytes
     assert added == pytest.approx(whole / share, rel=0.01)
+
+
+def test_an_unread_speculative_config_key_is_refused_naming_every_key_read(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The refusal lists the keys ridgeline does read, draft_tensor_parallel_size among them."""
+    from ridgeline.engine_spec import VLLM_KEYS_READ
+
+    code, _, err = run_cli(capsys, "fit", *L70, "--speculative-config",
+                           '{"method": "ngram", "num_speculative_tokens": 3, "foo": 1}')
+    assert code == 2 and "'foo' is not modelled" in err
+    assert all(key in err for key in VLLM_KEYS_READ)

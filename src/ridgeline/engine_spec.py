@@ -76,7 +76,7 @@ def vllm_speculative_config(text: str) -> EngineSpec:
     unread = [key for key in config if key not in VLLM_KEYS_READ]
     if unread:
         raise InputError(f"{FLAG}'s {unread[0]!r} is not modelled: ridgeline reads "
-                         "method, num_speculative_tokens, model and prompt_lookup_max/min")
+                         + ", ".join(VLLM_KEYS_READ))
     model = config.get("model")
     if model is not None and not isinstance(model, str):
         raise InputError(f"{FLAG}'s model names the drafter, a string; got {model!r}")
