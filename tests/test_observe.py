@@ -1132,3 +1132,23 @@ def test_observe_names_the_ridge_as_a_batch_and_as_flop_per_byte_as_utilization_
     assert observed is not None and utilized is not None
     assert observed.groups() == utilized.groups()
     assert observed.group(1) != observed.group(2)  # fp8: a byte a weight, half the intensity
+
+
+def test_observe_says_its_share_is_the_weight_matrices_as_utilization_does(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """400 running past the ridge reads 100 % of the arithmetic billed for: the weight
+    matrices', not the whole step's (whose attention keeps far less busy), said in the same
+    words utilization uses; a MoE's is the weights every token reads."""
+    from ridgeline import Deployment, resolve_accelerator, resolve_model
+    from ridgeline.engines import profile_for
+    from ridgeline.reports.observe import observe_report
+    from ridgeline.reports.utilization import billed_scope
+
+    h100 = resolve_accelerator("h100")
+    for model, moe in (("llama-3.1-8b", False), ("qwen3-30b-a3b", True)):
+        dep = Deployment.build(resolve_model(model), h100)
+        report = observe_report(read_source_text(scrape_with(400, 0, 0.85, 30000.0)), dep,
+                                profile_for("vllm"), 1000)
+        text = "\n".join(report.text_lines())
+        assert f"of the arithmetic you are billed for{billed_scope(moe)}" in text
+    assert billed_scope(False) != billed_scope(True)

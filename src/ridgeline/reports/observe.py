@@ -23,6 +23,7 @@ from ridgeline.observation import Observation, stats
 from ridgeline.render import table
 from ridgeline.reports.observe_latency import RATES_APART
 from ridgeline.reports.observe_verdict import ObserveVerdict
+from ridgeline.reports.utilization import billed_scope
 from ridgeline.roofline import batch_for_intensity, first_whole_batch, ridge_step
 from ridgeline.stages import micro_batches
 from ridgeline.units import GIB
@@ -122,10 +123,7 @@ class ObserveReport(ObserveVerdict):
                 lines.append(f"batch {b:,.1f} against a ridge batch of {first_whole_batch(ridge_batch):,} "
                              f"({self.ridge:,.0f} FLOP per byte) on "
                              f"{d.gpus_label}: {frac:.1%} of the arithmetic you "
-                             "are billed for" + (" in the weights every token reads "
-                                                 "(attention, shared layers; the routed "
-                                                 "experts see far fewer tokens each)"
-                                                 if d.model.moe else "")
+                             "are billed for" + billed_scope(d.model.moe is not None)
                              + (f", each of {stages} pipeline stages multiplying a micro-batch "
                                 f"of {self.stage_batch:,.0f}" if stages > 1 else ""))
         reported = self.engine_pool

@@ -31,6 +31,15 @@ from ridgeline.units import GIB, plural
 WEIGHTS_SHARE_LABEL = "the weight matrices' share of the arithmetic in use"
 
 
+def billed_scope(moe: bool) -> str:
+    """What "N% of the arithmetic you are billed for" counts, said after it (utilization and
+    observe alike): the weight matrices' matmuls, not the whole step's; of a MoE, the weights
+    every token reads."""
+    return (" in the weights every token reads (attention, shared layers; the routed experts "
+            "see far fewer tokens each)" if moe else
+            " in the weight matrices (their share, not the whole step's)")
+
+
 @dataclass(frozen=True)
 class UtilizationReport:
     accelerator: Accelerator
@@ -130,10 +139,7 @@ class UtilizationReport:
             f"{first_whole_batch(batch_for_intensity(self.ridge, self.bytes_per_weight)):,} "
             f"({self.ridge:,.0f} "
             f"FLOP per byte) on {self.accelerator.id}: {self.fraction_of_arithmetic:.1%} of the arithmetic "
-            "you are billed for" + (" in the weights every token reads (attention, shared "
-                                    "layers)" if self.experts else
-                                    " in the weight matrices (their share, not the whole "
-                                    "step's)")
+            "you are billed for" + billed_scope(bool(self.experts))
             + (f", each of {self.micro_batches} pipeline stages multiplying "
                + (f"a micro-batch of {self.stage_batch:,}"
                   if self.running % self.micro_batches == 0 else
