@@ -272,3 +272,23 @@ def test_an_unread_speculative_config_key_is_refused_naming_every_key_read(
                            '{"method": "ngram", "num_speculative_tokens": 3, "foo": 1}')
     assert code == 2 and "'foo' is not modelled" in err
     assert all(key in err for key in VLLM_KEYS_READ)
+
+
+def test_sglangs_caution_gives_the_reserve_its_default_holds_back_from_the_data(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """SGLang's drafter is loaded into the memory its default fraction holds back: the caution
+    names the reserve sglang_speculative_reserve_mib prices, for a model drafter and for
+    STANDALONE, with the releases they start from."""
+    from ridgeline.sglang_memory import sglang_data, sglang_speculative_reserve_mib
+
+    held = sglang_data()["speculative_reserve_mib"]
+    code, _, err = run_cli(capsys, "fit", "deepseek-v3", "--gpu", "h200", "--num-gpus", "8",
+                           "--engine", "sglang", "--max-model-len", "4k",
+                           "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3",
+                           "--speculative-eagle-topk", "1",
+                           "--speculative-num-draft-tokens", "4")
+    assert code == 0
+    model_gib = sglang_speculative_reserve_mib("eagle") / 1024
+    standalone_gib = sglang_speculative_reserve_mib("draft-model") / 1024
+    assert (f"holds {model_gib:g} GiB more for a drafter from v{held['from']}, "
+            f"{standalone_gib:g} GiB for STANDALONE from v{held['standalone_from']}") in err

@@ -208,10 +208,14 @@ def _drafter_left_out(args: argparse.Namespace, model: Any, engine: str, method:
     from ridgeline.drafter_memory import mtp_counted
 
     if engine == "sglang":
+        from ridgeline.sglang_memory import sglang_data
+
+        held = sglang_data()["speculative_reserve_mib"]  # as sglang_speculative_reserve_mib
         return ("SGLang loads them after sizing its pool, a cache of the pool's tokens of "
                 "their own, into the memory mem_fraction_static holds back: its default holds "
-                "2 GiB more for a drafter from v0.4.7.post1, 6 GiB for STANDALONE from v0.5.2; "
-                "whether they fit there is not checked")
+                f"{held['model_drafter'] / 1024:g} GiB more for a drafter from "
+                f"v{held['from']}, {held['standalone'] / 1024:g} GiB for STANDALONE from "
+                f"v{held['standalone_from']}; whether they fit there is not checked")
     if method in MTP_METHODS:
         backend = getattr(args, "backend", None)
         if mtp_counted(engine, model, backend):
