@@ -12,6 +12,7 @@ engines' reader, would turn into true or false where a reader of YAML 1.2 keeps 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -235,23 +236,9 @@ def _is_item(text: str) -> bool:
     return text == "-" or text.startswith("- ")
 
 
-def _key_colon(text: str) -> int | None:
-    """Where the colon that ends a block mapping's key is (one followed by a space or the
-    end of the line, outside quotes), or None."""
-    quote = None
-    for i, c in enumerate(text):
-        if quote:
-            if c == quote:
-                quote = None
-        elif c in ("'", '"') and (i == 0 or text[i - 1] in " {[,"):
-            quote = c
-        elif c == ":" and text[i + 1:i + 2] in (" ", ""):
-            return i
-    return None
-
-
-def _strip_comment(text: str) -> str:
-    """``text`` without a comment: '#' at the start or after a space, outside quotes."""
+def _outside_quotes(text: str) -> Iterator[tuple[int, str]]:
+    """Each character of ``text`` outside a quoted scalar, with its index: a quote opens at the
+    start or after a space or one of '{[,:-', and closes at its own kind."""
     quote = None
     for i, c in enumerate(text):
         if quote:
@@ -259,9 +246,22 @@ def _strip_comment(text: str) -> str:
                 quote = None
         elif c in ("'", '"') and (i == 0 or text[i - 1] in " {[,:-"):
             quote = c
-        elif c == "#" and (i == 0 or text[i - 1] == " "):
-            return text[:i].rstrip()
-    return text.rstrip()
+        else:
+            yield i, c
+
+
+def _key_colon(text: str) -> int | None:
+    """Where the colon that ends a block mapping's key is (one followed by a space or the
+    end of the line, outside quotes), or None."""
+    return next((i for i, c in _outside_quotes(text)
+                 if c == ":" and text[i + 1:i + 2] in (" ", "")), None)
+
+
+def _strip_comment(text: str) -> str:
+    """``text`` without a comment: '#' at the start or after a space, outside quotes."""
+    cut = next((i for i, c in _outside_quotes(text)
+                if c == "#" and (i == 0 or text[i - 1] == " ")), None)
+    return (text if cut is None else text[:cut]).rstrip()
 
 
 def parse_yaml(text: str, name: str = "<yaml>") -> dict[str, Any]:
