@@ -108,7 +108,7 @@ def read_served(rows: list[tuple], users: int, median: bool, window: bool,
     rate by Little's law (users × Σ output ÷ Σ end-to-end), or (window False) every
     request's, the rate over the run's duration as the harness reads it."""
     done = [(arrival_s, output, tpot_s, e2e_s)  # the export's columns, the finished requests
-            for _, arrival_s, _, output, _, tpot_s, e2e_s, _, status in rows
+            for _, arrival_s, _, output, _, tpot_s, e2e_s, _, status, *_ in rows
             if status == "finished"]
     note = ""
     if window:

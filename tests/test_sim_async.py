@@ -175,6 +175,31 @@ def test_a_closed_loops_next_request_waits_a_step_too() -> None:
             assert fast.percentiles(name)[key] == pytest.approx(value, rel=0.005)
 
 
+def two_sent_together(async_on: bool, closed_loop: int, max_in_flight: int) -> list[Request]:
+    """Two requests that finish in the same step, the engine then idle, and two more sent as
+    they leave (a closed loop of 2, or two waiting client-side for a seat under a cap of 2)."""
+    requests = [Request(0, 0.0, 500, 30), Request(1, 0.0, 500, 30),
+                Request(2, 0.01, 1500, 5), Request(3, 0.01, 100, 5)]
+    Simulator(DEP, PROFILE, config(async_on)).run(iter(requests), closed_loop=closed_loop,
+                                                  max_in_flight=max_in_flight)
+    return requests
+
+
+@pytest.mark.parametrize("closed_loop, max_in_flight", [(2, 0), (0, 2)],
+                         ids=["closed loop", "capped open loop"])
+def test_requests_sent_together_on_an_idle_engine_join_its_next_batch_together(
+        closed_loop: int, max_in_flight: int) -> None:
+    """Sent at one instant to an engine with nothing running, both are in the next batch,
+    under async scheduling as in the synchronous loop: the first sent does not make the
+    engine busy for the second, holding it a step (it had, a 10 ms step behind the other)."""
+    for async_on in (False, True):
+        done = two_sent_together(async_on, closed_loop, max_in_flight)
+        assert done[0].finish_s == done[1].finish_s  # the engine idle after their step
+        assert done[2].arrival_s == done[3].arrival_s == done[0].finish_s  # sent together
+        assert done[2].first_scheduled_s == done[3].first_scheduled_s == done[0].finish_s
+        assert done[2].first_token_s == done[3].first_token_s
+
+
 def check_invariants(sim: Simulator) -> None:
     """Blocks conserved, the finished-but-unread requests' among them; their seats counted
     under max_num_seqs."""

@@ -1135,6 +1135,27 @@ def test_the_export_holds_every_request_the_rejected_with_why(tmp_path: Path) ->
     assert all(r["status"] == "finished" for r in rows if r not in rejected)
 
 
+def test_an_export_with_rejected_requests_replays_as_a_trace(tmp_path: Path) -> None:
+    """The export's arrival_s, prompt_tokens and output_tokens are a trace's own columns: a
+    refused request keeps the output it asked for (it had read 0 there, which the trace
+    reader refuses), so the export replays, the same requests refused."""
+    import csv
+
+    from ridgeline.cli import main
+
+    out, again = tmp_path / "r.csv", tmp_path / "again.csv"
+    run = ["simulate", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "4096"]
+    assert main([*run, "--rate", "2", "--num-requests", "20", "--input-len",
+                 "uniform:1000,6000", "--output-len", "200", "--export", str(out)]) == 0
+    rows = list(csv.DictReader(out.open()))
+    rejected = [r for r in rows if r["status"].startswith("rejected")]
+    assert rejected and all(int(r["output_tokens"]) == 200 for r in rejected)
+    assert main([*run, "--trace", str(out), "--export", str(again)]) == 0
+    replayed = list(csv.DictReader(again.open()))
+    assert [(r["prompt_tokens"], r["output_tokens"], r["status"]) for r in replayed] == \
+        [(r["prompt_tokens"], r["output_tokens"], r["status"]) for r in rows]
+
+
 def test_shared_prefixes_leave_the_same_seeds_lengths_and_arrivals() -> None:
     """With and without --prefix-groups the same seed draws the same requests, so the two
     runs compare prefix caching alone."""

@@ -4,7 +4,9 @@ contexts, one ITL per streamed chunk, and two messages."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -285,3 +287,24 @@ def test_a_trace_of_non_objects_says_rows_must_be_objects(tmp_path: Path, name: 
     path.write_text(text)
     with pytest.raises(InputError, match=r"trace rows must be objects.*got int"):
         read_trace(str(path))
+
+
+def test_bench_simulate_serving_reads_the_rows_the_simulator_keeps(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """scripts/bench_simulate_serving.py reads the per-request rows --export writes; they
+    gained a column (offered_arrival_s) that it did not unpack, and it stopped at its first
+    row with a ValueError."""
+    spec = importlib.util.spec_from_file_location(
+        "bench_simulate_serving",
+        Path(__file__).resolve().parent.parent / "scripts" / "bench_simulate_serving.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, script)  # its dataclasses look it up
+    spec.loader.exec_module(script)
+    config = SimConfig(num_blocks=20_000, block_size=16, max_num_seqs=64,
+                       max_num_batched_tokens=2048, max_model_len=32768)
+    result = Simulator(DEP, profile_for("vllm"), config).run(
+        iter(Workload(40, "200", "20", seed=0)), closed_loop=4, keep_rows=True)
+    served = script.read_served(result.rec.rows, 4, False, False, result.duration_s)
+    assert served.requests == result.completed == 40
+    assert served.output_tok_s == pytest.approx(40 * 20 / result.duration_s)

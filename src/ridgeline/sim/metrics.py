@@ -590,9 +590,11 @@ class Recorder:
         if not self.counts_arrivals:
             self._arrived(r)
         self.departures.add(r.arrival_s)  # it leaves as it comes
-        if self.keep_rows:  # in the export too, with no latency and why
-            self.rows.append((r.id, r.arrival_s, r.prompt_tokens, 0, math.nan, math.nan,
-                              math.nan, 0, f"rejected: {r.reason}", r.offered_arrival_s))
+        if self.keep_rows:  # in the export too, with no latency and why; its output the
+            # one it asked for, as a finished row's is (the export replays as a --trace)
+            self.rows.append((r.id, r.arrival_s, r.prompt_tokens, r.output_tokens, math.nan,
+                              math.nan, math.nan, 0, f"rejected: {r.reason}",
+                              r.offered_arrival_s))
         self.windowed_rejected += self.window_s[0] <= r.arrival_s <= self.window_s[1]
         self.rejected[r.reason] = self.rejected.get(r.reason, 0) + 1
         if detail and r.reason not in self.rejected_first:

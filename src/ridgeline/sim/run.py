@@ -80,8 +80,8 @@ class Run:
         step began: a request that came during that step is held and joins at the next
         step's end, one step later than the synchronous loop takes it (an idle engine forms
         its batch at once). The README's 8 req/s example: about one decode step more TTFT."""
-        sim, pending, s = self.sim, self.pending, self.sim.scheduler
-        busy = self.lag and bool(s.running or s.waiting)
+        sim, pending = self.sim, self.pending
+        busy = self.busy()
         held, self.held = self.held, []
         for r in held:
             if busy and r.arrival_s >= sim.now_s:  # a closed loop's, sent as this step ended:
@@ -113,25 +113,36 @@ class Run:
         elif not self.sim.arrive(r, self.rec) and self.max_in_flight:
             self.left(1)
 
-    def left(self, count: int) -> None:
+    def left(self, count: int, busy: bool | None = None) -> None:
         """A capped open loop: ``count`` requests left (finished or refused); the longest
-        waiting are sent in their seats, their clocks starting now."""
+        waiting are sent in their seats, their clocks starting now, together: ``busy`` (else
+        the engine's state now) is read before the first is sent, so that one does not hold
+        the others back a step."""
         self.in_flight -= count
-        s = self.sim.scheduler
+        if busy is None:
+            busy = self.busy()
         while self.backlog and self.in_flight < self.max_in_flight:
             r, came_s = self.backlog.popleft()
             self.rec.client.sent(self.sim.now_s - came_s)
             r.came_s, r.arrival_s = came_s, self.sim.now_s
-            self._send(r, self.lag and bool(s.running or s.waiting))
+            self._send(r, busy)
 
-    def send_next(self) -> bool:
-        """Closed loop: send the next request now; a rejected one frees its seat at once
-        (under async scheduling, on a busy engine, it is held a step: ``arrive_due``).
-        False once the workload has no more."""
+    def busy(self) -> bool:
+        """Under async scheduling, whether the engine has a batch formed or to form, so that a
+        request sent now is held for the step after next (``arrive_due``)."""
         s = self.sim.scheduler
+        return self.lag and bool(s.running or s.waiting)
+
+    def send_next(self, busy: bool | None = None) -> bool:
+        """Closed loop: send the next request now; a rejected one frees its seat at once
+        (under async scheduling, on a busy engine, it is held a step: ``arrive_due``; ``busy``
+        as read before a group sent together, else the engine's state now).
+        False once the workload has no more."""
+        if busy is None:
+            busy = self.busy()
         while (r := next(self.source, None)) is not None:
             r.arrival_s = self.sim.now_s
-            if self.lag and (s.running or s.waiting):
+            if busy:
                 self.held.append(r)
                 return True
             if self.sim.arrive(r, self.rec):
@@ -139,13 +150,16 @@ class Run:
         return False
 
     def finish(self, finished: list[Request]) -> None:
-        """Record the requests a step finished; a closed loop sends the next for each."""
+        """Record the requests a step finished; a closed loop sends the next for each. Those
+        sent for one step's finishes go together: on an idle engine all of them join the next
+        batch, not only the first (the engine's state is read once, before any is sent)."""
+        busy = self.busy()
         for r in finished:
             self.rec.finish(r)
             if self.closed_loop:
-                self.send_next()
+                self.send_next(busy)
         if self.max_in_flight and finished:
-            self.left(len(finished))
+            self.left(len(finished), busy)
 
     def idle(self) -> bool:
         """Nothing runs: time passes, idle, to the next arrival; False where none is to come
