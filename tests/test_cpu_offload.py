@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from itertools import accumulate, takewhile
 
 import pytest
 
@@ -15,6 +16,7 @@ from ridgeline.cpu_offload import (
     cpu_offload_caution,
     cpu_offload_problem,
     hbm_spared_bytes,
+    layer_bytes_per_gpu,
     layer_weight_bytes,
     offload_read_bytes,
     offload_read_share,
@@ -26,6 +28,7 @@ from ridgeline.cpu_offload import (
     stage_offloads,
     stage_read_bytes,
 )
+from ridgeline.cpu_offload_order import layer_rank_tensors
 from ridgeline.engines import profile_for
 from ridgeline.floors import decode_floor
 from ridgeline.memory import EngineSettings, kv_pool, stage_pools
@@ -52,12 +55,20 @@ def _offloaded(dep: Deployment, gib: float, link_bytes_per_s: float | None = Non
     return replace(dep, cpu_offload=CpuOffload(gib * GIB, link_bytes_per_s))
 
 
-def test_the_pool_gains_the_offloaded_gib_per_gpu() -> None:
+def _largest_tensor_bytes(dep: Deployment) -> float:
+    """The most one parameter of any layer takes on a GPU: the most the offload overshoots."""
+    return max(t.bytes for layer in set(dep.model.layers) for t in layer_rank_tensors(dep, layer))
+
+
+def test_the_pool_gains_the_offloaded_bytes_per_gpu() -> None:
     for dep in (_dep(), _dep("llama-3.1-70b", "h100", gpus=2, weights="fp8")):
         before = kv_pool(dep, SETTINGS)
-        after = kv_pool(_offloaded(dep, 4), SETTINGS)
-        assert after.weight_bytes == pytest.approx(before.weight_bytes - 4 * GIB)
-        assert after.pool_bytes - before.pool_bytes == pytest.approx(4 * GIB)
+        off = _offloaded(dep, 4)
+        after = kv_pool(off, SETTINGS)
+        moved = offloaded_bytes_per_gpu(off)
+        assert 4 * GIB <= moved < 4 * GIB + _largest_tensor_bytes(dep)
+        assert after.weight_bytes == pytest.approx(before.weight_bytes - moved)
+        assert after.pool_bytes - before.pool_bytes == pytest.approx(moved)
 
 
 def test_a_budget_past_the_layers_offloads_every_layer_and_no_more() -> None:
@@ -76,8 +87,9 @@ def test_a_decode_step_grows_by_the_offloaded_bytes_over_the_cards_pcie(profile)
     dep = _dep()
     batch = decode_batch(8, 4096)
     args = () if profile is None else (profile,)
-    grown = step_cost(_offloaded(dep, 4), batch, *args).time_s - step_cost(dep, batch, *args).time_s
-    assert grown == pytest.approx(4 * GIB / host_link_bytes_per_s(dep.accelerator))
+    off = _offloaded(dep, 4)
+    grown = step_cost(off, batch, *args).time_s - step_cost(dep, batch, *args).time_s
+    assert grown == pytest.approx(offloaded_bytes_per_gpu(off) / host_link_bytes_per_s(dep.accelerator))
 
 
 def test_the_floor_reads_the_offloaded_bytes_over_the_link_not_from_hbm() -> None:
@@ -85,7 +97,7 @@ def test_the_floor_reads_the_offloaded_bytes_over_the_link_not_from_hbm() -> Non
     plain, offloaded = decode_floor(dep, 1, 4096), decode_floor(_offloaded(dep, 4), 1, 4096)
     assert offloaded.host_time_s == pytest.approx(offload_read_time_s(_offloaded(dep, 4)))
     assert plain.memory_time_s - offloaded.memory_time_s == pytest.approx(
-        4 * GIB / dep.bandwidth_bytes_per_s)
+        offloaded_bytes_per_gpu(_offloaded(dep, 4)) / dep.bandwidth_bytes_per_s)
     assert offloaded.activation_bytes == pytest.approx(plain.activation_bytes)
     assert offloaded.bound == "the host link"
     # the expectation stays above its floor
@@ -93,20 +105,24 @@ def test_the_floor_reads_the_offloaded_bytes_over_the_link_not_from_hbm() -> Non
         > offloaded.step_time_s
 
 
-def test_4_gib_on_an_h100_sxm_read_over_pcie_5_takes_about_67_ms_a_step() -> None:
-    assert offload_read_time_s(_offloaded(_dep(gpu="h100"), 4)) == pytest.approx(0.0671, rel=1e-3)
+def test_4_gib_of_llama_8b_on_an_h100_sxm_read_over_pcie_5_takes_about_68_ms_a_step() -> None:
+    # 4.06 GiB move (the tenth layer's down_proj whole), at 64 GB/s
+    assert offload_read_time_s(_offloaded(_dep(gpu="h100"), 4)) == pytest.approx(0.0682, rel=1e-3)
 
 
 def test_host_link_gbs_sets_the_link_read_each_step() -> None:
     dep = _dep()
     slow = _offloaded(dep, 4, 8e9)
-    assert offload_read_time_s(slow) == pytest.approx(4 * GIB / 8e9)
+    assert offload_read_time_s(slow) == pytest.approx(offloaded_bytes_per_gpu(slow) / 8e9)
 
 
 def test_every_pipeline_stage_reads_its_own_share_in_turn() -> None:
     dep = _dep("llama-3.1-70b", "h100", gpus=4, pp=2, weights="fp8")
-    one = offload_read_time_s(_offloaded(dep, 2))
-    assert one == pytest.approx(2 * 2 * GIB / host_link_bytes_per_s(dep.accelerator))
+    off = _offloaded(dep, 2)
+    splits = stage_offloads(off)
+    assert len(splits) == 2 and all(split.bytes >= 2 * GIB for split in splits)
+    assert offload_read_time_s(off) == pytest.approx(
+        sum(split.bytes for split in splits) / host_link_bytes_per_s(dep.accelerator))
 
 
 def test_the_simulators_timer_prices_the_read_as_step_cost_does() -> None:
@@ -242,11 +258,13 @@ def test_json_carries_the_offload_and_the_deployment_line_says_it(capsys) -> Non
 def test_a_two_die_card_offloads_the_amount_on_each_die() -> None:
     dep = _dep("llama-3.1-70b", "mi250x", gpus=2)
     off = _offloaded(dep, 8)
-    assert offloaded_bytes_per_gpu(off) == pytest.approx(2 * 8 * GIB)
+    moved = offloaded_bytes_per_gpu(off)
+    # each die's count stops past its 8 GiB by under one of its (half-card) tensors
+    assert 2 * 8 * GIB <= moved < 2 * 8 * GIB + _largest_tensor_bytes(dep)
     assert kv_pool(dep, SETTINGS).weight_bytes - kv_pool(off, SETTINGS).weight_bytes \
-        == pytest.approx(2 * 8 * GIB)
+        == pytest.approx(moved)
     assert offload_read_time_s(off) == pytest.approx(
-        2 * 8 * GIB / host_link_bytes_per_s(dep.accelerator))
+        moved / host_link_bytes_per_s(dep.accelerator))
 
 
 def test_the_drafter_pays_no_host_link_read() -> None:
@@ -290,12 +308,13 @@ def test_simulate_prices_the_drafter_as_decode_does(capsys) -> None:
 
 def test_host_memory_gib_is_each_nodes_ram(capsys) -> None:
     """405B at TP8 x PP2 on 16 H100s: each of the two hosts pins its own 8 GPUs' share
-    (8 x 20 GiB = 160 GiB), which 200 GiB of RAM holds; 150 GiB does not."""
+    (8 x 20.04 GiB = 160.3 GiB), which 200 GiB of RAM holds; 150 GiB does not."""
     base = ("fit", "llama-3.1-405b", "--gpu", "h100", "--engine", "vllm", "--num-gpus", "8",
             "-pp", "2", "--cpu-offload-gb", "20", "--max-model-len", "8192")
+    pinned = 8 * offloaded_bytes_per_gpu(_offloaded(_dep("llama-3.1-405b", "h100", 16, 2), 20))
     assert run_cli(capsys, *base, "--host-memory-gib", "200")[0] == 0
     code, _, err = run_cli(capsys, *base, "--host-memory-gib", "150")
-    assert code == 2 and "160.0 GiB" in err and "each host" in err
+    assert code == 2 and f"{pinned / GIB:,.1f} GiB" in err and "each host" in err
 
 
 def test_deepseek_v3_at_2_gib_reads_its_dense_first_layers_whole_not_the_models_mix() -> None:
@@ -309,6 +328,8 @@ def test_deepseek_v3_at_2_gib_reads_its_dense_first_layers_whole_not_the_models_
     (split,) = stage_offloads(off)
     assert split.other_bytes > dense_bytes
     assert split.bytes == pytest.approx(offloaded_bytes_per_gpu(off))
+    # layer 4's 896 MiB w13 crosses the 2 GiB and moves whole
+    assert split.bytes / GIB == pytest.approx(2.51, abs=0.005)
     read = stage_read_bytes(off, split, 1)
     assert read == pytest.approx(offload_read_bytes(off, 1))
     assert read > dense_bytes
@@ -337,11 +358,24 @@ def test_a_dense_model_reads_every_offloaded_byte_in_layer_order_too() -> None:
 def test_an_all_moe_model_offloads_its_attention_before_its_experts() -> None:
     dep = _dep("qwen3-30b-a3b", "h100")
     off = _offloaded(dep, 1)
-    first = dep.model.layers[0]
-    attention = layer_weight_bytes(dep, first) - layer_weight_bytes(dep, first, ROUTED)
+    tensors = layer_rank_tensors(dep, dep.model.layers[0])
+    before_experts = sum(t.bytes for t in takewhile(lambda t: not t.routed, tensors))
     (split,) = stage_offloads(off)
-    assert split.other_bytes >= attention
-    assert split.bytes == pytest.approx(GIB)
+    assert split.other_bytes >= before_experts
+    assert split.bytes == pytest.approx(offloaded_bytes_per_gpu(off))
+
+
+def test_qwen3_30b_at_1_gib_moves_its_first_layers_w2_whole_about_1_16_gib() -> None:
+    """Layer 0 holds 1.16 GiB on one H100: its attention, router and w13 (0.79 GiB) leave the
+    total under 1 GiB, so vLLM moves its 384 MiB w2 too, 164 MiB past the GiB asked."""
+    dep = _dep("qwen3-30b-a3b", "h100")
+    tensors = layer_rank_tensors(dep, dep.model.layers[0])
+    w2 = next(t for t in tensors if t.name == "experts.w2_weight")
+    below = sum(t.bytes for t in takewhile(lambda t: t is not w2, tensors))
+    assert below < GIB < below + w2.bytes
+    moved = offloaded_bytes_per_gpu(_offloaded(dep, 1))
+    assert moved == pytest.approx(below + w2.bytes)
+    assert moved / GIB == pytest.approx(1.16, abs=0.005)
 
 
 def _deepseek_pp2_at_40_gib() -> Deployment:
@@ -350,14 +384,16 @@ def _deepseek_pp2_at_40_gib() -> Deployment:
     return _offloaded(_dep("deepseek-v3", "h200", gpus=16, pp=2), 40)
 
 
-def test_each_stage_offloads_min_of_the_asked_gib_and_its_own_layers() -> None:
+def test_each_stage_offloads_its_own_layers_or_the_asked_gib_and_part_of_a_tensor_more() -> None:
     off = _deepseek_pp2_at_40_gib()
     layers = stage_layer_bytes_per_gpu(off)
     offloads = stage_offloads(off)
     assert layers[0].bytes < 40 * GIB < layers[1].bytes
     assert offloads[0].bytes == pytest.approx(layers[0].bytes)  # every layer of stage 1
-    assert offloads[1].bytes == pytest.approx(40 * GIB)  # what was asked, on stage 2
-    assert offloaded_bytes_per_gpu(off) == pytest.approx(40 * GIB)  # the most of any GPU
+    # what was asked on stage 2, and the rest of the tensor that crossed it
+    assert 40 * GIB <= offloads[1].bytes < 40 * GIB + _largest_tensor_bytes(off)
+    assert offloads[1].bytes / GIB == pytest.approx(40.23, abs=0.005)  # a w13 crossed it
+    assert offloaded_bytes_per_gpu(off) == offloads[1].bytes  # the most of any GPU
     assert offloaded_bytes(off) == pytest.approx(8 * (offloads[0].bytes + offloads[1].bytes))
 
 
@@ -404,13 +440,14 @@ def test_the_caution_says_every_layer_only_of_the_stages_where_that_is_true() ->
 
 @pytest.mark.parametrize(("gib", "fits"), [(315, False), (330, True)])
 def test_the_host_check_counts_what_each_hosts_gpus_pin(capsys, gib: int, fits: bool) -> None:
-    """Stage 2's host pins 8 x 40 GiB = 320 GiB, more than the average over stages would."""
+    """Stage 2's host pins 8 x 40.23 GiB = 321.8 GiB, more than the average over stages would."""
     code, _, err = run_cli(capsys, "decode", "deepseek-v3", "--gpu", "h200", "--num-gpus", "8",
                            "-pp", "2", "--cpu-offload-gb", "40", "--host-memory-gib", str(gib),
                            "--batch", "1")
     assert (code == 0) == fits
     if not fits:
-        assert "320.0 GiB" in err and err.count("\n") == 1
+        pinned = 8 * stage_offloads(_deepseek_pp2_at_40_gib())[1].bytes
+        assert f"{pinned / GIB:,.1f} GiB" in err and err.count("\n") == 1
 
 
 def test_a_host_spanning_two_stages_pins_both_stages_shares(capsys) -> None:
@@ -480,3 +517,78 @@ def test_json_and_the_deployment_line_give_each_stages_offload(capsys) -> None:
     assert off["cpu_offload"]["bytes_per_gpu"] == pytest.approx(max(by_stage))
     labels = ", ".join(f"{b / GIB:,.2f}" for b in by_stage)
     assert f"{labels} GiB a GPU by stage" in off["deployment"]
+
+
+def test_llama_70b_at_40_gib_on_one_h100_moves_layer_25s_qkv_whole_0_78_mib_past_the_ask() -> None:
+    """25 of Llama-3.1-70B's bf16 layers (1.59 GiB each) hold 159 MiB less than 40 GiB, so
+    vLLM moves the 26th's 160 MiB qkv_proj whole and stops: 40 GiB + 0.78 MiB leave the GPU."""
+    dep = _dep("llama-3.1-70b", "h100")
+    tensors = layer_rank_tensors(dep, dep.model.layers[0])
+    layer = sum(t.bytes for t in tensors)
+    whole_layers = int(40 * GIB // layer)
+    assert whole_layers == 25
+    assert 40 * GIB - whole_layers * layer < tensors[0].bytes  # the qkv_proj crosses the ask
+    off = _offloaded(dep, 40)
+    moved = offloaded_bytes_per_gpu(off)
+    assert moved == pytest.approx(whole_layers * layer + tensors[0].bytes)
+    assert (moved - 40 * GIB) / 2**20 == pytest.approx(0.78, abs=0.01)
+    # the GPU keeps that much less, and its pool gains it
+    assert kv_pool(dep, SETTINGS).weight_bytes - kv_pool(off, SETTINGS).weight_bytes \
+        == pytest.approx(moved)
+
+
+@pytest.mark.parametrize(("model", "gpu", "gpus", "pp", "gib"), [
+    ("llama-3.1-8b", "rtx-4090", 1, 1, 4), ("llama-3.1-70b", "h100", 2, 1, 7),
+    ("qwen3-30b-a3b", "h100", 1, 1, 3), ("deepseek-v3", "h200", 8, 1, 2),
+    ("deepseek-v3", "h200", 16, 2, 40), ("gpt-oss-120b", "h100", 1, 1, 10),
+    ("qwen3-next-80b-a3b-thinking", "h200", 1, 1, 5), ("jamba-1.5-mini", "h100", 1, 1, 6),
+    ("nemotron-h-56b-base-8k", "h100", 2, 1, 9)])
+def test_each_stage_moves_whole_tensors_until_the_total_reaches_the_ask(
+        model: str, gpu: str, gpus: int, pp: int, gib: float) -> None:
+    """vLLM checks the total before each parameter and moves it whole: a stage's offload is
+    the first running total of its tensors (in vLLM's order) at or past the ask, or all."""
+    dep = _dep(model, gpu, gpus=gpus, pp=pp)
+    off = _offloaded(dep, gib)
+    for stage, split in zip(pipeline_stages(off), stage_offloads(off)):
+        own = dep.model.layers[stage.start:stage.start + stage.layers]
+        totals = list(accumulate(t.bytes for layer in own for t in layer_rank_tensors(dep, layer)))
+        expected = next((total for total in totals if total >= gib * GIB), totals[-1])
+        assert split.bytes == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(("model", "gpu", "gpus"), [
+    ("llama-3.1-70b", "h100", 1), ("llama-3.1-70b", "h100", 16), ("deepseek-v3", "h200", 8),
+    ("deepseek-v3", "h200", 1), ("qwen3-30b-a3b", "h100", 4), ("gpt-oss-120b", "h100", 2),
+    ("qwen3-next-80b-a3b-thinking", "h200", 4), ("jamba-1.5-mini", "h100", 2),
+    ("nemotron-h-56b-base-8k", "h100", 4), ("kimi-k2-instruct", "h200", 8),
+    ("falcon-7b-instruct", "h100", 1)])
+def test_a_layers_tensors_add_up_to_its_bytes_on_a_gpu(model: str, gpu: str, gpus: int) -> None:
+    """The parameters the walk moves are the layer's weights one GPU holds, split by shape:
+    together the layer's bytes there, the routed experts' among them, each a positive size."""
+    dep = _dep(model, gpu, gpus=gpus)
+    for layer in set(dep.model.layers):
+        tensors = layer_rank_tensors(dep, layer)
+        whole = layer_bytes_per_gpu(dep, layer)
+        assert all(t.bytes > 0 for t in tensors)
+        assert sum(t.bytes for t in tensors) == pytest.approx(whole.bytes)
+        assert sum(t.bytes for t in tensors if t.routed) == pytest.approx(whole.routed_bytes)
+
+
+def test_llama_8b_at_4_gib_on_a_4090_moves_4_06_gib_and_adds_136_ms_a_decode_step() -> None:
+    """The README's figures: nine layers and the tenth's qkv, o and gate_up hold under 4 GiB,
+    so its 112 MiB down_proj moves whole; 4.06 GiB read at the 4090's 32 GB/s each step."""
+    dep = _dep()
+    tensors = layer_rank_tensors(dep, dep.model.layers[0])
+    assert tensors[3].name == "down_proj" and tensors[3].bytes / 2**20 == pytest.approx(112)
+    off = _offloaded(dep, 4)
+    moved = offloaded_bytes_per_gpu(off)
+    assert moved / GIB == pytest.approx(4.06, abs=0.005)
+    assert kv_pool(off, SETTINGS).pool_bytes - kv_pool(dep, SETTINGS).pool_bytes \
+        == pytest.approx(moved)
+    assert offload_read_time_s(off) * 1e3 == pytest.approx(136, abs=0.5)
+
+
+def test_the_caution_says_why_more_than_the_ask_moved_only_where_it_did() -> None:
+    assert "moves each parameter whole" in cpu_offload_caution(_offloaded(_dep(), 4))
+    # every layer, under the ask: nothing crossed it
+    assert "moves each parameter whole" not in cpu_offload_caution(_offloaded(_dep(), 40))

@@ -1,17 +1,18 @@
 """vLLM's --cpu-offload-gb: some of each GPU's layer weights in pinned host memory.
 
-vLLM moves the parameters of its decoder layers to pinned host memory, one by one, until
-each GPU has given up the GiB asked (engines.json vllm.cpu_offload.rule): embeddings and the
-LM head stay, and each pipeline stage spends the whole budget on its own layers, so a stage
-whose layers hold less gives up all of them and no more. Those bytes leave the GPU's
-weights, so its KV cache pool gains them. They do not leave the forward pass: since v0.8.4
-the GPU's kernels read them over the host link through a UVA view (V0 copied each layer in
-before running it), so every step, decode or prompt, moves them across PCIe once more (read
-in place, an MoE layer's routed experts only where the step routes to them). The floor reads
-that share over the link instead of from HBM; the expectation (step_cost) adds the link's
-time and leaves the matmuls' HBM reads whole, a few per cent over (HBM is tens of times
-faster than PCIe). vLLM counts GiB per runtime device: an MI250X card, two devices, offloads
-twice the flag.
+vLLM moves the parameters of its decoder layers to pinned host memory, one by one and each
+whole, while each GPU has given up less than the GiB asked (engines.json
+vllm.cpu_offload.rule; cpu_offload_order), so the last one moved overshoots the ask by up to
+its own size: embeddings and the LM head stay, and each pipeline stage spends the whole
+budget on its own layers, so a stage whose layers hold less gives up all of them and no
+more. Those bytes leave the GPU's weights, so its KV cache pool gains them. They do not
+leave the forward pass: since v0.8.4 the GPU's kernels read them over the host link through
+a UVA view (V0 copied each layer in before running it), so every step, decode or prompt,
+moves them across PCIe once more (read in place, an MoE layer's routed experts only where
+the step routes to them). The floor reads that share over the link instead of from HBM; the
+expectation (step_cost) adds the link's time and leaves the matmuls' HBM reads whole, a few
+per cent over (HBM is tens of times faster than PCIe). vLLM counts GiB per runtime device:
+an MI250X card, two devices, offloads twice the flag.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from ridgeline.cpu_offload_order import offload_walk
 from ridgeline.errors import InputError
 from ridgeline.moe import expected_experts_touched
 from ridgeline.offload import host_link_bytes_per_s
@@ -153,35 +155,28 @@ def stage_offloads(dep: Deployment) -> tuple[OffloadedSplit, ...]:
     """What one GPU of each pipeline stage keeps in host memory, first stage to last. Each
     stage's worker spends the whole asked budget on its own layers (vLLM's
     set_cpu_offload_max_bytes runs on every worker, make_layers builds only its stage's),
-    from its first layer up, as maybe_offload_to_cpu does in make_layers order (a layer's
-    attention before its MLP, so its non-routed weights go first): min(asked, the stage's
-    layers). DeepSeek-V3 on 8 H200s at 2 GiB: layers 0-2, dense, whole, then the rest from
-    layers 3 and 4; the model-wide mix would be ~97% experts. () without the flag."""
+    from its first layer up, parameter by parameter in vLLM's order, each moved whole while
+    the total is under the budget (cpu_offload_order.offload_walk): the GiB asked and up to
+    one parameter more, or every layer of the stage where they hold less. DeepSeek-V3 on 8
+    H200s at 2 GiB: layers 0-2, dense, then layer 3 whole and layer 4's attention, router,
+    shared expert and routed experts' w13, 2.51 GiB; the model-wide mix would be ~97%
+    experts. () without the flag."""
     if dep.cpu_offload is None:
         return ()
     budget = asked_bytes_per_gpu(dep)
     layers = dep.model.layers
     out = []
     for stage in pipeline_stages(dep):
-        left = budget
-        routed = other = 0.0
-        for layer in layers[stage.start:stage.start + stage.layers]:
-            if left <= 0:
-                break
-            whole = layer_bytes_per_gpu(dep, layer)
-            took_other = min(left, whole.other_bytes)
-            took_routed = min(left - took_other, whole.routed_bytes)
-            other += took_other
-            routed += took_routed
-            left -= took_other + took_routed
+        routed, other = offload_walk(dep, layers[stage.start:stage.start + stage.layers], budget)
         out.append(OffloadedSplit(routed, other))
     return tuple(out)
 
 
 def stage_offloaded_bytes_per_gpu(dep: Deployment, stage: Stage) -> float:
-    """What one GPU of ``stage`` keeps in host memory: min(asked, its own layers). DeepSeek-V3
-    on TP8 x PP2 H200s at 40 GiB: its first stage's 31 layers hold less than that, so every
-    one moves; its second's 30 hold more, so 40 GiB."""
+    """What one GPU of ``stage`` keeps in host memory: its own layers, or the asked GiB and
+    the rest of the tensor that crossed it. DeepSeek-V3 on TP8 x PP2 H200s at 40 GiB: its
+    first stage's 31 layers hold less than that, so every one moves; its second's 30 hold
+    more, so 40.23 GiB (an expert w13 of 896 MiB crosses the ask)."""
     if dep.cpu_offload is None:
         return 0.0
     return stage_offloads(dep)[stage.index].bytes
@@ -197,9 +192,9 @@ def touched_share(dep: Deployment, tokens: float) -> float:
 
 
 def offloaded_bytes_per_gpu(dep: Deployment) -> float:
-    """The most any one GPU keeps in host memory (stage_offloads): the GiB asked, or every
-    layer of its stage where the budget is larger (vLLM stops there, the embeddings and LM
-    head on the GPU). 0: none."""
+    """The most any one GPU keeps in host memory (stage_offloads): the GiB asked and up to
+    one parameter more, or every layer of its stage where the budget is larger (vLLM stops
+    there, the embeddings and LM head on the GPU). 0: none."""
     return max((split.bytes for split in stage_offloads(dep)), default=0.0)
 
 
@@ -265,7 +260,8 @@ def offload_read_bytes(dep: Deployment, tokens: float | None = None) -> float:
 def offload_read_time_s(dep: Deployment, tokens: float | None = None) -> float:
     """The host-link read of one step over ``tokens`` tokens (None: every expert):
     offload_read_bytes ÷ the link (a stage's TP GPUs read at once, each over its own link).
-    4 GiB at an H100 SXM's PCIe 5.0 (64 GB/s): about 67 ms a step."""
+    Llama-3.1-8B at 4 GiB (4.06 moved) on an H100 SXM's PCIe 5.0 (64 GB/s): about 68 ms a
+    step."""
     if dep.cpu_offload is None:
         return 0.0
     link = host_link_bytes_per_s(dep.accelerator, dep.cpu_offload.link_bytes_per_s)
@@ -355,6 +351,9 @@ def cpu_offload_caution(dep: Deployment) -> str:
             "counted once; a prompt step's matmuls may read them more than once"
             + ("; an MoE step reads only the experts it routes to" if routed else "") + ")")
     asked = asked_bytes_per_gpu(dep)
+    if max(per_stage) > asked:  # the parameter that crossed the ask moved whole
+        text += (f"; {asked / GIB:g} GiB asked: vLLM moves each parameter whole, so the last "
+                 "one moved carries it past the ask")
     stages = pipeline_stages(dep)
     short = [(stage, layers.bytes) for stage, layers in zip(stages, stage_layer_bytes_per_gpu(dep))
              if layers.bytes < asked]  # stages whose layers hold less than asked: all go
