@@ -12,7 +12,11 @@ from pathlib import Path
 import pytest
 
 from ridgeline import Deployment, resolve_accelerator, resolve_model
-from ridgeline.draft_model_memory import read_drafter
+from ridgeline.draft_model_memory import (
+    drafter_weight_bytes_per_gpu,
+    eagle3_layer_bytes_per_gpu,
+    read_drafter,
+)
 from ridgeline.drafter_memory import mtp_kv_bytes_per_token, mtp_weight_bytes_per_gpu
 from ridgeline.engine_spec import EngineSpec, vllm_speculative_config
 from ridgeline.errors import InputError
@@ -185,8 +189,8 @@ def test_fit_holds_a_draft_model_vllm_reads_and_names_one_it_cannot(
 def test_an_eagle3_heads_config_on_disk_counts_its_layer_fc_and_own_vocabulary(
         tmp_path: Path) -> None:
     """An EAGLE-3 head for Llama-3.1-8B (one decoder layer, draft_vocab_size 32,000): its
-    layer split over TP, fc (3 × 4,096 → 4,096) whole on every GPU, its own lm_head of 32,000
-    rows split; the embedding the target's."""
+    layer split over TP, its qkv_proj over 2 × 4,096 input features, fc (3 × 4,096 → 4,096)
+    whole on every GPU, its own lm_head of 32,000 rows split; the embedding the target's."""
     head = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama",
             "hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32,
             "num_key_value_heads": 8, "num_hidden_layers": 1, "vocab_size": 128256,
@@ -202,11 +206,43 @@ def test_an_eagle3_heads_config_on_disk_counts_its_layer_fc_and_own_vocabulary(
     plain = kv_pool(dep)
     drafting = kv_pool(dep, EngineSettings(drafter=EngineSpec(3, "eagle", str(path))))
     layer = sum(layer_params(drafter.model, drafter.model.layers[0]).values())
-    expected = layer * 2 / 2 + 3 * 4096 * 4096 * 2 + 32000 * 4096 * 2 / 2  # bytes a GPU
+    widened = 4096 * (32 + 2 * 8) * 128 * 2 / 2 + 4096 * 2  # the qkv's second h, hidden_norm
+    expected = layer * 2 / 2 + widened + 3 * 4096 * 4096 * 2 + 32000 * 4096 * 2 / 2
     assert drafting.weight_bytes - plain.weight_bytes == pytest.approx(expected, rel=0.001)
     assert drafting.kv_bytes_per_token - plain.kv_bytes_per_token == pytest.approx(
         2 * 8 * 128 * 2 / 2)  # one layer's K and V, its 8 heads over 2 GPUs
     assert read_drafter("someone/not-bundled", "eagle") is None
+
+
+EAGLE3_70B = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama",
+              "hidden_size": 8192, "intermediate_size": 28672, "num_attention_heads": 64,
+              "num_key_value_heads": 8, "num_hidden_layers": 1, "vocab_size": 128256,
+              "draft_vocab_size": 32000, "max_position_embeddings": 2048,
+              "rms_norm_eps": 1e-05, "torch_dtype": "bfloat16", "tie_word_embeddings": False}
+
+
+def test_an_eagle3_heads_wider_first_layer_is_about_42_mb_a_gpu_for_a_70b_head_at_tp4(
+        tmp_path: Path) -> None:
+    """Llama-3.3-70B's EAGLE-3 head: its first layer's qkv_proj reads [embedding; hidden
+    state], 8,192 features more than a plain layer's, times (64 + 2 × 8) × 128 outputs, in
+    bf16 split over 4 GPUs (the docstring's 42 MB), and a hidden_norm whole; an EAGLE-1 head
+    of the same shape has none of it."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(EAGLE3_70B))
+    head = read_drafter(str(path), "eagle")
+    assert head is not None and head.first_layer_input_size == 2 * 8192
+    dep = Deployment.build(resolve_model("llama-3.3-70b"), resolve_accelerator("h100"),
+                           num_gpus=4, engine="vllm")
+    run = Deployment.build(head.model, dep.accelerator, num_gpus=4)
+    widened = eagle3_layer_bytes_per_gpu(run, head)
+    assert widened == pytest.approx(8192 * (64 + 2 * 8) * 128 * 2 / 4 + 8192 * 2)
+    assert 41e6 < widened < 43e6
+    eagle1 = replace(head, fc_input_size=2 * 8192, draft_vocab_size=0, first_layer_input_size=0)
+    assert eagle3_layer_bytes_per_gpu(run, eagle1) == 0
+    # the pool holds it: the head's weights less the EAGLE-1 reading's are its fc, its own
+    # lm_head and the wider layer
+    gap = drafter_weight_bytes_per_gpu(dep, head, 4) - drafter_weight_bytes_per_gpu(dep, eagle1, 4)
+    assert gap == pytest.approx(8192 * 8192 * 2 + 32000 * 8192 * 2 / 4 + widened)
 
 
 def test_draft_tensor_parallel_size_is_read_and_checked() -> None:
@@ -242,25 +278,43 @@ def test_fit_counts_the_drafters_weights_as_its_own_not_a_vision_towers(
     assert f"{added / 2**30:,.2f} GiB of the drafter's weights" in weights_line
 
 
-@pytest.mark.parametrize(("draft_tp", "share"), [(1, 1), (4, 4), (2, None)])
-def test_a_draft_model_runs_replicated_or_at_the_targets_tp_and_nothing_else(
-        capsys: pytest.CaptureFixture[str], draft_tp: int, share: int | None) -> None:
-    """vLLM takes draft_tensor_parallel_size 1 (every rank loads the whole draft model) or the
-    target's; any other it refuses, and so does fit, in one line."""
+@pytest.mark.parametrize(("draft_tp", "version", "share", "refusal"), [
+    (4, None, 4, ""), (1, None, None, "only at the target's"),
+    (2, None, None, "only at the target's"), (1, "0.10.1 V0", 1, ""),
+    (4, "0.10.1 V0", 4, ""), (2, "0.10.1 V0", None, "neither 1 nor the target's")])
+def test_a_draft_model_runs_at_the_targets_tp_on_v1_and_also_replicated_on_v0(
+        capsys: pytest.CaptureFixture[str], draft_tp: int, version: str | None,
+        share: int | None, refusal: str) -> None:
+    """V1's DraftModelProposer takes only the target's draft_tensor_parallel_size; V0's
+    SpeculativeConfig also 1 (every rank loads the whole draft model). Any other is refused,
+    by the library and by fit, in one line."""
     target, h100 = resolve_model("llama-3.1-70b"), resolve_accelerator("h100")
     dep = Deployment.build(target, h100, num_gpus=4, engine="vllm")
     whole = Deployment.build(resolve_model("meta-llama/Llama-3.2-1B"), h100).weight_bytes
-    settings = EngineSettings(drafter=EngineSpec(4, "draft-model", "meta-llama/Llama-3.2-1B",
-                                                 draft_tp))
+    base = EngineSettings(engine_version=version)
+    settings = replace(base, drafter=EngineSpec(4, "draft-model", "meta-llama/Llama-3.2-1B",
+                                                draft_tp))
     if share is None:
-        with pytest.raises(InputError, match="neither 1 nor the target's"):
+        with pytest.raises(InputError, match=refusal):
             kv_pool(dep, settings)
         config = DRAFT_1B.replace("}", f', "draft_tensor_parallel_size": {draft_tp}}}')
-        code, _, err = run_cli(capsys, "fit", *L70, "--speculative-config", config)
-        assert code == 2 and "neither 1 nor the target's" in err
+        release = ("--engine-version", version) if version else ()
+        code, _, err = run_cli(capsys, "fit", *L70, "--speculative-config", config, *release)
+        assert code == 2 and refusal in err and len(err.strip().splitlines()) == 1
         return
-    added = kv_pool(dep, settings).weight_bytes - kv_pool(dep).weight_bytes
+    added = kv_pool(dep, settings).weight_bytes - kv_pool(dep, base).weight_bytes
     assert added == pytest.approx(whole / share, rel=0.01)
+
+
+def test_a_draft_model_split_vllm_refuses_is_refused_though_its_config_is_not_read() -> None:
+    dep = Deployment.build(resolve_model("llama-3.1-70b"), resolve_accelerator("h100"),
+                           num_gpus=4, engine="vllm")
+    unread = EngineSpec(4, "draft-model", "someone/not-bundled", 1)
+    assert read_drafter("someone/not-bundled", "draft-model") is None
+    with pytest.raises(InputError, match="only at the target's"):
+        kv_pool(dep, EngineSettings(drafter=unread))
+    assert kv_pool(dep, EngineSettings(drafter=replace(unread, draft_tensor_parallel_size=4))
+                   ).weight_bytes == kv_pool(dep).weight_bytes  # not read: not counted
 
 
 def test_an_unread_speculative_config_key_is_refused_naming_every_key_read(

@@ -1,6 +1,7 @@
 """What a drafter changes besides memory: SGLang's default max_running_requests under
 speculative decoding (32, then 48, set in server_args before anything sizes a pool), and
-vLLM's default CUDA-graph capture cap, scaled by 1 + the drafts from v0.13."""
+vLLM's default CUDA-graph capture cap, scaled by 1 + the drafts from v0.13, and its captured
+sizes, rounded up to multiples of 1 + the drafts from v0.11.1."""
 
 from __future__ import annotations
 
@@ -13,9 +14,17 @@ from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.capacity import engine_seat_limit
 from ridgeline.datafiles import engine_defaults
 from ridgeline.engine_spec import EngineSpec
+from ridgeline.errors import InputError
 from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.sglang_memory import sglang_max_running_requests, sglang_speculative_requests
-from ridgeline.vllm_memory import capture_cap, capture_query_len, capture_sizes
+from ridgeline.vllm_memory import (
+    capture_cap,
+    capture_query_len,
+    capture_size_list,
+    capture_sizes,
+    spec_capture_multiple,
+    spec_rounded_sizes,
+)
 from tests.conftest import run_cli
 
 EAGLE3 = EngineSpec(3, "eagle")
@@ -135,15 +144,96 @@ def test_vllms_capture_cap_grows_with_drafts_on_0_13_and_not_on_0_12() -> None:
 @pytest.mark.parametrize(("version", "grows"), [("0.12.0", False), ("0.13.0", True)])
 def test_vllms_graph_memory_counts_the_drafts_from_0_13(version: str, grows: bool) -> None:
     """A pool --kv-cache-memory-bytes sets is checked against the graphs captured after it,
-    in any V1 release: 32 seats drafting 3 capture 35 sizes on v0.13, 11 on v0.12."""
+    in any V1 release: 32 seats drafting 3 capture 33 sizes on v0.13 (35 to the cap of 256,
+    1, 2 and 4 rounded to 4), 9 on v0.12 (11 to 64, rounded likewise)."""
     dep = l8_on("vllm")
     base = EngineSettings(max_model_len=4096, max_num_seqs=32, engine_version=version,
                           kv_cache_memory_bytes=20_000_000_000, speculative_decoding=True)
     plain, drafting = kv_pool(dep, base), kv_pool(dep, replace(base, drafter=EAGLE3))
     assert plain.cuda_graph_bytes > 0
-    ratio = capture_sizes(32, None, None, capture_query_len(3, version)) / capture_sizes(32)
+    drafted = capture_sizes(32, None, None, capture_query_len(3, version),
+                            spec_capture_multiple(3, version), version)
+    assert drafted == capture_sizes(32, None, None, capture_query_len(3, version)) - 2
     assert (drafting.cuda_graph_bytes > plain.cuda_graph_bytes) is grows
-    assert drafting.cuda_graph_bytes == pytest.approx(plain.cuda_graph_bytes * ratio)
+    assert drafting.cuda_graph_bytes == pytest.approx(
+        plain.cuda_graph_bytes * drafted / capture_sizes(32))
+
+
+# -- vLLM: captured sizes rounded to multiples of 1 + the drafts (v0.11.1+) ----------------
+@pytest.mark.parametrize("drafts", [1, 2, 3, 4, 8])
+def test_vllm_keeps_each_captured_size_a_multiple_of_the_decode_query_once(drafts: int) -> None:
+    """adjust_cudagraph_sizes_for_spec_decode: every size rounded up to a multiple of
+    1 + drafts, none past the cap, none twice, and each original size still covered by a
+    kept one no larger than its rounding."""
+    cap, query = 512, 1 + drafts
+    sizes = capture_size_list(cap)
+    kept = spec_rounded_sizes(sizes, cap, query)
+    assert kept == sorted(set(kept))
+    assert all(size % query == 0 and size <= cap for size in kept)
+    assert all(any(size <= k < size + query for k in kept) for size in sizes
+               if -(-size // query) * query <= cap)
+    assert len(kept) < len(sizes)  # 1, 2 and 4 share a multiple at the least
+
+
+def test_three_drafts_capture_49_sizes_and_two_drop_the_top_size_as_the_docstring_says() -> None:
+    sizes = capture_size_list(512)
+    four, three = spec_rounded_sizes(sizes, 512, 4), spec_rounded_sizes(sizes, 512, 3)
+    assert (len(sizes), len(four), len(three)) == (51, 49, 49)
+    assert four[0] == 4 and four[-1] == 512  # 1, 2, 4 → 4; every 8 and 16 already a multiple
+    assert three[:3] == [3, 6, 9] and three[-1] == 498  # 512 would round to 513, past the cap
+
+
+@pytest.mark.parametrize(("version", "runner", "tp", "multiple"), [
+    ("0.11.0", "V1", 1, 1), ("0.11.1", "V1", 1, 4), ("0.11.1", "V1", 8, 8),
+    ("0.11.2", "V1", 8, 4), ("0.24.0", "MRV2", 1, 4), ("0.25.0", "MRV2", 1, 1),
+    ("0.32.0", "V1", 2, 4)])
+def test_the_rounding_follows_the_release_the_runner_and_011_1s_tp_rule(
+        version: str, runner: str, tp: int, multiple: int) -> None:
+    """From v0.11.1 (V1's runner; Model Runner V2 in 0.24 only); 0.11.1 alone widens it to
+    the tensor-parallel size."""
+    assert spec_capture_multiple(3, version, runner, tp) == multiple
+    assert spec_capture_multiple(0, version, runner, tp) == 1
+
+
+def test_vllm_0_11_1_refuses_drafts_whose_query_and_tp_share_no_size(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Two drafts at TP2 on v0.11.1: no size is a multiple of both 3 and 2, and vLLM raises;
+    0.11.2 rounds to 3, and --enforce-eager captures nothing to round."""
+    with pytest.raises(InputError, match="multiple of both 3"):
+        spec_capture_multiple(2, "0.11.1", "V1", 2)
+    argv = ("fit", *L8, "--num-gpus", "2", "--spec-tokens", "2", "--spec-method", "ngram")
+    code, _, err = run_cli(capsys, *argv, "--engine-version", "0.11.1")
+    assert code == 2 and "v0.11.1 refuses to start" in err
+    assert len(err.strip().splitlines()) == 1
+    for extra in (("--engine-version", "0.11.2"), ("--engine-version", "0.11.1",
+                                                   "--enforce-eager")):
+        code, _, err = run_cli(capsys, *argv, *extra)
+        assert code == 0, err
+
+
+def test_no_multiple_under_the_cap_warns_on_0_11_and_refuses_from_0_12() -> None:
+    sizes = capture_size_list(2)  # --max-cudagraph-capture-size 2, three drafts
+    assert spec_rounded_sizes(sizes, 2, 4, "0.11.2") == sizes
+    with pytest.raises(InputError, match="multiples of 4"):
+        spec_rounded_sizes(sizes, 2, 4, "0.12.0")
+
+
+def test_fit_on_a_v1_runner_release_takes_fewer_graphs_when_drafting(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """vLLM 0.24 (V1's runner for Llama, graphs in the budget): 1,024 seats reach the cap of
+    512 with or without drafts, and three drafts keep 49 of its 51 sizes."""
+    argv = (*L8, "--engine-version", "0.24.0")
+    code, out, err = run_cli(capsys, "fit", *argv, "--spec-tokens", "3", "--spec-method",
+                             "ngram", "--explain")
+    assert code == 0, err
+    kept = len(spec_rounded_sizes(capture_size_list(512), 512, 4))
+    assert f"layers × {kept} captured sizes" in out
+    assert "each rounded up to a multiple of 4 (vLLM v0.11.1+ under speculative decoding)" in out
+    dep = l8_on("vllm")
+    base = EngineSettings(max_model_len=4096, engine_version="0.24.0")
+    plain, drafting = kv_pool(dep, base), kv_pool(dep, replace(base, drafter=EAGLE3))
+    assert drafting.cuda_graph_bytes == pytest.approx(
+        plain.cuda_graph_bytes * kept / len(capture_size_list(512)))
 
 
 def test_fit_explains_the_drafts_in_vllms_capture_cap(

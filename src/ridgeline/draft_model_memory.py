@@ -16,8 +16,12 @@ none (EagleProposer's _maybe_share_embeddings and _maybe_share_lm_head), taken h
 it adds fc, a projection of 2 (EAGLE: model_executor/models/llama_eagle.py) or 3 (EAGLE-3,
 from the target's hidden size: llama_eagle3.py) hidden states onto its own, whole on every
 GPU (ReplicatedLinear), and an EAGLE-3 head of a reduced vocabulary (config.json's
-draft_vocab_size) its own lm_head of those rows. Llama-3.2-1B drafting for Llama-3.1-70B on
-4 GPUs: 2.47 GB of weights, 0.62 GB a GPU, and 32 KiB of cache a token, 8 KiB a GPU.
+draft_vocab_size) its own lm_head of those rows. An EAGLE-3 head's first decoder layer also
+attends over [embedding; hidden state], so its qkv_proj takes 2 × hidden features, split over
+the GPUs as the target's (llama_eagle3.py LlamaDecoderLayer: qkv_input_size = 2 *
+hidden_size at layer_idx 0), and each of its layers a hidden_norm of h. Llama-3.2-1B
+drafting for Llama-3.1-70B on 4 GPUs: 2.47 GB of weights, 0.62 GB a GPU, and 32 KiB of cache
+a token, 8 KiB a GPU.
 
 Counted where target and drafter are full attention alone, as vLLM then keeps one group.
 """
@@ -31,7 +35,8 @@ from typing import TYPE_CHECKING
 from ridgeline.errors import InputError
 from ridgeline.kvcache import kv_footprint, kv_replication
 from ridgeline.layouts import FULL
-from ridgeline.quantization import EMBEDDING, LM_HEAD
+from ridgeline.params import qkv_out_features
+from ridgeline.quantization import ATTENTION, EMBEDDING, LM_HEAD, OTHER
 
 if TYPE_CHECKING:
     from ridgeline.deployment import Deployment
@@ -42,13 +47,15 @@ if TYPE_CHECKING:
 class SeparateDrafter:
     """A drafter read offline: ``model`` from its config; ``eagle`` an EAGLE head (the target's
     embedding and lm_head shared), whose fc takes ``fc_input_size`` features; an EAGLE-3 head's
-    own lm_head of ``draft_vocab_size`` rows (0: the target's, shared)."""
+    own lm_head of ``draft_vocab_size`` rows (0: the target's, shared), and its first layer's
+    attention input ``first_layer_input_size`` features wide (0: the hidden size)."""
 
     name: str
     model: ModelSpec
     eagle: bool = False
     fc_input_size: int = 0
     draft_vocab_size: int = 0
+    first_layer_input_size: int = 0
 
 
 def read_drafter(name: str, method: str) -> SeparateDrafter | None:
@@ -76,7 +83,7 @@ def read_drafter(name: str, method: str) -> SeparateDrafter | None:
     target_h = int(raw.get("target_hidden_size") or h)
     vocab = int(raw.get("draft_vocab_size") or 0)
     return SeparateDrafter(name, model, True, 3 * target_h, vocab if vocab != model.vocab_size
-                           else 0)
+                           else 0, 2 * h)
 
 
 def drafter_problem(engine: str, target: ModelSpec, drafter: SeparateDrafter) -> str:
@@ -107,7 +114,22 @@ def drafter_weight_bytes_per_gpu(dep: Deployment, drafter: SeparateDrafter, tp: 
     h = drafter.model.hidden_size
     fc = drafter.fc_input_size * h * per_weight  # whole on every GPU
     head = drafter.draft_vocab_size * h * per_weight / tp
-    return body + fc + head
+    return body + fc + head + eagle3_layer_bytes_per_gpu(run, drafter)
+
+
+def eagle3_layer_bytes_per_gpu(run: Deployment, drafter: SeparateDrafter) -> float:
+    """What an EAGLE-3 head's layers hold past a plain decoder layer's, on one GPU of ``run``:
+    the first layer's qkv_proj over its extra input features, (2h − h) × qkv_out_features,
+    split as the attention is, and a hidden_norm of h a layer, whole. Llama-3.3-70B's head
+    (h 8,192; 64 + 2 × 8 heads of 128) in bf16: 8,192 × 10,240 × 2 B = 168 MB, 42 MB a GPU at
+    TP4. Zero for another drafter, or an MLA head (not modelled)."""
+    att, h = drafter.model.attention, drafter.model.hidden_size
+    if not drafter.first_layer_input_size or att is None or att.mla is not None:
+        return 0.0
+    extra = drafter.first_layer_input_size - h
+    qkv = extra * qkv_out_features(att) * run.weights.format_of(ATTENTION).bytes_per_weight
+    norms = drafter.model.num_layers * h * run.weights.format_of(OTHER).bytes_per_weight
+    return qkv / run.category_ranks(ATTENTION) + norms
 
 
 def drafter_kv_bytes_per_token(drafter: SeparateDrafter, kv_bytes_per_element: float,

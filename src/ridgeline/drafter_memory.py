@@ -120,20 +120,37 @@ def drafter_bytes(dep: Deployment, s: EngineSettings) -> tuple[float, float]:
     if d is None or dep.engine != "vllm" or not d.draft_model \
             or d.method not in ("eagle", "draft-model"):
         return 0.0, 0.0
+    tp = dep.tensor_parallel_size  # a split vLLM refuses is refused, read or not
+    if d.method == "draft-model" and d.draft_tensor_parallel_size:
+        tp = draft_model_tp(d.draft_tensor_parallel_size, tp, s.engine_version)
     drafter = read_drafter(d.draft_model, d.method)
     if drafter is None or drafter_problem(dep.engine, dep.model, drafter):
         return 0.0, 0.0
-    tp = dep.tensor_parallel_size
-    if d.method == "draft-model" and d.draft_tensor_parallel_size:
-        if d.draft_tensor_parallel_size not in (1, tp):
-            # vLLM's SpeculativeConfig: 'draft_tensor_parallel_size must be 1 or equal to
-            # tensor_parallel_size' (1: each rank loads the whole draft model)
-            raise InputError(f"draft_tensor_parallel_size {d.draft_tensor_parallel_size} is "
-                             f"neither 1 nor the target's tensor-parallel size ({tp}), which "
-                             "vLLM refuses")
-        tp = d.draft_tensor_parallel_size
     return (drafter_weight_bytes_per_gpu(dep, drafter, tp),
             drafter_kv_bytes_per_token(drafter, dep.kv.bytes_per_element, tp))
+
+
+def draft_model_tp(draft_tensor_parallel_size: int, tensor_parallel_size: int,
+                   version: str | None = None) -> int:
+    """The GPUs vLLM ``version`` splits a draft model over, as draft_tensor_parallel_size
+    asks: V0 takes 1 (each rank loads the whole draft model) or the target's
+    (SpeculativeConfig: 'cannot be other value than 1 or target model tensor_parallel_size');
+    V1's DraftModelProposer only the target's (v1/spec_decode/draft_model.py
+    _raise_if_draft_tp_mismatch, read in 0.16.0 to 0.32.0: TP-1 ranks would share one compile
+    cache). Anything else is refused as vLLM refuses it. (An EAGLE head always runs at the
+    target's size: the proposer loads it with the target's config.)"""
+    from ridgeline.vllm_memory import vllm_accounting
+
+    draft, tp = draft_tensor_parallel_size, tensor_parallel_size
+    if vllm_accounting(version).engine == "V1":
+        if draft != tp:
+            raise InputError(f"draft_tensor_parallel_size {draft} is not the target's "
+                             f"tensor-parallel size ({tp}): vLLM's V1 engine runs a draft model "
+                             "only at the target's, and refuses any other")
+    elif draft not in (1, tp):
+        raise InputError(f"draft_tensor_parallel_size {draft} is neither 1 nor the target's "
+                         f"tensor-parallel size ({tp}), which vLLM refuses")
+    return draft
 
 
 def with_mtp_cache(pool: KVPool, bytes_per_token: float) -> KVPool:

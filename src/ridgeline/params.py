@@ -149,7 +149,7 @@ def attention_params(att: Attention, hidden: int) -> tuple[int, int]:
     MLA (DeepSeek-V3): q_a h·r_q, q_b r_q·n·(d_nope+d_rope), kv_a h·(r_kv+d_rope),
     kv_b r_kv·n·(d_nope+d_v), o n·d_v·h.
     """
-    n, d = att.num_heads, att.head_dim
+    n = att.num_heads
     extra = 0
     if att.mla:
         m = att.mla
@@ -164,17 +164,23 @@ def attention_params(att: Attention, hidden: int) -> tuple[int, int]:
         extra += m.kv_lora_rank  # kv_a_layernorm
         o = n * m.v_head_dim * hidden
         return q + kv + o, extra
-    q_out = n * d * (2 if att.output_gate else 1)
-    kv_out = 2 * att.num_kv_heads * d
-    linear = hidden * (q_out + kv_out) + n * att.v_head_dim * hidden
+    linear = hidden * qkv_out_features(att) + n * att.v_head_dim * hidden
     if att.qkv_bias:
-        extra += q_out + kv_out
+        extra += qkv_out_features(att)
     if att.o_bias:
         extra += hidden
     extra += qk_norm_params(att)
     if att.sinks:
         extra += n
     return linear, extra
+
+
+def qkv_out_features(att: Attention) -> int:
+    """The output features of a GQA layer's q, k and v projections, the columns each input
+    feature meets: (n (doubled with an output gate) + 2 n_kv) × d, Llama-3.1-70B's
+    (64 + 2 × 8) × 128 = 10,240."""
+    q_out = att.num_heads * att.head_dim * (2 if att.output_gate else 1)
+    return q_out + 2 * att.num_kv_heads * att.head_dim
 
 
 def qk_norm_params(att: Attention) -> int:

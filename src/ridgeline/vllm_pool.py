@@ -39,6 +39,7 @@ from ridgeline.vllm_memory import (
     non_torch_bytes,
     parse_version,
     sampler_peak_bytes,
+    spec_capture_multiple,
     vllm_accounting,
 )
 from ridgeline.vllm_mla_block import mla_block_size
@@ -236,12 +237,13 @@ def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_byt
     sampler = sampler_peak_bytes(dep, seqs, acc) if stage is None or stage.last else 0.0
     encoder, held, images = encoder_profile(dep, tokens) if acc.engine == "V1" \
         and not s.language_model_only and (stage is None or stage.first) else (0.0, 0.0, 0)
+    runner, compile_peak, state = model_runner(dep, acc), 0.0, 0.0
     # a set pool is checked against the card with the graphs captured after it, whether or
     # not this version's budget counts them
     graphs = cuda_graph_bytes(dep, seqs, acc, s.enforce_eager, stage,
                               s.kv_cache_memory_bytes is not None, s.max_cudagraph_capture_size,
-                              tokens, graph_query_len(s, acc.version))
-    runner, compile_peak, state = model_runner(dep, acc), 0.0, 0.0
+                              tokens, graph_query_len(s, acc.version),
+                              graph_multiple(dep, s, acc, runner))
     if s.warm_compile_cache and runner != "MRV2":
         raise InputError(f"--warm-compile-cache changes nothing here: vLLM {acc.version} runs "
                          f"{dep.model.name} on its {runner} runner, whose profile ridgeline "
@@ -319,6 +321,17 @@ def graph_query_len(s: EngineSettings, version: str) -> int:
     return capture_query_len(s.drafter.tokens if s.drafter is not None else 0, version)
 
 
+def graph_multiple(dep: Deployment, s: EngineSettings, acc: VLLMAccounting, runner: str
+                   ) -> int:
+    """The multiple vLLM ``acc.version``'s ``runner`` rounds its captured sizes to for the
+    drafter ``s`` gives (spec_capture_multiple): 1 + its drafts from v0.11.1, else 1 (and
+    under --enforce-eager, which captures nothing)."""
+    if s.enforce_eager:
+        return 1
+    return spec_capture_multiple(s.drafter.tokens if s.drafter is not None else 0, acc.version,
+                                 runner, dep.tensor_parallel_size)
+
+
 def vllm_pool_advice(dep: Deployment, pool: KVPool, settings: EngineSettings
                      ) -> tuple[float, float] | None:
     """The --kv-cache-memory-bytes vLLM's V1 worker advises at start-up when the flag is
@@ -333,7 +346,7 @@ def vllm_pool_advice(dep: Deployment, pool: KVPool, settings: EngineSettings
     graphs = pool.cuda_graph_bytes / n or cuda_graph_bytes(
         dep, pool.max_num_seqs, acc, settings.enforce_eager, pool.stage, True,
         settings.max_cudagraph_capture_size, pool.profile_tokens,
-        graph_query_len(settings, acc.version))
+        graph_query_len(settings, acc.version), graph_multiple(dep, settings, acc, pool.runner))
     taken = (pool.weight_bytes + pool.activation_bytes + pool.non_torch_bytes
              + pool.seat_buffer_bytes) / n + graphs
     taken += set_pool_margin_bytes()

@@ -28,7 +28,12 @@ from ridgeline.sglang_hybrid import sglang_state_dtypes, sglang_state_ratio
 from ridgeline.sglang_memory import sglang_data
 from ridgeline.units import GIB, plural
 from ridgeline.vllm_memory import capture_cap, capture_sizes
-from ridgeline.vllm_pool import graph_query_len, vllm_seats_note
+from ridgeline.vllm_pool import (
+    graph_multiple,
+    graph_query_len,
+    vllm_deployment,
+    vllm_seats_note,
+)
 
 if TYPE_CHECKING:
     from ridgeline.reports.fit import FitReport
@@ -86,7 +91,7 @@ def pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
                                      if pool.accounting and pool.non_torch_bytes
                                      > pool.accounting.non_torch_gib * GIB else "")),
                  *([q("CUDA graphs", pool.cuda_graph_bytes / GIB, "GiB",
-                      f"layers × {_captured(pool, s)} captured sizes{_capture_note(pool, s)}"
+                      f"layers × {_captured(dep, pool, s)} captured sizes{_capture_note(dep, pool, s)}"
                       f" × 0.45 MiB (vLLM v0.21+ estimate"
                       + ("; it stands in for Model Runner V2's trial capture, v0.29+)"
                          if pool.runner == "MRV2" else ")")
@@ -170,10 +175,11 @@ def state_pool_steps(dep: Deployment, pool: KVPool, s: EngineSettings) -> tuple[
     return tuple(out)
 
 
-def _captured(pool: KVPool, s: EngineSettings) -> int:
+def _captured(dep: Deployment, pool: KVPool, s: EngineSettings) -> int:
     """How many batch sizes vLLM captures for this pool's seats, drafts and token budget."""
+    version = pool.accounting.version if pool.accounting else None
     return capture_sizes(pool.max_num_seqs, s.max_cudagraph_capture_size, pool.profile_tokens,
-                         _query_len(pool, s))
+                         _query_len(pool, s), _multiple(dep, pool, s), version)
 
 
 def _query_len(pool: KVPool, s: EngineSettings) -> int:
@@ -181,18 +187,31 @@ def _query_len(pool: KVPool, s: EngineSettings) -> int:
     return graph_query_len(s, pool.accounting.version) if pool.accounting else 1
 
 
-def _capture_note(pool: KVPool, s: EngineSettings) -> str:
+def _multiple(dep: Deployment, pool: KVPool, s: EngineSettings) -> int:
+    """The multiple this pool's vLLM rounds its captured sizes to under speculative decoding."""
+    if pool.accounting is None:
+        return 1
+    return graph_multiple(vllm_deployment(dep), s, pool.accounting, pool.runner)
+
+
+def _capture_note(dep: Deployment, pool: KVPool, s: EngineSettings) -> str:
     """What caps vLLM's captured sizes, in words, or "": --max-cudagraph-capture-size, or the
     token budget where it is the smaller (vLLM captures no batch past it), or the drafts
-    its default cap is scaled by (v0.13+)."""
+    its default cap is scaled by (v0.13+); and, drafting, the multiple each size is rounded
+    up to (v0.11.1+)."""
     query = _query_len(pool, s)
+    multiple = _multiple(dep, pool, s)
+    rounded = (f", each rounded up to a multiple of {multiple} (vLLM v0.11.1+ under "
+               "speculative decoding)") if multiple > 1 else ""
     cap = capture_cap(pool.max_num_seqs, s.max_cudagraph_capture_size, query_len=query)
     if pool.profile_tokens < cap:
-        return f" (to the token budget, max_num_batched_tokens {pool.profile_tokens:,})"
+        return f" (to the token budget, max_num_batched_tokens {pool.profile_tokens:,}{rounded})"
     if s.max_cudagraph_capture_size:
-        return f" (to --max-cudagraph-capture-size {cap:,})"
-    return (f" (to min(2 × {pool.max_num_seqs:,} seats × {query} tokens a decode step, 512) = "
-            f"{cap:,}: vLLM v0.13+ scales its cap by 1 + the drafts)" if query > 1 else "")
+        return f" (to --max-cudagraph-capture-size {cap:,}{rounded})"
+    if query > 1:
+        return (f" (to min(2 × {pool.max_num_seqs:,} seats × {query} tokens a decode step, "
+                f"512) = {cap:,}: vLLM v0.13+ scales its cap by 1 + the drafts{rounded})")
+    return f" ({rounded[2:]})" if rounded else ""
 
 
 def _set_pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
@@ -212,7 +231,7 @@ def _set_pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
                 *peak_quantities(dep, pool),
                 q("non-torch", pool.non_torch_bytes / GIB, "GiB", "CUDA context"),
                 q("CUDA graphs", pool.cuda_graph_bytes / GIB, "GiB",
-                  f"layers × {_captured(pool, s)} captured sizes{_capture_note(pool, s)}"
+                  f"layers × {_captured(dep, pool, s)} captured sizes{_capture_note(dep, pool, s)}"
                   f" × 0.45 MiB, captured after the pool"),
                 *([q("sampler state", pool.seat_buffer_bytes / GIB, "GiB",
                      "Model Runner V2's persistent buffers")] if pool.seat_buffer_bytes else []),
