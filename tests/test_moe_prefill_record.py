@@ -1,8 +1,10 @@
 """validation/moe_prefill.csv scores as validation/README.md says: MoE TTFTs on B200 priced
 2.3-9x too fast (median error -74 %), Llama-4 on MI300X 3.1x and 1.3x, DeepSeek-R1's saturated
 prefill on 8 x H200 a third of the priced rate at 2K and 4K and 55 % at 32K, the dense
-control 37 % too fast at 610 tokens and 61 % too slow at 4,194; and the record cautions B200
-MoE prefill."""
+control 37 % too fast at 610 tokens and 61 % too slow at 4,194; saturated MoE prefill on H100 and
+H200 a third of the priced rate at 2K-4K and half at 32K, flat in prompt length while the priced rate
+falls; DeepSeek-V3.1's TTFT on MI300X growing 6-7x the priced slope; the dense H100 control (kept out of
+the file) 2.2x and 2.5x; and the record cautions B200 MoE prefill."""
 
 from __future__ import annotations
 
@@ -68,3 +70,58 @@ def test_the_record_cautions_moe_prefill_on_b200() -> None:
                            8, engine="sglang")
     caution = track_record_caution(dep, "prefill", profile_for("sglang"))
     assert "faster than measured" in caution and "validation/moe_prefill.csv" in caution
+
+
+def measured_over_priced_rate(scored: dict[str, Prediction], suffix: str) -> list[float]:
+    """The saturated MoE rows' measured prefill rate over the priced one, prompts of ``suffix``."""
+    return [p.measured / p.predicted for i, p in scored.items()
+            if "-sat-" in i and "-dense-" not in i and i.endswith(suffix) and p.predicted]
+
+
+def test_saturated_moe_prefill_is_a_third_of_the_priced_rate_at_2k_4k_and_half_at_32k(
+        scored: dict[str, Prediction]) -> None:
+    short = measured_over_priced_rate(scored, "-2k") + measured_over_priced_rate(scored, "-4k")
+    long = measured_over_priced_rate(scored, "-32k")
+    assert len(short) == 12 and len(long) == 6
+    assert (round(min(short), 2), round(max(short), 2)) == (0.26, 0.43)
+    assert statistics.median(short) == pytest.approx(0.34, abs=0.005)
+    assert (round(min(long), 2), round(max(long), 2)) == (0.42, 0.63)
+    assert statistics.median(long) == pytest.approx(0.53, abs=0.005)
+
+
+def test_the_measured_saturated_rate_is_flat_in_prompt_length_while_the_priced_one_falls(
+        scored: dict[str, Prediction]) -> None:
+    runs = {i.removesuffix("-32k") for i in scored if "-sat-" in i and i.endswith("-32k")}
+    assert len(runs) == 6
+    measured = [scored[r + "-32k"].measured / scored[r + "-2k"].measured for r in runs]
+    priced = [(scored[r + "-32k"].predicted or 0) / (scored[r + "-2k"].predicted or 1) for r in runs]
+    assert (round(min(measured) - 1, 2), round(max(measured) - 1, 2)) == (-0.15, 0.17)
+    assert (round(1 - max(priced), 2), round(1 - min(priced), 2)) == (0.24, 0.53)
+
+
+def test_deepseek_v31_ttft_on_mi300x_grows_six_to_seven_times_the_priced_slope(
+        scored: dict[str, Prediction]) -> None:
+    run = "MP-M13-dsv31-fp8-8xmi300x-sglang057-c1-"
+    short, lone, long = (scored[run + s] for s in ("1k1k", "1k8k", "8k1k"))
+    tokens = 4194 - 610
+    priced_slope = ((long.predicted or 0) - (lone.predicted or 0)) / tokens
+    slopes = [(long.measured - p.measured) / tokens / priced_slope for p in (short, lone)]
+    assert (round(min(slopes)), round(max(slopes))) == (6, 7)
+    assert long.error == pytest.approx(-0.80, abs=0.01)
+
+
+def test_the_dense_h100_control_at_128_tokens_is_priced_2_2_and_2_5_times_fast(
+        tmp_path: Path) -> None:
+    """The dense control validation/README.md keeps out of the file (it would caution every dense
+    H100 prefill): Qwen3-32B on one H100, 127,698 prompt tokens in 32.88 s (vLLM) and 19.29 s
+    (TensorRT-LLM), priced as rows of 64 prompts of 128 tokens a step."""
+    header = CSV.read_text().splitlines()[0]
+    rows = [f"D2-{engine},Qwen/Qwen3-32B,{dtype},unknown,h100,1,1,64,128,0,128,prefill_tok_s,"
+            f"{127698 / seconds:.1f},tok/s,{engine},D2,dense control"
+            for engine, dtype, seconds in (("vllm", "bf16", 32.88), ("trtllm", "fp8", 19.29))]
+    path = tmp_path / "dense_control.csv"
+    path.write_text("\n".join([header, *rows]) + "\n")
+    read = refuse_past_roofline(read_measurement_files([path])).rows
+    vllm, trtllm = (priced_over_measured(p) for p in validate(read))
+    assert vllm == pytest.approx(2.2, abs=0.05)
+    assert trtllm == pytest.approx(2.5, abs=0.05)
