@@ -21,6 +21,7 @@ from ridgeline.cli_load import (
     load_model,
     load_profile,
 )
+from ridgeline.cli_spec import spec_flags
 from ridgeline.cli_types import _not_empty, _positive_count, _typed
 from ridgeline.errors import InputError
 
@@ -81,11 +82,12 @@ def cmd_observe(args: argparse.Namespace) -> Any:
     if named is None:  # the engine whose metric names the source carries, else the default
         args.engine = engine_for_metrics(obs.engine_family, args)
     dep = replace(load_deployment(args, model), engine=engine_id(args.engine))
+    settings = server_settings(args, model)
     if named is not None and obs.engine_family and not engine_id(named).startswith(
             obs.engine_family):
         obs.notes.append(f"the source carries {obs.engine_family}'s metrics, but --engine "
                          f"{named} sizes the pool and the prediction")
-    report = observe_report(obs, dep, load_profile(args), args.context)
+    report = observe_report(obs, dep, load_profile(args), args.context, settings)
     if args.emit_measurements:
         rows = report.measurement_rows(args.model)
         count = len(rows.splitlines()) - 1  # below its header
@@ -112,6 +114,22 @@ def cmd_observe(args: argparse.Namespace) -> Any:
         obs.notes.append(f"wrote {count} {'row' if count == 1 else 'rows'} for `ridgeline "
                          f"calibrate` to {args.emit_measurements}" + mixed_step_note(report))
     return report
+
+
+def server_settings(args: argparse.Namespace, model: Any) -> Any:
+    """The server's settings as its launch flags give them, read once the engine is known
+    (the source's, or --engine): its drafter (--spec-tokens and --spec-method, or the
+    engine's own spelling, --speculative-algorithm EAGLE --speculative-num-steps 3 …), which
+    sizes the modelled pool and SGLang's seats as fit and simulate size them."""
+    from ridgeline.cli_load import drafter, drafts_with_mtp
+    from ridgeline.cli_spec import spec_args, spec_method
+    from ridgeline.memory import EngineSettings
+
+    spec_args(args)
+    if args.spec_tokens:
+        spec_method(args, model)  # an MTP drafter needs the checkpoint's MTP layers
+    return EngineSettings(speculative_decoding=bool(args.spec_tokens),
+                          draft_mtp=drafts_with_mtp(args), drafter=drafter(args))
 
 
 def mixed_step_note(report: Any) -> str:
@@ -154,6 +172,8 @@ def register(sub: Any) -> None:
                    help="typical tokens per sequence (default: from the source, else 2000)")
     p.add_argument("--emit-measurements", metavar="FILE", type=_not_empty("output path"),
                    help="write what was observed as measurement rows for `calibrate`")
+    spec_flags(p.add_argument_group("the server's drafter (its pool and seats; the step is "
+                                    "priced without drafts)"), pricing=False)
     _output(p)
     # no --engine: the one whose metric names the source carries (cmd_observe)
     p.set_defaults(handler=cmd_observe, engine_by_accelerator=False)

@@ -1,7 +1,8 @@
 """CLI: speculative decoding's flags (--spec-tokens, --spec-acceptance, --spec-draft-cost,
---spec-method), as simulate and decode both read them, and fit the drafter's; and the engines'
-own spellings of the drafter (vLLM's --speculative-config, SGLang's --speculative-algorithm
-…; engine_spec.py), each read on its own engine into --spec-tokens and --spec-method."""
+--spec-method), as simulate and decode both read them, and fit and observe the drafter's; and
+the engines' own spellings of the drafter (vLLM's --speculative-config, SGLang's
+--speculative-algorithm …; engine_spec.py), each read on its own engine into --spec-tokens
+and --spec-method."""
 
 from __future__ import annotations
 
@@ -185,6 +186,12 @@ def fit_drafter(args: argparse.Namespace, model: Any, engines: list[str]) -> Non
         return
     spec_method(args, model)
     method = args.spec_method or "eagle"
+    from ridgeline.engine_versions import speculative_problem
+
+    for engine in engines:  # refused before any caution on it
+        problem = speculative_problem(engine, getattr(args, "engine_version", None), method)
+        if problem:
+            raise InputError(problem)
     if method == "ngram":
         return
     reasons = [_drafter_left_out(args, model, e, method) for e in engines]

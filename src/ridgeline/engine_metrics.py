@@ -58,6 +58,11 @@ SWAPPED = ("vllm:num_requests_swapped",)
 # DP case" — on every engine's series), SGLang's max_total_num_tokens
 CACHE_CONFIG = "vllm:cache_config_info"
 POOL_TOKENS = ("sglang:max_total_num_tokens",)
+# SGLang's mean accepted length a verify step over its last logging interval: 0 without a
+# drafter (scheduler_metrics_mixin.py: 'if self.spec_algorithm.is_none(): spec_accept_length
+# = 0'), above 0 once a drafter's step has run — the sign a drafter serves
+SPEC_ACCEPT_LENGTH = ("sglang:spec_accept_length",)
+MAX_ACCEPT_LENGTH = 1024.0  # tokens a verify step keeps: far past any draft tree's
 REQUESTS = ("vllm:request_success_total", "sglang:num_requests_total",
             "trtllm_request_success_total")
 TTFT = ("vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds",

@@ -107,14 +107,16 @@ def reported_pool(obs: Observation, dep: Deployment) -> EnginePool | None:
     return EnginePool._of(blocks * size, blocks, size, groups)
 
 
-def fill_pool(obs: Observation, dep: Deployment) -> tuple[EnginePool, str] | None:
+def fill_pool(obs: Observation, dep: Deployment, settings: EngineSettings | None = None
+              ) -> tuple[EnginePool, str] | None:
     """The pool a KV fill is a share of, and whose it is: the engine's reported one, else
-    the one vLLM's defaults leave on the deployment described; None where none can be sized."""
+    the one the engine's defaults (and the server's ``settings``: its drafter) leave on the
+    deployment described; None where none can be sized."""
     pool = reported_pool(obs, dep)
     if pool is not None:
         return pool, "the engine's reported"
     try:
-        return EnginePool.modelled(kv_pool(dep, EngineSettings())), "the modelled"
+        return EnginePool.modelled(kv_pool(dep, settings or EngineSettings())), "the modelled"
     except InputError:
         return None
 
@@ -130,9 +132,11 @@ LOG_POOL_UNREAD = ("the start-up log's 'GPU KV cache size' is not read as the po
                    "is modelled")
 
 
-def context_from_kv_usage(obs: Observation, dep: Deployment) -> tuple[int, str] | None:
+def context_from_kv_usage(obs: Observation, dep: Deployment,
+                          settings: EngineSettings | None = None) -> tuple[int, str] | None:
     """The tokens each running request holds, read off the KV cache's fill: usage × the
-    pool (the engine's where it reports it, else vLLM's defaults on the deployment described)
+    pool (the engine's where it reports it, else its defaults on the deployment described,
+    under the server's ``settings``)
     ÷ running requests, a pool of several KV-cache groups turned into tokens through them
     (EnginePool.tokens_held). None without both gauges, or with an idle engine."""
     if obs.engine_family == "llama.cpp" or dep.engine.startswith("llama.cpp"):
@@ -147,7 +151,7 @@ def context_from_kv_usage(obs: Observation, dep: Deployment) -> tuple[int, str] 
     usage, running = statistics.fmean(obs.kv_usage), statistics.fmean(obs.running)
     if usage <= 0 or running < 1:
         return None
-    filled = fill_pool(obs, dep)
+    filled = fill_pool(obs, dep, settings)
     if filled is None:
         return None
     pool, whose = filled

@@ -62,6 +62,9 @@ class KVPool:
     # SGLang --max-total-tokens, TensorRT-LLM max_tokens: the pool holds at most this many
     # tokens (0: no cap), whatever memory is left
     token_cap: int = 0
+    # SGLang 0.4.3.post3-0.5.6.post2 with a drafter: tokens it allocates past what its profile
+    # sized, before the cap (sglang_memory.sglang_drafter_headroom_tokens)
+    headroom_tokens: int = 0
     # SGLang's hybrid (recurrent-state) models: the requests its state pool holds, carved out
     # of the pool before the KV cache (slot_cache_bytes); 0: no such pool
     state_slots: int = 0
@@ -134,11 +137,19 @@ class KVPool:
         rather than serve."""
         if self.set_pool_bytes:
             return 0.0 if self.overflow_bytes else self.set_pool_bytes
-        left = max(0.0, self.rest_bytes * self.free_fraction_of_rest)
+        left = max(0.0, self.rest_bytes * self.free_fraction_of_rest) + self.headroom_bytes
         # SGLang's hybrid: the static pool its state pool is carved from; the cap binds on the
         # KV cache beside it (state_kv_bytes)
         return min(left, self.capped_bytes) if self.token_cap and not self.state_request_bytes \
             else left
+
+    @property
+    def headroom_bytes(self) -> float:
+        """The memory of SGLang's ``headroom_tokens``, allocated past its profile (out of what
+        mem_fraction_static holds back); none where the profile leaves the pool nothing."""
+        if not self.headroom_tokens or self.rest_bytes <= 0:
+            return 0.0
+        return self.headroom_tokens * self.page_bytes / self.block_size
 
     @property
     def capped_bytes(self) -> float:
@@ -149,7 +160,7 @@ class KVPool:
     def capped(self) -> bool:
         """Whether the token cap, not the memory, sized the pool (SGLang's hybrid: the KV
         cache beside its state pool)."""
-        left = max(0.0, self.rest_bytes * self.free_fraction_of_rest)
+        left = max(0.0, self.rest_bytes * self.free_fraction_of_rest) + self.headroom_bytes
         if self.state_request_bytes:
             left = max(0.0, left - self.slot_cache_bytes)
         return bool(self.token_cap) and self.capped_bytes < left

@@ -33,6 +33,7 @@ from ridgeline.engine_versions import (
     check_version_kind,
     expert_parallel_problem,
     llamacpp_build,
+    speculative_problem,
 )
 from ridgeline.engine_windows import has_windows, honours_windows, token_bytes
 from ridgeline.errors import InputError
@@ -48,7 +49,7 @@ from ridgeline.llamacpp_tensor import tensor_split_build_problem
 from ridgeline.offload import gpu_weight_bytes
 from ridgeline.parallel import ep_rank_experts
 from ridgeline.quantization import EXPERTS
-from ridgeline.sglang_memory import sglang_loads_tower
+from ridgeline.sglang_memory import sglang_drafter_headroom_tokens, sglang_loads_tower
 from ridgeline.sglang_pool import sglang_pool, sglang_settings
 from ridgeline.sizing_flags import check_sizing_flags
 from ridgeline.stages import Stage, pipeline_stages, stage_weight_bytes
@@ -179,6 +180,10 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
             if dep.expert_parallel else ""
         if problem:
             raise InputError(problem)
+        problem = speculative_problem(engine, s.engine_version, s.drafter.method) \
+            if s.drafter is not None else ""
+        if problem:
+            raise InputError(problem)
     total = total_bytes or device_memory_bytes(dep.accelerator)
     if s.language_model_only and engine != "vllm":
         raise InputError(f"--language-model-only is vLLM's; {engine} has no such setting")
@@ -216,10 +221,14 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
                             else ""))
     check_sizing_flags(dep, s)
     drafted = False  # max_running_requests SGLang's default with a drafter, no flag
+    headroom = 0  # the tokens SGLang allocates past its profile for a drafter
     if engine == "sglang":  # a drafter sets max_running_requests before anything reads it
         drafted = s.max_num_seqs is None
         s = sglang_settings(s)
         drafted = drafted and s.max_num_seqs is not None
+        if s.drafter is not None:  # from the server's max_running_requests, every rank
+            headroom = sglang_drafter_headroom_tokens(s.drafter.method, s.drafter.tokens,
+                                                      s.max_num_seqs, s.engine_version)
     if s.backend is not None and engine != "trtllm":
         raise InputError(f"--backend is TensorRT-LLM's; {engine} has no such setting")
     if s.prefix_caching is not None and engine not in ("vllm", "sglang", "trtllm"):
@@ -242,7 +251,8 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
         # --cpu-offload-gb: each stage's GPUs keep min(asked, their own layers) in host memory
         return tuple(_stage_pool(dep, s, total, stage_weight_bytes(dep, stage, vision)
                                  + ep_extra_bytes(dep, stage.expert_share)
-                                 - stage_offloaded_bytes_per_gpu(dep, stage), stage)
+                                 - stage_offloaded_bytes_per_gpu(dep, stage), stage,
+                                 headroom_tokens=headroom)
                      for stage in pipeline_stages(dep))
     if dep.data_parallel_size > 1:  # each rank sizes its own pool, under its own share
         from ridgeline.data_parallel import rank_settings
@@ -250,7 +260,7 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
         s = rank_settings(dep, s, drafted)
     # each data-parallel rank loads its own vision tower
     return (_stage_pool(dep, s, total, (on_gpus + vision * dep.data_parallel_size)
-                        / dep.num_gpus + ep_extra_bytes(dep), None),)
+                        / dep.num_gpus + ep_extra_bytes(dep), None, headroom_tokens=headroom),)
 
 
 def ep_extra_bytes(dep: Deployment, share: float = 1.0) -> float:
@@ -270,11 +280,11 @@ PIPELINE_FROM = (0, 5, 1)  # vLLM's first release with --pipeline-parallel-size 
 
 def _stage_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_bytes: float,
                 stage: Stage | None, device: SplitDevice | None = None,
-                cells: int | None = None) -> KVPool:
+                cells: int | None = None, headroom_tokens: int = 0) -> KVPool:
     """The pool of one GPU holding ``weight_bytes``: of one pipeline ``stage`` (its share of the
     layers' cache; the sampler on the last), of one ``device`` of llama.cpp's layer split (at
     the split's ``cells``, None: the most it holds), or of a deployment without a pipeline
-    (None)."""
+    (None). ``headroom_tokens``: SGLang's past its profile for a drafter."""
     engine = dep.engine
     d = engine_defaults(engine)
     share = 1.0 if stage is None else stage.kv_share
@@ -304,7 +314,8 @@ def _stage_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
         return llamacpp_pool(dep, s, total_bytes, weight_bytes, non_torch, kv_bytes_per_token,
                              device, cells)
     if engine == "sglang":
-        return sglang_pool(dep, s, total_bytes, weight_bytes, kv_bytes_per_token, stage)
+        return sglang_pool(dep, s, total_bytes, weight_bytes, kv_bytes_per_token, stage,
+                           headroom_tokens)
     pool = trtllm_pool(dep, s, total_bytes, weight_bytes, non_torch, kv_bytes_per_token, stage)
     return replace(pool, drafter_kv_bytes_per_token=draft_kv,
                    drafter_weight_bytes=draft_weights) if draft_kv or draft_weights else pool

@@ -48,6 +48,8 @@ class Observation:
     client_concurrency: float | None = None  # a benchmark client's cap on requests in flight
     finished_requests: float | None = None  # requests that finished over the window
     estimated_batch: float | None = None  # a bench's batch as its reader settled it
+    # SGLang's largest accepted length a verify step over the scrapes (>0: a drafter serves)
+    spec_accept_length: float | None = None
 
     @property
     def batch(self) -> float | None:

@@ -16,7 +16,8 @@ blocked request's lookups again; older ``vllm:gpu_prefix_cache_*``),
 engines' sum), V0's ``vllm:num_requests_swapped``;
 SGLang ``sglang:num_running_reqs``, ``sglang:num_queue_reqs``, ``sglang:token_usage``,
 ``sglang:num_retracted_requests_total``, ``sglang:cached_tokens_total``,
-``sglang:max_total_num_tokens``, ``sglang:realtime_tokens_total`` (per step, by mode;
+``sglang:max_total_num_tokens``, ``sglang:spec_accept_length`` (above 0: a drafter
+serves), ``sglang:realtime_tokens_total`` (per step, by mode;
 else ``sglang:prompt_tokens_total`` and ``sglang:generation_tokens_total``, which move when a
 request finishes), ``sglang:time_to_first_token_seconds``,
 ``sglang:inter_token_latency_seconds``, ``sglang:e2e_request_latency_seconds``;
@@ -55,6 +56,7 @@ from ridgeline.engine_metrics import (
     ITL,
     KV_USAGE,
     LLAMACPP_KV_TOKENS,
+    MAX_ACCEPT_LENGTH,
     POOL_TOKENS,
     PREEMPTIONS,
     PREFILL_MODES,
@@ -65,6 +67,7 @@ from ridgeline.engine_metrics import (
     REALTIME_TOKENS,
     REQUESTS,
     RUNNING,
+    SPEC_ACCEPT_LENGTH,
     SWAPPED,
     TTFT,
     WAITING,
@@ -110,6 +113,8 @@ _LIMITS: tuple[tuple[tuple[str, ...], float, float, str], ...] = (
      f"a number of KV cells, 0 to {MAX_TOKENS:g}"),
     (RESTART_SIGNS + _HISTOGRAMS, 0.0, MAX_COUNT, COUNTER_RANGE),
     ((PROCESS_START,), 0.0, MAX_UNIX_S, f"unix seconds, 0 to {MAX_UNIX_S:g}"),
+    (SPEC_ACCEPT_LENGTH, 0.0, MAX_ACCEPT_LENGTH,
+     f"a verify step's accepted tokens, 0 to {MAX_ACCEPT_LENGTH:g}"),
 )
 _READ = frozenset(n for names, *_ in _LIMITS for n in names) | set(TTFT + ITL + E2E)
 
@@ -188,6 +193,10 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
             obs.core_pressure += [(kv.get(core), waiting.get(core, 0.0))
                                   for core in dict.fromkeys([*kv, *waiting])]
     _read_pool(scrapes[-1], obs)
+    accepted = [v for s in scrapes for v in _gauge_by_core(s, SPEC_ACCEPT_LENGTH,
+                                                          obs.engine_family).values()]
+    if accepted:
+        obs.spec_accept_length = max(accepted)
     if deferred:
         obs.notes.append(f"up to {deferred:,.0f} waiting requests deferred (a KV transfer, a "
                          "LoRA budget: vllm:num_requests_waiting_by_reason) are not counted as "

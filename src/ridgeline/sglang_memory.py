@@ -155,17 +155,47 @@ def sglang_speculative_requests(draft_method: str, version: str | None = None) -
     """The max_running_requests SGLang ``version`` (default: the newest) sets with a drafter
     (``draft_method``: --spec-method's words; "" none) when --max-running-requests is unset,
     and then takes as given: 32 for EAGLE and NEXTN (run as EAGLE) from 0.4.3.post3, 48 from
-    0.4.4.post4, STANDALONE (draft-model) from 0.5.2, NGRAM from 0.5.3; None before, or
-    without a drafter (engines.json sglang.speculative_max_running_requests)."""
+    0.4.4.post4, STANDALONE (draft-model) and NGRAM from the releases that brought them
+    (0.5.2, 0.5.3: sglang_algorithm_from); None before, or without a drafter (engines.json
+    sglang.speculative_max_running_requests)."""
     if not draft_method:
         return None
     d = sglang_data()["speculative_max_running_requests"]
     release = sglang_release(version or str(sglang_data()["newest_checked"]))
-    since = d["methods_from"].get(draft_method)
+    since = sglang_algorithm_from(draft_method)
     if since is not None and release < sglang_release(since):
         return None
     rows = [row for row in d["rows"] if release >= sglang_release(row["from"])]
     return int(rows[-1]["requests"]) if rows else None
+
+
+def sglang_drafter_headroom_tokens(draft_method: str, drafts: int, seats: int | None,
+                                   version: str | None = None) -> int:
+    """The tokens SGLang ``version`` allocates its KV pool past what its profile sized, for a
+    drafter (``draft_method``, --spec-method's words) whose draft and verify tokens share the
+    target's pool: max_running_requests (``seats``, the server's) × (``drafts`` × topk + the
+    verify's drafts + 1) + 100, topk 1 (a chain) — 48 seats drafting 3: 48 × (3 + 4) + 100 =
+    436 tokens — from 0.4.3.post3 until 0.5.7 removed it, for every drafter but NGRAM; 0
+    elsewhere, and for no version (the newest modelled) (engines.json
+    sglang.drafter_headroom)."""
+    d = sglang_data()["drafter_headroom"]
+    if version is None or not draft_method or draft_method == "ngram" or drafts < 1 \
+            or not seats:
+        return 0
+    if not sglang_release(d["from"]) <= sglang_release(version) < sglang_release(d["before"]):
+        return 0
+    drafted = drafts * int(d["topk"])  # draft: steps x topk
+    verified = drafts + 1  # verify: speculative_num_draft_tokens, a chain's steps + 1
+    return seats * (drafted + verified) + int(d["buffer_tokens"])
+
+
+def sglang_algorithm_from(draft_method: str) -> str | None:
+    """The first SGLang release with ``draft_method``'s --speculative-algorithm (--spec-method's
+    words): STANDALONE (draft-model) 0.5.2, NGRAM 0.5.3 (engines.json
+    sglang.speculative_algorithms); None for a drafter older than every release modelled
+    here."""
+    algorithm = sglang_data()["speculative_algorithms"].get(draft_method)
+    return None if algorithm is None else str(algorithm["from"])
 
 
 def _dp_attention_mib(graphs: int, dp_size: int) -> float:

@@ -32,10 +32,13 @@ if TYPE_CHECKING:
 
 
 def sglang_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_bytes: float,
-                kv_bytes_per_token: float, stage: Stage | None) -> KVPool:
+                kv_bytes_per_token: float, stage: Stage | None,
+                headroom_tokens: int = 0) -> KVPool:
     """SGLang: mem_fraction_static × (the card − what its distributed start-up takes) − the
-    weights, in pages of page_size tokens; a hybrid's state pool carved out first
-    (sglang_state_pool), then max_running_requests from the tokens left (sglang_own_requests)."""
+    weights, in pages of page_size tokens, and a drafter's ``headroom_tokens`` past it
+    (sglang_drafter_headroom_tokens; not sized here beside a state pool or windows); a
+    hybrid's state pool carved out first (sglang_state_pool), then max_running_requests from
+    the tokens left (sglang_own_requests)."""
     d = engine_defaults("sglang")
     rule, cut = sglang_rule(dep, s, total_bytes)
     tokens = rule.chunked_prefill_size
@@ -48,6 +51,8 @@ def sglang_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
                   windows_apart=has_windows(dep), stage=stage, engine_era=rule.era,
                   token_cap=s.max_total_tokens or 0)
     pool = sglang_state_pool(dep, pool, s)
+    if headroom_tokens and not pool.state_request_bytes and not pool.windows_apart:
+        pool = replace(pool, headroom_tokens=headroom_tokens)
     seats = sglang_own_requests(dep, pool, s)
     if pool.state_request_bytes:  # the state pool keeps slots for the radix cache's too
         seats = min(seats, sglang_running_cap(pool.state_slots, s.prefix_caching is not False,

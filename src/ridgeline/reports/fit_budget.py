@@ -83,6 +83,9 @@ def budget_rows(p: KVPool, s: EngineSettings, model: ModelSpec | None = None,
                      f"{gib(p.pool_bytes - p.slot_cache_bytes)})" if p.capped else "= KV pool",
                      f"{gib(p.state_kv_bytes)} {per}"])
         return rows
+    if p.headroom_bytes:  # SGLang's drafter headroom, allocated past its profile
+        rows.append([f"+ drafter headroom ({p.headroom_tokens:,} tokens past the fraction, "
+                     "SGLang v0.4.3.post3-v0.5.6.post2)", gib(p.headroom_bytes)])
     if p.capped:  # --max-total-tokens, below what the memory leaves
         rows.append([f"= KV pool, capped at {cap_flag(p)} {p.token_cap:,} (memory leaves "
                      f"{gib(max(0.0, p.rest_bytes * p.free_fraction_of_rest))})",

@@ -71,7 +71,9 @@ def pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
                  "− graphs" + (" − runtime buffers" if pool.engine_buffers else "")
                  + ") × free fraction of the rest" if pool.free_fraction_of_rest != 1 else
                  "total × reserved fraction − weights − non-torch (activations and CUDA graphs "
-                 "live in the 1 − mem_fraction_static SGLang holds back)" if pool.engine == "sglang"
+                 "live in the 1 − mem_fraction_static SGLang holds back)"
+                 + (" + drafter headroom" if pool.headroom_bytes else "")
+                 if pool.engine == "sglang"
                  else "total × reserved fraction − weights − activations − non-torch − graphs"
                  + (" − sampler state" if pool.seat_buffer_bytes else ""),
                  q("static pool" if static else "pool", pool.pool_bytes / GIB, "GiB"),
@@ -107,6 +109,12 @@ def pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
                       f"vocab {dep.model.vocab_size:,} + 8 × vocab ÷ 32 + 17,924) B + 13 B × "
                       f"{pool.profile_tokens:,} tokens, held from start-up and counted from v0.27")]
                    if pool.seat_buffer_bytes and not pool.engine_buffers else []),
+                 *([q("drafter headroom", pool.headroom_bytes / GIB, "GiB",
+                      f"{pool.headroom_tokens:,} tokens × KV bytes per token: SGLang "
+                      "v0.4.3.post3-v0.5.6.post2 allocates max_running_requests × (the drafts "
+                      "+ the drafts + 1 it verifies) + 100 tokens past its profile for a "
+                      "drafter's draft and verify tokens (model_runner.py init_memory_pool)")]
+                   if pool.headroom_bytes else []),
                  *([q("token cap", pool.token_cap, "tokens",
                       cap_flag(pool) + (": it binds, the pool is its blocks"
                                                          if pool.capped else ": above what memory "

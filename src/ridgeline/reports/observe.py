@@ -19,6 +19,7 @@ from ridgeline.engine_pool import (
 )
 from ridgeline.engines import EngineProfile
 from ridgeline.explain import Step, q, step
+from ridgeline.memory import EngineSettings
 from ridgeline.observation import Observation, stats
 from ridgeline.render import table
 from ridgeline.reports.observe_latency import RATES_APART
@@ -299,19 +300,22 @@ FILL_OVER_MEAN = 2.0
 
 
 def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
-                   context: int | None) -> ObserveReport:
+                   context: int | None, settings: EngineSettings | None = None) -> ObserveReport:
+    """The report on ``obs`` for ``dep`` as described, its pool modelled under the server's
+    ``settings`` (its drafter, from observe's flags: fit's and simulate's seats)."""
+    settings = settings or EngineSettings()
     if obs.kind == "log" and obs.pool_tokens is not None and reported_pool(obs, dep) is None \
             and LOG_POOL_UNREAD not in obs.notes:
         obs.notes.append(LOG_POOL_UNREAD)
     unheld: tuple[int, int] | None = None
     read = "given"  # where the context comes from: given, counters, fill or assumed
     if context is None:
-        held = context_from_kv_usage(obs, dep)
+        held = context_from_kv_usage(obs, dep, settings)
         if obs.mean_prompt_tokens is not None and obs.mean_output_tokens is not None:
             context, read = mean_decode_context(obs.mean_prompt_tokens,
                                                 obs.mean_output_tokens), "counters"
             source = "mean prompt + half the mean output, from the source"
-            counted = ObserveReport(obs, dep, profile, context, source)
+            counted = ObserveReport(obs, dep, profile, context, source, settings)
             if held is not None and not counted.weights_overflow:
                 # the live fill of the pool says what each running request holds where the
                 # counters' mean cannot be right: the running batch could not be held at it
@@ -338,7 +342,15 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
             context, source, read = 2000, "assumed: pass --context", "assumed"
     else:
         source = "given"
-    report = ObserveReport(obs, dep, profile, context, source)
+    report = ObserveReport(obs, dep, profile, context, source, settings)
+    if report.drafting_by_metrics:
+        note = (f"sglang:spec_accept_length reads up to {obs.spec_accept_length:,.2f} tokens: "
+                "a drafter serves, so the seats are max_running_requests "
+                f"{report.modelled_settings.max_num_seqs}, SGLang's default with a drafter "
+                "(unless the server was given --max-running-requests); its memory is not "
+                "modelled without the drafter's flags (--speculative-algorithm …)")
+        if note not in obs.notes:
+            obs.notes.append(note)
     reported = report.engine_pool
     b = report.batch
     steps: tuple[Step, ...] = ()
@@ -356,7 +368,7 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
                         "the weights every token reads" + (" (all but the routed experts)"
                                                            if dep.model.moe else "")),
                       q("ridge", report.ridge, "FLOP/byte")),
-                 _context_step(obs, dep, context, source, read),
+                 _context_step(obs, dep, context, source, read, settings),
                  step("sequences the pool holds", "the pool's tokens ÷ the context (vLLM: "
                       "whole blocks a sequence in each KV-cache group; at most its seats)",
                       q("pool batch", report.pool_batch),
@@ -382,7 +394,7 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
                              + " × batch, less prefix-cache hits, within the step budget"
                              + (f"; each chunk after {report.chunk_context:,} tokens of its "
                                 "prompt" if report.prompt_tokens_per_step else ""))),)
-    return ObserveReport(obs, dep, profile, context, source, steps, unheld)
+    return ObserveReport(obs, dep, profile, context, source, settings, steps, unheld)
 
 
 SHOWN_CHUNKS = 3  # a prompt's steps --explain lists one by one; past it, their sum
@@ -423,7 +435,7 @@ def _prompt_steps_step(report: ObserveReport, predicted: float) -> Step:
 
 
 def _context_step(obs: Observation, dep: Deployment, context: int, source: str,
-                  read: str) -> Step:
+                  read: str, settings: EngineSettings) -> Step:
     """The tokens each running request holds, with the inputs it was read from: the counters'
     mean prompt and output (each a total over the finished requests), the KV fill (usage ×
     the pool ÷ running), or --context."""
@@ -446,7 +458,7 @@ def _context_step(obs: Observation, dep: Deployment, context: int, source: str,
                                                   of(prompt, "prompt")),
                     q("mean output", output, "tokens", of(output, "output")))
     if read == "fill" and obs.kv_usage and obs.running and not obs.kv_tokens:
-        filled = fill_pool(obs, dep)
+        filled = fill_pool(obs, dep, settings)
         if filled is not None:
             pool, whose = filled
             groups = pool.groups is not None

@@ -4,16 +4,18 @@ deployment described fits at all."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from ridgeline.capacity import max_batch
+from ridgeline.data_parallel import rank_settings
 from ridgeline.deployment import Deployment
 from ridgeline.engine_pool import EnginePool, reported_pool
 from ridgeline.engines import EngineProfile
 from ridgeline.memory import EngineSettings, KVPool, kv_pool
 from ridgeline.observation import Observation
-from ridgeline.sglang_memory import sglang_max_running_requests
+from ridgeline.sglang_memory import sglang_max_running_requests, sglang_speculative_requests
+from ridgeline.sglang_pool import sglang_settings
 
 
 @dataclass(frozen=True)
@@ -26,16 +28,49 @@ class ObservedPool:
     profile: EngineProfile
     context: int
     context_source: str
+    # the server's settings as its launch flags give them: its drafter (observe's
+    # --speculative-algorithm …, --spec-tokens), or none
+    engine_settings: EngineSettings = field(default_factory=EngineSettings)
 
     @property
     def batch(self) -> float | None:
         return self.obs.batch
 
+    @property
+    def drafting_by_metrics(self) -> bool:
+        """SGLang's metrics show a drafter serving (sglang:spec_accept_length above 0) that no
+        flag describes: its seats are SGLang's default with a drafter, its memory unknown."""
+        return self.deployment.engine == "sglang" and self.engine_settings.drafter is None \
+            and bool(self.obs.spec_accept_length)
+
+    @cached_property
+    def modelled_settings(self) -> EngineSettings:
+        """The settings the modelled pool is sized under: the engine's serving defaults at the
+        context, with the drafter its flags give; where only SGLang's metrics show one,
+        max_running_requests its default with a drafter (48 for every algorithm from
+        0.5.3), as SGLang sets it before anything reads it, and no drafter memory."""
+        s = replace(self.engine_settings, max_model_len=self.context)
+        if self.drafting_by_metrics and s.max_num_seqs is None:
+            s = replace(s, max_num_seqs=sglang_speculative_requests("eagle", s.engine_version))
+        return s
+
     @cached_property  # read by the fit, the seats, the step budget and the text: sized once
     def modelled_pool(self) -> KVPool:
         """The pool the engine's defaults leave on the deployment as described (a live engine
-        is a server: vllm serve's defaults, not offline's)."""
-        return kv_pool(self.deployment, EngineSettings(max_model_len=self.context))
+        is a server: vllm serve's defaults, not offline's), its drafter's where one serves."""
+        return kv_pool(self.deployment, self.modelled_settings)
+
+    @property
+    def set_seats(self) -> int | None:
+        """SGLang's max_running_requests per data-parallel rank where it is set rather than
+        derived from the pool's tokens (its default with a drafter: 48 // --dp-size); None
+        elsewhere."""
+        if self.deployment.engine != "sglang":
+            return None
+        s = sglang_settings(self.modelled_settings)
+        if s.max_num_seqs is None:
+            return None
+        return rank_settings(self.deployment, s, drafted=True).max_num_seqs
 
     @cached_property
     def engine_pool(self) -> EnginePool | None:
@@ -60,10 +95,11 @@ class ObservedPool:
     def seats(self) -> int:
         """The sequences the engine runs at once at most: vLLM's max_num_seqs; SGLang's
         max_running_requests, from the pool it reports where it does (512 per context of
-        its tokens, 2,048 to 4,096, at most half of them)."""
+        its tokens, 2,048 to 4,096, at most half of them), or as a drafter sets it (48), as
+        fit and simulate seat it."""
         reported = self.engine_pool
         if reported is not None and self.deployment.engine == "sglang":
-            return sglang_max_running_requests(reported.tokens, self.context)
+            return sglang_max_running_requests(reported.tokens, self.context, self.set_seats)
         return self.modelled_pool.max_num_seqs
 
     @property
@@ -75,8 +111,7 @@ class ObservedPool:
         100 tokens; vllm serve seats 1,024."""
         reported = self.engine_pool
         if reported is None:
-            return max_batch(self.deployment, self.context,
-                             EngineSettings(max_model_len=self.context))
+            return max_batch(self.deployment, self.context, self.modelled_settings)
         if self.weights_overflow:
             return 0
         return min(self.seats, reported.sequences(self.context))

@@ -206,7 +206,9 @@ class ObservedWall(ObservedFloor):
         engine = self.deployment.engine
         if engine.startswith("llama.cpp"):
             return "llama-server's slots (-np)"
-        return ENGINE_KNOB_NAMES.get(engine, ENGINE_KNOB_NAMES["vllm"])[0]
+        name = ENGINE_KNOB_NAMES.get(engine, ENGINE_KNOB_NAMES["vllm"])[0]
+        return f"{name}, SGLang's default with a drafter" if self.set_seats is not None \
+            else name
 
     @property
     def lever(self) -> str:
