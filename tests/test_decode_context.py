@@ -146,3 +146,21 @@ def test_gqa_dcp_deals_only_the_copies_tp_made() -> None:
     settings = EngineSettings(max_model_len=40960)
     assert kv_pool(dealt, settings).tokens == pytest.approx(
         2 * kv_pool(plain, settings).tokens, abs=kv_pool(dealt, settings).block_size)
+
+
+def test_dcp_on_an_mi250x_counts_vllms_ranks_its_dies() -> None:
+    """4 x MI250X run at vLLM's --tensor-parallel-size 8: -dcp 8 divides it and is taken, and
+    its exchange gathers every head, as 8 H200s' -dcp 8 does; -dcp 16 is refused."""
+    from ridgeline.decode_context import dcp_exchange_bytes
+    from ridgeline.errors import InputError
+
+    model, mi250x = resolve_model("deepseek-v3"), resolve_accelerator("mi250x")
+    dies = Deployment.build(model, mi250x, "awq-int4", num_gpus=4, engine="vllm",
+                            decode_context_parallel_size=8)
+    assert dies.engine_tensor_parallel_size == 8 == 4 * mi250x.runtime_devices
+    h200 = Deployment.build(model, resolve_accelerator("h200"), "awq-int4", num_gpus=8,
+                            engine="vllm", decode_context_parallel_size=8)
+    assert dcp_exchange_bytes(dies, 64) == dcp_exchange_bytes(h200, 64)
+    with pytest.raises(InputError, match="does not divide --tensor-parallel-size 8"):
+        Deployment.build(model, mi250x, "awq-int4", num_gpus=4, engine="vllm",
+                         decode_context_parallel_size=16)

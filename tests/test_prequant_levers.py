@@ -98,3 +98,22 @@ def test_a_16_bit_checkpoint_served_as_fp8_needs_another_checkpoint_for_int4(
     what_if = answer(capsys, "fit", *args, "--weights", smaller)
     assert (lever["conversations"], lever["batch"]) == (what_if["conversations"],
                                                         what_if["batch"])
+
+
+@pytest.mark.parametrize("served", ["bf16", "q8_0"])
+def test_llamacpps_smaller_weights_are_always_a_different_gguf_file(
+        capsys: pytest.CaptureFixture[str], served: str) -> None:
+    """llama-server runs the tensor types its GGUF file holds, quantizing nothing on load:
+    even a 16-bit checkpoint's next format is another file, priced as --weights names it."""
+    from ridgeline.reports.fit_levers import SMALLER_GGUF
+
+    args = ("fit", "llama-3.1-8b", "--engine", "llama.cpp", "--gpu", "rtx-4090", "-ngl",
+            "all", "--max-model-len", "32768", "--target-concurrency", "16", "--weights",
+            served, "--json")
+    smaller = SMALLER_GGUF[served]
+    (lever,) = [lv for lv in weight_levers(answer(capsys, *args))
+                if lv["name"].startswith(f"{smaller} ")]  # not -ngl's weights on the host
+    assert lever["name"] == f"{smaller} weights (a different GGUF file; this one is {served})"
+    what_if = answer(capsys, *args[:-2], smaller, "--json")
+    assert (lever["conversations"], lever["batch"]) == (what_if["conversations"],
+                                                        what_if["batch"])

@@ -392,3 +392,57 @@ def test_fits_gpu_levers_on_an_mi250_name_the_ranks_vllm_launches_over_its_dies(
     assert f"over {cards * dies} dies)" in needed
     h100 = json.loads(run_cli(capsys, *args, "--gpu", "h100", "--num-gpus", "2")[1])
     assert "4 GPUs (tensor parallel)" in [lever["name"] for lever in h100["levers"]]
+
+
+def test_fits_dcp_and_dp_levers_on_an_mi250x_give_vllms_ranks_over_its_dies(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """vLLM runs 4 x MI250X at --tensor-parallel-size 8, a rank a die: -dcp deals the cache
+    over all 8 (the lever is fit re-run with that -dcp), and data-parallel attention's rank is
+    a card, two dies at -tp 2; each lever holds what fit gives for its layout."""
+    import json
+
+    from tests.conftest import run_cli
+
+    dies = resolve_accelerator("mi250x").runtime_devices
+    args = ("fit", "deepseek-v3", "--gpu", "mi250x", "--num-gpus", "4", "--weights",
+            "awq-int4", "--max-model-len", "131072", "--target-concurrency", "64", "--json")
+    levers = {lv["name"].split(" (")[0]: lv for lv in json.loads(run_cli(capsys, *args)[1])
+              ["levers"]}
+    (dcp,) = [name for name in levers if name.startswith("-dcp ")]
+    ranks = int(dcp.split()[1])
+    assert ranks == 4 * dies and f"over {ranks} dies" in levers[dcp]["name"]
+    dealt = json.loads(run_cli(capsys, *args, "-dcp", str(ranks))[1])
+    assert dealt["decode_context_parallel_size"] == ranks
+    assert levers[dcp]["conversations"] == dealt["conversations"]
+    half = json.loads(run_cli(capsys, *args, "-dcp", str(ranks // dies))[1])
+    assert dealt["conversations"] > half["conversations"]  # the dies' half of the ranks
+    dp = levers["DP attention"]
+    assert f"-tp {dies} -dp 4 --enable-expert-parallel, over {4 * dies} dies" in dp["name"]
+    ranked = json.loads(run_cli(capsys, *args[:5], "1", *args[6:], "-dp", "4",
+                                "--enable-expert-parallel")[1])
+    assert dp["conversations"] == ranked["conversations"]
+    # under data-parallel attention, the rank levers count each rank's dies too
+    names = [lv["name"] for lv in ranked["levers"]]
+    assert f"8 GPUs (attention DP8 × TP{dies} over {8 * dies} dies)" in names
+
+
+def test_plans_rows_each_say_their_cards_devices_as_fit_does(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """plan's top level maps the searched cards run as several devices by name; each row,
+    one card, carries the int fit's report does."""
+    import json
+
+    from tests.conftest import run_cli
+
+    data = json.loads(run_cli(capsys, "plan", "llama-3.1-8b", "--rate", "1", "--input-len",
+                              "1000", "--output-len", "100", "--slo-ttft-ms", "2000",
+                              "--slo-tpot-ms", "100", "--gpus", "mi250x,h100", "--price",
+                              "mi250x=2", "--price", "h100=3", "--json")[1])
+    rows = [row for row in (data["winner"], *data["runners_up"]) if row]
+    assert len({row["accelerator"] for row in rows}) == 2  # both cards' rows
+    for row in rows:
+        assert row["runtime_devices_per_gpu"] == data["runtime_devices_per_gpu"].get(
+            row["accelerator"], 1)
+        fit = json.loads(run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", row["accelerator"],
+                                 "--json")[1])
+        assert row["runtime_devices_per_gpu"] == fit["runtime_devices_per_gpu"]

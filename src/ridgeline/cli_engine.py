@@ -144,7 +144,8 @@ def decode_context_flag(g: Any) -> None:
                    dest="decode_context_parallel_size", type=_how_many("DCP size"),
                    help="vLLM v0.10.2+ (-dcp): deal each sequence's KV cache over N of the "
                    "--tensor-parallel-size ranks, token by token, so the copies TP keeps "
-                   "(MLA's latent on every rank) hold N times the tokens; N divides TP")
+                   "(MLA's latent on every rank) hold N times the tokens; N divides vLLM's "
+                   "--tensor-parallel-size, whose ranks are an MI250's dies (2 a card)")
 
 
 def engine_version_flag(g: Any, rules: str, v0: bool = False) -> None:

@@ -175,13 +175,16 @@ def rank_settings(dep: Deployment, settings: EngineSettings,
     return replace(settings, max_num_seqs=seats // n)
 
 
-def layout_label(dep: Deployment) -> str:
-    """'attention DP8 × TP1, experts EP8' for a MoE; 'DP4 × TP2' for a dense model."""
-    dp, tp = dep.data_parallel_size, dep.tensor_parallel_size
+def layout_label(dep: Deployment, devices: int = 1) -> str:
+    """'attention DP8 × TP1, experts EP8' for a MoE; 'DP4 × TP2' for a dense model. With
+    ``devices`` a card (vLLM on an MI250: 2), in the ranks the engine launches over the dies:
+    4 x MI250 at DP4 'attention DP4 × TP2 over 8 dies, experts EP8'."""
+    dp, tp = dep.data_parallel_size, dep.tensor_parallel_size * devices
+    dies = f" over {dep.num_gpus * devices} dies" if devices > 1 else ""
     if dep.model.moe is None:
-        return f"DP{dp} × TP{tp}"
-    return (f"attention DP{dp} × TP{tp}, experts "
-            f"{'EP' if dep.expert_parallel else 'TP'}{dep.expert_ranks}")
+        return f"DP{dp} × TP{tp}{dies}"
+    return (f"attention DP{dp} × TP{tp}{dies}, experts "
+            f"{'EP' if dep.expert_parallel else 'TP'}{dep.expert_ranks * devices}")
 
 
 def table_copies_bytes(dep: Deployment) -> float:

@@ -139,11 +139,12 @@ def dcp_exchange_bytes(dep: Deployment, tokens: int) -> float:
     the N ranks' heads gathered (MLA's absorbed query, kv_lora_rank + rope dims a head;
     GQA's head_dim), the same size of partial outputs reduce-scattered back; the LSEs are
     one number a head. DeepSeek-V3 at TP8 DCP8, 64 decodes: 64 × 128 heads × 576 × 2 B ≈
-    9.4 MB, priced as one all-reduce of it (parallel.exchange_time_s)."""
+    9.4 MB, priced as one all-reduce of it (parallel.exchange_time_s). N counts the engine's
+    ranks (an MI250's dies), so the heads are a rank's of its --tensor-parallel-size."""
     att = dep.model.attention
     if dep.decode_context_parallel_size == 1 or att is None:
         return 0.0
-    heads = att.num_heads / dep.tensor_parallel_size * dep.decode_context_parallel_size
+    heads = att.num_heads / dep.engine_tensor_parallel_size * dep.decode_context_parallel_size
     width = att.mla.kv_lora_rank + att.mla.qk_rope_head_dim if att.mla else att.head_dim
     return tokens * heads * width * 2  # bf16 activations
 

@@ -198,7 +198,8 @@ class Deployment:
             from ridgeline.decode_context import dcp_layout_problem
 
             problem = dcp_layout_problem(model, engine if named else None,
-                                         dep.tensor_parallel_size, decode_context_parallel_size)
+                                         dep.engine_tensor_parallel_size,
+                                         decode_context_parallel_size)
             if problem:
                 raise InputError(problem)
             dep = replace(dep, decode_context_parallel_size=decode_context_parallel_size)
@@ -237,6 +238,13 @@ class Deployment:
     def num_gpus(self) -> int:
         """Every GPU of the deployment: TP × PP, × the data-parallel ranks."""
         return self.rank_gpus * self.data_parallel_size
+
+    @property
+    def engine_tensor_parallel_size(self) -> int:
+        """The tensor-parallel ranks the engine launches, its --tensor-parallel-size, which
+        vLLM's -dcp divides: TP × the devices it runs each card as (engine_devices), so 4 x
+        MI250 under vLLM run 8; TP on any other card."""
+        return self.tensor_parallel_size * engine_devices(self.engine, self.accelerator)
 
     @property
     def rank_gpus(self) -> int:

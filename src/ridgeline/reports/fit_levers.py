@@ -177,7 +177,7 @@ def levers(r: FitReport) -> list[Lever]:
         options += _offload_lever(r)
     levers = []
     for name, dep, context, settings in options:
-        if dcp_layout_problem(dep.model, dep.engine, dep.tensor_parallel_size,
+        if dcp_layout_problem(dep.model, dep.engine, dep.engine_tensor_parallel_size,
                               dep.decode_context_parallel_size):
             continue  # a lever's new TP that -dcp no longer divides
         try:
@@ -204,7 +204,9 @@ def _smaller_weights_lever(d: Deployment, context: int, s: EngineSettings, gguf:
     GPTQ, fp8, compressed-tensors alike, is served as stored: a smaller format is another
     checkpoint, which the lever says, and none is offered past the smallest (a 4-bit one). A
     16-bit checkpoint served smaller (--weights fp8, quantized on load) says it alike where
-    the next format is none a flag makes on load (ON_LOAD_WEIGHTS: awq-int4)."""
+    the next format is none a flag makes on load (ON_LOAD_WEIGHTS: awq-int4); under llama.cpp
+    every format is the GGUF file's, none made on load, so every such lever says it (q8_0 to
+    q4_k_m: another file)."""
     stored = stored_weight_format(d.model)
     current = stored if d.weights.label == "as stored" else d.weights.label
     fmt = (SMALLER_GGUF if gguf else SMALLER_WEIGHTS).get(current)
@@ -213,13 +215,16 @@ def _smaller_weights_lever(d: Deployment, context: int, s: EngineSettings, gguf:
     plan = weight_plan(d.model, fmt)
     if weights_platform_problem(plan, d.accelerator, d.engine, True):
         return []
-    name = f"{fmt} weights"
-    if stored:  # no flag turns a quantized checkpoint into another format
-        name += f" (a different {'GGUF file' if gguf else 'checkpoint'}; this one is {stored})"
-    elif not gguf and fmt not in ON_LOAD_WEIGHTS:  # a 16-bit checkpoint already quantized on
-        # load (--weights fp8): the next format is no flag either
-        name += (f" (a different checkpoint; this one is {weight_plan(d.model).label}, served "
-                 f"as {current})")
+    name, this = f"{fmt} weights", ""
+    if stored or gguf:  # no flag turns a quantized checkpoint into another format, nor
+        # llama-server a GGUF file's tensor types: any other is another file (llama-quantize
+        # writes one, from a 16-bit GGUF)
+        this = stored or current
+    elif fmt not in ON_LOAD_WEIGHTS:  # a 16-bit checkpoint already quantized on load
+        # (--weights fp8): the next format is no flag either
+        this = f"{weight_plan(d.model).label}, served as {current}"
+    if this:
+        name += f" (a different {'GGUF file' if gguf else 'checkpoint'}; this one is {this})"
     return [(name, replace(d, weights=plan), context, s)]
 
 
@@ -237,10 +242,11 @@ def stored_weight_format(spec: ModelSpec) -> str:
 def _dcp_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSettings]]:
     """vLLM's -dcp N for an MLA model that TP copies onto every rank: N = TP, each sequence's
     latent dealt over all of them, N times the tokens (DeepSeek-V3, Kimi-K2 at TP8: 8×),
-    where the release runs it (decode_context.py)."""
+    where the release runs it (decode_context.py). N counts vLLM's ranks: on 4 x MI250, its
+    --tensor-parallel-size 8 over the dies, -dcp 8."""
     d, s = r.deployment, r.settings
     att = d.model.attention
-    n = d.tensor_parallel_size
+    n = d.engine_tensor_parallel_size
     if d.engine != "vllm" or n == 1 or d.decode_context_parallel_size > 1 or att is None \
             or att.mla is None or dcp_layout_problem(d.model, d.engine, n, n):
         return []
@@ -248,8 +254,9 @@ def _dcp_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSettings]
     acc = vllm_accounting(s.engine_version)
     if dcp_release_problem(dealt, acc.version, acc.engine):
         return []
-    return [(f"-dcp {n} (each sequence's KV dealt over the {n} TP ranks)", dealt, r.context,
-             s)]
+    dies = f", over {n} dies" if n > d.tensor_parallel_size else ""
+    return [(f"-dcp {n} (each sequence's KV dealt over the {n} TP ranks{dies})", dealt,
+             r.context, s)]
 
 
 def _rank_levers(d: Deployment, context: int, s: EngineSettings
@@ -280,9 +287,10 @@ def _dp_attention_lever(d: Deployment, context: int, s: EngineSettings
     """A MoE's tensor-parallel GPUs run as data-parallel attention instead: as many ranks of
     one GPU each, every rank its own requests' cache in a pool of its own and its own copy of
     the attention, the experts spread over all of them (data_parallel.py), in the engine's
-    flags: vLLM --tensor-parallel-size 1 --data-parallel-size N --enable-expert-parallel,
-    SGLang --tp-size N --dp-size N --enable-dp-attention with --ep-size N. Where the engine's
-    version has expert parallelism (expert_parallel_problem); none under pipeline stages."""
+    flags: vLLM --tensor-parallel-size 1 --data-parallel-size N --enable-expert-parallel (on
+    an MI250 a rank is a card's two dies: -tp 2), SGLang --tp-size N --dp-size N
+    --enable-dp-attention with --ep-size N. Where the engine's version has expert parallelism
+    (expert_parallel_problem); none under pipeline stages."""
     from ridgeline.data_parallel import DATA_PARALLEL_ENGINES, data_parallel_problem
     from ridgeline.engine_versions import expert_parallel_problem
 
@@ -294,9 +302,12 @@ def _dp_attention_lever(d: Deployment, context: int, s: EngineSettings
     dp = replace(d, tensor_parallel_size=1, data_parallel_size=ranks, expert_parallel=True)
     if data_parallel_problem(dp, ranks, True):
         return []
+    devices = engine_devices(d.engine, d.accelerator)  # vLLM: a rank is a card's dies
     flags = (f"--dp-size {ranks} --enable-dp-attention" if d.engine == "sglang"  # --tp-size kept
-             else f"--num-gpus 1 -dp {ranks}") + " --enable-expert-parallel"
-    return [(f"DP attention ({flags})", dp, context, s)]
+             else f"--num-gpus 1 -dp {ranks}" if devices == 1
+             else f"-tp {devices} -dp {ranks}") + " --enable-expert-parallel"
+    dies = f", over {ranks * devices} dies" if devices > 1 else ""
+    return [(f"DP attention ({flags}{dies})", dp, context, s)]
 
 
 def _split_words(d: Deployment, layout: str = "") -> str:
@@ -312,8 +323,15 @@ def _split_words(d: Deployment, layout: str = "") -> str:
 
 
 def _ranks_label(d: Deployment) -> str:
-    """'attention DP16 × TP1' (a dense model's 'DP4 × TP2'): the ranks and each one's GPUs."""
-    return layout_label(d).split(",")[0]
+    """'attention DP16 × TP1' (a dense model's 'DP4 × TP2'): the ranks and each one's GPUs,
+    in the ranks the engine launches (vLLM on 8 x MI250: 'attention DP8 × TP2 over 16
+    dies')."""
+    return _dies_layout(d).split(",")[0]
+
+
+def _dies_layout(d: Deployment) -> str:
+    """data_parallel.layout_label in the engine's ranks, each card's devices counted."""
+    return layout_label(d, engine_devices(d.engine, d.accelerator))
 
 
 def _llamacpp_build(s: EngineSettings) -> int | None:
@@ -372,7 +390,7 @@ def _ranks_needed(r: FitReport) -> str:
         except InputError as exc:  # a server-wide count too few for this many ranks
             return f"not {more.num_gpus} GPUs of {d.accelerator.id} as {ranks} ranks: {exc}"
         if held >= target:
-            return (f"{more.num_gpus} GPUs of {d.accelerator.id} ({layout_label(more)}) hold "
+            return (f"{more.num_gpus} GPUs of {d.accelerator.id} ({_dies_layout(more)}) hold "
                     f"{held:,} at this context and weight format")
     return _none_hold(d, target)
 

@@ -196,6 +196,8 @@ class PlanReport:
         return c.label_for(self.result.engine, weights_name(self.model, c.weights))
 
     def _row(self, c: Candidate) -> dict[str, Any]:
+        from ridgeline.hardware import engine_devices, resolve_accelerator
+
         data = asdict(c)
         limits = dict(zip(RATE_LIMIT_KEYS, (x if math.isfinite(x) else None
                                             for x in c.rate_limits)))
@@ -208,7 +210,10 @@ class PlanReport:
                     unverified=bool(self.result.unverified_by(c)),
                     slowed_tpot_floor_s=slowed_tpot_floor_s(c)
                     if self.result.unverified_by(c) else None,
-                    replica_nodes=c.replica_nodes, cautions=list(self.result.cautions_for(c)))
+                    replica_nodes=c.replica_nodes, cautions=list(self.result.cautions_for(c)),
+                    # one card a row, as fit's report has: the devices the engine runs it as
+                    runtime_devices_per_gpu=engine_devices(
+                        self.result.engine, resolve_accelerator(c.accelerator)))
         if self.result.mean_output_tokens < 2:  # one output token: no TPOT to state
             data["tpot_s"] = data["slowed_tpot_floor_s"] = None
         return data
@@ -245,7 +250,8 @@ class PlanReport:
             "pareto": [{"tok_s_per_gpu": a, "tok_s_per_user": b, "point": p}
                        for a, b, p in r.pareto],
             # a GPU is a card in every count and per-GPU figure, as --num-gpus counts it;
-            # the cards the engine runs as several devices (vLLM: an MI250's 2 dies)
+            # the cards the engine runs as several devices (vLLM: an MI250's 2 dies), by name,
+            # as the search spans cards; each row's own count is its runtime_devices_per_gpu
             "runtime_devices_per_gpu": self.dies_per_card(),
             "pareto_context_tokens": mean_decode_context(*r.load.means()),
             "closest_miss": r.closest_miss or None,
