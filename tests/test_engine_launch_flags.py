@@ -199,10 +199,12 @@ def test_sglangs_expert_parallelism_is_its_switch_before_0_5() -> None:
         assert new[new.index("--ep-size") + 1] == "4" and switch["flag"] not in new
 
 
-def test_tensorrt_llm_has_flags_but_no_launch_command_in_plan() -> None:
+def test_tensorrt_llms_launch_over_two_nodes_is_one_command_in_one_mpi_world() -> None:
     cli = engine_defaults("trtllm")["cli"]
-    assert "launch" not in cli and cli["memory"] == "--kv_cache_free_gpu_memory_fraction"
+    line = command_line("trtllm", "meta-llama/Llama-3.1-405B", _replica(8, 2), 131072).split()
+    assert line[0] == cli["launch"] and line[line.index(cli["pp"]) + 1] == "2"
     assert node_commands("trtllm", "meta-llama/Llama-3.1-405B", _replica(8, 2), 131072) == []
+    assert cli["mpi_launch"] in multi_node_note("trtllm", _replica(8, 2))
 
 
 @pytest.mark.parametrize("flag", ["--kv-cache-free-gpu-mem-fraction",

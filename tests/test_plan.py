@@ -120,7 +120,8 @@ def test_plan_sizes_pools_as_the_named_engine_does(capsys: pytest.CaptureFixture
         assert data["winner"] is not None
         commands[engine] = data["commands"]
     assert list(commands["sglang"]) == ["sglang"] and "--tp-size" in commands["sglang"]["sglang"]
-    assert commands["trtllm"] == {}  # no launch flags modelled: none printed
+    assert list(commands["trtllm"]) == ["trtllm"]  # trtllm-serve's line, its PyTorch backend
+    assert commands["trtllm"]["trtllm"].startswith("trtllm-serve ")
     # SGLang's static fraction leaves a smaller pool than vLLM's 0.9 on the same card
     acc = resolve_accelerator("h100")
     seats = {e: max_batch(replica_deployment(MODEL, acc, 1, 1, "bf16", "bf16", engine=e), 4096,

@@ -1,7 +1,7 @@
 """Each engine's launch command for a planned replica, in its own flags (engines.json cli):
 the memory share the plan sized its pool at, data-parallel attention and expert parallelism,
 and for a replica over several nodes one command a node, or the Ray launch a release before
-it needs.
+it needs. TensorRT-LLM's trtllm-serve command, and the YAML beside it, are trtllm_command's.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from ridgeline.datafiles import engine_defaults
 from ridgeline.hardware import device_memory_bytes, resolve_accelerator
 from ridgeline.model import ModelSpec
 from ridgeline.parallel import node_size
+from ridgeline.reports.trtllm_command import mpi_launch_note, trtllm_launch
 from ridgeline.sglang_memory import (
     SGLangVisionCut,
     sglang_flag_fraction,
@@ -29,6 +30,8 @@ def command_line(engine: str, model_id: str, c: Candidate, max_len: int,
     """The launch command for a candidate, in the engine's own flags (engines.json), with the
     memory share ``version`` (default: the newest modelled) sized it at; for a replica over
     several nodes, the one ``node`` (0, the head, serving; 1, …) runs (``node_commands``)."""
+    if engine == "trtllm":  # its PyTorch backend's command; its YAML: trtllm_launch
+        return trtllm_launch(model_id, c, max_len, model).command
     f = engine_defaults(engine)["cli"]
     # vLLM makes each device the runtime lists a rank: an MI250's two GCDs, TP2 a board
     # (SGLang's --tp-size is every GPU of a data-parallel replica: engine_tp)
@@ -115,8 +118,8 @@ def multi_node_note(engine: str, c: Candidate, version: str | None = None) -> st
     node = node_size(resolve_accelerator(c.accelerator))
     many = engine_defaults(engine).get("cli", {}).get("multi_node")
     text = (f"each replica spans {nodes} nodes of {node} {c.accelerator}, a multi-node launch")
-    if many is None:
-        return text
+    if many is None:  # trtllm-serve: one MPI world over the nodes
+        return text + (f": {mpi_launch_note()}" if engine == "trtllm" else "")
     if not launches_per_node(engine, version):
         return (text + f": vLLM {version} predates its launch of one command a node "
                 f"({many['nnodes']}, {many['node_rank']}: v{many['since']}, PR #23691), so "

@@ -19,6 +19,7 @@ from ridgeline.plan import PlanResult
 from ridgeline.render import table
 from ridgeline.replica_sizing import DEFAULT_CONTEXT
 from ridgeline.reports.launch_commands import command_line, multi_node_note, node_commands
+from ridgeline.reports.trtllm_command import TrtllmLaunch, trtllm_launch
 from ridgeline.serving_load import Load, Slo
 from ridgeline.units import ordinal, plural
 
@@ -242,6 +243,7 @@ class PlanReport:
             "commands": self.commands() if win else None,
             "node_commands": self.node_commands() or None if win else None,
             "check_command": (self.check_command(win) or None) if win else None,
+            **self._trtllm_dict(),
             "cheaper_unverified": [self._row(c) for c in self.cheaper_unverified()],
             "runners_up": [self._row(c) for c in self.runners_up()],
             "unpriced": [self._row(c) for c in r.unpriced],
@@ -258,6 +260,15 @@ class PlanReport:
             "max_model_len": self.max_len, "refused_share": self.refused_share,
             "cautions": [*r.cautions, *([NOT_SIMULATED] if win and not win.verified else [])],
         }
+
+    def _trtllm_dict(self) -> dict[str, Any]:
+        """TensorRT-LLM's command's YAML ({name: text}) and why there is no command, where
+        the winner runs on it; nothing for another engine."""
+        if self.result.engine != "trtllm" or self.result.winner is None:
+            return {}
+        launch = self.trtllm_launch()
+        return {"config_files": {launch.config_name: launch.config_text}
+                if launch.config else None, "command_note": launch.note or None}
 
     @property
     def verdict(self) -> str:
@@ -320,16 +331,23 @@ class PlanReport:
 
     def commands(self) -> dict[str, str]:
         """The winner's launch command by engine (over several nodes, the head's: node 0's
-        of ``node_commands``)."""
+        of ``node_commands``); {} where none reproduces it (``trtllm_launch``)."""
         win = self.result.winner
         assert win is not None
         engine = self.result.engine
-        if "launch" not in engine_defaults(engine).get("cli", {}):  # TensorRT-LLM's: no
-            return {}  # launch command modelled, only its flags
+        if engine == "trtllm":
+            command = self.trtllm_launch().command
+            return {engine: command} if command else {}
         nodes = self.node_commands()
         return {engine: nodes[engine][0] if nodes else command_line(
             engine, self.model_id, win, win.max_model_len or self.max_len,
             self.result.engine_version, model=self.model)}
+
+    def trtllm_launch(self) -> TrtllmLaunch:
+        """The winner's trtllm-serve command and its YAML, or why there is none."""
+        win = self.result.winner
+        assert win is not None
+        return trtllm_launch(self.model_id, win, win.max_model_len or self.max_len, self.model)
 
     def node_commands(self) -> dict[str, list[str]]:
         """For a winner whose replica spans several nodes, its launch command on each node by
@@ -341,15 +359,38 @@ class PlanReport:
                               self.result.engine_version, self.model)
         return {engine: nodes} if nodes else {}
 
+    def _config_lines(self) -> list[str]:
+        """The YAML the winner's trtllm-serve command names, to write beside it."""
+        if self.result.engine != "trtllm":
+            return []
+        launch = self.trtllm_launch()
+        return [f"  in {launch.config_name}:", *(f"    {line}" for line in
+                                                  launch.config_text.splitlines())] \
+            if launch.config else []
+
+    def _no_command(self) -> str:
+        """Why the winner gets no launch command: "no trtllm-serve command: ..."."""
+        launch = engine_defaults(self.result.engine).get("cli", {}).get("launch", "launch")
+        return f"no {launch} command: {self.trtllm_launch().note}"
+
+    def _command_note(self) -> str:
+        """What the winner's command needs beside it (trtllm-serve's FP8 checkpoint), or ""."""
+        if self.result.engine != "trtllm":
+            return ""
+        launch = self.trtllm_launch()
+        return launch.note if launch.command else ""
+
     def shrunk_note(self, c: Candidate) -> str:
         """Where ``c``'s pool cannot start at the model's context, what its shorter
-        --max-model-len costs: the share of the load's requests it refuses, or ""."""
+        --max-model-len (the engine's flag for it: trtllm-serve's --max_seq_len) costs: the
+        share of the load's requests it refuses, or ""."""
         context = served_positions(self.model, self.result.engine) or DEFAULT_CONTEXT
         if not c.max_model_len or c.max_model_len >= context:
             return ""
         share = "none" if not c.refused_share else f"{c.refused_share:.2%}" \
             if c.refused_share >= 1e-4 else f"{c.refused_share:.1e}"
-        return (f"--max-model-len {c.max_model_len:,}: the longest its KV pool starts with, "
+        flag = engine_defaults(self.result.engine).get("cli", {}).get("max_len", "--max-model-len")
+        return (f"{flag} {c.max_model_len:,}: the longest its KV pool starts with, "
                 f"under {self.model.name}'s {context:,}-token context; it refuses {share} of "
                 "this load's requests (those longer), each a miss")
 
@@ -481,14 +522,15 @@ class PlanReport:
         commands = self.commands()
         nodes = self.node_commands().get(r.engine, [])
         shrunk = self.shrunk_note(win)
-        spans = multi_node_note(r.engine, win, r.engine_version)
+        spans = "; ".join(filter(None, [multi_node_note(r.engine, win, r.engine_version),
+                                        self._command_note()]))
         launch = [f"  node {i}: {c}" for i, c in enumerate(nodes)] if nodes \
             else [f"  {c}" for c in commands.values()]
         lines += ["", "run it with" + (f" ({spans})" if spans else "") + ":", *launch,
-                  *([f"  ({shrunk})"] if shrunk else []), ""] if commands \
-            else ["", f"({r.engine}'s launch flags are not modelled: size its engine with the "
-                  "batch above" + (f"; {spans}" if spans else "")
-                  + (f"; {shrunk}" if shrunk else "") + ")", ""]
+                  *self._config_lines(), *([f"  ({shrunk})"] if shrunk else []), ""] \
+            if commands else ["", f"({self._no_command()}: size its "
+                              "engine with the batch above" + (f"; {spans}" if spans else "")
+                              + (f"; {shrunk}" if shrunk else "") + ")", ""]
         check = self.check_command(win)
         if check:
             lines[-1:-1] = ["check it with (one replica's share of the load):", f"  {check}"]
