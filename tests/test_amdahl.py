@@ -221,6 +221,30 @@ def test_explain_shows_the_share_as_a_division_of_step_cost_times(
     assert any(shown in line for line in data["explain"])
 
 
+def test_the_weights_share_names_only_the_operators_the_model_has(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A dense model's weights share adds up its projections, MLP and lm_head: --explain named
+    experts, mamba and linear attention too, parts llama-3.1-8b does not have."""
+    from ridgeline import Deployment, resolve_accelerator, resolve_model
+    from ridgeline.cost import decode_batch, step_cost
+    from ridgeline.engines import profile_for
+    from ridgeline.step_share import OP_GROUPS, decode_share
+
+    dep = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"), "bf16",
+                           None, 1)
+    source = decode_share(dep, "weights", 1, 2000, profile_for("vllm"))
+    present = {op.name for op in step_cost(dep, decode_batch(1, 2000), profile_for("vllm")).ops}
+    assert source.ops and set(source.ops) <= present & set(OP_GROUPS["weights"])
+    assert "experts" not in source.ops and "mamba" not in source.ops
+    _, out, _ = _cli(capsys, "--model", "llama-3.1-8b", "--gpu", "h100", "--op", "weights",
+                     "--json", "--explain")
+    data = json.loads(out)
+    assert data["source"]["ops"] == list(source.ops)
+    line = next(x.strip() for x in data["explain"] if x.strip().startswith("P = time in"))
+    assert line.startswith(f"P = time in ({' + '.join(source.ops)}) / ")
+
+
 def _within_its_last_digit(value: float, shown: float) -> bool:
     """``value`` is ``shown`` (printed to 4 significant digits) to within one unit of its
     last digit: what a reader's division of printed inputs can promise."""

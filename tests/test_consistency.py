@@ -293,6 +293,28 @@ def test_decode_explain_repeats_from_its_printed_inputs(
 
 
 @pytest.mark.parametrize("argv", [
+    ["deepseek-v3", "--gpu", "h200", "--num-gpus", "8", "--batch", "64"],
+    ["qwen3-30b-a3b", "--gpu", "h100", "--num-gpus", "2", "--batch", "1"]])
+def test_an_expert_parallel_share_touched_repeats_from_the_busiest_rank_it_names(
+        capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    """Under expert parallelism the step waits on the busiest rank, so the share of the routed
+    experts read is not the experts touched ÷ E the source named (DeepSeek-V3 at batch 64 on
+    8 ranks: 0.9467 beside '222.4 of 256'); the source now names the busiest rank's read."""
+    import re
+
+    steps = {s["label"]: s for s in run_json(capsys, "decode", *argv, "--context", "4000",
+                                             "--enable-expert-parallel", "--explain")["explain"]}
+    share = next(i for i in steps["weight bytes read"]["inputs"] if i["name"] == "share touched")
+    touched, experts = (float(x) for x in re.match(r"([\d.]+) of (\d+) experts",
+                                                   share["source"]).groups())
+    assert share["value"] > touched / experts * 1.01  # the busiest rank reads more than that
+    most, ranks, e = (float(x) for x in re.search(
+        r"experts read: ([\d.]+) × (\d+) ÷ (\d+)", share["source"]).groups())
+    assert e == experts
+    assert share["value"] == pytest.approx(most * ranks / e, abs=0.01 * ranks / e)
+
+
+@pytest.mark.parametrize("argv", [
     ["deepseek-v3", "--context", "2000", "--gpu", "a100", "--weights", "awq-int4",
      "--num-gpus", "8"],
     ["gemma-3-27b", "--context", "32000"], ["gemma-3-27b", "--context", "500"],

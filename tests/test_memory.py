@@ -396,6 +396,26 @@ def test_the_explained_pool_is_its_formula_over_its_inputs(
     assert ("free fraction of the rest" in v) == (engine == "trtllm")
 
 
+@pytest.mark.parametrize("gpu", ["h100", "l40s"])
+def test_the_explained_ridge_batch_is_the_whole_batch_the_verdict_names(
+        capsys: pytest.CaptureFixture[str], gpu: str) -> None:
+    """The verdict names the first whole batch past the ridge (420 on an L40S, whose ridge
+    batch is 419.04); --explain's ridge batch printed 419, the fraction rounded the other way."""
+    import math
+
+    from tests.conftest import run_cli
+
+    argv = ("fit", "llama-3.1-8b", "--gpu", gpu, "--max-model-len", "8k")
+    _code, out, _ = run_cli(capsys, *argv, "--explain", "--json")
+    data = json.loads(out)
+    step = next(s for s in data["explain"] if s["label"] == "ridge batch")
+    v = {i["name"]: i["value"] for i in step["inputs"]}
+    assert step["result"]["value"] == math.ceil(v["ridge"] * v["bytes per weight"] / 2)
+    assert step["result"]["value"] == math.ceil(data["ridge_batch"])
+    _code, text, _ = run_cli(capsys, *argv)
+    assert f"under the ridge ({int(step['result']['value']):,})" in text.splitlines()[0]
+
+
 def test_fit_explains_a_refused_length_and_has_no_shortfall_for_it(
         capsys: pytest.CaptureFixture[str]) -> None:
     from tests.conftest import run_cli

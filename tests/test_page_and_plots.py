@@ -294,6 +294,24 @@ def test_a_llama_cpp_page_offers_llama_cpps_own_formats(tmp_path: Path) -> None:
     assert "q4_k_m" in out.read_text() and "q8_0" in out.read_text()
 
 
+@pytest.mark.parametrize("model", ["llama-3.1-8b", "gpt-oss-20b"])
+def test_a_llama_cpp_page_runs_the_batches_decode_prices(
+        capsys: pytest.CaptureFixture[str], model: str) -> None:
+    """Decode gives llama.cpp a slot per sequence: batch 8 of Llama-3.1-8B at 512 tokens on a
+    4090 runs at 968 tok/s there, and the page drew no speed for it (llama-server's default 4
+    slots); gpt-oss-20b's pool was sized for 4 slots of windows, 764 conversations to 637."""
+    data = page_data([model], ["rtx-4090"], [1], ["q4_k_m"], ["f16"], engine="llama.cpp")
+    combo = data["combos"][f"{model}|rtx-4090|1|q4_k_m|f16"]
+    ci, bi = CONTEXTS.index(512), BATCHES.index(8)
+    assert main(["decode", model, "--gpu", "rtx-4090", "--engine", "llama.cpp", "--weights",
+                 "q4_k_m", "--batch", "8", "--context", "512", "--json"]) == 0
+    decoded = json.loads(capsys.readouterr().out)
+    point = decoded["points"][0]
+    assert combo["fits"][ci][bi] is True
+    assert combo["agg_exp"][ci][bi] == pytest.approx(point["expected"]["aggregate_tok_s"])
+    assert combo["conversations"][ci] == decoded["engine_max_batch"][0]["batch"]
+
+
 def test_validate_plot_with_no_speed_rows_keeps_the_report(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """KV-capacity rows alone: nothing in tok/s to draw. The report prints, and the run ends

@@ -197,6 +197,21 @@ def test_utilization_says_its_pool_starts_at_the_context(
     assert code == 0 and "started at max_model_len 2,048, this context" in out
 
 
+def test_utilization_on_llama_cpp_says_slots_as_decode_does_not_max_model_len(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """llama.cpp has no max_model_len: its pool gives each conversation a slot (-np), and the
+    count is decode's for the same deployment."""
+    deployment = ("--gpu", "rtx-4090", "--engine", "llama.cpp", "--weights", "q4_k_m")
+    code, out, _ = run_cli(capsys, "utilization", "--model", "llama-3.1-8b", *deployment,
+                           "--running", "4", "--context", "8K")
+    assert code == 0 and "max_model_len" not in out
+    assert "one slot (-np) of 8,192 tokens per conversation, this context" in out
+    _, decoded, _ = run_cli(capsys, "decode", "llama-3.1-8b", *deployment, "--context", "8K",
+                            "--json")
+    held = json.loads(decoded)["engine_max_batch"][0]["batch"]
+    assert f"holds {held:,} conversations of 8,192 tokens" in out
+
+
 def test_trtllm_says_it_trims_max_seq_len_to_its_pool(capsys: pytest.CaptureFixture[str]) -> None:
     """TensorRT-LLM starts where its pool holds less than the model's context, reducing
     max_seq_len to what it holds: decode and prefill say so, with the length fit finds

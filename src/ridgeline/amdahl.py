@@ -32,7 +32,7 @@ class FractionSource:
     profile: str | None = None
     op: str | None = None
     op_defaulted: bool = False  # --op not given
-    ops: tuple[str, ...] = ()  # the step_cost operators the op group adds up
+    ops: tuple[str, ...] = ()  # the op group's step_cost operators this step has, added up
     batch: int | None = None
     context: int | None = None
     part_time_s: float | None = None
@@ -60,7 +60,9 @@ class FractionSource:
         pool = [f"batch {self.batch:,} at context {self.context:,} checked against "
                 f"{self.engine}'s KV pool: "
                 + pool_at_context_note(self.engine)] if self.engine in SERVING_ENGINES else []
-        return [f"P = time in {' + '.join(self.ops)} / decode step time (step_cost)",
+        part = " + ".join(self.ops)
+        part = f"({part})" if len(self.ops) > 1 else part
+        return [f"P = time in {part} / decode step time (step_cost)",
                 # a digit more in the times than in P, so that their division gives P as shown
                 f"  = {self.part_time_s * 1e3:.5g} ms / {self.step_time_s * 1e3:.5g} ms"
                 f" = {self.fraction:.4g}", *pool]

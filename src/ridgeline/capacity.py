@@ -210,6 +210,15 @@ def engine_none_reason(dep: Deployment, context: int, enforce_eager: bool = Fals
     return no_sequence_reason(kv_pool(dep, s), dep, context)
 
 
+def decode_pool_settings(dep: Deployment, context: int) -> EngineSettings:
+    """The defaults decode sizes ``dep``'s KV pool under for sequences of ``context`` tokens
+    (engine_holds): a serving engine started at that max_model_len; llama.cpp given one slot
+    of that context per sequence, not llama-server's default 4 slots."""
+    if dep.engine.startswith("llama.cpp"):
+        return _one_slot(dep, context, None)
+    return EngineSettings(max_model_len=context)
+
+
 def _one_slot(dep: Deployment, context: int, settings: EngineSettings | None) -> EngineSettings:
     """llama.cpp given one slot of ``context`` cells (-np 1, -c context), at the build
     ``settings`` names (--engine-version; default the newest modelled)."""

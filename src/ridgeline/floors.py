@@ -38,6 +38,7 @@ from ridgeline.llamacpp_batching import (
 )
 from ridgeline.moe import expected_experts_touched
 from ridgeline.offload import placed_layers
+from ridgeline.parallel import busiest_rank_experts, ep_rank_experts
 from ridgeline.params import count_params, layer_params
 from ridgeline.quantization import EMBEDDING, LM_HEAD, OTHER, ROUTED
 from ridgeline.raw_fit import FitCheck, batch_fit
@@ -411,6 +412,15 @@ def _weight_step(dep: Deployment, work: Work, batch: int) -> Step:
     dense = dep.params_a_step_reads - routed
     share = (work.weight_bytes - copies - dense * dense_bpw) / (routed * expert_bpw)
     touched = expected_experts_touched(moe.num_experts, moe.experts_per_token, batch)
+    ranks = dep.expert_ranks
+    busiest = ""
+    if dep.expert_parallel and ranks > 1:
+        # the step waits on the rank that touched most of its experts, as cost prices it: the
+        # share is that rank's read, as if every rank read as much (not touched ÷ E)
+        most = busiest_rank_experts(moe.num_experts, ranks, touched)
+        busiest = (f"; under expert parallelism the step waits on the busiest of {ranks} "
+                   f"ranks, {most:,.2f} of its {ep_rank_experts(moe.num_experts, ranks)} "
+                   f"experts read: {most:,.2f} × {ranks} ÷ {moe.num_experts}")
     return step("weight bytes read", "params every token reads × their bytes per weight + "
                 "routed expert params × share touched × theirs" + "".join(kept), result,
                 q("params every token reads", dense / 1e9, "B params",
@@ -419,7 +429,7 @@ def _weight_step(dep: Deployment, work: Work, batch: int) -> Step:
                 q("routed expert params", routed / 1e9, "B params", "config.json"),
                 q("share touched", share, "", f"{touched:,.1f} of {moe.num_experts} experts a "
                   f"layer expected under {batch:,} {plural(batch, 'token')} × {moe.experts_per_token} "
-                  "routed each"),
+                  f"routed each{busiest}"),
                 q("expert bytes per weight", expert_bpw, "B"), *copies_term)
 
 

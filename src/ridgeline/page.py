@@ -14,6 +14,7 @@ from typing import Any
 from ridgeline.capacity import (
     SERVING_ENGINES,
     conversation_bytes,
+    decode_pool_settings,
     held_conversations,
     pool_at_context_note,
 )
@@ -26,7 +27,7 @@ from ridgeline.explain import Step, q, step
 from ridgeline.floors import decode_floor
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.kvcache import kv_footprint
-from ridgeline.memory import EngineSettings, kv_pool
+from ridgeline.memory import kv_pool
 from ridgeline.plots import html_page
 from ridgeline.precision import kv_dtype
 from ridgeline.roofline import (
@@ -74,12 +75,12 @@ def _combo(model_id: str, gpu: str, count: int, weights: str, kv: str,
         "kv_gib": [], "conversations": [],
     }
     for c in CONTEXTS:
-        pool = kv_pool(dep, EngineSettings(max_model_len=c))
+        pool = kv_pool(dep, decode_pool_settings(dep, c))
         # a batch runs where the engine starts, its pool holds it and its seats seat it; one
         # that does not gets no speed (null: a gap in the charts), as decode gives it none
         held = held_conversations(pool, dep, c)
         seated = [decode_floor(dep, b, c)
-                  if b <= min(held, pool.max_num_seqs) else None
+                  if b <= min(held, _seats(dep, pool.max_num_seqs, held)) else None
                   for b in BATCHES]
         floors = [f if f and f.fit.fits else None for f in seated]
         runs = [f is not None for f in floors]
@@ -163,18 +164,27 @@ def opening_steps(data: Mapping[str, Any]) -> tuple[Step, ...]:
     )
 
 
+def _seats(dep: Deployment, max_num_seqs: int, held: int) -> int:
+    """The sequences the engine seats at once: a serving engine's max_num_seqs; llama.cpp
+    gives each a slot (-np), as decode prices it, so its pool alone caps the batch, not
+    llama-server's default 4 slots."""
+    return held if dep.engine.startswith("llama.cpp") else max_num_seqs
+
+
 def _conversations_step(dep: Deployment, context: int, held: int) -> Step:
     """The conversations the opening view's pool holds, as a division its inputs reproduce:
     the pool per GPU ÷ one conversation's cache on a GPU, rounded down (Llama-3.1-8B on an
     H100 at 2,048 tokens: 54.64 GiB ÷ 0.25 GiB = 218)."""
-    pool = kv_pool(dep, EngineSettings(max_model_len=context))
+    pool = kv_pool(dep, decode_pool_settings(dep, context))
     per_conversation = conversation_bytes(pool, dep, context)
     division = int(pool.kv_cache_bytes // per_conversation) if per_conversation else 0
     blocks = pool.groups.decode_blocks(context) if pool.groups is not None else 0
     return step(
         f"conversations of {context:,} tokens the pool holds",
-        f"⌊the {dep.engine} KV pool per GPU, started at max_model_len = this context, ÷ one "
-        "conversation's cache on a GPU⌋ (`ridgeline fit` for the pool's breakdown)",
+        f"⌊the {dep.engine} KV pool per GPU, "
+        + ("given one slot (-np) of this context per conversation, as decode gives it"
+           if dep.engine.startswith("llama.cpp") else "started at max_model_len = this context")
+        + ", ÷ one conversation's cache on a GPU⌋ (`ridgeline fit` for the pool's breakdown)",
         q("conversations", held),
         q("pool", pool.kv_cache_bytes / GIB, "GiB per GPU",
           f"{pool.blocks:,} blocks of {pool.block_size:,} {plural(pool.block_size, 'token')}"
@@ -187,7 +197,9 @@ def _conversations_step(dep: Deployment, context: int, held: int) -> Step:
             "pool ÷ one conversation", division, "", f"{dep.engine} holds {held:,}: what it "
             "admits, starts with or places holds fewer (`ridgeline fit`)")]),
         q("max_num_seqs", pool.max_num_seqs, "", "the engine's seats: the page runs a batch "
-          "up to the smaller of the two"))
+          "up to the smaller of the two") if not dep.engine.startswith("llama.cpp") else
+        q("slots (-np)", held, "", "one per sequence, as decode gives them: the pool caps "
+          "the batch"))
 
 
 def opening_facts(data: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:

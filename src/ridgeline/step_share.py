@@ -58,7 +58,10 @@ def decode_share(dep: Deployment, op: str, batch: int, context: int, profile: En
     if refusal:
         raise InputError(refusal)
     cost = step_cost(dep, decode_batch(batch, context), profile)
-    ops = OP_GROUPS[op]
+    # the group's operators this step has (a dense model has no experts, one GPU no all-reduce),
+    # so that --explain's sum names only what it adds; the whole group where it has none
+    ops = tuple(name for name in OP_GROUPS[op] if any(o.name == name for o in cost.ops))
+    ops = ops or OP_GROUPS[op]
     fraction = cost.share(*ops)
     return FractionSource(
         fraction, given=False, model=dep.model.name, gpu=dep.accelerator.id,

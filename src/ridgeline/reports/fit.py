@@ -41,7 +41,7 @@ from ridgeline.reports.fit_steps import (
 )
 from ridgeline.reports.fit_text import fit_text_lines
 from ridgeline.reports.fit_verdict import CLEARS_RIDGE, DOES_NOT_FIT, UNDER_RIDGE
-from ridgeline.roofline import expert_ridge_batch, ridge_step
+from ridgeline.roofline import expert_ridge_batch, first_whole_batch, ridge_step
 from ridgeline.stages import micro_batch, micro_batches
 from ridgeline.units import plural
 from ridgeline.vllm_pool import vllm_pool_advice
@@ -268,12 +268,13 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
         *rank_steps(dep, n),
         *start_steps(pool, dep, context),
         ridge_step(acc, dep.dense_compute_dtype),
-        step("ridge batch", "ridge × bytes per weight ÷ 2 FLOP (the batch whose tokens, "
-             "sharing each read of the weights every token reads, reach the ridge)",
-             q("batch", ridge_batch), q("ridge", ridge, "FLOP/byte"),
+        step("ridge batch", "⌈ridge × bytes per weight ÷ 2 FLOP⌉: the first whole batch whose "
+             "tokens, sharing each read of the weights every token reads, reach the ridge",
+             q("batch", first_whole_batch(ridge_batch)), q("ridge", ridge, "FLOP/byte"),
              q("bytes per weight", dense_bpw, "B", f"{dep.weights.label}; all but the routed "
                "experts and the input embedding" if dep.model.moe else
-               f"{dep.weights.label}; all but the input embedding")),
+               f"{dep.weights.label}; all but the input embedding"),
+             q("ridge × bytes per weight ÷ 2", f"{ridge_batch:,.2f}")),
     )
     report = FitReport(dep, s, pool, context, target, n, per_seq, ridge_batch, (), steps)
     report = replace(report, levers=tuple(levers(report)))

@@ -112,10 +112,13 @@ class UtilizationReport:
         n = self.kv_batch_limit or 0
         length = {"sglang": "context_length", "trtllm": "max_seq_len"}.get(self.engine,
                                                                           "max_model_len")
-        return (f"{self.engine_label}'s KV pool for {self.model} (its "
-                f"{'vllm serve ' if self.engine == 'vllm' else ''}defaults, started at "
-                f"{length} {self.context:,}, this context) holds "
-                f"{n:,} {plural(n, 'conversation')} of {self.context:,} tokens"
+        # llama.cpp has no max_model_len: it gives each conversation a slot (-np), as decode does
+        started = (f"one slot (-np) of {self.context:,} tokens per conversation"
+                   if self.engine.startswith("llama.cpp") else
+                   f"its {'vllm serve ' if self.engine == 'vllm' else ''}defaults, started at "
+                   f"{length} {self.context:,}")
+        return (f"{self.engine_label}'s KV pool for {self.model} ({started}, this context) "
+                f"holds {n:,} {plural(n, 'conversation')} of {self.context:,} tokens"
                 + (f": {self.refusal}" if self.refusal else ""))
 
     def _read_line(self) -> str:
