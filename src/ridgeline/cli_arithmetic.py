@@ -206,8 +206,10 @@ def cmd_kv(args: argparse.Namespace) -> Any:
                         else "") + ")"
                      + (f"; a serving engine also loads the {room.vision_bytes / 1e9:,.2f} GB "
                         "vision tower, left out here" if room.vision_bytes else ""))
-            # a conversation's cache is copied over its own rank's GPUs only
-            replication = kv_replication(model, dep.num_gpus // dep.data_parallel_size)
+            # a conversation's cache is copied over its own rank's GPUs only, each of an
+            # MI250's dies a rank under vLLM (as the weights' copies above count them)
+            replication = kv_replication(model, dep.num_gpus // dep.data_parallel_size
+                                         * dep.devices_per_gpu)
             kv = dep.kv  # the cache the engine keeps on this card (fp16 where it lacks bf16)
     engine = "vllm" if args.memory_gib is not None else default_engine(args)
     return kv_report(model, args.context, kv, budget, label, replication, engine,

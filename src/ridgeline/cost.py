@@ -47,7 +47,7 @@ from ridgeline.parallel import (
     pipeline_hops,
     send_time_s,
 )
-from ridgeline.params import layer_params, rank_params
+from ridgeline.params import layer_params
 from ridgeline.quantization import (
     ATTENTION,
     EMBEDDING,
@@ -547,10 +547,9 @@ def _token_ops(dep: Deployment, layer: Layer, tokens: int,
                read_fraction: float = 1.0, with_category: str = "") -> None:
         n = params[category]
         if n:
-            # the share one rank holds: 1/TP, but for what the ranks keep whole (the router,
-            # MLA's down-projections, K/V heads past their count)
-            ranks = dep.category_ranks(category)
-            share = rank_params(model, layer, category, ranks, n) / n
+            # the share one GPU holds: 1/TP, but for what the ranks keep whole (the router,
+            # MLA's down-projections, K/V heads past their count), on each of an MI250's dies
+            share = dep.gpu_params(layer, category, n) / n
             nbytes = _category_bytes_per_layer(dep, layer, category)
             if with_category:  # weights read alongside, with no matmul of their own
                 nbytes += _category_bytes_per_layer(dep, layer, with_category)

@@ -31,6 +31,7 @@ from ridgeline.precision import (
 from ridgeline.quantization import EMBEDDING, EXPERTS, LINEAR_CATEGORIES, LM_HEAD, ROUTED, ROUTER
 from ridgeline.served_model import llamacpp_attention, served_dtype
 from ridgeline.tensor_parallel import tensor_parallel_problem
+from ridgeline.units import plural
 
 LLAMA_CPP_MATMUL_DTYPES = ("bf16", "fp16", "fp32")
 LLAMACPP_SPLIT_MODES = ("layer", "row", "tensor")  # llama.cpp -sm (row: refused, not modelled)
@@ -245,6 +246,29 @@ class Deployment:
         vLLM's -dcp divides: TP × the devices it runs each card as (engine_devices), so 4 x
         MI250 under vLLM run 8; TP on any other card."""
         return self.tensor_parallel_size * engine_devices(self.engine, self.accelerator)
+
+    @property
+    def devices_per_gpu(self) -> int:
+        """The devices the engine runs each card as, each a tensor-parallel rank
+        (engine_devices): an MI250 under vLLM, its 2 dies; 1 on any other card."""
+        return engine_devices(self.engine, self.accelerator)
+
+    @property
+    def dies_note(self) -> str:
+        """What a count of the engine's tensor-parallel ranks adds where each card is several
+        (``devices_per_gpu``): ' (2 dies × 8 GPUs)' for 8 x MI250 under vLLM, TP16; ''."""
+        devices, tp = self.devices_per_gpu, self.tensor_parallel_size
+        return "" if devices == 1 else f" ({devices} dies × {tp} {plural(tp, 'GPU')})"
+
+    def gpu_params(self, layer: Layer, category: str, count: int | None = None) -> float:
+        """One layer's ``category`` weights one GPU holds: ``rank_params`` over the ranks the
+        category is split across (``category_ranks``), × the card's devices where each is a
+        rank of its own. DeepSeek-V3's router on an MI250 under vLLM: each die keeps it
+        whole, so the card holds (and a step reads) two copies, where an H100 holds one."""
+        ranks, devices = self.category_ranks(category), self.devices_per_gpu
+        if devices == 1:
+            return rank_params(self.model, layer, category, ranks, count)
+        return devices * rank_params(self.model, layer, category, ranks * devices, count)
 
     @property
     def rank_gpus(self) -> int:
@@ -501,24 +525,26 @@ class Deployment:
     def _tp_copies_by_layer(self) -> dict[Layer, float]:
         """``layer_tp_copies_bytes`` of each distinct layer, worked once a deployment (a
         model's layers repeat a few kinds): what one GPU holds of each category
-        (``rank_params`` over the GPUs it is split across) × a stage's GPUs, less one copy."""
+        (``gpu_params``: over the GPUs it is split across, an MI250's dies under vLLM each
+        a rank) × a stage's GPUs, less one copy."""
         gpus = self.expert_ranks  # a stage's GPUs: TP, × the data-parallel ranks
-        if gpus == 1:
+        if gpus * self.devices_per_gpu == 1:
             return {}
         out: dict[Layer, float] = {}
         for layer in dict.fromkeys(self.model.layers):
             params = layer_params(self.model, layer)
-            out[layer] = sum((rank_params(self.model, layer, c, self.category_ranks(c), n)
-                              * gpus - n) * self.weights.format_of(c).bytes_per_weight
+            out[layer] = sum((self.gpu_params(layer, c, n) * gpus - n)
+                             * self.weights.format_of(c).bytes_per_weight
                              for c, n in params.items() if n)
         return out
 
     @property
     def kv_replication(self) -> float:
-        """The cache's copies over the TP ranks (kvcache.kv_replication), ÷ vLLM's -dcp,
-        which deals each sequence's tokens over that many of the copies: DeepSeek-V3 at TP8,
-        8 copies of its latent; with -dcp 8, one."""
-        return kv_replication(self.model, self.tensor_parallel_size) \
+        """The cache's copies over the engine's TP ranks (kvcache.kv_replication over
+        ``engine_tensor_parallel_size``), ÷ vLLM's -dcp, which deals each sequence's tokens
+        over that many of the copies: DeepSeek-V3 at TP8, 8 copies of its latent; with -dcp
+        8, one. 8 x MI250 under vLLM run 16 ranks, its dies: 16 copies, 2 a card."""
+        return kv_replication(self.model, self.engine_tensor_parallel_size) \
             / self.decode_context_parallel_size
 
     @cached_property

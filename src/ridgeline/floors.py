@@ -393,9 +393,10 @@ def _weight_step(dep: Deployment, work: Work, batch: int) -> Step:
     moe = dep.model.moe
     copies = dep.tp_copies_bytes
     kept = (" + what the tensor-parallel ranks each keep whole",) if copies else ()
-    tp = dep.tensor_parallel_size
+    tp = dep.engine_tensor_parallel_size  # an MI250's dies under vLLM: a rank each
     copies_term = (q("copies kept whole", copies / GB, "GB",
-                     f"{tp - 1} more copies of what each of the {tp} tensor-parallel ranks "
+                     f"{tp - 1} more copies of what each of the {tp} tensor-parallel ranks"
+                     f"{dep.dies_note} "
                      "holds and reads whole: routers, MLA's down-projections, K/V heads past "
                      "their count"),) if copies else ()
     if moe is None:
@@ -448,8 +449,9 @@ def _kv_step(dep: Deployment, work: Work, footprint: KVFootprint, batch: int) ->
     sequences = (q("batch", batch) if ranks == 1 else
                  q(count, seqs, "", f"⌈batch {batch:,} ÷ {ranks} data-parallel ranks⌉"))
     holds = (f"the cache holds {fmt_decimal_bytes(footprint.stored_bytes(dep.kv_replication))}"
-             + (f", ×{dep.kv_replication:g} for the copies the TP{dep.tensor_parallel_size} "
-                "ranks each keep and read (one copy: "
+             + (f", ×{dep.kv_replication:g} for the copies the "
+                f"TP{dep.engine_tensor_parallel_size} ranks{dep.dies_note} each keep and read "
+                "(one copy: "
                 f"{fmt_decimal_bytes(footprint.stored_bytes(1.0))})"
                 if dep.kv_replication > 1 else ""))
     result = q("KV read", work.kv_bytes / GB, "GB")

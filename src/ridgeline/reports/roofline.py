@@ -160,8 +160,8 @@ def _attention_step(dep: Deployment, intensity: float, kv_bytes: float) -> Step:
     assert att is not None
     replicated = dep.kv_replication > 1
     copies = (q("KV replication", dep.kv_replication, "x",
-                f"TP{dep.tensor_parallel_size}: each rank reads its copy of the cache for its "
-                "share of the heads"),) if replicated else ()
+                f"TP{dep.engine_tensor_parallel_size}{dep.dies_note}: each rank reads its copy "
+                "of the cache for its share of the heads"),) if replicated else ()
     if att.mla:
         m = att.mla
         return step("decode attention intensity (MLA, absorbed)",
@@ -250,13 +250,14 @@ def roofline_report(
                         q("GQA group", group, "", "the article's models"),
                         q("KV bytes per element", kv_bytes, "B"))
     else:
-        att_i = decode_attention_intensity(dep.model, kv_bytes, dep.tensor_parallel_size)
+        att_i = decode_attention_intensity(dep.model, kv_bytes, dep.engine_tensor_parallel_size)
         att = dep.model.attention
         att_note = ("MLA: every head reads the one latent" if att.mla
                     else f"GQA group {att.group_size}") + "; each user's cache is private, " \
             "so batching never moves it"
         if dep.kv_replication > 1:
-            att_note += (f"; at TP{dep.tensor_parallel_size} each rank reads "
+            att_note += (f"; at TP{dep.engine_tensor_parallel_size}{dep.dies_note} each rank "
+                         "reads "
                          + ("the whole latent" if att.mla else "a copied KV head")
                          + f" for its share of the heads (÷ {dep.kv_replication:g})")
         att_step = _attention_step(dep, att_i, kv_bytes)
