@@ -34,6 +34,10 @@ from ridgeline.render import render
 
 Handler = Callable[[argparse.Namespace], Any]
 
+# one flag under each engine's name for it: GPUs in a tensor-parallel group
+NUM_GPUS_FLAGS = ("--num-gpus", "--tensor-parallel-size", "-tp", "--tp-size", "--tp",
+                  "--tp_size", "--tensor_parallel_size")
+
 
 # -- shared option groups ---------------------------------------------------------------
 def _output(p: argparse.ArgumentParser, plot: bool = False) -> None:
@@ -68,8 +72,7 @@ def _gpu(p: argparse.ArgumentParser, required: bool = True, several: bool = Fals
     g.add_argument("--gpu-memory-gib", type=_positive_float("GPU memory GiB", most=MAX_MEMORY_GIB),
                    help="memory in GiB: a smaller configuration of --gpu (a 32 GB M1 Max; at "
                    "most the catalog's size), or a custom accelerator's (needed with a model)")
-    g.add_argument("--num-gpus", "--tensor-parallel-size", "-tp", "--tp-size", "--tp", "--tp_size",
-                   "--tensor_parallel_size", dest="num_gpus", default=1,
+    g.add_argument(*NUM_GPUS_FLAGS, dest="num_gpus", default=1,
                    type=_how_many("number of GPUs"),
                    help="accelerators in one tensor-parallel group (default 1; vLLM "
                    "--tensor-parallel-size, SGLang --tp-size or --tp, TensorRT-LLM --tp_size)")
@@ -323,6 +326,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def refuse_two_gpu_counts(argv: Sequence[str]) -> None:
+    """InputError where the tensor-parallel size is given twice with different values
+    (``--num-gpus 8 --tp 4``): the spellings are one flag, and argparse would keep the last
+    without a word, though the user may mean 8 GPUs in all at TP4. A --config file's value
+    is not the user's typing: the command line overrides it, as vllm serve does."""
+    given: list[tuple[str, str]] = []
+    for i, token in enumerate(argv):
+        flag, eq, value = token.partition("=")
+        if flag in NUM_GPUS_FLAGS:
+            if not eq:
+                value = argv[i + 1] if i + 1 < len(argv) else ""
+            given.append((flag, value))
+    for flag, value in given[1:]:
+        if _same_count(value) != _same_count(given[0][1]):
+            raise InputError(f"{given[0][0]} {given[0][1]} and {flag} {value} are one flag "
+                             "(the GPUs in a tensor-parallel group): give it once; for more "
+                             "GPUs than one group, add --data-parallel-size or "
+                             "--pipeline-parallel-size")
+
+
+def _same_count(value: str) -> str:
+    """A count as typed, for comparing two: '08' is 8 ('8k' is left for the flag to read)."""
+    return str(int(value)) if value.strip().isdigit() else value.strip()
+
+
 def _join_negative_values(argv: Sequence[str]) -> list[str]:
     """'--max-model-len -8k' as '--max-model-len=-8k': argparse takes a value that starts
     with '-' and is not a plain number for an option, so the flag's own check, which says
@@ -373,8 +401,14 @@ def _model_path_as_model(argv: Sequence[str]) -> tuple[list[str], bool]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        refuse_two_gpu_counts(argv)  # before a --config file's flags join the user's
+    except InputError as exc:
+        print(f"ridgeline: error: {shorten_runs(str(exc))}", file=sys.stderr)
+        return 2
     try:  # an engine's --config YAML, as its flags (cli_config_file)
-        argv, from_file = with_config_file(sys.argv[1:] if argv is None else argv, parser)
+        argv, from_file = with_config_file(argv, parser)
     except (InputError, ValueError, OSError) as exc:
         return config_file_error(exc)
     argv, moved = _model_path_as_model(argv)

@@ -46,6 +46,7 @@ from ridgeline.cli_load import (
 from ridgeline.cli_offload import _offload, fitted, no_fit_ctx
 from ridgeline.cli_spec import spec_args, spec_flags
 from ridgeline.cli_types import (
+    DEFAULT_CONTEXT_TOKENS,
     MAX_BATCH,
     MAX_MEMORY_GIB,
     _count,
@@ -59,6 +60,8 @@ from ridgeline.errors import InputError
 from ridgeline.side_by_side import run_each
 from ridgeline.units import COUNT_EXAMPLES
 
+ROOFLINE_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")  # its --compute-dtype
+
 # why prefill refuses a data-parallel layout (decode, fit, kv and simulate take one)
 PREFILL_DP = ("its floor splits no prompt over the ranks yet; fit, decode, kv and simulate "
               "model data-parallel attention")
@@ -66,7 +69,7 @@ PREFILL_DP = ("its floor splits no prompt over the ranks yet; fit, decode, kv an
 
 def cmd_hardware(args: argparse.Namespace) -> Any:
     from ridgeline.hardware import load_accelerator_file, resolve_accelerator
-    from ridgeline.reports.hardware import hardware_list, hardware_record
+    from ridgeline.reports.hardware import HardwareRecords, hardware_list, hardware_record
 
     if args.gpu is not None:  # --gpu NAME, as every other command spells it
         if args.name is not None and args.name != args.gpu:
@@ -78,6 +81,16 @@ def cmd_hardware(args: argparse.Namespace) -> Any:
     if args.gpu_file:
         return hardware_record(load_accelerator_file(args.gpu_file))
     if args.name is not None:
+        names = [name.strip() for name in args.name.split(",")]
+        if len(names) > 1:  # h100,h200: each record in turn, as roofline takes a list
+            if not all(names):
+                raise InputError(f"{args.name!r} has an empty name between its commas")
+            cards = [resolve_accelerator(name) for name in names]
+            ids = [card.id for card in cards]
+            if len(set(ids)) < len(ids):
+                twice = next(card for i, card in enumerate(ids) if card in ids[:i])
+                raise InputError(f"{args.name!r} names {twice} twice")
+            return HardwareRecords(tuple(hardware_record(card) for card in cards))
         return hardware_record(resolve_accelerator(args.name))
     return hardware_list()
 
@@ -126,11 +139,18 @@ def cmd_roofline(args: argparse.Namespace) -> Any:
     acc = load_accelerator(args)
     dep = load_deployment(args) if args.model else None
     bpw, kvb = (2.0, 2.0) if dep else _element_bytes(args)
-    dtype = args.compute_dtype or (dep.dense_compute_dtype if dep else _matmul_dtype(args, acc))
-    experts = args.compute_dtype or (dep.expert_compute_dtype if dep else dtype)
-    return roofline_report(acc, dtype, args.batch, args.prompt_len, dep, bpw, kvb, args.intensity,
-                           experts, args.num_gpus,
-                           None if dep else _attention_dtype(args, acc))
+    try:
+        dtype = args.compute_dtype or (dep.dense_compute_dtype if dep
+                                       else _matmul_dtype(args, acc))
+        experts = args.compute_dtype or (dep.expert_compute_dtype if dep else dtype)
+        return roofline_report(acc, dtype, args.batch, args.prompt_len, dep, bpw, kvb,
+                               args.intensity, experts, args.num_gpus,
+                               None if dep else _attention_dtype(args, acc))
+    except InputError as exc:  # a rate the card lacks: name the flags that pick its own
+        fixes = _rate_fixes(args, acc, dep)
+        if not fixes:
+            raise
+        raise InputError(f"{exc}{fixes}") from None
 
 
 def _attention_dtype(args: argparse.Namespace, acc: Any) -> str:
@@ -141,6 +161,36 @@ def _attention_dtype(args: argparse.Namespace, acc: Any) -> str:
 
     kv_id = kv_dtype(args.kv_dtype).id if args.kv_dtype else "bf16"
     return str(acc.first_supported(cache_matmul_dtypes(kv_id)))
+
+
+def _rate_fixes(args: argparse.Namespace, acc: Any, dep: Any) -> str:
+    """For a card without a rate roofline's rows need (an fp32-only --gpu-file): the flags
+    that pick rates it has, as a clause to the refusal; "" where it has them. Decode
+    attention multiplies the cache at the cache's dtype, whatever --compute-dtype says."""
+    from ridgeline.deployment import cache_matmul_dtypes
+    from ridgeline.precision import kv_dtype
+
+    def runs(dtypes: tuple[str, ...]) -> bool:
+        try:
+            acc.first_supported(dtypes)
+        except InputError:
+            return False
+        return True
+
+    fixes = []
+    try:
+        matmul = args.compute_dtype or (dep.dense_compute_dtype if dep else _matmul_dtype(args, acc))
+    except InputError:
+        matmul = None
+    rates = [d for d in ROOFLINE_DTYPES if d in acc.peak_flops]
+    if (matmul is None or not runs((matmul,))) and rates:
+        fixes.append(f"--compute-dtype {' or '.join(rates)}")
+    kv_id = dep.kv.id if dep else (kv_dtype(args.kv_dtype).id if args.kv_dtype else "bf16")
+    fits = [k for k in ("bf16", "fp16", "fp8", "fp32") if runs(cache_matmul_dtypes(k))]
+    if not runs(cache_matmul_dtypes(kv_id)) and fits:
+        fixes.append(f"--kv-dtype {' or '.join(fits)} (decode attention multiplies the cache "
+                     f"at its own dtype, {kv_id} here, whatever --compute-dtype says)")
+    return f"; give {' and '.join(fixes)}" if fixes else ""
 
 
 def cmd_moe(args: argparse.Namespace) -> Any:
@@ -471,17 +521,15 @@ def cmd_utilization(args: argparse.Namespace) -> Any:
     if problem:  # the pool is sized only with --model: the engine must run on the card anyway
         raise InputError(problem)
     dep = load_deployment(args) if args.model else None
-    if dep is not None and args.context is None:
-        raise InputError("--model needs --context to say how many conversations the KV holds")
     if dep is None and args.pipeline_parallel_size:
         raise InputError("--pipeline-parallel-size splits the running batch over a model's "
-                         "layer stages: give --model (and --context)")
+                         "layer stages: give --model")
     if dep is None and (args.kv_dtype or args.context):
         raise InputError("--kv-dtype and --context size a model's KV pool: give --model")
     if dep is None and (args.decode_context_parallel_size or args.expert_parallel
                         or args.expert_parallel_size):
         raise InputError("-dcp, --enable-expert-parallel and --ep-size lay out a model's KV "
-                         "pool and experts over the GPUs: give --model (and --context)")
+                         "pool and experts over the GPUs: give --model")
     if dep is not None and args.compute_dtype not in (None, dep.dense_compute_dtype):
         # an engine's matmuls run at the dtype its weights are served in: fp8 matmuls on bf16
         # weights is no deployment, so the flag would price one that does not exist
@@ -492,7 +540,8 @@ def cmd_utilization(args: argparse.Namespace) -> Any:
                          f"quantized with --weights {formats} instead")
     bpw = 2.0 if dep else _element_bytes(args)[0]
     dtype = args.compute_dtype or (dep.dense_compute_dtype if dep else _matmul_dtype(args, acc))
-    return utilization_report(acc, args.running, dtype, bpw, dep, args.context,
+    context = (args.context or DEFAULT_CONTEXT_TOKENS) if dep else None  # decode's default
+    return utilization_report(acc, args.running, dtype, bpw, dep, context,
                               tensor_parallel_size=args.num_gpus,  # --num-gpus: TP (× -pp)
                               engine=engine)
 
@@ -529,7 +578,8 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser("hardware", help="the accelerator catalog, or one record with sources")
     p.add_argument("name", nargs="?", metavar="NAME",
-                   help="an accelerator id or alias (none: the whole catalog)")
+                   help="an accelerator id or alias, or several comma-separated (none: the "
+                   "whole catalog)")
     p.add_argument("--gpu", metavar="NAME", type=_not_empty("accelerator name"),
                    help="the same as NAME")
     p.add_argument("--gpu-file", metavar="FILE", help="show a record from a JSON file")
@@ -544,8 +594,7 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser("roofline", help="ridge point and where each part of a step sits")
     _gpu(p, several=True)
-    p.add_argument("--compute-dtype", choices=["fp32", "tf32", "bf16", "fp16", "fp8", "int8",
-                                               "fp4"],
+    p.add_argument("--compute-dtype", choices=ROOFLINE_DTYPES,
                    help="the peak the ridge divides (default: the weights' matmul dtype)")
     p.add_argument("--batch", type=_how_many("batch", MAX_BATCH), default=1,
                    help="decode batch: tokens sharing each read of the weights (default 1)")
@@ -588,8 +637,9 @@ def register(sub: Any) -> None:
     _deployment_flags(p, several=True)
     p.add_argument("--batch", type=_count_list("batch", MAX_BATCH, COUNT_EXAMPLES), default=[1],
                    help="one batch or a list: 1,8,32,128,296")
-    p.add_argument("--context", type=_count_list("context length"), default=[2000],
-                   help="tokens already cached per sequence; one or a list (default 2000)")
+    p.add_argument("--context", type=_count_list("context length"),
+                   default=[DEFAULT_CONTEXT_TOKENS], help="tokens already cached per sequence; "
+                   f"one or a list (default {DEFAULT_CONTEXT_TOKENS})")
     _engine(p)
     _offload(p)
     _eager(p)
@@ -630,7 +680,8 @@ def register(sub: Any) -> None:
                    help="compare with the batch this model's KV budget allows")
     p.add_argument("--fetch", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--context", type=_positive_count("context length"),
-                   help="with --model: tokens each running request holds")
+                   help="with --model: tokens each running request holds (default "
+                   f"{DEFAULT_CONTEXT_TOKENS}, as decode's)")
     engine_flag(p, f"engine whose pool (at its defaults, with --model), seats flag and running "
                 f"gauge the advice names ({ENGINE_DEFAULT}): {ENGINE_NAMES}")
     expert_parallel_flags(p)  # the deployment fit sizes, as its launch line says it

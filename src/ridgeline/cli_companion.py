@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import TYPE_CHECKING, Any
 
 from ridgeline.amdahl import FractionSource
+from ridgeline.cli_types import DEFAULT_CONTEXT_TOKENS
 from ridgeline.errors import InputError
 from ridgeline.explain import Step
 from ridgeline.step_share import OP_GROUPS
@@ -57,7 +58,8 @@ def named(result: Any, suffix: str = "") -> tuple[str, Any]:
 
 
 # the engine's default is decode's (cli_load.default_engine): llama.cpp-metal on Apple silicon
-AMDAHL_STEP_DEFAULTS = {"op": "attention", "batch": 1, "context": 2000, "num_gpus": 1}
+AMDAHL_STEP_DEFAULTS = {"op": "attention", "batch": 1, "context": DEFAULT_CONTEXT_TOKENS,
+                        "num_gpus": 1}
 
 
 def cmd_amdahl(args: argparse.Namespace) -> LinesReport:
@@ -447,7 +449,8 @@ def add_companion_commands(
                    "AMD GPUs vLLM leaves out)")
     p.add_argument("--profile", metavar="FILE", help="profiles from `ridgeline calibrate`")
     p.add_argument("--batch", type=_how_many("batch", MAX_BATCH), help="default: 1")
-    p.add_argument("--context", type=_positive_count("context length"), help="default: 2000")
+    p.add_argument("--context", type=_positive_count("context length"),
+                   help=f"default: {DEFAULT_CONTEXT_TOKENS}")
     p.add_argument("--num-gpus", type=_how_many("number of GPUs"), help="default: 1")
     p.add_argument("--weights", type=typed(_weight_name),
                    help="weight format (default: as stored)")

@@ -33,6 +33,9 @@ def _typed(parse: Callable[[str], Any]) -> Callable[[str], Any]:
 
 
 MAX_BATCH = 10**6  # sequences in one step: far beyond any engine's max_num_seqs
+# tokens cached per sequence where a command that prices a decode step is given none:
+# decode's, amdahl's and utilization's alike
+DEFAULT_CONTEXT_TOKENS = 2000
 
 
 def _at_most(value: int, most: int | None, what: str) -> int:

@@ -20,6 +20,7 @@ from ridgeline.floors import (
     DecodeFloor,
     bound_label,
     decode_floor,
+    weight_bytes_read,
 )
 from ridgeline.layouts import ATTENTION_MIXERS, CHUNKED, FULL, SLIDING, WINDOW_MIXERS
 from ridgeline.memory import EngineSettings
@@ -173,6 +174,9 @@ class DecodeReport:
         for (f, b), e in zip(self.floors, self.expected):
             point = _floor_dict(f, b, micro_batch(self.deployment, f.batch),
                                 self.engine_runs(f))
+            if (in_all := self.weights_read_in_all(f)) is not None:
+                # weight_bytes_read is the busiest GPU's read × the expert-parallel ranks
+                point["weight_bytes_read_in_all"] = in_all
             price = self.deployment.accelerator.price_per_hour_usd
             point["expected"] = {**e.to_dict(), "per_user_tok_s": 1 / e.time_s,
                                  "aggregate_tok_s": f.batch / e.time_s,
@@ -208,13 +212,13 @@ class DecodeReport:
             if len(unfit) < len(self.floors):  # some points run: say which do not, first
                 lines.append(f"{len(unfit)} of {len(self.floors)} points "
                              f"{'does' if len(unfit) == 1 else 'do'} not fit; the worst, "
-                             f"batch {worst.batch} at {worst.context:,} tokens: "
+                             f"batch {worst.batch:,} at {worst.context:,} tokens: "
                              + worst.fit.headline().removeprefix("DOES NOT FIT: "))
             elif len(self.floors) > 1:  # none runs: say so, not just the worst point
                 alone = (f"; the weights alone, {worst.fit.weight_bytes / GB:,.1f} GB, exceed "
                          "the memory at any batch" if worst.fit.kv_room_bytes < 0 else "")
                 lines.append(f"DOES NOT FIT at any of the {len(self.floors)} points; the worst, "
-                             f"batch {worst.batch} at {worst.context:,} tokens: "
+                             f"batch {worst.batch:,} at {worst.context:,} tokens: "
                              + worst.fit.headline().removeprefix("DOES NOT FIT: ") + alone)
             else:
                 lines.append(worst.fit.headline())
@@ -226,14 +230,14 @@ class DecodeReport:
             # as prefill says it: a point that fits but the engine would not run has the
             # floor's speeds, said to be the floor's
             lines += [
-                f"decode floor, batch {f.batch} at {f.context:,} {plural(f.context, 'token')} of context"
+                f"decode floor, batch {f.batch:,} at {f.context:,} {plural(f.context, 'token')} of context"
                 + (":" if runs else " (arithmetic only: no engine can run this):"
                    if not f.fit.fits else f" (arithmetic only: {e.engine} would not run this):"),
                 f"  step       {f.step_time_s * 1e3:,.2f} ms  (bound by {f.bound}: compute "
                 f"{f.compute_time_s * 1e3:,.2f} ms, memory {f.memory_time_s * 1e3:,.2f} ms"
                 + (f", then host {f.host_time_s * 1e3:,.2f} ms" if f.host_time_s else "") + ")",
-                f"  reads      {f.weight_bytes_read / GB:,.1f} GB of weights + "
-                f"{f.kv_bytes_read / GB:,.2f} GB of KV cache"
+                f"  reads      {f.weight_bytes_read / GB:,.1f} GB of weights"
+                + self._ep_read_note(f) + f" + {f.kv_bytes_read / GB:,.2f} GB of KV cache"
                 + (" on each data-parallel rank" if self.deployment.data_parallel_size > 1
                    else ""),
             ]
@@ -266,7 +270,7 @@ class DecodeReport:
                 "  " + f.fit.headline(),
             ]
             return lines + self._pool_lines()
-        rows = [[str(f.batch), f"{f.context:,}", f"{f.step_time_s * 1e3:,.2f}",
+        rows = [[f"{f.batch:,}", f"{f.context:,}", f"{f.step_time_s * 1e3:,.2f}",
                  *([f"{e.time_s * 1e3:,.2f}", f"{e.low_s * 1e3:,.1f}–{e.high_s * 1e3:,.1f}",
                     f"{1 / e.time_s:,.1f}", f"{f.batch / e.time_s:,.0f}"] if self.engine_runs(f)
                    else [self.why_not(f), "", "", ""]),
@@ -290,6 +294,25 @@ class DecodeReport:
         lines += self._pool_lines()
         return lines
 
+    def weights_read_in_all(self, f: DecodeFloor) -> float | None:
+        """Under expert parallelism (one data-parallel rank), the weight bytes all the GPUs
+        read in a step: the floor prices the busiest rank's read × the ranks (they step
+        together), more than they read between them (DeepSeek-V3 at batch 64 on 8 H200s:
+        644.4 GB priced, 593.5 GB read); None where the two are the same."""
+        dep = self.deployment
+        if dep.model.moe is None or not dep.expert_parallel or dep.expert_ranks == 1 \
+                or dep.data_parallel_size > 1:
+            return None
+        return weight_bytes_read(dep, micro_batch(dep, f.batch))
+
+    def _ep_read_note(self, f: DecodeFloor) -> str:
+        """The reads line's words for what an expert-parallel figure is."""
+        total = self.weights_read_in_all(f)
+        if total is None:
+            return ""
+        return (f" (the busiest expert-parallel GPU's read × {self.deployment.expert_ranks}; "
+                f"{total / GB:,.1f} GB read in all)")
+
     def _spec_at(self, f: DecodeFloor) -> SpecStep:
         return next(s for s in self.spec if (s.batch, s.context) == (f.batch, f.context))
 
@@ -303,11 +326,11 @@ class DecodeReport:
                 "step")
         if len(self.floors) == 1:
             s = steps[0]
-            return [f"  {head}; step {s.step_s * 1e3:,.2f} ms (verify of {s.batch} × "
+            return [f"  {head}; step {s.step_s * 1e3:,.2f} ms (verify of {s.batch:,} × "
                     f"{spec.drafts + 1} tokens {s.verify_s * 1e3:,.2f} ms), "
                     f"{s.per_user_tok_s:,.1f} tok/s per user, {s.aggregate_tok_s:,.0f} in "
                     f"total ({s.speedup:,.2f}x plain decode)"]
-        rows = [[str(s.batch), f"{s.context:,}", f"{s.verify_s * 1e3:,.2f}",
+        rows = [[f"{s.batch:,}", f"{s.context:,}", f"{s.verify_s * 1e3:,.2f}",
                  f"{s.step_s * 1e3:,.2f}", f"{s.per_user_tok_s:,.1f}",
                  f"{s.aggregate_tok_s:,.0f}", f"{s.speedup:,.2f}x"] for s in steps]
         return [head + ":", *table(rows, ["batch", "context", "verify ms", "step ms",

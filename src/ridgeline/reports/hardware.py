@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ridgeline.explain import Step
@@ -95,6 +95,27 @@ class HardwareRecord:
             lines.append(f"  notes        {a.notes}")
         lines += ["  sources", *(f"    {s}" for s in a.sources),
                   *(f"    {figure}: {s}" for figure, s in a.figure_sources.items())]
+        return lines
+
+
+@dataclass(frozen=True)
+class HardwareRecords:
+    """Several named records (``hardware h100,h200``), each as it shows alone."""
+
+    records: tuple[HardwareRecord, ...]
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        return tuple(replace(st, label=f"{r.accelerator.id}: {st.label}")
+                     for r in self.records for st in r.steps)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"accelerators": [r.to_dict() for r in self.records]}
+
+    def text_lines(self) -> list[str]:
+        lines: list[str] = []
+        for r in self.records:
+            lines += [*([""] if lines else []), *r.text_lines()]
         return lines
 
 

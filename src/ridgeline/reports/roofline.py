@@ -92,8 +92,8 @@ class RooflineReport:
                 f"  llama.cpp's CUDA build multiplies fp16 with fp16 accumulation, "
                 f"{fast * a.memory_bandwidth_bytes_per_s / 1e12:,.1f} TFLOP/s here: its "
                 f"ridge is at {fast:,.0f} FLOP/byte"]),
-            f"batch {self.batch}" + (f", model {self.model}" if self.model else "")
-            + f", prompt {self.prompt_len} tokens", "",
+            f"batch {self.batch:,}" + (f", model {self.model}" if self.model else "")
+            + f", prompt {self.prompt_len:,} tokens", "",
         ]
         # a part whose matmuls run at another dtype (attention at the cache's) is a share of
         # that dtype's peak, said so
@@ -135,7 +135,7 @@ class RooflineComparison:
                          f"{r.ridge:,.0f}", share_text(weights.fraction_of_peak),
                          "-" if weights.batch_to_ridge is None
                          else whole_batch(weights.batch_to_ridge)])
-        return [f"ridge = peak FLOP/s ÷ bandwidth; decode at batch {first.batch}"
+        return [f"ridge = peak FLOP/s ÷ bandwidth; decode at batch {first.batch:,}"
                 + (f", model {first.model}" if first.model else ""), "",
                 *table(rows, ["accelerator", "TFLOP/s (dense)", "TB/s", "ridge FLOP/byte",
                               "of peak", "batch to ridge"]),

@@ -126,19 +126,32 @@ class UtilizationReport:
         return (f"Read it from {running_source(self.engine)}; {seats_flag(self.engine)} is only "
                 "a ceiling.")
 
+    def _over_pool_outcome(self, held: int) -> str:
+        """What the engine does with more conversations than its pool holds: vLLM preempts
+        (SGLang retracts); llama-server has no preemption: -c is cut into -np
+        slots of -c ÷ -np tokens, a request past the slots waits in its queue for one to
+        free, and a conversation that fills its slot stops there (tools/server: with
+        --context-shift it drops its oldest tokens instead)."""
+        shorter = "the real contexts are shorter (give --context nearer theirs)"
+        if not self.engine.startswith("llama.cpp"):
+            return f"expect preemption, or {shorter}"
+        return (f"llama-server does not preempt: at most {held:,} {plural(held, 'slot')} of "
+                f"{self.context:,} tokens fit (-c ÷ -np each), requests past them wait in its "
+                "queue, and a conversation that fills its slot stops there (--context-shift "
+                f"drops its oldest tokens instead); or {shorter}")
+
     def text_lines(self) -> list[str]:
         if self.over_pool:  # as fit's DOES NOT FIT: the verdict leads, and no share follows
             n = self.kv_batch_limit or 0
             return [f"DOES NOT RUN AT ONCE: {self.running:,} running at {self.context:,} tokens "
                     f"each is more than the {n:,} {plural(n, 'conversation')} the pool holds, "
-                    "so there is no share of the arithmetic to give for this batch: expect "
-                    "preemption, or the real contexts are shorter (give --context nearer "
-                    "theirs)",
+                    "so there is no share of the arithmetic to give for this batch: "
+                    + self._over_pool_outcome(n),
                     self._pool_line(),
                     self._read_line(),
                     *(f"caution: {c}" for c in self.cautions)]
         lines = [
-            f"{self.running} running against a ridge batch of "
+            f"{self.running:,} running against a ridge batch of "
             f"{first_whole_batch(batch_for_intensity(self.ridge, self.bytes_per_weight)):,} "
             f"({self.ridge:,.0f} "
             f"FLOP per byte) on {self.accelerator.id}: {self.fraction_of_arithmetic:.1%} of the arithmetic "
