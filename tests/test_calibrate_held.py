@@ -329,3 +329,21 @@ def test_calibrates_text_skips_the_compute_share_by_name_not_by_place() -> None:
     assert not any(ALL_SIDES["compute_efficiency"] in line for line in decode[2:])
     assert any(line.startswith(f"    held at the bundled profile's ({NO_PROMPT_ROWS})")
                for line in decode)
+
+
+def test_calibrates_text_calls_a_grouped_bandwidth_share_a_base() -> None:
+    """A fit with a group multiplier: the headline share is the base the groups scale, not
+    the engine's overall share, and each group's own share is printed beside its factor
+    (the share bandwidth_for prices a card of that group at)."""
+    from ridgeline.hardware import resolve_accelerator
+
+    profile = replace(profile_for("sglang"), bandwidth_efficiency=0.39,
+                      group_bandwidth={"nvidia-datacenter": 1.77})
+    line = CalibrationReport({"sglang": profile}, (), (), "p.json").text_lines()[1]
+    h100 = resolve_accelerator("h100")
+    assert profile.stand_in_group(h100) == "nvidia-datacenter"
+    assert "bandwidth 39% (a base, times each group's factor below" in line
+    assert f"nvidia-datacenter x1.77 = {profile.bandwidth_for(h100):.0%}" in line
+    plain = CalibrationReport({"sglang": replace(profile, group_bandwidth={})}, (), (),
+                              "p.json").text_lines()[1]
+    assert "a base" not in plain and "by group" not in plain

@@ -186,6 +186,28 @@ def test_fit_holds_a_draft_model_vllm_reads_and_names_one_it_cannot(
     assert "SGLang loads them after sizing its pool" in err
 
 
+def test_simulate_and_decode_caution_as_fit_does_about_a_drafter_left_out(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """An EAGLE-3 head whose config ridgeline cannot read offline is not in the pool decode
+    and simulate price either: each says so, in fit's words (one function, said once); one
+    it reads (a bundled draft model) draws no caution."""
+    unknown = '{"method": "eagle3", "model": "someone/EAGLE3-head", "num_speculative_tokens": 3}'
+    _, fit_err = fit(capsys, *L70, "--speculative-config", unknown)
+    said = [line for line in fit_err.splitlines() if "weights and cache are not in" in line]
+    assert len(said) == 1
+    runs = {"decode": ("--batch", "1", "--context", "1000"),
+            "simulate": ("--rate", "2", "--num-requests", "20", "--input-len", "500",
+                         "--output-len", "50")}
+    for command, load in runs.items():
+        code, _, err = run_cli(capsys, command, *L70[:-1], *load,
+                               "--speculative-config", unknown)
+        assert code == 0, err
+        assert [line for line in err.splitlines() if line in said] == said
+        code, _, err = run_cli(capsys, command, *L70[:-1], *load,
+                               "--speculative-config", DRAFT_1B)
+        assert code == 0 and "weights and cache are not in" not in err
+
+
 def test_an_eagle3_heads_config_on_disk_counts_its_layer_fc_and_own_vocabulary(
         tmp_path: Path) -> None:
     """An EAGLE-3 head for Llama-3.1-8B (one decoder layer, draft_vocab_size 32,000): its

@@ -198,15 +198,51 @@ def test_a_vllm_log_gives_the_batch_over_time(capsys: pytest.CaptureFixture[str]
 def test_a_bench_result_and_emitted_measurements_feed_calibrate(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The bundled bench result's prompts are 64-token ones here (32,000 input tokens over
+    500 requests): the steps that run them slow its tokens a little, and its row is written
+    for validate and calibrate."""
+    bench = json.loads((FIXTURES / "vllm_bench.json").read_text())
+    bench["total_input_tokens"] = 500 * 64
+    source = tmp_path / "bench.json"
+    source.write_text(json.dumps(bench))
     rows = tmp_path / "observed.csv"
-    assert main(["observe", str(FIXTURES / "vllm_bench.json"), "--model", "llama-3.1-8b",
+    assert main(["observe", str(source), "--model", "llama-3.1-8b",
                  "--gpu", "h100", "--emit-measurements", str(rows), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["batch"] == pytest.approx(2091.5 * 0.028, rel=0.01)  # Little's law
-    assert data["context"] == 1024 + 128  # mean prompt + half the mean output
+    assert data["context"] == 64 + 128  # mean prompt + half the mean output
     assert main(["validate", str(rows), "--json"]) == 0
     validated = json.loads(capsys.readouterr().out)
     assert validated["rows"][0]["measured"] == pytest.approx(1e3 / 28.0, rel=0.01)
+
+
+def test_a_mixed_load_is_not_emitted_as_a_decode_row(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The bundled bench result runs a 1,024-token prompt's step about one step in four:
+    ridgeline prices its mean step half again slower than the decodes alone, which validate
+    would score the row against (+144 % an audit read) and calibrate would fit. No row is
+    written, the note saying why with the figures; a load whose prompt steps slow it less
+    than MIXED_ROW_SLACK is written (test above)."""
+    from ridgeline import Deployment, resolve_accelerator, resolve_model
+    from ridgeline.engines import profile_for
+    from ridgeline.reports.observe import MIXED_ROW_SLACK, observe_report
+
+    source = FIXTURES / "vllm_bench.json"
+    dep = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"), "bf16")
+    report = observe_report(read_source(str(source)), dep, profile_for("vllm"), None)
+    slow = report.mixed_step_slowdown
+    assert slow == pytest.approx(report.predicted_itl_ms / report.step_times_ms()[0] - 1)
+    assert slow > MIXED_ROW_SLACK and report.mixed_row
+    assert report.measurement_rows("llama-3.1-8b").count("\n") == 1  # the header alone
+    rows = tmp_path / "observed.csv"
+    assert main(["observe", str(source), "--model", "llama-3.1-8b", "--gpu", "h100",
+                 "--emit-measurements", str(rows), "--json"]) == 0
+    notes = json.loads(capsys.readouterr().out)["notes"]
+    note = next(n for n in notes if n.startswith("--emit-measurements wrote nothing"))
+    assert f"a row would read {slow:.0%} slow" in note and f"past the {MIXED_ROW_SLACK:.0%}" \
+        in note
+    assert not rows.exists()
 
 
 def test_counter_resets_mid_window_are_reported_not_garbled() -> None:

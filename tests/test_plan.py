@@ -1044,3 +1044,20 @@ def test_a_local_config_launches_from_its_folder_and_a_v0_version_is_cautioned(
     out = capsys.readouterr().out
     assert f"vllm serve {tmp_path} --tensor-parallel-size" in out
     assert "vLLM 0.6.3 schedules with its V0 engine" in out
+
+
+def test_plan_takes_gpu_as_every_other_command_spells_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`--gpu h100,a100` is read as `--gpus h100,a100` (every other command's spelling, which
+    plan had refused as an unrecognized argument); --help shows the one spelling."""
+    from ridgeline.cli import build_parser
+
+    parser = build_parser()
+    base = ["plan", "llama-3.1-8b", "--rate", "5", "--slo-ttft-ms", "500", "--slo-tpot-ms", "50"]
+    plural = parser.parse_args([*base, "--gpus", "h100,a100"])
+    single = parser.parse_args([*base, "--gpu", "h100,a100"])
+    assert single.gpus == plural.gpus and vars(single) == vars(plural)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["plan", "--help"])
+    shown = capsys.readouterr().out
+    assert "--gpus GPUS" in shown and "--gpu " not in shown and "--gpu," not in shown

@@ -286,3 +286,17 @@ def test_sglang_with_too_few_state_slots_does_not_fit_rather_than_hang(
     assert main(["simulate", *argv, "--rate", "1", "--num-requests", "20"]) == 2
     err = capsys.readouterr().err
     assert "does not fit" in err and "max_running_requests is 0" in err
+
+
+def test_shared_prefixes_are_not_said_to_be_cached_with_prefix_caching_off(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """With --no-prefix-caching the followers of a group find nothing cached (no hit is
+    counted): the summary says caching is off rather than that they can find the prefix."""
+    argv = ["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "2", "--num-requests",
+            "100", "--prefix-groups", "10", "--prefix-len", "300"]
+    code, cached, _ = run_cli(capsys, *argv)
+    assert code == 0 and "whose prefix they can find cached" in cached
+    code, off, _ = run_cli(capsys, *argv, "--no-prefix-caching")
+    line = next(x for x in off.splitlines() if x.startswith("shared prefixes:"))
+    assert code == 0 and "prefix-cache hits 0 blocks" in off
+    assert "can find" not in line and "prefix caching is off" in line

@@ -28,6 +28,19 @@ def test_a_trace_time_that_is_not_finite_or_is_negative_is_refused_naming_its_li
         read_trace(str(trace))
 
 
+def test_trace_rows_at_one_instant_keep_the_files_order(tmp_path: Path) -> None:
+    """Requests are numbered by arrival time, and rows arriving at the same instant in the
+    order the file gives them (an export's ids replay as its rows), not by their lengths."""
+    rows = [(1.0, 10, 10), (0.0, 8000, 20), (0.0, 100, 50), (0.0, 100, 5)]
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n"
+                     + "".join(f"{t},{p},{o}\n" for t, p, o in rows))
+    read = [(r.id, r.arrival_s, r.prompt_tokens, r.output_tokens) for r in read_trace(str(trace))]
+    in_time = sorted(rows, key=lambda row: row[0])
+    assert read == [(i, t, p, o) for i, (t, p, o) in enumerate(in_time)]
+    assert read[0][2:] == (8000, 20)  # the file's first row at t = 0 is request 0
+
+
 @pytest.mark.parametrize("row", ["0,0,10", "0,-100,10", "0,100,0", "0,1e12,10", "0,100.5,10",
                                  "0,inf,10", "0,nan,10", "0,x,10", "0,100"])
 def test_a_trace_token_count_that_is_not_a_sane_whole_number_is_refused(

@@ -285,12 +285,12 @@ def cmd_decode(args: argparse.Namespace) -> Any:
                 spec))
 
         reports, not_run = run_each(names, on, card_id)
-        return DecodeComparison(tuple(reports), not_run)
+        return _drafter_caution(args, DecodeComparison(tuple(reports), not_run))
     dep = _decode_deployment(args)
-    return _placed_once(args, dep, decode_report(dep, args.batch, args.context,
-                                                 load_profile(args), args.enforce_eager,
-                                                 _engine_pool_settings(args, dep),
-                                                 _max_model_len(args, dep, args.context), spec))
+    return _drafter_caution(args, _placed_once(
+        args, dep, decode_report(dep, args.batch, args.context, load_profile(args),
+                                 args.enforce_eager, _engine_pool_settings(args, dep),
+                                 _max_model_len(args, dep, args.context), spec)))
 
 
 def _spec_decode(args: argparse.Namespace) -> Any:
@@ -304,6 +304,17 @@ def _spec_decode(args: argparse.Namespace) -> Any:
     model = load_model(args) if args.spec_method in MTP_METHODS else None  # its MTP layers
     return SpecDecode(args.spec_tokens, args.spec_acceptance, args.spec_draft_cost,
                       spec_method(args, model))
+
+
+def _drafter_caution(args: argparse.Namespace, report: Any) -> Any:
+    """``report``, once priced, after fit's caution where the pool leaves the drafter out
+    (cli_spec.spec_drafter): said last, so that a refusal stays one line."""
+    if args.spec_tokens:
+        from ridgeline.cli_spec import spec_drafter
+        from ridgeline.engines import engine_id
+
+        spec_drafter(args, load_model(args), [engine_id(args.engine)])
+    return report
 
 
 def _max_model_len(args: argparse.Namespace, dep: Any, contexts: list[int],

@@ -38,7 +38,7 @@ from ridgeline.cli_offload import (
     launch_fitted,
     no_fit_ctx,
 )
-from ridgeline.cli_spec import fit_drafter, spec_flags
+from ridgeline.cli_spec import spec_drafter, spec_flags
 from ridgeline.cli_types import (
     _engine_name,
     _how_many,
@@ -57,7 +57,7 @@ def cmd_fit(args: argparse.Namespace) -> Any:
     from ridgeline.reports.fit import fit_report, longest_context, slots_for_target
 
     model = load_model(args)
-    fit_drafter(args, model, [engine_id(n.strip()) for n in args.engine.split(",")])
+    spec_drafter(args, model, [engine_id(n.strip()) for n in args.engine.split(",")])
     defaulted = ""
     named = card_engines(args)
     one = named[0] if len(named) == 1 and len(accelerator_names(args)) == 1 else None

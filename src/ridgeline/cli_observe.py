@@ -102,6 +102,8 @@ def cmd_observe(args: argparse.Namespace) -> Any:
                                  if report.single_scrape else
                                  f"{report.misdescribed}, as its cautions say"
                                  if report.misdescribed else
+                                 mixed_step_note(report, written=False)
+                                 if report.mixed_row else
                                  "one needs a mean inter-token latency and a running batch "
                                  "over the same window, which /metrics scrapes carry and a "
                                  "log does not") + ")")
@@ -132,22 +134,31 @@ def server_settings(args: argparse.Namespace, model: Any) -> Any:
                           draft_mtp=drafts_with_mtp(args), drafter=drafter(args))
 
 
-def mixed_step_note(report: Any) -> str:
-    """What an emitted decode row leaves out where steps also carry prompt tokens: how much
-    slower ridgeline prices the window's mean step than the decode the row is read as (32
-    decodes of Llama-3.1-8B on an H100, a 1,000-token prompt in its own step one step in 50:
-    11.4 ms against 10.9, 4%)."""
+def mixed_step_note(report: Any, written: bool = True) -> str:
+    """What a decode row leaves out where steps also carry prompt tokens: how much slower
+    ridgeline prices the window's mean step than the decode the row is read as (32 decodes of
+    Llama-3.1-8B on an H100, a 1,000-token prompt in its own step one step in 50: 11.4 ms
+    against 10.9, 4%); ``written`` False: why no row was written (past MIXED_ROW_SLACK)."""
+    from ridgeline.reports.observe import MIXED_ROW_SLACK
+
     chunk, mixed, own = report.prompt_tokens_per_step, report.predicted_itl_ms, \
         report.prompt_steps
-    if not (chunk or own) or not mixed:
+    slow = report.mixed_step_slowdown
+    if not slow:
         return ""
     alone = report.step_times_ms()[0]  # the batch's decodes alone, as validate prices the row
     carried = (f"the steps that run its prompts beside the decodes (about {len(own)} in "
                f"{1 / report.prompts_per_step:,.0f})" if own else
                f"the {chunk:,} prompt tokens each step carries on average")
+    priced = (f"ridgeline prices {'the mean step' if own else 'that step'} at {mixed:,.1f} ms, "
+              f"decode alone at {alone:,.1f} ms")
+    if not written:
+        return (f"its inter-token latency includes {carried}: {priced}, so a row would read "
+                f"{slow:.0%} slow to calibrate and validate, which take it for decode alone, "
+                f"past the {MIXED_ROW_SLACK:.0%} a decode row may carry; measure a window "
+                "with few arrivals for a clean decode row")
     return (f"; its inter-token latency includes {carried}, and the row says nothing of them: "
-            f"ridgeline prices {'the mean step' if own else 'that step'} at {mixed:,.1f} ms, "
-            f"decode alone at {alone:,.1f} ms, so the row reads {mixed / alone - 1:.0%} slow to "
+            f"{priced}, so the row reads {slow:.0%} slow to "
             "calibrate and validate, which take it for decode alone: measure a window with few "
             "arrivals for a clean decode row")
 

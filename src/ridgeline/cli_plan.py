@@ -137,6 +137,9 @@ def register(sub: Any) -> None:
     p.add_argument("--gpus", type=_name_list(_accelerator_name),
                    help="candidate accelerators, comma-separated "
                    "(default h100-sxm,h200-sxm,b200,mi300x,l40s)")
+    # every other command's spelling, read as --gpus; --help shows the one
+    p.add_argument("--gpu", dest="gpus", type=_name_list(_accelerator_name),
+                   help=argparse.SUPPRESS)
     p.add_argument("--max-gpus", type=_how_many("max GPUs"), default=64,
                    help="GPUs in all replicas together (default 64)")
     p.add_argument("--price", action="append", metavar="GPU=USD",

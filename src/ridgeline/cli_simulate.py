@@ -35,7 +35,7 @@ from ridgeline.cli_offload import (
     auto_layers,
     fit_launch,
 )
-from ridgeline.cli_spec import spec_args, spec_flags, spec_method
+from ridgeline.cli_spec import spec_args, spec_drafter, spec_flags, spec_method
 from ridgeline.cli_types import (
     MAX_BATCH,
     _count,
@@ -325,6 +325,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                                      args.percentile, "the percentiles read",
                                      "a trace of {n:,} or more" if args.trace
                                      else "--num-requests {n:,} or more")) if c)
+    if args.spec_tokens:  # fit's caution where the pool leaves the drafter out, once run
+        spec_drafter(args, model, [engine])
     return SimulateReport(replace(dep), lane, result, count, load, slo_ttft, slo_tpot,
                           cautions=cautions, percentile=args.percentile,
                           lanes=pp if split else 1, engine_config=config,

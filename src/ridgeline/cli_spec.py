@@ -1,8 +1,9 @@
 """CLI: speculative decoding's flags (--spec-tokens, --spec-acceptance, --spec-draft-cost,
---spec-method), as simulate and decode both read them, and fit and observe the drafter's; and
-the engines' own spellings of the drafter (vLLM's --speculative-config, SGLang's
---speculative-algorithm …; engine_spec.py), each read on its own engine into --spec-tokens
-and --spec-method."""
+--spec-method), as simulate and decode both read them, and fit and observe the drafter's
+(fit, decode and simulate cautioned alike where the pool leaves the drafter out:
+``spec_drafter``); and the engines' own spellings of the drafter (vLLM's --speculative-config,
+SGLang's --speculative-algorithm …; engine_spec.py), each read on its own engine into
+--spec-tokens and --spec-method."""
 
 from __future__ import annotations
 
@@ -173,8 +174,8 @@ def spec_method(args: argparse.Namespace, model: Any) -> str:
     return SPEC_METHODS[0]
 
 
-def fit_drafter(args: argparse.Namespace, model: Any, engines: list[str]) -> None:
-    """fit's drafter: read as decode and simulate read it (an MTP one refused for a checkpoint
+def spec_drafter(args: argparse.Namespace, model: Any, engines: list[str]) -> None:
+    """The drafter, as fit, decode and simulate read it (an MTP one refused for a checkpoint
     without MTP layers), with a caution where its weights and cache are not in the pool: vLLM
     and TensorRT-LLM hold an MTP drafter's (drafter_memory.py), vLLM a separate drafter whose
     config it can read offline (draft_model_memory.py); SGLang loads any drafter after sizing

@@ -1,7 +1,7 @@
 """What a separate drafter adds to vLLM's pool: an EAGLE or EAGLE-3 head, or a draft model,
 named by --speculative-config's ``model`` and read offline (a bundled id or a local
 config.json; nothing is fetched). Where its config cannot be read the drafter is not counted,
-and fit says so (cli_spec.fit_drafter).
+and fit, decode and simulate say so (cli_spec.spec_drafter).
 
 vLLM's V1 model runner loads the drafter beside the target before it profiles
 (v1/worker/gpu_model_runner.py load_model: drafter.load_model), so its weights are taken before

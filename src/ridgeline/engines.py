@@ -190,11 +190,15 @@ class EngineProfile:
                        source=f"{self.source}; without CUDA graphs: every layer at a prefill "
                        "step's per-layer cost")
 
+    def group_bandwidth_share(self, group: str) -> float:
+        """The bandwidth share on an accelerator group: the base efficiency × the group's
+        multiplier where fitted (1 elsewhere), at most all of it (0.39 × 1.77: 0.69)."""
+        return min(1.0, self.bandwidth_efficiency * self.group_bandwidth.get(group, 1.0))
+
     def bandwidth_for(self, acc: Accelerator) -> float:
         """Bandwidth efficiency on this accelerator (group multiplier where fitted), combined
         with the engine's absolute ceiling as two rates in series: 1/share + rated/ceiling."""
-        share = min(1.0, self.bandwidth_efficiency
-                    * self.group_bandwidth.get(self.stand_in_group(acc), 1.0))
+        share = self.group_bandwidth_share(self.stand_in_group(acc))
         if self.bandwidth_cap_bytes_per_s is None:
             return share
         return 1.0 / (1.0 / share + acc.memory_bandwidth_bytes_per_s

@@ -175,6 +175,10 @@ def levers(r: FitReport) -> list[Lever]:
     if gguf and d.offload is None and d.tensor_parallel_size == 1 and not (
             d.accelerator.vendor == "apple" or d.accelerator.form == "soc"):
         options += _offload_lever(r)
+    if d.cpu_offload is not None:  # vLLM's --cpu-offload-gb: more of it, where none is held
+        from ridgeline.reports.fit_offload import cpu_offload_lever
+
+        options += cpu_offload_lever(r)
     levers = []
     for name, dep, context, settings in options:
         if dcp_layout_problem(dep.model, dep.engine, dep.engine_tensor_parallel_size,

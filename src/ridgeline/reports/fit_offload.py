@@ -1,10 +1,18 @@
 """`ridgeline fit` under llama.cpp's partial host offload: what stays in host memory (its
-weights, and its layers' share of the growing KV cache) and llama-server's flags for it."""
+weights, and its layers' share of the growing KV cache) and llama-server's flags for it; and
+vLLM's --cpu-offload-gb as a lever where the pool holds nothing."""
 
 from __future__ import annotations
 
+import math
+from typing import TYPE_CHECKING
+
 from ridgeline.deployment import Deployment
 from ridgeline.units import GIB
+
+if TYPE_CHECKING:
+    from ridgeline.memory import EngineSettings
+    from ridgeline.reports.fit import FitReport
 
 
 def host_bytes(d: Deployment) -> float:
@@ -40,3 +48,37 @@ def offload_lines(d: Deployment, cells: int) -> list[str]:
             f"and {1 - growing:.0%} of the growing KV cache stay in host memory"
             + (f" ({cache / GIB:,.2f} GiB at {cells:,} cells: the host's RAM must hold both)"
                if cache else "")]
+
+
+def cpu_offload_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSettings]]:
+    """vLLM's --cpu-offload-gb where the pool holds no conversation: the fewest whole GiB more
+    that leave one (the pool grows with each GiB the flag moves off the GPU, up to every
+    decoder layer of a stage, stage_layer_bytes_per_gpu), each step then reading them over
+    the host link. None past that: all layers on the host and still no pool."""
+    from dataclasses import replace
+
+    from ridgeline.capacity import held_conversations
+    from ridgeline.cpu_offload import FLAG, stage_layer_bytes_per_gpu
+    from ridgeline.memory import kv_pool
+
+    d, s, context = r.deployment, r.settings, r.context
+    if d.cpu_offload is None or r.conversations:
+        return []
+    settings = replace(s, max_model_len=context)
+
+    def at(gib: int) -> Deployment:
+        assert d.cpu_offload is not None
+        return replace(d, cpu_offload=replace(d.cpu_offload, bytes_per_gpu=gib * GIB))
+
+    def holds(gib: int) -> bool:
+        dep = at(gib)
+        return held_conversations(kv_pool(dep, settings), dep, context) > 0
+
+    low = math.floor(d.cpu_offload.bytes_per_gpu / GIB)  # holds none (the GiB asked, or less)
+    high = math.ceil(max(split.bytes for split in stage_layer_bytes_per_gpu(d)) / GIB)
+    if high <= low or not holds(high):
+        return []
+    while high - low > 1:  # the pool grows with the GiB moved: the fewest that hold one
+        middle = (low + high) // 2
+        low, high = (low, middle) if holds(middle) else (middle, high)
+    return [(f"{FLAG} {high} (the least that runs)", at(high), context, s)]

@@ -29,6 +29,13 @@ from ridgeline.roofline import batch_for_intensity, first_whole_batch, ridge_ste
 from ridgeline.stages import micro_batches
 from ridgeline.units import GIB
 
+# the most an emitted decode row's prompt steps may slow it (ridgeline's mean step against its
+# decodes alone): a decode row's typical error, the held-out median of decode_tok_s_per_user
+# (10.0 %, docs/accuracy.md), so that what the row leaves out stays within the scatter
+# calibrate already fits through; a mixed load past it (a bench at 1 prompt step in 4: 51 %)
+# would pull the fit by more than a typical row's error, and is left out
+MIXED_ROW_SLACK = 0.10
+
 
 @dataclass(frozen=True)
 class ObserveReport(ObserveVerdict):
@@ -256,11 +263,20 @@ class ObserveReport(ObserveVerdict):
                            "serves"))
         return out
 
+    @property
+    def mixed_row(self) -> bool:
+        """Whether the window's steps carry so much prompt work that its inter-token latency
+        is no decode measurement: ridgeline prices its mean step more than MIXED_ROW_SLACK
+        slower than the decodes alone (mixed_step_slowdown)."""
+        return self.mixed_step_slowdown > MIXED_ROW_SLACK
+
     def measurement_rows(self, model_id: str) -> str:
         """What was observed, as rows `ridgeline calibrate` reads: none from a single scrape,
         whose lifetime latency would be paired with one instant's batch, nor for a deployment
         that does not fit as described or that the cautions say is not the one that runs
-        (misdescribed: the row would price another than the server runs)."""
+        (misdescribed: the row would price another than the server runs), nor from a window
+        whose prompt steps slow its tokens past MIXED_ROW_SLACK (mixed_row: the row, read as
+        decode alone, would drag calibrate's fit)."""
         o, d = self.obs, self.deployment
         out = io.StringIO()
         columns = ["id", "model", "weights_dtype", "kv_dtype", "gpu", "num_gpus", "tp", "batch",
@@ -271,7 +287,7 @@ class ObserveReport(ObserveVerdict):
         itl = o.latency_ms.get("itl", {}).get("mean")
         b = self.batch
         if itl and b and not math.isnan(itl) and not self.single_scrape and self.fits \
-                and self.misdescribed is None:
+                and self.misdescribed is None and not self.mixed_row:
             weights = d.weights.label
             if weights == "as stored":  # the checkpoint's own format, as validate names it
                 stored = d.model.stored_format_map

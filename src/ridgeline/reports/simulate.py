@@ -513,10 +513,14 @@ class SimulateReport:
                          "within the step that prefills it)")
         rec = r.rec
         if rec.grouped:
+            cached = (self.engine_config or self.config).prefix_caching
+            find = ("whose prefix they can find cached" if cached else
+                    "whose prefix they would find cached, but prefix caching is off: each "
+                    "computes its prompt whole")
             lines.append(f"shared prefixes: {rec.prefix_followers:,} of the "
                          f"{rec.grouped_arrived:,} requests follow an earlier request of their "
-                         "group, whose prefix they can find cached (the others are their "
-                         "group's first); a completed request's prefix is a mean "
+                         f"group (the others are their group's first), {find}; a completed "
+                         "request's prefix is a mean "
                          f"{rec.shared_prefix_tokens / rec.grouped:,.0f} of its mean "
                          f"{rec.grouped_prompt_tokens / rec.grouped:,.0f} prompt tokens (the "
                          "prefix is part of the prompt; a shorter prompt shares all but its "
@@ -615,12 +619,21 @@ class SimulateReport:
                          "whether the engine keeps up")
         elif self.kept_up:
             lines.append(f"  it keeps up: {rec.finished_in_window:,} requests finished in the "
-                         f"window, {rec.windowed:,} arrived in it")
+                         f"window, {rec.windowed:,} arrived in it{self._growth_clause()}")
         else:
             lines.append(f"  IT DOES NOT KEEP UP: {rec.finished_in_window:,} requests finished in "
-                         f"the window, {rec.windowed:,} arrived in it; the queue grows, and a "
-                         "longer run reads longer latencies")
+                         f"the window, {rec.windowed:,} arrived in it{self._growth_clause()}, "
+                         "and a longer run reads longer latencies")
         return lines
+
+    def _growth_clause(self) -> str:
+        """Where the window's arrivals beyond its finishes went: into the running batch (its
+        value as the window opened, and as it closed) and into the waiting queue."""
+        rec = self.result.rec
+        queued = rec.window_growth[2]
+        start, end = rec.running_at_window
+        grew = f"the queue grew by {queued:,}" if queued > 0 else "the queue did not grow"
+        return f"; the running batch went {start:,} → {end:,} over it, {grew}"
 
     def _rejected_lines(self) -> list[str]:
         """One line for the count, one for each of the two commonest reasons."""

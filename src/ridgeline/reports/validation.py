@@ -292,8 +292,11 @@ class CalibrationReport:
     def text_lines(self) -> list[str]:
         lines = [f"wrote {self.output}"]
         for engine, p in self.profiles.items():
-            groups = ", ".join(f"{g} x{v:.2f}" for g, v in p.group_bandwidth.items())
-            lines.append(f"  {engine}: bandwidth {p.bandwidth_efficiency:.0%}, compute "
+            groups = ", ".join(f"{g} x{v:.2f} = {p.group_bandwidth_share(g):.0%}"
+                               for g, v in p.group_bandwidth.items())
+            base = " (a base, times each group's factor below; cards outside them)" \
+                if groups else ""
+            lines.append(f"  {engine}: bandwidth {p.bandwidth_efficiency:.0%}{base}, compute "
                          f"{p.compute_efficiency:.0%}"
                          + ("" if p.compute_fitted else " (held near its prior: no prefill or "
                             "TTFT row to fit it)")

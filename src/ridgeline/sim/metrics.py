@@ -301,6 +301,9 @@ class Recorder:
         self.finished_in_window = 0  # completed requests finishing in it (whenever they came)
         self.windowed = 0  # completed requests arriving in it: the histograms keep theirs …
         self.windowed_rejected = 0  # … and the rejected ones arriving in the window
+        # the running batch as the window opens and as it closes (the gauge holding then),
+        # so that a batch still filling is told from a growing queue (``window_growth``)
+        self.running_at_window = [0, 0]
         self.arrived_s = (math.inf, -math.inf)  # the first and last arrival (run or rejected)
         # when each request arrived, and when it left (finished, or rejected as it came): how
         # many had come and gone by any time, for the overload test (``falls_behind``)
@@ -397,18 +400,33 @@ class Recorder:
         self.missed = max(self.ttft_misses, self.tpot_misses) > (self.stop_past or 0)
 
     @property
+    def window_growth(self) -> tuple[int, int, int]:
+        """(more arrived than finished, of them taken into the running batch, of them left
+        waiting) over the window. A request arriving in it and not finishing in it is still
+        in the engine at its end (a rejected one leaves as it comes), running or waiting, so
+        the arrivals' excess over the finishes is the rise in the running batch plus the rise
+        in the queue: 194 arriving against 159 finishing, the batch 45 → 80, is (35, 35, 0),
+        a batch filling up, not a queue growing."""
+        grew = self.windowed - self.finished_in_window
+        start, end = self.running_at_window
+        return grew, end - start, grew - (end - start)
+
+    @property
     def keeps_up(self) -> bool:
         """Whether the engine served the arrivals as they came: in a steady state as many
         requests finish in the window (past the warm-up) as arrive in it, the requests in the
         engine at its end as many as at its start; an overloaded engine finishes only its
-        capacity, and its queue grows. The slack is the larger of 3 % and two Poisson
-        deviations of the count. A run cut short for falling behind did not."""
+        capacity, and its queue grows. Arrivals outnumbering the finishes by a rise in the
+        running batch (one still filling, within its pool) leave no queue
+        (``window_growth``); by a rise in the waiting queue of more than the larger of 3 %
+        and two Poisson deviations of the count, the engine falls behind. A run cut short for
+        falling behind did not keep up."""
         if self.stopped_early:
             return False
         n = self.windowed
         if math.isinf(self.window_s[0]) or not n or self.runs_past_arrivals:
             return True
-        return self.finished_in_window >= n * (1 - max(KEEP_UP_SLACK, 2 / math.sqrt(n)))
+        return self.window_growth[2] <= n * max(KEEP_UP_SLACK, 2 / math.sqrt(n))
 
     @property
     def runs_past_arrivals(self) -> bool:
@@ -621,6 +639,8 @@ class Recorder:
                      "grouped_arrived", "prefix_followers", "readmit_hit_blocks",
                      "service_s", "waiting_at_arrival", "batch_room_at_arrival"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.running_at_window = [mine + theirs for mine, theirs in
+                                  zip(self.running_at_window, other.running_at_window)]
         if other.peak_queue[0] > self.peak_queue[0]:  # lanes side by side: the longer one
             self.peak_queue, self.peak_cleared_s = other.peak_queue, other.peak_cleared_s
         for reason, n in other.rejected.items():
@@ -650,12 +670,22 @@ class Recorder:
         """The gauges after the step that ended at ``t``."""
         self.series.add(t, running, waiting, usage, preemptions)
         self.gauge = running
+        self._gauge_from(t, running)
         self.running_max = max(self.running_max, running)
         if not waiting:
             self._arrived_when_empty = self.arrivals.total
             if self._peak_open:
                 self.peak_cleared_s = t
                 self._peak_open = False
+
+    def _gauge_from(self, t: float, running: int) -> None:
+        """The running gauge reads ``running`` from ``t`` on: the value at each of the
+        window's ends it reaches (the last such reading before an end holds there)."""
+        low, high = self.window_s
+        if t <= low:
+            self.running_at_window[0] = running
+        if t <= high:
+            self.running_at_window[1] = running
 
     def ran(self, start_s: float, end_s: float, steps: int, running: int, waiting: int,
             usage: float, preemptions: int) -> None:
@@ -670,6 +700,7 @@ class Recorder:
         if steps > 1:
             self.running_max = max(self.running_max, running)
             self.series.add(start_s + first, running, waiting, usage, preemptions)
+            self._gauge_from(start_s + first, running)
         else:
             self.series.add(start_s, self.gauge, waiting, usage, preemptions)
 

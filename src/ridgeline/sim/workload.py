@@ -272,7 +272,8 @@ _PLAIN = (("arrival_s", "arrival_time", "timestamp", "time", "TIMESTAMP"),
 
 
 def read_trace(path: str) -> list[Request]:
-    """Requests from a CSV or JSONL trace, arrival times relative to the first.
+    """Requests from a CSV or JSONL trace, arrival times relative to the first, numbered in
+    arrival order (rows at one instant in the file's: an export's ids replay as they were).
 
     Each row needs a finite arrival time ≥ 0 (seconds, or a date) and whole token counts from
     1 to MAX_LENGTH_TOKENS; a row that has not is refused, naming its line.
@@ -340,7 +341,7 @@ def read_trace(path: str) -> list[Request]:
         except ValueError as exc:
             raise InputError(f"{path}, line {number}: {exc}") from None
         out.append((t, p, o))
-    out.sort()
+    out.sort(key=lambda row: row[0])  # stable: rows at one instant keep the file's order
     start = out[0][0]
     return [Request(i, t - start, p, o) for i, (t, p, o) in enumerate(out)]
 
