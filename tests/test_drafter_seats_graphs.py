@@ -17,7 +17,7 @@ from ridgeline.engine_spec import EngineSpec
 from ridgeline.errors import InputError
 from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.sglang_memory import sglang_max_running_requests, sglang_speculative_requests
-from ridgeline.vllm_memory import (
+from ridgeline.vllm_graphs import (
     capture_cap,
     capture_query_len,
     capture_size_list,

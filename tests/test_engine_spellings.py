@@ -18,7 +18,7 @@ from ridgeline.catalog import hub_id, model_entries, resolve_model
 from ridgeline.cli import build_parser
 from ridgeline.datafiles import load_data
 from ridgeline.engine_quantization import engine_methods
-from ridgeline.reports.plan import command_line
+from ridgeline.reports.launch_commands import command_line
 from tests.conftest import run_cli
 
 FIT = ("fit", "llama-3.1-70b", "--gpu", "h100", "--num-gpus", "2", "--max-model-len", "32k",

@@ -342,9 +342,9 @@ def test_runners_up_are_other_shapes_cheapest_first() -> None:
     assert result.winner is not None
     report = PlanReport(MODEL, "meta-llama/Llama-3.1-8B", result, 4096)
     shapes = [(c.accelerator, c.tp, c.pp, c.weights, c.expert_parallel)
-              for c in [result.winner, *report.runners_up()]]
+              for c in [result.winner, *report.lists.runners_up()]]
     assert len(shapes) == len(set(shapes)) > 2  # no knob-only variants of one deployment
-    costs = [c.cost_per_hour for c in report.runners_up()]
+    costs = [c.cost_per_hour for c in report.lists.runners_up()]
     assert costs == sorted(costs)
 
 
@@ -757,7 +757,7 @@ def test_a_check_command_is_given_only_where_simulate_can_rerun_it() -> None:
     from dataclasses import replace
 
     from ridgeline.candidate import Candidate
-    from ridgeline.reports.plan import check_line
+    from ridgeline.reports.plan_commands import check_line
 
     c = Candidate("h100-sxm", 4, 1, "bf16", "fp8", 128, 64, 0.02, 0.1, 5.0, 3, 2.99, True,
                   "", (1.0, 1.0), verified=True, expert_parallel=True, sim_requests=900,
@@ -842,7 +842,7 @@ def test_a_pipeline_candidates_check_reruns_with_simulate_pp(
     import shlex
 
     from ridgeline.plan_checks import verify
-    from ridgeline.reports.plan import check_line
+    from ridgeline.reports.plan_commands import check_line
 
     model = resolve_model("llama-3.1-70b")
     load, slo = Load(4, "lognormal:800,0.6", "lognormal:200,0.6"), Slo(1.0, 0.08)

@@ -143,8 +143,8 @@ def test_a_two_node_winners_report_prints_and_returns_each_nodes_command() -> No
     load, slo = Load(1.0, "1000", "250"), Slo(2.0, 0.05)
     report = PlanReport(LLAMA_405B, "meta-llama/Llama-3.1-405B",
                         PlanResult(load, slo, (win,), (), (), (), 1, 250.0, ""), 131072)
-    nodes = report.node_commands()["vllm"]
-    assert report.commands()["vllm"] == nodes[0]
+    nodes = report.launch.node_commands()["vllm"]
+    assert report.launch.commands()["vllm"] == nodes[0]
     assert report.to_dict()["node_commands"] == {"vllm": nodes}
     lines = report.text_lines()
     start = next(i for i, line in enumerate(lines) if line.startswith("run it with ("))
@@ -226,9 +226,9 @@ def test_the_cautions_of_unpriced_and_cheaper_unverified_rows_sit_under_them() -
     lines = report.text_lines()
     header = next(i for i, line in enumerate(lines) if line.startswith("cheaper, unverified"))
     blank = lines.index("", header)
-    assert [f"  caution, {report._label(cheaper)}: {text}" for text in own["mi300x"]] == [
+    assert [f"  caution, {report.lists.label(cheaper)}: {text}" for text in own["mi300x"]] == [
         line for line in lines[header:blank] if line.startswith("  caution")]
-    row = next(i for i, line in enumerate(lines) if line.startswith(report._label(unpriced)))
+    row = next(i for i, line in enumerate(lines) if line.startswith(report.lists.label(unpriced)))
     assert lines[row + 1:row + 1 + len(own["mi325x"])] == [
         f"  caution: {text}" for text in own["mi325x"]]
 

@@ -130,7 +130,7 @@ def test_a_data_parallel_launch_is_in_each_engines_own_flags() -> None:
 
 
 def test_an_sglang_data_parallel_check_command_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    from ridgeline.reports.plan import check_line
+    from ridgeline.reports.plan_commands import check_line
 
     c = replace(_replica(1, 8), verified=True, sim_window_s=(0.0, 30.0), sim_requests=40)
     line = check_line("deepseek-v3", Load(0.5, "2000", "100"), Slo(5.0, 0.2), "sglang", None,

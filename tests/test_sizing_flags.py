@@ -16,7 +16,7 @@ from ridgeline.layouts import LINEAR
 from ridgeline.memory import EngineSettings, KVPool, kv_pool
 from ridgeline.sglang_hybrid import sglang_state_dtypes
 from ridgeline.sglang_memory import sglang_memory_defaults
-from ridgeline.vllm_memory import capture_sizes
+from ridgeline.vllm_graphs import capture_sizes
 from tests.conftest import run_cli
 
 NEXT = "qwen3-next-80b-a3b-thinking"

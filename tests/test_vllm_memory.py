@@ -12,7 +12,8 @@ from ridgeline.errors import InputError
 from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.parallel import LOW_LATENCY_FABRICS
 from ridgeline.units import GIB, MIB
-from ridgeline.vllm_memory import capture_sizes, parse_version, vllm_accounting
+from ridgeline.vllm_graphs import capture_sizes
+from ridgeline.vllm_memory import parse_version, vllm_accounting
 
 
 def dep(model: str, gpu: str = "h100", n: int = 1, weights: str | None = None,

@@ -1,7 +1,7 @@
 """The launch flags that change how an engine sizes its memory beyond the pool's fraction:
 SGLang's --max-mamba-cache-size and --mamba-ssm-dtype (a hybrid's state pool,
 sglang_hybrid.py), and the largest CUDA-graph batch, vLLM's --max-cudagraph-capture-size (its
-graphs' memory, vllm_memory.cuda_graph_bytes) and SGLang's --cuda-graph-max-bs (its default
+graphs' memory, vllm_graphs.cuda_graph_bytes) and SGLang's --cuda-graph-max-bs (its default
 reserve, sglang_memory.sglang_memory_defaults). Each refused, in one line, where the engine,
 its release or the model has no use for it; the releases are engines.json's."""
 

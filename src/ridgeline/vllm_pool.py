@@ -4,7 +4,8 @@
 The pool is total × gpu_memory_utilization − weights − the profile's peak − non-torch
 memory − (v0.21+) the CUDA graphs, paged in blocks of block_size tokens
 (vllm/v1/worker/gpu_worker.py determine_available_memory; V0 worker.py). What each release
-counts in those terms is ``vllm_memory.py``'s; its hybrid KV groups are ``kvgroups.py``'s.
+counts in those terms is ``vllm_memory.py``'s, the graphs' sizes ``vllm_graphs.py``'s; its hybrid
+KV groups are ``kvgroups.py``'s.
 """
 
 from __future__ import annotations
@@ -24,13 +25,12 @@ from ridgeline.layouts import FULL, WINDOW_MIXERS
 from ridgeline.served_model import windows_as_full
 from ridgeline.stages import Stage
 from ridgeline.units import GIB, MIB
+from ridgeline.vllm_graphs import capture_query_len, cuda_graph_bytes, spec_capture_multiple
 from ridgeline.vllm_hybrid import chunked_in_full, ssm_state_dtype, state_blocks
 from ridgeline.vllm_memory import (
     VLLMAccounting,
     activation_bytes_per_token,
-    capture_query_len,
     compile_transient_bytes,
-    cuda_graph_bytes,
     encoder_profile,
     model_runner,
     moe_workspace_bytes,
@@ -39,7 +39,6 @@ from ridgeline.vllm_memory import (
     non_torch_bytes,
     parse_version,
     sampler_peak_bytes,
-    spec_capture_multiple,
     vllm_accounting,
 )
 from ridgeline.vllm_mla_block import mla_block_size

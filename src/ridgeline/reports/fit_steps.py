@@ -27,7 +27,7 @@ from ridgeline.reports.fit_weights import weights_note
 from ridgeline.sglang_hybrid import sglang_state_dtypes, sglang_state_ratio
 from ridgeline.sglang_memory import sglang_data
 from ridgeline.units import GIB, plural
-from ridgeline.vllm_memory import capture_cap, capture_sizes
+from ridgeline.vllm_graphs import capture_cap, capture_sizes
 from ridgeline.vllm_pool import (
     graph_multiple,
     graph_query_len,

@@ -1,0 +1,223 @@
+"""The deployments `ridgeline plan` lists beside its answer: runners-up of other shapes, the
+cheaper ones a measured caution leaves unverified, split prefill and decode pools, cards
+without a price, and the Pareto frontier of tokens per GPU against tokens per user.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ridgeline.candidate import Candidate, weights_name
+from ridgeline.cost import mean_decode_context
+from ridgeline.measured_slowdown import MEASURED_SLOWDOWN_LOW, slowed_tpot_floor_s
+from ridgeline.model import ModelSpec
+from ridgeline.plan import PlanResult
+from ridgeline.render import table
+from ridgeline.units import plural
+
+
+def _shape(c: Candidate) -> tuple[str, int, int, str, bool, int]:
+    """What sets a deployment apart in the lists: accelerator, parallelism, weight format (the
+    same shape with another engine knob or cache format costs about the same)."""
+    return c.accelerator, c.tp, c.pp, c.weights, c.expert_parallel, c.data_parallel
+
+
+def _distinct(cands: Iterable[Candidate], seen: set[tuple[str, int, int, str, bool, int]]
+              ) -> list[Candidate]:
+    """The first of each shape in ``cands`` not already ``seen`` (which it adds to)."""
+    out = []
+    for c in cands:
+        if _shape(c) not in seen:
+            seen.add(_shape(c))
+            out.append(c)
+    return out
+
+
+def pct(percentile: float) -> str:
+    """p90, p99.9: the percentile as asked, not rounded to p100."""
+    return f"p{percentile:.10g}"
+
+
+def tpot_ms(tpot_s: float | None) -> str:
+    if tpot_s is None or math.isnan(tpot_s):
+        return "n/a (1-token outputs)"
+    return f"{tpot_s * 1e3:,.1f} ms"
+
+
+def usd(dollars: float | None) -> str:
+    """$0.123 per million tokens, $45.67, $4,014,757: cents shown where they matter."""
+    if dollars is None:
+        return "no price"
+    return f"${dollars:,.3f}" if dollars < 10 else f"${dollars:,.2f}" if dollars < 1e4 \
+        else f"${dollars:,.0f}"
+
+
+@dataclass(frozen=True)
+class PlanLists:
+    """The lists under a plan's ``result`` for ``model``, each deployment named by ``label``."""
+    model: ModelSpec
+    result: PlanResult
+
+    def label(self, c: Candidate) -> str:
+        """``c`` as the lists name it: replicas, cards, parallelism, weight and KV formats."""
+        return c.label_for(self.result.engine, weights_name(self.model, c.weights))
+
+    def dies_per_card(self) -> dict[str, int]:
+        """{accelerator: devices} of the searched cards the engine runs as several devices
+        (vLLM on an MI250X: 2); {} where every card is one."""
+        from ridgeline.hardware import engine_devices, resolve_accelerator
+
+        r = self.result
+        named = {c.accelerator for c in (*r.candidates, *r.unpriced, *r.disaggregated)}
+        devices = {a: engine_devices(r.engine, resolve_accelerator(a)) for a in sorted(named)}
+        return {a: n for a, n in devices.items() if n > 1}
+
+    def held_splits(self) -> list[Candidate]:
+        """The disaggregated splits that held in simulation with no measured caution: an
+        answer where no single pool meets the SLO."""
+        r = self.result
+        return [c for c in r.disaggregated if c.verified and not r.unverified_by(c)]
+
+    def runners_up(self, count: int = 5) -> list[Candidate]:
+        """The next cheapest deployments that differ from the winner, from each other and from
+        the cheaper unverified ones (``cheaper_unverified``) in accelerator, parallelism or
+        weight format: the same shape with another engine knob costs the same and says
+        nothing new."""
+        cheaper = self.result.cheaper_unverified
+        listed, seen = {id(c) for c in cheaper}, {_shape(c) for c in cheaper}
+        out = _distinct((c for c in self.result.candidates if id(c) not in listed),
+                        seen)  # the winner first
+        # cheapest first; an unsimulated price is the analytic sizing's estimate
+        return sorted(out[1:count + 1], key=lambda c: (c.cost_per_hour or 0.0, c.gpus))
+
+    def cheaper_unverified(self, count: int = 5) -> list[Candidate]:
+        """The deployments cheaper than the winner that a measured caution leaves unverified,
+        one of each shape (as ``runners_up``), cheapest first: the winner is the cheapest
+        that holds without the caution, these the alternatives its price assumes away."""
+        out = _distinct(self.result.cheaper_unverified, set())
+        return sorted(out[:count], key=lambda c: (c.cost_per_hour or 0.0, c.gpus))
+
+    def _moved(self) -> str:
+        """How far simulation moved the replicas of the candidates it checked."""
+        ratios = [c.replicas / c.analytic_replicas for c in self.result.candidates
+                  if c.verified and c.analytic_replicas]
+        if not ratios:
+            return "the steady-state simulation may add or remove replicas"
+        low, high = min(ratios) - 1, max(ratios) - 1
+        span = f"{low:+.0%}" if abs(high - low) < 0.005 else f"{low:+.0%} to {high:+.0%}"
+        n = len(ratios)
+        checked = "the one it checked" if n == 1 else f"the {n} it checked"
+        return (f"the steady-state simulation moved the replicas of {checked} by {span}; an "
+                "analytic count sits at the capacity edge, where one more replica is often "
+                "what the percentile needs")
+
+    def cheaper_unverified_lines(self, cands: list[Candidate], priced: str,
+                                 priced_tok_s: float) -> list[str]:
+        """The cheaper deployments a measured caution leaves unverified, each with its TPOT
+        at the measured slowdown's low end (``slowed_tpot_floor_s``) against the SLO."""
+        r = self.result
+        no_tpot = r.mean_output_tokens < 2
+
+        def floor(c: Candidate) -> str:
+            floor_s = slowed_tpot_floor_s(c)
+            return tpot_ms(None if no_tpot else floor_s) + (
+                ", past the SLO" if not no_tpot and floor_s > r.slo.tpot_s else "")
+
+        rows = [[self.label(c), str(c.gpus), f"${c.cost_per_hour:,.2f}",
+                 usd(c.cost_per_million_tokens(priced_tok_s)), floor(c),
+                 "simulated" if c.verified else "analytic"] for c in cands]
+        why = r.unverified_by(cands[0])
+        return [*table(rows, ["cheaper, unverified", "GPUs", "$/h",
+                              "$/M tok" if priced == "output" else "$/M prompt tok",
+                              f"TPOT × {MEASURED_SLOWDOWN_LOW:g}", "checked"]),
+                "  (unverified: " + ("the measured caution above covers these deployments"
+                                     if any(why in c for c in r.cautions) else why)
+                + f"; TPOT × {MEASURED_SLOWDOWN_LOW:g}: the simulated {pct(r.slo.percentile)} "
+                "TPOT, or the analytic mean where not simulated, at the measured slowdown's "
+                "low end, a floor before the slower steps' queueing)",
+                *self.caution_lines(cands), ""]
+
+    def caution_lines(self, cands: Iterable[Candidate]) -> list[str]:
+        """One line for each caution of each of ``cands``' own deployments (``cautions_for``:
+        TP across nodes, a prompt speed priced with another card group's share), named by
+        its label, for under a list of them."""
+        return [f"  caution, {self.label(c)}: {text}" for c in cands
+                for text in self.result.cautions_for(c)]
+
+    def alternative_lines(self, win: Candidate, priced: str, priced_tok_s: float) -> list[str]:
+        """The runners-up, the cards without a price and the disaggregated splits, listed under
+        the winner ``win``, their $/M of ``priced`` tokens ("output" or "prompt") at
+        ``priced_tok_s``."""
+        r = self.result
+        lines: list[str] = []
+        runners = self.runners_up()
+        rows = [[self.label(c), str(c.gpus), f"${c.cost_per_hour:,.2f}",
+                 usd(c.cost_per_million_tokens(priced_tok_s)),
+                 ("simulated" if c.verified else "analytic")
+                 + (", unverified" if r.unverified_by(c) else "")] for c in runners]
+        if rows:
+            lines += table(rows, ["runners-up", "GPUs", "$/h",
+                                  "$/M tok" if priced == "output" else "$/M prompt tok",
+                                  "checked"])
+            if not all(c.verified for c in runners):
+                lines.append(f"  (analytic: not simulated; {self._moved()})")
+            why = next((r.unverified_by(c) for c in runners if r.unverified_by(c)), "")
+            if why:
+                lines.append("  (unverified: " + ("the measured caution above covers these "
+                                                  "deployments too"
+                                                  if any(why in c for c in r.cautions) else why)
+                             + ")")
+            lines += self.caution_lines(runners)
+            lines.append("")
+        for c in r.unpriced:
+            lines.append(f"{self.label(c)} = {c.gpus} {plural(c.gpus, 'GPU')}, "
+                         "no price: it wins below "
+                         f"${(win.cost_per_hour or 0) / c.gpus:,.2f} per GPU-hour "
+                         f"(--price {c.accelerator}=USD)")
+            lines += [f"  caution: {text}" for text in r.cautions_for(c)]
+        if r.disaggregated and not any(c.verified for c in r.disaggregated):
+            lines.append("disaggregated pools: the cheapest splits were simulated and none held "
+                         "within --max-gpus; those below are analytic only")
+        for c in r.disaggregated[:3]:
+            cost = f"${c.cost_per_hour:,.2f}/h" if c.cost_per_hour is not None else "no price"
+            how = (f"simulated: {pct(r.slo.percentile)} TTFT {(c.sim_ttft_s or 0) * 1e3:,.0f} ms, "
+                   f"TPOT {tpot_ms(c.sim_tpot_s)}" if c.verified else "analytic")
+            lines.append(f"disaggregated, {self.label(c)}: {c.gpus} {plural(c.gpus, 'GPU')}, {cost} "
+                         f"({how}; KV hand-off over a 400 Gb/s link)"
+                         + (", unverified: CDNA3's FP8 and MXFP4 MoE paths have measured 1.4–2.1× "
+                            "slower than priced (validation/serving.csv)"
+                            if r.unverified_by(c) else "")
+                         + "".join(f"; caution: {text}" for text in r.cautions_for(c)))
+        # a split carrying the measured caution is no cheaper alternative than a cautioned
+        # single pool: its price assumes the same unmeasured speed
+        cheaper = [c for c in r.disaggregated if c.verified and not r.unverified_by(c)
+                   and c.cost_per_hour is not None
+                   and win.cost_per_hour is not None and c.cost_per_hour < win.cost_per_hour]
+        if cheaper:
+            c = cheaper[0]
+            top = "the unverified cheapest" if r.winner_unverified else "the winner"
+            lines.append(f"  the {c.disaggregated} split costs less than {top} "
+                         f"(${c.cost_per_hour:,.2f}/h against ${win.cost_per_hour:,.2f}/h) where "
+                         "the engines can hand each prompt's KV cache from node to node (vLLM's "
+                         f"disaggregated-prefill KV connectors); {top} needs none")
+        return lines
+
+    def pareto_lines(self) -> list[str]:
+        """The Pareto frontier of tokens per GPU against tokens per user, decode at the load's
+        mean context, each configuration at batches 1, 2, 4, … and the batch meeting the SLO."""
+        r = self.result
+        if not r.pareto:
+            return []
+        ctx = mean_decode_context(*r.load.means())
+        dies = "".join(f"; a GPU is one {a} card, its {n} dies added (as --num-gpus "
+                       "counts)" for a, n in self.dies_per_card().items())
+        # past 12 points, the fastest per user and the 11 of the most tokens per GPU (the
+        # batches meeting the SLO among them)
+        shown = r.pareto if len(r.pareto) <= 12 else (r.pareto[0], *r.pareto[-11:])
+        return ["", f"Pareto frontier, decode at a {ctx:,}-token context (the prompt and "
+                "half the output, a response's mean), each configuration at batches 1, 2, "
+                f"4, … and the batch that meets the SLO{dies}:",
+                f"  {'tok/s/GPU':>9}  {'tok/s/user':>10}  configuration, batch",
+                *(f"  {a:>9,.0f}  {b:>10,.1f}  {p}" for a, b, p in shown)]

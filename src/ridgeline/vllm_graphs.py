@@ -1,0 +1,131 @@
+"""Which batch sizes vLLM captures CUDA graphs at, and the memory those graphs take.
+
+V1 captures graphs at 1, 2, 4 and then every 8 (every 16 from 256) up to a cap: by default
+twice max_num_seqs, at most 512 and at most the step's token budget. From v0.13 a drafter's
+tokens scale that cap (1 + num_speculative_tokens), and from v0.11.1 a drafter rounds each
+size up to a multiple of them. From v0.21 vLLM takes an estimate of the graphs' pool from
+the KV budget (``cuda_graph_bytes``). The rules are data (engines.json
+``max_cudagraph_capture_size``, ``spec_decode_capture_rounding``), each with its source; how
+the rest of the profiling pass is counted is vllm_memory.py's.
+"""
+
+from __future__ import annotations
+
+from ridgeline.deployment import Deployment
+from ridgeline.errors import InputError
+from ridgeline.stages import Stage
+from ridgeline.units import MIB
+from ridgeline.vllm_memory import VLLMAccounting, parse_version, vllm_data
+
+
+def capture_query_len(spec_tokens: int = 0, version: str | None = None) -> int:
+    """The tokens a request's decode step runs that vLLM ``version`` (default: the newest
+    modelled) scales its default capture cap by: 1 + num_speculative_tokens from v0.13.0,
+    where _set_cudagraph_sizes counts the drafts (engines.json
+    vllm.max_cudagraph_capture_size), else 1. Three drafts on v0.13: 4; on v0.12: 1."""
+    rule = vllm_data()["max_cudagraph_capture_size"]
+    asked = version or str(vllm_data()["default_version"])
+    if not spec_tokens or parse_version(asked) < parse_version(rule["drafts_multiply_from"]):
+        return 1
+    return 1 + spec_tokens
+
+
+def capture_cap(max_num_seqs: int, max_capture_size: int | None = None,
+                max_num_batched_tokens: int | None = None, query_len: int = 1) -> int:
+    """The largest batch V1 captures: --max-cudagraph-capture-size, by default
+    min(2 × max_num_seqs × ``query_len``, 512) (capture_query_len: 1 + the drafts from v0.13),
+    then at most max_num_batched_tokens, since no step runs more tokens (vllm/config/vllm.py
+    _set_cudagraph_sizes, v0.11.1 on: ``min(max_num_tokens, max_cudagraph_capture_size)``):
+    256 seats under a budget of 128 tokens capture to 128; 32 seats drafting 3 to 256."""
+    cap = max_capture_size or min(2 * max_num_seqs * query_len, 512)
+    return min(cap, max_num_batched_tokens) if max_num_batched_tokens else cap
+
+
+def capture_size_list(cap: int) -> list[int]:
+    """The CUDA-graph batch sizes V1 captures up to ``cap``: 1, 2, 4, every 8 below 256, then
+    every 16 (vllm/config/vllm.py _set_cudagraph_sizes, v0.11.1 to v0.33; before v0.11.1
+    every 8)."""
+    small = [s for s in (1, 2, 4) if s <= cap]
+    return small + list(range(8, min(cap + 1, 256), 8)) + list(range(256, cap + 1, 16))
+
+
+def spec_capture_multiple(spec_tokens: int, version: str | None = None, runner: str = "V1",
+                          tensor_parallel_size: int = 1) -> int:
+    """The multiple vLLM ``version`` rounds each captured size up to under speculative
+    decoding (engines.json vllm.spec_decode_capture_rounding): 1 + num_speculative_tokens from
+    v0.11.1 on the V1 runner (Model Runner V2 from v0.25 does not round); v0.11.1 alone takes
+    the tensor-parallel size where larger and refuses a pair neither divides (two drafts at
+    TP2: 3 and 2). 1 (no rounding) without drafts or before v0.11.1."""
+    rule = vllm_data()["spec_decode_capture_rounding"]
+    asked = version or str(vllm_data()["default_version"])
+    v = parse_version(asked)
+    if not spec_tokens or v < parse_version(rule["from"]) \
+            or (runner == "MRV2" and v >= parse_version(rule["mrv2_rounds_until"])):
+        return 1
+    query = 1 + spec_tokens
+    tp = tensor_parallel_size
+    if tp > 1 and v < parse_version(rule["tp_multiple_until"]):
+        multiple = max(query, tp)
+        if multiple % query or multiple % tp:
+            raise InputError(f"vLLM {asked}: no CUDA-graph size is a multiple of both "
+                             f"{query} (1 + num_speculative_tokens) and {tp} (the "
+                             "tensor-parallel size), and v0.11.1 refuses to start (fixed in "
+                             "v0.11.2); change the drafts or the release")
+        return multiple
+    return query
+
+
+def spec_rounded_sizes(sizes: list[int], cap: int, multiple: int,
+                       version: str | None = None) -> list[int]:
+    """``sizes`` as vLLM keeps them under speculative decoding: each rounded up to a multiple
+    of ``multiple`` (spec_capture_multiple), those past ``cap`` dropped, each kept once —
+    three drafts turn 1, 2, 4, 8, … 512 into 4, 8, … 512 (49 sizes, not 51); two drafts, 3, 6,
+    9, 18, 24, … 498 (49). InputError where none is left: from v0.12 vLLM refuses to start
+    (v0.11 keeps ``sizes``)."""
+    if multiple <= 1:
+        return sizes
+    rounded = sorted({-(-size // multiple) * multiple for size in sizes
+                      if -(-size // multiple) * multiple <= cap})
+    if rounded:
+        return rounded
+    rule = vllm_data()["spec_decode_capture_rounding"]
+    asked = version or str(vllm_data()["default_version"])
+    if parse_version(asked) < parse_version(rule["refuse_empty_from"]):
+        return sizes
+    raise InputError(f"vLLM {asked} captures CUDA graphs at multiples of {multiple} (1 + "
+                     f"num_speculative_tokens) up to {cap}, of which there are none, and refuses "
+                     "to start; raise --max-cudagraph-capture-size or draft fewer tokens")
+
+
+def capture_sizes(max_num_seqs: int, max_capture_size: int | None = None,
+                  max_num_batched_tokens: int | None = None, query_len: int = 1,
+                  multiple: int = 1, version: str | None = None) -> int:
+    """How many CUDA-graph batch sizes V1 captures: capture_size_list to ``capture_cap`` —
+    51 sizes at the default cap of 512, 19 at a cap of 128 (67 every 8 before v0.11.1) — then,
+    drafting, rounded to ``multiple`` (spec_rounded_sizes; ``version`` for its refusal)."""
+    cap = capture_cap(max_num_seqs, max_capture_size, max_num_batched_tokens, query_len)
+    return len(spec_rounded_sizes(capture_size_list(cap), cap, multiple, version))
+
+
+def cuda_graph_bytes(dep: Deployment, max_num_seqs: int, acc: VLLMAccounting,
+                     enforce_eager: bool, stage: Stage | None = None,
+                     counted: bool = False, max_capture_size: int | None = None,
+                     max_num_batched_tokens: int | None = None, query_len: int = 1,
+                     multiple: int = 1) -> float:
+    """The CUDA-graph estimate v0.21+ takes from the KV budget: layers on one pipeline
+    stage × captured sizes (capture_sizes, to --max-cudagraph-capture-size where given, at
+    most the token budget, the default cap scaled by ``query_len``: capture_query_len, and
+    drafting rounded to ``multiple``: spec_capture_multiple) × 0.45 MiB (logged pools:
+    0.23–0.56 MiB per layer per size); ``counted``: the same estimate in any V1 version, for
+    what the graphs hold on the card. On V1's runner a drafter's own graphs (EAGLE's, a draft
+    model's: piecewise only) are captured inside the target's, from _dummy_run's
+    drafter.dummy_run, in the same pool, so vLLM's measured estimate holds them
+    (gpu_model_runner.py profile_cudagraph_memory, v0.24); no per-layer figure for them was
+    logged, and this estimate counts the target's layers alone."""
+    if enforce_eager or not (acc.graphs_in_budget or counted):
+        return 0.0
+    layers = dep.model.num_layers if stage is None else stage.layers
+    per = float(vllm_data()["cuda_graph_mib_per_layer_per_size"]) * MIB
+    sizes = capture_sizes(max_num_seqs, max_capture_size, max_num_batched_tokens, query_len,
+                          multiple, acc.version)
+    return layers * sizes * per
