@@ -592,3 +592,20 @@ def test_the_caution_says_why_more_than_the_ask_moved_only_where_it_did() -> Non
     assert "moves each parameter whole" in cpu_offload_caution(_offloaded(_dep(), 4))
     # every layer, under the ask: nothing crossed it
     assert "moves each parameter whole" not in cpu_offload_caution(_offloaded(_dep(), 40))
+
+
+def test_an_mi250s_two_dies_each_move_their_own_tensors_whole_copies_and_all() -> None:
+    """vLLM runs an MI250X as two devices, each walking its own shards against the flag's GiB,
+    routers and MLA's down-projections whole on each: the card moves what two such dies move
+    (one die priced as a rank of a 16-GPU TP group), and a budget past the layers moves every
+    layer the card holds, copies and all."""
+    card = _dep("deepseek-v3", "mi250x", gpus=8, weights="bf16")
+    die = _dep("deepseek-v3", "mi300x", gpus=16, weights="bf16")
+    for gib in (2, 20):
+        assert offloaded_bytes_per_gpu(_offloaded(card, gib)) == pytest.approx(
+            2 * offloaded_bytes_per_gpu(_offloaded(die, gib)))
+    for layer in dict.fromkeys(card.model.layers):
+        assert sum(t.bytes for t in layer_rank_tensors(card, layer)) == pytest.approx(
+            layer_bytes_per_gpu(card, layer).bytes)
+    (layers,) = stage_layer_bytes_per_gpu(card)
+    assert offloaded_bytes_per_gpu(_offloaded(card, 1000)) == pytest.approx(layers.bytes)

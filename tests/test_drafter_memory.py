@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.capacity import held_conversations
 from ridgeline.draft_model_memory import (
     drafter_weight_bytes_per_gpu,
     eagle3_layer_bytes_per_gpu,
@@ -326,6 +327,25 @@ def test_a_draft_model_runs_at_the_targets_tp_on_v1_and_also_replicated_on_v0(
         return
     added = kv_pool(dep, settings).weight_bytes - kv_pool(dep, base).weight_bytes
     assert added == pytest.approx(whole / share, rel=0.01)
+
+
+def test_fit_offers_more_gpus_to_a_draft_model_given_at_the_targets_tp(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """draft_tensor_parallel_size given as the target's (the one V1 takes) is the user's
+    "as the target": fit answers, and its more-GPUs lever splits the drafter as it splits the
+    target, where pricing the lever at the old split would refuse the whole command."""
+    config = DRAFT_1B.replace("}", ', "draft_tensor_parallel_size": 2}')
+    argv = ("llama-3.1-70b", "--gpu", "h100", "--num-gpus", "2", "--weights", "fp8",
+            "--max-model-len", "8k", "--speculative-config", config)
+    code, out, err = run_cli(capsys, "fit", *argv)
+    assert code == 0, err
+    lever = next(line for line in out.splitlines() if line.strip().startswith("4 GPUs"))
+    wider = Deployment.build(resolve_model("llama-3.1-70b"), resolve_accelerator("h100"), "fp8",
+                             num_gpus=4, engine="vllm")
+    spec = vllm_speculative_config(config.replace(": 2}", ": 4}"))
+    pool = kv_pool(wider, EngineSettings(max_model_len=8000, drafter=spec))
+    assert pool.drafter_weight_bytes > 0  # the lever prices the drafter, split over 4
+    assert f"{held_conversations(pool, wider, 8000):,} conversations" in lever
 
 
 def test_a_draft_model_split_vllm_refuses_is_refused_though_its_config_is_not_read() -> None:

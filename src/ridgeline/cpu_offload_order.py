@@ -104,13 +104,16 @@ def _pieces(spec: ModelSpec, layer: Layer, category: str) -> list[tuple[str, int
 def layer_rank_tensors(dep: Deployment, layer: Layer) -> tuple[RankTensor, ...]:
     """One decoder layer's parameters on one GPU of its stage, in the order vLLM offloads
     them; they add up to cpu_offload.layer_bytes_per_gpu. Llama-3.1-70B in bf16 on one GPU:
-    qkv_proj 160 MiB, o_proj 128, gate_up_proj 896, down_proj 448, the norms 32 KiB."""
+    qkv_proj 160 MiB, o_proj 128, gate_up_proj 896, down_proj 448, the norms 32 KiB. An MI250
+    under vLLM: one die's tensors × its 2 dies (Deployment.gpu_params), what each die keeps
+    whole twice."""
     spec = dep.model
     out: list[RankTensor] = []
     counts = {c: n for c, n in layer_params(spec, layer).items() if n}
+    devices = dep.devices_per_gpu  # an MI250's dies under vLLM: a rank each
     for category in sorted(counts, key=CATEGORY_ORDER.index):
         n = counts[category]
-        ranks = dep.category_ranks(category)
+        ranks = dep.category_ranks(category) * devices
         bpw = dep.weights.format_of(category).bytes_per_weight
         pieces = _pieces(spec, layer, category)
         # the rest: what rank_params gives the category on one rank, less the named pieces
@@ -119,7 +122,7 @@ def layer_rank_tensors(dep: Deployment, layer: Layer) -> tuple[RankTensor, ...]:
         rest = rank_params(spec, layer, category, ranks, n) - named
         for name, count, whole in pieces:
             params = rest if count is None else (count if whole else count / ranks)
-            out.append(RankTensor(name, params * bpw, category in ROUTED))
+            out.append(RankTensor(name, devices * params * bpw, category in ROUTED))
     return tuple(out)
 
 

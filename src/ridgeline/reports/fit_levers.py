@@ -181,6 +181,7 @@ def levers(r: FitReport) -> list[Lever]:
         options += cpu_offload_lever(r)
     levers = []
     for name, dep, context, settings in options:
+        settings = _draft_tp_follows(d, dep, settings)
         if dcp_layout_problem(dep.model, dep.engine, dep.engine_tensor_parallel_size,
                               dep.decode_context_parallel_size):
             continue  # a lever's new TP that -dcp no longer divides
@@ -199,6 +200,21 @@ def levers(r: FitReport) -> list[Lever]:
         if lever.batch and (lever.conversations > r.conversations or lever.batch > r.batch):
             levers.append(lever)  # one that gains nothing, or runs nothing, is no way out
     return levers
+
+
+def _draft_tp_follows(d: Deployment, dep: Deployment, s: EngineSettings) -> EngineSettings:
+    """``s`` for a lever's ``dep``: a draft model's draft_tensor_parallel_size given as the
+    target's (``d``'s engine TP, the one size vLLM's V1 runs it at) follows the lever's TP, so
+    more GPUs are not refused for a split the user did not ask; V0's 1 (each rank the whole
+    draft model) stays 1."""
+    drafter = s.drafter
+    if drafter is None or d.engine != "vllm" \
+            or drafter.draft_tensor_parallel_size != d.engine_tensor_parallel_size \
+            or (drafter.draft_tensor_parallel_size == 1
+                and vllm_accounting(s.engine_version).engine != "V1"):
+        return s
+    return replace(s, drafter=replace(drafter,
+                                      draft_tensor_parallel_size=dep.engine_tensor_parallel_size))
 
 
 def _smaller_weights_lever(d: Deployment, context: int, s: EngineSettings, gguf: bool
@@ -367,7 +383,8 @@ def gpus_needed(r: FitReport) -> str:
             break
         more = replace(d, tensor_parallel_size=tp, pipeline_parallel_size=pp)
         try:
-            pool = kv_pool(more, replace(r.settings, max_model_len=r.context))
+            pool = kv_pool(more, replace(_draft_tp_follows(d, more, r.settings),
+                                         max_model_len=r.context))
             held = held_conversations(pool, more, r.context)
         except InputError:  # a split the engine or the model refuses
             continue
