@@ -13,6 +13,7 @@ from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.cost import BatchShape, batch_shape, decode_batch, shape_time_s, step_cost
 from ridgeline.cpu_offload import (
     CpuOffload,
+    asked_bytes_per_gpu,
     cpu_offload_caution,
     cpu_offload_problem,
     hbm_spared_bytes,
@@ -609,3 +610,12 @@ def test_an_mi250s_two_dies_each_move_their_own_tensors_whole_copies_and_all() -
             layer_bytes_per_gpu(card, layer).bytes)
     (layers,) = stage_layer_bytes_per_gpu(card)
     assert offloaded_bytes_per_gpu(_offloaded(card, 1000)) == pytest.approx(layers.bytes)
+
+
+def test_an_mi250s_ask_in_the_caution_says_its_two_dies_are_added() -> None:
+    """The flag's GiB is each die's: a card's ask is twice it, and the caution says why the
+    figure is not the one typed."""
+    card = _offloaded(_dep("deepseek-v3", "mi250x", gpus=8, weights="bf16"), 200)
+    text = cpu_offload_caution(card)
+    assert f"{asked_bytes_per_gpu(card) / GIB:g} GiB asked (2 dies added) is more than" in text
+    assert "(2 dies added)" not in cpu_offload_caution(_offloaded(_dep(), 4)).split("asked")[1]

@@ -351,8 +351,9 @@ def cpu_offload_caution(dep: Deployment) -> str:
             "counted once; a prompt step's matmuls may read them more than once"
             + ("; an MoE step reads only the experts it routes to" if routed else "") + ")")
     asked = asked_bytes_per_gpu(dep)
+    asked_text = f"{asked / GIB:g} GiB asked{_dies_added(dep)}"  # the flag's GiB a die, added
     if max(per_stage) > asked:  # the parameter that crossed the ask moved whole
-        text += (f"; {asked / GIB:g} GiB asked: vLLM moves each parameter whole, so the last "
+        text += (f"; {asked_text}: vLLM moves each parameter whole, so the last "
                  "one moved carries it past the ask")
     stages = pipeline_stages(dep)
     short = [(stage, layers.bytes) for stage, layers in zip(stages, stage_layer_bytes_per_gpu(dep))
@@ -360,11 +361,11 @@ def cpu_offload_caution(dep: Deployment) -> str:
     if len(short) == len(stages):
         held = ("every stage's layers" if len({b for _, b in short}) > 1 else
                 f"the layers' {short[0][1] / GIB:,.2f} GiB a GPU")
-        text += f"; {asked / GIB:g} GiB asked is more than {held}: vLLM offloads every layer and stops"
+        text += f"; {asked_text} is more than {held}: vLLM offloads every layer and stops"
     elif short:
         which = ", ".join(str(stage.index + 1) for stage, _ in short)
         held = ", ".join(f"{b / GIB:,.2f}" for _, b in short)
-        text += (f"; {asked / GIB:g} GiB asked is more than the layers of stage"
+        text += (f"; {asked_text} is more than the layers of stage"
                  f"{'s' if len(short) > 1 else ''} {which} hold ({held} GiB a GPU): vLLM "
                  "offloads every layer there and stops")
     return text
