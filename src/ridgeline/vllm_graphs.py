@@ -54,8 +54,9 @@ def spec_capture_multiple(spec_tokens: int, version: str | None = None, runner: 
     """The multiple vLLM ``version`` rounds each captured size up to under speculative
     decoding (engines.json vllm.spec_decode_capture_rounding): 1 + num_speculative_tokens from
     v0.11.1 on the V1 runner (Model Runner V2 from v0.25 does not round); v0.11.1 alone takes
-    the tensor-parallel size where larger and refuses a pair neither divides (two drafts at
-    TP2: 3 and 2). 1 (no rounding) without drafts or before v0.11.1."""
+    the tensor-parallel size where larger and refuses a pair where the larger is no
+    multiple of the smaller (two drafts at TP2: 3 and 2). 1 (no rounding) without drafts or
+    before v0.11.1."""
     rule = vllm_data()["spec_decode_capture_rounding"]
     asked = version or str(vllm_data()["default_version"])
     v = parse_version(asked)
@@ -67,10 +68,11 @@ def spec_capture_multiple(spec_tokens: int, version: str | None = None, runner: 
     if tp > 1 and v < parse_version(rule["tp_multiple_until"]):
         multiple = max(query, tp)
         if multiple % query or multiple % tp:
-            raise InputError(f"vLLM {asked}: no CUDA-graph size is a multiple of both "
-                             f"{query} (1 + num_speculative_tokens) and {tp} (the "
-                             "tensor-parallel size), and v0.11.1 refuses to start (fixed in "
-                             "v0.11.2); change the drafts or the release")
+            raise InputError(f"vLLM {asked}: the larger of {query} (1 + "
+                             f"num_speculative_tokens) and {tp} (the tensor-parallel size) "
+                             "must be a multiple of the other for its CUDA-graph sizes, and "
+                             "v0.11.1 refuses to start (fixed in v0.11.2); change the drafts "
+                             "or the release")
         return multiple
     return query
 
