@@ -25,8 +25,10 @@ def serving_rows(engine: str) -> list:
 
 def test_a_fit_on_one_models_rows_says_so_and_records_its_coverage(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """serving.csv's vLLM rows are all gpt-oss-120b: the fit (43 % of rated bandwidth, under
-    any bundled serving fit) had been written with no word of either."""
+    """serving.csv's vLLM rows are all gpt-oss-120b: the fit had been written with no word of
+    it. Its bandwidth share was 43 % of rated, under any bundled serving fit, until vLLM's MoE
+    prompt slowdown priced the other users' prompt chunks those rows' decode steps wait on
+    (the caution's "work the model does not price"): it now fits 59 %, and is not cautioned."""
     out_path = tmp_path / "vllm.json"
     code, out, _ = run_cli(capsys, "calibrate", str(SERVING), "--engine", "vllm", "-o",
                            str(out_path))
@@ -42,8 +44,8 @@ def test_a_fit_on_one_models_rows_says_so_and_records_its_coverage(
     assert f"every fitted row is of one model, {models[0]} (MoE)" in out
     assert f"fitted on {len(rows)} rows: 1 model ({models[0]}) on" in out
     share = record["bandwidth_efficiency"]
-    assert share < MIN_BANDWIDTH_SHARE
-    assert f"bandwidth fitted at {round(share * 100)}% of rated" in out
+    assert share == pytest.approx(0.59, abs=0.005)
+    assert share >= MIN_BANDWIDTH_SHARE and "bandwidth fitted at" not in out
     code, out, _ = run_cli(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--profile",
                            str(out_path), "--batch", "8", "--context", "1000")
     assert code == 0 and f"all of {models[0]}" in out

@@ -4,17 +4,21 @@ prefill on 8 x H200 a third of the priced rate at 2K and 4K and 55 % at 32K, the
 control 37 % too fast at 610 tokens and 61 % too slow at 4,194; saturated MoE prefill on H100 and
 H200 a third of the priced rate at 2K-4K and half at 32K, flat in prompt length while the priced rate
 falls; DeepSeek-V3.1's TTFT on MI300X growing 6-7x the priced slope; the dense H100 control (kept out of
-the file) 2.2x and 2.5x; and the record cautions B200 MoE prefill."""
+the file) 2.2x and 2.5x; and the record cautions B200 MoE prefill. The saturated figures are
+the rows against the price before vLLM's MoE prompt slowdown, which was fitted to them; with it,
+vLLM's rows are priced within a fifth at the median."""
 
 from __future__ import annotations
 
 import statistics
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
 from ridgeline import Deployment, resolve_accelerator, resolve_model
-from ridgeline.engines import profile_for
+from ridgeline.cost import _cached_time
+from ridgeline.engines import moe_prompt_expert_slowdown, profile_for
 from ridgeline.measurements import read_measurement_files
 from ridgeline.past_roofline import refuse_past_roofline
 from ridgeline.predict import Prediction
@@ -24,10 +28,25 @@ from ridgeline.track_record import track_record_caution
 CSV = Path(__file__).resolve().parent.parent / "validation" / "moe_prefill.csv"
 
 
-@pytest.fixture(scope="module")
-def scored() -> dict[str, Prediction]:
+def score() -> dict[str, Prediction]:
     rows = refuse_past_roofline(read_measurement_files([CSV])).rows  # as validate reads it
     return {row.id: p for row, p in zip(rows, validate(rows), strict=True)}
+
+
+@pytest.fixture(scope="module")
+def scored() -> dict[str, Prediction]:
+    return score()
+
+
+@pytest.fixture(scope="module")
+def unslowed() -> dict[str, Prediction]:
+    """The rows priced as they were before vLLM's MoE prompt slowdown was fitted to them
+    (engines.json vllm.moe_prompt_expert_slowdown): the evidence it was fitted on."""
+    _cached_time.cache_clear()  # step times are remembered per deployment
+    with mock.patch("ridgeline.cost.moe_prompt_expert_slowdown", return_value=1.0):
+        before = score()
+    _cached_time.cache_clear()
+    return before
 
 
 def priced_over_measured(p: Prediction) -> float:
@@ -45,13 +64,14 @@ def test_every_b200_moe_ttft_is_priced_2_3_to_9_times_too_fast(
     assert statistics.median(1 / f - 1 for f in factors) == pytest.approx(-0.74, abs=0.005)
 
 
-def test_llama_4_on_mi300x_and_the_saturated_h200_rows(scored: dict[str, Prediction]) -> None:
+def test_llama_4_on_mi300x_and_the_saturated_h200_rows(
+        scored: dict[str, Prediction], unslowed: dict[str, Prediction]) -> None:
     assert priced_over_measured(scored["MP-M5-l4scout-bf16-8xmi300x-sglang057-c1-1k1k"]) \
         == pytest.approx(3.1, abs=0.05)
     assert priced_over_measured(scored["MP-M5-l4maverick-bf16-8xmi300x-sglang057-c1-1k1k"]) \
         == pytest.approx(1.3, abs=0.05)
-    saturated = {length: 1 / priced_over_measured(
-        scored[f"MP-M9-dsr1-fp8-8xh200-vllm0110-sat-{length}"]) for length in ("2k", "4k", "32k")}
+    saturated = {length: 1 / priced_over_measured(unslowed[
+        f"MP-M9-dsr1-fp8-8xh200-vllm0110-sat-{length}"]) for length in ("2k", "4k", "32k")}
     assert saturated["2k"] == pytest.approx(1 / 3, abs=0.02)
     assert saturated["4k"] == pytest.approx(1 / 3, abs=0.02)
     assert saturated["32k"] == pytest.approx(0.55, abs=0.005)
@@ -78,10 +98,10 @@ def measured_over_priced_rate(scored: dict[str, Prediction], suffix: str) -> lis
             if "-sat-" in i and "-dense-" not in i and i.endswith(suffix) and p.predicted]
 
 
-def test_saturated_moe_prefill_is_a_third_of_the_priced_rate_at_2k_4k_and_half_at_32k(
-        scored: dict[str, Prediction]) -> None:
-    short = measured_over_priced_rate(scored, "-2k") + measured_over_priced_rate(scored, "-4k")
-    long = measured_over_priced_rate(scored, "-32k")
+def test_saturated_moe_prefill_was_a_third_of_the_priced_rate_at_2k_4k_and_half_at_32k(
+        unslowed: dict[str, Prediction]) -> None:
+    short = measured_over_priced_rate(unslowed, "-2k") + measured_over_priced_rate(unslowed, "-4k")
+    long = measured_over_priced_rate(unslowed, "-32k")
     assert len(short) == 12 and len(long) == 6
     assert (round(min(short), 2), round(max(short), 2)) == (0.26, 0.43)
     assert statistics.median(short) == pytest.approx(0.34, abs=0.005)
@@ -89,12 +109,13 @@ def test_saturated_moe_prefill_is_a_third_of_the_priced_rate_at_2k_4k_and_half_a
     assert statistics.median(long) == pytest.approx(0.53, abs=0.005)
 
 
-def test_the_measured_saturated_rate_is_flat_in_prompt_length_while_the_priced_one_falls(
-        scored: dict[str, Prediction]) -> None:
-    runs = {i.removesuffix("-32k") for i in scored if "-sat-" in i and i.endswith("-32k")}
+def test_the_measured_saturated_rate_is_flat_in_prompt_length_while_the_priced_one_fell(
+        unslowed: dict[str, Prediction]) -> None:
+    runs = {i.removesuffix("-32k") for i in unslowed if "-sat-" in i and i.endswith("-32k")}
     assert len(runs) == 6
-    measured = [scored[r + "-32k"].measured / scored[r + "-2k"].measured for r in runs]
-    priced = [(scored[r + "-32k"].predicted or 0) / (scored[r + "-2k"].predicted or 1) for r in runs]
+    measured = [unslowed[r + "-32k"].measured / unslowed[r + "-2k"].measured for r in runs]
+    priced = [(unslowed[r + "-32k"].predicted or 0) / (unslowed[r + "-2k"].predicted or 1)
+              for r in runs]
     assert (round(min(measured) - 1, 2), round(max(measured) - 1, 2)) == (-0.15, 0.17)
     assert (round(1 - max(priced), 2), round(1 - min(priced), 2)) == (0.24, 0.53)
 
@@ -125,3 +146,30 @@ def test_the_dense_h100_control_at_128_tokens_is_priced_2_2_and_2_5_times_fast(
     vllm, trtllm = (priced_over_measured(p) for p in validate(read))
     assert vllm == pytest.approx(2.2, abs=0.05)
     assert trtllm == pytest.approx(2.5, abs=0.05)
+
+
+def test_with_vllms_moe_prompt_slowdown_its_saturated_rows_are_priced_within_a_fifth(
+        scored: dict[str, Prediction], unslowed: dict[str, Prediction]) -> None:
+    """The slowdown fitted on the vLLM rows (4.8) takes their median |error| from 168 % to 19 %
+    (in sample; held out by source, 26 %: tests/test_moe_prompt_slowdown.py). Measured over
+    priced is now 0.58-1.48 at 2K and 4K (median 0.94) and 0.82-1.49 at 32K (median 1.20): the
+    priced rate still falls 9-33 % from 2K to 32K where the measured one is flat. The SGLang
+    rows are priced as before."""
+    assert moe_prompt_expert_slowdown("vllm") > 1
+    vllm = [i for i in scored if "-vllm" in i]
+    assert len(vllm) == 20
+    assert statistics.median(abs(unslowed[i].error or 0) for i in vllm) \
+        == pytest.approx(1.68, abs=0.005)
+    assert statistics.median(abs(scored[i].error or 0) for i in vllm) \
+        == pytest.approx(0.19, abs=0.005)
+    short = measured_over_priced_rate(scored, "-2k") + measured_over_priced_rate(scored, "-4k")
+    long = measured_over_priced_rate(scored, "-32k")
+    assert (round(min(short), 2), round(max(short), 2)) == (0.58, 1.48)
+    assert statistics.median(short) == pytest.approx(0.94, abs=0.005)
+    assert (round(min(long), 2), round(max(long), 2)) == (0.82, 1.49)
+    assert statistics.median(long) == pytest.approx(1.20, abs=0.005)
+    runs = {i.removesuffix("-32k") for i in vllm if i.endswith("-32k")}
+    priced = [(scored[r + "-32k"].predicted or 0) / (scored[r + "-2k"].predicted or 1)
+              for r in runs]
+    assert (round(1 - max(priced), 2), round(1 - min(priced), 2)) == (0.09, 0.33)
+    assert all(scored[i].predicted == unslowed[i].predicted for i in scored if i not in vllm)

@@ -117,7 +117,7 @@ def test_a_cautioned_winner_whose_slowed_tpot_misses_gives_way_to_one_without_it
 
 def test_a_cautioned_cheapest_with_no_alternative_is_printed_unverified_not_as_winner(
         capsys: pytest.CaptureFixture[str]) -> None:
-    args = ("gpt-oss-120b", "--rate", "10", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "30",
+    args = ("gpt-oss-120b", "--rate", "5", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "30",
             "--gpus", "mi300x", "--max-gpus", "1")
     data = json.loads(_run(capsys, *args, "--json"))
     assert any("no deployment without this caution meets the SLO within the search" in c
@@ -157,10 +157,10 @@ def test_after_a_demotion_the_cheaper_cautioned_deployments_are_listed_apart_fro
 
 def test_a_cautioned_cheapest_whose_slowed_floor_keeps_the_slo_still_gives_way(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """At a 40 ms TPOT the MI300X's simulated p90 × 1.4 (34 ms) keeps the SLO, but that is a
-    floor, not a result: the winner is the H100 that holds without the caution, and the
-    MI300X is listed cheaper, unverified, with its floor within the SLO."""
-    args = ("gpt-oss-120b", "--rate", "10", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "40",
+    """At 5 req/s and a 40 ms TPOT the MI300X's simulated p90 × 1.4 (31.5 ms) keeps the SLO,
+    but that is a floor, not a result: the winner is the H100 that holds without the caution,
+    and the MI300X is listed cheaper, unverified, with its floor within the SLO."""
+    args = ("gpt-oss-120b", "--rate", "5", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "40",
             "--gpus", "mi300x,h100", "--max-gpus", "1")
     data = json.loads(_run(capsys, *args, "--json"))
     win, slo_s = data["winner"], data["slo"]["tpot_s"]
@@ -180,12 +180,12 @@ def test_a_cautioned_cheapest_whose_slowed_floor_keeps_the_slo_still_gives_way(
 
 def test_the_winner_is_the_cheapest_without_the_caution_that_holds_not_the_first_checked(
         ) -> None:
-    """Mixtral-8x7B at 20 req/s within 4 GPUs: the cheapest without the caution, 1 x H100 at
-    $5.98/h analytic, needed 3 replicas in simulation ($8.97/h); the H100 pair at TP2, next at
-    $5.98/h, holds as one replica. The search for the winner goes on past the first that
+    """Mixtral-8x7B at 10 req/s within 4 GPUs: the H100 pair at TP2 (fp8), $5.98/h analytic,
+    needed 2 replicas in simulation ($11.96/h); four MI300Xs at TP4 (bf16, no caution), next
+    at $7.40/h, hold as one replica. The search for the winner goes on past the first that
     holds while a candidate's analytic price is below it (it had stopped at the first)."""
     model = resolve_model("mixtral-8x7b")
-    result = plan(model, Load(20, "1000", "250"), Slo(1.0, 0.03), gpus=["mi300x", "h100-sxm"],
+    result = plan(model, Load(10, "1000", "250"), Slo(1.0, 0.03), gpus=["mi300x", "h100-sxm"],
                   max_gpus=4, workers=1)
     win = result.winner
     assert win is not None and win.verified and not result.winner_unverified
@@ -201,8 +201,9 @@ def test_the_winner_is_the_cheapest_without_the_caution_that_holds_not_the_first
 
 def test_a_candidate_the_search_for_an_alternative_saw_miss_leaves_the_list(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """gpt-oss-20b within 6 GPUs: the L40S pair needs four replicas in simulation, past the
-    limit; it had stayed in the list as an analytic runner-up after its check missed."""
+    """gpt-oss-20b at 14 req/s within 4 GPUs: two L40S pairs miss in simulation, and more
+    replicas pass the limit; they had stayed in the list as analytic runners-up after their
+    check missed."""
     import ridgeline.measured_slowdown as measured_slowdown
     import ridgeline.plan_checks as plan_checks
 
@@ -217,8 +218,8 @@ def test_a_candidate_the_search_for_an_alternative_saw_miss_leaves_the_list(
 
     for checks in (plan_checks, measured_slowdown):  # every caller of the check
         monkeypatch.setattr(checks, "verify", spy)
-    result = plan(resolve_model("gpt-oss-20b"), Load(20, "1000", "250"), Slo(1.0, 0.015),
-                  gpus=["mi300x", "l40s"], max_gpus=6, workers=1)
+    result = plan(resolve_model("gpt-oss-20b"), Load(14, "1000", "250"), Slo(1.0, 0.03),
+                  gpus=["mi300x", "l40s"], max_gpus=4, workers=1)
     assert any(c.accelerator == "l40s" for c in missed)
     assert not any(c in result.candidates for c in missed)
     assert result.winner_unverified
@@ -226,10 +227,10 @@ def test_a_candidate_the_search_for_an_alternative_saw_miss_leaves_the_list(
 
 def test_a_cautioned_cheapest_names_the_split_that_held_without_the_caution(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """gpt-oss-20b within 6 GPUs: every single pool without the caution (the L40Ss) missed, so
-    the MI300X stays first, unverified; an L40S split held in simulation, which --json names
+    """gpt-oss-20b at 10 req/s within 6 GPUs: no single pool without the caution (the L40Ss)
+    holds, so the MI300X stays first, unverified; an L40S split held in simulation, which --json names
     (``held_splits``) and the text says beside the caution."""
-    args = ("gpt-oss-20b", "--rate", "20", "--slo-ttft-ms", "1000", "--slo-tpot-ms", "15",
+    args = ("gpt-oss-20b", "--rate", "10", "--slo-ttft-ms", "1000", "--slo-tpot-ms", "15",
             "--gpus", "mi300x,l40s", "--max-gpus", "6")
     data = json.loads(_run(capsys, *args, "--json"))
     assert data["verdict"] == "cheapest unverified" and data["winner_unverified"] is True
@@ -319,10 +320,10 @@ def test_a_split_on_cdna3_carries_the_measured_caution_and_is_not_offered_as_che
 def test_a_cautioned_cheapest_says_how_many_alternatives_were_simulated(
         capsys: pytest.CaptureFixture[str]) -> None:
     """With A100s beside the MI300X, the deployments without the caution exist and were
-    simulated and missed: the caution says that, not that the search held none. (At a 30 ms
-    TPOT an A100 pair with an fp8 cache holds, 28.9 ms: at 28 ms neither A100 shape does.)"""
-    data = json.loads(_run(capsys, "gpt-oss-120b", "--rate", "10", "--slo-ttft-ms", "2000",
-                           "--slo-tpot-ms", "28", "--gpus", "mi300x,a100", "--max-gpus", "2",
+    simulated and missed: the caution says that, not that the search held none. (At 5 req/s
+    and a 60 ms TPOT an A100 pair holds, 57.0 ms: at 50 ms no A100 shape does.)"""
+    data = json.loads(_run(capsys, "gpt-oss-120b", "--rate", "5", "--slo-ttft-ms", "2000",
+                           "--slo-tpot-ms", "50", "--gpus", "mi300x,a100", "--max-gpus", "2",
                            "--json"))
     note = next(c for c in data["cautions"] if "is unverified" in c)
     assert re.search(r"; (both deployments|all \d+ deployments|the only deployment|the \d+ "

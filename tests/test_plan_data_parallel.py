@@ -20,10 +20,10 @@ from ridgeline.serving_load import Load, Slo
 
 DEEPSEEK = resolve_model("deepseek-v3")
 H200 = resolve_accelerator("h200-sxm")
-# 30,000-token prompts, 2,000-token answers: TP8's MLA cache, whole on each of its 8 GPUs,
-# holds about 42 of them, so one TP8 replica sustains under 0.45 req/s and two are 16 GPUs
-LONG = ["deepseek-v3", "--gpus", "h200-sxm", "--rate", "0.45", "--input-len", "30000",
-        "--output-len", "2000", "--slo-ttft-ms", "30000", "--slo-tpot-ms", "150",
+# 16,000-token prompts, 8,000-token answers: TP8's MLA cache, whole on each of its 8 GPUs,
+# holds about 58 of them, so one TP8 replica sustains under 0.2 req/s and two are 16 GPUs
+LONG = ["deepseek-v3", "--gpus", "h200-sxm", "--rate", "0.2", "--input-len", "16000",
+        "--output-len", "8000", "--slo-ttft-ms", "30000", "--slo-tpot-ms", "150",
         "--max-gpus", "8", "--workers", "1"]
 
 
@@ -61,7 +61,7 @@ def test_deepseek_v3_plans_data_parallel_attention_where_tp8s_pool_is_too_small(
 def test_a_data_parallel_replica_is_sized_with_each_ranks_own_pool() -> None:
     """DP4 × TP2 keeps each rank's requests' cache on its own two GPUs, where TP8 copies it
     to all eight: more conversations, and more of this long-context load a replica takes."""
-    load, slo = Load(0.45, "30000", "2000").for_sizing(), Slo(30.0, 0.15)
+    load, slo = Load(0.2, "16000", "8000").for_sizing(), Slo(30.0, 0.15)
     tp8, dp4 = (size_replica(replica_deployment(DEEPSEEK, H200, tp, 1, "as stored", "fp8", True,
                                                 "vllm", data_parallel_size=ranks),
                              profile_for("vllm"), load, slo, None, 2048)

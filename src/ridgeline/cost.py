@@ -5,7 +5,9 @@ A batch is a list of sequences, each with new tokens this step and tokens alread
 max(FLOPs ÷ (peak × compute efficiency), bytes ÷ (bandwidth × bandwidth efficiency)),
 per tensor-parallel rank; collectives cost α–β over the link; the engine adds a fixed
 cost per step, per layer (a step carrying prompt tokens has its own per-layer cost) and, for
-the serving engines, per weight matmul the pass launches (launches.py).
+the serving engines, per weight matmul the pass launches (launches.py). On a step with prompt
+tokens the routed experts' arithmetic takes the engine's MoE prompt slowdown times as long
+(engines.moe_prompt_expert_slowdown: vLLM's fused MoE kernels).
 With efficiencies of 1 and no overheads this is the article's floor (``floors.py``); the
 engine profile turns it into an expectation.
 """
@@ -20,7 +22,7 @@ from typing import NamedTuple
 from ridgeline.cpu_offload import READ_OP, offload_read_bytes, offload_read_time_s
 from ridgeline.decode_context import dcp_exchange_bytes
 from ridgeline.deployment import Deployment
-from ridgeline.engines import MATVEC_TOKENS, EngineProfile
+from ridgeline.engines import MATVEC_TOKENS, EngineProfile, moe_prompt_expert_slowdown
 from ridgeline.errors import InputError
 from ridgeline.kvcache import (
     LLAMACPP_STATE_BYTES,
@@ -332,7 +334,8 @@ def step_cost(dep: Deployment, batch: Sequence[Seq], profile: EngineProfile = ID
     (``verify``: a speculative verify batch, BatchShape.verify)."""
     shape = batch_shape(dep, batch)
     terms = step_terms(dep, shape._replace(verify=True) if verify else shape)
-    rate = StepRates(dep, profile)
+    prompt = terms.tokens > terms.sequences and not verify  # a verify batch is graphed
+    rate = StepRates(dep, profile, prompt)
     ops: dict[str, list[float]] = {}
     for name, flops, nbytes, count in terms.work:
         acc = ops.setdefault(name, [0.0, 0.0, 0.0, 0.0])
@@ -353,8 +356,7 @@ def step_cost(dep: Deployment, batch: Sequence[Seq], profile: EngineProfile = ID
         acc[1] += nbytes * count
         acc[2] += time_s * count
     out += [OpCost(name, f, b, t, "host") for name, (f, b, t) in host.items()]
-    overhead = profile.overhead_s(terms.layers, terms.tokens > terms.sequences and not verify,
-                                  terms.matmuls, terms.moe_layers)
+    overhead = profile.overhead_s(terms.layers, prompt, terms.matmuls, terms.moe_layers)
     if overhead > 0:
         out.append(OpCost("overhead", 0.0, 0.0, overhead, "overhead"))
     return StepCost(tuple(out), terms.tokens, terms.sequences)
@@ -363,12 +365,12 @@ def step_cost(dep: Deployment, batch: Sequence[Seq], profile: EngineProfile = ID
 def shape_time_s(dep: Deployment, shape: BatchShape, profile: EngineProfile = IDEAL) -> float:
     """The time of a step of this shape: step_cost's total, without the breakdown."""
     terms = step_terms(dep, shape)
-    rate = StepRates(dep, profile)
+    prompt = terms.tokens > terms.sequences and not shape.verify  # a verify batch is graphed
+    rate = StepRates(dep, profile, prompt)
     total = sum(count * rate.op_time_s(name, flops, nbytes, _columns(terms, name))
                 for name, flops, nbytes, count in terms.work)
     total += sum(t for _, t in terms.link)
     total += sum(count * t for _, _, _, count, t, _ in _host_ops(dep, terms, rate))
-    prompt = terms.tokens > terms.sequences and not shape.verify  # a verify batch is graphed
     return total + profile.overhead_s(terms.layers, prompt, terms.matmuls, terms.moe_layers)
 
 
@@ -481,9 +483,11 @@ class StepRates:
     """Per-rank peak and bandwidth after the engine's efficiencies; a weight matmul whose
     format cannot run at the step's compute dtype gets its own, slower peak, and one of
     K-quant weights, where the engine unpacks them on the vector ALUs, a floor of its
-    weights × the profile's operations per weight ÷ the fp16 peak."""
+    weights × the profile's operations per weight ÷ the fp16 peak. ``prompt``: the rates of
+    a step that carries prompt tokens, whose routed experts' arithmetic takes the engine's
+    moe_prompt_expert_slowdown times as long."""
 
-    def __init__(self, dep: Deployment, profile: EngineProfile) -> None:
+    def __init__(self, dep: Deployment, profile: EngineProfile, prompt: bool = False) -> None:
         acc = dep.accelerator
         self.flops_per_s = dep.peak_at(dep.compute_dtype) * profile.compute_for(acc)
         if dep.dequantizes:
@@ -498,6 +502,8 @@ class StepRates:
                                     for op in kquant_ops(dep)} if unpack else {}
         self.moe = dep.model.moe
         self.expert_tile = profile.expert_tile_tokens if self.moe is not None else 0.0
+        self.expert_slowdown = moe_prompt_expert_slowdown(profile.engine) \
+            if prompt and self.moe is not None else 1.0
 
     def flops_rate(self, op: str) -> float:
         return self.op_flops_per_s.get(op, self.flops_per_s)
@@ -505,8 +511,11 @@ class StepRates:
     def compute_s(self, op: str, flops: float, columns: int) -> float:
         """An operator's arithmetic: its FLOPs at its rate, or, for a K-quant weight matmul
         the engine unpacks, its weights' unpacking if longer (2 FLOPs per weight per column:
-        the weights one column multiplies, each unpacked once per step)."""
+        the weights one column multiplies, each unpacked once per step); the routed experts' on
+        a prompt step, the engine's slowdown times it (moe_prompt_expert_slowdown)."""
         compute = flops / self.flops_rate(op)
+        if op == "experts":
+            compute *= self.expert_slowdown
         if op == "experts" and self.moe is not None and self.expert_tile \
                 and columns > MATVEC_TOKENS:
             moe = self.moe

@@ -21,7 +21,7 @@ from functools import lru_cache
 from typing import Any
 
 from ridgeline.catalog import normalise
-from ridgeline.datafiles import load_data
+from ridgeline.datafiles import engine_defaults, load_data
 from ridgeline.errors import InputError, shorten
 from ridgeline.hardware import Accelerator
 from ridgeline.records import Fields
@@ -398,9 +398,22 @@ def has_tiled_experts(engine: str) -> bool:
     kernels pad each expert too (vLLM's and SGLang's moe_align_block_size, to BLOCK_SIZE_M of
     16-128), but a tile fitted for them with validation/moe_prefill.csv came out at 40 tokens
     on every row, at 1,700-1,900 in some held-out folds, and alone changed the error almost
-    nothing, so none is priced for them: their MoE prompt steps are under-priced, as that
-    file's rows show (validation/README.md)."""
+    nothing, so none is priced for them: what those rows show is priced for vLLM as a slowdown
+    of its experts' prompt arithmetic instead (moe_prompt_expert_slowdown)."""
     return engine.startswith("llama.cpp")
+
+
+@lru_cache(maxsize=64)
+def moe_prompt_expert_slowdown(engine: str) -> float:
+    """How many times its priced arithmetic the routed experts' matmuls take on a step that
+    carries prompt tokens (engines.json's moe_prompt_expert_slowdown, fitted by
+    scripts/fit_moe_prompt_slowdown.py, its source there; 1 for an engine without one).
+    vLLM's fused MoE kernels reach a fraction of the compute share its dense GEMMs do: 4.8,
+    so where the serving profile prices matmuls at 0.556 of peak its experts' prompt
+    arithmetic runs at 0.12. A decode-only step's experts are priced as before (their
+    weights' bytes, not their arithmetic, bound them)."""
+    rule = engine_defaults(engine).get("moe_prompt_expert_slowdown")
+    return float(rule["value"]) if rule else 1.0
 
 
 # 'llama.cpp' unqualified: the build a card's vendor runs (else the CUDA build)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ridgeline.cost import kquant_ops
 from ridgeline.deployment import Deployment
-from ridgeline.engines import EngineProfile
+from ridgeline.engines import EngineProfile, moe_prompt_expert_slowdown
 from ridgeline.explain import Quantity, q
 from ridgeline.launches import deployment_matmuls, fuses_shared_expert, moe_layers
 from ridgeline.model_types import KNOWN_MODEL_TYPES
@@ -22,7 +22,8 @@ def overhead_q(name: str, seconds: float, source: str) -> Quantity:
 
 def share_qs(profile: EngineProfile, dep: Deployment) -> list[Quantity]:
     """The compute share and the bandwidth share a step reaches on this card, and where the
-    engine unpacks this deployment's K-quant weights on its ALUs, what that costs."""
+    engine unpacks this deployment's K-quant weights on its ALUs, what that costs; for a MoE
+    model, the expert tile and the MoE prompt slowdown where the engine has them."""
     src = f"{profile.engine} profile"
     acc = dep.accelerator
     out = [q("compute share", profile.compute_for(acc), "",
@@ -38,6 +39,12 @@ def share_qs(profile: EngineProfile, dep: Deployment) -> list[Quantity]:
         out.append(q("expert tile", profile.expert_tile_tokens, "tokens",
                      f"{src}: a prompt step runs each expert over the tokens routed to it in "
                      "tiles this wide; an expert given fewer pays for the whole tile"))
+    slowdown = moe_prompt_expert_slowdown(profile.engine)
+    if slowdown != 1.0 and dep.model.moe is not None:
+        out.append(q("MoE prompt slowdown", slowdown, "×",
+                     f"engines.json {profile.engine}.moe_prompt_expert_slowdown: a step with "
+                     "prompt tokens prices the routed experts' arithmetic at the compute share "
+                     "÷ this (its fused MoE kernels; fitted on validation/moe_prefill.csv)"))
     return out
 
 

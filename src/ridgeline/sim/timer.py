@@ -48,6 +48,7 @@ class StepTimer:
         # partial offload: steps priced whole by shape_time_s (its host terms), not remembered
         self._exact = dep.offload is not None
         rate = self._rate = StepRates(dep, profile)
+        self._prompt_rate = StepRates(dep, profile, prompt=True)  # its experts' own rate
         self._p, self._w = rate.flops_per_s, rate.bytes_per_s
         self._pa = rate.flops_rate("attention")  # QKᵀ and PV at the cache's rate
         layers, matmuls, routed = dep.model.num_layers, deployment_matmuls(dep), \
@@ -58,9 +59,10 @@ class StepTimer:
         self._attention = [(layer.window_tokens, n) for layer, n in kinds
                            if layer.mixer in ATTENTION_MIXERS]
         self._states = [(layer, n) for layer, n in kinds if layer.mixer in (LINEAR, MAMBA)]
-        self._by_tokens: dict[int, float] = {}
+        self._by_tokens: dict[tuple[int, bool], float] = {}  # (tokens, a prompt step's)
         self._by_rows: dict[int, float] = {}
-        self._by_gathered: dict[tuple[int, int], float] = {}  # (a rank's tokens, every rank's)
+        # (a rank's tokens, every rank's, a prompt step's)
+        self._by_gathered: dict[tuple[int, int, bool], float] = {}
         self._by_queries: dict[int, float] = {}  # -dcp's exchange by its query tokens
         self._rates = attention_rates(dep)
         self.windows = attention_windows(dep)
@@ -71,13 +73,14 @@ class StepTimer:
         # decode_time_s's, its context-free part remembered (``rows_time_s``)
         self._one_full = self.windows == (None,) and [w for w, _ in self._attention] == [None]
 
-    def _terms_time(self, tokens: int, rows: int, per_row: bool, all_tokens: int = 0) -> float:
+    def _terms_time(self, tokens: int, rows: int, per_row: bool, all_tokens: int = 0,
+                    prompt: bool = False) -> float:
         zero = tuple(AttentionLoad(w, 0.0, 0.0, 0.0) for w in self.windows)
         terms = step_terms(self.dep, BatchShape(tokens, rows, zero, all_tokens))
         context_free = [(name, flops, nbytes, count) for name, flops, nbytes, count in terms.work
                         if (name == "lm head") == per_row
                         and name not in ("attention", "recurrent state")]
-        rate = self._rate
+        rate = self._prompt_rate if prompt else self._rate
         total: float = sum(count * rate.op_time_s(name, f, b, rows if per_row else tokens)
                            for name, f, b, count in context_free)
         # the collectives go with the tokens; -dcp's exchange with its queries (dcp_exchange_s)
@@ -105,19 +108,21 @@ class StepTimer:
         a decode step's overhead (CUDA graphs) or a prompt step's; by default, whether every
         row has one token. all_tokens: with data-parallel attention, every rank's tokens,
         which the gathered layers and the exchange run on (0: ``tokens``)."""
+        prompt = tokens > rows if graphed is None else not graphed
         if all_tokens and all_tokens != tokens:
-            fixed = self._by_gathered.get((tokens, all_tokens))
+            fixed = self._by_gathered.get((tokens, all_tokens, prompt))
             if fixed is None:
-                fixed = self._by_gathered[(tokens, all_tokens)] = self._terms_time(
-                    tokens, 1, False, all_tokens)
-        elif (fixed := self._by_tokens.get(tokens)) is None:
-            fixed = self._by_tokens[tokens] = self._terms_time(tokens, 1, per_row=False)
+                fixed = self._by_gathered[(tokens, all_tokens, prompt)] = self._terms_time(
+                    tokens, 1, False, all_tokens, prompt)
+        elif (fixed := self._by_tokens.get((tokens, prompt))) is None:
+            fixed = self._by_tokens[(tokens, prompt)] = self._terms_time(
+                tokens, 1, per_row=False, prompt=prompt)
         head = self._by_rows.get(rows)
         if head is None:
             head = self._by_rows[rows] = self._terms_time(1, rows, per_row=True)
         # a verify batch's every token is a decode query; a prompt chunk's row gathers one
         head += self.dcp_exchange_s(tokens if graphed else rows)
-        total = fixed + head + self._overhead[tokens > rows if graphed is None else not graphed]
+        total = fixed + head + self._overhead[prompt]
         if self._states:
             p, w = self._p, self._w
             shape = BatchShape(tokens, rows, ())
