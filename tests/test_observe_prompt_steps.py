@@ -165,3 +165,43 @@ def test_without_a_mean_prompt_length_the_average_step_stays_and_says_why(
                           llama_8b(), profile_for("vllm"), None)
     assert busy.prompt_steps == () and busy.prompts_per_step == pytest.approx(1.0)
     assert busy.prompt_work_label.endswith("on average: its prompts keep every step busy")
+
+
+def _vllm_scrapes(tmp_path: Path, itl_histogram: bool) -> str:
+    """Two vLLM scrapes 10 s apart, 40 then 46 running, three prompt tokens to each one
+    generated (so ridgeline prices the window's mean step well past its decodes alone), with
+    a 15 ms ITL histogram, or none."""
+    text = ""
+    for time_s, running, generated, itl_sum_s, itl_count in ((1000, 40, 10000, 0.0, 0),
+                                                               (1010, 46, 14000, 60.0, 4000)):
+        text += (f"# scrape_time {time_s}\nvllm:num_requests_running {running}\n"
+                 "vllm:num_requests_waiting 0\nvllm:kv_cache_usage_perc 0.3\n"
+                 f"vllm:generation_tokens_total {generated}\n"
+                 f"vllm:prompt_tokens_total {3 * generated}\n")
+        if itl_histogram:
+            for le in ("0.01", "0.02", "+Inf"):
+                text += (f'vllm:inter_token_latency_seconds_bucket{{le="{le}"}} '
+                         f"{0 if le == '0.01' else itl_count}\n")
+            text += (f"vllm:inter_token_latency_seconds_sum {itl_sum_s}\n"
+                     f"vllm:inter_token_latency_seconds_count {itl_count}\n")
+    path = tmp_path / f"vllm-{itl_histogram}.prom"
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.parametrize("itl_histogram", [True, False])
+def test_a_mixed_window_says_why_it_wrote_no_row_only_where_it_timed_its_tokens(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], itl_histogram: bool) -> None:
+    """A mixed load's ITL would read slow as a decode row, the reason --emit-measurements
+    gives for writing none; a source with no ITL histogram has no ITL to read slow, so its
+    reason is the missing latency, not the prompt work."""
+    source = _vllm_scrapes(tmp_path, itl_histogram)
+    out_csv = tmp_path / "rows.csv"
+    code, out, err = run_cli(capsys, "observe", source, "--model", "llama-3.1-8b", "--gpu",
+                             "h100", "--emit-measurements", str(out_csv), "--json")
+    assert code == 0, err
+    report = observe_report(read_source(source), llama_8b(), profile_for("vllm"), None)
+    assert report.mixed_row and not out_csv.exists()
+    (why,) = [n for n in json.loads(out)["notes"] if "--emit-measurements wrote nothing" in n]
+    assert ("a row would read" in why) is itl_histogram
+    assert ("one needs a mean inter-token latency" in why) is not itl_histogram

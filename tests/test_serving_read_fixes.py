@@ -96,6 +96,18 @@ def test_two_different_tensor_parallel_sizes_are_refused_not_the_last_taken(
                                 "--num-gpus", "4", "--tensor-parallel-size=4")
 
 
+
+def test_two_spellings_of_one_gpu_count_as_the_flag_reads_it_are_one_answer(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The values are compared as --num-gpus reads them: 4.0 is 4, so no refusal; a value it
+    cannot read, or none, gets the flag's own error, not the two-sizes one."""
+    assert "on 4 x h100" in _ok(capsys, "decode", "llama-3.1-70b", "--gpu", "h100", "--tp", "4",
+                                "--num-gpus", "4.0")
+    for bad in (["1e1"], []):
+        said = _refused(capsys, "decode", "llama-3.1-70b", "--gpu", "h100", "--tp", "4",
+                        "--num-gpus", *bad)
+        assert "argument --num-gpus" in said and "give it once" not in said
+
 # -- 5: utilization's default context is decode's ---------------------------------------------
 def test_utilization_with_a_model_defaults_the_context_as_decode_does(
         capsys: pytest.CaptureFixture[str]) -> None:

@@ -777,12 +777,31 @@ def test_a_window_over_a_batch_still_filling_keeps_up(
         return [p for p in rec.series.points if p[0] <= t][-1][2]
     assert abs(queued - (waiting_at(high) - waiting_at(low))) <= 3  # arrivals between readings
     assert rec.keeps_up
+    assert not rec.held_steady  # a plan's check asks for a steady state: a filling batch is not
     assert main(["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "12", "--num-requests",
                  "300", "--input-len", "lognormal:1000,0.8", "--output-len",
                  "lognormal:200,0.8", "--window", "5,20"]) == 0
     line = capsys.readouterr().out.splitlines()[-1]
     start, end = rec.running_at_window
     assert line.startswith("  it keeps up:") and f"running batch went {start} → {end}" in line
+
+
+def test_a_batch_that_grows_because_the_engine_is_overloaded_does_not_keep_up(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A small model on a large card, with seats to spare, takes an overload into its running
+    batch rather than its queue: 300 req/s of 1,000-token answers to Llama-3.2-1B on an H200,
+    which serves a fraction of them. Its queue barely moves, yet the run is OVERLOADED, so
+    the window does not keep up, as the text says too."""
+    argv = ["simulate", "llama-3.2-1b", "--gpu", "h200", "--input-len", "200", "--output-len",
+            "1000", "--num-requests", "1500", "--rate", "300", "--window", "1,4",
+            "--max-num-seqs", "4096"]
+    assert main([*argv, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["overloaded"]["grew"] == "batch"
+    assert out["overloaded"]["served_req_s"] < out["overloaded"]["offered_req_s"] / 2
+    assert out["keeps_up"] is False
+    assert main(argv) == 0
+    assert "IT DOES NOT KEEP UP" in capsys.readouterr().out
 
 
 def test_a_run_the_engine_falls_behind_says_it_is_overloaded(

@@ -417,9 +417,11 @@ def test_fits_dcp_and_dp_levers_on_an_mi250x_give_vllms_ranks_over_its_dies(
     half = json.loads(run_cli(capsys, *args, "-dcp", str(ranks // dies))[1])
     assert dealt["conversations"] > half["conversations"]  # the dies' half of the ranks
     dp = levers["DP attention"]
-    assert f"-tp {dies} -dp 4 --enable-expert-parallel, over {4 * dies} dies" in dp["name"]
-    ranked = json.loads(run_cli(capsys, *args[:5], "1", *args[6:], "-dp", "4",
-                                "--enable-expert-parallel")[1])
+    assert f", over {4 * dies} dies: vLLM's -tp {dies} -dp 4" in dp["name"]
+    # the lever's flags are fit's own, a card a rank: fit re-run with them holds as many
+    flags = dp["name"].split("(", 1)[1].split(",")[0].split()
+    assert flags == ["--num-gpus", "1", "-dp", "4", "--enable-expert-parallel"]
+    ranked = json.loads(run_cli(capsys, *args[:4], *args[6:], *flags)[1])
     assert dp["conversations"] == ranked["conversations"]
     # under data-parallel attention, the rank levers count each rank's dies too
     names = [lv["name"] for lv in ranked["levers"]]

@@ -330,25 +330,32 @@ def refuse_two_gpu_counts(argv: Sequence[str]) -> None:
     """InputError where the tensor-parallel size is given twice with different values
     (``--num-gpus 8 --tp 4``): the spellings are one flag, and argparse would keep the last
     without a word, though the user may mean 8 GPUs in all at TP4. A --config file's value
-    is not the user's typing: the command line overrides it, as vllm serve does."""
-    given: list[tuple[str, str]] = []
+    is not the user's typing: the command line overrides it, as vllm serve does. Values are
+    compared as the flag reads them (``--tp 4 --num-gpus 4.0`` is one count); one it cannot
+    read, or a flag without one, is left for the flag's own error."""
+    given: list[tuple[str, str, int]] = []
     for i, token in enumerate(argv):
         flag, eq, value = token.partition("=")
         if flag in NUM_GPUS_FLAGS:
             if not eq:
                 value = argv[i + 1] if i + 1 < len(argv) else ""
-            given.append((flag, value))
-    for flag, value in given[1:]:
-        if _same_count(value) != _same_count(given[0][1]):
+            count = _gpu_count(value)
+            if count is not None:
+                given.append((flag, value, count))
+    for flag, value, count in given[1:]:
+        if count != given[0][2]:
             raise InputError(f"{given[0][0]} {given[0][1]} and {flag} {value} are one flag "
                              "(the GPUs in a tensor-parallel group): give it once; for more "
                              "GPUs than one group, add --data-parallel-size or "
                              "--pipeline-parallel-size")
 
 
-def _same_count(value: str) -> str:
-    """A count as typed, for comparing two: '08' is 8 ('8k' is left for the flag to read)."""
-    return str(int(value)) if value.strip().isdigit() else value.strip()
+def _gpu_count(value: str) -> int | None:
+    """A count as the flag reads it ('08' and '8.0' are 8), or None where it reads none."""
+    try:
+        return int(_how_many("number of GPUs")(value))
+    except (argparse.ArgumentTypeError, ValueError, TypeError):
+        return None
 
 
 def _join_negative_values(argv: Sequence[str]) -> list[str]:

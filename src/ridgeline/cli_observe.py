@@ -103,7 +103,7 @@ def cmd_observe(args: argparse.Namespace) -> Any:
                                  f"{report.misdescribed}, as its cautions say"
                                  if report.misdescribed else
                                  mixed_step_note(report, written=False)
-                                 if report.mixed_row else
+                                 if report.mixed_row and _itl_histogram(report) else
                                  "one needs a mean inter-token latency and a running batch "
                                  "over the same window, which /metrics scrapes carry and a "
                                  "log does not") + ")")
@@ -116,6 +116,13 @@ def cmd_observe(args: argparse.Namespace) -> Any:
         obs.notes.append(f"wrote {count} {'row' if count == 1 else 'rows'} for `ridgeline "
                          f"calibrate` to {args.emit_measurements}" + mixed_step_note(report))
     return report
+
+
+def _itl_histogram(report: Any) -> bool:
+    """Whether the source timed its tokens (an ITL histogram's mean over the window), which
+    a decode row is read from: without one, its prompt work is no reason it wrote none."""
+    itl = report.obs.latency_ms.get("itl", {}).get("mean")
+    return bool(itl) and not math.isnan(itl)
 
 
 def server_settings(args: argparse.Namespace, model: Any) -> Any:

@@ -107,16 +107,16 @@ def verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
                                      quantile_grid(partial(decode.latency_s_at, "ttft"))),
                                     slo.percentile)
         tpot = decode.latency_s_at("tpot", slo.percentile)
-        tpot_ok = (math.isnan(tpot) or tpot <= slo.tpot_s) and decode.rec.keeps_up
-        ttft_ok = ttft <= slo.ttft_s and prefill.rec.keeps_up  # a growing queue misses, given time
+        tpot_ok = (math.isnan(tpot) or tpot <= slo.tpot_s) and decode.rec.held_steady
+        ttft_ok = ttft <= slo.ttft_s and prefill.rec.held_steady  # a growing queue misses
         if ttft_ok and tpot_ok:
             return replace(c, replicas=x + y, prefill_replicas=x, disaggregated=f"{x}P{y}D",
                            verified=True, sim_ttft_s=ttft, sim_tpot_s=tpot)
-        grow_x = not ttft_ok and (not first < joined or not prefill.rec.keeps_up)
+        grow_x = not ttft_ok and (not first < joined or not prefill.rec.held_steady)
         grow_y = not tpot_ok or (not ttft_ok and not joined <= first)
         if not (grow_x or grow_y):
             return None
-        if grow_x and prefill.rec.keeps_up and grown_from is not None \
+        if grow_x and prefill.rec.held_steady and grown_from is not None \
                 and first > NO_GAIN * grown_from:
             # more prefill replicas did not shorten its TTFT: the long prompts' own prefill is
             # the miss, which no replica count fixes (it grew to 33P5D, $229/h, listed first)

@@ -119,7 +119,7 @@ def verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
             ttft, tpot = (result.latency_s_at(name, slo.percentile) for name in ("ttft", "tpot"))
             held = not result.rec.missed and ttft <= slo.ttft_s and (
                 math.isnan(tpot) or tpot <= slo.tpot_s) \
-                and result.rec.keeps_up  # a queue that grows misses the SLO, given time
+                and result.rec.held_steady  # a queue that grows misses the SLO, given time
             runs[key] = CheckRun(held, ttft, tpot, len(work), work[0].id if load.trace else 0,
                                  window)
         return runs[key]

@@ -308,7 +308,8 @@ def _dp_attention_lever(d: Deployment, context: int, s: EngineSettings
     one GPU each, every rank its own requests' cache in a pool of its own and its own copy of
     the attention, the experts spread over all of them (data_parallel.py), in the engine's
     flags: vLLM --tensor-parallel-size 1 --data-parallel-size N --enable-expert-parallel (on
-    an MI250 a rank is a card's two dies: -tp 2), SGLang --tp-size N --dp-size N
+    an MI250 a rank is a card's two dies, vLLM's -tp 2, which the lever names beside fit's
+    --num-gpus 1, a card), SGLang --tp-size N --dp-size N
     --enable-dp-attention with --ep-size N. Where the engine's version has expert parallelism
     (expert_parallel_problem); none under pipeline stages."""
     from ridgeline.data_parallel import DATA_PARALLEL_ENGINES, data_parallel_problem
@@ -324,9 +325,10 @@ def _dp_attention_lever(d: Deployment, context: int, s: EngineSettings
         return []
     devices = engine_devices(d.engine, d.accelerator)  # vLLM: a rank is a card's dies
     flags = (f"--dp-size {ranks} --enable-dp-attention" if d.engine == "sglang"  # --tp-size kept
-             else f"--num-gpus 1 -dp {ranks}" if devices == 1
-             else f"-tp {devices} -dp {ranks}") + " --enable-expert-parallel"
-    dies = f", over {ranks * devices} dies" if devices > 1 else ""
+             else f"--num-gpus 1 -dp {ranks}") + " --enable-expert-parallel"
+    # --num-gpus counts cards, as fit reads it again; vLLM's own -tp counts the dies
+    dies = (f", over {ranks * devices} dies: vLLM's -tp {devices} -dp {ranks}"
+            if devices > 1 else "")
     return [(f"DP attention ({flags}{dies})", dp, context, s)]
 
 

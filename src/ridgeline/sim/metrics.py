@@ -426,7 +426,31 @@ class Recorder:
         n = self.windowed
         if math.isinf(self.window_s[0]) or not n or self.runs_past_arrivals:
             return True
-        return self.window_growth[2] <= n * max(KEEP_UP_SLACK, 2 / math.sqrt(n))
+        return self.window_growth[2] <= self.keep_up_slack
+
+    @property
+    def held_steady(self) -> bool:
+        """Whether the window was a steady state: as many finished in it as arrived, beyond
+        the noise (``keep_up_slack``), neither a queue nor the running batch growing. What a
+        plan's check asks: a batch still growing in the window reads its latencies lighter
+        than the load's own, and under overload it grows until the pool or the seats stop it
+        (``keeps_up`` excuses a batch filling, for simulate's own verdict)."""
+        return self.keeps_up and not self.batch_took_arrivals
+
+    @property
+    def keep_up_slack(self) -> float:
+        """The requests a window's count may move by as noise: the larger of 3 % and two
+        Poisson deviations of those arriving in it."""
+        n = self.windowed
+        return n * max(KEEP_UP_SLACK, 2 / math.sqrt(n)) if n else 0.0
+
+    @property
+    def batch_took_arrivals(self) -> bool:
+        """Whether more arrived in the window than finished in it, beyond the noise
+        (``keep_up_slack``): where the engine still keeps up, its running batch took the
+        excess on (``window_growth``), as a batch filling does, and an overloaded one too
+        while its pool and seats have room."""
+        return self.window_growth[0] > self.keep_up_slack
 
     @property
     def runs_past_arrivals(self) -> bool:
