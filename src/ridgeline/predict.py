@@ -209,14 +209,15 @@ def harness_moe(engine: str, model: ModelSpec) -> bool:
 
 # validation/serving.csv (InferenceX, never fitted): DeepSeek-R1-0528 FP8 on 8 × MI325X (SGLang
 # 0.5.9-0.5.19) decoded 1.5-2.1x slower than priced, gpt-oss-120b MXFP4 on one MI300X (vLLM 0.17)
-# 1.4x at 64 concurrent to 2.0x at 256 (each TPOT with the other requests' prompts counted, as
-# since 2026-12-02), where the same models on H100, H200 and B200 came within about 21 %;
+# 1.3x at 64 concurrent to 1.5x at 256 (each TPOT with the other requests' prompts counted, as
+# since 2026-12-02, and those prompts' experts at vLLM's MoE prompt slowdown, since 2026-12-03),
+# where the same models on H100, H200 and B200 came within about 21 %;
 # lowbatch.csv's Kimi-K2 FP8 on 8 × MI300X (SGLang 0.5.7, the SGLang cookbook) ran 3.5x slower
 # at one user (24.75 tok/s measured, 87.5 priced; that row is fitted, and stays 3.5x off)
 CDNA3_MOE_CAUTION = ("the serving engines' FP8 and MXFP4 MoE paths on CDNA3 (MI300X, MI325X) have "
                      "run slower than this prices: DeepSeek-R1 FP8 on 8 x MI325X (SGLang) decoded "
-                     "1.5-2.1x slower, gpt-oss-120b MXFP4 on one MI300X (vLLM 0.17) 1.4x at 64 "
-                     "concurrent to 2.0x at 256 (validation/serving.csv, out of sample), Kimi-K2 "
+                     "1.5-2.1x slower, gpt-oss-120b MXFP4 on one MI300X (vLLM 0.17) 1.3x at 64 "
+                     "concurrent to 1.5x at 256 (validation/serving.csv, out of sample), Kimi-K2 "
                      "FP8 on 8 x MI300X (SGLang 0.5.7) 3.5x at one user (validation/lowbatch.csv); "
                      "read the expectation as optimistic")
 

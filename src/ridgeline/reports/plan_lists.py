@@ -186,7 +186,7 @@ class PlanLists:
                    f"TPOT {tpot_ms(c.sim_tpot_s)}" if c.verified else "analytic")
             lines.append(f"disaggregated, {self.label(c)}: {c.gpus} {plural(c.gpus, 'GPU')}, {cost} "
                          f"({how}; KV hand-off over a 400 Gb/s link)"
-                         + (", unverified: CDNA3's FP8 and MXFP4 MoE paths have measured 1.4–2.1× "
+                         + (", unverified: CDNA3's FP8 and MXFP4 MoE paths have measured 1.3–2.1× "
                             "slower than priced (validation/serving.csv)"
                             if r.unverified_by(c) else "")
                          + "".join(f"; caution: {text}" for text in r.cautions_for(c)))
