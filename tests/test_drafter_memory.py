@@ -388,3 +388,26 @@ def test_sglangs_caution_gives_the_reserve_its_default_holds_back_from_the_data(
     standalone_gib = sglang_speculative_reserve_mib("draft-model") / 1024
     assert (f"holds {model_gib:g} GiB more for a drafter from v{held['from']}, "
             f"{standalone_gib:g} GiB for STANDALONE from v{held['standalone_from']}") in err
+
+
+def test_vllm_releases_whose_v1_engine_had_no_draft_model_refuse_one(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """From v0.10.0 (V0 gone) until DraftModelProposer, vLLM raised NotImplementedError for a
+    draft model: fit, decode and simulate refuse it there in one line; an EAGLE head still
+    prices, and the releases either side run the draft model."""
+    runs = {"fit": (), "decode": ("--batch", "1", "--context", "1000"),
+            "simulate": ("--rate", "2", "--num-requests", "20", "--input-len", "500",
+                         "--output-len", "50")}
+    for command, load in runs.items():
+        for version in ("0.10.0", "0.14.0"):
+            code, _, err = run_cli(capsys, command, *L70[:-1], *load, "--speculative-config",
+                                   DRAFT_1B, "--engine-version", version)
+            assert code == 2 and f"vLLM {version} runs no separate draft model" in err
+            assert len(err.strip().splitlines()) == 1
+        for version in ("0.9.2", "0.16.0"):
+            code, _, err = run_cli(capsys, command, *L70[:-1], *load, "--speculative-config",
+                                   DRAFT_1B, "--engine-version", version)
+            assert code == 0, err
+    code, _, err = run_cli(capsys, "fit", *L70[:-1], "--spec-method", "eagle", "--spec-tokens",
+                           "3", "--engine-version", "0.12.0")
+    assert code == 0, err

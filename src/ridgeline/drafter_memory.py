@@ -121,6 +121,8 @@ def drafter_bytes(dep: Deployment, s: EngineSettings) -> tuple[float, float]:
             or d.method not in ("eagle", "draft-model"):
         return 0.0, 0.0
     tp = dep.tensor_parallel_size  # a split vLLM refuses is refused, read or not
+    if d.method == "draft-model" and (problem := vllm_draft_model_problem(s.engine_version)):
+        raise InputError(problem)
     if d.method == "draft-model" and d.draft_tensor_parallel_size:
         tp = draft_model_tp(d.draft_tensor_parallel_size, tp, s.engine_version)
     drafter = read_drafter(d.draft_model, d.method)
@@ -128,6 +130,23 @@ def drafter_bytes(dep: Deployment, s: EngineSettings) -> tuple[float, float]:
         return 0.0, 0.0
     return (drafter_weight_bytes_per_gpu(dep, drafter, tp),
             drafter_kv_bytes_per_token(drafter, dep.kv.bytes_per_element, tp))
+
+
+def vllm_draft_model_problem(version: str | None) -> str:
+    """Why vLLM ``version`` runs no separate draft model, or "": its V1 engine refused one
+    from v0.10.0, when V0 went, until the release whose DraftModelProposer brought it back
+    (engines.json vllm.draft_model_refused: read refusing in 0.13.0 and 0.14.0, running in
+    0.16.0; 0.15.0 unread, priced). A release run on its V0 engine ("0.10.1 V0") runs one; no
+    version: the newest modelled, which runs one."""
+    from ridgeline.vllm_memory import parse_version, vllm_accounting, vllm_data
+
+    gap = vllm_data()["draft_model_refused"]
+    if version is None or vllm_accounting(version).engine != "V1" or not (
+            parse_version(gap["from"]) <= parse_version(version) < parse_version(gap["until"])):
+        return ""
+    return (f"vLLM {version} runs no separate draft model (its V1 engine raises 'Speculative "
+            f"decoding with draft model is not supported yet' from v{gap['from']} until "
+            f"v{gap['until']}): name an EAGLE head, MTP or ngram, or another --engine-version")
 
 
 def draft_model_tp(draft_tensor_parallel_size: int, tensor_parallel_size: int,
