@@ -37,16 +37,19 @@ def scrape_with(running: int, waiting: int, kv: float, generated: float,
                         f"=\"meta-llama/Llama-3.1-8B-Instruct\"}} {preempted}")
 
 
-def timed_window(tmp_path: Path) -> Path:
+def timed_window(tmp_path: Path, output_times: int = 1) -> Path:
     """Two timed scrapes of the vLLM fixture, ten seconds apart, the ITL histogram and the
     token and request counters doubled in the second: a window whose latency, batch and
-    lengths come from the same ten seconds."""
+    lengths come from the same ten seconds. ``output_times``: the generated tokens grow that
+    many times the fixture's instead (answers that many times longer, so fewer of the window's
+    steps carry a prompt)."""
     def doubled(line: str) -> str:
         if not line.startswith(("vllm:inter_token_latency_seconds", "vllm:prompt_tokens_total",
                                 "vllm:generation_tokens_total", "vllm:request_success_total")):
             return line
         name, value = line.rsplit(" ", 1)
-        return f"{name} {2 * float(value)}"
+        grown = output_times if name.startswith("vllm:generation_tokens_total") else 1
+        return f"{name} {(1 + grown) * float(value)}"
 
     later = "\n".join(doubled(line) for line in METRICS.splitlines())
     path = tmp_path / "window.txt"
@@ -424,9 +427,9 @@ def test_a_bench_with_an_itl_under_a_microsecond_is_refused(tmp_path: Path) -> N
 def test_emitted_rows_name_the_checkpoints_own_format(tmp_path: Path) -> None:
     """gpt-oss as stored is MXFP4 experts: the emitted row says mxfp4, and validate costs the
     deployment observe placed the batch on, not a bf16 one."""
-    out = tmp_path / "rows.csv"
-    assert main(["observe", str(timed_window(tmp_path)), "--model", "gpt-oss-20b",
-                 "--gpu", "h100", "--emit-measurements", str(out)]) == 0
+    out = tmp_path / "rows.csv"  # answers 4x the fixture's: few steps carry a prompt
+    assert main(["observe", str(timed_window(tmp_path, output_times=4)), "--model",
+                 "gpt-oss-20b", "--gpu", "h100", "--emit-measurements", str(out)]) == 0
     assert ",gpt-oss-20b,mxfp4," in out.read_text()
 
 
@@ -867,9 +870,9 @@ def test_emitting_measurements_says_what_it_wrote(tmp_path: Path,
     """A window of /metrics scrapes gives calibrate a row and the report says so; a single
     scrape (its latency the server's lifetime, its batch one instant: a +99 % row an audit
     found) and a server log give none, so no file is left for calibrate to fit."""
-    out = tmp_path / "rows.csv"
-    assert main(["observe", str(timed_window(tmp_path)), "--model", "gpt-oss-20b",
-                 "--gpu", "h100", "--emit-measurements", str(out), "--json"]) == 0
+    out = tmp_path / "rows.csv"  # answers 4x the fixture's: few steps carry a prompt
+    assert main(["observe", str(timed_window(tmp_path, output_times=4)), "--model",
+                 "gpt-oss-20b", "--gpu", "h100", "--emit-measurements", str(out), "--json"]) == 0
     notes = json.loads(capsys.readouterr().out)["notes"]
     wrote = next(n for n in notes if n.startswith("wrote 1 row"))
     assert wrote.startswith(f"wrote 1 row for `ridgeline calibrate` to {out}")
