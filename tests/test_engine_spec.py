@@ -117,7 +117,8 @@ def test_vllm_infers_the_method_as_its_speculative_config_does() -> None:
 
 
 def test_sglang_and_tensorrt_llm_read_a_chain_of_drafts() -> None:
-    assert sglang_speculative("EAGLE3", 3, 1, 4) == EngineSpec(3, "eagle")
+    # priced as eagle, and its own name kept: its release gates it (speculative_problem)
+    assert sglang_speculative("EAGLE3", 3, 1, 4) == EngineSpec(3, "eagle", algorithm="EAGLE3")
     with pytest.raises(InputError, match="num-steps \\+ 1"):
         sglang_speculative("EAGLE", 3, 1, 8)
     assert trtllm_speculative_config({"decoding_type": "MTP", "num_nextn_predict_layers": 3}) \

@@ -1,5 +1,6 @@
-"""SGLang's drafters release by release: STANDALONE and NGRAM refused on the releases before
-they came (0.5.2, 0.5.3), and the headroom of draft and verify tokens SGLang 0.4.3.post3 to
+"""SGLang's drafters release by release: EAGLE, NEXTN, EAGLE3, STANDALONE and NGRAM refused on
+the releases before they came (after 0.4.1, 0.4.3.post1, 0.4.4.post2, 0.5.2, 0.5.3), and the
+headroom of draft and verify tokens SGLang 0.4.3.post3 to
 0.5.6.post2 allocates its pool past what the profile sized."""
 
 from __future__ import annotations
@@ -54,9 +55,58 @@ def test_sglang_refuses_a_drafter_on_releases_before_it_came(method: str, before
         == sglang_speculative_requests(method, first)
 
 
-def test_eagle_is_not_gated_by_the_newer_algorithms_releases() -> None:
-    assert sglang_algorithm_from("eagle") is None
-    assert speculative_problem("sglang", "0.5.1", "eagle") == ""
+# -- EAGLE, NEXTN and EAGLE3 too: the 0.4 releases' choices ---------------------------------
+V3 = ("--model", "deepseek-v3", "--gpu", "h200", "--num-gpus", "8", "--engine", "sglang",
+      "--max-model-len", "32k")
+
+
+@pytest.mark.parametrize(("algorithm", "method", "before", "first"), [
+    # server_args.py in the release wheels: no --speculative-algorithm in 0.4.1, ["EAGLE"] in
+    # 0.4.2 and 0.4.3, NEXTN added in 0.4.3.post1, EAGLE3 in 0.4.4.post2 (0.4.4.post1 lacks it)
+    ("EAGLE", "eagle", "0.4.1", "0.4.1.post1"), ("NEXTN", "mtp", "0.4.3", "0.4.3.post1"),
+    ("EAGLE3", "eagle", "0.4.4.post1", "0.4.4.post2")])
+def test_sglang_refuses_eagle_nextn_and_eagle3_before_their_releases(
+        algorithm: str, method: str, before: str, first: str) -> None:
+    assert sglang_algorithm_from(method, algorithm) == first
+    problem = speculative_problem("sglang", before, method, algorithm)
+    assert f"SGLang {before} has no --speculative-algorithm {algorithm} " in problem
+    assert f"came in v{first}" in problem
+    assert speculative_problem("sglang", first, method, algorithm) == ""
+    assert speculative_problem("sglang", None, method, algorithm) == ""
+    with pytest.raises(InputError, match=f"came in v{first}"):
+        kv_pool(l8(), replace(drafting(before, method),
+                              drafter=EngineSpec(3, method, algorithm=algorithm)))
+
+
+def test_every_mtp_spelling_is_gated_as_nextn() -> None:
+    for method in ("mtp", "deepseek_mtp", "qwen3_next_mtp"):
+        assert sglang_algorithm_from(method) == sglang_algorithm_from("mtp", "NEXTN")
+
+
+@pytest.mark.parametrize(("command", "before", "first"), [
+    (("fit", *L8, "--speculative-algorithm", "EAGLE", "--speculative-num-steps", "3"),
+     "0.4.0", "0.4.2"),
+    (("fit", *L8, "--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3"),
+     "0.4.4", "0.4.5"),
+    (("fit", *V3, "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "1"),
+     "0.4.3", "0.4.3.post2")])
+def test_fit_refuses_an_sglang_drafter_before_its_release_in_one_line(
+        capsys: pytest.CaptureFixture[str], command: tuple[str, ...], before: str,
+        first: str) -> None:
+    code, _, err = run_cli(capsys, *command, "--engine-version", before)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert command[command.index("--speculative-algorithm") + 1] in err and before in err
+    code, _, err = run_cli(capsys, *command, "--engine-version", first)
+    assert code == 0, err
+
+
+def test_eagle_priced_before_0_4_1_is_refused_by_decode_and_simulate_too(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    for command in (("decode", "llama-3.1-8b", *L8[2:], "--batch", "1", "--context", "4000"),
+                    ("simulate", *L8, "--concurrency", "4", "--num-requests", "10")):
+        code, _, err = run_cli(capsys, *command, "--spec-tokens", "3", "--engine-version",
+                               "0.4.0")
+        assert code == 2 and len(err.strip().splitlines()) == 1 and "EAGLE" in err, err
 
 
 @pytest.mark.parametrize("command", [

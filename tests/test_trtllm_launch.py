@@ -139,3 +139,36 @@ def test_plan_prints_the_winners_trtllm_serve_line_at_its_batch_and_tp(
     lines = text.splitlines()
     assert lines[lines.index("run it with:") + 1] == f"  {command}"
     assert "not modelled" not in text
+
+
+def test_plan_cautions_where_its_trtllm_line_would_not_run_the_loads_prompts(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """12,000-token prompts outrun the winner's --max_num_tokens: its check chunked them, as
+    TensorRT-LLM without enable_chunked_prefill would not, so plan says so with simulate's
+    caution, naming the budget its printed line sets."""
+    argv = ("plan", "llama-3.1-8b", "--rate", "2", "--input-len", "12000", "--output-len",
+            "100", "--slo-ttft-ms", "3000", "--slo-tpot-ms", "100", "--gpus", "h100",
+            "--engine", "trtllm", "--workers", "1")
+    code, out, err = run_cli(capsys, *argv, "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    words = data["commands"]["trtllm"].split()
+    budget = int(words[words.index(CLI["max_num_batched_tokens"]) + 1])
+    assert budget < 12000
+    said = [c for c in data["cautions"] if "enable_chunked_prefill" in c]
+    assert len(said) == 1 and f"max_num_tokens {budget:,}:" in said[0]
+    requests = data["winner"]["sim_requests"]
+    assert said[0].startswith(f"{requests:,} prompts")  # every prompt of its check
+    # the check it prints cautions the same, worded by the same function
+    code, text, err = run_cli(capsys, *shlex.split(data["check_command"])[1:])
+    assert code == 0, err
+    assert said[0].split(" (or ")[0] in text
+
+
+def test_plan_gives_no_such_caution_where_the_prompts_fit_the_step(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "plan", "llama-3.1-8b", "--rate", "5", "--slo-ttft-ms",
+                             "1000", "--slo-tpot-ms", "50", "--gpus", "h100", "--engine",
+                             "trtllm", "--workers", "1", "--json")
+    assert code == 0, err
+    assert not [c for c in json.loads(out)["cautions"] if "enable_chunked_prefill" in c]

@@ -42,6 +42,9 @@ class Candidate:
     sim_requests: int = 0
     sim_first: int = 0  # of a trace, where in the replica's share the check began
     sim_window_s: tuple[float, float] | None = None
+    # … and its prompts longer than the step budget of an engine that runs a context whole
+    # (TensorRT-LLM without enable_chunked_prefill), which it chunked
+    sim_over_budget: int = 0
     # the analytic rate's three limits, req/s: the TPOT SLO at the batch, the step's token
     # budget, the prompts' queue within the TTFT SLO (replica_sizing.size_replica); () where not sized
     rate_limits: tuple[float, ...] = ()

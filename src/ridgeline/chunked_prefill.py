@@ -17,7 +17,7 @@ from ridgeline.cost import Seq, step_time_s
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.errors import InputError
-from ridgeline.units import require_positive
+from ridgeline.units import plural, require_positive
 
 if TYPE_CHECKING:
     from ridgeline.memory import EngineSettings
@@ -139,3 +139,14 @@ def step_budget(dep: Deployment, settings: EngineSettings) -> tuple[int, str]:
                         + ("the offline LLM class" if usage == "offline" else "vllm serve")
                         + f"{lowered}; --usage {other}: {theirs:,}")
     return tokens, f"{dep.engine}'s default {name} on {dep.accelerator.id}"
+
+
+def over_budget_caution(prompts: int, budget_tokens: int, remedy: str) -> str:
+    """What to say of ``prompts`` that outran TensorRT-LLM's step budget (max_num_tokens,
+    ``budget_tokens``), which the simulator chunked though the engine runs a context whole:
+    simulate's caution and plan's for the trtllm-serve line it prints, each with its own
+    ``remedy``."""
+    return (f"{prompts:,} {plural(prompts, 'prompt')} longer than max_num_tokens "
+            f"{budget_tokens:,}: TensorRT-LLM runs a context whole (its "
+            "enable_chunked_prefill is off by default) and would not run these; they are "
+            f"chunked here as if it were on (or {remedy})")

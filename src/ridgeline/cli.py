@@ -89,11 +89,7 @@ def engine_sizes(g: Any, llamacpp: bool = True) -> None:
                    metavar="F", help="memory share: vLLM of the card, SGLang static, TRT-LLM "
                    "of what is free (trtllm-serve's --kv_cache_free_gpu_memory_fraction, "
                    "trtllm-bench's --kv_cache_free_gpu_mem_fraction)")
-    g.add_argument("--max-num-seqs", "--max-running-requests", "--max-batch-size",
-                   "--max_batch_size", *(("--parallel", "-np") if llamacpp else ()),
-                   dest="max_num_seqs", type=_how_many("max_num_seqs"), metavar="N",
-                   help="seats: vLLM, SGLang, TRT-LLM names"
-                   + ("; llama.cpp slots (-np)" if llamacpp else ""))
+    seats_flag(g, llamacpp)
     g.add_argument("--max-num-batched-tokens", "--chunked-prefill-size", "--max-num-tokens",
                    "--max_num_tokens", *(("--ubatch-size", "-ub") if llamacpp else ()),
                    dest="max_num_batched_tokens",
@@ -113,6 +109,18 @@ def engine_sizes(g: Any, llamacpp: bool = True) -> None:
                    type=_how_many("block size"), metavar="N",
                    help="tokens per KV block/page")
     sizing_flags(g)
+
+
+def seats_flag(g: Any, llamacpp: bool = True) -> None:
+    """The seats (max_num_seqs) under each engine's name: vLLM --max-num-seqs, SGLang
+    --max-running-requests, TensorRT-LLM --max_batch_size; with ``llamacpp``, llama-server's
+    slots (-np). fit, simulate, decode and prefill take it through ``engine_sizes``, observe
+    alone."""
+    g.add_argument("--max-num-seqs", "--max-running-requests", "--max-batch-size",
+                   "--max_batch_size", *(("--parallel", "-np") if llamacpp else ()),
+                   dest="max_num_seqs", type=_how_many("max_num_seqs"), metavar="N",
+                   help="seats: vLLM, SGLang, TRT-LLM names"
+                   + ("; llama.cpp slots (-np)" if llamacpp else ""))
 
 
 class _PerSlotContext(argparse.Action):

@@ -24,6 +24,7 @@ from ridgeline.cli_engine import (
     ENGINE_NAMES,
     MEMORY_RULES,
     async_scheduling_problem,
+    checked_engine_version,
     decode_context_flag,
     engine_flag,
     engine_version_flag,
@@ -410,15 +411,7 @@ def _drafts(args: argparse.Namespace) -> bool:
 def _engine_version(args: argparse.Namespace, dep: Any) -> str | None:
     """--engine-version, checked against ``dep.engine`` before anything is priced, with fit's
     one-line errors (its spelling as EngineSettings reads it, then the engine's own check)."""
-    version = getattr(args, "engine_version", None)
-    if version is None:
-        return None
-    from ridgeline.engine_versions import check_engine_version
-    from ridgeline.memory import EngineSettings
-
-    EngineSettings(engine_version=version)  # its spelling, as fit's settings read it
-    check_engine_version(dep.engine, version)
-    return str(version)
+    return checked_engine_version(getattr(args, "engine_version", None), dep.engine)
 
 
 def _placed_once(args: argparse.Namespace, dep: Any, report: Any) -> Any:

@@ -158,6 +158,20 @@ def engine_version_flag(g: Any, rules: str, v0: bool = False) -> None:
                    "llama.cpp a build (b9400); default: the newest modelled")
 
 
+def checked_engine_version(version: str | None, engine: str) -> str | None:
+    """--engine-version, checked against ``engine`` before anything is priced, with fit's
+    one-line errors (its spelling as EngineSettings reads it, then the engine's own check);
+    None where none was given."""
+    if version is None:
+        return None
+    from ridgeline.engine_versions import check_engine_version
+    from ridgeline.memory import EngineSettings
+
+    EngineSettings(engine_version=version)  # its spelling, as fit's settings read it
+    check_engine_version(engine, version)
+    return str(version)
+
+
 def check_engine_flags(args: argparse.Namespace, engine: str) -> None:
     """Refuse an engine setting the chosen engine has no use for, rather than drop it."""
     problems = []

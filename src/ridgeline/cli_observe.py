@@ -13,7 +13,9 @@ from ridgeline.cli import (
     _gpu,
     _output,
     _pipeline,
+    seats_flag,
 )
+from ridgeline.cli_engine import MEMORY_RULES, checked_engine_version, engine_version_flag
 from ridgeline.cli_load import (
     default_engine,
     load_accelerator,
@@ -81,6 +83,7 @@ def cmd_observe(args: argparse.Namespace) -> Any:
     named = args.engine
     if named is None:  # the engine whose metric names the source carries, else the default
         args.engine = engine_for_metrics(obs.engine_family, args)
+    launched(args, obs, engine_id(args.engine))
     dep = replace(load_deployment(args, model), engine=engine_id(args.engine))
     settings = server_settings(args, model)
     if named is not None and obs.engine_family and not engine_id(named).startswith(
@@ -125,11 +128,48 @@ def _itl_histogram(report: Any) -> bool:
     return bool(itl) and not math.isnan(itl)
 
 
+def launched(args: argparse.Namespace, obs: Any, engine: str) -> None:
+    """The release and the seats the server runs (args.engine_version, args.max_num_seqs):
+    the source's own where it states them (a vLLM log's start-up lines), else the flags
+    (--engine-version, --max-num-seqs / --max-running-requests / --max_batch_size), else
+    none (the newest release modelled, the engine's default seats); which was used goes in
+    the notes, and a flag that contradicts the source is refused in one line."""
+    ours = not obs.engine_family or engine.startswith(obs.engine_family)
+    stated = obs.engine_version if ours else None
+    if stated is not None:
+        try:
+            checked_engine_version(stated, engine)
+        except InputError as exc:  # a release ridgeline does not model: sized as the newest
+            obs.notes.append(f"{obs.source} states {engine} {stated}, which is not modelled "
+                             f"({exc}): sized as the newest release modelled")
+            stated = None
+    args.engine_version = checked_engine_version(
+        _stated_or_given(obs, "--engine-version", args.engine_version, stated,
+                         "the engine's release"), engine)
+    args.max_num_seqs = _stated_or_given(obs, "--max-num-seqs", args.max_num_seqs,
+                                         obs.max_num_seqs if ours else None, "the seats")
+
+
+def _stated_or_given(obs: Any, flag: str, given: Any, stated: Any, what: str) -> Any:
+    """The source's ``stated`` value where it has one (a ``given`` flag that differs refused),
+    else the flag's; a note says which sized the pool."""
+    if stated is None:
+        if given is not None:
+            obs.notes.append(f"{what}: {given}, as {flag} gives it")
+        return given
+    if given is not None and str(given) != str(stated):
+        raise InputError(f"{flag} {given} contradicts {obs.source}, whose start-up lines "
+                         f"state {stated}: leave {flag} out")
+    obs.notes.append(f"{what}: {stated}, as {obs.source}'s start-up lines state it")
+    return stated
+
+
 def server_settings(args: argparse.Namespace, model: Any) -> Any:
-    """The server's settings as its launch flags give them, read once the engine is known
-    (the source's, or --engine): its drafter (--spec-tokens and --spec-method, or the
-    engine's own spelling, --speculative-algorithm EAGLE --speculative-num-steps 3 …), which
-    sizes the modelled pool and SGLang's seats as fit and simulate size them."""
+    """The server's settings as its launch gives them, read once the engine is known (the
+    source's, or --engine): its release and seats (``launched``) and its drafter
+    (--spec-tokens and --spec-method, or the engine's own spelling, --speculative-algorithm
+    EAGLE --speculative-num-steps 3 …), which size the modelled pool and the seats as fit
+    and simulate size them."""
     from ridgeline.cli_load import drafter, drafts_with_mtp
     from ridgeline.cli_spec import spec_args, spec_method
     from ridgeline.memory import EngineSettings
@@ -138,7 +178,8 @@ def server_settings(args: argparse.Namespace, model: Any) -> Any:
     if args.spec_tokens:
         spec_method(args, model)  # an MTP drafter needs the checkpoint's MTP layers
     return EngineSettings(speculative_decoding=bool(args.spec_tokens),
-                          draft_mtp=drafts_with_mtp(args), drafter=drafter(args))
+                          draft_mtp=drafts_with_mtp(args), drafter=drafter(args),
+                          engine_version=args.engine_version, max_num_seqs=args.max_num_seqs)
 
 
 def mixed_step_note(report: Any, written: bool = True) -> str:
@@ -190,6 +231,10 @@ def register(sub: Any) -> None:
                    help="typical tokens per sequence (default: from the source, else 2000)")
     p.add_argument("--emit-measurements", metavar="FILE", type=_not_empty("output path"),
                    help="write what was observed as measurement rows for `calibrate`")
+    launch = p.add_argument_group("the server's launch (its pool and seats; default: what "
+                                  "the source states, else the engine's defaults)")
+    engine_version_flag(launch, MEMORY_RULES)
+    seats_flag(launch, llamacpp=False)
     spec_flags(p.add_argument_group("the server's drafter (its pool and seats; the step is "
                                     "priced without drafts)"), pricing=False)
     _output(p)

@@ -138,6 +138,7 @@ def engine_spec_args(args: argparse.Namespace) -> None:
     args.spec_tokens, args.spec_method = tokens, spec.method
     # the drafter named and its GPUs, for its memory (cli_load.drafter)
     args.spec_draft_model, args.spec_draft_tp = spec.draft_model, spec.draft_tensor_parallel_size
+    args.spec_algorithm = spec.algorithm  # SGLang's own name, whose release gates it
     for _, dest, _, _ in ENGINE_FLAGS:  # read once: a command reading its flags again per card
         setattr(args, dest, None)  # finds ridgeline's own
 
@@ -190,7 +191,8 @@ def spec_drafter(args: argparse.Namespace, model: Any, engines: list[str]) -> No
     from ridgeline.engine_versions import speculative_problem
 
     for engine in engines:  # refused before any caution on it
-        problem = speculative_problem(engine, getattr(args, "engine_version", None), method)
+        problem = speculative_problem(engine, getattr(args, "engine_version", None), method,
+                                      getattr(args, "spec_algorithm", "") or "")
         if problem:
             raise InputError(problem)
     if method == "ngram":

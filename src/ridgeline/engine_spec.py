@@ -58,6 +58,7 @@ class EngineSpec:
     method: str
     draft_model: str = ""
     draft_tensor_parallel_size: int = 0
+    algorithm: str = ""  # the engine's own name where it gave one (SGLang's EAGLE3)
 
 
 def vllm_speculative_config(text: str) -> EngineSpec:
@@ -151,7 +152,7 @@ def sglang_speculative(algorithm: str, num_steps: int | None, topk: int | None,
     if num_draft_tokens is not None and num_draft_tokens != num_steps + 1:
         raise InputError(f"--speculative-num-draft-tokens {num_draft_tokens} with topk 1 is "
                          f"--speculative-num-steps + 1 ({num_steps + 1}), as SGLang sets it")
-    return EngineSpec(num_steps, SGLANG_ALGORITHMS[name])
+    return EngineSpec(num_steps, SGLANG_ALGORITHMS[name], algorithm=name)
 
 
 def trtllm_speculative_config(config: Mapping[str, Any]) -> EngineSpec:

@@ -7,7 +7,12 @@ import re
 
 from ridgeline.datafiles import engine_defaults
 from ridgeline.errors import InputError
-from ridgeline.sglang_memory import sglang_algorithm_from, sglang_data, sglang_release
+from ridgeline.sglang_memory import (
+    sglang_algorithm_from,
+    sglang_algorithm_key,
+    sglang_data,
+    sglang_release,
+)
 from ridgeline.vllm_memory import parse_version, vllm_accounting
 
 
@@ -58,15 +63,18 @@ def expert_parallel_problem(engine: str, version: str | None) -> str:
             "(leave --enable-expert-parallel out, or name a later --engine-version)")
 
 
-def speculative_problem(engine: str, version: str | None, draft_method: str) -> str:
-    """Why ``engine`` at ``version`` has no ``draft_method`` drafter (--spec-method's words),
-    or "" (no version: the newest modelled): SGLang's --speculative-algorithm STANDALONE
-    (draft-model) came in v0.5.2, NGRAM in v0.5.3 (engines.json
-    sglang.speculative_algorithms); an earlier release refuses the flag."""
-    since = sglang_algorithm_from(draft_method) if engine == "sglang" else None
+def speculative_problem(engine: str, version: str | None, draft_method: str,
+                        algorithm: str = "") -> str:
+    """Why ``engine`` at ``version`` has no ``draft_method`` drafter (--spec-method's words;
+    ``algorithm`` SGLang's name where its flags gave one), or "" (no version: the newest
+    modelled): SGLang's --speculative-algorithm EAGLE came after v0.4.1, NEXTN (mtp) in
+    v0.4.3.post1, EAGLE3 in v0.4.4.post2, STANDALONE (draft-model) in v0.5.2, NGRAM in v0.5.3
+    (engines.json sglang.speculative_algorithms); an earlier release refuses the flag."""
+    since = sglang_algorithm_from(draft_method, algorithm) if engine == "sglang" else None
     if version is None or since is None or sglang_release(version) >= sglang_release(since):
         return ""
-    name = sglang_data()["speculative_algorithms"][draft_method]["algorithm"]
+    name = sglang_data()["speculative_algorithms"][
+        sglang_algorithm_key(draft_method, algorithm)]["algorithm"]
     return (f"SGLang {version} has no --speculative-algorithm {name} (--spec-method "
             f"{draft_method}): it came in v{since} (name a later --engine-version, or another "
             "drafter)")

@@ -180,7 +180,8 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
             if dep.expert_parallel else ""
         if problem:
             raise InputError(problem)
-        problem = speculative_problem(engine, s.engine_version, s.drafter.method) \
+        problem = speculative_problem(engine, s.engine_version, s.drafter.method,
+                                      s.drafter.algorithm) \
             if s.drafter is not None else ""
         if problem:
             raise InputError(problem)

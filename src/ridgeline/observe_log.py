@@ -178,7 +178,29 @@ def from_log(text: str, source: str) -> Observation:
     obs.generation_tok_s = statistics.fmean(gen)
     obs.notes.append(f"{len(lines)} periodic stats lines")
     _read_startup_pool(text, source, obs)
+    _read_launch(text, source, obs)
     return obs
+
+
+# The launch, logged at start-up: "vLLM API server version 0.9.1" (entrypoints/openai/
+# api_server.py) or V1's "Initializing a V1 LLM engine (v0.9.1) with config: …", and the
+# seats as the arguments line gives them: "non-default args: {…, 'max_num_seqs': 64}" (a
+# dict's repr) or the older "args: Namespace(…, max_num_seqs=64, …)". A dev build's suffix
+# (0.9.2.dev12+g…) is left off: its release is what ridgeline models.
+_LOG_VERSION = re.compile(r"(?:vLLM API server version |LLM engine \(v)(\d+\.\d+(?:\.\d+)?)")
+_LOG_MAX_NUM_SEQS = re.compile(r"'max_num_seqs': (\d+)|\bmax_num_seqs=(\d+)")
+
+
+def _read_launch(text: str, source: str, obs: Observation) -> None:
+    """The release and the seats the log's start-up lines state, each where it states one
+    (several different, as from restarts of other launches: neither)."""
+    versions = {m[1] for m in _LOG_VERSION.finditer(text)}
+    if len(versions) == 1:
+        obs.engine_version = versions.pop()
+    seats = {int(checked(float(m[1] or m[2]), source, "max_num_seqs", 1, MAX_REQUESTS,
+                         REQUESTS_RANGE)) for m in _LOG_MAX_NUM_SEQS.finditer(text)}
+    if len(seats) == 1:
+        obs.max_num_seqs = seats.pop()
 
 
 def _read_startup_pool(text: str, source: str, obs: Observation) -> None:

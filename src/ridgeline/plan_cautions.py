@@ -6,6 +6,8 @@ largest the profile was fitted on for the card's group."""
 from __future__ import annotations
 
 from ridgeline.candidate import Candidate, candidate_deployment
+from ridgeline.chunked_prefill import over_budget_caution
+from ridgeline.datafiles import engine_defaults
 from ridgeline.engines import MIN_GROUP_ROWS, EngineProfile, accelerator_group
 from ridgeline.hardware import Accelerator, engine_devices, resolve_accelerator
 from ridgeline.model import ModelSpec
@@ -101,3 +103,15 @@ def data_parallel_winner_cautions(c: Candidate | None, engine: str,
 
     return data_parallel_cautions(candidate_deployment(model, c, engine), False,
                                   dispatch_label(engine))
+
+
+def whole_context_caution(win: Candidate | None, engine: str) -> str:
+    """Where the winner's check ran prompts longer than the step budget its launch line
+    prints (TensorRT-LLM's --max_num_tokens, which runs a context whole), chunking them as
+    the engine would not: simulate's caution, with plan's remedy; "" elsewhere."""
+    if win is None or not win.sim_over_budget:
+        return ""
+    budget = win.max_num_batched_tokens or int(engine_defaults(engine)["max_num_tokens"])
+    return over_budget_caution(win.sim_over_budget, budget,
+                               "serve it with --max_num_tokens past the longest prompt, "
+                               "at a price this plan did not check")

@@ -41,7 +41,8 @@ def cheapest(c: Candidate) -> tuple[float, int, int, bool]:
 
 class CheckRun(NamedTuple):
     """One run of a check (``verify``): whether the SLO held, the TTFT and TPOT it read at
-    the SLO's percentile, its requests, the first one's number (a trace's) and its window."""
+    the SLO's percentile, its requests, the first one's number (a trace's), its window and
+    the prompts longer than the step budget of an engine that runs contexts whole."""
 
     held: bool
     ttft_s: float
@@ -49,6 +50,7 @@ class CheckRun(NamedTuple):
     requests: int
     first: int
     window_s: tuple[float, float]
+    over_budget: int = 0
 
 
 # a plan's check runs, by (replica, its engine's config, request lifetime, replicas, draw)
@@ -121,7 +123,7 @@ def verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
                 math.isnan(tpot) or tpot <= slo.tpot_s) \
                 and result.rec.held_steady  # a queue that grows misses the SLO, given time
             runs[key] = CheckRun(held, ttft, tpot, len(work), work[0].id if load.trace else 0,
-                                 window)
+                                 window, result.rec.over_budget_prompts)
         return runs[key]
 
     def holds(replicas: int, draw: int = 0) -> bool:
@@ -147,8 +149,9 @@ def verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
         high += 1
         if high * c.replica_gpus > max_gpus:
             return None
-    _, ttft, tpot, count, first, window = run(high)
+    _, ttft, tpot, count, first, window, over = run(high)
     return replace(c, replicas=high, verified=True, sim_ttft_s=ttft, sim_tpot_s=tpot,
                    max_model_len=max_len, refused_share=load.refused_share(max_len),
                    analytic_replicas=c.replicas, sim_requests=count, sim_first=first,
-                   sim_window_s=window if math.isfinite(window[0]) else None)
+                   sim_window_s=window if math.isfinite(window[0]) else None,
+                   sim_over_budget=over)

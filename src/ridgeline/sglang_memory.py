@@ -189,13 +189,25 @@ def sglang_drafter_headroom_tokens(draft_method: str, drafts: int, seats: int | 
     return seats * (drafted + verified) + int(d["buffer_tokens"])
 
 
-def sglang_algorithm_from(draft_method: str) -> str | None:
+def sglang_algorithm_key(draft_method: str, algorithm: str = "") -> str:
+    """The engines.json sglang.speculative_algorithms record of a drafter: SGLang's own
+    ``algorithm`` name where it has one there (EAGLE3, which --spec-method prices as eagle),
+    else ``draft_method`` (--spec-method's words), every MTP spelling as mtp (NEXTN)."""
+    algorithms = sglang_data()["speculative_algorithms"]
+    if algorithm.lower() in algorithms:
+        return algorithm.lower()
+    return "mtp" if draft_method.endswith("mtp") else draft_method
+
+
+def sglang_algorithm_from(draft_method: str, algorithm: str = "") -> str | None:
     """The first SGLang release with ``draft_method``'s --speculative-algorithm (--spec-method's
-    words): STANDALONE (draft-model) 0.5.2, NGRAM 0.5.3 (engines.json
-    sglang.speculative_algorithms); None for a drafter older than every release modelled
-    here."""
-    algorithm = sglang_data()["speculative_algorithms"].get(draft_method)
-    return None if algorithm is None else str(algorithm["from"])
+    words; ``algorithm`` SGLang's name where the flags gave it): EAGLE 0.4.1.post1 (0.4.1 has
+    none, 0.4.2 has it), NEXTN (mtp) 0.4.3.post1, EAGLE3 0.4.4.post2, STANDALONE (draft-model)
+    0.5.2, NGRAM 0.5.3 (engines.json sglang.speculative_algorithms); None for a drafter with
+    no record."""
+    record = sglang_data()["speculative_algorithms"].get(
+        sglang_algorithm_key(draft_method, algorithm))
+    return None if record is None else str(record["from"])
 
 
 def _dp_attention_mib(graphs: int, dp_size: int) -> float:

@@ -360,11 +360,14 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
         source = "given"
     report = ObserveReport(obs, dep, profile, context, source, settings)
     if report.drafting_by_metrics:
+        seated = ("so the seats are max_running_requests "
+                  f"{report.modelled_settings.max_num_seqs}, SGLang's default with a drafter "
+                  "(unless the server was given --max-running-requests)"
+                  if settings.max_num_seqs is None else
+                  f"seated at --max-running-requests {settings.max_num_seqs}")
         note = (f"sglang:spec_accept_length reads up to {obs.spec_accept_length:,.2f} tokens: "
-                "a drafter serves, so the seats are max_running_requests "
-                f"{report.modelled_settings.max_num_seqs}, SGLang's default with a drafter "
-                "(unless the server was given --max-running-requests); its memory is not "
-                "modelled without the drafter's flags (--speculative-algorithm …)")
+                f"a drafter serves, {seated}; its memory is not modelled without the "
+                "drafter's flags (--speculative-algorithm …)")
         if note not in obs.notes:
             obs.notes.append(note)
     reported = report.engine_pool

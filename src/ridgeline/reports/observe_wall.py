@@ -208,7 +208,7 @@ class ObservedWall(ObservedFloor):
             return "llama-server's slots (-np)"
         name = ENGINE_KNOB_NAMES.get(engine, ENGINE_KNOB_NAMES["vllm"])[0]
         return f"{name}, SGLang's default with a drafter" if self.set_seats is not None \
-            else name
+            and self.engine_settings.max_num_seqs is None else name
 
     @property
     def lever(self) -> str:

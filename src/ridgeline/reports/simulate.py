@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from ridgeline.candidate import ENGINE_KNOB_NAMES
+from ridgeline.chunked_prefill import over_budget_caution
 from ridgeline.cpu_offload import cpu_offload_json, cpu_offload_note
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Quantity, Step, q, step
@@ -279,10 +280,8 @@ def whole_context_caution(config: SimConfig, over_budget: int) -> str:
     contexts whole (TensorRT-LLM, enable_chunked_prefill off by default), or ""."""
     if config.chunked_prefill or not over_budget:
         return ""
-    return (f"{over_budget:,} {plural(over_budget, 'prompt')} longer than max_num_tokens "
-            f"{config.max_num_batched_tokens:,}: TensorRT-LLM runs a context whole (its "
-            "enable_chunked_prefill is off by default) and would not run these; they are "
-            "chunked here as if it were on (or give --max-num-tokens past the longest prompt)")
+    return over_budget_caution(over_budget, config.max_num_batched_tokens,
+                               "give --max-num-tokens past the longest prompt")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,118 @@
+"""observe under the server's launch: the release and seats a source states (a vLLM log's
+start-up lines) or the flags fit takes give (--engine-version, --max-num-seqs and its SGLang
+and TensorRT-LLM spellings), sizing its pool and seats as fit sizes them; a flag that
+contradicts the source is refused in one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ridgeline.observe import read_source
+from tests.conftest import run_cli
+
+FIXTURES = Path(__file__).parent / "fixtures"
+VLLM_LOG = str(FIXTURES / "vllm_server.log")
+SGLANG_METRICS = str(FIXTURES / "sglang_metrics.txt")
+L8 = ("--model", "llama-3.1-8b", "--gpu", "h100")
+CONTEXT = ("--context", "4000")
+
+
+def launch_log(tmp_path: Path, version: str, seats: int) -> str:
+    """The fixture's stats lines after the start-up lines vllm serve logs: its release, and
+    the non-default arguments with max_num_seqs among them."""
+    lines = (f"INFO 11-29 11:59:00 [api_server.py:1090] vLLM API server version {version}\n"
+             "INFO 11-29 11:59:00 [utils.py:326] non-default args: {'model': "
+             f"'meta-llama/Llama-3.1-8B', 'max_num_seqs': {seats}}}\n")
+    path = tmp_path / "vllm.log"
+    path.write_text(lines + Path(VLLM_LOG).read_text())
+    return str(path)
+
+
+def cli_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
+    code, out, err = run_cli(capsys, *argv, "--json")
+    assert code == 0, err
+    data: dict[str, Any] = json.loads(out)
+    return data
+
+
+def refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    code, _, err = run_cli(capsys, *argv)
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1, err
+    return err
+
+
+def test_a_vllm_log_states_its_release_and_seats(tmp_path: Path) -> None:
+    obs = read_source(launch_log(tmp_path, "0.9.1", 32))
+    assert (obs.engine_version, obs.max_num_seqs) == ("0.9.1", 32)
+    plain = read_source(VLLM_LOG)
+    assert (plain.engine_version, plain.max_num_seqs) == (None, None)
+
+
+def test_observe_sizes_a_vllm_pool_at_the_release_fit_sizes_it_at(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """vLLM 0.9.1 leaves another pool than the newest release: observe's sequences of the
+    context follow --engine-version as fit's do."""
+    batches = {}
+    for version in ("0.9.1", None):
+        given = ("--engine-version", version) if version else ()
+        observed = cli_json(capsys, "observe", VLLM_LOG, *L8, *CONTEXT, *given)
+        fitted = cli_json(capsys, "fit", *L8, "--max-model-len", "4000", *given)
+        assert observed["pool_batch"] == min(fitted["batch"], fitted["max_num_seqs"])
+        batches[version] = observed["pool_batch"]
+    assert batches["0.9.1"] != batches[None]
+
+
+def test_the_logs_own_launch_is_used_and_named(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = launch_log(tmp_path, "0.9.1", 32)
+    stated = cli_json(capsys, "observe", source, *L8, *CONTEXT)
+    flagged = cli_json(capsys, "observe", VLLM_LOG, *L8, *CONTEXT, "--engine-version", "0.9.1",
+                       "--max-num-seqs", "32")
+    plain = cli_json(capsys, "observe", VLLM_LOG, *L8, *CONTEXT)
+    assert stated["pool_batch"] == flagged["pool_batch"] == 32 < plain["pool_batch"]
+    assert any("0.9.1" in n and "start-up lines" in n for n in stated["notes"])
+    assert any("32" in n and "start-up lines" in n for n in stated["notes"])
+    assert any("32" in n and "--max-num-seqs" in n for n in flagged["notes"])
+    # the same values given again are no contradiction
+    again = cli_json(capsys, "observe", source, *L8, *CONTEXT, "--engine-version", "0.9.1",
+                     "--max-num-seqs", "32")
+    assert again["pool_batch"] == stated["pool_batch"]
+
+
+@pytest.mark.parametrize(("flag", "value", "stated"), [
+    ("--max-num-seqs", "64", "32"), ("--engine-version", "0.10.0", "0.9.1")])
+def test_a_flag_that_contradicts_the_log_is_refused_in_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, value: str,
+        stated: str) -> None:
+    err = refused(capsys, "observe", launch_log(tmp_path, "0.9.1", 32), *L8, flag, value)
+    assert flag in err and stated in err
+
+
+def test_a_release_the_log_states_but_ridgeline_does_not_model_is_sized_as_the_newest(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    stated = cli_json(capsys, "observe", launch_log(tmp_path, "99.0.0", 32), *L8, *CONTEXT)
+    assert any("99.0.0" in n and "not modelled" in n for n in stated["notes"])
+
+
+def test_observe_seats_an_sglang_server_at_its_max_running_requests(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    plain = cli_json(capsys, "observe", SGLANG_METRICS, *L8, *CONTEXT)
+    seated = cli_json(capsys, "observe", SGLANG_METRICS, *L8, *CONTEXT,
+                      "--max-running-requests", "16")
+    fitted = cli_json(capsys, "fit", *L8, "--engine", "sglang", "--max-model-len", "4000",
+                      "--max-running-requests", "16")
+    assert seated["pool_batch"] == fitted["max_num_seqs"] == 16 < plain["pool_batch"]
+
+
+def test_observe_refuses_a_drafter_older_than_the_release_given(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    err = refused(capsys, "observe", SGLANG_METRICS, *L8, "--engine-version", "0.4.0",
+                  "--speculative-algorithm", "EAGLE", "--speculative-num-steps", "3")
+    assert "EAGLE" in err and "0.4.0" in err
+    cli_json(capsys, "observe", SGLANG_METRICS, *L8, "--engine-version", "0.4.3",
+             "--speculative-algorithm", "EAGLE", "--speculative-num-steps", "3")
