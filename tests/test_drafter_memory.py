@@ -411,3 +411,52 @@ def test_vllm_releases_whose_v1_engine_had_no_draft_model_refuse_one(
     code, _, err = run_cli(capsys, "fit", *L70[:-1], "--spec-method", "eagle", "--spec-tokens",
                            "3", "--engine-version", "0.12.0")
     assert code == 0, err
+
+
+def test_vllm_0_8_to_0_9_run_a_draft_model_on_v0_as_their_oracle_fell_back(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """V1 was the default from 0.8, but _is_v1_supported_oracle fell back to V0 for a draft
+    model until 0.10.0: fit prices "0.9.2" as "0.9.2 V0" (V0's profile, and its draft TP of 1
+    beside a target over 4 GPUs, which V1 refuses); with VLLM_USE_V1=1 ("0.9.2 V1") vLLM
+    raises, and so does ridgeline, in one line. An EAGLE head stays on V1."""
+    one_gpu_draft = DRAFT_1B[:-1] + ', "draft_tensor_parallel_size": 1}'
+    for version in ("0.8.5", "0.9.2"):
+        code, out, err = run_cli(capsys, "fit", *L70, "--speculative-config", DRAFT_1B,
+                                 "--engine-version", version)
+        assert code == 0, err
+        asked = json.loads(out)
+        code, out, err = run_cli(capsys, "fit", *L70, "--speculative-config", DRAFT_1B,
+                                 "--engine-version", f"{version} V0")
+        assert code == 0, err
+        assert asked == json.loads(out) and asked["model_runner"] == "V0"
+        code, _, err = run_cli(capsys, "fit", *L70, "--speculative-config", one_gpu_draft,
+                               "--engine-version", version)
+        assert code == 0, err
+        code, _, err = run_cli(capsys, "fit", *L70, "--speculative-config", DRAFT_1B,
+                               "--engine-version", f"{version} V1")
+        assert code == 2 and "VLLM_USE_V1=1" in err and len(err.strip().splitlines()) == 1
+    code, out, err = run_cli(capsys, "fit", *L70, "--spec-method", "eagle", "--spec-tokens",
+                             "3", "--engine-version", "0.9.2")
+    assert code == 0 and json.loads(out)["model_runner"] == "V1", err
+    code, _, err = run_cli(capsys, "fit", *L70, "--speculative-config", one_gpu_draft,
+                           "--engine-version", "0.16.0")
+    assert code == 2 and "draft_tensor_parallel_size 1" in err
+    for command, load in (("decode", ("--batch", "1", "--context", "1000")),
+                          ("simulate", ("--rate", "2", "--num-requests", "20", "--input-len",
+                                        "500", "--output-len", "50"))):
+        runs = [run_cli(capsys, command, *L70[:-1], *load, "--speculative-config", DRAFT_1B,
+                        "--engine-version", version) for version in ("0.9.2", "0.9.2 V0")]
+        assert runs[0][0] == 0 and runs[0] == runs[1], runs[0][2]
+
+
+def test_a_draft_model_on_vllm_0_9_is_sized_as_on_v0_in_the_library() -> None:
+    """kv_pool takes the same fallback: the pool asked of "0.9.2" is "0.9.2 V0"'s."""
+    dep = Deployment.build(resolve_model("llama-3.1-70b"), resolve_accelerator("h100"),
+                           None, None, 4)
+    drafter = vllm_speculative_config(DRAFT_1B)
+    asked = EngineSettings(max_model_len=32_000, engine_version="0.9.2",
+                           speculative_decoding=True, drafter=drafter)
+    pool = kv_pool(dep, asked)
+    assert pool.runner == "V0"
+    assert pool == kv_pool(dep, replace(asked, engine_version="0.9.2 V0"))
+    assert kv_pool(dep, replace(asked, drafter=None)).runner == "V1"

@@ -10,9 +10,10 @@ from dataclasses import replace
 import pytest
 
 from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.engine_spec import EngineSpec
 from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.units import GIB
-from ridgeline.vllm_memory import model_runner, mrv2_state_bytes, vllm_accounting
+from ridgeline.vllm_memory import model_runner, mrv2_state_bytes, vllm_accounting, vllm_data
 from tests.conftest import run_cli
 
 
@@ -96,3 +97,37 @@ def test_only_the_last_pipeline_stage_holds_the_sampler_state() -> None:
                                                   engine_version="0.27.1"))
     assert first.seat_buffer_bytes == 0
     assert last.seat_buffer_bytes / GIB == pytest.approx(0.633, abs=0.002)
+
+
+def test_a_drafter_mrv2_does_not_run_keeps_the_v1_runner() -> None:
+    """vLLM falls back to the V1 runner, with a warning, for a draft model or ngram (its
+    list of what Model Runner V2 does not yet support); an EAGLE head stays on MRV2. The pool
+    is then V1's: Llama-3.1-8B drafting with ngram on one H100 at 0.32 holds what it holds
+    V1's profile, not MRV2's."""
+    dense = dep("llama-3.1-8b")
+    acc = vllm_accounting("0.32")
+    for method in vllm_data()["mrv2_spec_fallback"]["methods"]:
+        assert model_runner(dense, acc, method) == "V1"
+    assert model_runner(dense, acc, "eagle") == model_runner(dense, acc) == "MRV2"
+    assert model_runner(dense, vllm_accounting("0.24"), "ngram") == "V1"
+    plain = EngineSettings(max_model_len=32_000, engine_version="0.32")
+    ngram = replace(plain, speculative_decoding=True, drafter=EngineSpec(3, "ngram"))
+    eagle = replace(ngram, drafter=EngineSpec(3, "eagle"))
+    assert kv_pool(dense, ngram).runner == "V1"
+    assert kv_pool(dense, eagle).runner == kv_pool(dense, plain).runner == "MRV2"
+    assert kv_pool(dense, ngram).blocks != kv_pool(dense, plain).blocks  # V1's profile
+
+
+def test_fit_prices_a_draft_model_on_the_v1_runner_where_mrv2_is_the_default(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    draft = ('{"method": "draft_model", "model": "meta-llama/Llama-3.2-1B", '
+             '"num_speculative_tokens": 3}')
+    for version in ("0.25.1", "0.29", "0.32"):
+        code, out, err = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100",
+                                 "--max-model-len", "32k", "--speculative-config", draft,
+                                 "--engine-version", version, "--json")
+        assert code == 0, err
+        assert json.loads(out)["model_runner"] == "V1"
+        code, out, err = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100",
+                                 "--max-model-len", "32k", "--engine-version", version, "--json")
+        assert json.loads(out)["model_runner"] == "MRV2"

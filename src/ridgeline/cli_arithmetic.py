@@ -343,7 +343,14 @@ def _engine_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
     """decode's pool settings where any was given (None: the engine's defaults, vLLM's as vllm
     serve sets them, as fit, simulate and plan size it); refused for llama.cpp, which decode
     gives a slot per sequence, but for --engine-version, whose rules (a release's, a build's)
-    size every engine's pool as fit sizes it."""
+    size every engine's pool as fit sizes it. vLLM 0.8 to 0.9.x run a draft model on V0."""
+    from ridgeline.drafter_memory import vllm_draft_settings
+
+    settings = _given_pool_settings(args, dep)
+    return None if settings is None else vllm_draft_settings(dep.engine, settings)
+
+
+def _given_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
     from ridgeline.memory import EngineSettings
 
     version = _engine_version(args, dep)
@@ -362,9 +369,11 @@ def _engine_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
     switches = pool_switch_settings(args)  # fit's and simulate's, as they size the pool
     if not given:
         # an MTP drafter's layer and cache are the pool's too (drafter_memory.py), as fit holds
-        # so are a separate drafter's vLLM reads, and SGLang's reserve for any drafter
+        # so are a separate drafter's vLLM reads, and SGLang's reserve for any drafter; and
+        # vLLM runs a draft model or ngram on its V1 runner where Model Runner V2 is the default
         plain = version is None and asynchronous and not switches and not drafts_with_mtp(args) \
-            and not (spec and (dep.engine == "sglang" or getattr(args, "spec_draft_model", "")))
+            and not (spec and (dep.engine == "sglang" or getattr(args, "spec_draft_model", "")
+                               or getattr(args, "spec_method", None) in ("ngram", "draft-model")))
         return None if plain else EngineSettings(
             engine_version=version, speculative_decoding=spec, async_scheduling=asynchronous,
             draft_mtp=drafts_with_mtp(args), drafter=drafter(args), **switches)

@@ -52,6 +52,7 @@ from ridgeline.side_by_side import run_each
 def cmd_fit(args: argparse.Namespace) -> Any:
     from dataclasses import replace
 
+    from ridgeline.drafter_memory import vllm_draft_settings
     from ridgeline.engines import engine_id
     from ridgeline.llamacpp_pool import check_host_memory_for
     from ridgeline.reports.fit import fit_report, longest_context, slots_for_target
@@ -104,7 +105,7 @@ def cmd_fit(args: argparse.Namespace) -> Any:
         raise InputError(f"--enforce-eager sizes vLLM's pool without its CUDA-graph memory; "
                          f"{engines[0]}'s pool does not depend on it (`decode` and `simulate` "
                          "take it, for the step time without graphs)")
-    settings = engine_settings(args)
+    settings = vllm_draft_settings(engines[0], engine_settings(args))  # 0.9.x: V0
     if args.max_model_len is None and (auto_layers(args) or (
             placed_by_fit and args.target_concurrency is None)):  # the search keeps all on the GPU
         if args.target_concurrency is not None:
@@ -128,6 +129,7 @@ def cmd_fit(args: argparse.Namespace) -> Any:
 
 def _compare_accelerators(args: argparse.Namespace, model: Any, cards: list[str],
                           engines: list[str]) -> Any:
+    from ridgeline.drafter_memory import vllm_draft_settings
     from ridgeline.engines import engine_id
     from ridgeline.reports.fit import fit_report, slots_for_target
     from ridgeline.reports.fit_comparison import FitComparison
@@ -144,7 +146,8 @@ def _compare_accelerators(args: argparse.Namespace, model: Any, cards: list[str]
         acc = load_accelerator(one)
         engine = engine_id(one.engine) if len(engines) == 1 else engines[0]  # the card's build
         dep = build_deployment(args, model, acc, engine)
-        slots = slots_for_target(dep, settings, args.target_concurrency)
+        slots = slots_for_target(dep, vllm_draft_settings(engine, settings),
+                                 args.target_concurrency)
         dep = launch_fitted(args, dep, slots, args.target_concurrency, priced=False)
         return fit_report(dep, args.max_model_len, slots, args.target_concurrency)
 

@@ -56,6 +56,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     import json
     from dataclasses import replace
 
+    from ridgeline.drafter_memory import vllm_draft_settings
     from ridgeline.engines import engine_id
     from ridgeline.memory import kv_pool
     from ridgeline.reports.simulate import SimulateReport
@@ -105,7 +106,9 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         raise InputError("--burstiness shapes gamma arrivals: give --arrival gamma")
     args.burstiness = 1.0 if args.burstiness is None else args.burstiness
     check_engine_flags(args, engine)
-    settings = engine_settings(args)
+    settings: Any = vllm_draft_settings(engine, engine_settings(args))  # 0.9.x: draft on V0
+    if engine == "vllm":  # the scheduler, its lanes and cautions read the engine it runs
+        args.engine_version = settings.engine_version
     story = ""
     # llama.cpp's --fit, -ngl auto typed or the build's default: one rule, fit's -c and -ngl
     placed = fit_launch(args, dep, settings) if auto_layers(args, engine) else None

@@ -28,6 +28,7 @@ its pool is sized (sglang_memory.py's reserve).
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -39,6 +40,7 @@ from ridgeline.quantization import EMBEDDING, OTHER
 
 if TYPE_CHECKING:
     from ridgeline.deployment import Deployment
+    from ridgeline.engine_spec import EngineSpec
     from ridgeline.kvpool import KVPool
     from ridgeline.memory import EngineSettings
     from ridgeline.model import ModelSpec
@@ -132,14 +134,47 @@ def drafter_bytes(dep: Deployment, s: EngineSettings) -> tuple[float, float]:
             drafter_kv_bytes_per_token(drafter, dep.kv.bytes_per_element, tp))
 
 
+def vllm_draft_engine_version(version: str | None, drafter: EngineSpec | None) -> str | None:
+    """The engine vLLM ``version`` runs ``drafter`` on, as an --engine-version: a separate
+    draft model on a release whose default was V1 before v0.10.0 runs on V0, which
+    _is_v1_supported_oracle fell back to for any method but ngram and EAGLE (engines.json
+    vllm.draft_model_v0_fallback), so "0.9.2" is "0.9.2 V0"; anything else as given (a
+    version naming its engine, VLLM_USE_V1 set, is kept: "0.9.2 V1" is refused)."""
+    from ridgeline.vllm_memory import parse_version, vllm_accounting, vllm_data
+
+    if version is None or drafter is None or drafter.method != "draft-model" \
+            or re.search(r"\bV[01]\b", version):
+        return version
+    gap = vllm_data()["draft_model_v0_fallback"]
+    if parse_version(gap["from"]) <= parse_version(version) < parse_version(gap["until"]) \
+            and vllm_accounting(version).engine == "V1":
+        return f"{version.strip()} V0"
+    return version
+
+
+def vllm_draft_settings(engine: str, s: EngineSettings) -> EngineSettings:
+    """``s`` with the engine vLLM runs its drafter on (``vllm_draft_engine_version``)."""
+    if engine != "vllm":
+        return s
+    version = vllm_draft_engine_version(s.engine_version, s.drafter)
+    return s if version == s.engine_version else replace(s, engine_version=version)
+
+
 def vllm_draft_model_problem(version: str | None) -> str:
     """Why vLLM ``version`` runs no separate draft model, or "": its V1 engine refused one
     from v0.10.0, when V0 went, until the release whose DraftModelProposer brought it back
     (engines.json vllm.draft_model_refused: read refusing in 0.13.0 and 0.14.0, running in
-    0.16.0; 0.15.0 unread, priced). A release run on its V0 engine ("0.10.1 V0") runs one; no
-    version: the newest modelled, which runs one."""
+    0.16.0; 0.15.0 unread, priced); nor 0.8 to 0.9.x with VLLM_USE_V1=1 ("0.9.2 V1"), which
+    raises where the default falls back to V0. A release run on its V0 engine ("0.10.1 V0")
+    runs one; no version: the newest modelled, which runs one."""
     from ridgeline.vllm_memory import parse_version, vllm_accounting, vllm_data
 
+    fallback = vllm_data()["draft_model_v0_fallback"]
+    if version is not None and re.search(r"\bV1\b", version) and parse_version(
+            fallback["from"]) <= parse_version(version) < parse_version(fallback["until"]):
+        return (f"vLLM {version} runs no separate draft model with VLLM_USE_V1=1 (it raises "
+                "'VLLM_USE_V1=1 is not supported with Speculative Decoding'): leave VLLM_USE_V1 "
+                f"unset, where it falls back to V0, or give --engine-version '{version.split()[0]} V0'")
     gap = vllm_data()["draft_model_refused"]
     if version is None or vllm_accounting(version).engine != "V1" or not (
             parse_version(gap["from"]) <= parse_version(version) < parse_version(gap["until"])):

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from ridgeline.cpu_offload import stage_offloaded_bytes_per_gpu
 from ridgeline.datafiles import engine_defaults
 from ridgeline.deployment import Deployment
-from ridgeline.drafter_memory import drafter_bytes, with_mtp_cache
+from ridgeline.drafter_memory import drafter_bytes, vllm_draft_settings, with_mtp_cache
 from ridgeline.engine_spec import EngineSpec
 from ridgeline.engine_versions import (
     check_version_kind,
@@ -165,8 +165,8 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
     """The pool each pipeline stage of a serving engine sizes, first to last; of llama.cpp's
     layer split, each GPU's (llamacpp_split.split_devices); one pool for a deployment
     without a pipeline."""
-    s = settings or EngineSettings()
     engine = dep.engine
+    s = vllm_draft_settings(engine, settings or EngineSettings())  # 0.9.x: a draft model on V0
     if engine.startswith("torch-"):
         raise InputError(f"{engine} is `ridgeline measure`'s PyTorch harness, not a serving "
                          "engine: it has no KV pool or scheduler to size (use vllm, sglang, "

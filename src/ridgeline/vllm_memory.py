@@ -124,11 +124,14 @@ def vllm_accounting(version: str | None = None) -> VLLMAccounting:
                           bool(era.get("mrv2_graphs_in_budget", False)))
 
 
-def model_runner(dep: Deployment, acc: VLLMAccounting) -> str:
+def model_runner(dep: Deployment, acc: VLLMAccounting, draft_method: str = "") -> str:
     """The GPU model runner ``acc``'s release gives this model by default: "MRV2" (Model
     Runner V2: from v0.25.1 a model that is not MoE, unless allow-listed, and has no mamba or
-    linear-attention layers; from v0.29 every model), else "V1" (or "V0")."""
-    if acc.engine != "V1" or not acc.mrv2_default:
+    linear-attention layers; from v0.29 every model), else "V1" (or "V0"). A drafter MRV2
+    does not run (``draft_method``, --spec-method's words: a draft model, ngram) keeps the V1
+    runner, which vLLM falls back to with a warning (engines.json vllm.mrv2_spec_fallback)."""
+    if acc.engine != "V1" or not acc.mrv2_default \
+            or draft_method in vllm_data()["mrv2_spec_fallback"]["methods"]:
         return acc.engine
     if acc.mrv2_default == "all" or dep.model.architecture in acc.mrv2_allowlist:
         return "MRV2"
