@@ -116,3 +116,40 @@ def test_observe_refuses_a_drafter_older_than_the_release_given(
     assert "EAGLE" in err and "0.4.0" in err
     cli_json(capsys, "observe", SGLANG_METRICS, *L8, "--engine-version", "0.4.3",
              "--speculative-algorithm", "EAGLE", "--speculative-num-steps", "3")
+
+
+def v0_log(tmp_path: Path, release: str) -> str:
+    """The fixture's stats lines after the engine line a VLLM_USE_V1=0 server logs."""
+    path = tmp_path / "vllm_v0.log"
+    path.write_text(f"INFO 11-29 11:59:00 [llm_engine.py:240] Initializing a V0 LLM engine "
+                    f"(v{release}) with config: model='meta-llama/Llama-3.1-8B'\n"
+                    + Path(VLLM_LOG).read_text())
+    return str(path)
+
+
+def test_a_log_of_vllms_v0_engine_is_sized_as_fit_sizes_that_release_on_v0(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """0.9.1 ran V1 by default; a log whose engine line says V0 is V0's pool, as fit sizes
+    "0.9.1 V0", and that flag (or the release alone) is no contradiction of it."""
+    source = v0_log(tmp_path, "0.9.1")
+    assert read_source(source).engine_version == "0.9.1 V0"
+    stated = cli_json(capsys, "observe", source, *L8, *CONTEXT)
+    fitted = cli_json(capsys, "fit", *L8, "--max-model-len", "4000", "--engine-version",
+                      "0.9.1 V0")
+    on_v1 = cli_json(capsys, "observe", VLLM_LOG, *L8, *CONTEXT, "--engine-version", "0.9.1")
+    assert stated["pool_batch"] == min(fitted["batch"], fitted["max_num_seqs"])
+    assert stated["pool_batch"] != on_v1["pool_batch"]
+    for given in ("0.9.1 V0", "0.9.1", "v0.9.1"):
+        flagged = cli_json(capsys, "observe", source, *L8, *CONTEXT, "--engine-version", given)
+        assert flagged["pool_batch"] == stated["pool_batch"]
+    err = refused(capsys, "observe", source, *L8, "--engine-version", "0.9.1 V1")
+    assert "--engine-version" in err
+
+
+def test_a_release_spelt_otherwise_than_the_log_states_it_is_no_contradiction(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    stated = cli_json(capsys, "observe", launch_log(tmp_path, "0.9.0", 32), *L8, *CONTEXT)
+    for given in ("v0.9.0", "0.9"):
+        flagged = cli_json(capsys, "observe", launch_log(tmp_path, "0.9.0", 32), *L8,
+                           *CONTEXT, "--engine-version", given)
+        assert flagged["pool_batch"] == stated["pool_batch"]

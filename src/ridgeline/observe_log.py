@@ -189,6 +189,9 @@ def from_log(text: str, source: str) -> Observation:
 # (0.9.2.dev12+g…) is left off: its release is what ridgeline models.
 _LOG_VERSION = re.compile(r"(?:vLLM API server version |LLM engine \(v)(\d+\.\d+(?:\.\d+)?)")
 _LOG_MAX_NUM_SEQS = re.compile(r"'max_num_seqs': (\d+)|\bmax_num_seqs=(\d+)")
+# V0's engine line on a release whose default was V1 ("Initializing a V0 LLM engine (v0.9.1)",
+# VLLM_USE_V1=0): its pool is V0's, so the release is stated as "0.9.1 V0"
+_LOG_V0_ENGINE = re.compile(r"\bV0 LLM engine \(v")
 
 
 def _read_launch(text: str, source: str, obs: Observation) -> None:
@@ -196,7 +199,7 @@ def _read_launch(text: str, source: str, obs: Observation) -> None:
     (several different, as from restarts of other launches: neither)."""
     versions = {m[1] for m in _LOG_VERSION.finditer(text)}
     if len(versions) == 1:
-        obs.engine_version = versions.pop()
+        obs.engine_version = versions.pop() + (" V0" if _LOG_V0_ENGINE.search(text) else "")
     seats = {int(checked(float(m[1] or m[2]), source, "max_num_seqs", 1, MAX_REQUESTS,
                          REQUESTS_RANGE)) for m in _LOG_MAX_NUM_SEQS.finditer(text)}
     if len(seats) == 1:
