@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
 from typing import Any
 
 from ridgeline.cli import (
@@ -147,7 +146,9 @@ def launched(args: argparse.Namespace, obs: Any, engine: str) -> None:
     given = checked_engine_version(args.engine_version, engine)
     if stated is not None and given is not None and same_release(given, stated):
         # one release however spelt ("v0.9.1", "0.9"): the spelling that names its engine
-        given = stated = max(stated, given, key=lambda v: bool(re.search(r"\bV[01]\b", v)))
+        from ridgeline.vllm_memory import engine_named
+
+        given = stated = max(stated, given, key=lambda v: bool(engine_named(v)))
     args.engine_version = checked_engine_version(
         _stated_or_given(obs, "--engine-version", given, stated,
                          "the engine's release"), engine)
@@ -159,12 +160,11 @@ def same_release(given: str, stated: str) -> bool:
     """Whether --engine-version ``given`` names the release a source ``stated``: the same
     numbers ("0.9" is 0.9.0, "v0.9.1" is 0.9.1), and the same engine (V0, V1) where both
     name one."""
-    from ridgeline.vllm_memory import parse_version
+    from ridgeline.vllm_memory import engine_named, parse_version
 
     def release(text: str) -> tuple[tuple[int, ...], str]:
         numbers = parse_version(text)
-        word = re.search(r"\bV[01]\b", text)
-        return numbers + (0,) * (3 - len(numbers)), word[0] if word else ""
+        return numbers + (0,) * (3 - len(numbers)), engine_named(text)
 
     (given_numbers, given_word), (stated_numbers, stated_word) = release(given), release(stated)
     return given_numbers == stated_numbers and (

@@ -28,7 +28,6 @@ its pool is sized (sglang_memory.py's reserve).
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -140,13 +139,12 @@ def vllm_draft_engine_version(version: str | None, drafter: EngineSpec | None) -
     _is_v1_supported_oracle fell back to for any method but ngram and EAGLE (engines.json
     vllm.draft_model_v0_fallback), so "0.9.2" is "0.9.2 V0"; anything else as given (a
     version naming its engine, VLLM_USE_V1 set, is kept: "0.9.2 V1" is refused)."""
-    from ridgeline.vllm_memory import parse_version, vllm_accounting, vllm_data
+    from ridgeline.vllm_memory import engine_named, in_releases, vllm_accounting, vllm_data
 
     if version is None or drafter is None or drafter.method != "draft-model" \
-            or re.search(r"\bV[01]\b", version):
+            or engine_named(version):
         return version
-    gap = vllm_data()["draft_model_v0_fallback"]
-    if parse_version(gap["from"]) <= parse_version(version) < parse_version(gap["until"]) \
+    if in_releases(version, vllm_data()["draft_model_v0_fallback"]) \
             and vllm_accounting(version).engine == "V1":
         return f"{version.strip()} V0"
     return version
@@ -167,17 +165,16 @@ def vllm_draft_model_problem(version: str | None) -> str:
     0.16.0; 0.15.0 unread, priced); nor 0.8 to 0.9.x with VLLM_USE_V1=1 ("0.9.2 V1"), which
     raises where the default falls back to V0. A release run on its V0 engine ("0.10.1 V0")
     runs one; no version: the newest modelled, which runs one."""
-    from ridgeline.vllm_memory import parse_version, vllm_accounting, vllm_data
+    from ridgeline.vllm_memory import engine_named, in_releases, vllm_accounting, vllm_data
 
-    fallback = vllm_data()["draft_model_v0_fallback"]
-    if version is not None and re.search(r"\bV1\b", version) and parse_version(
-            fallback["from"]) <= parse_version(version) < parse_version(fallback["until"]):
+    if version is not None and engine_named(version) == "V1" \
+            and in_releases(version, vllm_data()["draft_model_v0_fallback"]):
         return (f"vLLM {version} runs no separate draft model with VLLM_USE_V1=1 (it raises "
                 "'VLLM_USE_V1=1 is not supported with Speculative Decoding'): leave VLLM_USE_V1 "
                 f"unset, where it falls back to V0, or give --engine-version '{version.split()[0]} V0'")
     gap = vllm_data()["draft_model_refused"]
-    if version is None or vllm_accounting(version).engine != "V1" or not (
-            parse_version(gap["from"]) <= parse_version(version) < parse_version(gap["until"])):
+    if version is None or vllm_accounting(version).engine != "V1" \
+            or not in_releases(version, gap):
         return ""
     return (f"vLLM {version} runs no separate draft model (its V1 engine raises 'Speculative "
             f"decoding with draft model is not supported yet' from v{gap['from']} until "

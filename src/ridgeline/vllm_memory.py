@@ -57,6 +57,19 @@ def parse_version(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in match.groups() if part is not None)
 
 
+def engine_named(version: str) -> str:
+    """The engine a version string names ("0.9.2 V0": "V0"; "V1"), "" where it names none."""
+    word = re.search(r"\bV[01]\b", version)
+    return word[0] if word else ""
+
+
+def in_releases(version: str, record: dict[str, Any]) -> bool:
+    """Whether ``version`` is one of the releases an engines.json ``record`` spans: from its
+    ``from``, before its ``until``."""
+    return parse_version(record["from"]) <= parse_version(version) \
+        < parse_version(record["until"])
+
+
 @dataclass(frozen=True)
 class VLLMAccounting:
     """What one vLLM version's profiling pass counts before the KV cache."""
