@@ -210,3 +210,20 @@ def test_qwen3_nexts_mtp_recipe_drafts_with_its_one_shipped_layer(
         code, out, err = run_cli(capsys, *command, *recipe)
         assert code == 0, err
         assert out == run_cli(capsys, *command, *MTP2)[1]
+
+
+def test_llama_cpp_drafts_with_a_draft_model_unless_told_otherwise(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """llama-server's drafter is a separate model (-md): decode names it so, and prices it as
+    --spec-method draft-model would; a serving engine keeps eagle, and a method given wins."""
+    base = ("decode", "llama-3.1-8b", "--gpu", "h100", "--spec-tokens", "3", "--json")
+    code, out, err = run_cli(capsys, *base, "--engine", "llama.cpp")
+    assert code == 0 and "caution: the draft model's weights and cache" in err
+    defaulted = json.loads(out)
+    code, out, _ = run_cli(capsys, *base, "--engine", "llama.cpp", "--spec-method", "draft-model")
+    assert json.loads(out) == defaulted
+    assert defaulted["points"][0]["speculative"]["method"] == "draft-model"
+    code, out, _ = run_cli(capsys, *base, "--engine", "llama.cpp", "--spec-method", "eagle")
+    assert json.loads(out)["points"][0]["speculative"]["method"] == "eagle"
+    code, out, _ = run_cli(capsys, *base, "--engine", "vllm")
+    assert json.loads(out)["points"][0]["speculative"]["method"] == "eagle"

@@ -10,11 +10,17 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from ridgeline import __version__
-from ridgeline.cli_config_file import MOVED_FLAGS, config_file_error, with_config_file
+from ridgeline.cli_config_file import (
+    MOVED_FLAGS,
+    command_options,
+    config_file_error,
+    with_config_file,
+)
 from ridgeline.cli_engine import ENGINE_DEFAULT, ENGINE_NAMES, engine_flag, sizing_flags
 from ridgeline.cli_load import default_engine, llamacpp_builds_for
 from ridgeline.cli_offload import _split_mode
 from ridgeline.cli_output_files import refuse_writing_over_input
+from ridgeline.cli_spellings import NUM_GPUS_FLAGS, refuse_two_gpu_counts, refuse_two_spellings
 from ridgeline.cli_types import (
     MAX_MEMORY_GIB,
     _engine_dtype,
@@ -34,9 +40,6 @@ from ridgeline.render import render
 
 Handler = Callable[[argparse.Namespace], Any]
 
-# one flag under each engine's name for it: GPUs in a tensor-parallel group
-NUM_GPUS_FLAGS = ("--num-gpus", "--tensor-parallel-size", "-tp", "--tp-size", "--tp",
-                  "--tp_size", "--tensor_parallel_size")
 
 
 # -- shared option groups ---------------------------------------------------------------
@@ -334,38 +337,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def refuse_two_gpu_counts(argv: Sequence[str]) -> None:
-    """InputError where the tensor-parallel size is given twice with different values
-    (``--num-gpus 8 --tp 4``): the spellings are one flag, and argparse would keep the last
-    without a word, though the user may mean 8 GPUs in all at TP4. A --config file's value
-    is not the user's typing: the command line overrides it, as vllm serve does. Values are
-    compared as the flag reads them (``--tp 4 --num-gpus 4.0`` is one count); one it cannot
-    read, or a flag without one, is left for the flag's own error."""
-    given: list[tuple[str, str, int]] = []
-    for i, token in enumerate(argv):
-        flag, eq, value = token.partition("=")
-        if flag in NUM_GPUS_FLAGS:
-            if not eq:
-                value = argv[i + 1] if i + 1 < len(argv) else ""
-            count = _gpu_count(value)
-            if count is not None:
-                given.append((flag, value, count))
-    for flag, value, count in given[1:]:
-        if count != given[0][2]:
-            raise InputError(f"{given[0][0]} {given[0][1]} and {flag} {value} are one flag "
-                             "(the GPUs in a tensor-parallel group): give it once; for more "
-                             "GPUs than one group, add --data-parallel-size or "
-                             "--pipeline-parallel-size")
-
-
-def _gpu_count(value: str) -> int | None:
-    """A count as the flag reads it ('08' and '8.0' are 8), or None where it reads none."""
-    try:
-        return int(_how_many("number of GPUs")(value))
-    except (argparse.ArgumentTypeError, ValueError, TypeError):
-        return None
-
-
 def _join_negative_values(argv: Sequence[str]) -> list[str]:
     """'--max-model-len -8k' as '--max-model-len=-8k': argparse takes a value that starts
     with '-' and is not a plain number for an option, so the flag's own check, which says
@@ -419,6 +390,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         refuse_two_gpu_counts(argv)  # before a --config file's flags join the user's
+        if argv and not argv[0].startswith("-"):
+            refuse_two_spellings(argv, command_options(parser, argv[0]))
     except InputError as exc:
         print(f"ridgeline: error: {shorten_runs(str(exc))}", file=sys.stderr)
         return 2

@@ -25,6 +25,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ridgeline.cli_spellings import refuse_two_keys
 from ridgeline.errors import InputError, shorten, shorten_runs
 from ridgeline.yaml_subset import read_yaml
 
@@ -92,7 +93,7 @@ def with_config_file(argv: Sequence[str], parser: argparse.ArgumentParser
         path = argv[i + 1]
     rest = argv[:i] + argv[i + width:]
     command = argv[0]
-    options = _command_options(parser, command)
+    options = command_options(parser, command)
     engine = _engine_named(rest)
     if flag == TRTLLM_ONLY and engine != "trtllm":
         raise InputError(f"{TRTLLM_ONLY} is trtllm-serve's: give --engine trtllm to read "
@@ -108,6 +109,8 @@ def with_config_file(argv: Sequence[str], parser: argparse.ArgumentParser
         settings = {k: v for k, v in settings.items() if k != "model"}  # model = model_tag)
     if options:  # a command the parser knows: a key it takes no flag for is named here
         _check_vllm_keys(settings, name, command, options)
+        refuse_two_keys(settings, name, {k: vllm_tokens({k: v}, options)
+                                         for k, v in settings.items()}, options)
     found = (_launch_flag(key, value, name, options) for key, value in settings.items())
     given = {tokens[0]: label for _, tokens, label in filter(None, found)}
     return rest[:head] + vllm_tokens(settings, options) + rest[head:], given  # cli wins
@@ -307,7 +310,7 @@ def _dropping(argv: list[str], dests: set[str], options: dict[str, argparse.Acti
     return out
 
 
-def _command_options(parser: argparse.ArgumentParser, command: str) -> dict[str, argparse.Action]:
+def command_options(parser: argparse.ArgumentParser, command: str) -> dict[str, argparse.Action]:
     """The flags ``command`` takes, each spelling to its action ({} for no such command)."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):

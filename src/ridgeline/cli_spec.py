@@ -19,6 +19,10 @@ SPEC_ACCEPTANCE, SPEC_DRAFT_COST = 0.7, 0.05  # the speculative-decoding default
 # (SpeculativeConfig.method; docs/features/spec_decode: qwen3_next_mtp, deepseek_mtp, and
 # mtp, which newer releases map every *_mtp to)
 MTP_METHODS = ("mtp", "deepseek_mtp", "qwen3_next_mtp")
+# llama-server's drafter where --spec-method is not given: a separate draft model (-md), "the
+# most used approach" (llama.cpp docs/speculative.md, "Draft Model (draft)"); EAGLE-3 came
+# later, as its own --spec-type
+LLAMACPP_SPEC_METHOD = "draft-model"
 
 
 # the engines' spellings: (flags, dest, value type, engine); help on the first of each engine
@@ -50,8 +54,9 @@ def spec_flags(g: Any, pricing: bool = True) -> None:  # a parser or an argument
         g.add_argument(*flags, dest=dest, type=kind, metavar=dest.split("_")[-1].upper(),
                        help=ENGINE_HELP.get(dest, argparse.SUPPRESS))
     g.add_argument("--spec-method", choices=("eagle", "draft-model", "ngram", *MTP_METHODS),
-                   help="the drafter (default eagle): vLLM gives each running request the "
-                   "draft length in lookahead slots more for eagle (EAGLE, MTP) and "
+                   help="the drafter (default eagle; llama.cpp: draft-model, llama-server's -md): "
+                   "vLLM gives each running request the draft length in lookahead slots "
+                   "more for eagle (EAGLE, MTP) and "
                    "draft-model, none for ngram; mtp (vLLM's deepseek_mtp, qwen3_next_mtp) "
                    "is priced as eagle, for a checkpoint that ships MTP layers (vLLM's pool holds "
                    "them)")
@@ -77,10 +82,20 @@ def spec_args(args: argparse.Namespace) -> None:
         raise InputError(f"{', '.join(stray)} describe{'s' if len(stray) == 1 else ''} "
                          "speculative decoding: give --spec-tokens N, a draft of at least "
                          "1 token")
+    if args.spec_tokens and args.spec_method is None and _llamacpp_only(args):
+        args.spec_method = LLAMACPP_SPEC_METHOD
     if not hasattr(args, "spec_acceptance"):  # fit: the drafter alone
         return
     args.spec_acceptance = SPEC_ACCEPTANCE if args.spec_acceptance is None else args.spec_acceptance
     args.spec_draft_cost = SPEC_DRAFT_COST if args.spec_draft_cost is None else args.spec_draft_cost
+
+
+def _llamacpp_only(args: argparse.Namespace) -> bool:
+    """Whether every engine --engine names is a llama.cpp build (the default engine already
+    chosen by cli.main; a list or a comma-separated comparison counts each)."""
+    asked = getattr(args, "engine", None)
+    names = asked if isinstance(asked, list) else str(asked or "").split(",")
+    return all(str(n).strip().startswith("llama.cpp") for n in names) and bool(asked)
 
 
 def engine_spec_args(args: argparse.Namespace) -> None:
@@ -202,8 +217,9 @@ def spec_drafter(args: argparse.Namespace, model: Any, engines: list[str]) -> No
     if not why:
         return
     name = getattr(args, "spec_draft_model", "") or ""
+    kind = "draft model's" if method == "draft-model" else f"{method} drafter's"
     drafter = (f"the MTP layers' ({model.mtp_layers})" if method in MTP_METHODS else
-               f"the {method} drafter's" + (f" ({name})" if name else ""))
+               f"the {kind}" + (f" ({name})" if name else ""))
     caution = f"{drafter} weights and cache are not in this pool ({why})" + (
         "" if why.startswith("SGLang") else ": the engine holds them beside the model")
     said = vars(args).setdefault("cautions_said", [])
