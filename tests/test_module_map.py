@@ -1,0 +1,51 @@
+"""docs/architecture.md is the code's own map: every module sits in one layer, and the file
+is what scripts/module_map.py writes from the modules' docstrings today."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("module_map", ROOT / "scripts" / "module_map.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_module_sits_in_a_layer() -> None:
+    script = _script()
+    mods = script.modules()
+    assert "cost" in mods and "sim.scheduler" in mods and "reports.fit" in mods
+    assert [name for name in mods if script.layer_of(name) is None] == []
+
+
+def test_the_layers_run_in_the_briefs_order() -> None:
+    """Data before specs, step cost before the simulator and the planner, the CLI last."""
+    at = _script().layer_of
+    assert at("units") < at("model") < at("roofline") < at("cost") < at("sim.simulator") \
+        < at("plan") < at("cli")
+    assert at("memory") < at("sim.scheduler") and at("predict") < at("plan")
+
+
+def test_the_map_is_current() -> None:
+    script = _script()
+    written = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert written == script.render(script.modules()), \
+        "docs/architecture.md is stale: run python scripts/module_map.py"
+
+
+def test_an_import_against_the_flow_is_listed(tmp_path: Path) -> None:
+    """The import reader finds a module's lazy imports, and skips annotation-only ones."""
+    script = _script()
+    source = tmp_path / "x.py"
+    source.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                      "    from ridgeline.plan import plan\n"
+                      "def f():\n    from ridgeline.sim import scheduler\n"
+                      "    from ridgeline.cost import step_cost\n")
+    assert script.imports(source, "x") == {"sim.scheduler", "cost"}
