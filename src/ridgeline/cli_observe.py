@@ -90,7 +90,8 @@ def cmd_observe(args: argparse.Namespace) -> Any:
             obs.engine_family):
         obs.notes.append(f"the source carries {obs.engine_family}'s metrics, but --engine "
                          f"{named} sizes the pool and the prediction")
-    report = observe_report(obs, dep, load_profile(args), args.context, settings)
+    report = observe_report(obs, dep, load_profile(args), args.context, settings,
+                            observed_spec(args, obs, model))
     if args.emit_measurements:
         rows = report.measurement_rows(args.model)
         count = len(rows.splitlines()) - 1  # below its header
@@ -105,6 +106,11 @@ def cmd_observe(args: argparse.Namespace) -> Any:
                                  if report.single_scrape else
                                  f"{report.misdescribed}, as its cautions say"
                                  if report.misdescribed else
+                                 "a drafter served the window, and the measurements format "
+                                 "has no speculative-decoding column: calibrate and validate "
+                                 "would price its tokens as plain decodes, one a step "
+                                 "(validation/README.md leaves such rows out)"
+                                 if report.drafted else
                                  mixed_step_note(report, written=False)
                                  if report.mixed_row and _itl_histogram(report) else
                                  "one needs a mean inter-token latency and a running batch "
@@ -119,6 +125,28 @@ def cmd_observe(args: argparse.Namespace) -> Any:
         obs.notes.append(f"wrote {count} {'row' if count == 1 else 'rows'} for `ridgeline "
                          f"calibrate` to {args.emit_measurements}" + mixed_step_note(report))
     return report
+
+
+def observed_spec(args: argparse.Namespace, obs: Any, model: Any) -> Any:
+    """The drafter the flags give (--spec-tokens, --spec-method or the engine's spelling),
+    its acceptance read off the tokens the source says a verify step keeps (SpecDecode.observed;
+    its drafter's cost decode's default, SPEC_DRAFT_COST), as decode --spec-tokens prices it;
+    None without the flags or the source's acceptance length (the step then priced as plain
+    decoding, which the report's notes say). An acceptance length past what the drafts can
+    keep is refused: the flags are not the server's."""
+    from ridgeline.cli_spec import SPEC_DRAFT_COST, spec_method
+    from ridgeline.spec_decode import SpecDecode
+
+    tokens = obs.spec_tokens_per_step
+    if not args.spec_tokens or not tokens:
+        return None
+    if not 1 <= tokens <= args.spec_tokens + 1:
+        raise InputError(f"{obs.source} reads {tokens:,.2f} tokens a verify step, and "
+                         f"{args.spec_tokens} draft{'s keep' if args.spec_tokens > 1 else ' keeps'} "
+                         f"1 to {args.spec_tokens + 1} (the bonus token and each draft "
+                         "accepted): give the server's own draft length")
+    return SpecDecode.observed(args.spec_tokens, tokens, SPEC_DRAFT_COST,
+                               spec_method(args, model))
 
 
 def _itl_histogram(report: Any) -> bool:
@@ -210,12 +238,12 @@ def mixed_step_note(report: Any, written: bool = True) -> str:
     against 10.9, 4%); ``written`` False: why no row was written (past MIXED_ROW_SLACK)."""
     from ridgeline.reports.observe import MIXED_ROW_SLACK
 
-    chunk, mixed, own = report.prompt_tokens_per_step, report.predicted_itl_ms, \
+    chunk, mixed, own = report.prompt_tokens_per_step, report.predicted_step_ms, \
         report.prompt_steps
     slow = report.mixed_step_slowdown
     if not slow:
         return ""
-    alone = report.step_times_ms()[0]  # the batch's decodes alone, as validate prices the row
+    alone = report.decode_step_ms  # the batch's decodes alone, as validate prices the row
     carried = (f"the steps that run its prompts beside the decodes (about {len(own)} in "
                f"{1 / report.prompts_per_step:,.0f})" if own else
                f"the {chunk:,} prompt tokens each step carries on average")
@@ -256,8 +284,11 @@ def register(sub: Any) -> None:
                                   "the source states, else the engine's defaults)")
     engine_version_flag(launch, MEMORY_RULES)
     seats_flag(launch, llamacpp=False)
-    spec_flags(p.add_argument_group("the server's drafter (its pool and seats; the step is "
-                                    "priced without drafts)"), pricing=False)
+    spec_flags(p.add_argument_group(
+        "the server's drafter (its pool and seats; each step priced as its verify step, "
+        "accepted as the source's acceptance length says: SGLang's spec_accept_length, a vLLM "
+        "bench's spec_decode_acceptance_length; without one, priced without drafts)"),
+        pricing=False)
     _output(p)
     # no --engine: the one whose metric names the source carries (cmd_observe)
     p.set_defaults(handler=cmd_observe, engine_by_accelerator=False)

@@ -50,6 +50,10 @@ class Observation:
     estimated_batch: float | None = None  # a bench's batch as its reader settled it
     # SGLang's largest accepted length a verify step over the scrapes (>0: a drafter serves)
     spec_accept_length: float | None = None
+    # the tokens a verify step kept a request on average over the window, the bonus token
+    # included: SGLang's spec_accept_length readings above 0, their mean; a vLLM bench's
+    # spec_decode_acceptance_length. None where the source says none (no drafter, or unread)
+    spec_tokens_per_step: float | None = None
     # the launch as the source states it (a vLLM log's version line and its args): the
     # release, and the seats (max_num_seqs) where given; None where it does not say
     engine_version: str | None = None

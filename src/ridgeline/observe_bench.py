@@ -243,6 +243,10 @@ def _per_token_itl(data: dict[str, Any], obs: Observation, source: str) -> None:
     step) TPOT is read; where the mean ITL is past PER_CHUNK_ITL × the mean TPOT without it,
     a caution: 2,000 tok/s × a 60 ms chunk is a batch of 120, × a 20 ms token 40."""
     latency = obs.latency_ms
+    accepted = _bench_field(data, "spec_decode_acceptance_length", source, MAX_COUNT,
+                            "tokens per step")
+    if accepted is not None and accepted > 1:  # 1 + accepted ÷ drafts: the bonus token's in
+        obs.spec_tokens_per_step = accepted
     if "itl" not in latency:
         if "tpot" in latency:
             latency["itl"] = latency["tpot"]
@@ -250,8 +254,6 @@ def _per_token_itl(data: dict[str, Any], obs: Observation, source: str) -> None:
     if "tpot" not in latency:
         return
     itl, tpot = latency["itl"].get("mean"), latency["tpot"].get("mean")
-    accepted = _bench_field(data, "spec_decode_acceptance_length", source, MAX_COUNT,
-                            "tokens per step")
     if accepted is not None and accepted > 1:
         latency["itl"] = latency["tpot"]
         obs.notes.append(f"speculative decoding ({accepted:.2f} tokens a step): the bench's ITL "

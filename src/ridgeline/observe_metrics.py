@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 
 from ridgeline.engine_metrics import (
     CACHE_CONFIG,
@@ -197,6 +198,9 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
                                                           obs.engine_family).values()]
     if accepted:
         obs.spec_accept_length = max(accepted)
+        drafted = [v for v in accepted if v > 0]  # 0: no drafter, or none of its steps yet
+        if drafted:
+            obs.spec_tokens_per_step = statistics.fmean(drafted)
     if deferred:
         obs.notes.append(f"up to {deferred:,.0f} waiting requests deferred (a KV transfer, a "
                          "LoRA budget: vllm:num_requests_waiting_by_reason) are not counted as "

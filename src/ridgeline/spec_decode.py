@@ -13,7 +13,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ridgeline.cost import Seq, batch_shape, decode_batch
-from ridgeline.sim.config import SPEC_METHODS, check_spec, spec_step_s, tokens_per_step
+from ridgeline.sim.config import (
+    SPEC_METHODS,
+    acceptance_for_tokens,
+    check_spec,
+    spec_step_s,
+    tokens_per_step,
+)
 from ridgeline.sim.timer import StepTimer, drafter_timer
 from ridgeline.stages import micro_batch
 
@@ -36,6 +42,13 @@ class SpecDecode:
         check_spec(self.drafts, self.acceptance, self.draft_cost)
         if self.drafts < 1:
             raise ValueError("speculative decoding drafts at least 1 token")
+
+    @classmethod
+    def observed(cls, drafts: int, tokens: float, draft_cost: float,
+                 method: str = SPEC_METHODS[0]) -> SpecDecode:
+        """The drafter a server runs, its acceptance read off the ``tokens`` a verify step
+        kept a request on average (an engine's acceptance length; acceptance_for_tokens)."""
+        return cls(drafts, acceptance_for_tokens(drafts, tokens), draft_cost, method)
 
     @property
     def tokens_per_step(self) -> float:

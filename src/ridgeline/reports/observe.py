@@ -26,6 +26,7 @@ from ridgeline.reports.observe_latency import RATES_APART
 from ridgeline.reports.observe_verdict import ObserveVerdict
 from ridgeline.reports.utilization import billed_scope
 from ridgeline.roofline import batch_for_intensity, first_whole_batch, ridge_step
+from ridgeline.spec_decode import SpecDecode
 from ridgeline.stages import micro_batches
 from ridgeline.units import GIB
 
@@ -69,6 +70,9 @@ class ObserveReport(ObserveVerdict):
             "context": self.context, "context_source": self.context_source,
             "wall": self.wall, "lever": self.lever,
             "predicted_itl_ms": self.predicted_itl_ms,
+            "predicted_step_ms": self.predicted_step_ms,
+            "tokens_per_step": self.tokens_per_step,
+            "speculative": None if self.spec_step is None else self.spec_step.to_dict(),
             "gap": {} if self.misdescribed else self.gaps(),
             "gap_not_comparable": self.misdescribed if self.gaps() else None,
             "floor_itl_ms": self.floor_itl_ms, "queued_readings": list(self.queued),
@@ -164,8 +168,13 @@ class ObserveReport(ObserveVerdict):
         if predicted:
             measured = o.latency_ms.get("itl", {}).get("mean")
             work = self.prompt_work_label
+            drafted = self.spec_step
             line = (f"ridgeline predicts {predicted:,.1f} ms per token at this batch ({d.engine}"
-                    + (f"; {work}" if work else "") + ")")
+                    + (f"; {work}" if work else "")
+                    + (f"; a {self.predicted_step_ms or 0.0:,.1f} ms step keeping "
+                       f"{drafted.spec.tokens_per_step:,.2f} tokens a request: "
+                       f"{drafted.spec.label()}, the acceptance read off the source's "
+                       "acceptance length" if drafted is not None else "") + ")")
             implied = self.rate_itl_ms
             apart = self.misdescribed
             if apart and measured and not self.single_scrape:
@@ -264,6 +273,14 @@ class ObserveReport(ObserveVerdict):
         return out
 
     @property
+    def drafted(self) -> bool:
+        """Whether a drafter served the window: its flags say so, or the source's acceptance
+        length does (SGLang's gauge above 0, a vLLM bench's spec_decode_acceptance_length)."""
+        o = self.obs
+        return bool(self.engine_settings.speculative_decoding or self.spec is not None
+                    or o.spec_accept_length or o.spec_tokens_per_step)
+
+    @property
     def mixed_row(self) -> bool:
         """Whether the window's steps carry so much prompt work that its inter-token latency
         is no decode measurement: ridgeline prices its mean step more than MIXED_ROW_SLACK
@@ -276,7 +293,9 @@ class ObserveReport(ObserveVerdict):
         that does not fit as described or that the cautions say is not the one that runs
         (misdescribed: the row would price another than the server runs), nor from a window
         whose prompt steps slow its tokens past MIXED_ROW_SLACK (mixed_row: the row, read as
-        decode alone, would drag calibrate's fit)."""
+        decode alone, would drag calibrate's fit), nor from a window a drafter served (drafted:
+        the format has no speculative-decoding column, validation/README.md leaves such rows
+        out, and calibrate would price its tokens as plain decodes)."""
         o, d = self.obs, self.deployment
         out = io.StringIO()
         columns = ["id", "model", "weights_dtype", "kv_dtype", "gpu", "num_gpus", "tp", "batch",
@@ -287,7 +306,7 @@ class ObserveReport(ObserveVerdict):
         itl = o.latency_ms.get("itl", {}).get("mean")
         b = self.batch
         if itl and b and not math.isnan(itl) and not self.single_scrape and self.fits \
-                and self.misdescribed is None and not self.mixed_row:
+                and self.misdescribed is None and not self.mixed_row and not self.drafted:
             weights = d.weights.label
             if weights == "as stored":  # the checkpoint's own format, as validate names it
                 stored = d.model.stored_format_map
@@ -316,9 +335,12 @@ FILL_OVER_MEAN = 2.0
 
 
 def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
-                   context: int | None, settings: EngineSettings | None = None) -> ObserveReport:
+                   context: int | None, settings: EngineSettings | None = None,
+                   spec: SpecDecode | None = None) -> ObserveReport:
     """The report on ``obs`` for ``dep`` as described, its pool modelled under the server's
-    ``settings`` (its drafter, from observe's flags: fit's and simulate's seats)."""
+    ``settings`` (its drafter, from observe's flags: fit's and simulate's seats), each decode
+    step priced as ``spec``'s verify step where given (the drafter's flags and the source's
+    acceptance length: SpecDecode.observed)."""
     settings = settings or EngineSettings()
     if obs.kind == "log" and obs.pool_tokens is not None and reported_pool(obs, dep) is None \
             and LOG_POOL_UNREAD not in obs.notes:
@@ -331,7 +353,7 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
             context, read = mean_decode_context(obs.mean_prompt_tokens,
                                                 obs.mean_output_tokens), "counters"
             source = "mean prompt + half the mean output, from the source"
-            counted = ObserveReport(obs, dep, profile, context, source, settings)
+            counted = ObserveReport(obs, dep, profile, context, source, settings, spec)
             if held is not None and not counted.weights_overflow:
                 # the live fill of the pool says what each running request holds where the
                 # counters' mean cannot be right: the running batch could not be held at it
@@ -358,7 +380,7 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
             context, source, read = 2000, "assumed: pass --context", "assumed"
     else:
         source = "given"
-    report = ObserveReport(obs, dep, profile, context, source, settings)
+    report = ObserveReport(obs, dep, profile, context, source, settings, spec)
     if report.drafting_by_metrics:
         seated = ("so the seats are max_running_requests "
                   f"{report.modelled_settings.max_num_seqs}, SGLang's default with a drafter "
@@ -366,10 +388,14 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
                   if settings.max_num_seqs is None else
                   f"seated at --max-running-requests {settings.max_num_seqs}")
         note = (f"sglang:spec_accept_length reads up to {obs.spec_accept_length:,.2f} tokens: "
-                f"a drafter serves, {seated}; its memory is not modelled without the "
-                "drafter's flags (--speculative-algorithm …)")
+                f"a drafter serves, {seated}; its memory is not modelled, nor its drafts "
+                "priced (each step is priced as plain decoding), without the drafter's flags "
+                "(--speculative-algorithm …)")
         if note not in obs.notes:
             obs.notes.append(note)
+    unpriced = _unpriced_drafts(report)
+    if unpriced and unpriced not in obs.notes:
+        obs.notes.append(unpriced)
     reported = report.engine_pool
     b = report.batch
     steps: tuple[Step, ...] = ()
@@ -398,22 +424,47 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
                         else "modelled: the engine's defaults on this deployment"),
                       q("context", context, "tokens"),
                       q("seats", report.seats, "", report.seats_label)))
-        predicted = report.predicted_itl_ms
+        predicted = report.plain_step_ms
+        # with drafts priced, the plain step is the verify step's starting point, not the ITL
+        label = "predicted ITL" if report.spec_step is None else "step without drafts"
         if predicted is not None and report.prompt_steps:
-            steps += (_prompt_steps_step(report, predicted),)
+            steps += (_prompt_steps_step(report, predicted, label),)
         elif predicted is not None:
             steps += (step("the engine's step at this batch", "step_cost(the batch's decodes at "
                            "the context + the prompt tokens a step carries), one micro-batch",
-                           q("predicted ITL", predicted, "ms", f"{profile.engine} profile"),
+                           q(label, predicted, "ms", f"{profile.engine} profile"),
                            q("batch", b, "", "running requests, mean over the window"),
                            q("context", context, "tokens"),
                            q("prompt tokens per step", report.prompt_tokens_per_step, "",
                              (report.prompt_ratio[1] if report.prompt_ratio else
                               "no prompt rate or mean lengths in the source: none")
-                             + " × batch, less prefix-cache hits, within the step budget"
+                             + " × batch" + (" × tokens per step" if report.spec_step
+                                              else "")
+                             + ", less prefix-cache hits, within the step budget"
                              + (f"; each chunk after {report.chunk_context:,} tokens of its "
                                 "prompt" if report.prompt_tokens_per_step else ""))),)
-    return ObserveReport(obs, dep, profile, context, source, settings, steps, unheld)
+        if report.spec_step is not None:
+            steps += (_verify_step(report),)
+    return ObserveReport(obs, dep, profile, context, source, settings, spec, steps, unheld)
+
+
+def _unpriced_drafts(report: ObserveReport) -> str:
+    """Why a drafter's steps are priced as plain decoding, where one serves and they are
+    (SGLang's gauge without the flags is said with its seats); "" elsewhere."""
+    o, s = report.obs, report.engine_settings
+    if report.spec is not None or report.drafting_by_metrics:
+        return ""
+    if s.speculative_decoding and not o.spec_tokens_per_step:
+        return ("drafts are not priced: the step is priced as plain decoding, since "
+                f"{o.source} gives no acceptance length (SGLang's sglang:spec_accept_length, "
+                "a vLLM bench's spec_decode_acceptance_length) to say how many tokens a "
+                "verify step keeps; the measured ITL is a drafting server's")
+    if o.spec_tokens_per_step and not s.speculative_decoding:
+        return (f"a drafter keeps {o.spec_tokens_per_step:,.2f} tokens a step "
+                f"(the source's acceptance length), but drafts are not priced: the step is "
+                "priced as plain decoding without the drafter's flags (--spec-tokens and "
+                "--spec-method, or the engine's own) to give its draft length")
+    return ""
 
 
 SHOWN_CHUNKS = 3  # a prompt's steps --explain lists one by one; past it, their sum
@@ -425,16 +476,44 @@ def _tokens(chunk: tuple[Seq, ...]) -> str:
             + (f" after {cached:,} before them" if cached else ""))
 
 
-def _prompt_steps_step(report: ObserveReport, predicted: float) -> Step:
+def _verify_step(report: ObserveReport) -> Step:
+    """A token's time with drafts priced: the verify step, the prompt work the plain mean step
+    carries, and the tokens the step keeps a request, with what each is read from."""
+    drafted = report.spec_step
+    assert drafted is not None
+    spec, work = drafted.spec, report.prompt_work_ms
+    return step("the server's verify step and a token's time",
+                "(spec_step(the batch, its drafts, at the context) + the prompt work a step "
+                "carries) ÷ tokens per step, one micro-batch (decode --spec-tokens' step; the "
+                "measured ITL spreads a step over the tokens it streams: SGLang's histogram, a "
+                "bench's TPOT)",
+                q("predicted ITL", report.predicted_itl_ms or 0.0, "ms",
+                  f"{report.profile.engine} profile"),
+                q("verify step", drafted.step_s * 1e3, "ms",
+                  "the target over each row's drafts + 1 tokens, then the drafter's passes"),
+                *([q("prompt work a step", work, "ms",
+                     "the step without drafts less its decodes alone")] if work else []),
+                q("tokens per step", spec.tokens_per_step, "", "the source's acceptance length, "
+                  "the bonus token included"),
+                q("drafts", spec.drafts, "", "the drafter's flags"),
+                q("acceptance", spec.acceptance, "", "the rate at which the drafts keep those "
+                  "tokens: 1 + a + … + a^drafts inverted"),
+                q("drafter cost", spec.draft_cost, "", "of the target's time for the same "
+                  "tokens: decode's default"))
+
+
+def _prompt_steps_step(report: ObserveReport, predicted: float,
+                       label: str = "predicted ITL") -> Step:
     """The mean step with each prompt in its own steps, with the times it is built from."""
     decode_ms, mixed_ms = report.step_times_ms()
     chunks = report.prompt_steps
     tokens = sum(s.new_tokens for step in chunks for s in step)
     ratio = report.prompt_ratio
+    kept = " × tokens per step" if report.spec_step is not None else ""
     return step("the engine's mean step at this batch",
                 "decode alone + prompts per step × Σ over a prompt's steps (step_cost(the "
                 "decodes + its chunk) − decode alone), one micro-batch",
-                q("predicted ITL", predicted, "ms", f"{report.profile.engine} profile"),
+                q(label, predicted, "ms", f"{report.profile.engine} profile"),
                 q("batch", report.batch or 0.0, "", "running requests, mean over the window"),
                 q("context", report.context, "tokens"),
                 q("decode alone", decode_ms, "ms", "step_cost(the batch's decodes)"),
@@ -448,9 +527,9 @@ def _prompt_steps_step(report: ObserveReport, predicted: float) -> Step:
                   + (f"; in chunks of the {report.step_budget:,}-token step budget the "
                      "decodes leave" if len(chunks) > 1 else "")),
                 q("prompts per step", report.prompts_per_step or 0.0, "",
-                  "batch ÷ mean output: a prompt as each request finishes"
+                  f"batch{kept} ÷ mean output: a prompt as each request finishes"
                   if ratio is None or ratio[1].startswith("mean prompt") else
-                  f"{ratio[1]} × batch ÷ mean prompt"))
+                  f"{ratio[1]} × batch{kept} ÷ mean prompt"))
 
 
 def _context_step(obs: Observation, dep: Deployment, context: int, source: str,

@@ -33,7 +33,8 @@ class ObservedFloor(ObservedLatency):
         engine overhead, every byte at the card's rated bandwidth): no step can be faster. A
         batch under one sequence (a bench's Little's law at a low rate) runs steps of one,
         where a latency is measured to set against them (the time a rate implies over such a
-        batch is the gauge's sampling noise)."""
+        batch is the gauge's sampling noise). With drafts priced, a token's floor is the step's
+        over the tokens it keeps a request (a verify step reads no fewer bytes than a decode)."""
         b = self.batch
         if b is None or not self.fits:
             return None
@@ -44,7 +45,7 @@ class ObservedFloor(ObservedLatency):
                                  self.context)
         except InputError:
             return None
-        return floor.step_time_s * 1e3
+        return floor.step_time_s * 1e3 / self.tokens_per_step
 
     @property
     def below_floor(self) -> bool:
@@ -85,6 +86,7 @@ class ObservedFloor(ObservedLatency):
                 floor = decode_floor(lighter, micro_batch(lighter, b), self.context)
             except InputError:
                 continue
-            if floor.step_time_s * 1e3 <= measured:
-                out.append((name, floor.step_time_s * 1e3))
+            ms = floor.step_time_s * 1e3 / self.tokens_per_step  # a token's, as floor_itl_ms
+            if ms <= measured:
+                out.append((name, ms))
         return out[:2]

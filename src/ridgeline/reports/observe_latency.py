@@ -1,7 +1,9 @@
 """`ridgeline observe`'s latency check: the steps the observed load builds (the batch's decodes,
 each prompt in a step of its own beside them, or the prompt tokens the load brings a step on
 average where the source cannot say how many prompts a step starts), the mean time ridgeline
-predicts for them, the time the source measured, and how far apart they are."""
+predicts for them, the time the source measured, and how far apart they are. With a drafter
+whose acceptance the source reports, each decode step is its verify step (spec_decode.py), and
+a token's time is that step over the tokens it keeps a request."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from ridgeline.chunked_prefill import (
 )
 from ridgeline.cost import Seq, decode_batch, step_cost, step_time_s
 from ridgeline.reports.observe_pool import ObservedPool
+from ridgeline.spec_decode import SpecDecode, SpecStep, spec_step
 from ridgeline.stages import micro_batch
 
 # batch ÷ ITL and the generation rate count the same tokens: apart by more than this, one of
@@ -27,6 +30,10 @@ RATES_APART = 2.0
 @dataclass(frozen=True)
 class ObservedLatency(ObservedPool):
     """The pool check, with the step the load builds and its time, predicted and measured."""
+
+    # the server's drafter, its acceptance read off the source's acceptance length
+    # (SpecDecode.observed): each decode step is its verify step; None prices plain decode
+    spec: SpecDecode | None = None
 
     @property
     def step_budget(self) -> int:
@@ -50,13 +57,22 @@ class ObservedLatency(ObservedPool):
     def prompt_tokens_per_step(self) -> int:
         """Prompt tokens an average step carries beside its decodes: in a steady state
         prompts arrive at prompt_ratio of them per decode, each step holding the batch's
-        share, less prefix-cache hits, capped at the engine's step budget (2,389 prompt tok/s
-        beside 831 generated at batch 34: 98 a step)."""
+        share of the tokens it generates (tokens_per_step a request), less prefix-cache hits,
+        capped at the step budget its decodes leave (2,389 prompt tok/s beside 831 generated
+        at batch 34: 98 a step)."""
         b, ratio = self.batch, self.prompt_ratio
         if b is None or ratio is None:
             return 0
         share = ratio[0] * (1 - (self.obs.cached_prompt_share or 0.0))  # a hit is not computed
-        return max(0, min(round(b * share), self.step_budget - round(b)))
+        return max(0, min(round(b * self.tokens_per_step * share),
+                          self.step_budget - self.decode_tokens_per_step))
+
+    @property
+    def decode_tokens_per_step(self) -> int:
+        """The step budget the batch's decodes take: a token a request, or with drafts priced
+        its fed token and each draft (a verify step of 40 requests and 3 drafts: 160)."""
+        drafted = self.spec_step
+        return round(self.batch or 0.0) * (1 if drafted is None else drafted.spec.drafts + 1)
 
     @property
     def chunk_context(self) -> int:
@@ -68,13 +84,13 @@ class ObservedLatency(ObservedPool):
 
     @cached_property  # read by the prediction and the text
     def prompts_per_step(self) -> float | None:
-        """Prompts the load starts a step, on average: batch × prompt_ratio ÷ the mean
-        prompt (1,024 in and 256 out at batch 8: one every 32 steps); None without a mean
-        prompt length or a prompt ratio."""
+        """Prompts the load starts a step, on average: batch × tokens_per_step × prompt_ratio
+        ÷ the mean prompt (1,024 in and 256 out at batch 8: one every 32 steps; with 2 tokens
+        a step, one every 16); None without a mean prompt length or a prompt ratio."""
         b, ratio, prompt = self.batch, self.prompt_ratio, self.obs.mean_prompt_tokens
         if b is None or ratio is None or not prompt:
             return None
-        return b * ratio[0] / prompt
+        return b * self.tokens_per_step * ratio[0] / prompt
 
     @cached_property  # read by the prediction, the text and the worked step
     def prompt_steps(self) -> tuple[tuple[Seq, ...], ...]:
@@ -88,7 +104,7 @@ class ObservedLatency(ObservedPool):
         if b is None or not each or not prompt:
             return ()
         computed = round(prompt * (1 - (self.obs.cached_prompt_share or 0.0)))
-        room = self.step_budget - round(b)
+        room = self.step_budget - self.decode_tokens_per_step
         if computed < 1 or room < 1:
             return ()
         count = -(-computed // room)
@@ -131,7 +147,7 @@ class ObservedLatency(ObservedPool):
                                           "the prefix cache)" if cached else "")
             where = ("in its own step" if len(steps) == 1 else
                      f"in {len(steps)} chunks of at most "
-                     f"{self.step_budget - round(self.batch or 0):,} tokens")
+                     f"{self.step_budget - self.decode_tokens_per_step:,} tokens")
             share = ("about one step in" if len(steps) == 1 else
                      f"about {len(steps)} steps in")
             return (f"each prompt, {what}, runs {where} beside the batch's decodes, {share} "
@@ -143,11 +159,64 @@ class ObservedLatency(ObservedPool):
         return (f"each step a decode of the batch and the {chunk:,} prompt tokens the load "
                 "brings per step, on average" + (f": {why}" if why else ""))
 
+    @cached_property  # read by the prediction, the floor, the text and the worked step
+    def spec_step(self) -> SpecStep | None:
+        """The verify step of the observed batch at the context (spec_step: one micro-batch,
+        the target over each row's drafts + 1 tokens, then the drafter's passes), where the
+        drafter and its acceptance are known; None elsewhere."""
+        b = self.batch
+        if self.spec is None or b is None or b < 0.5 or not self.fits:
+            return None
+        return spec_step(self.deployment, self.spec, max(1, round(b)), self.context,
+                         self.profile)
+
+    @property
+    def tokens_per_step(self) -> float:
+        """The tokens a step keeps a request: the verify step's (the source's acceptance
+        length) where one is priced, else 1."""
+        drafted = self.spec_step
+        return drafted.spec.tokens_per_step if drafted is not None else 1.0
+
+    @property
+    def decode_step_ms(self) -> float:
+        """The batch's decode step alone, in ms: its verify step where drafts are priced,
+        else its plain decodes (step_times_ms)."""
+        drafted = self.spec_step
+        return drafted.step_s * 1e3 if drafted is not None else self.step_times_ms()[0]
+
+    @property
+    def predicted_step_ms(self) -> float | None:
+        """The mean step the load builds (plain_step_ms); with drafts priced, the verify step
+        in place of the plain decodes it contains, the prompt work they carry kept (a 20 ms
+        verify step where decode alone takes 15 and the mean plain step 16: 21 ms)."""
+        plain = self.plain_step_ms
+        if plain is None or self.spec_step is None:
+            return plain
+        return self.decode_step_ms + self.prompt_work_ms
+
+    @property
+    def prompt_work_ms(self) -> float:
+        """What the load's prompt work adds to the mean step: the plain mean step less its
+        decodes alone (step_times_ms); 0 without prompt work, or without a prediction."""
+        plain = self.plain_step_ms
+        if plain is None or not (self.prompt_tokens_per_step or self.prompt_steps):
+            return 0.0
+        return plain - self.step_times_ms()[0]
+
     @property
     def predicted_itl_ms(self) -> float | None:
-        """The mean step the observed load builds, one micro-batch's decodes at the context:
-        with each prompt in its own steps (prompt_steps), steady_step_time_s; else the step
-        carrying the average prompt tokens (prompt_tokens_per_step) beside its decodes."""
+        """The time between a request's tokens: the mean step (predicted_step_ms) over the
+        tokens it keeps a request (tokens_per_step: 1 without drafts priced), as an engine's
+        ITL histogram times each streamed token (a 21 ms step keeping 2.5 tokens: 8.4 ms)."""
+        step = self.predicted_step_ms
+        return None if step is None else step / self.tokens_per_step
+
+    @cached_property  # read by the prediction, the slowdown and the text
+    def plain_step_ms(self) -> float | None:
+        """The mean step the observed load builds without drafts, one micro-batch's decodes at
+        the context: with each prompt in its own steps (prompt_steps), steady_step_time_s;
+        else the step carrying the average prompt tokens (prompt_tokens_per_step) beside its
+        decodes."""
         b = self.batch
         if b is None or b < 0.5 or not self.fits:
             return None
@@ -165,15 +234,16 @@ class ObservedLatency(ObservedPool):
 
     @property
     def mixed_step_slowdown(self) -> float:
-        """How much slower ridgeline prices the window's mean step (predicted_itl_ms, its
-        prompt work included) than the batch's decodes alone, the step a decode row for
+        """How much slower ridgeline prices the window's mean step (predicted_step_ms, its
+        prompt work included) than the batch's decodes alone (decode_step_ms), the step a
+        decode row for
         calibrate is read as: 0 where the steps carry no prompt work (32 decodes of
         Llama-3.1-8B on an H100, a 1,000-token prompt in its own step one step in 50: 11.4
         ms against 10.9, 0.04)."""
-        mixed = self.predicted_itl_ms
+        mixed = self.predicted_step_ms
         if not (self.prompt_tokens_per_step or self.prompt_steps) or not mixed:
             return 0.0
-        return mixed / self.step_times_ms()[0] - 1
+        return mixed / self.decode_step_ms - 1
 
     @property
     def single_scrape(self) -> bool:

@@ -22,6 +22,25 @@ def tokens_per_step(drafts: int, acceptance: float) -> float:
     return sum(acceptance**i for i in range(drafts + 1)) if drafts else 1.0
 
 
+def acceptance_for_tokens(drafts: int, tokens: float) -> float:
+    """The acceptance rate at which ``drafts`` drafts keep ``tokens`` a verify step on
+    average: tokens_per_step inverted, by bisection, as it rises with the rate from 1 (none
+    kept) to drafts + 1 (all). An engine's observed acceptance length (SGLang's
+    spec_accept_length, vLLM bench's spec_decode_acceptance_length: the bonus token
+    included) read this way prices the step as --spec-acceptance would: 3 drafts keeping
+    2.533 tokens a step, tokens_per_step(3, 0.7), accept at 0.7."""
+    if not drafts or not 1 <= tokens <= drafts + 1:  # NaN fails too
+        raise InputError(f"{drafts} draft{'s' if drafts != 1 else ''} keep 1 to {drafts + 1} "
+                         f"tokens a verify step, not {tokens:g}")
+    if tokens in (1, drafts + 1):  # none kept, or all
+        return float(tokens > 1)
+    low, high = 0.0, 1.0
+    for _ in range(60):  # 2^-60 of the rate: past a float's precision of it
+        mid = (low + high) / 2
+        low, high = (mid, high) if tokens_per_step(drafts, mid) < tokens else (low, mid)
+    return (low + high) / 2
+
+
 MAX_DRAFT_TOKENS = 128  # past any proposer's draft length (EAGLE, n-gram, suffix decoding)
 
 
