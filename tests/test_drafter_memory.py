@@ -460,3 +460,75 @@ def test_a_draft_model_on_vllm_0_9_is_sized_as_on_v0_in_the_library() -> None:
     assert pool.runner == "V0"
     assert pool == kv_pool(dep, replace(asked, engine_version="0.9.2 V0"))
     assert kv_pool(dep, replace(asked, drafter=None)).runner == "V1"
+
+
+EAGLE_8B = '{"model": "yuhuili/EAGLE-LLaMA3.1-Instruct-8B", "num_speculative_tokens": 3}'
+L8 = ("llama-3.1-8b", "--gpu", "h100", "--max-model-len", "32k", "--json")
+
+
+def test_vllm_0_8_ran_ngram_and_eagle_on_v0_unless_vllm_use_v1_was_set(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """0.8.x's oracle let ngram and EAGLE through but sent them to V0 unless VLLM_USE_V1=1
+    (_warn_or_fallback): "0.8.5" is priced as "0.8.5 V0", "0.8.5 V1" runs on V1; from 0.9.0
+    they stay on V1."""
+    for method in ("eagle", "ngram"):
+        drafter = ("--spec-method", method, "--spec-tokens", "3")
+        asked, _ = fit(capsys, *L8, *drafter, "--engine-version", "0.8.5")
+        assert asked["model_runner"] == "V0"
+        assert asked == fit(capsys, *L8, *drafter, "--engine-version", "0.8.5 V0")[0]
+        assert fit(capsys, *L8, *drafter, "--engine-version", "0.8.5 V1")[0]["model_runner"] \
+            == "V1"
+        assert fit(capsys, *L8, *drafter, "--engine-version", "0.9.0")[0]["model_runner"] \
+            == "V1"
+
+
+def test_vllm_0_9_0_ran_mtp_on_v0_and_raised_with_vllm_use_v1(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """deepseek_mtp joined the oracle's list in 0.9.1: on 0.9.0 DeepSeek-V3's MTP drafter is
+    priced on V0, and "0.9.0 V1" is refused in one line naming the release and the method."""
+    mtp = ("--spec-method", "mtp", "--spec-tokens", "1")
+    asked, _ = fit(capsys, *V3, *mtp, "--engine-version", "0.9.0")
+    assert asked["model_runner"] == "V0"
+    assert asked == fit(capsys, *V3, *mtp, "--engine-version", "0.9.0 V0")[0]
+    code, _, err = run_cli(capsys, "fit", *V3, *mtp, "--engine-version", "0.9.0 V1")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "vLLM 0.9.0 V1" in err and "deepseek_mtp" in err and "VLLM_USE_V1=1" in err
+    for version in ("0.9.1", "0.9.2 V1"):
+        assert fit(capsys, *V3, *mtp, "--engine-version", version)[0]["model_runner"] == "V1"
+
+
+def test_vllm_0_9_ran_a_speculative_config_naming_no_method_on_v0(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The oracle read the config before vLLM inferred a method: an EAGLE head known by its
+    name, prompt_lookup keys alone, or no model (MTP) fell back to V0 on 0.9.2, and raised
+    with VLLM_USE_V1=1; naming the method, or model "[ngram]", kept V1, as 0.10.0 does."""
+    lookup = '{"prompt_lookup_max": 4, "num_speculative_tokens": 3}'
+    for argv, config in ((L8, EAGLE_8B), (L8, lookup), (V3, '{"num_speculative_tokens": 1}')):
+        asked, _ = fit(capsys, *argv, "--speculative-config", config, "--engine-version", "0.9.2")
+        assert asked["model_runner"] == "V0"
+        assert asked == fit(capsys, *argv, "--speculative-config", config,
+                            "--engine-version", "0.9.2 V0")[0]
+        code, _, err = run_cli(capsys, "fit", *argv, "--speculative-config", config,
+                               "--engine-version", "0.9.2 V1")
+        assert code == 2 and "naming no method" in err and len(err.strip().splitlines()) == 1
+        assert fit(capsys, *argv, "--speculative-config", config,
+                   "--engine-version", "0.10.0")[0]["model_runner"] == "V1"
+    named = EAGLE_8B.replace('{', '{"method": "eagle", ')
+    ngram = lookup.replace('{', '{"model": "[ngram]", ')
+    for config in (named, ngram):
+        assert fit(capsys, *L8, "--speculative-config", config,
+                   "--engine-version", "0.9.2")[0]["model_runner"] == "V1"
+
+
+def test_an_mtp_drafter_on_vllm_0_9_0_is_sized_as_on_v0_in_the_library() -> None:
+    """kv_pool takes the same fallback for the MTP layers: 0.9.0's pool is "0.9.0 V0"'s,
+    0.9.1's stays V1."""
+    dep = v3_on("vllm")
+    asked = replace(MTP3, max_model_len=32_000, engine_version="0.9.0",
+                    speculative_decoding=True)
+    pool = kv_pool(dep, asked)
+    assert pool.runner == "V0"
+    assert pool == kv_pool(dep, replace(asked, engine_version="0.9.0 V0"))
+    assert kv_pool(dep, replace(asked, engine_version="0.9.1")).runner == "V1"
+    with pytest.raises(InputError, match=r"0\.9\.0 V1.*deepseek_mtp"):
+        kv_pool(dep, replace(asked, engine_version="0.9.0 V1"))

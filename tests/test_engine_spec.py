@@ -105,13 +105,22 @@ def test_each_spelling_is_taken_only_on_its_engine(capsys: pytest.CaptureFixture
 
 
 def test_vllm_infers_the_method_as_its_speculative_config_does() -> None:
-    assert vllm_speculative_config('{"num_speculative_tokens": 2}') == EngineSpec(2, "mtp")
-    assert vllm_speculative_config(
-        '{"num_speculative_tokens": 4, "prompt_lookup_max": 3}') == EngineSpec(4, "ngram")
+    """Inferred, and marked so (vLLM 0.8 to 0.9.x ran such a config on V0), but for model
+    "[ngram]", which that engine oracle read as ngram."""
+    assert vllm_speculative_config('{"num_speculative_tokens": 2}') \
+        == EngineSpec(2, "mtp", method_inferred=True)
+    assert vllm_speculative_config('{"num_speculative_tokens": 4, "prompt_lookup_max": 3}') \
+        == EngineSpec(4, "ngram", method_inferred=True)
     eagle = '{"model": "yuhuili/EAGLE-LLaMA3.1-Instruct-8B", "num_speculative_tokens": 3}'
     assert vllm_speculative_config(eagle).method == "eagle"
+    assert vllm_speculative_config(eagle).method_inferred
     small = '{"model": "meta-llama/Llama-3.2-1B", "num_speculative_tokens": 5}'
-    assert vllm_speculative_config(small) == EngineSpec(5, "draft-model", "meta-llama/Llama-3.2-1B")
+    assert vllm_speculative_config(small) == EngineSpec(5, "draft-model", "meta-llama/Llama-3.2-1B",
+                                                        method_inferred=True)
+    assert vllm_speculative_config('{"model": "[ngram]", "num_speculative_tokens": 3}') \
+        == EngineSpec(3, "ngram")
+    assert not vllm_speculative_config(
+        '{"method": "eagle", "model": "m", "num_speculative_tokens": 3}').method_inferred
     assert vllm_speculative_config('{"method": "qwen3_next_mtp", "num_speculative_tokens": 1}'
                                    ).method == "mtp"
 

@@ -420,7 +420,8 @@ def drafter(args: argparse.Namespace) -> Any:
     return EngineSpec(tokens, getattr(args, "spec_method", None) or "eagle",
                       getattr(args, "spec_draft_model", "") or "",
                       getattr(args, "spec_draft_tp", 0) or 0,
-                      getattr(args, "spec_algorithm", "") or "")
+                      getattr(args, "spec_algorithm", "") or "",
+                      bool(getattr(args, "spec_method_inferred", False)))
 
 
 def engine_settings(args: argparse.Namespace) -> Any:

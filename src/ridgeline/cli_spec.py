@@ -154,6 +154,7 @@ def engine_spec_args(args: argparse.Namespace) -> None:
     # the drafter named and its GPUs, for its memory (cli_load.drafter)
     args.spec_draft_model, args.spec_draft_tp = spec.draft_model, spec.draft_tensor_parallel_size
     args.spec_algorithm = spec.algorithm  # SGLang's own name, whose release gates it
+    args.spec_method_inferred = spec.method_inferred  # vLLM 0.8 to 0.9.x: V0 (drafter_memory)
     for _, dest, _, _ in ENGINE_FLAGS:  # read once: a command reading its flags again per card
         setattr(args, dest, None)  # finds ridgeline's own
 
@@ -208,6 +209,12 @@ def spec_drafter(args: argparse.Namespace, model: Any, engines: list[str]) -> No
     for engine in engines:  # refused before any caution on it
         problem = speculative_problem(engine, getattr(args, "engine_version", None), method,
                                       getattr(args, "spec_algorithm", "") or "")
+        if not problem and engine == "vllm" and method != "draft-model":  # 0.9.x V1's raise
+            from ridgeline.cli_load import drafter as engine_spec
+            from ridgeline.drafter_memory import vllm_drafter_problem
+
+            problem = vllm_drafter_problem(getattr(args, "engine_version", None),
+                                           engine_spec(args))
         if problem:
             raise InputError(problem)
     if method == "ngram":

@@ -122,7 +122,7 @@ def drafter_bytes(dep: Deployment, s: EngineSettings) -> tuple[float, float]:
             or d.method not in ("eagle", "draft-model"):
         return 0.0, 0.0
     tp = dep.tensor_parallel_size  # a split vLLM refuses is refused, read or not
-    if d.method == "draft-model" and (problem := vllm_draft_model_problem(s.engine_version)):
+    if d.method == "draft-model" and (problem := vllm_drafter_problem(s.engine_version)):
         raise InputError(problem)
     if d.method == "draft-model" and d.draft_tensor_parallel_size:
         tp = draft_model_tp(d.draft_tensor_parallel_size, tp, s.engine_version)
@@ -133,48 +133,90 @@ def drafter_bytes(dep: Deployment, s: EngineSettings) -> tuple[float, float]:
             drafter_kv_bytes_per_token(drafter, dep.kv.bytes_per_element, tp))
 
 
-def vllm_draft_engine_version(version: str | None, drafter: EngineSpec | None) -> str | None:
-    """The engine vLLM ``version`` runs ``drafter`` on, as an --engine-version: a separate
-    draft model on a release whose default was V1 before v0.10.0 runs on V0, which
-    _is_v1_supported_oracle fell back to for any method but ngram and EAGLE (engines.json
-    vllm.draft_model_v0_fallback), so "0.9.2" is "0.9.2 V0"; anything else as given (a
-    version naming its engine, VLLM_USE_V1 set, is kept: "0.9.2 V1" is refused)."""
-    from ridgeline.vllm_memory import engine_named, in_releases, vllm_accounting, vllm_data
+def vllm_v1_methods(version: str) -> tuple[str, ...] | None:
+    """The drafters (--spec-method's words) vLLM ``version``'s V1 engine ran, or None outside
+    0.8 to 0.9.x, where _is_v1_supported_oracle chose the engine: with VLLM_USE_V1=1 ("0.9.0
+    V1") the ones it let through, unset the ones it kept on V1 (engines.json
+    vllm.speculative_v0_fallback): none by default in 0.8.x, ngram and EAGLE in 0.9.0, and
+    MTP (deepseek_mtp) too from 0.9.1; "0.8.5 V1" runs ngram and EAGLE."""
+    from ridgeline.vllm_memory import engine_named, in_releases, parse_version, vllm_data
 
-    if version is None or drafter is None or drafter.method != "draft-model" \
-            or engine_named(version):
+    record = vllm_data()["speculative_v0_fallback"]
+    if not in_releases(version, record):
+        return None
+    era = [e for e in record["v1_methods"]
+           if parse_version(e["from"]) <= parse_version(version)][-1]
+    return tuple(era["opt_in" if engine_named(version) == "V1" else "default"])
+
+
+def _oracle_method(drafter: EngineSpec) -> str:
+    """``drafter``'s method as the 0.8 to 0.9.x oracle read it: "" where --speculative-config
+    named none (vLLM inferred it later), any MTP name as "mtp"."""
+    if drafter.method_inferred:
+        return ""
+    return "mtp" if drafter.method.endswith("mtp") else drafter.method
+
+
+def vllm_draft_engine_version(version: str | None, drafter: EngineSpec | None) -> str | None:
+    """The engine vLLM ``version`` runs ``drafter`` on, as an --engine-version: on a release
+    whose default was V1 before v0.10.0 a drafter its oracle did not keep on V1
+    (``vllm_v1_methods``: a draft model always; in 0.8.x any; MTP in 0.9.0; one whose
+    --speculative-config named no method) runs on V0, so "0.9.2" is "0.9.2 V0"; anything else
+    as given (a version naming its engine, VLLM_USE_V1 set, is kept: "0.9.2 V1" is refused
+    where the oracle raised)."""
+    from ridgeline.vllm_memory import engine_named, vllm_accounting
+
+    if version is None or drafter is None or engine_named(version):
         return version
-    if in_releases(version, vllm_data()["draft_model_v0_fallback"]) \
+    kept = vllm_v1_methods(version)
+    if kept is not None and _oracle_method(drafter) not in kept \
             and vllm_accounting(version).engine == "V1":
         return f"{version.strip()} V0"
     return version
 
 
 def vllm_draft_settings(engine: str, s: EngineSettings) -> EngineSettings:
-    """``s`` with the engine vLLM runs its drafter on (``vllm_draft_engine_version``)."""
+    """``s`` with the engine vLLM runs its drafter on (``vllm_draft_engine_version``); a
+    drafter the release's V1 engine raised on under VLLM_USE_V1=1 is refused
+    (``vllm_drafter_problem``)."""
     if engine != "vllm":
         return s
+    if s.drafter is not None and s.drafter.method != "draft-model" \
+            and (problem := vllm_drafter_problem(s.engine_version, s.drafter)):
+        raise InputError(problem)
     version = vllm_draft_engine_version(s.engine_version, s.drafter)
     return s if version == s.engine_version else replace(s, engine_version=version)
 
 
-def vllm_draft_model_problem(version: str | None) -> str:
-    """Why vLLM ``version`` runs no separate draft model, or "": its V1 engine refused one
-    from v0.10.0, when V0 went, until the release whose DraftModelProposer brought it back
-    (engines.json vllm.draft_model_refused: read refusing in 0.13.0 and 0.14.0, running in
-    0.16.0; 0.15.0 unread, priced); nor 0.8 to 0.9.x with VLLM_USE_V1=1 ("0.9.2 V1"), which
-    raises where the default falls back to V0. A release run on its V0 engine ("0.10.1 V0")
-    runs one; no version: the newest modelled, which runs one."""
+def vllm_drafter_problem(version: str | None, drafter: EngineSpec | None = None) -> str:
+    """Why vLLM ``version`` runs no ``drafter`` (default: a separate draft model), or "". A
+    draft model: its V1 engine refused one from v0.10.0, when V0 went, until the release whose
+    DraftModelProposer brought it back (engines.json vllm.draft_model_refused: read refusing
+    in 0.13.0 and 0.14.0, running in 0.16.0; 0.15.0 unread, priced). Any drafter on 0.8 to
+    0.9.x with VLLM_USE_V1=1 ("0.9.2 V1") that the oracle did not let through
+    (``vllm_v1_methods``) raises where the default falls back to V0. A release run on its V0
+    engine ("0.10.1 V0") runs one; no version: the newest modelled, which runs one."""
     from ridgeline.vllm_memory import engine_named, in_releases, vllm_accounting, vllm_data
 
-    if version is not None and engine_named(version) == "V1" \
-            and in_releases(version, vllm_data()["draft_model_v0_fallback"]):
-        return (f"vLLM {version} runs no separate draft model with VLLM_USE_V1=1 (it raises "
-                "'VLLM_USE_V1=1 is not supported with Speculative Decoding'): leave VLLM_USE_V1 "
-                f"unset, where it falls back to V0, or give --engine-version '{version.split()[0]} V0'")
+    method = "draft-model" if drafter is None else _oracle_method(drafter)
+    kept = None if version is None else vllm_v1_methods(version)
+    if version is not None and engine_named(version) == "V1" and kept is not None \
+            and method not in kept:
+        fix = (f"leave VLLM_USE_V1 unset, where it falls back to V0, or give --engine-version "
+               f"'{version.split()[0]} V0'")
+        if method == "draft-model":
+            return (f"vLLM {version} runs no separate draft model with VLLM_USE_V1=1 (it "
+                    "raises 'VLLM_USE_V1=1 is not supported with Speculative Decoding'): "
+                    + fix)
+        what = (f"method {'deepseek_mtp' if method == 'mtp' else method}" if method else
+                f"a --speculative-config naming no method ({drafter.method if drafter else ''}, "
+                "inferred after the check)")
+        return (f"vLLM {version} raises 'VLLM_USE_V1=1 is not supported with Speculative "
+                f"Decoding' for {what}, which its V1 engine did not take: "
+                + ("" if method else "name the method, or ") + fix)
     gap = vllm_data()["draft_model_refused"]
-    if version is None or vllm_accounting(version).engine != "V1" \
-            or not in_releases(version, gap):
+    if method != "draft-model" or version is None \
+            or vllm_accounting(version).engine != "V1" or not in_releases(version, gap):
         return ""
     return (f"vLLM {version} runs no separate draft model (its V1 engine raises 'Speculative "
             f"decoding with draft model is not supported yet' from v{gap['from']} until "

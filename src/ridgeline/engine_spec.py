@@ -59,13 +59,17 @@ class EngineSpec:
     draft_model: str = ""
     draft_tensor_parallel_size: int = 0
     algorithm: str = ""  # the engine's own name where it gave one (SGLang's EAGLE3)
+    # vLLM's --speculative-config named no method (nor model "[ngram]"): vLLM inferred it,
+    # after the 0.8 to 0.9.x engine oracle had sent it to V0 (drafter_memory.vllm_v1_methods)
+    method_inferred: bool = False
 
 
 def vllm_speculative_config(text: str) -> EngineSpec:
     """vLLM's --speculative-config JSON. Without a method vLLM infers one: ngram from
     ``model`` "[ngram]" or the prompt_lookup keys, an EAGLE head from "eagle" in the drafter's
     name, a draft model from any other ``model``, and with no ``model`` the checkpoint's own
-    MTP layers (SpeculativeConfig.__post_init__)."""
+    MTP layers (SpeculativeConfig.__post_init__); ``method_inferred`` says so, but for model
+    "[ngram]", which vLLM 0.8 to 0.9.x's engine oracle read as ngram."""
     try:
         config = json.loads(text)
     except ValueError:
@@ -82,6 +86,7 @@ def vllm_speculative_config(text: str) -> EngineSpec:
     if model is not None and not isinstance(model, str):
         raise InputError(f"{FLAG}'s model names the drafter, a string; got {model!r}")
     method = config.get("method")
+    inferred = method is None and model not in ("[ngram]", "ngram")
     if method is None:
         lookup = "prompt_lookup_max" in config or "prompt_lookup_min" in config
         method = ("ngram" if model in ("[ngram]", "ngram") or lookup else
@@ -94,7 +99,7 @@ def vllm_speculative_config(text: str) -> EngineSpec:
                          f"1; got {draft_tp!r}")
     return EngineSpec(_vllm_tokens(config.get("num_speculative_tokens"), method),
                       _vllm_method(method), "" if model in (None, "[ngram]", "ngram") else model,
-                      draft_tp or 0)
+                      draft_tp or 0, method_inferred=inferred)
 
 
 def vllm_speculative_model(model: str, tokens: int | None) -> EngineSpec:
