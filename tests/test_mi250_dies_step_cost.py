@@ -82,3 +82,22 @@ def test_decode_explain_on_an_mi250x_names_the_dies_ranks(
     assert code == 0
     assert "×16 for the copies the TP16 ranks (2 dies × 8 GPUs)" in out
     assert "15 more copies of what each of the 16 tensor-parallel ranks (2 dies × 8 GPUs)" in out
+
+
+def test_the_deployment_line_names_the_dies_vllm_runs_as_its_ranks(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """4 x MI250X under vLLM are 8 ranks (--tensor-parallel-size 8); with a pipeline of two
+    stages, 16 dies; llama.cpp runs each card whole, and another card has no dies to name."""
+    four = card("llama-3.1-70b", "mi250x", 4)
+    assert four.engine_tensor_parallel_size == 8
+    assert four.gpus_label == f"4 x mi250x ({four.engine_tensor_parallel_size} dies: TP8)"
+    code, out, _ = run_cli(capsys, "fit", "llama-3.1-70b", "--gpu", "mi250x", "--num-gpus", "4",
+                           "--max-model-len", "8192")
+    assert code == 0 and "on 4 x mi250x (8 dies: TP8), vLLM" in out
+    code, out, _ = run_cli(capsys, "decode", "llama-3.1-70b", "--gpu", "mi250x", "--num-gpus",
+                           "4", "-pp", "2")
+    assert code == 0 and "on 8 x mi250x (16 dies: TP8 × PP2)" in out
+    code, out, _ = run_cli(capsys, "fit", "llama-3.1-70b", "--gpu", "mi250x", "--num-gpus", "4",
+                           "--max-model-len", "8192", "--engine", "llama.cpp")
+    assert code == 0 and "on 4 x mi250x, llama.cpp" in out
+    assert card("llama-3.1-70b", "h100", 4).gpus_label == "4 x h100-sxm"

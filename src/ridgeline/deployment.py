@@ -312,13 +312,18 @@ class Deployment:
 
     @property
     def layout_parts(self) -> tuple[str, ...]:
-        """What ``gpus_label`` says in its one parenthesis: the data-parallel layout or the
-        pipeline's, then -dcp's dealing of the KV ('TP8 × PP2', 'KV dealt over DCP8')."""
+        """What ``gpus_label`` says in its one parenthesis: the data-parallel layout, the dies
+        an engine runs as its ranks ('8 dies: TP8' for 4 x MI250 under vLLM) or the pipeline's,
+        then -dcp's dealing of the KV ('TP8 × PP2', 'KV dealt over DCP8')."""
         parts: list[str] = []
         if self.data_parallel_size > 1:
             from ridgeline.data_parallel import layout_label
 
             parts.append(layout_label(self))
+        elif self.devices_per_gpu > 1:  # vLLM's ranks are the dies: its --tensor-parallel-size
+            pp = self.pipeline_parallel_size
+            parts.append(f"{self.num_gpus * self.devices_per_gpu} dies: "
+                         f"TP{self.engine_tensor_parallel_size}" + (f" × PP{pp}" if pp > 1 else ""))
         elif self.pipeline_parallel_size > 1 and not self.engine.startswith("llama.cpp"):
             parts.append(f"TP{self.tensor_parallel_size} × PP{self.pipeline_parallel_size}")
         if self.decode_context_parallel_size > 1:
