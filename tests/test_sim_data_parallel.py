@@ -5,11 +5,23 @@ decode's data-parallel price. DeepSeek-V3 as stored on 8 x H200, DP8 + EP8 again
 from __future__ import annotations
 
 import json
+from contextlib import nullcontext
+from unittest import mock
 
 import pytest
 
 from ridgeline import Deployment, resolve_accelerator, resolve_model
-from ridgeline.cost import BatchShape, Seq, batch_shape, decode_batch, rank_shape, shape_time_s
+from ridgeline.cost import (
+    DP_EXCHANGE,
+    BatchShape,
+    Seq,
+    batch_shape,
+    decode_batch,
+    experts_prompt,
+    rank_shape,
+    shape_time_s,
+    step_cost,
+)
 from ridgeline.engines import profile_for
 from ridgeline.memory import EngineSettings
 from ridgeline.reports.simulate import all_ranks
@@ -200,3 +212,80 @@ def test_bad_data_parallel_input_is_one_line_and_exit_2(
     code, _, err = run_cli(capsys, "simulate", *argv)
     assert code == 2
     assert words in err and err.count("\n") == 1
+
+
+def dealt(ranks: list[list[Seq]]) -> list[Seq]:
+    """Each rank's sequences as one batch in the order cost.batch_shape deals it (one a rank
+    in turn): rank i's k-th at k × N + i. Every rank as many."""
+    return [seq for row in zip(*ranks) for seq in row]
+
+
+def chunk_beside_decodes(chunk_rank: int) -> list[list[Seq]]:
+    """DP8, 128 rows a rank: rank 0 the busiest's decodes at 30,000 tokens of context, the
+    others at 1,000; one row of ``chunk_rank`` a 1,024-token prompt chunk instead."""
+    ranks = [[Seq(1, 30_000 if i == 0 else 1_000)] * 128 for i in range(8)]
+    ranks[chunk_rank] = [Seq(1024, 0), *ranks[chunk_rank][1:]]
+    return ranks
+
+
+def op_time_s(dep: Deployment, batch: list[Seq], name: str, slowdown: bool = True) -> float:
+    """An operator's time in step_cost (``slowdown`` False: vLLM's MoE prompt slowdown 1)."""
+    with nullcontext() if slowdown else mock.patch("ridgeline.cost.moe_prompt_expert_slowdown",
+                                                   return_value=1.0):
+        return next(op.time_s for op in step_cost(dep, batch, profile_for("vllm")).ops
+                    if op.name == name)
+
+
+def test_another_ranks_prompt_chunk_prices_the_busiest_ranks_experts_as_a_prompt_steps() -> None:
+    """The experts run every rank's tokens in one kernel: a 1,024-token chunk on rank 1, beside
+    rank 0's decodes, prices them as the same chunk on rank 0 does (vLLM's
+    moe_prompt_expert_slowdown, over twice their unslowed time); rank 0's attention and
+    its exchange do not move."""
+    dep = deepseek_dp8()
+    elsewhere, own = dealt(chunk_beside_decodes(1)), dealt(chunk_beside_decodes(0))
+    assert batch_shape(dep, elsewhere).tokens == batch_shape(dep, elsewhere).sequences
+    assert op_time_s(dep, elsewhere, "experts") == op_time_s(dep, own, "experts")
+    assert op_time_s(dep, elsewhere, "experts") > 2 * op_time_s(dep, elsewhere, "experts",
+                                                                slowdown=False)
+    for name in ("attention", "attention projections", DP_EXCHANGE):
+        assert op_time_s(dep, elsewhere, name) == op_time_s(dep, elsewhere, name, False)
+
+
+def test_the_simulators_dp_step_prices_every_ranks_experts_at_any_ranks_prompt() -> None:
+    """sim.step_s of those ranks' batches is step_cost's time of the whole: rank 0's, its long
+    decodes the slowest once its experts take the prompt price (194 ms; 162 ms at the decode
+    price, where rank 1's 119 ms left it); the timer keeps the shape with and without another
+    rank's prompt apart, each shape_time_s's."""
+    sim = simulator()
+    ranks = chunk_beside_decodes(1)
+    requests = iter(Workload(8 * 128, "100", "10", 1.0, "constant", seed=0))
+    batches = [[Scheduled(next(requests), s.new_tokens, s.context_tokens) for s in rank]
+               for rank in ranks]
+    dep, profile = sim.dep, sim.profile
+    assert sim.step_s(batches) == pytest.approx(step_cost(dep, dealt(ranks), profile).time_s,
+                                                rel=1e-12)
+    busiest = batch_shape(dep, dealt(ranks))
+    assert busiest.any_rank_prompt and not experts_prompt(busiest._replace(any_rank_prompt=False))
+    timer = StepTimer(dep, profile)
+    for shape in (busiest, busiest._replace(any_rank_prompt=False), busiest):
+        assert timer.time_s(shape) == pytest.approx(shape_time_s(dep, shape, profile), rel=1e-12)
+    assert timer.time_s(busiest) > timer.time_s(busiest._replace(any_rank_prompt=False))
+
+
+def test_a_dense_model_and_a_moe_without_data_parallelism_are_priced_as_before() -> None:
+    """Llama-3.1-70B on vLLM DP2 × TP4 has no experts: another rank's prompt moves nothing.
+    Qwen3-30B-A3B on one H100 has no other rank: its decode step stays a decode step's."""
+    llama = Deployment.build(resolve_model("llama-3.1-70b"), resolve_accelerator("h100"), None,
+                             None, 4, 1, "vllm", data_parallel_size=2)
+    batch = dealt([[Seq(1, 8000)] * 16, [Seq(2048, 0), *[Seq(1, 8000)] * 15]])
+    shape = batch_shape(llama, batch)
+    assert shape.any_rank_prompt
+    plain = shape._replace(any_rank_prompt=False)
+    timer = StepTimer(llama, profile_for("vllm"))
+    assert timer.time_s(shape) == timer.time_s(plain) == pytest.approx(
+        shape_time_s(llama, plain, profile_for("vllm")), rel=1e-12)
+    qwen = Deployment.build(resolve_model("qwen3-30b-a3b"), resolve_accelerator("h100"), "bf16",
+                            None, 1, engine="vllm")
+    decodes = decode_batch(64, 1500)
+    assert not batch_shape(qwen, [Seq(2048, 0), *decodes]).any_rank_prompt
+    assert op_time_s(qwen, decodes, "experts") == op_time_s(qwen, decodes, "experts", False)

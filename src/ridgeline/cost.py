@@ -154,12 +154,16 @@ class BatchShape(NamedTuple):
     # a speculative verify batch (1 + drafts tokens a row): every token a decode query, which
     # -dcp's exchange gathers, run as a uniform decode in the CUDA graphs (decode's overhead)
     verify: bool = False
+    # data-parallel attention: some rank's tokens this step include prompt tokens, which the
+    # experts, run on every rank's tokens together, see (``experts_prompt``)
+    any_rank_prompt: bool = False
 
 
 def batch_shape(dep: Deployment, batch: Sequence[Seq]) -> BatchShape:
     """Reduce a batch to what its cost depends on (decodes summed in bulk: the hot path).
     With data-parallel attention the batch is dealt over the ranks, one sequence each in
-    turn, and the step is the first rank's, the busiest (⌈B ÷ N⌉ sequences)."""
+    turn, and the step is the first rank's, the busiest (⌈B ÷ N⌉ sequences), its experts
+    on every rank's tokens, a prompt step's where any rank's are (``experts_prompt``)."""
     if not batch:
         raise InputError("a step needs at least one sequence")
     if any(s.new_tokens < 1 or s.context_tokens < 0 for s in batch):
@@ -169,7 +173,23 @@ def batch_shape(dep: Deployment, batch: Sequence[Seq]) -> BatchShape:
     rank = batch[::ranks] if ranks > 1 else batch
     shape = rank_shape(attention_windows(dep), [s.context_tokens for s in rank if s.new_tokens == 1],
                        [s for s in rank if s.new_tokens > 1])
-    return shape._replace(all_tokens=sum(s.new_tokens for s in batch)) if ranks > 1 else shape
+    if ranks == 1:
+        return shape
+    return shape._replace(all_tokens=sum(s.new_tokens for s in batch),
+                          any_rank_prompt=any(s.new_tokens > 1 for s in batch))
+
+
+def experts_prompt(shape: BatchShape) -> bool:
+    """Whether a step's routed experts are priced as a prompt step's (StepRates ``prompt``):
+    its batch carries prompt tokens, or, with data-parallel attention, any rank's does. Each
+    expert's grouped matmul runs every rank's tokens routed to it in one kernel (vLLM with
+    --data-parallel-size and expert parallelism dispatches every DP rank's tokens over its
+    DP group before the fused MoE, VLLM_ALL2ALL_BACKEND; SGLang's --enable-dp-attention
+    gathers them, dp_attention.py), so one rank's prompt chunk sets the kernel every rank
+    waits on: 7 ranks of decodes beside one of a 512-token chunk price their experts at
+    moe_prompt_expert_slowdown too. The attention, and a graphed decode's or an eager prompt
+    pass's overhead, stay each rank's own. A speculative verify batch is none (graphed)."""
+    return (shape.tokens > shape.sequences or shape.any_rank_prompt) and not shape.verify
 
 
 def rank_shape(windows: tuple[int | None, ...], decodes: list[int], chunks: Sequence[Seq]
@@ -333,9 +353,11 @@ def step_cost(dep: Deployment, batch: Sequence[Seq], profile: EngineProfile = ID
     """Cost of one forward pass over ``batch`` on ``dep`` as ``profile``'s engine runs it
     (``verify``: a speculative verify batch, BatchShape.verify)."""
     shape = batch_shape(dep, batch)
-    terms = step_terms(dep, shape._replace(verify=True) if verify else shape)
+    if verify:
+        shape = shape._replace(verify=True)
+    terms = step_terms(dep, shape)
     prompt = terms.tokens > terms.sequences and not verify  # a verify batch is graphed
-    rate = StepRates(dep, profile, prompt)
+    rate = StepRates(dep, profile, experts_prompt(shape))
     ops: dict[str, list[float]] = {}
     for name, flops, nbytes, count in terms.work:
         acc = ops.setdefault(name, [0.0, 0.0, 0.0, 0.0])
@@ -366,7 +388,7 @@ def shape_time_s(dep: Deployment, shape: BatchShape, profile: EngineProfile = ID
     """The time of a step of this shape: step_cost's total, without the breakdown."""
     terms = step_terms(dep, shape)
     prompt = terms.tokens > terms.sequences and not shape.verify  # a verify batch is graphed
-    rate = StepRates(dep, profile, prompt)
+    rate = StepRates(dep, profile, experts_prompt(shape))
     total = sum(count * rate.op_time_s(name, flops, nbytes, _columns(terms, name))
                 for name, flops, nbytes, count in terms.work)
     total += sum(t for _, t in terms.link)

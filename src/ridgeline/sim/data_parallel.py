@@ -222,16 +222,19 @@ class DataParallelSimulator:
     def step_s(self, batches: list[list[Scheduled]]) -> float:
         """The ranks' step together: the slowest rank's time, each rank's attention and own
         weights on its own batch, the gathered layers and the exchange on every rank's
-        tokens (cost.step_terms, decode's data-parallel pricing). Eight ranks of one decode
-        each are decode's batch of 8 on DP8."""
+        tokens (cost.step_terms, decode's data-parallel pricing), the experts a prompt
+        step's on every rank where any rank has a prompt chunk (cost.experts_prompt). Eight
+        ranks of one decode each are decode's batch of 8 on DP8."""
         every = sum(b.tokens for batch in batches for b in batch)
+        any_prompt = any(b.tokens != 1 for batch in batches for b in batch)
         slowest = 0.0
         for batch in batches:
             if not batch:
                 continue
             decodes = [b.context for b in batch if b.tokens == 1]
             chunks = [Seq(b.tokens, b.context) for b in batch if b.tokens != 1]
-            shape = rank_shape(self.timer.windows, decodes, chunks)._replace(all_tokens=every)
+            shape = rank_shape(self.timer.windows, decodes, chunks)._replace(
+                all_tokens=every, any_rank_prompt=any_prompt)
             slowest = max(slowest, self.timer.time_s(shape))
         return slowest
 

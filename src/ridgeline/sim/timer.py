@@ -49,6 +49,9 @@ class StepTimer:
         self._exact = dep.offload is not None
         rate = self._rate = StepRates(dep, profile)
         self._prompt_rate = StepRates(dep, profile, prompt=True)  # its experts' own rate
+        # whether a prompt step's experts cost more (a MoE on an engine with a slowdown):
+        # where not, every step's context-free work is remembered under one key
+        self._prompt_priced = self._prompt_rate.expert_slowdown != rate.expert_slowdown
         self._p, self._w = rate.flops_per_s, rate.bytes_per_s
         self._pa = rate.flops_rate("attention")  # QKᵀ and PV at the cache's rate
         layers, matmuls, routed = dep.model.num_layers, deployment_matmuls(dep), \
@@ -59,9 +62,10 @@ class StepTimer:
         self._attention = [(layer.window_tokens, n) for layer, n in kinds
                            if layer.mixer in ATTENTION_MIXERS]
         self._states = [(layer, n) for layer, n in kinds if layer.mixer in (LINEAR, MAMBA)]
-        self._by_tokens: dict[tuple[int, bool], float] = {}  # (tokens, a prompt step's)
+        # (tokens, experts priced as a prompt step's: cost.experts_prompt)
+        self._by_tokens: dict[tuple[int, bool], float] = {}
         self._by_rows: dict[int, float] = {}
-        # (a rank's tokens, every rank's, a prompt step's)
+        # (a rank's tokens, every rank's, experts priced as a prompt step's)
         self._by_gathered: dict[tuple[int, int, bool], float] = {}
         self._by_queries: dict[int, float] = {}  # -dcp's exchange by its query tokens
         self._rates = attention_rates(dep)
@@ -103,20 +107,23 @@ class StepTimer:
         return t
 
     def _context_free(self, tokens: int, rows: int, graphed: bool | None = None,
-                      all_tokens: int = 0) -> float:
+                      all_tokens: int = 0, any_rank_prompt: bool = False) -> float:
         """Everything but attention: per-token and per-row work, overheads, state. graphed:
         a decode step's overhead (CUDA graphs) or a prompt step's; by default, whether every
         row has one token. all_tokens: with data-parallel attention, every rank's tokens,
-        which the gathered layers and the exchange run on (0: ``tokens``)."""
+        which the gathered layers and the exchange run on (0: ``tokens``); any_rank_prompt:
+        some rank's include prompt tokens, the experts priced as a prompt step's
+        (cost.experts_prompt), the overhead still this rank's own."""
         prompt = tokens > rows if graphed is None else not graphed
+        experts = (prompt or (any_rank_prompt and not graphed)) and self._prompt_priced
         if all_tokens and all_tokens != tokens:
-            fixed = self._by_gathered.get((tokens, all_tokens, prompt))
+            fixed = self._by_gathered.get((tokens, all_tokens, experts))
             if fixed is None:
-                fixed = self._by_gathered[(tokens, all_tokens, prompt)] = self._terms_time(
-                    tokens, 1, False, all_tokens, prompt)
-        elif (fixed := self._by_tokens.get((tokens, prompt))) is None:
-            fixed = self._by_tokens[(tokens, prompt)] = self._terms_time(
-                tokens, 1, per_row=False, prompt=prompt)
+                fixed = self._by_gathered[(tokens, all_tokens, experts)] = self._terms_time(
+                    tokens, 1, False, all_tokens, experts)
+        elif (fixed := self._by_tokens.get((tokens, experts))) is None:
+            fixed = self._by_tokens[(tokens, experts)] = self._terms_time(
+                tokens, 1, per_row=False, prompt=experts)
         head = self._by_rows.get(rows)
         if head is None:
             head = self._by_rows[rows] = self._terms_time(1, rows, per_row=True)
@@ -139,7 +146,8 @@ class StepTimer:
             return shape_time_s(self.dep, shape._replace(verify=True) if graphed else shape,
                                 self.profile)
         tokens = shape.tokens
-        total = self._context_free(tokens, shape.sequences, graphed, shape.all_tokens)
+        total = self._context_free(tokens, shape.sequences, graphed, shape.all_tokens,
+                                   shape.any_rank_prompt)
         p, w = self._pa, self._w
         if self._attention:
             loads = {a.window_tokens: a for a in shape.attention}
