@@ -275,6 +275,15 @@ def test_a_target_below_1x_is_a_slowdown_budget_not_a_speedup() -> None:
     assert required_part_speedup(0.5, 1.0).verdict == "the part may stay as it is"
 
 
+@pytest.mark.parametrize("fraction", [0.01, 0.1, 0.3, 0.7, 0.99])
+def test_a_1x_target_leaves_the_part_as_it_is_at_any_share(fraction: float) -> None:
+    """G = 1 gives S = P / (1 − (1 − P)) = 1 exactly; in floating point 1 − (1 − 0.3) is
+    0.30000000000000004, and the verdict read "the part may get up to 1x slower"."""
+    r = required_part_speedup(fraction, 1.0)
+    assert r.required_part_speedup == 1.0
+    assert r.verdict == "the part may stay as it is"
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     (["--model", "llama-3.1-70b", "--weights", "fp8", "--batch", "1"],
      "vllm's KV pool runs 0 of batch 1"),
@@ -326,3 +335,21 @@ def test_a_billionfold_slowdown_is_the_least_read_and_stays_finite(
     assert "2e+09x slower" in need.verdict
     code, out, _ = _cli(capsys, "--fraction", "0.5", "--speedup", "1e-9")
     assert code == 0 and f"-> {1 / (0.5 + 0.5 / 1e-9):.3g}x end to end" in out
+
+
+def test_a_communication_share_on_one_gpu_says_why_it_is_zero(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--op communication without --num-gpus read "part at 0.0% of the time" and a 1.00x
+    ceiling, and nothing said one GPU has no collectives to speed up."""
+    code, out, _ = run_cli(capsys, "amdahl", "--model", "llama-3.1-8b", "--gpu", "h100",
+                           "--op", "communication", "--speedup", "2", "--json")
+    one = json.loads(out)
+    assert code == 0
+    assert one["source"]["fraction"] == 0.0
+    assert any("one GPU runs no collectives" in n for n in one["notes"])
+    code, out, _ = run_cli(capsys, "amdahl", "--model", "llama-3.1-8b", "--gpu", "h100",
+                           "--op", "communication", "--num-gpus", "2", "--speedup", "2",
+                           "--json")
+    two = json.loads(out)
+    assert code == 0
+    assert two["source"]["fraction"] > 0.0 and not two.get("notes")

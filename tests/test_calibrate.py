@@ -259,6 +259,64 @@ def test_validate_explain_shows_what_each_prediction_assumed(
     assert "gpu_memory_utilization 0.9" in kv and "caveat = " in kv and "record_stream" in kv
 
 
+def test_validate_explain_gives_each_throughput_row_the_formula_it_was_priced_by(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A static batch, a batch left to the KV pool and a llama-batched-bench S_TG row are
+    three formulas (predict.output_throughput); each row's --explain names its own, not all
+    three (the batch-64 row read "no batch stated: as many as the KV pool holds")."""
+    wanted = {"TRTv05-static-L40S48GB-LLaMA-2-7B-tp1-bs64-128-128": "static",
+              "TRT014-H100SXM80GB-FP8-L31-8B-tp1-128-128": "pool",
+              "DGXBB-Qwen2.5-Coder-7B-pp512-B1-S_TG": "s_tg",
+              "TRTv061-static-H100SXM80GB-LLaMA-2-7B-tp1-bs80-2048-128": "per_gpu"}
+    lines = MEASUREMENTS.read_text().splitlines()
+    subset = tmp_path / "four.csv"
+    subset.write_text("\n".join([lines[0], *(x for x in lines if x.split(",")[0] in wanted)])
+                      + "\n")
+    assert main(["validate", str(subset), "--explain", "--json"]) == 0
+    formulas = {s["label"]: s["formula"] for s in json.loads(capsys.readouterr().out)["explain"]}
+    kind = {wanted[row_id]: formula for row_id, formula in formulas.items()}
+    assert len(kind) == 4
+    assert "KV pool" not in kind["static"] and "S_TG" not in kind["static"]
+    assert "(prefill + output tokens × decode step)" in kind["static"]
+    assert "as many sequences as the KV pool holds" in kind["pool"] and "S_TG" not in kind["pool"]
+    assert "S_TG" in kind["s_tg"] and "KV pool" not in kind["s_tg"]
+    assert "prefill" not in kind["s_tg"]
+    assert kind["per_gpu"].endswith("÷ GPUs") and "KV pool" not in kind["per_gpu"]
+
+
+def test_a_gpu_file_no_row_names_is_said_to_be_unused_by_validate_and_calibrate(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """validation/h200's record is `measure`'s own id, and its rows were renamed h200-sxm: the
+    record changes no prediction, which validate printed nothing about (the same errors with
+    and without it)."""
+    h200 = MEASUREMENTS.parent / "h200" / "2026-11-29-run1.csv"
+    record = h200.with_suffix(".accelerator.json")
+    record_id = json.loads(record.read_text())["id"]
+    assert main(["validate", str(h200), "--summary", "--json"]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert main(["validate", str(h200), "--summary", "--json", "--gpu-file", str(record)]) == 0
+    with_file = json.loads(capsys.readouterr().out)
+    assert with_file["summary"] == plain["summary"]  # the record changed nothing …
+    assert not plain["notes"]
+    (note,) = with_file["notes"]  # … and the run says so
+    assert f"no row names its id {record_id!r}" in note and "h200-sxm" in note
+    assert main(["calibrate", str(h200), "--gpu-file", str(record), "--engine", "torch-eager",
+                 "-o", str(tmp_path / "p.json"), "--json"]) == 0
+    cautions = json.loads(capsys.readouterr().out)["cautions"]
+    assert any(f"no row names its id {record_id!r}" in c for c in cautions)
+
+
+def test_validate_json_rows_carry_the_unit_of_measured_and_predicted(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The file mixes tok/s, ms, GiB, blocks and sequences; --json's rows gave the numbers
+    without the unit the CSV states beside each one."""
+    assert main(["validate", str(MEASUREMENTS), "--summary", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    stated = {r.id: r.unit for r in read_measurements(MEASUREMENTS).rows}
+    assert {r["id"]: r["unit"] for r in rows} == stated
+    assert {"tok/s", "ms"} <= set(stated.values())
+
+
 def test_eager_rows_are_priced_without_cuda_graphs_and_carry_the_moe_tp_caution() -> None:
     from ridgeline.predict import EAGER_CAUTION, ran_eager
 

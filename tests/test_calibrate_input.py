@@ -272,3 +272,25 @@ def test_a_relative_config_path_is_read_beside_the_csv(
     assert row.model == str(folder / "config.json")
     code, out, _ = run(capsys, "validate", str(path))
     assert code == 0 and "1 row scored" in out
+
+
+def test_calibrate_strict_refuses_a_row_without_a_prediction_as_its_help_says(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--strict's help named unreadable rows and rows past the roofline; it also refuses a row
+    no prediction reads (an unknown card), and now says so."""
+    rows = csv_file(tmp_path, line(id="a"), line(id="b", gpu="no-such-card"))
+    out = tmp_path / "p.json"
+    code, _, err = run(capsys, "calibrate", str(rows), "-o", str(out), "--strict")
+    assert code == 2 and "no prediction" in err and not out.exists()
+    code, text, _ = run(capsys, "calibrate", "--help")
+    strict_help = " ".join(text.split("options:")[1].split("--strict")[1].split("--json")[0]
+                           .split())
+    assert "without a prediction" in strict_help
+
+
+def test_calibrate_says_one_row_not_one_rows(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "calibrate", str(csv_file(tmp_path, line())), "-o",
+                       str(tmp_path / "p.json"))
+    assert code == 2  # one row cannot pin a profile's parameters …
+    assert "fitting vllm on 1 row (1 of 1)" in err  # … and the progress line counts it right

@@ -312,6 +312,21 @@ def test_a_llama_cpp_page_runs_the_batches_decode_prices(
     assert combo["conversations"][ci] == decoded["engine_max_batch"][0]["batch"]
 
 
+def test_validate_plot_says_how_many_rows_it_leaves_out_for_their_units(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The chart draws tok/s against tok/s; the published file's TTFTs, per-GPU throughputs
+    and KV capacities were left off it without a word."""
+    from ridgeline.measurements import UNITS
+
+    path = tmp_path / "v.html"
+    assert main(["validate", str(MEASUREMENTS), "--json", "--plot", str(path)]) == 0
+    captured = capsys.readouterr()
+    rows = json.loads(captured.out)["rows"]
+    other = sum(r["predicted"] is not None and UNITS[r["metric"]] != "tok/s" for r in rows)
+    assert other > 0
+    assert f"(tok/s; {other} rows in other units not drawn)" in captured.err
+
+
 def test_validate_plot_with_no_speed_rows_keeps_the_report(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """KV-capacity rows alone: nothing in tok/s to draw. The report prints, and the run ends

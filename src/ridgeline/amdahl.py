@@ -197,7 +197,10 @@ def required_part_speedup(fraction: float, target_speedup: float) -> RequiredPar
             required_part_speedup=None,
             verdict=f"impossible: the ceiling is {ceiling:.2f}x even if the part became free",
         )
-    needed = fraction / (1.0 / target_speedup - (1.0 - fraction))
+    # G = 1 asks for no change: S = P / (1 − (1 − P)) is 1, which floating point misses
+    # (1 − (1 − 0.3) = 0.30000000000000004 read "may get up to 1x slower")
+    needed = 1.0 if target_speedup == 1.0 else \
+        fraction / (1.0 / target_speedup - (1.0 - fraction))
     return RequiredPartSpeedup(
         fraction=fraction,
         target_speedup=target_speedup,

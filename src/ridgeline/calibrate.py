@@ -39,6 +39,7 @@ from ridgeline.measurements import Measurement, performance_rows
 from ridgeline.nelder_mead import minimise
 from ridgeline.predict import Prediction, predict, row_engine
 from ridgeline.scoring import quantile
+from ridgeline.units import plural
 
 START = EngineProfile("start", 0.7, 0.5, 3e-4, 5e-6, source="fit start")
 # The bundled fit pools these: CUDA-graph serving engines with a few rows each (vLLM and
@@ -281,7 +282,7 @@ def fit_profiles(rows: Sequence[Measurement], engines: Iterable[str] | None = No
     for i, name in enumerate(sorted(names, key=lambda n: n in SAME_KERNELS), 1):
         if progress is not None:  # the kernels' owners first
             n = sum(row_engine(r) == name for r in performance)
-            progress(f"fitting {name} on {n} rows ({i} of {len(names)})")
+            progress(f"fitting {name} on {n} {plural(n, 'row')} ({i} of {len(names)})")
         fitted[name] = fit_same_kernels(rows, name, fitted.get(SAME_KERNELS.get(name, "")),
                                         strict=True, held_matmul_s=_bundled_matmul_s(name),
                                         prior=(priors or {}).get(name))

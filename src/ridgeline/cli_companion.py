@@ -84,6 +84,9 @@ def cmd_amdahl(args: argparse.Namespace) -> LinesReport:
         if source.op_defaulted:
             others = " or ".join(op for op in OP_GROUPS if op != source.op)
             notes.append(f"--op not given: the {source.op} share (--op {others} for another)")
+        if source.op == "communication" and source.num_gpus == 1:  # a 0% share, unexplained
+            notes.append("one GPU runs no collectives, so communication takes no time: "
+                         "give --num-gpus, the tensor-parallel group, for its share")
     fraction = source.fraction
     results = [("source", source)]
     lines = [f"part at {fraction:.1%} of the time ({source.text()})"]

@@ -17,11 +17,13 @@ from ridgeline.errors import InputError
 FEW_ROWS = 12
 
 
-def _register_gpu_files(args: argparse.Namespace) -> None:
+def _register_gpu_files(args: argparse.Namespace) -> dict[str, str]:
+    """Register each --gpu-file's record; its path by the record's id."""
     from ridgeline.catalog import normalise
     from ridgeline.hardware import load_accelerator_file, register
 
     seen: dict[str, str] = {}
+    records: dict[str, str] = {}
     for path in args.gpu_file or []:
         record = load_accelerator_file(path)
         key = normalise(record.id)  # 'Lab Card' and 'lab-card' name one record
@@ -30,6 +32,25 @@ def _register_gpu_files(args: argparse.Namespace) -> None:
                              f"{record.id!r}: rows naming it would take one of them")
         seen[key] = path
         register(record)
+        records[record.id] = path
+    return records
+
+
+def _unnamed_gpu_files(records: dict[str, str], rows: tuple[Any, ...]) -> tuple[str, ...]:
+    """A --gpu-file record no row names changes nothing: each row reads the card it names
+    (`measure`'s rows name the id given with --gpu-id, the record's, unless renamed)."""
+    from ridgeline.hardware import resolve_accelerator
+
+    def card(name: str) -> str:  # the id a row's accelerator resolves to, or its own name
+        try:
+            return resolve_accelerator(name).id
+        except InputError:
+            return name
+
+    named = sorted({card(r.gpu) for r in rows})
+    return tuple(f"--gpu-file {path}: no row names its id {record_id!r} (the rows name "
+                 f"{', '.join(named[:3])}{', …' if len(named) > 3 else ''}), so it was not used"
+                 for record_id, path in records.items() if record_id not in named)
 
 
 def _require_rows(files: list[str], errors: tuple[str, ...], rows: tuple[Any, ...]) -> None:
@@ -70,7 +91,7 @@ def cmd_validate(args: argparse.Namespace) -> Any:
     from ridgeline.reports.validation import ValidationReport, prediction_steps
     from ridgeline.scoring import validate
 
-    _register_gpu_files(args)
+    records = _register_gpu_files(args)
     result = refuse_past_roofline(read_measurement_files(args.file))  # absurd rows: unreadable
     _require_rows(args.file, result.errors, result.rows)
     profiles = load_profile_file(args.profile) if args.profile else None
@@ -90,9 +111,9 @@ def cmd_validate(args: argparse.Namespace) -> Any:
         raise InputError(f"{', '.join(args.file)}: no row could be predicted: "
                          + "; ".join(f"{p.id}: {p.reason}" for p in predictions[:3]))
     steps = prediction_steps(result.rows, predictions, profiles) if args.explain else ()
-    notes: tuple[str, ...] = ()
+    notes = _unnamed_gpu_files(records, result.rows)
     if profiles and not {row_engine(r) for r in result.rows} & set(profiles):
-        notes = (f"{args.profile} holds {', '.join(sorted(profiles))}, and no row here is of "
+        notes += (f"{args.profile} holds {', '.join(sorted(profiles))}, and no row here is of "
                  f"{'that engine' if len(profiles) == 1 else 'those engines'}: every row was "
                  "read with the bundled profiles",)
     return ValidationReport(result.rows, tuple(predictions), result.errors, not args.summary,
@@ -119,7 +140,7 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
     from ridgeline.units import plural
 
     existing = _check_output(args.output)
-    _register_gpu_files(args)
+    records = _register_gpu_files(args)
     result = refuse_past_roofline(read_measurement_files(args.file))  # absurd rows: unreadable
     files = ", ".join(args.file)
     _require_rows(args.file, result.errors, result.rows)
@@ -217,6 +238,7 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
                  "out of the file and score them with `ridgeline validate --profile`"
                  for engine, n in few.items()]
     cautions += fit_cautions(profiles, rows, bundled_profiles())
+    cautions += _unnamed_gpu_files(records, result.rows)
     # --explain: each profile's formula and coefficients, then every row through it
     steps = (*profile_steps(profiles), *prediction_steps(scored, refitted, profiles)) \
         if args.explain else ()
@@ -251,7 +273,7 @@ def register(sub: Any) -> None:
     p.add_argument("--engine", action="append", type=_typed(_engine_name),
                    help="fit only this engine (repeatable)")
     p.add_argument("--strict", action="store_true",
-                   help="exit 2, writing nothing, when a row is unreadable or past its roofline "
-                   "(for CI)")
+                   help="exit 2, writing nothing, when a row is unreadable, past its roofline "
+                   "or without a prediction (for CI)")
     _output(p)
     p.set_defaults(handler=cmd_calibrate)

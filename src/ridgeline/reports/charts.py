@@ -23,6 +23,7 @@ from ridgeline.reports.moe import MoEReport
 from ridgeline.reports.plan import PlanReport
 from ridgeline.reports.simulate import SimulateReport
 from ridgeline.reports.validation import ValidationReport
+from ridgeline.units import plural
 
 BATCHES = tuple(2**i for i in range(11))  # 1 … 1024
 CONTEXTS = (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
@@ -137,8 +138,12 @@ def _(report: MoEReport) -> Chart:
 def _(report: ValidationReport) -> Chart:
     engines: dict[str, tuple[list[float], list[float]]] = {}
     lookup = {r.id: r for r in report.rows}
+    other_units = 0  # predicted rows in ms, GiB, blocks: the title says they are not drawn
     for p in report.predictions:  # speeds alone: one unit on each axis, faster up and right
-        if p.predicted is None or UNITS.get(p.metric) != "tok/s":
+        if p.predicted is None:
+            continue
+        if UNITS.get(p.metric) != "tok/s":
+            other_units += 1
             continue
         xs, ys = engines.setdefault(row_engine(lookup[p.id]), ([], []))
         xs.append(p.measured)
@@ -153,7 +158,10 @@ def _(report: ValidationReport) -> Chart:
     series += [Series("predicted = measured", diag, diag),
                Series("+10%", diag, (lo * 1.1, hi * 1.1), "dashed"),
                Series("−10%", diag, (lo * 0.9, hi * 0.9), "dashed")]
-    return Chart("ridgeline's predictions against the measurements (tok/s)", "measured tok/s",
+    left_out = (f"; {other_units} {plural(other_units, 'row')} in other units not drawn"
+                if other_units else "")
+    return Chart(f"ridgeline's predictions against the measurements (tok/s{left_out})",
+                 "measured tok/s",
                  "predicted tok/s", tuple(series), log_x=True, log_y=True)
 
 

@@ -16,8 +16,8 @@ from ridgeline.engines import EngineProfile, bundled_profiles, profile_for
 from ridgeline.errors import InputError
 from ridgeline.explain import Quantity, Step, q, step
 from ridgeline.hardware import resolve_accelerator
-from ridgeline.measurements import KV_METRICS, Measurement
-from ridgeline.predict import Prediction, deployment_for, kv_row_settings
+from ridgeline.measurements import KV_METRICS, UNITS, Measurement
+from ridgeline.predict import THROUGHPUT_METRICS, Prediction, deployment_for, kv_row_settings
 from ridgeline.render import table
 from ridgeline.scoring import ErrorStats, error_stats
 from ridgeline.units import plural
@@ -30,12 +30,29 @@ METRIC_FORMULAS = {
     "prefill_tok_s": "prompts × prompt tokens ÷ prefill time (llama.cpp: 512-token ubatches, "
                      "each attending to those before)",
     "output_throughput_tok_s": "sequences × output tokens ÷ (prefill + output tokens × decode "
-                               "step); no batch stated: as many as the KV pool holds; "
-                               "llama-batched-bench S_TG: sequences ÷ decode step",
-    "output_throughput_tok_s_per_gpu": "output throughput (as above) ÷ GPUs",
+                               "step)",
+    "output_throughput_tok_s_per_gpu": "sequences × output tokens ÷ (prefill + output tokens × "
+                                       "decode step) ÷ GPUs",
     "ttft_ms": "one prompt's prefill in one pass",
     **{m: "the engine's KV pool, as `ridgeline fit` sizes it" for m in KV_METRICS},
 }
+
+
+def metric_formula(row: Measurement) -> str:
+    """The formula that turned step times into this row's metric, for its case alone
+    (predict.output_throughput): a throughput row with no batch runs as many sequences as the
+    KV pool holds, and a llama-batched-bench S_TG row times the decode steps only."""
+    formula = METRIC_FORMULAS.get(row.metric, row.metric)
+    if row.metric not in THROUGHPUT_METRICS:
+        return formula
+    per_gpu = " ÷ GPUs" if row.metric == "output_throughput_tok_s_per_gpu" else ""
+    if "S_TG" in row.notes:
+        return "llama-batched-bench S_TG: sequences ÷ decode step (the decode steps only)" \
+            + per_gpu
+    if row.batch is None:
+        return (formula.removesuffix(per_gpu) + ", with as many sequences as the KV pool holds "
+                "(no batch stated)" + per_gpu)
+    return formula
 
 
 def prediction_steps(rows: Sequence[Measurement], predictions: Sequence[Prediction],
@@ -64,7 +81,7 @@ def prediction_steps(rows: Sequence[Measurement], predictions: Sequence[Predicti
         conditions = ", ".join(f"{name} {value:,}" for name, value in (
             ("batch", row.batch), ("input", row.input_len), ("output", row.output_len),
             ("context", row.context_len)) if value is not None)
-        formula = METRIC_FORMULAS.get(row.metric, row.metric)
+        formula = metric_formula(row)
         if row.serving_tpot():  # a serving harness's TPOT: the others' prompts among its steps
             formula = ("1 ÷ (decode step time + the other c − 1 requests' prompts prefilled "
                        "among its output − 1 steps), as a serving TPOT counts them")
@@ -201,7 +218,8 @@ class ValidationReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "rows": [{"id": p.id, "metric": p.metric, "measured": p.measured,
+            "rows": [{"id": p.id, "metric": p.metric, "unit": UNITS.get(p.metric),
+                      "measured": p.measured,
                       "predicted": p.predicted, "low": p.low, "high": p.high,
                       "error": p.error, "reason": p.reason or None,
                       "caveat": p.caveat or None}
