@@ -120,6 +120,11 @@ def test_a_file_that_is_not_a_measurements_csv_exits_2(tmp_path: Path,
     path.write_text("a,b\n1,2\n")
     assert main(["validate", str(path)]) == 2
     assert "missing columns" in capsys.readouterr().err
+    for text in ("", "\n \n"):  # nothing at all is said to be empty, not short of columns
+        path.write_text(text)
+        assert main(["validate", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert "x.csv is empty" in err and "missing columns" not in err
 
 
 def test_unknown_models_get_a_reason_not_a_number() -> None:
@@ -310,11 +315,33 @@ def test_validate_json_rows_carry_the_unit_of_measured_and_predicted(
         capsys: pytest.CaptureFixture[str]) -> None:
     """The file mixes tok/s, ms, GiB, blocks and sequences; --json's rows gave the numbers
     without the unit the CSV states beside each one."""
-    assert main(["validate", str(MEASUREMENTS), "--summary", "--json"]) == 0
+    assert main(["validate", str(MEASUREMENTS), "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["rows"]
     stated = {r.id: r.unit for r in read_measurements(MEASUREMENTS).rows}
     assert {r["id"]: r["unit"] for r in rows} == stated
     assert {"tok/s", "ms"} <= set(stated.values())
+
+
+def test_validate_summary_json_keeps_the_tables_and_only_the_unpredicted_rows(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """--summary is "only the error tables": its JSON drops the scored rows (saying how many)
+    and keeps a row without a prediction, whose reason the text prints too."""
+    assert main(["validate", str(MEASUREMENTS), "--json"]) == 0
+    whole = json.loads(capsys.readouterr().out)
+    assert main(["validate", str(MEASUREMENTS), "--summary", "--json"]) == 0
+    brief = json.loads(capsys.readouterr().out)
+    assert brief["summary"] == whole["summary"] and brief["rows"] == []
+    assert brief["rows_left_out"] == len(whole["rows"])
+    lines = MEASUREMENTS.read_text().splitlines()
+    odd = tmp_path / "odd.csv"
+    header, first = lines[0], lines[1].split(",")
+    first[1] = "no-such-org/no-such-model"
+    odd.write_text("\n".join([header, ",".join(first), lines[2]]) + "\n")
+    assert main(["validate", str(odd), "--summary", "--json"]) == 0
+    brief = json.loads(capsys.readouterr().out)
+    (unpredicted,) = brief["rows"]
+    assert unpredicted["predicted"] is None and unpredicted["reason"]
+    assert brief["rows_left_out"] == 1
 
 
 def test_eager_rows_are_priced_without_cuda_graphs_and_carry_the_moe_tp_caution() -> None:

@@ -371,3 +371,21 @@ def test_page_explains_its_opening_view_and_refuses_a_page_where_nothing_runs(
     assert not (tmp_path / "q.html").exists()
     assert main(["page", "foo/bar", "-o", str(tmp_path / "r.html")]) == 2
     assert capsys.readouterr().err.startswith("ridgeline: error: unknown model 'foo/bar'")
+
+
+def test_an_apple_silicon_page_offers_one_device_unless_asked(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A Mac runs llama.cpp's Metal backend on one device: the default counts 1, 2, 4, 8 left
+    three of every four picker combinations unable to run; unasked it offers 1, and a card
+    that is not Apple silicon keeps the four counts."""
+    out = tmp_path / "mac.html"
+
+    def said(*argv: str) -> str:
+        assert main(["page", "llama-3.1-8b", *argv, "-o", str(out)]) == 0
+        both = capsys.readouterr()
+        return both.out + both.err
+
+    mac = ("--engine", "llama.cpp-metal", "--gpu", "apple-m2-max-38c")
+    assert "6 deployments" in said(*mac) and "cannot run" not in said(*mac)
+    assert "6 picker combinations cannot run" in said(*mac, "--counts", "1,2")  # asked: said
+    assert "24 deployments" in said("--gpu", "h100")  # 4 counts × 3 formats × 2 caches

@@ -147,7 +147,7 @@ def test_cuda_graph_max_bs_moves_sglangs_default_reserve_2_mib_a_batch() -> None
 
 @pytest.mark.parametrize("argv, says", [
     (("--max-mamba-cache-size", "0"), "must be positive"),
-    (("--max-mamba-cache-size", "-4"), "cannot be negative"),
+    (("--max-mamba-cache-size", "-4"), "must be positive, got '-4'"),
     (("--max-mamba-cache-size", "many"), "whole number"),
     (("--mamba-ssm-dtype", "fp8"), "invalid choice"),
     (("--cuda-graph-max-bs", "0"), "must be positive"),

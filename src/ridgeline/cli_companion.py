@@ -451,9 +451,10 @@ def add_companion_commands(
                    help="default: vllm (llama.cpp-metal on Apple silicon, llama.cpp-rocm on the "
                    "AMD GPUs vLLM leaves out)")
     p.add_argument("--profile", metavar="FILE", help="profiles from `ridgeline calibrate`")
-    p.add_argument("--batch", type=_how_many("batch", MAX_BATCH), help="default: 1")
+    p.add_argument("--batch", type=_how_many("batch", MAX_BATCH),
+                   help="sequences in the decode step whose shares are taken (default: 1)")
     p.add_argument("--context", type=_positive_count("context length"),
-                   help=f"default: {DEFAULT_CONTEXT_TOKENS}")
+                   help=f"tokens cached per sequence (default: {DEFAULT_CONTEXT_TOKENS:,})")
     p.add_argument("--num-gpus", type=_how_many("number of GPUs"), help="default: 1")
     p.add_argument("--weights", type=typed(_weight_name),
                    help="weight format (default: as stored)")

@@ -261,7 +261,9 @@ def register(sub: Any) -> None:
     p = sub.add_parser("validate", help="predict every row of measurements CSVs, with errors")
     _measurement_files(p, "scored")
     p.add_argument("--profile", metavar="FILE", help="engine profiles from `ridgeline calibrate`")
-    p.add_argument("--summary", action="store_true", help="only the error tables")
+    p.add_argument("--summary", action="store_true",
+                   help="only the error tables (--json: the rows without a prediction, and "
+                   "how many scored rows it leaves out)")
     p.add_argument("--strict", action="store_true",
                    help="exit 2 when a row is unreadable or has no prediction (for CI)")
     _output(p, plot=True)

@@ -33,7 +33,7 @@ def cmd_page(args: argparse.Namespace) -> Any:
     for m in models:  # an unknown name said as itself, not as "no combination computes"
         resolve_model(m, fetchable=False)
     gpus = [g.strip() for g in args.gpu.split(",")] if args.gpu else list(DEFAULT_GPUS)
-    counts = list(args.counts)
+    counts = list(args.counts or _default_counts(gpus))
     gguf = str(args.engine).startswith("llama.cpp")  # GGUF files and llama.cpp's cache types
     weights = [w.strip() for w in (args.weights or ("as stored,q8_0,q4_k_m" if gguf else
                                                     "as stored,fp8,awq-int4")).split(",")]
@@ -107,9 +107,9 @@ def register(sub: Any) -> None:
                    help="catalog model (default: llama-3.1-70b, llama-3.1-8b, gpt-oss-120b)")
     p.add_argument("--gpu", type=_name_list(_accelerator_name),
                    help="accelerators to offer, comma-separated")
-    p.add_argument("--counts", default=[1, 2, 4, 8],
-                   type=_count_list("accelerator count", examples=COUNT_EXAMPLES),
-                   help="accelerator counts to offer (default 1,2,4,8)")
+    p.add_argument("--counts", type=_count_list("accelerator count", examples=COUNT_EXAMPLES),
+                   help="accelerator counts to offer (default 1,2,4,8; 1 where every card is "
+                   "Apple silicon, which runs as one device)")
     p.add_argument("--weights", type=_name_list(_weight_name),
                    help="weight formats to offer (default: as stored, fp8, awq-int4; for "
                    "llama.cpp as stored, q8_0, q4_k_m)")
@@ -124,3 +124,17 @@ def register(sub: Any) -> None:
                    help="the HTML file to write (default roofline.html)")
     _output(p)
     p.set_defaults(handler=cmd_page)
+
+
+DEFAULT_COUNTS = (1, 2, 4, 8)
+
+
+def _default_counts(gpus: list[str]) -> tuple[int, ...]:
+    """The counts the page offers unasked: 1, 2, 4 and 8, or 1 alone where every card is one
+    Apple-silicon GPU (llama.cpp's Metal backend runs one device: Deployment refuses more),
+    so its picker offers no combination that cannot run for that reason alone."""
+    from ridgeline.hardware import resolve_accelerator
+
+    if gpus and all(resolve_accelerator(g).vendor == "apple" for g in gpus):
+        return (1,)
+    return DEFAULT_COUNTS

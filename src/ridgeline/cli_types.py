@@ -48,8 +48,8 @@ def _positive_count(what: str, most: int | None = None, examples: str = TOKEN_EX
                     ) -> Callable[[str], int]:
     """A whole number ≥ 1, at most ``most``; a refusal shows ``examples`` (a token length's
     by default, COUNT_EXAMPLES for a count of sequences, requests or GPUs)."""
-    return _typed(lambda t: _at_most(int(require_positive(parse_count(t, what, examples), what)),
-                                     most, what))
+    return _typed(lambda t: _at_most(int(require_positive(
+        parse_count(t, what, examples, positive=True), what)), most, what))
 
 
 def _how_many(what: str, most: int | None = None) -> Callable[[str], int]:

@@ -299,6 +299,9 @@ def read_measurements(path: str | Path) -> ReadResult:
         raise InputError(f"{path} is not a readable CSV file ({exc})") from None
     # the csv module splits lines itself: str.splitlines() would also break a row at a form
     # feed, U+2028 or NEL inside its notes
+    if not text.strip():
+        raise InputError(f"{path} is empty: a measurements CSV starts with its header "
+                         f"({', '.join(COLUMNS[:3])}, …; validation/README.md)")
     reader = csv.DictReader(io.StringIO(text, newline=""))
     if reader.fieldnames:  # ' Metric' or 'METRIC' is the column it names
         reader.fieldnames = [name.strip().lower() for name in reader.fieldnames]

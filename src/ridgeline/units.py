@@ -37,12 +37,16 @@ TOKEN_EXAMPLES = "4096, 128k or 128K"  # how a refusal illustrates a token lengt
 COUNT_EXAMPLES = "8, 64 or 1k"  # … and a count of sequences, requests or GPUs
 
 
-def parse_count(text: str, what: str = "count", examples: str = TOKEN_EXAMPLES) -> int:
+def parse_count(text: str, what: str = "count", examples: str = TOKEN_EXAMPLES,
+                positive: bool = False) -> int:
     """Parse a token or request count: "2048", "128k" (128,000), "128K" (131,072); a refusal
-    shows ``examples`` of the quantity (a batch is not written 128K)."""
+    shows ``examples`` of the quantity (a batch is not written 128K). ``positive``: the
+    count must be at least 1, so a negative one is refused as 0 is ("must be positive"),
+    not as if 0 were allowed."""
     match = _COUNT_RE.match(str(text))
     if not match and _COUNT_RE.match(str(text).strip().removeprefix("-")):
-        raise InputError(f"{what} cannot be negative, got {text!r}")
+        raise InputError(f"{what} {'must be positive' if positive else 'cannot be negative'}"
+                         f", got {text!r}")
     if not match and "," in str(text) and all(
             _COUNT_RE.match(part) for part in str(text).split(",")):
         raise InputError(f"{what} takes one whole number, not a list; got {text!r}")
@@ -77,7 +81,7 @@ def parse_count_list(text: str, what: str = "count", examples: str = TOKEN_EXAMP
         raise InputError(f"{what} needs at least one value, got {text!r}")
     if not all(part.strip() for part in parts):
         raise InputError(f"{what}: empty entry in the list {text!r}")
-    values = [parse_count(part, what, examples) for part in parts]
+    values = [parse_count(part, what, examples, positive=True) for part in parts]
     for value in values:
         require_positive(value, what)
     return values
