@@ -78,3 +78,64 @@ def test_the_command_line_still_overrides_a_config_files_value(
                  "--context-length", "8192", "--json")
     assert read == _json(capsys, "fit", "llama-3.1-8b", "--gpu", "h100",
                          "--max-model-len", "8192", "--json")
+
+
+def test_each_spellings_last_value_is_compared_as_argparse_keeps_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--max-model-len 8k --context-length 8k --max-model-len 4k would run at 4k, the 8k
+    typed under --context-length dropped without a word; a spelling repeated to agree with the
+    other runs, for the GPU count as for any flag."""
+    base = ("fit", "llama-3.1-8b", "--gpu", "h100", "--json")
+    said = _refused(capsys, *base, "--max-model-len", "8k", "--context-length", "8k",
+                    "--max-model-len", "4k")
+    assert "--max-model-len 4k" in said and "--context-length 8k" in said
+    agreed = _json(capsys, *base, "--max-model-len", "4k", "--max-model-len", "8k",
+                   "--context-length", "8k")
+    assert agreed == _json(capsys, *base, "--max-model-len", "8k")
+    tp4 = _json(capsys, "fit", "llama-3.1-70b", "--gpu", "h100", "--tp", "8", "--tp", "4",
+                "--num-gpus", "4", "--json")
+    assert tp4 == _json(capsys, "fit", "llama-3.1-70b", "--gpu", "h100", "--tp", "4", "--json")
+
+
+def test_one_value_under_each_spelling_is_not_two_values(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The flag keeps the name as typed and reads it later: the card's catalog record, a KV
+    dtype without case, a --speculative-config's JSON, so these name one value."""
+    card = _json(capsys, *PLAN, "--gpu", "H100", "--gpus", "h100-sxm")
+    assert card == _json(capsys, *PLAN, "--gpus", "h100-sxm")
+    base = ("fit", "llama-3.1-8b", "--gpu", "h100", "--json")
+    kv = _json(capsys, *base, "--kv-dtype", "FP8", "--kv-cache-dtype", "fp8")
+    assert kv == _json(capsys, *base, "--kv-cache-dtype", "fp8")
+    drafter = _json(capsys, *base, "--speculative-config",
+                    '{"method":"ngram","num_speculative_tokens":3}',
+                    "-sc", '{"method": "ngram", "num_speculative_tokens": 3}')
+    assert drafter == _json(capsys, *base, "-sc", '{"method": "ngram", "num_speculative_tokens": 3}')
+
+
+def test_a_value_outside_the_flags_choices_gets_the_flags_own_error(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    said = _refused(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "llama.cpp",
+                    "--split-mode", "layer", "-sm", "LAYER")
+    assert "invalid choice: 'LAYER'" in said and "one flag" not in said
+
+
+def test_a_config_files_two_keys_compare_as_the_flag_reads_them(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    conf = tmp_path / "serve.yaml"
+    conf.write_text("max_model_len: 8000\ncontext_length: 8k\n")
+    read = _json(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--config", str(conf), "--json")
+    assert read == _json(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len",
+                         "8000", "--json")
+
+
+def test_sglangs_ep_with_a_size_is_one_flag_with_ep_size(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """SGLang's --ep 8 is its --ep-size (ridgeline's bare --ep, vLLM's switch, takes none):
+    --ep 8 --ep-size 1 would run at the last, 1, the 8 dropped without a word."""
+    base = ("fit", "deepseek-v3", "--gpu", "h200", "--engine", "sglang", "--tp", "8", "--json")
+    said = _refused(capsys, *base, "--ep", "8", "--ep-size", "1")
+    assert "--ep 8 and --ep-size 1" in said
+    agreed = _json(capsys, *base, "--ep", "8", "--ep-size", "8")
+    assert agreed == _json(capsys, *base, "--ep-size", "8")
+    switch = ("fit", "deepseek-v3", "--gpu", "h200", "--tp", "8", "--json")
+    assert _json(capsys, *switch, "--ep", "--ep-size", "8") == _json(capsys, *switch, "--ep")

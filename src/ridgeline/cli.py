@@ -391,7 +391,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         refuse_two_gpu_counts(argv)  # before a --config file's flags join the user's
         if argv and not argv[0].startswith("-"):
-            refuse_two_spellings(argv, command_options(parser, argv[0]))
+            options = command_options(parser, argv[0])
+            if "--ep-size" in options:  # SGLang's --ep 8, its --ep-size (_ep_with_size)
+                options["--ep"] = options["--ep-size"]
+            refuse_two_spellings(argv, options)
     except InputError as exc:
         print(f"ridgeline: error: {shorten_runs(str(exc))}", file=sys.stderr)
         return 2

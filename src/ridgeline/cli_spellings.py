@@ -12,6 +12,7 @@ file's value under the command line's stays overridden, as vllm serve overrides 
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -32,8 +33,9 @@ def refuse_two_gpu_counts(argv: Sequence[str]) -> None:
     without a word, though the user may mean 8 GPUs in all at TP4. A --config file's value
     is not the user's typing: the command line overrides it, as vllm serve does. Values are
     compared as the flag reads them (``--tp 4 --num-gpus 4.0`` is one count); one it cannot
-    read, or a flag without one, is left for the flag's own error."""
-    given: list[tuple[str, str, int]] = []
+    read, or a flag without one, is left for the flag's own error. Each spelling's last value
+    is compared (``--tp 8 --tp 4 --num-gpus 4`` is TP4, as argparse reads it)."""
+    given: dict[str, tuple[str, int]] = {}  # each spelling's last, as argparse keeps it
     for i, token in enumerate(argv):
         flag, eq, value = token.partition("=")
         if flag in NUM_GPUS_FLAGS:
@@ -41,10 +43,12 @@ def refuse_two_gpu_counts(argv: Sequence[str]) -> None:
                 value = argv[i + 1] if i + 1 < len(argv) else ""
             count = _gpu_count(value)
             if count is not None:
-                given.append((flag, value, count))
-    for flag, value, count in given[1:]:
-        if count != given[0][2]:
-            raise InputError(f"{given[0][0]} {given[0][1]} and {flag} {value} are one flag "
+                given[flag] = (value, count)
+    spellings = list(given.items())
+    for flag, (value, count) in spellings[1:]:
+        first, (said, kept) = spellings[0]
+        if count != kept:
+            raise InputError(f"{first} {said} and {flag} {value} are one flag "
                              "(the GPUs in a tensor-parallel group): give it once; for more "
                              "GPUs than one group, add --data-parallel-size or "
                              "--pipeline-parallel-size")
@@ -63,10 +67,13 @@ def _gpu_count(value: str) -> int | None:
 def refuse_two_spellings(argv: Sequence[str], options: Mapping[str, argparse.Action]) -> None:
     """InputError where one of the command's one-value flags is given under two of its
     spellings with values it reads differently (``--gpu h100 --gpus h200``; ``--max-model-len
-    8k --context-length 8000`` read alike, and pass). ``options``: the command's flags, each
+    8k --context-length 8000`` read alike, and pass, as do ``--kv-dtype FP8 --kv-cache-dtype
+    fp8``). Each spelling's last value is compared, as argparse keeps a spelling's last:
+    ``--max-model-len 4k --max-model-len 8k --context-length 8k`` passes, and ``--max-model-len
+    8k --context-length 8k --max-model-len 4k`` does not. ``options``: the command's flags, each
     spelling to its action. The GPU count has its own refusal (refuse_two_gpu_counts); a
     launch flag ridgeline only notes (launch_flags.py) is left to its note."""
-    seen: dict[str, tuple[str, str, Any]] = {}
+    given: dict[str, dict[str, tuple[str, Any]]] = {}  # dest: spelling: (its last value, read)
     for i, token in enumerate(argv):
         if token == "--":
             break
@@ -79,12 +86,14 @@ def refuse_two_spellings(argv: Sequence[str], options: Mapping[str, argparse.Act
                 continue
             value = argv[i + 1]
         read = _read(action, value)
-        if read is _UNREAD:
-            continue
-        first = seen.setdefault(action.dest, (flag, value, read))
-        if first[0] != flag and first[2] != read:
-            raise InputError(f"{first[0]} {first[1]} and {flag} {value} are one flag, given "
-                             "twice with different values: give it once")
+        if read is not _UNREAD:
+            given.setdefault(action.dest, {})[flag] = (value, _compared(action.dest, read))
+    for spellings in given.values():
+        (flag, (value, read)), *others = spellings.items()
+        for other, (said, other_read) in others:
+            if other_read != read:
+                raise InputError(f"{flag} {value} and {other} {said} are one flag, given "
+                                 "twice with different values: give it once")
 
 
 def refuse_two_keys(settings: Mapping[str, Any], name: str,
@@ -92,15 +101,18 @@ def refuse_two_keys(settings: Mapping[str, Any], name: str,
                     ) -> None:
     """InputError where a config file sets one flag under two of its keys with different
     values (``tp: 8`` and ``tensor_parallel_size: 4`` in x.yaml). ``flags``: each key's
-    tokens as the file's reader turns them into flags."""
-    seen: dict[str, tuple[str, list[str]]] = {}
+    tokens as the file's reader turns them into flags; a key's one value is compared as its
+    flag reads it (``max_model_len: 8000`` beside ``context_length: 8k`` is one length)."""
+    seen: dict[str, tuple[str, Any]] = {}
     for key in settings:
         tokens = flags.get(key) or []
         action = options.get(tokens[0]) if tokens else None
         if action is None or getattr(action, "record", None) is not None:
             continue
-        first = seen.setdefault(action.dest, (key, tokens[1:]))
-        if first[0] != key and first[1] != tokens[1:]:
+        read = _read(action, tokens[1]) if len(tokens) == 2 else _UNREAD
+        value = tokens[1:] if read is _UNREAD else _compared(action.dest, read)
+        first = seen.setdefault(action.dest, (key, value))
+        if first[0] != key and first[1] != value:
             raise InputError(f"{first[0]} and {key} in {name} set one flag, given "
                              "twice with different values: give it once")
 
@@ -114,10 +126,33 @@ def _one_value(action: argparse.Action) -> bool:
 
 
 def _read(action: argparse.Action, value: str) -> Any:
-    """``value`` as the flag reads it, or _UNREAD where its type refuses it."""
-    if action.type is None:
-        return value
-    try:
-        return action.type(value)  # type: ignore[operator]
-    except (argparse.ArgumentTypeError, InputError, ValueError, TypeError):
+    """``value`` as the flag reads it, or _UNREAD where its type or its choices refuse it
+    (argparse's own error says so: ``-sm LAYER`` is no split mode, not a second one)."""
+    read: Any = value
+    if action.type is not None:
+        try:
+            read = action.type(value)  # type: ignore[operator]
+        except (argparse.ArgumentTypeError, InputError, ValueError, TypeError):
+            return _UNREAD
+    if action.choices is not None and read not in action.choices:
         return _UNREAD
+    return read
+
+
+def _compared(dest: str, read: Any) -> Any:
+    """What two spellings' values are compared by, where the flag keeps the name as typed
+    and reads it later: a card by its catalog record (plan's ``--gpu H100`` and ``--gpus
+    h100-sxm`` are one card), a KV dtype without case (the catalog reads ``FP8`` as fp8), a
+    --speculative-config as the JSON it parses to (spacing aside)."""
+    try:
+        if dest == "gpus":
+            from ridgeline.hardware import resolve_accelerator
+
+            return tuple(resolve_accelerator(name.strip()) for name in str(read).split(","))
+        if dest == "kv_dtype":
+            return str(read).strip().lower()
+        if dest == "speculative_config":
+            return json.loads(read)
+    except (InputError, ValueError, TypeError):
+        pass  # the flag's own check names it
+    return read
