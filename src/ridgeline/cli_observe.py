@@ -287,7 +287,8 @@ def register(sub: Any) -> None:
     spec_flags(p.add_argument_group(
         "the server's drafter (its pool and seats; each step priced as its verify step, "
         "accepted as the source's acceptance length says: SGLang's spec_accept_length, a vLLM "
-        "bench's spec_decode_acceptance_length; without one, priced without drafts)"),
+        "bench's spec_decode_acceptance_length, vLLM's spec_decode counters (1 + accepted ÷ "
+        "drafts) or its log's SpecDecoding lines; without one, priced without drafts)"),
         pricing=False)
     _output(p)
     # no --engine: the one whose metric names the source carries (cmd_observe)

@@ -63,6 +63,19 @@ POOL_TOKENS = ("sglang:max_total_num_tokens",)
 # = 0'), above 0 once a drafter's step has run — the sign a drafter serves
 SPEC_ACCEPT_LENGTH = ("sglang:spec_accept_length",)
 MAX_ACCEPT_LENGTH = 1024.0  # tokens a verify step keeps: far past any draft tree's
+# vLLM V1's drafter counters (vllm/v1/spec_decode/metrics.py SpecDecodingProm; prometheus_client
+# adds "_total"): made per engine at start-up, and only where a drafter is configured. Each
+# verify step of a request is one draft (SpecDecodingStats.observe_draft: num_drafts += 1, its
+# draft tokens and the accepted ones added, position i counted where i+1 or more were kept), so
+# a step keeps 1 + accepted ÷ drafts tokens, the bonus token in ("Conventionally, mean
+# acceptance length includes the bonus token", its log line's figure). Draft and accepted
+# tokens since PR #15151 (Mar 2025), drafts and the per-position counter (label "position")
+# since PR #16665 (Apr 2025; v0.8.5 by its merge date)
+SPEC_DRAFTS = ("vllm:spec_decode_num_drafts_total",)
+SPEC_DRAFT_TOKENS = ("vllm:spec_decode_num_draft_tokens_total",)
+SPEC_ACCEPTED_TOKENS = ("vllm:spec_decode_num_accepted_tokens_total",)
+SPEC_ACCEPTED_PER_POS = ("vllm:spec_decode_num_accepted_tokens_per_pos_total",)
+SPEC_COUNTERS = SPEC_DRAFTS + SPEC_DRAFT_TOKENS + SPEC_ACCEPTED_TOKENS + SPEC_ACCEPTED_PER_POS
 REQUESTS = ("vllm:request_success_total", "sglang:num_requests_total",
             "trtllm_request_success_total")
 TTFT = ("vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds",

@@ -52,8 +52,14 @@ class Observation:
     spec_accept_length: float | None = None
     # the tokens a verify step kept a request on average over the window, the bonus token
     # included: SGLang's spec_accept_length readings above 0, their mean; a vLLM bench's
-    # spec_decode_acceptance_length. None where the source says none (no drafter, or unread)
+    # spec_decode_acceptance_length; vLLM's 1 + accepted ÷ drafts over the window (its /metrics
+    # counters, or its log's SpecDecoding lines, weighted by their draft tokens). None where
+    # the source says none (no drafter, or unread)
     spec_tokens_per_step: float | None = None
+    # the draft tokens vLLM's drafter proposed over the window (the increase of
+    # vllm:spec_decode_num_draft_tokens_total, or its log's "Drafted: N tokens" summed; a single
+    # scrape's since start): above 0, a drafter serves. None where the source has no drafter's
+    spec_draft_tokens: float | None = None
     # the launch as the source states it (a vLLM log's version line and its args): the
     # release, and the seats (max_num_seqs) where given; None where it does not say
     engine_version: str | None = None

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import statistics
 
+from ridgeline.engine_metrics import MAX_ACCEPT_LENGTH
 from ridgeline.errors import InputError, shorten
 from ridgeline.observation import (
     COUNTER_RANGE,
@@ -62,6 +63,22 @@ _KV_CACHE_TOKENS = re.compile(r"GPU KV cache size: ([\d,]+) tokens")
 _GPU_BLOCKS = re.compile(r"# (?!CPU\b)\w+ blocks: (\d+)")
 _MAX_CONCURRENCY = re.compile(
     r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
+
+
+# vLLM V1's drafter line, logged each stats interval a step drafted (vllm/v1/spec_decode/
+# metrics.py SpecDecodingLogging.log, its counts the interval's, reset after): "SpecDecoding
+# metrics: Mean acceptance length: 2.51, Accepted throughput: …, Drafted throughput: …,
+# Accepted: 251 tokens, Drafted: 300 tokens, Per-position acceptance rate: …, Avg Draft
+# acceptance rate: 83.7%" (current main); "Draft acceptance rate: 88.8%, Mean acceptance
+# length: 5.44, …" before it (the throughputs added by PR #24127, Sep 2025; the mean and the
+# per-position rates by PR #16665, Apr 2025: v0.8.5 by its merge date; 1 + accepted ÷ drafts,
+# the bonus token in); "Draft acceptance rate: …, Accepted: N tokens, Drafted: M tokens" alone
+# from PR #15902 (Apr 2025: v0.8.3-0.8.4 by merge dates), whose drafts are not counted. Read
+# by field, not by position.
+SPEC_LINE = re.compile(r"SpecDecoding metrics: (?P<body>[^\n]*)")
+_SPEC_MEAN = re.compile(rf"Mean acceptance length: (?P<mean>{_NUM})")
+_SPEC_ACCEPTED = re.compile(rf"\bAccepted: (?P<n>{_INT}) tokens")
+_SPEC_DRAFTED = re.compile(rf"\bDrafted: (?P<n>{_INT}) tokens")
 
 
 def _log_number(match: re.Match[str], group: str, field: str, source: str, text: str) -> float:
@@ -179,7 +196,58 @@ def from_log(text: str, source: str) -> Observation:
     obs.notes.append(f"{len(lines)} periodic stats lines")
     _read_startup_pool(text, source, obs)
     _read_launch(text, source, obs)
+    _read_spec_lines(text, source, obs)
     return obs
+
+
+def _read_spec_lines(text: str, source: str, obs: Observation) -> None:
+    """The tokens a verify step kept over the log, from vLLM's SpecDecoding lines: each
+    interval's mean acceptance length, weighted by the draft tokens it drafted (each draft
+    holds the drafter's --num-speculative-tokens, whole, so draft tokens count drafts; an
+    n-gram's unmatched steps propose none, and count none). Lines of 2.0 over 300 draft tokens
+    and 3.0 over 100: 2.25. Lines without a mean (v0.8.3-0.8.4) say a drafter serves, not
+    what it keeps."""
+    means: list[tuple[float, float]] = []  # (mean acceptance length, draft tokens)
+    drafted_total, lines = 0.0, 0
+    for match in SPEC_LINE.finditer(text):
+        lines += 1
+        body, where = match["body"], f"{source}, line {text.count(chr(10), 0, match.start()) + 1}"
+        drafted = _SPEC_DRAFTED.search(body)
+        tokens = checked(float(drafted["n"]), where, "Drafted", 0.0, MAX_COUNT,
+                         COUNTER_RANGE) if drafted else None
+        drafted_total += tokens or 0.0
+        mean = _SPEC_MEAN.search(body)
+        if mean is None:
+            continue
+        try:
+            length = float(mean["mean"])
+        except ValueError:
+            raise InputError(f"{where}: Mean acceptance length reads {mean['mean']!r}, not a "
+                             "number") from None
+        kept = checked(length, where, "Mean acceptance length", 1.0, MAX_ACCEPT_LENGTH,
+                       f"a verify step's kept tokens, 1 to {MAX_ACCEPT_LENGTH:g}")
+        accepted = _SPEC_ACCEPTED.search(body)
+        if accepted is None or tokens is None:
+            raise InputError(f"{where}: a SpecDecoding line with a mean acceptance length but "
+                             "no 'Accepted: N tokens, Drafted: M tokens' to weigh it by")
+        if float(accepted["n"]) > tokens:
+            raise InputError(f"{where}: Accepted: {accepted['n']} tokens past Drafted: "
+                             f"{tokens:,.0f} tokens; a drafter accepts only tokens it drafted")
+        means.append((kept, tokens))
+    if not lines:
+        return
+    obs.spec_draft_tokens = drafted_total
+    weight = sum(tokens for _, tokens in means)
+    if weight:
+        obs.spec_tokens_per_step = sum(kept * tokens for kept, tokens in means) / weight
+        obs.notes.append(f"a drafter: {obs.spec_tokens_per_step:,.2f} tokens a verify step, the "
+                         f"mean acceptance length of {len(means)} SpecDecoding "
+                         f"{'line' if len(means) == 1 else 'lines'} weighted by the "
+                         f"{weight:,.0f} tokens they drafted")
+    elif drafted_total:
+        obs.notes.append(f"{lines} SpecDecoding {'line' if lines == 1 else 'lines'} without a "
+                         "mean acceptance length (vLLM before PR #16665, about 0.8.3-0.8.4): "
+                         "a drafter serves, but the tokens a verify step keeps are not read")
 
 
 # The launch, logged at start-up: "vLLM API server version 0.9.1" (entrypoints/openai/

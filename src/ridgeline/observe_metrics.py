@@ -13,7 +13,10 @@ prompt tokens not computed: ``vllm:prompt_tokens_by_source_total`` (all but
 ``vllm:prefix_cache_hits_total`` over ``vllm:prefix_cache_queries_total`` (each counts a
 blocked request's lookups again; older ``vllm:gpu_prefix_cache_*``),
 ``vllm:cache_config_info`` (the pool's blocks, as its labels: under data parallelism all
-engines' sum), V0's ``vllm:num_requests_swapped``;
+engines' sum), V0's ``vllm:num_requests_swapped``, a drafter's
+``vllm:spec_decode_num_drafts_total``, ``vllm:spec_decode_num_draft_tokens_total``,
+``vllm:spec_decode_num_accepted_tokens_total`` and its ``…_per_pos_total`` (a verify step
+keeps 1 + accepted ÷ drafts);
 SGLang ``sglang:num_running_reqs``, ``sglang:num_queue_reqs``, ``sglang:token_usage``,
 ``sglang:num_retracted_requests_total``, ``sglang:cached_tokens_total``,
 ``sglang:max_total_num_tokens``, ``sglang:spec_accept_length`` (above 0: a drafter
@@ -69,6 +72,10 @@ from ridgeline.engine_metrics import (
     REQUESTS,
     RUNNING,
     SPEC_ACCEPT_LENGTH,
+    SPEC_ACCEPTED_PER_POS,
+    SPEC_ACCEPTED_TOKENS,
+    SPEC_DRAFT_TOKENS,
+    SPEC_DRAFTS,
     SWAPPED,
     TTFT,
     WAITING,
@@ -299,7 +306,70 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
                              "finished request (its mean): requests weigh alike, whatever "
                              "their length")
     _read_lengths(scrapes, obs, timed, restarts)
+    _read_vllm_drafts(scrapes, obs, timed, restarts)
     return obs
+
+
+def _read_vllm_drafts(scrapes: list[Scrape], obs: Observation, timed: bool,
+                      restarts: Restarts) -> None:
+    """vLLM's drafter over the window, where its counters are exported (engine_metrics
+    SPEC_DRAFTS …): the tokens a verify step keeps, 1 + accepted ÷ drafts (600 drafts keeping
+    900 tokens: 2.5), as vLLM's own log and PromQL take it; from one scrape, the server's
+    lifetime, as a single scrape's other counters are. vLLM times its ITL histogram once a
+    request's step, whatever tokens the step kept (vllm/v1/metrics/stats.py: one
+    inter_token_latencies_iter entry per output), so where drafts are read its readings are
+    divided by the tokens a step keeps, to the time a token took, as SGLang's are."""
+    if not series_present(scrapes, SPEC_DRAFT_TOKENS + SPEC_DRAFTS):
+        return
+
+    def count(names: tuple[str, ...], keep: tuple[str, ...] = (),
+              label: str = "mode") -> float | None:
+        if timed:
+            return window_increase(scrapes, names, obs, restarts, keep, label)
+        return counter_total(scrapes[-1], names, keep, label)
+
+    drafted = count(SPEC_DRAFT_TOKENS)
+    drafts, accepted = count(SPEC_DRAFTS), count(SPEC_ACCEPTED_TOKENS)
+    obs.spec_draft_tokens = drafted if drafted is not None else drafts
+    span = "over the window" if timed else "since the server started (a single scrape)"
+    if drafts is None or accepted is None:
+        if not series_present(scrapes, SPEC_DRAFTS):  # before PR #16665: no drafts counter
+            obs.notes.append(f"{SPEC_DRAFT_TOKENS[0]} without {SPEC_DRAFTS[0]} (vLLM before "
+                             "PR #16665, about 0.8.5): a drafter serves, but the tokens a verify step keeps "
+                             "are not read")
+        return
+    if not drafts:
+        obs.notes.append(f"{SPEC_DRAFTS[0]} did not move {span}: a drafter is configured, "
+                         "but no step drafted")
+        return
+    if drafted is not None and accepted > drafted:
+        raise InputError(f"{obs.source}: {SPEC_ACCEPTED_TOKENS[0]} rose {accepted:,.0f} {span}, "
+                         f"past the {drafted:,.0f} of {SPEC_DRAFT_TOKENS[0]}: a drafter accepts "
+                         "only tokens it drafted, so these are not one server's counters")
+    kept = checked(1 + accepted / drafts, obs.source,
+                   f"1 + {SPEC_ACCEPTED_TOKENS[0]} ÷ {SPEC_DRAFTS[0]}", 1.0, MAX_ACCEPT_LENGTH,
+                   f"a verify step's kept tokens, 1 to {MAX_ACCEPT_LENGTH:g}")
+    obs.spec_tokens_per_step = kept
+    positions = sorted({labels["position"] for s in scrapes
+                        for labels, _ in s.samples.get(SPEC_ACCEPTED_PER_POS[0], [])
+                        if labels.get("position", "").isdigit()}, key=int)
+    rates = [count(SPEC_ACCEPTED_PER_POS, (p,), "position") for p in positions]
+    shown = ", ".join(f"{r / drafts:.2f}" for r in rates if r is not None) \
+        if rates and None not in rates else ""
+    obs.notes.append(f"a drafter: {drafts:,.0f} drafts {span} kept {accepted:,.0f} of "
+                     + (f"{drafted:,.0f} ({drafted / drafts:,.1f} a draft: its "
+                        "num_speculative_tokens, where every draft is whole) "
+                        if drafted is not None else "their ")
+                     + f"draft tokens, {kept:,.2f} tokens a verify step (1 + accepted ÷ "
+                     f"drafts, the bonus token in: {SPEC_ACCEPTED_TOKENS[0]}, {SPEC_DRAFTS[0]})"
+                     + (f"; accepted at each draft position {shown}" if shown else ""))
+    itl = obs.latency_ms.get("itl")
+    if itl and obs.engine_family == "vllm":
+        obs.latency_ms["itl"] = {k: v if k == "count" else v / kept for k, v in itl.items()}
+        obs.notes.append(f"ITL: vLLM times a request's steps, not its tokens (one reading an "
+                         f"output, whatever tokens it kept): each divided by the {kept:,.2f} "
+                         "tokens a verify step keeps, the mean exact, the percentiles a step's "
+                         "over its mean tokens")
 
 
 def _per_step(scrapes: list[Scrape], modes: tuple[str, ...]) -> bool:

@@ -24,6 +24,7 @@ from ridgeline.engine_metrics import (
     PROMPT_TOKENS,
     REALTIME_TOKENS,
     REQUESTS,
+    SPEC_COUNTERS,
     TTFT,
 )
 from ridgeline.observation import Observation
@@ -33,7 +34,7 @@ from ridgeline.prometheus import Histogram, Scrape
 # bucket that falls while its _count rises is no restart but a broken histogram: refused)
 RESTART_SIGNS = (PREEMPTIONS + PROMPT_TOKENS + GENERATION_TOKENS + GENERATION_SECONDS
                  + REQUESTS + CACHED_PROMPT_TOKENS + tuple(PREFIX_CACHE_QUERIES.values())
-                 + (REALTIME_TOKENS, PROMPT_BY_SOURCE)
+                 + (REALTIME_TOKENS, PROMPT_BY_SOURCE) + SPEC_COUNTERS
                  + tuple(f"{n}_count" for n in TTFT + ITL + E2E))
 
 # Labels of a metric's series in one server's scrape: a data-parallel core's own batch

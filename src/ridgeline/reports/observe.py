@@ -275,10 +275,11 @@ class ObserveReport(ObserveVerdict):
     @property
     def drafted(self) -> bool:
         """Whether a drafter served the window: its flags say so, or the source's acceptance
-        length does (SGLang's gauge above 0, a vLLM bench's spec_decode_acceptance_length)."""
+        length does (SGLang's gauge above 0, a vLLM bench's spec_decode_acceptance_length),
+        or vLLM's draft tokens grew (its counters, its log's SpecDecoding lines)."""
         o = self.obs
         return bool(self.engine_settings.speculative_decoding or self.spec is not None
-                    or o.spec_accept_length or o.spec_tokens_per_step)
+                    or o.spec_accept_length or o.spec_tokens_per_step or o.spec_draft_tokens)
 
     @property
     def mixed_row(self) -> bool:
@@ -381,7 +382,8 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
     else:
         source = "given"
     report = ObserveReport(obs, dep, profile, context, source, settings, spec)
-    if report.drafting_by_metrics:
+    note = ""
+    if report.drafting_by_metrics and dep.engine == "sglang":
         seated = ("so the seats are max_running_requests "
                   f"{report.modelled_settings.max_num_seqs}, SGLang's default with a drafter "
                   "(unless the server was given --max-running-requests)"
@@ -391,8 +393,15 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
                 f"a drafter serves, {seated}; its memory is not modelled, nor its drafts "
                 "priced (each step is priced as plain decoding), without the drafter's flags "
                 "(--speculative-algorithm …)")
-        if note not in obs.notes:
-            obs.notes.append(note)
+    elif report.drafting_by_metrics:
+        kept = (f", {obs.spec_tokens_per_step:,.2f} tokens a verify step"
+                if obs.spec_tokens_per_step else "")
+        note = (f"vLLM's drafter proposed {obs.spec_draft_tokens:,.0f} draft tokens{kept}: a "
+                "drafter serves; its memory is not modelled, nor its drafts priced (each step "
+                "is priced as plain decoding), without the drafter's flags (--spec-tokens and "
+                "--spec-method, or --speculative-config)")
+    if note and note not in obs.notes:
+        obs.notes.append(note)
     unpriced = _unpriced_drafts(report)
     if unpriced and unpriced not in obs.notes:
         obs.notes.append(unpriced)
@@ -457,8 +466,9 @@ def _unpriced_drafts(report: ObserveReport) -> str:
     if s.speculative_decoding and not o.spec_tokens_per_step:
         return ("drafts are not priced: the step is priced as plain decoding, since "
                 f"{o.source} gives no acceptance length (SGLang's sglang:spec_accept_length, "
-                "a vLLM bench's spec_decode_acceptance_length) to say how many tokens a "
-                "verify step keeps; the measured ITL is a drafting server's")
+                "a vLLM bench's spec_decode_acceptance_length, vLLM's spec_decode counters "
+                "or its log's SpecDecoding lines) to say how many tokens a verify step keeps; "
+                "the measured ITL is a drafting server's")
     if o.spec_tokens_per_step and not s.speculative_decoding:
         return (f"a drafter keeps {o.spec_tokens_per_step:,.2f} tokens a step "
                 f"(the source's acceptance length), but drafts are not priced: the step is "

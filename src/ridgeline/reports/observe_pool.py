@@ -38,10 +38,15 @@ class ObservedPool:
 
     @property
     def drafting_by_metrics(self) -> bool:
-        """SGLang's metrics show a drafter serving (sglang:spec_accept_length above 0) that no
-        flag describes: its seats are SGLang's default with a drafter, its memory unknown."""
-        return self.deployment.engine == "sglang" and self.engine_settings.drafter is None \
-            and bool(self.obs.spec_accept_length)
+        """The engine's metrics show a drafter serving that no flag describes: SGLang's
+        sglang:spec_accept_length above 0 (its seats then SGLang's default with a drafter);
+        vLLM's draft tokens growing over the window (vllm:spec_decode_num_draft_tokens_total,
+        or its log's SpecDecoding lines; its seats are its own). Its memory is unknown."""
+        if self.engine_settings.drafter is not None:
+            return False
+        if self.deployment.engine == "sglang":
+            return bool(self.obs.spec_accept_length)
+        return self.deployment.engine == "vllm" and bool(self.obs.spec_draft_tokens)
 
     @cached_property
     def modelled_settings(self) -> EngineSettings:
@@ -50,7 +55,8 @@ class ObservedPool:
         max_running_requests its default with a drafter (48 for every algorithm from
         0.5.3), as SGLang sets it before anything reads it, and no drafter memory."""
         s = replace(self.engine_settings, max_model_len=self.context)
-        if self.drafting_by_metrics and s.max_num_seqs is None:
+        if self.drafting_by_metrics and s.max_num_seqs is None \
+                and self.deployment.engine == "sglang":
             s = replace(s, max_num_seqs=sglang_speculative_requests("eagle", s.engine_version))
         return s
 

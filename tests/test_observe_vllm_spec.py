@@ -1,0 +1,177 @@
+"""observe reads a vLLM drafter's acceptance from vLLM's own sources: its /metrics counters
+(1 + accepted ÷ drafts over the window, vllm/v1/spec_decode/metrics.py) and its log's
+SpecDecoding lines (their mean acceptance lengths weighted by the tokens each drafted); with
+--spec-tokens each step is priced as decode's verify step, as SGLang's gauge is priced
+(test_observe_spec_step.py); a source without them reads as it did."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.cli_spec import SPEC_DRAFT_COST
+from ridgeline.engine_metrics import SPEC_ACCEPTED_TOKENS, SPEC_COUNTERS, SPEC_DRAFTS
+from ridgeline.engines import profile_for
+from ridgeline.observe import read_source
+from ridgeline.prometheus import split_scrapes
+from ridgeline.sim.config import acceptance_for_tokens
+from ridgeline.spec_decode import SpecDecode, spec_step
+from tests.conftest import run_cli
+from tests.test_observe_spec_step import L8, RUNNING, observe_json
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SPEC_METRICS = FIXTURES / "vllm_spec_metrics.txt"  # two scrapes 10 s apart, an EAGLE of 3
+SPEC_LOG = FIXTURES / "vllm_spec_server.log"  # two SpecDecoding lines, two formats
+ITL = "vllm:inter_token_latency_seconds"
+
+
+def counter(text: str, name: str) -> list[float]:
+    """A counter's value at each scrape of a saved file."""
+    return [s.value(name) or 0.0 for s in split_scrapes(text)]
+
+
+def kept_over_window(text: str) -> float:
+    """1 + accepted ÷ drafts, each the counter's rise between the file's two scrapes."""
+    drafts, accepted = (counter(text, names[0]) for names in (SPEC_DRAFTS, SPEC_ACCEPTED_TOKENS))
+    return 1 + (accepted[1] - accepted[0]) / (drafts[1] - drafts[0])
+
+
+def l8_vllm() -> Deployment:
+    return Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"))
+
+
+def test_vllms_counters_give_one_plus_accepted_over_drafts_and_a_tokens_itl() -> None:
+    """26,000 drafts keeping 39,000 tokens over the window: 2.5 a verify step; the ITL
+    histogram's 15 ms a request's step is 6 ms a token."""
+    text = SPEC_METRICS.read_text()
+    obs = read_source(str(SPEC_METRICS))
+    kept = kept_over_window(text)
+    assert obs.spec_tokens_per_step == pytest.approx(kept) == pytest.approx(2.5)
+    drafted = counter(text, "vllm:spec_decode_num_draft_tokens_total")
+    assert obs.spec_draft_tokens == pytest.approx(drafted[1] - drafted[0])
+    seconds, outputs = counter(text, f"{ITL}_sum"), counter(text, f"{ITL}_count")
+    step_ms = (seconds[1] - seconds[0]) / (outputs[1] - outputs[0]) * 1e3
+    assert obs.latency_ms["itl"]["mean"] == pytest.approx(step_ms / kept)
+    assert obs.latency_ms["itl"]["count"] == outputs[1] - outputs[0]
+    drafts = counter(text, SPEC_DRAFTS[0])
+    by_position = [[v for _, v in s.samples[SPEC_COUNTERS[-1]]] for s in split_scrapes(text)]
+    rates = [(b - a) / (drafts[1] - drafts[0]) for a, b in zip(*by_position, strict=True)]
+    assert sum(rates) == pytest.approx(kept - 1)  # a draft's accepted tokens, by position
+    shown = ", ".join(f"{r:.2f}" for r in rates)
+    assert any(shown in note and "over the window" in note for note in obs.notes)
+
+
+def test_one_scrape_reads_the_counters_since_the_server_started(tmp_path: Path) -> None:
+    last = SPEC_METRICS.read_text().split("# scrape_time 1010\n")[1]
+    path = tmp_path / "one.prom"
+    path.write_text(last)
+    obs = read_source(str(path))
+    accepted, drafts = (counter(last, names[0])[0] for names in (SPEC_ACCEPTED_TOKENS,
+                                                                SPEC_DRAFTS))
+    assert obs.spec_tokens_per_step == pytest.approx(1 + accepted / drafts)
+    assert any("since the server started (a single scrape)" in note for note in obs.notes)
+
+
+def test_a_restart_counts_the_drafts_from_zero(tmp_path: Path) -> None:
+    """The second scrape's counters below the first's: the server restarted, its drafts and
+    accepted tokens since then are the window's (1 + 3,000 ÷ 1,000), not a fall."""
+    text = SPEC_METRICS.read_text()
+    first, second = text.split("# scrape_time 1010\n")
+    restarted = re.sub(r"(spec_decode_num_drafts_total\{[^}]*\}) [\d.]+", r"\1 1000.0", second)
+    restarted = re.sub(r"(spec_decode_num_accepted_tokens_total\{[^}]*\}) [\d.]+", r"\1 3000.0",
+                       restarted)
+    path = tmp_path / "restart.prom"
+    path.write_text(first + "# scrape_time 1010\n" + restarted)
+    obs = read_source(str(path))
+    assert obs.spec_tokens_per_step == pytest.approx(1 + 3000 / 1000)
+    assert any("restarted between the scrapes" in note for note in obs.notes)
+
+
+def test_more_accepted_than_drafted_tokens_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Draft tokens rising 30,000 while 39,000 are accepted: no drafter's counters."""
+    first, second = SPEC_METRICS.read_text().split("# scrape_time 1010\n")
+    broken = re.sub(r"(spec_decode_num_draft_tokens_total\{[^}]*\}) [\d.]+", r"\1 60000.0",
+                    second)
+    path = tmp_path / "broken.prom"
+    path.write_text(first + "# scrape_time 1010\n" + broken)
+    code, _, err = run_cli(capsys, "observe", str(path), *L8)
+    assert code == 2 and "not one server's counters" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_drafted_vllm_step_is_priced_as_decodes_verify_step(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--spec-tokens 3 (vLLM's EAGLE by default) keeping the counters' 2.5 tokens: the step
+    is spec_step's for 40 requests at 4,000 tokens, a token's time that step ÷ 2.5; without
+    the flags the step is plain and a note says the drafter's steps are not priced."""
+    kept = kept_over_window(SPEC_METRICS.read_text())
+    drafted = observe_json(capsys, str(SPEC_METRICS), *L8, "--spec-tokens", "3")
+    plain = observe_json(capsys, str(SPEC_METRICS), *L8)
+    spec = SpecDecode(3, acceptance_for_tokens(3, kept), SPEC_DRAFT_COST)
+    verify = spec_step(l8_vllm(), spec, RUNNING, 4000, profile_for("vllm"))
+    assert drafted["predicted_step_ms"] == pytest.approx(verify.step_s * 1e3)
+    assert drafted["predicted_itl_ms"] == pytest.approx(verify.step_s * 1e3 / kept)
+    assert drafted["tokens_per_step"] == pytest.approx(kept)
+    assert drafted["speculative"]["spec_acceptance"] == pytest.approx(spec.acceptance)
+    assert plain["speculative"] is None and plain["tokens_per_step"] == 1
+    assert any("vLLM's drafter proposed" in note and "nor its drafts priced" in note
+               for note in plain["notes"])
+    assert not any("vLLM's drafter proposed" in note for note in drafted["notes"])
+
+
+def test_the_logs_spec_lines_are_weighted_by_their_drafts(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Lines of 2.00 over 900 draft tokens and 3.00 over 300 (drafts of 3: 300 and 100):
+    1 + 500 accepted ÷ 400 drafts = 2.25, not the lines' plain mean of 2.5."""
+    text = SPEC_LOG.read_text()
+    accepted = [float(n) for n in re.findall(r"\bAccepted: (\d+) tokens", text)]
+    drafted = [float(n) for n in re.findall(r"\bDrafted: (\d+) tokens", text)]
+    means = [float(n) for n in re.findall(r"Mean acceptance length: ([\d.]+)", text)]
+    assert len(means) == 2
+    drafts = sum(d / 3 for d in drafted)  # each draft holds the drafter's 3 tokens
+    obs = read_source(str(SPEC_LOG))
+    assert obs.spec_tokens_per_step == pytest.approx(1 + sum(accepted) / drafts)
+    assert obs.spec_tokens_per_step != pytest.approx(sum(means) / len(means))
+    assert obs.spec_draft_tokens == sum(drafted)
+    report = observe_json(capsys, str(SPEC_LOG), *L8, "--spec-tokens", "3")
+    assert report["tokens_per_step"] == pytest.approx(obs.spec_tokens_per_step)
+    assert report["predicted_itl_ms"] == pytest.approx(report["predicted_step_ms"]
+                                                       / obs.spec_tokens_per_step)
+
+
+def test_an_older_spec_line_says_a_drafter_serves_but_not_what_it_keeps(tmp_path: Path) -> None:
+    """v0.8.3-0.8.4's line has no mean acceptance length: a drafter, its tokens unread."""
+    stats = next(line for line in SPEC_LOG.read_text().splitlines() if "Avg prompt" in line)
+    path = tmp_path / "old.log"
+    path.write_text(stats + "\nINFO 11-29 12:00:01 [loggers.py:1] SpecDecoding metrics: Draft "
+                    "acceptance rate: 40.0%, Accepted: 120 tokens, Drafted: 300 tokens\n")
+    obs = read_source(str(path))
+    assert obs.spec_tokens_per_step is None and obs.spec_draft_tokens == 300
+    assert any("without a mean acceptance length" in note for note in obs.notes)
+
+
+def test_without_the_spec_counters_the_window_reads_as_before(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The same scrapes, the drafter's counters left out: no acceptance, the ITL histogram's
+    readings as they are, no drafter note, and a measurements row written (a drafted window
+    writes none)."""
+    text = SPEC_METRICS.read_text()
+    plain_text = "\n".join(line for line in text.splitlines()
+                           if not any(name.removesuffix("_total") in line
+                                      for name in SPEC_COUNTERS)) + "\n"
+    path = tmp_path / "plain.prom"
+    path.write_text(plain_text)
+    obs = read_source(str(path))
+    assert obs.spec_tokens_per_step is None and obs.spec_draft_tokens is None
+    seconds, outputs = counter(text, f"{ITL}_sum"), counter(text, f"{ITL}_count")
+    assert obs.latency_ms["itl"]["mean"] == pytest.approx(
+        (seconds[1] - seconds[0]) / (outputs[1] - outputs[0]) * 1e3)
+    for source, drafting in ((path, False), (SPEC_METRICS, True)):
+        rows = tmp_path / f"rows-{drafting}.csv"
+        report = observe_json(capsys, str(source), *L8, "--emit-measurements", str(rows))
+        assert any("drafter" in note for note in report["notes"]) is drafting
+        assert rows.exists() is not drafting
