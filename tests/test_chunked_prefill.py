@@ -226,6 +226,30 @@ def test_tensorrt_llm_past_max_num_tokens_is_chunked_with_a_caution(
     assert not any("runs a context whole" in c for c in within["cautions"])
 
 
+def test_tensorrt_llm_with_chunked_prefill_prices_its_steps_as_vllm_at_the_same_budget(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Five 5,000-token prompts at max_num_tokens 8,192: whole, one a step (5 steps);
+    with enable_chunked_prefill, the budget's worth a step (4), as vLLM V1 runs them at
+    --max-num-batched-tokens 8192, priced by the same step cost; past the budget, the
+    prompt runs as it is priced, so no caution."""
+    argv = ("prefill", *EIGHT_B, "--prompt-len", "5000", "--batch", "5")
+    whole = run_json(capsys, *argv, "--engine", "trtllm")
+    chunked = run_json(capsys, *argv, "--engine", "trtllm", "--enable_chunked_prefill")
+    vllm = run_json(capsys, *argv, "--max-num-batched-tokens", "8192")
+    budget = chunked["step_budget_tokens"]
+    assert budget == whole["step_budget_tokens"] == vllm["step_budget_tokens"] == 8192
+    assert whole["prompt_steps"] == len(prefill_steps(5_000, 5, budget, chunked=False)) == 5
+    assert chunked["prompt_steps"] == vllm["prompt_steps"] == math.ceil(5 * 5_000 / budget)
+    dep = deployment("llama-3.1-8b", engine="trtllm")
+    assert chunked["expected"]["time_s"] == pytest.approx(vllm["expected"]["time_s"]) \
+        == pytest.approx(serving_prefill_time_s(dep, profile_for("trtllm"),
+                                                prefill_steps(5_000, 5, budget)))
+    assert chunked["expected"]["time_s"] != pytest.approx(whole["expected"]["time_s"])
+    long = run_json(capsys, "prefill", *EIGHT_B, "--prompt-len", "32000", "--engine",
+                    "trtllm", "--enable_chunked_prefill")
+    assert not any("runs a context whole" in c for c in long["cautions"])
+
+
 def test_several_cards_say_which_expectations_count_several_steps(
         capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(capsys, "prefill", "llama-3.1-8b", "--gpu", "h100,a100",

@@ -269,8 +269,36 @@ def test_a_trtllm_option_that_changes_what_is_priced_is_refused_by_name(
     assert "moe_config in" in refusal(capsys, *TRT, "--config", path)
     path = yaml_file(tmp_path, "kv_cache_config:\n  host_cache_size: 1000000\n")
     assert "kv_cache_config.host_cache_size" in refusal(capsys, *TRT, "--config", path)
-    path = yaml_file(tmp_path, "enable_chunked_prefill: true\n")
-    assert "enable_chunked_prefill" in refusal(capsys, *TRT, "--config", path)
+
+
+# three 10,000-token prompts at once, past TensorRT-LLM's default max_num_tokens (8,192)
+LONG = ("simulate", "llama-3.1-8b", "--gpu", "h100", "--engine", "trtllm", "--rate", "1",
+        "--num-requests", "3", "--input-len", "10000", "--output-len", "5", "--json")
+
+
+def test_trtllm_chunked_prefill_in_the_yaml_is_its_flag_and_lifts_the_whole_context_caution(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """enable_chunked_prefill: true runs the prompts past max_num_tokens in chunks as the
+    engine then would, so simulate's caution that it would not run them goes; the file's
+    key is the command line's switch, in either spelling, and its false wins over it."""
+    on = yaml_file(tmp_path, "enable_chunked_prefill: true\n")
+    chunked = json.loads(answer(capsys, *LONG, "--extra_llm_api_options", on))
+    assert chunked == json.loads(answer(capsys, *LONG, "--enable_chunked_prefill")) \
+        == json.loads(answer(capsys, *LONG, "--enable-chunked-prefill"))
+    whole = json.loads(answer(capsys, *LONG))
+    assert [c for c in whole["cautions"] if "enable_chunked_prefill is off" in c]
+    assert not [c for c in chunked["cautions"] if "enable_chunked_prefill is off" in c]
+    assert "chunked prefill" in chunked["settings"]["capacity_policy"]
+    off = yaml_file(tmp_path, "enable_chunked_prefill: false\n", "off.yaml")
+    assert json.loads(answer(capsys, *LONG, "--enable_chunked_prefill", "--config", off)) \
+        == whole == json.loads(answer(capsys, *LONG, "--config", off))
+
+
+def test_trtllm_chunked_prefill_changes_nothing_a_pool_holds(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """It schedules the steps; the pool trtllm-serve sizes at max_num_tokens is the same."""
+    on = yaml_file(tmp_path, "enable_chunked_prefill: true\n")
+    assert answer(capsys, *TRT, "--config", on) == answer(capsys, *TRT)
 
 
 def test_trtllm_options_that_change_nothing_priced_are_ignored(

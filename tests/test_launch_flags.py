@@ -121,6 +121,17 @@ def test_chunked_prefill_is_ignored_on_v1_and_refused_where_it_changes_something
                                                 "--engine", "sglang")
 
 
+@pytest.mark.parametrize("spelling", ["--enable-chunked-prefill", "--enable_chunked_prefill"])
+def test_chunked_prefill_is_read_as_tensorrt_llms_setting_not_noted(
+        capsys: pytest.CaptureFixture[str], spelling: str) -> None:
+    """One flag, vLLM's spellings: under TensorRT-LLM it turns enable_chunked_prefill on
+    (simulate says so in its policy), with no note that it was ignored."""
+    code, out, err = run_cli(capsys, *SIM, "--engine", "trtllm", spelling)
+    assert code == 0 and "ignored" not in err
+    assert "chunked prefill (enable_chunked_prefill)" in out
+    assert "contexts whole" in run_cli(capsys, *SIM, "--engine", "trtllm")[1]
+
+
 def test_async_scheduling_is_vllms_default_from_0_14_and_refused_elsewhere(
         capsys: pytest.CaptureFixture[str]) -> None:
     assert run_cli(capsys, *SIM, "--async-scheduling", "--json")[:2] == \

@@ -230,6 +230,50 @@ def test_trtllm_waits_to_run_a_context_whole_where_vllm_chunks_it() -> None:
     assert _first_step(SchedulerConfig(64, 8192), [3000] * 3) == [3000, 3000, 2192]
 
 
+def test_trtllm_with_chunked_prefill_fills_the_step_as_vllm_does() -> None:
+    """enable_chunked_prefill on: the same three prompts' first step is vLLM's, a 2,192-token
+    chunk of the third filling max_num_tokens; off (the default), the config is as before."""
+    from ridgeline.memory import EngineSettings
+
+    on = sim_config(_engine("trtllm"), EngineSettings(enable_chunked_prefill=True))
+    off = sim_config(_engine("trtllm"))
+    assert on.chunked_prefill and not off.chunked_prefill
+    assert on == replace(off, chunked_prefill=True)  # nothing else moves
+    assert off == sim_config(_engine("trtllm"), EngineSettings(enable_chunked_prefill=False))
+    step = SchedulerConfig(64, on.max_num_batched_tokens, reserve_full=True,
+                           chunked_prefill=on.chunked_prefill)
+    assert _first_step(step, [3000] * 3) == _first_step(
+        SchedulerConfig(64, on.max_num_batched_tokens), [3000] * 3) == [3000, 3000, 2192]
+
+
+def test_chunked_prefill_is_tensorrt_llms_setting_alone() -> None:
+    from ridgeline.memory import EngineSettings
+
+    for engine in ("vllm", "sglang"):
+        with pytest.raises(InputError, match="TensorRT-LLM's LLM API option"):
+            sim_config(_engine(engine), EngineSettings(enable_chunked_prefill=True))
+
+
+def test_trtllm_chunked_prefill_times_three_prompts_as_vllm_at_its_budget(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Three 3,000-token prompts at once: whole, TensorRT-LLM answers two after a 6,000-token
+    step and the third a step later; chunked, its first step takes 8,192 tokens, so the two
+    wait longer (the third ends in the second step either way), TTFTs equal to vLLM's at the
+    same budget (one calibrated step cost for both)."""
+    argv = ("simulate", "llama-3.1-8b", "--gpu", "h100", "--concurrency", "3",
+            "--num-requests", "3", "--input-len", "3000", "--output-len", "2", "--json")
+
+    def ttft(*more: str) -> dict[str, float]:
+        code, out, err = run_cli(capsys, *argv, *more)
+        assert code == 0, err
+        return dict(json.loads(out)["ttft_s"])
+
+    whole = ttft("--engine", "trtllm")
+    chunked = ttft("--engine", "trtllm", "--enable_chunked_prefill")
+    assert chunked == ttft("--engine", "vllm", "--max-num-batched-tokens", "8192")
+    assert whole["p50"] < chunked["p50"] and whole["mean"] < chunked["mean"]
+
+
 def test_trtllm_whole_contexts_keep_the_fast_path_equal_to_the_step_loop() -> None:
     dep = _engine("trtllm")
     config = replace(sim_config(dep), max_num_batched_tokens=3000)

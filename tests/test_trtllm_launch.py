@@ -26,9 +26,11 @@ QWEN_MOE = resolve_model("qwen3-30b-a3b")
 
 
 def _replica(tp: int = 1, pp: int = 1, kv: str = "bf16", weights: str = "bf16",
-             ep: bool = False, seats: int | None = 96, tokens: int | None = None) -> Candidate:
+             ep: bool = False, seats: int | None = 96, tokens: int | None = None,
+             chunked: bool = False) -> Candidate:
     return Candidate("h100-sxm", tp, pp, weights, kv, seats, 64, 0.02, 0.1, 5.0, 1, 2.99,
-                     False, "", (1.0, 1.0), expert_parallel=ep, max_num_batched_tokens=tokens)
+                     False, "", (1.0, 1.0), expert_parallel=ep, max_num_batched_tokens=tokens,
+                     enable_chunked_prefill=chunked)
 
 
 def _fit(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, object]:
@@ -56,13 +58,16 @@ def _own_flags(model: str, c: Candidate, max_len: int) -> list[str]:
             "--max-model-len", str(max_len),
             "--gpu-memory-utilization", str(TRTLLM["kv_cache_free_gpu_mem_fraction"]),
             "--kv-dtype", c.kv, "--weights", c.weights]
-    return argv + (["--enable-expert-parallel"] if c.expert_parallel else [])
+    return argv + (["--enable-expert-parallel"] if c.expert_parallel else []) + (
+        ["--enable_chunked_prefill"] if c.enable_chunked_prefill else [])
 
 
 @pytest.mark.parametrize(("model", "c"), [
     ("meta-llama/Llama-3.1-8B", _replica()),
     ("meta-llama/Llama-3.1-8B", _replica(tp=2, kv="fp8", seats=None, tokens=2048)),
     ("Qwen/Qwen3-30B-A3B", _replica(tp=4, pp=2, ep=True)),
+    ("meta-llama/Llama-3.1-8B", _replica(tokens=2048, chunked=True)),
+    ("meta-llama/Llama-3.1-8B", _replica(kv="fp8", chunked=True)),
 ])
 def test_the_trtllm_serve_line_read_back_is_the_replica_plan_priced(
         capsys: pytest.CaptureFixture[str], tmp_path: Path, model: str, c: Candidate) -> None:
@@ -79,6 +84,32 @@ def test_the_trtllm_serve_line_read_back_is_the_replica_plan_priced(
     assert pasted["tensor_parallel_size"] == c.tp and pasted["pipeline_parallel_size"] == c.pp
     assert pasted["max_num_seqs"] == (c.max_num_seqs or TRTLLM["max_batch_size"])
     assert pasted["backend"] == TRTLLM["backend"]
+    assert ("enable_chunked_prefill: true\n" in launch.config_text) == c.enable_chunked_prefill
+
+
+def test_a_chunked_trtllm_line_read_back_simulates_as_the_check_ran(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The line and its YAML with enable_chunked_prefill pasted after `ridgeline simulate`
+    run the replica as ridgeline's own flags with --enable_chunked_prefill do: its prompts
+    past max_num_tokens chunked with no caution, where the same line without it cautions."""
+    c = _replica(tokens=2048, chunked=True)
+    launch = trtllm_launch("meta-llama/Llama-3.1-8B", c, 8192, LLAMA)
+    config = tmp_path / launch.config_name
+    config.write_text(launch.config_text)
+    load = ("--gpu", c.accelerator, "--engine", "trtllm", "--rate", "1", "--num-requests",
+            "4", "--input-len", "3000", "--output-len", "5", "--json")
+
+    def simulate(*argv: str) -> tuple[str, list[str]]:
+        """The report, and its cautions that name enable_chunked_prefill."""
+        code, out, err = run_cli(capsys, "simulate", *argv, *load)
+        assert code == 0, err
+        return out, [x for x in json.loads(out)["cautions"] if "enable_chunked_prefill" in x]
+
+    pasted, said = simulate(*_pasted(launch.command, config))
+    assert pasted == simulate(*_own_flags("meta-llama/Llama-3.1-8B", c, 8192))[0]
+    assert not said
+    whole = replace(c, enable_chunked_prefill=False)
+    assert simulate(*_own_flags("meta-llama/Llama-3.1-8B", whole, 8192))[1]
 
 
 def test_an_fp8_kv_cache_puts_the_memory_fraction_in_the_yaml_beside_it() -> None:
@@ -141,28 +172,42 @@ def test_plan_prints_the_winners_trtllm_serve_line_at_its_batch_and_tp(
     assert "not modelled" not in text
 
 
-def test_plan_cautions_where_its_trtllm_line_would_not_run_the_loads_prompts(
-        capsys: pytest.CaptureFixture[str]) -> None:
-    """12,000-token prompts outrun the winner's --max_num_tokens: its check chunked them, as
-    TensorRT-LLM without enable_chunked_prefill would not, so plan says so with simulate's
-    caution, naming the budget its printed line sets."""
+def test_plans_trtllm_line_turns_chunked_prefill_on_where_the_loads_prompts_outrun_it(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """12,000-token prompts outrun the winner's --max_num_tokens: TensorRT-LLM runs a context
+    whole by default and would not run them, so the check ran with enable_chunked_prefill on
+    and the printed YAML turns it on; the check command it prints reruns it so, with no
+    whole-context caution, and the line and YAML pasted after `fit` are the replica."""
     argv = ("plan", "llama-3.1-8b", "--rate", "2", "--input-len", "12000", "--output-len",
             "100", "--slo-ttft-ms", "3000", "--slo-tpot-ms", "100", "--gpus", "h100",
             "--engine", "trtllm", "--workers", "1")
     code, out, err = run_cli(capsys, *argv, "--json")
     assert code == 0, err
     data = json.loads(out)
-    words = data["commands"]["trtllm"].split()
+    win = data["winner"]
+    command = data["commands"]["trtllm"]
+    words = command.split()
     budget = int(words[words.index(CLI["max_num_batched_tokens"]) + 1])
-    assert budget < 12000
+    assert budget < 12000 and win["enable_chunked_prefill"] and not win["sim_over_budget"]
+    name = words[words.index(CLI["config"]) + 1]
+    assert "enable_chunked_prefill: true\n" in data["config_files"][name]
     said = [c for c in data["cautions"] if "enable_chunked_prefill" in c]
-    assert len(said) == 1 and f"max_num_tokens {budget:,}:" in said[0]
-    requests = data["winner"]["sim_requests"]
-    assert said[0].startswith(f"{requests:,} prompts")  # every prompt of its check
-    # the check it prints cautions the same, worded by the same function
-    code, text, err = run_cli(capsys, *shlex.split(data["check_command"])[1:])
+    assert len(said) == 1 and f"reach 12,000 tokens, past max_num_tokens {budget:,}:" in said[0]
+    assert "--enable_chunked_prefill" in data["check_command"].split()
+    code, text, err = run_cli(capsys, *shlex.split(data["check_command"])[1:], "--json")
     assert code == 0, err
-    assert said[0].split(" (or ")[0] in text
+    check = json.loads(text)
+    assert not [c for c in check["cautions"] if "enable_chunked_prefill is off" in c]
+    assert check["ttft_s"]["p90"] == pytest.approx(win["sim_ttft_s"])
+    config = tmp_path / name
+    config.write_text(data["config_files"][name])
+    place = ("--gpu", win["accelerator"], "--engine", "trtllm")
+    c = _replica(kv=win["kv"], weights=win["weights"], seats=win["max_num_seqs"],
+                 tokens=budget, chunked=True)
+    assert _fit(capsys, *_pasted(command, config), *place) == _fit(
+        capsys, *_own_flags("meta-llama/Llama-3.1-8B", c, win["max_model_len"]), *place)
+    lines = run_cli(capsys, *argv)[1].splitlines()  # the text prints the file under the line
+    assert "    enable_chunked_prefill: true" in lines
 
 
 def test_plan_gives_no_such_caution_where_the_prompts_fit_the_step(
@@ -171,4 +216,8 @@ def test_plan_gives_no_such_caution_where_the_prompts_fit_the_step(
                              "1000", "--slo-tpot-ms", "50", "--gpus", "h100", "--engine",
                              "trtllm", "--workers", "1", "--json")
     assert code == 0, err
-    assert not [c for c in json.loads(out)["cautions"] if "enable_chunked_prefill" in c]
+    data = json.loads(out)
+    assert not [c for c in data["cautions"] if "enable_chunked_prefill" in c]
+    assert not data["winner"]["enable_chunked_prefill"]  # the prompts fit its max_num_tokens
+    assert "enable_chunked_prefill" not in (data["config_files"] or {}).get(CLI["config_file"], "")
+    assert "--enable_chunked_prefill" not in data["check_command"]

@@ -43,8 +43,12 @@ class Candidate:
     sim_first: int = 0  # of a trace, where in the replica's share the check began
     sim_window_s: tuple[float, float] | None = None
     # … and its prompts longer than the step budget of an engine that runs a context whole
-    # (TensorRT-LLM without enable_chunked_prefill), which it chunked
+    # (TensorRT-LLM without enable_chunked_prefill), which it chunked: 0 where the check
+    # ends, since plan checks such a load again with enable_chunked_prefill on
     sim_over_budget: int = 0
+    # TensorRT-LLM: the check ran with enable_chunked_prefill on, the load holding prompts
+    # longer than max_num_tokens, and the launch's YAML turns it on (trtllm_command.py)
+    enable_chunked_prefill: bool = False
     # the analytic rate's three limits, req/s: the TPOT SLO at the batch, the step's token
     # budget, the prompts' queue within the TTFT SLO (replica_sizing.size_replica); () where not sized
     rate_limits: tuple[float, ...] = ()

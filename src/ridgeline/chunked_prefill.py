@@ -27,10 +27,18 @@ if TYPE_CHECKING:
 MAX_PREFILL_STEPS = 100_000
 
 
-def chunks_prefill(engine: str) -> bool:
-    """Whether the engine cuts a prompt longer than its budget into chunks by default (vLLM
-    V1, SGLang); TensorRT-LLM's enable_chunked_prefill is off, so it runs a context whole."""
-    return engine != "trtllm"
+def chunks_prefill(engine: str, enable_chunked_prefill: bool = False) -> bool:
+    """Whether the engine cuts a prompt longer than what its budget has left into chunks:
+    vLLM V1 and SGLang always; TensorRT-LLM with ``enable_chunked_prefill`` (its LLM API
+    option, off in the releases modelled: BaseLlmArgs ``Field(default=False)``,
+    tensorrt_llm/llmapi/llm_args.py; the newest docs call it on by default, not modelled),
+    where it otherwise runs a context whole. On, its
+    PyTorch backend's MicroBatchScheduler fills max_num_tokens first come, first served
+    (ContextChunkingConfig(FIRST_COME_FIRST_SERVED, tokens_per_block), _torch/pyexecutor),
+    a cut chunk rounded down to a whole number of tokens_per_block, which the steps here do
+    not round ("set max_num_tokens to an integer multiple of tokens_per_block":
+    https://nvidia.github.io/TensorRT-LLM/features/long-sequence.html)."""
+    return engine != "trtllm" or enable_chunked_prefill
 
 
 def splits_a_prompt(prompt: int, batch: int, budget_tokens: int) -> bool:
@@ -143,9 +151,9 @@ def step_budget(dep: Deployment, settings: EngineSettings) -> tuple[int, str]:
 
 def over_budget_caution(prompts: int, budget_tokens: int, remedy: str) -> str:
     """What to say of ``prompts`` that outran TensorRT-LLM's step budget (max_num_tokens,
-    ``budget_tokens``), which the simulator chunked though the engine runs a context whole:
-    simulate's caution and plan's for the trtllm-serve line it prints, each with its own
-    ``remedy``."""
+    ``budget_tokens``), which the simulator chunked though the engine, enable_chunked_prefill
+    off, runs a context whole: simulate's caution, with its ``remedy``. (plan turns it on
+    instead: plan_checks.verify.)"""
     return (f"{prompts:,} {plural(prompts, 'prompt')} longer than max_num_tokens "
             f"{budget_tokens:,}: TensorRT-LLM runs a context whole (its "
             "enable_chunked_prefill is off by default) and would not run these; they are "

@@ -34,6 +34,7 @@ from ridgeline.cli_load import (
     accelerator_names,
     build_deployment,
     card_id,
+    chunked_prefill_asked,
     default_engine,
     drafter,
     drafts_with_mtp,
@@ -499,6 +500,7 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
         # with, as engine_seats sizes it): the flag, else the engine's default
         budget = None if placed.engine.startswith("llama.cpp") else step_budget(
             placed, replace(pool_settings or EngineSettings(), max_model_len=length))
+        chunked = chunked_prefill_asked(a)  # TensorRT-LLM's enable_chunked_prefill
         # the pool's settings in decode's words (its JSON's engine_max_batch[].settings)
         described = describe_settings(pool_settings or EngineSettings(), placed.engine,
                                       length) if pool_settings or length else ""
@@ -509,10 +511,11 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
             # the steps are priced where the engine runs the prompts (a prompt past every
             # pool would be millions of steps, for an expectation nobody is shown)
             expected = Expectation.of_prefill(placed, n, a.batch, profile, a.ubatch_size,
-                                              budget if engine_runs(floor, seat) else None)
+                                              budget if engine_runs(floor, seat) else None,
+                                              chunked)
             return PrefillReport(placed, floor, expected, a.ubatch_size, seat, notes, budget,
                                  pool_settings.usage if pool_settings else "serve",
-                                 a.engine_version, described)
+                                 a.engine_version, described, chunked)
 
         return [report(n) for n in a.prompt_len]
 

@@ -231,9 +231,9 @@ def trtllm_tokens(settings: dict[str, Any], name: str, command: str,
             continue
         if key in TRTLLM_FLAGS and value is not None:  # null: the default, no flag
             add(key, TRTLLM_FLAGS[key], value)
-        elif key == "enable_chunked_prefill":
-            raise refuse(key, "ridgeline runs TensorRT-LLM's prompts whole a step, its "
-                         "default (chunked_prefill.py)")
+        elif key == "enable_chunked_prefill" and isinstance(value, bool):
+            if value:  # a context past what max_num_tokens leaves runs in chunks
+                add(key, "--enable_chunked_prefill")
         elif key == "kv_cache_config" and isinstance(value, dict):
             _kv_cache_tokens(value, add, refuse)
         elif key == "cuda_graph_config" and (value is None or isinstance(value, dict)):
@@ -286,10 +286,13 @@ def _spec_tokens(spec: dict[str, Any], add: Any, refuse: Any) -> None:
 
 def _set_by_file(action: argparse.Action, settings: dict[str, Any]) -> bool:
     """Whether the file sets ``action``'s setting though it adds no flag for it: a false
-    switch, a cuda_graph_config kept, and a kv_cache_config, which replaces trtllm-serve's
+    switch (enable_chunked_prefill: false drops the command line's --enable_chunked_prefill),
+    a cuda_graph_config kept, and a kv_cache_config, which replaces trtllm-serve's
     whole, --kv_cache_free_gpu_memory_fraction with it."""
     dest = action.dest
     return ((dest == "disable_overlap_scheduler" and "disable_overlap_scheduler" in settings)
+            or (dest == "launch_flag_enable_chunked_prefill"
+                and "enable_chunked_prefill" in settings)
             or (dest == "enforce_eager" and "cuda_graph_config" in settings)
             or (dest == "gpu_memory_utilization" and "kv_cache_config" in settings))
 

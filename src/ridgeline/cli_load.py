@@ -424,6 +424,17 @@ def drafter(args: argparse.Namespace) -> Any:
                       bool(getattr(args, "spec_method_inferred", False)))
 
 
+def chunked_prefill_asked(args: argparse.Namespace) -> bool:
+    """Whether TensorRT-LLM's enable_chunked_prefill is on: --enable_chunked_prefill (or
+    --enable-chunked-prefill, vLLM's spelling of its own flag, which its V1 engine ignores),
+    or ``enable_chunked_prefill: true`` in --extra_llm_api_options (cli_config_file.py)."""
+    from ridgeline.engines import engine_id
+
+    asked = getattr(args, "engine", None)
+    return bool(getattr(args, "launch_flag_enable_chunked_prefill", None)) \
+        and isinstance(asked, str) and engine_id(asked) == "trtllm"
+
+
 def engine_settings(args: argparse.Namespace) -> Any:
     from ridgeline.memory import EngineSettings
 
@@ -436,6 +447,7 @@ def engine_settings(args: argparse.Namespace) -> Any:
         async_scheduling=not getattr(args, "no_async_scheduling", False),
         overlap_schedule=not getattr(args, "disable_overlap_schedule", False),
         overlap_scheduler=not getattr(args, "disable_overlap_scheduler", False),
+        enable_chunked_prefill=chunked_prefill_asked(args),
         prefix_caching=getattr(args, "prefix_caching", None),
         speculative_decoding=bool(getattr(args, "spec_tokens", 0)),
         draft_mtp=drafts_with_mtp(args), drafter=drafter(args),

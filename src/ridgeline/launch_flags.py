@@ -38,6 +38,8 @@ class LaunchFlag:
     refused_values: tuple[tuple[str, str], ...] = ()  # values that do change memory, and why
     engine_only: bool = False  # refused under an engine that has no such flag
     say_why: bool = False  # the note gives its reason (it changes what this command leaves out)
+    # engines whose setting it is: read (its dest set, cli_load.engine_settings), not noted
+    read_by: tuple[str, ...] = ()
 
     @property
     def checks_engine(self) -> bool:
@@ -55,7 +57,8 @@ def launch_flags() -> tuple[LaunchFlag, ...]:
     return tuple(LaunchFlag(tuple(r["flags"]), bool(r["value"]), tuple(r["engines"]), r["why"],
                             ignored, bool(r.get("v1_only", False)), bool(r.get("several", False)),
                             tuple(sorted(r.get("refused_values", {}).items())),
-                            bool(r.get("engine_only", False)), bool(r.get("say_why", False)))
+                            bool(r.get("engine_only", False)), bool(r.get("say_why", False)),
+                            tuple(r.get("read_by", ())))
                  for key, ignored in (("ignored", True), ("not_modelled", False))
                  for r in data[key])
 
@@ -72,7 +75,8 @@ def refusal(record: LaunchFlag, given: str, value: Any = None) -> str | None:
 
 class _Ignored(argparse.Action):
     """Reads the flag (and its value) and keeps it for the note (``launch_note``), or refuses
-    it at once, saying what it changes (``refusal``)."""
+    it at once, saying what it changes (``refusal``); a flag some engine reads as its setting
+    (``read_by``) also sets its dest, True for a switch."""
 
     def __init__(self, *args: Any, record: LaunchFlag, **kwargs: Any) -> None:
         self.record = record
@@ -84,6 +88,8 @@ class _Ignored(argparse.Action):
         if refused:
             parser.error(refused)
         given = f"{option_string} {values}" if self.record.takes_value else str(option_string)
+        if self.record.read_by:
+            setattr(namespace, self.dest, values if self.record.takes_value else True)
         seen = list(getattr(namespace, "launch_flags_ignored", None) or [])
         namespace.launch_flags_ignored = [*seen, (given, self.record)]
 
@@ -151,7 +157,9 @@ def _refuse_names_before_model(argv: list[str], several: set[str]) -> None:
 def launch_note(args: argparse.Namespace, from_file: dict[str, str] | None = None) -> str:
     """The one line naming the flags read and ignored, or "" where none was given; an
     InputError where one changes nothing only on vLLM's V1 engine (--enable-chunked-prefill)
-    and the run is on its V0 engine or on another engine (``engine_refusal``). ``from_file``:
+    and the run is on its V0 engine or on another engine (``engine_refusal``); nothing of a
+    flag the engine reads as its setting (``read_by``: TensorRT-LLM's --enable_chunked_prefill,
+    cli_load.chunked_prefill_asked). ``from_file``:
     a flag a config file gave, to its file and key (cli_config_file.with_config_file), which
     the refusal names for the flag."""
     given = getattr(args, "launch_flags_ignored", None) or []
@@ -161,12 +169,17 @@ def launch_note(args: argparse.Namespace, from_file: dict[str, str] | None = Non
 
     asked = getattr(args, "engine", None) or "vllm"
     engines = [engine_id(e) for e in (asked if isinstance(asked, list) else [asked])]
+    given = [(text, record) for text, record in given  # read as a setting: nothing to say
+             if not set(engines) <= set(record.read_by)]
     for text, record in given:
         flag = text.split()[0]
-        v0 = args.engine_version if record.v1_only and _on_v0(args) else None
+        v0 = args.engine_version if record.v1_only and "vllm" in engines and _on_v0(args) \
+            else None
         refused = engine_refusal(record, (from_file or {}).get(flag, flag), engines, v0)
         if refused:
             raise InputError(refused)
+    if not given:
+        return ""
     plain = [text for text, record in given if not record.says_why]
     parts = ([f"{', '.join(plain)} ({'it changes' if len(plain) == 1 else 'they change'} "
               "neither memory nor speed)"] if plain else []) + \

@@ -90,6 +90,9 @@ class EngineSettings:
     overlap_schedule: bool = True  # SGLang (default since v0.4.0): off is --disable-overlap-schedule
     # TensorRT-LLM's PyTorch backend (default since v0.20): off is disable_overlap_scheduler
     overlap_scheduler: bool = True
+    # TensorRT-LLM's LLM API enable_chunked_prefill (off by default): a context runs in chunks
+    # of what max_num_tokens leaves, as vLLM V1 and SGLang always run one (chunked_prefill.py)
+    enable_chunked_prefill: bool = False
     # vLLM: None is its default (on; for a model with recurrent state, off before v0.28)
     prefix_caching: bool | None = None
     # a drafter configured (--spec-tokens): vLLM's V0 engine then leaves chunked prefill off
@@ -205,6 +208,9 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
                          + _overlap_switch_hint(engine))
     if not s.overlap_scheduler:
         check_overlap_scheduler_flag(engine, s.backend)
+    if s.enable_chunked_prefill and engine != "trtllm":
+        raise InputError(f"enable_chunked_prefill is TensorRT-LLM's LLM API option; {engine} "
+                         "has no such setting (vLLM V1 and SGLang chunk a prompt regardless)")
     if not s.overlap_schedule and s.engine_version is not None:
         check_overlap_flag(s.engine_version)
     if engine == "vllm" and dep.pipeline_parallel_size > 1 and s.engine_version \

@@ -51,8 +51,8 @@ from ridgeline.memory import EngineSettings
 from ridgeline.model import ModelSpec
 from ridgeline.plan_cautions import (
     candidate_cautions,
+    chunked_prefill_note,
     data_parallel_winner_cautions,
-    whole_context_caution,
 )
 from ridgeline.plan_checks import CheckRuns, cheapest, verify_cheapest
 from ridgeline.precision import weight_plan
@@ -250,7 +250,7 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
                                                   win.sim_requests else None),
                                  slowed,
                                  v0_scheduling_caution(engine, engine_version),
-                                 whole_context_caution(win, engine),
+                                 chunked_prefill_note(win, engine, load),
                                  *(next((why for d, why in own if d is win), ())),
                                  *data_parallel_winner_cautions(win, engine, model)) if c)
     return PlanResult(load, slo, candidates, unpriced_best, split_sorted,

@@ -6,13 +6,12 @@ largest the profile was fitted on for the card's group."""
 from __future__ import annotations
 
 from ridgeline.candidate import Candidate, candidate_deployment
-from ridgeline.chunked_prefill import over_budget_caution
 from ridgeline.datafiles import engine_defaults
 from ridgeline.engines import MIN_GROUP_ROWS, EngineProfile, accelerator_group
 from ridgeline.hardware import Accelerator, engine_devices, resolve_accelerator
 from ridgeline.model import ModelSpec
 from ridgeline.parallel import cross_node_caution
-from ridgeline.serving_load import Slo
+from ridgeline.serving_load import Load, Slo
 
 # How much slower a card's prompts may run than priced where its compute share is another
 # group's. An MI300X's dense bf16 peak is 1.32x an H100's (1,307 against 989 TFLOP/s), so the
@@ -105,13 +104,19 @@ def data_parallel_winner_cautions(c: Candidate | None, engine: str,
                                   dispatch_label(engine))
 
 
-def whole_context_caution(win: Candidate | None, engine: str) -> str:
-    """Where the winner's check ran prompts longer than the step budget its launch line
-    prints (TensorRT-LLM's --max_num_tokens, which runs a context whole), chunking them as
-    the engine would not: simulate's caution, with plan's remedy; "" elsewhere."""
-    if win is None or not win.sim_over_budget:
+def chunked_prefill_note(win: Candidate | None, engine: str, load: Load) -> str:
+    """Where the winner's load holds prompts longer than the step budget its launch line
+    prints (TensorRT-LLM's --max_num_tokens, a context run whole by default): that its check
+    chunked them, and that the line's YAML turns enable_chunked_prefill on to run them so
+    (``Candidate.enable_chunked_prefill``); "" elsewhere."""
+    if win is None or not win.enable_chunked_prefill:
         return ""
-    budget = win.max_num_batched_tokens or int(engine_defaults(engine)["max_num_tokens"])
-    return over_budget_caution(win.sim_over_budget, budget,
-                               "serve it with --max_num_tokens past the longest prompt, "
-                               "at a price this plan did not check")
+    d = engine_defaults(engine)
+    budget = win.max_num_batched_tokens or int(d["max_num_tokens"])
+    longest = load.longest_prompt(win.max_model_len) if win.max_model_len else 0
+    reach = f"the load's prompts reach {longest:,} tokens, past" if longest > budget \
+        else "some of the load's prompts are longer than"
+    return (f"{reach} max_num_tokens {budget:,}: TensorRT-LLM runs a context "
+            "whole unless enable_chunked_prefill is on, so the check ran them in chunks and "
+            f"the trtllm-serve line's {d['cli']['config_file']} sets enable_chunked_prefill: "
+            "true")

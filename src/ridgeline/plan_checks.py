@@ -84,12 +84,15 @@ def verify_cheapest(model: ModelSpec, priced: list[Candidate], load: Load, slo: 
 
 def verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
            max_gpus: int, engine_version: str | None = None, engine: str = "vllm",
-           profile: EngineProfile | None = None, runs: CheckRuns | None = None
-           ) -> Candidate | None:
+           profile: EngineProfile | None = None, runs: CheckRuns | None = None,
+           chunked: bool = False) -> Candidate | None:
     """Simulate one replica at its share of the rate; add replicas until the SLO holds.
     ``runs``: the runs already made for this load, SLO, profile and version (``CheckRuns``),
     which another candidate's knobs may repeat (on an A100 vLLM's default token budget is
-    2,048: --max-num-batched-tokens 2048 launches the same engine)."""
+    2,048: --max-num-batched-tokens 2048 launches the same engine). TensorRT-LLM, which runs
+    a context whole by default, is checked with enable_chunked_prefill on where the load
+    holds a prompt longer than max_num_tokens (``chunked``: one its check drew), as the
+    launch plan prints then turns it on."""
     dep = candidate_deployment(model, c, engine)
     settings = EngineSettings(max_num_seqs=c.max_num_seqs,
                               max_num_batched_tokens=c.max_num_batched_tokens,
@@ -99,6 +102,10 @@ def verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
         return None  # the launch command's --max-model-len would not start, or refuses the load
     settings = replace(settings, max_model_len=max_len)
     engine_config = sim_config(dep, settings)
+    if not engine_config.chunked_prefill and engine == "trtllm" and (
+            chunked or load.longest_prompt(max_len) > engine_config.max_num_batched_tokens):
+        settings = replace(settings, enable_chunked_prefill=True)
+        engine_config = sim_config(dep, settings)
     config = lane_config(engine_config, c.pp, engine, engine_version)
     if config.num_blocks < 1:  # a lane whose pool holds no block cannot run a request
         return None
@@ -150,7 +157,11 @@ def verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
         if high * c.replica_gpus > max_gpus:
             return None
     _, ttft, tpot, count, first, window, over = run(high)
-    return replace(c, replicas=high, verified=True, sim_ttft_s=ttft, sim_tpot_s=tpot,
+    if over and engine == "trtllm":  # a prompt past max_num_tokens the sizing draws missed
+        return verify(model, c, load, slo, max_gpus, engine_version, engine, profile, runs,
+                      chunked=True)
+    return replace(c, enable_chunked_prefill=engine == "trtllm" and engine_config.chunked_prefill,
+                   replicas=high, verified=True, sim_ttft_s=ttft, sim_tpot_s=tpot,
                    max_model_len=max_len, refused_share=load.refused_share(max_len),
                    analytic_replicas=c.replicas, sim_requests=count, sim_first=first,
                    sim_window_s=window if math.isfinite(window[0]) else None,

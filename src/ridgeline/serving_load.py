@@ -82,6 +82,12 @@ class Load:
         totals = _totals(self)
         return (len(totals) - bisect_right(totals, max_model_len)) / len(totals)
 
+    def longest_prompt(self, max_model_len: int) -> int:
+        """The longest prompt of the requests an engine started at ``max_model_len`` serves
+        (prompt and output within it): of a trace, its own; of a drawn load, the 2,000 the
+        sizing draws (``samples``)."""
+        return max((p for p, o in _samples(self) if p + o <= max_model_len), default=0)
+
     def for_sizing(self) -> Load:
         """The same means without the trace rows (what the candidate workers need)."""
         if not self.trace:

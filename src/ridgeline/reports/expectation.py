@@ -111,13 +111,15 @@ class Expectation:
     @classmethod
     def of_prefill(cls, dep: Deployment, prompt: int, batch: int,
                    profile: EngineProfile, ubatch: int | None = None,
-                   budget: tuple[int, str] | None = None) -> Expectation:
+                   budget: tuple[int, str] | None = None,
+                   enable_chunked_prefill: bool = False) -> Expectation:
         """A prompt as the engine runs it: llama.cpp in n_ubatch-token ubatches (default
         512), each after the cache the ones before it filled (what `validate` scores); a
         serving engine in steps of its token budget (``budget``: the tokens a step and where
-        they come from, ``chunked_prefill.step_budget``), in one pass without one."""
+        they come from, ``chunked_prefill.step_budget``), in one pass without one; chunked
+        where the engine chunks (TensorRT-LLM with ``enable_chunked_prefill``)."""
         if not dep.engine.startswith("llama.cpp"):
-            return cls._of_steps(dep, prompt, batch, profile, budget)
+            return cls._of_steps(dep, prompt, batch, profile, budget, enable_chunked_prefill)
         given = ubatch is not None
         ubatch = ubatch or llamacpp_n_ubatch()
         if prompt <= ubatch:
@@ -142,13 +144,15 @@ class Expectation:
 
     @classmethod
     def _of_steps(cls, dep: Deployment, prompt: int, batch: int, profile: EngineProfile,
-                  budget: tuple[int, str] | None) -> Expectation:
+                  budget: tuple[int, str] | None, enable_chunked_prefill: bool = False
+                  ) -> Expectation:
         """A serving engine's prefill in steps of at most its token budget, each priced by
         step_cost as the simulator prices it; one step where the prompts fit one."""
         if budget is None:
             return cls.of(dep, [Seq(prompt, 0)] * batch, profile)
         tokens, source = budget
-        chunked = chunks_prefill(dep.engine) or prompt > tokens  # past it, chunked as simulate
+        chunked = chunks_prefill(dep.engine, enable_chunked_prefill) \
+            or prompt > tokens  # past it, chunked as simulate
         steps = prefill_steps(prompt, batch, tokens, chunked)
         if len(steps) == 1:
             return cls.of(dep, steps[0], profile)

@@ -55,6 +55,8 @@ def check_line(model_arg: str, load: Load, slo: Slo, engine: str, engine_version
         parts += ["--max-num-seqs", str(c.max_num_seqs)]
     if c.max_num_batched_tokens:
         parts += ["--max-num-batched-tokens", str(c.max_num_batched_tokens)]
+    if c.enable_chunked_prefill:  # TensorRT-LLM's, as the launch's YAML sets it
+        parts.append("--enable_chunked_prefill")
     parts += ["--max-model-len", str(max_len)]
     parts += ["--trace", load.trace_path] if load.trace else [
         "--rate", _exact(load.rate_req_s / c.replicas), "--num-requests", str(c.sim_requests),

@@ -53,6 +53,12 @@ class PrefillReport:
     engine_version: str | None = None  # whose rules sized the pool (--engine-version)
     # the settings the pool is sized under, as decode describes them ("": the defaults)
     pool_settings: str = ""
+    enable_chunked_prefill: bool = False  # TensorRT-LLM's (chunked_prefill.chunks_prefill)
+
+    @property
+    def chunks(self) -> bool:
+        """Whether the engine cuts a prompt between steps (not TensorRT-LLM by default)."""
+        return chunks_prefill(self.deployment.engine, self.enable_chunked_prefill)
 
     @property
     def pool_batch(self) -> int | None:
@@ -85,13 +91,14 @@ class PrefillReport:
         out.append(cross_node_caution(dep.tensor_parallel_size, dep.accelerator, dep.engine))
         out.append(dcp_caution(dep))
         budget = self.step_budget
-        if budget is not None and not chunks_prefill(dep.engine) and self.runs \
+        if budget is not None and not self.chunks and self.runs \
                 and self.floor.prompt_len > budget[0]:
             out.append(f"a {self.floor.prompt_len:,}-token prompt is longer than max_num_tokens "
                        f"{budget[0]:,}: TensorRT-LLM runs a context whole (its "
                        "enable_chunked_prefill is off by default) and would not run it; it is "
                        "priced in chunks here as if it were on, as `simulate` runs it (or give "
-                       "--max-num-tokens past the prompt)")
+                       "--enable_chunked_prefill to run it so, or --max-num-tokens past "
+                       "the prompt)")
         from ridgeline.offload import offload_caution
         from ridgeline.predict import bnb_caution, gguf_caution
 
@@ -171,7 +178,7 @@ class PrefillReport:
         # a prompt cut between steps (TensorRT-LLM runs whole ones, priced in chunks only past
         # its budget)
         chunked = (splits_a_prompt(f.prompt_len, f.batch, tokens)
-                   if chunks_prefill(self.deployment.engine) else f.prompt_len > tokens)
+                   if self.chunks else f.prompt_len > tokens)
         return (f"the floor reads the weights once (the ideal); {self.expected.engine} runs "
                 f"{prompts} in {steps:,} steps of at most {tokens:,} tokens ({source}), each "
                 "reading them again" + (" and attending to the chunks before it" if chunked

@@ -281,7 +281,8 @@ def whole_context_caution(config: SimConfig, over_budget: int) -> str:
     if config.chunked_prefill or not over_budget:
         return ""
     return over_budget_caution(over_budget, config.max_num_batched_tokens,
-                               "give --max-num-tokens past the longest prompt")
+                               "give --enable_chunked_prefill to run them so, or "
+                               "--max-num-tokens past the longest prompt")
 
 
 @dataclass(frozen=True)
@@ -766,7 +767,8 @@ def _running_metric(engine: str) -> str:
 def _policy(c: SimConfig) -> str:
     """How the simulated engine admits and schedules, as its own docs name it."""
     if c.reserve_full:
-        return "GUARANTEED_NO_EVICT" + ("" if c.chunked_prefill else
+        return "GUARANTEED_NO_EVICT" + (", chunked prefill (enable_chunked_prefill)"
+                                        if c.chunked_prefill else
                                         ", contexts whole (no chunked prefill)") \
             + " (TensorRT-LLM)"
     if c.prefill_first and c.token_ratio:

@@ -9,7 +9,9 @@ One H100 of Llama-3.1-8B at the defaults ridgeline sizes TensorRT-LLM's pool wit
     --max_num_tokens 8192 --max_seq_len 131072 --kv_cache_free_gpu_memory_fraction 0.9
 
 An fp8 KV cache moves the fraction into the file: its kv_cache_config replaces the one the
-flags build, fraction and all, so the file carries both.
+flags build, fraction and all, so the file carries both. A load with prompts longer than
+max_num_tokens, which plan checks with chunked prefill on, puts ``enable_chunked_prefill:
+true`` in it (an LLM API option; trtllm-serve has no flag for it).
 """
 
 from __future__ import annotations
@@ -47,8 +49,9 @@ def _yaml_lines(settings: dict[str, Any], depth: int) -> list[str]:
     for key, value in settings.items():
         if isinstance(value, dict):
             lines += [f"{'  ' * depth}{key}:\n", *_yaml_lines(value, depth + 1)]
-        else:
-            lines.append(f"{'  ' * depth}{key}: {value}\n")
+        else:  # a switch as YAML writes it (ridgeline's reader takes true, not True)
+            text = str(value).lower() if isinstance(value, bool) else value
+            lines.append(f"{'  ' * depth}{key}: {text}\n")
     return lines
 
 
@@ -65,9 +68,11 @@ def trtllm_launch(model_id: str, c: Candidate, max_len: int,
     PP and EP, seats (max_batch_size), step tokens (max_num_tokens), max_seq_len and the
     memory fraction (engines.json trtllm's defaults where the plan left them); an fp8 KV cache
     through the YAML, which then carries the fraction too (its kv_cache_config replaces the
-    flags' whole). fp8 weights of a 16-bit ``model_id`` name an FP8 checkpoint of it in
-    MODEL's place, which ``note`` says; data-parallel attention (enable_attention_dp, which
-    ridgeline does not model for TensorRT-LLM: data_parallel.py) gets no command."""
+    flags' whole), and enable_chunked_prefill there where the check ran with it (a load with
+    prompts longer than max_num_tokens: plan_checks.verify). fp8 weights of a 16-bit
+    ``model_id`` name an FP8 checkpoint of it in MODEL's place, which ``note`` says;
+    data-parallel attention (enable_attention_dp, which ridgeline does not model for
+    TensorRT-LLM: data_parallel.py) gets no command."""
     d = engine_defaults(ENGINE)
     cli = d["cli"]
     if c.data_parallel > 1:
@@ -89,9 +94,15 @@ def trtllm_launch(model_id: str, c: Candidate, max_len: int,
               str(c.max_num_batched_tokens or d["max_num_tokens"]),
               cli["max_len"], str(max_len)]
     fraction = float(d["kv_cache_free_gpu_mem_fraction"])
-    if c.kv != "fp8":
-        return TrtllmLaunch(" ".join([*parts, cli["memory"], str(fraction)]), note=note)
-    config = {"kv_cache_config": {"dtype": "fp8", "free_gpu_memory_fraction": fraction}}
+    config: dict[str, Any] = {}
+    if c.kv == "fp8":
+        config["kv_cache_config"] = {"dtype": "fp8", "free_gpu_memory_fraction": fraction}
+    else:
+        parts += [cli["memory"], str(fraction)]
+    if c.enable_chunked_prefill:  # an LLM API option, no trtllm-serve flag
+        config["enable_chunked_prefill"] = True
+    if not config:
+        return TrtllmLaunch(" ".join(parts), note=note)
     name = str(cli["config_file"])
     return TrtllmLaunch(" ".join([*parts, cli["config"], name]), name, config, note)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ridgeline.chunked_prefill import chunks_prefill
 from ridgeline.context_length import served_positions
 from ridgeline.deployment import Deployment
 from ridgeline.engine_scheduling import (
@@ -111,7 +112,8 @@ class SimConfig:
     # vLLM V1: free and cached blocks share one LRU queue (block_pool.py); SGLang's radix
     # tree and the others evict a cached block only when no free one is left
     lru_free_queue: bool = True
-    chunked_prefill: bool = True  # TensorRT-LLM's default is off: contexts run whole
+    # TensorRT-LLM's default is off (enable_chunked_prefill): contexts run whole
+    chunked_prefill: bool = True
     # vLLM V1: a running request's positions and slots end at max_model_len (a verify step's
     # drafts and the lookahead cut short near it: SchedulerConfig.max_model_len)
     positions_capped: bool = False
@@ -226,7 +228,7 @@ def sim_config(dep: Deployment, settings: object | None = None,
                      prefill_first=dep.engine == "sglang", token_ratio=dep.engine == "sglang",
                      cache_on_schedule=dep.engine == "vllm",
                      lru_free_queue=v1_free_queue(dep.engine, s.engine_version),
-                     chunked_prefill=dep.engine != "trtllm",
+                     chunked_prefill=chunks_prefill(dep.engine, s.enable_chunked_prefill),
                      positions_capped=dep.engine == "vllm",
                      long_prefill_token_threshold=threshold, long_prefill_alone=alone,
                      async_scheduling=overlapped_scheduling(
