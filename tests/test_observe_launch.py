@@ -69,18 +69,18 @@ def test_observe_sizes_a_vllm_pool_at_the_release_fit_sizes_it_at(
 
 def test_the_logs_own_launch_is_used_and_named(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    source = launch_log(tmp_path, "0.9.1", 32)
+    source = launch_log(tmp_path, "0.9.1", 48)  # seats above the 40 its stats lines run
     stated = cli_json(capsys, "observe", source, *L8, *CONTEXT)
     flagged = cli_json(capsys, "observe", VLLM_LOG, *L8, *CONTEXT, "--engine-version", "0.9.1",
-                       "--max-num-seqs", "32")
+                       "--max-num-seqs", "48")
     plain = cli_json(capsys, "observe", VLLM_LOG, *L8, *CONTEXT)
-    assert stated["pool_batch"] == flagged["pool_batch"] == 32 < plain["pool_batch"]
+    assert stated["pool_batch"] == flagged["pool_batch"] == 48 < plain["pool_batch"]
     assert any("0.9.1" in n and "start-up lines" in n for n in stated["notes"])
-    assert any("32" in n and "start-up lines" in n for n in stated["notes"])
-    assert any("32" in n and "--max-num-seqs" in n for n in flagged["notes"])
+    assert any("48" in n and "start-up lines" in n for n in stated["notes"])
+    assert any("48" in n and "--max-num-seqs" in n for n in flagged["notes"])
     # the same values given again are no contradiction
     again = cli_json(capsys, "observe", source, *L8, *CONTEXT, "--engine-version", "0.9.1",
-                     "--max-num-seqs", "32")
+                     "--max-num-seqs", "48")
     assert again["pool_batch"] == stated["pool_batch"]
 
 
@@ -153,3 +153,21 @@ def test_a_release_spelt_otherwise_than_the_log_states_it_is_no_contradiction(
         flagged = cli_json(capsys, "observe", launch_log(tmp_path, "0.9.0", 32), *L8,
                            *CONTEXT, "--engine-version", given)
         assert flagged["pool_batch"] == stated["pool_batch"]
+
+
+def test_seats_the_running_batch_outgrew_are_refused_for_vllm(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A vLLM engine core runs at most max_num_seqs requests: a scrape of 8 running under
+    --max-num-seqs 4 says the flag is not the server's. Seats at or above the batch run, a
+    pipeline (V0: a scheduler a stage) and SGLang's gauges are left alone."""
+    source = str(FIXTURES / "vllm_metrics.txt")
+    running = max(read_source(source).running)
+    base = ("observe", source, "--model", "llama-3.1-8b", "--gpu", "h100")
+    code, _, err = run_cli(capsys, *base, "--max-num-seqs", str(int(running) - 1))
+    assert code == 2 and f"shows {running:,.0f} requests running" in err
+    assert len(err.strip().splitlines()) == 1
+    code, out, _ = run_cli(capsys, *base, "--max-num-seqs", str(int(running)))
+    assert code == 0 and "as --max-num-seqs gives it" in out
+    code, _, _ = run_cli(capsys, "observe", str(FIXTURES / "sglang_metrics.txt"), "--model",
+                         "llama-3.1-8b", "--gpu", "h100", "--max-running-requests", "1")
+    assert code == 0

@@ -180,8 +180,27 @@ def launched(args: argparse.Namespace, obs: Any, engine: str) -> None:
     args.engine_version = checked_engine_version(
         _stated_or_given(obs, "--engine-version", given, stated,
                          "the engine's release"), engine)
+    stated_seats = obs.max_num_seqs if ours else None
     args.max_num_seqs = _stated_or_given(obs, "--max-num-seqs", args.max_num_seqs,
-                                         obs.max_num_seqs if ours else None, "the seats")
+                                         stated_seats, "the seats")
+    if stated_seats is None:  # the flag's seats, against what the source shows running
+        _refuse_seats_below_batch(args, obs, engine)
+
+
+def _refuse_seats_below_batch(args: argparse.Namespace, obs: Any, engine: str) -> None:
+    """Refuse seats the source's running batch outgrew: a vLLM engine core runs at most
+    max_num_seqs requests (V1's scheduler caps its one running list; vllm:num_requests_running
+    and the log's "Running: N reqs" are each core's, as observe reads them), so a batch of 32
+    under --max-num-seqs 16 says the flag is not the server's. A pipeline is left alone: V0
+    runs a scheduler a stage, each seating max_num_seqs. Other engines' gauges are not read
+    for this (SGLang's under data-parallel attention may add the ranks)."""
+    seats, running = args.max_num_seqs, max(obs.running, default=0.0)
+    if seats is None or engine != "vllm" or obs.engine_family not in (None, "vllm") \
+            or (getattr(args, "pipeline_parallel_size", None) or 1) > 1 or running <= seats:
+        return
+    raise InputError(f"{obs.source} shows {running:,.0f} requests running in one engine core, "
+                     f"past the {seats:,} seats --max-num-seqs gives: vLLM seats no more, so "
+                     "the flag is not the server's; give its own, or leave it out")
 
 
 def same_release(given: str, stated: str) -> bool:
