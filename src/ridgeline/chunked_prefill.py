@@ -31,7 +31,9 @@ def chunks_prefill(engine: str, enable_chunked_prefill: bool = False) -> bool:
     """Whether the engine cuts a prompt longer than what its budget has left into chunks:
     vLLM V1 and SGLang always; TensorRT-LLM with ``enable_chunked_prefill`` (its LLM API
     option, off in the releases modelled: BaseLlmArgs ``Field(default=False)``,
-    tensorrt_llm/llmapi/llm_args.py; the newest docs call it on by default, not modelled),
+    tensorrt_llm/llmapi/llm_args.py, still False on main: PR #9499 "BREAKING: Enable chunked
+    prefill by default", whose branch's docs say "enabled by default", was closed unmerged, as
+    was PR #8346; its PyTorch backend turns it off again for MLA outside SM 90/100/103/120),
     where it otherwise runs a context whole. On, its
     PyTorch backend's MicroBatchScheduler fills max_num_tokens first come, first served
     (ContextChunkingConfig(FIRST_COME_FIRST_SERVED, tokens_per_block), _torch/pyexecutor),
