@@ -15,6 +15,7 @@ from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.cli_spec import SPEC_DRAFT_COST
 from ridgeline.engine_metrics import SPEC_ACCEPTED_TOKENS, SPEC_COUNTERS, SPEC_DRAFTS
 from ridgeline.engines import profile_for
+from ridgeline.floors import decode_floor
 from ridgeline.observe import read_source
 from ridgeline.prometheus import split_scrapes
 from ridgeline.sim.config import acceptance_for_tokens
@@ -175,3 +176,34 @@ def test_without_the_spec_counters_the_window_reads_as_before(
         report = observe_json(capsys, str(source), *L8, "--emit-measurements", str(rows))
         assert any("drafter" in note for note in report["notes"]) is drafting
         assert rows.exists() is not drafting
+
+
+def test_an_unpriced_drafter_divides_the_floor_by_the_tokens_a_step_keeps(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --spec-tokens the step is priced plain, but the measured time is still a
+    token's of a drafting server (the histogram's step ÷ the counters' 2.5): set against the
+    floor of a whole step, it read as a server outrunning its hardware ("check --weights").
+    A token's floor is the step's ÷ the tokens a step keeps; with the drafter's flags and no
+    acceptance read, ÷ its drafts + 1, the most a verify step keeps. Nor is the plain step set
+    against that token as a percentage (it measured the drafter: "+172%")."""
+    kept = kept_over_window(SPEC_METRICS.read_text())
+    step_floor_ms = decode_floor(l8_vllm(), RUNNING, 4000).step_time_s * 1e3
+    plain = observe_json(capsys, str(SPEC_METRICS), *L8)
+    assert plain["speculative"] is None
+    measured = read_source(str(SPEC_METRICS)).latency_ms["itl"]["mean"]
+    assert step_floor_ms / kept < measured < step_floor_ms  # a token's floor, a step's
+    assert plain["floor_itl_ms"] == pytest.approx(step_floor_ms / kept)
+    assert not plain["likely_weights"]
+    assert not any("under the" in c and "floor" in c for c in plain["cautions"])
+    # nor a percentage between a plain step and a drafting server's token (16.3 against 6.0)
+    assert plain["gap"] == {} and "drafts are not priced" in plain["gap_not_comparable"]
+    priced = observe_json(capsys, str(SPEC_METRICS), *L8, "--spec-tokens", "3")
+    assert priced["gap"]["itl"] == pytest.approx(priced["predicted_itl_ms"] / measured - 1)
+    counters_left_out = "\n".join(
+        line for line in SPEC_METRICS.read_text().splitlines()
+        if not any(name.removesuffix("_total") in line for name in SPEC_COUNTERS)) + "\n"
+    path = tmp_path / "unread.prom"
+    path.write_text(counters_left_out)
+    flagged = observe_json(capsys, str(path), *L8, "--spec-tokens", "3")
+    assert flagged["speculative"] is None  # no acceptance read: the step priced plain
+    assert flagged["floor_itl_ms"] == pytest.approx(step_floor_ms / (3 + 1))

@@ -73,8 +73,8 @@ class ObserveReport(ObserveVerdict):
             "predicted_step_ms": self.predicted_step_ms,
             "tokens_per_step": self.tokens_per_step,
             "speculative": None if self.spec_step is None else self.spec_step.to_dict(),
-            "gap": {} if self.misdescribed else self.gaps(),
-            "gap_not_comparable": self.misdescribed if self.gaps() else None,
+            "gap": {} if self.not_comparable else self.gaps(),
+            "gap_not_comparable": self.not_comparable if self.gaps() else None,
             "floor_itl_ms": self.floor_itl_ms, "queued_readings": list(self.queued),
             "likely_weights": [name for name, _ in self.lighter_weights],
             "cautions": self.cross_checks(), "notes": o.notes,
@@ -176,14 +176,14 @@ class ObserveReport(ObserveVerdict):
                        f"{drafted.spec.label()}, the acceptance read off the source's "
                        "acceptance length" if drafted is not None else "") + ")")
             implied = self.rate_itl_ms
-            apart = self.misdescribed
+            apart = self.not_comparable
+            below = " (the caution below)" if self.misdescribed else ""
             if apart and measured and not self.single_scrape:
-                line += (f"; measured {measured:,.1f} ms: not compared, {apart} (the caution "
-                         "below)")
+                line += f"; measured {measured:,.1f} ms: not compared, {apart}{below}"
             elif apart and "generation_tok_s" in gaps and implied and b:
                 line += (f"; the generation rate, {o.generation_tok_s:,.0f} tok/s at batch "
-                         f"{b:,.1f}, implies {implied:,.1f} ms a token: not compared, {apart} "
-                         "(the caution below)")
+                         f"{b:,.1f}, implies {implied:,.1f} ms a token: not compared, {apart}"
+                         f"{below}")
             elif "itl" in gaps and measured:
                 line += f"; measured {measured:,.1f} ms: {gaps['itl']:+.0%}"
             elif measured and self.single_scrape:
@@ -216,6 +216,26 @@ class ObserveReport(ObserveVerdict):
                     "batch at the counters' mean, so the deployment described may not be the "
                     "one that runs")
         return None
+
+    @property
+    def unpriced_drafts(self) -> str | None:
+        """Why the prediction is not set against the measurement where a drafter served the
+        window but its drafts are not priced (no draft length in the flags, or no acceptance
+        length in the source): the measured time is a drafting server's token (vLLM's
+        histogram divided by the tokens a step keeps, SGLang's and a bench's per token), the
+        prediction a plain decode step's, so their percentage measures the drafter, not the
+        engine (16.3 ms against 6.0 ms at 2.5 tokens a step: "+172%"). None elsewhere."""
+        if self.spec_step is not None or not self.drafted:
+            return None
+        return ("a drafter served the window and its drafts are not priced (the notes say "
+                "why), so the prediction, a plain decode step, is not a drafting server's "
+                "token")
+
+    @property
+    def not_comparable(self) -> str | None:
+        """Why the prediction is not set against the measurement: the deployment or the unit
+        in doubt (misdescribed, which the cautions give), or a drafter's unpriced drafts."""
+        return self.misdescribed or self.unpriced_drafts
 
     def cross_checks(self) -> list[str]:
         """What the measured figures say against each other and against the floor: a latency

@@ -33,8 +33,9 @@ class ObservedFloor(ObservedLatency):
         engine overhead, every byte at the card's rated bandwidth): no step can be faster. A
         batch under one sequence (a bench's Little's law at a low rate) runs steps of one,
         where a latency is measured to set against them (the time a rate implies over such a
-        batch is the gauge's sampling noise). With drafts priced, a token's floor is the step's
-        over the tokens it keeps a request (a verify step reads no fewer bytes than a decode)."""
+        batch is the gauge's sampling noise). Where a drafter serves, a token's floor is the
+        step's over the tokens a step keeps a request (floor_tokens_per_step: a verify step
+        reads no fewer bytes than a decode), whether or not its drafts are priced."""
         b = self.batch
         if b is None or not self.fits:
             return None
@@ -45,7 +46,25 @@ class ObservedFloor(ObservedLatency):
                                  self.context)
         except InputError:
             return None
-        return floor.step_time_s * 1e3 / self.tokens_per_step
+        return floor.step_time_s * 1e3 / self.floor_tokens_per_step
+
+    @property
+    def floor_tokens_per_step(self) -> float:
+        """The tokens a step keeps a request, which a token's floor divides the step's by: the
+        priced verify step's; else the source's acceptance length, where a drafter's drafts go
+        unpriced (the flags give no draft length), since the measured time is still a token's
+        of a drafting server (vLLM's histogram divided by it, SGLang's per token); else, with
+        the drafter's flags but no acceptance read, its drafts + 1, the most a verify step
+        keeps; 1 without a drafter. A drafting server's 6 ms a token at 2.5 tokens a step is
+        no breach of a 10.8 ms step's floor (4.3 ms a token)."""
+        if self.spec_step is not None:
+            return self.tokens_per_step
+        if self.obs.spec_tokens_per_step:
+            return self.obs.spec_tokens_per_step
+        drafter = self.engine_settings.drafter
+        if drafter is not None and drafter.tokens > 0:
+            return float(drafter.tokens + 1)
+        return 1.0
 
     @property
     def below_floor(self) -> bool:
@@ -86,7 +105,7 @@ class ObservedFloor(ObservedLatency):
                 floor = decode_floor(lighter, micro_batch(lighter, b), self.context)
             except InputError:
                 continue
-            ms = floor.step_time_s * 1e3 / self.tokens_per_step  # a token's, as floor_itl_ms
+            ms = floor.step_time_s * 1e3 / self.floor_tokens_per_step  # as floor_itl_ms
             if ms <= measured:
                 out.append((name, ms))
         return out[:2]
