@@ -52,7 +52,7 @@ def test_the_json_marks_a_floor_speed_the_engine_would_not_run(
     decode = json.loads(_run(capsys, "decode", *ARTICLE, "--batch", "1", "--context", "2000",
                              "--json"))["points"]
     prefill = json.loads(_run(capsys, "prefill", *ARTICLE, "--prompt-len", "2000", "--json"))
-    assert decode[0]["per_user_tok_s"] is not None and prefill["tokens_per_s"] is not None
+    assert decode[0]["per_user_tok_s"] is not None and prefill["prompt_tok_s"] is not None
     assert decode[0]["engine_runs"] is False and prefill["engine_runs"] is False
     points = json.loads(_run(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--batch",
                              "1,64,2000", "--context", "8k", "--json"))["points"]

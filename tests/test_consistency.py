@@ -35,7 +35,7 @@ def test_utilization_reads_an_moe_batch_as_roofline_and_fit_do(
     assert "near batch 2,510" in util["experts"]
     fit = run_json(capsys, "fit", "gpt-oss-120b", "--gpu", "h100", "--num-gpus", "2",
                    "--max-model-len", "8192")
-    assert fit["verdict"] == "fits, under the ridge" and fit["batch"] < fit["ridge_batch"]
+    assert fit["verdict"] == "fits, under the ridge" and fit["batch"] < fit["batch_to_ridge"]
     full = run_json(capsys, "utilization", "--gpu", "h100", "--num-gpus", "2", "--running",
                     str(fit["batch"]), "--model", "gpt-oss-120b", "--context", "8192")
     assert full["fraction_of_arithmetic"] < 1.0  # under the ridge, as fit says
@@ -66,12 +66,12 @@ def test_fit_judges_gpt_oss_on_a_b200_by_its_bf16_ridge(
     roof = run_json(capsys, "roofline", "--gpu", "b200", "--model", "gpt-oss-120b",
                     "--compute-dtype", "bf16")
     dense = next(p for p in roof["points"] if p["name"].startswith("dense weight matrices"))
-    assert fit["ridge_batch"] == pytest.approx(dense["batch_to_ridge"]) == pytest.approx(281.25)
+    assert fit["batch_to_ridge"] == pytest.approx(dense["batch_to_ridge"]) == pytest.approx(281.25)
     assert fit["verdict"] == "clears the ridge"
     for command in (["decode", "--batch", "1"], ["prefill", "--prompt-len", "2000"]):
         table = run_json(capsys, command[0], "gpt-oss-120b", "--gpu", "b200,h100", *command[1:])
         b200 = table["accelerators"][0]
-        assert b200["ridge_flop_per_byte"] == pytest.approx(fit["ridge_batch"])
+        assert b200["ridge_flop_per_byte"] == pytest.approx(fit["batch_to_ridge"])
 
 
 def test_the_recurrent_state_is_not_replicated_across_tensor_parallel_ranks(

@@ -294,7 +294,7 @@ def test_cautions_reach_the_json_as_they_reach_the_text(
         assert main([*argv, "--json"]) == 0
         data = json.loads(capsys.readouterr().out)
         assert any(words in c for c in data["cautions"]) and words in text
-    assert data["expert_ridge_batch"] is None  # a dense model
+    assert data["expert_batch_to_ridge"] is None  # a dense model
 
 
 def test_levers_stay_on_what_the_hardware_runs() -> None:
@@ -411,7 +411,7 @@ def test_the_explained_ridge_batch_is_the_whole_batch_the_verdict_names(
     step = next(s for s in data["explain"] if s["label"] == "ridge batch")
     v = {i["name"]: i["value"] for i in step["inputs"]}
     assert step["result"]["value"] == math.ceil(v["ridge"] * v["bytes per weight"] / 2)
-    assert step["result"]["value"] == math.ceil(data["ridge_batch"])
+    assert step["result"]["value"] == math.ceil(data["batch_to_ridge"])
     _code, text, _ = run_cli(capsys, *argv)
     assert f"under the ridge ({int(step['result']['value']):,})" in text.splitlines()[0]
 
@@ -565,7 +565,7 @@ def test_prefill_gives_a_throughput_where_decode_gives_one(
     assert "prompt tok/s (the floor's; vllm would not run it)" in out
     _, out, _ = run_cli(capsys, "prefill", "llama-3.1-70b", "--gpu", "h100", "--prompt-len",
                         "4000", "--json")
-    assert json.loads(out)["tokens_per_s"] is None and json.loads(out)["fits"] is False
+    assert json.loads(out)["prompt_tok_s"] is None and json.loads(out)["fits"] is False
 
 
 def test_a_context_lever_is_offered_only_where_it_is_a_way_out() -> None:

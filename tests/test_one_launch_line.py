@@ -197,8 +197,8 @@ def test_the_ridge_utilization_names_is_the_batch_fit_names(
     fit = _json(capsys, "fit", "deepseek-v3", "--gpu", "h200", "--tp", "8",
                 "--max-model-len", "32768")
     # the first whole batch at or past fit's fractional one, as fit's verdict prints it
-    assert found is not None and int(found.group(1)) == first_whole_batch(fit["ridge_batch"])
-    assert int(found.group(1)) >= fit["ridge_batch"] > int(found.group(1)) - 1
+    assert found is not None and int(found.group(1)) == first_whole_batch(fit["batch_to_ridge"])
+    assert int(found.group(1)) >= fit["batch_to_ridge"] > int(found.group(1)) - 1
 
 
 @pytest.mark.parametrize("layout_flags", [("-dp", "2", "--enable-expert-parallel"),

@@ -100,7 +100,11 @@ def test_plan_cli_prints_engine_commands_with_real_flags(capsys: pytest.CaptureF
     assert vllm.startswith("vllm serve meta-llama/Llama-3.1-8B --tensor-parallel-size")
     assert "--gpu-memory-utilization 0.9" in vllm and "--max-model-len" in vllm
     assert list(data["commands"]) == ["vllm"]  # the engine whose pools were sized
-    assert data["winner"]["cost_per_million_output_tokens"] > 0
+    win = data["winner"]
+    assert win["usd_per_million_output_tokens"] > 0
+    # dollars named as hardware's price_per_hour_usd and decode's usd_per_million_... are
+    assert win["cost_per_hour_usd"] == pytest.approx(win["gpus"] * win["price_per_gpu_hour_usd"])
+    assert not {"cost_per_hour", "price_per_gpu_hour", "cost_per_million_output_tokens"} & set(win)
     # the frontier says at what context its decode figures hold: the default 1,000 in, 250 out
     assert data["pareto_context_tokens"] == 1000 + 250 // 2
 
@@ -965,7 +969,7 @@ def test_plan_and_page_take_a_calibrated_profile(
     mine = json.loads(capsys.readouterr().out)
     assert mine["profile_file"] == str(slow) and bundled["profile_file"] is None
     assert mine["winner"] != bundled["winner"]  # half the bandwidth: a dearer deployment
-    assert mine["winner"]["cost_per_hour"] >= bundled["winner"]["cost_per_hour"]
+    assert mine["winner"]["cost_per_hour_usd"] >= bundled["winner"]["cost_per_hour_usd"]
     assert main([*argv[:-1], "--profile", str(slow)]) == 0
     text = capsys.readouterr().out
     assert f"steps timed by the profile in {slow}" in text

@@ -143,9 +143,9 @@ def test_after_a_demotion_the_cheaper_cautioned_deployments_are_listed_apart_fro
     assert "were not simulated" not in text
     assert data["verdict"] == "winner" and data["winner_unverified"] is False
     assert not win["unverified"] and win["slowed_tpot_floor_s"] is None
-    assert not [r for r in data["runners_up"] if r["cost_per_hour"] < win["cost_per_hour"]]
+    assert not [r for r in data["runners_up"] if r["cost_per_hour_usd"] < win["cost_per_hour_usd"]]
     cheaper = data["cheaper_unverified"]
-    assert cheaper and all(r["unverified"] and r["cost_per_hour"] < win["cost_per_hour"]
+    assert cheaper and all(r["unverified"] and r["cost_per_hour_usd"] < win["cost_per_hour_usd"]
                            for r in cheaper)
     assert f"{len(cheaper)} cheaper deployment(s) carry a measured caution" in text
     demoted = next(r for r in cheaper if r["verified"])  # the cheapest, simulated
@@ -241,7 +241,7 @@ def test_a_cautioned_cheapest_names_the_split_that_held_without_the_caution(
     assert held == [r for r in data["disaggregated"] if r["verified"] and not r["unverified"]]
     text = _run(capsys, *args)
     assert (f"  split prefill and decode pools without the caution held in simulation: "
-            f"{held[0]['label']} = {held[0]['gpus']} GPUs, ${held[0]['cost_per_hour']:,.2f}/h"
+            f"{held[0]['label']} = {held[0]['gpus']} GPUs, ${held[0]['cost_per_hour_usd']:,.2f}/h"
             in text)
 
 

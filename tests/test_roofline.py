@@ -168,7 +168,7 @@ def test_one_expert_ridge_batch_for_moe_fit_roofline_and_utilization(
                  "8192", "--json"]) == 0
     fit = json.loads(capsys.readouterr().out)
     assert moe["article_batch_to_ridge"] == pytest.approx(batch)
-    assert fit["expert_ridge_batch"] == pytest.approx(batch)
+    assert fit["expert_batch_to_ridge"] == pytest.approx(batch)
     assert main(["utilization", "--running", "64", "--model", "qwen3.6-35b-a3b", *argv,
                  "--num-gpus", "2", "--context", "8192"]) == 0
     assert f"near batch {batch:,.0f}" in capsys.readouterr().out

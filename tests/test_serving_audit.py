@@ -129,7 +129,7 @@ def test_the_pages_batch_to_the_ridge_is_roofline_s_whole_batch(
     roof = run_json(capsys, "roofline", "--gpu", "h100")
     weights = next(p for p in roof["points"] if p["whole_batch_to_ridge"] is not None)
     assert step["result"]["value"] == weights["whole_batch_to_ridge"] \
-        == first_whole_batch(data["ridge_batch"])
+        == first_whole_batch(data["batch_to_ridge"])
 
 
 def test_where_the_engine_holds_fewer_than_the_division_the_page_says_so(

@@ -69,7 +69,8 @@ def _gpu(p: argparse.ArgumentParser, required: bool = True, several: bool = Fals
                    ("; several, comma-separated, side by side" if several else ""))
     g.add_argument("--gpu-file", metavar="FILE", help="an accelerator record in JSON")
     g.add_argument("--peak-tflops", type=_positive_float("peak TFLOP/s"),
-                   help="custom accelerator: dense peak TFLOP/s (with --bandwidth-gbs)")
+                   help="custom accelerator: dense peak TFLOP/s, read as its bf16 (16-bit) "
+                   "matmul rate (with --bandwidth-gbs)")
     g.add_argument("--bandwidth-gbs", type=_positive_float("bandwidth GB/s"),
                    help="custom accelerator: memory bandwidth in GB/s")
     g.add_argument("--gpu-memory-gib", type=_positive_float("GPU memory GiB", most=MAX_MEMORY_GIB),

@@ -105,16 +105,30 @@ def cmd_model(args: argparse.Namespace) -> Any:
         return model_list()
     return model_report(load_model(args))
 
-def _element_bytes(args: argparse.Namespace) -> tuple[float, float]:
-    """Bytes per weight and per KV element named without a model (default 2 and 2)."""
+# --compute-dtype's weights where no --weights names them: tf32 multiplies fp32 weights
+_WEIGHTS_AT = {"tf32": "fp32"}
+
+
+def _element_bytes(args: argparse.Namespace) -> tuple[float, float, str]:
+    """Bytes per weight and per KV element named without a model, and where the weights'
+    came from. --weights names them; else --compute-dtype's own (an fp8 step is W8A8: it
+    reads 1-byte weights, so an H100's fp8 ridge of 591 FLOP/byte is reached at batch
+    591 × 1 ÷ 2 = 296, as bf16's 295 is at 2-byte weights); else 2 (bf16). KV: 2."""
     from ridgeline.precision import is_stored_format, kv_dtype, weight_format
 
     weights = named_weights(args)
     if (weights and is_stored_format(weights)) or args.kv_dtype == "auto":
         raise InputError("'as stored' and 'auto' formats need --model (the checkpoint's formats)")
-    bpw = weight_format(weights).bytes_per_weight if weights else 2.0
     kvb = kv_dtype(args.kv_dtype).bytes_per_element if args.kv_dtype else 2.0
-    return bpw, kvb
+    if weights:
+        return weight_format(weights).bytes_per_weight, kvb, ""
+    dtype = getattr(args, "compute_dtype", None)
+    if dtype is None:
+        return 2.0, kvb, ""
+    fmt = weight_format(_WEIGHTS_AT.get(dtype, dtype))
+    return fmt.bytes_per_weight, kvb, (
+        f"{fmt.id} weights, {fmt.bytes_per_weight:g} B each, as a step whose matmuls run at "
+        f"--compute-dtype {dtype} reads them (--weights names others)")
 
 
 def _matmul_dtype(args: argparse.Namespace, acc: Any) -> str:
@@ -140,14 +154,14 @@ def cmd_roofline(args: argparse.Namespace) -> Any:
         return RooflineComparison(tuple(reports), not_run)
     acc = load_accelerator(args)
     dep = load_deployment(args) if args.model else None
-    bpw, kvb = (2.0, 2.0) if dep else _element_bytes(args)
+    bpw, kvb, weights_from = (2.0, 2.0, "") if dep else _element_bytes(args)
     try:
         dtype = args.compute_dtype or (dep.dense_compute_dtype if dep
                                        else _matmul_dtype(args, acc))
         experts = args.compute_dtype or (dep.expert_compute_dtype if dep else dtype)
         return roofline_report(acc, dtype, args.batch, args.prompt_len, dep, bpw, kvb,
                                args.intensity, experts, args.num_gpus,
-                               None if dep else _attention_dtype(args, acc))
+                               None if dep else _attention_dtype(args, acc), weights_from)
     except InputError as exc:  # a rate the card lacks: name the flags that pick its own
         fixes = _rate_fixes(args, acc, dep)
         if not fixes:

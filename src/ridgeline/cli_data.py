@@ -70,6 +70,9 @@ def _check_output(output: str) -> dict[str, Any]:
     out = Path(output).expanduser()
     if not out.exists():
         return {}
+    if out.is_dir():  # -o takes the profile's file name, not a folder to put one in
+        raise InputError(f"-o {output} is a directory: name the profile file to write (-o "
+                         f"{Path(output) / 'profile.json'}, say)")
     try:  # a device or a pipe (/dev/full, a FIFO) is no profile, and is not read: it never ends
         data = json.loads(out.read_text("utf-8")) \
             if out.is_file() and out.stat().st_size < 2**24 else None

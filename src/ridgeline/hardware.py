@@ -209,7 +209,10 @@ class Accelerator:
     @classmethod
     def from_record(cls, record: Mapping[str, Any], origin: str = "record") -> Accelerator:
         """One catalog-format record, each field read by name as its kind and plausible range
-        (the bandwidth and peaks are checked for base units in __post_init__)."""
+        (the bandwidth and peaks are checked for base units in __post_init__). A field may
+        have its --json spelling (hardware --json's peak_flops_per_s), so a record copied
+        from `ridgeline hardware NAME --json` reads as the catalog's."""
+        record = _catalog_spelling(record, origin)
         f = Fields(record, origin)
         link = record.get("link") or {}
         if not isinstance(link, Mapping):
@@ -250,6 +253,32 @@ class Accelerator:
             runtime_devices=f.whole("runtime_devices", 1, MAX_RUNTIME_DEVICES, default=1),
             host_gpus=f.whole("host_gpus", 1, MAX_HOST_GPUS) if "host_gpus" in record else None,
         )
+
+
+# The record fields `ridgeline hardware --json` names otherwise, its unit in the name as every
+# rate in --json has it (roofline's peak_flops_per_s); a record may use either spelling.
+JSON_SPELLINGS = {"peak_flops": "peak_flops_per_s"}
+
+
+def _catalog_spelling(record: Mapping[str, Any], origin: str) -> Mapping[str, Any]:
+    """The record with its fields under the catalog's names (peak_flops_per_s read as
+    peak_flops, in figure_sources too); one field under both names is refused."""
+    renamed = {json_key: key for key, json_key in JSON_SPELLINGS.items()}
+    if not any(k in record for k in renamed) and not (
+            isinstance(sources := record.get("figure_sources"), Mapping)
+            and any(k in sources for k in renamed)):
+        return record
+    out = dict(record)
+    for json_key, key in renamed.items():
+        if json_key in out:
+            if key in out:
+                raise InputError(f"{origin}: gives both '{key}' and '{json_key}', one field "
+                                 "under two names: keep one")
+            out[key] = out.pop(json_key)
+    sources = out.get("figure_sources")
+    if isinstance(sources, Mapping):
+        out["figure_sources"] = {renamed.get(k, k): v for k, v in sources.items()}
+    return out
 
 
 # the words data/accelerators/SCHEMA.md allows; 'measured' is a `ridgeline measure` record's
@@ -367,11 +396,17 @@ def with_memory_gib(acc: Accelerator, memory_gib: float) -> tuple[Accelerator, s
                    "--gpu-memory-utilization")
 
 
+# The source a custom card's figures carry: the flags, not a spec sheet.
+CUSTOM_SOURCE = "user flags"
+
+
 def custom_accelerator(
     name: str, peak_tflops: float, bandwidth_gb_s: float, memory_gib: float,
     dtype: str = "bf16",
 ) -> Accelerator:
-    """An accelerator from three spec-sheet figures given on the command line."""
+    """An accelerator from three spec-sheet figures given on the command line. The one peak
+    is read as ``dtype``'s (bf16: the 16-bit matmul rate, fp16 running at it too); a matmul
+    at another dtype (fp8) has no rate here and is refused rather than guessed."""
     require_positive(peak_tflops, "peak TFLOP/s")
     require_positive(bandwidth_gb_s, "bandwidth GB/s")
     require_positive(memory_gib, "memory GiB")
@@ -388,7 +423,7 @@ def custom_accelerator(
         id=name, name=name, memory_bytes=memory_gib * GIB,
         memory_bandwidth_bytes_per_s=bandwidth_gb_s * GB,
         peak_flops={dtype: peak_tflops * 1e12}, memory_size=memory_gib, memory_unit="GiB",
-        sources=("user flags",),
+        sources=(CUSTOM_SOURCE,),
     )
 
 

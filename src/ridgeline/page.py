@@ -208,7 +208,7 @@ def opening_facts(data: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
     model, gpu, count, weights, kv = data["start"]
     return (("opening", {"model": model, "gpu": gpu, "count": int(count), "weights": weights,
                          "kv": kv}),
-            ("ridge_flop_per_byte", opening["ridge"]), ("ridge_batch", opening["ridge_batch"]))
+            ("ridge_flop_per_byte", opening["ridge"]), ("batch_to_ridge", opening["ridge_batch"]))
 
 
 _CONTROLS = """

@@ -54,9 +54,9 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
         "block_size": p.block_size, "block_size_per_dcp_rank": p.block_size // dcp,
         "conversations": r.conversations,
         "max_num_seqs": p.max_num_seqs, "batch": r.batch, "target": r.target,
-        "ridge_batch": r.ridge_batch, "verdict": r.verdict,
+        "batch_to_ridge": r.ridge_batch, "verdict": r.verdict,
         "stage_batch": r.stage_batch,  # under pipeline parallelism: a micro-batch
-        "expert_ridge_batch": r.expert_ridge_batch if r.deployment.model.moe else None,
+        "expert_batch_to_ridge": r.expert_ridge_batch if r.deployment.model.moe else None,
         "shortfall_bytes_per_gpu": None if refusal else r.shortfall_bytes,  # no memory
         "refusal": refusal or None,  # rescues a length the engine refuses
         "per_conversation_bytes_per_gpu": r.per_conversation_bytes,

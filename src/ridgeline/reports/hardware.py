@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ridgeline.explain import Step
-from ridgeline.hardware import Accelerator, catalog
+from ridgeline.hardware import JSON_SPELLINGS, Accelerator, catalog
 from ridgeline.render import table
 from ridgeline.roofline import ridge_point, ridge_step
 from ridgeline.units import GIB
@@ -25,14 +25,15 @@ def _record(acc: Accelerator) -> dict[str, Any]:
         "memory_unit": acc.memory_unit, "ecc_visible_bytes": acc.ecc_visible_bytes,
         "runtime_total_bytes": acc.runtime_total_bytes,
         "memory_bandwidth_bytes_per_s": acc.memory_bandwidth_bytes_per_s,
-        "peak_flops": dict(acc.peak_flops),
+        "peak_flops_per_s": dict(acc.peak_flops),
         "ridge_flop_per_byte": {d: ridge_point(v, acc.memory_bandwidth_bytes_per_s)
                                 for d, v in acc.peak_flops.items()},
         "ridge_dtype": dtype,
         "link": {"kind": acc.link_kind, "bytes_per_s_per_direction": acc.link_bytes_per_s},
         "price_per_hour_usd": acc.price_per_hour_usd, "tdp_w": acc.tdp_w,
         "aliases": list(acc.aliases), "sources": list(acc.sources),
-        "figure_sources": dict(acc.figure_sources), "notes": acc.notes,
+        "figure_sources": {JSON_SPELLINGS.get(k, k): v for k, v in acc.figure_sources.items()},
+        "notes": acc.notes,
     }
 
 

@@ -58,6 +58,7 @@ class MoEReport:
     def to_dict(self) -> dict[str, Any]:
         data = {k: v for k, v in vars(self).items() if k not in ("rows", "steps", "fit")}
         data["ridge_flop_per_byte"] = data.pop("ridge")
+        data["article_bf16_ridge_flop_per_byte"] = data.pop("article_bf16_ridge")
         data["rows"] = [dict(vars(r)) for r in self.rows]
         data["weights_fit"] = not self.fit
         return data

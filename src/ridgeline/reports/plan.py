@@ -116,9 +116,12 @@ class PlanReport:
         data = asdict(c)
         limits = dict(zip(RATE_LIMIT_KEYS, (x if math.isfinite(x) else None
                                             for x in c.rate_limits)))
-        data.update(label=self.lists.label(c), gpus=c.gpus, cost_per_hour=c.cost_per_hour,
-                    cost_per_million_output_tokens=c.cost_per_million_tokens(self._tok_s()),
-                    cost_per_million_prompt_tokens=c.cost_per_million_tokens(
+        # prices in US dollars, named as hardware's price_per_hour_usd and decode's
+        # usd_per_million_output_tokens name them
+        data["price_per_gpu_hour_usd"] = data.pop("price_per_gpu_hour")
+        data.update(label=self.lists.label(c), gpus=c.gpus, cost_per_hour_usd=c.cost_per_hour,
+                    usd_per_million_output_tokens=c.cost_per_million_tokens(self._tok_s()),
+                    usd_per_million_prompt_tokens=c.cost_per_million_tokens(
                         self._priced()[1]) if self._priced()[0] == "prompt" else None,
                     weights_format=stored_name(self.model) if c.weights == "as stored"
                     else c.weights, rate_limits=limits or None,

@@ -192,15 +192,16 @@ class PrefillReport:
         f = self.floor
         return {"deployment": deployment_line(self.deployment),
                 **cpu_offload_json(self.deployment),
-                "kind": "floor (the article's lower bound: time_s, tokens_per_s) and the "
+                "kind": "floor (the article's lower bound: time_s, prompt_tok_s) and the "
                 "engine's calibrated expectation (expected)", "prompt_len": f.prompt_len,
                 "batch": f.batch, "time_s": f.time_s,
-                "tokens_per_s": f.tokens_per_s if f.fit.fits else None,
-                "engine_runs": self.runs,  # false: tokens_per_s is the floor's arithmetic only
+                # prompt tokens per second, tok_s as decode and simulate spell a rate of tokens
+                "prompt_tok_s": f.tokens_per_s if f.fit.fits else None,
+                "engine_runs": self.runs,  # false: prompt_tok_s is the floor's arithmetic only
                 "bound": f.bound, "flops": f.flops, "bytes_moved": f.bytes_moved,
                 "intensity_flop_per_byte": f.intensity_flop_per_byte,
                 "weight_intensity_flop_per_byte": f.weight_intensity_flop_per_byte,
-                "expected": {**self.expected.to_dict(), "tokens_per_s": f.batch * f.prompt_len
+                "expected": {**self.expected.to_dict(), "prompt_tok_s": f.batch * f.prompt_len
                              / self.expected.time_s} if self.runs else None,
                 **({} if self.runs else {"expected_none_reason": self.none_reason,
                                          "expected_none_code": self.none_code}),

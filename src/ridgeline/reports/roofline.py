@@ -9,7 +9,7 @@ from ridgeline.context_length import served_context_caution
 from ridgeline.cost import Seq, batch_shape, state_work
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Step, q, step
-from ridgeline.hardware import Accelerator
+from ridgeline.hardware import CUSTOM_SOURCE, Accelerator
 from ridgeline.layouts import LINEAR, MAMBA
 from ridgeline.moe import article_tokens_per_expert, expected_experts_touched
 from ridgeline.raw_fit import device_fit
@@ -84,8 +84,11 @@ class RooflineReport:
         dtype = a.resolve_dtype(self.compute_dtype)
         lines = [*([self.fit] if self.fit else []),
             (f"{self.num_gpus} x {a.id}, each " if self.num_gpus > 1 else f"{a.id}: ")
-            + f"{a.peak(dtype) / 1e12:,.1f} TFLOP/s ({dtype}, dense) ÷ "
-            f"{a.bandwidth_tb_s:.3g} TB/s = ridge at {self.ridge:,.0f} FLOP/byte"
+            + f"{a.peak(dtype) / 1e12:,.1f} TFLOP/s "
+            # a custom card's one peak is the flag's, which custom_accelerator reads as bf16
+            + (f"(dense, --peak-tflops as given, read as {dtype}) ÷ "
+               if a.sources == (CUSTOM_SOURCE,) else f"({dtype}, dense) ÷ ")
+            + f"{a.bandwidth_tb_s:.3g} TB/s = ridge at {self.ridge:,.0f} FLOP/byte"
             + (" (tensor parallelism adds peak and bandwidth alike: the same ridge)"
                if self.num_gpus > 1 else ""),
             *([] if (fast := self.llamacpp_ridge) is None else [
@@ -219,12 +222,13 @@ def roofline_report(
     acc: Accelerator, compute_dtype: str, batch: int, prompt_len: int,
     dep: Deployment | None = None, bytes_per_weight: float = 2.0, kv_bytes: float = 2.0,
     intensity: float | None = None, expert_compute_dtype: str | None = None,
-    num_gpus: int = 1, attention_dtype: str | None = None,
+    num_gpus: int = 1, attention_dtype: str | None = None, weights_from: str = "",
 ) -> RooflineReport:
     """Operating points of a decode step at ``batch`` and of a prefill of ``prompt_len``; an
     MoE model's experts at ``expert_compute_dtype`` (default: ``compute_dtype``); without a
-    deployment, ``num_gpus`` cards named in the header (each with the same ridge), and decode
-    attention at ``attention_dtype`` (the cache's; default: ``compute_dtype``)."""
+    deployment, ``num_gpus`` cards named in the header (each with the same ridge), decode
+    attention at ``attention_dtype`` (the cache's; default: ``compute_dtype``), and
+    ``weights_from`` saying where ``bytes_per_weight`` came from, in the weights' note."""
     ridge = ridge_point(acc.peak(compute_dtype), acc.memory_bandwidth_bytes_per_s)
     expert_dtype = expert_compute_dtype or compute_dtype
     moe = dep.model.moe if dep is not None else None
@@ -239,6 +243,7 @@ def roofline_report(
         f"{dense} (decode)", w, acc, compute_dtype, to_ridge,
         f"intensity = 2 FLOP × batch ÷ {bytes_per_weight:.2f} bytes per weight: "
         f"{_times_tokens('the batch', bytes_per_weight)}"
+        + (f"; {weights_from}" if weights_from else "")
         + ("; attention and shared weights, every token reads them (the experts are their "
            "own rows)" if moe else ""))]
     group = ARTICLE_GQA_GROUP

@@ -374,7 +374,7 @@ class SimulateReport:
             "ttft_s": r.percentiles("ttft"), "tpot_s": r.percentiles("tpot"),
             "itl_s": r.percentiles("itl"), "e2e_s": r.percentiles("e2e"),
             "queue_s": r.percentiles("queue"),
-            "request_rate": r.request_rate_req_s, "output_tok_s": r.output_tok_s,
+            "request_rate_req_s": r.request_rate_req_s, "output_tok_s": r.output_tok_s,
             "output_tok_s_per_gpu": r.output_tok_s / d.num_gpus,
             "goodput_req_s": r.goodput_req_s if self._has_slo else None,
             # goodput's denominator: the window's span of arrivals, or the simulated time

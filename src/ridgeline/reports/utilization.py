@@ -269,7 +269,7 @@ def utilization_report(
         each = per_stage * moe.experts_per_token / touched if touched else 0.0
         expert_figures = {"experts_touched": touched, "tokens_per_touched_expert": each,
                           "expert_fraction_of_arithmetic": min(1.0, share),
-                          "expert_ridge_batch": expert_batch}
+                          "expert_batch_to_ridge": expert_batch}
         experts = (f"the routed experts: {per_stage:,} × {moe.experts_per_token} picks touch "
                    f"{touched:,.1f} of {moe.num_experts}, {each:,.2f} tokens each: "
                    f"{min(1.0, share):.1%} of their arithmetic (they reach the ridge near batch "

@@ -1,0 +1,129 @@
+"""One quantity, one name, its unit in it, across the commands' --json; and the roofline's
+wording for a custom card, for an fp8 compute dtype without a model, and calibrate's for an
+-o that is a directory."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ridgeline.hardware import custom_accelerator, resolve_accelerator
+from ridgeline.precision import weight_format
+from ridgeline.roofline import batch_for_intensity, first_whole_batch, ridge_point
+from tests.conftest import LOWBATCH, run_cli
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
+    code, out, err = run_cli(capsys, *argv, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def weights_point(roofline: dict[str, Any]) -> dict[str, Any]:
+    return next(p for p in roofline["points"] if p["name"].startswith("weight matrices"))
+
+
+def test_hardware_and_roofline_name_the_peak_rate_alike(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """hardware's per-dtype peaks are FLOP/s, so they carry roofline's peak_flops_per_s."""
+    record = run_json(capsys, "hardware", "h100")
+    roof = run_json(capsys, "roofline", "--gpu", "h100")
+    assert "peak_flops" not in record and "peak_flops" not in record["figure_sources"]
+    assert record["peak_flops_per_s"] == dict(resolve_accelerator("h100").peak_flops)
+    assert record["peak_flops_per_s"]["bf16"] == roof["peak_flops_per_s"]
+    assert "peak_flops_per_s" in record["figure_sources"]
+    listed = run_json(capsys, "hardware")["accelerators"]
+    assert all("peak_flops_per_s" in a and "peak_flops" not in a for a in listed)
+
+
+def test_fit_page_and_roofline_name_the_batch_to_the_ridge_alike(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """fit and page called roofline's batch_to_ridge (295.34 on an H100 at bf16) ridge_batch."""
+    roof = weights_point(run_json(capsys, "roofline", "--gpu", "h100"))
+    fit = run_json(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "8k")
+    page = run_json(capsys, "page", "llama-3.1-8b", "--gpu", "h100", "--counts", "1",
+                    "-o", str(tmp_path / "page.html"))
+    for data in (fit, page):
+        assert "ridge_batch" not in data
+        assert data["batch_to_ridge"] == pytest.approx(roof["batch_to_ridge"])
+    assert "expert_ridge_batch" not in fit and fit["expert_batch_to_ridge"] is None  # dense
+    assert roof["whole_batch_to_ridge"] == first_whole_batch(fit["batch_to_ridge"])
+
+
+def test_prefill_names_its_rate_of_tokens_tok_s_as_decode_does(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    data = run_json(capsys, "prefill", "llama-3.1-8b", "--gpu", "h100", "--prompt-len", "2000")
+    assert "tokens_per_s" not in data and "tokens_per_s" not in data["expected"]
+    assert data["prompt_tok_s"] == pytest.approx(data["batch"] * 2000 / data["time_s"])
+    assert data["expected"]["prompt_tok_s"] == pytest.approx(
+        data["batch"] * 2000 / data["expected"]["time_s"])
+
+
+def test_moe_names_the_articles_ridge_in_flop_per_byte(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    data = run_json(capsys, "moe", "mixtral-8x7b", "--gpu", "h100")
+    h100 = resolve_accelerator("h100")
+    assert "article_bf16_ridge" not in data
+    assert data["article_bf16_ridge_flop_per_byte"] == pytest.approx(
+        ridge_point(h100.peak("bf16"), h100.memory_bandwidth_bytes_per_s))
+
+
+def test_a_custom_card_says_its_peak_is_the_flags_read_as_bf16(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--peak-tflops is one number; custom_accelerator files it as the bf16 rate (an fp8
+    matmul on it is refused), so the header says so rather than calling it a bf16 figure."""
+    assert set(custom_accelerator("custom", 100, 1000, 80).peak_flops) == {"bf16"}
+    code, out, _ = run_cli(capsys, "roofline", "--peak-tflops", "100", "--bandwidth-gbs", "1000")
+    assert code == 0
+    assert out.splitlines()[0].startswith(
+        "custom: 100.0 TFLOP/s (dense, --peak-tflops as given, read as bf16) ÷ 1 TB/s")
+    code, _, err = run_cli(capsys, "roofline", "--peak-tflops", "100", "--bandwidth-gbs",
+                           "1000", "--compute-dtype", "fp8")
+    assert code == 2 and "no fp8 peak" in err
+    code, out, _ = run_cli(capsys, "roofline", "--help")
+    assert code == 0 and "read as its bf16 (16-bit) matmul rate" in " ".join(out.split())
+
+
+def test_fp8_compute_without_a_model_prices_one_byte_weights(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A step whose matmuls run at fp8 reads fp8 weights (W8A8): on an H100 the fp8 ridge,
+    twice bf16's, is reached at the same batch as bf16's (the article's 296), not 591."""
+    h100 = resolve_accelerator("h100")
+    bw = h100.memory_bandwidth_bytes_per_s
+    fp8 = weights_point(run_json(capsys, "roofline", "--gpu", "h100", "--compute-dtype", "fp8"))
+    bf16 = weights_point(run_json(capsys, "roofline", "--gpu", "h100"))
+    assert fp8["batch_to_ridge"] == pytest.approx(batch_for_intensity(
+        ridge_point(h100.peak("fp8"), bw), weight_format("fp8").bytes_per_weight))
+    assert bf16["whole_batch_to_ridge"] == first_whole_batch(batch_for_intensity(
+        ridge_point(h100.peak("bf16"), bw), weight_format("bf16").bytes_per_weight)) == 296
+    assert fp8["whole_batch_to_ridge"] == bf16["whole_batch_to_ridge"]
+    assert "fp8 weights, 1 B each" in fp8["note"]
+    # --weights still names the weights: bf16 weights priced at 2 bytes against the fp8 peak
+    named = weights_point(run_json(capsys, "roofline", "--gpu", "h100", "--compute-dtype",
+                                   "fp8", "--weights", "bf16"))
+    assert named["batch_to_ridge"] == pytest.approx(2 * fp8["batch_to_ridge"])
+
+
+def test_calibrate_says_an_output_directory_is_one(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run_cli(capsys, "calibrate", str(LOWBATCH), "-o", str(tmp_path))
+    assert code == 2 and f"-o {tmp_path} is a directory: name the profile file" in err
+    assert "not a profile JSON" not in err and list(tmp_path.iterdir()) == []
+
+
+def test_a_record_copied_from_hardware_json_reads_as_the_catalogs(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """hardware --json is a catalog record a user edits into a --gpu-file: its
+    peak_flops_per_s (and figure_sources' key) read as the catalog's peak_flops."""
+    record = {**run_json(capsys, "hardware", "h100"), "id": "my-h100"}
+    card = tmp_path / "card.json"
+    card.write_text(json.dumps(record))
+    again = run_json(capsys, "hardware", "--gpu-file", str(card))
+    assert again["peak_flops_per_s"] == record["peak_flops_per_s"]
+    assert again["figure_sources"] == record["figure_sources"]
+    card.write_text(json.dumps({**record, "peak_flops": record["peak_flops_per_s"]}))
+    code, _, err = run_cli(capsys, "hardware", "--gpu-file", str(card))
+    assert code == 2 and "both 'peak_flops' and 'peak_flops_per_s'" in err
