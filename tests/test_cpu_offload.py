@@ -619,3 +619,35 @@ def test_an_mi250s_ask_in_the_caution_says_its_two_dies_are_added() -> None:
     text = cpu_offload_caution(card)
     assert f"{asked_bytes_per_gpu(card) / GIB:g} GiB asked (2 dies added) is more than" in text
     assert "(2 dies added)" not in cpu_offload_caution(_offloaded(_dep(), 4)).split("asked")[1]
+
+
+def test_a_drafter_that_sends_vllm_to_the_v1_runner_offloads_before_0_29() -> None:
+    """Before v0.29 Model Runner V2 ignores --cpu-offload-gb, but vLLM falls back to the V1
+    runner, which installs the offloader, for ngram or a draft model, and in 0.27 and 0.28 for
+    EAGLE-3 under pipeline parallelism: those are accepted where an EAGLE head is refused."""
+    from ridgeline.vllm_memory import vllm_data
+
+    one = _offloaded(_dep("llama-3.1-70b", "h200"), 20)
+    assert runner_problem(one, "0.28.0", "eagle")
+    for method in vllm_data()["mrv2_spec_fallback"]["methods"]:
+        assert not runner_problem(one, "0.28.0", method)
+    two = _offloaded(_dep("llama-3.1-70b", "h200", gpus=2, pp=2), 20)
+    assert runner_problem(two, "0.28.0", "eagle")
+    assert not runner_problem(two, "0.28.0", "eagle", "eagle3")
+    assert runner_problem(two, "0.26", "eagle", "eagle3")  # 0.26 not read: MRV2, refused
+
+
+@pytest.mark.parametrize("drafter", [("--spec-tokens", "3", "--spec-method", "ngram"),
+                                     ("--speculative-config",
+                                      '{"method": "ngram", "num_speculative_tokens": 3, '
+                                      '"prompt_lookup_max": 4}')])
+def test_fit_offloads_on_the_v1_runner_an_ngram_drafter_keeps(capsys, drafter) -> None:
+    argv = ("fit", "llama-3.1-8b", "--gpu", "h100", "--engine-version", "0.27.1",
+            "--cpu-offload-gb", "4", "--max-model-len", "8192", "--json")
+    code, _, err = run_cli(capsys, *argv)
+    assert code == 2 and "Model Runner V2" in err
+    code, out, _ = run_cli(capsys, *argv, *drafter)
+    assert code == 0
+    fit = json.loads(out)
+    assert fit["model_runner"] == "V1"
+    assert fit["cpu_offload"]["bytes_per_gpu"] >= 4 * GIB

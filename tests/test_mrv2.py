@@ -131,3 +131,52 @@ def test_fit_prices_a_draft_model_on_the_v1_runner_where_mrv2_is_the_default(
         code, out, err = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100",
                                  "--max-model-len", "32k", "--engine-version", version, "--json")
         assert json.loads(out)["model_runner"] == "MRV2"
+
+
+def test_eagle3_under_pipeline_parallelism_keeps_the_v1_runner_in_0_27_and_0_28() -> None:
+    """vLLM 0.27 and 0.28 list "EAGLE3 with pipeline parallelism" among what Model Runner V2
+    does not yet support, so --speculative-config's method eagle3 at PP > 1 runs on the V1
+    runner and the pool is V1's; at PP1, under method eagle, and in the releases not read
+    (0.26; 0.29 on, where PR #50514's release is unknown) it stays on MRV2."""
+    from ridgeline.engine_spec import vllm_speculative_config
+    from ridgeline.memory import stage_pools
+
+    two = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"),
+                           num_gpus=2, pipeline_parallel_size=2, engine="vllm")
+    one = dep("llama-3.1-8b")
+    for version in ("0.27.1", "0.28"):
+        acc = vllm_accounting(version)
+        assert model_runner(two, acc, "eagle", "eagle3") == "V1"
+        assert model_runner(two, acc, "eagle") == "MRV2"  # the method named is what is read
+        assert model_runner(one, acc, "eagle", "eagle3") == "MRV2"
+    for version in ("0.26", "0.29", "0.32"):
+        assert model_runner(two, vllm_accounting(version), "eagle", "eagle3") == "MRV2"
+    head = '"model": "llama-3.2-1b", "num_speculative_tokens": 3}'
+    eagle3 = vllm_speculative_config('{"method": "eagle3", ' + head)
+    eagle = vllm_speculative_config('{"method": "eagle", ' + head)
+    assert (eagle3.method, eagle3.algorithm) == ("eagle", "eagle3") and eagle.algorithm == ""
+    settings = EngineSettings(max_model_len=8192, engine_version="0.27.1",
+                              speculative_decoding=True, drafter=eagle3)
+    v1 = stage_pools(two, settings)
+    mrv2 = stage_pools(two, replace(settings, drafter=eagle))
+    assert {p.runner for p in v1} == {"V1"} and {p.runner for p in mrv2} == {"MRV2"}
+    assert v1[-1].seat_buffer_bytes == 0 < mrv2[-1].seat_buffer_bytes  # no MRV2 sampler state
+
+
+def test_fit_json_names_the_runner_an_eagle3_pipeline_falls_back_to(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama-3.1-8B at PP2 on 0.27.1 with an EAGLE-3 head named by method eagle3 is sized on
+    V1's accounting, 82 conversations of 8,192 tokens; named by method eagle, on MRV2's, 81
+    (the README's figures); at 0.32 eagle3 stays on MRV2."""
+    argv = ["fit", "llama-3.1-8b", "--gpu", "h100", "-pp", "2", "--max-model-len", "8192",
+            "--json", "--speculative-config"]
+    head = ', "model": "llama-3.2-1b", "num_speculative_tokens": 3}'
+    fits = {}
+    for method, version in (("eagle3", "0.27.1"), ("eagle", "0.27.1"), ("eagle3", "0.32")):
+        code, out, _ = run_cli(capsys, *argv, '{"method": "' + method + '"' + head,
+                               "--engine-version", version)
+        assert code == 0
+        fit = json.loads(out)
+        fits[method, version] = fit["model_runner"], fit["conversations"]
+    assert fits == {("eagle3", "0.27.1"): ("V1", 82), ("eagle", "0.27.1"): ("MRV2", 81),
+                    ("eagle3", "0.32"): ("MRV2", fits["eagle3", "0.32"][1])}

@@ -171,7 +171,8 @@ def build_deployment(args: argparse.Namespace, model: Any, acc: Any, engine: str
     if cpu is not None:
         dep = replace(dep, cpu_offload=cpu)
         ram = getattr(args, "host_memory_gib", None)
-        problem = (runner_problem(dep, getattr(args, "engine_version", None))
+        problem = (runner_problem(dep, getattr(args, "engine_version", None),
+                                  *asked_drafter_words(args))
                    or host_memory_problem(dep, ram * GIB if ram else None))
         if problem:
             raise InputError(problem)
@@ -422,6 +423,26 @@ def drafter(args: argparse.Namespace) -> Any:
                       getattr(args, "spec_draft_tp", 0) or 0,
                       getattr(args, "spec_algorithm", "") or "",
                       bool(getattr(args, "spec_method_inferred", False)))
+
+
+def asked_drafter_words(args: argparse.Namespace) -> tuple[str, str]:
+    """The drafter's --spec-method words and vLLM's own method name ("eagle3"; else "") as
+    the flags ask for it, whether or not cli_spec.spec_args has read vLLM's
+    --speculative-config (--speculative-model) into them yet; ("", "") without a drafter."""
+    from ridgeline.engine_spec import vllm_speculative_config, vllm_speculative_model
+
+    spec = None
+    if getattr(args, "speculative_config", None) is not None:
+        spec = vllm_speculative_config(args.speculative_config)
+    elif getattr(args, "speculative_model", None) is not None:
+        spec = vllm_speculative_model(args.speculative_model,
+                                      getattr(args, "num_speculative_tokens", None))
+    if spec is not None:
+        return spec.method, spec.algorithm
+    if not getattr(args, "spec_tokens", 0):
+        return "", ""
+    return (getattr(args, "spec_method", None) or "eagle",
+            getattr(args, "spec_algorithm", "") or "")
 
 
 def chunked_prefill_asked(args: argparse.Namespace) -> bool:

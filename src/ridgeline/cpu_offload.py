@@ -86,10 +86,13 @@ def cpu_offload_problem(engine: str, version: str | None, data_parallel_size: in
     return ""
 
 
-def runner_problem(dep: Deployment, version: str | None) -> str:
+def runner_problem(dep: Deployment, version: str | None, draft_method: str = "",
+                   draft_algorithm: str = "") -> str:
     """Why vLLM ``version`` ignores --cpu-offload-gb for ``dep``, or "": a release before
     runner_v2_from (0.29) that runs the model on Model Runner V2 never installs the offloader
-    (engines.json runner_v2_note), so every weight stays on the GPU."""
+    (engines.json runner_v2_note), so every weight stays on the GPU. A drafter that sends the
+    model to the V1 runner (vllm_memory.model_runner: ``draft_method`` a draft model or
+    ngram, ``draft_algorithm`` eagle3 under pipeline parallelism) offloads there, as V1 does."""
     from ridgeline.datafiles import engine_defaults
     from ridgeline.vllm_memory import model_runner, parse_version, vllm_accounting
 
@@ -98,7 +101,7 @@ def runner_problem(dep: Deployment, version: str | None) -> str:
     since = str(engine_defaults("vllm")["cpu_offload"]["runner_v2_from"])
     if parse_version(version) >= parse_version(since):
         return ""
-    if model_runner(dep, vllm_accounting(version)) != "MRV2":
+    if model_runner(dep, vllm_accounting(version), draft_method, draft_algorithm) != "MRV2":
         return ""
     return (f"vLLM {version} runs {dep.model.name} on Model Runner V2, which ignores {FLAG} "
             f"before v{since} (vLLM issue #51396): every weight would stay on the GPU; give "

@@ -58,7 +58,9 @@ class EngineSpec:
     method: str
     draft_model: str = ""
     draft_tensor_parallel_size: int = 0
-    algorithm: str = ""  # the engine's own name where it gave one (SGLang's EAGLE3)
+    # the engine's own name where it gave one: SGLang's EAGLE3, whose release gates it;
+    # vLLM's eagle3, which its Model Runner V2 gates under pipeline parallelism
+    algorithm: str = ""
     # vLLM's --speculative-config named no method (nor model "[ngram]"): vLLM inferred it,
     # after the 0.8 to 0.9.x engine oracle had sent it to V0 (drafter_memory.vllm_v1_methods)
     method_inferred: bool = False
@@ -99,7 +101,8 @@ def vllm_speculative_config(text: str) -> EngineSpec:
                          f"1; got {draft_tp!r}")
     return EngineSpec(_vllm_tokens(config.get("num_speculative_tokens"), method),
                       _vllm_method(method), "" if model in (None, "[ngram]", "ngram") else model,
-                      draft_tp or 0, method_inferred=inferred)
+                      draft_tp or 0, "eagle3" if method == "eagle3" else "",
+                      method_inferred=inferred)
 
 
 def vllm_speculative_model(model: str, tokens: int | None) -> EngineSpec:

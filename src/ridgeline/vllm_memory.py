@@ -137,20 +137,35 @@ def vllm_accounting(version: str | None = None) -> VLLMAccounting:
                           bool(era.get("mrv2_graphs_in_budget", False)))
 
 
-def model_runner(dep: Deployment, acc: VLLMAccounting, draft_method: str = "") -> str:
+def model_runner(dep: Deployment, acc: VLLMAccounting, draft_method: str = "",
+                 draft_algorithm: str = "") -> str:
     """The GPU model runner ``acc``'s release gives this model by default: "MRV2" (Model
     Runner V2: from v0.25.1 a model that is not MoE, unless allow-listed, and has no mamba or
     linear-attention layers; from v0.29 every model), else "V1" (or "V0"). A drafter MRV2
     does not run (``draft_method``, --spec-method's words: a draft model, ngram) keeps the V1
-    runner, which vLLM falls back to with a warning (engines.json vllm.mrv2_spec_fallback)."""
+    runner, which vLLM falls back to with a warning (engines.json vllm.mrv2_spec_fallback);
+    so does --speculative-config's method eagle3 (``draft_algorithm``) under pipeline
+    parallelism in 0.27 and 0.28 (vllm.mrv2_eagle3_pipeline_fallback): Llama-3.1-8B at PP2
+    on 0.27.1 with an EAGLE-3 head runs on V1."""
     if acc.engine != "V1" or not acc.mrv2_default \
-            or draft_method in vllm_data()["mrv2_spec_fallback"]["methods"]:
+            or draft_method in vllm_data()["mrv2_spec_fallback"]["methods"] \
+            or eagle3_pipeline_fallback(dep, acc, draft_algorithm):
         return acc.engine
     if acc.mrv2_default == "all" or dep.model.architecture in acc.mrv2_allowlist:
         return "MRV2"
     model = dep.model
     recurrent = model.count(mixer=LINEAR) + model.count(mixer=MAMBA) > 0
     return "V1" if model.is_moe or recurrent else "MRV2"
+
+
+def eagle3_pipeline_fallback(dep: Deployment, acc: VLLMAccounting, draft_algorithm: str) -> bool:
+    """Whether ``acc``'s release sends an EAGLE-3 drafter (--speculative-config's method
+    eagle3, ``draft_algorithm``) under pipeline parallelism to the V1 runner: its
+    _get_v2_model_runner_unsupported_features lists "EAGLE3 with pipeline parallelism" (read
+    in 0.27.1 and up to 0.29's default; 0.25.1 and 0.26 unread; engines.json
+    vllm.mrv2_eagle3_pipeline_fallback)."""
+    return draft_algorithm == "eagle3" and dep.pipeline_parallel_size > 1 \
+        and in_releases(acc.version, vllm_data()["mrv2_eagle3_pipeline_fallback"])
 
 
 def mrv2_state_bytes(dep: Deployment, max_num_seqs: int, max_num_batched_tokens: int) -> float:

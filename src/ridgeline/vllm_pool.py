@@ -236,8 +236,9 @@ def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_byt
     sampler = sampler_peak_bytes(dep, seqs, acc) if stage is None or stage.last else 0.0
     encoder, held, images = encoder_profile(dep, tokens) if acc.engine == "V1" \
         and not s.language_model_only and (stage is None or stage.first) else (0.0, 0.0, 0)
-    method = s.drafter.method if s.drafter is not None else ""
-    runner, compile_peak, state = model_runner(dep, acc, method), 0.0, 0.0
+    method, algorithm = (s.drafter.method, s.drafter.algorithm) if s.drafter is not None \
+        else ("", "")
+    runner, compile_peak, state = model_runner(dep, acc, method, algorithm), 0.0, 0.0
     # a set pool is checked against the card with the graphs captured after it, whether or
     # not this version's budget counts them
     graphs = cuda_graph_bytes(dep, seqs, acc, s.enforce_eager, stage,
