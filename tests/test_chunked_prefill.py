@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 from hypothesis import assume, given
@@ -302,3 +303,24 @@ def test_whole_prompts_filling_the_budget_are_not_said_to_attend_to_earlier_chun
     whole, cut = text("512", "32"), text("5000", "3")
     assert "steps of at most 8,192" in whole and "attending to the chunks" not in whole
     assert "attending to the chunks before it" in cut
+
+
+def test_prefill_json_says_whether_a_long_prompt_runs_in_chunks(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """TensorRT-LLM runs a context whole unless enable_chunked_prefill is on; vLLM always
+    chunks: --json says which, and a config file's non-boolean value is refused as such."""
+
+    base = ("prefill", "llama-3.1-8b", "--gpu", "h100", "--prompt-len", "20000", "--json")
+    chunked = {}
+    for name, extra in (("trtllm", ()), ("trtllm-on", ("--enable_chunked_prefill",)),
+                        ("vllm", ())):
+        code, out, _ = run_cli(capsys, *base, "--engine", name.split("-")[0], *extra)
+        assert code == 0
+        chunked[name] = json.loads(out)["chunked_prefill"]
+    assert chunked == {"trtllm": False, "trtllm-on": True, "vllm": True}
+    conf = tmp_path / "opts.yaml"
+    for value, said in (("null", "null"), ("1", "1")):
+        conf.write_text(f"enable_chunked_prefill: {value}\n")
+        code, _, err = run_cli(capsys, *base, "--engine", "trtllm", "--extra_llm_api_options",
+                               str(conf))
+        assert code == 2 and f"takes true or false, got {said}" in err

@@ -86,7 +86,7 @@ def cmd_amdahl(args: argparse.Namespace) -> LinesReport:
             notes.append(f"--op not given: the {source.op} share (--op {others} for another)")
         if source.op == "communication" and source.num_gpus == 1:  # a 0% share, unexplained
             notes.append("one GPU runs no collectives, so communication takes no time: "
-                         "give --num-gpus, the tensor-parallel group, for its share")
+                         "give --num-gpus 2 or more, the tensor-parallel group, for its share")
     fraction = source.fraction
     results = [("source", source)]
     lines = [f"part at {fraction:.1%} of the time ({source.text()})"]

@@ -247,6 +247,9 @@ def trtllm_tokens(settings: dict[str, Any], name: str, command: str,
                 add(key, "--disable-overlap-scheduler")
         elif key == "speculative_config" and isinstance(value, dict):
             _spec_tokens(value, add, refuse)
+        elif key in ("enable_chunked_prefill", "disable_overlap_scheduler"):
+            raise InputError(f"{key} in {name} takes true or false, got "
+                             f"{'null' if value is None else repr(value)}")
         else:
             raise refuse(key)
     dests = {options[t].dest for t in tokens if t in options}

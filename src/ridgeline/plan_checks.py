@@ -157,7 +157,8 @@ def verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
         if high * c.replica_gpus > max_gpus:
             return None
     _, ttft, tpot, count, first, window, over = run(high)
-    if over and engine == "trtllm":  # a prompt past max_num_tokens the sizing draws missed
+    confirm_over = 0 if load.trace else run(high, CONFIRM_DRAW).over_budget  # cached: no rerun
+    if (over or confirm_over) and engine == "trtllm":  # past max_num_tokens, the draws missed
         return verify(model, c, load, slo, max_gpus, engine_version, engine, profile, runs,
                       chunked=True)
     return replace(c, enable_chunked_prefill=engine == "trtllm" and engine_config.chunked_prefill,

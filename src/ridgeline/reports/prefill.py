@@ -206,6 +206,9 @@ class PrefillReport:
                 **({} if self.runs else {"expected_none_reason": self.none_reason,
                                          "expected_none_code": self.none_code}),
                 "step_budget_tokens": None if self.step_budget is None else self.step_budget[0],
+                # whether a prompt past the budget runs in chunks (TensorRT-LLM: only with its
+                # enable_chunked_prefill), or whole
+                "chunked_prefill": self.chunks,
                 "prompt_steps": self.expected.prompt_steps,
                 "engine_max_batch": self.pool_batch,
                 "max_model_len": None if self.seat is None else self.seat.max_model_len,

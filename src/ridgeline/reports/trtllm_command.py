@@ -99,7 +99,8 @@ def trtllm_launch(model_id: str, c: Candidate, max_len: int,
         config["kv_cache_config"] = {"dtype": "fp8", "free_gpu_memory_fraction": fraction}
     else:
         parts += [cli["memory"], str(fraction)]
-    if c.enable_chunked_prefill:  # an LLM API option, no trtllm-serve flag
+    if c.enable_chunked_prefill:  # an LLM API option; the YAML key runs on every release, its
+        # --enable_chunked_prefill flag only on newer trtllm-serve (commands/serve.py @ 00209af1)
         config["enable_chunked_prefill"] = True
     if not config:
         return TrtllmLaunch(" ".join(parts), note=note)

@@ -219,7 +219,7 @@ class ValidationReport:
     def to_dict(self) -> dict[str, Any]:
         """Every row, its summary tables, what could not be read; under --summary the rows
         only those without a prediction, as the text names them (``rows_left_out``: how many
-        scored rows it leaves out)."""
+        scored rows it leaves out, 0 without --summary)."""
         shown = [p for p in self.predictions if self.show_rows or p.predicted is None]
         return {
             "rows": [{"id": p.id, "metric": p.metric, "unit": UNITS.get(p.metric),
@@ -228,7 +228,7 @@ class ValidationReport:
                       "error": p.error, "reason": p.reason or None,
                       "caveat": p.caveat or None}
                      for p in shown],
-            **({} if self.show_rows else {"rows_left_out": len(self.predictions) - len(shown)}),
+            "rows_left_out": len(self.predictions) - len(shown),  # --summary's scored rows
             "summary": {column: [vars(s) for s in self._by(column)]
                         for column in ("metric", "engine", "gpu")},
             "read_errors": list(self.read_errors),
