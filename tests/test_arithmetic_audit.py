@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ridgeline.cli import main
-from ridgeline.engines import bundled_profiles
+from ridgeline.engines import bundled_profiles, moe_prompt_expert_slowdown
 
 TP2_70B = ["llama-3.1-70b", "--gpu", "h100", "--num-gpus", "2"]
 
@@ -190,6 +190,22 @@ def test_sglang_and_trtllm_say_their_step_times_are_vllms(
     path.write_text(json.dumps({"engines": {"sglang": own}}))
     mine = run_json(capsys, *base, "--engine", "sglang", "--profile", str(path))
     assert not any("share one calibrated" in c for c in mine["cautions"])
+
+
+def test_on_a_moe_prompt_the_shared_profile_caution_says_vllm_prices_the_experts_slower(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A MoE's prompt is priced slower on vLLM (moe_prompt_expert_slowdown), so SGLang's
+    caution may not claim the step times are the same on each without saying so."""
+    base = ["prefill", "qwen3-30b-a3b", "--gpu", "h100", "--prompt-len", "8192"]
+    vllm = run_json(capsys, *base)
+    sglang = run_json(capsys, *base, "--engine", "sglang")
+    assert moe_prompt_expert_slowdown("vllm") > moe_prompt_expert_slowdown("sglang") == 1
+    assert vllm["expected"]["time_s"] > sglang["expected"]["time_s"]
+    shared = next(c for c in sglang["cautions"] if "share one calibrated step-cost" in c)
+    assert f"vllm prices {moe_prompt_expert_slowdown('vllm'):g}x slower" in shared
+    dense = run_json(capsys, "prefill", "llama-3.1-8b", "--gpu", "h100", "--prompt-len", "8192",
+                     "--engine", "sglang")
+    assert not any("prices" in c and "share one calibrated" in c for c in dense["cautions"])
 
 
 # --- finding 12: a reason wherever expected is null ---------------------------------------

@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 
 from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.context_length import served_positions
 from ridgeline.errors import InputError
 from ridgeline.llamacpp_fit import default_fit_target_bytes, fit_placement, holds
 from ridgeline.memory import EngineSettings
@@ -455,3 +456,23 @@ def test_decode_and_simulate_name_the_fit_where_it_could_keep_layers_on_the_host
                            "--rate", "1", "--num-requests", "10")
     assert code == 2 and "its weights alone" in err  # as fit says it
     assert ("default --fit would keep layers in host memory" in err) is hinted
+
+
+def test_llama_server_serves_no_conversation_past_the_trained_context(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """llama-server caps each slot at n_ctx_train (Mistral-7B-v0.1: 32,768) whatever -c, so
+    fit holds no 131,072-token conversation and prints no llama-server line for it, and
+    simulate refuses the length; at the trained context it still fits."""
+    model = resolve_model("mistral-7b")
+    trained = served_positions(model, "llama.cpp-cuda")
+    assert trained is not None
+    base = ("mistral-7b", "--gpu", "rtx-4090", "--engine", "llama.cpp", "--target-concurrency", "4")
+    code, out, _ = run_cli(capsys, "fit", *base, "--max-model-len", str(4 * trained))
+    assert code == 0 and out.startswith("DOES NOT FIT: llama-server caps each slot at")
+    assert "start it with: llama-server" not in out
+    code, out, _ = run_cli(capsys, "fit", *base, "--max-model-len", str(trained))
+    assert code == 0 and out.startswith("fits") and "start it with: llama-server" in out
+    code, _, err = run_cli(capsys, "simulate", "mistral-7b", "--gpu", "rtx-4090", "--engine",
+                           "llama.cpp", "--max-model-len", str(2 * trained),
+                           "--num-requests", "5")
+    assert code == 2 and f"llama-server caps each slot at mistral-7b's {trained:,}" in err

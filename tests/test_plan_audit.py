@@ -68,6 +68,21 @@ def test_a_shrunk_launch_prints_the_share_of_the_load_it_refuses(
     assert f"it refuses {share:.2%} of this load's requests" in out
 
 
+def test_a_shrunk_launch_that_refuses_nothing_says_so_without_calling_requests_misses(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Fixed 8,000-token prompts under a 47,104-token launch: none is longer, so the note
+    says it refuses none, not "none of this load's requests (those longer), each a miss"."""
+    out = _run(capsys, "llama-3.1-70b", "--rate", "0.3", "--input-len", "8000",
+               "--output-len", "200", "--slo-ttft-ms", "20000", "--slo-tpot-ms", "150",
+               "--gpus", "l40s")
+    length = int(re.search(r"vllm serve .* --max-model-len (\d+)", out).group(1))  # type: ignore[union-attr]
+    assert length < served_positions(LLAMA_70B, "vllm")
+    assert Load(0.3, "8000", "200").refused_share(length) == 0
+    note = next(line for line in out.splitlines() if "the longest its KV pool starts with" in line)
+    assert "no request of this load is longer, so it refuses none" in note
+    assert "each a miss" not in note
+
+
 # -- 3. the closest miss -----------------------------------------------------------------
 def test_the_closest_miss_is_the_nearest_layout_not_the_widest() -> None:
     """A 3 ms TPOT no card keeps: 8 x B200 at TP8 comes nearer than TP16 over two nodes."""

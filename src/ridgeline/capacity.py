@@ -143,10 +143,14 @@ def no_sequence_reason(pool: KVPool, dep: Deployment, context: int) -> str:
 
 
 def past_trained_context(dep: Deployment, context: int) -> bool:
-    """A serving engine (vLLM, SGLang, TRT-LLM) refuses a max_model_len past the model's
-    max_position_embeddings; llama.cpp runs -c past n_ctx_train with a warning."""
+    """A context no sequence of which the engine serves: a serving engine (vLLM, SGLang,
+    TRT-LLM) refuses a max_model_len past the model's max_position_embeddings; llama.cpp
+    allocates a -c past n_ctx_train with a warning, but llama-server caps each slot at
+    n_ctx_train and rejects a longer request (server-context.cpp's load_model, "the slot
+    context (…) exceeds the training context of the model (…) - capping", since cd5e3b57;
+    still so in b10754, llama.cpp issues #17459 and #22140, PR #22145 closed unmerged)."""
     limit = served_positions(dep.model, dep.engine)
-    return limit is not None and context > limit and not dep.engine.startswith("llama.cpp")
+    return limit is not None and context > limit
 
 
 def context_refusal(dep: Deployment, context: int) -> str:
@@ -154,6 +158,13 @@ def context_refusal(dep: Deployment, context: int) -> str:
     "": one message for decode, prefill, fit and simulate."""
     if not past_trained_context(dep, context):
         return ""
+    if dep.engine.startswith("llama.cpp"):
+        return (f"llama-server caps each slot at {dep.model.name}'s "
+                f"{served_positions(dep.model, dep.engine) or 0:,} trained tokens (n_ctx_train, "
+                f"its {positions_label(dep.model, dep.engine)}) whatever -c, and rejects a "
+                f"{context:,}-token conversation ('the request exceeds the available context "
+                "size'); --override-kv ARCH.context_length=int:N lifts it, for a model not "
+                "trained that long")
     return (f"{dep.engine} refuses --max-model-len {context:,}, past {dep.model.name}'s "
             f"{served_positions(dep.model, dep.engine) or 0:,} positions "
             f"({positions_label(dep.model, dep.engine)})"

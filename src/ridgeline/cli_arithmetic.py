@@ -504,7 +504,8 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
             and len(a.prompt_len) > 1
         trim = start_trim_caution(placed, pool_settings or EngineSettings(),
                                   length)
-        notes = tuple(filter(None, (shared_profile_caution(profile), trim,
+        notes = tuple(filter(None, (shared_profile_caution(profile, placed.model.moe is not None),
+                                    trim,
                                     track_record_caution(placed, "prefill", profile), (
             f"-ngl auto placed the weights once, for the longest prompt asked "
             f"({max(a.prompt_len):,} tokens); a shorter one alone would keep more of them on "

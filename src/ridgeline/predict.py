@@ -290,19 +290,28 @@ def bnb_caution(dep: Deployment) -> str:
                                                           if moe else "")
 
 
-def shared_profile_caution(profile: EngineProfile) -> str:
+def shared_profile_caution(profile: EngineProfile, moe_prompt: bool = False) -> str:
     """For an engine other than vLLM priced on a profile it shares with others (the bundled
     serving profile, fitted on TensorRT-LLM's, vLLM's and SGLang's rows together): that its
-    step times are theirs, so comparing engines compares pools and scheduling; else ""."""
-    from ridgeline.engines import bundled_twins
+    step times are theirs, so comparing engines compares pools and scheduling; else "".
+    ``moe_prompt``: the steps carry a MoE's prompt tokens, which a twin with its own
+    moe_prompt_expert_slowdown (vLLM's 4.8) prices slower, so those are not the same."""
+    from ridgeline.engines import bundled_twins, moe_prompt_expert_slowdown
 
     if profile.engine == "vllm":
         return ""
     twins = bundled_twins(profile)
     if len(twins) < 2:
         return ""
+    own = moe_prompt_expert_slowdown(profile.engine)
+    slower = [f"{e} prices {moe_prompt_expert_slowdown(e):g}x slower" for e in twins
+              if moe_prompt and moe_prompt_expert_slowdown(e) != own]
+    same = ("so these step times are the same on each" if not slower else
+            "so these step times are the same on each but for the routed experts' arithmetic "
+            f"on a prompt, which {', '.join(slower)} (engines.json "
+            "moe_prompt_expert_slowdown: its fused MoE kernels)")
     return (f"{', '.join(twins)} share one calibrated step-cost "
-            "profile, fitted on their rows together, so these step times are the same on each: "
+            f"profile, fitted on their rows together, {same}: "
             "the engines differ in their KV pools and scheduling (`ridgeline fit`, `ridgeline "
             "simulate`), and no engine comparison should be read into this figure")
 

@@ -206,12 +206,13 @@ class PlanReport:
         context = served_positions(self.model, self.result.engine) or DEFAULT_CONTEXT
         if not c.max_model_len or c.max_model_len >= context:
             return ""
-        share = "none" if not c.refused_share else f"{c.refused_share:.2%}" \
-            if c.refused_share >= 1e-4 else f"{c.refused_share:.1e}"
         flag = engine_defaults(self.result.engine).get("cli", {}).get("max_len", "--max-model-len")
-        return (f"{flag} {c.max_model_len:,}: the longest its KV pool starts with, "
-                f"under {self.model.name}'s {context:,}-token context; it refuses {share} of "
-                "this load's requests (those longer), each a miss")
+        head = (f"{flag} {c.max_model_len:,}: the longest its KV pool starts with, "
+                f"under {self.model.name}'s {context:,}-token context; ")
+        if not c.refused_share:  # no request of the load is longer: nothing is refused
+            return head + "no request of this load is longer, so it refuses none"
+        share = f"{c.refused_share:.2%}" if c.refused_share >= 1e-4 else f"{c.refused_share:.1e}"
+        return head + f"it refuses {share} of this load's requests (those longer), each a miss"
 
     def text_lines(self) -> list[str]:
         r = self.result
