@@ -5,6 +5,8 @@ the tokens it keeps a request; without an acceptance length, plain decoding, and
 from __future__ import annotations
 
 import json
+import re
+import statistics
 from pathlib import Path
 
 import pytest
@@ -15,11 +17,13 @@ from ridgeline.cost import decode_batch, step_time_s
 from ridgeline.engines import profile_for
 from ridgeline.floors import decode_floor
 from ridgeline.observe import read_source
+from ridgeline.prometheus import split_scrapes
 from ridgeline.sim.config import acceptance_for_tokens, tokens_per_step
 from ridgeline.spec_decode import SpecDecode, spec_step
 from tests.conftest import run_cli
 
 FIXTURES = Path(__file__).parent / "fixtures"
+SGLANG_SPEC = FIXTURES / "sglang_spec_metrics.txt"  # three scrapes 10 s apart, a drafter's
 L8 = ("--model", "llama-3.1-8b", "--gpu", "h100", "--context", "4000")
 EAGLE3 = ("--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3")
 RUNNING, ITL_S = 40, 0.006  # the window's batch and mean time between a request's tokens
@@ -71,6 +75,46 @@ def test_sglangs_accept_length_is_read_as_its_drafted_readings_mean(tmp_path: Pa
     obs = read_source(sglang_scrapes(tmp_path, 2.5))
     assert obs.spec_tokens_per_step == pytest.approx(2.5) == obs.spec_accept_length
     assert read_source(sglang_scrapes(tmp_path, None)).spec_tokens_per_step is None
+
+
+def accept_lengths(text: str) -> list[float]:
+    """sglang:spec_accept_length at each scrape of a saved file."""
+    return [s.value("sglang:spec_accept_length") or 0.0 for s in split_scrapes(text)]
+
+
+def test_sglangs_accept_length_is_the_windows_readings_mean() -> None:
+    """Each reading is the mean over the logging interval before its scrape: the first
+    scrape's is from before the window, so only the later scrapes' are averaged."""
+    text = SGLANG_SPEC.read_text()
+    readings = accept_lengths(text)
+    obs = read_source(str(SGLANG_SPEC))
+    assert len(readings) >= 3
+    assert obs.spec_tokens_per_step == pytest.approx(statistics.fmean(readings[1:]))
+    assert obs.spec_tokens_per_step != pytest.approx(statistics.fmean(readings))
+    assert obs.spec_accept_length == max(readings)  # the sign a drafter serves, as before
+
+
+def test_one_sglang_scrape_reads_its_own_accept_length(tmp_path: Path) -> None:
+    first = SGLANG_SPEC.read_text().split("# scrape_time 1010\n")[0]
+    path = tmp_path / "one.prom"
+    path.write_text(first)
+    assert read_source(str(path)).spec_tokens_per_step == pytest.approx(
+        accept_lengths(first)[0])
+
+
+def test_an_accept_length_only_before_the_window_gives_none(tmp_path: Path) -> None:
+    """The later scrapes read 0 (no drafted step reported): the first scrape's reading is
+    the interval before the window, not read as the window's."""
+    text = re.sub(r"(\n# scrape_time 1010\n(?s:.*))", lambda m: re.sub(
+        r"(sglang:spec_accept_length\{[^}]*\}) [\d.]+", r"\1 0.0", m[1]),
+        SGLANG_SPEC.read_text())
+    path = tmp_path / "before.prom"
+    path.write_text(text)
+    readings = accept_lengths(text)
+    assert readings[0] > 0 and not any(readings[1:])
+    obs = read_source(str(path))
+    assert obs.spec_tokens_per_step is None
+    assert any("only at the first scrape" in note for note in obs.notes)
 
 
 def test_a_drafted_sglang_step_is_priced_as_decodes_verify_step(

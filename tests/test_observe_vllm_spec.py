@@ -26,7 +26,10 @@ from tests.test_observe_spec_step import L8, RUNNING, observe_json
 FIXTURES = Path(__file__).parent / "fixtures"
 SPEC_METRICS = FIXTURES / "vllm_spec_metrics.txt"  # two scrapes 10 s apart, an EAGLE of 3
 SPEC_LOG = FIXTURES / "vllm_spec_server.log"  # two SpecDecoding lines, two formats
+# an n-gram drafter's window: many steps proposed no draft (no match), each timed all the same
+NGRAM_METRICS = FIXTURES / "vllm_ngram_metrics.txt"
 ITL = "vllm:inter_token_latency_seconds"
+TTFT = "vllm:time_to_first_token_seconds"
 
 
 def counter(text: str, name: str) -> list[float]:
@@ -40,23 +43,44 @@ def kept_over_window(text: str) -> float:
     return 1 + (accepted[1] - accepted[0]) / (drafts[1] - drafts[0])
 
 
+def rise(text: str, name: str) -> float:
+    """A counter's rise between the file's first and last scrapes."""
+    values = counter(text, name)
+    return values[-1] - values[0]
+
+
+def tokens_per_itl_reading(text: str) -> float:
+    """(generation tokens − TTFT readings) ÷ ITL readings over the window: every output's
+    tokens, less each request's first (timed as its TTFT), over the later outputs timed."""
+    return ((rise(text, "vllm:generation_tokens_total") - rise(text, f"{TTFT}_count"))
+            / rise(text, f"{ITL}_count"))
+
+
+def step_ms(text: str) -> float:
+    """The ITL histogram's mean reading over the window, a request's step."""
+    return rise(text, f"{ITL}_sum") / rise(text, f"{ITL}_count") * 1e3
+
+
 def l8_vllm() -> Deployment:
     return Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"))
 
 
 def test_vllms_counters_give_one_plus_accepted_over_drafts_and_a_tokens_itl() -> None:
-    """26,000 drafts keeping 39,000 tokens over the window: 2.5 a verify step; the ITL
-    histogram's 15 ms a request's step is 6 ms a token."""
+    """26,000 drafts keeping 39,000 tokens over the window: 2.5 a verify step; an EAGLE
+    drafts at every step, so the 65,500 generation tokens less 500 first tokens over the
+    26,000 ITL readings are 2.5 too, and the histogram's 15 ms a request's step is 6 ms a
+    token."""
     text = SPEC_METRICS.read_text()
     obs = read_source(str(SPEC_METRICS))
     kept = kept_over_window(text)
     assert obs.spec_tokens_per_step == pytest.approx(kept) == pytest.approx(2.5)
     drafted = counter(text, "vllm:spec_decode_num_draft_tokens_total")
     assert obs.spec_draft_tokens == pytest.approx(drafted[1] - drafted[0])
-    seconds, outputs = counter(text, f"{ITL}_sum"), counter(text, f"{ITL}_count")
-    step_ms = (seconds[1] - seconds[0]) / (outputs[1] - outputs[0]) * 1e3
-    assert obs.latency_ms["itl"]["mean"] == pytest.approx(step_ms / kept)
-    assert obs.latency_ms["itl"]["count"] == outputs[1] - outputs[0]
+    assert tokens_per_itl_reading(text) == pytest.approx(kept)
+    assert obs.latency_ms["itl"]["mean"] == pytest.approx(step_ms(text)
+                                                          / tokens_per_itl_reading(text))
+    assert obs.latency_ms["itl"]["count"] == rise(text, f"{ITL}_count")
+    assert any("tokens an ITL reading covered over the window" in note for note in obs.notes)
     drafts = counter(text, SPEC_DRAFTS[0])
     by_position = [[v for _, v in s.samples[SPEC_COUNTERS[-1]]] for s in split_scrapes(text)]
     rates = [(b - a) / (drafts[1] - drafts[0]) for a, b in zip(*by_position, strict=True)]
@@ -207,3 +231,65 @@ def test_an_unpriced_drafter_divides_the_floor_by_the_tokens_a_step_keeps(
     flagged = observe_json(capsys, str(path), *L8, "--spec-tokens", "3")
     assert flagged["speculative"] is None  # no acceptance read: the step priced plain
     assert flagged["floor_itl_ms"] == pytest.approx(step_floor_ms / (3 + 1))
+
+
+def test_an_ngram_drafters_itl_is_divided_by_the_tokens_a_reading_covered() -> None:
+    """An n-gram drafter without a match proposes nothing: its step is timed (one ITL
+    reading) and keeps 1 token, but is no draft. 20,000 drafts keep 2.2 tokens each, while
+    the 36,000 readings covered 60,400 − 400 first tokens, 1.67 each: the step's 12 ms is
+    7.2 ms a token, not 5.5."""
+    text = NGRAM_METRICS.read_text()
+    obs = read_source(str(NGRAM_METRICS))
+    kept, covered = kept_over_window(text), tokens_per_itl_reading(text)
+    assert rise(text, SPEC_DRAFTS[0]) < rise(text, f"{ITL}_count")  # steps that drafted none
+    assert 1 < covered < kept
+    assert obs.spec_tokens_per_step == pytest.approx(kept)  # the verify step's, as before
+    assert obs.latency_ms["itl"]["mean"] == pytest.approx(step_ms(text) / covered)
+    assert obs.latency_ms["itl"]["mean"] > step_ms(text) / kept
+    assert any(f"the {covered:,.2f} tokens an ITL reading covered" in note
+               and f"1 + accepted ÷ drafts, {kept:,.2f}" in note for note in obs.notes)
+
+
+def test_an_ngram_drafters_priced_step_keeps_the_acceptance_length(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--spec-tokens 3: the verify step is priced with 1 + accepted ÷ drafts (the drafted
+    steps' tokens); only the measured ITL is a covered token's."""
+    text = NGRAM_METRICS.read_text()
+    kept = kept_over_window(text)
+    drafted = observe_json(capsys, str(NGRAM_METRICS), *L8, "--spec-tokens", "3")
+    spec = SpecDecode(3, acceptance_for_tokens(3, kept), SPEC_DRAFT_COST)
+    verify = spec_step(l8_vllm(), spec, RUNNING, 4000, profile_for("vllm"))
+    assert drafted["tokens_per_step"] == pytest.approx(kept)
+    assert drafted["predicted_itl_ms"] == pytest.approx(verify.step_s * 1e3 / kept)
+    measured = step_ms(text) / tokens_per_itl_reading(text)
+    assert drafted["gap"]["itl"] == pytest.approx(drafted["predicted_itl_ms"] / measured - 1)
+
+
+def test_without_a_ttft_histogram_the_itl_is_divided_by_the_acceptance_length(
+        tmp_path: Path) -> None:
+    """The first tokens unknown (no TTFT histogram), the readings' tokens are not measured:
+    each is divided by 1 + accepted ÷ drafts, and the note says why."""
+    text = NGRAM_METRICS.read_text()
+    path = tmp_path / "no-ttft.prom"
+    path.write_text("\n".join(line for line in text.splitlines() if TTFT not in line) + "\n")
+    obs = read_source(str(path))
+    kept = kept_over_window(text)
+    assert obs.latency_ms["itl"]["mean"] == pytest.approx(step_ms(text) / kept)
+    assert any(f"the {kept:,.2f} tokens a verify step keeps (1 + accepted ÷ drafts: no reading "
+               f"of {TTFT}" in note for note in obs.notes)
+
+
+def test_counters_that_cover_under_a_token_a_reading_fall_back(tmp_path: Path) -> None:
+    """Generation tokens that rose less than the readings they were timed in (no two
+    counters of one server): not a measure, the acceptance length instead."""
+    text = NGRAM_METRICS.read_text()
+    first, second = text.split("# scrape_time 1010\n")
+    low = re.sub(r"(vllm:generation_tokens_total\{[^}]*\}) [\d.]+", r"\1 110000.0", second)
+    path = tmp_path / "low.prom"
+    path.write_text(first + "# scrape_time 1010\n" + low)
+    obs = read_source(str(path))
+    covered = tokens_per_itl_reading(path.read_text())
+    assert covered < 1
+    assert obs.latency_ms["itl"]["mean"] == pytest.approx(step_ms(text)
+                                                          / kept_over_window(text))
+    assert any(f"is {covered:,.2f}, outside 1 to" in note for note in obs.notes)

@@ -51,7 +51,8 @@ class Observation:
     # SGLang's largest accepted length a verify step over the scrapes (>0: a drafter serves)
     spec_accept_length: float | None = None
     # the tokens a verify step kept a request on average over the window, the bonus token
-    # included: SGLang's spec_accept_length readings above 0, their mean; a vLLM bench's
+    # included: SGLang's spec_accept_length readings above 0 inside the window (the scrapes
+    # after the first; a single scrape's own), their mean; a vLLM bench's
     # spec_decode_acceptance_length; vLLM's 1 + accepted ÷ drafts over the window (its /metrics
     # counters, or its log's SpecDecoding lines, weighted by their draft tokens). None where
     # the source says none (no drafter, or unread)

@@ -205,9 +205,7 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
                                                           obs.engine_family).values()]
     if accepted:
         obs.spec_accept_length = max(accepted)
-        drafted = [v for v in accepted if v > 0]  # 0: no drafter, or none of its steps yet
-        if drafted:
-            obs.spec_tokens_per_step = statistics.fmean(drafted)
+        _read_sglang_accept_length(scrapes, obs)
     if deferred:
         obs.notes.append(f"up to {deferred:,.0f} waiting requests deferred (a KV transfer, a "
                          "LoRA budget: vllm:num_requests_waiting_by_reason) are not counted as "
@@ -282,6 +280,7 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
         obs.cached_prompt_share = _cached_share(*cached, obs)
     families: tuple[tuple[str, tuple[str, ...]], ...] = (("ttft", TTFT), ("itl", ITL),
                                                          ("e2e", E2E))
+    histograms: dict[str, tuple[str, Histogram]] = {}  # key -> (the name read, its window)
     for key, family in families:
         name = next((n for n in family for s in scrapes if f"{n}_bucket" in s.samples), None)
         if name is None and key == "itl" and _slot_itl(scrapes, obs, timed, restarts):
@@ -296,6 +295,7 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
             raise InputError(f"{source}: {exc}") from None
         if window is None:  # missing from a scrape: noted
             continue
+        histograms[key] = name, window
         obs.latency_ms[key] = _hist_ms(window)
         if len(obs.latency_ms) == 1 and obs.latency_ms[key]:
             obs.notes.append("latency percentiles are interpolated within the histograms' "
@@ -306,19 +306,38 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
                              "finished request (its mean): requests weigh alike, whatever "
                              "their length")
     _read_lengths(scrapes, obs, timed, restarts)
-    _read_vllm_drafts(scrapes, obs, timed, restarts)
+    _read_vllm_drafts(scrapes, obs, timed, restarts, histograms)
     return obs
 
 
+def _read_sglang_accept_length(scrapes: list[Scrape], obs: Observation) -> None:
+    """SGLang's tokens a verify step keeps: the mean of its spec_accept_length readings above
+    0 (0: no drafter, or none of its steps yet). Each reading is the mean over the logging
+    interval before its scrape (engine_metrics SPEC_ACCEPT_LENGTH), so of two or more scrapes
+    only those after the first are the window's: the first one's interval ended as the window
+    began (readings 3.0, then 2.0 and 2.4: 2.2, not 2.47). One scrape: its own reading."""
+    inside = scrapes[1:] if len(scrapes) > 1 else scrapes
+    drafted = [v for s in inside for v in _gauge_by_core(s, SPEC_ACCEPT_LENGTH,
+                                                         obs.engine_family).values() if v > 0]
+    if drafted:
+        obs.spec_tokens_per_step = statistics.fmean(drafted)
+    elif len(scrapes) > 1 and obs.spec_accept_length:
+        obs.notes.append(f"{SPEC_ACCEPT_LENGTH[0]} reads above 0 only at the first scrape (the "
+                         "interval before the window): no drafted step reported inside the "
+                         "window, so no acceptance length read")
+
+
 def _read_vllm_drafts(scrapes: list[Scrape], obs: Observation, timed: bool,
-                      restarts: Restarts) -> None:
+                      restarts: Restarts, histograms: dict[str, tuple[str, Histogram]]
+                      ) -> None:
     """vLLM's drafter over the window, where its counters are exported (engine_metrics
     SPEC_DRAFTS …): the tokens a verify step keeps, 1 + accepted ÷ drafts (600 drafts keeping
     900 tokens: 2.5), as vLLM's own log and PromQL take it; from one scrape, the server's
     lifetime, as a single scrape's other counters are. vLLM times its ITL histogram once a
     request's step, whatever tokens the step kept (vllm/v1/metrics/stats.py: one
     inter_token_latencies_iter entry per output), so where drafts are read its readings are
-    divided by the tokens a step keeps, to the time a token took, as SGLang's are."""
+    divided by the tokens an ITL reading covered (_tokens_per_itl_reading; else by the tokens
+    a verify step keeps), to the time a token took, as SGLang's are."""
     if not series_present(scrapes, SPEC_DRAFT_TOKENS + SPEC_DRAFTS):
         return
 
@@ -365,11 +384,48 @@ def _read_vllm_drafts(scrapes: list[Scrape], obs: Observation, timed: bool,
                      + (f"; accepted at each draft position {shown}" if shown else ""))
     itl = obs.latency_ms.get("itl")
     if itl and obs.engine_family == "vllm":
-        obs.latency_ms["itl"] = {k: v if k == "count" else v / kept for k, v in itl.items()}
+        measured, how = _tokens_per_itl_reading(count(GENERATION_TOKENS), histograms)
+        tokens = kept if measured is None else measured
+        obs.latency_ms["itl"] = {k: v if k == "count" else v / tokens for k, v in itl.items()}
+        by = (f"the {kept:,.2f} tokens a verify step keeps (1 + accepted ÷ drafts: {how}; a "
+              "step that proposed no draft, as an n-gram drafter's without a match, keeps 1 "
+              "token and is no draft, so where such steps are many this reads low)"
+              if measured is None else
+              f"the {measured:,.2f} tokens an ITL reading covered {span} ({how}; 1 + "
+              f"accepted ÷ drafts, {kept:,.2f}, counts only the steps that drafted: one that "
+              "proposed none, as an n-gram drafter's without a match, keeps 1 token and is "
+              "no draft)")
         obs.notes.append(f"ITL: vLLM times a request's steps, not its tokens (one reading an "
-                         f"output, whatever tokens it kept): each divided by the {kept:,.2f} "
-                         "tokens a verify step keeps, the mean exact, the percentiles a step's "
-                         "over its mean tokens")
+                         f"output, whatever tokens it kept): each divided by {by}, the mean "
+                         "exact, the percentiles a step's over its mean tokens")
+
+
+def _tokens_per_itl_reading(generated: float | None,
+                            histograms: dict[str, tuple[str, Histogram]]
+                            ) -> tuple[float | None, str]:
+    """The tokens one reading of vLLM's ITL histogram covered, measured: (generation tokens
+    − TTFT readings) ÷ ITL readings (65,500 tokens, 500 first tokens, 26,000 readings: 2.5),
+    and how it was read; (None, why not) where the counters do not give it. vLLM adds every
+    output's new tokens to generation_tokens and times each output once: a request's first in
+    the TTFT histogram (the one token its prefill sampled), every later one in the ITL
+    histogram (vllm/v1/metrics/stats.py IterationStats.update_from_output, is_prefilling only
+    for a request's first output: vllm/v1/engine/output_processor.py), whether or not that
+    step verified a draft (vllm/v1/core/sched/scheduler.py counts a draft only where the
+    request had draft tokens scheduled)."""
+    itl, ttft = histograms.get("itl"), histograms.get("ttft")
+    if generated is None or itl is None or ttft is None:
+        missing = [name for name, found in ((GENERATION_TOKENS[0], generated), (TTFT[0], ttft),
+                                            (ITL[0], itl)) if found is None]
+        return None, f"no reading of {' or '.join(missing)}"
+    (ttft_name, first), (itl_name, later) = ttft, itl
+    if not later.count:
+        return None, f"{itl_name} has no reading"
+    tokens = (generated - first.count) / later.count
+    how = (f"{GENERATION_TOKENS[0]} {generated:,.0f}, less one first token for each of the "
+           f"{first.count:,.0f} {ttft_name} readings, over the {later.count:,.0f} of {itl_name}")
+    if not 1.0 <= tokens <= MAX_ACCEPT_LENGTH:  # each later output brings a token or more
+        return None, f"{how} is {tokens:,.2f}, outside 1 to {MAX_ACCEPT_LENGTH:g}"
+    return tokens, how
 
 
 def _per_step(scrapes: list[Scrape], modes: tuple[str, ...]) -> bool:

@@ -222,7 +222,7 @@ class ObserveReport(ObserveVerdict):
         """Why the prediction is not set against the measurement where a drafter served the
         window but its drafts are not priced (no draft length in the flags, or no acceptance
         length in the source): the measured time is a drafting server's token (vLLM's
-        histogram divided by the tokens a step keeps, SGLang's and a bench's per token), the
+        histogram divided by the tokens a reading covered, SGLang's and a bench's per token), the
         prediction a plain decode step's, so their percentage measures the drafter, not the
         engine (16.3 ms against 6.0 ms at 2.5 tokens a step: "+172%"). None elsewhere."""
         if self.spec_step is not None or not self.drafted:
