@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 from ridgeline.catalog import resolve_model
 from ridgeline.chunked_prefill import (
     MAX_PREFILL_STEPS,
+    chunks_prefill,
+    mla_unchunked_caution,
     prefill_steps,
     prompt_steps_beside,
     serving_prefill_time_s,
@@ -25,6 +27,9 @@ from ridgeline.deployment import Deployment
 from ridgeline.engines import profile_for
 from ridgeline.errors import InputError
 from ridgeline.hardware import resolve_accelerator
+from ridgeline.memory import EngineSettings
+from ridgeline.reports.expectation import Expectation
+from ridgeline.sim.config import sim_config
 from ridgeline.vllm_pool import vllm_batch_defaults
 from tests.conftest import run_cli
 
@@ -249,6 +254,60 @@ def test_tensorrt_llm_with_chunked_prefill_prices_its_steps_as_vllm_at_the_same_
     long = run_json(capsys, "prefill", *EIGHT_B, "--prompt-len", "32000", "--engine",
                     "trtllm", "--enable_chunked_prefill")
     assert not any("runs a context whole" in c for c in long["cautions"])
+
+
+def test_tensorrt_llm_runs_an_mla_model_whole_outside_sm_90_100_103_120(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """TensorRT-LLM's PyTorch backend turns enable_chunked_prefill off again for an MLA model
+    where the card's SM is not 90, 100, 103 or 120: DeepSeek-V3 on A100s (SM 8.0) or L40Ss
+    (8.9), five 5,000-token prompts at 8,192 a step run whole with the option as without it,
+    in the simulator too, with a caution saying so; on H100s (9.0) they fill the steps, and
+    Llama-3.1-8B, no MLA, chunks on an A100."""
+    v3 = resolve_model("deepseek-v3", fetchable=False)
+    profile, budget = profile_for("trtllm"), (8192, "max_num_tokens")
+    asked = EngineSettings(enable_chunked_prefill=True, max_model_len=8192)
+
+    def priced(dep: Deployment, chunked: bool) -> float:
+        return Expectation.of_prefill(dep, 5_000, 5, profile, budget=budget,
+                                      enable_chunked_prefill=chunked).time_s
+
+    for gpu, weights in (("a100-sxm-80gb", "bf16"), ("l40s", None)):  # no fp8 on an A100
+        dep = Deployment.build(v3, resolve_accelerator(gpu), weights, None, 8, engine="trtllm")
+        assert not chunks_prefill(dep, True) and not sim_config(dep, asked).chunked_prefill
+        assert priced(dep, True) == pytest.approx(priced(dep, False)) == pytest.approx(
+            serving_prefill_time_s(dep, profile, prefill_steps(5_000, 5, 8192, chunked=False)))
+        assert "MLA" in mla_unchunked_caution(dep, True) and not mla_unchunked_caution(dep, False)
+    h100 = Deployment.build(v3, resolve_accelerator("h100"), None, None, 8, engine="trtllm")
+    assert chunks_prefill(h100, True) and sim_config(h100, asked).chunked_prefill
+    assert priced(h100, True) == pytest.approx(
+        serving_prefill_time_s(h100, profile, prefill_steps(5_000, 5, 8192)))
+    assert priced(h100, True) != pytest.approx(priced(h100, False))
+    assert not mla_unchunked_caution(h100, True)
+    llama = Deployment.build(resolve_model("llama-3.1-8b", fetchable=False),
+                             resolve_accelerator("a100-sxm-80gb"), engine="trtllm")
+    assert chunks_prefill(llama, True) and not mla_unchunked_caution(llama, True)
+    argv = ("prefill", "deepseek-v3", "--gpu", "l40s", "--num-gpus", "16", "--engine", "trtllm",
+            "--prompt-len", "5000", "--batch", "5")
+    on = run_json(capsys, *argv, "--enable_chunked_prefill")
+    off = run_json(capsys, *argv)
+    assert not on["chunked_prefill"] and on["prompt_steps"] == off["prompt_steps"] == 5
+    assert on["expected"]["time_s"] == pytest.approx(off["expected"]["time_s"])
+    assert [c for c in on["cautions"] if "turns enable_chunked_prefill off" in c]
+    assert not [c for c in off["cautions"] if "turns enable_chunked_prefill off" in c]
+
+
+def test_simulate_cautions_that_tensorrt_llm_turned_chunked_prefill_off_for_mla(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """DeepSeek-V3 on L40Ss with --enable_chunked_prefill: the engine runs contexts whole, so
+    12,000-token prompts past max_num_tokens are cautioned with the one remedy left (a larger
+    budget), and a caution says TensorRT-LLM turned the option off."""
+    data = run_json(capsys, "simulate", "deepseek-v3", "--gpu", "l40s", "--num-gpus", "16",
+                    "--engine", "trtllm", "--enable_chunked_prefill", "--rate", "0.5",
+                    "--num-requests", "10", "--input-len", "12000", "--output-len", "20")
+    said = [c for c in data["cautions"] if "turns enable_chunked_prefill off" in c]
+    assert len(said) == 1 and "l40s" in said[0]
+    over = [c for c in data["cautions"] if "longer than max_num_tokens" in c]
+    assert len(over) == 1 and "--enable_chunked_prefill" not in over[0]
 
 
 def test_several_cards_say_which_expectations_count_several_steps(

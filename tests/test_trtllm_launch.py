@@ -191,8 +191,9 @@ def test_plans_trtllm_line_turns_chunked_prefill_on_where_the_loads_prompts_outr
     assert budget < 12000 and win["enable_chunked_prefill"] and not win["sim_over_budget"]
     name = words[words.index(CLI["config"]) + 1]
     assert "enable_chunked_prefill: true\n" in data["config_files"][name]
-    said = [c for c in data["cautions"] if "enable_chunked_prefill" in c]
+    said = [n for n in data["notes"] if "enable_chunked_prefill" in n]  # what the plan did:
     assert len(said) == 1 and f"reach 12,000 tokens, past max_num_tokens {budget:,}:" in said[0]
+    assert not [c for c in data["cautions"] if "enable_chunked_prefill" in c]  # no warning
     assert "--enable_chunked_prefill" in data["check_command"].split()
     code, text, err = run_cli(capsys, *shlex.split(data["check_command"])[1:], "--json")
     assert code == 0, err
@@ -208,6 +209,29 @@ def test_plans_trtllm_line_turns_chunked_prefill_on_where_the_loads_prompts_outr
         capsys, *_own_flags("meta-llama/Llama-3.1-8B", c, win["max_model_len"]), *place)
     lines = run_cli(capsys, *argv)[1].splitlines()  # the text prints the file under the line
     assert "    enable_chunked_prefill: true" in lines
+    assert f"  note: {said[0]}" in lines  # a note, as other reports print theirs
+    assert not [line for line in lines
+                if line.lstrip().startswith("caution:") and "enable_chunked_prefill" in line]
+
+
+def test_plan_cautions_where_tensorrt_llm_keeps_an_mla_models_prompts_whole(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """DeepSeek-V3 on L40Ss (SM 8.9): TensorRT-LLM turns enable_chunked_prefill off again for
+    an MLA model there, so the line does not turn it on, no note says it did, and a caution
+    says the 12,000-token prompts past its max_num_tokens would not run."""
+    code, out, err = run_cli(capsys, "plan", "deepseek-v3", "--rate", "0.5", "--input-len",
+                             "12000", "--output-len", "100", "--slo-ttft-ms", "20000",
+                             "--slo-tpot-ms", "200", "--gpus", "l40s", "--engine", "trtllm",
+                             "--workers", "1", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    words = data["commands"]["trtllm"].split()
+    budget = int(words[words.index(CLI["max_num_batched_tokens"]) + 1])
+    assert budget < 12000 and not data["winner"]["enable_chunked_prefill"]
+    assert "enable_chunked_prefill" not in "".join((data["config_files"] or {}).values())
+    assert data["notes"] == []
+    said = [c for c in data["cautions"] if "turns enable_chunked_prefill off" in c]
+    assert len(said) == 1 and f"reach 12,000 tokens, past max_num_tokens {budget:,}" in said[0]
 
 
 def test_plan_gives_no_such_caution_where_the_prompts_fit_the_step(
@@ -218,6 +242,7 @@ def test_plan_gives_no_such_caution_where_the_prompts_fit_the_step(
     assert code == 0, err
     data = json.loads(out)
     assert not [c for c in data["cautions"] if "enable_chunked_prefill" in c]
+    assert data["notes"] == []
     assert not data["winner"]["enable_chunked_prefill"]  # the prompts fit its max_num_tokens
     assert "enable_chunked_prefill" not in (data["config_files"] or {}).get(CLI["config_file"], "")
     assert "--enable_chunked_prefill" not in data["check_command"]

@@ -27,20 +27,60 @@ if TYPE_CHECKING:
 MAX_PREFILL_STEPS = 100_000
 
 
-def chunks_prefill(engine: str, enable_chunked_prefill: bool = False) -> bool:
+# TensorRT-LLM's PyTorch backend turns enable_chunked_prefill off again for an MLA model
+# (is_mla: a config with kv_lora_rank and qk_rope_head_dim) where get_sm_version() is not
+# 90, 100, 103 or 120: "Chunked Prefill for MLA can only be enabled on
+# SM90/SM100/SM103/SM120, disable enable_chunked_context for SM{sm_version}" (create_py_executor,
+# tensorrt_llm/_torch/pyexecutor/py_executor_creator.py @ 000429d5). The catalog records a
+# family, not a compute capability: Hopper is SM 9.0, Blackwell SM 10.0 (B200, GB200), 10.3
+# (B300) or 12.0 (RTX 50, RTX PRO 6000), all kept; these families are below SM 9.0 (Ampere 8.0
+# and 8.6, Ada 8.9, Turing 7.5, Volta 7.0, Pascal 6.x), and GB10 (DGX Spark) is SM 12.1 (its
+# record's NVIDIA source). A card of another or no family keeps what was asked.
+TRTLLM_MLA_UNCHUNKED_FAMILIES = ("ampere", "ada", "turing", "volta", "pascal")
+TRTLLM_MLA_UNCHUNKED_IDS = ("dgx-spark-gb10",)
+
+
+def trtllm_mla_unchunked(dep: Deployment) -> bool:
+    """Whether TensorRT-LLM turns enable_chunked_prefill off again for this deployment: an
+    MLA model (DeepSeek-V3) on a card outside SM 90/100/103/120 (an A100, an L40S)."""
+    acc = dep.accelerator
+    return (dep.engine == "trtllm" and dep.model.attention is not None
+            and dep.model.attention.mla is not None
+            and (acc.family in TRTLLM_MLA_UNCHUNKED_FAMILIES
+                 or acc.id in TRTLLM_MLA_UNCHUNKED_IDS))
+
+
+def chunks_prefill(dep: Deployment, enable_chunked_prefill: bool = False) -> bool:
     """Whether the engine cuts a prompt longer than what its budget has left into chunks:
     vLLM V1 and SGLang always; TensorRT-LLM with ``enable_chunked_prefill`` (its LLM API
     option, off in the releases modelled: BaseLlmArgs ``Field(default=False)``,
     tensorrt_llm/llmapi/llm_args.py, still False on main: PR #9499 "BREAKING: Enable chunked
     prefill by default", whose branch's docs say "enabled by default", was closed unmerged, as
-    was PR #8346; its PyTorch backend turns it off again for MLA outside SM 90/100/103/120),
-    where it otherwise runs a context whole. On, its
+    was PR #8346), but not for an MLA model outside SM 90/100/103/120, where its PyTorch
+    backend turns it off again (``trtllm_mla_unchunked``; so does its
+    FLASHINFER_STAR_ATTENTION backend, which ridgeline does not model), and where it otherwise
+    runs a context whole. On, its
     PyTorch backend's MicroBatchScheduler fills max_num_tokens first come, first served
     (ContextChunkingConfig(FIRST_COME_FIRST_SERVED, tokens_per_block), _torch/pyexecutor),
     a cut chunk rounded down to a whole number of tokens_per_block, which the steps here do
     not round ("set max_num_tokens to an integer multiple of tokens_per_block":
     https://nvidia.github.io/TensorRT-LLM/features/long-sequence.html)."""
-    return engine != "trtllm" or enable_chunked_prefill
+    if dep.engine != "trtllm":
+        return True
+    return enable_chunked_prefill and not trtllm_mla_unchunked(dep)
+
+
+def mla_unchunked_caution(dep: Deployment, enable_chunked_prefill: bool) -> str:
+    """What to say where enable_chunked_prefill was asked of TensorRT-LLM and its PyTorch
+    backend turns it off again (``trtllm_mla_unchunked``), or ""."""
+    if not enable_chunked_prefill or not trtllm_mla_unchunked(dep):
+        return ""
+    acc = dep.accelerator
+    return (f"TensorRT-LLM turns enable_chunked_prefill off again for an MLA model "
+            f"({dep.model.name}) outside SM 90/100/103/120, so on {acc.id} ({acc.family}) it "
+            "runs a context whole, priced here as if enable_chunked_prefill were not given "
+            "(its PyTorch backend warns \"Chunked Prefill for MLA can only be enabled on "
+            "SM90/SM100/SM103/SM120\")")
 
 
 def splits_a_prompt(prompt: int, batch: int, budget_tokens: int) -> bool:

@@ -245,6 +245,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                     writer.writerows(blank)
         except OSError as exc:
             raise InputError(f"cannot write {args.export}: {exc}") from None
+    from ridgeline.chunked_prefill import mla_unchunked_caution
     from ridgeline.data_parallel import data_parallel_cautions
     from ridgeline.decode_context import dcp_caution
     from ridgeline.engine_scheduling import v0_scheduling_caution
@@ -306,7 +307,9 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     cautions = tuple(c for c in (context_caution(dep, config.max_model_len), split_pool, lockstep,
                                  v0, *version_cautions(settings, pool),
                                  full_cache_caution(engine, result.preemptions),
-                                 whole_context_caution(config, result.rec.over_budget_prompts),
+                                 whole_context_caution(config, result.rec.over_budget_prompts,
+                                                       settings.enable_chunked_prefill),
+                                 mla_unchunked_caution(dep, settings.enable_chunked_prefill),
                                  eager_switch_note(engine) if args.enforce_eager else "",
                                  eager_caution(dep) if args.enforce_eager else "",
                                  offload_caution(dep), cdna3_moe_caution(dep), gguf_caution(dep),

@@ -53,6 +53,7 @@ from ridgeline.plan_cautions import (
     candidate_cautions,
     chunked_prefill_note,
     data_parallel_winner_cautions,
+    mla_unchunked_caution,
 )
 from ridgeline.plan_checks import CheckRuns, cheapest, verify_cheapest
 from ridgeline.precision import weight_plan
@@ -128,6 +129,9 @@ class PlanResult:
     # carries cautions of its own (plan_cautions: TP across nodes, a prompt speed near the
     # TTFT SLO on a borrowed compute share), each with them
     deployment_cautions: tuple[tuple[Candidate, tuple[str, ...]], ...] = ()
+    # what the plan did that a reader should know, no warning: the chunked prefill its
+    # TensorRT-LLM check and launch line turned on (plan_cautions.chunked_prefill_note)
+    notes: tuple[str, ...] = ()
 
     @property
     def winner(self) -> Candidate | None:
@@ -250,13 +254,14 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
                                                   win.sim_requests else None),
                                  slowed,
                                  v0_scheduling_caution(engine, engine_version),
-                                 chunked_prefill_note(win, engine, load),
+                                 mla_unchunked_caution(win, engine, load, model),
                                  *(next((why for d, why in own if d is win), ())),
                                  *data_parallel_winner_cautions(win, engine, model)) if c)
     return PlanResult(load, slo, candidates, unpriced_best, split_sorted,
                       tuple(_pareto(model, feasible, load, engine, profile)), len(jobs), mean_out,
                       miss,
-                      engine, cautions, engine_version, measured, own)
+                      engine, cautions, engine_version, measured, own,
+                      tuple(n for n in (chunked_prefill_note(win, engine, load),) if n))
 
 
 def _release_refusal(model: ModelSpec, gpus: Sequence[str], engine: str,

@@ -120,3 +120,24 @@ def chunked_prefill_note(win: Candidate | None, engine: str, load: Load) -> str:
             "whole unless enable_chunked_prefill is on, so the check ran them in chunks and "
             f"the trtllm-serve line's {d['cli']['config_file']} sets enable_chunked_prefill: "
             "true")
+
+
+def mla_unchunked_caution(win: Candidate | None, engine: str, load: Load,
+                          model: ModelSpec) -> str:
+    """Where the winner's load holds prompts longer than its TensorRT-LLM step budget and the
+    engine turns enable_chunked_prefill off again for its MLA model on its card
+    (chunked_prefill.trtllm_mla_unchunked: DeepSeek-V3 on an L40S), so that the check, which
+    chunked them, ran prompts the engine would not: what to say; "" elsewhere."""
+    from ridgeline.chunked_prefill import trtllm_mla_unchunked
+
+    if win is None or engine != "trtllm" or not win.max_model_len \
+            or not trtllm_mla_unchunked(candidate_deployment(model, win, engine)):
+        return ""
+    budget = win.max_num_batched_tokens or int(engine_defaults(engine)["max_num_tokens"])
+    longest = load.longest_prompt(win.max_model_len)
+    if longest <= budget and not win.sim_over_budget:
+        return ""
+    return (f"the load's prompts reach {longest:,} tokens, past max_num_tokens {budget:,}, "
+            "and TensorRT-LLM turns enable_chunked_prefill off again for an MLA model outside "
+            f"SM 90/100/103/120 ({model.name} on {win.accelerator}): it would not run them, "
+            "which the check ran in chunks (a --max_num_tokens past the longest prompt runs them whole)")

@@ -158,7 +158,9 @@ def verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
             return None
     _, ttft, tpot, count, first, window, over = run(high)
     confirm_over = 0 if load.trace else run(high, CONFIRM_DRAW).over_budget  # cached: no rerun
-    if (over or confirm_over) and engine == "trtllm":  # past max_num_tokens, the draws missed
+    # past max_num_tokens, the draws missed; checked once so (an MLA model outside SM
+    # 90/100/103/120 stays whole: chunked_prefill.trtllm_mla_unchunked)
+    if (over or confirm_over) and engine == "trtllm" and not chunked:
         return verify(model, c, load, slo, max_gpus, engine_version, engine, profile, runs,
                       chunked=True)
     return replace(c, enable_chunked_prefill=engine == "trtllm" and engine_config.chunked_prefill,

@@ -151,7 +151,7 @@ class Expectation:
         if budget is None:
             return cls.of(dep, [Seq(prompt, 0)] * batch, profile)
         tokens, source = budget
-        chunked = chunks_prefill(dep.engine, enable_chunked_prefill) \
+        chunked = chunks_prefill(dep, enable_chunked_prefill) \
             or prompt > tokens  # past it, chunked as simulate
         steps = prefill_steps(prompt, batch, tokens, chunked)
         if len(steps) == 1:

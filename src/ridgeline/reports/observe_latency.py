@@ -111,7 +111,7 @@ class ObservedLatency(ObservedPool):
         if each * count >= 1 or count > MAX_PREFILL_STEPS:
             return ()
         steps = prompt_steps_beside(computed, round(prompt) - computed, room,
-                                    chunks_prefill(self.deployment.engine))
+                                    chunks_prefill(self.deployment))
         return tuple(tuple(step) for step in steps)
 
     def step_times_ms(self) -> tuple[float, tuple[float, ...]]:

@@ -177,6 +177,7 @@ class PlanReport:
             "closest_miss": r.closest_miss or None,
             "max_model_len": self.max_len, "refused_share": self.refused_share,
             "cautions": [*r.cautions, *([NOT_SIMULATED] if win and not win.verified else [])],
+            "notes": list(r.notes),
         }
 
     @property
@@ -269,6 +270,7 @@ class PlanReport:
                      + ("; the search sized with it, the simulation decides" if win.verified
                         else ""))
         lines += [f"  caution: {c}" for c in r.cautions]
+        lines += [f"  note: {n}" for n in r.notes]
         if not win.calibrated:
             lines.append(f"  outside the calibrated range: {win.calibration_note}")
         if self.refused_share and not self.shrunk_note(win):

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ridgeline.capacity import EngineSeats
-from ridgeline.chunked_prefill import chunks_prefill, splits_a_prompt
+from ridgeline.chunked_prefill import chunks_prefill, mla_unchunked_caution, splits_a_prompt
 from ridgeline.cpu_offload import cpu_offload_json
 from ridgeline.decode_context import dcp_caution
 from ridgeline.deployment import Deployment
@@ -58,7 +58,7 @@ class PrefillReport:
     @property
     def chunks(self) -> bool:
         """Whether the engine cuts a prompt between steps (not TensorRT-LLM by default)."""
-        return chunks_prefill(self.deployment.engine, self.enable_chunked_prefill)
+        return chunks_prefill(self.deployment, self.enable_chunked_prefill)
 
     @property
     def pool_batch(self) -> int | None:
@@ -97,8 +97,10 @@ class PrefillReport:
                        f"{budget[0]:,}: TensorRT-LLM runs a context whole (its "
                        "enable_chunked_prefill is off by default) and would not run it; it is "
                        "priced in chunks here as if it were on, as `simulate` runs it (or give "
-                       "--enable_chunked_prefill to run it so, or --max-num-tokens past "
-                       "the prompt)")
+                       + ("" if self.enable_chunked_prefill else
+                          "--enable_chunked_prefill to run it so, or ")
+                       + "--max-num-tokens past the prompt)")
+        out.append(mla_unchunked_caution(dep, self.enable_chunked_prefill))
         from ridgeline.offload import offload_caution
         from ridgeline.predict import bnb_caution, gguf_caution
 

@@ -275,12 +275,15 @@ def full_cache_caution(engine: str, preemptions: int) -> str:
             "--max-model-len × slots) or fewer slots (--parallel)")
 
 
-def whole_context_caution(config: SimConfig, over_budget: int) -> str:
+def whole_context_caution(config: SimConfig, over_budget: int, asked: bool = False) -> str:
     """What to say where prompts outran the step's whole token budget of an engine that runs
-    contexts whole (TensorRT-LLM, enable_chunked_prefill off by default), or ""."""
+    contexts whole (TensorRT-LLM, enable_chunked_prefill off by default), or "" (``asked``:
+    enable_chunked_prefill was given and the engine turned it off again, so only a larger
+    budget runs them: chunked_prefill.mla_unchunked_caution)."""
     if config.chunked_prefill or not over_budget:
         return ""
     return over_budget_caution(over_budget, config.max_num_batched_tokens,
+                               "give --max-num-tokens past the longest prompt" if asked else
                                "give --enable_chunked_prefill to run them so, or "
                                "--max-num-tokens past the longest prompt")
 

@@ -228,7 +228,7 @@ def sim_config(dep: Deployment, settings: object | None = None,
                      prefill_first=dep.engine == "sglang", token_ratio=dep.engine == "sglang",
                      cache_on_schedule=dep.engine == "vllm",
                      lru_free_queue=v1_free_queue(dep.engine, s.engine_version),
-                     chunked_prefill=chunks_prefill(dep.engine, s.enable_chunked_prefill),
+                     chunked_prefill=chunks_prefill(dep, s.enable_chunked_prefill),
                      positions_capped=dep.engine == "vllm",
                      long_prefill_token_threshold=threshold, long_prefill_alone=alone,
                      async_scheduling=overlapped_scheduling(
