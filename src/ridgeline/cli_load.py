@@ -254,7 +254,7 @@ def check_expert_parallel(dep: Any) -> None:
         raise InputError(f"--enable-expert-parallel: {dep.engine} has no expert parallelism "
                          "(its -sm splits layers or tensors; --cpu-moe/--n-cpu-moe place "
                          "experts on the host)")
-    if dep.expert_ranks < 2:
+    if dep.engine_expert_ranks < 2:  # 1 x MI250 under vLLM: 2 dies, 2 ranks
         raise InputError("--enable-expert-parallel spreads the experts over the tensor-parallel "
                          "GPUs: with one there is nothing to spread (vLLM's expert "
                          "parallelism is off at TP × DP = 1)")

@@ -86,7 +86,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                          "-sm splits layers or tensors; --cpu-moe/--n-cpu-moe place experts on "
                          "the host)")
     dep = build_deployment(args, model, acc, engine, expert_parallel=args.expert_parallel)
-    if args.expert_parallel and dep.expert_ranks < 2:
+    if args.expert_parallel and dep.engine_expert_ranks < 2:
         raise InputError("--enable-expert-parallel spreads the experts over the tensor-parallel "
                          "GPUs: with one there is nothing to spread (vLLM's expert "
                          "parallelism is off at TP × DP = 1)")

@@ -291,9 +291,10 @@ def step_terms(dep: Deployment, shape: BatchShape) -> StepTerms:
                 host.append((name, f, b, count, 0.0 if name == "elementwise" else b))
         if dep.data_parallel_size > 1:
             _add_exchanges(dep, layer, count, act, all_tokens * h * ACTIVATION_BYTES, link)
-        elif tp > 1:
+        elif dep.engine_tensor_parallel_size > 1:  # 1 x MI250 under vLLM: its 2 dies
             reductions = (layer.mixer != NONE) + (layer.ffn != NONE)
-            t = count * reductions * all_reduce_time_s(act, tp, dep.accelerator)
+            t = count * reductions * all_reduce_time_s(
+                act, dep.engine_tensor_parallel_size, dep.accelerator, dep.devices_per_gpu)
             link["tp all-reduce"] = link.get("tp all-reduce", 0.0) + t
         dcp = dep.decode_context_parallel_size
         if dcp > 1 and layer.mixer in ATTENTION_MIXERS:  # queries gathered, outputs scattered:
@@ -301,7 +302,7 @@ def step_terms(dep: Deployment, shape: BatchShape) -> StepTerms:
             # unpriced: decode_context.dcp_caution), so the rows, not the tokens; a speculative
             # verify batch's every token is a decode query
             message = dcp_exchange_bytes(dep, tokens if shape.verify else shape.sequences)
-            t = count * exchange_time_s(message, dcp, dep.accelerator)
+            t = count * exchange_time_s(message, dcp, dep.accelerator, dep.devices_per_gpu)
             link[DCP_EXCHANGE] = link.get(DCP_EXCHANGE, 0.0) + t
     rows = shape.sequences  # one logits row per sequence
     head_category = LM_HEAD if not model.tie_word_embeddings else EMBEDDING
@@ -335,15 +336,17 @@ def _add_exchanges(dep: Deployment, layer: Layer, count: int, act: float, all_ac
     rank's TP GPUs; the FFN's over them too where each rank runs it on its own tokens, else
     (the experts; SGLang's dense MLPs) the gather of every rank's tokens and the scatter of
     the outputs over all the GPUs (``exchange_time_s``), of the whole batch's activations."""
-    tp, acc = dep.tensor_parallel_size, dep.accelerator
-    local = (layer.mixer != NONE) * all_reduce_time_s(act, tp, acc) if tp > 1 else 0.0
+    acc, devices = dep.accelerator, dep.devices_per_gpu
+    ranks = dep.engine_tensor_parallel_size  # an MI250's dies under vLLM: a rank each
+    local = (layer.mixer != NONE) * all_reduce_time_s(act, ranks, acc, devices) \
+        if ranks > 1 else 0.0
     if layer.ffn == NONE:
         pass
     elif dep.gathered(EXPERTS if layer.ffn == MOE else MLP):
-        t = count * exchange_time_s(all_act, dep.expert_ranks, acc)
+        t = count * exchange_time_s(all_act, dep.engine_expert_ranks, acc, devices)
         link[DP_EXCHANGE] = link.get(DP_EXCHANGE, 0.0) + t
-    elif tp > 1:
-        local += all_reduce_time_s(act, tp, acc)
+    elif ranks > 1:
+        local += all_reduce_time_s(act, ranks, acc, devices)
     if local:
         link["tp all-reduce"] = link.get("tp all-reduce", 0.0) + count * local
 
@@ -603,7 +606,7 @@ def _token_ops(dep: Deployment, layer: Layer, tokens: int,
         # reads more than its share of the experts a step touches (each rank whole experts;
         # under TP + EP the MoE output is all-reduced as under TP, no all-to-all: vLLM runs
         # all-to-all kernels only with data parallelism, priced in step_terms)
-        ranks = dep.expert_ranks
+        ranks = dep.engine_expert_ranks  # vLLM's EP ranks are an MI250's dies
         ep = dep.expert_parallel and ranks > 1
         skew = EP_IMBALANCE if ep else 1.0
         read = busiest_rank_experts(moe.num_experts, ranks, touched) * ranks / moe.num_experts \

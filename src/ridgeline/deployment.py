@@ -282,6 +282,13 @@ class Deployment:
         data-parallel ranks (vLLM's EP or MoE-TP group of DP × TP; SGLang's --tp-size)."""
         return self.tensor_parallel_size * self.data_parallel_size
 
+    @property
+    def engine_expert_ranks(self) -> int:
+        """The ranks the engine spreads a stage's routed experts over: ``expert_ranks`` × the
+        devices it runs each card as (``devices_per_gpu``), so 4 x MI250 under vLLM's
+        --enable-expert-parallel hold them over 8 dies; ``expert_ranks`` on any other card."""
+        return self.expert_ranks * self.devices_per_gpu
+
     def gathered(self, category: str) -> bool:
         """Whether a weight category runs on every data-parallel rank's tokens, gathered,
         split over all the ranks' GPUs, rather than on one rank's own (data_parallel.py)."""

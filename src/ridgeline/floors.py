@@ -413,7 +413,7 @@ def _weight_step(dep: Deployment, work: Work, batch: int) -> Step:
     dense = dep.params_a_step_reads - routed
     share = (work.weight_bytes - copies - dense * dense_bpw) / (routed * expert_bpw)
     touched = expected_experts_touched(moe.num_experts, moe.experts_per_token, batch)
-    ranks = dep.expert_ranks
+    ranks = dep.engine_expert_ranks  # vLLM's EP ranks are an MI250's dies
     busiest = ""
     if dep.expert_parallel and ranks > 1:
         # the step waits on the rank that touched most of its experts, as cost prices it: the

@@ -63,6 +63,9 @@ class Accelerator:
     memory_unit: str = "GB"
     link_kind: str | None = None
     link_bytes_per_s: float | None = None  # per direction
+    # per direction, between the devices one part shows the runtime (runtime_devices): an
+    # MI250's in-package link between its two GCDs; None: one device, or not recorded
+    die_link_bytes_per_s: float | None = None
     price_per_hour_usd: float | None = None
     tdp_w: float | None = None
     sources: tuple[str, ...] = ()
@@ -238,6 +241,7 @@ class Accelerator:
             memory_unit=f.text("memory_unit", "GB"),
             link_kind=None if link.get("kind") is None else wire.text("kind"),
             link_bytes_per_s=wire.optional("bytes_per_s_per_direction", 1e8, 1e14),
+            die_link_bytes_per_s=wire.optional("die_bytes_per_s_per_direction", 1e8, 1e14),
             price_per_hour_usd=f.optional("price_per_hour_usd", 0, MAX_PRICE_USD, open_low=True),
             tdp_w=f.optional("tdp_w", 0, MAX_TDP_W, open_low=True),
             sources=f.texts("sources"),

@@ -274,12 +274,14 @@ def ep_extra_bytes(dep: Deployment, share: float = 1.0) -> float:
     """What the busiest expert-parallel rank holds beyond an even share of the experts: whole
     experts, ⌈E ÷ R⌉ of them (Mixtral's 8 over 16 GPUs: an eighth each on eight, not a
     sixteenth); of a pipeline stage, its MoE layers' ``share``. With data-parallel attention
-    the experts spread over every rank's GPUs."""
-    moe, ranks = dep.model.moe, dep.expert_ranks
+    the experts spread over every rank's GPUs. vLLM's ranks on an MI250 are its dies: each
+    holds its ⌈E ÷ R⌉ over R dies, a card its two dies' (engine_expert_ranks)."""
+    moe, ranks, devices = dep.model.moe, dep.engine_expert_ranks, dep.devices_per_gpu
     if moe is None or not dep.expert_parallel or ranks < 2:
         return 0.0
     experts = dep.bytes_by_category.get(EXPERTS, 0.0) * share / dep.pipeline_parallel_size
-    return experts * (ep_rank_experts(moe.num_experts, ranks) / moe.num_experts - 1 / ranks)
+    return devices * experts * (ep_rank_experts(moe.num_experts, ranks) / moe.num_experts
+                                - 1 / ranks)
 
 
 PIPELINE_FROM = (0, 5, 1)  # vLLM's first release with --pipeline-parallel-size (PR #4412)

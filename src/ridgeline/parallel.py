@@ -105,36 +105,61 @@ def _shots(message_bytes: float, ranks: int, bytes_per_s: float) -> float:
     return LOW_LATENCY_ALL_REDUCE_S + 2 * (ranks - 1) / ranks * message_bytes / bytes_per_s
 
 
-def all_reduce_time_s(message_bytes: float, ranks: int, acc: Accelerator) -> float:
+def all_reduce_time_s(message_bytes: float, ranks: int, acc: Accelerator,
+                      devices: int = 1) -> float:
     """All-reduce of ``message_bytes`` over ``ranks``: a ring, 8 ranks, 16 MB over 450 GB/s
     NVLink -> 8 µs + 14·(3 µs + 16e6/(8·450e9)) ≈ 112 µs; inside NVLink the shot kernels'
     8 µs + 2·7/8·16e6/450e9 ≈ 70 µs, and for a decode step's 16 KB 8 µs against the ring's
     50 µs. Four PCIe cards, 64 KB: 8 µs + 6·(2.5 µs + 64e3/(4·32e9)) ≈ 26 µs.
 
-    Beyond one node it is hierarchical: a ring inside each node, then one across the nodes
-    over the inter-node network (the slower leg sets the price of cross-node TP).
+    ``ranks`` counts the engine's ranks, ``devices`` of them to a card (vLLM on an MI250:
+    its 2 dies, die_link_bytes_per_s). Beyond one node it is hierarchical: a ring inside
+    each node, then one across the nodes over the inter-node network (the slower leg sets
+    the price of cross-node TP).
     """
     if ranks <= 1 or message_bytes <= 0:
         return 0.0
-    local = min(ranks, node_size(acc))
-    reach = interconnect_bytes_per_s(acc, local - 1)
+    cards = -(-ranks // devices)
+    local_cards = min(cards, node_size(acc))
+    local = min(ranks, local_cards * devices)
+    reach = rank_link_bytes_per_s(acc, local_cards, devices)
     t = _ring(message_bytes, local, link_latency_s(acc), reach)
     if local > 1 and (acc.link_kind or "").lower().startswith(LOW_LATENCY_FABRICS):
         t = min(t, _shots(message_bytes, local, reach))
-    nodes = -(-ranks // local)
+    nodes = -(-cards // local_cards)
     if nodes > 1:
         t += _ring(message_bytes, nodes, INTER_NODE_LATENCY_S, INTER_NODE_BYTES_PER_S)
     return t
 
 
-def exchange_time_s(message_bytes: float, ranks: int, acc: Accelerator) -> float:
+def rank_link_bytes_per_s(acc: Accelerator, cards: int, devices: int = 1) -> float:
+    """What one rank of a collective over ``cards`` of a node moves to its neighbours per
+    second, ``devices`` ranks to a card: a card's reach to the others (interconnect_bytes_per
+    _s); for the dies of an MI250 under vLLM, the slowest leg of their ring, which crosses
+    both the in-package link between a card's dies (die_link_bytes_per_s, 200 GB/s a
+    direction) and the card's links to the other cards of its board (host_gpus: 4 OAMs, one
+    Infinity Fabric hive), each die its share. 4 x MI250, 8 dies: 300 GB/s × 3/3 peers ÷ 2
+    dies = 150 GB/s, under the dies' 200; 2 x MI250: 300 × 1/3 ÷ 2 = 50; one card: 200."""
+    if devices == 1:
+        return interconnect_bytes_per_s(acc, cards - 1)
+    card = acc.link_bytes_per_s or PCIE4_X16_BYTES_PER_S
+    die = acc.die_link_bytes_per_s or card
+    if cards <= 1:
+        return die
+    peers = max(1, min(host_gpus(acc), node_size(acc)) - 1)
+    return min(die, card * min(cards - 1, peers) / peers / devices)
+
+
+def exchange_time_s(message_bytes: float, ranks: int, acc: Accelerator,
+                    devices: int = 1) -> float:
     """Data-parallel attention's exchange around a MoE layer: every rank's tokens gathered to
     all ``ranks`` GPUs before it, its outputs reduce-scattered after (vLLM's default
     allgather_reducescatter backend; SGLang's gather and scatter), ``message_bytes`` the whole
     batch's activations. An all-gather and a reduce-scatter are the two halves of a ring
     all-reduce, so the pair is priced as one all-reduce of them: DeepSeek-V3's 512 tokens
-    (7.3 MB) over 8 H200s, 8 µs + 2·7/8 · 7.3e6/450e9 ≈ 37 µs a layer."""
-    return all_reduce_time_s(message_bytes, ranks, acc)
+    (7.3 MB) over 8 H200s, 8 µs + 2·7/8 · 7.3e6/450e9 ≈ 37 µs a layer. ``devices``: as
+    all_reduce_time_s."""
+    return all_reduce_time_s(message_bytes, ranks, acc, devices)
 
 
 def send_time_s(message_bytes: float, acc: Accelerator, inter_node: bool = False) -> float:

@@ -300,7 +300,7 @@ class DecodeReport:
         together), more than they read between them (DeepSeek-V3 at batch 64 on 8 H200s:
         644.4 GB priced, 593.5 GB read); None where the two are the same."""
         dep = self.deployment
-        if dep.model.moe is None or not dep.expert_parallel or dep.expert_ranks == 1 \
+        if dep.model.moe is None or not dep.expert_parallel or dep.engine_expert_ranks == 1 \
                 or dep.data_parallel_size > 1:
             return None
         return weight_bytes_read(dep, micro_batch(dep, f.batch))

@@ -29,7 +29,9 @@ def _record(acc: Accelerator) -> dict[str, Any]:
         "ridge_flop_per_byte": {d: ridge_point(v, acc.memory_bandwidth_bytes_per_s)
                                 for d, v in acc.peak_flops.items()},
         "ridge_dtype": dtype,
-        "link": {"kind": acc.link_kind, "bytes_per_s_per_direction": acc.link_bytes_per_s},
+        "link": {"kind": acc.link_kind, "bytes_per_s_per_direction": acc.link_bytes_per_s,
+                 **({} if acc.die_link_bytes_per_s is None else
+                    {"die_bytes_per_s_per_direction": acc.die_link_bytes_per_s})},
         "price_per_hour_usd": acc.price_per_hour_usd, "tdp_w": acc.tdp_w,
         "aliases": list(acc.aliases), "sources": list(acc.sources),
         "figure_sources": {JSON_SPELLINGS.get(k, k): v for k, v in acc.figure_sources.items()},
