@@ -164,6 +164,11 @@ def test_plan_prints_the_winners_trtllm_serve_line_at_its_batch_and_tp(
     assert words[words.index(CLI["max_num_seqs"]) + 1] == str(seats)
     pasted = _fit(capsys, *_pasted(command), "--gpu", win["accelerator"], "--engine", "trtllm")
     assert pasted["tensor_parallel_size"] == win["tp"] and pasted["max_num_seqs"] == seats
+    # the load's prompts fit its max_num_tokens: no chunked-prefill word, setting or flag
+    assert not [c for c in data["cautions"] if "enable_chunked_prefill" in c]
+    assert data["notes"] == [] and not win["enable_chunked_prefill"]
+    assert "enable_chunked_prefill" not in (data["config_files"] or {}).get(CLI["config_file"], "")
+    assert "--enable_chunked_prefill" not in data["check_command"]
     code, text, _ = run_cli(capsys, "plan", "llama-3.1-8b", "--rate", "5", "--slo-ttft-ms",
                             "1000", "--slo-tpot-ms", "50", "--gpus", "h100", "--engine",
                             "trtllm", "--workers", "1")
@@ -232,17 +237,3 @@ def test_plan_cautions_where_tensorrt_llm_keeps_an_mla_models_prompts_whole(
     assert data["notes"] == []
     said = [c for c in data["cautions"] if "turns enable_chunked_prefill off" in c]
     assert len(said) == 1 and f"reach 12,000 tokens, past max_num_tokens {budget:,}" in said[0]
-
-
-def test_plan_gives_no_such_caution_where_the_prompts_fit_the_step(
-        capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run_cli(capsys, "plan", "llama-3.1-8b", "--rate", "5", "--slo-ttft-ms",
-                             "1000", "--slo-tpot-ms", "50", "--gpus", "h100", "--engine",
-                             "trtllm", "--workers", "1", "--json")
-    assert code == 0, err
-    data = json.loads(out)
-    assert not [c for c in data["cautions"] if "enable_chunked_prefill" in c]
-    assert data["notes"] == []
-    assert not data["winner"]["enable_chunked_prefill"]  # the prompts fit its max_num_tokens
-    assert "enable_chunked_prefill" not in (data["config_files"] or {}).get(CLI["config_file"], "")
-    assert "--enable_chunked_prefill" not in data["check_command"]
