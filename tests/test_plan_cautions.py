@@ -12,6 +12,7 @@ import pytest
 from ridgeline.candidate import Candidate, replica_deployment
 from ridgeline.catalog import resolve_model
 from ridgeline.cli import main
+from ridgeline.datafiles import engine_defaults
 from ridgeline.disaggregated import disaggregated_candidates
 from ridgeline.engines import profile_for
 from ridgeline.hardware import resolve_accelerator
@@ -21,6 +22,7 @@ from ridgeline.plan_cautions import (
     PROMPT_SHARE_UNCERTAINTY,
     borrowed_compute_group,
     candidate_cautions,
+    mla_unchunked_caution,
     prompt_share_caution,
 )
 from ridgeline.plan_checks import cheapest
@@ -260,3 +262,20 @@ def test_utilization_past_one_node_carries_the_cross_node_caution(
     assert main(["utilization", "--gpu", "h100", "--num-gpus", "8", "--running", "32",
                  "--model", "llama-3.1-70b", "--context", "8000", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["cautions"] == []
+
+
+def test_the_mla_caution_says_no_prompt_reaches_past_a_budget_the_samples_stay_under() -> None:
+    """DeepSeek-V3 on L40Ss under TensorRT-LLM, its check's draws holding prompts past
+    max_num_tokens (sim_over_budget) that the sizing's samples, all 4,000 tokens, do not
+    reach: the caution may not say the load's prompts reach 4,000 tokens past 8,192."""
+    v3 = resolve_model("deepseek-v3", fetchable=False)
+    load = Load(0.5, "4000", "100")
+    win = _candidate("l40s", 16, max_model_len=16384, sim_over_budget=3)
+    budget = int(engine_defaults("trtllm")["max_num_tokens"])
+    assert load.longest_prompt(win.max_model_len) < budget
+    said = mla_unchunked_caution(win, "trtllm", load, v3)
+    assert f"longer than max_num_tokens {budget:,}" in said and "reach" not in said
+    assert not mla_unchunked_caution(replace(win, sim_over_budget=0), "trtllm", load, v3)
+    longer = Load(0.5, "12000", "100")  # the samples past the budget: their longest said
+    assert f"reach 12,000 tokens, past max_num_tokens {budget:,}" in mla_unchunked_caution(
+        win, "trtllm", longer, v3)

@@ -137,7 +137,12 @@ def mla_unchunked_caution(win: Candidate | None, engine: str, load: Load,
     longest = load.longest_prompt(win.max_model_len)
     if longest <= budget and not win.sim_over_budget:
         return ""
-    return (f"the load's prompts reach {longest:,} tokens, past max_num_tokens {budget:,}, "
+    # the check's draws (sim_over_budget) may hold a prompt longer than every one of the
+    # sizing's samples (longest_prompt), which then is no longer than the budget: said as
+    # chunked_prefill_note says it, not as the samples' longest reaching past it
+    reach = f"the load's prompts reach {longest:,} tokens, past" if longest > budget \
+        else "some of the load's prompts are longer than"
+    return (f"{reach} max_num_tokens {budget:,}, "
             "and TensorRT-LLM turns enable_chunked_prefill off again for an MLA model outside "
             f"SM 90/100/103/120 ({model.name} on {win.accelerator}): it would not run them, "
             "which the check ran in chunks (a --max_num_tokens past the longest prompt runs them whole)")
