@@ -94,8 +94,11 @@ class PrefillReport:
         if budget is not None and not self.chunks and self.runs \
                 and self.floor.prompt_len > budget[0]:
             out.append(f"a {self.floor.prompt_len:,}-token prompt is longer than max_num_tokens "
-                       f"{budget[0]:,}: TensorRT-LLM runs a context whole (its "
-                       "enable_chunked_prefill is off by default) and would not run it; it is "
+                       f"{budget[0]:,}: TensorRT-LLM runs a context whole ("
+                       + ("its enable_chunked_prefill, though given, is off for this MLA model here"
+                          if self.enable_chunked_prefill else
+                          "its enable_chunked_prefill is off by default")
+                       + ") and would not run it; it is "
                        "priced in chunks here as if it were on, as `simulate` runs it (or give "
                        + ("" if self.enable_chunked_prefill else
                           "--enable_chunked_prefill to run it so, or ")

@@ -285,7 +285,7 @@ def whole_context_caution(config: SimConfig, over_budget: int, asked: bool = Fal
     return over_budget_caution(over_budget, config.max_num_batched_tokens,
                                "give --max-num-tokens past the longest prompt" if asked else
                                "give --enable_chunked_prefill to run them so, or "
-                               "--max-num-tokens past the longest prompt")
+                               "--max-num-tokens past the longest prompt", turned_off=asked)
 
 
 @dataclass(frozen=True)
