@@ -20,6 +20,7 @@ import statistics
 import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 from ridgeline.calibrate import SERVING_ENGINES, fit_engine
@@ -53,11 +54,13 @@ def fold(args: tuple[list[Measurement], list[Measurement]]) -> list[Prediction]:
     for engine in sorted({row_engine(r) for r in test}):
         family = SERVING_ENGINES if engine in SERVING_ENGINES else (engine,)
         if not trained & set(family):
-            profiles[engine] = PRIOR
+            profiles[engine] = replace(PRIOR, engine=engine)
             continue
         if family not in fits:
             fits[family] = fit_engine(train, family[0], PRIOR, family=family)
-        profiles[engine] = fits[family]
+        # under each engine's own name, as the bundled serving profile is given to each:
+        # what an engine's name carries (vLLM's moe_prompt_expert_slowdown) prices its rows
+        profiles[engine] = replace(fits[family], engine=engine)
     return [predict(r, profiles) for r in test]
 
 
