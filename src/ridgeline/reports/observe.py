@@ -22,6 +22,7 @@ from ridgeline.explain import Step, q, step
 from ridgeline.memory import EngineSettings
 from ridgeline.observation import Observation, stats
 from ridgeline.render import table
+from ridgeline.reports.observe_drafts import unpriced_drafts_note, verify_step
 from ridgeline.reports.observe_latency import RATES_APART
 from ridgeline.reports.observe_verdict import ObserveVerdict
 from ridgeline.reports.utilization import billed_scope
@@ -422,7 +423,7 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
                 "--spec-method, or --speculative-config)")
     if note and note not in obs.notes:
         obs.notes.append(note)
-    unpriced = _unpriced_drafts(report)
+    unpriced = unpriced_drafts_note(report)
     if unpriced and unpriced not in obs.notes:
         obs.notes.append(unpriced)
     reported = report.engine_pool
@@ -473,28 +474,8 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
                              + (f"; each chunk after {report.chunk_context:,} tokens of its "
                                 "prompt" if report.prompt_tokens_per_step else ""))),)
         if report.spec_step is not None:
-            steps += (_verify_step(report),)
+            steps += (verify_step(report),)
     return ObserveReport(obs, dep, profile, context, source, settings, spec, steps, unheld)
-
-
-def _unpriced_drafts(report: ObserveReport) -> str:
-    """Why a drafter's steps are priced as plain decoding, where one serves and they are
-    (SGLang's gauge without the flags is said with its seats); "" elsewhere."""
-    o, s = report.obs, report.engine_settings
-    if report.spec is not None or report.drafting_by_metrics:
-        return ""
-    if s.speculative_decoding and not o.spec_tokens_per_step:
-        return ("drafts are not priced: the step is priced as plain decoding, since "
-                f"{o.source} gives no acceptance length (SGLang's sglang:spec_accept_length, "
-                "a vLLM bench's spec_decode_acceptance_length, vLLM's spec_decode counters "
-                "or its log's SpecDecoding lines) to say how many tokens a verify step keeps; "
-                "the measured ITL is a drafting server's")
-    if o.spec_tokens_per_step and not s.speculative_decoding:
-        return (f"a drafter keeps {o.spec_tokens_per_step:,.2f} tokens a step "
-                f"(the source's acceptance length), but drafts are not priced: the step is "
-                "priced as plain decoding without the drafter's flags (--spec-tokens and "
-                "--spec-method, or the engine's own) to give its draft length")
-    return ""
 
 
 SHOWN_CHUNKS = 3  # a prompt's steps --explain lists one by one; past it, their sum
@@ -504,32 +485,6 @@ def _tokens(chunk: tuple[Seq, ...]) -> str:
     cached = chunk[0].context_tokens
     return (f"{sum(s.new_tokens for s in chunk):,} prompt tokens"
             + (f" after {cached:,} before them" if cached else ""))
-
-
-def _verify_step(report: ObserveReport) -> Step:
-    """A token's time with drafts priced: the verify step, the prompt work the plain mean step
-    carries, and the tokens the step keeps a request, with what each is read from."""
-    drafted = report.spec_step
-    assert drafted is not None
-    spec, work = drafted.spec, report.prompt_work_ms
-    return step("the server's verify step and a token's time",
-                "(spec_step(the batch, its drafts, at the context) + the prompt work a step "
-                "carries) ÷ tokens per step, one micro-batch (decode --spec-tokens' step; the "
-                "measured ITL spreads a step over the tokens it streams: SGLang's histogram, a "
-                "bench's TPOT)",
-                q("predicted ITL", report.predicted_itl_ms or 0.0, "ms",
-                  f"{report.profile.engine} profile"),
-                q("verify step", drafted.step_s * 1e3, "ms",
-                  "the target over each row's drafts + 1 tokens, then the drafter's passes"),
-                *([q("prompt work a step", work, "ms",
-                     "the step without drafts less its decodes alone")] if work else []),
-                q("tokens per step", spec.tokens_per_step, "", "the source's acceptance length, "
-                  "the bonus token included"),
-                q("drafts", spec.drafts, "", "the drafter's flags"),
-                q("acceptance", spec.acceptance, "", "the rate at which the drafts keep those "
-                  "tokens: 1 + a + … + a^drafts inverted"),
-                q("drafter cost", spec.draft_cost, "", "of the target's time for the same "
-                  "tokens: decode's default"))
 
 
 def _prompt_steps_step(report: ObserveReport, predicted: float,
