@@ -27,7 +27,10 @@ PCIE4_X16_BYTES_PER_S = 32e9  # when a card's record has no link figure
 INTER_NODE_BYTES_PER_S = 50e9
 INTER_NODE_LATENCY_S = 5e-6
 # GPUs that share one NVLink/Infinity Fabric domain; NVL72 racks make 72 GB200s one domain.
-NODE_SIZE = {"gb200": 72, "gh200": 1}
+# cards one fabric domain joins: a GB200 NVL72 rack; a GH200 alone; an MI250/MI250X host's 4
+# OAMs, each linked to the other three (OLCF's Frontier user guide: 4 MI250X a node; a 4 x MI250
+# host's `rocm-smi --shownodesbw`, huggingface/optimum-amd docs/source/amdgpu/perf_hardware.mdx)
+NODE_SIZE = {"gb200": 72, "gh200": 1, "mi250": 4, "mi250x": 4}
 DEFAULT_NODE_SIZE = 8
 # Serving engines all-reduce small messages inside an NVLink / Infinity Fabric domain with
 # one- or two-shot kernels (every rank reads its peers' buffers directly), not a ring: a
