@@ -191,6 +191,13 @@ def step_budget(dep: Deployment, settings: EngineSettings) -> tuple[int, str]:
     return tokens, f"{dep.engine}'s default {name} on {dep.accelerator.id}"
 
 
+def whole_context_reason(turned_off: bool = False) -> str:
+    """Why TensorRT-LLM runs a context whole: its enable_chunked_prefill off by default, or
+    (``turned_off``) given and turned off again for an MLA model (mla_unchunked_caution)."""
+    return ("its enable_chunked_prefill, though given, is off for this MLA model here"
+            if turned_off else "its enable_chunked_prefill is off by default")
+
+
 def over_budget_caution(prompts: int, budget_tokens: int, remedy: str,
                         turned_off: bool = False) -> str:
     """What to say of ``prompts`` that outran TensorRT-LLM's step budget (max_num_tokens,
@@ -199,8 +206,6 @@ def over_budget_caution(prompts: int, budget_tokens: int, remedy: str,
     for, and turned off again for an MLA model, mla_unchunked_caution). (plan turns it on
     instead: plan_checks.verify.)"""
     return (f"{prompts:,} {plural(prompts, 'prompt')} longer than max_num_tokens "
-            f"{budget_tokens:,}: TensorRT-LLM runs a context whole ("
-            + ("its enable_chunked_prefill, though given, is off for this MLA model here"
-               if turned_off else "its enable_chunked_prefill is off by default")
-            + ") and would not run these; they are "
+            f"{budget_tokens:,}: TensorRT-LLM runs a context whole "
+            f"({whole_context_reason(turned_off)}) and would not run these; they are "
             f"chunked here as if it were on (or {remedy})")

@@ -181,11 +181,11 @@ def launched(args: argparse.Namespace, obs: Any, engine: str) -> None:
         _stated_or_given(obs, "--engine-version", given, stated,
                          "the engine's release"), engine)
     stated_seats = obs.max_num_seqs if ours else None
-    from ridgeline.datafiles import engine_defaults
+    from ridgeline.reports.utilization import seats_flag as engine_seats_flag
 
-    seats_flag_name = (engine_defaults(engine).get("cli") or {}).get("max_num_seqs",
-                                                                     "--max-num-seqs")
-    args.max_num_seqs = _stated_or_given(obs, seats_flag_name, args.max_num_seqs,
+    # the engine's own name for the seats (observe takes no llama-server -np)
+    flag = "--max-num-seqs" if engine.startswith("llama.cpp") else engine_seats_flag(engine)
+    args.max_num_seqs = _stated_or_given(obs, flag, args.max_num_seqs,
                                          stated_seats, "the seats")
     if stated_seats is None:  # the flag's seats, against what the source shows running
         _refuse_seats_below_batch(args, obs, engine)

@@ -8,7 +8,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ridgeline.capacity import EngineSeats
-from ridgeline.chunked_prefill import chunks_prefill, mla_unchunked_caution, splits_a_prompt
+from ridgeline.chunked_prefill import (
+    chunks_prefill,
+    mla_unchunked_caution,
+    splits_a_prompt,
+    whole_context_reason,
+)
 from ridgeline.cpu_offload import cpu_offload_json
 from ridgeline.decode_context import dcp_caution
 from ridgeline.deployment import Deployment
@@ -94,11 +99,9 @@ class PrefillReport:
         if budget is not None and not self.chunks and self.runs \
                 and self.floor.prompt_len > budget[0]:
             out.append(f"a {self.floor.prompt_len:,}-token prompt is longer than max_num_tokens "
-                       f"{budget[0]:,}: TensorRT-LLM runs a context whole ("
-                       + ("its enable_chunked_prefill, though given, is off for this MLA model here"
-                          if self.enable_chunked_prefill else
-                          "its enable_chunked_prefill is off by default")
-                       + ") and would not run it; it is "
+                       f"{budget[0]:,}: TensorRT-LLM runs a context whole "
+                       f"({whole_context_reason(self.enable_chunked_prefill)}) and would not "
+                       "run it; it is "
                        "priced in chunks here as if it were on, as `simulate` runs it (or give "
                        + ("" if self.enable_chunked_prefill else
                           "--enable_chunked_prefill to run it so, or ")
