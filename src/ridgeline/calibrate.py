@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from ridgeline.calibrate_held import PROMPT_METRICS, held_fields, held_notes, values_at_prior
-from ridgeline.calibrate_objective import Objective, with_structure
+from ridgeline.calibrate_objective import Objective, member_table, with_structure
 from ridgeline.calibrate_rows import dequantizes, pinned_groups, row_group
 from ridgeline.calibrate_space import ParameterSpace
 from ridgeline.engines import (
@@ -82,7 +82,7 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
     start = base or START  # a fixed start: the fit is reproducible, whatever is bundled
     start = replace(start, engine=key, group_bandwidth={}, group_compute={},
                     matmul_overhead_s=held_matmul_s if has_fused_projections(key) else 0.0)
-    mine = _predictable(mine, {m: start for m in members}, key)
+    mine = _predictable(mine, member_table(start, members), key)
     space, given = _space(mine, key, start, prior, held_matmul_s)
     if strict:
         _require_pinned(mine, key, len(space.start()))
@@ -162,7 +162,7 @@ def _finished(objective: Objective, fitted: EngineProfile, prior: EngineProfile 
     """``fitted`` with its band, the rows it was fitted on, and what it held (``held``, the
     record its source then words: held_notes)."""
     mine = objective.rows
-    table = {m: fitted for m in objective.members}
+    table = member_table(fitted, objective.members)
     predictions = [predict(r, table) for r in mine]
     ratios = sorted(p.measured / p.predicted for p in predictions if p.predicted)
     # the band brackets the expectation itself (the loader's rule: band_low ≤ 1 ≤ band_high)

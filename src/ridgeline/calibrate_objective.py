@@ -11,7 +11,7 @@ and kept only where it lowers the loss.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
@@ -24,7 +24,7 @@ from ridgeline.calibrate_rows import (
     shows_unpacking,
 )
 from ridgeline.calibrate_space import ParameterSpace
-from ridgeline.engines import has_fused_projections, has_tiled_experts, prices_moe_layers
+from ridgeline.engines import EngineProfile, has_fused_projections, has_tiled_experts, prices_moe_layers
 from ridgeline.measurements import Measurement
 from ridgeline.nelder_mead import minimise
 from ridgeline.predict import predict
@@ -45,7 +45,8 @@ def _huber(r: float) -> float:
 @dataclass(frozen=True)
 class Objective:
     """The fit's loss: the mean Huber loss of ln(predicted ÷ measured) over the rows, with
-    every engine of ``members`` on the profile, plus the space's penalty."""
+    every engine of ``members`` on the profile (each under its own name: member_table), plus
+    the space's penalty."""
 
     rows: Sequence[Measurement]
     members: frozenset[str]
@@ -56,7 +57,7 @@ class Objective:
 
     def loss(self, within: ParameterSpace, x: Sequence[float]) -> float:
         profile = within.profile(x)
-        table = {m: profile for m in self.members}
+        table = member_table(profile, self.members)
         total = 0.0
         for row in self.rows:
             p = predict(row, table)
@@ -64,6 +65,13 @@ class Objective:
                 continue
             total += _huber(math.log(p.predicted / p.measured))
         return total / len(self.rows) + within.penalty(x, len(self.rows))
+
+
+def member_table(profile: EngineProfile, members: Iterable[str]) -> dict[str, EngineProfile]:
+    """``profile`` for each engine of ``members``, named for it, as the bundled profiles are
+    given (scripts/fit_profiles.py): a rule keyed by the engine's name (vLLM's
+    moe_prompt_expert_slowdown) reaches its own rows in the fit as it will when bundled."""
+    return {m: replace(profile, engine=m) for m in members}
 
 
 def kept_if_better(objective: Objective, narrow: ParameterSpace, best: list[float],
