@@ -203,3 +203,28 @@ def test_an_accept_length_past_the_drafts_is_refused(
                            "--speculative-algorithm", "EAGLE", "--speculative-num-steps", "1")
     assert code == 2 and "2.50 tokens a verify step" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_spec_draft_cost_prices_observes_verify_step_as_decode_does(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--spec-draft-cost reaches observe's verify step: a costlier drafter predicts a longer
+    step (decode's spec_step at that cost), and --json says the cost it priced."""
+    source = sglang_scrapes(tmp_path, 2.5)
+    default = observe_json(capsys, source, *L8, *EAGLE3)
+    costly = observe_json(capsys, source, *L8, *EAGLE3, "--spec-draft-cost", "0.2")
+    spec = SpecDecode(3, acceptance_for_tokens(3, 2.5), 0.2)
+    verify = spec_step(l8_sglang(), spec, RUNNING, 4000, profile_for("sglang"))
+    assert costly["predicted_step_ms"] == pytest.approx(verify.step_s * 1e3)
+    assert costly["predicted_step_ms"] > default["predicted_step_ms"]
+    assert costly["speculative"]["spec_draft_cost"] == 0.2
+    assert default["speculative"]["spec_draft_cost"] == SPEC_DRAFT_COST
+
+
+@pytest.mark.parametrize("cost", ["1.5", "nan", "-0.1"])
+def test_a_drafter_cost_outside_0_to_1_is_refused_by_observe(
+        cost: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The check decode and simulate make, in one line, exit 2."""
+    code, _, err = run_cli(capsys, "observe", sglang_scrapes(tmp_path, 2.5), *L8, *EAGLE3,
+                           "--spec-draft-cost", cost)
+    assert code == 2 and "a drafter pass's cost is a share of the target's time" in err
+    assert len(err.strip().splitlines()) == 1

@@ -23,7 +23,7 @@ from ridgeline.cli_load import (
     load_model,
     load_profile,
 )
-from ridgeline.cli_spec import spec_flags
+from ridgeline.cli_spec import draft_cost_flag, spec_flags
 from ridgeline.cli_types import _not_empty, _positive_count, _typed
 from ridgeline.errors import InputError
 
@@ -130,11 +130,12 @@ def cmd_observe(args: argparse.Namespace) -> Any:
 def observed_spec(args: argparse.Namespace, obs: Any, model: Any) -> Any:
     """The drafter the flags give (--spec-tokens, --spec-method or the engine's spelling),
     its acceptance read off the tokens the source says a verify step keeps (SpecDecode.observed;
-    its drafter's cost decode's default, SPEC_DRAFT_COST), as decode --spec-tokens prices it;
+    its drafter's cost --spec-draft-cost, decode's default SPEC_DRAFT_COST where not given), as
+    decode --spec-tokens prices it;
     None without the flags or the source's acceptance length (the step then priced as plain
     decoding, which the report's notes say). An acceptance length past what the drafts can
     keep is refused: the flags are not the server's."""
-    from ridgeline.cli_spec import SPEC_DRAFT_COST, spec_method
+    from ridgeline.cli_spec import spec_method
     from ridgeline.spec_decode import SpecDecode
 
     tokens = obs.spec_tokens_per_step
@@ -145,7 +146,7 @@ def observed_spec(args: argparse.Namespace, obs: Any, model: Any) -> Any:
                          f"{args.spec_tokens} draft{'s keep' if args.spec_tokens > 1 else ' keeps'} "
                          f"1 to {args.spec_tokens + 1} (the bonus token and each draft "
                          "accepted): give the server's own draft length")
-    return SpecDecode.observed(args.spec_tokens, tokens, SPEC_DRAFT_COST,
+    return SpecDecode.observed(args.spec_tokens, tokens, args.spec_draft_cost,
                                spec_method(args, model))
 
 
@@ -307,12 +308,14 @@ def register(sub: Any) -> None:
                                   "the source states, else the engine's defaults)")
     engine_version_flag(launch, MEMORY_RULES)
     seats_flag(launch, llamacpp=False)
-    spec_flags(p.add_argument_group(
+    drafter = p.add_argument_group(
         "the server's drafter (its pool and seats; each step priced as its verify step, "
         "accepted as the source's acceptance length says: SGLang's spec_accept_length, a vLLM "
         "bench's spec_decode_acceptance_length, vLLM's spec_decode counters (1 + accepted ÷ "
-        "drafts) or its log's SpecDecoding lines; without one, priced without drafts)"),
-        pricing=False)
+        "drafts) or its log's SpecDecoding lines, the drafter's passes at --spec-draft-cost; "
+        "without one, priced without drafts)")
+    spec_flags(drafter, pricing=False)  # the acceptance is the source's, not a flag's
+    draft_cost_flag(drafter)
     _output(p)
     # no --engine: the one whose metric names the source carries (cmd_observe)
     p.set_defaults(handler=cmd_observe, engine_by_accelerator=False)

@@ -1,6 +1,6 @@
 """CLI: speculative decoding's flags (--spec-tokens, --spec-acceptance, --spec-draft-cost,
---spec-method), as simulate and decode both read them, and fit and observe the drafter's
-(fit, decode and simulate cautioned alike where the pool leaves the drafter out:
+--spec-method), as simulate and decode both read them, fit the drafter's and observe the
+drafter's and its cost (fit, decode and simulate cautioned alike where the pool leaves the drafter out:
 ``spec_drafter``); and the engines' own spellings of the drafter (vLLM's --speculative-config,
 SGLang's --speculative-algorithm …; engine_spec.py), each read on its own engine into
 --spec-tokens and --spec-method."""
@@ -64,10 +64,16 @@ def spec_flags(g: Any, pricing: bool = True) -> None:  # a parser or an argument
         return
     g.add_argument("--spec-acceptance", type=_share("draft acceptance rate"),
                    help=f"chance each draft token is accepted (default {SPEC_ACCEPTANCE})")
+    draft_cost_flag(g)
+
+
+def draft_cost_flag(g: Any) -> None:  # a parser or an argument group
+    """--spec-draft-cost, as decode and simulate price a drafter and observe its verify step
+    (read and checked by ``spec_args``)."""
     g.add_argument("--spec-draft-cost", type=float,
                    help="a drafter pass's cost as a share of the target model's time for "
-                   "the same tokens: one pass over the step's tokens, then drafts − 1 of one "
-                   f"token per sampling row (default {SPEC_DRAFT_COST})")
+                   "the same tokens, 0 to 1: one pass over the step's tokens, then drafts − 1 "
+                   f"of one token per sampling row (default {SPEC_DRAFT_COST})")
 
 
 def spec_args(args: argparse.Namespace) -> None:
@@ -84,10 +90,14 @@ def spec_args(args: argparse.Namespace) -> None:
                          "1 token")
     if args.spec_tokens and args.spec_method is None and _llamacpp_only(args):
         args.spec_method = LLAMACPP_SPEC_METHOD
-    if not hasattr(args, "spec_acceptance"):  # fit: the drafter alone
-        return
-    args.spec_acceptance = SPEC_ACCEPTANCE if args.spec_acceptance is None else args.spec_acceptance
-    args.spec_draft_cost = SPEC_DRAFT_COST if args.spec_draft_cost is None else args.spec_draft_cost
+    if hasattr(args, "spec_draft_cost"):  # decode, simulate and observe price the drafter
+        from ridgeline.sim.config import check_draft_cost
+
+        args.spec_draft_cost = SPEC_DRAFT_COST if args.spec_draft_cost is None else \
+            check_draft_cost(args.spec_draft_cost)
+    if hasattr(args, "spec_acceptance"):  # fit and observe: none (observe reads the source's)
+        args.spec_acceptance = SPEC_ACCEPTANCE if args.spec_acceptance is None else \
+            args.spec_acceptance
 
 
 def _llamacpp_only(args: argparse.Namespace) -> bool:

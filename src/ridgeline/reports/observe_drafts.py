@@ -55,4 +55,4 @@ def verify_step(report: ObserveReport) -> Step:
                 q("acceptance", spec.acceptance, "", "the rate at which the drafts keep those "
                   "tokens: 1 + a + … + a^drafts inverted"),
                 q("drafter cost", spec.draft_cost, "", "of the target's time for the same "
-                  "tokens: decode's default"))
+                  "tokens: --spec-draft-cost, decode's default where not given"))

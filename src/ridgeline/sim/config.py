@@ -53,10 +53,17 @@ def check_spec(drafts: int, acceptance: float, draft_cost: float) -> None:
     if not 0 <= acceptance <= 1:
         raise InputError("the draft acceptance rate is a probability in [0, 1], got "
                          f"{acceptance:g}")
+    check_draft_cost(draft_cost)
+
+
+def check_draft_cost(draft_cost: float) -> float:
+    """A drafter pass's cost (--spec-draft-cost) speculative decoding can have, or an
+    InputError: a share of the target's time, 0 to 1."""
     if not 0 <= draft_cost <= 1:  # NaN fails both
         raise InputError("a drafter pass's cost is a share of the target's time for the "
                          "same tokens, 0 to 1 (a drafter as slow as the target gains "
                          f"nothing), got {draft_cost:g}")
+    return draft_cost
 
 
 def spec_step_s(target_s: float, one_token_s: float, drafts: int, draft_cost: float,
