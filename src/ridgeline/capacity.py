@@ -148,7 +148,9 @@ def past_trained_context(dep: Deployment, context: int) -> bool:
     allocates a -c past n_ctx_train with a warning, but llama-server caps each slot at
     n_ctx_train and rejects a longer request (server-context.cpp's load_model, "the slot
     context (…) exceeds the training context of the model (…) - capping", since cd5e3b57;
-    still so in b10754, llama.cpp issues #17459 and #22140, PR #22145 closed unmerged)."""
+    still so in b10754, llama.cpp issues #17459 and #22140, PR #22145 closed unmerged). What
+    lifts n_ctx_train is the launch's, not the model's, so it is not modelled here
+    (context_refusal names it)."""
     limit = served_positions(dep.model, dep.engine)
     return limit is not None and context > limit
 
@@ -159,12 +161,21 @@ def context_refusal(dep: Deployment, context: int) -> str:
     if not past_trained_context(dep, context):
         return ""
     if dep.engine.startswith("llama.cpp"):
+        # What lifts the cap: n_ctx_train is the GGUF's ARCH.context_length, which
+        # --override-kv rewrites; and since llama.cpp PR #28030 (merged 2026-08-30, fixing
+        # issue #17459) llama_init_from_model resets it to n_ctx_orig_yarn ÷ rope_freq_scale
+        # where the context's scaling is YaRN at a scale other than the GGUF's
+        # (src/llama-context.cpp, "custom YaRN scaling detected, re-adjusting n_ctx_train";
+        # n_ctx_orig_yarn is --yarn-orig-ctx, else the GGUF's original context, else
+        # n_ctx_train). The condition reads YaRN only: --rope-scaling linear leaves it.
         return (f"llama-server caps each slot at {dep.model.name}'s "
                 f"{served_positions(dep.model, dep.engine) or 0:,} trained tokens (n_ctx_train, "
                 f"its {positions_label(dep.model, dep.engine)}) whatever -c, and rejects a "
                 f"{context:,}-token conversation ('the request exceeds the available context "
-                "size'); --override-kv ARCH.context_length=int:N lifts it, for a model not "
-                "trained that long")
+                "size'); --override-kv ARCH.context_length=int:N lifts it, as does YaRN in "
+                "builds from PR #28030 (--rope-scaling yarn --rope-scale F: the cap becomes "
+                "--yarn-orig-ctx, else the GGUF's original or trained length, × F), for a "
+                "model not trained that long")
     return (f"{dep.engine} refuses --max-model-len {context:,}, past {dep.model.name}'s "
             f"{served_positions(dep.model, dep.engine) or 0:,} positions "
             f"({positions_label(dep.model, dep.engine)})"
