@@ -26,7 +26,9 @@ from ridgeline.engines import MATVEC_TOKENS, EngineProfile, moe_prompt_expert_sl
 from ridgeline.errors import InputError
 from ridgeline.kvcache import (
     LLAMACPP_STATE_BYTES,
+    KVFootprint,
     attention_kv_bytes_per_token,
+    kv_footprint,
     state_bytes_per_sequence,
 )
 from ridgeline.launches import deployment_matmuls, moe_layers
@@ -721,11 +723,29 @@ def served_state_model(model: ModelSpec, engine: str) -> ModelSpec:
     return model if dtype == model.state_dtype else replace(model, state_dtype=dtype)
 
 
+def served_state(dep: Deployment) -> tuple[ModelSpec, float | None]:
+    """The model with its recurrent states at the dtypes the deployment's engine keeps them
+    in (served_state_model), and the one element size llama.cpp keeps both in (f32,
+    LLAMACPP_STATE_BYTES; None elsewhere): what a step reads and writes, and what the fit
+    line holds, as each engine's pool sizes them."""
+    fixed = LLAMACPP_STATE_BYTES if dep.engine.startswith("llama.cpp") else None
+    return served_state_model(dep.model, dep.engine), fixed
+
+
+def served_footprint(dep: Deployment, context: int) -> KVFootprint:
+    """One sequence's cache at ``context`` tokens as the deployment's engine keeps it: the
+    attention cache at the KV dtype, the recurrent states as ``served_state`` says, which the
+    fit line sizes a batch by and the step reads. Qwen3-Next-80B's 36 linear-attention layers
+    under SGLang (conv state bf16, SSM state fp32): 36 × 2,146,304 B = 77.3 MB a sequence, not
+    the 39.5 MB its bf16 config alone gives."""
+    model, fixed = served_state(dep)
+    return kv_footprint(model, context, dep.kv.bytes_per_element, fixed)
+
+
 def state_work(dep: Deployment, layer: Layer, shape: BatchShape) -> tuple[float, float]:
     """Linear-attention / SSM recurrence: read and write each sequence's state once, at the
     dtypes the engine keeps it in."""
-    fixed = LLAMACPP_STATE_BYTES if dep.engine.startswith("llama.cpp") else None
-    model = served_state_model(dep.model, dep.engine)
+    model, fixed = served_state(dep)
     state = state_bytes_per_sequence(model, layer, fixed) / dep.tensor_parallel_size
     flops = 2.0 * shape.tokens * state  # ~ a multiply-add per state element per token
     return flops, 2 * state * shape.sequences

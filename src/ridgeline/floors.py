@@ -23,12 +23,13 @@ from ridgeline.cost import (
     decode_kv_tokens,
     host_floor_s,
     op_slowdown,
+    served_footprint,
     step_cost,
 )
 from ridgeline.cpu_offload import hbm_spared_bytes
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Step, q, step
-from ridgeline.kvcache import KVFootprint, kv_footprint
+from ridgeline.kvcache import KVFootprint
 from ridgeline.layouts import FULL
 from ridgeline.llamacpp_batching import (
     llamacpp_n_batch,
@@ -209,7 +210,7 @@ def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
     """One decode step for ``batch`` sequences, each with ``context`` tokens cached."""
     require_positive(batch, "batch")
     require_positive(context, "context length")
-    footprint = kv_footprint(dep.model, context, dep.kv.bytes_per_element)
+    footprint = served_footprint(dep, context)  # states as the step reads them
     work = step_work(dep, decode_batch(batch, context))
     compute_s = work.paced_flops / dep.peak_flops_per_s
     memory_s = work.gpu_bytes / dep.bandwidth_bytes_per_s
@@ -321,7 +322,7 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
     pipeline, one."""
     require_positive(prompt_len, "prompt length")
     require_positive(batch, "batch")
-    footprint = kv_footprint(dep.model, prompt_len, dep.kv.bytes_per_element)
+    footprint = served_footprint(dep, prompt_len)  # states as the step reads them
     work = step_work(dep, [Seq(prompt_len, 0)] * batch)
     stages = busy_stages(dep, prompt_len * batch, ubatch)
     # the stages' arithmetic overlaps; their reads do not lower the floor: the first ubatch

@@ -7,17 +7,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ridgeline.cost import served_footprint
 from ridgeline.deployment import Deployment
 from ridgeline.hardware import device_memory_bytes
-from ridgeline.kvcache import kv_footprint
 from ridgeline.offload import gpu_attention_share, gpu_weight_bytes
 from ridgeline.units import GB, plural
 
 
 def raw_fit(dep: Deployment, batch: int, context: int) -> FitCheck:
     """Whether ``batch`` sequences of ``context`` tokens and the weights fit the GPUs' memory
-    (no engine overheads): arithmetic only, so a batch of a billion costs nothing to ask."""
-    footprint = kv_footprint(dep.model, context, dep.kv.bytes_per_element)
+    (no engine overheads): arithmetic only, so a batch of a billion costs nothing to ask. The
+    recurrent states at the dtypes the engine keeps them in, as the step reads them and its
+    pool holds them (cost.served_footprint: SGLang's SSM state in fp32)."""
+    footprint = served_footprint(dep, context)
     return batch_fit(dep, batch, footprint.stored_bytes(dep.kv_replication))
 
 
