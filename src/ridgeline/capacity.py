@@ -142,16 +142,31 @@ def no_sequence_reason(pool: KVPool, dep: Deployment, context: int) -> str:
     return "it would refuse to start"
 
 
+def served_context(dep: Deployment) -> tuple[int | None, str]:
+    """The longest context the engine serves ``dep`` at, and where it comes from: the
+    config's (served_positions); for llama.cpp, n_ctx_train as the launch's RoPE flags leave
+    it (llamacpp_rope: YaRN at a new scale lifts it, from PR #28030's build on). The one
+    cap the refusal, fit's longest context and the start checks read."""
+    limit = served_positions(dep.model, dep.engine)
+    label = positions_label(dep.model, dep.engine)
+    if dep.rope is not None and limit and dep.engine.startswith("llama.cpp"):
+        from ridgeline.llamacpp_rope import lifts_on, yarn_n_ctx_train
+
+        lifted = yarn_n_ctx_train(dep.model, dep.rope, limit)
+        if lifted is not None and lifts_on(dep.rope):
+            return lifted
+    return limit, label
+
+
 def past_trained_context(dep: Deployment, context: int) -> bool:
     """A context no sequence of which the engine serves: a serving engine (vLLM, SGLang,
     TRT-LLM) refuses a max_model_len past the model's max_position_embeddings; llama.cpp
     allocates a -c past n_ctx_train with a warning, but llama-server caps each slot at
     n_ctx_train and rejects a longer request (server-context.cpp's load_model, "the slot
     context (…) exceeds the training context of the model (…) - capping", since cd5e3b57;
-    still so in b10754, llama.cpp issues #17459 and #22140, PR #22145 closed unmerged). What
-    lifts n_ctx_train is the launch's, not the model's, so it is not modelled here
-    (context_refusal names it)."""
-    limit = served_positions(dep.model, dep.engine)
+    still so in b10754, llama.cpp issues #17459 and #22140, PR #22145 closed unmerged), an
+    n_ctx_train the launch's YaRN flags may lift (served_context)."""
+    limit = served_context(dep)[0]
     return limit is not None and context > limit
 
 
@@ -160,25 +175,26 @@ def context_refusal(dep: Deployment, context: int) -> str:
     "": one message for decode, prefill, fit and simulate."""
     if not past_trained_context(dep, context):
         return ""
+    limit, label = served_context(dep)
     if dep.engine.startswith("llama.cpp"):
         # What lifts the cap: n_ctx_train is the GGUF's ARCH.context_length, which
         # --override-kv rewrites; and since llama.cpp PR #28030 (merged 2026-08-30, fixing
-        # issue #17459) llama_init_from_model resets it to n_ctx_orig_yarn ÷ rope_freq_scale
-        # where the context's scaling is YaRN at a scale other than the GGUF's
-        # (src/llama-context.cpp, "custom YaRN scaling detected, re-adjusting n_ctx_train";
-        # n_ctx_orig_yarn is --yarn-orig-ctx, else the GGUF's original context, else
-        # n_ctx_train). The condition reads YaRN only: --rope-scaling linear leaves it.
-        return (f"llama-server caps each slot at {dep.model.name}'s "
-                f"{served_positions(dep.model, dep.engine) or 0:,} trained tokens (n_ctx_train, "
-                f"its {positions_label(dep.model, dep.engine)}) whatever -c, and rejects a "
-                f"{context:,}-token conversation ('the request exceeds the available context "
-                "size'); --override-kv ARCH.context_length=int:N lifts it, as does YaRN in "
-                "builds from PR #28030 (--rope-scaling yarn --rope-scale F: the cap becomes "
+        # issue #17459) YaRN at a scale other than the GGUF's (llamacpp_rope, which
+        # served_context applies). The condition reads YaRN only: linear leaves it.
+        from ridgeline.llamacpp_rope import unlifted_reason
+
+        lifted = limit != served_positions(dep.model, dep.engine)
+        return (f"llama-server caps each slot at {dep.model.name}'s {limit or 0:,} trained "
+                f"tokens (n_ctx_train, {label + ' under the launch' if lifted else 'its ' + label}"
+                ") whatever -c, and "
+                f"rejects a {context:,}-token conversation ('the request exceeds the available "
+                "context size'); --override-kv ARCH.context_length=int:N lifts it, as does YaRN "
+                "in builds from PR #28030 (--rope-scaling yarn --rope-scale F: the cap becomes "
                 "--yarn-orig-ctx, else the GGUF's original or trained length, × F), for a "
-                "model not trained that long")
+                "model not trained that long"
+                + unlifted_reason(dep.model, dep.rope, limit or 0))
     return (f"{dep.engine} refuses --max-model-len {context:,}, past {dep.model.name}'s "
-            f"{served_positions(dep.model, dep.engine) or 0:,} positions "
-            f"({positions_label(dep.model, dep.engine)})"
+            f"{limit or 0:,} positions ({label})"
             + ("; VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 overrides it, for a model not trained that "
                "long" if dep.engine == "vllm" else
                "; SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 lets --context-length past it"
@@ -373,7 +389,7 @@ def longest_start(dep: Deployment, settings: EngineSettings) -> int:
         s = replace(settings, max_model_len=length)
         return held_conversations(kv_pool(dep, s), dep, length) >= 1
 
-    limit = served_positions(dep.model, dep.engine) or settings.max_model_len or 1
+    limit = served_context(dep)[0] or settings.max_model_len or 1
     return longest_holding(starts, 1, limit) if starts(1) else 0
 
 

@@ -9,7 +9,7 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from ridgeline.cli_offload import host_offload
+from ridgeline.cli_offload import host_offload, rope_launch
 from ridgeline.errors import InputError
 from ridgeline.units import GIB, plural
 
@@ -160,6 +160,9 @@ def build_deployment(args: argparse.Namespace, model: Any, acc: Any, engine: str
                            data_parallel_size=ranks,
                            decode_context_parallel_size=getattr(
                                args, "decode_context_parallel_size", None) or 1)
+    rope = rope_launch(args, engine)
+    if rope is not None:
+        dep = replace(dep, rope=rope)
     from ridgeline.quantization_gates import deployment_problem
 
     problem = deployment_problem(dep, getattr(args, "engine_version", None))

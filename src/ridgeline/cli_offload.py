@@ -1,6 +1,6 @@
 """CLI: llama.cpp's layer placement — -sm, the partial offload flags (-ngl, --n-cpu-moe,
 the host's memory and link) and --fit's (-ngl auto, --fit-target, --fit-ctx) — read into a
-``HostOffload`` and placed on a deployment."""
+``HostOffload`` and placed on a deployment; and its RoPE flags, read into a ``RopeLaunch``."""
 
 from __future__ import annotations
 
@@ -64,6 +64,7 @@ def _offload(p: argparse.ArgumentParser) -> None:
                    help="builds before llama.cpp PR #18148 (Dec 2025) and ik_llama.cpp: -ngl N "
                    "is the last N layers; the output layer stays on the host unless N exceeds "
                    "the layer count")
+    _rope(p)
 
 
     v = p.add_argument_group("vLLM weight offload")
@@ -71,6 +72,59 @@ def _offload(p: argparse.ArgumentParser) -> None:
                    help="vLLM: GiB of each GPU's layer weights kept in pinned "
                    "host memory (0, the default: none); the KV pool gains them and every step "
                    "reads them over the host link (--host-link-gbs, default the card's PCIe)")
+
+
+def _rope(p: argparse.ArgumentParser) -> None:
+    r = p.add_argument_group("llama.cpp RoPE scaling (the trained context that caps a slot)")
+    r.add_argument("--rope-scaling", metavar="TYPE", type=_typed(_rope_type),
+                   help="none, linear or yarn (default: the GGUF's); yarn at a scale other than "
+                   "the GGUF's lifts n_ctx_train to --yarn-orig-ctx × F (llama.cpp PR #28030)")
+    r.add_argument("--rope-scale", dest="rope_freq_scale", metavar="F",
+                   type=_rope_factor("--rope-scale", inverse=True),
+                   help="RoPE context scaling factor (rope_freq_scale = 1/F)")
+    r.add_argument("--rope-freq-scale", dest="rope_freq_scale", metavar="S",
+                   type=_rope_factor("--rope-freq-scale"),
+                   help="RoPE frequency scaling factor (the context grows by 1/S)")
+    r.add_argument("--yarn-orig-ctx", metavar="N", type=_count("--yarn-orig-ctx"),
+                   help="YaRN's original context (default 0: the GGUF's, else n_ctx_train)")
+
+
+def _rope_type(text: str) -> str:
+    """--rope-scaling's value, checked as RopeLaunch checks it."""
+    from ridgeline.llamacpp_rope import RopeLaunch
+
+    return str(RopeLaunch(scaling=text).scaling)
+
+
+def _rope_factor(flag: str, inverse: bool = False) -> Any:
+    """A positive number, checked as RopeLaunch checks it; for ``inverse`` (--rope-scale F)
+    its reciprocal, rope_freq_scale (common/arg.cpp: 1.0f / F)."""
+    from ridgeline.llamacpp_rope import RopeLaunch
+
+    def parse(text: str) -> float:
+        value = _plain_float(text, f"{flag} must be a number")
+        RopeLaunch(freq_scale=value)  # refuses 0, a negative, inf or NaN
+        return 1.0 / value if inverse else value
+
+    return _typed(parse)
+
+
+def rope_launch(args: argparse.Namespace, engine: str | None) -> Any:
+    """The RoPE flags given, as a ``RopeLaunch`` at the --engine-version build; None where
+    none is given; refused for an engine other than llama.cpp."""
+    from ridgeline.engine_versions import llamacpp_build
+    from ridgeline.llamacpp_rope import RopeLaunch
+
+    scaling, scale = getattr(args, "rope_scaling", None), getattr(args, "rope_freq_scale", None)
+    orig = getattr(args, "yarn_orig_ctx", None)
+    if scaling is None and scale is None and orig is None:
+        return None
+    if not (engine or "vllm").startswith("llama.cpp"):
+        raise InputError(f"--rope-scaling, --rope-scale, --rope-freq-scale and --yarn-orig-ctx "
+                         f"are llama.cpp's; for {engine or 'vllm'} give config.json a "
+                         "rope_scaling block")
+    version = getattr(args, "engine_version", None)
+    return RopeLaunch(scaling, scale, orig or 0, llamacpp_build(version) if version else None)
 
 
 class NotSearched(argparse.Action):

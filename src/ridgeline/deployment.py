@@ -14,6 +14,7 @@ from ridgeline.engine_platforms import (
 from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator, engine_devices
 from ridgeline.kvcache import kv_replication
+from ridgeline.llamacpp_rope import RopeLaunch
 from ridgeline.llamacpp_tensor import tensor_split_problem
 from ridgeline.model import Layer, ModelSpec
 from ridgeline.offload import HostOffload, check_host_memory
@@ -73,6 +74,7 @@ class Deployment:
     # vLLM's -dcp (decode_context.py): each sequence's cache dealt over this many of the
     # tensor-parallel ranks, token by token, so TP's copies of it shrink by as much
     decode_context_parallel_size: int = 1
+    rope: RopeLaunch | None = None  # llama.cpp's RoPE flags, which may lift n_ctx_train
 
     def __post_init__(self) -> None:
         for name in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",

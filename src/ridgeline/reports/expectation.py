@@ -8,7 +8,11 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from ridgeline.chunked_prefill import chunks_prefill, prefill_steps, serving_prefill_time_s
-from ridgeline.context_length import served_context_caution
+from ridgeline.context_length import (
+    served_context_caution,
+    served_positions,
+    trained_context_caution,
+)
 from ridgeline.cost import (
     OVER_HOST_LINK,
     SCORE_BYTES_PER_PAIR,
@@ -263,8 +267,18 @@ def fit_dict(f: DecodeFloor | PrefillFloor) -> dict[str, Any]:
 
 
 def context_caution(dep: Deployment, tokens: int) -> str:
-    """What to say of a context past the one the engine serves the model at, or ""."""
-    return served_context_caution(dep.model, tokens, dep.engine)
+    """What to say of a context past the one the engine serves the model at, or ""; where
+    the launch's YaRN lifts llama.cpp's n_ctx_train (capacity.served_context), the cap it
+    takes and why."""
+    from ridgeline.capacity import served_context
+
+    limit, label = served_context(dep)
+    if limit is None or limit == served_positions(dep.model, dep.engine):
+        return served_context_caution(dep.model, tokens, dep.engine)
+    if tokens > limit:
+        return trained_context_caution(dep.model.name, limit, tokens, label)
+    return (f"llama-server's slot cap is {label} tokens (n_ctx_train lifted by the launch's "
+            "--rope-scaling yarn, llama.cpp PR #28030)")
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@ from ridgeline.capacity import (
     held_conversations,
     longest_holding,
     refuses_to_start,
+    served_context,
 )
-from ridgeline.context_length import served_positions
 from ridgeline.datafiles import engine_defaults
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Step, q, step
@@ -215,7 +215,7 @@ def longest_context(dep: Deployment, settings: EngineSettings, target: int) -> F
     (bisection: the pool shrinks, or stays, as conversations grow), up to the model's
     max_position_embeddings; where none does, the fit at a short conversation says by how
     much it falls short."""
-    limit = served_positions(dep.model, dep.engine) or 1 << 20
+    limit = served_context(dep)[0] or 1 << 20
 
     def holds(context: int) -> bool:
         return fit_report(dep, context, settings, target).conversations >= target
@@ -226,8 +226,7 @@ def longest_context(dep: Deployment, settings: EngineSettings, target: int) -> F
                        f"at {short.context:,} tokens:")
     low = longest_holding(holds, 1, limit)
     report = fit_report(dep, low, settings, target)
-    cap = "" if low != limit else " (the model's limit)" if served_positions(dep.model,
-                                                                            dep.engine) \
+    cap = "" if low != limit else " (the model's limit)" if served_context(dep)[0] \
         else " (as far as the search goes: the config states no context length)"
     return replace(report, searched=f"longest context at which {target:,} "
                    f"{plural(target, 'conversation')} {'fits' if target == 1 else 'fit'} at "

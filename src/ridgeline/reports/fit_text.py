@@ -109,7 +109,8 @@ def fit_text_lines(r: FitReport) -> list[str]:
             # --fit turned off (it does not place one)
             " " + tensor_split_launch() if d.num_gpus > 1 and d.pipeline_parallel_size == 1
             else "",
-            offload_flags(d)))
+            offload_flags(d),
+            d.rope.flags() if d.rope is not None else ""))
         lines.append(f"start it with: llama-server -c {r.launch_cells} "
                      f"-np {p.max_num_seqs} --kv-unified{flags} ({p.max_num_seqs} slots share "
                      f"the cache; {r.batch} {plural(r.batch, 'conversation')} of "
