@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
+from typing import Any
 
 import pytest
 
 from ridgeline.catalog import resolve_model
 from ridgeline.disaggregated import GRID, chained_percentile_s, disaggregated_candidates, quantile_grid
+from ridgeline.search_space import ENGINE_KNOBS
 from ridgeline.serving_load import Load, Slo
 
 
@@ -72,3 +75,78 @@ def test_a_latency_summed_with_itself_thrice_is_carried_in_quantiles() -> None:
     wait = [0.2] * round(0.91 * GRID) + [1.0] * round(0.09 * GRID)
     assert chained_percentile_s((wait, wait, wait), 90) == pytest.approx(1.4)
     assert chained_percentile_s((wait,), 90) == pytest.approx(0.2)
+
+
+# DeepSeek-V3's 8,000-token prompts on B200s: TP4 pools whose KV pool holds four such
+# conversations at vLLM's default 1,024 seats (the previous session's 1P3D at p90 TTFT 1.5 s)
+LONG = Load(2.0, "8000", "250")
+LONG_SLO = Slo(3.0, 0.05, 90)
+
+
+@pytest.fixture(scope="module")
+def deepseek_split() -> tuple[Any, Any]:
+    """The cheapest DeepSeek-V3 split on B200s for LONG, as sized, and as checked."""
+    from ridgeline.disaggregated import verify_disaggregated
+
+    model = resolve_model("deepseek-v3")
+    sized = disaggregated_candidates(model, LONG, LONG_SLO, ["b200"], 64, {"b200": 6.0})[0]
+    return sized, verify_disaggregated(model, sized, LONG, LONG_SLO, 64)
+
+
+def test_fewer_seats_leave_a_pool_more_kv_cache() -> None:
+    """vLLM sizes its CUDA graphs and sampler by max_num_seqs: DeepSeek-V3 on 4 x B200 starts
+    with 33,760 tokens of KV pool at the default 1,024 seats, 54,624 at 64 (pool_configs)."""
+    from ridgeline.candidate import replica_deployment
+    from ridgeline.disaggregated import pool_configs
+    from ridgeline.hardware import resolve_accelerator
+
+    dep = replica_deployment(resolve_model("deepseek-v3"), resolve_accelerator("b200"), 4, 1,
+                             "as stored", "bf16")
+    configs = dict(pool_configs(dep, LONG, 33536, None))
+    tokens = {k: c.num_blocks * c.block_size for k, c in configs.items()}
+    assert tokens[(None, None)] == pytest.approx(33_760, rel=0.02)
+    assert tokens[(64, None)] == pytest.approx(54_624, rel=0.02)
+    assert set(configs) <= set(ENGINE_KNOBS)
+
+
+def test_each_pool_launches_at_the_knobs_that_hold_it_on_the_fewest_gpus(
+        deepseek_split: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """At the engine's defaults the decode pool queues its hand-offs for KV blocks, and the
+    split grows a decode replica; each pool at its own knobs holds on fewer GPUs, its TTFT no
+    worse than both pools at the defaults at that size."""
+    import ridgeline.disaggregated as disaggregated
+
+    sized, checked = deepseek_split
+    monkeypatch.setattr(disaggregated, "ENGINE_KNOBS", ((None, None),))
+    at_defaults = disaggregated.verify_disaggregated(resolve_model("deepseek-v3"), sized, LONG,
+                                                     LONG_SLO, 64)
+    assert checked is not None and at_defaults is not None
+    assert at_defaults.pool_knobs == ((None, None), (None, None))
+    assert checked.gpus < at_defaults.gpus
+    assert checked.sim_ttft_s is not None and checked.sim_ttft_s <= LONG_SLO.ttft_s
+    assert all(knobs in ENGINE_KNOBS for knobs in checked.pool_knobs)
+    # both pools at the defaults, at the size the knobs held at: a TTFT no shorter
+    same = replace(sized, replicas=checked.replicas, prefill_replicas=checked.prefill_replicas)
+    defaults_there = disaggregated.verify_disaggregated(resolve_model("deepseek-v3"), same,
+                                                        LONG, LONG_SLO, checked.gpus)
+    assert defaults_there is None or (defaults_there.sim_ttft_s or 0.0) >= checked.sim_ttft_s
+
+
+def test_a_split_prints_each_pools_launch_at_its_knobs(deepseek_split: tuple[Any, Any]) -> None:
+    """Each pool's command carries the knobs its check held with; the label names them."""
+    from ridgeline.reports.launch_commands import command_line
+
+    _, checked = deepseek_split
+    model = resolve_model("deepseek-v3")
+    for pool, (seqs, budget), count in (
+            (checked.pool(True), checked.pool_knobs[0], checked.prefill_replicas),
+            (checked.pool(False), checked.pool_knobs[1],
+             checked.replicas - checked.prefill_replicas)):
+        command = command_line("vllm", "deepseek-ai/DeepSeek-V3", pool, checked.max_model_len,
+                               model=model)
+        assert pool.replicas == count and not pool.disaggregated
+        assert ("--max-num-seqs" in command) == bool(seqs)
+        assert ("--max-num-batched-tokens" in command) == bool(budget)
+        if seqs:
+            assert f"--max-num-seqs {seqs}" in command
+            assert f"max_num_seqs {seqs}" in checked.label_for("vllm")

@@ -92,6 +92,19 @@ def test_the_record_cautions_moe_prefill_on_b200() -> None:
     assert "faster than measured" in caution and "validation/moe_prefill.csv" in caution
 
 
+def test_vllm_does_not_take_sglangs_moe_prefill_record() -> None:
+    # vLLM shares the serving profile with SGLang but prices its routed experts' prompt
+    # arithmetic slower (moe_prompt_expert_slowdown): SGLang's b200 rows were not priced as
+    # vLLM's would be, so they caution SGLang's MoE prompts and not vLLM's; decode is shared
+    assert moe_prompt_expert_slowdown("vllm") != moe_prompt_expert_slowdown("sglang")
+    sglang, vllm = (Deployment.build(resolve_model("deepseek-r1"), resolve_accelerator("b200"),
+                                     None, None, 8, engine=e) for e in ("sglang", "vllm"))
+    assert track_record_caution(sglang, "prefill", profile_for("sglang"))
+    assert track_record_caution(vllm, "prefill", profile_for("vllm")) == ""
+    assert track_record_caution(vllm, "decode", profile_for("vllm")) == \
+        track_record_caution(sglang, "decode", profile_for("sglang"))
+
+
 def measured_over_priced_rate(scored: dict[str, Prediction], suffix: str) -> list[float]:
     """The saturated MoE rows' measured prefill rate over the priced one, prompts of ``suffix``."""
     return [p.measured / p.predicted for i, p in scored.items()

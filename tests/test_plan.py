@@ -195,6 +195,21 @@ def test_disaggregated_pools_are_simulated_and_meet_the_slo() -> None:
     assert split.sim_ttft_s is not None and split.sim_ttft_s <= SLO.ttft_s
     assert split.sim_tpot_s is not None and split.sim_tpot_s <= SLO.tpot_s
     assert 0 < split.prefill_replicas < split.replicas
+    # each pool's launch is printed under the split at the knobs its check held with
+    from ridgeline.reports.plan import PlanReport
+
+    report = PlanReport(MODEL, "meta-llama/Llama-3.1-8B", result, 4096)
+    text = "\n".join(report.text_lines())
+    rows = {r["label"]: r for r in report.to_dict()["disaggregated"]}
+    commands = rows[report.lists.label(split)]["pool_commands"]
+    for name, (seqs, budget), count in (
+            ("prefill", split.pool_knobs[0], split.prefill_replicas),
+            ("decode", split.pool_knobs[1], split.replicas - split.prefill_replicas)):
+        command = commands[name]
+        assert f"  {name} pool, {count} replica{'s' if count > 1 else ''}: {command}" in text
+        assert ("--max-num-seqs" in command) == bool(seqs)
+        assert ("--max-num-batched-tokens" in command) == bool(budget)
+        assert all(f" {v} " in command + " " for v in (seqs, budget) if v)
 
 
 def test_a_decode_pool_receives_the_prompt_cached() -> None:

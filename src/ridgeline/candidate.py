@@ -59,6 +59,9 @@ class Candidate:
     # data-parallel attention (data_parallel.py): ranks of ``tp`` GPUs each, every rank its
     # own requests and KV pool, a MoE's experts spread over all of them; 1: none
     data_parallel: int = 1
+    # xPyD: each pool's (max_num_seqs, max_num_batched_tokens) as its check held, the prefill
+    # pool's then the decode pool's (None: the engine's default); () where not simulated
+    pool_knobs: tuple[tuple[int | None, int | None], ...] = ()
 
     @property
     def gpus(self) -> int:
@@ -107,18 +110,36 @@ class Candidate:
         return parallel_words(self.tp, self.pp, engine_devices(
             engine, resolve_accelerator(self.accelerator)), self.expert_parallel)
 
+    def label_knobs(self, engine: str) -> str:
+        """The engine knobs it sets, in ``engine``'s names: "max_num_seqs 64"; "" for none."""
+        seats_name, tokens_name = ENGINE_KNOB_NAMES.get(engine, ENGINE_KNOB_NAMES["vllm"])
+        return ", ".join(f"{name} {value}" for name, value in (
+            (seats_name, self.max_num_seqs), (tokens_name, self.max_num_batched_tokens)) if value)
+
+    def pool(self, prefill: bool) -> Candidate:
+        """One pool of an xPyD split (the prefill pool, or the decode pool) as a single-pool
+        candidate: its replicas, launched at its own knobs (``pool_knobs``; the engine's
+        defaults where none were chosen)."""
+        seqs, budget = self.pool_knobs[0 if prefill else 1] if self.pool_knobs else (None, None)
+        x = self.prefill_replicas
+        return replace(self, replicas=x if prefill else self.replicas - x, disaggregated="",
+                       prefill_replicas=0, pool_knobs=(), max_num_seqs=seqs,
+                       max_num_batched_tokens=budget)
+
     def label_for(self, engine: str, weights_name: str = "") -> str:
         """The candidate in ``engine``'s own names for its seats and its step's tokens, its
         weights named ``weights_name`` where given (``stored_name``: "as stored (mxfp4)"), its
         ranks counted as the engine's command counts them (``parallel_for``)."""
-        seats_name, tokens_name = ENGINE_KNOB_NAMES.get(engine, ENGINE_KNOB_NAMES["vllm"])
-        seqs = f", {seats_name} {self.max_num_seqs}" if self.max_num_seqs else ""
-        if self.max_num_batched_tokens:
-            seqs += f", {tokens_name} {self.max_num_batched_tokens}"
+        knobs = self.label_knobs(engine)
+        seqs = f", {knobs}" if knobs else ""
         if self.disaggregated:
+            knobs = "".join(f"; {name} pool {pool.label_knobs(engine)}"
+                            for name, pool in (("prefill", self.pool(True)),
+                                               ("decode", self.pool(False)))
+                            if pool.label_knobs(engine))
             return (f"{self.disaggregated} pools of {self.tp} x {self.accelerator} "
                     f"({replace(self, pp=1, expert_parallel=False).parallel_for(engine)}, "
-                    f"{weights_name or self.weights}, KV {self.kv})")
+                    f"{weights_name or self.weights}, KV {self.kv}{knobs})")
         return (f"{self.replicas} replica{'s' if self.replicas > 1 else ''} of "
                 f"{self.replica_gpus} x {self.accelerator} ({self.parallel_for(engine)}, "
                 f"{weights_name or self.weights}, "

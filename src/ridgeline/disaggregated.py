@@ -20,9 +20,11 @@ from ridgeline.kvcache import kv_footprint
 from ridgeline.memory import EngineSettings
 from ridgeline.model import ModelSpec
 from ridgeline.parallel import INTER_NODE_BYTES_PER_S
-from ridgeline.replica_sizing import launch_length
+from ridgeline.replica_sizing import launch_length, starts_at
+from ridgeline.search_space import ENGINE_KNOBS
 from ridgeline.serving_load import Load, Slo
-from ridgeline.sim.config import sim_config
+from ridgeline.sim.config import SimConfig, sim_config
+from ridgeline.sim.metrics import SimResult
 from ridgeline.sim.request import Request
 from ridgeline.sim.simulator import Simulator
 
@@ -73,19 +75,53 @@ def chained_percentile_s(parts: Sequence[Sequence[float]], percentile: float) ->
     return ordered[rank]
 
 
+Knobs = tuple[int | None, int | None]  # (max_num_seqs, max_num_batched_tokens); None: default
+
+
+def pool_configs(dep: Deployment, load: Load, max_len: int, engine_version: str | None
+                 ) -> list[tuple[Knobs, SimConfig]]:
+    """Each engine-knob setting a pool is tried at (``ENGINE_KNOBS``, the single-pool
+    search's), with the simulated engine it launches; one that does not start at ``max_len``,
+    launches the same engine as one before it, or cuts prompts a whole-context engine
+    (TensorRT-LLM) would refuse, left out. Fewer seats also free memory for the KV pool
+    (vLLM's CUDA graphs and sampler are sized by max_num_seqs): DeepSeek-V3 on 4 x B200 holds
+    33,760 tokens at the default 1,024 seats, 54,624 at 64 (``kv_pool``)."""
+    out: list[tuple[Knobs, SimConfig]] = []
+    for seqs, budget in ENGINE_KNOBS:
+        settings = EngineSettings(max_num_seqs=seqs, max_num_batched_tokens=budget,
+                                  engine_version=engine_version)
+        try:  # an old vLLM refuses a token budget under --max-model-len without chunking
+            if not starts_at(dep, settings, max_len):
+                continue
+            config = sim_config(dep, replace(settings, max_model_len=max_len))
+        except InputError:
+            continue
+        if budget and not config.chunked_prefill \
+                and load.longest_prompt(max_len) > config.max_num_batched_tokens:
+            continue
+        if all(config != seen for _, seen in out):
+            out.append(((seqs, budget), config))
+    return out
+
+
 def verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
                           max_gpus: int, engine_version: str | None = None,
                           engine: str = "vllm", profile: EngineProfile | None = None
                           ) -> Candidate | None:
     """Simulate both pools of an xPyD candidate, growing the one that misses, until the SLO
     holds: TTFT = prefill pool's TTFT + the prompt's KV hand-off + the decode pool's first
-    step, the percentile of their sum (each drawn independently); TPOT from the decode pool."""
+    step, the percentile of their sum (each drawn independently); TPOT from the decode pool.
+    Each pool is tried at the engine's defaults and, where no pair holds, at each other knob
+    setting (``pool_configs``), then launched at its own (``pool_knobs``): at the fewest
+    replicas that hold, the pair of the lowest TTFT; the defaults where they hold."""
     acc = resolve_accelerator(c.accelerator)
     dep = replica_deployment(model, acc, c.tp, 1, c.weights, c.kv, engine=engine)
     max_len = c.max_model_len or launch_length(dep, EngineSettings(engine_version=engine_version))
     if not max_len:
         return None  # no --max-model-len starts it
-    config = sim_config(dep, EngineSettings(max_model_len=max_len, engine_version=engine_version))
+    configs = pool_configs(dep, load, max_len, engine_version)
+    if not configs:
+        return None
     profile = profile or profile_for(engine)
     prompts = sorted(p for p, _ in load.samples())
     transfers = [handoff_s(dep, max(1, prompts[min(len(prompts) - 1,
@@ -95,23 +131,44 @@ def verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
     _, mean_out = load.means()
     grown_from: float | None = None  # the prefill pool's TTFT before it last grew
     while (x + y) * c.tp <= max_gpus:  # each pool in its steady state (Load.steady)
-        work, window = load.steady(x, c.ttft_floor_s, first_token_only=True,
-                                   percentile=slo.percentile)
-        prefill = Simulator(dep, profile, config).run(iter(work), window_s=window)
-        work, window = load.steady(y, mean_out * c.tpot_s, percentile=slo.percentile)
-        decode = Simulator(dep, profile, config).run(handed_off(work), window_s=window)
+        prefills: list[tuple[Knobs, SimResult]] = []
+        decodes: list[tuple[Knobs, SimResult]] = []
+        grids: dict[int, list[float]] = {}  # each run's TTFTs, read once
+        held: list[tuple[float, float, Knobs, Knobs]] = []  # (TTFT, TPOT, each pool's knobs)
+        for knobs, config in configs:  # the defaults first; the others where no pair holds
+            prefills.append((knobs, _run(dep, profile, config, load.steady(
+                x, c.ttft_floor_s, first_token_only=True, percentile=slo.percentile))))
+            decodes.append((knobs, _run(dep, profile, config, load.steady(
+                y, mean_out * c.tpot_s, percentile=slo.percentile), handed=True)))
+            for _, r in (prefills[-1], decodes[-1]):
+                grids[id(r)] = quantile_grid(partial(r.latency_s_at, "ttft"))
+            pairs = [(p, d) for p in prefills for d in decodes  # the new setting's pairs
+                     if p is prefills[-1] or d is decodes[-1]]
+            for (p_knobs, p), (d_knobs, d) in pairs:
+                if not (p.rec.held_steady and _tpot_ok(d, slo)):
+                    continue
+                ttft = chained_percentile_s((grids[id(p)], transfers, grids[id(d)]),
+                                            slo.percentile)
+                if ttft <= slo.ttft_s:
+                    held.append((ttft, d.latency_s_at("tpot", slo.percentile), p_knobs, d_knobs))
+            if held:
+                break
+        if held:
+            ttft, tpot, p_knobs, d_knobs = min(held, key=lambda h: h[0])  # stable: defaults first
+            return replace(c, replicas=x + y, prefill_replicas=x, disaggregated=f"{x}P{y}D",
+                           verified=True, sim_ttft_s=ttft, sim_tpot_s=tpot,
+                           pool_knobs=(p_knobs, d_knobs))
+        # no pair held: grow as the best setting of each pool says (the prefill pool's steady
+        # one of the shortest TTFT, the decode pool's within TPOT of the shortest first step)
+        steady = [r for _, r in prefills if r.rec.held_steady] or [r for _, r in prefills]
+        prefill = min(steady, key=lambda r: r.latency_s_at("ttft", slo.percentile))
+        within = [r for _, r in decodes if _tpot_ok(r, slo)] or [r for _, r in decodes]
+        decode = min(within, key=lambda r: r.latency_s_at("ttft", slo.percentile))
         first = prefill.latency_s_at("ttft", slo.percentile)
         joined = decode.latency_s_at("ttft", slo.percentile)
-        ttft = chained_percentile_s((quantile_grid(partial(prefill.latency_s_at, "ttft")),
-                                     transfers,
-                                     quantile_grid(partial(decode.latency_s_at, "ttft"))),
-                                    slo.percentile)
-        tpot = decode.latency_s_at("tpot", slo.percentile)
-        tpot_ok = (math.isnan(tpot) or tpot <= slo.tpot_s) and decode.rec.held_steady
-        ttft_ok = ttft <= slo.ttft_s and prefill.rec.held_steady  # a growing queue misses
-        if ttft_ok and tpot_ok:
-            return replace(c, replicas=x + y, prefill_replicas=x, disaggregated=f"{x}P{y}D",
-                           verified=True, sim_ttft_s=ttft, sim_tpot_s=tpot)
+        ttft_ok = prefill.rec.held_steady and chained_percentile_s(
+            (grids[id(prefill)], transfers, grids[id(decode)]), slo.percentile) <= slo.ttft_s
+        tpot_ok = _tpot_ok(decode, slo)
         grow_x = not ttft_ok and (not first < joined or not prefill.rec.held_steady)
         grow_y = not tpot_ok or (not ttft_ok and not joined <= first)
         if not (grow_x or grow_y):
@@ -125,6 +182,21 @@ def verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
         x += max(1, x // 4) if grow_x else 0
         y += max(1, y // 4) if grow_y else 0
     return None
+
+
+def _run(dep: Deployment, profile: EngineProfile, config: SimConfig,
+         steady: tuple[list[Request], tuple[float, float]], handed: bool = False) -> SimResult:
+    """One pool's replica simulated on its share (``Load.steady``): a decode pool's requests
+    ``handed`` their prompt's KV (``handed_off``)."""
+    work, window = steady
+    return Simulator(dep, profile, config).run(handed_off(work) if handed else iter(work),
+                                               window_s=window)
+
+
+def _tpot_ok(decode: SimResult, slo: Slo) -> bool:
+    """Whether a decode pool's run meets the TPOT SLO and held steady."""
+    tpot = decode.latency_s_at("tpot", slo.percentile)
+    return (math.isnan(tpot) or tpot <= slo.tpot_s) and decode.rec.held_steady
 
 
 def disaggregated_candidates(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus: int,

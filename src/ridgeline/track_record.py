@@ -102,15 +102,21 @@ def leaning(records: Iterable[RecordRow], accelerator: str, engines: frozenset[s
 def track_record_caution(dep: Deployment, phase: str, profile: EngineProfile) -> str:
     """What the record says of ``dep``'s card where its rows lean LEANING or more one way,
     or "": the rows of every engine ``profile`` prices (engines.bundled_twins), none where it
-    is the user's own calibration, which the record never scored. DeepSeek-R1 decode on
-    B300 under SGLang: the 10 rows came out 17 % slower than measured at the median. Nothing
-    where the CDNA3 MoE caution already speaks for the card."""
-    from ridgeline.engines import bundled_twins
+    is the user's own calibration, which the record never scored; a MoE's prompt rows only of
+    the twins whose routed experts are priced as this engine's (moe_prompt_expert_slowdown).
+    DeepSeek-R1 decode on B300 under SGLang: the 10 rows came out 17 % slower than measured at
+    the median. Nothing where the CDNA3 MoE caution already speaks for the card."""
+    from ridgeline.engines import bundled_twins, moe_prompt_expert_slowdown
     from ridgeline.predict import cdna3_moe_caution
 
     if cdna3_moe_caution(dep):
         return ""
     engines = frozenset(bundled_twins(profile))
+    if phase == "prefill" and dep.model.moe is not None:
+        # a twin whose MoE prompt steps are priced by another rule (vLLM's fused-MoE
+        # slowdown) was not priced as this engine is: its rows do not speak for it
+        own = moe_prompt_expert_slowdown(profile.engine)
+        engines = frozenset(e for e in engines if moe_prompt_expert_slowdown(e) == own)
     if not engines:
         return ""
     found = leaning(bundled_record(), dep.accelerator.id, engines, phase,

@@ -136,6 +136,10 @@ class PlanReport:
             data["tpot_s"] = data["slowed_tpot_floor_s"] = None
         return data
 
+    def _split_row(self, c: Candidate) -> dict[str, Any]:
+        """A split's row, with each pool's launch command at its knobs (``pool_commands``)."""
+        return {**self._row(c), "pool_commands": self.launch.pool_commands(c) or None}
+
     @property
     def lists(self) -> PlanLists:
         """The deployments listed beside the answer, and the Pareto frontier (plan_lists.py)."""
@@ -165,8 +169,8 @@ class PlanReport:
             "cheaper_unverified": [self._row(c) for c in self.lists.cheaper_unverified()],
             "runners_up": [self._row(c) for c in self.lists.runners_up()],
             "unpriced": [self._row(c) for c in r.unpriced],
-            "disaggregated": [self._row(c) for c in r.disaggregated],
-            "held_splits": [self._row(c) for c in self.lists.held_splits()],
+            "disaggregated": [self._split_row(c) for c in r.disaggregated],
+            "held_splits": [self._split_row(c) for c in self.lists.held_splits()],
             "pareto": [{"tok_s_per_gpu": a, "tok_s_per_user": b, "point": p}
                        for a, b, p in r.pareto],
             # a GPU is a card in every count and per-GPU figure, as --num-gpus counts it;
@@ -232,15 +236,18 @@ class PlanReport:
                      if r.unpriced else "NO SINGLE-POOL DEPLOYMENT within the limits meets "
                      "this SLO; split prefill and decode pools do:" if splits
                      else "NO DEPLOYMENT within the limits meets this SLO."]
-            lines += [f"  {self.lists.label(c)}: {c.gpus} {plural(c.gpus, 'GPU')}, "
-                      + (f"${c.cost_per_hour:,.2f}/h" if c.cost_per_hour is not None
-                         else "no price")
-                      + f" (simulated: {pct(r.slo.percentile)} TTFT "
-                      f"{(c.sim_ttft_s or 0) * 1e3:,.0f} ms, TPOT {tpot_ms(c.sim_tpot_s)}; KV "
-                      "hand-off over a 400 Gb/s link, where the engines can pass each prompt's "
-                      "KV cache from node to node: vLLM's disaggregated-prefill KV connectors)"
-                      + "".join(f"; caution: {text}" for text in r.cautions_for(c))
-                      for c in splits]
+            for c in splits:
+                lines.append(f"  {self.lists.label(c)}: {c.gpus} {plural(c.gpus, 'GPU')}, "
+                             + (f"${c.cost_per_hour:,.2f}/h" if c.cost_per_hour is not None
+                                else "no price")
+                             + f" (simulated: {pct(r.slo.percentile)} TTFT "
+                             f"{(c.sim_ttft_s or 0) * 1e3:,.0f} ms, TPOT {tpot_ms(c.sim_tpot_s)}; "
+                             "KV hand-off over a 400 Gb/s link, where the engines can pass each "
+                             "prompt's KV cache from node to node: vLLM's disaggregated-prefill "
+                             "KV connectors)"
+                             + "".join(f"; caution: {text}" for text in r.cautions_for(c)))
+                lines += ["  " + line for line in self.lists.pool_lines(
+                    c, self.launch.pool_commands)]
             if r.closest_miss:
                 lines.append(f"closest: {r.closest_miss}")
             if r.unpriced:
@@ -327,6 +334,7 @@ class PlanReport:
                             "a whole file)"]
         if held_back:
             lines += self.lists.cheaper_unverified_lines(held_back, priced, priced_tok_s)
-        lines += self.lists.alternative_lines(win, priced, priced_tok_s)
+        lines += self.lists.alternative_lines(win, priced, priced_tok_s,
+                                              self.launch.pool_commands)
         lines += self.lists.pareto_lines()
         return lines

@@ -1,7 +1,7 @@
 """The commands `ridgeline plan` prints beside its answer: the winner's launch command (over
 several nodes, one a node: launch_commands.py's), the YAML its trtllm-serve command names or
-why there is no command (trtllm_command.py's), and the `ridgeline simulate` command that reruns
-a candidate's check.
+why there is no command (trtllm_command.py's), the `ridgeline simulate` command that reruns
+a candidate's check, and a split's launch command for each pool at its own knobs.
 """
 
 from __future__ import annotations
@@ -139,6 +139,22 @@ class PlanCommands:
         launch = self.trtllm_launch()
         return {"config_files": {launch.config_name: launch.config_text}
                 if launch.config else None, "command_note": launch.note or None}
+
+    def pool_commands(self, c: Candidate) -> dict[str, str]:
+        """An xPyD split's launch command for a replica of each pool, "prefill" and "decode",
+        each at the knobs its check held with (``Candidate.pool``); {} for a single pool or
+        where the engine has no command for it. The KV connector that hands each prompt's
+        cache from pool to pool is the engines' own configuration, not written here."""
+        if not c.disaggregated:
+            return {}
+        r = self.result
+        out = {}
+        for name, pool in (("prefill", c.pool(True)), ("decode", c.pool(False))):
+            command = command_line(r.engine, self.model_id, pool, c.max_model_len or self.max_len,
+                                   r.engine_version, model=self.model)
+            if command:
+                out[name] = command
+        return out
 
     def check_command(self, c: Candidate) -> str:
         """The simulate command that reruns ``c``'s check, or ""."""

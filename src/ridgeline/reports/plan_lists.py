@@ -6,7 +6,7 @@ without a price, and the Pareto frontier of tokens per GPU against tokens per us
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ridgeline.candidate import Candidate, weights_name
@@ -16,6 +16,9 @@ from ridgeline.model import ModelSpec
 from ridgeline.plan import PlanResult
 from ridgeline.render import table
 from ridgeline.units import plural
+
+# a split's launch command for each pool by name (PlanCommands.pool_commands), where printed
+PoolCommands = Callable[[Candidate], dict[str, str]] | None
 
 
 def _shape(c: Candidate) -> tuple[str, int, int, str, bool, int]:
@@ -140,16 +143,28 @@ class PlanLists:
                 *self.caution_lines(cands), ""]
 
     def caution_lines(self, cands: Iterable[Candidate]) -> list[str]:
-        """One line for each caution of each of ``cands``' own deployments (``cautions_for``:
-        TP across nodes, a prompt speed priced with another card group's share), named by
-        its label, for under a list of them."""
-        return [f"  caution, {self.label(c)}: {text}" for c in cands
-                for text in self.result.cautions_for(c)]
+        """One line for each caution of ``cands``' own deployments (``cautions_for``: TP
+        across nodes, a prompt speed priced with another card group's share), for under a
+        list of them: named by the label of each deployment it is said of, or "each of these"
+        where it is said of every one (a card's track record, said once, not once a row)."""
+        listed = list(cands)
+        said: dict[str, list[Candidate]] = {}
+        for c in listed:
+            for text in self.result.cautions_for(c):
+                said.setdefault(text, []).append(c)
 
-    def alternative_lines(self, win: Candidate, priced: str, priced_tok_s: float) -> list[str]:
+        def named(of: list[Candidate]) -> str:
+            if len(listed) > 1 and len(of) == len(listed):
+                return "each of these"
+            return "; ".join(map(self.label, of))
+
+        return [f"  caution, {named(of)}: {text}" for text, of in said.items()]
+
+    def alternative_lines(self, win: Candidate, priced: str, priced_tok_s: float,
+                          pool_commands: PoolCommands = None) -> list[str]:
         """The runners-up, the cards without a price and the disaggregated splits, listed under
         the winner ``win``, their $/M of ``priced`` tokens ("output" or "prompt") at
-        ``priced_tok_s``."""
+        ``priced_tok_s``, each split's pools with their launch commands (``pool_lines``)."""
         r = self.result
         lines: list[str] = []
         runners = self.runners_up()
@@ -190,6 +205,7 @@ class PlanLists:
                             "slower than priced (validation/serving.csv)"
                             if r.unverified_by(c) else "")
                          + "".join(f"; caution: {text}" for text in r.cautions_for(c)))
+            lines += self.pool_lines(c, pool_commands)
         # a split carrying the measured caution is no cheaper alternative than a cautioned
         # single pool: its price assumes the same unmeasured speed
         cheaper = [c for c in r.disaggregated if c.verified and not r.unverified_by(c)
@@ -203,6 +219,14 @@ class PlanLists:
                          "the engines can hand each prompt's KV cache from node to node (vLLM's "
                          f"disaggregated-prefill KV connectors); {top} needs none")
         return lines
+
+    def pool_lines(self, c: Candidate, pool_commands: PoolCommands) -> list[str]:
+        """Under a split ``c``, each pool's replicas and its launch command, at the knobs its
+        check held with (``PlanCommands.pool_commands``); none without commands."""
+        commands = pool_commands(c) if pool_commands else {}
+        count = {"prefill": c.prefill_replicas, "decode": c.replicas - c.prefill_replicas}
+        return [f"  {name} pool, {count[name]} {plural(count[name], 'replica')}: {command}"
+                for name, command in commands.items()]
 
     def pareto_lines(self) -> list[str]:
         """The Pareto frontier of tokens per GPU against tokens per user, decode at the load's
