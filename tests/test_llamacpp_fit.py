@@ -477,5 +477,5 @@ def test_llama_server_serves_no_conversation_past_the_trained_context(
                            "--num-requests", "5")
     assert code == 2 and f"llama-server caps each slot at mistral-7b's {trained:,}" in err
     # the two launches that lift n_ctx_train: the GGUF's length rewritten, or YaRN (PR #28030)
-    assert "--override-kv ARCH.context_length=int:N" in err
+    assert f"--override-kv llama.context_length=int:{2 * trained}" in err
     assert "--rope-scaling yarn --rope-scale F" in err

@@ -10,15 +10,18 @@ from dataclasses import dataclass, replace
 
 from ridgeline.context_length import positions_label, served_positions
 from ridgeline.deployment import Deployment
-from ridgeline.kvcache import KVFootprint, kv_footprint
+from ridgeline.kvcache import KVFootprint
 from ridgeline.memory import EngineSettings, KVPool, kv_pool
 from ridgeline.units import GIB, plural
 
 
 def sequence_bytes_per_gpu(dep: Deployment, context: int) -> float:
-    """One conversation's cache on one GPU: full layers × context, windows, states (spread
-    over the GPUs of the data-parallel rank that holds it)."""
-    footprint: KVFootprint = kv_footprint(dep.model, context, dep.kv.bytes_per_element)
+    """One conversation's cache on one GPU: full layers × context, windows, states at the
+    dtypes the engine keeps them in (cost.served_footprint, as the step reads them), spread
+    over the GPUs of the data-parallel rank that holds it."""
+    from ridgeline.cost import served_footprint  # the step-cost module: heavy
+
+    footprint: KVFootprint = served_footprint(dep, context)
     return footprint.stored_bytes(dep.kv_replication) / dep.rank_gpus
 
 
@@ -144,17 +147,16 @@ def no_sequence_reason(pool: KVPool, dep: Deployment, context: int) -> str:
 
 def served_context(dep: Deployment) -> tuple[int | None, str]:
     """The longest context the engine serves ``dep`` at, and where it comes from: the
-    config's (served_positions); for llama.cpp, n_ctx_train as the launch's RoPE flags leave
-    it (llamacpp_rope: YaRN at a new scale lifts it, from PR #28030's build on). The one
+    config's (served_positions); for llama.cpp, n_ctx_train as the launch leaves it
+    (llamacpp_rope: --override-kv ARCH.context_length sets it, then YaRN at a new scale lifts
+    it, from PR #28030's build on). The one
     cap the refusal, fit's longest context and the start checks read."""
     limit = served_positions(dep.model, dep.engine)
     label = positions_label(dep.model, dep.engine)
-    if dep.rope is not None and limit and dep.engine.startswith("llama.cpp"):
-        from ridgeline.llamacpp_rope import lifts_on, yarn_n_ctx_train
+    if dep.rope is not None and dep.engine.startswith("llama.cpp"):
+        from ridgeline.llamacpp_rope import launch_n_ctx_train
 
-        lifted = yarn_n_ctx_train(dep.model, dep.rope, limit)
-        if lifted is not None and lifts_on(dep.rope):
-            return lifted
+        return launch_n_ctx_train(dep.model, dep.rope, limit, label)
     return limit, label
 
 
@@ -181,14 +183,16 @@ def context_refusal(dep: Deployment, context: int) -> str:
         # --override-kv rewrites; and since llama.cpp PR #28030 (merged 2026-08-30, fixing
         # issue #17459) YaRN at a scale other than the GGUF's (llamacpp_rope, which
         # served_context applies). The condition reads YaRN only: linear leaves it.
+        from ridgeline.llamacpp_overrides import CONTEXT_KEY, gguf_architecture
         from ridgeline.llamacpp_rope import unlifted_reason
 
         lifted = limit != served_positions(dep.model, dep.engine)
+        key = f"{gguf_architecture(dep.model) or 'ARCH'}.{CONTEXT_KEY}"
         return (f"llama-server caps each slot at {dep.model.name}'s {limit or 0:,} trained "
                 f"tokens (n_ctx_train, {label + ' under the launch' if lifted else 'its ' + label}"
                 ") whatever -c, and "
                 f"rejects a {context:,}-token conversation ('the request exceeds the available "
-                "context size'); --override-kv ARCH.context_length=int:N lifts it, as does YaRN "
+                f"context size'); --override-kv {key}=int:{context} lifts it, as does YaRN "
                 "in builds from PR #28030 (--rope-scaling yarn --rope-scale F: the cap becomes "
                 "--yarn-orig-ctx, else the GGUF's original or trained length, × F), for a "
                 "model not trained that long"

@@ -1,6 +1,7 @@
 """CLI: llama.cpp's layer placement — -sm, the partial offload flags (-ngl, --n-cpu-moe,
 the host's memory and link) and --fit's (-ngl auto, --fit-target, --fit-ctx) — read into a
-``HostOffload`` and placed on a deployment; and its RoPE flags, read into a ``RopeLaunch``."""
+``HostOffload`` and placed on a deployment; and its RoPE and --override-kv flags, read into a
+``RopeLaunch``."""
 
 from __future__ import annotations
 
@@ -87,6 +88,12 @@ def _rope(p: argparse.ArgumentParser) -> None:
                    help="RoPE frequency scaling factor (the context grows by 1/S)")
     r.add_argument("--yarn-orig-ctx", metavar="N", type=_count("--yarn-orig-ctx"),
                    help="YaRN's original context (default 0: the GGUF's, else n_ctx_train)")
+    r.add_argument("--override-kv", metavar="KEY=TYPE:VALUE", action="append",
+                   type=_typed(_kv_overrides),
+                   help="GGUF metadata to override, repeatable or comma-separated (types int, "
+                   "float, bool, str): ARCH.context_length=int:N sets n_ctx_train, the slot "
+                   "cap (llama.context_length for Llama and Mistral); other keys are carried "
+                   "to the start line, not modelled")
 
 
 def _rope_type(text: str) -> str:
@@ -109,22 +116,34 @@ def _rope_factor(flag: str, inverse: bool = False) -> Any:
     return _typed(parse)
 
 
+def _kv_overrides(text: str) -> Any:
+    """One --override-kv's overrides, checked as llama.cpp checks them."""
+    from ridgeline.llamacpp_overrides import parse_overrides
+
+    return parse_overrides(text)
+
+
 def rope_launch(args: argparse.Namespace, engine: str | None) -> Any:
-    """The RoPE flags given, as a ``RopeLaunch`` at the --engine-version build; None where
-    none is given; refused for an engine other than llama.cpp."""
+    """The RoPE and --override-kv flags given, as a ``RopeLaunch`` at the --engine-version
+    build; None where none is given; refused for an engine other than llama.cpp."""
     from ridgeline.engine_versions import llamacpp_build
     from ridgeline.llamacpp_rope import RopeLaunch
 
     scaling, scale = getattr(args, "rope_scaling", None), getattr(args, "rope_freq_scale", None)
     orig = getattr(args, "yarn_orig_ctx", None)
-    if scaling is None and scale is None and orig is None:
+    overrides = tuple(o for group in getattr(args, "override_kv", None) or () for o in group)
+    if scaling is None and scale is None and orig is None and not overrides:
         return None
-    if not (engine or "vllm").startswith("llama.cpp"):
+    other = engine or "vllm"
+    if not other.startswith("llama.cpp") and (scaling, scale, orig) != (None, None, None):
         raise InputError(f"--rope-scaling, --rope-scale, --rope-freq-scale and --yarn-orig-ctx "
-                         f"are llama.cpp's; for {engine or 'vllm'} give config.json a "
-                         "rope_scaling block")
+                         f"are llama.cpp's; for {other} give config.json a rope_scaling block")
+    if not other.startswith("llama.cpp"):
+        raise InputError(f"--override-kv is llama.cpp's (it rewrites a GGUF's metadata); "
+                         f"{other} reads config.json")
     version = getattr(args, "engine_version", None)
-    return RopeLaunch(scaling, scale, orig or 0, llamacpp_build(version) if version else None)
+    return RopeLaunch(scaling, scale, orig or 0, llamacpp_build(version) if version else None,
+                      overrides)
 
 
 class NotSearched(argparse.Action):

@@ -708,12 +708,19 @@ def _pairs(cached: int, new: int, window: int | None) -> float:
 def served_state_model(model: ModelSpec, engine: str) -> ModelSpec:
     """The model with its SSM state at the dtype vLLM keeps it in (its newest modelled
     release, as `fit` and `kv` count it: Nemotron-H's in fp32 from v0.20, twice the bytes a
-    step reads and writes), or SGLang (sglang_state_dtypes: fp32 unless the config names
-    mamba_ssm_dtype); the others' as the config says."""
+    step reads and writes), SGLang (sglang_state_dtypes: fp32 unless the config names
+    mamba_ssm_dtype) or TensorRT-LLM (trtllm_ssm_dtype: the config's mamba_ssm_cache_dtype,
+    else its torch_dtype, so Qwen3.5's mamba_ssm_dtype fp32 is bf16 there); llama.cpp's is
+    served_state's."""
     if engine == "sglang":
         from ridgeline.sglang_hybrid import sglang_state_model
 
         return sglang_state_model(model)
+    if engine == "trtllm":
+        from ridgeline.trtllm_memory import trtllm_ssm_dtype
+
+        dtype = trtllm_ssm_dtype(model)
+        return model if dtype == model.state_dtype else replace(model, state_dtype=dtype)
     if engine != "vllm":
         return model
     from ridgeline.vllm_hybrid import ssm_state_dtype

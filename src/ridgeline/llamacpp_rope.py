@@ -2,6 +2,10 @@
 --yarn-orig-ctx) and the trained context they leave it: from PR #28030 on, YaRN at a scale
 other than the GGUF's lifts n_ctx_train, which caps each slot's context; linear scaling, or an
 older build, leaves it.
+
+The launch's --override-kv ARCH.context_length=int:N (llamacpp_overrides) sets n_ctx_train
+first: the model loader reads the GGUF's hparams with the overrides applied, and YaRN rescales
+what it read when the context is built.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from dataclasses import dataclass
 
 from ridgeline.datafiles import engine_defaults
 from ridgeline.errors import InputError
+from ridgeline.llamacpp_overrides import KvOverride, context_override
 from ridgeline.model import ModelSpec
 
 SCALING_TYPES = ("none", "linear", "yarn")  # common/arg.cpp's --rope-scaling values
@@ -27,12 +32,14 @@ class RopeLaunch:
     """The RoPE flags a llama-server launch gives. ``scaling`` None: the GGUF's own type
     (linear where it names none); ``freq_scale`` None: the GGUF's (--rope-scale F gives 1/F);
     ``yarn_orig_ctx`` 0: the GGUF's original context, else n_ctx_train; ``build`` the
-    --engine-version build (None: the newest modelled)."""
+    --engine-version build (None: the newest modelled); ``kv_overrides`` its --override-kv
+    KEY=TYPE:VALUE in the order given."""
 
     scaling: str | None = None
     freq_scale: float | None = None
     yarn_orig_ctx: int = 0
     build: int | None = None
+    kv_overrides: tuple[KvOverride, ...] = ()
 
     def __post_init__(self) -> None:
         if self.scaling is not None and self.scaling not in SCALING_TYPES:
@@ -48,11 +55,36 @@ class RopeLaunch:
                              f"{self.yarn_orig_ctx!r}")
 
     def flags(self) -> str:
-        """The launch's RoPE flags as llama-server takes them (a leading space each), for a
-        start line that must carry them: without them its slots keep the trained cap."""
+        """The launch's RoPE and --override-kv flags as llama-server takes them (a leading
+        space each), for a start line that must carry them: without them its slots keep the
+        trained cap. One --override-kv an override, which every build reads."""
         return "".join((f" --rope-scaling {self.scaling}" if self.scaling else "",
                         f" --rope-scale {1 / self.freq_scale:g}" if self.freq_scale else "",
-                        f" --yarn-orig-ctx {self.yarn_orig_ctx}" if self.yarn_orig_ctx else ""))
+                        f" --yarn-orig-ctx {self.yarn_orig_ctx}" if self.yarn_orig_ctx else "",
+                        *(f" --override-kv {_shell_word(o.text)}" for o in self.kv_overrides)))
+
+
+def _shell_word(text: str) -> str:
+    """``text`` as one shell word and one CSV field (common/arg.cpp splits at commas)."""
+    import shlex
+
+    return shlex.quote('"' + text.replace('"', '""') + '"' if "," in text else text)
+
+
+def launch_n_ctx_train(spec: ModelSpec, launch: RopeLaunch, n_ctx_train: int | None,
+                       label: str) -> tuple[int | None, str]:
+    """n_ctx_train under ``launch``, and where it comes from: the GGUF's (``n_ctx_train``,
+    ``label``), else --override-kv's ARCH.context_length, then YaRN's rescaling of that where
+    the build lifts it (yarn_n_ctx_train). Mistral-7B's 32,768 under --override-kv
+    llama.context_length=int:65536: 65,536."""
+    override = context_override(spec, launch.kv_overrides)
+    if override is not None:
+        n_ctx_train, label = int(override.value), f"--override-kv {override.text}"
+    if n_ctx_train:
+        lifted = yarn_n_ctx_train(spec, launch, n_ctx_train)
+        if lifted is not None and lifts_on(launch):
+            return lifted
+    return n_ctx_train, label
 
 
 def yarn_since_build() -> int:

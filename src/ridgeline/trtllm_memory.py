@@ -43,6 +43,14 @@ def check_backend(name: str) -> str:
     return name
 
 
+def trtllm_ssm_dtype(model: ModelSpec) -> str:
+    """The dtype TensorRT-LLM keeps ``model``'s SSM state in (engines.json trtllm
+    ``ssm_cache_dtype``): kv_cache_config.mamba_ssm_cache_dtype's default 'auto' reads the
+    config's mamba_ssm_cache_dtype where it names one, else its torch_dtype; mamba_ssm_dtype,
+    which ModelSpec.state_dtype also reads, is not read. Nemotron-H (bf16): bf16."""
+    return model.state_dtype if model.ssm_cache_dtype_named else model.dtype
+
+
 def _coefficients() -> dict[str, float]:
     data = load_data("engines.json")["trtllm"]["engine_backend_buffers"]
     return {k: float(v) for k, v in data.items() if not k.startswith("_") and k != "source"}

@@ -268,17 +268,25 @@ def fit_dict(f: DecodeFloor | PrefillFloor) -> dict[str, Any]:
 
 def context_caution(dep: Deployment, tokens: int) -> str:
     """What to say of a context past the one the engine serves the model at, or ""; where
-    the launch's YaRN lifts llama.cpp's n_ctx_train (capacity.served_context), the cap it
-    takes and why."""
+    the launch's YaRN lifts llama.cpp's n_ctx_train, or --override-kv sets it
+    (capacity.served_context), the cap it takes and why; and the --override-kv keys ridgeline
+    does not model."""
     from ridgeline.capacity import served_context
+    from ridgeline.llamacpp_overrides import unmodelled_note
 
     limit, label = served_context(dep)
+    note = unmodelled_note(dep.model, dep.rope.kv_overrides) if dep.rope is not None else ""
     if limit is None or limit == served_positions(dep.model, dep.engine):
-        return served_context_caution(dep.model, tokens, dep.engine)
-    if tokens > limit:
-        return trained_context_caution(dep.model.name, limit, tokens, label)
-    return (f"llama-server's slot cap is {label} tokens (n_ctx_train lifted by the launch's "
-            "--rope-scaling yarn, llama.cpp PR #28030)")
+        said = served_context_caution(dep.model, tokens, dep.engine)
+    elif tokens > limit:
+        said = trained_context_caution(dep.model.name, limit, tokens, label)
+    elif label.startswith("--override-kv"):
+        said = (f"llama-server's slot cap is {limit:,} tokens (n_ctx_train, as the launch's "
+                f"{label} sets it)")
+    else:
+        said = (f"llama-server's slot cap is {label} tokens (n_ctx_train lifted by the launch's "
+                "--rope-scaling yarn, llama.cpp PR #28030)")
+    return "; ".join(c for c in (said, note) if c)
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ridgeline.capacity import engine_seat_limit
+from ridgeline.cost import served_footprint
 from ridgeline.data_parallel import data_parallel_cautions
 from ridgeline.datafiles import engine_defaults
-from ridgeline.kvcache import kv_footprint
 from ridgeline.parallel import cross_node_caution
 from ridgeline.reports.fit_ranks import each_rank_note
 from ridgeline.reports.fit_state import drafter_seats_note, running_slots
@@ -57,8 +57,7 @@ def fit_cautions(r: FitReport) -> list[str]:
                    f"{seats:,} run at once ({seats_name(r.pool)}{drafter_seats_note(r)}): raise "
                    "it to run them together")
     p, d = r.pool, r.deployment
-    state = kv_footprint(d.model, 1, d.kv.bytes_per_element).state_bytes \
-        / d.tensor_parallel_size
+    state = served_footprint(d, 1).state_bytes / d.tensor_parallel_size
     if p.engine == "trtllm" and state:
         out.append(f"TensorRT-LLM's Python Mamba cache manager allocates every seat's "
                    f"recurrent state up front ({p.max_num_seqs:,} seats × "
