@@ -150,3 +150,31 @@ def test_a_split_prints_each_pools_launch_at_its_knobs(deepseek_split: tuple[Any
         if seqs:
             assert f"--max-num-seqs {seqs}" in command
             assert f"max_num_seqs {seqs}" in checked.label_for("vllm")
+
+
+def test_a_trtllm_splits_pool_commands_come_with_the_yaml_they_name() -> None:
+    """trtllm-serve keeps an fp8 KV cache only through its YAML (kv_cache_config): a split's
+    pool commands name that file, so the plan prints it (and the FP8 checkpoint the command's
+    MODEL must be) beside them, in text and in --json."""
+    from types import SimpleNamespace
+    from typing import cast
+
+    from ridgeline.candidate import Candidate
+    from ridgeline.plan import PlanResult
+    from ridgeline.reports.plan_commands import PlanCommands
+    from ridgeline.reports.plan_lists import PlanLists
+    from ridgeline.reports.trtllm_command import trtllm_launch
+
+    model = resolve_model("llama-3.1-70b")
+    split = Candidate("h100-sxm", 4, 1, "fp8", "fp8", None, 64, 0.02, 0.3, 1.0, 3, 2.0, False,
+                      "", (1.0, 1.0), disaggregated="1P2D", prefill_replicas=1,
+                      max_model_len=32768, pool_knobs=((None, None), (64, None)))
+    result = cast(PlanResult, SimpleNamespace(engine="trtllm", engine_version=None))
+    launch = PlanCommands(model, "meta-llama/Llama-3.1-70B", result, 32768)
+    commands, extra = launch.pool_launch(split)
+    named = trtllm_launch("meta-llama/Llama-3.1-70B", split.pool(False), 32768, model)
+    assert named.config_name and all(named.config_name in c for c in commands.values())
+    assert f"in {named.config_name}:" in extra and named.note in extra
+    assert any("dtype: fp8" in line for line in extra)
+    lines = PlanLists(model, result).pool_lines(split, launch.pool_launch)
+    assert [line.strip() for line in lines[len(commands):]] == [e.strip() for e in extra]

@@ -21,6 +21,8 @@ from ridgeline.llamacpp_overrides import (
     parse_overrides,
 )
 from ridgeline.llamacpp_rope import RopeLaunch, yarn_n_ctx_train
+from ridgeline.memory import EngineSettings
+from ridgeline.sim.config import llamacpp_context, sim_config
 from tests.conftest import run_cli
 
 MODEL = "mistral-7b"  # converted to a GGUF of architecture "llama"
@@ -71,6 +73,25 @@ def test_the_override_applies_before_yarn() -> None:
     lifted = yarn_n_ctx_train(model, both, 2 * trained)
     assert lifted is not None and served_context(replace(dep, rope=both)) == lifted
     assert lifted[0] == 4 * trained
+
+
+def test_the_override_sets_what_c_0_allocates(capsys: pytest.CaptureFixture[str]) -> None:
+    """llama-server's default -c 0 is n_ctx_train as loaded, with --override-kv applied: fit's
+    --fit story and simulate's slot cap read the overridden length, as the caution does."""
+    long = 2 * _trained()
+    flag = ("--override-kv", f"llama.context_length=int:{long}")
+    model = resolve_model(MODEL)
+    dep = Deployment.build(model, resolve_accelerator("h100"), engine="llama.cpp-cuda")
+    dep = replace(dep, rope=RopeLaunch(kv_overrides=parse_overrides(flag[1])))
+    assert llamacpp_context(dep, EngineSettings())[0] == long
+    assert sim_config(dep, EngineSettings()).max_model_len == long
+    code, out, _ = run_cli(capsys, "fit", MODEL, "--gpu", "h100", "--engine", "llama.cpp",
+                           *flag)
+    assert code == 0 and f"-c {long:,}, the trained context" in out.splitlines()[0]
+    code, out, _ = run_cli(capsys, "simulate", MODEL, "--gpu", "h100", "--engine", "llama.cpp",
+                           *flag, "--rate", "1", "--num-requests", "4", "--input-len",
+                           str(_trained() + 1000), "--output-len", "8")
+    assert code == 0 and f"{long:,} KV cells" in out
 
 
 def test_an_unrelated_key_is_accepted_with_a_note(capsys: pytest.CaptureFixture[str]) -> None:
@@ -128,3 +149,11 @@ def test_an_unnamed_architecture_takes_any_context_length_key() -> None:
     assert context_override(model, (override,)) is override
     dep = Deployment.build(model, resolve_accelerator("rtx-4090"), engine="llama.cpp-cuda")
     assert "ARCH.context_length=int:" in context_refusal(dep, 10 * _trained())
+
+
+def test_a_context_length_past_a_uint32_is_refused() -> None:
+    """n_ctx_train is a uint32_t: an override past it would wrap, not serve that long."""
+    most = KvOverride.parse(f"llama.context_length=int:{2**32 - 1}")
+    assert context_override(resolve_model(MODEL), (most,)) == most
+    with pytest.raises(InputError, match="uint32"):
+        KvOverride.parse(f"llama.context_length=int:{2**32}")

@@ -117,3 +117,72 @@ def test_the_launch_refuses_what_llama_cpp_refuses() -> None:
                 {"yarn_orig_ctx": 1.5}):
         with pytest.raises(InputError):
             RopeLaunch(**bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("flags", [
+    ("--rope-freq-scale", "1e-320"),  # 0 as a 32-bit float: llama.cpp would divide by it
+    ("--rope-scale", "1e300"),  # rope_freq_scale 1e-300, likewise 0
+    ("--rope-scale", "1e7"),  # n_ctx_train × 1e7, past a uint32_t
+    ("--rope-freq-scale", "1e-36"),  # past even a float
+])
+def test_a_scale_no_context_can_take_exits_2_in_one_line(
+        capsys: pytest.CaptureFixture[str], flags: tuple[str, str]) -> None:
+    code, _, err = run_cli(capsys, "fit", *BASE, "--max-model-len", str(2 * _trained()),
+                           "--rope-scaling", "yarn", *flags)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "internal error" not in err
+
+
+@pytest.mark.parametrize("freq_scale", [0.5, 0.25, 1 / 1.7, 0.56792, 0.123456789, 0.3])
+def test_the_start_line_gives_llama_cpp_the_scale_modelled(freq_scale: float) -> None:
+    """The printed flag, read as llama.cpp reads it (--rope-scale F: 1.0f / F; --rope-freq-scale
+    S: S, both in 32 bits), is the rope_freq_scale the cap was computed with: a rounded
+    --rope-scale (0.56792 as 1.76081) would move the cap of a 131,072-token GGUF a token."""
+    from ridgeline.llamacpp_rope import _f32, rope_scale_freq
+
+    flag, value = RopeLaunch("yarn", freq_scale).flags().split()[-2:]
+    read = rope_scale_freq(float(value)) if flag == "--rope-scale" else _f32(float(value))
+    assert read == _f32(freq_scale)
+    if freq_scale in (0.5, 0.25):  # a whole factor keeps the user's spelling
+        assert flag == "--rope-scale"
+
+
+def test_under_yarn_from_an_original_context_the_advice_is_the_scale(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """gpt-oss's GGUF keeps YaRN's original context (4,096): at a new scale llama.cpp sets the
+    cap to that × F whatever n_ctx_train is, so --override-kv would leave it (the refusal does
+    not advise it) and a larger --rope-scale lifts it; a cap under the GGUF's is 'lowered'."""
+    model = resolve_model("gpt-oss-20b")
+    assert model.rope_scaling is not None and model.rope_scaling.original_positions
+    original = model.rope_scaling.original_positions
+    trained = served_positions(model, "llama.cpp-cuda")
+    assert trained is not None and trained > 2 * original
+    base = ("gpt-oss-20b", "--gpu", "h100", "--engine", "llama.cpp", "--target-concurrency",
+            "1", "--rope-scaling", "yarn", "--max-model-len", str(4 * original))
+    code, out, _ = run_cli(capsys, "fit", *base, "--rope-scale", "2")
+    first = out.splitlines()[0]
+    assert code == 0 and first.startswith("DOES NOT FIT") and "a larger --rope-scale" in first
+    assert "--override-kv gpt-oss.context_length" in first and "lifts it, as does" not in first
+    code, out, _ = run_cli(capsys, "fit", *base, "--rope-scale", "2", "--override-kv",
+                           f"gpt-oss.context_length=int:{4 * original}")
+    assert code == 0 and out.startswith("DOES NOT FIT")  # the override indeed leaves it
+    code, out, _ = run_cli(capsys, "fit", *base, "--rope-scale", "4")
+    assert code == 0 and out.startswith("fits")
+    code, out, _ = run_cli(capsys, "fit", *base[:-2], "--max-model-len", str(original),
+                           "--rope-scale", "2")
+    assert code == 0 and f"lowered from {trained:,}" in out
+
+
+def test_simulate_caps_each_request_at_the_launchs_slot_cap() -> None:
+    """Without --max-model-len, -c 0 is the GGUF's n_ctx_train, but each slot takes no more
+    than the launch's YaRN leaves it: gpt-oss at ×2 serves original × 2, not 131,072."""
+    from ridgeline.memory import EngineSettings
+    from ridgeline.sim.config import sim_config
+
+    model = resolve_model("gpt-oss-20b")
+    assert model.rope_scaling is not None and model.rope_scaling.original_positions
+    dep = Deployment.build(model, resolve_accelerator("h100"), engine="llama.cpp-cuda")
+    yarn = replace(dep, rope=RopeLaunch("yarn", 0.5))
+    assert sim_config(yarn, EngineSettings()).max_model_len \
+        == 2 * model.rope_scaling.original_positions == served_context(yarn)[0]
+    assert sim_config(dep, EngineSettings()).max_model_len == served_positions(
+        model, "llama.cpp-cuda")

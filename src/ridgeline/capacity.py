@@ -183,19 +183,28 @@ def context_refusal(dep: Deployment, context: int) -> str:
         # --override-kv rewrites; and since llama.cpp PR #28030 (merged 2026-08-30, fixing
         # issue #17459) YaRN at a scale other than the GGUF's (llamacpp_rope, which
         # served_context applies). The condition reads YaRN only: linear leaves it.
-        from ridgeline.llamacpp_overrides import CONTEXT_KEY, gguf_architecture
-        from ridgeline.llamacpp_rope import unlifted_reason
+        from ridgeline.llamacpp_overrides import CONTEXT_KEY, KvOverride, gguf_architecture
+        from ridgeline.llamacpp_rope import RopeLaunch, unlifted_reason
 
         lifted = limit != served_positions(dep.model, dep.engine)
         key = f"{gguf_architecture(dep.model) or 'ARCH'}.{CONTEXT_KEY}"
+        # the override the advice names, put first (llama.cpp keeps the first of a key): under
+        # the launch's YaRN from the GGUF's original context (or --yarn-orig-ctx) it leaves
+        # the cap, which YaRN sets from that base, not from n_ctx_train
+        rope = dep.rope or RopeLaunch()
+        advised = replace(dep, rope=replace(rope, kv_overrides=(
+            KvOverride(key, "int", str(context)), *rope.kv_overrides)))
+        override = (f"--override-kv {key}=int:{context} lifts it, as does YaRN in builds from "
+                    "PR #28030 (--rope-scaling yarn --rope-scale F: the cap becomes "
+                    "--yarn-orig-ctx, else the GGUF's original or trained length, × F)"
+                    if (served_context(advised)[0] or 0) >= context else
+                    "the launch's YaRN sets the cap from its original context, whatever "
+                    f"--override-kv {key} says: a larger --rope-scale lifts it")
         return (f"llama-server caps each slot at {dep.model.name}'s {limit or 0:,} trained "
                 f"tokens (n_ctx_train, {label + ' under the launch' if lifted else 'its ' + label}"
                 ") whatever -c, and "
                 f"rejects a {context:,}-token conversation ('the request exceeds the available "
-                f"context size'); --override-kv {key}=int:{context} lifts it, as does YaRN "
-                "in builds from PR #28030 (--rope-scaling yarn --rope-scale F: the cap becomes "
-                "--yarn-orig-ctx, else the GGUF's original or trained length, × F), for a "
-                "model not trained that long"
+                f"context size'); {override}, for a model not trained that long"
                 + unlifted_reason(dep.model, dep.rope, limit or 0))
     return (f"{dep.engine} refuses --max-model-len {context:,}, past {dep.model.name}'s "
             f"{limit or 0:,} positions ({label})"

@@ -105,13 +105,13 @@ def _rope_type(text: str) -> str:
 
 def _rope_factor(flag: str, inverse: bool = False) -> Any:
     """A positive number, checked as RopeLaunch checks it; for ``inverse`` (--rope-scale F)
-    its reciprocal, rope_freq_scale (common/arg.cpp: 1.0f / F)."""
-    from ridgeline.llamacpp_rope import RopeLaunch
+    its reciprocal, rope_freq_scale, as llama.cpp holds it (rope_scale_freq: 1.0f / F)."""
+    from ridgeline.llamacpp_rope import RopeLaunch, rope_scale_freq
 
     def parse(text: str) -> float:
         value = _plain_float(text, f"{flag} must be a number")
         RopeLaunch(freq_scale=value)  # refuses 0, a negative, inf or NaN
-        return 1.0 / value if inverse else value
+        return rope_scale_freq(value) if inverse else value
 
     return _typed(parse)
 
@@ -355,8 +355,8 @@ def fit_launch(args: argparse.Namespace, dep: Any,
     --fit finds no placement or a weight moved to the host needs --host-bandwidth-gbs).
     No context given: -c 0 shrunk to what fits, or weights moved (``fitted_context``);
     --max-model-len L: ``launch_fitted``'s -c and placement, those `fit` prints."""
-    from ridgeline.context_length import served_positions
     from ridgeline.llamacpp_fit import FitFailed
+    from ridgeline.llamacpp_rope import loaded_n_ctx_train
     from ridgeline.sim.config import llamacpp_context
 
     if not settings.max_model_len:
@@ -366,7 +366,7 @@ def fit_launch(args: argparse.Namespace, dep: Any,
             if auto_layers(args):
                 raise
             return None
-        trained = served_positions(dep.model, dep.engine) or context
+        trained = loaded_n_ctx_train(dep.model, dep.engine, dep.rope) or context
         if (placed.offload is None and context >= trained) or default_kept(args, placed, True):
             return None
         return context, placed, "--fit"

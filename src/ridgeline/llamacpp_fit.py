@@ -31,10 +31,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ridgeline.context_length import served_positions
 from ridgeline.datafiles import load_data
 from ridgeline.errors import InputError
 from ridgeline.hardware import device_memory_bytes
+from ridgeline.llamacpp_rope import loaded_n_ctx_train
 from ridgeline.units import MIB
 
 if TYPE_CHECKING:
@@ -190,7 +190,7 @@ def fit_context(dep: Deployment, settings: EngineSettings, template: HostOffload
     Returns (context, placed deployment)."""
     margin = default_fit_target_bytes() if margin_bytes is None else margin_bytes
     floor = default_fit_min_context() if min_context is None else min_context
-    trained = served_positions(dep.model, dep.engine)  # n_ctx_train
+    trained = loaded_n_ctx_train(dep.model, dep.engine, dep.rope)  # n_ctx_train, as loaded
     if not trained:
         raise InputError(f"{dep.model.name} states no trained context "
                          "(max_position_embeddings): give --max-model-len")
@@ -209,7 +209,7 @@ def fit_context(dep: Deployment, settings: EngineSettings, template: HostOffload
 
 def context_story(dep: Deployment, context: int) -> str:
     """One line on the context --fit chose for llama-server's -c 0, and why."""
-    trained = served_positions(dep.model, dep.engine) or context
+    trained = loaded_n_ctx_train(dep.model, dep.engine, dep.rope) or context
     head = f"llama-server's default -c 0 under --fit: -c {context:,}"
     if context >= trained:
         return f"{head}, the trained context"

@@ -15,6 +15,7 @@ from ridgeline.model import ModelSpec
 TYPES = ("int", "float", "bool", "str")
 KEY_MAX_CHARS = 127  # llama_model_kv_override.key is char[128]: a longer key is "malformed"
 STR_MAX_CHARS = 127  # .val_str is char[128]: "value cannot exceed 127 chars"
+N_CTX_TRAIN_MAX = 2**32 - 1  # llama_hparams.n_ctx_train is a uint32_t
 CONTEXT_KEY = "context_length"  # LLM_KV_CONTEXT_LENGTH, "%s.context_length" (llama-arch.cpp)
 
 # the GGUF general.architecture llama.cpp's converter writes for a model_type: gguf_model's
@@ -53,9 +54,12 @@ class KvOverride:
             # llama.cpp reads it with atol, so 'abc' or '1.5' would load as 0 or 1 unwarned:
             # ridgeline refuses rather than size a launch on a number nobody meant
             raise InputError(f"--override-kv {text!r}: int takes a whole number")
-        if self.type == "int" and self.sets_context_length and int(self.value) < 1:
-            # n_ctx_train is a uint32_t: 0 or a negative would not be a context at all
-            raise InputError(f"--override-kv {text!r}: a context length is at least 1")
+        if self.type == "int" and self.sets_context_length \
+                and not 1 <= int(self.value) <= N_CTX_TRAIN_MAX:
+            # n_ctx_train is a uint32_t: 0 or a negative would not be a context at all, and
+            # past its most the value wraps (get_key casts the override's int64 to it)
+            raise InputError(f"--override-kv {text!r}: a context length is 1 to "
+                             f"{N_CTX_TRAIN_MAX:,} (n_ctx_train is a uint32_t)")
         if self.type == "float":
             try:
                 float(self.value)

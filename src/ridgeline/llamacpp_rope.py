@@ -14,9 +14,10 @@ import math
 import struct
 from dataclasses import dataclass
 
+from ridgeline.context_length import served_positions
 from ridgeline.datafiles import engine_defaults
 from ridgeline.errors import InputError
-from ridgeline.llamacpp_overrides import KvOverride, context_override
+from ridgeline.llamacpp_overrides import N_CTX_TRAIN_MAX, KvOverride, context_override
 from ridgeline.model import ModelSpec
 
 SCALING_TYPES = ("none", "linear", "yarn")  # common/arg.cpp's --rope-scaling values
@@ -46,9 +47,10 @@ class RopeLaunch:
             raise InputError(f"--rope-scaling is one of {', '.join(SCALING_TYPES)}, got "
                              f"{self.scaling!r}")
         if self.freq_scale is not None and not (math.isfinite(self.freq_scale)
-                                                and self.freq_scale > 0):
-            raise InputError(f"--rope-scale and --rope-freq-scale take a positive number, got "
-                             f"{self.freq_scale:g}")
+                                                and 0 < _f32(self.freq_scale) < math.inf):
+            # as llama.cpp holds it, in 32 bits: 1e-300 is 0 (a division by 0), 1e300 inf
+            raise InputError(f"--rope-scale and --rope-freq-scale take a positive number a "
+                             f"32-bit float holds, got {self.freq_scale:g}")
         if isinstance(self.yarn_orig_ctx, bool) or not isinstance(self.yarn_orig_ctx, int) \
                 or self.yarn_orig_ctx < 0:
             raise InputError(f"--yarn-orig-ctx must be a whole number ≥ 0, got "
@@ -59,9 +61,26 @@ class RopeLaunch:
         space each), for a start line that must carry them: without them its slots keep the
         trained cap. One --override-kv an override, which every build reads."""
         return "".join((f" --rope-scaling {self.scaling}" if self.scaling else "",
-                        f" --rope-scale {1 / self.freq_scale:g}" if self.freq_scale else "",
+                        f" {self._scale_flag()}" if self.freq_scale else "",
                         f" --yarn-orig-ctx {self.yarn_orig_ctx}" if self.yarn_orig_ctx else "",
                         *(f" --override-kv {_shell_word(o.text)}" for o in self.kv_overrides)))
+
+
+    def _scale_flag(self) -> str:
+        """--rope-scale F where llama.cpp's 1.0f / F gives back the 32-bit rope_freq_scale
+        modelled, else --rope-freq-scale with every digit: a rounded F (--rope-freq-scale
+        0.56792 as --rope-scale 1.76081) would start a slot cap a token or more away."""
+        assert self.freq_scale is not None
+        factor = f"{1 / self.freq_scale:g}"
+        if rope_scale_freq(float(factor)) == _f32(self.freq_scale):
+            return f"--rope-scale {factor}"
+        return f"--rope-freq-scale {self.freq_scale!r}"
+
+
+def rope_scale_freq(factor: float) -> float:
+    """--rope-scale F as llama.cpp holds it: rope_freq_scale = 1.0f / F, in 32-bit floats
+    (common/arg.cpp)."""
+    return _f32(1.0 / _f32(factor))
 
 
 def _shell_word(text: str) -> str:
@@ -69,6 +88,17 @@ def _shell_word(text: str) -> str:
     import shlex
 
     return shlex.quote('"' + text.replace('"', '""') + '"' if "," in text else text)
+
+
+def loaded_n_ctx_train(spec: ModelSpec, engine: str, launch: RopeLaunch | None) -> int | None:
+    """n_ctx_train as llama-server loads the GGUF, before any context exists: --override-kv's
+    ARCH.context_length where the launch gives one (load_hparams reads the key through the
+    overrides), else the config's (served_positions). What -c 0 allocates and --fit shrinks
+    from: YaRN's rescaling (launch_n_ctx_train) comes only after the context is built, so it
+    lifts each slot's cap, not -c 0. Mistral-7B under --override-kv
+    llama.context_length=int:65536: -c 0 is 65,536 cells, not 32,768."""
+    override = context_override(spec, launch.kv_overrides) if launch is not None else None
+    return int(override.value) if override is not None else served_positions(spec, engine)
 
 
 def launch_n_ctx_train(spec: ModelSpec, launch: RopeLaunch, n_ctx_train: int | None,
@@ -118,6 +148,10 @@ def yarn_n_ctx_train(spec: ModelSpec, launch: RopeLaunch,
         base, field = rs.original_positions, "original context"
     else:
         base, field = n_ctx_train, "n_ctx_train"
+    if not base / scale <= N_CTX_TRAIN_MAX:
+        raise InputError(f"YaRN at rope_freq_scale {scale:g} would make n_ctx_train {base:,} ÷ "
+                         f"{scale:g}, past the {N_CTX_TRAIN_MAX:,} llama.cpp's uint32_t holds: "
+                         "give a --rope-scale a context can take")
     lifted = int(_f32(base / scale))
     return lifted, f"{field} {base:,} × YaRN {_f32(1.0 / scale):g} = {lifted:,}"
 

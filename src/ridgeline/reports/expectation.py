@@ -284,7 +284,11 @@ def context_caution(dep: Deployment, tokens: int) -> str:
         said = (f"llama-server's slot cap is {limit:,} tokens (n_ctx_train, as the launch's "
                 f"{label} sets it)")
     else:
-        said = (f"llama-server's slot cap is {label} tokens (n_ctx_train lifted by the launch's "
+        trained = served_positions(dep.model, dep.engine)
+        # YaRN at a new scale rescales the GGUF's original context: gpt-oss's 4,096 × 2 is
+        # under its 131,072, a cap the launch lowers
+        how = "lifted" if trained is None or limit > trained else f"lowered from {trained:,}"
+        said = (f"llama-server's slot cap is {label} tokens (n_ctx_train {how} by the launch's "
                 "--rope-scaling yarn, llama.cpp PR #28030)")
     return "; ".join(c for c in (said, note) if c)
 

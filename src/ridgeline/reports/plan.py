@@ -138,7 +138,11 @@ class PlanReport:
 
     def _split_row(self, c: Candidate) -> dict[str, Any]:
         """A split's row, with each pool's launch command at its knobs (``pool_commands``)."""
-        return {**self._row(c), "pool_commands": self.launch.pool_commands(c) or None}
+        launch = self.launch.pool_trtllm(c)  # the YAML trtllm-serve's pool commands name
+        return {**self._row(c), "pool_commands": self.launch.pool_commands(c) or None,
+                **({"pool_config_files": {launch.config_name: launch.config_text}
+                    if launch.config else None, "pool_command_note": launch.note or None}
+                   if launch is not None else {})}
 
     @property
     def lists(self) -> PlanLists:
@@ -247,7 +251,7 @@ class PlanReport:
                              "KV connectors)"
                              + "".join(f"; caution: {text}" for text in r.cautions_for(c)))
                 lines += ["  " + line for line in self.lists.pool_lines(
-                    c, self.launch.pool_commands)]
+                    c, self.launch.pool_launch)]
             if r.closest_miss:
                 lines.append(f"closest: {r.closest_miss}")
             if r.unpriced:
@@ -335,6 +339,6 @@ class PlanReport:
         if held_back:
             lines += self.lists.cheaper_unverified_lines(held_back, priced, priced_tok_s)
         lines += self.lists.alternative_lines(win, priced, priced_tok_s,
-                                              self.launch.pool_commands)
+                                              self.launch.pool_launch)
         lines += self.lists.pareto_lines()
         return lines

@@ -156,6 +156,28 @@ class PlanCommands:
                 out[name] = command
         return out
 
+    def pool_trtllm(self, c: Candidate) -> TrtllmLaunch | None:
+        """The trtllm-serve launch of an xPyD split's pools where it names a YAML or needs a
+        note (an fp8 KV cache's kv_cache_config, an FP8 checkpoint), else None: the two
+        pools differ in their flags only (their knobs), so both name the same file."""
+        if not c.disaggregated or self.result.engine != "trtllm":
+            return None
+        launch = trtllm_launch(self.model_id, c.pool(False), c.max_model_len or self.max_len,
+                               self.model)
+        return launch if launch.command and (launch.config or launch.note) else None
+
+    def pool_launch(self, c: Candidate) -> tuple[dict[str, str], list[str]]:
+        """A split's pool commands (``pool_commands``) and the lines to print under them:
+        the YAML file its trtllm-serve commands name and what their MODEL must be, which the
+        commands do not reproduce the pools without."""
+        launch = self.pool_trtllm(c)
+        extra = [] if launch is None else [
+            *([f"in {launch.config_name}:", *(f"  {line}" for line in
+                                              launch.config_text.splitlines())]
+              if launch.config else []),
+            *([launch.note] if launch.note else [])]
+        return self.pool_commands(c), extra
+
     def check_command(self, c: Candidate) -> str:
         """The simulate command that reruns ``c``'s check, or ""."""
         r = self.result

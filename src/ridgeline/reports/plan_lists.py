@@ -17,8 +17,9 @@ from ridgeline.plan import PlanResult
 from ridgeline.render import table
 from ridgeline.units import plural
 
-# a split's launch command for each pool by name (PlanCommands.pool_commands), where printed
-PoolCommands = Callable[[Candidate], dict[str, str]] | None
+# a split's launch command for each pool by name and the lines its commands need printed
+# beside them (PlanCommands.pool_launch), where printed
+PoolCommands = Callable[[Candidate], tuple[dict[str, str], list[str]]] | None
 
 
 def _shape(c: Candidate) -> tuple[str, int, int, str, bool, int]:
@@ -222,11 +223,13 @@ class PlanLists:
 
     def pool_lines(self, c: Candidate, pool_commands: PoolCommands) -> list[str]:
         """Under a split ``c``, each pool's replicas and its launch command, at the knobs its
-        check held with (``PlanCommands.pool_commands``); none without commands."""
-        commands = pool_commands(c) if pool_commands else {}
+        check held with (``PlanCommands.pool_launch``), and what the commands need beside
+        them (trtllm-serve's YAML file); none without commands."""
+        commands, extra = pool_commands(c) if pool_commands else ({}, [])
         count = {"prefill": c.prefill_replicas, "decode": c.replicas - c.prefill_replicas}
         return [f"  {name} pool, {count[name]} {plural(count[name], 'replica')}: {command}"
-                for name, command in commands.items()]
+                for name, command in commands.items()] \
+            + [f"    {line}" for line in extra if commands]
 
     def pareto_lines(self) -> list[str]:
         """The Pareto frontier of tokens per GPU against tokens per user, decode at the load's

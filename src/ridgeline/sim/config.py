@@ -182,7 +182,14 @@ def sim_config(dep: Deployment, settings: object | None = None,
 
         version = vllm_accounting(s.engine_version).version
         prefix_caching = vllm_prefix_caching(dep.model, s.prefix_caching, version)
-    max_len = s.max_model_len or served_positions(dep.model, dep.engine) or 131072
+    from ridgeline.capacity import served_context
+    from ridgeline.llamacpp_rope import loaded_n_ctx_train
+
+    # llama-server's -c 0: n_ctx_train as --override-kv loads it, each slot capped at
+    # n_ctx_train as the launch's YaRN then leaves it (served_context: gpt-oss's 4,096 × 2)
+    max_len = s.max_model_len or min(filter(None, (
+        loaded_n_ctx_train(dep.model, dep.engine, dep.rope), served_context(dep)[0])),
+        default=131072)
     pool = kv_pool(dep, s)
     blocks, block_size, overhead = pool.blocks, pool.block_size, 0
     g = pool.groups
@@ -261,11 +268,14 @@ def llamacpp_context(dep: Deployment, settings: object | None = None) -> tuple[i
         how = f"{slots} {'slot' if slots == 1 else 'slots'}" if held == slots else \
             f"the {held} of its {slots} slots that fit, as `fit` starts it"
         return s.max_model_len * held, f"--max-model-len {s.max_model_len:,} × {how}"
-    trained = served_positions(dep.model, dep.engine)  # n_ctx_train
+    from ridgeline.llamacpp_rope import loaded_n_ctx_train
+
+    trained = loaded_n_ctx_train(dep.model, dep.engine, dep.rope)  # n_ctx_train, as loaded
     if not trained:
         raise InputError(f"{dep.model.name} states no trained context "
                          "(max_position_embeddings) for llama-server's -c 0: give --max-model-len")
-    return trained, "its default -c 0, the model's trained context"
+    return trained, "its default -c 0, the model's trained context" + (
+        " as --override-kv sets it" if trained != served_positions(dep.model, dep.engine) else "")
 
 
 def start_refusal(dep: Deployment, settings: object, config: SimConfig,
