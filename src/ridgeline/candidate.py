@@ -174,9 +174,10 @@ def replica_deployment(model: ModelSpec, acc: Accelerator, c_tp: int, pp: int, w
                 version: str | None = None, data_parallel_size: int = 1) -> Deployment:
     """One replica as the planner lays it out, or the engine's one-line refusal (InputError):
     the build's, and ``deployment_problem``'s at ``version`` (a pre-quantized bitsandbytes
-    checkpoint at TP > 1, which vLLM and SGLang refuse)."""
+    checkpoint at TP > 1, which vLLM and SGLang refuse); its recurrent states at the dtype
+    ``version`` keeps them in (Deployment.with_state_settings)."""
     dep = replica_build(model, acc, c_tp, pp, weights, kv, expert_parallel, engine,
-                        data_parallel_size)
+                        data_parallel_size).with_state_settings(version, None)
     problem = deployment_problem(dep, version)
     if problem:
         raise InputError(problem)

@@ -163,6 +163,9 @@ def build_deployment(args: argparse.Namespace, model: Any, acc: Any, engine: str
     rope = rope_launch(args, engine)
     if rope is not None:
         dep = replace(dep, rope=rope)
+    # the settings a hybrid's state dtype follows, so the step reads it as the pool sizes it
+    dep = dep.with_state_settings(getattr(args, "engine_version", None),
+                                  getattr(args, "mamba_ssm_dtype", None))
     from ridgeline.quantization_gates import deployment_problem
 
     problem = deployment_problem(dep, getattr(args, "engine_version", None))

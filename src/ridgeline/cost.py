@@ -705,17 +705,19 @@ def _pairs(cached: int, new: int, window: int | None) -> float:
 
 
 @lru_cache(maxsize=64)
-def served_state_model(model: ModelSpec, engine: str) -> ModelSpec:
-    """The model with its SSM state at the dtype vLLM keeps it in (its newest modelled
-    release, as `fit` and `kv` count it: Nemotron-H's in fp32 from v0.20, twice the bytes a
-    step reads and writes), SGLang (sglang_state_dtypes: fp32 unless the config names
-    mamba_ssm_dtype) or TensorRT-LLM (trtllm_ssm_dtype: the config's mamba_ssm_cache_dtype,
-    else its torch_dtype, so Qwen3.5's mamba_ssm_dtype fp32 is bf16 there); llama.cpp's is
-    served_state's."""
+def served_state_model(model: ModelSpec, engine: str, engine_version: str | None = None,
+                       mamba_ssm_dtype: str | None = None) -> ModelSpec:
+    """The model with its SSM state at the dtype the engine keeps it in under its settings,
+    by the rules its pool sizes it with: vLLM (ssm_state_dtype at ``engine_version``, default
+    its newest modelled release: Nemotron-H's in fp32 from v0.20, fp16 before), SGLang
+    (sglang_state_model: --mamba-ssm-dtype ``mamba_ssm_dtype`` where given, else fp32 unless
+    the config names mamba_ssm_dtype) or TensorRT-LLM (trtllm_ssm_dtype: the config's
+    mamba_ssm_cache_dtype, else its torch_dtype, so Qwen3.5's mamba_ssm_dtype fp32 is bf16
+    there; ridgeline takes no flag for it); llama.cpp's is served_state's."""
     if engine == "sglang":
         from ridgeline.sglang_hybrid import sglang_state_model
 
-        return sglang_state_model(model)
+        return sglang_state_model(model, mamba_ssm_dtype)
     if engine == "trtllm":
         from ridgeline.trtllm_memory import trtllm_ssm_dtype
 
@@ -726,17 +728,19 @@ def served_state_model(model: ModelSpec, engine: str) -> ModelSpec:
     from ridgeline.vllm_hybrid import ssm_state_dtype
     from ridgeline.vllm_memory import vllm_accounting
 
-    dtype = ssm_state_dtype(model, vllm_accounting().version)
+    dtype = ssm_state_dtype(model, vllm_accounting(engine_version).version)
     return model if dtype == model.state_dtype else replace(model, state_dtype=dtype)
 
 
 def served_state(dep: Deployment) -> tuple[ModelSpec, float | None]:
     """The model with its recurrent states at the dtypes the deployment's engine keeps them
-    in (served_state_model), and the one element size llama.cpp keeps both in (f32,
+    in under the settings it carries (served_state_model at ``dep.state_engine_version`` and
+    ``dep.mamba_ssm_dtype``), and the one element size llama.cpp keeps both in (f32,
     LLAMACPP_STATE_BYTES; None elsewhere): what a step reads and writes, and what the fit
     line holds, as each engine's pool sizes them."""
     fixed = LLAMACPP_STATE_BYTES if dep.engine.startswith("llama.cpp") else None
-    return served_state_model(dep.model, dep.engine), fixed
+    return served_state_model(dep.model, dep.engine, dep.state_engine_version,
+                              dep.mamba_ssm_dtype), fixed
 
 
 def served_footprint(dep: Deployment, context: int) -> KVFootprint:

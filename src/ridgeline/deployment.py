@@ -75,6 +75,11 @@ class Deployment:
     # tensor-parallel ranks, token by token, so TP's copies of it shrink by as much
     decode_context_parallel_size: int = 1
     rope: RopeLaunch | None = None  # llama.cpp's RoPE flags, which may lift n_ctx_train
+    # the engine settings a hybrid's recurrent-state dtype follows, as its pool reads them
+    # (cost.served_state_model): vLLM's --engine-version (Nemotron-H's SSM state fp16 before
+    # v0.20, fp32 from it), SGLang's --mamba-ssm-dtype; None: the engine's defaults
+    state_engine_version: str | None = None
+    mamba_ssm_dtype: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
@@ -235,7 +240,19 @@ class Deployment:
                      self.tensor_parallel_size, self.pipeline_parallel_size,
                      self.expert_parallel, self.engine, self.flash_attention, self.offload,
                      self.data_parallel_size, self.cpu_offload,
-                     self.decode_context_parallel_size))
+                     self.decode_context_parallel_size, self.state_engine_version,
+                     self.mamba_ssm_dtype))
+
+    def with_state_settings(self, engine_version: str | None,
+                            mamba_ssm_dtype: str | None) -> Deployment:
+        """This deployment with the engine settings its recurrent states' dtype follows
+        (``state_engine_version``, ``mamba_ssm_dtype``), so the step and the fit line size the
+        states as the pool does under the same settings (cost.served_state_model); each kept
+        only where the engine reads it (vLLM its version, SGLang its flag), so no other
+        deployment changes identity or step-cost cache entry."""
+        return replace(self,
+                       state_engine_version=engine_version if self.engine == "vllm" else None,
+                       mamba_ssm_dtype=mamba_ssm_dtype if self.engine == "sglang" else None)
 
     @property
     def num_gpus(self) -> int:

@@ -115,7 +115,8 @@ def verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
     setting (``pool_configs``), then launched at its own (``pool_knobs``): at the fewest
     replicas that hold, the pair of the lowest TTFT; the defaults where they hold."""
     acc = resolve_accelerator(c.accelerator)
-    dep = replica_deployment(model, acc, c.tp, 1, c.weights, c.kv, engine=engine)
+    dep = replica_deployment(model, acc, c.tp, 1, c.weights, c.kv,
+                             engine=engine).with_state_settings(engine_version, None)
     max_len = c.max_model_len or launch_length(dep, EngineSettings(engine_version=engine_version))
     if not max_len:
         return None  # no --max-model-len starts it
@@ -216,7 +217,8 @@ def disaggregated_candidates(model: ModelSpec, load: Load, slo: Slo, gpus: Seque
     for gpu in gpus:
         acc = resolve_accelerator(gpu)
         best: Candidate | None = None
-        for weights, tp, kv, dep in _splits(model, acc, engine):
+        for weights, tp, kv, split in _splits(model, acc, engine):
+            dep = split.with_state_settings(engine_version, None)  # its state as its pool's
             settings = EngineSettings(engine_version=engine_version)
             max_len = launch_length(dep, settings)  # each pool's launch, as a replica's
             cap = max_batch(dep, isl + osl, replace(settings, max_model_len=max_len)) \

@@ -258,8 +258,8 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
                                  *(next((why for d, why in own if d is win), ())),
                                  *data_parallel_winner_cautions(win, engine, model)) if c)
     return PlanResult(load, slo, candidates, unpriced_best, split_sorted,
-                      tuple(_pareto(model, feasible, load, engine, profile)), len(jobs), mean_out,
-                      miss,
+                      tuple(_pareto(model, feasible, load, engine, profile, engine_version)),
+                      len(jobs), mean_out, miss,
                       engine, cautions, engine_version, measured, own,
                       tuple(n for n in (chunked_prefill_note(win, engine, load),) if n))
 
@@ -331,9 +331,10 @@ def _best_per_gpu(cands: list[Candidate]) -> list[Candidate]:
 
 
 def _pareto(model: ModelSpec, feasible: list[Candidate], load: Load,
-            engine: str = "vllm", profile: EngineProfile | None = None
-            ) -> list[tuple[float, float, str]]:
-    """Non-dominated (tok/s per GPU, tok/s per user) points over batch, per configuration."""
+            engine: str = "vllm", profile: EngineProfile | None = None,
+            engine_version: str | None = None) -> list[tuple[float, float, str]]:
+    """Non-dominated (tok/s per GPU, tok/s per user) points over batch, per configuration,
+    each step priced with the states ``engine_version`` keeps (as the search sized them)."""
     mean_in, mean_out = load.means()
     ctx = mean_decode_context(mean_in, mean_out)
     points = []
@@ -344,7 +345,7 @@ def _pareto(model: ModelSpec, feasible: list[Candidate], load: Load,
         if key not in widest or c.batch > widest[key].batch:
             widest[key] = c
     for c in widest.values():
-        dep = candidate_deployment(model, c, engine)
+        dep = candidate_deployment(model, c, engine).with_state_settings(engine_version, None)
         top = max(1, c.batch)
         batches = [1 << k for k in range(top.bit_length()) if 1 << k < top] + [top]
         for b in batches:  # 1, 2, 4, … and the batch that meets the SLO
