@@ -6,15 +6,33 @@ from it) size the step's state reads and decode's fits line as they size the poo
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ridgeline import Deployment, resolve_accelerator, resolve_model
-from ridgeline.cost import Seq, served_footprint, step_time_s
+from ridgeline.candidate import (
+    Candidate,
+    candidate_deployment,
+    replica_deployment,
+    weights_lightest_first,
+)
+from ridgeline.capacity import max_batch
+from ridgeline.cost import Seq, decode_batch, mean_decode_context, served_footprint, step_time_s
+from ridgeline.engines import profile_for
+from ridgeline.floors import decode_floor
 from ridgeline.kvgroups import KERNEL_BLOCK_ALIGNMENT
 from ridgeline.memory import EngineSettings, kv_pool
+from ridgeline.observe import read_source
+from ridgeline.plan import plan
+from ridgeline.reports.decode import describe_settings
+from ridgeline.reports.observe import observe_report
+from ridgeline.serving_load import Load, Slo
 from tests.conftest import run_cli
+
+FIXTURES = Path(__file__).parent / "fixtures"
 
 NEXT = "qwen3-next-80b-a3b-thinking"  # SGLang: 36 linear-attention layers
 NEMOTRON_H = "nemotron-h-56b-base-8k"  # vLLM: its SSM state's dtype moved in v0.20
@@ -103,3 +121,89 @@ def test_the_cached_step_time_keys_on_the_state_settings() -> None:
     old = step_time_s(dep.with_state_settings(OLD_VLLM, None), batch)
     assert old < new
     assert step_time_s(dep.with_state_settings(None, None), batch) == new
+
+
+# -- the paths that build a deployment of their own: plan's closest miss and candidates,
+# observe's lighter-weight floors, decode's settings text -----------------------------------
+
+MISS = re.compile(r"(\d+) x (\S+) \(TP(\d+)\): TTFT ≥ [\d,]+ ms, TPOT ≥ ([\d.]+) ms")
+
+
+def closest_miss_at(version: str | None) -> tuple[int, str, float]:
+    """(TP, card, TPOT in ms) of plan's closest miss for Nemotron-H on vLLM at ``version``,
+    under a 1 ms TPOT no card keeps."""
+    result = plan(resolve_model(NEMOTRON_H), Load(10, "2000", "500"), Slo(0.01, 0.001),
+                  ["h200-sxm"], max_gpus=2, workers=1, engine_version=version)
+    assert result.winner is None
+    found = MISS.match(result.closest_miss)
+    assert found, result.closest_miss
+    return int(found.group(3)), found.group(2), float(found.group(4))
+
+
+def test_plans_closest_miss_prices_the_state_the_release_keeps() -> None:
+    """Under --engine-version 0.19.0 the closest miss reads Nemotron-H's fp16 state, as the
+    search's replicas (replica_deployment at the version) do: its TPOT is the smaller."""
+    tp, gpu, old_ms = closest_miss_at(OLD_VLLM)
+    new_tp, _, new_ms = closest_miss_at(None)
+    assert tp == new_tp and old_ms < new_ms
+    load = Load(10, "2000", "500")
+    ctx = mean_decode_context(*load.means())
+    acc = resolve_accelerator(gpu)
+    for version, shown in ((OLD_VLLM, old_ms), (None, new_ms)):
+        priced = [step_time_s(replica_deployment(resolve_model(NEMOTRON_H), acc, tp, 1, w, kv,
+                                                 version=version),
+                              decode_batch(1, ctx), profile_for("vllm")) * 1e3
+                  for w in weights_lightest_first(resolve_model(NEMOTRON_H))
+                  for kv in ("fp8", "bf16")]
+        assert any(f"{ms:,.1f}" == f"{shown:,.1f}" for ms in priced)
+
+
+def test_a_candidates_deployment_carries_the_version_its_search_sized_it_at() -> None:
+    model = resolve_model(NEMOTRON_H)
+    c = Candidate("h200-sxm", 2, 1, "fp8", "fp8", 64, 8, 0.01, 0.1, 1.0, 1, None, True, "",
+                  (0.9, 1.1))
+    old = candidate_deployment(model, c, "vllm", OLD_VLLM)
+    assert old == replica_deployment(model, resolve_accelerator("h200-sxm"), 2, 1, "fp8", "fp8",
+                                     version=OLD_VLLM)
+    batch = decode_batch(8, 4000)
+    assert step_time_s(old, batch) < step_time_s(candidate_deployment(model, c, "vllm"), batch)
+
+
+def test_observes_lighter_weight_floors_keep_the_state_of_the_deployment_observed() -> None:
+    """A bench's 28 ms a token under Nemotron-H's bf16 floor on two A100s at vLLM 0.19.0: the
+    lighter formats' floors it names are priced with that release's fp16 state too."""
+    model, acc = resolve_model(NEMOTRON_H), resolve_accelerator("a100-80gb")
+    dep = Deployment.build(model, acc, engine="vllm",
+                           num_gpus=2).with_state_settings(OLD_VLLM, None)
+    report = observe_report(read_source(str(FIXTURES / "vllm_bench.json")), dep,
+                            profile_for("vllm"), None, EngineSettings(engine_version=OLD_VLLM))
+    assert report.below_floor and report.lighter_weights and report.batch is not None
+    for name, ms in report.lighter_weights:
+        lighter = Deployment.build(model, acc, name, dep.kv.id, 2, engine="vllm")
+        old, new = (decode_floor(d, round(report.batch), report.context).step_time_s * 1e3
+                    for d in (lighter.with_state_settings(OLD_VLLM, None), lighter))
+        assert ms == pytest.approx(old) and old < new
+
+
+@pytest.mark.parametrize("flag", ["bfloat16", "float16"])
+def test_decodes_settings_text_names_the_ssm_dtype_it_sized_the_pool_with(
+        capsys: pytest.CaptureFixture[str], flag: str) -> None:
+    """decode's engine_max_batch[].settings names --mamba-ssm-dtype where given (it said
+    "defaults"), and the batch it reports is the pool's under that flag."""
+    def engine_max_batch(flag: str | None) -> dict[str, Any]:
+        code, out, err = run_cli(capsys, "decode", *sglang_argv(flag), "--gpu", "h200",
+                                 "--batch", "1", "--context", "30000", "--json")
+        assert code == 0, err
+        found: dict[str, Any] = json.loads(out)["engine_max_batch"][0]
+        return found
+
+    given, default = engine_max_batch(flag), engine_max_batch(None)
+    assert default["settings"] == "defaults"
+    assert given["settings"] == describe_settings(EngineSettings(mamba_ssm_dtype=flag), "sglang")
+    assert f"mamba_ssm_dtype {flag}" in given["settings"]
+    dep = Deployment.build(resolve_model(NEXT), resolve_accelerator("h200"), num_gpus=TP,
+                           engine="sglang")
+    for held, dtype in ((given, flag), (default, None)):
+        assert held["batch"] == max_batch(dep.with_state_settings(None, dtype), 30_000,
+                                          EngineSettings(mamba_ssm_dtype=dtype))
+    assert given["batch"] >= default["batch"]

@@ -194,10 +194,12 @@ def replica_build(model: ModelSpec, acc: Accelerator, c_tp: int, pp: int, weight
                             data_parallel_size=data_parallel_size)
 
 
-def candidate_deployment(model: ModelSpec, c: Candidate, engine: str) -> Deployment:
-    """The deployment of one replica of ``c`` under ``engine``."""
+def candidate_deployment(model: ModelSpec, c: Candidate, engine: str,
+                         version: str | None = None) -> Deployment:
+    """The deployment of one replica of ``c`` under ``engine`` at ``version``, as the search
+    sized it (``replica_deployment``: its recurrent states at the dtype ``version`` keeps)."""
     return replica_deployment(model, resolve_accelerator(c.accelerator), c.tp, c.pp, c.weights,
-                              c.kv, c.expert_parallel, engine,
+                              c.kv, c.expert_parallel, engine, version,
                               data_parallel_size=c.data_parallel)
 
 

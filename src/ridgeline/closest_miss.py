@@ -29,33 +29,42 @@ from ridgeline.units import plural
 
 
 def _holding(model: ModelSpec, acc: Accelerator, tp: int, pp: int, context: int,
-             engine: str) -> tuple[bool, Deployment | None]:
+             engine: str, version: str | None = None) -> tuple[bool, Deployment | None]:
     """(whether any TP``tp`` × PP``pp`` group of ``acc`` builds, the first the search could launch
     whose pool holds one request of ``context`` tokens or None): the lightest weights first,
     then the search's other formats, fp8 KV first, each with the search's
-    engine knobs (vLLM's default 1,024 seats can leave no pool where 64 leave one)."""
+    engine knobs (vLLM's default 1,024 seats can leave no pool where 64 leave one); built,
+    sized and its states kept as ``version`` does them, as the search's replicas are."""
     built = False
     for weights in weights_lightest_first(model):
         for kv in ("fp8", "bf16"):
             try:
-                dep = replica_deployment(model, acc, tp, pp, weights, kv, engine=engine)
+                dep = replica_deployment(model, acc, tp, pp, weights, kv, engine=engine,
+                                         version=version)
             except InputError:
                 continue
             built = True
             for seqs, tokens in ENGINE_KNOBS:
                 settings = EngineSettings(max_model_len=context, max_num_seqs=seqs,
-                                          max_num_batched_tokens=tokens)
-                if max_batch(dep, context, settings) >= 1:
+                                          max_num_batched_tokens=tokens, engine_version=version)
+                try:
+                    held = max_batch(dep, context, settings)
+                except InputError:  # a shape this release cannot launch (vLLM's PP before 0.5.1)
+                    break
+                if held >= 1:
                     return True, dep
     return built, None
 
 
-def _first_refusal(model: ModelSpec, gpus: Sequence[str], engine: str) -> str:
-    """Why one GPU of the first card cannot launch ``model`` under ``engine``: the build's
-    own one-line refusal (an MI250's two GCDs split falcon-7b's 71 heads at TP2 under vLLM)."""
+def _first_refusal(model: ModelSpec, gpus: Sequence[str], engine: str,
+                   version: str | None = None) -> str:
+    """Why one GPU of the first card cannot launch ``model`` under ``engine`` at ``version``:
+    the build's own one-line refusal (an MI250's two GCDs split falcon-7b's 71 heads at TP2
+    under vLLM)."""
     try:
         replica_deployment(model, resolve_accelerator(gpus[0]), 1, 1,
-                           weights_lightest_first(model)[0], "bf16", engine=engine)
+                           weights_lightest_first(model)[0], "bf16", engine=engine,
+                           version=version)
     except InputError as e:
         return str(e)
     return "every layout's build refuses it"
@@ -63,11 +72,13 @@ def _first_refusal(model: ModelSpec, gpus: Sequence[str], engine: str) -> str:
 
 def closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],
                  max_gpus: int, engine: str = "vllm", profile: EngineProfile | None = None,
-                 beyond: Candidate | None = None) -> str:
+                 beyond: Candidate | None = None, engine_version: str | None = None) -> str:
     """The group nearest the SLO unloaded (the least of TTFT ÷ its SLO and TPOT ÷ its SLO, the
     worse of the two), over every card and every layout of the search that holds the model;
     where one meets it unloaded the load is the miss, and ``beyond``, the fewest GPUs the
-    analytic sizing found past ``max_gpus``, says how many it needs."""
+    analytic sizing found past ``max_gpus``, says how many it needs. Each group is built,
+    sized and priced at ``engine_version`` as the search's replicas are: a hybrid's states at
+    the dtype that release keeps them in (Nemotron-H's fp16 before vLLM 0.20)."""
     mean_in, mean_out = load.means()
     context = round(mean_in + mean_out)
     best: tuple[float, int, str] | None = None  # (miss, GPUs, text)
@@ -76,7 +87,7 @@ def closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],
     for gpu in gpus:
         acc = resolve_accelerator(gpu)
         for tp, pp in layouts(node_size(acc), max_gpus, not single_rank_checkpoint(model, engine)):
-            built, dep = _holding(model, acc, tp, pp, context, engine)
+            built, dep = _holding(model, acc, tp, pp, context, engine, engine_version)
             any_built = any_built or built
             if dep is None:
                 continue  # no such split, or none holds one request
@@ -104,8 +115,9 @@ def closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],
                       layouts(node_size(resolve_accelerator(gpu)), max_gpus,
                               not single_rank_checkpoint(model, engine))), default=1)
         if not any_built:  # no layout launches at all: a split, not memory, is the miss
+            why = _first_refusal(model, gpus, engine, engine_version)
             return (f"no group of up to {widest} {plural(widest, 'GPU')} ({', '.join(gpus)}) "
-                    f"launches {model.name} under {engine}: {_first_refusal(model, gpus, engine)}")
+                    f"launches {model.name} under {engine}: {why}")
         return (f"does not fit: no group of up to {widest} {plural(widest, 'GPU')} "
                 f"({', '.join(gpus)}) holds {model.name} with room for one request")
     return best[2]

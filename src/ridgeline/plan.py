@@ -229,7 +229,7 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
                                      engine, profile, runs)
     _, mean_out = load.means()
     miss = "" if feasible else closest_miss(model, load, slo, gpus, max_gpus, engine, profile,
-                                            beyond)
+                                            beyond, engine_version)
     split = disaggregated_candidates(model, load, slo, gpus, max_gpus, table, engine_version, engine,
                                      profile)
     checked = [verify_disaggregated(model, c, load, slo, max_gpus, engine_version, engine,
@@ -345,7 +345,7 @@ def _pareto(model: ModelSpec, feasible: list[Candidate], load: Load,
         if key not in widest or c.batch > widest[key].batch:
             widest[key] = c
     for c in widest.values():
-        dep = candidate_deployment(model, c, engine).with_state_settings(engine_version, None)
+        dep = candidate_deployment(model, c, engine, engine_version)
         top = max(1, c.batch)
         batches = [1 << k for k in range(top.bit_length()) if 1 << k < top] + [top]
         for b in batches:  # 1, 2, 4, … and the batch that meets the SLO

@@ -93,7 +93,7 @@ def verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
     a context whole by default, is checked with enable_chunked_prefill on where the load
     holds a prompt longer than max_num_tokens (``chunked``: one its check drew), as the
     launch plan prints then turns it on."""
-    dep = candidate_deployment(model, c, engine).with_state_settings(engine_version, None)
+    dep = candidate_deployment(model, c, engine, engine_version)
     settings = EngineSettings(max_num_seqs=c.max_num_seqs,
                               max_num_batched_tokens=c.max_num_batched_tokens,
                               engine_version=engine_version)

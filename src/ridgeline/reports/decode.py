@@ -477,6 +477,13 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
                         tuple(c for c in cautions if c), profile, described, steps)
 
 
+# an engine's own name for a size decode's flags set where it is not EngineSettings' (the
+# flags' help, cli.py and cli_engine.sizing_flags: SGLang's --cuda-graph-max-bs,
+# TensorRT-LLM's kv_cache_config.max_tokens)
+SIZE_KNOB_NAMES = {("sglang", "max_cudagraph_capture_size"): "cuda_graph_max_bs",
+                   ("trtllm", "max_total_tokens"): "kv_cache_config.max_tokens"}
+
+
 def describe_settings(settings: EngineSettings, engine: str,
                       max_model_len: int | None = None) -> str:
     """The settings a pool was sized under: 'vllm serve's defaults', or 'usage offline,
@@ -495,6 +502,13 @@ def describe_settings(settings: EngineSettings, engine: str,
               if getattr(settings, name)]
     given += [f"{name} {value:g}" if isinstance(value, float) else f"{name} {value}"
               for name in ("swa_full_tokens_ratio", "backend")
+              if (value := getattr(settings, name)) is not None]
+    # the pool's sizes set rather than left to the engine, and a hybrid's state pool and
+    # dtype (sizing_flags.py), each under the engine's own name (SIZE_KNOB_NAMES)
+    given += [f"{SIZE_KNOB_NAMES.get((engine, name), name)} {value:,}"
+              if isinstance(value, int) else f"{SIZE_KNOB_NAMES.get((engine, name), name)} {value}"
+              for name in ("kv_cache_memory_bytes", "max_total_tokens", "max_mamba_cache_size",
+                           "mamba_ssm_dtype", "max_cudagraph_capture_size")
               if (value := getattr(settings, name)) is not None]
     rules = [version_rules(engine, settings.engine_version)] if settings.engine_version else []
     if engine != "vllm":

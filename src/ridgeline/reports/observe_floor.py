@@ -101,7 +101,8 @@ class ObservedFloor(ObservedLatency):
                     d.model, d.accelerator, name, d.kv.id, d.num_gpus,
                     1 if llamacpp else d.pipeline_parallel_size, d.engine, d.expert_parallel,
                     d.flash_attention,
-                    split_mode="tensor" if llamacpp and d.tensor_parallel_size > 1 else None)
+                    split_mode="tensor" if llamacpp and d.tensor_parallel_size > 1 else None
+                ).with_state_settings(d.state_engine_version, d.mamba_ssm_dtype)  # as ``d``'s
                 floor = decode_floor(lighter, micro_batch(lighter, b), self.context)
             except InputError:
                 continue
