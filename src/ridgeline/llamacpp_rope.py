@@ -11,6 +11,7 @@ what it read when the context is built.
 from __future__ import annotations
 
 import math
+import shlex
 import struct
 from dataclasses import dataclass
 
@@ -59,12 +60,12 @@ class RopeLaunch:
     def flags(self) -> str:
         """The launch's RoPE and --override-kv flags as llama-server takes them (a leading
         space each), for a start line that must carry them: without them its slots keep the
-        trained cap. One --override-kv an override, which every build reads."""
+        trained cap. One --override-kv flag for each override, which every build reads (only
+        newer builds split one flag's value at commas)."""
         return "".join((f" --rope-scaling {self.scaling}" if self.scaling else "",
                         f" {self._scale_flag()}" if self.freq_scale else "",
                         f" --yarn-orig-ctx {self.yarn_orig_ctx}" if self.yarn_orig_ctx else "",
                         *(f" --override-kv {_shell_word(o.text)}" for o in self.kv_overrides)))
-
 
     def _scale_flag(self) -> str:
         """--rope-scale F where llama.cpp's 1.0f / F gives back the 32-bit rope_freq_scale
@@ -85,8 +86,6 @@ def rope_scale_freq(factor: float) -> float:
 
 def _shell_word(text: str) -> str:
     """``text`` as one shell word and one CSV field (common/arg.cpp splits at commas)."""
-    import shlex
-
     return shlex.quote('"' + text.replace('"', '""') + '"' if "," in text else text)
 
 
