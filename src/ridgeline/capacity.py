@@ -149,8 +149,8 @@ def served_context(dep: Deployment) -> tuple[int | None, str]:
     """The longest context the engine serves ``dep`` at, and where it comes from: the
     config's (served_positions); for llama.cpp, n_ctx_train as the launch leaves it
     (llamacpp_rope: --override-kv ARCH.context_length sets it, then YaRN at a new scale lifts
-    it, from PR #28030's build on). The one
-    cap the refusal, fit's longest context and the start checks read."""
+    it, from PR #28030's build on). The one cap the refusal, fit's longest context and the
+    start checks read."""
     limit = served_positions(dep.model, dep.engine)
     label = positions_label(dep.model, dep.engine)
     if dep.rope is not None and dep.engine.startswith("llama.cpp"):
