@@ -139,3 +139,21 @@ def test_a_row_of_the_wrong_width_says_how_many_cells(tmp_path: Path) -> None:
 def test_a_vanishing_value_is_refused_not_scored_as_infinitely_off() -> None:
     with pytest.raises(ValueError, match="from 1e-09"):
         row(value="1e-320")
+
+
+@pytest.mark.parametrize("notes", ["env SGLANG_MAMBA_SSM_DTYPE=bfloat16, others",
+                                   "launched with --mamba-ssm-dtype bfloat16",
+                                   "{'mamba_ssm_dtype': 'bfloat16'}"])
+def test_an_sglang_rows_ssm_state_is_priced_at_the_dtype_its_notes_name(notes: str) -> None:
+    """A hybrid's SSM state is fp32 under SGLang unless the run says otherwise; a run that
+    set it to bf16 (the flag or the environment variable it sets) read half those bytes a
+    step, so it is priced faster than the same row at the default."""
+    hybrid = {"model": "qwen3-next-80b-a3b", "engine": "sglang", "gpu": "h200",
+              "num_gpus": "4", "tp": "4", "batch": "64", "context_len": "9000",
+              "input_len": "8000", "output_len": "1000"}
+    assert row(notes=notes).mamba_ssm_dtype() == "bfloat16"
+    named, plain = (predict(row(**hybrid, notes=n)) for n in (notes, ""))
+    assert named.predicted is not None and plain.predicted is not None
+    assert named.predicted > plain.predicted  # tok/s: fewer state bytes, a shorter step
+    vllm = predict(row(**{**hybrid, "engine": "vllm"}, notes=notes))
+    assert vllm.predicted == predict(row(**{**hybrid, "engine": "vllm"})).predicted  # SGLang's

@@ -104,6 +104,15 @@ class Measurement:
             return int(value)
         return None
 
+    def mamba_ssm_dtype(self) -> str | None:
+        """The SSM-state dtype the notes say an SGLang run kept ('--mamba-ssm-dtype bfloat16',
+        'mamba_ssm_dtype bfloat16', or the environment's 'SGLANG_MAMBA_SSM_DTYPE=bfloat16',
+        which the flag sets: SGLang's environ.py reads it, default unset); None when they do
+        not say."""
+        match = re.search(r"(?<![a-z0-9])(?:sglang[_ ])?mamba[_ -]ssm[_ -]dtype['\"]?\s*[=:]?\s*"
+                          r"['\"]?([a-z0-9]+)", self.notes, re.IGNORECASE)
+        return match.group(1).lower() if match else None
+
     def serving_tpot(self) -> bool:
         """Whether the row is a serving benchmark's TPOT at a concurrency above one (its notes
         name the TPOT or the inter-token latency it was read from: 'TPOT', 'mean_tpot_ms',

@@ -120,8 +120,12 @@ def deployment_for(row: Measurement) -> Deployment:
     flash = row.flash_attention()
     if flash is None:  # llama-bench's -fa was off unless asked for, through the builds here
         flash = not engine.startswith("llama.cpp")
-    return Deployment.build(model, acc, weights_arg, kv, row.num_gpus, pp, engine,
-                            flash_attention=flash, offload=row.offload())
+    dep = Deployment.build(model, acc, weights_arg, kv, row.num_gpus, pp, engine,
+                           flash_attention=flash, offload=row.offload())
+    # the state's dtype as the run kept it (an SGLang run's --mamba-ssm-dtype); a vLLM row's
+    # version is not passed: an old release ridgeline does not model would refuse here
+    ssm = row.mamba_ssm_dtype() if engine == "sglang" else None
+    return dep.with_state_settings(None, ssm) if ssm else dep
 
 
 @lru_cache(maxsize=4096)
@@ -447,6 +451,7 @@ def kv_row_settings(row: Measurement) -> EngineSettings:
         enforce_eager=ran_eager(row),
         prefix_caching=row.prefix_caching() if row.engine == "vllm" else None,
         engine_version=version, flash_attn=row.flash_attention() is not False,
+        mamba_ssm_dtype=row.mamba_ssm_dtype() if row.engine == "sglang" else None,
         backend=row.trtllm_backend() if row.engine == "trtllm" else None,
         warm_compile_cache=row.engine == "vllm" and row.warm_compile_cache())
 
