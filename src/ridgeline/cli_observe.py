@@ -130,11 +130,11 @@ def cmd_observe(args: argparse.Namespace) -> Any:
 def observed_spec(args: argparse.Namespace, obs: Any, model: Any) -> Any:
     """The drafter the flags give (--spec-tokens, --spec-method or the engine's spelling),
     its acceptance read off the tokens the source says a verify step keeps (SpecDecode.observed;
-    its drafter's cost --spec-draft-cost, decode's default SPEC_DRAFT_COST where not given), as
-    decode --spec-tokens prices it;
-    None without the flags or the source's acceptance length (the step then priced as plain
-    decoding, which the report's notes say). An acceptance length past what the drafts can
-    keep is refused: the flags are not the server's."""
+    its drafter's cost --spec-draft-cost, decode's default SPEC_DRAFT_COST where not given),
+    as decode --spec-tokens prices it; None without the flags or the source's acceptance
+    length (the step then priced as plain decoding, which the report's notes say). An
+    acceptance length past what the drafts can keep is refused: the flags are not the
+    server's."""
     from ridgeline.cli_spec import spec_method
     from ridgeline.spec_decode import SpecDecode
 

@@ -1,7 +1,7 @@
 """CLI: speculative decoding's flags (--spec-tokens, --spec-acceptance, --spec-draft-cost,
---spec-method), as simulate and decode both read them, fit the drafter's and observe the
-drafter's and its cost (fit, decode and simulate cautioned alike where the pool leaves the drafter out:
-``spec_drafter``); and the engines' own spellings of the drafter (vLLM's --speculative-config,
+--spec-method), as simulate and decode read them, fit the drafter alone and observe the
+drafter and its cost (fit, decode and simulate cautioned alike where the pool leaves the
+drafter out: ``spec_drafter``); and the engines' own spellings of the drafter (vLLM's --speculative-config,
 SGLang's --speculative-algorithm …; engine_spec.py), each read on its own engine into
 --spec-tokens and --spec-method."""
 

@@ -505,8 +505,8 @@ def describe_settings(settings: EngineSettings, engine: str,
               if (value := getattr(settings, name)) is not None]
     # the pool's sizes set rather than left to the engine, and a hybrid's state pool and
     # dtype (sizing_flags.py), each under the engine's own name (SIZE_KNOB_NAMES)
-    given += [f"{SIZE_KNOB_NAMES.get((engine, name), name)} {value:,}"
-              if isinstance(value, int) else f"{SIZE_KNOB_NAMES.get((engine, name), name)} {value}"
+    given += [f"{SIZE_KNOB_NAMES.get((engine, name), name)} "
+              + (f"{value:,}" if isinstance(value, int) else str(value))
               for name in ("kv_cache_memory_bytes", "max_total_tokens", "max_mamba_cache_size",
                            "mamba_ssm_dtype", "max_cudagraph_capture_size")
               if (value := getattr(settings, name)) is not None]
