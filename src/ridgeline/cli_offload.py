@@ -366,8 +366,10 @@ def fit_launch(args: argparse.Namespace, dep: Any,
             if auto_layers(args):
                 raise
             return None
-        trained = loaded_n_ctx_train(dep.model, dep.engine, dep.rope) or context
-        if (placed.offload is None and context >= trained) or default_kept(args, placed, True):
+        # -c 0 without --fit is the loaded n_ctx_train; --fit's differs where the launch's
+        # YaRN lifts it (llamacpp_fit.fit_resolved_context), and then it changes what runs
+        loaded = loaded_n_ctx_train(dep.model, dep.engine, dep.rope) or context
+        if (placed.offload is None and context == loaded) or default_kept(args, placed, True):
             return None
         return context, placed, "--fit"
     no_fit_ctx(args)

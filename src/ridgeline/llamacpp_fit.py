@@ -5,7 +5,8 @@ Since PR #16653 (merged December 2025; in build 7437) llama.cpp starts with ``--
 those builds, the newest modelled among them): it projects the memory of the whole model on
 the GPU and, when that leaves less than ``--fit-target`` (1024 MiB) free, changes what the
 user did not set. A context the user set is kept; llama-server's default ``-c 0`` (the
-trained context) is first shrunk, down to ``--fit-ctx`` (``fit_context``). Then:
+trained context, as --fit reads it: YaRN's cap where the launch lifts it) is first shrunk,
+down to ``--fit-ctx`` (``fit_context``). Then:
 
 - a dense model keeps the output layer and the last layers on the GPU, as many as fit
   (``-ngl`` lowered, whole layers, back to front);
@@ -181,39 +182,88 @@ def default_fit_min_context() -> int:
 CONTEXT_ALIGN = 256  # --fit rounds a context it shrinks down to a multiple of this
 
 
+def fit_resolved_context(dep: Deployment) -> tuple[int | None, int | None]:
+    """(n_ctx_train as the model loads, n_ctx_train as --fit reads it): what llama-server's
+    -c 0 allocates without --fit, and what --fit sets -c 0 to. --fit's probe reads
+    n_ctx_train after building its probe context, so from PR #28030 on it reads YaRN's cap
+    (capacity.served_context, the one cap). gpt-oss-20b under --rope-scaling yarn
+    --rope-scale 2: (131,072, 8,192)."""
+    from ridgeline.capacity import served_context
+
+    loaded = loaded_n_ctx_train(dep.model, dep.engine, dep.rope)
+    # llama.cpp at b10751 (PR #28030, merged 2026-08-30, after PR #27496 of 2026-08-21):
+    # - src/llama-context.cpp (ggml-org/llama.cpp 001d906a6d86): the llama_context
+    #   constructor sets cparams.n_ctx = params.n_ctx == 0 ? hparams.n_ctx_train : n_ctx and
+    #   sizes the cache there; llama_init_from_model only then, after `new llama_context`,
+    #   logs 'custom YaRN scaling detected' and sets model->hparams.n_ctx_train =
+    #   n_ctx_orig_yarn / rope_freq_scale. So -c 0 with --fit off is the loaded length.
+    # - common/fit.cpp common_get_device_memory_data (6d0892ba065b and later): loads a probe
+    #   model, calls llama_init_from_model on it, then reads hp_n_ctx_train =
+    #   llama_model_n_ctx_train(model): the lifted value.
+    # - common_params_fit_impl since PR #27496 ('fit: also take into account n_streams',
+    #   merged 2026-08-21; read in forks' copies of common/fit.cpp that carry it, the stored
+    #   ggml-org copy predating it): for n_ctx == 0 it sets cparams->n_ctx = hp_nct x
+    #   n_streams first ("llama_context would use only hp_nct in total for n_ctx == 0, resolve
+    #   the context before measuring anything else"; 1 stream: llama-server's auto -np turns
+    #   on kv_unified), then judges "no changes needed" on the probe built at n_ctx 0, the
+    #   loaded length, without measuring again; a shrink interpolates n_ctx_min..hp_nct by
+    #   the memory measured at that loaded length.
+    # - tools/server/server-context.cpp n_ctx_slot(): min(n_ctx_seq, llama_model_n_ctx_train).
+    return loaded, served_context(dep)[0] or loaded
+
+
 def fit_context(dep: Deployment, settings: EngineSettings, template: HostOffload,
                 margin_bytes: float | None = None,
                 min_context: int | None = None) -> tuple[int, Deployment]:
-    """llama-server's defaults: -c 0 (the trained context) and --fit on. The whole model at the
-    trained context when it fits; else the longest context, a multiple of 256 and no shorter
-    than --fit-ctx, at which it fits whole; else --fit-ctx with weights moved to the host.
-    Returns (context, placed deployment)."""
+    """llama-server's defaults: -c 0 and --fit on. --fit sets -c to n_ctx_train as it reads
+    it (``fit_resolved_context``: YaRN's cap where the launch lifts it) when the whole model
+    fits at the length the probe allocated (the loaded one); else it shrinks -c between
+    --fit-ctx and that cap in proportion to the memory that fits (the longest loaded-scale
+    context, a multiple of 256, mapped onto the cap's span); else --fit-ctx with weights moved
+    to the host. Returns (context, placed deployment)."""
     margin = default_fit_target_bytes() if margin_bytes is None else margin_bytes
     floor = default_fit_min_context() if min_context is None else min_context
-    trained = loaded_n_ctx_train(dep.model, dep.engine, dep.rope)  # n_ctx_train, as loaded
-    if not trained:
+    loaded, resolved = fit_resolved_context(dep)
+    if not loaded or not resolved:
         raise InputError(f"{dep.model.name} states no trained context "
                          "(max_position_embeddings): give --max-model-len")
     whole = replace(dep, offload=None)
-    if trained <= floor or holds(whole, settings, trained, 1, margin):
-        return trained, fit_placement(dep, settings, trained, 1, template, margin_bytes)
+    if holds(whole, settings, loaded, 1, margin):
+        return resolved, whole  # no change needed; a lifted -c allocates at start or fails
+    if resolved <= floor:
+        return resolved, fit_placement(dep, settings, resolved, 1, template, margin_bytes)
     low = -(-floor // CONTEXT_ALIGN)
-    most = _most(low, trained // CONTEXT_ALIGN, lambda m: holds(
-        whole, settings, m * CONTEXT_ALIGN, 1, margin)) if low <= trained // CONTEXT_ALIGN else None
+    most = _most(low, loaded // CONTEXT_ALIGN, lambda m: holds(
+        whole, settings, m * CONTEXT_ALIGN, 1, margin)) if low <= loaded // CONTEXT_ALIGN else None
     if most is not None:
-        return most * CONTEXT_ALIGN, whole
+        # linear interpolation between --fit-ctx and the cap, by the share of the loaded
+        # span's memory that fits: the longest context that fits, where nothing is lifted
+        share = floor + (resolved - floor) * (most * CONTEXT_ALIGN - floor) // (loaded - floor)
+        return max(share - share % CONTEXT_ALIGN, floor), whole
     if holds(whole, settings, floor, 1, margin):
         return floor, whole
     return floor, fit_placement(dep, settings, floor, 1, template, margin_bytes)
 
 
 def context_story(dep: Deployment, context: int) -> str:
-    """One line on the context --fit chose for llama-server's -c 0, and why."""
-    trained = loaded_n_ctx_train(dep.model, dep.engine, dep.rope) or context
+    """One line on the context --fit chose for llama-server's -c 0, and why; where the
+    launch's YaRN lifts n_ctx_train, that --fit reads the lifted cap, not the GGUF's length."""
+    from ridgeline.capacity import served_context
+
+    loaded, resolved = fit_resolved_context(dep)
+    trained = resolved or context
     head = f"llama-server's default -c 0 under --fit: -c {context:,}"
+    lifted = ("" if loaded in (None, trained) else
+              f" ({served_context(dep)[1]}: --fit reads n_ctx_train after its probe context "
+              f"applies the YaRN flags, PR #28030, not the {loaded:,} loaded"
+              + (", and judged the memory at that length" if trained > (loaded or 0) else "")
+              + ")")
     if context >= trained:
-        return f"{head}, the trained context"
+        return f"{head}, the trained context{lifted}"
+    if dep.offload is None and lifted:
+        return (f"{head}, the trained {trained:,} shrunk by the share of the {loaded:,} "
+                f"loaded that fits on the GPU{lifted}")
     if dep.offload is None:
         return f"{head}, the trained {trained:,} shrunk to what fits on the GPU"
     return (f"{head}, its floor (--fit-ctx): the trained {trained:,} is shrunk that far and "
-            "the model still does not fit whole, so weights move to the host")
+            f"the model still does not fit whole, so weights move to the host{lifted}")

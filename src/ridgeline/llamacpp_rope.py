@@ -92,10 +92,11 @@ def _shell_word(text: str) -> str:
 def loaded_n_ctx_train(spec: ModelSpec, engine: str, launch: RopeLaunch | None) -> int | None:
     """n_ctx_train as llama-server loads the GGUF, before any context exists: --override-kv's
     ARCH.context_length where the launch gives one (load_hparams reads the key through the
-    overrides), else the config's (served_positions). What -c 0 allocates and --fit shrinks
-    from: YaRN's rescaling (launch_n_ctx_train) comes only after the context is built, so it
-    lifts each slot's cap, not -c 0. Mistral-7B under --override-kv
-    llama.context_length=int:65536: -c 0 is 65,536 cells, not 32,768."""
+    overrides), else the config's (served_positions). What -c 0 allocates with --fit off, and
+    the length --fit's probe measures: YaRN's rescaling (launch_n_ctx_train) comes only after
+    the context is built, so there it lifts each slot's cap, not -c 0 (under --fit, -c 0
+    takes the lifted value: llamacpp_fit.fit_resolved_context). Mistral-7B under
+    --override-kv llama.context_length=int:65536: -c 0 is 65,536 cells, not 32,768."""
     override = context_override(spec, launch.kv_overrides) if launch is not None else None
     return int(override.value) if override is not None else served_positions(spec, engine)
 
