@@ -163,9 +163,12 @@ def test_the_logs_spec_lines_are_weighted_by_their_drafts(
     assert obs.spec_tokens_per_step != pytest.approx(sum(means) / len(means))
     assert obs.spec_draft_tokens == sum(drafted)
     report = observe_json(capsys, str(SPEC_LOG), *L8, "--spec-tokens", "3")
-    assert report["tokens_per_step"] == pytest.approx(obs.spec_tokens_per_step)
+    # what a token's time divides by: over all steps, as the lines' throughputs give it
+    assert report["tokens_per_step"] == pytest.approx(obs.spec_tokens_per_decode_step)
+    assert report["speculative"]["spec_acceptance"] == pytest.approx(
+        acceptance_for_tokens(3, obs.spec_tokens_per_step))
     assert report["predicted_itl_ms"] == pytest.approx(report["predicted_step_ms"]
-                                                       / obs.spec_tokens_per_step)
+                                                       / obs.spec_tokens_per_decode_step)
 
 
 def test_an_older_spec_line_says_a_drafter_serves_but_not_what_it_keeps(tmp_path: Path) -> None:
@@ -250,33 +253,48 @@ def test_an_ngram_drafters_itl_is_divided_by_the_tokens_a_reading_covered() -> N
                and f"1 + accepted ÷ drafts, {kept:,.2f}" in note for note in obs.notes)
 
 
-def test_an_ngram_drafters_priced_step_keeps_the_acceptance_length(
+def test_an_ngram_drafters_token_is_its_verify_step_over_the_tokens_of_all_its_steps(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """--spec-tokens 3: the verify step is priced with 1 + accepted ÷ drafts (the drafted
-    steps' tokens); only the measured ITL is a covered token's."""
+    """--spec-tokens 3: the verify step's acceptance is the drafted steps' (1 + accepted ÷
+    drafts, 2.2), but a token's time is that step over the tokens a request's step kept over
+    all its steps, (60,400 − 400 first) ÷ (60,000 − 24,000 accepted) = 1.67, as the measured
+    ITL is: the 20,000 drafts came in 36,000 steps."""
     text = NGRAM_METRICS.read_text()
     kept = kept_over_window(text)
+    generated = rise(text, "vllm:generation_tokens_total") - rise(text, f"{TTFT}_count")
+    every = generated / (generated - rise(text, SPEC_ACCEPTED_TOKENS[0]))
     drafted = observe_json(capsys, str(NGRAM_METRICS), *L8, "--spec-tokens", "3")
     spec = SpecDecode(3, acceptance_for_tokens(3, kept), SPEC_DRAFT_COST)
     verify = spec_step(l8_vllm(), spec, RUNNING, 4000, profile_for("vllm"))
-    assert drafted["tokens_per_step"] == pytest.approx(kept)
-    assert drafted["predicted_itl_ms"] == pytest.approx(verify.step_s * 1e3 / kept)
+    assert every == pytest.approx(tokens_per_itl_reading(text)) and every < kept
+    assert drafted["speculative"]["spec_acceptance"] == pytest.approx(spec.acceptance)
+    assert drafted["tokens_per_step"] == pytest.approx(every)
+    assert drafted["tokens_per_step_over"] == "all decode steps"
+    assert drafted["predicted_itl_ms"] == pytest.approx(verify.step_s * 1e3 / every)
     measured = step_ms(text) / tokens_per_itl_reading(text)
     assert drafted["gap"]["itl"] == pytest.approx(drafted["predicted_itl_ms"] / measured - 1)
+    assert not any("acceptance length, which counts only" in c for c in drafted["cautions"])
 
 
-def test_without_a_ttft_histogram_the_itl_is_divided_by_the_acceptance_length(
+def test_without_a_ttft_histogram_the_itl_is_divided_by_the_tokens_the_counters_give(
         tmp_path: Path) -> None:
     """The first tokens unknown (no TTFT histogram), the readings' tokens are not measured:
-    each is divided by 1 + accepted ÷ drafts, and the note says why."""
+    each is divided by the tokens a request's step kept over all its steps as the generation
+    and accepted counters give them, each request's first token counted as a step (60,400 ÷
+    36,400: 1.66, where the readings covered 1.67 and the drafted steps kept 2.2)."""
     text = NGRAM_METRICS.read_text()
     path = tmp_path / "no-ttft.prom"
     path.write_text("\n".join(line for line in text.splitlines() if TTFT not in line) + "\n")
     obs = read_source(str(path))
-    kept = kept_over_window(text)
-    assert obs.latency_ms["itl"]["mean"] == pytest.approx(step_ms(text) / kept)
-    assert any(f"the {kept:,.2f} tokens a verify step keeps (1 + accepted ÷ drafts: no reading "
-               f"of {TTFT}" in note for note in obs.notes)
+    generated = rise(text, "vllm:generation_tokens_total")
+    every = generated / (generated - rise(text, SPEC_ACCEPTED_TOKENS[0]))
+    assert obs.spec_tokens_per_request_step == pytest.approx(every)
+    assert tokens_per_itl_reading(text) > every
+    assert obs.latency_ms["itl"]["mean"] == pytest.approx(step_ms(text) / every)
+    assert any(f"the {every:,.2f} tokens a request's decode step kept over all its steps (no "
+               f"reading of {TTFT}" in note for note in obs.notes)
+    assert any("first token counted as a step (no TTFT histogram)" in note
+               for note in obs.notes)
 
 
 def test_counters_that_cover_under_a_token_a_reading_fall_back(tmp_path: Path) -> None:

@@ -313,7 +313,9 @@ def register(sub: Any) -> None:
         "accepted as the source's acceptance length says: SGLang's spec_accept_length, a vLLM "
         "bench's spec_decode_acceptance_length, vLLM's spec_decode counters (1 + accepted ÷ "
         "drafts) or its log's SpecDecoding lines, the drafter's passes at --spec-draft-cost; "
-        "without one, priced without drafts)")
+        "a token's time that step over the tokens a request's step keeps over all its decode "
+        "steps, drafted or not, where vLLM's generation and accepted tokens give them, else "
+        "over the acceptance length, with a caution; without one, priced without drafts)")
     spec_flags(drafter, pricing=False)  # the acceptance is the source's, not a flag's
     draft_cost_flag(drafter)
     _output(p)

@@ -57,6 +57,12 @@ class Observation:
     # counters, or its log's SpecDecoding lines, weighted by their draft tokens). None where
     # the source says none (no drafter, or unread)
     spec_tokens_per_step: float | None = None
+    # the tokens a request's decode step kept over the window, every decode step counted,
+    # drafted or not (spec_decode.tokens_per_request_step): vLLM's generation and accepted
+    # tokens, from its /metrics counters, its log's throughputs or a bench result's counts.
+    # None where the source gives only an acceptance length (SGLang's gauge, an older bench
+    # result), which counts the drafted steps alone
+    spec_tokens_per_request_step: float | None = None
     # the draft tokens vLLM's drafter proposed over the window (the increase of
     # vllm:spec_decode_num_draft_tokens_total, or its log's "Drafted: N tokens" summed; a single
     # scrape's since start): above 0, a drafter serves. None where the source has no drafter's
@@ -65,6 +71,15 @@ class Observation:
     # release, and the seats (max_num_seqs) where given; None where it does not say
     engine_version: str | None = None
     max_num_seqs: int | None = None
+
+    @property
+    def spec_tokens_per_decode_step(self) -> float | None:
+        """What a drafting server's step is divided by for a token's time: the tokens a
+        request's decode step kept over all its steps where the source counts them
+        (spec_tokens_per_request_step), else the acceptance length, which counts the steps
+        that drafted alone (an n-gram window of 1.5 tokens a step, 2.0 an acceptance length:
+        1.5); None without either."""
+        return self.spec_tokens_per_request_step or self.spec_tokens_per_step
 
     @property
     def batch(self) -> float | None:

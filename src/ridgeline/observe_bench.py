@@ -18,6 +18,7 @@ from ridgeline.observation import (
     Observation,
     checked,
 )
+from ridgeline.spec_decode import FEWER_STEPS, tokens_per_request_step
 
 # vllm bench serve's names; SGLang's bench_serving names end-to-end e2e_latency_ms
 _BENCH_KEYS = {"ttft": ("ttft_ms",), "itl": ("itl_ms",), "tpot": ("tpot_ms",),
@@ -247,6 +248,7 @@ def _per_token_itl(data: dict[str, Any], obs: Observation, source: str) -> None:
                             "tokens per step")
     if accepted is not None and accepted > 1:  # 1 + accepted ÷ drafts: the bonus token's in
         obs.spec_tokens_per_step = accepted
+        _read_request_steps(data, obs, source, accepted)
     if "itl" not in latency:
         if "tpot" in latency:
             latency["itl"] = latency["tpot"]
@@ -263,6 +265,45 @@ def _per_token_itl(data: dict[str, Any], obs: Observation, source: str) -> None:
                          f"TPOT ({tpot:,.1f} ms): the stream carries several tokens a chunk "
                          "(speculative decoding, a server stream interval), and the batch read "
                          "by Little's law, output tok/s × ITL, is that much too high")
+
+
+def _read_request_steps(data: dict[str, Any], obs: Observation, source: str,
+                        kept: float) -> None:
+    """The tokens a request's decode step kept over all its steps, drafted or not
+    (spec_decode.tokens_per_request_step), where vllm bench serve wrote the drafts it
+    accepted: spec_decode_accepted_tokens, the server's counter over the run
+    (vllm/benchmarks/serve.py: its /metrics before and after), against the run's
+    total_output_tokens less a first token for each completed request (128,000 tokens of 500
+    requests, 60,000 accepted: 1.89 a step). TPOT, per token over every step, is set against
+    that; an older result without the fields keeps the acceptance length (a caution says so).
+    Fewer steps than spec_decode_num_drafts past FEWER_STEPS (other traffic on the server
+    while the run ran, or failed requests) leave it unread, with a note."""
+    fields = [_bench_field(data, key, source, MAX_COUNT, what) for key, what in (
+        ("spec_decode_accepted_tokens", "tokens"), ("total_output_tokens", "tokens"),
+        ("completed", "requests"))]
+    if None in fields:
+        return
+    accepted, produced, done = (float(v or 0.0) for v in fields)
+    try:
+        per_step = tokens_per_request_step(produced, accepted, done)
+    except ValueError as exc:
+        obs.notes.append(f"spec_decode_accepted_tokens against total_output_tokens: {exc}, so "
+                         "the tokens a request's step kept over all its steps are not read")
+        return
+    steps = produced - done - accepted
+    drafts = _bench_field(data, "spec_decode_num_drafts", source, MAX_COUNT, "drafts")
+    if drafts is not None and drafts > steps * (1 + FEWER_STEPS):
+        obs.notes.append(f"the run's {produced:,.0f} output tokens leave {steps:,.0f} decode "
+                         f"steps once {done:,.0f} first and {accepted:,.0f} accepted tokens are "
+                         f"taken off, fewer than its {drafts:,.0f} drafts: the server served "
+                         "more than the run, so the tokens a request's step kept over all its "
+                         "steps are not read")
+        return
+    obs.spec_tokens_per_request_step = min(per_step, kept)
+    obs.notes.append(f"a drafter: {obs.spec_tokens_per_request_step:,.2f} tokens a request's "
+                     f"decode step over all its steps ({produced:,.0f} output tokens less "
+                     f"{done:,.0f} first, over those less the {accepted:,.0f} accepted), "
+                     f"against {kept:,.2f} over the steps that drafted (its acceptance length)")
 
 
 MAX_BENCH_S = 1e7  # a benchmark's duration or a request's latency: under four months

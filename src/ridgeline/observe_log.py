@@ -20,6 +20,7 @@ from ridgeline.observation import (
     Observation,
     checked,
 )
+from ridgeline.spec_decode import tokens_per_request_step
 
 MAX_ENGINES = 4096  # data-parallel engines one log line may aggregate
 # vLLM's periodic stats line, V0 and V1 (vllm/v1/metrics/loggers.py): "N Engines
@@ -79,6 +80,11 @@ SPEC_LINE = re.compile(r"SpecDecoding metrics: (?P<body>[^\n]*)")
 _SPEC_MEAN = re.compile(rf"Mean acceptance length: (?P<mean>{_NUM})")
 _SPEC_ACCEPTED = re.compile(rf"\bAccepted: (?P<n>{_INT}) tokens")
 _SPEC_DRAFTED = re.compile(rf"\bDrafted: (?P<n>{_INT}) tokens")
+# the interval's accepted tokens over the seconds since the drafter's line was last logged
+# (SpecDecodingLogging.log; PR #24127, Sep 2025): the same seconds as the stats line's
+# generation throughput logged just before it (LoggingStatLogger.log), where the interval
+# before also drafted
+_SPEC_ACCEPTED_RATE = re.compile(rf"Accepted throughput: (?P<rate>{_NUM}) tokens/s")
 
 
 def _log_number(match: re.Match[str], group: str, field: str, source: str, text: str) -> float:
@@ -105,6 +111,7 @@ def from_log(text: str, source: str) -> Observation:
     obs = Observation(source, "log")
     prompt: list[float] = []
     gen: list[float] = []
+    generated_tok_s = 0.0  # the lines' generation throughputs summed, every engine's
     preempted: list[float] = []
     hits: list[float] = []
     deferred = 0.0  # the most waiting requests one line deferred
@@ -143,6 +150,7 @@ def from_log(text: str, source: str) -> Observation:
                                     (gen, "gen", "Avg generation throughput")):
             series.append(checked(number(group, name), where, name, 0.0, MAX_COUNT,
                                   f"tokens per second, 0 to {MAX_COUNT:g}") / k)
+        generated_tok_s += gen[-1] * k
         if match.group("preempted"):
             preempted.append(checked(number("preempted", "Preemptions"), where, "Preemptions",
                                      0.0, MAX_COUNT, COUNTER_RANGE))
@@ -196,22 +204,35 @@ def from_log(text: str, source: str) -> Observation:
     obs.notes.append(f"{len(lines)} periodic stats lines")
     _read_startup_pool(text, source, obs)
     _read_launch(text, source, obs)
-    _read_spec_lines(text, source, obs)
+    _read_spec_lines(text, source, obs, generated_tok_s)
     return obs
 
 
-def _read_spec_lines(text: str, source: str, obs: Observation) -> None:
+def _read_spec_lines(text: str, source: str, obs: Observation,
+                     generated_tok_s: float = 0.0) -> None:
     """The tokens a verify step kept over the log, from vLLM's SpecDecoding lines: each
     interval's mean acceptance length, weighted by the draft tokens it drafted (each draft
     holds the drafter's --num-speculative-tokens, whole, so draft tokens count drafts; an
     n-gram's unmatched steps propose none, and count none). Lines of 2.0 over 300 draft tokens
     and 3.0 over 100: 2.25. Lines without a mean (v0.8.3-0.8.4) say a drafter serves, not
-    what it keeps."""
+    what it keeps. Where every line gives its accepted throughput, the tokens a request's step
+    kept over all its steps too (_read_request_steps)."""
     means: list[tuple[float, float]] = []  # (mean acceptance length, draft tokens)
+    accepted_tok_s: list[float | None] = []
     drafted_total, lines = 0.0, 0
     for match in SPEC_LINE.finditer(text):
         lines += 1
         body, where = match["body"], f"{source}, line {text.count(chr(10), 0, match.start()) + 1}"
+        rate = _SPEC_ACCEPTED_RATE.search(body)
+        shown = None if rate is None else rate["rate"]
+        try:
+            tok_s = None if shown is None else float(shown)
+        except ValueError:
+            raise InputError(f"{where}: Accepted throughput reads {shown!r}, not a "
+                             "number") from None
+        accepted_tok_s.append(None if tok_s is None else checked(
+            tok_s, where, "Accepted throughput", 0.0, MAX_COUNT,
+            f"tokens per second, 0 to {MAX_COUNT:g}"))
         drafted = _SPEC_DRAFTED.search(body)
         tokens = checked(float(drafted["n"]), where, "Drafted", 0.0, MAX_COUNT,
                          COUNTER_RANGE) if drafted else None
@@ -244,10 +265,51 @@ def _read_spec_lines(text: str, source: str, obs: Observation) -> None:
                          f"mean acceptance length of {len(means)} SpecDecoding "
                          f"{'line' if len(means) == 1 else 'lines'} weighted by the "
                          f"{weight:,.0f} tokens they drafted")
+        _read_request_steps(obs, generated_tok_s, accepted_tok_s)
     elif drafted_total:
         obs.notes.append(f"{lines} SpecDecoding {'line' if lines == 1 else 'lines'} without a "
                          "mean acceptance length (vLLM before PR #16665, about 0.8.3-0.8.4): "
                          "a drafter serves, but the tokens a verify step keeps are not read")
+
+
+def _read_request_steps(obs: Observation, generated_tok_s: float,
+                        accepted_tok_s: list[float | None]) -> None:
+    """The tokens a request's decode step kept over all its steps, drafted or not
+    (spec_decode.tokens_per_request_step), from the stats lines' generation throughputs
+    summed and the SpecDecoding lines' accepted throughputs summed: vLLM logs both each
+    interval, over the same seconds, an interval without drafts no SpecDecoding line (it
+    accepted none), so the sums stand for the log's tokens where its intervals are alike
+    (VLLM_LOG_STATS_INTERVAL). Stats lines of 6,000, 4,000 and 6,000 tok/s, the first and
+    last followed by drafter lines accepting 2,000 tok/s: 16,000 ÷ 12,000, 1.33 tokens a step,
+    where their acceptance length reads 2.0. The log names no
+    request, so each one's first token counts as a step (slightly low); a drafter's line
+    after an interval that drafted nothing spreads its tokens over both intervals' seconds
+    (low again). Unread, with a note, where a line gives no accepted throughput (before
+    Sep 2025), or the sums leave no step."""
+    if not accepted_tok_s or None in accepted_tok_s or not generated_tok_s:
+        obs.notes.append("the SpecDecoding lines give no accepted throughput (vLLM before PR "
+                         "#24127, Sep 2025) to set against the generation throughput: the steps "
+                         "that drafted nothing are not counted, and a token's time is divided "
+                         "by the acceptance length, which leaves them out")
+        return
+    accepted = sum(rate for rate in accepted_tok_s if rate is not None)
+    try:
+        per_step = tokens_per_request_step(generated_tok_s, accepted)
+    except ValueError:
+        obs.notes.append(f"the SpecDecoding lines accept {accepted:,.1f} tok/s summed, no less "
+                         f"than the stats lines' {generated_tok_s:,.1f} generated: no decode "
+                         "step left, so the tokens a request's step kept over all its steps "
+                         "are not read")
+        return
+    kept = obs.spec_tokens_per_step or per_step
+    obs.spec_tokens_per_request_step = min(per_step, kept)
+    obs.notes.append(f"a drafter: {obs.spec_tokens_per_request_step:,.2f} tokens a request's "
+                     f"decode step over all its steps (the stats lines' generation throughputs, "
+                     f"{generated_tok_s:,.1f} tok/s summed, over those less the SpecDecoding "
+                     f"lines' accepted, {accepted:,.1f}; each request's first token counted as "
+                     f"a step), against {kept:,.2f} over the steps that drafted: a step that "
+                     "proposed none (an n-gram drafter without a match, a request near "
+                     "max_model_len) keeps 1 token")
 
 
 # The launch, logged at start-up: "vLLM API server version 0.9.1" (entrypoints/openai/

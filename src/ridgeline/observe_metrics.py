@@ -111,6 +111,7 @@ from ridgeline.observe_window import (
     window_rate,
 )
 from ridgeline.prometheus import MAX_UNIX_S, Histogram, Scrape
+from ridgeline.spec_decode import FEWER_STEPS, tokens_per_request_step
 
 _HISTOGRAMS = tuple(f"{n}{part}" for n in TTFT + ITL + E2E for part in ("_bucket", "_sum",
                                                                           "_count"))
@@ -382,14 +383,22 @@ def _read_vllm_drafts(scrapes: list[Scrape], obs: Observation, timed: bool,
                      + f"draft tokens, {kept:,.2f} tokens a verify step (1 + accepted ÷ "
                      f"drafts, the bonus token in: {SPEC_ACCEPTED_TOKENS[0]}, {SPEC_DRAFTS[0]})"
                      + (f"; accepted at each draft position {shown}" if shown else ""))
+    generated = count(GENERATION_TOKENS)
+    ttft = histograms.get("ttft")
+    _read_request_steps(obs, generated, accepted, drafts, None if ttft is None
+                        else ttft[1].count, span)
     itl = obs.latency_ms.get("itl")
     if itl and obs.engine_family == "vllm":
-        measured, how = _tokens_per_itl_reading(count(GENERATION_TOKENS), histograms)
-        tokens = kept if measured is None else measured
+        measured, how = _tokens_per_itl_reading(generated, histograms)
+        every = obs.spec_tokens_per_request_step
+        tokens = measured or obs.spec_tokens_per_decode_step or kept
         obs.latency_ms["itl"] = {k: v if k == "count" else v / tokens for k, v in itl.items()}
         by = (f"the {kept:,.2f} tokens a verify step keeps (1 + accepted ÷ drafts: {how}; a "
               "step that proposed no draft, as an n-gram drafter's without a match, keeps 1 "
               "token and is no draft, so where such steps are many this reads low)"
+              if measured is None and every is None else
+              f"the {every:,.2f} tokens a request's decode step kept over all its steps "
+              f"({how}; read off the generation and accepted tokens instead)"
               if measured is None else
               f"the {measured:,.2f} tokens an ITL reading covered {span} ({how}; 1 + "
               f"accepted ÷ drafts, {kept:,.2f}, counts only the steps that drafted: one that "
@@ -398,6 +407,57 @@ def _read_vllm_drafts(scrapes: list[Scrape], obs: Observation, timed: bool,
         obs.notes.append(f"ITL: vLLM times a request's steps, not its tokens (one reading an "
                          f"output, whatever tokens it kept): each divided by {by}, the mean "
                          "exact, the percentiles a step's over its mean tokens")
+        if measured and every and abs(measured / every - 1) > FEWER_STEPS:
+            # one token a decode step besides the accepted: each step is one ITL reading
+            obs.notes.append(f"the ITL readings cover {measured:,.2f} tokens each, the counters "
+                             f"{every:,.2f} a step (generation less first less accepted tokens "
+                             "leave one a step): they should agree, so the counters and the "
+                             "histogram may not be one server's, or requests stopped inside "
+                             "accepted drafts")
+
+
+def _read_request_steps(obs: Observation, generated: float | None, accepted: float,
+                        drafts: float, first: float | None, span: str) -> None:
+    """The tokens a request's decode step kept over all its steps, drafted or not
+    (spec_decode.tokens_per_request_step): vLLM's generation tokens, less a first token for
+    each TTFT reading, over those less the accepted drafts. vLLM adds every output's new
+    tokens to generation_tokens (vllm/v1/metrics/stats.py IterationStats.update_from_output),
+    a request's first among them, and counts accepted only tokens a step kept, so what is
+    left is one token a decode step, whether it drafted or not. Without a TTFT histogram the
+    first tokens count as steps (a request's output of 200 tokens reads one step in 200 too
+    many). Left unset, with a note, where the counters leave fewer steps than drafts (past
+    FEWER_STEPS: not one server's) or none; where they leave a few fewer (a request that
+    stopped inside accepted drafts, which vLLM trims from its output but counts accepted),
+    every step drafted: the acceptance length."""
+    if generated is None:
+        obs.notes.append(f"no {GENERATION_TOKENS[0]} {span}: the steps that drafted nothing "
+                         "are not counted, and a token's time is divided by the acceptance "
+                         "length, which leaves them out")
+        return
+    try:
+        per_step = tokens_per_request_step(generated, accepted, first or 0.0)
+    except ValueError as exc:
+        obs.notes.append(f"{GENERATION_TOKENS[0]} and {SPEC_ACCEPTED_TOKENS[0]} {span}: {exc}, "
+                         "so the tokens a request's step kept over all its steps are not read")
+        return
+    steps = generated - (first or 0.0) - accepted
+    if drafts > steps * (1 + FEWER_STEPS):
+        obs.notes.append(f"{GENERATION_TOKENS[0]} {span} leaves {steps:,.0f} decode steps once "
+                         f"the {accepted:,.0f} accepted tokens are taken off, fewer than the "
+                         f"{drafts:,.0f} drafts: not one server's counters, so the tokens a "
+                         "request's step kept over all its steps are not read")
+        return
+    kept = 1 + accepted / drafts
+    obs.spec_tokens_per_request_step = min(per_step, kept)
+    whose = (f"less the {first:,.0f} first tokens of its TTFT readings" if first is not None
+             else "each request's first token counted as a step (no TTFT histogram)")
+    obs.notes.append(f"a drafter: {obs.spec_tokens_per_request_step:,.2f} tokens a request's "
+                     f"decode step over all its steps ({generated:,.0f} generation tokens "
+                     f"{span}, {whose}, over those less the {accepted:,.0f} accepted), against "
+                     f"{kept:,.2f} over the steps that drafted: {min(drafts, steps):,.0f} of "
+                     f"{steps:,.0f} steps drafted ({min(1.0, drafts / steps):.0%}), the rest "
+                     "proposing none (an n-gram drafter without a match, a request near "
+                     "max_model_len) and keeping 1 token")
 
 
 def _tokens_per_itl_reading(generated: float | None,

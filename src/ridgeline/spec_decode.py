@@ -59,6 +59,31 @@ class SpecDecode:
                 f"at {self.acceptance:g}, drafter at {self.draft_cost:g} of the target")
 
 
+# how many fewer decode steps than drafts an engine's counts may leave (generation − first −
+# accepted): a request that stops inside its accepted drafts has the rest trimmed from its
+# output (vllm/v1/core/sched/scheduler.py _update_request_with_output) but counted accepted,
+# up to num_speculative_tokens a request; past this, the counts are not one server's
+FEWER_STEPS = 0.05
+
+
+def tokens_per_request_step(generated: float, accepted: float, first: float = 0.0) -> float:
+    """The tokens a request's decode step keeps over all its steps, drafted or not:
+    (generated − first) ÷ (generated − first − accepted). Every decode step of a request keeps
+    its one sampled token (the bonus, or the correction of the first draft refused) and the
+    drafts it accepted; a step that proposed none (an n-gram drafter without a match, a
+    request within its drafts of max_model_len) keeps the one token alone, and vLLM counts no
+    draft for it (vllm/v1/core/sched/scheduler.py update_from_output observes a draft only
+    where draft tokens were scheduled). So the steps number the tokens less the accepted ones;
+    ``first`` is the tokens prefills sampled, one a request, no decode step's. 36,000 steps,
+    half of them drafting and 18,000 drafts accepted: 54,000 tokens, 1.5 a step, where the
+    acceptance length (1 + accepted ÷ drafts) reads 2.0."""
+    steps = generated - first - accepted
+    if not steps > 0 or accepted < 0:  # NaN fails too
+        raise ValueError(f"{generated:,.0f} tokens less {first:,.0f} first and "
+                         f"{accepted:,.0f} accepted leave no decode step")
+    return (generated - first) / steps
+
+
 @dataclass(frozen=True)
 class SpecStep:
     """One verify step of ``spec`` for ``batch`` sequences at ``context`` tokens, expected."""

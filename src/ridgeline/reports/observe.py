@@ -73,6 +73,7 @@ class ObserveReport(ObserveVerdict):
             "predicted_itl_ms": self.predicted_itl_ms,
             "predicted_step_ms": self.predicted_step_ms,
             "tokens_per_step": self.tokens_per_step,
+            "tokens_per_step_over": self.tokens_per_step_over,
             "speculative": None if self.spec_step is None else self.spec_step.to_dict(),
             "gap": {} if self.not_comparable else self.gaps(),
             "gap_not_comparable": self.not_comparable if self.gaps() else None,
@@ -173,9 +174,10 @@ class ObserveReport(ObserveVerdict):
             line = (f"ridgeline predicts {predicted:,.1f} ms per token at this batch ({d.engine}"
                     + (f"; {work}" if work else "")
                     + (f"; a {self.predicted_step_ms or 0.0:,.1f} ms step keeping "
-                       f"{drafted.spec.tokens_per_step:,.2f} tokens a request: "
-                       f"{drafted.spec.label()}, the acceptance read off the source's "
-                       "acceptance length" if drafted is not None else "") + ")")
+                       f"{self.tokens_per_step:,.2f} tokens a request over "
+                       f"{self.tokens_per_step_over}: {drafted.spec.label()}, the acceptance "
+                       "read off the source's acceptance length" if drafted is not None
+                       else "") + ")")
             implied = self.rate_itl_ms
             apart = self.not_comparable
             below = " (the caution below)" if self.misdescribed else ""
@@ -264,6 +266,13 @@ class ObserveReport(ObserveVerdict):
                        "serves), or its requests share prefixes its cache holds once; the "
                        f"context of {self.context:,} tokens is read off that modelled pool's "
                        "fill, only as good as the description")
+        drafted = self.spec_step
+        if drafted is not None and self.tokens_per_step_over == "drafted steps":
+            out.append(f"caution: the {self.tokens_per_step:,.2f} tokens a step the predicted "
+                       "ITL divides by are the source's acceptance length, which counts only the "
+                       "steps that drafted: a step that proposed none (an n-gram drafter without "
+                       "a match, a request near max_model_len) keeps 1 token and is not in it, "
+                       "so where such steps are many the prediction reads low")
         remark = self.preemption_remark
         if remark is not None:
             out.append(f"caution: {remark}")

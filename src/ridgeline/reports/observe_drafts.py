@@ -49,8 +49,15 @@ def verify_step(report: ObserveReport) -> Step:
                   "the target over each row's drafts + 1 tokens, then the drafter's passes"),
                 *([q("prompt work a step", work, "ms",
                      "the step without drafts less its decodes alone")] if work else []),
-                q("tokens per step", spec.tokens_per_step, "", "the source's acceptance length, "
-                  "the bonus token included"),
+                q("tokens per step", report.tokens_per_step, "",
+                  "over all decode steps: the source's generation tokens over those less the "
+                  "accepted drafts, a step without drafts keeping 1 (tokens_per_request_step)"
+                  if report.tokens_per_step_over == "all decode steps" else
+                  "the source's acceptance length, the bonus token included: the steps that "
+                  "drafted alone"),
+                *([q("acceptance length", spec.tokens_per_step, "", "over the steps that "
+                     "drafted: 1 + accepted ÷ drafts")]
+                  if report.tokens_per_step != spec.tokens_per_step else []),
                 q("drafts", spec.drafts, "", "the drafter's flags"),
                 q("acceptance", spec.acceptance, "", "the rate at which the drafts keep those "
                   "tokens: 1 + a + … + a^drafts inverted"),

@@ -51,16 +51,17 @@ class ObservedFloor(ObservedLatency):
     @property
     def floor_tokens_per_step(self) -> float:
         """The tokens a step keeps a request, which a token's floor divides the step's by: the
-        priced verify step's; else the source's acceptance length, where a drafter's drafts go
-        unpriced (the flags give no draft length), since the measured time is still a token's
-        of a drafting server (vLLM's histogram divided by it, SGLang's per token); else, with
-        the drafter's flags but no acceptance read, its drafts + 1, the most a verify step
-        keeps; 1 without a drafter. A drafting server's 6 ms a token at 2.5 tokens a step is
-        no breach of a 10.8 ms step's floor (4.3 ms a token)."""
+        priced verify step's; else the source's (over all decode steps where it counts them,
+        else its acceptance length: Observation.spec_tokens_per_decode_step), where a
+        drafter's drafts go unpriced (the flags give no draft length), since the measured time
+        is still a token's of a drafting server (vLLM's histogram divided by it, SGLang's per
+        token); else, with the drafter's flags but no acceptance read, its drafts + 1, the
+        most a verify step keeps; 1 without a drafter. A drafting server's 6 ms a token at
+        2.5 tokens a step is no breach of a 10.8 ms step's floor (4.3 ms a token)."""
         if self.spec_step is not None:
             return self.tokens_per_step
-        if self.obs.spec_tokens_per_step:
-            return self.obs.spec_tokens_per_step
+        if self.obs.spec_tokens_per_decode_step:
+            return self.obs.spec_tokens_per_decode_step
         drafter = self.engine_settings.drafter
         if drafter is not None and drafter.tokens > 0:
             return float(drafter.tokens + 1)

@@ -172,10 +172,22 @@ class ObservedLatency(ObservedPool):
 
     @property
     def tokens_per_step(self) -> float:
-        """The tokens a step keeps a request: the verify step's (the source's acceptance
-        length) where one is priced, else 1."""
-        drafted = self.spec_step
-        return drafted.spec.tokens_per_step if drafted is not None else 1.0
+        """The tokens a step keeps a request where a verify step is priced, else 1: over all
+        its decode steps where the source counts them, else the acceptance length
+        (Observation.spec_tokens_per_decode_step: an n-gram window of 1.5 tokens a step over
+        all, 2.0 over the steps that drafted, divides by 1.5)."""
+        if self.spec_step is None:
+            return 1.0
+        return self.obs.spec_tokens_per_decode_step or self.spec_step.spec.tokens_per_step
+
+    @property
+    def tokens_per_step_over(self) -> str | None:
+        """Which steps tokens_per_step counts where a verify step is priced: "all decode
+        steps" (the source's generation and accepted tokens), or "drafted steps" (an
+        acceptance length, which leaves out the steps that proposed no draft); else None."""
+        if self.spec_step is None:
+            return None
+        return "all decode steps" if self.obs.spec_tokens_per_request_step else "drafted steps"
 
     @property
     def decode_step_ms(self) -> float:
